@@ -1,0 +1,36 @@
+"""The exception hierarchy. Every error distlab raises on purpose is a DistlabError.
+
+Widgets catch DistlabError and show its message in place of the result; any other
+exception reaching a student is a bug.
+"""
+
+from __future__ import annotations
+
+
+class DistlabError(Exception):
+    """Base class: a problem with the inputs or a limit of the physics, explained in words."""
+
+
+class ConfigurationError(DistlabError, ValueError):
+    """A parameter has an invalid value (names the parameter, the value and what is valid)."""
+
+
+class UnknownNameError(ConfigurationError):
+    """A catalog lookup found no entry of that name (the message lists the closest names)."""
+
+
+class UnitError(DistlabError, ValueError):
+    """A quantity has the wrong dimension or cannot be parsed."""
+
+
+class OutOfMemoryError(DistlabError):
+    """A configuration needs more memory per GPU than the GPU has."""
+
+    def __init__(self, message: str, *, needed_bytes: float, capacity_bytes: float):
+        super().__init__(message)
+        self.needed_bytes = needed_bytes
+        self.capacity_bytes = capacity_bytes
+
+    @property
+    def overflow_bytes(self) -> float:
+        return self.needed_bytes - self.capacity_bytes

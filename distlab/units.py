@@ -1,0 +1,187 @@
+"""The one pint registry of distlab, input parsing and output formatting.
+
+Conventions (DESIGN.md): GB = 10**9 bytes, GiB = 2**30 bytes; a lowercase b is a bit
+("400 Gb/s" = 50 GB/s); link bandwidths are per direction. Inside, hot paths work on
+plain floats in base units (byte, second, flop); results get units at the boundary.
+
+pint's default registry treats bytes as dimensionless and reads "Gb" as gilbert, so
+distlab builds a small registry of its own with information and computation as
+dimensions.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import pint
+
+from .errors import ConfigurationError, UnitError
+
+_DEFINITIONS = """
+yocto- = 1e-24 = y-
+zepto- = 1e-21 = z-
+atto- =  1e-18 = a-
+femto- = 1e-15 = f-
+pico- =  1e-12 = p-
+nano- =  1e-9  = n-
+micro- = 1e-6  = µ- = μ- = u-
+milli- = 1e-3  = m-
+kilo- =  1e3   = k- = K-
+mega- =  1e6   = M-
+giga- =  1e9   = G-
+tera- =  1e12  = T-
+peta- =  1e15  = P-
+exa- =   1e18  = E-
+zetta- = 1e21  = Z-
+yotta- = 1e24  = Y-
+kibi- = 2**10 = Ki-
+mebi- = 2**20 = Mi-
+gibi- = 2**30 = Gi-
+tebi- = 2**40 = Ti-
+pebi- = 2**50 = Pi-
+second = [time] = s = sec
+minute = 60 * second = min
+hour = 60 * minute = h = hr
+day = 24 * hour = d
+bit = [information] = b
+byte = 8 * bit = B = octet
+flop = [computation] = FLOP
+FLOPS = flop / second
+percent = 0.01 = %
+"""
+
+ureg = pint.UnitRegistry(None)
+for _line in _DEFINITIONS.strip().splitlines():
+    ureg.define(_line)
+ureg.formatter.default_format = "~P"
+Q_ = ureg.Quantity
+
+#: Base units in which plain numbers are read and in which hot paths compute.
+BYTES = "B"
+BYTES_PER_SECOND = "B/s"
+SECONDS = "s"
+FLOP = "FLOP"
+FLOP_PER_SECOND = "FLOP/s"
+
+
+def _check_finite(value: float, name: str) -> float:
+    if not math.isfinite(value):
+        raise ConfigurationError(f"{name}={value!r} is not a finite number")
+    return value
+
+
+def to_base(value, unit: str, name: str = "value") -> float:
+    """Read `value` as a plain float in `unit`.
+
+    `value` may be a pint Quantity, a string such as "900 GB/s" or "400 Gb/s", or a
+    plain number already in `unit`. Raises UnitError on a wrong dimension or an
+    unparseable string, ConfigurationError on NaN or infinity.
+    """
+    if isinstance(value, bool):
+        raise UnitError(f"{name}={value!r} is a boolean, not a quantity in {unit}")
+    if isinstance(value, numbers.Real):
+        return _check_finite(float(value), name)
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            raise UnitError(f"{name} is empty; expected a quantity such as '80 GB' (unit {unit})")
+        try:
+            value = Q_(text)
+        except Exception as exc:  # pint raises several exception types for bad text
+            raise UnitError(
+                f"{name}={text!r} is not a quantity distlab can read ({exc}); "
+                f"expected something like '80 GB', '900 GB/s' or '400 Gb/s'"
+            ) from None
+        if not isinstance(value, pint.Quantity):  # a bare number in a string
+            return _check_finite(float(value), name)
+    if isinstance(value, pint.Quantity):
+        if value.dimensionless and not Q_(1, unit).dimensionless:
+            return _check_finite(float(value.to("").magnitude), name)
+        try:
+            magnitude = value.to(unit).magnitude
+        except pint.DimensionalityError:
+            raise UnitError(
+                f"{name}={value:~P} has the wrong dimension: expected a quantity in {unit}"
+            ) from None
+        try:
+            return _check_finite(float(magnitude), name)
+        except TypeError:
+            raise UnitError(f"{name}={value!r} must be a single number, not an array") from None
+    raise UnitError(
+        f"{name}={value!r} (type {type(value).__name__}) is not a number, a quantity or a string"
+    )
+
+
+def positive(value, unit: str, name: str) -> float:
+    """Like to_base, and the result must be > 0."""
+    number = to_base(value, unit, name)
+    if number <= 0:
+        raise ConfigurationError(f"{name} must be positive, got {format_quantity(number, unit)}")
+    return number
+
+
+def non_negative(value, unit: str, name: str) -> float:
+    """Like to_base, and the result must be >= 0."""
+    number = to_base(value, unit, name)
+    if number < 0:
+        raise ConfigurationError(f"{name} must not be negative, got {format_quantity(number, unit)}")
+    return number
+
+
+def positive_int(value, name: str) -> int:
+    """A whole number >= 1 (a float such as 8.0 is accepted; 2.5, 0, True are not)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ConfigurationError(f"{name}={value!r} must be a positive whole number")
+    if not math.isfinite(value) or value != int(value) or value < 1:
+        raise ConfigurationError(f"{name}={value!r} must be a positive whole number")
+    return int(value)
+
+
+def quantity(value: float, unit: str) -> pint.Quantity:
+    """Attach a unit to a plain number (the boundary from hot path to public result)."""
+    return Q_(value, unit)
+
+
+_BYTE_UNITS = ("B", "kB", "MB", "GB", "TB", "PB")
+
+
+def format_bytes(n_bytes: float, digits: int = 3) -> str:
+    """Decimal bytes with a prefix chosen so the number is below 1000: 112e9 -> '112 GB'."""
+    return _format_prefixed(n_bytes, _BYTE_UNITS, digits)
+
+
+def format_rate(value: float, unit: str = "B/s", digits: int = 3) -> str:
+    """A rate with a decimal prefix: 4.5e11 B/s -> '450 GB/s'; 9.89e14 FLOP/s -> '989 TFLOP/s'."""
+    prefixes = ("", "k", "M", "G", "T", "P", "E")
+    return _format_prefixed(value, tuple(p + unit for p in prefixes), digits)
+
+
+def _format_prefixed(value: float, units: tuple, digits: int) -> str:
+    magnitude = abs(value)
+    index = 0
+    while magnitude >= 999.5 and index < len(units) - 1:
+        magnitude /= 1000.0
+        index += 1
+    sign = "-" if value < 0 else ""
+    return f"{sign}{magnitude:.{digits}g} {units[index]}"
+
+
+def format_seconds(seconds: float, digits: int = 3) -> str:
+    """Seconds with a readable unit: 0.0025 -> '2.5 ms'."""
+    magnitude = abs(seconds)
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
+        if magnitude >= scale * 0.9995 or unit == "ns":
+            return f"{seconds / scale:.{digits}g} {unit}"
+    raise AssertionError("unreachable")
+
+
+def format_quantity(value: float, unit: str) -> str:
+    """Format a plain number in a base unit for messages."""
+    if unit == BYTES:
+        return format_bytes(value)
+    if unit == SECONDS:
+        return format_seconds(value)
+    if unit in (BYTES_PER_SECOND, FLOP_PER_SECOND):
+        return format_rate(value, unit)
+    return f"{value:.4g} {unit}"

@@ -1,0 +1,81 @@
+"""distlab.units: parsing inputs and formatting results."""
+
+import math
+
+import pytest
+from hypothesis import given, strategies as st
+
+from distlab import units
+from distlab.errors import ConfigurationError, DistlabError, UnitError
+
+
+@pytest.mark.parametrize(
+    "text, unit, expected",
+    [
+        ("80 GB", "B", 80e9),           # GB = 10^9 bytes
+        ("1 GiB", "B", 2**30),          # GiB = 2^30 bytes
+        ("900 GB/s", "B/s", 900e9),
+        ("400 Gb/s", "B/s", 50e9),      # lowercase b is a bit: 400e9 / 8
+        ("989 TFLOPS", "FLOP/s", 989e12),
+        ("989 TFLOP/s", "FLOP/s", 989e12),
+        ("5 us", "s", 5e-6),
+        ("5 µs", "s", 5e-6),
+        ("2 ms", "s", 2e-3),
+    ],
+)
+def test_parse_strings(text, unit, expected):
+    assert units.to_base(text, unit) == pytest.approx(expected, rel=1e-12)
+
+
+def test_plain_numbers_are_in_the_base_unit_and_quantities_convert():
+    assert units.to_base(123.0, "B") == 123.0
+    assert units.to_base(units.Q_(1, "TB"), "GB") == pytest.approx(1000)
+
+
+@pytest.mark.parametrize("bad", ["80 GB/s", "3 s", units.Q_(1, "s")])
+def test_wrong_dimension(bad):
+    with pytest.raises(UnitError, match="wrong dimension"):
+        units.to_base(bad, "B", "memory")
+
+
+@pytest.mark.parametrize("bad", ["", "eighty", "80 parsecs!", None, [1, 2], True])
+def test_unreadable(bad):
+    with pytest.raises(UnitError):
+        units.to_base(bad, "B", "memory")
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), "inf GB"])
+def test_non_finite(bad):
+    with pytest.raises(DistlabError):
+        units.to_base(bad, "B")
+
+
+def test_positive_and_positive_int():
+    with pytest.raises(ConfigurationError, match="memory must be positive"):
+        units.positive("0 GB", "B", "memory")
+    assert units.positive_int(8.0, "dp") == 8
+    for bad in (0, -2, 2.5, True, "8", float("nan")):
+        with pytest.raises(ConfigurationError, match="dp"):
+            units.positive_int(bad, "dp")
+
+
+@pytest.mark.parametrize(
+    "value, text",
+    [(112e9, "112 GB"), (1.12e12, "1.12 TB"), (999.4e9, "999 GB"), (999.6e9, "1 TB"), (512, "512 B"), (0, "0 B")],
+)
+def test_format_bytes(value, text):
+    assert units.format_bytes(value) == text
+
+
+def test_format_seconds_and_rates():
+    assert units.format_seconds(0.0025) == "2.5 ms"
+    assert units.format_seconds(3.05) == "3.05 s"
+    assert units.format_seconds(7e-6) == "7 µs"
+    assert units.format_rate(450e9) == "450 GB/s"
+    assert units.format_rate(989e12, "FLOP/s") == "989 TFLOP/s"
+
+
+@given(st.floats(min_value=1e-3, max_value=1e18, allow_nan=False))
+def test_round_trip_bytes(x):
+    assert units.to_base(units.quantity(x, "B").to("GB"), "B") == pytest.approx(x, rel=1e-12)
+    assert math.isfinite(units.to_base(f"{x} B", "B"))
