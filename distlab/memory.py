@@ -1,0 +1,384 @@
+"""Per-GPU training memory: model states (weights, gradients, optimizer) and activations.
+
+Model states follow Rajbhandari et al. 2020 (ZeRO, Sec. 3.1 and 5): mixed-precision Adam
+keeps 2 (weights) + 2 (gradients) + 12 (fp32 master weights, momentum, variance) bytes
+per parameter; ZeRO-1 shards the optimizer states, ZeRO-2 also the gradients, ZeRO-3 also
+the weights, each over the data-parallel degree. Tensor and pipeline parallelism shard
+all three over tp x pp.
+
+Activations follow Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
+Transformer Models", Sec. 4, Table 2), generalised term by term to grouped-query
+attention, gated MLPs and other element sizes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ._catalog import lookup
+from .errors import ConfigurationError, OutOfMemoryError
+from .units import BYTES, Q_, format_bytes, positive, positive_int, quantity
+
+ZERO_STAGES = (0, 1, 2, 3)
+RECOMPUTE_MODES = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class PrecisionRecipe:
+    """Bytes per parameter for weights, gradients and optimizer state, and per activation element."""
+
+    name: str
+    weight_bytes: float
+    gradient_bytes: float
+    optimizer_bytes: float
+    activation_bytes: float
+    description: str
+    source: str
+
+    @property
+    def bytes_per_param(self) -> float:
+        """Model-state bytes per parameter without sharding (16 for mixed-precision Adam)."""
+        return self.weight_bytes + self.gradient_bytes + self.optimizer_bytes
+
+
+_MIXED = dict(
+    weight_bytes=2,
+    gradient_bytes=2,
+    optimizer_bytes=12,
+    activation_bytes=2,
+    description="16-bit weights and gradients; fp32 master weights, Adam momentum and variance (4+4+4)",
+    source="Rajbhandari et al. 2020 (ZeRO), Sec. 3.1: 2 + 2 + K bytes with K = 12",
+)
+
+PRECISIONS = {
+    "mixed": PrecisionRecipe("mixed", **_MIXED),
+    "bf16": PrecisionRecipe("bf16", **_MIXED),
+    "fp16": PrecisionRecipe("fp16", **_MIXED),
+    "fp32": PrecisionRecipe(
+        "fp32",
+        weight_bytes=4,
+        gradient_bytes=4,
+        optimizer_bytes=8,
+        activation_bytes=4,
+        description="fp32 weights and gradients; Adam momentum and variance in fp32 (4+4); no extra master copy",
+        source="Adam keeps two fp32 moments per parameter (Kingma & Ba 2015); ZeRO Sec. 3.1 with K = 8",
+    ),
+    "fp8": PrecisionRecipe(
+        "fp8",
+        weight_bytes=1,
+        gradient_bytes=2,
+        optimizer_bytes=12,
+        activation_bytes=1,
+        description="fp8 weights for the matmuls, bf16 gradients, fp32 master weights and Adam moments; "
+        "activations stored in 8 bits (a simplified FP8 recipe; engines such as Transformer Engine "
+        "may also keep a bf16 weight copy)",
+        source="Micikevicius et al. 2022, 'FP8 Formats for Deep Learning'; accounting as in ZeRO Sec. 3.1",
+    ),
+}
+
+
+def precision_recipe(name) -> PrecisionRecipe:
+    """Look up a precision recipe by name ('mixed', 'bf16', 'fp16', 'fp32', 'fp8'), or pass one through."""
+    if isinstance(name, PrecisionRecipe):
+        return name
+    return lookup(PRECISIONS, name, "precision")
+
+
+def _zero_stage(zero) -> int:
+    if isinstance(zero, bool) or zero not in ZERO_STAGES:
+        raise ConfigurationError(f"zero={zero!r} is not a ZeRO stage; valid: 0, 1, 2, 3")
+    return int(zero)
+
+
+def _recompute(mode) -> str:
+    if mode is None:
+        return "none"
+    if not isinstance(mode, str) or mode.strip().lower() not in RECOMPUTE_MODES:
+        raise ConfigurationError(f"recompute={mode!r} is not a recomputation mode; valid: none, selective, full")
+    return mode.strip().lower()
+
+
+def _params(model_or_params) -> float:
+    if hasattr(model_or_params, "parameter_count"):
+        return float(model_or_params.parameter_count())
+    return positive(model_or_params, "", "params")
+
+
+def model_state_bytes(params, precision="mixed", zero=0, dp=1, tp=1, pp=1) -> tuple[float, float, float]:
+    """Per-GPU (weights, gradients, optimizer) bytes.
+
+    P' = params / (tp x pp); weights = w P' / (dp if ZeRO-3), gradients = g P' / (dp if
+    ZeRO >= 2), optimizer = o P' / (dp if ZeRO >= 1). Source: ZeRO paper, Sec. 5.1, Fig. 1.
+    """
+    n = _params(params)
+    recipe = precision_recipe(precision)
+    stage = _zero_stage(zero)
+    dp = positive_int(dp, "dp")
+    shard = n / (positive_int(tp, "tp") * positive_int(pp, "pp"))
+    weights = recipe.weight_bytes * shard / (dp if stage >= 3 else 1)
+    gradients = recipe.gradient_bytes * shard / (dp if stage >= 2 else 1)
+    optimizer = recipe.optimizer_bytes * shard / (dp if stage >= 1 else 1)
+    return weights, gradients, optimizer
+
+
+def max_trainable_params(capacity, precision="mixed", zero=0, dp=1) -> float:
+    """Largest parameter count whose model states fit `capacity` per GPU (activations ignored).
+
+    capacity / bytes-per-parameter-per-GPU; e.g. 80 GB / 16 B = 5e9 with plain data parallelism.
+    """
+    cap = positive(capacity, BYTES, "capacity")
+    per_param = sum(model_state_bytes(1.0, precision, zero, dp))
+    return cap / per_param
+
+
+def activation_bytes_per_layer(
+    model,
+    micro_batch_size=1,
+    seq_len=None,
+    tp=1,
+    sequence_parallel=False,
+    recompute="none",
+    precision="mixed",
+) -> float:
+    """Activation bytes one transformer layer keeps for backward, for one microbatch, on one GPU.
+
+    Korthikanti et al. 2022, Sec. 4.1-4.2 and Table 2: per layer s*b*h*(34 + 5*a*s/h) bytes
+    for GPT with 16-bit activations and 1-byte dropout masks; with tensor parallelism t,
+    s*b*h*(10 + 24/t + 5*a*s/(h*t)); adding sequence parallelism divides the remaining 10
+    by t too; selective recomputation drops the a*s^2 terms; full recomputation keeps only
+    the layer input (2*s*b*h, divided by t with sequence parallelism). Here each term is
+    written per tensor so grouped-query attention, gated MLPs, models without dropout and
+    other element sizes follow from the same count.
+    """
+    b = positive_int(micro_batch_size, "micro_batch_size")
+    s = positive_int(seq_len if seq_len is not None else model.seq_len, "seq_len")
+    t = positive_int(tp, "tp")
+    mode = _recompute(recompute)
+    e = precision_recipe(precision).activation_bytes
+    h, a, f = model.hidden, model.heads, model.ffn
+    if a % t:
+        valid = ", ".join(str(d) for d in range(1, a + 1) if a % d == 0)
+        raise ConfigurationError(f"tp={t} does not divide the {a} attention heads; valid: {valid}")
+    kv = model.kv_heads * (h // a)
+    mask = 1.0 if model.dropout else 0.0
+    tokens = s * b
+    sp_div = t if sequence_parallel else 1
+
+    if mode == "full":
+        return tokens * h * e / sp_div
+
+    # Per token, not split by tensor parallelism: two layernorm inputs, the attention
+    # block input and the MLP input, and the two dropout masks after attention and MLP.
+    replicated = (2 * h + h + h) * e + 2 * h * mask
+    # Per token, split over t: Q, K, V, the output-projection input, and the MLP inner
+    # activations (ungated: activation-function input and down-projection input; gated:
+    # gate output, up output and their product).
+    mlp_inner = (3 if model.gated_mlp else 2) * f * e
+    split = (h + 2 * kv + h) * e + mlp_inner
+    # Per microbatch, split over t: softmax output (e), dropout mask (1) and dropout output (e).
+    scores = a * s * s * b * (e + (1 + e) * mask)
+
+    total = tokens * replicated / sp_div + tokens * split / t
+    if mode == "none":
+        total += scores / t
+    return total
+
+
+def layers_per_stage(layers: int, pp: int) -> int:
+    """Layers on the busiest pipeline stage: ceil(layers / pp)."""
+    pp = positive_int(pp, "pp")
+    if pp > layers:
+        raise ConfigurationError(f"pp={pp} is more pipeline stages than the model's {layers} layers; valid: 1 to {layers}")
+    return math.ceil(layers / pp)
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Per-GPU training memory in bytes, and whether it fits the GPU's capacity."""
+
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    capacity_bytes: float | None = None
+    gpu_name: str | None = None
+    activations_counted: bool = True
+    config: dict = field(default_factory=dict)
+
+    @property
+    def model_states_bytes(self) -> float:
+        return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
+
+    @property
+    def total_bytes(self) -> float:
+        return self.model_states_bytes + self.activations_bytes
+
+    @property
+    def fits(self) -> bool | None:
+        """True if total <= capacity; None when no GPU was given."""
+        if self.capacity_bytes is None:
+            return None
+        return self.total_bytes <= self.capacity_bytes
+
+    @property
+    def headroom_bytes(self) -> float | None:
+        """capacity - total: positive is free memory, negative is the overflow."""
+        if self.capacity_bytes is None:
+            return None
+        return self.capacity_bytes - self.total_bytes
+
+    # Quantities for display ------------------------------------------------
+    @property
+    def weights(self):
+        return quantity(self.weights_bytes / 1e9, "GB")
+
+    @property
+    def gradients(self):
+        return quantity(self.gradients_bytes / 1e9, "GB")
+
+    @property
+    def optimizer(self):
+        return quantity(self.optimizer_bytes / 1e9, "GB")
+
+    @property
+    def activations(self):
+        return quantity(self.activations_bytes / 1e9, "GB")
+
+    @property
+    def total(self):
+        return quantity(self.total_bytes / 1e9, "GB")
+
+    def parts(self) -> dict[str, float]:
+        """Component name -> bytes, in stacking order."""
+        return {
+            "weights": self.weights_bytes,
+            "gradients": self.gradients_bytes,
+            "optimizer": self.optimizer_bytes,
+            "activations": self.activations_bytes,
+        }
+
+    def verdict(self) -> str:
+        """'fits, 12.3 GB free' or 'does not fit: 40 GB over the 80 GB of h100-sxm' (or '' without a GPU)."""
+        if self.capacity_bytes is None:
+            return ""
+        gpu = f" of {self.gpu_name}" if self.gpu_name else ""
+        if self.fits:
+            return f"fits the {format_bytes(self.capacity_bytes)}{gpu}, {format_bytes(self.headroom_bytes)} free"
+        return f"does not fit: {format_bytes(-self.headroom_bytes)} over the {format_bytes(self.capacity_bytes)}{gpu}"
+
+    def summary(self) -> str:
+        """A few lines of text: each component, the total, and the verdict."""
+        lines = [f"{name:<12}{format_bytes(value):>10}" for name, value in self.parts().items()]
+        if not self.activations_counted:
+            lines[-1] += "  (not counted)"
+        lines.append(f"{'total':<12}{format_bytes(self.total_bytes):>10}")
+        if self.capacity_bytes is not None:
+            lines.append(self.verdict())
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def to_dict(self) -> dict:
+        """Plain numbers (bytes) for JSON."""
+        return {
+            "weights_bytes": self.weights_bytes,
+            "gradients_bytes": self.gradients_bytes,
+            "optimizer_bytes": self.optimizer_bytes,
+            "activations_bytes": self.activations_bytes,
+            "total_bytes": self.total_bytes,
+            "capacity_bytes": self.capacity_bytes,
+            "headroom_bytes": self.headroom_bytes,
+            "fits": self.fits,
+            "gpu": self.gpu_name,
+            "activations_counted": self.activations_counted,
+            **self.config,
+        }
+
+    def check(self) -> "MemoryBreakdown":
+        """Return self if it fits (or no GPU was given); raise OutOfMemoryError otherwise."""
+        if self.fits is False:
+            raise OutOfMemoryError(self.verdict(), needed_bytes=self.total_bytes, capacity_bytes=self.capacity_bytes)
+        return self
+
+
+def _is_quantity_text(text: str) -> bool:
+    try:
+        return hasattr(Q_(text), "units")
+    except Exception:  # pint raises several types for text it cannot read: then it is a name
+        return False
+
+
+def gpu_capacity(gpu) -> tuple[float, str | None]:
+    """(capacity in bytes, name) from an Accelerator, a catalog name, or a quantity such as '80 GB'."""
+    if hasattr(gpu, "memory_bytes"):
+        return float(gpu.memory_bytes), getattr(gpu, "name", None)
+    if isinstance(gpu, str) and not _is_quantity_text(gpu):
+        from . import hardware
+
+        acc = hardware.accelerator(gpu)
+        return float(acc.memory_bytes), acc.name
+    return positive(gpu, BYTES, "gpu memory"), None
+
+
+def training_memory(
+    model,
+    *,
+    precision="mixed",
+    zero=0,
+    dp=1,
+    tp=1,
+    pp=1,
+    micro_batch_size=1,
+    seq_len=None,
+    recompute="none",
+    sequence_parallel=False,
+    in_flight_microbatches=None,
+    gpu=None,
+    count_activations=True,
+) -> MemoryBreakdown:
+    """Per-GPU training memory for a model (a TransformerModel, a catalog name, or a bare parameter count).
+
+    Model states from model_state_bytes; activations = activation_bytes_per_layer x
+    ceil(layers / pp) x in-flight microbatches (default pp: the first stage of a 1F1B
+    pipeline holds pp microbatches, Korthikanti et al. 2022 Sec. 4.2.3). A bare parameter
+    count has no layer shapes, so its activations are not counted (and flagged), as with
+    count_activations=False.
+    Embedding and output-layer (logit) buffers are not counted.
+    """
+    if isinstance(model, str):
+        from . import models
+
+        model = models.model(model)
+    recipe = precision_recipe(precision)
+    stage = _zero_stage(zero)
+    dp, tp, pp = positive_int(dp, "dp"), positive_int(tp, "tp"), positive_int(pp, "pp")
+    mode = _recompute(recompute)
+    w, g, o = model_state_bytes(model, recipe, stage, dp, tp, pp)
+    has_shape = hasattr(model, "layers") and bool(count_activations)
+    if has_shape:
+        stage_layers = layers_per_stage(model.layers, pp)
+        in_flight = pp if in_flight_microbatches is None else positive_int(in_flight_microbatches, "in_flight_microbatches")
+        per_layer = activation_bytes_per_layer(
+            model, micro_batch_size, seq_len, tp, sequence_parallel, mode, recipe
+        )
+        activations = per_layer * stage_layers * in_flight
+    else:
+        positive_int(micro_batch_size, "micro_batch_size")
+        activations = 0.0
+    capacity, gpu_name = (None, None) if gpu is None else gpu_capacity(gpu)
+    config = dict(
+        model=getattr(model, "name", None),
+        params=_params(model),
+        precision=recipe.name,
+        zero=stage,
+        dp=dp,
+        tp=tp,
+        pp=pp,
+        micro_batch_size=int(micro_batch_size),
+        seq_len=(seq_len if seq_len is not None else getattr(model, "seq_len", None)),
+        recompute=mode,
+        sequence_parallel=bool(sequence_parallel),
+    )
+    return MemoryBreakdown(w, g, o, activations, capacity, gpu_name, has_shape, config)
