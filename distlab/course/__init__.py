@@ -1,0 +1,1 @@
+"""Course tooling: graded questions with checks, and building exercises from solutions."""

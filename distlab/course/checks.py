@@ -1,0 +1,195 @@
+"""Graded questions: q.check(answer) -> "correct", "not yet, because ...", or "not attempted".
+
+The expected value of every question is computed by distlab when checked, never typed in.
+Numbers are accepted with or without units (a plain number is read in the question's
+unit) within a relative tolerance.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import numbers
+from dataclasses import dataclass, field
+from typing import Callable
+
+CORRECT = "correct"
+INCORRECT = "incorrect"
+NOT_ATTEMPTED = "not attempted"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The outcome of one check: status, the words shown to the student, points."""
+
+    question: str
+    status: str
+    message: str
+    points: float
+    max_points: float
+
+    @property
+    def correct(self) -> bool:
+        return self.status == CORRECT
+
+    def __repr__(self) -> str:
+        return f"{self.question}: {self.message}"
+
+    def _repr_html_(self) -> str:
+        colour = {CORRECT: "#1a7f37", INCORRECT: "#b35900", NOT_ATTEMPTED: "#57606a"}[self.status]
+        mark = {CORRECT: "&#10004;", INCORRECT: "&#10008;", NOT_ATTEMPTED: "&#8230;"}[self.status]
+        return (
+            f'<div style="color:{colour}"><b>{mark} {html.escape(self.question)}</b>: '
+            f"{html.escape(self.message)}</div>"
+        )
+
+    def to_dict(self) -> dict:
+        return {
+            "question": self.question,
+            "status": self.status,
+            "feedback": self.message,
+            "points": self.points,
+            "max_points": self.max_points,
+        }
+
+
+@dataclass(frozen=True)
+class Hint:
+    text: str
+
+    def __repr__(self) -> str:
+        return f"Hint: {self.text}"
+
+
+@dataclass(frozen=True)
+class Solution:
+    text: str
+
+    def __repr__(self) -> str:
+        return f"Solution: {self.text}"
+
+
+def _is_unanswered(answer) -> bool:
+    return answer is None or answer is Ellipsis or (isinstance(answer, str) and not answer.strip())
+
+
+@dataclass(frozen=True)
+class NumericQuestion:
+    """A question whose answer is a number in `unit` (a pint unit string, '' for a pure number).
+
+    expected() computes the answer with distlab; explain() returns the worked derivation
+    (also computed). rel_tol is relative; integer questions use rel_tol=0.
+    """
+
+    name: str
+    prompt: str
+    expected: Callable[[], float]
+    explain: Callable[[], str]
+    hint_text: str
+    unit: str = ""
+    rel_tol: float = 0.01
+    points: float = 1.0
+    noun: str = "a number"
+    scale_hint: dict = field(default_factory=dict)
+
+    def _read(self, answer) -> float:
+        """The answer as a float in self.unit; raises ValueError with the reason in words."""
+        from pint import DimensionalityError, Quantity
+
+        from ..units import Q_
+
+        if isinstance(answer, bool):
+            raise ValueError(f"{answer!r} is a yes/no value, not {self.noun}")
+        if isinstance(answer, numbers.Real):
+            value = float(answer)
+        elif isinstance(answer, (str, Quantity)):
+            if isinstance(answer, str):
+                try:
+                    answer = Q_(answer.strip().replace(",", ""))
+                except Exception:
+                    raise ValueError(f"{answer!r} could not be read as {self.noun}") from None
+            if not isinstance(answer, Quantity):
+                value = float(answer)
+            elif answer.dimensionless and not self.unit:
+                value = float(answer.to("").magnitude)
+            elif answer.dimensionless:
+                value = float(answer.magnitude)  # a bare number written as a string
+            else:
+                try:
+                    value = float(answer.to(self.unit or "").magnitude)
+                except DimensionalityError:
+                    raise ValueError(f"{answer:~P} is not {self.noun} (expected {self.unit or 'a pure number'})") from None
+        else:
+            raise ValueError(f"an answer of type {type(answer).__name__} is not {self.noun}")
+        if not math.isfinite(value):
+            raise ValueError(f"{value} is not a finite number")
+        return value
+
+    def check(self, answer=None) -> CheckResult:
+        """Compare an answer with the value distlab computes."""
+        if _is_unanswered(answer):
+            return CheckResult(self.name, NOT_ATTEMPTED, "not attempted", 0.0, self.points)
+        try:
+            value = self._read(answer)
+        except ValueError as reason:
+            return CheckResult(self.name, INCORRECT, f"not yet, because {reason}", 0.0, self.points)
+        want = float(self.expected())
+        if math.isclose(value, want, rel_tol=self.rel_tol, abs_tol=1e-12):
+            return CheckResult(self.name, CORRECT, "correct", self.points, self.points)
+        reason = "is too high" if value > want else "is too low"
+        for factor, words in self.scale_hint.items():
+            if want and math.isclose(value / want, factor, rel_tol=self.rel_tol):
+                reason = words
+                break
+        unit = f" {self.unit}" if self.unit else ""
+        message = f"not yet, because {value:g}{unit} {reason}. Hint: {self.hint_text}"
+        return CheckResult(self.name, INCORRECT, message, 0.0, self.points)
+
+    def hint(self) -> Hint:
+        return Hint(self.hint_text)
+
+    def solution(self) -> Solution:
+        return Solution(self.explain())
+
+
+@dataclass(frozen=True)
+class ChoiceQuestion:
+    """A question answered by one of a few options (case-insensitive; yes/no also take True/False)."""
+
+    name: str
+    prompt: str
+    options: tuple
+    expected: Callable[[], str]
+    explain: Callable[[], str]
+    hint_text: str
+    points: float = 1.0
+
+    def _normalise(self, answer) -> str:
+        if answer is True:
+            return "yes"
+        if answer is False:
+            return "no"
+        return str(answer).strip().lower()
+
+    def check(self, answer=None) -> CheckResult:
+        if _is_unanswered(answer):
+            return CheckResult(self.name, NOT_ATTEMPTED, "not attempted", 0.0, self.points)
+        value = self._normalise(answer)
+        if value not in self.options:
+            return CheckResult(
+                self.name, INCORRECT, f"not yet, because {answer!r} is not one of: {', '.join(self.options)}", 0.0, self.points
+            )
+        if value == self.expected():
+            return CheckResult(self.name, CORRECT, "correct", self.points, self.points)
+        return CheckResult(self.name, INCORRECT, f"not yet, because {value!r} is not right. Hint: {self.hint_text}", 0.0, self.points)
+
+    def hint(self) -> Hint:
+        return Hint(self.hint_text)
+
+    def solution(self) -> Solution:
+        return Solution(self.explain())
+
+
+def check_all(questions: dict, answers: dict) -> list[CheckResult]:
+    """Check every question against answers[name] (missing -> not attempted)."""
+    return [q.check(answers.get(name)) for name, q in questions.items()]
