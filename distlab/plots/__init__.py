@@ -1,0 +1,1 @@
+"""Pure matplotlib drawing: data in, Figure/Axes out. Nothing here computes physics."""

@@ -1,0 +1,106 @@
+"""Lesson 1 app: per-GPU training memory as a stacked bar against the GPU's capacity."""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+
+from .. import hardware, memory, models
+from ..errors import DistlabError
+from ..plots.memory import memory_bars
+from ..units import format_bytes
+from .common import figure_canvas, message_html
+
+CUSTOM = "custom size"
+ZERO_LABELS = [("plain DP", 0), ("ZeRO-1", 1), ("ZeRO-2", 2), ("ZeRO-3", 3)]
+
+
+class MemoryWallApp(widgets.VBox):
+    """Model, precision, GPU type and count, ZeRO stage -> memory bars, summary and fit verdict.
+
+    `result` holds the current MemoryBreakdown (None on invalid input); `error` holds the
+    message shown instead (None when valid).
+    """
+
+    def __init__(self, model="llama2-7b", precision="mixed", gpu="h100-sxm", gpus=1, zero=0,
+                 custom_params_b=7.0, activations=False, recompute="selective"):
+        self.model = widgets.Dropdown(options=[*models.MODELS, CUSTOM], value=model, description="model")
+        self.custom_params = widgets.FloatText(value=custom_params_b, description="size (B)",
+                                               disabled=model != CUSTOM, layout=widgets.Layout(width="180px"))
+        self.precision = widgets.Dropdown(options=["mixed", "fp32", "fp8"], value=precision, description="precision")
+        self.gpu = widgets.Dropdown(options=list(hardware.ACCELERATORS), value=gpu, description="GPU")
+        self.gpus = widgets.IntSlider(value=gpus, min=1, max=1024, description="GPUs", continuous_update=True)
+        self.zero = widgets.ToggleButtons(options=ZERO_LABELS, value=zero, description="sharding",
+                                          style={"button_width": "80px"})
+        self.activations = widgets.Checkbox(value=activations, description="count activations (1 sequence per GPU)",
+                                            layout=widgets.Layout(width="330px"))
+        self.recompute = widgets.Dropdown(options=list(memory.RECOMPUTE_MODES), value=recompute,
+                                          description="recompute", disabled=not activations)
+        self.status = widgets.HTML()
+        self.fig, self.canvas = figure_canvas((7.2, 3.6))
+        self.ax = self.fig.add_subplot()
+        self.bars = memory_bars(self.ax, 2)
+        self.result: memory.MemoryBreakdown | None = None
+        self.error: str | None = None
+        for control in (self.model, self.custom_params, self.precision, self.gpu, self.gpus, self.zero, self.activations,
+                        self.recompute):
+            control.observe(self._on_change, names="value")
+        controls = widgets.VBox([
+            widgets.HBox([self.model, self.custom_params]),
+            widgets.HBox([self.precision, self.gpu]),
+            self.gpus,
+            self.zero,
+            widgets.HBox([self.activations, self.recompute]),
+        ])
+        super().__init__([controls, self.canvas, self.status])
+        self.update()
+
+    def _on_change(self, change=None):
+        self.custom_params.disabled = self.model.value != CUSTOM
+        self.recompute.disabled = not self.activations.value
+        self.update()
+
+    def _model(self):
+        if self.model.value == CUSTOM:
+            return self.custom_params.value * 1e9
+        return models.model(self.model.value)
+
+    def compute(self) -> tuple[memory.MemoryBreakdown, memory.MemoryBreakdown]:
+        """(one GPU without sharding, per GPU in the chosen setup), both from distlab.memory.
+
+        With activations counted, each GPU holds one sequence of the model's context length;
+        'selective' recomputation keeps no attention scores, as FlashAttention.
+        """
+        kwargs = dict(precision=self.precision.value, gpu=self.gpu.value, recompute=self.recompute.value,
+                      count_activations=self.activations.value, in_flight_microbatches=1)
+        model = self._model()
+        single = memory.training_memory(model, **kwargs)
+        chosen = memory.training_memory(model, zero=self.zero.value, dp=self.gpus.value, **kwargs)
+        return single, chosen
+
+    def update(self):
+        """Recompute and update the artists in place; on invalid input show our message instead."""
+        try:
+            single, chosen = self.compute()
+        except DistlabError as exc:
+            self.result, self.error = None, str(exc)
+            self.bars.update([{}, {}], faded=True)
+            self.status.value = message_html(self.error, "error")
+            self.fig.canvas.draw_idle()
+            return
+        self.result, self.error = chosen, None
+        n, z = self.gpus.value, self.zero.value
+        setup = "plain DP" if z == 0 else f"ZeRO-{z}"
+        labels = ["1 GPU, no sharding", f"per GPU: {n} GPUs, {setup}"]
+        gpu = hardware.accelerator(self.gpu.value)
+        self.bars.update([single.parts(), chosen.parts()], labels, chosen.capacity_bytes,
+                         f"{gpu.name}: {format_bytes(gpu.memory_bytes)}")
+        self.status.value = message_html(self.summary(), "ok" if chosen.fits else "bad")
+        self.fig.canvas.draw_idle()
+
+    def summary(self) -> str:
+        """The text under the chart: the per-GPU parts, the total and the verdict."""
+        bd = self.result
+        if bd is None:
+            return self.error or ""
+        parts = ", ".join(f"{name} {format_bytes(value)}" for name, value in bd.parts().items())
+        return f"per GPU: {format_bytes(bd.total_bytes)} ({parts})\n{bd.verdict()}"

@@ -1,0 +1,94 @@
+"""Headless widget tests: set control values, assert on state and results (no browser)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from distlab import memory
+from distlab.widgets.memory_wall import CUSTOM, MemoryWallApp
+
+
+@pytest.fixture(scope="module")
+def app():
+    return MemoryWallApp(model="llama2-7b", gpu="h100-sxm", gpus=1, zero=0)
+
+
+def heights(app, bar):
+    return [app.bars.rects[c][bar].get_height() for c in ("weights", "gradients", "optimizer", "activations")]
+
+
+def test_initial_state_matches_distlab(app):
+    want = memory.training_memory("llama2-7b", gpu="h100-sxm", count_activations=False)
+    assert app.error is None
+    assert app.result.total_bytes == pytest.approx(want.total_bytes)
+    assert sum(heights(app, 1)) == pytest.approx(want.total_bytes / 1e9)
+    assert app.bars.capacity_line.get_ydata()[0] == pytest.approx(80)  # H100 SXM: 80 GB
+    assert "does not fit" in app.status.value
+
+
+def test_zero3_over_8_gpus_fits_and_bars_update_in_place(app):
+    rect_ids = [id(r) for r in app.bars.rects["weights"]]
+    app.gpus.value = 8
+    app.zero.value = 3
+    want = memory.training_memory("llama2-7b", zero=3, dp=8, count_activations=False)
+    assert app.result.total_bytes == pytest.approx(want.total_bytes)
+    assert app.result.fits and "fits" in app.status.value
+    assert [id(r) for r in app.bars.rects["weights"]] == rect_ids  # same artists, updated
+    # the left bar is always the unsharded single-GPU reference
+    assert sum(heights(app, 0)) == pytest.approx(16 * want.config["params"] / 1e9)
+
+
+def test_plain_dp_does_not_change_the_bar(app):
+    app.zero.value = 0
+    app.gpus.value = 1
+    one = app.result.total_bytes
+    app.gpus.value = 1024
+    assert app.result.total_bytes == one
+
+
+def test_custom_size_and_invalid_input_shows_our_message(app):
+    app.model.value = CUSTOM
+    assert not app.custom_params.disabled
+    app.custom_params.value = 70
+    assert app.result.total_bytes == pytest.approx(1120e9)
+    app.custom_params.value = -5
+    assert app.result is None and "params must be positive" in app.error
+    assert "Cannot compute" in app.status.value and "Traceback" not in app.status.value
+    app.custom_params.value = 7
+    assert app.error is None and app.result.total_bytes == pytest.approx(112e9)
+
+
+def test_activations_toggle_adds_korthikanti_activations():
+    app = MemoryWallApp(model="llama2-7b", activations=True, recompute="none")
+    per_layer = memory.activation_bytes_per_layer(app._model(), 1)
+    assert app.result.activations_bytes == pytest.approx(per_layer * app._model().layers)
+    app.recompute.value = "full"
+    per_layer = memory.activation_bytes_per_layer(app._model(), 1, recompute="full")
+    assert app.result.activations_bytes == pytest.approx(per_layer * app._model().layers)
+    app.activations.value = False
+    assert app.result.activations_bytes == 0 and app.recompute.disabled
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    model=st.sampled_from(["llama2-7b", "gpt3-175b", CUSTOM]),
+    size=st.floats(min_value=-10, max_value=2000, allow_nan=False),
+    precision=st.sampled_from(["mixed", "fp32", "fp8"]),
+    gpu=st.sampled_from(["h100-sxm", "a100-40gb", "mi300x"]),
+    gpus=st.integers(1, 1024),
+    zero=st.sampled_from([0, 1, 2, 3]),
+    activations=st.booleans(),
+    recompute=st.sampled_from(["none", "selective", "full"]),
+)
+def test_any_control_combination_gives_a_result_or_our_message(model, size, precision, gpu, gpus, zero, activations,
+                                                               recompute):
+    app = MemoryWallApp(model=model, custom_params_b=size, precision=precision, gpu=gpu, gpus=gpus, zero=zero,
+                        activations=activations, recompute=recompute)
+    if app.error is None:
+        assert math.isfinite(app.result.total_bytes) and app.result.total_bytes > 0
+        assert "nan" not in app.status.value.lower() and "inf " not in app.status.value.lower()
+    else:
+        assert app.result is None and "Cannot compute" in app.status.value
