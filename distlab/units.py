@@ -54,7 +54,7 @@ percent = 0.01 = %
 ureg = pint.UnitRegistry(None)
 for _line in _DEFINITIONS.strip().splitlines():
     ureg.define(_line)
-ureg.formatter.default_format = "~P"
+ureg.formatter.default_format = ".4g~P"  # 107.2 GB, not 107.170039808 GB
 Q_ = ureg.Quantity
 
 #: Base units in which plain numbers are read and in which hot paths compute.
