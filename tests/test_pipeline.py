@@ -1,0 +1,520 @@
+"""Tests of distlab.pipeline: schedules, the timeline simulator, closed forms, stage analysis."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from distlab.errors import ConfigurationError, DistlabError
+from distlab.pipeline import (
+    KINDS,
+    Op,
+    PipelineWarning,
+    activation_bytes,
+    analyze_stages,
+    bubble_fraction,
+    bubble_overhead,
+    check_microbatches,
+    closed_form,
+    gpipe_order,
+    interleaved_order,
+    naive_order,
+    one_f_one_b_order,
+    schedule,
+    simulate,
+    split_layers,
+    stage_orders,
+    zb_h1_bubble_time,
+    zb_h1_order,
+)
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def close(a, b, tol=1e-12):
+    return math.isclose(a, b, rel_tol=tol, abs_tol=tol)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def check_timeline(tl, t_f, t_b, t_w, p2p):
+    """Independent check: every op once, durations, no overlap, dependencies, earliest start."""
+    p, m, v = tl.stages, tl.microbatches, tl.chunks
+    t_f, t_b, t_w = (np.broadcast_to(np.asarray(x, dtype=float), (p,)) for x in (t_f, t_b, t_w))
+    kinds = [str(k) for k in tl.kind]
+    split = "W" in kinds
+    expected = {
+        (s, k, j, c)
+        for s in range(p)
+        for c in range(v)
+        for j in range(m)
+        for k in (("F", "B", "W") if split else ("F", "B"))
+    }
+    seen = list(zip(tl.stage.tolist(), kinds, tl.microbatch.tolist(), tl.chunk.tolist()))
+    assert len(seen) == len(set(seen)), "an op appears twice"
+    assert set(seen) == expected, "ops missing or extra"
+    where = {key: i for i, key in enumerate(seen)}
+    prev_end = {}
+    for i, (s, k, j, c) in enumerate(seen):
+        full = {"F": t_f[s], "B": t_b[s] if split else t_b[s] + t_w[s], "W": t_w[s]}[k] / v
+        assert close(tl.end[i] - tl.start[i], full, 1e-9)
+        vs = c * p + s
+        if k == "F":
+            dep = None if vs == 0 else ((vs - 1) % p, "F", j, (vs - 1) // p)
+        elif k == "B":
+            dep = (s, "F", j, c) if vs == p * v - 1 else ((vs + 1) % p, "B", j, (vs + 1) // p)
+        else:
+            dep = (s, "B", j, c)
+        ready = prev_end.get(s, 0.0)
+        assert tl.start[i] >= ready - 1e-9, f"stage {s} runs two ops at once"
+        if dep is not None:
+            d = where[dep]
+            arrive = tl.end[d] + (p2p if dep[0] != s else 0.0)
+            assert tl.start[i] >= arrive - 1e-9, f"{(s, k, j, c)} starts before {dep} is done"
+            ready = max(ready, arrive)
+        assert close(tl.start[i], ready, 1e-9), "an op starts later than it could"
+        prev_end[s] = tl.end[i]
+    assert close(tl.step_time, float(tl.end.max()))
+
+
+durations = st.floats(0.1, 5.0, allow_nan=False, allow_infinity=False)
+
+
+@st.composite
+def configs(draw):
+    kind = draw(st.sampled_from(KINDS))
+    p = draw(st.integers(1, 6))
+    v = 1
+    if kind == "interleaved":
+        v = draw(st.integers(1, 4))
+        m = p * draw(st.integers(1, 4))
+    elif kind == "zb-h1":
+        m = draw(st.integers(p, p + 10))
+    else:
+        m = draw(st.integers(1, 12))
+    per_stage = draw(st.booleans())
+    if per_stage:
+        t_f = draw(st.lists(durations, min_size=p, max_size=p))
+        t_b = draw(st.lists(durations, min_size=p, max_size=p))
+        t_w = draw(st.lists(st.one_of(st.just(0.0), durations), min_size=p, max_size=p))
+    else:
+        t_f, t_b = draw(durations), draw(durations)
+        t_w = draw(st.one_of(st.just(0.0), durations))
+    p2p = draw(st.one_of(st.just(0.0), st.floats(0.0, 2.0)))
+    return kind, p, m, v, t_f, t_b, t_w, p2p
+
+
+# --------------------------------------------------------------------------- timeline validity
+
+
+@SETTINGS
+@given(configs())
+def test_timeline_is_valid(config):
+    kind, p, m, v, t_f, t_b, t_w, p2p = config
+    tl = schedule(kind, p, m, v, t_f=t_f, t_b=t_b, t_w=t_w, p2p=p2p)
+    check_timeline(tl, t_f, t_b, t_w, p2p)
+    assert 0.0 <= tl.bubble_fraction < 1.0
+    busy = np.bincount(tl.stage, weights=tl.end - tl.start, minlength=p)
+    assert np.allclose(busy, tl.busy)
+    assert close(tl.bubble_fraction, 1 - busy.sum() / (p * tl.step_time), 1e-9)
+    # the generators and the timeline agree on each stage's order
+    orders = stage_orders(kind, p, m, v)
+    assert all(tl.ops(s) == orders[s] for s in range(p))
+
+
+@SETTINGS
+@given(configs())
+def test_simulate_matches_schedule(config):
+    kind, p, m, v, t_f, t_b, t_w, p2p = config
+    a = schedule(kind, p, m, v, t_f=t_f, t_b=t_b, t_w=t_w, p2p=p2p)
+    b = simulate(stage_orders(kind, p, m, v), chunks=v, t_f=t_f, t_b=t_b, t_w=t_w, p2p=p2p)
+    assert np.array_equal(a.start, b.start) and np.array_equal(a.end, b.end)
+
+
+def test_arrays_are_read_only_and_timeline_frozen():
+    tl = schedule("1f1b", 4, 8)
+    with pytest.raises(ValueError):
+        tl.start[0] = 5.0
+    with pytest.raises(AttributeError):
+        tl.step_time = 1.0
+
+
+# --------------------------------------------------------------------------- closed forms
+
+
+uniform = st.tuples(durations, durations, durations)
+
+
+@SETTINGS
+@given(st.sampled_from(["gpipe", "1f1b"]), st.integers(1, 12), st.integers(1, 40), uniform)
+def test_gpipe_1f1b_equal_closed_form(kind, p, m, times):
+    t_f, t_b, t_w = times
+    tl = schedule(kind, p, m, t_f=t_f, t_b=t_b, t_w=t_w)
+    assert close(tl.bubble_fraction, (p - 1) / (m + p - 1))
+    assert close(tl.overhead, (p - 1) / m)
+    assert close(tl.bubble_fraction, bubble_fraction(p, m))
+    assert close(tl.overhead, bubble_overhead(p, m))
+    assert close(tl.step_time, closed_form(kind, p, m, 1, t_f, t_b, t_w).step_time)
+
+
+@SETTINGS
+@given(st.integers(1, 8), st.integers(1, 5), st.integers(1, 5), uniform)
+def test_interleaved_equals_closed_form(p, rounds, v, times):
+    m = p * rounds
+    t_f, t_b, t_w = times
+    tl = schedule("interleaved", p, m, v, t_f=t_f, t_b=t_b, t_w=t_w)
+    assert close(tl.bubble_fraction, (p - 1) / (v * m + p - 1))
+    assert close(tl.overhead, (p - 1) / (v * m))
+    assert close(tl.bubble_fraction, bubble_fraction(p, m, v))
+    assert close(tl.overhead, bubble_overhead(p, m, v))
+
+
+@SETTINGS
+@given(st.integers(1, 10), st.integers(0, 20), durations, durations, st.floats(0.0, 1.0))
+def test_zb_h1_equals_qi_et_al(p, extra, t_f, t_b, w_share):
+    m = p + extra
+    t_w = min(t_f, t_b) * w_share  # Qi et al.'s regime: W no longer than F or B
+    tl = schedule("zb-h1", p, m, t_f=t_f, t_b=t_b, t_w=t_w)
+    ideal = m * (t_f + t_b + t_w)
+    assert close(tl.step_time - ideal, (p - 1) * (t_f + t_b - t_w), 1e-9)
+    assert close(tl.step_time - ideal, zb_h1_bubble_time(p, t_f, t_b, t_w), 1e-9)
+    assert close(tl.bubble_fraction, closed_form("zb-h1", p, m, 1, t_f, t_b, t_w).bubble_fraction, 1e-9)
+
+
+@SETTINGS
+@given(st.integers(1, 8), st.integers(0, 8), durations, durations, durations)
+def test_zb_h1_with_long_w(p, extra, t_f, t_b, t_w):
+    # A W longer than F or B only fills its gap in the drain: (p-1)(t_F + t_B - min(t_F, t_B, t_W)).
+    m = p + extra
+    tl = schedule("zb-h1", p, m, t_f=t_f, t_b=t_b, t_w=t_w)
+    bubble = tl.step_time - m * (t_f + t_b + t_w)
+    assert close(bubble, (p - 1) * (t_f + t_b - min(t_f, t_b, t_w)), 1e-9)
+    assert close(bubble, zb_h1_bubble_time(p, t_f, t_b, t_w), 1e-9)
+
+
+@pytest.mark.parametrize("p, m", [(1, 1), (2, 1), (4, 1), (4, 3), (8, 2)])
+def test_naive_idles_all_but_one_stage(p, m):
+    tl = schedule("naive", p, m)
+    assert close(tl.bubble_fraction, (p - 1) / p)
+    assert close(closed_form("naive", p, m).bubble_fraction, (p - 1) / p)
+    assert naive_order(p, m)[0][:2] == (Op("F", 0), Op("B", 0))
+
+
+def test_lecture_example_p4_m8():
+    # Hand derivation (t_F = 1, full backward t_B + t_W = 2, so one F+B = 3):
+    # the last stage gets microbatch 0 at t = 3; after the fill every stage does 8 F and
+    # 8 B, i.e. 24 of busy time; the first stage's last B ends after (m + p - 1) = 11
+    # rounds of F+B = 33. Idle share = (33 - 24) / 33 = 9/33 = 3/11 = 27.27 %, and the
+    # time added over ideal = 9/24 = (p-1)/m = 3/8.
+    tl = schedule("1f1b", 4, 8)
+    assert tl.step_time == 33.0
+    assert tl.bubble_fraction == pytest.approx(3 / 11, abs=1e-15)
+    assert f"{100 * tl.bubble_fraction:.2f}%" == "27.27%"
+    assert tl.overhead == pytest.approx(3 / 8, abs=1e-15)
+    gp = schedule("gpipe", 4, 8)
+    assert gp.step_time == 33.0 and gp.bubble_fraction == tl.bubble_fraction
+
+
+def test_lecture_example_p4_m12():
+    # 3 / (12 + 4 - 1) = 3/15 = 20 %: step 15 rounds of 3 = 45, busy 36 per stage.
+    tl = schedule("1f1b", 4, 12)
+    assert tl.step_time == 45.0
+    assert tl.bubble_fraction == 0.2
+    assert bubble_fraction(4, 12) == 0.2
+
+
+def test_in_flight_1f1b_at_most_p_gpipe_m():
+    for p, m in [(4, 8), (4, 12), (8, 32), (4, 2)]:
+        one = schedule("1f1b", p, m)
+        gp = schedule("gpipe", p, m)
+        assert one.peak_in_flight.max() <= p
+        assert list(one.peak_in_flight) == [min(p - s, m) for s in range(p)]
+        assert list(gp.peak_in_flight) == [m] * p
+    zb = schedule("zb-h1", 4, 8)
+    # ZB-H1 keeps 1F1B's peak: p on the first stage, and every stage holds p until W.
+    assert zb.peak_in_flight.max() == 4
+    assert list(zb.peak_in_flight_w) == [4, 4, 4, 4]
+
+
+def test_interleaved_in_flight_in_microbatch_equivalents():
+    tl = schedule("interleaved", 4, 8, 2)
+    # stage 0 warms up 2(p-1) + (v-1)p = 10 chunk forwards, plus one more before its first
+    # B ends: 11 chunk activations = 5.5 microbatches of the stage's layers.
+    assert tl.peak_in_flight[0] == 5.5
+
+
+def test_interleaved_bubble_shrinks_with_chunks():
+    for p, m in [(2, 4), (4, 8), (8, 16)]:
+        bubbles = [schedule("interleaved", p, m, v).bubble_fraction for v in (1, 2, 3, 4, 8)]
+        assert all(a > b for a, b in zip(bubbles, bubbles[1:]))
+
+
+def test_interleaved_with_one_chunk_is_1f1b():
+    assert interleaved_order(4, 8, 1) == one_f_one_b_order(4, 8)
+
+
+def test_zb_h1_beats_1f1b():
+    for p, m in [(2, 2), (4, 8), (8, 8), (8, 64)]:
+        assert schedule("zb-h1", p, m).bubble_fraction < schedule("1f1b", p, m).bubble_fraction
+        # with F = B = W the bubble is a third of 1F1B's (Qi et al. 2023)
+        assert close(3 * zb_h1_bubble_time(p), closed_form("1f1b", p, m).bubble_time)
+        assert close(3 * (schedule("zb-h1", p, m).step_time - 3 * m), schedule("1f1b", p, m).step_time - 3 * m)
+
+
+def test_zb_h1_order_p4():
+    orders = zb_h1_order(4, 8)
+    text = [" ".join(f"{o.kind}{o.microbatch}" for o in row) for row in orders]
+    assert text[0].startswith("F0 F1 F2 F3 B0 W0 F4 B1 W1")
+    assert text[3].startswith("F0 B0 F1 B1 F2 B2 F3 B3 W0 F4")
+    assert text[3].endswith("B7 W4 W5 W6 W7")
+
+
+def test_1f1b_with_fewer_microbatches_than_stages_is_degenerate_but_valid():
+    tl = schedule("1f1b", 4, 2)
+    check_timeline(tl, 1.0, 1.0, 1.0, 0.0)
+    assert close(tl.bubble_fraction, 3 / 5)
+    # the warm-up is cut to m, so stage 0 runs GPipe's order
+    assert one_f_one_b_order(4, 2)[0] == gpipe_order(4, 2)[0]
+
+
+def test_p2p_latency_lengthens_the_step():
+    base = schedule("1f1b", 4, 8)
+    slow = schedule("1f1b", 4, 8, p2p=0.5)
+    assert slow.step_time > base.step_time
+    # the fill and the drain each cross p-1 links
+    assert slow.step_time >= base.step_time + 2 * 3 * 0.5
+
+
+def test_units_accepted():
+    a = schedule("1f1b", 4, 8, t_f="1 ms", t_b="1 ms", t_w="1 ms", p2p="0 s")
+    assert close(a.step_time, 33e-3)
+    assert a.summary()["bubble"].to("%").magnitude == pytest.approx(27.2727, abs=1e-3)
+
+
+def test_large_pipeline_is_fast():
+    best = min(_timed(lambda: schedule("interleaved", 64, 512, 4)) for _ in range(2))
+    assert best < 1.0
+    tl = schedule("interleaved", 64, 512, 4)
+    assert close(tl.overhead, 63 / (4 * 512))
+
+
+def _timed(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+# --------------------------------------------------------------------------- grid and dict
+
+
+def test_grid_and_to_dict():
+    tl = schedule("1f1b", 2, 2, t_b=1.0, t_w=0.0)
+    assert tl.grid() == "stage 0 | F0 F1 .  B0 .  B1\nstage 1 | .  F0 B0 F1 B1 ."
+    data = tl.to_dict()
+    assert data["bubble_fraction"] == tl.bubble_fraction and data["step_time"] == 6.0
+    assert data["grid"] == tl.grid().splitlines()
+    assert data["ops"][0] == {"stage": 0, "kind": "F", "microbatch": 0, "chunk": 0, "start": 0.0, "end": 1.0}
+    import json
+
+    json.dumps(data)
+    inter = schedule("interleaved", 2, 2, 2)
+    assert "F0.1" in inter.grid()
+    wide = schedule("1f1b", 2, 2).grid(slot=0.5)
+    assert wide.splitlines()[0].split("|")[1].split()[:2] == ["F0", "F0"]
+
+
+# --------------------------------------------------------------------------- stage analysis
+
+
+def test_split_layers():
+    assert split_layers(32, 4) == (8, 8, 8, 8)
+    assert split_layers(30, 4) == (8, 8, 7, 7)
+    assert split_layers(10, 3, [2, 4, 4]) == (2, 4, 4)
+    with pytest.raises(ConfigurationError, match="stages=5 exceeds layers=4"):
+        split_layers(4, 5)
+    with pytest.raises(ConfigurationError, match="adds up to 9"):
+        split_layers(10, 3, [2, 3, 4])
+    with pytest.raises(ConfigurationError, match="stages=3"):
+        split_layers(10, 3, [5, 5])
+
+
+def test_activation_bytes_and_traffic():
+    assert activation_bytes(1, 4096, 8192, 2) == 4096 * 8192 * 2
+    a = analyze_stages(32, 4, 8, seq_len=4096, hidden=8192, micro_batch_size=2, layer_time="2 ms")
+    act = 2 * 4096 * 8192 * 2
+    assert a.activation.to("B").magnitude == act
+    assert a.link_bytes_per_step.to("B").magnitude == 8 * act
+    assert a.bytes_per_step.to("B").magnitude == 2 * 3 * 8 * act
+    # one activation must cross within one stage forward of 8 layers x 2 ms
+    assert a.required_bandwidth.to("B/s").magnitude == pytest.approx(act / 16e-3)
+    assert a.bubble_fraction == pytest.approx(3 / 11)
+
+
+def test_bubble_warning_suggestions_are_computed():
+    a = analyze_stages(32, 4, 8, seq_len=1024, hidden=1024, max_bubble=0.2)
+    (warning,) = [w for w in a.warnings if w.code == "bubble"]
+    assert isinstance(warning, PipelineWarning)
+    assert "27.3%" in warning.message
+    # smallest m with (p-1)/(m+p-1) <= 0.2 is 12 (3/15 = 20 %)
+    assert warning.values["alt_microbatches"] == 12
+    assert "from 8 to 12 (bubble 27.3% -> 20.0%)" in warning.message
+    assert warning.values["alt_stages"] == 2
+    assert warning.values["alt_stages_bubble"] == pytest.approx(1 / 9)
+    assert warning.values["alt_chunks"] == 2
+    assert warning.values["alt_chunks_bubble"] == pytest.approx(3 / 19)
+    assert warning.values["zb_h1_bubble"] == pytest.approx(schedule("zb-h1", 4, 8).bubble_fraction)
+
+
+def test_bubble_warning_respects_batch():
+    a = analyze_stages(32, 4, 4, seq_len=128, hidden=128, batch=8)
+    (warning,) = [w for w in a.warnings if w.code == "bubble"]
+    assert warning.values["alt_microbatches"] == 8
+    assert "from 4 to 8" in warning.message
+
+
+def test_imbalance_and_bandwidth_warnings():
+    a = analyze_stages(30, 4, 64, seq_len=4096, hidden=8192, layer_time="0.1 ms", link_bandwidth="25 GB/s")
+    codes = {w.code: w for w in a.warnings}
+    assert "[8, 8, 7, 7]" in codes["imbalance"].message and "3 or 5 stages" in codes["imbalance"].message
+    bw = codes["bandwidth"]
+    act = 4096 * 8192 * 2
+    assert bw.values["required_bandwidth"] == pytest.approx(act / 0.7e-3)
+    assert bw.values["step_time"] > bw.values["step_time_no_comm"]
+    assert a.transfer_time.to("s").magnitude == pytest.approx(act / 25e9)
+
+
+def test_single_stage_sends_nothing():
+    a = analyze_stages(16, 1, 4, seq_len=8, hidden=8, kind="interleaved", chunks=2, layer_time=1e-3)
+    assert a.bytes_per_step.magnitude == 0 and a.required_bandwidth is None
+    assert a.bubble_fraction == 0.0
+
+
+def test_no_warnings_when_efficient():
+    a = analyze_stages(32, 4, 64, seq_len=1024, hidden=1024, kind="zb-h1")
+    assert a.warnings == ()
+
+
+# --------------------------------------------------------------------------- invalid input
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: schedule("pipedream-2bw", 4, 8), "naive, gpipe, 1f1b, interleaved, zb-h1"),
+        (lambda: schedule("1f1b", 0, 8), "stages=0"),
+        (lambda: schedule("1f1b", 4, 2.5), "microbatches=2.5"),
+        (lambda: schedule("1f1b", 4, 8, t_f=0), "t_f must be positive"),
+        (lambda: schedule("1f1b", 4, 8, t_b=-1), "t_b must be positive"),
+        (lambda: schedule("1f1b", 4, 8, t_w=-1), "t_w must not be negative"),
+        (lambda: schedule("1f1b", 4, 8, p2p=-1), "p2p must not be negative"),
+        (lambda: schedule("1f1b", 4, 8, t_f=[1, 2]), "t_f has 2 values"),
+        (lambda: schedule("interleaved", 4, 6, 2), "microbatches=6, stages=4"),
+        (lambda: schedule("1f1b", 4, 8, 2), "chunks=2 applies only"),
+        (lambda: schedule("interleaved", 4, 8, 3, layers=32), "chunks=3 does not divide the 8 layers"),
+        (lambda: schedule("1f1b", 10, 8, layers=8), "stages=10 exceeds layers=8"),
+        (lambda: schedule("1f1b", 4, 3, batch=8), "microbatches=3 does not divide batch=8"),
+        (lambda: schedule("1f1b", 4, 16, batch=8), "microbatches=16 exceeds the 8 samples"),
+        (lambda: schedule("zb-h1", 4, 3), "zb-h1 needs microbatches >= stages"),
+        (lambda: check_microbatches(0), "microbatches=0"),
+        (lambda: analyze_stages(8, 9, 8, seq_len=1, hidden=1), "stages=9 exceeds layers=8"),
+        (lambda: analyze_stages(8, 2, 8, seq_len=1, hidden=1, batch=8, micro_batch_size=2), "disagrees"),
+        (lambda: analyze_stages(16, 2, 4, seq_len=1, hidden=1, kind="interleaved", chunks=2, split=[7, 9]),
+         "chunks=2 does not divide the layers per stage"),
+        (lambda: analyze_stages(8, 2, 8, seq_len=1, hidden=1, max_bubble=1.5), "max_bubble"),
+        (lambda: simulate([[("F", 0), ("B", 0)], [("F", 0)]]), "exactly once"),
+        (lambda: simulate([[("B", 0), ("F", 0)], [("F", 0), ("B", 0)]]), "deadlocks"),
+    ],
+)
+def test_invalid_inputs_raise_our_errors(call, match):
+    with pytest.raises(ConfigurationError, match=match):
+        call()
+
+
+def test_errors_are_distlab_errors():
+    with pytest.raises(DistlabError):
+        schedule("1f1b", 4, 8, t_f="1 GB")
+
+
+def test_1f1b_accepts_m_below_p():
+    assert schedule("1f1b", 8, 3).bubble_fraction == pytest.approx(7 / 10)
+
+
+# --------------------------------------------------------------------------- PyTorch
+
+
+def _torch_orders(cls_name, p, m, v=1):
+    """Per-rank compute actions of torch.distributed.pipelining's schedule, as our Op tuples.
+
+    The schedules are built without a process group (their order is pure arithmetic), so
+    this reaches into torch's private planning methods (torch 2.x).
+    """
+    schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
+    cls = getattr(schedules, cls_name)
+    obj = object.__new__(cls)
+    try:
+        if cls_name in ("ScheduleGPipe", "Schedule1F1B"):
+            obj._num_stages, obj._n_microbatches = p, m
+            per_rank = obj._get_pipeline_order()
+        else:
+            obj.pp_group_size, obj.n_local_stages, obj._n_microbatches = p, v, m
+            obj.number_of_rounds = max(1, m // p)
+            obj.microbatches_per_round = m // obj.number_of_rounds
+            per_rank = {r: obj._calculate_single_rank_operations(r) for r in range(p)}
+    except (AttributeError, TypeError) as exc:  # private API moved
+        pytest.skip(f"torch's private schedule API changed: {exc}")
+    letters = {"F": "F", "B": "B", "I": "B", "W": "W"}
+    out = []
+    for rank in range(p):
+        ops = []
+        for action in per_rank[rank]:
+            if action is None:
+                continue
+            kind = getattr(action.computation_type, "value", str(action.computation_type))
+            if kind not in letters:  # REDUCE_GRAD, communication
+                continue
+            ops.append(Op(letters[kind], action.microbatch_index, action.stage_index // p))
+        out.append(tuple(ops))
+    return tuple(out)
+
+
+@pytest.mark.parametrize("p, m", [(2, 2), (4, 8), (4, 3), (3, 7)])
+def test_gpipe_matches_torch(p, m):
+    pytest.importorskip("torch")
+    assert _torch_orders("ScheduleGPipe", p, m) == gpipe_order(p, m)
+
+
+@pytest.mark.parametrize("p, m, v", [(2, 4, 2), (4, 8, 2), (4, 12, 3), (4, 4, 2), (3, 9, 4)])
+def test_interleaved_matches_torch(p, m, v):
+    # torch's ScheduleInterleaved1F1B uses Megatron-LM's current warm-up,
+    # 2(p-1-rank) + (v-1)p capped at m v, and the same round-robin over chunks in rounds of
+    # p microbatches, so with m a multiple of p the orders are identical (torch also allows
+    # other m, which we reject like Megatron-LM's classic schedule).
+    pytest.importorskip("torch")
+    assert _torch_orders("ScheduleInterleaved1F1B", p, m, v) == interleaved_order(p, m, v)
+
+
+@pytest.mark.parametrize("p, m", [(2, 4), (4, 8), (4, 4), (5, 12)])
+def test_1f1b_matches_torch_except_its_last_rank(p, m):
+    # torch 2.x's Schedule1F1B._get_pipeline_order (a planning/visualisation IR) numbers the
+    # last rank's forwards from 1 instead of 0 (F1..Fm); its runtime path is correct. So all
+    # ranks but the last are compared whole, and the last rank's backwards.
+    pytest.importorskip("torch")
+    theirs = _torch_orders("Schedule1F1B", p, m)
+    ours = one_f_one_b_order(p, m)
+    assert theirs[:-1] == ours[:-1]
+    assert [o for o in theirs[-1] if o.kind == "B"] == [o for o in ours[-1] if o.kind == "B"]
+
+
+@pytest.mark.parametrize("p, m", [(2, 4), (4, 8), (4, 4), (5, 10)])
+def test_zb_h1_matches_torch_zero_bubble_with_one_chunk(p, m):
+    # ScheduleInterleavedZeroBubble with one local stage is ZB-H1 ("ZB1P"): warm-up p-1-rank
+    # forwards, W delayed by `rank` steps, remaining Ws at the end. torch's B here is its
+    # input-gradient op 'I'.
+    pytest.importorskip("torch")
+    assert _torch_orders("ScheduleInterleavedZeroBubble", p, m, 1) == zb_h1_order(p, m)
