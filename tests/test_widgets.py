@@ -92,3 +92,18 @@ def test_any_control_combination_gives_a_result_or_our_message(model, size, prec
         assert "nan" not in app.status.value.lower() and "inf " not in app.status.value.lower()
     else:
         assert app.result is None and "Cannot compute" in app.status.value
+
+
+def test_continuous_controls_redraw_only_the_bars():
+    # The GPU-count slider and the ZeRO stage must not change the axes, so they take the cheap
+    # blit path (benchmarks/RESULTS.md); a model change may rescale and redraw in full.
+    app = MemoryWallApp(model="llama2-7b")
+    calls = []
+    app.renderer.refresh = lambda full=False: calls.append(full)
+    for gpus in (2, 3, 64, 1024):
+        app.gpus.value = gpus
+    for zero in (1, 2, 3, 0):
+        app.zero.value = zero
+    assert calls == [False] * 8
+    app.model.value = "llama3.1-405b"
+    assert calls[-1] is True

@@ -8,14 +8,16 @@ import ipywidgets as widgets
 from matplotlib.figure import Figure
 
 
-def figure_canvas(figsize=(6.4, 3.6)) -> tuple[Figure, widgets.DOMWidget]:
+def figure_canvas(figsize=(6.4, 3.6), margins=None) -> tuple[Figure, widgets.DOMWidget]:
     """A matplotlib Figure drawn by an ipympl canvas widget, without changing the global backend.
 
-    ipympl redraws the same figure in place on draw_idle(): no flicker, no new output.
+    ipympl redraws the same figure in place: no flicker, no new output. Fixed margins (not a
+    layout engine) keep each redraw cheap.
     """
     from ipympl.backend_nbagg import new_figure_manager_given_figure
 
-    fig = Figure(figsize=figsize, layout="constrained")
+    fig = Figure(figsize=figsize)
+    fig.subplots_adjust(**(margins or dict(left=0.1, right=0.98, bottom=0.1, top=0.95)))
     new_figure_manager_given_figure(id(fig), fig)
     canvas = fig.canvas
     canvas.toolbar_visible = False
@@ -31,3 +33,38 @@ def message_html(text: str, kind: str = "result") -> str:
     prefix = "<b>Cannot compute:</b> " if kind == "error" else ""
     body = html.escape(text).replace("\n", "<br>")
     return f'<div style="color:{colour}; font-family: var(--jp-code-font-family, monospace); white-space: pre-wrap">{prefix}{body}</div>'
+
+
+class BlitRenderer:
+    """Redraw only the artists that change (matplotlib's blitting), the static rest from a cache.
+
+    The animated artists are left out of full draws; after every full draw the clean
+    background is captured and the animated artists are painted on top. refresh() either
+    restores that background and repaints the animated artists (blit: ipympl then sends
+    only the changed pixels), or, when the static part changed, does a full draw.
+    """
+
+    def __init__(self, canvas, artists):
+        self.canvas = canvas
+        self.artists = list(artists)
+        self._background = None
+        for artist in self.artists:
+            artist.set_animated(True)
+        canvas.mpl_connect("draw_event", self._on_draw)
+
+    def _on_draw(self, event=None):
+        self._background = self.canvas.copy_from_bbox(self.canvas.figure.bbox)
+        self._paint()
+
+    def _paint(self):
+        figure = self.canvas.figure
+        for artist in self.artists:
+            figure.draw_artist(artist)
+
+    def refresh(self, full: bool = False) -> None:
+        if full or self._background is None:
+            self.canvas.draw()
+            return
+        self.canvas.restore_region(self._background)
+        self._paint()
+        self.canvas.blit(self.canvas.figure.bbox)

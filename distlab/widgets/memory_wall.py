@@ -6,9 +6,9 @@ import ipywidgets as widgets
 
 from .. import hardware, memory, models
 from ..errors import DistlabError
-from ..plots.memory import memory_bars
+from ..plots.memory import legend_html, memory_bars
 from ..units import format_bytes
-from .common import figure_canvas, message_html
+from .common import BlitRenderer, figure_canvas, message_html
 
 CUSTOM = "custom size"
 ZERO_LABELS = [("plain DP", 0), ("ZeRO-1", 1), ("ZeRO-2", 2), ("ZeRO-3", 3)]
@@ -36,9 +36,10 @@ class MemoryWallApp(widgets.VBox):
         self.recompute = widgets.Dropdown(options=list(memory.RECOMPUTE_MODES), value=recompute,
                                           description="recompute", disabled=not activations)
         self.status = widgets.HTML()
-        self.fig, self.canvas = figure_canvas((7.2, 3.6))
+        self.fig, self.canvas = figure_canvas((6.4, 3.4), dict(left=0.08, right=0.98, bottom=0.09, top=0.96))
         self.ax = self.fig.add_subplot()
-        self.bars = memory_bars(self.ax, 2)
+        self.bars = memory_bars(self.ax, 2, legend=False)
+        self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists)
         self.result: memory.MemoryBreakdown | None = None
         self.error: str | None = None
         for control in (self.model, self.custom_params, self.precision, self.gpu, self.gpus, self.zero, self.activations,
@@ -51,7 +52,7 @@ class MemoryWallApp(widgets.VBox):
             self.zero,
             widgets.HBox([self.activations, self.recompute]),
         ])
-        super().__init__([controls, self.canvas, self.status])
+        super().__init__([controls, widgets.HTML(legend_html()), self.canvas, self.status])
         self.update()
 
     def _on_change(self, change=None):
@@ -83,19 +84,17 @@ class MemoryWallApp(widgets.VBox):
             single, chosen = self.compute()
         except DistlabError as exc:
             self.result, self.error = None, str(exc)
-            self.bars.update([{}, {}], faded=True)
+            changed = self.bars.update([{}, {}], faded=True)
             self.status.value = message_html(self.error, "error")
-            self.fig.canvas.draw_idle()
+            self.renderer.refresh(full=changed)
             return
         self.result, self.error = chosen, None
-        n, z = self.gpus.value, self.zero.value
-        setup = "plain DP" if z == 0 else f"ZeRO-{z}"
-        labels = ["1 GPU, no sharding", f"per GPU: {n} GPUs, {setup}"]
+        labels = ["one GPU, no sharding", "each GPU in your setup"]
         gpu = hardware.accelerator(self.gpu.value)
-        self.bars.update([single.parts(), chosen.parts()], labels, chosen.capacity_bytes,
-                         f"{gpu.name}: {format_bytes(gpu.memory_bytes)}")
+        changed = self.bars.update([single.parts(), chosen.parts()], labels, chosen.capacity_bytes,
+                                   f"{gpu.name}: {format_bytes(gpu.memory_bytes)}")
         self.status.value = message_html(self.summary(), "ok" if chosen.fits else "bad")
-        self.fig.canvas.draw_idle()
+        self.renderer.refresh(full=changed)
 
     def summary(self) -> str:
         """The text under the chart: the per-GPU parts, the total and the verdict."""
@@ -103,4 +102,6 @@ class MemoryWallApp(widgets.VBox):
         if bd is None:
             return self.error or ""
         parts = ", ".join(f"{name} {format_bytes(value)}" for name, value in bd.parts().items())
-        return f"per GPU: {format_bytes(bd.total_bytes)} ({parts})\n{bd.verdict()}"
+        z = self.zero.value
+        setup = f"{self.gpus.value} GPU{'s' if self.gpus.value > 1 else ''}, {'plain DP' if z == 0 else f'ZeRO-{z}'}"
+        return f"{setup}: {format_bytes(bd.total_bytes)} per GPU ({parts})\n{bd.verdict()}"
