@@ -1,96 +1,32 @@
-"""The `distlab` command line. Every subcommand calls the same functions the lessons use."""
+"""The `distlab` command line. Every subcommand calls the same functions the lessons use.
+
+Subcommands live in distlab/commands/, one module each (NAME, HELP, add_arguments, run).
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
-import re
+import importlib
+import pkgutil
 import sys
 
-from .errors import ConfigurationError, DistlabError
-
-_COUNT_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
-
-
-def parse_count(text: str) -> float:
-    """'7B' -> 7e9, '350M' -> 3.5e8, '1.5T' -> 1.5e12, '70e9' -> 7e10."""
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMbBgGtT]?)\s*", str(text))
-    if not match:
-        raise ConfigurationError(f"--params {text!r} is not a parameter count; write e.g. 7B, 350M, 70e9")
-    return float(match.group(1)) * _COUNT_SUFFIX[match.group(2).lower()]
+from . import commands
+from .commands.memory import parse_count  # noqa: F401  (public: used by scripts and tests)
+from .errors import DistlabError
 
 
-def _memory(args) -> int:
-    from . import memory
-
-    if (args.model is None) == (args.params is None):
-        raise ConfigurationError("give exactly one of --model NAME or --params N")
-    model = args.model if args.model is not None else parse_count(args.params)
-    bd = memory.training_memory(
-        model,
-        precision=args.precision,
-        zero=args.zero,
-        dp=args.dp,
-        tp=args.tp,
-        pp=args.pp,
-        micro_batch_size=args.micro_batch_size,
-        seq_len=args.seq_len,
-        recompute=args.recompute,
-        sequence_parallel=args.sequence_parallel,
-        gpu=args.gpu,
-    )
-    if args.json:
-        print(json.dumps(bd.to_dict(), indent=2))
-    else:
-        name = bd.config.get("model") or f"{bd.config['params']:.4g} parameters"
-        print(
-            f"{name}, {bd.config['precision']} precision, ZeRO-{bd.config['zero']}, "
-            f"dp={bd.config['dp']} tp={bd.config['tp']} pp={bd.config['pp']}: per GPU"
-        )
-        print(bd.summary())
-    return 0
-
-
-def _exercises(args) -> int:
-    from .course import build
-
-    changed = build.build(args.solutions, args.exercises, check=args.check)
-    if args.check:
-        if changed:
-            print("exercises/ is out of date with solutions/: " + ", ".join(changed))
-            print("run: distlab exercises")
-            return 1
-        print("exercises/ matches solutions/")
-        return 0
-    print(f"built {len(changed)} changed exercise notebook(s)" + (": " + ", ".join(changed) if changed else ""))
-    return 0
+def _command_modules():
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        yield importlib.import_module(f"{commands.__name__}.{info.name}")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="distlab", description="Distributed-training formulas from the distlab course kit.")
     sub = parser.add_subparsers(dest="command", required=True)
-
-    mem = sub.add_parser("memory", help="per-GPU training memory breakdown")
-    mem.add_argument("--model", help="catalog model name, e.g. llama2-7b")
-    mem.add_argument("--params", help="bare parameter count instead of a model, e.g. 7B or 70e9")
-    mem.add_argument("--precision", default="mixed", help="mixed (default), bf16, fp16, fp32, fp8")
-    mem.add_argument("--zero", type=int, default=0, help="ZeRO stage 0-3 (default 0)")
-    mem.add_argument("--dp", type=int, default=1, help="data-parallel degree (default 1)")
-    mem.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")
-    mem.add_argument("--pp", type=int, default=1, help="pipeline-parallel degree (default 1)")
-    mem.add_argument("--micro-batch-size", type=int, default=1, help="sequences per microbatch (default 1)")
-    mem.add_argument("--seq-len", type=int, default=None, help="sequence length (default: the model's)")
-    mem.add_argument("--recompute", default="none", help="none (default), selective, full")
-    mem.add_argument("--sequence-parallel", action="store_true", help="shard the non-TP activations too")
-    mem.add_argument("--gpu", help="GPU name (h100-sxm) or capacity ('80 GB') to check the fit")
-    mem.add_argument("--json", action="store_true", help="print a JSON object (bytes as plain numbers)")
-    mem.set_defaults(run=_memory)
-
-    ex = sub.add_parser("exercises", help="build exercises/ from solutions/ (strip the solution blocks)")
-    ex.add_argument("--solutions", default="solutions")
-    ex.add_argument("--exercises", default="exercises")
-    ex.add_argument("--check", action="store_true", help="only report whether exercises/ is up to date (exit 1 if not)")
-    ex.set_defaults(run=_exercises)
+    for module in _command_modules():
+        command = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        module.add_arguments(command)
+        command.set_defaults(run=module.run)
     return parser
 
 
