@@ -1,0 +1,30 @@
+"""Tiny timing helpers shared by the benchmarks: median and p95 of repeated measurements."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+
+def summarize(samples_s: list[float]) -> dict:
+    ordered = sorted(samples_s)
+    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    return {"n": len(ordered), "median_ms": statistics.median(ordered) * 1e3, "p95_ms": p95 * 1e3,
+            "min_ms": ordered[0] * 1e3}
+
+
+def repeat(fn, n: int) -> list[float]:
+    samples = []
+    for i in range(n):
+        start = time.perf_counter()
+        fn(i)
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def report(name: str, stats: dict, target_ms: float | None = None) -> str:
+    verdict = ""
+    if target_ms is not None:
+        verdict = f"  target <= {target_ms:g} ms: {'met' if stats['median_ms'] <= target_ms else 'MISSED'}"
+    return (f"{name:<48} median {stats['median_ms']:8.2f} ms   p95 {stats['p95_ms']:8.2f} ms   "
+            f"(n={stats['n']}){verdict}")
