@@ -105,3 +105,7 @@ class MemoryWallApp(widgets.VBox):
         z = self.zero.value
         setup = f"{self.gpus.value} GPU{'s' if self.gpus.value > 1 else ''}, {'plain DP' if z == 0 else f'ZeRO-{z}'}"
         return f"{setup}: {format_bytes(bd.total_bytes)} per GPU ({parts})\n{bd.verdict()}"
+
+
+#: The lesson apps of this module (constructible without arguments); the widget fuzz tests use it.
+APPS = [MemoryWallApp]
