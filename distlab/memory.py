@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ._catalog import lookup
 from .errors import ConfigurationError, OutOfMemoryError
 from .units import BYTES, Q_, format_bytes, positive, positive_int, quantity
@@ -115,10 +117,18 @@ def model_state_bytes(params, precision="mixed", zero=0, dp=1, tp=1, pp=1) -> tu
     recipe = precision_recipe(precision)
     stage = _zero_stage(zero)
     dp = positive_int(dp, "dp")
-    shard = n / (positive_int(tp, "tp") * positive_int(pp, "pp"))
-    weights = recipe.weight_bytes * shard / (dp if stage >= 3 else 1)
-    gradients = recipe.gradient_bytes * shard / (dp if stage >= 2 else 1)
-    optimizer = recipe.optimizer_bytes * shard / (dp if stage >= 1 else 1)
+    tp, pp = positive_int(tp, "tp"), positive_int(pp, "pp")
+    w, g, o = model_state_bytes_array(n, recipe, stage, dp, tp, pp)
+    return float(w), float(g), float(o)
+
+
+def model_state_bytes_array(params, recipe: PrecisionRecipe, zero, dp, tp, pp):
+    """model_state_bytes on NumPy arrays (broadcast), unvalidated: the planner's fast path."""
+    shard = np.asarray(params, dtype=float) / (np.asarray(tp) * np.asarray(pp))
+    zero, dp = np.asarray(zero), np.asarray(dp, dtype=float)
+    weights = recipe.weight_bytes * shard / np.where(zero >= 3, dp, 1.0)
+    gradients = recipe.gradient_bytes * shard / np.where(zero >= 2, dp, 1.0)
+    optimizer = recipe.optimizer_bytes * shard / np.where(zero >= 1, dp, 1.0)
     return weights, gradients, optimizer
 
 
@@ -155,18 +165,36 @@ def activation_bytes_per_layer(
     s = positive_int(seq_len if seq_len is not None else model.seq_len, "seq_len")
     t = positive_int(tp, "tp")
     mode = _recompute(recompute)
-    e = precision_recipe(precision).activation_bytes
-    h, a, f = model.hidden, model.heads, model.ffn
-    if a % t:
+    recipe = precision_recipe(precision)
+    check_tp_divides_heads(model, t)
+    return float(activation_bytes_per_layer_array(model, b, s, t, bool(sequence_parallel),
+                                                  RECOMPUTE_MODES.index(mode), recipe.activation_bytes))
+
+
+def check_tp_divides_heads(model, tp: int) -> None:
+    """Tensor parallelism splits attention by heads: tp must divide the head count."""
+    a = model.heads
+    if a % tp:
         valid = ", ".join(str(d) for d in range(1, a + 1) if a % d == 0)
-        raise ConfigurationError(f"tp={t} does not divide the {a} attention heads; valid: {valid}")
+        raise ConfigurationError(f"tp={tp} does not divide the {a} attention heads; valid: {valid}")
+
+
+def activation_bytes_per_layer_array(model, micro_batch_size, seq_len, tp, sequence_parallel, recompute_code,
+                                     element_bytes):
+    """activation_bytes_per_layer on NumPy arrays (broadcast), unvalidated: the planner's fast path.
+
+    recompute_code indexes RECOMPUTE_MODES (0 none, 1 selective, 2 full).
+    """
+    b = np.asarray(micro_batch_size, dtype=float)
+    s = np.asarray(seq_len, dtype=float)
+    t = np.asarray(tp, dtype=float)
+    code = np.asarray(recompute_code)
+    e = float(element_bytes)
+    h, a, f = model.hidden, model.heads, model.ffn
     kv = model.kv_heads * (h // a)
     mask = 1.0 if model.dropout else 0.0
     tokens = s * b
-    sp_div = t if sequence_parallel else 1
-
-    if mode == "full":
-        return tokens * h * e / sp_div
+    sp_div = np.where(np.asarray(sequence_parallel, dtype=bool), t, 1.0)
 
     # Per token, not split by tensor parallelism: two layernorm inputs, the attention
     # block input and the MLP input, and the two dropout masks after attention and MLP.
@@ -179,10 +207,9 @@ def activation_bytes_per_layer(
     # Per microbatch, split over t: softmax output (e), dropout mask (1) and dropout output (e).
     scores = a * s * s * b * (e + (1 + e) * mask)
 
-    total = tokens * replicated / sp_div + tokens * split / t
-    if mode == "none":
-        total += scores / t
-    return total
+    kept = tokens * replicated / sp_div + tokens * split / t + np.where(code == 0, scores / t, 0.0)
+    # Full recomputation keeps only each layer's input.
+    return np.where(code == 2, tokens * h * e / sp_div, kept)
 
 
 def layers_per_stage(layers: int, pp: int) -> int:

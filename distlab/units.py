@@ -102,7 +102,7 @@ def to_base(value, unit: str, name: str = "value") -> float:
             magnitude = value.to(unit).magnitude
         except pint.DimensionalityError:
             raise UnitError(
-                f"{name}={value:~P} has the wrong dimension: expected a quantity in {unit}"
+                f"{name}={value:.4g~P} has the wrong dimension: expected a quantity in {unit}"
             ) from None
         try:
             return _check_finite(float(magnitude), name)

@@ -118,7 +118,7 @@ class NumericQuestion:
                 try:
                     value = float(answer.to(self.unit or "").magnitude)
                 except DimensionalityError:
-                    raise ValueError(f"{answer:~P} is not {self.noun} (expected {self.unit or 'a pure number'})") from None
+                    raise ValueError(f"{answer:.4g~P} is not {self.noun} (expected {self.unit or 'a pure number'})") from None
         else:
             raise ValueError(f"an answer of type {type(answer).__name__} is not {self.noun}")
         if not math.isfinite(value):
