@@ -24,6 +24,10 @@ Conventions
   virtual stage; W after its own B. A stage runs its ops one at a time in the given
   order.
 
+* Memory: ``activation_memory`` turns a timeline's peak in-flight microbatches per stage
+  into bytes with ``distlab.memory.activation_bytes_per_layer`` (Korthikanti et al. 2022):
+  per layer x layers on the stage x peak in flight.
+
 Sources: GPipe (Huang et al. 2019); 1F1B = PipeDream-Flush and interleaved 1F1B
 (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters
 Using Megatron-LM", Sec. 2.2); ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline
@@ -76,6 +80,9 @@ __all__ = [
     "split_layers",
     "activation_bytes",
     "analyze_stages",
+    "StageActivations",
+    "activation_memory",
+    "pipeline_step_time",
 ]
 
 #: The schedule kinds, in the order a student meets them.
@@ -876,8 +883,16 @@ def _pct(x: float) -> str:
     return f"{100.0 * x:.1f}%"
 
 
+#: Alternatives with more operations than this are not simulated (their bubble is not offered).
+MAX_SUGGESTION_OPS = 50_000
+
+
 def _bubble_for(kind, p, m, v, layers, layer_time, backward_factor, p2p):
-    """Bubble fraction from the simulator for an alternative configuration (None if invalid)."""
+    """Bubble fraction of an alternative configuration (None if invalid or too large to simulate).
+
+    Even stages without p2p latency use the closed form, which the simulator matches exactly
+    there (tests/test_pipeline.py); otherwise the step is simulated, up to MAX_SUGGESTION_OPS ops.
+    """
     try:
         per_stage = np.array(split_layers(layers, p), dtype=float)
         _check_layout(kind, p, m, v, layers)
@@ -885,6 +900,10 @@ def _bubble_for(kind, p, m, v, layers, layer_time, backward_factor, p2p):
         return None
     t_f = per_stage * layer_time
     half = t_f * backward_factor / 2.0
+    if p2p == 0.0 and np.all(per_stage == per_stage[0]):
+        return closed_form(kind, p, m, v, t_f[0], half[0], half[0]).bubble_fraction
+    if p * m * v * (3 if kind == "zb-h1" else 2) > MAX_SUGGESTION_OPS:
+        return None
     timeline = _simulate_raw(_raw_orders(kind, p, m, v), p, v, t_f, half, half, p2p, kind, m=m)
     return timeline.bubble_fraction
 
@@ -998,8 +1017,16 @@ def analyze_stages(
             return best if best is not None and best[1] < bubble_now else None
 
         # (a) more microbatches: the closed-form estimate, then doublings (p2p and uneven
-        # stages make the simulated bubble larger than the closed form).
-        if batch is not None:
+        # stages make the simulated bubble larger than the closed form). Naive model
+        # parallelism idles (p-1)/p whatever m is: pipelining the microbatches is the fix.
+        if name == "naive":
+            value = _bubble_for("1f1b", p, m, 1, n_layers, unit_time, factor, p2p)
+            if value is not None and value < bubble_now:
+                options.append(f"overlap the microbatches with 1f1b (bubble {_pct(value)}); naive idles "
+                               f"(p-1)/p = {_pct((p - 1) / p)} whatever the number of microbatches")
+                values.update(alt_schedule="1f1b", alt_schedule_bubble=value)
+            candidates = []
+        elif batch is not None:
             candidates = [d for d in _divisors(positive_int(batch, "batch")) if d > m]
         else:
             guess = max(m + 1, math.ceil((p - 1) * (1 - threshold) / (threshold * v) - 1e-9))
@@ -1008,7 +1035,27 @@ def analyze_stages(
             candidates = [c for c in candidates if c % p == 0] or (
                 [] if batch is not None else [p * math.ceil(c / p) for c in candidates]
             )
-        found = pick(candidates, lambda c: _bubble_for(name, p, c, v, n_layers, unit_time, factor, p2p))
+        def bubble_at(c):
+            return _bubble_for(name, p, c, v, n_layers, unit_time, factor, p2p)
+
+        found = pick(candidates, bubble_at)
+        if found and batch is None and found[1] <= threshold and found[0] != candidates[0]:
+            # a doubling overshot: bisect between the last candidate above the threshold and it
+            # for the fewest microbatches that meet it (the bubble falls as m grows)
+            step = p if name == "interleaved" else 1
+            lo = max(c for c in candidates if c < found[0]) // step  # fails
+            hi = found[0] // step  # meets
+            best = found
+            for _ in range(6):  # within 1/64 of the interval (exact for small m), in bounded time
+                if hi - lo <= 1:
+                    break
+                mid = (lo + hi) // 2
+                value = bubble_at(mid * step)
+                if value is not None and value <= threshold:
+                    hi, best = mid, (mid * step, value)
+                else:
+                    lo = mid
+            found = best
         if found:
             options.append(f"increase microbatches from {m} to {found[0]} (bubble {_pct(bubble_now)} -> {_pct(found[1])})")
             values.update(alt_microbatches=found[0], alt_microbatches_bubble=found[1])
@@ -1126,3 +1173,173 @@ def analyze_stages(
         timeline=timeline,
         warnings=tuple(warnings),
     )
+
+
+# --------------------------------------------------------------------------- step time and memory
+
+
+def pipeline_step_time(compute_time, stages, microbatches, chunks=1, kind="1f1b", batch=None) -> float:
+    """Step time (s) of a pipeline whose every stage computes ``compute_time`` per step (all its
+    microbatches, forward and backward, no idle): the closed form of ``kind`` with F:B:W = 1:1:1.
+
+    For GPipe and 1F1B that is compute x (1 + (p-1)/m): the bubble ADDS (p-1)/m of the ideal
+    compute time, while (p-1)/(m+p-1) is the idle share of the (longer) step. Interleaved
+    divides the added part by v; naive runs p times the compute. ``batch`` (samples one
+    pipeline gets per step) is checked: m may not exceed it and must divide it.
+    """
+    compute = positive(compute_time, SECONDS, "compute_time")
+    m = check_microbatches(microbatches, batch)
+    share = compute / (3.0 * m)  # one microbatch's F, B and W on one stage
+    return closed_form(kind, stages, m, chunks, share, share, share).step_time
+
+
+@dataclass(frozen=True)
+class StageActivations:
+    """Activation memory each pipeline stage holds at its peak, in bytes (GB = 1e9 B in text).
+
+    ``per_stage_bytes[s]`` = ``per_layer_bytes`` x ``layers_per_stage[s]`` x ``in_flight[s]``,
+    where ``in_flight`` is the stage's peak number of microbatches whose activations are
+    stored (interleaved: chunk activations / v, i.e. microbatch-equivalents of the stage's
+    layers). Embedding and logit buffers are not counted (as in ``distlab.memory``).
+    """
+
+    schedule: str | None
+    per_layer_bytes: float
+    layers_per_stage: tuple[int, ...]
+    in_flight: np.ndarray
+    per_stage_bytes: np.ndarray
+    config: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def stages(self) -> int:
+        return len(self.layers_per_stage)
+
+    @property
+    def peak_stage(self) -> int:
+        """The stage holding the most activation memory (the first one on a tie)."""
+        return int(np.argmax(self.per_stage_bytes))
+
+    @property
+    def peak_bytes(self) -> float:
+        """The largest per-stage activation memory: what the most loaded GPU must fit."""
+        return float(self.per_stage_bytes.max())
+
+    @property
+    def peak(self):
+        """peak_bytes as a Quantity in GB (10^9 bytes)."""
+        return Q_(self.peak_bytes / 1e9, "GB")
+
+    @property
+    def per_stage(self):
+        """per_stage_bytes as a Quantity array in GB (10^9 bytes)."""
+        return Q_(self.per_stage_bytes / 1e9, "GB")
+
+    def summary(self) -> str:
+        """One line per stage: layers, peak in flight and bytes; the peak marked."""
+        lines = []
+        width = len(str(self.stages - 1))
+        for s, (n, k, b) in enumerate(zip(self.layers_per_stage, self.in_flight, self.per_stage_bytes)):
+            mark = "  <- peak" if s == self.peak_stage and self.stages > 1 else ""
+            lines.append(f"stage {s:>{width}}: {n} layers x {k:g} in flight x "
+                         f"{format_bytes(self.per_layer_bytes)} = {format_bytes(b)}{mark}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {
+            "schedule": self.schedule,
+            "per_layer_bytes": self.per_layer_bytes,
+            "layers_per_stage": list(self.layers_per_stage),
+            "in_flight": [float(x) for x in self.in_flight],
+            "per_stage_bytes": [float(x) for x in self.per_stage_bytes],
+            "peak_bytes": self.peak_bytes,
+            "peak_stage": self.peak_stage,
+            **self.config,
+        }
+
+
+def activation_memory(
+    in_flight,
+    model,
+    *,
+    stages=None,
+    split=None,
+    micro_batch_size=1,
+    seq_len=None,
+    tp=1,
+    sequence_parallel=False,
+    recompute="none",
+    precision="mixed",
+    hold_for_w=True,
+) -> StageActivations:
+    """Per-stage activation bytes implied by a pipeline schedule: distlab.memory's
+    ``activation_bytes_per_layer`` x layers on the stage x peak microbatches in flight.
+
+    ``in_flight`` is a ``Timeline`` (its measured peak per stage), a sequence of p peak
+    counts, or one count for every stage (then give ``stages``). ``model`` is a
+    TransformerModel or a catalog name; its layers are split over the stages by
+    ``split_layers`` (an even split, or ``split``). A timeline with v > 1 chunks counts
+    chunk activations / v, so each stage's layers must divide into v equal chunks.
+
+    ``hold_for_w``: a microbatch stays stored until its W (weight-gradient) pass ends, which
+    needs the saved layer inputs; this differs from counting until B only for zb-h1, where
+    every stage then holds p microbatches at its peak, the same maximum as 1F1B's first stage
+    (Qi et al. 2023). The default per-GPU figure of ``memory.training_memory`` (pp
+    microbatches on ceil(layers / pp) layers) is this function's peak for 1F1B with m >= p.
+    """
+    from . import memory, models
+
+    model = models.model(model)
+    name = None
+    chunks = 1
+    if isinstance(in_flight, Timeline):
+        timeline = in_flight
+        name, chunks = timeline.schedule, timeline.chunks
+        peaks = np.asarray(timeline.peak_in_flight_w if hold_for_w else timeline.peak_in_flight, dtype=float)
+        if stages is not None and positive_int(stages, "stages") != timeline.stages:
+            raise ConfigurationError(
+                f"stages={stages} disagrees with the timeline's {timeline.stages} stages; leave stages out"
+            )
+    elif isinstance(in_flight, (Sequence, np.ndarray)) and not isinstance(in_flight, (str, bytes)) \
+            and np.ndim(in_flight) > 0:
+        values = list(in_flight)
+        if not values:
+            raise ConfigurationError("in_flight is empty; give one peak count per stage")
+        if stages is not None and positive_int(stages, "stages") != len(values):
+            raise ConfigurationError(
+                f"in_flight has {len(values)} values but stages={stages}; give one per stage"
+            )
+        peaks = np.array([positive(x, "", f"in_flight[{i}]") for i, x in enumerate(values)], dtype=float)
+    else:
+        if stages is None:
+            raise ConfigurationError(
+                "give stages=p with a single in_flight count (or pass a Timeline or one count per stage)"
+            )
+        count = positive(in_flight, "", "in_flight")
+        peaks = np.full(positive_int(stages, "stages"), count, dtype=float)
+    p = len(peaks)
+    per_stage_layers = split_layers(model.layers, p, split)
+    if chunks > 1:
+        uneven = [n for n in per_stage_layers if n % chunks]
+        if uneven:
+            raise ConfigurationError(
+                f"chunks={chunks} does not divide the layers per stage {list(per_stage_layers)} "
+                f"({model.name}: {model.layers} layers over {p} stages); each stage's layers must split "
+                f"into {chunks} equal chunks"
+            )
+    per_layer = memory.activation_bytes_per_layer(
+        model, micro_batch_size, seq_len, tp, sequence_parallel, recompute, precision
+    )
+    per_stage = per_layer * np.array(per_stage_layers, dtype=float) * peaks
+    peaks.flags.writeable = False
+    per_stage.flags.writeable = False
+    config = dict(
+        model=model.name,
+        micro_batch_size=int(micro_batch_size),
+        seq_len=int(seq_len) if seq_len is not None else model.seq_len,
+        tp=int(tp),
+        sequence_parallel=bool(sequence_parallel),
+        recompute=str(recompute),
+        precision=str(getattr(precision, "name", precision)),
+        hold_for_w=bool(hold_for_w),
+    )
+    return StageActivations(name, float(per_layer), per_stage_layers, peaks, per_stage, config)

@@ -10,12 +10,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from distlab import memory, models
 from distlab.errors import ConfigurationError, DistlabError
 from distlab.pipeline import (
     KINDS,
     Op,
     PipelineWarning,
+    StageActivations,
     activation_bytes,
+    activation_memory,
     analyze_stages,
     bubble_fraction,
     bubble_overhead,
@@ -25,6 +28,7 @@ from distlab.pipeline import (
     interleaved_order,
     naive_order,
     one_f_one_b_order,
+    pipeline_step_time,
     schedule,
     simulate,
     split_layers,
@@ -518,3 +522,164 @@ def test_zb_h1_matches_torch_zero_bubble_with_one_chunk(p, m):
     # input-gradient op 'I'.
     pytest.importorskip("torch")
     assert _torch_orders("ScheduleInterleavedZeroBubble", p, m, 1) == zb_h1_order(p, m)
+
+
+# --------------------------------------------------------------------------- bubble suggestions with p2p
+
+
+def test_microbatch_suggestion_is_the_fewest_that_meet_the_limit():
+    # 80 layers of 8 ms over 4 stages, one 32 MiB activation per send over 25 GB/s: each send adds
+    # 33554432 / 25e9 = 1.34 ms of p2p latency, so the closed-form guess m = 12 (exactly 20 %)
+    # misses and a doubling to 24 overshoots; the fewest microbatches are found between them.
+    a = analyze_stages(80, 4, 8, seq_len=4096, hidden=4096, layer_time="8 ms", link_bandwidth="25 GB/s",
+                       max_bubble=0.2)
+    (warning,) = [w for w in a.warnings if w.code == "bubble"]
+    m = warning.values["alt_microbatches"]
+    t = 20 * 8e-3  # one stage's forward; backward 2 x forward, split into B and W
+    p2p = 4096 * 4096 * 2 / 25e9
+
+    def bubble(k):
+        return schedule("1f1b", 4, k, t_f=t, t_b=t, t_w=t, p2p=p2p).bubble_fraction
+
+    assert 12 < m < 24
+    assert bubble(m) <= 0.2 < bubble(m - 1)
+    assert warning.values["alt_microbatches_bubble"] == pytest.approx(bubble(m))
+
+
+# --------------------------------------------------------------------------- step time with a bubble
+
+
+def test_pipeline_step_time_adds_p_minus_1_over_m_of_the_compute():
+    # p = 8, m = 1: the idle share is 7/8 of the STEP, and the step is 8 x the compute (not 1.875 x,
+    # which is what multiplying the compute by the idle share gives); m = 4: 1 + 7/4 = 2.75.
+    assert pipeline_step_time(3.5, 8, 1) == pytest.approx(8 * 3.5)
+    assert pipeline_step_time(3.5, 8, 4) == pytest.approx(2.75 * 3.5)
+    assert pipeline_step_time("2 s", 4, 8, 2, kind="interleaved") == pytest.approx(2 * (1 + 3 / 16))
+    assert pipeline_step_time(1.0, 4, 8, kind="naive") == pytest.approx(4.0)
+    # zb-h1 with F = B = W: a third of 1F1B's added time
+    assert pipeline_step_time(1.0, 4, 8, kind="zb-h1") - 1 == pytest.approx((3 / 8) / 3)
+    # the time added over ideal matches the simulator for uniform stages
+    tl = schedule("1f1b", 6, 10)
+    assert pipeline_step_time(float(tl.busy[0]), 6, 10) == pytest.approx(tl.step_time)
+
+
+def test_pipeline_step_time_checks_the_samples_a_pipeline_gets():
+    assert pipeline_step_time(1.0, 8, 8, batch=8) == pytest.approx(1 + 7 / 8)
+    with pytest.raises(ConfigurationError, match="microbatches=16 exceeds the 8 samples"):
+        pipeline_step_time(1.0, 8, 16, batch=8)
+    with pytest.raises(ConfigurationError, match="compute_time must be positive"):
+        pipeline_step_time(0, 8, 8)
+
+
+# --------------------------------------------------------------------------- activation memory
+
+
+LLAMA7 = models.model("llama2-7b")
+
+
+def test_activation_memory_of_1f1b_by_hand():
+    # Llama-2-7B, 32 layers over 4 stages = 8 each; 1F1B stage s holds 4 - s microbatches
+    # (p=4, m=8); bytes = per layer x 8 x (4 - s).
+    tl = schedule("1f1b", 4, 8)
+    act = activation_memory(tl, "llama2-7b", recompute="selective")
+    per_layer = memory.activation_bytes_per_layer(LLAMA7, 1, recompute="selective")
+    assert isinstance(act, StageActivations)
+    assert act.layers_per_stage == (8, 8, 8, 8)
+    assert list(act.in_flight) == [4, 3, 2, 1]
+    assert act.per_stage_bytes == pytest.approx([per_layer * 8 * k for k in (4, 3, 2, 1)])
+    assert act.peak_stage == 0 and act.peak_bytes == pytest.approx(per_layer * 32)
+    assert act.peak.to("GB").magnitude == pytest.approx(per_layer * 32 / 1e9)
+    assert act.schedule == "1f1b" and "<- peak" in act.summary().splitlines()[0]
+    assert act.to_dict()["peak_bytes"] == act.peak_bytes
+
+
+@SETTINGS
+@given(st.sampled_from([1, 2, 4, 8, 16, 32]), st.integers(0, 24), st.sampled_from(["none", "selective", "full"]))
+def test_1f1b_peak_is_what_training_memory_assumes(p, extra, recompute):
+    # lesson 1's training_memory counts pp microbatches on ceil(layers / pp) layers: the first
+    # stage of 1F1B once m >= p
+    m = p + extra
+    act = activation_memory(schedule("1f1b", p, m), LLAMA7, recompute=recompute)
+    want = memory.training_memory(LLAMA7, pp=p, recompute=recompute).activations_bytes
+    assert act.peak_bytes == pytest.approx(want)
+
+
+@SETTINGS
+@given(st.integers(1, 8), st.integers(1, 20))
+def test_gpipe_holds_m_and_1f1b_at_most_p(p, m):
+    gp = activation_memory(schedule("gpipe", p, m), LLAMA7)
+    one = activation_memory(schedule("1f1b", p, m), LLAMA7)
+    per_stage_layers = np.array(split_layers(32, p))
+    assert gp.per_stage_bytes == pytest.approx(gp.per_layer_bytes * per_stage_layers * m)
+    assert np.all(one.in_flight <= min(p, m))
+    assert np.all(one.per_stage_bytes <= gp.per_stage_bytes * (1 + 1e-12))
+
+
+def test_zb_h1_holds_microbatches_until_w():
+    tl = schedule("zb-h1", 4, 8)
+    until_w = activation_memory(tl, LLAMA7)
+    until_b = activation_memory(tl, LLAMA7, hold_for_w=False)
+    assert list(until_w.in_flight) == [4, 4, 4, 4]
+    assert list(until_b.in_flight) == [4, 3, 2, 1]
+    # the maximum over stages equals 1F1B's (Qi et al. 2023: ZB-H1 keeps 1F1B's peak memory)
+    assert until_w.peak_bytes == activation_memory(schedule("1f1b", 4, 8), LLAMA7).peak_bytes
+
+
+def test_interleaved_counts_chunks_as_fractions_of_a_stage():
+    # stage 0 of interleaved p=4, m=8, v=2 holds 11 chunk activations = 5.5 stage-equivalents
+    act = activation_memory(schedule("interleaved", 4, 8, 2), LLAMA7)
+    assert act.in_flight[0] == 5.5
+    assert act.per_stage_bytes[0] == pytest.approx(act.per_layer_bytes * 8 * 5.5)
+    with pytest.raises(ConfigurationError, match=r"chunks=4 does not divide the layers per stage \[2, 2"):
+        activation_memory(schedule("interleaved", 16, 16, 4), LLAMA7)
+
+
+def test_activation_memory_from_counts_and_an_uneven_split():
+    per_layer = memory.activation_bytes_per_layer(LLAMA7, 2, seq_len=1024)
+    act = activation_memory([3, 1], LLAMA7, split=[20, 12], micro_batch_size=2, seq_len=1024)
+    assert act.per_stage_bytes == pytest.approx([per_layer * 20 * 3, per_layer * 12 * 1])
+    same = activation_memory(2, LLAMA7, stages=4)
+    assert list(same.in_flight) == [2, 2, 2, 2] and same.schedule is None
+    with pytest.raises(ValueError):
+        act.per_stage_bytes[0] = 0.0  # read-only, like the timeline's arrays
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: activation_memory(4, LLAMA7), "give stages=p"),
+        (lambda: activation_memory([], LLAMA7), "in_flight is empty"),
+        (lambda: activation_memory([1, 2], LLAMA7, stages=3), "in_flight has 2 values but stages=3"),
+        (lambda: activation_memory(schedule("1f1b", 4, 8), LLAMA7, stages=2), "disagrees with the timeline's 4"),
+        (lambda: activation_memory([1, 0], LLAMA7), r"in_flight\[1\] must be positive"),
+        (lambda: activation_memory(1, LLAMA7, stages=33), "stages=33 exceeds layers=32"),
+        (lambda: activation_memory(1, "llama-7b", stages=2), "closest"),
+        (lambda: activation_memory(1, LLAMA7, stages=2, recompute="some"), "valid: none, selective, full"),
+        (lambda: activation_memory(1, LLAMA7, stages=2, tp=3), "tp=3 does not divide the 32 attention heads"),
+    ],
+)
+def test_activation_memory_rejects_bad_input(call, match):
+    with pytest.raises(ConfigurationError, match=match):
+        call()
+
+
+def test_naive_suggests_overlapping_not_more_microbatches():
+    # naive idles (p-1)/p = 75 % for any m; 1F1B with the same m = 8 idles 3/11
+    a = analyze_stages(32, 4, 8, seq_len=64, hidden=64, kind="naive")
+    (warning,) = [w for w in a.warnings if w.code == "bubble"]
+    assert a.bubble_fraction == pytest.approx(0.75)
+    assert warning.values["alt_schedule"] == "1f1b"
+    assert warning.values["alt_schedule_bubble"] == pytest.approx(3 / 11)
+    assert "alt_microbatches" not in warning.values
+    assert "overlap the microbatches with 1f1b (bubble 27.3%)" in warning.message
+
+
+def test_suggestions_stay_cheap_at_extreme_limits():
+    # a 1 % limit asks for about (p-1) x 99 microbatches; with a slow link every candidate must
+    # be simulated, which is bounded (MAX_SUGGESTION_OPS), so the analysis stays interactive
+    t0 = time.perf_counter()
+    a = analyze_stages(80, 16, 64, seq_len=4096, hidden=8192, layer_time="2 ms", link_bandwidth="12.5 GB/s",
+                       kind="gpipe", max_bubble=0.01)
+    assert time.perf_counter() - t0 < 3.0
+    (warning,) = [w for w in a.warnings if w.code == "bubble"]
+    assert warning.values["zb_h1_bubble"] < a.bubble_fraction

@@ -1,0 +1,283 @@
+"""Lesson 4 apps: the pipeline bubble grid and the stage-analysis panel.
+
+Every picture is a distlab.pipeline timeline: the simulator places each op, the grid is an
+image of that timeline (one pixel column per screen column) redrawn by blitting, and the
+numbers beside it (bubble, closed form, peak in flight, activation memory) come from the
+same Timeline and from distlab.pipeline.activation_memory. Text stays in HTML, out of the
+per-frame render.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ipywidgets as widgets
+
+from .. import hardware, models, pipeline
+from ..errors import DistlabError
+from ..memory import RECOMPUTE_MODES
+from ..plots.pipeline import legend_html, timeline_grid
+from ..units import format_bytes, format_rate, format_seconds
+from .common import BlitRenderer, figure_canvas, message_html
+
+MAX_STAGES = 16
+MAX_MICROBATCHES = 64
+MAX_CHUNKS = 8
+ROWS_NOTE = "rows: stage 0 (top) to stage p-1 (bottom), one GPU each; time runs left to right ({unit})"
+
+
+@dataclass(frozen=True)
+class BubbleGridResult:
+    """What the bubble-grid app shows: the simulated step, its closed form and the memory it implies."""
+
+    timeline: pipeline.Timeline
+    closed_form: pipeline.ClosedForm
+    memory: pipeline.StageActivations
+
+
+def _pct(x: float) -> str:
+    return f"{100.0 * x:.1f}%"
+
+
+class BubbleGridApp(widgets.VBox):
+    """Schedule, p, m, v and the F:B:W cost ratio -> the stages x time grid, the bubble and the
+    peak activation memory (one microbatch = one sequence of the chosen model).
+
+    `result` holds a BubbleGridResult (None on invalid input); `error` the message shown instead.
+    """
+
+    def __init__(self, kind="1f1b", stages=4, microbatches=8, chunks=2, backward=1.0, weight=1.0,
+                 model="llama2-7b", recompute="selective"):
+        slider = dict(continuous_update=True, layout=widgets.Layout(width="330px"))
+        self.kind = widgets.ToggleButtons(options=list(pipeline.KINDS), value=kind, description="schedule",
+                                          style={"button_width": "82px"})
+        self.stages = widgets.IntSlider(value=stages, min=1, max=MAX_STAGES, description="stages p", **slider)
+        self.microbatches = widgets.IntSlider(value=microbatches, min=1, max=MAX_MICROBATCHES,
+                                              description="micro m", **slider)
+        self.chunks = widgets.IntSlider(value=chunks, min=1, max=MAX_CHUNKS, description="chunks v",
+                                        disabled=kind != "interleaved", **slider)
+        ratio = dict(min=0.0, max=4.0, step=0.25, continuous_update=True, readout_format=".2f",
+                     layout=widgets.Layout(width="330px"))
+        self.backward = widgets.FloatSlider(value=backward, description="B : F", **{**ratio, "min": 0.25})
+        self.weight = widgets.FloatSlider(value=weight, description="W : F", **ratio)
+        self.model = widgets.Dropdown(options=list(models.MODELS), value=model, description="model",
+                                      layout=widgets.Layout(width="330px"))
+        self.recompute = widgets.Dropdown(options=list(RECOMPUTE_MODES), value=recompute, description="recompute",
+                                          layout=widgets.Layout(width="330px"))
+        self.status = widgets.HTML()
+        self.fig, self.canvas = figure_canvas((7.4, 2.4), dict(left=0.02, right=0.98, bottom=0.11, top=0.98))
+        self.ax = self.fig.add_subplot()
+        self.grid = timeline_grid(self.ax)
+        self.renderer = BlitRenderer(self.canvas, self.grid.animated_artists)
+        self.legend = widgets.HTML(legend_html(rows=ROWS_NOTE.format(unit="one stage's forward of one microbatch = 1")))
+        self.result: BubbleGridResult | None = None
+        self.error: str | None = None
+        for control in (self.kind, self.stages, self.microbatches, self.chunks, self.backward, self.weight,
+                        self.model, self.recompute):
+            control.observe(self._on_change, names="value")
+        controls = widgets.VBox([
+            self.kind,
+            widgets.HBox([self.stages, self.backward]),
+            widgets.HBox([self.microbatches, self.weight]),
+            widgets.HBox([self.chunks, self.model]),
+            widgets.HBox([widgets.HTML('<span style="font-size:12px;color:#57606a">F = 1: one stage\'s forward '
+                                       'of one microbatch. Schedules other than zb-h1 run B + W as one '
+                                       'backward op.</span>', layout=widgets.Layout(width="330px")),
+                          self.recompute]),
+        ])
+        super().__init__([controls, self.legend, self.canvas, self.status])
+        self.update()
+
+    def _on_change(self, change=None):
+        self.chunks.disabled = self.kind.value != "interleaved"
+        self.update()
+
+    def compute(self) -> BubbleGridResult:
+        """Simulate the chosen schedule (uniform stages, t_F = 1) and the memory it implies (the
+        model's layers split over the stages as evenly as they go; the grid assumes equal stages)."""
+        kind = self.kind.value
+        v = self.chunks.value if kind == "interleaved" else 1
+        p, m = self.stages.value, self.microbatches.value
+        t_b, t_w = self.backward.value, self.weight.value
+        timeline = pipeline.schedule(kind, p, m, v, t_f=1.0, t_b=t_b, t_w=t_w)
+        closed = pipeline.closed_form(kind, p, m, v, 1.0, t_b, t_w)
+        act = pipeline.activation_memory(timeline, self.model.value, recompute=self.recompute.value)
+        return BubbleGridResult(timeline, closed, act)
+
+    def update(self):
+        """Recompute and update the picture in place; on invalid input show our message instead."""
+        try:
+            result = self.compute()
+        except DistlabError as exc:
+            self.result, self.error = None, str(exc)
+            self.grid.update(None)
+            self.status.value = message_html(self.error, "error")
+            self.renderer.refresh()
+            return
+        self.result, self.error = result, None
+        changed = self.grid.update(result.timeline)
+        self.status.value = message_html(self.summary())
+        self.renderer.refresh(full=changed)
+
+    def summary(self) -> str:
+        """The numbers under the grid, all read off the simulated timeline (and its closed form)."""
+        r = self.result
+        if r is None:
+            return self.error or ""
+        tl, cf, act = r.timeline, r.closed_form, r.memory
+        p, m, v = tl.stages, tl.microbatches, tl.chunks
+        setup = f"{tl.schedule}, p={p}, m={m}" + (f", v={v}" if v > 1 else "")
+        lines = [
+            f"{setup}: step {tl.step_time:.4g} x t_F, ideal {float(tl.busy.max()):.4g} x t_F (the busiest stage's "
+            f"compute; t_F = one stage's forward of one microbatch)",
+            f"bubble: {_pct(tl.bubble_fraction)} of the step idle, all stages together "
+            f"(closed form {_pct(cf.bubble_fraction)}); time added over ideal: {_pct(tl.overhead)}",
+            "peak microbatches in flight per stage: " + _compact(tl.peak_in_flight_w),
+            f"peak activation memory: {format_bytes(act.peak_bytes)} on stage {act.peak_stage} "
+            f"({act.layers_per_stage[act.peak_stage]} layers x {act.in_flight[act.peak_stage]:g} in flight x "
+            f"{format_bytes(act.per_layer_bytes)} per layer; {act.config['model']}, one "
+            f"{act.config['seq_len']}-token sequence per microbatch, recompute={act.config['recompute']})",
+        ]
+        return "\n".join(lines)
+
+
+def _compact(values) -> str:
+    text = [f"{x:g}" for x in values]
+    if len(text) > 8:
+        text = text[:4] + ["..."] + text[-3:]
+    return ", ".join(text)
+
+
+# --------------------------------------------------------------------------- stage analysis
+
+NO_LINK = "no link (compute only)"
+
+
+class StageAnalysisApp(widgets.VBox):
+    """Model, p, m, micro-batch size, schedule, layer time and link -> distlab.pipeline.analyze_stages:
+    the traffic between stages, the bandwidth that hides it, the simulated step (with each
+    activation send as a p2p delay) and warnings with computed alternatives.
+
+    `result` holds the StageAnalysis (None on invalid input); `error` the message shown instead.
+    """
+
+    def __init__(self, model="llama2-70b", stages=4, microbatches=8, micro_batch_size=1, kind="1f1b", chunks=1,
+                 layer_time_ms=2.0, link="ib-ndr", max_bubble_pct=20.0):
+        wide = widgets.Layout(width="330px")
+        self.model = widgets.Dropdown(options=list(models.MODELS), value=model, description="model", layout=wide)
+        self.kind = widgets.Dropdown(options=list(pipeline.KINDS), value=kind, description="schedule", layout=wide)
+        self.stages = widgets.IntSlider(value=stages, min=1, max=MAX_STAGES, description="stages p", layout=wide)
+        self.microbatches = widgets.IntSlider(value=microbatches, min=1, max=MAX_MICROBATCHES, description="micro m",
+                                              layout=wide)
+        self.micro_batch_size = widgets.IntSlider(value=micro_batch_size, min=1, max=16, description="seqs / micro",
+                                                  layout=wide)
+        self.chunks = widgets.IntSlider(value=chunks, min=1, max=MAX_CHUNKS, description="chunks v", layout=wide,
+                                        disabled=kind != "interleaved")
+        self.layer_time = widgets.BoundedFloatText(value=layer_time_ms, min=0.0, max=1e4, step=0.1,
+                                                   description="layer F (ms)", layout=wide)
+        self.link = widgets.Dropdown(options=[NO_LINK, *hardware.LINKS], value=link, description="link", layout=wide)
+        self.max_bubble = widgets.FloatSlider(value=max_bubble_pct, min=1.0, max=90.0, step=1.0,
+                                              description="max bubble %", layout=wide)
+        self.status = widgets.HTML()
+        self.fig, self.canvas = figure_canvas((7.4, 2.0), dict(left=0.02, right=0.98, bottom=0.13, top=0.98))
+        self.ax = self.fig.add_subplot()
+        self.grid = timeline_grid(self.ax)
+        self.renderer = BlitRenderer(self.canvas, self.grid.animated_artists)
+        self.result: pipeline.StageAnalysis | None = None
+        self.error: str | None = None
+        for control in (self.model, self.kind, self.stages, self.microbatches, self.micro_batch_size, self.chunks,
+                        self.layer_time, self.link, self.max_bubble):
+            control.observe(self._on_change, names="value")
+        controls = widgets.VBox([
+            widgets.HBox([self.model, self.kind]),
+            widgets.HBox([self.stages, self.chunks]),
+            widgets.HBox([self.microbatches, self.micro_batch_size]),
+            widgets.HBox([self.layer_time, self.link]),
+            self.max_bubble,
+        ])
+        legend = legend_html(split=True, rows=ROWS_NOTE.format(unit="ms; gaps between ops are activation sends"))
+        super().__init__([controls, widgets.HTML(legend), self.canvas, self.status])
+        self.update()
+
+    def _on_change(self, change=None):
+        self.chunks.disabled = self.kind.value != "interleaved"
+        self.update()
+
+    def compute(self) -> pipeline.StageAnalysis:
+        m = models.model(self.model.value)
+        kind = self.kind.value
+        link = None if self.link.value == NO_LINK else hardware.link(self.link.value)
+        return pipeline.analyze_stages(
+            m.layers, self.stages.value, self.microbatches.value,
+            seq_len=m.seq_len, hidden=m.hidden, micro_batch_size=self.micro_batch_size.value,
+            layer_time=f"{self.layer_time.value!r} ms", kind=kind,
+            chunks=self.chunks.value if kind == "interleaved" else 1,
+            link_bandwidth=None if link is None else link.bandwidth,
+            link_latency=0.0 if link is None else link.latency,
+            max_bubble=self.max_bubble.value / 100.0,
+        )
+
+    def update(self):
+        try:
+            result = self.compute()
+        except DistlabError as exc:
+            self.result, self.error = None, str(exc)
+            self.grid.update(None)
+            self.status.value = message_html(self.error, "error")
+            self.renderer.refresh()
+            return
+        self.result, self.error = result, None
+        changed = self.grid.update(_in_ms(result.timeline))
+        self.status.value = self.report_html()
+        self.renderer.refresh(full=changed)
+
+    def summary(self) -> str:
+        """The analysis in plain text (also what report_html shows)."""
+        a = self.result
+        if a is None:
+            return self.error or ""
+        act = a.activation.to("B").magnitude
+        lines = [
+            f"{a.stages} stages x {a.microbatches} microbatches ({a.schedule}"
+            + (f", v={a.chunks}" if a.chunks > 1 else "") + f"), {a.micro_batch_size} sequence(s) per microbatch",
+            "layers per stage: " + _compact(a.layers_per_stage),
+            f"activation per microbatch at each boundary: {format_bytes(act)} (b s h x 2 bytes), each way",
+            f"one link per step: {format_bytes(a.link_bytes_per_step.to('B').magnitude)} each way; all boundaries, "
+            f"both ways: {format_bytes(a.bytes_per_step.to('B').magnitude)}",
+            f"bubble: {_pct(a.bubble_fraction)} of the step idle; step {format_seconds(a.step_time.to('s').magnitude)}",
+        ]
+        if a.required_bandwidth is not None:
+            lines.append(
+                f"bandwidth that hides one send under a forward op of {format_seconds(a.forward_op_time.to('s').magnitude)}: "
+                f"{format_rate(a.required_bandwidth.to('B/s').magnitude)} per direction"
+                + (f"; the link takes {format_seconds(a.transfer_time.to('s').magnitude)} per send"
+                   if a.transfer_time is not None else "")
+            )
+        if a.warnings:
+            lines += [f"warning ({w.code}): {w.message}" for w in a.warnings]
+        else:
+            lines.append("no warnings: the bubble is under the limit, the stages are even, the link keeps up")
+        return "\n".join(lines)
+
+    def report_html(self) -> str:
+        a = self.result
+        if a is None:
+            return message_html(self.error or "", "error")
+        return message_html(self.summary(), "bad" if a.warnings else "ok")
+
+
+def _in_ms(timeline: pipeline.Timeline) -> pipeline.Timeline:
+    """The same timeline with times in milliseconds, for the axis (a shallow, read-only copy)."""
+    import dataclasses
+
+    def ms(a):
+        out = a * 1e3
+        out.flags.writeable = False
+        return out
+
+    return dataclasses.replace(timeline, start=ms(timeline.start), end=ms(timeline.end),
+                               step_time=timeline.step_time * 1e3, busy=ms(timeline.busy), p2p=timeline.p2p * 1e3)
+
+
+#: The lesson apps of this module (constructible without arguments); the widget fuzz tests use it.
+APPS = [BubbleGridApp, StageAnalysisApp]

@@ -1,0 +1,258 @@
+"""Headless tests of the lesson-4 apps: the bubble grid and the stage-analysis panel."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from distlab import hardware, models, pipeline
+from matplotlib.colors import to_rgba
+
+from distlab.plots.pipeline import IDEAL_COLOUR, PALETTE, STEP_COLOUR, timeline_codes
+from distlab.widgets.pipeline import APPS, NO_LINK, BubbleGridApp, StageAnalysisApp
+
+
+@pytest.fixture(scope="module")
+def app():
+    return BubbleGridApp(kind="1f1b", stages=4, microbatches=8, model="llama2-7b", recompute="selective")
+
+
+def _finite_text(text: str) -> bool:
+    lowered = text.lower()
+    return "nan" not in lowered and "inf " not in lowered and "inf%" not in lowered
+
+
+def test_initial_state_matches_distlab(app):
+    r = app.result
+    assert app.error is None
+    want = pipeline.schedule("1f1b", 4, 8, t_f=1.0, t_b=1.0, t_w=1.0)
+    assert r.timeline.step_time == want.step_time == 33.0
+    # the lecture's example: 3/11 idle, 3/8 added, both on the grid and in the closed form
+    assert r.timeline.bubble_fraction == pytest.approx(3 / 11)
+    assert r.closed_form.bubble_fraction == pytest.approx(3 / 11)
+    assert "bubble: 27.3% of the step idle" in app.status.value and "(closed form 27.3%)" in app.status.value
+    assert "time added over ideal: 37.5%" in app.status.value
+    act = pipeline.activation_memory(want, "llama2-7b", recompute="selective")
+    assert r.memory.peak_bytes == pytest.approx(act.peak_bytes)
+    assert "peak microbatches in flight per stage: 4, 3, 2, 1" in app.status.value
+    # the picture is this timeline, drawn up to x = 40 (33 x 1.02 rounded up to 1, 1.5, 2, 3, 4 ... x 10^k)
+    assert app.grid.pixels.timeline is r.timeline and app.grid.pixels.x_max == 40.0
+    assert app.grid.pixels.step_time == 33.0 and app.grid.pixels.ideal_time == 24.0
+
+
+def test_timeline_codes_by_hand():
+    # 1F1B, p = 2, m = 2, t_F = t_B = 1, t_W = 0 (the grid test of test_pipeline.py):
+    # stage 0 | F0 F1 .  B0 .  B1      stage 1 | .  F0 B0 F1 B1 .
+    # one column per time unit; even microbatches dark, odd light; columns 6-7 after the step
+    tl = pipeline.schedule("1f1b", 2, 2, t_b=1.0, t_w=0.0)
+    codes = timeline_codes(tl, 8, 8.0)
+    f0, f1, b0, b1, idle, after = 0, 1, 2, 3, 6, 7
+    assert codes[0].tolist() == [f0, f1, idle, b0, idle, b1, after, after]
+    assert codes[1].tolist() == [idle, f0, b0, f1, b1, idle, after, after]
+    # at 8 columns per unit an op is 8 columns wide: its first column is a white gap
+    wide = timeline_codes(tl, 64, 8.0)
+    assert wide[0, 0] == 8 and wide[0, 1] == f0 and wide[0, 8] == 8 and wide[0, 9] == f1
+    assert PALETTE.shape == (9, 4) and PALETTE[after, 3] == 0
+
+
+def test_pixels_follow_the_box_and_put_stage_0_on_top():
+    tl = pipeline.schedule("gpipe", 2, 1, t_b=1.0, t_w=0.0)  # stage 0: F0 . . B0; stage 1: . F0 B0 .
+    app = BubbleGridApp(kind="gpipe", stages=2, microbatches=1, backward=1.0, weight=0.0)
+    rgba = app.grid.pixels.pixels(40, 20)  # x range [0, 5): 8 columns per unit
+    assert rgba.shape == (20, 40, 4) and rgba.dtype == np.uint8
+    # Agg fills from the bottom row: the LAST array rows are the top stage (stage 0)
+    top, bottom = rgba[-3], rgba[2]
+    assert (top[4] == PALETTE[0]).all() and (bottom[4] == PALETTE[6]).all()  # t = 0.5: F0 on stage 0 only
+    assert (bottom[12] == PALETTE[0]).all()  # t = 1.5: F0 on stage 1
+    assert (top[36] == PALETTE[7]).all()  # t = 4.5: after the step of 4
+    assert app.result.timeline.step_time == tl.step_time == 4.0
+    # 20 pixel rows, 10 per stage; counted from the top, row 10 (the first of stage 1) turns white:
+    # that is array row 20 - 1 - 10 = 9 (away from the two painted lines)
+    assert (rgba[9, :16] == PALETTE[8]).all() and not (rgba[10, :16] == PALETTE[8]).all()
+    # the step ends at 4 = column 4/5 x 40 = 32: a solid line over columns 31-32, every row;
+    # the ideal end, 2 (each stage computes F + B), is dashed at column 16: 3 rows on, 2 off
+    step_colour, ideal_colour = (np.round(np.array(to_rgba(c)) * 255) for c in (STEP_COLOUR, IDEAL_COLOUR))
+    assert (rgba[:, 31:33] == step_colour).all()
+    assert [bool((px == ideal_colour).all()) for px in rgba[::-1, 16][:10]] == [True] * 3 + [False] * 2 + \
+        [True] * 3 + [False] * 2
+
+
+def test_controls_update_in_place_and_mostly_blit():
+    app = BubbleGridApp(kind="1f1b", stages=8, microbatches=30)
+    pixels = app.grid.pixels
+    calls = []
+    app.renderer.refresh = lambda full=False: calls.append(full)
+    # 1F1B, uniform: step = 3 (m + p - 1). The x range is 1.02 x step rounded up to 150 while
+    # 3 (m + p - 1) x 1.02 lies in (100, 150], i.e. m + p - 1 in 33..49: the axes stay.
+    for m in (31, 26, 42, 35):
+        app.microbatches.value = m
+        assert app.result.timeline.step_time == 3 * (m + 7)  # p = 8
+    # p changes the rows, which live inside the image: no axis change while the x range holds
+    for p in (4, 12, 14):
+        app.stages.value = p
+    assert calls == [False] * 7
+    assert app.grid.pixels is pixels and app.grid.pixels.x_max == 150.0
+    app.microbatches.value = 64  # step 3 x 77 = 231 -> x range 300: a full redraw
+    assert calls[-1] is True
+
+
+def test_chunks_only_for_interleaved(app):
+    assert app.chunks.disabled
+    app.kind.value = "interleaved"
+    assert not app.chunks.disabled
+    app.chunks.value = 2
+    tl = app.result.timeline
+    assert tl.chunks == 2 and tl.overhead == pytest.approx(3 / (2 * 8))
+    app.kind.value = "gpipe"
+    assert app.chunks.disabled and app.result.timeline.chunks == 1
+    app.kind.value = "1f1b"
+
+
+def test_invalid_settings_show_our_message(app):
+    app.kind.value = "interleaved"
+    app.microbatches.value = 6
+    assert app.result is None and "multiple of stages" in app.error
+    assert "Cannot compute" in app.status.value and "Traceback" not in app.status.value
+    assert app.grid.pixels.faded and app.grid.pixels.step_time is None
+    app.microbatches.value = 8
+    assert app.error is None and not app.grid.pixels.faded
+    # 16 stages of Llama-2-7B have 2 layers each: 4 chunks cannot split them
+    app.stages.value = 16
+    app.microbatches.value = 16
+    app.chunks.value = 4
+    assert "chunks=4 does not divide the layers per stage" in app.error
+    app.kind.value = "zb-h1"
+    app.microbatches.value = 8
+    assert "zb-h1 needs microbatches >= stages" in app.error
+    app.stages.value, app.microbatches.value, app.kind.value = 4, 8, "1f1b"
+    assert app.error is None
+
+
+def test_weight_ratio_fills_the_zb_h1_drain(app):
+    # ZB-H1's bubble time is (p-1)(t_F + t_B - min(t_F, t_B, t_W)); with W = 0 it is 1F1B's
+    app.kind.value = "zb-h1"
+    app.weight.value = 0.0
+    step = app.result.timeline.step_time
+    assert step - 8 * 2 == pytest.approx(3 * 2)
+    app.weight.value = 1.0
+    assert app.result.timeline.step_time - 8 * 3 == pytest.approx(3 * (1 + 1 - 1))
+    app.kind.value = "1f1b"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    kind=st.sampled_from(pipeline.KINDS),
+    p=st.integers(1, 16),
+    m=st.integers(1, 64),
+    v=st.integers(1, 8),
+    backward=st.sampled_from([0.25, 1.0, 2.5, 4.0]),
+    weight=st.sampled_from([0.0, 0.5, 1.0, 4.0]),
+    model=st.sampled_from(["llama2-7b", "gpt3-175b", "megatron-gpt-1.7b"]),
+    recompute=st.sampled_from(["none", "selective", "full"]),
+)
+def test_any_control_combination_gives_a_result_or_our_message(kind, p, m, v, backward, weight, model, recompute):
+    app = BubbleGridApp(kind=kind, stages=p, microbatches=m, chunks=v, backward=backward, weight=weight,
+                        model=model, recompute=recompute)
+    if app.error is None:
+        r = app.result
+        assert 0.0 <= r.timeline.bubble_fraction < 1.0
+        assert r.timeline.bubble_fraction == pytest.approx(r.closed_form.bubble_fraction, abs=1e-9)
+        assert math.isfinite(r.memory.peak_bytes) and r.memory.peak_bytes > 0
+        assert _finite_text(app.status.value)
+        assert app.grid.pixels.pixels(64, 16).shape == (16, 64, 4)
+    else:
+        assert app.result is None and "Cannot compute" in app.status.value
+
+
+# --------------------------------------------------------------------------- stage analysis
+
+
+@pytest.fixture(scope="module")
+def panel():
+    return StageAnalysisApp(model="llama2-70b", stages=4, microbatches=8, layer_time_ms=2.0, link="ib-ndr",
+                            max_bubble_pct=20.0)
+
+
+def test_panel_is_analyze_stages(panel):
+    m = models.model("llama2-70b")
+    ndr = hardware.link("ib-ndr")
+    want = pipeline.analyze_stages(80, 4, 8, seq_len=m.seq_len, hidden=m.hidden, micro_batch_size=1,
+                                   layer_time=2e-3, link_bandwidth=ndr.bandwidth, link_latency=ndr.latency,
+                                   max_bubble=0.2)
+    a = panel.result
+    assert panel.error is None
+    assert a.bubble_fraction == pytest.approx(want.bubble_fraction)
+    assert a.step_time.to("s").magnitude == pytest.approx(want.step_time.to("s").magnitude)
+    # b s h x 2 bytes = 4096 x 8192 x 2 = 67.1 MB at each boundary, 8 of them per step on a link
+    assert a.activation.to("B").magnitude == 4096 * 8192 * 2
+    assert "67.1 MB" in panel.status.value and "537 MB each way" in panel.status.value
+    assert [w.code for w in a.warnings] == [w.code for w in want.warnings] == ["bubble"]
+    assert "increase microbatches from 8 to" in panel.status.value
+    # the grid shows the simulated step in milliseconds
+    assert panel.grid.pixels.step_time == pytest.approx(want.step_time.to("ms").magnitude)
+
+
+def test_panel_slow_link_warns_and_no_link_does_not(panel):
+    panel.link.value = "ethernet-100g"
+    panel.kind.value = "interleaved"
+    panel.chunks.value = 2
+    panel.layer_time.value = 0.2
+    codes = [w.code for w in panel.result.warnings]
+    assert "bandwidth" in codes and "needs at least" in panel.status.value
+    panel.link.value = NO_LINK
+    assert "bandwidth" not in [w.code for w in panel.result.warnings] and panel.result.transfer_time is None
+    panel.microbatches.value = 6  # not a multiple of 4 stages
+    assert panel.result is None and "multiple of stages" in panel.error and "Cannot compute" in panel.status.value
+    panel.layer_time.value = 0.0
+    panel.microbatches.value = 8
+    assert "layer_time must be positive" in panel.error
+    panel.kind.value, panel.layer_time.value, panel.link.value = "1f1b", 2.0, "ib-ndr"
+    assert panel.error is None and panel.chunks.disabled
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    model=st.sampled_from(["llama2-7b", "llama2-70b", "megatron-gpt-1.7b"]),
+    kind=st.sampled_from(pipeline.KINDS),
+    p=st.integers(1, 16),
+    m=st.integers(1, 64),
+    b=st.integers(1, 16),
+    v=st.integers(1, 8),
+    layer_ms=st.sampled_from([0.0, 0.05, 2.0, 50.0]),
+    link=st.sampled_from([NO_LINK, "nvlink4", "ethernet-100g"]),
+    limit=st.sampled_from([1.0, 20.0, 90.0]),
+)
+def test_panel_any_combination_gives_a_result_or_our_message(model, kind, p, m, b, v, layer_ms, link, limit):
+    panel = StageAnalysisApp(model=model, stages=p, microbatches=m, micro_batch_size=b, kind=kind, chunks=v,
+                             layer_time_ms=layer_ms, link=link, max_bubble_pct=limit)
+    if panel.error is None:
+        a = panel.result
+        assert 0.0 <= a.bubble_fraction < 1.0 and math.isfinite(a.step_time.to("s").magnitude)
+        assert _finite_text(panel.status.value)
+    else:
+        assert panel.result is None and "Cannot compute" in panel.status.value
+
+
+def test_apps_construct_without_arguments():
+    for cls in APPS:
+        app = cls()
+        assert app.error is None and app.result is not None
+
+
+def test_static_figures_draw_every_op():
+    from matplotlib.collections import PolyCollection
+
+    from distlab.plots.pipeline import schedules_figure, timeline_figure
+
+    tl = pipeline.schedule("1f1b", 2, 2)  # 2 stages x (2 F + 2 B) = 8 ops, all wide enough to label
+    fig = timeline_figure(tl)
+    (ax,) = fig.axes
+    (ops,) = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert len(ops.get_paths()) == 8
+    assert sorted(t.get_text() for t in ax.texts) == sorted(["F0", "F1", "B0", "B1"] * 2)
+    both = schedules_figure([tl, pipeline.schedule("zb-h1", 2, 2)], ["1f1b", "zb-h1"])
+    assert len(both.axes) == 2 and both.axes[0].get_xlim() == both.axes[1].get_xlim()
