@@ -161,6 +161,10 @@ def activation_bytes_per_layer(
     written per tensor so grouped-query attention, gated MLPs, models without dropout and
     other element sizes follow from the same count.
     """
+    if not hasattr(model, "layers"):
+        from . import models
+
+        model = models.model(model)
     b = positive_int(micro_batch_size, "micro_batch_size")
     s = positive_int(seq_len if seq_len is not None else model.seq_len, "seq_len")
     t = positive_int(tp, "tp")

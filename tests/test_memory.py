@@ -248,3 +248,10 @@ def test_recomputation_order(b, t, sp, s):
 def test_invalid_dp_raises_our_error(dp):
     with pytest.raises(DistlabError):
         memory.training_memory(7e9, dp=dp)
+
+
+def test_activation_per_layer_takes_a_catalog_name():
+    by_name = memory.activation_bytes_per_layer("GPT3-175B", 1)
+    assert by_name == memory.activation_bytes_per_layer(__import__("distlab").models.model("gpt3-175b"), 1)
+    with pytest.raises(UnknownNameError):
+        memory.activation_bytes_per_layer("gpt-4", 1)
