@@ -1,0 +1,116 @@
+"""Lessons 5 and 6: rank layouts at scale, the TP cost model, and the two apps' update latency.
+
+1. distlab.mesh at 16,384 GPUs (tp=8, cp=2, pp=16, dp=64): build the layout, list the groups of
+   every dimension and say which cross nodes (what the training lab asks of it).
+2. distlab.tensor: one validated tp_layer_cost, and the plain-float fast path (tp_comm_time,
+   layer_flops_array) over 10,000 configurations at once.
+3. The apps: a control change -> observer -> distlab -> artists updated in place -> the render and
+   the PNG diff ipympl sends, all synchronous, all inside the timed span. As in
+   bench_memory_widget.py, the front end's "initialized" message is replayed first.
+   Tensor-parallel app: TP degree, sequence length, link (the axes never change: always a blit).
+   Grid app: pick a GPU and colour-by (recolour the fixed pool of cells: a blit), D slider (the
+   GPU count changes: the cells are rebuilt and the figure fully redrawn).
+   Lines marked (CPU time) repeat some of these in CPU time of this process, which other jobs on a
+   shared machine do not inflate.
+"""
+
+from __future__ import annotations
+
+import time
+
+from _timing import repeat, report, summarize
+
+
+def repeat_cpu(fn, n: int) -> list[float]:
+    """Like _timing.repeat but in CPU time of this process: what an update costs when the machine is
+    shared (the updates are synchronous and do no I/O, so on an idle machine wall time ~ CPU time)."""
+    samples = []
+    for i in range(n):
+        start = time.process_time()
+        fn(i)
+        samples.append(time.process_time() - start)
+    return samples
+
+
+def _mesh_at_scale(i):
+    from distlab import mesh
+
+    lay = mesh.layout(16384, tp=8, cp=2, pp=16, gpus_per_node=8)
+    for d in ("tp", "cp", "dp", "pp"):
+        lay.groups(d)
+        lay.crosses_nodes(d)
+    return lay
+
+
+def main(n: int = 200) -> None:
+    import numpy as np
+
+    from distlab import models, tensor
+
+    _mesh_at_scale(0)  # warm up imports
+    print(report("mesh: layout + groups + node crossing, 16,384 GPUs", summarize(repeat(_mesh_at_scale, 30)), 100))
+
+    tensor.tp_layer_cost("llama2-7b", 8, seq_len=4096, link="nvlink4")
+    print(report("tensor: tp_layer_cost (validated, 4 collectives)",
+                 summarize(repeat(lambda i: tensor.tp_layer_cost("llama2-7b", 8, seq_len=4096, link="ib-ndr"), n))))
+    m = models.model("llama2-7b")
+    rng = np.random.default_rng(0)
+    tp = 2 ** rng.integers(0, 4, 10_000)
+    seq = 2 ** rng.integers(9, 16, 10_000)
+
+    def sweep(i):
+        size = tensor.tp_message_bytes(1, seq, m.hidden, 2.0)
+        comm = tensor.tp_comm_time(size, tp, 450e9, 3.4e-6)
+        flops = tensor.layer_flops_array(m.params_per_layer(), m.hidden, 1, seq, tp)
+        return comm / (flops / 989.4e12)
+
+    print(report("tensor: fast path, 10,000 configurations", summarize(repeat(sweep, 50))))
+
+    from distlab.widgets.mesh import MeshApp
+    from distlab.widgets.tensor_parallel import TensorParallelApp
+
+    app = TensorParallelApp()
+    app.canvas._handle_message(app.canvas, {"type": "initialized"}, [])  # what a browser sends first
+    app.fig.canvas.draw()
+    degrees, seqs, links = [1, 2, 4, 8], [1024, 2048, 4096, 8192, 16384], ["nvlink4", "ib-ndr", "pcie5"]
+
+    def tp_slider(i):
+        app.tp.value = degrees[(degrees.index(app.tp.value) + 1) % len(degrees)]
+
+    def seq_slider(i):
+        app.seq_len.value = seqs[(seqs.index(app.seq_len.value) + 1) % len(seqs)]
+
+    def link(i):
+        app.link.value = links[(links.index(app.link.value) + 1) % len(links)]
+
+    print(report("TP app: TP degree slider -> redrawn figure", summarize(repeat(tp_slider, n)), 16))
+    print(report("TP app: sequence slider -> redrawn figure", summarize(repeat(seq_slider, n)), 16))
+    print(report("TP app: link dropdown -> redrawn figure", summarize(repeat(link, n)), 16))
+    print(report("(CPU time) TP app: TP degree slider", summarize(repeat_cpu(tp_slider, n)), 16))
+
+    grid = MeshApp(dp=4, tp=4, pp=4)
+    grid.canvas._handle_message(grid.canvas, {"type": "initialized"}, [])
+    grid.fig.canvas.draw()
+    colours = ["tp", "dp", "pp", "stage", "node"]
+
+    def pick(i):
+        grid.pick.value = (grid.pick.value + 7) % grid.result.world_size
+
+    def colour(i):
+        grid.colour_by.value = colours[(colours.index(grid.colour_by.value) + 1) % len(colours)]
+
+    def d_slider(i):
+        grid.dp.value = 5 if grid.dp.value == 4 else 4
+
+    print(report("grid app (64 GPUs): pick a GPU -> redrawn figure", summarize(repeat(pick, n)), 16))
+    print(report("grid app (64 GPUs): colour by -> redrawn figure", summarize(repeat(colour, n)), 16))
+    print(report("grid app: D slider 64 <-> 80 GPUs (rebuild, full redraw)", summarize(repeat(d_slider, n // 2)), 16))
+    print(report("(CPU time) grid app (64 GPUs): pick a GPU", summarize(repeat_cpu(pick, n)), 16))
+    print(report("(CPU time) grid app: D slider 64 <-> 80 GPUs", summarize(repeat_cpu(d_slider, n // 2)), 16))
+    grid.dp.value, grid.tp.value, grid.pp.value = 16, 8, 4
+    print(report("grid app (512 GPUs): pick a GPU -> redrawn figure", summarize(repeat(pick, n)), 16))
+    print(report("(CPU time) grid app (512 GPUs): pick a GPU", summarize(repeat_cpu(pick, n)), 16))
+
+
+if __name__ == "__main__":
+    main()

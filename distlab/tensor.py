@@ -1,0 +1,855 @@
+"""Tensor parallelism (Megatron-LM), sequence parallelism and context parallelism: shapes, bytes, time.
+
+Megatron-LM (Shoeybi et al. 2019, "Megatron-LM: Training Multi-Billion Parameter Language
+Models Using Model Parallelism", Sec. 3) splits each transformer layer over t GPUs so that
+every layer needs only two all-reduces in the forward pass:
+
+- MLP: the first matrix A (h x f; and the gate of a gated MLP) is split by COLUMNS, so each
+  GPU computes f/t of the inner activations and applies the nonlinearity locally (GeLU of a
+  column block needs no other block); the second matrix B (f x h) is split by ROWS, so each
+  GPU produces a partial sum of the output, and one all-reduce adds the t partial sums.
+- Attention: Q, K and V are split by columns, i.e. by HEADS (a/t query heads and kv_heads/t
+  key/value heads per GPU; each head's attention is local); the output projection is split
+  by rows; one all-reduce adds the partial outputs.
+
+Shapes are written (in_features, out_features), as in Y = X W. In training each layer runs
+four all-reduces of the layer's activation, b x s x h elements, per microbatch: two in the
+forward pass (after attention and after the MLP, Megatron's g operator) and two in the
+backward pass (the input gradients of the two column-parallel blocks, Megatron's f operator).
+Full activation recomputation runs the forward again: six.
+
+Sequence parallelism (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+Transformer Models", Sec. 4.2.2) also splits the layer norms and dropouts along the sequence;
+each all-reduce becomes a reduce-scatter plus an all-gather of the same buffer, which move
+exactly what a ring all-reduce moves (a ring all-reduce IS a reduce-scatter then an all-gather),
+so the bytes and the time stay the same while the replicated activations shrink t-fold.
+(Implementations may gather an input once more in backward rather than keep it; not counted.)
+
+Collectives are priced by distlab.collectives (ring over the t GPUs of the group on the chosen
+link, alpha-beta); activation memory comes from distlab.memory. Compute per layer per GPU:
+a forward pass costs 2 x (parameters of the layer) FLOPs per token for the matmuls plus
+4 x s x h per token for the attention scores and the weighted sum of values (QK^T and AV,
+2 s h each, full non-causal attention: causal kernels that skip the masked half do about half
+of it); training runs forward + backward = 3 forward passes (the 6 x params x tokens rule),
+4 with full recomputation (selective recomputation repeats only the attention scores); tensor
+parallelism divides it by t.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import collectives, memory
+from .errors import ConfigurationError
+from .units import (
+    BYTES,
+    FLOP,
+    FLOP_PER_SECOND,
+    Q_,
+    SECONDS,
+    format_bytes,
+    format_rate,
+    format_seconds,
+    positive,
+    positive_int,
+)
+
+__all__ = [
+    "TP_COLLECTIVES",
+    "SP_COLLECTIVES",
+    "WeightShard",
+    "TPLayerShards",
+    "TPLayerCost",
+    "SequenceParallelSaving",
+    "RingAttentionBuffer",
+    "SplitMatmulResult",
+    "TPMLPResult",
+    "check_tp",
+    "valid_tp_degrees",
+    "layer_shards",
+    "element_bytes",
+    "forward_passes",
+    "layer_flops",
+    "layer_flops_array",
+    "tp_message_bytes",
+    "tp_comm_time",
+    "tp_layer_cost",
+    "sequence_parallel_saving",
+    "ring_attention_buffer_bytes",
+    "ring_attention_buffer",
+    "random_mlp",
+    "simulate_split_matmul",
+    "simulate_tp_mlp",
+]
+
+#: The collectives of one layer and one microbatch in training, plain tensor parallelism:
+#: (what it does, op). Each moves the layer activation b x s x h (nccl-tests size convention).
+TP_COLLECTIVES = (
+    ("forward: sum the attention outputs (g)", "all-reduce"),
+    ("forward: sum the MLP outputs (g)", "all-reduce"),
+    ("backward: sum the MLP input gradients (f)", "all-reduce"),
+    ("backward: sum the attention input gradients (f)", "all-reduce"),
+)
+
+#: The same with sequence parallelism: every all-reduce becomes a reduce-scatter (leaving the
+#: tensor-parallel region) and an all-gather (entering it), Korthikanti et al. 2022, Sec. 4.2.2.
+SP_COLLECTIVES = (
+    ("forward: gather the sequence before attention", "all-gather"),
+    ("forward: reduce-scatter after attention", "reduce-scatter"),
+    ("forward: gather the sequence before the MLP", "all-gather"),
+    ("forward: reduce-scatter after the MLP", "reduce-scatter"),
+    ("backward: all-gather (conjugate of the MLP reduce-scatter)", "all-gather"),
+    ("backward: reduce-scatter (conjugate of the MLP all-gather)", "reduce-scatter"),
+    ("backward: all-gather (conjugate of the attention reduce-scatter)", "all-gather"),
+    ("backward: reduce-scatter (conjugate of the attention all-gather)", "reduce-scatter"),
+)
+
+#: The peak-FLOP/s key of distlab.hardware for each precision recipe of distlab.memory.
+PEAK_KEY = {"mixed": "bf16", "bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "fp8": "fp8"}
+
+
+# ----------------------------------------------------------------------------------------
+# Validation
+
+
+def _model(model):
+    """A TransformerModel from a model or a catalog name."""
+    from . import models
+
+    if isinstance(model, str) or isinstance(model, models.TransformerModel):
+        return models.model(model)
+    raise ConfigurationError(
+        f"model={model!r} must be a TransformerModel or a catalog name such as 'llama2-7b' "
+        f"(tensor parallelism needs the layer shapes, not just a parameter count)"
+    )
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def _shown(values: list[int], limit: int = 16) -> str:
+    return ", ".join(str(v) for v in values[:limit]) + (", ..." if len(values) > limit else "")
+
+
+def valid_tp_degrees(model, gpus_per_node=None) -> list[int]:
+    """The TP degrees that divide the heads, the key/value heads, the hidden and MLP sizes
+    (and the GPUs of a node, when gpus_per_node is given)."""
+    m = _model(model)
+    common = math.gcd(math.gcd(m.heads, m.kv_heads), math.gcd(m.hidden, m.ffn))
+    if gpus_per_node is not None:
+        common = math.gcd(common, positive_int(gpus_per_node, "gpus_per_node"))
+    return _divisors(common)
+
+
+def check_tp(model, tp, gpus_per_node=None) -> int:
+    """The TP degree as an int, or ConfigurationError naming what it does not divide.
+
+    t must divide the query heads (attention is split by heads), the key/value heads (each GPU
+    keeps whole key/value groups, as Megatron-LM requires), the hidden size and the MLP inner
+    size (the column and row blocks). With gpus_per_node, t must also divide the GPUs of a
+    node, so that every TP group sits inside one node on the fast intra-node link.
+    """
+    m = _model(model)
+    t = positive_int(tp, "tp")
+    for size, what in ((m.heads, "attention heads"), (m.kv_heads, "key/value heads"), (m.hidden, "hidden size"),
+                       (m.ffn, "MLP inner size (ffn)")):
+        if size % t:
+            raise ConfigurationError(
+                f"tp={t} does not divide the {size} {what} of {m.name}; valid: {_shown(valid_tp_degrees(m))}"
+            )
+    if gpus_per_node is not None:
+        g = positive_int(gpus_per_node, "gpus_per_node")
+        if g % t:
+            raise ConfigurationError(
+                f"tp={t} does not divide the {g} GPUs of a node; valid: {_shown(_divisors(g))} "
+                f"(a TP group must stay inside one node: its all-reduces run on every layer)"
+            )
+    return t
+
+
+# ----------------------------------------------------------------------------------------
+# Weight shapes
+
+
+@dataclass(frozen=True)
+class WeightShard:
+    """One weight of a transformer layer and the piece each of the t GPUs keeps.
+
+    split: 'column' (output features divided by t), 'row' (input features divided by t) or
+    'replicated' (every GPU keeps it all). Shapes are (in_features, out_features); a bias or
+    a norm weight has a 1-tuple shape.
+    """
+
+    name: str
+    block: str
+    split: str
+    full_shape: tuple
+    shard_shape: tuple
+
+    @property
+    def params_full(self) -> int:
+        return math.prod(self.full_shape)
+
+    @property
+    def params_per_gpu(self) -> int:
+        return math.prod(self.shard_shape)
+
+
+@dataclass(frozen=True)
+class TPLayerShards:
+    """The weights of one transformer layer split over tp GPUs (Megatron-LM, Sec. 3)."""
+
+    model: str
+    tp: int
+    heads_per_gpu: int
+    kv_heads_per_gpu: int
+    ffn_per_gpu: int
+    shards: tuple
+
+    @property
+    def params_full(self) -> int:
+        """All parameters of the layer (equals TransformerModel.params_per_layer())."""
+        return sum(s.params_full for s in self.shards)
+
+    @property
+    def params_per_gpu(self) -> int:
+        """Parameters one GPU keeps: the split matrices and biases / t, plus the replicated ones."""
+        return sum(s.params_per_gpu for s in self.shards)
+
+    @property
+    def replicated_params(self) -> int:
+        """Parameters every GPU keeps whole (norm weights, row-parallel biases)."""
+        return sum(s.params_per_gpu for s in self.shards if s.split == "replicated")
+
+    def shard(self, name: str) -> WeightShard:
+        for s in self.shards:
+            if s.name == name:
+                return s
+        raise ConfigurationError(f"no weight {name!r} in this layer; valid: {', '.join(s.name for s in self.shards)}")
+
+    def table(self) -> str:
+        """One line per weight: name, split, full shape -> shape per GPU, parameters per GPU."""
+        lines = [f"{self.model}, tp={self.tp}: {self.heads_per_gpu} query heads, {self.kv_heads_per_gpu} key/value "
+                 f"heads and {self.ffn_per_gpu} MLP columns per GPU"]
+        for s in self.shards:
+            full = " x ".join(f"{d:,}" for d in s.full_shape)
+            part = " x ".join(f"{d:,}" for d in s.shard_shape)
+            lines.append(f"  {s.name:<22}{s.split:<11}{full:>16} -> {part:<16}{s.params_per_gpu:>14,} per GPU")
+        lines.append(f"  {'layer total':<22}{'':<11}{self.params_full:>16,} -> {'':<16}{self.params_per_gpu:>14,} per GPU")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def layer_shards(model, tp) -> TPLayerShards:
+    """Per-GPU weight shapes and parameters of one transformer layer at TP degree `tp`.
+
+    Column-parallel: Q, K, V (by heads), the MLP up (and gate) matrices, and their biases.
+    Row-parallel: the attention output projection and the MLP down matrix; their biases are
+    added once after the all-reduce, so every GPU keeps them whole, as it keeps the norms.
+    """
+    m = _model(model)
+    t = check_tp(m, tp)
+    h, kv, f = m.hidden, m.kv_dim, m.ffn
+    shards = [
+        WeightShard("query", "attention", "column", (h, h), (h, h // t)),
+        WeightShard("key", "attention", "column", (h, kv), (h, kv // t)),
+        WeightShard("value", "attention", "column", (h, kv), (h, kv // t)),
+        WeightShard("attention output", "attention", "row", (h, h), (h // t, h)),
+    ]
+    if m.biases:
+        shards += [
+            WeightShard("query bias", "attention", "column", (h,), (h // t,)),
+            WeightShard("key bias", "attention", "column", (kv,), (kv // t,)),
+            WeightShard("value bias", "attention", "column", (kv,), (kv // t,)),
+            WeightShard("attention output bias", "attention", "replicated", (h,), (h,)),
+        ]
+    mlp_in = ["mlp gate", "mlp up"] if m.gated_mlp else ["mlp up"]
+    shards += [WeightShard(name, "mlp", "column", (h, f), (h, f // t)) for name in mlp_in]
+    shards.append(WeightShard("mlp down", "mlp", "row", (f, h), (f // t, h)))
+    if m.biases:
+        shards += [WeightShard(f"{name} bias", "mlp", "column", (f,), (f // t,)) for name in mlp_in]
+        shards.append(WeightShard("mlp down bias", "mlp", "replicated", (h,), (h,)))
+    norm = m.norm_params_per_layer() // 2  # each of the two norms: weight (and bias) of size h
+    shards += [
+        WeightShard("norm before attention", "norm", "replicated", (norm,), (norm,)),
+        WeightShard("norm before MLP", "norm", "replicated", (norm,), (norm,)),
+    ]
+    return TPLayerShards(m.name, t, m.heads // t, m.kv_heads // t, f // t, tuple(shards))
+
+
+# ----------------------------------------------------------------------------------------
+# Compute
+
+
+def element_bytes(precision="mixed") -> float:
+    """Bytes per activation element of a precision recipe (distlab.memory): 2 for mixed/bf16, 1 for fp8."""
+    return float(memory.precision_recipe(precision).activation_bytes)
+
+
+def forward_passes(recompute="none") -> tuple[float, float]:
+    """Forward-pass equivalents of one training step, (for the weight matmuls, for the attention scores).
+
+    (3, 3) without recomputation (forward 1 + backward 2); (4, 4) with full recomputation (the
+    forward runs again); (3, 4) with selective recomputation, which re-runs only the attention
+    core, QK^T and AV (Korthikanti et al. 2022, Sec. 5).
+    """
+    mode = memory._recompute(recompute)
+    return {"none": (3.0, 3.0), "selective": (3.0, 4.0), "full": (4.0, 4.0)}[mode]
+
+
+def layer_flops_array(params_per_layer, hidden, micro_batch_size, seq_len, tp=1, passes=3.0, attention_passes=None):
+    """Training FLOPs of one layer, one microbatch, per GPU (NumPy broadcast, unvalidated: the fast path).
+
+    (passes x 2 x params_per_layer x b s + attention_passes x 4 x s x h x b s) / tp;
+    attention_passes defaults to passes.
+    """
+    b = np.asarray(micro_batch_size, dtype=float)
+    s = np.asarray(seq_len, dtype=float)
+    tokens = b * s
+    attention = passes if attention_passes is None else attention_passes
+    result = (np.asarray(passes, dtype=float) * 2.0 * np.asarray(params_per_layer, dtype=float) * tokens
+              + np.asarray(attention, dtype=float) * 4.0 * s * np.asarray(hidden, dtype=float) * tokens) \
+        / np.asarray(tp, dtype=float)
+    return float(result) if np.ndim(result) == 0 else result
+
+
+def layer_flops(model, micro_batch_size=1, seq_len=None, tp=1, recompute="none") -> float:
+    """Training FLOPs of one transformer layer for one microbatch, on each of the tp GPUs.
+
+    Forward per token: 2 x params_per_layer (every weight is one multiply-add; biases and norms,
+    under 0.1 %, counted as in the 6PT rule) + 4 s h (QK^T and AV, full attention). Training:
+    x 3 (x 4 with full recomputation; selective recomputation repeats only the 4 s h). Divided by tp.
+    """
+    m = _model(model)
+    b = positive_int(micro_batch_size, "micro_batch_size")
+    s = positive_int(seq_len if seq_len is not None else m.seq_len, "seq_len")
+    t = check_tp(m, tp)
+    return layer_flops_array(m.params_per_layer(), m.hidden, b, s, t, *forward_passes(recompute))
+
+
+# ----------------------------------------------------------------------------------------
+# Communication
+
+
+def tp_message_bytes(micro_batch_size, seq_len, hidden, element_bytes=2.0):
+    """Bytes of one TP all-reduce: the layer activation b x s x h x element bytes (NumPy broadcast)."""
+    result = (np.asarray(micro_batch_size, dtype=float) * np.asarray(seq_len, dtype=float)
+              * np.asarray(hidden, dtype=float) * np.asarray(element_bytes, dtype=float))
+    return float(result) if np.ndim(result) == 0 else result
+
+
+def tp_comm_time(message_bytes, tp, bandwidth, latency=0.0, all_reduces=4):
+    """TP communication time of one layer and microbatch in s (plain floats or NumPy, unvalidated).
+
+    all_reduces x ring all-reduce time over the tp GPUs (distlab.collectives.ring_all_reduce_time).
+    With sequence parallelism each all-reduce is a reduce-scatter + all-gather pair whose ring
+    times add up to exactly the same, so the same call prices it. all_reduces: 4 in training,
+    6 with full recomputation, 2 for a forward pass alone.
+    """
+    result = np.asarray(all_reduces, dtype=float) * collectives.ring_all_reduce_time(message_bytes, tp, bandwidth, latency)
+    return float(result) if np.ndim(result) == 0 else result
+
+
+@dataclass(frozen=True)
+class TPLayerCost:
+    """Tensor-parallel communication and compute of one layer, one microbatch, per GPU (plain floats).
+
+    collectives: (name, CollectiveCost) in execution order; comm_time_s their sum (they sit on
+    the critical path: the next matmul needs their result); compute_time_s = flops_per_gpu /
+    (peak x efficiency); ratio = comm_time_s / compute_time_s.
+    """
+
+    model: str
+    tp: int
+    micro_batch_size: int
+    seq_len: int
+    hidden: int
+    element_bytes: float
+    sequence_parallel: bool
+    recompute: str
+    message_bytes: float
+    collectives: tuple
+    link: str | None
+    bandwidth: float
+    latency: float
+    gpu: str | None
+    peak_flops: float
+    efficiency: float
+    flops_per_gpu: float
+
+    @property
+    def all_reduces(self) -> int:
+        """All-reduce equivalents (a reduce-scatter + all-gather pair counts as one)."""
+        units = sum(2 if cost.op == "all-reduce" else 1 for _, cost in self.collectives)
+        return units // 2
+
+    @property
+    def comm_bytes_per_gpu(self) -> float:
+        return float(sum(cost.bytes_sent_per_gpu for _, cost in self.collectives))
+
+    @property
+    def comm_time_s(self) -> float:
+        return float(sum(cost.time_s for _, cost in self.collectives))
+
+    @property
+    def compute_time_s(self) -> float:
+        return self.flops_per_gpu / (self.peak_flops * self.efficiency)
+
+    @property
+    def ratio(self) -> float:
+        """Communication time / compute time."""
+        return self.comm_time_s / self.compute_time_s
+
+    @property
+    def comm_time(self):
+        return Q_(self.comm_time_s, SECONDS)
+
+    @property
+    def compute_time(self):
+        return Q_(self.compute_time_s, SECONDS)
+
+    @property
+    def comm_bytes(self):
+        return Q_(self.comm_bytes_per_gpu, BYTES)
+
+    @property
+    def flops(self):
+        return Q_(self.flops_per_gpu, FLOP)
+
+    @property
+    def comm_share(self) -> float:
+        """Share of the layer's time spent communicating, comm / (comm + compute)."""
+        return self.comm_time_s / (self.comm_time_s + self.compute_time_s)
+
+    def to_dict(self) -> dict:
+        return {
+            "model": self.model,
+            "tp": self.tp,
+            "micro_batch_size": self.micro_batch_size,
+            "seq_len": self.seq_len,
+            "hidden": self.hidden,
+            "element_bytes": self.element_bytes,
+            "sequence_parallel": self.sequence_parallel,
+            "recompute": self.recompute,
+            "message_bytes": self.message_bytes,
+            "all_reduces": self.all_reduces,
+            "comm_bytes_per_gpu": self.comm_bytes_per_gpu,
+            "comm_time_s": self.comm_time_s,
+            "flops_per_gpu": self.flops_per_gpu,
+            "compute_time_s": self.compute_time_s,
+            "ratio": self.ratio,
+            "link": self.link,
+            "bandwidth": self.bandwidth,
+            "latency": self.latency,
+            "gpu": self.gpu,
+            "peak_flops": self.peak_flops,
+            "efficiency": self.efficiency,
+            "collectives": [dict(cost.to_dict(), name=name) for name, cost in self.collectives],
+        }
+
+    def summary(self) -> str:
+        ops = (f"{self.all_reduces} reduce-scatter + all-gather pairs" if self.sequence_parallel
+               else f"{self.all_reduces} all-reduces")
+        on = f" on {self.link}" if self.link else f" at {format_rate(self.bandwidth)}"
+        comm = (f"{ops} of {format_bytes(self.message_bytes)}, {format_bytes(self.comm_bytes_per_gpu)} sent, "
+                f"{format_seconds(self.comm_time_s)}{on}" if self.tp > 1
+                else "none (tp=1: one GPU holds the whole layer)")
+        return (
+            f"{self.model}, tp={self.tp}, b={self.micro_batch_size}, s={self.seq_len}: per layer per microbatch, "
+            f"per GPU\n"
+            f"  communication: {comm}\n"
+            f"  compute: {self.flops_per_gpu / 1e12:.3g} TFLOP, {format_seconds(self.compute_time_s)} at "
+            f"{format_rate(self.peak_flops * self.efficiency, 'FLOP/s')}" + (f" ({self.gpu})" if self.gpu else "") + "\n"
+            f"  communication / compute = {self.ratio:.3g} ({self.comm_share:.0%} of the layer's time communicating)"
+        )
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+def _link_name(link):
+    if link is None:
+        return None
+    if isinstance(link, str):
+        from . import hardware
+
+        return hardware.link(link).name
+    return getattr(link, "name", None)
+
+
+def _peak(gpu, precision, peak_flops):
+    if peak_flops is not None:
+        return positive(peak_flops, FLOP_PER_SECOND, "peak_flops"), None
+    from . import hardware
+
+    acc = hardware.accelerator(gpu)
+    recipe = memory.precision_recipe(precision)
+    return acc.peak(PEAK_KEY.get(recipe.name, recipe.name)), acc.name
+
+
+def tp_layer_cost(
+    model,
+    tp,
+    *,
+    micro_batch_size=1,
+    seq_len=None,
+    link="nvlink4",
+    bandwidth=None,
+    latency=None,
+    gpu="h100-sxm",
+    peak_flops=None,
+    efficiency=1.0,
+    precision="mixed",
+    sequence_parallel=False,
+    recompute="none",
+    gpus_per_node=None,
+) -> TPLayerCost:
+    """Communication and compute of one transformer layer, one microbatch, on each of tp GPUs, in training.
+
+    Communication: 4 all-reduces of b x s x h x element bytes (2 forward, 2 backward; 6 with
+    full recomputation), each priced by distlab.collectives.collective_cost as a ring over the
+    tp GPUs on `link` (a name such as 'nvlink4' or 'ib-ndr', or bandwidth= / latency=). With
+    sequence_parallel each becomes a reduce-scatter + all-gather (same bytes, same time).
+    precision: a distlab.memory recipe; it sets the bytes per activation element (fp8: 1) and
+    the GPU's peak (mixed -> bf16 peak, fp8 -> fp8 peak). Compute: layer_flops / (peak x
+    efficiency); `peak_flops` overrides the GPU's peak. gpus_per_node: when given, tp must divide
+    it (the TP group stays inside a node).
+    """
+    m = _model(model)
+    t = check_tp(m, tp, gpus_per_node)
+    b = positive_int(micro_batch_size, "micro_batch_size")
+    s = positive_int(seq_len if seq_len is not None else m.seq_len, "seq_len")
+    mode = memory._recompute(recompute)
+    eff = positive(efficiency, "", "efficiency")
+    if eff > 1:
+        raise ConfigurationError(f"efficiency={eff:g} must be a fraction in (0, 1] of the GPU's peak")
+    e = element_bytes(precision)
+    peak, gpu_name = _peak(gpu, precision, peak_flops)
+    size = tp_message_bytes(b, s, m.hidden, e)
+    kwargs = dict(link=link, bandwidth=bandwidth, latency=latency)
+    table = SP_COLLECTIVES if sequence_parallel else TP_COLLECTIVES
+    if mode == "full":  # the recomputed forward repeats the forward collectives
+        forward = [entry for entry in table if entry[0].startswith("forward")]
+        table = tuple(forward) + tuple((name.replace("forward:", "recomputed forward:"), op) for name, op in forward) \
+            + tuple(entry for entry in table if entry[0].startswith("backward"))
+    costs = tuple((name, collectives.collective_cost(op, size, t, **kwargs)) for name, op in table)
+    bw, lat = collectives._link_parameters(link, bandwidth, latency)
+    return TPLayerCost(
+        model=m.name,
+        tp=t,
+        micro_batch_size=b,
+        seq_len=s,
+        hidden=m.hidden,
+        element_bytes=e,
+        sequence_parallel=bool(sequence_parallel),
+        recompute=mode,
+        message_bytes=size,
+        collectives=costs,
+        link=_link_name(link),
+        bandwidth=bw,
+        latency=lat,
+        gpu=gpu_name,
+        peak_flops=peak,
+        efficiency=eff,
+        flops_per_gpu=layer_flops_array(m.params_per_layer(), m.hidden, b, s, t, *forward_passes(mode)),
+    )
+
+
+# ----------------------------------------------------------------------------------------
+# Sequence parallelism: activation memory
+
+
+@dataclass(frozen=True)
+class SequenceParallelSaving:
+    """Activation bytes of one layer per GPU with tensor parallelism alone and with sequence parallelism."""
+
+    tp: int
+    without_bytes: float
+    with_bytes: float
+
+    @property
+    def saved_bytes(self) -> float:
+        return self.without_bytes - self.with_bytes
+
+    @property
+    def saved_fraction(self) -> float:
+        return self.saved_bytes / self.without_bytes
+
+    @property
+    def saved(self):
+        return Q_(self.saved_bytes, BYTES).to("MB")
+
+    def __str__(self) -> str:
+        return (f"tp={self.tp}: {format_bytes(self.without_bytes)} per layer without sequence parallelism, "
+                f"{format_bytes(self.with_bytes)} with it ({format_bytes(self.saved_bytes)} saved, "
+                f"{self.saved_fraction:.0%})")
+
+
+def sequence_parallel_saving(model, tp, micro_batch_size=1, seq_len=None, recompute="selective",
+                             precision="mixed") -> SequenceParallelSaving:
+    """Activation memory of one layer with and without sequence parallelism (distlab.memory).
+
+    Korthikanti et al. 2022, Table 2: with tensor parallelism alone s b h (10 + 24/t + 5 a s/(h t));
+    sequence parallelism divides the 10 (norms and dropouts) by t too: s b h (34/t + 5 a s/(h t)).
+    """
+    m = _model(model)
+    t = check_tp(m, tp)
+    args = dict(micro_batch_size=micro_batch_size, seq_len=seq_len, tp=t, recompute=recompute, precision=precision)
+    without = memory.activation_bytes_per_layer(m, sequence_parallel=False, **args)
+    with_sp = memory.activation_bytes_per_layer(m, sequence_parallel=True, **args)
+    return SequenceParallelSaving(t, without, with_sp)
+
+
+# ----------------------------------------------------------------------------------------
+# Context parallelism: the ring-attention KV buffer
+
+
+def ring_attention_buffer_bytes(seq_len, cp, hidden, element_bytes=2.0, micro_batch_size=1):
+    """KV ring buffer per GPU, 2 x S/N x H x bytes (x b), NumPy broadcast, unvalidated (the fast path)."""
+    result = (2.0 * np.asarray(seq_len, dtype=float) / np.asarray(cp, dtype=float) * np.asarray(hidden, dtype=float)
+              * np.asarray(element_bytes, dtype=float) * np.asarray(micro_batch_size, dtype=float))
+    return float(result) if np.ndim(result) == 0 else result
+
+
+@dataclass(frozen=True)
+class RingAttentionBuffer:
+    """The ring-attention KV buffer of one GPU and whether it fits the memory left for it."""
+
+    seq_len: int
+    cp: int
+    hidden: int
+    element_bytes: float
+    micro_batch_size: int
+    buffer_bytes: float
+    available_bytes: float | None = None
+
+    @property
+    def buffer(self):
+        return Q_(self.buffer_bytes, BYTES).to("MB")
+
+    @property
+    def fits(self) -> bool | None:
+        if self.available_bytes is None:
+            return None
+        return self.buffer_bytes <= self.available_bytes
+
+    @property
+    def max_seq_len(self) -> int | None:
+        """The longest sequence (a multiple of cp) whose buffer fits the available bytes."""
+        if self.available_bytes is None:
+            return None
+        per_token = self.buffer_bytes / self.seq_len
+        return int(self.available_bytes // (per_token * self.cp)) * self.cp
+
+    def verdict(self) -> str:
+        if self.available_bytes is None:
+            return ""
+        if self.fits:
+            return f"fits the {format_bytes(self.available_bytes)} available"
+        return f"does not fit: {format_bytes(self.buffer_bytes - self.available_bytes)} over the " \
+               f"{format_bytes(self.available_bytes)} available"
+
+    def __str__(self) -> str:
+        text = (f"S={self.seq_len:,} over cp={self.cp}: KV ring buffer 2 x {self.seq_len // self.cp:,} x "
+                f"{self.hidden:,} x {self.element_bytes:g} B = {format_bytes(self.buffer_bytes)} per GPU")
+        return text + (f"; {self.verdict()}" if self.available_bytes is not None else "")
+
+
+def ring_attention_buffer(seq_len, cp, hidden, *, precision="mixed", micro_batch_size=1,
+                          available=None) -> RingAttentionBuffer:
+    """The KV ring buffer of context parallelism / ring attention (Liu et al. 2023, "Ring Attention
+    with Blockwise Transformers"): each GPU holds S/N tokens and, while it computes attention against
+    one key/value block, receives the next: 2 x S/N x H x bytes per sequence.
+
+    hidden: the key/value width (H for multi-head attention; model.kv_dim with grouped-query
+    attention). precision sets the bytes per element (fp8: 1). available: memory left for the
+    buffer (e.g. '2 GB'); then `fits` and `max_seq_len` say when it stops fitting. cp must divide
+    seq_len.
+    """
+    s = positive_int(seq_len, "seq_len")
+    n = positive_int(cp, "cp")
+    h = positive_int(hidden, "hidden")
+    b = positive_int(micro_batch_size, "micro_batch_size")
+    if s % n:
+        raise ConfigurationError(
+            f"cp={n} does not divide seq_len={s}: every GPU of the ring holds an equal block of tokens; "
+            f"valid cp: {_shown(_divisors(s))}"
+        )
+    e = element_bytes(precision)
+    avail = None if available is None else positive(available, BYTES, "available")
+    return RingAttentionBuffer(s, n, h, e, b, ring_attention_buffer_bytes(s, n, h, e, b), avail)
+
+
+# ----------------------------------------------------------------------------------------
+# The numerical demonstration: real matrices on simulated GPUs
+
+
+def _matrix(a, name: str) -> np.ndarray:
+    array = np.asarray(a)
+    if array.ndim != 2:
+        raise ConfigurationError(f"{name} has shape {array.shape}; expected a 2-D matrix")
+    if array.dtype == bool or not np.issubdtype(array.dtype, np.number):
+        raise ConfigurationError(f"{name} has dtype {array.dtype}; expected numbers")
+    if array.size == 0:
+        raise ConfigurationError(f"{name} is empty (shape {array.shape})")
+    if np.issubdtype(array.dtype, np.inexact) and not np.all(np.isfinite(array)):
+        raise ConfigurationError(f"{name} contains NaN or infinity")
+    return array.astype(np.result_type(array.dtype, np.float64), copy=False)
+
+
+def _check_split(size: int, t: int, what: str) -> None:
+    if size % t:
+        raise ConfigurationError(f"tp={t} does not divide the {size} {what}; valid: {_shown(_divisors(size))}")
+
+
+def _gelu(x):
+    # GeLU, tanh approximation (Hendrycks & Gimpel 2016), as GPT-2/3 and Megatron-LM use
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+ACTIVATIONS = {"gelu": _gelu, "relu": lambda x: np.maximum(x, 0.0), "identity": lambda x: x}
+
+
+def _activation(name):
+    if not isinstance(name, str) or name.strip().lower() not in ACTIVATIONS:
+        raise ConfigurationError(f"activation={name!r} is not known; valid: {', '.join(ACTIVATIONS)}")
+    return ACTIVATIONS[name.strip().lower()]
+
+
+def random_mlp(tokens=4, hidden=8, ffn=32, seed=0):
+    """(x, w_in, w_out) with standard-normal entries from a seeded generator: x (tokens, hidden),
+    w_in (hidden, ffn), w_out (ffn, hidden), weights scaled by 1/sqrt(fan-in)."""
+    n, h, f = positive_int(tokens, "tokens"), positive_int(hidden, "hidden"), positive_int(ffn, "ffn")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise ConfigurationError(f"seed={seed!r} must be a whole number")
+    rng = np.random.default_rng(int(seed))
+    return rng.standard_normal((n, h)), rng.standard_normal((h, f)) / math.sqrt(h), rng.standard_normal((f, h)) / math.sqrt(f)
+
+
+@dataclass(frozen=True)
+class SplitMatmulResult:
+    """Y = X W computed on tp simulated GPUs, then combined by a simulated collective."""
+
+    split: str
+    tp: int
+    weight_shards: tuple
+    partials: tuple
+    combined: np.ndarray
+    reference: np.ndarray
+    trace: object
+
+    @property
+    def max_abs_error(self) -> float:
+        return float(np.max(np.abs(self.combined - self.reference)))
+
+    @property
+    def allclose(self) -> bool:
+        return bool(np.allclose(self.combined, self.reference))
+
+
+def simulate_split_matmul(x, w, tp, split="column") -> SplitMatmulResult:
+    """One matmul Y = X W on tp simulated GPUs.
+
+    split='column': GPU i keeps W[:, block i] and computes the column block X W_i; an all-gather
+    (distlab.collectives.simulate_all_gather) concatenates the blocks. split='row': GPU i keeps
+    W[block i, :] and X[:, block i] and computes a partial X_i W_i of the full shape; an all-reduce
+    (simulate_ring_all_reduce) adds them. Either way every GPU ends with X W.
+    """
+    xm, wm = _matrix(x, "x"), _matrix(w, "w")
+    if xm.shape[1] != wm.shape[0]:
+        raise ConfigurationError(f"x is {xm.shape} and w is {wm.shape}: x's columns must equal w's rows")
+    t = positive_int(tp, "tp")
+    if split not in ("column", "row"):
+        raise ConfigurationError(f"split={split!r} is not valid; valid: column, row")
+    reference = xm @ wm
+    if split == "column":
+        _check_split(wm.shape[1], t, "columns of w")
+        blocks = np.split(np.arange(wm.shape[1]), t)
+        shards = tuple(wm[:, blk] for blk in blocks)
+        partials = tuple(xm @ s for s in shards)
+        # all-gather on the transposed blocks: their flattened rows concatenate to Y^T
+        trace = collectives.simulate_all_gather([p.T.ravel() for p in partials])
+        combined = trace.outputs[0].reshape(wm.shape[1], xm.shape[0]).T
+    else:
+        _check_split(wm.shape[0], t, "rows of w")
+        blocks = np.split(np.arange(wm.shape[0]), t)
+        shards = tuple(wm[blk, :] for blk in blocks)
+        partials = tuple(xm[:, blk] @ wm[blk, :] for blk in blocks)
+        trace = collectives.simulate_ring_all_reduce([p.ravel() for p in partials])
+        combined = trace.outputs[0].reshape(reference.shape)
+    return SplitMatmulResult(split, t, shards, partials, combined, reference, trace)
+
+
+@dataclass(frozen=True)
+class TPMLPResult:
+    """A Megatron MLP, act(X A) B, computed on tp simulated GPUs and summed by a simulated ring all-reduce.
+
+    outputs[i] is GPU i's result after the all-reduce; reference the unsplit MLP on one GPU.
+    """
+
+    tp: int
+    activation: str
+    w_in_shards: tuple
+    w_out_shards: tuple
+    hidden_shards: tuple
+    partials: tuple
+    outputs: tuple
+    reference: np.ndarray
+    trace: object
+
+    @property
+    def max_abs_error(self) -> float:
+        return float(max(np.max(np.abs(out - self.reference)) for out in self.outputs))
+
+    @property
+    def allclose(self) -> bool:
+        """Every GPU's output equals the unsplit MLP (np.allclose, float64)."""
+        return all(bool(np.allclose(out, self.reference)) for out in self.outputs)
+
+    @property
+    def bytes_sent_per_gpu(self) -> float:
+        """Bytes each GPU sent in the ring all-reduce (2 (t-1)/t x the output buffer)."""
+        return self.trace.bytes_sent_per_gpu
+
+    def __str__(self) -> str:
+        a, b = self.w_in_shards[0].shape, self.w_out_shards[0].shape
+        return (f"tp={self.tp}: each GPU keeps A_i {a[0]} x {a[1]} and B_i {b[0]} x {b[1]}; one ring all-reduce "
+                f"({self.trace.steps} steps) sums the partial outputs; largest difference from the unsplit MLP "
+                f"{self.max_abs_error:.1e}; allclose: {self.allclose}")
+
+
+def simulate_tp_mlp(x, w_in, w_out, tp, activation="gelu") -> TPMLPResult:
+    """Megatron's MLP split over tp simulated GPUs, with real numbers.
+
+    GPU i keeps the column block A_i = w_in[:, block i] and the row block B_i = w_out[block i, :]
+    (blocks of ffn/tp), computes Y_i = act(X A_i) with no communication (the nonlinearity acts
+    element by element, so a column block of act(X A) is act of the column block), then the
+    partial Z_i = Y_i B_i of the full output shape. A ring all-reduce
+    (distlab.collectives.simulate_ring_all_reduce) sums the Z_i on every GPU; the result equals
+    act(X A) B, since X A B = sum_i X A_i B_i. tp must divide ffn.
+    """
+    xm, a, b = _matrix(x, "x"), _matrix(w_in, "w_in"), _matrix(w_out, "w_out")
+    if xm.shape[1] != a.shape[0]:
+        raise ConfigurationError(f"x is {xm.shape} and w_in is {a.shape}: x's columns must equal w_in's rows")
+    if a.shape[1] != b.shape[0]:
+        raise ConfigurationError(f"w_in is {a.shape} and w_out is {b.shape}: w_in's columns must equal w_out's rows")
+    t = positive_int(tp, "tp")
+    _check_split(a.shape[1], t, "MLP columns (ffn)")
+    act = _activation(activation)
+    blocks = np.split(np.arange(a.shape[1]), t)
+    a_shards = tuple(a[:, blk] for blk in blocks)
+    b_shards = tuple(b[blk, :] for blk in blocks)
+    hidden = tuple(act(xm @ ai) for ai in a_shards)
+    partials = tuple(y @ bi for y, bi in zip(hidden, b_shards))
+    trace = collectives.simulate_ring_all_reduce([z.ravel() for z in partials])
+    outputs = tuple(out.reshape(xm.shape[0], b.shape[1]) for out in trace.outputs)
+    reference = act(xm @ a) @ b
+    return TPMLPResult(t, activation.strip().lower(), a_shards, b_shards, hidden, partials, outputs, reference, trace)

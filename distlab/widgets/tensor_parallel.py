@@ -1,0 +1,138 @@
+"""Lesson 5 app: one transformer layer under tensor parallelism, compute against communication.
+
+Controls -> distlab.tensor.tp_layer_cost -> two bars (compute per GPU, TP communication) on a
+fixed log time axis, redrawn by blitting; the numbers and the verdict are in the HTML panel.
+"""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+
+from .. import hardware, models, tensor
+from ..errors import ConfigurationError, DistlabError
+from ..plots.tensor_parallel import COMM_COLOUR, COMPUTE_COLOUR, comm_compute_bars
+from ..units import format_bytes, format_rate, format_seconds
+from .common import BlitRenderer, figure_canvas, message_html
+
+#: The hidden sizes offered (GPT-style layers: 128 channels per head, MLP 4h).
+HIDDEN_SIZES = (1024, 2048, 4096, 5120, 8192, 12288, 16384, 20480, 25600)
+SEQ_LENS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+TP_DEGREES = (1, 2, 4, 8, 16, 32, 64)
+LINKS = ("nvlink3", "nvlink4", "nvlink5", "pcie5", "ib-ndr", "ib-xdr", "ethernet-100g")
+HEAD_DIM = 128
+
+
+def gpt_layer(hidden: int, seq_len: int = 2048) -> models.TransformerModel:
+    """A GPT-shaped layer of width `hidden`: hidden/128 heads, MLP 4h, biases, LayerNorm (as GPT-3)."""
+    h = int(hidden)
+    if h % HEAD_DIM:
+        raise ConfigurationError(f"hidden={h} must be a multiple of {HEAD_DIM} (channels per head)")
+    return models.TransformerModel(
+        name=f"gpt-h{h}", layers=1, hidden=h, heads=h // HEAD_DIM, ffn=4 * h, vocab=1, biases=True,
+        norm="layernorm", seq_len=seq_len, dropout=True,
+    )
+
+
+class TensorParallelApp(widgets.VBox):
+    """TP degree, hidden size, sequence length, micro-batch size, link, GPU, precision and sequence
+    parallelism -> per-layer compute vs TP communication, per GPU, per microbatch, in training.
+
+    `result` holds the current TPLayerCost (None on invalid input); `error` our message instead.
+    A TP group on an intra-node link must fit the GPUs of a node (gpus_per_node).
+    """
+
+    def __init__(self, tp=8, hidden=4096, seq_len=4096, micro_batch_size=1, link="nvlink4", gpu="h100-sxm",
+                 precision="mixed", sequence_parallel=False, gpus_per_node=8):
+        self.gpus_per_node = gpus_per_node
+        self.tp = widgets.SelectionSlider(options=TP_DEGREES, value=tp, description="TP degree",
+                                          continuous_update=True)
+        self.hidden = widgets.SelectionSlider(options=HIDDEN_SIZES, value=hidden, description="hidden h",
+                                              continuous_update=True)
+        self.seq_len = widgets.SelectionSlider(options=SEQ_LENS, value=seq_len, description="sequence s",
+                                               continuous_update=True)
+        self.micro_batch_size = widgets.IntSlider(value=micro_batch_size, min=1, max=16, description="microbatch b")
+        self.link = widgets.Dropdown(options=list(LINKS), value=link, description="link")
+        self.gpu = widgets.Dropdown(options=list(hardware.ACCELERATORS), value=gpu, description="GPU")
+        self.precision = widgets.Dropdown(options=[("bf16", "mixed"), ("fp8", "fp8")], value=precision,
+                                          description="precision")
+        self.sequence_parallel = widgets.Checkbox(value=sequence_parallel, description="sequence parallelism")
+        self.status = widgets.HTML()
+        self.fig, self.canvas = figure_canvas((6.4, 2.2), dict(left=0.2, right=0.97, bottom=0.16, top=0.95))
+        self.ax = self.fig.add_subplot()
+        self.bars = comm_compute_bars(self.ax, "compute\nper GPU", "TP\ncommunication")
+        self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists)
+        self.result: tensor.TPLayerCost | None = None
+        self.error: str | None = None
+        for control in (self.tp, self.hidden, self.seq_len, self.micro_batch_size, self.link, self.gpu,
+                        self.precision, self.sequence_parallel):
+            control.observe(self._on_change, names="value")
+        controls = widgets.VBox([
+            widgets.HBox([self.tp, self.link]),
+            widgets.HBox([self.hidden, self.gpu]),
+            widgets.HBox([self.seq_len, self.precision]),
+            widgets.HBox([self.micro_batch_size, self.sequence_parallel]),
+        ])
+        legend = widgets.HTML(
+            '<div style="font-size:12px"><b>one transformer layer, one microbatch, training</b> (forward + '
+            f'backward), per GPU, log time axis: <span style="color:{COMPUTE_COLOUR}">&#9632; compute</span> '
+            f'<span style="color:{COMM_COLOUR};margin-left:8px">&#9632; TP all-reduces (on the critical path)'
+            '</span></div>'
+        )
+        super().__init__([controls, legend, self.canvas, self.status])
+        self.update()
+
+    def _on_change(self, change=None):
+        self.update()
+
+    def compute(self) -> tensor.TPLayerCost:
+        """The TPLayerCost of the chosen layer (distlab.tensor.tp_layer_cost)."""
+        link = hardware.link(self.link.value)
+        in_node = self.gpus_per_node if link.kind == "intra-node" else None
+        return tensor.tp_layer_cost(
+            gpt_layer(self.hidden.value, self.seq_len.value), self.tp.value,
+            micro_batch_size=self.micro_batch_size.value, seq_len=self.seq_len.value, link=link,
+            gpu=self.gpu.value, precision=self.precision.value, sequence_parallel=self.sequence_parallel.value,
+            gpus_per_node=in_node,
+        )
+
+    def update(self):
+        """Recompute and move the bars in place; on invalid input show our message instead."""
+        try:
+            cost = self.compute()
+        except DistlabError as exc:
+            self.result, self.error = None, str(exc)
+            self.bars.update(None, None, faded=True)
+            self.status.value = message_html(self.error, "error")
+            self.renderer.refresh()
+            return
+        self.result, self.error = cost, None
+        changed = self.bars.update(cost.compute_time_s, cost.comm_time_s)
+        self.status.value = message_html(self.summary(), "ok" if cost.ratio <= 1 else "bad")
+        self.renderer.refresh(full=changed)
+
+    def summary(self) -> str:
+        """The text under the chart."""
+        c = self.result
+        if c is None:
+            return self.error or ""
+        if c.tp == 1:
+            comm = "tp=1: one GPU holds the whole layer, no TP communication"
+        else:
+            ops = "reduce-scatter + all-gather pairs" if c.sequence_parallel else "ring all-reduces"
+            comm = (f"{c.all_reduces} {ops} of b x s x h = {format_bytes(c.message_bytes)} over {c.tp} GPUs on "
+                    f"{c.link} ({format_rate(c.bandwidth)} per direction): {format_bytes(c.comm_bytes_per_gpu)} sent, "
+                    f"{format_seconds(c.comm_time_s)}")
+        lines = [
+            comm,
+            f"compute: {c.flops_per_gpu / 1e12:.3g} TFLOP per GPU at the {c.gpu} peak "
+            f"({format_rate(c.peak_flops, 'FLOP/s')}): {format_seconds(c.compute_time_s)}",
+        ]
+        if c.tp > 1:
+            verdict = "communication exceeds compute" if c.ratio > 1 else "compute exceeds communication"
+            lines.append(f"communication / compute = {c.ratio:.3g}: {verdict}; "
+                         f"{c.comm_share:.0%} of the layer's time is spent communicating")
+        return "\n".join(lines)
+
+
+#: The lesson apps of this module (constructible without arguments); the widget fuzz tests use it.
+APPS = [TensorParallelApp]

@@ -1,0 +1,177 @@
+"""Headless tests of the lesson 5 and 6 apps: set controls, assert on results, artists and messages."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from distlab import mesh, tensor
+from distlab.plots.mesh import HIGHLIGHT_WIDTH
+from distlab.widgets import mesh as mesh_widgets
+from distlab.widgets import tensor_parallel as tp_widgets
+from distlab.widgets.mesh import MAX_GRID_GPUS, MeshApp
+from distlab.widgets.tensor_parallel import TensorParallelApp, gpt_layer
+
+# --- lesson 5: tensor parallelism ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tp_app():
+    return TensorParallelApp(tp=8, hidden=4096, seq_len=4096, link="nvlink4")
+
+
+def test_tp_app_shows_what_distlab_tensor_computes(tp_app):
+    want = tensor.tp_layer_cost(gpt_layer(4096, 4096), 8, seq_len=4096, link="nvlink4", gpus_per_node=8)
+    assert tp_app.error is None
+    assert tp_app.result.comm_time_s == pytest.approx(want.comm_time_s)
+    assert tp_app.result.compute_time_s == pytest.approx(want.compute_time_s)
+    compute_bar, comm_bar = tp_app.bars.bars
+    # bars start at the axis' left end (1 us) and end at the value
+    assert compute_bar.get_x() + compute_bar.get_width() == pytest.approx(want.compute_time_s)
+    assert comm_bar.get_x() + comm_bar.get_width() == pytest.approx(want.comm_time_s)
+    assert "4 ring all-reduces" in tp_app.status.value
+
+
+def test_infiniband_makes_communication_dominate_in_place(tp_app):
+    ids = [id(b) for b in tp_app.bars.bars]
+    tp_app.link.value = "ib-ndr"
+    assert tp_app.result.ratio > 1 and "communication exceeds compute" in tp_app.status.value
+    assert [id(b) for b in tp_app.bars.bars] == ids
+    tp_app.link.value = "nvlink4"
+
+
+def test_tp_beyond_a_node_on_nvlink_is_our_message_then_recovers(tp_app):
+    tp_app.tp.value = 16
+    assert tp_app.result is None and "tp=16 does not divide the 8 GPUs of a node" in tp_app.error
+    assert "Cannot compute" in tp_app.status.value and "Traceback" not in tp_app.status.value
+    assert tp_app.bars.bars[0].get_width() == 0
+    tp_app.link.value = "ib-ndr"  # across nodes it is allowed (and slow)
+    assert tp_app.error is None and tp_app.result.tp == 16
+    tp_app.link.value = "nvlink4"
+    tp_app.tp.value = 8
+
+
+def test_sequence_parallel_and_fp8_in_the_app(tp_app):
+    before = tp_app.result.comm_time_s
+    tp_app.sequence_parallel.value = True
+    assert tp_app.result.comm_time_s == pytest.approx(before) and "reduce-scatter + all-gather" in tp_app.status.value
+    tp_app.precision.value = "fp8"
+    assert tp_app.result.message_bytes == pytest.approx(4096 * 4096)
+    tp_app.precision.value = "mixed"
+    tp_app.sequence_parallel.value = False
+
+
+def test_tp_app_controls_never_force_a_full_redraw():
+    app = TensorParallelApp()
+    calls = []
+    app.renderer.refresh = lambda full=False: calls.append(full)
+    app.tp.value, app.seq_len.value, app.hidden.value, app.link.value = 4, 1024, 8192, "ib-ndr"
+    app.tp.value = 16  # invalid on some setups, still a blit
+    assert calls and not any(calls)
+
+
+@settings(max_examples=20, deadline=None)
+@given(tp=st.sampled_from(tp_widgets.TP_DEGREES), hidden=st.sampled_from(tp_widgets.HIDDEN_SIZES),
+       seq=st.sampled_from(tp_widgets.SEQ_LENS), b=st.integers(1, 16), link=st.sampled_from(tp_widgets.LINKS),
+       precision=st.sampled_from(["mixed", "fp8"]), sp=st.booleans(), gpu=st.sampled_from(["h100-sxm", "a100-80gb"]))
+def test_any_tp_control_combination_gives_a_result_or_our_message(tp, hidden, seq, b, link, precision, sp, gpu):
+    app = TensorParallelApp(tp=tp, hidden=hidden, seq_len=seq, micro_batch_size=b, link=link, precision=precision,
+                            sequence_parallel=sp, gpu=gpu)
+    if app.error is None:
+        assert math.isfinite(app.result.ratio) and app.result.compute_time_s > 0
+    else:
+        assert app.result is None and "Cannot compute" in app.status.value
+
+
+# --- lesson 6: the GPU assignment grid ------------------------------------------------------------
+
+
+def edge_widths(app):
+    return np.broadcast_to(app.grid.cells.get_linewidths(), (app.result.world_size,))
+
+
+def test_mesh_app_megatron_example_and_picked_groups():
+    app = MeshApp(dp=2, tp=2, pp=4, gpus_per_node=8, picked=5)
+    lay = app.result
+    assert lay.groups("dp").tolist() == mesh.layout(16, tp=2, pp=4).groups("dp").tolist()
+    assert len(app.grid.cells.get_paths()) == 16
+    widths = edge_widths(app)
+    assert widths[5] == HIGHLIGHT_WIDTH["picked"]
+    for d, group in (("tp", [4]), ("dp", [7]), ("pp", [1, 9, 13])):  # GPU 5's groups, minus itself
+        assert all(widths[r] == HIGHLIGHT_WIDTH[d] for r in group)
+    assert widths[0] < 1  # not in any of GPU 5's groups
+    faces = app.grid.cells.get_facecolors()
+    assert faces[0, 3] < 1 and faces[4, 3] == 1  # outsiders faded
+    assert "GPU 5 on node 0: tp rank 1, dp rank 0, pipeline stage 1" in app.status.value
+    assert "PP group [1, 5, 9, 13]: across nodes 0, 1 (inter-node link)" in app.status.value
+
+
+def test_click_picks_a_gpu_and_colour_change_keeps_the_pool():
+    app = MeshApp(dp=4, tp=4, pp=2)
+    cells = app.grid.cells
+    x, y = app.grid.x[13] + 0.5, app.grid.y[13] + 0.5
+    app.on_click(SimpleNamespace(inaxes=app.ax, xdata=x, ydata=y))
+    assert app.pick.value == 13 and edge_widths(app)[13] == HIGHLIGHT_WIDTH["picked"]
+    app.on_click(SimpleNamespace(inaxes=app.ax, xdata=-50.0, ydata=-50.0))  # outside every cell: no change
+    assert app.pick.value == 13
+    app.colour_by.value = "tp"
+    faces = app.grid.cells.get_facecolors()[:, :3]
+    assert np.allclose(faces[12], faces[13]) and not np.allclose(faces[13], faces[16])  # same / other TP group
+    assert app.grid.cells is cells
+
+
+def test_grid_is_rebuilt_only_when_the_gpu_count_changes():
+    app = MeshApp(dp=2, tp=4, pp=2)
+    calls = []
+    app.renderer.refresh = lambda full=False: calls.append(full)
+    app.pick.value, app.colour_by.value, app.order.value = 3, "pp", "tp-pp-dp"
+    assert calls == [False, False, False]
+    app.dp.value = 4  # 4 x 4 x 2 = 32 GPUs
+    assert calls[-1] is True and len(app.grid.cells.get_paths()) == 32
+    app.gpus_per_node.value = 4
+    assert calls[-1] is True
+
+
+def test_reversed_order_warns_and_tp_beyond_a_node_warns():
+    app = MeshApp(dp=2, tp=4, pp=4, order="pp-dp-tp")
+    assert "warning: TP leaves the node" in app.status.value and "#b3261e" in app.status.value
+    app.order.value = "tp-dp-pp"
+    assert "warning" not in app.status.value
+    app.tp.value = 16
+    assert "tp=16 is more than the 8 GPUs of a node" in app.status.value
+
+
+def test_too_many_gpus_is_our_message_and_pick_is_clamped():
+    app = MeshApp(dp=4, tp=4, pp=4, picked=63)
+    app.pp.value = 16  # 4 x 4 x 16 = 256 GPUs: drawn
+    assert app.error is None and app.pick.value == 63
+    app.dp.value = 32  # 2048 GPUs
+    assert app.result is None and f"the grid draws at most {MAX_GRID_GPUS}" in app.error
+    assert "Cannot compute" in app.status.value
+    app.dp.value, app.pp.value = 1, 4
+    assert app.error is None and app.pick.value == 15 and app.pick.max == 15
+
+
+@settings(max_examples=20, deadline=None)
+@given(dp=st.integers(1, 32), tp=st.integers(1, 16), pp=st.integers(1, 16), g=st.sampled_from([2, 4, 8, 16]),
+       order=st.sampled_from(mesh_widgets.ORDERS), colour=st.sampled_from([v for _, v in mesh_widgets.COLOUR_BY]),
+       picked=st.integers(0, 600))
+def test_any_mesh_control_combination_gives_a_result_or_our_message(dp, tp, pp, g, order, colour, picked):
+    app = MeshApp(dp=dp, tp=tp, pp=pp, gpus_per_node=g, order=order, colour_by=colour,
+                  picked=min(picked, dp * tp * pp - 1))
+    if app.error is None:
+        assert app.result.world_size == dp * tp * pp <= MAX_GRID_GPUS
+        assert len(app.grid.cells.get_paths()) == app.result.world_size
+    else:
+        assert app.result is None and "Cannot compute" in app.status.value
+
+
+@pytest.mark.parametrize("module", [tp_widgets, mesh_widgets])
+def test_apps_listed_for_the_fuzz_tests_build_without_arguments(module):
+    for app_class in module.APPS:
+        app = app_class()
+        assert app.error is None and app.result is not None
