@@ -57,6 +57,7 @@ __all__ = [
     "algorithm_bandwidth",
     "bus_bandwidth",
     "bus_factor",
+    "latency_bandwidth_crossover",
     "double_binary_tree",
     "simulate_ring_all_reduce",
     "simulate_reduce_scatter",
@@ -498,6 +499,30 @@ def collective_cost(
         if n // g > 1:
             inter = _link_parameters(inter_link, inter_bandwidth, inter_latency, prefix="inter_")
     return _cost(op, algorithm, n, m, intra[0], intra[1], inter=inter, gpus_per_node=g)
+
+
+def latency_bandwidth_crossover(op, gpus, *, algorithm=None, link=None, bandwidth=None, latency=None,
+                                **kwargs) -> float:
+    """The message size (bytes) at which a collective's latency term equals its bandwidth term.
+
+    Every cost model here is alpha-beta, linear in the size M: time = steps x alpha + k M / B.
+    Below M* = steps x alpha x B / k a collective is latency-bound, above it bandwidth-bound;
+    for the ring all-reduce M* = 2(N-1) alpha / (2(N-1)/(N B)) = N alpha B. Read off
+    collective_cost (so it follows whatever formula collective_cost uses).
+    Other keyword arguments (gpus_per_node, inter_link, ...) go to collective_cost. Raises
+    ConfigurationError when there is no crossover (one GPU, or zero latency).
+    """
+    # A huge size makes the bandwidth term dominate, so reading it back (some formulas give it as
+    # total - latency) loses no precision; the latency term does not depend on the size.
+    probe = 1e18
+    cost = collective_cost(op, probe, gpus, algorithm=algorithm, link=link, bandwidth=bandwidth, latency=latency,
+                           **kwargs)
+    if cost.bandwidth_time_s <= 0 or cost.latency_time_s <= 0:
+        raise ConfigurationError(
+            f"{cost.algorithm} {cost.op} over gpus={cost.n} with latency {format_seconds(cost.latency_time_s)}: "
+            f"no latency/bandwidth crossover (it needs at least 2 GPUs and a latency > 0)"
+        )
+    return cost.latency_time_s / (cost.bandwidth_time_s / probe)
 
 
 # ----------------------------------------------------------------------------------------

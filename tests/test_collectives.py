@@ -287,6 +287,36 @@ def test_bus_bandwidth_of_every_default_model_is_the_link_bandwidth(n, m, bw):
         assert busbw == pytest.approx(bw, rel=1e-9), op
 
 
+def test_latency_bandwidth_crossover_of_the_ring():
+    # 2(N-1) alpha = 2(N-1)/N x M / B  ->  M* = N alpha B. N = 8, alpha = 9.6 us, B = 50 GB/s: 3.84 MB.
+    m = C.latency_bandwidth_crossover("all-reduce", 8, bandwidth="50 GB/s", latency="9.6 us")
+    assert m == pytest.approx(3.84e6, rel=1e-9)
+    at = C.collective_cost("all-reduce", m, 8, bandwidth="50 GB/s", latency="9.6 us")
+    assert at.latency_time_s == pytest.approx(at.bandwidth_time_s, rel=1e-9)
+    # reduce-scatter: (N-1) alpha = (N-1)/N M/B -> the same N alpha B; binomial-tree broadcast:
+    # ceil(log2 N) alpha = ceil(log2 N) M/B -> M* = alpha B = 480 kB
+    assert C.latency_bandwidth_crossover("reduce-scatter", 8, bandwidth=50e9, latency=9.6e-6) == pytest.approx(3.84e6)
+    assert C.latency_bandwidth_crossover("broadcast", 8, algorithm="tree", bandwidth=50e9,
+                                         latency=9.6e-6) == pytest.approx(4.8e5)
+
+
+@given(n=st.integers(2, 4096), alpha=st.floats(1e-7, 1e-3), bw=st.floats(1e8, 1e12))
+@FAST
+def test_crossover_splits_latency_bound_from_bandwidth_bound(n, alpha, bw):
+    m = C.latency_bandwidth_crossover("all-reduce", n, bandwidth=bw, latency=alpha)
+    assert m == pytest.approx(n * alpha * bw, rel=1e-9)
+    below = C.collective_cost("all-reduce", m / 2, n, bandwidth=bw, latency=alpha)
+    above = C.collective_cost("all-reduce", m * 2, n, bandwidth=bw, latency=alpha)
+    assert below.latency_time_s > below.bandwidth_time_s and above.latency_time_s < above.bandwidth_time_s
+
+
+def test_no_crossover_without_latency_or_with_one_gpu():
+    with pytest.raises(ConfigurationError, match="no latency/bandwidth crossover"):
+        C.latency_bandwidth_crossover("all-reduce", 8, bandwidth=50e9)
+    with pytest.raises(ConfigurationError, match="at least 2 GPUs"):
+        C.latency_bandwidth_crossover("all-reduce", 1, bandwidth=50e9, latency=1e-6)
+
+
 # ----------------------------------------------------------------------------------------
 # Inputs, links, results
 

@@ -1,0 +1,426 @@
+"""Data parallelism and ZeRO: the communication of one training step, and hiding it behind backward.
+
+Communication per step (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training
+Trillion Parameter Models", Sec. 7). M is the gradient bytes of the shard a GPU owns,
+params / (tp x pp) x gradient bytes per parameter (DESIGN.md: the DP all-reduce moves the
+shard, not the whole model). With N data-parallel GPUs and ring collectives:
+
+    plain DP      all-reduce of the gradients                     2 x M   (Sec. 7.1)
+    ZeRO-1, -2    reduce-scatter of the gradients (M) and an
+                  all-gather of the updated parameters (M)        2 x M   (Sec. 7.2.1)
+    ZeRO-3        parameter all-gather in forward (M), again in
+                  backward (M), reduce-scatter of gradients (M)   3 x M   (Sec. 7.2.2: 1.5x DP)
+
+These are the paper's volumes, the large-N limit; a ring moves (N-1)/N of M per
+reduce-scatter or all-gather and 2(N-1)/N of M per all-reduce, so each GPU sends exactly
+factor x (N-1)/N x M bytes. The paper counts parameters and gradients in the same 16-bit
+format; so does this module (parameters move at the gradient's element size).
+
+Overlap (Li et al. 2020, "PyTorch Distributed: Experiences on Accelerating Data Parallel
+Training", VLDB 13(12), Sec. 3.2.3 and 4): DDP groups gradients into buckets (25 MiB by
+default) and launches a bucket's all-reduce as soon as backward has produced all its
+gradients, while backward goes on. Collectives run one after another on one stream:
+bucket i starts at max(ready_i, end_{i-1}) and ends comm_i later. What is left after
+backward ends is exposed: exposed = max(0, end_last - backward). The last bucket is ready
+only when backward ends, so its all-reduce can never overlap; with B equal buckets and
+gradients produced at a steady rate this gives
+
+    exposed = max(comm / B, comm - (B - 1) / B x backward)
+
+i.e. exposed = max(0, comm - the backward compute it can overlap with), and never less than
+the last bucket.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import collectives, memory
+from .errors import ConfigurationError
+from .units import BYTES, SECONDS, format_bytes, format_seconds, non_negative, positive, positive_int
+
+__all__ = [
+    "STEP_COLLECTIVES",
+    "DDP_BUCKET_BYTES",
+    "StepCommunication",
+    "OverlapTimeline",
+    "gradient_bytes",
+    "volume_factor",
+    "stage_name",
+    "step_bytes_array",
+    "step_communication",
+    "overlap_timeline",
+    "exposed_communication_time",
+    "bucketed_overlap",
+    "memory_per_gpu_curves",
+    "smallest_fitting_stage",
+]
+
+#: The collectives one training step runs per ZeRO stage, in order: (what moves, op). Each is
+#: over the whole M in the nccl-tests size convention (distlab.collectives).
+STEP_COLLECTIVES = {
+    0: (("gradient all-reduce", "all-reduce"),),
+    1: (("gradient reduce-scatter", "reduce-scatter"), ("parameter all-gather", "all-gather")),
+    2: (("gradient reduce-scatter", "reduce-scatter"), ("parameter all-gather", "all-gather")),
+    3: (
+        ("parameter all-gather (forward)", "all-gather"),
+        ("parameter all-gather (backward)", "all-gather"),
+        ("gradient reduce-scatter", "reduce-scatter"),
+    ),
+}
+
+#: An all-reduce is a reduce-scatter plus an all-gather: 2 units of M; the others 1.
+_UNITS = {"all-reduce": 2, "reduce-scatter": 1, "all-gather": 1}
+
+#: PyTorch DDP's default bucket size, bucket_cap_mb=25, in bytes (MiB): Li et al. 2020, Sec. 5.2.
+DDP_BUCKET_BYTES = 25 * 2**20
+
+_STAGE_NAMES = {0: "plain DP", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
+
+
+def _stage(zero) -> int:
+    if isinstance(zero, bool) or zero not in STEP_COLLECTIVES:
+        raise ConfigurationError(f"zero={zero!r} is not a ZeRO stage; valid: 0, 1, 2, 3")
+    return int(zero)
+
+
+def _param_count(model) -> float:
+    if isinstance(model, str):
+        from . import models
+
+        return float(models.model(model).parameter_count())
+    if hasattr(model, "parameter_count"):
+        return float(model.parameter_count())
+    return positive(model, "", "params")
+
+
+def stage_name(zero) -> str:
+    """'plain DP', 'ZeRO-1', 'ZeRO-2' or 'ZeRO-3'."""
+    return _STAGE_NAMES[_stage(zero)]
+
+
+def volume_factor(zero) -> int:
+    """The paper's per-step volume in units of M: 2 for plain DP, ZeRO-1 and ZeRO-2; 3 for ZeRO-3.
+
+    Counted from STEP_COLLECTIVES (an all-reduce is 2, a reduce-scatter or all-gather 1).
+    Source: Rajbhandari et al. 2020, Sec. 7.2.
+    """
+    return sum(_UNITS[op] for _, op in STEP_COLLECTIVES[_stage(zero)])
+
+
+_FACTORS = np.array([volume_factor(z) for z in sorted(STEP_COLLECTIVES)], dtype=float)
+
+
+def gradient_bytes(model, precision="mixed", tp=1, pp=1) -> float:
+    """M: the gradient bytes of the shard one GPU owns, params / (tp x pp) x gradient bytes per parameter.
+
+    model: a TransformerModel, a catalog name or a parameter count. 7e9 parameters in mixed
+    precision (2-byte gradients): M = 14 GB. The per-GPU gradients of distlab.memory before any
+    ZeRO sharding.
+    """
+    params = _param_count(model)
+    return memory.model_state_bytes(params, precision, 0, 1, tp, pp)[1]
+
+
+def step_bytes_array(grad_bytes, zero, dp):
+    """Bytes each GPU sends per step: volume_factor(zero) x (dp-1)/dp x M (plain floats or NumPy arrays).
+
+    The hot-path form for sweeps (the ring's (N-1)/N per reduce-scatter or all-gather, Sec. 7
+    volumes). Inputs in base units, not validated; step_communication validates.
+    """
+    dp = np.asarray(dp, dtype=float)
+    result = _FACTORS[np.asarray(zero, dtype=int)] * (dp - 1.0) / dp * np.asarray(grad_bytes, dtype=float)
+    return float(result) if np.ndim(result) == 0 else result
+
+
+@dataclass(frozen=True)
+class StepCommunication:
+    """The data-parallel communication of one training step, per GPU: plain floats in bytes and seconds.
+
+    gradient_bytes is M; volume_bytes the paper's volume (2 M or 3 M); bytes_sent_per_gpu what a
+    GPU really sends over the ring (volume x (N-1)/N); time_s the alpha-beta time of the
+    phases one after another (None when no link was given); phases the CollectiveCost of each
+    collective, named as in STEP_COLLECTIVES.
+    """
+
+    zero: int
+    dp: int
+    gradient_bytes: float
+    volume_bytes: float
+    bytes_sent_per_gpu: float
+    time_s: float | None
+    phases: tuple
+    phase_names: tuple
+    link: str | None = None
+
+    @property
+    def volume_factor(self) -> int:
+        return volume_factor(self.zero)
+
+    @property
+    def stage(self) -> str:
+        return stage_name(self.zero)
+
+    def to_dict(self) -> dict:
+        """Plain numbers and strings (JSON-ready)."""
+        return {
+            "zero": self.zero,
+            "stage": self.stage,
+            "dp": self.dp,
+            "gradient_bytes": self.gradient_bytes,
+            "volume_factor": self.volume_factor,
+            "volume_bytes": self.volume_bytes,
+            "bytes_sent_per_gpu": self.bytes_sent_per_gpu,
+            "time_s": self.time_s,
+            "link": self.link,
+            "phases": [dict(cost.to_dict(), name=name) for name, cost in zip(self.phase_names, self.phases)],
+        }
+
+    def __str__(self) -> str:
+        text = (
+            f"{self.stage} over {self.dp} GPUs, M = {format_bytes(self.gradient_bytes)}: volume "
+            f"{self.volume_factor} x M = {format_bytes(self.volume_bytes)}; each GPU sends "
+            f"{format_bytes(self.bytes_sent_per_gpu)} per step"
+        )
+        if self.time_s is not None:
+            text += f", {format_seconds(self.time_s)}" + (f" on {self.link}" if self.link else "")
+        return text
+
+
+def step_communication(model, *, zero=0, dp, precision="mixed", tp=1, pp=1, link=None, bandwidth=None,
+                       latency=None, algorithm=None) -> StepCommunication:
+    """The communication of one data-parallel training step with ZeRO stage `zero` over `dp` GPUs.
+
+    Volume = volume_factor x M with M = gradient_bytes(model, precision, tp, pp) (Rajbhandari et
+    al. 2020, Sec. 7.2: 2 M for plain DP, ZeRO-1 and ZeRO-2, 3 M for ZeRO-3); each collective's
+    bytes and alpha-beta time come from distlab.collectives.collective_cost (ring), so a GPU
+    sends volume x (dp-1)/dp. With a link (a name such as 'ib-ndr', or bandwidth= and latency=)
+    the phases' times are added; the whole step's worth of each collective is counted as one
+    message (engines split it per bucket or layer, which adds latency terms). `algorithm`
+    applies to plain DP's all-reduce only (None: ring). Without a link, time_s is None and the
+    phases are priced on a 1 B/s link with no latency: read only their bytes.
+    """
+    stage = _stage(zero)
+    n = positive_int(dp, "dp")
+    m = gradient_bytes(model, precision, positive_int(tp, "tp"), positive_int(pp, "pp"))
+    timed = link is not None or bandwidth is not None
+    kwargs = dict(link=link, bandwidth=bandwidth, latency=latency) if timed else dict(bandwidth=1.0, latency=0.0)
+    names, costs = [], []
+    for name, op in STEP_COLLECTIVES[stage]:
+        algo = algorithm if op == "all-reduce" else None
+        costs.append(collectives.collective_cost(op, m, n, algorithm=algo, **kwargs))
+        names.append(name)
+    link_name = getattr(link, "name", None)
+    if isinstance(link, str):
+        from . import hardware
+
+        link_name = hardware.link(link).name
+    return StepCommunication(
+        zero=stage,
+        dp=n,
+        gradient_bytes=m,
+        volume_bytes=volume_factor(stage) * m,
+        bytes_sent_per_gpu=float(sum(c.bytes_sent_per_gpu for c in costs)),
+        time_s=float(sum(c.time_s for c in costs)) if timed else None,
+        phases=tuple(costs),
+        phase_names=tuple(names),
+        link=link_name,
+    )
+
+
+# ----------------------------------------------------------------------------------------
+# Overlap with backward
+
+
+def overlap_timeline(ready_s, comm_s) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) of each bucket's communication, buckets in launch order, on one stream.
+
+    start_i = max(ready_i, end_{i-1}), end_i = start_i + comm_i (Li et al. 2020: DDP launches a
+    bucket's all-reduce when all its gradients are ready; NCCL runs them in order). Written
+    without a loop: end_i = C_i + max_{j<=i}(ready_j - C_{j-1}), C the running sum of comm.
+    Plain NumPy arrays in seconds, not validated; bucketed_overlap validates.
+    """
+    ready = np.asarray(ready_s, dtype=float)
+    comm = np.asarray(comm_s, dtype=float)
+    total = np.cumsum(comm)
+    end = total + np.maximum.accumulate(ready - (total - comm))
+    return end - comm, end
+
+
+def exposed_communication_time(comm_s, backward_s, buckets=1):
+    """Exposed communication (s) with `buckets` equal buckets: max(comm/B, comm - (B-1)/B x backward).
+
+    comm_s is all buckets' communication together, backward_s the backward compute; gradients
+    are produced at a steady rate, bucket i ready at (i+1)/B of backward. From the per-bucket
+    timeline (overlap_timeline): the last bucket ends at max over i of (i+1) b + (B-i) c, with
+    b = backward/B and c = comm/B, which is B b + c when c <= b (only the last bucket shows)
+    and b + B c otherwise (communication-bound). B = 1: nothing overlaps, exposed = comm.
+    Plain floats or NumPy arrays, not validated: the training lab's fast path.
+    """
+    b = np.asarray(buckets, dtype=float)
+    comm = np.asarray(comm_s, dtype=float)
+    result = np.maximum(comm / b, comm - (b - 1.0) / b * np.asarray(backward_s, dtype=float))
+    return float(result) if np.ndim(result) == 0 else result
+
+
+@dataclass(frozen=True)
+class OverlapTimeline:
+    """Per-bucket timing of gradient communication overlapped with backward (seconds from backward's start).
+
+    Arrays have one entry per bucket in launch order (the first bucket holds the gradients
+    backward produces first, i.e. of the last layers).
+    """
+
+    bucket_bytes: np.ndarray
+    ready_s: np.ndarray
+    start_s: np.ndarray
+    end_s: np.ndarray
+    comm_s: np.ndarray
+    backward_s: float
+    op: str
+    dp: int
+
+    @property
+    def buckets(self) -> int:
+        return int(self.bucket_bytes.size)
+
+    @property
+    def comm_total_s(self) -> float:
+        """All buckets' communication together."""
+        return float(self.comm_s.sum())
+
+    @property
+    def exposed_s(self) -> float:
+        """Communication left after backward ends: max(0, end of the last bucket - backward)."""
+        if self.buckets == 0:
+            return 0.0
+        return max(0.0, float(self.end_s[-1]) - self.backward_s)
+
+    @property
+    def hidden_s(self) -> float:
+        """Communication that ran under backward: the parts of the buckets' spans before backward ends.
+
+        Equal to comm_total - exposed: once backward has ended every bucket is ready, so the
+        stream never idles again.
+        """
+        overlap = np.minimum(self.end_s, self.backward_s) - self.start_s
+        return float(np.maximum(overlap, 0.0).sum())
+
+    @property
+    def step_s(self) -> float:
+        """Backward plus the exposed communication."""
+        return self.backward_s + self.exposed_s
+
+    def to_dict(self) -> dict:
+        return {
+            "op": self.op,
+            "dp": self.dp,
+            "buckets": self.buckets,
+            "backward_s": self.backward_s,
+            "comm_total_s": self.comm_total_s,
+            "exposed_s": self.exposed_s,
+            "hidden_s": self.hidden_s,
+            "bucket_bytes": self.bucket_bytes.tolist(),
+            "ready_s": self.ready_s.tolist(),
+            "start_s": self.start_s.tolist(),
+            "end_s": self.end_s.tolist(),
+        }
+
+    def __str__(self) -> str:
+        return (
+            f"{self.buckets} bucket{'s' if self.buckets != 1 else ''}: {format_seconds(self.comm_total_s)} of "
+            f"{self.op} over {self.dp} GPUs, {format_seconds(self.hidden_s)} hidden under "
+            f"{format_seconds(self.backward_s)} of backward, {format_seconds(self.exposed_s)} exposed"
+        )
+
+
+#: Most buckets a timeline is built for (a guard against bucket_size='1 B' on a 1 TB model).
+MAX_BUCKETS = 1_000_000
+
+
+def bucketed_overlap(grad_bytes, backward_time, dp, *, buckets=None, bucket_size=None, link=None, bandwidth=None,
+                     latency=None, op="all-reduce") -> OverlapTimeline:
+    """The gradient communication of a step split into buckets and overlapped with backward.
+
+    grad_bytes: M (e.g. gradient_bytes(model)); backward_time: the backward compute of the step;
+    dp: GPUs in the all-reduce. Buckets: `buckets` equal ones, or `bucket_size` bytes each (the
+    last one smaller; PyTorch DDP's default is DDP_BUCKET_BYTES = 25 MiB), default 1. Backward
+    produces gradients at a steady rate, so bucket i is ready at backward x (bytes up to and
+    including i) / M. Each bucket's time is collective_cost(op, bucket bytes, dp, link...), so
+    smaller buckets pay the latency 2(N-1) alpha more often. The timeline follows
+    overlap_timeline; exposed = max(0, end of the last bucket - backward). op: 'all-reduce'
+    (plain DP) or 'reduce-scatter' (ZeRO-2's gradient step). Li et al. 2020, Sec. 3.2.3.
+    """
+    m = non_negative(grad_bytes, BYTES, "grad_bytes")
+    backward = non_negative(backward_time, SECONDS, "backward_time")
+    n = positive_int(dp, "dp")
+    if op not in ("all-reduce", "reduce-scatter"):
+        raise ConfigurationError(f"op={op!r}: the gradient step is an 'all-reduce' (DP) or a 'reduce-scatter' (ZeRO-2)")
+    if buckets is not None and bucket_size is not None:
+        raise ConfigurationError("give buckets= (a count) or bucket_size= (bytes per bucket), not both")
+    if bucket_size is not None:
+        size = positive(bucket_size, BYTES, "bucket_size")
+        count = math.ceil(m / size) if m else 0
+        if count > MAX_BUCKETS:
+            raise ConfigurationError(
+                f"bucket_size={format_bytes(size)} makes {count:,} buckets of {format_bytes(m)}; "
+                f"at most {MAX_BUCKETS:,}: use a bigger bucket"
+            )
+        sizes = np.full(count, size)
+        if count:
+            sizes[-1] = m - size * (count - 1)
+    else:
+        count = 1 if buckets is None else buckets
+        if isinstance(count, bool) or not isinstance(count, numbers.Real) or count != int(count) or count < 1:
+            raise ConfigurationError(f"buckets={buckets!r} must be a whole number >= 1")
+        count = int(count)
+        if count > MAX_BUCKETS:
+            raise ConfigurationError(f"buckets={count:,} is more than {MAX_BUCKETS:,}")
+        sizes = np.full(count, m / count) if m else np.zeros(0)
+    times = {}
+    for size in np.unique(sizes):
+        times[float(size)] = collectives.collective_cost(
+            op, float(size), n, link=link, bandwidth=bandwidth, latency=latency).time_s
+    comm = np.array([times[float(s)] for s in sizes], dtype=float)
+    ready = backward * np.cumsum(sizes) / m if m else np.zeros(0)
+    start, end = overlap_timeline(ready, comm)
+    return OverlapTimeline(sizes, ready, start, end, comm, backward, op, n)
+
+
+# ----------------------------------------------------------------------------------------
+# Memory per GPU for each stage
+
+
+def memory_per_gpu_curves(model, dps, precision="mixed", tp=1, pp=1) -> dict:
+    """{stage: model-state bytes per GPU at each data-parallel degree in `dps`} for stages 0-3.
+
+    The NumPy path of distlab.memory.model_state_bytes (ZeRO paper, Sec. 5.1 and Table 1);
+    activations not counted.
+    """
+    params = _param_count(model)
+    recipe = memory.precision_recipe(precision)
+    dps = np.asarray(dps, dtype=float)
+    if dps.size == 0 or np.any(dps < 1) or np.any(dps != np.round(dps)):
+        raise ConfigurationError("dps must be whole numbers >= 1 (data-parallel degrees)")
+    tp, pp = positive_int(tp, "tp"), positive_int(pp, "pp")
+    return {
+        stage: sum(memory.model_state_bytes_array(params, recipe, stage, dps, tp, pp))
+        for stage in sorted(STEP_COLLECTIVES)
+    }
+
+
+def smallest_fitting_stage(model, dp, gpu, *, count_activations=False, **memory_kwargs) -> int | None:
+    """The lowest ZeRO stage (0-3) at which `model` fits `gpu` with `dp` data-parallel GPUs, or None.
+
+    Memory from distlab.memory.training_memory (model states only unless count_activations).
+    """
+    for stage in sorted(STEP_COLLECTIVES):
+        bd = memory.training_memory(model, zero=stage, dp=dp, gpu=gpu, count_activations=count_activations,
+                                    **memory_kwargs)
+        if bd.fits:
+            return stage
+    return None

@@ -1,0 +1,237 @@
+"""Lesson 2 app: the ring all-reduce (or a parameter server) animated from a real simulation.
+
+Every picture is a state of distlab.collectives.simulate_ring_all_reduce (or
+simulate_parameter_server): the colours of all states are computed once per GPU count from
+the trace's contributor record, and the step slider (driven by a Play button) only swaps
+colours on the existing artists, redrawn by blitting. Text stays in the HTML panel, out
+of the per-frame render.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import ipywidgets as widgets
+import numpy as np
+
+from .. import collectives, hardware
+from ..errors import DistlabError
+from ..plots.collectives import MAX_PICTURE_GPUS, collective_picture
+from ..units import format_bytes, format_seconds
+from .common import BlitRenderer, figure_canvas, message_html
+
+ALGORITHMS = [("ring", "ring"), ("parameter server", "parameter-server")]
+
+
+def simulate(algorithm: str, n: int):
+    """The trace the app draws: N GPUs, each holding N integers (one element per ring chunk)."""
+    arrays = [np.full(n, g + 1, dtype=np.int64) for g in range(n)]
+    if algorithm == "parameter-server":
+        return collectives.simulate_parameter_server(arrays, server=0)
+    return collectives.simulate_ring_all_reduce(arrays)
+
+
+@dataclass(frozen=True)
+class RingFrame:
+    """What the app shows: the simulation, the state (after `state` steps) and the cost for M on the link."""
+
+    trace: object  # CollectiveTrace
+    state: int
+    caption: str
+    cost: object  # CollectiveCost of the whole collective for the chosen M and link
+    busiest_gpu: int
+    sent_fraction: Fraction  # of M, sent so far by the busiest GPU
+    received_fraction: Fraction  # of M, received so far by the busiest GPU
+
+    @property
+    def sent_bytes(self) -> float:
+        return float(self.sent_fraction) * self.cost.size_bytes
+
+    @property
+    def received_bytes(self) -> float:
+        return float(self.received_fraction) * self.cost.size_bytes
+
+
+def _fraction_text(f: Fraction) -> str:
+    return "0" if f == 0 else (f"{f.numerator}" if f.denominator == 1 else f"{f.numerator}/{f.denominator}")
+
+
+def describe_state(trace, t: int) -> str:
+    """One sentence for state t of a trace, read off its record (phase and sends of the last step)."""
+    n, steps = trace.n, trace.steps
+    if t == 0:
+        return "Start: every GPU holds only its own gradient (one colour per GPU). Press play or move the step slider."
+    k = t - 1
+    phase = trace.phase(k)
+    head = f"Step {t} of {steps} ({phase}): "
+    senders = np.nonzero(trace.send_to[k] >= 0)[0]
+    if trace.algorithm == "parameter-server":
+        s = int(senders[0])
+        r = int(trace.send_to[k, s])
+        if phase == "push":
+            text = head + f"GPU {s} sent its whole gradient (M) to the server, GPU {r}, which added it to its sum."
+            if t == n - 1:
+                text += " The server now holds the full sum; the workers wait."
+        else:
+            text = head + f"the server sent the full sum (M) to GPU {r}; the other workers wait their turn."
+            if t == steps:
+                text += " Done: every GPU holds the sum."
+        return text
+    if phase == "reduce-scatter":
+        text = head + f"every GPU sent one chunk (M/{n}) to its neighbour, which added it to its own copy (outlined)."
+        if t == n - 1:
+            text += f" Each GPU now holds one chunk summed over all {n} GPUs (one full column)."
+    else:
+        text = head + "every GPU passed a finished chunk on to its neighbour, which copied it (outlined)."
+        if t == steps:
+            text += " Done: every GPU holds every chunk of the sum."
+    return text
+
+
+class RingAllReduceApp(widgets.VBox):
+    """N, algorithm, step (with Play), message size and link -> the animated collective and its cost.
+
+    `result` is the current RingFrame (None on invalid input), `error` our message instead.
+    """
+
+    def __init__(self, gpus=4, algorithm="ring", size="4 GB", link="nvlink4", step=0, interval_ms=800):
+        self.algorithm = widgets.ToggleButtons(options=ALGORITHMS, value=algorithm, description="algorithm",
+                                               style={"button_width": "130px"})
+        self.gpus = widgets.IntSlider(value=gpus, min=2, max=MAX_PICTURE_GPUS, description="GPUs (N)",
+                                      continuous_update=False)
+        self.step = widgets.IntSlider(value=0, min=0, max=2 * (gpus - 1), description="step", continuous_update=True)
+        self.play = widgets.Play(value=0, min=0, max=2 * (gpus - 1), step=1, interval=interval_ms, description="play")
+        self.play_link = widgets.jslink((self.play, "value"), (self.step, "value"))  # runs in the browser
+        self.size = widgets.Text(value=size, description="size M", continuous_update=False,
+                                 layout=widgets.Layout(width="200px"))
+        self.link = widgets.Dropdown(options=list(hardware.LINKS), value=link, description="link",
+                                     layout=widgets.Layout(width="220px"))
+        self.status = widgets.HTML()
+        self.fig, self.canvas = figure_canvas((4.8, 4.6), dict(left=0.0, right=1.0, bottom=0.0, top=1.0))
+        self.ax = self.fig.add_subplot()
+        self.result: RingFrame | None = None
+        self.error: str | None = None
+        self.trace = None
+        self.picture = None
+        self.renderer = BlitRenderer(self.canvas, [])
+        self._fractions = None
+        self._cost_cache = (None, None)
+        self._rebuilding = False
+        self.algorithm.observe(self._on_structure, names="value")
+        self.gpus.observe(self._on_structure, names="value")
+        self.step.observe(self._on_step, names="value")
+        self.size.observe(self._on_numbers, names="value")
+        self.link.observe(self._on_numbers, names="value")
+        controls = widgets.VBox([
+            self.algorithm,
+            self.gpus,
+            widgets.HBox([self.play, self.step]),
+            widgets.HBox([self.size, self.link]),
+        ])
+        super().__init__([controls, self.canvas, self.status])
+        self._rebuild()
+        if step:
+            self.step.value = step
+
+    # -- the simulation, once per N and algorithm --------------------------------------
+    def _rebuild(self):
+        self.trace = simulate(self.algorithm.value, self.gpus.value)
+        trace = self.trace
+        per_step_received = np.where(trace.recv_chunk >= 0, trace.chunk_nbytes[np.maximum(trace.recv_chunk, 0)], 0)
+        sent = np.vstack([np.zeros(trace.n, dtype=np.int64), np.cumsum(trace.bytes_sent, axis=0)])
+        received = np.vstack([np.zeros(trace.n, dtype=np.int64), np.cumsum(per_step_received, axis=0)])
+        busiest = int(trace.server if trace.server is not None else 0)
+        self._busiest = busiest
+        size = int(trace.size_bytes)
+        self._fractions = [(Fraction(int(s), size), Fraction(int(r), size))
+                           for s, r in zip(sent[:, busiest], received[:, busiest])]
+        self._captions = [describe_state(trace, t) for t in range(trace.steps + 1)]
+        if self.picture is not None:
+            self.picture.remove()
+        self.picture = collective_picture(self.ax, trace, 0)
+        self.renderer.artists = list(self.picture.animated_artists)
+        for artist in self.renderer.artists:
+            artist.set_animated(True)
+        self._rebuilding = True
+        try:
+            self.step.value = 0
+            self.play.value = 0
+            self.step.max = self.play.max = trace.steps
+        finally:
+            self._rebuilding = False
+        self.update(full=True)
+
+    def _on_structure(self, change=None):
+        self.play.playing = False
+        self._rebuild()
+
+    def _on_step(self, change=None):
+        if not self._rebuilding:
+            self.update()
+
+    def _on_numbers(self, change=None):
+        self.update(redraw=False)
+
+    # -- model and view ------------------------------------------------------------------
+    def _cost(self):
+        """The whole collective's cost for M on the link: it does not change with the step, so it is cached."""
+        key = (self.trace.algorithm, self.trace.n, self.size.value, self.link.value)
+        if self._cost_cache[0] != key:
+            try:
+                cost = collectives.collective_cost("all-reduce", self.size.value, self.trace.n,
+                                                   algorithm=self.trace.algorithm, link=self.link.value)
+            except DistlabError as exc:
+                cost = exc
+            self._cost_cache = (key, cost)
+        cost = self._cost_cache[1]
+        if isinstance(cost, DistlabError):
+            raise cost
+        return cost
+
+    def compute(self) -> RingFrame:
+        """The frame for the current controls; raises DistlabError on invalid input."""
+        trace, t = self.trace, self.step.value
+        cost = self._cost()
+        sent, received = self._fractions[t]
+        return RingFrame(trace, t, self._captions[t], cost, self._busiest, sent, received)
+
+    def update(self, full: bool = False, redraw: bool = True):
+        """Recolour the picture for the step (blit) and refresh the numbers; our message on invalid input."""
+        if redraw:
+            self.picture.show(self.step.value)
+            self.renderer.refresh(full=full)
+        try:
+            frame = self.compute()
+        except DistlabError as exc:
+            self.result, self.error = None, str(exc)
+            self.status.value = message_html(self.error, "error")
+            return
+        self.result, self.error = frame, None
+        self.status.value = message_html(self.summary(), "result")
+
+    def summary(self) -> str:
+        """The text under the picture: what happened in this step, bytes so far, and the whole cost."""
+        f = self.result
+        if f is None:
+            return self.error or ""
+        cost, n = f.cost, f.trace.n
+        link = hardware.link(self.link.value)
+        if f.trace.algorithm == "parameter-server":
+            so_far = (f"The server (GPU {f.busiest_gpu}) has received {_fraction_text(f.received_fraction)} x M = "
+                      f"{format_bytes(f.received_bytes)} and sent {_fraction_text(f.sent_fraction)} x M = "
+                      f"{format_bytes(f.sent_bytes)} so far.")
+            whole = (f"Whole all-reduce of M = {format_bytes(cost.size_bytes)}: the server sends (N-1) x M = "
+                     f"{format_bytes(cost.bytes_sent_per_gpu)} and receives as much, one message at a time: "
+                     f"{cost.steps} steps, {format_seconds(cost.time_s)} on {link.name}.")
+        else:
+            so_far = (f"Each GPU has sent {_fraction_text(f.sent_fraction)} x M = {format_bytes(f.sent_bytes)} "
+                      f"so far.")
+            whole = (f"Whole all-reduce of M = {format_bytes(cost.size_bytes)}: each GPU sends 2(N-1)/N x M = "
+                     f"{_fraction_text(Fraction(2 * (n - 1), n))} x M = {format_bytes(cost.bytes_sent_per_gpu)} in "
+                     f"{cost.steps} steps, {format_seconds(cost.time_s)} on {link.name}.")
+        return f"{f.caption}\n{so_far}\n{whole}"
+
+
+#: The lesson apps of this module (constructible without arguments); the widget fuzz tests use it.
+APPS = [RingAllReduceApp]

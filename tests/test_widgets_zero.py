@@ -1,0 +1,148 @@
+"""Headless tests of the lesson-3 apps: ZeRO memory vs GPU count, and the overlap timeline."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from distlab import dataparallel, memory, models
+from distlab.widgets.zero import APPS, CUSTOM, CURVE_GPUS, OverlapApp, ZeroMemoryApp
+
+
+@pytest.fixture(scope="module")
+def zero_app():
+    return ZeroMemoryApp(model="llama2-7b", gpu="h100-sxm", gpus=8, fabric="ib-ndr")
+
+
+def test_initial_state_matches_distlab(zero_app):
+    r = zero_app.result
+    assert zero_app.error is None and r.gpus == 8
+    for stage in range(4):
+        want = memory.training_memory("llama2-7b", zero=stage, dp=8, gpu="h100-sxm", count_activations=False)
+        assert r.memory[stage].total_bytes == pytest.approx(want.total_bytes)
+        comm = dataparallel.step_communication("llama2-7b", zero=stage, dp=8, link="ib-ndr")
+        assert r.communication[stage].bytes_sent_per_gpu == pytest.approx(comm.bytes_sent_per_gpu)
+        assert r.communication[stage].time_s == pytest.approx(comm.time_s)
+        # the dot sits on the line at N = 8, in GB
+        assert zero_app.chart.dots[stage].get_ydata()[0] == pytest.approx(want.total_bytes / 1e9)
+        assert zero_app.chart.lines[stage].get_ydata()[7] == pytest.approx(want.total_bytes / 1e9)
+    # llama2-7b: plain DP 16 x 6.74e9 = 108 GB > 80 GB; ZeRO-1 (4 + 12/8) x 6.74e9 = 37 GB fits
+    assert r.smallest_fitting_stage == 1
+    assert zero_app.chart.capacity_line.get_ydata()[0] == pytest.approx(80)
+    assert "smallest stage that fits: ZeRO-1" in zero_app.status.value
+
+
+def test_lines_are_the_curves_from_dataparallel(zero_app):
+    curves = dataparallel.memory_per_gpu_curves(models.model("llama2-7b"), CURVE_GPUS)
+    for stage in range(4):
+        assert np.allclose(zero_app.chart.lines[stage].get_ydata(), curves[stage] / 1e9)
+    assert np.array_equal(zero_app.chart.lines[0].get_xdata(), CURVE_GPUS)
+
+
+def test_slider_moves_only_the_marker(zero_app):
+    calls = []
+    original = zero_app.renderer.refresh
+    zero_app.renderer.refresh = lambda full=False: calls.append(full)
+    try:
+        for n in (1, 2, 13, 64, 1024, 8):
+            zero_app.gpus.value = n
+            assert zero_app.chart.marker.get_xdata()[0] == n
+        assert calls == [False] * 6
+        zero_app.model.value = "llama2-70b"
+        assert calls[-1] is True  # the curves and the axis changed: a full redraw
+        zero_app.model.value = "llama2-7b"
+    finally:
+        zero_app.renderer.refresh = original
+
+
+def test_custom_size_and_invalid_input(zero_app):
+    zero_app.model.value = CUSTOM
+    zero_app.custom_params.value = 7.5
+    zero_app.gpus.value = 64
+    # ZeRO paper Table 1, 7.5B at N = 64: 31.4, 16.6, 1.88 GB
+    got = [zero_app.result.memory[s].total_bytes / 1e9 for s in (1, 2, 3)]
+    assert got == pytest.approx([31.40625, 16.640625, 1.875])
+    zero_app.custom_params.value = -2
+    assert zero_app.result is None and "params must be positive" in zero_app.error
+    assert "Cannot compute" in zero_app.status.value
+    assert not any(dot.get_visible() for dot in zero_app.chart.dots.values())
+    zero_app.custom_params.value = 7.5
+    assert zero_app.error is None and all(dot.get_visible() for dot in zero_app.chart.dots.values())
+    zero_app.model.value = "llama2-7b"
+    zero_app.gpus.value = 8
+
+
+@pytest.mark.parametrize("model", ["llama2-7b", "gpt3-175b", CUSTOM])
+def test_every_control_combination_gives_a_result_or_our_message(model):
+    app = ZeroMemoryApp(model=model)
+    grid = [(gpu, gpus, fabric, 7.5) for (gpu, fabric), gpus in itertools.product(
+        [("h100-sxm", "nvlink4"), ("a100-40gb", "ib-ndr"), ("mi300x", "ethernet-100g")], [1, 7, 1024])]
+    if model == CUSTOM:
+        grid += [("h100-sxm", gpus, "ib-ndr", size) for gpus, size in itertools.product([1, 1024],
+                                                                                       [0.0, -1.0, 1e-3, 1e4])]
+    for gpu, gpus, fabric, size in grid:
+        app.gpu.value, app.gpus.value, app.fabric.value, app.custom_params.value = gpu, gpus, fabric, size
+        text = app.status.value.lower()
+        if app.error is None:
+            for stage in range(4):
+                assert math.isfinite(app.result.memory[stage].total_bytes)
+                assert math.isfinite(app.result.communication[stage].time_s)
+            assert "nan" not in text and "inf " not in text
+        else:
+            assert model == CUSTOM and size <= 0
+            assert app.result is None and "cannot compute" in text and "traceback" not in text
+
+
+# ----------------------------------------------------------------------------------------
+# Overlap app
+
+
+def test_overlap_app_matches_bucketed_overlap():
+    app = OverlapApp(model="llama2-7b", gpus=8, fabric="ib-ndr", backward_ms=800, buckets=4)
+    want = dataparallel.bucketed_overlap(dataparallel.gradient_bytes("llama2-7b"), 0.8, 8, buckets=4, link="ib-ndr")
+    assert app.result.exposed_s == pytest.approx(want.exposed_s)
+    assert np.allclose(app.result.end_s, want.end_s)
+    # the drawn bars are the timeline, in ms
+    comm_bars = [p.vertices[:4] for p in app.chart.comm.get_paths()]
+    assert len(comm_bars) == 4
+    assert np.allclose([bar[:, 0].min() for bar in comm_bars], want.start_s * 1e3)
+    assert np.allclose([bar[:, 0].max() for bar in comm_bars], want.end_s * 1e3)
+    assert "only the last bucket shows" in app.summary()
+    app.backward_ms.value = 100  # communication-bound now
+    assert "queue up" in app.summary()
+    assert app.result.exposed_s == pytest.approx(
+        dataparallel.exposed_communication_time(app.result.comm_total_s, 0.1, 4), rel=1e-9)
+
+
+def test_overlap_sliders_blit_when_the_axis_stays():
+    app = OverlapApp(backward_ms=800, buckets=4)
+    calls = []
+    app.renderer.refresh = lambda full=False: calls.append(full)
+    for b in (5, 6, 7, 8):
+        app.buckets.value = b
+    assert calls and calls.count(False) >= 3  # the quantised time axis rarely moves
+
+
+@pytest.mark.parametrize("gpus", [1, 2, 1024])
+def test_overlap_grid_gives_a_result_or_our_message(gpus):
+    app = OverlapApp(gpus=gpus)
+    settings = [(0.0, 1), (10.0, 3), (5000.0, 64), (10.0, 64), (5000.0, 1)]
+    for (model, fabric), (backward, buckets) in itertools.product(
+            [("llama2-7b", "nvlink4"), ("gpt3-175b", "ib-hdr")], settings):
+        app.model.value, app.fabric.value, app.backward_ms.value, app.buckets.value = model, fabric, backward, buckets
+        assert app.error is None  # every slider position is valid
+        r = app.result
+        assert math.isfinite(r.exposed_s) and 0 <= r.exposed_s <= r.comm_total_s + 1e-12
+        text = app.status.value.lower()
+        assert "nan" not in text and "inf " not in text
+        if gpus == 1:
+            assert r.comm_total_s == 0 and "nothing to all-reduce" in text
+
+
+def test_apps_construct_without_arguments():
+    for cls in APPS:
+        app = cls()
+        assert app.error is None and app.result is not None
