@@ -9,10 +9,12 @@ batch / step time.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .errors import ConfigurationError
-from .units import FLOP_PER_SECOND, SECONDS, positive, positive_int
+from .units import FLOP_PER_SECOND, SECONDS, format_bytes, format_seconds, positive, positive_int
 
 #: Training FLOPs per parameter per token: forward 2, backward 4 (weight and input gradients).
 FLOPS_PER_PARAM_TOKEN = 6.0
@@ -74,3 +76,279 @@ def check_fraction(value, name: str) -> float:
     if number > 1:
         raise ConfigurationError(f"{name}={number:g} must be a fraction in (0, 1] (e.g. 0.5 for 50% of peak)")
     return number
+
+
+# ----------------------------------------------------------------------------------------
+# The step-time model: one NumPy core shared by estimate() (scalars) and the planner (arrays).
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved")
+
+
+def group_all_reduce_time_array(size_bytes, n, stride, gpus_per_node, intra_bw, intra_lat, inter_bw, inter_lat):
+    """All-reduce time of rank groups of n members spaced `stride` apart, placed on nodes of g GPUs.
+
+    A group that fits in one node (n x stride <= g) runs a ring on the intra-node link;
+    otherwise the hierarchical algorithm (DESIGN.md): intra-node reduce-scatter and
+    all-gather over the l = g / stride members a node holds (together one ring all-reduce
+    over l GPUs) plus an inter-node ring all-reduce of M / l over n / l nodes. With
+    stride >= g every member sits on its own node (l = 1): a flat ring on the fabric.
+    Placement follows the rank layout (distlab.mesh), not an assumption. Arrays, unvalidated.
+    """
+    from .collectives import ring_all_reduce_time
+
+    n = np.asarray(n, dtype=float)
+    stride = np.asarray(stride, dtype=float)
+    g = float(gpus_per_node)
+    local = np.where(stride >= g, 1.0, np.clip(np.floor(g / stride), 1.0, None))
+    local = np.minimum(local, n)
+    inside = n * stride <= g
+    flat = ring_all_reduce_time(size_bytes, n, intra_bw, intra_lat)
+    hierarchical = (ring_all_reduce_time(size_bytes, local, intra_bw, intra_lat)
+                    + ring_all_reduce_time(np.asarray(size_bytes, dtype=float) / local, n / local, inter_bw, inter_lat))
+    return np.where(inside, flat, hierarchical)
+
+
+def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, inter_lat, peak_flops, hbm_bandwidth,
+                     recipe, global_batch, seq_len, dp, tp, pp, chunks, micro_batch_size, zero, recompute_code,
+                     sequence_parallel, schedule_code, efficiency, bucket_bytes=None) -> dict:
+    """Per-step time components (s) and per-GPU memory (bytes) on the busiest (first) pipeline stage.
+
+    compute    = m x factor x P x b s / (tp pp) / (peak x efficiency), factor 6 (8 with full recompute)
+    tp_comm    = m x layers/stage x all-reduces x ring time of b s h e over tp GPUs (4, or 6 with full
+                 recompute; distlab.tensor.tp_comm_time), on the critical path, never overlapped
+    bubble     = (pp - 1) / v x (per-microbatch stage time): the (p-1)/(v m) overhead on m microbatches
+    p2p        = the 2 (pp v - 1) hops on the fill and drain path (a microbatch crosses every chunk
+                 boundary forward and back; interleaving multiplies them by v, Narayanan et al. 2021
+                 Sec. 2.2.2), b s h e / tp bytes each (scatter-gather, Sec. 4.1), on the fabric when
+                 the pipeline group leaves a node; steady-state transfers overlap with compute
+    dp_exposed = what the data-parallel gradient traffic (2M, or 3M with ZeRO-3, on the DP group's link)
+                 leaves exposed after overlapping with the last microbatch's backward, in DDP's 25 MiB buckets
+                 (distlab.dataparallel.exposed_communication_time)
+    optimizer  = (2 x optimizer + gradient + weight bytes of the shard) / HBM bandwidth (memory-bound Adam)
+    Memory: distlab.memory's array cores; in-flight microbatches GPipe m, 1F1B min(p, m), interleaved
+    p (1 + (p-1)/(p v)) (Korthikanti et al. 2022, Sec. 4.2.3). Rank order tp-cp-ep-dp-pp: DP groups
+    have stride tp, pipeline neighbours stride tp x dp. Inputs are NumPy arrays, not validated.
+    """
+    from . import memory, tensor
+    from .dataparallel import DDP_BUCKET_BYTES, exposed_communication_time
+
+    bucket_bytes = DDP_BUCKET_BYTES if bucket_bytes is None else bucket_bytes
+    P = float(model.parameter_count())
+    h = float(model.hidden)
+    dp, tp, pp = (np.asarray(x, dtype=float) for x in (dp, tp, pp))
+    v = np.asarray(chunks, dtype=float)
+    b = np.asarray(micro_batch_size, dtype=float)
+    code = np.asarray(recompute_code)
+    s = float(seq_len)
+    e = recipe.activation_bytes
+    m = np.asarray(global_batch, dtype=float) / (dp * b)
+    full = code == 2
+
+    factor = np.where(full, FLOPS_PER_PARAM_TOKEN_FULL_RECOMPUTE, FLOPS_PER_PARAM_TOKEN)
+    t_mb = factor * P * b * s / (tp * pp) / (peak_flops * efficiency)
+    layers_stage = np.ceil(model.layers / pp)
+    tp_msg = tensor.tp_message_bytes(b, s, h, e)
+    tp_mb = layers_stage * tensor.tp_comm_time(tp_msg, tp, intra_bw, intra_lat, np.where(full, 6, 4))
+    stage_mb = t_mb + tp_mb
+    compute = m * t_mb
+    tp_comm = m * tp_mb
+    bubble = (pp - 1.0) / v * stage_mb
+
+    pp_inside = tp * dp * pp <= gpus_per_node
+    hop_bw = np.where(pp_inside, intra_bw, inter_bw)
+    hop_lat = np.where(pp_inside, intra_lat, inter_lat)
+    p2p = np.where(pp > 1, 2.0 * (pp * v - 1.0), 0.0) * (b * s * h * e / tp / hop_bw + hop_lat)
+
+    w, g, o = memory.model_state_bytes_array(P, recipe, zero, dp, tp, pp)
+    grad_shard = P / (tp * pp) * recipe.gradient_bytes
+    volume = np.where(np.asarray(zero) >= 3, 1.5, 1.0)  # 3M vs 2M (ZeRO paper, Sec. 7)
+    dp_time = volume * group_all_reduce_time_array(grad_shard, dp, tp, gpus_per_node, intra_bw, intra_lat,
+                                                   inter_bw, inter_lat)
+    backward_share = np.where(full, 6.0 / 8.0, 4.0 / 6.0)
+    buckets = np.maximum(1.0, np.ceil(grad_shard / bucket_bytes))
+    dp_exposed = np.where(dp > 1, exposed_communication_time(dp_time, backward_share * t_mb, buckets), 0.0)
+    optimizer = (2.0 * o + g + w) / hbm_bandwidth
+
+    per_layer = memory.activation_bytes_per_layer_array(model, b, s, tp, sequence_parallel, code, e)
+    sched = np.asarray(schedule_code)
+    in_flight = np.where(sched == 0, m, np.where(sched == 1, np.minimum(pp, m), pp * (1.0 + (pp - 1.0) / (pp * v))))
+    activations = per_layer * layers_stage * in_flight
+
+    step = compute + tp_comm + bubble + p2p + dp_exposed + optimizer
+    return dict(microbatches=m, compute_s=compute, tp_comm_s=tp_comm, bubble_s=bubble, p2p_s=p2p,
+                dp_comm_s=dp_time, dp_exposed_s=dp_exposed, optimizer_s=optimizer, step_time_s=step,
+                weights_bytes=w, gradients_bytes=g, optimizer_bytes=o, activations_bytes=activations,
+                memory_bytes=w + g + o + activations)
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    """One configuration's step time breakdown, throughput, utilisation and memory (plain floats)."""
+
+    config: dict
+    compute_s: float
+    tp_comm_s: float
+    bubble_s: float
+    p2p_s: float
+    dp_comm_s: float
+    dp_exposed_s: float
+    optimizer_s: float
+    step_time_s: float
+    microbatches: int
+    tokens_per_step: float
+    model_flops: float
+    hardware_flops: float
+    gpus: int
+    peak_flops: float
+    ideal_single_gpu_s: float
+    memory: object  # distlab.memory.MemoryBreakdown
+    problems: tuple = ()
+
+    @property
+    def fits(self) -> bool:
+        return bool(self.memory.fits)
+
+    @property
+    def feasible(self) -> bool:
+        return self.fits and not self.problems
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens_per_step / self.step_time_s
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.config["global_batch"] / self.step_time_s
+
+    @property
+    def mfu(self) -> float:
+        """Model FLOPs (6PT) / (step time x GPUs x peak)."""
+        return self.model_flops / (self.step_time_s * self.gpus * self.peak_flops)
+
+    @property
+    def hfu(self) -> float:
+        """Hardware FLOPs (8PT with full recomputation) / (step time x GPUs x peak)."""
+        return self.hardware_flops / (self.step_time_s * self.gpus * self.peak_flops)
+
+    @property
+    def scaling_efficiency(self) -> float:
+        """(one ideal GPU's time for the step / N) / step time. Report beside step time; never rank by it."""
+        return self.ideal_single_gpu_s / self.gpus / self.step_time_s
+
+    def parts(self) -> dict:
+        """Step-time components in seconds, in stacking order."""
+        return {"compute": self.compute_s, "TP communication": self.tp_comm_s, "pipeline bubble": self.bubble_s,
+                "pipeline p2p": self.p2p_s, "DP communication (exposed)": self.dp_exposed_s,
+                "optimizer step": self.optimizer_s}
+
+    def explain(self) -> str:
+        """Why this configuration cannot run (empty when it can)."""
+        reasons = list(self.problems)
+        if not self.fits:
+            reasons.append(f"memory: needs {format_bytes(self.memory.total_bytes)} per GPU, "
+                           f"{format_bytes(-self.memory.headroom_bytes)} over the {format_bytes(self.memory.capacity_bytes)}")
+        return "; ".join(reasons)
+
+    def summary(self) -> str:
+        lines = [f"{name:<28}{format_seconds(value):>10}" for name, value in self.parts().items()]
+        lines.append(f"{'step time':<28}{format_seconds(self.step_time_s):>10}")
+        lines.append(f"throughput {self.tokens_per_s:,.0f} tokens/s ({self.samples_per_s:.3g} samples/s); "
+                     f"MFU {100 * self.mfu:.1f}%, HFU {100 * self.hfu:.1f}%; "
+                     f"scaling efficiency {100 * self.scaling_efficiency:.1f}%")
+        lines.append(f"memory per GPU {format_bytes(self.memory.total_bytes)}: {self.memory.verdict()}")
+        if not self.feasible:
+            lines.append("NOT FEASIBLE: " + self.explain())
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {**self.config, "step_time_s": self.step_time_s, "mfu": self.mfu, "hfu": self.hfu,
+                "tokens_per_s": self.tokens_per_s, "samples_per_s": self.samples_per_s,
+                "scaling_efficiency": self.scaling_efficiency, "memory_per_gpu_bytes": self.memory.total_bytes,
+                "fits": self.fits, "feasible": self.feasible, "problems": list(self.problems),
+                "explanation": self.explain(), "microbatches": self.microbatches,
+                "breakdown_s": {"compute": self.compute_s, "tp_comm": self.tp_comm_s, "bubble": self.bubble_s,
+                                "p2p": self.p2p_s, "dp_comm_total": self.dp_comm_s,
+                                "dp_comm_exposed": self.dp_exposed_s, "optimizer": self.optimizer_s},
+                "memory": self.memory.to_dict()}
+
+
+def _cluster(cluster, fabric=None, nodes=None):
+    from . import hardware
+
+    if isinstance(cluster, hardware.Cluster):
+        return cluster
+    return hardware.cluster(cluster, positive_int(nodes if nodes is not None else 1, "nodes"), fabric)
+
+
+def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1, chunks=1, micro_batch_size=1,
+             zero=0, recompute="none", sequence_parallel=False, schedule="1f1b", precision="mixed",
+             efficiency=0.5, fabric=None, nodes=None) -> StepEstimate:
+    """Step time breakdown, throughput, MFU/HFU, scaling efficiency and memory of one configuration.
+
+    model: a TransformerModel or catalog name; cluster: a hardware.Cluster, or a node name with
+    nodes= and fabric=. dp defaults to GPUs / (tp x pp). efficiency: the achievable share of the
+    dense peak for matmuls. An infeasible configuration is priced but flagged (feasible False,
+    explain() says which limit and by how much); invalid ones raise ConfigurationError.
+    """
+    from . import memory, models
+
+    model = models.model(model)
+    cl = _cluster(cluster, fabric, nodes)
+    g = cl.node.gpus_per_node
+    tp, pp = positive_int(tp, "tp"), positive_int(pp, "pp")
+    dp = cl.gpus // (tp * pp) if dp is None else positive_int(dp, "dp")
+    if dp * tp * pp != cl.gpus:
+        raise ConfigurationError(f"dp x tp x pp = {dp} x {tp} x {pp} = {dp * tp * pp} must equal the cluster's {cl.gpus} GPUs")
+    if tp > g or g % tp:
+        valid = ", ".join(str(d) for d in range(1, g + 1) if g % d == 0)
+        raise ConfigurationError(f"tp={tp} must divide the {g} GPUs of a node (tensor parallelism stays inside a node); valid: {valid}")
+    memory.check_tp_divides_heads(model, tp)
+    memory.layers_per_stage(model.layers, pp)
+    s = positive_int(seq_len if seq_len is not None else model.seq_len, "seq_len")
+    batch = positive_int(global_batch, "global_batch")
+    b = positive_int(micro_batch_size, "micro_batch_size")
+    v = positive_int(chunks, "chunks")
+    if batch % (dp * b):
+        raise ConfigurationError(f"global_batch={batch} is not a multiple of dp x micro_batch_size = {dp} x {b}; "
+                                 f"each replica must get whole microbatches")
+    m = batch // (dp * b)
+    sched = str(schedule).strip().lower()
+    if sched not in SCHEDULES:
+        raise ConfigurationError(f"schedule={schedule!r}; valid: {', '.join(SCHEDULES)}")
+    if v > 1 and sched != "interleaved":
+        raise ConfigurationError(f"chunks={v} needs schedule='interleaved'")
+    if sched == "interleaved":
+        if model.layers % (pp * v):
+            raise ConfigurationError(f"interleaved: {model.layers} layers do not split into pp x chunks = {pp * v} equal chunks")
+        if m % pp:
+            raise ConfigurationError(f"interleaved: microbatches per pipeline m={m} must be a multiple of pp={pp}")
+    mode = memory._recompute(recompute)
+    zero = memory._zero_stage(zero)
+    eff = check_fraction(efficiency, "efficiency")
+    recipe = memory.precision_recipe(precision)
+    peak = cl.accelerator.peak("fp8" if recipe.name == "fp8" else ("fp32" if recipe.name == "fp32" else "bf16"))
+    sp = bool(sequence_parallel) and tp > 1
+    out = step_model_array(
+        model, gpus_per_node=g, intra_bw=cl.node.intra_link.bandwidth, intra_lat=cl.node.intra_link.latency,
+        inter_bw=cl.inter_node_bandwidth_per_gpu, inter_lat=cl.fabric.latency, peak_flops=peak,
+        hbm_bandwidth=cl.accelerator.memory_bandwidth, recipe=recipe, global_batch=batch, seq_len=s, dp=dp, tp=tp,
+        pp=pp, chunks=v, micro_batch_size=b, zero=zero, recompute_code=memory.RECOMPUTE_MODES.index(mode),
+        sequence_parallel=sp, schedule_code=SCHEDULES.index(sched), efficiency=eff)
+    bd = memory.MemoryBreakdown(float(out["weights_bytes"]), float(out["gradients_bytes"]), float(out["optimizer_bytes"]),
+                                float(out["activations_bytes"]), float(cl.accelerator.memory_bytes), cl.accelerator.name)
+    problems = []
+    if pp > 1 and m < pp:
+        problems.append(f"pipeline: only {m} microbatches per step for {pp} stages; the pipeline never fills")
+    tokens = float(batch * s)
+    P = float(model.parameter_count())
+    config = dict(model=model.name, gpus=cl.gpus, global_batch=batch, seq_len=s, dp=dp, tp=tp, pp=pp, chunks=v,
+                  micro_batch_size=b, microbatches=m, zero=zero, recompute=mode, sequence_parallel=sp,
+                  schedule=sched, precision=recipe.name, efficiency=eff)
+    return StepEstimate(
+        config=config, compute_s=float(out["compute_s"]), tp_comm_s=float(out["tp_comm_s"]),
+        bubble_s=float(out["bubble_s"]), p2p_s=float(out["p2p_s"]), dp_comm_s=float(out["dp_comm_s"]),
+        dp_exposed_s=float(out["dp_exposed_s"]), optimizer_s=float(out["optimizer_s"]),
+        step_time_s=float(out["step_time_s"]), microbatches=m, tokens_per_step=tokens,
+        model_flops=FLOPS_PER_PARAM_TOKEN * P * tokens, hardware_flops=hardware_flops(P, tokens, mode),
+        gpus=cl.gpus, peak_flops=peak, ideal_single_gpu_s=FLOPS_PER_PARAM_TOKEN * P * tokens / (peak * eff),
+        memory=bd, problems=tuple(problems))

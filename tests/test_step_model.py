@@ -1,0 +1,131 @@
+"""The step-time model (training.estimate) and the planner: hand derivation, invariants, agreement."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from distlab import hardware, models, planner, training
+from distlab.errors import ConfigurationError
+
+TINY = models.TransformerModel(name="tiny", layers=4, hidden=1024, heads=8, ffn=4096, vocab=1000, seq_len=128)
+GPU = hardware.Accelerator("toy-gpu", {"bf16": 1e14}, 80e9, 1e12)
+NVL = hardware.Link("toy-nvlink", 100e9, 0.0, "intra-node")
+NIC = hardware.Link("toy-nic", 10e9, 0.0, "inter-node")
+NODE = hardware.Node("toy-node", GPU, 4, NVL, NIC, 4)
+CLUSTER = hardware.Cluster(NODE, 2, NIC)
+
+
+def test_small_configuration_by_hand():
+    e = training.estimate(TINY, CLUSTER, global_batch=8, seq_len=128, dp=2, tp=2, pp=2, micro_batch_size=1,
+                          efficiency=0.5)
+    P = TINY.parameter_count()
+    # m = 8 / (dp 2 x b 1) = 4 microbatches; per-microbatch stage compute 6 P x 128 tokens / (tp 2 x pp 2) / (1e14 x 0.5)
+    t_mb = 6 * P * 128 / 4 / 5e13
+    assert e.microbatches == 4
+    assert e.compute_s == pytest.approx(4 * t_mb, rel=1e-12)
+    # TP: 4 all-reduces of b s h x 2 B = 262,144 B per layer; ring over 2 GPUs moves 2(1/2) x M at 100 GB/s:
+    # 2.62144e-6 s each; x 4 all-reduces x 2 layers per stage x 4 microbatches = 8.388608e-5 s
+    assert e.tp_comm_s == pytest.approx(8.388608e-5, rel=1e-12)
+    # bubble: (p - 1)/v x (stage time per microbatch) = 1 x (t_mb + 2.097152e-5)
+    assert e.bubble_s == pytest.approx(t_mb + 2.097152e-5, rel=1e-12)
+    # p2p: pipeline neighbours are tp x dp = 4 ranks apart: the group (8 ranks) leaves a node of 4, so
+    # the fabric: 4 NICs x 10 GB/s / 4 GPUs = 10 GB/s per GPU; 2 (p v - 1) = 2 hops of 262,144 / 2 B
+    assert e.p2p_s == pytest.approx(2 * 131072 / 10e9, rel=1e-12)
+    # DP: groups {r, r + 2}: 2 x 2 = 4 ranks fit one node -> ring over 2 on NVLink of M = P/4 x 2 B
+    M = P / 4 * 2
+    dp_time = M / 100e9
+    assert e.dp_comm_s == pytest.approx(dp_time, rel=1e-12)
+    buckets = math.ceil(M / (25 * 2**20))  # DDP bucket_cap_mb = 25 (MiB)
+    backward = 4 / 6 * t_mb
+    assert e.dp_exposed_s == pytest.approx(max(dp_time / buckets, dp_time - (buckets - 1) / buckets * backward), rel=1e-12)
+    # optimizer: (2 x 12 + 2 + 2) bytes x P / 4 through 1 TB/s
+    assert e.optimizer_s == pytest.approx(28 * P / 4 / 1e12, rel=1e-12)
+    parts = e.compute_s + e.tp_comm_s + e.bubble_s + e.p2p_s + e.dp_exposed_s + e.optimizer_s
+    assert e.step_time_s == pytest.approx(parts, rel=1e-12)
+    # throughput and MFU by definition
+    assert e.tokens_per_s == pytest.approx(8 * 128 / e.step_time_s)
+    assert e.mfu == pytest.approx(6 * P * 8 * 128 / (e.step_time_s * 8 * 1e14))
+
+
+def test_full_recompute_counts_8PT_for_hfu_and_6PT_for_mfu():
+    e = training.estimate(TINY, CLUSTER, global_batch=8, dp=8, recompute="full")
+    assert e.hfu == pytest.approx(e.mfu * 8 / 6)
+
+
+def test_pure_dp_70b_is_flagged_not_priced_silently():
+    # The peer tutorial prices Llama-3.1-70B with pure data parallelism on 256 H100s; it cannot run.
+    e = training.estimate("llama3.1-70b", "dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256, seq_len=8192)
+    assert not e.fits and not e.feasible
+    # model states alone: 16 B x 70.55e9 = 1.13 TB per GPU
+    assert e.memory.total_bytes > 16 * 70.5e9
+    assert "over the 80 GB" in e.explain() and "NOT FEASIBLE" in e.summary()
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [(dict(tp=8, dp=1), "tp=8 must divide the 4 GPUs"), (dict(dp=3), "must equal the cluster's 8 GPUs"),
+     (dict(dp=2, tp=2, pp=2, schedule="interleaved", chunks=2, global_batch=6), "microbatches per pipeline m=3"),
+     (dict(dp=8, chunks=2), "interleaved"), (dict(dp=8, global_batch=12), "multiple of dp"),
+     (dict(dp=8, schedule="zigzag"), "valid: gpipe"), (dict(dp=8, efficiency=1.5), "efficiency")],
+)
+def test_invalid_configurations(kwargs, words):
+    base = dict(global_batch=8, seq_len=128)
+    with pytest.raises(ConfigurationError, match=words):
+        training.estimate(TINY, CLUSTER, **(base | kwargs))
+
+
+configs = st.fixed_dictionaries({
+    "tp": st.sampled_from([1, 2, 4]), "pp": st.sampled_from([1, 2]), "zero": st.integers(0, 3),
+    "recompute": st.sampled_from(["none", "selective", "full"]), "micro_batch_size": st.sampled_from([1, 2]),
+})
+
+
+def _estimate(cfg, cluster=CLUSTER, global_batch=16):
+    dp = cluster.gpus // (cfg["tp"] * cfg["pp"])
+    return training.estimate(TINY, cluster, global_batch=global_batch, seq_len=128, dp=dp, **cfg)
+
+
+@settings(max_examples=60, deadline=None)
+@given(configs, st.floats(1.5, 100))
+def test_more_bandwidth_is_never_slower(cfg, factor):
+    fast_nic = hardware.Link("fast", NIC.bandwidth * factor, 0.0, "inter-node")
+    fast_nvl = hardware.Link("fast-nvl", NVL.bandwidth * factor, 0.0, "intra-node")
+    faster = hardware.Cluster(hardware.Node("n", GPU, 4, fast_nvl, fast_nic, 4), 2, fast_nic)
+    assert _estimate(cfg, faster).step_time_s <= _estimate(cfg).step_time_s * (1 + 1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(configs)
+def test_mfu_at_most_one_and_more_microbatches_never_a_larger_bubble_share(cfg):
+    small, large = _estimate(cfg, global_batch=16), _estimate(cfg, global_batch=64)
+    assert 0 < small.mfu <= 1 and 0 < large.mfu <= 1
+    assert large.bubble_s / large.compute_s <= small.bubble_s / small.compute_s * (1 + 1e-12)
+
+
+def test_planner_rows_equal_estimate_and_feasible_rank_first():
+    p = planner.plan("llama3.1-70b", "dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256, seq_len=8192)
+    assert len(p) > 1000 and 0 < p.feasible_count < len(p)
+    flags = p.feasible[p.order]
+    assert not np.any(flags[1:] & ~flags[:-1]), "an infeasible configuration ranked above a feasible one"
+    rng = np.random.default_rng(0)
+    for rank in [0, 1, *rng.integers(0, len(p), 20)]:
+        row = p.row(int(rank))
+        kw = {k: row[k] for k in ("dp", "tp", "pp", "chunks", "micro_batch_size", "zero", "recompute",
+                                  "sequence_parallel", "schedule")}
+        e = training.estimate("llama3.1-70b", "dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256, seq_len=8192, **kw)
+        assert e.step_time_s == pytest.approx(row["step_time_s"], rel=1e-12)
+        assert e.memory.total_bytes == pytest.approx(row["memory_per_gpu_bytes"], rel=1e-12)
+        assert e.feasible == row["fits"]
+    front = p.pareto_front()
+    times = [r["step_time_s"] for r in front]
+    mems = [r["memory_per_gpu_bytes"] for r in front]
+    assert times == sorted(times) and mems == sorted(mems, reverse=True)
+
+
+def test_planner_counts_at_least_ten_thousand_for_1024_gpus():
+    p = planner.plan("llama3.1-70b", hardware.cluster("dgx-h100", 128, "ib-ndr"), global_batch=1024, seq_len=8192)
+    assert len(p) >= 10_000
