@@ -985,6 +985,11 @@ def analyze_stages(
     total_bytes = 2.0 * boundaries * m * act
     op_time = float(t_f.min()) / v
     required = act / op_time if layer_time is not None and p > 1 else None
+    if required is not None and not np.isfinite(required):
+        raise ConfigurationError(
+            f"layer_time={unit_time:g} s is too small to price: one activation ({act:g} B) in one "
+            f"forward op of {op_time:g} s needs more bandwidth than a float can hold; use a realistic layer time"
+        )
 
     warnings: list[PipelineWarning] = []
     if name in ("gpipe", "1f1b") and m < p:

@@ -683,3 +683,9 @@ def test_suggestions_stay_cheap_at_extreme_limits():
     assert time.perf_counter() - t0 < 3.0
     (warning,) = [w for w in a.warnings if w.code == "bubble"]
     assert warning.values["zb_h1_bubble"] < a.bubble_fraction
+
+
+def test_stage_analysis_refuses_a_layer_time_too_small_to_price():
+    # found by the widget fuzz test: a forward of 2e-302 ns made the needed bandwidth infinite
+    with pytest.raises(ConfigurationError, match="too small to price"):
+        __import__("distlab.pipeline").pipeline.analyze_stages(32, 4, 8, seq_len=2048, hidden=4096, layer_time=2e-311)
