@@ -352,3 +352,57 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
         model_flops=FLOPS_PER_PARAM_TOKEN * P * tokens, hardware_flops=hardware_flops(P, tokens, mode),
         gpus=cl.gpus, peak_flops=peak, ideal_single_gpu_s=FLOPS_PER_PARAM_TOKEN * P * tokens / (peak * eff),
         memory=bd, problems=tuple(problems))
+
+
+def explain_infeasible(model, cluster, **config) -> list[dict]:
+    """Fixes for a configuration that does not fit, each priced by re-running estimate().
+
+    config: estimate()'s keyword arguments (global_batch, dp, tp, pp, zero, recompute, ...).
+    Tried one at a time from the given configuration: every higher ZeRO stage, selective then
+    full recomputation, twice the TP degree, twice the PP degree (dp halves to keep the GPUs),
+    half the micro-batch size. Invalid variants are skipped. Returns one dict per fix:
+    change (words), config (the changed keywords), memory_per_gpu_bytes, saves_bytes (memory
+    per GPU saved against the given configuration), fits, feasible, step_time_s; the ones
+    that fit first (fastest first), then the rest by memory per GPU (smallest first). Empty when the configuration already fits.
+    """
+    base = estimate(model, cluster, **config)
+    if base.fits:
+        return []
+    c = base.config
+    variants = [(f"ZeRO-{z}", dict(zero=z)) for z in range(c["zero"] + 1, 4)]
+    modes = ("selective", "full")
+    variants += [(f"{mode} recomputation", dict(recompute=mode)) for mode in modes
+                 if memory_modes_index(mode) > memory_modes_index(c["recompute"])]
+    if c["dp"] % 2 == 0:
+        variants.append((f"tp={2 * c['tp']}", dict(tp=2 * c["tp"], dp=c["dp"] // 2)))
+        variants.append((f"pp={2 * c['pp']}", dict(pp=2 * c["pp"], dp=c["dp"] // 2)))
+    if c["micro_batch_size"] > 1 and c["micro_batch_size"] % 2 == 0:
+        variants.append((f"micro_batch_size={c['micro_batch_size'] // 2}",
+                         dict(micro_batch_size=c["micro_batch_size"] // 2)))
+    fixes = []
+    for words, change in variants:
+        try:
+            est = estimate(model, cluster, **{**config, **change})
+        except ConfigurationError:
+            continue
+        fixes.append(dict(change=words, config=change, memory_per_gpu_bytes=est.memory.total_bytes,
+                          saves_bytes=base.memory.total_bytes - est.memory.total_bytes, fits=est.fits,
+                          feasible=est.feasible, step_time_s=est.step_time_s))
+    fixes.sort(key=lambda f: (not f["fits"], f["step_time_s"] if f["fits"] else f["memory_per_gpu_bytes"]))
+    return fixes
+
+
+def memory_modes_index(mode) -> int:
+    """Position of a recomputation mode in memory.RECOMPUTE_MODES (none 0, selective 1, full 2)."""
+    from . import memory
+
+    return memory.RECOMPUTE_MODES.index(memory._recompute(mode))
+
+
+def format_fixes(fixes: list[dict]) -> str:
+    """explain_infeasible's fixes as lines of text."""
+    if not fixes:
+        return "no single change tried makes it fit"
+    return "\n".join(f"{f['change']:<26} saves {format_bytes(f['saves_bytes']):>9} -> {format_bytes(f['memory_per_gpu_bytes']):>9} "
+                     f"per GPU, {'fits' if f['fits'] else 'still too big'}"
+                     + (f", step {format_seconds(f['step_time_s'])}" if f["fits"] else "") for f in fixes)

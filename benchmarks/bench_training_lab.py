@@ -1,0 +1,46 @@
+"""Training-lab calculator (lesson 7): time from a control change to the redrawn figure, median and p95.
+
+Each sample sets one control: the matmul-efficiency slider (continuous: a blit of the bars when the
+axes stay), the fabric dropdown, or the ZeRO stage (which crosses the fit line: an infeasible
+configuration also prices the single-change fixes of training.explain_infeasible). That runs the
+observer -> distlab.training.estimate -> in-place artist update -> render + ipympl's PNG diff, all
+inside the timed span, after replaying the front end's "initialized" message (bench_memory_widget.py).
+"""
+
+from __future__ import annotations
+
+from _timing import repeat, report, summarize
+
+
+def main(n: int = 200) -> None:
+    from distlab.widgets.training_lab import TrainingLabApp
+
+    app = TrainingLabApp()
+    app.canvas._handle_message(app.canvas, {"type": "initialized"}, [])  # what a browser sends first
+    app.fig.canvas.draw()
+    effs = [0.45, 0.5, 0.55, 0.6]
+    fabrics = ["ethernet-100g", "ib-hdr", "ib-ndr"]
+
+    def slider(i):
+        app.efficiency.value = effs[i % len(effs)]
+
+    def fabric(i):
+        app.fabric.value = fabrics[(i + 1) % len(fabrics)]
+
+    def zero(i):
+        app.zero.value = (i + 1) % 4  # ZeRO-0 and -1 do not fit here: the fixes are priced too
+
+    print(report("training lab update: efficiency slider", summarize(repeat(slider, n)), 16))
+    print(report("training lab update: fabric dropdown", summarize(repeat(fabric, n)), 16))
+    print(report("training lab update: ZeRO stage (crosses the fit line)", summarize(repeat(zero, n)), 16))
+    calls = []
+    original = app.renderer.refresh
+    app.renderer.refresh = lambda full=False: calls.append(full)
+    no_render = summarize(repeat(slider, n))
+    app.renderer.refresh = original
+    print(report("(reference) slider, model and artists, no render", no_render)
+          + f"; full redraws the slider needed: {sum(calls)} of {len(calls)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""Lesson 7 app: the full training calculator (model, cluster, fabric, batch, configuration ->
+memory per GPU, step-time breakdown, MFU, throughput, and why a configuration does not fit)."""
+
+from __future__ import annotations
+
+import html
+
+import ipywidgets as widgets
+
+from .. import hardware, memory, models, training
+from ..errors import DistlabError
+from ..plots.memory import legend_html as memory_legend_html, memory_bars
+from ..plots.training import legend_html as step_legend_html, step_bars
+from ..units import format_bytes, format_seconds
+from .common import BlitRenderer, figure_canvas, message_html
+
+FABRICS = ["ethernet-100g", "ethernet-200g", "ethernet-400g", "ib-hdr", "ib-ndr", "ib-xdr"]
+NODE_COUNTS = [1, 2, 4, 8, 16, 32, 64, 128]
+BATCHES = [8, 16, 32, 64, 128, 256, 512, 1024, 2048]
+SEQS = [1024, 2048, 4096, 8192, 16384]
+ZERO_LABELS = [("plain DP", 0), ("ZeRO-1", 1), ("ZeRO-2", 2), ("ZeRO-3", 3)]
+
+
+class TrainingLabApp(widgets.VBox):
+    """The training calculator: every number from distlab.training.estimate (and explain_infeasible).
+
+    `result` holds the current StepEstimate (None on invalid input); `error` the message shown
+    instead (None when valid). The data-parallel degree is GPUs / (tp x pp); the micro-batch
+    size gives the microbatches per pipeline, m = global batch / (dp x micro-batch size).
+    """
+
+    def __init__(self, model="llama3.1-70b", node="dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256,
+                 seq_len=8192, tp=4, pp=2, micro_batch_size=1, chunks=1, schedule="1f1b", zero=2,
+                 recompute="selective", sequence_parallel=True, efficiency=0.5):
+        narrow = widgets.Layout(width="210px")
+        self.model = widgets.Dropdown(options=list(models.MODELS), value=model, description="model", layout=narrow)
+        self.node = widgets.Dropdown(options=list(hardware.NODES), value=node, description="node", layout=narrow)
+        self.nodes = widgets.Dropdown(options=NODE_COUNTS, value=nodes, description="nodes", layout=narrow)
+        self.fabric = widgets.Dropdown(options=FABRICS, value=fabric, description="fabric", layout=narrow)
+        self.global_batch = widgets.Dropdown(options=BATCHES, value=global_batch, description="batch", layout=narrow)
+        self.seq_len = widgets.Dropdown(options=SEQS, value=seq_len, description="sequence", layout=narrow)
+        self.tp = widgets.ToggleButtons(options=[1, 2, 4, 8], value=tp, description="TP",
+                                        style={"button_width": "40px"})
+        self.pp = widgets.ToggleButtons(options=[1, 2, 4, 8, 16], value=pp, description="PP",
+                                        style={"button_width": "40px"})
+        self.micro_batch_size = widgets.Dropdown(options=[1, 2, 4, 8], value=micro_batch_size,
+                                                 description="micro-batch", layout=narrow)
+        self.schedule = widgets.Dropdown(options=list(training.SCHEDULES), value=schedule, description="schedule",
+                                         layout=narrow)
+        self.chunks = widgets.Dropdown(options=[1, 2, 4, 5, 10, 20], value=chunks, description="chunks v",
+                                       layout=narrow)
+        self.zero = widgets.ToggleButtons(options=ZERO_LABELS, value=zero, description="sharding",
+                                          style={"button_width": "70px"})
+        self.recompute = widgets.Dropdown(options=list(memory.RECOMPUTE_MODES), value=recompute,
+                                          description="recompute", layout=narrow)
+        self.sequence_parallel = widgets.Checkbox(value=sequence_parallel, description="sequence parallel",
+                                                  layout=narrow)
+        self.efficiency = widgets.FloatSlider(value=efficiency, min=0.2, max=1.0, step=0.05,
+                                              description="matmul eff.", continuous_update=True)
+        self.status = widgets.HTML()
+        self.fig, self.canvas = figure_canvas((7.2, 2.6), dict(left=0.08, right=0.98, bottom=0.2, top=0.95, wspace=0.3))
+        grid = self.fig.add_gridspec(1, 3)
+        self.ax_mem = self.fig.add_subplot(grid[0, 0])
+        self.ax_time = self.fig.add_subplot(grid[0, 1:])
+        self.mem_bars = memory_bars(self.ax_mem, 1, legend=False)
+        self.ax_mem.set_xticks([])
+        self.time_bars = step_bars(self.ax_time, 1, legend=False)
+        self.ax_time.set_yticks([])
+        self.renderer = BlitRenderer(self.canvas, self.mem_bars.animated_artists + self.time_bars.animated_artists)
+        self.result: training.StepEstimate | None = None
+        self.error: str | None = None
+        self._controls = (self.model, self.node, self.nodes, self.fabric, self.global_batch, self.seq_len, self.tp,
+                          self.pp, self.micro_batch_size, self.schedule, self.chunks, self.zero, self.recompute,
+                          self.sequence_parallel, self.efficiency)
+        for control in self._controls:
+            control.observe(self._on_change, names="value")
+        controls = widgets.VBox([
+            widgets.HBox([self.model, self.node, self.nodes]),
+            widgets.HBox([self.fabric, self.global_batch, self.seq_len]),
+            self.tp, self.pp,
+            widgets.HBox([self.micro_batch_size, self.schedule, self.chunks]),
+            self.zero,
+            widgets.HBox([self.recompute, self.sequence_parallel, self.efficiency]),
+        ])
+        legends = widgets.HTML(memory_legend_html() + step_legend_html())
+        super().__init__([controls, legends, self.canvas, self.status])
+        self.update()
+
+    def _on_change(self, change=None):
+        self.chunks.disabled = self.schedule.value != "interleaved"
+        self.sequence_parallel.disabled = self.tp.value == 1
+        self.update()
+
+    def config(self) -> dict:
+        """estimate()'s keyword arguments from the controls."""
+        interleaved = self.schedule.value == "interleaved"
+        return dict(global_batch=self.global_batch.value, seq_len=self.seq_len.value, tp=self.tp.value,
+                    pp=self.pp.value, chunks=self.chunks.value if interleaved else 1,
+                    micro_batch_size=self.micro_batch_size.value, zero=self.zero.value,
+                    recompute=self.recompute.value, sequence_parallel=self.sequence_parallel.value,
+                    schedule=self.schedule.value, efficiency=self.efficiency.value)
+
+    def cluster(self) -> hardware.Cluster:
+        return hardware.cluster(self.node.value, self.nodes.value, self.fabric.value)
+
+    def compute(self) -> training.StepEstimate:
+        return training.estimate(self.model.value, self.cluster(), **self.config())
+
+    def update(self):
+        """Recompute and update the artists in place; on invalid input show our message instead."""
+        try:
+            est = self.compute()
+            text, kind = self.summary(est)
+        except DistlabError as exc:
+            self.result, self.error = None, str(exc)
+            changed = self.mem_bars.update([{}], faded=True)
+            changed |= self.time_bars.update([{}], faded=True)
+            self.status.value = message_html(self.error, "error")
+            self.renderer.refresh(full=changed)
+            return
+        self.result, self.error = est, None
+        acc = self.cluster().accelerator
+        changed = self.mem_bars.update([est.memory.parts()], None, acc.memory_bytes,
+                                       f"{acc.name}: {format_bytes(acc.memory_bytes)}")
+        changed |= self.time_bars.update([est.parts()])
+        self.status.value = text if kind == "html" else message_html(text, kind)
+        self.renderer.refresh(full=changed)
+
+    def summary(self, est=None) -> tuple[str, str]:
+        """(the text under the chart, its kind): configuration, step time, MFU, throughput, fit or why not."""
+        est = est if est is not None else self.result
+        c = est.config
+        head = (f"dp={c['dp']} x tp={c['tp']} x pp={c['pp']}" + (f" (v={c['chunks']})" if c["chunks"] > 1 else "")
+                + f" = {est.gpus} GPUs; {c['microbatches']} microbatches of {c['micro_batch_size']} per pipeline")
+        parts = ", ".join(f"{name} {format_seconds(value)}" for name, value in est.parts().items() if value > 0)
+        lines = [head,
+                 f"step time {format_seconds(est.step_time_s)} ({parts})",
+                 f"MFU {100 * est.mfu:.1f}%, {est.tokens_per_s:,.0f} tokens/s, {est.samples_per_s:.3g} samples/s; "
+                 f"scaling efficiency {100 * est.scaling_efficiency:.1f}%",
+                 f"memory per GPU {format_bytes(est.memory.total_bytes)}: {est.memory.verdict()}"]
+        if est.feasible:
+            return "\n".join(lines), "ok"
+        lines.append("NOT FEASIBLE: " + est.explain())
+        if not est.fits:
+            fixes = training.explain_infeasible(self.model.value, self.cluster(), **self.config())
+            good = [f for f in fixes if f["fits"]][:3]
+            if good:
+                lines.append("would fit: " + "; ".join(
+                    f"{f['change']} ({format_bytes(f['memory_per_gpu_bytes'])}, step {format_seconds(f['step_time_s'])})"
+                    for f in good))
+            elif fixes:
+                best = min(fixes, key=lambda f: f["memory_per_gpu_bytes"])
+                lines.append(f"no single change fits; the biggest saving: {best['change']} "
+                             f"(-{format_bytes(best['saves_bytes'])})")
+        return "\n".join(lines), "bad"
+
+
+#: The lesson apps of this module (constructible without arguments); the widget fuzz tests use it.
+APPS = [TrainingLabApp]
