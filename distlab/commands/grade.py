@@ -1,0 +1,47 @@
+"""distlab grade: run submitted exercise notebooks in a sandboxed kernel and check the answers here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+NAME = "grade"
+HELP = "grade exercise notebooks: run each in a fresh sandboxed kernel, check its answers outside it"
+
+
+def add_arguments(parser) -> None:
+    from ..course import grade
+
+    parser.add_argument("notebooks", nargs="+", metavar="NOTEBOOK",
+                        help="submitted .ipynb files (a folder: every .ipynb in it)")
+    parser.add_argument("--lesson", default=None,
+                        help="the lesson the submissions must belong to, e.g. memory_wall (default: read from "
+                             "each notebook's metadata, file name or imports)")
+    parser.add_argument("--timeout", type=float, default=grade.DEFAULT_TIMEOUT,
+                        help=f"time limit per notebook in seconds (default {grade.DEFAULT_TIMEOUT:g})")
+    parser.add_argument("--cell-timeout", type=float, default=grade.DEFAULT_CELL_TIMEOUT,
+                        help=f"time limit per cell in seconds (default {grade.DEFAULT_CELL_TIMEOUT:g})")
+    parser.add_argument("--sandbox", choices=grade.SANDBOXES, default="auto",
+                        help="auto (default): bubblewrap when installed, plus the audit hook; "
+                             "bwrap: require bubblewrap; audit: the Python audit hook only")
+    parser.add_argument("--json", metavar="FILE", help="write the JSON summary (score, max_score, questions)")
+    parser.add_argument("--gradescope", metavar="FILE", help="write Gradescope's results.json")
+    parser.add_argument("--quiet", action="store_true", help="do not print the table")
+
+
+def run(args) -> int:
+    from ..course import grade
+    from ..errors import ConfigurationError
+
+    if args.timeout <= 0 or args.cell_timeout <= 0:
+        raise ConfigurationError("--timeout and --cell-timeout must be positive numbers of seconds")
+    report = grade.grade_notebooks(args.notebooks, lesson=args.lesson, timeout=args.timeout,
+                                   cell_timeout=args.cell_timeout, sandbox=args.sandbox)
+    if not args.quiet:
+        print(report.table(), end="")
+    for target, data in ((args.json, report.to_json), (args.gradescope, report.to_gradescope)):
+        if target:
+            path = Path(target)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(data(), indent=2) + "\n", encoding="utf-8")
+    return 0

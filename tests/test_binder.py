@@ -1,0 +1,123 @@
+"""Binder and Voila: environment.yml matches pyproject.toml and installs distlab from the repository,
+the JupyterLab settings distlab ships are what JupyterLab reads, and the README's launch links work."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    tomllib = pytest.importorskip("tomli")
+
+ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+SETTINGS_DIR = "share/jupyter/lab/settings/overrides.d"
+SETTINGS = ROOT / SETTINGS_DIR / "distlab.json"
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def environment():
+    yaml = pytest.importorskip("yaml")  # PyYAML comes with jupyter_events (jupyterlab)
+    return yaml.safe_load((ROOT / "environment.yml").read_text(encoding="utf-8"))
+
+
+def _split(env) -> tuple[list[str], list[str]]:
+    conda, pip = [], []
+    for dep in env["dependencies"]:
+        if isinstance(dep, dict):
+            pip.extend(dep.get("pip", []))
+        else:
+            conda.append(dep)
+    return conda, pip
+
+
+def test_repo2docker_reads_the_root_environment_yml():
+    # a binder/ or .binder/ folder would make repo2docker ignore every configuration file at the root
+    for folder in ("binder", ".binder"):
+        path = ROOT / folder
+        assert not path.exists() or (path / "environment.yml").exists(), f"{folder}/ hides environment.yml"
+
+
+def test_environment_lists_the_packages_of_pyproject(environment):
+    from packaging.requirements import Requirement
+
+    conda, pip = _split(environment)
+    listed = {}
+    for spec in conda + pip:
+        match = re.match(r"^([A-Za-z0-9_.\-]+)\s*(.*)$", spec)
+        if match and match.group(1) not in (".", "-e"):
+            listed[match.group(1).lower()] = match.group(2).replace(" ", "")
+    project = PYPROJECT["project"]
+    wanted = [*project["dependencies"], *project["optional-dependencies"]["lessons"],
+              *project["optional-dependencies"]["test"]]
+    for text in wanted:
+        req = Requirement(text)
+        assert req.name.lower() in listed, f"{req.name} is in pyproject.toml but not in environment.yml"
+        got = listed[req.name.lower()]
+        assert got == str(req.specifier), f"{req.name}: {got} in environment.yml, {req.specifier} in pyproject.toml"
+    assert "voila" in listed and "jupyterlab" in listed
+
+
+def test_environment_installs_distlab_from_the_repository_and_pins_nothing(environment):
+    conda, pip = _split(environment)
+    assert "conda-forge" in environment["channels"]
+    assert any(p.strip() in (".", "-e .") for p in pip), "distlab itself must be installed with pip from the repo"
+    # lower bounds only: Binder's JupyterLab 4 / ipywidgets 8 are never pinned against
+    for spec in conda + pip:
+        if not spec.startswith("python="):
+            assert "==" not in spec and not re.search(r"(?<![<>=!])=(?!=)", spec), spec
+
+
+def test_settings_file_sets_windowing_mode_defer():
+    data = json.loads(SETTINGS.read_text(encoding="utf-8"))
+    assert data == {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "defer"}}
+
+
+def test_settings_are_installed_where_jupyterlab_reads_them():
+    # pyproject's data-files put it in <prefix>/share/jupyter/lab/settings/overrides.d/ on a regular install
+    data_files = PYPROJECT["tool"]["setuptools"]["data-files"]
+    assert data_files[SETTINGS_DIR] == [f"{SETTINGS_DIR}/distlab.json"]
+
+
+def test_jupyterlab_reads_the_settings_as_the_new_default(tmp_path):
+    settings_utils = pytest.importorskip("jupyterlab_server.settings_utils")
+    from jupyterlab.commands import get_app_dir
+
+    app_settings = tmp_path / "settings"
+    (app_settings / "overrides.d").mkdir(parents=True)
+    shutil.copy(SETTINGS, app_settings / "overrides.d" / SETTINGS.name)
+    overrides, error = settings_utils._get_overrides(str(app_settings))
+    assert not error
+    schemas = Path(get_app_dir()) / "schemas"
+    if not schemas.is_dir():
+        pytest.skip("JupyterLab's schemas are not installed here")
+    result, _ = settings_utils.get_settings(str(app_settings), str(schemas), str(tmp_path / "user"),
+                                            "@jupyterlab/notebook-extension:tracker", overrides=overrides)
+    assert result["schema"]["properties"]["windowingMode"]["default"] == "defer"
+
+
+def test_readme_links_binder_jupyterlab_and_voila():
+    binder = re.search(r"\(https://mybinder\.org/v2/gh/([\w.-]+/[\w.-]+)/HEAD\?urlpath=lab/tree/([^)\s]+)\)", README)
+    voila = re.search(r"\(https://mybinder\.org/v2/gh/([\w.-]+/[\w.-]+)/HEAD\?urlpath=voila/render/([^)\s]+)\)", README)
+    assert binder and voila, "README lost its Binder badge or Voila link"
+    assert binder.group(1) == voila.group(1)
+    assert binder.group(2) == "notebooks/01_memory_wall.ipynb"
+    for notebook in (binder.group(2), voila.group(2)):
+        assert (ROOT / notebook).exists(), notebook
+    assert "voila" in " ".join(PYPROJECT["project"]["optional-dependencies"]["lessons"])
+
+
+def test_ci_installs_the_browser_and_the_sandbox_before_the_tests():
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    install = ci.index("apt-get install")
+    assert "chromium" in ci[install:install + 200] and "bubblewrap" in ci[install:install + 200]
+    assert install < ci.index(".venv/bin/python -m pytest")
+    markers = " ".join(PYPROJECT["tool"]["pytest"]["ini_options"]["markers"])
+    assert "browser:" in markers

@@ -1,0 +1,233 @@
+"""A real browser: JupyterLab on localhost, Debian's Chromium driven by Playwright for Python.
+
+Opens lesson 1 (a copy), runs all cells, checks that every widget rendered, moves the GPU-count
+slider and picks a ZeRO stage, and asserts that the status text shown is what distlab computes.
+Playwright's browser download is never used: it drives /usr/bin/chromium (`apt-get install
+chromium`; .ci/run does that). A screenshot is saved in test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = ROOT / "test-artifacts"
+LESSON = ROOT / "notebooks" / "01_memory_wall.ipynb"
+VOILA_APP = ROOT / "notebooks" / "07_training_lab.ipynb"  # the README's Voila link
+SETTINGS = ROOT / "share" / "jupyter" / "lab" / "settings" / "overrides.d" / "distlab.json"
+# Flags seen to work here for headless Chromium on a machine with no network and no screen
+CHROMIUM_ARGS = ["--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-sandbox"]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (/usr/bin/chromium); "
+                                                     "apt-get install chromium (.ci/run does)"),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop(server: subprocess.Popen) -> None:
+    try:
+        os.killpg(server.pid, signal.SIGTERM)  # the server and its kernels
+        server.wait(timeout=15)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(server.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        server.wait(timeout=5)
+
+
+def _wait_until_up(server: subprocess.Popen, url: str, log: Path, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2):  # noqa: S310 - localhost only
+                return
+        except urllib.error.HTTPError:
+            return  # it answers
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"{server.args[2]} did not start:\n" + log.read_text(errors="replace")[-3000:])
+            time.sleep(0.5)
+
+
+def _get(url: str, timeout: float = 5):
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - localhost only
+        return json.loads(response.read().decode())
+
+
+@pytest.fixture(scope="module")
+def jupyterlab(tmp_path_factory):
+    """JupyterLab on 127.0.0.1 with a random port and token, serving a copy of lesson 1."""
+    tmp_path = tmp_path_factory.mktemp("jupyterlab")
+    root = tmp_path / "lab"
+    root.mkdir()
+    shutil.copy(LESSON, root / LESSON.name)
+    # the settings distlab installs into an environment (what Binder and a regular install see)
+    app_settings = tmp_path / "app-settings" / "overrides.d"
+    app_settings.mkdir(parents=True)
+    shutil.copy(SETTINGS, app_settings / SETTINGS.name)
+    port, token = _free_port(), secrets.token_hex(16)
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt"),
+           "JUPYTER_PLATFORM_DIRS": "1"}
+    log = open(tmp_path / "jupyterlab.log", "wb")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1", "--allow-root",
+         f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+         f"--ServerApp.root_dir={root}", f"--LabApp.app_settings_dir={app_settings.parent}",
+         f"--LabApp.user_settings_dir={tmp_path / 'user-settings'}",
+         f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}", "--LabApp.news_url=",
+         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_until_up(server, f"{base}/api/status?token={token}", tmp_path / "jupyterlab.log")
+        yield base, token
+    finally:
+        _stop(server)
+        log.close()
+
+
+def test_shipped_settings_are_what_jupyterlab_uses(jupyterlab):
+    base, token = jupyterlab
+    tracker = _get(f"{base}/lab/api/settings/@jupyterlab/notebook-extension:tracker?token={token}")
+    assert tracker["schema"]["properties"]["windowingMode"]["default"] == "defer"
+
+
+def test_lesson_runs_renders_widgets_and_the_slider_updates_the_result(jupyterlab):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+    from distlab import memory
+    from distlab.units import format_bytes
+    from distlab.widgets.memory_wall import MemoryWallApp
+
+    base, token = jupyterlab
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "browser-01_memory_wall.png"
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(30_000)
+        try:
+            page.goto(f"{base}/lab/tree/{LESSON.name}?token={token}")
+            page.locator(".jp-Notebook .jp-Cell").first.wait_for()
+            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
+
+            # Run > Run All Cells, as a student would
+            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+
+            # the app's status panel: "8 GPUs, ZeRO-3: 13.5 GB per GPU (...)"
+            status = page.locator(".widget-html-content",
+                                  has_text=re.compile(r"GPUs?, (plain DP|ZeRO-\d): .* per GPU")).first
+            status.wait_for(timeout=60_000)
+            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
+            app = page.locator(".widget-vbox", has=page.locator(".widget-toggle-buttons")).filter(
+                has=status).last
+            app.scroll_into_view_if_needed()
+            canvas = app.locator(".jupyter-matplotlib-canvas-div").first
+            canvas.wait_for(state="attached")
+            assert page.get_by_text("Error displaying widget").count() == 0
+
+            def dropdown(label: str) -> str:
+                box = app.locator(".widget-dropdown", has=page.locator(".widget-label", has_text=label)).first
+                return box.locator("select").evaluate("s => s.options[s.selectedIndex].text")
+
+            model, precision, gpu = dropdown("model"), dropdown("precision"), dropdown("GPU")
+            slider = app.locator(".widget-slider", has=page.locator(".widget-label", has_text="GPUs")).first
+            start = int(slider.locator(".widget-readout").inner_text())
+            before = " ".join(status.inner_text().split())
+
+            # move the slider with the keyboard (one step right), then pick ZeRO-2
+            slider.locator(".noUi-handle").first.focus()
+            page.keyboard.press("ArrowRight")
+            gpus = start + 1
+            page.wait_for_function(
+                "([el, want]) => el.innerText.trim() === want",
+                arg=[slider.locator(".widget-readout").element_handle(), str(gpus)])
+            app.locator(".widget-toggle-buttons button", has_text="ZeRO-2").click()
+
+            want = MemoryWallApp(model=model, precision=precision, gpu=gpu, gpus=gpus, zero=2)
+            expected = " ".join(want.summary().split())
+            # the same number straight from distlab.memory
+            total = memory.training_memory(model, precision=precision, gpu=gpu, zero=2, dp=gpus,
+                                           count_activations=False, in_flight_microbatches=1).total_bytes
+            assert f"{format_bytes(total)} per GPU" in expected
+            page.wait_for_function(
+                "([el, want]) => el.innerText.split(/\\s+/).join(' ').trim() === want",
+                arg=[status.element_handle(), expected], timeout=20_000)
+            after = " ".join(status.inner_text().split())
+            assert after == expected and after != before
+            assert page.get_by_text("Error displaying widget").count() == 0
+            chart = canvas.evaluate("d => [d.offsetWidth, d.offsetHeight]")
+        finally:
+            page.screenshot(path=str(shot), full_page=False)
+            browser.close()
+    print(f"screenshot: {shot}")
+    if chart[0] < 100 or chart[1] < 100:
+        # Seen here: an ipympl canvas drawn (canvas.draw() or a blit) before it is displayed inside a
+        # container renders 0x0 ("Error setting state: ... drawImage ... 'broken' state" in the console);
+        # setting canvas.syncing_data_url = False in distlab.widgets.common.figure_canvas made it render.
+        pytest.xfail(f"the app's chart rendered {chart[0]}x{chart[1]} px: known ipympl bug, see the comment here")
+
+
+@pytest.mark.skipif(not VOILA_APP.exists(), reason="the Voila app's notebook is not in this checkout")
+def test_voila_serves_the_training_lab_as_an_app(tmp_path):
+    """The README's Voila link: the notebook as a standalone page, its widgets rendered, no code shown."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+    if shutil.which("voila", path=str(Path(sys.executable).parent)) is None:
+        pytest.skip("voila (the lessons extra) is not installed")
+    shutil.copy(VOILA_APP, tmp_path / VOILA_APP.name)
+    port, token = _free_port(), secrets.token_hex(16)
+    log_path = tmp_path / "voila.log"
+    with open(log_path, "wb") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "voila", VOILA_APP.name, "--no-browser", "--Voila.ip=127.0.0.1",
+             f"--port={port}", f"--token={token}", "--Voila.port_retries=0"],
+            cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
+                 "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt")},
+        )
+        try:
+            _wait_until_up(server, f"http://127.0.0.1:{port}/?token={token}", log_path)
+            ARTIFACTS.mkdir(exist_ok=True)
+            with sync_api.sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                try:
+                    page.goto(f"http://127.0.0.1:{port}/?token={token}", timeout=90_000)
+                    control = page.locator(".widget-slider, .widget-dropdown").first
+                    control.wait_for(timeout=90_000)
+                    page.wait_for_timeout(1000)
+                    control.scroll_into_view_if_needed()
+                    assert page.get_by_text("Error displaying widget").count() == 0
+                    # an app, not code: Voila shows no code cells
+                    assert page.locator(".jp-InputArea-editor >> visible=true").count() == 0
+                    assert "Traceback" not in page.content()
+                finally:
+                    page.screenshot(path=str(ARTIFACTS / "voila-07_training_lab.png"))
+                    browser.close()
+        finally:
+            _stop(server)

@@ -1,0 +1,382 @@
+"""`distlab grade`: solutions get full marks, fresh exercises zero, and bad or malicious
+submissions neither crash the grader, nor fake a pass, nor touch files outside their copy."""
+
+from __future__ import annotations
+
+import dis
+import json
+import types
+from pathlib import Path
+
+import nbformat
+import nbformat.v4 as v4
+import pytest
+
+from distlab import cli
+from distlab.course import grade
+from distlab.course.checks import CORRECT, INCORRECT, NOT_ATTEMPTED
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
+EXERCISES = sorted((ROOT / "exercises").glob("*.ipynb"))
+LESSON1 = ROOT / "solutions" / "01_memory_wall.ipynb"
+
+SANDBOXES = ["audit", pytest.param("bwrap", marks=pytest.mark.skipif(
+    not grade.bwrap_available(), reason="bubblewrap (apt-get install bubblewrap) is not available here"))]
+
+# the cells of a correct lesson-1 submission, one answer per cell
+IMPORTS = "from distlab.course.memory_wall import q1, q2, q3, q4, q5, q6, q7"
+ANSWERS = {
+    "q1": "answer_q1 = 16\nq1.check(answer_q1)",
+    "q2": "answer_q2 = '112 GB'\nq2.check(answer_q2)",
+    "q3": "answer_q3 = 1120\nq3.check(answer_q3)",
+    "q4": "answer_q4 = 5\nq4.check(answer_q4)",
+    "q5": "answer_q5 = 16.64\nq5.check(answer_q5)",
+    "q6": "answer_q6 = 14\nq6.check(answer_q6)",
+    "q7": "answer_q7 = 'no'\nq7.check(answer_q7)",
+}
+
+
+def write_notebook(path: Path, cells: list[str], lesson: str | None = "memory_wall") -> Path:
+    nb = v4.new_notebook(cells=[v4.new_code_cell(c) for c in cells])
+    if lesson:
+        nb.metadata["distlab"] = {"lesson": lesson}
+    nbformat.write(nb, path)
+    return path
+
+
+def statuses(result: grade.NotebookGrade) -> dict:
+    return {q.question: q.status for q in result.questions}
+
+
+def test_lessons_are_discovered():
+    found = grade.lessons()
+    assert "memory_wall" in found and set(found["memory_wall"]) == {f"q{i}" for i in range(1, 8)}
+    assert not {"build", "checks", "execute", "grade"} & set(found)
+
+
+@pytest.mark.parametrize("name, want", [
+    ("01_memory_wall.ipynb", "memory_wall"), ("01_memory_wall (1).ipynb", "memory_wall"),
+    ("jane_doe_01_memory_wall-Copy1.ipynb", "memory_wall"), ("submission.ipynb", None),
+    ("memory_walls.ipynb", None),
+])
+def test_lesson_from_file_name(name, want):
+    assert grade._lesson_from_name(name, grade.lesson_names()) == want
+
+
+def test_lesson_from_metadata_then_name_then_imports():
+    assert grade.identify_lesson({"distlab": {"lesson": "x"}}, "01_memory_wall.ipynb", []) == ("x", "notebook metadata")
+    assert grade.identify_lesson({}, "01_memory_wall.ipynb", [])[0] == "memory_wall"
+    assert grade.identify_lesson(None, "hw.ipynb", [IMPORTS]) == ("memory_wall", "imports")
+    assert grade.identify_lesson({"distlab": 3}, "hw.ipynb", ["import numpy"]) == (None, "")
+
+
+def test_solution_notebooks_name_their_lesson():
+    # the lesson key lives in the solutions and is copied into exercises by `distlab exercises`
+    nb = nbformat.read(LESSON1, as_version=4)
+    assert nb.metadata["distlab"]["lesson"] == "memory_wall"
+
+
+# --- the answers channel: parsed here, robust to anything ---------------------------------
+
+
+def test_parse_answers_reads_only_between_the_nonce_markers():
+    nonce = "abc123"
+    payload = json.dumps({"answer_q1": {"t": "int", "v": "16"}, "answer_q2": {"t": "quantity", "magnitude": "112.0",
+                                                                             "units": "gigabyte"}})
+    text = f"noise DISTLAB-ANSWERS-BEGIN-forged{{}}DISTLAB-ANSWERS-END-forged\n" \
+           f"DISTLAB-ANSWERS-BEGIN-{nonce}{payload}DISTLAB-ANSWERS-END-{nonce}\n"
+    assert grade.parse_answers(text, nonce) == {"answer_q1": 16, "answer_q2": "112.0 gigabyte"}
+    assert grade.parse_answers(text, "other") is None
+
+
+@pytest.mark.parametrize("garbage", [
+    "", "DISTLAB-ANSWERS-BEGIN-n{\"answer_q1\": ", "DISTLAB-ANSWERS-BEGIN-n[1, 2]DISTLAB-ANSWERS-END-n",
+    "DISTLAB-ANSWERS-BEGIN-n" + "[" * 100000 + "DISTLAB-ANSWERS-END-n",
+])
+def test_parse_answers_survives_garbage(garbage):
+    assert grade.parse_answers(garbage, "n") is None
+
+
+@pytest.mark.parametrize("entry, check", [
+    ({"t": "none"}, lambda v: v is None),
+    ({"t": "bool", "v": True}, lambda v: v is True),
+    ({"t": "float", "v": "nan"}, lambda v: v != v),
+    ({"t": "int", "v": "12x"}, lambda v: isinstance(v, grade.OpaqueAnswer)),
+    ({"t": "other", "type": "list"}, lambda v: type(v).__name__ == "list"),
+    ({"t": "quantity", "magnitude": "evil", "units": "GB"}, lambda v: isinstance(v, grade.OpaqueAnswer)),
+    (["not", "a", "dict"], lambda v: isinstance(v, grade.OpaqueAnswer)),
+    ({"t": "seq", "kind": "tuple", "v": [{"t": "int", "v": "5"}, {"t": "seq", "kind": "list", "v": []}]},
+     lambda v: v == (5, [])),
+    ({"t": "seq", "kind": "set", "v": [{"t": "seq", "kind": "list", "v": []}]}, lambda v: v == [[]]),  # unhashable
+    ({"t": "dict", "v": [[{"t": "str", "v": "tp"}, {"t": "int", "v": "8"}]]}, lambda v: v == {"tp": 8}),
+    ({"t": "ndarray", "dtype": "int64", "v": {"t": "seq", "kind": "list", "v": [{"t": "int", "v": "0"}]}},
+     lambda v: v.ndim == 1 and v.tolist() == [0]),
+    ({"t": "ndarray", "dtype": "V99999999999", "v": {"t": "seq", "kind": "list", "v": []}},
+     lambda v: isinstance(v, grade.OpaqueAnswer) or (v.size == 0 and v.dtype.kind == "f")),
+])
+def test_decode(entry, check):
+    assert check(grade._decode(entry))
+
+
+def test_checks_run_here_and_a_crashing_check_is_a_not_yet():
+    results = grade.check_answers(grade.lesson_questions("memory_wall"),
+                                  {"answer_q1": 16, "answer_q2": 10**400, "answer_q3": grade._opaque("list")})
+    by = {r.question: r for r in results}
+    assert by["q1"].status == CORRECT and by["q1"].points == 1
+    assert by["q2"].status == INCORRECT and by["q2"].feedback.startswith("not yet, because")
+    assert "type list" in by["q3"].feedback
+    assert by["q4"].status == NOT_ATTEMPTED
+
+
+def _code_objects(code):
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _code_objects(const)
+
+
+def test_sandbox_hook_reads_no_globals_and_has_no_closures():
+    # Student code can rebind module globals and builtins (and cell contents); the hook and
+    # its helpers must use only what they bound as default arguments when they were defined.
+    top = compile(grade._SANDBOX_SOURCE, "<sandbox>", "exec")
+    install = next(c for c in top.co_consts if isinstance(c, types.CodeType))
+    inner = [c for c in install.co_consts if isinstance(c, types.CodeType)
+             and c.co_name in ("resolve", "inside", "is_dir_outside", "hook")]
+    assert len(inner) == 4
+    for fn in inner:
+        for code in _code_objects(fn):
+            assert not code.co_freevars, (code.co_name, code.co_freevars)
+            ops = {i.opname for i in dis.get_instructions(code)}
+            assert not ops & {"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_CLASSDEREF"}, (code.co_name, ops)
+
+
+# --- reading bad files -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("content, words", [
+    (lambda text: text[: len(text) // 2], "not a valid notebook"),  # truncated upload
+    (lambda text: "{not json", "not a valid notebook"),
+    (lambda text: "[1, 2, 3]", "not a notebook"),
+    (lambda text: '{"cells": "nope"}', "not a notebook"),
+    (lambda text: "", "not a valid notebook"),
+])
+def test_unreadable_files_score_zero_and_say_why(tmp_path, content, words):
+    path = tmp_path / "01_memory_wall.ipynb"
+    path.write_text(content(LESSON1.read_text(encoding="utf-8")), encoding="utf-8")
+    result = grade.grade_notebook(path)
+    assert result.lesson == "memory_wall" and result.score == 0 and result.max_score == 7
+    assert set(statuses(result).values()) == {NOT_ATTEMPTED}
+    assert any(words in p for p in result.problems), result.problems
+
+
+def test_unknown_lesson_is_reported_not_raised(tmp_path):
+    path = tmp_path / "homework.ipynb"
+    path.write_text('{"cells": [], "metadata": {}}', encoding="utf-8")
+    result = grade.grade_notebook(path)
+    assert result.questions == [] and "--lesson" in result.problems[0]
+
+
+def test_notebook_from_another_lesson_gets_no_points(tmp_path):
+    path = write_notebook(tmp_path / "02_collectives.ipynb", [IMPORTS, *ANSWERS.values()], lesson="collectives")
+    result = grade.grade_notebook(path, lesson="memory_wall")
+    assert result.score == 0 and result.max_score == 7
+    assert "belongs to lesson 'collectives'" in result.problems[0]
+
+
+def test_metadata_naming_a_missing_lesson(tmp_path):
+    path = write_notebook(tmp_path / "x.ipynb", ["answer_q1 = 16"], lesson="no_such_lesson")
+    result = grade.grade_notebook(path)
+    assert result.questions == [] and "no_such_lesson" in result.problems[0]
+
+
+def test_an_instructors_typo_in_lesson_is_an_error(tmp_path):
+    with pytest.raises(Exception, match="lesson 'memroy_wall'"):
+        grade.grade_notebook(write_notebook(tmp_path / "a.ipynb", ["1"]), lesson="memroy_wall")
+
+
+# --- running notebooks (each test starts kernels) ----------------------------------------
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_every_solution_gets_full_marks(path):
+    result = grade.grade_notebook(path)
+    assert result.max_score > 0 and result.score == result.max_score, grade.GradeReport([result]).table()
+    assert result.problems == []
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("path", EXERCISES, ids=lambda p: p.name)
+def test_every_fresh_exercise_gets_zero_not_attempted(path):
+    result = grade.grade_notebook(path)
+    assert result.max_score > 0 and result.score == 0
+    assert set(statuses(result).values()) == {NOT_ATTEMPTED}, grade.GradeReport([result]).table()
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_cannot_delete_or_change_files_outside_the_copy(tmp_path, sandbox):
+    victim = tmp_path / "outside" / "sentinel.txt"
+    victim.parent.mkdir()
+    victim.write_text("precious", encoding="utf-8")
+    source = (ROOT / "distlab" / "course" / "memory_wall.py")
+    before = source.read_bytes()
+    v, d = str(victim), str(victim.parent)
+    attacks = [
+        f"import os\nos.remove({v!r})",
+        f"open({v!r}, 'w').write('gone')",
+        f"import shutil\nshutil.rmtree({d!r})",
+        f"import pathlib\npathlib.Path({v!r}).unlink()",
+        f"!rm -f {v}",
+        f"import subprocess\nsubprocess.run(['rm', '-f', {v!r}])",
+        f"import os\nos.system('rm -f {v}')",
+        f"import ctypes\nctypes.CDLL(None).unlink({v.encode()!r})",
+        f"import os\nos.rename({v!r}, 'mine.txt')",
+        f"import os\nos.link({v!r}, 'hard.txt')\nopen('hard.txt', 'w').write('gone')",
+        f"import os\nos.symlink({v!r}, 'soft.txt')\nopen('soft.txt', 'w').write('gone')",
+        f"import os\nfd = os.open({d!r}, os.O_RDONLY)\nos.unlink('sentinel.txt', dir_fd=fd)",
+        f"import os\nos.chmod({v!r}, 0)",
+        # the checks' own source: rewriting it would change the next grading run
+        "import distlab.course.memory_wall as m\nopen(m.__file__, 'a').write('\\nq1 = None\\n')",
+        "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",  # the grading process
+        "open('scratch.txt', 'w').write('fine')\nimport os\nos.remove('scratch.txt')",  # inside: allowed
+    ]
+    path = write_notebook(tmp_path / "01_memory_wall.ipynb", [IMPORTS, ANSWERS["q1"], *attacks, ANSWERS["q2"]])
+    result = grade.grade_notebook(path, sandbox=sandbox, cell_timeout=30)
+    assert victim.read_text(encoding="utf-8") == "precious" and oct(victim.stat().st_mode)[-3:] != "000"
+    assert source.read_bytes() == before
+    assert statuses(result)["q1"] == statuses(result)["q2"] == CORRECT  # the grader survived
+    failed = [p for p in result.problems if "raised" in p]
+    assert len(failed) == len(attacks) - 1, result.problems  # every attack failed; the last cell is fine
+    if sandbox == "audit":
+        assert all("grading sandbox" in p or "ModuleNotFoundError" in p for p in failed), failed
+
+
+@pytest.mark.notebook
+def test_monkeypatching_the_checks_in_the_kernel_fakes_nothing(tmp_path):
+    cheat = (
+        "from distlab.course import memory_wall, checks\n"
+        "fake = lambda self, answer=None: checks.CheckResult(self.name, 'correct', 'correct', 1.0, 1.0)\n"
+        "checks.NumericQuestion.check = fake\nchecks.ChoiceQuestion.check = fake\n"
+        "checks.check_all = lambda q, a: []\n"
+        "for q in memory_wall.QUESTIONS.values():\n"
+        "    object.__setattr__(q, 'expected', lambda: 0)\n"
+        "answer_q1 = 3\nanswer_q7 = 'yes'\n"
+        "print('DISTLAB-ANSWERS-BEGIN-x{\"answer_q2\": {\"t\": \"str\", \"v\": \"112 GB\"}}DISTLAB-ANSWERS-END-x')\n"
+        "print(memory_wall.q1.check(answer_q1))"
+    )
+    path = write_notebook(tmp_path / "01_memory_wall.ipynb", [cheat])
+    result = grade.grade_notebook(path)
+    assert statuses(result) == {"q1": INCORRECT, "q2": NOT_ATTEMPTED, "q3": NOT_ATTEMPTED, "q4": NOT_ATTEMPTED,
+                                "q5": NOT_ATTEMPTED, "q6": NOT_ATTEMPTED, "q7": INCORRECT}
+    assert result.score == 0
+
+
+@pytest.mark.notebook
+def test_raising_cells_loops_and_crashes_lose_only_their_own_part(tmp_path):
+    cells = [
+        IMPORTS, ANSWERS["q1"],
+        "1 / 0",
+        "while True:\n    pass",  # interruptible: interrupted, the rest still runs
+        ANSWERS["q2"],
+        "answer_q3 = undefined_name",
+        "import os\nos._exit(3)",  # the kernel dies: later cells cannot run
+        ANSWERS["q4"],
+    ]
+    path = write_notebook(tmp_path / "01_memory_wall.ipynb", cells)
+    result = grade.grade_notebook(path, cell_timeout=3, timeout=60)
+    got = statuses(result)
+    assert got["q1"] == got["q2"] == CORRECT
+    assert got["q3"] == got["q4"] == NOT_ATTEMPTED
+    problems = "\n".join(result.problems)
+    assert "ZeroDivisionError" in problems and "time limit" in problems and "NameError" in problems
+    assert "kernel stopped" in problems
+
+
+@pytest.mark.notebook
+def test_an_uninterruptible_loop_is_stopped_by_the_time_limits(tmp_path):
+    cells = [IMPORTS, ANSWERS["q1"],
+             "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass",
+             ANSWERS["q2"]]
+    path = write_notebook(tmp_path / "01_memory_wall.ipynb", cells)
+    result = grade.grade_notebook(path, cell_timeout=3, timeout=20)
+    assert statuses(result)["q1"] == CORRECT and statuses(result)["q2"] == NOT_ATTEMPTED
+    assert result.seconds < 40
+    assert any("did not respond" in p for p in result.problems), result.problems
+
+
+@pytest.mark.notebook
+def test_reordered_and_missing_cells(tmp_path):
+    # answers first, imports last (the checks then raise NameError, the answers stand); q3 and q5 missing
+    cells = [ANSWERS[q] for q in ("q7", "q6", "q4", "q2", "q1")] + [IMPORTS]
+    path = write_notebook(tmp_path / "01_memory_wall.ipynb", cells)
+    result = grade.grade_notebook(path)
+    got = statuses(result)
+    assert got == {"q1": CORRECT, "q2": CORRECT, "q3": NOT_ATTEMPTED, "q4": CORRECT, "q5": NOT_ATTEMPTED,
+                   "q6": CORRECT, "q7": CORRECT}
+    assert result.score == 5 and result.max_score == 7
+
+
+@pytest.mark.notebook
+def test_answers_of_every_type_are_carried_over(tmp_path):
+    cell = ("from distlab.units import Q_\nimport numpy as np\n"
+            "answer_q1 = np.int64(16)\nanswer_q2 = Q_(112e9, 'B')\nanswer_q3 = [1120]\n"
+            "answer_q4 = float('nan')\nanswer_q5 = 10**400\nanswer_q6 = np.float32(14)\nanswer_q7 = False\n"
+            "class Evil:\n    def __repr__(self): raise RuntimeError\nanswer_q8 = Evil()\n"
+            "answer_q9 = [1, (2.5, {'a': None}), np.arange(3), set()]\nanswer_q10 = list(range(10**6))")
+    result = grade.grade_notebook(write_notebook(tmp_path / "01_memory_wall.ipynb", [cell]))
+    by = {q.question: q for q in result.questions}
+    assert by["q1"].status == by["q2"].status == by["q6"].status == by["q7"].status == CORRECT
+    assert "type list" in by["q3"].feedback and "finite" in by["q4"].feedback
+    assert by["q5"].status == INCORRECT
+
+
+@pytest.mark.notebook
+def test_cli_table_json_and_gradescope(tmp_path, capsys):
+    bad = write_notebook(tmp_path / "01_memory_wall.ipynb", [IMPORTS, ANSWERS["q1"], "answer_q2 = 56"])
+    out_json, out_gs = tmp_path / "out" / "summary.json", tmp_path / "results.json"
+    code = cli.main(["grade", str(LESSON1), str(bad), "--timeout", "120", "--json", str(out_json),
+                     "--gradescope", str(out_gs)])
+    assert code == 0
+    table = capsys.readouterr().out
+    assert "score: 7/7" in table and "score: 1/7" in table and "total: 8/14" in table
+    assert "not yet, because 56 GB is too low" in table
+
+    summary = json.loads(out_json.read_text())
+    assert (summary["score"], summary["max_score"]) == (8, 14)
+    first = summary["questions"][0]
+    assert {"notebook", "lesson", "question", "status", "points", "max_points", "feedback"} <= set(first)
+    assert len(summary["questions"]) == 14 and len(summary["notebooks"]) == 2
+
+    # Gradescope's format: https://gradescope-autograders.readthedocs.io/en/latest/specs/
+    gs = json.loads(out_gs.read_text())
+    assert gs["score"] == 8 and isinstance(gs["output"], str) and isinstance(gs["execution_time"], (int, float))
+    assert len(gs["tests"]) == 14
+    for test in gs["tests"]:
+        assert set(test) == {"name", "score", "max_score", "status", "output"}
+        assert test["status"] in ("passed", "failed") and test["max_score"] == 1
+    assert sum(t["score"] for t in gs["tests"]) == gs["score"]
+
+
+def test_cli_rejects_nonsense_options(capsys):
+    assert cli.main(["grade", str(LESSON1), "--timeout", "0"]) == 2
+    assert "--timeout" in capsys.readouterr().err
+
+
+@pytest.mark.notebook
+@pytest.mark.skipif(not grade.bwrap_available(), reason="bubblewrap is not available here")
+def test_bubblewrap_alone_keeps_files_outside_safe(tmp_path):
+    # the operating-system layer without the audit hook: / is read-only, /tmp is private
+    victim = tmp_path / "sentinel.txt"
+    victim.write_text("precious", encoding="utf-8")
+    source = ROOT / "distlab" / "course" / "memory_wall.py"
+    before = source.read_bytes()
+    attacks = [f"import os\nos.remove({str(victim)!r})", f"!rm -f {victim}",
+               "import distlab.course.memory_wall as m\nopen(m.__file__, 'a').write('\\nq1 = None\\n')",
+               f"import subprocess\nsubprocess.run(['rm', '-f', {str(source)!r}])"]
+    path = write_notebook(tmp_path / "01_memory_wall.ipynb", [IMPORTS, ANSWERS["q1"], *attacks])
+    result = grade.grade_notebook(path, sandbox="bwrap", _audit_hook=False)
+    assert result.sandbox == "bwrap"
+    assert victim.read_text(encoding="utf-8") == "precious" and source.read_bytes() == before
+    assert statuses(result)["q1"] == CORRECT

@@ -1,0 +1,190 @@
+"""Widget fuzzing: every lesson app, random sequences of control changes (hypothesis).
+
+Apps are discovered (every module of distlab.widgets with APPS) and their controls are found
+by walking the widget tree, so lessons that land later are covered without editing this file.
+After every change: no exception escaped, and either `app.error` is None and nothing shown
+(status, other HTML, figure texts) says NaN or infinity, or `app.error` is set and the status
+shows that message.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib
+import math
+import pkgutil
+import re
+
+import ipywidgets as widgets
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import distlab.widgets
+
+EXAMPLES = 50
+MAX_STEPS = 6
+NOT_FINITE = re.compile(r"(?<![\w.])[-+]?(nan|inf|infinity)(?![\w])", re.I)
+
+# typed into free-text fields: plausible inputs, edge cases and junk
+TEXT_SAMPLES = ["4 GB", "1 GiB", "512 MB", "0", "0 GB", "-1 GB", "1e30 B", "1e400 B", "nan GB", "inf GB", "",
+                "  ", "GB", "4 GB/s", "abc", "1,000 MB", "4e9", "0.000001 B"]
+
+
+def _discover():
+    params = []
+    for info in sorted(pkgutil.iter_modules(distlab.widgets.__path__), key=lambda m: m.name):
+        name = f"distlab.widgets.{info.name}"
+        try:
+            module = importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - reported by the test that uses it
+            params.append(pytest.param(name, exc, id=info.name))
+            continue
+        for app in getattr(module, "APPS", []):
+            params.append(pytest.param(name, app, id=f"{info.name}.{app.__name__}"))
+    return params
+
+
+APPS = _discover()
+
+
+def test_every_lesson_module_with_apps_is_fuzzed():
+    assert any(p.values[0] == "distlab.widgets.memory_wall" for p in APPS)
+
+
+# output-only widgets: shown, never set by a student
+_OUTPUT = (widgets.HTML, widgets.HTMLMath, widgets.Label, widgets.Output)
+
+
+def walk(widget, out=None):
+    out = [] if out is None else out
+    out.append(widget)
+    for child in getattr(widget, "children", ()) or ():
+        if isinstance(child, widgets.Widget):
+            walk(child, out)
+    return out
+
+
+def controls(app) -> list:
+    """The widgets a student can change, found generically."""
+    found = []
+    for w in walk(app):
+        if w is app or isinstance(w, _OUTPUT) or not isinstance(w, widgets.ValueWidget):
+            continue
+        if isinstance(w, (widgets.widget_selection._Selection, widgets.widget_selection._MultipleSelection,
+                          widgets.widget_selection._SelectionNonempty)) or hasattr(w, "options"):
+            found.append(w)
+        elif isinstance(w, (widgets.Checkbox, widgets.ToggleButton, widgets.Valid)):
+            found.append(w)
+        elif isinstance(w.value, (int, float, str, tuple)) and not isinstance(w.value, bool):
+            found.append(w)
+    return found
+
+
+def draw_value(data, w):
+    """A value for control w (bounds and options read now: they may depend on other controls)."""
+    if hasattr(w, "options"):
+        n = len(w.options)
+        if n == 0:
+            return None
+        if isinstance(w, (widgets.SelectMultiple,)):
+            return ("index", tuple(sorted(data.draw(st.sets(st.integers(0, n - 1), max_size=n)))))
+        if isinstance(w, widgets.SelectionRangeSlider):
+            a, b = sorted(data.draw(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1))))
+            return ("index", (a, b))
+        return ("index", data.draw(st.integers(0, n - 1)))
+    if isinstance(w.value, bool):
+        return ("value", data.draw(st.booleans()))
+    if isinstance(w, widgets.FloatLogSlider):
+        return ("value", w.base ** data.draw(st.floats(w.min, w.max)))
+    bounded = hasattr(w, "min") and hasattr(w, "max")
+    if isinstance(w.value, tuple) and bounded:  # range sliders
+        kind = st.integers if isinstance(w.value[0], int) else st.floats
+        a, b = sorted(data.draw(st.tuples(kind(w.min, w.max), kind(w.min, w.max))))
+        return ("value", (a, b))
+    if isinstance(w.value, int):
+        if bounded:
+            return ("value", data.draw(st.integers(w.min, w.max)))
+        return ("value", data.draw(st.one_of(st.sampled_from([0, 1, -1, 10**9, -(10**9)]),
+                                             st.integers(-(10**6), 10**6))))
+    if isinstance(w.value, float):
+        # edges a student can type into a number box: bounds, zero, tiny (even subnormal) and huge values
+        edges = [0.0, -0.0, 1.0, -1.0, 5e-324, 1e-309, 1e-300, 1e-12, 1e15, 1e300, -1e300, -7.5]
+        if bounded:
+            edges = [w.min, w.max, *(e for e in edges if w.min <= e <= w.max)]
+            return ("value", data.draw(st.one_of(st.sampled_from(edges), st.floats(w.min, w.max, allow_nan=False))))
+        return ("value", data.draw(st.one_of(
+            st.sampled_from(edges), st.floats(-1e6, 1e6, allow_nan=False),
+            st.floats(allow_nan=False, allow_infinity=False))))
+    if isinstance(w.value, str):
+        return ("value", data.draw(st.one_of(st.sampled_from(TEXT_SAMPLES), st.text(max_size=12))))
+    return None
+
+
+def visible_text(app) -> tuple[str, str]:
+    """(status text, all other text shown: HTML widgets, labels, figure texts), tags stripped."""
+    def plain(markup: str) -> str:
+        markup = re.sub(r"<br\s*/?>", "\n", markup)
+        return html.unescape(re.sub(r"<[^>]+>", "", markup))
+
+    status = plain(app.status.value) if isinstance(getattr(app, "status", None), widgets.HTML) else ""
+    others = [plain(w.value) for w in walk(app) if isinstance(w, _OUTPUT[:3]) and w is not getattr(app, "status", None)]
+    for value in vars(app).values():
+        if type(value).__name__ == "Figure" and hasattr(value, "findobj"):
+            from matplotlib.text import Text
+
+            others.extend(t.get_text() for t in value.findobj(Text))
+    return status, "\n".join(others)
+
+
+def check_invariants(app):
+    status, others = visible_text(app)
+    if app.error is None:
+        assert not NOT_FINITE.search(status), f"status shows a non-finite number: {status!r}"
+        assert not NOT_FINITE.search(others), f"a non-finite number is shown: {others!r}"
+        assert "Traceback" not in status
+    else:
+        assert isinstance(app.error, str) and app.error.strip()
+        squash = lambda s: " ".join(s.split())  # noqa: E731
+        assert squash(app.error) in squash(status), f"error {app.error!r} is not shown in the status {status!r}"
+        assert "Traceback" not in status
+
+
+@pytest.mark.parametrize("module, app_class", APPS)
+def test_random_control_values_give_a_result_or_our_message(module, app_class):
+    if isinstance(app_class, Exception):
+        raise AssertionError(f"{module} does not import") from app_class
+
+    @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(data=st.data())
+    def fuzz(data):
+        app = app_class()
+        try:
+            check_invariants(app)
+            found = controls(app)
+            assert found, f"{app_class.__name__} has no controls"
+            for _ in range(data.draw(st.integers(1, MAX_STEPS), label="steps")):
+                w = data.draw(st.sampled_from(found), label="control")
+                if w.disabled if hasattr(w, "disabled") else False:
+                    continue  # a student cannot change it now
+                choice = draw_value(data, w)
+                if choice is None:
+                    continue
+                attr, value = choice
+                setattr(w, attr, value)
+                check_invariants(app)
+        finally:
+            fig = getattr(app, "fig", None)
+            if fig is not None:
+                import matplotlib.pyplot as plt
+
+                plt.close(fig)
+
+    fuzz()
+
+
+def test_the_pattern_finds_non_finite_numbers():
+    for shown in ("total nan GB", "inf s", "-inf", "x = NaN", "Infinity %"):
+        assert NOT_FINITE.search(shown)
+    for fine in ("Infiniband", "nanoseconds", "information", "5.0 GB", "inference", "ib-ndr"):
+        assert not NOT_FINITE.search(fine)
+    assert math.isfinite(1.0)
