@@ -124,3 +124,8 @@ def test_choice_question():
     assert q7.check("No").correct and q7.check(False).correct
     assert q7.check("yes").status == INCORRECT
     assert "not one of" in q7.check("maybe").message
+
+
+def test_huge_integer_answer_is_not_yet_not_an_exception():
+    result = q2.check(10**400)
+    assert result.status == INCORRECT and "too large" in result.message

@@ -101,7 +101,10 @@ class NumericQuestion:
         if isinstance(answer, bool):
             raise ValueError(f"{answer!r} is a yes/no value, not {self.noun}")
         if isinstance(answer, numbers.Real):
-            value = float(answer)
+            try:
+                value = float(answer)
+            except OverflowError:
+                raise ValueError(f"{answer!r} is too large to be {self.noun}") from None
         elif isinstance(answer, (str, Quantity)):
             if isinstance(answer, str):
                 try:

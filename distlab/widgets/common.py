@@ -24,6 +24,10 @@ def figure_canvas(figsize=(6.4, 3.6), margins=None) -> tuple[Figure, widgets.DOM
     canvas.header_visible = False
     canvas.footer_visible = False
     canvas.resizable = False
+    # What ipympl does itself once a front end says "initialized": send diffs only, no full PNG
+    # for the saved-notebook preview on every frame (left on, a canvas drawn before it is shown
+    # could render 0 x 0 in JupyterLab; found by the browser test).
+    canvas.syncing_data_url = False
     return fig, canvas
 
 
