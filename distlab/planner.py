@@ -139,12 +139,11 @@ def plan(model, cluster, *, global_batch, seq_len=None, precision="mixed", effic
     s = positive_int(seq_len if seq_len is not None else model.seq_len, "seq_len")
     eff = training.check_fraction(efficiency, "efficiency")
     recipe = memory.precision_recipe(precision)
-    peak = cl.accelerator.peak("fp8" if recipe.name == "fp8" else ("fp32" if recipe.name == "fp32" else "bf16"))
+    hw = training.hardware_arguments(cl, recipe)
+    peak = hw["peak_flops"]
     cols, rejected = enumerate_configurations(model, cl.gpus, cl.node.gpus_per_node, batch)
     out = training.step_model_array(
-        model, gpus_per_node=cl.node.gpus_per_node, intra_bw=cl.node.intra_link.bandwidth,
-        intra_lat=cl.node.intra_link.latency, inter_bw=cl.inter_node_bandwidth_per_gpu, inter_lat=cl.fabric.latency,
-        peak_flops=peak, hbm_bandwidth=cl.accelerator.memory_bandwidth, recipe=recipe, global_batch=batch, seq_len=s,
+        model, **hw, global_batch=batch, seq_len=s,
         dp=cols["dp"], tp=cols["tp"], pp=cols["pp"], chunks=cols["chunks"], micro_batch_size=cols["micro_batch_size"],
         zero=cols["zero"], recompute_code=cols["recompute_code"], sequence_parallel=cols["sequence_parallel"],
         schedule_code=cols["schedule_code"], efficiency=eff)

@@ -272,6 +272,16 @@ class StepEstimate:
                 "memory": self.memory.to_dict()}
 
 
+def hardware_arguments(cl, recipe) -> dict:
+    """The cluster's figures step_model_array needs: links, per-GPU fabric share, HBM, and the
+    dense peak of the precision the recipe computes in (bf16 for mixed, fp8, fp32)."""
+    compute = {"fp8": "fp8", "fp32": "fp32"}.get(recipe.name, "bf16")
+    return dict(gpus_per_node=cl.node.gpus_per_node, intra_bw=cl.node.intra_link.bandwidth,
+                intra_lat=cl.node.intra_link.latency, inter_bw=cl.inter_node_bandwidth_per_gpu,
+                inter_lat=cl.fabric.latency, peak_flops=cl.accelerator.peak(compute),
+                hbm_bandwidth=cl.accelerator.memory_bandwidth, recipe=recipe)
+
+
 def _cluster(cluster, fabric=None, nodes=None):
     from . import hardware
 
@@ -326,12 +336,11 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     zero = memory._zero_stage(zero)
     eff = check_fraction(efficiency, "efficiency")
     recipe = memory.precision_recipe(precision)
-    peak = cl.accelerator.peak("fp8" if recipe.name == "fp8" else ("fp32" if recipe.name == "fp32" else "bf16"))
+    hw = hardware_arguments(cl, recipe)
+    peak = hw["peak_flops"]
     sp = bool(sequence_parallel) and tp > 1
     out = step_model_array(
-        model, gpus_per_node=g, intra_bw=cl.node.intra_link.bandwidth, intra_lat=cl.node.intra_link.latency,
-        inter_bw=cl.inter_node_bandwidth_per_gpu, inter_lat=cl.fabric.latency, peak_flops=peak,
-        hbm_bandwidth=cl.accelerator.memory_bandwidth, recipe=recipe, global_batch=batch, seq_len=s, dp=dp, tp=tp,
+        model, **hw, global_batch=batch, seq_len=s, dp=dp, tp=tp,
         pp=pp, chunks=v, micro_batch_size=b, zero=zero, recompute_code=memory.RECOMPUTE_MODES.index(mode),
         sequence_parallel=sp, schedule_code=SCHEDULES.index(sched), efficiency=eff)
     bd = memory.MemoryBreakdown(float(out["weights_bytes"]), float(out["gradients_bytes"]), float(out["optimizer_bytes"]),
