@@ -186,11 +186,11 @@ def test_lesson_runs_renders_widgets_and_the_slider_updates_the_result(jupyterla
             page.screenshot(path=str(shot), full_page=False)
             browser.close()
     print(f"screenshot: {shot}")
-    if chart[0] < 100 or chart[1] < 100:
-        # Seen here: an ipympl canvas drawn (canvas.draw() or a blit) before it is displayed inside a
-        # container renders 0x0 ("Error setting state: ... drawImage ... 'broken' state" in the console);
-        # setting canvas.syncing_data_url = False in distlab.widgets.common.figure_canvas made it render.
-        pytest.xfail(f"the app's chart rendered {chart[0]}x{chart[1]} px: known ipympl bug, see the comment here")
+    # The chart must have real size. An ipympl canvas drawn (canvas.draw() or a blit) before it was
+    # displayed inside a container once rendered 0x0 here ("Error setting state: ... drawImage ...
+    # 'broken' state" in the console); distlab.widgets.common.figure_canvas sets
+    # canvas.syncing_data_url = False, which fixed it (it was an xfail until repeated runs rendered).
+    assert chart[0] >= 100 and chart[1] >= 100, f"the app's chart rendered {chart[0]}x{chart[1]} px"
 
 
 @pytest.mark.skipif(not VOILA_APP.exists(), reason="the Voila app's notebook is not in this checkout")

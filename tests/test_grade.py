@@ -77,6 +77,18 @@ def test_solution_notebooks_name_their_lesson():
     assert nb.metadata["distlab"]["lesson"] == "memory_wall"
 
 
+@pytest.mark.parametrize("folder", ["solutions", "exercises"])
+def test_every_exercise_notebook_names_a_graded_lesson_its_cells_import(folder):
+    # metadata is what `distlab grade` trusts first, so it must name the lesson whose checks the
+    # notebook's own cells import (a wrong key would grade against another lesson's answers)
+    for path in sorted((ROOT / folder).glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        lesson = nb.metadata.get("distlab", {}).get("lesson")
+        assert lesson in grade.lessons(), f"{path.name}: metadata lesson {lesson!r}"
+        sources = [cell.source for cell in nb.cells if cell.cell_type == "code"]
+        assert grade._lesson_from_imports(sources, grade.lesson_names()) == lesson, path.name
+
+
 # --- the answers channel: parsed here, robust to anything ---------------------------------
 
 
