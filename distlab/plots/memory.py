@@ -31,8 +31,10 @@ class MemoryBars:
 
     @property
     def animated_artists(self) -> list:
-        """The artists that change with every value: redrawn per frame when blitting."""
-        return [r for rects in self.rects.values() for r in rects] + list(self.totals)
+        """The artists redrawn per frame when blitting: the bars and totals that change with every
+        value, then the capacity line and its label, so they stay on top of a bar taller than the GPU."""
+        return ([r for rects in self.rects.values() for r in rects] + list(self.totals)
+                + [self.capacity_line, self.capacity_text])
 
     def update(self, parts: list[dict], labels: list[str] | None = None, capacity: float | None = None,
                capacity_label: str = "", faded: bool = False) -> bool:
