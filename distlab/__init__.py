@@ -25,6 +25,7 @@ _SUBMODULES = (
     "mesh",
     "training",
     "planner",
+    "verify",
     "plots",
     "widgets",
     "course",

@@ -34,3 +34,7 @@ class OutOfMemoryError(DistlabError):
     @property
     def overflow_bytes(self) -> float:
         return self.needed_bytes - self.capacity_bytes
+
+
+class MissingDependencyError(DistlabError, ImportError):
+    """An optional dependency (PyTorch, for distlab.verify) is not installed, or is a version whose API differs."""

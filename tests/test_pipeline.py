@@ -453,38 +453,15 @@ def test_1f1b_accepts_m_below_p():
 
 
 def _torch_orders(cls_name, p, m, v=1):
-    """Per-rank compute actions of torch.distributed.pipelining's schedule, as our Op tuples.
+    """Per-rank compute actions of torch.distributed.pipelining's schedule (distlab.verify), or a skip."""
+    pytest.importorskip("torch.distributed.pipelining.schedules")
+    from distlab.errors import MissingDependencyError
+    from distlab.verify import torch_pipeline_orders
 
-    The schedules are built without a process group (their order is pure arithmetic), so
-    this reaches into torch's private planning methods (torch 2.x).
-    """
-    schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
-    cls = getattr(schedules, cls_name)
-    obj = object.__new__(cls)
     try:
-        if cls_name in ("ScheduleGPipe", "Schedule1F1B"):
-            obj._num_stages, obj._n_microbatches = p, m
-            per_rank = obj._get_pipeline_order()
-        else:
-            obj.pp_group_size, obj.n_local_stages, obj._n_microbatches = p, v, m
-            obj.number_of_rounds = max(1, m // p)
-            obj.microbatches_per_round = m // obj.number_of_rounds
-            per_rank = {r: obj._calculate_single_rank_operations(r) for r in range(p)}
-    except (AttributeError, TypeError) as exc:  # private API moved
-        pytest.skip(f"torch's private schedule API changed: {exc}")
-    letters = {"F": "F", "B": "B", "I": "B", "W": "W"}
-    out = []
-    for rank in range(p):
-        ops = []
-        for action in per_rank[rank]:
-            if action is None:
-                continue
-            kind = getattr(action.computation_type, "value", str(action.computation_type))
-            if kind not in letters:  # REDUCE_GRAD, communication
-                continue
-            ops.append(Op(letters[kind], action.microbatch_index, action.stage_index // p))
-        out.append(tuple(ops))
-    return tuple(out)
+        return torch_pipeline_orders(cls_name, p, m, v)
+    except MissingDependencyError as exc:  # torch's private planning API moved
+        pytest.skip(str(exc))
 
 
 @pytest.mark.parametrize("p, m", [(2, 2), (4, 8), (4, 3), (3, 7)])

@@ -1,0 +1,27 @@
+"""Check distlab's predictions against real PyTorch on this CPU (lesson 9; needs ``pip install 'distlab[torch]'``).
+
+    model state   measure_model_state: parameters, gradients and Adam state after a real step
+    activations   measure_activations: bytes autograd saves for backward in one transformer layer
+    all-reduce    measure_all_reduce + fit_alpha_beta: gloo processes on 127.0.0.1, alpha-beta fit
+    pipelines     torch_pipeline_orders / compare_pipeline_orders: torch.distributed.pipelining's plans
+
+torch is imported inside the functions that need it; without it they raise
+distlab.errors.MissingDependencyError with the install command. fit_alpha_beta needs only NumPy.
+"""
+
+from __future__ import annotations
+
+from ._modules import build_gpt, build_layer
+from ._torch import TORCH_MESSAGE, require_torch, torch_available
+from .activations import ActivationMeasurement, SavedTensor, measure_activations
+from .allreduce import AllReduceMeasurement, AlphaBetaFit, DEFAULT_SIZES, fit_alpha_beta, measure_all_reduce
+from .model_state import ModelStateMeasurement, lesson_model, measure_model_state
+from .pipeline_orders import TORCH_SCHEDULES, OrderComparison, compare_pipeline_orders, torch_pipeline_orders
+
+__all__ = [
+    "TORCH_MESSAGE", "require_torch", "torch_available",
+    "build_gpt", "build_layer", "lesson_model", "measure_model_state", "ModelStateMeasurement",
+    "measure_activations", "ActivationMeasurement", "SavedTensor",
+    "measure_all_reduce", "fit_alpha_beta", "AllReduceMeasurement", "AlphaBetaFit", "DEFAULT_SIZES",
+    "torch_pipeline_orders", "compare_pipeline_orders", "OrderComparison", "TORCH_SCHEDULES",
+]

@@ -1,0 +1,46 @@
+"""PyTorch, imported only when a measurement runs (``import distlab`` never imports torch)."""
+
+from __future__ import annotations
+
+from ..errors import MissingDependencyError
+
+#: What a student sees when a measurement needs PyTorch and it is not installed.
+TORCH_MESSAGE = "this needs PyTorch: pip install 'distlab[torch]' (CPU: pip install torch==2.13.0)"
+
+
+def require_torch():
+    """Import and return torch, or raise MissingDependencyError with the install command."""
+    try:
+        import torch
+    except ImportError as exc:  # torch missing, or a broken install that cannot load
+        raise MissingDependencyError(TORCH_MESSAGE) from exc
+    return torch
+
+
+def torch_available() -> bool:
+    """True when torch can be imported (tests and the notebook use this to skip cleanly)."""
+    try:
+        require_torch()
+    except MissingDependencyError:
+        return False
+    return True
+
+
+def unique_storage_bytes(tensors, seen: set | None = None) -> int:
+    """Bytes of the distinct storages behind `tensors` (views of one buffer count once).
+
+    `seen` (data pointers) is updated, so several calls over one set of tensors never count a
+    storage twice.
+    """
+    seen = set() if seen is None else seen
+    total = 0
+    for t in tensors:
+        if t is None:
+            continue
+        storage = t.untyped_storage()
+        key = storage.data_ptr()
+        if key in seen:
+            continue
+        seen.add(key)
+        total += storage.nbytes()
+    return total

@@ -1,0 +1,111 @@
+"""distlab.verify without PyTorch: the alpha-beta fit, and the error a student gets when torch is missing."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from distlab.collectives import ring_all_reduce_time
+from distlab.errors import ConfigurationError, DistlabError, MissingDependencyError
+from distlab.verify import (
+    TORCH_MESSAGE,
+    AlphaBetaFit,
+    compare_pipeline_orders,
+    fit_alpha_beta,
+    measure_activations,
+    measure_all_reduce,
+    measure_model_state,
+    torch_available,
+    torch_pipeline_orders,
+)
+
+SIZES = np.array([4.0 ** k * 1024 for k in range(9)])
+
+
+def test_fit_recovers_alpha_and_beta_from_exact_ring_times():
+    # Noise-free times from distlab's own formula: the least-squares solution is exact, so the
+    # tolerance is float rounding (the 1/t weights and lstsq lose a few ulps).
+    times = ring_all_reduce_time(SIZES, 2, 1.5e9, 1.2e-4)
+    fit = fit_alpha_beta(SIZES, times, 2)
+    assert fit.alpha_s == pytest.approx(1.2e-4, rel=1e-9)
+    assert fit.beta_bytes_per_s == pytest.approx(1.5e9, rel=1e-9)
+    assert fit.r2_log == pytest.approx(1.0, abs=1e-12)
+    assert fit.predict(SIZES, 4) == pytest.approx(ring_all_reduce_time(SIZES, 4, 1.5e9, 1.2e-4), rel=1e-9)
+
+
+def test_fit_over_several_group_sizes_at_once():
+    ns = np.repeat([2, 3, 4], SIZES.size)
+    sizes = np.tile(SIZES, 3)
+    fit = fit_alpha_beta(sizes, ring_all_reduce_time(sizes, ns, 3e9, 5e-5), ns)
+    assert (fit.alpha_s, fit.beta_bytes_per_s) == (pytest.approx(5e-5, rel=1e-9), pytest.approx(3e9, rel=1e-9))
+    assert fit.world_sizes == (2, 3, 4) and fit.points == 27
+
+
+@given(alpha=st.floats(1e-7, 1e-2), beta=st.floats(1e6, 1e12), n=st.integers(2, 64))
+def test_fit_recovers_any_positive_alpha_and_beta(alpha, beta, n):
+    # Property: over any latency/bandwidth mix the weighted fit is exact up to float rounding.
+    # rel 1e-6 leaves room for the conditioning of the 2x2 system when one term is ~1e6x the other
+    # over the whole sweep (then that parameter is barely determined by the data).
+    times = ring_all_reduce_time(SIZES, n, beta, alpha)
+    fit = fit_alpha_beta(SIZES, times, n)
+    assert fit.predict(SIZES, n) == pytest.approx(times, rel=1e-6)
+    latency_share = 2 * (n - 1) * alpha / times
+    if latency_share.max() > 1e-3:  # alpha visible in the data somewhere
+        assert fit.alpha_s == pytest.approx(alpha, rel=1e-3)
+    if latency_share.min() < 1 - 1e-3:  # beta visible somewhere
+        assert fit.beta_bytes_per_s == pytest.approx(beta, rel=1e-3)
+
+
+def test_fit_clamps_a_negative_latency_to_zero():
+    # Pure bandwidth, with the smallest message made slightly fast: an unconstrained fit gives alpha < 0.
+    times = ring_all_reduce_time(SIZES, 2, 2e9, 0.0)
+    times[0] *= 0.5
+    fit = fit_alpha_beta(SIZES, times, 2)
+    assert fit.alpha_s == 0.0
+    assert 1e9 < fit.beta_bytes_per_s < 4e9
+
+
+@pytest.mark.parametrize("sizes, times, n, match", [
+    (SIZES, SIZES[::-1] * 1e-9, 2, "do not grow"),
+    (SIZES[:1], [1e-3], 2, "at least 2"),
+    (SIZES, -np.ones(9), 2, "positive and finite"),
+    (SIZES, np.ones(9), 1, "n=\\[1.0\\]"),
+    (SIZES, np.ones(9), 2.5, "whole numbers"),
+])
+def test_fit_rejects_bad_data(sizes, times, n, match):
+    with pytest.raises(ConfigurationError, match=match):
+        fit_alpha_beta(sizes, times, n)
+
+
+def test_shared_cpu_prediction_divides_the_bandwidth_by_processes_per_core():
+    fit = AlphaBetaFit(1e-4, 1e9, 1.0, 9, (2,))
+    assert fit.predict_shared_cpu(SIZES, 2, cores=2) == pytest.approx(fit.predict(SIZES, 2))
+    # N = 4 on 2 cores: each process has half a core, so the bandwidth term doubles
+    expected = ring_all_reduce_time(SIZES, 4, 0.5e9, 1e-4)
+    assert fit.predict_shared_cpu(SIZES, 4, cores=2) == pytest.approx(expected)
+
+
+def test_import_distlab_verify_does_not_import_torch():
+    code = "import sys, distlab; distlab.verify.fit_alpha_beta; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+@pytest.mark.parametrize("call", [
+    lambda: measure_model_state(),
+    lambda: measure_activations(),
+    lambda: measure_all_reduce(),
+    lambda: torch_pipeline_orders("1f1b", 4, 8),
+    lambda: compare_pipeline_orders("gpipe", 2, 2),
+])
+def test_without_torch_every_measurement_says_how_to_install_it(monkeypatch, call):
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
+    with pytest.raises(MissingDependencyError) as info:
+        call()
+    assert str(info.value) == "this needs PyTorch: pip install 'distlab[torch]' (CPU: pip install torch==2.13.0)"
+    assert str(info.value) == TORCH_MESSAGE
+    assert isinstance(info.value, DistlabError) and isinstance(info.value, ImportError)
+    assert not torch_available()
