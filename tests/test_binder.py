@@ -56,11 +56,13 @@ def test_environment_lists_the_packages_of_pyproject(environment):
             listed[match.group(1).lower()] = match.group(2).replace(" ", "")
     project = PYPROJECT["project"]
     wanted = [*project["dependencies"], *project["optional-dependencies"]["lessons"],
-              *project["optional-dependencies"]["test"]]
+              *project["optional-dependencies"]["test"], *project["optional-dependencies"]["torch"]]
+    conda_names = {"torch": "pytorch"}  # conda-forge's name for the same package
     for text in wanted:
         req = Requirement(text)
-        assert req.name.lower() in listed, f"{req.name} is in pyproject.toml but not in environment.yml"
-        got = listed[req.name.lower()]
+        name = conda_names.get(req.name.lower(), req.name.lower())
+        assert name in listed, f"{req.name} is in pyproject.toml but not in environment.yml"
+        got = listed[name]
         assert got == str(req.specifier), f"{req.name}: {got} in environment.yml, {req.specifier} in pyproject.toml"
     assert "voila" in listed and "jupyterlab" in listed
 
