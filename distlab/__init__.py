@@ -25,6 +25,7 @@ _SUBMODULES = (
     "mesh",
     "training",
     "planner",
+    "production",
     "verify",
     "plots",
     "widgets",

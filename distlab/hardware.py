@@ -263,6 +263,13 @@ def _link_of_kind(value, kind: str, role: str) -> Link:
     return found
 
 
+def _bool_types() -> tuple:
+    """NumPy's bool type (a widget or an array may hand one over); no NumPy import at module load."""
+    import numpy
+
+    return (numpy.bool_,)
+
+
 def _oversubscription(value) -> float:
     """A ratio >= 1: a number, or a string such as '2:1'."""
     text = value
@@ -288,14 +295,22 @@ def _oversubscription(value) -> float:
 class Cluster:
     """`nodes` identical nodes joined by a network `fabric` (default: the node's NIC link).
 
-    `oversubscription` k >= 1 is the fabric's taper (k:1): when every node sends across the
-    fabric at once, each port gets on average 1/k of its line rate.
+    `oversubscription` k >= 1 is the taper (k:1) between the leaf switches and the spine: when
+    every node sends across the spine at once, each port gets on average 1/k of its line rate.
+
+    `rail_optimized`: the NIC of GPU i of every node is cabled to leaf switch i ("rail" i), as in
+    NVIDIA's DGX SuperPOD reference architecture (DGX H100: eight rails, one leaf per rail in each
+    scalable unit). Traffic between GPUs of the same local rank then crosses one leaf and never
+    the tapered spine; traffic between different local ranks does. Without rails (a leaf per
+    rack of nodes, a job's nodes spread over leaves) all inter-node traffic is taken to cross the
+    spine: the worst case, which is what `inter_node_bandwidth_per_gpu` prices.
     """
 
     node: Node
     nodes: int
     fabric: Link | None = None
     oversubscription: float = 1.0
+    rail_optimized: bool = False
 
     def __post_init__(self):
         the_node = node(self.node)
@@ -304,6 +319,9 @@ class Cluster:
         fabric = the_node.nic if self.fabric is None else _link_of_kind(self.fabric, "inter-node", "fabric")
         object.__setattr__(self, "fabric", fabric)
         object.__setattr__(self, "oversubscription", _oversubscription(self.oversubscription))
+        if not isinstance(self.rail_optimized, (bool, *_bool_types())):
+            raise ConfigurationError(f"rail_optimized={self.rail_optimized!r} must be True or False")
+        object.__setattr__(self, "rail_optimized", bool(self.rail_optimized))
 
     @property
     def name(self) -> str:
@@ -344,12 +362,34 @@ class Cluster:
         """
         return self.port_bandwidth * self.node.nics_per_node / self.node.gpus_per_node / self.oversubscription
 
+    def fabric_bandwidth_per_gpu(self, same_local_rank: bool = False) -> float:
+        """Per-direction bandwidth one GPU gets to a GPU on another node when all GPUs send (B/s).
+
+        Between GPUs of the same local rank on a rail-optimized fabric the traffic stays on that
+        rail's leaf switch: port bandwidth x nics_per_node / gpus_per_node, no taper. Any other
+        inter-node traffic crosses the spine and gets 1/oversubscription of that
+        (= inter_node_bandwidth_per_gpu). Sources: NVIDIA DGX SuperPOD reference architecture
+        (rail-optimized compute fabric); the parallelism-bandwidth-modeler reference's notes
+        (rails keep data-parallel all-reduce within one switch layer).
+        """
+        if self.rail_optimized and same_local_rank:
+            return self.inter_node_bandwidth_per_gpu * self.oversubscription
+        return self.inter_node_bandwidth_per_gpu
+
     def peak(self, precision: str) -> float:
         """Dense peak FLOP/s of all GPUs together in `precision`."""
         return self.gpus * self.accelerator.peak(precision)
 
     def describe(self) -> str:
         taper = "non-blocking" if self.oversubscription == 1 else f"{self.oversubscription:g}:1 oversubscribed"
+        if self.rail_optimized:
+            taper += ", rail-optimized"
+            if self.oversubscription != 1:
+                return (
+                    f"{self.name} = {self.gpus} x {self.accelerator.name}; fabric {self.fabric.name} ({taper}), "
+                    f"{format_rate(self.fabric_bandwidth_per_gpu(True))} per GPU along a rail, "
+                    f"{format_rate(self.inter_node_bandwidth_per_gpu)} across rails"
+                )
         return (
             f"{self.name} = {self.gpus} x {self.accelerator.name}; fabric {self.fabric.name} ({taper}), "
             f"{format_rate(self.inter_node_bandwidth_per_gpu)} per GPU across nodes"
@@ -393,9 +433,9 @@ def node(name) -> Node:
     return _find(NODES, name, "node")
 
 
-def cluster(node, nodes, fabric=None, oversubscription=1.0) -> Cluster:
+def cluster(node, nodes, fabric=None, oversubscription=1.0, rail_optimized=False) -> Cluster:
     """A Cluster of `nodes` nodes; node and fabric may be names or objects (fabric default: the node's NIC)."""
-    return Cluster(node, nodes, fabric, oversubscription)
+    return Cluster(node, nodes, fabric, oversubscription, rail_optimized)
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,0 +1,400 @@
+"""Lesson 8's physics (distlab.production, the rail/oversubscription model, the OOM triage): hand-derived
+values, independent implementations, invariants and refusals."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings, strategies as st
+
+from distlab import collectives, dataparallel, hardware, memory, production, training
+from distlab.errors import ConfigurationError
+
+SCENARIO = dict(global_batch=256, seq_len=8192)
+FIT = dict(tp=8, pp=4, zero=1, recompute="selective", sequence_parallel=True)
+
+
+# ----------------------------------------------------------------------------------------
+# 1. Bucketing
+
+
+def test_best_bucket_count_hand_derived():
+    # N = 2, alpha = 0.5 ms: a bucket pays L = 2(N-1) alpha = 1 ms of latency; M = 1 GB at 10 GB/s:
+    # M s = 2(N-1)/N x M / beta = 100 ms; backward T = 200 ms. exposed(B) = max(L + Ms/B, B L + Ms - T + T/B)
+    # = max(1 + 100/B, B - 100 + 200/B) ms; the branches meet at B^2 - 101 B + 100 = 0 -> B = 100
+    # = (T - Ms) / L, where exposed = 1 + 100/100 = 2 ms (B = 99: 2.0101 ms; B = 101: 2.98 ms).
+    sweep = production.bucket_sweep(1e9, 0.2, 2, bandwidth=1e10, latency=0.5e-3, max_buckets=400)
+    assert sweep.best_buckets == 100
+    assert sweep.best_exposed_s == pytest.approx(2e-3, rel=1e-9)
+    assert sweep.at(99)["exposed_s"] == pytest.approx(1e-3 + 0.1 / 99, rel=1e-9)
+    assert sweep.at(101)["exposed_s"] == pytest.approx(101e-3 - 0.1 + 0.2 / 101, rel=1e-9)
+    assert sweep.at(1)["exposed_s"] == pytest.approx(0.101, rel=1e-9)  # one bucket: nothing hides
+    # a 10 MB bucket: 2(N-1)/N x 10 MB / 10 GB/s = 1 ms of bytes after 1 ms of latency: half the link's rate
+    assert sweep.at(100)["bandwidth_share"] == pytest.approx(0.5, rel=1e-9)
+
+
+def test_sweep_equals_the_bucketed_timeline_and_brute_force():
+    grad, backward, dp = 3.2e9, 0.2, 16  # bytes 2 x 15/16 x 3.2 GB / 50 GB/s = 120 ms, L = 30 x 9.6 us: B* = 277.8
+    sweep = production.bucket_sweep(grad, backward, dp, link="ib-ndr", max_buckets=300)
+    brute = [dataparallel.bucketed_overlap(grad, backward, dp, buckets=b, link="ib-ndr").exposed_s
+             for b in range(1, 301)]
+    np.testing.assert_allclose(sweep.exposed_s, brute, rtol=1e-9, atol=1e-15)
+    assert sweep.best_buckets == int(np.argmin(brute)) + 1
+    for b in (1, 7, 150, 300):  # the sweep's own timeline is bucketed_overlap's
+        mine, theirs = sweep.timeline(b), dataparallel.bucketed_overlap(grad, backward, dp, buckets=b, link="ib-ndr")
+        np.testing.assert_allclose(mine.end_s, theirs.end_s, rtol=1e-12)
+        assert mine.exposed_s == pytest.approx(sweep.at(b)["exposed_s"], rel=1e-9)
+    # and the closed form of the docstring: B* = (T - M s) / L
+    cost = collectives.collective_cost("all-reduce", grad, dp, link="ib-ndr")
+    b_star = (backward - cost.bandwidth_time_s) / cost.latency_time_s
+    assert sweep.best_buckets in (math.floor(b_star), math.ceil(b_star))
+
+
+def test_hierarchical_buckets_pay_fewer_latency_steps():
+    # 64 GPUs on 8 DGX H100: L = 2 x 7 x 3.4 us (NVLink) + 2 x 7 x 9.6 us (NDR) = 182 us per bucket,
+    # against 2 x 63 x 9.6 us = 1.21 ms for one flat ring over the fabric
+    h = production.bucket_sweep(13.5e9, 0.2, 64, link="nvlink4", algorithm="hierarchical", gpus_per_node=8,
+                                inter_link="ib-ndr", max_buckets=50)
+    r = production.bucket_sweep(13.5e9, 0.2, 64, link="ib-ndr", max_buckets=50)
+    assert h.latency_s == pytest.approx(14 * 3.4e-6 + 14 * 9.6e-6)
+    assert r.latency_s == pytest.approx(126 * 9.6e-6)
+    # bytes: 2 x 7/8 x M / 450 GB/s + 2 x 7/8 x (M/8) / 50 GB/s
+    assert h.seconds_per_byte == pytest.approx(2 * 7 / 8 / 450e9 + 2 * 7 / 8 / 8 / 50e9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(grad=st.floats(1e6, 1e11), backward=st.floats(1e-3, 5.0), dp=st.integers(2, 512),
+       fabric=st.sampled_from(["nvlink4", "ib-ndr", "ethernet-100g"]))
+def test_bucket_sweep_invariants(grad, backward, dp, fabric):
+    s = production.bucket_sweep(grad, backward, dp, link=fabric, max_buckets=512)
+    assert np.all(np.isfinite(s.exposed_s)) and np.all(s.exposed_s > 0)
+    assert s.exposed_s[0] == pytest.approx(s.comm_total_s[0])  # one bucket hides nothing
+    assert s.best_exposed_s <= s.exposed_s.min() + 1e-15
+    # while all buckets' communication fits in backward, only the last bucket shows, and more buckets
+    # never hurt there (exposed non-increasing); beyond that point it is not monotone (latency grows)
+    inside = s.comm_total_s <= backward
+    np.testing.assert_allclose(s.exposed_s[inside], s.per_bucket_s[inside], rtol=1e-12)
+    assert np.all(np.diff(s.exposed_s[inside]) <= 1e-15)
+    assert np.all((s.bandwidth_share > 0) & (s.bandwidth_share <= 1))
+    assert np.all(np.diff(s.bandwidth_share) <= 0)  # smaller buckets never use the link better
+
+
+# ----------------------------------------------------------------------------------------
+# 2. The network
+
+
+def test_dp_all_reduce_hand_values():
+    # 4 DGX H100 on NDR, 3:1, tp = 1: the DP group is all 32 ranks, 8 per node (l = 8, k = 4 nodes).
+    # hierarchical: intra ring over 8 on NVLink (450 GB/s, 3.4 us) + inter ring of M/8 over 4 nodes.
+    M = 14e9
+    intra = 2 * 7 * 3.4e-6 + 2 * 7 / 8 * M / 450e9  # 54.49 ms
+    for rails, bw in ((True, 50e9), (False, 50e9 / 3)):
+        cl = hardware.cluster("dgx-h100", 4, oversubscription="3:1", rail_optimized=rails)
+        h = production.dp_all_reduce(cl, M, algorithm="hierarchical")
+        assert (h.local_members, h.nodes, h.same_local_rank) == (8, 4, True)
+        assert h.time_s == pytest.approx(intra + 2 * 3 * 9.6e-6 + 2 * 3 / 4 * (M / 8) / bw, rel=1e-12)
+        # one flat ring of 32: hops 7->8, 15->16, ... join local rank 7 to 0: the spine, 50/3 GB/s, rails or not
+        r = production.dp_all_reduce(cl, M, algorithm="ring")
+        assert not r.same_local_rank
+        assert r.time_s == pytest.approx(2 * 31 * 9.6e-6 + 2 * 31 / 32 * M / (50e9 / 3), rel=1e-12)
+    # tp = 8: one member per node; the flat ring IS the hierarchical one (same local rank, along a rail)
+    cl = hardware.cluster("dgx-h100", 4, oversubscription=3, rail_optimized=True)
+    h = production.dp_all_reduce(cl, M / 8, tp=8)
+    r = production.dp_all_reduce(cl, M / 8, tp=8, algorithm="ring")
+    assert h.time_s == pytest.approx(r.time_s, rel=1e-12) and h.same_local_rank and r.same_local_rank
+    assert h.fabric_bw == 50e9
+
+
+def test_placement_that_breaks_the_hierarchy():
+    # tp = 3 on 24 GPUs: DP stride 3 puts ranks 0,3,6 | 9,12,15 | 18,21 on the nodes: 3, 3, 2 members
+    cl = hardware.cluster(hardware.Node("odd", "h100-sxm", 8, "nvlink4", "ib-ndr", 8), 3)
+    with pytest.raises(ConfigurationError, match="same number on each"):
+        production.dp_all_reduce(cl, 1e9, tp=3)
+    r = production.dp_all_reduce(cl, 1e9, tp=3, algorithm="ring")
+    assert r.members == (0, 3, 6, 9, 12, 15, 18, 21) and r.nodes == 3
+
+
+@settings(max_examples=40, deadline=None)
+@given(nodes=st.sampled_from([2, 4, 8, 16]), tp=st.sampled_from([1, 2, 4, 8]), pp=st.sampled_from([1, 2]),
+       k=st.floats(1.0, 6.0), k2=st.floats(1.0, 6.0), fabric=st.sampled_from(["ib-ndr", "ethernet-100g", "ib-hdr"]),
+       size=st.floats(1e6, 1e11))
+def test_network_invariants(nodes, tp, pp, k, k2, fabric, size):
+    lo, hi = sorted((k, k2))
+    t = {}
+    for rails in (False, True):
+        for ratio in (lo, hi):
+            cl = hardware.cluster("dgx-h100", nodes, fabric, ratio, rails)
+            for algo in production.ALGORITHMS:
+                t[rails, ratio, algo] = production.dp_all_reduce(cl, size, tp=tp, pp=pp, algorithm=algo).time_s
+    for rails in (False, True):
+        for algo in production.ALGORITHMS:
+            assert t[rails, hi, algo] >= t[rails, lo, algo] * (1 - 1e-12)  # a k:1 taper never speeds up
+    for ratio in (lo, hi):
+        for algo in production.ALGORITHMS:
+            assert t[True, ratio, algo] <= t[False, ratio, algo] * (1 + 1e-12)  # rails never slower
+            # NVLink is faster than any fabric here, so the hierarchy never loses to the flat ring
+            assert t[True, ratio, "hierarchical"] <= t[True, ratio, "ring"] * (1 + 1e-12)
+
+
+def test_rails_and_taper_in_the_step_model():
+    base = training.estimate("llama3.1-70b", hardware.cluster("dgx-h100", 32), **SCENARIO, **FIT)
+    rail1 = training.estimate("llama3.1-70b", hardware.cluster("dgx-h100", 32, rail_optimized=True), **SCENARIO, **FIT)
+    assert rail1.step_time_s == base.step_time_s  # a non-blocking fabric has nothing to spare
+    tapered = production.network_step("llama3.1-70b", nodes=32, oversubscription=3, **SCENARIO, **FIT)
+    railed = production.network_step("llama3.1-70b", nodes=32, oversubscription=3, rail_optimized=True,
+                                      **SCENARIO, **FIT)
+    assert tapered.dp_comm_s == pytest.approx(3 * base.dp_comm_s, rel=0.05)  # inter-node phase dominates
+    assert tapered.step_time_s >= base.step_time_s
+    assert railed.dp_comm_s == pytest.approx(base.dp_comm_s, rel=1e-12)  # DP rides the rails: no taper
+    # pipeline neighbours here are tp x dp = 64 ranks apart (a multiple of 8): same local rank as well
+    assert railed.p2p_s == pytest.approx(base.p2p_s, rel=1e-12)
+
+
+def test_pipeline_hop_between_local_ranks_pays_the_spine():
+    # tp 2 x dp 2 x pp 8 on 4 nodes: neighbours 4 ranks apart; the hop 4 -> 8 joins local rank 4 to 0
+    kw = dict(global_batch=64, seq_len=2048, tp=2, pp=8, zero=1)
+    rails = production.network_step("llama2-7b", nodes=4, oversubscription=4, rail_optimized=True, **kw)
+    flat = production.network_step("llama2-7b", nodes=4, oversubscription=4, rail_optimized=False, **kw)
+    assert rails.p2p_s == pytest.approx(flat.p2p_s, rel=1e-12)
+    assert rails.dp_comm_s == flat.dp_comm_s  # tp x dp = 4 <= 8: the DP group stays on NVLink
+
+
+def test_cluster_rail_flag_and_describe():
+    cl = hardware.cluster("dgx-h100", 4, oversubscription=2, rail_optimized=True)
+    assert cl.fabric_bandwidth_per_gpu(True) == pytest.approx(50e9)
+    assert cl.fabric_bandwidth_per_gpu(False) == pytest.approx(25e9) == cl.inter_node_bandwidth_per_gpu
+    assert "rail-optimized" in cl.describe() and "along a rail" in cl.describe()
+    assert hardware.cluster("dgx-h100", 4, oversubscription=2).fabric_bandwidth_per_gpu(True) == pytest.approx(25e9)
+    with pytest.raises(ConfigurationError, match="rail_optimized='yes' must be True or False"):
+        hardware.cluster("dgx-h100", 4, rail_optimized="yes")
+
+
+# ----------------------------------------------------------------------------------------
+# 3. FP8
+
+
+def test_fp8_halves_what_it_should_and_not_the_rest():
+    cmp = production.fp8_comparison("llama3.1-70b", hardware.cluster("dgx-h100", 32), **SCENARIO, **FIT)
+    r = cmp.ratios()
+    # Llama has no dropout: every stored activation is a 2-byte tensor -> exactly half
+    assert r["activations per GPU"] == pytest.approx(0.5, rel=1e-12)
+    assert r["TP all-reduce message (b s h e)"] == 0.5 and r["pipeline send per microbatch (b s h e / tp)"] == 0.5
+    assert r["weights per GPU"] == 0.5
+    assert r["DP gradient all-reduce (M per GPU)"] == 1.0  # bf16 gradients
+    assert r["optimizer state per GPU"] == 1.0 and r["gradients per GPU"] == 1.0
+    assert r["model-state bytes per parameter"] == pytest.approx(15 / 16)  # 1 + 2 + 12
+    assert r["dense peak per GPU"] == pytest.approx(1978.9 / 989.4, rel=1e-12)
+    assert cmp.fp8.dp_comm_s == cmp.bf16.dp_comm_s
+    assert 0.5 < r["memory per GPU"] < 1 and 0.5 < r["step time"] < 1
+    assert "fp8/bf16" in cmp.table()
+
+
+def test_fp8_activations_with_dropout_are_more_than_half():
+    # GPT-3 keeps 1-byte dropout masks: per layer s b h (34 + 5 a s / h) in bf16 (Korthikanti Table 2);
+    # in fp8 the 2-byte tensors halve, the masks (2 s b h + a s^2 b bytes) do not.
+    m = memory.activation_bytes_per_layer("gpt3-175b", 1, 2048, precision="mixed")
+    f = memory.activation_bytes_per_layer("gpt3-175b", 1, 2048, precision="fp8")
+    s, b, h, a = 2048, 1, 12288, 96
+    assert m == pytest.approx(s * b * h * (34 + 5 * a * s / h))
+    masks = 2 * s * b * h + a * s * s * b
+    assert f == pytest.approx((m - masks) / 2 + masks)
+
+
+# ----------------------------------------------------------------------------------------
+# 4. Ring attention
+
+
+def test_ring_attention_hand_values():
+    # Llama-3.1-70B, S = 131,072, cp = 16: chunk 8,192 tokens; K/V width 8 heads x 128 = 1,024;
+    # block = 2 x 8192 x 1024 x 2 B = 33.55 MB; NVLink: 3.4 us + 33.55 MB / 450 GB/s = 78.0 us.
+    # causal, load-balanced: 1/2 x 4 x 8192^2 x 8192 = 1.0995e12 FLOP at 494.7 TFLOP/s = 2.2226 ms.
+    r = production.ring_attention_step("llama3.1-70b", 131072, 16)
+    assert r.kv_block_bytes == 2 * 8192 * 1024 * 2
+    assert r.comm_s == pytest.approx(3.4e-6 + 2 * 8192 * 1024 * 2 / 450e9, rel=1e-12)
+    assert r.compute_s == pytest.approx(0.5 * 4 * 8192**3 / (989.4e12 * 0.5), rel=1e-12)
+    assert r.hidden and r.exposed_s == 0
+    # the crossover: hidden at S*, not one chunk-per-GPU shorter
+    assert production.ring_attention_step("llama3.1-70b", r.crossover_seq_len, 16).hidden
+    assert not production.ring_attention_step("llama3.1-70b", r.crossover_seq_len - 16, 16).hidden
+    # over the fabric (50 GB/s) it takes ~9x longer to hide
+    ib = production.ring_attention_step("llama3.1-70b", 131072, 16, link="ib-ndr")
+    assert ib.crossover_seq_len > 4 * r.crossover_seq_len
+
+
+def test_the_modelers_sequence_parallel_arithmetic_is_off_by_1000():
+    # The bandwidth-modeler reference: "(2 x 2048 x 8192 x 2) / 100e9 = 0.67 us per layer". It is 671 us:
+    # a 64-head model with h = 8192 (K/V width 8192), 2,048 tokens per GPU, 100 GB/s, no latency.
+    r = production.ring_attention_step("megatron-gpt-39.1b", 2048 * 4, 4, bandwidth="100 GB/s", latency=0)
+    assert r.kv_block_bytes == 2 * 2048 * 8192 * 2
+    assert r.comm_s == pytest.approx(671.0888e-6, rel=1e-6)
+
+
+@settings(max_examples=40, deadline=None)
+@given(cp=st.sampled_from([2, 4, 8, 16, 32]), k=st.integers(1, 64), b=st.integers(1, 4),
+       link=st.sampled_from(["nvlink4", "ib-ndr", "ethernet-100g"]), causal=st.booleans())
+def test_ring_attention_longer_sequences_hide_better(cp, k, b, link, causal):
+    s = 1024 * k * cp
+    one = production.ring_attention_step("llama3.1-8b", s, cp, micro_batch_size=b, link=link, causal=causal)
+    two = production.ring_attention_step("llama3.1-8b", 2 * s, cp, micro_batch_size=b, link=link, causal=causal)
+    assert two.ratio < one.ratio  # compute grows as (s/cp)^2, the block as s/cp
+    assert one.hidden == (s >= one.crossover_seq_len)
+    assert math.isfinite(one.comm_s) and math.isfinite(one.compute_s)
+
+
+# ----------------------------------------------------------------------------------------
+# 5. Stragglers
+
+
+@pytest.mark.parametrize("n, tabulated", [(2, 1 / math.sqrt(math.pi)), (3, 3 / (2 * math.sqrt(math.pi))),
+                                          (5, 1.16296), (10, 1.53875), (100, 2.50759), (1000, 3.24144)])
+def test_expected_max_of_normals_matches_tippett(n, tabulated):
+    # n = 2 and 3 are exact closed forms; the others from Tippett (1925) / Harter (1961) tables
+    assert production.expected_max_normal(n) == pytest.approx(tabulated, abs=2e-5)
+
+
+def test_simulation_matches_exact_and_extreme_value_growth():
+    previous = 0.0
+    for n in (8, 64, 512, 4096):
+        sim = production.simulate_slowest(n, 0.05, steps=4000, seed=1)
+        exact = production.expected_slowest(n, 0.05)
+        se = sim.std(ddof=1) / math.sqrt(sim.size)
+        assert abs(sim.mean() - exact) < 4 * se  # the simulation agrees within 4 standard errors
+        mu = (exact - 1) / 0.05
+        assert mu > previous  # the expected slowest grows with the group
+        previous = mu
+        if n >= 64:  # Gumbel: sqrt(2 ln n) - (ln ln n + ln 4 pi) / (2 sqrt(2 ln n)) + gamma / sqrt(2 ln n)
+            assert production.gumbel_expected_max(n) == pytest.approx(mu, rel=0.025)
+        assert mu < math.sqrt(2 * math.log(n))  # the leading term overestimates
+
+
+def test_one_slow_gpu_hand_value():
+    # sigma = 0: the step waits exactly (k - 1) x (compute + bubble)
+    kw = dict(**SCENARIO, **FIT)
+    cl = hardware.cluster("dgx-h100", 32)
+    healthy = training.estimate("llama3.1-70b", cl, **kw)
+    slow = production.straggler_step("llama3.1-70b", cl, slow_factor=1.25, **kw)
+    assert slow.step_time_s == pytest.approx(healthy.step_time_s + 0.25 * (healthy.compute_s + healthy.bubble_s))
+    assert production.straggler_step("llama3.1-70b", cl, **kw).step_time_s == healthy.step_time_s
+    assert production.expected_slowest(16, 0.05, 1.5) >= 1.5
+    sim = production.simulate_slowest(16, 0.05, slow_factor=1.5, steps=20000, seed=3)
+    exact = production.expected_slowest(16, 0.05, 1.5)
+    assert abs(sim.mean() - exact) < 4 * sim.std(ddof=1) / math.sqrt(sim.size)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 4096), sigma=st.floats(0, 0.25), k=st.floats(1, 3))
+def test_straggler_never_faster(n, sigma, k):
+    e = production.expected_slowest(n, sigma, k)
+    assert math.isfinite(e) and e >= k * (1 - 1e-7)
+    if k == 1 and sigma > 0.01 and n > 1:
+        assert e > 1
+
+
+# ----------------------------------------------------------------------------------------
+# 6. OOM triage
+
+
+def _kw(**extra):
+    return dict(fabric="ib-ndr", nodes=32, **SCENARIO, **extra)
+
+
+def test_triage_ladder_production_order_and_first_fit():
+    t = production.triage_oom("llama3.1-70b", "dgx-h100", **_kw(tp=8, pp=4, micro_batch_size=4))
+    assert not t.already_fits
+    kinds = [training.TRIAGE_ORDER.index(s.kind) for s in t.ladder]
+    assert kinds == sorted(kinds)  # micro-batch, recomputation, ZeRO, TP, PP
+    first = t.first_fit
+    assert first is t.ladder[-1] and first.fits
+    assert all(not s.fits for s in t.ladder[:-1])
+    for s in t.ladder:  # every rung is estimate() re-run on its configuration
+        if s.skipped is None:
+            again = training.estimate("llama3.1-70b", "dgx-h100", **s.config)
+            assert again.memory.total_bytes == s.memory_per_gpu_bytes
+            assert again.step_time_s == pytest.approx(s.step_time_s)
+    total = t.base.memory.total_bytes - first.memory_per_gpu_bytes
+    assert first.saves_total_bytes == pytest.approx(total)
+    assert sum(s.saves_bytes for s in t.ladder) == pytest.approx(total)
+    assert "first fit" in t.summary()
+
+
+def test_smaller_micro_batch_helps_only_once_the_pipeline_is_full():
+    # 1F1B keeps min(pp, m) microbatches in flight: b x min(pp, m) sequences of activations.
+    # tp 8 x pp 4 x dp 8, B = 256: b = 4 -> m = 8 >= 4: 4 x 4 = 16 sequences; b = 2 -> m = 16: 4 x 2 = 8.
+    t = production.triage_oom("llama3.1-70b", "dgx-h100", **_kw(tp=8, pp=4, micro_batch_size=4))
+    step = t.fixes[0]
+    assert step.kind == "micro-batch" and step.change == "micro_batch_size=2"
+    assert step.estimate.memory.activations_bytes == pytest.approx(t.base.memory.activations_bytes / 2)
+    # dp 64 x pp 4, b = 4: m = 1 < pp: one microbatch of 4 in flight; b = 2 -> m = 2: two of 2. No saving.
+    t2 = production.triage_oom("llama3.1-70b", "dgx-h100", **_kw(dp=64, pp=4, micro_batch_size=4))
+    assert t2.fixes[0].saves_bytes == pytest.approx(0.0, abs=1)
+
+
+@settings(max_examples=25, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4]), pp=st.sampled_from([1, 2, 4]), b=st.sampled_from([1, 2, 4]),
+       zero=st.integers(0, 2), rec=st.sampled_from(["none", "selective"]), sp=st.booleans())
+def test_triage_fixes_never_add_memory(tp, pp, b, zero, rec, sp):
+    assume(256 % (256 // (tp * pp) * b) == 0)  # whole microbatches per replica
+    cfg = dict(tp=tp, pp=pp, micro_batch_size=b, zero=zero, recompute=rec, sequence_parallel=sp)
+    t = production.triage_oom("llama3.1-70b", "dgx-h100", **_kw(**cfg))
+    for f in t.fixes:
+        if f.skipped:
+            assert f.saves_bytes == 0
+            continue
+        # b x min(pp, m) sequences in flight, m = B / (dp b): never more when b shrinks. (Doubling TP or PP
+        # halves dp, so m doubles and more microbatches may be in flight: those can cost memory.)
+        if f.kind in ("micro-batch", "recomputation", "ZeRO"):
+            assert f.saves_bytes >= 0
+        if f.kind in ("recomputation", "ZeRO"):
+            assert f.saves_bytes > 0
+        assert math.isfinite(f.step_time_s) and f.step_time_s > 0
+
+
+def test_triage_already_fits_and_refusals():
+    t = production.triage_oom("llama3.1-70b", "dgx-h100", **_kw(**FIT))
+    assert t.already_fits and t.ladder == () and t.first_fit is None
+    assert t.summary().startswith("already fits")
+    assert training.explain_infeasible("llama3.1-70b", "dgx-h100", **_kw(**FIT)) == []
+    with pytest.raises(ConfigurationError, match="micro_batch_size=0 must be a positive whole number"):
+        production.triage_oom("llama3.1-70b", "dgx-h100", **_kw(micro_batch_size=0))
+    with pytest.raises(ConfigurationError, match="must equal the cluster's 256 GPUs"):
+        production.triage_oom("llama3.1-70b", "dgx-h100", **_kw(tp=3))
+
+
+def test_explain_infeasible_keeps_its_single_fixes():
+    fixes = training.explain_infeasible("llama3.1-70b", "dgx-h100", **_kw(dp=256))
+    assert {f["change"] for f in fixes} == {"ZeRO-1", "ZeRO-2", "ZeRO-3", "selective recomputation",
+                                            "full recomputation", "tp=2", "pp=2"}
+    by = {f["change"]: f for f in fixes}
+    assert by["tp=2"]["config"] == dict(tp=2, dp=128) and by["ZeRO-3"]["config"] == dict(zero=3)
+
+
+# ----------------------------------------------------------------------------------------
+# Refusals: our message, never a bare exception, NaN or inf
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: production.bucket_sweep(0, 1, 8, link="ib-ndr"), "grad_bytes must be positive"),
+    (lambda: production.bucket_sweep(1e9, float("nan"), 8, link="ib-ndr"), "backward_time=nan"),
+    (lambda: production.bucket_sweep(1e9, 1, 8, link="ib-ndr", max_buckets=0), "max_buckets=0 must be a whole"),
+    (lambda: production.bucket_sweep(1e9, 1, 8, link="ib-ndr", max_buckets=2.5), "max_buckets=2.5"),
+    (lambda: production.bucket_sweep(1e9, 1, 8, link="ib-ndr", op="broadcast"), "op='broadcast'"),
+    (lambda: production.bucket_sweep(1e9, 1, 8, link="ib-ndr").at(2000), "buckets=2000"),
+    (lambda: production.dp_all_reduce(hardware.cluster("dgx-h100", 2), 1e9, tp=3), "must divide the cluster's 16"),
+    (lambda: production.dp_all_reduce(hardware.cluster("dgx-h100", 2), 1e9, algorithm="tree"), "algorithm='tree'"),
+    (lambda: production.dp_all_reduce(hardware.cluster("dgx-h100", 2), 1e9, group=99), "group=99"),
+    (lambda: production.ring_attention_step("llama3.1-8b", 1000, 3), "cp=3 does not divide seq_len=1000"),
+    (lambda: production.ring_attention_step("llama3.1-8b", 4096, 2, efficiency=1.5), "efficiency=1.5"),
+    (lambda: production.ring_attention_step("llama3.1-8b", 4096, 2, tp=3), "tp=3"),
+    (lambda: production.expected_slowest(8, 0.5), "sigma=0.5 must be at most 0.25"),
+    (lambda: production.expected_slowest(8, 0.1, 0.5), "slow_factor=0.5 must be >= 1"),
+    (lambda: production.expected_slowest(0, 0.1), "gpus=0"),
+    (lambda: production.simulate_slowest(100000, 0.1, steps=10000), "draws is over"),
+    (lambda: production.gumbel_expected_max(1), "needs n >= 2"),
+    (lambda: production.backward_time("llama2-7b", -5), "tokens_per_gpu must be positive"),
+    (lambda: hardware.cluster("dgx-h100", 2, oversubscription="1:3"), "must be >= 1"),
+])
+def test_invalid_inputs_raise_our_message(call, message):
+    with pytest.raises(ConfigurationError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        call()
