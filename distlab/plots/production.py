@@ -1,0 +1,320 @@
+"""Lesson 8 pictures: the bucket-count U-curve and timeline, production step bars, the OOM ladder,
+ring-attention overlap and the straggler growth law. Data in (distlab.production results), artists out;
+the widgets update the artists in place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from ..units import format_bytes
+from .memory import memory_bars, nice_ceiling
+from .training import COLOURS as STEP_COLOURS, PARTS as STEP_PARTS
+
+EXPOSED_COLOUR = "#c44e52"
+BEST_COLOUR = "#1a7f37"
+READY_COLOUR = "#4c72b0"
+DONE_COLOUR = "#dd8452"
+WAIT = "waiting for the slowest GPU"
+#: Production step parts: distlab.training's components plus the straggler wait.
+PARTS = STEP_PARTS + (WAIT,)
+COLOURS = {**STEP_COLOURS, WAIT: "#8c564b"}
+
+
+# ----------------------------------------------------------------------------------------
+# Bucketing: exposed communication against the bucket count, and one count's timeline
+
+
+@dataclass
+class BucketPlot:
+    """The U-curve (exposed vs bucket count, log-log) and the timeline of one bucket count."""
+
+    ax_curve: object
+    ax_time: object
+    curve: object = None
+    best: object = None
+    current: object = None
+    ready: object = None
+    done: object = None
+    backward_line: object = None
+
+    @property
+    def animated_artists(self) -> list:
+        return [self.curve, self.best, self.ready, self.backward_line, self.current, self.done]
+
+    def set_sweep(self, sweep) -> bool:
+        """The whole curve and the best count. Axes keep their range while the data fill it well (whole
+        decades on the curve, 40-100 % of the time and gradient axes): True when a range changed."""
+        before = (self.ax_curve.get_xlim(), self.ax_curve.get_ylim(), self.ax_time.get_xlim(), self.ax_time.get_ylim())
+        self.curve.set_data(sweep.buckets, sweep.exposed_s)
+        self.best.set_data([sweep.best_buckets], [sweep.best_exposed_s])
+        self.ax_curve.set_xlim(1, sweep.buckets[-1])
+        low, high = float(sweep.exposed_s.min()), float(sweep.exposed_s.max())
+        y0, y1 = self.ax_curve.get_ylim()
+        if not (y0 <= low and high <= y1 and y1 / y0 <= 1e5):  # keep up to five decades that hold the curve
+            import math
+
+            self.ax_curve.set_ylim(10.0 ** math.floor(math.log10(low / 1.5)), 10.0 ** math.ceil(math.log10(high * 1.5)))
+        need = 1e3 * max(sweep.backward_s + sweep.exposed_s[0], 1.3 * sweep.backward_s)
+        if not 0.4 * self.ax_time.get_xlim()[1] <= need <= self.ax_time.get_xlim()[1]:
+            self.ax_time.set_xlim(0, nice_ceiling(need))
+        gb = sweep.grad_bytes / 1e9
+        if not 0.4 * self.ax_time.get_ylim()[1] <= gb <= self.ax_time.get_ylim()[1]:
+            self.ax_time.set_ylim(0, nice_ceiling(gb * 1.05))
+        self.ready.set_data([0, 1e3 * sweep.backward_s], [0, gb])
+        self.backward_line.set_xdata([1e3 * sweep.backward_s] * 2)
+        return before != (self.ax_curve.get_xlim(), self.ax_curve.get_ylim(), self.ax_time.get_xlim(),
+                          self.ax_time.get_ylim())
+
+    def set_buckets(self, sweep, timeline) -> bool:
+        """Mark one bucket count on the curve; its timeline: gradients all-reduced so far (GB) over time (ms).
+        Returns True when the time axis had to grow (a full redraw)."""
+        point = sweep.at(timeline.buckets)
+        self.current.set_data([timeline.buckets], [point["exposed_s"]])
+        done = np.cumsum(timeline.bucket_bytes) / 1e9
+        x = np.repeat(1e3 * np.concatenate([[0.0], timeline.end_s]), 2)[1:-1] if timeline.buckets else [0.0]
+        y = np.repeat(np.concatenate([[0.0], done]), 2)[:-2] if timeline.buckets else [0.0]
+        if timeline.buckets:
+            x = np.concatenate([x, [1e3 * timeline.end_s[-1]]])
+            y = np.concatenate([y, [done[-1]]])
+        self.done.set_data(x, y)
+        end = 1e3 * (float(timeline.end_s[-1]) if timeline.buckets else 0.0)
+        if end > self.ax_time.get_xlim()[1]:
+            self.ax_time.set_xlim(0, nice_ceiling(end * 1.05))
+            return True
+        return False
+
+
+def bucket_plot(ax_curve, ax_time, labels: bool = True) -> BucketPlot:
+    """Empty bucket axes; fill with set_sweep and set_buckets."""
+    p = BucketPlot(ax_curve, ax_time)
+    (p.curve,) = ax_curve.plot([], [], color=EXPOSED_COLOUR, linewidth=1.5)
+    (p.best,) = ax_curve.plot([], [], "*", color=BEST_COLOUR, markersize=12)
+    (p.current,) = ax_curve.plot([], [], "o", color="black", markersize=6)
+    ax_curve.set_xscale("log")
+    ax_curve.set_yscale("log")
+    (p.ready,) = ax_time.plot([], [], color=READY_COLOUR, linewidth=1.5)
+    (p.done,) = ax_time.plot([], [], color=DONE_COLOUR, linewidth=1.5)
+    p.backward_line = ax_time.axvline(0, color="#57606a", linestyle=":", linewidth=1)
+    for ax in (ax_curve, ax_time):
+        ax.spines[["top", "right"]].set_visible(False)
+    if labels:
+        ax_curve.set_xlabel("buckets")
+        ax_curve.set_ylabel("exposed communication (s)")
+        ax_time.set_xlabel("time from the start of backward (ms)")
+        ax_time.set_ylabel("gradients (GB)")
+    return p
+
+
+def bucket_legend_html() -> str:
+    def swatch(colour, text, shape="line"):
+        box = ("width:14px;height:3px" if shape == "line" else "width:9px;height:9px;border-radius:5px")
+        return (f'<span style="display:inline-block;{box};background:{colour};margin:0 4px 0 12px;'
+                f'vertical-align:middle"></span>{text}')
+    return ('<div style="font-size:12px"><b>left</b>: exposed communication vs bucket count (log-log)'
+            + swatch(EXPOSED_COLOUR, "exposed") + swatch(BEST_COLOUR, "best count", "dot")
+            + swatch("black", "this count", "dot")
+            + '<br><b>right</b>: gradients over time' + swatch(READY_COLOUR, "produced by backward")
+            + swatch(DONE_COLOUR, "all-reduced") + ' <span style="color:#57606a">&#8942; backward ends</span></div>')
+
+
+def bucket_figure(sweep, timeline, title: str = "") -> Figure:
+    """A static figure of bucket_plot for a sweep and one count's timeline."""
+    fig = Figure(figsize=(7.6, 3.0), layout="constrained")
+    ax1, ax2 = fig.subplots(1, 2)
+    p = bucket_plot(ax1, ax2)
+    p.set_sweep(sweep)
+    p.set_buckets(sweep, timeline)
+    p.curve.set_label("exposed")
+    p.best.set_label(f"best: {sweep.best_buckets} buckets")
+    p.current.set_label(f"{timeline.buckets} buckets")
+    ax1.legend(fontsize=8, frameon=False, loc="upper right")
+    p.ready.set_label("produced by backward")
+    p.done.set_label("all-reduced")
+    ax2.legend(fontsize=8, frameon=False, loc="lower right")
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig
+
+
+# ----------------------------------------------------------------------------------------
+# Production step bars: step components plus the wait for the slowest GPU
+
+
+@dataclass
+class ProductionBars:
+    """Horizontal stacked bars of PARTS, updated in place (bar 0 on top)."""
+
+    ax: object
+    rects: dict = field(default_factory=dict)
+
+    @property
+    def animated_artists(self) -> list:
+        return [r for rects in self.rects.values() for r in rects]
+
+    def update(self, parts: list[dict], labels: list[str] | None = None, faded: bool = False) -> bool:
+        """One {part: seconds} per bar. True when the axes changed (full redraw needed)."""
+        ax = self.ax
+        before = (ax.get_xlim(), [t.get_text() for t in ax.get_yticklabels()])
+        right = 0.0
+        for index, bar in enumerate(parts):
+            left = 0.0
+            for name in PARTS:
+                width = float(bar.get(name, 0.0))
+                rect = self.rects[name][index]
+                rect.set_x(left)
+                rect.set_width(width)
+                rect.set_alpha(0.25 if faded else 1.0)
+                left += width
+            right = max(right, left)
+        if labels is not None:
+            ax.set_yticks(range(len(labels)), labels)
+        if not faded and right > 0:
+            limit = ax.get_xlim()[1]
+            if not 0.4 * limit <= right * 1.05 <= limit:
+                ax.set_xlim(0, nice_ceiling(right * 1.05))
+        return before != (ax.get_xlim(), [t.get_text() for t in ax.get_yticklabels()])
+
+
+def production_bars(ax, n_bars: int, legend: bool = True) -> ProductionBars:
+    bars = ProductionBars(ax)
+    for name in PARTS:
+        bars.rects[name] = list(ax.barh(range(n_bars), [0.0] * n_bars, height=0.55, color=COLOURS[name],
+                                        label=name).patches)
+    ax.set_ylim(n_bars - 0.4, -0.6)
+    ax.set_xlabel("seconds per training step")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
+    ax.spines[["top", "right"]].set_visible(False)
+    if legend:
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=3, fontsize=8, frameon=False)
+    return bars
+
+
+def production_legend_html() -> str:
+    items = "".join(
+        f'<span style="display:inline-block;width:12px;height:12px;background:{COLOURS[p]};'
+        f'margin:0 4px 0 12px;vertical-align:middle"></span>{p}' for p in PARTS)
+    return f'<div style="font-size:12px"><b>step time</b>, s:{items}</div>'
+
+
+def production_figure(parts: list[dict], labels: list[str], title: str = "") -> Figure:
+    fig = Figure(figsize=(7.6, 1.6 + 0.5 * len(parts)), layout="constrained")
+    ax = fig.add_subplot()
+    production_bars(ax, len(parts)).update(parts, labels)
+    if title:
+        ax.set_title(title, fontsize=11)
+    return fig
+
+
+# ----------------------------------------------------------------------------------------
+# The OOM ladder
+
+
+#: Bars of a triage chart: the given configuration and up to this many rungs.
+LADDER_BARS = 18
+
+
+def triage_bars(ax, legend: bool = True):
+    """Stacked memory bars (distlab.plots.memory) for the given configuration and the ladder's rungs."""
+    bars = memory_bars(ax, LADDER_BARS + 1, legend=legend)
+    ax.set_xticks(range(LADDER_BARS + 1), ["given"] + [str(i) for i in range(1, LADDER_BARS + 1)], fontsize=8)
+    if legend:
+        ax.set_xlabel("ladder rung (each on top of the previous)")
+    return bars
+
+
+def update_triage_bars(bars, triage, capacity_label: str = "") -> bool:
+    """Fill the bars from an OOMTriage (skipped rungs show the configuration they were tried on).
+    Returns True when a full redraw is needed."""
+    parts = [triage.base.memory.parts()]
+    parts += [s.estimate.memory.parts() for s in triage.ladder[:LADDER_BARS]]
+    parts += [{}] * (LADDER_BARS + 1 - len(parts))
+    ax = bars.ax
+    before = ax.get_ylim()
+    bars.update(parts, None, triage.base.memory.capacity_bytes, capacity_label)
+    top = max(max(sum(p.values()) for p in parts), triage.base.memory.capacity_bytes) / 1e9 * 1.12
+    if before[1] > 1 and 0.4 * before[1] <= top <= before[1]:  # keep the range while the bars fill it well
+        ax.set_ylim(before)
+    # the bars, the capacity line and its label are animated: only a new y range needs a full redraw
+    changed = ax.get_ylim() != before
+    for text in bars.totals:  # numbers go in the text panel: 19 labels would collide
+        text.set_text("")
+    for index, step in enumerate(triage.ladder[:LADDER_BARS], start=1):
+        alpha = 0.3 if step.skipped else 1.0
+        for rects in bars.rects.values():
+            rects[index].set_alpha(alpha)
+    return changed
+
+
+def triage_figure(triage, title: str = "") -> Figure:
+    """A static figure of the ladder: memory per GPU at every rung against the GPU's memory."""
+    fig = Figure(figsize=(7.6, 3.4), layout="constrained")
+    ax = fig.add_subplot()
+    bars = triage_bars(ax)
+    update_triage_bars(bars, triage, f"{format_bytes(triage.base.memory.capacity_bytes)} ({triage.base.memory.gpu_name})")
+    n = len(triage.ladder)
+    ax.set_xlim(-0.6, n + 0.6)
+    first = triage.first_fit
+    if first is not None:
+        i = triage.ladder.index(first) + 1
+        ax.annotate("first fit", (i, first.memory_per_gpu_bytes / 1e9), xytext=(0, 18), textcoords="offset points",
+                    ha="center", fontsize=8, color="#1a7f37", arrowprops=dict(arrowstyle="->", color="#1a7f37"))
+    if title:
+        ax.set_title(title, fontsize=11)
+    return fig
+
+
+# ----------------------------------------------------------------------------------------
+# Ring attention and stragglers
+
+
+def ring_attention_figure(steps_by_label: dict, title: str = "") -> Figure:
+    """Per ring step: K/V transfer time and attention compute time against the sequence length,
+    one pair of curves per label ({label: [RingAttentionStep, ...]}), crossovers marked."""
+    fig = Figure(figsize=(7.2, 3.4), layout="constrained")
+    ax = fig.add_subplot()
+    colours = ["#4c72b0", "#dd8452", "#55a868", "#8172b3"]
+    compute_drawn = False
+    for colour, (label, steps) in zip(colours, steps_by_label.items()):
+        s = [r.seq_len for r in steps]
+        ax.plot(s, [1e3 * r.comm_s for r in steps], color=colour, label=f"K/V transfer, {label}")
+        if not compute_drawn:
+            ax.plot(s, [1e3 * r.compute_s for r in steps], color="black", linewidth=2,
+                    label="attention compute per step")
+            compute_drawn = True
+        cross = steps[0].crossover_seq_len
+        if s[0] <= cross <= s[-1]:
+            ax.axvline(cross, color=colour, linestyle=":", linewidth=1)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("sequence length (tokens)")
+    ax.set_ylabel("time per ring step (ms)")
+    ax.legend(fontsize=8, frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    if title:
+        ax.set_title(title, fontsize=11)
+    return fig
+
+
+def straggler_figure(gpus, exact, simulated, gumbel, title: str = "") -> Figure:
+    """E[max of N standard normals] against N: exact, simulated, and the extreme-value approximation."""
+    fig = Figure(figsize=(6.4, 3.2), layout="constrained")
+    ax = fig.add_subplot()
+    ax.plot(gpus, exact, color="black", label="exact (numerical integration)")
+    ax.plot(gpus, simulated, "o", color="#4c72b0", markersize=4, label="simulated (seeded)")
+    ax.plot(gpus, gumbel, "--", color="#dd8452", label="extreme-value approximation")
+    ax.plot(gpus, np.sqrt(2 * np.log(np.asarray(gpus, dtype=float))), ":", color="#57606a",
+            label="leading term sqrt(2 ln N)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("GPUs in the synchronous group N")
+    ax.set_ylabel("E[slowest] in standard deviations")
+    ax.legend(fontsize=8, frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    if title:
+        ax.set_title(title, fontsize=11)
+    return fig

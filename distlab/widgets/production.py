@@ -1,0 +1,273 @@
+"""Lesson 8 apps: gradient buckets (the best count), the production step (taper, rails, FP8, stragglers),
+and the OOM triage ladder. Every number from distlab.production / distlab.training."""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+
+from .. import dataparallel, hardware, memory, models, production, training
+from ..errors import DistlabError
+from ..plots.memory import legend_html as memory_legend_html
+from ..plots.production import (
+    WAIT,
+    bucket_legend_html,
+    bucket_plot,
+    production_bars,
+    production_legend_html,
+    triage_bars,
+    update_triage_bars,
+)
+from ..units import format_bytes, format_rate, format_seconds
+from .common import BlitRenderer, figure_canvas, message_html
+
+BUCKET_MODELS = ["llama2-7b", "llama3.1-8b", "llama2-13b", "megatron-gpt-7.5b"]
+BUCKET_FABRICS = ["ib-ndr", "ib-hdr", "ethernet-100g"]
+DPS = [8, 16, 64, 256]
+TOKENS = [2048, 4096, 8192, 16384, 32768, 65536]
+MAX_BUCKETS = 2000
+
+
+def bucket_cost_kwargs(dp: int, fabric: str, algorithm: str) -> dict:
+    """collective_cost's link arguments for a DP group of dp GPUs on DGX H100 nodes: a ring on NVLink inside
+    one node; across nodes a hierarchical all-reduce (NVLink + fabric) or one flat ring on the fabric."""
+    if dp <= 8:
+        return dict(link="nvlink4")
+    if algorithm == "hierarchical":
+        return dict(link="nvlink4", algorithm="hierarchical", gpus_per_node=8, inter_link=fabric)
+    return dict(link=fabric)
+
+
+class BucketApp(widgets.VBox):
+    """Gradient bucketing: every bucket count's exposed communication (production.bucket_sweep) and one
+    count's timeline. Plain data parallelism on DGX H100 nodes: each GPU all-reduces the whole model's
+    bf16 gradients over `dp` GPUs (NVLink inside a node; across nodes hierarchical or one flat ring on the
+    fabric), while backward (production.backward_time, 4 x params x tokens at 50% of the bf16 peak)
+    produces them.
+
+    `result` holds (sweep, timeline); `error` the message shown instead.
+    """
+
+    def __init__(self, model="llama2-7b", fabric="ib-ndr", dp=64, tokens=4096, buckets=20, algorithm="hierarchical"):
+        narrow = widgets.Layout(width="230px")
+        self.model = widgets.Dropdown(options=BUCKET_MODELS, value=model, description="model", layout=narrow)
+        self.link = widgets.Dropdown(options=BUCKET_FABRICS, value=fabric, description="fabric", layout=narrow)
+        self.algorithm = widgets.ToggleButtons(options=["hierarchical", "ring"], value=algorithm,
+                                               description="all-reduce", style={"button_width": "90px"})
+        self.dp = widgets.ToggleButtons(options=DPS, value=dp, description="DP GPUs", style={"button_width": "44px"})
+        self.tokens = widgets.Dropdown(options=TOKENS, value=tokens, description="tokens/GPU", layout=narrow)
+        self.buckets = widgets.IntSlider(value=buckets, min=1, max=MAX_BUCKETS, description="buckets",
+                                         continuous_update=True, layout=widgets.Layout(width="460px"))
+        self.status = widgets.HTML()
+        self.fig, self.canvas = figure_canvas((7.6, 2.7), dict(left=0.09, right=0.98, bottom=0.17, top=0.95,
+                                                               wspace=0.32))
+        ax1, ax2 = self.fig.subplots(1, 2)
+        self.plot = bucket_plot(ax1, ax2)
+        self.renderer = BlitRenderer(self.canvas, self.plot.animated_artists)
+        self.result = None
+        self.error: str | None = None
+        self._sweep_key = None
+        self._sweep = None
+        for control in (self.model, self.link, self.algorithm, self.dp, self.tokens, self.buckets):
+            control.observe(self.update, names="value")
+        super().__init__([widgets.HBox([self.model, self.link, self.tokens]), self.dp, self.algorithm, self.buckets,
+                          widgets.HTML(bucket_legend_html()), self.canvas, self.status])
+        self.update()
+
+    def sweep(self):
+        key = (self.model.value, self.link.value, self.algorithm.value, self.dp.value, self.tokens.value)
+        if key != self._sweep_key:
+            grad = dataparallel.gradient_bytes(self.model.value)
+            backward = production.backward_time(self.model.value, self.tokens.value)
+            self._sweep = production.bucket_sweep(grad, backward, self.dp.value, max_buckets=MAX_BUCKETS,
+                                                  **bucket_cost_kwargs(self.dp.value, self.link.value,
+                                                                       self.algorithm.value))
+            self._sweep_key = key
+            return self._sweep, True
+        return self._sweep, False
+
+    def update(self, change=None):
+        try:
+            sweep, new = self.sweep()
+            timeline = sweep.timeline(self.buckets.value)
+        except DistlabError as exc:
+            self.result, self.error = None, str(exc)
+            self.status.value = message_html(self.error, "error")
+            return
+        self.result, self.error = (sweep, timeline), None
+        rescaled = self.plot.set_sweep(sweep) if new else False
+        grew = self.plot.set_buckets(sweep, timeline)
+        self.status.value = message_html(self.summary(), "result")
+        self.renderer.refresh(full=rescaled or grew)
+
+    def summary(self) -> str:
+        sweep, timeline = self.result
+        here = sweep.at(timeline.buckets)
+        ddp = min(sweep.ddp_default_buckets(), MAX_BUCKETS)
+        where = ("NVLink, one node" if sweep.dp <= 8 else
+                 f"{self.algorithm.value}, {'NVLink + ' if self.algorithm.value == 'hierarchical' else ''}{self.link.value}")
+        lines = [
+            f"{self.model.value}: {format_bytes(sweep.grad_bytes)} of bf16 gradients, {format_seconds(sweep.backward_s)} "
+            f"of backward; all-reduce over {sweep.dp} GPUs ({where}): {format_seconds(sweep.comm_total_s[0])} "
+            f"in one piece",
+            f"{timeline.buckets} buckets of {format_bytes(here['bucket_bytes'])}: each pays "
+            f"{format_seconds(sweep.latency_s)} of latency and moves bytes at {100 * here['bandwidth_share']:.0f}% of the "
+            f"link's rate; {format_seconds(here['comm_total_s'])} of communication, {format_seconds(here['exposed_s'])} "
+            f"exposed",
+            f"best: {sweep.best_buckets} buckets of {format_bytes(sweep.best_bucket_bytes)}, "
+            f"{format_seconds(sweep.best_exposed_s)} exposed; PyTorch DDP's 25 MiB buckets ({ddp}): "
+            f"{format_seconds(sweep.at(ddp)['exposed_s'])} exposed",
+        ]
+        return "\n".join(lines)
+
+
+NODE_COUNTS = [4, 8, 16, 32, 64, 128]
+PRODUCTION_FABRICS = ["ethernet-100g", "ethernet-400g", "ib-hdr", "ib-ndr"]
+
+
+class ProductionStepApp(widgets.VBox):
+    """Where a production step's time goes: Llama-3.1-70B, global batch 256 x 8,192 tokens on DGX H100 nodes,
+    ZeRO-1, selective recomputation, sequence parallelism; fabric taper (k:1) and rails, bf16 or FP8, one
+    slow GPU and per-GPU jitter. Bars: the non-blocking bf16 healthy step, this fabric and precision, and
+    with stragglers (production.straggler_step). `result` is the StragglerStep."""
+
+    MODEL = "llama3.1-70b"
+
+    def __init__(self, nodes=32, fabric="ib-ndr", tp=8, pp=4, oversubscription=1.0, rail_optimized=False,
+                 precision="mixed", slow_factor=1.0, jitter=0.0):
+        narrow = widgets.Layout(width="230px")
+        self.nodes = widgets.Dropdown(options=NODE_COUNTS, value=nodes, description="nodes", layout=narrow)
+        self.fabric = widgets.Dropdown(options=PRODUCTION_FABRICS, value=fabric, description="fabric", layout=narrow)
+        self.tp = widgets.ToggleButtons(options=[1, 2, 4, 8], value=tp, description="TP", style={"button_width": "40px"})
+        self.pp = widgets.ToggleButtons(options=[1, 2, 4, 8], value=pp, description="PP", style={"button_width": "40px"})
+        self.oversubscription = widgets.FloatSlider(value=oversubscription, min=1.0, max=4.0, step=0.5,
+                                                    description="taper k:1")
+        self.rail = widgets.Checkbox(value=rail_optimized, description="rail-optimized", layout=narrow)
+        self.precision = widgets.ToggleButtons(options=[("bf16", "mixed"), ("FP8", "fp8")], value=precision,
+                                               description="precision", style={"button_width": "60px"})
+        self.slow = widgets.FloatSlider(value=slow_factor, min=1.0, max=2.0, step=0.05, description="slow GPU x")
+        self.jitter = widgets.FloatSlider(value=jitter, min=0.0, max=0.1, step=0.005, description="jitter σ",
+                                          readout_format=".1%")
+        self.status = widgets.HTML()
+        self.fig, self.canvas = figure_canvas((7.6, 1.9), dict(left=0.2, right=0.97, bottom=0.27, top=0.95))
+        ax = self.fig.add_subplot()
+        self.bars = production_bars(ax, 3, legend=False)
+        ax.set_yticks(range(3), ["non-blocking, bf16", "this fabric", "with stragglers"])
+        self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists)
+        self.result = None
+        self.error: str | None = None
+        self._controls = (self.nodes, self.fabric, self.tp, self.pp, self.oversubscription, self.rail, self.precision,
+                          self.slow, self.jitter)
+        for control in self._controls:
+            control.observe(self.update, names="value")
+        super().__init__([widgets.HBox([self.nodes, self.fabric, self.rail]), self.tp, self.pp,
+                          widgets.HBox([self.oversubscription, self.precision]), widgets.HBox([self.slow, self.jitter]),
+                          widgets.HTML(production_legend_html()), self.canvas, self.status])
+        self.update()
+
+    def config(self) -> dict:
+        return dict(global_batch=256, seq_len=8192, tp=self.tp.value, pp=self.pp.value, zero=1,
+                    recompute="selective", sequence_parallel=True)
+
+    def update(self, change=None):
+        try:
+            reference = training.estimate(self.MODEL, hardware.cluster("dgx-h100", self.nodes.value, self.fabric.value),
+                                          **self.config())
+            cl = hardware.cluster("dgx-h100", self.nodes.value, self.fabric.value, self.oversubscription.value,
+                                  self.rail.value)
+            step = production.straggler_step(self.MODEL, cl, slow_factor=self.slow.value, sigma=self.jitter.value,
+                                             precision=self.precision.value, **self.config())
+        except DistlabError as exc:
+            self.result, self.error = None, str(exc)
+            changed = self.bars.update([{}, {}, {}], faded=True)
+            self.status.value = message_html(self.error, "error")
+            self.renderer.refresh(full=changed)
+            return
+        self.result, self.error = step, None
+        plain = step.healthy.parts()
+        changed = self.bars.update([reference.parts(), plain, step.parts()])
+        self.status.value = message_html(self.summary(reference, cl), "result" if step.healthy.feasible else "bad")
+        self.renderer.refresh(full=changed)
+
+    def summary(self, reference, cl) -> str:
+        step = self.result
+        e = step.healthy
+        c = e.config
+        lines = [
+            f"dp={c['dp']} x tp={c['tp']} x pp={c['pp']} on {cl.describe()}",
+            f"DP all-reduce {format_seconds(e.dp_comm_s)} ({format_seconds(e.dp_exposed_s)} exposed; non-blocking bf16: "
+            f"{format_seconds(reference.dp_comm_s)}); pipeline p2p {format_seconds(e.p2p_s)}",
+            f"step {format_seconds(reference.step_time_s)} -> {format_seconds(e.step_time_s)} on this fabric/precision "
+            f"-> {format_seconds(step.step_time_s)} waiting for the slowest of {step.gpus} GPUs "
+            f"(E[slowest] = {step.slowest:.3f} x healthy compute); MFU {100 * e.mfu * e.step_time_s / step.step_time_s:.1f}%",
+            f"memory per GPU {format_bytes(e.memory.total_bytes)}: {e.memory.verdict()}",
+        ]
+        if not e.feasible:
+            lines.append("NOT FEASIBLE: " + e.explain())
+        return "\n".join(lines)
+
+
+TRIAGE_MODELS = ["llama3.1-70b", "llama2-70b", "llama3.1-8b", "gpt3-175b", "llama3.1-405b"]
+
+
+class TriageApp(widgets.VBox):
+    """OOM triage: the given configuration and the ladder of fixes in production order
+    (training.oom_triage via production.triage_oom), each rung priced by estimate(). `result` is the
+    OOMTriage."""
+
+    def __init__(self, model="llama3.1-70b", nodes=32, seq_len=8192, tp=8, pp=4, micro_batch_size=4, zero=0,
+                 recompute="none", sequence_parallel=True):
+        narrow = widgets.Layout(width="230px")
+        self.model = widgets.Dropdown(options=TRIAGE_MODELS, value=model, description="model", layout=narrow)
+        self.nodes = widgets.Dropdown(options=[4, 8, 16, 32, 64], value=nodes, description="nodes", layout=narrow)
+        self.seq_len = widgets.Dropdown(options=[2048, 4096, 8192, 16384], value=seq_len, description="sequence",
+                                        layout=narrow)
+        self.tp = widgets.ToggleButtons(options=[1, 2, 4, 8], value=tp, description="TP", style={"button_width": "40px"})
+        self.pp = widgets.ToggleButtons(options=[1, 2, 4, 8], value=pp, description="PP", style={"button_width": "40px"})
+        self.micro_batch_size = widgets.Dropdown(options=[1, 2, 4, 8], value=micro_batch_size, description="micro-batch",
+                                                 layout=narrow)
+        self.zero = widgets.ToggleButtons(options=[("plain DP", 0), ("ZeRO-1", 1), ("ZeRO-2", 2), ("ZeRO-3", 3)],
+                                          value=zero, description="sharding", style={"button_width": "70px"})
+        self.recompute = widgets.Dropdown(options=list(memory.RECOMPUTE_MODES), value=recompute,
+                                          description="recompute", layout=narrow)
+        self.sequence_parallel = widgets.Checkbox(value=sequence_parallel, description="sequence parallel",
+                                                  layout=narrow)
+        self.status = widgets.HTML()
+        self.fig, self.canvas = figure_canvas((7.6, 2.6), dict(left=0.08, right=0.98, bottom=0.12, top=0.95))
+        self.bars = triage_bars(self.fig.add_subplot(), legend=False)
+        self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists)
+        self.result = None
+        self.error: str | None = None
+        for control in (self.model, self.nodes, self.seq_len, self.tp, self.pp, self.micro_batch_size, self.zero,
+                        self.recompute, self.sequence_parallel):
+            control.observe(self.update, names="value")
+        super().__init__([widgets.HBox([self.model, self.nodes, self.seq_len]), self.tp, self.pp,
+                          widgets.HBox([self.micro_batch_size, self.recompute, self.sequence_parallel]), self.zero,
+                          widgets.HTML(memory_legend_html() + '<div style="font-size:12px">bars: the given configuration, '
+                                       'then each rung of the ladder (faded: skipped)</div>'),
+                          self.canvas, self.status])
+        self.update()
+
+    def config(self) -> dict:
+        return dict(global_batch=256, seq_len=self.seq_len.value, tp=self.tp.value, pp=self.pp.value,
+                    micro_batch_size=self.micro_batch_size.value, zero=self.zero.value,
+                    recompute=self.recompute.value, sequence_parallel=self.sequence_parallel.value)
+
+    def update(self, change=None):
+        try:
+            cl = hardware.cluster("dgx-h100", self.nodes.value, "ib-ndr")
+            triage = production.triage_oom(self.model.value, cl, **self.config())
+        except DistlabError as exc:
+            self.result, self.error = None, str(exc)
+            changed = self.bars.update([{}] * len(self.bars.totals), faded=True)
+            self.status.value = message_html(self.error, "error")
+            self.renderer.refresh(full=changed)
+            return
+        self.result, self.error = triage, None
+        changed = update_triage_bars(self.bars, triage, "80 GB")
+        kind = "ok" if triage.already_fits or triage.first_fit is not None else "bad"
+        self.status.value = message_html(triage.summary(), kind)
+        self.renderer.refresh(full=changed)
+
+
+#: The lesson apps of this module (constructible without arguments); the widget fuzz tests use it.
+APPS = [BucketApp, ProductionStepApp, TriageApp]

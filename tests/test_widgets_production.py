@@ -1,0 +1,110 @@
+"""Headless tests of the lesson 8 apps: their numbers are distlab.production's, artists update in place."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distlab import dataparallel, hardware, production, training
+from distlab.widgets.production import BucketApp, ProductionStepApp, TriageApp
+
+
+@pytest.fixture
+def close():
+    apps = []
+    yield apps.append
+    import matplotlib.pyplot as plt
+
+    for a in apps:
+        plt.close(a.fig)
+
+
+def test_bucket_app_shows_the_sweep_and_the_timeline(close):
+    app = BucketApp()
+    close(app)
+    sweep, timeline = app.result
+    grad = dataparallel.gradient_bytes("llama2-7b")  # 6.74e9 x 2 B = 13.5 GB
+    want = production.bucket_sweep(grad, production.backward_time("llama2-7b", 4096), 64, max_buckets=2000,
+                                   link="nvlink4", algorithm="hierarchical", gpus_per_node=8, inter_link="ib-ndr")
+    assert sweep.best_buckets == want.best_buckets
+    np.testing.assert_allclose(app.plot.curve.get_ydata(), want.exposed_s)
+    assert app.plot.best.get_xdata()[0] == want.best_buckets
+    assert f"best: {want.best_buckets} buckets" in app.status.value
+    line = app.plot.done
+    app.buckets.value = want.best_buckets
+    assert app.plot.done is line and app.plot.current.get_xdata()[0] == want.best_buckets
+    assert app.result[1].exposed_s == pytest.approx(want.best_exposed_s, rel=1e-9)
+    # the all-reduced curve ends at M when the last bucket's all-reduce ends
+    assert app.plot.done.get_ydata()[-1] == pytest.approx(grad / 1e9)
+    assert app.plot.done.get_xdata()[-1] == pytest.approx(1e3 * app.result[1].end_s[-1])
+
+
+def test_bucket_slider_blits_and_ring_is_slower(close):
+    app = BucketApp()
+    close(app)
+    calls = []
+    original = app.renderer.refresh
+    app.renderer.refresh = lambda full=False: calls.append(full) or original(full)
+    try:
+        for b in (10, 30, 100, 300):
+            app.buckets.value = b
+    finally:
+        app.renderer.refresh = original
+    assert calls and not all(calls)
+    hier = app.result[0].comm_total_s[0]
+    app.algorithm.value = "ring"
+    assert app.result[0].comm_total_s[0] > hier  # one flat ring over the fabric moves 8x the bytes per NIC
+    app.dp.value = 8  # inside one node: NVLink, the algorithm does not matter
+    assert "NVLink, one node" in app.status.value
+
+
+def test_production_app_taper_rails_fp8_and_stragglers(close):
+    app = ProductionStepApp()
+    close(app)
+    cfg = dict(global_batch=256, seq_len=8192, tp=8, pp=4, zero=1, recompute="selective", sequence_parallel=True)
+    base = training.estimate("llama3.1-70b", hardware.cluster("dgx-h100", 32), **cfg)
+    assert app.result.step_time_s == pytest.approx(base.step_time_s)
+    app.oversubscription.value = 3.0
+    tapered = app.result.healthy.dp_comm_s
+    assert tapered > base.dp_comm_s
+    app.rail.value = True
+    assert app.result.healthy.dp_comm_s == pytest.approx(base.dp_comm_s)  # rails spare the DP ring the taper
+    assert "rail-optimized" in app.status.value
+    app.precision.value = "fp8"
+    assert app.result.healthy.compute_s == pytest.approx(base.compute_s * 989.4 / 1978.9)  # dense fp8 peak ~2x
+    rect = app.bars.rects["waiting for the slowest GPU"][2]
+    app.slow.value = 1.5
+    want = app.result.healthy.step_time_s + 0.5 * (app.result.healthy.compute_s + app.result.healthy.bubble_s)
+    assert app.result.step_time_s == pytest.approx(want, rel=1e-6)
+    assert app.bars.rects["waiting for the slowest GPU"][2] is rect and rect.get_width() == pytest.approx(
+        app.result.wait_s)
+
+
+
+
+def test_triage_app_ladder_bars(close):
+    app = TriageApp()
+    close(app)
+    want = production.triage_oom("llama3.1-70b", hardware.cluster("dgx-h100", 32, "ib-ndr"), global_batch=256,
+                                 seq_len=8192, tp=8, pp=4, micro_batch_size=4, sequence_parallel=True)
+    assert [s.change for s in app.result.ladder] == [s.change for s in want.ladder]
+    heights = [sum(app.bars.rects[c][i].get_height() for c in ("weights", "gradients", "optimizer", "activations"))
+               for i in range(len(want.ladder) + 1)]
+    assert heights == pytest.approx([want.base.memory.total_bytes / 1e9]
+                                    + [s.memory_per_gpu_bytes / 1e9 for s in want.ladder])
+    assert "first fit: selective recomputation" in app.status.value
+    app.recompute.value = "selective"
+    app.zero.value = 1
+    app.micro_batch_size.value = 1
+    assert app.result.already_fits and "already fits" in app.status.value
+
+
+def test_production_app_invalid_shows_our_message(close):
+    app = ProductionStepApp()
+    close(app)
+    app.nodes.value = 4
+    app.pp.value = 8  # 4 nodes = 32 GPUs cannot hold tp 8 x pp 8
+    assert app.result is None and "must equal the cluster's 32 GPUs" in app.error
+    assert "Cannot compute" in app.status.value and "Traceback" not in app.status.value
+    app.pp.value = 4
+    assert app.error is None
