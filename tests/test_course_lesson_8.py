@@ -1,0 +1,92 @@
+"""Lesson 8's graded questions: expected values derived independently here, feedback for typical mistakes.
+
+(tests/test_course.py runs every exercise and solution notebook generically.)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from distlab import models
+from distlab.course import production as lesson
+from distlab.course.checks import CORRECT, INCORRECT, NOT_ATTEMPTED
+
+P7 = models.model("llama2-7b").parameter_count()  # 6.738e9
+M = 2 * P7  # bf16 gradients: 13.48 GB
+
+
+def test_q1_best_bucket_count_by_brute_force():
+    # backward: 4 x P x 4096 tokens / (989.4e12 x 0.5) = 223.2 ms. Hierarchical all-reduce over 8 nodes of 8:
+    # L = 2 x 7 x 3.4 us + 2 x 7 x 9.6 us = 182 us per bucket; bytes: 2 x 7/8 x M / 450e9 + 2 x 7/8 x M/8 / 50e9.
+    T = 4 * P7 * 4096 / (989.4e12 * 0.5)
+    L = 14 * 3.4e-6 + 14 * 9.6e-6
+    Ms = 2 * 7 / 8 * M / 450e9 + 2 * 7 / 8 * (M / 8) / 50e9
+    best, best_b = math.inf, None
+    for b in range(1, 2001):  # the timeline by hand: bucket i ready at (i+1)T/b, one stream
+        c, end = L + Ms / b, 0.0
+        for i in range(b):
+            end = max((i + 1) * T / b, end) + c
+        if end - T < best - 1e-15:
+            best, best_b = end - T, b
+    assert lesson.q1.expected() == best_b == 614  # = floor((T - Ms) / L) = floor(614.3)
+    assert lesson.q1.check(615).status == INCORRECT and lesson.q1.check("614").status == CORRECT
+
+
+def test_q2_tapered_hierarchical_all_reduce():
+    # intra ring over 8 on NVLink: 14 x 3.4 us + 2 x 7/8 x M / 450 GB/s = 52.5 ms
+    # inter ring of M/8 over 4 nodes at 50/3 GB/s: 6 x 9.6 us + 2 x 3/4 x M/8 / (50e9/3) = 151.7 ms
+    want = 14 * 3.4e-6 + 1.75 * M / 450e9 + 6 * 9.6e-6 + 1.5 * (M / 8) / (50e9 / 3)
+    assert lesson.q2.expected() == pytest.approx(1e3 * want, rel=1e-12)
+    assert lesson.q2.check(f"{want} s").status == CORRECT
+    nonblocking = 14 * 3.4e-6 + 1.75 * M / 450e9 + 6 * 9.6e-6 + 1.5 * (M / 8) / 50e9
+    miss = lesson.q2.check(1e3 * nonblocking)
+    assert miss.status == INCORRECT and "non-blocking" in miss.message
+
+
+def test_q3_rails_do_not_help_a_flat_ring():
+    assert lesson.q3.expected() == "no"
+    assert lesson.q3.check(False).status == CORRECT
+
+
+def test_q4_fp8_is_15_bytes_not_8():
+    assert lesson.q4.expected() == 1 + 2 + 12
+    wrong = lesson.q4.check(8)
+    assert wrong.status == INCORRECT and "gradients stay bf16" in wrong.message
+
+
+def test_q5_crossover_from_the_quadratic():
+    # comm(c) = 9.6 us + c x 2 x 1024 x 2 B / 50e9; compute(c) = 1/2 x 4 c^2 x 8192 / (989.4e12 x 0.5)
+    lam, alpha = 2 * 1024 * 2 / 50e9, 9.6e-6
+    kap = 0.5 * 4 * 8192 / (989.4e12 * 0.5)
+    c = (lam + math.sqrt(lam**2 + 4 * kap * alpha)) / (2 * kap)
+    assert lesson.q5.expected() == 16 * math.ceil(c)
+    assert 40_000 < lesson.q5.expected() < 43_000
+
+
+def test_q6_first_fit_rung():
+    assert lesson.q6.expected() == "selective recomputation"
+    assert lesson.q6.check("Selective recomputation").status == CORRECT
+    assert lesson.q6.check("zero").status == INCORRECT
+
+
+def test_q7_expected_max_of_256_normals():
+    # E[max of N normals] by direct numerical integration of x N phi(x) Phi(x)^(N-1): an independent quadrature
+    x = np.linspace(-10, 10, 200001)
+    phi = np.exp(-x**2 / 2) / math.sqrt(2 * math.pi)
+    Phi = np.cumsum(phi) * (x[1] - x[0])
+    density = 256 * phi * Phi**255
+    mu = float(np.sum(x * density) * (x[1] - x[0]))
+    assert lesson.q7.expected() == pytest.approx(5 * mu, rel=1e-3)  # ~14.1 %
+    lead = lesson.q7.check(5 * math.sqrt(2 * math.log(256)))
+    assert lead.status == INCORRECT and "leading term" in lead.message
+
+
+def test_all_questions_listed_answerable_and_explained():
+    assert list(lesson.QUESTIONS) == ["q1", "q2", "q3", "q4", "q5", "q6", "q7"]
+    for q in lesson.QUESTIONS.values():
+        assert q.check(None).status == NOT_ATTEMPTED
+        assert q.check(q.expected()).status == CORRECT
+        assert q.hint().text and q.solution().text
