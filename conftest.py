@@ -4,8 +4,6 @@
 notebooks/ too, which tests/conftest.py does not reach.)
 """
 
-import importlib.util
-
 import pytest
 
 #: Notebooks whose cells import torch (through distlab.verify).
@@ -13,9 +11,10 @@ TORCH_NOTEBOOKS = {"09_verify_with_pytorch.ipynb"}
 
 
 def pytest_collection_modifyitems(config, items):
-    if importlib.util.find_spec("torch") is not None:
+    from distlab.verify import TORCH_MESSAGE, torch_available
+
+    if torch_available():  # imports torch: a broken install skips too, with the reason
         return
-    from distlab.verify import TORCH_MESSAGE
 
     skip = pytest.mark.skip(reason=TORCH_MESSAGE)
     for item in items:
