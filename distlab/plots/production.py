@@ -236,12 +236,16 @@ def update_triage_bars(bars, triage, capacity_label: str = "") -> bool:
     parts += [{}] * (LADDER_BARS + 1 - len(parts))
     ax = bars.ax
     before = ax.get_ylim()
+    before_x = ax.get_xlim()
     bars.update(parts, None, triage.base.memory.capacity_bytes, capacity_label)
     top = max(max(sum(p.values()) for p in parts), triage.base.memory.capacity_bytes) / 1e9 * 1.12
     if before[1] > 1 and 0.4 * before[1] <= top <= before[1]:  # keep the range while the bars fill it well
         ax.set_ylim(before)
-    # the bars, the capacity line and its label are animated: only a new y range needs a full redraw
-    changed = ax.get_ylim() != before
+    # show the rungs the ladder has (at least 4 slots, so a short ladder keeps slim bars); the
+    # ticks of the slots outside the range are not drawn
+    ax.set_xlim(-0.6, max(len(triage.ladder[:LADDER_BARS]), 4) + 0.6)
+    # the bars, the capacity line and its label are animated: only new axis ranges need a full redraw
+    changed = ax.get_ylim() != before or ax.get_xlim() != before_x
     for text in bars.totals:  # numbers go in the text panel: 19 labels would collide
         text.set_text("")
     for index, step in enumerate(triage.ladder[:LADDER_BARS], start=1):
@@ -257,8 +261,6 @@ def triage_figure(triage, title: str = "") -> Figure:
     ax = fig.add_subplot()
     bars = triage_bars(ax)
     update_triage_bars(bars, triage, f"{format_bytes(triage.base.memory.capacity_bytes)} ({triage.base.memory.gpu_name})")
-    n = len(triage.ladder)
-    ax.set_xlim(-0.6, n + 0.6)
     first = triage.first_fit
     if first is not None:
         i = triage.ladder.index(first) + 1
