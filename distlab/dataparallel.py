@@ -17,7 +17,8 @@ factor x (N-1)/N x M bytes. The paper counts parameters and gradients in the sam
 format; so does this module (parameters move at the gradient's element size).
 
 Overlap (Li et al. 2020, "PyTorch Distributed: Experiences on Accelerating Data Parallel
-Training", VLDB 13(12), Sec. 3.2.3 and 4): DDP groups gradients into buckets (25 MiB by
+Training", VLDB 13(12): bucketing Sec. 3.2.2, overlapping computation with communication
+Sec. 3.2.3, implementation Sec. 4): DDP groups gradients into buckets (25 MiB by
 default) and launches a bucket's all-reduce as soon as backward has produced all its
 gradients, while backward goes on. Collectives run one after another on one stream:
 bucket i starts at max(ready_i, end_{i-1}) and ends comm_i later. What is left after
@@ -353,7 +354,8 @@ def bucketed_overlap(grad_bytes, backward_time, dp, *, buckets=None, bucket_size
     including i) / M. Each bucket's time is collective_cost(op, bucket bytes, dp, link...), so
     smaller buckets pay the latency 2(N-1) alpha more often. The timeline follows
     overlap_timeline; exposed = max(0, end of the last bucket - backward). op: 'all-reduce'
-    (plain DP) or 'reduce-scatter' (ZeRO-2's gradient step). Li et al. 2020, Sec. 3.2.3.
+    (plain DP) or 'reduce-scatter' (ZeRO-2's gradient step). Li et al. 2020: bucketing Sec. 3.2.2,
+    overlap Sec. 3.2.3.
     """
     m = non_negative(grad_bytes, BYTES, "grad_bytes")
     backward = non_negative(backward_time, SECONDS, "backward_time")

@@ -303,7 +303,9 @@ class Cluster:
     scalable unit). Traffic between GPUs of the same local rank then crosses one leaf and never
     the tapered spine; traffic between different local ranks does. Without rails (a leaf per
     rack of nodes, a job's nodes spread over leaves) all inter-node traffic is taken to cross the
-    spine: the worst case, which is what `inter_node_bandwidth_per_gpu` prices.
+    spine; `inter_node_bandwidth_per_gpu` prices the worst case, every GPU sending at once, and
+    `fabric_bandwidth_per_gpu(same_local_rank, flows_per_node)` the share of one transfer when
+    fewer leave each node.
     """
 
     node: Node
@@ -362,19 +364,32 @@ class Cluster:
         """
         return self.port_bandwidth * self.node.nics_per_node / self.node.gpus_per_node / self.oversubscription
 
-    def fabric_bandwidth_per_gpu(self, same_local_rank: bool = False) -> float:
-        """Per-direction bandwidth one GPU gets to a GPU on another node when all GPUs send (B/s).
+    def fabric_bandwidth_per_gpu(self, same_local_rank: bool = False, flows_per_node=None) -> float:
+        """Per-direction bandwidth of one transfer from a GPU to a GPU on another node (B/s).
 
-        Between GPUs of the same local rank on a rail-optimized fabric the traffic stays on that
-        rail's leaf switch: port bandwidth x nics_per_node / gpus_per_node, no taper. Any other
-        inter-node traffic crosses the spine and gets 1/oversubscription of that
-        (= inter_node_bandwidth_per_gpu). Sources: NVIDIA DGX SuperPOD reference architecture
-        (rail-optimized compute fabric); the parallelism-bandwidth-modeler reference's notes
-        (rails keep data-parallel all-reduce within one switch layer).
+        Port share P = port bandwidth x nics_per_node / gpus_per_node (a node's NICs shared by its
+        GPUs). Between GPUs of the same local rank on a rail-optimized fabric the traffic stays on
+        that rail's leaf switch: P, no taper. Any other inter-node transfer crosses the spine. A
+        k:1 leaf has uplinks for 1/k of its ports, i.e. g/k of a node's g ports; with f transfers
+        leaving each node across the spine at once, each gets
+
+            P x min(1, g / (k f)).
+
+        flows_per_node: f; None means every GPU of every node sends (f = g, the full taper P/k =
+        inter_node_bandwidth_per_gpu). Example: one flat ring through 4 DGX H100 nodes (tp = 1)
+        crosses each node boundary once, f = 1 <= 8/3, so its hops run at the full 50 GB/s even on
+        a 3:1 fabric. On a rail-optimized fabric the ports of rail r all hang off one leaf: a
+        transfer leaving local rank r across the spine shares rail r's uplinks with local rank r of
+        every other node, and when each node sends one such transfer that leaf's ports all send:
+        the full taper, P / k, whatever f is. Source: NVIDIA DGX SuperPOD reference architecture
+        (DGX H100), compute fabric: rail-optimized, one leaf switch per rail in each scalable unit.
         """
-        if self.rail_optimized and same_local_rank:
-            return self.inter_node_bandwidth_per_gpu * self.oversubscription
-        return self.inter_node_bandwidth_per_gpu
+        share = self.inter_node_bandwidth_per_gpu * self.oversubscription
+        if self.rail_optimized:
+            return share if same_local_rank else share / self.oversubscription
+        g = self.node.gpus_per_node
+        f = g if flows_per_node is None else positive(flows_per_node, "", "flows_per_node")
+        return share * min(1.0, g / (self.oversubscription * f))
 
     def peak(self, precision: str) -> float:
         """Dense peak FLOP/s of all GPUs together in `precision`."""

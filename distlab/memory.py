@@ -26,9 +26,21 @@ ZERO_STAGES = (0, 1, 2, 3)
 RECOMPUTE_MODES = ("none", "selective", "full")
 
 
+#: Precisions a GPU's dense peak is listed in (distlab.hardware.PRECISIONS).
+_PEAK_PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4")
+
+
 @dataclass(frozen=True)
 class PrecisionRecipe:
-    """Bytes per parameter for weights, gradients and optimizer state, and per activation element."""
+    """Bytes per parameter for weights, gradients and optimizer state, and per activation element.
+
+    activation_bytes: bytes per element of the activations saved for the backward pass (and of the
+    K/V blocks context parallelism passes around its ring). message_bytes: bytes per element of the
+    activations and activation gradients that tensor-parallel collectives and pipeline sends carry
+    (default: activation_bytes). compute_precision: the distlab.hardware peak the matmuls run at
+    (default: the recipe's name when it is a hardware precision, else 'bf16'). Both defaults keep
+    recipes built with the original six fields working unchanged.
+    """
 
     name: str
     weight_bytes: float
@@ -37,6 +49,15 @@ class PrecisionRecipe:
     activation_bytes: float
     description: str
     source: str
+    message_bytes: float | None = None
+    compute_precision: str | None = None
+
+    def __post_init__(self):
+        if self.message_bytes is None:
+            object.__setattr__(self, "message_bytes", self.activation_bytes)
+        if self.compute_precision is None:
+            name = str(self.name).strip().lower()
+            object.__setattr__(self, "compute_precision", name if name in _PEAK_PRECISIONS else "bf16")
 
     @property
     def bytes_per_param(self) -> float:
@@ -54,9 +75,9 @@ _MIXED = dict(
 )
 
 PRECISIONS = {
-    "mixed": PrecisionRecipe("mixed", **_MIXED),
-    "bf16": PrecisionRecipe("bf16", **_MIXED),
-    "fp16": PrecisionRecipe("fp16", **_MIXED),
+    "mixed": PrecisionRecipe("mixed", **_MIXED, compute_precision="bf16"),
+    "bf16": PrecisionRecipe("bf16", **_MIXED, compute_precision="bf16"),
+    "fp16": PrecisionRecipe("fp16", **_MIXED, compute_precision="fp16"),
     "fp32": PrecisionRecipe(
         "fp32",
         weight_bytes=4,
@@ -65,6 +86,7 @@ PRECISIONS = {
         activation_bytes=4,
         description="fp32 weights and gradients; Adam momentum and variance in fp32 (4+4); no extra master copy",
         source="Adam keeps two fp32 moments per parameter (Kingma & Ba 2015); ZeRO Sec. 3.1 with K = 8",
+        compute_precision="fp32",
     ),
     "fp8": PrecisionRecipe(
         "fp8",
@@ -72,10 +94,19 @@ PRECISIONS = {
         gradient_bytes=2,
         optimizer_bytes=12,
         activation_bytes=1,
-        description="fp8 weights for the matmuls, bf16 gradients, fp32 master weights and Adam moments; "
-        "activations stored in 8 bits (a simplified FP8 recipe; engines such as Transformer Engine "
-        "may also keep a bf16 weight copy)",
-        source="Micikevicius et al. 2022, 'FP8 Formats for Deep Learning'; accounting as in ZeRO Sec. 3.1",
+        message_bytes=2,
+        compute_precision="fp8",
+        description="fp8 weights for the matmuls, bf16 gradients, fp32 master weights and Adam moments. "
+        "FP8 is the input format of the GEMMs: their outputs are bf16, so the row-parallel all-reduce / "
+        "reduce-scatter sums bf16, backward TP collectives carry bf16 gradients and pipeline stages send the "
+        "bf16 residual stream and its bf16 gradient (message_bytes = 2). Saved activations at 1 byte is "
+        "distlab's simplification and an upper bound on the saving: Transformer Engine keeps FP8 copies only "
+        "of GEMM inputs, while LayerNorm inputs, the softmax output and other saved tensors stay bf16. "
+        "Context-parallel K/V blocks are exchanged in 1 byte (FP8 attention can pass FP8 K/V). Engines may "
+        "also keep a bf16 weight copy",
+        source="Micikevicius et al. 2022, 'FP8 Formats for Deep Learning'; NVIDIA Transformer Engine docs "
+        "(FP8 GEMM inputs with higher-precision outputs; FP8 DotProductAttention); Megatron-LM FP8 training; "
+        "accounting as in ZeRO Sec. 3.1",
     ),
 }
 

@@ -72,6 +72,7 @@ __all__ = [
     "valid_tp_degrees",
     "layer_shards",
     "element_bytes",
+    "message_element_bytes",
     "forward_passes",
     "layer_flops",
     "layer_flops_array",
@@ -107,10 +108,6 @@ SP_COLLECTIVES = (
     ("backward: all-gather (conjugate of the attention reduce-scatter)", "all-gather"),
     ("backward: reduce-scatter (conjugate of the attention all-gather)", "reduce-scatter"),
 )
-
-#: The peak-FLOP/s key of distlab.hardware for each precision recipe of distlab.memory.
-PEAK_KEY = {"mixed": "bf16", "bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "fp8": "fp8"}
-
 
 # ----------------------------------------------------------------------------------------
 # Validation
@@ -290,8 +287,16 @@ def layer_shards(model, tp) -> TPLayerShards:
 
 
 def element_bytes(precision="mixed") -> float:
-    """Bytes per activation element of a precision recipe (distlab.memory): 2 for mixed/bf16, 1 for fp8."""
+    """Bytes per stored activation element of a precision recipe (distlab.memory): 2 for mixed/bf16, 1 for fp8.
+    Also the bytes per element of the K/V blocks context parallelism passes around its ring."""
     return float(memory.precision_recipe(precision).activation_bytes)
+
+
+def message_element_bytes(precision="mixed") -> float:
+    """Bytes per element of the activations and activation gradients TP collectives and pipeline sends carry
+    (PrecisionRecipe.message_bytes): 2 for mixed/bf16 AND for fp8, whose GEMMs take fp8 inputs but write bf16
+    outputs (Transformer Engine, Megatron-LM), 4 for fp32."""
+    return float(memory.precision_recipe(precision).message_bytes)
 
 
 def forward_passes(recompute="none") -> tuple[float, float]:
@@ -491,8 +496,7 @@ def _peak(gpu, precision, peak_flops):
     from . import hardware
 
     acc = hardware.accelerator(gpu)
-    recipe = memory.precision_recipe(precision)
-    return acc.peak(PEAK_KEY.get(recipe.name, recipe.name)), acc.name
+    return acc.peak(memory.precision_recipe(precision).compute_precision), acc.name
 
 
 def tp_layer_cost(
@@ -518,8 +522,9 @@ def tp_layer_cost(
     full recomputation), each priced by distlab.collectives.collective_cost as a ring over the
     tp GPUs on `link` (a name such as 'nvlink4' or 'ib-ndr', or bandwidth= / latency=). With
     sequence_parallel each becomes a reduce-scatter + all-gather (same bytes, same time).
-    precision: a distlab.memory recipe; it sets the bytes per activation element (fp8: 1) and
-    the GPU's peak (mixed -> bf16 peak, fp8 -> fp8 peak). Compute: layer_flops / (peak x
+    precision: a distlab.memory recipe; it sets the bytes per message element (PrecisionRecipe.message_bytes:
+    2 for bf16 and for fp8, whose GEMM outputs and gradients are bf16) and the GPU's peak
+    (PrecisionRecipe.compute_precision: mixed -> bf16 peak, fp8 -> fp8 peak). Compute: layer_flops / (peak x
     efficiency); `peak_flops` overrides the GPU's peak. gpus_per_node: when given, tp must divide
     it (the TP group stays inside a node).
     """
@@ -531,7 +536,7 @@ def tp_layer_cost(
     eff = positive(efficiency, "", "efficiency")
     if eff > 1:
         raise ConfigurationError(f"efficiency={eff:g} must be a fraction in (0, 1] of the GPU's peak")
-    e = element_bytes(precision)
+    e = message_element_bytes(precision)
     peak, gpu_name = _peak(gpu, precision, peak_flops)
     size = tp_message_bytes(b, s, m.hidden, e)
     kwargs = dict(link=link, bandwidth=bandwidth, latency=latency)
@@ -670,9 +675,10 @@ def ring_attention_buffer(seq_len, cp, hidden, *, precision="mixed", micro_batch
     one key/value block, receives the next: 2 x S/N x H x bytes per sequence.
 
     hidden: the key/value width (H for multi-head attention; model.kv_dim with grouped-query
-    attention). precision sets the bytes per element (fp8: 1). available: memory left for the
-    buffer (e.g. '2 GB'); then `fits` and `max_seq_len` say when it stops fitting. cp must divide
-    seq_len.
+    attention). precision sets the bytes per element (PrecisionRecipe.activation_bytes, fp8: 1: FP8
+    attention, e.g. Transformer Engine's FP8 DotProductAttention, can keep and exchange K/V in FP8).
+    available: memory left for the buffer (e.g. '2 GB'); then `fits` and `max_seq_len` say when it
+    stops fitting. cp must divide seq_len.
     """
     s = positive_int(seq_len, "seq_len")
     n = positive_int(cp, "cp")

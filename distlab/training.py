@@ -108,24 +108,80 @@ def group_all_reduce_time_array(size_bytes, n, stride, gpus_per_node, intra_bw, 
     return np.where(inside, flat, hierarchical)
 
 
+def p2p_message_bytes(micro_batch_size, seq_len, hidden, tp, element_bytes):
+    """Bytes of one pipeline send per microbatch: b x s x h x e / tp (Megatron's scatter-gather
+    optimisation splits the activation over the tp GPUs of a stage, Narayanan et al. 2021 Sec. 4.1;
+    e = PrecisionRecipe.message_bytes). NumPy broadcast, unvalidated."""
+    from .tensor import tp_message_bytes
+
+    return tp_message_bytes(micro_batch_size, seq_len, hidden, element_bytes) / np.asarray(tp, dtype=float)
+
+
+def equal_local_ranks_array(n, stride, gpus_per_node):
+    """Whether the inter-node traffic of every group of n ranks spaced `stride` apart joins GPUs of EQUAL
+    local rank, in the hierarchical all-reduce (member j of a node talks to member j of the others).
+
+    The groups of one dimension of the rank order tp-cp-ep-dp-pp (DP: stride tp, n = dp) start at
+    j + s x n x stride (j < stride). Every node then holds the same local ranks of every group when
+    the stride is a multiple of the node size g (one member per node, all at local rank j), or the
+    span n x stride is a multiple of g (each node holds g / stride members at local ranks j, j +
+    stride, ...), or the span divides g (every group inside one node: no inter-node traffic at all).
+    Otherwise some group straddles node boundaries at different local ranks (e.g. 3 nodes of 8,
+    tp = 1, dp = 12: the first group holds all of node 0 and local ranks 0-3 of node 1), so its
+    inter-node traffic crosses the spine even on a rail-optimized fabric. NumPy broadcast, unvalidated.
+    """
+    n = np.asarray(n, dtype=float)
+    stride = np.asarray(stride, dtype=float)
+    g = float(gpus_per_node)
+    span = n * stride
+    return (np.mod(stride, g) == 0) | (np.mod(span, g) == 0) | (np.mod(g, span) == 0)
+
+
+def pipeline_crossings_array(pp, stride, gpus_per_node):
+    """How many of the pp - 1 stage boundaries of a pipeline whose neighbours sit `stride` ranks apart
+    (stride tp x dp in the order tp-cp-ep-dp-pp) send across a node boundary.
+
+    Boundary b joins stage b - 1 (ranks [(b-1) W, b W)) to stage b (W = stride): some rank r of it
+    sends to r + W on another node unless both stages lie inside one node, i.e. unless
+    floor((b-1) W / g) = floor(((b+1) W - 1) / g). W >= g: every boundary crosses. Example: tp 2 x
+    dp 2 on nodes of 8: stages 0-1 share node 0, 2-3 node 1, ...: of 7 boundaries, 3 cross and 4
+    stay on NVLink. NumPy broadcast, unvalidated.
+    """
+    pp = np.asarray(pp, dtype=float)
+    w = np.asarray(stride, dtype=float)
+    g = float(gpus_per_node)
+    top = int(np.max(pp)) if pp.size else 1
+    if top <= 1:
+        return np.zeros(np.broadcast(pp, w).shape) if np.ndim(pp) or np.ndim(w) else 0.0
+    b = np.arange(1, top, dtype=float).reshape((-1,) + (1,) * np.broadcast(pp, w).ndim)
+    cross = (w >= g) | (np.floor((b - 1) * w / g) != np.floor(((b + 1) * w - 1) / g))
+    count = np.sum(cross & (b < pp), axis=0).astype(float)
+    return float(count) if np.ndim(count) == 0 else count
+
+
 def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, inter_lat, peak_flops, hbm_bandwidth,
                      recipe, global_batch, seq_len, dp, tp, pp, chunks, micro_batch_size, zero, recompute_code,
                      sequence_parallel, schedule_code, efficiency, bucket_bytes=None, cross_rail_bw=None) -> dict:
     """Per-step time components (s) and per-GPU memory (bytes) on the busiest (first) pipeline stage.
 
     compute    = m x factor x P x b s / (tp pp) / (peak x efficiency), factor 6 (8 with full recompute)
-    tp_comm    = m x layers/stage x all-reduces x ring time of b s h e over tp GPUs (4, or 6 with full
+    tp_comm    = m x layers/stage x all-reduces x ring time of b s h e_msg over tp GPUs (4, or 6 with full
                  recompute; distlab.tensor.tp_comm_time), on the critical path, never overlapped
     bubble     = (pp - 1) / v x (per-microbatch stage time): the (p-1)/(v m) overhead on m microbatches
     p2p        = the 2 (pp v - 1) hops on the fill and drain path (a microbatch crosses every chunk
                  boundary forward and back; interleaving multiplies them by v, Narayanan et al. 2021
-                 Sec. 2.2.2), b s h e / tp bytes each (scatter-gather, Sec. 4.1), on the fabric when
-                 the pipeline group leaves a node (at inter_bw when the stride tp x dp is a multiple of the
-                 node size, so sender and receiver share a local rank; else at cross_rail_bw, default
-                 inter_bw); steady-state transfers overlap with compute
+                 Sec. 2.2.2), b s h e_msg / tp bytes each (scatter-gather, Sec. 4.1; e_msg =
+                 recipe.message_bytes: fp8 stages still send the bf16 residual stream and gradient).
+                 Each of the pp - 1 stage boundaries is priced where it lies (pipeline_crossings_array):
+                 on NVLink when both stages share a node, else on the fabric at inter_bw when the stride
+                 tp x dp is a multiple of the node size (sender and receiver share a local rank) and at
+                 cross_rail_bw (default inter_bw) otherwise; the v - 1 wrap-around hops of the interleaved
+                 schedule (last stage to first) likewise. Steady-state transfers overlap with compute
     dp_exposed = what the data-parallel gradient traffic (2M, or 3M with ZeRO-3, on the DP group's link)
                  leaves exposed after overlapping with the last microbatch's backward, in DDP's 25 MiB buckets
-                 (distlab.dataparallel.exposed_communication_time)
+                 (distlab.dataparallel.exposed_communication_time). Its inter-node phase runs at inter_bw
+                 when the groups' inter-node traffic joins equal local ranks (equal_local_ranks_array),
+                 else at cross_rail_bw (every GPU of a node sends at once: the full taper either way)
     optimizer  = (2 x optimizer + gradient + weight bytes of the shard) / HBM bandwidth (memory-bound Adam)
     Memory: distlab.memory's array cores; in-flight microbatches GPipe m, 1F1B min(p, m), interleaved
     p (1 + (p-1)/(p v)) (Korthikanti et al. 2022, Sec. 4.2.3). Rank order tp-cp-ep-dp-pp: DP groups
@@ -143,31 +199,38 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     code = np.asarray(recompute_code)
     s = float(seq_len)
     e = recipe.activation_bytes
+    e_msg = recipe.message_bytes
     m = np.asarray(global_batch, dtype=float) / (dp * b)
     full = code == 2
 
     factor = np.where(full, FLOPS_PER_PARAM_TOKEN_FULL_RECOMPUTE, FLOPS_PER_PARAM_TOKEN)
     t_mb = factor * P * b * s / (tp * pp) / (peak_flops * efficiency)
     layers_stage = np.ceil(model.layers / pp)
-    tp_msg = tensor.tp_message_bytes(b, s, h, e)
+    tp_msg = tensor.tp_message_bytes(b, s, h, e_msg)
     tp_mb = layers_stage * tensor.tp_comm_time(tp_msg, tp, intra_bw, intra_lat, np.where(full, 6, 4))
     stage_mb = t_mb + tp_mb
     compute = m * t_mb
     tp_comm = m * tp_mb
     bubble = (pp - 1.0) / v * stage_mb
 
-    pp_inside = tp * dp * pp <= gpus_per_node
     cross = inter_bw if cross_rail_bw is None else cross_rail_bw
-    same_rank = np.mod(tp * dp, gpus_per_node) == 0
-    hop_bw = np.where(pp_inside, intra_bw, np.where(same_rank, inter_bw, cross))
-    hop_lat = np.where(pp_inside, intra_lat, inter_lat)
-    p2p = np.where(pp > 1, 2.0 * (pp * v - 1.0), 0.0) * (b * s * h * e / tp / hop_bw + hop_lat)
+    stride = tp * dp
+    p2p_msg = p2p_message_bytes(b, s, h, tp, e_msg)
+    crossing = pipeline_crossings_array(pp, stride, gpus_per_node)
+    fabric_hop = p2p_msg / np.where(np.mod(stride, gpus_per_node) == 0, inter_bw, cross) + inter_lat
+    nvlink_hop = p2p_msg / intra_bw + intra_lat
+    wrap_inside = stride * pp <= gpus_per_node  # last and first stage on one node
+    wrap_bw = np.where(np.mod(stride * (pp - 1.0), gpus_per_node) == 0, inter_bw, cross)
+    wrap_hop = np.where(wrap_inside, nvlink_hop, p2p_msg / wrap_bw + inter_lat)
+    one_way = v * ((pp - 1.0 - crossing) * nvlink_hop + crossing * fabric_hop) + (v - 1.0) * wrap_hop
+    p2p = np.where(pp > 1, 2.0 * one_way, 0.0)
 
     w, g, o = memory.model_state_bytes_array(P, recipe, zero, dp, tp, pp)
     grad_shard = P / (tp * pp) * recipe.gradient_bytes
     volume = np.where(np.asarray(zero) >= 3, 1.5, 1.0)  # 3M vs 2M (ZeRO paper, Sec. 7)
+    dp_bw = np.where(equal_local_ranks_array(dp, tp, gpus_per_node), inter_bw, cross)
     dp_time = volume * group_all_reduce_time_array(grad_shard, dp, tp, gpus_per_node, intra_bw, intra_lat,
-                                                   inter_bw, inter_lat)
+                                                   dp_bw, inter_lat)
     backward_share = np.where(full, 6.0 / 8.0, 4.0 / 6.0)
     buckets = np.maximum(1.0, np.ceil(grad_shard / bucket_bytes))
     dp_exposed = np.where(dp > 1, exposed_communication_time(dp_time, backward_share * t_mb, buckets), 0.0)
@@ -282,12 +345,14 @@ def hardware_arguments(cl, recipe) -> dict:
 
     inter_bw is the fabric share between GPUs of the SAME local rank: in the rank order
     tp-cp-ep-dp-pp the hierarchical DP all-reduce's inter-node ring connects the members at the
-    same position on their nodes (DP stride tp divides the node), as do pipeline sends whose
-    stride tp x dp is a multiple of the node size; on a rail-optimized fabric that traffic stays
-    on one rail and escapes the spine's oversubscription. cross_rail_bw is the share of traffic
-    between different local ranks, which crosses the spine (hardware.Cluster.fabric_bandwidth_per_gpu).
-    Without rails both are inter_node_bandwidth_per_gpu."""
-    compute = {"fp8": "fp8", "fp32": "fp32"}.get(recipe.name, "bf16")
+    same position on their nodes when every node holds the same local ranks of each DP group
+    (equal_local_ranks_array: tp x dp a multiple of the node size, or dividing it), as do pipeline
+    sends whose stride tp x dp is a multiple of the node size; on a rail-optimized fabric that
+    traffic stays on one rail and escapes the spine's oversubscription. cross_rail_bw is the share
+    of traffic between different local ranks, which crosses the spine. Both with every GPU of a
+    node sending at once (hardware.Cluster.fabric_bandwidth_per_gpu with f = g): without rails
+    both are inter_node_bandwidth_per_gpu. The peak is recipe.compute_precision's."""
+    compute = recipe.compute_precision
     return dict(gpus_per_node=cl.node.gpus_per_node, intra_bw=cl.node.intra_link.bandwidth,
                 intra_lat=cl.node.intra_link.latency, inter_bw=cl.fabric_bandwidth_per_gpu(same_local_rank=True),
                 cross_rail_bw=cl.fabric_bandwidth_per_gpu(same_local_rank=False),
@@ -319,6 +384,11 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     cl = _cluster(cluster, fabric, nodes)
     g = cl.node.gpus_per_node
     tp, pp = positive_int(tp, "tp"), positive_int(pp, "pp")
+    if tp * pp > cl.gpus or cl.gpus % (tp * pp):
+        valid = ", ".join(str(d) for d in range(1, cl.gpus + 1) if cl.gpus % d == 0)
+        what = "is more than" if tp * pp > cl.gpus else "does not divide"
+        raise ConfigurationError(f"tp x pp = {tp} x {pp} = {tp * pp} {what} the cluster's {cl.gpus} GPUs; "
+                                 f"tp x pp must divide them (valid: {valid})")
     dp = cl.gpus // (tp * pp) if dp is None else positive_int(dp, "dp")
     if dp * tp * pp != cl.gpus:
         raise ConfigurationError(f"dp x tp x pp = {dp} x {tp} x {pp} = {dp * tp * pp} must equal the cluster's {cl.gpus} GPUs")
@@ -393,7 +463,8 @@ class TriageStep:
     result; saves_bytes against the configuration the fix was applied to (for a single fix,
     the given one; on the ladder, the previous rung); saves_total_bytes and time_cost_s
     against the given configuration. skipped: why the fix could not be applied (then the
-    numbers are those of the configuration it was tried on, and it saves nothing).
+    numbers are those of the configuration it was tried on, and it saves nothing). note: why an
+    applied fix saves nothing (a smaller micro-batch while every microbatch is in flight).
     """
 
     kind: str
@@ -408,13 +479,14 @@ class TriageStep:
     feasible: bool
     skipped: str | None = None
     estimate: "StepEstimate | None" = None
+    note: str | None = None
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "change": self.change, "config": dict(self.config),
                 "memory_per_gpu_bytes": self.memory_per_gpu_bytes, "saves_bytes": self.saves_bytes,
                 "saves_total_bytes": self.saves_total_bytes, "step_time_s": self.step_time_s,
                 "time_cost_s": self.time_cost_s, "fits": self.fits, "feasible": self.feasible,
-                "skipped": self.skipped}
+                "skipped": self.skipped, "note": self.note}
 
 
 @dataclass(frozen=True)
@@ -477,7 +549,17 @@ def _triage_line(step: TriageStep, total: bool) -> str:
     cost = abs(step.time_cost_s)
     delta = "same" if cost < 1e-9 else f"{'+' if step.time_cost_s > 0 else '-'}{format_seconds(cost)}"
     return (f"  {step.change:<28} saves {format_bytes(saved):>9} -> {format_bytes(step.memory_per_gpu_bytes):>9} "
-            f"per GPU, step {format_seconds(step.step_time_s):>8} ({delta}), {'fits' if step.fits else 'still too big'}")
+            f"per GPU, step {format_seconds(step.step_time_s):>8} ({delta}), {'fits' if step.fits else 'still too big'}"
+            + (f"\n  {'':<28} ({step.note})" if step.note else ""))
+
+
+def _micro_batch_note(est: StepEstimate) -> str:
+    """Why a smaller micro-batch saved nothing: the in-flight sequences b x min(p, m) did not change."""
+    c = est.config
+    b, m, p = c["micro_batch_size"], est.microbatches, c["pp"]
+    if c["schedule"] == "gpipe":
+        return f"saves nothing: GPipe keeps all m microbatches in flight, b x m = {b * m} sequences either way"
+    return f"saves nothing while m <= p: all m = {m} microbatches in flight (p = {p}), b x m = {b * m} either way"
 
 
 def _next_fixes(c: dict, every: bool) -> list[tuple[str, str, dict]]:
@@ -517,8 +599,11 @@ def _try_fix(model, cluster, config, kind, words, change, before, base):
                                 before.step_time_s - base.step_time_s, before.fits, before.feasible,
                                 skipped=str(exc), estimate=before)
     mem = est.memory.total_bytes
-    return new, TriageStep(kind, words, new, mem, before.memory.total_bytes - mem, base.memory.total_bytes - mem,
-                           est.step_time_s, est.step_time_s - base.step_time_s, est.fits, est.feasible, estimate=est)
+    saved = before.memory.total_bytes - mem
+    note = _micro_batch_note(est) if kind == "micro-batch" and abs(saved) <= 1e-9 * before.memory.total_bytes else None
+    return new, TriageStep(kind, words, new, mem, saved, base.memory.total_bytes - mem,
+                           est.step_time_s, est.step_time_s - base.step_time_s, est.fits, est.feasible, estimate=est,
+                           note=note)
 
 
 #: Most rungs a ladder climbs (micro-batch halvings + 2 + 3 + TP and PP doublings stay far below it).

@@ -46,10 +46,28 @@ def test_sweep_equals_the_bucketed_timeline_and_brute_force():
         mine, theirs = sweep.timeline(b), dataparallel.bucketed_overlap(grad, backward, dp, buckets=b, link="ib-ndr")
         np.testing.assert_allclose(mine.end_s, theirs.end_s, rtol=1e-12)
         assert mine.exposed_s == pytest.approx(sweep.at(b)["exposed_s"], rel=1e-9)
-    # and the closed form of the docstring: B* = (T - M s) / L
+    # and the closed form of the docstring: B* = (T - M s) / L, the optimum here because
+    # (T - M s)^2 = (80 ms)^2 >= T L = 200 ms x 288 us
     cost = collectives.collective_cost("all-reduce", grad, dp, link="ib-ndr")
     b_star = (backward - cost.bandwidth_time_s) / cost.latency_time_s
+    assert sweep.closed_form_buckets == pytest.approx(b_star, rel=1e-12) and sweep.closed_form_applies
     assert sweep.best_buckets in (math.floor(b_star), math.ceil(b_star))
+
+
+@pytest.mark.parametrize("ms, b_star, best", [(0.90, 100, 100), (0.97, 30, 32), (0.99, 10, 32)])
+def test_closed_form_is_the_optimum_only_when_b_star_reaches_sqrt_t_over_l(ms, b_star, best):
+    # N = 2, alpha = 0.5 ms: L = 1 ms; T = 1 s, so T / L = 1000 and sqrt(T / L) = 31.6. M s = ms x T.
+    # exposed(B) = max(L + M s / B, B L + M s - T + T / B). B* = (T - M s) / L.
+    # ms = 0.90: B* = 100 >= 31.6: (T - Ms)^2 = 0.01 >= T L = 0.001, the optimum, exposed 1 + 900/100 = 10 ms.
+    # ms = 0.97: B* = 30 < 31.6: beyond B* exposed = B L + T / B - 30 ms still falls while T / B^2 > L;
+    #   B = 31: 31 + 32.258 - 30 = 33.258 ms; B = 32: 32 + 31.25 - 30 = 33.25 ms; B = 33: 33.303 ms -> best 32.
+    # ms = 0.99: B* = 10, exposed there 1 + 99 = 100 ms; the best is again 32: 32 + 31.25 - 10 = 53.25 ms.
+    sweep = production.bucket_sweep(ms * 1e10, 1.0, 2, bandwidth=1e10, latency=0.5e-3, max_buckets=400)
+    assert sweep.closed_form_buckets == pytest.approx(b_star, rel=1e-9)
+    assert sweep.closed_form_applies == (b_star >= math.sqrt(1000))
+    assert sweep.best_buckets == best
+    expected = {100: 10e-3, 30: 33.25e-3, 10: 53.25e-3}[b_star]
+    assert sweep.best_exposed_s == pytest.approx(expected, rel=1e-9)
 
 
 def test_hierarchical_buckets_pay_fewer_latency_steps():
@@ -95,10 +113,17 @@ def test_dp_all_reduce_hand_values():
         h = production.dp_all_reduce(cl, M, algorithm="hierarchical")
         assert (h.local_members, h.nodes, h.same_local_rank) == (8, 4, True)
         assert h.time_s == pytest.approx(intra + 2 * 3 * 9.6e-6 + 2 * 3 / 4 * (M / 8) / bw, rel=1e-12)
-        # one flat ring of 32: hops 7->8, 15->16, ... join local rank 7 to 0: the spine, 50/3 GB/s, rails or not
+        # every GPU of a node sends its M/8 share across at once: f = 8 transfers per node, 8 / (3 x 8) < 1
+        assert h.flows_per_node == 8
+        # one flat ring of 32: hops 7->8, 15->16, ..., 31->0 join local rank 7 to 0 (the spine), one hop
+        # leaving each node: f = 1. Without rails a 3:1 leaf has uplinks for 8/3 of a node's 8 ports, so
+        # the one transfer keeps the full 50 GB/s: min(1, 8 / (3 x 1)) = 1. On rails all four rank-7 NICs
+        # hang off rail 7's leaf and all four send across the spine: one transfer per port, 50/3 GB/s.
         r = production.dp_all_reduce(cl, M, algorithm="ring")
-        assert not r.same_local_rank
-        assert r.time_s == pytest.approx(2 * 31 * 9.6e-6 + 2 * 31 / 32 * M / (50e9 / 3), rel=1e-12)
+        assert not r.same_local_rank and r.flows_per_node == 1
+        ring_bw = 50e9 / 3 if rails else 50e9
+        assert r.fabric_bw == pytest.approx(ring_bw, rel=1e-12)
+        assert r.time_s == pytest.approx(2 * 31 * 9.6e-6 + 2 * 31 / 32 * M / ring_bw, rel=1e-12)
     # tp = 8: one member per node; the flat ring IS the hierarchical one (same local rank, along a rail)
     cl = hardware.cluster("dgx-h100", 4, oversubscription=3, rail_optimized=True)
     h = production.dp_all_reduce(cl, M / 8, tp=8)
@@ -106,6 +131,73 @@ def test_dp_all_reduce_hand_values():
     assert h.time_s == pytest.approx(r.time_s, rel=1e-12) and h.same_local_rank and r.same_local_rank
     assert h.fabric_bw == 50e9
 
+
+def test_flat_ring_taper_counts_the_transfers_leaving_a_node():
+    # 4 DGX H100 nodes, 3:1, no rails, flat ring through each DP group (stride tp, order tp-dp):
+    # the tp groups' rings each cross every node boundary once, so f = tp transfers leave a node;
+    # per transfer: 50 GB/s x min(1, 8 / (3 tp)). tp = 1: 50 (no taper), tp = 2: 50, tp = 4: 33.3, tp = 8: 16.7.
+    M = 8e9
+    for tp, bw in ((1, 50e9), (2, 50e9), (4, 50e9 * 8 / 12), (8, 50e9 / 3)):
+        cl = hardware.cluster("dgx-h100", 4, oversubscription=3)
+        r = production.dp_all_reduce(cl, M, tp=tp, algorithm="ring")
+        n = 32 // tp
+        assert r.flows_per_node == tp
+        assert r.fabric_bw == pytest.approx(bw, rel=1e-12)
+        assert r.time_s == pytest.approx(2 * (n - 1) * 9.6e-6 + 2 * (n - 1) / n * M / bw, rel=1e-12)
+        # the hierarchical algorithm sends from every GPU of a node at once (f = 8): the full taper
+        h = production.dp_all_reduce(cl, M, tp=tp)
+        assert h.flows_per_node == 8 and h.fabric_bw == pytest.approx(50e9 / 3, rel=1e-12)
+    # the Cluster formula itself: share x min(1, g / (k f)); on rails, cross-rail always pays 1/k
+    cl = hardware.cluster("dgx-h100", 4, oversubscription=3)
+    assert cl.fabric_bandwidth_per_gpu(False, flows_per_node=2) == pytest.approx(50e9)
+    assert cl.fabric_bandwidth_per_gpu(False, flows_per_node=6) == pytest.approx(50e9 * 8 / 18)
+    assert cl.fabric_bandwidth_per_gpu(False) == pytest.approx(50e9 / 3)  # f = g by default
+    railed = hardware.cluster("dgx-h100", 4, oversubscription=3, rail_optimized=True)
+    assert railed.fabric_bandwidth_per_gpu(False, flows_per_node=1) == pytest.approx(50e9 / 3)
+    assert railed.fabric_bandwidth_per_gpu(True, flows_per_node=8) == pytest.approx(50e9)
+
+
+def test_rails_in_the_step_model_need_equal_local_ranks():
+    # 3 DGX H100 nodes (24 GPUs), 3:1, tp = 1, pp = 2, dp = 12: DP group 0 is ranks 0-11, all of node 0 and
+    # local ranks 0-3 of node 1; group 1 is ranks 12-23. tp x dp = 12 is neither a multiple nor a divisor
+    # of 8, so the inter-node traffic joins different local ranks and crosses the spine, rails or not.
+    kw = dict(global_batch=48, seq_len=2048, tp=1, pp=2, zero=1)
+    no = production.network_step("llama2-7b", nodes=3, oversubscription=3, **kw)
+    yes = production.network_step("llama2-7b", nodes=3, oversubscription=3, rail_optimized=True, **kw)
+    assert yes.dp_comm_s == pytest.approx(no.dp_comm_s, rel=1e-12)
+    # by hand: gradients M = P / pp x 2 B; the step model's hierarchical estimate: ring over l = 8 on NVLink,
+    # then a ring of M / 8 over n / l = 12 / 8 = 1.5 "nodes" at 50/3 GB/s: 2 (1.5 - 1) alpha + 2 (0.5 / 1.5) (M/8) / B
+    P = 6738415616  # llama2-7b
+    M = P / 2 * 2
+    intra = 2 * 7 * 3.4e-6 + 2 * 7 / 8 * M / 450e9
+    inter = 2 * 0.5 * 9.6e-6 + 2 * 0.5 / 1.5 * (M / 8) / (50e9 / 3)
+    assert no.dp_comm_s == pytest.approx(intra + inter, rel=1e-9)
+    assert not training.equal_local_ranks_array(12, 1, 8)
+    assert not production.dp_all_reduce(hardware.cluster("dgx-h100", 3, oversubscription=3, rail_optimized=True),
+                                        M, pp=2, algorithm="ring").same_local_rank
+    with pytest.raises(ConfigurationError, match="same number on each"):
+        production.dp_all_reduce(hardware.cluster("dgx-h100", 3, oversubscription=3, rail_optimized=True), M, pp=2)
+
+
+@pytest.mark.parametrize("nodes", [1, 2, 3, 4])
+def test_equal_local_ranks_rule_matches_the_layout(nodes):
+    # the step model's rule (n, stride, g) against the real layout: every node a DP group spans holds
+    # the same local ranks of it, for every DP group
+    from distlab import mesh
+
+    g = 8
+    gpus = nodes * g
+    for tp in (1, 2, 4, 8):
+        for pp in (1, 2, 3, 4, 6, 8):
+            if gpus % (tp * pp):
+                continue
+            dp = gpus // (tp * pp)
+            lay = mesh.layout(gpus, tp=tp, pp=pp, dp=dp, gpus_per_node=g)
+            truth = True
+            for grp in np.asarray(lay.groups("dp")):
+                per = [set(grp[grp // g == k] % g) for k in np.unique(grp // g)]
+                truth &= all(p == per[0] for p in per)
+            assert bool(training.equal_local_ranks_array(dp, tp, g)) == truth, (nodes, tp, pp)
 
 def test_placement_that_breaks_the_hierarchy():
     # tp = 3 on 24 GPUs: DP stride 3 puts ranks 0,3,6 | 9,12,15 | 18,21 on the nodes: 3, 3, 2 members
@@ -132,10 +224,10 @@ def test_network_invariants(nodes, tp, pp, k, k2, fabric, size):
         for algo in production.ALGORITHMS:
             assert t[rails, hi, algo] >= t[rails, lo, algo] * (1 - 1e-12)  # a k:1 taper never speeds up
     for ratio in (lo, hi):
-        for algo in production.ALGORITHMS:
-            assert t[True, ratio, algo] <= t[False, ratio, algo] * (1 + 1e-12)  # rails never slower
-            # NVLink is faster than any fabric here, so the hierarchy never loses to the flat ring
-            assert t[True, ratio, "hierarchical"] <= t[True, ratio, "ring"] * (1 + 1e-12)
+        # rails never slow the hierarchical all-reduce (its ring joins equal local ranks or pays the same taper)
+        assert t[True, ratio, "hierarchical"] <= t[False, ratio, "hierarchical"] * (1 + 1e-12)
+        # NVLink is faster than any fabric here, so on rails the hierarchy never loses to the flat ring
+        assert t[True, ratio, "hierarchical"] <= t[True, ratio, "ring"] * (1 + 1e-12)
 
 
 def test_rails_and_taper_in_the_step_model():
@@ -159,6 +251,17 @@ def test_pipeline_hop_between_local_ranks_pays_the_spine():
     flat = production.network_step("llama2-7b", nodes=4, oversubscription=4, rail_optimized=False, **kw)
     assert rails.p2p_s == pytest.approx(flat.p2p_s, rel=1e-12)
     assert rails.dp_comm_s == flat.dp_comm_s  # tp x dp = 4 <= 8: the DP group stays on NVLink
+    # by hand: stages 0-1 on node 0, 2-3 on node 1, ...: of the 7 boundaries 1->2, 3->4, 5->6 cross
+    # nodes (at 50/4 GB/s, 9.6 us) and 4 stay on NVLink (450 GB/s, 3.4 us); each hop b s h 2 / tp bytes,
+    # forward and back (2 (p - 1) hops)
+    msg = 1 * 2048 * 4096 * 2 / 2
+    nvlink, fabric = msg / 450e9 + 3.4e-6, msg / (50e9 / 4) + 9.6e-6
+    assert flat.p2p_s == pytest.approx(2 * (4 * nvlink + 3 * fabric), rel=1e-12)
+    assert training.pipeline_crossings_array(8, 4, 8) == 3
+    # a pipeline inside one node never touches the fabric: tp 2 x dp 1 x pp 4 on one node
+    one = production.network_step("llama2-7b", nodes=1, oversubscription=4, global_batch=8, seq_len=2048, tp=2,
+                                  pp=4, zero=1)
+    assert one.p2p_s == pytest.approx(2 * 3 * nvlink, rel=1e-12)
 
 
 def test_cluster_rail_flag_and_describe():
@@ -178,9 +281,17 @@ def test_cluster_rail_flag_and_describe():
 def test_fp8_halves_what_it_should_and_not_the_rest():
     cmp = production.fp8_comparison("llama3.1-70b", hardware.cluster("dgx-h100", 32), **SCENARIO, **FIT)
     r = cmp.ratios()
-    # Llama has no dropout: every stored activation is a 2-byte tensor -> exactly half
-    assert r["activations per GPU"] == pytest.approx(0.5, rel=1e-12)
-    assert r["TP all-reduce message (b s h e)"] == 0.5 and r["pipeline send per microbatch (b s h e / tp)"] == 0.5
+    # Llama has no dropout: in distlab's simplified recipe every stored activation is a 2-byte tensor -> half
+    assert r["activations per GPU (fp8 saving: upper bound)"] == pytest.approx(0.5, rel=1e-12)
+    # FP8 GEMMs write bf16 outputs: TP collectives and pipeline sends carry 2-byte elements in both.
+    # By hand (b = 1, s = 8192, h = 8192, tp = 8): TP message 1 x 8192 x 8192 x 2 B = 134,217,728 B;
+    # pipeline send 134,217,728 / 8 = 16,777,216 B, the same in bf16 and fp8.
+    rows = {name: (b16, b8) for name, b16, b8, _ in cmp.rows}
+    assert rows["TP all-reduce message (b s h e_msg)"] == (8192 * 8192 * 2, 8192 * 8192 * 2)
+    assert rows["pipeline send (b s h e_msg / tp)"] == (8192 * 8192 * 2 / 8, 8192 * 8192 * 2 / 8)
+    assert cmp.fp8.tp_comm_s == pytest.approx(cmp.bf16.tp_comm_s, rel=1e-12)
+    assert cmp.fp8.p2p_s == pytest.approx(cmp.bf16.p2p_s, rel=1e-12)
+    assert memory.precision_recipe("fp8").message_bytes == 2 and memory.precision_recipe("fp8").activation_bytes == 1
     assert r["weights per GPU"] == 0.5
     assert r["DP gradient all-reduce (M per GPU)"] == 1.0  # bf16 gradients
     assert r["optimizer state per GPU"] == 1.0 and r["gradients per GPU"] == 1.0
@@ -269,6 +380,16 @@ def test_simulation_matches_exact_and_extreme_value_growth():
         assert mu < math.sqrt(2 * math.log(n))  # the leading term overestimates
 
 
+def test_leading_term_and_straggler_mfu():
+    assert production.leading_term_max_normal(1000) == pytest.approx(math.sqrt(2 * math.log(1000)))  # 3.717
+    np.testing.assert_allclose(production.leading_term_max_normal([2, 256]), np.sqrt(2 * np.log([2, 256])))
+    cl = hardware.cluster("dgx-h100", 32)
+    s = production.straggler_step("llama3.1-70b", cl, slow_factor=1.2, **SCENARIO, **FIT)
+    # MFU with the wait: the healthy step's model FLOPs over the longer step
+    assert s.mfu == pytest.approx(s.healthy.mfu * s.healthy.step_time_s / s.step_time_s, rel=1e-12)
+    assert s.mfu < s.healthy.mfu
+
+
 def test_one_slow_gpu_hand_value():
     # sigma = 0: the step waits exactly (k - 1) x (compute + bubble)
     kw = dict(**SCENARIO, **FIT)
@@ -329,6 +450,13 @@ def test_smaller_micro_batch_helps_only_once_the_pipeline_is_full():
     # dp 64 x pp 4, b = 4: m = 1 < pp: one microbatch of 4 in flight; b = 2 -> m = 2: two of 2. No saving.
     t2 = production.triage_oom("llama3.1-70b", "dgx-h100", **_kw(dp=64, pp=4, micro_batch_size=4))
     assert t2.fixes[0].saves_bytes == pytest.approx(0.0, abs=1)
+    # the ladder keeps such rungs, says why they save nothing, and climbs on
+    rungs = [r for r in t2.ladder if r.kind == "micro-batch"]
+    assert [r.change for r in rungs] == ["micro_batch_size=2", "micro_batch_size=1"]
+    assert all(r.saves_bytes == pytest.approx(0.0, abs=1) and r.note.startswith("saves nothing while m <= p")
+               for r in rungs)
+    assert "b x m = 4 either way" in t2.summary() and t2.first_fit is not None
+    assert step.note is None  # the halving that does save says nothing extra
 
 
 @settings(max_examples=25, deadline=None)
@@ -358,8 +486,10 @@ def test_triage_already_fits_and_refusals():
     assert training.explain_infeasible("llama3.1-70b", "dgx-h100", **_kw(**FIT)) == []
     with pytest.raises(ConfigurationError, match="micro_batch_size=0 must be a positive whole number"):
         production.triage_oom("llama3.1-70b", "dgx-h100", **_kw(micro_batch_size=0))
-    with pytest.raises(ConfigurationError, match="must equal the cluster's 256 GPUs"):
+    with pytest.raises(ConfigurationError, match=r"tp x pp = 3 x 1 = 3 does not divide the cluster's 256 GPUs"):
         production.triage_oom("llama3.1-70b", "dgx-h100", **_kw(tp=3))
+    with pytest.raises(ConfigurationError, match=r"tp x pp = 8 x 64 = 512 is more than the cluster's 256 GPUs"):
+        production.triage_oom("llama3.1-70b", "dgx-h100", **_kw(tp=8, pp=64))
 
 
 def test_explain_infeasible_keeps_its_single_fixes():

@@ -78,6 +78,10 @@ def test_production_app_taper_rails_fp8_and_stragglers(close):
     assert app.result.step_time_s == pytest.approx(want, rel=1e-6)
     assert app.bars.rects["waiting for the slowest GPU"][2] is rect and rect.get_width() == pytest.approx(
         app.result.wait_s)
+    # the MFU the status shows is the step's with the wait: model FLOPs / (slow step x GPUs x peak)
+    e = app.result.healthy
+    assert app.result.mfu == pytest.approx(e.model_flops / (app.result.step_time_s * e.gpus * e.peak_flops))
+    assert f"MFU {100 * app.result.mfu:.1f}%" in app.status.value
 
 
 
@@ -104,7 +108,17 @@ def test_production_app_invalid_shows_our_message(close):
     close(app)
     app.nodes.value = 4
     app.pp.value = 8  # 4 nodes = 32 GPUs cannot hold tp 8 x pp 8
-    assert app.result is None and "must equal the cluster's 32 GPUs" in app.error
+    assert app.result is None and "tp x pp = 8 x 8 = 64 is more than the cluster's 32 GPUs" in app.error
+    assert "dp x tp x pp = 0" not in app.error
     assert "Cannot compute" in app.status.value and "Traceback" not in app.status.value
     app.pp.value = 4
     assert app.error is None
+
+
+def test_triage_app_invalid_shows_our_message(close):
+    app = TriageApp()
+    close(app)
+    app.nodes.value = 4
+    app.pp.value = 8
+    assert app.result is None and "tp x pp = 8 x 8 = 64 is more than the cluster's 32 GPUs" in app.error
+    assert "Traceback" not in app.status.value

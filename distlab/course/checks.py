@@ -78,7 +78,8 @@ class NumericQuestion:
     """A question whose answer is a number in `unit` (a pint unit string, '' for a pure number).
 
     expected() computes the answer with distlab; explain() returns the worked derivation
-    (also computed). rel_tol is relative; integer questions use rel_tol=0.
+    (also computed). rel_tol is relative; integer questions use rel_tol=0. abs_tol is absolute
+    (e.g. 1 to accept one bucket either side of an optimum that is flat there).
     """
 
     name: str
@@ -90,6 +91,7 @@ class NumericQuestion:
     rel_tol: float = 0.01
     points: float = 1.0
     noun: str = "a number"
+    abs_tol: float = 1e-12
     scale_hint: dict = field(default_factory=dict)
 
     def _read(self, answer) -> float:
@@ -137,7 +139,7 @@ class NumericQuestion:
         except ValueError as reason:
             return CheckResult(self.name, INCORRECT, f"not yet, because {reason}", 0.0, self.points)
         want = float(self.expected())
-        if math.isclose(value, want, rel_tol=self.rel_tol, abs_tol=1e-12):
+        if math.isclose(value, want, rel_tol=self.rel_tol, abs_tol=self.abs_tol):
             return CheckResult(self.name, CORRECT, "correct", self.points, self.points)
         reason = "is too high" if value > want else "is too low"
         for factor, words in self.scale_hint.items():

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..production import leading_term_max_normal
 from ..units import format_bytes
 from .memory import memory_bars, nice_ceiling
 from .training import COLOURS as STEP_COLOURS, PARTS as STEP_PARTS
@@ -310,7 +311,7 @@ def straggler_figure(gpus, exact, simulated, gumbel, title: str = "") -> Figure:
     ax.plot(gpus, exact, color="black", label="exact (numerical integration)")
     ax.plot(gpus, simulated, "o", color="#4c72b0", markersize=4, label="simulated (seeded)")
     ax.plot(gpus, gumbel, "--", color="#dd8452", label="extreme-value approximation")
-    ax.plot(gpus, np.sqrt(2 * np.log(np.asarray(gpus, dtype=float))), ":", color="#57606a",
+    ax.plot(gpus, leading_term_max_normal(gpus), ":", color="#57606a",
             label="leading term sqrt(2 ln N)")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("GPUs in the synchronous group N")

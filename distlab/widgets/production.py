@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
-from .. import dataparallel, hardware, memory, models, production, training
+from .. import dataparallel, hardware, memory, production, training
 from ..errors import DistlabError
 from ..plots.memory import legend_html as memory_legend_html
 from ..plots.production import (
-    WAIT,
     bucket_legend_html,
     bucket_plot,
     production_bars,
@@ -17,7 +16,7 @@ from ..plots.production import (
     triage_bars,
     update_triage_bars,
 )
-from ..units import format_bytes, format_rate, format_seconds
+from ..units import format_bytes, format_seconds
 from .common import BlitRenderer, figure_canvas, message_html
 
 BUCKET_MODELS = ["llama2-7b", "llama3.1-8b", "llama2-13b", "megatron-gpt-7.5b"]
@@ -198,7 +197,7 @@ class ProductionStepApp(widgets.VBox):
             f"{format_seconds(reference.dp_comm_s)}); pipeline p2p {format_seconds(e.p2p_s)}",
             f"step {format_seconds(reference.step_time_s)} -> {format_seconds(e.step_time_s)} on this fabric/precision "
             f"-> {format_seconds(step.step_time_s)} waiting for the slowest of {step.gpus} GPUs "
-            f"(E[slowest] = {step.slowest:.3f} x healthy compute); MFU {100 * e.mfu * e.step_time_s / step.step_time_s:.1f}%",
+            f"(E[slowest] = {step.slowest:.3f} x healthy compute); MFU {100 * step.mfu:.1f}%",
             f"memory per GPU {format_bytes(e.memory.total_bytes)}: {e.memory.verdict()}",
         ]
         if not e.feasible:
