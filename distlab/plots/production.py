@@ -5,7 +5,7 @@ the widgets update the artists in place.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from ..production import leading_term_max_normal
 from ..units import format_bytes
 from .memory import memory_bars, nice_ceiling
-from .training import COLOURS as STEP_COLOURS, PARTS as STEP_PARTS
+from .training import COLOURS as STEP_COLOURS, PARTS as STEP_PARTS, legend_html as step_legend_html, step_bars
 
 EXPOSED_COLOUR = "#c44e52"
 BEST_COLOUR = "#1a7f37"
@@ -145,62 +145,13 @@ def bucket_figure(sweep, timeline, title: str = "") -> Figure:
 # Production step bars: step components plus the wait for the slowest GPU
 
 
-@dataclass
-class ProductionBars:
-    """Horizontal stacked bars of PARTS, updated in place (bar 0 on top)."""
-
-    ax: object
-    rects: dict = field(default_factory=dict)
-
-    @property
-    def animated_artists(self) -> list:
-        return [r for rects in self.rects.values() for r in rects]
-
-    def update(self, parts: list[dict], labels: list[str] | None = None, faded: bool = False) -> bool:
-        """One {part: seconds} per bar. True when the axes changed (full redraw needed)."""
-        ax = self.ax
-        before = (ax.get_xlim(), [t.get_text() for t in ax.get_yticklabels()])
-        right = 0.0
-        for index, bar in enumerate(parts):
-            left = 0.0
-            for name in PARTS:
-                width = float(bar.get(name, 0.0))
-                rect = self.rects[name][index]
-                rect.set_x(left)
-                rect.set_width(width)
-                rect.set_alpha(0.25 if faded else 1.0)
-                left += width
-            right = max(right, left)
-        if labels is not None:
-            ax.set_yticks(range(len(labels)), labels)
-        if not faded and right > 0:
-            limit = ax.get_xlim()[1]
-            if not 0.4 * limit <= right * 1.05 <= limit:
-                ax.set_xlim(0, nice_ceiling(right * 1.05))
-        return before != (ax.get_xlim(), [t.get_text() for t in ax.get_yticklabels()])
-
-
-def production_bars(ax, n_bars: int, legend: bool = True) -> ProductionBars:
-    bars = ProductionBars(ax)
-    for name in PARTS:
-        bars.rects[name] = list(ax.barh(range(n_bars), [0.0] * n_bars, height=0.55, color=COLOURS[name],
-                                        label=name).patches)
-    ax.set_ylim(n_bars - 0.4, -0.6)
-    ax.set_xlabel("seconds per training step")
-    from matplotlib.ticker import MaxNLocator
-
-    ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
-    ax.spines[["top", "right"]].set_visible(False)
-    if legend:
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=3, fontsize=8, frameon=False)
-    return bars
+def production_bars(ax, n_bars: int, legend: bool = True):
+    """distlab.plots.training's step bars with the straggler wait as one more part."""
+    return step_bars(ax, n_bars, legend, PARTS, COLOURS)
 
 
 def production_legend_html() -> str:
-    items = "".join(
-        f'<span style="display:inline-block;width:12px;height:12px;background:{COLOURS[p]};'
-        f'margin:0 4px 0 12px;vertical-align:middle"></span>{p}' for p in PARTS)
-    return f'<div style="font-size:12px"><b>step time</b>, s:{items}</div>'
+    return step_legend_html(PARTS, COLOURS)
 
 
 def production_figure(parts: list[dict], labels: list[str], title: str = "") -> Figure:

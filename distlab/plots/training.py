@@ -30,6 +30,7 @@ class StepBars:
 
     ax: object
     rects: dict = field(default_factory=dict)  # part -> list of Rectangle, one per bar
+    names: tuple = PARTS  # the parts, in stacking order
 
     @property
     def animated_artists(self) -> list:
@@ -43,7 +44,7 @@ class StepBars:
         right = 0.0
         for index, bar_parts in enumerate(parts):
             left = 0.0
-            for name in PARTS:
+            for name in self.names:
                 width = float(bar_parts.get(name, 0.0))
                 rect = self.rects[name][index]
                 rect.set_x(left)
@@ -60,12 +61,12 @@ class StepBars:
         return before != (ax.get_xlim(), [t.get_text() for t in ax.get_yticklabels()])
 
 
-def step_bars(ax, n_bars: int, legend: bool = True) -> StepBars:
-    """n_bars empty horizontal stacked bars (bar 0 on top); fill them with update()."""
-    bars = StepBars(ax)
+def step_bars(ax, n_bars: int, legend: bool = True, parts: tuple = PARTS, colours: dict = COLOURS) -> StepBars:
+    """n_bars empty horizontal stacked bars (bar 0 on top) of `parts`; fill them with update()."""
+    bars = StepBars(ax, names=tuple(parts))
     positions = list(range(n_bars))
-    for name in PARTS:
-        container = ax.barh(positions, [0.0] * n_bars, height=0.55, color=COLOURS[name], label=name)
+    for name in parts:
+        container = ax.barh(positions, [0.0] * n_bars, height=0.55, color=colours[name], label=name)
         bars.rects[name] = list(container.patches)
     ax.set_ylim(n_bars - 0.4, -0.6)  # bar 0 on top
     ax.set_xlabel("seconds per training step")
@@ -78,11 +79,11 @@ def step_bars(ax, n_bars: int, legend: bool = True) -> StepBars:
     return bars
 
 
-def legend_html() -> str:
+def legend_html(parts: tuple = PARTS, colours: dict = COLOURS) -> str:
     """The colour legend as HTML (widgets keep text out of the per-frame render)."""
     items = "".join(
-        f'<span style="display:inline-block;width:12px;height:12px;background:{COLOURS[p]};'
-        f'margin:0 4px 0 12px;vertical-align:middle"></span>{p}' for p in PARTS)
+        f'<span style="display:inline-block;width:12px;height:12px;background:{colours[p]};'
+        f'margin:0 4px 0 12px;vertical-align:middle"></span>{p}' for p in parts)
     return f'<div style="font-size:12px"><b>step time</b>, s:{items}</div>'
 
 
