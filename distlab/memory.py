@@ -96,14 +96,14 @@ PRECISIONS = {
         activation_bytes=1,
         message_bytes=2,
         compute_precision="fp8",
-        description="fp8 weights for the matmuls, bf16 gradients, fp32 master weights and Adam moments. "
-        "FP8 is the input format of the GEMMs: their outputs are bf16, so the row-parallel all-reduce / "
-        "reduce-scatter sums bf16, backward TP collectives carry bf16 gradients and pipeline stages send the "
-        "bf16 residual stream and its bf16 gradient (message_bytes = 2). Saved activations at 1 byte is "
-        "distlab's simplification and an upper bound on the saving: Transformer Engine keeps FP8 copies only "
-        "of GEMM inputs, while LayerNorm inputs, the softmax output and other saved tensors stay bf16. "
-        "Context-parallel K/V blocks are exchanged in 1 byte (FP8 attention can pass FP8 K/V). Engines may "
-        "also keep a bf16 weight copy",
+        # FP8 is the input format of the GEMMs: their outputs are bf16, so the row-parallel all-reduce /
+        # reduce-scatter sums bf16, backward TP collectives carry bf16 gradients and pipeline stages send the
+        # bf16 residual stream and its gradient (message_bytes = 2). Saved activations at 1 byte is distlab's
+        # simplification and an upper bound on the saving: Transformer Engine keeps FP8 copies only of GEMM
+        # inputs; LayerNorm inputs, the softmax output and other saved tensors stay bf16. Context-parallel K/V
+        # blocks are exchanged in 1 byte (FP8 attention can pass FP8 K/V). Engines may keep a bf16 weight copy.
+        description="fp8 weights for the matmuls, bf16 gradients, fp32 master weights and Adam moments; saved "
+        "activations in 8 bits (an upper bound on the saving), bf16 messages between GPUs",
         source="Micikevicius et al. 2022, 'FP8 Formats for Deep Learning'; NVIDIA Transformer Engine docs "
         "(FP8 GEMM inputs with higher-precision outputs; FP8 DotProductAttention); Megatron-LM FP8 training; "
         "accounting as in ZeRO Sec. 3.1",
