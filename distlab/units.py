@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 
 import pint
 
@@ -71,6 +72,38 @@ def _check_finite(value: float, name: str) -> float:
     return value
 
 
+#: The longest quantity string read; a real one ("900 GB/s", "3.05 s") is a few characters.
+MAX_QUANTITY_CHARS = 100
+# Terms (a number, a unit name, or a number with its unit: "140GB") joined by '*', '/', '·' or spaces:
+# "80 GB", "900 GB/s", "0.2727 * 100". Anything else (powers, brackets, names of functions) is refused
+# before pint sees it: pint evaluates '**', and "9**9**9 GB" never ends. (No separator is empty, so
+# the pattern cannot backtrack exponentially.)
+_NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+_UNIT_NAME = r"[A-Za-zµμ%][A-Za-z0-9_µμ%]*"
+_TERM = rf"(?:{_NUMBER}(?:{_UNIT_NAME})?|{_UNIT_NAME})"
+_QUANTITY_SHAPE = re.compile(rf"{_TERM}(?:(?:\s*[/*·]\s*|\s+){_TERM})*")
+
+
+def parse_quantity(text: str, name: str = "value"):
+    """Read a string such as "900 GB/s", "3.05 s" or "0.27 * 100" with distlab's registry.
+
+    Returns a pint Quantity, or a plain number for a string without units. Raises UnitError
+    for anything else: powers ("2**10 GB"), brackets, calls.
+    """
+    text = str(text).strip()
+    if not text:
+        raise UnitError(f"{name} is empty; expected a quantity such as '80 GB'")
+    if len(text) > MAX_QUANTITY_CHARS or not _QUANTITY_SHAPE.fullmatch(text):
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise UnitError(f"{name}={shown!r} is not a quantity distlab can read: write a number, then its "
+                        f"unit, such as '80 GB', '900 GB/s', '1.5e9 B' or '3.05 s'")
+    try:
+        return Q_(text)
+    except Exception as exc:  # pint raises several exception types for bad text
+        raise UnitError(f"{name}={text!r} is not a quantity distlab can read ({exc}); "
+                        f"expected something like '80 GB', '900 GB/s' or '400 Gb/s'") from None
+
+
 def to_base(value, unit: str, name: str = "value") -> float:
     """Read `value` as a plain float in `unit`.
 
@@ -83,16 +116,7 @@ def to_base(value, unit: str, name: str = "value") -> float:
     if isinstance(value, numbers.Real):
         return _check_finite(float(value), name)
     if isinstance(value, str):
-        text = value.strip()
-        if not text:
-            raise UnitError(f"{name} is empty; expected a quantity such as '80 GB' (unit {unit})")
-        try:
-            value = Q_(text)
-        except Exception as exc:  # pint raises several exception types for bad text
-            raise UnitError(
-                f"{name}={text!r} is not a quantity distlab can read ({exc}); "
-                f"expected something like '80 GB', '900 GB/s' or '400 Gb/s'"
-            ) from None
+        value = parse_quantity(value, name)
         if not isinstance(value, pint.Quantity):  # a bare number in a string
             return _check_finite(float(value), name)
     if isinstance(value, pint.Quantity):

@@ -79,3 +79,25 @@ def test_format_seconds_and_rates():
 def test_round_trip_bytes(x):
     assert units.to_base(units.quantity(x, "B").to("GB"), "B") == pytest.approx(x, rel=1e-12)
     assert math.isfinite(units.to_base(f"{x} B", "B"))
+
+
+@given(st.floats(min_value=1e-6, max_value=1e15, allow_nan=False, allow_infinity=False),
+       st.sampled_from([("GB", 1e9, "B"), ("GiB", 2**30, "B"), ("Gb/s", 1e9 / 8, "B/s"), ("ms", 1e-3, "s"),
+                        ("TFLOP/s", 1e12, "FLOP/s"), ("µs", 1e-6, "s")]),
+       st.sampled_from(["", " ", "  "]))
+def test_parse_quantity_reads_number_then_unit(number, unit, space):
+    # the conversion factors are the definitions in units.py's docstring: GB = 1e9 B, GiB = 2**30 B, b = B/8
+    name, factor, base = unit
+    text = f"{number!r}{space}{name}"
+    assert units.parse_quantity(text).to(base).magnitude == pytest.approx(number * factor, rel=1e-12)
+
+
+@given(st.text(max_size=30), st.sampled_from(["**", "^", "(", ")", "[", "+ 1", "__", "'", ";"]))
+def test_parse_quantity_refuses_anything_but_number_and_unit_fast(text, operator):
+    # pint evaluates Python-like expressions; "9**9**9 GB" would run for ever: such text never reaches it
+    import time
+
+    started = time.monotonic()
+    with pytest.raises(UnitError):
+        units.parse_quantity(f"9{operator}9{operator}9 GB{text}")
+    assert time.monotonic() - started < 1

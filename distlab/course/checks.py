@@ -98,7 +98,8 @@ class NumericQuestion:
         """The answer as a float in self.unit; raises ValueError with the reason in words."""
         from pint import DimensionalityError, Quantity
 
-        from ..units import Q_
+        from ..errors import UnitError
+        from ..units import parse_quantity
 
         if isinstance(answer, bool):
             raise ValueError(f"{answer!r} is a yes/no value, not {self.noun}")
@@ -110,9 +111,11 @@ class NumericQuestion:
         elif isinstance(answer, (str, Quantity)):
             if isinstance(answer, str):
                 try:
-                    answer = Q_(answer.strip().replace(",", ""))
-                except Exception:
-                    raise ValueError(f"{answer!r} could not be read as {self.noun}") from None
+                    answer = parse_quantity(answer.replace(",", ""), "the answer")
+                except UnitError:
+                    shown = answer if len(answer) <= 40 else answer[:37] + "..."
+                    raise ValueError(f"{shown!r} could not be read as {self.noun} (write a number, then its "
+                                     f"unit, such as '140 GB' or '3.05 s')") from None
             if not isinstance(answer, Quantity):
                 value = float(answer)
             elif answer.dimensionless and not self.unit:
