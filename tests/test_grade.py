@@ -252,17 +252,23 @@ def test_cannot_delete_or_change_files_outside_the_copy(tmp_path, sandbox):
         # the checks' own source: rewriting it would change the next grading run
         "import distlab.course.memory_wall as m\nopen(m.__file__, 'a').write('\\nq1 = None\\n')",
         "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",  # the grading process
+        f"import os\nos.mknod({d + '/made.txt'!r})",  # no audit event: removed from os, read-only under bwrap
+        # ATTACH creates a database file wherever it is told, from any connection
+        f"import sqlite3\nc = sqlite3.connect(':memory:')\nc.execute(\"ATTACH '{d}/made.db' AS x\")\n"
+        "c.execute('CREATE TABLE x.t (a)')",
         "open('scratch.txt', 'w').write('fine')\nimport os\nos.remove('scratch.txt')",  # inside: allowed
     ]
     path = write_notebook(tmp_path / "01_memory_wall.ipynb", [IMPORTS, ANSWERS["q1"], *attacks, ANSWERS["q2"]])
     result = grade.grade_notebook(path, sandbox=sandbox, cell_timeout=30)
     assert victim.read_text(encoding="utf-8") == "precious" and oct(victim.stat().st_mode)[-3:] != "000"
+    assert sorted(p.name for p in victim.parent.iterdir()) == ["sentinel.txt"]  # nothing made beside it
     assert source.read_bytes() == before
     assert statuses(result)["q1"] == statuses(result)["q2"] == CORRECT  # the grader survived
     failed = [p for p in result.problems if "raised" in p]
     assert len(failed) == len(attacks) - 1, result.problems  # every attack failed; the last cell is fine
     if sandbox == "audit":
-        assert all("grading sandbox" in p or "ModuleNotFoundError" in p for p in failed), failed
+        assert all("grading sandbox" in p or "ModuleNotFoundError" in p
+                   or "has no attribute 'mknod'" in p for p in failed), failed
 
 
 @pytest.mark.notebook
@@ -348,11 +354,12 @@ def test_answers_of_every_type_are_carried_over(tmp_path):
 def test_cli_table_json_and_gradescope(tmp_path, capsys):
     bad = write_notebook(tmp_path / "01_memory_wall.ipynb", [IMPORTS, ANSWERS["q1"], "answer_q2 = 56"])
     out_json, out_gs = tmp_path / "out" / "summary.json", tmp_path / "results.json"
-    code = cli.main(["grade", str(LESSON1), str(bad), "--timeout", "120", "--json", str(out_json),
-                     "--gradescope", str(out_gs)])
+    code = cli.main(["grade", str(LESSON1), str(bad), "--lesson", "memory_wall", "--timeout", "120",
+                     "--json", str(out_json), "--gradescope", str(out_gs)])
     assert code == 0
     table = capsys.readouterr().out
     assert "score: 7/7" in table and "score: 1/7" in table and "total: 8/14" in table
+    assert ("warning: graded without bubblewrap" in table) == (not grade.bwrap_available())
     assert "not yet, because 56 GB is too low" in table
 
     summary = json.loads(out_json.read_text())
@@ -374,21 +381,54 @@ def test_cli_table_json_and_gradescope(tmp_path, capsys):
 def test_cli_rejects_nonsense_options(capsys):
     assert cli.main(["grade", str(LESSON1), "--timeout", "0"]) == 2
     assert "--timeout" in capsys.readouterr().err
+    # Gradescope keeps only the score: the lesson must come from the instructor, not the notebook
+    assert cli.main(["grade", str(LESSON1), "--gradescope", "results.json"]) == 2
+    assert "--gradescope needs --lesson" in capsys.readouterr().err
+
+
+def test_an_expression_for_an_answer_is_refused_at_once():
+    # pint evaluates '**': "9**9**9 GB" would compute a number of 370 million digits, forever
+    import time
+
+    started = time.monotonic()
+    result = grade.check_answers(grade.lesson_questions("memory_wall"),
+                                 {"answer_q2": "9**9**9 GB", "answer_q1": "2^4"})
+    assert time.monotonic() - started < 5
+    by = {q.question: q for q in result}
+    assert by["q2"].status == by["q1"].status == INCORRECT
+    assert "could not be read" in by["q2"].feedback
+
+
+@pytest.mark.notebook
+def test_a_huge_variable_does_not_hide_the_answers(tmp_path):
+    # only the lesson's answer_<question> variables are read, each within its share of the output
+    cells = [IMPORTS, ANSWERS["q1"], "answer_work = list(range(300_000))\nanswer_q3 = list(range(300_000))",
+             ANSWERS["q2"]]
+    result = grade.grade_notebook(write_notebook(tmp_path / "01_memory_wall.ipynb", cells))
+    assert statuses(result)["q1"] == statuses(result)["q2"] == CORRECT, grade.GradeReport([result]).table()
+    assert statuses(result)["q3"] == INCORRECT and result.problems == []
 
 
 @pytest.mark.notebook
 @pytest.mark.skipif(not grade.bwrap_available(), reason="bubblewrap is not available here")
 def test_bubblewrap_alone_keeps_files_outside_safe(tmp_path):
-    # the operating-system layer without the audit hook: / is read-only, /tmp is private
+    # the operating-system layer without the audit hook: / is read-only (/tmp included), and the
+    # kernel sees no host process, so /proc/<pid>/root cannot lead back to the host's writable /
     victim = tmp_path / "sentinel.txt"
     victim.write_text("precious", encoding="utf-8")
     source = ROOT / "distlab" / "course" / "memory_wall.py"
     before = source.read_bytes()
+    escape = ("import os\nseen = [p for p in os.listdir('/proc') if p.isdigit()]\nprint('pids', seen)\n"
+              "for p in seen:\n    try:\n"
+              f"        open('/proc/' + p + '/root' + {str(victim)!r}, 'w').write('gone')\n"
+              "    except OSError:\n        pass")
     attacks = [f"import os\nos.remove({str(victim)!r})", f"!rm -f {victim}",
                "import distlab.course.memory_wall as m\nopen(m.__file__, 'a').write('\\nq1 = None\\n')",
-               f"import subprocess\nsubprocess.run(['rm', '-f', {str(source)!r}])"]
+               f"import subprocess\nsubprocess.run(['rm', '-f', {str(source)!r}])",
+               f"import os\nos.mknod({str(tmp_path / 'made.txt')!r})", escape]
     path = write_notebook(tmp_path / "01_memory_wall.ipynb", [IMPORTS, ANSWERS["q1"], *attacks])
     result = grade.grade_notebook(path, sandbox="bwrap", _audit_hook=False)
     assert result.sandbox == "bwrap"
     assert victim.read_text(encoding="utf-8") == "precious" and source.read_bytes() == before
+    assert not (tmp_path / "made.txt").exists()
     assert statuses(result)["q1"] == CORRECT

@@ -25,7 +25,8 @@ def add_arguments(parser) -> None:
                         help="auto (default): bubblewrap when installed, plus the audit hook; "
                              "bwrap: require bubblewrap; audit: the Python audit hook only")
     parser.add_argument("--json", metavar="FILE", help="write the JSON summary (score, max_score, questions)")
-    parser.add_argument("--gradescope", metavar="FILE", help="write Gradescope's results.json")
+    parser.add_argument("--gradescope", metavar="FILE",
+                        help="write Gradescope's results.json (needs --lesson: the assignment names the lesson)")
     parser.add_argument("--quiet", action="store_true", help="do not print the table")
 
 
@@ -35,6 +36,10 @@ def run(args) -> int:
 
     if args.timeout <= 0 or args.cell_timeout <= 0:
         raise ConfigurationError("--timeout and --cell-timeout must be positive numbers of seconds")
+    if args.gradescope and not args.lesson:
+        raise ConfigurationError("--gradescope needs --lesson NAME: Gradescope keeps only the score, so the "
+                                 "lesson must come from the assignment, not from the submitted notebook; "
+                                 f"lessons: {', '.join(grade.lesson_names())}")
     report = grade.grade_notebooks(args.notebooks, lesson=args.lesson, timeout=args.timeout,
                                    cell_timeout=args.cell_timeout, sandbox=args.sandbox)
     if not args.quiet:

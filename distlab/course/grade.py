@@ -22,8 +22,8 @@ How a notebook is graded
    back before any student code runs. Then every code cell runs in order, errors allowed
    (one bad cell does not stop the rest), each cell with a time limit and the whole notebook
    with a total time limit; a cell that runs too long is interrupted.
-4. After every cell a private cell serialises each ``answer_*`` variable of the kernel's
-   namespace to JSON between two random markers (a nonce the student cannot know). The
+4. After every cell a private cell serialises the lesson's answer variables (``answer_q1``,
+   ``answer_q2``, ...; each within an equal share of the output kept) to JSON between two random markers (a nonce the student cannot know). The
    grading process parses the last snapshot it could get (so answers given before an
    infinite loop or a crash still count) and calls the REAL checks of
    ``distlab.course.<lesson>.QUESTIONS`` here, in the grading process. A notebook that
@@ -38,12 +38,15 @@ Two layers protect the files outside the temporary working copy:
 * **bubblewrap** (``sandbox="bwrap"``, and the default ``"auto"`` when the ``bwrap``
   program is installed and works): the kernel runs in a mount namespace where ``/`` is
   read-only and only the working copy is writable.
-  That is enforced by the operating system. It shares the network and the process table
-  with the host (the kernel talks to the grader over localhost).
+  That is enforced by the operating system. The kernel also gets private process, IPC and
+  host-name namespaces (it sees no other process, so ``/proc/<pid>/root`` of a host process
+  cannot lead it back to the writable file system), a new session and no capabilities. It
+  shares the network with the host (the kernel talks to the grader over localhost).
 * **a Python audit hook** (always, installed before any student code): it refuses writes,
-  deletions, renames, links, permission changes, SQLite databases and opening folders
+  deletions, renames, links, permission changes and opening folders
   outside the working copy (symlinks and ``..`` resolved with the C functions
-  ``lstat``/``readlink`` bound at install time); process creation (``subprocess``,
+  ``lstat``/``readlink`` bound at install time), any new SQLite connection (``ATTACH`` would
+  create a file anywhere); process creation (``subprocess``,
   ``os.system``, ``os.exec*``, ``fork``, ``posix_spawn``, ``pty``, ``!cmd``), signals to
   other processes (``os.kill``), ``ctypes``, ``sys.settrace``/``setprofile``,
   ``resource.setrlimit``, and replacing the code or the defaults of its own functions.
@@ -52,7 +55,8 @@ Two layers protect the files outside the temporary working copy:
 The audit hook alone is **not an operating-system sandbox**. It stops accidents and
 casual tampering (``os.remove``, ``shutil.rmtree``, ``open(..., "w")``, ``!rm``,
 ``subprocess``), but CPython's audit events do not cover everything: for example
-``os.mkfifo`` and ``os.mknod`` raise no event, a symlink swapped by a second thread between
+``os.mkfifo`` and ``os.mknod`` raise no event (the hook removes them from ``os``, which a
+determined student can undo), a symlink swapped by a second thread between
 the check and the open can race it, C extensions can act without events, and reading
 files (the kernel also sees the grader's environment variables), using the network and
 burning CPU until the time limit are not prevented. Grade untrusted submissions with
@@ -93,6 +97,9 @@ DEFAULT_CELL_TIMEOUT = 60.0
 DEFAULT_MEMORY_LIMIT = 8 * 2**30  # address space of the kernel, bytes
 DEFAULT_FILE_SIZE_LIMIT = 64 * 2**20  # largest file the kernel may write, bytes
 SANDBOXES = ("auto", "bwrap", "audit")
+AUDIT_ONLY_WARNING = ("warning: graded without bubblewrap (the Python audit hook only), which is not an operating-"
+                      "system sandbox; grade untrusted work with bubblewrap installed (apt-get install bubblewrap) "
+                      "or inside a container")
 
 
 # --------------------------------------------------------------------------------------
@@ -209,6 +216,8 @@ class NotebookGrade:
     problems: list[str]
     sandbox: str = ""
     seconds: float = 0.0
+    #: how the lesson was chosen: "--lesson", or the part of the notebook that named it
+    lesson_from: str = ""
 
     @property
     def score(self) -> float:
@@ -225,6 +234,7 @@ class NotebookGrade:
             "score": self.score,
             "max_score": self.max_score,
             "problems": list(self.problems),
+            "lesson_from": self.lesson_from,
             "sandbox": self.sandbox,
             "seconds": round(self.seconds, 2),
             "questions": [q.to_dict() for q in self.questions],
@@ -293,7 +303,8 @@ class GradeReport:
         """A plain-text table per notebook: question, points, status, feedback; then the problems."""
         out = []
         for n in self.notebooks:
-            out.append(f"{n.path}  lesson: {n.lesson or '?'}  score: {_fmt(n.score)}/{_fmt(n.max_score)}")
+            origin = f" (from its {n.lesson_from})" if n.lesson and n.lesson_from != "--lesson" else ""
+            out.append(f"{n.path}  lesson: {n.lesson or '?'}{origin}  score: {_fmt(n.score)}/{_fmt(n.max_score)}")
             if n.questions:
                 width = max(8, *(len(q.question) for q in n.questions))
                 out.append(f"  {'question':<{width}}  {'points':>7}  {'status':<13}  feedback")
@@ -306,6 +317,8 @@ class GradeReport:
             out.append("")
         if len(self.notebooks) > 1:
             out.append(f"total: {_fmt(self.score)}/{_fmt(self.max_score)}")
+        if any(n.sandbox and "bwrap" not in n.sandbox for n in self.notebooks):
+            out.append(AUDIT_ONLY_WARNING)
         return "\n".join(out).rstrip() + "\n"
 
 
@@ -380,6 +393,14 @@ def _distlab_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, ins
         del _posixsubprocess.fork_exec
     except Exception:
         pass
+    # mknod and mkfifo create files without an audit event: take them away too
+    import os as _os
+    for module in (posix, _os):
+        for attr in ("mknod", "mkfifo"):
+            try:
+                delattr(module, attr)
+            except Exception:
+                pass
     import subprocess as _sp
     for attr in ("_fork_exec", "_posixsubprocess"):
         if hasattr(_sp, attr):
@@ -509,10 +530,8 @@ def _distlab_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, ins
             dfd = args[2] if _len(args) > 2 and _type(args[2]) is _int else None
             if not _inside(args[1], dfd):
                 deny = event + " to " + _str(args[1])
-        elif event == "sqlite3.connect":
-            db = args[0]
-            if not (db == ":memory:" or db == "" or db == b":memory:" or _inside(db)):
-                deny = "a database at " + _str(db)
+        elif event == "sqlite3.connect":  # even ":memory:": its ATTACH creates a file anywhere
+            deny = "opening an SQLite database"
         elif event == "import":
             if args[0] in _no_import:
                 deny = "importing " + _str(args[0])
@@ -535,7 +554,7 @@ def _distlab_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, ins
 '''
 
 _COLLECT_SOURCE = r'''
-def _distlab_collect(ns, nonce, prefix, max_chars, max_items=100000, max_depth=6):
+def _distlab_collect(ns, nonce, names, max_chars, budget, max_items=100000, max_depth=6):
     import itertools, json, numbers, sys
     left = [max_items]
 
@@ -580,14 +599,18 @@ def _distlab_collect(ns, nonce, prefix, max_chars, max_items=100000, max_depth=6
         return {"t": "other", "type": t.__name__}
 
     out = {}
-    for key in list(ns):
-        if type(key) is not str or not key.startswith(prefix) or key.startswith("__"):
+    for key in names:
+        if key not in ns:
             continue
+        left[0] = max_items
         try:
-            out[key] = enc(ns[key], 0)
+            entry = json.dumps(enc(ns[key], 0))
+            if len(entry) > budget:
+                entry = json.dumps({"t": "other", "type": type(ns[key]).__name__, "why": "too large"})
         except Exception as exc:
-            out[key] = {"t": "other", "type": type(ns[key]).__name__, "error": type(exc).__name__}
-    text = json.dumps(out)
+            entry = json.dumps({"t": "other", "type": type(ns[key]).__name__, "error": type(exc).__name__})
+        out[key] = entry
+    text = "{" + ", ".join(json.dumps(k) + ": " + v for k, v in out.items()) + "}"
     sys.stdout.write("\n" + "DISTLAB-ANSWERS-BEGIN-" + nonce + text + "DISTLAB-ANSWERS-END-" + nonce + "\n")
     sys.stdout.flush()
 '''
@@ -601,9 +624,15 @@ def _sandbox_cell(work: Path, nonce: str, memory_limit: int | None, fsize_limit:
             f"del __distlab_ns")
 
 
-def _collect_cell(nonce: str) -> str:
+def _collect_cell(nonce: str, names: list[str]) -> str:
+    """The private cell that prints the answers `names` (answer_q1, ...) between nonce markers.
+
+    Each answer gets an equal share of the output the grader keeps per cell, so the snapshot
+    always arrives whole; a larger answer arrives as "too large".
+    """
+    budget = (MAX_OUTPUT_CHARS - 2_000) // max(1, len(names)) - 100
     return (f"exec(compile({_COLLECT_SOURCE!r}, '<distlab-grading>', 'exec'), __distlab_ns := {{}})\n"
-            f"__distlab_ns['_distlab_collect'](globals(), {nonce!r}, {ANSWER_PREFIX!r}, {MAX_ANSWER_CHARS})\n"
+            f"__distlab_ns['_distlab_collect'](globals(), {nonce!r}, {names!r}, {MAX_ANSWER_CHARS}, {budget})\n"
             f"del __distlab_ns")
 
 
@@ -722,13 +751,12 @@ def _not_attempted(questions: dict, why: str = "not attempted") -> list[Question
 
 
 def bwrap_available() -> bool:
-    """True when the bubblewrap program exists and can create a sandbox on this machine."""
-    exe = shutil.which("bwrap")
-    if not exe:
+    """True when the bubblewrap program exists and can create the sandbox (with every namespace) here."""
+    if not shutil.which("bwrap"):
         return False
     try:
-        done = subprocess.run([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "true"],
-                              capture_output=True, timeout=20)
+        with tempfile.TemporaryDirectory(prefix="distlab-bwrap-") as work:
+            done = subprocess.run([*_bwrap_prefix(Path(work)), "true"], capture_output=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == 0
@@ -737,11 +765,20 @@ def bwrap_available() -> bool:
 def _bwrap_prefix(work: Path) -> list[str]:
     """bubblewrap: the whole file system read-only, only the working copy writable.
 
+    Private process, IPC and host-name namespaces: the kernel sees no other process, so it
+    cannot reach the host's writable root through /proc/<pid>/root, signal the grader or
+    share its memory. A new session (no terminal to inject keystrokes into) and no
+    capabilities. The network stays shared: the kernel talks to the grader over localhost.
     (Not a private /tmp: the interpreter, a virtual environment or an editable checkout may
     live under /tmp, and the kernel must still start.)
     """
-    return [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--bind", str(work), str(work), "--chdir", str(work), "--die-with-parent"]
+    return [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev",
+            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--proc", "/proc",
+            "--bind", str(work), str(work), "--chdir", str(work),
+            "--new-session", "--cap-drop", "ALL", "--die-with-parent",
+            # in its own process namespace the kernel's parent is pid 1, which ipykernel's parent
+            # poller takes for "the parent died": no poller (--die-with-parent does its job)
+            "--unsetenv", "JPY_PARENT_PID"]
 
 
 def _kernel_manager(argv_prefix: list[str], connection_file: Path):
@@ -819,8 +856,8 @@ def _first_line(source: str) -> str:
     return ""
 
 
-def _run_in_kernel(sources: list[str], work: Path, *, timeout: float, cell_timeout: float, sandbox: str,
-                   memory_limit: int | None, file_size_limit: int | None,
+def _run_in_kernel(sources: list[str], work: Path, *, answer_names: list[str], timeout: float,
+                   cell_timeout: float, sandbox: str, memory_limit: int | None, file_size_limit: int | None,
                    problems: list[str], audit_hook: bool = True) -> dict | None:
     """Execute the student's cells; return the last answer snapshot (None if none could be read)."""
     import nbformat.v4 as v4
@@ -859,6 +896,7 @@ def _run_in_kernel(sources: list[str], work: Path, *, timeout: float, cell_timeo
         return next((o for o in cell.outputs if o.get("output_type") == "error"), None)
 
     snapshot = None
+    unreadable = False
     # the kernel's own stdout/stderr (startup warnings) are not the student's output: drop them
     with client.setup_kernel(env=_kernel_env(work), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
         boot = run(_sandbox_cell(work, nonce, memory_limit, file_size_limit, audit_hook), -1, limit=120,
@@ -894,7 +932,8 @@ def _run_in_kernel(sources: list[str], work: Path, *, timeout: float, cell_timeo
                 problems.append(f"code cell {number} (`{_first_line(source)}`) raised "
                                 f"{err.get('ename')}: {str(err.get('evalue'))[:300]}")
             try:
-                collected = run(_collect_cell(nonce), -1, limit=15 if not timed_out else 5, history=False)
+                collected = run(_collect_cell(nonce, answer_names), -1, limit=15 if not timed_out else 5,
+                                history=False)
             except (DeadKernelError, CellTimeoutError):
                 problems.append(f"the kernel stopped after code cell {number}; the cells after it did not run")
                 break
@@ -905,6 +944,10 @@ def _run_in_kernel(sources: list[str], work: Path, *, timeout: float, cell_timeo
                 problems.append(f"the kernel did not respond after code cell {number} was interrupted; "
                                 "the cells after it did not run")
                 break
+            elif not unreadable:
+                unreadable = True
+                problems.append(f"the answers could not be read after code cell {number} "
+                                f"(`{_first_line(source)}`); the answers read before it count")
     return snapshot
 
 
@@ -943,7 +986,8 @@ def grade_notebook(path, *, lesson: str | None = None, timeout: float = DEFAULT_
     path = Path(path)
     problems: list[str] = []
     layers = [*(["bwrap"] if sandbox == "bwrap" else []), *(["audit-hook"] if _audit_hook else [])]
-    grade = NotebookGrade(str(path), lesson, [], problems, sandbox="+".join(layers) or "none")
+    grade = NotebookGrade(str(path), lesson, [], problems, sandbox="+".join(layers) or "none",
+                          lesson_from="--lesson" if lesson is not None else "")
 
     def finish() -> NotebookGrade:
         grade.seconds = time.monotonic() - started
@@ -959,7 +1003,7 @@ def grade_notebook(path, *, lesson: str | None = None, timeout: float = DEFAULT_
             found = _lesson_from_name(path.name, lesson_names())
             if found:
                 try:
-                    questions, grade.lesson = lesson_questions(found), found
+                    questions, grade.lesson, grade.lesson_from = lesson_questions(found), found, "file name"
                 except ConfigurationError:
                     pass
         if questions is not None:
@@ -984,7 +1028,7 @@ def grade_notebook(path, *, lesson: str | None = None, timeout: float = DEFAULT_
         except ConfigurationError as exc:
             problems.append(f"the notebook names lesson {found!r} (from its {how}), but {exc}")
             return finish()
-        grade.lesson = found
+        grade.lesson, grade.lesson_from = found, how
 
     if not any(s.strip() for s in sources):
         problems.append("the notebook has no code cells")
@@ -997,7 +1041,8 @@ def grade_notebook(path, *, lesson: str | None = None, timeout: float = DEFAULT_
         (work / ".tmp").mkdir(parents=True)
         shutil.copyfile(path, work / "submission.ipynb")
         try:
-            answers = _run_in_kernel(sources, work, timeout=timeout, cell_timeout=cell_timeout, sandbox=sandbox,
+            answers = _run_in_kernel(sources, work, answer_names=[f"{ANSWER_PREFIX}{q}" for q in questions],
+                                     timeout=timeout, cell_timeout=cell_timeout, sandbox=sandbox,
                                      memory_limit=memory_limit, file_size_limit=file_size_limit, problems=problems,
                                      audit_hook=_audit_hook)
         except Exception as exc:  # kernel failed to start, sandbox failed: the grader's problem, said plainly
