@@ -334,9 +334,8 @@ def test_links_as_objects_names_and_explicit_values():
 
 
 def test_hardware_link_by_name():
-    hardware = pytest.importorskip("distlab.hardware")
-    if not hasattr(hardware, "link"):
-        pytest.skip("distlab.hardware.link not available yet")
+    from distlab import hardware
+
     nvlink = hardware.link("nvlink4")
     by_name = C.collective_cost("all-reduce", "4 GB", 8, link="nvlink4")
     assert by_name.time_s == pytest.approx(14 * nvlink.latency + 7e9 / nvlink.bandwidth)
