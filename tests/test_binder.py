@@ -88,6 +88,22 @@ def test_settings_are_installed_where_jupyterlab_reads_them():
     assert data_files[SETTINGS_DIR] == [f"{SETTINGS_DIR}/distlab.json"]
 
 
+@pytest.mark.notebook
+def test_a_regular_install_ships_the_settings_file(tmp_path):
+    # build the wheel pip installs from this checkout: the settings file must be among its data files,
+    # which pip puts under <prefix>/ (editable installs leave data-files out, hence the README's plain install)
+    import subprocess
+    import sys
+    import zipfile
+
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (wheel,) = tmp_path.glob("distlab-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert any(n.endswith(f".data/data/{SETTINGS_DIR}/distlab.json") for n in names), names
+
+
 def test_jupyterlab_reads_the_settings_as_the_new_default(tmp_path):
     settings_utils = pytest.importorskip("jupyterlab_server.settings_utils")
     from jupyterlab.commands import get_app_dir

@@ -51,6 +51,24 @@ def test_every_lesson_module_with_apps_is_fuzzed():
     assert any(p.values[0] == "distlab.widgets.memory_wall" for p in APPS)
 
 
+def test_every_app_class_and_every_app_a_lesson_shows_is_fuzzed():
+    # an *App class left out of its module's APPS, or built by a lesson, would escape the fuzzing
+    from pathlib import Path
+
+    fuzzed = {p.values[1].__name__ for p in APPS if isinstance(p.values[1], type)}
+    defined = set()
+    for info in pkgutil.iter_modules(distlab.widgets.__path__):
+        module = importlib.import_module(f"distlab.widgets.{info.name}")
+        defined |= {name for name, obj in vars(module).items()
+                    if name.endswith("App") and isinstance(obj, type) and issubclass(obj, widgets.Widget)
+                    and obj.__module__ == module.__name__}
+    shown = set()
+    for notebook in (Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"):
+        shown |= set(re.findall(r"\b([A-Z]\w*App)\(", notebook.read_text(encoding="utf-8")))
+    assert defined and shown <= defined, shown - defined
+    assert defined <= fuzzed, defined - fuzzed
+
+
 # output-only widgets: shown, never set by a student
 _OUTPUT = (widgets.HTML, widgets.HTMLMath, widgets.Label, widgets.Output)
 
