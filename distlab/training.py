@@ -85,14 +85,22 @@ SCHEDULES = ("gpipe", "1f1b", "interleaved")
 
 
 def group_all_reduce_time_array(size_bytes, n, stride, gpus_per_node, intra_bw, intra_lat, inter_bw, inter_lat):
-    """All-reduce time of rank groups of n members spaced `stride` apart, placed on nodes of g GPUs.
+    """All-reduce time of the first rank group of n members spaced `stride` apart (ranks 0, stride, ...,
+    (n-1) stride: the DP group of the first pipeline stage), placed on nodes of g GPUs (stride divides g
+    or is a multiple of it, as tp does).
 
-    A group that fits in one node (n x stride <= g) runs a ring on the intra-node link;
-    otherwise the hierarchical algorithm (DESIGN.md): intra-node reduce-scatter and
-    all-gather over the l = g / stride members a node holds (together one ring all-reduce
-    over l GPUs) plus an inter-node ring all-reduce of M / l over n / l nodes. With
-    stride >= g every member sits on its own node (l = 1): a flat ring on the fabric.
-    Placement follows the rank layout (distlab.mesh), not an assumption. Arrays, unvalidated.
+    A group that fits in one node (n x stride <= g) runs a ring on the intra-node link. When every node
+    it touches holds the same number of its members (span n x stride a multiple of g, or stride >= g)
+    the hierarchical algorithm (DESIGN.md): intra-node reduce-scatter and all-gather over the
+    l = g / stride members a node holds (together one ring all-reduce over l GPUs) plus an inter-node
+    ring all-reduce of M / l over the n / l nodes; with stride >= g every member sits on its own node
+    (l = 1): a flat ring on the fabric. Otherwise (e.g. 3 nodes of 8, stride 1, n = 12: 8 members on
+    node 0, 4 on node 1) there is no whole number of nodes to run the inter-node ring over:
+    production.dp_all_reduce refuses the hierarchical algorithm there, and this prices what remains,
+    one flat ring through the members in rank order, every step as slow as its slowest (fabric) hop:
+    2(n-1)(inter_lat + M / (n inter_bw)) (distlab.collectives.ring_all_reduce_time, the same formula
+    as dp_all_reduce(algorithm='ring')). Placement follows the rank layout (distlab.mesh), not an
+    assumption. Arrays, unvalidated.
     """
     from .collectives import ring_all_reduce_time
 
@@ -101,11 +109,14 @@ def group_all_reduce_time_array(size_bytes, n, stride, gpus_per_node, intra_bw, 
     g = float(gpus_per_node)
     local = np.where(stride >= g, 1.0, np.clip(np.floor(g / stride), 1.0, None))
     local = np.minimum(local, n)
-    inside = n * stride <= g
+    span = n * stride
+    inside = span <= g
+    even = (stride >= g) | (np.mod(span, g) == 0)
     flat = ring_all_reduce_time(size_bytes, n, intra_bw, intra_lat)
     hierarchical = (ring_all_reduce_time(size_bytes, local, intra_bw, intra_lat)
                     + ring_all_reduce_time(np.asarray(size_bytes, dtype=float) / local, n / local, inter_bw, inter_lat))
-    return np.where(inside, flat, hierarchical)
+    fabric_ring = ring_all_reduce_time(size_bytes, n, inter_bw, inter_lat)
+    return np.where(inside, flat, np.where(even, hierarchical, fabric_ring))
 
 
 def p2p_message_bytes(micro_batch_size, seq_len, hidden, tp, element_bytes):
@@ -177,11 +188,21 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
                  tp x dp is a multiple of the node size (sender and receiver share a local rank) and at
                  cross_rail_bw (default inter_bw) otherwise; the v - 1 wrap-around hops of the interleaved
                  schedule (last stage to first) likewise. Steady-state transfers overlap with compute
-    dp_exposed = what the data-parallel gradient traffic (2M, or 3M with ZeRO-3, on the DP group's link)
-                 leaves exposed after overlapping with the last microbatch's backward, in DDP's 25 MiB buckets
-                 (distlab.dataparallel.exposed_communication_time). Its inter-node phase runs at inter_bw
-                 when the groups' inter-node traffic joins equal local ranks (equal_local_ranks_array),
-                 else at cross_rail_bw (every GPU of a node sends at once: the full taper either way)
+    dp_comm    = the data-parallel traffic of the step on the DP group's link (group_all_reduce_time_array).
+                 ZeRO-0/1/2: gradients accumulate locally over the m microbatches (DDP's no_sync, Megatron-LM's
+                 gradient accumulation) and one 2M gradient all-reduce (ZeRO-1/2: reduce-scatter + parameter
+                 all-gather, the same 2M) runs per step. ZeRO-3 (and FSDP) all-gathers the parameters in every
+                 microbatch's forward and again in its backward and reduce-scatters its gradients: 3M, 1.5
+                 all-reduces' worth, per MICROBATCH, m x 1.5 x all-reduce per step (Rajbhandari et al. 2020,
+                 Sec. 7.2.2)
+    dp_exposed = what of it is left exposed, in DDP's 25 MiB buckets (distlab.dataparallel.
+                 exposed_communication_time): ZeRO-0/1/2 overlap their one all-reduce with the LAST
+                 microbatch's backward; ZeRO-3 overlaps each microbatch's 1.5 all-reduces with that
+                 microbatch's forward + backward compute (t_mb) and pays m x that exposed time. The
+                 inter-node phase runs at inter_bw when the groups' inter-node traffic joins equal local
+                 ranks (equal_local_ranks_array), else at cross_rail_bw (every GPU of a node sends at
+                 once: the full taper either way; for the flat ring of a group that splits unevenly over
+                 nodes this is an upper bound on the time, since fewer of its hops leave a node at once)
     optimizer  = (2 x optimizer + gradient + weight bytes of the shard) / HBM bandwidth (memory-bound Adam)
     Memory: distlab.memory's array cores; in-flight microbatches GPipe m, 1F1B min(p, m), interleaved
     p (1 + (p-1)/(p v)) (Korthikanti et al. 2022, Sec. 4.2.3). Rank order tp-cp-ep-dp-pp: DP groups
@@ -227,13 +248,21 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
 
     w, g, o = memory.model_state_bytes_array(P, recipe, zero, dp, tp, pp)
     grad_shard = P / (tp * pp) * recipe.gradient_bytes
-    volume = np.where(np.asarray(zero) >= 3, 1.5, 1.0)  # 3M vs 2M (ZeRO paper, Sec. 7)
     dp_bw = np.where(equal_local_ranks_array(dp, tp, gpus_per_node), inter_bw, cross)
-    dp_time = volume * group_all_reduce_time_array(grad_shard, dp, tp, gpus_per_node, intra_bw, intra_lat,
-                                                   dp_bw, inter_lat)
+    all_reduce = group_all_reduce_time_array(grad_shard, dp, tp, gpus_per_node, intra_bw, intra_lat, dp_bw, inter_lat)
     backward_share = np.where(full, 6.0 / 8.0, 4.0 / 6.0)
     buckets = np.maximum(1.0, np.ceil(grad_shard / bucket_bytes))
-    dp_exposed = np.where(dp > 1, exposed_communication_time(dp_time, backward_share * t_mb, buckets), 0.0)
+    # ZeRO-0/1/2: gradients accumulate locally (DDP no_sync, Megatron's grad accumulation); one all-reduce
+    # (or reduce-scatter + all-gather, the same 2M) per step, overlapped with the LAST microbatch's backward.
+    per_step = exposed_communication_time(all_reduce, backward_share * t_mb, buckets)
+    # ZeRO-3: parameters all-gathered in every microbatch's forward and backward and gradients
+    # reduce-scattered every microbatch, 3M = 1.5 all-reduces (ZeRO paper, Sec. 7.2.2) per microbatch,
+    # each microbatch's traffic overlapped with that microbatch's forward + backward compute.
+    zero3 = np.asarray(zero) >= 3
+    per_mb = 1.5 * all_reduce
+    dp_time = np.where(zero3, m * per_mb, all_reduce)
+    dp_exposed = np.where(dp > 1, np.where(zero3, m * exposed_communication_time(per_mb, t_mb, buckets), per_step),
+                          0.0)
     optimizer = (2.0 * o + g + w) / hbm_bandwidth
 
     per_layer = memory.activation_bytes_per_layer_array(model, b, s, tp, sequence_parallel, code, e)

@@ -129,3 +129,47 @@ def test_planner_rows_equal_estimate_and_feasible_rank_first():
 def test_planner_counts_at_least_ten_thousand_for_1024_gpus():
     p = planner.plan("llama3.1-70b", hardware.cluster("dgx-h100", 128, "ib-ndr"), global_batch=1024, seq_len=8192)
     assert len(p) >= 10_000
+
+
+MID = models.TransformerModel(name="mid", layers=4, hidden=2048, heads=16, ffn=8192, vocab=1000, seq_len=128)
+
+
+def test_zero3_traffic_is_paid_every_microbatch_by_hand():
+    # dp 2 x tp 2 x pp 2 on 2 toy nodes of 4, global batch 8, b = 1: m = 8 / 2 = 4 microbatches.
+    # DP groups {r, r + 2} sit on one node: NVLink, 100 GB/s, no latency. M = P / (tp pp) x 2 B.
+    kw = dict(global_batch=8, seq_len=128, dp=2, tp=2, pp=2, micro_batch_size=1, efficiency=0.5)
+    z1 = training.estimate(MID, CLUSTER, zero=1, **kw)
+    z3 = training.estimate(MID, CLUSTER, zero=3, **kw)
+    P = MID.parameter_count()
+    M = P / 4 * 2
+    buckets = math.ceil(M / (25 * 2**20))  # DDP's 25 MiB buckets: 4 here
+    assert buckets == 4
+    t_mb = 6 * P * 128 / 4 / 5e13  # one microbatch's forward + backward on a stage
+    # ZeRO-1: gradients accumulate over the 4 microbatches; ONE reduce-scatter + all-gather per step,
+    # each (N-1)/N M = M/2 per GPU: M bytes at 100 GB/s, overlapped with the last backward (4/6 of t_mb)
+    ar = M / 100e9
+    assert z1.dp_comm_s == pytest.approx(ar, rel=1e-12)
+    assert z1.dp_exposed_s == pytest.approx(max(ar / buckets, ar - (buckets - 1) / buckets * 4 / 6 * t_mb), rel=1e-12)
+    # ZeRO-3: every microbatch all-gathers the parameters in forward (M/2 sent per GPU), again in backward
+    # (M/2) and reduce-scatters its gradients (M/2): 1.5 M bytes per microbatch, 4 times per step
+    per_mb = 1.5 * M / 100e9
+    assert z3.dp_comm_s == pytest.approx(4 * per_mb, rel=1e-12)
+    # each microbatch's traffic hides under that microbatch's forward + backward, all but what the
+    # bucketed overlap leaves: here the traffic (1.5 M / 100 GB/s) outlasts the compute
+    assert per_mb > t_mb
+    exposed_mb = per_mb - (buckets - 1) / buckets * t_mb
+    assert z3.dp_exposed_s == pytest.approx(4 * exposed_mb, rel=1e-12)
+    # nothing else moves between the two (compute, TP, bubble, p2p are ZeRO-independent)
+    assert (z3.compute_s, z3.tp_comm_s, z3.bubble_s, z3.p2p_s) == (z1.compute_s, z1.tp_comm_s, z1.bubble_s, z1.p2p_s)
+
+
+@settings(max_examples=40, deadline=None)
+@given(configs, st.sampled_from([16, 32, 64]))
+def test_zero3_traffic_grows_with_microbatches_and_others_do_not(cfg, batch):
+    # invariant: per step, ZeRO-0/1/2 move the same bytes whatever m; ZeRO-3 moves m times its per-microbatch 3M
+    small, large = _estimate(cfg, global_batch=batch), _estimate(cfg, global_batch=2 * batch)
+    if cfg["zero"] == 3:
+        assert large.dp_comm_s == pytest.approx(2 * small.dp_comm_s, rel=1e-12)
+        assert large.dp_exposed_s == pytest.approx(2 * small.dp_exposed_s, rel=1e-12)
+    else:
+        assert large.dp_comm_s == pytest.approx(small.dp_comm_s, rel=1e-12)
