@@ -366,30 +366,37 @@ def bucketed_overlap(grad_bytes, backward_time, dp, *, buckets=None, bucket_size
         raise ConfigurationError("give buckets= (a count) or bucket_size= (bytes per bucket), not both")
     if bucket_size is not None:
         size = positive(bucket_size, BYTES, "bucket_size")
-        count = math.ceil(m / size) if m else 0
-        if count > MAX_BUCKETS:
+        ratio = m / size
+        if ratio > MAX_BUCKETS:  # before ceil: a tiny bucket makes m / size overflow to inf
             raise ConfigurationError(
-                f"bucket_size={format_bytes(size)} makes {count:,} buckets of {format_bytes(m)}; "
+                f"bucket_size={format_bytes(size)} makes {ratio:,.4g} buckets of {format_bytes(m)}; "
                 f"at most {MAX_BUCKETS:,}: use a bigger bucket"
             )
+        count = math.ceil(ratio) if m else 0
         sizes = np.full(count, size)
         if count:
             sizes[-1] = m - size * (count - 1)
     else:
         count = 1 if buckets is None else buckets
-        if isinstance(count, bool) or not isinstance(count, numbers.Real) or count != int(count) or count < 1:
+        if isinstance(count, bool) or not isinstance(count, numbers.Real) or not math.isfinite(count) \
+                or count != int(count) or count < 1:
             raise ConfigurationError(f"buckets={buckets!r} must be a whole number >= 1")
         count = int(count)
         if count > MAX_BUCKETS:
             raise ConfigurationError(f"buckets={count:,} is more than {MAX_BUCKETS:,}")
         sizes = np.full(count, m / count) if m else np.zeros(0)
     times = {}
-    for size in np.unique(sizes):
-        times[float(size)] = collectives.collective_cost(
-            op, float(size), n, link=link, bandwidth=bandwidth, latency=latency).time_s
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # overflow is refused below
+        for size in np.unique(sizes):
+            times[float(size)] = collectives.collective_cost(
+                op, float(size), n, link=link, bandwidth=bandwidth, latency=latency).time_s
     comm = np.array([times[float(s)] for s in sizes], dtype=float)
-    ready = backward * np.cumsum(sizes) / m if m else np.zeros(0)
-    start, end = overlap_timeline(ready, comm)
+    with np.errstate(over="ignore", invalid="ignore"):
+        ready = backward * np.cumsum(sizes) / m if m else np.zeros(0)
+        start, end = overlap_timeline(ready, comm)
+    if not (np.all(np.isfinite(end)) and np.all(np.isfinite(ready))):
+        raise ConfigurationError("the buckets' communication time is not a finite number: the inputs are too far "
+                                 "out of range (a bandwidth near 0, or sizes near 1e300)")
     return OverlapTimeline(sizes, ready, start, end, comm, backward, op, n)
 
 

@@ -81,6 +81,21 @@ def _whole(value, name: str, low: int, high: int) -> int:
     return int(value)
 
 
+def _finite(what: str, *values) -> None:
+    """Refuse a result that overflowed (inputs too far out of range) instead of returning inf or NaN."""
+    if not all(np.all(np.isfinite(np.asarray(v, dtype=float))) for v in values):
+        raise ConfigurationError(f"{what} is not a finite number: the inputs are too far out of range "
+                                 f"(a bandwidth near 0, or sizes near 1e300)")
+
+
+#: Longest sequence (tokens) and largest micro-batch the formulas accept: far beyond any real run, small
+#: enough that b x s x h stays a finite float.
+MAX_SEQ_LEN = 2**30
+MAX_MICRO_BATCH = 2**20
+#: Most tokens one GPU processes per step in backward_time.
+MAX_TOKENS_PER_GPU = 1e15
+
+
 # ----------------------------------------------------------------------------------------
 # 1. Gradient bucketing: the best bucket count
 
@@ -207,14 +222,17 @@ def bucket_sweep(grad_bytes, backward_time, dp, *, max_buckets=1024, link=None, 
     top = _whole(max_buckets, "max_buckets", 1, MAX_SWEEP_BUCKETS)
     if op not in ("all-reduce", "reduce-scatter"):
         raise ConfigurationError(f"op={op!r}: the gradient step is an 'all-reduce' (DP) or a 'reduce-scatter' (ZeRO-2)")
-    probe = collectives.collective_cost(op, m, n, link=link, bandwidth=bandwidth, latency=latency, **cost_kwargs)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # overflow is refused below
+        probe = collectives.collective_cost(op, m, n, link=link, bandwidth=bandwidth, latency=latency, **cost_kwargs)
     latency_s = probe.latency_time_s
     per_byte = probe.bandwidth_time_s / m
     buckets = np.arange(1, top + 1, dtype=float)
     size = m / buckets
-    per_bucket = latency_s + size * per_byte
-    comm = buckets * per_bucket
-    exposed = np.asarray(dataparallel.exposed_communication_time(comm, backward, buckets), dtype=float)
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is refused below
+        per_bucket = latency_s + size * per_byte
+        comm = buckets * per_bucket
+        exposed = np.asarray(dataparallel.exposed_communication_time(comm, backward, buckets), dtype=float)
+    _finite("bucket_sweep's communication time", latency_s, per_byte, per_bucket, comm, exposed)
     share = np.where(per_bucket > 0, size * per_byte / np.where(per_bucket > 0, per_bucket, 1.0), 1.0)
     return BucketSweep(m, backward, n, op, latency_s, per_byte, buckets.astype(int), size, per_bucket, comm, exposed,
                        share)
@@ -231,10 +249,14 @@ def backward_time(model, tokens_per_gpu, gpu="h100-sxm", *, precision="mixed", e
     params = float(models.model(model).parameter_count()) if not hasattr(model, "parameter_count") \
         else float(model.parameter_count())
     tokens = positive(tokens_per_gpu, "", "tokens_per_gpu")
+    if tokens > MAX_TOKENS_PER_GPU:
+        raise ConfigurationError(f"tokens_per_gpu={tokens:g} is more than {MAX_TOKENS_PER_GPU:g} tokens per GPU per step")
     acc = hardware.accelerator(gpu)
     peak = acc.peak(memory.precision_recipe(precision).compute_precision)
     eff = training.check_fraction(efficiency, "efficiency")
-    return 4.0 / training.FLOPS_PER_PARAM_TOKEN * training.model_flops(params, tokens) / (peak * eff)
+    result = 4.0 / training.FLOPS_PER_PARAM_TOKEN * training.model_flops(params, tokens) / (peak * eff)
+    _finite("backward_time", result)
+    return result
 
 
 # ----------------------------------------------------------------------------------------
@@ -326,7 +348,8 @@ def dp_all_reduce(cluster, size_bytes, *, tp=1, pp=1, order="tp-cp-ep-dp-pp", gr
     of the layout: the hierarchical algorithm sends from every member (f = g when tp = 1: the full
     k:1 taper); a flat ring crosses each node boundary once per group (tp = 1: f = 1, so on a 3:1
     fabric without rails the ring's hops keep the full port rate, while on rails all of a rail's
-    crossing transfers share that rail's uplinks: the full taper).
+    crossing transfers share that rail's uplinks: the full taper, assuming the rail's leaf switch
+    serves only this cluster's nodes, all sending at once).
     """
     from . import mesh
 
@@ -365,16 +388,19 @@ def dp_all_reduce(cluster, size_bytes, *, tp=1, pp=1, order="tp-cp-ep-dp-pp", gr
         bw = cl.fabric_bandwidth_per_gpu(same_local_rank=aligned, flows_per_node=max(flows, 1))
         intra_s = collectives.ring_all_reduce_time(size, l, intra.bandwidth, intra.latency)
         inter_s = collectives.ring_all_reduce_time(size / l, k, bw, inter.latency) if k > 1 else 0.0
+        _finite("dp_all_reduce's time", intra_s, inter_s, intra_s + inter_s)
         return DPAllReduce(algorithm, size, tuple(members.tolist()), l, k, aligned, flows if k > 1 else 0,
                            bw if k > 1 else 0.0, float(intra_s), float(inter_s), float(intra_s + inter_s))
     nxt = np.roll(members, -1)
     crossing = (nxt // g) != node
     if n == 1 or not crossing.any():
         t = collectives.ring_all_reduce_time(size, n, intra.bandwidth, intra.latency)
+        _finite("dp_all_reduce's time", t)
         return DPAllReduce(algorithm, size, tuple(members.tolist()), n, 1, True, 0, 0.0, float(t), 0.0, float(t))
     aligned = bool(np.all((nxt % g)[crossing] == local[crossing]))
     bw = cl.fabric_bandwidth_per_gpu(same_local_rank=aligned, flows_per_node=flows)
     t = collectives.ring_all_reduce_time(size, n, bw, inter.latency)
+    _finite("dp_all_reduce's time", t)
     l = max(len(p) for p in per_node)
     return DPAllReduce(algorithm, size, tuple(members.tolist()), l, len(nodes_used), aligned, flows, bw, 0.0,
                        float(t), float(t))
@@ -430,7 +456,10 @@ def fp8_comparison(model, cluster, **config) -> FP8Comparison:
     stay bf16 in practice. Does not halve: TP all-reduce and pipeline messages (FP8 is the GEMMs'
     input format; their outputs and the gradients are bf16: PrecisionRecipe.message_bytes = 2),
     gradients (bf16, so the DP all-reduce moves the same bytes), fp32 master weights and Adam
-    moments (12 B/param): model states go from 16 to 15 B/param, not 8.
+    moments (12 B/param): model states go from 16 to 15 B/param, not 8. The 1-byte weights assume
+    FP8 primary weights (Transformer Engine's fp8_model_init, Megatron-LM's --fp8-param-gather);
+    with them a ZeRO-1 parameter all-gather would move 1-byte weights, so pricing the DP traffic
+    as a bf16 all-reduce of the gradients (distlab's) is an upper bound there.
     Micikevicius et al. 2022, "FP8 Formats for Deep Learning"; NVIDIA Transformer Engine.
     """
     config = {k: v for k, v in config.items() if k != "precision"}
@@ -526,7 +555,8 @@ def ring_attention_step(model, seq_len, cp, *, micro_batch_size=1, tp=1, precisi
     crossover solves alpha + lam c = kap c^2 for the chunk c (lam the seconds per token of the
     transfer, kap the seconds per token^2 of compute): c* = (lam + sqrt(lam^2 + 4 kap alpha)) /
     (2 kap), S* = cp c* rounded up to a multiple of cp. The backward pass sends K, V and their
-    gradients (2x the bytes) against 2x the FLOPs: the same ratio.
+    gradients (2x the bytes) against 2x the FLOPs: the same ratio. cp = 1 is refused (nothing is
+    passed around a ring of one GPU).
     """
     from . import models
 
@@ -534,6 +564,13 @@ def ring_attention_step(model, seq_len, cp, *, micro_batch_size=1, tp=1, precisi
     s = positive_int(seq_len, "seq_len")
     n = positive_int(cp, "cp")
     b = positive_int(micro_batch_size, "micro_batch_size")
+    if s > MAX_SEQ_LEN:
+        raise ConfigurationError(f"seq_len={seq_len!r} is more than {MAX_SEQ_LEN:,} tokens")
+    if b > MAX_MICRO_BATCH:
+        raise ConfigurationError(f"micro_batch_size={micro_batch_size!r} is more than {MAX_MICRO_BATCH:,} sequences")
+    if n < 2:
+        raise ConfigurationError(f"cp={n}: with one GPU per sequence there is no ring and no K/V block to pass; "
+                                 f"context parallelism needs cp >= 2")
     t = tensor.check_tp(mdl, tp)
     if s % n:
         raise ConfigurationError(f"cp={n} does not divide seq_len={s}: each GPU holds s / cp tokens; pick seq_len a "
@@ -546,7 +583,8 @@ def ring_attention_step(model, seq_len, cp, *, micro_batch_size=1, tp=1, precisi
     kv_width = max(mdl.kv_heads / t, 1.0) * mdl.head_dim
     c = s // n
     block = 2.0 * b * c * kv_width * e
-    cost = collectives.collective_cost("send-recv", block, 2, link=link, bandwidth=bandwidth, latency=latency)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # overflow is refused below
+        cost = collectives.collective_cost("send-recv", block, 2, link=link, bandwidth=bandwidth, latency=latency)
     alpha = cost.latency_time_s
     lam = cost.bandwidth_time_s / c  # transfer seconds per token of the chunk
     share = 0.5 if causal else 1.0
@@ -554,6 +592,7 @@ def ring_attention_step(model, seq_len, cp, *, micro_batch_size=1, tp=1, precisi
     compute = flops / (peak * eff)
     kap = share * 4.0 * b * mdl.hidden / t / (peak * eff)
     chunk_star = (lam + math.sqrt(lam * lam + 4.0 * kap * alpha)) / (2.0 * kap)
+    _finite("ring_attention_step's transfer time", cost.time_s, compute, chunk_star * n)
     cross = int(math.ceil(chunk_star)) * n
     return RingAttentionStep(s, n, b, t, bool(causal), kv_width, e, block, cost.time_s, flops, compute, cross)
 
@@ -568,17 +607,28 @@ EULER_GAMMA = 0.5772156649015329
 _GRID = np.linspace(-12.0, 12.0, 24001)
 _erf = np.frompyfunc(math.erf, 1, 1)
 _PHI = 0.5 * (1.0 + _erf(_GRID / math.sqrt(2.0)).astype(float))
+#: log Phi(x) on the grid, accurate in both tails: log(erfc(-x/sqrt 2)/2) below 0, log1p(-Q(x)) with
+#: Q(x) = erfc(x/sqrt 2)/2 above (Phi itself rounds to 1 once Q < 1e-16, x > 8.2).
+_LOG_PHI = np.array([math.log(0.5 * math.erfc(-x / math.sqrt(2.0))) if x < 0
+                     else math.log1p(-0.5 * math.erfc(x / math.sqrt(2.0))) for x in _GRID])
+#: Largest n expected_max_normal integrates: n Q(12) = n x 1.8e-33 must stay negligible on the grid.
+MAX_NORMALS = 10**15
 
 
 def expected_max_normal(n) -> float:
     """E[max of n independent standard normals], exactly up to quadrature error (< 1e-6).
 
     E[M] = a + int_a^inf (1 - Phi(x)^n) dx for any a with Phi(a)^n = 0, here a = -12 (trapezoid
-    rule on [-12, 12], step 0.001). n = 1: 0; n = 2: 1/sqrt(pi) = 0.5642; n = 1000: 3.2414
-    (Tippett 1925's tables).
+    rule on [-12, 12], step 0.001), with 1 - Phi^n computed as -expm1(n log Phi(x)) and
+    log Phi(x) = log1p(-Q(x)), Q = erfc(x / sqrt 2) / 2, in the upper tail, so the integrand keeps
+    its accuracy where Phi rounds to 1 (what matters once n passes ~1e10). n = 1: 0; n = 2:
+    1/sqrt(pi) = 0.5642; n = 1000: 3.2414 (Tippett 1925's tables). n up to MAX_NORMALS (1e15).
     """
     k = positive_int(n, "n")
-    return _GRID[0] + _trapezoid(1.0 - _PHI ** k, _GRID)
+    if k > MAX_NORMALS:
+        raise ConfigurationError(f"n={n!r} is more than {MAX_NORMALS:,}: the integration grid ends at 12 "
+                                 f"standard deviations")
+    return _GRID[0] + _trapezoid(-np.expm1(k * _LOG_PHI), _GRID)
 
 
 def _trapezoid(y, x) -> float:
@@ -588,8 +638,17 @@ def _trapezoid(y, x) -> float:
 def leading_term_max_normal(n):
     """sqrt(2 ln n): the leading term of E[max of n standard normals] (extreme-value theory), the
     well-known growth law; it overestimates the expected maximum (n = 1000: 3.72 vs the exact 3.24).
-    NumPy broadcast over n >= 1."""
-    value = np.sqrt(2.0 * np.log(np.asarray(n, dtype=float)))
+    NumPy broadcast over whole n >= 1 (anything else raises ConfigurationError)."""
+    bad = ConfigurationError(f"n={n!r} must be whole numbers >= 1 (GPUs)")
+    if isinstance(n, (bool, str, bytes)):
+        raise bad
+    try:
+        arr = np.asarray(n, dtype=float)
+    except (TypeError, ValueError):
+        raise bad from None
+    if arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr < 1) or np.any(arr != np.round(arr)):
+        raise bad
+    value = np.sqrt(2.0 * np.log(arr))
     return float(value) if np.ndim(value) == 0 else value
 
 
@@ -601,6 +660,8 @@ def gumbel_expected_max(n) -> float:
     k = positive_int(n, "n")
     if k < 2:
         raise ConfigurationError(f"n={n!r}: the extreme-value approximation needs n >= 2 GPUs")
+    if k > MAX_NORMALS:
+        raise ConfigurationError(f"n={n!r} is more than {MAX_NORMALS:,}")
     r = math.sqrt(2.0 * math.log(k))
     return r - (math.log(math.log(k)) + math.log(4.0 * math.pi)) / (2.0 * r) + EULER_GAMMA / r
 
@@ -631,6 +692,8 @@ def expected_slowest(gpus, sigma=0.0, slow_factor=1.0) -> float:
     k = 1: 1 + sigma E[max of N normals].
     """
     n = positive_int(gpus, "gpus")
+    if n > MAX_NORMALS:
+        raise ConfigurationError(f"gpus={gpus!r} is more than {MAX_NORMALS:,}")
     sig = _check_sigma(sigma)
     k = _check_slow(slow_factor)
     if k == 1:
@@ -663,7 +726,7 @@ def simulate_slowest(gpus, sigma, *, slow_factor=1.0, steps=1000, seed=0) -> np.
     if n * steps > MAX_SIMULATION_DRAWS:
         raise ConfigurationError(f"gpus x steps = {n:,} x {steps:,} draws is over {MAX_SIMULATION_DRAWS:,}; "
                                  f"simulate fewer steps")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(_whole(seed, "seed", 0, 2**63 - 1))
     out = np.empty(steps)
     chunk = max(1, 4_000_000 // n)
     for start in range(0, steps, chunk):
@@ -683,11 +746,11 @@ class StragglerStep:
     sigma: float
     slow_factor: float
     slowest: float  # E[max time / healthy] over the GPUs
-    scaled_s: float  # the compute-bound part that stretches: compute + bubble
+    scaled_s: float  # the compute-bound part that stretches: the compute of the m microbatches
 
     @property
     def wait_s(self) -> float:
-        """Time every GPU spends waiting for the slowest one: (slowest - 1) x (compute + bubble)."""
+        """Time every GPU spends waiting for the slowest one: (slowest - 1) x compute (the bubble does not stretch)."""
         return (self.slowest - 1.0) * self.scaled_s
 
     @property
@@ -718,14 +781,20 @@ def straggler_step(model, cluster, *, slow_factor=1.0, sigma=0.0, **config) -> S
     """estimate() of a healthy step, then the wait for the slowest of its GPUs.
 
     Synchronous training waits at every collective, so every step runs at its slowest GPU's
-    pace: a slow GPU stretches its TP group's compute, its pipeline stage (and so the bubble)
-    and its replica, and the DP all-reduce waits for that replica. The compute-bound part,
-    compute + bubble, stretches by E[max over the N GPUs] (expected_slowest); communication and
-    the optimizer step do not. sigma: each GPU's relative standard deviation per step
-    (independent jitter of m microbatches averages to sigma_mb / sqrt(m)).
+    pace: a slow GPU stretches its TP group's compute and so its pipeline stage, and the DP
+    all-reduce waits for that replica. With GPipe or 1F1B and m microbatches of stage time t the
+    step is (m - 1) x the slowest stage time + the sum of the p stage times (the critical path
+    runs the slowest stage's m microbatches plus one microbatch on each other stage), so one
+    stage slowed by k adds (k - 1) x m x t = (k - 1) x compute: the pipeline bubble does not
+    stretch (the other stages' fill and drain stay as fast). That is exact for GPipe wherever the
+    slow stage sits, and for 1F1B when it is the last stage (distlab.pipeline's simulator; a slow
+    earlier 1F1B stage costs a little less, its first microbatches hiding in the warm-up): the
+    worst placement. Here the compute stretches by E[max over the N GPUs] (expected_slowest);
+    communication, the bubble and the optimizer step do not. sigma: each GPU's relative standard
+    deviation per step (independent jitter of m microbatches averages to sigma_mb / sqrt(m)).
     """
     est = training.estimate(model, cluster, **config)
     sig = _check_sigma(sigma)
     k = _check_slow(slow_factor)
     slowest = expected_slowest(est.gpus, sig, k)
-    return StragglerStep(est, est.gpus, sig, k, slowest, est.compute_s + est.bubble_s)
+    return StragglerStep(est, est.gpus, sig, k, slowest, est.compute_s)

@@ -320,3 +320,16 @@ def test_invalid_curve_inputs():
         D.memory_per_gpu_curves(7e9, [0, 1])
     with pytest.raises(ConfigurationError, match="dps"):
         D.memory_per_gpu_curves(7e9, [1.5])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(buckets=float("nan")), "buckets=nan must be a whole number"),
+    (dict(buckets=float("inf")), "buckets=inf must be a whole number"),
+    (dict(bucket_size=1e-300), "at most 1,000,000: use a bigger bucket"),  # 1e9 / 1e-300 overflows to inf
+    (dict(buckets=4, bandwidth=1e-300), "not a finite number"),
+])
+def test_bucketed_overlap_refuses_out_of_range_inputs(kwargs, message):
+    # our message, never ValueError / OverflowError from int(nan) or ceil(inf), nor an inf timeline
+    link = {} if "bandwidth" in kwargs else dict(link="ib-ndr")
+    with pytest.raises(ConfigurationError, match=message):
+        D.bucketed_overlap(1e9, 0.1, 8, **link, **kwargs)

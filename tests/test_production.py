@@ -165,13 +165,21 @@ def test_rails_in_the_step_model_need_equal_local_ranks():
     no = production.network_step("llama2-7b", nodes=3, oversubscription=3, **kw)
     yes = production.network_step("llama2-7b", nodes=3, oversubscription=3, rail_optimized=True, **kw)
     assert yes.dp_comm_s == pytest.approx(no.dp_comm_s, rel=1e-12)
-    # by hand: gradients M = P / pp x 2 B; the step model's hierarchical estimate: ring over l = 8 on NVLink,
-    # then a ring of M / 8 over n / l = 12 / 8 = 1.5 "nodes" at 50/3 GB/s: 2 (1.5 - 1) alpha + 2 (0.5 / 1.5) (M/8) / B
+    # The group does not split evenly over nodes (8 members on node 0, 4 on node 1): no hierarchical
+    # all-reduce exists (dp_all_reduce refuses it, below), so the step model prices one flat ring through
+    # the 12 members, each of its 2 (N-1) = 22 steps as slow as its fabric hop. By hand: M = P / pp x 2 B;
+    # the hop joins different local ranks (7 -> 0 of the next node), every GPU of a node counted as
+    # sending (the step model's convention): 50 GB/s / 3; 9.6 us NDR latency per step.
     P = 6738415616  # llama2-7b
     M = P / 2 * 2
-    intra = 2 * 7 * 3.4e-6 + 2 * 7 / 8 * M / 450e9
-    inter = 2 * 0.5 * 9.6e-6 + 2 * 0.5 / 1.5 * (M / 8) / (50e9 / 3)
-    assert no.dp_comm_s == pytest.approx(intra + inter, rel=1e-9)
+    assert no.dp_comm_s == pytest.approx(2 * 11 * 9.6e-6 + 2 * 11 / 12 * M / (50e9 / 3), rel=1e-9)
+    # on a non-blocking fabric the taper convention does not matter: the step model's DP time is exactly
+    # production.dp_all_reduce's flat ring over the real layout (an independent path through distlab.mesh)
+    flat = production.network_step("llama2-7b", nodes=3, **kw)
+    ring = production.dp_all_reduce(hardware.cluster("dgx-h100", 3), M, pp=2, algorithm="ring")
+    assert ring.members == tuple(range(12))
+    assert flat.dp_comm_s == pytest.approx(ring.time_s, rel=1e-12)
+    assert flat.dp_comm_s == pytest.approx(2 * 11 * 9.6e-6 + 2 * 11 / 12 * M / 50e9, rel=1e-9)
     assert not training.equal_local_ranks_array(12, 1, 8)
     assert not production.dp_all_reduce(hardware.cluster("dgx-h100", 3, oversubscription=3, rail_optimized=True),
                                         M, pp=2, algorithm="ring").same_local_rank
@@ -391,12 +399,26 @@ def test_leading_term_and_straggler_mfu():
 
 
 def test_one_slow_gpu_hand_value():
-    # sigma = 0: the step waits exactly (k - 1) x (compute + bubble)
+    # sigma = 0, one GPU 1.25x slow. The independent implementation: distlab.pipeline's timeline simulator
+    # with the stage's per-microbatch time t = compute / m and the slow GPU's stage (the last: the worst
+    # placement for 1F1B) 1.25x slower; the step grows by exactly what the simulated timeline grows by,
+    # (k - 1) m t = 0.25 x compute, and the bubble ((p - 1) t of the healthy timeline) does not stretch.
+    from distlab import pipeline
+
     kw = dict(**SCENARIO, **FIT)
     cl = hardware.cluster("dgx-h100", 32)
     healthy = training.estimate("llama3.1-70b", cl, **kw)
     slow = production.straggler_step("llama3.1-70b", cl, slow_factor=1.25, **kw)
-    assert slow.step_time_s == pytest.approx(healthy.step_time_s + 0.25 * (healthy.compute_s + healthy.bubble_s))
+    p, m = healthy.config["pp"], healthy.microbatches
+    t = healthy.compute_s / m
+    third = [t / 3] * p  # F : B : W = 1 : 1 : 1 (the split does not matter for GPipe / 1F1B)
+    slowed = [t / 3] * (p - 1) + [1.25 * t / 3]
+    for kind in ("1f1b", "gpipe"):
+        base = pipeline.schedule(kind, p, m, t_f=third, t_b=third, t_w=third).step_time
+        late = pipeline.schedule(kind, p, m, t_f=slowed, t_b=slowed, t_w=slowed).step_time
+        assert base == pytest.approx((m + p - 1) * t, rel=1e-9)
+        assert slow.wait_s == pytest.approx(late - base, rel=1e-9)
+    assert slow.step_time_s == pytest.approx(healthy.step_time_s + (late - base), rel=1e-12)
     assert production.straggler_step("llama3.1-70b", cl, **kw).step_time_s == healthy.step_time_s
     assert production.expected_slowest(16, 0.05, 1.5) >= 1.5
     sim = production.simulate_slowest(16, 0.05, slow_factor=1.5, steps=20000, seed=3)
@@ -528,3 +550,124 @@ def test_explain_infeasible_keeps_its_single_fixes():
 def test_invalid_inputs_raise_our_message(call, message):
     with pytest.raises(ConfigurationError, match=message.replace("(", r"\(").replace(")", r"\)")):
         call()
+
+
+# ----------------------------------------------------------------------------------------
+# Accuracy for very large groups, cp = 1, and random inputs
+
+
+@pytest.mark.parametrize("n, reference", [(10**10, 6.44667682661), (10**12, 7.11246368477), (10**15, 8.01114072278)])
+def test_expected_max_normal_keeps_its_accuracy_for_huge_n(n, reference):
+    # Independent high-precision values: mpmath 1.3 at 40 digits, E = int x n phi(x) Phi(x)^(n-1) dx
+    # (mp.quad over [-inf, 0, r-2, r-1, r, r+1, r+2, inf], r = sqrt(2 ln n)). Phi rounds to 1 in double
+    # precision above x ~ 8.2, so 1 - Phi^n computed directly lost 7e-6 at n = 1e12 and 8e-3 at 1e15.
+    assert production.expected_max_normal(n) == pytest.approx(reference, abs=1e-9)
+    with pytest.raises(ConfigurationError, match="more than 1,000,000,000,000,000"):
+        production.expected_max_normal(10**16)
+
+
+def test_ring_attention_refuses_cp_1():
+    # one GPU holds the whole sequence: there is no ring, no K/V block passed, nothing to price
+    with pytest.raises(ConfigurationError, match="cp=1: .* context parallelism needs cp >= 2"):
+        production.ring_attention_step("llama3.1-8b", 4096, 1)
+
+
+def _all_finite(obj, depth=0) -> bool:
+    """Every number in a result (floats, arrays, dataclass fields, tuples, dicts), recursively."""
+    import dataclasses
+
+    if depth > 4 or obj is None or isinstance(obj, (str, bool)):
+        return True
+    if isinstance(obj, (int, float, np.floating, np.integer)):
+        return math.isfinite(float(obj))
+    if isinstance(obj, np.ndarray):
+        return obj.dtype.kind not in "fc" or bool(np.all(np.isfinite(obj)))
+    if dataclasses.is_dataclass(obj):
+        return all(_all_finite(getattr(obj, f.name), depth + 1) for f in dataclasses.fields(obj))
+    if isinstance(obj, dict):
+        return all(_all_finite(v, depth + 1) for v in obj.values())
+    if isinstance(obj, (tuple, list)):
+        return all(_all_finite(v, depth + 1) for v in obj)
+    return True
+
+
+_SMALL = hardware.cluster("dgx-h100", 2, "ib-ndr")
+_STEP = dict(global_batch=16, seq_len=2048, tp=8, pp=1)
+#: Every public function of distlab.production: (call, valid keyword arguments).
+_PUBLIC = {
+    "bucket_sweep": (production.bucket_sweep,
+                     dict(grad_bytes=1e9, backward_time=0.1, dp=8, bandwidth=50e9, latency=1e-5, max_buckets=64)),
+    "backward_time": (production.backward_time, dict(model="llama2-7b", tokens_per_gpu=4096, efficiency=0.5)),
+    "dp_all_reduce": (production.dp_all_reduce, dict(cluster=_SMALL, size_bytes=1e9, tp=1, pp=1, group=0)),
+    "network_step": (production.network_step, dict(model="llama2-7b", nodes=2, oversubscription=3.0, **_STEP)),
+    "fp8_comparison": (production.fp8_comparison, dict(model="llama2-7b", cluster=_SMALL, **_STEP)),
+    "ring_attention_step": (production.ring_attention_step,
+                            dict(model="llama3.1-8b", seq_len=8192, cp=2, micro_batch_size=1, tp=1,
+                                 bandwidth=50e9, latency=1e-5, efficiency=0.5)),
+    "triage_oom": (production.triage_oom, dict(model="llama2-7b", cluster=_SMALL, **_STEP)),
+    "expected_max_normal": (production.expected_max_normal, dict(n=64)),
+    "gumbel_expected_max": (production.gumbel_expected_max, dict(n=64)),
+    "leading_term_max_normal": (production.leading_term_max_normal, dict(n=64)),
+    "expected_slowest": (production.expected_slowest, dict(gpus=64, sigma=0.05, slow_factor=1.2)),
+    "simulate_slowest": (production.simulate_slowest, dict(gpus=8, sigma=0.05, slow_factor=1.2, steps=10, seed=0)),
+    "straggler_step": (production.straggler_step, dict(model="llama2-7b", cluster=_SMALL, slow_factor=1.2, sigma=0.02,
+                                                      **_STEP)),
+}
+#: Values no numeric or named parameter accepts.
+_NEVER_VALID = [float("nan"), float("inf"), -float("inf"), -1.0, -1e300, "abc", [1, -2], object()]
+
+
+def test_every_public_function_is_fuzzed():
+    public = {name for name in production.__all__ if callable(getattr(production, name))
+              and not isinstance(getattr(production, name), type)}
+    assert public == set(_PUBLIC)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_invalid_inputs_raise_distlab_error(data):
+    from distlab.errors import DistlabError
+
+    name = data.draw(st.sampled_from(sorted(_PUBLIC)))
+    call, kwargs = _PUBLIC[name]
+    key = data.draw(st.sampled_from(sorted(k for k in kwargs if k not in ("model", "cluster"))))
+    bad = data.draw(st.sampled_from(_NEVER_VALID))
+    with pytest.raises(DistlabError):
+        call(**{**kwargs, key: bad})
+
+
+_ANY = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**20, 10**20),
+                 st.sampled_from([0, 1, 2, 3, 8, 1e-300, 1e300, 2.5, "8", "1 GB", "50 GB/s", "2 ms", None]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_random_inputs_give_distlab_error_or_finite_results(data):
+    from distlab.errors import DistlabError
+
+    name = data.draw(st.sampled_from(sorted(_PUBLIC)))
+    call, kwargs = _PUBLIC[name]
+    if name in ("network_step", "fp8_comparison", "triage_oom", "straggler_step"):
+        keys = ["global_batch", "seq_len", "tp", "pp"]
+    else:
+        keys = sorted(k for k in kwargs if k not in ("model", "cluster"))
+    changes = data.draw(st.dictionaries(st.sampled_from(keys), _ANY, min_size=1, max_size=3))
+    try:
+        result = call(**{**kwargs, **changes})
+    except DistlabError:
+        return
+    assert _all_finite(result), (name, changes)
+
+
+@settings(max_examples=80, deadline=None)
+@given(grad=st.floats(1.0, 1e15), backward=st.floats(0.0, 1e4), dp=st.integers(1, 100_000),
+       bw=st.floats(1e6, 1e13), lat=st.floats(0.0, 1e-2), tokens=st.floats(1.0, 1e15),
+       n=st.integers(1, 10**15), sigma=st.floats(0.0, 0.25), k=st.floats(1.0, 100.0),
+       cp=st.sampled_from([2, 4, 8, 16, 64]), chunk=st.integers(1, 2**16), b=st.integers(1, 64))
+def test_valid_inputs_give_finite_results(grad, backward, dp, bw, lat, tokens, n, sigma, k, cp, chunk, b):
+    assert _all_finite(production.bucket_sweep(grad, backward, dp, bandwidth=bw, latency=lat, max_buckets=32))
+    assert _all_finite(production.backward_time("llama2-7b", tokens))
+    assert _all_finite(production.expected_max_normal(n)) and _all_finite(production.leading_term_max_normal(n))
+    assert _all_finite(production.expected_slowest(min(n, 10**6), sigma, k))
+    r = production.ring_attention_step("llama3.1-8b", cp * chunk, cp, micro_batch_size=b, bandwidth=bw, latency=lat)
+    assert _all_finite(r) and r.crossover_seq_len > 0

@@ -70,7 +70,8 @@ def _explain_q3():
             f"different rails, so it crosses the spine. Without rails only {flat.flows_per_node} transfer leaves each "
             f"node, within the 8/{TAPER} ports' worth of uplink a node has: full port rate, "
             f"{format_seconds(flat.time_s)}. On rails every node's crossing transfer leaves rank 7's leaf, so that "
-            f"leaf's uplinks carry one transfer per port: the full 1/{TAPER} taper, {format_seconds(r.time_s)}. "
+            f"leaf's uplinks carry one transfer per port (assuming that leaf serves only this job's 4 nodes, all sending at "
+            f"once): the full 1/{TAPER} taper, {format_seconds(r.time_s)}. "
             f"The hierarchical all-reduce's inter-node ring joins equal local ranks and drops to "
             f"{format_seconds(h.time_s)} on rails")
 

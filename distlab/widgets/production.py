@@ -193,7 +193,7 @@ class ProductionStepApp(widgets.VBox):
         c = e.config
         lines = [
             f"dp={c['dp']} x tp={c['tp']} x pp={c['pp']} on {cl.describe()}",
-            f"DP all-reduce {format_seconds(e.dp_comm_s)} ({format_seconds(e.dp_exposed_s)} exposed; non-blocking bf16: "
+            f"DP traffic {format_seconds(e.dp_comm_s)} ({format_seconds(e.dp_exposed_s)} exposed; non-blocking bf16: "
             f"{format_seconds(reference.dp_comm_s)}); pipeline p2p {format_seconds(e.p2p_s)}",
             f"step {format_seconds(reference.step_time_s)} -> {format_seconds(e.step_time_s)} on this fabric/precision "
             f"-> {format_seconds(step.step_time_s)} waiting for the slowest of {step.gpus} GPUs "
