@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from distlab.collectives import ring_all_reduce_time
 from distlab.errors import ConfigurationError, DistlabError, MissingDependencyError
+from distlab.verify import allreduce
 from distlab.verify import (
     TORCH_MESSAGE,
     AlphaBetaFit,
@@ -86,6 +87,53 @@ def test_shared_cpu_prediction_divides_the_bandwidth_by_processes_per_core():
     # N = 4 on 2 cores: each process has half a core, so the bandwidth term doubles
     expected = ring_all_reduce_time(SIZES, 4, 0.5e9, 1e-4)
     assert fit.predict_shared_cpu(SIZES, 4, cores=2) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("platform, interfaces, expected", [
+    ("darwin", [(1, "lo0"), (4, "en0")], "lo0"),  # macOS and the BSDs: lo0
+    ("freebsd14", [(1, "em0"), (2, "lo0")], "lo0"),
+])
+def test_loopback_interface_by_platform(monkeypatch, platform, interfaces, expected):
+    monkeypatch.setattr(allreduce.sys, "platform", platform)
+    monkeypatch.setattr(allreduce.socket, "if_nameindex", lambda: interfaces)
+    assert allreduce._loopback_interface() == expected
+
+
+@pytest.mark.parametrize("platform", ["linux", "darwin"])
+def test_no_loopback_interface_is_our_error(monkeypatch, platform):
+    monkeypatch.setattr(allreduce.sys, "platform", platform)
+    monkeypatch.setattr(allreduce.socket, "if_nameindex", lambda: [(2, "eth0")])
+    monkeypatch.setattr(allreduce, "_ipv4_of", lambda name: "10.0.0.5")
+    with pytest.raises(DistlabError, match="no network interface carrying 127.0.0.1 \\(interfaces: eth0\\)"):
+        allreduce._loopback_interface()
+
+
+def _cgroup(tmp_path, membership, files):
+    tmp_path.mkdir()
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    (tmp_path / "self_cgroup").write_text(membership)
+    return allreduce._cgroup_cpu_limit(tmp_path, tmp_path / "self_cgroup")
+
+
+def test_cgroup_quota_is_read_from_v2_and_v1_files(tmp_path):
+    # v2: the smallest quota from the process's cgroup up to the root counts (here the parent's 1.5 CPUs)
+    assert _cgroup(tmp_path / "a", "0::/box/job\n", {"box/cpu.max": "150000 100000\n",
+                                                     "box/job/cpu.max": "max 100000\n"}) == 1.5
+    # v1: quota / period; -1 means no quota
+    assert _cgroup(tmp_path / "b", "3:cpu,cpuacct:/\n", {"cpu,cpuacct/cpu.cfs_quota_us": "250000\n",
+                                                        "cpu,cpuacct/cpu.cfs_period_us": "100000\n"}) == 2.5
+    assert _cgroup(tmp_path / "c", "3:cpu,cpuacct:/\n", {"cpu,cpuacct/cpu.cfs_quota_us": "-1\n",
+                                                        "cpu,cpuacct/cpu.cfs_period_us": "100000\n"}) is None
+    assert _cgroup(tmp_path / "d", "", {}) is None
+
+
+@pytest.mark.parametrize("limit, expected", [(None, 8.0), (2.5, 2.5), (16.0, 8.0)])
+def test_usable_cores_is_the_affinity_capped_by_the_quota(monkeypatch, limit, expected):
+    monkeypatch.setattr(allreduce.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    monkeypatch.setattr(allreduce, "_cgroup_cpu_limit", lambda: limit)
+    assert allreduce.usable_cores() == expected
 
 
 def test_import_distlab_verify_does_not_import_torch():

@@ -1,30 +1,38 @@
 """One rank of distlab.verify.measure_all_reduce: python -m distlab.verify._allreduce_worker CONFIG_JSON.
 
-Joins a gloo process group on 127.0.0.1 through the parent's TCPStore, times dist.all_reduce
-for every group size and message size, and (rank 0) prints the results as one JSON line.
+Joins a gloo process group through the parent's FileStore (a file in its temporary directory),
+touches ``ready<rank>`` there once the groups exist, times dist.all_reduce for every group size
+and message size, and (rank 0) writes the results to ``result.json``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from datetime import timedelta
+from pathlib import Path
 
 
 def main(config: dict) -> None:
     import torch
     import torch.distributed as dist
 
+    from distlab.verify.allreduce import FAIL_RANK_ENV
+
     torch.set_num_threads(1)
-    rank, world = config["rank"], config["world"]
-    store = dist.TCPStore("127.0.0.1", config["port"], world + 1, is_master=False,
-                          timeout=timedelta(seconds=config["timeout"]))
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
-                            timeout=timedelta(seconds=config["timeout"]))
+    rank, world, work = config["rank"], config["world"], Path(config["dir"])
+    timeout = timedelta(seconds=config["timeout"])
+    store = dist.FileStore(config["store"], world)
+    store.set_timeout(timeout)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=timeout)
     # every rank must create every group, members or not
     groups = {n: (dist.group.WORLD if n == world else dist.new_group(list(range(n))))
               for n in config["world_sizes"]}
+    (work / f"ready{rank}").touch()
+    if os.environ.get(FAIL_RANK_ENV) == str(rank):  # test hook: fail once the group is joined
+        raise RuntimeError(f"rank {rank} fails on purpose ({FAIL_RANK_ENV})")
     times: dict = {}
     for n in config["world_sizes"]:
         if rank < n:
@@ -46,7 +54,9 @@ def main(config: dict) -> None:
     gathered = [None] * world if rank == 0 else None
     dist.gather_object(times, gathered, dst=0)
     if rank == 0:
-        print(json.dumps({"times": [{str(k): v for k, v in t.items()} for t in gathered]}), flush=True)
+        partial = work / "result.json.partial"
+        partial.write_text(json.dumps({"times": [{str(k): v for k, v in t.items()} for t in gathered]}))
+        partial.replace(work / "result.json")  # appears whole or not at all
     dist.barrier()
     dist.destroy_process_group()
 

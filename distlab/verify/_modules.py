@@ -48,6 +48,7 @@ def _classes():
             self.gated = model.gated_mlp
             self.p_drop = p_drop if model.dropout else 0.0
             self.dropout_impl, self.attention = dropout_impl, attention
+            self.attention_node = ""  # autograd node of the last F.scaled_dot_product_attention output
             self.ln1 = norm(model)
             # One fused projection, laid out per key/value group as [q_1 .. q_r, k, v] (Megatron-LM),
             # so that q, k and v are views of its output: h*h + 2*h*kv weights (+ h + 2kv biases).
@@ -86,8 +87,14 @@ def _classes():
         def _core(self, q, k, v, mark=_noop):
             if self.attention == "sdpa":
                 mark("scaled_dot_product_attention")
-                return F.scaled_dot_product_attention(q, k, v, dropout_p=self.p_drop if self.training else 0.0,
-                                                      is_causal=True)
+                # (b, a, s, d), as torch's fused kernels want: with 3-D inputs (or dropout > 0) a CPU
+                # always takes the math path. The unflatten is a view: q, k, v stay views of the QKV output.
+                q, k, v = (t.unflatten(0, (t.shape[0] // self.heads, self.heads)) for t in (q, k, v))
+                out = F.scaled_dot_product_attention(q, k, v, dropout_p=self.p_drop if self.training else 0.0,
+                                                     is_causal=True)
+                # which kernel ran: its autograd node, e.g. ScaledDotProductFlashAttentionForCpuBackward0
+                self.attention_node = out.grad_fn.name() if out.grad_fn is not None else ""
+                return out.flatten(0, 1)
             s = q.shape[1]
             mark("Q K^T")
             # Causal mask as an added constant (-inf above the diagonal): an add keeps nothing for

@@ -50,6 +50,7 @@ class ActivationMeasurement:
     saved: tuple          # SavedTensor, in the order the forward pass saved them
     predicted_bytes: float
     rng_state_bytes: int  # CPU RNG state each checkpoint keeps to replay dropout (not a saved tensor)
+    attention_node: str = ""  # attention='sdpa': autograd node of its output, which names the kernel that ran
 
     @property
     def measured_bytes(self) -> int:
@@ -99,8 +100,9 @@ def measure_activations(model=None, micro_batch_size=2, seq_len=None, recompute=
     recompute: 'none', 'selective' (checkpoint the attention core) or 'full' (checkpoint the layer).
     dropout_impl: 'native' (torch.native_dropout, F.dropout's GPU kernel: 1-byte bool mask) or
     'functional' (F.dropout on CPU, which keeps a noise tensor in the activation dtype).
-    attention: 'math' (explicit Q K^T, softmax, dropout, x V) or 'sdpa' (F.scaled_dot_product_attention).
-    The layer is in training mode, so dropout is active and its masks are saved.
+    attention: 'math' (explicit Q K^T, softmax, dropout, x V) or 'sdpa' (F.scaled_dot_product_attention
+    on (b, a, s, d); on a CPU its flash kernel runs only without dropout, else the math fallback:
+    see attention_node). The layer is in training mode, so dropout is active and its masks are saved.
     """
     torch = require_torch()
     from ..memory import activation_bytes_per_layer
@@ -145,4 +147,5 @@ def measure_activations(model=None, micro_batch_size=2, seq_len=None, recompute=
         saved=tuple(found.values()),
         predicted_bytes=activation_bytes_per_layer(model, b, s, recompute=recompute, precision="bf16"),
         rng_state_bytes=checkpoints * torch.get_rng_state().numel(),
+        attention_node=layer.attention_node,
     )

@@ -22,10 +22,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
+import tempfile
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -36,6 +40,9 @@ from ._torch import require_torch
 
 #: Message sizes of the default sweep: 1 KiB to 64 MiB, a factor 4 apart.
 DEFAULT_SIZES = tuple(4 ** k * 1024 for k in range(9))
+
+#: Set to a rank to make that worker fail on purpose once its group is joined (tests only).
+FAIL_RANK_ENV = "DISTLAB_TEST_ALLREDUCE_FAIL_RANK"
 
 
 def default_repeats(size_bytes: int) -> int:
@@ -61,7 +68,9 @@ class AlphaBetaFit:
         """The ring prediction when n processes share `cores` CPU cores (fit made with one core each).
 
         Every byte is copied and summed by a CPU, so with n > cores each process gets cores/n of
-        a core: beta becomes beta * cores / n. Same formula, ring_all_reduce_time.
+        a core: beta becomes beta * cores / n. Same formula, ring_all_reduce_time. alpha is kept:
+        this model has no term for a woken process waiting for a free core, which also lengthens
+        every step when n > cores.
         """
         share = min(1.0, cores / n)
         return ring_all_reduce_time(size_bytes, n, self.beta_bytes_per_s * share, self.alpha_s)
@@ -120,7 +129,7 @@ class AllReduceMeasurement:
     world_sizes: tuple
     sizes_bytes: tuple
     samples: dict          # N -> tuple of np.ndarray (one array of repetitions per size)
-    cpu_count: int
+    cores: float           # usable CPU cores (usable_cores()) when measured
     statistic: str = "min"
 
     def times(self, n, statistic=None) -> np.ndarray:
@@ -153,24 +162,123 @@ class AllReduceMeasurement:
         return "\n".join(lines)
 
 
+def _cgroup_cpu_limit(root=Path("/sys/fs/cgroup"), membership=Path("/proc/self/cgroup")) -> float | None:
+    """CPUs the cgroup quota allows (quota / period, the smallest from the process's cgroup up), or None.
+
+    cgroup v2: cpu.max ("QUOTA PERIOD", or "max PERIOD" for none); v1: cpu.cfs_quota_us and
+    cpu.cfs_period_us (quota -1: none). Linux docs, admin-guide/cgroup-v2.rst and
+    scheduler/sched-bwc.rst. A container sees its own cgroup as the root, so the root is read too.
+    """
+    root, limits = Path(root), []
+    try:
+        lines = Path(membership).read_text().splitlines()
+    except OSError:
+        lines = []
+    dirs = []  # (directory, version)
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        rel = path.strip().lstrip("/")
+        if controllers == "":
+            dirs.append((root / rel, 2))
+        elif "cpu" in controllers.split(","):
+            dirs.append((root / controllers / rel, 1))
+    dirs += [(root, 2), (root / "cpu", 1), (root / "cpu,cpuacct", 1)]
+    for start, version in dirs:
+        d = start
+        while True:
+            try:
+                if version == 2:
+                    quota, period = (d / "cpu.max").read_text().split()[:2]
+                else:
+                    quota = (d / "cpu.cfs_quota_us").read_text().strip()
+                    period = (d / "cpu.cfs_period_us").read_text().strip()
+                if quota not in ("max", "-1") and int(quota) > 0 and int(period) > 0:
+                    limits.append(int(quota) / int(period))
+            except (OSError, ValueError):
+                pass
+            if d == root or root not in d.parents:
+                break
+            d = d.parent
+    return min(limits) if limits else None
+
+
+def usable_cores() -> float:
+    """CPU cores this process may use: its CPU affinity, capped by a cgroup CPU quota (may be fractional)."""
+    try:
+        cores = float(len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no sched_getaffinity (macOS, Windows)
+        cores = float(os.cpu_count() or 1)
+    limit = _cgroup_cpu_limit()
+    return min(cores, limit) if limit is not None else cores
+
+
+def _ipv4_of(name: str) -> str | None:
+    """IPv4 address of network interface `name` (Linux ioctl SIOCGIFADDR), or None."""
+    import fcntl
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            ifreq = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))  # SIOCGIFADDR
+        except OSError:
+            return None
+    return socket.inet_ntoa(ifreq[20:24])
+
+
 def _loopback_interface() -> str:
-    names = [name for _, name in socket.if_nameindex()]
-    if "lo" not in names:
-        raise DistlabError(f"no loopback network interface 'lo' (found: {', '.join(names)}); "
-                           "the all-reduce measurement only talks to 127.0.0.1")
-    return "lo"
+    """Name of the network interface carrying 127.0.0.1, for GLOO_SOCKET_IFNAME ('lo' on Linux, 'lo0' on macOS)."""
+    try:
+        names = [name for _, name in socket.if_nameindex()]
+    except OSError:
+        names = []
+    if sys.platform.startswith("linux"):
+        for name in names:
+            if _ipv4_of(name) == "127.0.0.1":
+                return name
+    else:  # BSD and macOS name the loopback interface lo0
+        for name in ("lo0", "lo"):
+            if name in names:
+                return name
+    raise DistlabError(f"found no network interface carrying 127.0.0.1 (interfaces: {', '.join(names) or 'none'}); "
+                       "the all-reduce measurement only talks to 127.0.0.1")
+
+
+def _tail(path: Path, lines: int = 6, chars: int = 1500) -> str:
+    """The last lines a worker printed, without Python traceback frames (the error line stays)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    kept = []
+    for line in text.splitlines():
+        line = re.sub(r"^\[rank\d+\]:\s?", "", line).rstrip()  # torch prefixes a rank's stderr lines
+        if line and not line.startswith((" ", "Traceback (most recent call last)")):
+            kept.append(line)
+    return "\n".join(kept[-lines:])[-chars:]
+
+
+def _stop(procs) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+    for p in procs:
+        p.wait()
 
 
 def measure_all_reduce(world_sizes=(2, 3, 4), sizes_bytes=DEFAULT_SIZES, repeats=None, warmup=1,
-                       timeout=120.0) -> AllReduceMeasurement:
+                       timeout=120.0, startup_timeout=120.0) -> AllReduceMeasurement:
     """Time dist.all_reduce of float32 tensors on a gloo group of N processes on 127.0.0.1, for each N and size.
 
     One set of max(world_sizes) processes is started (each imports torch once); a group of the
     first N ranks is timed for each N while the others wait at a barrier. Every timing starts
     after a barrier of its group; each repetition keeps the slowest rank's time (`repeats`
     repetitions per size, default: default_repeats(size), after `warmup` untimed ones).
+    The processes meet through a torch.distributed.FileStore in a temporary directory (no
+    listening socket) and gloo talks over the loopback interface only. `startup_timeout` (s)
+    bounds starting them and joining the group, `timeout` (s) the measurement after that; if a
+    worker fails, the others are stopped at once and its exit code and last output raised.
     """
-    torch = require_torch()
+    require_torch()
     import torch.distributed as dist
 
     world_sizes = tuple(sorted({int(n) for n in world_sizes}))
@@ -183,33 +291,57 @@ def measure_all_reduce(world_sizes=(2, 3, 4), sizes_bytes=DEFAULT_SIZES, repeats
     if not (dist.is_available() and dist.is_gloo_available()):
         raise DistlabError("this PyTorch build has no torch.distributed gloo backend")
     world = world_sizes[-1]
-    # The parent hosts the rendezvous store on a port the OS picks (port 0): no race for a free port.
-    store = dist.TCPStore("127.0.0.1", 0, None, is_master=True, wait_for_workers=False)
-    env = dict(os.environ, GLOO_SOCKET_IFNAME=_loopback_interface(), MASTER_ADDR="127.0.0.1",
-               OMP_NUM_THREADS="1")
-    base = dict(world=world, port=store.port, world_sizes=list(world_sizes), sizes=list(sizes),
-                repeats=list(reps), warmup=int(warmup), timeout=float(timeout))
-    procs = []
-    try:
-        for rank in range(world):
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "distlab.verify._allreduce_worker", json.dumps(dict(base, rank=rank))],
-                stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-                text=True))
-        out, err0 = procs[0].communicate(timeout=timeout)
-        errors = [err0] + [p.communicate(timeout=timeout)[1] for p in procs[1:]]
-    except subprocess.TimeoutExpired as exc:
-        raise DistlabError(f"the all-reduce measurement did not finish within {timeout:g} s") from exc
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    if any(p.returncode for p in procs) or not out.strip():
-        tail = "\n".join(e.strip()[-800:] for e in errors if e and e.strip())
-        raise DistlabError(f"an all-reduce worker failed:\n{tail}")
-    gathered = json.loads(out.strip().splitlines()[-1])["times"]
+    env = dict(os.environ, GLOO_SOCKET_IFNAME=_loopback_interface(), OMP_NUM_THREADS="1")
+    with tempfile.TemporaryDirectory(prefix="distlab-allreduce-") as tmp:
+        work = Path(tmp)
+        base = dict(world=world, store=str(work / "store"), dir=str(work), world_sizes=list(world_sizes),
+                    sizes=list(sizes), repeats=list(reps), warmup=int(warmup),
+                    timeout=float(timeout) + float(startup_timeout))
+        logs = [work / f"rank{rank}.log" for rank in range(world)]
+        procs = []
+        try:
+            for rank in range(world):
+                with open(logs[rank], "wb") as log:  # a file, not a pipe: a chatty worker never blocks
+                    procs.append(subprocess.Popen(
+                        [sys.executable, "-m", "distlab.verify._allreduce_worker", json.dumps(dict(base, rank=rank))],
+                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env))
+            _wait(procs, logs, work, world, float(startup_timeout), float(timeout))
+        finally:
+            _stop(procs)
+        gathered = json.loads((work / "result.json").read_text())["times"]
     samples = {n: tuple(np.array([gathered[r][str(n)][i] for r in range(n)], dtype=float).max(axis=0)
                         for i in range(len(sizes)))
                for n in world_sizes}
-    return AllReduceMeasurement(world_sizes, sizes, samples, os.cpu_count() or 1)
+    return AllReduceMeasurement(world_sizes, sizes, samples, usable_cores())
+
+
+def _wait(procs, logs, work: Path, world: int, startup_timeout: float, timeout: float) -> None:
+    """Poll the workers until all exit 0; raise DistlabError on the first failure or when out of time."""
+    deadline, started = time.monotonic() + startup_timeout, False
+    while True:
+        codes = [p.poll() for p in procs]
+        failed = [(rank, code) for rank, code in enumerate(codes) if code not in (None, 0)]
+        if failed:
+            _stop(procs)
+            parts = []
+            for rank, code in failed:
+                how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+                out = _tail(logs[rank])
+                parts.append(f"all-reduce worker rank {rank} {how}" + (f":\n{out}" if out else " (no output)"))
+            raise DistlabError("\n".join(parts))
+        if all(code == 0 for code in codes):
+            if not (work / "result.json").is_file():
+                raise DistlabError("the all-reduce workers exited without writing their timings")
+            return
+        if not started and all((work / f"ready{rank}").exists() for rank in range(world)):
+            started, deadline = True, time.monotonic() + timeout
+        if time.monotonic() > deadline:
+            _stop(procs)
+            if not started:
+                waiting = [str(r) for r in range(world) if not (work / f"ready{r}").exists()]
+                raise DistlabError(f"the all-reduce workers did not start within {startup_timeout:g} s "
+                                   f"(rank(s) {', '.join(waiting)} never joined the group; this machine may be "
+                                   "overloaded: try startup_timeout=...)")
+            raise DistlabError(f"the all-reduce measurement did not finish within {timeout:g} s after start-up "
+                               "(try fewer or smaller sizes, or timeout=...)")
+        time.sleep(0.02)

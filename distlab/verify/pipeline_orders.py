@@ -1,14 +1,23 @@
 """The operation order of torch.distributed.pipelining's schedules, next to distlab.pipeline's.
 
-torch plans a schedule as a per-rank list of actions (forward, backward, weight gradient, and
-communication) before it runs it; that plan is pure arithmetic over (p, m, v), so it can be
-read without a process group. The planning methods are private (torch 2.x): this module
-builds the schedule objects without their constructors and calls them, and raises
-MissingDependencyError if they have moved.
+Each torch schedule is built through its own constructor, once per rank, on stand-in stages
+that record which microbatch each forward and backward call is for; no process group and no
+model are needed. So torch's own validity checks apply (a (p, m, v) torch refuses raises
+ConfigurationError with torch's reason), and two orders can be read:
+
+    executed   the calls the schedule's step makes on each rank: torch's ``_step_microbatches``
+               driven with the recording stages (GPipe and 1F1B run a hand-written loop;
+               interleaved 1F1B and ZB-H1 run their action list, lowered with communication)
+    plan       torch's ``pipeline_order``, the per-rank action list it builds in the
+               constructor (for GPipe and 1F1B only a description: their loop never reads it)
+
+All of this is private torch API (checked with torch 2.13.0); if it has moved, the functions
+raise MissingDependencyError.
 """
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 from ..errors import ConfigurationError, MissingDependencyError
@@ -22,52 +31,111 @@ TORCH_SCHEDULES = {
     "interleaved": "ScheduleInterleaved1F1B",
     "zb-h1": "ScheduleInterleavedZeroBubble",  # with one local stage: ZB-H1 ("ZB1P")
 }
+_SINGLE = ("ScheduleGPipe", "Schedule1F1B")  # one stage per rank: PipelineScheduleSingle
 _LETTERS = {"F": "F", "B": "B", "I": "B", "W": "W"}  # torch's I (input gradient) is our B
+SOURCES = ("executed", "plan")
 
 
-def torch_pipeline_orders(schedule, p, m, v=1) -> tuple[tuple[Op, ...], ...]:
-    """Per-rank compute operations of torch's plan for `schedule` with p ranks, m microbatches, v chunks.
+class _RecordingStage:
+    """Stands in for a torch PipelineStage: no model, no communication; logs each compute call as an Op."""
+
+    def __init__(self, index, p, v, log):
+        self.stage_index, self.num_stages = index, p * v
+        self.group_size, self.group_rank = p, index % p
+        self.is_first, self.is_last = index == 0, index == p * v - 1
+        self.device, self.submod, self.has_backward = "cpu", None, True
+        self.args_recv_info, self.act_send_info = {0: ()}, {}
+        self._log, self._chunk = log, index // p
+
+    def forward_one_chunk(self, mb, *args, **kwargs):
+        self._log.append(Op("F", mb, self._chunk))
+
+    def backward_one_chunk(self, mb, loss=None, full_backward=True, last_backward=False):
+        self._log.append(Op("B", mb, self._chunk))  # full or input-only backward: both are our B
+
+    def backward_weight_one_chunk(self, mb, last_backward=False):
+        self._log.append(Op("W", mb, self._chunk))
+
+    def _none(self, *args, **kwargs):
+        return None
+
+    def _no_ops(self, *args, **kwargs):
+        return []
+
+    _prepare_forward_infra = _prepare_backward_infra = perform_reduce_grad = clear_runtime_states = _none
+    set_local_fwd_input = set_local_bwd_input = get_local_bwd_output = _none
+    get_fwd_recv_ops = get_fwd_send_ops = get_bwd_recv_ops = get_bwd_send_ops = _no_ops
+    _get_init_p2p_neighbors_ops = _no_ops
+
+
+def _loss(output, target):
+    return None
+
+
+def _compute_ops(actions, p) -> tuple:
+    """torch _Actions -> Ops, leaving out idle slots (None), REDUCE_GRAD and send/receive."""
+    ops = []
+    for action in actions:
+        if action is None:
+            continue
+        kind = getattr(action.computation_type, "value", str(action.computation_type))
+        if kind in _LETTERS:
+            ops.append(Op(_LETTERS[kind], action.microbatch_index, action.stage_index // p))
+    return tuple(ops)
+
+
+def torch_pipeline_orders(schedule, p, m, v=1, source="executed") -> tuple[tuple[Op, ...], ...]:
+    """Per-rank compute operations of torch's `schedule` with p ranks, m microbatches, v chunks per rank.
 
     `schedule` is a distlab name ('gpipe', '1f1b', 'interleaved', 'zb-h1') or a torch class name.
-    Returns distlab.pipeline.Op tuples (kind, microbatch, chunk), like stage_orders; torch's
-    communication and gradient-reduction actions are left out.
+    source: 'executed' (the forward/backward calls torch's step makes) or 'plan' (torch's
+    pipeline_order). Returns distlab.pipeline.Op tuples (kind, microbatch, chunk), like
+    stage_orders; communication and gradient-reduction actions are left out.
     """
     require_torch()
-    from torch.distributed.pipelining import schedules
-
     cls_name = TORCH_SCHEDULES.get(str(schedule).lower(), schedule)
     if cls_name not in TORCH_SCHEDULES.values():
         raise ConfigurationError(f"schedule={schedule!r} has no torch counterpart here; "
                                  f"valid: {', '.join(TORCH_SCHEDULES)}")
-    if cls_name in ("ScheduleGPipe", "Schedule1F1B") and v != 1:
+    if source not in SOURCES:
+        raise ConfigurationError(f"source={source!r}; valid: {', '.join(SOURCES)}")
+    for name, value in (("p", p), ("m", m), ("v", v)):
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+            raise ConfigurationError(f"{name}={value!r} must be a whole number >= 1")
+    if cls_name in _SINGLE and v != 1:
         raise ConfigurationError(f"v={v}: {schedule} has one model chunk per rank; valid: v=1")
     try:
+        from torch.distributed.pipelining import schedules
+
         cls = getattr(schedules, cls_name)
-        obj = object.__new__(cls)
-        if cls_name in ("ScheduleGPipe", "Schedule1F1B"):
-            obj._num_stages, obj._n_microbatches = p, m
-            per_rank = obj._get_pipeline_order()
-        else:
-            obj.pp_group_size, obj.n_local_stages, obj._n_microbatches = p, v, m
-            obj.number_of_rounds = max(1, m // p)
-            obj.microbatches_per_round = m // obj.number_of_rounds
-            per_rank = {r: obj._calculate_single_rank_operations(r) for r in range(p)}
-        out = []
-        for rank in range(p):
-            ops = []
-            for action in per_rank[rank]:
-                if action is None:
-                    continue
-                kind = getattr(action.computation_type, "value", str(action.computation_type))
-                if kind not in _LETTERS:  # REDUCE_GRAD, send/receive
-                    continue
-                ops.append(Op(_LETTERS[kind], action.microbatch_index, action.stage_index // p))
-            out.append(tuple(ops))
-    except (AttributeError, TypeError, KeyError) as exc:  # the private planning API moved
+    except (ImportError, AttributeError) as exc:  # an older torch, or a build without torch.distributed
         import torch
 
         raise MissingDependencyError(
-            f"torch {torch.__version__}'s private pipelining planning API differs from the one distlab "
+            f"torch {torch.__version__} has no torch.distributed.pipelining.{cls_name} "
+            f"({type(exc).__name__}: {exc}); install a torch with it, e.g. pip install torch==2.13.0 "
+            "(the version this was checked with)") from exc
+    try:
+        out = []
+        for rank in range(p):
+            log: list = []
+            stages = [_RecordingStage(rank + k * p, p, v, log) for k in range(v)]
+            try:
+                sched = cls(stages[0] if cls_name in _SINGLE else stages, m, loss_fn=_loss)
+            except (ValueError, AssertionError) as exc:  # torch's own checks of (p, m, v)
+                reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise ConfigurationError(f"torch's {cls_name} refuses p={p}, m={m}, v={v}: "
+                                         f"{' '.join(reason.split())}") from exc
+            if source == "plan":
+                out.append(_compute_ops(sched.pipeline_order[rank], p))
+            else:
+                sched._step_microbatches(target_mbs=[None] * m)
+                out.append(tuple(log))
+    except (AttributeError, TypeError, KeyError) as exc:  # the private API moved
+        import torch
+
+        raise MissingDependencyError(
+            f"torch {torch.__version__}'s private pipelining API differs from the one distlab "
             f"reads ({type(exc).__name__}: {exc}); checked with torch 2.13.0"
         ) from exc
     return tuple(out)
@@ -75,12 +143,13 @@ def torch_pipeline_orders(schedule, p, m, v=1) -> tuple[tuple[Op, ...], ...]:
 
 @dataclass(frozen=True)
 class OrderComparison:
-    """torch's plan against distlab's order for one schedule and (p, m, v)."""
+    """torch's order against distlab's for one schedule and (p, m, v)."""
 
     schedule: str
     p: int
     m: int
     v: int
+    source: str                # 'executed' or 'plan' (see torch_pipeline_orders)
     differing_ranks: tuple     # ranks whose operation lists differ
     first_difference: str      # '' when identical, else e.g. 'rank 3, op 0: torch F1, distlab F0'
 
@@ -95,9 +164,9 @@ def _label(op: Op | None) -> str:
     return f"{op.kind}{op.microbatch}" + (f"c{op.chunk}" if op.chunk else "")
 
 
-def compare_pipeline_orders(schedule, p, m, v=1) -> OrderComparison:
+def compare_pipeline_orders(schedule, p, m, v=1, source="executed") -> OrderComparison:
     """Compare torch_pipeline_orders with distlab.pipeline.stage_orders, rank by rank."""
-    theirs = torch_pipeline_orders(schedule, p, m, v)
+    theirs = torch_pipeline_orders(schedule, p, m, v, source)
     ours = stage_orders(schedule, p, m, v)
     differing, first = [], ""
     for rank, (a, b) in enumerate(zip(theirs, ours)):
@@ -108,4 +177,4 @@ def compare_pipeline_orders(schedule, p, m, v=1) -> OrderComparison:
             i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
             first = (f"rank {rank}, op {i}: torch {_label(a[i] if i < len(a) else None)}, "
                      f"distlab {_label(b[i] if i < len(b) else None)}")
-    return OrderComparison(str(schedule), p, m, v, tuple(differing), first)
+    return OrderComparison(str(schedule), p, m, v, source, tuple(differing), first)
