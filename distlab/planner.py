@@ -18,7 +18,6 @@ import numpy as np
 
 from . import memory, models, training
 from .errors import ConfigurationError
-from .units import positive_int
 
 COLUMNS = ("dp", "tp", "pp", "chunks", "micro_batch_size", "zero", "recompute_code", "sequence_parallel",
            "schedule_code")
@@ -135,8 +134,7 @@ def plan(model, cluster, *, global_batch, seq_len=None, precision="mixed", effic
     """Evaluate every valid configuration; rank feasible ones first, then by step time."""
     model = models.model(model)
     cl = training._cluster(cluster, fabric, nodes)
-    batch = positive_int(global_batch, "global_batch")
-    s = positive_int(seq_len if seq_len is not None else model.seq_len, "seq_len")
+    batch, s, _ = training.batch_and_sequence(global_batch, seq_len if seq_len is not None else model.seq_len)
     eff = training.check_fraction(efficiency, "efficiency")
     recipe = memory.precision_recipe(precision)
     hw = training.hardware_arguments(cl, recipe)

@@ -88,10 +88,9 @@ def _finite(what: str, *values) -> None:
                                  f"(a bandwidth near 0, or sizes near 1e300)")
 
 
-#: Longest sequence (tokens) and largest micro-batch the formulas accept: far beyond any real run, small
-#: enough that b x s x h stays a finite float.
-MAX_SEQ_LEN = 2**30
-MAX_MICRO_BATCH = 2**20
+#: Longest sequence and largest micro-batch: the step model's bounds (distlab.training).
+MAX_SEQ_LEN = training.MAX_SEQ_LEN
+MAX_MICRO_BATCH = training.MAX_MICRO_BATCH
 #: Most tokens one GPU processes per step in backward_time.
 MAX_TOKENS_PER_GPU = 1e15
 

@@ -83,6 +83,26 @@ def check_fraction(value, name: str) -> float:
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
 
+#: Longest sequence (tokens), largest micro-batch and global batch (sequences) the step model accepts: far
+#: beyond any real run, small enough that every product of them (b x s x h, 6 x P x B x s FLOPs) stays a
+#: finite float.
+MAX_SEQ_LEN = 2**30
+MAX_MICRO_BATCH = 2**20
+MAX_GLOBAL_BATCH = 2**40
+
+
+def batch_and_sequence(global_batch, seq_len, micro_batch_size=1) -> tuple[int, int, int]:
+    """(global_batch, seq_len, micro_batch_size) as whole numbers within the step model's bounds."""
+    values = []
+    for value, name, top, what in ((global_batch, "global_batch", MAX_GLOBAL_BATCH, "sequences"),
+                                   (seq_len, "seq_len", MAX_SEQ_LEN, "tokens"),
+                                   (micro_batch_size, "micro_batch_size", MAX_MICRO_BATCH, "sequences")):
+        n = positive_int(value, name)
+        if n > top:
+            raise ConfigurationError(f"{name}={value!r} is more than {top:,} {what}")
+        values.append(n)
+    return tuple(values)
+
 
 def group_all_reduce_time_array(size_bytes, n, stride, gpus_per_node, intra_bw, intra_lat, inter_bw, inter_lat):
     """All-reduce time of the first rank group of n members spaced `stride` apart (ranks 0, stride, ...,
@@ -426,9 +446,8 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
         raise ConfigurationError(f"tp={tp} must divide the {g} GPUs of a node (tensor parallelism stays inside a node); valid: {valid}")
     memory.check_tp_divides_heads(model, tp)
     memory.layers_per_stage(model.layers, pp)
-    s = positive_int(seq_len if seq_len is not None else model.seq_len, "seq_len")
-    batch = positive_int(global_batch, "global_batch")
-    b = positive_int(micro_batch_size, "micro_batch_size")
+    batch, s, b = batch_and_sequence(global_batch, seq_len if seq_len is not None else model.seq_len,
+                                     micro_batch_size)
     v = positive_int(chunks, "chunks")
     if batch % (dp * b):
         raise ConfigurationError(f"global_batch={batch} is not a multiple of dp x micro_batch_size = {dp} x {b}; "

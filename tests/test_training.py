@@ -81,3 +81,22 @@ def test_fraction():
 @given(st.floats(1e6, 1e13), st.floats(1e3, 1e13), st.sampled_from(["none", "selective", "full"]))
 def test_hardware_flops_at_least_model_flops(params, tokens, mode):
     assert training.hardware_flops(params, tokens, mode) >= training.model_flops(params, tokens)
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("seq_len", 2**30 + 1, "more than 1,073,741,824 tokens"),
+    ("seq_len", 8.4e152, "more than 1,073,741,824 tokens"),  # once gave an infinite step time
+    ("global_batch", 2**41, "more than 1,099,511,627,776 sequences"),
+    ("micro_batch_size", 2**21, "more than 1,048,576 sequences"),
+])
+def test_sizes_beyond_the_step_models_bounds_are_refused(field, value, words):
+    # the bounds keep 6 x P x B x s and b x s x h finite floats: 6 x 1e12 x 2**40 x 2**30 ~ 7e36
+    from distlab import hardware, planner
+
+    config = dict(global_batch=2**20, seq_len=4096, micro_batch_size=1) | {field: value}
+    cluster = hardware.cluster("dgx-h100", 2)
+    with pytest.raises(ConfigurationError, match=words):
+        training.estimate("llama2-7b", cluster, **config)
+    if field != "micro_batch_size":
+        with pytest.raises(ConfigurationError, match=words):
+            planner.plan("llama2-7b", cluster, global_batch=config["global_batch"], seq_len=config["seq_len"])
