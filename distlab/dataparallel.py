@@ -42,7 +42,8 @@ import numpy as np
 
 from . import collectives, memory
 from .errors import ConfigurationError
-from .units import BYTES, SECONDS, format_bytes, format_seconds, non_negative, positive, positive_int
+from .units import (BYTES, SECONDS, format_bytes, format_seconds, non_negative, positive, positive_int,
+                    require_finite)
 
 __all__ = [
     "STEP_COLLECTIVES",
@@ -394,9 +395,7 @@ def bucketed_overlap(grad_bytes, backward_time, dp, *, buckets=None, bucket_size
     with np.errstate(over="ignore", invalid="ignore"):
         ready = backward * np.cumsum(sizes) / m if m else np.zeros(0)
         start, end = overlap_timeline(ready, comm)
-    if not (np.all(np.isfinite(end)) and np.all(np.isfinite(ready))):
-        raise ConfigurationError("the buckets' communication time is not a finite number: the inputs are too far "
-                                 "out of range (a bandwidth near 0, or sizes near 1e300)")
+    require_finite("the buckets' communication time", end, ready)
     return OverlapTimeline(sizes, ready, start, end, comm, backward, op, n)
 
 

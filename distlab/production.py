@@ -43,6 +43,7 @@ from .units import (
     non_negative,
     positive,
     positive_int,
+    require_finite,
 )
 
 __all__ = [
@@ -79,13 +80,6 @@ def _whole(value, name: str, low: int, high: int) -> int:
     if not ok:
         raise ConfigurationError(f"{name}={value!r} must be a whole number from {low} to {high:,}")
     return int(value)
-
-
-def _finite(what: str, *values) -> None:
-    """Refuse a result that overflowed (inputs too far out of range) instead of returning inf or NaN."""
-    if not all(np.all(np.isfinite(np.asarray(v, dtype=float))) for v in values):
-        raise ConfigurationError(f"{what} is not a finite number: the inputs are too far out of range "
-                                 f"(a bandwidth near 0, or sizes near 1e300)")
 
 
 #: Longest sequence and largest micro-batch: the step model's bounds (distlab.training).
@@ -231,7 +225,7 @@ def bucket_sweep(grad_bytes, backward_time, dp, *, max_buckets=1024, link=None, 
         per_bucket = latency_s + size * per_byte
         comm = buckets * per_bucket
         exposed = np.asarray(dataparallel.exposed_communication_time(comm, backward, buckets), dtype=float)
-    _finite("bucket_sweep's communication time", latency_s, per_byte, per_bucket, comm, exposed)
+    require_finite("bucket_sweep's communication time", latency_s, per_byte, per_bucket, comm, exposed)
     share = np.where(per_bucket > 0, size * per_byte / np.where(per_bucket > 0, per_bucket, 1.0), 1.0)
     return BucketSweep(m, backward, n, op, latency_s, per_byte, buckets.astype(int), size, per_bucket, comm, exposed,
                        share)
@@ -254,7 +248,7 @@ def backward_time(model, tokens_per_gpu, gpu="h100-sxm", *, precision="mixed", e
     peak = acc.peak(memory.precision_recipe(precision).compute_precision)
     eff = training.check_fraction(efficiency, "efficiency")
     result = 4.0 / training.FLOPS_PER_PARAM_TOKEN * training.model_flops(params, tokens) / (peak * eff)
-    _finite("backward_time", result)
+    require_finite("backward_time", result)
     return result
 
 
@@ -387,19 +381,19 @@ def dp_all_reduce(cluster, size_bytes, *, tp=1, pp=1, order="tp-cp-ep-dp-pp", gr
         bw = cl.fabric_bandwidth_per_gpu(same_local_rank=aligned, flows_per_node=max(flows, 1))
         intra_s = collectives.ring_all_reduce_time(size, l, intra.bandwidth, intra.latency)
         inter_s = collectives.ring_all_reduce_time(size / l, k, bw, inter.latency) if k > 1 else 0.0
-        _finite("dp_all_reduce's time", intra_s, inter_s, intra_s + inter_s)
+        require_finite("dp_all_reduce's time", intra_s, inter_s, intra_s + inter_s)
         return DPAllReduce(algorithm, size, tuple(members.tolist()), l, k, aligned, flows if k > 1 else 0,
                            bw if k > 1 else 0.0, float(intra_s), float(inter_s), float(intra_s + inter_s))
     nxt = np.roll(members, -1)
     crossing = (nxt // g) != node
     if n == 1 or not crossing.any():
         t = collectives.ring_all_reduce_time(size, n, intra.bandwidth, intra.latency)
-        _finite("dp_all_reduce's time", t)
+        require_finite("dp_all_reduce's time", t)
         return DPAllReduce(algorithm, size, tuple(members.tolist()), n, 1, True, 0, 0.0, float(t), 0.0, float(t))
     aligned = bool(np.all((nxt % g)[crossing] == local[crossing]))
     bw = cl.fabric_bandwidth_per_gpu(same_local_rank=aligned, flows_per_node=flows)
     t = collectives.ring_all_reduce_time(size, n, bw, inter.latency)
-    _finite("dp_all_reduce's time", t)
+    require_finite("dp_all_reduce's time", t)
     l = max(len(p) for p in per_node)
     return DPAllReduce(algorithm, size, tuple(members.tolist()), l, len(nodes_used), aligned, flows, bw, 0.0,
                        float(t), float(t))
@@ -591,7 +585,7 @@ def ring_attention_step(model, seq_len, cp, *, micro_batch_size=1, tp=1, precisi
     compute = flops / (peak * eff)
     kap = share * 4.0 * b * mdl.hidden / t / (peak * eff)
     chunk_star = (lam + math.sqrt(lam * lam + 4.0 * kap * alpha)) / (2.0 * kap)
-    _finite("ring_attention_step's transfer time", cost.time_s, compute, chunk_star * n)
+    require_finite("ring_attention_step's transfer time", cost.time_s, compute, chunk_star * n)
     cross = int(math.ceil(chunk_star)) * n
     return RingAttentionStep(s, n, b, t, bool(causal), kv_width, e, block, cost.time_s, flops, compute, cross)
 

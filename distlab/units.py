@@ -104,6 +104,15 @@ def parse_quantity(text: str, name: str = "value"):
                         f"expected something like '80 GB', '900 GB/s' or '400 Gb/s'") from None
 
 
+def require_finite(what: str, *values) -> None:
+    """Refuse a computed result that overflowed (inputs too far out of range) instead of returning inf or NaN."""
+    import numpy as np
+
+    if not all(np.all(np.isfinite(np.asarray(v, dtype=float))) for v in values):
+        raise ConfigurationError(f"{what} is not a finite number: the inputs are too far out of range "
+                                 f"(a bandwidth near 0, or sizes near 1e300)")
+
+
 def to_base(value, unit: str, name: str = "value") -> float:
     """Read `value` as a plain float in `unit`.
 
