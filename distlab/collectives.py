@@ -27,12 +27,12 @@ With N = 1 nothing moves: zero bytes, zero steps, zero time.
 from __future__ import annotations
 
 import functools
-import math
 import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
+from ._arguments import divisors, link_parameters, readonly
 from .errors import ConfigurationError, UnknownNameError
 from .units import (
     BYTES,
@@ -121,37 +121,6 @@ def _normalise_algorithm(op: str, algorithm) -> str:
 
 # ----------------------------------------------------------------------------------------
 # Links
-
-
-def _link_parameters(link, bandwidth, latency, prefix: str = "") -> tuple[float, float]:
-    """(bandwidth B/s per direction, latency s) from a link object or name, or explicit values.
-
-    Explicit `bandwidth=`/`latency=` override the link's; with no link, latency defaults to 0.
-    """
-    link_name = f"{prefix}link"
-    if link is None and bandwidth is None:
-        raise ConfigurationError(
-            f"no {link_name} given: pass {link_name}= (a name such as 'nvlink4' or a Link) "
-            f"or {prefix}bandwidth= (e.g. '450 GB/s', per direction) and {prefix}latency= (e.g. '5 us')"
-        )
-    if isinstance(link, str):
-        try:
-            from . import hardware
-        except ImportError:  # pragma: no cover - hardware is part of the package
-            raise ConfigurationError(
-                f"{link_name}={link!r}: link names need distlab.hardware; pass {prefix}bandwidth= and {prefix}latency="
-            ) from None
-        link = hardware.link(link)
-    if link is not None and not (hasattr(link, "bandwidth") and hasattr(link, "latency")):
-        raise ConfigurationError(
-            f"{link_name}={link!r} is neither a link name nor an object with .bandwidth (B/s) and .latency (s)"
-        )
-    bw = bandwidth if bandwidth is not None else link.bandwidth
-    lat = latency if latency is not None else (link.latency if link is not None else 0.0)
-    return (
-        positive(bw, BYTES_PER_SECOND, f"{prefix}bandwidth"),
-        non_negative(lat, SECONDS, f"{prefix}latency"),
-    )
 
 
 # ----------------------------------------------------------------------------------------
@@ -405,11 +374,6 @@ def _cost(op, algorithm, n, m, bw, alpha, *, inter=None, gpus_per_node=None) -> 
     raise AssertionError(f"no formula for {algorithm} {op}")  # pragma: no cover
 
 
-def _divisors(n: int) -> list[int]:
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
-
-
 def _hierarchical(n, m, gpus_per_node, intra, inter) -> CollectiveCost:
     """Intra-node ring reduce-scatter, inter-node ring all-reduce of M/g, intra-node all-gather.
 
@@ -483,7 +447,7 @@ def collective_cost(
     algorithm = _normalise_algorithm(op, algorithm)
     m = non_negative(size, BYTES, "size")
     n = positive_int(gpus, "gpus")
-    intra = _link_parameters(link, bandwidth, latency)
+    intra = link_parameters(link, bandwidth, latency)
     g = None
     inter = None
     if algorithm == "hierarchical":
@@ -493,11 +457,11 @@ def collective_cost(
             )
         g = positive_int(gpus_per_node, "gpus_per_node")
         if n % g:
-            valid = _divisors(n)
+            valid = divisors(n)
             shown = ", ".join(str(d) for d in valid[:24]) + (", ..." if len(valid) > 24 else "")
             raise ConfigurationError(f"gpus_per_node={g} does not divide gpus={n}; valid: {shown}")
         if n // g > 1:
-            inter = _link_parameters(inter_link, inter_bandwidth, inter_latency, prefix="inter_")
+            inter = link_parameters(inter_link, inter_bandwidth, inter_latency, prefix="inter_")
     return _cost(op, algorithm, n, m, intra[0], intra[1], inter=inter, gpus_per_node=g)
 
 
@@ -607,19 +571,19 @@ class CollectiveTrace:
         self.n = int(initial.shape[0])
         self.n_contributors = int(n_contributors)
         self.server = server
-        self.chunk_bounds = _readonly(np.asarray(chunk_bounds, dtype=np.int64))
+        self.chunk_bounds = readonly(np.asarray(chunk_bounds, dtype=np.int64))
         self.n_chunks = len(self.chunk_bounds) - 1
         self.itemsize = int(initial.dtype.itemsize)
-        self.chunk_nbytes = _readonly(np.diff(self.chunk_bounds) * self.itemsize)
+        self.chunk_nbytes = readonly(np.diff(self.chunk_bounds) * self.itemsize)
         self.size_bytes = float(initial.shape[1] * self.itemsize)
         self.steps = int(send_to.shape[0])
         self.phases = tuple(phases)  # (name, first step, number of steps)
-        self.initial = _readonly(initial.copy())
+        self.initial = readonly(initial.copy())
         self._start0 = start0
         self._length0 = length0
-        self.reduce_steps = _readonly(np.asarray(reduce_steps, dtype=bool))
-        self.send_to = _readonly(send_to)
-        self.send_chunk = _readonly(send_chunk)
+        self.reduce_steps = readonly(np.asarray(reduce_steps, dtype=bool))
+        self.send_to = readonly(send_to)
+        self.send_chunk = readonly(send_chunk)
         self.recv_from, self.recv_chunk, self._messages = _invert_sends(send_to, send_chunk, self.n)
         self._outputs_fn = outputs_fn
         self._run()
@@ -640,9 +604,9 @@ class CollectiveTrace:
             length[rows, chunks] = new_length
             self.update_start[k, rows] = new_start
             self.update_length[k, rows] = new_length
-        _readonly(self.update_start)
-        _readonly(self.update_length)
-        self.final = _readonly(buffers)
+        readonly(self.update_start)
+        readonly(self.update_length)
+        self.final = readonly(buffers)
         self._cache_arcs = (steps, start, length)
         self._cache_buffers = (steps, buffers)
 
@@ -718,7 +682,7 @@ class CollectiveTrace:
 
     def time_s(self, link=None, *, bandwidth=None, latency=None) -> float:
         """Alpha-beta time of the recorded schedule: sum over steps of alpha + largest message / B."""
-        bw, alpha = _link_parameters(link, bandwidth, latency)
+        bw, alpha = link_parameters(link, bandwidth, latency)
         if self.steps == 0:
             return 0.0
         return float(self.steps * alpha + self.bytes_sent.max(axis=1).sum() / bw)
@@ -814,11 +778,6 @@ class CollectiveTrace:
         )
 
 
-def _readonly(array: np.ndarray) -> np.ndarray:
-    array.flags.writeable = False
-    return array
-
-
 def _invert_sends(send_to, send_chunk, gpus):
     """recv_from / recv_chunk and the flat message list (step, sender, receiver, chunk).
 
@@ -838,7 +797,7 @@ def _invert_sends(send_to, send_chunk, gpus):
     pointers = np.searchsorted(ks, np.arange(send_to.shape[0] + 1))
     dtype = send_to.dtype
     messages = (pointers, senders.astype(dtype), receivers.astype(dtype), chunks.astype(dtype))
-    return _readonly(recv_from), _readonly(recv_chunk), messages
+    return readonly(recv_from), readonly(recv_chunk), messages
 
 
 def _as_buffers(arrays, name: str, equal_length: bool = True):

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._arguments import param_count, zero_stage
 from . import collectives, memory
 from .errors import ConfigurationError
 from .units import (BYTES, SECONDS, format_bytes, format_seconds, non_negative, positive, positive_int,
@@ -84,25 +85,9 @@ DDP_BUCKET_BYTES = 25 * 2**20
 _STAGE_NAMES = {0: "plain DP", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
 
 
-def _stage(zero) -> int:
-    if isinstance(zero, bool) or zero not in STEP_COLLECTIVES:
-        raise ConfigurationError(f"zero={zero!r} is not a ZeRO stage; valid: 0, 1, 2, 3")
-    return int(zero)
-
-
-def _param_count(model) -> float:
-    if isinstance(model, str):
-        from . import models
-
-        return float(models.model(model).parameter_count())
-    if hasattr(model, "parameter_count"):
-        return float(model.parameter_count())
-    return positive(model, "", "params")
-
-
 def stage_name(zero) -> str:
     """'plain DP', 'ZeRO-1', 'ZeRO-2' or 'ZeRO-3'."""
-    return _STAGE_NAMES[_stage(zero)]
+    return _STAGE_NAMES[zero_stage(zero)]
 
 
 def volume_factor(zero) -> int:
@@ -111,7 +96,7 @@ def volume_factor(zero) -> int:
     Counted from STEP_COLLECTIVES (an all-reduce is 2, a reduce-scatter or all-gather 1).
     Source: Rajbhandari et al. 2020, Sec. 7.2.
     """
-    return sum(_UNITS[op] for _, op in STEP_COLLECTIVES[_stage(zero)])
+    return sum(_UNITS[op] for _, op in STEP_COLLECTIVES[zero_stage(zero)])
 
 
 _FACTORS = np.array([volume_factor(z) for z in sorted(STEP_COLLECTIVES)], dtype=float)
@@ -124,7 +109,7 @@ def gradient_bytes(model, precision="mixed", tp=1, pp=1) -> float:
     precision (2-byte gradients): M = 14 GB. The per-GPU gradients of distlab.memory before any
     ZeRO sharding.
     """
-    params = _param_count(model)
+    params = param_count(model)
     return memory.model_state_bytes(params, precision, 0, 1, tp, pp)[1]
 
 
@@ -206,7 +191,7 @@ def step_communication(model, *, zero=0, dp, precision="mixed", tp=1, pp=1, link
     applies to plain DP's all-reduce only (None: ring). Without a link, time_s is None and the
     phases are priced on a 1 B/s link with no latency: read only their bytes.
     """
-    stage = _stage(zero)
+    stage = zero_stage(zero)
     n = positive_int(dp, "dp")
     m = gradient_bytes(model, precision, positive_int(tp, "tp"), positive_int(pp, "pp"))
     timed = link is not None or bandwidth is not None
@@ -409,7 +394,7 @@ def memory_per_gpu_curves(model, dps, precision="mixed", tp=1, pp=1) -> dict:
     The NumPy path of distlab.memory.model_state_bytes (ZeRO paper, Sec. 5.1 and Table 1);
     activations not counted.
     """
-    params = _param_count(model)
+    params = param_count(model)
     recipe = memory.precision_recipe(precision)
     dps = np.asarray(dps, dtype=float)
     if dps.size == 0 or np.any(dps < 1) or np.any(dps != np.round(dps)):

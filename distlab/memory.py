@@ -18,12 +18,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._arguments import RECOMPUTE_MODES, ZERO_STAGES, param_count, recompute_mode, zero_stage  # noqa: F401 (memory.ZERO_STAGES is public)
 from ._catalog import lookup
 from .errors import ConfigurationError, OutOfMemoryError
 from .units import BYTES, Q_, format_bytes, positive, positive_int, quantity
 
-ZERO_STAGES = (0, 1, 2, 3)
-RECOMPUTE_MODES = ("none", "selective", "full")
 
 
 #: Precisions a GPU's dense peak is listed in (distlab.hardware.PRECISIONS).
@@ -118,35 +117,15 @@ def precision_recipe(name) -> PrecisionRecipe:
     return lookup(PRECISIONS, name, "precision")
 
 
-def _zero_stage(zero) -> int:
-    if isinstance(zero, bool) or zero not in ZERO_STAGES:
-        raise ConfigurationError(f"zero={zero!r} is not a ZeRO stage; valid: 0, 1, 2, 3")
-    return int(zero)
-
-
-def _recompute(mode) -> str:
-    if mode is None:
-        return "none"
-    if not isinstance(mode, str) or mode.strip().lower() not in RECOMPUTE_MODES:
-        raise ConfigurationError(f"recompute={mode!r} is not a recomputation mode; valid: none, selective, full")
-    return mode.strip().lower()
-
-
-def _params(model_or_params) -> float:
-    if hasattr(model_or_params, "parameter_count"):
-        return float(model_or_params.parameter_count())
-    return positive(model_or_params, "", "params")
-
-
 def model_state_bytes(params, precision="mixed", zero=0, dp=1, tp=1, pp=1) -> tuple[float, float, float]:
     """Per-GPU (weights, gradients, optimizer) bytes.
 
     P' = params / (tp x pp); weights = w P' / (dp if ZeRO-3), gradients = g P' / (dp if
     ZeRO >= 2), optimizer = o P' / (dp if ZeRO >= 1). Source: ZeRO paper, Sec. 5.1, Fig. 1.
     """
-    n = _params(params)
+    n = param_count(params)
     recipe = precision_recipe(precision)
-    stage = _zero_stage(zero)
+    stage = zero_stage(zero)
     dp = positive_int(dp, "dp")
     tp, pp = positive_int(tp, "tp"), positive_int(pp, "pp")
     w, g, o = model_state_bytes_array(n, recipe, stage, dp, tp, pp)
@@ -199,7 +178,7 @@ def activation_bytes_per_layer(
     b = positive_int(micro_batch_size, "micro_batch_size")
     s = positive_int(seq_len if seq_len is not None else model.seq_len, "seq_len")
     t = positive_int(tp, "tp")
-    mode = _recompute(recompute)
+    mode = recompute_mode(recompute)
     recipe = precision_recipe(precision)
     check_tp_divides_heads(model, t)
     return float(activation_bytes_per_layer_array(model, b, s, t, bool(sequence_parallel),
@@ -414,9 +393,9 @@ def training_memory(
 
         model = models.model(model)
     recipe = precision_recipe(precision)
-    stage = _zero_stage(zero)
+    stage = zero_stage(zero)
     dp, tp, pp = positive_int(dp, "dp"), positive_int(tp, "tp"), positive_int(pp, "pp")
-    mode = _recompute(recompute)
+    mode = recompute_mode(recompute)
     w, g, o = model_state_bytes(model, recipe, stage, dp, tp, pp)
     has_shape = hasattr(model, "layers") and bool(count_activations)
     if has_shape:
@@ -432,7 +411,7 @@ def training_memory(
     capacity, gpu_name = (None, None) if gpu is None else gpu_capacity(gpu)
     config = dict(
         model=getattr(model, "name", None),
-        params=_params(model),
+        params=param_count(model),
         precision=recipe.name,
         zero=stage,
         dp=dp,

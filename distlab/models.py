@@ -24,6 +24,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Optional
 
+from ._arguments import divisors
 from ._catalog import lookup
 from .errors import ConfigurationError
 from .units import positive_int
@@ -41,21 +42,11 @@ __all__ = [
 NORMS = {"layernorm": 2, "rmsnorm": 1}  # LayerNorm: weight + bias; RMSNorm: weight only
 
 
-def _divisors(n: int) -> list[int]:
-    small, large = [], []
-    for d in range(1, math.isqrt(n) + 1):
-        if n % d == 0:
-            small.append(d)
-            if d != n // d:
-                large.append(n // d)
-    return small + large[::-1]
-
-
 def _divisor_hint(n: int, value: int) -> str:
     """The divisors of n, or those nearest to value when there are many (or n is huge)."""
     if n > 10**10:
         return f"a divisor of {n}"
-    divs = _divisors(n)
+    divs = divisors(n)
     if len(divs) <= 12:
         return ", ".join(map(str, divs))
     below = [d for d in divs if d < value][-3:]

@@ -42,6 +42,7 @@ from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
+from ._arguments import divisors, readonly, short_list
 from .errors import ConfigurationError
 from .units import (
     BYTES,
@@ -124,17 +125,6 @@ def _kind(kind) -> str:
     return _ALIASES[key]
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def _short_list(values: Sequence[int], limit: int = 8) -> str:
-    values = list(values)
-    if len(values) <= limit:
-        return ", ".join(str(v) for v in values)
-    return ", ".join(str(v) for v in values[:limit]) + ", ..."
-
-
 def check_microbatches(microbatches, batch=None) -> int:
     """Validate m against the samples one pipeline gets per step (``batch``, optional).
 
@@ -148,12 +138,12 @@ def check_microbatches(microbatches, batch=None) -> int:
     if m > n:
         raise ConfigurationError(
             f"microbatches={m} exceeds the {n} samples the pipeline gets per step (batch={n}); "
-            f"a microbatch holds at least one sample. Valid: divisors of {n}: {_short_list(_divisors(n))}"
+            f"a microbatch holds at least one sample. Valid: divisors of {n}: {short_list(divisors(n))}"
         )
     if n % m:
         raise ConfigurationError(
             f"microbatches={m} does not divide batch={n} samples per pipeline; "
-            f"valid: {_short_list(_divisors(n))}"
+            f"valid: {short_list(divisors(n))}"
         )
     return m
 
@@ -189,13 +179,13 @@ def _check_layout(kind: str, p: int, m: int, v: int, layers=None) -> None:
             if n_layers % p:
                 raise ConfigurationError(
                     f"interleaved needs layers={n_layers} to split evenly over stages={p}; "
-                    f"valid stages: {_short_list(_divisors(n_layers))}"
+                    f"valid stages: {short_list(divisors(n_layers))}"
                 )
             per_stage = n_layers // p
             if per_stage % v:
                 raise ConfigurationError(
                     f"chunks={v} does not divide the {per_stage} layers per stage "
-                    f"({n_layers} layers / {p} stages); valid: {_short_list(_divisors(per_stage))}"
+                    f"({n_layers} layers / {p} stages); valid: {short_list(divisors(per_stage))}"
                 )
 
 
@@ -510,11 +500,6 @@ class Timeline:
         )
 
 
-def _readonly(array: np.ndarray) -> np.ndarray:
-    array.flags.writeable = False
-    return array
-
-
 def _simulate_raw(raw, p, v, t_f, t_b, t_w, p2p, schedule, m=None) -> Timeline:
     lengths = [len(kinds) for kinds, _, _ in raw]
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
@@ -630,19 +615,19 @@ def _simulate_raw(raw, p, v, t_f, t_b, t_w, p2p, schedule, m=None) -> Timeline:
         stages=p,
         microbatches=m,
         chunks=v,
-        stage=_readonly(stage),
-        kind=_readonly(_KIND_LETTERS[kind]),
-        microbatch=_readonly(mb),
-        chunk=_readonly(chunk),
-        start=_readonly(start),
-        end=_readonly(end),
+        stage=readonly(stage),
+        kind=readonly(_KIND_LETTERS[kind]),
+        microbatch=readonly(mb),
+        chunk=readonly(chunk),
+        start=readonly(start),
+        end=readonly(end),
         step_time=step_time,
-        busy=_readonly(busy),
-        stage_bubble=_readonly(stage_bubble),
+        busy=readonly(busy),
+        stage_bubble=readonly(stage_bubble),
         bubble_fraction=float(bubble),
         overhead=float(overhead),
-        peak_in_flight=_readonly(peak(_B)),
-        peak_in_flight_w=_readonly(peak(_W if split else _B)),
+        peak_in_flight=readonly(peak(_B)),
+        peak_in_flight_w=readonly(peak(_W if split else _B)),
         p2p=p2p,
     )
 
@@ -1032,7 +1017,7 @@ def analyze_stages(
                 values.update(alt_schedule="1f1b", alt_schedule_bubble=value)
             candidates = []
         elif batch is not None:
-            candidates = [d for d in _divisors(positive_int(batch, "batch")) if d > m]
+            candidates = [d for d in divisors(positive_int(batch, "batch")) if d > m]
         else:
             guess = max(m + 1, math.ceil((p - 1) * (1 - threshold) / (threshold * v) - 1e-9))
             candidates = [guess * 2**k for k in range(6)]
@@ -1083,7 +1068,7 @@ def analyze_stages(
         # (c) interleaving (more chunks) and zero-bubble scheduling
         if name in ("gpipe", "1f1b", "interleaved") and m % p == 0 and n_layers % p == 0:
             found = pick(
-                [w for w in _divisors(n_layers // p) if w > v],
+                [w for w in divisors(n_layers // p) if w > v],
                 lambda w: _bubble_for("interleaved", p, m, w, n_layers, unit_time, factor, p2p),
             )
             if found:

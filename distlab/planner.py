@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._arguments import as_cluster, divisors
 from . import memory, models, training
 from .errors import ConfigurationError
 
@@ -94,26 +95,22 @@ class Plan:
                 f"{self.feasible_count} fit in memory" + (f"; not evaluated: {rejected}" if rejected else ""))
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch: int) -> tuple[dict, dict]:
     """All valid configurations as NumPy columns, and the counts of candidates rejected and why."""
     rejected = {"tp not dividing the heads": 0, "batch not divisible by dp": 0, "interleaving not possible": 0}
     rows = []
-    for tp in _divisors(gpus_per_node):
+    for tp in divisors(gpus_per_node):
         if model.heads % tp:
             rejected["tp not dividing the heads"] += 1
             continue
-        for pp in _divisors(gpus // tp) if gpus % tp == 0 else []:
+        for pp in divisors(gpus // tp) if gpus % tp == 0 else []:
             if pp > model.layers:
                 continue
             dp = gpus // (tp * pp)
             if global_batch % dp:
                 rejected["batch not divisible by dp"] += 1
                 continue
-            for b in _divisors(global_batch // dp):
+            for b in divisors(global_batch // dp):
                 m = global_batch // (dp * b)
                 for v in range(1, model.layers // pp + 1):
                     if v > 1 and (pp == 1 or model.layers % (pp * v) or m % pp):
@@ -133,7 +130,7 @@ def plan(model, cluster, *, global_batch, seq_len=None, precision="mixed", effic
          nodes=None) -> Plan:
     """Evaluate every valid configuration; rank feasible ones first, then by step time."""
     model = models.model(model)
-    cl = training._cluster(cluster, fabric, nodes)
+    cl = as_cluster(cluster, nodes, fabric)
     batch, s, _ = training.batch_and_sequence(global_batch, seq_len if seq_len is not None else model.seq_len)
     eff = training.check_fraction(efficiency, "efficiency")
     recipe = memory.precision_recipe(precision)

@@ -25,11 +25,11 @@ Lesson 8's formulas, built on the physics below them (imports point downward onl
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
+from ._arguments import as_cluster, whole_number
 from . import collectives, dataparallel, hardware, memory, tensor, training
 from .errors import ConfigurationError
 from .training import OOMTriage, TriageStep, oom_triage
@@ -71,15 +71,6 @@ __all__ = [
 
 #: oom_triage lives in distlab.training (estimate's explain_infeasible is built on it); one implementation.
 triage_oom = oom_triage
-
-
-def _whole(value, name: str, low: int, high: int) -> int:
-    """A whole number in [low, high] (8.0 is accepted; 2.5, True, NaN are not)."""
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) \
-        and value == int(value) and low <= value <= high
-    if not ok:
-        raise ConfigurationError(f"{name}={value!r} must be a whole number from {low} to {high:,}")
-    return int(value)
 
 
 #: Longest sequence and largest micro-batch: the step model's bounds (distlab.training).
@@ -152,7 +143,7 @@ class BucketSweep:
 
     def at(self, buckets) -> dict:
         """The sweep's numbers at one bucket count (plain floats)."""
-        b = _whole(buckets, "buckets", 1, int(self.buckets[-1]))
+        b = whole_number(buckets, "buckets", 1, int(self.buckets[-1]))
         i = b - 1
         return dict(buckets=b, bucket_bytes=float(self.bucket_bytes[i]), per_bucket_s=float(self.per_bucket_s[i]),
                     comm_total_s=float(self.comm_total_s[i]), exposed_s=float(self.exposed_s[i]),
@@ -161,7 +152,7 @@ class BucketSweep:
     def timeline(self, buckets) -> dataparallel.OverlapTimeline:
         """The per-bucket timeline of one count (dataparallel.overlap_timeline): bucket i ready at
         (i+1)/B of backward, each taking per_bucket_s on one stream."""
-        b = _whole(buckets, "buckets", 1, int(self.buckets[-1]))
+        b = whole_number(buckets, "buckets", 1, int(self.buckets[-1]))
         sizes = np.full(b, self.grad_bytes / b)
         ready = self.backward_s * np.arange(1, b + 1) / b
         comm = np.full(b, float(self.per_bucket_s[b - 1]))
@@ -212,7 +203,7 @@ def bucket_sweep(grad_bytes, backward_time, dp, *, max_buckets=1024, link=None, 
     m = positive(grad_bytes, BYTES, "grad_bytes")
     backward = non_negative(backward_time, SECONDS, "backward_time")
     n = positive_int(dp, "dp")
-    top = _whole(max_buckets, "max_buckets", 1, MAX_SWEEP_BUCKETS)
+    top = whole_number(max_buckets, "max_buckets", 1, MAX_SWEEP_BUCKETS)
     if op not in ("all-reduce", "reduce-scatter"):
         raise ConfigurationError(f"op={op!r}: the gradient step is an 'all-reduce' (DP) or a 'reduce-scatter' (ZeRO-2)")
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # overflow is refused below
@@ -297,18 +288,6 @@ class DPAllReduce:
                 f"{format_seconds(self.time_s)}")
 
 
-def _cluster(cluster, nodes=None, fabric=None, oversubscription=None, rail_optimized=None) -> hardware.Cluster:
-    if isinstance(cluster, hardware.Cluster):
-        if nodes is None and fabric is None and oversubscription is None and rail_optimized is None:
-            return cluster
-        return hardware.cluster(cluster.node, cluster.nodes if nodes is None else nodes,
-                                cluster.fabric if fabric is None else fabric,
-                                cluster.oversubscription if oversubscription is None else oversubscription,
-                                cluster.rail_optimized if rail_optimized is None else rail_optimized)
-    return hardware.cluster(cluster, positive_int(1 if nodes is None else nodes, "nodes"), fabric,
-                            1.0 if oversubscription is None else oversubscription, bool(rail_optimized))
-
-
 def _flows_per_node(groups: np.ndarray, g: int, algorithm: str) -> int:
     """Transfers leaving the busiest node across the fabric when every group all-reduces at once.
 
@@ -346,7 +325,7 @@ def dp_all_reduce(cluster, size_bytes, *, tp=1, pp=1, order="tp-cp-ep-dp-pp", gr
     """
     from . import mesh
 
-    cl = _cluster(cluster)
+    cl = as_cluster(cluster)
     if algorithm not in ALGORITHMS:
         raise ConfigurationError(f"algorithm={algorithm!r}; valid: {', '.join(ALGORITHMS)}")
     size = non_negative(size_bytes, BYTES, "size_bytes")
@@ -357,7 +336,7 @@ def dp_all_reduce(cluster, size_bytes, *, tp=1, pp=1, order="tp-cp-ep-dp-pp", gr
     g = cl.gpus_per_node
     lay = mesh.layout(cl.gpus, tp=tp, pp=pp, dp=dp, order=order, gpus_per_node=g)
     groups = np.asarray(lay.groups("dp"), dtype=int)
-    index = _whole(group, "group", 0, len(groups) - 1)
+    index = whole_number(group, "group", 0, len(groups) - 1)
     members = groups[index]
     node = members // g
     local = members % g
@@ -719,7 +698,7 @@ def simulate_slowest(gpus, sigma, *, slow_factor=1.0, steps=1000, seed=0) -> np.
     if n * steps > MAX_SIMULATION_DRAWS:
         raise ConfigurationError(f"gpus x steps = {n:,} x {steps:,} draws is over {MAX_SIMULATION_DRAWS:,}; "
                                  f"simulate fewer steps")
-    rng = np.random.default_rng(_whole(seed, "seed", 0, 2**63 - 1))
+    rng = np.random.default_rng(whole_number(seed, "seed", 0, 2**63 - 1))
     out = np.empty(steps)
     chunk = max(1, 4_000_000 // n)
     for start in range(0, steps, chunk):

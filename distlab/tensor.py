@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._arguments import divisors, link_parameters, recompute_mode, short_list
 from . import collectives, memory
 from .errors import ConfigurationError
 from .units import (
@@ -125,15 +126,6 @@ def _model(model):
     )
 
 
-def _divisors(n: int) -> list[int]:
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
-
-
-def _shown(values: list[int], limit: int = 16) -> str:
-    return ", ".join(str(v) for v in values[:limit]) + (", ..." if len(values) > limit else "")
-
-
 def valid_tp_degrees(model, gpus_per_node=None) -> list[int]:
     """The TP degrees that divide the heads, the key/value heads, the hidden and MLP sizes
     (and the GPUs of a node, when gpus_per_node is given)."""
@@ -141,7 +133,7 @@ def valid_tp_degrees(model, gpus_per_node=None) -> list[int]:
     common = math.gcd(math.gcd(m.heads, m.kv_heads), math.gcd(m.hidden, m.ffn))
     if gpus_per_node is not None:
         common = math.gcd(common, positive_int(gpus_per_node, "gpus_per_node"))
-    return _divisors(common)
+    return divisors(common)
 
 
 def check_tp(model, tp, gpus_per_node=None) -> int:
@@ -158,13 +150,13 @@ def check_tp(model, tp, gpus_per_node=None) -> int:
                        (m.ffn, "MLP inner size (ffn)")):
         if size % t:
             raise ConfigurationError(
-                f"tp={t} does not divide the {size} {what} of {m.name}; valid: {_shown(valid_tp_degrees(m))}"
+                f"tp={t} does not divide the {size} {what} of {m.name}; valid: {short_list(valid_tp_degrees(m), 16)}"
             )
     if gpus_per_node is not None:
         g = positive_int(gpus_per_node, "gpus_per_node")
         if g % t:
             raise ConfigurationError(
-                f"tp={t} does not divide the {g} GPUs of a node; valid: {_shown(_divisors(g))} "
+                f"tp={t} does not divide the {g} GPUs of a node; valid: {short_list(divisors(g), 16)} "
                 f"(a TP group must stay inside one node: its all-reduces run on every layer)"
             )
     return t
@@ -306,7 +298,7 @@ def forward_passes(recompute="none") -> tuple[float, float]:
     forward runs again); (3, 4) with selective recomputation, which re-runs only the attention
     core, QK^T and AV (Korthikanti et al. 2022, Sec. 5).
     """
-    mode = memory._recompute(recompute)
+    mode = recompute_mode(recompute)
     return {"none": (3.0, 3.0), "selective": (3.0, 4.0), "full": (4.0, 4.0)}[mode]
 
 
@@ -532,7 +524,7 @@ def tp_layer_cost(
     t = check_tp(m, tp, gpus_per_node)
     b = positive_int(micro_batch_size, "micro_batch_size")
     s = positive_int(seq_len if seq_len is not None else m.seq_len, "seq_len")
-    mode = memory._recompute(recompute)
+    mode = recompute_mode(recompute)
     eff = positive(efficiency, "", "efficiency")
     if eff > 1:
         raise ConfigurationError(f"efficiency={eff:g} must be a fraction in (0, 1] of the GPU's peak")
@@ -546,7 +538,7 @@ def tp_layer_cost(
         table = tuple(forward) + tuple((name.replace("forward:", "recomputed forward:"), op) for name, op in forward) \
             + tuple(entry for entry in table if entry[0].startswith("backward"))
     costs = tuple((name, collectives.collective_cost(op, size, t, **kwargs)) for name, op in table)
-    bw, lat = collectives._link_parameters(link, bandwidth, latency)
+    bw, lat = link_parameters(link, bandwidth, latency)
     return TPLayerCost(
         model=m.name,
         tp=t,
@@ -687,7 +679,7 @@ def ring_attention_buffer(seq_len, cp, hidden, *, precision="mixed", micro_batch
     if s % n:
         raise ConfigurationError(
             f"cp={n} does not divide seq_len={s}: every GPU of the ring holds an equal block of tokens; "
-            f"valid cp: {_shown(_divisors(s))}"
+            f"valid cp: {short_list(divisors(s), 16)}"
         )
     e = element_bytes(precision)
     avail = None if available is None else positive(available, BYTES, "available")
@@ -713,7 +705,7 @@ def _matrix(a, name: str) -> np.ndarray:
 
 def _check_split(size: int, t: int, what: str) -> None:
     if size % t:
-        raise ConfigurationError(f"tp={t} does not divide the {size} {what}; valid: {_shown(_divisors(size))}")
+        raise ConfigurationError(f"tp={t} does not divide the {size} {what}; valid: {short_list(divisors(size), 16)}")
 
 
 def _gelu(x):

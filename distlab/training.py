@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._arguments import as_cluster, recompute_mode, zero_stage
 from .errors import ConfigurationError
 from .units import FLOP_PER_SECOND, SECONDS, format_bytes, format_seconds, positive, positive_int
 
@@ -30,9 +31,7 @@ def model_flops(params, tokens) -> float:
 def hardware_flops(params, tokens, recompute="none") -> float:
     """FLOPs the GPUs execute: 6PT, or 8PT with full recomputation (selective recomputation of
     attention scores adds no parameter FLOPs in this model)."""
-    from .memory import _recompute
-
-    factor = FLOPS_PER_PARAM_TOKEN_FULL_RECOMPUTE if _recompute(recompute) == "full" else FLOPS_PER_PARAM_TOKEN
+    factor = FLOPS_PER_PARAM_TOKEN_FULL_RECOMPUTE if recompute_mode(recompute) == "full" else FLOPS_PER_PARAM_TOKEN
     return factor * positive(params, "", "params") * positive(tokens, "", "tokens")
 
 
@@ -409,14 +408,6 @@ def hardware_arguments(cl, recipe) -> dict:
                 hbm_bandwidth=cl.accelerator.memory_bandwidth, recipe=recipe)
 
 
-def _cluster(cluster, fabric=None, nodes=None):
-    from . import hardware
-
-    if isinstance(cluster, hardware.Cluster):
-        return cluster
-    return hardware.cluster(cluster, positive_int(nodes if nodes is not None else 1, "nodes"), fabric)
-
-
 def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1, chunks=1, micro_batch_size=1,
              zero=0, recompute="none", sequence_parallel=False, schedule="1f1b", precision="mixed",
              efficiency=0.5, fabric=None, nodes=None) -> StepEstimate:
@@ -430,7 +421,7 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     from . import memory, models
 
     model = models.model(model)
-    cl = _cluster(cluster, fabric, nodes)
+    cl = as_cluster(cluster, nodes, fabric)
     g = cl.node.gpus_per_node
     tp, pp = positive_int(tp, "tp"), positive_int(pp, "pp")
     if tp * pp > cl.gpus or cl.gpus % (tp * pp):
@@ -463,8 +454,8 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
             raise ConfigurationError(f"interleaved: {model.layers} layers do not split into pp x chunks = {pp * v} equal chunks")
         if m % pp:
             raise ConfigurationError(f"interleaved: microbatches per pipeline m={m} must be a multiple of pp={pp}")
-    mode = memory._recompute(recompute)
-    zero = memory._zero_stage(zero)
+    mode = memory.recompute_mode(recompute)
+    zero = zero_stage(zero)
     eff = check_fraction(efficiency, "efficiency")
     recipe = memory.precision_recipe(precision)
     hw = hardware_arguments(cl, recipe)
@@ -721,7 +712,7 @@ def memory_modes_index(mode) -> int:
     """Position of a recomputation mode in memory.RECOMPUTE_MODES (none 0, selective 1, full 2)."""
     from . import memory
 
-    return memory.RECOMPUTE_MODES.index(memory._recompute(mode))
+    return memory.RECOMPUTE_MODES.index(recompute_mode(mode))
 
 
 def format_fixes(fixes: list[dict]) -> str:

@@ -1,0 +1,136 @@
+"""Argument checks and small helpers shared by the formula modules (one copy of each).
+
+Internal: the formula modules import these names; lessons and users call the formula modules. Each check
+raises ConfigurationError naming the parameter and its valid values, the contract of distlab.errors.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Sequence
+
+import numpy as np
+
+from .errors import ConfigurationError
+from .units import positive, positive_int
+
+#: ZeRO stages (Rajbhandari et al. 2020): 0 is plain data parallelism.
+ZERO_STAGES = (0, 1, 2, 3)
+#: Activation recomputation modes (Korthikanti et al. 2022, Sec. 5).
+RECOMPUTE_MODES = ("none", "selective", "full")
+
+
+def divisors(n: int) -> list[int]:
+    """Every divisor of n, ascending.
+
+    >>> divisors(12)
+    [1, 2, 3, 4, 6, 12]
+    """
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def short_list(values: Sequence[int], limit: int = 8) -> str:
+    """The first `limit` values, comma-separated, with ', ...' when there are more (for error messages).
+
+    >>> short_list(range(1, 11))
+    '1, 2, 3, 4, 5, 6, 7, 8, ...'
+    """
+    values = list(values)
+    shown = ", ".join(str(v) for v in values[:limit])
+    return shown + (", ..." if len(values) > limit else "")
+
+
+def readonly(array: np.ndarray) -> np.ndarray:
+    """The same array, marked read-only (records handed to plots and tests cannot be changed in place)."""
+    array.flags.writeable = False
+    return array
+
+
+def whole_number(value, name: str, low: int, high: int) -> int:
+    """A whole number in [low, high]: 8.0 is accepted; 2.5, True and NaN are not.
+
+    >>> whole_number(8.0, "buckets", 1, 10)
+    8
+    """
+    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+          and value == int(value) and low <= value <= high)
+    if not ok:
+        raise ConfigurationError(f"{name}={value!r} must be a whole number from {low} to {high:,}")
+    return int(value)
+
+
+def zero_stage(zero) -> int:
+    """A ZeRO stage, 0 to 3 (True is refused: it is not a stage)."""
+    if isinstance(zero, bool) or zero not in ZERO_STAGES:
+        raise ConfigurationError(f"zero={zero!r} is not a ZeRO stage; valid: 0, 1, 2, 3")
+    return int(zero)
+
+
+def recompute_mode(mode) -> str:
+    """An activation recomputation mode: 'none' (also None), 'selective' or 'full'.
+
+    >>> recompute_mode(" Selective ")
+    'selective'
+    """
+    if mode is None:
+        return "none"
+    if not isinstance(mode, str) or mode.strip().lower() not in RECOMPUTE_MODES:
+        raise ConfigurationError(f"recompute={mode!r} is not a recomputation mode; valid: none, selective, full")
+    return mode.strip().lower()
+
+
+def param_count(model) -> float:
+    """Parameter count of a model (a catalog name or anything with .parameter_count()) or of a plain number."""
+    if isinstance(model, str):
+        from . import models
+
+        return float(models.model(model).parameter_count())
+    if hasattr(model, "parameter_count"):
+        return float(model.parameter_count())
+    return positive(model, "", "params")
+
+
+def link_parameters(link, bandwidth, latency, prefix: str = "") -> tuple[float, float]:
+    """(bandwidth B/s per direction, latency s) from a link object or name, or explicit values.
+
+    Explicit `bandwidth=`/`latency=` override the link's; with no link, latency defaults to 0.
+    """
+    from .units import BYTES_PER_SECOND, SECONDS, non_negative
+
+    link_name = f"{prefix}link"
+    if link is None and bandwidth is None:
+        raise ConfigurationError(
+            f"no {link_name} given: pass {link_name}= (a name such as 'nvlink4' or a Link) "
+            f"or {prefix}bandwidth= (e.g. '450 GB/s', per direction) and {prefix}latency= (e.g. '5 us')"
+        )
+    if isinstance(link, str):
+        from . import hardware
+
+        link = hardware.link(link)
+    if link is not None and not (hasattr(link, "bandwidth") and hasattr(link, "latency")):
+        raise ConfigurationError(
+            f"{link_name}={link!r} is neither a link name nor an object with .bandwidth (B/s) and .latency (s)"
+        )
+    bw = bandwidth if bandwidth is not None else link.bandwidth
+    lat = latency if latency is not None else (link.latency if link is not None else 0.0)
+    return (
+        positive(bw, BYTES_PER_SECOND, f"{prefix}bandwidth"),
+        non_negative(lat, SECONDS, f"{prefix}latency"),
+    )
+
+
+def as_cluster(cluster, nodes=None, fabric=None, oversubscription=None, rail_optimized=None):
+    """A hardware.Cluster: passed through, rebuilt with the given overrides, or built from a node name."""
+    from . import hardware
+
+    if isinstance(cluster, hardware.Cluster):
+        if nodes is None and fabric is None and oversubscription is None and rail_optimized is None:
+            return cluster
+        return hardware.cluster(cluster.node, cluster.nodes if nodes is None else nodes,
+                                cluster.fabric if fabric is None else fabric,
+                                cluster.oversubscription if oversubscription is None else oversubscription,
+                                cluster.rail_optimized if rail_optimized is None else rail_optimized)
+    return hardware.cluster(cluster, positive_int(1 if nodes is None else nodes, "nodes"), fabric,
+                            1.0 if oversubscription is None else oversubscription, bool(rail_optimized))
