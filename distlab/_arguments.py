@@ -134,3 +134,19 @@ def as_cluster(cluster, nodes=None, fabric=None, oversubscription=None, rail_opt
                                 cluster.rail_optimized if rail_optimized is None else rail_optimized)
     return hardware.cluster(cluster, positive_int(1 if nodes is None else nodes, "nodes"), fabric,
                             1.0 if oversubscription is None else oversubscription, bool(rail_optimized))
+
+
+def renamed_attribute(module: str, name: str, renamed: dict, namespace: dict):
+    """A module-level __getattr__ for renamed public names: the old name still works and warns.
+
+    >>> renamed_attribute("distlab.memory", "OLD", {"OLD": "NEW"}, {"NEW": 1})  # doctest: +SKIP
+    1
+    """
+    import warnings
+
+    if name in renamed:
+        new = renamed[name]
+        warnings.warn(f"{module}.{name} is now {module}.{new}; the old name will be removed",
+                      DeprecationWarning, stacklevel=3)
+        return namespace[new]
+    raise AttributeError(f"module {module!r} has no attribute {name!r}")

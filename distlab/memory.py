@@ -18,15 +18,41 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._arguments import RECOMPUTE_MODES, ZERO_STAGES, param_count, recompute_mode, zero_stage  # noqa: F401 (memory.ZERO_STAGES is public)
+from ._arguments import RECOMPUTE_MODES, ZERO_STAGES, param_count, recompute_mode, renamed_attribute, zero_stage
 from ._catalog import lookup
 from .errors import ConfigurationError, OutOfMemoryError
+from .hardware import PRECISIONS as PEAK_PRECISIONS
 from .units import BYTES, Q_, format_bytes, positive, positive_int, quantity
 
 
 
-#: Precisions a GPU's dense peak is listed in (distlab.hardware.PRECISIONS).
-_PEAK_PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4")
+
+
+__all__ = [
+    "ZERO_STAGES",
+    "RECOMPUTE_MODES",
+    "PEAK_PRECISIONS",
+    "PrecisionRecipe",
+    "PRECISION_RECIPES",
+    "precision_recipe",
+    "model_state_bytes",
+    "model_state_bytes_array",
+    "max_trainable_params",
+    "activation_bytes_per_layer",
+    "activation_bytes_per_layer_array",
+    "check_tp_divides_heads",
+    "layers_per_stage",
+    "MemoryBreakdown",
+    "gpu_capacity",
+    "training_memory",
+]
+
+#: Old names that still work, with a DeprecationWarning.
+_RENAMED = {"PRECISIONS": "PRECISION_RECIPES"}
+
+
+def __getattr__(name):
+    return renamed_attribute(__name__, name, _RENAMED, globals())
 
 
 @dataclass(frozen=True)
@@ -56,7 +82,7 @@ class PrecisionRecipe:
             object.__setattr__(self, "message_bytes", self.activation_bytes)
         if self.compute_precision is None:
             name = str(self.name).strip().lower()
-            object.__setattr__(self, "compute_precision", name if name in _PEAK_PRECISIONS else "bf16")
+            object.__setattr__(self, "compute_precision", name if name in PEAK_PRECISIONS else "bf16")
 
     @property
     def bytes_per_param(self) -> float:
@@ -73,7 +99,7 @@ _MIXED = dict(
     source="Rajbhandari et al. 2020 (ZeRO), Sec. 3.1: 2 + 2 + K bytes with K = 12",
 )
 
-PRECISIONS = {
+PRECISION_RECIPES = {
     "mixed": PrecisionRecipe("mixed", **_MIXED, compute_precision="bf16"),
     "bf16": PrecisionRecipe("bf16", **_MIXED, compute_precision="bf16"),
     "fp16": PrecisionRecipe("fp16", **_MIXED, compute_precision="fp16"),
@@ -111,10 +137,16 @@ PRECISIONS = {
 
 
 def precision_recipe(name) -> PrecisionRecipe:
-    """Look up a precision recipe by name ('mixed', 'bf16', 'fp16', 'fp32', 'fp8'), or pass one through."""
+    """Look up a precision recipe by name ('mixed', 'bf16', 'fp16', 'fp32', 'fp8'), or pass one through.
+
+    Lesson 1 §1.
+
+    >>> precision_recipe('mixed').bytes_per_param  # 2 + 2 + 12 (ZeRO Sec. 3.1)
+    16
+    """
     if isinstance(name, PrecisionRecipe):
         return name
-    return lookup(PRECISIONS, name, "precision")
+    return lookup(PRECISION_RECIPES, name, "precision")
 
 
 def model_state_bytes(params, precision="mixed", zero=0, dp=1, tp=1, pp=1) -> tuple[float, float, float]:
@@ -122,6 +154,13 @@ def model_state_bytes(params, precision="mixed", zero=0, dp=1, tp=1, pp=1) -> tu
 
     P' = params / (tp x pp); weights = w P' / (dp if ZeRO-3), gradients = g P' / (dp if
     ZeRO >= 2), optimizer = o P' / (dp if ZeRO >= 1). Source: ZeRO paper, Sec. 5.1, Fig. 1.
+
+    Lesson 1 §1 (replicated), Lesson 3 §2 (ZeRO stages).
+
+    >>> model_state_bytes(7e9)  # 7B, mixed-precision Adam: 14 + 14 + 84 GB
+    (14000000000.0, 14000000000.0, 84000000000.0)
+    >>> model_state_bytes(7e9, zero=3, dp=8)  # ZeRO-3 shards all three over 8 GPUs
+    (1750000000.0, 1750000000.0, 10500000000.0)
     """
     n = param_count(params)
     recipe = precision_recipe(precision)
@@ -133,7 +172,14 @@ def model_state_bytes(params, precision="mixed", zero=0, dp=1, tp=1, pp=1) -> tu
 
 
 def model_state_bytes_array(params, recipe: PrecisionRecipe, zero, dp, tp, pp):
-    """model_state_bytes on NumPy arrays (broadcast), unvalidated: the planner's fast path."""
+    """model_state_bytes on NumPy arrays (broadcast), unvalidated: the planner's fast path.
+
+    Lesson 7 §5 (the planner evaluates every configuration at once).
+
+    >>> w, g, o = model_state_bytes_array(7e9, precision_recipe('mixed'), zero=1, dp=8, tp=1, pp=1)
+    >>> float(o)  # ZeRO-1: 84 GB of optimizer state / 8
+    10500000000.0
+    """
     shard = np.asarray(params, dtype=float) / (np.asarray(tp) * np.asarray(pp))
     zero, dp = np.asarray(zero), np.asarray(dp, dtype=float)
     weights = recipe.weight_bytes * shard / np.where(zero >= 3, dp, 1.0)
@@ -146,6 +192,11 @@ def max_trainable_params(capacity, precision="mixed", zero=0, dp=1) -> float:
     """Largest parameter count whose model states fit `capacity` per GPU (activations ignored).
 
     capacity / bytes-per-parameter-per-GPU; e.g. 80 GB / 16 B = 5e9 with plain data parallelism.
+
+    Lesson 1 §4.
+
+    >>> max_trainable_params('80 GB') / 1e9
+    5.0
     """
     cap = positive(capacity, BYTES, "capacity")
     per_param = sum(model_state_bytes(1.0, precision, zero, dp))
@@ -170,6 +221,11 @@ def activation_bytes_per_layer(
     the layer input (2*s*b*h, divided by t with sequence parallelism). Here each term is
     written per tensor so grouped-query attention, gated MLPs, models without dropout and
     other element sizes follow from the same count.
+
+    Lesson 1 §4 and Lesson 5 §6 (sequence parallelism); measured in Lesson 9 §2.
+
+    >>> activation_bytes_per_layer('llama2-7b', seq_len=4096, recompute='full')  # the layer input: 4096 x 4096 x 2 B
+    33554432.0
     """
     if not hasattr(model, "layers"):
         from . import models
@@ -186,7 +242,16 @@ def activation_bytes_per_layer(
 
 
 def check_tp_divides_heads(model, tp: int) -> None:
-    """Tensor parallelism splits attention by heads: tp must divide the head count."""
+    """Tensor parallelism splits attention by heads: tp must divide the head count.
+
+    Lesson 5 §3.
+
+    >>> from distlab import models
+    >>> check_tp_divides_heads(models.model('llama2-7b'), 3)
+    Traceback (most recent call last):
+        ...
+    distlab.errors.ConfigurationError: tp=3 does not divide the 32 attention heads; valid: 1, 2, 4, 8, 16, 32
+    """
     a = model.heads
     if a % tp:
         valid = ", ".join(str(d) for d in range(1, a + 1) if a % d == 0)
@@ -198,6 +263,12 @@ def activation_bytes_per_layer_array(model, micro_batch_size, seq_len, tp, seque
     """activation_bytes_per_layer on NumPy arrays (broadcast), unvalidated: the planner's fast path.
 
     recompute_code indexes RECOMPUTE_MODES (0 none, 1 selective, 2 full).
+
+    Lesson 7 §5 (the planner).
+
+    >>> from distlab import models
+    >>> activation_bytes_per_layer_array(models.model('llama2-7b'), 1, 4096, 1, False, 2, 2.0)  # full recompute
+    array(33554432.)
     """
     b = np.asarray(micro_batch_size, dtype=float)
     s = np.asarray(seq_len, dtype=float)
@@ -227,7 +298,13 @@ def activation_bytes_per_layer_array(model, micro_batch_size, seq_len, tp, seque
 
 
 def layers_per_stage(layers: int, pp: int) -> int:
-    """Layers on the busiest pipeline stage: ceil(layers / pp)."""
+    """Layers on the busiest pipeline stage: ceil(layers / pp).
+
+    Lesson 4 §5 and Lesson 6 §3.
+
+    >>> layers_per_stage(80, 3)
+    27
+    """
     pp = positive_int(pp, "pp")
     if pp > layers:
         raise ConfigurationError(f"pp={pp} is more pipeline stages than the model's {layers} layers; valid: 1 to {layers}")
@@ -352,7 +429,13 @@ def _is_quantity_text(text: str) -> bool:
 
 
 def gpu_capacity(gpu) -> tuple[float, str | None]:
-    """(capacity in bytes, name) from an Accelerator, a catalog name, or a quantity such as '80 GB'."""
+    """(capacity in bytes, name) from an Accelerator, a catalog name, or a quantity such as '80 GB'.
+
+    Lesson 1 §2 (the capacity line every memory chart draws).
+
+    >>> gpu_capacity('h100-sxm')
+    (80000000000.0, 'h100-sxm')
+    """
     if hasattr(gpu, "memory_bytes"):
         return float(gpu.memory_bytes), getattr(gpu, "name", None)
     if isinstance(gpu, str) and not _is_quantity_text(gpu):
@@ -387,6 +470,17 @@ def training_memory(
     count has no layer shapes, so its activations are not counted (and flagged), as with
     count_activations=False.
     Embedding and output-layer (logit) buffers are not counted.
+
+    Lesson 1 §2-§5; Lesson 3 §6, Lesson 4 §5, Lesson 6 §5.
+
+    >>> bd = training_memory('llama2-7b', zero=1, dp=8, recompute='selective', gpu='h100-sxm')
+    >>> print(bd.summary())
+    weights        13.5 GB
+    gradients      13.5 GB
+    optimizer      10.1 GB
+    activations    17.2 GB
+    total          54.3 GB
+    fits the 80 GB of h100-sxm, 25.7 GB free
     """
     if isinstance(model, str):
         from . import models

@@ -393,7 +393,7 @@ def network_step(model, node="dgx-h100", nodes=4, fabric="ib-ndr", *, oversubscr
 
 @dataclass(frozen=True)
 class FP8Comparison:
-    """The same configuration in bf16 mixed precision and in the fp8 recipe (distlab.memory.PRECISIONS['fp8']).
+    """The same configuration in bf16 mixed precision and in the fp8 recipe (distlab.memory.PRECISION_RECIPES['fp8']).
 
     rows: (quantity, bf16 value, fp8 value, unit) with values in bytes, seconds or FLOP/s;
     bf16 and fp8: the two StepEstimates.

@@ -203,7 +203,7 @@ def test_tp_must_divide_heads_and_pp_fit_layers():
 sizes = st.floats(min_value=1e6, max_value=2e12, allow_nan=False)
 dps = st.integers(min_value=1, max_value=4096)
 stages = st.sampled_from([0, 1, 2, 3])
-precisions = st.sampled_from(sorted(memory.PRECISIONS))
+precisions = st.sampled_from(sorted(memory.PRECISION_RECIPES))
 
 
 @settings(max_examples=200, deadline=None)

@@ -16,7 +16,7 @@ from ..units import format_bytes
 from ._modules import build_gpt
 from ._torch import require_torch, unique_storage_bytes
 
-PRECISIONS = ("fp32", "mixed")
+MEASURED_PRECISIONS = ("fp32", "mixed")
 
 
 def lesson_model():
@@ -97,8 +97,8 @@ def measure_model_state(model=None, precision="fp32", micro_batch_size=2, seq_le
     torch = require_torch()
     from ..memory import model_state_bytes
 
-    if precision not in PRECISIONS:
-        raise ConfigurationError(f"precision={precision!r} is not measured here; valid: {', '.join(PRECISIONS)}")
+    if precision not in MEASURED_PRECISIONS:
+        raise ConfigurationError(f"precision={precision!r} is not measured here; valid: {', '.join(MEASURED_PRECISIONS)}")
     model = lesson_model() if model is None else model
     seq_len = model.seq_len if seq_len is None else seq_len
     module = build_gpt(model, seed=seed).train()
