@@ -43,6 +43,18 @@ import shlex
 
 from .errors import ConfigurationError
 
+__all__ = [
+    "FORMATS",
+    "TORCHTITAN_SCHEDULES",
+    "megatron_flags",
+    "megatron",
+    "parse_megatron",
+    "deepspeed_config",
+    "deepspeed",
+    "torchtitan",
+    "export",
+]
+
 FORMATS = ("megatron", "deepspeed", "torchtitan")
 TORCHTITAN_SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B"}
 
@@ -64,7 +76,15 @@ def _launch(gpus: int, gpus_per_node: int) -> tuple[int, int]:
 
 
 def megatron_flags(estimate) -> list[str]:
-    """Megatron-LM pretrain_gpt.py arguments for this configuration (ConfigurationError for ZeRO-2/3)."""
+    """Megatron-LM pretrain_gpt.py arguments for this configuration (ConfigurationError for ZeRO-2/3).
+
+    Lesson 7 §7.
+
+    >>> from distlab import training
+    >>> est = training.estimate('llama2-7b', 'dgx-h100', nodes=2, global_batch=64, tp=2, pp=2, zero=1)
+    >>> megatron_flags(est)[8:12]
+    ['--tensor-model-parallel-size', '2', '--pipeline-model-parallel-size', '2']
+    """
     from . import models
 
     c = _config(estimate)
@@ -105,7 +125,15 @@ def megatron_flags(estimate) -> list[str]:
 
 
 def megatron(estimate, gpus_per_node: int = 8) -> str:
-    """A torchrun line launching Megatron-LM's pretrain_gpt.py; data parallelism = world / (tp pp)."""
+    """A torchrun line launching Megatron-LM's pretrain_gpt.py; data parallelism = world / (tp pp).
+
+    Lesson 7 §7.
+
+    >>> from distlab import training
+    >>> est = training.estimate('llama2-7b', 'dgx-h100', nodes=2, global_batch=64, tp=2, pp=2, zero=1)
+    >>> print(megatron(est).splitlines()[0])
+    torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py \\
+    """
     c = _config(estimate)
     nnodes, nproc = _launch(c["gpus"], gpus_per_node)
     lines = [f"torchrun --nnodes {nnodes} --nproc-per-node {nproc} pretrain_gpt.py"]
@@ -118,7 +146,15 @@ def megatron(estimate, gpus_per_node: int = 8) -> str:
 
 
 def parse_megatron(text: str) -> dict:
-    """The degrees a megatron() line sets: dp (world / (tp pp)), tp, pp, chunks, batch sizes, zero, recompute."""
+    """The degrees a megatron() line sets: dp (world / (tp pp)), tp, pp, chunks, batch sizes, zero, recompute.
+
+    Lesson 7 §7 (the round trip the export tests check).
+
+    >>> from distlab import training
+    >>> est = training.estimate('llama2-7b', 'dgx-h100', nodes=2, global_batch=64, tp=2, pp=2, zero=1)
+    >>> parse_megatron(megatron(est))['dp']
+    4
+    """
     words = shlex.split(text.replace("\\\n", " "))
     values, switches = {}, set()
     for i, word in enumerate(words):
@@ -139,7 +175,15 @@ def parse_megatron(text: str) -> dict:
 
 
 def deepspeed_config(estimate) -> dict:
-    """The DeepSpeed config as a dict (ConfigurationError where DeepSpeed cannot run it)."""
+    """The DeepSpeed config as a dict (ConfigurationError where DeepSpeed cannot run it).
+
+    Lesson 7 §7.
+
+    >>> from distlab import training
+    >>> est = training.estimate('llama2-7b', 'dgx-h100', nodes=2, global_batch=64, tp=2, pp=2, zero=1)
+    >>> deepspeed_config(est)['gradient_accumulation_steps']  # 64 samples / (dp 4 x micro-batch 1)
+    16
+    """
     c = _config(estimate)
     if c["pp"] > 1 and c["zero"] >= 2:
         raise ConfigurationError(f"zero={c['zero']} with pp={c['pp']}: DeepSpeed's pipeline engine supports ZeRO-0/1 only "
@@ -172,7 +216,15 @@ def deepspeed_config(estimate) -> dict:
 
 
 def deepspeed(estimate) -> str:
-    """The DeepSpeed config JSON (train_batch_size = micro batch x accumulation x dp)."""
+    """The DeepSpeed config JSON (train_batch_size = micro batch x accumulation x dp).
+
+    Lesson 7 §7.
+
+    >>> from distlab import training
+    >>> est = training.estimate('llama2-7b', 'dgx-h100', nodes=2, global_batch=64, tp=2, pp=2, zero=1)
+    >>> deepspeed(est).startswith('{')
+    True
+    """
     return json.dumps(deepspeed_config(estimate), indent=2)
 
 
@@ -185,7 +237,15 @@ def _toml_value(value) -> str:
 
 
 def torchtitan(estimate) -> str:
-    """torchtitan TOML sections [parallelism], [training], [activation_checkpoint] (ConfigurationError for ZeRO-1/2)."""
+    """torchtitan TOML sections [parallelism], [training], [activation_checkpoint] (ConfigurationError for ZeRO-1/2).
+
+    Lesson 7 §7.
+
+    >>> from distlab import training
+    >>> est = training.estimate('llama2-7b', 'dgx-h100', nodes=2, global_batch=64, tp=2, pp=2, zero=3)
+    >>> '[parallelism]' in torchtitan(est)
+    True
+    """
     from . import models
 
     c = _config(estimate)
@@ -218,7 +278,17 @@ def torchtitan(estimate) -> str:
 
 
 def export(estimate, fmt: str, gpus_per_node: int = 8) -> str:
-    """The configuration in engine format `fmt`: 'megatron', 'deepspeed' or 'torchtitan'."""
+    """The configuration in engine format `fmt`: 'megatron', 'deepspeed' or 'torchtitan'.
+
+    Lesson 7 §7 (`distlab export`).
+
+    >>> from distlab import training
+    >>> est = training.estimate('llama2-7b', 'dgx-h100', nodes=2, global_batch=64, tp=2, pp=2, zero=1)
+    >>> export(est, 'torchtitan')
+    Traceback (most recent call last):
+        ...
+    distlab.errors.ConfigurationError: zero=1: torchtitan shards with FSDP (ZeRO-3) or replicates (ZeRO-0); ...
+    """
     key = str(fmt).strip().lower()
     if key == "megatron":
         return megatron(estimate, gpus_per_node)

@@ -428,28 +428,52 @@ def _find(catalog: Mapping, name, kind: str):
 
 
 def accelerator(name) -> Accelerator:
-    """The catalog Accelerator called `name` (case-insensitive); an Accelerator is returned as is."""
+    """The catalog Accelerator called `name` (case-insensitive); an Accelerator is returned as is.
+
+    Lesson 1 §2 (capacity), Lesson 5 §4 and Lesson 7 §1 (peak FLOP/s).
+
+    >>> accelerator('H100-SXM').peak('bf16')  # dense, no sparsity
+    989400000000000.0
+    """
     if isinstance(name, Accelerator):
         return name
     return _find(ACCELERATORS, name, "accelerator")
 
 
 def link(name) -> Link:
-    """The catalog Link called `name` (case-insensitive); a Link is returned as is."""
+    """The catalog Link called `name` (case-insensitive); a Link is returned as is.
+
+    Lesson 2 §6 (NVLink against InfiniBand).
+
+    >>> link('nvlink4').bandwidth, link('ib-ndr').bandwidth  # bytes/s per direction, per GPU
+    (450000000000.0, 50000000000.0)
+    """
     if isinstance(name, Link):
         return name
     return _find(LINKS, name, "link")
 
 
 def node(name) -> Node:
-    """The catalog Node called `name` (case-insensitive); a Node is returned as is."""
+    """The catalog Node called `name` (case-insensitive); a Node is returned as is.
+
+    Lesson 6 §2 (placement on nodes).
+
+    >>> node('dgx-h100').gpus_per_node
+    8
+    """
     if isinstance(name, Node):
         return name
     return _find(NODES, name, "node")
 
 
 def cluster(node, nodes, fabric=None, oversubscription=1.0, rail_optimized=False) -> Cluster:
-    """A Cluster of `nodes` nodes; node and fabric may be names or objects (fabric default: the node's NIC)."""
+    """A Cluster of `nodes` nodes; node and fabric may be names or objects (fabric default: the node's NIC).
+
+    Lesson 7 §3 (the fabric), Lesson 8 §2 (oversubscription and rails).
+
+    >>> cluster('dgx-h100', 4).gpus
+    32
+    """
     return Cluster(node, nodes, fabric, oversubscription, rail_optimized)
 
 

@@ -66,6 +66,11 @@ def parse_order(order) -> tuple:
 
     Dimensions it leaves out are appended (slowest) in the order of DEFAULT_ORDER; they must
     then have size 1 (checked by RankLayout).
+
+    Lesson 6 §3 (the ordering rule: TP innermost).
+
+    >>> parse_order('TP-DP')
+    ('tp', 'dp', 'cp', 'ep', 'pp')
     """
     tokens = _listed(order)
     return tokens + tuple(d for d in DEFAULT_ORDER.split("-") if d not in tokens)
@@ -392,6 +397,12 @@ def layout(gpus=None, *, tp=1, pp=1, dp=None, cp=1, ep=1, order=DEFAULT_ORDER, g
     dp defaults to gpus / (tp x pp x cp x ep), which must be a whole number. order: Megatron-LM's
     order string, leftmost fastest (default 'tp-cp-ep-dp-pp'). gpus_per_node: GPUs per node for
     the placement (consecutive ranks share a node).
+
+    Lesson 6 §1-§5.
+
+    >>> l = layout(16, tp=2, pp=4)  # Megatron-LM's 16-GPU example (parallel_state docstring)
+    >>> l.dp, l.group_of(0, 'dp'), l.group_of(0, 'pp')
+    (2, [0, 2], [0, 4, 8, 12])
     """
     model = math.prod(positive_int(v, n) for n, v in (("tp", tp), ("pp", pp), ("cp", cp), ("ep", ep)))
     if gpus is None:

@@ -231,6 +231,11 @@ def megatron_parameter_count(layers, hidden, vocab, seq_len) -> int:
     Per block: 4h^2 + 4h attention, 8h^2 + 5h MLP (f = 4h), 4h for two LayerNorms; plus the
     token and position embeddings, the output layer tied to the token embedding. The
     final LayerNorm (2h) is not in Eq. 2. Computed in integers, so the result is exact.
+
+    Lesson 1 §2.
+
+    >>> megatron_parameter_count(96, 12288, 51200, 2048)  # GPT-3 175B as in Narayanan et al. 2021, Table 1
+    174615822336
     """
     l = positive_int(layers, "layers")
     h = positive_int(hidden, "hidden")
@@ -349,6 +354,11 @@ def model(name) -> TransformerModel:
 
     A TransformerModel passes through unchanged. An unknown name raises UnknownNameError
     listing the closest names.
+
+    Lesson 1 §2 (every lesson names its models through it).
+
+    >>> model('Llama2-7B').parameter_count()
+    6738415616
     """
     if isinstance(name, TransformerModel):
         return name

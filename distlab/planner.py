@@ -20,6 +20,13 @@ from ._arguments import as_cluster, divisors
 from . import memory, models, training
 from .errors import ConfigurationError
 
+__all__ = [
+    "COLUMNS",
+    "Plan",
+    "enumerate_configurations",
+    "plan",
+]
+
 COLUMNS = ("dp", "tp", "pp", "chunks", "micro_batch_size", "zero", "recompute_code", "sequence_parallel",
            "schedule_code")
 
@@ -96,7 +103,15 @@ class Plan:
 
 
 def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch: int) -> tuple[dict, dict]:
-    """All valid configurations as NumPy columns, and the counts of candidates rejected and why."""
+    """All valid configurations as NumPy columns, and the counts of candidates rejected and why.
+
+    Lesson 7 §5.
+
+    >>> from distlab import models
+    >>> columns, rejected = enumerate_configurations(models.model('llama2-7b'), 16, 8, 64)
+    >>> len(columns['dp']), rejected['interleaving not possible']
+    (5388, 935)
+    """
     rejected = {"tp not dividing the heads": 0, "batch not divisible by dp": 0, "interleaving not possible": 0}
     rows = []
     for tp in divisors(gpus_per_node):
@@ -128,7 +143,14 @@ def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch:
 
 def plan(model, cluster, *, global_batch, seq_len=None, precision="mixed", efficiency=0.5, fabric=None,
          nodes=None) -> Plan:
-    """Evaluate every valid configuration; rank feasible ones first, then by step time."""
+    """Evaluate every valid configuration; rank feasible ones first, then by step time.
+
+    Lesson 7 §5 (search every valid configuration).
+
+    >>> p = plan('llama2-7b', 'dgx-h100', nodes=2, global_batch=64)
+    >>> p.gpus, len(p.order)  # every configuration enumerate_configurations lists is priced
+    (16, 5388)
+    """
     model = models.model(model)
     cl = as_cluster(cluster, nodes, fabric)
     batch, s, _ = training.batch_and_sequence(global_batch, seq_len if seq_len is not None else model.seq_len)

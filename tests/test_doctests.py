@@ -23,7 +23,12 @@ ALL_MODULES = sorted(
 
 #: The formula modules whose every public function (their __all__) must name its lesson and show an example.
 FORMULA_MODULES = [
+    "distlab.hardware",
+    "distlab.models",
     "distlab.memory",
+    "distlab.mesh",
+    "distlab.planner",
+    "distlab.export",
 ]
 
 LESSON_LINK = re.compile(r"Lesson \d+ §\d+")
