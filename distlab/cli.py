@@ -17,6 +17,8 @@ from .errors import DistlabError
 
 def _command_modules():
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue  # shared helpers, not subcommands
         yield importlib.import_module(f"{commands.__name__}.{info.name}")
 
 

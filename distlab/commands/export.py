@@ -8,7 +8,7 @@ HELP = "write a configuration (given, or --best from the planner) for Megatron-L
 
 def add_arguments(cmd) -> None:
     from ..export import FORMATS
-    from .estimate import add_cluster_arguments, add_config_arguments
+    from ._configuration import add_cluster_arguments, add_config_arguments
 
     cmd.add_argument("--format", required=True, help=f"engine: {', '.join(FORMATS)}")
     add_cluster_arguments(cmd)
@@ -21,7 +21,7 @@ def add_arguments(cmd) -> None:
 def run(args) -> int:
     from .. import export, planner, training
     from ..errors import ConfigurationError
-    from .estimate import cluster, config
+    from ._configuration import cluster, config
 
     cl = cluster(args)
     fmt = str(args.format).strip().lower()

@@ -9,7 +9,7 @@ HELP = "rank every valid dp x tp x pp configuration (with micro-batch, ZeRO, rec
 
 
 def add_arguments(cmd) -> None:
-    from .estimate import add_cluster_arguments
+    from ._configuration import add_cluster_arguments
 
     add_cluster_arguments(cmd)
     cmd.add_argument("--top", type=int, default=10, help="rows to show (default 10)")
@@ -21,7 +21,7 @@ def add_arguments(cmd) -> None:
 def run(args) -> int:
     from .. import planner
     from ..errors import ConfigurationError
-    from .estimate import cluster
+    from ._configuration import cluster
 
     if args.top < 1:
         raise ConfigurationError(f"--top {args.top} must be at least 1")

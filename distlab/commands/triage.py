@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from .estimate import add_cluster_arguments, add_config_arguments, cluster, config
+from ._configuration import add_cluster_arguments, add_config_arguments, cluster, config
 
 NAME = "triage"
 HELP = "out-of-memory triage: the fixes production tries, in order, each priced by re-running the step model"
