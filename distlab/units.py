@@ -13,11 +13,17 @@ from __future__ import annotations
 
 import math
 import numbers
-import re
 
 import pint
 
 from .errors import ConfigurationError, UnitError
+
+__all__ = [
+    "ureg", "Q_",
+    "BYTES", "BYTES_PER_SECOND", "SECONDS", "FLOP", "FLOP_PER_SECOND", "MAX_QUANTITY_CHARS",
+    "parse_quantity", "require_finite", "to_base", "positive", "non_negative", "positive_int", "quantity",
+    "format_bytes", "format_rate", "format_seconds", "format_quantity",
+]
 
 _DEFINITIONS = """
 yocto- = 1e-24 = y-
@@ -76,12 +82,82 @@ def _check_finite(value: float, name: str) -> float:
 MAX_QUANTITY_CHARS = 100
 # Terms (a number, a unit name, or a number with its unit: "140GB") joined by '*', '/', '·' or spaces:
 # "80 GB", "900 GB/s", "0.2727 * 100". Anything else (powers, brackets, names of functions) is refused
-# before pint sees it: pint evaluates '**', and "9**9**9 GB" never ends. (No separator is empty, so
-# the pattern cannot backtrack exponentially.)
-_NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
-_UNIT_NAME = r"[A-Za-zµμ%][A-Za-z0-9_µμ%]*"
-_TERM = rf"(?:{_NUMBER}(?:{_UNIT_NAME})?|{_UNIT_NAME})"
-_QUANTITY_SHAPE = re.compile(rf"{_TERM}(?:(?:\s*[/*·]\s*|\s+){_TERM})*")
+# before pint sees it: pint evaluates '**', and "9**9**9 GB" never ends. The shape is checked by a
+# one-pass scanner (_quantity_shape_ok), not a regular expression: "1e1" reads as one number or as 1 and
+# the unit "e1", and a backtracking regex tried both for every term (2^24 tries for 24 terms).
+_OPERATORS = "/*·"
+_UNIT_START = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyzµμ%")
+_UNIT_PART = _UNIT_START | set("0123456789_")
+_DIGITS = set("0123456789")
+
+
+def _scan_number(text: str, i: int) -> int:
+    """End of the longest number starting at i ([+-]digits[.digits][e[+-]digits]), or i if there is none."""
+    n, j = len(text), i
+    if j < n and text[j] in "+-":
+        j += 1
+    start = j
+    while j < n and text[j] in _DIGITS:
+        j += 1
+    whole = j > start
+    if j < n and text[j] == ".":
+        k = j + 1
+        while k < n and text[k] in _DIGITS:
+            k += 1
+        if not whole and k == j + 1:
+            return i  # a lone '.'
+        j = k
+    elif not whole:
+        return i
+    if j < n and text[j] in "eE":  # an exponent only when digits follow; otherwise 'e...' is a unit
+        k = j + 1
+        if k < n and text[k] in "+-":
+            k += 1
+        if k < n and text[k] in _DIGITS:
+            while k < n and text[k] in _DIGITS:
+                k += 1
+            j = k
+    return j
+
+
+def _scan_term(text: str, i: int) -> int:
+    """End of the term starting at i (a number, a unit name, or a number followed by a unit name), or i."""
+    j = _scan_number(text, i)
+    if j < len(text) and text[j] in _UNIT_START:
+        j += 1
+        while j < len(text) and text[j] in _UNIT_PART:
+            j += 1
+    return j
+
+
+def _quantity_shape_ok(text: str) -> bool:
+    """True when text is terms joined by an operator (spaces around it allowed) or by spaces alone.
+
+    One pass, each character read a bounded number of times: linear in len(text).
+
+    >>> _quantity_shape_ok("900 GB/s"), _quantity_shape_ok("2**10 GB"), _quantity_shape_ok("1e1 " * 24 + "!")
+    (True, False, False)
+    """
+    n, i = len(text), 0
+    while True:
+        j = _scan_term(text, i)
+        if j == i:
+            return False
+        i = j
+        if i == n:
+            return True
+        k = i
+        while k < n and text[k].isspace():
+            k += 1
+        if k < n and text[k] in _OPERATORS:
+            k += 1
+            while k < n and text[k].isspace():
+                k += 1
+        elif k == i:
+            return False  # two terms need a separator
+        if k == n:
+            return False  # a trailing operator or space
+        i = k
 
 
 def parse_quantity(text: str, name: str = "value"):
@@ -89,11 +165,14 @@ def parse_quantity(text: str, name: str = "value"):
 
     Returns a pint Quantity, or a plain number for a string without units. Raises UnitError
     for anything else: powers ("2**10 GB"), brackets, calls.
+
+    >>> parse_quantity('900 GB/s')
+    <Quantity(900.0, 'gigabyte / second')>
     """
     text = str(text).strip()
     if not text:
         raise UnitError(f"{name} is empty; expected a quantity such as '80 GB'")
-    if len(text) > MAX_QUANTITY_CHARS or not _QUANTITY_SHAPE.fullmatch(text):
+    if len(text) > MAX_QUANTITY_CHARS or not _quantity_shape_ok(text):
         shown = text if len(text) <= 40 else text[:37] + "..."
         raise UnitError(f"{name}={shown!r} is not a quantity distlab can read: write a number, then its "
                         f"unit, such as '80 GB', '900 GB/s', '1.5e9 B' or '3.05 s'")
@@ -119,6 +198,9 @@ def to_base(value, unit: str, name: str = "value") -> float:
     `value` may be a pint Quantity, a string such as "900 GB/s" or "400 Gb/s", or a
     plain number already in `unit`. Raises UnitError on a wrong dimension or an
     unparseable string, ConfigurationError on NaN or infinity.
+
+    >>> to_base('400 Gb/s', 'B/s')  # a lowercase b is a bit
+    50000000000.0
     """
     if isinstance(value, bool):
         raise UnitError(f"{name}={value!r} is a boolean, not a quantity in {unit}")
@@ -147,7 +229,13 @@ def to_base(value, unit: str, name: str = "value") -> float:
 
 
 def positive(value, unit: str, name: str) -> float:
-    """Like to_base, and the result must be > 0."""
+    """Like to_base, and the result must be > 0.
+
+    >>> positive('0 GB', 'B', 'capacity')
+    Traceback (most recent call last):
+        ...
+    distlab.errors.ConfigurationError: capacity must be positive, got 0 B
+    """
     number = to_base(value, unit, name)
     if number <= 0:
         raise ConfigurationError(f"{name} must be positive, got {format_quantity(number, unit)}")
@@ -155,7 +243,11 @@ def positive(value, unit: str, name: str) -> float:
 
 
 def non_negative(value, unit: str, name: str) -> float:
-    """Like to_base, and the result must be >= 0."""
+    """Like to_base, and the result must be >= 0.
+
+    >>> non_negative(0, 's', 'latency')
+    0.0
+    """
     number = to_base(value, unit, name)
     if number < 0:
         raise ConfigurationError(f"{name} must not be negative, got {format_quantity(number, unit)}")
@@ -163,7 +255,11 @@ def non_negative(value, unit: str, name: str) -> float:
 
 
 def positive_int(value, name: str) -> int:
-    """A whole number >= 1 (a float such as 8.0 is accepted; 2.5, 0, True are not)."""
+    """A whole number >= 1 (a float such as 8.0 is accepted; 2.5, 0, True are not).
+
+    >>> positive_int(8.0, 'tp')
+    8
+    """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ConfigurationError(f"{name}={value!r} must be a positive whole number")
     if not math.isfinite(value) or value != int(value) or value < 1:
@@ -172,7 +268,11 @@ def positive_int(value, name: str) -> int:
 
 
 def quantity(value: float, unit: str) -> pint.Quantity:
-    """Attach a unit to a plain number (the boundary from hot path to public result)."""
+    """Attach a unit to a plain number (the boundary from hot path to public result).
+
+    >>> quantity(80e9, 'B').to('GB')
+    <Quantity(80.0, 'gigabyte')>
+    """
     return Q_(value, unit)
 
 
@@ -180,12 +280,20 @@ _BYTE_UNITS = ("B", "kB", "MB", "GB", "TB", "PB")
 
 
 def format_bytes(n_bytes: float, digits: int = 3) -> str:
-    """Decimal bytes with a prefix chosen so the number is below 1000: 112e9 -> '112 GB'."""
+    """Decimal bytes with a prefix chosen so the number is below 1000: 112e9 -> '112 GB'.
+
+    >>> format_bytes(80e9)
+    '80 GB'
+    """
     return _format_prefixed(n_bytes, _BYTE_UNITS, digits)
 
 
 def format_rate(value: float, unit: str = "B/s", digits: int = 3) -> str:
-    """A rate with a decimal prefix: 4.5e11 B/s -> '450 GB/s'; 9.89e14 FLOP/s -> '989 TFLOP/s'."""
+    """A rate with a decimal prefix: 4.5e11 B/s -> '450 GB/s'; 9.89e14 FLOP/s -> '989 TFLOP/s'.
+
+    >>> format_rate(450e9)
+    '450 GB/s'
+    """
     prefixes = ("", "k", "M", "G", "T", "P", "E")
     return _format_prefixed(value, tuple(p + unit for p in prefixes), digits)
 
@@ -201,7 +309,11 @@ def _format_prefixed(value: float, units: tuple, digits: int) -> str:
 
 
 def format_seconds(seconds: float, digits: int = 3) -> str:
-    """Seconds with a readable unit: 0.0025 -> '2.5 ms'."""
+    """Seconds with a readable unit: 0.0025 -> '2.5 ms'.
+
+    >>> format_seconds(0.00123)
+    '1.23 ms'
+    """
     magnitude = abs(seconds)
     for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
         if magnitude >= scale * 0.9995 or unit == "ns":
@@ -210,7 +322,11 @@ def format_seconds(seconds: float, digits: int = 3) -> str:
 
 
 def format_quantity(value: float, unit: str) -> str:
-    """Format a plain number in a base unit for messages."""
+    """Format a plain number in a base unit for messages.
+
+    >>> format_quantity(989.4e12, 'FLOP/s')
+    '989 TFLOP/s'
+    """
     if unit == BYTES:
         return format_bytes(value)
     if unit == SECONDS:
