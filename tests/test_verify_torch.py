@@ -99,6 +99,12 @@ CPU_RNG_STATE_BYTES = _round_up(_round_up(8 + 4 + 4 + 8 + 624 * 8 + 3 * 8 + 4, 8
 assert CPU_RNG_STATE_BYTES == 5056
 
 
+def test_rng_state_layout_matches_the_struct_derived_here():
+    from distlab.verify import cpu_rng_state_layout
+
+    assert cpu_rng_state_layout()[1] == CPU_RNG_STATE_BYTES
+
+
 def test_cpu_dropout_keeps_a_two_byte_mask():
     # F.dropout on a CPU keeps its scaled noise in bf16: 1 byte more than a bool mask per element,
     # for the a*s*s*b attention mask and the two s*b*h masks

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ._modules import build_gpt, build_layer
 from ._torch import TORCH_MESSAGE, require_torch, torch_available
-from .activations import ActivationMeasurement, SavedTensor, measure_activations
+from .activations import ActivationMeasurement, SavedTensor, cpu_rng_state_layout, measure_activations
 from .allreduce import AllReduceMeasurement, AlphaBetaFit, DEFAULT_SIZES, fit_alpha_beta, measure_all_reduce
 from .model_state import ModelStateMeasurement, lesson_model, measure_model_state
 from .pipeline_orders import TORCH_SCHEDULES, OrderComparison, compare_pipeline_orders, torch_pipeline_orders
@@ -21,7 +21,7 @@ from .pipeline_orders import TORCH_SCHEDULES, OrderComparison, compare_pipeline_
 __all__ = [
     "TORCH_MESSAGE", "require_torch", "torch_available",
     "build_gpt", "build_layer", "lesson_model", "measure_model_state", "ModelStateMeasurement",
-    "measure_activations", "ActivationMeasurement", "SavedTensor",
+    "measure_activations", "ActivationMeasurement", "SavedTensor", "cpu_rng_state_layout",
     "measure_all_reduce", "fit_alpha_beta", "AllReduceMeasurement", "AlphaBetaFit", "DEFAULT_SIZES",
     "torch_pipeline_orders", "compare_pipeline_orders", "OrderComparison", "TORCH_SCHEDULES",
 ]

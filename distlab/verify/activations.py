@@ -84,6 +84,25 @@ class ActivationMeasurement:
         return "\n".join(lines)
 
 
+def cpu_rng_state_layout() -> tuple[int, int]:
+    """Bytes of torch.get_rng_state() on a CPU, from the C struct it copies: (legacy part, whole state).
+
+    torch copies at::detail::CPUGeneratorImplState (aten/src/ATen/CPUGeneratorImpl.cpp): a legacy struct
+    {uint64 seed; int left, seeded; uint64 next; uint64 state[624] (the Mersenne Twister's 624 words, one per
+    8-byte slot); double normal_x, normal_y, normal_rho; int normal_is_valid}, padded to 8 bytes, then a float
+    and a bool (the cached normal sample), padded to 8 again. Lesson 9 §2 (what checkpointing keeps besides
+    tensors). The measured size is ActivationMeasurement.rng_state_bytes.
+
+    >>> cpu_rng_state_layout()
+    (5048, 5056)
+    """
+    def round8(n):  # a struct holding 8-byte fields is padded to a multiple of 8 bytes
+        return -(-n // 8) * 8
+
+    legacy = round8(8 + 4 + 4 + 8 + 624 * 8 + 3 * 8 + 4)
+    return legacy, round8(legacy + 4 + 1)
+
+
 def _check_shape(model):
     if model.gated_mlp or model.kv_heads != model.heads or model.norm != "layernorm":
         raise ConfigurationError(
