@@ -22,7 +22,7 @@ from ._arguments import RECOMPUTE_MODES, ZERO_STAGES, param_count, recompute_mod
 from ._catalog import lookup
 from .errors import ConfigurationError, OutOfMemoryError
 from .hardware import PRECISIONS as PEAK_PRECISIONS
-from .units import BYTES, Q_, format_bytes, positive, positive_int, quantity
+from .units import BYTES, Q_, format_bytes, gigabytes_property, positive, positive_int
 
 
 
@@ -346,26 +346,12 @@ class MemoryBreakdown:
             return None
         return self.capacity_bytes - self.total_bytes
 
-    # Quantities for display ------------------------------------------------
-    @property
-    def weights(self):
-        return quantity(self.weights_bytes / 1e9, "GB")
-
-    @property
-    def gradients(self):
-        return quantity(self.gradients_bytes / 1e9, "GB")
-
-    @property
-    def optimizer(self):
-        return quantity(self.optimizer_bytes / 1e9, "GB")
-
-    @property
-    def activations(self):
-        return quantity(self.activations_bytes / 1e9, "GB")
-
-    @property
-    def total(self):
-        return quantity(self.total_bytes / 1e9, "GB")
+    # Quantities for display
+    weights = gigabytes_property("weights_bytes")
+    gradients = gigabytes_property("gradients_bytes")
+    optimizer = gigabytes_property("optimizer_bytes")
+    activations = gigabytes_property("activations_bytes")
+    total = gigabytes_property("total_bytes")
 
     def parts(self) -> dict[str, float]:
         """Component name -> bytes, in stacking order."""

@@ -22,6 +22,7 @@ __all__ = [
     "ureg", "Q_",
     "BYTES", "BYTES_PER_SECOND", "SECONDS", "FLOP", "FLOP_PER_SECOND", "MAX_QUANTITY_CHARS",
     "parse_quantity", "require_finite", "to_base", "positive", "non_negative", "positive_int", "quantity",
+    "gigabytes_property",
     "format_bytes", "format_rate", "format_seconds", "format_quantity",
 ]
 
@@ -274,6 +275,18 @@ def quantity(value: float, unit: str) -> pint.Quantity:
     <Quantity(80.0, 'gigabyte')>
     """
     return Q_(value, unit)
+
+
+def gigabytes_property(field: str) -> property:
+    """A read-only property showing the float attribute `field` (bytes) as a Quantity in GB, for display.
+
+    >>> class Parts:
+    ...     weights_bytes = 14e9
+    ...     weights = gigabytes_property("weights_bytes")
+    >>> Parts().weights
+    <Quantity(14.0, 'gigabyte')>
+    """
+    return property(lambda self: quantity(getattr(self, field) / 1e9, "GB"), doc=f"{field} as a Quantity in GB")
 
 
 _BYTE_UNITS = ("B", "kB", "MB", "GB", "TB", "PB")
