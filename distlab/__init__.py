@@ -18,6 +18,7 @@ _SUBMODULES = (
     "hardware",
     "models",
     "memory",
+    "flops",
     "collectives",
     "dataparallel",
     "pipeline",

@@ -26,6 +26,7 @@ FORMULA_MODULES = [
     "distlab.hardware",
     "distlab.models",
     "distlab.memory",
+    "distlab.flops",
     "distlab.mesh",
     "distlab.planner",
     "distlab.export",

@@ -1,0 +1,171 @@
+"""Training FLOPs of a decoder-only transformer: the one counter behind step time, MFU and HFU.
+
+A multiply-add is 2 FLOPs. Per token, in the forward pass:
+
+    each layer:  2 x params_per_layer      every weight once (QKV, output projection, MLP; norms and biases
+                                           are counted as weights, as the 6PT rule does: under 0.1 %)
+               + 4 x s x a x d_head        attention scores Q K^T and the weighted sum A V, over all s keys
+                                           (full, not causal-halved: as Narayanan et al. 2021 Eq. 3 and
+                                           Chowdhery et al. 2022 (PaLM) App. B count it)
+    once:        2 x h x V                 the logits
+
+Training runs the forward once and the backward at twice its cost: 3 x forward. Recomputation makes the GPUs
+execute more forward work than the model needs (Korthikanti et al. 2022, Sec. 5):
+
+    full:       each layer's forward again (the logits are not recomputed)
+    selective:  the attention core again (4 x s x a x d_head per token and layer)
+
+Model FLOPs count no recomputation, hardware FLOPs count it: MFU = model FLOPs / (time x GPUs x peak) is
+PaLM's definition (App. B: 6N + 12 L H Q T per token, N without the input embedding), HFU uses hardware FLOPs.
+With full recomputation and the GPT shape (f = 4h, no GQA) the hardware count is Narayanan et al. 2021, Eq. 3:
+96 B s l h^2 (1 + s / (6h) + V / (16 l h)).
+
+Taught in Lesson 7 §1 (step time, MFU and HFU) and Lesson 5 §4 (one layer's compute next to its traffic).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._arguments import RECOMPUTE_MODES, recompute_mode
+from .units import positive_int
+
+__all__ = [
+    "TRAINING_PASSES",
+    "StepFlops",
+    "layer_forward_flops_array",
+    "recomputed_forward_flops_array",
+    "logit_forward_flops_array",
+    "step_flops",
+    "model_flops_per_token",
+]
+
+#: Forward + backward, in forward passes: the backward computes gradients of inputs and of weights, 2 x forward.
+TRAINING_PASSES = 3.0
+
+
+def _model(model):
+    from . import models
+
+    return models.model(model)
+
+
+def _attention_width(model) -> int:
+    """a x d_head: the width of Q (and of the attention output) that the scores are computed over."""
+    return model.heads * model.head_dim
+
+
+def layer_forward_flops_array(params_per_layer, attention_width, tokens, seq_len):
+    """Forward FLOPs of one layer for `tokens` tokens of sequences of length seq_len (NumPy broadcast).
+
+    tokens x (2 x params_per_layer + 4 x seq_len x attention_width). Lesson 7 §1.
+
+    >>> float(layer_forward_flops_array(12 * 4096**2, 4096, tokens=2048, seq_len=2048))  # GPT layer, h = 4096
+    893353197568.0
+    """
+    return np.asarray(tokens, dtype=float) * (2.0 * np.asarray(params_per_layer, dtype=float)
+                                              + 4.0 * np.asarray(seq_len, dtype=float)
+                                              * np.asarray(attention_width, dtype=float))
+
+
+def recomputed_forward_flops_array(params_per_layer, attention_width, tokens, seq_len, recompute_code):
+    """Forward FLOPs of one layer that recomputation executes again in the backward (NumPy broadcast).
+
+    recompute_code indexes RECOMPUTE_MODES: 0 none (0), 1 selective (the attention core:
+    tokens x 4 x s x a d_head), 2 full (the whole layer forward). Lesson 7 §1.
+
+    >>> float(recomputed_forward_flops_array(12 * 4096**2, 4096, 2048, 2048, 1))  # selective
+    68719476736.0
+    """
+    code = np.asarray(recompute_code)
+    tokens = np.asarray(tokens, dtype=float)
+    core = tokens * 4.0 * np.asarray(seq_len, dtype=float) * np.asarray(attention_width, dtype=float)
+    whole = layer_forward_flops_array(params_per_layer, attention_width, tokens, seq_len)
+    return np.where(code == 2, whole, np.where(code == 1, core, 0.0))
+
+
+def logit_forward_flops_array(hidden, vocab, tokens):
+    """Forward FLOPs of the output layer: tokens x 2 x h x V (NumPy broadcast). Lesson 7 §1.
+
+    >>> float(logit_forward_flops_array(4096, 32000, 1))
+    262144000.0
+    """
+    return np.asarray(tokens, dtype=float) * 2.0 * np.asarray(hidden, dtype=float) * np.asarray(vocab, dtype=float)
+
+
+@dataclass(frozen=True)
+class StepFlops:
+    """FLOPs of one training step (all GPUs together), by part. Plain floats.
+
+    model_flops counts what the model needs (MFU); hardware_flops adds recomputation (HFU).
+    """
+
+    weights: float  # 3 x 2 x params_per_layer x tokens x layers
+    attention: float  # 3 x 4 x s x a d_head x tokens x layers
+    logits: float  # 3 x 2 x h x V x tokens
+    recomputation: float  # the forward work recomputation repeats
+    tokens: float
+    recompute: str
+
+    @property
+    def model_flops(self) -> float:
+        return self.weights + self.attention + self.logits
+
+    @property
+    def hardware_flops(self) -> float:
+        return self.model_flops + self.recomputation
+
+    @property
+    def attention_share(self) -> float:
+        """Share of the model FLOPs spent in attention scores and sums (what 6PT leaves out)."""
+        return self.attention / self.model_flops
+
+    def to_dict(self) -> dict:
+        return dict(weights=self.weights, attention=self.attention, logits=self.logits,
+                    recomputation=self.recomputation, tokens=self.tokens, recompute=self.recompute,
+                    model_flops=self.model_flops, hardware_flops=self.hardware_flops)
+
+    def summary(self) -> str:
+        return (f"model FLOPs {self.model_flops:.4g} (weights {self.weights:.3g}, attention {self.attention:.3g}, "
+                f"logits {self.logits:.3g}); hardware FLOPs {self.hardware_flops:.4g} with {self.recompute} "
+                f"recomputation")
+
+
+def step_flops(model, global_batch, seq_len=None, recompute="none") -> StepFlops:
+    """FLOPs of one training step of `global_batch` sequences, by part, with and without recomputation.
+
+    Lesson 7 §1. With full recomputation and the GPT shape the hardware FLOPs equal Narayanan et al. 2021,
+    Eq. 3 (up to the norm and bias weights, which Eq. 3 leaves out).
+
+    >>> f = step_flops('llama2-7b', global_batch=1024, seq_len=4096)
+    >>> round(f.attention_share, 3)  # what 6PT leaves out at 4K context
+    0.14
+    >>> round(step_flops('llama2-7b', 1024, 4096, recompute='full').hardware_flops / f.model_flops, 3)
+    1.328
+    """
+    m = _model(model)
+    batch = positive_int(global_batch, "global_batch")
+    s = positive_int(seq_len if seq_len is not None else m.seq_len, "seq_len")
+    code = RECOMPUTE_MODES.index(recompute_mode(recompute))
+    tokens = float(batch) * s
+    width = _attention_width(m)
+    weights = TRAINING_PASSES * 2.0 * m.params_per_layer() * tokens * m.layers
+    attention = TRAINING_PASSES * 4.0 * s * width * tokens * m.layers
+    logits = TRAINING_PASSES * float(logit_forward_flops_array(m.hidden, m.vocab, tokens))
+    again = float(recomputed_forward_flops_array(m.params_per_layer(), width, tokens, s, code)) * m.layers
+    return StepFlops(weights, attention, logits, again, tokens, RECOMPUTE_MODES[code])
+
+
+def model_flops_per_token(model, seq_len=None) -> float:
+    """Model FLOPs per trained token: 6 x (layer and output weights) + 12 x L x s x a d_head (PaLM App. B).
+
+    Lesson 7 §1.
+
+    >>> round(model_flops_per_token('llama2-7b', 4096) / 6.738e9, 2)  # 6.84, not 6: attention at 4K context
+    6.84
+    """
+    m = _model(model)
+    s = positive_int(seq_len if seq_len is not None else m.seq_len, "seq_len")
+    return step_flops(m, 1, s).model_flops / s
