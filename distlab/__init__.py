@@ -30,6 +30,8 @@ _SUBMODULES = (
     "verify",
     "plots",
     "widgets",
+    "lessons",
+    "grading",
     "course",
     "cli",
 )

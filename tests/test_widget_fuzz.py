@@ -1,7 +1,7 @@
 """Widget fuzzing: every lesson app, random sequences of control changes (hypothesis).
 
-Apps are discovered (every module of distlab.widgets with APPS) and their controls are found
-by walking the widget tree, so lessons that land later are covered without editing this file.
+Apps come from the lesson manifest (distlab.lessons.LESSONS) and their controls are found by
+walking the widget tree, so lessons that land later are covered without editing this file.
 After every change: no exception escaped, and either `app.error` is None and nothing shown
 (status, other HTML, figure texts) says NaN or infinity, or `app.error` is set and the status
 shows that message.
@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import distlab.widgets
+from distlab.lessons import LESSONS
 
 EXAMPLES = 50
 MAX_STEPS = 6
@@ -32,15 +33,15 @@ TEXT_SAMPLES = ["4 GB", "1 GiB", "512 MB", "0", "0 GB", "-1 GB", "1e30 B", "1e40
 
 def _discover():
     params = []
-    for info in sorted(pkgutil.iter_modules(distlab.widgets.__path__), key=lambda m: m.name):
-        name = f"distlab.widgets.{info.name}"
-        try:
-            module = importlib.import_module(name)
-        except Exception as exc:  # noqa: BLE001 - reported by the test that uses it
-            params.append(pytest.param(name, exc, id=info.name))
-            continue
-        for app in getattr(module, "APPS", []):
-            params.append(pytest.param(name, app, id=f"{info.name}.{app.__name__}"))
+    for lesson in LESSONS.values():
+        for dotted in lesson.apps:
+            name, _, app_name = dotted.rpartition(".")
+            try:
+                app = getattr(importlib.import_module(name), app_name)
+            except Exception as exc:  # noqa: BLE001 - reported by the test that uses it
+                params.append(pytest.param(name, exc, id=dotted.removeprefix("distlab.widgets.")))
+                continue
+            params.append(pytest.param(name, app, id=f"{name.rsplit('.', 1)[1]}.{app.__name__}"))
     return params
 
 

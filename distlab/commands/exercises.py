@@ -13,7 +13,7 @@ def add_arguments(ex) -> None:
 
 
 def run(args) -> int:
-    from ..course import build
+    from ..grading import build
 
     changed = build.build(args.solutions, args.exercises, check=args.check)
     if args.check:

@@ -10,13 +10,14 @@ HELP = "grade exercise notebooks: run each in a fresh sandboxed kernel, check it
 
 
 def add_arguments(parser) -> None:
-    from ..course import grade
+    from ..grading import grade
 
     parser.add_argument("notebooks", nargs="+", metavar="NOTEBOOK",
                         help="submitted .ipynb files (a folder: every .ipynb in it)")
     parser.add_argument("--lesson", default=None,
-                        help="the lesson the submissions must belong to, e.g. memory_wall (default: read from "
-                             "each notebook's metadata, file name or imports)")
+                        help="the lesson the submissions must belong to, e.g. memory_wall (older names such as "
+                             "data_parallel still work; default: read from each notebook's metadata, file name or "
+                             "imports)")
     parser.add_argument("--timeout", type=float, default=grade.DEFAULT_TIMEOUT,
                         help=f"time limit per notebook in seconds (default {grade.DEFAULT_TIMEOUT:g})")
     parser.add_argument("--cell-timeout", type=float, default=grade.DEFAULT_CELL_TIMEOUT,
@@ -31,7 +32,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from ..course import grade
+    from ..grading import discover, grade
     from ..errors import ConfigurationError
 
     if args.timeout <= 0 or args.cell_timeout <= 0:
@@ -39,7 +40,7 @@ def run(args) -> int:
     if args.gradescope and not args.lesson:
         raise ConfigurationError("--gradescope needs --lesson NAME: Gradescope keeps only the score, so the "
                                  "lesson must come from the assignment, not from the submitted notebook; "
-                                 f"lessons: {', '.join(grade.lesson_names())}")
+                                 f"lessons: {', '.join(discover.lesson_names())}")
     report = grade.grade_notebooks(args.notebooks, lesson=args.lesson, timeout=args.timeout,
                                    cell_timeout=args.cell_timeout, sandbox=args.sandbox)
     if not args.quiet:

@@ -1,5 +1,5 @@
-"""Exercise building and checks: exercises/ is exactly what the build makes from solutions/;
-solutions pass their checks; unanswered exercises report 'not attempted' without an exception."""
+"""Exercise building: exercises/ is exactly what the build makes from solutions/; solutions pass their
+checks; unanswered exercises report 'not attempted' without an exception; the lesson key follows the manifest."""
 
 from __future__ import annotations
 
@@ -8,13 +8,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from distlab.course import build
-from distlab.course.execute import execute
-from distlab.course.checks import CORRECT, INCORRECT, NOT_ATTEMPTED
-from distlab.course import memory_wall
 from distlab.errors import ConfigurationError
+from distlab.grading import build
+from distlab.grading.questions import NOT_ATTEMPTED
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 
 
@@ -55,10 +53,6 @@ def test_exercises_contain_no_solutions_and_no_outputs():
                 assert cell.outputs == [] and cell.execution_count is None
 
 
-def _run(path: Path) -> nbformat.NotebookNode:
-    return execute(nbformat.read(path, as_version=4), cwd=str(ROOT), timeout=120)
-
-
 def _check_outputs(nb) -> list[str]:
     texts = []
     for cell in nb.cells:
@@ -73,8 +67,8 @@ def _check_outputs(nb) -> list[str]:
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("path", [p for p in sorted((ROOT / "exercises").glob("*.ipynb"))], ids=lambda p: p.name)
-def test_unanswered_exercises_report_not_attempted(path):
-    texts = _check_outputs(_run(path))
+def test_unanswered_exercises_report_not_attempted(path, execute_notebook):
+    texts = _check_outputs(execute_notebook(nbformat.read(path, as_version=4), cwd=ROOT, timeout=120))
     assert texts, "no check outputs found"
     assert all(t.endswith(NOT_ATTEMPTED) for t in texts), texts
 
@@ -86,46 +80,13 @@ def test_committed_solutions_show_every_check_correct(path):
     assert texts and all(t.endswith(": correct") for t in texts), texts
 
 
-# --- the checks themselves --------------------------------------------------------------
-
-q2 = memory_wall.q2
-
-
-@pytest.mark.parametrize("answer", [112, 112.0, "112", "112 GB", "112e9 B", "0.112 TB", "104.3 GiB", 112.5])
-def test_numbers_accepted_with_or_without_units(answer):
-    # 112 GB = 112e9 B = 104.31 GiB; 112.5 is within the 1% tolerance
-    assert q2.check(answer).status == CORRECT
-
-
-@pytest.mark.parametrize("answer", [None, ..., "", "   "])
-def test_not_attempted(answer):
-    result = q2.check(answer)
-    assert result.status == NOT_ATTEMPTED and result.points == 0
-
-
-@pytest.mark.parametrize(
-    "answer, words",
-    [(56, "too low"), (224, "too high"), (112e9, "looks like bytes"), ("112 GB/s", "not an amount of memory"),
-     ("lots", "could not be read"), (True, "yes/no"), ([112], "type list"), (float("nan"), "finite")],
-)
-def test_not_yet_because(answer, words):
-    result = q2.check(answer)
-    assert result.status == INCORRECT and result.message.startswith("not yet, because") and words in result.message
-
-
-def test_every_question_has_hint_and_computed_solution():
-    for q in memory_wall.QUESTIONS.values():
-        assert q.hint().text and q.solution().text
-        assert q.check(None).status == NOT_ATTEMPTED
-
-
-def test_choice_question():
-    q7 = memory_wall.q7
-    assert q7.check("No").correct and q7.check(False).correct
-    assert q7.check("yes").status == INCORRECT
-    assert "not one of" in q7.check("maybe").message
-
-
-def test_huge_integer_answer_is_not_yet_not_an_exception():
-    result = q2.check(10**400)
-    assert result.status == INCORRECT and "too large" in result.message
+def test_a_solution_whose_lesson_key_disagrees_with_the_manifest_is_refused(tmp_path):
+    nb = nbformat.read(ROOT / "solutions" / "03_data_parallel_zero.ipynb", as_version=4)
+    nb.metadata["distlab"]["lesson"] = "data_parallel"  # the lesson's older name: the manifest says otherwise
+    (tmp_path / "solutions").mkdir()
+    nbformat.write(nb, tmp_path / "solutions" / "03_data_parallel_zero.ipynb")
+    with pytest.raises(ConfigurationError, match="data_parallel_zero"):
+        build.build(tmp_path / "solutions", tmp_path / "exercises")
+    nbformat.write(nb, tmp_path / "solutions" / "my_own.ipynb")  # not a manifest lesson: built as it is
+    (tmp_path / "solutions" / "03_data_parallel_zero.ipynb").unlink()
+    assert build.build(tmp_path / "solutions", tmp_path / "exercises") == ["my_own.ipynb"]

@@ -1,6 +1,6 @@
 """Lesson 8's graded questions: expected values derived independently here, feedback for typical mistakes.
 
-(tests/test_course.py runs every exercise and solution notebook generically.)
+(tests/grading/test_build.py runs every exercise and solution notebook generically.)
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from distlab import models
-from distlab.course import production as lesson
-from distlab.course.checks import CORRECT, INCORRECT, NOT_ATTEMPTED
+from distlab.lessons import production as lesson
+from distlab.grading.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
 
 P7 = models.model("llama2-7b").parameter_count()  # 6.738e9
 M = 2 * P7  # bf16 gradients: 13.48 GB

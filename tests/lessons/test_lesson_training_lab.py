@@ -1,6 +1,6 @@
 """Lesson 7's graded questions: expected values derived by hand here, feedback for typical mistakes.
 
-(tests/test_course.py runs every exercise and solution notebook generically.)
+(tests/grading/test_build.py runs every exercise and solution notebook generically.)
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from distlab import models
-from distlab.course import training_lab as lesson
-from distlab.course.checks import CORRECT, INCORRECT, NOT_ATTEMPTED
+from distlab.lessons import training_lab as lesson
+from distlab.grading.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
 
 P = models.model("llama3.1-70b").parameter_count()
 TOKENS = 256 * 8192

@@ -1,6 +1,6 @@
 """Lesson 4's graded questions: expected values derived by hand here, feedback for typical mistakes.
 
-(tests/test_course.py runs every exercise and solution notebook generically.)
+(tests/grading/test_build.py runs every exercise and solution notebook generically.)
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import nbformat
 import pytest
 
 from distlab import memory, models
-from distlab.course import pipeline as lesson
-from distlab.course.checks import CORRECT, INCORRECT, NOT_ATTEMPTED
+from distlab.lessons import pipeline as lesson
+from distlab.grading.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # one layer of Llama-2-7B, one 4,096-token sequence, selective recomputation (Korthikanti et al. 2022)
 PER_LAYER = memory.activation_bytes_per_layer(models.model("llama2-7b"), 1, 4096, recompute="selective")
@@ -100,4 +100,4 @@ def test_solution_notebook_answers_are_independent_of_the_checks():
     assert len(blocks) == 6
     for block in blocks:
         body = block.split("### BEGIN SOLUTION")[1].split("### END SOLUTION")[0]
-        assert ".expected" not in body and "course" not in body and "_q" not in body.replace("answer_q", "")
+        assert ".expected" not in body and "course" not in body and "lessons" not in body and "_q" not in body.replace("answer_q", "")

@@ -3,9 +3,7 @@ submissions neither crash the grader, nor fake a pass, nor touch files outside t
 
 from __future__ import annotations
 
-import dis
 import json
-import types
 from pathlib import Path
 
 import nbformat
@@ -13,19 +11,20 @@ import nbformat.v4 as v4
 import pytest
 
 from distlab import cli
-from distlab.course import grade
-from distlab.course.checks import CORRECT, INCORRECT, NOT_ATTEMPTED
+from distlab.grading import answers, discover, grade, report
+from distlab.grading.kernel import bwrap_available
+from distlab.grading.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 EXERCISES = sorted((ROOT / "exercises").glob("*.ipynb"))
 LESSON1 = ROOT / "solutions" / "01_memory_wall.ipynb"
 
 SANDBOXES = ["audit", pytest.param("bwrap", marks=pytest.mark.skipif(
-    not grade.bwrap_available(), reason="bubblewrap (apt-get install bubblewrap) is not available here"))]
+    not bwrap_available(), reason="bubblewrap (apt-get install bubblewrap) is not available here"))]
 
 # the cells of a correct lesson-1 submission, one answer per cell
-IMPORTS = "from distlab.course.memory_wall import q1, q2, q3, q4, q5, q6, q7"
+IMPORTS = "from distlab.lessons.memory_wall import q1, q2, q3, q4, q5, q6, q7"
 ANSWERS = {
     "q1": "answer_q1 = 16\nq1.check(answer_q1)",
     "q2": "answer_q2 = '112 GB'\nq2.check(answer_q2)",
@@ -45,122 +44,8 @@ def write_notebook(path: Path, cells: list[str], lesson: str | None = "memory_wa
     return path
 
 
-def statuses(result: grade.NotebookGrade) -> dict:
+def statuses(result: report.NotebookGrade) -> dict:
     return {q.question: q.status for q in result.questions}
-
-
-def test_lessons_are_discovered():
-    found = grade.lessons()
-    assert "memory_wall" in found and set(found["memory_wall"]) == {f"q{i}" for i in range(1, 8)}
-    assert not {"build", "checks", "execute", "grade"} & set(found)
-
-
-@pytest.mark.parametrize("name, want", [
-    ("01_memory_wall.ipynb", "memory_wall"), ("01_memory_wall (1).ipynb", "memory_wall"),
-    ("jane_doe_01_memory_wall-Copy1.ipynb", "memory_wall"), ("submission.ipynb", None),
-    ("memory_walls.ipynb", None),
-])
-def test_lesson_from_file_name(name, want):
-    assert grade._lesson_from_name(name, grade.lesson_names()) == want
-
-
-def test_lesson_from_metadata_then_name_then_imports():
-    assert grade.identify_lesson({"distlab": {"lesson": "x"}}, "01_memory_wall.ipynb", []) == ("x", "notebook metadata")
-    assert grade.identify_lesson({}, "01_memory_wall.ipynb", [])[0] == "memory_wall"
-    assert grade.identify_lesson(None, "hw.ipynb", [IMPORTS]) == ("memory_wall", "imports")
-    assert grade.identify_lesson({"distlab": 3}, "hw.ipynb", ["import numpy"]) == (None, "")
-
-
-def test_solution_notebooks_name_their_lesson():
-    # the lesson key lives in the solutions and is copied into exercises by `distlab exercises`
-    nb = nbformat.read(LESSON1, as_version=4)
-    assert nb.metadata["distlab"]["lesson"] == "memory_wall"
-
-
-@pytest.mark.parametrize("folder", ["solutions", "exercises"])
-def test_every_exercise_notebook_names_a_graded_lesson_its_cells_import(folder):
-    # metadata is what `distlab grade` trusts first, so it must name the lesson whose checks the
-    # notebook's own cells import (a wrong key would grade against another lesson's answers)
-    for path in sorted((ROOT / folder).glob("*.ipynb")):
-        nb = nbformat.read(path, as_version=4)
-        lesson = nb.metadata.get("distlab", {}).get("lesson")
-        assert lesson in grade.lessons(), f"{path.name}: metadata lesson {lesson!r}"
-        sources = [cell.source for cell in nb.cells if cell.cell_type == "code"]
-        assert grade._lesson_from_imports(sources, grade.lesson_names()) == lesson, path.name
-
-
-# --- the answers channel: parsed here, robust to anything ---------------------------------
-
-
-def test_parse_answers_reads_only_between_the_nonce_markers():
-    nonce = "abc123"
-    payload = json.dumps({"answer_q1": {"t": "int", "v": "16"}, "answer_q2": {"t": "quantity", "magnitude": "112.0",
-                                                                             "units": "gigabyte"}})
-    text = f"noise DISTLAB-ANSWERS-BEGIN-forged{{}}DISTLAB-ANSWERS-END-forged\n" \
-           f"DISTLAB-ANSWERS-BEGIN-{nonce}{payload}DISTLAB-ANSWERS-END-{nonce}\n"
-    assert grade.parse_answers(text, nonce) == {"answer_q1": 16, "answer_q2": "112.0 gigabyte"}
-    assert grade.parse_answers(text, "other") is None
-
-
-@pytest.mark.parametrize("garbage", [
-    "", "DISTLAB-ANSWERS-BEGIN-n{\"answer_q1\": ", "DISTLAB-ANSWERS-BEGIN-n[1, 2]DISTLAB-ANSWERS-END-n",
-    "DISTLAB-ANSWERS-BEGIN-n" + "[" * 100000 + "DISTLAB-ANSWERS-END-n",
-])
-def test_parse_answers_survives_garbage(garbage):
-    assert grade.parse_answers(garbage, "n") is None
-
-
-@pytest.mark.parametrize("entry, check", [
-    ({"t": "none"}, lambda v: v is None),
-    ({"t": "bool", "v": True}, lambda v: v is True),
-    ({"t": "float", "v": "nan"}, lambda v: v != v),
-    ({"t": "int", "v": "12x"}, lambda v: isinstance(v, grade.OpaqueAnswer)),
-    ({"t": "other", "type": "list"}, lambda v: type(v).__name__ == "list"),
-    ({"t": "quantity", "magnitude": "evil", "units": "GB"}, lambda v: isinstance(v, grade.OpaqueAnswer)),
-    (["not", "a", "dict"], lambda v: isinstance(v, grade.OpaqueAnswer)),
-    ({"t": "seq", "kind": "tuple", "v": [{"t": "int", "v": "5"}, {"t": "seq", "kind": "list", "v": []}]},
-     lambda v: v == (5, [])),
-    ({"t": "seq", "kind": "set", "v": [{"t": "seq", "kind": "list", "v": []}]}, lambda v: v == [[]]),  # unhashable
-    ({"t": "dict", "v": [[{"t": "str", "v": "tp"}, {"t": "int", "v": "8"}]]}, lambda v: v == {"tp": 8}),
-    ({"t": "ndarray", "dtype": "int64", "v": {"t": "seq", "kind": "list", "v": [{"t": "int", "v": "0"}]}},
-     lambda v: v.ndim == 1 and v.tolist() == [0]),
-    ({"t": "ndarray", "dtype": "V99999999999", "v": {"t": "seq", "kind": "list", "v": []}},
-     lambda v: isinstance(v, grade.OpaqueAnswer) or (v.size == 0 and v.dtype.kind == "f")),
-])
-def test_decode(entry, check):
-    assert check(grade._decode(entry))
-
-
-def test_checks_run_here_and_a_crashing_check_is_a_not_yet():
-    results = grade.check_answers(grade.lesson_questions("memory_wall"),
-                                  {"answer_q1": 16, "answer_q2": 10**400, "answer_q3": grade._opaque("list")})
-    by = {r.question: r for r in results}
-    assert by["q1"].status == CORRECT and by["q1"].points == 1
-    assert by["q2"].status == INCORRECT and by["q2"].feedback.startswith("not yet, because")
-    assert "type list" in by["q3"].feedback
-    assert by["q4"].status == NOT_ATTEMPTED
-
-
-def _code_objects(code):
-    yield code
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            yield from _code_objects(const)
-
-
-def test_sandbox_hook_reads_no_globals_and_has_no_closures():
-    # Student code can rebind module globals and builtins (and cell contents); the hook and
-    # its helpers must use only what they bound as default arguments when they were defined.
-    top = compile(grade._SANDBOX_SOURCE, "<sandbox>", "exec")
-    install = next(c for c in top.co_consts if isinstance(c, types.CodeType))
-    inner = [c for c in install.co_consts if isinstance(c, types.CodeType)
-             and c.co_name in ("resolve", "inside", "is_dir_outside", "hook")]
-    assert len(inner) == 4
-    for fn in inner:
-        for code in _code_objects(fn):
-            assert not code.co_freevars, (code.co_name, code.co_freevars)
-            ops = {i.opname for i in dis.get_instructions(code)}
-            assert not ops & {"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_CLASSDEREF"}, (code.co_name, ops)
 
 
 # --- reading bad files -------------------------------------------------------------------
@@ -214,7 +99,7 @@ def test_an_instructors_typo_in_lesson_is_an_error(tmp_path):
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
 def test_every_solution_gets_full_marks(path):
     result = grade.grade_notebook(path)
-    assert result.max_score > 0 and result.score == result.max_score, grade.GradeReport([result]).table()
+    assert result.max_score > 0 and result.score == result.max_score, report.GradeReport([result]).table()
     assert result.problems == []
 
 
@@ -223,7 +108,7 @@ def test_every_solution_gets_full_marks(path):
 def test_every_fresh_exercise_gets_zero_not_attempted(path):
     result = grade.grade_notebook(path)
     assert result.max_score > 0 and result.score == 0
-    assert set(statuses(result).values()) == {NOT_ATTEMPTED}, grade.GradeReport([result]).table()
+    assert set(statuses(result).values()) == {NOT_ATTEMPTED}, report.GradeReport([result]).table()
 
 
 @pytest.mark.notebook
@@ -232,7 +117,7 @@ def test_cannot_delete_or_change_files_outside_the_copy(tmp_path, sandbox):
     victim = tmp_path / "outside" / "sentinel.txt"
     victim.parent.mkdir()
     victim.write_text("precious", encoding="utf-8")
-    source = (ROOT / "distlab" / "course" / "memory_wall.py")
+    source = (ROOT / "distlab" / "lessons" / "memory_wall.py")
     before = source.read_bytes()
     v, d = str(victim), str(victim.parent)
     attacks = [
@@ -250,7 +135,7 @@ def test_cannot_delete_or_change_files_outside_the_copy(tmp_path, sandbox):
         f"import os\nfd = os.open({d!r}, os.O_RDONLY)\nos.unlink('sentinel.txt', dir_fd=fd)",
         f"import os\nos.chmod({v!r}, 0)",
         # the checks' own source: rewriting it would change the next grading run
-        "import distlab.course.memory_wall as m\nopen(m.__file__, 'a').write('\\nq1 = None\\n')",
+        "import distlab.lessons.memory_wall as m\nopen(m.__file__, 'a').write('\\nq1 = None\\n')",
         "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",  # the grading process
         f"import os\nos.mknod({d + '/made.txt'!r})",  # no audit event: removed from os, read-only under bwrap
         # ATTACH creates a database file wherever it is told, from any connection
@@ -274,10 +159,9 @@ def test_cannot_delete_or_change_files_outside_the_copy(tmp_path, sandbox):
 @pytest.mark.notebook
 def test_monkeypatching_the_checks_in_the_kernel_fakes_nothing(tmp_path):
     cheat = (
-        "from distlab.course import memory_wall, checks\n"
+        "from distlab.lessons import memory_wall\nfrom distlab.grading import questions as checks\n"
         "fake = lambda self, answer=None: checks.CheckResult(self.name, 'correct', 'correct', 1.0, 1.0)\n"
         "checks.NumericQuestion.check = fake\nchecks.ChoiceQuestion.check = fake\n"
-        "checks.check_all = lambda q, a: []\n"
         "for q in memory_wall.QUESTIONS.values():\n"
         "    object.__setattr__(q, 'expected', lambda: 0)\n"
         "answer_q1 = 3\nanswer_q7 = 'yes'\n"
@@ -359,7 +243,7 @@ def test_cli_table_json_and_gradescope(tmp_path, capsys):
     assert code == 0
     table = capsys.readouterr().out
     assert "score: 7/7" in table and "score: 1/7" in table and "total: 8/14" in table
-    assert ("warning: graded without bubblewrap" in table) == (not grade.bwrap_available())
+    assert ("warning: graded without bubblewrap" in table) == (not bwrap_available())
     assert "not yet, because 56 GB is too low" in table
 
     summary = json.loads(out_json.read_text())
@@ -386,44 +270,31 @@ def test_cli_rejects_nonsense_options(capsys):
     assert "--gradescope needs --lesson" in capsys.readouterr().err
 
 
-def test_an_expression_for_an_answer_is_refused_at_once():
-    # pint evaluates '**': "9**9**9 GB" would compute a number of 370 million digits, forever
-    import time
-
-    started = time.monotonic()
-    result = grade.check_answers(grade.lesson_questions("memory_wall"),
-                                 {"answer_q2": "9**9**9 GB", "answer_q1": "2^4"})
-    assert time.monotonic() - started < 5
-    by = {q.question: q for q in result}
-    assert by["q2"].status == by["q1"].status == INCORRECT
-    assert "could not be read" in by["q2"].feedback
-
-
 @pytest.mark.notebook
 def test_a_huge_variable_does_not_hide_the_answers(tmp_path):
     # only the lesson's answer_<question> variables are read, each within its share of the output
     cells = [IMPORTS, ANSWERS["q1"], "answer_work = list(range(300_000))\nanswer_q3 = list(range(300_000))",
              ANSWERS["q2"]]
     result = grade.grade_notebook(write_notebook(tmp_path / "01_memory_wall.ipynb", cells))
-    assert statuses(result)["q1"] == statuses(result)["q2"] == CORRECT, grade.GradeReport([result]).table()
+    assert statuses(result)["q1"] == statuses(result)["q2"] == CORRECT, report.GradeReport([result]).table()
     assert statuses(result)["q3"] == INCORRECT and result.problems == []
 
 
 @pytest.mark.notebook
-@pytest.mark.skipif(not grade.bwrap_available(), reason="bubblewrap is not available here")
+@pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not available here")
 def test_bubblewrap_alone_keeps_files_outside_safe(tmp_path):
     # the operating-system layer without the audit hook: / is read-only (/tmp included), and the
     # kernel sees no host process, so /proc/<pid>/root cannot lead back to the host's writable /
     victim = tmp_path / "sentinel.txt"
     victim.write_text("precious", encoding="utf-8")
-    source = ROOT / "distlab" / "course" / "memory_wall.py"
+    source = ROOT / "distlab" / "lessons" / "memory_wall.py"
     before = source.read_bytes()
     escape = ("import os\nseen = [p for p in os.listdir('/proc') if p.isdigit()]\nprint('pids', seen)\n"
               "for p in seen:\n    try:\n"
               f"        open('/proc/' + p + '/root' + {str(victim)!r}, 'w').write('gone')\n"
               "    except OSError:\n        pass")
     attacks = [f"import os\nos.remove({str(victim)!r})", f"!rm -f {victim}",
-               "import distlab.course.memory_wall as m\nopen(m.__file__, 'a').write('\\nq1 = None\\n')",
+               "import distlab.lessons.memory_wall as m\nopen(m.__file__, 'a').write('\\nq1 = None\\n')",
                f"import subprocess\nsubprocess.run(['rm', '-f', {str(source)!r}])",
                f"import os\nos.mknod({str(tmp_path / 'made.txt')!r})", escape]
     path = write_notebook(tmp_path / "01_memory_wall.ipynb", [IMPORTS, ANSWERS["q1"], *attacks])
@@ -432,3 +303,18 @@ def test_bubblewrap_alone_keeps_files_outside_safe(tmp_path):
     assert victim.read_text(encoding="utf-8") == "precious" and source.read_bytes() == before
     assert not (tmp_path / "made.txt").exists()
     assert statuses(result)["q1"] == CORRECT
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("lesson", [None, "data_parallel", "data_parallel_zero"])
+def test_a_notebook_submitted_before_the_move_still_grades(tmp_path, lesson):
+    # lesson 3 was distlab.course.data_parallel, with metadata lesson "data_parallel"
+    nb = nbformat.read(ROOT / "solutions" / "03_data_parallel_zero.ipynb", as_version=4)
+    nb.metadata["distlab"]["lesson"] = "data_parallel"
+    for cell in nb.cells:
+        cell.source = cell.source.replace("distlab.lessons.data_parallel_zero", "distlab.course.data_parallel")
+    assert any("distlab.course.data_parallel" in cell.source for cell in nb.cells)
+    nbformat.write(nb, tmp_path / "homework.ipynb")
+    result = grade.grade_notebook(tmp_path / "homework.ipynb", lesson=lesson)
+    assert result.lesson == "data_parallel_zero" and result.problems == []
+    assert result.max_score == 6 and result.score == 6, report.GradeReport([result]).table()

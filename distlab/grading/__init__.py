@@ -1,0 +1,14 @@
+"""Grading infrastructure: graded question types, the exercise builder, and the sandboxed autograder.
+
+    questions    NumericQuestion / ChoiceQuestion / CheckResult (what lessons declare)
+    build        exercises/ from solutions/ (nbgrader's solution markers)
+    discover     which lesson a notebook is, from the manifest distlab.lessons.LESSONS
+    submission   reading a submitted notebook leniently
+    kernel_side  the sandbox and the answer collector, run inside the student's kernel
+    kernel       bubblewrap, the kernel manager, running the cells
+    answers      decoding and checking the answers, in the grading process
+    report       QuestionGrade, NotebookGrade, GradeReport (table, JSON, Gradescope)
+    grade        grade_notebook / grade_notebooks: the orchestration
+
+Importing this package imports none of them (lessons import only `questions`).
+"""

@@ -1,0 +1,220 @@
+"""Autograding of exercise notebooks: run the student's notebook, read the answers, check them here.
+
+    from distlab.grading import grade
+    report = grade.grade_notebooks(["submission.ipynb"], timeout=120)
+    print(report.table())
+    report.to_json()          # {"score": .., "max_score": .., "questions": [..], "notebooks": [..]}
+    report.to_gradescope()    # Gradescope's results.json
+
+How a notebook is graded
+------------------------
+1. The file is read leniently (not valid JSON, truncated, cells without sources, outputs
+   that do not validate: each becomes a "problem" in the report, never a crash). Only the
+   sources of its code cells are kept, in a fresh notebook, copied into a new temporary
+   working folder.
+2. The lesson is found from the notebook metadata ``metadata["distlab"]["lesson"]``, else
+   from the file name (``01_memory_wall.ipynb`` -> ``memory_wall``), else from the
+   ``distlab.lessons.<lesson>`` module its cells import (see distlab.grading.discover).
+   Lessons come from the manifest ``distlab.lessons.LESSONS``; older lesson names still
+   identify their lesson. With ``lesson=`` given, a notebook that belongs to another lesson
+   gets no points and says so.
+3. A fresh kernel of this Python environment (nbclient) starts with the temporary folder as
+   working directory. A first, private cell installs the sandbox (below) and must report
+   back before any student code runs (distlab.grading.kernel_side, sent as its source). Then every code cell runs in order, errors allowed
+   (one bad cell does not stop the rest), each cell with a time limit and the whole notebook
+   with a total time limit; a cell that runs too long is interrupted.
+4. After every cell a private cell serialises the lesson's answer variables (``answer_q1``,
+   ``answer_q2``, ...; each within an equal share of the output kept) to JSON between two random markers (a nonce the student cannot know). The
+   grading process parses the last snapshot it could get (so answers given before an
+   infinite loop or a crash still count) and calls the REAL checks of
+   ``distlab.lessons.<lesson>.QUESTIONS`` here, in the grading process. A notebook that
+   redefines or monkeypatches ``q1.check`` only changes its own kernel. Answers are read
+   from the namespace, so reordered cells are fine; a missing cell leaves its question
+   "not attempted".
+
+The sandbox, and what it does not do
+------------------------------------
+Two layers protect the files outside the temporary working copy:
+
+* **bubblewrap** (``sandbox="bwrap"``, and the default ``"auto"`` when the ``bwrap``
+  program is installed and works): the kernel runs in a mount namespace where ``/`` is
+  read-only and only the working copy is writable.
+  That is enforced by the operating system. The kernel also gets private process, IPC and
+  host-name namespaces (it sees no other process, so ``/proc/<pid>/root`` of a host process
+  cannot lead it back to the writable file system), a new session and no capabilities. It
+  shares the network with the host (the kernel talks to the grader over localhost).
+* **a Python audit hook** (always, installed before any student code): it refuses writes,
+  deletions, renames, links, permission changes and opening folders
+  outside the working copy (symlinks and ``..`` resolved with the C functions
+  ``lstat``/``readlink`` bound at install time), any new SQLite connection (``ATTACH`` would
+  create a file anywhere); process creation (``subprocess``,
+  ``os.system``, ``os.exec*``, ``fork``, ``posix_spawn``, ``pty``, ``!cmd``), signals to
+  other processes (``os.kill``), ``ctypes``, ``sys.settrace``/``setprofile``,
+  ``resource.setrlimit``, and replacing the code or the defaults of its own functions.
+  Resource limits cap the size of the files the kernel writes and its address space.
+
+The audit hook alone is **not an operating-system sandbox**. It stops accidents and
+casual tampering (``os.remove``, ``shutil.rmtree``, ``open(..., "w")``, ``!rm``,
+``subprocess``), but CPython's audit events do not cover everything: for example
+``os.mkfifo`` and ``os.mknod`` raise no event (the hook removes them from ``os``, which a
+determined student can undo), a symlink swapped by a second thread between
+the check and the open can race it, C extensions can act without events, and reading
+files (the kernel also sees the grader's environment variables), using the network and
+burning CPU until the time limit are not prevented. Grade untrusted submissions with
+bubblewrap installed (``apt-get install bubblewrap``), or inside a container or VM (as
+Gradescope does); ``sandbox="audit"`` is for machines without it. The grading process
+itself only reads the submitted file as JSON and never imports, executes or unpickles
+anything from it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from ..errors import ConfigurationError
+from .answers import ANSWER_PREFIX, check_answers, not_attempted
+from .discover import canonical, identify_lesson, lesson_from_name, lesson_questions
+from .kernel import bwrap_available, run_in_kernel
+from .report import GradeReport, NotebookGrade
+from .submission import read_sources
+
+DEFAULT_TIMEOUT = 300.0
+DEFAULT_CELL_TIMEOUT = 60.0
+DEFAULT_MEMORY_LIMIT = 8 * 2**30  # address space of the kernel, bytes
+DEFAULT_FILE_SIZE_LIMIT = 64 * 2**20  # largest file the kernel may write, bytes
+SANDBOXES = ("auto", "bwrap", "audit")
+
+
+def _sandbox(sandbox: str) -> str:
+    """"bwrap" or "audit": what `sandbox` means here ("auto": bubblewrap when it works)."""
+    if sandbox not in SANDBOXES:
+        raise ConfigurationError(f"sandbox={sandbox!r}; valid: {', '.join(SANDBOXES)}")
+    if sandbox == "auto":
+        return "bwrap" if bwrap_available() else "audit"
+    if sandbox == "bwrap" and not bwrap_available():
+        raise ConfigurationError("sandbox='bwrap' but bubblewrap is not installed or cannot run here "
+                                 "(apt-get install bubblewrap), use sandbox='auto' or 'audit'")
+    return sandbox
+
+
+def _unreadable(grade: NotebookGrade, path: Path, questions: dict | None) -> None:
+    """A file that could not be read: every question not attempted, when the lesson is known."""
+    if questions is None:
+        found = lesson_from_name(path.name)
+        if found:
+            try:
+                questions, grade.lesson, grade.lesson_from = lesson_questions(found), found, "file name"
+            except ConfigurationError:
+                pass
+    if questions is not None:
+        grade.questions = not_attempted(questions, "not attempted (the notebook could not be read)")
+
+
+def _choose_questions(grade: NotebookGrade, found: str | None, how: str, questions: dict | None) -> dict | None:
+    """The questions to grade against, or None (with the reason in grade.problems, and zeros if due)."""
+    if questions is not None:  # --lesson given
+        if found is not None and found != grade.lesson:
+            grade.problems.append(f"this notebook belongs to lesson {found!r} (from its {how}), not to "
+                                  f"{grade.lesson!r}: it was not graded; submit the exercise notebook of this lesson")
+            grade.questions = not_attempted(questions, f"not attempted (the notebook submitted is lesson {found!r})")
+            return None
+        return questions
+    if found is None:
+        grade.problems.append("cannot tell which lesson this notebook belongs to (no distlab lesson in its metadata, "
+                              "file name or imports); grade it with --lesson NAME")
+        return None
+    try:
+        questions = lesson_questions(found)
+    except ConfigurationError as exc:
+        grade.problems.append(f"the notebook names lesson {found!r} (from its {how}), but {exc}")
+        return None
+    grade.lesson, grade.lesson_from = found, how
+    return questions
+
+
+def _remove_tree(path: Path) -> None:
+    def retry(func, p, _exc):
+        try:
+            os.chmod(p, 0o700)
+            func(p)
+        except OSError:
+            pass
+
+    shutil.rmtree(path, onerror=retry)
+
+
+def _run(path: Path, sources: list[str], questions: dict, problems: list[str], **options) -> dict:
+    """The answers of the notebook's cells, run in a fresh kernel in a temporary copy ({} if none were read)."""
+    base = Path(tempfile.mkdtemp(prefix="distlab-grade-"))
+    work = base / "work"
+    try:
+        (work / ".tmp").mkdir(parents=True)
+        shutil.copyfile(path, work / "submission.ipynb")
+        try:
+            answers = run_in_kernel(sources, work, answer_names=[f"{ANSWER_PREFIX}{q}" for q in questions],
+                                    problems=problems, **options)
+        except Exception as exc:  # kernel failed to start, sandbox failed: the grader's problem, said plainly
+            problems.append(f"the notebook could not be run: {type(exc).__name__}: {str(exc)[:300]}")
+            answers = None
+    finally:
+        _remove_tree(base)
+    if answers is None:
+        problems.append("no answers could be read from the kernel")
+        answers = {}
+    return answers
+
+
+def grade_notebook(path, *, lesson: str | None = None, timeout: float = DEFAULT_TIMEOUT,
+                   cell_timeout: float = DEFAULT_CELL_TIMEOUT, sandbox: str = "auto",
+                   memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
+                   file_size_limit: int | None = DEFAULT_FILE_SIZE_LIMIT, _audit_hook: bool = True) -> NotebookGrade:
+    """Grade one notebook file; never raises for anything the file contains.
+
+    timeout: seconds for the whole notebook; cell_timeout: seconds per cell. sandbox: "auto"
+    (bubblewrap when it works here, always with the audit hook), "bwrap" or "audit" (see the
+    module docstring for what each does and does not protect). memory_limit and
+    file_size_limit (bytes, None for no limit) cap the kernel's address space and the files it
+    writes. lesson: grade against this lesson (a slug or an older name); a notebook of another
+    lesson then gets zero. (_audit_hook=False is for testing the bubblewrap layer alone.)
+    """
+    sandbox = _sandbox(sandbox)
+    started = time.monotonic()
+    path = Path(path)
+    layers = [*(["bwrap"] if sandbox == "bwrap" else []), *(["audit-hook"] if _audit_hook else [])]
+    grade = NotebookGrade(str(path), None if lesson is None else canonical(lesson), [], [],
+                          sandbox="+".join(layers) or "none", lesson_from="--lesson" if lesson is not None else "")
+    # the instructor's typo is an error, not a student's zero
+    questions = lesson_questions(lesson) if lesson is not None else None
+    read = read_sources(path, grade.problems)
+    if read is None:
+        _unreadable(grade, path, questions)
+    else:
+        metadata, sources = read
+        questions = _choose_questions(grade, *identify_lesson(metadata, path.name, sources), questions)
+        if questions is not None and not any(s.strip() for s in sources):
+            grade.problems.append("the notebook has no code cells")
+            grade.questions = not_attempted(questions)
+        elif questions is not None:
+            answers = _run(path, sources, questions, grade.problems, timeout=timeout, cell_timeout=cell_timeout,
+                           sandbox=sandbox, memory_limit=memory_limit, file_size_limit=file_size_limit,
+                           audit_hook=_audit_hook)
+            grade.questions = check_answers(questions, answers)
+    grade.seconds = time.monotonic() - started
+    return grade
+
+
+def grade_notebooks(paths, **options) -> GradeReport:
+    """Grade each notebook (directories: their *.ipynb files) in its own fresh kernel."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files.extend(sorted(p.glob("*.ipynb")))
+        else:
+            files.append(p)
+    if not files:
+        raise ConfigurationError("no notebooks to grade")
+    return GradeReport([grade_notebook(f, **options) for f in files])

@@ -1,0 +1,270 @@
+"""Code that runs INSIDE the student's kernel: the grading sandbox and the answer collector.
+
+The grader never imports this module into the kernel: it sends the source of each function
+(inspect.getsource), which the kernel compiles into a private namespace, so the code is the
+same as what a reader, a linter and the tests see here. Hence the rules:
+
+* each function is self-contained: it imports what it needs inside its body, and this module
+  has no imports or globals the functions could rely on;
+* everything the audit hook uses is bound as a default argument at definition time (C
+  builtins, frozensets, tuples), so student code cannot change its behaviour by monkeypatching
+  modules or builtins; the hook and its helpers read no globals and have no closures
+  (tests/grading/test_kernel_side.py checks the bytecode). Setting __code__/__defaults__ of
+  these functions is refused once the hook is installed.
+"""
+
+
+def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, install_hook=True):
+    """Install the grading sandbox in this (the kernel's) process, then print the ready marker with `nonce`.
+
+    Writes are allowed only under `roots` and to `allowed_files`; resource limits cap the address space
+    and the size of written files (bytes, 0: no limit). See distlab.grading.grade for what it refuses.
+    """
+    import posix, sys
+    # Import what kernels and lessons use while writing caches and loading libraries is still allowed.
+    for name in ("ctypes", "ctypes.util", "subprocess", "numpy", "pint", "matplotlib", "matplotlib.pyplot",
+                 "matplotlib.font_manager", "ipywidgets", "ipympl", "distlab", "distlab.units",
+                 "distlab.grading.questions", "distlab.lessons"):
+        try:
+            __import__(name)
+        except Exception:
+            pass
+    try:
+        import resource
+        if memory_limit:
+            resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+        if fsize_limit:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize_limit, fsize_limit))
+    except Exception:
+        pass
+    # The one call that creates processes without an audit event: take it away (re-importing is refused below).
+    try:
+        import _posixsubprocess
+        del _posixsubprocess.fork_exec
+    except Exception:
+        pass
+    # mknod and mkfifo create files without an audit event: take them away too
+    import os as _os
+    for module in (posix, _os):
+        for attr in ("mknod", "mkfifo"):
+            try:
+                delattr(module, attr)
+            except Exception:
+                pass
+    import subprocess as _sp
+    for attr in ("_fork_exec", "_posixsubprocess"):
+        if hasattr(_sp, attr):
+            try:
+                setattr(_sp, attr, None)
+            except Exception:
+                pass
+
+    import pathlib
+
+    def resolve(path, dir_fd=None, _lstat=posix.lstat, _readlink=posix.readlink, _getcwd=posix.getcwd,
+                _fspath=posix.fspath, _type=type, _str=str, _bytes=bytes, _int=int,
+                _path_types=(pathlib.PosixPath, pathlib.PurePosixPath),
+                _OSError=OSError, _PermissionError=PermissionError, _S_IFMT=0o170000, _S_IFLNK=0o120000):
+        """The absolute path with symlinks and '..' resolved (missing tails kept), from C calls only."""
+        t = _type(path)
+        if t is _int:
+            return _readlink("/proc/self/fd/" + _str(path))
+        if t is not _str and t is not _bytes and t not in _path_types:
+            raise _PermissionError("distlab grading sandbox: refusing a path object of type " + t.__name__)
+        p = _fspath(path)
+        if _type(p) is _bytes:
+            p = p.decode("utf-8", "surrogateescape")
+        if _type(p) is not _str or "\x00" in p:
+            raise _PermissionError("distlab grading sandbox: bad path")
+        if not p.startswith("/"):
+            base = _getcwd() if (dir_fd is None or dir_fd == -1) else _readlink("/proc/self/fd/" + _str(dir_fd))
+            p = base + "/" + p
+        stack = [c for c in p.split("/") if c and c != "."]
+        stack.reverse()
+        out = []
+        links = 0
+        while stack:
+            c = stack.pop()
+            if c == "..":
+                if out:
+                    out.pop()
+                continue
+            candidate = "/" + "/".join(out + [c])
+            try:
+                mode = _lstat(candidate).st_mode
+            except _OSError:
+                out.append(c)
+                continue
+            if (mode & _S_IFMT) == _S_IFLNK:
+                links += 1
+                if links > 40:
+                    raise _PermissionError("distlab grading sandbox: too many symbolic links")
+                target = _readlink(candidate)
+                if target.startswith("/"):
+                    out = []
+                more = [x for x in target.split("/") if x and x != "."]
+                more.reverse()
+                stack.extend(more)
+            else:
+                out.append(c)
+        return "/" + "/".join(out)
+
+    roots_t = tuple(resolve(r) for r in roots)
+    files_t = frozenset(resolve(f) for f in allowed_files)
+
+    def inside(path, dir_fd=None, _resolve=resolve, _roots=roots_t, _files=files_t):
+        p = _resolve(path, dir_fd)
+        if p in _files:
+            return True
+        for root in _roots:
+            if p == root or p.startswith(root + "/"):
+                return True
+        return False
+
+    def is_dir_outside(path, _resolve=resolve, _inside=inside, _stat=posix.stat, _type=type, _int=int,
+                       _OSError=OSError, _S_IFMT=0o170000, _S_IFDIR=0o040000):
+        if _type(path) is _int:
+            return False
+        try:
+            if (_stat(_resolve(path)).st_mode & _S_IFMT) != _S_IFDIR:
+                return False
+        except _OSError:
+            return False
+        return not _inside(path)
+
+    blocked = frozenset((
+        "os.system", "os.exec", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.startfile",
+        "subprocess.Popen", "pty.spawn", "signal.pthread_kill", "sys.settrace",
+        "sys.setprofile", "sys.monitoring.register_callback", "sys.addaudithook", "resource.setrlimit",
+        "resource.prlimit", "sqlite3.enable_load_extension", "sqlite3.load_extension", "os.add_dll_directory",
+        "os.setxattr", "os.removexattr", "os.chflags", "os.lchflags", "webbrowser.open",
+    ))
+    # events on one path, by the position of their dir_fd argument (None: they have none)
+    fd_at_1 = frozenset(("os.remove", "os.rmdir", "shutil.rmtree"))
+    fd_at_2 = frozenset(("os.mkdir", "os.chmod", "os.lchmod"))
+    fd_at_3 = frozenset(("os.chown", "os.lchown", "os.utime"))
+    no_fd = frozenset(("os.truncate", "tempfile.mkstemp", "tempfile.mkdtemp"))
+    two_paths = frozenset(("os.rename", "os.link", "shutil.move"))
+    dest_only = frozenset(("os.symlink", "shutil.copyfile", "shutil.copymode", "shutil.copystat",
+                           "shutil.copytree"))
+    no_import = frozenset(("_posixsubprocess", "_ctypes", "ctypes", "_gdbm", "_dbm", "_testcapi",
+                           "_testinternalcapi", "_xxsubinterpreters", "_xxinterpchannels", "_lsprof"))
+    write_flags = posix.O_WRONLY | posix.O_RDWR | posix.O_CREAT | posix.O_TRUNC | posix.O_APPEND
+
+    def hook(event, args, _blocked=blocked, _fd1=fd_at_1, _fd2=fd_at_2, _fd3=fd_at_3, _no_fd=no_fd,
+             _two=two_paths, _dest=dest_only,
+             _no_import=no_import, _inside=inside, _dir_outside=is_dir_outside, _write_flags=write_flags,
+             _PermissionError=PermissionError, _type=type, _int=int, _str=str, _len=len, _id=id,
+             _getpid=posix.getpid, _protected=frozenset()):
+        deny = None
+        if event == "open":
+            path, mode, flags = args[0], args[1], args[2]
+            writing = (_type(flags) is _int and (flags & _write_flags)) or (
+                _type(mode) is _str and ("w" in mode or "a" in mode or "x" in mode or "+" in mode))
+            if writing:
+                if _type(path) is not _int and not _inside(path):
+                    deny = "writing " + _str(path)
+            elif _dir_outside(path):
+                deny = "opening the folder " + _str(path)  # a dir_fd would let os.open(..., dir_fd=) escape
+        elif event in _fd1 or event in _fd2 or event in _fd3 or event in _no_fd:
+            at = 1 if event in _fd1 else 2 if event in _fd2 else 3 if event in _fd3 else 99
+            dir_fd = args[at] if _len(args) > at and _type(args[at]) is _int else None
+            if not _inside(args[0], dir_fd):
+                deny = event + " on " + _str(args[0])
+        elif event in _two:
+            sfd = args[2] if _len(args) > 2 and _type(args[2]) is _int else None
+            dfd = args[3] if _len(args) > 3 and _type(args[3]) is _int else None
+            if not (_inside(args[0], sfd) and _inside(args[1], dfd)):
+                deny = event + " of " + _str(args[0]) + " to " + _str(args[1])
+        elif event in _dest:
+            dfd = args[2] if _len(args) > 2 and _type(args[2]) is _int else None
+            if not _inside(args[1], dfd):
+                deny = event + " to " + _str(args[1])
+        elif event == "sqlite3.connect":  # even ":memory:": its ATTACH creates a file anywhere
+            deny = "opening an SQLite database"
+        elif event == "import":
+            if args[0] in _no_import:
+                deny = "importing " + _str(args[0])
+        elif event == "os.kill" or event == "os.killpg":
+            if args[0] != _getpid():  # the kernel interrupting itself (an interrupt request) is fine
+                deny = event + " of another process"
+        elif event == "object.__setattr__":
+            if _id(args[0]) in _protected:
+                deny = "changing the grading sandbox"
+        elif event in _blocked or event.startswith("ctypes."):
+            deny = event
+        if deny is not None:
+            raise _PermissionError("distlab grading sandbox: " + deny + " is not allowed while grading")
+
+    # the hook's last default: the ids of its own functions, whose code and defaults may then not change
+    hook.__defaults__ = hook.__defaults__[:-1] + (frozenset(map(id, (hook, resolve, inside, is_dir_outside))),)
+    if install_hook:
+        sys.addaudithook(hook)
+    print("DISTLAB-SANDBOX-READY-" + nonce)
+
+
+def collect_answers(ns, nonce, names, max_chars, budget, max_items=100000, max_depth=6):
+    """Print the variables `names` of namespace `ns` as JSON between two markers carrying `nonce`.
+
+    Each value is encoded by type (numbers as their repr, Quantities as magnitude and units, containers
+    item by item, anything else as its type name); strings keep max_chars characters, and an answer
+    whose JSON exceeds `budget` characters arrives as "too large".
+    """
+    import itertools, json, numbers, sys
+    left = [max_items]
+
+    def enc(v, depth):
+        left[0] -= 1
+        t = type(v)
+        if v is None:
+            return {"t": "none"}
+        if v is Ellipsis:
+            return {"t": "ellipsis"}
+        if isinstance(v, bool):
+            return {"t": "bool", "v": bool(v)}
+        if isinstance(v, str):
+            return {"t": "str", "v": str.__str__(v)[:max_chars]}
+        if t.__name__ == "Quantity" and t.__module__.split(".")[0] == "pint":
+            m = v.magnitude
+            if isinstance(m, bool) or not isinstance(m, numbers.Real):
+                return {"t": "other", "type": "Quantity of " + type(m).__name__}
+            m = int(m) if isinstance(m, numbers.Integral) else float(m)
+            return {"t": "quantity", "magnitude": repr(m), "units": format(v.units, "C")}
+        if isinstance(v, numbers.Integral):
+            return {"t": "int", "v": repr(int(v))}
+        if isinstance(v, numbers.Real):
+            return {"t": "float", "v": repr(float(v))}
+        if depth >= max_depth or left[0] <= 0:
+            return {"t": "other", "type": t.__name__, "why": "too large"}
+        if t.__module__ == "numpy" and t.__name__ == "ndarray":
+            if v.size > left[0]:
+                return {"t": "other", "type": "ndarray", "why": "too large"}
+            return {"t": "ndarray", "dtype": str(v.dtype), "v": enc(v.tolist(), depth + 1)}
+        if isinstance(v, (list, tuple, set, frozenset, range)):
+            kind = next(k.__name__ for k in (list, tuple, set, frozenset, range) if isinstance(v, k))
+            items = list(itertools.islice(iter(v), left[0] + 1))
+            if len(items) > left[0]:
+                return {"t": "other", "type": kind, "why": "too large"}
+            return {"t": "seq", "kind": kind, "v": [enc(x, depth + 1) for x in items]}
+        if isinstance(v, dict):
+            items = list(itertools.islice(iter(v.items()), left[0] + 1))
+            if len(items) > left[0]:
+                return {"t": "other", "type": "dict", "why": "too large"}
+            return {"t": "dict", "v": [[enc(k, depth + 1), enc(x, depth + 1)] for k, x in items]}
+        return {"t": "other", "type": t.__name__}
+
+    out = {}
+    for key in names:
+        if key not in ns:
+            continue
+        left[0] = max_items
+        try:
+            entry = json.dumps(enc(ns[key], 0))
+            if len(entry) > budget:
+                entry = json.dumps({"t": "other", "type": type(ns[key]).__name__, "why": "too large"})
+        except Exception as exc:
+            entry = json.dumps({"t": "other", "type": type(ns[key]).__name__, "error": type(exc).__name__})
+        out[key] = entry
+    text = "{" + ", ".join(json.dumps(k) + ": " + v for k, v in out.items()) + "}"
+    sys.stdout.write("\n" + "DISTLAB-ANSWERS-BEGIN-" + nonce + text + "DISTLAB-ANSWERS-END-" + nonce + "\n")
+    sys.stdout.flush()

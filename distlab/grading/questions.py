@@ -1,0 +1,240 @@
+"""Graded questions: q.check(answer) -> "correct", "not yet, because ...", or "not attempted".
+
+The expected value of every question is computed by distlab when checked, never typed in.
+Numbers are accepted with or without units (a plain number is read in the question's
+unit) within a relative tolerance.
+
+A question's setup is declared once in ``params``: the prompt and hint are formatted with it,
+and expected(), explain() (and scale_hint, when it is a function) are called with it, so a
+number the student reads is the number the check uses (learntools' declarative problems,
+with distlab's computed expectations):
+
+    >>> q = NumericQuestion(name="q", params=dict(p=4, m=8), prompt="GPipe, p = {p}, m = {m}: bubble (%)?",
+    ...                     expected=lambda p, m: 100 * (p - 1) / (m + p - 1),
+    ...                     explain=lambda p, m: f"(p-1)/(m+p-1) = {p - 1}/{m + p - 1}", hint_text="count slots",
+    ...                     unit="%")
+    >>> q.prompt, round(q.expected(), 2), q.check(27.3).status
+    ('GPipe, p = 4, m = 8: bubble (%)?', 27.27, 'correct')
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import math
+import numbers
+from dataclasses import dataclass, field
+from typing import Callable
+
+CORRECT = "correct"
+INCORRECT = "incorrect"
+NOT_ATTEMPTED = "not attempted"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The outcome of one check: status, the words shown to the student, points."""
+
+    question: str
+    status: str
+    message: str
+    points: float
+    max_points: float
+
+    @property
+    def correct(self) -> bool:
+        return self.status == CORRECT
+
+    def __repr__(self) -> str:
+        return f"{self.question}: {self.message}"
+
+    def _repr_html_(self) -> str:
+        colour = {CORRECT: "#1a7f37", INCORRECT: "#b35900", NOT_ATTEMPTED: "#57606a"}[self.status]
+        mark = {CORRECT: "&#10004;", INCORRECT: "&#10008;", NOT_ATTEMPTED: "&#8230;"}[self.status]
+        return (
+            f'<div style="color:{colour}"><b>{mark} {html.escape(self.question)}</b>: '
+            f"{html.escape(self.message)}</div>"
+        )
+
+    def to_dict(self) -> dict:
+        return {
+            "question": self.question,
+            "status": self.status,
+            "feedback": self.message,
+            "points": self.points,
+            "max_points": self.max_points,
+        }
+
+
+@dataclass(frozen=True)
+class Hint:
+    text: str
+
+    def __repr__(self) -> str:
+        return f"Hint: {self.text}"
+
+
+@dataclass(frozen=True)
+class Solution:
+    text: str
+
+    def __repr__(self) -> str:
+        return f"Solution: {self.text}"
+
+
+def is_unanswered(answer) -> bool:
+    """True for what a fresh exercise holds: None, ..., or an empty string."""
+    return answer is None or answer is Ellipsis or (isinstance(answer, str) and not answer.strip())
+
+
+def bind_params(question) -> None:
+    """Format prompt and hint with question.params and bind them to expected/explain (and a scale_hint function).
+
+    Called from __post_init__; a question without params is left as written.
+    """
+    params = question.params
+    if not params:
+        return
+    set_ = functools.partial(object.__setattr__, question)
+    set_("prompt", question.prompt.format(**params))
+    set_("hint_text", question.hint_text.format(**params))
+    set_("expected", functools.partial(question.expected, **params))
+    set_("explain", functools.partial(question.explain, **params))
+    if callable(getattr(question, "scale_hint", None)):
+        set_("scale_hint", question.scale_hint(**params))
+
+
+@dataclass(frozen=True)
+class NumericQuestion:
+    """A question whose answer is a number in `unit` (a pint unit string, '' for a pure number).
+
+    expected() computes the answer with distlab; explain() returns the worked derivation
+    (also computed). rel_tol is relative; integer questions use rel_tol=0. abs_tol is absolute
+    (e.g. 1 to accept one bucket either side of an optimum that is flat there). params: the
+    question's setup, declared once (see the module docstring); scale_hint may then be a
+    function of it returning {ratio to the expected value: words}.
+    """
+
+    name: str
+    prompt: str
+    expected: Callable[[], float]
+    explain: Callable[[], str]
+    hint_text: str
+    unit: str = ""
+    rel_tol: float = 0.01
+    points: float = 1.0
+    noun: str = "a number"
+    abs_tol: float = 1e-12
+    scale_hint: dict | Callable[..., dict] = field(default_factory=dict)
+    params: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        bind_params(self)
+
+    def _read(self, answer) -> float:
+        """The answer as a float in self.unit; raises ValueError with the reason in words."""
+        from pint import DimensionalityError, Quantity
+
+        from ..errors import UnitError
+        from ..units import parse_quantity
+
+        if isinstance(answer, bool):
+            raise ValueError(f"{answer!r} is a yes/no value, not {self.noun}")
+        if isinstance(answer, numbers.Real):
+            try:
+                value = float(answer)
+            except OverflowError:
+                raise ValueError(f"{answer!r} is too large to be {self.noun}") from None
+        elif isinstance(answer, (str, Quantity)):
+            if isinstance(answer, str):
+                try:
+                    answer = parse_quantity(answer.replace(",", ""), "the answer")
+                except UnitError:
+                    shown = answer if len(answer) <= 40 else answer[:37] + "..."
+                    raise ValueError(f"{shown!r} could not be read as {self.noun} (write a number, then its "
+                                     f"unit, such as '140 GB' or '3.05 s')") from None
+            if not isinstance(answer, Quantity):
+                value = float(answer)
+            elif answer.dimensionless and not self.unit:
+                value = float(answer.to("").magnitude)
+            elif answer.dimensionless:
+                value = float(answer.magnitude)  # a bare number written as a string
+            else:
+                try:
+                    value = float(answer.to(self.unit or "").magnitude)
+                except DimensionalityError:
+                    raise ValueError(f"{answer:.4g~P} is not {self.noun} (expected {self.unit or 'a pure number'})") from None
+        else:
+            raise ValueError(f"an answer of type {type(answer).__name__} is not {self.noun}")
+        if not math.isfinite(value):
+            raise ValueError(f"{value} is not a finite number")
+        return value
+
+    def check(self, answer=None) -> CheckResult:
+        """Compare an answer with the value distlab computes."""
+        if is_unanswered(answer):
+            return CheckResult(self.name, NOT_ATTEMPTED, "not attempted", 0.0, self.points)
+        try:
+            value = self._read(answer)
+        except ValueError as reason:
+            return CheckResult(self.name, INCORRECT, f"not yet, because {reason}", 0.0, self.points)
+        want = float(self.expected())
+        if math.isclose(value, want, rel_tol=self.rel_tol, abs_tol=self.abs_tol):
+            return CheckResult(self.name, CORRECT, "correct", self.points, self.points)
+        reason = "is too high" if value > want else "is too low"
+        for factor, words in self.scale_hint.items():
+            if want and math.isclose(value / want, factor, rel_tol=self.rel_tol):
+                reason = words
+                break
+        unit = f" {self.unit}" if self.unit else ""
+        message = f"not yet, because {value:g}{unit} {reason}. Hint: {self.hint_text}"
+        return CheckResult(self.name, INCORRECT, message, 0.0, self.points)
+
+    def hint(self) -> Hint:
+        return Hint(self.hint_text)
+
+    def solution(self) -> Solution:
+        return Solution(self.explain())
+
+
+@dataclass(frozen=True)
+class ChoiceQuestion:
+    """A question answered by one of a few options (case-insensitive; yes/no also take True/False)."""
+
+    name: str
+    prompt: str
+    options: tuple
+    expected: Callable[[], str]
+    explain: Callable[[], str]
+    hint_text: str
+    points: float = 1.0
+    params: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        bind_params(self)
+
+    def _normalise(self, answer) -> str:
+        if answer is True:
+            return "yes"
+        if answer is False:
+            return "no"
+        return str(answer).strip().lower()
+
+    def check(self, answer=None) -> CheckResult:
+        if is_unanswered(answer):
+            return CheckResult(self.name, NOT_ATTEMPTED, "not attempted", 0.0, self.points)
+        value = self._normalise(answer)
+        if value not in self.options:
+            return CheckResult(
+                self.name, INCORRECT, f"not yet, because {answer!r} is not one of: {', '.join(self.options)}", 0.0, self.points
+            )
+        if value == self.expected():
+            return CheckResult(self.name, CORRECT, "correct", self.points, self.points)
+        return CheckResult(self.name, INCORRECT, f"not yet, because {value!r} is not right. Hint: {self.hint_text}", 0.0, self.points)
+
+    def hint(self) -> Hint:
+        return Hint(self.hint_text)
+
+    def solution(self) -> Solution:
+        return Solution(self.explain())
+

@@ -1,0 +1,143 @@
+"""The grade report: per question, per notebook, and for a whole grading run (table, JSON, Gradescope)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+AUDIT_ONLY_WARNING = ("warning: graded without bubblewrap (the Python audit hook only), which is not an operating-"
+                      "system sandbox; grade untrusted work with bubblewrap installed (apt-get install bubblewrap) "
+                      "or inside a container")
+
+
+@dataclasses.dataclass
+class QuestionGrade:
+    """The grade of one question: its status, points and the check's feedback."""
+
+    question: str
+    status: str
+    points: float
+    max_points: float
+    feedback: str
+    prompt: str = ""
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class NotebookGrade:
+    """The grade of one notebook: per-question results and what went wrong on the way."""
+
+    path: str
+    lesson: str | None
+    questions: list[QuestionGrade]
+    problems: list[str]
+    sandbox: str = ""
+    seconds: float = 0.0
+    #: how the lesson was chosen: "--lesson", or the part of the notebook that named it
+    lesson_from: str = ""
+
+    @property
+    def score(self) -> float:
+        return float(sum(q.points for q in self.questions))
+
+    @property
+    def max_score(self) -> float:
+        return float(sum(q.max_points for q in self.questions))
+
+    def to_dict(self) -> dict:
+        return {
+            "path": self.path,
+            "lesson": self.lesson,
+            "score": self.score,
+            "max_score": self.max_score,
+            "problems": list(self.problems),
+            "lesson_from": self.lesson_from,
+            "sandbox": self.sandbox,
+            "seconds": round(self.seconds, 2),
+            "questions": [q.to_dict() for q in self.questions],
+        }
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+@dataclasses.dataclass
+class GradeReport:
+    """The grades of every notebook of one grading run."""
+
+    notebooks: list[NotebookGrade]
+
+    @property
+    def score(self) -> float:
+        return float(sum(n.score for n in self.notebooks))
+
+    @property
+    def max_score(self) -> float:
+        return float(sum(n.max_score for n in self.notebooks))
+
+    def to_json(self) -> dict:
+        """The JSON summary: top-level score and max_score, then one entry per question."""
+        return {
+            "score": self.score,
+            "max_score": self.max_score,
+            "questions": [
+                {"notebook": n.path, "lesson": n.lesson, **q.to_dict()}
+                for n in self.notebooks for q in n.questions
+            ],
+            "notebooks": [n.to_dict() for n in self.notebooks],
+        }
+
+    def to_gradescope(self) -> dict:
+        """Gradescope's results.json (https://gradescope-autograders.readthedocs.io/en/latest/specs/).
+
+        One test per question with its score, max_score, status and the check's feedback as
+        output; the top-level output lists what went wrong while running the notebook.
+        """
+        several = len(self.notebooks) > 1
+        tests = []
+        for n in self.notebooks:
+            for q in n.questions:
+                prefix = f"{Path(n.path).name} " if several else ""
+                tests.append({
+                    "name": f"{prefix}{q.question}" + (f": {q.prompt}" if q.prompt else ""),
+                    "score": q.points,
+                    "max_score": q.max_points,
+                    "status": "passed" if q.points >= q.max_points and q.max_points > 0 else "failed",
+                    "output": q.feedback,
+                })
+        lines = []
+        for n in self.notebooks:
+            head = f"{Path(n.path).name}: {_fmt(n.score)}/{_fmt(n.max_score)}"
+            lines.append(head + (f" (lesson {n.lesson})" if n.lesson else ""))
+            lines.extend(f"  - {p}" for p in n.problems)
+        return {
+            "score": self.score,
+            "execution_time": round(sum(n.seconds for n in self.notebooks), 1),
+            "output": "\n".join(lines),
+            "tests": tests,
+        }
+
+    def table(self) -> str:
+        """A plain-text table per notebook: question, points, status, feedback; then the problems."""
+        out = []
+        for n in self.notebooks:
+            origin = f" (from its {n.lesson_from})" if n.lesson and n.lesson_from != "--lesson" else ""
+            out.append(f"{n.path}  lesson: {n.lesson or '?'}{origin}  score: {_fmt(n.score)}/{_fmt(n.max_score)}")
+            if n.questions:
+                width = max(8, *(len(q.question) for q in n.questions))
+                out.append(f"  {'question':<{width}}  {'points':>7}  {'status':<13}  feedback")
+                for q in n.questions:
+                    points = f"{_fmt(q.points)}/{_fmt(q.max_points)}"
+                    feedback = " ".join(q.feedback.split())
+                    out.append(f"  {q.question:<{width}}  {points:>7}  {q.status:<13}  {feedback}")
+            for p in n.problems:
+                out.append(f"  ! {p}")
+            out.append("")
+        if len(self.notebooks) > 1:
+            out.append(f"total: {_fmt(self.score)}/{_fmt(self.max_score)}")
+        if any(n.sandbox and "bwrap" not in n.sandbox for n in self.notebooks):
+            out.append(AUDIT_ONLY_WARNING)
+        return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,175 @@
+"""Graded questions of lesson 3, data parallelism and ZeRO. Expected values come from distlab.dataparallel and memory."""
+
+from __future__ import annotations
+
+from .. import dataparallel, memory, models
+from ..units import format_bytes, format_seconds
+from ..grading.questions import ChoiceQuestion, NumericQuestion
+
+_BYTES_HINT = {1e9: "looks like bytes, but plain numbers are read in GB"}
+_STAGE_OPTIONS = ("plain dp", "zero-1", "zero-2", "zero-3", "none")
+
+
+def _q1():
+    return memory.training_memory(7.5e9, zero=1, dp=16).total_bytes / 1e9
+
+
+def _explain_q1():
+    bd = memory.training_memory(7.5e9, zero=1, dp=16)
+    return (f"ZeRO-1 keeps full bf16 weights and gradients (2 + 2 bytes x 7.5e9 = "
+            f"{format_bytes(bd.weights_bytes + bd.gradients_bytes)}) and 1/16 of the 12-byte optimizer states "
+            f"(12 x 7.5e9 / 16 = {format_bytes(bd.optimizer_bytes)}): {format_bytes(bd.total_bytes)} "
+            f"(ZeRO paper, Table 1: 35.6 GB)")
+
+
+def _q2():
+    return dataparallel.step_communication(7e9, zero=3, dp=8).bytes_sent_per_gpu / 1e9
+
+
+def _explain_q2():
+    c = dataparallel.step_communication(7e9, zero=3, dp=8)
+    return (f"M = 7e9 x 2 B = {format_bytes(c.gradient_bytes)}. ZeRO-3 all-gathers the parameters in forward and "
+            f"again in backward and reduce-scatters the gradients: 3 collectives of (N-1)/N x M each, "
+            f"3 x 7/8 x 14 GB = {format_bytes(c.bytes_sent_per_gpu)} (the paper's 3 x M = "
+            f"{format_bytes(c.volume_bytes)} is the large-N limit)")
+
+
+def _q3():
+    dp = dataparallel.step_communication(7e9, zero=0, dp=64).bytes_sent_per_gpu
+    z2 = dataparallel.step_communication(7e9, zero=2, dp=64).bytes_sent_per_gpu
+    return "yes" if z2 > dp * (1 + 1e-12) else "no"
+
+
+def _explain_q3():
+    dp = dataparallel.step_communication(7e9, zero=0, dp=64)
+    z2 = dataparallel.step_communication(7e9, zero=2, dp=64)
+    return (f"No: an all-reduce is a reduce-scatter plus an all-gather. ZeRO-2 reduce-scatters the gradients and "
+            f"all-gathers the updated parameters: the same two halves, {format_bytes(z2.bytes_sent_per_gpu)} per GPU "
+            f"against {format_bytes(dp.bytes_sent_per_gpu)} for plain DP. Only ZeRO-3 moves more (1.5x)")
+
+
+def _timeline(comm_s, backward_s, buckets):
+    """Ready, start and end (ms) of equal buckets, from dataparallel.overlap_timeline."""
+    ready = [backward_s * (i + 1) / buckets for i in range(buckets)]
+    start, end = dataparallel.overlap_timeline(ready, [comm_s / buckets] * buckets)
+    return [r * 1e3 for r in ready], start * 1e3, end * 1e3
+
+
+def _ms(values) -> str:
+    return ", ".join(f"{v:g}" for v in values) + " ms"
+
+
+def _q4():
+    return dataparallel.exposed_communication_time(0.250, 0.200, 4) * 1e3
+
+
+def _explain_q4():
+    ready, start, end = _timeline(0.250, 0.200, 4)
+    exposed = dataparallel.exposed_communication_time(0.250, 0.200, 4)
+    return (f"Four buckets of {250 / 4:g} ms each, ready at {_ms(ready)}. Each all-reduce starts when its bucket "
+            f"is ready and the previous one is done: they start at {_ms(start)} and end at {_ms(end)}. "
+            f"{format_seconds(exposed)} is left after backward ends = 250 ms - (3/4) x 200 ms: the first "
+            f"{ready[0]:g} ms of backward has nothing to overlap with")
+
+
+def _q5():
+    return dataparallel.exposed_communication_time(0.120, 0.300, 8) * 1e3
+
+
+def _explain_q5():
+    ready, start, end = _timeline(0.120, 0.300, 8)
+    exposed = dataparallel.exposed_communication_time(0.120, 0.300, 8)
+    return (f"Eight buckets of {120 / 8:g} ms, ready at {_ms(ready)}: each all-reduce ends ({_ms(end)}) before the "
+            f"next bucket is ready, so only the last bucket, ready when backward ends, is exposed: "
+            f"{format_seconds(exposed)}")
+
+
+def _q6_model():
+    return models.model("megatron-gpt-18.4b")
+
+
+def _q6():
+    stage = dataparallel.smallest_fitting_stage(_q6_model(), 8, "h100-sxm")
+    return "none" if stage is None else ("plain dp" if stage == 0 else f"zero-{stage}")
+
+
+def _explain_q6():
+    m = _q6_model()
+    parts = []
+    for stage in (0, 1, 2, 3):
+        bd = memory.training_memory(m, zero=stage, dp=8, gpu="h100-sxm", count_activations=False)
+        parts.append(f"{dataparallel.stage_name(stage)} {format_bytes(bd.total_bytes)}")
+    return (f"{m.parameter_count() / 1e9:.2f}B parameters over 8 GPUs: " + ", ".join(parts)
+            + f"; the first at or under 80 GB is {_q6()}")
+
+
+q1 = NumericQuestion(
+    name="q1",
+    prompt="ZeRO paper check: 7.5B parameters, ZeRO-1 (optimizer states sharded), 16 GPUs. Model states per GPU (GB)?",
+    expected=_q1,
+    explain=_explain_q1,
+    hint_text="ZeRO-1 divides only the 12 optimizer bytes per parameter by the number of GPUs",
+    unit="GB",
+    noun="an amount of memory",
+    scale_hint={**_BYTES_HINT, 120 / 35.625: "is plain DP: ZeRO-1 shards the optimizer states",
+                7.5 / 35.625: "is ZeRO-3: ZeRO-1 shards only the optimizer states"},
+)
+
+q2 = NumericQuestion(
+    name="q2",
+    prompt="7B parameters, bf16 gradients, ZeRO-3 over 8 GPUs: how many GB does each GPU send per training step?",
+    expected=_q2,
+    explain=_explain_q2,
+    hint_text="ZeRO-3 runs two parameter all-gathers and one gradient reduce-scatter, each (N-1)/N x M with M = 14 GB",
+    unit="GB",
+    noun="an amount of data",
+    scale_hint={**_BYTES_HINT, 8 / 7: "is 3 x M, the large-N volume; with N = 8 each collective moves (N-1)/N of M",
+                2 / 3: "is plain DP's all-reduce; ZeRO-3 gathers the parameters twice"},
+)
+
+q3 = ChoiceQuestion(
+    name="q3",
+    prompt="Does ZeRO-2 send more bytes per GPU per step than plain data parallelism? (yes/no)",
+    options=("yes", "no"),
+    expected=_q3,
+    explain=_explain_q3,
+    hint_text="an all-reduce is a reduce-scatter followed by an all-gather",
+)
+
+q4 = NumericQuestion(
+    name="q4",
+    prompt="Backward takes 200 ms; the gradient all-reduce 250 ms in all, in 4 equal buckets. Exposed communication (ms)?",
+    expected=_q4,
+    explain=_explain_q4,
+    hint_text="bucket i is ready at (i+1)/4 of backward; an all-reduce starts when its bucket is ready and the "
+              "previous all-reduce is done",
+    unit="ms",
+    noun="a time",
+    scale_hint={0.5: "is comm - backward: the first bucket is only ready after 50 ms, so that much backward "
+                     "has nothing to overlap with",
+                0.625: "is the last bucket alone; here the all-reduces queue up behind each other",
+                1e-3: "looks like seconds; plain numbers are read in ms"},
+)
+
+q5 = NumericQuestion(
+    name="q5",
+    prompt="Backward takes 300 ms; the gradient all-reduce 120 ms in all, in 8 equal buckets. Exposed communication (ms)?",
+    expected=_q5,
+    explain=_explain_q5,
+    hint_text="can any all-reduce but the last one finish before backward ends?",
+    unit="ms",
+    noun="a time",
+    scale_hint={1e-3: "looks like seconds; plain numbers are read in ms"},
+)
+
+q6 = ChoiceQuestion(
+    name="q6",
+    prompt="megatron-gpt-18.4b on 8 x H100 (80 GB), model states only: the smallest stage that fits? "
+           "(plain dp, zero-1, zero-2, zero-3, none)",
+    options=_STAGE_OPTIONS,
+    expected=_q6,
+    explain=_explain_q6,
+    hint_text="per GPU: plain DP 16 P, ZeRO-1 (4 + 12/N) P, ZeRO-2 (2 + 14/N) P, ZeRO-3 16 P / N bytes",
+)
+
+QUESTIONS = {q.name: q for q in (q1, q2, q3, q4, q5, q6)}

@@ -1,0 +1,161 @@
+"""Graded questions of lesson 1, the memory wall. Every expected value is computed by distlab.memory."""
+
+from __future__ import annotations
+
+from .. import memory
+from ..units import format_bytes
+from ..grading.questions import ChoiceQuestion, NumericQuestion
+
+_BYTES_HINT = {1e9: "looks like bytes, but plain numbers are read in GB (write '112e9 B' or 112)"}
+
+
+def _per_param():
+    return memory.precision_recipe("mixed").bytes_per_param
+
+
+def _explain_q1():
+    r = memory.precision_recipe("mixed")
+    return (
+        f"{r.weight_bytes:g} (bf16 weights) + {r.gradient_bytes:g} (bf16 gradients) + {r.optimizer_bytes:g} "
+        f"(fp32 master copy, Adam momentum and variance, 4 each) = {r.bytes_per_param:g} bytes per parameter"
+    )
+
+
+def _q2():
+    return memory.training_memory(7e9).total_bytes / 1e9
+
+
+def _explain_q2():
+    bd = memory.training_memory(7e9)
+    return (
+        f"7e9 x {_per_param():g} B = {format_bytes(bd.total_bytes)}: weights {format_bytes(bd.weights_bytes)}, "
+        f"gradients {format_bytes(bd.gradients_bytes)}, Adam states {format_bytes(bd.optimizer_bytes)}"
+    )
+
+
+def _q3():
+    return memory.training_memory(70e9, dp=64).total_bytes / 1e9
+
+
+def _explain_q3():
+    bd = memory.training_memory(70e9, dp=64)
+    return (
+        f"Plain data parallelism replicates everything: each of the 64 GPUs still holds 70e9 x {_per_param():g} B "
+        f"= {format_bytes(bd.total_bytes)}. More GPUs add throughput, not memory per GPU."
+    )
+
+
+def _q4():
+    return memory.max_trainable_params("80 GB") / 1e9
+
+
+def _explain_q4():
+    return f"80 GB / {_per_param():g} B per parameter = {memory.max_trainable_params('80 GB') / 1e9:g} billion parameters"
+
+
+def _q5():
+    return memory.training_memory(7.5e9, zero=2, dp=64).total_bytes / 1e9
+
+
+def _explain_q5():
+    bd = memory.training_memory(7.5e9, zero=2, dp=64)
+    return (
+        f"ZeRO-2 keeps full bf16 weights (2 x 7.5e9 = {format_bytes(bd.weights_bytes)}) and shards gradients "
+        f"and optimizer states over 64 GPUs ((2 + 12) x 7.5e9 / 64 = {format_bytes(bd.gradients_bytes + bd.optimizer_bytes)}): "
+        f"{format_bytes(bd.total_bytes)} (ZeRO paper, Fig. 1: 16.6 GB)"
+    )
+
+
+def _q6(params, gpu_bytes):
+    return memory.min_gpus_to_fit(params, gpu_bytes)
+
+
+def _explain_q6(params, gpu_bytes):
+    n = memory.min_gpus_to_fit(params, gpu_bytes)
+    states = memory.training_memory(params).total_bytes
+    per_gpu = memory.training_memory(params, zero=3, dp=n).total_bytes
+    return (
+        f"ZeRO-3 divides all {_per_param():g} bytes per parameter: {states / 1e9:,.0f} GB / N <= "
+        f"{gpu_bytes / 1e9:g} GB needs N >= {n}; "
+        f"at N = {n} each GPU holds {format_bytes(per_gpu)} of model states (activations not counted)"
+    )
+
+
+q1 = NumericQuestion(
+    name="q1",
+    prompt="How many bytes per parameter does mixed-precision training with Adam keep (weights, gradients, optimizer)?",
+    expected=_per_param,
+    explain=_explain_q1,
+    hint_text="count bf16 weights, bf16 gradients, and the optimizer's fp32 master copy plus two moments",
+    unit="",
+    rel_tol=0.0,
+    noun="a number of bytes per parameter",
+)
+
+q2 = NumericQuestion(
+    name="q2",
+    prompt="How much memory (GB) do the model states of a 7B model need on one GPU?",
+    expected=_q2,
+    explain=_explain_q2,
+    hint_text="multiply the parameter count by the bytes per parameter from q1",
+    unit="GB",
+    noun="an amount of memory",
+    scale_hint=_BYTES_HINT,
+)
+
+q3 = NumericQuestion(
+    name="q3",
+    prompt="Plain data parallelism over 64 GPUs, 70B model: how much model-state memory (GB) does EACH GPU need?",
+    expected=_q3,
+    explain=_explain_q3,
+    hint_text="what does each data-parallel replica hold?",
+    unit="GB",
+    noun="an amount of memory",
+    scale_hint={1 / 64: "is the total divided by 64, but plain data parallelism replicates the whole model on every GPU",
+                **_BYTES_HINT},
+)
+
+q4 = NumericQuestion(
+    name="q4",
+    prompt="What is the largest model (in billions of parameters) whose model states fit one 80 GB GPU?",
+    expected=_q4,
+    explain=_explain_q4,
+    hint_text="divide the capacity by the bytes each parameter needs",
+    unit="",
+    noun="a number of billions of parameters",
+    scale_hint={1e9: "looks like the count of parameters; give it in billions (5 means 5e9)"},
+)
+
+q5 = NumericQuestion(
+    name="q5",
+    prompt="ZeRO paper check: 7.5B parameters, ZeRO-2, 64-way data parallelism. Model-state memory per GPU (GB)?",
+    expected=_q5,
+    explain=_explain_q5,
+    hint_text="ZeRO-2 shards gradients and optimizer states over the 64 GPUs but keeps full weights",
+    unit="GB",
+    noun="an amount of memory",
+    scale_hint=_BYTES_HINT,
+)
+
+q6 = NumericQuestion(
+    name="q6",
+    params=dict(params=70e9, gpu_bytes=80e9),
+    prompt="With ZeRO-3, how many 80 GB GPUs are needed at least for the model states of a 70B model?",
+    expected=_q6,
+    explain=_explain_q6,
+    hint_text="ZeRO-3 divides all model states by the number of GPUs; round up",
+    unit="",
+    rel_tol=0.0,
+    noun="a number of GPUs",
+)
+
+q7 = ChoiceQuestion(
+    name="q7",
+    prompt="Does adding GPUs under plain data parallelism reduce the memory each GPU needs? (yes/no)",
+    options=("yes", "no"),
+    expected=lambda: "no" if memory.training_memory(7e9, dp=2).total_bytes == memory.training_memory(7e9, dp=1).total_bytes else "yes",
+    explain=lambda: "No: every replica keeps the full 16 bytes per parameter; only sharding (ZeRO, TP, PP) divides it.",
+    hint_text="compare training_memory(7e9, dp=1) with dp=8",
+)
+
+QUESTIONS = {q.name: q for q in (q1, q2, q3, q4, q5, q6, q7)}

@@ -1,0 +1,199 @@
+"""Graded questions of lesson 5, tensor and sequence parallelism. Every expected value is computed by
+distlab.tensor (which prices collectives with distlab.collectives and activations with distlab.memory)."""
+
+from __future__ import annotations
+
+from .. import hardware, models, tensor
+from ..units import format_bytes, format_seconds
+from ..grading.questions import ChoiceQuestion, NumericQuestion
+
+# The setups the questions use (named once, so prompts and answers agree).
+Q1_MODEL, Q1_TP = "llama2-7b", 4  # d_model 4096, 32 heads of 128: the MIT 6.5940 quiz
+LAYER_MODEL, LAYER_TP, LAYER_SEQ = "llama2-7b", 8, 4096  # one microbatch of one 4,096-token sequence
+SP_MODEL, SP_TP, SP_SEQ = "gpt3-175b", 8, 2048
+RING = dict(seq_len=131072, cp=64, hidden=8192, precision="fp8")  # the bandwidth modeler's example
+
+_MB_HINT = {1e6: "looks like bytes, but plain numbers are read in MB (write '235e6 B' or 235)"}
+
+
+def _qkv_per_gpu() -> int:
+    shards = tensor.layer_shards(Q1_MODEL, Q1_TP)
+    return sum(shards.shard(name).params_per_gpu for name in ("query", "key", "value"))
+
+
+def _explain_q1() -> str:
+    m = models.model(Q1_MODEL)
+    q = tensor.layer_shards(Q1_MODEL, Q1_TP).shard("query")
+    return (
+        f"Q, K and V are each {m.hidden} x {m.hidden}, split by columns (by heads: {m.heads // Q1_TP} of the "
+        f"{m.heads} heads per GPU), so each GPU keeps three {q.shard_shape[0]} x {q.shard_shape[1]} blocks: "
+        f"3 x {q.params_per_gpu:,} = {_qkv_per_gpu():,} parameters"
+    )
+
+
+def _layer(link="nvlink4", **kwargs):
+    return tensor.tp_layer_cost(LAYER_MODEL, LAYER_TP, seq_len=LAYER_SEQ, micro_batch_size=1, link=link, **kwargs)
+
+
+def _q2() -> float:
+    return _layer().comm_bytes_per_gpu / 1e6
+
+
+def _explain_q2() -> str:
+    c = _layer()
+    n = c.tp
+    return (
+        f"M = b x s x h x 2 B = 1 x {c.seq_len} x {c.hidden} x 2 = {format_bytes(c.message_bytes)}; a ring all-reduce "
+        f"over {n} GPUs sends 2({n}-1)/{n} x M = {format_bytes(c.collectives[0][1].bytes_sent_per_gpu)} per GPU; "
+        f"training runs 4 of them per layer (2 forward, 2 backward): {format_bytes(c.comm_bytes_per_gpu)}"
+    )
+
+
+def _q3() -> float:
+    return _layer("ib-ndr").comm_time_s * 1e3
+
+
+def _explain_q3() -> str:
+    c = _layer("ib-ndr")
+    one = c.collectives[0][1]
+    link = hardware.link("ib-ndr")
+    return (
+        f"One ring all-reduce: 2({c.tp}-1) x {format_seconds(link.latency)} latency + "
+        f"{format_bytes(one.bytes_sent_per_gpu)} / {format_bytes(link.bandwidth)}/s = "
+        f"{format_seconds(one.latency_time_s)} + {format_seconds(one.bandwidth_time_s)} = {format_seconds(one.time_s)}; "
+        f"x 4 = {format_seconds(c.comm_time_s)}, against {format_seconds(c.compute_time_s)} of compute "
+        f"(on nvlink4: {format_seconds(_layer().comm_time_s)})"
+    )
+
+
+def _sp():
+    return tensor.sequence_parallel_saving(SP_MODEL, SP_TP, micro_batch_size=1, seq_len=SP_SEQ, recompute="selective")
+
+
+def _q4() -> float:
+    return _sp().saved_bytes / 1e6
+
+
+def _explain_q4() -> str:
+    sp = _sp()
+    m = models.model(SP_MODEL)
+    return (
+        f"Korthikanti et al. 2022, Table 2 (selective recomputation): s b h (10 + 24/t) without and s b h x 34/t with "
+        f"sequence parallelism; the 10 s b h of norms and dropouts is divided by t = {SP_TP}: saved "
+        f"10 x (1 - 1/{SP_TP}) x {SP_SEQ} x {m.hidden} B = {format_bytes(sp.saved_bytes)} "
+        f"({format_bytes(sp.without_bytes)} -> {format_bytes(sp.with_bytes)} per layer)"
+    )
+
+
+def _ring():
+    return tensor.ring_attention_buffer(RING["seq_len"], RING["cp"], RING["hidden"], precision=RING["precision"])
+
+
+def _q5() -> float:
+    return _ring().buffer_bytes / 1e6
+
+
+def _explain_q5() -> str:
+    r = _ring()
+    return (
+        f"2 x S/N x H x bytes = 2 x {r.seq_len:,}/{r.cp} x {r.hidden:,} x {r.element_bytes:g} B = "
+        f"{r.buffer_bytes:,.0f} B = {format_bytes(r.buffer_bytes)} (= 32 MiB: the modeler's '32 MB' is binary)"
+    )
+
+
+def _q6() -> str:
+    plain = _layer(sequence_parallel=False)
+    sp = _layer(sequence_parallel=True)
+    return "no" if abs(plain.comm_bytes_per_gpu - sp.comm_bytes_per_gpu) <= 1e-9 * plain.comm_bytes_per_gpu else "yes"
+
+
+def _explain_q6() -> str:
+    plain, sp = _layer(), _layer(sequence_parallel=True)
+    return (
+        f"No: each all-reduce becomes a reduce-scatter plus an all-gather, which is exactly how a ring all-reduce "
+        f"works inside; each GPU sends {format_bytes(plain.comm_bytes_per_gpu)} either way "
+        f"({format_bytes(sp.comm_bytes_per_gpu)} with sequence parallelism), and only activation memory drops"
+    )
+
+
+q1 = NumericQuestion(
+    name="q1",
+    prompt=f"TP degree {Q1_TP} on an attention layer with d_model 4096, 32 heads of 128 ({Q1_MODEL}). How many "
+           f"Q/K/V projection parameters does each GPU hold?",
+    expected=_qkv_per_gpu,
+    explain=_explain_q1,
+    hint_text="Q, K and V are three d_model x d_model matrices, each split by columns (heads) over the TP GPUs",
+    unit="",
+    rel_tol=0.0,
+    noun="a number of parameters",
+    scale_hint={4.0: "is the whole Q/K/V of the layer; each GPU holds 1/t of it",
+                1 / 3: "counts one of the three projections; add K and V"},
+)
+
+q2 = NumericQuestion(
+    name="q2",
+    prompt=f"{LAYER_MODEL}, tp={LAYER_TP}, one microbatch of one {LAYER_SEQ}-token sequence, bf16 activations: how many "
+           f"MB does each GPU send for the TP all-reduces of ONE layer in training (forward and backward)?",
+    expected=_q2,
+    explain=_explain_q2,
+    hint_text="4 ring all-reduces of b x s x h x 2 bytes per layer; each sends 2(N-1)/N of the buffer per GPU",
+    unit="MB",
+    noun="an amount of data",
+    scale_hint={0.5: "counts only the two forward all-reduces; backward runs two more",
+                4 / 7: "counts M per all-reduce; a ring all-reduce sends 2(N-1)/N x M per GPU", **_MB_HINT},
+)
+
+def _bandwidth_only_share() -> float:
+    """The share of q3's answer left when the latency terms are forgotten (for the hint)."""
+    c = _layer("ib-ndr")
+    return sum(cost.bandwidth_time_s for _, cost in c.collectives) / c.comm_time_s
+
+
+q3 = NumericQuestion(
+    name="q3",
+    prompt=f"The same layer with its TP group spread over nodes on InfiniBand NDR (ib-ndr: 50 GB/s per direction, "
+           f"alpha 9.6 us): how long (ms) do the layer's 4 TP all-reduces take?",
+    expected=_q3,
+    explain=_explain_q3,
+    hint_text="ring all-reduce time = 2(N-1) x alpha + 2(N-1)/N x M / B, four times",
+    unit="ms",
+    noun="a time",
+    scale_hint={_bandwidth_only_share(): "leaves out the latency: each ring all-reduce takes 2(N-1) steps of alpha",
+                1e-3: "looks like seconds, but plain numbers are read in ms"},
+)
+
+q4 = NumericQuestion(
+    name="q4",
+    prompt=f"{SP_MODEL}, tp={SP_TP}, one {SP_SEQ}-token sequence, selective recomputation: how many MB of activation "
+           f"memory per layer does sequence parallelism save on each GPU?",
+    expected=_q4,
+    explain=_explain_q4,
+    hint_text="sequence parallelism splits the 10 s b h bytes of norms and dropouts that tensor parallelism replicates",
+    unit="MB",
+    noun="an amount of memory",
+    scale_hint=_MB_HINT,
+)
+
+q5 = NumericQuestion(
+    name="q5",
+    prompt="Ring attention (context parallelism): a 131,072-token sequence over 64 GPUs, hidden 8192, FP8 (1 byte). "
+           "How large (MB = 10^6 bytes) is each GPU's KV ring buffer, 2 x S/N x H x bytes?",
+    expected=_q5,
+    explain=_explain_q5,
+    hint_text="2 x (S/N) x H x bytes per element; mind MB (10^6) against MiB (2^20)",
+    unit="MB",
+    noun="an amount of memory",
+    scale_hint={1e6 / 2**20: "looks like MiB: 32 MiB = 33.6 MB (write '32 MiB' or convert)",
+                **_MB_HINT},
+)
+
+q6 = ChoiceQuestion(
+    name="q6",
+    prompt="Does sequence parallelism change the number of bytes tensor parallelism sends per layer? (yes/no)",
+    options=("yes", "no"),
+    expected=_q6,
+    explain=_explain_q6,
+    hint_text="a ring all-reduce is a reduce-scatter followed by an all-gather",
+)
+
+QUESTIONS = {q.name: q for q in (q1, q2, q3, q4, q5, q6)}

@@ -1,0 +1,145 @@
+"""Graded questions of lesson 7, the training lab. Every expected value is computed by distlab.training / planner.
+
+The scenario: Llama-3.1-70B on 32 DGX H100 nodes (256 GPUs), global batch 256 sequences of 8,192 tokens.
+"""
+
+from __future__ import annotations
+
+from .. import planner, training
+from ..units import format_bytes, format_seconds
+from ..grading.questions import ChoiceQuestion, NumericQuestion
+
+MODEL, NODE, NODES, BATCH, SEQ = "llama3.1-70b", "dgx-h100", 32, 256, 8192
+#: the feasible reference configuration of questions 3 and 4
+CONFIG = dict(tp=8, pp=8, micro_batch_size=1, zero=1, recompute="selective", sequence_parallel=True)
+
+
+def _estimate(fabric="ib-ndr", **config):
+    return training.estimate(MODEL, NODE, nodes=NODES, fabric=fabric, global_batch=BATCH, seq_len=SEQ, **config)
+
+
+def _q1():
+    e = _estimate(**CONFIG)
+    return e.model_flops / 1e18
+
+
+def _explain_q1():
+    e = _estimate(**CONFIG)
+    return (f"6 x P x tokens = 6 x {e.model_flops / (6 * e.tokens_per_step):.4g} x ({BATCH} x {SEQ} = "
+            f"{e.tokens_per_step:,.0f}) = {e.model_flops:.4g} FLOP = {e.model_flops / 1e18:.3f} EFLOP per step")
+
+
+def _q2():
+    return _estimate(dp=256).memory.total_bytes / 1e9
+
+
+def _explain_q2():
+    bd = _estimate(dp=256).memory
+    return (f"pure DP replicates everything: weights {format_bytes(bd.weights_bytes)} + gradients "
+            f"{format_bytes(bd.gradients_bytes)} + Adam states {format_bytes(bd.optimizer_bytes)} + activations of one "
+            f"{SEQ}-token sequence without recomputation {format_bytes(bd.activations_bytes)} = "
+            f"{format_bytes(bd.total_bytes)} per GPU, {bd.total_bytes / bd.capacity_bytes:.0f} x the 80 GB")
+
+
+def _q3():
+    e = _estimate(**CONFIG)
+    return 100 * e.bubble_s / (e.compute_s + e.tp_comm_s)
+
+
+def _explain_q3():
+    e = _estimate(**CONFIG)
+    p, m = CONFIG["pp"], e.microbatches
+    return (f"dp = 256 / (8 x 8) = {e.config['dp']}, m = {BATCH} / ({e.config['dp']} x 1) = {m} microbatches; "
+            f"the bubble adds (p - 1) / m = {p - 1}/{m} = {100 * (p - 1) / m:.2f}% to the ideal compute "
+            f"({format_seconds(e.bubble_s)} on {format_seconds(e.compute_s + e.tp_comm_s)})")
+
+
+def _q4():
+    return 100 * _estimate(**CONFIG).mfu
+
+
+def _explain_q4():
+    e = _estimate(**CONFIG)
+    return (f"MFU = 6PT / (t N peak) = {e.model_flops:.4g} / ({format_seconds(e.step_time_s)} x {e.gpus} x "
+            f"{e.peak_flops / 1e12:.1f} TFLOP/s) = {100 * e.mfu:.1f}%")
+
+
+def _best(fabric):
+    r = planner.plan(MODEL, NODE, nodes=NODES, fabric=fabric, global_batch=BATCH, seq_len=SEQ).row(0)
+    return r["dp"], r["tp"], r["pp"]
+
+
+def _q5():
+    return "yes" if _best("ethernet-100g") == _best("ib-ndr") else "no"
+
+
+def _explain_q5():
+    eth, ndr = _best("ethernet-100g"), _best("ib-ndr")
+    return (f"100GbE: dp x tp x pp = {eth[0]} x {eth[1]} x {eth[2]}; InfiniBand NDR: {ndr[0]} x {ndr[1]} x {ndr[2]}. "
+            f"On the slow fabric the planner buys less data-parallel traffic with deeper pipelines "
+            f"(p2p messages are small); on NDR the gradient all-reduce hides behind the backward pass.")
+
+
+def _q6():
+    e = _estimate(**CONFIG)
+    return e.tokens_per_s / 1e3
+
+
+def _explain_q6():
+    e = _estimate(**CONFIG)
+    return (f"throughput = global batch x sequence / step time = {BATCH} x {SEQ} / {format_seconds(e.step_time_s)} "
+            f"= {e.tokens_per_s:,.0f} tokens/s")
+
+
+_SETUP = f"Llama-3.1-70B on {NODES} DGX H100 nodes (256 GPUs), global batch {BATCH} x {SEQ} tokens"
+
+q1 = NumericQuestion(
+    name="q1",
+    prompt=f"{_SETUP}: model FLOPs of one training step, in EFLOP (10^18 FLOP)?",
+    expected=_q1, explain=_explain_q1, unit="EFLOP", noun="an amount of FLOPs",
+    hint_text="6 x parameters x tokens per step; models.model('llama3.1-70b').parameter_count()",
+    scale_hint={8 / 6: "counts 8 FLOPs per parameter per token: that is hardware FLOPs with full recomputation, "
+                       "not model FLOPs"},
+)
+
+q2 = NumericQuestion(
+    name="q2",
+    prompt=f"{_SETUP}: memory per GPU (GB) of pure data parallelism, dp = 256, no ZeRO, no recomputation?",
+    expected=_q2, explain=_explain_q2, unit="GB", noun="an amount of memory",
+    hint_text="training.estimate(..., dp=256).memory: 16 bytes per parameter plus one sequence's activations",
+    scale_hint={1 / 256: "divides by the 256 GPUs, but plain data parallelism replicates the model on every GPU"},
+)
+
+q3 = NumericQuestion(
+    name="q3",
+    prompt=f"{_SETUP}, tp = 8, pp = 8, micro-batch 1: the time the pipeline bubble adds to the ideal compute, in %?",
+    expected=_q3, explain=_explain_q3, unit="", noun="a percentage",
+    hint_text="count the microbatches a pipeline gets per step first: m = B / (dp x micro-batch)",
+    scale_hint={64 / 71: "is the idle share (p-1)/(m+p-1) of the step; the time ADDED over ideal compute is (p-1)/m"},
+)
+
+q4 = NumericQuestion(
+    name="q4",
+    prompt=f"{_SETUP}, tp = 8, pp = 8, micro-batch 1, ZeRO-1, selective recomputation, sequence parallel, "
+           f"InfiniBand NDR: MFU in %?",
+    expected=_q4, explain=_explain_q4, unit="", noun="a percentage",
+    hint_text="training.estimate(...).mfu, or 6PT / (step time x GPUs x dense bf16 peak)",
+)
+
+q5 = ChoiceQuestion(
+    name="q5",
+    prompt="Is the planner's fastest feasible (dp, tp, pp) on 100 Gb Ethernet the same as on InfiniBand NDR? (yes/no)",
+    options=("yes", "no"), expected=_q5, explain=_explain_q5,
+    hint_text="planner.plan(..., fabric=...).row(0) for both fabrics",
+)
+
+q6 = NumericQuestion(
+    name="q6",
+    prompt="The configuration of q4: throughput in thousands of tokens per second?",
+    expected=_q6, explain=_explain_q6, unit="", noun="a number of thousands of tokens per second",
+    hint_text="global batch x sequence length / step time",
+    scale_hint={1e3: "looks like tokens per second; give it in thousands (200 means 200,000 tokens/s)",
+                1 / SEQ: "is samples per second; multiply by the sequence length"},
+)
+
+QUESTIONS = {q.name: q for q in (q1, q2, q3, q4, q5, q6)}

@@ -1,0 +1,77 @@
+"""Graded questions of lesson 2 (collectives).
+
+Every expected value is derived here by hand, independently of the check's own computation.
+Link figures used by hand: NVLink 4 450 GB/s per direction (900 GB/s bidirectional, NVIDIA H100
+datasheet), InfiniBand NDR 400 Gb/s = 50 GB/s; alpha 3.4 us and 9.6 us (NCCL tuning model).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from distlab.grading.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
+from distlab.lessons import collectives as lesson
+
+
+def ring_time(m, n, bw, alpha):
+    """Ring all-reduce by hand: 2(N-1) alpha + 2(N-1)/N x M / B."""
+    return 2 * (n - 1) * alpha + 2 * (n - 1) / n * m / bw
+
+
+HAND = {
+    # 2(N-1)/N x M = 2 x 7/8 x 4 GB
+    "q1": 7.0,
+    # the server sends M back to each of N-1 = 7 workers: 7 x 4 GB
+    "q2": 28.0,
+    # 14 x 3.4 us + 24.5 GB / 450 GB/s = 0.0476 ms + 54.444 ms
+    "q3": ring_time(14e9, 8, 450e9, 3.4e-6) * 1e3,
+    # M* = N alpha B = 8 x 9.6 us x 50 GB/s = 3.84 MB
+    "q4": 3.84,
+    "q5": "no",
+    "q6": ring_time(14e9, 8, 50e9, 9.6e-6) / ring_time(14e9, 8, 450e9, 3.4e-6),
+}
+
+
+def test_questions_have_hints_solutions_and_start_unanswered():
+    assert 4 <= len(lesson.QUESTIONS) <= 6
+    for name, q in lesson.QUESTIONS.items():
+        assert q.name == name and q.prompt
+        assert q.hint().text and q.solution().text
+        assert q.check(None).status == NOT_ATTEMPTED
+
+
+@pytest.mark.parametrize("name", list(HAND))
+def test_expected_values_equal_the_hand_derivations(name):
+    q = lesson.QUESTIONS[name]
+    want = HAND[name]
+    if isinstance(want, str):
+        assert q.expected() == want
+    else:
+        assert q.expected() == pytest.approx(want, rel=1e-9)
+    assert q.check(want).status == CORRECT
+
+
+@pytest.mark.parametrize(
+    "q, answer, words",
+    [
+        (lesson.q1, 8, "2 x M"),  # forgot the (N-1)/N
+        (lesson.q1, 4, "count both phases"),
+        (lesson.q1, 7e9, "looks like bytes"),
+        (lesson.q3, ring_time(14e9, 8, 900e9, 3.4e-6) * 1e3, "both directions"),  # the datasheet's 900 GB/s
+        (lesson.q4, 3.84e6, "looks like bytes"),
+        (lesson.q5, "yes", "not right"),
+    ],
+)
+def test_wrong_answers_say_why(q, answer, words):
+    result = q.check(answer)
+    assert result.status == INCORRECT and result.message.startswith("not yet, because") and words in result.message
+
+
+def test_answers_with_units():
+    assert lesson.q1.check("7e9 B").correct and lesson.q1.check("7000 MB").correct
+    assert lesson.q3.check("0.0545 s").correct and lesson.q4.check("3840 kB").correct
+
+
+def test_solution_notebook_answers_every_question_in_the_marker_format(answered_in_solution):
+    assert answered_in_solution("02_collectives.ipynb") == list(lesson.QUESTIONS)
+

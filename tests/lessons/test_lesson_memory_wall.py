@@ -1,0 +1,31 @@
+"""Lesson 1's graded questions: computed solutions, the choice question, and q6 from memory.min_gpus_to_fit.
+
+(tests/grading/test_questions.py checks the answer reading on lesson 1's q2.)
+"""
+
+from __future__ import annotations
+
+import math
+
+from distlab.grading.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
+from distlab.lessons import memory_wall as lesson
+
+
+def test_every_question_has_hint_and_computed_solution():
+    for q in lesson.QUESTIONS.values():
+        assert q.hint().text and q.solution().text
+        assert q.check(None).status == NOT_ATTEMPTED
+
+
+def test_choice_question():
+    q7 = lesson.q7
+    assert q7.check("No").correct and q7.check(False).correct
+    assert q7.check("yes").status == INCORRECT
+    assert "not one of" in q7.check("maybe").message
+
+
+def test_q6_by_hand():
+    # 70e9 x 16 B = 1,120 GB of model states; ZeRO-3 over N GPUs: 1,120 / N <= 80 needs N >= 14
+    assert lesson.q6.expected() == math.ceil(70e9 * 16 / 80e9) == 14
+    assert lesson.q6.check(14).status == CORRECT and lesson.q6.check(13).status == INCORRECT
+    assert "1,120 GB / N <= 80 GB needs N >= 14" in lesson.q6.solution().text

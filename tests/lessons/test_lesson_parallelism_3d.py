@@ -1,0 +1,58 @@
+"""The graded questions of lesson 6: expected values computed by distlab agree with hand derivations and
+published figures; the list-answer check says what is wrong."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distlab.grading.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
+from distlab.lessons import parallelism_3d as p3
+
+
+def test_lesson_6_expected_values_by_hand():
+    assert p3.q1.expected() == 256  # 16 x 4 x 4 (MIT 6.5940 quiz)
+    assert p3.q2.expected() == [5, 7] and p3.q3.expected() == [2, 6, 10, 14]  # Megatron-LM docstring
+    # q4: 530e9 / 96 x (2 + 2 + 12/21) B; the lecture rounds it to "about 25 GB"
+    assert p3.q4.expected() == pytest.approx(530e9 / 96 * (4 + 12 / 21) / 1e9)
+    assert round(p3.q4.expected()) == 25
+    assert p3.q5.expected() == "inter-node"
+    assert p3.q6.expected() == [4, 2, 2]
+
+
+@pytest.mark.parametrize("answer", [[5, 7], [7, 5], (5, 7), {5, 7}, range(5, 8, 2), np.array([5, 7]), "5, 7",
+                                    "[7, 5]", [5.0, 7.0]])
+def test_group_answers_in_any_form(answer):
+    assert p3.q2.check(answer).status == CORRECT
+
+
+@pytest.mark.parametrize("answer, words", [
+    ([5, 6], "leaves out 7 and includes 6 which does not belong"),
+    ([5, 7, 9], "includes 9 which does not belong"),
+    ([5, 5, 7], "names a GPU more than once"),
+    (5, "is one number"),
+    ("five and seven", "could not be read"),
+    ([5.5, 7], "is not a whole number"),
+    ([True, 7], "yes/no value"),
+    (np.array([[5, 7]]), "give a flat list"),
+    ({"a": 1}, "type dict"),
+])
+def test_group_answers_not_yet_because(answer, words):
+    result = p3.q2.check(answer)
+    assert result.status == INCORRECT and result.message.startswith("not yet, because") and words in result.message
+
+
+def test_ordered_shape_question():
+    assert p3.q6.check([4, 2, 2]).correct and p3.q6.check("(4, 2, 2)").correct
+    assert "wrong order" in p3.q6.check([2, 2, 4]).message
+    assert "right product (16) but not the right sizes" in p3.q6.check([8, 2]).message
+    assert "multiplies to 8, not 16" in p3.q6.check([2, 2, 2]).message
+    assert "a set has no order" in p3.q6.check({4, 2}).message
+    assert p3.q6.check("").status == NOT_ATTEMPTED
+
+
+def test_every_question_has_hint_solution_and_is_4_to_6():
+    assert 4 <= len(p3.QUESTIONS) <= 6
+    for name, q in p3.QUESTIONS.items():
+        assert q.name == name and q.hint().text and q.solution().text
+        assert q.check(None).status == NOT_ATTEMPTED

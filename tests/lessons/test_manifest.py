@@ -1,0 +1,69 @@
+"""The lesson manifest (distlab.lessons.LESSONS) lists every lesson notebook, every question module, every
+solution and exercise, and the apps and library modules each lesson uses; the README's lesson table follows it."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from distlab.lessons import LESSONS, NAMES, lesson
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_every_lesson_notebook_is_in_the_manifest_in_order():
+    notebooks = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "notebooks").glob("*.ipynb"))
+    assert [entry.notebook for entry in LESSONS.values()] == notebooks
+    assert [entry.number for entry in LESSONS.values()] == list(range(1, len(LESSONS) + 1))
+    for entry in LESSONS.values():
+        assert Path(entry.notebook).name.startswith(f"{entry.number:02d}_")
+
+
+def test_every_question_module_is_in_the_manifest():
+    modules = sorted(p.stem for p in (ROOT / "distlab" / "lessons").glob("*.py") if p.stem != "__init__")
+    assert sorted(e.questions.rsplit(".", 1)[1] for e in LESSONS.values() if e.questions) == modules
+    for entry in LESSONS.values():
+        if entry.questions:
+            assert entry.questions == f"distlab.lessons.{entry.slug}"
+            assert entry.load_questions(), entry.slug
+
+
+def test_every_solution_and_exercise_is_a_lesson_with_questions():
+    exercises = sorted(e.exercise for e in LESSONS.values() if e.exercise)
+    for folder in ("solutions", "exercises"):
+        assert sorted(p.name for p in (ROOT / folder).glob("*.ipynb")) == exercises, folder
+    for entry in LESSONS.values():
+        assert bool(entry.exercise) == bool(entry.questions), entry.slug
+        if entry.exercise:
+            nb = nbformat.read(ROOT / "solutions" / entry.exercise, as_version=4)
+            assert nb.metadata["distlab"]["lesson"] == entry.slug
+            assert f"from distlab.lessons.{entry.slug} import" in "".join(c.source for c in nb.cells)
+
+
+@pytest.mark.parametrize("entry", LESSONS.values(), ids=lambda e: e.slug)
+def test_apps_and_modules_are_the_ones_the_notebook_uses(entry):
+    text = (ROOT / entry.notebook).read_text(encoding="utf-8")
+    shown = set(re.findall(r"\b([A-Z]\w*App)\(", text))
+    assert {dotted.rsplit(".", 1)[1] for dotted in entry.apps} == shown
+    assert all(isinstance(app, type) for app in entry.load_apps())
+    imported = {name.strip() for block in re.findall(r"from distlab import ([\w, ]+)", text) for name in block.split(",")}
+    assert entry.modules and set(entry.modules) <= imported, set(entry.modules) - imported
+    for name in entry.modules:
+        importlib.import_module(f"distlab.{name}")
+
+
+def test_older_names_are_aliases_of_one_lesson():
+    assert lesson("data_parallel") is LESSONS["data_parallel_zero"]
+    assert all(NAMES[slug] == slug for slug in LESSONS)
+    aliases = [a for entry in LESSONS.values() for a in entry.aliases]
+    assert len(set(aliases)) == len(aliases) and not set(aliases) & set(LESSONS)
+
+
+def test_the_readme_table_lists_every_lesson():
+    rows = re.findall(r"^\| (\d+) \| `([^`]+)`", README, re.M)
+    assert rows == [(str(e.number), e.notebook) for e in LESSONS.values()]
