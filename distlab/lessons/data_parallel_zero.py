@@ -7,19 +7,30 @@ from ..units import format_bytes, format_seconds
 from ..grading.questions import ChoiceQuestion, NumericQuestion
 
 _BYTES_HINT = {1e9: "looks like bytes, but plain numbers are read in GB"}
+_MS_HINT = {1e-3: "looks like seconds; plain numbers are read in ms"}
 _STAGE_OPTIONS = ("plain dp", "zero-1", "zero-2", "zero-3", "none")
 
 
-def _q1():
-    return memory.training_memory(7.5e9, zero=1, dp=16).total_bytes / 1e9
+def _states(billions, zero, dp):
+    return memory.training_memory(billions * 1e9, zero=zero, dp=dp)
 
 
-def _explain_q1():
-    bd = memory.training_memory(7.5e9, zero=1, dp=16)
-    return (f"ZeRO-1 keeps full bf16 weights and gradients (2 + 2 bytes x 7.5e9 = "
-            f"{format_bytes(bd.weights_bytes + bd.gradients_bytes)}) and 1/16 of the 12-byte optimizer states "
-            f"(12 x 7.5e9 / 16 = {format_bytes(bd.optimizer_bytes)}): {format_bytes(bd.total_bytes)} "
+def _q1(billions, dp):
+    return _states(billions, 1, dp).total_bytes / 1e9
+
+
+def _explain_q1(billions, dp):
+    bd = _states(billions, 1, dp)
+    return (f"ZeRO-1 keeps full bf16 weights and gradients (2 + 2 bytes x {billions:g}e9 = "
+            f"{format_bytes(bd.weights_bytes + bd.gradients_bytes)}) and 1/{dp} of the 12-byte optimizer states "
+            f"(12 x {billions:g}e9 / {dp} = {format_bytes(bd.optimizer_bytes)}): {format_bytes(bd.total_bytes)} "
             f"(ZeRO paper, Table 1: 35.6 GB)")
+
+
+def _q1_hints(billions, dp):
+    zero1 = _states(billions, 1, dp).total_bytes
+    return {**_BYTES_HINT, _states(billions, 0, dp).total_bytes / zero1: "is plain DP: ZeRO-1 shards the optimizer states",
+            _states(billions, 3, dp).total_bytes / zero1: "is ZeRO-3: ZeRO-1 shards only the optimizer states"}
 
 
 def _q2():
@@ -48,6 +59,16 @@ def _explain_q3():
             f"against {format_bytes(dp.bytes_sent_per_gpu)} for plain DP. Only ZeRO-3 moves more (1.5x)")
 
 
+#: the two overlap questions: backward and all-reduce times (ms), equal buckets
+Q4 = dict(backward_ms=200, comm_ms=250, buckets=4)
+Q5 = dict(backward_ms=300, comm_ms=120, buckets=8)
+_COUNT = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def _exposed_ms(backward_ms, comm_ms, buckets):
+    return dataparallel.exposed_communication_time(comm_ms / 1e3, backward_ms / 1e3, buckets) * 1e3
+
+
 def _timeline(comm_s, backward_s, buckets):
     """Ready, start and end (ms) of equal buckets, from dataparallel.overlap_timeline."""
     ready = [backward_s * (i + 1) / buckets for i in range(buckets)]
@@ -59,29 +80,31 @@ def _ms(values) -> str:
     return ", ".join(f"{v:g}" for v in values) + " ms"
 
 
-def _q4():
-    return dataparallel.exposed_communication_time(0.250, 0.200, 4) * 1e3
+def _explain_q4(backward_ms, comm_ms, buckets):
+    ready, start, end = _timeline(comm_ms / 1e3, backward_ms / 1e3, buckets)
+    exposed = dataparallel.exposed_communication_time(comm_ms / 1e3, backward_ms / 1e3, buckets)
+    return (f"{_COUNT[buckets].capitalize()} buckets of {comm_ms / buckets:g} ms each, ready at {_ms(ready)}. Each "
+            f"all-reduce starts when its bucket is ready and the previous one is done: they start at {_ms(start)} "
+            f"and end at {_ms(end)}. {format_seconds(exposed)} is left after backward ends = {comm_ms:g} ms - "
+            f"({buckets - 1}/{buckets}) x {backward_ms:g} ms: the first {ready[0]:g} ms of backward has nothing to "
+            f"overlap with")
 
 
-def _explain_q4():
-    ready, start, end = _timeline(0.250, 0.200, 4)
-    exposed = dataparallel.exposed_communication_time(0.250, 0.200, 4)
-    return (f"Four buckets of {250 / 4:g} ms each, ready at {_ms(ready)}. Each all-reduce starts when its bucket "
-            f"is ready and the previous one is done: they start at {_ms(start)} and end at {_ms(end)}. "
-            f"{format_seconds(exposed)} is left after backward ends = 250 ms - (3/4) x 200 ms: the first "
-            f"{ready[0]:g} ms of backward has nothing to overlap with")
+def _q4_hints(backward_ms, comm_ms, buckets):
+    exposed = _exposed_ms(backward_ms, comm_ms, buckets)
+    return {(comm_ms - backward_ms) / exposed: f"is comm - backward: the first bucket is only ready after "
+                                               f"{backward_ms / buckets:g} ms, so that much backward has nothing to "
+                                               "overlap with",
+            comm_ms / buckets / exposed: "is the last bucket alone; here the all-reduces queue up behind each other",
+            **_MS_HINT}
 
 
-def _q5():
-    return dataparallel.exposed_communication_time(0.120, 0.300, 8) * 1e3
-
-
-def _explain_q5():
-    ready, start, end = _timeline(0.120, 0.300, 8)
-    exposed = dataparallel.exposed_communication_time(0.120, 0.300, 8)
-    return (f"Eight buckets of {120 / 8:g} ms, ready at {_ms(ready)}: each all-reduce ends ({_ms(end)}) before the "
-            f"next bucket is ready, so only the last bucket, ready when backward ends, is exposed: "
-            f"{format_seconds(exposed)}")
+def _explain_q5(backward_ms, comm_ms, buckets):
+    ready, start, end = _timeline(comm_ms / 1e3, backward_ms / 1e3, buckets)
+    exposed = dataparallel.exposed_communication_time(comm_ms / 1e3, backward_ms / 1e3, buckets)
+    return (f"{_COUNT[buckets].capitalize()} buckets of {comm_ms / buckets:g} ms, ready at {_ms(ready)}: each "
+            f"all-reduce ends ({_ms(end)}) before the next bucket is ready, so only the last bucket, ready when "
+            f"backward ends, is exposed: {format_seconds(exposed)}")
 
 
 def _q6_model():
@@ -105,14 +128,15 @@ def _explain_q6():
 
 q1 = NumericQuestion(
     name="q1",
-    prompt="ZeRO paper check: 7.5B parameters, ZeRO-1 (optimizer states sharded), 16 GPUs. Model states per GPU (GB)?",
+    params=dict(billions=7.5, dp=16),
+    prompt="ZeRO paper check: {billions:g}B parameters, ZeRO-1 (optimizer states sharded), {dp} GPUs. "
+           "Model states per GPU (GB)?",
     expected=_q1,
     explain=_explain_q1,
     hint_text="ZeRO-1 divides only the 12 optimizer bytes per parameter by the number of GPUs",
     unit="GB",
     noun="an amount of memory",
-    scale_hint={**_BYTES_HINT, 120 / 35.625: "is plain DP: ZeRO-1 shards the optimizer states",
-                7.5 / 35.625: "is ZeRO-3: ZeRO-1 shards only the optimizer states"},
+    scale_hint=_q1_hints,
 )
 
 q2 = NumericQuestion(
@@ -136,30 +160,32 @@ q3 = ChoiceQuestion(
     hint_text="an all-reduce is a reduce-scatter followed by an all-gather",
 )
 
+_OVERLAP_PROMPT = ("Backward takes {backward_ms:g} ms; the gradient all-reduce {comm_ms:g} ms in all, in {buckets} "
+                   "equal buckets. Exposed communication (ms)?")
+
 q4 = NumericQuestion(
     name="q4",
-    prompt="Backward takes 200 ms; the gradient all-reduce 250 ms in all, in 4 equal buckets. Exposed communication (ms)?",
-    expected=_q4,
+    params=Q4,
+    prompt=_OVERLAP_PROMPT,
+    expected=_exposed_ms,
     explain=_explain_q4,
-    hint_text="bucket i is ready at (i+1)/4 of backward; an all-reduce starts when its bucket is ready and the "
+    hint_text="bucket i is ready at (i+1)/{buckets} of backward; an all-reduce starts when its bucket is ready and the "
               "previous all-reduce is done",
     unit="ms",
     noun="a time",
-    scale_hint={0.5: "is comm - backward: the first bucket is only ready after 50 ms, so that much backward "
-                     "has nothing to overlap with",
-                0.625: "is the last bucket alone; here the all-reduces queue up behind each other",
-                1e-3: "looks like seconds; plain numbers are read in ms"},
+    scale_hint=_q4_hints,
 )
 
 q5 = NumericQuestion(
     name="q5",
-    prompt="Backward takes 300 ms; the gradient all-reduce 120 ms in all, in 8 equal buckets. Exposed communication (ms)?",
-    expected=_q5,
+    params=Q5,
+    prompt=_OVERLAP_PROMPT,
+    expected=_exposed_ms,
     explain=_explain_q5,
     hint_text="can any all-reduce but the last one finish before backward ends?",
     unit="ms",
     noun="a time",
-    scale_hint={1e-3: "looks like seconds; plain numbers are read in ms"},
+    scale_hint=_MS_HINT,
 )
 
 q6 = ChoiceQuestion(

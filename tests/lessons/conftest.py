@@ -8,6 +8,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from distlab.grading.questions import CORRECT
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -29,3 +31,16 @@ def answered_in_solution():
         return names
 
     return answered
+
+
+@pytest.fixture
+def expect_hand_value():
+    """A function: assert that a question expects `want` (a value derived by hand) and accepts it."""
+    def expect(question, want):
+        if isinstance(want, str):
+            assert question.expected() == want
+        else:
+            assert question.expected() == pytest.approx(want, rel=1e-9)
+        assert question.check(want).status == CORRECT
+
+    return expect

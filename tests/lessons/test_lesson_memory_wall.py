@@ -1,20 +1,15 @@
-"""Lesson 1's graded questions: computed solutions, the choice question, and q6 from memory.min_gpus_to_fit.
+"""Lesson 1's graded questions: the choice question, and q6 from memory.min_gpus_to_fit.
 
-(tests/grading/test_questions.py checks the answer reading on lesson 1's q2.)
+(tests/grading/test_questions.py checks the answer reading on lesson 1's q2; tests/lessons/test_manifest.py
+that every question has a hint and a computed solution.)
 """
 
 from __future__ import annotations
 
 import math
 
-from distlab.grading.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
+from distlab.grading.questions import CORRECT, INCORRECT
 from distlab.lessons import memory_wall as lesson
-
-
-def test_every_question_has_hint_and_computed_solution():
-    for q in lesson.QUESTIONS.values():
-        assert q.hint().text and q.solution().text
-        assert q.check(None).status == NOT_ATTEMPTED
 
 
 def test_choice_question():

@@ -46,8 +46,6 @@ def test_q3_forgetting_the_latency_is_named():
     assert "leaves out the latency" in tpq.q3.check(bandwidth_only).message
 
 
-def test_every_question_has_hint_solution_and_is_4_to_6():
+def test_four_to_six_questions():
+    # each one has a prompt, hint and solution and starts unanswered: tests/lessons/test_manifest.py
     assert 4 <= len(tpq.QUESTIONS) <= 6
-    for name, q in tpq.QUESTIONS.items():
-        assert q.name == name and q.hint().text and q.solution().text
-        assert q.check(None).status == NOT_ATTEMPTED

@@ -10,6 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from distlab.grading.questions import NOT_ATTEMPTED
 from distlab.lessons import LESSONS, NAMES, lesson
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,6 +56,16 @@ def test_apps_and_modules_are_the_ones_the_notebook_uses(entry):
     assert entry.modules and set(entry.modules) <= imported, set(entry.modules) - imported
     for name in entry.modules:
         importlib.import_module(f"distlab.{name}")
+
+
+GRADED = [(e.slug, name, q) for e in LESSONS.values() for name, q in e.load_questions().items()]
+
+
+@pytest.mark.parametrize("slug, name, question", GRADED, ids=[f"{s}-{n}" for s, n, _ in GRADED])
+def test_every_question_has_a_prompt_hint_solution_and_starts_unanswered(slug, name, question):
+    assert question.name == name and question.prompt
+    assert question.hint().text and question.solution().text
+    assert question.check(None).status == NOT_ATTEMPTED
 
 
 def test_older_names_are_aliases_of_one_lesson():
