@@ -15,41 +15,46 @@ def _ring(size, gpus, link=None):
     return collectives.collective_cost("all-reduce", size, gpus, link=link)
 
 
-def _q1():
-    return _ring(4e9, 8).bytes_sent_per_gpu / 1e9
+#: q1, q2: a 4 GB gradient over 8 GPUs; q3, q6: 7B bf16 gradients (14 GB) over 8 GPUs
+SMALL = dict(gb=4, n=8)
+LARGE = dict(gb=14, n=8)
 
 
-def _explain_q1():
-    cost = _ring(4e9, 8)
-    return (f"2(N-1)/N x M = 2 x 7/8 x 4 GB = {format_bytes(cost.bytes_sent_per_gpu)}: {cost.steps} steps "
-            f"(reduce-scatter then all-gather), each sending one chunk of M/N = 0.5 GB")
+def _q1(gb, n):
+    return _ring(gb * 1e9, n).bytes_sent_per_gpu / 1e9
 
 
-def _ps():
-    return collectives.collective_cost("all-reduce", 4e9, 8, algorithm="parameter-server", bandwidth=1.0)
+def _explain_q1(gb, n):
+    cost = _ring(gb * 1e9, n)
+    return (f"2(N-1)/N x M = 2 x {n - 1}/{n} x {gb:g} GB = {format_bytes(cost.bytes_sent_per_gpu)}: {cost.steps} steps "
+            f"(reduce-scatter then all-gather), each sending one chunk of M/N = {gb / n:g} GB")
 
 
-def _q2():
-    return _ps().bytes_sent_per_gpu / 1e9
+def _ps(gb, n):
+    return collectives.collective_cost("all-reduce", gb * 1e9, n, algorithm="parameter-server", bandwidth=1.0)
 
 
-def _explain_q2():
-    ps, ring = _ps(), _ring(4e9, 8)
-    return (f"The server pulls M from each of the N-1 = 7 workers and sends the sum back to each: it sends "
+def _q2(gb, n):
+    return _ps(gb, n).bytes_sent_per_gpu / 1e9
+
+
+def _explain_q2(gb, n):
+    ps, ring = _ps(gb, n), _ring(gb * 1e9, n)
+    return (f"The server pulls M from each of the N-1 = {n - 1} workers and sends the sum back to each: it sends "
             f"(N-1) x M = {format_bytes(ps.bytes_sent_per_gpu)} (and receives as much), "
             f"{ps.bytes_sent_per_gpu / ring.bytes_sent_per_gpu:g} times what a GPU of the ring sends "
             f"({format_bytes(ring.bytes_sent_per_gpu)})")
 
 
-def _q3():
-    return _ring(14e9, 8, "nvlink4").time_s * 1e3
+def _q3(gb, n):
+    return _ring(gb * 1e9, n, "nvlink4").time_s * 1e3
 
 
-def _explain_q3():
-    cost = _ring(14e9, 8, "nvlink4")
+def _explain_q3(gb, n):
+    cost = _ring(gb * 1e9, n, "nvlink4")
     link = hardware.link("nvlink4")
-    return (f"bandwidth term 2(N-1)/N x M / B = 24.5 GB / {link.bandwidth / 1e9:g} GB/s = "
-            f"{format_seconds(cost.bandwidth_time_s)}; latency term 2(N-1) alpha = 14 x "
+    return (f"bandwidth term 2(N-1)/N x M / B = {2 * (n - 1) / n * gb:g} GB / {link.bandwidth / 1e9:g} GB/s = "
+            f"{format_seconds(cost.bandwidth_time_s)}; latency term 2(N-1) alpha = {2 * (n - 1)} x "
             f"{format_seconds(link.latency)} = {format_seconds(cost.latency_time_s)}; total "
             f"{format_seconds(cost.time_s)}. 900 GB/s on the datasheet is both directions added: 450 GB/s each way")
 
@@ -78,20 +83,21 @@ def _explain_q5():
             f"grows with N, the load per GPU does not")
 
 
-def _q6():
-    return _ring(14e9, 8, "ib-ndr").time_s / _ring(14e9, 8, "nvlink4").time_s
+def _q6(gb, n):
+    return _ring(gb * 1e9, n, "ib-ndr").time_s / _ring(gb * 1e9, n, "nvlink4").time_s
 
 
-def _explain_q6():
-    ib, nv = _ring(14e9, 8, "ib-ndr"), _ring(14e9, 8, "nvlink4")
+def _explain_q6(gb, n):
+    ib, nv = _ring(gb * 1e9, n, "ib-ndr"), _ring(gb * 1e9, n, "nvlink4")
     return (f"The same bytes at 50 GB/s instead of 450 GB/s per direction: {format_seconds(ib.time_s)} / "
             f"{format_seconds(nv.time_s)} = {ib.time_s / nv.time_s:.3g} (the ratio of the bandwidths, 9, "
-            f"because 14 GB is far above both crossovers)")
+            f"because {gb:g} GB is far above both crossovers)")
 
 
 q1 = NumericQuestion(
     name="q1",
-    prompt="Ring all-reduce of a 4 GB gradient over N = 8 GPUs: how many GB does each GPU send in total?",
+    params=SMALL,
+    prompt="Ring all-reduce of a {gb:g} GB gradient over N = {n} GPUs: how many GB does each GPU send in total?",
     expected=_q1,
     explain=_explain_q1,
     hint_text="the ring runs a reduce-scatter and an all-gather, N-1 steps each, one chunk of M/N per step",
@@ -103,18 +109,21 @@ q1 = NumericQuestion(
 
 q2 = NumericQuestion(
     name="q2",
-    prompt="Parameter server (one of the 8 GPUs), 4 GB gradients: how many GB does the server send per all-reduce?",
+    params=SMALL,
+    prompt="Parameter server (one of the {n} GPUs), {gb:g} GB gradients: how many GB does the server send per "
+           "all-reduce?",
     expected=_q2,
     explain=_explain_q2,
     hint_text="the server sends the summed gradient back to every worker",
     unit="GB",
     noun="an amount of data",
-    scale_hint={**_BYTES_HINT, 8 / 7: "counts N workers; the server is one of the 8 GPUs"},
+    scale_hint=lambda gb, n: {**_BYTES_HINT, n / (n - 1): f"counts N workers; the server is one of the {n} GPUs"},
 )
 
 q3 = NumericQuestion(
     name="q3",
-    prompt="How long (ms) does a ring all-reduce of 14 GB (7B bf16 gradients) over 8 GPUs take on NVLink 4?",
+    params=LARGE,
+    prompt="How long (ms) does a ring all-reduce of {gb:g} GB (7B bf16 gradients) over {n} GPUs take on NVLink 4?",
     expected=_q3,
     explain=_explain_q3,
     hint_text="time = 2(N-1) alpha + 2(N-1)/N x M / B, with B the per-direction bandwidth of the link",
@@ -146,10 +155,12 @@ q5 = ChoiceQuestion(
 
 q6 = NumericQuestion(
     name="q6",
-    prompt="The 14 GB all-reduce over 8 GPUs: how many times longer does it take on InfiniBand NDR than on NVLink 4?",
+    params=LARGE,
+    prompt="The {gb:g} GB all-reduce over {n} GPUs: how many times longer does it take on InfiniBand NDR than on "
+           "NVLink 4?",
     expected=_q6,
     explain=_explain_q6,
-    hint_text="compare the per-direction bandwidths (the bytes are the same); latency hardly matters at 14 GB",
+    hint_text="compare the per-direction bandwidths (the bytes are the same); latency hardly matters at {gb:g} GB",
     unit="",
     noun="a ratio",
 )

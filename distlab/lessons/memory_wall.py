@@ -21,62 +21,59 @@ def _explain_q1():
     )
 
 
-def _q2():
-    return memory.training_memory(7e9).total_bytes / 1e9
+def _states(billions, zero=0, dp=1):
+    return memory.training_memory(billions * 1e9, zero=zero, dp=dp)
 
 
-def _explain_q2():
-    bd = memory.training_memory(7e9)
+def _state_gb(billions, zero=0, dp=1):
+    return _states(billions, zero, dp).total_bytes / 1e9
+
+
+def _explain_q2(billions):
+    bd = _states(billions)
     return (
-        f"7e9 x {_per_param():g} B = {format_bytes(bd.total_bytes)}: weights {format_bytes(bd.weights_bytes)}, "
+        f"{billions:g}e9 x {_per_param():g} B = {format_bytes(bd.total_bytes)}: weights {format_bytes(bd.weights_bytes)}, "
         f"gradients {format_bytes(bd.gradients_bytes)}, Adam states {format_bytes(bd.optimizer_bytes)}"
     )
 
 
-def _q3():
-    return memory.training_memory(70e9, dp=64).total_bytes / 1e9
-
-
-def _explain_q3():
-    bd = memory.training_memory(70e9, dp=64)
+def _explain_q3(billions, dp):
+    bd = _states(billions, dp=dp)
     return (
-        f"Plain data parallelism replicates everything: each of the 64 GPUs still holds 70e9 x {_per_param():g} B "
-        f"= {format_bytes(bd.total_bytes)}. More GPUs add throughput, not memory per GPU."
+        f"Plain data parallelism replicates everything: each of the {dp} GPUs still holds {billions:g}e9 x "
+        f"{_per_param():g} B = {format_bytes(bd.total_bytes)}. More GPUs add throughput, not memory per GPU."
     )
 
 
-def _q4():
-    return memory.max_trainable_params("80 GB") / 1e9
+def _q4(gpu_gb):
+    return memory.max_trainable_params(gpu_gb * 1e9) / 1e9
 
 
-def _explain_q4():
-    return f"80 GB / {_per_param():g} B per parameter = {memory.max_trainable_params('80 GB') / 1e9:g} billion parameters"
+def _explain_q4(gpu_gb):
+    return f"{gpu_gb:g} GB / {_per_param():g} B per parameter = {_q4(gpu_gb):g} billion parameters"
 
 
-def _q5():
-    return memory.training_memory(7.5e9, zero=2, dp=64).total_bytes / 1e9
-
-
-def _explain_q5():
-    bd = memory.training_memory(7.5e9, zero=2, dp=64)
+def _explain_q5(billions, zero, dp):
+    bd = _states(billions, zero, dp)
     return (
-        f"ZeRO-2 keeps full bf16 weights (2 x 7.5e9 = {format_bytes(bd.weights_bytes)}) and shards gradients "
-        f"and optimizer states over 64 GPUs ((2 + 12) x 7.5e9 / 64 = {format_bytes(bd.gradients_bytes + bd.optimizer_bytes)}): "
+        f"ZeRO-2 keeps full bf16 weights (2 x {billions:g}e9 = {format_bytes(bd.weights_bytes)}) and shards gradients "
+        f"and optimizer states over {dp} GPUs ((2 + 12) x {billions:g}e9 / {dp} = "
+        f"{format_bytes(bd.gradients_bytes + bd.optimizer_bytes)}): "
         f"{format_bytes(bd.total_bytes)} (ZeRO paper, Fig. 1: 16.6 GB)"
     )
 
 
-def _q6(params, gpu_bytes):
-    return memory.min_gpus_to_fit(params, gpu_bytes)
+def _q6(billions, gpu_gb):
+    return memory.min_gpus_to_fit(billions * 1e9, gpu_gb * 1e9)
 
 
-def _explain_q6(params, gpu_bytes):
-    n = memory.min_gpus_to_fit(params, gpu_bytes)
-    states = memory.training_memory(params).total_bytes
-    per_gpu = memory.training_memory(params, zero=3, dp=n).total_bytes
+def _explain_q6(billions, gpu_gb):
+    n = _q6(billions, gpu_gb)
+    states = _states(billions).total_bytes
+    per_gpu = _states(billions, zero=3, dp=n).total_bytes
     return (
         f"ZeRO-3 divides all {_per_param():g} bytes per parameter: {states / 1e9:,.0f} GB / N <= "
-        f"{gpu_bytes / 1e9:g} GB needs N >= {n}; "
+        f"{gpu_gb:g} GB needs N >= {n}; "
         f"at N = {n} each GPU holds {format_bytes(per_gpu)} of model states (activations not counted)"
     )
 
@@ -94,8 +91,9 @@ q1 = NumericQuestion(
 
 q2 = NumericQuestion(
     name="q2",
-    prompt="How much memory (GB) do the model states of a 7B model need on one GPU?",
-    expected=_q2,
+    params=dict(billions=7),
+    prompt="How much memory (GB) do the model states of a {billions:g}B model need on one GPU?",
+    expected=_state_gb,
     explain=_explain_q2,
     hint_text="multiply the parameter count by the bytes per parameter from q1",
     unit="GB",
@@ -105,19 +103,23 @@ q2 = NumericQuestion(
 
 q3 = NumericQuestion(
     name="q3",
-    prompt="Plain data parallelism over 64 GPUs, 70B model: how much model-state memory (GB) does EACH GPU need?",
-    expected=_q3,
+    params=dict(billions=70, dp=64),
+    prompt="Plain data parallelism over {dp} GPUs, {billions:g}B model: how much model-state memory (GB) does EACH "
+           "GPU need?",
+    expected=_state_gb,
     explain=_explain_q3,
     hint_text="what does each data-parallel replica hold?",
     unit="GB",
     noun="an amount of memory",
-    scale_hint={1 / 64: "is the total divided by 64, but plain data parallelism replicates the whole model on every GPU",
-                **_BYTES_HINT},
+    scale_hint=lambda billions, dp: {
+        1 / dp: f"is the total divided by {dp}, but plain data parallelism replicates the whole model on every GPU",
+        **_BYTES_HINT},
 )
 
 q4 = NumericQuestion(
     name="q4",
-    prompt="What is the largest model (in billions of parameters) whose model states fit one 80 GB GPU?",
+    params=dict(gpu_gb=80),
+    prompt="What is the largest model (in billions of parameters) whose model states fit one {gpu_gb:g} GB GPU?",
     expected=_q4,
     explain=_explain_q4,
     hint_text="divide the capacity by the bytes each parameter needs",
@@ -128,10 +130,12 @@ q4 = NumericQuestion(
 
 q5 = NumericQuestion(
     name="q5",
-    prompt="ZeRO paper check: 7.5B parameters, ZeRO-2, 64-way data parallelism. Model-state memory per GPU (GB)?",
-    expected=_q5,
+    params=dict(billions=7.5, zero=2, dp=64),
+    prompt="ZeRO paper check: {billions:g}B parameters, ZeRO-{zero}, {dp}-way data parallelism. Model-state memory "
+           "per GPU (GB)?",
+    expected=_state_gb,
     explain=_explain_q5,
-    hint_text="ZeRO-2 shards gradients and optimizer states over the 64 GPUs but keeps full weights",
+    hint_text="ZeRO-2 shards gradients and optimizer states over the {dp} GPUs but keeps full weights",
     unit="GB",
     noun="an amount of memory",
     scale_hint=_BYTES_HINT,
@@ -139,8 +143,8 @@ q5 = NumericQuestion(
 
 q6 = NumericQuestion(
     name="q6",
-    params=dict(params=70e9, gpu_bytes=80e9),
-    prompt="With ZeRO-3, how many 80 GB GPUs are needed at least for the model states of a 70B model?",
+    params=dict(billions=70, gpu_gb=80),
+    prompt="With ZeRO-3, how many {gpu_gb:g} GB GPUs are needed at least for the model states of a {billions:g}B model?",
     expected=_q6,
     explain=_explain_q6,
     hint_text="ZeRO-3 divides all model states by the number of GPUs; round up",
