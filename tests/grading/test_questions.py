@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import doctest
+
 import pytest
 
+from distlab.grading import questions
 from distlab.grading.questions import CORRECT, INCORRECT, NOT_ATTEMPTED, ChoiceQuestion, NumericQuestion
 from distlab.lessons import memory_wall
 
@@ -59,3 +62,7 @@ def test_params_are_declared_once_for_prompt_check_and_explanation():
 def test_without_params_a_question_is_left_as_written():
     q = NumericQuestion(name="q", prompt="a {brace}", expected=lambda: 1.0, explain=lambda: "x", hint_text="{h}")
     assert q.prompt == "a {brace}" and q.hint().text == "{h}" and q.check(1).correct
+
+
+def test_the_module_docstring_example_runs():
+    assert doctest.testmod(questions).failed == 0

@@ -6,8 +6,10 @@ that every question has a hint and a computed solution.)
 
 from __future__ import annotations
 
+import doctest
 import math
 
+from distlab import memory
 from distlab.grading.questions import CORRECT, INCORRECT
 from distlab.lessons import memory_wall as lesson
 
@@ -24,3 +26,12 @@ def test_q6_by_hand():
     assert lesson.q6.expected() == math.ceil(70e9 * 16 / 80e9) == 14
     assert lesson.q6.check(14).status == CORRECT and lesson.q6.check(13).status == INCORRECT
     assert "1,120 GB / N <= 80 GB needs N >= 14" in lesson.q6.solution().text
+
+
+def test_min_gpus_to_fit_worked_example_runs():
+    # the docstring's example, run as a doctest
+    finder, runner = doctest.DocTestFinder(), doctest.DocTestRunner()
+    tests = finder.find(memory.min_gpus_to_fit, "min_gpus_to_fit", globs=vars(memory))
+    for test in tests:
+        runner.run(test)
+    assert tests and runner.summarize(verbose=False).failed == 0

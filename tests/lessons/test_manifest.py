@@ -3,6 +3,7 @@ solution and exercise, and the apps and library modules each lesson uses; the RE
 
 from __future__ import annotations
 
+import doctest
 import importlib
 import re
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+import distlab.lessons
 from distlab.grading.questions import NOT_ATTEMPTED
 from distlab.lessons import LESSONS, NAMES, lesson
 
@@ -78,3 +80,7 @@ def test_older_names_are_aliases_of_one_lesson():
 def test_the_readme_table_lists_every_lesson():
     rows = re.findall(r"^\| (\d+) \| `([^`]+)`", README, re.M)
     assert rows == [(str(e.number), e.notebook) for e in LESSONS.values()]
+
+
+def test_the_manifest_docstring_example_runs():
+    assert doctest.testmod(distlab.lessons).failed == 0
