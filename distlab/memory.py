@@ -38,6 +38,7 @@ __all__ = [
     "model_state_bytes",
     "model_state_bytes_array",
     "max_trainable_params",
+    "min_gpus_to_fit",
     "activation_bytes_per_layer",
     "activation_bytes_per_layer_array",
     "check_tp_divides_heads",
@@ -206,8 +207,10 @@ def max_trainable_params(capacity, precision="mixed", zero=0, dp=1) -> float:
 def min_gpus_to_fit(params, capacity, precision="mixed") -> int:
     """Fewest GPUs whose `capacity` each holds the model states once ZeRO-3 shards all of them (activations ignored).
 
-    params: a parameter count or a model. ceil(params x bytes per parameter / capacity): ZeRO-3 divides weights, gradients and optimizer
-    states by the GPU count (Rajbhandari et al. 2020, Sec. 5). Lesson 1 (the memory wall), q6:
+    params: a parameter count or a model. ceil(params x bytes per parameter / capacity): ZeRO-3 divides
+    weights, gradients and optimizer states by the GPU count (Rajbhandari et al. 2020, Sec. 5).
+
+    Lesson 1 §5 (and its question q6).
 
     >>> min_gpus_to_fit(70e9, "80 GB")  # 70e9 x 16 B = 1,120 GB; 1,120 GB / 80 GB
     14
