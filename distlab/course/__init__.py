@@ -1,7 +1,7 @@
 """Deprecated: the course tools moved. Lesson content is in distlab.lessons, grading machinery in distlab.grading.
 
     distlab.course.<lesson>   -> distlab.lessons.<lesson>   (data_parallel -> data_parallel_zero)
-    distlab.course.checks     -> distlab.grading.questions
+    distlab.course.checks     -> distlab.lessons.questions
     distlab.course.build      -> distlab.grading.build
     distlab.course.grade      -> distlab.grading.grade (with discover, answers, kernel, report)
 

@@ -1,5 +1,5 @@
-"""Deprecated: distlab.grading.questions."""
+"""Deprecated: distlab.lessons.questions."""
 
 from . import alias
 
-alias(__name__, "distlab.grading.questions")
+alias(__name__, "distlab.lessons.questions")

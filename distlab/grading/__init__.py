@@ -1,6 +1,6 @@
-"""Grading infrastructure: graded question types, the exercise builder, and the sandboxed autograder.
+"""Grading infrastructure: the exercise builder and the sandboxed autograder (the question types that
+lessons declare live in distlab.lessons.questions, one layer down).
 
-    questions    NumericQuestion / ChoiceQuestion / CheckResult (what lessons declare)
     build        exercises/ from solutions/ (nbgrader's solution markers)
     discover     which lesson a notebook is, from the manifest distlab.lessons.LESSONS
     submission   reading a submitted notebook leniently
@@ -10,5 +10,5 @@
     report       QuestionGrade, NotebookGrade, GradeReport (table, JSON, Gradescope)
     grade        grade_notebook / grade_notebooks: the orchestration
 
-Importing this package imports none of them (lessons import only `questions`).
+Importing this package imports none of them.
 """

@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from .questions import INCORRECT, NOT_ATTEMPTED
+from ..lessons.questions import INCORRECT, NOT_ATTEMPTED
 from .report import QuestionGrade
 
 #: variables read from the student's namespace: answer_q1, answer_q2, ...

@@ -24,7 +24,7 @@ def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, inst
     # Import what kernels and lessons use while writing caches and loading libraries is still allowed.
     for name in ("ctypes", "ctypes.util", "subprocess", "numpy", "pint", "matplotlib", "matplotlib.pyplot",
                  "matplotlib.font_manager", "ipywidgets", "ipympl", "distlab", "distlab.units",
-                 "distlab.grading.questions", "distlab.lessons"):
+                 "distlab.lessons.questions", "distlab.lessons"):
         try:
             __import__(name)
         except Exception:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import collectives, hardware
 from ..units import format_bytes, format_seconds
-from ..grading.questions import ChoiceQuestion, NumericQuestion
+from .questions import ChoiceQuestion, NumericQuestion
 
 _BYTES_HINT = {1e9: "looks like bytes, but plain numbers are read in GB (write '7e9 B' or 7)"}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import dataparallel, memory, models
 from ..units import format_bytes, format_seconds
-from ..grading.questions import ChoiceQuestion, NumericQuestion
+from .questions import ChoiceQuestion, NumericQuestion
 
 _BYTES_HINT = {1e9: "looks like bytes, but plain numbers are read in GB"}
 _MS_HINT = {1e-3: "looks like seconds; plain numbers are read in ms"}

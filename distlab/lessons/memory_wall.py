@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import memory
 from ..units import format_bytes
-from ..grading.questions import ChoiceQuestion, NumericQuestion
+from .questions import ChoiceQuestion, NumericQuestion
 
 _BYTES_HINT = {1e9: "looks like bytes, but plain numbers are read in GB (write '112e9 B' or 112)"}
 

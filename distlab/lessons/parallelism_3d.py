@@ -14,7 +14,7 @@ from typing import Callable
 
 from .. import memory, mesh
 from ..units import format_bytes
-from ..grading.questions import (CORRECT, INCORRECT, NOT_ATTEMPTED, ChoiceQuestion, CheckResult, Hint, NumericQuestion,
+from .questions import (CORRECT, INCORRECT, NOT_ATTEMPTED, ChoiceQuestion, CheckResult, Hint, NumericQuestion,
                                  Solution, is_unanswered)
 
 # Megatron-LM's documented example (megatron/core/parallel_state.py): 16 GPUs, tp=2, pp=4, hence dp=2.

@@ -8,7 +8,7 @@ import itertools
 from .. import models, pipeline
 from ..errors import ConfigurationError
 from ..units import format_bytes
-from ..grading.questions import NumericQuestion
+from .questions import NumericQuestion
 
 _PERCENT_HINT = {0.01: "looks like a fraction; give it in percent (27.3 means 27.3 %)"}
 _BYTES_HINT = {1e9: "looks like bytes, but plain numbers are read in GB (write '17e9 B' or 17)"}

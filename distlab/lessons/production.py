@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .. import dataparallel, hardware, production
 from ..units import format_bytes, format_seconds
-from ..grading.questions import ChoiceQuestion, NumericQuestion
+from .questions import ChoiceQuestion, NumericQuestion
 
 #: Q1: plain data parallelism of Llama-2-7B on 8 DGX H100 nodes, 4,096 tokens per GPU per step.
 BUCKET_MODEL, BUCKET_DP, BUCKET_TOKENS = "llama2-7b", 64, 4096

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .. import hardware, models, tensor
 from ..units import format_bytes, format_seconds
-from ..grading.questions import ChoiceQuestion, NumericQuestion
+from .questions import ChoiceQuestion, NumericQuestion
 
 # The setups the questions use (named once, so prompts and answers agree).
 Q1_MODEL, Q1_TP = "llama2-7b", 4  # d_model 4096, 32 heads of 128: the MIT 6.5940 quiz

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .. import planner, training
 from ..units import format_bytes, format_seconds
-from ..grading.questions import ChoiceQuestion, NumericQuestion
+from .questions import ChoiceQuestion, NumericQuestion
 
 MODEL, NODE, NODES, BATCH, SEQ = "llama3.1-70b", "dgx-h100", 32, 256, 8192
 #: the feasible reference configuration of questions 3 and 4

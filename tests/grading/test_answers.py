@@ -7,7 +7,7 @@ import json
 import pytest
 
 from distlab.grading import answers, discover
-from distlab.grading.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
+from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
 
 
 def test_parse_answers_reads_only_between_the_nonce_markers():

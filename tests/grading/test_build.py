@@ -10,7 +10,7 @@ import pytest
 
 from distlab.errors import ConfigurationError
 from distlab.grading import build
-from distlab.grading.questions import NOT_ATTEMPTED
+from distlab.lessons.questions import NOT_ATTEMPTED
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))

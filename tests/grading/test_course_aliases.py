@@ -17,7 +17,7 @@ OLD = {
     "distlab.course.parallelism_3d": "distlab.lessons.parallelism_3d",
     "distlab.course.training_lab": "distlab.lessons.training_lab",
     "distlab.course.production": "distlab.lessons.production",
-    "distlab.course.checks": "distlab.grading.questions",
+    "distlab.course.checks": "distlab.lessons.questions",
     "distlab.course.build": "distlab.grading.build",
 }
 

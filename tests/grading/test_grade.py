@@ -13,7 +13,7 @@ import pytest
 from distlab import cli
 from distlab.grading import answers, discover, grade, report
 from distlab.grading.kernel import bwrap_available
-from distlab.grading.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
+from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
@@ -159,7 +159,7 @@ def test_cannot_delete_or_change_files_outside_the_copy(tmp_path, sandbox):
 @pytest.mark.notebook
 def test_monkeypatching_the_checks_in_the_kernel_fakes_nothing(tmp_path):
     cheat = (
-        "from distlab.lessons import memory_wall\nfrom distlab.grading import questions as checks\n"
+        "from distlab.lessons import memory_wall\nfrom distlab.lessons import questions as checks\n"
         "fake = lambda self, answer=None: checks.CheckResult(self.name, 'correct', 'correct', 1.0, 1.0)\n"
         "checks.NumericQuestion.check = fake\nchecks.ChoiceQuestion.check = fake\n"
         "for q in memory_wall.QUESTIONS.values():\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from distlab.grading.questions import CORRECT
+from distlab.lessons.questions import CORRECT
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from distlab.grading.questions import INCORRECT
+from distlab.lessons.questions import INCORRECT
 from distlab.lessons import collectives as lesson
 
 

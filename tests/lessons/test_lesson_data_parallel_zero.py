@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from distlab.grading.questions import INCORRECT
+from distlab.lessons.questions import INCORRECT
 from distlab.lessons import data_parallel_zero as lesson
 
 HAND = {

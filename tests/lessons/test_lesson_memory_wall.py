@@ -10,7 +10,7 @@ import doctest
 import math
 
 from distlab import memory
-from distlab.grading.questions import CORRECT, INCORRECT
+from distlab.lessons.questions import CORRECT, INCORRECT
 from distlab.lessons import memory_wall as lesson
 
 

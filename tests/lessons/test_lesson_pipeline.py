@@ -12,7 +12,7 @@ import pytest
 
 from distlab import memory, models
 from distlab.lessons import pipeline as lesson
-from distlab.grading.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
+from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
 
 ROOT = Path(__file__).resolve().parents[2]
 

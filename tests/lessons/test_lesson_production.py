@@ -12,7 +12,7 @@ import pytest
 
 from distlab import models
 from distlab.lessons import production as lesson
-from distlab.grading.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
+from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
 
 P7 = models.model("llama2-7b").parameter_count()  # 6.738e9
 M = 2 * P7  # bf16 gradients: 13.48 GB

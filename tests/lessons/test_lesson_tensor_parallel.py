@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from distlab.grading.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
+from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
 from distlab.lessons import tensor_parallel as tpq
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from distlab import models
 from distlab.lessons import training_lab as lesson
-from distlab.grading.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
+from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
 
 P = models.model("llama3.1-70b").parameter_count()
 TOKENS = 256 * 8192

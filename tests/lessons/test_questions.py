@@ -7,8 +7,8 @@ import doctest
 
 import pytest
 
-from distlab.grading import questions
-from distlab.grading.questions import CORRECT, INCORRECT, NOT_ATTEMPTED, ChoiceQuestion, NumericQuestion
+from distlab.lessons import questions
+from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED, ChoiceQuestion, NumericQuestion
 from distlab.lessons import memory_wall
 
 q2 = memory_wall.q2
