@@ -257,23 +257,33 @@ class ComparisonRow:
         return asdict(self)
 
 
+def _errors(rows) -> tuple:
+    """(mean |error|, max |error|, id of the max) over rows, or (None, None, None)."""
+    if not rows:
+        return None, None, None
+    worst = max(rows, key=lambda r: abs(r.error_percent))
+    return sum(abs(r.error_percent) for r in rows) / len(rows), abs(worst.error_percent), worst.id
+
+
 def _stats(rows) -> dict:
     scored = [r for r in rows if r.status == "predicted"]
-    errors = [abs(r.error_percent) for r in scored]
+    priced = [r for r in rows if r.status in ("predicted", "does not fit")]
     counts = {}
     for r in rows:
         counts[r.status] = counts.get(r.status, 0) + 1
-    return {"runs": len(rows), "scored": len(scored),
-            "mean_abs_error_percent": sum(errors) / len(errors) if errors else None,
-            "max_abs_error_percent": max(errors) if errors else None,
-            "max_abs_error_run": max(scored, key=lambda r: abs(r.error_percent)).id if scored else None,
-            "status_counts": counts}
+    mean, worst, worst_id = _errors(scored)
+    mean_priced, worst_priced, _ = _errors(priced)
+    return {"runs": len(rows), "scored": len(scored), "mean_abs_error_percent": mean,
+            "max_abs_error_percent": worst, "max_abs_error_run": worst_id, "status_counts": counts,
+            "priced": len(priced), "mean_abs_error_percent_priced": mean_priced,
+            "max_abs_error_percent_priced": worst_priced}
 
 
 @dataclass(frozen=True)
 class Comparison:
     """compare()'s answer: one row per run, and per role (and per validation tier) the number of runs, how many
-    were scored (status 'predicted'), mean and max |error| in % over those, and the count of each status."""
+    were scored (status 'predicted'), mean and max |error| in % over those, and the count of each status; the
+    *_priced figures also count the runs priced but over memory (the step-time error alone)."""
 
     rows: tuple
     summary: dict

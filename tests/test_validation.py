@@ -137,6 +137,7 @@ def test_compare_conserves_runs(role):
     for name, stats in comparison.summary.items():
         assert stats["runs"] == sum(stats["status_counts"].values()) == sum(row.role == name for row in comparison.rows)
         assert stats["scored"] == stats["status_counts"].get("predicted", 0)
+        assert stats["priced"] == stats["scored"] + stats["status_counts"].get("does not fit", 0)
 
 
 def test_an_inexpressible_run_is_a_row_with_its_reason():

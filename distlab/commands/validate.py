@@ -32,6 +32,9 @@ def _summary_line(name: str, stats: dict) -> str:
                 f"({stats['max_abs_error_run']})")
     else:
         text = f"{name}: none of {stats['runs']} runs scored"
+    if stats["priced"] > stats["scored"]:
+        text += (f" [all {stats['priced']} priced, over memory or not: mean |error| "
+                 f"{stats['mean_abs_error_percent_priced']:.1f}%, max {stats['max_abs_error_percent_priced']:.1f}%]")
     return text + (f"; not scored: {others}" if others else "")
 
 
