@@ -26,6 +26,7 @@ _SUBMODULES = (
     "mesh",
     "training",
     "planner",
+    "validation",
     "production",
     "verify",
     "plots",

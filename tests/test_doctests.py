@@ -30,6 +30,7 @@ FORMULA_MODULES = [
     "distlab.mesh",
     "distlab.planner",
     "distlab.export",
+    "distlab.validation",
 ]
 
 LESSON_LINK = re.compile(r"Lesson \d+ §\d+")

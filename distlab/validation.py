@@ -1,0 +1,335 @@
+"""How good is the step model? Published measured training runs against training.estimate().
+
+The runs ship in distlab/data/published_runs.json. Each keeps the source's citation, table and row, an exact
+quote, and the configuration and result as published; its `distlab` block is our mapping to an estimate() call,
+with every assumption stated, the measured step time derived from what the source publishes, and a role:
+
+    calibration  Narayanan et al. 2021 Table 1 (and hardware microbenchmarks): the model may be fitted here.
+    validation   other published runs, never fitted to: Llama 3, torchtitan, MosaicML MPT, BLOOM (independent);
+                 Megatron-Core on H100 and Korthikanti et al. 2022 (second tier: same software, same machine).
+    reference    reported, never asserted: Narayanan Table 2, MT-NLG (secondary), and runs estimate() cannot
+                 express today (the reason is stated per run).
+
+Measured step time, from the source's own numbers: an iteration time as stated; TFLOP/s per GPU with the
+source's own FLOP count, t = F / (TFLOP/s x GPUs); or tokens/s, t = B s / tokens/s.
+Signed error = (predicted - measured) / measured.
+
+Taught in Lesson 7 §8 ("How good is this model?"); `distlab validate` prints the table.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import asdict, dataclass
+from importlib import resources
+
+from .errors import ConfigurationError, DistlabError
+
+__all__ = [
+    "ROLES",
+    "MEASURED_FORMULAS",
+    "ComparisonRow",
+    "Comparison",
+    "load_runs",
+    "run",
+    "microbenchmarks",
+    "measured_step_time",
+    "run_model",
+    "run_cluster",
+    "predict",
+    "compare",
+]
+
+#: The roles a run can have (see the module docstring).
+ROLES = ("calibration", "validation", "reference")
+
+#: How a source's published quantity becomes a step time in seconds (the `formula` of measured_step_time).
+MEASURED_FORMULAS = {
+    "stated": "iteration time as published",
+    "narayanan2021-eq3": "t = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) / (TFLOP/s per GPU x GPUs)",
+    "megatron-lm-num-floating-point-operations": "t = 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) / (TFLOP/s per GPU x GPUs)",
+    "palm-6n-12lhqt": "t = (6N + 12 l h s) B s / (TFLOP/s per GPU x GPUs)",
+    "tokens-per-s-per-gpu": "t = B s / (tokens/s per GPU x GPUs)",
+    "tokens-per-s": "t = B s / tokens/s",
+}
+
+_REQUIRED_RUN = ("id", "source", "where", "url", "quote", "hardware", "model", "parallelism", "measured", "distlab")
+_REQUIRED_BLOCK = ("cite", "role", "tier", "expressible", "reason", "model", "cluster", "estimate",
+                   "model_assumptions", "hardware_assumptions", "configuration_assumptions", "measured_step_time")
+_REQUIRED_MEASURED = ("quantity", "formula", "inputs", "seconds", "derivation")
+
+
+def _check(run_: dict) -> None:
+    rid = run_.get("id", "?")
+    missing = [k for k in _REQUIRED_RUN if k not in run_]
+    block = run_.get("distlab", {})
+    missing += [f"distlab.{k}" for k in _REQUIRED_BLOCK if k not in block]
+    measured = block.get("measured_step_time", {})
+    missing += [f"distlab.measured_step_time.{k}" for k in _REQUIRED_MEASURED if k not in measured]
+    if missing:
+        raise ConfigurationError(f"published run {rid}: missing {', '.join(missing)}")
+    for key in ("where", "url", "quote"):
+        if not str(run_[key]).strip():
+            raise ConfigurationError(f"published run {rid}: empty {key}")
+    if block["role"] not in ROLES:
+        raise ConfigurationError(f"published run {rid}: role {block['role']!r}; valid: {', '.join(ROLES)}")
+    if block["expressible"] and (block["estimate"] is None or block["model"] is None or block["cluster"] is None):
+        raise ConfigurationError(f"published run {rid}: expressible but without model, cluster or estimate")
+    if not block["expressible"] and not block["reason"]:
+        raise ConfigurationError(f"published run {rid}: not expressible, and no reason given")
+    if measured["formula"] is not None and measured["formula"] not in MEASURED_FORMULAS:
+        raise ConfigurationError(f"published run {rid}: unknown measured formula {measured['formula']!r}")
+    if not str(measured["derivation"]).strip():
+        raise ConfigurationError(f"published run {rid}: no derivation of the measured step time")
+
+
+@functools.lru_cache(maxsize=1)
+def _data() -> dict:
+    text = resources.files("distlab").joinpath("data/published_runs.json").read_text(encoding="utf-8")
+    data = json.loads(text)
+    ids = [r.get("id") for r in data["runs"]]
+    if len(set(ids)) != len(ids):
+        raise ConfigurationError("published runs: duplicate ids")
+    for r in data["runs"]:
+        _check(r)
+    return data
+
+
+def _role(role: str) -> str:
+    r = str(role).strip().lower()
+    if r not in ROLES + ("all",):
+        raise ConfigurationError(f"role={role!r}; valid: {', '.join(ROLES)}, all")
+    return r
+
+
+def load_runs(role: str = "all") -> list[dict]:
+    """The published runs of one role ('calibration', 'validation', 'reference' or 'all'), checked on load:
+    every run has its citation, where, url, quote, role and a derivation of its measured step time.
+
+    Lesson 7 §8.
+
+    >>> len(load_runs("calibration"))
+    10
+    >>> load_runs("calibration")[0]["distlab"]["cite"]
+    'Narayanan et al. 2021'
+    """
+    r = _role(role)
+    return [x for x in _data()["runs"] if r == "all" or x["distlab"]["role"] == r]
+
+
+def run(run_id: str) -> dict:
+    """One published run by id.
+
+    Lesson 7 §8.
+
+    >>> run("korthikanti2022-t5-22b-full-recompute")["measured"]["iteration_time_s"]
+    1.42
+    """
+    for x in _data()["runs"]:
+        if x["id"] == run_id:
+            return x
+    close = [x["id"] for x in _data()["runs"] if str(run_id).split("-")[0] in x["id"]][:5]
+    raise ConfigurationError(f"no published run {run_id!r}" + (f"; close: {', '.join(close)}" if close else ""))
+
+
+def microbenchmarks(role: str = "all") -> list[dict]:
+    """Published hardware microbenchmarks (nccl-tests bus bandwidths, best-shape GEMM efficiency, layer times):
+    role 'calibration', except Korthikanti's layer times (from a validation source: 'reference').
+
+    Lesson 7 §8.
+
+    >>> sorted({m["distlab"]["role"] for m in microbenchmarks()})
+    ['calibration', 'reference']
+    """
+    r = _role(role)
+    return [m for m in _data()["microbenchmarks"] if r == "all" or m["distlab"]["role"] == r]
+
+
+def measured_step_time(run_: dict):
+    """The measured step time in seconds, derived from what the source publishes (None when it cannot be):
+    an iteration time as stated, TFLOP/s per GPU with the source's own FLOP count, or tokens/s.
+
+    Formulas (MEASURED_FORMULAS): Narayanan et al. 2021 Eq. 3, t = 96 B s l h^2 (1 + s/6h + V/16lh) / (X n);
+    Megatron-LM's counter, 72 B s l h^2 (1 + s/6h + V/12lh); PaLM App. B, (6N + 12 l h s) B s; tokens,
+    t = B s / (tokens/s).
+
+    Lesson 7 §8.
+
+    >>> round(measured_step_time(run("narayanan2021-t1-1.7b")), 4)   # Eq. 3 at 137 TFLOP/s x 32 GPUs
+    3.528
+    >>> measured_step_time(run("bloom-176b-384gpu-iter85376"))
+    104.7
+    """
+    m = run_["distlab"]["measured_step_time"]
+    formula, x = m["formula"], m["inputs"]
+    if m["seconds"] is None or formula is None:
+        return None
+    if formula == "stated":
+        return float(x["iteration_time_s"])
+    if formula == "tokens-per-s":
+        return x["batch"] * x["seq_len"] / x["tokens_per_s"]
+    if formula == "tokens-per-s-per-gpu":
+        return x["batch"] * x["seq_len"] / (x["tokens_per_s_per_gpu"] * x["gpus"])
+    B, s = x["batch"], x["seq_len"]
+    rate = x["tflops_per_gpu"] * 1e12 * x["gpus"]
+    if formula == "palm-6n-12lhqt":
+        return (6 * x["params"] + 12 * x["layers"] * x["hidden"] * s) * B * s / rate
+    l, h, V = x["layers"], x["hidden"], x["vocab"]
+    if formula == "narayanan2021-eq3":
+        from .training import megatron_flops_per_iteration
+
+        return megatron_flops_per_iteration(B, s, l, h, V) / rate
+    # megatron-lm-num-floating-point-operations (checked on load: no other formula gets here)
+    return 72.0 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h)) / rate
+
+
+def run_model(run_: dict):
+    """The run's model as a TransformerModel (our mapping; its assumptions are in distlab.model_assumptions).
+
+    Lesson 7 §8.
+
+    >>> m = run_model(run("llama3-405b-8192gpu-cp1-seq8192"))
+    >>> (m.gated_mlp, m.norm, m.kv_heads, m.tied_embeddings)
+    (True, 'rmsnorm', 8, False)
+    """
+    from .models import TransformerModel
+
+    block = run_["distlab"]
+    if block["model"] is None:
+        raise ConfigurationError(f"{run_['id']}: no model shape ({block['reason']})")
+    return TransformerModel(**block["model"], source=f"{block['cite']}, {run_['where']}")
+
+
+def run_cluster(run_: dict):
+    """The catalog cluster closest to the run's stated hardware (distlab.hardware_assumptions says why).
+
+    Lesson 7 §8.
+
+    >>> c = run_cluster(run("narayanan2021-t1-1t"))
+    >>> (c.node.name, c.gpus, c.fabric.name)
+    ('dgx-a100', 3072, 'ib-hdr')
+    """
+    from .hardware import cluster
+
+    c = run_["distlab"]["cluster"]
+    if c is None:
+        raise ConfigurationError(f"{run_['id']}: no cluster ({run_['distlab']['reason']})")
+    return cluster(c["node"], c["nodes"], c["fabric"])
+
+
+def predict(run_: dict):
+    """training.estimate() for the run's mapping, out of the box (default efficiency, no per-run tuning).
+    Raises ConfigurationError when the run cannot be expressed, or estimate() refuses its configuration.
+
+    Lesson 7 §8.
+
+    >>> est = predict(run("korthikanti2022-t5-175b-seq-par-selective"))
+    >>> (est.config["tp"], est.config["pp"], est.config["chunks"], est.config["recompute"])
+    (8, 8, 3, 'selective')
+    """
+    from .training import estimate
+
+    block = run_["distlab"]
+    if not block["expressible"]:
+        raise ConfigurationError(f"{run_['id']}: not expressible by estimate(): {block['reason']}")
+    return estimate(run_model(run_), run_cluster(run_), **block["estimate"])
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """One run: measured and predicted step time (seconds), signed error in %, and its status:
+    'predicted', 'does not fit' (priced, but over the GPU's memory or otherwise infeasible), 'refused'
+    (estimate() raised), 'not expressible', or 'no measured time'. reason says why for all but 'predicted'."""
+
+    id: str
+    source: str
+    where: str
+    role: str
+    tier: str
+    measured_s: float | None
+    predicted_s: float | None
+    error_percent: float | None
+    status: str
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _errors(rows) -> tuple:
+    """(mean |error|, max |error|, id of the max) over rows, or (None, None, None)."""
+    if not rows:
+        return None, None, None
+    worst = max(rows, key=lambda r: abs(r.error_percent))
+    return sum(abs(r.error_percent) for r in rows) / len(rows), abs(worst.error_percent), worst.id
+
+
+def _stats(rows) -> dict:
+    scored = [r for r in rows if r.status == "predicted"]
+    priced = [r for r in rows if r.status in ("predicted", "does not fit")]
+    counts = {}
+    for r in rows:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    mean, worst, worst_id = _errors(scored)
+    mean_priced, worst_priced, _ = _errors(priced)
+    return {"runs": len(rows), "scored": len(scored), "mean_abs_error_percent": mean,
+            "max_abs_error_percent": worst, "max_abs_error_run": worst_id, "status_counts": counts,
+            "priced": len(priced), "mean_abs_error_percent_priced": mean_priced,
+            "max_abs_error_percent_priced": worst_priced}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """compare()'s answer: one row per run, and per role (and per validation tier) the number of runs, how many
+    were scored (status 'predicted'), mean and max |error| in % over those, and the count of each status; the
+    *_priced figures also count the runs priced but over memory (the step-time error alone)."""
+
+    rows: tuple
+    summary: dict
+    tiers: dict
+
+    def to_dict(self) -> dict:
+        return {"rows": [r.to_dict() for r in self.rows], "summary": self.summary, "tiers": self.tiers}
+
+
+def _row(run_: dict) -> ComparisonRow:
+    block = run_["distlab"]
+    measured = measured_step_time(run_)
+    base = dict(id=run_["id"], source=block["cite"], where=run_["where"], role=block["role"], tier=block["tier"],
+                measured_s=measured)
+    if not block["expressible"]:
+        return ComparisonRow(**base, predicted_s=None, error_percent=None, status="not expressible",
+                             reason=block["reason"])
+    try:
+        est = predict(run_)
+    except DistlabError as exc:
+        return ComparisonRow(**base, predicted_s=None, error_percent=None, status="refused", reason=str(exc))
+    t = est.step_time_s
+    error = None if measured is None else 100.0 * (t - measured) / measured
+    if measured is None:
+        return ComparisonRow(**base, predicted_s=t, error_percent=None, status="no measured time",
+                             reason=block["measured_step_time"]["derivation"])
+    if not est.feasible:
+        return ComparisonRow(**base, predicted_s=t, error_percent=error, status="does not fit", reason=est.explain())
+    return ComparisonRow(**base, predicted_s=t, error_percent=error, status="predicted")
+
+
+def compare(role: str = "validation") -> Comparison:
+    """Predicted against measured step time for every run of a role ('calibration', 'validation', 'reference'
+    or 'all'): one row per run, never dropped (a run estimate() refuses or that does not fit is a row with its
+    reason), and per role the mean and max |error| over the runs it could price and that fit.
+
+    error % = 100 (predicted - measured) / measured.
+
+    Lesson 7 §8.
+
+    >>> c = compare("calibration")
+    >>> len(c.rows), c.summary["calibration"]["runs"]
+    (10, 10)
+    """
+    rows = tuple(_row(r) for r in load_runs(role))
+    summary = {r: _stats([x for x in rows if x.role == r]) for r in ROLES if any(x.role == r for x in rows)}
+    tier_names = sorted({x.tier for x in rows if x.role == "validation"})
+    tiers = {t: _stats([x for x in rows if x.role == "validation" and x.tier == t]) for t in tier_names}
+    return Comparison(rows=rows, summary=summary, tiers=tiers)
