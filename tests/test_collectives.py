@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from distlab import collectives as C
+from distlab.collectives import cost as collective_formulas
 from distlab.errors import ConfigurationError, DistlabError, UnitError, UnknownNameError
 from distlab.units import Q_
 
@@ -171,10 +172,10 @@ def test_double_binary_tree_structure():
             interior.append(children > 0)
         # a rank is interior in at most one of the two trees (what makes it "full bandwidth")
         assert not np.any(interior[0] & interior[1])
-        units, _ = C._double_tree_load(n)
+        units, _ = collective_formulas._double_tree_load(n)
         if n >= 4:
             assert units == 4  # 2M, the value used beyond 2^16 GPUs without building the trees
-    assert C._double_tree_load(2**16 + 1)[0] == C._double_tree_load(2**16)[0] == 4
+    assert collective_formulas._double_tree_load(2**16 + 1)[0] == collective_formulas._double_tree_load(2**16)[0] == 4
 
 
 def test_hierarchical_two_nodes_of_eight():
@@ -392,7 +393,7 @@ def test_invalid_bandwidth_queries():
         C.algorithm_bandwidth("1 GB", 0)
     with pytest.raises(UnknownNameError, match="valid"):
         C.bus_factor("allsum", 8)
-    with pytest.raises(ConfigurationError, match="n="):
+    with pytest.raises(ConfigurationError, match="gpus="):
         C.bus_factor("all-reduce", 0)
 
 
