@@ -643,3 +643,30 @@ def test_2d_array_input_and_readonly_record():
         trace.final[0, 0] = 1
     assert "1024" not in repr(trace) and "ring all-reduce" in repr(trace)
     assert math.isclose(trace.size_bytes, 4 * 8)
+
+
+# ----------------------------------------------------------------------------------------
+# Renamed keywords (issue 13): gpus= for the GPU count, size= for the message size
+
+
+@pytest.mark.parametrize("call, old, new", [
+    (C.ring_all_reduce_time, dict(size_bytes=4e9, n=8, bandwidth=50e9), dict(size=4e9, gpus=8, bandwidth=50e9)),
+    (C.bus_factor, dict(op="all-reduce", n=8), dict(op="all-reduce", gpus=8)),
+    (C.bus_bandwidth, dict(op="all-reduce", size="4 GB", time="10 ms", n=8),
+     dict(op="all-reduce", size="4 GB", time="10 ms", gpus=8)),
+    (C.double_binary_tree, dict(n=6), dict(gpus=6)),
+])
+def test_old_keyword_names_warn_and_give_the_same_answer(call, old, new):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new names raise no warning at all
+        want = call(**new)
+    with pytest.warns(DeprecationWarning, match=r"is deprecated; use (gpus|size)="):
+        got = call(**old)
+    np.testing.assert_equal(got, want)
+
+
+def test_old_and_new_keyword_together_is_refused():
+    with pytest.raises(ConfigurationError, match="give gpus= only"):
+        C.bus_factor("all-reduce", gpus=8, n=8)
