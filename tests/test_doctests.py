@@ -30,6 +30,9 @@ FORMULA_MODULES = [
     "distlab.mesh",
     "distlab.planner",
     "distlab.export",
+    "distlab.collectives.cost",
+    "distlab.collectives.simulate",
+    "distlab.dataparallel",
 ]
 
 LESSON_LINK = re.compile(r"Lesson \d+ §\d+")

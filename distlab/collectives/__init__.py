@@ -11,6 +11,7 @@ Every public name of both is importable from here: `collectives.collective_cost(
 
 from __future__ import annotations
 
+from . import cost, simulate
 from .cost import (
     ALGORITHMS,
     FORMULAS,
@@ -34,23 +35,4 @@ from .simulate import (
     simulate_ring_all_reduce,
 )
 
-__all__ = [
-    "OPS",
-    "ALGORITHMS",
-    "FORMULAS",
-    "CollectiveCost",
-    "CollectivePhase",
-    "CollectiveTrace",
-    "collective_cost",
-    "ring_all_reduce_time",
-    "algorithm_bandwidth",
-    "bus_bandwidth",
-    "bus_factor",
-    "latency_bandwidth_crossover",
-    "double_binary_tree",
-    "simulate_ring_all_reduce",
-    "simulate_reduce_scatter",
-    "simulate_all_gather",
-    "simulate_parameter_server",
-    "MAX_TRACE_ENTRIES",
-]
+__all__ = [*cost.__all__, *simulate.__all__]
