@@ -670,3 +670,10 @@ def test_old_keyword_names_warn_and_give_the_same_answer(call, old, new):
 def test_old_and_new_keyword_together_is_refused():
     with pytest.raises(ConfigurationError, match="give gpus= only"):
         C.bus_factor("all-reduce", gpus=8, n=8)
+
+
+def test_every_op_and_algorithm_has_exactly_one_formula():
+    listed = {(op, algorithm) for op in C.OPS for algorithm in C.ALGORITHMS[op]}
+    assert set(C.FORMULAS) == listed
+    for (op, algorithm), formula in C.FORMULAS.items():
+        assert formula.__doc__, f"{op} {algorithm}: the formula function states its formula and source"
