@@ -423,7 +423,8 @@ def _hierarchical_all_reduce(op, n, m, bw, alpha, *, inter, gpus_per_node) -> Co
     return CollectiveCost(op, "hierarchical", n, m, sent, sent, time, latency, time - latency, steps, phases)
 
 
-#: The formula of each (op, algorithm): f(op, n, m, bandwidth, latency) -> CollectiveCost (n >= 2).
+#: The formula of each (op, algorithm): f(op, n, m, bandwidth, latency) -> CollectiveCost for n >= 2
+#: (hierarchical also takes inter= and gpus_per_node=). collective_cost validates, then calls one.
 FORMULAS = {
     ("all-reduce", "ring"): _ring_all_reduce,
     ("all-reduce", "tree"): _tree_all_reduce,
