@@ -6,8 +6,10 @@ raises ConfigurationError naming the parameter and its valid values, the contrac
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
+import warnings
 from typing import Sequence
 
 import numpy as np
@@ -150,3 +152,32 @@ def renamed_attribute(module: str, name: str, renamed: dict, namespace: dict):
                       DeprecationWarning, stacklevel=3)
         return namespace[new]
     raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+
+def renamed_keyword(**renames):
+    """Decorator: accept a renamed keyword argument by its old name too, with a DeprecationWarning.
+
+    `@renamed_keyword(n="gpus")` lets `f(n=8)` still run as `f(gpus=8)`; giving both is an error.
+
+    >>> @renamed_keyword(n="gpus")
+    ... def f(gpus):
+    ...     return gpus
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     f(n=8), caught[0].category.__name__
+    (8, 'DeprecationWarning')
+    """
+    def decorate(func):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            for old, new in renames.items() if kwargs else ():
+                if old in kwargs:
+                    if new in kwargs:
+                        raise ConfigurationError(f"{func.__name__}: give {new}= only ({old}= is its old name)")
+                    warnings.warn(f"{func.__name__}({old}=...) is deprecated; use {new}=",
+                                  DeprecationWarning, stacklevel=2)
+                    kwargs[new] = kwargs.pop(old)
+            return func(*args, **kwargs)
+        return wrapper
+    return decorate

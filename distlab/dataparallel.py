@@ -2,8 +2,9 @@
 
 Communication per step (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training
 Trillion Parameter Models", Sec. 7). M is the gradient bytes of the shard a GPU owns,
-params / (tp x pp) x gradient bytes per parameter (DESIGN.md: the DP all-reduce moves the
-shard, not the whole model). With N data-parallel GPUs and ring collectives:
+params / (tp x pp) x gradient bytes per parameter (the DP all-reduce moves the shard a GPU
+owns, not the whole model: with tp and pp each GPU holds 1 / (tp x pp) of the gradients, see
+distlab.memory.model_state_bytes). With N data-parallel GPUs and ring collectives:
 
     plain DP      all-reduce of the gradients                     2 x M   (Sec. 7.1)
     ZeRO-1, -2    reduce-scatter of the gradients (M) and an
@@ -30,17 +31,23 @@ gradients produced at a steady rate this gives
 
 i.e. exposed = max(0, comm - the backward compute it can overlap with), and never less than
 the last bucket.
+
+Names: `dp` is the number of data-parallel GPUs and `size` a message size in bytes (M, the
+nccl-tests convention of distlab.collectives), as in distlab.collectives.collective_cost.
+Taught in Lesson 3 (notebooks/03_data_parallel_zero.ipynb): ZeRO's memory in §2, its
+communication in §4, the overlap with backward in §5.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
-from ._arguments import param_count, zero_stage
+from ._arguments import param_count, renamed_keyword, zero_stage
 from . import collectives, memory
 from .errors import ConfigurationError
 from .units import (BYTES, SECONDS, format_bytes, format_seconds, non_negative, positive, positive_int,
@@ -54,7 +61,6 @@ __all__ = [
     "gradient_bytes",
     "volume_factor",
     "stage_name",
-    "step_bytes_array",
     "step_communication",
     "overlap_timeline",
     "exposed_communication_time",
@@ -86,7 +92,11 @@ _STAGE_NAMES = {0: "plain DP", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
 
 
 def stage_name(zero) -> str:
-    """'plain DP', 'ZeRO-1', 'ZeRO-2' or 'ZeRO-3'."""
+    """'plain DP', 'ZeRO-1', 'ZeRO-2' or 'ZeRO-3' (Rajbhandari et al. 2020). Lesson 3 §2.
+
+    >>> stage_name(3)
+    'ZeRO-3'
+    """
     return _STAGE_NAMES[zero_stage(zero)]
 
 
@@ -94,12 +104,12 @@ def volume_factor(zero) -> int:
     """The paper's per-step volume in units of M: 2 for plain DP, ZeRO-1 and ZeRO-2; 3 for ZeRO-3.
 
     Counted from STEP_COLLECTIVES (an all-reduce is 2, a reduce-scatter or all-gather 1).
-    Source: Rajbhandari et al. 2020, Sec. 7.2.
+    Source: Rajbhandari et al. 2020, Sec. 7.2. Lesson 3 §4.
+
+    >>> volume_factor(0), volume_factor(3)
+    (2, 3)
     """
     return sum(_UNITS[op] for _, op in STEP_COLLECTIVES[zero_stage(zero)])
-
-
-_FACTORS = np.array([volume_factor(z) for z in sorted(STEP_COLLECTIVES)], dtype=float)
 
 
 def gradient_bytes(model, precision="mixed", tp=1, pp=1) -> float:
@@ -107,21 +117,13 @@ def gradient_bytes(model, precision="mixed", tp=1, pp=1) -> float:
 
     model: a TransformerModel, a catalog name or a parameter count. 7e9 parameters in mixed
     precision (2-byte gradients): M = 14 GB. The per-GPU gradients of distlab.memory before any
-    ZeRO sharding.
+    ZeRO sharding. Lesson 3 §4.
+
+    >>> gradient_bytes(7e9), gradient_bytes(7e9, tp=2)
+    (14000000000.0, 7000000000.0)
     """
     params = param_count(model)
     return memory.model_state_bytes(params, precision, 0, 1, tp, pp)[1]
-
-
-def step_bytes_array(grad_bytes, zero, dp):
-    """Bytes each GPU sends per step: volume_factor(zero) x (dp-1)/dp x M (plain floats or NumPy arrays).
-
-    The hot-path form for sweeps (the ring's (N-1)/N per reduce-scatter or all-gather, Sec. 7
-    volumes). Inputs in base units, not validated; step_communication validates.
-    """
-    dp = np.asarray(dp, dtype=float)
-    result = _FACTORS[np.asarray(zero, dtype=int)] * (dp - 1.0) / dp * np.asarray(grad_bytes, dtype=float)
-    return float(result) if np.ndim(result) == 0 else result
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,7 @@ class StepCommunication:
     gradient_bytes is M; volume_bytes the paper's volume (2 M or 3 M); bytes_sent_per_gpu what a
     GPU really sends over the ring (volume x (N-1)/N); time_s the alpha-beta time of the
     phases one after another (None when no link was given); phases the CollectiveCost of each
-    collective, named as in STEP_COLLECTIVES.
+    collective, named as in STEP_COLLECTIVES. Lesson 3 §4.
     """
 
     zero: int
@@ -153,19 +155,12 @@ class StepCommunication:
         return stage_name(self.zero)
 
     def to_dict(self) -> dict:
-        """Plain numbers and strings (JSON-ready)."""
-        return {
-            "zero": self.zero,
-            "stage": self.stage,
-            "dp": self.dp,
-            "gradient_bytes": self.gradient_bytes,
-            "volume_factor": self.volume_factor,
-            "volume_bytes": self.volume_bytes,
-            "bytes_sent_per_gpu": self.bytes_sent_per_gpu,
-            "time_s": self.time_s,
-            "link": self.link,
-            "phases": [dict(cost.to_dict(), name=name) for name, cost in zip(self.phase_names, self.phases)],
-        }
+        """Plain numbers and strings (JSON-ready): the fields plus stage and volume_factor; each phase's
+        dict carries its name (from phase_names)."""
+        data = dataclasses.asdict(self)
+        del data["phase_names"]
+        phases = [dict(cost.to_dict(), name=name) for name, cost in zip(self.phase_names, self.phases)]
+        return dict(data, stage=self.stage, volume_factor=self.volume_factor, phases=phases)
 
     def __str__(self) -> str:
         text = (
@@ -189,7 +184,11 @@ def step_communication(model, *, zero=0, dp, precision="mixed", tp=1, pp=1, link
     the phases' times are added; the whole step's worth of each collective is counted as one
     message (engines split it per bucket or layer, which adds latency terms). `algorithm`
     applies to plain DP's all-reduce only (None: ring). Without a link, time_s is None and the
-    phases are priced on a 1 B/s link with no latency: read only their bytes.
+    phases are priced on a 1 B/s link with no latency: read only their bytes. Lesson 3 §4.
+
+    >>> comm = step_communication(7e9, zero=3, dp=8)
+    >>> comm.volume_bytes, comm.bytes_sent_per_gpu  # 3 M, and 3 x 7/8 x M over the ring
+    (42000000000.0, 36750000000.0)
     """
     stage = zero_stage(zero)
     n = positive_int(dp, "dp")
@@ -229,7 +228,10 @@ def overlap_timeline(ready_s, comm_s) -> tuple[np.ndarray, np.ndarray]:
     start_i = max(ready_i, end_{i-1}), end_i = start_i + comm_i (Li et al. 2020: DDP launches a
     bucket's all-reduce when all its gradients are ready; NCCL runs them in order). Written
     without a loop: end_i = C_i + max_{j<=i}(ready_j - C_{j-1}), C the running sum of comm.
-    Plain NumPy arrays in seconds, not validated; bucketed_overlap validates.
+    Plain NumPy arrays in seconds, not validated; bucketed_overlap validates. Lesson 3 §5.
+
+    >>> [t.tolist() for t in overlap_timeline([1.0, 2.0], [1.5, 1.5])]  # the second bucket waits
+    [[1.0, 2.5], [2.5, 4.0]]
     """
     ready = np.asarray(ready_s, dtype=float)
     comm = np.asarray(comm_s, dtype=float)
@@ -246,7 +248,10 @@ def exposed_communication_time(comm_s, backward_s, buckets=1):
     timeline (overlap_timeline): the last bucket ends at max over i of (i+1) b + (B-i) c, with
     b = backward/B and c = comm/B, which is B b + c when c <= b (only the last bucket shows)
     and b + B c otherwise (communication-bound). B = 1: nothing overlaps, exposed = comm.
-    Plain floats or NumPy arrays, not validated: the training lab's fast path.
+    Plain floats or NumPy arrays, not validated: the training lab's fast path. Lesson 3 §5.
+
+    >>> exposed_communication_time(1.0, 2.0, buckets=4)  # only the last bucket shows
+    0.25
     """
     b = np.asarray(buckets, dtype=float)
     comm = np.asarray(comm_s, dtype=float)
@@ -259,7 +264,7 @@ class OverlapTimeline:
     """Per-bucket timing of gradient communication overlapped with backward (seconds from backward's start).
 
     Arrays have one entry per bucket in launch order (the first bucket holds the gradients
-    backward produces first, i.e. of the last layers).
+    backward produces first, i.e. of the last layers). Lesson 3 §5.
     """
 
     bucket_bytes: np.ndarray
@@ -303,19 +308,11 @@ class OverlapTimeline:
         return self.backward_s + self.exposed_s
 
     def to_dict(self) -> dict:
-        return {
-            "op": self.op,
-            "dp": self.dp,
-            "buckets": self.buckets,
-            "backward_s": self.backward_s,
-            "comm_total_s": self.comm_total_s,
-            "exposed_s": self.exposed_s,
-            "hidden_s": self.hidden_s,
-            "bucket_bytes": self.bucket_bytes.tolist(),
-            "ready_s": self.ready_s.tolist(),
-            "start_s": self.start_s.tolist(),
-            "end_s": self.end_s.tolist(),
-        }
+        """Plain numbers and lists (JSON-ready): the fields but comm_s, plus buckets and the totals."""
+        data = {name: value.tolist() if isinstance(value, np.ndarray) else value
+                for name, value in dataclasses.asdict(self).items() if name != "comm_s"}
+        return dict(data, buckets=self.buckets, comm_total_s=self.comm_total_s, exposed_s=self.exposed_s,
+                    hidden_s=self.hidden_s)
 
     def __str__(self) -> str:
         return (
@@ -329,11 +326,13 @@ class OverlapTimeline:
 MAX_BUCKETS = 1_000_000
 
 
-def bucketed_overlap(grad_bytes, backward_time, dp, *, buckets=None, bucket_size=None, link=None, bandwidth=None,
+@renamed_keyword(grad_bytes="size")
+def bucketed_overlap(size, backward_time, dp, *, buckets=None, bucket_size=None, link=None, bandwidth=None,
                      latency=None, op="all-reduce") -> OverlapTimeline:
     """The gradient communication of a step split into buckets and overlapped with backward.
 
-    grad_bytes: M (e.g. gradient_bytes(model)); backward_time: the backward compute of the step;
+    size: M, the step's gradient bytes (e.g. gradient_bytes(model); formerly grad_bytes=);
+    backward_time: the backward compute of the step;
     dp: GPUs in the all-reduce. Buckets: `buckets` equal ones, or `bucket_size` bytes each (the
     last one smaller; PyTorch DDP's default is DDP_BUCKET_BYTES = 25 MiB), default 1. Backward
     produces gradients at a steady rate, so bucket i is ready at backward x (bytes up to and
@@ -341,9 +340,13 @@ def bucketed_overlap(grad_bytes, backward_time, dp, *, buckets=None, bucket_size
     smaller buckets pay the latency 2(N-1) alpha more often. The timeline follows
     overlap_timeline; exposed = max(0, end of the last bucket - backward). op: 'all-reduce'
     (plain DP) or 'reduce-scatter' (ZeRO-2's gradient step). Li et al. 2020: bucketing Sec. 3.2.2,
-    overlap Sec. 3.2.3.
+    overlap Sec. 3.2.3. Lesson 3 §5.
+
+    >>> t = bucketed_overlap("14 GB", 0.8, 8, buckets=4, bandwidth="50 GB/s")
+    >>> round(t.comm_total_s, 3), round(t.exposed_s, 3)
+    (0.49, 0.123)
     """
-    m = non_negative(grad_bytes, BYTES, "grad_bytes")
+    m = non_negative(size, BYTES, "size")
     backward = non_negative(backward_time, SECONDS, "backward_time")
     n = positive_int(dp, "dp")
     if op not in ("all-reduce", "reduce-scatter"):
@@ -351,17 +354,17 @@ def bucketed_overlap(grad_bytes, backward_time, dp, *, buckets=None, bucket_size
     if buckets is not None and bucket_size is not None:
         raise ConfigurationError("give buckets= (a count) or bucket_size= (bytes per bucket), not both")
     if bucket_size is not None:
-        size = positive(bucket_size, BYTES, "bucket_size")
-        ratio = m / size
-        if ratio > MAX_BUCKETS:  # before ceil: a tiny bucket makes m / size overflow to inf
+        each = positive(bucket_size, BYTES, "bucket_size")
+        ratio = m / each
+        if ratio > MAX_BUCKETS:  # before ceil: a tiny bucket makes m / each overflow to inf
             raise ConfigurationError(
-                f"bucket_size={format_bytes(size)} makes {ratio:,.4g} buckets of {format_bytes(m)}; "
+                f"bucket_size={format_bytes(each)} makes {ratio:,.4g} buckets of {format_bytes(m)}; "
                 f"at most {MAX_BUCKETS:,}: use a bigger bucket"
             )
         count = math.ceil(ratio) if m else 0
-        sizes = np.full(count, size)
+        sizes = np.full(count, each)
         if count:
-            sizes[-1] = m - size * (count - 1)
+            sizes[-1] = m - each * (count - 1)
     else:
         count = 1 if buckets is None else buckets
         if isinstance(count, bool) or not isinstance(count, numbers.Real) or not math.isfinite(count) \
@@ -373,9 +376,9 @@ def bucketed_overlap(grad_bytes, backward_time, dp, *, buckets=None, bucket_size
         sizes = np.full(count, m / count) if m else np.zeros(0)
     times = {}
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # overflow is refused below
-        for size in np.unique(sizes):
-            times[float(size)] = collectives.collective_cost(
-                op, float(size), n, link=link, bandwidth=bandwidth, latency=latency).time_s
+        for bucket in np.unique(sizes):
+            times[float(bucket)] = collectives.collective_cost(
+                op, float(bucket), n, link=link, bandwidth=bandwidth, latency=latency).time_s
     comm = np.array([times[float(s)] for s in sizes], dtype=float)
     with np.errstate(over="ignore", invalid="ignore"):
         ready = backward * np.cumsum(sizes) / m if m else np.zeros(0)
@@ -392,7 +395,10 @@ def memory_per_gpu_curves(model, dps, precision="mixed", tp=1, pp=1) -> dict:
     """{stage: model-state bytes per GPU at each data-parallel degree in `dps`} for stages 0-3.
 
     The NumPy path of distlab.memory.model_state_bytes (ZeRO paper, Sec. 5.1 and Table 1);
-    activations not counted.
+    activations not counted. Lesson 3 §2 and §3.
+
+    >>> [float(b) / 1e9 for b in memory_per_gpu_curves(7.5e9, [1, 64])[3]]  # ZeRO-3: 16 x 7.5 GB / N
+    [120.0, 1.875]
     """
     params = param_count(model)
     recipe = memory.precision_recipe(precision)
@@ -410,6 +416,10 @@ def smallest_fitting_stage(model, dp, gpu, *, count_activations=False, **memory_
     """The lowest ZeRO stage (0-3) at which `model` fits `gpu` with `dp` data-parallel GPUs, or None.
 
     Memory from distlab.memory.training_memory (model states only unless count_activations).
+    Lesson 3 §6.
+
+    >>> smallest_fitting_stage("llama2-7b", 8, "80 GB")  # 112 GB of model states on 8 x 80 GB
+    1
     """
     for stage in sorted(STEP_COLLECTIVES):
         bd = memory.training_memory(model, zero=stage, dp=dp, gpu=gpu, count_activations=count_activations,

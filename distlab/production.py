@@ -308,7 +308,7 @@ def dp_all_reduce(cluster, size_bytes, *, tp=1, pp=1, order="tp-cp-ep-dp-pp", gr
     """Time of one DP group's all-reduce of size_bytes, its members taken from the rank layout.
 
     The layout is distlab.mesh.layout(tp, pp, dp = GPUs / (tp pp), order) on the cluster's nodes.
-    'hierarchical' (DESIGN.md): ring all-reduce over the l members a node holds on the intra-node
+    'hierarchical' (as in distlab.collectives.collective_cost): ring all-reduce over the l members a node holds on the intra-node
     link, plus a ring all-reduce of M / l over the n / l nodes, in which member j of every node
     talks to member j of the others; whether those share a local rank follows from the layout
     (in the default order: training.equal_local_ranks_array, the rule the step model uses).

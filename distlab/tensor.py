@@ -37,6 +37,7 @@ parallelism divides it by t.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from dataclasses import dataclass
@@ -427,30 +428,12 @@ class TPLayerCost:
         return self.comm_time_s / (self.comm_time_s + self.compute_time_s)
 
     def to_dict(self) -> dict:
-        return {
-            "model": self.model,
-            "tp": self.tp,
-            "micro_batch_size": self.micro_batch_size,
-            "seq_len": self.seq_len,
-            "hidden": self.hidden,
-            "element_bytes": self.element_bytes,
-            "sequence_parallel": self.sequence_parallel,
-            "recompute": self.recompute,
-            "message_bytes": self.message_bytes,
-            "all_reduces": self.all_reduces,
-            "comm_bytes_per_gpu": self.comm_bytes_per_gpu,
-            "comm_time_s": self.comm_time_s,
-            "flops_per_gpu": self.flops_per_gpu,
-            "compute_time_s": self.compute_time_s,
-            "ratio": self.ratio,
-            "link": self.link,
-            "bandwidth": self.bandwidth,
-            "latency": self.latency,
-            "gpu": self.gpu,
-            "peak_flops": self.peak_flops,
-            "efficiency": self.efficiency,
-            "collectives": [dict(cost.to_dict(), name=name) for name, cost in self.collectives],
-        }
+        """Plain numbers and strings (JSON-ready): the fields plus the computed totals; each collective's
+        dict carries its name."""
+        data = dataclasses.asdict(self)
+        return dict(data, all_reduces=self.all_reduces, comm_bytes_per_gpu=self.comm_bytes_per_gpu,
+                    comm_time_s=self.comm_time_s, compute_time_s=self.compute_time_s, ratio=self.ratio,
+                    collectives=[dict(cost.to_dict(), name=name) for name, cost in self.collectives])
 
     def summary(self) -> str:
         ops = (f"{self.all_reduces} reduce-scatter + all-gather pairs" if self.sequence_parallel

@@ -1,8 +1,9 @@
 """The one pint registry of distlab, input parsing and output formatting.
 
-Conventions (DESIGN.md): GB = 10**9 bytes, GiB = 2**30 bytes; a lowercase b is a bit
-("400 Gb/s" = 50 GB/s); link bandwidths are per direction. Inside, hot paths work on
-plain floats in base units (byte, second, flop); results get units at the boundary.
+Conventions (the README's Units paragraph says the same): GB = 10**9 bytes, GiB = 2**30
+bytes; a lowercase b is a bit ("400 Gb/s" = 50 GB/s); link bandwidths are per direction.
+Inside, hot paths work on plain floats in base units (byte, second, flop); results get units
+at the boundary.
 
 pint's default registry treats bytes as dimensionless and reads "Gb" as gilbert, so
 distlab builds a small registry of its own with information and computation as

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from distlab import collectives as C
+from distlab.collectives import cost as collective_formulas
 from distlab.errors import ConfigurationError, DistlabError, UnitError, UnknownNameError
 from distlab.units import Q_
 
@@ -171,10 +172,10 @@ def test_double_binary_tree_structure():
             interior.append(children > 0)
         # a rank is interior in at most one of the two trees (what makes it "full bandwidth")
         assert not np.any(interior[0] & interior[1])
-        units, _ = C._double_tree_load(n)
+        units, _ = collective_formulas._double_tree_load(n)
         if n >= 4:
             assert units == 4  # 2M, the value used beyond 2^16 GPUs without building the trees
-    assert C._double_tree_load(2**16 + 1)[0] == C._double_tree_load(2**16)[0] == 4
+    assert collective_formulas._double_tree_load(2**16 + 1)[0] == collective_formulas._double_tree_load(2**16)[0] == 4
 
 
 def test_hierarchical_two_nodes_of_eight():
@@ -392,7 +393,7 @@ def test_invalid_bandwidth_queries():
         C.algorithm_bandwidth("1 GB", 0)
     with pytest.raises(UnknownNameError, match="valid"):
         C.bus_factor("allsum", 8)
-    with pytest.raises(ConfigurationError, match="n="):
+    with pytest.raises(ConfigurationError, match="gpus="):
         C.bus_factor("all-reduce", 0)
 
 
@@ -642,3 +643,37 @@ def test_2d_array_input_and_readonly_record():
         trace.final[0, 0] = 1
     assert "1024" not in repr(trace) and "ring all-reduce" in repr(trace)
     assert math.isclose(trace.size_bytes, 4 * 8)
+
+
+# ----------------------------------------------------------------------------------------
+# Renamed keywords (issue 13): gpus= for the GPU count, size= for the message size
+
+
+@pytest.mark.parametrize("call, old, new", [
+    (C.ring_all_reduce_time, dict(size_bytes=4e9, n=8, bandwidth=50e9), dict(size=4e9, gpus=8, bandwidth=50e9)),
+    (C.bus_factor, dict(op="all-reduce", n=8), dict(op="all-reduce", gpus=8)),
+    (C.bus_bandwidth, dict(op="all-reduce", size="4 GB", time="10 ms", n=8),
+     dict(op="all-reduce", size="4 GB", time="10 ms", gpus=8)),
+    (C.double_binary_tree, dict(n=6), dict(gpus=6)),
+])
+def test_old_keyword_names_warn_and_give_the_same_answer(call, old, new):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new names raise no warning at all
+        want = call(**new)
+    with pytest.warns(DeprecationWarning, match=r"is deprecated; use (gpus|size)="):
+        got = call(**old)
+    np.testing.assert_equal(got, want)
+
+
+def test_old_and_new_keyword_together_is_refused():
+    with pytest.raises(ConfigurationError, match="give gpus= only"):
+        C.bus_factor("all-reduce", gpus=8, n=8)
+
+
+def test_every_op_and_algorithm_has_exactly_one_formula():
+    listed = {(op, algorithm) for op in C.OPS for algorithm in C.ALGORITHMS[op]}
+    assert set(C.FORMULAS) == listed
+    for (op, algorithm), formula in C.FORMULAS.items():
+        assert formula.__doc__, f"{op} {algorithm}: the formula function states its formula and source"

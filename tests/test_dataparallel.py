@@ -119,28 +119,20 @@ def test_one_gpu_sends_nothing():
     for zero in range(4):
         comm = D.step_communication(7e9, zero=zero, dp=1, link="nvlink4")
         assert comm.bytes_sent_per_gpu == 0 and comm.time_s == 0
-    assert D.step_bytes_array(14e9, 3, 1) == 0
 
 
 @given(params=st.floats(1e6, 1e13), zero=st.sampled_from([0, 1, 2, 3]), dp=st.integers(1, 4096),
        tp=st.sampled_from([1, 2, 8]), pp=st.sampled_from([1, 4]), precision=st.sampled_from(["mixed", "fp32", "fp8"]))
 @FAST
-def test_fast_path_equals_the_collective_costs(params, zero, dp, tp, pp, precision):
+def test_bytes_sent_are_the_volume_times_the_ring_share(params, zero, dp, tp, pp, precision):
     comm = D.step_communication(params, zero=zero, dp=dp, tp=tp, pp=pp, precision=precision, bandwidth=1e11,
                                 latency=0)
     m = memory.model_state_bytes(params, precision, 0, 1, tp, pp)[1]
     assert comm.gradient_bytes == pytest.approx(m, rel=1e-15)
-    assert D.step_bytes_array(m, zero, dp) == pytest.approx(comm.bytes_sent_per_gpu, rel=1e-12, abs=1e-6)
+    assert D.volume_factor(zero) * (dp - 1) / dp * m == pytest.approx(comm.bytes_sent_per_gpu, rel=1e-12, abs=1e-6)
     # alpha = 0: the time is the bytes over the bandwidth, phase by phase
     assert comm.time_s == pytest.approx(comm.bytes_sent_per_gpu / 1e11, rel=1e-12, abs=1e-15)
     assert comm.bytes_sent_per_gpu <= comm.volume_bytes * (1 + 1e-12)
-
-
-def test_step_bytes_array_broadcasts():
-    got = D.step_bytes_array(14e9, np.array([0, 1, 2, 3]), np.array([[2], [8]]))
-    # N = 2: (1/2) x {2, 2, 2, 3} x 14 GB; N = 8: (7/8) x ...
-    assert got.shape == (2, 4)
-    assert np.allclose(got, np.array([[14e9, 14e9, 14e9, 21e9], [24.5e9, 24.5e9, 24.5e9, 36.75e9]]))
 
 
 def test_to_dict_and_text():
@@ -304,15 +296,15 @@ def test_overlap_result_dict_and_text():
         (dict(buckets=10**7), "more than"),
         (dict(op="all-gather"), "reduce-scatter"),
         (dict(backward_time=-1), "backward_time"),
-        (dict(grad_bytes="1 GB/s"), "grad_bytes"),
+        (dict(size="1 GB/s"), "size"),
         (dict(dp=0), "dp"),
     ],
 )
 def test_invalid_overlap_inputs(kwargs, words):
-    args = dict(grad_bytes=14e9, backward_time=1.0, dp=8, bandwidth=1e10)
+    args = dict(size=14e9, backward_time=1.0, dp=8, bandwidth=1e10)
     args.update(kwargs)
     with pytest.raises(DistlabError, match=words):
-        D.bucketed_overlap(args.pop("grad_bytes"), args.pop("backward_time"), args.pop("dp"), **args)
+        D.bucketed_overlap(args.pop("size"), args.pop("backward_time"), args.pop("dp"), **args)
 
 
 def test_invalid_curve_inputs():
@@ -333,3 +325,14 @@ def test_bucketed_overlap_refuses_out_of_range_inputs(kwargs, message):
     link = {} if "bandwidth" in kwargs else dict(link="ib-ndr")
     with pytest.raises(ConfigurationError, match=message):
         D.bucketed_overlap(1e9, 0.1, 8, **link, **kwargs)
+
+
+def test_bucketed_overlap_grad_bytes_is_the_old_name_of_size():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        want = D.bucketed_overlap(size=14e9, backward_time=0.8, dp=8, buckets=4, link="ib-ndr")
+    with pytest.warns(DeprecationWarning, match="grad_bytes=.*use size="):
+        got = D.bucketed_overlap(grad_bytes=14e9, backward_time=0.8, dp=8, buckets=4, link="ib-ndr")
+    assert got.to_dict() == want.to_dict()

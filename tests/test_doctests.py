@@ -31,6 +31,9 @@ FORMULA_MODULES = [
     "distlab.planner",
     "distlab.export",
     "distlab.validation",
+    "distlab.collectives.cost",
+    "distlab.collectives.simulate",
+    "distlab.dataparallel",
 ]
 
 LESSON_LINK = re.compile(r"Lesson \d+ §\d+")
