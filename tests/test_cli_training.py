@@ -96,9 +96,12 @@ def test_export_given_configuration_and_its_errors(capsys):
                        "--recompute", "full")
     assert code == 0
     assert tomllib.loads(out)["parallelism"]["data_parallel_shard_degree"] == 4
-    code, _, err = run(capsys, "export", "--format", "megatron", *CLUSTER, "--tp", "4", "--pp", "2", "--zero", "3",
+    code, out, _ = run(capsys, "export", "--format", "megatron", *CLUSTER, "--tp", "4", "--pp", "2", "--zero", "3",
+                       "--recompute", "full")  # ZeRO-3 through Megatron-FSDP
+    assert code == 0 and export.parse_megatron(out)["zero"] == 3 and "--use-megatron-fsdp" in out
+    code, _, err = run(capsys, "export", "--format", "torchtitan", *CLUSTER, "--tp", "4", "--pp", "2", "--zero", "1",
                        "--recompute", "full")
-    assert code == 2 and "ZeRO-2/3" in err
+    assert code == 2 and "zero=1" in err
     code, _, err = run(capsys, "export", "--format", "megatron", *CLUSTER)  # pure DP: does not fit
     assert code == 2 and "cannot run" in err
     code, _, err = run(capsys, "export", "--format", "nemo", *CLUSTER, "--best")

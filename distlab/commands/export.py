@@ -47,7 +47,7 @@ def run(args) -> int:
         try:
             text = export.export(est, fmt, cl.node.gpus_per_node)
         except ConfigurationError:
-            skipped += 1  # e.g. ZeRO-2 for Megatron-LM: the next row
+            skipped += 1  # e.g. ZeRO-1 for torchtitan: the next row
             continue
         if skipped:
             import sys
