@@ -181,3 +181,14 @@ def renamed_keyword(**renames):
             return func(*args, **kwargs)
         return wrapper
     return decorate
+
+
+def deprecated_alias(func, old_name: str, new_name: str):
+    """func under its old public name: the same call, with a DeprecationWarning naming the new one."""
+    @functools.wraps(func)
+    def call(*args, **kwargs):
+        warnings.warn(f"{old_name} is deprecated; use {new_name}", DeprecationWarning, stacklevel=2)
+        return func(*args, **kwargs)
+    call.__name__ = call.__qualname__ = old_name.rsplit(".", 1)[-1]
+    call.__doc__ = f"Deprecated name of {new_name} (same call, warns)."
+    return call

@@ -519,3 +519,17 @@ def training_memory(
         sequence_parallel=bool(sequence_parallel),
     )
     return MemoryBreakdown(w, g, o, activations, capacity, gpu_name, has_shape, config)
+
+
+def message_bytes(micro_batch_size, seq_len, hidden, element_bytes=2.0):
+    """Bytes of one b x s x h activation tensor, b x s x h x element_bytes: the message a pipeline stage
+    sends its neighbour and a TP all-reduce moves (NumPy broadcast, unvalidated; a float for scalars).
+    The one copy behind pipeline.boundary_message_bytes, tensor.tp_message_bytes and
+    training.p2p_message_bytes. Lesson 4 §7, Lesson 5.
+
+    >>> message_bytes(1, 4096, 8192, 2)
+    67108864.0
+    """
+    result = (np.asarray(micro_batch_size, dtype=float) * np.asarray(seq_len, dtype=float)
+              * np.asarray(hidden, dtype=float) * np.asarray(element_bytes, dtype=float))
+    return float(result) if np.ndim(result) == 0 else result

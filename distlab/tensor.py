@@ -338,10 +338,9 @@ def layer_flops(model, micro_batch_size=1, seq_len=None, tp=1, recompute="none")
 
 
 def tp_message_bytes(micro_batch_size, seq_len, hidden, element_bytes=2.0):
-    """Bytes of one TP all-reduce: the layer activation b x s x h x element bytes (NumPy broadcast)."""
-    result = (np.asarray(micro_batch_size, dtype=float) * np.asarray(seq_len, dtype=float)
-              * np.asarray(hidden, dtype=float) * np.asarray(element_bytes, dtype=float))
-    return float(result) if np.ndim(result) == 0 else result
+    """Bytes of one TP all-reduce: the layer activation b x s x h x element bytes (NumPy broadcast;
+    distlab.memory.message_bytes)."""
+    return memory.message_bytes(micro_batch_size, seq_len, hidden, element_bytes)
 
 
 def tp_comm_time(message_bytes, tp, bandwidth, latency=0.0, all_reduces=4):

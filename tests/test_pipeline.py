@@ -17,7 +17,7 @@ from distlab.pipeline import (
     Op,
     PipelineWarning,
     StageActivations,
-    activation_bytes,
+    boundary_message_bytes,
     activation_memory,
     analyze_stages,
     bubble_fraction,
@@ -298,7 +298,7 @@ def test_p2p_latency_lengthens_the_step():
 def test_units_accepted():
     a = schedule("1f1b", 4, 8, t_f="1 ms", t_b="1 ms", t_w="1 ms", p2p="0 s")
     assert close(a.step_time, 33e-3)
-    assert a.summary()["bubble"].to("%").magnitude == pytest.approx(27.2727, abs=1e-3)
+    assert a.summary_quantities()["bubble"].to("%").magnitude == pytest.approx(27.2727, abs=1e-3)
 
 
 def test_large_pipeline_is_fast():
@@ -349,7 +349,7 @@ def test_split_layers():
 
 
 def test_activation_bytes_and_traffic():
-    assert activation_bytes(1, 4096, 8192, 2) == 4096 * 8192 * 2
+    assert boundary_message_bytes(1, 4096, 8192, 2) == 4096 * 8192 * 2
     a = analyze_stages(32, 4, 8, seq_len=4096, hidden=8192, micro_batch_size=2, layer_time="2 ms")
     act = 2 * 4096 * 8192 * 2
     assert a.activation.to("B").magnitude == act
@@ -383,7 +383,7 @@ def test_bubble_warning_respects_batch():
 
 
 def test_imbalance_and_bandwidth_warnings():
-    a = analyze_stages(30, 4, 64, seq_len=4096, hidden=8192, layer_time="0.1 ms", link_bandwidth="25 GB/s")
+    a = analyze_stages(30, 4, 64, seq_len=4096, hidden=8192, layer_time="0.1 ms", bandwidth="25 GB/s")
     codes = {w.code: w for w in a.warnings}
     assert "[8, 8, 7, 7]" in codes["imbalance"].message and "3 or 5 stages" in codes["imbalance"].message
     bw = codes["bandwidth"]
@@ -394,13 +394,13 @@ def test_imbalance_and_bandwidth_warnings():
 
 
 def test_single_stage_sends_nothing():
-    a = analyze_stages(16, 1, 4, seq_len=8, hidden=8, kind="interleaved", chunks=2, layer_time=1e-3)
+    a = analyze_stages(16, 1, 4, seq_len=8, hidden=8, schedule="interleaved", chunks=2, layer_time=1e-3)
     assert a.bytes_per_step.magnitude == 0 and a.required_bandwidth is None
     assert a.bubble_fraction == 0.0
 
 
 def test_no_warnings_when_efficient():
-    a = analyze_stages(32, 4, 64, seq_len=1024, hidden=1024, kind="zb-h1")
+    a = analyze_stages(32, 4, 64, seq_len=1024, hidden=1024, schedule="zb-h1")
     assert a.warnings == ()
 
 
@@ -428,7 +428,7 @@ def test_no_warnings_when_efficient():
         (lambda: check_microbatches(0), "microbatches=0"),
         (lambda: analyze_stages(8, 9, 8, seq_len=1, hidden=1), "stages=9 exceeds layers=8"),
         (lambda: analyze_stages(8, 2, 8, seq_len=1, hidden=1, batch=8, micro_batch_size=2), "disagrees"),
-        (lambda: analyze_stages(16, 2, 4, seq_len=1, hidden=1, kind="interleaved", chunks=2, split=[7, 9]),
+        (lambda: analyze_stages(16, 2, 4, seq_len=1, hidden=1, schedule="interleaved", chunks=2, split=[7, 9]),
          "chunks=2 does not divide the layers per stage"),
         (lambda: analyze_stages(8, 2, 8, seq_len=1, hidden=1, max_bubble=1.5), "max_bubble"),
         (lambda: simulate([[("F", 0), ("B", 0)], [("F", 0)]]), "exactly once"),
@@ -508,7 +508,7 @@ def test_microbatch_suggestion_is_the_fewest_that_meet_the_limit():
     # 80 layers of 8 ms over 4 stages, one 32 MiB activation per send over 25 GB/s: each send adds
     # 33554432 / 25e9 = 1.34 ms of p2p latency, so the closed-form guess m = 12 (exactly 20 %)
     # misses and a doubling to 24 overshoots; the fewest microbatches are found between them.
-    a = analyze_stages(80, 4, 8, seq_len=4096, hidden=4096, layer_time="8 ms", link_bandwidth="25 GB/s",
+    a = analyze_stages(80, 4, 8, seq_len=4096, hidden=4096, layer_time="8 ms", bandwidth="25 GB/s",
                        max_bubble=0.2)
     (warning,) = [w for w in a.warnings if w.code == "bubble"]
     m = warning.values["alt_microbatches"]
@@ -531,10 +531,10 @@ def test_pipeline_step_time_adds_p_minus_1_over_m_of_the_compute():
     # which is what multiplying the compute by the idle share gives); m = 4: 1 + 7/4 = 2.75.
     assert pipeline_step_time(3.5, 8, 1) == pytest.approx(8 * 3.5)
     assert pipeline_step_time(3.5, 8, 4) == pytest.approx(2.75 * 3.5)
-    assert pipeline_step_time("2 s", 4, 8, 2, kind="interleaved") == pytest.approx(2 * (1 + 3 / 16))
-    assert pipeline_step_time(1.0, 4, 8, kind="naive") == pytest.approx(4.0)
+    assert pipeline_step_time("2 s", 4, 8, 2, schedule="interleaved") == pytest.approx(2 * (1 + 3 / 16))
+    assert pipeline_step_time(1.0, 4, 8, schedule="naive") == pytest.approx(4.0)
     # zb-h1 with F = B = W: a third of 1F1B's added time
-    assert pipeline_step_time(1.0, 4, 8, kind="zb-h1") - 1 == pytest.approx((3 / 8) / 3)
+    assert pipeline_step_time(1.0, 4, 8, schedule="zb-h1") - 1 == pytest.approx((3 / 8) / 3)
     # the time added over ideal matches the simulator for uniform stages
     tl = schedule("1f1b", 6, 10)
     assert pipeline_step_time(float(tl.busy[0]), 6, 10) == pytest.approx(tl.step_time)
@@ -615,7 +615,7 @@ def test_activation_memory_from_counts_and_an_uneven_split():
     per_layer = memory.activation_bytes_per_layer(LLAMA7, 2, seq_len=1024)
     act = activation_memory([3, 1], LLAMA7, split=[20, 12], micro_batch_size=2, seq_len=1024)
     assert act.per_stage_bytes == pytest.approx([per_layer * 20 * 3, per_layer * 12 * 1])
-    same = activation_memory(2, LLAMA7, stages=4)
+    same = activation_memory(2, LLAMA7, pp=4)
     assert list(same.in_flight) == [2, 2, 2, 2] and same.schedule is None
     with pytest.raises(ValueError):
         act.per_stage_bytes[0] = 0.0  # read-only, like the timeline's arrays
@@ -624,15 +624,15 @@ def test_activation_memory_from_counts_and_an_uneven_split():
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: activation_memory(4, LLAMA7), "give stages=p"),
+        (lambda: activation_memory(4, LLAMA7), "give pp=p"),
         (lambda: activation_memory([], LLAMA7), "in_flight is empty"),
-        (lambda: activation_memory([1, 2], LLAMA7, stages=3), "in_flight has 2 values but stages=3"),
-        (lambda: activation_memory(schedule("1f1b", 4, 8), LLAMA7, stages=2), "disagrees with the timeline's 4"),
+        (lambda: activation_memory([1, 2], LLAMA7, pp=3), "in_flight has 2 values but stages=3"),
+        (lambda: activation_memory(schedule("1f1b", 4, 8), LLAMA7, pp=2), "disagrees with the timeline's 4"),
         (lambda: activation_memory([1, 0], LLAMA7), r"in_flight\[1\] must be positive"),
-        (lambda: activation_memory(1, LLAMA7, stages=33), "stages=33 exceeds layers=32"),
-        (lambda: activation_memory(1, "llama-7b", stages=2), "closest"),
-        (lambda: activation_memory(1, LLAMA7, stages=2, recompute="some"), "valid: none, selective, full"),
-        (lambda: activation_memory(1, LLAMA7, stages=2, tp=3), "tp=3 does not divide the 32 attention heads"),
+        (lambda: activation_memory(1, LLAMA7, pp=33), "stages=33 exceeds layers=32"),
+        (lambda: activation_memory(1, "llama-7b", pp=2), "closest"),
+        (lambda: activation_memory(1, LLAMA7, pp=2, recompute="some"), "valid: none, selective, full"),
+        (lambda: activation_memory(1, LLAMA7, pp=2, tp=3), "tp=3 does not divide the 32 attention heads"),
     ],
 )
 def test_activation_memory_rejects_bad_input(call, match):
@@ -642,7 +642,7 @@ def test_activation_memory_rejects_bad_input(call, match):
 
 def test_naive_suggests_overlapping_not_more_microbatches():
     # naive idles (p-1)/p = 75 % for any m; 1F1B with the same m = 8 idles 3/11
-    a = analyze_stages(32, 4, 8, seq_len=64, hidden=64, kind="naive")
+    a = analyze_stages(32, 4, 8, seq_len=64, hidden=64, schedule="naive")
     (warning,) = [w for w in a.warnings if w.code == "bubble"]
     assert a.bubble_fraction == pytest.approx(0.75)
     assert warning.values["alt_schedule"] == "1f1b"
@@ -655,8 +655,8 @@ def test_suggestions_stay_cheap_at_extreme_limits():
     # a 1 % limit asks for about (p-1) x 99 microbatches; with a slow link every candidate must
     # be simulated, which is bounded (MAX_SUGGESTION_OPS), so the analysis stays interactive
     t0 = time.perf_counter()
-    a = analyze_stages(80, 16, 64, seq_len=4096, hidden=8192, layer_time="2 ms", link_bandwidth="12.5 GB/s",
-                       kind="gpipe", max_bubble=0.01)
+    a = analyze_stages(80, 16, 64, seq_len=4096, hidden=8192, layer_time="2 ms", bandwidth="12.5 GB/s",
+                       schedule="gpipe", max_bubble=0.01)
     assert time.perf_counter() - t0 < 3.0
     (warning,) = [w for w in a.warnings if w.code == "bubble"]
     assert warning.values["zb_h1_bubble"] < a.bubble_fraction

@@ -181,7 +181,7 @@ def test_panel_is_analyze_stages(panel):
     m = models.model("llama2-70b")
     ndr = hardware.link("ib-ndr")
     want = pipeline.analyze_stages(80, 4, 8, seq_len=m.seq_len, hidden=m.hidden, micro_batch_size=1,
-                                   layer_time=2e-3, link_bandwidth=ndr.bandwidth, link_latency=ndr.latency,
+                                   layer_time=2e-3, link=ndr,
                                    max_bubble=0.2)
     a = panel.result
     assert panel.error is None

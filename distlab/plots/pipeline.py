@@ -57,18 +57,11 @@ def timeline_codes(timeline, columns: int, x_max: float) -> np.ndarray:
     kind = timeline.kind
     op_code = 2 * ((kind == "B") + 2 * (kind == "W")) + (timeline.microbatch % 2)
     width = (timeline.end - timeline.start) * (columns / x_max)
-    bounds = np.searchsorted(timeline.stage, np.arange(p + 1))
-    for s in range(p):
-        lo, hi = bounds[s], bounds[s + 1]
-        starts, ends = timeline.start[lo:hi], timeline.end[lo:hi]
-        k = np.searchsorted(starts, middles, side="right") - 1
-        valid = k >= 0
-        kk = np.where(valid, k, 0)
-        running = valid & (middles < ends[kk])
-        row = codes[s]
-        row[running] = op_code[lo:hi][kk[running]]
-        first = running & np.concatenate([[True], (kk[1:] != kk[:-1]) | ~running[:-1]])
-        row[first & (width[lo:hi][kk] >= 4.0)] = _EDGE
+    index = timeline.ops_at(middles)  # (stages, columns), -1 when idle
+    running = index >= 0
+    codes[running] = op_code[index[running]]
+    first = running & np.concatenate([np.ones((p, 1), bool), index[:, 1:] != index[:, :-1]], axis=1)
+    codes[first & (width[np.maximum(index, 0)] >= 4.0)] = _EDGE
     return codes
 
 

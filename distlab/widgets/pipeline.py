@@ -210,10 +210,8 @@ class StageAnalysisApp(widgets.VBox):
         return pipeline.analyze_stages(
             m.layers, self.stages.value, self.microbatches.value,
             seq_len=m.seq_len, hidden=m.hidden, micro_batch_size=self.micro_batch_size.value,
-            layer_time=f"{self.layer_time.value!r} ms", kind=kind,
-            chunks=self.chunks.value if kind == "interleaved" else 1,
-            link_bandwidth=None if link is None else link.bandwidth,
-            link_latency=0.0 if link is None else link.latency,
+            layer_time=f"{self.layer_time.value!r} ms", schedule=kind,
+            chunks=self.chunks.value if kind == "interleaved" else 1, link=link,
             max_bubble=self.max_bubble.value / 100.0,
         )
 

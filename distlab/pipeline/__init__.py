@@ -1,0 +1,83 @@
+"""Pipeline parallelism (Lesson 4): schedules, a timeline simulator, closed forms, stage analysis, memory.
+
+Conventions: p = ``pp`` (GPUs in one pipeline; "stages" in the lesson's words), m = ``microbatches`` per
+step, v = ``chunks`` (model chunks per stage, interleaved schedule only); stages, microbatches and chunks
+are numbered from 0. The schedule kind is ``schedule`` (one of KINDS).
+
+- ``schedules``: Op, KINDS, the op orders (naive, gpipe, 1f1b, interleaved, zb-h1);
+- ``timeline``: Timeline, simulate, schedule (the simulator: the ground truth of the bubble);
+- ``closed_form``: the bubble formulas, and their array versions the step model (distlab.training) uses;
+- ``stages``: split_layers, boundary_message_bytes, analyze_stages and its warnings;
+- ``memory``: StageActivations, activation_memory.
+
+Sources: GPipe (Huang et al. 2019); 1F1B = PipeDream-Flush and interleaved 1F1B (Narayanan et al. 2021,
+"Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", Sec. 2.2); ZB-H1
+(Qi et al. 2023, "Zero Bubble Pipeline Parallelism", Sec. 2.1).
+"""
+
+from __future__ import annotations
+
+from .closed_form import (
+    ARRAY_SCHEDULES,
+    ClosedForm,
+    bubble_fraction,
+    bubble_overhead,
+    bubble_overhead_array,
+    closed_form,
+    in_flight_array,
+    pipeline_step_time,
+    zb_h1_bubble_time,
+)
+from .memory import StageActivations, activation_memory
+from .schedules import (
+    KINDS,
+    Op,
+    check_microbatches,
+    gpipe_order,
+    interleaved_order,
+    naive_order,
+    one_f_one_b_order,
+    stage_orders,
+    zb_h1_order,
+)
+from .stages import (
+    MAX_SUGGESTION_OPS,
+    PipelineWarning,
+    StageAnalysis,
+    activation_bytes,
+    analyze_stages,
+    boundary_message_bytes,
+    split_layers,
+)
+from .timeline import Timeline, schedule, simulate
+
+__all__ = [
+    "KINDS",
+    "Op",
+    "Timeline",
+    "ClosedForm",
+    "PipelineWarning",
+    "StageAnalysis",
+    "stage_orders",
+    "naive_order",
+    "gpipe_order",
+    "one_f_one_b_order",
+    "interleaved_order",
+    "zb_h1_order",
+    "simulate",
+    "schedule",
+    "bubble_fraction",
+    "bubble_overhead",
+    "bubble_overhead_array",
+    "in_flight_array",
+    "zb_h1_bubble_time",
+    "closed_form",
+    "check_microbatches",
+    "split_layers",
+    "boundary_message_bytes",
+    "activation_bytes",
+    "analyze_stages",
+    "StageActivations",
+    "activation_memory",
+    "pipeline_step_time",
+]

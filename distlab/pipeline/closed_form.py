@@ -1,0 +1,162 @@
+"""Closed forms of the pipeline bubble, and their NumPy array versions for the step model (Lesson 4 §3-§4).
+
+p = ``pp`` stages, m = ``microbatches``, v = ``chunks``. The simulator (distlab.pipeline.timeline)
+matches every formula here exactly for uniform stages and no p2p latency (tests/test_pipeline.py,
+tests/test_cross_module.py). Sources: GPipe (Huang et al. 2019); Narayanan et al. 2021, Sec. 2.2;
+ZB-H1 (Qi et al. 2023, Sec. 2.1); in-flight microbatches: Korthikanti et al. 2022, Sec. 4.2.3.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._arguments import renamed_keyword
+from ..units import SECONDS, non_negative, positive, positive_int
+from .schedules import _check_layout, _kind, check_microbatches
+
+#: Schedule codes of the array functions (distlab.training.SCHEDULES): 0 gpipe, 1 1f1b, 2 interleaved.
+ARRAY_SCHEDULES = ("gpipe", "1f1b", "interleaved")
+
+
+@renamed_keyword(stages="pp")
+def bubble_fraction(pp, microbatches, chunks=1) -> float:
+    """Idle share of the step for GPipe/1F1B: (p-1)/(m+p-1); interleaved: (p-1)/(v m + p-1). Lesson 4 §3.
+
+    (Huang et al. 2019; Narayanan et al. 2021, Sec. 2.2.) A fraction in [0, 1).
+
+    >>> bubble_fraction(4, 8)  # 3 / 11
+    0.2727272727272727
+    """
+    p = positive_int(pp, "stages")
+    m = positive_int(microbatches, "microbatches")
+    v = positive_int(chunks, "chunks")
+    return (p - 1) / (v * m + p - 1)
+
+
+@renamed_keyword(stages="pp")
+def bubble_overhead(pp, microbatches, chunks=1) -> float:
+    """Time added over ideal compute, as a fraction of it: (p-1)/m; interleaved (p-1)/(v m). Lesson 4 §3.
+
+    (Narayanan et al. 2021, Sec. 2.2.1-2.2.2.)
+
+    >>> bubble_overhead(4, 8)  # 3 / 8
+    0.375
+    """
+    p = positive_int(pp, "stages")
+    m = positive_int(microbatches, "microbatches")
+    v = positive_int(chunks, "chunks")
+    return (p - 1) / (v * m)
+
+
+def bubble_overhead_array(pp, microbatches, chunks=1):
+    """bubble_overhead on NumPy arrays (broadcast, unvalidated): (p-1)/(v m). Lesson 4 §3.
+
+    Times one microbatch's time on a stage (m of them are the ideal compute) it is the bubble
+    time (p-1)/v x t_mb of GPipe, 1F1B and interleaved 1F1B (the step model's bubble).
+
+    >>> bubble_overhead_array(np.array([1, 4, 8]), 8).tolist()
+    [0.0, 0.375, 0.875]
+    """
+    pp = np.asarray(pp, dtype=float)
+    return (pp - 1.0) / (np.asarray(chunks, dtype=float) * np.asarray(microbatches, dtype=float))
+
+
+def in_flight_array(schedule_code, pp, microbatches, chunks=1):
+    """Peak microbatches whose activations the first stage holds (broadcast, unvalidated). Lesson 4 §5.
+
+    schedule_code indexes ARRAY_SCHEDULES: gpipe m (every forward before the first backward);
+    1f1b min(p, m); interleaved p (1 + (p-1)/(p v)) microbatch-equivalents for m >= p (Korthikanti
+    et al. 2022, Sec. 4.2.3): the simulator's peak_in_flight of stage 0.
+
+    >>> in_flight_array(np.array([0, 1, 2]), 4, 8, np.array([1, 1, 2])).tolist()
+    [8.0, 4.0, 5.5]
+    """
+    pp = np.asarray(pp, dtype=float)
+    m = np.asarray(microbatches, dtype=float)
+    v = np.asarray(chunks, dtype=float)
+    code = np.asarray(schedule_code)
+    return np.where(code == 0, m, np.where(code == 1, np.minimum(pp, m), pp * (1.0 + (pp - 1.0) / (pp * v))))
+
+
+@renamed_keyword(stages="pp")
+def zb_h1_bubble_time(pp, t_f=1.0, t_b=1.0, t_w=1.0) -> float:
+    """ZB-H1 bubble time in seconds, for m >= p: (p-1)(t_F + t_B - t_W) (Qi et al. 2023, Sec. 2.1).
+    Lesson 4 §2.
+
+    Qi et al. derive it for t_W <= t_F, t_B (they assume t_F = t_B = t_W): each W then fits
+    into a gap of the drain. A W longer than t_F or t_B only fills the gap, so in general
+    the handcrafted order gives (p-1)(t_F + t_B - min(t_F, t_B, t_W)); the simulator
+    agrees with this for every m >= p.
+
+    >>> zb_h1_bubble_time(4)  # 3 x (1 + 1 - 1)
+    3.0
+    """
+    p = positive_int(pp, "stages")
+    f = positive(t_f, SECONDS, "t_f")
+    b = positive(t_b, SECONDS, "t_b")
+    w = non_negative(t_w, SECONDS, "t_w")
+    return (p - 1) * (f + b - min(f, b, w))
+
+
+@dataclass(frozen=True)
+class ClosedForm:
+    """Closed-form bubble numbers for uniform stages: fractions and times in seconds."""
+
+    schedule: str
+    bubble_fraction: float  # idle share of p x step_time
+    overhead: float  # time added over ideal / ideal
+    bubble_time: float  # step_time - ideal compute per stage, seconds
+    ideal_time: float  # m (t_f + t_b + t_w), seconds
+    step_time: float
+
+
+@renamed_keyword(kind="schedule", stages="pp")
+def closed_form(schedule, pp, microbatches, chunks=1, t_f=1.0, t_b=1.0, t_w=1.0) -> ClosedForm:
+    """The closed form of `schedule` for uniform stages and no p2p latency. Lesson 4 §3.
+
+    naive (p-1)/p; gpipe, 1f1b (p-1)/(m+p-1); interleaved (p-1)/(v m+p-1); zb-h1 bubble
+    time (p-1)(t_F + t_B - t_W) (see ``zb_h1_bubble_time``).
+
+    >>> closed_form("1f1b", 4, 8).bubble_time  # (p-1)(t_F + t_B + t_W) = 3 x 3
+    9.0
+    """
+    name = _kind(schedule)
+    p = positive_int(pp, "stages")
+    m = positive_int(microbatches, "microbatches")
+    v = positive_int(chunks, "chunks")
+    _check_layout(name, p, m, v)
+    f = positive(t_f, SECONDS, "t_f")
+    b = positive(t_b, SECONDS, "t_b")
+    w = non_negative(t_w, SECONDS, "t_w")
+    full = f + b + w
+    ideal = m * full
+    if name == "naive":
+        bubble_time = (p - 1) * m * full
+    elif name == "zb-h1":
+        bubble_time = zb_h1_bubble_time(p, f, b, w)
+    else:
+        bubble_time = (p - 1) * full / v
+    step = ideal + bubble_time
+    return ClosedForm(name, bubble_time / step, bubble_time / ideal, bubble_time, ideal, step)
+
+
+@renamed_keyword(kind="schedule", stages="pp")
+def pipeline_step_time(compute_time, pp, microbatches, chunks=1, schedule="1f1b", batch=None) -> float:
+    """Step time (s) of a pipeline whose every stage computes ``compute_time`` per step (all its
+    microbatches, forward and backward, no idle): the closed form of ``schedule`` with F:B:W = 1:1:1.
+    Lesson 4 §4.
+
+    For GPipe and 1F1B that is compute x (1 + (p-1)/m): the bubble ADDS (p-1)/m of the ideal
+    compute time, while (p-1)/(m+p-1) is the idle share of the (longer) step. Interleaved
+    divides the added part by v; naive runs p times the compute. ``batch`` (samples one
+    pipeline gets per step) is checked: m may not exceed it and must divide it.
+
+    >>> pipeline_step_time(8.0, 4, 8)  # 8 s x (1 + 3/8)
+    11.0
+    """
+    compute = positive(compute_time, SECONDS, "compute_time")
+    m = check_microbatches(microbatches, batch)
+    share = compute / (3.0 * m)  # one microbatch's F, B and W on one stage
+    return closed_form(schedule, pp, m, chunks, share, share, share).step_time

@@ -1,0 +1,322 @@
+"""Pipeline schedules: the op orders of naive, GPipe, 1F1B, interleaved 1F1B and ZB-H1 (Lesson 4 §1-§4).
+
+p = ``pp`` (GPUs in one pipeline, "stages"), m = ``microbatches``, v = ``chunks``; all numbered from 0.
+Each generator returns, per stage, the ordered operations F (forward), B (backward, or its
+input-gradient part for zb-h1) and W (weight gradient, zb-h1 only).
+
+Sources: GPipe (Huang et al. 2019); 1F1B = PipeDream-Flush and interleaved 1F1B (Narayanan et al. 2021,
+Sec. 2.2); ZB-H1 (Qi et al. 2023, Sec. 2.1).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+from .._arguments import divisors, renamed_keyword, short_list
+from ..errors import ConfigurationError
+from ..units import SECONDS, non_negative, positive, positive_int
+
+#: The schedule kinds, in the order a student meets them.
+KINDS = ("naive", "gpipe", "1f1b", "interleaved", "zb-h1")
+
+_ALIASES = {
+    "naive": "naive",
+    "gpipe": "gpipe",
+    "1f1b": "1f1b",
+    "pipedream-flush": "1f1b",
+    "interleaved": "interleaved",
+    "interleaved-1f1b": "interleaved",
+    "zb-h1": "zb-h1",
+    "zbh1": "zb-h1",
+}
+
+_F, _B, _W = 0, 1, 2
+_KIND_LETTERS = np.array(["F", "B", "W"])
+_LETTER_CODES = {"F": _F, "B": _B, "W": _W}
+
+
+class Op(NamedTuple):
+    """One operation of a stage: kind 'F', 'B' or 'W', microbatch and model chunk (0-based)."""
+
+    kind: str
+    microbatch: int
+    chunk: int = 0
+
+
+
+
+
+def _kind(kind) -> str:
+    """The canonical schedule name (one of KINDS) of a name or alias."""
+    if not isinstance(kind, str):
+        raise ConfigurationError(f"kind={kind!r} is not a schedule name; valid: {', '.join(KINDS)}")
+    key = kind.strip().lower().replace("_", "-").replace(" ", "-")
+    if key not in _ALIASES:
+        raise ConfigurationError(f"unknown schedule kind={kind!r}; valid: {', '.join(KINDS)}")
+    return _ALIASES[key]
+
+
+def check_microbatches(microbatches, batch=None) -> int:
+    """Validate m against the samples one pipeline gets per step (``batch``, optional). Lesson 4 §4.
+
+    m may not exceed the samples and must divide them (each microbatch has batch/m
+    samples). Returns m as an int; raises ConfigurationError naming the valid values.
+
+    >>> check_microbatches(4, batch=8)
+    4
+    """
+    m = positive_int(microbatches, "microbatches")
+    if batch is None:
+        return m
+    n = positive_int(batch, "batch")
+    if m > n:
+        raise ConfigurationError(
+            f"microbatches={m} exceeds the {n} samples the pipeline gets per step (batch={n}); "
+            f"a microbatch holds at least one sample. Valid: divisors of {n}: {short_list(divisors(n))}"
+        )
+    if n % m:
+        raise ConfigurationError(
+            f"microbatches={m} does not divide batch={n} samples per pipeline; "
+            f"valid: {short_list(divisors(n))}"
+        )
+    return m
+
+
+def _check_layout(kind: str, p: int, m: int, v: int, layers=None) -> None:
+    if v != 1 and kind != "interleaved":
+        raise ConfigurationError(
+            f"chunks={v} applies only to the interleaved schedule (kind={kind!r} runs one chunk "
+            f"per stage); use chunks=1 or kind='interleaved'"
+        )
+    if kind == "interleaved" and m % p:
+        valid = [p * k for k in range(1, 4)]
+        raise ConfigurationError(
+            f"interleaved needs microbatches to be a multiple of stages (got microbatches={m}, "
+            f"stages={p}): like Megatron-LM it runs microbatches in rounds of p per model chunk, "
+            f"so chunk c+1 of a round starts on stage 0 exactly when chunk c of that round leaves "
+            f"stage {p - 1}; valid: {', '.join(map(str, valid))}, ..."
+        )
+    if kind == "zb-h1" and m < p:
+        raise ConfigurationError(
+            f"zb-h1 needs microbatches >= stages (got microbatches={m}, stages={p}): stage s delays "
+            f"its first W pass by s steady-state steps, which needs a full 1F1B steady state; "
+            f"use microbatches >= {p}, or kind='1f1b'/'gpipe'"
+        )
+    if layers is not None:
+        n_layers = positive_int(layers, "layers")
+        if p > n_layers:
+            raise ConfigurationError(
+                f"stages={p} exceeds layers={n_layers}: every stage needs at least one layer; "
+                f"valid: 1..{n_layers}"
+            )
+        if v > 1:
+            if n_layers % p:
+                raise ConfigurationError(
+                    f"interleaved needs layers={n_layers} to split evenly over stages={p}; "
+                    f"valid stages: {short_list(divisors(n_layers))}"
+                )
+            per_stage = n_layers // p
+            if per_stage % v:
+                raise ConfigurationError(
+                    f"chunks={v} does not divide the {per_stage} layers per stage "
+                    f"({n_layers} layers / {p} stages); valid: {short_list(divisors(per_stage))}"
+                )
+
+
+def _per_stage(value, p: int, name: str, allow_zero: bool) -> np.ndarray:
+    check = non_negative if allow_zero else positive
+    is_array = isinstance(value, np.ndarray) and value.ndim > 0
+    if isinstance(value, (str, bytes)) or not (isinstance(value, Sequence) or is_array):
+        if isinstance(value, np.ndarray):
+            value = value.item()
+        return np.full(p, check(value, SECONDS, name), dtype=float)
+    values = list(value)
+    if len(values) != p:
+        raise ConfigurationError(
+            f"{name} has {len(values)} values but there are stages={p}; give one number or {p}"
+        )
+    return np.array([check(x, SECONDS, f"{name}[{i}]") for i, x in enumerate(values)], dtype=float)
+
+
+
+# --------------------------------------------------------------------------- schedules
+# Internal generators return, per stage, three int lists (kind codes, microbatch, chunk).
+
+
+def _naive(p: int, m: int):
+    kinds = [_F, _B] * m
+    mbs = [j for j in range(m) for _ in (0, 1)]
+    return [(list(kinds), list(mbs), [0] * (2 * m)) for _ in range(p)]
+
+
+def _gpipe(p: int, m: int):
+    kinds = [_F] * m + [_B] * m
+    mbs = list(range(m)) * 2
+    return [(list(kinds), list(mbs), [0] * (2 * m)) for _ in range(p)]
+
+
+def _one_f_one_b(p: int, m: int):
+    out = []
+    for s in range(p):
+        warm = min(p - s - 1, m)
+        kinds = [_F] * warm
+        mbs = list(range(warm))
+        for k in range(m - warm):
+            kinds += (_F, _B)
+            mbs += (warm + k, k)
+        kinds += [_B] * warm
+        mbs += range(m - warm, m)
+        out.append((kinds, mbs, [0] * len(kinds)))
+    return out
+
+
+def _interleaved(p: int, m: int, v: int):
+    if v == 1:
+        return _one_f_one_b(p, m)
+    total = m * v
+    idx = np.arange(total)
+    rnd, pos = np.divmod(idx, p * v)
+    f_chunk = pos // p
+    f_mb = (rnd * p + pos % p).tolist()
+    b_chunk = (v - 1 - f_chunk).tolist()
+    f_chunk = f_chunk.tolist()
+    out = []
+    for s in range(p):
+        warm = min(2 * (p - s - 1) + (v - 1) * p, total)
+        steady = total - warm
+        kinds = [_F] * warm + [_F, _B] * steady + [_B] * warm
+        mbs = f_mb[:warm]
+        chunks = f_chunk[:warm]
+        pair_mb = [0] * (2 * steady)
+        pair_mb[0::2] = f_mb[warm:]
+        pair_mb[1::2] = f_mb[:steady]
+        pair_chunk = [0] * (2 * steady)
+        pair_chunk[0::2] = f_chunk[warm:]
+        pair_chunk[1::2] = b_chunk[:steady]
+        mbs = mbs + pair_mb + f_mb[steady:]
+        chunks = chunks + pair_chunk + b_chunk[steady:]
+        out.append((kinds, mbs, chunks))
+    return out
+
+
+def _zb_h1(p: int, m: int):
+    out = []
+    for s in range(p):
+        warm = min(p - s - 1, m)
+        kinds = [_F] * warm
+        mbs = list(range(warm))
+        for k in range(m):
+            if k < m - warm:
+                kinds.append(_F)
+                mbs.append(warm + k)
+            kinds.append(_B)
+            mbs.append(k)
+            if k >= s:  # stage s holds back its first s W passes (Qi et al. 2023, Fig. 3)
+                kinds.append(_W)
+                mbs.append(k - s)
+        first_late = max(m - s, 0)
+        kinds += [_W] * (m - first_late)
+        mbs += range(first_late, m)
+        out.append((kinds, mbs, [0] * len(kinds)))
+    return out
+
+
+def _raw_orders(kind: str, p: int, m: int, v: int):
+    if kind == "naive":
+        return _naive(p, m)
+    if kind == "gpipe":
+        return _gpipe(p, m)
+    if kind == "1f1b":
+        return _one_f_one_b(p, m)
+    if kind == "interleaved":
+        return _interleaved(p, m, v)
+    return _zb_h1(p, m)
+
+
+def _as_ops(raw) -> tuple[tuple[Op, ...], ...]:
+    letters = ("F", "B", "W")
+    return tuple(
+        tuple(Op(letters[k], j, c) for k, j, c in zip(kinds, mbs, chunks)) for kinds, mbs, chunks in raw
+    )
+
+
+@renamed_keyword(kind="schedule", stages="pp")
+def stage_orders(schedule: str, pp, microbatches, chunks=1) -> tuple[tuple[Op, ...], ...]:
+    """Per stage, the ordered operations of `schedule` (one of KINDS). Lesson 4 §2.
+
+    >>> [f"{op.kind}{op.microbatch}" for op in stage_orders("gpipe", 2, 2)[0]]
+    ['F0', 'F1', 'B0', 'B1']
+    """
+    name = _kind(schedule)
+    p = positive_int(pp, "stages")
+    m = positive_int(microbatches, "microbatches")
+    v = positive_int(chunks, "chunks")
+    _check_layout(name, p, m, v)
+    return _as_ops(_raw_orders(name, p, m, v))
+
+
+@renamed_keyword(stages="pp")
+def naive_order(pp, microbatches=1):
+    """Naive model parallelism: each microbatch runs F then B through all stages before the next. Lesson 4 §1.
+
+    With one microbatch this is plain model parallelism; only one stage is ever busy, so
+    the idle share is (p-1)/p.
+
+    >>> naive_order(2, 2)[1]
+    (Op(kind='F', microbatch=0, chunk=0), Op(kind='B', microbatch=0, chunk=0), Op(kind='F', microbatch=1, chunk=0), Op(kind='B', microbatch=1, chunk=0))
+    """
+    return stage_orders("naive", pp, microbatches)
+
+
+@renamed_keyword(stages="pp")
+def gpipe_order(pp, microbatches):
+    """GPipe (Huang et al. 2019): all m forwards, then all m backwards (microbatch 0 first). Lesson 4 §2.
+
+    >>> " ".join(f"{op.kind}{op.microbatch}" for op in gpipe_order(4, 3)[0])
+    'F0 F1 F2 B0 B1 B2'
+    """
+    return stage_orders("gpipe", pp, microbatches)
+
+
+@renamed_keyword(stages="pp")
+def one_f_one_b_order(pp, microbatches):
+    """1F1B / PipeDream-Flush (Narayanan et al. 2021): stage s warms up with min(p-s-1, m)
+    forwards, then alternates one F and one B, then drains the remaining Bs. Lesson 4 §2.
+
+    With m < p the warm-up is cut to m (valid but degenerate: no steady state).
+
+    >>> " ".join(f"{op.kind}{op.microbatch}" for op in one_f_one_b_order(4, 6)[0])
+    'F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5'
+    """
+    return stage_orders("1f1b", pp, microbatches)
+
+
+@renamed_keyword(stages="pp")
+def interleaved_order(pp, microbatches, chunks):
+    """Interleaved 1F1B with v chunks per stage, Megatron-LM's ordering (Narayanan et al. 2021, 2.2.2).
+    Lesson 4 §2.
+
+    Forward slot i runs chunk (i // p) % v of microbatch (i // (p v)) p + i % p; backward
+    slots run the chunks in reverse. Stage s warms up with 2(p-s-1) + (v-1)p forward slots
+    (capped at m v), then alternates F and B. Needs m to be a multiple of p. With v = 1 it
+    is 1F1B.
+
+    >>> " ".join(f"{op.kind}{op.microbatch}.{op.chunk}" for op in interleaved_order(2, 2, 2)[1])
+    'F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 B0.0 B1.0'
+    """
+    return stage_orders("interleaved", pp, microbatches, chunks)
+
+
+@renamed_keyword(stages="pp")
+def zb_h1_order(pp, microbatches):
+    """ZB-H1 (Qi et al. 2023, Sec. 2.1): 1F1B's warm-up and F/B order with B split into B and W;
+    stage s runs W of microbatch k - s right after B of microbatch k, and its last s Ws at
+    the end, so every stage holds at most p microbatches (1F1B's peak) while the Ws fill the
+    drain bubble. Needs m >= p. Lesson 4 §2.
+
+    >>> " ".join(f"{op.kind}{op.microbatch}" for op in zb_h1_order(2, 2)[0])
+    'F0 F1 B0 W0 B1 W1'
+    """
+    return stage_orders("zb-h1", pp, microbatches)

@@ -1,0 +1,454 @@
+"""The pipeline timeline simulator: per-stage op orders -> start and end of every op (Lesson 4 §2, §6).
+
+Durations are per microbatch for ALL of one stage's layers, in seconds (a plain number, a Quantity or
+a string such as "2 ms"); each may also be a sequence of p values, one per stage (an uneven split):
+``t_f`` forward, ``t_b`` the input-gradient part of the backward (the "B" of Qi et al. 2023), ``t_w``
+the weight-gradient part ("W", may be 0). Schedules that do not split the backward (naive, gpipe,
+1f1b, interleaved) run one B operation of length ``t_b + t_w``; only zb-h1 runs B and W separately.
+Defaults F:B:W = 1:1:1, so a full backward is 2 x forward.
+
+Interleaved: stage s holds model chunks c = 0..v-1, i.e. virtual stages c*p + s, so one chunk
+operation takes t/v. ``p2p`` is a latency added to every dependency that crosses from one stage
+(GPU) to another; a send does not occupy either stage. F of a microbatch (and chunk) on virtual
+stage k starts after its F ends on virtual stage k-1 (+p2p); B after B on k+1 (+p2p), or after its
+own F on the last virtual stage; W after its own B. A stage runs its ops one at a time in order.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._arguments import readonly, renamed_keyword
+from ..errors import ConfigurationError
+from ..units import SECONDS, Q_, format_seconds, non_negative, positive, positive_int
+from .schedules import (
+    _B,
+    _F,
+    _KIND_LETTERS,
+    _LETTER_CODES,
+    _W,
+    Op,
+    _check_layout,
+    _kind,
+    _per_stage,
+    _raw_orders,
+    check_microbatches,
+)
+
+
+@dataclass(frozen=True, eq=False)
+class Timeline:
+    """A simulated pipeline step. Times in seconds (start of the step = 0); ops listed stage by
+    stage in execution order.
+
+    Lesson 4 §2 (the four schedules on one time axis) and §6 (the bubble grid).
+    ``bubble_fraction`` = idle share of p x step_time; ``overhead`` = step_time / (busiest
+    stage's compute) - 1 (the time added over ideal); ``peak_in_flight`` = most microbatches
+    whose F has started and whose B has not ended, per stage (interleaved: chunk activations
+    / v, i.e. microbatch-equivalents of the stage's layers); ``peak_in_flight_w`` counts until
+    W ends instead (differs only for zb-h1, where W still needs stored tensors).
+    """
+
+    schedule: str
+    stages: int
+    microbatches: int
+    chunks: int
+    stage: np.ndarray
+    kind: np.ndarray
+    microbatch: np.ndarray
+    chunk: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    step_time: float
+    busy: np.ndarray
+    stage_bubble: np.ndarray
+    bubble_fraction: float
+    overhead: float
+    peak_in_flight: np.ndarray
+    peak_in_flight_w: np.ndarray
+    p2p: float = 0.0
+
+    @property
+    def duration(self) -> np.ndarray:
+        return self.end - self.start
+
+    def ops(self, stage: int) -> tuple[Op, ...]:
+        """The ordered operations of one stage."""
+        sel = self.stage == stage
+        return tuple(
+            Op(str(k), int(j), int(c))
+            for k, j, c in zip(self.kind[sel], self.microbatch[sel], self.chunk[sel])
+        )
+
+    def label(self, index: int) -> str:
+        """Text of one op: kind + microbatch, and '.chunk' when chunks > 1 (e.g. 'F3', 'B3.1')."""
+        text = f"{self.kind[index]}{self.microbatch[index]}"
+        return text + f".{self.chunk[index]}" if self.chunks > 1 else text
+
+    def ops_at(self, times) -> np.ndarray:
+        """Per stage, the index (into the op arrays) of the op running at each time; -1 when idle.
+
+        An op [start, end) runs at t when start <= t < end; zero-length ops never run. Returns an int
+        array of shape (stages, len(times)). Lesson 4 §6 (the grid shows the op at each slot's middle).
+
+        >>> schedule("gpipe", 2, 1, t_w=0.0).ops_at([0.5, 1.5, 2.5, 3.5]).tolist()
+        [[0, -1, -1, 1], [-1, 2, 3, -1]]
+        """
+        times = np.asarray(times, dtype=float).reshape(-1)
+        out = np.full((self.stages, times.size), -1, dtype=np.int64)
+        bounds = np.searchsorted(self.stage, np.arange(self.stages + 1))
+        for s in range(self.stages):
+            index = np.arange(bounds[s], bounds[s + 1])
+            index = index[self.end[index] > self.start[index]]
+            k = np.searchsorted(self.start[index], times, side="right") - 1
+            inside = k >= 0
+            k = np.where(inside, k, 0)
+            running = inside & (times < self.end[index][k]) if index.size else np.zeros(times.size, bool)
+            out[s, running] = index[k[running]]
+        return out
+
+    def grid_rows(self, slot=None) -> list[list[str]]:
+        """Per stage, one label per time slot ('' when idle); a slot shows the op running at its middle.
+
+        ``slot`` defaults to the shortest nonzero op duration. Lesson 4 §6.
+
+        >>> schedule("gpipe", 2, 1, t_w=0.0).grid_rows()
+        [['F0', '', '', 'B0'], ['', 'F0', 'B0', '']]
+        """
+        if slot is None:
+            durations = self.duration[self.duration > 0]
+            width = float(durations.min()) if durations.size else 1.0
+        else:
+            width = positive(slot, SECONDS, "slot")
+        columns = max(1, int(math.ceil(self.step_time / width - 1e-9)))
+        if columns > 100_000:
+            raise ConfigurationError(
+                f"slot={width:g} s gives {columns} columns for a step of {self.step_time:g} s; "
+                f"use a slot of at least {self.step_time / 100_000:g} s"
+            )
+        running = self.ops_at((np.arange(columns) + 0.5) * width)
+        return [[self.label(int(k)) if k >= 0 else "" for k in row] for row in running]
+
+    def grid(self, slot=None) -> str:
+        """A text grid, one row per stage, one column per time slot ('.' = idle)."""
+        rows = self.grid_rows(slot)
+        width = max([len(cell) for row in rows for cell in row] + [1])
+        name_width = len(str(self.stages - 1))
+        lines = []
+        for s, row in enumerate(rows):
+            cells = " ".join((cell or ".").ljust(width) for cell in row)
+            lines.append(f"stage {s:>{name_width}} | {cells}".rstrip())
+        return "\n".join(lines)
+
+    @property
+    def pp(self) -> int:
+        """Pipeline depth p (the same as ``stages``)."""
+        return self.stages
+
+    def summary(self) -> str:
+        """The headline numbers as one line of text (``to_dict()`` gives them as plain numbers). Lesson 4 §3.
+
+        >>> schedule("gpipe", 4, 8).summary()
+        'gpipe, p = 4, m = 8: step 33 s, bubble 27.27%, overhead 37.50%, peak in flight 8'
+        """
+        return (f"{self.schedule}, p = {self.stages}, m = {self.microbatches}"
+                + (f", v = {self.chunks}" if self.chunks > 1 else "")
+                + f": step {format_seconds(self.step_time)}, bubble {100.0 * self.bubble_fraction:.2f}%, "
+                f"overhead {100.0 * self.overhead:.2f}%, peak in flight {float(self.peak_in_flight.max()):g}")
+
+    def summary_quantities(self) -> dict:
+        """The headline numbers with units: what summary() returned before it became text like every
+        other summary()."""
+        return {
+            "schedule": self.schedule,
+            "step_time": Q_(self.step_time, "s"),
+            "bubble": Q_(100.0 * self.bubble_fraction, "%"),
+            "overhead": Q_(100.0 * self.overhead, "%"),
+            "peak_in_flight": float(self.peak_in_flight.max()),
+        }
+
+    def to_dict(self, grid: bool = True, slot=None) -> dict:
+        """Plain-data form (JSON-ready): numbers in seconds/fractions, the op list and the grid.
+
+        >>> schedule("gpipe", 2, 1, t_w=0.0).to_dict()["step_time"]
+        4.0
+        """
+        ops = [
+            {
+                "stage": int(s),
+                "kind": str(k),
+                "microbatch": int(j),
+                "chunk": int(c),
+                "start": float(a),
+                "end": float(b),
+            }
+            for s, k, j, c, a, b in zip(
+                self.stage, self.kind, self.microbatch, self.chunk, self.start, self.end
+            )
+        ]
+        data = {
+            "schedule": self.schedule,
+            "stages": self.stages,
+            "microbatches": self.microbatches,
+            "chunks": self.chunks,
+            "p2p": self.p2p,
+            "step_time": float(self.step_time),
+            "bubble_fraction": float(self.bubble_fraction),
+            "overhead": float(self.overhead),
+            "busy": [float(x) for x in self.busy],
+            "stage_bubble": [float(x) for x in self.stage_bubble],
+            "peak_in_flight": [float(x) for x in self.peak_in_flight],
+            "peak_in_flight_w": [float(x) for x in self.peak_in_flight_w],
+            "ops": ops,
+        }
+        if grid:
+            data["grid"] = self.grid(slot).splitlines()
+        return data
+
+    def __repr__(self) -> str:
+        return (
+            f"Timeline({self.schedule}, p={self.stages}, m={self.microbatches}, v={self.chunks}, "
+            f"step_time={self.step_time:.6g} s, bubble={100 * self.bubble_fraction:.2f}%)"
+        )
+
+
+
+def _op_table(raw, p: int, v: int, m):
+    """Flatten per-stage (kinds, microbatches, chunks) lists into op arrays, and check every
+    (stage, chunk, microbatch) has exactly one F and one B (and one W when W is split).
+
+    Returns (lengths, offsets, stage, kind, mb, chunk, m, split, table); table maps
+    ((kind p + stage) v + chunk) m + microbatch to the op's index.
+    """
+    lengths = [len(kinds) for kinds, _, _ in raw]
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    n_ops = int(offsets[-1])
+    stage = np.repeat(np.arange(p), lengths)
+    kind = np.fromiter((k for r in raw for k in r[0]), dtype=np.int64, count=n_ops)
+    mb = np.fromiter((j for r in raw for j in r[1]), dtype=np.int64, count=n_ops)
+    chunk = np.fromiter((c for r in raw for c in r[2]), dtype=np.int64, count=n_ops)
+    if n_ops == 0:
+        raise ConfigurationError("the schedule has no operations")
+    if kind.min() < 0 or kind.max() > 2 or mb.min() < 0 or chunk.min() < 0 or chunk.max() >= v:
+        raise ConfigurationError(
+            f"ops must be F/B/W with microbatch >= 0 and chunk in 0..{v - 1}"
+        )
+    if m is None:
+        m = int(mb.max()) + 1
+    split = bool((kind == _W).any())
+    key = ((kind * p + stage) * v + chunk) * m + mb
+    counts = np.bincount(key, minlength=3 * p * v * m).reshape(3, p * v * m)
+    needed = 3 if split else 2
+    if counts[:needed].min() != 1 or counts[:needed].max() != 1 or counts[needed:].any():
+        bad = np.argwhere(counts[:needed] != 1)[0]
+        rest, j = divmod(int(bad[1]), m)
+        s, c = divmod(rest, v)
+        raise ConfigurationError(
+            f"stage {s} runs {'FBW'[bad[0]]} of microbatch {j} chunk {c} "
+            f"{counts[bad[0], bad[1]]} times; every op must appear exactly once"
+        )
+    table = np.empty(3 * p * v * m, dtype=np.int64)
+    table[key] = np.arange(n_ops)
+    return lengths, offsets, stage, kind, mb, chunk, m, split, table
+
+
+def _dependencies(table, stage, kind, mb, chunk, p: int, v: int, m: int, p2p: float):
+    """(dep, lat): the op each op waits for (-1: none) and the latency added (p2p across stages).
+
+    F on virtual stage k waits for F on k-1; B for B on k+1, or its own F on the last virtual stage;
+    W for its own B.
+    """
+    def lookup(k, s, c, j):
+        return table[((k * p + s) * v + c) * m + j]
+
+    vstage = chunk * p + stage
+    last = p * v - 1
+    dep = np.full(kind.size, -1, dtype=np.int64)
+    is_f, is_b, is_w = kind == _F, kind == _B, kind == _W
+    f_dep = is_f & (vstage > 0)
+    prev = vstage[f_dep] - 1
+    dep[f_dep] = lookup(_F, prev % p, prev // p, mb[f_dep])
+    b_mid = is_b & (vstage < last)
+    nxt = vstage[b_mid] + 1
+    dep[b_mid] = lookup(_B, nxt % p, nxt // p, mb[b_mid])
+    b_last = is_b & (vstage == last)
+    dep[b_last] = lookup(_F, stage[b_last], chunk[b_last], mb[b_last])
+    dep[is_w] = lookup(_B, stage[is_w], chunk[is_w], mb[is_w])
+    lat = np.where((dep >= 0) & (stage[np.maximum(dep, 0)] != stage), p2p, 0.0)
+    return dep, lat
+
+
+def _list_schedule(dep, lat, dur, offsets, p: int, describe):
+    """Start and end of every op: list scheduling in dependency order. Each stage advances until
+    its next op waits on an op not yet simulated, then parks on it; finishing that op wakes the
+    stage. O(ops). describe(i) names op i for the deadlock message."""
+    dep_l, lat_l, dur_l = dep.tolist(), lat.tolist(), dur.tolist()
+    end_l = [-1.0] * len(dep_l)
+    start_l = [0.0] * len(dep_l)
+    ptr = offsets[:-1].tolist()
+    stop = offsets[1:].tolist()
+    free = [0.0] * p
+    waiting: dict[int, list[int]] = {}
+    ready = list(range(p - 1, -1, -1))
+    while ready:
+        s = ready.pop()
+        i, t, last_i = ptr[s], free[s], stop[s]
+        while i < last_i:
+            d = dep_l[i]
+            if d >= 0:
+                e = end_l[d]
+                if e < 0.0:
+                    waiting.setdefault(d, []).append(s)
+                    break
+                e += lat_l[i]
+                if e > t:
+                    t = e
+            start_l[i] = t
+            t += dur_l[i]
+            end_l[i] = t
+            if i in waiting:
+                ready.extend(waiting.pop(i))
+            i += 1
+        ptr[s], free[s] = i, t
+    stuck = [s for s in range(p) if ptr[s] < stop[s]]
+    if stuck:
+        s = stuck[0]
+        i = ptr[s]
+        raise ConfigurationError(
+            f"the schedule deadlocks: stage {s} waits to run {describe(i)} "
+            f"on {describe(dep_l[i], where=True)}, which never runs before it"
+        )
+    return np.array(start_l), np.array(end_l)
+
+
+def _peak_in_flight(kind, release: int, offsets, lengths, v: int) -> np.ndarray:
+    """Per stage, the most microbatches whose F has started and whose `release` op (B or W) has not
+    ended, in microbatch-equivalents (chunk activations / v)."""
+    delta = np.where(kind == _F, 1, np.where(kind == release, -1, 0))
+    running = np.cumsum(delta)
+    base = np.concatenate([[0], running[offsets[1:-1] - 1]])
+    per_stage = running - np.repeat(base, lengths)
+    return np.maximum.reduceat(per_stage, offsets[:-1]) / v
+
+
+def _simulate_raw(raw, p, v, t_f, t_b, t_w, p2p, schedule, m=None) -> Timeline:
+    """Simulate per-stage raw orders (see schedules._raw_orders) with per-stage durations."""
+    lengths, offsets, stage, kind, mb, chunk, m, split, table = _op_table(raw, p, v, m)
+    dep, lat = _dependencies(table, stage, kind, mb, chunk, p, v, m, p2p)
+    t_b_op = t_b if split else t_b + t_w
+    per_kind = np.stack([t_f, t_b_op, t_w]) / v  # (3, p)
+    dur = per_kind[kind, stage]
+
+    def describe(i, where=False):
+        text = f"{'FBW'[kind[i]]}{mb[i]}"
+        return f"{text} of stage {stage[i]}" if where else f"{text} (chunk {chunk[i]})"
+
+    start, end = _list_schedule(dep, lat, dur, offsets, p, describe)
+    step_time = float(end.max())
+    busy = np.bincount(stage, weights=dur, minlength=p)
+    idle = p * step_time - busy.sum()
+    return Timeline(
+        schedule=schedule,
+        stages=p,
+        microbatches=m,
+        chunks=v,
+        stage=readonly(stage),
+        kind=readonly(_KIND_LETTERS[kind]),
+        microbatch=readonly(mb),
+        chunk=readonly(chunk),
+        start=readonly(start),
+        end=readonly(end),
+        step_time=step_time,
+        busy=readonly(busy),
+        stage_bubble=readonly(1.0 - busy / step_time),
+        bubble_fraction=float(idle / (p * step_time)),
+        overhead=float(step_time / busy.max() - 1.0),
+        peak_in_flight=readonly(_peak_in_flight(kind, _B, offsets, lengths, v)),
+        peak_in_flight_w=readonly(_peak_in_flight(kind, _W if split else _B, offsets, lengths, v)),
+        p2p=p2p,
+    )
+
+
+def simulate(orders, *, chunks=1, t_f=1.0, t_b=1.0, t_w=1.0, p2p=0.0, name="custom") -> Timeline:
+    """Simulate a step from per-stage op orders (e.g. from ``stage_orders``): each op starts as
+    early as its dependency (+p2p across stages) and the stage's previous op allow.
+
+    Ops are ``Op``/tuples (kind, microbatch[, chunk]). If any op is 'W', B lasts t_b and W
+    t_w; otherwise B lasts t_b + t_w. Raises ConfigurationError on a missing or repeated
+    op or a deadlocking order. Lesson 4 §2.
+
+    >>> simulate([[("F", 0), ("B", 0)], [("F", 0), ("B", 0)]]).step_time
+    6.0
+    """
+    p = len(orders)
+    if p == 0:
+        raise ConfigurationError("orders is empty; give one op list per stage")
+    v = positive_int(chunks, "chunks")
+    raw = []
+    for s, ops in enumerate(orders):
+        kinds, mbs, cks = [], [], []
+        for op in ops:
+            letter, j = op[0], op[1]
+            c = op[2] if len(op) > 2 else 0
+            if letter not in _LETTER_CODES:
+                raise ConfigurationError(f"stage {s}: op kind {letter!r} is not one of F, B, W")
+            kinds.append(_LETTER_CODES[letter])
+            mbs.append(int(j))
+            cks.append(int(c))
+        raw.append((kinds, mbs, cks))
+    return _simulate_raw(
+        raw,
+        p,
+        v,
+        _per_stage(t_f, p, "t_f", False),
+        _per_stage(t_b, p, "t_b", False),
+        _per_stage(t_w, p, "t_w", True),
+        non_negative(p2p, SECONDS, "p2p"),
+        name,
+    )
+
+
+@renamed_keyword(kind="schedule", stages="pp")
+def schedule(
+    schedule,
+    pp,
+    microbatches,
+    chunks=1,
+    t_f=1.0,
+    t_b=1.0,
+    t_w=1.0,
+    p2p=0.0,
+    *,
+    batch=None,
+    layers=None,
+) -> Timeline:
+    """Build `schedule` (naive, gpipe, 1f1b, interleaved, zb-h1) over p = ``pp`` stages and simulate it.
+    Lesson 4 §2-§3.
+
+    Durations per microbatch per stage as in the module notes (default F:B:W = 1:1:1, so
+    the full backward is 2 x forward). Optional ``batch`` (samples per pipeline per step)
+    and ``layers`` are checked: m must divide batch; pp <= layers; chunks must divide
+    layers per stage.
+
+    >>> schedule("1f1b", 4, 8).bubble_fraction  # (p-1)/(m+p-1) = 3/11
+    0.2727272727272727
+    """
+    name = _kind(schedule)
+    p = positive_int(pp, "stages")
+    m = check_microbatches(microbatches, batch)
+    v = positive_int(chunks, "chunks")
+    _check_layout(name, p, m, v, layers)
+    return _simulate_raw(
+        _raw_orders(name, p, m, v),
+        p,
+        v,
+        _per_stage(t_f, p, "t_f", False),
+        _per_stage(t_b, p, "t_b", False),
+        _per_stage(t_w, p, "t_w", True),
+        non_negative(p2p, SECONDS, "p2p"),
+        name,
+        m=m,
+    )
