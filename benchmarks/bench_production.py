@@ -19,7 +19,7 @@ def _ready(app):
 
 
 def main(n: int = 200) -> None:
-    from distlab import dataparallel, hardware, production
+    from distlab import dataparallel, hardware, production, triage
     from distlab.widgets.production import BucketApp, ProductionStepApp, TriageApp
 
     bucket = _ready(BucketApp())
@@ -59,7 +59,7 @@ def main(n: int = 200) -> None:
     cl = hardware.cluster("dgx-h100", 32)
     cfg = dict(global_batch=256, seq_len=8192, tp=8, pp=4, micro_batch_size=4, sequence_parallel=True)
     print(report("(reference) triage_oom, Llama-3.1-70B on 256 GPUs", summarize(repeat(
-        lambda i: production.triage_oom("llama3.1-70b", cl, **cfg), n // 2))))
+        lambda i: triage.oom_triage("llama3.1-70b", cl, **cfg), n // 2))))
     print(report("(reference) expected_slowest, 256 GPUs, one slow", summarize(repeat(
         lambda i: production.expected_slowest(256, 0.02, 1.2), n))))
     print(report("(reference) simulate_slowest, 4,096 GPUs x 1,000 steps", summarize(repeat(

@@ -25,6 +25,7 @@ _SUBMODULES = (
     "tensor",
     "mesh",
     "training",
+    "triage",
     "planner",
     "validation",
     "production",

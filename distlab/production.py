@@ -17,7 +17,7 @@ Lesson 8's formulas, built on the physics below them (imports point downward onl
 - Context parallelism (ring attention, Liu et al. 2023; Megatron-Core context parallelism):
   per ring step a GPU sends a K/V block to its neighbour while it computes attention of its
   query chunk against the block it holds; the transfer hides when it is shorter.
-- OOM triage: distlab.training.oom_triage (re-exported here as triage_oom).
+- OOM triage: distlab.triage.oom_triage.
 - Stragglers: synchronous data parallelism waits for the slowest GPU every step; the expected
   maximum of N GPUs' times, exactly (numerical integration) and by simulation.
 """
@@ -29,10 +29,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._arguments import as_cluster, whole_number
+from ._arguments import as_cluster, deprecated_alias, whole_number
 from . import collectives, dataparallel, hardware, memory, tensor, training
 from .errors import ConfigurationError
-from .training import OOMTriage, TriageStep, oom_triage
+from .triage import OOMTriage, TriageStep, oom_triage
 from .units import (
     BYTES,
     FLOP_PER_SECOND,
@@ -69,8 +69,8 @@ __all__ = [
     "straggler_step",
 ]
 
-#: oom_triage lives in distlab.training (estimate's explain_infeasible is built on it); one implementation.
-triage_oom = oom_triage
+#: Deprecated name of distlab.triage.oom_triage.
+triage_oom = deprecated_alias(oom_triage, "production.triage_oom", "triage.oom_triage")
 
 
 #: Longest sequence and largest micro-batch: the step model's bounds (distlab.training).

@@ -28,6 +28,17 @@ def model_flops(params, tokens) -> float:
     return FLOPS_PER_PARAM_TOKEN * positive(params, "", "params") * positive(tokens, "", "tokens")
 
 
+def forward_time(params, tokens, peak_flops) -> float:
+    """Seconds of one forward pass at peak: 2 x params x tokens / peak FLOP/s, the forward third of
+    6PT (Kaplan et al. 2020). With one layer's parameters and one microbatch's tokens it is the
+    layer_time of pipeline.analyze_stages. Lesson 4 §7.
+
+    >>> forward_time(1e9, 1000, 1e15)  # 2e12 FLOPs at 1 PFLOP/s
+    0.002
+    """
+    return model_flops(params, tokens) / 3 / positive(peak_flops, FLOP_PER_SECOND, "peak_flops")
+
+
 def hardware_flops(params, tokens, recompute="none") -> float:
     """FLOPs the GPUs execute: 6PT, or 8PT with full recomputation (selective recomputation of
     attention scores adds no parameter FLOPs in this model)."""
@@ -62,11 +73,6 @@ def mfu(model_flops_per_step, step_time, gpus, peak_flops) -> float:
         * positive(peak_flops, FLOP_PER_SECOND, "peak_flops")
     )
     return value
-
-
-def mfu_array(model_flops_per_step, step_time, gpus, peak_flops):
-    """mfu on NumPy arrays, unvalidated (planner fast path)."""
-    return np.asarray(model_flops_per_step) / (np.asarray(step_time) * np.asarray(gpus) * peak_flops)
 
 
 def check_fraction(value, name: str) -> float:
@@ -141,10 +147,15 @@ def group_all_reduce_time_array(size_bytes, n, stride, gpus_per_node, intra_bw, 
 def p2p_message_bytes(micro_batch_size, seq_len, hidden, tp, element_bytes):
     """Bytes of one pipeline send per microbatch: b x s x h x e / tp (Megatron's scatter-gather
     optimisation splits the activation over the tp GPUs of a stage, Narayanan et al. 2021 Sec. 4.1;
-    e = PrecisionRecipe.message_bytes). NumPy broadcast, unvalidated."""
-    from .tensor import tp_message_bytes
+    e = PrecisionRecipe.message_bytes; b x s x h x e is distlab.memory.message_bytes, the message
+    pipeline.boundary_message_bytes prices). NumPy broadcast, unvalidated. Lesson 7.
 
-    return tp_message_bytes(micro_batch_size, seq_len, hidden, element_bytes) / np.asarray(tp, dtype=float)
+    >>> float(p2p_message_bytes(1, 4096, 8192, 4, 2))
+    16777216.0
+    """
+    from .memory import message_bytes
+
+    return message_bytes(micro_batch_size, seq_len, hidden, element_bytes) / np.asarray(tp, dtype=float)
 
 
 def equal_local_ranks_array(n, stride, gpus_per_node):
@@ -198,6 +209,7 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     tp_comm    = m x layers/stage x all-reduces x ring time of b s h e_msg over tp GPUs (4, or 6 with full
                  recompute; distlab.tensor.tp_comm_time), on the critical path, never overlapped
     bubble     = (pp - 1) / v x (per-microbatch stage time): the (p-1)/(v m) overhead on m microbatches
+                 (distlab.pipeline.bubble_overhead_array; the simulator's bubble for uniform stages)
     p2p        = the 2 (pp v - 1) hops on the fill and drain path (a microbatch crosses every chunk
                  boundary forward and back; interleaving multiplies them by v, Narayanan et al. 2021
                  Sec. 2.2.2), b s h e_msg / tp bytes each (scatter-gather, Sec. 4.1; e_msg =
@@ -223,12 +235,14 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
                  once: the full taper either way; for the flat ring of a group that splits unevenly over
                  nodes this is an upper bound on the time, since fewer of its hops leave a node at once)
     optimizer  = (2 x optimizer + gradient + weight bytes of the shard) / HBM bandwidth (memory-bound Adam)
-    Memory: distlab.memory's array cores; in-flight microbatches GPipe m, 1F1B min(p, m), interleaved
-    p (1 + (p-1)/(p v)) (Korthikanti et al. 2022, Sec. 4.2.3). Rank order tp-cp-ep-dp-pp: DP groups
+    Memory: distlab.memory's array cores; in-flight microbatches on the first stage
+    (distlab.pipeline.in_flight_array, the simulator's peak_in_flight): GPipe m, 1F1B min(p, m),
+    interleaved min(p (1 + (p-1)/(p v)), m) (Korthikanti et al. 2022, Sec. 4.2.3). Rank order tp-cp-ep-dp-pp: DP groups
     have stride tp, pipeline neighbours stride tp x dp. Inputs are NumPy arrays, not validated.
     """
     from . import memory, tensor
     from .dataparallel import DDP_BUCKET_BYTES, exposed_communication_time
+    from .pipeline.closed_form import bubble_overhead_array, in_flight_array
 
     bucket_bytes = DDP_BUCKET_BYTES if bucket_bytes is None else bucket_bytes
     P = float(model.parameter_count())
@@ -251,7 +265,7 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     stage_mb = t_mb + tp_mb
     compute = m * t_mb
     tp_comm = m * tp_mb
-    bubble = (pp - 1.0) / v * stage_mb
+    bubble = bubble_overhead_array(pp, m, v) * m * stage_mb
 
     cross = inter_bw if cross_rail_bw is None else cross_rail_bw
     stride = tp * dp
@@ -286,7 +300,7 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
 
     per_layer = memory.activation_bytes_per_layer_array(model, b, s, tp, sequence_parallel, code, e)
     sched = np.asarray(schedule_code)
-    in_flight = np.where(sched == 0, m, np.where(sched == 1, np.minimum(pp, m), pp * (1.0 + (pp - 1.0) / (pp * v))))
+    in_flight = in_flight_array(sched, pp, m, v)
     activations = per_layer * layers_stage * in_flight
 
     step = compute + tp_comm + bubble + p2p + dp_exposed + optimizer
@@ -485,240 +499,15 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
         memory=bd, problems=tuple(problems))
 
 
-# ----------------------------------------------------------------------------------------
-# Out-of-memory triage: the production ladder of fixes, each priced by re-running estimate().
-
-#: The kinds of fix in the order production practice tries them (cheapest to change first).
-TRIAGE_ORDER = ("micro-batch", "recomputation", "ZeRO", "TP", "PP")
-
-
-@dataclass(frozen=True)
-class TriageStep:
-    """One fix of an out-of-memory triage, priced by estimate().
-
-    change: the words ('micro_batch_size=2', 'selective recomputation', 'ZeRO-1', 'tp=4', ...);
-    config: estimate()'s keywords after the fix (the whole configuration for a ladder rung,
-    the changed keywords only for a single fix); memory_per_gpu_bytes and step_time_s of the
-    result; saves_bytes against the configuration the fix was applied to (for a single fix,
-    the given one; on the ladder, the previous rung); saves_total_bytes and time_cost_s
-    against the given configuration. skipped: why the fix could not be applied (then the
-    numbers are those of the configuration it was tried on, and it saves nothing). note: why an
-    applied fix saves nothing (a smaller micro-batch while every microbatch is in flight).
-    """
-
-    kind: str
-    change: str
-    config: dict
-    memory_per_gpu_bytes: float
-    saves_bytes: float
-    saves_total_bytes: float
-    step_time_s: float
-    time_cost_s: float
-    fits: bool
-    feasible: bool
-    skipped: str | None = None
-    estimate: "StepEstimate | None" = None
-    note: str | None = None
-
-    def to_dict(self) -> dict:
-        return {"kind": self.kind, "change": self.change, "config": dict(self.config),
-                "memory_per_gpu_bytes": self.memory_per_gpu_bytes, "saves_bytes": self.saves_bytes,
-                "saves_total_bytes": self.saves_total_bytes, "step_time_s": self.step_time_s,
-                "time_cost_s": self.time_cost_s, "fits": self.fits, "feasible": self.feasible,
-                "skipped": self.skipped, "note": self.note}
+#: The OOM triage moved to distlab.triage (lesson 8); these names still resolve here, without a warning
+#: (training.explain_infeasible is lesson 7's, and the widgets and CLI call it).
+_MOVED_TO_TRIAGE = ("TRIAGE_ORDER", "TriageStep", "OOMTriage", "MAX_LADDER_RUNGS", "oom_triage",
+                    "explain_infeasible", "memory_modes_index", "format_fixes")
 
 
-@dataclass(frozen=True)
-class OOMTriage:
-    """What to do about a configuration that does not fit: single fixes and the cumulative ladder.
+def __getattr__(name):
+    if name in _MOVED_TO_TRIAGE:
+        from . import triage
 
-    base: the given configuration's StepEstimate. fixes: one change each from the given
-    configuration, in TRIAGE_ORDER (every higher recomputation mode and ZeRO stage; the next
-    smaller micro-batch, twice the TP and twice the PP degree). ladder: the fixes applied one
-    after another in TRIAGE_ORDER (micro-batch halvings down to 1, selective then full
-    recomputation, each higher ZeRO stage, TP doublings, PP doublings) until the configuration
-    fits; empty when it already fits.
-    """
-
-    base: StepEstimate
-    fixes: tuple
-    ladder: tuple
-
-    @property
-    def already_fits(self) -> bool:
-        return self.base.fits
-
-    @property
-    def first_fit(self) -> TriageStep | None:
-        """The ladder rung at which the configuration first fits (None: already fits, or nothing does)."""
-        for step in self.ladder:
-            if step.fits and step.skipped is None:
-                return step
-        return None
-
-    def summary(self) -> str:
-        """The verdict, the single fixes and the ladder as lines of text."""
-        b = self.base
-        cap = b.memory.capacity_bytes
-        if self.already_fits:
-            return (f"already fits: {format_bytes(b.memory.total_bytes)} of the {format_bytes(cap)} per GPU "
-                    f"({format_bytes(b.memory.headroom_bytes)} free); nothing to fix")
-        lines = [f"needs {format_bytes(b.memory.total_bytes)} per GPU, {format_bytes(-b.memory.headroom_bytes)} over "
-                 f"the {format_bytes(cap)}; step {format_seconds(b.step_time_s)}",
-                 "single fixes (each from the given configuration):"]
-        lines += [_triage_line(f, total=False) for f in self.fixes]
-        lines.append("ladder (each rung on top of the previous, until it fits):")
-        lines += [_triage_line(f, total=True) for f in self.ladder]
-        first = self.first_fit
-        lines.append(f"first fit: {first.change} at rung {self.ladder.index(first) + 1}" if first
-                     else "the ladder ends without a configuration that fits")
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict:
-        first = self.first_fit
-        return {"already_fits": self.already_fits, "base": self.base.to_dict(),
-                "fixes": [f.to_dict() for f in self.fixes], "ladder": [f.to_dict() for f in self.ladder],
-                "first_fit": None if first is None else first.to_dict()}
-
-
-def _triage_line(step: TriageStep, total: bool) -> str:
-    if step.skipped:
-        return f"  {step.change:<28} skipped: {step.skipped}"
-    saved = step.saves_total_bytes if total else step.saves_bytes
-    cost = abs(step.time_cost_s)
-    delta = "same" if cost < 1e-9 else f"{'+' if step.time_cost_s > 0 else '-'}{format_seconds(cost)}"
-    return (f"  {step.change:<28} saves {format_bytes(saved):>9} -> {format_bytes(step.memory_per_gpu_bytes):>9} "
-            f"per GPU, step {format_seconds(step.step_time_s):>8} ({delta}), {'fits' if step.fits else 'still too big'}"
-            + (f"\n  {'':<28} ({step.note})" if step.note else ""))
-
-
-def _micro_batch_note(est: StepEstimate) -> str:
-    """Why a smaller micro-batch saved nothing: the in-flight sequences b x min(p, m) did not change."""
-    c = est.config
-    b, m, p = c["micro_batch_size"], est.microbatches, c["pp"]
-    if c["schedule"] == "gpipe":
-        return f"saves nothing: GPipe keeps all m microbatches in flight, b x m = {b * m} sequences either way"
-    return f"saves nothing while m <= p: all m = {m} microbatches in flight (p = {p}), b x m = {b * m} either way"
-
-
-def _next_fixes(c: dict, every: bool) -> list[tuple[str, str, dict]]:
-    """(kind, words, keyword changes) of the next fix of each kind from configuration c (estimate's config).
-
-    every: all higher recomputation modes and ZeRO stages (single fixes); else only the next one.
-    """
-    out = []
-    b = c["micro_batch_size"]
-    if b > 1:
-        smaller = max(d for d in range(1, b) if b % d == 0)  # keeps B / (dp b) whole
-        out.append(("micro-batch", f"micro_batch_size={smaller}", dict(micro_batch_size=smaller)))
-    modes = [mode for mode in ("selective", "full") if memory_modes_index(mode) > memory_modes_index(c["recompute"])]
-    out += [("recomputation", f"{mode} recomputation", dict(recompute=mode)) for mode in modes[: None if every else 1]]
-    stages = list(range(c["zero"] + 1, 4))
-    out += [("ZeRO", f"ZeRO-{z}", dict(zero=z)) for z in stages[: None if every else 1]]
-    for dim in ("tp", "pp"):
-        out.append((dim.upper(), f"{dim}={2 * c[dim]}", dict({dim: 2 * c[dim]}, dp=c["dp"] // 2) if c["dp"] % 2 == 0
-                    else None))
-    return out
-
-
-def _try_fix(model, cluster, config, kind, words, change, before, base):
-    """Apply one fix to `config` (keywords), re-run estimate; a TriageStep (skipped when invalid)."""
-    if change is None:
-        return None, TriageStep(kind, words, dict(config), before.memory.total_bytes, 0.0,
-                                base.memory.total_bytes - before.memory.total_bytes, before.step_time_s,
-                                before.step_time_s - base.step_time_s, before.fits, before.feasible,
-                                skipped=f"dp={before.config['dp']} is odd: doubling {kind} needs dp to halve",
-                                estimate=before)
-    new = {**config, **change}
-    try:
-        est = estimate(model, cluster, **new)
-    except ConfigurationError as exc:
-        return None, TriageStep(kind, words, new, before.memory.total_bytes, 0.0,
-                                base.memory.total_bytes - before.memory.total_bytes, before.step_time_s,
-                                before.step_time_s - base.step_time_s, before.fits, before.feasible,
-                                skipped=str(exc), estimate=before)
-    mem = est.memory.total_bytes
-    saved = before.memory.total_bytes - mem
-    note = _micro_batch_note(est) if kind == "micro-batch" and abs(saved) <= 1e-9 * before.memory.total_bytes else None
-    return new, TriageStep(kind, words, new, mem, saved, base.memory.total_bytes - mem,
-                           est.step_time_s, est.step_time_s - base.step_time_s, est.fits, est.feasible, estimate=est,
-                           note=note)
-
-
-#: Most rungs a ladder climbs (micro-batch halvings + 2 + 3 + TP and PP doublings stay far below it).
-MAX_LADDER_RUNGS = 64
-
-
-def oom_triage(model, cluster, **config) -> OOMTriage:
-    """Out-of-memory triage: the fixes production tries, in order, each priced by re-running estimate().
-
-    config: estimate()'s keyword arguments. The order (TRIAGE_ORDER): a smaller micro-batch with
-    more gradient accumulation (m = B / (dp b) grows, the global batch stays), selective then
-    full activation recomputation (Korthikanti et al. 2022), the next ZeRO stage (Rajbhandari et
-    al. 2020), twice the tensor-parallel degree, twice the pipeline depth (dp halves to keep the
-    GPUs). Returns an OOMTriage with the single fixes from the given configuration and the
-    cumulative ladder (each rung re-validated; a rung estimate() refuses is recorded as skipped
-    with its reason, and its kind is left). Invalid input raises ConfigurationError (from
-    estimate); a configuration that fits gives an empty ladder (already_fits).
-    """
-    base = estimate(model, cluster, **config)
-    config = dict(config)
-    fixes = []
-    for kind, words, change in _next_fixes(base.config, every=True):
-        fixes.append(_try_fix(model, cluster, config, kind, words, change, base, base)[1])
-    ladder = []
-    if not base.fits:
-        current, est = config, base
-        for kind in TRIAGE_ORDER:
-            while len(ladder) < MAX_LADDER_RUNGS:
-                options = [f for f in _next_fixes(est.config, every=False) if f[0] == kind]
-                if not options:
-                    break
-                _, words, change = options[0]
-                new, step = _try_fix(model, cluster, current, kind, words, change, est, base)
-                ladder.append(step)
-                if new is None:
-                    break
-                current, est = new, step.estimate
-                if est.fits:
-                    return OOMTriage(base, tuple(fixes), tuple(ladder))
-    return OOMTriage(base, tuple(fixes), tuple(ladder))
-
-
-def explain_infeasible(model, cluster, **config) -> list[dict]:
-    """Single-change fixes for a configuration that does not fit (oom_triage's fixes), as dicts.
-
-    Each: change (words), config (the changed keywords), memory_per_gpu_bytes, saves_bytes
-    (memory per GPU saved against the given configuration), fits, feasible, step_time_s; the
-    ones that fit first (fastest first), then the rest by memory per GPU (smallest first).
-    Invalid variants are left out. Empty when the configuration already fits.
-    """
-    triage = oom_triage(model, cluster, **config)
-    if triage.already_fits:
-        return []
-    base_keys = set(config)
-    fixes = []
-    for f in triage.fixes:
-        if f.skipped:
-            continue
-        change = {k: v for k, v in f.config.items() if k not in base_keys or config[k] != v}
-        fixes.append(dict(change=f.change, config=change, memory_per_gpu_bytes=f.memory_per_gpu_bytes,
-                          saves_bytes=f.saves_bytes, fits=f.fits, feasible=f.feasible, step_time_s=f.step_time_s))
-    fixes.sort(key=lambda f: (not f["fits"], f["step_time_s"] if f["fits"] else f["memory_per_gpu_bytes"]))
-    return fixes
-
-
-def memory_modes_index(mode) -> int:
-    """Position of a recomputation mode in memory.RECOMPUTE_MODES (none 0, selective 1, full 2)."""
-    from . import memory
-
-    return memory.RECOMPUTE_MODES.index(recompute_mode(mode))
-
-
-def format_fixes(fixes: list[dict]) -> str:
-    """explain_infeasible's fixes as lines of text."""
-    if not fixes:
-        return "no single change tried makes it fit"
-    return "\n".join(f"{f['change']:<26} saves {format_bytes(f['saves_bytes']):>9} -> {format_bytes(f['memory_per_gpu_bytes']):>9} "
-                     f"per GPU, {'fits' if f['fits'] else 'still too big'}"
-                     + (f", step {format_seconds(f['step_time_s'])}" if f["fits"] else "") for f in fixes)
+        return getattr(triage, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""`distlab triage`: the ladder and fixes of distlab.production.triage_oom, as text and JSON; our errors."""
+"""`distlab triage`: the ladder and fixes of distlab.triage.oom_triage, as text and JSON; our errors."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from distlab import cli, production, training
+from distlab import cli, production, training, triage
 
 CLUSTER = ["--model", "llama3.1-70b", "--gpus", "256", "--node", "dgx-h100", "--fabric", "ib-ndr",
            "--global-batch", "256", "--seq", "8192"]
@@ -20,7 +20,7 @@ def run(capsys, *args):
 
 
 def library():
-    return production.triage_oom("llama3.1-70b", "dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256,
+    return triage.oom_triage("llama3.1-70b", "dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256,
                                  seq_len=8192, tp=8, pp=4, micro_batch_size=4, sequence_parallel=True)
 
 
@@ -43,7 +43,7 @@ def test_json_matches_the_library(capsys):
                                                      "selective recomputation"]
     assert data["ladder"][-1]["fits"] and not any(r["fits"] for r in data["ladder"][:-1])
     kinds = [f["kind"] for f in data["fixes"]]
-    assert kinds == sorted(kinds, key=training.TRIAGE_ORDER.index)
+    assert kinds == sorted(kinds, key=triage.TRIAGE_ORDER.index)
     skipped = [f for f in data["fixes"] if f["skipped"]]
     assert [f["change"] for f in skipped] == ["tp=16"] and "must divide the 8 GPUs" in skipped[0]["skipped"]
 

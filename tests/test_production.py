@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from distlab import collectives, dataparallel, hardware, memory, production, training
+from distlab import collectives, dataparallel, hardware, memory, production, training, triage
 from distlab.errors import ConfigurationError
 
 SCENARIO = dict(global_batch=256, seq_len=8192)
@@ -444,9 +444,9 @@ def _kw(**extra):
 
 
 def test_triage_ladder_production_order_and_first_fit():
-    t = production.triage_oom("llama3.1-70b", "dgx-h100", **_kw(tp=8, pp=4, micro_batch_size=4))
+    t = triage.oom_triage("llama3.1-70b", "dgx-h100", **_kw(tp=8, pp=4, micro_batch_size=4))
     assert not t.already_fits
-    kinds = [training.TRIAGE_ORDER.index(s.kind) for s in t.ladder]
+    kinds = [triage.TRIAGE_ORDER.index(s.kind) for s in t.ladder]
     assert kinds == sorted(kinds)  # micro-batch, recomputation, ZeRO, TP, PP
     first = t.first_fit
     assert first is t.ladder[-1] and first.fits
@@ -465,12 +465,12 @@ def test_triage_ladder_production_order_and_first_fit():
 def test_smaller_micro_batch_helps_only_once_the_pipeline_is_full():
     # 1F1B keeps min(pp, m) microbatches in flight: b x min(pp, m) sequences of activations.
     # tp 8 x pp 4 x dp 8, B = 256: b = 4 -> m = 8 >= 4: 4 x 4 = 16 sequences; b = 2 -> m = 16: 4 x 2 = 8.
-    t = production.triage_oom("llama3.1-70b", "dgx-h100", **_kw(tp=8, pp=4, micro_batch_size=4))
+    t = triage.oom_triage("llama3.1-70b", "dgx-h100", **_kw(tp=8, pp=4, micro_batch_size=4))
     step = t.fixes[0]
     assert step.kind == "micro-batch" and step.change == "micro_batch_size=2"
     assert step.estimate.memory.activations_bytes == pytest.approx(t.base.memory.activations_bytes / 2)
     # dp 64 x pp 4, b = 4: m = 1 < pp: one microbatch of 4 in flight; b = 2 -> m = 2: two of 2. No saving.
-    t2 = production.triage_oom("llama3.1-70b", "dgx-h100", **_kw(dp=64, pp=4, micro_batch_size=4))
+    t2 = triage.oom_triage("llama3.1-70b", "dgx-h100", **_kw(dp=64, pp=4, micro_batch_size=4))
     assert t2.fixes[0].saves_bytes == pytest.approx(0.0, abs=1)
     # the ladder keeps such rungs, says why they save nothing, and climbs on
     rungs = [r for r in t2.ladder if r.kind == "micro-batch"]
@@ -487,7 +487,7 @@ def test_smaller_micro_batch_helps_only_once_the_pipeline_is_full():
 def test_triage_fixes_never_add_memory(tp, pp, b, zero, rec, sp):
     assume(256 % (256 // (tp * pp) * b) == 0)  # whole microbatches per replica
     cfg = dict(tp=tp, pp=pp, micro_batch_size=b, zero=zero, recompute=rec, sequence_parallel=sp)
-    t = production.triage_oom("llama3.1-70b", "dgx-h100", **_kw(**cfg))
+    t = triage.oom_triage("llama3.1-70b", "dgx-h100", **_kw(**cfg))
     for f in t.fixes:
         if f.skipped:
             assert f.saves_bytes == 0
@@ -502,20 +502,20 @@ def test_triage_fixes_never_add_memory(tp, pp, b, zero, rec, sp):
 
 
 def test_triage_already_fits_and_refusals():
-    t = production.triage_oom("llama3.1-70b", "dgx-h100", **_kw(**FIT))
+    t = triage.oom_triage("llama3.1-70b", "dgx-h100", **_kw(**FIT))
     assert t.already_fits and t.ladder == () and t.first_fit is None
     assert t.summary().startswith("already fits")
-    assert training.explain_infeasible("llama3.1-70b", "dgx-h100", **_kw(**FIT)) == []
+    assert triage.explain_infeasible("llama3.1-70b", "dgx-h100", **_kw(**FIT)) == []
     with pytest.raises(ConfigurationError, match="micro_batch_size=0 must be a positive whole number"):
-        production.triage_oom("llama3.1-70b", "dgx-h100", **_kw(micro_batch_size=0))
+        triage.oom_triage("llama3.1-70b", "dgx-h100", **_kw(micro_batch_size=0))
     with pytest.raises(ConfigurationError, match=r"tp x pp = 3 x 1 = 3 does not divide the cluster's 256 GPUs"):
-        production.triage_oom("llama3.1-70b", "dgx-h100", **_kw(tp=3))
+        triage.oom_triage("llama3.1-70b", "dgx-h100", **_kw(tp=3))
     with pytest.raises(ConfigurationError, match=r"tp x pp = 8 x 64 = 512 is more than the cluster's 256 GPUs"):
-        production.triage_oom("llama3.1-70b", "dgx-h100", **_kw(tp=8, pp=64))
+        triage.oom_triage("llama3.1-70b", "dgx-h100", **_kw(tp=8, pp=64))
 
 
 def test_explain_infeasible_keeps_its_single_fixes():
-    fixes = training.explain_infeasible("llama3.1-70b", "dgx-h100", **_kw(dp=256))
+    fixes = triage.explain_infeasible("llama3.1-70b", "dgx-h100", **_kw(dp=256))
     assert {f["change"] for f in fixes} == {"ZeRO-1", "ZeRO-2", "ZeRO-3", "selective recomputation",
                                             "full recomputation", "tp=2", "pp=2"}
     by = {f["change"]: f for f in fixes}
@@ -604,7 +604,7 @@ _PUBLIC = {
     "ring_attention_step": (production.ring_attention_step,
                             dict(model="llama3.1-8b", seq_len=8192, cp=2, micro_batch_size=1, tp=1,
                                  bandwidth=50e9, latency=1e-5, efficiency=0.5)),
-    "triage_oom": (production.triage_oom, dict(model="llama2-7b", cluster=_SMALL, **_STEP)),
+    "triage_oom": (triage.oom_triage, dict(model="llama2-7b", cluster=_SMALL, **_STEP)),
     "expected_max_normal": (production.expected_max_normal, dict(n=64)),
     "gumbel_expected_max": (production.gumbel_expected_max, dict(n=64)),
     "leading_term_max_normal": (production.leading_term_max_normal, dict(n=64)),

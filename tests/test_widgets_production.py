@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distlab import dataparallel, hardware, production, training
+from distlab import dataparallel, hardware, production, training, triage
 from distlab.widgets.production import BucketApp, ProductionStepApp, TriageApp
 
 
@@ -90,7 +90,7 @@ def test_production_app_taper_rails_fp8_and_stragglers(close):
 def test_triage_app_ladder_bars(close):
     app = TriageApp()
     close(app)
-    want = production.triage_oom("llama3.1-70b", hardware.cluster("dgx-h100", 32, "ib-ndr"), global_batch=256,
+    want = triage.oom_triage("llama3.1-70b", hardware.cluster("dgx-h100", 32, "ib-ndr"), global_batch=256,
                                  seq_len=8192, tp=8, pp=4, micro_batch_size=4, sequence_parallel=True)
     assert [s.change for s in app.result.ladder] == [s.change for s in want.ladder]
     heights = [sum(app.bars.rects[c][i].get_height() for c in ("weights", "gradients", "optimizer", "activations"))

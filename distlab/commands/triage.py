@@ -1,4 +1,4 @@
-"""distlab triage: what to do when a configuration runs out of memory (distlab.production.triage_oom).
+"""distlab triage: what to do when a configuration runs out of memory (distlab.triage.oom_triage).
 
 The single fixes from the given configuration and the production ladder (smaller micro-batch with more
 accumulation, selective then full recomputation, ZeRO stages, more TP, more PP), each priced by
@@ -23,10 +23,10 @@ def add_arguments(cmd) -> None:
 
 
 def run(args) -> int:
-    from .. import production
+    from ..triage import oom_triage
 
     cl = cluster(args)
-    result = production.triage_oom(args.model, cl, **config(args))
+    result = oom_triage(args.model, cl, **config(args))
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
         return 0

@@ -67,17 +67,21 @@ def in_flight_array(schedule_code, pp, microbatches, chunks=1):
     """Peak microbatches whose activations the first stage holds (broadcast, unvalidated). Lesson 4 §5.
 
     schedule_code indexes ARRAY_SCHEDULES: gpipe m (every forward before the first backward);
-    1f1b min(p, m); interleaved p (1 + (p-1)/(p v)) microbatch-equivalents for m >= p (Korthikanti
-    et al. 2022, Sec. 4.2.3): the simulator's peak_in_flight of stage 0.
+    1f1b min(p, m); interleaved min(p (1 + (p-1)/(p v)), m) microbatch-equivalents (Korthikanti et al.
+    2022, Sec. 4.2.3): stage 0 warms up with 2(p-1) + (v-1)p chunk forwards and holds one more in the
+    steady state, (v p + p - 1) / v, unless all m v chunk forwards come first (m = p); with v = 1 it is
+    1F1B, min(p, m). The simulator's peak_in_flight of stage 0, its largest.
 
-    >>> in_flight_array(np.array([0, 1, 2]), 4, 8, np.array([1, 1, 2])).tolist()
-    [8.0, 4.0, 5.5]
+    >>> in_flight_array(np.array([0, 1, 2, 2]), 4, np.array([8, 8, 8, 4]), np.array([1, 1, 2, 2])).tolist()
+    [8.0, 4.0, 5.5, 4.0]
     """
     pp = np.asarray(pp, dtype=float)
     m = np.asarray(microbatches, dtype=float)
     v = np.asarray(chunks, dtype=float)
     code = np.asarray(schedule_code)
-    return np.where(code == 0, m, np.where(code == 1, np.minimum(pp, m), pp * (1.0 + (pp - 1.0) / (pp * v))))
+    one_chunk = (code == 1) | (v == 1)  # interleaved with one chunk per stage is 1F1B
+    return np.where(code == 0, m, np.where(one_chunk, np.minimum(pp, m),
+                                           np.minimum(pp * (1.0 + (pp - 1.0) / (pp * v)), m)))
 
 
 @renamed_keyword(stages="pp")
