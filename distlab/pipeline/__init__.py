@@ -37,6 +37,7 @@ from .schedules import (
     interleaved_order,
     naive_order,
     one_f_one_b_order,
+    samples_per_pipeline,
     stage_orders,
     zb_h1_order,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "zb_h1_bubble_time",
     "closed_form",
     "check_microbatches",
+    "samples_per_pipeline",
     "split_layers",
     "boundary_message_bytes",
     "activation_bytes",

@@ -84,6 +84,27 @@ def check_microbatches(microbatches, batch=None) -> int:
     return m
 
 
+def samples_per_pipeline(global_batch, gpus, pp) -> int:
+    """Samples one pipeline gets per step: global_batch / dp, with dp = gpus / pp pipelines side by side
+    (data parallelism over the pipelines). Lesson 4 §4.
+
+    >>> samples_per_pipeline(256, 256, 8)  # 32 pipelines of 8 stages, 8 samples each
+    8
+    """
+    n = positive_int(gpus, "gpus")
+    p = positive_int(pp, "pp")
+    batch = positive_int(global_batch, "global_batch")
+    if n % p:
+        raise ConfigurationError(f"pp={p} does not divide gpus={n}; valid: {short_list(divisors(n))}")
+    dp = n // p
+    if batch % dp:
+        raise ConfigurationError(
+            f"global_batch={batch} does not split over the {dp} pipelines (gpus / pp = {n} / {p}); "
+            f"give a multiple of {dp}"
+        )
+    return batch // dp
+
+
 def _check_layout(kind: str, p: int, m: int, v: int, layers=None) -> None:
     if v != 1 and kind != "interleaved":
         raise ConfigurationError(
