@@ -17,8 +17,6 @@ at v = 1 (2p - 1 where 1F1B holds p): both fixed in pipeline.in_flight_array.
 
 from __future__ import annotations
 
-import doctest
-import importlib
 import math
 import warnings
 
@@ -181,31 +179,3 @@ def test_ops_at_matches_the_op_intervals():
         for t, k in zip(times, running[s]):
             inside = np.flatnonzero((tl.stage == s) & (tl.start <= t) & (t < tl.end))
             assert (k == -1 and inside.size == 0) or (inside.size == 1 and k == inside[0])
-
-
-PIPELINE_MODULES = ["distlab.pipeline.schedules", "distlab.pipeline.timeline", "distlab.pipeline.closed_form",
-                    "distlab.pipeline.stages", "distlab.pipeline.memory", "distlab._arguments"]
-
-
-@pytest.mark.parametrize("name", PIPELINE_MODULES)
-def test_worked_examples_run(name):
-    """The `>>>` example of every public pipeline function runs (doctest), and each names its lesson."""
-    module = importlib.import_module(name)
-    result = doctest.testmod(module, verbose=False)
-    assert result.failed == 0 and result.attempted > 0
-
-
-@pytest.mark.parametrize("name", PIPELINE_MODULES[:-1])
-def test_every_public_pipeline_function_names_its_lesson_and_has_an_example(name):
-    module = importlib.import_module(name)
-    for attr, obj in vars(module).items():
-        if attr.startswith("_") or not callable(obj) or getattr(obj, "__module__", None) != name:
-            continue
-        if isinstance(obj, type) and not hasattr(obj, "__dataclass_fields__") and attr != "Timeline":
-            continue
-        doc = obj.__doc__ or ""
-        if attr == "activation_bytes":  # the deprecated alias: its docstring names the new function
-            continue
-        assert "Lesson 4 §" in doc or isinstance(obj, type), f"{name}.{attr} names no lesson section"
-        if not isinstance(obj, type):
-            assert ">>>" in doc, f"{name}.{attr} has no worked example"

@@ -34,6 +34,11 @@ FORMULA_MODULES = [
     "distlab.collectives.cost",
     "distlab.collectives.simulate",
     "distlab.dataparallel",
+    "distlab.pipeline.schedules",
+    "distlab.pipeline.timeline",
+    "distlab.pipeline.closed_form",
+    "distlab.pipeline.stages",
+    "distlab.pipeline.memory",
 ]
 
 LESSON_LINK = re.compile(r"Lesson \d+ §\d+")

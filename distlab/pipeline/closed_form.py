@@ -16,6 +16,18 @@ from .._arguments import renamed_keyword
 from ..units import SECONDS, non_negative, positive, positive_int
 from .schedules import _check_layout, _kind, check_microbatches
 
+__all__ = [
+    "ARRAY_SCHEDULES",
+    "ClosedForm",
+    "bubble_fraction",
+    "bubble_overhead",
+    "bubble_overhead_array",
+    "in_flight_array",
+    "zb_h1_bubble_time",
+    "closed_form",
+    "pipeline_step_time",
+]
+
 #: Schedule codes of the array functions (distlab.training.SCHEDULES): 0 gpipe, 1 1f1b, 2 interleaved.
 ARRAY_SCHEDULES = ("gpipe", "1f1b", "interleaved")
 

@@ -18,6 +18,8 @@ from ..units import Q_, format_bytes, positive, positive_int
 from .stages import split_layers
 from .timeline import Timeline
 
+__all__ = ["StageActivations", "activation_memory"]
+
 @dataclass(frozen=True)
 class StageActivations:
     """Activation memory each pipeline stage holds at its peak, in bytes (GB = 1e9 B in text).

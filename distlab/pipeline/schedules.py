@@ -18,6 +18,19 @@ from .._arguments import divisors, renamed_keyword, short_list
 from ..errors import ConfigurationError
 from ..units import SECONDS, non_negative, positive, positive_int
 
+__all__ = [
+    "KINDS",
+    "Op",
+    "check_microbatches",
+    "samples_per_pipeline",
+    "stage_orders",
+    "naive_order",
+    "gpipe_order",
+    "one_f_one_b_order",
+    "interleaved_order",
+    "zb_h1_order",
+]
+
 #: The schedule kinds, in the order a student meets them.
 KINDS = ("naive", "gpipe", "1f1b", "interleaved", "zb-h1")
 

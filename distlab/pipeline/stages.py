@@ -32,6 +32,15 @@ from .closed_form import bubble_fraction, closed_form
 from .schedules import _check_layout, _kind, _raw_orders, check_microbatches
 from .timeline import Timeline, _simulate_raw
 
+__all__ = [
+    "MAX_SUGGESTION_OPS",
+    "PipelineWarning",
+    "StageAnalysis",
+    "split_layers",
+    "boundary_message_bytes",
+    "analyze_stages",
+]
+
 
 @renamed_keyword(stages="pp")
 def split_layers(layers, pp, split=None) -> tuple[int, ...]:

@@ -38,6 +38,8 @@ from .schedules import (
     check_microbatches,
 )
 
+__all__ = ["Timeline", "simulate", "schedule"]
+
 
 @dataclass(frozen=True, eq=False)
 class Timeline:
