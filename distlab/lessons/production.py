@@ -3,7 +3,7 @@ by distlab.production / distlab.training."""
 
 from __future__ import annotations
 
-from .. import dataparallel, hardware, production
+from .. import dataparallel, hardware, production, triage
 from ..units import format_bytes, format_seconds
 from .questions import ChoiceQuestion, NumericQuestion
 
@@ -109,7 +109,7 @@ TRIAGE_OPTIONS = ("smaller micro-batch", "selective recomputation", "full recomp
 
 
 def _triage():
-    return production.triage_oom("llama3.1-70b", hardware.cluster("dgx-h100", 32, "ib-ndr"), **TRIAGE_CONFIG)
+    return triage.oom_triage("llama3.1-70b", hardware.cluster("dgx-h100", 32, "ib-ndr"), **TRIAGE_CONFIG)
 
 
 def _q6():
@@ -186,7 +186,7 @@ q6 = ChoiceQuestion(
     prompt="Llama-3.1-70B on 32 DGX H100, tp 8, pp 4, micro-batch 4, no ZeRO, no recomputation, sequence parallel: "
            f"which rung of the OOM ladder first fits? ({', '.join(TRIAGE_OPTIONS)})",
     options=TRIAGE_OPTIONS, expected=_q6, explain=_explain_q6,
-    hint_text="production.triage_oom(...).first_fit",
+    hint_text="triage.oom_triage(...).first_fit",
 )
 
 q7 = NumericQuestion(
