@@ -254,7 +254,7 @@ class TriageApp(widgets.VBox):
     def update(self, change=None):
         try:
             cl = hardware.cluster("dgx-h100", self.nodes.value, "ib-ndr")
-            triage = production.triage_oom(self.model.value, cl, **self.config())
+            triage = training.oom_triage(self.model.value, cl, **self.config())
         except DistlabError as exc:
             self.result, self.error = None, str(exc)
             changed = self.bars.update([{}] * len(self.bars.totals), faded=True)
