@@ -19,6 +19,7 @@ import distlab
 ALL_MODULES = sorted(
     info.name for info in pkgutil.walk_packages(distlab.__path__, "distlab.")
     if not info.name.endswith("__main__")
+    and not info.name.startswith("distlab.course.")  # deprecated shims: importing one warns, and they hold no examples
 )
 
 #: The formula modules whose every public function (their __all__) must name its lesson and show an example.
