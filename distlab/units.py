@@ -93,8 +93,11 @@ _UNIT_PART = _UNIT_START | set("0123456789_")
 _DIGITS = set("0123456789")
 
 
-def _scan_number(text: str, i: int) -> int:
-    """End of the longest number starting at i ([+-]digits[.digits][e[+-]digits]), or i if there is none."""
+def _scan_number(text: str, i: int) -> tuple[int, int | None]:
+    """(end of the longest number starting at i, where its unsigned exponent starts or None); (i, None) if none.
+
+    A number is [+-]digits[.digits][e[+-]digits].
+    """
     n, j = len(text), i
     if j < n and text[j] in "+-":
         j += 1
@@ -107,29 +110,44 @@ def _scan_number(text: str, i: int) -> int:
         while k < n and text[k] in _DIGITS:
             k += 1
         if not whole and k == j + 1:
-            return i  # a lone '.'
+            return i, None  # a lone '.'
         j = k
     elif not whole:
-        return i
+        return i, None
+    exponent = None
     if j < n and text[j] in "eE":  # an exponent only when digits follow; otherwise 'e...' is a unit
         k = j + 1
         if k < n and text[k] in "+-":
             k += 1
         if k < n and text[k] in _DIGITS:
+            exponent = j if k == j + 1 else None
             while k < n and text[k] in _DIGITS:
                 k += 1
             j = k
-    return j
+    return j, exponent
 
 
-def _scan_term(text: str, i: int) -> int:
-    """End of the term starting at i (a number, a unit name, or a number followed by a unit name), or i."""
-    j = _scan_number(text, i)
+def _scan_unit(text: str, j: int) -> int:
+    """End of the unit name starting at j (j itself when none starts there)."""
     if j < len(text) and text[j] in _UNIT_START:
         j += 1
         while j < len(text) and text[j] in _UNIT_PART:
             j += 1
     return j
+
+
+def _scan_term(text: str, i: int) -> int:
+    """End of the term starting at i (a number, a unit name, or a number followed by a unit name), or i.
+
+    "1e5" is one number, but "1e5_x" is 1 and the unit "e5_x": an unsigned exponent followed by '_' (a
+    character a unit name may hold but not start with) is read again as the start of the unit name.
+    """
+    j, exponent = _scan_number(text, i)
+    if j == i:
+        return _scan_unit(text, i)
+    if exponent is not None and j < len(text) and text[j] == "_":
+        return _scan_unit(text, exponent)
+    return _scan_unit(text, j)
 
 
 def _quantity_shape_ok(text: str) -> bool:
