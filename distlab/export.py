@@ -2,7 +2,7 @@
 
 Each exporter takes a distlab.training.StepEstimate (so the configuration has been validated
 and priced) and writes what the engine reads; each output parses back (shlex / json / tomllib)
-to the same degrees, batch sizes and model shape, which tests/test_export.py checks. A setting
+to the same degrees, batch sizes and model shape, which tests/core/test_export.py checks. A setting
 an engine cannot express raises ConfigurationError naming the engines that can. Lesson 7 §7.
 
 Megatron-LM (NVIDIA/Megatron-LM@d98e8a6, 2026-08-22; flags from megatron/training/arguments.py,

@@ -1,8 +1,8 @@
 """Closed forms of the pipeline bubble, and their NumPy array versions for the step model (Lesson 4 §3-§4).
 
 p = ``pp`` stages, m = ``microbatches``, v = ``chunks``. The simulator (distlab.pipeline.timeline)
-matches every formula here exactly for uniform stages and no p2p latency (tests/test_pipeline.py,
-tests/test_cross_module.py). Sources: GPipe (Huang et al. 2019); Narayanan et al. 2021, Sec. 2.2;
+matches every formula here exactly for uniform stages and no p2p latency (tests/core/test_pipeline.py,
+tests/core/test_cross_module.py). Sources: GPipe (Huang et al. 2019); Narayanan et al. 2021, Sec. 2.2;
 ZB-H1 (Qi et al. 2023, Sec. 2.1); in-flight microbatches: Korthikanti et al. 2022, Sec. 4.2.3.
 """
 

@@ -183,7 +183,7 @@ def _bubble_for(kind, p, m, v, layers, layer_time, backward_factor, p2p):
     """Bubble fraction of an alternative configuration (None if invalid or too large to simulate).
 
     Even stages without p2p latency use the closed form, which the simulator matches exactly
-    there (tests/test_pipeline.py); otherwise the step is simulated, up to MAX_SUGGESTION_OPS ops.
+    there (tests/core/test_pipeline.py); otherwise the step is simulated, up to MAX_SUGGESTION_OPS ops.
     """
     try:
         per_stage = np.array(split_layers(layers, p), dtype=float)

@@ -9,7 +9,7 @@ import pytest
 
 from distlab import cli, memory
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args):

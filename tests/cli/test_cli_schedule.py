@@ -12,7 +12,7 @@ import pytest
 from distlab import cli, pipeline
 from distlab.commands.schedule import parse_ratio
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args):
