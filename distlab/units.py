@@ -353,6 +353,11 @@ def format_seconds(seconds: float, digits: int = 3) -> str:
     raise AssertionError("unreachable")
 
 
+def format_percent(fraction: float) -> str:
+    """A fraction as a percentage with one decimal: 0.0987 -> '9.9%'."""
+    return f"{100.0 * fraction:.1f}%"
+
+
 def format_quantity(value: float, unit: str) -> str:
     """Format a plain number in a base unit for messages.
 

@@ -107,3 +107,10 @@ def test_continuous_controls_redraw_only_the_bars():
     assert calls == [False] * 8
     app.model.value = "llama3.1-405b"
     assert calls[-1] is True
+
+
+def test_precision_options_are_the_distinct_memory_recipes():
+    from distlab.widgets.memory_wall import PRECISION_OPTIONS
+
+    assert PRECISION_OPTIONS == ["mixed", "fp32", "fp8"]  # bf16 and fp16 store what mixed stores
+    assert set(PRECISION_OPTIONS) <= set(memory.PRECISIONS)

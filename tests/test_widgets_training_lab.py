@@ -37,6 +37,8 @@ def test_infeasible_configuration_says_why_and_what_fits(app):
     app.zero.value = 0  # 4 x 2 x 32, plain DP: 70B states / 8 x 16 B + activations > 80 GB
     assert not app.result.fits
     assert "NOT FEASIBLE" in app.status.value and "would fit: ZeRO-" in app.status.value
+    text = app.summary()  # one widget protocol: summary() is the text, as for every app
+    assert isinstance(text, str) and "[training.estimate]" in text and "[triage.explain_infeasible]" in text
     assert app.time_bars.rects["compute"][0] is rect  # same artists, updated
     app.zero.value = 2
 

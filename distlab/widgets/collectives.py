@@ -16,10 +16,9 @@ import ipywidgets as widgets
 import numpy as np
 
 from .. import collectives, hardware
-from ..errors import DistlabError
 from ..plots.collectives import MAX_PICTURE_GPUS, collective_picture
 from ..units import format_bytes, format_seconds
-from .common import BlitRenderer, figure_canvas, message_html
+from .common import BlitRenderer, LessonApp, figure_canvas
 
 ALGORITHMS = [("ring", "ring"), ("parameter server", "parameter-server")]
 
@@ -89,7 +88,7 @@ def describe_state(trace, t: int) -> str:
     return text
 
 
-class RingAllReduceApp(widgets.VBox):
+class RingAllReduceApp(LessonApp):
     """N, algorithm, step (with Play), message size and link -> the animated collective and its cost.
 
     `result` is the current RingFrame (None on invalid input), `error` our message instead.
@@ -116,7 +115,7 @@ class RingAllReduceApp(widgets.VBox):
         self.picture = None
         self.renderer = BlitRenderer(self.canvas, [])
         self._fractions = None
-        self._cost_cache = (None, None)
+        self._cost_cache = (None, None)  # (key, CollectiveCost) of the last valid size and link
         self._rebuilding = False
         self.algorithm.observe(self._on_structure, names="value")
         self.gpus.observe(self._on_structure, names="value")
@@ -175,19 +174,14 @@ class RingAllReduceApp(widgets.VBox):
 
     # -- model and view ------------------------------------------------------------------
     def _cost(self):
-        """The whole collective's cost for M on the link: it does not change with the step, so it is cached."""
+        """The whole collective's cost for M on the link: it does not change with the step, so it is cached
+        (a valid one only: invalid input raises again, which costs one failed parse)."""
         key = (self.trace.algorithm, self.trace.n, self.size.value, self.link.value)
         if self._cost_cache[0] != key:
-            try:
-                cost = collectives.collective_cost("all-reduce", self.size.value, self.trace.n,
-                                                   algorithm=self.trace.algorithm, link=self.link.value)
-            except DistlabError as exc:
-                cost = exc
+            cost = collectives.collective_cost("all-reduce", self.size.value, self.trace.n,
+                                               algorithm=self.trace.algorithm, link=self.link.value)
             self._cost_cache = (key, cost)
-        cost = self._cost_cache[1]
-        if isinstance(cost, DistlabError):
-            raise cost
-        return cost
+        return self._cost_cache[1]
 
     def compute(self) -> RingFrame:
         """The frame for the current controls; raises DistlabError on invalid input."""
@@ -197,39 +191,32 @@ class RingAllReduceApp(widgets.VBox):
         return RingFrame(trace, t, self._captions[t], cost, self._busiest, sent, received)
 
     def update(self, full: bool = False, redraw: bool = True):
-        """Recolour the picture for the step (blit) and refresh the numbers; our message on invalid input."""
+        """Recolour the picture for the step (blit), then the numbers (LessonApp.update): the picture is the
+        simulation's, valid whatever the size and link say."""
         if redraw:
             self.picture.show(self.step.value)
             self.renderer.refresh(full=full)
-        try:
-            frame = self.compute()
-        except DistlabError as exc:
-            self.result, self.error = None, str(exc)
-            self.status.value = message_html(self.error, "error")
-            return
-        self.result, self.error = frame, None
-        self.status.value = message_html(self.summary(), "result")
+        super().update()
 
-    def summary(self) -> str:
+    def describe(self, f: RingFrame) -> str:
         """The text under the picture: what happened in this step, bytes so far, and the whole cost."""
-        f = self.result
-        if f is None:
-            return self.error or ""
         cost, n = f.cost, f.trace.n
         link = hardware.link(self.link.value)
         if f.trace.algorithm == "parameter-server":
             so_far = (f"The server (GPU {f.busiest_gpu}) has received {_fraction_text(f.received_fraction)} x M = "
                       f"{format_bytes(f.received_bytes)} and sent {_fraction_text(f.sent_fraction)} x M = "
-                      f"{format_bytes(f.sent_bytes)} so far.")
+                      f"{format_bytes(f.sent_bytes)} so far [collectives.simulate_parameter_server].")
             whole = (f"Whole all-reduce of M = {format_bytes(cost.size_bytes)}: the server sends (N-1) x M = "
                      f"{format_bytes(cost.bytes_sent_per_gpu)} and receives as much, one message at a time: "
-                     f"{cost.steps} steps, {format_seconds(cost.time_s)} on {link.name}.")
+                     f"{cost.steps} steps, {format_seconds(cost.time_s)} on {link.name} "
+                     "[collectives.collective_cost].")
         else:
             so_far = (f"Each GPU has sent {_fraction_text(f.sent_fraction)} x M = {format_bytes(f.sent_bytes)} "
-                      f"so far.")
+                      f"so far [collectives.simulate_ring_all_reduce].")
             whole = (f"Whole all-reduce of M = {format_bytes(cost.size_bytes)}: each GPU sends 2(N-1)/N x M = "
                      f"{_fraction_text(Fraction(2 * (n - 1), n))} x M = {format_bytes(cost.bytes_sent_per_gpu)} in "
-                     f"{cost.steps} steps, {format_seconds(cost.time_s)} on {link.name}.")
+                     f"{cost.steps} steps, {format_seconds(cost.time_s)} on {link.name} "
+                     "[collectives.collective_cost].")
         return f"{f.caption}\n{so_far}\n{whole}"
 
 

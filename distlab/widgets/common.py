@@ -1,4 +1,4 @@
-"""Shared widget plumbing: an in-place-updating figure and the error/result panel."""
+"""Shared widget plumbing: the LessonApp base, an in-place-updating figure and the error/result panel."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import html
 
 import ipywidgets as widgets
 from matplotlib.figure import Figure
+
+from ..errors import DistlabError
 
 
 def figure_canvas(figsize=(6.4, 3.6), margins=None) -> tuple[Figure, widgets.DOMWidget]:
@@ -26,7 +28,7 @@ def figure_canvas(figsize=(6.4, 3.6), margins=None) -> tuple[Figure, widgets.DOM
     canvas.resizable = False
     # What ipympl does itself once a front end says "initialized": send diffs only, no full PNG
     # for the saved-notebook preview on every frame (left on, a canvas drawn before it is shown
-    # could render 0 x 0 in JupyterLab; found by the browser test).
+    # could render 0 x 0 in JupyterLab).
     canvas.syncing_data_url = False
     return fig, canvas
 
@@ -72,3 +74,70 @@ class BlitRenderer:
         self.canvas.restore_region(self._background)
         self._paint()
         self.canvas.blit(self.canvas.figure.bbox)
+
+
+def _either(a: bool | None, b: bool | None) -> bool | None:
+    """Combine two redraw requests: None (nothing to redraw) unless one asks; then full if either does."""
+    return None if a is None and b is None else bool(a) or bool(b)
+
+
+class LessonApp(widgets.VBox):
+    """The template every lesson app shares: controls -> compute() -> render(result) -> summary(result).
+
+    A subclass builds its controls, `status` (an HTML widget under the picture) and `renderer` (a
+    BlitRenderer), passes its children to `super().__init__` and calls `self.update()`. It implements
+
+    - `compute() -> result`: the library call(s) for the current controls; raises DistlabError on
+      invalid input;
+    - `render(result) -> bool | None`: moves the artists in place; True when the static part changed
+      (full redraw), False for a blit, None when there is nothing to redraw;
+    - `describe(result) -> str`: the text under the picture, naming the function behind each number;
+    - optionally `fade() -> bool | None` (the picture on invalid input; default: left as it is) and
+      `status_kind(result)` ('result', 'ok' or 'bad': the colour of the text).
+
+    `result` is the current result (None on invalid input); `error` is our message, shown in place of
+    the result (None when valid). A DistlabError from compute, render or describe never reaches the
+    student as a traceback: `update` catches it here, once for every app.
+    """
+
+    result = None
+    error: str | None = None
+    renderer: BlitRenderer | None = None
+
+    def compute(self):
+        raise NotImplementedError
+
+    def render(self, result) -> bool | None:
+        return None
+
+    def fade(self) -> bool | None:
+        return None
+
+    def describe(self, result) -> str:
+        raise NotImplementedError
+
+    def status_kind(self, result) -> str:
+        return "result"
+
+    def summary(self, result=None) -> str:
+        """The text under the picture for `result` (default: the current one; our message when there is none)."""
+        result = self.result if result is None else result
+        if result is None:
+            return self.error or ""
+        return self.describe(result)
+
+    def update(self, change=None) -> None:
+        """Recompute and redraw in place; on invalid input fade the picture and show our message instead."""
+        full = None
+        try:
+            result = self.compute()
+            self.result, self.error = result, None
+            full = self.render(result)
+            text, kind = self.describe(result), self.status_kind(result)
+        except DistlabError as exc:
+            self.result, self.error = None, str(exc)
+            full = _either(full, self.fade())
+            text, kind = self.error, "error"
+        self.status.value = message_html(text, kind)
+        if full is not None:
+            self.renderer.refresh(full=full)

@@ -5,16 +5,30 @@ from __future__ import annotations
 import ipywidgets as widgets
 
 from .. import hardware, memory, models
-from ..errors import DistlabError
 from ..plots.memory import legend_html, memory_bars
 from ..units import format_bytes
-from .common import BlitRenderer, figure_canvas, message_html
+from .common import BlitRenderer, LessonApp, figure_canvas
 
 CUSTOM = "custom size"
 ZERO_LABELS = [("plain DP", 0), ("ZeRO-1", 1), ("ZeRO-2", 2), ("ZeRO-3", 3)]
 
 
-class MemoryWallApp(widgets.VBox):
+def _distinct_precisions() -> list[str]:
+    """The precision recipes of distlab.memory.PRECISIONS that store different bytes, each under its first
+    name: mixed, fp32, fp8 (bf16 and fp16 hold what mixed holds)."""
+    seen, names = set(), []
+    for name, r in memory.PRECISIONS.items():
+        key = (r.weight_bytes, r.gradient_bytes, r.optimizer_bytes, r.activation_bytes)
+        if key not in seen:
+            seen.add(key)
+            names.append(name)
+    return names
+
+
+PRECISION_OPTIONS = _distinct_precisions()
+
+
+class MemoryWallApp(LessonApp):
     """Model, precision, GPU type and count, ZeRO stage -> memory bars, summary and fit verdict.
 
     `result` holds the current MemoryBreakdown (None on invalid input); `error` holds the
@@ -26,7 +40,7 @@ class MemoryWallApp(widgets.VBox):
         self.model = widgets.Dropdown(options=[*models.MODELS, CUSTOM], value=model, description="model")
         self.custom_params = widgets.FloatText(value=custom_params_b, description="size (B)",
                                                disabled=model != CUSTOM, layout=widgets.Layout(width="180px"))
-        self.precision = widgets.Dropdown(options=["mixed", "fp32", "fp8"], value=precision, description="precision")
+        self.precision = widgets.Dropdown(options=PRECISION_OPTIONS, value=precision, description="precision")
         self.gpu = widgets.Dropdown(options=list(hardware.ACCELERATORS), value=gpu, description="GPU")
         self.gpus = widgets.IntSlider(value=gpus, min=1, max=1024, description="GPUs", continuous_update=True)
         self.zero = widgets.ToggleButtons(options=ZERO_LABELS, value=zero, description="sharding",
@@ -42,6 +56,7 @@ class MemoryWallApp(widgets.VBox):
         self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists)
         self.result: memory.MemoryBreakdown | None = None
         self.error: str | None = None
+        self.single: memory.MemoryBreakdown | None = None
         for control in (self.model, self.custom_params, self.precision, self.gpu, self.gpus, self.zero, self.activations,
                         self.recompute):
             control.observe(self._on_change, names="value")
@@ -65,8 +80,9 @@ class MemoryWallApp(widgets.VBox):
             return self.custom_params.value * 1e9
         return models.model(self.model.value)
 
-    def compute(self) -> tuple[memory.MemoryBreakdown, memory.MemoryBreakdown]:
-        """(one GPU without sharding, per GPU in the chosen setup), both from distlab.memory.
+    def compute(self) -> memory.MemoryBreakdown:
+        """Per GPU in the chosen setup (distlab.memory.training_memory); `single` holds the same model on
+        one GPU without sharding, drawn beside it.
 
         With activations counted, each GPU holds one sequence of the model's context length;
         'selective' recomputation keeps no attention scores, as FlashAttention.
@@ -74,37 +90,28 @@ class MemoryWallApp(widgets.VBox):
         kwargs = dict(precision=self.precision.value, gpu=self.gpu.value, recompute=self.recompute.value,
                       count_activations=self.activations.value, in_flight_microbatches=1)
         model = self._model()
-        single = memory.training_memory(model, **kwargs)
-        chosen = memory.training_memory(model, zero=self.zero.value, dp=self.gpus.value, **kwargs)
-        return single, chosen
+        self.single = memory.training_memory(model, **kwargs)
+        return memory.training_memory(model, zero=self.zero.value, dp=self.gpus.value, **kwargs)
 
-    def update(self):
-        """Recompute and update the artists in place; on invalid input show our message instead."""
-        try:
-            single, chosen = self.compute()
-        except DistlabError as exc:
-            self.result, self.error = None, str(exc)
-            changed = self.bars.update([{}, {}], faded=True)
-            self.status.value = message_html(self.error, "error")
-            self.renderer.refresh(full=changed)
-            return
-        self.result, self.error = chosen, None
+    def render(self, chosen) -> bool:
         labels = ["one GPU, no sharding", "each GPU in your setup"]
         gpu = hardware.accelerator(self.gpu.value)
-        changed = self.bars.update([single.parts(), chosen.parts()], labels, chosen.capacity_bytes,
-                                   f"{gpu.name}: {format_bytes(gpu.memory_bytes)}")
-        self.status.value = message_html(self.summary(), "ok" if chosen.fits else "bad")
-        self.renderer.refresh(full=changed)
+        return self.bars.update([self.single.parts(), chosen.parts()], labels, chosen.capacity_bytes,
+                                f"{gpu.name}: {format_bytes(gpu.memory_bytes)}")
 
-    def summary(self) -> str:
+    def fade(self) -> bool:
+        return self.bars.update([{}, {}], faded=True)
+
+    def status_kind(self, chosen) -> str:
+        return "ok" if chosen.fits else "bad"
+
+    def describe(self, bd) -> str:
         """The text under the chart: the per-GPU parts, the total and the verdict."""
-        bd = self.result
-        if bd is None:
-            return self.error or ""
         parts = ", ".join(f"{name} {format_bytes(value)}" for name, value in bd.parts().items())
         z = self.zero.value
         setup = f"{self.gpus.value} GPU{'s' if self.gpus.value > 1 else ''}, {'plain DP' if z == 0 else f'ZeRO-{z}'}"
-        return f"{setup}: {format_bytes(bd.total_bytes)} per GPU ({parts})\n{bd.verdict()}"
+        return (f"{setup}: {format_bytes(bd.total_bytes)} per GPU ({parts}) [memory.training_memory]\n"
+                f"{bd.verdict()}")
 
 
 #: The lesson apps of this module (constructible without arguments); the widget fuzz tests use it.

@@ -13,9 +13,9 @@ import itertools
 import ipywidgets as widgets
 
 from .. import mesh
-from ..errors import ConfigurationError, DistlabError
+from ..errors import ConfigurationError
 from ..plots.mesh import grid_colours, gpu_grid, legend_html
-from .common import BlitRenderer, figure_canvas, message_html
+from .common import BlitRenderer, LessonApp, figure_canvas
 
 #: Most GPUs the grid draws (cells get smaller than a few pixels beyond).
 MAX_GRID_GPUS = 512
@@ -33,7 +33,7 @@ def _order_label(order: str) -> str:
     return order
 
 
-class MeshApp(widgets.VBox):
+class MeshApp(LessonApp):
     """D, T, P, GPUs per node and the order -> the rank layout drawn as a grid of GPUs by node.
 
     `result` holds the current RankLayout (None on invalid input); `error` our message instead.
@@ -96,17 +96,8 @@ class MeshApp(widgets.VBox):
         return mesh.layout(dp=self.dp.value, tp=self.tp.value, pp=self.pp.value, order=self.order.value,
                            gpus_per_node=self.gpus_per_node.value)
 
-    def update(self):
-        """Recompute the layout and recolour the cells in place (rebuilding them when the size changed)."""
-        try:
-            lay = self.compute()
-        except DistlabError as exc:
-            self.result, self.error = None, str(exc)
-            self.grid.hide()
-            self.status.value = message_html(self.error, "error")
-            self.renderer.refresh()
-            return
-        self.result, self.error = lay, None
+    def render(self, lay: mesh.RankLayout) -> bool:
+        """Recolour the cells in place (rebuilding them when the size changed): True when rebuilt."""
         self._updating = True
         try:
             self.pick.max = lay.world_size - 1  # clamps the value when the grid shrank
@@ -114,24 +105,28 @@ class MeshApp(widgets.VBox):
             self._updating = False
         rebuilt = self.grid.rebuild(lay.world_size, lay.gpus_per_node)
         self.grid.update(*grid_colours(lay, self.colour_by.value, self.pick.value, SHOW))
-        self.status.value = message_html(self.summary(), "bad" if lay.warnings() else "ok")
-        self.renderer.refresh(full=rebuilt)
+        return rebuilt
 
-    def summary(self) -> str:
+    def fade(self) -> bool:
+        self.grid.hide()
+        return False
+
+    def status_kind(self, lay: mesh.RankLayout) -> str:
+        return "bad" if lay.warnings() else "ok"
+
+    def describe(self, lay: mesh.RankLayout) -> str:
         """The text under the grid: the picked GPU's coordinates and groups, where each kind runs, warnings."""
-        lay = self.result
-        if lay is None:
-            return self.error or ""
         r = self.pick.value
         c = lay.coords(r)
         lines = [
             f"{lay.world_size} GPUs = D {lay.dp} x T {lay.tp} x P {lay.pp}, order {'-'.join(d for d in lay.order if d in SHOW)} "
-            f"(leftmost varies fastest), {lay.nodes} node{'s' if lay.nodes > 1 else ''} of {lay.gpus_per_node}",
+            f"(leftmost varies fastest), {lay.nodes} node{'s' if lay.nodes > 1 else ''} of {lay.gpus_per_node} "
+            "[mesh.layout]",
             f"GPU {r} on node {lay.node_of(r)}: tp rank {c['tp']}, dp rank {c['dp']}, pipeline stage {c['pp']}",
         ]
         for d in SHOW:
             group = lay.group_of(r, d)
-            nodes = sorted({g // lay.gpus_per_node for g in group})
+            nodes = sorted({lay.node_of(g) for g in group})
             where = f"inside node {nodes[0]}" if len(nodes) == 1 else f"across nodes {_ranges(nodes)}"
             kind = "intra-node link" if len(nodes) == 1 else "inter-node link"
             lines.append(f"  {d.upper()} group {_short(group)}: {where} ({kind})")

@@ -14,11 +14,10 @@ from dataclasses import dataclass
 import ipywidgets as widgets
 
 from .. import hardware, models, pipeline
-from ..errors import DistlabError
 from ..memory import RECOMPUTE_MODES
 from ..plots.pipeline import legend_html, timeline_grid
-from ..units import format_bytes, format_rate, format_seconds
-from .common import BlitRenderer, figure_canvas, message_html
+from ..units import format_bytes, format_percent, format_rate, format_seconds
+from .common import BlitRenderer, LessonApp, figure_canvas
 
 MAX_STAGES = 16
 MAX_MICROBATCHES = 64
@@ -35,11 +34,7 @@ class BubbleGridResult:
     memory: pipeline.StageActivations
 
 
-def _pct(x: float) -> str:
-    return f"{100.0 * x:.1f}%"
-
-
-class BubbleGridApp(widgets.VBox):
+class BubbleGridApp(LessonApp):
     """Schedule, p, m, v and the F:B:W cost ratio -> the stages x time grid, the bubble and the
     peak activation memory (one microbatch = one sequence of the chosen model).
 
@@ -104,39 +99,30 @@ class BubbleGridApp(widgets.VBox):
         act = pipeline.activation_memory(timeline, self.model.value, recompute=self.recompute.value)
         return BubbleGridResult(timeline, closed, act)
 
-    def update(self):
-        """Recompute and update the picture in place; on invalid input show our message instead."""
-        try:
-            result = self.compute()
-        except DistlabError as exc:
-            self.result, self.error = None, str(exc)
-            self.grid.update(None)
-            self.status.value = message_html(self.error, "error")
-            self.renderer.refresh()
-            return
-        self.result, self.error = result, None
-        changed = self.grid.update(result.timeline)
-        self.status.value = message_html(self.summary())
-        self.renderer.refresh(full=changed)
+    def render(self, result: BubbleGridResult) -> bool:
+        return self.grid.update(result.timeline)
 
-    def summary(self) -> str:
+    def fade(self) -> bool:
+        self.grid.update(None)
+        return False
+
+    def describe(self, r: BubbleGridResult) -> str:
         """The numbers under the grid, all read off the simulated timeline (and its closed form)."""
-        r = self.result
-        if r is None:
-            return self.error or ""
         tl, cf, act = r.timeline, r.closed_form, r.memory
         p, m, v = tl.stages, tl.microbatches, tl.chunks
         setup = f"{tl.schedule}, p={p}, m={m}" + (f", v={v}" if v > 1 else "")
         lines = [
             f"{setup}: step {tl.step_time:.4g} x t_F, ideal {float(tl.busy.max()):.4g} x t_F (the busiest stage's "
-            f"compute; t_F = one stage's forward of one microbatch)",
-            f"bubble: {_pct(tl.bubble_fraction)} of the step idle, all stages together "
-            f"(closed form {_pct(cf.bubble_fraction)}); time added over ideal: {_pct(tl.overhead)}",
-            "peak microbatches in flight per stage: " + _compact(tl.peak_in_flight_w),
+            f"compute; t_F = one stage's forward of one microbatch) [pipeline.schedule]",
+            f"bubble: {format_percent(tl.bubble_fraction)} of the step idle, all stages together "
+            f"(closed form {format_percent(cf.bubble_fraction)}); time added over ideal: {format_percent(tl.overhead)} "
+            "[pipeline.schedule, pipeline.closed_form]",
+            "peak microbatches in flight per stage: " + _compact(tl.peak_in_flight_w) + " [pipeline.schedule]",
             f"peak activation memory: {format_bytes(act.peak_bytes)} on stage {act.peak_stage} "
             f"({act.layers_per_stage[act.peak_stage]} layers x {act.in_flight[act.peak_stage]:g} in flight x "
             f"{format_bytes(act.per_layer_bytes)} per layer; {act.config['model']}, one "
-            f"{act.config['seq_len']}-token sequence per microbatch, recompute={act.config['recompute']})",
+            f"{act.config['seq_len']}-token sequence per microbatch, recompute={act.config['recompute']}) "
+            "[pipeline.activation_memory]",
         ]
         return "\n".join(lines)
 
@@ -153,7 +139,7 @@ def _compact(values) -> str:
 NO_LINK = "no link (compute only)"
 
 
-class StageAnalysisApp(widgets.VBox):
+class StageAnalysisApp(LessonApp):
     """Model, p, m, micro-batch size, schedule, layer time and link -> distlab.pipeline.analyze_stages:
     the traffic between stages, the bandwidth that hides it, the simulated step (with each
     activation send as a p2p delay) and warnings with computed alternatives.
@@ -215,34 +201,27 @@ class StageAnalysisApp(widgets.VBox):
             max_bubble=self.max_bubble.value / 100.0,
         )
 
-    def update(self):
-        try:
-            result = self.compute()
-        except DistlabError as exc:
-            self.result, self.error = None, str(exc)
-            self.grid.update(None)
-            self.status.value = message_html(self.error, "error")
-            self.renderer.refresh()
-            return
-        self.result, self.error = result, None
-        changed = self.grid.update(_in_ms(result.timeline))
-        self.status.value = self.report_html()
-        self.renderer.refresh(full=changed)
+    def render(self, result: pipeline.StageAnalysis) -> bool:
+        return self.grid.update(_in_ms(result.timeline))
 
-    def summary(self) -> str:
-        """The analysis in plain text (also what report_html shows)."""
-        a = self.result
-        if a is None:
-            return self.error or ""
+    def fade(self) -> bool:
+        self.grid.update(None)
+        return False
+
+    def status_kind(self, result: pipeline.StageAnalysis) -> str:
+        return "bad" if result.warnings else "ok"
+
+    def describe(self, a: pipeline.StageAnalysis) -> str:
+        """The analysis in plain text."""
         act = a.activation.to("B").magnitude
         lines = [
             f"{a.stages} stages x {a.microbatches} microbatches ({a.schedule}"
-            + (f", v={a.chunks}" if a.chunks > 1 else "") + f"), {a.micro_batch_size} sequence(s) per microbatch",
+            + (f", v={a.chunks}" if a.chunks > 1 else "") + f"), {a.micro_batch_size} sequence(s) per microbatch [pipeline.analyze_stages]",
             "layers per stage: " + _compact(a.layers_per_stage),
             f"activation per microbatch at each boundary: {format_bytes(act)} (b s h x 2 bytes), each way",
             f"one link per step: {format_bytes(a.link_bytes_per_step.to('B').magnitude)} each way; all boundaries, "
             f"both ways: {format_bytes(a.bytes_per_step.to('B').magnitude)}",
-            f"bubble: {_pct(a.bubble_fraction)} of the step idle; step {format_seconds(a.step_time.to('s').magnitude)}",
+            f"bubble: {format_percent(a.bubble_fraction)} of the step idle; step {format_seconds(a.step_time.to('s').magnitude)}",
         ]
         if a.required_bandwidth is not None:
             lines.append(
@@ -256,12 +235,6 @@ class StageAnalysisApp(widgets.VBox):
         else:
             lines.append("no warnings: the bubble is under the limit, the stages are even, the link keeps up")
         return "\n".join(lines)
-
-    def report_html(self) -> str:
-        a = self.result
-        if a is None:
-            return message_html(self.error or "", "error")
-        return message_html(self.summary(), "bad" if a.warnings else "ok")
 
 
 def _in_ms(timeline: pipeline.Timeline) -> pipeline.Timeline:

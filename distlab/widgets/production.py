@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
-from .. import dataparallel, hardware, memory, production, training
-from ..errors import DistlabError
+from .. import dataparallel, hardware, memory, production, training, triage
 from ..plots.memory import legend_html as memory_legend_html
 from ..plots.production import (
     bucket_legend_html,
@@ -17,7 +16,7 @@ from ..plots.production import (
     update_triage_bars,
 )
 from ..units import format_bytes, format_seconds
-from .common import BlitRenderer, figure_canvas, message_html
+from .common import BlitRenderer, LessonApp, figure_canvas
 
 BUCKET_MODELS = ["llama2-7b", "llama3.1-8b", "llama2-13b", "megatron-gpt-7.5b"]
 BUCKET_FABRICS = ["ib-ndr", "ib-hdr", "ethernet-100g"]
@@ -36,7 +35,7 @@ def bucket_cost_kwargs(dp: int, fabric: str, algorithm: str) -> dict:
     return dict(link=fabric)
 
 
-class BucketApp(widgets.VBox):
+class BucketApp(LessonApp):
     """Gradient bucketing: every bucket count's exposed communication (production.bucket_sweep) and one
     count's timeline. Plain data parallelism on DGX H100 nodes: each GPU all-reduces the whole model's
     bf16 gradients over `dp` GPUs (NVLink inside a node; across nodes hierarchical or one flat ring on the
@@ -66,13 +65,15 @@ class BucketApp(widgets.VBox):
         self.error: str | None = None
         self._sweep_key = None
         self._sweep = None
+        self._drawn_sweep = None
         for control in (self.model, self.link, self.algorithm, self.dp, self.tokens, self.buckets):
             control.observe(self.update, names="value")
         super().__init__([widgets.HBox([self.model, self.link, self.tokens]), self.dp, self.algorithm, self.buckets,
                           widgets.HTML(bucket_legend_html()), self.canvas, self.status])
         self.update()
 
-    def sweep(self):
+    def sweep(self) -> production.BucketSweep:
+        """The BucketSweep of the model, fabric and DP degree (cached: the bucket slider only picks a count)."""
         key = (self.model.value, self.link.value, self.algorithm.value, self.dp.value, self.tokens.value)
         if key != self._sweep_key:
             grad = dataparallel.gradient_bytes(self.model.value)
@@ -81,25 +82,25 @@ class BucketApp(widgets.VBox):
                                                   **bucket_cost_kwargs(self.dp.value, self.link.value,
                                                                        self.algorithm.value))
             self._sweep_key = key
-            return self._sweep, True
-        return self._sweep, False
+        return self._sweep
 
-    def update(self, change=None):
-        try:
-            sweep, new = self.sweep()
-            timeline = sweep.timeline(self.buckets.value)
-        except DistlabError as exc:
-            self.result, self.error = None, str(exc)
-            self.status.value = message_html(self.error, "error")
-            return
-        self.result, self.error = (sweep, timeline), None
-        rescaled = self.plot.set_sweep(sweep) if new else False
+    def compute(self) -> tuple:
+        """(sweep, timeline of the chosen bucket count), from production.bucket_sweep."""
+        sweep = self.sweep()
+        return sweep, sweep.timeline(self.buckets.value)
+
+    def render(self, result) -> bool:
+        sweep, timeline = result
+        rescaled = False
+        if sweep is not self._drawn_sweep:
+            rescaled = self.plot.set_sweep(sweep)
+            self._drawn_sweep = sweep
         grew = self.plot.set_buckets(sweep, timeline)
-        self.status.value = message_html(self.summary(), "result")
-        self.renderer.refresh(full=rescaled or grew)
+        return rescaled or grew
 
-    def summary(self) -> str:
-        sweep, timeline = self.result
+    def describe(self, result) -> str:
+        """The text under the plots (every number from production.bucket_sweep)."""
+        sweep, timeline = result
         here = sweep.at(timeline.buckets)
         ddp = min(sweep.ddp_default_buckets(), MAX_BUCKETS)
         where = ("NVLink, one node" if sweep.dp <= 8 else
@@ -107,7 +108,7 @@ class BucketApp(widgets.VBox):
         lines = [
             f"{self.model.value}: {format_bytes(sweep.grad_bytes)} of bf16 gradients, {format_seconds(sweep.backward_s)} "
             f"of backward; all-reduce over {sweep.dp} GPUs ({where}): {format_seconds(sweep.comm_total_s[0])} "
-            f"in one piece",
+            f"in one piece [production.bucket_sweep]",
             f"{timeline.buckets} buckets of {format_bytes(here['bucket_bytes'])}: each pays "
             f"{format_seconds(sweep.latency_s)} of latency and moves bytes at {100 * here['bandwidth_share']:.0f}% of the "
             f"link's rate; {format_seconds(here['comm_total_s'])} of communication, {format_seconds(here['exposed_s'])} "
@@ -123,7 +124,7 @@ NODE_COUNTS = [4, 8, 16, 32, 64, 128]
 PRODUCTION_FABRICS = ["ethernet-100g", "ethernet-400g", "ib-hdr", "ib-ndr"]
 
 
-class ProductionStepApp(widgets.VBox):
+class ProductionStepApp(LessonApp):
     """Where a production step's time goes: Llama-3.1-70B, global batch 256 x 8,192 tokens on DGX H100 nodes,
     ZeRO-1, selective recomputation, sequence parallelism; fabric taper (k:1) and rails, bf16 or FP8, one
     slow GPU and per-GPU jitter. Bars: the non-blocking bf16 healthy step, this fabric and precision, and
@@ -154,6 +155,7 @@ class ProductionStepApp(widgets.VBox):
         self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists)
         self.result = None
         self.error: str | None = None
+        self.reference: training.StepEstimate | None = None
         self._controls = (self.nodes, self.fabric, self.tp, self.pp, self.oversubscription, self.rail, self.precision,
                           self.slow, self.jitter)
         for control in self._controls:
@@ -167,32 +169,36 @@ class ProductionStepApp(widgets.VBox):
         return dict(global_batch=256, seq_len=8192, tp=self.tp.value, pp=self.pp.value, zero=1,
                     recompute="selective", sequence_parallel=True)
 
-    def update(self, change=None):
-        try:
-            reference = training.estimate(self.MODEL, hardware.cluster("dgx-h100", self.nodes.value, self.fabric.value),
-                                          **self.config())
-            cl = hardware.cluster("dgx-h100", self.nodes.value, self.fabric.value, self.oversubscription.value,
-                                  self.rail.value)
-            step = production.straggler_step(self.MODEL, cl, slow_factor=self.slow.value, sigma=self.jitter.value,
-                                             precision=self.precision.value, **self.config())
-        except DistlabError as exc:
-            self.result, self.error = None, str(exc)
-            changed = self.bars.update([{}, {}, {}], faded=True)
-            self.status.value = message_html(self.error, "error")
-            self.renderer.refresh(full=changed)
-            return
-        self.result, self.error = step, None
-        plain = step.healthy.parts()
-        changed = self.bars.update([reference.parts(), plain, step.parts()])
-        self.status.value = message_html(self.summary(reference, cl), "result" if step.healthy.feasible else "bad")
-        self.renderer.refresh(full=changed)
+    def cluster(self) -> hardware.Cluster:
+        """The chosen fabric with its taper and rails (hardware.cluster)."""
+        return hardware.cluster("dgx-h100", self.nodes.value, self.fabric.value, self.oversubscription.value,
+                                self.rail.value)
 
-    def summary(self, reference, cl) -> str:
-        step = self.result
+    def compute(self) -> production.StragglerStep:
+        """The step on this fabric and precision with stragglers (production.straggler_step); `reference` holds
+        the non-blocking bf16 estimate (training.estimate) drawn above it."""
+        self.reference = training.estimate(
+            self.MODEL, hardware.cluster("dgx-h100", self.nodes.value, self.fabric.value), **self.config())
+        return production.straggler_step(self.MODEL, self.cluster(), slow_factor=self.slow.value,
+                                         sigma=self.jitter.value, precision=self.precision.value, **self.config())
+
+    def render(self, step: production.StragglerStep) -> bool:
+        return self.bars.update([self.reference.parts(), step.healthy.parts(), step.parts()])
+
+    def fade(self) -> bool:
+        return self.bars.update([{}, {}, {}], faded=True)
+
+    def status_kind(self, step: production.StragglerStep) -> str:
+        return "result" if step.healthy.feasible else "bad"
+
+    def describe(self, step: production.StragglerStep) -> str:
+        """The text under the bars: configuration, DP and p2p traffic, step times, MFU, memory."""
+        reference, cl = self.reference, self.cluster()
         e = step.healthy
         c = e.config
         lines = [
-            f"dp={c['dp']} x tp={c['tp']} x pp={c['pp']} on {cl.describe()}",
+            f"dp={c['dp']} x tp={c['tp']} x pp={c['pp']} on {cl.describe()} "
+            "[production.straggler_step; non-blocking bf16: training.estimate]",
             f"DP traffic {format_seconds(e.dp_comm_s)} ({format_seconds(e.dp_exposed_s)} exposed; non-blocking bf16: "
             f"{format_seconds(reference.dp_comm_s)}); pipeline p2p {format_seconds(e.p2p_s)}",
             f"step {format_seconds(reference.step_time_s)} -> {format_seconds(e.step_time_s)} on this fabric/precision "
@@ -208,10 +214,9 @@ class ProductionStepApp(widgets.VBox):
 TRIAGE_MODELS = ["llama3.1-70b", "llama2-70b", "llama3.1-8b", "gpt3-175b", "llama3.1-405b"]
 
 
-class TriageApp(widgets.VBox):
+class TriageApp(LessonApp):
     """OOM triage: the given configuration and the ladder of fixes in production order
-    (training.oom_triage via production.triage_oom), each rung priced by estimate(). `result` is the
-    OOMTriage."""
+    (triage.oom_triage), each rung priced by training.estimate(). `result` is the OOMTriage."""
 
     def __init__(self, model="llama3.1-70b", nodes=32, seq_len=8192, tp=8, pp=4, micro_batch_size=4, zero=0,
                  recompute="none", sequence_parallel=True):
@@ -251,21 +256,22 @@ class TriageApp(widgets.VBox):
                     micro_batch_size=self.micro_batch_size.value, zero=self.zero.value,
                     recompute=self.recompute.value, sequence_parallel=self.sequence_parallel.value)
 
-    def update(self, change=None):
-        try:
-            cl = hardware.cluster("dgx-h100", self.nodes.value, "ib-ndr")
-            triage = training.oom_triage(self.model.value, cl, **self.config())
-        except DistlabError as exc:
-            self.result, self.error = None, str(exc)
-            changed = self.bars.update([{}] * len(self.bars.totals), faded=True)
-            self.status.value = message_html(self.error, "error")
-            self.renderer.refresh(full=changed)
-            return
-        self.result, self.error = triage, None
-        changed = update_triage_bars(self.bars, triage, "80 GB")
-        kind = "ok" if triage.already_fits or triage.first_fit is not None else "bad"
-        self.status.value = message_html(triage.summary(), kind)
-        self.renderer.refresh(full=changed)
+    def compute(self) -> triage.OOMTriage:
+        cl = hardware.cluster("dgx-h100", self.nodes.value, "ib-ndr")
+        return triage.oom_triage(self.model.value, cl, **self.config())
+
+    def render(self, result: triage.OOMTriage) -> bool:
+        return update_triage_bars(self.bars, result, "80 GB")
+
+    def fade(self) -> bool:
+        return self.bars.update([{}] * len(self.bars.totals), faded=True)
+
+    def status_kind(self, result: triage.OOMTriage) -> str:
+        return "ok" if result.already_fits or result.first_fit is not None else "bad"
+
+    def describe(self, result: triage.OOMTriage) -> str:
+        """OOMTriage.summary(), and the function that computed it."""
+        return f"{result.summary()}\n[triage.oom_triage]"
 
 
 #: The lesson apps of this module (constructible without arguments); the widget fuzz tests use it.

@@ -9,10 +9,10 @@ from __future__ import annotations
 import ipywidgets as widgets
 
 from .. import hardware, models, tensor
-from ..errors import ConfigurationError, DistlabError
+from ..errors import ConfigurationError
 from ..plots.tensor_parallel import COMM_COLOUR, COMPUTE_COLOUR, comm_compute_bars
 from ..units import format_bytes, format_rate, format_seconds
-from .common import BlitRenderer, figure_canvas, message_html
+from .common import BlitRenderer, LessonApp, figure_canvas
 
 #: The hidden sizes offered (GPT-style layers: 128 channels per head, MLP 4h).
 HIDDEN_SIZES = (1024, 2048, 4096, 5120, 8192, 12288, 16384, 20480, 25600)
@@ -33,7 +33,7 @@ def gpt_layer(hidden: int, seq_len: int = 2048) -> models.TransformerModel:
     )
 
 
-class TensorParallelApp(widgets.VBox):
+class TensorParallelApp(LessonApp):
     """TP degree, hidden size, sequence length, micro-batch size, link, GPU, precision and sequence
     parallelism -> per-layer compute vs TP communication, per GPU, per microbatch, in training.
 
@@ -95,33 +95,25 @@ class TensorParallelApp(widgets.VBox):
             gpus_per_node=in_node,
         )
 
-    def update(self):
-        """Recompute and move the bars in place; on invalid input show our message instead."""
-        try:
-            cost = self.compute()
-        except DistlabError as exc:
-            self.result, self.error = None, str(exc)
-            self.bars.update(None, None, faded=True)
-            self.status.value = message_html(self.error, "error")
-            self.renderer.refresh()
-            return
-        self.result, self.error = cost, None
-        changed = self.bars.update(cost.compute_time_s, cost.comm_time_s)
-        self.status.value = message_html(self.summary(), "ok" if cost.ratio <= 1 else "bad")
-        self.renderer.refresh(full=changed)
+    def render(self, cost: tensor.TPLayerCost) -> bool:
+        return self.bars.update(cost.compute_time_s, cost.comm_time_s)
 
-    def summary(self) -> str:
-        """The text under the chart."""
-        c = self.result
-        if c is None:
-            return self.error or ""
+    def fade(self) -> bool:
+        self.bars.update(None, None, faded=True)
+        return False
+
+    def status_kind(self, cost: tensor.TPLayerCost) -> str:
+        return "ok" if cost.ratio <= 1 else "bad"
+
+    def describe(self, c: tensor.TPLayerCost) -> str:
+        """The text under the chart (every number from tensor.tp_layer_cost)."""
         if c.tp == 1:
-            comm = "tp=1: one GPU holds the whole layer, no TP communication"
+            comm = "tp=1: one GPU holds the whole layer, no TP communication [tensor.tp_layer_cost]"
         else:
             ops = "reduce-scatter + all-gather pairs" if c.sequence_parallel else "ring all-reduces"
             comm = (f"{c.all_reduces} {ops} of b x s x h = {format_bytes(c.message_bytes)} over {c.tp} GPUs on "
                     f"{c.link} ({format_rate(c.bandwidth)} per direction): {format_bytes(c.comm_bytes_per_gpu)} sent, "
-                    f"{format_seconds(c.comm_time_s)}")
+                    f"{format_seconds(c.comm_time_s)} [tensor.tp_layer_cost]")
         lines = [
             comm,
             f"compute: {c.flops_per_gpu / 1e12:.3g} TFLOP per GPU at the {c.gpu} peak "

@@ -3,16 +3,13 @@ memory per GPU, step-time breakdown, MFU, throughput, and why a configuration do
 
 from __future__ import annotations
 
-import html
-
 import ipywidgets as widgets
 
-from .. import hardware, memory, models, training
-from ..errors import DistlabError
+from .. import hardware, memory, models, training, triage
 from ..plots.memory import legend_html as memory_legend_html, memory_bars
 from ..plots.training import legend_html as step_legend_html, step_bars
 from ..units import format_bytes, format_seconds
-from .common import BlitRenderer, figure_canvas, message_html
+from .common import BlitRenderer, LessonApp, figure_canvas
 
 FABRICS = ["ethernet-100g", "ethernet-200g", "ethernet-400g", "ib-hdr", "ib-ndr", "ib-xdr"]
 NODE_COUNTS = [1, 2, 4, 8, 16, 32, 64, 128]
@@ -21,8 +18,8 @@ SEQS = [1024, 2048, 4096, 8192, 16384]
 ZERO_LABELS = [("plain DP", 0), ("ZeRO-1", 1), ("ZeRO-2", 2), ("ZeRO-3", 3)]
 
 
-class TrainingLabApp(widgets.VBox):
-    """The training calculator: every number from distlab.training.estimate (and explain_infeasible).
+class TrainingLabApp(LessonApp):
+    """The training calculator: every number from distlab.training.estimate (and triage.explain_infeasible).
 
     `result` holds the current StepEstimate (None on invalid input); `error` the message shown
     instead (None when valid). The data-parallel degree is GPUs / (tp x pp); the micro-batch
@@ -106,32 +103,27 @@ class TrainingLabApp(widgets.VBox):
     def compute(self) -> training.StepEstimate:
         return training.estimate(self.model.value, self.cluster(), **self.config())
 
-    def update(self):
-        """Recompute and update the artists in place; on invalid input show our message instead."""
-        try:
-            est = self.compute()
-            text, kind = self.summary(est)
-        except DistlabError as exc:
-            self.result, self.error = None, str(exc)
-            changed = self.mem_bars.update([{}], faded=True)
-            changed |= self.time_bars.update([{}], faded=True)
-            self.status.value = message_html(self.error, "error")
-            self.renderer.refresh(full=changed)
-            return
-        self.result, self.error = est, None
+    def render(self, est: training.StepEstimate) -> bool:
         acc = self.cluster().accelerator
         changed = self.mem_bars.update([est.memory.parts()], None, acc.memory_bytes,
                                        f"{acc.name}: {format_bytes(acc.memory_bytes)}")
         changed |= self.time_bars.update([est.parts()])
-        self.status.value = text if kind == "html" else message_html(text, kind)
-        self.renderer.refresh(full=changed)
+        return changed
 
-    def summary(self, est=None) -> tuple[str, str]:
-        """(the text under the chart, its kind): configuration, step time, MFU, throughput, fit or why not."""
-        est = est if est is not None else self.result
+    def fade(self) -> bool:
+        changed = self.mem_bars.update([{}], faded=True)
+        changed |= self.time_bars.update([{}], faded=True)
+        return changed
+
+    def status_kind(self, est: training.StepEstimate) -> str:
+        return "ok" if est.feasible else "bad"
+
+    def describe(self, est: training.StepEstimate) -> str:
+        """The text under the chart: configuration, step time, MFU, throughput, fit or why not."""
         c = est.config
         head = (f"dp={c['dp']} x tp={c['tp']} x pp={c['pp']}" + (f" (v={c['chunks']})" if c["chunks"] > 1 else "")
-                + f" = {est.gpus} GPUs; {c['microbatches']} microbatches of {c['micro_batch_size']} per pipeline")
+                + f" = {est.gpus} GPUs; {c['microbatches']} microbatches of {c['micro_batch_size']} per pipeline "
+                "[training.estimate]")
         parts = ", ".join(f"{name} {format_seconds(value)}" for name, value in est.parts().items() if value > 0)
         lines = [head,
                  f"step time {format_seconds(est.step_time_s)} ({parts})",
@@ -139,20 +131,20 @@ class TrainingLabApp(widgets.VBox):
                  f"scaling efficiency {100 * est.scaling_efficiency:.1f}%",
                  f"memory per GPU {format_bytes(est.memory.total_bytes)}: {est.memory.verdict()}"]
         if est.feasible:
-            return "\n".join(lines), "ok"
+            return "\n".join(lines)
         lines.append("NOT FEASIBLE: " + est.explain())
         if not est.fits:
-            fixes = training.explain_infeasible(self.model.value, self.cluster(), **self.config())
+            fixes = triage.explain_infeasible(self.model.value, self.cluster(), **self.config())
             good = [f for f in fixes if f["fits"]][:3]
             if good:
                 lines.append("would fit: " + "; ".join(
                     f"{f['change']} ({format_bytes(f['memory_per_gpu_bytes'])}, step {format_seconds(f['step_time_s'])})"
-                    for f in good))
+                    for f in good) + " [triage.explain_infeasible]")
             elif fixes:
                 best = min(fixes, key=lambda f: f["memory_per_gpu_bytes"])
                 lines.append(f"no single change fits; the biggest saving: {best['change']} "
-                             f"(-{format_bytes(best['saves_bytes'])})")
-        return "\n".join(lines), "bad"
+                             f"(-{format_bytes(best['saves_bytes'])}) [triage.explain_infeasible]")
+        return "\n".join(lines)
 
 
 #: The lesson apps of this module (constructible without arguments); the widget fuzz tests use it.

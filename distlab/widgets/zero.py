@@ -14,10 +14,9 @@ import ipywidgets as widgets
 import numpy as np
 
 from .. import dataparallel, hardware, memory, models
-from ..errors import DistlabError
 from ..plots.zero import STAGE_LABELS, STAGES, legend_html, overlap_axes, zero_memory_axes
 from ..units import format_bytes, format_seconds
-from .common import BlitRenderer, figure_canvas, message_html
+from .common import BlitRenderer, LessonApp, figure_canvas
 
 CUSTOM = "custom size"
 #: The GPU counts the curves are drawn at: every whole number from 1 to 1024.
@@ -51,7 +50,7 @@ class ZeroComparison:
         return "\n".join(rows)
 
 
-class ZeroMemoryApp(widgets.VBox):
+class ZeroMemoryApp(LessonApp):
     """Model, GPU type, GPU count and fabric -> memory per GPU for every ZeRO stage, and its communication.
 
     `result` is a ZeroComparison (None on invalid input), `error` our message instead.
@@ -107,17 +106,8 @@ class ZeroMemoryApp(widgets.VBox):
         params = mem[0].config["params"]
         return ZeroComparison(name, params, n, hardware.accelerator(gpu).name, hardware.link(fabric).name, mem, comm)
 
-    def update(self):
-        """Recompute; move the marker (blit) or redraw the curves when the model or GPU changed."""
-        try:
-            result = self.compute()
-        except DistlabError as exc:
-            self.result, self.error = None, str(exc)
-            self.chart.set_marker(self.gpus.value, None)
-            self.status.value = message_html(self.error, "error")
-            self.renderer.refresh()
-            return
-        self.result, self.error = result, None
+    def render(self, result: ZeroComparison) -> bool:
+        """Move the marker (blit), or redraw the curves when the model or GPU changed (True)."""
         full = False
         key = (result.params, self.gpu.value)
         if key != self._curve_key:
@@ -128,25 +118,28 @@ class ZeroMemoryApp(widgets.VBox):
                                          f"{gpu.name}: {format_bytes(gpu.memory_bytes)}")
             self._curve_key = key
         self.chart.set_marker(result.gpus, {s: bd.total_bytes for s, bd in result.memory.items()})
-        fits = result.smallest_fitting_stage
-        self.status.value = message_html(self.summary(), "ok" if fits is not None else "bad")
-        self.renderer.refresh(full=full)
+        return full
 
-    def summary(self) -> str:
+    def fade(self) -> bool:
+        self.chart.set_marker(self.gpus.value, None)
+        return False
+
+    def status_kind(self, result: ZeroComparison) -> str:
+        return "ok" if result.smallest_fitting_stage is not None else "bad"
+
+    def describe(self, r: ZeroComparison) -> str:
         """The text under the chart: per stage memory, fit, bytes sent per step and time; the smallest stage that fits."""
-        r = self.result
-        if r is None:
-            return self.error or ""
         m = r.communication[0].gradient_bytes
         head = (f"{r.model} ({r.params / 1e9:.2f} B parameters) on {r.gpus} x {r.gpu}, model states only; "
-                f"gradients M = {format_bytes(m)}")
+                f"gradients M = {format_bytes(m)}\n"
+                "[memory/GPU: memory.training_memory; sent and time: dataparallel.step_communication]")
         fits = r.smallest_fitting_stage
         verdict = ("no stage fits: add GPUs, or shard further with tensor and pipeline parallelism" if fits is None
                    else f"smallest stage that fits: {STAGE_LABELS[fits]}")
         return f"{head}\n{r.table()}\n{verdict}"
 
 
-class OverlapApp(widgets.VBox):
+class OverlapApp(LessonApp):
     """Model, GPUs, fabric, backward time and buckets -> the bucketed all-reduce under backward.
 
     `result` is the OverlapTimeline (None on invalid input), `error` our message instead.
@@ -186,22 +179,11 @@ class OverlapApp(widgets.VBox):
         return dataparallel.bucketed_overlap(m, self.backward_ms.value / 1e3, self.gpus.value,
                                              buckets=self.buckets.value, link=self.fabric.value)
 
-    def update(self):
-        try:
-            timeline = self.compute()
-        except DistlabError as exc:
-            self.result, self.error = None, str(exc)
-            self.status.value = message_html(self.error, "error")
-            return
-        self.result, self.error = timeline, None
-        full = self.chart.update(timeline)
-        self.status.value = message_html(self.summary(), "result")
-        self.renderer.refresh(full=full)
+    def render(self, timeline: dataparallel.OverlapTimeline) -> bool:
+        return self.chart.update(timeline)
 
-    def summary(self) -> str:
-        t = self.result
-        if t is None:
-            return self.error or ""
+    def describe(self, t: dataparallel.OverlapTimeline) -> str:
+        """The text under the timeline (every number from dataparallel.bucketed_overlap)."""
         if t.buckets == 0 or t.comm_total_s == 0:
             return f"{t.dp} GPU: nothing to all-reduce, nothing exposed."
         each = format_bytes(float(t.bucket_bytes[0]))
@@ -215,7 +197,7 @@ class OverlapApp(widgets.VBox):
             why = "communication-bound: the buckets queue up behind each other"
         return (f"{t.buckets} bucket{'s' if t.buckets > 1 else ''} of {each}, each {t.op} "
                 f"{format_seconds(last)} over {t.dp} GPUs on {hardware.link(self.fabric.value).name}; "
-                f"{format_seconds(t.comm_total_s)} of communication in all\n"
+                f"{format_seconds(t.comm_total_s)} of communication in all [dataparallel.bucketed_overlap]\n"
                 f"{format_seconds(t.hidden_s)} hidden under {format_seconds(t.backward_s)} of backward, "
                 f"{format_seconds(t.exposed_s)} exposed ({why})\n"
                 f"backward + exposed = {format_seconds(t.step_s)}; without overlap "
