@@ -19,6 +19,7 @@ from matplotlib.path import Path
 
 from ..errors import ConfigurationError
 from ..units import format_bytes, format_seconds
+from ._style import BLUE, GREEN, PURPLE, RED
 
 #: Sixteen distinguishable colours, one per GPU (tab20's strong and light halves interleaved).
 GPU_COLOURS = (
@@ -295,7 +296,7 @@ def cost_vs_size_figure(sizes, curves: dict, crossovers: dict | None = None, tit
     sizes = np.asarray(sizes, dtype=float)
     fig = Figure(figsize=(7.2, 4.0), layout="constrained")
     ax = fig.add_subplot()
-    palette = ("#4c72b0", "#c44e52", "#55a868", "#8172b3")
+    palette = (BLUE, RED, GREEN, PURPLE)
     offsets = (((10, -26), "left"), ((-10, 10), "right"), ((10, -40), "left"), ((-10, 24), "right"))
     for colour, (label, (total, latency, bandwidth)), (offset, ha) in zip(palette, curves.items(), offsets):
         ax.loglog(sizes, total, color=colour, linewidth=2, label=f"{label}: total")
@@ -326,10 +327,10 @@ def busiest_load_figure(ns, loads: dict, size: float) -> Figure:
     m = float(size)
     fig = Figure(figsize=(7.2, 3.6), layout="constrained")
     ax = fig.add_subplot()
-    for (label, load), colour in zip(loads.items(), ("#c44e52", "#4c72b0", "#55a868")):
+    for (label, load), colour in zip(loads.items(), (RED, BLUE, GREEN)):
         ax.plot(ns, np.asarray(load, dtype=float) / m, "o-", color=colour, label=label, markersize=4)
-    ax.axhline(2.0, color="#4c72b0", linestyle=":", linewidth=1)
-    ax.text(ns[-1], 2.0, "2 M", color="#4c72b0", va="bottom", ha="right", fontsize=9)
+    ax.axhline(2.0, color=BLUE, linestyle=":", linewidth=1)
+    ax.text(ns[-1], 2.0, "2 M", color=BLUE, va="bottom", ha="right", fontsize=9)
     ax.set_yscale("log")
     ax.set_xscale("log", base=2)
     ax.set_xticks(ns, [str(n) for n in ns])

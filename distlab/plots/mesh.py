@@ -21,6 +21,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import PathPatch
 from matplotlib.path import Path
 
+from ._style import MUTED, TEXT_COLOUR, swatch
+
 #: Light face colours for groups (tab20's light half, then Pastel tones), cycled when there are more groups.
 GROUP_COLOURS = (
     "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d",
@@ -32,8 +34,7 @@ HIGHLIGHT_WIDTH = {"picked": 3.6, "tp": 2.0, "dp": 2.0, "pp": 2.0, "cp": 2.0, "e
 IDLE_EDGE = "#ffffff"
 NODE_FACE = "#eef1f5"
 NODE_EDGE = "#c9ced6"
-TEXT_COLOUR = "#1f2328"
-LABEL_COLOUR = "#57606a"
+LABEL_COLOUR = MUTED
 #: Most GPUs whose rank numbers are written in the cells.
 LABEL_LIMIT = 128
 #: Most nodes that get a 'node k' label.
@@ -288,12 +289,9 @@ def grid_colours(layout, colour_by: str, picked: int | None = None, show=("tp", 
 def legend_html(show=("tp", "dp", "pp")) -> str:
     """The highlight legend as HTML (kept out of the canvas: text is slow to render)."""
     names = {"tp": "TP group", "dp": "DP group", "pp": "PP group", "cp": "CP group", "ep": "EP group"}
-    items = "".join(
-        f'<span style="display:inline-block;width:12px;height:12px;border:2.5px solid {HIGHLIGHT[d]};'
-        f'margin:0 4px 0 12px;vertical-align:middle"></span>{names[d]}' for d in show
-    )
+    items = "".join(swatch(HIGHLIGHT[d], names[d], "outline") for d in show)
     return (f'<div style="font-size:12px"><b>picked GPU</b> (thick black edge); its groups:{items}'
-            f'<span style="margin-left:12px;color:#57606a">fills: the colour-by choice; GPUs outside the '
+            f'<span style="margin-left:12px;color:{MUTED}">fills: the colour-by choice; GPUs outside the '
             f'picked GPU\'s groups are faded</span></div>')
 
 

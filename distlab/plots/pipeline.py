@@ -14,13 +14,13 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
 from ..units import format_bytes
-from .memory import nice_ceiling
+from ._style import BLUE, BROWN, CAPACITY_COLOUR, GREEN, MUTED, ORANGE, PURPLE, RED, TEXT_COLOUR, nice_ceiling, swatch
 
 #: Colours of forward, backward (input gradient) and weight-gradient ops, idle time, markers.
-COLOURS = {"F": "#4c72b0", "B": "#dd8452", "W": "#55a868"}
+COLOURS = {"F": BLUE, "B": ORANGE, "W": GREEN}
 IDLE_COLOUR = "#cfcfcf"
 STEP_COLOUR = "#b3261e"
-IDEAL_COLOUR = "#1f2328"
+IDEAL_COLOUR = TEXT_COLOUR
 LABELS = {"F": "forward (F)", "B": "backward (B)", "W": "weight gradient (W)", "idle": "idle (bubble)"}
 _LIGHTEN = 0.30  # odd microbatches are drawn this much lighter, so neighbouring ops stay apart
 
@@ -63,11 +63,6 @@ def timeline_codes(timeline, columns: int, x_max: float) -> np.ndarray:
     first = running & np.concatenate([np.ones((p, 1), bool), index[:, 1:] != index[:, :-1]], axis=1)
     codes[first & (width[np.maximum(index, 0)] >= 4.0)] = _EDGE
     return codes
-
-
-def timeline_rgba(timeline, columns: int, x_max: float) -> np.ndarray:
-    """The grid as an RGBA image, (stages, columns, 4) uint8; see timeline_codes."""
-    return PALETTE[timeline_codes(timeline, columns, x_max)]
 
 
 def stage_ticks(p: int):
@@ -211,15 +206,12 @@ def legend_html(split: bool = True, rows: str = "") -> str:
     """The colour legend as HTML (widgets keep text out of the per-frame render); `rows` adds a
     line that names the axes."""
     kinds = ("F", "B", "W") if split else ("F", "B")
-    swatch = ('<span style="display:inline-block;width:12px;height:12px;background:{};margin:0 4px 0 12px;'
-              'vertical-align:middle"></span>{}')
-    items = "".join(swatch.format(COLOURS[k], LABELS[k]) for k in kinds)
-    items += swatch.format(IDLE_COLOUR, LABELS["idle"])
+    items = "".join(swatch(COLOURS[k], LABELS[k]) for k in kinds) + swatch(IDLE_COLOUR, LABELS["idle"])
     return (f'<div style="font-size:12px">{items}'
             f'<span style="color:{STEP_COLOUR};margin-left:12px">&#9474; step ends</span>'
             f'<span style="color:{IDEAL_COLOUR};margin-left:12px">&#9478; ideal (busiest stage\'s compute)</span>'
-            f'<span style="margin-left:12px;color:#57606a">lighter = odd microbatch</span>'
-            + (f'<br><span style="color:#57606a">{rows}</span>' if rows else "") + "</div>")
+            f'<span style="margin-left:12px;color:{MUTED}">lighter = odd microbatch</span>'
+            + (f'<br><span style="color:{MUTED}">{rows}</span>' if rows else "") + "</div>")
 
 
 def draw_timeline(ax, timeline, labels: bool = True, title: str = "", x_max: float | None = None) -> None:
@@ -313,7 +305,7 @@ def bubble_curve_figure(microbatches, measured: dict, formula: dict, threshold: 
     fig = Figure(figsize=(7.2, 3.4), layout="constrained")
     ax = fig.add_subplot()
     ms = np.asarray(microbatches)
-    colours = ["#4c72b0", "#dd8452", "#55a868", "#8172b3", "#c44e52", "#937860"]
+    colours = [BLUE, ORANGE, GREEN, PURPLE, RED, BROWN]
     for i, label in enumerate(formula):
         colour = colours[i % len(colours)]
         ax.plot(ms, 100 * np.asarray(formula[label]), color=colour, linewidth=1.5, label=f"{label}: (p-1)/(m+p-1)")
@@ -321,9 +313,9 @@ def bubble_curve_figure(microbatches, measured: dict, formula: dict, threshold: 
             ax.plot(ms, 100 * np.asarray(measured[label]), "o", color=colour, markersize=3.5,
                     label=f"{label}: simulated")
     if threshold is not None:
-        ax.axhline(100 * threshold, color="#57606a", linestyle="--", linewidth=1)
+        ax.axhline(100 * threshold, color=MUTED, linestyle="--", linewidth=1)
         ax.text(ms.max(), 100 * threshold, f" {100 * threshold:g}%", va="bottom", ha="right", fontsize=8,
-                color="#57606a")
+                color=MUTED)
     ax.set_xlabel("microbatches m", fontsize=9)
     ax.set_ylabel("bubble: idle share of the step (%)", fontsize=9)
     ax.set_ylim(0, None)
@@ -343,7 +335,7 @@ def stage_memory_figure(groups: dict, capacity: float | None = None, capacity_la
     labels = list(groups)
     p = max(groups[k].stages for k in labels)
     width = 0.8 / len(labels)
-    colours = ["#8172b3", "#4c72b0", "#dd8452", "#55a868"]
+    colours = [PURPLE, BLUE, ORANGE, GREEN]
     for i, label in enumerate(labels):
         act = groups[label]
         x = np.arange(act.stages) - 0.4 + width * (i + 0.5)
@@ -352,8 +344,8 @@ def stage_memory_figure(groups: dict, capacity: float | None = None, capacity_la
             ax.text(rect.get_x() + rect.get_width() / 2, rect.get_height(), format_bytes(value), ha="center",
                     va="bottom", fontsize=7)
     if capacity is not None:
-        ax.axhline(capacity / 1e9, color="#c44e52", linestyle="--", linewidth=1.2)
-        ax.text(-0.45, capacity / 1e9, capacity_label or format_bytes(capacity), color="#c44e52", va="bottom",
+        ax.axhline(capacity / 1e9, color=CAPACITY_COLOUR, linestyle="--", linewidth=1.2)
+        ax.text(-0.45, capacity / 1e9, capacity_label or format_bytes(capacity), color=CAPACITY_COLOUR, va="bottom",
                 fontsize=8)
     ax.set_xticks(range(p), [f"stage {s}" for s in range(p)])
     ax.set_ylabel("activation memory (GB = 10^9 B)", fontsize=9)

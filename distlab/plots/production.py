@@ -10,15 +10,14 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..production import leading_term_max_normal
 from ..units import format_bytes
-from .memory import memory_bars, nice_ceiling
-from .training import COLOURS as STEP_COLOURS, PARTS as STEP_PARTS, legend_html as step_legend_html, step_bars
+from ._bars import STEP_COLOURS, STEP_PARTS, memory_bars, step_bars, step_legend_html
+from ._style import BLUE, GOOD, GREEN, MUTED, ORANGE, PURPLE, RED, finish_axes, nice_ceiling, swatch
 
-EXPOSED_COLOUR = "#c44e52"
-BEST_COLOUR = "#1a7f37"
-READY_COLOUR = "#4c72b0"
-DONE_COLOUR = "#dd8452"
+EXPOSED_COLOUR = RED
+BEST_COLOUR = GOOD
+READY_COLOUR = BLUE
+DONE_COLOUR = ORANGE
 WAIT = "waiting for the slowest GPU"
 #: Production step parts: distlab.training's components plus the straggler wait.
 PARTS = STEP_PARTS + (WAIT,)
@@ -99,7 +98,7 @@ def bucket_plot(ax_curve, ax_time, labels: bool = True) -> BucketPlot:
     ax_curve.set_yscale("log")
     (p.ready,) = ax_time.plot([], [], color=READY_COLOUR, linewidth=1.5)
     (p.done,) = ax_time.plot([], [], color=DONE_COLOUR, linewidth=1.5)
-    p.backward_line = ax_time.axvline(0, color="#57606a", linestyle=":", linewidth=1)
+    p.backward_line = ax_time.axvline(0, color=MUTED, linestyle=":", linewidth=1)
     for ax in (ax_curve, ax_time):
         ax.spines[["top", "right"]].set_visible(False)
     if labels:
@@ -111,15 +110,12 @@ def bucket_plot(ax_curve, ax_time, labels: bool = True) -> BucketPlot:
 
 
 def bucket_legend_html() -> str:
-    def swatch(colour, text, shape="line"):
-        box = ("width:14px;height:3px" if shape == "line" else "width:9px;height:9px;border-radius:5px")
-        return (f'<span style="display:inline-block;{box};background:{colour};margin:0 4px 0 12px;'
-                f'vertical-align:middle"></span>{text}')
     return ('<div style="font-size:12px"><b>left</b>: exposed communication vs bucket count (log-log)'
-            + swatch(EXPOSED_COLOUR, "exposed") + swatch(BEST_COLOUR, "best count", "dot")
+            + swatch(EXPOSED_COLOUR, "exposed", "line") + swatch(BEST_COLOUR, "best count", "dot")
             + swatch("black", "this count", "dot")
-            + '<br><b>right</b>: gradients over time' + swatch(READY_COLOUR, "produced by backward")
-            + swatch(DONE_COLOUR, "all-reduced") + ' <span style="color:#57606a">&#8942; backward ends</span></div>')
+            + '<br><b>right</b>: gradients over time' + swatch(READY_COLOUR, "produced by backward", "line")
+            + swatch(DONE_COLOUR, "all-reduced", "line")
+            + f' <span style="color:{MUTED}">&#8942; backward ends</span></div>')
 
 
 def bucket_figure(sweep, timeline, title: str = "") -> Figure:
@@ -146,7 +142,7 @@ def bucket_figure(sweep, timeline, title: str = "") -> Figure:
 
 
 def production_bars(ax, n_bars: int, legend: bool = True):
-    """distlab.plots.training's step bars with the straggler wait as one more part."""
+    """The shared step bars (plots/_bars.py) with the straggler wait as one more part."""
     return step_bars(ax, n_bars, legend, PARTS, COLOURS)
 
 
@@ -172,7 +168,7 @@ LADDER_BARS = 18
 
 
 def triage_bars(ax, legend: bool = True):
-    """Stacked memory bars (distlab.plots.memory) for the given configuration and the ladder's rungs."""
+    """Stacked memory bars (plots/_bars.py) for the given configuration and the ladder's rungs."""
     bars = memory_bars(ax, LADDER_BARS + 1, legend=legend)
     ax.set_xticks(range(LADDER_BARS + 1), ["given"] + [str(i) for i in range(1, LADDER_BARS + 1)], fontsize=8)
     if legend:
@@ -217,7 +213,7 @@ def triage_figure(triage, title: str = "") -> Figure:
     if first is not None:
         i = triage.ladder.index(first) + 1
         ax.annotate("first fit", (i, first.memory_per_gpu_bytes / 1e9), xytext=(0, 18), textcoords="offset points",
-                    ha="center", fontsize=8, color="#1a7f37", arrowprops=dict(arrowstyle="->", color="#1a7f37"))
+                    ha="center", fontsize=8, color=GOOD, arrowprops=dict(arrowstyle="->", color=GOOD))
     if title:
         ax.set_title(title, fontsize=11)
     return fig
@@ -232,7 +228,7 @@ def ring_attention_figure(steps_by_label: dict, title: str = "") -> Figure:
     one pair of curves per label ({label: [RingAttentionStep, ...]}), crossovers marked."""
     fig = Figure(figsize=(7.2, 3.4), layout="constrained")
     ax = fig.add_subplot()
-    colours = ["#4c72b0", "#dd8452", "#55a868", "#8172b3"]
+    colours = [BLUE, ORANGE, GREEN, PURPLE]
     compute_drawn = False
     for colour, (label, steps) in zip(colours, steps_by_label.items()):
         s = [r.seq_len for r in steps]
@@ -248,27 +244,22 @@ def ring_attention_figure(steps_by_label: dict, title: str = "") -> Figure:
     ax.set_yscale("log")
     ax.set_xlabel("sequence length (tokens)")
     ax.set_ylabel("time per ring step (ms)")
-    ax.legend(fontsize=8, frameon=False)
-    ax.spines[["top", "right"]].set_visible(False)
-    if title:
-        ax.set_title(title, fontsize=11)
+    finish_axes(ax, title)
     return fig
 
 
-def straggler_figure(gpus, exact, simulated, gumbel, title: str = "") -> Figure:
-    """E[max of N standard normals] against N: exact, simulated, and the extreme-value approximation."""
+def straggler_figure(gpus, exact, simulated, gumbel, leading, title: str = "") -> Figure:
+    """E[max of N standard normals] against N: exact, simulated, the extreme-value approximation and the
+    leading term sqrt(2 ln N) (production.expected_max_normal, simulate_slowest, gumbel_expected_max,
+    leading_term_max_normal; all computed by the caller)."""
     fig = Figure(figsize=(6.4, 3.2), layout="constrained")
     ax = fig.add_subplot()
     ax.plot(gpus, exact, color="black", label="exact (numerical integration)")
-    ax.plot(gpus, simulated, "o", color="#4c72b0", markersize=4, label="simulated (seeded)")
-    ax.plot(gpus, gumbel, "--", color="#dd8452", label="extreme-value approximation")
-    ax.plot(gpus, leading_term_max_normal(gpus), ":", color="#57606a",
-            label="leading term sqrt(2 ln N)")
+    ax.plot(gpus, simulated, "o", color=BLUE, markersize=4, label="simulated (seeded)")
+    ax.plot(gpus, gumbel, "--", color=ORANGE, label="extreme-value approximation")
+    ax.plot(gpus, leading, ":", color=MUTED, label="leading term sqrt(2 ln N)")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("GPUs in the synchronous group N")
     ax.set_ylabel("E[slowest] in standard deviations")
-    ax.legend(fontsize=8, frameon=False)
-    ax.spines[["top", "right"]].set_visible(False)
-    if title:
-        ax.set_title(title, fontsize=11)
+    finish_axes(ax, title)
     return fig

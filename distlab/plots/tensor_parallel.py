@@ -13,11 +13,12 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import FixedLocator, NullLocator
 
 from ..units import format_seconds
+from ._style import BLUE, ORANGE, PALETTE
 
-COMPUTE_COLOUR = "#4c72b0"
-COMM_COLOUR = "#dd8452"
+COMPUTE_COLOUR = BLUE
+COMM_COLOUR = ORANGE
 #: Colours of the tensor-parallel GPUs in the split pictures.
-GPU_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
+GPU_COLOURS = PALETTE
 #: The fixed time axis of the bars (s): 1 us to 100 s, log scale, so a control change never rescales it.
 TIME_RANGE = (1e-6, 100.0)
 _TICKS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)

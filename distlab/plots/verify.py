@@ -9,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-_COLOURS = ["#4c72b0", "#dd8452", "#55a868", "#8172b3", "#c44e52", "#937860"]
+from ._style import BLUE, BROWN, GREEN, ORANGE, PURPLE, RED
+
+_COLOURS = [BLUE, ORANGE, GREEN, PURPLE, RED, BROWN]
 
 
 def all_reduce_figure(sizes_bytes, measured: dict, predicted: dict, shared_cpu: dict | None = None,

@@ -15,14 +15,14 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
 from ..units import format_bytes, format_seconds
-from .memory import CAPACITY_COLOUR, nice_ceiling
+from ._style import BLUE, CAPACITY_COLOUR, GREEN, GREY, ORANGE, RED, nice_ceiling, swatch
 
 STAGES = (0, 1, 2, 3)
 STAGE_LABELS = {0: "plain DP", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
-STAGE_COLOURS = {0: "#8c8c8c", 1: "#dd8452", 2: "#55a868", 3: "#4c72b0"}
+STAGE_COLOURS = {0: GREY, 1: ORANGE, 2: GREEN, 3: BLUE}
 COMPUTE_COLOURS = ("#b9c9e6", "#8fa9d6")
 COMM_COLOURS = ("#f0b27a", "#e08e45")
-EXPOSED_COLOUR = "#c44e52"
+EXPOSED_COLOUR = RED
 
 
 def _decade_range(low: float, high: float) -> tuple[float, float]:
@@ -117,11 +117,7 @@ def zero_memory_axes(ax, legend: bool = True) -> ZeroCurves:
 
 def legend_html() -> str:
     """The stage colours as HTML, for widgets that keep text out of the per-frame render."""
-    items = "".join(
-        f'<span style="display:inline-block;width:14px;height:3px;background:{STAGE_COLOURS[s]};'
-        f'margin:0 4px 3px 12px;vertical-align:middle"></span>{STAGE_LABELS[s]}'
-        for s in STAGES
-    )
+    items = "".join(swatch(STAGE_COLOURS[s], STAGE_LABELS[s], "line", margin="0 4px 3px 12px") for s in STAGES)
     return (f'<div style="font-size:12px"><b>model states per GPU</b> (GB, log scale) against the data-parallel '
             f'GPU count N:{items}<span style="color:{CAPACITY_COLOUR};margin-left:12px">- - GPU memory</span></div>')
 

@@ -1,0 +1,186 @@
+"""Stacked bars shared by several lessons: memory per GPU (lessons 1, 7, 8) and step time (lessons 7, 8).
+
+Data in (MemoryBreakdown.parts(), StepEstimate.parts()), artists out; `update` moves them in place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from matplotlib.ticker import MaxNLocator
+
+from ..units import format_bytes
+from ._style import BLUE, BROWN, CAPACITY_COLOUR, FADED_ALPHA, GREEN, ORANGE, PURPLE, RED, nice_ceiling, swatch
+
+# --------------------------------------------------------------------------- memory per GPU
+
+MEMORY_COMPONENTS = ("weights", "gradients", "optimizer", "activations")
+MEMORY_COLOURS = {"weights": BLUE, "gradients": ORANGE, "optimizer": GREEN, "activations": PURPLE}
+MEMORY_LABELS = {"weights": "weights", "gradients": "gradients", "optimizer": "optimizer states", "activations": "activations"}
+
+
+@dataclass
+class MemoryBars:
+    """Artists of a stacked memory bar chart, updated in place by `update` (no redraw from scratch)."""
+
+    ax: object
+    rects: dict = field(default_factory=dict)  # component -> list of Rectangle, one per bar
+    totals: list = field(default_factory=list)  # Text above each bar
+    capacity_line: object = None
+    capacity_text: object = None
+
+    @property
+    def animated_artists(self) -> list:
+        """The artists redrawn per frame when blitting: the bars and totals that change with every
+        value, then the capacity line and its label, so they stay on top of a bar taller than the GPU."""
+        return ([r for rects in self.rects.values() for r in rects] + list(self.totals)
+                + [self.capacity_line, self.capacity_text])
+
+    def update(self, parts: list[dict], labels: list[str] | None = None, capacity: float | None = None,
+               capacity_label: str = "", faded: bool = False) -> bool:
+        """parts: one {component: bytes} per bar. Heights in GB (10^9 bytes).
+
+        Returns True when the static part (y range, labels, capacity line) changed, i.e. a
+        full redraw is needed; False when only the animated bars and totals moved.
+        """
+        ax = self.ax
+        before = (ax.get_ylim(), [t.get_text() for t in ax.get_xticklabels()],
+                  self.capacity_line.get_ydata()[0], self.capacity_line.get_visible(), self.capacity_text.get_text())
+        top = 0.0
+        for index, bar_parts in enumerate(parts):
+            bottom = 0.0
+            for component in MEMORY_COMPONENTS:
+                height = bar_parts.get(component, 0.0) / 1e9
+                rect = self.rects[component][index]
+                rect.set_y(bottom)
+                rect.set_height(height)
+                rect.set_alpha(FADED_ALPHA if faded else 1.0)
+                bottom += height
+            total_bytes = sum(bar_parts.values())
+            self.totals[index].set_position((index, bottom))
+            self.totals[index].set_text("" if faded else format_bytes(total_bytes))
+            top = max(top, bottom)
+        if labels is not None:
+            ax.set_xticks(range(len(labels)), labels)
+        if capacity is not None:
+            cap = capacity / 1e9
+            self.capacity_line.set_ydata([cap, cap])
+            self.capacity_line.set_visible(True)
+            self.capacity_text.set_position((-0.55, cap))
+            self.capacity_text.set_text(capacity_label or f"{format_bytes(capacity)} per GPU")
+            self.capacity_text.set_visible(True)
+            top = max(top, cap)
+        else:
+            self.capacity_line.set_visible(False)
+            self.capacity_text.set_visible(False)
+        if not faded:
+            ax.set_ylim(0, nice_ceiling(top * 1.12))
+        after = (ax.get_ylim(), [t.get_text() for t in ax.get_xticklabels()],
+                 self.capacity_line.get_ydata()[0], self.capacity_line.get_visible(), self.capacity_text.get_text())
+        return before != after
+
+
+def memory_bars(ax, n_bars: int, legend: bool = True) -> MemoryBars:
+    """Create n_bars empty stacked bars with a capacity line; fill them with update().
+
+    legend=False leaves the legend and the y-axis label to the caller (widgets show them as
+    HTML, which keeps text, the slowest thing to render, out of every frame).
+    """
+    bars = MemoryBars(ax)
+    positions = list(range(n_bars))
+    for component in MEMORY_COMPONENTS:
+        container = ax.bar(positions, [0.0] * n_bars, width=0.55, color=MEMORY_COLOURS[component], label=MEMORY_LABELS[component])
+        bars.rects[component] = list(container.patches)
+    bars.totals = [ax.text(i, 0, "", ha="center", va="bottom", fontsize=9) for i in positions]
+    bars.capacity_line = ax.axhline(0, color=CAPACITY_COLOUR, linestyle="--", linewidth=1.5)
+    bars.capacity_text = ax.text(-0.55, 0, "", color=CAPACITY_COLOUR, ha="left", va="bottom", fontsize=9,
+                                 bbox=dict(facecolor="white", edgecolor="none", alpha=0.8, pad=1))
+    if legend:
+        ax.set_ylabel("memory per GPU (GB = 10^9 bytes)")
+    ax.set_xlim(-0.6, n_bars - 0.4)
+    if legend:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.yaxis.set_major_locator(MaxNLocator(nbins=5))
+    ax.spines[["top", "right"]].set_visible(False)
+    return bars
+
+
+def memory_legend_html() -> str:
+    """The colour legend as HTML, for widgets that keep text out of the per-frame render."""
+    items = "".join(swatch(MEMORY_COLOURS[c], MEMORY_LABELS[c]) for c in MEMORY_COMPONENTS)
+    return (f'<div style="font-size:12px"><b>memory per GPU</b>, GB (10<sup>9</sup> bytes):{items}'
+            f'<span style="color:{CAPACITY_COLOUR};margin-left:12px">- - GPU memory</span></div>')
+
+
+# --------------------------------------------------------------------------- step time
+
+#: StepEstimate.parts() keys, in stacking order, with their colours.
+STEP_PARTS = ("compute", "TP communication", "pipeline bubble", "pipeline p2p", "DP communication (exposed)",
+         "optimizer step")
+STEP_COLOURS = {
+    "compute": BLUE,
+    "TP communication": ORANGE,
+    "pipeline bubble": "#c9c9c9",
+    "pipeline p2p": BROWN,
+    "DP communication (exposed)": RED,
+    "optimizer step": GREEN,
+}
+
+
+@dataclass
+class StepBars:
+    """Horizontal stacked bars of the step-time components, updated in place by `update`."""
+
+    ax: object
+    rects: dict = field(default_factory=dict)  # part -> list of Rectangle, one per bar
+    names: tuple = STEP_PARTS  # the parts, in stacking order
+
+    @property
+    def animated_artists(self) -> list:
+        return [r for rects in self.rects.values() for r in rects]
+
+    def update(self, parts: list[dict], labels: list[str] | None = None, faded: bool = False) -> bool:
+        """parts: one {component: seconds} per bar (bar 0 at the top). Returns True when the axes changed
+        (a full redraw is needed), False when only the bars moved."""
+        ax = self.ax
+        before = (ax.get_xlim(), [t.get_text() for t in ax.get_yticklabels()])
+        right = 0.0
+        for index, bar_parts in enumerate(parts):
+            left = 0.0
+            for name in self.names:
+                width = float(bar_parts.get(name, 0.0))
+                rect = self.rects[name][index]
+                rect.set_x(left)
+                rect.set_width(width)
+                rect.set_alpha(FADED_ALPHA if faded else 1.0)
+                left += width
+            right = max(right, left)
+        if labels is not None:
+            ax.set_yticks(range(len(labels)), labels)
+        if not faded and right > 0:
+            limit = ax.get_xlim()[1]
+            if not 0.4 * limit <= right * 1.05 <= limit:  # keep the axis while the bars fit it well: blits only
+                ax.set_xlim(0, nice_ceiling(right * 1.05))
+        return before != (ax.get_xlim(), [t.get_text() for t in ax.get_yticklabels()])
+
+
+def step_bars(ax, n_bars: int, legend: bool = True, parts: tuple = STEP_PARTS, colours: dict = STEP_COLOURS) -> StepBars:
+    """n_bars empty horizontal stacked bars (bar 0 on top) of `parts`; fill them with update()."""
+    bars = StepBars(ax, names=tuple(parts))
+    positions = list(range(n_bars))
+    for name in parts:
+        container = ax.barh(positions, [0.0] * n_bars, height=0.55, color=colours[name], label=name)
+        bars.rects[name] = list(container.patches)
+    ax.set_ylim(n_bars - 0.4, -0.6)  # bar 0 on top
+    ax.set_xlabel("seconds per training step")
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
+    ax.spines[["top", "right"]].set_visible(False)
+    if legend:
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3, fontsize=8, frameon=False)
+    return bars
+
+
+def step_legend_html(parts: tuple = STEP_PARTS, colours: dict = STEP_COLOURS) -> str:
+    """The colour legend as HTML (widgets keep text out of the per-frame render)."""
+    items = "".join(swatch(colours[p], p) for p in parts)
+    return f'<div style="font-size:12px"><b>step time</b>, s:{items}</div>'

@@ -1,0 +1,65 @@
+"""The look every plot module shares: named colours, stable axis ranges, HTML legend swatches.
+
+Lesson plot modules import from here (and from the shared drawing in plots/_bars.py), never from
+each other.
+"""
+
+from __future__ import annotations
+
+import math
+
+# The palette (seaborn "deep"): one name per colour, so a lesson's colours read as words.
+BLUE = "#4c72b0"
+ORANGE = "#dd8452"
+GREEN = "#55a868"
+RED = "#c44e52"
+PURPLE = "#8172b3"
+BROWN = "#937860"
+PINK = "#da8bc3"
+GREY = "#8c8c8c"
+PALETTE = (BLUE, ORANGE, GREEN, RED, PURPLE, BROWN, PINK, GREY)
+
+#: A GPU's memory capacity, drawn as a dashed line wherever memory is plotted.
+CAPACITY_COLOUR = RED
+#: Text: main, secondary (captions, notes), and "good" (a best choice, a fit).
+TEXT_COLOUR = "#1f2328"
+MUTED = "#57606a"
+GOOD = "#1a7f37"
+
+#: Bars drawn for invalid input: the last valid picture, faded to this alpha.
+FADED_ALPHA = 0.25
+
+_SWATCH_SIZE = {
+    "box": "width:12px;height:12px",
+    "line": "width:14px;height:3px",
+    "dot": "width:9px;height:9px;border-radius:5px",
+}
+
+
+def nice_ceiling(value: float) -> float:
+    """The smallest of 1, 1.5, 2, 3, 4, 5, 6, 8 x 10^k at or above value (stable axis ranges)."""
+    if value <= 0:
+        return 1.0
+    power = 10.0 ** math.floor(math.log10(value))
+    for step in (1, 1.5, 2, 3, 4, 5, 6, 8, 10):
+        if step * power >= value * (1 - 1e-12):
+            return step * power
+    return 10 * power
+
+
+def finish_axes(ax, title: str = "") -> None:
+    """The house finish of a static chart: a frameless small legend, no top or right spine, the title."""
+    ax.legend(fontsize=8, frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    if title:
+        ax.set_title(title, fontsize=11)
+
+
+def swatch(colour: str, label: str, shape: str = "box", margin: str = "0 4px 0 12px") -> str:
+    """One legend entry as HTML: a coloured box, line or dot ('outline': an empty box with a coloured
+    edge), then the label. Widgets show legends as HTML to keep text out of the per-frame render."""
+    if shape == "outline":
+        look = f"{_SWATCH_SIZE['box']};border:2.5px solid {colour}"
+    else:
+        look = f"{_SWATCH_SIZE[shape]};background:{colour}"
+    return f'<span style="display:inline-block;{look};margin:{margin};vertical-align:middle"></span>{label}'
