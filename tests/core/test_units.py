@@ -120,3 +120,7 @@ def test_ambiguous_terms_are_refused_in_one_pass(terms):
     with pytest.raises(UnitError):
         units.parse_quantity(" ".join(["1e1"] * terms)[: units.MAX_QUANTITY_CHARS - 2] + " !")
     assert not units._quantity_shape_ok(" ".join(["1e1"] * 10_000) + " !")
+
+
+def test_format_percent():
+    assert [units.format_percent(x) for x in (0.0987, 0.0, 1.0, 0.27272727)] == ["9.9%", "0.0%", "100.0%", "27.3%"]
