@@ -9,8 +9,6 @@ lesson app subclasses LessonApp.
 from __future__ import annotations
 
 import ast
-import importlib
-import pkgutil
 from pathlib import Path
 
 import pytest
@@ -63,9 +61,9 @@ def test_only_the_lesson_app_base_catches_distlab_errors(path):
 def test_every_lesson_app_is_a_lesson_app():
     from distlab.widgets.common import LessonApp
 
-    apps = []
-    for info in pkgutil.iter_modules(distlab.widgets.__path__):
-        apps += getattr(importlib.import_module(f"distlab.widgets.{info.name}"), "APPS", [])
+    from distlab.lessons import LESSONS
+
+    apps = [app for lesson in LESSONS.values() for app in lesson.load_apps()]
     assert len(apps) >= 12
     assert all(issubclass(app, LessonApp) for app in apps), [a for a in apps if not issubclass(a, LessonApp)]
     # one protocol: every app describes its result as text, and the summary is that text

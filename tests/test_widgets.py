@@ -113,4 +113,4 @@ def test_precision_options_are_the_distinct_memory_recipes():
     from distlab.widgets.memory_wall import PRECISION_OPTIONS
 
     assert PRECISION_OPTIONS == ["mixed", "fp32", "fp8"]  # bf16 and fp16 store what mixed stores
-    assert set(PRECISION_OPTIONS) <= set(memory.PRECISIONS)
+    assert set(PRECISION_OPTIONS) <= set(memory.PRECISION_RECIPES)

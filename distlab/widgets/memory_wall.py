@@ -14,10 +14,10 @@ ZERO_LABELS = [("plain DP", 0), ("ZeRO-1", 1), ("ZeRO-2", 2), ("ZeRO-3", 3)]
 
 
 def _distinct_precisions() -> list[str]:
-    """The precision recipes of distlab.memory.PRECISIONS that store different bytes, each under its first
-    name: mixed, fp32, fp8 (bf16 and fp16 hold what mixed holds)."""
+    """The recipes of distlab.memory.PRECISION_RECIPES that store different bytes, each under its first name:
+    mixed, fp32, fp8 (bf16 and fp16 hold what mixed holds)."""
     seen, names = set(), []
-    for name, r in memory.PRECISIONS.items():
+    for name, r in memory.PRECISION_RECIPES.items():
         key = (r.weight_bytes, r.gradient_bytes, r.optimizer_bytes, r.activation_bytes)
         if key not in seen:
             seen.add(key)
