@@ -303,6 +303,23 @@ class OverlapTimeline:
         return float(np.maximum(overlap, 0.0).sum())
 
     @property
+    def no_overlap_s(self) -> float:
+        """Backward followed by all the communication: the step without overlap."""
+        return self.backward_s + self.comm_total_s
+
+    @property
+    def exposure(self) -> str:
+        """Why what is exposed is exposed: 'nothing to send', 'one bucket' (ready only when backward ends),
+        'last bucket' (every other bucket finished under backward) or 'communication-bound' (the buckets
+        queue up behind each other)."""
+        if self.buckets == 0 or self.comm_total_s == 0:
+            return "nothing to send"
+        if self.buckets == 1:
+            return "one bucket"
+        last = float(self.comm_s[-1])
+        return "last bucket" if abs(self.exposed_s - last) <= 1e-12 + 1e-9 * last else "communication-bound"
+
+    @property
     def step_s(self) -> float:
         """Backward plus the exposed communication."""
         return self.backward_s + self.exposed_s

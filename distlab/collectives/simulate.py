@@ -164,9 +164,26 @@ class CollectiveTrace:
         return self.bytes_sent.sum(axis=0)
 
     @property
-    def bytes_received_by_gpu(self) -> np.ndarray:
+    def bytes_received(self) -> np.ndarray:
+        """(steps, GPUs) bytes each GPU receives in each step."""
         chunk = np.maximum(self.recv_chunk, 0)
-        return np.where(self.recv_chunk >= 0, self.chunk_nbytes[chunk], 0).sum(axis=0)
+        return np.where(self.recv_chunk >= 0, self.chunk_nbytes[chunk], 0)
+
+    @property
+    def bytes_received_by_gpu(self) -> np.ndarray:
+        """Total bytes each GPU receives over the whole collective."""
+        return self.bytes_received.sum(axis=0)
+
+    def bytes_so_far(self, gpu) -> tuple[np.ndarray, np.ndarray]:
+        """(sent, received) by `gpu` after each state t = 0 .. steps: cumulative sums, starting at 0.
+
+        Lesson 2 §4 (the ring animation counts them step by step).
+        """
+        if isinstance(gpu, bool) or not isinstance(gpu, (int, np.integer)) or not 0 <= gpu < self.n:
+            raise ConfigurationError(f"gpu={gpu!r} must be a GPU of this collective, 0 to {self.n - 1}")
+        zero = np.zeros(1, dtype=np.int64)
+        return (np.concatenate([zero, np.cumsum(self.bytes_sent[:, gpu])]),
+                np.concatenate([zero, np.cumsum(self.bytes_received[:, gpu])]))
 
     @property
     def bytes_sent_per_gpu(self) -> float:

@@ -137,14 +137,11 @@ class RingAllReduceApp(LessonApp):
     def _rebuild(self):
         self.trace = simulate(self.algorithm.value, self.gpus.value)
         trace = self.trace
-        per_step_received = np.where(trace.recv_chunk >= 0, trace.chunk_nbytes[np.maximum(trace.recv_chunk, 0)], 0)
-        sent = np.vstack([np.zeros(trace.n, dtype=np.int64), np.cumsum(trace.bytes_sent, axis=0)])
-        received = np.vstack([np.zeros(trace.n, dtype=np.int64), np.cumsum(per_step_received, axis=0)])
         busiest = int(trace.server if trace.server is not None else 0)
         self._busiest = busiest
         size = int(trace.size_bytes)
-        self._fractions = [(Fraction(int(s), size), Fraction(int(r), size))
-                           for s, r in zip(sent[:, busiest], received[:, busiest])]
+        sent, received = trace.bytes_so_far(busiest)
+        self._fractions = [(Fraction(int(s), size), Fraction(int(r), size)) for s, r in zip(sent, received)]
         self._captions = [describe_state(trace, t) for t in range(trace.steps + 1)]
         if self.picture is not None:
             self.picture.remove()

@@ -139,6 +139,14 @@ class ZeroMemoryApp(LessonApp):
         return f"{head}\n{r.table()}\n{verdict}"
 
 
+#: The words under the timeline for each OverlapTimeline.exposure.
+_EXPOSURE = {
+    "one bucket": "one bucket: it is ready only when backward ends, so nothing overlaps",
+    "last bucket": "only the last bucket shows: every other one finished under backward",
+    "communication-bound": "communication-bound: the buckets queue up behind each other",
+}
+
+
 class OverlapApp(LessonApp):
     """Model, GPUs, fabric, backward time and buckets -> the bucketed all-reduce under backward.
 
@@ -184,17 +192,12 @@ class OverlapApp(LessonApp):
 
     def describe(self, t: dataparallel.OverlapTimeline) -> str:
         """The text under the timeline (every number from dataparallel.bucketed_overlap)."""
-        if t.buckets == 0 or t.comm_total_s == 0:
+        if t.exposure == "nothing to send":
             return f"{t.dp} GPU: nothing to all-reduce, nothing exposed."
         each = format_bytes(float(t.bucket_bytes[0]))
-        no_overlap = t.backward_s + t.comm_total_s
+        no_overlap = t.no_overlap_s
         last = float(t.comm_s[-1])
-        if t.buckets == 1:
-            why = "one bucket: it is ready only when backward ends, so nothing overlaps"
-        elif abs(t.exposed_s - last) <= 1e-12 + 1e-9 * last:
-            why = "only the last bucket shows: every other one finished under backward"
-        else:
-            why = "communication-bound: the buckets queue up behind each other"
+        why = _EXPOSURE[t.exposure]
         return (f"{t.buckets} bucket{'s' if t.buckets > 1 else ''} of {each}, each {t.op} "
                 f"{format_seconds(last)} over {t.dp} GPUs on {hardware.link(self.fabric.value).name}; "
                 f"{format_seconds(t.comm_total_s)} of communication in all [dataparallel.bucketed_overlap]\n"

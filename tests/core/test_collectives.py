@@ -677,3 +677,15 @@ def test_every_op_and_algorithm_has_exactly_one_formula():
     assert set(C.FORMULAS) == listed
     for (op, algorithm), formula in C.FORMULAS.items():
         assert formula.__doc__, f"{op} {algorithm}: the formula function states its formula and source"
+
+
+@pytest.mark.parametrize("n", [2, 3, 8])
+def test_bytes_so_far_grow_by_one_chunk_per_ring_step(n):
+    # ring all-reduce of n equal chunks of 8 bytes (one int64 each): every GPU sends and receives one chunk in each
+    # of the 2(n-1) steps, so after step k it has sent and received 8k bytes, 2(n-1) x 8 in all = 2(n-1)/n x M
+    arrays = [np.full(n, g, dtype=np.int64) for g in range(n)]
+    trace = C.simulate_ring_all_reduce(arrays)
+    sent, received = trace.bytes_so_far(n - 1)
+    assert sent.tolist() == received.tolist() == [8 * k for k in range(2 * (n - 1) + 1)]
+    with pytest.raises(ConfigurationError, match="gpu="):
+        trace.bytes_so_far(n)

@@ -336,3 +336,14 @@ def test_bucketed_overlap_grad_bytes_is_the_old_name_of_size():
     with pytest.warns(DeprecationWarning, match="grad_bytes=.*use size="):
         got = D.bucketed_overlap(grad_bytes=14e9, backward_time=0.8, dp=8, buckets=4, link="ib-ndr")
     assert got.to_dict() == want.to_dict()
+
+
+def test_overlap_timeline_says_why_communication_is_exposed():
+    # one bucket: ready only when backward ends; many small buckets on a fast link: only the last shows;
+    # a slow link: the buckets queue up (communication-bound). Without overlap = backward + all communication.
+    one = D.bucketed_overlap(1e9, 0.5, 8, link="nvlink4", buckets=1)
+    assert one.exposure == "one bucket" and one.no_overlap_s == pytest.approx(0.5 + one.comm_total_s)
+    fast = D.bucketed_overlap(1e9, 0.5, 8, link="nvlink4", buckets=16)
+    assert fast.exposure == "last bucket"
+    slow = D.bucketed_overlap(1e9, 0.01, 8, link="ethernet-100g", buckets=16)
+    assert slow.exposure == "communication-bound"
