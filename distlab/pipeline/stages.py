@@ -22,6 +22,7 @@ from ..units import (
     SECONDS,
     Q_,
     format_bytes,
+    format_percent,
     format_rate,
     format_seconds,
     positive,
@@ -171,10 +172,6 @@ class StageAnalysis:
         return _quantity(self.transfer_time_s, SECONDS)
 
 
-def _pct(x: float) -> str:
-    return f"{100.0 * x:.1f}%"
-
-
 #: Alternatives with more operations than this are not simulated (their bubble is not offered).
 MAX_SUGGESTION_OPS = 50_000
 
@@ -243,8 +240,8 @@ def _suggest_pipelining(st: _Setting):
     value = st.bubble_of("1f1b", v=1)
     if value is None or value >= st.bubble:
         return None
-    return (f"overlap the microbatches with 1f1b (bubble {_pct(value)}); naive idles "
-            f"(p-1)/p = {_pct((st.p - 1) / st.p)} whatever the number of microbatches",
+    return (f"overlap the microbatches with 1f1b (bubble {format_percent(value)}); naive idles "
+            f"(p-1)/p = {format_percent((st.p - 1) / st.p)} whatever the number of microbatches",
             dict(alt_schedule="1f1b", alt_schedule_bubble=value))
 
 
@@ -285,7 +282,7 @@ def _suggest_microbatches(st: _Setting):
         found = _fewest_microbatches(st, fails, found, st.p if st.schedule == "interleaved" else 1)
     if not found:
         return None
-    return (f"increase microbatches from {st.m} to {found[0]} (bubble {_pct(st.bubble)} -> {_pct(found[1])})",
+    return (f"increase microbatches from {st.m} to {found[0]} (bubble {format_percent(st.bubble)} -> {format_percent(found[1])})",
             dict(alt_microbatches=found[0], alt_microbatches_bubble=found[1]))
 
 
@@ -304,7 +301,7 @@ def _suggest_fewer_stages(st: _Setting):
     if found[1] is None or found[1] >= st.bubble:
         return None
     q, per = found[0], -(-st.layers // found[0])
-    return (f"use {q} stage{'s' if q > 1 else ''} instead of {st.p} (bubble {_pct(found[1])}; "
+    return (f"use {q} stage{'s' if q > 1 else ''} instead of {st.p} (bubble {format_percent(found[1])}; "
             f"up to {per} layers per GPU instead of {max(st.per_stage_layers)}, so more memory)",
             dict(alt_stages=q, alt_stages_bubble=found[1]))
 
@@ -317,7 +314,7 @@ def _suggest_interleaving(st: _Setting):
                   lambda w: st.bubble_of("interleaved", v=w), st)
     if not found:
         return None
-    return (f"interleave {found[0]} chunks per stage (bubble {_pct(found[1])}, more activation memory)",
+    return (f"interleave {found[0]} chunks per stage (bubble {format_percent(found[1])}, more activation memory)",
             dict(alt_chunks=found[0], alt_chunks_bubble=found[1]))
 
 
@@ -328,7 +325,7 @@ def _suggest_zero_bubble(st: _Setting):
     value = st.bubble_of("zb-h1", v=1)
     if value is None or value >= st.bubble:
         return None
-    return f"use zb-h1, same peak memory as 1f1b (bubble {_pct(value)})", dict(zb_h1_bubble=value)
+    return f"use zb-h1, same peak memory as 1f1b (bubble {format_percent(value)})", dict(zb_h1_bubble=value)
 
 
 def _degenerate_warning(st: _Setting) -> PipelineWarning | None:
@@ -337,8 +334,8 @@ def _degenerate_warning(st: _Setting) -> PipelineWarning | None:
     return PipelineWarning(
         "degenerate",
         f"microbatches={st.m} < stages={st.p}: {st.schedule} never reaches its steady state and at most "
-        f"{st.m} of {st.p} stages work at once; bubble {_pct(st.bubble)}; "
-        f"with microbatches={st.p} it would be {_pct(bubble_fraction(st.p, st.p))}",
+        f"{st.m} of {st.p} stages work at once; bubble {format_percent(st.bubble)}; "
+        f"with microbatches={st.p} it would be {format_percent(bubble_fraction(st.p, st.p))}",
         {"microbatches": st.m, "stages": st.p, "bubble": st.bubble},
     )
 
@@ -354,8 +351,8 @@ def _bubble_warning(st: _Setting) -> PipelineWarning | None:
         if found:
             options.append(found[0])
             values.update(found[1])
-    text = (f"bubble {_pct(st.bubble)} with {st.p} stages and {st.m} microbatches ({st.schedule}) "
-            f"is above {_pct(st.max_bubble)}")
+    text = (f"bubble {format_percent(st.bubble)} with {st.p} stages and {st.m} microbatches ({st.schedule}) "
+            f"is above {format_percent(st.max_bubble)}")
     if options:
         text += ": " + ", or ".join(options)
     return PipelineWarning("bubble", text, values)

@@ -213,21 +213,21 @@ class StageAnalysisApp(LessonApp):
 
     def describe(self, a: pipeline.StageAnalysis) -> str:
         """The analysis in plain text."""
-        act = a.activation.to("B").magnitude
+        act = a.activation_bytes
         lines = [
             f"{a.stages} stages x {a.microbatches} microbatches ({a.schedule}"
             + (f", v={a.chunks}" if a.chunks > 1 else "") + f"), {a.micro_batch_size} sequence(s) per microbatch [pipeline.analyze_stages]",
             "layers per stage: " + _compact(a.layers_per_stage),
             f"activation per microbatch at each boundary: {format_bytes(act)} (b s h x 2 bytes), each way",
-            f"one link per step: {format_bytes(a.link_bytes_per_step.to('B').magnitude)} each way; all boundaries, "
-            f"both ways: {format_bytes(a.bytes_per_step.to('B').magnitude)}",
-            f"bubble: {format_percent(a.bubble_fraction)} of the step idle; step {format_seconds(a.step_time.to('s').magnitude)}",
+            f"one link per step: {format_bytes(a.link_step_bytes)} each way; all boundaries, "
+            f"both ways: {format_bytes(a.step_bytes)}",
+            f"bubble: {format_percent(a.bubble_fraction)} of the step idle; step {format_seconds(a.step_time_s)}",
         ]
         if a.required_bandwidth is not None:
             lines.append(
-                f"bandwidth that hides one send under a forward op of {format_seconds(a.forward_op_time.to('s').magnitude)}: "
-                f"{format_rate(a.required_bandwidth.to('B/s').magnitude)} per direction"
-                + (f"; the link takes {format_seconds(a.transfer_time.to('s').magnitude)} per send"
+                f"bandwidth that hides one send under a forward op of {format_seconds(a.forward_op_time_s)}: "
+                f"{format_rate(a.required_bandwidth_bytes_per_s)} per direction"
+                + (f"; the link takes {format_seconds(a.transfer_time_s)} per send"
                    if a.transfer_time is not None else "")
             )
         if a.warnings:
