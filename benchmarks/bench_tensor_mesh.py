@@ -66,7 +66,7 @@ def main(n: int = 200) -> None:
 
     print(report("tensor: fast path, 10,000 configurations", summarize(repeat(sweep, 50))))
 
-    from distlab.widgets.mesh import MeshApp
+    from distlab.widgets.parallelism_3d import MeshApp
     from distlab.widgets.tensor_parallel import TensorParallelApp
 
     app = TensorParallelApp()

@@ -192,3 +192,14 @@ def deprecated_alias(func, old_name: str, new_name: str):
     call.__name__ = call.__qualname__ = old_name.rsplit(".", 1)[-1]
     call.__doc__ = f"Deprecated name of {new_name} (same call, warns)."
     return call
+
+
+def renamed_module(old: str, new: str) -> None:
+    """Make module `old` the module `new` (the same object), with a DeprecationWarning: a thin alias file
+    calls this, so code that imports the old name keeps working while it moves."""
+    import importlib
+    import sys
+    import warnings
+
+    warnings.warn(f"{old} is deprecated; import {new}", DeprecationWarning, stacklevel=3)
+    sys.modules[old] = importlib.import_module(new)

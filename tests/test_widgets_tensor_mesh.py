@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from distlab import mesh, tensor
-from distlab.plots.mesh import HIGHLIGHT_WIDTH
-from distlab.widgets import mesh as mesh_widgets
+from distlab.plots.parallelism_3d import HIGHLIGHT_WIDTH
+from distlab.widgets import parallelism_3d as mesh_widgets
 from distlab.widgets import tensor_parallel as tp_widgets
-from distlab.widgets.mesh import MAX_GRID_GPUS, MeshApp
+from distlab.widgets.parallelism_3d import MAX_GRID_GPUS, MeshApp
 from distlab.widgets.tensor_parallel import TensorParallelApp, gpt_layer
 
 # --- lesson 5: tensor parallelism ----------------------------------------------------------------

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from distlab import dataparallel, memory, models
-from distlab.widgets.zero import APPS, CUSTOM, CURVE_GPUS, OverlapApp, ZeroMemoryApp
+from distlab.widgets.data_parallel_zero import APPS, CUSTOM, CURVE_GPUS, OverlapApp, ZeroMemoryApp
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipywidgets as widgets
 
 from .. import hardware, memory, models
-from ..plots.memory import legend_html, memory_bars
+from ..plots.memory_wall import legend_html, memory_bars
 from ..units import format_bytes
 from .common import BlitRenderer, LessonApp, figure_canvas
 

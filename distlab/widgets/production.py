@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipywidgets as widgets
 
 from .. import dataparallel, hardware, memory, production, training, triage
-from ..plots.memory import legend_html as memory_legend_html
+from ..plots.memory_wall import legend_html as memory_legend_html
 from ..plots.production import (
     bucket_legend_html,
     bucket_plot,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import ipywidgets as widgets
 
 from .. import hardware, memory, models, training, triage
-from ..plots.memory import legend_html as memory_legend_html, memory_bars
-from ..plots.training import legend_html as step_legend_html, step_bars
+from ..plots.memory_wall import legend_html as memory_legend_html, memory_bars
+from ..plots.training_lab import legend_html as step_legend_html, step_bars
 from ..units import format_bytes, format_seconds
 from .common import BlitRenderer, LessonApp, figure_canvas
 

@@ -1,0 +1,220 @@
+"""ZeRO pictures: per-GPU memory against the GPU count for each stage, and the overlap timeline.
+
+Pure drawing: the numbers come in (from distlab.dataparallel and distlab.memory), artists
+go out, and widgets update them in place.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from matplotlib.collections import PolyCollection
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, NullLocator
+
+from ..units import format_bytes, format_seconds
+from ._style import BLUE, CAPACITY_COLOUR, GREEN, GREY, ORANGE, RED, nice_ceiling, swatch
+
+STAGES = (0, 1, 2, 3)
+STAGE_LABELS = {0: "plain DP", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
+STAGE_COLOURS = {0: GREY, 1: ORANGE, 2: GREEN, 3: BLUE}
+COMPUTE_COLOURS = ("#b9c9e6", "#8fa9d6")
+COMM_COLOURS = ("#f0b27a", "#e08e45")
+EXPOSED_COLOUR = RED
+
+
+def _decade_range(low: float, high: float) -> tuple[float, float]:
+    """Whole decades around [low, high] (GB), so continuous controls never move the axis."""
+    return 10.0 ** math.floor(math.log10(low * 0.9)), 10.0 ** math.ceil(math.log10(high * 1.1))
+
+
+@dataclass
+class ZeroCurves:
+    """Artists of the memory-vs-GPU-count chart: one line per stage, the capacity line, the current GPU count."""
+
+    ax: object
+    lines: dict = field(default_factory=dict)
+    dots: dict = field(default_factory=dict)
+    marker: object = None
+    capacity_line: object = None
+    capacity_text: object = None
+
+    @property
+    def animated_artists(self) -> list:
+        """What moves with the GPU-count slider: the vertical marker and one dot per stage."""
+        return [self.marker, *self.dots.values()]
+
+    def set_curves(self, dps, curves: dict, capacity: float | None = None, capacity_label: str = "") -> bool:
+        """curves: {stage: bytes per GPU at each of dps}. Returns True when the static part changed."""
+        ax = self.ax
+        before = self._static_state()
+        dps = np.asarray(dps, dtype=float)
+        values = []
+        for stage in STAGES:
+            gb = np.asarray(curves[stage], dtype=float) / 1e9
+            self.lines[stage].set_data(dps, gb)
+            values.append(gb)
+        values = np.concatenate(values)
+        low, high = float(values.min()), float(values.max())
+        if capacity is not None:
+            cap = capacity / 1e9
+            self.capacity_line.set_ydata([cap, cap])
+            self.capacity_line.set_visible(True)
+            self.capacity_text.set_position((dps[-1], cap))
+            self.capacity_text.set_text(capacity_label or f"{format_bytes(capacity)} per GPU")
+            self.capacity_text.set_visible(True)
+            low, high = min(low, cap), max(high, cap)
+        else:
+            self.capacity_line.set_visible(False)
+            self.capacity_text.set_visible(False)
+        ax.set_xlim(dps[0] / 1.15, dps[-1] * 1.15)
+        ax.set_ylim(*_decade_range(low, high))
+        return before != self._static_state()
+
+    def _static_state(self):
+        return (self.ax.get_xlim(), self.ax.get_ylim(),
+                tuple(tuple(np.round(line.get_ydata(), 9)) for line in self.lines.values()),
+                self.capacity_line.get_visible(), tuple(self.capacity_line.get_ydata()),
+                self.capacity_text.get_text())
+
+    def set_marker(self, gpus: int, values: dict | None) -> None:
+        """Move the marker to `gpus` and the dots to each stage's bytes there (None: hide the dots)."""
+        self.marker.set_xdata([gpus, gpus])
+        for stage, dot in self.dots.items():
+            if values is None:
+                dot.set_visible(False)
+            else:
+                dot.set_data([gpus], [values[stage] / 1e9])
+                dot.set_visible(True)
+
+
+def zero_memory_axes(ax, legend: bool = True) -> ZeroCurves:
+    """Empty log-log axes with one line per stage, a capacity line and a GPU-count marker; fill with set_curves."""
+    chart = ZeroCurves(ax)
+    for stage in STAGES:
+        (chart.lines[stage],) = ax.plot([1], [1], color=STAGE_COLOURS[stage], linewidth=2, label=STAGE_LABELS[stage])
+        (chart.dots[stage],) = ax.plot([1], [1], "o", color=STAGE_COLOURS[stage], markersize=7,
+                                       markeredgecolor="white")
+    chart.marker = ax.axvline(1, color="#333333", linewidth=1, linestyle=":")
+    chart.capacity_line = ax.axhline(1, color=CAPACITY_COLOUR, linestyle="--", linewidth=1.5)
+    chart.capacity_text = ax.text(1, 1, "", color=CAPACITY_COLOUR, ha="right", va="top", fontsize=9)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ticks = [2**k for k in range(0, 11)]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.grid(True, which="major", alpha=0.3)
+    ax.spines[["top", "right"]].set_visible(False)
+    if legend:
+        ax.set_xlabel("data-parallel GPUs N")
+        ax.set_ylabel("model states per GPU (GB)")
+        ax.legend(loc="lower left", fontsize=8, frameon=False)
+    return chart
+
+
+def legend_html() -> str:
+    """The stage colours as HTML, for widgets that keep text out of the per-frame render."""
+    items = "".join(swatch(STAGE_COLOURS[s], STAGE_LABELS[s], "line", margin="0 4px 3px 12px") for s in STAGES)
+    return (f'<div style="font-size:12px"><b>model states per GPU</b> (GB, log scale) against the data-parallel '
+            f'GPU count N:{items}<span style="color:{CAPACITY_COLOUR};margin-left:12px">- - GPU memory</span></div>')
+
+
+def zero_memory_figure(dps, curves: dict, capacity: float | None = None, capacity_label: str = "",
+                       title: str = "", marks: dict | None = None) -> Figure:
+    """A static figure of memory per GPU against N for every stage; marks={stage: (N, bytes)} adds dots."""
+    fig = Figure(figsize=(7.2, 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    chart = zero_memory_axes(ax)
+    chart.set_curves(dps, curves, capacity, capacity_label)
+    chart.marker.set_visible(False)
+    for stage, dot in chart.dots.items():
+        if marks and stage in marks:
+            n, value = marks[stage]
+            dot.set_data([n], [value / 1e9])
+        else:
+            dot.set_visible(False)
+    if title:
+        ax.set_title(title, fontsize=10)
+    return fig
+
+
+# ----------------------------------------------------------------------------------------
+# Overlap timeline
+
+
+@dataclass
+class OverlapChart:
+    """Two lanes on a time axis: backward compute (one segment per bucket) and the buckets' communication."""
+
+    ax: object
+    compute: PolyCollection = None
+    comm: PolyCollection = None
+    exposed: PolyCollection = None
+    backward_end: object = None
+
+    @property
+    def animated_artists(self) -> list:
+        return [self.compute, self.comm, self.exposed, self.backward_end]
+
+    def update(self, timeline) -> bool:
+        """Draw an OverlapTimeline (times shown in ms). Returns True when the time axis changed."""
+        before = self.ax.get_xlim()
+        ms = 1e3
+        ready = np.asarray(timeline.ready_s) * ms
+        begin = np.concatenate(([0.0], ready[:-1]))
+        self.compute.set_verts(_bars(begin, ready, 1.0))
+        self.compute.set_facecolor([COMPUTE_COLOURS[i % 2] for i in range(len(ready))])
+        start, end = np.asarray(timeline.start_s) * ms, np.asarray(timeline.end_s) * ms
+        self.comm.set_verts(_bars(start, end, 0.0))
+        self.comm.set_facecolor([COMM_COLOURS[i % 2] for i in range(len(start))])
+        backward = timeline.backward_s * ms
+        exposed = timeline.exposed_s * ms
+        self.exposed.set_verts(_bars(np.array([backward]), np.array([backward + exposed]), 0.0, height=0.7)
+                               if exposed > 0 else [])
+        self.backward_end.set_xdata([backward, backward])
+        finish = max(backward, float(end[-1]) if len(end) else 0.0)
+        self.ax.set_xlim(0, nice_ceiling(max(finish, 1e-9) * 1.05))
+        return before != self.ax.get_xlim()
+
+
+def _bars(begin, end, lane: float, height: float = 0.6) -> list:
+    lo, hi = lane - height / 2, lane + height / 2
+    return [[(b, lo), (e, lo), (e, hi), (b, hi)] for b, e in zip(begin, end)]
+
+
+def overlap_axes(ax, labels: bool = True) -> OverlapChart:
+    """Empty overlap lanes; fill with OverlapChart.update(timeline)."""
+    chart = OverlapChart(ax)
+    chart.compute = PolyCollection([], edgecolors="white", linewidths=0.8)
+    chart.comm = PolyCollection([], edgecolors="white", linewidths=0.8)
+    chart.exposed = PolyCollection([], facecolors="none", edgecolors=EXPOSED_COLOUR, linewidths=2, hatch="///")
+    for artist in (chart.compute, chart.comm, chart.exposed):
+        ax.add_collection(artist, autolim=False)
+    chart.backward_end = ax.axvline(0, color="#333333", linewidth=1, linestyle="--")
+    ax.set_ylim(-0.6, 1.6)
+    ax.set_yticks([0, 1], ["gradient\nsync", "backward"] if labels else ["", ""])
+    ax.spines[["top", "right", "left"]].set_visible(False)
+    ax.tick_params(axis="y", length=0)
+    if labels:
+        ax.set_xlabel("time from the start of backward (ms)")
+    return chart
+
+
+def overlap_figure(timelines, titles) -> Figure:
+    """Static lanes for several OverlapTimelines, one above the other, on a shared time axis."""
+    fig = Figure(figsize=(7.2, 1.35 * len(timelines) + 0.6), layout="constrained")
+    axes = fig.subplots(len(timelines), 1, sharex=True, squeeze=False)[:, 0]
+    finish = 0.0
+    for ax, timeline, title in zip(axes, timelines, titles):
+        chart = overlap_axes(ax, labels=True)
+        chart.update(timeline)
+        finish = max(finish, ax.get_xlim()[1])
+        ax.set_title(f"{title}: {format_seconds(timeline.exposed_s)} exposed", fontsize=9, loc="left")
+        if ax is not axes[-1]:
+            ax.set_xlabel("")
+    for ax in axes:
+        ax.set_xlim(0, finish)
+    return fig
