@@ -40,6 +40,9 @@ FORMULA_MODULES = [
     "distlab.pipeline.closed_form",
     "distlab.pipeline.stages",
     "distlab.pipeline.memory",
+    "distlab.tensor",
+    "distlab.training",
+    "distlab.triage",
 ]
 
 LESSON_LINK = re.compile(r"Lesson \d+ §\d+")
