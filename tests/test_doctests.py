@@ -40,6 +40,7 @@ FORMULA_MODULES = [
     "distlab.pipeline.closed_form",
     "distlab.pipeline.stages",
     "distlab.pipeline.memory",
+    "distlab.production",
     "distlab.tensor",
     "distlab.training",
     "distlab.triage",
