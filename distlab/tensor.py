@@ -46,7 +46,7 @@ import numpy as np
 
 from ._arguments import divisors, link_parameters, recompute_mode, short_list
 from . import collectives, memory
-from .flops import layer_forward_flops_array, recomputed_forward_flops_array
+from .flops import layer_forward_flops_array
 from .errors import ConfigurationError
 from .units import (
     BYTES,
@@ -332,10 +332,9 @@ def layer_flops_array(params_per_layer, hidden, micro_batch_size, seq_len, tp=1,
     """Training FLOPs of one layer, one microbatch, per GPU (NumPy broadcast, unvalidated: the fast path).
 
     (passes x 2 x params_per_layer x b s + attention_passes x 4 x s x h x b s) / tp;
-    attention_passes defaults to passes. Counted by distlab.flops: passes x the layer's forward
-    (flops.layer_forward_flops_array) plus (attention_passes - passes) x the attention core
-    (flops.recomputed_forward_flops_array, selective); hidden is the attention width heads x head_dim,
-    equal to the hidden size for every catalog model. Lesson 5 §4.
+    attention_passes defaults to passes. Both forward parts are distlab.flops.layer_forward_flops_array's: the
+    weights' (attention width 0) and the attention core's (no weights); hidden is the attention width
+    heads x head_dim, equal to the hidden size for every catalog model. Lesson 5 §4.
 
     GPT layer, h = 4096 (12 h^2 parameters), one 2,048-token sequence: 3 x 2048 x (2 x 12 x 4096^2 +
     4 x 2048 x 4096) = 3 x 893,353,197,568 FLOPs.
@@ -345,10 +344,9 @@ def layer_flops_array(params_per_layer, hidden, micro_batch_size, seq_len, tp=1,
     """
     tokens = np.asarray(micro_batch_size, dtype=float) * np.asarray(seq_len, dtype=float)
     attention = passes if attention_passes is None else attention_passes
-    forward = layer_forward_flops_array(params_per_layer, hidden, tokens, seq_len)
-    core = recomputed_forward_flops_array(params_per_layer, hidden, tokens, seq_len, 1)
-    result = (np.asarray(passes, dtype=float) * forward
-              + (np.asarray(attention, dtype=float) - np.asarray(passes, dtype=float)) * core) \
+    weights = layer_forward_flops_array(params_per_layer, 0.0, tokens, seq_len)
+    core = layer_forward_flops_array(0.0, hidden, tokens, seq_len)
+    result = (np.asarray(passes, dtype=float) * weights + np.asarray(attention, dtype=float) * core) \
         / np.asarray(tp, dtype=float)
     return float(result) if np.ndim(result) == 0 else result
 
