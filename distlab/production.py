@@ -57,7 +57,6 @@ __all__ = [
     "fp8_comparison",
     "RingAttentionStep",
     "ring_attention_step",
-    "triage_oom",
     "OOMTriage",
     "TriageStep",
     "expected_max_normal",
@@ -69,7 +68,7 @@ __all__ = [
     "straggler_step",
 ]
 
-#: Deprecated name of distlab.triage.oom_triage.
+#: Deprecated name of distlab.triage.oom_triage (not in __all__: an alias, not a formula).
 triage_oom = deprecated_alias(oom_triage, "production.triage_oom", "triage.oom_triage")
 
 
@@ -198,7 +197,14 @@ def bucket_sweep(grad_bytes, backward_time, dp, *, max_buckets=1024, link=None, 
     wait for the FIRST bucket, T / B, against the latency B L, near sqrt(T / L). Example, T / L =
     1000: M s = 0.97 T gives B* = 30 but the best is 32; M s = 0.99 T gives B* = 10, best 32.
     cost_kwargs go to collective_cost (e.g. algorithm='hierarchical', gpus_per_node=8,
-    inter_link='ib-ndr': L = 2(g-1) alpha_intra + 2(n/g-1) alpha_inter).
+    inter_link='ib-ndr': L = 2(g-1) alpha_intra + 2(n/g-1) alpha_inter). Lesson 8 §1.
+
+    1 GB over 8 GPUs at 100 GB/s, alpha 10 us, 100 ms of backward: L = 14 x 10 us = 0.14 ms, M s = 14 x 1 GB /
+    (8 x 100 GB/s) = 17.5 ms, B* = (100 - 17.5) / 0.14 = 589.3; B = 589 leaves L + M s / 589 = 0.17 ms exposed.
+
+    >>> sweep = bucket_sweep(1e9, 0.1, 8, bandwidth=100e9, latency=1e-5)
+    >>> sweep.best_buckets, round(sweep.closed_form_buckets, 1), round(sweep.best_exposed_s * 1e3, 2)
+    (589, 589.3, 0.17)
     """
     m = positive(grad_bytes, BYTES, "grad_bytes")
     backward = non_negative(backward_time, SECONDS, "backward_time")
@@ -226,7 +232,10 @@ def backward_time(model, tokens_per_gpu, gpu="h100-sxm", *, precision="mixed", e
     """Backward compute of one step on one data-parallel GPU (s): 4 x params x tokens / (peak x efficiency).
 
     The backward pass is 4 of the 6 FLOPs per parameter per token (weight and input gradients;
-    Kaplan et al. 2020, as distlab.training counts them).
+    Kaplan et al. 2020, as distlab.training counts them). Lesson 8 §1.
+
+    >>> round(backward_time('llama2-7b', 4096), 4)  # 4 x 6.738e9 x 4096 / (989.4 TFLOP/s x 0.5)
+    0.2232
     """
     from . import models
 
@@ -321,7 +330,16 @@ def dp_all_reduce(cluster, size_bytes, *, tp=1, pp=1, order="tp-cp-ep-dp-pp", gr
     k:1 taper); a flat ring crosses each node boundary once per group (tp = 1: f = 1, so on a 3:1
     fabric without rails the ring's hops keep the full port rate, while on rails all of a rail's
     crossing transfers share that rail's uplinks: the full taper, assuming the rail's leaf switch
-    serves only this cluster's nodes, all sending at once).
+    serves only this cluster's nodes, all sending at once). Lesson 8 §2.
+
+    1 GB over the 16 GPUs of two DGX H100 nodes: a ring of 8 on NVLink (450 GB/s, 3.4 us):
+    14 x (3.4 us + 1 GB / (8 x 450 GB/s)) = 3.94 ms; then 125 MB between the 2 nodes at 50 GB/s per GPU
+    (9.6 us): 2 x (9.6 us + 125 MB / (2 x 50 GB/s)) = 2.52 ms.
+
+    >>> from distlab import hardware
+    >>> r = dp_all_reduce(hardware.cluster('dgx-h100', 2, 'ib-ndr'), 1e9)
+    >>> r.local_members, r.nodes, round(r.intra_s * 1e3, 2), round(r.inter_s * 1e3, 2)
+    (8, 2, 3.94, 2.52)
     """
     from . import mesh
 
@@ -382,7 +400,19 @@ def network_step(model, node="dgx-h100", nodes=4, fabric="ib-ndr", *, oversubscr
                  **config) -> training.StepEstimate:
     """estimate() on a cluster with the given taper and rail design. The step model's DP all-reduce is
     hierarchical: rails spare its inter-node ring the taper when that ring joins equal local ranks
-    (training.equal_local_ranks_array), as they spare pipeline sends whose stride is a multiple of the node."""
+    (training.equal_local_ranks_array), as they spare pipeline sends whose stride is a multiple of the node.
+    Lesson 8 §2.
+
+    dp = 32 over 4 nodes of 8 joins equal local ranks: rails give a 3:1 tapered fabric the full port rate
+    back, without them the taper triples the inter-node ring's bandwidth time.
+
+    >>> config = dict(nodes=4, global_batch=32, seq_len=4096, zero=1)
+    >>> flat = network_step('llama2-7b', oversubscription=1.0, **config).dp_comm_s
+    >>> network_step('llama2-7b', oversubscription=3.0, rail_optimized=True, **config).dp_comm_s == flat
+    True
+    >>> network_step('llama2-7b', oversubscription=3.0, **config).dp_comm_s > flat
+    True
+    """
     cl = hardware.cluster(node, nodes, fabric, oversubscription, rail_optimized)
     return training.estimate(model, cl, **config)
 
@@ -432,7 +462,11 @@ def fp8_comparison(model, cluster, **config) -> FP8Comparison:
     FP8 primary weights (Transformer Engine's fp8_model_init, Megatron-LM's --fp8-param-gather);
     with them a ZeRO-1 parameter all-gather would move 1-byte weights, so pricing the DP traffic
     as a bf16 all-reduce of the gradients (distlab's) is an upper bound there.
-    Micikevicius et al. 2022, "FP8 Formats for Deep Learning"; NVIDIA Transformer Engine.
+    Micikevicius et al. 2022, "FP8 Formats for Deep Learning"; NVIDIA Transformer Engine. Lesson 8 §3.
+
+    >>> r = fp8_comparison('llama2-7b', 'dgx-h100', nodes=1, fabric='ib-ndr', global_batch=8, seq_len=4096, zero=3)
+    >>> r.ratios()['model-state bytes per parameter'], r.ratios()['weights per GPU']  # 15 / 16 and 1 / 2
+    (0.9375, 0.5)
     """
     config = {k: v for k, v in config.items() if k != "precision"}
     m = training.estimate(model, cluster, precision="mixed", **config)
@@ -528,7 +562,14 @@ def ring_attention_step(model, seq_len, cp, *, micro_batch_size=1, tp=1, precisi
     transfer, kap the seconds per token^2 of compute): c* = (lam + sqrt(lam^2 + 4 kap alpha)) /
     (2 kap), S* = cp c* rounded up to a multiple of cp. The backward pass sends K, V and their
     gradients (2x the bytes) against 2x the FLOPs: the same ratio. cp = 1 is refused (nothing is
-    passed around a ring of one GPU).
+    passed around a ring of one GPU). Lesson 8 §4.
+
+    Llama 2 7B, 128K tokens over cp = 8: chunks of 16,384 tokens; K and V of 32 x 128 in bf16:
+    2 x 16384 x 4096 x 2 B = 256 MiB per step; causal compute 0.5 x 4 x 16384^2 x 4096 = 2.2 TFLOP.
+
+    >>> r = ring_attention_step('llama2-7b', 131072, 8)
+    >>> r.kv_block_bytes, r.attention_flops
+    (268435456.0, 2199023255552.0)
     """
     from . import models
 
@@ -594,7 +635,10 @@ def expected_max_normal(n) -> float:
     rule on [-12, 12], step 0.001), with 1 - Phi^n computed as -expm1(n log Phi(x)) and
     log Phi(x) = log1p(-Q(x)), Q = erfc(x / sqrt 2) / 2, in the upper tail, so the integrand keeps
     its accuracy where Phi rounds to 1 (what matters once n passes ~1e10). n = 1: 0; n = 2:
-    1/sqrt(pi) = 0.5642; n = 1000: 3.2414 (Tippett 1925's tables). n up to MAX_NORMALS (1e15).
+    1/sqrt(pi) = 0.5642; n = 1000: 3.2414 (Tippett 1925's tables). n up to MAX_NORMALS (1e15). Lesson 8 §6.
+
+    >>> round(float(expected_max_normal(2)), 4), round(float(expected_max_normal(1000)), 4)
+    (0.5642, 3.2414)
     """
     k = positive_int(n, "n")
     if k > MAX_NORMALS:
@@ -610,7 +654,11 @@ def _trapezoid(y, x) -> float:
 def leading_term_max_normal(n):
     """sqrt(2 ln n): the leading term of E[max of n standard normals] (extreme-value theory), the
     well-known growth law; it overestimates the expected maximum (n = 1000: 3.72 vs the exact 3.24).
-    NumPy broadcast over whole n >= 1 (anything else raises ConfigurationError)."""
+    NumPy broadcast over whole n >= 1 (anything else raises ConfigurationError). Lesson 8 §6.
+
+    >>> round(leading_term_max_normal(1000), 2)  # sqrt(2 x 6.9078)
+    3.72
+    """
     bad = ConfigurationError(f"n={n!r} must be whole numbers >= 1 (GPUs)")
     if isinstance(n, (bool, str, bytes)):
         raise bad
@@ -628,7 +676,13 @@ def gumbel_expected_max(n) -> float:
     """Extreme-value approximation of E[max of n standard normals] (n >= 2):
     b_n + gamma a_n with a_n = 1/sqrt(2 ln n), b_n = sqrt(2 ln n) - (ln ln n + ln 4 pi) / (2 sqrt(2 ln n)).
     Its leading term sqrt(2 ln n) is the well-known growth law; the correction matters (n = 1000:
-    sqrt(2 ln n) = 3.72 vs the exact 3.24). Source: Cramer 1946, Sec. 28.6; Embrechts et al. 1997."""
+    sqrt(2 ln n) = 3.72 vs the exact 3.24). Source: Cramer 1946, Sec. 28.6; Embrechts et al. 1997. Lesson 8 §6.
+
+    n = 1000: 3.7169 - (1.9326 + 2.5310) / (2 x 3.7169) + 0.5772 / 3.7169 = 3.2718.
+
+    >>> round(gumbel_expected_max(1000), 4)
+    3.2718
+    """
     k = positive_int(n, "n")
     if k < 2:
         raise ConfigurationError(f"n={n!r}: the extreme-value approximation needs n >= 2 GPUs")
@@ -661,7 +715,10 @@ def expected_slowest(gpus, sigma=0.0, slow_factor=1.0) -> float:
     GPU i takes (1 + sigma Z_i) of the healthy time (Z_i independent standard normals), GPU 0 k
     times that. P(max <= x) = Phi((x/k - 1)/sigma) Phi((x - 1)/sigma)^(N-1); E = integral of
     (1 - F) over x > 0 (the mass below 0 is negligible for sigma <= 0.25). sigma = 0: k;
-    k = 1: 1 + sigma E[max of N normals].
+    k = 1: 1 + sigma E[max of N normals]. Lesson 8 §6.
+
+    >>> round(float(expected_slowest(1000, sigma=0.1)), 4), expected_slowest(8, slow_factor=1.5)  # 1 + 0.1 x 3.2414
+    (1.3241, 1.5)
     """
     n = positive_int(gpus, "gpus")
     if n > MAX_NORMALS:
@@ -689,7 +746,12 @@ def simulate_slowest(gpus, sigma, *, slow_factor=1.0, steps=1000, seed=0) -> np.
     """Simulated per-step max over GPUs of time / healthy mean (seeded NumPy generator, chunked).
 
     Each step draws 1 + sigma Z for every GPU (GPU 0 times slow_factor) and keeps the maximum;
-    returns one value per step. Compare its mean with expected_slowest.
+    returns one value per step. Compare its mean with expected_slowest. Lesson 8 §6.
+
+    8 GPUs, 5% jitter: expected 1 + 0.05 x 1.4236 = 1.0712 (standard error of 2,000 steps about 0.0007).
+
+    >>> round(float(simulate_slowest(8, 0.05, steps=2000, seed=0).mean()), 2)
+    1.07
     """
     n = positive_int(gpus, "gpus")
     sig = _check_sigma(sigma)
@@ -763,7 +825,14 @@ def straggler_step(model, cluster, *, slow_factor=1.0, sigma=0.0, **config) -> S
     earlier 1F1B stage costs a little less, its first microbatches hiding in the warm-up): the
     worst placement. Here the compute stretches by E[max over the N GPUs] (expected_slowest);
     communication, the bubble and the optimizer step do not. sigma: each GPU's relative standard
-    deviation per step (independent jitter of m microbatches averages to sigma_mb / sqrt(m)).
+    deviation per step (independent jitter of m microbatches averages to sigma_mb / sqrt(m)). Lesson 8 §6.
+
+    One GPU 1.5x slow, no jitter: the wait is 0.5 x the 0.335 s of compute (training.estimate's example).
+
+    >>> st = straggler_step('llama2-7b', 'dgx-h100', nodes=1, fabric='ib-ndr', slow_factor=1.5, global_batch=8,
+    ...                     seq_len=4096)
+    >>> st.slowest, round(st.wait_s, 3)
+    (1.5, 0.167)
     """
     est = training.estimate(model, cluster, **config)
     sig = _check_sigma(sigma)

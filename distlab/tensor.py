@@ -46,6 +46,7 @@ import numpy as np
 
 from ._arguments import divisors, link_parameters, recompute_mode, short_list
 from . import collectives, memory
+from .flops import layer_forward_flops_array
 from .errors import ConfigurationError
 from .units import (
     BYTES,
@@ -129,7 +130,13 @@ def _model(model):
 
 def valid_tp_degrees(model, gpus_per_node=None) -> list[int]:
     """The TP degrees that divide the heads, the key/value heads, the hidden and MLP sizes
-    (and the GPUs of a node, when gpus_per_node is given)."""
+    (and the GPUs of a node, when gpus_per_node is given). Lesson 5 §3.
+
+    Llama 2 7B: gcd(32 heads, 32 key/value heads, 4096, 11008 = 2^8 x 43) = 32, and a node of 8.
+
+    >>> valid_tp_degrees('llama2-7b', gpus_per_node=8)
+    [1, 2, 4, 8]
+    """
     m = _model(model)
     common = math.gcd(math.gcd(m.heads, m.kv_heads), math.gcd(m.hidden, m.ffn))
     if gpus_per_node is not None:
@@ -143,7 +150,10 @@ def check_tp(model, tp, gpus_per_node=None) -> int:
     t must divide the query heads (attention is split by heads), the key/value heads (each GPU
     keeps whole key/value groups, as Megatron-LM requires), the hidden size and the MLP inner
     size (the column and row blocks). With gpus_per_node, t must also divide the GPUs of a
-    node, so that every TP group sits inside one node on the fast intra-node link.
+    node, so that every TP group sits inside one node on the fast intra-node link. Lesson 5 §3.
+
+    >>> check_tp('llama2-7b', 8, gpus_per_node=8)
+    8
     """
     m = _model(model)
     t = positive_int(tp, "tp")
@@ -244,6 +254,10 @@ def layer_shards(model, tp) -> TPLayerShards:
     Column-parallel: Q, K, V (by heads), the MLP up (and gate) matrices, and their biases.
     Row-parallel: the attention output projection and the MLP down matrix; their biases are
     added once after the all-reduce, so every GPU keeps them whole, as it keeps the norms.
+    Megatron-LM, Shoeybi et al. 2019, Sec. 3. Lesson 5 §3.
+
+    >>> layer_shards('llama2-7b', 8).shard('mlp up').shard_shape  # 11008 / 8 columns
+    (4096, 1376)
     """
     m = _model(model)
     t = check_tp(m, tp)
@@ -281,14 +295,22 @@ def layer_shards(model, tp) -> TPLayerShards:
 
 def element_bytes(precision="mixed") -> float:
     """Bytes per stored activation element of a precision recipe (distlab.memory): 2 for mixed/bf16, 1 for fp8.
-    Also the bytes per element of the K/V blocks context parallelism passes around its ring."""
+    Also the bytes per element of the K/V blocks context parallelism passes around its ring. Lesson 5 §7.
+
+    >>> element_bytes('mixed'), element_bytes('fp8')
+    (2.0, 1.0)
+    """
     return float(memory.precision_recipe(precision).activation_bytes)
 
 
 def message_element_bytes(precision="mixed") -> float:
     """Bytes per element of the activations and activation gradients TP collectives and pipeline sends carry
     (PrecisionRecipe.message_bytes): 2 for mixed/bf16 AND for fp8, whose GEMMs take fp8 inputs but write bf16
-    outputs (Transformer Engine, Megatron-LM), 4 for fp32."""
+    outputs (Transformer Engine, Megatron-LM), 4 for fp32. Lesson 5 §4.
+
+    >>> message_element_bytes('fp8')
+    2.0
+    """
     return float(memory.precision_recipe(precision).message_bytes)
 
 
@@ -297,7 +319,10 @@ def forward_passes(recompute="none") -> tuple[float, float]:
 
     (3, 3) without recomputation (forward 1 + backward 2); (4, 4) with full recomputation (the
     forward runs again); (3, 4) with selective recomputation, which re-runs only the attention
-    core, QK^T and AV (Korthikanti et al. 2022, Sec. 5).
+    core, QK^T and AV (Korthikanti et al. 2022, Sec. 5). Lesson 5 §4.
+
+    >>> forward_passes('selective')
+    (3.0, 4.0)
     """
     mode = recompute_mode(recompute)
     return {"none": (3.0, 3.0), "selective": (3.0, 4.0), "full": (4.0, 4.0)}[mode]
@@ -307,14 +332,21 @@ def layer_flops_array(params_per_layer, hidden, micro_batch_size, seq_len, tp=1,
     """Training FLOPs of one layer, one microbatch, per GPU (NumPy broadcast, unvalidated: the fast path).
 
     (passes x 2 x params_per_layer x b s + attention_passes x 4 x s x h x b s) / tp;
-    attention_passes defaults to passes.
+    attention_passes defaults to passes. Both forward parts are distlab.flops.layer_forward_flops_array's: the
+    weights' (attention width 0) and the attention core's (no weights); hidden is the attention width
+    heads x head_dim, equal to the hidden size for every catalog model. Lesson 5 §4.
+
+    GPT layer, h = 4096 (12 h^2 parameters), one 2,048-token sequence: 3 x 2048 x (2 x 12 x 4096^2 +
+    4 x 2048 x 4096) = 3 x 893,353,197,568 FLOPs.
+
+    >>> layer_flops_array(12 * 4096**2, 4096, 1, 2048)
+    2680059592704.0
     """
-    b = np.asarray(micro_batch_size, dtype=float)
-    s = np.asarray(seq_len, dtype=float)
-    tokens = b * s
+    tokens = np.asarray(micro_batch_size, dtype=float) * np.asarray(seq_len, dtype=float)
     attention = passes if attention_passes is None else attention_passes
-    result = (np.asarray(passes, dtype=float) * 2.0 * np.asarray(params_per_layer, dtype=float) * tokens
-              + np.asarray(attention, dtype=float) * 4.0 * s * np.asarray(hidden, dtype=float) * tokens) \
+    weights = layer_forward_flops_array(params_per_layer, 0.0, tokens, seq_len)
+    core = layer_forward_flops_array(0.0, hidden, tokens, seq_len)
+    result = (np.asarray(passes, dtype=float) * weights + np.asarray(attention, dtype=float) * core) \
         / np.asarray(tp, dtype=float)
     return float(result) if np.ndim(result) == 0 else result
 
@@ -325,6 +357,13 @@ def layer_flops(model, micro_batch_size=1, seq_len=None, tp=1, recompute="none")
     Forward per token: 2 x params_per_layer (every weight is one multiply-add; biases and norms,
     under 0.1 %, counted as in the 6PT rule) + 4 s h (QK^T and AV, full attention). Training:
     x 3 (x 4 with full recomputation; selective recomputation repeats only the 4 s h). Divided by tp.
+    Lesson 6 §3 (and Lesson 5 §4, as tp_layer_cost's compute).
+
+    Llama 2 7B, 202,383,360 parameters per layer, s = 4096: 4096 x (2 x 202,383,360 + 4 x 4096 x 4096)
+    = 1,932,802,392,064 forward FLOPs; x 3 / 8 GPUs:
+
+    >>> layer_flops('llama2-7b', seq_len=4096, tp=8)
+    724800897024.0
     """
     m = _model(model)
     b = positive_int(micro_batch_size, "micro_batch_size")
@@ -339,7 +378,11 @@ def layer_flops(model, micro_batch_size=1, seq_len=None, tp=1, recompute="none")
 
 def tp_message_bytes(micro_batch_size, seq_len, hidden, element_bytes=2.0):
     """Bytes of one TP all-reduce: the layer activation b x s x h x element bytes (NumPy broadcast;
-    distlab.memory.message_bytes)."""
+    distlab.memory.message_bytes). Lesson 5 §4.
+
+    >>> tp_message_bytes(1, 4096, 4096, 2)  # Llama 2 7B, one 4K sequence: 32 MiB
+    33554432.0
+    """
     return memory.message_bytes(micro_batch_size, seq_len, hidden, element_bytes)
 
 
@@ -349,7 +392,10 @@ def tp_comm_time(message_bytes, tp, bandwidth, latency=0.0, all_reduces=4):
     all_reduces x ring all-reduce time over the tp GPUs (distlab.collectives.ring_all_reduce_time).
     With sequence parallelism each all-reduce is a reduce-scatter + all-gather pair whose ring
     times add up to exactly the same, so the same call prices it. all_reduces: 4 in training,
-    6 with full recomputation, 2 for a forward pass alone.
+    6 with full recomputation, 2 for a forward pass alone. Lesson 5 §4.
+
+    >>> round(tp_comm_time(32e6, 4, 100e9), 6)  # 4 x 2 x 3 x 32 MB / (4 x 100 GB/s)
+    0.00192
     """
     result = np.asarray(all_reduces, dtype=float) * collectives.ring_all_reduce_time(message_bytes, tp, bandwidth, latency)
     return float(result) if np.ndim(result) == 0 else result
@@ -500,7 +546,11 @@ def tp_layer_cost(
     2 for bf16 and for fp8, whose GEMM outputs and gradients are bf16) and the GPU's peak
     (PrecisionRecipe.compute_precision: mixed -> bf16 peak, fp8 -> fp8 peak). Compute: layer_flops / (peak x
     efficiency); `peak_flops` overrides the GPU's peak. gpus_per_node: when given, tp must divide
-    it (the TP group stays inside a node).
+    it (the TP group stays inside a node). Lesson 5 §4 (§6 sequence parallelism; Lesson 6 §3).
+
+    >>> c = tp_layer_cost('llama2-7b', 8, seq_len=4096)
+    >>> c.all_reduces, c.message_bytes, c.flops_per_gpu  # 4 of 4096 x 4096 x 2 B; layer_flops' example
+    (4, 33554432.0, 724800897024.0)
     """
     m = _model(model)
     t = check_tp(m, tp, gpus_per_node)
@@ -578,6 +628,12 @@ def sequence_parallel_saving(model, tp, micro_batch_size=1, seq_len=None, recomp
 
     Korthikanti et al. 2022, Table 2: with tensor parallelism alone s b h (10 + 24/t + 5 a s/(h t));
     sequence parallelism divides the 10 (norms and dropouts) by t too: s b h (34/t + 5 a s/(h t)).
+    Lesson 5 §6.
+
+    GPT-3, t = 8, selective recomputation: (10 + 24/8) against 34/8 s b h, 4.25 / 13 of it left:
+
+    >>> round(sequence_parallel_saving('gpt3-175b', 8).saved_fraction, 3)
+    0.673
     """
     m = _model(model)
     t = check_tp(m, tp)
@@ -592,7 +648,13 @@ def sequence_parallel_saving(model, tp, micro_batch_size=1, seq_len=None, recomp
 
 
 def ring_attention_buffer_bytes(seq_len, cp, hidden, element_bytes=2.0, micro_batch_size=1):
-    """KV ring buffer per GPU, 2 x S/N x H x bytes (x b), NumPy broadcast, unvalidated (the fast path)."""
+    """KV ring buffer per GPU, 2 x S/N x H x bytes (x b), NumPy broadcast, unvalidated (the fast path).
+
+    Liu et al. 2023. Lesson 5 §7.
+
+    >>> ring_attention_buffer_bytes(131072, 8, 1024, 2)  # 2 x 16,384 x 1,024 x 2 B = 64 MiB
+    67108864.0
+    """
     result = (2.0 * np.asarray(seq_len, dtype=float) / np.asarray(cp, dtype=float) * np.asarray(hidden, dtype=float)
               * np.asarray(element_bytes, dtype=float) * np.asarray(micro_batch_size, dtype=float))
     return float(result) if np.ndim(result) == 0 else result
@@ -652,7 +714,13 @@ def ring_attention_buffer(seq_len, cp, hidden, *, precision="mixed", micro_batch
     attention). precision sets the bytes per element (PrecisionRecipe.activation_bytes, fp8: 1: FP8
     attention, e.g. Transformer Engine's FP8 DotProductAttention, can keep and exchange K/V in FP8).
     available: memory left for the buffer (e.g. '2 GB'); then `fits` and `max_seq_len` say when it
-    stops fitting. cp must divide seq_len.
+    stops fitting. cp must divide seq_len. Lesson 5 §7.
+
+    64 MiB do not fit 32 MB; 512 B per token x 8 GPUs: 32e6 // 4096 = 7,812 tokens per GPU fit, x 8:
+
+    >>> buf = ring_attention_buffer(131072, 8, 1024, available='32 MB')
+    >>> buf.buffer_bytes, buf.fits, buf.max_seq_len
+    (67108864.0, False, 62496)
     """
     s = positive_int(seq_len, "seq_len")
     n = positive_int(cp, "cp")
@@ -706,7 +774,11 @@ def _activation(name):
 
 def random_mlp(tokens=4, hidden=8, ffn=32, seed=0):
     """(x, w_in, w_out) with standard-normal entries from a seeded generator: x (tokens, hidden),
-    w_in (hidden, ffn), w_out (ffn, hidden), weights scaled by 1/sqrt(fan-in)."""
+    w_in (hidden, ffn), w_out (ffn, hidden), weights scaled by 1/sqrt(fan-in). Lesson 5 §2.
+
+    >>> [a.shape for a in random_mlp(tokens=4, hidden=8, ffn=32, seed=0)]
+    [(4, 8), (8, 32), (32, 8)]
+    """
     n, h, f = positive_int(tokens, "tokens"), positive_int(hidden, "hidden"), positive_int(ffn, "ffn")
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise ConfigurationError(f"seed={seed!r} must be a whole number")
@@ -741,7 +813,12 @@ def simulate_split_matmul(x, w, tp, split="column") -> SplitMatmulResult:
     split='column': GPU i keeps W[:, block i] and computes the column block X W_i; an all-gather
     (distlab.collectives.simulate_all_gather) concatenates the blocks. split='row': GPU i keeps
     W[block i, :] and X[:, block i] and computes a partial X_i W_i of the full shape; an all-reduce
-    (simulate_ring_all_reduce) adds them. Either way every GPU ends with X W.
+    (simulate_ring_all_reduce) adds them. Either way every GPU ends with X W. Lesson 5 §1.
+
+    >>> x, w, _ = random_mlp(seed=0)
+    >>> r = simulate_split_matmul(x, w, 4, split='column')
+    >>> r.weight_shards[0].shape, r.allclose  # 32 columns / 4 GPUs
+    ((8, 8), True)
     """
     xm, wm = _matrix(x, "x"), _matrix(w, "w")
     if xm.shape[1] != wm.shape[0]:
@@ -814,7 +891,13 @@ def simulate_tp_mlp(x, w_in, w_out, tp, activation="gelu") -> TPMLPResult:
     element by element, so a column block of act(X A) is act of the column block), then the
     partial Z_i = Y_i B_i of the full output shape. A ring all-reduce
     (distlab.collectives.simulate_ring_all_reduce) sums the Z_i on every GPU; the result equals
-    act(X A) B, since X A B = sum_i X A_i B_i. tp must divide ffn.
+    act(X A) B, since X A B = sum_i X A_i B_i. tp must divide ffn. Shoeybi et al. 2019, Sec. 3. Lesson 5 §2.
+
+    The 4 x 8 float64 output (256 B) is summed in 2 (t - 1) = 6 ring steps, each GPU sending 2 (t-1)/t x 256 B:
+
+    >>> r = simulate_tp_mlp(*random_mlp(seed=0), tp=4)
+    >>> r.allclose, r.trace.steps, r.bytes_sent_per_gpu
+    (True, 6, 384.0)
     """
     xm, a, b = _matrix(x, "x"), _matrix(w_in, "w_in"), _matrix(w_out, "w_out")
     if xm.shape[1] != a.shape[0]:

@@ -17,6 +17,40 @@ from ._arguments import as_cluster, recompute_mode, zero_stage
 from .errors import ConfigurationError
 from .units import FLOP_PER_SECOND, SECONDS, format_bytes, format_seconds, positive, positive_int
 
+__all__ = [
+    "FLOPS_PER_PARAM_TOKEN",
+    "FLOPS_PER_PARAM_TOKEN_FULL_RECOMPUTE",
+    "model_flops",
+    "forward_time",
+    "hardware_flops",
+    "megatron_flops_per_iteration",
+    "training_days",
+    "mfu",
+    "check_fraction",
+    "SCHEDULES",
+    "MAX_SEQ_LEN",
+    "MAX_MICRO_BATCH",
+    "MAX_GLOBAL_BATCH",
+    "batch_and_sequence",
+    "group_all_reduce_time_array",
+    "p2p_message_bytes",
+    "equal_local_ranks_array",
+    "pipeline_crossings_array",
+    "step_model_array",
+    "StepEstimate",
+    "hardware_arguments",
+    "estimate",
+    # the OOM triage, moved to distlab.triage; still importable from here (see __getattr__ below)
+    "TRIAGE_ORDER",
+    "TriageStep",
+    "OOMTriage",
+    "MAX_LADDER_RUNGS",
+    "oom_triage",
+    "explain_infeasible",
+    "memory_modes_index",
+    "format_fixes",
+]
+
 #: Training FLOPs per parameter per token: forward 2, backward 4 (weight and input gradients).
 FLOPS_PER_PARAM_TOKEN = 6.0
 #: With full recomputation the forward runs again during backward: 2 + 2 + 4.
@@ -24,7 +58,13 @@ FLOPS_PER_PARAM_TOKEN_FULL_RECOMPUTE = 8.0
 
 
 def model_flops(params, tokens) -> float:
-    """Model FLOPs of one training step: 6 x params x tokens (tokens = global batch x sequence length)."""
+    """Model FLOPs of one training step: 6 x params x tokens (tokens = global batch x sequence length).
+
+    Kaplan et al. 2020, Sec. 2.1. Lesson 7 §1 (and Lesson 4 §4).
+
+    >>> model_flops(1e9, 1000)  # 6 x 1e9 x 1e3
+    6000000000000.0
+    """
     return FLOPS_PER_PARAM_TOKEN * positive(params, "", "params") * positive(tokens, "", "tokens")
 
 
@@ -41,14 +81,22 @@ def forward_time(params, tokens, peak_flops) -> float:
 
 def hardware_flops(params, tokens, recompute="none") -> float:
     """FLOPs the GPUs execute: 6PT, or 8PT with full recomputation (selective recomputation of
-    attention scores adds no parameter FLOPs in this model)."""
+    attention scores adds no parameter FLOPs in this model). Narayanan et al. 2021, Sec. 5.1. Lesson 7 §1.
+
+    >>> hardware_flops(1e9, 1000, recompute='full')  # 8 x 1e9 x 1e3
+    8000000000000.0
+    """
     factor = FLOPS_PER_PARAM_TOKEN_FULL_RECOMPUTE if recompute_mode(recompute) == "full" else FLOPS_PER_PARAM_TOKEN
     return factor * positive(params, "", "params") * positive(tokens, "", "tokens")
 
 
 def megatron_flops_per_iteration(batch, seq_len, layers, hidden, vocab) -> float:
     """Narayanan et al. 2021, Eq. 3 (full recomputation, attention and logits included):
-    F = 96 B s l h^2 (1 + s / (6 h) + V / (16 l h))."""
+    F = 96 B s l h^2 (1 + s / (6 h) + V / (16 l h)). Lesson 7 §1.
+
+    >>> round(megatron_flops_per_iteration(1536, 2048, 96, 12288, 51200) / 1e18, 2)  # GPT-3 175B, batch 1536
+    4.51
+    """
     b = positive_int(batch, "batch")
     s = positive_int(seq_len, "seq_len")
     l = positive_int(layers, "layers")
@@ -59,7 +107,11 @@ def megatron_flops_per_iteration(batch, seq_len, layers, hidden, vocab) -> float
 
 def training_days(params, tokens, gpus, flops_per_gpu, recompute="full") -> float:
     """End-to-end training time in days: factor x T x P / (n X), factor 8 with full
-    recomputation (Narayanan et al. 2021, Eq. 4), 6 without."""
+    recomputation (Narayanan et al. 2021, Eq. 4), 6 without. Lesson 7 §1.
+
+    >>> round(training_days(175e9, 300e9, 1024, 140e12))  # GPT-3 on 1,024 A100s at 140 TFLOP/s: Sec. 5.1's 34 days
+    34
+    """
     seconds = hardware_flops(params, tokens, recompute) / (
         positive_int(gpus, "gpus") * positive(flops_per_gpu, FLOP_PER_SECOND, "flops_per_gpu")
     )
@@ -67,7 +119,13 @@ def training_days(params, tokens, gpus, flops_per_gpu, recompute="full") -> floa
 
 
 def mfu(model_flops_per_step, step_time, gpus, peak_flops) -> float:
-    """Model FLOPs utilisation = model FLOPs / (step time x GPUs x peak FLOP/s per GPU)."""
+    """Model FLOPs utilisation = model FLOPs / (step time x GPUs x peak FLOP/s per GPU).
+
+    Chowdhery et al. 2022 (PaLM), App. B. Lesson 7 §1.
+
+    >>> mfu(6e12, 2.0, 4, 1e12)  # 6e12 / (2 s x 4 GPUs x 1e12 FLOP/s)
+    0.75
+    """
     value = positive(model_flops_per_step, "FLOP", "model_flops") / (
         positive(step_time, SECONDS, "step_time") * positive_int(gpus, "gpus")
         * positive(peak_flops, FLOP_PER_SECOND, "peak_flops")
@@ -76,7 +134,11 @@ def mfu(model_flops_per_step, step_time, gpus, peak_flops) -> float:
 
 
 def check_fraction(value, name: str) -> float:
-    """A fraction in (0, 1], such as an achievable share of peak."""
+    """A fraction in (0, 1], such as an achievable share of peak; ConfigurationError otherwise. Lesson 7 §6.
+
+    >>> check_fraction(0.5, 'efficiency')
+    0.5
+    """
     number = positive(value, "", name)
     if number > 1:
         raise ConfigurationError(f"{name}={number:g} must be a fraction in (0, 1] (e.g. 0.5 for 50% of peak)")
@@ -97,7 +159,11 @@ MAX_GLOBAL_BATCH = 2**40
 
 
 def batch_and_sequence(global_batch, seq_len, micro_batch_size=1) -> tuple[int, int, int]:
-    """(global_batch, seq_len, micro_batch_size) as whole numbers within the step model's bounds."""
+    """(global_batch, seq_len, micro_batch_size) as whole numbers within the step model's bounds. Lesson 7 §1.
+
+    >>> batch_and_sequence(512, 4096.0)
+    (512, 4096, 1)
+    """
     values = []
     for value, name, top, what in ((global_batch, "global_batch", MAX_GLOBAL_BATCH, "sequences"),
                                    (seq_len, "seq_len", MAX_SEQ_LEN, "tokens"),
@@ -125,7 +191,14 @@ def group_all_reduce_time_array(size_bytes, n, stride, gpus_per_node, intra_bw, 
     one flat ring through the members in rank order, every step as slow as its slowest (fabric) hop:
     2(n-1)(inter_lat + M / (n inter_bw)) (distlab.collectives.ring_all_reduce_time, the same formula
     as dp_all_reduce(algorithm='ring')). Placement follows the rank layout (distlab.mesh), not an
-    assumption. Arrays, unvalidated.
+    assumption. Arrays, unvalidated. Lesson 7 §3 (and Lesson 8 §2).
+
+    One node of 8 at 100 GB/s: 2 x 7 x 1.6 GB / (8 x 100 GB/s) = 28 ms; two nodes (hierarchical): the same
+    28 ms inside each node, plus a 2-node ring of 1.6 GB / 8 at 50 GB/s: 2 x 1 x 0.2 GB / (2 x 50 GB/s) = 4 ms.
+
+    >>> t = group_all_reduce_time_array(1.6e9, [8, 16], 1, 8, 100e9, 0.0, 50e9, 0.0)
+    >>> [round(float(x), 6) for x in t]
+    [0.028, 0.032]
     """
     from .collectives import ring_all_reduce_time
 
@@ -148,9 +221,9 @@ def p2p_message_bytes(micro_batch_size, seq_len, hidden, tp, element_bytes):
     """Bytes of one pipeline send per microbatch: b x s x h x e / tp (Megatron's scatter-gather
     optimisation splits the activation over the tp GPUs of a stage, Narayanan et al. 2021 Sec. 4.1;
     e = PrecisionRecipe.message_bytes; b x s x h x e is distlab.memory.message_bytes, the message
-    pipeline.boundary_message_bytes prices). NumPy broadcast, unvalidated. Lesson 7.
+    pipeline.boundary_message_bytes prices). NumPy broadcast, unvalidated. Lesson 7 §4.
 
-    >>> float(p2p_message_bytes(1, 4096, 8192, 4, 2))
+    >>> float(p2p_message_bytes(1, 4096, 8192, 4, 2))  # 4096 x 8192 x 2 B / 4 = 16 MiB
     16777216.0
     """
     from .memory import message_bytes
@@ -170,6 +243,10 @@ def equal_local_ranks_array(n, stride, gpus_per_node):
     Otherwise some group straddles node boundaries at different local ranks (e.g. 3 nodes of 8,
     tp = 1, dp = 12: the first group holds all of node 0 and local ranks 0-3 of node 1), so its
     inter-node traffic crosses the spine even on a rail-optimized fabric. NumPy broadcast, unvalidated.
+    Lesson 8 §2.
+
+    >>> equal_local_ranks_array([12, 16], 1, 8).tolist()  # dp 12 straddles nodes of 8; dp 16 fills two
+    [False, True]
     """
     n = np.asarray(n, dtype=float)
     stride = np.asarray(stride, dtype=float)
@@ -186,7 +263,10 @@ def pipeline_crossings_array(pp, stride, gpus_per_node):
     sends to r + W on another node unless both stages lie inside one node, i.e. unless
     floor((b-1) W / g) = floor(((b+1) W - 1) / g). W >= g: every boundary crosses. Example: tp 2 x
     dp 2 on nodes of 8: stages 0-1 share node 0, 2-3 node 1, ...: of 7 boundaries, 3 cross and 4
-    stay on NVLink. NumPy broadcast, unvalidated.
+    stay on NVLink. NumPy broadcast, unvalidated. Lesson 7 §4.
+
+    >>> pipeline_crossings_array(8, 4, 8)  # boundaries 2, 4 and 6 leave a node
+    3.0
     """
     pp = np.asarray(pp, dtype=float)
     w = np.asarray(stride, dtype=float)
@@ -238,7 +318,18 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     Memory: distlab.memory's array cores; in-flight microbatches on the first stage
     (distlab.pipeline.in_flight_array, the simulator's peak_in_flight): GPipe m, 1F1B min(p, m),
     interleaved min(p (1 + (p-1)/(p v)), m) (Korthikanti et al. 2022, Sec. 4.2.3). Rank order tp-cp-ep-dp-pp: DP groups
-    have stride tp, pipeline neighbours stride tp x dp. Inputs are NumPy arrays, not validated.
+    have stride tp, pipeline neighbours stride tp x dp. Inputs are NumPy arrays, not validated. Lesson 7 §1.
+
+    Llama 2 7B (6,738,415,616 parameters) on one DGX H100 node, dp 8, one 4,096-token sequence per GPU:
+    compute = 6 x 6.738e9 x 4096 / (989.4 TFLOP/s x 0.5) = 0.335 s.
+
+    >>> from distlab import hardware, memory, models
+    >>> hw = hardware_arguments(hardware.cluster('dgx-h100', nodes=1, fabric='ib-ndr'), memory.precision_recipe('mixed'))
+    >>> out = step_model_array(models.model('llama2-7b'), **hw, global_batch=8, seq_len=4096, dp=8, tp=1, pp=1,
+    ...                        chunks=1, micro_batch_size=1, zero=0, recompute_code=0, sequence_parallel=False,
+    ...                        schedule_code=1, efficiency=0.5)
+    >>> round(float(out['compute_s']), 3), float(out['bubble_s'])
+    (0.335, 0.0)
     """
     from . import memory, tensor
     from .dataparallel import DDP_BUCKET_BYTES, exposed_communication_time
@@ -413,7 +504,13 @@ def hardware_arguments(cl, recipe) -> dict:
     traffic stays on one rail and escapes the spine's oversubscription. cross_rail_bw is the share
     of traffic between different local ranks, which crosses the spine. Both with every GPU of a
     node sending at once (hardware.Cluster.fabric_bandwidth_per_gpu with f = g): without rails
-    both are inter_node_bandwidth_per_gpu. The peak is recipe.compute_precision's."""
+    both are inter_node_bandwidth_per_gpu. The peak is recipe.compute_precision's. Lesson 7 §3.
+
+    >>> from distlab import hardware, memory
+    >>> hw = hardware_arguments(hardware.cluster('dgx-h100', nodes=2, fabric='ib-ndr'), memory.precision_recipe('mixed'))
+    >>> hw['gpus_per_node'], hw['peak_flops']  # H100 SXM dense bf16
+    (8, 989400000000000.0)
+    """
     compute = recipe.compute_precision
     return dict(gpus_per_node=cl.node.gpus_per_node, intra_bw=cl.node.intra_link.bandwidth,
                 intra_lat=cl.node.intra_link.latency, inter_bw=cl.fabric_bandwidth_per_gpu(same_local_rank=True),
@@ -430,7 +527,14 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     model: a TransformerModel or catalog name; cluster: a hardware.Cluster, or a node name with
     nodes= and fabric=. dp defaults to GPUs / (tp x pp). efficiency: the achievable share of the
     dense peak for matmuls. An infeasible configuration is priced but flagged (feasible False,
-    explain() says which limit and by how much); invalid ones raise ConfigurationError.
+    explain() says which limit and by how much); invalid ones raise ConfigurationError. Lesson 7 §1-§6.
+
+    Llama 2 7B on one DGX H100 node, pure data parallelism: compute 6 x 6.738e9 x 4096 / (989.4 TFLOP/s x 0.5)
+    = 0.335 s per GPU; 16 bytes per parameter of model states alone (108 GB) do not fit 80 GB (Lesson 7 §2).
+
+    >>> est = estimate('llama2-7b', 'dgx-h100', nodes=1, fabric='ib-ndr', global_batch=8, seq_len=4096)
+    >>> est.config['dp'], round(est.compute_s, 3), est.fits
+    (8, 0.335, False)
     """
     from . import memory, models
 

@@ -16,7 +16,8 @@ from .errors import ConfigurationError
 from .training import StepEstimate, estimate
 from .units import format_bytes, format_seconds
 
-__all__ = ["TRIAGE_ORDER", "TriageStep", "OOMTriage", "oom_triage", "explain_infeasible", "format_fixes"]
+__all__ = ["TRIAGE_ORDER", "TriageStep", "OOMTriage", "MAX_LADDER_RUNGS", "oom_triage", "explain_infeasible",
+           "memory_modes_index", "format_fixes"]
 
 
 #: The kinds of fix in the order production practice tries them (cheapest to change first).
@@ -191,6 +192,14 @@ def oom_triage(model, cluster, **config) -> OOMTriage:
     cumulative ladder (each rung re-validated; a rung estimate() refuses is recorded as skipped
     with its reason, and its kind is left). Invalid input raises ConfigurationError (from
     estimate); a configuration that fits gives an empty ladder (already_fits). Lesson 8 §5.
+
+    Llama 2 7B, pure data parallelism on one DGX H100 node: 16 bytes per parameter (108 GB) of model states
+    overflow 80 GB whatever the activations; recomputation cannot help, ZeRO-1 shards the 12 optimizer bytes
+    over 8 GPUs: 4 x 6.74e9 + 12 x 6.74e9 / 8 = 37 GB, plus the layer inputs that full recomputation keeps.
+
+    >>> t = oom_triage('llama2-7b', 'dgx-h100', nodes=1, fabric='ib-ndr', global_batch=8, seq_len=4096)
+    >>> [step.change for step in t.ladder]
+    ['selective recomputation', 'full recomputation', 'ZeRO-1']
     """
     base = estimate(model, cluster, **config)
     config = dict(config)
@@ -222,7 +231,15 @@ def explain_infeasible(model, cluster, **config) -> list[dict]:
     Each: change (words), config (the changed keywords), memory_per_gpu_bytes, saves_bytes
     (memory per GPU saved against the given configuration), fits, feasible, step_time_s; the
     ones that fit first (fastest first), then the rest by memory per GPU (smallest first).
-    Invalid variants are left out. Empty when the configuration already fits. Lesson 7.
+    Invalid variants are left out. Empty when the configuration already fits. Lesson 7 §2.
+
+    Llama 2 7B, pure data parallelism on one DGX H100 node, 4K tokens and no recomputation: ZeRO-3 and ZeRO-2
+    fit on their own (ZeRO-3 is priced faster here: it overlaps each microbatch's traffic with that
+    microbatch's compute); ZeRO-1 still keeps 2 + 2 bytes per parameter and the activations.
+
+    >>> fixes = explain_infeasible('llama2-7b', 'dgx-h100', nodes=1, fabric='ib-ndr', global_batch=8, seq_len=4096)
+    >>> [f['change'] for f in fixes if f['fits']]
+    ['ZeRO-3', 'ZeRO-2']
     """
     triage = oom_triage(model, cluster, **config)
     if triage.already_fits:
@@ -240,14 +257,23 @@ def explain_infeasible(model, cluster, **config) -> list[dict]:
 
 
 def memory_modes_index(mode) -> int:
-    """Position of a recomputation mode in memory.RECOMPUTE_MODES (none 0, selective 1, full 2)."""
+    """Position of a recomputation mode in memory.RECOMPUTE_MODES (none 0, selective 1, full 2): the order the
+    triage ladder climbs. Lesson 8 §5.
+
+    >>> memory_modes_index('selective')
+    1
+    """
     from . import memory
 
     return memory.RECOMPUTE_MODES.index(recompute_mode(mode))
 
 
 def format_fixes(fixes: list[dict]) -> str:
-    """explain_infeasible's fixes as lines of text."""
+    """explain_infeasible's fixes as lines of text. Lesson 7 §2.
+
+    >>> format_fixes([])
+    'no single change tried makes it fit'
+    """
     if not fixes:
         return "no single change tried makes it fit"
     return "\n".join(f"{f['change']:<26} saves {format_bytes(f['saves_bytes']):>9} -> {format_bytes(f['memory_per_gpu_bytes']):>9} "

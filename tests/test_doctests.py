@@ -40,6 +40,10 @@ FORMULA_MODULES = [
     "distlab.pipeline.closed_form",
     "distlab.pipeline.stages",
     "distlab.pipeline.memory",
+    "distlab.production",
+    "distlab.tensor",
+    "distlab.training",
+    "distlab.triage",
 ]
 
 LESSON_LINK = re.compile(r"Lesson \d+ §\d+")
