@@ -68,11 +68,12 @@ def run(args) -> int:
         except KeyboardInterrupt as stop:
             print(f"distlab: {stop}", file=sys.stderr)
             return 130
-        print(classroom.summary_text(report.notebooks), end="")
-        return 0
-    report = grade.grade_notebooks(args.notebooks, **options)
-    if not args.quiet:
-        print(report.table(), end="")
+        if not args.quiet:
+            print(classroom.summary_text(report.notebooks), end="")
+    else:
+        report = grade.grade_notebooks(args.notebooks, **options)
+        if not args.quiet:
+            print(report.table(), end="")
     for target, data in ((args.json, report.to_json), (args.gradescope, report.to_gradescope)):
         if target:
             path = Path(target)

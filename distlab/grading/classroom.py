@@ -70,7 +70,7 @@ def collect(paths) -> list[Submission]:
     """The notebooks under `paths` (files or folders, searched recursively; checkpoints skipped), sorted."""
     out: list[Submission] = []
     for root in map(Path, paths):
-        if root.is_file() or not root.exists():
+        if not root.is_dir() or root.is_symlink():  # a file, or anything else: grade_notebook says what it is
             out.append(Submission(root, root.name))
             continue
         export = root / "submission_metadata.yml"

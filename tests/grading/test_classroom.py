@@ -128,6 +128,19 @@ def test_a_gradescope_export_names_each_submitter(tmp_path):
         ("export/submission_2/01_memory_wall.ipynb", ("222", "ben@uni.example"))]
 
 
+def test_what_is_not_a_regular_file_is_never_read_by_the_class_runner(tmp_path):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    os.mkfifo(folder / "fifo.ipynb")  # reading it would block forever
+    (folder / "zero.ipynb").symlink_to("/dev/zero")  # reading it would never end
+    found = classroom.collect([folder])
+    assert [s.key for s in found] == ["class/fifo.ipynb", "class/zero.ipynb"]
+    assert {classroom.file_digest(s.path) for s in found} == {"not-a-file"}
+    calls = []
+    classroom.grade_class([folder], tmp_path / "g", progress=False, grade_one=_fake_grade(calls))
+    assert len(calls) == 2  # each handed to the grader, which refuses it with the reason
+
+
 def test_the_cli_grades_a_class_with_variants(tmp_path, capsys):
     """Real kernels: two students' own notebooks, and one copied from a classmate (refused)."""
     from distlab.cli import main
