@@ -1,8 +1,10 @@
 """Per-student variants of a lesson's questions: a seed picks each question's numbers from the choices it declares.
 
 A question declares ``variants=dict(billions=(7, 13, 70))``: the params a variant may change and
-their choices. draw() picks one choice per param from SHA-256 of (seed, lesson, question, param),
+their choices. draw() picks one choice per param from SHA-256 of (seed, lesson, param, choices),
 so the same seed always gives the same numbers and two students' seeds almost always differ;
+questions of a lesson that declare the same param with the same choices get the same number
+(so "the same setup as q3" stays true);
 variant() is the question with those params (distlab.lessons.questions.with_params), so its
 prompt, hint, expected() and explain() all follow the seed. Without a seed a lesson is exactly as
 written (self-study). The instructor's side (rosters, signed seeds, building one exercise
@@ -29,7 +31,7 @@ def draw(question, lesson: str, seed: str) -> dict:
     picked = {}
     for param, choices in sorted(getattr(question, "variants", {}).items()):
         choices = list(choices)
-        digest = hashlib.sha256(f"distlab-variant|{seed}|{lesson}|{question.name}|{param}".encode()).digest()
+        digest = hashlib.sha256(f"distlab-variant|{seed}|{lesson}|{param}|{choices!r}".encode()).digest()
         picked[param] = choices[int.from_bytes(digest[:8], "big") % len(choices)]
     return picked
 

@@ -28,6 +28,13 @@ def test_a_seed_always_draws_the_same_numbers_from_the_declared_choices():
             assert all(picked[p] in q.variants[p] for p in picked)
 
 
+def test_questions_that_share_a_setup_share_the_drawn_numbers():
+    for seed in SEEDS[:12]:
+        qs = lesson_variant("collectives", seed)
+        assert qs["q1"].params == qs["q2"].params and qs["q3"].params == qs["q6"].params  # "the same" all-reduce
+        assert qs["q6"].prompt.startswith(f"The {qs['q3'].params['gb']:g} GB all-reduce over {qs['q3'].params['n']}")
+
+
 def test_students_get_different_numbers():
     prompts = {lesson_variant("memory_wall", s)["q3"].prompt for s in SEEDS}
     assert len(prompts) >= 10  # 4 x 5 choices: 40 seeds land on many of them
