@@ -203,3 +203,15 @@ def test_the_gradescope_run_script_writes_results_even_when_grading_fails(tmp_pa
     (root / "submission" / "answers.pdf").write_bytes(b"%PDF")  # no notebook uploaded
     result = _run_autograder(root)
     assert result["score"] == 0 and "could not grade" in result["output"] and result["tests"] == []
+
+
+def test_the_gradescope_run_script_refuses_a_classmates_notebook(tmp_path):
+    roster_csv, secret = write_roster(tmp_path, ids=("alice", "bob"))
+    root = _autograder(tmp_path, roster=roster_csv, secret_file=secret)
+    roster = variants.load_roster(roster_csv, SECRET)
+    variants.build_variants(roster, ROOT / "exercises", tmp_path / "v", ["memory_wall"])
+    alices = solve(tmp_path / "v" / "alice" / "01_memory_wall.ipynb", "memory_wall", roster.seed("memory_wall", "alice"))
+    shutil.copy(alices, root / "submission" / "01_memory_wall.ipynb")
+    (root / "submission_metadata.json").write_text(json.dumps({"users": [{"email": "bob@uni.example", "id": 7}]}))
+    result = _run_autograder(root)
+    assert result["score"] == 0 and "refused" in result["output"] and "'bob'" in result["output"]
