@@ -43,6 +43,7 @@ class Roster:
         self.students, self.secret = dict(students), bytes(secret)
         self._by_email = {str(r.get("email", "")).strip().lower(): sid for sid, r in self.students.items()
                           if r.get("email")}
+        self._by_folder = {folder_name(sid): sid for sid in self.students}
 
     def seed(self, lesson: str, student: str) -> str:
         """The seed issued to `student` for `lesson` (16 hex digits of an HMAC: not guessable without the secret)."""
@@ -59,7 +60,14 @@ class Roster:
                 return identity
             if identity.lower() in self._by_email:
                 return self._by_email[identity.lower()]
+            if identity in self._by_folder:  # the folder build_variants wrote for the student
+                return self._by_folder[identity]
         return None
+
+
+def folder_name(student: str) -> str:
+    """The folder build_variants writes a student's notebooks to: the id with unsafe characters as _."""
+    return _SAFE.sub("_", student).lstrip(".") or "_"  # never "." or "..": one folder per student, inside OUT
 
 
 def read_secret(path=None) -> bytes:
@@ -153,7 +161,7 @@ def build_variants(roster: Roster, exercises_dir="exercises", out_dir="variants"
             raise ConfigurationError(f"no exercise notebook at {source} (run: distlab exercises)")
         nb = nbformat.read(source, as_version=4)
         for sid in roster.students:
-            folder = Path(out_dir) / _SAFE.sub("_", sid)
+            folder = Path(out_dir) / folder_name(sid)
             folder.mkdir(parents=True, exist_ok=True)
             target = folder / source.name
             nbformat.write(personalise(nb, slug, sid, roster.seed(slug, sid), release), target)

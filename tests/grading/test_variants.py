@@ -101,6 +101,8 @@ def test_the_roster_reads_ids_and_emails(tmp_path):
     roster = variants.load_roster(roster_csv, variants.read_secret(secret))
     assert sorted(roster.students) == ["alice", "bob", "carol"]
     assert roster.find("BOB@uni.example") == "bob" and roster.find("mallory") is None
+    odd = variants.Roster({"Ann Lee/2": {"id": "Ann Lee/2"}}, SECRET)
+    assert odd.find(variants.folder_name("Ann Lee/2")) == "Ann Lee/2"  # the folder build_variants wrote
     (tmp_path / "bad.csv").write_text("name\nx\n")
     with pytest.raises(ConfigurationError, match="id column"):
         variants.load_roster(tmp_path / "bad.csv", SECRET)
