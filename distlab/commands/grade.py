@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 NAME = "grade"
@@ -29,6 +30,22 @@ def add_arguments(parser) -> None:
     parser.add_argument("--gradescope", metavar="FILE",
                         help="write Gradescope's results.json (needs --lesson: the assignment names the lesson)")
     parser.add_argument("--quiet", action="store_true", help="do not print the table")
+    parser.add_argument("--container", action="store_true",
+                        help="the caller is already inside a container (Gradescope's): the container is the OS "
+                             "sandbox, the kernel runs with the audit hook only")
+    classroom = parser.add_argument_group("a class (distlab.grading.classroom, distlab.grading.variants)")
+    classroom.add_argument("--out", metavar="DIR",
+                           help="grade a class into DIR: results.csv/journal.jsonl as each notebook finishes "
+                                "(re-running skips what is done), results.json, gradescope/, summary.txt, "
+                                "histogram.png")
+    classroom.add_argument("--roster", metavar="CSV",
+                           help="the class roster (column id, optional email): per-student variants are graded "
+                                "with the seed issued to each student, any other seed is refused")
+    classroom.add_argument("--secret-file", metavar="FILE",
+                           help="the instructor secret that signs the seeds (default: $DISTLAB_VARIANT_SECRET)")
+    classroom.add_argument("--submission-metadata", metavar="FILE",
+                           help="Gradescope's submission_metadata.json: the submitter whose variant is graded")
+    classroom.add_argument("--no-progress", action="store_true", help="no progress bar (with --out)")
 
 
 def run(args) -> int:
@@ -41,13 +58,39 @@ def run(args) -> int:
         raise ConfigurationError("--gradescope needs --lesson NAME: Gradescope keeps only the score, so the "
                                  "lesson must come from the assignment, not from the submitted notebook; "
                                  f"lessons: {', '.join(discover.lesson_names())}")
-    report = grade.grade_notebooks(args.notebooks, lesson=args.lesson, timeout=args.timeout,
-                                   cell_timeout=args.cell_timeout, sandbox=args.sandbox)
-    if not args.quiet:
-        print(report.table(), end="")
+    options = dict(lesson=args.lesson, timeout=args.timeout, cell_timeout=args.cell_timeout,
+                   sandbox="audit" if args.container else args.sandbox, **_class_options(args))
+    if args.out:
+        from ..grading import classroom
+
+        try:
+            report = classroom.grade_class(args.notebooks, args.out, progress=not args.no_progress, **options)
+        except KeyboardInterrupt as stop:
+            print(f"distlab: {stop}", file=sys.stderr)
+            return 130
+        if not args.quiet:
+            print(classroom.summary_text(report.notebooks), end="")
+    else:
+        report = grade.grade_notebooks(args.notebooks, **options)
+        if not args.quiet:
+            print(report.table(), end="")
     for target, data in ((args.json, report.to_json), (args.gradescope, report.to_gradescope)):
         if target:
             path = Path(target)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(data(), indent=2) + "\n", encoding="utf-8")
     return 0
+
+
+def _class_options(args) -> dict:
+    """variants= (the roster policy) and identity= (Gradescope's submitter) for grade_notebook."""
+    from ..grading import variants
+
+    options = {}
+    if args.roster:
+        options["variants"] = variants.VariantPolicy(
+            variants.load_roster(args.roster, variants.read_secret(args.secret_file)))
+    if args.submission_metadata:
+        # no readable submitter: refused when a roster is given, never the student the notebook claims to be
+        options["identity"] = variants.submitter(args.submission_metadata) or ("(no submitter in the metadata)",)
+    return options

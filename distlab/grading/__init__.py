@@ -9,6 +9,9 @@ lessons declare live in distlab.lessons.questions, one layer down).
     answers      decoding and checking the answers, in the grading process
     report       QuestionGrade, NotebookGrade, GradeReport (table, JSON, Gradescope)
     grade        grade_notebook / grade_notebooks: the orchestration
+    variants     per-student variants: the roster, seeds signed with the instructor secret, one notebook each
+    classroom    grading a class: folders and exports, a resumable journal, CSV/JSON/Gradescope, summary, histogram
+    gradescope   the autograder zip Gradescope's containers run (setup.sh, run_autograder)
 
 Importing this package imports none of them.
 """

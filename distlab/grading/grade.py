@@ -171,7 +171,8 @@ def _run(path: Path, sources: list[str], questions: dict, problems: list[str], *
 def grade_notebook(path, *, lesson: str | None = None, timeout: float = DEFAULT_TIMEOUT,
                    cell_timeout: float = DEFAULT_CELL_TIMEOUT, sandbox: str = "auto",
                    memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
-                   file_size_limit: int | None = DEFAULT_FILE_SIZE_LIMIT, _audit_hook: bool = True) -> NotebookGrade:
+                   file_size_limit: int | None = DEFAULT_FILE_SIZE_LIMIT, _audit_hook: bool = True,
+                   variants=None, identity=None) -> NotebookGrade:
     """Grade one notebook file; never raises for anything the file contains.
 
     timeout: seconds for the whole notebook; cell_timeout: seconds per cell. sandbox: "auto"
@@ -180,7 +181,11 @@ def grade_notebook(path, *, lesson: str | None = None, timeout: float = DEFAULT_
     file_size_limit (bytes, None for no limit) cap the kernel's address space and the files it
     writes. lesson: grade against this lesson (a slug or an older name); a notebook of another
     lesson then gets zero. (_audit_hook=False is for testing the bubblewrap layer alone.)
+    variants: a distlab.grading.variants.VariantPolicy (with the class roster) choosing each
+    student's numbers; identity: the student as the submission platform names them (an id, an e-mail, or
+    several of them).
     """
+    from .variants import VariantPolicy
     sandbox = _sandbox(sandbox)
     started = time.monotonic()
     path = Path(path)
@@ -195,6 +200,8 @@ def grade_notebook(path, *, lesson: str | None = None, timeout: float = DEFAULT_
     else:
         metadata, sources = read
         questions = _choose_questions(grade, *identify_lesson(metadata, path.name, sources), questions)
+        if questions is not None:  # a per-student variant: that student's numbers, or a refusal
+            questions = (variants or VariantPolicy())(grade, metadata, questions, identity)
         if questions is not None and not any(s.strip() for s in sources):
             grade.problems.append("the notebook has no code cells")
             grade.questions = not_attempted(questions)

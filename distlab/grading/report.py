@@ -37,6 +37,8 @@ class NotebookGrade:
     seconds: float = 0.0
     #: how the lesson was chosen: "--lesson", or the part of the notebook that named it
     lesson_from: str = ""
+    #: the roster id of the student whose variant was graded ("" for a notebook without variant)
+    student: str = ""
 
     @property
     def score(self) -> float:
@@ -57,6 +59,7 @@ class NotebookGrade:
             "sandbox": self.sandbox,
             "seconds": round(self.seconds, 2),
             "questions": [q.to_dict() for q in self.questions],
+            **({"student": self.student} if self.student else {}),
         }
 
 

@@ -18,6 +18,9 @@ def _ring(size, gpus, link=None):
 #: q1, q2: a 4 GB gradient over 8 GPUs; q3, q6: 7B bf16 gradients (14 GB) over 8 GPUs
 SMALL = dict(gb=4, n=8)
 LARGE = dict(gb=14, n=8)
+#: per-student variants (distlab.lessons.variants): the same choices in q1 and q2 (q3 and q6) draw the same number
+SMALL_VARIANTS = dict(gb=(2, 4, 6, 8, 12))
+LARGE_VARIANTS = dict(n=(2, 4, 8))
 
 
 def _q1(gb, n):
@@ -97,6 +100,7 @@ def _explain_q6(gb, n):
 q1 = NumericQuestion(
     name="q1",
     params=SMALL,
+    variants=SMALL_VARIANTS,
     prompt="Ring all-reduce of a {gb:g} GB gradient over N = {n} GPUs: how many GB does each GPU send in total?",
     expected=_q1,
     explain=_explain_q1,
@@ -110,6 +114,7 @@ q1 = NumericQuestion(
 q2 = NumericQuestion(
     name="q2",
     params=SMALL,
+    variants=SMALL_VARIANTS,
     prompt="Parameter server (one of the {n} GPUs), {gb:g} GB gradients: how many GB does the server send per "
            "all-reduce?",
     expected=_q2,
@@ -123,6 +128,7 @@ q2 = NumericQuestion(
 q3 = NumericQuestion(
     name="q3",
     params=LARGE,
+    variants=LARGE_VARIANTS,
     prompt="How long (ms) does a ring all-reduce of {gb:g} GB (7B bf16 gradients) over {n} GPUs take on NVLink 4?",
     expected=_q3,
     explain=_explain_q3,
@@ -156,6 +162,7 @@ q5 = ChoiceQuestion(
 q6 = NumericQuestion(
     name="q6",
     params=LARGE,
+    variants=LARGE_VARIANTS,
     prompt="The {gb:g} GB all-reduce over {n} GPUs: how many times longer does it take on InfiniBand NDR than on "
            "NVLink 4?",
     expected=_q6,

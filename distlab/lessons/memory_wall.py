@@ -92,6 +92,7 @@ q1 = NumericQuestion(
 q2 = NumericQuestion(
     name="q2",
     params=dict(billions=7),
+    variants=dict(billions=(1.3, 3, 7, 13, 30, 34, 70)),
     prompt="How much memory (GB) do the model states of a {billions:g}B model need on one GPU?",
     expected=_state_gb,
     explain=_explain_q2,
@@ -104,6 +105,7 @@ q2 = NumericQuestion(
 q3 = NumericQuestion(
     name="q3",
     params=dict(billions=70, dp=64),
+    variants=dict(billions=(13, 30, 70, 175), dp=(8, 16, 32, 64, 128)),
     prompt="Plain data parallelism over {dp} GPUs, {billions:g}B model: how much model-state memory (GB) does EACH "
            "GPU need?",
     expected=_state_gb,
@@ -119,6 +121,7 @@ q3 = NumericQuestion(
 q4 = NumericQuestion(
     name="q4",
     params=dict(gpu_gb=80),
+    variants=dict(gpu_gb=(16, 24, 40, 48, 80, 141)),
     prompt="What is the largest model (in billions of parameters) whose model states fit one {gpu_gb:g} GB GPU?",
     expected=_q4,
     explain=_explain_q4,
@@ -144,6 +147,7 @@ q5 = NumericQuestion(
 q6 = NumericQuestion(
     name="q6",
     params=dict(billions=70, gpu_gb=80),
+    variants=dict(billions=(13, 30, 70, 175), gpu_gb=(24, 40, 80, 141)),
     prompt="With ZeRO-3, how many {gpu_gb:g} GB GPUs are needed at least for the model states of a {billions:g}B model?",
     expected=_q6,
     explain=_explain_q6,

@@ -161,6 +161,7 @@ def _explain_q6(gpus, batch, pp):
 q1 = NumericQuestion(
     name="q1",
     params=Q1,
+    variants=dict(p=(2, 4, 8, 16), m=(4, 8, 16, 32)),
     prompt="GPipe with p = {p} stages and m = {m} microbatches: what share of the step (%) is idle, all stages "
            "together?",
     expected=_q1,
@@ -174,6 +175,7 @@ q1 = NumericQuestion(
 q2 = NumericQuestion(
     name="q2",
     params=Q2,
+    variants=dict(p=(4, 6, 8), limit=(0.1, 0.2, 0.25)),
     prompt="With p = {p} stages (1F1B), what is the smallest number of microbatches m for which the bubble "
            "(idle share of the step) drops below {limit:.0%}?",
     expected=_q2,

@@ -19,6 +19,7 @@ with distlab's computed expectations):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import html
 import math
@@ -92,16 +93,32 @@ def bind_params(question) -> None:
 
     Called from __post_init__; a question without params is left as written.
     """
+    set_ = functools.partial(object.__setattr__, question)
+    # as written, for with_params (a per-student variant re-binds the same templates to other numbers)
+    set_("unbound", dict(prompt=question.prompt, hint_text=question.hint_text, expected=question.expected,
+                         explain=question.explain, **({"scale_hint": question.scale_hint}
+                                                      if hasattr(question, "scale_hint") else {})))
     params = question.params
     if not params:
         return
-    set_ = functools.partial(object.__setattr__, question)
     set_("prompt", question.prompt.format(**params))
     set_("hint_text", question.hint_text.format(**params))
     set_("expected", functools.partial(question.expected, **params))
     set_("explain", functools.partial(question.explain, **params))
     if callable(getattr(question, "scale_hint", None)):
         set_("scale_hint", question.scale_hint(**params))
+
+
+def with_params(question, **params):
+    """A copy of `question` with some of its params changed: prompt, hint, expected() and explain() follow them.
+
+    A question's `variants` ({param: choices}) says which params a per-student variant may change
+    (distlab.lessons.variants draws them from a seed).
+    """
+    unknown = set(params) - set(question.params)
+    if unknown:
+        raise KeyError(f"{question.name} has no params {sorted(unknown)}; it has {sorted(question.params)}")
+    return dataclasses.replace(question, **question.unbound, params={**question.params, **params})
 
 
 @dataclass(frozen=True)
@@ -127,6 +144,8 @@ class NumericQuestion:
     abs_tol: float = 1e-12
     scale_hint: dict | Callable[..., dict] = field(default_factory=dict)
     params: dict = field(default_factory=dict)
+    #: {param: choices} a per-student variant may draw from (distlab.lessons.variants); {} keeps params fixed
+    variants: dict = field(default_factory=dict)
 
     def __post_init__(self):
         bind_params(self)
@@ -209,6 +228,8 @@ class ChoiceQuestion:
     hint_text: str
     points: float = 1.0
     params: dict = field(default_factory=dict)
+    #: {param: choices} a per-student variant may draw from (distlab.lessons.variants); {} keeps params fixed
+    variants: dict = field(default_factory=dict)
 
     def __post_init__(self):
         bind_params(self)

@@ -28,7 +28,7 @@ def test_every_lesson_notebook_is_in_the_manifest_in_order():
 
 
 def test_every_question_module_is_in_the_manifest():
-    modules = sorted(p.stem for p in (ROOT / "distlab" / "lessons").glob("*.py") if p.stem not in ("__init__", "questions"))  # questions: the shared question types
+    modules = sorted(p.stem for p in (ROOT / "distlab" / "lessons").glob("*.py") if p.stem not in ("__init__", "questions", "variants"))  # the shared question types and their per-student variants
     assert sorted(e.questions.rsplit(".", 1)[1] for e in LESSONS.values() if e.questions) == modules
     for entry in LESSONS.values():
         if entry.questions:

@@ -1,0 +1,305 @@
+"""Grading a class: a folder (or a Gradescope / LMS export) of notebooks, resumable, with a summary for the instructor.
+
+    from distlab.grading import classroom
+    classroom.grade_class(["submissions/"], "grades/", lesson="memory_wall")
+
+Every notebook is graded in its own fresh kernel (distlab.grading.grade.grade_notebook). As each
+one finishes its grade is appended to ``grades/journal.jsonl`` (flushed and synced) and
+``grades/results.csv`` is rewritten from the journal, so a crash or Ctrl-C loses nothing; a
+re-run skips every notebook already in the journal with the same content (a resubmitted file is
+graded again). At the end: ``results.json`` (the JSON of distlab grade --json), ``gradescope/``
+(one Gradescope results.json per notebook), ``summary.txt`` and ``summary.csv`` (per question:
+correct, wrong, not attempted, mean points) and ``histogram.png`` (scores and per-question
+correct shares, matplotlib).
+
+Which student a notebook belongs to (for per-student variants, distlab.grading.variants): in a
+Gradescope export (a folder with ``submission_metadata.yml``) the submitter listed for its
+``submission_N`` folder; in a folder of per-student folders (``submitted/<student>/x.ipynb``,
+as nbgrader and ``distlab exercises --variants`` lay them out) the folder's name; otherwise the
+student the notebook's own metadata names (checked against the roster).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigurationError
+from ..lessons.questions import CORRECT, NOT_ATTEMPTED
+from .report import GradeReport, NotebookGrade, QuestionGrade
+
+JOURNAL, CSV_FILE, JSON_FILE, SUMMARY_TXT, SUMMARY_CSV, HISTOGRAM = (
+    "journal.jsonl", "results.csv", "results.json", "summary.txt", "summary.csv", "histogram.png")
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One notebook to grade: its file, a stable key (path relative to what was given), who submitted it."""
+
+    path: Path
+    key: str
+    identity: tuple = ()
+
+
+def read_gradescope_export(path: Path) -> dict[str, tuple]:
+    """{submission folder: (sid, email, ...)} from a Gradescope export's submission_metadata.yml.
+
+    Read line by line (the file is YAML with Ruby-style ``:sid:`` keys), so no YAML library is needed.
+    """
+    found: dict[str, list] = {}
+    current = None
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line and not line[0].isspace() and line.rstrip().endswith(":"):
+            current = line.rstrip()[:-1].strip().strip("'\"")
+            found[current] = []
+        elif current is not None:
+            key, _, value = line.strip().lstrip("- ").partition(": ")
+            if key.strip(":") in ("sid", "email") and value.strip().strip("'\""):
+                found[current].append(value.strip().strip("'\""))
+    return {k: tuple(v) for k, v in found.items()}
+
+
+def collect(paths) -> list[Submission]:
+    """The notebooks under `paths` (files or folders, searched recursively; checkpoints skipped), sorted."""
+    out: list[Submission] = []
+    for root in map(Path, paths):
+        if not root.is_dir() or root.is_symlink():  # a file, or anything else: grade_notebook says what it is
+            out.append(Submission(root, root.name))
+            continue
+        export = root / "submission_metadata.yml"
+        submitters = read_gradescope_export(export) if export.is_file() else {}
+        for nb in sorted(root.rglob("*.ipynb")):
+            rel = nb.relative_to(root)
+            if any(part.startswith(".") for part in rel.parts):
+                continue  # .ipynb_checkpoints, hidden folders
+            top = rel.parts[0] if len(rel.parts) > 1 else None
+            identity = submitters.get(top, ()) if submitters else ((top,) if top else ())
+            out.append(Submission(nb, f"{root.name}/{rel.as_posix()}", identity))
+    if not out:
+        raise ConfigurationError("no notebooks to grade")
+    return out
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of the file (a regular file only; anything else gets a digest of its name, and is graded)."""
+    try:
+        if not path.is_file() or path.is_symlink():
+            return "not-a-file"
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        return h.hexdigest()
+    except OSError:
+        return "unreadable"
+
+
+def grade_from_dict(data: dict) -> NotebookGrade:
+    """A NotebookGrade back from its to_dict() (as the journal keeps it)."""
+    questions = [QuestionGrade(q["question"], q["status"], float(q["points"]), float(q["max_points"]),
+                               q["feedback"], q.get("prompt", "")) for q in data.get("questions", [])]
+    return NotebookGrade(data["path"], data.get("lesson"), questions, list(data.get("problems", [])),
+                         sandbox=data.get("sandbox", ""), seconds=float(data.get("seconds", 0.0)),
+                         lesson_from=data.get("lesson_from", ""), student=data.get("student", ""))
+
+
+def read_journal(path: Path) -> dict[str, dict]:
+    """{key: last record} from a journal; a line cut short by a crash is ignored."""
+    records: dict[str, dict] = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+                records[record["key"]] = record
+            except (ValueError, KeyError, TypeError):
+                continue
+    return records
+
+
+def _append(path: Path, record: dict) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record, ensure_ascii=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def results_csv(records: list[dict]) -> str:
+    """One row per notebook: key, student, lesson, score, max_score, each question's points, problems."""
+    names = []
+    for r in records:
+        for q in r["grade"].get("questions", []):
+            if q["question"] not in names:
+                names.append(q["question"])
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["notebook", "student", "lesson", "score", "max_score", *names, "seconds", "problems"])
+    for r in records:
+        g = r["grade"]
+        points = {q["question"]: q["points"] for q in g.get("questions", [])}
+        row = [r["key"], g.get("student") or " ".join(r.get("identity", [])), g.get("lesson") or "",
+               g["score"], g["max_score"], *(points.get(n, "") for n in names), g.get("seconds", ""),
+               " | ".join(" ".join(str(p).split()) for p in g.get("problems", []))]
+        # a cell that starts with = + - @ is a formula in a spreadsheet: quote it as text
+        writer.writerow([f"'{c}" if isinstance(c, str) and c[:1] and c[0] in "=+-@" else c for c in row])
+    return out.getvalue()
+
+
+def question_summary(grades: list[NotebookGrade]) -> list[dict]:
+    """Per (lesson, question): notebooks, correct, wrong, not attempted, mean points, max points."""
+    table: dict[tuple, dict] = {}
+    for g in grades:
+        for q in g.questions:
+            row = table.setdefault((g.lesson or "?", q.question), dict(
+                lesson=g.lesson or "?", question=q.question, notebooks=0, correct=0, wrong=0, not_attempted=0,
+                points=0.0, max_points=q.max_points))
+            row["notebooks"] += 1
+            row["points"] += q.points
+            key = "correct" if q.status == CORRECT else "not_attempted" if q.status == NOT_ATTEMPTED else "wrong"
+            row[key] += 1
+    rows = []
+    for row in table.values():
+        row["mean_points"] = round(row.pop("points") / row["notebooks"], 3)
+        rows.append(row)
+    return rows
+
+
+def summary_text(grades: list[NotebookGrade]) -> str:
+    rows = question_summary(grades)
+    scores = [g.score / g.max_score for g in grades if g.max_score]
+    out = [f"{len(grades)} notebook(s); mean score {100 * sum(scores) / len(scores):.1f}%" if scores else
+           f"{len(grades)} notebook(s); none could be scored", "",
+           f"{'lesson':<20} {'question':<9} {'correct':>8} {'wrong':>6} {'not att.':>8} {'mean':>6}"]
+    for r in rows:
+        out.append(f"{r['lesson']:<20} {r['question']:<9} {r['correct']:>8} {r['wrong']:>6} {r['not_attempted']:>8} "
+                   f"{r['mean_points']:>6g}")
+    refused = [g for g in grades if any(str(p).startswith("refused") for p in g.problems)]
+    if refused:
+        out += ["", f"{len(refused)} notebook(s) refused (see their problems in results.csv)"]
+    return "\n".join(out) + "\n"
+
+
+def plot_histogram(grades: list[NotebookGrade], target: Path) -> Path:
+    """Save the score histogram and the per-question correct shares as one figure (matplotlib, no display)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    scores = [100 * g.score / g.max_score for g in grades if g.max_score]
+    rows = question_summary(grades)
+    fig = Figure(figsize=(10, 4))
+    left, right = fig.subplots(1, 2)
+    left.hist(scores, bins=[i * 10 for i in range(11)], color="#4c72b0", edgecolor="white")
+    left.set(xlabel="score (%)", ylabel="notebooks", title=f"Scores ({len(scores)} notebooks)", xlim=(0, 100))
+    left.yaxis.get_major_locator().set_params(integer=True)
+    labels = [f"{r['question']}" if len({x['lesson'] for x in rows}) == 1 else f"{r['lesson'][:8]}:{r['question']}"
+              for r in rows]
+    right.bar(labels, [100 * r["correct"] / r["notebooks"] for r in rows], color="#55a868")
+    right.set(ylabel="correct (%)", title="Correct, per question", ylim=(0, 100))
+    right.tick_params(axis="x", labelrotation=45)
+    fig.tight_layout()
+    fig.savefig(target, dpi=100)
+    return target
+
+
+class Progress:
+    """A plain-text progress bar on stderr: one updating line on a terminal, one line per notebook otherwise."""
+
+    def __init__(self, total: int, stream=None, width: int = 30):
+        self.total, self.width, self.stream = total, width, stream or sys.stderr
+        self.started = time.monotonic()
+        self.done = 0
+
+    def update(self, done: int, graded: int, label: str = "") -> None:
+        self.done = done
+        elapsed = time.monotonic() - self.started
+        rate = elapsed / graded if graded else 0.0
+        eta = rate * (self.total - done)
+        filled = int(self.width * done / self.total) if self.total else self.width
+        bar = "#" * filled + "." * (self.width - filled)
+        line = (f"[{bar}] {done}/{self.total}  {rate:.1f} s/notebook  ETA {int(eta // 60)}:{int(eta % 60):02d}  "
+                f"{label[-40:]}")
+        tty = getattr(self.stream, "isatty", lambda: False)()
+        self.stream.write(("\r" + line + "\x1b[K") if tty else line + "\n")
+        if tty and done == self.total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def write_outputs(out: Path, records: list[dict]) -> GradeReport:
+    """results.json, gradescope/, summary.txt, summary.csv, histogram.png from the journal's records."""
+    grades = [grade_from_dict(r["grade"]) for r in records]
+    report = GradeReport(grades)
+    _write_atomic(out / JSON_FILE, json.dumps(report.to_json(), indent=2) + "\n")
+    folder = out / "gradescope"
+    folder.mkdir(exist_ok=True)
+    for r, g in zip(records, grades):
+        name = hashlib.sha256(r["key"].encode()).hexdigest()[:8] + "-" + Path(r["key"]).stem[:60] + ".json"
+        _write_atomic(folder / name, json.dumps(GradeReport([g]).to_gradescope(), indent=2) + "\n")
+    _write_atomic(out / SUMMARY_TXT, summary_text(grades))
+    rows = question_summary(grades)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=["lesson", "question", "notebooks", "correct", "wrong", "not_attempted",
+                                             "mean_points", "max_points"])
+    writer.writeheader()
+    writer.writerows(rows)
+    _write_atomic(out / SUMMARY_CSV, buf.getvalue())
+    if grades:
+        plot_histogram(grades, out / HISTOGRAM)
+    return report
+
+
+def grade_class(paths, out, *, progress: bool = True, stream=None, grade_one=None, **options) -> GradeReport:
+    """Grade every notebook under `paths` into folder `out`, resuming a run that was interrupted.
+
+    options go to grade_notebook (lesson, timeout, sandbox, variants, ...). grade_one replaces
+    grade_notebook (for tests). Ctrl-C stops after writing what is done; run again to continue.
+    """
+    if grade_one is None:
+        from .grade import grade_notebook as grade_one
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    journal = out / JOURNAL
+    submissions = collect(paths)
+    done = read_journal(journal)
+    bar = Progress(len(submissions), stream) if progress else None
+    todo = []
+    for s in submissions:
+        record = done.get(s.key)
+        if record is None or record.get("sha256") != file_digest(s.path):
+            todo.append(s)
+    finished = len(submissions) - len(todo)
+    if bar and finished:
+        bar.stream.write(f"{finished} notebook(s) already graded in {journal}: skipped\n")
+    interrupted = False
+    try:
+        for count, s in enumerate(todo, 1):
+            digest = file_digest(s.path)
+            grade = grade_one(s.path, identity=s.identity or None, **options)
+            done[s.key] = {"key": s.key, "sha256": digest, "identity": list(s.identity), "grade": grade.to_dict()}
+            _append(journal, done[s.key])
+            _write_atomic(out / CSV_FILE, results_csv([done[x.key] for x in submissions if x.key in done]))
+            if bar:
+                bar.update(finished + count, count, s.key)
+    except KeyboardInterrupt:
+        interrupted = True
+    records = [done[s.key] for s in submissions if s.key in done]
+    _write_atomic(out / CSV_FILE, results_csv(records))
+    report = write_outputs(out, records)
+    if interrupted:
+        raise KeyboardInterrupt(f"interrupted after {len(records)} of {len(submissions)} notebooks; "
+                                f"grades so far are in {out}; run the same command again to continue")
+    return report

@@ -1,0 +1,239 @@
+"""Per-student exercise variants, the instructor's side: the roster, seeds signed with a secret, the notebooks.
+
+Each student's seed is HMAC-SHA256(instructor secret, "lesson|student id"), so a student cannot
+choose an easy seed: the grader recomputes it from the roster and the secret and refuses a
+notebook whose seed is not the one issued to its student. build_variants() writes one exercise
+notebook per student and lesson with its seed in ``metadata["distlab"]["variant"]``, the
+prompts rewritten with the student's numbers and a line that rebinds the lesson's questions
+to them (distlab.lessons.variants.personal), and an optional release date before which
+solution() is withheld. Self-study notebooks (no variant) grade exactly as before.
+
+    >>> roster = Roster({"s1": {"id": "s1"}}, b"secret")
+    >>> roster.seed("memory_wall", "s1") == roster.seed("memory_wall", "s1") != roster.seed("pipeline", "s1")
+    True
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import hmac
+import os
+import re
+from pathlib import Path
+
+import nbformat
+
+from .. import lessons as manifest
+from ..errors import ConfigurationError
+from ..lessons.variants import lesson_variant, parse_release
+from .answers import not_attempted
+
+SECRET_ENV = "DISTLAB_VARIANT_SECRET"
+_ID_COLUMNS = ("id", "student_id", "sid", "student")
+_SAFE = re.compile(r"[^A-Za-z0-9._@-]")
+
+
+class Roster:
+    """The students of a class ({id: csv row}) and the instructor's secret that signs their seeds."""
+
+    def __init__(self, students: dict, secret: bytes):
+        if not secret:
+            raise ConfigurationError(f"variants need an instructor secret (--secret-file FILE or ${SECRET_ENV})")
+        self.students, self.secret = dict(students), bytes(secret)
+        self._by_email = {str(r.get("email", "")).strip().lower(): sid for sid, r in self.students.items()
+                          if r.get("email")}
+        self._by_folder = {folder_name(sid): sid for sid in self.students}
+
+    def seed(self, lesson: str, student: str) -> str:
+        """The seed issued to `student` for `lesson` (16 hex digits of an HMAC: not guessable without the secret)."""
+        message = f"{manifest.lesson(lesson).slug}|{student}".encode()
+        return hmac.new(self.secret, message, hashlib.sha256).hexdigest()[:16]
+
+    def find(self, *identities) -> str | None:
+        """The roster id of the first identity (id or e-mail, as the LMS reports them) that is on the roster."""
+        for identity in identities:
+            if not identity:
+                continue
+            identity = str(identity).strip()
+            if identity in self.students:
+                return identity
+            if identity.lower() in self._by_email:
+                return self._by_email[identity.lower()]
+            if identity in self._by_folder:  # the folder build_variants wrote for the student
+                return self._by_folder[identity]
+        return None
+
+
+def folder_name(student: str) -> str:
+    """The folder build_variants writes a student's notebooks to: the id with unsafe characters as _."""
+    return _SAFE.sub("_", student).lstrip(".") or "_"  # never "." or "..": one folder per student, inside OUT
+
+
+def read_secret(path=None) -> bytes:
+    """The instructor secret: the file's bytes (stripped), else the environment variable DISTLAB_VARIANT_SECRET."""
+    if path:
+        secret = Path(path).read_bytes().strip()
+    else:
+        secret = os.environ.get(SECRET_ENV, "").encode()
+    if not secret:
+        raise ConfigurationError(f"no instructor secret: pass --secret-file FILE or set ${SECRET_ENV}")
+    return secret
+
+
+def load_roster(path, secret: bytes) -> Roster:
+    """Read a roster CSV: a column id (or student_id, sid, student), optional email and name."""
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        rows = [{(k or "").strip().lower(): (v or "").strip() for k, v in row.items()} for row in csv.DictReader(f)]
+    column = next((c for c in _ID_COLUMNS if rows and c in rows[0]), None)
+    if column is None:
+        raise ConfigurationError(f"{path}: the roster needs an id column ({', '.join(_ID_COLUMNS)}) and one row "
+                                 "per student")
+    students = {}
+    for row in rows:
+        sid = row[column]
+        if not sid:
+            continue
+        if sid in students:
+            raise ConfigurationError(f"{path}: student {sid!r} is listed twice")
+        students[sid] = {**row, "id": sid}
+    return Roster(students, secret)
+
+
+def _rebind_line(slug: str, names: list[str], seed: str, release) -> str:
+    args = f"{slug!r}, {' '.join(names)!r}, seed={seed!r}" + (f", release={release.isoformat()!r}" if release else "")
+    lhs = ", ".join(names) + ("," if len(names) == 1 else "")
+    return ("\nfrom distlab.lessons.variants import personal  # your own numbers: this notebook is yours\n"
+            f"{lhs} = personal({args})")
+
+
+def _rewrite_prompt(source: str, name: str, prompt: str) -> str:
+    """The markdown paragraph that starts with **QN.** replaced by the variant's prompt."""
+    tag = f"**{name.upper()}.**"
+    lines = source.split("\n")
+    start = next((i for i, line in enumerate(lines) if line.startswith(tag)), None)
+    if start is None:
+        return source
+    stop = next((i for i in range(start + 1, len(lines)) if not lines[i].strip()), len(lines))
+    return "\n".join(lines[:start] + [f"{tag} {prompt}"] + lines[stop:])
+
+
+def personalise(nb, slug: str, student: str, seed: str, release=None):
+    """A copy of exercise notebook `nb` for one student: seed in its metadata, their numbers in prompts and checks."""
+    nb = nbformat.from_dict(nb)
+    try:
+        release = parse_release(release)
+    except ValueError:
+        raise ConfigurationError(f"release date {release!r} is not an ISO date such as 2026-12-01") from None
+    meta = nb.metadata.setdefault("distlab", {})
+    meta["lesson"] = slug
+    meta["variant"] = {"student": student, "seed": seed, **({"release": release.isoformat()} if release else {})}
+    questions = lesson_variant(slug, seed)
+    pattern = re.compile(rf"^from distlab\.lessons\.{slug} import ([\w ,]+)$", re.M)
+    rebound = False
+    for cell in nb.cells:
+        if cell.cell_type == "code" and not rebound:
+            match = pattern.search(cell.source)
+            if match:
+                names = [n.strip() for n in match.group(1).split(",") if n.strip() in questions]
+                if names:
+                    cell.source = cell.source.rstrip("\n") + _rebind_line(slug, names, seed, release)
+                    rebound = True
+        elif cell.cell_type == "markdown":
+            for name, q in questions.items():
+                if getattr(q, "variants", None):
+                    cell.source = _rewrite_prompt(cell.source, name, q.prompt)
+    if not rebound:
+        raise ConfigurationError(f"lesson {slug}: no cell imports its questions (from distlab.lessons.{slug} "
+                                 "import q1, ...), so the notebook cannot be personalised")
+    return nb
+
+
+def build_variants(roster: Roster, exercises_dir="exercises", out_dir="variants", lessons=None,
+                   release=None) -> list[Path]:
+    """Write out_dir/<student id>/<exercise>.ipynb for every student and graded lesson (or `lessons`)."""
+    exercises = Path(exercises_dir)
+    slugs = [manifest.lesson(n).slug for n in lessons] if lessons else list(manifest.graded())
+    written = []
+    for slug in slugs:
+        source = exercises / manifest.LESSONS[slug].exercise
+        if not source.is_file():
+            raise ConfigurationError(f"no exercise notebook at {source} (run: distlab exercises)")
+        nb = nbformat.read(source, as_version=4)
+        for sid in roster.students:
+            folder = Path(out_dir) / folder_name(sid)
+            folder.mkdir(parents=True, exist_ok=True)
+            target = folder / source.name
+            nbformat.write(personalise(nb, slug, sid, roster.seed(slug, sid), release), target)
+            written.append(target)
+    return written
+
+
+def notebook_variant(metadata) -> dict | None:
+    """The ``distlab.variant`` block of a notebook's metadata ({student, seed, release}), or None."""
+    meta = metadata.get("distlab") if isinstance(metadata, dict) else None
+    found = meta.get("variant") if isinstance(meta, dict) else None
+    return found if isinstance(found, dict) else None
+
+
+class VariantPolicy:
+    """Which questions a notebook is graded against: its student's variant, checked against the roster.
+
+    With a roster: the student is the one the platform names (``identity``: Gradescope's
+    submitter, the export folder) or else the one in the notebook; the seed is recomputed from the
+    roster and the secret, and a notebook carrying any other seed is refused (no points). A
+    student not on the roster is refused. Without a roster, a variant notebook is graded with
+    the seed it carries, marked unverified. A notebook without a variant is graded as written.
+    """
+
+    def __init__(self, roster: Roster | None = None):
+        self.roster = roster
+
+    def __call__(self, grade, metadata, questions: dict, identity=None) -> dict | None:
+        found = notebook_variant(metadata)
+        claimed = found.get("student") if found else None
+        seed = found.get("seed") if found else None
+        if self.roster is None:
+            if found is None:
+                return questions
+            if not isinstance(seed, str) or not seed:
+                grade.problems.append("the notebook's variant has no seed; graded as written")
+                return questions
+            grade.problems.append(f"variant seed {seed[:32]!r} not verified (grade with --roster and the "
+                                  "instructor secret to check it)")
+            return lesson_variant(grade.lesson, seed)
+        given = [identity] if isinstance(identity, str) else list(identity or ())
+        student = self.roster.find(*given) if given else self.roster.find(claimed)
+        if student is None:
+            who = " / ".join(map(str, given)) or claimed
+            grade.problems.append(f"refused: student {str(who)[:80]!r} is not on the roster" if who else
+                                  "refused: the notebook names no student and the submission none either")
+            grade.questions = not_attempted(questions, "not graded (student not on the roster)")
+            return None
+        issued = self.roster.seed(grade.lesson, student)
+        grade.student = student
+        if found is not None and seed != issued:
+            grade.problems.append(f"refused: the notebook's variant seed is not the one issued to student "
+                                  f"{student!r}; submit your own exercise notebook")
+            grade.questions = not_attempted(questions, "not graded (forged or foreign variant seed)")
+            return None
+        if found is None:
+            grade.problems.append(f"graded against the numbers issued to student {student!r} (the notebook "
+                                  "carries no variant)")
+        return lesson_variant(grade.lesson, issued)
+
+
+def submitter(path) -> tuple:
+    """(sid, email, id) of each user in Gradescope's submission_metadata.json, the ones present; () if unreadable."""
+    import json
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        users = data.get("users") or []
+    except (OSError, ValueError, AttributeError):
+        return ()
+    found = []
+    for user in users if isinstance(users, list) else []:
+        if isinstance(user, dict):
+            found += [str(user[k]) for k in ("sid", "email", "id") if user.get(k) not in (None, "")]
+    return tuple(found)
