@@ -203,3 +203,10 @@ def renamed_module(old: str, new: str) -> None:
 
     warnings.warn(f"{old} is deprecated; import {new}", DeprecationWarning, stacklevel=3)
     sys.modules[old] = importlib.import_module(new)
+
+
+def warn_renamed(old: str, new: str) -> None:
+    """Warn that `old` (an attribute, a keyword) is now called `new`: for a thin alias property."""
+    import warnings
+
+    warnings.warn(f"{old} is deprecated; use {new}", DeprecationWarning, stacklevel=3)

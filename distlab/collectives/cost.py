@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._arguments import divisors, link_parameters, renamed_keyword, short_list
+from .._arguments import divisors, link_parameters, renamed_keyword, short_list, warn_renamed
 from ..errors import ConfigurationError, UnknownNameError
 from ..units import (
     BYTES,
@@ -138,8 +138,8 @@ class CollectivePhase:
 class CollectiveCost:
     """Alpha-beta cost of one collective: plain floats in bytes and seconds. Lesson 2 §1.
 
-    n is the GPU count (the `gpus` argument of collective_cost; the field keeps its name, which
-    to_dict and the CLI's JSON carry). bytes_sent_per_gpu / bytes_received_per_gpu are those of
+    gpus is the GPU count (the `gpus` argument of collective_cost; `n`, its old name, still works and
+    warns). bytes_sent_per_gpu / bytes_received_per_gpu are those of
     the busiest GPU (every GPU alike for ring all-reduce, reduce-scatter, all-gather, all-to-all
     and hierarchical; the root or the server for rooted ops and the parameter server).
     time_s = latency_time_s (steps x alpha) + bandwidth_time_s.
@@ -147,7 +147,7 @@ class CollectiveCost:
 
     op: str
     algorithm: str
-    n: int
+    gpus: int
     size_bytes: float
     bytes_sent_per_gpu: float
     bytes_received_per_gpu: float
@@ -156,6 +156,12 @@ class CollectiveCost:
     bandwidth_time_s: float
     steps: int
     phases: tuple = ()
+
+    @property
+    def n(self) -> int:
+        """Deprecated: the GPU count is `gpus`."""
+        warn_renamed("CollectiveCost.n", "CollectiveCost.gpus")
+        return self.gpus
 
     @property
     def size(self):
@@ -179,7 +185,7 @@ class CollectiveCost:
 
     def __str__(self) -> str:
         return (
-            f"{self.algorithm} {self.op} of {format_bytes(self.size_bytes)} over {self.n} GPUs: "
+            f"{self.algorithm} {self.op} of {format_bytes(self.size_bytes)} over {self.gpus} GPUs: "
             f"{format_bytes(self.bytes_sent_per_gpu)} sent per GPU (busiest), "
             f"{self.steps} step{'' if self.steps == 1 else 's'}, "
             f"{format_seconds(self.time_s)} = {format_seconds(self.latency_time_s)} latency + "
@@ -537,7 +543,7 @@ def latency_bandwidth_crossover(op, gpus, *, algorithm=None, link=None, bandwidt
                            **kwargs)
     if cost.bandwidth_time_s <= 0 or cost.latency_time_s <= 0:
         raise ConfigurationError(
-            f"{cost.algorithm} {cost.op} over gpus={cost.n} with latency {format_seconds(cost.latency_time_s)}: "
+            f"{cost.algorithm} {cost.op} over gpus={cost.gpus} with latency {format_seconds(cost.latency_time_s)}: "
             f"no latency/bandwidth crossover (it needs at least 2 GPUs and a latency > 0)"
         )
     return cost.latency_time_s / (cost.bandwidth_time_s / probe)

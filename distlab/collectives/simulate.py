@@ -13,7 +13,7 @@ import numbers
 
 import numpy as np
 
-from .._arguments import link_parameters, readonly
+from .._arguments import link_parameters, readonly, warn_renamed
 from ..errors import ConfigurationError
 from ..units import format_bytes
 
@@ -61,7 +61,7 @@ class CollectiveTrace:
                  reduce_steps, phases, n_contributors, outputs_fn, server=None):
         self.op = op
         self.algorithm = algorithm
-        self.n = int(initial.shape[0])
+        self.gpus = int(initial.shape[0])
         self.n_contributors = int(n_contributors)
         self.server = server
         self.chunk_bounds = readonly(np.asarray(chunk_bounds, dtype=np.int64))
@@ -77,7 +77,7 @@ class CollectiveTrace:
         self.reduce_steps = readonly(np.asarray(reduce_steps, dtype=bool))
         self.send_to = readonly(send_to)
         self.send_chunk = readonly(send_chunk)
-        self.recv_from, self.recv_chunk, self._messages = _invert_sends(send_to, send_chunk, self.n)
+        self.recv_from, self.recv_chunk, self._messages = _invert_sends(send_to, send_chunk, self.gpus)
         self._outputs_fn = outputs_fn
         self._run()
 
@@ -151,6 +151,12 @@ class CollectiveTrace:
         new_start = np.where((total == n) | (total == 0), 0, new_start)
         return rows, chunks, new_start, total
 
+    @property
+    def n(self) -> int:
+        """Deprecated: the GPU count is `gpus`."""
+        warn_renamed("CollectiveTrace.n", "CollectiveTrace.gpus")
+        return self.gpus
+
     # -- bytes and time ------------------------------------------------------------------
     @property
     def bytes_sent(self) -> np.ndarray:
@@ -179,8 +185,8 @@ class CollectiveTrace:
 
         Lesson 2 §4 (the ring animation counts them step by step).
         """
-        if isinstance(gpu, bool) or not isinstance(gpu, (int, np.integer)) or not 0 <= gpu < self.n:
-            raise ConfigurationError(f"gpu={gpu!r} must be a GPU of this collective, 0 to {self.n - 1}")
+        if isinstance(gpu, bool) or not isinstance(gpu, (int, np.integer)) or not 0 <= gpu < self.gpus:
+            raise ConfigurationError(f"gpu={gpu!r} must be a GPU of this collective, 0 to {self.gpus - 1}")
         zero = np.zeros(1, dtype=np.int64)
         return (np.concatenate([zero, np.cumsum(self.bytes_sent[:, gpu])]),
                 np.concatenate([zero, np.cumsum(self.bytes_received[:, gpu])]))
@@ -217,8 +223,8 @@ class CollectiveTrace:
         return int(k)
 
     def _check_gpu_chunk(self, gpu, chunk):
-        if isinstance(gpu, bool) or not isinstance(gpu, numbers.Integral) or not 0 <= gpu < self.n:
-            raise ConfigurationError(f"gpu={gpu!r} is out of range; valid: 0 to {self.n - 1}")
+        if isinstance(gpu, bool) or not isinstance(gpu, numbers.Integral) or not 0 <= gpu < self.gpus:
+            raise ConfigurationError(f"gpu={gpu!r} is out of range; valid: 0 to {self.gpus - 1}")
         if isinstance(chunk, bool) or not isinstance(chunk, numbers.Integral) or not 0 <= chunk < self.n_chunks:
             raise ConfigurationError(f"chunk={chunk!r} is out of range; valid: 0 to {self.n_chunks - 1}")
 
@@ -257,7 +263,7 @@ class CollectiveTrace:
             start, length = start[:, chunk], length[:, chunk]
         elif start.size * n > 2**24:
             raise ConfigurationError(
-                f"holds_matrix for all {self.n_chunks} chunks of {self.n} GPUs would hold "
+                f"holds_matrix for all {self.n_chunks} chunks of {self.gpus} GPUs would hold "
                 f"{start.size * n:,} booleans; pass chunk= or use contributor_counts()"
             )
         offset = (np.arange(n) - start[..., None]) % n
@@ -283,7 +289,7 @@ class CollectiveTrace:
 
     def __repr__(self) -> str:
         return (
-            f"CollectiveTrace({self.algorithm} {self.op}, {self.n} GPUs, {self.n_chunks} chunks, "
+            f"CollectiveTrace({self.algorithm} {self.op}, {self.gpus} GPUs, {self.n_chunks} chunks, "
             f"{self.steps} steps, {format_bytes(self.bytes_sent_per_gpu)} sent by the busiest GPU)"
         )
 
@@ -396,7 +402,7 @@ def _whole_buffers(trace) -> list:
 
 def _own_chunks(trace) -> list:
     bounds = trace.chunk_bounds
-    return [trace.final[g, bounds[g]: bounds[g + 1]].copy() for g in range(trace.n)]
+    return [trace.final[g, bounds[g]: bounds[g + 1]].copy() for g in range(trace.gpus)]
 
 
 def _trace(op, algorithm, data, bounds, arcs, phases, outputs_fn=_whole_buffers, server=None) -> CollectiveTrace:

@@ -48,7 +48,7 @@ def run(args) -> int:
         data["link"] = args.link
         if cost.time_s > 0:
             data["algbw_gbps"] = collectives.algorithm_bandwidth(cost.size_bytes, cost.time_s).magnitude
-            data["busbw_gbps"] = collectives.bus_bandwidth(cost.op, cost.size_bytes, cost.time_s, cost.n).magnitude
+            data["busbw_gbps"] = collectives.bus_bandwidth(cost.op, cost.size_bytes, cost.time_s, cost.gpus).magnitude
         print(json.dumps(data, indent=2))
         return 0
     print(cost)

@@ -61,7 +61,7 @@ class CollectiveFrames:
 
 def collective_frames(trace) -> CollectiveFrames:
     """The per-state record the picture draws: contributors, received chunks and busy links of `trace`."""
-    n, chunks = trace.n, trace.n_chunks
+    n, chunks = trace.gpus, trace.n_chunks
     if n > MAX_PICTURE_GPUS:
         raise ConfigurationError(f"a picture shows at most {MAX_PICTURE_GPUS} GPUs; this trace has {n}")
     states = trace.steps + 1
@@ -86,7 +86,7 @@ def _pairs(trace) -> list:
 
 def _layout(trace):
     """Centres of the GPU panels and the panel size: a ring, or a star around the server."""
-    n = trace.n
+    n = trace.gpus
     if trace.server is None:
         order = np.arange(n)
         ring = n
@@ -163,7 +163,7 @@ class CollectivePicture:
 def collective_picture(ax, trace, t: int = 0, labels: bool = True) -> CollectivePicture:
     """Draw `trace` in state t on `ax`: GPU panels on a ring (or a star around the parameter server)."""
     frames = collective_frames(trace)
-    n, chunks, contributors = trace.n, trace.n_chunks, trace.n_contributors
+    n, chunks, contributors = trace.gpus, trace.n_chunks, trace.n_contributors
     centres, angles, order, size = _layout(trace)
     width = size * min(1.0, chunks / 3)  # a lone chunk column is drawn narrower than a full panel
     col_w = width / chunks

@@ -58,7 +58,7 @@ def _fraction_text(f: Fraction) -> str:
 
 def describe_state(trace, t: int) -> str:
     """One sentence for state t of a trace, read off its record (phase and sends of the last step)."""
-    n, steps = trace.n, trace.steps
+    n, steps = trace.gpus, trace.steps
     if t == 0:
         return "Start: every GPU holds only its own gradient (one colour per GPU). Press play or move the step slider."
     k = t - 1
@@ -173,9 +173,9 @@ class RingAllReduceApp(LessonApp):
     def _cost(self):
         """The whole collective's cost for M on the link: it does not change with the step, so it is cached
         (a valid one only: invalid input raises again, which costs one failed parse)."""
-        key = (self.trace.algorithm, self.trace.n, self.size.value, self.link.value)
+        key = (self.trace.algorithm, self.trace.gpus, self.size.value, self.link.value)
         if self._cost_cache[0] != key:
-            cost = collectives.collective_cost("all-reduce", self.size.value, self.trace.n,
+            cost = collectives.collective_cost("all-reduce", self.size.value, self.trace.gpus,
                                                algorithm=self.trace.algorithm, link=self.link.value)
             self._cost_cache = (key, cost)
         return self._cost_cache[1]
@@ -197,7 +197,7 @@ class RingAllReduceApp(LessonApp):
 
     def describe(self, f: RingFrame) -> str:
         """The text under the picture: what happened in this step, bytes so far, and the whole cost."""
-        cost, n = f.cost, f.trace.n
+        cost, n = f.cost, f.trace.gpus
         link = hardware.link(self.link.value)
         if f.trace.algorithm == "parameter-server":
             so_far = (f"The server (GPU {f.busiest_gpu}) has received {_fraction_text(f.received_fraction)} x M = "

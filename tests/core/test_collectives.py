@@ -40,7 +40,7 @@ def test_ring_all_reduce_8_gpus_4_gb():
     assert cost.bytes_received_per_gpu == pytest.approx(7e9, rel=1e-12)
     assert cost.time_s == pytest.approx(7e9 / 450e9, rel=1e-12)
     assert cost.steps == 14  # 2(N-1)
-    assert (cost.op, cost.algorithm, cost.n, cost.size_bytes) == ("all-reduce", "ring", 8, 4e9)
+    assert (cost.op, cost.algorithm, cost.gpus, cost.size_bytes) == ("all-reduce", "ring", 8, 4e9)
 
 
 def test_ring_all_reduce_latency_term():
@@ -349,7 +349,7 @@ def test_result_units_dict_and_text():
     assert cost.size.to("GB").magnitude == pytest.approx(4)
     d = cost.to_dict()
     assert d["bytes_sent_per_gpu"] == pytest.approx(7e9) and d["time_s"] == pytest.approx(cost.time_s)
-    for key in ("bytes_sent_per_gpu", "time_s", "steps", "n", "size_bytes"):
+    for key in ("bytes_sent_per_gpu", "time_s", "steps", "gpus", "size_bytes"):
         assert type(d[key]) in (int, float)
     assert all(type(v) in (int, float, str) for p in d["phases"] for v in p.values())
     assert "7 GB" in str(cost) and "ring all-reduce" in str(cost)
@@ -496,7 +496,7 @@ def _explicit_contributors(trace, initial_sets):
     states = [[list(map(frozenset, row)) for row in sets]]
     for k in range(trace.steps):
         before = [[set(s) for s in row] for row in sets]
-        for g in range(trace.n):
+        for g in range(trace.gpus):
             src, c = trace.recv_from[k, g], trace.recv_chunk[k, g]
             if src < 0:
                 continue
@@ -689,3 +689,13 @@ def test_bytes_so_far_grow_by_one_chunk_per_ring_step(n):
     assert sent.tolist() == received.tolist() == [8 * k for k in range(2 * (n - 1) + 1)]
     with pytest.raises(ConfigurationError, match="gpu="):
         trace.bytes_so_far(n)
+
+
+def test_the_gpu_count_is_gpus_and_n_still_works_with_a_warning():
+    cost = C.collective_cost("all-reduce", "1 GB", 8, link="nvlink4")
+    trace = C.simulate_ring_all_reduce([np.arange(4) for _ in range(4)])
+    assert cost.gpus == 8 and trace.gpus == 4 and cost.to_dict()["gpus"] == 8
+    with pytest.warns(DeprecationWarning, match="CollectiveCost.gpus"):
+        assert cost.n == 8
+    with pytest.warns(DeprecationWarning, match="CollectiveTrace.gpus"):
+        assert trace.n == 4

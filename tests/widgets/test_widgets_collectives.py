@@ -41,7 +41,7 @@ def _held_cells(trace, t) -> set:
 def test_every_state_draws_exactly_the_traces_contributors(algorithm, n):
     app = RingAllReduceApp(gpus=n, algorithm=algorithm)
     trace = app.trace
-    assert trace.algorithm == algorithm and trace.n == n and trace.steps == 2 * (n - 1)
+    assert trace.algorithm == algorithm and trace.gpus == n and trace.steps == 2 * (n - 1)
     for t in range(trace.steps + 1):
         app.step.value = t
         assert _drawn_cells(app.picture) == _held_cells(trace, t)
