@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import collectives, hardware, training
-from .._arguments import as_cluster, whole_number
+from .._arguments import as_cluster, renamed_keyword, whole_number
 from ..errors import ConfigurationError
 from ..units import (
     BYTES,
@@ -79,9 +79,10 @@ def _flows_per_node(groups: np.ndarray, g: int, algorithm: str) -> int:
     return int(np.bincount(senders).max()) if senders.size else 0
 
 
-def dp_all_reduce(cluster, size_bytes, *, tp=1, pp=1, order="tp-cp-ep-dp-pp", group=0,
+@renamed_keyword(size_bytes="size")
+def dp_all_reduce(cluster, size, *, tp=1, pp=1, order="tp-cp-ep-dp-pp", group=0,
                   algorithm="hierarchical") -> DPAllReduce:
-    """Time of one DP group's all-reduce of size_bytes, its members taken from the rank layout.
+    """Time of one DP group's all-reduce of `size` bytes, its members taken from the rank layout.
 
     The layout is distlab.mesh.layout(tp, pp, dp = GPUs / (tp pp), order) on the cluster's nodes.
     'hierarchical' (as in distlab.collectives.collective_cost): ring all-reduce over the l members a node holds on the intra-node
@@ -113,7 +114,7 @@ def dp_all_reduce(cluster, size_bytes, *, tp=1, pp=1, order="tp-cp-ep-dp-pp", gr
     cl = as_cluster(cluster)
     if algorithm not in ALGORITHMS:
         raise ConfigurationError(f"algorithm={algorithm!r}; valid: {', '.join(ALGORITHMS)}")
-    size = non_negative(size_bytes, BYTES, "size_bytes")
+    size = non_negative(size, BYTES, "size")
     tp, pp = positive_int(tp, "tp"), positive_int(pp, "pp")
     if cl.gpus % (tp * pp):
         raise ConfigurationError(f"tp x pp = {tp} x {pp} = {tp * pp} must divide the cluster's {cl.gpus} GPUs")

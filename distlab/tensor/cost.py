@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import collectives, memory
-from .._arguments import link_parameters, recompute_mode
+from .._arguments import link_parameters, recompute_mode, renamed_keyword
 from ..errors import ConfigurationError
 from ..flops import layer_forward_flops_array
 from ..units import (
@@ -144,10 +144,12 @@ def tp_message_bytes(micro_batch_size, seq_len, hidden, element_bytes=2.0):
     return memory.message_bytes(micro_batch_size, seq_len, hidden, element_bytes)
 
 
-def tp_comm_time(message_bytes, tp, bandwidth, latency=0.0, all_reduces=4):
+@renamed_keyword(message_bytes="size")
+def tp_comm_time(size, tp, bandwidth, latency=0.0, all_reduces=4):
     """TP communication time of one layer and microbatch in s (plain floats or NumPy, unvalidated).
 
-    all_reduces x ring all-reduce time over the tp GPUs (distlab.collectives.ring_all_reduce_time).
+    all_reduces x ring all-reduce time of `size` bytes (the layer activation, tp_message_bytes) over the tp
+    GPUs (distlab.collectives.ring_all_reduce_time).
     With sequence parallelism each all-reduce is a reduce-scatter + all-gather pair whose ring
     times add up to exactly the same, so the same call prices it. all_reduces: 4 in training,
     6 with full recomputation, 2 for a forward pass alone. Lesson 5 §4.
@@ -155,7 +157,7 @@ def tp_comm_time(message_bytes, tp, bandwidth, latency=0.0, all_reduces=4):
     >>> round(tp_comm_time(32e6, 4, 100e9), 6)  # 4 x 2 x 3 x 32 MB / (4 x 100 GB/s)
     0.00192
     """
-    result = np.asarray(all_reduces, dtype=float) * collectives.ring_all_reduce_time(message_bytes, tp, bandwidth, latency)
+    result = np.asarray(all_reduces, dtype=float) * collectives.ring_all_reduce_time(size, tp, bandwidth, latency)
     return float(result) if np.ndim(result) == 0 else result
 
 

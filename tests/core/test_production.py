@@ -599,7 +599,7 @@ _PUBLIC = {
     "bucket_sweep": (production.bucket_sweep,
                      dict(grad_bytes=1e9, backward_time=0.1, dp=8, bandwidth=50e9, latency=1e-5, max_buckets=64)),
     "backward_time": (production.backward_time, dict(model="llama2-7b", tokens_per_gpu=4096, efficiency=0.5)),
-    "dp_all_reduce": (production.dp_all_reduce, dict(cluster=_SMALL, size_bytes=1e9, tp=1, pp=1, group=0)),
+    "dp_all_reduce": (production.dp_all_reduce, dict(cluster=_SMALL, size=1e9, tp=1, pp=1, group=0)),
     "network_step": (production.network_step, dict(model="llama2-7b", nodes=2, oversubscription=3.0, **_STEP)),
     "fp8_comparison": (production.fp8_comparison, dict(model="llama2-7b", cluster=_SMALL, **_STEP)),
     "ring_attention_step": (production.ring_attention_step,
@@ -672,3 +672,10 @@ def test_valid_inputs_give_finite_results(grad, backward, dp, bw, lat, tokens, n
     assert _all_finite(production.expected_slowest(min(n, 10**6), sigma, k))
     r = production.ring_attention_step("llama3.1-8b", cp * chunk, cp, micro_batch_size=b, bandwidth=bw, latency=lat)
     assert _all_finite(r) and r.crossover_seq_len > 0
+
+
+def test_the_message_size_is_size_and_the_old_keyword_warns():
+    cl = hardware.cluster("dgx-h100", 2)
+    with pytest.warns(DeprecationWarning, match="size="):
+        old = production.dp_all_reduce(cl, size_bytes=1e9)
+    assert old.time_s == production.dp_all_reduce(cl, size=1e9).time_s

@@ -293,3 +293,9 @@ def test_bad_values_raise_our_error():
         tensor.simulate_tp_mlp(x, a, b, 2, activation="swish")
     with pytest.raises(ConfigurationError, match="split='diagonal'"):
         tensor.simulate_split_matmul(x, a, 2, "diagonal")
+
+
+def test_tp_comm_time_takes_size_and_the_old_keyword_warns():
+    with pytest.warns(DeprecationWarning, match="size="):
+        old = tensor.tp_comm_time(message_bytes=32e6, tp=4, bandwidth=100e9)
+    assert old == tensor.tp_comm_time(size=32e6, tp=4, bandwidth=100e9)
