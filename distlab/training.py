@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._arguments import as_cluster, recompute_mode, zero_stage
+from ._arguments import as_cluster, recompute_mode, renamed_keyword, zero_stage
 from .errors import ConfigurationError
 from .units import FLOP_PER_SECOND, SECONDS, format_bytes, format_seconds, positive, positive_int
 
@@ -90,14 +90,15 @@ def hardware_flops(params, tokens, recompute="none") -> float:
     return factor * positive(params, "", "params") * positive(tokens, "", "tokens")
 
 
-def megatron_flops_per_iteration(batch, seq_len, layers, hidden, vocab) -> float:
+@renamed_keyword(batch="global_batch")
+def megatron_flops_per_iteration(global_batch, seq_len, layers, hidden, vocab) -> float:
     """Narayanan et al. 2021, Eq. 3 (full recomputation, attention and logits included):
-    F = 96 B s l h^2 (1 + s / (6 h) + V / (16 l h)). Lesson 7 §1.
+    F = 96 B s l h^2 (1 + s / (6 h) + V / (16 l h)), B the global batch. Lesson 7 §1.
 
     >>> round(megatron_flops_per_iteration(1536, 2048, 96, 12288, 51200) / 1e18, 2)  # GPT-3 175B, batch 1536
     4.51
     """
-    b = positive_int(batch, "batch")
+    b = positive_int(global_batch, "global_batch")
     s = positive_int(seq_len, "seq_len")
     l = positive_int(layers, "layers")
     h = positive_int(hidden, "hidden")
