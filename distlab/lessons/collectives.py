@@ -107,8 +107,8 @@ q1 = NumericQuestion(
     hint_text="the ring runs a reduce-scatter and an all-gather, N-1 steps each, one chunk of M/N per step",
     unit="GB",
     noun="an amount of data",
-    scale_hint={**_BYTES_HINT, 8 / 7: "is 2 x M: the ring sends 2(N-1)/N x M, a little less",
-                4 / 7: "is M: count both phases, reduce-scatter and all-gather"},
+    scale_hint=lambda gb, n: {**_BYTES_HINT, n / (n - 1): "is 2 x M: the ring sends 2(N-1)/N x M, a little less",
+                              n / (2 * (n - 1)): "is M: count both phases, reduce-scatter and all-gather"},
 )
 
 q2 = NumericQuestion(
