@@ -5,7 +5,6 @@ GB = 1e9 bytes.
 """
 
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -596,16 +595,14 @@ def test_one_gpu_simulations_move_nothing():
         assert trace.time_s(bandwidth=1e9, latency=1e-5) == 0
 
 
-def test_1024_gpus_is_fast_and_exact():
+def test_1024_gpus_is_exact():
+    # its speed is measured in benchmarks/bench_collectives.py (no test asserts wall-clock time)
     n = 1024
     arrays = [np.full(n, g, dtype=np.int64) for g in range(n)]  # one element per chunk
-    start = time.perf_counter()
     trace = C.simulate_ring_all_reduce(arrays)
-    elapsed = time.perf_counter() - start
     assert np.all(trace.final == n * (n - 1) // 2)
     assert np.all(trace.bytes_sent_by_gpu == 2 * (n - 1) * 8)
     assert trace.contributor_counts(n - 1).diagonal().min() == n  # reduce-scatter done
-    assert elapsed < 2.0  # about 0.4 s on a laptop core; loose to survive a busy CI runner
     with pytest.raises(ConfigurationError, match="holds_matrix"):
         trace.holds_matrix(5)  # 1024^3 booleans: refused, with a hint
     assert trace.holds_matrix(5, chunk=0).shape == (n, n)
