@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -302,16 +301,9 @@ def test_units_accepted():
 
 
 def test_large_pipeline_is_fast():
-    best = min(_timed(lambda: schedule("interleaved", 64, 512, 4)) for _ in range(2))
-    assert best < 1.0
+    # its speed (about 0.25-0.6 s here) is measured in benchmarks/bench_pipeline.py, not asserted
     tl = schedule("interleaved", 64, 512, 4)
     assert close(tl.overhead, 63 / (4 * 512))
-
-
-def _timed(fn):
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 # --------------------------------------------------------------------------- grid and dict
@@ -653,11 +645,10 @@ def test_naive_suggests_overlapping_not_more_microbatches():
 
 def test_suggestions_stay_cheap_at_extreme_limits():
     # a 1 % limit asks for about (p-1) x 99 microbatches; with a slow link every candidate must
-    # be simulated, which is bounded (MAX_SUGGESTION_OPS), so the analysis stays interactive
-    t0 = time.perf_counter()
+    # be simulated, which is bounded (MAX_SUGGESTION_OPS), so the analysis stays interactive (its speed is
+    # measured in benchmarks/, not asserted here)
     a = analyze_stages(80, 16, 64, seq_len=4096, hidden=8192, layer_time="2 ms", bandwidth="12.5 GB/s",
                        schedule="gpipe", max_bubble=0.01)
-    assert time.perf_counter() - t0 < 3.0
     (warning,) = [w for w in a.warnings if w.code == "bubble"]
     assert warning.values["zb_h1_bubble"] < a.bubble_fraction
 

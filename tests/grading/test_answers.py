@@ -60,13 +60,10 @@ def test_checks_run_here_and_a_crashing_check_is_a_not_yet():
 
 
 def test_an_expression_for_an_answer_is_refused_at_once():
-    # pint evaluates '**': "9**9**9 GB" would compute a number of 370 million digits, forever
-    import time
-
-    started = time.monotonic()
+    # pint evaluates '**': "9**9**9 GB" would compute a number of 370 million digits, forever (so this test
+    # would hang, not pass, if the expression reached pint)
     result = answers.check_answers(discover.lesson_questions("memory_wall"),
                                    {"answer_q2": "9**9**9 GB", "answer_q1": "2^4"})
-    assert time.monotonic() - started < 5
     by = {q.question: q for q in result}
     assert by["q2"].status == by["q1"].status == INCORRECT
     assert "could not be read" in by["q2"].feedback
