@@ -23,8 +23,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--cell-timeout", type=float, default=grade.DEFAULT_CELL_TIMEOUT,
                         help=f"time limit per cell in seconds (default {grade.DEFAULT_CELL_TIMEOUT:g})")
     parser.add_argument("--sandbox", choices=grade.SANDBOXES, default="auto",
-                        help="auto (default): bubblewrap when installed, plus the audit hook; "
-                             "bwrap: require bubblewrap; audit: the Python audit hook only")
+                        help="auto, bwrap (default): bubblewrap plus the audit hook, refused where bubblewrap cannot "
+                             "run; container: see --container; trusted (old name: audit): see --trusted")
+    parser.add_argument("--container", dest="sandbox", action="store_const", const="container",
+                        help="this already runs in a throw-away container (e.g. Gradescope): no bubblewrap, the "
+                             "audit hook and resource limits only")
+    parser.add_argument("--trusted", dest="sandbox", action="store_const", const="trusted",
+                        help="the notebooks are trusted: the Python audit hook only, no operating-system sandbox "
+                             "(named so in the report)")
     parser.add_argument("--json", metavar="FILE", help="write the JSON summary (score, max_score, questions)")
     parser.add_argument("--gradescope", metavar="FILE",
                         help="write Gradescope's results.json (needs --lesson: the assignment names the lesson)")
@@ -35,8 +41,12 @@ def run(args) -> int:
     from ..grading import discover, grade
     from ..errors import ConfigurationError
 
-    if args.timeout <= 0 or args.cell_timeout <= 0:
-        raise ConfigurationError("--timeout and --cell-timeout must be positive numbers of seconds")
+    import math
+
+    for flag, value in (("--timeout", args.timeout), ("--cell-timeout", args.cell_timeout)):
+        if not math.isfinite(value) or not 1 <= value <= grade.MAX_TIMEOUT:
+            raise ConfigurationError(f"{flag} {value!r}: give a finite number of seconds from 1 to "
+                                     f"{grade.MAX_TIMEOUT:g}")
     if args.gradescope and not args.lesson:
         raise ConfigurationError("--gradescope needs --lesson NAME: Gradescope keeps only the score, so the "
                                  "lesson must come from the assignment, not from the submitted notebook; "
