@@ -34,37 +34,44 @@ How a notebook is graded
 
 The sandbox, and what it does not do
 ------------------------------------
-Two layers protect the files outside the temporary working copy:
+Untrusted notebooks are graded only inside an operating-system sandbox:
 
-* **bubblewrap** (``sandbox="bwrap"``, and the default ``"auto"`` when the ``bwrap``
-  program is installed and works): the kernel runs in a mount namespace where ``/`` is
-  read-only and only the working copy is writable.
-  That is enforced by the operating system. The kernel also gets private process, IPC and
-  host-name namespaces (it sees no other process, so ``/proc/<pid>/root`` of a host process
-  cannot lead it back to the writable file system), a new session and no capabilities. It
-  shares the network with the host (the kernel talks to the grader over localhost).
-* **a Python audit hook** (always, installed before any student code): it refuses writes,
-  deletions, renames, links, permission changes and opening folders
-  outside the working copy (symlinks and ``..`` resolved with the C functions
-  ``lstat``/``readlink`` bound at install time), any new SQLite connection (``ATTACH`` would
-  create a file anywhere); process creation (``subprocess``,
-  ``os.system``, ``os.exec*``, ``fork``, ``posix_spawn``, ``pty``, ``!cmd``), signals to
-  other processes (``os.kill``), ``ctypes``, ``sys.settrace``/``setprofile``,
-  ``resource.setrlimit``, and replacing the code or the defaults of its own functions.
-  Resource limits cap the size of the files the kernel writes and its address space.
+* **bubblewrap** (``sandbox="auto"``/``"bwrap"``, the default; refused, not weakened, where the
+  ``bwrap`` program cannot run): ``/`` read-only; the system temporary folders (``/tmp``,
+  ``$TMPDIR``, ``/var/tmp``, ``/dev/shm``) empty, so no other grading run's folder, connection
+  file or socket is visible; only this run's private folder writable; private process, IPC,
+  host-name and **network** namespaces (no network at all: the grader talks to the kernel over
+  unix sockets in the private folder, jupyter's "ipc" transport); a new session, no capabilities.
+* ``sandbox="container"`` (``--container``): the caller says it already runs in a throw-away
+  container (Gradescope); no bubblewrap, everything else below.
+* ``sandbox="trusted"`` (``--trusted``; ``"audit"`` is its old name): the audit hook only, for
+  notebooks you trust; the report says ``trusted`` and warns.
 
-The audit hook alone is **not an operating-system sandbox**. It stops accidents and
-casual tampering (``os.remove``, ``shutil.rmtree``, ``open(..., "w")``, ``!rm``,
-``subprocess``), but CPython's audit events do not cover everything: for example
-``os.mkfifo`` and ``os.mknod`` raise no event (the hook removes them from ``os``, which a
-determined student can undo), a symlink swapped by a second thread between
-the check and the open can race it, C extensions can act without events, and reading
-files (the kernel also sees the grader's environment variables), using the network and
-burning CPU until the time limit are not prevented. Grade untrusted submissions with
-bubblewrap installed (``apt-get install bubblewrap``), or inside a container or VM (as
-Gradescope does); ``sandbox="audit"`` is for machines without it. The grading process
-itself only reads the submitted file as JSON and never imports, executes or unpickles
-anything from it.
+Always: resource limits on every kernel, set before it starts (address space, processes and
+threads, file size, CPU seconds); the kernel and its whole process group are killed as soon as
+its notebook is done; what a cell prints is capped in the kernel and any message over 8 MB is
+dropped by zmq unread; the submitted file is read once and must be a regular file (no symbolic
+link, FIFO or device) of at most 32 MB; the checks run here under a time limit.
+
+**The answer key stays out of the kernel**: the expected values are computed only here. In the
+kernel the lessons' questions keep their prompt, hint and params, but expected(), explain(),
+solution() and check() only say that the grader checks, the lesson modules' own functions are
+deleted, and reading the lessons' sources, the solutions or a .git folder is refused. (distlab's
+formula modules stay importable: using them is what the lessons teach.)
+
+**A Python audit hook** (always, installed before any student code) refuses writes, deletions,
+renames, links and permission changes outside the working copy (symlinks and ``..``
+resolved with C functions bound at install time; relative write paths with ``..`` and new
+symbolic links refused, since the ``open`` event carries no ``dir_fd``), unix sockets bound
+outside, SQLite connections, process creation, signals to other processes, ``ctypes``,
+``sys.settrace``/``setprofile``, ``resource.setrlimit``, re-importing ``posix``, ``os``,
+``signal`` or ``readline`` (whose ``mkfifo``, ``mknod``, ``pidfd_open``,
+``pidfd_send_signal`` and history-file writers, which raise no audit event, are removed), and
+changing its own functions. It is **not an operating-system sandbox**: C extensions act
+without events, a second thread can race a check, and reading files and burning CPU until the
+limits are not prevented; hence ``--trusted`` only for trusted work. The grading process
+itself only reads the submitted file as JSON and never imports, executes or unpickles anything
+from it.
 """
 
 from __future__ import annotations

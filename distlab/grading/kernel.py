@@ -8,6 +8,7 @@ every student cell with its time limit, each followed by a private cell that pri
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import secrets
@@ -226,7 +227,7 @@ def sandbox_cell(work: Path, nonce: str, memory_limit: int | None, fsize_limit: 
                  audit_hook: bool = True) -> str:
     """The private first cell: compile kernel_side.install_sandbox in a private namespace and run it."""
     args = repr([[str(work)], ["/dev/null"], int(memory_limit or 0), int(fsize_limit or 0), nonce, bool(audit_hook),
-                 list(SECRET_PARTS), True])
+                 list(SECRET_PARTS), True, MAX_OUTPUT_CHARS])
     return (f"exec(compile({SANDBOX_SOURCE!r}, '<distlab-grading-sandbox>', 'exec'), __distlab_ns := {{}})\n"
             f"__distlab_ns['install_sandbox'](*{args})\n"
             f"del __distlab_ns")
@@ -280,8 +281,10 @@ class _Kernel:
         # a context of our own: its sockets drop any message over MAX_MESSAGE_BYTES before it is read
         self.context = zmq.asyncio.Context()
         self.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+        km = kernel_manager(prefix, work.parent / "kernel.json", self.context)
+        km.client = functools.partial(km.client, context=self.context)  # the client's sockets too
         self.client = _client_class()(
-            self.nb, km=kernel_manager(prefix, work.parent / "kernel.json", self.context),
+            self.nb, km=km,
             timeout_func=self._cell_limit,
             allow_errors=True, interrupt_on_timeout=True,
             error_on_timeout={"ename": "TimeoutError", "evalue": "cell time limit", "traceback": []},

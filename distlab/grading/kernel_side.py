@@ -15,7 +15,7 @@ same as what a reader, a linter and the tests see here. Hence the rules:
 
 
 def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, install_hook=True,
-                    secret_parts=(), withhold=True):
+                    secret_parts=(), withhold=True, out_limit=200_000):
     """Install the grading sandbox in this (the kernel's) process, then print the ready marker with `nonce`.
 
     Writes are allowed only under `roots` and to `allowed_files`; resource limits cap the address space
@@ -35,6 +35,33 @@ def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, inst
             __import__(name)
         except Exception:
             pass
+    # what a cell prints is capped here, when it becomes a message (the grader keeps 200,000 characters per
+    # cell anyway): print('y' * 10**9) costs no memory outside the kernel and loses no answers. The budget is
+    # refilled when a cell starts (its execute_input message). IPython swaps sys.stdout.write around every
+    # cell, so the cap sits on the kernel's session, which every stream message goes through. (Bypassing it
+    # only hurts the student: the grader drops any message over its size limit unread.)
+    try:
+        import IPython
+        session = IPython.get_ipython().kernel.session
+
+        def send(stream, msg_or_type, content=None, *args, _send=session.send, _budget=[out_limit],
+                 _limit=out_limit, _type=type, _dict=dict, _str=str, _len=len, _max=max, **kwargs):
+            kind, body = msg_or_type, content
+            if _type(msg_or_type) is _dict:  # a message built beforehand (ipykernel 7's streams)
+                kind, body = msg_or_type.get("msg_type"), msg_or_type.get("content")
+            if kind == "execute_input":
+                _budget[0] = _limit
+            elif kind == "stream" and _type(body) is _dict:
+                text = body.get("text", "")
+                if _type(text) is _str and _len(text) > _budget[0]:
+                    text = text[:_max(0, _budget[0])]
+                    body["text"] = text
+                _budget[0] -= _len(text)
+            return _send(stream, msg_or_type, content, *args, **kwargs)
+
+        session.send = send
+    except Exception:
+        pass
     if withhold:
         try:
             from distlab.lessons import LESSONS
