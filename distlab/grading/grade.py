@@ -24,8 +24,11 @@ How a notebook is graded
    (one bad cell does not stop the rest), each cell with a time limit and the whole notebook
    with a total time limit; a cell that runs too long is interrupted.
 4. After every cell a private cell serialises the lesson's answer variables (``answer_q1``,
-   ``answer_q2``, ...; each within an equal share of the output kept) to JSON between two random markers (a nonce the student cannot know). The
-   grading process parses the last snapshot it could get (so answers given before an
+   ``answer_q2``, ...; each within an equal share of the output kept) to JSON, as plain data
+   only (numbers, strings, quantities as text, containers; any other object arrives as its type
+   name), between two markers carrying a random nonce. The nonce is not secret (an IPython hook
+   can read the private cell), but whatever a student prints there is only values, which the
+   real checks still judge: the same as setting the variables. The grading process parses the last snapshot it could get (so answers given before an
    infinite loop or a crash still count) and calls the REAL checks of
    ``distlab.lessons.<lesson>.QUESTIONS`` here, in the grading process. A notebook that
    redefines or monkeypatches ``q1.check`` only changes its own kernel. Answers are read
