@@ -388,14 +388,16 @@ def test_two_grading_runs_at_once_cannot_see_or_touch_each_other(tmp_path):
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("sandbox", [pytest.param("bwrap", marks=needs_bwrap), "trusted"])
-def test_no_kernel_or_process_is_left_behind(tmp_path, sandbox):
+def test_no_kernel_or_process_is_left_behind(tmp_path, sandbox, monkeypatch):
     # before: every graded kernel stayed alive until the whole run ended (nbclient does not shut down a
     # kernel whose manager it does not own)
     marker = f"distlab-leak-{os.getpid()}-{sandbox}"
     spawn = (f"import subprocess\nsubprocess.Popen(['sleep', '300', '{marker}'], start_new_session=True)"
              if sandbox == "bwrap" else "pass")
     before = set(_descendants())
-    folders = set(Path(os.environ.get("TMPDIR", "/tmp")).glob("distlab-grade-*"))
+    private_tmp = tmp_path / "tmp"  # other sessions grade in /tmp at the same time
+    private_tmp.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(private_tmp))
     notebooks = [write_notebook(tmp_path / f"{i}_01_memory_wall.ipynb", [IMPORTS, ANSWERS["q1"], spawn])
                  for i in range(3)]
     for nb in notebooks:
@@ -404,4 +406,4 @@ def test_no_kernel_or_process_is_left_behind(tmp_path, sandbox):
         time.sleep(0.5)
         assert set(_descendants()) <= before  # the kernel and its processes ended as soon as its notebook was done
     assert _ours(marker) == []
-    assert set(Path(os.environ.get("TMPDIR", "/tmp")).glob("distlab-grade-*")) == folders
+    assert list(private_tmp.iterdir()) == []  # no run folder left
