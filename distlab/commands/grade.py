@@ -24,15 +24,18 @@ def add_arguments(parser) -> None:
     parser.add_argument("--cell-timeout", type=float, default=grade.DEFAULT_CELL_TIMEOUT,
                         help=f"time limit per cell in seconds (default {grade.DEFAULT_CELL_TIMEOUT:g})")
     parser.add_argument("--sandbox", choices=grade.SANDBOXES, default="auto",
-                        help="auto (default): bubblewrap when installed, plus the audit hook; "
-                             "bwrap: require bubblewrap; audit: the Python audit hook only")
+                        help="auto, bwrap (default): bubblewrap plus the audit hook, refused where bubblewrap cannot "
+                             "run; container: see --container; trusted (old name: audit): see --trusted")
+    parser.add_argument("--container", dest="sandbox", action="store_const", const="container",
+                        help="this already runs in a throw-away container (e.g. Gradescope): no bubblewrap, the "
+                             "audit hook and resource limits only")
+    parser.add_argument("--trusted", dest="sandbox", action="store_const", const="trusted",
+                        help="the notebooks are trusted: the Python audit hook only, no operating-system sandbox "
+                             "(named so in the report)")
     parser.add_argument("--json", metavar="FILE", help="write the JSON summary (score, max_score, questions)")
     parser.add_argument("--gradescope", metavar="FILE",
                         help="write Gradescope's results.json (needs --lesson: the assignment names the lesson)")
     parser.add_argument("--quiet", action="store_true", help="do not print the table")
-    parser.add_argument("--container", action="store_true",
-                        help="the caller is already inside a container (Gradescope's): the container is the OS "
-                             "sandbox, the kernel runs with the audit hook only")
     classroom = parser.add_argument_group("a class (distlab.grading.classroom, distlab.grading.variants)")
     classroom.add_argument("--out", metavar="DIR",
                            help="grade a class into DIR: results.csv/journal.jsonl as each notebook finishes "
@@ -52,14 +55,18 @@ def run(args) -> int:
     from ..grading import discover, grade
     from ..errors import ConfigurationError
 
-    if args.timeout <= 0 or args.cell_timeout <= 0:
-        raise ConfigurationError("--timeout and --cell-timeout must be positive numbers of seconds")
+    import math
+
+    for flag, value in (("--timeout", args.timeout), ("--cell-timeout", args.cell_timeout)):
+        if not math.isfinite(value) or not 1 <= value <= grade.MAX_TIMEOUT:
+            raise ConfigurationError(f"{flag} {value!r}: give a finite number of seconds from 1 to "
+                                     f"{grade.MAX_TIMEOUT:g}")
     if args.gradescope and not args.lesson:
         raise ConfigurationError("--gradescope needs --lesson NAME: Gradescope keeps only the score, so the "
                                  "lesson must come from the assignment, not from the submitted notebook; "
                                  f"lessons: {', '.join(discover.lesson_names())}")
     options = dict(lesson=args.lesson, timeout=args.timeout, cell_timeout=args.cell_timeout,
-                   sandbox="audit" if args.container else args.sandbox, **_class_options(args))
+                   sandbox=args.sandbox, **_class_options(args))
     if args.out:
         from ..grading import classroom
 

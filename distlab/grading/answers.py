@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import threading
+from contextlib import contextmanager
 from typing import Any
 
 from ..lessons.questions import INCORRECT, NOT_ATTEMPTED
@@ -18,6 +21,31 @@ from .report import QuestionGrade
 ANSWER_PREFIX = "answer_"
 #: at most this many characters of an answer string are read
 MAX_ANSWER_CHARS = 10_000
+#: a check that takes longer than this (seconds) in the grading process is stopped and counts as "not yet"
+CHECK_TIME_LIMIT = 10.0
+
+
+class CheckTimeout(Exception):
+    """A check ran past CHECK_TIME_LIMIT."""
+
+
+@contextmanager
+def time_limit(seconds: float):
+    """Raise CheckTimeout in the block after `seconds` (a real-time timer; only in the main thread, else no limit)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def stop(_signum, _frame):
+        raise CheckTimeout(f"the check took longer than {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 class OpaqueAnswer:
@@ -106,10 +134,11 @@ def check_answers(questions: dict, answers: dict) -> list[QuestionGrade]:
         answer = answers.get(f"{ANSWER_PREFIX}{name}")
         max_points = float(getattr(question, "points", 1.0))
         try:
-            result = question.check(answer)
+            with time_limit(CHECK_TIME_LIMIT):
+                result = question.check(answer)
             grades.append(QuestionGrade(name, result.status, float(result.points), float(result.max_points),
                                         result.message, getattr(question, "prompt", "")))
-        except Exception as exc:  # a check that cannot read a strange answer must not stop the grading
+        except (Exception, CheckTimeout) as exc:  # a check that cannot read a strange answer must not stop grading
             grades.append(QuestionGrade(name, INCORRECT, 0.0, max_points,
                                         f"not yet, because the answer could not be checked "
                                         f"({type(exc).__name__}: {str(exc)[:200]})",

@@ -24,8 +24,11 @@ How a notebook is graded
    (one bad cell does not stop the rest), each cell with a time limit and the whole notebook
    with a total time limit; a cell that runs too long is interrupted.
 4. After every cell a private cell serialises the lesson's answer variables (``answer_q1``,
-   ``answer_q2``, ...; each within an equal share of the output kept) to JSON between two random markers (a nonce the student cannot know). The
-   grading process parses the last snapshot it could get (so answers given before an
+   ``answer_q2``, ...; each within an equal share of the output kept) to JSON, as plain data
+   only (numbers, strings, quantities as text, containers; any other object arrives as its type
+   name), between two markers carrying a random nonce. The nonce is not secret (an IPython hook
+   can read the private cell), but whatever a student prints there is only values, which the
+   real checks still judge: the same as setting the variables. The grading process parses the last snapshot it could get (so answers given before an
    infinite loop or a crash still count) and calls the REAL checks of
    ``distlab.lessons.<lesson>.QUESTIONS`` here, in the grading process. A notebook that
    redefines or monkeypatches ``q1.check`` only changes its own kernel. Answers are read
@@ -34,41 +37,49 @@ How a notebook is graded
 
 The sandbox, and what it does not do
 ------------------------------------
-Two layers protect the files outside the temporary working copy:
+Untrusted notebooks are graded only inside an operating-system sandbox:
 
-* **bubblewrap** (``sandbox="bwrap"``, and the default ``"auto"`` when the ``bwrap``
-  program is installed and works): the kernel runs in a mount namespace where ``/`` is
-  read-only and only the working copy is writable.
-  That is enforced by the operating system. The kernel also gets private process, IPC and
-  host-name namespaces (it sees no other process, so ``/proc/<pid>/root`` of a host process
-  cannot lead it back to the writable file system), a new session and no capabilities. It
-  shares the network with the host (the kernel talks to the grader over localhost).
-* **a Python audit hook** (always, installed before any student code): it refuses writes,
-  deletions, renames, links, permission changes and opening folders
-  outside the working copy (symlinks and ``..`` resolved with the C functions
-  ``lstat``/``readlink`` bound at install time), any new SQLite connection (``ATTACH`` would
-  create a file anywhere); process creation (``subprocess``,
-  ``os.system``, ``os.exec*``, ``fork``, ``posix_spawn``, ``pty``, ``!cmd``), signals to
-  other processes (``os.kill``), ``ctypes``, ``sys.settrace``/``setprofile``,
-  ``resource.setrlimit``, and replacing the code or the defaults of its own functions.
-  Resource limits cap the size of the files the kernel writes and its address space.
+* **bubblewrap** (``sandbox="auto"``/``"bwrap"``, the default; refused, not weakened, where the
+  ``bwrap`` program cannot run): ``/`` read-only; the system temporary folders (``/tmp``,
+  ``$TMPDIR``, ``/var/tmp``, ``/dev/shm``) empty, so no other grading run's folder, connection
+  file or socket is visible; only this run's private folder writable; private process, IPC,
+  host-name and **network** namespaces (no network at all: the grader talks to the kernel over
+  unix sockets in the private folder, jupyter's "ipc" transport); a new session, no capabilities.
+* ``sandbox="container"`` (``--container``): the caller says it already runs in a throw-away
+  container (Gradescope); no bubblewrap, everything else below.
+* ``sandbox="trusted"`` (``--trusted``; ``"audit"`` is its old name): the audit hook only, for
+  notebooks you trust; the report says ``trusted`` and warns.
 
-The audit hook alone is **not an operating-system sandbox**. It stops accidents and
-casual tampering (``os.remove``, ``shutil.rmtree``, ``open(..., "w")``, ``!rm``,
-``subprocess``), but CPython's audit events do not cover everything: for example
-``os.mkfifo`` and ``os.mknod`` raise no event (the hook removes them from ``os``, which a
-determined student can undo), a symlink swapped by a second thread between
-the check and the open can race it, C extensions can act without events, and reading
-files (the kernel also sees the grader's environment variables), using the network and
-burning CPU until the time limit are not prevented. Grade untrusted submissions with
-bubblewrap installed (``apt-get install bubblewrap``), or inside a container or VM (as
-Gradescope does); ``sandbox="audit"`` is for machines without it. The grading process
-itself only reads the submitted file as JSON and never imports, executes or unpickles
-anything from it.
+Always: resource limits on every kernel, set before it starts (address space, processes and
+threads, file size, CPU seconds); the kernel and its whole process group are killed as soon as
+its notebook is done; what a cell prints is capped in the kernel and any message over 8 MB is
+dropped by zmq unread; the submitted file is read once and must be a regular file (no symbolic
+link, FIFO or device) of at most 32 MB; the checks run here under a time limit.
+
+**The answer key stays out of the kernel**: the expected values are computed only here. In the
+kernel the lessons' questions keep their prompt, hint and params, but expected(), explain(),
+solution() and check() only say that the grader checks, the lesson modules' own functions are
+deleted, and reading the lessons' sources, the solutions or a .git folder is refused. (distlab's
+formula modules stay importable: using them is what the lessons teach.)
+
+**A Python audit hook** (always, installed before any student code) refuses writes, deletions,
+renames, links and permission changes outside the working copy (symlinks and ``..``
+resolved with C functions bound at install time; relative write paths with ``..`` and new
+symbolic links refused, since the ``open`` event carries no ``dir_fd``), unix sockets bound
+outside, SQLite connections, process creation, signals to other processes, ``ctypes``,
+``sys.settrace``/``setprofile``, ``resource.setrlimit``, re-importing ``posix``, ``os``,
+``signal`` or ``readline`` (whose ``mkfifo``, ``mknod``, ``pidfd_open``,
+``pidfd_send_signal`` and history-file writers, which raise no audit event, are removed), and
+changing its own functions. It is **not an operating-system sandbox**: C extensions act
+without events, a second thread can race a check, and reading files and burning CPU until the
+limits are not prevented; hence ``--trusted`` only for trusted work. The grading process
+itself only reads the submitted file as JSON and never imports, executes or unpickles anything
+from it.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
@@ -80,25 +91,51 @@ from .answers import ANSWER_PREFIX, check_answers, not_attempted
 from .discover import canonical, identify_lesson, lesson_from_name, lesson_questions
 from .kernel import bwrap_available, run_in_kernel
 from .report import GradeReport, NotebookGrade
-from .submission import read_sources
+from .submission import parse_sources, read_submission
 
 DEFAULT_TIMEOUT = 300.0
 DEFAULT_CELL_TIMEOUT = 60.0
 DEFAULT_MEMORY_LIMIT = 8 * 2**30  # address space of the kernel, bytes
 DEFAULT_FILE_SIZE_LIMIT = 64 * 2**20  # largest file the kernel may write, bytes
-SANDBOXES = ("auto", "bwrap", "audit")
+DEFAULT_PROCESS_LIMIT = 256  # processes and threads a kernel may add
+#: "auto" and "bwrap": bubblewrap (refused where it cannot run); "container": the caller says it runs in a
+#: throw-away container (Gradescope); "trusted": the audit hook only, for notebooks you trust ("audit": old name)
+SANDBOXES = ("auto", "bwrap", "container", "trusted", "audit")
+#: the longest time limit accepted, seconds (a day)
+MAX_TIMEOUT = 86_400.0
+NO_SANDBOX = ("bubblewrap is not installed or cannot run here, and untrusted notebooks are graded only inside an "
+              "operating-system sandbox: install it (apt-get install bubblewrap), or say that this already runs "
+              "in a throw-away container (--container, sandbox='container'), or that you trust these notebooks "
+              "(--trusted, sandbox='trusted': the Python audit hook only, which a determined student can escape)")
 
 
 def _sandbox(sandbox: str) -> str:
-    """"bwrap" or "audit": what `sandbox` means here ("auto": bubblewrap when it works)."""
+    """"bwrap", "container" or "trusted": what `sandbox` means here; refuses when bubblewrap is needed and missing."""
     if sandbox not in SANDBOXES:
         raise ConfigurationError(f"sandbox={sandbox!r}; valid: {', '.join(SANDBOXES)}")
-    if sandbox == "auto":
-        return "bwrap" if bwrap_available() else "audit"
-    if sandbox == "bwrap" and not bwrap_available():
-        raise ConfigurationError("sandbox='bwrap' but bubblewrap is not installed or cannot run here "
-                                 "(apt-get install bubblewrap), use sandbox='auto' or 'audit'")
-    return sandbox
+    if sandbox == "audit":
+        return "trusted"
+    if sandbox in ("auto", "bwrap") and not bwrap_available():
+        raise ConfigurationError(NO_SANDBOX)
+    return "bwrap" if sandbox == "auto" else sandbox
+
+
+def _check_number(name: str, value, low: float, high: float, allow_none: bool = False) -> None:
+    """Refuse a limit that is not a finite number in [low, high] (NaN and inf included)."""
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not low <= value <= high:
+        raise ConfigurationError(f"{name}={value!r}: give a finite number from {low:g} to {high:g}")
+
+
+def check_limits(timeout, cell_timeout, memory_limit=None, file_size_limit=None, process_limit=None) -> None:
+    """Validate the grading limits (seconds, bytes, count); ConfigurationError names the bad one."""
+    _check_number("timeout", timeout, 1, MAX_TIMEOUT)
+    _check_number("cell_timeout", cell_timeout, 1, MAX_TIMEOUT)
+    _check_number("memory_limit", memory_limit, 2**28, 2**44, allow_none=True)
+    _check_number("file_size_limit", file_size_limit, 2**16, 2**40, allow_none=True)
+    _check_number("process_limit", process_limit, 16, 100_000, allow_none=True)
 
 
 def _unreadable(grade: NotebookGrade, path: Path, questions: dict | None) -> None:
@@ -147,13 +184,17 @@ def _remove_tree(path: Path) -> None:
     shutil.rmtree(path, onerror=retry)
 
 
-def _run(path: Path, sources: list[str], questions: dict, problems: list[str], **options) -> dict:
-    """The answers of the notebook's cells, run in a fresh kernel in a temporary copy ({} if none were read)."""
+def _run(raw: bytes, sources: list[str], questions: dict, problems: list[str], **options) -> dict:
+    """The answers of the notebook's cells, run in a fresh kernel in a temporary copy ({} if none were read).
+
+    The copy lives in a private folder of this run (mode 0700), which also holds the kernel's
+    connection file and sockets; the folder is removed afterwards.
+    """
     base = Path(tempfile.mkdtemp(prefix="distlab-grade-"))
     work = base / "work"
     try:
         (work / ".tmp").mkdir(parents=True)
-        shutil.copyfile(path, work / "submission.ipynb")
+        (work / "submission.ipynb").write_bytes(raw)
         try:
             answers = run_in_kernel(sources, work, answer_names=[f"{ANSWER_PREFIX}{q}" for q in questions],
                                     problems=problems, **options)
@@ -171,30 +212,35 @@ def _run(path: Path, sources: list[str], questions: dict, problems: list[str], *
 def grade_notebook(path, *, lesson: str | None = None, timeout: float = DEFAULT_TIMEOUT,
                    cell_timeout: float = DEFAULT_CELL_TIMEOUT, sandbox: str = "auto",
                    memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
-                   file_size_limit: int | None = DEFAULT_FILE_SIZE_LIMIT, _audit_hook: bool = True,
+                   file_size_limit: int | None = DEFAULT_FILE_SIZE_LIMIT,
+                   process_limit: int | None = DEFAULT_PROCESS_LIMIT, _audit_hook: bool = True,
                    variants=None, identity=None) -> NotebookGrade:
     """Grade one notebook file; never raises for anything the file contains.
 
-    timeout: seconds for the whole notebook; cell_timeout: seconds per cell. sandbox: "auto"
-    (bubblewrap when it works here, always with the audit hook), "bwrap" or "audit" (see the
-    module docstring for what each does and does not protect). memory_limit and
-    file_size_limit (bytes, None for no limit) cap the kernel's address space and the files it
-    writes. lesson: grade against this lesson (a slug or an older name); a notebook of another
+    timeout: seconds for the whole notebook; cell_timeout: seconds per cell. sandbox: "auto" or
+    "bwrap" (bubblewrap, always with the audit hook; refused where bubblewrap cannot run),
+    "container" (the caller runs in a throw-away container) or "trusted" (the audit hook only;
+    "audit" is its old name); see the module docstring for what each does and does not protect.
+    memory_limit, file_size_limit (bytes) and process_limit (None for no limit) cap the
+    kernel's address space, the files it writes and the processes and threads it adds. lesson: grade against this lesson (a slug or an older name); a notebook of another
     lesson then gets zero. (_audit_hook=False is for testing the bubblewrap layer alone.)
     variants: a distlab.grading.variants.VariantPolicy (with the class roster) choosing each
     student's numbers; identity: the student as the submission platform names them (an id, an e-mail, or
     several of them).
     """
     from .variants import VariantPolicy
+
+    check_limits(timeout, cell_timeout, memory_limit, file_size_limit, process_limit)
     sandbox = _sandbox(sandbox)
     started = time.monotonic()
     path = Path(path)
-    layers = [*(["bwrap"] if sandbox == "bwrap" else []), *(["audit-hook"] if _audit_hook else [])]
+    layers = [sandbox, *(["audit-hook"] if _audit_hook else [])]  # e.g. "bwrap+audit-hook", "trusted+audit-hook"
     grade = NotebookGrade(str(path), None if lesson is None else canonical(lesson), [], [],
                           sandbox="+".join(layers) or "none", lesson_from="--lesson" if lesson is not None else "")
     # the instructor's typo is an error, not a student's zero
     questions = lesson_questions(lesson) if lesson is not None else None
-    read = read_sources(path, grade.problems)
+    raw = read_submission(path, grade.problems)
+    read = None if raw is None else parse_sources(raw, grade.problems)
     if read is None:
         _unreadable(grade, path, questions)
     else:
@@ -206,9 +252,9 @@ def grade_notebook(path, *, lesson: str | None = None, timeout: float = DEFAULT_
             grade.problems.append("the notebook has no code cells")
             grade.questions = not_attempted(questions)
         elif questions is not None:
-            answers = _run(path, sources, questions, grade.problems, timeout=timeout, cell_timeout=cell_timeout,
+            answers = _run(raw, sources, questions, grade.problems, timeout=timeout, cell_timeout=cell_timeout,
                            sandbox=sandbox, memory_limit=memory_limit, file_size_limit=file_size_limit,
-                           audit_hook=_audit_hook)
+                           process_limit=process_limit, audit_hook=_audit_hook)
             grade.questions = check_answers(questions, answers)
     grade.seconds = time.monotonic() - started
     return grade

@@ -14,11 +14,17 @@ same as what a reader, a linter and the tests see here. Hence the rules:
 """
 
 
-def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, install_hook=True):
+def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, install_hook=True,
+                    secret_parts=(), withhold=True, out_limit=200_000):
     """Install the grading sandbox in this (the kernel's) process, then print the ready marker with `nonce`.
 
     Writes are allowed only under `roots` and to `allowed_files`; resource limits cap the address space
     and the size of written files (bytes, 0: no limit). See distlab.grading.grade for what it refuses.
+    withhold: the answer key leaves the kernel: every lesson's question module is imported, its
+    questions keep prompt, hint and params but expected/explain/check/solution only say that the
+    grader checks, and the module's own functions (the expected values' helpers) are deleted;
+    reading files whose path contains one of `secret_parts` (the lessons' sources, the solutions)
+    is then refused, so the key cannot be loaded again.
     """
     import posix, sys
     # Import what kernels and lessons use while writing caches and loading libraries is still allowed.
@@ -29,6 +35,66 @@ def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, inst
             __import__(name)
         except Exception:
             pass
+    # what a cell prints is capped here, when it becomes a message (the grader keeps 200,000 characters per
+    # cell anyway): print('y' * 10**9) costs no memory outside the kernel and loses no answers. The budget is
+    # refilled when a cell starts (its execute_input message). IPython swaps sys.stdout.write around every
+    # cell, so the cap sits on the kernel's session, which every stream message goes through. (Bypassing it
+    # only hurts the student: the grader drops any message over its size limit unread.)
+    try:
+        import IPython
+        session = IPython.get_ipython().kernel.session
+
+        def send(stream, msg_or_type, content=None, *args, _send=session.send, _budget=[out_limit],
+                 _limit=out_limit, _type=type, _dict=dict, _str=str, _len=len, _max=max, **kwargs):
+            kind, body = msg_or_type, content
+            if _type(msg_or_type) is _dict:  # a message built beforehand (ipykernel 7's streams)
+                kind, body = msg_or_type.get("msg_type"), msg_or_type.get("content")
+            if kind == "execute_input":
+                _budget[0] = _limit
+            elif kind == "stream" and _type(body) is _dict:
+                text = body.get("text", "")
+                if _type(text) is _str and _len(text) > _budget[0]:
+                    text = text[:_max(0, _budget[0])]
+                    body["text"] = text
+                _budget[0] -= _len(text)
+            return _send(stream, msg_or_type, content, *args, **kwargs)
+
+        session.send = send
+    except Exception:
+        pass
+    if withhold:
+        try:
+            from distlab.lessons import LESSONS
+            from distlab.lessons.questions import NOT_ATTEMPTED, CheckResult, Solution
+        except Exception:
+            LESSONS = {}
+        for lesson in list(LESSONS.values()):
+            try:
+                module = lesson.question_module()
+            except Exception:
+                continue
+            if module is None:
+                continue
+            for q in list(getattr(module, "QUESTIONS", {}).values()):
+                def check(answer=None, _q=q, _r=CheckResult, _s=NOT_ATTEMPTED):
+                    return _r(_q.name, _s, "checked by the grader after the notebook has run", 0.0, _q.points)
+
+                def withheld(*args, **kwargs):
+                    raise PermissionError("distlab grading sandbox: the answer key is not available while grading")
+
+                for attr, value in (("check", check), ("expected", withheld), ("explain", withheld),
+                                    ("solution", lambda _S=Solution: _S("withheld while grading"))):
+                    try:
+                        object.__setattr__(q, attr, value)
+                    except Exception:
+                        pass
+            for attr, value in list(vars(module).items()):
+                if callable(value) and getattr(value, "__module__", None) == module.__name__ \
+                        and not isinstance(value, type):
+                    try:
+                        delattr(module, attr)
+                    except Exception:
+                        pass
     try:
         import resource
         if memory_limit:
@@ -43,10 +109,19 @@ def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, inst
         del _posixsubprocess.fork_exec
     except Exception:
         pass
-    # mknod and mkfifo create files without an audit event: take them away too
+    # mknod and mkfifo create files, readline writes its history file and pidfd_send_signal signals any
+    # process, all without an audit event: take them away too (re-importing these modules is refused below)
     import os as _os
-    for module in (posix, _os):
-        for attr in ("mknod", "mkfifo"):
+    import signal as _signal
+    try:
+        import readline as _readline
+    except Exception:
+        _readline = None
+    for module, attrs in ((posix, ("mknod", "mkfifo", "pidfd_open")), (_os, ("mknod", "mkfifo", "pidfd_open")),
+                          (_signal, ("pidfd_send_signal",)),
+                          (_readline, ("write_history_file", "append_history_file", "read_history_file",
+                                       "read_init_file"))):
+        for attr in attrs:
             try:
                 delattr(module, attr)
             except Exception:
@@ -121,6 +196,33 @@ def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, inst
                 return True
         return False
 
+    def relative_up(path, _type=type, _str=str, _bytes=bytes, _fspath=posix.fspath, _path_types=(
+            pathlib.PosixPath, pathlib.PurePosixPath)):
+        """True when `path` is relative and has a '..' component (or is not a plain path)."""
+        t = _type(path)
+        if t is not _str and t is not _bytes and t not in _path_types:
+            return True
+        p = _fspath(path)
+        if _type(p) is _bytes:
+            p = p.decode("utf-8", "surrogateescape")
+        if p.startswith("/"):
+            return False
+        for c in p.split("/"):
+            if c == "..":
+                return True
+        return False
+
+    def secret(path, _resolve=resolve, _parts=tuple(secret_parts), _type=type, _int=int, _OSError=OSError):
+        """True when the resolved `path` contains one of `secret_parts` (an fd: its file's path)."""
+        try:
+            p = _resolve(path)
+        except _OSError:
+            return False
+        for part in _parts:
+            if part in p:
+                return True
+        return False
+
     def is_dir_outside(path, _resolve=resolve, _inside=inside, _stat=posix.stat, _type=type, _int=int,
                        _OSError=OSError, _S_IFMT=0o170000, _S_IFDIR=0o040000):
         if _type(path) is _int:
@@ -148,14 +250,15 @@ def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, inst
     dest_only = frozenset(("os.symlink", "shutil.copyfile", "shutil.copymode", "shutil.copystat",
                            "shutil.copytree"))
     no_import = frozenset(("_posixsubprocess", "_ctypes", "ctypes", "_gdbm", "_dbm", "_testcapi",
-                           "_testinternalcapi", "_xxsubinterpreters", "_xxinterpchannels", "_lsprof"))
+                           "_testinternalcapi", "_xxsubinterpreters", "_xxinterpchannels", "_lsprof",
+                           "posix", "os", "signal", "_signal", "readline"))
     write_flags = posix.O_WRONLY | posix.O_RDWR | posix.O_CREAT | posix.O_TRUNC | posix.O_APPEND
 
     def hook(event, args, _blocked=blocked, _fd1=fd_at_1, _fd2=fd_at_2, _fd3=fd_at_3, _no_fd=no_fd,
              _two=two_paths, _dest=dest_only,
              _no_import=no_import, _inside=inside, _dir_outside=is_dir_outside, _write_flags=write_flags,
-             _PermissionError=PermissionError, _type=type, _int=int, _str=str, _len=len, _id=id,
-             _getpid=posix.getpid, _protected=frozenset()):
+             _PermissionError=PermissionError, _type=type, _int=int, _str=str, _bytes=bytes, _len=len, _id=id,
+             _relative_up=relative_up, _secret=secret, _getpid=posix.getpid, _protected=frozenset()):
         deny = None
         if event == "open":
             path, mode, flags = args[0], args[1], args[2]
@@ -164,8 +267,14 @@ def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, inst
             if writing:
                 if _type(path) is not _int and not _inside(path):
                     deny = "writing " + _str(path)
+                elif _relative_up(path):
+                    # the event carries no dir_fd: os.open(rel, dir_fd=fd) resolves `rel` from fd, not the
+                    # cwd; a relative path that never goes up stays under whatever folder it starts from
+                    deny = "writing a relative path with '..' (" + _str(path) + ")"
             elif _dir_outside(path):
                 deny = "opening the folder " + _str(path)  # a dir_fd would let os.open(..., dir_fd=) escape
+            elif _secret(path):
+                deny = "reading " + _str(path) + " (part of the answer key)"
         elif event in _fd1 or event in _fd2 or event in _fd3 or event in _no_fd:
             at = 1 if event in _fd1 else 2 if event in _fd2 else 3 if event in _fd3 else 99
             dir_fd = args[at] if _len(args) > at and _type(args[at]) is _int else None
@@ -176,10 +285,17 @@ def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, inst
             dfd = args[3] if _len(args) > 3 and _type(args[3]) is _int else None
             if not (_inside(args[0], sfd) and _inside(args[1], dfd)):
                 deny = event + " of " + _str(args[0]) + " to " + _str(args[1])
+        elif event == "os.symlink":  # a link inside pointing out would let a later dir_fd-relative path escape
+            deny = "creating a symbolic link"
         elif event in _dest:
             dfd = args[2] if _len(args) > 2 and _type(args[2]) is _int else None
             if not _inside(args[1], dfd):
                 deny = event + " to " + _str(args[1])
+        elif event == "socket.bind":  # a unix socket file is created at its path (abstract names are fine)
+            address = args[1] if _len(args) > 1 else None
+            if (_type(address) is _str or _type(address) is _bytes) and address[:1] not in ("", "\x00", b"\x00") \
+                    and not _inside(address):
+                deny = "binding a socket at " + _str(address)
         elif event == "sqlite3.connect":  # even ":memory:": its ATTACH creates a file anywhere
             deny = "opening an SQLite database"
         elif event == "import":
@@ -197,7 +313,7 @@ def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, inst
             raise _PermissionError("distlab grading sandbox: " + deny + " is not allowed while grading")
 
     # the hook's last default: the ids of its own functions, whose code and defaults may then not change
-    hook.__defaults__ = hook.__defaults__[:-1] + (frozenset(map(id, (hook, resolve, inside, is_dir_outside))),)
+    hook.__defaults__ = hook.__defaults__[:-1] + (frozenset(map(id, (hook, resolve, inside, is_dir_outside, relative_up, secret))),)
     if install_hook:
         sys.addaudithook(hook)
     print("DISTLAB-SANDBOX-READY-" + nonce)

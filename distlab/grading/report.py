@@ -5,9 +5,24 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-AUDIT_ONLY_WARNING = ("warning: graded without bubblewrap (the Python audit hook only), which is not an operating-"
-                      "system sandbox; grade untrusted work with bubblewrap installed (apt-get install bubblewrap) "
-                      "or inside a container")
+AUDIT_ONLY_WARNING = ("warning: graded as TRUSTED notebooks (--trusted: the Python audit hook only), which is not an "
+                      "operating-system sandbox; grade untrusted work with bubblewrap installed (apt-get install "
+                      "bubblewrap) or inside a container (--container)")
+
+
+def printable(text) -> str:
+    """`text` safe to print on one line: control characters (newlines, terminal escapes, NUL), format
+    characters (bidirectional overrides) and lone surrogates become visible escapes such as \\x1b.
+
+    Everything a kernel or a submitted file produced goes through this in the text outputs.
+
+    >>> printable("score: 7/7\\n\\x1b[2K\\x00\\ud800 ok")
+    'score: 7/7\\\\n\\\\x1b[2K\\\\x00\\\\ud800 ok'
+    """
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 @dataclasses.dataclass
@@ -105,17 +120,17 @@ class GradeReport:
             for q in n.questions:
                 prefix = f"{Path(n.path).name} " if several else ""
                 tests.append({
-                    "name": f"{prefix}{q.question}" + (f": {q.prompt}" if q.prompt else ""),
+                    "name": printable(f"{prefix}{q.question}" + (f": {q.prompt}" if q.prompt else "")),
                     "score": q.points,
                     "max_score": q.max_points,
                     "status": "passed" if q.points >= q.max_points and q.max_points > 0 else "failed",
-                    "output": q.feedback,
+                    "output": printable(q.feedback),
                 })
         lines = []
         for n in self.notebooks:
-            head = f"{Path(n.path).name}: {_fmt(n.score)}/{_fmt(n.max_score)}"
-            lines.append(head + (f" (lesson {n.lesson})" if n.lesson else ""))
-            lines.extend(f"  - {p}" for p in n.problems)
+            head = f"{printable(Path(n.path).name)}: {_fmt(n.score)}/{_fmt(n.max_score)}"
+            lines.append(head + (f" (lesson {printable(n.lesson)})" if n.lesson else ""))
+            lines.extend(f"  - {printable(p)}" for p in n.problems)
         return {
             "score": self.score,
             "execution_time": round(sum(n.seconds for n in self.notebooks), 1),
@@ -128,19 +143,20 @@ class GradeReport:
         out = []
         for n in self.notebooks:
             origin = f" (from its {n.lesson_from})" if n.lesson and n.lesson_from != "--lesson" else ""
-            out.append(f"{n.path}  lesson: {n.lesson or '?'}{origin}  score: {_fmt(n.score)}/{_fmt(n.max_score)}")
+            out.append(f"{printable(n.path)}  lesson: {printable(n.lesson or '?')}{origin}  "
+                       f"score: {_fmt(n.score)}/{_fmt(n.max_score)}")
             if n.questions:
                 width = max(8, *(len(q.question) for q in n.questions))
                 out.append(f"  {'question':<{width}}  {'points':>7}  {'status':<13}  feedback")
                 for q in n.questions:
                     points = f"{_fmt(q.points)}/{_fmt(q.max_points)}"
-                    feedback = " ".join(q.feedback.split())
+                    feedback = printable(" ".join(q.feedback.split()))
                     out.append(f"  {q.question:<{width}}  {points:>7}  {q.status:<13}  {feedback}")
             for p in n.problems:
-                out.append(f"  ! {p}")
+                out.append(f"  ! {printable(p)}")
             out.append("")
         if len(self.notebooks) > 1:
             out.append(f"total: {_fmt(self.score)}/{_fmt(self.max_score)}")
-        if any(n.sandbox and "bwrap" not in n.sandbox for n in self.notebooks):
+        if any(n.sandbox.startswith("trusted") for n in self.notebooks):
             out.append(AUDIT_ONLY_WARNING)
         return "\n".join(out).rstrip() + "\n"

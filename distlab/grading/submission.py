@@ -7,17 +7,73 @@ Only the sources of the code cells are kept.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
+
+#: a submitted notebook larger than this is refused (exercise notebooks with their plots are a few MB)
+MAX_NOTEBOOK_BYTES = 32 * 2**20
+
+
+def read_submission(path: Path, problems: list[str], limit: int = MAX_NOTEBOOK_BYTES) -> bytes | None:
+    """The bytes of the submitted file, read once; None (and a problem) unless it is a regular file under `limit`.
+
+    A symbolic link (to the solutions, to /dev/zero), a FIFO, a device or a folder is refused without
+    being read: opened with O_NOFOLLOW and O_NONBLOCK, then checked with fstat.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if os.path.islink(path):
+            problems.append("the file is a symbolic link, not the notebook itself: submit the notebook file")
+        else:
+            problems.append(f"could not read the file: {exc.strerror or exc}")
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            problems.append("the file is not a regular file (a folder, a device or a pipe): submit the notebook file")
+            return None
+        if info.st_size > limit:
+            problems.append(f"the file is {info.st_size / 2**20:.1f} MB, more than the {limit / 2**20:g} MB a "
+                            "notebook may have: clear its outputs (Edit > Clear Outputs of All Cells) and submit again")
+            return None
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:  # it grew while we read
+            problems.append(f"the file is more than the {limit / 2**20:g} MB a notebook may have")
+            return None
+        return b"".join(chunks)
+    except OSError as exc:
+        problems.append(f"could not read the file: {exc.strerror or exc}")
+        return None
+    finally:
+        os.close(fd)
+
+
+def _clean(text: str) -> str:
+    """`text` with lone surrogates (a JSON "\\ud800" escape) replaced by U+FFFD: they cannot be sent to a kernel."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 def read_sources(path: Path, problems: list[str]) -> tuple[Any, list[str]] | None:
     """(notebook metadata, code-cell sources) read leniently, or None when nothing is usable."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        problems.append(f"could not read the file: {exc.strerror or exc}")
-        return None
+    raw = read_submission(path, problems)
+    return None if raw is None else parse_sources(raw, problems)
+
+
+def parse_sources(raw: bytes, problems: list[str]) -> tuple[Any, list[str]] | None:
+    """(notebook metadata, code-cell sources) from the bytes of a notebook, or None when nothing is usable."""
     try:
         data = json.loads(raw.decode("utf-8", errors="replace"))
     except (ValueError, RecursionError) as exc:
@@ -38,7 +94,7 @@ def read_sources(path: Path, problems: list[str]) -> tuple[Any, list[str]] | Non
         if not isinstance(source, str):
             skipped += 1
             continue
-        sources.append(source)
+        sources.append(_clean(source))
     if skipped:
         problems.append(f"{skipped} code cell(s) had no readable source and were skipped")
     return data.get("metadata"), sources

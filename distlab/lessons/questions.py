@@ -121,6 +121,51 @@ def with_params(question, **params):
     return dataclasses.replace(question, **question.unbound, params={**question.params, **params})
 
 
+def _as_float(value, noun: str) -> float:
+    """float(value), or ValueError in words (too large, or an object whose float() fails)."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"the number is too large to be {noun}") from None
+    except Exception as exc:
+        raise ValueError(f"an answer of type {type(value).__name__} could not be read as {noun} "
+                         f"({type(exc).__name__})") from None
+
+
+def plain_number_text(text: str, noun: str = "a number") -> str:
+    """`text` with thousands separators removed; ValueError for a decimal comma ("11,2 GB") or too long a text.
+
+    A comma is read only as a thousands separator: between groups of exactly three digits after
+    one to three digits ("1,120 GB"); anything else is ambiguous and refused with a hint. Linear
+    time (one pass over at most MAX_QUANTITY_CHARS characters).
+
+    >>> plain_number_text("1,120 GB")
+    '1120 GB'
+    >>> plain_number_text("11,2 GB")
+    Traceback (most recent call last):
+    ValueError: '11,2 GB' has a comma inside the number: write decimals with a point (11.2, not 11,2) and no thousands separators
+    """
+    from ..units import MAX_QUANTITY_CHARS
+
+    if len(text) > MAX_QUANTITY_CHARS:
+        raise ValueError(f"an answer of {len(text)} characters is not {noun} (at most {MAX_QUANTITY_CHARS})")
+    if "," not in text:
+        return text
+    stripped = text.strip()
+    end = 0
+    while end < len(stripped) and (stripped[end].isdigit() or stripped[end] in ",.+-"):
+        end += 1
+    number, rest = stripped[:end], stripped[end:]
+    whole = number.lstrip("+-").split(".", 1)[0]
+    groups = whole.split(",")
+    if "," in rest or "," in number.split(".", 1)[-1] and "." in number or not (
+            1 <= len(groups[0]) <= 3 and not groups[0].startswith("0") and all(len(g) == 3 for g in groups[1:])):
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise ValueError(f"{shown!r} has a comma inside the number: write decimals with a point "
+                         "(11.2, not 11,2) and no thousands separators")
+    return number.replace(",", "") + rest
+
+
 @dataclass(frozen=True)
 class NumericQuestion:
     """A question whose answer is a number in `unit` (a pint unit string, '' for a pure number).
@@ -151,7 +196,12 @@ class NumericQuestion:
         bind_params(self)
 
     def _read(self, answer) -> float:
-        """The answer as a float in self.unit; raises ValueError with the reason in words."""
+        """The answer as a float in self.unit; raises ValueError with the reason in words.
+
+        A quantity must have the question's dimension (a percent is not a byte count); a number
+        with no unit is read in self.unit; anything that cannot be read (arrays, complex numbers,
+        objects whose float() fails) is a reason, never an exception.
+        """
         from pint import DimensionalityError, Quantity
 
         from ..errors import UnitError
@@ -160,29 +210,31 @@ class NumericQuestion:
         if isinstance(answer, bool):
             raise ValueError(f"{answer!r} is a yes/no value, not {self.noun}")
         if isinstance(answer, numbers.Real):
-            try:
-                value = float(answer)
-            except OverflowError:
-                raise ValueError(f"{answer!r} is too large to be {self.noun}") from None
+            value = _as_float(answer, self.noun)
         elif isinstance(answer, (str, Quantity)):
             if isinstance(answer, str):
+                text = plain_number_text(answer, self.noun)
                 try:
-                    answer = parse_quantity(answer.replace(",", ""), "the answer")
+                    answer = parse_quantity(text, "the answer")
                 except UnitError:
                     shown = answer if len(answer) <= 40 else answer[:37] + "..."
                     raise ValueError(f"{shown!r} could not be read as {self.noun} (write a number, then its "
                                      f"unit, such as '140 GB' or '3.05 s')") from None
             if not isinstance(answer, Quantity):
-                value = float(answer)
-            elif answer.dimensionless and not self.unit:
-                value = float(answer.to("").magnitude)
-            elif answer.dimensionless:
-                value = float(answer.magnitude)  # a bare number written as a string
+                value = _as_float(answer, self.noun)
             else:
-                try:
-                    value = float(answer.to(self.unit or "").magnitude)
-                except DimensionalityError:
-                    raise ValueError(f"{answer:.4g~P} is not {self.noun} (expected {self.unit or 'a pure number'})") from None
+                magnitude = answer.magnitude
+                if isinstance(magnitude, bool) or not isinstance(magnitude, numbers.Real):
+                    raise ValueError(f"a quantity whose magnitude is a {type(magnitude).__name__} is not "
+                                     f"{self.noun}")
+                if not dict(answer.unit_items()):  # no unit at all (not even %): read in the question's unit
+                    value = _as_float(magnitude, self.noun)
+                else:
+                    try:
+                        value = _as_float(answer.to(self.unit or "").magnitude, self.noun)
+                    except DimensionalityError:
+                        raise ValueError(f"{_as_float(magnitude, self.noun):.4g} {answer.units:~P} is not "
+                                         f"{self.noun} (expected {self.unit or 'a pure number'})") from None
         else:
             raise ValueError(f"an answer of type {type(answer).__name__} is not {self.noun}")
         if not math.isfinite(value):
@@ -239,15 +291,20 @@ class ChoiceQuestion:
             return "yes"
         if answer is False:
             return "no"
-        return str(answer).strip().lower()
+        if not isinstance(answer, str):  # an option is a word: no str() of arbitrary objects
+            raise ValueError(f"an answer of type {type(answer).__name__} is not one of: {', '.join(self.options)}")
+        return str.__str__(answer)[:200].strip().lower()
 
     def check(self, answer=None) -> CheckResult:
         if is_unanswered(answer):
             return CheckResult(self.name, NOT_ATTEMPTED, "not attempted", 0.0, self.points)
-        value = self._normalise(answer)
+        try:
+            value = self._normalise(answer)
+        except ValueError as reason:
+            return CheckResult(self.name, INCORRECT, f"not yet, because {reason}", 0.0, self.points)
         if value not in self.options:
             return CheckResult(
-                self.name, INCORRECT, f"not yet, because {answer!r} is not one of: {', '.join(self.options)}", 0.0, self.points
+                self.name, INCORRECT, f"not yet, because {value!r} is not one of: {', '.join(self.options)}", 0.0, self.points
             )
         if value == self.expected():
             return CheckResult(self.name, CORRECT, "correct", self.points, self.points)
