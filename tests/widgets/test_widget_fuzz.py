@@ -61,6 +61,9 @@ def test_every_app_class_and_every_app_a_lesson_shows_is_fuzzed():
     fuzzed = {p.values[1].__name__ for p in APPS if isinstance(p.values[1], type)}
     defined = set()
     for info in pkgutil.iter_modules(distlab.widgets.__path__):
+        source = Path(distlab.widgets.__path__[0]) / f"{info.name}.py"
+        if "renamed_module(__name__" in source.read_text(encoding="utf-8"):
+            continue  # an old module name kept as an alias: its apps are the new module's
         module = importlib.import_module(f"distlab.widgets.{info.name}")
         defined |= {name for name, obj in vars(module).items()
                     if name.endswith("App") and isinstance(obj, type) and issubclass(obj, widgets.Widget)
