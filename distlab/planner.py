@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._arguments import as_cluster, divisors
-from . import memory, models, training
+from . import flops, memory, models, training
 from .errors import ConfigurationError
 
 __all__ = [
@@ -164,8 +164,8 @@ def plan(model, cluster, *, global_batch, seq_len=None, precision="mixed", effic
         dp=cols["dp"], tp=cols["tp"], pp=cols["pp"], chunks=cols["chunks"], micro_batch_size=cols["micro_batch_size"],
         zero=cols["zero"], recompute_code=cols["recompute_code"], sequence_parallel=cols["sequence_parallel"],
         schedule_code=cols["schedule_code"], efficiency=eff)
-    out["mfu"] = training.FLOPS_PER_PARAM_TOKEN * model.parameter_count() * batch * s / (
-        out["step_time_s"] * cl.gpus * peak)
+    # MFU by PaLM's definition (distlab.flops: weights, attention, logits; no recomputation), as estimate()
+    out["mfu"] = flops.step_flops(model, batch, s).model_flops / (out["step_time_s"] * cl.gpus * peak)
     fits = out["memory_bytes"] <= cl.accelerator.memory_bytes
     fills = ~((cols["pp"] > 1) & (out["microbatches"] < cols["pp"]))
     feasible = fits & fills

@@ -1,10 +1,11 @@
 """Training step time, FLOPs, MFU/HFU, throughput and scaling efficiency.
 
-FLOPs follow Kaplan et al. 2020 / Narayanan et al. 2021: a training step costs 6 x params x
-tokens (2 forward + 4 backward per parameter per token); full activation recomputation runs
-the forward twice, 8 x params x tokens. MFU counts the model's FLOPs (6PT) against peak;
-HFU counts what the hardware executes (8PT with full recomputation). Throughput = global
-batch / step time.
+The step model and StepEstimate count FLOPs with distlab.flops (layer weights, attention and the
+logits; recomputation by mode). MFU is PaLM's definition (Chowdhery et al. 2022, App. B): model
+FLOPs, attention and logits included, no recomputation, against peak; HFU adds the forward work
+that recomputation repeats. model_flops / hardware_flops below are the 6PT rule of thumb,
+6 x params x tokens (8 with full recomputation; Kaplan et al. 2020), which leaves attention out.
+Throughput = global batch / step time.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import numpy as np
 
 from ._arguments import as_cluster, recompute_mode, renamed_keyword, zero_stage
 from .errors import ConfigurationError
+from .flops import (TRAINING_PASSES, layer_forward_flops_array, logit_forward_flops_array,
+                    recomputed_forward_flops_array, step_flops)
 from .units import FLOP_PER_SECOND, SECONDS, format_bytes, format_seconds, positive, positive_int
 
 __all__ = [
@@ -60,7 +63,8 @@ FLOPS_PER_PARAM_TOKEN_FULL_RECOMPUTE = 8.0
 def model_flops(params, tokens) -> float:
     """Model FLOPs of one training step: 6 x params x tokens (tokens = global batch x sequence length).
 
-    Kaplan et al. 2020, Sec. 2.1. Lesson 7 §1 (and Lesson 4 §4).
+    The 6PT rule of thumb (Kaplan et al. 2020, Sec. 2.1): it leaves attention out. estimate() and
+    MFU count with distlab.flops.step_flops. Lesson 7 §1 (and Lesson 4 §4).
 
     >>> model_flops(1e9, 1000)  # 6 x 1e9 x 1e3
     6000000000000.0
@@ -81,7 +85,9 @@ def forward_time(params, tokens, peak_flops) -> float:
 
 def hardware_flops(params, tokens, recompute="none") -> float:
     """FLOPs the GPUs execute: 6PT, or 8PT with full recomputation (selective recomputation of
-    attention scores adds no parameter FLOPs in this model). Narayanan et al. 2021, Sec. 5.1. Lesson 7 §1.
+    attention scores adds no parameter FLOPs in this model). Narayanan et al. 2021, Sec. 5.1. The rule
+    of thumb; estimate() and HFU count with distlab.flops.step_flops (attention, logits, recompute by mode).
+    Lesson 7 §1.
 
     >>> hardware_flops(1e9, 1000, recompute='full')  # 8 x 1e9 x 1e3
     8000000000000.0
@@ -286,7 +292,15 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
                      sequence_parallel, schedule_code, efficiency, bucket_bytes=None, cross_rail_bw=None) -> dict:
     """Per-step time components (s) and per-GPU memory (bytes) on the busiest (first) pipeline stage.
 
-    compute    = m x factor x P x b s / (tp pp) / (peak x efficiency), factor 6 (8 with full recompute)
+    compute    = m x t_mb, the busiest stage's compute per microbatch (distlab.flops, per token b s):
+                 t_mb = [ceil(layers / pp) x (3 x layer forward + recomputed forward) + 3 x logits] / tp
+                        / (peak x efficiency)
+                 layer forward = 2 x params_per_layer + 4 s a d_head; recomputed forward: none 0,
+                 selective the attention core 4 s a d_head, full the layer forward; logits 2 h V
+                 (vocabulary-parallel over tp). The logits run on the last stage; the model charges them
+                 to the busiest stage's per-microbatch time (with pp = 1 it is the one stage; with pp > 1
+                 the last stage, whose ceil(layers/pp) layers plus logits make it the slowest), and the
+                 bubble below is priced with that same stage time
     tp_comm    = m x layers/stage x all-reduces x ring time of b s h e_msg over tp GPUs (4, or 6 with full
                  recompute; distlab.tensor.tp_comm_time), on the critical path, never overlapped
     bubble     = (pp - 1) / v x (per-microbatch stage time): the (p-1)/(v m) overhead on m microbatches
@@ -321,8 +335,9 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     interleaved min(p (1 + (p-1)/(p v)), m) (Korthikanti et al. 2022, Sec. 4.2.3). Rank order tp-cp-ep-dp-pp: DP groups
     have stride tp, pipeline neighbours stride tp x dp. Inputs are NumPy arrays, not validated. Lesson 7 §1.
 
-    Llama 2 7B (6,738,415,616 parameters) on one DGX H100 node, dp 8, one 4,096-token sequence per GPU:
-    compute = 6 x 6.738e9 x 4096 / (989.4 TFLOP/s x 0.5) = 0.335 s.
+    Llama 2 7B on one DGX H100 node, dp 8, one 4,096-token sequence per GPU: 32 layers x 3 x (2 x 202,383,360
+    + 4 x 4096 x 4096) + 3 x 2 x 4096 x 32,000 = 46.09 GFLOP per token (6 x 6.738e9 = 40.43 leaves attention
+    out); compute = 46.09e9 x 4096 / (989.4 TFLOP/s x 0.5) = 0.382 s.
 
     >>> from distlab import hardware, memory, models
     >>> hw = hardware_arguments(hardware.cluster('dgx-h100', nodes=1, fabric='ib-ndr'), memory.precision_recipe('mixed'))
@@ -330,7 +345,7 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     ...                        chunks=1, micro_batch_size=1, zero=0, recompute_code=0, sequence_parallel=False,
     ...                        schedule_code=1, efficiency=0.5)
     >>> round(float(out['compute_s']), 3), float(out['bubble_s'])
-    (0.335, 0.0)
+    (0.382, 0.0)
     """
     from . import memory, tensor
     from .dataparallel import DDP_BUCKET_BYTES, exposed_communication_time
@@ -349,9 +364,17 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     m = np.asarray(global_batch, dtype=float) / (dp * b)
     full = code == 2
 
-    factor = np.where(full, FLOPS_PER_PARAM_TOKEN_FULL_RECOMPUTE, FLOPS_PER_PARAM_TOKEN)
-    t_mb = factor * P * b * s / (tp * pp) / (peak_flops * efficiency)
     layers_stage = np.ceil(model.layers / pp)
+    tokens_mb = b * s
+    width = float(model.heads * model.head_dim)
+    layer_fwd = layer_forward_flops_array(float(model.params_per_layer()), width, tokens_mb, s)
+    layer_again = recomputed_forward_flops_array(float(model.params_per_layer()), width, tokens_mb, s, code)
+    logits_fwd = logit_forward_flops_array(h, float(model.vocab), tokens_mb)
+    stage_flops = layers_stage * (TRAINING_PASSES * layer_fwd + layer_again) + TRAINING_PASSES * logits_fwd
+    speed = tp * peak_flops * efficiency
+    t_mb = stage_flops / speed
+    # the backward's share of t_mb (what the gradient all-reduce can hide behind): 2 forward passes + recompute
+    backward_share = (stage_flops - layers_stage * layer_fwd - logits_fwd) / stage_flops
     tp_msg = tensor.tp_message_bytes(b, s, h, e_msg)
     tp_mb = layers_stage * tensor.tp_comm_time(tp_msg, tp, intra_bw, intra_lat, np.where(full, 6, 4))
     stage_mb = t_mb + tp_mb
@@ -375,7 +398,6 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     grad_shard = P / (tp * pp) * recipe.gradient_bytes
     dp_bw = np.where(equal_local_ranks_array(dp, tp, gpus_per_node), inter_bw, cross)
     all_reduce = group_all_reduce_time_array(grad_shard, dp, tp, gpus_per_node, intra_bw, intra_lat, dp_bw, inter_lat)
-    backward_share = np.where(full, 6.0 / 8.0, 4.0 / 6.0)
     buckets = np.maximum(1.0, np.ceil(grad_shard / bucket_bytes))
     # ZeRO-0/1/2: gradients accumulate locally (DDP no_sync, Megatron's grad accumulation); one all-reduce
     # (or reduce-scatter + all-gather, the same 2M) per step, overlapped with the LAST microbatch's backward.
@@ -443,12 +465,14 @@ class StepEstimate:
 
     @property
     def mfu(self) -> float:
-        """Model FLOPs (6PT) / (step time x GPUs x peak)."""
+        """MFU (PaLM's definition): model FLOPs (weights, attention, logits; no recomputation) / (step time x
+        GPUs x peak). Lesson 7 §1."""
         return self.model_flops / (self.step_time_s * self.gpus * self.peak_flops)
 
     @property
     def hfu(self) -> float:
-        """Hardware FLOPs (8PT with full recomputation) / (step time x GPUs x peak)."""
+        """HFU: hardware FLOPs (model FLOPs + the forward work recomputation repeats) / (step time x GPUs x
+        peak). Equals MFU without recomputation. Lesson 7 §1."""
         return self.hardware_flops / (self.step_time_s * self.gpus * self.peak_flops)
 
     @property
@@ -530,12 +554,13 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     dense peak for matmuls. An infeasible configuration is priced but flagged (feasible False,
     explain() says which limit and by how much); invalid ones raise ConfigurationError. Lesson 7 §1-§6.
 
-    Llama 2 7B on one DGX H100 node, pure data parallelism: compute 6 x 6.738e9 x 4096 / (989.4 TFLOP/s x 0.5)
-    = 0.335 s per GPU; 16 bytes per parameter of model states alone (108 GB) do not fit 80 GB (Lesson 7 §2).
+    model_flops and hardware_flops are distlab.flops.step_flops' (MFU, HFU). Llama 2 7B on one DGX H100 node,
+    pure data parallelism: compute 46.09 GFLOP per token x 4096 / (989.4 TFLOP/s x 0.5) = 0.382 s per GPU
+    (step_model_array); 16 bytes per parameter of model states alone (108 GB) do not fit 80 GB (Lesson 7 §2).
 
     >>> est = estimate('llama2-7b', 'dgx-h100', nodes=1, fabric='ib-ndr', global_batch=8, seq_len=4096)
     >>> est.config['dp'], round(est.compute_s, 3), est.fits
-    (8, 0.335, False)
+    (8, 0.382, False)
     """
     from . import memory, models
 
@@ -590,7 +615,7 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     if pp > 1 and m < pp:
         problems.append(f"pipeline: only {m} microbatches per step for {pp} stages; the pipeline never fills")
     tokens = float(batch * s)
-    P = float(model.parameter_count())
+    counted = step_flops(model, batch, s, mode)
     config = dict(model=model.name, gpus=cl.gpus, global_batch=batch, seq_len=s, dp=dp, tp=tp, pp=pp, chunks=v,
                   micro_batch_size=b, microbatches=m, zero=zero, recompute=mode, sequence_parallel=sp,
                   schedule=sched, precision=recipe.name, efficiency=eff)
@@ -599,8 +624,8 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
         bubble_s=float(out["bubble_s"]), p2p_s=float(out["p2p_s"]), dp_comm_s=float(out["dp_comm_s"]),
         dp_exposed_s=float(out["dp_exposed_s"]), optimizer_s=float(out["optimizer_s"]),
         step_time_s=float(out["step_time_s"]), microbatches=m, tokens_per_step=tokens,
-        model_flops=FLOPS_PER_PARAM_TOKEN * P * tokens, hardware_flops=hardware_flops(P, tokens, mode),
-        gpus=cl.gpus, peak_flops=peak, ideal_single_gpu_s=FLOPS_PER_PARAM_TOKEN * P * tokens / (peak * eff),
+        model_flops=counted.model_flops, hardware_flops=counted.hardware_flops,
+        gpus=cl.gpus, peak_flops=peak, ideal_single_gpu_s=counted.model_flops / (peak * eff),
         memory=bd, problems=tuple(problems))
 
 

@@ -5,7 +5,7 @@ The scenario: Llama-3.1-70B on 32 DGX H100 nodes (256 GPUs), global batch 256 se
 
 from __future__ import annotations
 
-from .. import planner, training
+from .. import flops, models, planner, training
 from ..units import format_bytes, format_seconds
 from .questions import ChoiceQuestion, NumericQuestion
 
@@ -25,8 +25,17 @@ def _q1():
 
 def _explain_q1():
     e = _estimate(**CONFIG)
-    return (f"6 x P x tokens = 6 x {e.model_flops / (6 * e.tokens_per_step):.4g} x ({BATCH} x {SEQ} = "
-            f"{e.tokens_per_step:,.0f}) = {e.model_flops:.4g} FLOP = {e.model_flops / 1e18:.3f} EFLOP per step")
+    f = flops.step_flops(MODEL, BATCH, SEQ)
+    return (f"model FLOPs (PaLM: weights, attention and logits, no recomputation) of {BATCH} x {SEQ} = "
+            f"{e.tokens_per_step:,.0f} tokens: weights {f.weights:.4g} + attention {f.attention:.4g} + logits "
+            f"{f.logits:.4g} = {e.model_flops:.4g} FLOP = {e.model_flops / 1e18:.3f} EFLOP per step "
+            f"(flops.step_flops; the 6 x parameters x tokens rule of thumb leaves attention out)")
+
+
+def _six_pt_ratio():
+    """6 x all parameters x tokens (the 6PT rule of thumb) over the model FLOPs that q1 expects."""
+    six_pt = 6.0 * models.model(MODEL).parameter_count() * BATCH * SEQ
+    return six_pt / flops.step_flops(MODEL, BATCH, SEQ).model_flops
 
 
 def _q2():
@@ -60,7 +69,7 @@ def _q4():
 
 def _explain_q4():
     e = _estimate(**CONFIG)
-    return (f"MFU = 6PT / (t N peak) = {e.model_flops:.4g} / ({format_seconds(e.step_time_s)} x {e.gpus} x "
+    return (f"MFU = model FLOPs / (t N peak) = {e.model_flops:.4g} / ({format_seconds(e.step_time_s)} x {e.gpus} x "
             f"{e.peak_flops / 1e12:.1f} TFLOP/s) = {100 * e.mfu:.1f}%")
 
 
@@ -97,9 +106,9 @@ q1 = NumericQuestion(
     name="q1",
     prompt=f"{_SETUP}: model FLOPs of one training step, in EFLOP (10^18 FLOP)?",
     expected=_q1, explain=_explain_q1, unit="EFLOP", noun="an amount of FLOPs",
-    hint_text="6 x parameters x tokens per step; models.model('llama3.1-70b').parameter_count()",
-    scale_hint={8 / 6: "counts 8 FLOPs per parameter per token: that is hardware FLOPs with full recomputation, "
-                       "not model FLOPs"},
+    hint_text="flops.step_flops('llama3.1-70b', 256, 8192).model_flops: weights, attention and logits (PaLM)",
+    scale_hint={_six_pt_ratio(): "counts 6 x parameters x tokens: that rule of thumb leaves attention out; model FLOPs "
+                                 "(PaLM's definition) count the weights, attention and logits"},
 )
 
 q2 = NumericQuestion(
@@ -123,7 +132,7 @@ q4 = NumericQuestion(
     prompt=f"{_SETUP}, tp = 8, pp = 8, micro-batch 1, ZeRO-1, selective recomputation, sequence parallel, "
            f"InfiniBand NDR: MFU in %?",
     expected=_q4, explain=_explain_q4, unit="", noun="a percentage",
-    hint_text="training.estimate(...).mfu, or 6PT / (step time x GPUs x dense bf16 peak)",
+    hint_text="training.estimate(...).mfu, or model FLOPs / (step time x GPUs x dense bf16 peak)",
 )
 
 q5 = ChoiceQuestion(

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from distlab import hardware, models, planner, training
+from distlab import flops, hardware, models, planner, training
 from distlab.errors import ConfigurationError
 
 TINY = models.TransformerModel(name="tiny", layers=4, hidden=1024, heads=8, ffn=4096, vocab=1000, seq_len=128)
@@ -23,8 +23,12 @@ def test_small_configuration_by_hand():
     e = training.estimate(TINY, CLUSTER, global_batch=8, seq_len=128, dp=2, tp=2, pp=2, micro_batch_size=1,
                           efficiency=0.5)
     P = TINY.parameter_count()
-    # m = 8 / (dp 2 x b 1) = 4 microbatches; per-microbatch stage compute 6 P x 128 tokens / (tp 2 x pp 2) / (1e14 x 0.5)
-    t_mb = 6 * P * 128 / 4 / 5e13
+    # m = 8 / (dp 2 x b 1) = 4 microbatches. Per token (distlab.flops): a layer's forward is
+    # 2 x 12,587,008 weights + 4 x s 128 x a d_head 1024 = 25,174,016 + 524,288 = 25,698,304 FLOP; the logits
+    # 2 x 1024 x 1000 = 2,048,000. The busiest stage: 2 layers x 3 passes + the logits x 3 =
+    # 154,189,824 + 6,144,000 = 160,333,824 FLOP per token; x 128 tokens / tp 2 / (1e14 x 0.5)
+    assert TINY.params_per_layer() == 12_587_008 and TINY.heads * TINY.head_dim == 1024
+    t_mb = 160_333_824 * 128 / 2 / 5e13
     assert e.microbatches == 4
     assert e.compute_s == pytest.approx(4 * t_mb, rel=1e-12)
     # TP: 4 all-reduces of b s h x 2 B = 262,144 B per layer; ring over 2 GPUs moves 2(1/2) x M at 100 GB/s:
@@ -40,20 +44,50 @@ def test_small_configuration_by_hand():
     dp_time = M / 100e9
     assert e.dp_comm_s == pytest.approx(dp_time, rel=1e-12)
     buckets = math.ceil(M / (25 * 2**20))  # DDP bucket_cap_mb = 25 (MiB)
+    # backward: 2 of the 3 passes of the layers and of the logits, (102,793,216 + 4,096,000) / 160,333,824 = 2/3
     backward = 4 / 6 * t_mb
     assert e.dp_exposed_s == pytest.approx(max(dp_time / buckets, dp_time - (buckets - 1) / buckets * backward), rel=1e-12)
     # optimizer: (2 x 12 + 2 + 2) bytes x P / 4 through 1 TB/s
     assert e.optimizer_s == pytest.approx(28 * P / 4 / 1e12, rel=1e-12)
     parts = e.compute_s + e.tp_comm_s + e.bubble_s + e.p2p_s + e.dp_exposed_s + e.optimizer_s
     assert e.step_time_s == pytest.approx(parts, rel=1e-12)
-    # throughput and MFU by definition
+    # throughput and MFU by definition; model FLOPs per token (PaLM): 4 layers x 3 x 25,698,304 + 3 x 2,048,000
+    # = 308,379,648 + 6,144,000 = 314,523,648, over 8 x 128 tokens
     assert e.tokens_per_s == pytest.approx(8 * 128 / e.step_time_s)
-    assert e.mfu == pytest.approx(6 * P * 8 * 128 / (e.step_time_s * 8 * 1e14))
+    assert e.model_flops == pytest.approx(314_523_648 * 8 * 128, rel=1e-12)
+    assert e.mfu == pytest.approx(314_523_648 * 8 * 128 / (e.step_time_s * 8 * 1e14))
+    assert e.hfu == e.mfu  # no recomputation
 
 
-def test_full_recompute_counts_8PT_for_hfu_and_6PT_for_mfu():
+def test_full_recompute_hfu_adds_each_layers_forward_to_mfu():
+    # per token: model 314,523,648 FLOP (above); full recomputation runs the 4 layers' forward again,
+    # 4 x 25,698,304 = 102,793,216 (not the logits): HFU / MFU = 417,316,864 / 314,523,648 = 1.3268
     e = training.estimate(TINY, CLUSTER, global_batch=8, dp=8, recompute="full")
-    assert e.hfu == pytest.approx(e.mfu * 8 / 6)
+    assert e.hfu == pytest.approx(e.mfu * 417_316_864 / 314_523_648, rel=1e-12)
+    # selective recomputation repeats the attention core, 4 layers x 524,288: 316,620,800 / 314,523,648
+    sel = training.estimate(TINY, CLUSTER, global_batch=8, dp=8, recompute="selective")
+    assert sel.hfu == pytest.approx(sel.mfu * 316_620_800 / 314_523_648, rel=1e-12)
+
+
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+def test_estimate_counts_flops_with_the_flops_module(recompute):
+    e = training.estimate("llama3.1-70b", "dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256, seq_len=8192,
+                          tp=8, pp=8, recompute=recompute)
+    counted = flops.step_flops("llama3.1-70b", 256, 8192, recompute)
+    assert e.model_flops == counted.model_flops and e.hardware_flops == counted.hardware_flops
+
+
+@pytest.mark.parametrize("name", ["megatron-gpt-1.7b", "gpt3-175b"])
+def test_estimate_full_recompute_hardware_flops_are_narayanan_eq3(name):
+    # Narayanan et al. 2021, Eq. 3: 96 B s l h^2 (1 + s/6h + V/16lh), plus the 13h norm and bias weights of each
+    # layer that Eq. 3 leaves out, run 4 times at 2 FLOPs per token (see tests/core/test_flops.py)
+    m = models.model(name)
+    gpus = 8 * 16
+    e = training.estimate(m, "dgx-a100", nodes=16, fabric="ib-hdr", global_batch=512, seq_len=2048,
+                          tp=8, pp=2 if m.layers % 2 == 0 else 1, recompute="full")
+    eq3 = training.megatron_flops_per_iteration(512, 2048, m.layers, m.hidden, m.vocab)
+    assert e.gpus == gpus
+    assert e.hardware_flops == pytest.approx(eq3 + 8 * 13 * m.hidden * m.layers * 512 * 2048, rel=1e-12)
 
 
 def test_pure_dp_70b_is_flagged_not_priced_silently():
@@ -118,6 +152,7 @@ def test_planner_rows_equal_estimate_and_feasible_rank_first():
                                   "sequence_parallel", "schedule")}
         e = training.estimate("llama3.1-70b", "dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256, seq_len=8192, **kw)
         assert e.step_time_s == pytest.approx(row["step_time_s"], rel=1e-12)
+        assert e.mfu == pytest.approx(row["mfu"], rel=1e-12)  # the same (PaLM) model FLOPs
         assert e.memory.total_bytes == pytest.approx(row["memory_per_gpu_bytes"], rel=1e-12)
         assert e.feasible == row["fits"]
     front = p.pareto_front()
@@ -144,7 +179,11 @@ def test_zero3_traffic_is_paid_every_microbatch_by_hand():
     M = P / 4 * 2
     buckets = math.ceil(M / (25 * 2**20))  # DDP's 25 MiB buckets: 4 here
     assert buckets == 4
-    t_mb = 6 * P * 128 / 4 / 5e13  # one microbatch's forward + backward on a stage
+    # one microbatch's forward + backward on a stage, per token: a layer's forward 2 x 50,339,840 + 4 x 128 x 2048
+    # = 101,728,256; the logits 2 x 2048 x 1000 = 4,096,000; 2 layers x 3 + logits x 3 = 622,657,536 FLOP,
+    # x 128 tokens / tp 2 / (1e14 x 0.5); the backward is 2/3 of it (2 of 3 passes of everything)
+    assert MID.params_per_layer() == 50_339_840
+    t_mb = 622_657_536 * 128 / 2 / 5e13
     # ZeRO-1: gradients accumulate over the 4 microbatches; ONE reduce-scatter + all-gather per step,
     # each (N-1)/N M = M/2 per GPU: M bytes at 100 GB/s, overlapped with the last backward (4/6 of t_mb)
     ar = M / 100e9
