@@ -110,3 +110,11 @@ def test_wrong_answers_say_why_in_every_variant(seed):
 
 def test_two_seeds_draw_different_numbers():
     assert {lesson_variant("data_parallel_zero", s)["q4"].prompt for s in ("seed-1", "seed-7", "seed-3")} != {lesson.q4.prompt}
+
+
+def test_the_feedback_ratios_of_every_variant_are_distinct_from_the_answer_and_each_other():
+    for name in VARIED:
+        for q in _combinations(lesson.QUESTIONS[name]):
+            ratios = sorted(q.scale_hint)
+            assert all(abs(r - 1) > q.rel_tol for r in ratios), (name, q.params)
+            assert all(b / a > 1 + q.rel_tol for a, b in zip(ratios, ratios[1:])), (name, q.params)
