@@ -160,8 +160,12 @@ def _example():
     return mesh.layout(EXAMPLE["gpus"], tp=EXAMPLE["tp"], pp=EXAMPLE["pp"])
 
 
-def _q1() -> int:
-    return mesh.layout(tp=4, pp=4, dp=16).world_size
+def _q1(tp=4, pp=4, dp=16) -> int:
+    return mesh.layout(tp=tp, pp=pp, dp=dp).world_size
+
+
+def _explain_q1(tp=4, pp=4, dp=16) -> str:
+    return f"N = D x T x P = {dp} x {tp} x {pp} = {_q1(tp, pp, dp)}; there are {pp} pipeline stages"
 
 
 def _q2() -> list:
@@ -243,9 +247,12 @@ def _explain_q6() -> str:
 
 q1 = NumericQuestion(
     name="q1",
-    prompt="A cluster uses 3D parallelism with T=4 (tensor), P=4 (pipeline) and D=16 (data). How many GPUs does it need?",
+    params=dict(tp=4, pp=4, dp=16),
+    variants=dict(tp=(2, 4, 8), pp=(2, 4, 8, 12), dp=(4, 8, 16, 32)),
+    prompt="A cluster uses 3D parallelism with T={tp} (tensor), P={pp} (pipeline) and D={dp} (data). How many GPUs "
+           "does it need?",
     expected=_q1,
-    explain=lambda: f"N = D x T x P = 16 x 4 x 4 = {_q1()}; there are 4 pipeline stages",
+    explain=_explain_q1,
     hint_text="every GPU has one coordinate along each of the three dimensions",
     unit="",
     rel_tol=0.0,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
+from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED, with_params
+from distlab.lessons.variants import lesson_variant
 from distlab.lessons import parallelism_3d as p3
 
 
@@ -54,3 +55,25 @@ def test_ordered_shape_question():
 def test_four_to_six_questions():
     # each one has a prompt, hint and solution and starts unanswered: tests/lessons/test_manifest.py
     assert 4 <= len(p3.QUESTIONS) <= 6
+
+
+# per-student variants (issue 15): q1's T, P, D are drawn; the rank-list questions (RanksQuestion) and the
+# reference checks (q4: the lecture's 530B example) keep their numbers
+def test_every_q1_variant_is_the_product_of_its_degrees():
+    import itertools
+
+    names = sorted(p3.q1.variants)
+    for values in itertools.product(*(p3.q1.variants[n] for n in names)):
+        q = with_params(p3.q1, **dict(zip(names, values)))
+        t, p, d = q.params["tp"], q.params["pp"], q.params["dp"]
+        assert q.expected() == t * p * d and q.check(t * p * d).correct
+        assert f"T={t} (tensor), P={p} (pipeline) and D={d}" in q.prompt
+        assert f"{d} x {t} x {p} = {t * p * d}; there are {p} pipeline stages" in q.explain()
+
+
+@pytest.mark.parametrize("seed", ["seed-1", "seed-7"])
+def test_q1_variant_wrong_answers(seed):
+    q = lesson_variant("parallelism_3d", seed)["q1"]
+    t, p, d = q.params["tp"], q.params["pp"], q.params["dp"]
+    assert q.check(t + p + d).status == INCORRECT and "too low" in q.check(t + p + d).message
+    assert "too high" in q.check(t * p * d + 1).message  # rel_tol 0: a GPU count is exact
