@@ -12,44 +12,52 @@ from .questions import ChoiceQuestion, NumericQuestion
 MODEL, NODE, NODES, BATCH, SEQ = "llama3.1-70b", "dgx-h100", 32, 256, 8192
 #: the feasible reference configuration of questions 3 and 4
 CONFIG = dict(tp=8, pp=8, micro_batch_size=1, zero=1, recompute="selective", sequence_parallel=True)
+#: per-student variants (distlab.lessons.variants): questions declaring the same choices draw the same numbers;
+#: every batch divides over every dp the pipeline depths leave (256 / (8 x pp)), and 80 layers over every pp
+BATCH_VARIANTS, SEQ_VARIANTS, PP_VARIANTS = (128, 256, 512), (2048, 4096, 8192), (2, 4, 8, 16)
 
 
-def _estimate(fabric="ib-ndr", **config):
-    return training.estimate(MODEL, NODE, nodes=NODES, fabric=fabric, global_batch=BATCH, seq_len=SEQ, **config)
+def _estimate(fabric="ib-ndr", batch=BATCH, seq=SEQ, **config):
+    return training.estimate(MODEL, NODE, nodes=NODES, fabric=fabric, global_batch=batch, seq_len=seq, **config)
 
 
-def _q1():
-    e = _estimate(**CONFIG)
+def _q1(batch=BATCH, seq=SEQ):
+    e = _estimate(batch=batch, seq=seq, **CONFIG)
     return e.model_flops / 1e18
 
 
-def _explain_q1():
-    e = _estimate(**CONFIG)
-    return (f"6 x P x tokens = 6 x {e.model_flops / (6 * e.tokens_per_step):.4g} x ({BATCH} x {SEQ} = "
+def _explain_q1(batch=BATCH, seq=SEQ):
+    e = _estimate(batch=batch, seq=seq, **CONFIG)
+    return (f"6 x P x tokens = 6 x {e.model_flops / (6 * e.tokens_per_step):.4g} x ({batch} x {seq} = "
             f"{e.tokens_per_step:,.0f}) = {e.model_flops:.4g} FLOP = {e.model_flops / 1e18:.3f} EFLOP per step")
 
 
-def _q2():
-    return _estimate(dp=256).memory.total_bytes / 1e9
+def _q2(seq=SEQ):
+    return _estimate(seq=seq, dp=256).memory.total_bytes / 1e9
 
 
-def _explain_q2():
-    bd = _estimate(dp=256).memory
+def _explain_q2(seq=SEQ):
+    bd = _estimate(seq=seq, dp=256).memory
     return (f"pure DP replicates everything: weights {format_bytes(bd.weights_bytes)} + gradients "
             f"{format_bytes(bd.gradients_bytes)} + Adam states {format_bytes(bd.optimizer_bytes)} + activations of one "
-            f"{SEQ}-token sequence without recomputation {format_bytes(bd.activations_bytes)} = "
+            f"{seq}-token sequence without recomputation {format_bytes(bd.activations_bytes)} = "
             f"{format_bytes(bd.total_bytes)} per GPU, {bd.total_bytes / bd.capacity_bytes:.0f} x the 80 GB")
 
 
-def _q3():
-    e = _estimate(**CONFIG)
+def _q3_estimate(pp):
+    return _estimate(**{**CONFIG, "pp": pp})
+
+
+def _q3(pp=CONFIG["pp"]):
+    e = _q3_estimate(pp)
     return 100 * e.bubble_s / (e.compute_s + e.tp_comm_s)
 
 
-def _explain_q3():
-    e = _estimate(**CONFIG)
-    p, m = CONFIG["pp"], e.microbatches
-    return (f"dp = 256 / (8 x 8) = {e.config['dp']}, m = {BATCH} / ({e.config['dp']} x 1) = {m} microbatches; "
+def _explain_q3(pp=CONFIG["pp"]):
+    e = _q3_estimate(pp)
+    p, m = pp, e.microbatches
+    return (f"dp = 256 / ({CONFIG['tp']} x {pp}) = {e.config['dp']}, m = {BATCH} / ({e.config['dp']} x 1) = {m} "
+            f"microbatches; "
             f"the bubble adds (p - 1) / m = {p - 1}/{m} = {100 * (p - 1) / m:.2f}% to the ideal compute "
             f"({format_seconds(e.bubble_s)} on {format_seconds(e.compute_s + e.tp_comm_s)})")
 
@@ -92,10 +100,19 @@ def _explain_q6():
 
 
 _SETUP = f"Llama-3.1-70B on {NODES} DGX H100 nodes (256 GPUs), global batch {BATCH} x {SEQ} tokens"
+#: _SETUP with the batch and sequence length as params (str.format fields)
+_SETUP_FIELDS = f"Llama-3.1-70B on {NODES} DGX H100 nodes (256 GPUs), global batch {{batch}} x {{seq}} tokens"
+
+
+def _q3_hints(pp):
+    m = _q3_estimate(pp).microbatches  # the mistake: the idle share 100 (p-1)/(m+p-1), against the answer
+    return {100 * (pp - 1) / (m + pp - 1) / _q3(pp): "is the idle share (p-1)/(m+p-1) of the step; the time ADDED over ideal compute is (p-1)/m"}
 
 q1 = NumericQuestion(
     name="q1",
-    prompt=f"{_SETUP}: model FLOPs of one training step, in EFLOP (10^18 FLOP)?",
+    params=dict(batch=BATCH, seq=SEQ),
+    variants=dict(batch=BATCH_VARIANTS, seq=SEQ_VARIANTS),
+    prompt=_SETUP_FIELDS + ": model FLOPs of one training step, in EFLOP (10^18 FLOP)?",
     expected=_q1, explain=_explain_q1, unit="EFLOP", noun="an amount of FLOPs",
     hint_text="6 x parameters x tokens per step; models.model('llama3.1-70b').parameter_count()",
     scale_hint={8 / 6: "counts 8 FLOPs per parameter per token: that is hardware FLOPs with full recomputation, "
@@ -104,7 +121,9 @@ q1 = NumericQuestion(
 
 q2 = NumericQuestion(
     name="q2",
-    prompt=f"{_SETUP}: memory per GPU (GB) of pure data parallelism, dp = 256, no ZeRO, no recomputation?",
+    params=dict(seq=SEQ),
+    variants=dict(seq=SEQ_VARIANTS),
+    prompt=_SETUP_FIELDS.replace("{batch}", str(BATCH)) + ": memory per GPU (GB) of pure data parallelism, dp = 256, no ZeRO, no recomputation?",
     expected=_q2, explain=_explain_q2, unit="GB", noun="an amount of memory",
     hint_text="training.estimate(..., dp=256).memory: 16 bytes per parameter plus one sequence's activations",
     scale_hint={1 / 256: "divides by the 256 GPUs, but plain data parallelism replicates the model on every GPU"},
@@ -112,10 +131,12 @@ q2 = NumericQuestion(
 
 q3 = NumericQuestion(
     name="q3",
-    prompt=f"{_SETUP}, tp = 8, pp = 8, micro-batch 1: the time the pipeline bubble adds to the ideal compute, in %?",
+    params=dict(pp=CONFIG["pp"]),
+    variants=dict(pp=PP_VARIANTS),
+    prompt=_SETUP + ", tp = 8, pp = {pp}, micro-batch 1: the time the pipeline bubble adds to the ideal compute, in %?",
     expected=_q3, explain=_explain_q3, unit="", noun="a percentage",
     hint_text="count the microbatches a pipeline gets per step first: m = B / (dp x micro-batch)",
-    scale_hint={64 / 71: "is the idle share (p-1)/(m+p-1) of the step; the time ADDED over ideal compute is (p-1)/m"},
+    scale_hint=_q3_hints,
 )
 
 q4 = NumericQuestion(

@@ -5,11 +5,14 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from distlab import models
+from distlab import models, training
 from distlab.lessons import training_lab as lesson
-from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
+from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED, with_params
+from distlab.lessons.variants import lesson_variant
 
 P = models.model("llama3.1-70b").parameter_count()
 TOKENS = 256 * 8192
@@ -55,3 +58,58 @@ def test_all_questions_listed_answerable_and_explained():
         assert q.check(None).status == NOT_ATTEMPTED
         assert q.check(q.expected()).status == CORRECT
         assert q.hint().text and q.solution().text
+
+
+# per-student variants (issue 15): q1 (batch, sequence), q2 (sequence), q3 (pipeline depth) draw their numbers.
+# Expectations go through training.estimate (the step model may change; these tests follow it)
+def _combinations(q):
+    import itertools
+
+    names = sorted(q.variants)
+    for values in itertools.product(*(q.variants[n] for n in names)):
+        yield with_params(q, **dict(zip(names, values)))
+
+
+def _estimate(batch=lesson.BATCH, seq=lesson.SEQ, **config):
+    return training.estimate(lesson.MODEL, lesson.NODE, nodes=lesson.NODES, fabric="ib-ndr", global_batch=batch,
+                             seq_len=seq, **config)
+
+
+@pytest.mark.parametrize("name", ["q1", "q2", "q3"])
+def test_every_variant_has_a_finite_answer_and_an_explanation(name):
+    for q in _combinations(lesson.QUESTIONS[name]):
+        want = q.expected()
+        assert math.isfinite(want) and want > 0 and q.check(want).correct
+        assert q.explain() and "{" not in q.prompt + q.hint_text
+        for ratio in getattr(q, "scale_hint", {}):
+            assert abs(ratio - 1) > q.rel_tol
+
+
+def test_every_variant_follows_the_step_model():
+    for q in _combinations(lesson.q1):
+        b, s = q.params["batch"], q.params["seq"]
+        assert q.expected() == pytest.approx(_estimate(b, s, **lesson.CONFIG).model_flops / 1e18)
+        assert f"global batch {b} x {s} tokens" in q.prompt
+    for q in _combinations(lesson.q2):
+        assert q.expected() == pytest.approx(_estimate(seq=q.params["seq"], dp=256).memory.total_bytes / 1e9)
+    for q in _combinations(lesson.q3):
+        e = _estimate(**{**lesson.CONFIG, "pp": q.params["pp"]})
+        assert q.expected() == pytest.approx(100 * e.bubble_s / (e.compute_s + e.tp_comm_s))
+        assert f"pp = {q.params['pp']}," in q.prompt
+
+
+@pytest.mark.parametrize("seed", ["seed-1", "seed-7"])
+def test_wrong_answers_say_why_in_every_variant(seed):
+    qs = lesson_variant("training_lab", seed)
+    q1 = qs["q1"]
+    tokens = q1.params["batch"] * q1.params["seq"]
+    assert "hardware FLOPs" in q1.check(q1.expected() * 8 / 6).message  # 8 P T instead of 6 P T
+    assert q1.expected() == pytest.approx(_estimate(q1.params["batch"], q1.params["seq"], **lesson.CONFIG)
+                                          .model_flops / 1e18)
+    assert tokens == _estimate(q1.params["batch"], q1.params["seq"], **lesson.CONFIG).tokens_per_step
+    q2 = qs["q2"]
+    assert "replicates" in q2.check(q2.expected() / 256).message
+    q3 = qs["q3"]
+    p = q3.params["pp"]
+    m = _estimate(**{**lesson.CONFIG, "pp": p}).microbatches
+    assert "idle share" in q3.check(100 * (p - 1) / (m + p - 1)).message  # (p-1)/(m+p-1) instead of the added time
