@@ -19,6 +19,8 @@ TRIAGE_CONFIG = dict(global_batch=256, seq_len=8192, tp=8, pp=4, micro_batch_siz
                      sequence_parallel=True)
 #: Q7: jitter.
 JITTER_GPUS, JITTER_SIGMA = 256, 0.05
+#: per-student variants of Q7 (distlab.lessons.variants); whole percents, so the prompt's {sigma:.0%} is exact
+JITTER_VARIANTS = dict(gpus=(16, 64, 256, 1024, 4096), sigma=(0.02, 0.05, 0.1))
 
 
 def _sweep():
@@ -125,15 +127,20 @@ def _explain_q6():
     return f"given: {format_bytes(t.base.memory.total_bytes)} per GPU; the ladder: {rungs} (first fit: {t.first_fit.change})"
 
 
-def _q7():
-    return 100 * (production.expected_slowest(JITTER_GPUS, JITTER_SIGMA) - 1)
+def _q7(gpus=JITTER_GPUS, sigma=JITTER_SIGMA):
+    return 100 * (production.expected_slowest(gpus, sigma) - 1)
 
 
-def _explain_q7():
-    mu = production.expected_max_normal(JITTER_GPUS)
-    return (f"the slowest of {JITTER_GPUS} GPUs is on average E[max of {JITTER_GPUS} normals] = {mu:.4f} standard "
-            f"deviations above the mean: {100 * JITTER_SIGMA:g}% x {mu:.4f} = {100 * JITTER_SIGMA * mu:.2f}% slower "
-            f"(the leading term sqrt(2 ln N) = {production.leading_term_max_normal(JITTER_GPUS):.3f} overestimates it)")
+def _explain_q7(gpus=JITTER_GPUS, sigma=JITTER_SIGMA):
+    mu = production.expected_max_normal(gpus)
+    return (f"the slowest of {gpus} GPUs is on average E[max of {gpus} normals] = {mu:.4f} standard "
+            f"deviations above the mean: {100 * sigma:g}% x {mu:.4f} = {100 * sigma * mu:.2f}% slower "
+            f"(the leading term sqrt(2 ln N) = {production.leading_term_max_normal(gpus):.3f} overestimates it)")
+
+
+def _q7_hints(gpus, sigma):
+    return {production.leading_term_max_normal(gpus) / production.expected_max_normal(gpus):
+            "uses the leading term sqrt(2 ln N), which overestimates the expected maximum"}
 
 
 q1 = NumericQuestion(
@@ -191,12 +198,13 @@ q6 = ChoiceQuestion(
 
 q7 = NumericQuestion(
     name="q7",
-    prompt=f"{JITTER_GPUS} GPUs in one synchronous step, each GPU's step time jittering independently with a "
-           f"{100 * JITTER_SIGMA:g}% standard deviation: how much slower (in %) than the mean is the slowest GPU, on average?",
+    params=dict(gpus=JITTER_GPUS, sigma=JITTER_SIGMA),
+    variants=JITTER_VARIANTS,
+    prompt="{gpus} GPUs in one synchronous step, each GPU's step time jittering independently with a "
+           "{sigma:.0%} standard deviation: how much slower (in %) than the mean is the slowest GPU, on average?",
     expected=_q7, explain=_explain_q7, unit="", noun="a percentage",
     hint_text="sigma x E[max of N standard normals]: production.expected_max_normal(N)",
-    scale_hint={production.leading_term_max_normal(JITTER_GPUS) / production.expected_max_normal(JITTER_GPUS):
-                "uses the leading term sqrt(2 ln N), which overestimates the expected maximum"},
+    scale_hint=_q7_hints,
 )
 
 QUESTIONS = {q.name: q for q in (q1, q2, q3, q4, q5, q6, q7)}

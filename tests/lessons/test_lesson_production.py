@@ -12,7 +12,8 @@ import pytest
 
 from distlab import models
 from distlab.lessons import production as lesson
-from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
+from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED, with_params
+from distlab.lessons.variants import lesson_variant
 
 P7 = models.model("llama2-7b").parameter_count()  # 6.738e9
 M = 2 * P7  # bf16 gradients: 13.48 GB
@@ -98,3 +99,25 @@ def test_all_questions_listed_answerable_and_explained():
         assert q.check(None).status == NOT_ATTEMPTED
         assert q.check(q.expected()).status == CORRECT
         assert q.hint().text and q.solution().text
+
+
+# per-student variants (issue 15): q7's GPU count and jitter are drawn; expectations go through distlab.production
+def test_every_q7_variant_is_sigma_times_the_expected_maximum():
+    import itertools
+
+    from distlab import production
+
+    for gpus, sigma in itertools.product(lesson.q7.variants["gpus"], lesson.q7.variants["sigma"]):
+        q = with_params(lesson.q7, gpus=gpus, sigma=sigma)
+        want = q.expected()
+        assert math.isfinite(want) and want > 0 and q.check(want).correct and q.explain()
+        assert want == pytest.approx(100 * sigma * production.expected_max_normal(gpus), rel=1e-9)
+        assert q.prompt.startswith(f"{gpus} GPUs") and f"a {100 * sigma:g}% standard deviation" in q.prompt
+        assert all(abs(r - 1) > q.rel_tol for r in q.scale_hint)
+
+
+@pytest.mark.parametrize("seed", ["seed-1", "seed-7"])
+def test_q7_variant_names_the_leading_term_mistake(seed):
+    q = lesson_variant("production", seed)["q7"]
+    lead = q.check(100 * q.params["sigma"] * math.sqrt(2 * math.log(q.params["gpus"])))
+    assert lead.status == INCORRECT and "leading term" in lead.message
