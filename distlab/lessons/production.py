@@ -92,19 +92,19 @@ def _explain_q4():
             f"moments {r.optimizer_bytes:g} B = {r.bytes_per_param:g} B per parameter (bf16: 16)")
 
 
-def _ring():
-    return production.ring_attention_step(CP_MODEL, 8192 * CP, CP, link=CP_FABRIC)
+def _ring(cp=CP):
+    return production.ring_attention_step(CP_MODEL, 8192 * cp, cp, link=CP_FABRIC)
 
 
-def _q5():
-    return _ring().crossover_seq_len
+def _q5(cp=CP):
+    return _ring(cp).crossover_seq_len
 
 
-def _explain_q5():
-    r = _ring()
+def _explain_q5(cp=CP):
+    r = _ring(cp)
     return (f"per step the K/V block of a chunk c costs alpha + 2 c x {r.kv_width:g} x 2 B / 50 GB/s; causal attention "
-            f"on it 1/2 x 4 c^2 h / (peak x 0.5); they are equal at c* ~ {r.crossover_seq_len // CP:,} tokens per GPU, "
-            f"i.e. S = {CP} x c* = {r.crossover_seq_len:,}")
+            f"on it 1/2 x 4 c^2 h / (peak x 0.5); they are equal at c* ~ {r.crossover_seq_len // cp:,} tokens per GPU, "
+            f"i.e. S = {cp} x c* = {r.crossover_seq_len:,}")
 
 
 TRIAGE_OPTIONS = ("smaller micro-batch", "selective recomputation", "full recomputation", "zero", "tp", "pp")
@@ -182,10 +182,12 @@ q4 = NumericQuestion(
 
 q5 = NumericQuestion(
     name="q5",
-    prompt="Llama-3.1-70B with context parallelism cp = 16 across nodes (InfiniBand NDR), causal ring attention: the "
+    params=dict(cp=CP),
+    variants=dict(cp=(4, 8, 16, 32, 64)),
+    prompt="Llama-3.1-70B with context parallelism cp = {cp} across nodes (InfiniBand NDR), causal ring attention: the "
            "shortest sequence (tokens) at which each K/V transfer hides under its attention compute?",
     expected=_q5, explain=_explain_q5, unit="", noun="a number of tokens",
-    hint_text="production.ring_attention_step('llama3.1-70b', seq, 16, link='ib-ndr').crossover_seq_len",
+    hint_text="production.ring_attention_step('llama3.1-70b', seq, {cp}, link='ib-ndr').crossover_seq_len",
 )
 
 q6 = ChoiceQuestion(

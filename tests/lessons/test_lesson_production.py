@@ -121,3 +121,22 @@ def test_q7_variant_names_the_leading_term_mistake(seed):
     q = lesson_variant("production", seed)["q7"]
     lead = q.check(100 * q.params["sigma"] * math.sqrt(2 * math.log(q.params["gpus"])))
     assert lead.status == INCORRECT and "leading term" in lead.message
+
+
+# q5's cp is drawn: the chunk crossover c* does not depend on cp, so S* = cp x c*, computed through distlab.production
+def test_every_q5_variant_is_cp_times_the_same_chunk():
+    from distlab import production
+
+    chunk = lesson.q5.expected() // lesson.CP
+    for cp in lesson.q5.variants["cp"]:
+        q = with_params(lesson.q5, cp=cp)
+        want = production.ring_attention_step(lesson.CP_MODEL, 8192 * cp, cp, link=lesson.CP_FABRIC).crossover_seq_len
+        assert q.expected() == want == cp * chunk and q.check(want).correct
+        assert f"cp = {cp} across" in q.prompt and f"S = {cp} x c*" in q.explain() and f"seq, {cp}," in q.hint_text
+
+
+@pytest.mark.parametrize("seed", ["seed-1", "seed-7"])
+def test_q5_variant_refuses_the_per_gpu_chunk(seed):
+    q = lesson_variant("production", seed)["q5"]
+    result = q.check(q.expected() // q.params["cp"])  # c* per GPU instead of S = cp x c*
+    assert result.status == INCORRECT and "too low" in result.message
