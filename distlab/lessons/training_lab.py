@@ -62,12 +62,12 @@ def _explain_q3(pp=CONFIG["pp"]):
             f"({format_seconds(e.bubble_s)} on {format_seconds(e.compute_s + e.tp_comm_s)})")
 
 
-def _q4():
-    return 100 * _estimate(**CONFIG).mfu
+def _q4(pp=CONFIG["pp"]):
+    return 100 * _q3_estimate(pp).mfu
 
 
-def _explain_q4():
-    e = _estimate(**CONFIG)
+def _explain_q4(pp=CONFIG["pp"]):
+    e = _q3_estimate(pp)
     return (f"MFU = 6PT / (t N peak) = {e.model_flops:.4g} / ({format_seconds(e.step_time_s)} x {e.gpus} x "
             f"{e.peak_flops / 1e12:.1f} TFLOP/s) = {100 * e.mfu:.1f}%")
 
@@ -88,13 +88,13 @@ def _explain_q5():
             f"(p2p messages are small); on NDR the gradient all-reduce hides behind the backward pass.")
 
 
-def _q6():
-    e = _estimate(**CONFIG)
+def _q6(pp=CONFIG["pp"]):
+    e = _q3_estimate(pp)
     return e.tokens_per_s / 1e3
 
 
-def _explain_q6():
-    e = _estimate(**CONFIG)
+def _explain_q6(pp=CONFIG["pp"]):
+    e = _q3_estimate(pp)
     return (f"throughput = global batch x sequence / step time = {BATCH} x {SEQ} / {format_seconds(e.step_time_s)} "
             f"= {e.tokens_per_s:,.0f} tokens/s")
 
@@ -141,8 +141,10 @@ q3 = NumericQuestion(
 
 q4 = NumericQuestion(
     name="q4",
-    prompt=f"{_SETUP}, tp = 8, pp = 8, micro-batch 1, ZeRO-1, selective recomputation, sequence parallel, "
-           f"InfiniBand NDR: MFU in %?",
+    params=dict(pp=CONFIG["pp"]),
+    variants=dict(pp=PP_VARIANTS),  # the same choices as q3: the same draw, so q3, q4 and q6 share one configuration
+    prompt=_SETUP + ", tp = 8, pp = {pp}, micro-batch 1, ZeRO-1, selective recomputation, sequence parallel, "
+           "InfiniBand NDR: MFU in %?",
     expected=_q4, explain=_explain_q4, unit="", noun="a percentage",
     hint_text="training.estimate(...).mfu, or 6PT / (step time x GPUs x dense bf16 peak)",
 )
@@ -156,6 +158,8 @@ q5 = ChoiceQuestion(
 
 q6 = NumericQuestion(
     name="q6",
+    params=dict(pp=CONFIG["pp"]),
+    variants=dict(pp=PP_VARIANTS),
     prompt="The configuration of q4: throughput in thousands of tokens per second?",
     expected=_q6, explain=_explain_q6, unit="", noun="a number of thousands of tokens per second",
     hint_text="global batch x sequence length / step time",

@@ -113,3 +113,23 @@ def test_wrong_answers_say_why_in_every_variant(seed):
     p = q3.params["pp"]
     m = _estimate(**{**lesson.CONFIG, "pp": p}).microbatches
     assert "idle share" in q3.check(100 * (p - 1) / (m + p - 1)).message  # (p-1)/(m+p-1) instead of the added time
+
+
+def test_q3_q4_q6_share_one_feasible_configuration_in_every_variant():
+    for pp in lesson.PP_VARIANTS:
+        e = _estimate(**{**lesson.CONFIG, "pp": pp})
+        assert e.feasible  # the questions assume the configuration runs
+        q4, q6 = with_params(lesson.q4, pp=pp), with_params(lesson.q6, pp=pp)
+        assert q4.expected() == pytest.approx(100 * e.mfu) and q6.expected() == pytest.approx(e.tokens_per_s / 1e3)
+        assert f"pp = {pp}," in q4.prompt and q4.explain() and q6.explain()
+    for seed in ("seed-1", "seed-7", "seed-3"):
+        qs = lesson_variant("training_lab", seed)
+        assert qs["q3"].params == qs["q4"].params == qs["q6"].params  # "the configuration of q4"
+
+
+@pytest.mark.parametrize("seed", ["seed-1", "seed-7"])
+def test_q6_variant_names_the_usual_mistakes(seed):
+    q6 = lesson_variant("training_lab", seed)["q6"]
+    e = _estimate(**{**lesson.CONFIG, "pp": q6.params["pp"]})
+    assert "tokens per second" in q6.check(e.tokens_per_s).message  # tokens/s instead of thousands
+    assert "samples per second" in q6.check(e.tokens_per_s / lesson.SEQ / 1e3).message
