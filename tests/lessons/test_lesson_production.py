@@ -140,3 +140,31 @@ def test_q5_variant_refuses_the_per_gpu_chunk(seed):
     q = lesson_variant("production", seed)["q5"]
     result = q.check(q.expected() // q.params["cp"])  # c* per GPU instead of S = cp x c*
     assert result.status == INCORRECT and "too low" in result.message
+
+
+# q2 and q3 draw the taper (one draw: "same cluster"); expectations through distlab.production
+def _all_reduce(taper, rails=False, algorithm="hierarchical"):
+    from distlab import dataparallel, hardware, production
+
+    cluster = hardware.cluster("dgx-h100", 4, "ib-ndr", taper, rails) if taper else hardware.cluster("dgx-h100", 4,
+                                                                                                      "ib-ndr")
+    return production.dp_all_reduce(cluster, dataparallel.gradient_bytes(lesson.BUCKET_MODEL), algorithm=algorithm)
+
+
+def test_every_taper_variant_follows_the_fabric_model():
+    for taper in lesson.TAPER_VARIANTS["taper"]:
+        q2, q3 = with_params(lesson.q2, taper=taper), with_params(lesson.q3, taper=taper)
+        assert q2.expected() == pytest.approx(1e3 * _all_reduce(taper).time_s) and q2.check(q2.expected()).correct
+        assert f"{taper}:1" in q2.prompt and f"'ib-ndr', {taper})" in q2.hint_text and q2.explain()
+        slower_on_rails = _all_reduce(taper, True, "ring").time_s >= _all_reduce(taper, False, "ring").time_s
+        assert q3.expected() == ("no" if slower_on_rails else "yes") and f"1/{taper} taper" in q3.explain()
+        assert all(abs(r - 1) > q2.rel_tol for r in q2.scale_hint)
+
+
+@pytest.mark.parametrize("seed", ["seed-0", "seed-4"])  # they draw tapers 2 and 4
+def test_q2_variant_names_the_non_blocking_time(seed):
+    qs = lesson_variant("production", seed)
+    assert qs["q2"].params == qs["q3"].params
+    taper = qs["q2"].params["taper"]
+    result = qs["q2"].check(1e3 * _all_reduce(None).time_s)  # the time without the taper
+    assert result.status == INCORRECT and f"the {taper}:1 taper leaves" in result.message
