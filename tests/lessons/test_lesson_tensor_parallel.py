@@ -82,7 +82,7 @@ def test_the_tp_choices_divide_the_heads():
         assert models.model(tpq.SP_MODEL).heads % tp == 0
 
 
-@pytest.mark.parametrize("seed", ["seed-1", "seed-7"])
+@pytest.mark.parametrize("seed", ["seed-0", "seed-1", "seed-4", "seed-7"])
 def test_wrong_answers_say_why_in_every_variant(seed):
     from distlab import models
 
