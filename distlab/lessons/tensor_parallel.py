@@ -171,8 +171,8 @@ q3 = NumericQuestion(
     name="q3",
     params=dict(tp=LAYER_TP, seq=LAYER_SEQ),
     variants=LAYER_VARIANTS,
-    prompt=f"The same layer with its TP group spread over nodes on InfiniBand NDR (ib-ndr: 50 GB/s per direction, "
-           f"alpha 9.6 us): how long (ms) do the layer's 4 TP all-reduces take?",
+    prompt="The same layer with its TP group spread over nodes on InfiniBand NDR (ib-ndr: 50 GB/s per direction, "
+           "alpha 9.6 us): how long (ms) do the layer's 4 TP all-reduces take?",
     expected=_q3,
     explain=_explain_q3,
     hint_text="ring all-reduce time = 2(N-1) x alpha + 2(N-1)/N x M / B, four times",

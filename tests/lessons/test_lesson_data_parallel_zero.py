@@ -5,11 +5,10 @@ Every expected value is derived here by hand, independently of the check's own c
 
 from __future__ import annotations
 
-import math
 
 import pytest
 
-from distlab.lessons.questions import INCORRECT, with_params
+from distlab.lessons.questions import INCORRECT
 from distlab.lessons.variants import lesson_variant
 from distlab.lessons import data_parallel_zero as lesson
 
@@ -67,27 +66,16 @@ def test_solution_notebook_answers_every_question_in_the_marker_format(answered_
 VARIED = ("q2", "q4", "q5")
 
 
-def _combinations(q):
-    import itertools
-
-    names = sorted(q.variants)
-    for values in itertools.product(*(q.variants[n] for n in names)):
-        yield with_params(q, **dict(zip(names, values)))
-
-
 @pytest.mark.parametrize("name", VARIED)
-def test_every_variant_has_a_finite_answer_and_an_explanation(name):
-    for q in _combinations(lesson.QUESTIONS[name]):
-        want = q.expected()
-        assert math.isfinite(want) and want > 0 and q.check(want).correct
-        assert q.explain() and "{" not in q.prompt + q.hint_text
+def test_every_variant_is_well_posed(name, assert_well_posed):
+    assert_well_posed(lesson.QUESTIONS[name])
 
 
-def test_the_overlap_variants_stay_in_the_regime_their_explanations_describe():
-    for q in _combinations(lesson.q4):  # the all-reduces queue up: comm - (b-1)/b x backward is exposed
+def test_the_overlap_variants_stay_in_the_regime_their_explanations_describe(every_variant):
+    for q in every_variant(lesson.q4):  # the all-reduces queue up: comm - (b-1)/b x backward is exposed
         p = q.params
         assert q.expected() == pytest.approx(p["comm_ms"] - (p["buckets"] - 1) / p["buckets"] * p["backward_ms"])
-    for q in _combinations(lesson.q5):  # each all-reduce ends before the next bucket: only the last is exposed
+    for q in every_variant(lesson.q5):  # each all-reduce ends before the next bucket: only the last is exposed
         assert q.expected() == pytest.approx(q.params["comm_ms"] / q.params["buckets"])
 
 
@@ -110,11 +98,3 @@ def test_wrong_answers_say_why_in_every_variant(seed):
 
 def test_two_seeds_draw_different_numbers():
     assert {lesson_variant("data_parallel_zero", s)["q4"].prompt for s in ("seed-1", "seed-7", "seed-3")} != {lesson.q4.prompt}
-
-
-def test_the_feedback_ratios_of_every_variant_are_distinct_from_the_answer_and_each_other():
-    for name in VARIED:
-        for q in _combinations(lesson.QUESTIONS[name]):
-            ratios = sorted(q.scale_hint)
-            assert all(abs(r - 1) > q.rel_tol for r in ratios), (name, q.params)
-            assert all(b / a > 1 + q.rel_tol for a, b in zip(ratios, ratios[1:])), (name, q.params)

@@ -109,3 +109,7 @@ def test_q2_q3_variants_name_the_wrong_ranks(seed):
     q3 = qs["q3"]
     result = q3.check(q3.expected()[:-1])
     assert result.status == INCORRECT and f"leaves out {q3.expected()[-1]}" in result.message
+
+
+def test_every_q1_variant_is_well_posed(assert_well_posed):
+    assert_well_posed(p3.q1)

@@ -168,3 +168,8 @@ def test_q2_variant_names_the_non_blocking_time(seed):
     taper = qs["q2"].params["taper"]
     result = qs["q2"].check(1e3 * _all_reduce(None).time_s)  # the time without the taper
     assert result.status == INCORRECT and f"the {taper}:1 taper leaves" in result.message
+
+
+@pytest.mark.parametrize("name", ["q2", "q5", "q7"])
+def test_every_variant_is_well_posed(name, assert_well_posed):
+    assert_well_posed(lesson.QUESTIONS[name])

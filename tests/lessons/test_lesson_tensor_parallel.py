@@ -3,12 +3,10 @@ published figures; wrong answers say what is wrong."""
 
 from __future__ import annotations
 
-import itertools
-import math
 
 import pytest
 
-from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED, with_params
+from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
 from distlab.lessons.variants import lesson_variant
 from distlab.lessons import tensor_parallel as tpq
 
@@ -59,18 +57,9 @@ def test_four_to_six_questions():
 VARIED = ("q1", "q2", "q3", "q4", "q5")
 
 
-def _combinations(q):
-    names = sorted(q.variants)
-    for values in itertools.product(*(q.variants[n] for n in names)):
-        yield with_params(q, **dict(zip(names, values)))
-
-
 @pytest.mark.parametrize("name", VARIED)
-def test_every_variant_has_a_finite_answer_and_an_explanation(name):
-    for q in _combinations(tpq.QUESTIONS[name]):
-        want = q.expected()
-        assert math.isfinite(want) and want > 0 and q.check(want).correct
-        assert q.explain() and "{" not in q.prompt + q.hint_text
+def test_every_variant_is_well_posed(name, assert_well_posed):
+    assert_well_posed(tpq.QUESTIONS[name])
 
 
 def test_the_tp_choices_divide_the_heads():
@@ -114,11 +103,3 @@ def test_wrong_answers_say_why_in_every_variant(seed):
 
 def test_seeds_draw_other_numbers():
     assert len({lesson_variant("tensor_parallel", s)["q2"].prompt for s in ("seed-1", "seed-7", "seed-3", "x")}) > 1
-
-
-def test_the_feedback_ratios_of_every_variant_are_distinct_from_the_answer_and_each_other():
-    for name in VARIED:
-        for q in _combinations(tpq.QUESTIONS[name]):
-            ratios = sorted(q.scale_hint)
-            assert all(abs(r - 1) > q.rel_tol for r in ratios), (name, q.params)
-            assert all(b / a > 1 + q.rel_tol for a, b in zip(ratios, ratios[1:])), (name, q.params)

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import math
 
 import pytest
 
@@ -62,37 +61,24 @@ def test_all_questions_listed_answerable_and_explained():
 
 # per-student variants (issue 15): q1 (batch, sequence), q2 (sequence), q3 (pipeline depth) draw their numbers.
 # Expectations go through training.estimate (the step model may change; these tests follow it)
-def _combinations(q):
-    import itertools
-
-    names = sorted(q.variants)
-    for values in itertools.product(*(q.variants[n] for n in names)):
-        yield with_params(q, **dict(zip(names, values)))
-
-
 def _estimate(batch=lesson.BATCH, seq=lesson.SEQ, **config):
     return training.estimate(lesson.MODEL, lesson.NODE, nodes=lesson.NODES, fabric="ib-ndr", global_batch=batch,
                              seq_len=seq, **config)
 
 
-@pytest.mark.parametrize("name", ["q1", "q2", "q3"])
-def test_every_variant_has_a_finite_answer_and_an_explanation(name):
-    for q in _combinations(lesson.QUESTIONS[name]):
-        want = q.expected()
-        assert math.isfinite(want) and want > 0 and q.check(want).correct
-        assert q.explain() and "{" not in q.prompt + q.hint_text
-        for ratio in getattr(q, "scale_hint", {}):
-            assert abs(ratio - 1) > q.rel_tol
+@pytest.mark.parametrize("name", ["q1", "q2", "q3", "q4", "q6"])
+def test_every_variant_is_well_posed(name, assert_well_posed):
+    assert_well_posed(lesson.QUESTIONS[name])
 
 
-def test_every_variant_follows_the_step_model():
-    for q in _combinations(lesson.q1):
+def test_every_variant_follows_the_step_model(every_variant):
+    for q in every_variant(lesson.q1):
         b, s = q.params["batch"], q.params["seq"]
         assert q.expected() == pytest.approx(_estimate(b, s, **lesson.CONFIG).model_flops / 1e18)
         assert f"global batch {b} x {s} tokens" in q.prompt
-    for q in _combinations(lesson.q2):
+    for q in every_variant(lesson.q2):
         assert q.expected() == pytest.approx(_estimate(seq=q.params["seq"], dp=256).memory.total_bytes / 1e9)
-    for q in _combinations(lesson.q3):
+    for q in every_variant(lesson.q3):
         e = _estimate(**{**lesson.CONFIG, "pp": q.params["pp"]})
         assert q.expected() == pytest.approx(100 * e.bubble_s / (e.compute_s + e.tp_comm_s))
         assert f"pp = {q.params['pp']}," in q.prompt
