@@ -33,16 +33,26 @@ def _q1_hints(billions, dp):
             _states(billions, 3, dp).total_bytes / zero1: "is ZeRO-3: ZeRO-1 shards only the optimizer states"}
 
 
-def _q2():
-    return dataparallel.step_communication(7e9, zero=3, dp=8).bytes_sent_per_gpu / 1e9
+def _comm(billions, dp, zero=3):
+    return dataparallel.step_communication(billions * 1e9, zero=zero, dp=dp)
 
 
-def _explain_q2():
-    c = dataparallel.step_communication(7e9, zero=3, dp=8)
-    return (f"M = 7e9 x 2 B = {format_bytes(c.gradient_bytes)}. ZeRO-3 all-gathers the parameters in forward and "
-            f"again in backward and reduce-scatters the gradients: 3 collectives of (N-1)/N x M each, "
-            f"3 x 7/8 x 14 GB = {format_bytes(c.bytes_sent_per_gpu)} (the paper's 3 x M = "
+def _q2(billions, dp):
+    return _comm(billions, dp).bytes_sent_per_gpu / 1e9
+
+
+def _explain_q2(billions, dp):
+    c = _comm(billions, dp)
+    return (f"M = {billions:g}e9 x 2 B = {format_bytes(c.gradient_bytes)}. ZeRO-3 all-gathers the parameters in "
+            f"forward and again in backward and reduce-scatters the gradients: 3 collectives of (N-1)/N x M each, "
+            f"3 x {dp - 1}/{dp} x {2 * billions:g} GB = {format_bytes(c.bytes_sent_per_gpu)} (the paper's 3 x M = "
             f"{format_bytes(c.volume_bytes)} is the large-N limit)")
+
+
+def _q2_hints(billions, dp):
+    return {**_BYTES_HINT, dp / (dp - 1): f"is 3 x M, the large-N volume; with N = {dp} each collective moves "
+                                          "(N-1)/N of M",
+            2 / 3: "is plain DP's all-reduce; ZeRO-3 gathers the parameters twice"}
 
 
 def _q3():
@@ -62,6 +72,10 @@ def _explain_q3():
 #: the two overlap questions: backward and all-reduce times (ms), equal buckets
 Q4 = dict(backward_ms=200, comm_ms=250, buckets=4)
 Q5 = dict(backward_ms=300, comm_ms=120, buckets=8)
+#: per-student variants: q4's all-reduce is always longer than backward (the buckets queue up),
+#: q5's always shorter (each bucket's all-reduce ends before the next bucket is ready), as their explanations say
+Q4_VARIANTS = dict(backward_ms=(160, 200, 240), comm_ms=(250, 300, 360), buckets=(2, 4, 5, 8))
+Q5_VARIANTS = dict(backward_ms=(240, 300, 400), comm_ms=(80, 120, 160, 200), buckets=(4, 5, 8, 10))
 _COUNT = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 
 
@@ -141,14 +155,17 @@ q1 = NumericQuestion(
 
 q2 = NumericQuestion(
     name="q2",
-    prompt="7B parameters, bf16 gradients, ZeRO-3 over 8 GPUs: how many GB does each GPU send per training step?",
+    params=dict(billions=7, dp=8),
+    variants=dict(billions=(1.3, 3, 7, 13, 30), dp=(4, 8, 16, 64)),
+    prompt="{billions:g}B parameters, bf16 gradients, ZeRO-3 over {dp} GPUs: how many GB does each GPU send per "
+           "training step?",
     expected=_q2,
     explain=_explain_q2,
-    hint_text="ZeRO-3 runs two parameter all-gathers and one gradient reduce-scatter, each (N-1)/N x M with M = 14 GB",
+    hint_text="ZeRO-3 runs two parameter all-gathers and one gradient reduce-scatter, each (N-1)/N x M with "
+              "M = {billions:g}e9 x 2 B",
     unit="GB",
     noun="an amount of data",
-    scale_hint={**_BYTES_HINT, 8 / 7: "is 3 x M, the large-N volume; with N = 8 each collective moves (N-1)/N of M",
-                2 / 3: "is plain DP's all-reduce; ZeRO-3 gathers the parameters twice"},
+    scale_hint=_q2_hints,
 )
 
 q3 = ChoiceQuestion(
@@ -166,6 +183,7 @@ _OVERLAP_PROMPT = ("Backward takes {backward_ms:g} ms; the gradient all-reduce {
 q4 = NumericQuestion(
     name="q4",
     params=Q4,
+    variants=Q4_VARIANTS,
     prompt=_OVERLAP_PROMPT,
     expected=_exposed_ms,
     explain=_explain_q4,
@@ -179,6 +197,7 @@ q4 = NumericQuestion(
 q5 = NumericQuestion(
     name="q5",
     params=Q5,
+    variants=Q5_VARIANTS,
     prompt=_OVERLAP_PROMPT,
     expected=_exposed_ms,
     explain=_explain_q5,

@@ -13,8 +13,10 @@ from typing import Callable
 
 from .. import memory, mesh
 from ..units import format_bytes
+from dataclasses import field
+
 from .questions import (CORRECT, INCORRECT, NOT_ATTEMPTED, ChoiceQuestion, CheckResult, Hint, NumericQuestion,
-                                 Solution, is_unanswered)
+                                 Solution, bind_params, is_unanswered)
 
 # Megatron-LM's documented example (megatron/core/parallel_state.py): 16 GPUs, tp=2, pp=4, hence dp=2.
 EXAMPLE = dict(gpus=16, tp=2, pp=4)
@@ -90,6 +92,12 @@ class RanksQuestion:
     ordered: bool = False
     points: float = 1.0
     noun: str = "a list of GPU ranks"
+    #: the question's setup and the choices a per-student variant may draw (as NumericQuestion's)
+    params: dict = field(default_factory=dict)
+    variants: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        bind_params(self)
 
     def _read(self, answer) -> list:
         if isinstance(answer, str):
@@ -160,33 +168,39 @@ def _example():
     return mesh.layout(EXAMPLE["gpus"], tp=EXAMPLE["tp"], pp=EXAMPLE["pp"])
 
 
-def _q1() -> int:
-    return mesh.layout(tp=4, pp=4, dp=16).world_size
+def _q1(tp=4, pp=4, dp=16) -> int:
+    return mesh.layout(tp=tp, pp=pp, dp=dp).world_size
 
 
-def _q2() -> list:
-    return _example().group_of(5, "dp")
+def _explain_q1(tp=4, pp=4, dp=16) -> str:
+    return f"N = D x T x P = {dp} x {tp} x {pp} = {_q1(tp, pp, dp)}; there are {pp} pipeline stages"
 
 
-def _explain_q2() -> str:
+def _q2(rank=5) -> list:
+    return _example().group_of(rank, "dp")
+
+
+def _explain_q2(rank=5) -> str:
     lay = _example()
-    c = lay.coords(5)
+    c = lay.coords(rank)
     return (
-        f"Order tp-dp-pp, tp fastest: rank = tp + 2 dp + 4 pp. GPU 5 = {c['tp']} + 2 x {c['dp']} + 4 x {c['pp']}; "
-        f"its DP group varies dp only (stride {lay.strides['dp']}): {lay.group_of(5, 'dp')}. Megatron-LM lists the "
+        f"Order tp-dp-pp, tp fastest: rank = tp + 2 dp + 4 pp. GPU {rank} = {c['tp']} + 2 x {c['dp']} + 4 x "
+        f"{c['pp']}; its DP group varies dp only (stride {lay.strides['dp']}): {lay.group_of(rank, 'dp')}. "
+        f"Megatron-LM lists the "
         f"DP groups as {lay.groups('dp').tolist()}"
     )
 
 
-def _q3() -> list:
-    return _example().group_of(6, "pp")
+def _q3(rank=6) -> list:
+    return _example().group_of(rank, "pp")
 
 
-def _explain_q3() -> str:
+def _explain_q3(rank=6) -> str:
     lay = _example()
+    c = lay.coords(rank)
     return (
-        f"Pipeline neighbours are tp x dp = {lay.strides['pp']} ranks apart: GPU 6 has tp rank 0, dp rank 1, and its "
-        f"PP group is {lay.group_of(6, 'pp')} (stages 0 to {lay.pp - 1})"
+        f"Pipeline neighbours are tp x dp = {lay.strides['pp']} ranks apart: GPU {rank} has tp rank {c['tp']}, dp "
+        f"rank {c['dp']}, and its PP group is {lay.group_of(rank, 'pp')} (stages 0 to {lay.pp - 1})"
     )
 
 
@@ -243,9 +257,12 @@ def _explain_q6() -> str:
 
 q1 = NumericQuestion(
     name="q1",
-    prompt="A cluster uses 3D parallelism with T=4 (tensor), P=4 (pipeline) and D=16 (data). How many GPUs does it need?",
+    params=dict(tp=4, pp=4, dp=16),
+    variants=dict(tp=(2, 4, 8), pp=(2, 4, 8, 12), dp=(4, 8, 16, 32)),
+    prompt="A cluster uses 3D parallelism with T={tp} (tensor), P={pp} (pipeline) and D={dp} (data). How many GPUs "
+           "does it need?",
     expected=_q1,
-    explain=lambda: f"N = D x T x P = 16 x 4 x 4 = {_q1()}; there are 4 pipeline stages",
+    explain=_explain_q1,
     hint_text="every GPU has one coordinate along each of the three dimensions",
     unit="",
     rel_tol=0.0,
@@ -254,16 +271,20 @@ q1 = NumericQuestion(
 
 q2 = RanksQuestion(
     name="q2",
+    params=dict(rank=5),
+    variants=dict(rank=(1, 3, 5, 6, 9, 10, 12, 14)),
     prompt="Megatron-LM's example: 16 GPUs, tp=2, pp=4 (so dp=2), order tp-dp-pp. Which GPUs form the DATA-parallel "
-           "group of GPU 5?",
+           "group of GPU {rank}?",
     expected=_q2,
     explain=_explain_q2,
-    hint_text="write 5 as tp + 2 x dp + 4 x pp and vary dp only",
+    hint_text="write {rank} as tp + 2 x dp + 4 x pp and vary dp only",
 )
 
 q3 = RanksQuestion(
     name="q3",
-    prompt="Same layout: which GPUs form the PIPELINE group of GPU 6 (one GPU per stage)?",
+    params=dict(rank=6),
+    variants=dict(rank=(2, 3, 5, 6, 9, 12)),
+    prompt="Same layout: which GPUs form the PIPELINE group of GPU {rank} (one GPU per stage)?",
     expected=_q3,
     explain=_explain_q3,
     hint_text="pipeline neighbours are tp x dp ranks apart",

@@ -12,35 +12,41 @@ Q1_MODEL, Q1_TP = "llama2-7b", 4  # d_model 4096, 32 heads of 128: the MIT 6.594
 LAYER_MODEL, LAYER_TP, LAYER_SEQ = "llama2-7b", 8, 4096  # one microbatch of one 4,096-token sequence
 SP_MODEL, SP_TP, SP_SEQ = "gpt3-175b", 8, 2048
 RING = dict(seq_len=131072, cp=64, hidden=8192, precision="fp8")  # the bandwidth modeler's example
+#: per-student variants (distlab.lessons.variants): every tp divides the 32 heads of llama2-7b and the 96 of
+#: gpt3-175b; q2 and q3 ("the same layer") declare the same choices, so they draw the same numbers
+Q1_VARIANTS = dict(tp=(2, 4, 8, 16))
+LAYER_VARIANTS = dict(tp=(4, 8, 16), seq=(2048, 4096, 8192))  # not 2: there 2(N-1)/N x M is M
+SP_VARIANTS = dict(tp=(2, 4, 8), seq=(1024, 2048, 4096))
+RING_VARIANTS = dict(seq_len=(65536, 131072, 262144), cp=(16, 32, 64, 128), hidden=(4096, 8192))
 
 _MB_HINT = {1e6: "looks like bytes, but plain numbers are read in MB (write '235e6 B' or 235)"}
 
 
-def _qkv_per_gpu() -> int:
-    shards = tensor.layer_shards(Q1_MODEL, Q1_TP)
+def _qkv_per_gpu(tp=Q1_TP) -> int:
+    shards = tensor.layer_shards(Q1_MODEL, tp)
     return sum(shards.shard(name).params_per_gpu for name in ("query", "key", "value"))
 
 
-def _explain_q1() -> str:
+def _explain_q1(tp=Q1_TP) -> str:
     m = models.model(Q1_MODEL)
-    q = tensor.layer_shards(Q1_MODEL, Q1_TP).shard("query")
+    q = tensor.layer_shards(Q1_MODEL, tp).shard("query")
     return (
-        f"Q, K and V are each {m.hidden} x {m.hidden}, split by columns (by heads: {m.heads // Q1_TP} of the "
+        f"Q, K and V are each {m.hidden} x {m.hidden}, split by columns (by heads: {m.heads // tp} of the "
         f"{m.heads} heads per GPU), so each GPU keeps three {q.shard_shape[0]} x {q.shard_shape[1]} blocks: "
-        f"3 x {q.params_per_gpu:,} = {_qkv_per_gpu():,} parameters"
+        f"3 x {q.params_per_gpu:,} = {_qkv_per_gpu(tp):,} parameters"
     )
 
 
-def _layer(link="nvlink4", **kwargs):
-    return tensor.tp_layer_cost(LAYER_MODEL, LAYER_TP, seq_len=LAYER_SEQ, micro_batch_size=1, link=link, **kwargs)
+def _layer(link="nvlink4", tp=LAYER_TP, seq=LAYER_SEQ, **kwargs):
+    return tensor.tp_layer_cost(LAYER_MODEL, tp, seq_len=seq, micro_batch_size=1, link=link, **kwargs)
 
 
-def _q2() -> float:
-    return _layer().comm_bytes_per_gpu / 1e6
+def _q2(tp=LAYER_TP, seq=LAYER_SEQ) -> float:
+    return _layer(tp=tp, seq=seq).comm_bytes_per_gpu / 1e6
 
 
-def _explain_q2() -> str:
-    c = _layer()
+def _explain_q2(tp=LAYER_TP, seq=LAYER_SEQ) -> str:
+    c = _layer(tp=tp, seq=seq)
     n = c.tp
     return (
         f"M = b x s x h x 2 B = 1 x {c.seq_len} x {c.hidden} x 2 = {format_bytes(c.message_bytes)}; a ring all-reduce "
@@ -49,12 +55,12 @@ def _explain_q2() -> str:
     )
 
 
-def _q3() -> float:
-    return _layer("ib-ndr").comm_time_s * 1e3
+def _q3(tp=LAYER_TP, seq=LAYER_SEQ) -> float:
+    return _layer("ib-ndr", tp, seq).comm_time_s * 1e3
 
 
-def _explain_q3() -> str:
-    c = _layer("ib-ndr")
+def _explain_q3(tp=LAYER_TP, seq=LAYER_SEQ) -> str:
+    c = _layer("ib-ndr", tp, seq)
     one = c.collectives[0][1]
     link = hardware.link("ib-ndr")
     return (
@@ -62,43 +68,50 @@ def _explain_q3() -> str:
         f"{format_bytes(one.bytes_sent_per_gpu)} / {format_bytes(link.bandwidth)}/s = "
         f"{format_seconds(one.latency_time_s)} + {format_seconds(one.bandwidth_time_s)} = {format_seconds(one.time_s)}; "
         f"x 4 = {format_seconds(c.comm_time_s)}, against {format_seconds(c.compute_time_s)} of compute "
-        f"(on nvlink4: {format_seconds(_layer().comm_time_s)})"
+        f"(on nvlink4: {format_seconds(_layer(tp=tp, seq=seq).comm_time_s)})"
     )
 
 
-def _sp():
-    return tensor.sequence_parallel_saving(SP_MODEL, SP_TP, micro_batch_size=1, seq_len=SP_SEQ, recompute="selective")
+def _sp(tp=SP_TP, seq=SP_SEQ):
+    return tensor.sequence_parallel_saving(SP_MODEL, tp, micro_batch_size=1, seq_len=seq, recompute="selective")
 
 
-def _q4() -> float:
-    return _sp().saved_bytes / 1e6
+def _q4(tp=SP_TP, seq=SP_SEQ) -> float:
+    return _sp(tp, seq).saved_bytes / 1e6
 
 
-def _explain_q4() -> str:
-    sp = _sp()
+def _explain_q4(tp=SP_TP, seq=SP_SEQ) -> str:
+    sp = _sp(tp, seq)
     m = models.model(SP_MODEL)
     return (
         f"Korthikanti et al. 2022, Table 2 (selective recomputation): s b h (10 + 24/t) without and s b h x 34/t with "
-        f"sequence parallelism; the 10 s b h of norms and dropouts is divided by t = {SP_TP}: saved "
-        f"10 x (1 - 1/{SP_TP}) x {SP_SEQ} x {m.hidden} B = {format_bytes(sp.saved_bytes)} "
+        f"sequence parallelism; the 10 s b h of norms and dropouts is divided by t = {tp}: saved "
+        f"10 x (1 - 1/{tp}) x {seq} x {m.hidden} B = {format_bytes(sp.saved_bytes)} "
         f"({format_bytes(sp.without_bytes)} -> {format_bytes(sp.with_bytes)} per layer)"
     )
 
 
-def _ring():
-    return tensor.ring_attention_buffer(RING["seq_len"], RING["cp"], RING["hidden"], precision=RING["precision"])
+def _ring(seq_len, cp, hidden, precision):
+    return tensor.ring_attention_buffer(seq_len, cp, hidden, precision=precision)
 
 
-def _q5() -> float:
-    return _ring().buffer_bytes / 1e6
+def _q5(**ring) -> float:
+    return _ring(**ring).buffer_bytes / 1e6
 
 
-def _explain_q5() -> str:
-    r = _ring()
+def _explain_q5(**ring) -> str:
+    r = _ring(**ring)
+    modeler = ": the modeler's '32 MB' is binary" if ring == RING else ""
     return (
         f"2 x S/N x H x bytes = 2 x {r.seq_len:,}/{r.cp} x {r.hidden:,} x {r.element_bytes:g} B = "
-        f"{r.buffer_bytes:,.0f} B = {format_bytes(r.buffer_bytes)} (= 32 MiB: the modeler's '32 MB' is binary)"
+        f"{r.buffer_bytes:,.0f} B = {format_bytes(r.buffer_bytes)} (= {r.buffer_bytes / 2**20:g} MiB{modeler})"
     )
+
+
+def _q5_hints(**ring):
+    mib = _ring(**ring).buffer_bytes / 2**20
+    return {1e6 / 2**20: f"looks like MiB: {mib:g} MiB = {mib * 2**20 / 1e6:.3g} MB (write '{mib:g} MiB' or convert)",
+            **_MB_HINT}
 
 
 def _q6() -> str:
@@ -118,54 +131,64 @@ def _explain_q6() -> str:
 
 q1 = NumericQuestion(
     name="q1",
-    prompt=f"TP degree {Q1_TP} on an attention layer with d_model 4096, 32 heads of 128 ({Q1_MODEL}). How many "
-           f"Q/K/V projection parameters does each GPU hold?",
+    params=dict(tp=Q1_TP),
+    variants=Q1_VARIANTS,
+    prompt="TP degree {tp} on an attention layer with d_model 4096, 32 heads of 128 (" + Q1_MODEL + "). How many "
+           "Q/K/V projection parameters does each GPU hold?",
     expected=_qkv_per_gpu,
     explain=_explain_q1,
     hint_text="Q, K and V are three d_model x d_model matrices, each split by columns (heads) over the TP GPUs",
     unit="",
     rel_tol=0.0,
     noun="a number of parameters",
-    scale_hint={4.0: "is the whole Q/K/V of the layer; each GPU holds 1/t of it",
-                1 / 3: "counts one of the three projections; add K and V"},
+    scale_hint=lambda tp: {tp: "is the whole Q/K/V of the layer; each GPU holds 1/t of it",
+                           1 / 3: "counts one of the three projections; add K and V"},
 )
 
 q2 = NumericQuestion(
     name="q2",
-    prompt=f"{LAYER_MODEL}, tp={LAYER_TP}, one microbatch of one {LAYER_SEQ}-token sequence, bf16 activations: how many "
-           f"MB does each GPU send for the TP all-reduces of ONE layer in training (forward and backward)?",
+    params=dict(tp=LAYER_TP, seq=LAYER_SEQ),
+    variants=LAYER_VARIANTS,
+    prompt=LAYER_MODEL + ", tp={tp}, one microbatch of one {seq}-token sequence, bf16 activations: how many "
+           "MB does each GPU send for the TP all-reduces of ONE layer in training (forward and backward)?",
     expected=_q2,
     explain=_explain_q2,
     hint_text="4 ring all-reduces of b x s x h x 2 bytes per layer; each sends 2(N-1)/N of the buffer per GPU",
     unit="MB",
     noun="an amount of data",
-    scale_hint={0.5: "counts only the two forward all-reduces; backward runs two more",
-                4 / 7: "counts M per all-reduce; a ring all-reduce sends 2(N-1)/N x M per GPU", **_MB_HINT},
+    scale_hint=lambda tp, seq: {0.5: "counts only the two forward all-reduces; backward runs two more",
+                                tp / (2 * (tp - 1)): "counts M per all-reduce; a ring all-reduce sends 2(N-1)/N x M "
+                                                     "per GPU", **_MB_HINT},
 )
 
-def _bandwidth_only_share() -> float:
+def _bandwidth_only_share(tp=LAYER_TP, seq=LAYER_SEQ) -> float:
     """The share of q3's answer left when the latency terms are forgotten (for the hint)."""
-    c = _layer("ib-ndr")
+    c = _layer("ib-ndr", tp, seq)
     return sum(cost.bandwidth_time_s for _, cost in c.collectives) / c.comm_time_s
 
 
 q3 = NumericQuestion(
     name="q3",
-    prompt=f"The same layer with its TP group spread over nodes on InfiniBand NDR (ib-ndr: 50 GB/s per direction, "
-           f"alpha 9.6 us): how long (ms) do the layer's 4 TP all-reduces take?",
+    params=dict(tp=LAYER_TP, seq=LAYER_SEQ),
+    variants=LAYER_VARIANTS,
+    prompt="The same layer with its TP group spread over nodes on InfiniBand NDR (ib-ndr: 50 GB/s per direction, "
+           "alpha 9.6 us): how long (ms) do the layer's 4 TP all-reduces take?",
     expected=_q3,
     explain=_explain_q3,
     hint_text="ring all-reduce time = 2(N-1) x alpha + 2(N-1)/N x M / B, four times",
     unit="ms",
     noun="a time",
-    scale_hint={_bandwidth_only_share(): "leaves out the latency: each ring all-reduce takes 2(N-1) steps of alpha",
-                1e-3: "looks like seconds, but plain numbers are read in ms"},
+    scale_hint=lambda tp, seq: {
+        _bandwidth_only_share(tp, seq): "leaves out the latency: each ring all-reduce takes 2(N-1) steps of alpha",
+        1e-3: "looks like seconds, but plain numbers are read in ms"},
 )
 
 q4 = NumericQuestion(
     name="q4",
-    prompt=f"{SP_MODEL}, tp={SP_TP}, one {SP_SEQ}-token sequence, selective recomputation: how many MB of activation "
-           f"memory per layer does sequence parallelism save on each GPU?",
+    params=dict(tp=SP_TP, seq=SP_SEQ),
+    variants=SP_VARIANTS,
+    prompt=SP_MODEL + ", tp={tp}, one {seq}-token sequence, selective recomputation: how many MB of activation "
+           "memory per layer does sequence parallelism save on each GPU?",
     expected=_q4,
     explain=_explain_q4,
     hint_text="sequence parallelism splits the 10 s b h bytes of norms and dropouts that tensor parallelism replicates",
@@ -176,15 +199,17 @@ q4 = NumericQuestion(
 
 q5 = NumericQuestion(
     name="q5",
-    prompt="Ring attention (context parallelism): a 131,072-token sequence over 64 GPUs, hidden 8192, FP8 (1 byte). "
+    params=RING,
+    variants=RING_VARIANTS,
+    prompt="Ring attention (context parallelism): a {seq_len:,}-token sequence over {cp} GPUs, hidden {hidden}, FP8 "
+           "(1 byte). "
            "How large (MB = 10^6 bytes) is each GPU's KV ring buffer, 2 x S/N x H x bytes?",
     expected=_q5,
     explain=_explain_q5,
     hint_text="2 x (S/N) x H x bytes per element; mind MB (10^6) against MiB (2^20)",
     unit="MB",
     noun="an amount of memory",
-    scale_hint={1e6 / 2**20: "looks like MiB: 32 MiB = 33.6 MB (write '32 MiB' or convert)",
-                **_MB_HINT},
+    scale_hint=_q5_hints,
 )
 
 q6 = ChoiceQuestion(

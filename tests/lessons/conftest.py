@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from distlab.lessons.questions import CORRECT
+from distlab.lessons.questions import CORRECT, with_params
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,3 +44,35 @@ def expect_hand_value():
         assert question.check(want).status == CORRECT
 
     return expect
+
+
+@pytest.fixture
+def every_variant():
+    """A function: every combination of a question's declared variant choices, as questions (issue 15)."""
+    import itertools
+
+    def combinations(question):
+        names = sorted(question.variants)
+        for values in itertools.product(*(question.variants[n] for n in names)):
+            yield with_params(question, **dict(zip(names, values)))
+
+    return combinations
+
+
+@pytest.fixture
+def assert_well_posed(every_variant):
+    """A function: assert that every variant of a numeric question has a finite positive answer that checks
+    correct, an explanation, a fully formatted prompt and hint, and feedback ratios apart from the answer and
+    from each other (so each names only its own mistake)."""
+    import math
+
+    def check(question):
+        for q in every_variant(question):
+            want = q.expected()
+            assert math.isfinite(want) and want > 0 and q.check(want).status == CORRECT, q.params
+            assert q.explain() and "{" not in q.prompt + q.hint_text, q.params
+            ratios = sorted(getattr(q, "scale_hint", {}))
+            assert all(abs(r - 1) > q.rel_tol for r in ratios), (q.name, q.params)
+            assert all(b / a > 1 + q.rel_tol for a, b in zip(ratios, ratios[1:])), (q.name, q.params)
+
+    return check

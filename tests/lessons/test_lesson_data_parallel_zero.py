@@ -5,9 +5,11 @@ Every expected value is derived here by hand, independently of the check's own c
 
 from __future__ import annotations
 
+
 import pytest
 
 from distlab.lessons.questions import INCORRECT
+from distlab.lessons.variants import lesson_variant
 from distlab.lessons import data_parallel_zero as lesson
 
 HAND = {
@@ -58,3 +60,41 @@ def test_answers_with_units():
 def test_solution_notebook_answers_every_question_in_the_marker_format(answered_in_solution):
     assert answered_in_solution("03_data_parallel_zero.ipynb") == list(lesson.QUESTIONS)
 
+
+
+# per-student variants (issue 15): every combination is well-posed, and the wrong-answer feedback follows the numbers
+VARIED = ("q2", "q4", "q5")
+
+
+@pytest.mark.parametrize("name", VARIED)
+def test_every_variant_is_well_posed(name, assert_well_posed):
+    assert_well_posed(lesson.QUESTIONS[name])
+
+
+def test_the_overlap_variants_stay_in_the_regime_their_explanations_describe(every_variant):
+    for q in every_variant(lesson.q4):  # the all-reduces queue up: comm - (b-1)/b x backward is exposed
+        p = q.params
+        assert q.expected() == pytest.approx(p["comm_ms"] - (p["buckets"] - 1) / p["buckets"] * p["backward_ms"])
+    for q in every_variant(lesson.q5):  # each all-reduce ends before the next bucket: only the last is exposed
+        assert q.expected() == pytest.approx(q.params["comm_ms"] / q.params["buckets"])
+
+
+@pytest.mark.parametrize("seed", ["seed-0", "seed-1", "seed-4", "seed-7"])
+def test_wrong_answers_say_why_in_every_variant(seed):
+    qs = lesson_variant("data_parallel_zero", seed)
+    q2 = qs["q2"]
+    m_gb, n = 2 * q2.params["billions"], q2.params["dp"]
+    assert q2.expected() == pytest.approx(3 * (n - 1) / n * m_gb)
+    assert "large-N volume" in q2.check(3 * m_gb).message  # 3M instead of 3(N-1)/N M
+    assert "plain DP's all-reduce" in q2.check(2 * (n - 1) / n * m_gb).message
+    assert "looks like bytes" in q2.check(q2.expected() * 1e9).message
+    q4 = qs["q4"]
+    b, c, k = (q4.params[x] for x in ("backward_ms", "comm_ms", "buckets"))
+    assert "first bucket" in q4.check(c - b).message  # comm - backward
+    assert "last bucket alone" in q4.check(c / k).message
+    q5 = qs["q5"]
+    assert "looks like seconds" in q5.check(q5.expected() / 1e3).message
+
+
+def test_two_seeds_draw_different_numbers():
+    assert {lesson_variant("data_parallel_zero", s)["q4"].prompt for s in ("seed-1", "seed-7", "seed-3")} != {lesson.q4.prompt}

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
+from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED, with_params
+from distlab.lessons.variants import lesson_variant
 from distlab.lessons import parallelism_3d as p3
 
 
@@ -54,3 +55,61 @@ def test_ordered_shape_question():
 def test_four_to_six_questions():
     # each one has a prompt, hint and solution and starts unanswered: tests/lessons/test_manifest.py
     assert 4 <= len(p3.QUESTIONS) <= 6
+
+
+# per-student variants (issue 15): q1's T, P, D are drawn; the rank-list questions (RanksQuestion) and the
+# reference checks (q4: the lecture's 530B example) keep their numbers
+def test_every_q1_variant_is_the_product_of_its_degrees():
+    import itertools
+
+    names = sorted(p3.q1.variants)
+    for values in itertools.product(*(p3.q1.variants[n] for n in names)):
+        q = with_params(p3.q1, **dict(zip(names, values)))
+        t, p, d = q.params["tp"], q.params["pp"], q.params["dp"]
+        assert q.expected() == t * p * d and q.check(t * p * d).correct
+        assert f"T={t} (tensor), P={p} (pipeline) and D={d}" in q.prompt
+        assert f"{d} x {t} x {p} = {t * p * d}; there are {p} pipeline stages" in q.explain()
+
+
+@pytest.mark.parametrize("seed", ["seed-0", "seed-1", "seed-4", "seed-7"])
+def test_q1_variant_wrong_answers(seed):
+    q = lesson_variant("parallelism_3d", seed)["q1"]
+    t, p, d = q.params["tp"], q.params["pp"], q.params["dp"]
+    assert q.check(t + p + d).status == INCORRECT and "too low" in q.check(t + p + d).message
+    assert "too high" in q.check(t * p * d + 1).message  # rel_tol 0: a GPU count is exact
+
+
+# q2 and q3 ask about a drawn GPU of Megatron's 16-GPU example: tp + 2 dp + 4 pp, derived here by hand
+def _by_hand(rank):
+    return rank % 2, rank // 2 % 2, rank // 4  # tp, dp, pp
+
+
+def test_every_q2_q3_variant_is_the_group_derived_by_hand():
+    for rank in p3.q2.variants["rank"]:
+        q = with_params(p3.q2, rank=rank)
+        tp, dp, pp = _by_hand(rank)
+        want = [tp + 2 * d + 4 * pp for d in range(2)]
+        assert q.expected() == want and q.check(want).correct and f"GPU {rank}?" in q.prompt
+        assert f"GPU {rank} = {tp} + 2 x {dp} + 4 x {pp}" in q.explain() and f"write {rank} as" in q.hint_text
+    for rank in p3.q3.variants["rank"]:
+        q = with_params(p3.q3, rank=rank)
+        tp, dp, _ = _by_hand(rank)
+        want = [tp + 2 * dp + 4 * p for p in range(4)]
+        assert q.expected() == want and q.check(want).correct
+        assert f"GPU {rank} has tp rank {tp}, dp rank {dp}" in q.explain()
+
+
+@pytest.mark.parametrize("seed", ["seed-0", "seed-1", "seed-4", "seed-7"])
+def test_q2_q3_variants_name_the_wrong_ranks(seed):
+    qs = lesson_variant("parallelism_3d", seed)
+    rank = qs["q2"].params["rank"]
+    tp_group = [rank - rank % 2, rank - rank % 2 + 1]  # the TP group instead of the DP group
+    result = qs["q2"].check(tp_group)
+    assert result.status == INCORRECT and "does not belong" in result.message and "leaves out" in result.message
+    q3 = qs["q3"]
+    result = q3.check(q3.expected()[:-1])
+    assert result.status == INCORRECT and f"leaves out {q3.expected()[-1]}" in result.message
+
+
+def test_every_q1_variant_is_well_posed(assert_well_posed):
+    assert_well_posed(p3.q1)

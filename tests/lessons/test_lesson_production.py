@@ -12,7 +12,8 @@ import pytest
 
 from distlab import models
 from distlab.lessons import production as lesson
-from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
+from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED, with_params
+from distlab.lessons.variants import lesson_variant
 
 P7 = models.model("llama2-7b").parameter_count()  # 6.738e9
 M = 2 * P7  # bf16 gradients: 13.48 GB
@@ -98,3 +99,77 @@ def test_all_questions_listed_answerable_and_explained():
         assert q.check(None).status == NOT_ATTEMPTED
         assert q.check(q.expected()).status == CORRECT
         assert q.hint().text and q.solution().text
+
+
+# per-student variants (issue 15): q7's GPU count and jitter are drawn; expectations go through distlab.production
+def test_every_q7_variant_is_sigma_times_the_expected_maximum():
+    import itertools
+
+    from distlab import production
+
+    for gpus, sigma in itertools.product(lesson.q7.variants["gpus"], lesson.q7.variants["sigma"]):
+        q = with_params(lesson.q7, gpus=gpus, sigma=sigma)
+        want = q.expected()
+        assert math.isfinite(want) and want > 0 and q.check(want).correct and q.explain()
+        assert want == pytest.approx(100 * sigma * production.expected_max_normal(gpus), rel=1e-9)
+        assert q.prompt.startswith(f"{gpus} GPUs") and f"a {100 * sigma:g}% standard deviation" in q.prompt
+        assert all(abs(r - 1) > q.rel_tol for r in q.scale_hint)
+
+
+@pytest.mark.parametrize("seed", ["seed-0", "seed-1", "seed-4", "seed-7"])
+def test_q7_variant_names_the_leading_term_mistake(seed):
+    q = lesson_variant("production", seed)["q7"]
+    lead = q.check(100 * q.params["sigma"] * math.sqrt(2 * math.log(q.params["gpus"])))
+    assert lead.status == INCORRECT and "leading term" in lead.message
+
+
+# q5's cp is drawn: the chunk crossover c* does not depend on cp, so S* = cp x c*, computed through distlab.production
+def test_every_q5_variant_is_cp_times_the_same_chunk():
+    from distlab import production
+
+    chunk = lesson.q5.expected() // lesson.CP
+    for cp in lesson.q5.variants["cp"]:
+        q = with_params(lesson.q5, cp=cp)
+        want = production.ring_attention_step(lesson.CP_MODEL, 8192 * cp, cp, link=lesson.CP_FABRIC).crossover_seq_len
+        assert q.expected() == want == cp * chunk and q.check(want).correct
+        assert f"cp = {cp} across" in q.prompt and f"S = {cp} x c*" in q.explain() and f"seq, {cp}," in q.hint_text
+
+
+@pytest.mark.parametrize("seed", ["seed-0", "seed-1", "seed-4", "seed-7"])
+def test_q5_variant_refuses_the_per_gpu_chunk(seed):
+    q = lesson_variant("production", seed)["q5"]
+    result = q.check(q.expected() // q.params["cp"])  # c* per GPU instead of S = cp x c*
+    assert result.status == INCORRECT and "too low" in result.message
+
+
+# q2 and q3 draw the taper (one draw: "same cluster"); expectations through distlab.production
+def _all_reduce(taper, rails=False, algorithm="hierarchical"):
+    from distlab import dataparallel, hardware, production
+
+    cluster = hardware.cluster("dgx-h100", 4, "ib-ndr", taper, rails) if taper else hardware.cluster("dgx-h100", 4,
+                                                                                                      "ib-ndr")
+    return production.dp_all_reduce(cluster, dataparallel.gradient_bytes(lesson.BUCKET_MODEL), algorithm=algorithm)
+
+
+def test_every_taper_variant_follows_the_fabric_model():
+    for taper in lesson.TAPER_VARIANTS["taper"]:
+        q2, q3 = with_params(lesson.q2, taper=taper), with_params(lesson.q3, taper=taper)
+        assert q2.expected() == pytest.approx(1e3 * _all_reduce(taper).time_s) and q2.check(q2.expected()).correct
+        assert f"{taper}:1" in q2.prompt and f"'ib-ndr', {taper})" in q2.hint_text and q2.explain()
+        slower_on_rails = _all_reduce(taper, True, "ring").time_s >= _all_reduce(taper, False, "ring").time_s
+        assert q3.expected() == ("no" if slower_on_rails else "yes") and f"1/{taper} taper" in q3.explain()
+        assert all(abs(r - 1) > q2.rel_tol for r in q2.scale_hint)
+
+
+@pytest.mark.parametrize("seed", ["seed-0", "seed-4"])  # they draw tapers 2 and 4
+def test_q2_variant_names_the_non_blocking_time(seed):
+    qs = lesson_variant("production", seed)
+    assert qs["q2"].params == qs["q3"].params
+    taper = qs["q2"].params["taper"]
+    result = qs["q2"].check(1e3 * _all_reduce(None).time_s)  # the time without the taper
+    assert result.status == INCORRECT and f"the {taper}:1 taper leaves" in result.message
+
+
+@pytest.mark.parametrize("name", ["q2", "q5", "q7"])
+def test_every_variant_is_well_posed(name, assert_well_posed):
+    assert_well_posed(lesson.QUESTIONS[name])

@@ -3,9 +3,11 @@ published figures; wrong answers say what is wrong."""
 
 from __future__ import annotations
 
+
 import pytest
 
 from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
+from distlab.lessons.variants import lesson_variant
 from distlab.lessons import tensor_parallel as tpq
 
 
@@ -49,3 +51,55 @@ def test_q3_forgetting_the_latency_is_named():
 def test_four_to_six_questions():
     # each one has a prompt, hint and solution and starts unanswered: tests/lessons/test_manifest.py
     assert 4 <= len(tpq.QUESTIONS) <= 6
+
+
+# per-student variants (issue 15): every combination is well-posed, and the wrong-answer feedback follows the numbers
+VARIED = ("q1", "q2", "q3", "q4", "q5")
+
+
+@pytest.mark.parametrize("name", VARIED)
+def test_every_variant_is_well_posed(name, assert_well_posed):
+    assert_well_posed(tpq.QUESTIONS[name])
+
+
+def test_the_tp_choices_divide_the_heads():
+    from distlab import models
+
+    for tp in tpq.Q1_VARIANTS["tp"] + tpq.LAYER_VARIANTS["tp"]:
+        assert models.model(tpq.LAYER_MODEL).heads % tp == 0
+    for tp in tpq.SP_VARIANTS["tp"]:
+        assert models.model(tpq.SP_MODEL).heads % tp == 0
+
+
+@pytest.mark.parametrize("seed", ["seed-0", "seed-1", "seed-4", "seed-7"])
+def test_wrong_answers_say_why_in_every_variant(seed):
+    from distlab import models
+
+    qs = lesson_variant("tensor_parallel", seed)
+    assert qs["q2"].params == qs["q3"].params  # "the same layer"
+    q1 = qs["q1"]
+    whole = 3 * 4096 * 4096
+    assert q1.expected() == whole // q1.params["tp"]
+    assert "whole Q/K/V" in q1.check(whole).message and "one of the three" in q1.check(whole / 3 / q1.params["tp"]).message
+    q2 = qs["q2"]
+    n, seq = q2.params["tp"], q2.params["seq"]
+    m_mb = seq * models.model(tpq.LAYER_MODEL).hidden * 2 / 1e6
+    assert q2.expected() == pytest.approx(4 * 2 * (n - 1) / n * m_mb)
+    assert "two forward" in q2.check(2 * 2 * (n - 1) / n * m_mb).message
+    assert "2(N-1)/N x M" in q2.check(4 * m_mb).message  # M per all-reduce instead of 2(N-1)/N M
+    q3 = qs["q3"]
+    bandwidth_only = 4 * 2 * (n - 1) / n * m_mb * 1e6 / 50e9 * 1e3
+    assert q3.expected() == pytest.approx(bandwidth_only + 4 * 2 * (n - 1) * 9.6e-6 * 1e3)
+    assert "leaves out the latency" in q3.check(bandwidth_only).message
+    q4 = qs["q4"]
+    t, s = q4.params["tp"], q4.params["seq"]
+    assert q4.expected() == pytest.approx(10 * (1 - 1 / t) * s * models.model(tpq.SP_MODEL).hidden / 1e6)
+    assert "looks like bytes" in q4.check(q4.expected() * 1e6).message
+    q5 = qs["q5"]
+    buffer = 2 * q5.params["seq_len"] / q5.params["cp"] * q5.params["hidden"]
+    assert q5.expected() == pytest.approx(buffer / 1e6)
+    assert f"{buffer / 2**20:g} MiB" in q5.check(buffer / 2**20).message  # read MiB as MB
+
+
+def test_seeds_draw_other_numbers():
+    assert len({lesson_variant("tensor_parallel", s)["q2"].prompt for s in ("seed-1", "seed-7", "seed-3", "x")}) > 1
