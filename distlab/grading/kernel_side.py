@@ -30,7 +30,7 @@ def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, inst
     # Import what kernels and lessons use while writing caches and loading libraries is still allowed.
     for name in ("ctypes", "ctypes.util", "subprocess", "numpy", "pint", "matplotlib", "matplotlib.pyplot",
                  "matplotlib.font_manager", "ipywidgets", "ipympl", "distlab", "distlab.units",
-                 "distlab.lessons.questions", "distlab.lessons"):
+                 "distlab.lessons.questions", "distlab.lessons", "distlab.lessons.variants"):
         try:
             __import__(name)
         except Exception:
@@ -83,7 +83,8 @@ def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, inst
                     raise PermissionError("distlab grading sandbox: the answer key is not available while grading")
 
                 for attr, value in (("check", check), ("expected", withheld), ("explain", withheld),
-                                    ("solution", lambda _S=Solution: _S("withheld while grading"))):
+                                    ("solution", lambda _S=Solution: _S("withheld while grading")),
+                                    ("unbound", {})):  # the templates a variant copy would re-bind: gone too
                     try:
                         object.__setattr__(q, attr, value)
                     except Exception:
@@ -95,6 +96,19 @@ def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, inst
                         delattr(module, attr)
                     except Exception:
                         pass
+        # A per-student notebook rebinds its questions to its own numbers (distlab.lessons.variants.personal):
+        # while grading, that returns the withheld questions above (the grader checks with the student's seed).
+        try:
+            import distlab.lessons.variants as variants_module
+
+            def personal(lesson, names, seed=None, release=None, _lessons=LESSONS):
+                questions = getattr(_lessons[lesson].question_module(), "QUESTIONS", {})
+                picked = [questions[name] for name in names.split()]
+                return tuple(picked) if len(picked) != 1 else picked[0]
+
+            variants_module.personal = personal
+        except Exception:
+            pass
     try:
         import resource
         if memory_limit:

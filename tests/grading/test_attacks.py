@@ -278,6 +278,11 @@ def test_the_answer_key_is_not_reachable_from_the_kernel(tmp_path, sandbox):
         "answer_q5 = m2.q5.expected()",
         "import glob\nanswer_q6 = open(glob.glob('/**/solutions/01_memory_wall.ipynb', recursive=True)[0]).read()",
         "answer_q7 = m.q7.solution().text",
+        # through a per-student variant: a copy re-binds the question's templates (its expected function)
+        "from distlab.lessons.variants import lesson_variant, personal\n"
+        "answer_q2 = lesson_variant('memory_wall', 'x')['q2'].expected()",
+        "from distlab.lessons.questions import with_params\nanswer_q3 = with_params(m.q3).expected()",
+        "answer_q4 = personal('memory_wall', 'q4', seed='x').expected()",
     ]
     result = grade.grade_notebook(write_notebook(tmp_path / "01_memory_wall.ipynb", cells), sandbox=sandbox,
                                   cell_timeout=60)

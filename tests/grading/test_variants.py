@@ -177,6 +177,9 @@ def test_the_issued_seed_grades_full_marks_and_other_numbers_fail(class_notebook
     alice = solve(paths["alice"], "memory_wall", roster.seed("memory_wall", "alice"))
     grade = grade_notebook(alice, lesson="memory_wall", variants=_policy(tmp_path), sandbox="audit")
     assert (grade.score, grade.max_score, grade.student) == (7.0, 7.0, "alice")
+    # the cell that rebinds the questions to her numbers runs in the sandboxed kernel without a problem
+    # (distlab.lessons.variants is imported before the sandbox hides the lessons' sources)
+    assert grade.problems == [], grade.problems
     # bob answers with the textbook numbers (the self-study lesson's), not his own: the varied questions fail
     bob = solve(paths["bob"], "memory_wall", None)
     grade = grade_notebook(bob, lesson="memory_wall", variants=_policy(tmp_path), sandbox="audit")
