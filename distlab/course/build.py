@@ -1,5 +1,5 @@
 """Deprecated: distlab.grading.build."""
 
-from . import alias
+from .._arguments import renamed_module
 
-alias(__name__, "distlab.grading.build")
+renamed_module(__name__, "distlab.grading.build")

@@ -1,5 +1,5 @@
 """Deprecated: distlab.lessons.questions."""
 
-from . import alias
+from .._arguments import renamed_module
 
-alias(__name__, "distlab.lessons.questions")
+renamed_module(__name__, "distlab.lessons.questions")

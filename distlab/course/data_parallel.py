@@ -1,5 +1,5 @@
 """Deprecated: distlab.lessons.data_parallel_zero."""
 
-from . import alias
+from .._arguments import renamed_module
 
-alias(__name__, "distlab.lessons.data_parallel_zero")
+renamed_module(__name__, "distlab.lessons.data_parallel_zero")

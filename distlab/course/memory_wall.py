@@ -1,5 +1,5 @@
 """Deprecated: distlab.lessons.memory_wall."""
 
-from . import alias
+from .._arguments import renamed_module
 
-alias(__name__, "distlab.lessons.memory_wall")
+renamed_module(__name__, "distlab.lessons.memory_wall")

@@ -1,5 +1,5 @@
 """Deprecated: distlab.lessons.parallelism_3d."""
 
-from . import alias
+from .._arguments import renamed_module
 
-alias(__name__, "distlab.lessons.parallelism_3d")
+renamed_module(__name__, "distlab.lessons.parallelism_3d")

@@ -1,5 +1,5 @@
 """Deprecated: distlab.lessons.pipeline."""
 
-from . import alias
+from .._arguments import renamed_module
 
-alias(__name__, "distlab.lessons.pipeline")
+renamed_module(__name__, "distlab.lessons.pipeline")

@@ -1,5 +1,5 @@
 """Deprecated: distlab.lessons.tensor_parallel."""
 
-from . import alias
+from .._arguments import renamed_module
 
-alias(__name__, "distlab.lessons.tensor_parallel")
+renamed_module(__name__, "distlab.lessons.tensor_parallel")

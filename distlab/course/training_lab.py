@@ -1,5 +1,5 @@
 """Deprecated: distlab.lessons.training_lab."""
 
-from . import alias
+from .._arguments import renamed_module
 
-alias(__name__, "distlab.lessons.training_lab")
+renamed_module(__name__, "distlab.lessons.training_lab")
