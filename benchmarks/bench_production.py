@@ -41,10 +41,10 @@ def main(n: int = 200) -> None:
     def jitter(i):
         step.jitter.value = [0.0, 0.02, 0.05][(i + 1) % 3]
 
-    triage = _ready(TriageApp())
+    triage_app = _ready(TriageApp())
 
     def zero(i):
-        triage.zero.value = (i + 1) % 4
+        triage_app.zero.value = (i + 1) % 4
 
     print(report("bucket app: bucket slider", summarize(repeat(slider, n)), 16))
     print(report("bucket app: fabric (new 2,000-count sweep)", summarize(repeat(fabric, n // 2)), 16))
@@ -58,7 +58,7 @@ def main(n: int = 200) -> None:
         lambda i: production.bucket_sweep(grad, back, 64, max_buckets=2000, **kw), n))))
     cl = hardware.cluster("dgx-h100", 32)
     cfg = dict(global_batch=256, seq_len=8192, tp=8, pp=4, micro_batch_size=4, sequence_parallel=True)
-    print(report("(reference) triage_oom, Llama-3.1-70B on 256 GPUs", summarize(repeat(
+    print(report("(reference) triage.oom_triage, Llama-3.1-70B on 256 GPUs", summarize(repeat(
         lambda i: triage.oom_triage("llama3.1-70b", cl, **cfg), n // 2))))
     print(report("(reference) expected_slowest, 256 GPUs, one slow", summarize(repeat(
         lambda i: production.expected_slowest(256, 0.02, 1.2), n))))
