@@ -110,7 +110,7 @@ def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch:
     >>> from distlab import models
     >>> columns, rejected = enumerate_configurations(models.model('llama2-7b'), 16, 8, 64)
     >>> len(columns['dp']), rejected['interleaving not possible']
-    (5388, 935)
+    (10884, 682)
     """
     rejected = {"tp not dividing the heads": 0, "batch not divisible by dp": 0, "interleaving not possible": 0}
     rows = []
@@ -128,7 +128,7 @@ def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch:
             for b in divisors(global_batch // dp):
                 m = global_batch // (dp * b)
                 for v in range(1, model.layers // pp + 1):
-                    if v > 1 and (pp == 1 or model.layers % (pp * v) or m % pp):
+                    if v > 1 and (pp == 1 or model.layers < pp * v or m % pp):
                         rejected["interleaving not possible"] += 1
                         continue
                     schedules = (2,) if v > 1 else ((0, 1) if pp > 1 else (1,))  # gpipe, 1f1b, interleaved
@@ -141,20 +141,22 @@ def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch:
     return {name: data[:, i] for i, name in enumerate(COLUMNS)}, rejected
 
 
-def plan(model, cluster, *, global_batch, seq_len=None, precision="mixed", efficiency=0.5, fabric=None,
-         nodes=None) -> Plan:
+def plan(model, cluster, *, global_batch, seq_len=None, precision="mixed", efficiency=None, fabric=None,
+         nodes=None, attention="flash") -> Plan:
     """Evaluate every valid configuration; rank feasible ones first, then by step time.
 
-    Lesson 7 §5 (search every valid configuration).
+    efficiency and attention as in training.estimate (None: the calibrated compute model of
+    distlab.efficiency; a number: every FLOP at that share of peak). Lesson 7 §5 (search every valid
+    configuration).
 
     >>> p = plan('llama2-7b', 'dgx-h100', nodes=2, global_batch=64)
     >>> p.gpus, len(p.order)  # every configuration enumerate_configurations lists is priced
-    (16, 5388)
+    (16, 10884)
     """
     model = models.model(model)
     cl = as_cluster(cluster, nodes, fabric)
     batch, s, _ = training.batch_and_sequence(global_batch, seq_len if seq_len is not None else model.seq_len)
-    eff = training.check_fraction(efficiency, "efficiency")
+    compute = training.compute_model_for(cl, efficiency, attention)
     recipe = memory.precision_recipe(precision)
     hw = training.hardware_arguments(cl, recipe)
     peak = hw["peak_flops"]
@@ -163,7 +165,7 @@ def plan(model, cluster, *, global_batch, seq_len=None, precision="mixed", effic
         model, **hw, global_batch=batch, seq_len=s,
         dp=cols["dp"], tp=cols["tp"], pp=cols["pp"], chunks=cols["chunks"], micro_batch_size=cols["micro_batch_size"],
         zero=cols["zero"], recompute_code=cols["recompute_code"], sequence_parallel=cols["sequence_parallel"],
-        schedule_code=cols["schedule_code"], efficiency=eff)
+        schedule_code=cols["schedule_code"], **training.compute_arguments(compute))
     # MFU by PaLM's definition (distlab.flops: weights, attention, logits; no recomputation), as estimate()
     out["mfu"] = flops.step_flops(model, batch, s).model_flops / (out["step_time_s"] * cl.gpus * peak)
     fits = out["memory_bytes"] <= cl.accelerator.memory_bytes

@@ -18,7 +18,7 @@ from ._arguments import as_cluster, recompute_mode, renamed_keyword, zero_stage
 from .errors import ConfigurationError
 from .flops import (TRAINING_PASSES, layer_forward_flops_array, logit_forward_flops_array,
                     recomputed_forward_flops_array, step_flops)
-from .units import FLOP_PER_SECOND, SECONDS, format_bytes, format_seconds, positive, positive_int
+from .units import FLOP_PER_SECOND, SECONDS, format_bytes, format_seconds, non_negative, positive, positive_int
 
 __all__ = [
     "FLOPS_PER_PARAM_TOKEN",
@@ -43,6 +43,8 @@ __all__ = [
     "StepEstimate",
     "hardware_arguments",
     "estimate",
+    "compute_model_for",
+    "compute_arguments",
     # the OOM triage, moved to distlab.triage; still importable from here (see __getattr__ below)
     "TRIAGE_ORDER",
     "TriageStep",
@@ -289,7 +291,8 @@ def pipeline_crossings_array(pp, stride, gpus_per_node):
 
 def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, inter_lat, peak_flops, hbm_bandwidth,
                      recipe, global_batch, seq_len, dp, tp, pp, chunks, micro_batch_size, zero, recompute_code,
-                     sequence_parallel, schedule_code, efficiency, bucket_bytes=None, cross_rail_bw=None) -> dict:
+                     sequence_parallel, schedule_code, efficiency, bucket_bytes=None, cross_rail_bw=None,
+                     attention_efficiency=None, flash_attention=False, memory_traffic=0.0) -> dict:
     """Per-step time components (s) and per-GPU memory (bytes) on the busiest (first) pipeline stage.
 
     compute    = m x t_mb, the busiest stage's compute per microbatch (distlab.flops, per token b s):
@@ -364,15 +367,29 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     m = np.asarray(global_batch, dtype=float) / (dp * b)
     full = code == 2
 
-    layers_stage = np.ceil(model.layers / pp)
+    # the busiest stage: ceil(layers / pp); interleaved, v chunks of ceil(layers / (pp v)) layers each
+    # (uneven chunks allowed: the longest chunk paces its stage)
+    layers_stage = np.where(v > 1, v * np.ceil(model.layers / (pp * v)), np.ceil(model.layers / pp))
     tokens_mb = b * s
     width = float(model.heads * model.head_dim)
-    layer_fwd = layer_forward_flops_array(float(model.params_per_layer()), width, tokens_mb, s)
-    layer_again = recomputed_forward_flops_array(float(model.params_per_layer()), width, tokens_mb, s, code)
+    ppl = float(model.params_per_layer())
+    layer_fwd = layer_forward_flops_array(ppl, width, tokens_mb, s)
+    layer_again = recomputed_forward_flops_array(ppl, width, tokens_mb, s, code)
     logits_fwd = logit_forward_flops_array(h, float(model.vocab), tokens_mb)
     stage_flops = layers_stage * (TRAINING_PASSES * layer_fwd + layer_again) + TRAINING_PASSES * logits_fwd
-    speed = tp * peak_flops * efficiency
-    t_mb = stage_flops / speed
+    # matmuls with the weights (and the logits) at matmul_efficiency; the attention core (QK^T, AV)
+    # at attention_efficiency; the memory-bound element-wise work priced by its HBM traffic
+    core_fwd = tokens_mb * 4.0 * s * width
+    core_again = np.where(code == 0, 0.0, core_fwd)
+    core_stage = layers_stage * (TRAINING_PASSES * core_fwd + core_again)
+    gemm_stage = stage_flops - core_stage
+    att_eff = efficiency if attention_efficiency is None else attention_efficiency
+    traffic_layer = memory.activation_bytes_per_layer_array(model, b, s, tp, sequence_parallel,
+                                                            np.where(flash_attention, 1, 0), e)
+    passes = TRAINING_PASSES + np.where(full, 1.0, 0.0)
+    traffic_stage = layers_stage * passes * memory_traffic * traffic_layer
+    t_mb = (gemm_stage / (tp * peak_flops * efficiency) + core_stage / (tp * peak_flops * att_eff)
+            + traffic_stage / hbm_bandwidth)
     # the backward's share of t_mb (what the gradient all-reduce can hide behind): 2 forward passes + recompute
     backward_share = (stage_flops - layers_stage * layer_fwd - logits_fwd) / stage_flops
     tp_msg = tensor.tp_message_bytes(b, s, h, e_msg)
@@ -412,7 +429,9 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
                           0.0)
     optimizer = (2.0 * o + g + w) / hbm_bandwidth
 
-    per_layer = memory.activation_bytes_per_layer_array(model, b, s, tp, sequence_parallel, code, e)
+    # flash attention never stores the scores: memory as with selective recomputation's attention core
+    stored_code = np.where(np.asarray(flash_attention) & (code == 0), 1, code)
+    per_layer = memory.activation_bytes_per_layer_array(model, b, s, tp, sequence_parallel, stored_code, e)
     sched = np.asarray(schedule_code)
     in_flight = in_flight_array(sched, pp, m, v)
     activations = per_layer * layers_stage * in_flight
@@ -446,6 +465,7 @@ class StepEstimate:
     ideal_single_gpu_s: float
     memory: object  # distlab.memory.MemoryBreakdown
     problems: tuple = ()
+    compute_model: object = None  # distlab.efficiency.ComputeModel
 
     @property
     def fits(self) -> bool:
@@ -501,6 +521,8 @@ class StepEstimate:
                      f"MFU {100 * self.mfu:.1f}%, HFU {100 * self.hfu:.1f}%; "
                      f"scaling efficiency {100 * self.scaling_efficiency:.1f}%")
         lines.append(f"memory per GPU {format_bytes(self.memory.total_bytes)}: {self.memory.verdict()}")
+        if self.compute_model is not None:
+            lines.append("compute " + self.compute_model.describe())
         if not self.feasible:
             lines.append("NOT FEASIBLE: " + self.explain())
         return "\n".join(lines)
@@ -546,19 +568,25 @@ def hardware_arguments(cl, recipe) -> dict:
 
 def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1, chunks=1, micro_batch_size=1,
              zero=0, recompute="none", sequence_parallel=False, schedule="1f1b", precision="mixed",
-             efficiency=0.5, fabric=None, nodes=None) -> StepEstimate:
+             efficiency=None, attention="flash", fabric=None, nodes=None, calibration=None) -> StepEstimate:
     """Step time breakdown, throughput, MFU/HFU, scaling efficiency and memory of one configuration.
 
     model: a TransformerModel or catalog name; cluster: a hardware.Cluster, or a node name with
-    nodes= and fabric=. dp defaults to GPUs / (tp x pp). efficiency: the achievable share of the
-    dense peak for matmuls. An infeasible configuration is priced but flagged (feasible False,
-    explain() says which limit and by how much); invalid ones raise ConfigurationError. Lesson 7 §1-§6.
+    nodes= and fabric=. dp defaults to GPUs / (tp x pp). efficiency: None (default) prices compute with
+    the calibrated model of distlab.efficiency (matmuls, attention core and memory-bound element-wise
+    work, constants fitted on Narayanan et al. 2021 Table 1 only; Lesson 7 §8); a number in (0, 1] is the
+    simple model of Lesson 7 §1, every FLOP at that share of the dense peak. attention: 'flash' (scores
+    never stored) or 'unfused' (Megatron-LM 2021-2022). calibration: (share, traffic) replacing the two
+    fitted constants (efficiency.fit_calibration uses it). An infeasible configuration is priced but
+    flagged (feasible False, explain() says which limit and by how much); invalid ones raise
+    ConfigurationError. Lesson 7 §1-§6, §8.
 
     model_flops and hardware_flops are distlab.flops.step_flops' (MFU, HFU). Llama 2 7B on one DGX H100 node,
-    pure data parallelism: compute 46.09 GFLOP per token x 4096 / (989.4 TFLOP/s x 0.5) = 0.382 s per GPU
-    (step_model_array); 16 bytes per parameter of model states alone (108 GB) do not fit 80 GB (Lesson 7 §2).
+    pure data parallelism, at a fixed 50% of peak: compute 46.09 GFLOP per token x 4096 / (989.4 TFLOP/s x 0.5)
+    = 0.382 s per GPU (step_model_array); 16 bytes per parameter of model states alone (108 GB) do not fit
+    80 GB (Lesson 7 §2).
 
-    >>> est = estimate('llama2-7b', 'dgx-h100', nodes=1, fabric='ib-ndr', global_batch=8, seq_len=4096)
+    >>> est = estimate('llama2-7b', 'dgx-h100', nodes=1, fabric='ib-ndr', global_batch=8, seq_len=4096, efficiency=0.5)
     >>> est.config['dp'], round(est.compute_s, 3), est.fits
     (8, 0.382, False)
     """
@@ -594,13 +622,15 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     if v > 1 and sched != "interleaved":
         raise ConfigurationError(f"chunks={v} needs schedule='interleaved'")
     if sched == "interleaved":
-        if model.layers % (pp * v):
-            raise ConfigurationError(f"interleaved: {model.layers} layers do not split into pp x chunks = {pp * v} equal chunks")
+        if model.layers < pp * v:
+            raise ConfigurationError(f"interleaved: {model.layers} layers cannot fill pp x chunks = {pp * v} chunks "
+                                     f"(at least one layer each)")
         if m % pp:
             raise ConfigurationError(f"interleaved: microbatches per pipeline m={m} must be a multiple of pp={pp}")
     mode = memory.recompute_mode(recompute)
     zero = zero_stage(zero)
-    eff = check_fraction(efficiency, "efficiency")
+    compute = compute_model_for(cl, efficiency, attention, calibration)
+    eff = compute.matmul_efficiency
     recipe = memory.precision_recipe(precision)
     hw = hardware_arguments(cl, recipe)
     peak = hw["peak_flops"]
@@ -608,7 +638,7 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     out = step_model_array(
         model, **hw, global_batch=batch, seq_len=s, dp=dp, tp=tp,
         pp=pp, chunks=v, micro_batch_size=b, zero=zero, recompute_code=memory.RECOMPUTE_MODES.index(mode),
-        sequence_parallel=sp, schedule_code=SCHEDULES.index(sched), efficiency=eff)
+        sequence_parallel=sp, schedule_code=SCHEDULES.index(sched), **compute_arguments(compute))
     bd = memory.MemoryBreakdown(float(out["weights_bytes"]), float(out["gradients_bytes"]), float(out["optimizer_bytes"]),
                                 float(out["activations_bytes"]), float(cl.accelerator.memory_bytes), cl.accelerator.name)
     problems = []
@@ -618,7 +648,8 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     counted = step_flops(model, batch, s, mode)
     config = dict(model=model.name, gpus=cl.gpus, global_batch=batch, seq_len=s, dp=dp, tp=tp, pp=pp, chunks=v,
                   micro_batch_size=b, microbatches=m, zero=zero, recompute=mode, sequence_parallel=sp,
-                  schedule=sched, precision=recipe.name, efficiency=eff)
+                  schedule=sched, precision=recipe.name, efficiency=efficiency if compute.calibrated is False else None,
+                  attention=compute.attention, matmul_efficiency=eff)
     return StepEstimate(
         config=config, compute_s=float(out["compute_s"]), tp_comm_s=float(out["tp_comm_s"]),
         bubble_s=float(out["bubble_s"]), p2p_s=float(out["p2p_s"]), dp_comm_s=float(out["dp_comm_s"]),
@@ -626,7 +657,37 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
         step_time_s=float(out["step_time_s"]), microbatches=m, tokens_per_step=tokens,
         model_flops=counted.model_flops, hardware_flops=counted.hardware_flops,
         gpus=cl.gpus, peak_flops=peak, ideal_single_gpu_s=counted.model_flops / (peak * eff),
-        memory=bd, problems=tuple(problems))
+        memory=bd, problems=tuple(problems), compute_model=compute)
+
+
+def compute_model_for(cl, efficiency=None, attention="flash", calibration=None):
+    """The efficiency.ComputeModel estimate() and plan() price compute with: the calibrated model for the
+    cluster's accelerator (efficiency None), or the fixed share of Lesson 7 §1 (a number). Lesson 7 §8.
+
+    >>> from distlab import hardware
+    >>> compute_model_for(hardware.cluster('dgx-a100', 1, 'ib-hdr'), 0.5).matmul_efficiency
+    0.5
+    """
+    from .efficiency import compute_model, fixed_compute_model
+
+    if efficiency is not None:
+        return fixed_compute_model(efficiency, attention)
+    if calibration is None:
+        return compute_model(cl.accelerator, attention)
+    share, traffic = calibration
+    return compute_model(cl.accelerator, attention, share=check_fraction(share, "calibration share"),
+                         traffic=non_negative(traffic, "", "calibration traffic"))
+
+
+def compute_arguments(compute) -> dict:
+    """The step_model_array keywords of an efficiency.ComputeModel. Lesson 7 §8.
+
+    >>> from distlab.efficiency import fixed_compute_model
+    >>> sorted(compute_arguments(fixed_compute_model(0.5)))
+    ['attention_efficiency', 'efficiency', 'flash_attention', 'memory_traffic']
+    """
+    return dict(efficiency=compute.matmul_efficiency, attention_efficiency=compute.attention_efficiency,
+                memory_traffic=compute.memory_traffic, flash_attention=compute.attention == "flash")
 
 
 #: The OOM triage moved to distlab.triage (lesson 8); these names still resolve here, without a warning

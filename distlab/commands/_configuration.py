@@ -16,8 +16,11 @@ def add_cluster_arguments(cmd) -> None:
     cmd.add_argument("--global-batch", type=int, required=True, help="sequences per step (global batch B)")
     cmd.add_argument("--seq", type=int, default=None, help="sequence length (default: the model's)")
     cmd.add_argument("--precision", default="mixed", help="mixed (default, bf16 + fp32 master), fp16, fp32, fp8")
-    cmd.add_argument("--efficiency", type=float, default=0.5,
-                     help="achievable share of the dense peak for matmuls (default 0.5)")
+    cmd.add_argument("--efficiency", type=float, default=None,
+                     help="a fixed share of the dense peak for every FLOP (Lesson 7 §1); default: the calibrated "
+                          "compute model of distlab.efficiency (Lesson 7 §8)")
+    cmd.add_argument("--attention", default="flash", choices=("flash", "unfused"),
+                     help="attention kernel: flash (default; scores never stored) or unfused (Megatron-LM 2021-22)")
 
 
 def add_config_arguments(cmd, required: bool = True) -> None:
@@ -70,4 +73,4 @@ def config(args) -> dict:
     return dict(global_batch=args.global_batch, seq_len=args.seq, dp=dp, tp=tp, pp=pp, chunks=args.chunks,
                 micro_batch_size=1 if b is None else b, zero=args.zero, recompute=args.recompute,
                 sequence_parallel=args.sequence_parallel, schedule=schedule, precision=args.precision,
-                efficiency=args.efficiency)
+                efficiency=args.efficiency, attention=args.attention)

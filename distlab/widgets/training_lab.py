@@ -15,6 +15,8 @@ FABRICS = ["ethernet-100g", "ethernet-200g", "ethernet-400g", "ib-hdr", "ib-ndr"
 NODE_COUNTS = [1, 2, 4, 8, 16, 32, 64, 128]
 BATCHES = [8, 16, 32, 64, 128, 256, 512, 1024, 2048]
 SEQS = [1024, 2048, 4096, 8192, 16384]
+#: The compute model: the calibrated one (distlab.efficiency, Lesson 7 §8) or a fixed share of peak (§1).
+EFFICIENCY_OPTIONS = [("calibrated", None)] + [(f"fixed {p}%", p / 100) for p in (30, 40, 50, 60, 70, 80)]
 ZERO_LABELS = [("plain DP", 0), ("ZeRO-1", 1), ("ZeRO-2", 2), ("ZeRO-3", 3)]
 
 
@@ -28,7 +30,7 @@ class TrainingLabApp(LessonApp):
 
     def __init__(self, model="llama3.1-70b", node="dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256,
                  seq_len=8192, tp=4, pp=2, micro_batch_size=1, chunks=1, schedule="1f1b", zero=2,
-                 recompute="selective", sequence_parallel=True, efficiency=0.5):
+                 recompute="selective", sequence_parallel=True, efficiency=None):
         narrow = widgets.Layout(width="210px")
         self.model = widgets.Dropdown(options=list(models.MODELS), value=model, description="model", layout=narrow)
         self.node = widgets.Dropdown(options=list(hardware.NODES), value=node, description="node", layout=narrow)
@@ -52,8 +54,9 @@ class TrainingLabApp(LessonApp):
                                           description="recompute", layout=narrow)
         self.sequence_parallel = widgets.Checkbox(value=sequence_parallel, description="sequence parallel",
                                                   layout=narrow)
-        self.efficiency = widgets.FloatSlider(value=efficiency, min=0.2, max=1.0, step=0.05,
-                                              description="matmul eff.", continuous_update=True)
+        # None: the calibrated compute model (distlab.efficiency, Lesson 7 §8); a number: Lesson 7 §1's fixed share
+        self.efficiency = widgets.Dropdown(options=EFFICIENCY_OPTIONS, value=efficiency, description="compute",
+                                           layout=narrow)
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((7.2, 2.6), dict(left=0.08, right=0.98, bottom=0.2, top=0.95, wspace=0.3))
         grid = self.fig.add_gridspec(1, 3)

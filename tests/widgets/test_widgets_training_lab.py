@@ -74,7 +74,7 @@ def test_efficiency_slider_blits(app):
     original = app.renderer.refresh
     app.renderer.refresh = lambda full=False: calls.append(full) or original(full)
     try:
-        for value in (0.5, 0.55, 0.5, 0.45):
+        for value in (0.5, 0.6, None, 0.4):
             app.efficiency.value = value
     finally:
         app.renderer.refresh = original
