@@ -36,6 +36,7 @@ FORMULA_MODULES = [
     "distlab.models",
     "distlab.memory",
     "distlab.flops",
+    "distlab.efficiency",
     "distlab.mesh",
     "distlab.planner",
     "distlab.export",
