@@ -162,6 +162,10 @@ def fit_calibration() -> dict:
     Table 1): the grid point with the least mean |step-time error|. Returns share, traffic, the mean and
     max |error| there, and the run ids used. Slow (hundreds of estimates); the stored constants are its
     result (tests check). Lesson 7 §8.
+
+    >>> fit = fit_calibration()
+    >>> (fit["share"], fit["traffic"]) == (TRAINING_MATMUL_SHARE, MEMORY_TRAFFIC)
+    True
     """
     from . import validation
     from .training import estimate
