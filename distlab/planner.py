@@ -158,7 +158,7 @@ def plan(model, cluster, *, global_batch, seq_len=None, precision="mixed", effic
     batch, s, _ = training.batch_and_sequence(global_batch, seq_len if seq_len is not None else model.seq_len)
     compute = training.compute_model_for(cl, efficiency, attention)
     recipe = memory.precision_recipe(precision)
-    hw = training.hardware_arguments(cl, recipe)
+    hw = training.hardware_arguments(cl, recipe, achieved=compute.calibrated)
     peak = hw["peak_flops"]
     cols, rejected = enumerate_configurations(model, cl.gpus, cl.node.gpus_per_node, batch)
     out = training.step_model_array(

@@ -292,7 +292,7 @@ def pipeline_crossings_array(pp, stride, gpus_per_node):
 def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, inter_lat, peak_flops, hbm_bandwidth,
                      recipe, global_batch, seq_len, dp, tp, pp, chunks, micro_batch_size, zero, recompute_code,
                      sequence_parallel, schedule_code, efficiency, bucket_bytes=None, cross_rail_bw=None,
-                     attention_efficiency=None, flash_attention=False, memory_traffic=0.0) -> dict:
+                     attention_efficiency=None, flash_attention=False, memory_traffic=0.0, nvls_bw=None) -> dict:
     """Per-step time components (s) and per-GPU memory (bytes) on the busiest (first) pipeline stage.
 
     compute    = m x t_mb, the busiest stage's compute per microbatch (distlab.flops, per token b s):
@@ -393,7 +393,14 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     # the backward's share of t_mb (what the gradient all-reduce can hide behind): 2 forward passes + recompute
     backward_share = (stage_flops - layers_stage * layer_fwd - logits_fwd) / stage_flops
     tp_msg = tensor.tp_message_bytes(b, s, h, e_msg)
-    tp_mb = layers_stage * tensor.tp_comm_time(tp_msg, tp, intra_bw, intra_lat, np.where(full, 6, 4))
+    # NCCL runs a TP all-reduce (no sequence parallelism) of >= NVLS_MIN_GPUS GPUs on NVLS where the node has it;
+    # sequence parallelism's reduce-scatter + all-gather stay on the ring
+    tp_bw = intra_bw
+    if nvls_bw is not None:
+        from .efficiency import NVLS_MIN_GPUS
+
+        tp_bw = np.where((tp >= NVLS_MIN_GPUS) & ~np.asarray(sequence_parallel, dtype=bool), nvls_bw, intra_bw)
+    tp_mb = layers_stage * tensor.tp_comm_time(tp_msg, tp, tp_bw, intra_lat, np.where(full, 6, 4))
     stage_mb = t_mb + tp_mb
     compute = m * t_mb
     tp_comm = m * tp_mb
@@ -539,7 +546,7 @@ class StepEstimate:
                 "memory": self.memory.to_dict()}
 
 
-def hardware_arguments(cl, recipe) -> dict:
+def hardware_arguments(cl, recipe, achieved=False) -> dict:
     """The cluster's figures step_model_array needs: links, per-GPU fabric share, HBM, and the
     dense peak of the precision the recipe computes in (bf16 for mixed, fp8, fp32).
 
@@ -551,7 +558,10 @@ def hardware_arguments(cl, recipe) -> dict:
     traffic stays on one rail and escapes the spine's oversubscription. cross_rail_bw is the share
     of traffic between different local ranks, which crosses the spine. Both with every GPU of a
     node sending at once (hardware.Cluster.fabric_bandwidth_per_gpu with f = g): without rails
-    both are inter_node_bandwidth_per_gpu. The peak is recipe.compute_precision's. Lesson 7 §3.
+    both are inter_node_bandwidth_per_gpu. The peak is recipe.compute_precision's. achieved=True (the
+    calibrated model, Lesson 7 §8): every link at its measured share of line rate
+    (efficiency.achieved_link_share) and nvls_bw, NCCL's NVLS all-reduce rate where the node has it
+    (efficiency.nvls_bandwidth); False: line rates, no NVLS. Lesson 7 §3.
 
     >>> from distlab import hardware, memory
     >>> hw = hardware_arguments(hardware.cluster('dgx-h100', nodes=2, fabric='ib-ndr'), memory.precision_recipe('mixed'))
@@ -559,11 +569,17 @@ def hardware_arguments(cl, recipe) -> dict:
     (8, 989400000000000.0)
     """
     compute = recipe.compute_precision
-    return dict(gpus_per_node=cl.node.gpus_per_node, intra_bw=cl.node.intra_link.bandwidth,
-                intra_lat=cl.node.intra_link.latency, inter_bw=cl.fabric_bandwidth_per_gpu(same_local_rank=True),
-                cross_rail_bw=cl.fabric_bandwidth_per_gpu(same_local_rank=False),
+    intra, fabric, nvls = 1.0, 1.0, None
+    if achieved:
+        from .efficiency import achieved_link_share, nvls_bandwidth
+
+        intra, fabric = achieved_link_share(cl.node.intra_link), achieved_link_share(cl.fabric)
+        nvls = nvls_bandwidth(cl.node.intra_link)
+    return dict(gpus_per_node=cl.node.gpus_per_node, intra_bw=intra * cl.node.intra_link.bandwidth,
+                intra_lat=cl.node.intra_link.latency, inter_bw=fabric * cl.fabric_bandwidth_per_gpu(same_local_rank=True),
+                cross_rail_bw=fabric * cl.fabric_bandwidth_per_gpu(same_local_rank=False),
                 inter_lat=cl.fabric.latency, peak_flops=cl.accelerator.peak(compute),
-                hbm_bandwidth=cl.accelerator.memory_bandwidth, recipe=recipe)
+                hbm_bandwidth=cl.accelerator.memory_bandwidth, recipe=recipe, nvls_bw=nvls)
 
 
 def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1, chunks=1, micro_batch_size=1,
@@ -632,7 +648,7 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     compute = compute_model_for(cl, efficiency, attention, calibration)
     eff = compute.matmul_efficiency
     recipe = memory.precision_recipe(precision)
-    hw = hardware_arguments(cl, recipe)
+    hw = hardware_arguments(cl, recipe, achieved=compute.calibrated)
     peak = hw["peak_flops"]
     sp = bool(sequence_parallel) and tp > 1
     out = step_model_array(
