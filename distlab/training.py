@@ -292,7 +292,8 @@ def pipeline_crossings_array(pp, stride, gpus_per_node):
 def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, inter_lat, peak_flops, hbm_bandwidth,
                      recipe, global_batch, seq_len, dp, tp, pp, chunks, micro_batch_size, zero, recompute_code,
                      sequence_parallel, schedule_code, efficiency, bucket_bytes=None, cross_rail_bw=None,
-                     attention_efficiency=None, flash_attention=False, memory_traffic=0.0, nvls_bw=None) -> dict:
+                     attention_efficiency=None, flash_attention=False, memory_traffic=0.0, nvls_bw=None,
+                     tp_overlap=False) -> dict:
     """Per-step time components (s) and per-GPU memory (bytes) on the busiest (first) pipeline stage.
 
     compute    = m x t_mb, the busiest stage's compute per microbatch (distlab.flops, per token b s):
@@ -305,7 +306,9 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
                  the last stage, whose ceil(layers/pp) layers plus logits make it the slowest), and the
                  bubble below is priced with that same stage time
     tp_comm    = m x layers/stage x all-reduces x ring time of b s h e_msg over tp GPUs (4, or 6 with full
-                 recompute; distlab.tensor.tp_comm_time), on the critical path, never overlapped
+                 recompute; distlab.tensor.tp_comm_time), on the critical path; with tp_overlap and sequence
+                 parallelism (Transformer Engine's userbuffer overlap, Megatron-Core --tp-comm-overlap) only what
+                 exceeds the stage's matmul time, max(0, tp_comm - matmul time)
     bubble     = (pp - 1) / v x (per-microbatch stage time): the (p-1)/(v m) overhead on m microbatches
                  (distlab.pipeline.bubble_overhead_array; the simulator's bubble for uniform stages)
     p2p        = the 2 (pp v - 1) hops on the fill and drain path (a microbatch crosses every chunk
@@ -401,6 +404,12 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
 
         tp_bw = np.where((tp >= NVLS_MIN_GPUS) & ~np.asarray(sequence_parallel, dtype=bool), nvls_bw, intra_bw)
     tp_mb = layers_stage * tensor.tp_comm_time(tp_msg, tp, tp_bw, intra_lat, np.where(full, 6, 4))
+    # TP communication overlap (Transformer Engine's userbuffers, Megatron-Core --tp-comm-overlap, with sequence
+    # parallelism): each reduce-scatter / all-gather runs in chunks under the matmul beside it; what exceeds the
+    # stage's matmul time stays exposed
+    matmul_mb = gemm_stage / (tp * peak_flops * efficiency)
+    tp_mb = np.where(np.asarray(tp_overlap, dtype=bool) & np.asarray(sequence_parallel, dtype=bool),
+                     np.maximum(0.0, tp_mb - matmul_mb), tp_mb)
     stage_mb = t_mb + tp_mb
     compute = m * t_mb
     tp_comm = m * tp_mb
@@ -584,7 +593,8 @@ def hardware_arguments(cl, recipe, achieved=False) -> dict:
 
 def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1, chunks=1, micro_batch_size=1,
              zero=0, recompute="none", sequence_parallel=False, schedule="1f1b", precision="mixed",
-             efficiency=None, attention="flash", fabric=None, nodes=None, calibration=None) -> StepEstimate:
+             efficiency=None, attention="flash", fabric=None, nodes=None, calibration=None,
+             tp_overlap=False) -> StepEstimate:
     """Step time breakdown, throughput, MFU/HFU, scaling efficiency and memory of one configuration.
 
     model: a TransformerModel or catalog name; cluster: a hardware.Cluster, or a node name with
@@ -593,7 +603,8 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     work, constants fitted on Narayanan et al. 2021 Table 1 only; Lesson 7 §8); a number in (0, 1] is the
     simple model of Lesson 7 §1, every FLOP at that share of the dense peak. attention: 'flash' (scores
     never stored) or 'unfused' (Megatron-LM 2021-2022). calibration: (share, traffic) replacing the two
-    fitted constants (efficiency.fit_calibration uses it). An infeasible configuration is priced but
+    fitted constants (efficiency.fit_calibration uses it). tp_overlap: the TP collectives of sequence
+    parallelism overlap the matmuls beside them (Megatron-Core --tp-comm-overlap). An infeasible configuration is priced but
     flagged (feasible False, explain() says which limit and by how much); invalid ones raise
     ConfigurationError. Lesson 7 §1-§6, §8.
 
@@ -654,7 +665,8 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     out = step_model_array(
         model, **hw, global_batch=batch, seq_len=s, dp=dp, tp=tp,
         pp=pp, chunks=v, micro_batch_size=b, zero=zero, recompute_code=memory.RECOMPUTE_MODES.index(mode),
-        sequence_parallel=sp, schedule_code=SCHEDULES.index(sched), **compute_arguments(compute))
+        sequence_parallel=sp, schedule_code=SCHEDULES.index(sched), **compute_arguments(compute),
+        tp_overlap=bool(tp_overlap))
     bd = memory.MemoryBreakdown(float(out["weights_bytes"]), float(out["gradients_bytes"]), float(out["optimizer_bytes"]),
                                 float(out["activations_bytes"]), float(cl.accelerator.memory_bytes), cl.accelerator.name)
     problems = []
@@ -665,7 +677,7 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     config = dict(model=model.name, gpus=cl.gpus, global_batch=batch, seq_len=s, dp=dp, tp=tp, pp=pp, chunks=v,
                   micro_batch_size=b, microbatches=m, zero=zero, recompute=mode, sequence_parallel=sp,
                   schedule=sched, precision=recipe.name, efficiency=efficiency if compute.calibrated is False else None,
-                  attention=compute.attention, matmul_efficiency=eff)
+                  attention=compute.attention, matmul_efficiency=eff, tp_overlap=bool(tp_overlap) and sp)
     return StepEstimate(
         config=config, compute_s=float(out["compute_s"]), tp_comm_s=float(out["tp_comm_s"]),
         bubble_s=float(out["bubble_s"]), p2p_s=float(out["p2p_s"]), dp_comm_s=float(out["dp_comm_s"]),
