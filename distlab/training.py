@@ -320,17 +320,20 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
                  tp x dp is a multiple of the node size (sender and receiver share a local rank) and at
                  cross_rail_bw (default inter_bw) otherwise; the v - 1 wrap-around hops of the interleaved
                  schedule (last stage to first) likewise. Steady-state transfers overlap with compute
-    dp_comm    = the data-parallel traffic of the step on the DP group's link (group_all_reduce_time_array).
-                 ZeRO-0/1/2: gradients accumulate locally over the m microbatches (DDP's no_sync, Megatron-LM's
-                 gradient accumulation) and one 2M gradient all-reduce (ZeRO-1/2: reduce-scatter + parameter
-                 all-gather, the same 2M) runs per step. ZeRO-3 (and FSDP) all-gathers the parameters in every
-                 microbatch's forward and again in its backward and reduce-scatters its gradients: 3M, 1.5
-                 all-reduces' worth, per MICROBATCH, m x 1.5 x all-reduce per step (Rajbhandari et al. 2020,
-                 Sec. 7.2.2)
+    dp_comm    = the data-parallel traffic of the step on the DP group's link (group_all_reduce_time_array; a
+                 reduce-scatter or all-gather is half a ring all-reduce). ZeRO-0: gradients accumulate locally
+                 (DDP's no_sync, Megatron-LM's gradient accumulation), one all-reduce per step. ZeRO-1 (Megatron's
+                 distributed optimizer): one reduce-scatter + one all-gather per step. ZeRO-2: a reduce-scatter
+                 every microbatch (sharded gradients cannot accumulate unsharded), one all-gather per step. ZeRO-3
+                 (FSDP): per microbatch and layer, an all-gather for the forward, another for the backward (and the
+                 recomputation in it), a reduce-scatter: 3 x layers x half an all-reduce of the layer's shard
+                 (Rajbhandari et al. 2020, Sec. 7.2.2: 1.5 all-reduces' worth), each paying its latency
     dp_exposed = what of it is left exposed, in DDP's 25 MiB buckets (distlab.dataparallel.
-                 exposed_communication_time): ZeRO-0/1/2 overlap their one all-reduce with the LAST
-                 microbatch's backward; ZeRO-3 overlaps each microbatch's 1.5 all-reduces with that
-                 microbatch's forward + backward compute (t_mb) and pays m x that exposed time. The
+                 exposed_communication_time): ZeRO-0 overlaps its all-reduce with the LAST microbatch's backward;
+                 ZeRO-1/2 their reduce-scatters with the backward of their microbatch and the all-gather with the
+                 next step's first forward (--overlap-grad-reduce / --overlap-param-gather); ZeRO-3 prefetches one
+                 layer: per microbatch, layers x (max(0, gather - layer forward) + max(0, gather + reduce-scatter -
+                 layer backward)) + the first layer's gather. The
                  inter-node phase runs at inter_bw when the groups' inter-node traffic joins equal local
                  ranks (equal_local_ranks_array), else at cross_rail_bw (every GPU of a node sends at
                  once: the full taper either way; for the flat ring of a group that splits unevenly over
@@ -432,17 +435,35 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     dp_bw = np.where(equal_local_ranks_array(dp, tp, gpus_per_node), inter_bw, cross)
     all_reduce = group_all_reduce_time_array(grad_shard, dp, tp, gpus_per_node, intra_bw, intra_lat, dp_bw, inter_lat)
     buckets = np.maximum(1.0, np.ceil(grad_shard / bucket_bytes))
-    # ZeRO-0/1/2: gradients accumulate locally (DDP no_sync, Megatron's grad accumulation); one all-reduce
-    # (or reduce-scatter + all-gather, the same 2M) per step, overlapped with the LAST microbatch's backward.
-    per_step = exposed_communication_time(all_reduce, backward_share * t_mb, buckets)
-    # ZeRO-3: parameters all-gathered in every microbatch's forward and backward and gradients
-    # reduce-scattered every microbatch, 3M = 1.5 all-reduces (ZeRO paper, Sec. 7.2.2) per microbatch,
-    # each microbatch's traffic overlapped with that microbatch's forward + backward compute.
-    zero3 = np.asarray(zero) >= 3
-    per_mb = 1.5 * all_reduce
-    dp_time = np.where(zero3, m * per_mb, all_reduce)
-    dp_exposed = np.where(dp > 1, np.where(zero3, m * exposed_communication_time(per_mb, t_mb, buckets), per_step),
-                          0.0)
+    zero = np.asarray(zero)
+    forward_mb = (1.0 - backward_share) * t_mb
+    backward_mb = backward_share * t_mb
+    half = 0.5 * all_reduce  # one reduce-scatter or all-gather of the shard: half a ring all-reduce
+    # ZeRO-0 (DDP): gradients accumulate locally (DDP no_sync, Megatron's grad accumulation); one all-reduce per
+    # step, in buckets, overlapped with the LAST microbatch's backward.
+    ddp = exposed_communication_time(all_reduce, backward_mb, buckets)
+    # ZeRO-1 (Megatron's distributed optimizer, --overlap-grad-reduce --overlap-param-gather): the gradient
+    # reduce-scatter under the last microbatch's backward, the parameter all-gather under the next step's first
+    # forward.
+    gather_once = exposed_communication_time(half, forward_mb, buckets)
+    zero1 = exposed_communication_time(half, backward_mb, buckets) + gather_once
+    # ZeRO-2: sharded gradients cannot accumulate unsharded, so every microbatch reduce-scatters its gradients
+    # under its own backward (DeepSpeed ZeRO-2, FSDP without no_sync); one all-gather per step.
+    zero2 = m * exposed_communication_time(half, backward_mb, buckets) + gather_once
+    # ZeRO-3 / FSDP, layer by layer with one layer of prefetch: each layer's parameters are all-gathered for its
+    # forward and again for its backward (and the recomputation inside it), its gradients reduce-scattered; a
+    # layer's forward gather hides under the previous layer's forward, its backward gather + reduce-scatter under
+    # a layer's backward; the first layer's gather has nothing to hide under. Per-layer collectives pay their
+    # latency each time.
+    layer_half = 0.5 * group_all_reduce_time_array(grad_shard / layers_stage, dp, tp, gpus_per_node, intra_bw,
+                                                   intra_lat, dp_bw, inter_lat)
+    f_layer, b_layer = forward_mb / layers_stage, backward_mb / layers_stage
+    zero3_mb = (layers_stage * (np.maximum(0.0, layer_half - f_layer) + np.maximum(0.0, 2.0 * layer_half - b_layer))
+                + layer_half)
+    dp_time = np.select([zero >= 3, zero == 2, zero == 1],
+                        [m * 3.0 * layers_stage * layer_half, (m + 1.0) * half, all_reduce], all_reduce)
+    exposed = np.select([zero >= 3, zero == 2, zero == 1], [m * zero3_mb, zero2, zero1], ddp)
+    dp_exposed = np.where(dp > 1, exposed, 0.0)
     optimizer = (2.0 * o + g + w) / hbm_bandwidth
 
     # flash attention never stores the scores: memory as with selective recomputation's attention core
