@@ -339,6 +339,7 @@ class MemoryBreakdown:
     gpu_name: str | None = None
     activations_counted: bool = True
     config: dict = field(default_factory=dict)
+    reserved_bytes: float = 0.0  # of the capacity, out of the model's reach (distlab.memory_recipes.RESERVE_BYTES)
 
     @property
     def model_states_bytes(self) -> float:
@@ -353,14 +354,14 @@ class MemoryBreakdown:
         """True if total <= capacity; None when no GPU was given."""
         if self.capacity_bytes is None:
             return None
-        return self.total_bytes <= self.capacity_bytes
+        return self.total_bytes <= self.capacity_bytes - self.reserved_bytes
 
     @property
     def headroom_bytes(self) -> float | None:
         """capacity - total: positive is free memory, negative is the overflow."""
         if self.capacity_bytes is None:
             return None
-        return self.capacity_bytes - self.total_bytes
+        return self.capacity_bytes - self.reserved_bytes - self.total_bytes
 
     # Quantities for display
     weights = gigabytes_property("weights_bytes")
@@ -383,6 +384,8 @@ class MemoryBreakdown:
         if self.capacity_bytes is None:
             return ""
         gpu = f" of {self.gpu_name}" if self.gpu_name else ""
+        if self.reserved_bytes:
+            gpu += f" less {format_bytes(self.reserved_bytes)} reserved"
         if self.fits:
             return f"fits the {format_bytes(self.capacity_bytes)}{gpu}, {format_bytes(self.headroom_bytes)} free"
         return f"does not fit: {format_bytes(-self.headroom_bytes)} over the {format_bytes(self.capacity_bytes)}{gpu}"
@@ -413,6 +416,7 @@ class MemoryBreakdown:
             "fits": self.fits,
             "gpu": self.gpu_name,
             "activations_counted": self.activations_counted,
+            "reserved_bytes": self.reserved_bytes,
             **self.config,
         }
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._arguments import as_cluster, divisors
-from . import flops, memory, models, training
+from . import flops, memory, memory_recipes, models, training
 from .errors import ConfigurationError
 
 __all__ = [
@@ -142,11 +142,12 @@ def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch:
 
 
 def plan(model, cluster, *, global_batch, seq_len=None, precision="mixed", efficiency=None, fabric=None,
-         nodes=None, attention="flash") -> Plan:
+         nodes=None, attention="flash", memory_recipe="zero-paper") -> Plan:
     """Evaluate every valid configuration; rank feasible ones first, then by step time.
 
-    efficiency and attention as in training.estimate (None: the calibrated compute model of
-    distlab.efficiency; a number: every FLOP at that share of peak). Lesson 7 §5 (search every valid
+    efficiency, attention and memory_recipe as in training.estimate (None: the calibrated compute model of
+    distlab.efficiency; a number: every FLOP at that share of peak); only the ZeRO stages the memory recipe's
+    engine runs are searched. Lesson 7 §5 (search every valid
     configuration).
 
     >>> p = plan('llama2-7b', 'dgx-h100', nodes=2, global_batch=64)
@@ -160,15 +161,20 @@ def plan(model, cluster, *, global_batch, seq_len=None, precision="mixed", effic
     recipe = memory.precision_recipe(precision)
     hw = training.hardware_arguments(cl, recipe, achieved=compute.calibrated)
     peak = hw["peak_flops"]
+    mem_recipe = memory_recipes.memory_recipe(memory_recipe)
     cols, rejected = enumerate_configurations(model, cl.gpus, cl.node.gpus_per_node, batch)
+    keep = np.isin(cols["zero"], mem_recipe.zero_stages)
+    if not keep.all():
+        rejected["ZeRO stage the engine does not run"] = int((~keep).sum())
+        cols = {name: column[keep] for name, column in cols.items()}
     out = training.step_model_array(
         model, **hw, global_batch=batch, seq_len=s,
         dp=cols["dp"], tp=cols["tp"], pp=cols["pp"], chunks=cols["chunks"], micro_batch_size=cols["micro_batch_size"],
         zero=cols["zero"], recompute_code=cols["recompute_code"], sequence_parallel=cols["sequence_parallel"],
-        schedule_code=cols["schedule_code"], **training.compute_arguments(compute))
+        schedule_code=cols["schedule_code"], **training.compute_arguments(compute), memory_recipe=mem_recipe)
     # MFU by PaLM's definition (distlab.flops: weights, attention, logits; no recomputation), as estimate()
     out["mfu"] = flops.step_flops(model, batch, s).model_flops / (out["step_time_s"] * cl.gpus * peak)
-    fits = out["memory_bytes"] <= cl.accelerator.memory_bytes
+    fits = out["memory_bytes"] <= cl.accelerator.memory_bytes - mem_recipe.reserve_bytes
     fills = ~((cols["pp"] > 1) & (out["microbatches"] < cols["pp"]))
     feasible = fits & fills
     order = np.lexsort((out["step_time_s"], ~feasible))

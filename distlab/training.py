@@ -293,7 +293,7 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
                      recipe, global_batch, seq_len, dp, tp, pp, chunks, micro_batch_size, zero, recompute_code,
                      sequence_parallel, schedule_code, efficiency, bucket_bytes=None, cross_rail_bw=None,
                      attention_efficiency=None, flash_attention=False, memory_traffic=0.0, nvls_bw=None,
-                     tp_overlap=False) -> dict:
+                     tp_overlap=False, memory_recipe=None) -> dict:
     """Per-step time components (s) and per-GPU memory (bytes) on the busiest (first) pipeline stage.
 
     compute    = m x t_mb, the busiest stage's compute per microbatch (distlab.flops, per token b s):
@@ -430,7 +430,18 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     one_way = v * ((pp - 1.0 - crossing) * nvlink_hop + crossing * fabric_hop) + (v - 1.0) * wrap_hop
     p2p = np.where(pp > 1, 2.0 * one_way, 0.0)
 
-    w, g, o = memory.model_state_bytes_array(P, recipe, zero, dp, tp, pp)
+    if memory_recipe is None or not memory_recipe.engine:
+        w, g, o = memory.model_state_bytes_array(P, recipe, zero, dp, tp, pp)
+    else:
+        # engine recipes count the busiest (first) stage as Megatron's theoretical_memory_usage does: its layers
+        # plus the embedding (and, with pp = 1, the untied output layer too)
+        from .memory_recipes import largest_layer_params, recipe_state_bytes_array
+
+        ppl = float(model.params_per_layer())
+        first = (np.ceil(model.layers / pp) * ppl + model.embedding_params()
+                 + np.where(pp == 1, model.output_params() + model.final_norm_params(), 0.0))
+        w, g, o = recipe_state_bytes_array(memory_recipe, first / tp, ppl / tp, largest_layer_params(model, tp),
+                                           zero, dp)
     grad_shard = P / (tp * pp) * recipe.gradient_bytes
     dp_bw = np.where(equal_local_ranks_array(dp, tp, gpus_per_node), inter_bw, cross)
     all_reduce = group_all_reduce_time_array(grad_shard, dp, tp, gpus_per_node, intra_bw, intra_lat, dp_bw, inter_lat)
@@ -615,7 +626,7 @@ def hardware_arguments(cl, recipe, achieved=False) -> dict:
 def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1, chunks=1, micro_batch_size=1,
              zero=0, recompute="none", sequence_parallel=False, schedule="1f1b", precision="mixed",
              efficiency=None, attention="flash", fabric=None, nodes=None, calibration=None,
-             tp_overlap=False) -> StepEstimate:
+             tp_overlap=False, memory_recipe="zero-paper") -> StepEstimate:
     """Step time breakdown, throughput, MFU/HFU, scaling efficiency and memory of one configuration.
 
     model: a TransformerModel or catalog name; cluster: a hardware.Cluster, or a node name with
@@ -625,7 +636,10 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     simple model of Lesson 7 §1, every FLOP at that share of the dense peak. attention: 'flash' (scores
     never stored) or 'unfused' (Megatron-LM 2021-2022). calibration: (share, traffic) replacing the two
     fitted constants (efficiency.fit_calibration uses it). tp_overlap: the TP collectives of sequence
-    parallelism overlap the matmuls beside them (Megatron-Core --tp-comm-overlap). An infeasible configuration is priced but
+    parallelism overlap the matmuls beside them (Megatron-Core --tp-comm-overlap). memory_recipe: 'zero-paper'
+    (16 B per parameter, the lessons' count) or an engine's ('megatron', 'megatron-distributed-optimizer',
+    'deepspeed', 'fsdp2'; distlab.memory_recipes), which also keeps a reserve of each GPU out of reach.
+    An infeasible configuration is priced but
     flagged (feasible False, explain() says which limit and by how much); invalid ones raise
     ConfigurationError. Lesson 7 §1-§6, §8.
 
@@ -638,7 +652,7 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     >>> est.config['dp'], round(est.compute_s, 3), est.fits
     (8, 0.382, False)
     """
-    from . import memory, models
+    from . import memory, memory_recipes, models
 
     model = models.model(model)
     cl = as_cluster(cluster, nodes, fabric)
@@ -677,6 +691,10 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
             raise ConfigurationError(f"interleaved: microbatches per pipeline m={m} must be a multiple of pp={pp}")
     mode = memory.recompute_mode(recompute)
     zero = zero_stage(zero)
+    mem_recipe = memory_recipes.memory_recipe(memory_recipe)
+    if zero not in mem_recipe.zero_stages:
+        raise ConfigurationError(f"zero={zero} is not a ZeRO stage of memory_recipe={mem_recipe.name!r}; valid: "
+                                 f"{', '.join(str(z) for z in mem_recipe.zero_stages)}")
     compute = compute_model_for(cl, efficiency, attention, calibration)
     eff = compute.matmul_efficiency
     recipe = memory.precision_recipe(precision)
@@ -687,9 +705,10 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
         model, **hw, global_batch=batch, seq_len=s, dp=dp, tp=tp,
         pp=pp, chunks=v, micro_batch_size=b, zero=zero, recompute_code=memory.RECOMPUTE_MODES.index(mode),
         sequence_parallel=sp, schedule_code=SCHEDULES.index(sched), **compute_arguments(compute),
-        tp_overlap=bool(tp_overlap))
+        tp_overlap=bool(tp_overlap), memory_recipe=mem_recipe)
     bd = memory.MemoryBreakdown(float(out["weights_bytes"]), float(out["gradients_bytes"]), float(out["optimizer_bytes"]),
-                                float(out["activations_bytes"]), float(cl.accelerator.memory_bytes), cl.accelerator.name)
+                                float(out["activations_bytes"]), float(cl.accelerator.memory_bytes), cl.accelerator.name,
+                                reserved_bytes=mem_recipe.reserve_bytes)
     problems = []
     if pp > 1 and m < pp:
         problems.append(f"pipeline: only {m} microbatches per step for {pp} stages; the pipeline never fills")
@@ -698,7 +717,8 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     config = dict(model=model.name, gpus=cl.gpus, global_batch=batch, seq_len=s, dp=dp, tp=tp, pp=pp, chunks=v,
                   micro_batch_size=b, microbatches=m, zero=zero, recompute=mode, sequence_parallel=sp,
                   schedule=sched, precision=recipe.name, efficiency=efficiency if compute.calibrated is False else None,
-                  attention=compute.attention, matmul_efficiency=eff, tp_overlap=bool(tp_overlap) and sp)
+                  attention=compute.attention, matmul_efficiency=eff, tp_overlap=bool(tp_overlap) and sp,
+                  memory_recipe=mem_recipe.name)
     return StepEstimate(
         config=config, compute_s=float(out["compute_s"]), tp_comm_s=float(out["tp_comm_s"]),
         bubble_s=float(out["bubble_s"]), p2p_s=float(out["p2p_s"]), dp_comm_s=float(out["dp_comm_s"]),

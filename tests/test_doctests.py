@@ -37,6 +37,7 @@ FORMULA_MODULES = [
     "distlab.memory",
     "distlab.flops",
     "distlab.efficiency",
+    "distlab.memory_recipes",
     "distlab.mesh",
     "distlab.planner",
     "distlab.export",

@@ -19,6 +19,9 @@ def add_cluster_arguments(cmd) -> None:
     cmd.add_argument("--efficiency", type=float, default=None,
                      help="a fixed share of the dense peak for every FLOP (Lesson 7 §1); default: the calibrated "
                           "compute model of distlab.efficiency (Lesson 7 §8)")
+    cmd.add_argument("--memory-recipe", default="zero-paper",
+                     help="what the engine keeps per parameter: zero-paper (default, 16 B), megatron, "
+                          "megatron-distributed-optimizer, deepspeed, fsdp2 (distlab.memory_recipes)")
     cmd.add_argument("--attention", default="flash", choices=("flash", "unfused"),
                      help="attention kernel: flash (default; scores never stored) or unfused (Megatron-LM 2021-22)")
 
@@ -75,4 +78,5 @@ def config(args) -> dict:
     return dict(global_batch=args.global_batch, seq_len=args.seq, dp=dp, tp=tp, pp=pp, chunks=args.chunks,
                 micro_batch_size=1 if b is None else b, zero=args.zero, recompute=args.recompute,
                 sequence_parallel=args.sequence_parallel, schedule=schedule, precision=args.precision,
-                efficiency=args.efficiency, attention=args.attention, tp_overlap=args.tp_overlap)
+                efficiency=args.efficiency, attention=args.attention, tp_overlap=args.tp_overlap,
+                memory_recipe=args.memory_recipe)

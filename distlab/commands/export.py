@@ -35,7 +35,8 @@ def run(args) -> int:
         print(export.export(est, fmt, cl.node.gpus_per_node))
         return 0
     p = planner.plan(args.model, cl, global_batch=args.global_batch, seq_len=args.seq, precision=args.precision,
-                     efficiency=args.efficiency, attention=args.attention)
+                     efficiency=args.efficiency, attention=args.attention,
+                     memory_recipe=args.memory_recipe)
     skipped = 0
     for rank in range(p.feasible_count):  # feasible rows come first in the ranking
         row = p.row(rank)
@@ -43,7 +44,8 @@ def run(args) -> int:
                                 tp=row["tp"], pp=row["pp"], chunks=row["chunks"],
                                 micro_batch_size=row["micro_batch_size"], zero=row["zero"],
                                 recompute=row["recompute"], sequence_parallel=row["sequence_parallel"],
-                                schedule=row["schedule"], precision=args.precision, efficiency=args.efficiency, attention=args.attention)
+                                schedule=row["schedule"], precision=args.precision, efficiency=args.efficiency, attention=args.attention,
+                     memory_recipe=args.memory_recipe)
         try:
             text = export.export(est, fmt, cl.node.gpus_per_node)
         except ConfigurationError:

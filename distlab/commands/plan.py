@@ -26,7 +26,8 @@ def run(args) -> int:
     if args.top < 1:
         raise ConfigurationError(f"--top {args.top} must be at least 1")
     p = planner.plan(args.model, cluster(args), global_batch=args.global_batch, seq_len=args.seq,
-                     precision=args.precision, efficiency=args.efficiency, attention=args.attention)
+                     precision=args.precision, efficiency=args.efficiency, attention=args.attention,
+                     memory_recipe=args.memory_recipe)
     if args.json:
         print(json.dumps(p.top(args.top), indent=2))
         return 0
