@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
-from .. import hardware, memory, models, training, triage
+from .. import hardware, memory, memory_recipes, models, training, triage
 from ..plots.memory_wall import legend_html as memory_legend_html, memory_bars
 from ..plots.training_lab import legend_html as step_legend_html, step_bars
 from ..units import format_bytes, format_seconds
@@ -30,7 +30,8 @@ class TrainingLabApp(LessonApp):
 
     def __init__(self, model="llama3.1-70b", node="dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256,
                  seq_len=8192, tp=4, pp=2, micro_batch_size=1, chunks=1, schedule="1f1b", zero=2,
-                 recompute="selective", sequence_parallel=True, efficiency=None):
+                 recompute="selective", sequence_parallel=True, efficiency=None,
+                 memory_recipe="deepspeed"):
         narrow = widgets.Layout(width="210px")
         self.model = widgets.Dropdown(options=list(models.MODELS), value=model, description="model", layout=narrow)
         self.node = widgets.Dropdown(options=list(hardware.NODES), value=node, description="node", layout=narrow)
@@ -57,6 +58,9 @@ class TrainingLabApp(LessonApp):
         # None: the calibrated compute model (distlab.efficiency, Lesson 7 §8); a number: Lesson 7 §1's fixed share
         self.efficiency = widgets.Dropdown(options=EFFICIENCY_OPTIONS, value=efficiency, description="compute",
                                            layout=narrow)
+        # an engine's memory, not the ZeRO paper's minimum: DeepSpeed runs every ZeRO stage (distlab.memory_recipes)
+        self.memory_recipe = widgets.Dropdown(options=list(memory_recipes.MEMORY_RECIPES), value=memory_recipe,
+                                              description="memory", layout=narrow)
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((7.2, 2.6), dict(left=0.08, right=0.98, bottom=0.2, top=0.95, wspace=0.3))
         grid = self.fig.add_gridspec(1, 3)
@@ -71,7 +75,7 @@ class TrainingLabApp(LessonApp):
         self.error: str | None = None
         self._controls = (self.model, self.node, self.nodes, self.fabric, self.global_batch, self.seq_len, self.tp,
                           self.pp, self.micro_batch_size, self.schedule, self.chunks, self.zero, self.recompute,
-                          self.sequence_parallel, self.efficiency)
+                          self.sequence_parallel, self.efficiency, self.memory_recipe)
         for control in self._controls:
             control.observe(self._on_change, names="value")
         controls = widgets.VBox([
@@ -81,6 +85,7 @@ class TrainingLabApp(LessonApp):
             widgets.HBox([self.micro_batch_size, self.schedule, self.chunks]),
             self.zero,
             widgets.HBox([self.recompute, self.sequence_parallel, self.efficiency]),
+            self.memory_recipe,
         ])
         legends = widgets.HTML(memory_legend_html() + step_legend_html())
         super().__init__([controls, legends, self.canvas, self.status])
@@ -98,7 +103,8 @@ class TrainingLabApp(LessonApp):
                     pp=self.pp.value, chunks=self.chunks.value if interleaved else 1,
                     micro_batch_size=self.micro_batch_size.value, zero=self.zero.value,
                     recompute=self.recompute.value, sequence_parallel=self.sequence_parallel.value,
-                    schedule=self.schedule.value, efficiency=self.efficiency.value)
+                    schedule=self.schedule.value, efficiency=self.efficiency.value,
+                    memory_recipe=self.memory_recipe.value)
 
     def cluster(self) -> hardware.Cluster:
         return hardware.cluster(self.node.value, self.nodes.value, self.fabric.value)
@@ -132,7 +138,9 @@ class TrainingLabApp(LessonApp):
                  f"step time {format_seconds(est.step_time_s)} ({parts})",
                  f"MFU {100 * est.mfu:.1f}%, {est.tokens_per_s:,.0f} tokens/s, {est.samples_per_s:.3g} samples/s; "
                  f"scaling efficiency {100 * est.scaling_efficiency:.1f}%",
-                 f"memory per GPU {format_bytes(est.memory.total_bytes)}: {est.memory.verdict()}"]
+                 f"memory per GPU {format_bytes(est.memory.total_bytes)} ({c['memory_recipe']} recipe): "
+                 f"{est.memory.verdict()}",
+                 "compute " + est.compute_model.describe()]
         if est.feasible:
             return "\n".join(lines)
         lines.append("NOT FEASIBLE: " + est.explain())
