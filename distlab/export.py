@@ -193,8 +193,11 @@ def megatron_flags(estimate) -> list[str]:
         raise ConfigurationError("schedule='interleaved' with pp=1: Megatron-LM asserts pipeline-model-parallel size > 1 "
                                  "for the interleaved schedule; use schedule='1f1b' (no pipeline), or export to "
                                  "deepspeed or torchtitan")
+    _even_chunks(c, model, "Megatron-LM")
     flags = _megatron_model_flags(model, c["tp"], c["seq_len"])
     flags += ["--tensor-model-parallel-size", str(c["tp"]), "--pipeline-model-parallel-size", str(c["pp"])]
+    if c.get("cp", 1) > 1:
+        flags += ["--context-parallel-size", str(c["cp"])]
     if c["schedule"] == "interleaved":
         flags += ["--num-layers-per-virtual-pipeline-stage", str(model.layers // (c["pp"] * c["chunks"]))]
     flags += ["--micro-batch-size", str(c["micro_batch_size"]), "--global-batch-size", str(c["global_batch"]),
@@ -218,6 +221,14 @@ def megatron_flags(estimate) -> list[str]:
     elif precision == "fp8":
         flags += ["--bf16", "--fp8-format", "hybrid"]
     return flags
+
+
+def _even_chunks(c, model, engine):
+    """Our error for interleaving with uneven chunks, which the engines' layer-count flags do not express."""
+    if c["schedule"] == "interleaved" and model.layers % (c["pp"] * c["chunks"]):
+        raise ConfigurationError(f"{model.layers} layers do not split into pp x chunks = {c['pp'] * c['chunks']} "
+                                 f"equal chunks; {engine}'s export writes equal virtual stages: choose chunks "
+                                 f"dividing {model.layers} / pp")
 
 
 def megatron(estimate, gpus_per_node: int = 8) -> str:
@@ -312,6 +323,10 @@ def deepspeed_config(estimate) -> dict:
     if c["tp"] > 1 and c["zero"] >= 3:
         raise ConfigurationError(f"zero=3 with tp={c['tp']}: DeepSpeed AutoTP training combines tensor parallelism with "
                                  f"ZeRO stages 0-2 only; use zero<=2, or export to torchtitan (FSDP + TP)")
+    if c.get("cp", 1) > 1:
+        raise ConfigurationError(f"cp={c['cp']}: DeepSpeed has no ring-attention context parallelism (DeepSpeed-Ulysses "
+                                 f"splits the sequence with all-to-alls, which distlab does not price); export to "
+                                 f"megatron or torchtitan")
     if c["precision"] == "fp8":
         raise ConfigurationError("precision='fp8': the DeepSpeed config has no fp8 switch (fp8 comes from Transformer "
                                  "Engine in the model code); export to megatron instead")
@@ -390,6 +405,7 @@ def torchtitan(estimate) -> str:
     c = _config(estimate)
     _torchtitan_checks(c)
     model = models.model(c["model"])
+    _even_chunks(c, model, "torchtitan")
     dp, pp, b = c["dp"], c["pp"], c["micro_batch_size"]
     sharded = c["zero"] >= 2 and dp > 1
     parallelism = {
@@ -399,6 +415,8 @@ def torchtitan(estimate) -> str:
     if sharded:
         parallelism["fsdp_reshard_after_forward"] = "always" if c["zero"] == 3 else "never"
     parallelism |= {"tensor_parallel_degree": c["tp"], "pipeline_parallel_degree": pp}
+    if c.get("cp", 1) > 1:
+        parallelism["context_parallel_degree"] = c["cp"]
     if pp > 1:
         parallelism |= {
             "pipeline_parallel_schedule": TORCHTITAN_SCHEDULES[c["schedule"]],

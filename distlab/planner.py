@@ -22,13 +22,18 @@ from .errors import ConfigurationError
 
 __all__ = [
     "COLUMNS",
+    "CP_MIN_CHUNK",
     "Plan",
     "enumerate_configurations",
     "plan",
 ]
 
 COLUMNS = ("dp", "tp", "pp", "chunks", "micro_batch_size", "zero", "recompute_code", "sequence_parallel",
-           "schedule_code")
+           "schedule_code", "cp")
+#: Context parallelism is searched only while each GPU keeps at least this many tokens of a sequence: below it
+#: the attention on a chunk no longer hides the ring's K/V traffic on a fabric (production.ring_attention_step's
+#: crossover is a few thousand tokens per GPU on InfiniBand NDR; Lesson 8 §4).
+CP_MIN_CHUNK = 4096
 
 
 @dataclass(frozen=True)
@@ -85,12 +90,12 @@ class Plan:
         return [self.row(position[int(i)]) for i in front]
 
     def table(self, k: int = 10) -> str:
-        lines = [f"{'dp':>4} {'tp':>3} {'pp':>3} {'v':>2} {'mbs':>4} {'m':>5} {'zero':>4} {'recompute':>9} {'sp':>3} "
+        lines = [f"{'dp':>4} {'tp':>3} {'cp':>3} {'pp':>3} {'v':>2} {'mbs':>4} {'m':>5} {'zero':>4} {'recompute':>9} {'sp':>3} "
                  f"{'step':>9} {'MFU':>6} {'mem/GPU':>9} fits"]
         from .units import format_bytes, format_seconds
 
         for r in self.top(k):
-            lines.append(f"{r['dp']:>4} {r['tp']:>3} {r['pp']:>3} {r['chunks']:>2} {r['micro_batch_size']:>4} "
+            lines.append(f"{r['dp']:>4} {r['tp']:>3} {r['cp']:>3} {r['pp']:>3} {r['chunks']:>2} {r['micro_batch_size']:>4} "
                          f"{r['microbatches']:>5} {r['zero']:>4} {r['recompute']:>9} {'yes' if r['sequence_parallel'] else 'no':>3} "
                          f"{format_seconds(r['step_time_s']):>9} {100 * r['mfu']:5.1f}% {format_bytes(r['memory_per_gpu_bytes']):>9} "
                          f"{'yes' if r['fits'] else 'NO'}")
@@ -102,8 +107,11 @@ class Plan:
                 f"{self.feasible_count} fit in memory" + (f"; not evaluated: {rejected}" if rejected else ""))
 
 
-def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch: int) -> tuple[dict, dict]:
-    """All valid configurations as NumPy columns, and the counts of candidates rejected and why.
+def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch: int,
+                             seq_len: int | None = None) -> tuple[dict, dict]:
+    """All valid configurations as NumPy columns, and the counts of candidates rejected and why. With seq_len,
+    context parallelism cp (a power of two splitting the sequence into 2 cp chunks of >= CP_MIN_CHUNK / 2 tokens)
+    is searched too.
 
     Lesson 7 §5.
 
@@ -118,10 +126,13 @@ def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch:
         if model.heads % tp:
             rejected["tp not dividing the heads"] += 1
             continue
-        for pp in divisors(gpus // tp) if gpus % tp == 0 else []:
+        for pp, cp in ((pp, cp) for pp in (divisors(gpus // tp) if gpus % tp == 0 else [])
+                       for cp in (1, 2, 4, 8, 16, 32, 64)
+                       if cp == 1 or (seq_len is not None and (gpus // (tp * pp)) % cp == 0
+                                      and seq_len % (2 * cp) == 0 and seq_len // cp >= CP_MIN_CHUNK)):
             if pp > model.layers:
                 continue
-            dp = gpus // (tp * pp)
+            dp = gpus // (tp * pp * cp)
             if global_batch % dp:
                 rejected["batch not divisible by dp"] += 1
                 continue
@@ -134,7 +145,7 @@ def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch:
                     schedules = (2,) if v > 1 else ((0, 1) if pp > 1 else (1,))  # gpipe, 1f1b, interleaved
                     for schedule, zero, code, sp in itertools.product(schedules, range(4), range(3),
                                                                       (False, True) if tp > 1 else (False,)):
-                        rows.append((dp, tp, pp, v, b, zero, code, sp, schedule))
+                        rows.append((dp, tp, pp, v, b, zero, code, sp, schedule, cp))
     if not rows:
         raise ConfigurationError(f"no valid configuration of {model.name} on {gpus} GPUs with global batch {global_batch}")
     data = np.array(rows, dtype=np.int64)
@@ -162,7 +173,7 @@ def plan(model, cluster, *, global_batch, seq_len=None, precision="mixed", effic
     hw = training.hardware_arguments(cl, recipe, achieved=compute.calibrated)
     peak = hw["peak_flops"]
     mem_recipe = memory_recipes.memory_recipe(memory_recipe)
-    cols, rejected = enumerate_configurations(model, cl.gpus, cl.node.gpus_per_node, batch)
+    cols, rejected = enumerate_configurations(model, cl.gpus, cl.node.gpus_per_node, batch, s)
     keep = np.isin(cols["zero"], mem_recipe.zero_stages)
     if not keep.all():
         rejected["ZeRO stage the engine does not run"] = int((~keep).sum())
@@ -171,7 +182,8 @@ def plan(model, cluster, *, global_batch, seq_len=None, precision="mixed", effic
         model, **hw, global_batch=batch, seq_len=s,
         dp=cols["dp"], tp=cols["tp"], pp=cols["pp"], chunks=cols["chunks"], micro_batch_size=cols["micro_batch_size"],
         zero=cols["zero"], recompute_code=cols["recompute_code"], sequence_parallel=cols["sequence_parallel"],
-        schedule_code=cols["schedule_code"], **training.compute_arguments(compute), memory_recipe=mem_recipe)
+        schedule_code=cols["schedule_code"], **training.compute_arguments(compute), memory_recipe=mem_recipe,
+        cp=cols["cp"])
     # MFU by PaLM's definition (distlab.flops: weights, attention, logits; no recomputation), as estimate()
     out["mfu"] = flops.step_flops(model, batch, s).model_flops / (out["step_time_s"] * cl.gpus * peak)
     fits = out["memory_bytes"] <= cl.accelerator.memory_bytes - mem_recipe.reserve_bytes

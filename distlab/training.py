@@ -293,7 +293,7 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
                      recipe, global_batch, seq_len, dp, tp, pp, chunks, micro_batch_size, zero, recompute_code,
                      sequence_parallel, schedule_code, efficiency, bucket_bytes=None, cross_rail_bw=None,
                      attention_efficiency=None, flash_attention=False, memory_traffic=0.0, nvls_bw=None,
-                     tp_overlap=False, memory_recipe=None) -> dict:
+                     tp_overlap=False, memory_recipe=None, cp=1) -> dict:
     """Per-step time components (s) and per-GPU memory (bytes) on the busiest (first) pipeline stage.
 
     compute    = m x t_mb, the busiest stage's compute per microbatch (distlab.flops, per token b s):
@@ -341,8 +341,14 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     optimizer  = (2 x optimizer + gradient + weight bytes of the shard) / HBM bandwidth (memory-bound Adam)
     Memory: distlab.memory's array cores; in-flight microbatches on the first stage
     (distlab.pipeline.in_flight_array, the simulator's peak_in_flight): GPipe m, 1F1B min(p, m),
-    interleaved min(p (1 + (p-1)/(p v)), m) (Korthikanti et al. 2022, Sec. 4.2.3). Rank order tp-cp-ep-dp-pp: DP groups
-    have stride tp, pipeline neighbours stride tp x dp. Inputs are NumPy arrays, not validated. Lesson 7 §1.
+    interleaved min(p (1 + (p-1)/(p v)), m) (Korthikanti et al. 2022, Sec. 4.2.3). Rank order tp-cp-ep-dp-pp: the groups that
+    reduce gradients (the dp x cp ranks holding the same weights) have stride tp, pipeline neighbours stride
+    tp x cp x dp. Context parallelism (cp): every per-GPU count above is of s / cp tokens (attending to all s
+    keys) and the activations divide by cp; cp_comm = m x layers x max(0, ring attention's K/V traffic -
+    the attention core it overlaps), the ring's 3 (cp - 1) block transfers per layer (4 (cp - 1) with full
+    recomputation) of b (s/cp) 2 kv_dim e / tp bytes on NVLink when tp x cp fits a node, else the fabric
+    (Liu et al. 2023, Ring Attention; Megatron-Core context parallelism). Inputs are NumPy arrays, not
+    validated. Lesson 7 §1.
 
     Llama 2 7B on one DGX H100 node, dp 8, one 4,096-token sequence per GPU: 32 layers x 3 x (2 x 202,383,360
     + 4 x 4096 x 4096) + 3 x 2 x 4096 x 32,000 = 46.09 GFLOP per token (6 x 6.738e9 = 40.43 leaves attention
@@ -372,11 +378,15 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     e_msg = recipe.message_bytes
     m = np.asarray(global_batch, dtype=float) / (dp * b)
     full = code == 2
+    # context parallelism: each of the cp GPUs of a group holds s / cp of every sequence (its queries, attending
+    # to all s keys); the gradients are reduced, and ZeRO shards, over the dp x cp ranks holding the same weights
+    cp = np.asarray(cp, dtype=float)
+    dpc = dp * cp
 
     # the busiest stage: ceil(layers / pp); interleaved, v chunks of ceil(layers / (pp v)) layers each
     # (uneven chunks allowed: the longest chunk paces its stage)
     layers_stage = np.where(v > 1, v * np.ceil(model.layers / (pp * v)), np.ceil(model.layers / pp))
-    tokens_mb = b * s
+    tokens_mb = b * s / cp
     width = float(model.heads * model.head_dim)
     ppl = float(model.params_per_layer())
     layer_fwd = layer_forward_flops_array(ppl, width, tokens_mb, s)
@@ -393,12 +403,12 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     traffic_layer = memory.activation_bytes_per_layer_array(model, b, s, tp, sequence_parallel,
                                                             np.where(flash_attention, 1, 0), e)
     passes = TRAINING_PASSES + np.where(full, 1.0, 0.0)
-    traffic_stage = layers_stage * passes * memory_traffic * traffic_layer
+    traffic_stage = layers_stage * passes * memory_traffic * traffic_layer / cp
     t_mb = (gemm_stage / (tp * peak_flops * efficiency) + core_stage / (tp * peak_flops * att_eff)
             + traffic_stage / hbm_bandwidth)
     # the backward's share of t_mb (what the gradient all-reduce can hide behind): 2 forward passes + recompute
     backward_share = (stage_flops - layers_stage * layer_fwd - logits_fwd) / stage_flops
-    tp_msg = tensor.tp_message_bytes(b, s, h, e_msg)
+    tp_msg = tensor.tp_message_bytes(b, s, h, e_msg) / cp
     # NCCL runs a TP all-reduce (no sequence parallelism) of >= NVLS_MIN_GPUS GPUs on NVLS where the node has it;
     # sequence parallelism's reduce-scatter + all-gather stay on the ring
     tp_bw = intra_bw
@@ -413,14 +423,25 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     matmul_mb = gemm_stage / (tp * peak_flops * efficiency)
     tp_mb = np.where(np.asarray(tp_overlap, dtype=bool) & np.asarray(sequence_parallel, dtype=bool),
                      np.maximum(0.0, tp_mb - matmul_mb), tp_mb)
-    stage_mb = t_mb + tp_mb
+    # ring attention (Liu et al. 2023; Megatron-Core's context parallelism): per layer and microbatch, cp - 1 K/V
+    # blocks of b (s / cp) x 2 kv_dim x e / tp bytes pass around the ring in the forward, K/V and their gradients in
+    # the backward (2 (cp - 1) more; one more pass with full recomputation), each step overlapped with the
+    # attention on the block in hand: only what outlasts the attention core is exposed
+    kv_block = b * s / cp * 2.0 * float(model.kv_heads * model.head_dim) * e_msg / tp
+    ring_inside = tp * cp <= gpus_per_node
+    ring_hop = np.where(ring_inside, kv_block / intra_bw + intra_lat, kv_block / inter_bw + inter_lat)
+    ring_layer = (cp - 1.0) * np.where(full, 4.0, 3.0) * ring_hop
+    core_layer = core_stage / layers_stage / (tp * peak_flops * att_eff)
+    cp_mb = np.where(cp > 1, layers_stage * np.maximum(0.0, ring_layer - core_layer), 0.0)
+    stage_mb = t_mb + tp_mb + cp_mb
     compute = m * t_mb
     tp_comm = m * tp_mb
+    cp_comm = m * cp_mb
     bubble = bubble_overhead_array(pp, m, v) * m * stage_mb
 
     cross = inter_bw if cross_rail_bw is None else cross_rail_bw
-    stride = tp * dp
-    p2p_msg = p2p_message_bytes(b, s, h, tp, e_msg)
+    stride = tp * cp * dp
+    p2p_msg = p2p_message_bytes(b, s, h, tp, e_msg) / cp
     crossing = pipeline_crossings_array(pp, stride, gpus_per_node)
     fabric_hop = p2p_msg / np.where(np.mod(stride, gpus_per_node) == 0, inter_bw, cross) + inter_lat
     nvlink_hop = p2p_msg / intra_bw + intra_lat
@@ -431,7 +452,7 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     p2p = np.where(pp > 1, 2.0 * one_way, 0.0)
 
     if memory_recipe is None or not memory_recipe.engine:
-        w, g, o = memory.model_state_bytes_array(P, recipe, zero, dp, tp, pp)
+        w, g, o = memory.model_state_bytes_array(P, recipe, zero, dpc, tp, pp)
     else:
         # engine recipes count the busiest (first) stage as Megatron's theoretical_memory_usage does: its layers
         # plus the embedding (and, with pp = 1, the untied output layer too)
@@ -441,10 +462,10 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
         first = (np.ceil(model.layers / pp) * ppl + model.embedding_params()
                  + np.where(pp == 1, model.output_params() + model.final_norm_params(), 0.0))
         w, g, o = recipe_state_bytes_array(memory_recipe, first / tp, ppl / tp, largest_layer_params(model, tp),
-                                           zero, dp)
+                                           zero, dpc)
     grad_shard = P / (tp * pp) * recipe.gradient_bytes
-    dp_bw = np.where(equal_local_ranks_array(dp, tp, gpus_per_node), inter_bw, cross)
-    all_reduce = group_all_reduce_time_array(grad_shard, dp, tp, gpus_per_node, intra_bw, intra_lat, dp_bw, inter_lat)
+    dp_bw = np.where(equal_local_ranks_array(dpc, tp, gpus_per_node), inter_bw, cross)
+    all_reduce = group_all_reduce_time_array(grad_shard, dpc, tp, gpus_per_node, intra_bw, intra_lat, dp_bw, inter_lat)
     buckets = np.maximum(1.0, np.ceil(grad_shard / bucket_bytes))
     zero = np.asarray(zero)
     forward_mb = (1.0 - backward_share) * t_mb
@@ -466,7 +487,7 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     # layer's forward gather hides under the previous layer's forward, its backward gather + reduce-scatter under
     # a layer's backward; the first layer's gather has nothing to hide under. Per-layer collectives pay their
     # latency each time.
-    layer_half = 0.5 * group_all_reduce_time_array(grad_shard / layers_stage, dp, tp, gpus_per_node, intra_bw,
+    layer_half = 0.5 * group_all_reduce_time_array(grad_shard / layers_stage, dpc, tp, gpus_per_node, intra_bw,
                                                    intra_lat, dp_bw, inter_lat)
     f_layer, b_layer = forward_mb / layers_stage, backward_mb / layers_stage
     zero3_mb = (layers_stage * (np.maximum(0.0, layer_half - f_layer) + np.maximum(0.0, 2.0 * layer_half - b_layer))
@@ -474,18 +495,18 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     dp_time = np.select([zero >= 3, zero == 2, zero == 1],
                         [m * 3.0 * layers_stage * layer_half, (m + 1.0) * half, all_reduce], all_reduce)
     exposed = np.select([zero >= 3, zero == 2, zero == 1], [m * zero3_mb, zero2, zero1], ddp)
-    dp_exposed = np.where(dp > 1, exposed, 0.0)
+    dp_exposed = np.where(dpc > 1, exposed, 0.0)
     optimizer = (2.0 * o + g + w) / hbm_bandwidth
 
     # flash attention never stores the scores: memory as with selective recomputation's attention core
     stored_code = np.where(np.asarray(flash_attention) & (code == 0), 1, code)
-    per_layer = memory.activation_bytes_per_layer_array(model, b, s, tp, sequence_parallel, stored_code, e)
+    per_layer = memory.activation_bytes_per_layer_array(model, b, s, tp, sequence_parallel, stored_code, e) / cp
     sched = np.asarray(schedule_code)
     in_flight = in_flight_array(sched, pp, m, v)
     activations = per_layer * layers_stage * in_flight
 
-    step = compute + tp_comm + bubble + p2p + dp_exposed + optimizer
-    return dict(microbatches=m, compute_s=compute, tp_comm_s=tp_comm, bubble_s=bubble, p2p_s=p2p,
+    step = compute + tp_comm + cp_comm + bubble + p2p + dp_exposed + optimizer
+    return dict(microbatches=m, compute_s=compute, tp_comm_s=tp_comm, cp_comm_s=cp_comm, bubble_s=bubble, p2p_s=p2p,
                 dp_comm_s=dp_time, dp_exposed_s=dp_exposed, optimizer_s=optimizer, step_time_s=step,
                 weights_bytes=w, gradients_bytes=g, optimizer_bytes=o, activations_bytes=activations,
                 memory_bytes=w + g + o + activations)
@@ -514,6 +535,7 @@ class StepEstimate:
     memory: object  # distlab.memory.MemoryBreakdown
     problems: tuple = ()
     compute_model: object = None  # distlab.efficiency.ComputeModel
+    cp_comm_s: float = 0.0  # context parallelism's exposed ring-attention traffic
 
     @property
     def fits(self) -> bool:
@@ -550,9 +572,11 @@ class StepEstimate:
 
     def parts(self) -> dict:
         """Step-time components in seconds, in stacking order."""
-        return {"compute": self.compute_s, "TP communication": self.tp_comm_s, "pipeline bubble": self.bubble_s,
-                "pipeline p2p": self.p2p_s, "DP communication (exposed)": self.dp_exposed_s,
-                "optimizer step": self.optimizer_s}
+        parts = {"compute": self.compute_s, "TP communication": self.tp_comm_s}
+        if self.cp_comm_s:
+            parts["CP communication (exposed)"] = self.cp_comm_s
+        return {**parts, "pipeline bubble": self.bubble_s, "pipeline p2p": self.p2p_s,
+                "DP communication (exposed)": self.dp_exposed_s, "optimizer step": self.optimizer_s}
 
     def explain(self) -> str:
         """Why this configuration cannot run (empty when it can)."""
@@ -581,7 +605,8 @@ class StepEstimate:
                 "scaling_efficiency": self.scaling_efficiency, "memory_per_gpu_bytes": self.memory.total_bytes,
                 "fits": self.fits, "feasible": self.feasible, "problems": list(self.problems),
                 "explanation": self.explain(), "microbatches": self.microbatches,
-                "breakdown_s": {"compute": self.compute_s, "tp_comm": self.tp_comm_s, "bubble": self.bubble_s,
+                "breakdown_s": {"compute": self.compute_s, "tp_comm": self.tp_comm_s, "cp_comm": self.cp_comm_s,
+                                "bubble": self.bubble_s,
                                 "p2p": self.p2p_s, "dp_comm_total": self.dp_comm_s,
                                 "dp_comm_exposed": self.dp_exposed_s, "optimizer": self.optimizer_s},
                 "memory": self.memory.to_dict()}
@@ -626,11 +651,12 @@ def hardware_arguments(cl, recipe, achieved=False) -> dict:
 def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1, chunks=1, micro_batch_size=1,
              zero=0, recompute="none", sequence_parallel=False, schedule="1f1b", precision="mixed",
              efficiency=None, attention="flash", fabric=None, nodes=None, calibration=None,
-             tp_overlap=False, memory_recipe="zero-paper") -> StepEstimate:
+             tp_overlap=False, memory_recipe="zero-paper", cp=1) -> StepEstimate:
     """Step time breakdown, throughput, MFU/HFU, scaling efficiency and memory of one configuration.
 
     model: a TransformerModel or catalog name; cluster: a hardware.Cluster, or a node name with
-    nodes= and fabric=. dp defaults to GPUs / (tp x pp). efficiency: None (default) prices compute with
+    nodes= and fabric=. dp defaults to GPUs / (tp x cp x pp); cp: context parallelism by ring attention
+    (each GPU holds s / cp of every sequence; the sequence must split into 2 cp load-balanced chunks). efficiency: None (default) prices compute with
     the calibrated model of distlab.efficiency (matmuls, attention core and memory-bound element-wise
     work, constants fitted on Narayanan et al. 2021 Table 1 only; Lesson 7 §8); a number in (0, 1] is the
     simple model of Lesson 7 §1, every FLOP at that share of the dense peak. attention: 'flash' (scores
@@ -657,15 +683,17 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     model = models.model(model)
     cl = as_cluster(cluster, nodes, fabric)
     g = cl.node.gpus_per_node
-    tp, pp = positive_int(tp, "tp"), positive_int(pp, "pp")
-    if tp * pp > cl.gpus or cl.gpus % (tp * pp):
+    tp, pp, cp = positive_int(tp, "tp"), positive_int(pp, "pp"), positive_int(cp, "cp")
+    names, sizes = ("tp x pp", f"{tp} x {pp}") if cp == 1 else ("tp x cp x pp", f"{tp} x {cp} x {pp}")
+    mp = tp * cp * pp
+    if mp > cl.gpus or cl.gpus % mp:
         valid = ", ".join(str(d) for d in range(1, cl.gpus + 1) if cl.gpus % d == 0)
-        what = "is more than" if tp * pp > cl.gpus else "does not divide"
-        raise ConfigurationError(f"tp x pp = {tp} x {pp} = {tp * pp} {what} the cluster's {cl.gpus} GPUs; "
-                                 f"tp x pp must divide them (valid: {valid})")
-    dp = cl.gpus // (tp * pp) if dp is None else positive_int(dp, "dp")
-    if dp * tp * pp != cl.gpus:
-        raise ConfigurationError(f"dp x tp x pp = {dp} x {tp} x {pp} = {dp * tp * pp} must equal the cluster's {cl.gpus} GPUs")
+        what = "is more than" if mp > cl.gpus else "does not divide"
+        raise ConfigurationError(f"{names} = {sizes} = {mp} {what} the cluster's {cl.gpus} GPUs; "
+                                 f"{names} must divide them (valid: {valid})")
+    dp = cl.gpus // mp if dp is None else positive_int(dp, "dp")
+    if dp * mp != cl.gpus:
+        raise ConfigurationError(f"dp x {names} = {dp} x {sizes} = {dp * mp} must equal the cluster's {cl.gpus} GPUs")
     if tp > g or g % tp:
         valid = ", ".join(str(d) for d in range(1, g + 1) if g % d == 0)
         raise ConfigurationError(f"tp={tp} must divide the {g} GPUs of a node (tensor parallelism stays inside a node); valid: {valid}")
@@ -674,6 +702,10 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     batch, s, b = batch_and_sequence(global_batch, seq_len if seq_len is not None else model.seq_len,
                                      micro_batch_size)
     v = positive_int(chunks, "chunks")
+    if cp > 1 and s % (2 * cp):
+        raise ConfigurationError(f"cp={cp}: the sequence of {s} tokens must split into 2 x cp = {2 * cp} equal chunks "
+                                 f"(load-balanced causal ring attention); valid cp: "
+                                 f"{', '.join(str(c) for c in range(1, 65) if s % (2 * c) == 0)}")
     if batch % (dp * b):
         raise ConfigurationError(f"global_batch={batch} is not a multiple of dp x micro_batch_size = {dp} x {b}; "
                                  f"each replica must get whole microbatches")
@@ -705,7 +737,7 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
         model, **hw, global_batch=batch, seq_len=s, dp=dp, tp=tp,
         pp=pp, chunks=v, micro_batch_size=b, zero=zero, recompute_code=memory.RECOMPUTE_MODES.index(mode),
         sequence_parallel=sp, schedule_code=SCHEDULES.index(sched), **compute_arguments(compute),
-        tp_overlap=bool(tp_overlap), memory_recipe=mem_recipe)
+        tp_overlap=bool(tp_overlap), memory_recipe=mem_recipe, cp=cp)
     bd = memory.MemoryBreakdown(float(out["weights_bytes"]), float(out["gradients_bytes"]), float(out["optimizer_bytes"]),
                                 float(out["activations_bytes"]), float(cl.accelerator.memory_bytes), cl.accelerator.name,
                                 reserved_bytes=mem_recipe.reserve_bytes)
@@ -714,13 +746,14 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
         problems.append(f"pipeline: only {m} microbatches per step for {pp} stages; the pipeline never fills")
     tokens = float(batch * s)
     counted = step_flops(model, batch, s, mode)
-    config = dict(model=model.name, gpus=cl.gpus, global_batch=batch, seq_len=s, dp=dp, tp=tp, pp=pp, chunks=v,
+    config = dict(model=model.name, gpus=cl.gpus, global_batch=batch, seq_len=s, dp=dp, tp=tp, cp=cp, pp=pp, chunks=v,
                   micro_batch_size=b, microbatches=m, zero=zero, recompute=mode, sequence_parallel=sp,
                   schedule=sched, precision=recipe.name, efficiency=efficiency if compute.calibrated is False else None,
                   attention=compute.attention, matmul_efficiency=eff, tp_overlap=bool(tp_overlap) and sp,
                   memory_recipe=mem_recipe.name)
     return StepEstimate(
         config=config, compute_s=float(out["compute_s"]), tp_comm_s=float(out["tp_comm_s"]),
+        cp_comm_s=float(out["cp_comm_s"]),
         bubble_s=float(out["bubble_s"]), p2p_s=float(out["p2p_s"]), dp_comm_s=float(out["dp_comm_s"]),
         dp_exposed_s=float(out["dp_exposed_s"]), optimizer_s=float(out["optimizer_s"]),
         step_time_s=float(out["step_time_s"]), microbatches=m, tokens_per_step=tokens,

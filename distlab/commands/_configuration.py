@@ -29,6 +29,7 @@ def add_cluster_arguments(cmd) -> None:
 def add_config_arguments(cmd, required: bool = True) -> None:
     cmd.add_argument("--dp", type=int, default=None, help="data-parallel degree (default: GPUs / (tp pp))")
     cmd.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")
+    cmd.add_argument("--cp", type=int, default=1, help="context-parallel degree, ring attention (default 1)")
     cmd.add_argument("--pp", type=int, default=1, help="pipeline stages (default 1)")
     cmd.add_argument("--microbatches", type=int, default=None,
                      help="microbatches per pipeline per step m: fixes micro-batch size = B / (dp m)")
@@ -57,12 +58,13 @@ def cluster(args):
 
 def config(args) -> dict:
     """estimate()'s keyword arguments from the configuration options (checks --microbatches)."""
-    tp, pp = args.tp, args.pp
+    tp, pp, cp = args.tp, args.pp, args.cp
     dp = args.dp
     if dp is None:
-        if tp < 1 or pp < 1 or args.gpus % (tp * pp):
-            raise ConfigurationError(f"tp x pp = {tp} x {pp} must divide --gpus {args.gpus}")
-        dp = args.gpus // (tp * pp)
+        if tp < 1 or pp < 1 or cp < 1 or args.gpus % (tp * cp * pp):
+            what = f"tp x pp = {tp} x {pp}" if cp == 1 else f"tp x cp x pp = {tp} x {cp} x {pp}"
+            raise ConfigurationError(f"{what} must divide --gpus {args.gpus}")
+        dp = args.gpus // (tp * cp * pp)
     b = args.micro_batch_size
     if args.microbatches is not None:
         m = args.microbatches
@@ -75,7 +77,7 @@ def config(args) -> dict:
                                      f"({dp} x {m}) = {implied}, not --micro-batch-size {b}")
         b = implied
     schedule = args.schedule or ("interleaved" if args.chunks > 1 else "1f1b")
-    return dict(global_batch=args.global_batch, seq_len=args.seq, dp=dp, tp=tp, pp=pp, chunks=args.chunks,
+    return dict(global_batch=args.global_batch, seq_len=args.seq, dp=dp, tp=tp, cp=cp, pp=pp, chunks=args.chunks,
                 micro_batch_size=1 if b is None else b, zero=args.zero, recompute=args.recompute,
                 sequence_parallel=args.sequence_parallel, schedule=schedule, precision=args.precision,
                 efficiency=args.efficiency, attention=args.attention, tp_overlap=args.tp_overlap,

@@ -41,7 +41,7 @@ def run(args) -> int:
     for rank in range(p.feasible_count):  # feasible rows come first in the ranking
         row = p.row(rank)
         est = training.estimate(args.model, cl, global_batch=args.global_batch, seq_len=args.seq, dp=row["dp"],
-                                tp=row["tp"], pp=row["pp"], chunks=row["chunks"],
+                                tp=row["tp"], cp=row["cp"], pp=row["pp"], chunks=row["chunks"],
                                 micro_batch_size=row["micro_batch_size"], zero=row["zero"],
                                 recompute=row["recompute"], sequence_parallel=row["sequence_parallel"],
                                 schedule=row["schedule"], precision=args.precision, efficiency=args.efficiency, attention=args.attention,

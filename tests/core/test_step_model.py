@@ -148,7 +148,7 @@ def test_planner_rows_equal_estimate_and_feasible_rank_first():
     rng = np.random.default_rng(0)
     for rank in [0, 1, *rng.integers(0, len(p), 20)]:
         row = p.row(int(rank))
-        kw = {k: row[k] for k in ("dp", "tp", "pp", "chunks", "micro_batch_size", "zero", "recompute",
+        kw = {k: row[k] for k in ("dp", "tp", "cp", "pp", "chunks", "micro_batch_size", "zero", "recompute",
                                   "sequence_parallel", "schedule")}
         e = training.estimate("llama3.1-70b", "dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256, seq_len=8192, **kw)
         assert e.step_time_s == pytest.approx(row["step_time_s"], rel=1e-12)
