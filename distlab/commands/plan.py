@@ -49,7 +49,9 @@ def ties_report(p) -> str:
     count = p.tie_count(0)
     lines = [f"≈: within the model's error band of ±{band:.1f}% of the fastest (its mean |step-time error| on "
              f"validation runs it never saw; `distlab validate`): {count} tied configuration"
-             + ("s" if count != 1 else "") + "; the model cannot rank them"]
+             + ("s" if count != 1 else "") + "; the model cannot rank them"
+             + ("" if p.extra.get("calibrated", True) else
+                " (the band is the calibrated model's, efficiency=None; a fixed efficiency is further off)")]
     if count > 1:
         first = p.row(0)
         degrees = (first["dp"], first["tp"], first["pp"])
