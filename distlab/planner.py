@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._arguments import as_cluster, divisors, whole_number
+from ._arguments import as_cluster, divisors
 from . import flops, memory, models, training
 from .errors import ConfigurationError
+from ._arguments import whole_number
 from .units import non_negative
 
 __all__ = [
