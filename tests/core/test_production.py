@@ -99,6 +99,45 @@ def test_bucket_sweep_invariants(grad, backward, dp, fabric):
     assert np.all(np.diff(s.bandwidth_share) <= 0)  # smaller buckets never use the link better
 
 
+def test_backward_time_calibrated_by_hand():
+    # Llama-2-7B, one 4,096-token sequence on an H100 SXM (989.4 TFLOP/s bf16 dense, 3.35 TB/s HBM), the step
+    # model's calibrated compute (distlab.efficiency): every part of a pass is priced 3 times (forward, and the
+    # backward's input and weight gradients), so backward is 2/3 of the three.
+    #   matmuls: 32 layers x 3 x 2 x 202,383,360 weights + 3 x 2 x h 4096 x V 32000 (logits) = 39,644,037,120
+    #            FLOP per token at 0.78 (fitted share) x 794.5 / 989 (H100 MAMF) of peak
+    #   attention core (flash): 32 x 3 x 4 x s 4096 x a d_head 4096 = 6,442,450,944 FLOP per token at 50%
+    #   element-wise: 32 layers x 3 passes x 2.5 (fitted traffic) x the bytes a layer stores with flash
+    #            attention (as with selective recomputation: memory.activation_bytes_per_layer) / HBM rate
+    stored = memory.activation_bytes_per_layer("llama2-7b", 1, 4096, recompute="selective")
+    assert stored == 538_968_064
+    tokens, peak = 4096, 989.4e12
+    matmul = 39_644_037_120 * tokens / (peak * 0.78 * 794.5 / 989)
+    core = 6_442_450_944 * tokens / (peak * 0.5)
+    elementwise = 32 * 3 * 2.5 * stored / 3.35e12
+    want = 2 / 3 * (matmul + core + elementwise)  # 2/3 x (0.2619 + 0.0533 + 0.0386) = 0.2359 s
+    assert production.backward_time("llama2-7b", tokens) == pytest.approx(want, rel=1e-12)
+    assert round(want, 4) == 0.2359
+    # a number keeps Lesson 7 §1's fixed share on 6PT: 4 x 6,738,415,616 x 4096 / (989.4e12 x 0.5) = 0.2232 s
+    fixed = production.backward_time("llama2-7b", tokens, efficiency=0.5)
+    assert fixed == pytest.approx(4 * 6_738_415_616 * 4096 / (peak * 0.5), rel=1e-12)
+
+
+def test_backward_time_is_two_thirds_of_the_step_models_compute():
+    # the same compute model as training.estimate: pure data parallelism on one DGX H100 node, one sequence per
+    # GPU and no recomputation, so a GPU's compute is one forward and one backward of one sequence
+    for name, seq, attention in (("llama2-7b", 4096, "flash"), ("llama3.1-8b", 8192, "unfused"),
+                                 ("megatron-gpt-1.7b", 2048, "flash")):
+        est = training.estimate(name, "dgx-h100", nodes=1, fabric="ib-ndr", global_batch=8, seq_len=seq,
+                                attention=attention)
+        got = production.backward_time(name, seq, seq_len=seq, attention=attention)
+        assert got == pytest.approx(2 / 3 * est.compute_s, rel=1e-12)
+    # linear in the tokens at a fixed sequence length; longer sequences cost more per token (attention)
+    one = production.backward_time("llama2-7b", 4096)
+    assert production.backward_time("llama2-7b", 3 * 4096) == pytest.approx(3 * one, rel=1e-12)
+    assert production.backward_time("llama2-7b", 4096, seq_len=2048) < one < \
+        production.backward_time("llama2-7b", 4096, seq_len=8192)
+
+
 # ----------------------------------------------------------------------------------------
 # 2. The network
 
@@ -551,6 +590,9 @@ def test_explain_infeasible_keeps_its_single_fixes():
     (lambda: production.simulate_slowest(100000, 0.1, steps=10000), "draws is over"),
     (lambda: production.gumbel_expected_max(1), "needs n >= 2"),
     (lambda: production.backward_time("llama2-7b", -5), "tokens_per_gpu must be positive"),
+    (lambda: production.backward_time("llama2-7b", 4096, seq_len=0), "seq_len=0 must be a whole number from 1"),
+    (lambda: production.backward_time("llama2-7b", 4096, attention="sparse"), "attention='sparse'; valid: flash"),
+    (lambda: production.backward_time("llama2-7b", 4096, efficiency=1.5), "efficiency=1.5"),
     (lambda: hardware.cluster("dgx-h100", 2, oversubscription="1:3"), "must be >= 1"),
 ])
 def test_invalid_inputs_raise_our_message(call, message):
@@ -604,7 +646,8 @@ _STEP = dict(global_batch=16, seq_len=2048, tp=8, pp=1)
 _PUBLIC = {
     "bucket_sweep": (production.bucket_sweep,
                      dict(grad_bytes=1e9, backward_time=0.1, dp=8, bandwidth=50e9, latency=1e-5, max_buckets=64)),
-    "backward_time": (production.backward_time, dict(model="llama2-7b", tokens_per_gpu=4096, efficiency=0.5)),
+    "backward_time": (production.backward_time, dict(model="llama2-7b", tokens_per_gpu=4096, efficiency=None,
+                                                     seq_len=4096, attention="flash")),
     "dp_all_reduce": (production.dp_all_reduce, dict(cluster=_SMALL, size=1e9, tp=1, pp=1, group=0)),
     "network_step": (production.network_step, dict(model="llama2-7b", nodes=2, oversubscription=3.0, **_STEP)),
     "fp8_comparison": (production.fp8_comparison, dict(model="llama2-7b", cluster=_SMALL, **_STEP)),
@@ -674,6 +717,7 @@ def test_random_inputs_give_distlab_error_or_finite_results(data):
 def test_valid_inputs_give_finite_results(grad, backward, dp, bw, lat, tokens, n, sigma, k, cp, chunk, b):
     assert _all_finite(production.bucket_sweep(grad, backward, dp, bandwidth=bw, latency=lat, max_buckets=32))
     assert _all_finite(production.backward_time("llama2-7b", tokens))
+    assert _all_finite(production.backward_time("llama2-7b", tokens, efficiency=0.5))
     assert _all_finite(production.expected_max_normal(n)) and _all_finite(production.leading_term_max_normal(n))
     assert _all_finite(production.expected_slowest(min(n, 10**6), sigma, k))
     r = production.ring_attention_step("llama3.1-8b", cp * chunk, cp, micro_batch_size=b, bandwidth=bw, latency=lat)
