@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from distlab import planner, validation
 from distlab.errors import ConfigurationError
 
-KEYS = ("compute_s", "tp_comm_s", "bubble_s", "p2p_s", "dp_exposed_s", "optimizer_s")
+KEYS = ("compute_s", "tp_comm_s", "cp_comm_s", "bubble_s", "p2p_s", "dp_exposed_s", "optimizer_s")
 
 
 def synthetic_plan(parts, feasible=None, dp_comm=None, memory=None):
@@ -53,7 +53,7 @@ def test_ties_and_deciding_component_by_construction():
     assert p.tie_count(0, band_percent=0) == 1  # a zero band ties a row with itself only
     d = p.deciding_assumption(0, 1)
     assert d.component == "exposed DP communication" and d.difference_s == pytest.approx(0.5)
-    assert "hides behind the backward pass" in d.assumption and "ZeRO-3" in d.assumption
+    assert "hides behind compute" in d.assumption and "ZeRO-3" in d.assumption
     assert d.step_time_difference_s == pytest.approx(0.5)
     d = p.deciding_assumption(0, 2)
     assert d.component == "pipeline bubble" and d.difference_s == pytest.approx(1.5)
