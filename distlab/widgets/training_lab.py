@@ -31,7 +31,7 @@ class TrainingLabApp(LessonApp):
     def __init__(self, model="llama3.1-70b", node="dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256,
                  seq_len=8192, tp=4, pp=2, micro_batch_size=1, chunks=1, schedule="1f1b", zero=2,
                  recompute="selective", sequence_parallel=True, efficiency=None,
-                 memory_recipe="deepspeed"):
+                 memory_recipe="deepspeed", cp=1):
         narrow = widgets.Layout(width="210px")
         self.model = widgets.Dropdown(options=list(models.MODELS), value=model, description="model", layout=narrow)
         self.node = widgets.Dropdown(options=list(hardware.NODES), value=node, description="node", layout=narrow)
@@ -43,6 +43,8 @@ class TrainingLabApp(LessonApp):
                                         style={"button_width": "40px"})
         self.pp = widgets.ToggleButtons(options=[1, 2, 4, 8, 16], value=pp, description="PP",
                                         style={"button_width": "40px"})
+        # context parallelism by ring attention (training.estimate's cp): each GPU holds s / cp of a sequence
+        self.cp = widgets.Dropdown(options=[1, 2, 4, 8, 16], value=cp, description="CP", layout=narrow)
         self.micro_batch_size = widgets.Dropdown(options=[1, 2, 4, 8], value=micro_batch_size,
                                                  description="micro-batch", layout=narrow)
         self.schedule = widgets.Dropdown(options=list(training.SCHEDULES), value=schedule, description="schedule",
@@ -75,7 +77,7 @@ class TrainingLabApp(LessonApp):
         self.error: str | None = None
         self._controls = (self.model, self.node, self.nodes, self.fabric, self.global_batch, self.seq_len, self.tp,
                           self.pp, self.micro_batch_size, self.schedule, self.chunks, self.zero, self.recompute,
-                          self.sequence_parallel, self.efficiency, self.memory_recipe)
+                          self.sequence_parallel, self.efficiency, self.memory_recipe, self.cp)
         for control in self._controls:
             control.observe(self._on_change, names="value")
         controls = widgets.VBox([
@@ -85,7 +87,7 @@ class TrainingLabApp(LessonApp):
             widgets.HBox([self.micro_batch_size, self.schedule, self.chunks]),
             self.zero,
             widgets.HBox([self.recompute, self.sequence_parallel, self.efficiency]),
-            self.memory_recipe,
+            widgets.HBox([self.memory_recipe, self.cp]),
         ])
         legends = widgets.HTML(memory_legend_html() + step_legend_html())
         super().__init__([controls, legends, self.canvas, self.status])
@@ -99,7 +101,7 @@ class TrainingLabApp(LessonApp):
     def config(self) -> dict:
         """estimate()'s keyword arguments from the controls."""
         interleaved = self.schedule.value == "interleaved"
-        return dict(global_batch=self.global_batch.value, seq_len=self.seq_len.value, tp=self.tp.value,
+        return dict(global_batch=self.global_batch.value, seq_len=self.seq_len.value, tp=self.tp.value, cp=self.cp.value,
                     pp=self.pp.value, chunks=self.chunks.value if interleaved else 1,
                     micro_batch_size=self.micro_batch_size.value, zero=self.zero.value,
                     recompute=self.recompute.value, sequence_parallel=self.sequence_parallel.value,
@@ -130,7 +132,7 @@ class TrainingLabApp(LessonApp):
     def describe(self, est: training.StepEstimate) -> str:
         """The text under the chart: configuration, step time, MFU, throughput, fit or why not."""
         c = est.config
-        head = (f"dp={c['dp']} x tp={c['tp']} x pp={c['pp']}" + (f" (v={c['chunks']})" if c["chunks"] > 1 else "")
+        head = (f"dp={c['dp']} x tp={c['tp']}" + (f" x cp={c['cp']}" if c["cp"] > 1 else "") + f" x pp={c['pp']}" + (f" (v={c['chunks']})" if c["chunks"] > 1 else "")
                 + f" = {est.gpus} GPUs; {c['microbatches']} microbatches of {c['micro_batch_size']} per pipeline "
                 "[training.estimate]")
         parts = ", ".join(f"{name} {format_seconds(value)}" for name, value in est.parts().items() if value > 0)
