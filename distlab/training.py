@@ -283,9 +283,15 @@ def pipeline_crossings_array(pp, stride, gpus_per_node):
     top = int(np.max(pp)) if pp.size else 1
     if top <= 1:
         return np.zeros(np.broadcast(pp, w).shape) if np.ndim(pp) or np.ndim(w) else 0.0
-    b = np.arange(1, top, dtype=float).reshape((-1,) + (1,) * np.broadcast(pp, w).ndim)
-    cross = (w >= g) | (np.floor((b - 1) * w / g) != np.floor(((b + 1) * w - 1) / g))
-    count = np.sum(cross & (b < pp), axis=0).astype(float)
+    shape = np.broadcast(pp, w).shape
+    # the planner's columns repeat a few (pp, stride) pairs many times: count each distinct pair once
+    flat_pp, flat_w = np.broadcast_to(pp, shape).ravel(), np.broadcast_to(w, shape).ravel()
+    span = float(np.max(flat_w)) + 1.0
+    keys, first, inverse = np.unique(flat_pp * span + flat_w, return_index=True, return_inverse=True)
+    upp, uw = flat_pp[first], flat_w[first]
+    b = np.arange(1, top, dtype=float)[:, None]
+    cross = (uw >= g) | (np.floor((b - 1) * uw / g) != np.floor(((b + 1) * uw - 1) / g))
+    count = np.sum(cross & (b < upp), axis=0).astype(float)[np.ravel(inverse)].reshape(shape)
     return float(count) if np.ndim(count) == 0 else count
 
 
