@@ -299,7 +299,7 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
                      recipe, global_batch, seq_len, dp, tp, pp, chunks, micro_batch_size, zero, recompute_code,
                      sequence_parallel, schedule_code, efficiency, bucket_bytes=None, cross_rail_bw=None,
                      attention_efficiency=None, flash_attention=False, memory_traffic=0.0, nvls_bw=None,
-                     tp_overlap=False, memory_recipe=None, cp=1) -> dict:
+                     tp_overlap=False, memory_recipe=None, cp=1, balance_stages=False) -> dict:
     """Per-step time components (s) and per-GPU memory (bytes) on the busiest (first) pipeline stage.
 
     compute    = m x t_mb, the busiest stage's compute per microbatch (distlab.flops, per token b s):
@@ -392,13 +392,26 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     # the busiest stage: ceil(layers / pp); interleaved, v chunks of ceil(layers / (pp v)) layers each
     # (uneven chunks allowed: the longest chunk paces its stage)
     layers_stage = np.where(v > 1, v * np.ceil(model.layers / (pp * v)), np.ceil(model.layers / pp))
+    first_layers = layers_stage  # the first stage's layers (its activations and, for engines, its weights)
+    logit_share = 1.0  # the logits charged to the pacing stage's microbatch
     tokens_mb = b * s / cp
     width = float(model.heads * model.head_dim)
     ppl = float(model.params_per_layer())
     layer_fwd = layer_forward_flops_array(ppl, width, tokens_mb, s)
     layer_again = recomputed_forward_flops_array(ppl, width, tokens_mb, s, code)
     logits_fwd = logit_forward_flops_array(h, float(model.vocab), tokens_mb)
-    stage_flops = layers_stage * (TRAINING_PASSES * layer_fwd + layer_again) + TRAINING_PASSES * logits_fwd
+    if balance_stages:
+        # Llama 3's balancing (Dubey et al. 2024, Sec. 3.3.2): the first and last stage hold one layer fewer (for the
+        # embedding and the logits); the middle stages mid = ceil((L + 2) / pp) (v x ceil((L + 2) / (pp v)))
+        # layers. The pacing stage is a middle one unless the logits outweigh a layer
+        mid = np.where(v > 1, v * np.ceil((model.layers + 2.0) / (pp * v)), np.ceil((model.layers + 2.0) / pp))
+        last_paces = logits_fwd > TRAINING_PASSES * layer_fwd + layer_again
+        balanced = pp > 2
+        layers_stage = np.where(balanced, np.where(last_paces, mid - 1.0, mid), layers_stage)
+        logit_share = np.where(balanced, np.where(last_paces, 1.0, 0.0), 1.0)
+        first_layers = np.where(balanced, mid - 1.0, first_layers)
+    stage_flops = (layers_stage * (TRAINING_PASSES * layer_fwd + layer_again)
+                   + logit_share * TRAINING_PASSES * logits_fwd)
     # matmuls with the weights (and the logits) at matmul_efficiency; the attention core (QK^T, AV)
     # at attention_efficiency; the memory-bound element-wise work priced by its HBM traffic
     core_fwd = tokens_mb * 4.0 * s * width
@@ -413,7 +426,7 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     t_mb = (gemm_stage / (tp * peak_flops * efficiency) + core_stage / (tp * peak_flops * att_eff)
             + traffic_stage / hbm_bandwidth)
     # the backward's share of t_mb (what the gradient all-reduce can hide behind): 2 forward passes + recompute
-    backward_share = (stage_flops - layers_stage * layer_fwd - logits_fwd) / stage_flops
+    backward_share = (stage_flops - layers_stage * layer_fwd - logit_share * logits_fwd) / stage_flops
     tp_msg = tensor.tp_message_bytes(b, s, h, e_msg) / cp
     # NCCL runs a TP all-reduce (no sequence parallelism) of >= NVLS_MIN_GPUS GPUs on NVLS where the node has it;
     # sequence parallelism's reduce-scatter + all-gather stay on the ring
@@ -465,7 +478,7 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
         from .memory_recipes import largest_layer_params, recipe_state_bytes_array
 
         ppl = float(model.params_per_layer())
-        first = (np.ceil(model.layers / pp) * ppl + model.embedding_params()
+        first = (first_layers * ppl + model.embedding_params()
                  + np.where(pp == 1, model.output_params() + model.final_norm_params(), 0.0))
         w, g, o = recipe_state_bytes_array(memory_recipe, first / tp, ppl / tp, largest_layer_params(model, tp),
                                            zero, dpc)
@@ -510,6 +523,11 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     sched = np.asarray(schedule_code)
     in_flight = in_flight_array(sched, pp, m, v)
     activations = per_layer * layers_stage * in_flight
+    if balance_stages:
+        # the first stage (one layer fewer, in_flight microbatches) or the second (mid layers, one fewer in flight)
+        activations = np.where(pp > 2, per_layer * np.maximum(first_layers * in_flight,
+                                                              (first_layers + 1.0) * np.maximum(in_flight - 1.0, 0.0)),
+                               activations)
 
     step = compute + tp_comm + cp_comm + bubble + p2p + dp_exposed + optimizer
     return dict(microbatches=m, compute_s=compute, tp_comm_s=tp_comm, cp_comm_s=cp_comm, bubble_s=bubble, p2p_s=p2p,
@@ -657,7 +675,7 @@ def hardware_arguments(cl, recipe, achieved=False) -> dict:
 def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1, chunks=1, micro_batch_size=1,
              zero=0, recompute="none", sequence_parallel=False, schedule="1f1b", precision="mixed",
              efficiency=None, attention="flash", fabric=None, nodes=None, calibration=None,
-             tp_overlap=False, memory_recipe="zero-paper", cp=1) -> StepEstimate:
+             tp_overlap=False, memory_recipe="zero-paper", cp=1, balance_stages=False) -> StepEstimate:
     """Step time breakdown, throughput, MFU/HFU, scaling efficiency and memory of one configuration.
 
     model: a TransformerModel or catalog name; cluster: a hardware.Cluster, or a node name with
@@ -671,6 +689,8 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     parallelism overlap the matmuls beside them (Megatron-Core --tp-comm-overlap). memory_recipe: 'zero-paper'
     (16 B per parameter, the lessons' count) or an engine's ('megatron', 'megatron-distributed-optimizer',
     'deepspeed', 'fsdp2'; distlab.memory_recipes), which also keeps a reserve of each GPU out of reach.
+    balance_stages: the first and last pipeline stage hold one layer fewer, for the embedding and the logits
+    (Llama 3's layout; with pp > 2).
     An infeasible configuration is priced but
     flagged (feasible False, explain() says which limit and by how much); invalid ones raise
     ConfigurationError. Lesson 7 §1-§6, §8.
@@ -743,7 +763,7 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
         model, **hw, global_batch=batch, seq_len=s, dp=dp, tp=tp,
         pp=pp, chunks=v, micro_batch_size=b, zero=zero, recompute_code=memory.RECOMPUTE_MODES.index(mode),
         sequence_parallel=sp, schedule_code=SCHEDULES.index(sched), **compute_arguments(compute),
-        tp_overlap=bool(tp_overlap), memory_recipe=mem_recipe, cp=cp)
+        tp_overlap=bool(tp_overlap), memory_recipe=mem_recipe, cp=cp, balance_stages=bool(balance_stages))
     bd = memory.MemoryBreakdown(float(out["weights_bytes"]), float(out["gradients_bytes"]), float(out["optimizer_bytes"]),
                                 float(out["activations_bytes"]), float(cl.accelerator.memory_bytes), cl.accelerator.name,
                                 reserved_bytes=mem_recipe.reserve_bytes)
@@ -756,7 +776,7 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
                   micro_batch_size=b, microbatches=m, zero=zero, recompute=mode, sequence_parallel=sp,
                   schedule=sched, precision=recipe.name, efficiency=efficiency if compute.calibrated is False else None,
                   attention=compute.attention, matmul_efficiency=eff, tp_overlap=bool(tp_overlap) and sp,
-                  memory_recipe=mem_recipe.name)
+                  memory_recipe=mem_recipe.name, balance_stages=bool(balance_stages) and pp > 2)
     return StepEstimate(
         config=config, compute_s=float(out["compute_s"]), tp_comm_s=float(out["tp_comm_s"]),
         cp_comm_s=float(out["cp_comm_s"]),

@@ -39,6 +39,8 @@ def add_config_arguments(cmd, required: bool = True) -> None:
     cmd.add_argument("--zero", type=int, default=0, help="ZeRO stage 0-3 (default 0)")
     cmd.add_argument("--recompute", default="none", help="none (default), selective, full")
     cmd.add_argument("--sequence-parallel", action="store_true", help="shard the non-TP activations too (with tp > 1)")
+    cmd.add_argument("--balance-stages", action="store_true",
+                     help="first and last pipeline stage one layer fewer, for the embedding and logits (Llama 3)")
     cmd.add_argument("--tp-overlap", action="store_true",
                      help="overlap the TP collectives of sequence parallelism with the matmuls (Megatron-Core --tp-comm-overlap)")
 
@@ -81,4 +83,4 @@ def config(args) -> dict:
                 micro_batch_size=1 if b is None else b, zero=args.zero, recompute=args.recompute,
                 sequence_parallel=args.sequence_parallel, schedule=schedule, precision=args.precision,
                 efficiency=args.efficiency, attention=args.attention, tp_overlap=args.tp_overlap,
-                memory_recipe=args.memory_recipe)
+                memory_recipe=args.memory_recipe, balance_stages=args.balance_stages)

@@ -222,3 +222,26 @@ def test_zero3_traffic_grows_with_microbatches_and_others_do_not(cfg, batch):
         assert large.dp_comm_s == pytest.approx(small.dp_comm_s * (2 * m + 1) / (m + 1), rel=1e-12)
     else:
         assert large.dp_comm_s == pytest.approx(small.dp_comm_s, rel=1e-12)
+
+
+def test_balanced_stages_by_hand():
+    """Llama 3's layout (balance_stages): 126 layers on 16 stages, the first and last one layer fewer: the middle
+    stages hold ceil(128 / 16) = 8 layers and pace the pipeline, since one Llama-3.1-405B layer's training FLOPs
+    outweigh the logits' (2 x 16,384 x 128,256 x 3 < 3 x (2 x params_per_layer + 4 s a d) per token). At a fixed 50%
+    of peak, compute = m x 8 x 3 x layer forward FLOPs / (tp x peak x 0.5); the first stage's weights are 7 layers'."""
+    model = models.model("llama3.1-405b")
+    assert model.layers == 126
+    kw = dict(nodes=128, fabric="ib-ndr", global_batch=128, seq_len=8192, tp=8, pp=16, zero=1, efficiency=0.5,
+              memory_recipe="megatron-distributed-optimizer")
+    est = training.estimate(model, "dgx-h100", balance_stages=True, **kw)
+    m, s = est.microbatches, 8192
+    layer_forward = s * (2 * model.params_per_layer() + 4 * s * model.heads * model.head_dim)
+    assert 2 * model.hidden * model.vocab * s < 3 * layer_forward
+    assert est.compute_s == pytest.approx(m * 8 * 3 * layer_forward / (8 * 989.4e12 * 0.5), rel=1e-12)
+    plain = training.estimate(model, "dgx-h100", **kw)  # ceil(126 / 16) = 8 layers plus the logits
+    assert plain.compute_s == pytest.approx(
+        m * (8 * 3 * layer_forward + 3 * 2 * model.hidden * model.vocab * s) / (8 * 989.4e12 * 0.5), rel=1e-12)
+    # Megatron's first stage holds its layers and the embedding: 7 layers here, 8 without balancing
+    per_param = 6 + 12 / est.config["dp"]
+    first = (7 * model.params_per_layer() + model.embedding_params()) / 8
+    assert est.memory.model_states_bytes == pytest.approx(first * per_param, rel=1e-12)
