@@ -28,7 +28,11 @@ from .units import BYTES, Q_, format_bytes, gigabytes_property, positive, positi
 
 
 
+#: The most in-flight microbatches training_memory accepts (bounds its arithmetic; far beyond any schedule).
+MAX_IN_FLIGHT = 1_000_000
+
 __all__ = [
+    "MAX_IN_FLIGHT",
     "ZERO_STAGES",
     "RECOMPUTE_MODES",
     "PEAK_PRECISIONS",
@@ -472,7 +476,8 @@ def training_memory(
 
     Model states from model_state_bytes; activations = activation_bytes_per_layer x
     ceil(layers / pp) x in-flight microbatches (default pp: the first stage of a 1F1B
-    pipeline holds pp microbatches, Korthikanti et al. 2022 Sec. 4.2.3). A bare parameter
+    pipeline holds pp microbatches, Korthikanti et al. 2022 Sec. 4.2.3; a fraction is allowed, e.g. the
+    interleaved schedule's p (1 + (p - 1) / (p v)), pipeline.in_flight_array). A bare parameter
     count has no layer shapes, so its activations are not counted (and flagged), as with
     count_activations=False.
     Embedding and output-layer (logit) buffers are not counted.
@@ -487,6 +492,9 @@ def training_memory(
     activations    17.2 GB
     total          54.3 GB
     fits the 80 GB of h100-sxm, 25.7 GB free
+    >>> bd = training_memory('llama2-7b', tp=8, pp=4, recompute='selective', in_flight_microbatches=4.75)
+    >>> bd.activations_bytes  # 4096 tokens x (4h x 2 B + ((4h) x 2 B + 3 x 11008 x 2 B) / 8) x 8 layers x 4.75
+    7022837760.0
     """
     if isinstance(model, str):
         from . import models
@@ -500,7 +508,10 @@ def training_memory(
     has_shape = hasattr(model, "layers") and bool(count_activations)
     if has_shape:
         stage_layers = layers_per_stage(model.layers, pp)
-        in_flight = pp if in_flight_microbatches is None else positive_int(in_flight_microbatches, "in_flight_microbatches")
+        # a fraction is allowed: the interleaved schedule's first stage holds p (1 + (p - 1) / (p v)) on average
+        in_flight = pp if in_flight_microbatches is None else positive(in_flight_microbatches, "", "in_flight_microbatches")
+        if in_flight > MAX_IN_FLIGHT:
+            raise ConfigurationError(f"in_flight_microbatches={in_flight:g} must be at most {MAX_IN_FLIGHT:,}")
         per_layer = activation_bytes_per_layer(
             model, micro_batch_size, seq_len, tp, sequence_parallel, mode, recipe
         )
