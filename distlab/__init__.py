@@ -21,6 +21,7 @@ _SUBMODULES = (
     "flops",
     "collectives",
     "dataparallel",
+    "fsdp",
     "pipeline",
     "tensor",
     "mesh",

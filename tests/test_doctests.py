@@ -43,6 +43,7 @@ FORMULA_MODULES = [
     "distlab.collectives.cost",
     "distlab.collectives.simulate",
     "distlab.dataparallel",
+    "distlab.fsdp",
     "distlab.pipeline.schedules",
     "distlab.pipeline.timeline",
     "distlab.pipeline.closed_form",
