@@ -22,6 +22,8 @@ _SUBMODULES = (
     "collectives",
     "dataparallel",
     "fsdp",
+    "failures",
+    "batch",
     "pipeline",
     "tensor",
     "mesh",

@@ -44,6 +44,8 @@ FORMULA_MODULES = [
     "distlab.collectives.simulate",
     "distlab.dataparallel",
     "distlab.fsdp",
+    "distlab.failures",
+    "distlab.batch",
     "distlab.pipeline.schedules",
     "distlab.pipeline.timeline",
     "distlab.pipeline.closed_form",
