@@ -29,6 +29,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from . import hardware, memory
 from ._arguments import param_count
 from .errors import ConfigurationError
@@ -54,6 +56,7 @@ __all__ = [
     "young_interval",
     "daly_interval",
     "goodput",
+    "goodput_array",
     "CheckpointPlan",
     "checkpoint_plan",
 ]
@@ -194,6 +197,20 @@ def goodput(interval_s, checkpoint_s, mtbf_s, restart_s=0.0) -> float:
     if exponent > 700:  # e^700 ~ 1e304: the job essentially never finishes a segment
         return 0.0
     return t / (m * math.exp(r / m) * math.expm1((t + d) / m))
+
+
+def goodput_array(interval_s, checkpoint_s, mtbf_s, restart_s=0.0):
+    """``goodput`` over NumPy arrays (broadcast), not validated: the widget's curve. Lesson 11 §4.
+
+    >>> goodput_array([600.0, 1200.0], 60, 3 * 3600, 600).round(3).tolist()
+    [0.834, 0.849]
+    """
+    t = np.asarray(interval_s, dtype=float)
+    m = np.asarray(mtbf_s, dtype=float)
+    r = np.asarray(restart_s, dtype=float)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        out = t / (m * np.exp(r / m) * np.expm1((t + np.asarray(checkpoint_s, dtype=float)) / m))
+    return np.where(np.isfinite(out), out, 0.0)
 
 
 @dataclass(frozen=True)

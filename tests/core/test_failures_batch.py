@@ -158,3 +158,10 @@ def test_any_formula_is_finite_or_our_error(fn, a, b, c):
         return
     values = out if isinstance(out, tuple) else (out.speedup, out.compute_cost) if hasattr(out, "speedup") else (out,)
     assert all(math.isfinite(v) for v in values)
+
+
+@SETTINGS
+@given(st.lists(st.floats(1, 1e6), min_size=1, max_size=20), st.floats(0, 600), st.floats(10, 1e8), st.floats(0, 3600))
+def test_goodput_array_is_goodput_elementwise(taus, delta, mtbf, restart):
+    got = failures.goodput_array(taus, delta, mtbf, restart)
+    assert got.tolist() == pytest.approx([failures.goodput(t, delta, mtbf, restart) for t in taus], rel=1e-12, abs=1e-300)
