@@ -43,6 +43,7 @@ from .units import (
     non_negative,
     positive,
     positive_int,
+    require_finite,
 )
 
 __all__ = [
@@ -100,7 +101,10 @@ def expected_interruptions(gpus, days, rate_per_gpu_hour) -> float:
     >>> round(expected_interruptions(16384, 54, failure_rate_per_gpu_hour()))  # back to Llama 3's 419
     419
     """
-    return positive_int(gpus, "gpus") * positive(days, "", "days") * 24.0 * _rate(rate_per_gpu_hour)
+    n, d = _gpus(gpus), positive(days, "", "days")
+    if d > 1e6:
+        raise ConfigurationError(f"days={d:g} is more than 1,000,000")
+    return n * d * 24.0 * _rate(rate_per_gpu_hour)
 
 
 def job_mtbf(gpus, rate_per_gpu_hour) -> float:
@@ -109,7 +113,14 @@ def job_mtbf(gpus, rate_per_gpu_hour) -> float:
     >>> round(job_mtbf(16384, failure_rate_per_gpu_hour()) / 3600, 2)  # Llama 3: one every 3.09 hours
     3.09
     """
-    return HOUR / (positive_int(gpus, "gpus") * _rate(rate_per_gpu_hour, allow_zero=False))
+    return HOUR / (_gpus(gpus) * _rate(rate_per_gpu_hour, allow_zero=False))
+
+
+def _gpus(value) -> int:
+    n = positive_int(value, "gpus")
+    if n > 10_000_000:
+        raise ConfigurationError(f"gpus={n} is more than 10,000,000")
+    return n
 
 
 def _rate(value, allow_zero=True) -> float:
@@ -148,9 +159,24 @@ def checkpoint_seconds(size, storage_bandwidth, *, mode="sync", gpus=1, host_lin
     if mode not in CHECKPOINT_MODES:
         raise ConfigurationError(f"mode={mode!r}; valid: {', '.join(CHECKPOINT_MODES)}")
     if mode == "sync":
-        return m / bw
-    n = positive_int(gpus, "gpus")
-    return m / n / hardware.link(host_link).bandwidth
+        out = m / bw
+    else:
+        out = m / _gpus(gpus) / hardware.link(host_link).bandwidth
+    require_finite("checkpoint_seconds", out)
+    if out > MAX_SECONDS:
+        raise ConfigurationError(f"a checkpoint of {m:g} B would take {out:g} s, more than {MAX_SECONDS:g} s")
+    return out
+
+
+#: Longest time the interval formulas take (s): about 31,700 years; longer inputs are refused, not overflowed.
+MAX_SECONDS = 1e12
+
+
+def _seconds(value, name: str, allow_zero: bool = False) -> float:
+    out = (non_negative if allow_zero else positive)(value, SECONDS, name)
+    if out > MAX_SECONDS:
+        raise ConfigurationError(f"{name}={out:g} s is more than {MAX_SECONDS:g} s (about 31,700 years)")
+    return out
 
 
 def young_interval(checkpoint_s, mtbf_s) -> float:
@@ -159,8 +185,8 @@ def young_interval(checkpoint_s, mtbf_s) -> float:
     >>> round(young_interval(60, 3 * 3600), 1)  # 1-minute checkpoints, a failure every 3 hours: 19 minutes
     1138.4
     """
-    d = positive(checkpoint_s, SECONDS, "checkpoint_s")
-    m = positive(mtbf_s, SECONDS, "mtbf_s")
+    d = _seconds(checkpoint_s, "checkpoint_s")
+    m = _seconds(mtbf_s, "mtbf_s")
     return math.sqrt(2.0 * d * m)
 
 
@@ -171,8 +197,8 @@ def daly_interval(checkpoint_s, mtbf_s) -> float:
     >>> round(daly_interval(60, 3 * 3600))  # 1138.4 x (1 + 0.0176 + 0.0003) - 60
     1099
     """
-    d = positive(checkpoint_s, SECONDS, "checkpoint_s")
-    m = positive(mtbf_s, SECONDS, "mtbf_s")
+    d = _seconds(checkpoint_s, "checkpoint_s")
+    m = _seconds(mtbf_s, "mtbf_s")
     if d >= 2.0 * m:
         return m
     x = d / (2.0 * m)
@@ -189,10 +215,10 @@ def goodput(interval_s, checkpoint_s, mtbf_s, restart_s=0.0) -> float:
     >>> round(goodput(1200, 60, 3 * 3600, restart_s=600), 3)
     0.849
     """
-    t = positive(interval_s, SECONDS, "interval_s")
-    d = non_negative(checkpoint_s, SECONDS, "checkpoint_s")
-    m = positive(mtbf_s, SECONDS, "mtbf_s")
-    r = non_negative(restart_s, SECONDS, "restart_s")
+    t = _seconds(interval_s, "interval_s")
+    d = _seconds(checkpoint_s, "checkpoint_s", allow_zero=True)
+    m = _seconds(mtbf_s, "mtbf_s")
+    r = _seconds(restart_s, "restart_s", allow_zero=True)
     exponent = (t + d) / m + r / m
     if exponent > 700:  # e^700 ~ 1e304: the job essentially never finishes a segment
         return 0.0
@@ -265,16 +291,14 @@ def checkpoint_plan(model, gpus, *, rate_per_gpu_hour=None, storage_bandwidth=LL
     >>> round(plan.mtbf_s / 3600, 2), round(plan.checkpoint_s, 2)
     (3.09, 2.84)
     """
-    n = positive_int(gpus, "gpus")
-    if n > 10_000_000:
-        raise ConfigurationError(f"gpus={n} is more than 10,000,000")
+    n = _gpus(gpus)
     rate = failure_rate_per_gpu_hour() if rate_per_gpu_hour is None else _rate(rate_per_gpu_hour, allow_zero=False)
     mtbf = job_mtbf(n, rate)
     size = checkpoint_bytes(model, precision)
     bw = positive(storage_bandwidth, BYTES_PER_SECOND, "storage_bandwidth")
     write = size / bw
     stop = checkpoint_seconds(size, bw, mode=mode, gpus=n, host_link=host_link)
-    fixed = non_negative(restart_s, SECONDS, "restart_s")
+    fixed = _seconds(restart_s, "restart_s", allow_zero=True)
     if mode == "in-memory":
         net = hardware.link("ib-ndr").bandwidth if network_bandwidth is None else positive(
             network_bandwidth, BYTES_PER_SECOND, "network_bandwidth")

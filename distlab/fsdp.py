@@ -167,6 +167,8 @@ def collectives_per_microbatch(layers, reshard_after_forward=True, replicas=1) -
     {'all-gather': 63, 'reduce-scatter': 32, 'all-reduce': 0}
     """
     n = positive_int(layers, "layers")
+    if n > MAX_LAYERS:
+        raise ConfigurationError(f"layers={n} is more than {MAX_LAYERS}; valid: 1..{MAX_LAYERS}")
     reshard = _flag(reshard_after_forward, "reshard_after_forward")
     r = positive_int(replicas, "replicas")
     return {"all-gather": n + (n - 1 if reshard else 0), "reduce-scatter": n, "all-reduce": n if r > 1 else 0}

@@ -208,3 +208,15 @@ def test_any_plan_is_finite_or_our_error(model, node, nodes, sharding, b, d, res
         return
     values = [plan.memory_bytes, plan.network_sent_bytes, plan.nvlink_sent_bytes, plan.exposed_s, plan.timeline.step_s]
     assert all(math.isfinite(v) and v >= 0 for v in values)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(st.integers(-3, 2000), st.floats(allow_nan=True), st.text(max_size=3), st.none()),
+       st.one_of(st.booleans(), st.integers(0, 2), st.none()), st.one_of(st.integers(-2, 10), st.floats(allow_nan=True)))
+def test_collective_counts_are_whole_or_our_error(layers, reshard, replicas):
+    try:
+        counts = collectives_per_microbatch(layers, reshard, replicas)
+    except DistlabError:
+        return
+    assert all(isinstance(v, int) and v >= 0 for v in counts.values())
+    assert counts["reduce-scatter"] == layers and counts["all-gather"] in (layers, 2 * layers - 1)

@@ -260,3 +260,14 @@ def test_torch_refuses_what_we_refuse():
         torch_pipeline_orders("dualpipe-v", 4, 7)
     with pytest.raises(ConfigurationError, match="microbatches >= 2 x stages"):
         schedule("dualpipe-v", 4, 7)
+
+
+@SETTINGS
+@given(st.one_of(st.text(max_size=12), st.sampled_from(["ZB-V", "dualpipe_v", " DualPipe ", "zbv", "1F1B"]),
+                 st.integers(), st.none()))
+def test_placement_of_any_name_is_known_or_our_error(name):
+    try:
+        where = placement(name)
+    except DistlabError:
+        return
+    assert where in ("loop", "v", "dual")
