@@ -74,7 +74,8 @@ def layer_by_layer_exposed(forward_s, backward_s, gather_s, reduce_scatter_s, la
                            reshard_after_forward=True):
     """Exposed communication (s) of one microbatch under FSDP / ZeRO-3, layer by layer (NumPy broadcast).
 
-    Uniform layers: each has forward ``forward_s``, backward ``backward_s`` (with any recomputation),
+    Uniform layers: ``layers`` of them (an int, or an array of counts broadcast with the times: a sweep over
+    pipeline depths), each with forward ``forward_s``, backward ``backward_s`` (with any recomputation),
     all-gather ``gather_s`` and gradient reduction ``reduce_scatter_s`` (for HSDP: the reduce-scatter
     plus the all-reduce across replicas). The schedule is the module's (prefetch d, one communication
     stream in issue order); the result is step end - L (forward + backward). Plain floats or arrays,
@@ -91,14 +92,43 @@ def layer_by_layer_exposed(forward_s, backward_s, gather_s, reduce_scatter_s, la
     >>> float(layer_by_layer_exposed(1.0, 2.0, 0.5, 0.5, layers=4))
     1.0
     """
-    f = np.asarray(forward_s, dtype=float)
-    b = np.asarray(backward_s, dtype=float)
-    g = np.asarray(gather_s, dtype=float)
-    r = np.asarray(reduce_scatter_s, dtype=float)
-    f, b, g, r = np.broadcast_arrays(f, b, g, r)
-    events = _simulate(f, b, g, r, int(layers), int(prefetch), bool(reshard_after_forward))
-    out = events["end"] - int(layers) * (f + b)
+    f, b, g, r, n = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in
+                                          (forward_s, backward_s, gather_s, reduce_scatter_s, layers)))
+    d, reshard = int(prefetch), bool(reshard_after_forward)
+    out = _closed_form_step(f, b, g, r, n, d, reshard) - n * (f + b)
+    # the one case without a closed form: prefetch >= 2, resharding, a backward the communication outlasts
+    slow = (d >= 2) & reshard & (g + r > b) & (n > 1)
+    if np.any(slow):
+        out = np.array(out, dtype=float)
+        for count in np.unique(n[slow]):
+            pick = slow & (n == count)
+            ends = _simulate(f[pick], b[pick], g[pick], r[pick], int(count), d, reshard)["end"]
+            out[pick] = ends - count * (f[pick] + b[pick])
     return float(out) if np.ndim(out) == 0 else out
+
+
+def _closed_form_step(f, b, g, r, n, d: int, reshard: bool):
+    """The step end of the module's schedule for uniform layers, in closed form (exact except for prefetch
+    >= 2 with resharding when g + r > b; tests/core/test_fsdp.py ties it to the simulation).
+
+    Forward: the gathers run back to back from 0 and each layer waits for its own, so with prefetch >= 1
+    T_F = max(g + L f, L g + f); without prefetch every gather waits for the previous layer: L (g + f).
+    Backward (top layer first, it is not resharded): prefetch 1 starts B_{L-2} after max(b, g), then each
+    layer after max(b, g + r) (its gather queues behind the reduction of the layer above), the last after
+    max(b, r), and its reduction adds r; prefetch 0 adds g + r after every layer but the top; without
+    resharding only the reductions, max(b, r) per layer."""
+    if d == 0:
+        forward = n * (g + f)
+    else:
+        forward = np.maximum(g + n * f, n * g + f)
+    if not reshard:
+        return forward + b + (n - 1) * np.maximum(b, r) + r
+    if d == 0:
+        back = b + (n - 1) * (b + r + g) + r
+    else:
+        back = np.maximum(b, g) + (n - 2) * np.maximum(b, g + r) + np.maximum(b, r) + r
+    one_layer = b + r
+    return forward + np.where(n > 1, back, one_layer)
 
 
 def _simulate(f, b, g, r, layers: int, d: int, reshard: bool) -> dict:

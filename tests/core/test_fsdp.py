@@ -97,9 +97,24 @@ def test_more_prefetch_never_hurts_and_resharding_never_helps(f, b, g, r, layers
     assert kept <= exposed[1] + 1e-9
 
 
+@settings(max_examples=300, deadline=None)
+@given(times, times, st.floats(0.0, 5.0), st.floats(0.0, 5.0), st.integers(1, 30), st.integers(0, 4), st.booleans())
+def test_the_fast_paths_closed_form_is_the_simulation(f, b, g, r, layers, d, reshard):
+    # layer_by_layer_exposed uses closed forms (derived in fsdp._closed_form_step's docstring) and simulates only
+    # prefetch >= 2 with resharding when the communication outlasts the backward: it must equal the timeline
+    want = fsdp_timeline(f, b, g, r, layers, prefetch=d, reshard_after_forward=reshard).exposed_s
+    assert layer_by_layer_exposed(f, b, g, r, layers, d, reshard) == pytest.approx(want, rel=1e-9, abs=1e-9)
+
+
 def test_fast_path_broadcasts():
     out = layer_by_layer_exposed(np.array([1.0, 2.0, 0.25]), 2.0, 0.5, 0.5, 4)
     assert out.tolist() == [fsdp_timeline(x, 2.0, 0.5, 0.5, 4).exposed_s for x in (1.0, 2.0, 0.25)]
+    # a sweep over pipeline depths: a layer count per configuration
+    layers = np.array([[80], [40], [20]])
+    gathers = np.array([0.5, 1.5])
+    got = layer_by_layer_exposed(1.0, 2.0, gathers, 0.5, layers)
+    want = [[fsdp_timeline(1.0, 2.0, g, 0.5, int(n)).exposed_s for g in gathers] for n in layers[:, 0]]
+    assert got.shape == (3, 2) and np.allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
 # --------------------------------------------------------------------------- FSDP vs HSDP on a cluster
