@@ -4,6 +4,7 @@
     activations   measure_activations: bytes autograd saves for backward in one transformer layer
     all-reduce    measure_all_reduce + fit_alpha_beta: gloo processes on 127.0.0.1, alpha-beta fit
     pipelines     torch_pipeline_orders / compare_pipeline_orders: torch.distributed.pipelining's plans
+    sharding      measure_sharding: DDP, FSDP2 (fully_shard) and HSDP on gloo, bytes held and collectives run
 
 torch is imported inside the functions that need it; without it they raise
 distlab.errors.MissingDependencyError with the install command. fit_alpha_beta needs only NumPy.
@@ -17,6 +18,7 @@ from .activations import ActivationMeasurement, SavedTensor, cpu_rng_state_layou
 from .allreduce import AllReduceMeasurement, AlphaBetaFit, DEFAULT_SIZES, fit_alpha_beta, measure_all_reduce
 from .model_state import ModelStateMeasurement, lesson_model, measure_model_state
 from .pipeline_orders import TORCH_SCHEDULES, OrderComparison, compare_pipeline_orders, torch_pipeline_orders
+from .sharding import ShardingMeasurement, ShardingRun, measure_sharding
 
 __all__ = [
     "TORCH_MESSAGE", "require_torch", "torch_available",
@@ -24,4 +26,5 @@ __all__ = [
     "measure_activations", "ActivationMeasurement", "SavedTensor", "cpu_rng_state_layout",
     "measure_all_reduce", "fit_alpha_beta", "AllReduceMeasurement", "AlphaBetaFit", "DEFAULT_SIZES",
     "torch_pipeline_orders", "compare_pipeline_orders", "OrderComparison", "TORCH_SCHEDULES",
+    "measure_sharding", "ShardingMeasurement", "ShardingRun",
 ]

@@ -243,6 +243,11 @@ def _loopback_interface() -> str:
                        "the all-reduce measurement only talks to 127.0.0.1")
 
 
+def loopback_interface() -> str:
+    """The name of the network interface that carries 127.0.0.1 (gloo is told to use it: GLOO_SOCKET_IFNAME)."""
+    return _loopback_interface()
+
+
 def _tail(path: Path, lines: int = 6, chars: int = 1500) -> str:
     """The last lines a worker printed, without Python traceback frames (the error line stays)."""
     try:
