@@ -332,14 +332,16 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
                  distributed optimizer): one reduce-scatter + one all-gather per step. ZeRO-2: a reduce-scatter
                  every microbatch (sharded gradients cannot accumulate unsharded), one all-gather per step. ZeRO-3
                  (FSDP): per microbatch and layer, an all-gather for the forward, another for the backward (and the
-                 recomputation in it), a reduce-scatter: 3 x layers x half an all-reduce of the layer's shard
-                 (Rajbhandari et al. 2020, Sec. 7.2.2: 1.5 all-reduces' worth), each paying its latency
+                 recomputation in it; not for the last layer, kept unsharded), a reduce-scatter: (3 x layers - 1)
+                 x half an all-reduce of the layer's shard (Rajbhandari et al. 2020, Sec. 7.2.2: about 1.5
+                 all-reduces' worth), each paying its latency
     dp_exposed = what of it is left exposed, in DDP's 25 MiB buckets (distlab.dataparallel.
                  exposed_communication_time): ZeRO-0 overlaps its all-reduce with the LAST microbatch's backward;
                  ZeRO-1/2 their reduce-scatters with the backward of their microbatch and the all-gather with the
-                 next step's first forward (--overlap-grad-reduce / --overlap-param-gather); ZeRO-3 prefetches one
-                 layer: per microbatch, layers x (max(0, gather - layer forward) + max(0, gather + reduce-scatter -
-                 layer backward)) + the first layer's gather. The
+                 next step's first forward (--overlap-grad-reduce / --overlap-param-gather); ZeRO-3 per
+                 microbatch, distlab.fsdp.layer_by_layer_exposed (one layer of prefetch on one communication
+                 stream, the first gather and the last reduce-scatter always exposed; the last layer is not
+                 gathered again for its backward, so 3 L - 1 collectives). The
                  inter-node phase runs at inter_bw when the groups' inter-node traffic joins equal local
                  ranks (equal_local_ranks_array), else at cross_rail_bw (every GPU of a node sends at
                  once: the full taper either way; for the flat ring of a group that splits unevenly over
@@ -509,10 +511,14 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     layer_half = 0.5 * group_all_reduce_time_array(grad_shard / layers_stage, dpc, tp, gpus_per_node, intra_bw,
                                                    intra_lat, dp_bw, inter_lat)
     f_layer, b_layer = forward_mb / layers_stage, backward_mb / layers_stage
-    zero3_mb = (layers_stage * (np.maximum(0.0, layer_half - f_layer) + np.maximum(0.0, 2.0 * layer_half - b_layer))
-                + layer_half)
+    # distlab.fsdp's layer-by-layer schedule (one communication stream, prefetch 1, resharding after forward but
+    # keeping the last layer, as torchtitan does): the exposed time of one microbatch (Lesson 11 §2)
+    from .fsdp import layer_by_layer_exposed
+
+    zero3_mb = layer_by_layer_exposed(f_layer, b_layer, layer_half, layer_half, layers_stage, prefetch=1,
+                                      reshard_after_forward=True)
     dp_time = np.select([zero >= 3, zero == 2, zero == 1],
-                        [m * 3.0 * layers_stage * layer_half, (m + 1.0) * half, all_reduce], all_reduce)
+                        [m * (3.0 * layers_stage - 1.0) * layer_half, (m + 1.0) * half, all_reduce], all_reduce)
     exposed = np.select([zero >= 3, zero == 2, zero == 1], [m * zero3_mb, zero2, zero1], ddp)
     dp_exposed = np.where(dpc > 1, exposed, 0.0)
     optimizer = (2.0 * o + g + w) / hbm_bandwidth
