@@ -24,6 +24,7 @@ _SUBMODULES = (
     "pipeline",
     "tensor",
     "mesh",
+    "moe",
     "training",
     "triage",
     "planner",

@@ -37,6 +37,7 @@ FORMULA_MODULES = [
     "distlab.memory",
     "distlab.flops",
     "distlab.mesh",
+    "distlab.moe.catalog",
     "distlab.planner",
     "distlab.export",
     "distlab.validation",
