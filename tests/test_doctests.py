@@ -38,6 +38,7 @@ FORMULA_MODULES = [
     "distlab.flops",
     "distlab.mesh",
     "distlab.moe.catalog",
+    "distlab.moe.cost",
     "distlab.planner",
     "distlab.export",
     "distlab.validation",
