@@ -42,7 +42,7 @@ import numpy as np
 
 from .. import collectives, flops, memory
 from .. import mesh
-from .._arguments import as_cluster, divisors, recompute_mode, short_list, zero_stage
+from .._arguments import as_cluster, divisors, recompute_mode, short_list, whole_number, zero_stage
 from ..errors import ConfigurationError
 from ..units import format_bytes, format_seconds, positive, positive_int
 from .catalog import model as moe_model
@@ -63,6 +63,13 @@ __all__ = [
     "MoELayerCost",
     "moe_layer_cost",
 ]
+
+#: Largest sequence length and token count the formulas accept (results stay finite floats).
+MAX_SEQ_LEN = 2**24
+MAX_TOKENS = 2**40
+#: Most experts per layer, and most GPUs in a group, the formulas accept.
+MAX_EXPERTS = 2**16
+MAX_GPUS = 2**22
 
 #: All-to-alls per MoE layer and microbatch by recomputation mode: dispatch + combine in the forward,
 #: their gradients in the backward, and with full recomputation the forward pair again.
@@ -100,8 +107,8 @@ def moe_step_flops(model, global_batch, seq_len=None, recompute="none") -> flops
     1.0
     """
     m = moe_model(model)
-    batch = positive_int(global_batch, "global_batch")
-    s = positive_int(seq_len if seq_len is not None else m.seq_len, "seq_len")
+    batch = whole_number(global_batch, "global_batch", 1, MAX_TOKENS)
+    s = whole_number(seq_len if seq_len is not None else m.seq_len, "seq_len", 1, MAX_SEQ_LEN)
     mode = recompute_mode(recompute)
     tokens = float(batch) * s
     blocks = m.dense_layers * m.dense_layer_params() + m.moe_layers * m.moe_layer_active_params()
@@ -124,9 +131,9 @@ def expert_capacity(tokens, experts, top_k, capacity_factor) -> int:
     >>> expert_capacity(4096, 8, 2, 1.25)  # Mixtral-like: 1024 copies per expert on average, 25 % slack
     1280
     """
-    t = positive_int(tokens, "tokens")
-    e = positive_int(experts, "experts")
-    k = positive_int(top_k, "top_k")
+    t = whole_number(tokens, "tokens", 1, MAX_TOKENS)
+    e = whole_number(experts, "experts", 1, MAX_EXPERTS)
+    k = whole_number(top_k, "top_k", 1, MAX_EXPERTS)
     if k > e:
         raise ConfigurationError(f"top_k={k} is more than the {e} experts; valid: 1 to {e}")
     cf = _fraction(capacity_factor, "capacity_factor", 0.0, 1e6, low_open=True)
@@ -180,7 +187,7 @@ def imbalance_factor(loads, ep=1) -> float:
 
 
 def _ep_divides(ep, experts: int) -> int:
-    ep = positive_int(ep, "ep")
+    ep = whole_number(ep, "ep", 1, MAX_GPUS)
     if experts % ep:
         raise ConfigurationError(f"ep={ep} does not divide the {experts} experts (each GPU holds experts/ep of "
                                  f"them); valid ep: {short_list(divisors(experts), 12)}")
@@ -199,9 +206,9 @@ def expert_groups(gpus, *, tp=1, cp=1, pp=1, ep=1, etp=1) -> dict:
     >>> expert_groups(64, tp=2, ep=8)
     {'dp': 32, 'edp': 8}
     """
-    n = positive_int(gpus, "gpus")
-    tp, cp, pp = positive_int(tp, "tp"), positive_int(cp, "cp"), positive_int(pp, "pp")
-    ep, etp = positive_int(ep, "ep"), positive_int(etp, "etp")
+    n = whole_number(gpus, "gpus", 1, MAX_GPUS)
+    tp, cp, pp = whole_number(tp, "tp", 1, MAX_GPUS), whole_number(cp, "cp", 1, MAX_GPUS), whole_number(pp, "pp", 1, MAX_GPUS)
+    ep, etp = whole_number(ep, "ep", 1, MAX_GPUS), whole_number(etp, "etp", 1, MAX_GPUS)
     for name, size in (("tp x cp x pp", tp * cp * pp), ("etp x ep x pp", etp * ep * pp)):
         if n % size:
             raise ConfigurationError(f"{name} = {size} does not divide gpus={n}; the data-parallel degree "
@@ -277,36 +284,37 @@ def expert_parallel_memory(model, gpus, *, tp=1, cp=1, pp=1, ep=1, etp=1, precis
 # --- all-to-all ------------------------------------------------------------------------------
 
 def expected_remote_nodes(experts, top_k, nodes, max_nodes=None) -> float:
-    """Expected number of OTHER nodes a token's top_k experts sit on, with uniform routing.
+    """Expected number of OTHER nodes a token's top_k experts sit on (each is crossed once, then NVLink).
 
-    E experts spread evenly over n nodes (E/n each). Without a node limit a given node holds none of the
-    k distinct experts with probability C(E - E/n, k) / C(E, k). DeepSeek-V3's node-limited routing first
-    picks M nodes, then the k experts among their M E/n experts: M (1 - C(M E/n - E/n, k) / C(M E/n, k))
-    nodes are hit. By symmetry a share (n - 1)/n of the nodes hit are remote. Lesson 10 §5.
+    E experts spread evenly over n nodes (E/n each). Uniform routing without a node limit: a given node
+    holds none of the k distinct experts with probability C(E - E/n, k) / C(E, k), so
+    n (1 - C(E - E/n, k) / C(E, k)) nodes are hit, (n - 1)/n of them remote (by symmetry). DeepSeek-V3's
+    node-limited routing (report Sec. 2.1.2) picks the max_nodes = M nodes whose best ceil(k/M) experts
+    score highest, then the k experts among them, so nearly every chosen node receives one: we take all M,
+    M (n - 1)/n remote, the report's bound ("at most M nodes"; the routing simulation gets 3.47 of 3.5 for
+    V3's M = 4 of 8 nodes). Lesson 10 §5.
 
     >>> round(expected_remote_nodes(256, 8, 8), 3)  # DeepSeek-V3 experts on 8 nodes, no limit
     4.633
-    >>> round(expected_remote_nodes(256, 8, 8, max_nodes=4), 3)  # at most 4 nodes (report Sec. 2.1.2)
-    3.175
+    >>> expected_remote_nodes(256, 8, 8, max_nodes=4)  # at most 4 nodes: 4 x 7/8
+    3.5
     """
-    e, k, n = positive_int(experts, "experts"), positive_int(top_k, "top_k"), positive_int(nodes, "nodes")
+    e, k, n = whole_number(experts, "experts", 1, MAX_EXPERTS), whole_number(top_k, "top_k", 1, MAX_EXPERTS), whole_number(nodes, "nodes", 1, MAX_GPUS)
     if e % n:
         raise ConfigurationError(f"nodes={n} does not divide the {e} experts; valid: {short_list(divisors(e), 12)}")
     if k > e:
         raise ConfigurationError(f"top_k={k} is more than the {e} experts; valid: 1 to {e}")
     per_node = e // n
     if max_nodes is None:
-        chosen, pool = n, e
-    else:
-        chosen = positive_int(max_nodes, "max_nodes")
-        if chosen > n:
-            raise ConfigurationError(f"max_nodes={chosen} is more than the {n} nodes; valid: 1 to {n}")
-        pool = chosen * per_node
-        if k > pool:
-            raise ConfigurationError(f"top_k={k} experts do not fit on max_nodes={chosen} nodes of {per_node} "
-                                     f"experts; valid max_nodes: {math.ceil(k / per_node)} to {n}")
-    miss = math.comb(pool - per_node, k) / math.comb(pool, k)
-    return chosen * (1.0 - miss) * (n - 1) / n
+        miss = math.comb(e - per_node, k) / math.comb(e, k)
+        return n * (1.0 - miss) * (n - 1) / n
+    chosen = whole_number(max_nodes, "max_nodes", 1, MAX_GPUS)
+    if chosen > n:
+        raise ConfigurationError(f"max_nodes={chosen} is more than the {n} nodes; valid: 1 to {n}")
+    if k > chosen * per_node:
+        raise ConfigurationError(f"top_k={k} experts do not fit on max_nodes={chosen} nodes of {per_node} "
+                                 f"experts; valid max_nodes: {math.ceil(k / per_node)} to {n}")
+    return min(chosen, k) * (n - 1) / n
 
 
 def all_to_all_bytes(tokens, hidden, top_k, ep, *, ep_per_node=None, element_bytes=2.0, experts=None,
@@ -325,9 +333,10 @@ def all_to_all_bytes(tokens, hidden, top_k, ep, *, ep_per_node=None, element_byt
     >>> b['intra'] / 1e6, b['inter']
     (58.720256, 0.0)
     """
-    t, h, k, ep = (positive_int(v, n) for v, n in ((tokens, "tokens"), (hidden, "hidden"), (top_k, "top_k"),
-                                                    (ep, "ep")))
-    p = ep if ep_per_node is None else positive_int(ep_per_node, "ep_per_node")
+    t = whole_number(tokens, "tokens", 1, MAX_TOKENS)
+    h = whole_number(hidden, "hidden", 1, 2**20)
+    k, ep = whole_number(top_k, "top_k", 1, MAX_EXPERTS), whole_number(ep, "ep", 1, MAX_GPUS)
+    p = ep if ep_per_node is None else whole_number(ep_per_node, "ep_per_node", 1, MAX_GPUS)
     if p > ep or ep % p:
         raise ConfigurationError(f"ep_per_node={p} must divide ep={ep} (EP members on each node); "
                                  f"valid: {short_list(divisors(ep), 12)}")
@@ -337,7 +346,7 @@ def all_to_all_bytes(tokens, hidden, top_k, ep, *, ep_per_node=None, element_byt
             raise ConfigurationError("capacity_factor= and max_nodes= need experts= (routed experts per layer)")
         e = None
     else:
-        e = positive_int(experts, "experts")
+        e = whole_number(experts, "experts", 1, MAX_EXPERTS)
         _ep_divides(ep, e)
         if k > e:
             raise ConfigurationError(f"top_k={k} is more than the {e} experts; valid: 1 to {e}")
@@ -371,8 +380,8 @@ def all_to_all_time(intra_bytes, inter_bytes, ep, cluster, *, ep_per_node=None) 
     0.154
     """
     c = as_cluster(cluster)
-    ep = positive_int(ep, "ep")
-    p = ep if ep_per_node is None else positive_int(ep_per_node, "ep_per_node")
+    ep = whole_number(ep, "ep", 1, MAX_GPUS)
+    p = ep if ep_per_node is None else whole_number(ep_per_node, "ep_per_node", 1, MAX_GPUS)
     if p > ep or ep % p:
         raise ConfigurationError(f"ep_per_node={p} must divide ep={ep}; valid: {short_list(divisors(ep), 12)}")
     if p > c.gpus_per_node:
@@ -397,7 +406,8 @@ def ep_members_per_node(*, tp=1, cp=1, ep=1, gpus_per_node=8) -> int:
     >>> ep_members_per_node(tp=2, ep=8), ep_members_per_node(tp=1, ep=8), ep_members_per_node(tp=8, ep=8)
     (4, 8, 1)
     """
-    grid = mesh.layout(tp=tp, cp=cp, ep=ep, dp=1, gpus_per_node=gpus_per_node)
+    g = whole_number(gpus_per_node, "gpus_per_node", 1, 1024)
+    grid = mesh.layout(tp=tp, cp=cp, ep=ep, dp=1, gpus_per_node=g)
     spanned = int(grid.nodes_spanned("ep").max())
     return max(1, grid.ep // spanned)
 
@@ -453,9 +463,9 @@ def moe_layer_cost(model, cluster, *, micro_batch=1, seq_len=None, tp=1, cp=1, e
     """
     m = moe_model(model)
     c = as_cluster(cluster)
-    b = positive_int(micro_batch, "micro_batch")
-    s = positive_int(seq_len if seq_len is not None else m.seq_len, "seq_len")
-    tp, cp, ep, etp = (positive_int(v, n) for v, n in ((tp, "tp"), (cp, "cp"), (ep, "ep"), (etp, "etp")))
+    b = whole_number(micro_batch, "micro_batch", 1, MAX_TOKENS)
+    s = whole_number(seq_len if seq_len is not None else m.seq_len, "seq_len", 1, MAX_SEQ_LEN)
+    tp, cp, ep, etp = (whole_number(v, n, 1, MAX_GPUS) for v, n in ((tp, "tp"), (cp, "cp"), (ep, "ep"), (etp, "etp")))
     ep = _ep_divides(ep, m.experts)
     if (b * s) % (tp * cp):
         raise ConfigurationError(f"tp x cp = {tp * cp} does not divide the {b * s} tokens of a microbatch")

@@ -113,6 +113,7 @@ def test_remote_nodes_limits():
     assert moe.expected_remote_nodes(2, 1, 2) == pytest.approx(0.5)
     # node limit M = 1: one node hit, remote with probability (n-1)/n
     assert moe.expected_remote_nodes(256, 8, 8, max_nodes=1) == pytest.approx(7 / 8)
+    assert moe.expected_remote_nodes(256, 8, 8, max_nodes=4) == pytest.approx(4 * 7 / 8)
     with pytest.raises(ConfigurationError, match="do not fit"):
         moe.expected_remote_nodes(16, 8, 4, max_nodes=1)
 
