@@ -398,16 +398,18 @@ def all_to_all_time(intra_bytes, inter_bytes, ep, cluster, *, ep_per_node=None) 
     return max(t_intra, t_inter)
 
 
-def ep_members_per_node(*, tp=1, cp=1, ep=1, gpus_per_node=8) -> int:
-    """EP-group members sharing a node in Megatron's order tp-cp-ep-dp-pp (EP neighbours tp x cp ranks apart).
+def ep_members_per_node(*, etp=1, ep=1, gpus_per_node=8) -> int:
+    """EP-group members sharing a node in Megatron's expert rank layout (EP neighbours etp ranks apart).
 
-    From distlab.mesh's layout: ep / (nodes an EP group spans, the most of any group). Lesson 10 §6.
+    From distlab.mesh.expert_layout (Megatron-LM's expert rank generator, order tp-ep-dp-pp with tp = etp):
+    ep / (nodes an EP group spans, the most of any group). Lesson 10 §6.
 
-    >>> ep_members_per_node(tp=2, ep=8), ep_members_per_node(tp=1, ep=8), ep_members_per_node(tp=8, ep=8)
+    >>> ep_members_per_node(etp=2, ep=8), ep_members_per_node(etp=1, ep=8), ep_members_per_node(etp=8, ep=8)
     (4, 8, 1)
     """
     g = whole_number(gpus_per_node, "gpus_per_node", 1, 1024)
-    grid = mesh.layout(tp=tp, cp=cp, ep=ep, dp=1, gpus_per_node=g)
+    etp, ep = whole_number(etp, "etp", 1, MAX_GPUS), whole_number(ep, "ep", 1, MAX_GPUS)
+    grid = mesh.expert_layout(etp * ep, tp=etp, ep=ep, etp=etp, gpus_per_node=g)
     spanned = int(grid.nodes_spanned("ep").max())
     return max(1, grid.ep // spanned)
 
@@ -454,7 +456,8 @@ def moe_layer_cost(model, cluster, *, micro_batch=1, seq_len=None, tp=1, cp=1, e
     (distlab.moe.imbalance_factor, or the routing simulation); full recomputation adds a forward. Attention,
     router and shared experts are the dense part of the layer (distlab.flops counts them).
     All-to-alls: ALL_TO_ALLS_PER_LAYER[recompute] of all_to_all_bytes each, timed by all_to_all_time. EP
-    members per node p come from the rank layout (distlab.mesh, Megatron order tp-cp-ep-dp-pp).
+    members per node p come from Megatron's expert rank layout (distlab.mesh.expert_layout: EP neighbours are
+    etp ranks apart, whatever the attention's tp).
     Lesson 10 §5.
 
     >>> c = moe_layer_cost('mixtral-8x7b', 'dgx-h100', seq_len=4096, ep=8)
@@ -471,7 +474,7 @@ def moe_layer_cost(model, cluster, *, micro_batch=1, seq_len=None, tp=1, cp=1, e
         raise ConfigurationError(f"tp x cp = {tp * cp} does not divide the {b * s} tokens of a microbatch")
     mode = recompute_mode(recompute)
     skew = _fraction(imbalance, "imbalance", 1.0, float(ep))
-    p = ep_members_per_node(tp=tp, cp=cp, ep=ep, gpus_per_node=c.gpus_per_node)
+    p = ep_members_per_node(etp=etp, ep=ep, gpus_per_node=c.gpus_per_node)
     t = b * s // (tp * cp)
     one = all_to_all_bytes(t, m.hidden, m.top_k, ep, ep_per_node=p, element_bytes=element_bytes,
                            experts=m.experts, capacity_factor=capacity_factor, max_nodes=max_nodes)

@@ -140,11 +140,11 @@ def test_inter_node_time_uses_the_fabric_share():
     assert c.inter_node_bandwidth_per_gpu == pytest.approx(50e9)
 
 
-def test_members_per_node_follow_megatron_order():
-    assert moe.ep_members_per_node(tp=1, ep=8) == 8
-    assert moe.ep_members_per_node(tp=2, ep=8) == 4  # ranks 0, 2, 4, 6 on node 0
-    assert moe.ep_members_per_node(tp=8, ep=4) == 1
-    assert moe.ep_members_per_node(tp=1, ep=64) == 8
+def test_members_per_node_follow_megatron_expert_layout():
+    assert moe.ep_members_per_node(etp=1, ep=8) == 8
+    assert moe.ep_members_per_node(etp=2, ep=8) == 4  # ranks 0, 2, 4, 6 on node 0
+    assert moe.ep_members_per_node(etp=8, ep=4) == 1
+    assert moe.ep_members_per_node(etp=1, ep=64) == 8
 
 
 def test_layer_cost_by_hand():
@@ -152,7 +152,7 @@ def test_layer_cost_by_hand():
     one = 4096 * 2 * 4096 * 2 * 7 / 8  # T k h B (ep-1)/ep
     assert c.all_to_alls == 6 and c.all_to_all_intra_bytes == pytest.approx(6 * one)
     assert c.expert_flops == 4 * 2 * 3 * 4096 * 14336 * 4096 * 2  # (3 + 1 recompute) passes
-    slow = moe.moe_layer_cost("mixtral-8x7b", "dgx-h100", seq_len=4096, ep=8, tp=8, imbalance=2.0)
+    slow = moe.moe_layer_cost("mixtral-8x7b", "dgx-h100", seq_len=4096, ep=8, tp=8, etp=8, imbalance=2.0)
     assert slow.link == "inter-node" and slow.ep_per_node == 1 and slow.expert_flops == 2 * slow.balanced_expert_flops
 
 
@@ -174,7 +174,7 @@ def test_fuzz_every_function_returns_or_raises_our_error(a, b, c, d):
         lambda: moe.expected_remote_nodes(a, b, c, d),
         lambda: moe.all_to_all_bytes(a, 64, b, c, experts=d, capacity_factor=1.0),
         lambda: moe.all_to_all_time(a, b, c, "dgx-h100", ep_per_node=d),
-        lambda: moe.ep_members_per_node(tp=a, ep=b, gpus_per_node=c),
+        lambda: moe.ep_members_per_node(etp=a, ep=b, gpus_per_node=c),
         lambda: moe.moe_layer_cost("qwen3-235b-a22b", "dgx-h100", seq_len=a, ep=b, tp=c, imbalance=d),
         lambda: moe.moe_step_flops("deepseek-v3", a, b, d),
     ]
