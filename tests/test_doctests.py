@@ -39,6 +39,7 @@ FORMULA_MODULES = [
     "distlab.mesh",
     "distlab.moe.catalog",
     "distlab.moe.cost",
+    "distlab.moe.export",
     "distlab.moe.routing",
     "distlab.planner",
     "distlab.export",

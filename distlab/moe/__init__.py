@@ -3,6 +3,7 @@
     catalog   MoEModel, MOE_MODELS, model(): shapes, total and active parameter counts, sources
     cost      FLOPs, capacity and drops, imbalance, memory over EP / expert-DP, all-to-all bytes and time,
               moe_layer_cost (what the step model adds per MoE layer)
+    export    moe_config, megatron_moe / torchtitan_moe / deepspeed_moe: engine input for an MoE configuration
     routing   simulate_routing: a seeded router -> top-k -> loads -> capacity -> the all-to-all byte matrix
 """
 
@@ -25,6 +26,16 @@ from .cost import (
     moe_layer_cost,
     moe_step_flops,
 )
+from .export import (
+    FORMATS,
+    MoEConfig,
+    deepspeed_moe,
+    export_moe,
+    megatron_moe,
+    megatron_moe_flags,
+    moe_config,
+    torchtitan_moe,
+)
 from .routing import MAX_SCORES, RoutingTrace, simulate_routing
 
 __all__ = [
@@ -33,4 +44,6 @@ __all__ = [
     "dropped_tokens", "ep_members_per_node", "expected_remote_nodes", "expert_capacity", "expert_groups",
     "expert_parallel_memory", "imbalance_factor", "moe_layer_cost", "moe_step_flops",
     "MAX_SCORES", "RoutingTrace", "simulate_routing",
+    "FORMATS", "MoEConfig", "deepspeed_moe", "export_moe", "megatron_moe", "megatron_moe_flags", "moe_config",
+    "torchtitan_moe",
 ]
