@@ -14,6 +14,7 @@ from .cost import (
     ALL_TO_ALLS_PER_LAYER,
     ExpertMemory,
     MoELayerCost,
+    MoEStepCost,
     all_to_all_bytes,
     all_to_all_time,
     dropped_tokens,
@@ -24,6 +25,7 @@ from .cost import (
     expert_parallel_memory,
     imbalance_factor,
     moe_layer_cost,
+    moe_step_cost,
     moe_step_flops,
 )
 from .export import (
@@ -42,7 +44,7 @@ __all__ = [
     "ATTENTION_KINDS", "MOE_MODELS", "MoEModel", "model",
     "ALL_TO_ALLS_PER_LAYER", "ExpertMemory", "MoELayerCost", "all_to_all_bytes", "all_to_all_time",
     "dropped_tokens", "ep_members_per_node", "expected_remote_nodes", "expert_capacity", "expert_groups",
-    "expert_parallel_memory", "imbalance_factor", "moe_layer_cost", "moe_step_flops",
+    "expert_parallel_memory", "imbalance_factor", "moe_layer_cost", "moe_step_flops", "MoEStepCost", "moe_step_cost",
     "MAX_SCORES", "RoutingTrace", "simulate_routing",
     "FORMATS", "MoEConfig", "deepspeed_moe", "export_moe", "megatron_moe", "megatron_moe_flags", "moe_config",
     "torchtitan_moe",

@@ -62,6 +62,8 @@ __all__ = [
     "ep_members_per_node",
     "MoELayerCost",
     "moe_layer_cost",
+    "MoEStepCost",
+    "moe_step_cost",
 ]
 
 #: Largest sequence length and token count the formulas accept (results stay finite floats).
@@ -486,3 +488,54 @@ def moe_layer_cost(model, cluster, *, micro_batch=1, seq_len=None, tp=1, cp=1, e
     return MoELayerCost(t, balanced * skew, balanced, skew, count, count * one["intra"], count * one["inter"],
                         time, p, link)
 
+
+
+@dataclass(frozen=True)
+class MoEStepCost:
+    """What the MoE layers add to one training step on the busiest pipeline stage's GPU (plain floats).
+
+    moe_layers: MoE layers on that stage; all_to_all_time_s: their all-to-alls over all microbatches
+    (exposed unless overlapped: DeepSeek's DualPipe hides them behind compute); expert_flops: routed-expert
+    FLOPs on the busiest GPU (x imbalance); memory: model states per GPU (ExpertMemory); layer: one layer's cost.
+    """
+
+    moe_layers: int
+    microbatches: int
+    all_to_all_time_s: float
+    all_to_all_intra_bytes: float
+    all_to_all_inter_bytes: float
+    expert_flops: float
+    memory: ExpertMemory
+    layer: MoELayerCost
+
+    def to_dict(self) -> dict:
+        return dict(moe_layers=self.moe_layers, microbatches=self.microbatches,
+                    all_to_all_time_s=self.all_to_all_time_s, all_to_all_intra_bytes=self.all_to_all_intra_bytes,
+                    all_to_all_inter_bytes=self.all_to_all_inter_bytes, expert_flops=self.expert_flops,
+                    memory=self.memory.to_dict(), layer=self.layer.to_dict())
+
+
+def moe_step_cost(model, cluster, gpus, *, micro_batch=1, microbatches=1, seq_len=None, tp=1, cp=1, pp=1, ep=1,
+                  etp=None, recompute="none", precision="mixed", zero=1, element_bytes=2.0, capacity_factor=None,
+                  max_nodes=None, imbalance=1.0) -> MoEStepCost:
+    """The MoE part of a training step for the step model: moe_layer_cost x MoE layers on the busiest stage x
+    microbatches, and expert_parallel_memory. The stage holding the most MoE layers is the busiest:
+    min(moe_layers, ceil(layers / pp)) (dense first layers sit on the first stage).
+    Lesson 10 §5.
+
+    >>> s = moe_step_cost('deepseek-v3', 'dgx-h100', 2048, microbatches=120, pp=16, ep=64, max_nodes=4)
+    >>> s.moe_layers, round(s.all_to_all_time_s, 1)
+    (4, 8.9)
+    """
+    m = moe_model(model)
+    c = as_cluster(cluster)
+    etp = whole_number(tp, "tp", 1, MAX_GPUS) if etp is None else etp
+    mb = whole_number(microbatches, "microbatches", 1, MAX_TOKENS)
+    mem = expert_parallel_memory(m, gpus, tp=tp, cp=cp, pp=pp, ep=ep, etp=etp, precision=precision, zero=zero)
+    layer = moe_layer_cost(m, c, micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, ep=ep, etp=etp,
+                           recompute=recompute, element_bytes=element_bytes, capacity_factor=capacity_factor,
+                           max_nodes=max_nodes, imbalance=imbalance)
+    layers = min(m.moe_layers, math.ceil(m.layers / int(pp)))
+    count = layers * mb
+    return MoEStepCost(layers, mb, count * layer.all_to_all_time_s, count * layer.all_to_all_intra_bytes,
+                       count * layer.all_to_all_inter_bytes, count * layer.expert_flops, mem, layer)

@@ -187,3 +187,14 @@ def test_fuzz_every_function_returns_or_raises_our_error(a, b, c, d):
             list(value.values()) if isinstance(value, dict) else
             [v for v in value.to_dict().values() if isinstance(v, (int, float))])
         assert all(math.isfinite(v) and v >= 0 for v in numbers)
+
+
+def test_step_cost_is_layers_times_microbatches_times_one_layer():
+    s = moe.moe_step_cost("deepseek-v3", "dgx-h100", 2048, microbatches=120, pp=16, ep=64, max_nodes=4)
+    # ceil(61 / 16) = 4 layers on the busiest stage, all MoE there; 120 microbatches
+    assert s.moe_layers == 4
+    assert s.all_to_all_time_s == pytest.approx(4 * 120 * s.layer.all_to_all_time_s)
+    assert s.expert_flops == pytest.approx(4 * 120 * s.layer.expert_flops)
+    assert s.memory.total_bytes == moe.expert_parallel_memory("deepseek-v3", 2048, pp=16, ep=64).total_bytes
+    # no pipeline: all 58 MoE layers
+    assert moe.moe_step_cost("deepseek-v3", "dgx-h100", 256, ep=256).moe_layers == 58
