@@ -19,6 +19,7 @@ distlab.collectives' ring simulation. Lesson 10 §2-§3.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -136,6 +137,16 @@ class RoutingTrace:
                 f"{inter.mean() / 1e6:.3g} MB inter-node per all-to-all")
 
 
+@functools.lru_cache(maxsize=8)
+def _router_noise(seed: int, tokens: int, experts: int) -> tuple[np.ndarray, np.ndarray]:
+    """The seeded popularity (experts,) and noise (tokens, experts), float32, read-only; cached, so a widget
+    that moves only the skew or the capacity does not draw them again."""
+    rng = np.random.default_rng(seed)
+    popularity = rng.standard_normal(experts, dtype=np.float32)
+    noise = rng.standard_normal((tokens, experts), dtype=np.float32)
+    return readonly(popularity), readonly(noise)
+
+
 def simulate_routing(tokens_per_gpu, experts, top_k, ep, *, hidden=1024, element_bytes=2.0, skew=0.0,
                      capacity_factor=None, ep_per_node=None, max_nodes=None, seed=0) -> RoutingTrace:
     """Route tokens_per_gpu x ep tokens through a seeded router and count the all-to-all (see the module doc).
@@ -174,10 +185,8 @@ def simulate_routing(tokens_per_gpu, experts, top_k, ep, *, hidden=1024, element
     seed = whole_number(seed, "seed", 0, 2**32 - 1)
     capacity = None if capacity_factor is None else expert_capacity(t, e, k, capacity_factor)
 
-    rng = np.random.default_rng(seed)
-    popularity = rng.standard_normal(e)
-    scores = rng.standard_normal((t * ep, e))
-    scores += float(skew) * popularity
+    popularity, noise = _router_noise(seed, t * ep, e)
+    scores = noise + np.float32(skew) * popularity
     per_node = e // nodes
     if limit is not None and limit < nodes:
         best = math.ceil(k / limit)
@@ -187,7 +196,7 @@ def simulate_routing(tokens_per_gpu, experts, top_k, ep, *, hidden=1024, element
         mask = np.ones((t * ep, nodes), dtype=bool)
         mask[np.arange(t * ep)[:, None], chosen_nodes] = False
         scores[np.repeat(mask, per_node, axis=1)] = -np.inf
-    choices = np.argpartition(-scores, k - 1, axis=1)[:, :k].astype(np.int32)
+    choices = np.argpartition(scores, e - k, axis=1)[:, e - k:].astype(np.int32)
     source = (np.arange(t * ep) // t).astype(np.int32)
 
     gpu_of_expert = np.arange(e) // (e // ep)
@@ -207,9 +216,8 @@ def simulate_routing(tokens_per_gpu, experts, top_k, ep, *, hidden=1024, element
     row_bytes = h * b
     if capacity is None:
         dst = gpu_of_expert[choices]
-        counts = np.zeros((ep, ep))
-        np.add.at(counts, (np.repeat(source, k), dst.ravel()), 1.0)
-        matrix = counts * row_bytes
+        pair = np.repeat(source, k).astype(np.int64) * ep + dst.ravel()
+        matrix = np.bincount(pair, minlength=ep * ep).reshape(ep, ep) * row_bytes
     else:
         matrix = np.full((ep, ep), (e // ep) * capacity * row_bytes)
     node_bytes = None
