@@ -40,11 +40,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import collectives, flops, memory
-from .. import mesh
-from .._arguments import as_cluster, divisors, recompute_mode, short_list, whole_number, zero_stage
+from .. import collectives, flops, memory, mesh
+from .._arguments import (
+    as_cluster,
+    divisors,
+    recompute_mode,
+    short_list,
+    whole_number,
+    zero_stage,
+)
 from ..errors import ConfigurationError
-from ..units import format_bytes, format_seconds, positive, positive_int
+from ..units import format_bytes, format_seconds, positive
 from .catalog import model as moe_model
 
 __all__ = [
@@ -390,12 +396,12 @@ def all_to_all_time(intra_bytes, inter_bytes, ep, cluster, *, ep_per_node=None) 
         raise ConfigurationError(f"ep_per_node={p} is more than the {c.gpus_per_node} GPUs of a {c.node.name} node")
     intra = positive(intra_bytes, "B", "intra_bytes") if intra_bytes else 0.0
     inter = positive(inter_bytes, "B", "inter_bytes") if inter_bytes else 0.0
-    t_intra = 0.0
-    if p > 1:
+    t_intra = 0.0  # no bytes, no messages: a part with nothing to send costs nothing
+    if p > 1 and intra > 0:
         # the pairwise formula's send buffer M' with (p-1)/p M' = intra
         t_intra = collectives.collective_cost("all-to-all", intra * p / (p - 1), p, link=c.intra_link).time_s
     t_inter = 0.0
-    if ep > p:
+    if ep > p and inter > 0:
         t_inter = (ep - p) * c.fabric.latency + inter / c.inter_node_bandwidth_per_gpu
     return max(t_intra, t_inter)
 

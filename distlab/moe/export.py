@@ -39,7 +39,14 @@ from .._arguments import whole_number
 from ..errors import ConfigurationError
 from .catalog import MoEModel
 from .catalog import model as moe_model
-from .cost import MAX_GPUS, MAX_SEQ_LEN, MAX_TOKENS, ep_members_per_node, expert_capacity, expert_groups
+from .cost import (
+    MAX_GPUS,
+    MAX_SEQ_LEN,
+    MAX_TOKENS,
+    ep_members_per_node,
+    expert_capacity,
+    expert_groups,
+)
 
 __all__ = ["FORMATS", "TORCHTITAN_FLAVORS", "MoEConfig", "moe_config", "megatron_moe_flags", "megatron_moe",
            "torchtitan_moe", "deepspeed_moe", "export_moe"]

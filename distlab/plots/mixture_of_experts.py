@@ -14,7 +14,19 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..units import format_seconds
-from ._style import BLUE, CAPACITY_COLOUR, FADED_ALPHA, GREEN, GREY, MUTED, ORANGE, RED, finish_axes, nice_ceiling
+from ._style import (
+    BLUE,
+    CAPACITY_COLOUR,
+    FADED_ALPHA,
+    GREEN,
+    GREY,
+    MUTED,
+    ORANGE,
+    RED,
+    finish_axes,
+    nice_ceiling,
+    swatch,
+)
 
 INTRA_COLOUR = BLUE
 INTER_COLOUR = ORANGE
@@ -172,6 +184,13 @@ def time_bars(ax, names, colours) -> TimeBars:
     ax.tick_params(axis="x", labelsize=8)
     ax.spines[["top", "right"]].set_visible(False)
     return TimeBars(ax, bars, labels)
+
+
+def load_legend_html() -> str:
+    """The HTML legend of the all-to-all app's two panels (text stays out of the per-frame render)."""
+    return ('<div style="font-size:12px"><b>left</b>: MB each GPU sends each GPU in one dispatch (after the chosen '
+            'pairwise step); <b>right</b>: token copies per GPU ' + swatch(LOAD_COLOUR, "accepted")
+            + swatch(DROP_COLOUR, "dropped") + ", dashed: capacity, dotted: the mean</div>")
 
 
 # --------------------------------------------------------------------------- static figures for the notebook

@@ -4,7 +4,8 @@ the published totals and active counts (Lesson 10 §1)."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from distlab import moe
 from distlab.errors import ConfigurationError, DistlabError, UnknownNameError

@@ -6,11 +6,11 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from distlab import collectives, flops, hardware, memory, models, moe
 from distlab.errors import ConfigurationError, DistlabError
-
 
 # --- FLOPs -----------------------------------------------------------------------------------
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import shlex
-import tomllib
 
 import pytest
-from hypothesis import given, settings, strategies as st
+import tomllib
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from distlab import moe
 from distlab.errors import ConfigurationError, DistlabError
