@@ -86,10 +86,16 @@ def byte_matrix(ax) -> ByteMatrix:
 
 # --------------------------------------------------------------------------- load per GPU against capacity
 
+#: The fixed y range of the load bars, in multiples of the mean load (the busiest GPU of a balanced router
+#: sits near 1; bars above the top are clipped at it).
+LOAD_RANGE = (0.0, 5.0)
+
+
 @dataclass
 class LoadBars:
-    """One bar per GPU of the EP group: token copies its experts accept (green) and drop (red, stacked),
-    with the capacity per GPU as a dashed line. The y range is quantised (nice_ceiling)."""
+    """One bar per GPU of the EP group: token copies its experts accept (green) and drop (red, stacked), in
+    multiples of the mean load on a fixed axis (LOAD_RANGE), with the capacity per GPU as a dashed line and
+    the mean (1) dotted. Only the number of bars changes the axes."""
 
     ax: object
     kept: list = field(default_factory=list)
@@ -99,46 +105,46 @@ class LoadBars:
 
     @property
     def animated_artists(self) -> list:
-        return list(self.kept) + list(self.dropped) + [self.capacity_line, self.mean_line]
+        return list(self.kept) + list(self.dropped) + [self.capacity_line]
 
     def update(self, kept, dropped, capacity=None, mean=None, faded: bool = False) -> bool:
+        """kept, dropped: copies per GPU; capacity: copies a GPU accepts (None: dropless); mean: copies per GPU
+        on average. Returns True when the number of GPUs changed (new x range: a full redraw)."""
         kept = np.asarray(kept, dtype=float)
         dropped = np.asarray(dropped, dtype=float)
         n = kept.size
-        before = (self.ax.get_ylim(), self.ax.get_xlim())
+        scale = 1.0 / mean if mean else 1.0
+        top = LOAD_RANGE[1]
         for i, (bar, drop) in enumerate(zip(self.kept, self.dropped)):
             visible = i < n
             bar.set_visible(visible)
             drop.set_visible(visible)
             if visible:
-                bar.set_height(kept[i])
-                drop.set_y(kept[i])
-                drop.set_height(dropped[i])
+                k = min(kept[i] * scale, top)
+                bar.set_height(k)
+                drop.set_y(k)
+                drop.set_height(min(dropped[i] * scale, top - k))
                 for artist in (bar, drop):
                     artist.set_alpha(FADED_ALPHA if faded else 1.0)
-        top = float((kept + dropped).max()) if n else 1.0
-        if capacity is not None:
-            top = max(top, capacity)
-        self.ax.set_ylim(0, nice_ceiling(top * 1.05))
-        self.ax.set_xlim(-0.6, n - 0.4)
         self.capacity_line.set_visible(capacity is not None)
         if capacity is not None:
-            self.capacity_line.set_ydata([capacity, capacity])
-        self.mean_line.set_visible(mean is not None)
-        if mean is not None:
-            self.mean_line.set_ydata([mean, mean])
-        return (self.ax.get_ylim(), self.ax.get_xlim()) != before
+            level = min(capacity * scale, top)
+            self.capacity_line.set_ydata([level, level])
+        before = self.ax.get_xlim()
+        self.ax.set_xlim(-0.6, n - 0.4)
+        return self.ax.get_xlim() != before
 
 
 def load_bars(ax, n_max: int) -> LoadBars:
-    """Load-bar artists for up to n_max GPUs on `ax`."""
+    """Load-bar artists for up to n_max GPUs on `ax` (y: copies / mean, fixed range LOAD_RANGE)."""
     x = np.arange(n_max)
     kept = list(ax.bar(x, np.zeros(n_max), color=LOAD_COLOUR, width=0.8))
     dropped = list(ax.bar(x, np.zeros(n_max), color=DROP_COLOUR, width=0.8))
     capacity = ax.axhline(0.0, color=CAPACITY_COLOUR, linestyle="--", linewidth=1.2)
-    mean = ax.axhline(0.0, color=GREY, linestyle=":", linewidth=1.2)
+    mean = ax.axhline(1.0, color=GREY, linestyle=":", linewidth=1.2)
+    ax.set_ylim(*LOAD_RANGE)
     ax.set_xlabel("GPU of the EP group", fontsize=9)
-    ax.set_ylabel("token copies", fontsize=9)
+    ax.set_ylabel("token copies / mean", fontsize=9)
     ax.tick_params(labelsize=8)
     ax.spines[["top", "right"]].set_visible(False)
     return LoadBars(ax, kept, dropped, capacity, mean)
@@ -189,7 +195,7 @@ def time_bars(ax, names, colours) -> TimeBars:
 def load_legend_html() -> str:
     """The HTML legend of the all-to-all app's two panels (text stays out of the per-frame render)."""
     return ('<div style="font-size:12px"><b>left</b>: MB each GPU sends each GPU in one dispatch (after the chosen '
-            'pairwise step); <b>right</b>: token copies per GPU ' + swatch(LOAD_COLOUR, "accepted")
+            'pairwise step); <b>right</b>: token copies per GPU over the mean ' + swatch(LOAD_COLOUR, "accepted")
             + swatch(DROP_COLOUR, "dropped") + ", dashed: capacity, dotted: the mean</div>")
 
 
