@@ -139,3 +139,10 @@ def test_fuzz_shapes_count_or_refuse(layers, dense, hidden, experts, k, shared, 
             moe.MoEModel(**{**m.__dict__, field: value})
         except DistlabError:
             pass
+
+
+def test_dense_lookup_points_moe_models_to_distlab_moe():
+    from distlab import models
+
+    with pytest.raises(UnknownNameError, match="mixture-of-experts model: its experts are counted by distlab.moe"):
+        models.model("DeepSeek-V3")
