@@ -10,18 +10,7 @@
 
 from __future__ import annotations
 
-import time
-
-from _timing import repeat, report, summarize
-
-
-def repeat_cpu(fn, n: int) -> list[float]:
-    samples = []
-    for i in range(n):
-        start = time.process_time()
-        fn(i)
-        samples.append(time.process_time() - start)
-    return samples
+from _timing import repeat, repeat_cpu, report, summarize
 
 
 def _cycle(widget, values):

@@ -122,6 +122,15 @@ def _ep_choices(model) -> tuple:
     return tuple(d for d in (1, 2, 4, 8, 16, 32, 64, 128, 256) if m.experts % d == 0)
 
 
+def _offer_ep_sizes(slider, model) -> None:
+    """Give the EP slider the sizes that divide the model's experts, keeping its value when it still does."""
+    options = _ep_choices(model)
+    keep = slider.value if slider.value in options else min(8, options[-1])
+    with slider.hold_trait_notifications():
+        slider.options = options
+        slider.value = keep
+
+
 class ImbalanceApp(LessonApp):
     """Router skew and capacity -> drops and the time of one MoE layer (expert GEMMs of the busiest GPU vs the
     balanced share, and the all-to-alls), for a catalog model on DGX H100 nodes, one 4,096-token microbatch.
@@ -152,11 +161,7 @@ class ImbalanceApp(LessonApp):
         self.update()
 
     def _on_model(self, change=None):
-        options = _ep_choices(self.model.value)
-        keep = self.ep.value if self.ep.value in options else min(8, options[-1])
-        with self.ep.hold_trait_notifications():
-            self.ep.options = options
-            self.ep.value = keep
+        _offer_ep_sizes(self.ep, self.model.value)
         self.update()
 
     def _on_change(self, change=None):
@@ -237,11 +242,7 @@ class PlacementApp(LessonApp):
         self.update()
 
     def _on_model(self, change=None):
-        options = _ep_choices(self.model.value)
-        keep = self.ep.value if self.ep.value in options else min(8, options[-1])
-        with self.ep.hold_trait_notifications():
-            self.ep.options = options
-            self.ep.value = keep
+        _offer_ep_sizes(self.ep, self.model.value)
         self.update()
 
     def _on_change(self, change=None):
