@@ -15,7 +15,8 @@ from _timing import repeat, repeat_cpu, report, summarize
 
 def _cycle(widget, values):
     def change(i):
-        widget.value = values[(values.index(widget.value) + 1) % len(values)]
+        now = values.index(widget.value) if widget.value in values else -1
+        widget.value = values[(now + 1) % len(values)]
     return change
 
 
