@@ -177,6 +177,7 @@ def test_fuzz_every_function_returns_or_raises_our_error(a, b, c, d):
         lambda: moe.ep_members_per_node(etp=a, ep=b, gpus_per_node=c),
         lambda: moe.moe_layer_cost("qwen3-235b-a22b", "dgx-h100", seq_len=a, ep=b, tp=c, imbalance=d),
         lambda: moe.moe_step_flops("deepseek-v3", a, b, d),
+        lambda: moe.moe_step_cost("mixtral-8x7b", "dgx-h100", a, microbatches=b, pp=c, ep=d),
     ]
     for call in calls:
         try:
@@ -185,7 +186,7 @@ def test_fuzz_every_function_returns_or_raises_our_error(a, b, c, d):
             continue
         numbers = [value] if isinstance(value, (int, float)) else (
             list(value.values()) if isinstance(value, dict) else
-            [v for v in value.to_dict().values() if isinstance(v, (int, float))])
+            [v for v in value.to_dict().values() if isinstance(v, (int, float)) and not isinstance(v, bool)])
         assert all(math.isfinite(v) and v >= 0 for v in numbers)
 
 

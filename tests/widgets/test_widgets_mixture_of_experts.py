@@ -90,3 +90,22 @@ def test_continuous_controls_never_force_a_full_redraw(a2a):
         control.value = value
         assert a2a.render(a2a.result) is False
     a2a.capacity.value, a2a.step.value = None, 7
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+
+from distlab.plots.mixture_of_experts import byte_matrix_figure, total_vs_active_figure  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 16), scale=st.floats(0, 1e12), seed=st.integers(0, 99))
+def test_fuzz_static_figures_draw_any_valid_data(n, scale, seed):
+    rng = np.random.default_rng(seed)
+    matrix = rng.random((n, n)) * scale
+    fig = byte_matrix_figure(matrix, "t")
+    FigureCanvasAgg(fig).draw()  # renders for real (NaN or inf data would fail here)
+    total = rng.random(n) * 1e12 + 1e9
+    fig2 = total_vs_active_figure([f"m{i}" for i in range(n)], total, total * rng.random(n).clip(0.01, 1))
+    FigureCanvasAgg(fig2).draw()
+    assert len(fig2.axes) == 1 and len(fig.axes) == 2
