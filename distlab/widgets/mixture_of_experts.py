@@ -57,7 +57,7 @@ class AllToAllApp(LessonApp):
         self.capacity = widgets.Dropdown(options=CAPACITIES, value=capacity, description="capacity")
         self.step = widgets.IntSlider(value=step, min=0, max=15, description="pairwise step")
         self.status = widgets.HTML()
-        self.fig, self.canvas = figure_canvas((7.0, 2.9), dict(left=0.08, right=0.98, bottom=0.16, top=0.95,
+        self.fig, self.canvas = figure_canvas((6.2, 2.5), dict(left=0.08, right=0.98, bottom=0.18, top=0.95,
                                                                wspace=0.3))
         self.matrix = byte_matrix(self.fig.add_subplot(1, 2, 1))
         self.loads = load_bars(self.fig.add_subplot(1, 2, 2), max(EP_SIZES))
