@@ -28,3 +28,20 @@ def test_moe_memory_text_names_both_groups(capsys):
 def test_moe_memory_errors_are_ours(args, words, capsys):
     assert cli.main(args) == 2
     assert words in capsys.readouterr().err
+
+
+def test_export_of_an_moe_configuration_is_the_library_text(capsys):
+    assert cli.main(["export", "--format", "megatron", "--model", "deepseek-v3", "--gpus", "2048", "--global-batch",
+                     "15360", "--pp", "16", "--ep", "64", "--max-nodes", "4"]) == 0
+    want = moe.megatron_moe(moe.moe_config("deepseek-v3", 2048, pp=16, ep=64, global_batch=15360, max_nodes=4))
+    assert capsys.readouterr().out.strip() == want
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--model", "mixtral-8x7b", "--format", "torchtitan", "--ep", "8"], "no flavor of mixtral-8x7b"),
+    (["--model", "mixtral-8x7b", "--format", "megatron", "--ep", "8", "--best"], "does not search MoE"),
+    (["--model", "llama2-7b", "--format", "megatron", "--ep", "8"], "apply to mixture-of-experts models"),
+])
+def test_moe_export_errors_are_ours(args, words, capsys):
+    assert cli.main(["export", "--gpus", "64", "--global-batch", "256", *args]) == 2
+    assert words in capsys.readouterr().err
