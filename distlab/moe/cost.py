@@ -465,7 +465,9 @@ def moe_layer_cost(model, cluster, *, micro_batch=1, seq_len=None, tp=1, cp=1, e
     router and shared experts are the dense part of the layer (distlab.flops counts them).
     All-to-alls: ALL_TO_ALLS_PER_LAYER[recompute] of all_to_all_bytes each, timed by all_to_all_time. EP
     members per node p come from Megatron's expert rank layout (distlab.mesh.expert_layout: EP neighbours are
-    etp ranks apart, whatever the attention's tp).
+    etp ranks apart, whatever the attention's tp). Not counted: with etp > 1 Megatron all-gathers the dispatched
+    tokens over the expert-TP group and reduce-scatters the outputs (ring collectives of distlab.collectives over
+    etp GPUs, inside a node when etp <= 8), and the router's auxiliary loss or bias update.
     Lesson 10 §5.
 
     >>> c = moe_layer_cost('mixtral-8x7b', 'dgx-h100', seq_len=4096, ep=8)
