@@ -27,6 +27,7 @@ _SUBMODULES = (
     "pipeline",
     "tensor",
     "mesh",
+    "moe",
     "training",
     "triage",
     "planner",

@@ -26,7 +26,7 @@ from typing import Optional
 
 from ._arguments import divisors
 from ._catalog import lookup
-from .errors import ConfigurationError
+from .errors import ConfigurationError, UnknownNameError
 from .units import positive_int
 
 __all__ = [
@@ -428,4 +428,11 @@ def model(name) -> TransformerModel:
     """
     if isinstance(name, TransformerModel):
         return name
+    if isinstance(name, str):
+        from .moe.catalog import MOE_MODELS
+
+        if name.strip().lower() in MOE_MODELS:
+            raise UnknownNameError(f"{name.strip().lower()!r} is a mixture-of-experts model: its experts are counted "
+                                   f"by distlab.moe (moe.model, moe.expert_parallel_memory, moe.moe_step_flops), "
+                                   f"not by the dense formulas")
     return lookup(MODELS, name, "model")

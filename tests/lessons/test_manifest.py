@@ -19,16 +19,11 @@ ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
-#: Lesson numbers another branch fills (lesson 10, MoE, lands on its own branch): remove once merged.
-NOT_YET_MERGED = {10}
-
-
 def test_every_lesson_notebook_is_in_the_manifest_in_order():
     notebooks = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "notebooks").glob("*.ipynb"))
     assert [entry.notebook for entry in LESSONS.values()] == notebooks
     numbers = [entry.number for entry in LESSONS.values()]
-    missing = NOT_YET_MERGED - set(numbers)
-    assert numbers == [n for n in range(1, len(LESSONS) + len(missing) + 1) if n not in missing]
+    assert numbers == list(range(1, len(LESSONS) + 1))
     for entry in LESSONS.values():
         assert Path(entry.notebook).name.startswith(f"{entry.number:02d}_")
 
