@@ -88,8 +88,8 @@ def critical_batch_tokens(loss) -> float:
     7.37
     """
     loss_nats = positive(loss, "", "loss")
-    if loss_nats > 20:
-        raise ConfigurationError(f"loss={loss_nats!r} nats: the fit covers language-model losses; valid: 0 < loss <= 20")
+    if not 0.01 <= loss_nats <= 20:
+        raise ConfigurationError(f"loss={loss_nats!r} nats: the fit covers language-model losses; valid: 0.01 <= loss <= 20")
     return KAPLAN_B_STAR_TOKENS / loss_nats ** (1.0 / KAPLAN_ALPHA_B)
 
 
