@@ -5,7 +5,9 @@ heads, pp up to the number of layers (uneven splits allowed: the busiest stage h
 ceil(L / pp) layers), every micro-batch size dividing a replica's batch,
 ZeRO stages 0-3, recomputation none / selective / full, sequence parallelism with tp > 1, and
 GPipe or 1F1B, or interleaved 1F1B with every v that splits the layers evenly when the
-microbatches are a multiple of pp (Megatron-LM's rule). Each
+microbatches are a multiple of pp (Megatron-LM's rule). For a mixture-of-experts model (distlab.moe) also
+expert parallelism ep (every divisor of the routed experts) and expert tensor parallelism etp in {1, tp}, with
+etp x ep x pp dividing the GPUs, and sequence parallelism whenever tp > 1 (Megatron-Core's rule). Each
 is priced by distlab.training.step_model_array, the same core as training.estimate.
 """
 
@@ -36,6 +38,8 @@ __all__ = [
 
 COLUMNS = ("dp", "tp", "pp", "chunks", "micro_batch_size", "zero", "recompute_code", "sequence_parallel",
            "schedule_code", "cp")
+#: The columns an MoE model's plan adds (Lesson 10 §6).
+MOE_COLUMNS = ("ep", "etp")
 #: Context parallelism is searched only while each GPU keeps at least this many tokens of a sequence: below it
 #: the attention on a chunk no longer hides the ring's K/V traffic on a fabric (production.ring_attention_step's
 #: crossover is a few thousand tokens per GPU on InfiniBand NDR; Lesson 8 §4).
@@ -65,7 +69,7 @@ class Plan:
     def row(self, rank: int) -> dict:
         """The configuration at position `rank` of the ranking, as plain numbers."""
         i = int(self.order[rank])
-        out = {name: int(self.columns[name][i]) for name in COLUMNS}
+        out = {name: int(self.columns[name][i]) for name in COLUMNS + MOE_COLUMNS if name in self.columns}
         out["recompute"] = memory.RECOMPUTE_MODES[out.pop("recompute_code")]
         out["schedule"] = training.SCHEDULES[out.pop("schedule_code")]
         out["sequence_parallel"] = bool(out["sequence_parallel"])
@@ -100,14 +104,18 @@ class Plan:
         time lies within the model's error band of the fastest's (tie_count(0) of them; error_band_percent())."""
         mark = ties
         tied = self.tie_count(0) if mark and self.feasible_count else 0
+        experts = "ep" in self.columns
         lines = [("≈ " if mark else "") +
-                 f"{'dp':>4} {'tp':>3} {'cp':>3} {'pp':>3} {'v':>2} {'mbs':>4} {'m':>5} {'zero':>4} {'recompute':>9} "
+                 f"{'dp':>4} {'tp':>3} {'cp':>3} {'pp':>3} " + (f"{'ep':>3} {'etp':>3} " if experts else "") +
+                 f"{'v':>2} {'mbs':>4} {'m':>5} {'zero':>4} {'recompute':>9} "
                  f"{'sp':>3} {'step':>9} {'MFU':>6} {'mem/GPU':>9} fits"]
         from .units import format_bytes, format_seconds
 
         for rank, r in enumerate(self.top(k)):
             lines.append(("" if not mark else "≈ " if rank < tied else "  ") +
-                         f"{r['dp']:>4} {r['tp']:>3} {r['cp']:>3} {r['pp']:>3} {r['chunks']:>2} {r['micro_batch_size']:>4} "
+                         f"{r['dp']:>4} {r['tp']:>3} {r['cp']:>3} {r['pp']:>3} " +
+                         (f"{r['ep']:>3} {r['etp']:>3} " if experts else "") +
+                         f"{r['chunks']:>2} {r['micro_batch_size']:>4} "
                          f"{r['microbatches']:>5} {r['zero']:>4} {r['recompute']:>9} {'yes' if r['sequence_parallel'] else 'no':>3} "
                          f"{format_seconds(r['step_time_s']):>9} {100 * r['mfu']:5.1f}% {format_bytes(r['memory_per_gpu_bytes']):>9} "
                          f"{'yes' if r['fits'] else 'NO'}")
@@ -167,7 +175,7 @@ class Plan:
         """
         ia, ib = (int(self.order[self._rank(r, n)]) for r, n in ((a, "a"), (b, "b")))
         res = self.results
-        diffs = {name: float(res[key][ib] - res[key][ia]) for key, (name, _) in COMPONENTS.items()}
+        diffs = {name: float(res[key][ib] - res[key][ia]) for key, (name, _) in COMPONENTS.items() if key in res}
         hidden = [float(res["dp_comm_s"][i] - res["dp_exposed_s"][i]) for i in (ia, ib)]
         at_stake = {**diffs, HIDDEN_DP[0]: hidden[1] - hidden[0]}
         name = max(at_stake, key=lambda c: abs(at_stake[c]))
@@ -192,6 +200,8 @@ COMPONENTS = {
                              "what recomputation re-runs, and the logits charged to the busiest pipeline stage"),
     "tp_comm_s": ("TP communication", "TP communication sits on the critical path (overlapped with the matmuls only "
                                       "with tp_overlap, which the planner does not search)"),
+    "ep_comm_s": ("EP all-to-all", "the MoE all-to-alls of uniformly routed tokens sit on the critical path (not "
+                                   "overlapped with compute), at the achieved NVLink and cross-rail fabric rates"),
     "cp_comm_s": ("CP communication (exposed)", "ring attention's K/V transfers hide under the attention core they "
                                                 "overlap; only the excess is exposed"),
     "bubble_s": ("pipeline bubble", "the pipeline schedule and microbatch count (bubble (p - 1) / (v m) of the "
@@ -295,6 +305,43 @@ def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch:
     return {name: data[:, i] for i, name in enumerate(COLUMNS)}, rejected
 
 
+def expert_parallel_columns(model, cols: dict, gpus: int, gpus_per_node: int, rejected: dict) -> dict:
+    """The dense columns of an MoE model crossed with every (ep, etp): ep a divisor of the routed experts, etp 1 or
+    tp (dividing the expert width), etp x ep x pp dividing the GPUs; rows with tp > 1 keep sequence parallelism
+    only (Megatron-Core requires it for MoE with TP). Counts what it drops in `rejected`. Lesson 10 §6.
+
+    >>> from distlab import moe
+    >>> cols = {name: np.array([value]) for name, value in zip(COLUMNS, (8, 2, 1, 1, 1, 1, 0, 1, 1, 1))}
+    >>> out = expert_parallel_columns(moe.model('mixtral-8x7b'), cols, 16, 8, {})
+    >>> list(zip(out['ep'].tolist(), out['etp'].tolist()))  # etp x ep x 1 divides 16
+    [(1, 1), (2, 1), (4, 1), (8, 1), (1, 2), (2, 2), (4, 2), (8, 2)]
+    """
+    keep = (cols["tp"] == 1) | (cols["sequence_parallel"] != 0)
+    if not keep.all():
+        rejected["MoE with tp > 1 without sequence parallelism"] = int((~keep).sum())
+        cols = {name: column[keep] for name, column in cols.items()}
+    tp, pp = cols["tp"], cols["pp"]
+    parts, dropped = [], 0
+    for etp_is_tp in (False, True):
+        etp = tp if etp_is_tp else np.ones_like(tp)
+        for ep in divisors(model.experts):
+            ok = (gpus % (etp * ep * pp) == 0) & (model.expert_ffn % etp == 0)
+            if etp_is_tp:
+                ok &= tp > 1  # with tp = 1 the pair is the etp = 1 row
+            dropped += int((~ok).sum())
+            idx = np.flatnonzero(ok)
+            if idx.size:
+                parts.append((idx, ep, etp[idx]))
+    rejected["etp x ep x pp not dividing the GPUs"] = dropped
+    if not parts:
+        raise ConfigurationError(f"no (ep, etp) of {model.name} divides {gpus} GPUs with any pipeline depth")
+    index = np.concatenate([idx for idx, _, _ in parts])
+    out = {name: column[index] for name, column in cols.items()}
+    out["ep"] = np.concatenate([np.full(idx.size, ep, dtype=np.int64) for idx, ep, _ in parts])
+    out["etp"] = np.concatenate([etp for _, _, etp in parts]).astype(np.int64)
+    return out
+
+
 def plan(model, cluster, *, global_batch, seq_len=None, precision="mixed", efficiency=None, fabric=None,
          nodes=None, attention="flash", memory_recipe="zero-paper") -> Plan:
     """Evaluate every valid configuration; rank feasible ones first, then by step time.
@@ -308,7 +355,10 @@ def plan(model, cluster, *, global_batch, seq_len=None, precision="mixed", effic
     >>> p.gpus, len(p.order)  # every configuration enumerate_configurations lists is priced
     (16, 10884)
     """
-    model = models.model(model)
+    from .moe import step as moe_step
+
+    is_moe = moe_step.is_moe(model)
+    model = moe_step.moe_model(model) if is_moe else models.model(model)
     cl = as_cluster(cluster, nodes, fabric)
     batch, s, _ = training.batch_and_sequence(global_batch, seq_len if seq_len is not None else model.seq_len)
     compute = training.compute_model_for(cl, efficiency, attention)
@@ -321,14 +371,19 @@ def plan(model, cluster, *, global_batch, seq_len=None, precision="mixed", effic
     if not keep.all():
         rejected["ZeRO stage the engine does not run"] = int((~keep).sum())
         cols = {name: column[keep] for name, column in cols.items()}
+    core_model, moe_columns = model, {}
+    if is_moe:
+        cols = expert_parallel_columns(model, cols, cl.gpus, cl.node.gpus_per_node, rejected)
+        core_model, moe_columns = moe_step.step_model(model, s), dict(ep=cols["ep"], etp=cols["etp"])
     out = training.step_model_array(
-        model, **hw, global_batch=batch, seq_len=s,
+        core_model, **hw, global_batch=batch, seq_len=s,
         dp=cols["dp"], tp=cols["tp"], pp=cols["pp"], chunks=cols["chunks"], micro_batch_size=cols["micro_batch_size"],
         zero=cols["zero"], recompute_code=cols["recompute_code"], sequence_parallel=cols["sequence_parallel"],
         schedule_code=cols["schedule_code"], **training.compute_arguments(compute), memory_recipe=mem_recipe,
-        cp=cols["cp"])
+        cp=cols["cp"], **moe_columns)
     # MFU by PaLM's definition (distlab.flops: weights, attention, logits; no recomputation), as estimate()
-    out["mfu"] = flops.step_flops(model, batch, s).model_flops / (out["step_time_s"] * cl.gpus * peak)
+    counted = moe_step.moe_step_flops(model, batch, s) if is_moe else flops.step_flops(model, batch, s)
+    out["mfu"] = counted.model_flops / (out["step_time_s"] * cl.gpus * peak)
     fits = out["memory_bytes"] <= cl.accelerator.memory_bytes - mem_recipe.reserve_bytes
     fills = ~((cols["pp"] > 1) & (out["microbatches"] < cols["pp"]))
     feasible = fits & fills

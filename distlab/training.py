@@ -299,7 +299,7 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
                      recipe, global_batch, seq_len, dp, tp, pp, chunks, micro_batch_size, zero, recompute_code,
                      sequence_parallel, schedule_code, efficiency, bucket_bytes=None, cross_rail_bw=None,
                      attention_efficiency=None, flash_attention=False, memory_traffic=0.0, nvls_bw=None,
-                     tp_overlap=False, memory_recipe=None, cp=1, balance_stages=False) -> dict:
+                     tp_overlap=False, memory_recipe=None, cp=1, balance_stages=False, ep=1, etp=None) -> dict:
     """Per-step time components (s) and per-GPU memory (bytes) on the busiest (first) pipeline stage.
 
     compute    = m x t_mb, the busiest stage's compute per microbatch (distlab.flops, per token b s):
@@ -357,6 +357,11 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     recomputation) of b (s/cp) 2 kv_dim e / tp bytes on NVLink when tp x cp fits a node, else the fabric
     (Liu et al. 2023, Ring Attention; Megatron-Core context parallelism). Inputs are NumPy arrays, not
     validated. Lesson 7 §1.
+    Mixture of experts (model a distlab.moe.step.MoEStepModel; ep, etp: expert parallelism, etp None = tp): compute
+    from the active parameters through the same path; model states and the gradient reduction split into the
+    non-expert and the expert part (distlab.moe.step); ep_comm = m x MoE layers on the stage x the all-to-alls of
+    one layer (moe.step.all_to_all_layer_time_array, fabric at cross_rail_bw), on the critical path of every
+    microbatch, so also in the bubble's stage time. Lesson 10 §5.
 
     Llama 2 7B on one DGX H100 node, dp 8, one 4,096-token sequence per GPU: 32 layers x 3 x (2 x 202,383,360
     + 4 x 4096 x 4096) + 3 x 2 x 4096 x 32,000 = 46.09 GFLOP per token (6 x 6.738e9 = 40.43 leaves attention
@@ -370,7 +375,7 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     >>> round(float(out['compute_s']), 3), float(out['bubble_s'])
     (0.382, 0.0)
     """
-    from . import memory, tensor
+    from . import memory, models, tensor
     from .dataparallel import DDP_BUCKET_BYTES, exposed_communication_time
     from .pipeline.closed_form import bubble_overhead_array, in_flight_array
 
@@ -454,10 +459,21 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     ring_layer = (cp - 1.0) * np.where(full, 4.0, 3.0) * ring_hop
     core_layer = core_stage / layers_stage / (tp * peak_flops * att_eff)
     cp_mb = np.where(cp > 1, layers_stage * np.maximum(0.0, ring_layer - core_layer), 0.0)
-    stage_mb = t_mb + tp_mb + cp_mb
+    moe = None
+    if not isinstance(model, models.TransformerModel):  # an MoE model (distlab.moe.step): its all-to-alls
+        from .moe import step as moe
+
+        etp = tp if etp is None else np.asarray(etp, dtype=float)
+        ep_mb = np.minimum(float(model.moe.moe_layers), layers_stage) * moe.all_to_all_layer_time_array(
+            model, b * s / (tp * cp), ep, etp, code, e_msg, gpus_per_node, intra_bw, intra_lat,
+            inter_bw if cross_rail_bw is None else cross_rail_bw, inter_lat)
+    else:
+        ep_mb = 0.0
+    stage_mb = t_mb + tp_mb + cp_mb + ep_mb
     compute = m * t_mb
     tp_comm = m * tp_mb
     cp_comm = m * cp_mb
+    ep_comm = m * ep_mb + 0.0 * compute
     bubble = bubble_overhead_array(pp, m, v) * m * stage_mb
 
     cross = inter_bw if cross_rail_bw is None else cross_rail_bw
@@ -472,7 +488,9 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     one_way = v * ((pp - 1.0 - crossing) * nvlink_hop + crossing * fabric_hop) + (v - 1.0) * wrap_hop
     p2p = np.where(pp > 1, 2.0 * one_way, 0.0)
 
-    if memory_recipe is None or not memory_recipe.engine:
+    if moe is not None:
+        w, g, o = moe.expert_state_bytes_array(model, recipe, memory_recipe, zero, dpc, tp, pp, ep, etp, first_layers)
+    elif memory_recipe is None or not memory_recipe.engine:
         w, g, o = memory.model_state_bytes_array(P, recipe, zero, dpc, tp, pp)
     else:
         # engine recipes count the busiest (first) stage as Megatron's theoretical_memory_usage does: its layers
@@ -487,6 +505,21 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     grad_shard = P / (tp * pp) * recipe.gradient_bytes
     dp_bw = np.where(equal_local_ranks_array(dpc, tp, gpus_per_node), inter_bw, cross)
     all_reduce = group_all_reduce_time_array(grad_shard, dpc, tp, gpus_per_node, intra_bw, intra_lat, dp_bw, inter_lat)
+    replicas = dpc
+    if moe is not None:
+        # non-expert gradients over the DP group (stride tp), expert ones after them over the expert DP group of
+        # mesh.expert_layout (edp = dp cp tp / (etp ep) members, stride etp ep)
+        grad_shard, expert_shard = moe.expert_gradient_bytes(model, recipe, tp, pp, ep, etp)
+        edp, e_stride = dpc * tp / (etp * ep), etp * ep
+        e_bw = np.where(equal_local_ranks_array(edp, e_stride, gpus_per_node), inter_bw, cross)
+
+        def expert_all_reduce(size):
+            return group_all_reduce_time_array(size, edp, e_stride, gpus_per_node, intra_bw, intra_lat, e_bw, inter_lat)
+
+        all_reduce = (group_all_reduce_time_array(grad_shard, dpc, tp, gpus_per_node, intra_bw, intra_lat, dp_bw,
+                                                  inter_lat) + expert_all_reduce(expert_shard))
+        grad_shard = grad_shard + expert_shard
+        replicas = np.maximum(dpc, edp)
     buckets = np.maximum(1.0, np.ceil(grad_shard / bucket_bytes))
     zero = np.asarray(zero)
     forward_mb = (1.0 - backward_share) * t_mb
@@ -510,6 +543,10 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     # latency each time.
     layer_half = 0.5 * group_all_reduce_time_array(grad_shard / layers_stage, dpc, tp, gpus_per_node, intra_bw,
                                                    intra_lat, dp_bw, inter_lat)
+    if moe is not None:
+        layer_half = 0.5 * (group_all_reduce_time_array((grad_shard - expert_shard) / layers_stage, dpc, tp,
+                                                        gpus_per_node, intra_bw, intra_lat, dp_bw, inter_lat)
+                            + expert_all_reduce(expert_shard / layers_stage))
     f_layer, b_layer = forward_mb / layers_stage, backward_mb / layers_stage
     # distlab.fsdp's layer-by-layer schedule (one communication stream, prefetch 1, resharding after forward but
     # keeping the last layer, as torchtitan does): the exposed time of one microbatch (Lesson 11 §2)
@@ -520,7 +557,7 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     dp_time = np.select([zero >= 3, zero == 2, zero == 1],
                         [m * (3.0 * layers_stage - 1.0) * layer_half, (m + 1.0) * half, all_reduce], all_reduce)
     exposed = np.select([zero >= 3, zero == 2, zero == 1], [m * zero3_mb, zero2, zero1], ddp)
-    dp_exposed = np.where(dpc > 1, exposed, 0.0)
+    dp_exposed = np.where(replicas > 1, exposed, 0.0)
     optimizer = (2.0 * o + g + w) / hbm_bandwidth
 
     # flash attention never stores the scores: memory as with selective recomputation's attention core
@@ -535,8 +572,9 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
                                                               (first_layers + 1.0) * np.maximum(in_flight - 1.0, 0.0)),
                                activations)
 
-    step = compute + tp_comm + cp_comm + bubble + p2p + dp_exposed + optimizer
-    return dict(microbatches=m, compute_s=compute, tp_comm_s=tp_comm, cp_comm_s=cp_comm, bubble_s=bubble, p2p_s=p2p,
+    step = compute + tp_comm + cp_comm + ep_comm + bubble + p2p + dp_exposed + optimizer
+    return dict(microbatches=m, compute_s=compute, tp_comm_s=tp_comm, cp_comm_s=cp_comm, ep_comm_s=ep_comm,
+                bubble_s=bubble, p2p_s=p2p,
                 dp_comm_s=dp_time, dp_exposed_s=dp_exposed, optimizer_s=optimizer, step_time_s=step,
                 weights_bytes=w, gradients_bytes=g, optimizer_bytes=o, activations_bytes=activations,
                 memory_bytes=w + g + o + activations)
@@ -566,6 +604,7 @@ class StepEstimate:
     problems: tuple = ()
     compute_model: object = None  # distlab.efficiency.ComputeModel
     cp_comm_s: float = 0.0  # context parallelism's exposed ring-attention traffic
+    ep_comm_s: float = 0.0  # expert parallelism's all-to-alls (MoE models)
 
     @property
     def fits(self) -> bool:
@@ -605,6 +644,8 @@ class StepEstimate:
         parts = {"compute": self.compute_s, "TP communication": self.tp_comm_s}
         if self.cp_comm_s:
             parts["CP communication (exposed)"] = self.cp_comm_s
+        if self.ep_comm_s:
+            parts["EP all-to-all"] = self.ep_comm_s
         return {**parts, "pipeline bubble": self.bubble_s, "pipeline p2p": self.p2p_s,
                 "DP communication (exposed)": self.dp_exposed_s, "optimizer step": self.optimizer_s}
 
@@ -636,6 +677,7 @@ class StepEstimate:
                 "fits": self.fits, "feasible": self.feasible, "problems": list(self.problems),
                 "explanation": self.explain(), "microbatches": self.microbatches,
                 "breakdown_s": {"compute": self.compute_s, "tp_comm": self.tp_comm_s, "cp_comm": self.cp_comm_s,
+                                "ep_comm": self.ep_comm_s,
                                 "bubble": self.bubble_s,
                                 "p2p": self.p2p_s, "dp_comm_total": self.dp_comm_s,
                                 "dp_comm_exposed": self.dp_exposed_s, "optimizer": self.optimizer_s},
@@ -681,7 +723,7 @@ def hardware_arguments(cl, recipe, achieved=False) -> dict:
 def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1, chunks=1, micro_batch_size=1,
              zero=0, recompute="none", sequence_parallel=False, schedule="1f1b", precision="mixed",
              efficiency=None, attention="flash", fabric=None, nodes=None, calibration=None,
-             tp_overlap=False, memory_recipe="zero-paper", cp=1, balance_stages=False) -> StepEstimate:
+             tp_overlap=False, memory_recipe="zero-paper", cp=1, balance_stages=False, ep=1, etp=None) -> StepEstimate:
     """Step time breakdown, throughput, MFU/HFU, scaling efficiency and memory of one configuration.
 
     model: a TransformerModel or catalog name; cluster: a hardware.Cluster, or a node name with
@@ -696,7 +738,10 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     (16 B per parameter, the lessons' count) or an engine's ('megatron', 'megatron-distributed-optimizer',
     'deepspeed', 'fsdp2'; distlab.memory_recipes), which also keeps a reserve of each GPU out of reach.
     balance_stages: the first and last pipeline stage hold one layer fewer, for the embedding and the logits
-    (Llama 3's layout; with pp > 2).
+    (Llama 3's layout; with pp > 2). ep, etp: expert parallelism and expert tensor parallelism (1 or tp; None = tp)
+    of a mixture-of-experts model (distlab.moe catalog names such as 'mixtral-8x7b'): compute from the active
+    parameters, experts sharded over etp x ep, the all-to-alls as the step-time part 'EP all-to-all'
+    (distlab.moe.step; Lesson 10 §5).
     An infeasible configuration is priced but
     flagged (feasible False, explain() says which limit and by how much); invalid ones raise
     ConfigurationError. Lesson 7 §1-§6, §8.
@@ -711,8 +756,10 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     (8, 0.382, False)
     """
     from . import memory, memory_recipes, models
+    from .moe import step as moe_step
 
-    model = models.model(model)
+    is_moe = moe_step.is_moe(model)
+    model = moe_step.moe_model(model) if is_moe else models.model(model)
     cl = as_cluster(cluster, nodes, fabric)
     g = cl.node.gpus_per_node
     tp, pp, cp = positive_int(tp, "tp"), positive_int(pp, "pp"), positive_int(cp, "cp")
@@ -765,11 +812,20 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     hw = hardware_arguments(cl, recipe, achieved=compute.calibrated)
     peak = hw["peak_flops"]
     sp = bool(sequence_parallel) and tp > 1
+    core_model, moe_config = model, {}
+    if is_moe:
+        ep, etp = moe_step.check_expert_parallel(model, cl.gpus, tp=tp, cp=cp, pp=pp, ep=ep, etp=etp,
+                                                 sequence_parallel=sp, gpus_per_node=g)
+        core_model, moe_config = moe_step.step_model(model, s), dict(ep=ep, etp=etp)
+    elif not (ep == 1 and etp is None):
+        raise ConfigurationError(f"ep={ep!r}, etp={etp!r}: expert parallelism applies to mixture-of-experts models "
+                                 f"(distlab.moe.MOE_MODELS); {model.name} is dense (valid: ep=1, etp=None)")
     out = step_model_array(
-        model, **hw, global_batch=batch, seq_len=s, dp=dp, tp=tp,
+        core_model, **hw, global_batch=batch, seq_len=s, dp=dp, tp=tp,
         pp=pp, chunks=v, micro_batch_size=b, zero=zero, recompute_code=memory.RECOMPUTE_MODES.index(mode),
         sequence_parallel=sp, schedule_code=SCHEDULES.index(sched), **compute_arguments(compute),
-        tp_overlap=bool(tp_overlap), memory_recipe=mem_recipe, cp=cp, balance_stages=bool(balance_stages))
+        tp_overlap=bool(tp_overlap), memory_recipe=mem_recipe, cp=cp, balance_stages=bool(balance_stages),
+        **moe_config)
     bd = memory.MemoryBreakdown(float(out["weights_bytes"]), float(out["gradients_bytes"]), float(out["optimizer_bytes"]),
                                 float(out["activations_bytes"]), float(cl.accelerator.memory_bytes), cl.accelerator.name,
                                 reserved_bytes=mem_recipe.reserve_bytes)
@@ -777,15 +833,15 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     if pp > 1 and m < pp:
         problems.append(f"pipeline: only {m} microbatches per step for {pp} stages; the pipeline never fills")
     tokens = float(batch * s)
-    counted = step_flops(model, batch, s, mode)
+    counted = moe_step.moe_step_flops(model, batch, s, mode) if is_moe else step_flops(model, batch, s, mode)
     config = dict(model=model.name, gpus=cl.gpus, global_batch=batch, seq_len=s, dp=dp, tp=tp, cp=cp, pp=pp, chunks=v,
                   micro_batch_size=b, microbatches=m, zero=zero, recompute=mode, sequence_parallel=sp,
                   schedule=sched, precision=recipe.name, efficiency=efficiency if compute.calibrated is False else None,
                   attention=compute.attention, matmul_efficiency=eff, tp_overlap=bool(tp_overlap) and sp,
-                  memory_recipe=mem_recipe.name, balance_stages=bool(balance_stages) and pp > 2)
+                  memory_recipe=mem_recipe.name, balance_stages=bool(balance_stages) and pp > 2, **moe_config)
     return StepEstimate(
         config=config, compute_s=float(out["compute_s"]), tp_comm_s=float(out["tp_comm_s"]),
-        cp_comm_s=float(out["cp_comm_s"]),
+        cp_comm_s=float(out["cp_comm_s"]), ep_comm_s=float(out["ep_comm_s"]),
         bubble_s=float(out["bubble_s"]), p2p_s=float(out["p2p_s"]), dp_comm_s=float(out["dp_comm_s"]),
         dp_exposed_s=float(out["dp_exposed_s"]), optimizer_s=float(out["optimizer_s"]),
         step_time_s=float(out["step_time_s"]), microbatches=m, tokens_per_step=tokens,

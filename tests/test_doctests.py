@@ -43,6 +43,7 @@ FORMULA_MODULES = [
     "distlab.moe.cost",
     "distlab.moe.export",
     "distlab.moe.routing",
+    "distlab.moe.step",
     "distlab.planner",
     "distlab.export",
     "distlab.validation",
