@@ -76,12 +76,13 @@ def _moe_models():
 
 
 def _run_moe(args, cl) -> int:
-    """An MoE configuration through distlab.moe.moe_config and export_moe (the step model does not price MoE yet)."""
+    """An MoE configuration through distlab.moe.moe_config and export_moe; --best: the planner's fastest feasible
+    row that moe_config accepts and the format can express (context parallelism is not exported for MoE)."""
     from .. import moe
     from ..errors import ConfigurationError
 
     if args.best:
-        raise ConfigurationError("--best: the planner does not search MoE configurations yet; give --tp --pp --ep")
+        return _best_moe(args, cl)
     gpus = cl.gpus
     dp = args.dp if args.dp is not None else None
     config = moe.moe_config(args.model, gpus, tp=args.tp, pp=args.pp, ep=args.ep, etp=args.etp,
@@ -92,3 +93,36 @@ def _run_moe(args, cl) -> int:
         raise ConfigurationError(f"--dp {dp}: {gpus} GPUs with tp={args.tp} pp={args.pp} give dp={config.dp}")
     print(moe.export_moe(config, args.format))
     return 0
+
+
+def _best_moe(args, cl) -> int:
+    from .. import moe, planner
+    from ..errors import ConfigurationError
+
+    p = planner.plan(args.model, cl, global_batch=args.global_batch, seq_len=args.seq, precision=args.precision,
+                     efficiency=args.efficiency, attention=args.attention, memory_recipe=args.memory_recipe)
+    skipped = 0
+    for rank in range(p.feasible_count):  # feasible rows come first in the ranking
+        row = p.row(rank)
+        if row["cp"] > 1:
+            skipped += 1
+            continue
+        try:
+            config = moe.moe_config(args.model, cl.gpus, tp=row["tp"], pp=row["pp"], ep=row["ep"], etp=row["etp"],
+                                    micro_batch=row["micro_batch_size"], global_batch=args.global_batch,
+                                    seq_len=args.seq, capacity_factor=args.capacity_factor, max_nodes=args.max_nodes,
+                                    gpus_per_node=cl.gpus_per_node)
+            text = moe.export_moe(config, args.format)
+        except ConfigurationError:
+            skipped += 1
+            continue
+        import sys
+
+        if skipped:
+            print(f"# {skipped} faster configuration(s) skipped: {args.format} cannot express them", file=sys.stderr)
+        print(f"# planner row {rank + 1}: ZeRO-{row['zero']}, recompute {row['recompute']}, {row['schedule']}"
+              + (f" v={row['chunks']}" if row["chunks"] > 1 else "") + " (set these in the engine too)", file=sys.stderr)
+        print(text)
+        return 0
+    raise ConfigurationError(f"no feasible MoE configuration that {args.format} can express "
+                             f"({p.feasible_count} of {len(p)} fit in memory)")

@@ -238,7 +238,7 @@ def expert_state_bytes_array(model: MoEStepModel, recipe, memory_recipe, zero, d
         layer = model.non_expert_params_per_layer()
         first = (np.asarray(first_layers, dtype=float) * layer + model.embedding_params()
                  + np.where(pp == 1, float(m.output_params()), 0.0))
-        dense = recipe_state_bytes_array(memory_recipe, first / tp, layer / tp, largest_layer_params(model, tp),
+        dense = recipe_state_bytes_array(memory_recipe, first / tp, layer / tp, largest_layer_params(model) / tp,
                                          zero, dpc)
         experts_layer = float(m.experts * m.expert_params())
         moe_first = np.minimum(float(m.moe_layers), np.asarray(first_layers, dtype=float))
