@@ -6,6 +6,15 @@ exception reaching a student is a bug.
 
 from __future__ import annotations
 
+__all__ = [
+    "DistlabError",
+    "ConfigurationError",
+    "UnknownNameError",
+    "UnitError",
+    "OutOfMemoryError",
+    "MissingDependencyError",
+]
+
 
 class DistlabError(Exception):
     """Base class: a problem with the inputs or a limit of the physics, explained in words."""

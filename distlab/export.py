@@ -100,6 +100,8 @@ import json
 import shlex
 
 from .errors import ConfigurationError
+from .mesh import MAX_WORLD_SIZE
+from .units import positive_int
 
 __all__ = [
     "FORMATS",
@@ -133,6 +135,7 @@ def _config(estimate) -> dict:
 
 def _launch(gpus: int, gpus_per_node: int) -> tuple[int, int]:
     """(nodes, processes per node) of a torchrun launch of `gpus` GPUs."""
+    gpus_per_node = positive_int(gpus_per_node, "gpus_per_node", high=MAX_WORLD_SIZE)
     if gpus <= gpus_per_node:
         return 1, gpus
     if gpus % gpus_per_node:
@@ -257,7 +260,22 @@ def parse_megatron(text: str) -> dict:
     >>> back['dp'], back['zero'], back['model']['gated_mlp'], back['model']['vocab']
     (4, 3, True, 32000)
     """
-    words = shlex.split(text.replace("\\\n", " "))
+    if not isinstance(text, str) or len(text) > MAX_COMMAND_CHARS:
+        raise ConfigurationError(f"text must be a Megatron-LM command line (a string of at most "
+                                 f"{MAX_COMMAND_CHARS:,} characters), got {type(text).__name__}")
+    try:
+        return _parse_megatron_words(shlex.split(text.replace("\\\n", " ")))
+    except KeyError as missing:
+        raise ConfigurationError(f"text is not a megatron() command line: it has no {missing.args[0]} flag") from None
+    except (ValueError, ZeroDivisionError) as exc:
+        raise ConfigurationError(f"text is not a megatron() command line: a flag could not be read ({exc})") from None
+
+
+#: The longest command line parse_megatron reads (megatron() writes about 1,500 characters).
+MAX_COMMAND_CHARS = 100_000
+
+
+def _parse_megatron_words(words: list) -> dict:
     values, switches = {}, set()
     for i, word in enumerate(words):
         if word.startswith("--"):

@@ -149,7 +149,7 @@ class RankLayout:
             raise ConfigurationError(f"{world:,} GPUs is more than this model handles ({MAX_WORLD_SIZE:,})")
         self.sizes = sizes
         self.world_size = world
-        self.gpus_per_node = positive_int(gpus_per_node, "gpus_per_node")
+        self.gpus_per_node = positive_int(gpus_per_node, "gpus_per_node", high=MAX_WORLD_SIZE)
         stride, strides = 1, {}
         for d in self.order:
             strides[d] = stride

@@ -19,6 +19,8 @@ import numpy as np
 from ._arguments import as_cluster, divisors
 from . import flops, memory, models, training
 from .errors import ConfigurationError
+from .mesh import MAX_WORLD_SIZE
+from .units import positive_int
 
 __all__ = [
     "COLUMNS",
@@ -102,6 +104,10 @@ class Plan:
                 f"{self.feasible_count} fit in memory" + (f"; not evaluated: {rejected}" if rejected else ""))
 
 
+#: Most configurations one plan prices (vectorised, about a second; 64 GPUs of llama2-7b give ~20,000).
+MAX_CONFIGURATIONS = 2**20
+
+
 def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch: int) -> tuple[dict, dict]:
     """All valid configurations as NumPy columns, and the counts of candidates rejected and why.
 
@@ -112,6 +118,10 @@ def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch:
     >>> len(columns['dp']), rejected['interleaving not possible']
     (5388, 935)
     """
+    model = models.model(model)
+    gpus = positive_int(gpus, "gpus", high=MAX_WORLD_SIZE)
+    gpus_per_node = positive_int(gpus_per_node, "gpus_per_node", high=MAX_WORLD_SIZE)
+    global_batch = training.batch_and_sequence(global_batch, 1)[0]
     rejected = {"tp not dividing the heads": 0, "batch not divisible by dp": 0, "interleaving not possible": 0}
     rows = []
     for tp in divisors(gpus_per_node):
@@ -135,6 +145,9 @@ def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch:
                     for schedule, zero, code, sp in itertools.product(schedules, range(4), range(3),
                                                                       (False, True) if tp > 1 else (False,)):
                         rows.append((dp, tp, pp, v, b, zero, code, sp, schedule))
+            if len(rows) > MAX_CONFIGURATIONS:
+                raise ConfigurationError(f"{model.name} on {gpus:,} GPUs with global batch {global_batch:,} has more "
+                                         f"than {MAX_CONFIGURATIONS:,} configurations to price; plan a smaller case")
     if not rows:
         raise ConfigurationError(f"no valid configuration of {model.name} on {gpus} GPUs with global batch {global_batch}")
     data = np.array(rows, dtype=np.int64)

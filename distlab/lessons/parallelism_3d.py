@@ -18,6 +18,8 @@ from dataclasses import field
 from .questions import (CORRECT, INCORRECT, NOT_ATTEMPTED, ChoiceQuestion, CheckResult, Hint, NumericQuestion,
                                  Solution, bind_params, is_unanswered)
 
+__all__ = ["EXAMPLE", "WORKED", "SIXTY_FOUR", "MAX_LIST_CHARS", "read_int_list", "RanksQuestion", "QUESTIONS"]
+
 # Megatron-LM's documented example (megatron/core/parallel_state.py): 16 GPUs, tp=2, pp=4, hence dp=2.
 EXAMPLE = dict(gpus=16, tp=2, pp=4)
 # The MIT 6.5940 worked example: a 530B model, T=8, P=12, D=21 (2,016 GPUs), ZeRO-1.

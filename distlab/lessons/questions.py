@@ -27,6 +27,21 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Callable
 
+__all__ = [
+    "CORRECT",
+    "INCORRECT",
+    "NOT_ATTEMPTED",
+    "CheckResult",
+    "Hint",
+    "Solution",
+    "is_unanswered",
+    "bind_params",
+    "with_params",
+    "plain_number_text",
+    "NumericQuestion",
+    "ChoiceQuestion",
+]
+
 CORRECT = "correct"
 INCORRECT = "incorrect"
 NOT_ATTEMPTED = "not attempted"

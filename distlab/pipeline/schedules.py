@@ -20,6 +20,7 @@ from ..units import SECONDS, non_negative, positive, positive_int
 
 __all__ = [
     "KINDS",
+    "MAX_SCHEDULE_OPS",
     "Op",
     "check_microbatches",
     "samples_per_pipeline",
@@ -118,7 +119,19 @@ def samples_per_pipeline(global_batch, gpus, pp) -> int:
     return batch // dp
 
 
-def _check_layout(kind: str, p: int, m: int, v: int, layers=None) -> None:
+#: Most operations (F, B and W passes over all stages) a schedule may hold: p x m x v x (2, or 3 for zb-h1).
+#: About a second to build and simulate; real schedules hold a few thousand.
+MAX_SCHEDULE_OPS = 2**20
+
+
+def _check_layout(kind: str, p: int, m: int, v: int, layers=None, built: bool = True) -> None:
+    """Refuse a layout the schedule cannot run (and, when its passes are `built` one by one, a huge one)."""
+    ops = p * m * v * (3 if kind == "zb-h1" else 2)
+    if built and ops > MAX_SCHEDULE_OPS:
+        raise ConfigurationError(
+            f"stages={p:,} x microbatches={m:,} x chunks={v:,} make {ops:,} passes, more than the "
+            f"{MAX_SCHEDULE_OPS:,} a schedule may hold; use fewer stages or microbatches"
+        )
     if v != 1 and kind != "interleaved":
         raise ConfigurationError(
             f"chunks={v} applies only to the interleaved schedule (kind={kind!r} runs one chunk "

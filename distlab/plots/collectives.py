@@ -21,6 +21,20 @@ from ..errors import ConfigurationError
 from ..units import format_bytes, format_seconds
 from ._style import BLUE, GREEN, PURPLE, RED
 
+__all__ = [
+    "GPU_COLOURS",
+    "EMPTY",
+    "MAX_PICTURE_GPUS",
+    "gpu_colours",
+    "CollectiveFrames",
+    "collective_frames",
+    "CollectivePicture",
+    "collective_picture",
+    "collective_states_figure",
+    "cost_vs_size_figure",
+    "busiest_load_figure",
+]
+
 #: Sixteen distinguishable colours, one per GPU (tab20's strong and light halves interleaved).
 GPU_COLOURS = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",

@@ -17,6 +17,22 @@ from matplotlib.ticker import FixedLocator, NullLocator
 from ..units import format_bytes, format_seconds
 from ._style import BLUE, CAPACITY_COLOUR, GREEN, GREY, ORANGE, RED, nice_ceiling, swatch
 
+__all__ = [
+    "STAGES",
+    "STAGE_LABELS",
+    "STAGE_COLOURS",
+    "COMPUTE_COLOURS",
+    "COMM_COLOURS",
+    "EXPOSED_COLOUR",
+    "ZeroCurves",
+    "zero_memory_axes",
+    "legend_html",
+    "zero_memory_figure",
+    "OverlapChart",
+    "overlap_axes",
+    "overlap_figure",
+]
+
 STAGES = (0, 1, 2, 3)
 STAGE_LABELS = {0: "plain DP", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
 STAGE_COLOURS = {0: GREY, 1: ORANGE, 2: GREEN, 3: BLUE}

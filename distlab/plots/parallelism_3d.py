@@ -23,6 +23,31 @@ from matplotlib.path import Path
 
 from ._style import MUTED, TEXT_COLOUR, swatch
 
+__all__ = [
+    "GROUP_COLOURS",
+    "HIGHLIGHT",
+    "HIGHLIGHT_WIDTH",
+    "IDLE_EDGE",
+    "NODE_FACE",
+    "NODE_EDGE",
+    "LABEL_COLOUR",
+    "LABEL_LIMIT",
+    "NODE_LABEL_LIMIT",
+    "GAP",
+    "ROW_GAP",
+    "BLOCK_GAP",
+    "text_path",
+    "grid_geometry",
+    "GpuGrid",
+    "gpu_grid",
+    "group_colours",
+    "stage_colours",
+    "grid_colours",
+    "legend_html",
+    "grid_figure",
+    "grids_figure",
+]
+
 #: Light face colours for groups (tab20's light half, then Pastel tones), cycled when there are more groups.
 GROUP_COLOURS = (
     "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d",

@@ -16,6 +16,26 @@ from matplotlib.figure import Figure
 from ..units import format_bytes
 from ._style import BLUE, BROWN, CAPACITY_COLOUR, GREEN, MUTED, ORANGE, PURPLE, RED, TEXT_COLOUR, nice_ceiling, swatch
 
+__all__ = [
+    "COLOURS",
+    "IDLE_COLOUR",
+    "STEP_COLOUR",
+    "IDEAL_COLOUR",
+    "LABELS",
+    "PALETTE",
+    "timeline_codes",
+    "stage_ticks",
+    "TimelinePixels",
+    "TimelineGrid",
+    "timeline_grid",
+    "legend_html",
+    "draw_timeline",
+    "timeline_figure",
+    "schedules_figure",
+    "bubble_curve_figure",
+    "stage_memory_figure",
+]
+
 #: Colours of forward, backward (input gradient) and weight-gradient ops, idle time, markers.
 COLOURS = {"F": BLUE, "B": ORANGE, "W": GREEN}
 IDLE_COLOUR = "#cfcfcf"

@@ -14,6 +14,29 @@ from ..units import format_bytes
 from ._bars import STEP_COLOURS, STEP_PARTS, memory_bars, step_bars, step_legend_html
 from ._style import BLUE, GOOD, GREEN, MUTED, ORANGE, PURPLE, RED, finish_axes, nice_ceiling, swatch
 
+__all__ = [
+    "EXPOSED_COLOUR",
+    "BEST_COLOUR",
+    "READY_COLOUR",
+    "DONE_COLOUR",
+    "WAIT",
+    "PARTS",
+    "COLOURS",
+    "BucketPlot",
+    "bucket_plot",
+    "bucket_legend_html",
+    "bucket_figure",
+    "production_bars",
+    "production_legend_html",
+    "production_figure",
+    "LADDER_BARS",
+    "triage_bars",
+    "update_triage_bars",
+    "triage_figure",
+    "ring_attention_figure",
+    "straggler_figure",
+]
+
 EXPOSED_COLOUR = RED
 BEST_COLOUR = GOOD
 READY_COLOUR = BLUE

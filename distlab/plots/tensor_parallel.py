@@ -15,6 +15,17 @@ from matplotlib.ticker import FixedLocator, NullLocator
 from ..units import format_seconds
 from ._style import BLUE, ORANGE, PALETTE
 
+__all__ = [
+    "COMPUTE_COLOUR",
+    "COMM_COLOUR",
+    "GPU_COLOURS",
+    "TIME_RANGE",
+    "CommComputeBars",
+    "comm_compute_bars",
+    "link_comparison_figure",
+    "mlp_split_figure",
+]
+
 COMPUTE_COLOUR = BLUE
 COMM_COLOUR = ORANGE
 #: Colours of the tensor-parallel GPUs in the split pictures.

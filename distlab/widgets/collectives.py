@@ -20,6 +20,8 @@ from ..plots.collectives import MAX_PICTURE_GPUS, collective_picture
 from ..units import format_bytes, format_seconds
 from .common import BlitRenderer, LessonApp, figure_canvas
 
+__all__ = ["ALGORITHMS", "simulate", "RingFrame", "describe_state", "RingAllReduceApp", "APPS"]
+
 ALGORITHMS = [("ring", "ring"), ("parameter server", "parameter-server")]
 
 

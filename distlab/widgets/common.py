@@ -9,6 +9,8 @@ from matplotlib.figure import Figure
 
 from ..errors import DistlabError
 
+__all__ = ["figure_canvas", "message_html", "BlitRenderer", "LessonApp"]
+
 
 def figure_canvas(figsize=(6.4, 3.6), margins=None) -> tuple[Figure, widgets.DOMWidget]:
     """A matplotlib Figure drawn by an ipympl canvas widget, without changing the global backend.

@@ -18,6 +18,8 @@ from ..plots.data_parallel_zero import STAGE_LABELS, STAGES, legend_html, overla
 from ..units import format_bytes, format_seconds
 from .common import BlitRenderer, LessonApp, figure_canvas
 
+__all__ = ["CUSTOM", "CURVE_GPUS", "ZeroComparison", "ZeroMemoryApp", "OverlapApp", "APPS"]
+
 CUSTOM = "custom size"
 #: The GPU counts the curves are drawn at: every whole number from 1 to 1024.
 CURVE_GPUS = np.arange(1, 1025)
