@@ -21,10 +21,10 @@ import pytest
 
 from distlab import cli
 from distlab.errors import ConfigurationError
-from distlab.grading import answers, grade, kernel, report, submission
+from distlab.grading import answers, grade, report, submission
 from distlab.grading.kernel import bwrap_available
 from distlab.lessons import LESSONS
-from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED, NumericQuestion
+from distlab.lessons.questions import CORRECT, INCORRECT, NumericQuestion
 
 from test_grade import ANSWERS, IMPORTS, LESSON1, ROOT, statuses, write_notebook
 
