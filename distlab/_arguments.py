@@ -69,7 +69,7 @@ def zero_stage(zero) -> int:
     """A ZeRO stage, 0 to 3 (True is refused: it is not a stage)."""
     if isinstance(zero, bool) or not isinstance(zero, numbers.Real) or zero not in ZERO_STAGES:
         raise ConfigurationError(f"zero={zero!r} is not a ZeRO stage; valid: 0, 1, 2, 3")
-    return int(zero)
+    return int(float(zero))
 
 
 def recompute_mode(mode) -> str:

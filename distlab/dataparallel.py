@@ -42,15 +42,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
-from ._arguments import broadcasting, finite_result, number_array, param_count, renamed_keyword, zero_stage
+from ._arguments import broadcasting, whole_number, finite_result, number_array, param_count, renamed_keyword, zero_stage
 from . import collectives, memory
 from .errors import ConfigurationError
-from .units import (BYTES, SECONDS, format_bytes, format_seconds, non_negative, positive, positive_int,
+from .units import (BYTES, MAX_COUNT, SECONDS, format_bytes, format_seconds, non_negative, positive, positive_int,
                     require_finite)
 
 __all__ = [
@@ -389,11 +388,7 @@ def bucketed_overlap(size, backward_time, dp, *, buckets=None, bucket_size=None,
         if count:
             sizes[-1] = m - each * (count - 1)
     else:
-        count = 1 if buckets is None else buckets
-        if isinstance(count, bool) or not isinstance(count, numbers.Real) or not math.isfinite(count) \
-                or count != int(count) or count < 1:
-            raise ConfigurationError(f"buckets={buckets!r} must be a whole number >= 1")
-        count = int(count)
+        count = 1 if buckets is None else whole_number(buckets, "buckets", 1, MAX_COUNT)
         if count > MAX_BUCKETS:
             raise ConfigurationError(f"buckets={count:,} is more than {MAX_BUCKETS:,}")
         sizes = np.full(count, m / count) if m else np.zeros(0)

@@ -11,6 +11,7 @@ Throughput = global batch / step time.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,6 +20,8 @@ from ._arguments import (broadcasting, RECOMPUTE_MODES, as_cluster, code_array, 
 from .errors import ConfigurationError
 from .flops import (TRAINING_PASSES, layer_forward_flops_array, logit_forward_flops_array,
                     recomputed_forward_flops_array, step_flops)
+if TYPE_CHECKING:
+    from .memory import MemoryBreakdown
 from .units import FLOP_PER_SECOND, SECONDS, format_bytes, format_seconds, non_negative, positive, positive_int
 
 __all__ = [
@@ -473,7 +476,7 @@ class StepEstimate:
     gpus: int
     peak_flops: float
     ideal_single_gpu_s: float
-    memory: object  # distlab.memory.MemoryBreakdown
+    memory: MemoryBreakdown
     problems: tuple = ()
 
     @property

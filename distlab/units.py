@@ -387,7 +387,7 @@ def _formatted(value, digits) -> tuple[float, int]:
     """(value as a finite float, digits as a whole number from 1 to 17), for the format_* functions."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ConfigurationError(f"value={_short(value)} must be a number to format")
-    if isinstance(digits, bool) or not isinstance(digits, numbers.Integral) or not 1 <= digits <= 17:
+    if isinstance(digits, bool) or not isinstance(digits, numbers.Integral) or not 1 <= int(digits) <= 17:
         raise ConfigurationError(f"digits={_short(digits)} must be a whole number from 1 to 17")
     return _as_float(value, "value"), int(digits)
 

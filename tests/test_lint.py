@@ -1,6 +1,7 @@
-"""The linter runs with the README's test command (CI runs only that): `ruff check distlab tests` must be clean.
+"""The linter and the type checker run with the README's test command (CI runs only that): `ruff check distlab
+tests` and `mypy` (over distlab/) must be clean.
 
-The rules are in pyproject.toml ([tool.ruff]); ruff comes with the [test] extra.
+Their settings are in pyproject.toml ([tool.ruff], [tool.mypy]); both come with the [test] extra.
 """
 
 from __future__ import annotations
@@ -12,11 +13,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def run_tool(*command: str) -> subprocess.CompletedProcess:
+    import importlib.util
+
+    if importlib.util.find_spec(command[0]) is None:
+        raise AssertionError(f"{command[0]} is not installed: pip install -e '.[test]' (pyproject.toml lists it)")
+    return subprocess.run([sys.executable, "-m", *command], cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
 def test_ruff_finds_nothing():
-    try:
-        import ruff  # noqa: F401
-    except ImportError:
-        raise AssertionError("ruff is not installed: pip install -e '.[test]' (pyproject.toml lists it)") from None
-    result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "distlab", "tests"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=300)
+    result = run_tool("ruff", "check", "--no-cache", "distlab", "tests")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_finds_nothing():
+    result = run_tool("mypy", "--no-incremental", "--python-executable", sys.executable)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -34,7 +34,7 @@ def _as_int(value, where: str) -> int:
     if isinstance(value, numbers.Integral):
         return int(value)
     if isinstance(value, numbers.Real) and float(value).is_integer():
-        return int(value)
+        return int(float(value))
     raise ValueError(f"{where} {value!r} is not a whole number")
 
 
@@ -126,8 +126,8 @@ class RanksQuestion:
             return CheckResult(self.name, NOT_ATTEMPTED, "not attempted", 0.0, self.points)
         try:
             values = self._read(answer)
-        except ValueError as reason:
-            return CheckResult(self.name, INCORRECT, f"not yet, because {reason}", 0.0, self.points)
+        except ValueError as unreadable:
+            return CheckResult(self.name, INCORRECT, f"not yet, because {unreadable}", 0.0, self.points)
         except Exception as exc:  # an object that cannot even be iterated or compared: a reason, not a crash
             return CheckResult(self.name, INCORRECT, f"not yet, because an answer of type {type(answer).__name__} "
                                f"could not be read as {self.noun} ({type(exc).__name__})", 0.0, self.points)

@@ -9,6 +9,8 @@ state come from the trace's contributor record, the arrows from its sends.
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -141,8 +143,8 @@ class CollectivePicture:
     about 12 ms of Agg time per frame on its own).
     """
 
-    ax: object
-    trace: object
+    ax: Any
+    trace: Any
     frames: CollectiveFrames
     stripe_rects: np.ndarray  # (gpus, chunks, contributors, 4, 2): every stripe's corners
     column_rects: np.ndarray  # (gpus, chunks, 4, 2)
@@ -195,7 +197,7 @@ def collective_picture(ax, trace, t: int = 0, labels: bool = True) -> Collective
                              np.stack([xs1, top], -1), np.stack([xs0, top], -1)], axis=3)
 
     idle_edges = _EDGE_IDLE if n <= 8 else "none"
-    columns = PolyCollection(column_rects.reshape(-1, 4, 2), facecolors=EMPTY, edgecolors=idle_edges,
+    columns = PolyCollection(cast(Any, column_rects.reshape(-1, 4, 2)), facecolors=EMPTY, edgecolors=idle_edges,
                              linewidths=0.6)
     ax.add_collection(columns)
     arrows = [_arrow(trace, centres, angles, size, width, s, r) for s, r in frames.pairs]

@@ -6,6 +6,8 @@ go out, and widgets update them in place.
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 from dataclasses import dataclass, field
 
@@ -50,12 +52,12 @@ def _decade_range(low: float, high: float) -> tuple[float, float]:
 class ZeroCurves:
     """Artists of the memory-vs-GPU-count chart: one line per stage, the capacity line, the current GPU count."""
 
-    ax: object
+    ax: Any
     lines: dict = field(default_factory=dict)
     dots: dict = field(default_factory=dict)
-    marker: object = None
-    capacity_line: object = None
-    capacity_text: object = None
+    marker: Any = None
+    capacity_line: Any = None
+    capacity_text: Any = None
 
     @property
     def animated_artists(self) -> list:
@@ -67,12 +69,12 @@ class ZeroCurves:
         ax = self.ax
         before = self._static_state()
         dps = np.asarray(dps, dtype=float)
-        values = []
+        parts = []
         for stage in STAGES:
             gb = np.asarray(curves[stage], dtype=float) / 1e9
             self.lines[stage].set_data(dps, gb)
-            values.append(gb)
-        values = np.concatenate(values)
+            parts.append(gb)
+        values = np.concatenate(parts)
         low, high = float(values.min()), float(values.max())
         if capacity is not None:
             cap = capacity / 1e9
@@ -165,11 +167,11 @@ def zero_memory_figure(dps, curves: dict, capacity: float | None = None, capacit
 class OverlapChart:
     """Two lanes on a time axis: backward compute (one segment per bucket) and the buckets' communication."""
 
-    ax: object
-    compute: PolyCollection = None
-    comm: PolyCollection = None
-    exposed: PolyCollection = None
-    backward_end: object = None
+    ax: Any
+    compute: Any = None  # PolyCollection, built in __post_init__
+    comm: Any = None
+    exposed: Any = None
+    backward_end: Any = None
 
     @property
     def animated_artists(self) -> list:

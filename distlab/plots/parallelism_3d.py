@@ -11,6 +11,8 @@ even the full redraw after a rebuild is cheap.
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 from dataclasses import dataclass
 
@@ -134,6 +136,7 @@ def grid_geometry(world: int, gpus_per_node: int, aspect: float = 1.9):
         score = abs(math.log(width / height / aspect))
         if best is None or score < best[0] - 1e-9:
             best = (score, cols, rows, width, height)
+    assert best is not None  # nodes >= 1: the loop ran
     _, cols, rows, width, height = best
     rank = np.arange(world)
     node, slot = rank // g, rank % g
@@ -193,15 +196,15 @@ class GpuGrid:
     """The grid's artists: node frames and cells (PolyCollections of rectangles, one per node and
     per GPU), rank numbers and node labels (glyph outlines, one PathPatch each)."""
 
-    ax: object
-    frames: object = None
-    cells: object = None
-    numbers: object = None
-    labels: object = None
+    ax: Any
+    frames: Any = None
+    cells: Any = None
+    numbers: Any = None
+    labels: Any = None
     world: int = 0
     gpus_per_node: int = 0
-    x: np.ndarray = None
-    y: np.ndarray = None
+    x: Any = None
+    y: Any = None
 
     @property
     def animated_artists(self) -> list:

@@ -5,6 +5,8 @@ the widgets update the artists in place.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,14 +57,14 @@ COLOURS = {**STEP_COLOURS, WAIT: "#8c564b"}
 class BucketPlot:
     """The U-curve (exposed vs bucket count, log-log) and the timeline of one bucket count."""
 
-    ax_curve: object
-    ax_time: object
-    curve: object = None
-    best: object = None
-    current: object = None
-    ready: object = None
-    done: object = None
-    backward_line: object = None
+    ax_curve: Any
+    ax_time: Any
+    curve: Any = None
+    best: Any = None
+    current: Any = None
+    ready: Any = None
+    done: Any = None
+    backward_line: Any = None
 
     @property
     def animated_artists(self) -> list:

@@ -5,6 +5,8 @@ Data in (distlab.tensor results), Axes/Figure out; nothing here computes physics
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -47,7 +49,7 @@ class CommComputeBars:
     change, so a widget can always blit.
     """
 
-    ax: object
+    ax: Any
     bars: list = field(default_factory=list)
     labels: list = field(default_factory=list)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 import numbers
 from dataclasses import dataclass
@@ -93,7 +95,7 @@ class SplitMatmulResult:
     partials: tuple
     combined: np.ndarray
     reference: np.ndarray
-    trace: object
+    trace: Any
 
     @property
     def max_abs_error(self) -> float:
@@ -157,7 +159,7 @@ class TPMLPResult:
     partials: tuple
     outputs: tuple
     reference: np.ndarray
-    trace: object
+    trace: Any
 
     @property
     def max_abs_error(self) -> float:

@@ -9,6 +9,8 @@ of the per-frame render.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -37,10 +39,10 @@ def simulate(algorithm: str, n: int):
 class RingFrame:
     """What the app shows: the simulation, the state (after `state` steps) and the cost for M on the link."""
 
-    trace: object  # CollectiveTrace
+    trace: Any  # CollectiveTrace
     state: int
     caption: str
-    cost: object  # CollectiveCost of the whole collective for the chosen M and link
+    cost: Any  # CollectiveCost of the whole collective for the chosen M and link
     busiest_gpu: int
     sent_fraction: Fraction  # of M, sent so far by the busiest GPU
     received_fraction: Fraction  # of M, received so far by the busiest GPU
@@ -194,7 +196,8 @@ class RingAllReduceApp(LessonApp):
         simulation's, valid whatever the size and link say."""
         if redraw:
             self.picture.show(self.step.value)
-            self.renderer.refresh(full=full)
+            if self.renderer is not None:
+                self.renderer.refresh(full=full)
         super().update()
 
     def describe(self, f: RingFrame) -> str:

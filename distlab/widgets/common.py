@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from typing import Any
 
 import ipywidgets as widgets
 from matplotlib.figure import Figure
@@ -23,7 +24,7 @@ def figure_canvas(figsize=(6.4, 3.6), margins=None) -> tuple[Figure, widgets.DOM
     fig = Figure(figsize=figsize)
     fig.subplots_adjust(**(margins or dict(left=0.1, right=0.98, bottom=0.1, top=0.95)))
     new_figure_manager_given_figure(id(fig), fig)
-    canvas = fig.canvas
+    canvas: Any = fig.canvas  # ipympl's Canvas widget (matplotlib's type names only FigureCanvasBase)
     canvas.toolbar_visible = False
     canvas.header_visible = False
     canvas.footer_visible = False
@@ -141,5 +142,5 @@ class LessonApp(widgets.VBox):
             full = _either(full, self.fade())
             text, kind = self.error, "error"
         self.status.value = message_html(text, kind)
-        if full is not None:
+        if full is not None and self.renderer is not None:
             self.renderer.refresh(full=full)
