@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import html
 import math
 from dataclasses import dataclass, field
 
@@ -58,16 +59,28 @@ class ZeroCurves:
     marker: Any = None
     capacity_line: Any = None
     capacity_text: Any = None
+    #: (low, high) in GB that the y axis always spans (None: just the data): a widget sets the catalog's range,
+    #: so changing the model or the GPU replaces the curves without rescaling the axis.
+    y_span: tuple | None = None
+    #: False: the capacity line carries no label on the canvas (a widget names the GPU in its HTML legend)
+    label_capacity: bool = True
 
     @property
     def animated_artists(self) -> list:
         """What moves with the GPU-count slider: the vertical marker and one dot per stage."""
         return [self.marker, *self.dots.values()]
 
-    def set_curves(self, dps, curves: dict, capacity: float | None = None, capacity_label: str = "") -> bool:
-        """curves: {stage: bytes per GPU at each of dps}. Returns True when the static part changed."""
+    @property
+    def data_artists(self) -> list:
+        """What a model or GPU change replaces: the curves and the capacity line with its label."""
+        return [*self.lines.values(), self.capacity_line, self.capacity_text]
+
+    def set_curves(self, dps, curves: dict, capacity: float | None = None, capacity_label: str = ""):
+        """curves: {stage: bytes per GPU at each of dps}. Returns True when the axes changed, 'data' when only
+        the curves or the capacity line did (distlab.widgets.common.DATA), False when nothing did."""
         ax = self.ax
         before = self._static_state()
+        data_before = self._data_state()
         dps = np.asarray(dps, dtype=float)
         parts = []
         for stage in STAGES:
@@ -82,18 +95,24 @@ class ZeroCurves:
             self.capacity_line.set_visible(True)
             self.capacity_text.set_position((dps[-1], cap))
             self.capacity_text.set_text(capacity_label or f"{format_bytes(capacity)} per GPU")
-            self.capacity_text.set_visible(True)
+            self.capacity_text.set_visible(self.label_capacity)
             low, high = min(low, cap), max(high, cap)
         else:
             self.capacity_line.set_visible(False)
             self.capacity_text.set_visible(False)
+        if self.y_span is not None:
+            low, high = min(low, self.y_span[0]), max(high, self.y_span[1])
         ax.set_xlim(dps[0] / 1.15, dps[-1] * 1.15)
         ax.set_ylim(*_decade_range(low, high))
-        return before != self._static_state()
+        if before != self._static_state():
+            return True
+        return "data" if data_before != self._data_state() else False
 
     def _static_state(self):
-        return (self.ax.get_xlim(), self.ax.get_ylim(),
-                tuple(tuple(np.round(line.get_ydata(), 9)) for line in self.lines.values()),
+        return (self.ax.get_xlim(), self.ax.get_ylim())
+
+    def _data_state(self):
+        return (tuple(tuple(np.round(line.get_ydata(), 9)) for line in self.lines.values()),
                 self.capacity_line.get_visible(), tuple(self.capacity_line.get_ydata()),
                 self.capacity_text.get_text())
 
@@ -133,11 +152,13 @@ def zero_memory_axes(ax, legend: bool = True) -> ZeroCurves:
     return chart
 
 
-def legend_html() -> str:
-    """The stage colours as HTML, for widgets that keep text out of the per-frame render."""
+def legend_html(capacity: str = "GPU memory") -> str:
+    """The stage colours as HTML, for widgets that keep text out of the per-frame render; `capacity` names the
+    dashed line (e.g. 'H100 SXM: 80 GB')."""
     items = "".join(swatch(STAGE_COLOURS[s], STAGE_LABELS[s], "line", margin="0 4px 3px 12px") for s in STAGES)
     return (f'<div style="font-size:12px"><b>model states per GPU</b> (GB, log scale) against the data-parallel '
-            f'GPU count N:{items}<span style="color:{CAPACITY_COLOUR};margin-left:12px">- - GPU memory</span></div>')
+            f'GPU count N:{items}<span style="color:{CAPACITY_COLOUR};margin-left:12px">- - {html.escape(capacity)}'
+            f'</span></div>')
 
 
 def zero_memory_figure(dps, curves: dict, capacity: float | None = None, capacity_label: str = "",
