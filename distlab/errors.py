@@ -47,3 +47,7 @@ class OutOfMemoryError(DistlabError):
 
 class MissingDependencyError(DistlabError, ImportError):
     """An optional dependency (PyTorch, for distlab.verify) is not installed, or is a version whose API differs."""
+
+    def _render_traceback_(self) -> list:
+        """What IPython shows in place of the traceback: the instructions alone (the frames would hide them)."""
+        return [f"{type(self).__name__}: {self}"]
