@@ -27,6 +27,16 @@ from .. import lessons
 from ..errors import ConfigurationError
 from .answers import ANSWER_PREFIX
 
+__all__ = [
+    "MD_PLACEHOLDER",
+    "strip_code",
+    "strip_markdown",
+    "exercise_from_solution",
+    "check_lesson_key",
+    "render",
+    "build",
+]
+
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 MD_BEGIN, MD_END = "<!-- BEGIN SOLUTION -->", "<!-- END SOLUTION -->"
 MD_PLACEHOLDER = "*Your answer here.*"
