@@ -11,7 +11,7 @@ Throughput = global batch / step time.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -597,7 +597,7 @@ class StepEstimate:
     ideal_single_gpu_s: float
     memory: MemoryBreakdown
     problems: tuple = ()
-    compute_model: object = None  # distlab.efficiency.ComputeModel
+    compute_model: Any = None  # distlab.efficiency.ComputeModel
     cp_comm_s: float = 0.0  # context parallelism's exposed ring-attention traffic
 
     @property

@@ -358,7 +358,7 @@ def _zb_v(p: int, m: int):
         ops: list[tuple[int, int, int]] = []  # (kind, chunk, microbatch)
         f, b, w = [0, 0], [0, 0], [0, 0]
 
-        def run(code, c, counter):
+        def run(code, c, counter, ops=ops):
             ops.append((code, c, counter[c]))
             counter[c] += 1
 
