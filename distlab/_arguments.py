@@ -56,18 +56,20 @@ def whole_number(value, name: str, low: int, high: int) -> int:
     >>> whole_number(8.0, "buckets", 1, 10)
     8
     """
-    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-          and value == int(value) and low <= value <= high)
-    if not ok:
-        raise ConfigurationError(f"{name}={value!r} must be a whole number from {low} to {high:,}")
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if ok and not isinstance(value, numbers.Integral):
+        ok = math.isfinite(value) and value == int(value)
+    if not (ok and low <= value <= high):
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise ConfigurationError(f"{name}={shown} must be a whole number from {low} to {high:,}")
     return int(value)
 
 
 def zero_stage(zero) -> int:
     """A ZeRO stage, 0 to 3 (True is refused: it is not a stage)."""
-    if isinstance(zero, bool) or zero not in ZERO_STAGES:
+    if isinstance(zero, bool) or not isinstance(zero, numbers.Real) or zero not in ZERO_STAGES:
         raise ConfigurationError(f"zero={zero!r} is not a ZeRO stage; valid: 0, 1, 2, 3")
-    return int(zero)
+    return int(float(zero))
 
 
 def recompute_mode(mode) -> str:
@@ -210,3 +212,97 @@ def warn_renamed(old: str, new: str) -> None:
     import warnings
 
     warnings.warn(f"{old} is deprecated; use {new}", DeprecationWarning, stacklevel=3)
+
+
+def number_array(value, name: str, low: float = 0.0) -> np.ndarray:
+    """`value` (a number or an array of numbers, for the NumPy-broadcast fast paths) as a float array whose
+    entries are finite and >= low; anything else (a string, None, a dict, 10**400) is our error.
+
+    >>> number_array([1, 2], "tp").tolist()
+    [1.0, 2.0]
+    """
+    array = None if isinstance(value, (str, bytes)) or value is None else np.asarray(value)
+    if array is None or array.dtype.kind not in "biuf":
+        raise ConfigurationError(f"{name}={_shown(value)} must be a number or an array of numbers")
+    array = array.astype(float, copy=False)
+    if not np.all(np.isfinite(array)) or np.any(array < low):
+        raise ConfigurationError(f"{name}={_shown(value)} must hold finite numbers >= {low:g}")
+    return array
+
+
+def code_array(value, name: str, codes: Sequence[str]) -> np.ndarray:
+    """`value` as an integer array of indexes into `codes` (e.g. RECOMPUTE_MODES), each one valid.
+
+    >>> code_array([0, 2], "recompute_code", RECOMPUTE_MODES).tolist()
+    [0, 2]
+    """
+    array = None if isinstance(value, (str, bytes)) or value is None else np.asarray(value)
+    valid = ", ".join(f"{i} ({c})" for i, c in enumerate(codes))
+    if array is None or array.dtype.kind not in "biuf" or not np.all(np.isin(array, range(len(codes)))):
+        raise ConfigurationError(f"{name}={_shown(value)} must hold codes {valid}")
+    return array.astype(int)
+
+
+def finite_result(what: str, result):
+    """`result`, after checking that no entry overflowed to infinity or NaN (inputs near 1e308)."""
+    from .units import require_finite
+
+    require_finite(what, result)
+    return result
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def estimate_config(config: dict) -> dict:
+    """Keyword arguments for training.estimate() passed through **config: refuse an unknown keyword or a
+    missing global_batch with our error (Python's own is a TypeError naming no valid keyword)."""
+    import inspect
+
+    from .training import estimate
+
+    valid = [name for name in inspect.signature(estimate).parameters if name not in ("model", "cluster")]
+    unknown = [name for name in config if name not in valid]
+    if unknown:
+        raise ConfigurationError(f"{unknown[0]}= is not a keyword of training.estimate(); valid: {', '.join(valid)}")
+    if "global_batch" not in config:
+        raise ConfigurationError("global_batch= is required: the sequences per step, e.g. global_batch=512")
+    return config
+
+
+def broadcastable(**arrays) -> None:
+    """Refuse arrays that NumPy cannot broadcast together (shapes (2,) and (3,)), naming them and their shapes."""
+    shapes = {name: np.shape(value) for name, value in arrays.items()}
+    try:
+        np.broadcast_shapes(*shapes.values())
+    except ValueError:
+        shown = ", ".join(f"{name} {shape}" for name, shape in shapes.items())
+        raise ConfigurationError(f"{', '.join(shapes)} must be numbers or arrays of one shape; got {shown}") from None
+
+
+def flag(value, name: str) -> bool:
+    """A yes/no switch: True, False (NumPy's too) or 1/0; anything else (an array, a string) is our error.
+
+    >>> flag(1, "sequence_parallel")
+    True
+    """
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, numbers.Integral) and value in (0, 1)):
+        return bool(value)
+    raise ConfigurationError(f"{name}={_shown(value)} must be True or False")
+
+
+def broadcasting(func):
+    """Decorator for the NumPy-broadcast fast paths: arrays of shapes that do not broadcast together
+    ((2,) and (3,)) raise our error naming the function, not NumPy's ValueError."""
+    @functools.wraps(func)
+    def call(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except ValueError as exc:
+            if isinstance(exc, ConfigurationError) or "broadcast" not in str(exc):
+                raise
+            raise ConfigurationError(f"{func.__name__}: its arrays must have shapes that broadcast together "
+                                     f"(numbers, or arrays of one shape): {exc}") from None
+    return call

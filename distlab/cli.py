@@ -14,6 +14,8 @@ from . import commands
 from .commands.memory import parse_count  # noqa: F401  (public: used by scripts and tests)
 from .errors import DistlabError
 
+__all__ = ["build_parser", "main"]
+
 
 def _command_modules():
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
@@ -34,12 +36,34 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    unknown = _unknown_command(parser, argv)
+    if unknown:
+        print(unknown, file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
+    import numpy as np
+
     try:
-        return args.run(args)
+        with np.errstate(all="ignore"):  # an overflow is reported as our error below, not as a NumPy warning
+            return args.run(args)
     except DistlabError as exc:
         print(f"distlab: error: {exc}", file=sys.stderr)
         return 2
+
+
+def _unknown_command(parser: argparse.ArgumentParser, argv: list) -> str | None:
+    """The message for a misspelt subcommand ('colective'), naming the closest ones; None when it is known."""
+    import difflib
+
+    if not argv or argv[0].startswith("-"):
+        return None
+    commands = sorted(next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices)
+    if argv[0] in commands:
+        return None
+    close = difflib.get_close_matches(argv[0], commands, n=3, cutoff=0.5)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return f"distlab: error: unknown command {argv[0]!r}{hint}\ncommands: {', '.join(commands)} (distlab COMMAND --help)"
 
 
 if __name__ == "__main__":

@@ -42,15 +42,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
-from ._arguments import param_count, renamed_keyword, zero_stage
+from ._arguments import broadcasting, whole_number, finite_result, number_array, param_count, renamed_keyword, zero_stage
 from . import collectives, memory
 from .errors import ConfigurationError
-from .units import (BYTES, SECONDS, format_bytes, format_seconds, non_negative, positive, positive_int,
+from .units import (BYTES, MAX_COUNT, SECONDS, format_bytes, format_seconds, non_negative, positive, positive_int,
                     require_finite)
 
 __all__ = [
@@ -123,7 +122,7 @@ def gradient_bytes(model, precision="mixed", tp=1, pp=1) -> float:
     (14000000000.0, 7000000000.0)
     """
     params = param_count(model)
-    return memory.model_state_bytes(params, precision, 0, 1, tp, pp)[1]
+    return finite_result("gradient bytes", memory.model_state_bytes(params, precision, 0, 1, tp, pp)[1])
 
 
 @dataclass(frozen=True)
@@ -222,6 +221,7 @@ def step_communication(model, *, zero=0, dp, precision="mixed", tp=1, pp=1, link
 # Overlap with backward
 
 
+@broadcasting
 def overlap_timeline(ready_s, comm_s) -> tuple[np.ndarray, np.ndarray]:
     """(start, end) of each bucket's communication, buckets in launch order, on one stream.
 
@@ -233,13 +233,17 @@ def overlap_timeline(ready_s, comm_s) -> tuple[np.ndarray, np.ndarray]:
     >>> [t.tolist() for t in overlap_timeline([1.0, 2.0], [1.5, 1.5])]  # the second bucket waits
     [[1.0, 2.5], [2.5, 4.0]]
     """
-    ready = np.asarray(ready_s, dtype=float)
-    comm = np.asarray(comm_s, dtype=float)
-    total = np.cumsum(comm)
+    ready = number_array(ready_s, "ready_s")
+    comm = number_array(comm_s, "comm_s")
+    if ready.ndim > 1 or comm.ndim > 1 or (ready.ndim == comm.ndim == 1 and ready.size != comm.size):
+        raise ConfigurationError(f"ready_s and comm_s must be equal-length lists of seconds "
+                                 f"(got shapes {ready.shape} and {comm.shape})")
+    total = finite_result("bucket end times", np.cumsum(comm))
     end = total + np.maximum.accumulate(ready - (total - comm))
     return end - comm, end
 
 
+@broadcasting
 def exposed_communication_time(comm_s, backward_s, buckets=1):
     """Exposed communication (s) with `buckets` equal buckets: max(comm/B, comm - (B-1)/B x backward).
 
@@ -253,9 +257,10 @@ def exposed_communication_time(comm_s, backward_s, buckets=1):
     >>> exposed_communication_time(1.0, 2.0, buckets=4)  # only the last bucket shows
     0.25
     """
-    b = np.asarray(buckets, dtype=float)
-    comm = np.asarray(comm_s, dtype=float)
-    result = np.maximum(comm / b, comm - (b - 1.0) / b * np.asarray(backward_s, dtype=float))
+    b = number_array(buckets, "buckets", low=1.0)
+    comm = number_array(comm_s, "comm_s")
+    result = finite_result("exposed communication",
+                           np.maximum(comm / b, comm - (b - 1.0) / b * number_array(backward_s, "backward_s")))
     return float(result) if np.ndim(result) == 0 else result
 
 
@@ -366,7 +371,7 @@ def bucketed_overlap(size, backward_time, dp, *, buckets=None, bucket_size=None,
     m = non_negative(size, BYTES, "size")
     backward = non_negative(backward_time, SECONDS, "backward_time")
     n = positive_int(dp, "dp")
-    if op not in ("all-reduce", "reduce-scatter"):
+    if not isinstance(op, str) or op not in ("all-reduce", "reduce-scatter"):
         raise ConfigurationError(f"op={op!r}: the gradient step is an 'all-reduce' (DP) or a 'reduce-scatter' (ZeRO-2)")
     if buckets is not None and bucket_size is not None:
         raise ConfigurationError("give buckets= (a count) or bucket_size= (bytes per bucket), not both")
@@ -383,11 +388,7 @@ def bucketed_overlap(size, backward_time, dp, *, buckets=None, bucket_size=None,
         if count:
             sizes[-1] = m - each * (count - 1)
     else:
-        count = 1 if buckets is None else buckets
-        if isinstance(count, bool) or not isinstance(count, numbers.Real) or not math.isfinite(count) \
-                or count != int(count) or count < 1:
-            raise ConfigurationError(f"buckets={buckets!r} must be a whole number >= 1")
-        count = int(count)
+        count = 1 if buckets is None else whole_number(buckets, "buckets", 1, MAX_COUNT)
         if count > MAX_BUCKETS:
             raise ConfigurationError(f"buckets={count:,} is more than {MAX_BUCKETS:,}")
         sizes = np.full(count, m / count) if m else np.zeros(0)
@@ -419,12 +420,12 @@ def memory_per_gpu_curves(model, dps, precision="mixed", tp=1, pp=1) -> dict:
     """
     params = param_count(model)
     recipe = memory.precision_recipe(precision)
-    dps = np.asarray(dps, dtype=float)
-    if dps.size == 0 or np.any(dps < 1) or np.any(dps != np.round(dps)):
+    dps = number_array(dps, "dps", low=1.0)
+    if dps.size == 0 or np.any(dps != np.round(dps)):
         raise ConfigurationError("dps must be whole numbers >= 1 (data-parallel degrees)")
     tp, pp = positive_int(tp, "tp"), positive_int(pp, "pp")
     return {
-        stage: sum(memory.model_state_bytes_array(params, recipe, stage, dps, tp, pp))
+        stage: finite_result("model-state bytes", sum(memory.model_state_bytes_array(params, recipe, stage, dps, tp, pp)))
         for stage in sorted(STEP_COLLECTIVES)
     }
 

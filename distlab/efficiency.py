@@ -246,6 +246,7 @@ def fit_calibration() -> dict:
             score = (float(np.mean(errors)), float(np.max(errors)))
             if best is None or score < best[0]:
                 best = (score, float(share), float(traffic))
+    assert best is not None  # the grids are not empty
     (mean, worst), share, traffic = best
     return dict(share=share, traffic=traffic, mean_abs_error=mean, max_abs_error=worst,
                 runs=[r["id"] for r in runs])

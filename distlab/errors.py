@@ -6,6 +6,15 @@ exception reaching a student is a bug.
 
 from __future__ import annotations
 
+__all__ = [
+    "DistlabError",
+    "ConfigurationError",
+    "UnknownNameError",
+    "UnitError",
+    "OutOfMemoryError",
+    "MissingDependencyError",
+]
+
 
 class DistlabError(Exception):
     """Base class: a problem with the inputs or a limit of the physics, explained in words."""
@@ -38,3 +47,7 @@ class OutOfMemoryError(DistlabError):
 
 class MissingDependencyError(DistlabError, ImportError):
     """An optional dependency (PyTorch, for distlab.verify) is not installed, or is a version whose API differs."""
+
+    def _render_traceback_(self) -> list:
+        """What IPython shows in place of the traceback: the instructions alone (the frames would hide them)."""
+        return [f"{type(self).__name__}: {self}"]

@@ -107,6 +107,8 @@ import json
 import shlex
 
 from .errors import ConfigurationError
+from .mesh import MAX_WORLD_SIZE
+from .units import positive_int
 
 __all__ = [
     "FORMATS",
@@ -147,6 +149,7 @@ def _config(estimate) -> dict:
 
 def _launch(gpus: int, gpus_per_node: int) -> tuple[int, int]:
     """(nodes, processes per node) of a torchrun launch of `gpus` GPUs."""
+    gpus_per_node = positive_int(gpus_per_node, "gpus_per_node", high=MAX_WORLD_SIZE)
     if gpus <= gpus_per_node:
         return 1, gpus
     if gpus % gpus_per_node:
@@ -306,9 +309,24 @@ def parse_megatron(text: str) -> dict:
     >>> back['dp'], back['zero'], back['model']['gated_mlp'], back['model']['vocab']
     (4, 3, True, 32000)
     """
+    if not isinstance(text, str) or len(text) > MAX_COMMAND_CHARS:
+        raise ConfigurationError(f"text must be a Megatron-LM command line (a string of at most "
+                                 f"{MAX_COMMAND_CHARS:,} characters), got {type(text).__name__}")
+    try:
+        return _parse_megatron_words(shlex.split(text.replace("\\\n", " ")))
+    except KeyError as missing:
+        raise ConfigurationError(f"text is not a megatron() command line: it has no {missing.args[0]} flag") from None
+    except (ValueError, ZeroDivisionError) as exc:
+        raise ConfigurationError(f"text is not a megatron() command line: a flag could not be read ({exc})") from None
+
+
+#: The longest command line parse_megatron reads (megatron() writes about 1,500 characters).
+MAX_COMMAND_CHARS = 100_000
+
+
+def _parse_megatron_words(words: list) -> dict:
     from . import models
 
-    words = shlex.split(text.replace("\\\n", " "))
     values, switches = {}, set()
     for i, word in enumerate(words):
         if word.startswith("--"):
@@ -341,7 +359,8 @@ def parse_megatron(text: str) -> dict:
                  position_embeddings=int(values["--max-position-embeddings"]) if learned else 0,
                  rope_theta=None if learned else float(values.get("--rotary-base", 10000)), rope_scaling=rope_scaling,
                  dropout=float(values.get("--hidden-dropout", 0.1)) > 0 or float(values.get("--attention-dropout", 0.1)) > 0)
-    return dict(dp=world // (tp * pp), tp=tp, pp=pp, chunks=1 if per_virtual is None else layers // (pp * int(per_virtual)),
+    cp = int(values.get("--context-parallel-size", 1))
+    return dict(dp=world // (tp * cp * pp), tp=tp, cp=cp, pp=pp, chunks=1 if per_virtual is None else layers // (pp * int(per_virtual)),
                 micro_batch_size=int(values["--micro-batch-size"]), global_batch=int(values["--global-batch-size"]),
                 seq_len=int(values["--seq-length"]), zero=zero,
                 recompute=values.get("--recompute-granularity", "none"),

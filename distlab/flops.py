@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._arguments import RECOMPUTE_MODES, recompute_mode
+from ._arguments import broadcasting, RECOMPUTE_MODES, code_array, finite_result, number_array, recompute_mode
 from .units import positive_int
 
 __all__ = [
@@ -57,6 +57,7 @@ def _attention_width(model) -> int:
     return model.heads * model.head_dim
 
 
+@broadcasting
 def layer_forward_flops_array(params_per_layer, attention_width, tokens, seq_len):
     """Forward FLOPs of one layer for `tokens` tokens of sequences of length seq_len (NumPy broadcast).
 
@@ -65,11 +66,12 @@ def layer_forward_flops_array(params_per_layer, attention_width, tokens, seq_len
     >>> float(layer_forward_flops_array(12 * 4096**2, 4096, tokens=2048, seq_len=2048))  # GPT layer, h = 4096
     893353197568.0
     """
-    return np.asarray(tokens, dtype=float) * (2.0 * np.asarray(params_per_layer, dtype=float)
-                                              + 4.0 * np.asarray(seq_len, dtype=float)
-                                              * np.asarray(attention_width, dtype=float))
+    return finite_result("layer forward FLOPs", number_array(tokens, "tokens") * (
+        2.0 * number_array(params_per_layer, "params_per_layer")
+        + 4.0 * number_array(seq_len, "seq_len") * number_array(attention_width, "attention_width")))
 
 
+@broadcasting
 def recomputed_forward_flops_array(params_per_layer, attention_width, tokens, seq_len, recompute_code):
     """Forward FLOPs of one layer that recomputation executes again in the backward (NumPy broadcast).
 
@@ -79,20 +81,23 @@ def recomputed_forward_flops_array(params_per_layer, attention_width, tokens, se
     >>> float(recomputed_forward_flops_array(12 * 4096**2, 4096, 2048, 2048, 1))  # selective
     68719476736.0
     """
-    code = np.asarray(recompute_code)
-    tokens = np.asarray(tokens, dtype=float)
-    core = tokens * 4.0 * np.asarray(seq_len, dtype=float) * np.asarray(attention_width, dtype=float)
+    code = code_array(recompute_code, "recompute_code", RECOMPUTE_MODES)
+    tokens = number_array(tokens, "tokens")
+    core = finite_result("attention FLOPs", tokens * 4.0 * number_array(seq_len, "seq_len")
+                         * number_array(attention_width, "attention_width"))
     whole = layer_forward_flops_array(params_per_layer, attention_width, tokens, seq_len)
     return np.where(code == 2, whole, np.where(code == 1, core, 0.0))
 
 
+@broadcasting
 def logit_forward_flops_array(hidden, vocab, tokens):
     """Forward FLOPs of the output layer: tokens x 2 x h x V (NumPy broadcast). Lesson 7 §1.
 
     >>> float(logit_forward_flops_array(4096, 32000, 1))
     262144000.0
     """
-    return np.asarray(tokens, dtype=float) * 2.0 * np.asarray(hidden, dtype=float) * np.asarray(vocab, dtype=float)
+    return finite_result("logit FLOPs", number_array(tokens, "tokens") * 2.0 * number_array(hidden, "hidden")
+                         * number_array(vocab, "vocab"))
 
 
 @dataclass(frozen=True)

@@ -281,7 +281,7 @@ def _oversubscription(value) -> float:
             raise ConfigurationError(
                 f"oversubscription={text!r} is not a ratio; give a number >= 1 such as 2 or '2:1'"
             ) from None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value) if abs(value) < 2**1023 else math.inf):
         raise ConfigurationError(f"oversubscription={text!r} must be a finite number >= 1 (1 = non-blocking)")
     if value < 1:
         raise ConfigurationError(

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._arguments import RECOMPUTE_MODES, ZERO_STAGES, param_count, recompute_mode, renamed_attribute, zero_stage
+from ._arguments import (broadcasting, RECOMPUTE_MODES, ZERO_STAGES, broadcastable, code_array, flag, finite_result, number_array, param_count,
+                         recompute_mode, renamed_attribute, zero_stage)
 from ._catalog import lookup
 from .errors import ConfigurationError, OutOfMemoryError
 from .hardware import PRECISIONS as PEAK_PRECISIONS
@@ -176,6 +177,7 @@ def model_state_bytes(params, precision="mixed", zero=0, dp=1, tp=1, pp=1) -> tu
     return float(w), float(g), float(o)
 
 
+@broadcasting
 def model_state_bytes_array(params, recipe: PrecisionRecipe, zero, dp, tp, pp):
     """model_state_bytes on NumPy arrays (broadcast), unvalidated: the planner's fast path.
 
@@ -185,8 +187,12 @@ def model_state_bytes_array(params, recipe: PrecisionRecipe, zero, dp, tp, pp):
     >>> float(o)  # ZeRO-1: 84 GB of optimizer state / 8
     10500000000.0
     """
-    shard = np.asarray(params, dtype=float) / (np.asarray(tp) * np.asarray(pp))
-    zero, dp = np.asarray(zero), np.asarray(dp, dtype=float)
+    if not isinstance(recipe, PrecisionRecipe):
+        raise ConfigurationError(f"recipe={recipe!r} must be a PrecisionRecipe (see precision_recipe)")
+    params, tp, pp = number_array(params, "params"), number_array(tp, "tp", 1.0), number_array(pp, "pp", 1.0)
+    zero, dp = code_array(zero, "zero", [f"ZeRO-{z}" for z in ZERO_STAGES]), number_array(dp, "dp", 1.0)
+    broadcastable(params=params, zero=zero, dp=dp, tp=tp, pp=pp)
+    shard = finite_result("parameters per GPU", params / (tp * pp))
     weights = recipe.weight_bytes * shard / np.where(zero >= 3, dp, 1.0)
     gradients = recipe.gradient_bytes * shard / np.where(zero >= 2, dp, 1.0)
     optimizer = recipe.optimizer_bytes * shard / np.where(zero >= 1, dp, 1.0)
@@ -220,7 +226,7 @@ def min_gpus_to_fit(params, capacity, precision="mixed") -> int:
     14
     """
     cap = positive(capacity, BYTES, "capacity")
-    return math.ceil(sum(model_state_bytes(params, precision)) / cap)
+    return math.ceil(finite_result("GPUs needed", sum(model_state_bytes(params, precision)) / cap))
 
 
 def activation_bytes_per_layer(
@@ -257,7 +263,7 @@ def activation_bytes_per_layer(
     mode = recompute_mode(recompute)
     recipe = precision_recipe(precision)
     check_tp_divides_heads(model, t)
-    return float(activation_bytes_per_layer_array(model, b, s, t, bool(sequence_parallel),
+    return float(activation_bytes_per_layer_array(model, b, s, t, flag(sequence_parallel, "sequence_parallel"),
                                                   RECOMPUTE_MODES.index(mode), recipe.activation_bytes))
 
 
@@ -272,12 +278,20 @@ def check_tp_divides_heads(model, tp: int) -> None:
         ...
     distlab.errors.ConfigurationError: tp=3 does not divide the 32 attention heads; valid: 1, 2, 4, 8, 16, 32
     """
+    if isinstance(model, str):
+        from . import models
+
+        model = models.model(model)
+    if not isinstance(getattr(model, "heads", None), int):
+        raise ConfigurationError(f"model={model!r} must be a model name or a TransformerModel")
+    tp = positive_int(tp, "tp")
     a = model.heads
     if a % tp:
         valid = ", ".join(str(d) for d in range(1, a + 1) if a % d == 0)
         raise ConfigurationError(f"tp={tp} does not divide the {a} attention heads; valid: {valid}")
 
 
+@broadcasting
 def activation_bytes_per_layer_array(model, micro_batch_size, seq_len, tp, sequence_parallel, recompute_code,
                                      element_bytes):
     """activation_bytes_per_layer on NumPy arrays (broadcast), unvalidated: the planner's fast path.
@@ -290,11 +304,13 @@ def activation_bytes_per_layer_array(model, micro_batch_size, seq_len, tp, seque
     >>> activation_bytes_per_layer_array(models.model('llama2-7b'), 1, 4096, 1, False, 2, 2.0)  # full recompute
     array(33554432.)
     """
-    b = np.asarray(micro_batch_size, dtype=float)
-    s = np.asarray(seq_len, dtype=float)
-    t = np.asarray(tp, dtype=float)
-    code = np.asarray(recompute_code)
-    e = float(element_bytes)
+    if not all(hasattr(model, a) for a in ("hidden", "heads", "ffn", "kv_heads", "dropout", "gated_mlp")):
+        raise ConfigurationError(f"model={model!r} must be a TransformerModel (see distlab.models.model)")
+    b = number_array(micro_batch_size, "micro_batch_size")
+    s = number_array(seq_len, "seq_len")
+    t = number_array(tp, "tp", 1.0)
+    code = code_array(recompute_code, "recompute_code", RECOMPUTE_MODES)
+    e = float(positive(element_bytes, BYTES, "element_bytes"))
     h, a, f = model.hidden, model.heads, model.ffn
     kv = model.kv_heads * (h // a)
     mask = 1.0 if model.dropout else 0.0
@@ -314,7 +330,7 @@ def activation_bytes_per_layer_array(model, micro_batch_size, seq_len, tp, seque
 
     kept = tokens * replicated / sp_div + tokens * split / t + np.where(code == 0, scores / t, 0.0)
     # Full recomputation keeps only each layer's input.
-    return np.where(code == 2, tokens * h * e / sp_div, kept)
+    return finite_result("activation bytes", np.where(code == 2, tokens * h * e / sp_div, kept))
 
 
 def layers_per_stage(layers: int, pp: int) -> int:
@@ -325,7 +341,7 @@ def layers_per_stage(layers: int, pp: int) -> int:
     >>> layers_per_stage(80, 3)
     27
     """
-    pp = positive_int(pp, "pp")
+    pp, layers = positive_int(pp, "pp"), positive_int(layers, "layers")
     if pp > layers:
         raise ConfigurationError(f"pp={pp} is more pipeline stages than the model's {layers} layers; valid: 1 to {layers}")
     return math.ceil(layers / pp)
@@ -505,7 +521,7 @@ def training_memory(
     dp, tp, pp = positive_int(dp, "dp"), positive_int(tp, "tp"), positive_int(pp, "pp")
     mode = recompute_mode(recompute)
     w, g, o = model_state_bytes(model, recipe, stage, dp, tp, pp)
-    has_shape = hasattr(model, "layers") and bool(count_activations)
+    has_shape = hasattr(model, "layers") and flag(count_activations, "count_activations")
     if has_shape:
         stage_layers = layers_per_stage(model.layers, pp)
         # a fraction is allowed: the interleaved schedule's first stage holds p (1 + (p - 1) / (p v)) on average
@@ -531,11 +547,12 @@ def training_memory(
         micro_batch_size=int(micro_batch_size),
         seq_len=(seq_len if seq_len is not None else getattr(model, "seq_len", None)),
         recompute=mode,
-        sequence_parallel=bool(sequence_parallel),
+        sequence_parallel=flag(sequence_parallel, "sequence_parallel"),
     )
     return MemoryBreakdown(w, g, o, activations, capacity, gpu_name, has_shape, config)
 
 
+@broadcasting
 def message_bytes(micro_batch_size, seq_len, hidden, element_bytes=2.0):
     """Bytes of one b x s x h activation tensor, b x s x h x element_bytes: the message a pipeline stage
     sends its neighbour and a TP all-reduce moves (NumPy broadcast, unvalidated; a float for scalars).
@@ -545,6 +562,10 @@ def message_bytes(micro_batch_size, seq_len, hidden, element_bytes=2.0):
     >>> message_bytes(1, 4096, 8192, 2)
     67108864.0
     """
-    result = (np.asarray(micro_batch_size, dtype=float) * np.asarray(seq_len, dtype=float)
-              * np.asarray(hidden, dtype=float) * np.asarray(element_bytes, dtype=float))
+    arrays = dict(micro_batch_size=number_array(micro_batch_size, "micro_batch_size"),
+                  seq_len=number_array(seq_len, "seq_len"), hidden=number_array(hidden, "hidden"),
+                  element_bytes=number_array(element_bytes, "element_bytes"))
+    broadcastable(**arrays)
+    result = finite_result("message bytes", arrays["micro_batch_size"] * arrays["seq_len"] * arrays["hidden"]
+                           * arrays["element_bytes"])
     return float(result) if np.ndim(result) == 0 else result

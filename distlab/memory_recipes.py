@@ -150,7 +150,7 @@ def recipe_state_bytes_array(recipe: MemoryRecipe, shard_params, layer_params, l
     if recipe.zero3_optimizer_bytes is not None:
         o = np.where(zero >= 3, p * recipe.zero3_optimizer_bytes / np.asarray(dp, dtype=float), o)
     gathered = (np.asarray(largest_params, dtype=float) if recipe.gather_layers == "largest"
-                else float(recipe.gather_layers) * np.asarray(layer_params, dtype=float))
+                else float(recipe.gather_layers) * np.asarray(layer_params, dtype=float))  # type: ignore[arg-type]
     w = w + np.where(zero >= 3, recipe.gather_bytes * gathered, 0.0) + np.where(zero == 2, recipe.zero2_unsharded * p,
                                                                                0.0)
     return w, g, o

@@ -150,7 +150,7 @@ class RankLayout:
             raise ConfigurationError(f"{world:,} GPUs is more than this model handles ({MAX_WORLD_SIZE:,})")
         self.sizes = sizes
         self.world_size = world
-        self.gpus_per_node = positive_int(gpus_per_node, "gpus_per_node")
+        self.gpus_per_node = positive_int(gpus_per_node, "gpus_per_node", high=MAX_WORLD_SIZE)
         stride, strides = 1, {}
         for d in self.order:
             strides[d] = stride
@@ -209,7 +209,7 @@ class RankLayout:
 
     # -- rank <-> coordinates ---------------------------------------------------------------
     def _check_rank(self, rank) -> int:
-        if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or not 0 <= rank < self.world_size:
+        if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or not 0 <= int(rank) < self.world_size:
             raise ConfigurationError(f"rank={rank!r} is out of range; valid: 0 to {self.world_size - 1}")
         return int(rank)
 
@@ -224,7 +224,7 @@ class RankLayout:
         for d, c in coords.items():
             if d not in DIMENSIONS:
                 raise ConfigurationError(f"unknown dimension {d!r}; valid: {', '.join(DIMENSIONS)}")
-            if isinstance(c, bool) or not isinstance(c, numbers.Integral) or not 0 <= c < self.sizes[d]:
+            if isinstance(c, bool) or not isinstance(c, numbers.Integral) or not 0 <= int(c) < self.sizes[d]:
                 raise ConfigurationError(f"{d}={c!r} is out of range; valid: 0 to {self.sizes[d] - 1}")
             total += int(c) * self.strides[d]
         return total

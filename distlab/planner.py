@@ -23,7 +23,8 @@ from ._arguments import as_cluster, divisors
 from . import flops, memory, memory_recipes, models, training
 from .errors import ConfigurationError
 from ._arguments import whole_number
-from .units import non_negative
+from .mesh import MAX_WORLD_SIZE
+from .units import non_negative, positive_int
 
 __all__ = [
     "COLUMNS",
@@ -260,6 +261,10 @@ def error_band_percent() -> float:
     return float(validation.compare("validation").summary["validation"]["mean_abs_error_percent"])
 
 
+#: Most configurations one plan prices (vectorised, about a second; 64 GPUs of llama2-7b give ~20,000).
+MAX_CONFIGURATIONS = 2**20
+
+
 def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch: int,
                              seq_len: int | None = None) -> tuple[dict, dict]:
     """All valid configurations as NumPy columns, and the counts of candidates rejected and why. With seq_len,
@@ -273,6 +278,10 @@ def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch:
     >>> len(columns['dp']), rejected['interleaving not possible']
     (10884, 682)
     """
+    model = models.model(model)
+    gpus = positive_int(gpus, "gpus", high=MAX_WORLD_SIZE)
+    gpus_per_node = positive_int(gpus_per_node, "gpus_per_node", high=MAX_WORLD_SIZE)
+    global_batch = training.batch_and_sequence(global_batch, 1)[0]
     rejected = {"tp not dividing the heads": 0, "batch not divisible by dp": 0, "interleaving not possible": 0}
     rows = []
     for tp in divisors(gpus_per_node):
@@ -299,6 +308,9 @@ def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch:
                     for schedule, zero, code, sp in itertools.product(schedules, range(4), range(3),
                                                                       (False, True) if tp > 1 else (False,)):
                         rows.append((dp, tp, pp, v, b, zero, code, sp, schedule, cp))
+            if len(rows) > MAX_CONFIGURATIONS:
+                raise ConfigurationError(f"{model.name} on {gpus:,} GPUs with global batch {global_batch:,} has more "
+                                         f"than {MAX_CONFIGURATIONS:,} configurations to price; plan a smaller case")
     if not rows:
         raise ConfigurationError(f"no valid configuration of {model.name} on {gpus} GPUs with global batch {global_batch}")
     data = np.array(rows, dtype=np.int64)

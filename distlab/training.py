@@ -11,14 +11,19 @@ Throughput = global batch / step time.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._arguments import as_cluster, recompute_mode, renamed_keyword, zero_stage
+from ._arguments import (broadcasting, RECOMPUTE_MODES, as_cluster, code_array, finite_result, number_array, recompute_mode,
+                         renamed_keyword, zero_stage)
 from .errors import ConfigurationError
 from .flops import (TRAINING_PASSES, layer_forward_flops_array, logit_forward_flops_array,
                     recomputed_forward_flops_array, step_flops)
 from .units import FLOP_PER_SECOND, SECONDS, format_bytes, format_seconds, non_negative, positive, positive_int
+
+if TYPE_CHECKING:
+    from .memory import MemoryBreakdown
 
 __all__ = [
     "FLOPS_PER_PARAM_TOKEN",
@@ -71,7 +76,7 @@ def model_flops(params, tokens) -> float:
     >>> model_flops(1e9, 1000)  # 6 x 1e9 x 1e3
     6000000000000.0
     """
-    return FLOPS_PER_PARAM_TOKEN * positive(params, "", "params") * positive(tokens, "", "tokens")
+    return finite_result("model FLOPs", FLOPS_PER_PARAM_TOKEN * positive(params, "", "params") * positive(tokens, "", "tokens"))
 
 
 def forward_time(params, tokens, peak_flops) -> float:
@@ -82,7 +87,7 @@ def forward_time(params, tokens, peak_flops) -> float:
     >>> forward_time(1e9, 1000, 1e15)  # 2e12 FLOPs at 1 PFLOP/s
     0.002
     """
-    return model_flops(params, tokens) / 3 / positive(peak_flops, FLOP_PER_SECOND, "peak_flops")
+    return finite_result("forward time", model_flops(params, tokens) / 3 / positive(peak_flops, FLOP_PER_SECOND, "peak_flops"))
 
 
 def hardware_flops(params, tokens, recompute="none") -> float:
@@ -95,7 +100,7 @@ def hardware_flops(params, tokens, recompute="none") -> float:
     8000000000000.0
     """
     factor = FLOPS_PER_PARAM_TOKEN_FULL_RECOMPUTE if recompute_mode(recompute) == "full" else FLOPS_PER_PARAM_TOKEN
-    return factor * positive(params, "", "params") * positive(tokens, "", "tokens")
+    return finite_result("hardware FLOPs", factor * positive(params, "", "params") * positive(tokens, "", "tokens"))
 
 
 @renamed_keyword(batch="global_batch")
@@ -111,7 +116,7 @@ def megatron_flops_per_iteration(global_batch, seq_len, layers, hidden, vocab) -
     l = positive_int(layers, "layers")
     h = positive_int(hidden, "hidden")
     v = positive_int(vocab, "vocab")
-    return 96.0 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
+    return finite_result("FLOPs per iteration", 96.0 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h)))
 
 
 def training_days(params, tokens, gpus, flops_per_gpu, recompute="full") -> float:
@@ -124,7 +129,7 @@ def training_days(params, tokens, gpus, flops_per_gpu, recompute="full") -> floa
     seconds = hardware_flops(params, tokens, recompute) / (
         positive_int(gpus, "gpus") * positive(flops_per_gpu, FLOP_PER_SECOND, "flops_per_gpu")
     )
-    return seconds / 86400.0
+    return finite_result("training days", seconds / 86400.0)
 
 
 def mfu(model_flops_per_step, step_time, gpus, peak_flops) -> float:
@@ -139,7 +144,7 @@ def mfu(model_flops_per_step, step_time, gpus, peak_flops) -> float:
         positive(step_time, SECONDS, "step_time") * positive_int(gpus, "gpus")
         * positive(peak_flops, FLOP_PER_SECOND, "peak_flops")
     )
-    return value
+    return finite_result("MFU", value)
 
 
 def check_fraction(value, name: str) -> float:
@@ -165,6 +170,8 @@ SCHEDULES = ("gpipe", "1f1b", "interleaved")
 MAX_SEQ_LEN = 2**30
 MAX_MICRO_BATCH = 2**20
 MAX_GLOBAL_BATCH = 2**40
+#: Most pipeline stages the array helpers accept (every stage holds at least one layer; no model has this many).
+MAX_STAGES = 2**16
 
 
 def batch_and_sequence(global_batch, seq_len, micro_batch_size=1) -> tuple[int, int, int]:
@@ -184,6 +191,7 @@ def batch_and_sequence(global_batch, seq_len, micro_batch_size=1) -> tuple[int, 
     return tuple(values)
 
 
+@broadcasting
 def group_all_reduce_time_array(size_bytes, n, stride, gpus_per_node, intra_bw, intra_lat, inter_bw, inter_lat):
     """All-reduce time of the first rank group of n members spaced `stride` apart (ranks 0, stride, ...,
     (n-1) stride: the DP group of the first pipeline stage), placed on nodes of g GPUs (stride divides g
@@ -211,9 +219,9 @@ def group_all_reduce_time_array(size_bytes, n, stride, gpus_per_node, intra_bw, 
     """
     from .collectives import ring_all_reduce_time
 
-    n = np.asarray(n, dtype=float)
-    stride = np.asarray(stride, dtype=float)
-    g = float(gpus_per_node)
+    n = number_array(n, "n", low=1.0)
+    stride = number_array(stride, "stride", low=1.0)
+    g = float(positive_int(gpus_per_node, "gpus_per_node"))
     local = np.where(stride >= g, 1.0, np.clip(np.floor(g / stride), 1.0, None))
     local = np.minimum(local, n)
     span = n * stride
@@ -223,9 +231,10 @@ def group_all_reduce_time_array(size_bytes, n, stride, gpus_per_node, intra_bw, 
     hierarchical = (ring_all_reduce_time(size_bytes, local, intra_bw, intra_lat)
                     + ring_all_reduce_time(np.asarray(size_bytes, dtype=float) / local, n / local, inter_bw, inter_lat))
     fabric_ring = ring_all_reduce_time(size_bytes, n, inter_bw, inter_lat)
-    return np.where(inside, flat, np.where(even, hierarchical, fabric_ring))
+    return finite_result("all-reduce time", np.where(inside, flat, np.where(even, hierarchical, fabric_ring)))
 
 
+@broadcasting
 def p2p_message_bytes(micro_batch_size, seq_len, hidden, tp, element_bytes):
     """Bytes of one pipeline send per microbatch: b x s x h x e / tp (Megatron's scatter-gather
     optimisation splits the activation over the tp GPUs of a stage, Narayanan et al. 2021 Sec. 4.1;
@@ -237,9 +246,11 @@ def p2p_message_bytes(micro_batch_size, seq_len, hidden, tp, element_bytes):
     """
     from .memory import message_bytes
 
-    return message_bytes(micro_batch_size, seq_len, hidden, element_bytes) / np.asarray(tp, dtype=float)
+    return finite_result("p2p message bytes", message_bytes(micro_batch_size, seq_len, hidden, element_bytes)
+                         / number_array(tp, "tp", low=1.0))
 
 
+@broadcasting
 def equal_local_ranks_array(n, stride, gpus_per_node):
     """Whether the inter-node traffic of every group of n ranks spaced `stride` apart joins GPUs of EQUAL
     local rank, in the hierarchical all-reduce (member j of a node talks to member j of the others).
@@ -257,13 +268,14 @@ def equal_local_ranks_array(n, stride, gpus_per_node):
     >>> equal_local_ranks_array([12, 16], 1, 8).tolist()  # dp 12 straddles nodes of 8; dp 16 fills two
     [False, True]
     """
-    n = np.asarray(n, dtype=float)
-    stride = np.asarray(stride, dtype=float)
-    g = float(gpus_per_node)
-    span = n * stride
+    n = number_array(n, "n", low=1.0)
+    stride = number_array(stride, "stride", low=1.0)
+    g = float(positive_int(gpus_per_node, "gpus_per_node"))
+    span = finite_result("group span", n * stride)
     return (np.mod(stride, g) == 0) | (np.mod(span, g) == 0) | (np.mod(g, span) == 0)
 
 
+@broadcasting
 def pipeline_crossings_array(pp, stride, gpus_per_node):
     """How many of the pp - 1 stage boundaries of a pipeline whose neighbours sit `stride` ranks apart
     (stride tp x dp in the order tp-cp-ep-dp-pp) send across a node boundary.
@@ -277,10 +289,12 @@ def pipeline_crossings_array(pp, stride, gpus_per_node):
     >>> pipeline_crossings_array(8, 4, 8)  # boundaries 2, 4 and 6 leave a node
     3.0
     """
-    pp = np.asarray(pp, dtype=float)
-    w = np.asarray(stride, dtype=float)
-    g = float(gpus_per_node)
+    pp = number_array(pp, "pp", low=1.0)
+    w = number_array(stride, "stride", low=1.0)
+    g = float(positive_int(gpus_per_node, "gpus_per_node"))
     top = int(np.max(pp)) if pp.size else 1
+    if top > MAX_STAGES:
+        raise ConfigurationError(f"pp={top:,} stages is more than {MAX_STAGES:,}")
     if top <= 1:
         return np.zeros(np.broadcast(pp, w).shape) if np.ndim(pp) or np.ndim(w) else 0.0
     shape = np.broadcast(pp, w).shape
@@ -295,6 +309,7 @@ def pipeline_crossings_array(pp, stride, gpus_per_node):
     return float(count) if np.ndim(count) == 0 else count
 
 
+@broadcasting
 def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, inter_lat, peak_flops, hbm_bandwidth,
                      recipe, global_batch, seq_len, dp, tp, pp, chunks, micro_batch_size, zero, recompute_code,
                      sequence_parallel, schedule_code, efficiency, bucket_bytes=None, cross_rail_bw=None,
@@ -379,7 +394,24 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     from .dataparallel import DDP_BUCKET_BYTES, exposed_communication_time
     from .pipeline.closed_form import bubble_overhead_array, in_flight_array
 
-    bucket_bytes = DDP_BUCKET_BYTES if bucket_bytes is None else bucket_bytes
+    from .models import model as catalog_model
+
+    model = catalog_model(model)
+    if not isinstance(recipe, memory.PrecisionRecipe):
+        raise ConfigurationError(f"recipe={recipe!r} must be a PrecisionRecipe (distlab.memory.precision_recipe)")
+    gpus_per_node = positive_int(gpus_per_node, "gpus_per_node", high=MAX_STAGES)
+    intra_bw, inter_bw = positive(intra_bw, "B/s", "intra_bw"), positive(inter_bw, "B/s", "inter_bw")
+    intra_lat, inter_lat = non_negative(intra_lat, SECONDS, "intra_lat"), non_negative(inter_lat, SECONDS, "inter_lat")
+    peak_flops = positive(peak_flops, FLOP_PER_SECOND, "peak_flops")
+    hbm_bandwidth = positive(hbm_bandwidth, "B/s", "hbm_bandwidth")
+    cross_rail_bw = None if cross_rail_bw is None else positive(cross_rail_bw, "B/s", "cross_rail_bw")
+    efficiency = check_fraction(efficiency, "efficiency")
+    global_batch, seq_len, _ = batch_and_sequence(global_batch, seq_len)
+    for value, name in ((dp, "dp"), (tp, "tp"), (pp, "pp"), (chunks, "chunks"), (micro_batch_size, "micro_batch_size")):
+        number_array(value, name, low=1.0)
+    number_array(sequence_parallel, "sequence_parallel")
+    code_array(recompute_code, "recompute_code", RECOMPUTE_MODES)
+    bucket_bytes = DDP_BUCKET_BYTES if bucket_bytes is None else positive(bucket_bytes, "B", "bucket_bytes")
     P = float(model.parameter_count())
     h = float(model.hidden)
     dp, tp, pp = (np.asarray(x, dtype=float) for x in (dp, tp, pp))
@@ -572,7 +604,8 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
                                                               (first_layers + 1.0) * np.maximum(in_flight - 1.0, 0.0)),
                                activations)
 
-    step = compute + tp_comm + cp_comm + ep_comm + bubble + p2p + dp_exposed + optimizer
+    step = finite_result("step time", compute + tp_comm + cp_comm + ep_comm + bubble + p2p + dp_exposed + optimizer)
+    finite_result("memory per GPU", w + g + o + activations)
     return dict(microbatches=m, compute_s=compute, tp_comm_s=tp_comm, cp_comm_s=cp_comm, ep_comm_s=ep_comm,
                 bubble_s=bubble, p2p_s=p2p,
                 dp_comm_s=dp_time, dp_exposed_s=dp_exposed, optimizer_s=optimizer, step_time_s=step,
@@ -600,9 +633,9 @@ class StepEstimate:
     gpus: int
     peak_flops: float
     ideal_single_gpu_s: float
-    memory: object  # distlab.memory.MemoryBreakdown
+    memory: MemoryBreakdown
     problems: tuple = ()
-    compute_model: object = None  # distlab.efficiency.ComputeModel
+    compute_model: Any = None  # distlab.efficiency.ComputeModel
     cp_comm_s: float = 0.0  # context parallelism's exposed ring-attention traffic
     ep_comm_s: float = 0.0  # expert parallelism's all-to-alls (MoE models)
 
@@ -706,6 +739,11 @@ def hardware_arguments(cl, recipe, achieved=False) -> dict:
     >>> hw['gpus_per_node'], hw['peak_flops']  # H100 SXM dense bf16
     (8, 989400000000000.0)
     """
+    from .memory import PrecisionRecipe
+
+    if not isinstance(recipe, PrecisionRecipe):
+        raise ConfigurationError(f"recipe={recipe!r} must be a PrecisionRecipe (distlab.memory.precision_recipe)")
+    cl = as_cluster(cl)
     compute = recipe.compute_precision
     intra, fabric, nvls = 1.0, 1.0, None
     if achieved:
@@ -790,7 +828,7 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
                                  f"each replica must get whole microbatches")
     m = batch // (dp * b)
     sched = str(schedule).strip().lower()
-    if sched not in SCHEDULES:
+    if not isinstance(sched, str) or sched not in SCHEDULES:
         raise ConfigurationError(f"schedule={schedule!r}; valid: {', '.join(SCHEDULES)}")
     if v > 1 and sched != "interleaved":
         raise ConfigurationError(f"chunks={v} needs schedule='interleaved'")

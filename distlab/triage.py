@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._arguments import recompute_mode
+from ._arguments import estimate_config, recompute_mode
 from .errors import ConfigurationError
 from .training import StepEstimate, estimate
 from .units import format_bytes, format_seconds
@@ -210,6 +210,7 @@ def oom_triage(model, cluster, **config) -> OOMTriage:
     ...                                     seq_len=4096).ladder]
     ['full recomputation', 'ZeRO-1']
     """
+    estimate_config(config)
     base = estimate(model, cluster, **config)
     config = dict(config)
     fixes = []
@@ -257,6 +258,7 @@ def explain_infeasible(model, cluster, **config) -> list[dict]:
     >>> [f['change'] for f in fixes if f['fits']]
     ['ZeRO-3', 'ZeRO-2', 'ZeRO-1', 'tp=2', 'pp=2']
     """
+    estimate_config(config)
     triage = oom_triage(model, cluster, **config)
     if triage.already_fits:
         return []
@@ -290,6 +292,9 @@ def format_fixes(fixes: list[dict]) -> str:
     >>> format_fixes([])
     'no single change tried makes it fit'
     """
+    keys = ("change", "saves_bytes", "memory_per_gpu_bytes", "fits", "step_time_s")
+    if not isinstance(fixes, (list, tuple)) or not all(isinstance(f, dict) and all(k in f for k in keys) for f in fixes):
+        raise ConfigurationError(f"fixes must be explain_infeasible()'s list of dicts (keys {', '.join(keys)})")
     if not fixes:
         return "no single change tried makes it fit"
     return "\n".join(f"{f['change']:<26} saves {format_bytes(f['saves_bytes']):>9} -> {format_bytes(f['memory_per_gpu_bytes']):>9} "

@@ -80,6 +80,21 @@ def _check_finite(value: float, name: str) -> float:
     return value
 
 
+def _as_float(value, name: str) -> float:
+    """float(value), refusing what overflows a float (10**400) with our error instead of OverflowError."""
+    try:
+        return _check_finite(float(value), name)
+    except OverflowError:
+        raise ConfigurationError(f"{name}={_short(value)} is too large: valid values are finite numbers "
+                                 f"below 1.8e308") from None
+
+
+def _short(value) -> str:
+    """repr(value), cut to 40 characters (a 400-digit int stays readable in a message)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 #: The longest quantity string read; a real one ("900 GB/s", "3.05 s") is a few characters.
 MAX_QUANTITY_CHARS = 100
 # Terms (a number, a unit name, or a number with its unit: "140GB") joined by '*', '/', '·' or spaces:
@@ -197,10 +212,14 @@ def parse_quantity(text: str, name: str = "value"):
         raise UnitError(f"{name}={shown!r} is not a quantity distlab can read: write a number, then its "
                         f"unit, such as '80 GB', '900 GB/s', '1.5e9 B' or '3.05 s'")
     try:
-        return Q_(text)
+        value = Q_(text)
     except Exception as exc:  # pint raises several exception types for bad text
         raise UnitError(f"{name}={text!r} is not a quantity distlab can read ({exc}); "
                         f"expected something like '80 GB', '900 GB/s' or '400 Gb/s'") from None
+    magnitude = value.magnitude if isinstance(value, pint.Quantity) else value
+    if not isinstance(magnitude, numbers.Real) or not math.isfinite(magnitude):
+        raise UnitError(f"{name}={text!r} is not a finite quantity; expected something like '80 GB'")
+    return value
 
 
 def require_finite(what: str, *values) -> None:
@@ -224,27 +243,32 @@ def to_base(value, unit: str, name: str = "value") -> float:
     """
     if isinstance(value, bool):
         raise UnitError(f"{name}={value!r} is a boolean, not a quantity in {unit}")
+    if not isinstance(unit, str):
+        raise UnitError(f"unit={unit!r} must be a unit name such as 'B', 's' or 'B/s'")
     if isinstance(value, numbers.Real):
-        return _check_finite(float(value), name)
+        return _as_float(value, name)
     if isinstance(value, str):
         value = parse_quantity(value, name)
         if not isinstance(value, pint.Quantity):  # a bare number in a string
-            return _check_finite(float(value), name)
+            return _as_float(value, name)
     if isinstance(value, pint.Quantity):
-        if value.dimensionless and not Q_(1, unit).dimensionless:
-            return _check_finite(float(value.to("").magnitude), name)
+        if not isinstance(value.magnitude, numbers.Real) or isinstance(value.magnitude, bool):
+            raise UnitError(f"{name}={_short(value)} must be a single real number with its unit")
+        try:
+            dimensionless_unit = Q_(1, unit).dimensionless
+        except Exception:  # pint raises several exception types for a bad unit name
+            raise UnitError(f"unit={unit!r} is not a unit distlab knows (such as 'B', 's', 'B/s')") from None
+        if value.dimensionless and not dimensionless_unit:
+            return _as_float(value.to("").magnitude, name)
         try:
             magnitude = value.to(unit).magnitude
         except pint.DimensionalityError:
             raise UnitError(
                 f"{name}={value:.4g~P} has the wrong dimension: expected a quantity in {unit}"
             ) from None
-        try:
-            return _check_finite(float(magnitude), name)
-        except TypeError:
-            raise UnitError(f"{name}={value!r} must be a single number, not an array") from None
+        return _as_float(magnitude, name)
     raise UnitError(
-        f"{name}={value!r} (type {type(value).__name__}) is not a number, a quantity or a string"
+        f"{name}={_short(value)} (type {type(value).__name__}) is not a number, a quantity or a string"
     )
 
 
@@ -274,16 +298,26 @@ def non_negative(value, unit: str, name: str) -> float:
     return number
 
 
-def positive_int(value, name: str) -> int:
-    """A whole number >= 1 (a float such as 8.0 is accepted; 2.5, 0, True are not).
+#: The largest count positive_int accepts unless told a smaller one: counts beyond it do not fit a float
+#: (10**400 would raise OverflowError in every formula); each formula bounds its own counts further.
+MAX_COUNT = 10**300
+
+
+def positive_int(value, name: str, high: int | None = None) -> int:
+    """A whole number from 1 to `high` (MAX_COUNT if None); a float such as 8.0 is accepted; 2.5, 0, True are not.
 
     >>> positive_int(8.0, 'tp')
     8
     """
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ConfigurationError(f"{name}={value!r} must be a positive whole number")
-    if not math.isfinite(value) or value != int(value) or value < 1:
-        raise ConfigurationError(f"{name}={value!r} must be a positive whole number")
+    if high is not None and (isinstance(high, bool) or not isinstance(high, numbers.Integral)):
+        raise ConfigurationError(f"high={_short(high)} must be a whole number (the largest {name} accepted)")
+    top = MAX_COUNT if high is None else high
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if ok and not isinstance(value, numbers.Integral):
+        ok = math.isfinite(value) and value == int(value)
+    if not (ok and 1 <= value <= top):
+        limit = f", at most {top:,}" if high is not None else (", below 1e300" if ok and value > top else "")
+        raise ConfigurationError(f"{name}={_short(value)} must be a positive whole number{limit}")
     return int(value)
 
 
@@ -293,7 +327,24 @@ def quantity(value: float, unit: str) -> pint.Quantity:
     >>> quantity(80e9, 'B').to('GB')
     <Quantity(80.0, 'gigabyte')>
     """
-    return Q_(value, unit)
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        value = _as_float(value, "value")
+    else:
+        import numpy as np
+
+        array = np.asarray(value) if isinstance(value, (list, tuple, np.ndarray)) else None
+        if array is None or array.dtype.kind not in "iuf" or not np.all(np.isfinite(array)):
+            raise ConfigurationError(f"value={_short(value)} must be a finite number or an array of them")
+        value = array
+    return Q_(value, _unit(unit))
+
+
+def _unit(unit) -> pint.Unit:
+    """A unit of distlab's registry, by name ('GB', 'B/s'); our error for anything else."""
+    try:
+        return ureg.Unit(unit)
+    except Exception:  # pint raises several exception types for a bad unit name
+        raise UnitError(f"unit={_short(unit)} is not a unit distlab knows (such as 'B', 'GB', 's', 'B/s')") from None
 
 
 def gigabytes_property(field: str) -> property:
@@ -326,11 +377,23 @@ def format_rate(value: float, unit: str = "B/s", digits: int = 3) -> str:
     >>> format_rate(450e9)
     '450 GB/s'
     """
+    if not isinstance(unit, str):
+        raise UnitError(f"unit={_short(unit)} must be a unit name such as 'B/s' or 'FLOP/s'")
     prefixes = ("", "k", "M", "G", "T", "P", "E")
     return _format_prefixed(value, tuple(p + unit for p in prefixes), digits)
 
 
+def _formatted(value, digits) -> tuple[float, int]:
+    """(value as a finite float, digits as a whole number from 1 to 17), for the format_* functions."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ConfigurationError(f"value={_short(value)} must be a number to format")
+    if isinstance(digits, bool) or not isinstance(digits, numbers.Integral) or not 1 <= int(digits) <= 17:
+        raise ConfigurationError(f"digits={_short(digits)} must be a whole number from 1 to 17")
+    return _as_float(value, "value"), int(digits)
+
+
 def _format_prefixed(value: float, units: tuple, digits: int) -> str:
+    value, digits = _formatted(value, digits)
     magnitude = abs(value)
     index = 0
     while magnitude >= 999.5 and index < len(units) - 1:
@@ -346,6 +409,7 @@ def format_seconds(seconds: float, digits: int = 3) -> str:
     >>> format_seconds(0.00123)
     '1.23 ms'
     """
+    seconds, digits = _formatted(seconds, digits)
     magnitude = abs(seconds)
     for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
         if magnitude >= scale * 0.9995 or unit == "ns":
@@ -364,10 +428,15 @@ def format_quantity(value: float, unit: str) -> str:
     >>> format_quantity(989.4e12, 'FLOP/s')
     '989 TFLOP/s'
     """
+    if not isinstance(unit, str):
+        raise UnitError(f"unit={_short(unit)} must be a unit name such as 'B' or 's'")
     if unit == BYTES:
         return format_bytes(value)
     if unit == SECONDS:
         return format_seconds(value)
     if unit in (BYTES_PER_SECOND, FLOP_PER_SECOND):
         return format_rate(value, unit)
+    value, _ = _formatted(value, 4)
+    if not isinstance(unit, str):
+        raise UnitError(f"unit={_short(unit)} must be a unit name such as 'B' or 's'")
     return f"{value:.4g} {unit}"

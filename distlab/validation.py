@@ -126,6 +126,8 @@ def run(run_id: str) -> dict:
     >>> run("korthikanti2022-t5-22b-full-recompute")["measured"]["iteration_time_s"]
     1.42
     """
+    if not isinstance(run_id, str):
+        raise ConfigurationError(f"run_id={str(run_id)[:40]!r} must be the id of a published run (a string)")
     for x in _data()["runs"]:
         if x["id"] == run_id:
             return x
@@ -146,6 +148,15 @@ def microbenchmarks(role: str = "all") -> list[dict]:
     return [m for m in _data()["microbenchmarks"] if r == "all" or m["distlab"]["role"] == r]
 
 
+def _published(run_) -> dict:
+    """A published run: one of load_runs()'s records, or its id (anything else is our error)."""
+    if isinstance(run_, str):
+        return run(run_)
+    if isinstance(run_, dict) and any(run_ is x or run_ == x for x in _data()["runs"]):
+        return run_
+    raise ConfigurationError(f"run_={str(run_)[:40]!r} is not a published run: pass validation.run(id) or the id")
+
+
 def measured_step_time(run_: dict):
     """The measured step time in seconds, derived from what the source publishes (None when it cannot be):
     an iteration time as stated, TFLOP/s per GPU with the source's own FLOP count, or tokens/s.
@@ -161,6 +172,7 @@ def measured_step_time(run_: dict):
     >>> measured_step_time(run("bloom-176b-384gpu-iter85376"))
     104.7
     """
+    run_ = _published(run_)
     m = run_["distlab"]["measured_step_time"]
     formula, x = m["formula"], m["inputs"]
     if m["seconds"] is None or formula is None:
@@ -195,6 +207,7 @@ def run_model(run_: dict):
     """
     from .models import TransformerModel
 
+    run_ = _published(run_)
     block = run_["distlab"]
     if block["model"] is None:
         raise ConfigurationError(f"{run_['id']}: no model shape ({block['reason']})")
@@ -212,6 +225,7 @@ def run_cluster(run_: dict):
     """
     from .hardware import cluster
 
+    run_ = _published(run_)
     c = run_["distlab"]["cluster"]
     if c is None:
         raise ConfigurationError(f"{run_['id']}: no cluster ({run_['distlab']['reason']})")
@@ -230,6 +244,7 @@ def predict(run_: dict):
     """
     from .training import estimate
 
+    run_ = _published(run_)
     block = run_["distlab"]
     if not block["expressible"]:
         raise ConfigurationError(f"{run_['id']}: not expressible by estimate(): {block['reason']}")

@@ -30,8 +30,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._arguments import divisors, link_parameters, renamed_keyword, short_list, warn_renamed
+from .._arguments import (broadcasting, divisors, finite_result, link_parameters, number_array, renamed_keyword, short_list,
+                          warn_renamed)
 from ..errors import ConfigurationError, UnknownNameError
+from ..mesh import MAX_WORLD_SIZE
 from ..units import (
     BYTES,
     BYTES_PER_SECOND,
@@ -198,6 +200,7 @@ class CollectiveCost:
 
 
 @renamed_keyword(size_bytes="size", n="gpus")
+@broadcasting
 def ring_all_reduce_time(size, gpus, bandwidth, latency=0.0):
     """Ring all-reduce time in s: 2(N-1) alpha + 2(N-1)/N x M / B (plain floats or NumPy arrays). Lesson 2 §3.
 
@@ -209,8 +212,9 @@ def ring_all_reduce_time(size, gpus, bandwidth, latency=0.0):
     >>> ring_all_reduce_time(4e9, 8, 50e9)  # 2 x 7/8 x 4 GB at 50 GB/s
     0.14
     """
-    n = np.asarray(gpus, dtype=float)
-    result = 2.0 * (n - 1.0) * latency + 2.0 * (n - 1.0) / n * np.asarray(size, dtype=float) / bandwidth
+    n = number_array(gpus, "gpus", low=1.0)
+    result = finite_result("all-reduce time", 2.0 * (n - 1.0) * number_array(latency, "latency")
+                           + 2.0 * (n - 1.0) / n * number_array(size, "size") / number_array(bandwidth, "bandwidth"))
     return float(result) if np.ndim(result) == 0 else result
 
 
@@ -232,7 +236,7 @@ def double_binary_tree(gpus):
     >>> [tree.tolist() for tree in double_binary_tree(4)]
     [[1, 3, 1, -1], [-1, 2, 0, 2]]
     """
-    n = positive_int(gpus, "gpus")
+    n = positive_int(gpus, "gpus", high=MAX_WORLD_SIZE)
     trees = []
     for rank_of_position in (np.arange(1, n + 1) - 1, np.arange(1, n + 1) % n):
         parent_pos = np.full(n + 1, -1, dtype=np.int64)  # indexed by position 1..n
@@ -589,7 +593,7 @@ def algorithm_bandwidth(size, time):
     """
     s = non_negative(size, BYTES, "size")
     t = positive(time, SECONDS, "time")
-    return Q_(s / t, BYTES_PER_SECOND).to("GB/s")
+    return Q_(finite_result("algorithm bandwidth", s / t), BYTES_PER_SECOND).to("GB/s")
 
 
 @renamed_keyword(n="gpus")

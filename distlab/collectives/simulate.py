@@ -213,12 +213,12 @@ class CollectiveTrace:
 
     # -- states ------------------------------------------------------------------------
     def _check_state(self, t) -> int:
-        if isinstance(t, bool) or not isinstance(t, numbers.Integral) or not 0 <= t <= self.steps:
+        if isinstance(t, bool) or not isinstance(t, numbers.Integral) or not 0 <= int(t) <= self.steps:
             raise ConfigurationError(f"state t={t!r} is out of range; valid: 0 (start) to {self.steps} (end)")
         return int(t)
 
     def _check_step(self, k) -> int:
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 0 <= k < self.steps:
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 0 <= int(k) < self.steps:
             raise ConfigurationError(f"step={k!r} is out of range; valid: 0 to {self.steps - 1}")
         return int(k)
 
@@ -510,7 +510,7 @@ def simulate_parameter_server(arrays, server=0) -> CollectiveTrace:
     """
     items, dtype = _as_buffers(arrays, "arrays")
     n = len(items)
-    if isinstance(server, bool) or not isinstance(server, numbers.Integral) or not 0 <= server < n:
+    if isinstance(server, bool) or not isinstance(server, numbers.Integral) or not 0 <= int(server) < n:
         raise ConfigurationError(f"server={server!r} is not a GPU index; valid: 0 to {n - 1}")
     server = int(server)
     data = _stack(items, dtype, 2 * (n - 1))

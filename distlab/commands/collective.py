@@ -6,6 +6,8 @@ import json
 
 from ..errors import ConfigurationError
 
+__all__ = ["NAME", "HELP", "add_arguments", "run"]
+
 NAME = "collective"
 HELP = "bytes per GPU and time of a collective (all-reduce, all-gather, ...) over a link"
 

@@ -6,6 +6,8 @@ import json
 
 from ._configuration import add_cluster_arguments, add_config_arguments, cluster, config
 
+__all__ = ["NAME", "HELP", "add_arguments", "run"]
+
 NAME = "estimate"
 HELP = "step time breakdown, MFU, throughput and memory per GPU of one parallel configuration"
 

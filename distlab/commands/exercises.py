@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["NAME", "HELP", "add_arguments", "run"]
+
 NAME = "exercises"
 HELP = "build exercises/ from solutions/ (strip the solution blocks); --variants: one notebook per student"
 

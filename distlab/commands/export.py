@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["NAME", "HELP", "add_arguments", "run"]
+
 NAME = "export"
 HELP = "write a configuration (given, or --best from the planner) for Megatron-LM, DeepSpeed or torchtitan"
 

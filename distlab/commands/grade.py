@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+__all__ = ["NAME", "HELP", "add_arguments", "run"]
+
 NAME = "grade"
 HELP = "grade exercise notebooks: run each in a fresh sandboxed kernel, check its answers outside it"
 

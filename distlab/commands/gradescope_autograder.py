@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["NAME", "HELP", "add_arguments", "run"]
+
 NAME = "gradescope-autograder"
 HELP = "build the Gradescope autograder package (setup.sh, run_autograder, distlab) for one lesson"
 

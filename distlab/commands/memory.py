@@ -7,6 +7,8 @@ import re
 
 from ..errors import ConfigurationError
 
+__all__ = ["NAME", "HELP", "parse_count", "add_arguments", "run"]
+
 NAME = "memory"
 HELP = "per-GPU training memory breakdown"
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+__all__ = ["NAME", "HELP", "add_arguments", "run"]
+
 NAME = "mesh"
 HELP = "rank layout of data, tensor, pipeline (context, expert) parallelism: groups and their nodes"
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+__all__ = ["NAME", "HELP", "add_arguments", "run"]
+
 NAME = "plan"
 HELP = "rank every valid dp x tp x pp configuration (with micro-batch, ZeRO, recomputation, schedule) by step time"
 

@@ -7,6 +7,8 @@ import math
 
 from ..errors import ConfigurationError
 
+__all__ = ["NAME", "HELP", "parse_ratio", "add_arguments", "run"]
+
 NAME = "schedule"
 HELP = "pipeline schedule as a text grid (one row per stage), its bubble and in-flight microbatches"
 

@@ -11,6 +11,8 @@ import json
 
 from ._configuration import add_cluster_arguments, add_config_arguments, cluster, config
 
+__all__ = ["NAME", "HELP", "add_arguments", "run"]
+
 NAME = "triage"
 HELP = "out-of-memory triage: the fixes production tries, in order, each priced by re-running the step model"
 

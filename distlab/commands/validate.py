@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 
+from ..errors import ConfigurationError
+
+__all__ = ["NAME", "HELP", "add_arguments", "run"]
+
 NAME = "validate"
 HELP = ("how good is the step model: training.estimate() out of the box against published measured training runs "
         "(step time, signed error, mean and max |error| per role), with the sources cited")
@@ -55,7 +59,10 @@ def run(args) -> int:
     if args.plot:
         from ..plots.validation import predicted_vs_measured_figure
 
-        predicted_vs_measured_figure([r.to_dict() for r in comparison.rows]).savefig(args.plot, bbox_inches="tight")
+        try:
+            predicted_vs_measured_figure([r.to_dict() for r in comparison.rows]).savefig(args.plot, bbox_inches="tight")
+        except (OSError, ValueError) as exc:  # a folder that does not exist, an unknown file extension
+            raise ConfigurationError(f"--plot {args.plot!r}: the figure could not be written ({exc})") from None
     if args.json:
         print(json.dumps({**comparison.to_dict(), "sources": sources}, indent=2))
         return 0

@@ -9,3 +9,5 @@ The old modules still import (notebooks submitted before the move must keep grad
 the new module itself, and importing it warns with a DeprecationWarning (each alias file calls
 distlab._arguments.renamed_module, as the renamed widget and plot modules do).
 """
+
+__all__ = []

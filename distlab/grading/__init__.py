@@ -15,3 +15,5 @@ lessons declare live in distlab.lessons.questions, one layer down).
 
 Importing this package imports none of them.
 """
+
+__all__ = []

@@ -17,6 +17,20 @@ from typing import Any
 from ..lessons.questions import INCORRECT, NOT_ATTEMPTED
 from .report import QuestionGrade
 
+__all__ = [
+    "ANSWER_PREFIX",
+    "MAX_ANSWER_CHARS",
+    "CHECK_TIME_LIMIT",
+    "CheckTimeout",
+    "time_limit",
+    "OpaqueAnswer",
+    "opaque",
+    "decode",
+    "parse_answers",
+    "check_answers",
+    "not_attempted",
+]
+
 #: variables read from the student's namespace: answer_q1, answer_q2, ...
 ANSWER_PREFIX = "answer_"
 #: at most this many characters of an answer string are read

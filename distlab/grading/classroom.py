@@ -35,6 +35,22 @@ from ..errors import ConfigurationError
 from ..lessons.questions import CORRECT, NOT_ATTEMPTED
 from .report import GradeReport, NotebookGrade, QuestionGrade
 
+__all__ = [
+    "Submission",
+    "read_gradescope_export",
+    "collect",
+    "file_digest",
+    "grade_from_dict",
+    "read_journal",
+    "results_csv",
+    "question_summary",
+    "summary_text",
+    "plot_histogram",
+    "Progress",
+    "write_outputs",
+    "grade_class",
+]
+
 JOURNAL, CSV_FILE, JSON_FILE, SUMMARY_TXT, SUMMARY_CSV, HISTOGRAM = (
     "journal.jsonl", "results.csv", "results.json", "summary.txt", "summary.csv", "histogram.png")
 

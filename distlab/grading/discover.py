@@ -16,6 +16,17 @@ from typing import Any, Iterable
 from .. import lessons as manifest
 from ..errors import ConfigurationError
 
+__all__ = [
+    "lesson_names",
+    "known_names",
+    "canonical",
+    "lesson_questions",
+    "lessons",
+    "lesson_from_name",
+    "lesson_from_imports",
+    "identify_lesson",
+]
+
 
 def lesson_names() -> list[str]:
     """The slugs of the graded lessons of the manifest (their modules are not imported)."""

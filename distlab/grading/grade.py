@@ -93,6 +93,20 @@ from .kernel import bwrap_available, run_in_kernel
 from .report import GradeReport, NotebookGrade
 from .submission import parse_sources, read_submission
 
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_CELL_TIMEOUT",
+    "DEFAULT_MEMORY_LIMIT",
+    "DEFAULT_FILE_SIZE_LIMIT",
+    "DEFAULT_PROCESS_LIMIT",
+    "SANDBOXES",
+    "MAX_TIMEOUT",
+    "NO_SANDBOX",
+    "check_limits",
+    "grade_notebook",
+    "grade_notebooks",
+]
+
 DEFAULT_TIMEOUT = 300.0
 DEFAULT_CELL_TIMEOUT = 60.0
 DEFAULT_MEMORY_LIMIT = 8 * 2**30  # address space of the kernel, bytes

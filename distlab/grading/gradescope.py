@@ -23,6 +23,8 @@ from pathlib import Path
 from .. import lessons as manifest
 from ..errors import ConfigurationError
 
+__all__ = ["VENV", "RUNTIME", "FALLBACK", "project_root", "setup_script", "run_script", "build_autograder"]
+
 VENV = "/opt/distlab-venv"
 RUNTIME = ("nbclient", "nbformat", "ipykernel")
 FALLBACK = ('{"score": 0, "output": "The autograder could not grade this submission. Upload the exercise notebook '

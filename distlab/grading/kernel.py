@@ -24,6 +24,25 @@ from pathlib import Path
 from . import kernel_side
 from .answers import MAX_ANSWER_CHARS, parse_answers
 
+__all__ = [
+    "MAX_OUTPUT_CHARS",
+    "MAX_MESSAGE_BYTES",
+    "SECRET_PARTS",
+    "DEFAULT_PROCESS_LIMIT",
+    "SANDBOX_SOURCE",
+    "COLLECT_SOURCE",
+    "bwrap_available",
+    "bwrap_prefix",
+    "LIMITER",
+    "limits_prefix",
+    "kernel_manager",
+    "kernel_env",
+    "sandbox_cell",
+    "collect_cell",
+    "first_line",
+    "run_in_kernel",
+]
+
 #: per cell, at most this much output is kept in the grading process (a print loop cannot fill memory)
 MAX_OUTPUT_CHARS = 200_000
 #: a message from the kernel larger than this is dropped by zmq before it is read (print('y' * 10**9))

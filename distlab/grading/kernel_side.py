@@ -13,6 +13,8 @@ same as what a reader, a linter and the tests see here. Hence the rules:
   these functions is refused once the hook is installed.
 """
 
+__all__ = ["install_sandbox", "collect_answers"]
+
 
 def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, install_hook=True,
                     secret_parts=(), withhold=True, out_limit=200_000):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+__all__ = ["AUDIT_ONLY_WARNING", "printable", "QuestionGrade", "NotebookGrade", "GradeReport"]
+
 AUDIT_ONLY_WARNING = ("warning: graded as TRUSTED notebooks (--trusted: the Python audit hook only), which is not an "
                       "operating-system sandbox; grade untrusted work with bubblewrap installed (apt-get install "
                       "bubblewrap) or inside a container (--container)")

@@ -12,6 +12,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+__all__ = ["MAX_NOTEBOOK_BYTES", "read_submission", "read_sources", "parse_sources"]
+
 #: a submitted notebook larger than this is refused (exercise notebooks with their plots are a few MB)
 MAX_NOTEBOOK_BYTES = 32 * 2**20
 

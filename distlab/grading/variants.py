@@ -29,6 +29,19 @@ from ..errors import ConfigurationError
 from ..lessons.variants import lesson_variant, parse_release
 from .answers import not_attempted
 
+__all__ = [
+    "SECRET_ENV",
+    "Roster",
+    "folder_name",
+    "read_secret",
+    "load_roster",
+    "personalise",
+    "build_variants",
+    "notebook_variant",
+    "VariantPolicy",
+    "submitter",
+]
+
 SECRET_ENV = "DISTLAB_VARIANT_SECRET"
 _ID_COLUMNS = ("id", "student_id", "sid", "student")
 _SAFE = re.compile(r"[^A-Za-z0-9._@-]")

@@ -19,6 +19,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
+__all__ = ["Lesson", "LESSONS", "NAMES", "lesson", "graded"]
+
 
 @dataclass(frozen=True)
 class Lesson:

@@ -6,6 +6,8 @@ from .. import collectives, hardware
 from ..units import format_bytes, format_seconds
 from .questions import ChoiceQuestion, NumericQuestion
 
+__all__ = ["SMALL", "LARGE", "SMALL_VARIANTS", "LARGE_VARIANTS", "QUESTIONS"]
+
 _BYTES_HINT = {1e9: "looks like bytes, but plain numbers are read in GB (write '7e9 B' or 7)"}
 
 

@@ -6,6 +6,8 @@ from .. import dataparallel, memory, models
 from ..units import format_bytes, format_seconds
 from .questions import ChoiceQuestion, NumericQuestion
 
+__all__ = ["Q4", "Q5", "Q4_VARIANTS", "Q5_VARIANTS", "QUESTIONS"]
+
 _BYTES_HINT = {1e9: "looks like bytes, but plain numbers are read in GB"}
 _MS_HINT = {1e-3: "looks like seconds; plain numbers are read in ms"}
 _STAGE_OPTIONS = ("plain dp", "zero-1", "zero-2", "zero-3", "none")

@@ -6,6 +6,8 @@ from .. import memory
 from ..units import format_bytes
 from .questions import ChoiceQuestion, NumericQuestion
 
+__all__ = ["QUESTIONS"]
+
 _BYTES_HINT = {1e9: "looks like bytes, but plain numbers are read in GB (write '112e9 B' or 112)"}
 
 

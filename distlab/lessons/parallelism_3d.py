@@ -18,6 +18,8 @@ from dataclasses import field
 from .questions import (CORRECT, INCORRECT, NOT_ATTEMPTED, ChoiceQuestion, CheckResult, Hint, NumericQuestion,
                                  Solution, bind_params, is_unanswered)
 
+__all__ = ["EXAMPLE", "WORKED", "SIXTY_FOUR", "MAX_LIST_CHARS", "read_int_list", "RanksQuestion", "QUESTIONS"]
+
 # Megatron-LM's documented example (megatron/core/parallel_state.py): 16 GPUs, tp=2, pp=4, hence dp=2.
 EXAMPLE = dict(gpus=16, tp=2, pp=4)
 # The MIT 6.5940 worked example: a 530B model, T=8, P=12, D=21 (2,016 GPUs), ZeRO-1.
@@ -32,7 +34,7 @@ def _as_int(value, where: str) -> int:
     if isinstance(value, numbers.Integral):
         return int(value)
     if isinstance(value, numbers.Real) and float(value).is_integer():
-        return int(value)
+        return int(float(value))
     raise ValueError(f"{where} {value!r} is not a whole number")
 
 
@@ -124,8 +126,8 @@ class RanksQuestion:
             return CheckResult(self.name, NOT_ATTEMPTED, "not attempted", 0.0, self.points)
         try:
             values = self._read(answer)
-        except ValueError as reason:
-            return CheckResult(self.name, INCORRECT, f"not yet, because {reason}", 0.0, self.points)
+        except ValueError as unreadable:
+            return CheckResult(self.name, INCORRECT, f"not yet, because {unreadable}", 0.0, self.points)
         except Exception as exc:  # an object that cannot even be iterated or compared: a reason, not a crash
             return CheckResult(self.name, INCORRECT, f"not yet, because an answer of type {type(answer).__name__} "
                                f"could not be read as {self.noun} ({type(exc).__name__})", 0.0, self.points)

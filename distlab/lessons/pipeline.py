@@ -10,6 +10,8 @@ from ..errors import ConfigurationError
 from ..units import format_bytes
 from .questions import NumericQuestion
 
+__all__ = ["Q1", "Q2", "Q3", "Q5", "Q6", "QUESTIONS"]
+
 _PERCENT_HINT = {0.01: "looks like a fraction; give it in percent (27.3 means 27.3 %)"}
 _BYTES_HINT = {1e9: "looks like bytes, but plain numbers are read in GB (write '17e9 B' or 17)"}
 

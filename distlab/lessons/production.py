@@ -7,6 +7,8 @@ from .. import dataparallel, hardware, production, triage
 from ..units import format_bytes, format_seconds
 from .questions import ChoiceQuestion, NumericQuestion
 
+__all__ = ["BUCKET_LINKS", "TAPER", "TAPER_VARIANTS", "TRIAGE_CONFIG", "JITTER_VARIANTS", "TRIAGE_OPTIONS", "QUESTIONS"]
+
 #: Q1: plain data parallelism of Llama-2-7B on 8 DGX H100 nodes, 4,096 tokens per GPU per step.
 BUCKET_MODEL, BUCKET_DP, BUCKET_TOKENS = "llama2-7b", 64, 4096
 BUCKET_LINKS = dict(link="nvlink4", algorithm="hierarchical", gpus_per_node=8, inter_link="ib-ndr")

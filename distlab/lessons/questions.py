@@ -27,6 +27,21 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Callable
 
+__all__ = [
+    "CORRECT",
+    "INCORRECT",
+    "NOT_ATTEMPTED",
+    "CheckResult",
+    "Hint",
+    "Solution",
+    "is_unanswered",
+    "bind_params",
+    "with_params",
+    "plain_number_text",
+    "NumericQuestion",
+    "ChoiceQuestion",
+]
+
 CORRECT = "correct"
 INCORRECT = "incorrect"
 NOT_ATTEMPTED = "not attempted"
@@ -179,8 +194,8 @@ class NumericQuestion:
 
     name: str
     prompt: str
-    expected: Callable[[], float]
-    explain: Callable[[], str]
+    expected: Callable[..., float]
+    explain: Callable[..., str]
     hint_text: str
     unit: str = ""
     rel_tol: float = 0.01
@@ -247,8 +262,8 @@ class NumericQuestion:
             return CheckResult(self.name, NOT_ATTEMPTED, "not attempted", 0.0, self.points)
         try:
             value = self._read(answer)
-        except ValueError as reason:
-            return CheckResult(self.name, INCORRECT, f"not yet, because {reason}", 0.0, self.points)
+        except ValueError as unreadable:
+            return CheckResult(self.name, INCORRECT, f"not yet, because {unreadable}", 0.0, self.points)
         want = float(self.expected())
         if math.isclose(value, want, rel_tol=self.rel_tol, abs_tol=self.abs_tol):
             return CheckResult(self.name, CORRECT, "correct", self.points, self.points)
@@ -275,8 +290,8 @@ class ChoiceQuestion:
     name: str
     prompt: str
     options: tuple
-    expected: Callable[[], str]
-    explain: Callable[[], str]
+    expected: Callable[..., str]
+    explain: Callable[..., str]
     hint_text: str
     points: float = 1.0
     params: dict = field(default_factory=dict)
@@ -300,8 +315,8 @@ class ChoiceQuestion:
             return CheckResult(self.name, NOT_ATTEMPTED, "not attempted", 0.0, self.points)
         try:
             value = self._normalise(answer)
-        except ValueError as reason:
-            return CheckResult(self.name, INCORRECT, f"not yet, because {reason}", 0.0, self.points)
+        except ValueError as unreadable:
+            return CheckResult(self.name, INCORRECT, f"not yet, because {unreadable}", 0.0, self.points)
         if value not in self.options:
             return CheckResult(
                 self.name, INCORRECT, f"not yet, because {value!r} is not one of: {', '.join(self.options)}", 0.0, self.points

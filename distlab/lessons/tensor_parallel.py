@@ -7,6 +7,8 @@ from .. import hardware, models, tensor
 from ..units import format_bytes, format_seconds
 from .questions import ChoiceQuestion, NumericQuestion
 
+__all__ = ["RING", "Q1_VARIANTS", "LAYER_VARIANTS", "SP_VARIANTS", "RING_VARIANTS", "QUESTIONS"]
+
 # The setups the questions use (named once, so prompts and answers agree).
 Q1_MODEL, Q1_TP = "llama2-7b", 4  # d_model 4096, 32 heads of 128: the MIT 6.5940 quiz
 LAYER_MODEL, LAYER_TP, LAYER_SEQ = "llama2-7b", 8, 4096  # one microbatch of one 4,096-token sequence

@@ -9,6 +9,8 @@ from .. import flops, models, planner, training
 from ..units import format_bytes, format_seconds
 from .questions import ChoiceQuestion, NumericQuestion
 
+__all__ = ["CONFIG", "QUESTIONS"]
+
 MODEL, NODE, NODES, BATCH, SEQ = "llama3.1-70b", "dgx-h100", 32, 256, 8192
 #: the feasible reference configuration of questions 3 and 4
 CONFIG = dict(tp=8, pp=8, micro_batch_size=1, zero=1, recompute="selective", sequence_parallel=True)

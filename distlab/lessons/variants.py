@@ -25,6 +25,8 @@ import hashlib
 from . import lesson as find_lesson
 from .questions import Hint, Solution, with_params
 
+__all__ = ["draw", "variant", "lesson_variant", "parse_release", "Withheld", "personal"]
+
 
 def draw(question, lesson: str, seed: str) -> dict:
     """The params the seed picks for `question` of `lesson`: one of its declared choices per param."""

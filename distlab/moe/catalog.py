@@ -122,7 +122,9 @@ class MoEModel:
     source: str = ""
 
     def __post_init__(self):
-        set_ = lambda field, value: object.__setattr__(self, field, value)
+        def set_(field, value):
+            object.__setattr__(self, field, value)
+
         if not isinstance(self.name, str) or not self.name.strip():
             raise ConfigurationError(f"name={self.name!r} must be a non-empty string")
         for field in ("layers", "hidden", "heads", "vocab", "experts", "expert_ffn", "top_k", "seq_len"):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._arguments import renamed_keyword
+from .._arguments import broadcasting, code_array, finite_result, number_array, renamed_keyword
 from ..errors import ConfigurationError
 from ..units import SECONDS, non_negative, positive, positive_int
 from .schedules import _check_layout, _kind, check_microbatches
@@ -68,6 +68,7 @@ def bubble_overhead(pp, microbatches, chunks=1) -> float:
     return (p - 1) / (v * m)
 
 
+@broadcasting
 def bubble_overhead_array(pp, microbatches, chunks=1):
     """bubble_overhead on NumPy arrays (broadcast, unvalidated): (p-1)/(v m). Lesson 4 §3.
 
@@ -77,10 +78,12 @@ def bubble_overhead_array(pp, microbatches, chunks=1):
     >>> bubble_overhead_array(np.array([1, 4, 8]), 8).tolist()
     [0.0, 0.375, 0.875]
     """
-    pp = np.asarray(pp, dtype=float)
-    return (pp - 1.0) / (np.asarray(chunks, dtype=float) * np.asarray(microbatches, dtype=float))
+    pp = number_array(pp, "pp", low=1.0)
+    return finite_result("bubble overhead",
+                         (pp - 1.0) / (number_array(chunks, "chunks", 1.0) * number_array(microbatches, "microbatches", 1.0)))
 
 
+@broadcasting
 def in_flight_array(schedule_code, pp, microbatches, chunks=1):
     """Peak microbatches whose activations the first stage holds (broadcast, unvalidated). Lesson 4 §5.
 
@@ -93,10 +96,10 @@ def in_flight_array(schedule_code, pp, microbatches, chunks=1):
     >>> in_flight_array(np.array([0, 1, 2, 2]), 4, np.array([8, 8, 8, 4]), np.array([1, 1, 2, 2])).tolist()
     [8.0, 4.0, 5.5, 4.0]
     """
-    pp = np.asarray(pp, dtype=float)
-    m = np.asarray(microbatches, dtype=float)
-    v = np.asarray(chunks, dtype=float)
-    code = np.asarray(schedule_code)
+    pp = number_array(pp, "pp", low=1.0)
+    m = number_array(microbatches, "microbatches", low=1.0)
+    v = number_array(chunks, "chunks", low=1.0)
+    code = code_array(schedule_code, "schedule_code", ARRAY_SCHEDULES)
     one_chunk = (code == 1) | (v == 1)  # interleaved with one chunk per stage is 1F1B
     return np.where(code == 0, m, np.where(one_chunk, np.minimum(pp, m),
                                            np.minimum(pp * (1.0 + (pp - 1.0) / (pp * v)), m)))
@@ -180,7 +183,7 @@ def closed_form(schedule, pp, microbatches, chunks=1, t_f=1.0, t_b=1.0, t_w=1.0)
             f"{name} has no closed form for general t_F, t_B, t_W; simulate it with "
             f"distlab.pipeline.schedule (dualpipe_bubble_time gives DeepSeek's published bound)"
         )
-    _check_layout(name, p, m, v)
+    _check_layout(name, p, m, v, built=False)
     f = positive(t_f, SECONDS, "t_f")
     b = positive(t_b, SECONDS, "t_b")
     w = non_negative(t_w, SECONDS, "t_w")

@@ -15,6 +15,7 @@ import numpy as np
 from .._arguments import renamed_keyword
 from ..errors import ConfigurationError
 from ..units import Q_, format_bytes, positive, positive_int
+from .schedules import MAX_SCHEDULE_OPS
 from .stages import split_layers
 from .timeline import Timeline
 
@@ -112,7 +113,7 @@ def _peaks(in_flight, stages, hold_for_w: bool):
                 "give pp=p with a single in_flight count (or pass a Timeline or one count per stage)"
             )
         count = positive(in_flight, "", "in_flight")
-        peaks = np.full(positive_int(stages, "stages"), count, dtype=float)
+        peaks = np.full(positive_int(stages, "stages", high=MAX_SCHEDULE_OPS), count, dtype=float)
     return name, chunks, peaks
 
 

@@ -31,6 +31,7 @@ from ..units import SECONDS, non_negative, positive, positive_int
 
 __all__ = [
     "KINDS",
+    "MAX_SCHEDULE_OPS",
     "Op",
     "check_microbatches",
     "samples_per_pipeline",
@@ -158,7 +159,19 @@ def _chunks_of(kind: str, v: int) -> int:
     return 2 if kind in _TWO_CHUNKS else v
 
 
-def _check_layout(kind: str, p: int, m: int, v: int, layers=None) -> None:
+#: Most operations (F, B and W passes over all stages) a schedule may hold: p x m x v x (2, or 3 for zb-h1).
+#: About a second to build and simulate; real schedules hold a few thousand.
+MAX_SCHEDULE_OPS = 2**20
+
+
+def _check_layout(kind: str, p: int, m: int, v: int, layers=None, built: bool = True) -> None:
+    """Refuse a layout the schedule cannot run (and, when its passes are `built` one by one, a huge one)."""
+    ops = p * m * v * (3 if kind == "zb-h1" else 2)
+    if built and ops > MAX_SCHEDULE_OPS:
+        raise ConfigurationError(
+            f"stages={p:,} x microbatches={m:,} x chunks={v:,} make {ops:,} passes, more than the "
+            f"{MAX_SCHEDULE_OPS:,} a schedule may hold; use fewer stages or microbatches"
+        )
     if kind in _TWO_CHUNKS:
         _check_two_chunk_layout(kind, p, m, v, layers)
         return
@@ -345,7 +358,7 @@ def _zb_v(p: int, m: int):
         ops: list[tuple[int, int, int]] = []  # (kind, chunk, microbatch)
         f, b, w = [0, 0], [0, 0], [0, 0]
 
-        def run(code, c, counter):
+        def run(code, c, counter, ops=ops):
             ops.append((code, c, counter[c]))
             counter[c] += 1
 

@@ -17,19 +17,21 @@ own F on the last virtual stage; W after its own B. A stage runs its ops one at 
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
 from .._arguments import readonly, renamed_keyword
 from ..errors import ConfigurationError
-from ..units import SECONDS, Q_, format_seconds, non_negative, positive, positive_int
+from ..units import SECONDS, Q_, format_seconds, non_negative, positive, positive_int, require_finite
 from .schedules import (
     _B,
     _F,
     _KIND_LETTERS,
     _LETTER_CODES,
     _W,
+    MAX_SCHEDULE_OPS,
     PLACEMENTS,
     Op,
     _check_layout,
@@ -420,6 +422,7 @@ def _simulate_raw(raw, p, v, t_f, t_b, t_w, p2p, schedule, m=None, where="loop")
 
     fused, dep2, lat2 = _fused(raw, offsets, dep, lat)
     start, end = _list_schedule(dep, lat, dur, offsets, p, describe, dep2, lat2)
+    require_finite("the simulated step's end", end)
     step_time = float(end.max())
     busy = np.bincount(stage, weights=dur, minlength=p)
     idle = p * step_time - busy.sum()
@@ -463,6 +466,12 @@ def simulate(orders, *, chunks=1, t_f=1.0, t_b=1.0, t_w=1.0, p2p=0.0, name="cust
     >>> simulate([[("F", 0), ("B", 0)], [("F", 0), ("B", 0)]]).step_time
     6.0
     """
+    if not isinstance(name, str):
+        raise ConfigurationError(f"name={name!r} must be a string (the schedule's name in plots)")
+    shape = ConfigurationError("orders must be one list per stage of ops (kind, microbatch[, chunk]), "
+                               "kind 'F', 'B' or 'W', microbatch and chunk whole numbers >= 0")
+    if isinstance(orders, (str, bytes)) or not hasattr(orders, "__len__"):
+        raise shape
     p = len(orders)
     if p == 0:
         raise ConfigurationError("orders is empty; give one op list per stage")
@@ -471,14 +480,23 @@ def simulate(orders, *, chunks=1, t_f=1.0, t_b=1.0, t_w=1.0, p2p=0.0, name="cust
         raise ConfigurationError(f"placement={placement!r}; valid: {', '.join(PLACEMENTS)}")
     if placement != "loop" and v != 2:
         raise ConfigurationError(f"placement={placement!r} puts 2 chunks on every stage; give chunks=2")
-    raw = []
+    raw, total = [], 0
     for s, ops in enumerate(orders):
+        if isinstance(ops, (str, bytes)) or not hasattr(ops, "__len__"):
+            raise shape
+        total += len(ops)
+        if total > MAX_SCHEDULE_OPS:
+            raise ConfigurationError(f"orders hold more than {MAX_SCHEDULE_OPS:,} ops, more than a schedule may hold")
         kinds, mbs, cks = [], [], []
         for op in ops:
+            if not isinstance(op, (tuple, list)) or len(op) not in (2, 3):
+                raise shape
             letter, j = op[0], op[1]
             c = op[2] if len(op) > 2 else 0
-            if letter not in _LETTER_CODES:
+            if not isinstance(letter, str) or letter not in _LETTER_CODES:
                 raise ConfigurationError(f"stage {s}: op kind {letter!r} is not one of F, B, W")
+            if any(isinstance(x, bool) or not isinstance(x, numbers.Integral) or x < 0 for x in (j, c)):
+                raise shape
             kinds.append(_LETTER_CODES[letter])
             mbs.append(int(j))
             cks.append(int(c))

@@ -5,6 +5,8 @@ Data in (MemoryBreakdown.parts(), StepEstimate.parts()), artists out; `update` m
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass, field
 
 from matplotlib.ticker import MaxNLocator
@@ -23,11 +25,11 @@ MEMORY_LABELS = {"weights": "weights", "gradients": "gradients", "optimizer": "o
 class MemoryBars:
     """Artists of a stacked memory bar chart, updated in place by `update` (no redraw from scratch)."""
 
-    ax: object
+    ax: Any
     rects: dict = field(default_factory=dict)  # component -> list of Rectangle, one per bar
     totals: list = field(default_factory=list)  # Text above each bar
-    capacity_line: object = None
-    capacity_text: object = None
+    capacity_line: Any = None
+    capacity_text: Any = None
 
     @property
     def animated_artists(self) -> list:
@@ -133,7 +135,7 @@ STEP_COLOURS = {
 class StepBars:
     """Horizontal stacked bars of the step-time components, updated in place by `update`."""
 
-    ax: object
+    ax: Any
     rects: dict = field(default_factory=dict)  # part -> list of Rectangle, one per bar
     names: tuple = STEP_PARTS  # the parts, in stacking order
 

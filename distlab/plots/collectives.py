@@ -9,6 +9,8 @@ state come from the trace's contributor record, the arrows from its sends.
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,6 +22,20 @@ from matplotlib.path import Path
 from ..errors import ConfigurationError
 from ..units import format_bytes, format_seconds
 from ._style import BLUE, GREEN, PURPLE, RED
+
+__all__ = [
+    "GPU_COLOURS",
+    "EMPTY",
+    "MAX_PICTURE_GPUS",
+    "gpu_colours",
+    "CollectiveFrames",
+    "collective_frames",
+    "CollectivePicture",
+    "collective_picture",
+    "collective_states_figure",
+    "cost_vs_size_figure",
+    "busiest_load_figure",
+]
 
 #: Sixteen distinguishable colours, one per GPU (tab20's strong and light halves interleaved).
 GPU_COLOURS = (
@@ -127,8 +143,8 @@ class CollectivePicture:
     about 12 ms of Agg time per frame on its own).
     """
 
-    ax: object
-    trace: object
+    ax: Any
+    trace: Any
     frames: CollectiveFrames
     stripe_rects: np.ndarray  # (gpus, chunks, contributors, 4, 2): every stripe's corners
     column_rects: np.ndarray  # (gpus, chunks, 4, 2)
@@ -181,7 +197,7 @@ def collective_picture(ax, trace, t: int = 0, labels: bool = True) -> Collective
                              np.stack([xs1, top], -1), np.stack([xs0, top], -1)], axis=3)
 
     idle_edges = _EDGE_IDLE if n <= 8 else "none"
-    columns = PolyCollection(column_rects.reshape(-1, 4, 2), facecolors=EMPTY, edgecolors=idle_edges,
+    columns = PolyCollection(cast(Any, column_rects.reshape(-1, 4, 2)), facecolors=EMPTY, edgecolors=idle_edges,
                              linewidths=0.6)
     ax.add_collection(columns)
     arrows = [_arrow(trace, centres, angles, size, width, s, r) for s, r in frames.pairs]

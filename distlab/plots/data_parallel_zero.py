@@ -6,6 +6,9 @@ go out, and widgets update them in place.
 
 from __future__ import annotations
 
+from typing import Any
+
+import html
 import math
 from dataclasses import dataclass, field
 
@@ -16,6 +19,22 @@ from matplotlib.ticker import FixedLocator, NullLocator
 
 from ..units import format_bytes, format_seconds
 from ._style import BLUE, CAPACITY_COLOUR, GREEN, GREY, ORANGE, RED, nice_ceiling, swatch
+
+__all__ = [
+    "STAGES",
+    "STAGE_LABELS",
+    "STAGE_COLOURS",
+    "COMPUTE_COLOURS",
+    "COMM_COLOURS",
+    "EXPOSED_COLOUR",
+    "ZeroCurves",
+    "zero_memory_axes",
+    "legend_html",
+    "zero_memory_figure",
+    "OverlapChart",
+    "overlap_axes",
+    "overlap_figure",
+]
 
 STAGES = (0, 1, 2, 3)
 STAGE_LABELS = {0: "plain DP", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
@@ -34,29 +53,41 @@ def _decade_range(low: float, high: float) -> tuple[float, float]:
 class ZeroCurves:
     """Artists of the memory-vs-GPU-count chart: one line per stage, the capacity line, the current GPU count."""
 
-    ax: object
+    ax: Any
     lines: dict = field(default_factory=dict)
     dots: dict = field(default_factory=dict)
-    marker: object = None
-    capacity_line: object = None
-    capacity_text: object = None
+    marker: Any = None
+    capacity_line: Any = None
+    capacity_text: Any = None
+    #: (low, high) in GB that the y axis always spans (None: just the data): a widget sets the catalog's range,
+    #: so changing the model or the GPU replaces the curves without rescaling the axis.
+    y_span: tuple | None = None
+    #: False: the capacity line carries no label on the canvas (a widget names the GPU in its HTML legend)
+    label_capacity: bool = True
 
     @property
     def animated_artists(self) -> list:
         """What moves with the GPU-count slider: the vertical marker and one dot per stage."""
         return [self.marker, *self.dots.values()]
 
-    def set_curves(self, dps, curves: dict, capacity: float | None = None, capacity_label: str = "") -> bool:
-        """curves: {stage: bytes per GPU at each of dps}. Returns True when the static part changed."""
+    @property
+    def data_artists(self) -> list:
+        """What a model or GPU change replaces: the curves and the capacity line with its label."""
+        return [*self.lines.values(), self.capacity_line, self.capacity_text]
+
+    def set_curves(self, dps, curves: dict, capacity: float | None = None, capacity_label: str = ""):
+        """curves: {stage: bytes per GPU at each of dps}. Returns True when the axes changed, 'data' when only
+        the curves or the capacity line did (distlab.widgets.common.DATA), False when nothing did."""
         ax = self.ax
         before = self._static_state()
+        data_before = self._data_state()
         dps = np.asarray(dps, dtype=float)
-        values = []
+        parts = []
         for stage in STAGES:
             gb = np.asarray(curves[stage], dtype=float) / 1e9
             self.lines[stage].set_data(dps, gb)
-            values.append(gb)
-        values = np.concatenate(values)
+            parts.append(gb)
+        values = np.concatenate(parts)
         low, high = float(values.min()), float(values.max())
         if capacity is not None:
             cap = capacity / 1e9
@@ -64,18 +95,24 @@ class ZeroCurves:
             self.capacity_line.set_visible(True)
             self.capacity_text.set_position((dps[-1], cap))
             self.capacity_text.set_text(capacity_label or f"{format_bytes(capacity)} per GPU")
-            self.capacity_text.set_visible(True)
+            self.capacity_text.set_visible(self.label_capacity)
             low, high = min(low, cap), max(high, cap)
         else:
             self.capacity_line.set_visible(False)
             self.capacity_text.set_visible(False)
+        if self.y_span is not None:
+            low, high = min(low, self.y_span[0]), max(high, self.y_span[1])
         ax.set_xlim(dps[0] / 1.15, dps[-1] * 1.15)
         ax.set_ylim(*_decade_range(low, high))
-        return before != self._static_state()
+        if before != self._static_state():
+            return True
+        return "data" if data_before != self._data_state() else False
 
     def _static_state(self):
-        return (self.ax.get_xlim(), self.ax.get_ylim(),
-                tuple(tuple(np.round(line.get_ydata(), 9)) for line in self.lines.values()),
+        return (self.ax.get_xlim(), self.ax.get_ylim())
+
+    def _data_state(self):
+        return (tuple(tuple(np.round(line.get_ydata(), 9)) for line in self.lines.values()),
                 self.capacity_line.get_visible(), tuple(self.capacity_line.get_ydata()),
                 self.capacity_text.get_text())
 
@@ -115,11 +152,13 @@ def zero_memory_axes(ax, legend: bool = True) -> ZeroCurves:
     return chart
 
 
-def legend_html() -> str:
-    """The stage colours as HTML, for widgets that keep text out of the per-frame render."""
+def legend_html(capacity: str = "GPU memory") -> str:
+    """The stage colours as HTML, for widgets that keep text out of the per-frame render; `capacity` names the
+    dashed line (e.g. 'H100 SXM: 80 GB')."""
     items = "".join(swatch(STAGE_COLOURS[s], STAGE_LABELS[s], "line", margin="0 4px 3px 12px") for s in STAGES)
     return (f'<div style="font-size:12px"><b>model states per GPU</b> (GB, log scale) against the data-parallel '
-            f'GPU count N:{items}<span style="color:{CAPACITY_COLOUR};margin-left:12px">- - GPU memory</span></div>')
+            f'GPU count N:{items}<span style="color:{CAPACITY_COLOUR};margin-left:12px">- - {html.escape(capacity)}'
+            f'</span></div>')
 
 
 def zero_memory_figure(dps, curves: dict, capacity: float | None = None, capacity_label: str = "",
@@ -149,11 +188,11 @@ def zero_memory_figure(dps, curves: dict, capacity: float | None = None, capacit
 class OverlapChart:
     """Two lanes on a time axis: backward compute (one segment per bucket) and the buckets' communication."""
 
-    ax: object
-    compute: PolyCollection = None
-    comm: PolyCollection = None
-    exposed: PolyCollection = None
-    backward_end: object = None
+    ax: Any
+    compute: Any = None  # PolyCollection, built in __post_init__
+    comm: Any = None
+    exposed: Any = None
+    backward_end: Any = None
 
     @property
     def animated_artists(self) -> list:

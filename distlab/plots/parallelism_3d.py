@@ -11,6 +11,8 @@ even the full redraw after a rebuild is cheap.
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 from dataclasses import dataclass
 
@@ -22,6 +24,31 @@ from matplotlib.patches import PathPatch
 from matplotlib.path import Path
 
 from ._style import MUTED, TEXT_COLOUR, swatch
+
+__all__ = [
+    "GROUP_COLOURS",
+    "HIGHLIGHT",
+    "HIGHLIGHT_WIDTH",
+    "IDLE_EDGE",
+    "NODE_FACE",
+    "NODE_EDGE",
+    "LABEL_COLOUR",
+    "LABEL_LIMIT",
+    "NODE_LABEL_LIMIT",
+    "GAP",
+    "ROW_GAP",
+    "BLOCK_GAP",
+    "text_path",
+    "grid_geometry",
+    "GpuGrid",
+    "gpu_grid",
+    "group_colours",
+    "stage_colours",
+    "grid_colours",
+    "legend_html",
+    "grid_figure",
+    "grids_figure",
+]
 
 #: Light face colours for groups (tab20's light half, then Pastel tones), cycled when there are more groups.
 GROUP_COLOURS = (
@@ -109,6 +136,7 @@ def grid_geometry(world: int, gpus_per_node: int, aspect: float = 1.9):
         score = abs(math.log(width / height / aspect))
         if best is None or score < best[0] - 1e-9:
             best = (score, cols, rows, width, height)
+    assert best is not None  # nodes >= 1: the loop ran
     _, cols, rows, width, height = best
     rank = np.arange(world)
     node, slot = rank // g, rank % g
@@ -168,15 +196,15 @@ class GpuGrid:
     """The grid's artists: node frames and cells (PolyCollections of rectangles, one per node and
     per GPU), rank numbers and node labels (glyph outlines, one PathPatch each)."""
 
-    ax: object
-    frames: object = None
-    cells: object = None
-    numbers: object = None
-    labels: object = None
+    ax: Any
+    frames: Any = None
+    cells: Any = None
+    numbers: Any = None
+    labels: Any = None
     world: int = 0
     gpus_per_node: int = 0
-    x: np.ndarray = None
-    y: np.ndarray = None
+    x: Any = None
+    y: Any = None
 
     @property
     def animated_artists(self) -> list:

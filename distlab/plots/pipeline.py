@@ -6,6 +6,8 @@ bubble fractions, StageActivations) and returns Axes artists or a Figure.
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +17,26 @@ from matplotlib.figure import Figure
 
 from ..units import format_bytes
 from ._style import BLUE, BROWN, CAPACITY_COLOUR, GREEN, MUTED, ORANGE, PURPLE, RED, TEXT_COLOUR, nice_ceiling, swatch
+
+__all__ = [
+    "COLOURS",
+    "IDLE_COLOUR",
+    "STEP_COLOUR",
+    "IDEAL_COLOUR",
+    "LABELS",
+    "PALETTE",
+    "timeline_codes",
+    "stage_ticks",
+    "TimelinePixels",
+    "TimelineGrid",
+    "timeline_grid",
+    "legend_html",
+    "draw_timeline",
+    "timeline_figure",
+    "schedules_figure",
+    "bubble_curve_figure",
+    "stage_memory_figure",
+]
 
 #: Colours of forward, backward (input gradient) and weight-gradient ops, idle time, markers.
 COLOURS = {"F": BLUE, "B": ORANGE, "W": GREEN}
@@ -126,11 +148,12 @@ class TimelinePixels(Artist):
         lines = np.vstack([colours[codes], np.full((1, width), colours[_EDGE], dtype=np.uint32)])
         # Agg fills images from the bottom row up; whole pixel rows are copied (np.take)
         image = np.take(lines, rows[::-1], axis=0)
-        if not self.faded:
-            ideal = self._column(self.ideal_time, width)
+        ideal_time, step_time = self.ideal_time, self.step_time  # None only when faded
+        if ideal_time is not None and step_time is not None:
+            ideal = self._column(ideal_time, width)
             from_top = height - 1 - np.arange(height)
             image[from_top % 5 < 3, ideal] = _LINE_WORDS[1]  # dashed from the top: 3 on, 2 off
-            step = self._column(self.step_time, width)
+            step = self._column(step_time, width)
             image[:, max(0, step - 1):step + 1] = _LINE_WORDS[0]
         rgba = image.view(np.uint8).reshape(height, width, 4)
         self._cache = (key, rgba)
@@ -164,7 +187,7 @@ class TimelineGrid:
     image (top = stage 0), so a change of p does not touch the axes either.
     """
 
-    ax: object
+    ax: Any
     pixels: TimelinePixels
 
     @property
@@ -231,7 +254,7 @@ def draw_timeline(ax, timeline, labels: bool = True, title: str = "", x_max: flo
     y0 = timeline.stage.astype(float)
     verts = np.stack([np.stack([x0, y0], 1), np.stack([x1, y0], 1), np.stack([x1, y0 + 1], 1),
                       np.stack([x0, y0 + 1], 1)], 1)
-    ax.add_collection(PolyCollection(verts, facecolors=faces, edgecolors="white", linewidths=0.6))
+    ax.add_collection(PolyCollection(cast(Any, verts), facecolors=faces, edgecolors="white", linewidths=0.6))
     if labels:
         # label the ops wide enough for their text: 6.5 pt characters are about 0.6 x 6.5 / 72 inch
         # wide; the axes take about 85 % of the figure's width
@@ -289,7 +312,7 @@ def _legend_handles(split: bool) -> list:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    handles = [Patch(color=COLOURS[k], label=LABELS[k]) for k in (("F", "B", "W") if split else ("F", "B"))]
+    handles: list[Any] = [Patch(color=COLOURS[k], label=LABELS[k]) for k in (("F", "B", "W") if split else ("F", "B"))]
     handles.append(Patch(color=IDLE_COLOUR, label=LABELS["idle"]))
     handles.append(Line2D([], [], color=STEP_COLOUR, label="step ends"))
     handles.append(Line2D([], [], color=IDEAL_COLOUR, linestyle=(0, (3, 2)), label="ideal"))

@@ -5,6 +5,8 @@ the widgets update the artists in place.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,6 +15,29 @@ from matplotlib.figure import Figure
 from ..units import format_bytes
 from ._bars import STEP_COLOURS, STEP_PARTS, memory_bars, step_bars, step_legend_html
 from ._style import BLUE, GOOD, GREEN, MUTED, ORANGE, PURPLE, RED, finish_axes, nice_ceiling, swatch
+
+__all__ = [
+    "EXPOSED_COLOUR",
+    "BEST_COLOUR",
+    "READY_COLOUR",
+    "DONE_COLOUR",
+    "WAIT",
+    "PARTS",
+    "COLOURS",
+    "BucketPlot",
+    "bucket_plot",
+    "bucket_legend_html",
+    "bucket_figure",
+    "production_bars",
+    "production_legend_html",
+    "production_figure",
+    "LADDER_BARS",
+    "triage_bars",
+    "update_triage_bars",
+    "triage_figure",
+    "ring_attention_figure",
+    "straggler_figure",
+]
 
 EXPOSED_COLOUR = RED
 BEST_COLOUR = GOOD
@@ -32,14 +57,14 @@ COLOURS = {**STEP_COLOURS, WAIT: "#8c564b"}
 class BucketPlot:
     """The U-curve (exposed vs bucket count, log-log) and the timeline of one bucket count."""
 
-    ax_curve: object
-    ax_time: object
-    curve: object = None
-    best: object = None
-    current: object = None
-    ready: object = None
-    done: object = None
-    backward_line: object = None
+    ax_curve: Any
+    ax_time: Any
+    curve: Any = None
+    best: Any = None
+    current: Any = None
+    ready: Any = None
+    done: Any = None
+    backward_line: Any = None
 
     @property
     def animated_artists(self) -> list:

@@ -5,6 +5,8 @@ Data in (distlab.tensor results), Axes/Figure out; nothing here computes physics
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -14,6 +16,17 @@ from matplotlib.ticker import FixedLocator, NullLocator
 
 from ..units import format_seconds
 from ._style import BLUE, ORANGE, PALETTE
+
+__all__ = [
+    "COMPUTE_COLOUR",
+    "COMM_COLOUR",
+    "GPU_COLOURS",
+    "TIME_RANGE",
+    "CommComputeBars",
+    "comm_compute_bars",
+    "link_comparison_figure",
+    "mlp_split_figure",
+]
 
 COMPUTE_COLOUR = BLUE
 COMM_COLOUR = ORANGE
@@ -36,7 +49,7 @@ class CommComputeBars:
     change, so a widget can always blit.
     """
 
-    ax: object
+    ax: Any
     bars: list = field(default_factory=list)
     labels: list = field(default_factory=list)
 

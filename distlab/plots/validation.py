@@ -49,9 +49,11 @@ def predicted_vs_measured_figure(rows, title: str = "Step time: predicted vs pub
         unpriced = sum(1 for m, p, r, s in values if r == role and (m is None or p is None))
         label = f"{role} ({len(fit)})" + (f", {unpriced} not priced" if unpriced else "")
         if fit:
-            ax.scatter(*zip(*fit), color=colour, s=28, label=label, zorder=3)
+            xs, ys = zip(*fit)
+            ax.scatter(xs, ys, color=colour, s=28, label=label, zorder=3)
         if over:
-            ax.scatter(*zip(*over), facecolors="none", edgecolors=colour, s=28, zorder=3,
+            xs, ys = zip(*over)
+            ax.scatter(xs, ys, facecolors="none", edgecolors=colour, s=28, zorder=3,
                        label=f"{role}: does not fit ({len(over)})")
     ax.set_xscale("log")
     ax.set_yscale("log")

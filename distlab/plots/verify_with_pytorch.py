@@ -11,6 +11,8 @@ from matplotlib.figure import Figure
 
 from ._style import BLUE, BROWN, GREEN, ORANGE, PURPLE, RED
 
+__all__ = ["all_reduce_figure"]
+
 _COLOURS = [BLUE, ORANGE, GREEN, PURPLE, RED, BROWN]
 
 

@@ -21,6 +21,16 @@ from ..units import (
     require_finite,
 )
 
+__all__ = [
+    "MAX_SEQ_LEN",
+    "MAX_MICRO_BATCH",
+    "MAX_TOKENS_PER_GPU",
+    "BucketSweep",
+    "MAX_SWEEP_BUCKETS",
+    "bucket_sweep",
+    "backward_time",
+]
+
 #: Longest sequence and largest micro-batch: the step model's bounds (distlab.training).
 MAX_SEQ_LEN = training.MAX_SEQ_LEN
 MAX_MICRO_BATCH = training.MAX_MICRO_BATCH
@@ -159,7 +169,7 @@ def bucket_sweep(grad_bytes, backward_time, dp, *, max_buckets=1024, link=None, 
     backward = non_negative(backward_time, SECONDS, "backward_time")
     n = positive_int(dp, "dp")
     top = whole_number(max_buckets, "max_buckets", 1, MAX_SWEEP_BUCKETS)
-    if op not in ("all-reduce", "reduce-scatter"):
+    if not isinstance(op, str) or op not in ("all-reduce", "reduce-scatter"):
         raise ConfigurationError(f"op={op!r}: the gradient step is an 'all-reduce' (DP) or a 'reduce-scatter' (ZeRO-2)")
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # overflow is refused below
         probe = collectives.collective_cost(op, m, n, link=link, bandwidth=bandwidth, latency=latency, **cost_kwargs)

@@ -17,6 +17,8 @@ from ..units import (
 )
 from .buckets import MAX_MICRO_BATCH, MAX_SEQ_LEN
 
+__all__ = ["RingAttentionStep", "ring_attention_step"]
+
 # ----------------------------------------------------------------------------------------
 # 4. Context parallelism: does the K/V transfer hide under attention compute?
 

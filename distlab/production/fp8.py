@@ -5,12 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import dataparallel, memory, tensor, training
+from .._arguments import estimate_config
 from ..units import (
     FLOP_PER_SECOND,
     format_bytes,
     format_rate,
     format_seconds,
 )
+
+__all__ = ["FP8Comparison", "fp8_comparison"]
 
 # ----------------------------------------------------------------------------------------
 # 3. FP8: which bytes halve
@@ -63,6 +66,7 @@ def fp8_comparison(model, cluster, **config) -> FP8Comparison:
     >>> r.ratios()['model-state bytes per parameter'], r.ratios()['weights per GPU']  # 15 / 16 and 1 / 2
     (0.9375, 0.5)
     """
+    estimate_config(config)
     config = {k: v for k, v in config.items() if k != "precision"}
     m = training.estimate(model, cluster, precision="mixed", **config)
     f = training.estimate(model, cluster, precision="fp8", **config)

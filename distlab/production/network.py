@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import collectives, hardware, training
-from .._arguments import as_cluster, renamed_keyword, whole_number
+from .._arguments import as_cluster, estimate_config, renamed_keyword, whole_number
 from ..errors import ConfigurationError
 from ..units import (
     BYTES,
@@ -18,6 +18,8 @@ from ..units import (
     positive_int,
     require_finite,
 )
+
+__all__ = ["ALGORITHMS", "DPAllReduce", "dp_all_reduce", "network_step"]
 
 # ----------------------------------------------------------------------------------------
 # 2. The network: oversubscription, rails, and the DP all-reduce from the rank layout
@@ -112,7 +114,7 @@ def dp_all_reduce(cluster, size, *, tp=1, pp=1, order="tp-cp-ep-dp-pp", group=0,
     from .. import mesh
 
     cl = as_cluster(cluster)
-    if algorithm not in ALGORITHMS:
+    if not isinstance(algorithm, str) or algorithm not in ALGORITHMS:
         raise ConfigurationError(f"algorithm={algorithm!r}; valid: {', '.join(ALGORITHMS)}")
     size = non_negative(size, BYTES, "size")
     tp, pp = positive_int(tp, "tp"), positive_int(pp, "pp")
@@ -181,6 +183,7 @@ def network_step(model, node="dgx-h100", nodes=4, fabric="ib-ndr", *, oversubscr
     >>> network_step('llama2-7b', oversubscription=3.0, **config).dp_comm_s > flat
     True
     """
+    estimate_config(config)
     cl = hardware.cluster(node, nodes, fabric, oversubscription, rail_optimized)
     return training.estimate(model, cl, **config)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import training
-from .._arguments import whole_number
+from .._arguments import estimate_config, whole_number
 from ..errors import ConfigurationError
 from ..units import (
     format_seconds,
@@ -16,6 +16,19 @@ from ..units import (
     positive,
     positive_int,
 )
+
+__all__ = [
+    "EULER_GAMMA",
+    "MAX_NORMALS",
+    "expected_max_normal",
+    "leading_term_max_normal",
+    "gumbel_expected_max",
+    "expected_slowest",
+    "MAX_SIMULATION_DRAWS",
+    "simulate_slowest",
+    "StragglerStep",
+    "straggler_step",
+]
 
 # ----------------------------------------------------------------------------------------
 # 5. Stragglers: synchronous steps wait for the slowest GPU
@@ -71,7 +84,7 @@ def leading_term_max_normal(n):
         raise bad
     try:
         arr = np.asarray(n, dtype=float)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise bad from None
     if arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr < 1) or np.any(arr != np.round(arr)):
         raise bad
@@ -242,6 +255,7 @@ def straggler_step(model, cluster, *, slow_factor=1.0, sigma=0.0, **config) -> S
     >>> st.slowest, round(st.wait_s, 3)
     (1.5, 0.191)
     """
+    estimate_config(config)
     est = training.estimate(model, cluster, **config)
     sig = _check_sigma(sigma)
     k = _check_slow(slow_factor)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import collectives, memory
-from .._arguments import link_parameters, recompute_mode, renamed_keyword
+from .._arguments import broadcasting, finite_result, link_parameters, number_array, recompute_mode, renamed_keyword
 from ..errors import ConfigurationError
 from ..flops import layer_forward_flops_array
 from ..units import (
@@ -24,6 +24,20 @@ from ..units import (
     positive_int,
 )
 from .layout import _model, check_tp
+
+__all__ = [
+    "TP_COLLECTIVES",
+    "SP_COLLECTIVES",
+    "element_bytes",
+    "message_element_bytes",
+    "forward_passes",
+    "layer_flops_array",
+    "layer_flops",
+    "tp_message_bytes",
+    "tp_comm_time",
+    "TPLayerCost",
+    "tp_layer_cost",
+]
 
 #: The collectives of one layer and one microbatch in training, plain tensor parallelism:
 #: (what it does, op). Each moves the layer activation b x s x h (nccl-tests size convention).
@@ -86,6 +100,7 @@ def forward_passes(recompute="none") -> tuple[float, float]:
     return {"none": (3.0, 3.0), "selective": (3.0, 4.0), "full": (4.0, 4.0)}[mode]
 
 
+@broadcasting
 def layer_flops_array(params_per_layer, hidden, micro_batch_size, seq_len, tp=1, passes=3.0, attention_passes=None):
     """Training FLOPs of one layer, one microbatch, per GPU (NumPy broadcast, unvalidated: the fast path).
 
@@ -100,12 +115,14 @@ def layer_flops_array(params_per_layer, hidden, micro_batch_size, seq_len, tp=1,
     >>> layer_flops_array(12 * 4096**2, 4096, 1, 2048)
     2680059592704.0
     """
-    tokens = np.asarray(micro_batch_size, dtype=float) * np.asarray(seq_len, dtype=float)
+    tokens = finite_result("tokens", number_array(micro_batch_size, "micro_batch_size")
+                           * number_array(seq_len, "seq_len"))
     attention = passes if attention_passes is None else attention_passes
     weights = layer_forward_flops_array(params_per_layer, 0.0, tokens, seq_len)
     core = layer_forward_flops_array(0.0, hidden, tokens, seq_len)
-    result = (np.asarray(passes, dtype=float) * weights + np.asarray(attention, dtype=float) * core) \
-        / np.asarray(tp, dtype=float)
+    result = finite_result("layer FLOPs", (number_array(passes, "passes") * weights
+                                           + number_array(attention, "attention_passes") * core)
+                           / number_array(tp, "tp", low=1.0))
     return float(result) if np.ndim(result) == 0 else result
 
 
@@ -134,6 +151,7 @@ def layer_flops(model, micro_batch_size=1, seq_len=None, tp=1, recompute="none")
 # Communication
 
 
+@broadcasting
 def tp_message_bytes(micro_batch_size, seq_len, hidden, element_bytes=2.0):
     """Bytes of one TP all-reduce: the layer activation b x s x h x element bytes (NumPy broadcast;
     distlab.memory.message_bytes). Lesson 5 §4.
@@ -145,6 +163,7 @@ def tp_message_bytes(micro_batch_size, seq_len, hidden, element_bytes=2.0):
 
 
 @renamed_keyword(message_bytes="size")
+@broadcasting
 def tp_comm_time(size, tp, bandwidth, latency=0.0, all_reduces=4):
     """TP communication time of one layer and microbatch in s (plain floats or NumPy, unvalidated).
 
@@ -157,7 +176,8 @@ def tp_comm_time(size, tp, bandwidth, latency=0.0, all_reduces=4):
     >>> round(tp_comm_time(32e6, 4, 100e9), 6)  # 4 x 2 x 3 x 32 MB / (4 x 100 GB/s)
     0.00192
     """
-    result = np.asarray(all_reduces, dtype=float) * collectives.ring_all_reduce_time(size, tp, bandwidth, latency)
+    result = finite_result("TP communication time", number_array(all_reduces, "all_reduces")
+                           * collectives.ring_all_reduce_time(size, tp, bandwidth, latency))
     return float(result) if np.ndim(result) == 0 else result
 
 

@@ -11,6 +11,8 @@ from ..units import (
     positive_int,
 )
 
+__all__ = ["valid_tp_degrees", "check_tp", "WeightShard", "TPLayerShards", "layer_shards"]
+
 # ----------------------------------------------------------------------------------------
 # Validation
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import memory
-from .._arguments import divisors, short_list
+from .._arguments import broadcasting, divisors, finite_result, number_array, short_list
 from ..errors import ConfigurationError
 from ..units import (
     BYTES,
@@ -18,6 +18,14 @@ from ..units import (
 )
 from .cost import element_bytes
 from .layout import _model, check_tp
+
+__all__ = [
+    "SequenceParallelSaving",
+    "sequence_parallel_saving",
+    "ring_attention_buffer_bytes",
+    "RingAttentionBuffer",
+    "ring_attention_buffer",
+]
 
 # ----------------------------------------------------------------------------------------
 # Sequence parallelism: activation memory
@@ -74,6 +82,7 @@ def sequence_parallel_saving(model, tp, micro_batch_size=1, seq_len=None, recomp
 # Context parallelism: the ring-attention KV buffer
 
 
+@broadcasting
 def ring_attention_buffer_bytes(seq_len, cp, hidden, element_bytes=2.0, micro_batch_size=1):
     """KV ring buffer per GPU, 2 x S/N x H x bytes (x b), NumPy broadcast, unvalidated (the fast path).
 
@@ -82,8 +91,10 @@ def ring_attention_buffer_bytes(seq_len, cp, hidden, element_bytes=2.0, micro_ba
     >>> ring_attention_buffer_bytes(131072, 8, 1024, 2)  # 2 x 16,384 x 1,024 x 2 B = 64 MiB
     67108864.0
     """
-    result = (2.0 * np.asarray(seq_len, dtype=float) / np.asarray(cp, dtype=float) * np.asarray(hidden, dtype=float)
-              * np.asarray(element_bytes, dtype=float) * np.asarray(micro_batch_size, dtype=float))
+    result = finite_result("ring-attention buffer bytes", 2.0 * number_array(seq_len, "seq_len")
+                           / number_array(cp, "cp", low=1.0) * number_array(hidden, "hidden")
+                           * number_array(element_bytes, "element_bytes")
+                           * number_array(micro_batch_size, "micro_batch_size"))
     return float(result) if np.ndim(result) == 0 else result
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 import numbers
 from dataclasses import dataclass
@@ -14,6 +16,16 @@ from ..errors import ConfigurationError
 from ..units import (
     positive_int,
 )
+
+__all__ = [
+    "ACTIVATIONS",
+    "MAX_MLP_ENTRIES",
+    "random_mlp",
+    "SplitMatmulResult",
+    "simulate_split_matmul",
+    "TPMLPResult",
+    "simulate_tp_mlp",
+]
 
 # ----------------------------------------------------------------------------------------
 # The numerical demonstration: real matrices on simulated GPUs
@@ -51,6 +63,10 @@ def _activation(name):
     return ACTIVATIONS[name.strip().lower()]
 
 
+#: Most numbers random_mlp draws: 2**24 float64, 128 MiB (a lesson's MLP holds a few hundred).
+MAX_MLP_ENTRIES = 2**24
+
+
 def random_mlp(tokens=4, hidden=8, ffn=32, seed=0):
     """(x, w_in, w_out) with standard-normal entries from a seeded generator: x (tokens, hidden),
     w_in (hidden, ffn), w_out (ffn, hidden), weights scaled by 1/sqrt(fan-in). Lesson 5 §2.
@@ -59,8 +75,12 @@ def random_mlp(tokens=4, hidden=8, ffn=32, seed=0):
     [(4, 8), (8, 32), (32, 8)]
     """
     n, h, f = positive_int(tokens, "tokens"), positive_int(hidden, "hidden"), positive_int(ffn, "ffn")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise ConfigurationError(f"seed={seed!r} must be a whole number")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ConfigurationError(f"seed={seed!r} must be a whole number >= 0")
+    entries = n * h + 2 * h * f
+    if entries > MAX_MLP_ENTRIES:
+        raise ConfigurationError(f"tokens={n:,}, hidden={h:,}, ffn={f:,} make {entries:,} random numbers, more than "
+                                 f"the {MAX_MLP_ENTRIES:,} (128 MiB) a simulated MLP may hold; use smaller sizes")
     rng = np.random.default_rng(int(seed))
     return rng.standard_normal((n, h)), rng.standard_normal((h, f)) / math.sqrt(h), rng.standard_normal((f, h)) / math.sqrt(f)
 
@@ -75,7 +95,7 @@ class SplitMatmulResult:
     partials: tuple
     combined: np.ndarray
     reference: np.ndarray
-    trace: object
+    trace: Any
 
     @property
     def max_abs_error(self) -> float:
@@ -139,7 +159,7 @@ class TPMLPResult:
     partials: tuple
     outputs: tuple
     reference: np.ndarray
-    trace: object
+    trace: Any
 
     @property
     def max_abs_error(self) -> float:

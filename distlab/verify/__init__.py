@@ -1,4 +1,4 @@
-"""Check distlab's predictions against real PyTorch on this CPU (lesson 9; needs ``pip install 'distlab[torch]'``).
+"""Check distlab's predictions against real PyTorch on this CPU (lesson 9; needs ``pip install torch==2.13.0``).
 
     model state   measure_model_state: parameters, gradients and Adam state after a real step
     activations   measure_activations: bytes autograd saves for backward in one transformer layer

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 from datetime import timedelta
 from pathlib import Path
 
@@ -35,7 +36,7 @@ def _rank(rank: int, config: dict) -> None:
         return call
 
     torch.manual_seed(0)
-    model = torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(layers)])
+    model: Any = torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(layers)])
     if mode == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 
@@ -63,7 +64,7 @@ def _rank(rank: int, config: dict) -> None:
     per_rank = config["batch"] // world
     x = batch[rank * per_rank:(rank + 1) * per_rank]
     losses, first_step = [], None
-    for step in range(config["steps"]):
+    for _ in range(config["steps"]):
         loss = model(x).pow(2).mean()
         loss.backward()
         optimizer.step()

@@ -83,7 +83,7 @@ def _loss(output, target):
 def _compute_ops(actions, p, split_full=False) -> tuple:
     """torch _Actions -> Ops, leaving out idle slots (None), REDUCE_GRAD and send/receive. A fused
     pair (OVERLAP_F_B) gives its sub-actions; with split_full a full backward gives B then W."""
-    ops = []
+    ops: list = []
     for action in actions:
         if action is None:
             continue

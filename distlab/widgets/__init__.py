@@ -4,3 +4,5 @@ widgets.common.LessonApp (compute -> render -> summary, with the one error displ
     from distlab.widgets.memory_wall import MemoryWallApp
     MemoryWallApp()
 """
+
+__all__ = []

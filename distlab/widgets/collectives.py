@@ -9,6 +9,8 @@ of the per-frame render.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -19,6 +21,8 @@ from .. import collectives, hardware
 from ..plots.collectives import MAX_PICTURE_GPUS, collective_picture
 from ..units import format_bytes, format_seconds
 from .common import BlitRenderer, LessonApp, figure_canvas
+
+__all__ = ["ALGORITHMS", "simulate", "RingFrame", "describe_state", "RingAllReduceApp", "APPS"]
 
 ALGORITHMS = [("ring", "ring"), ("parameter server", "parameter-server")]
 
@@ -35,10 +39,10 @@ def simulate(algorithm: str, n: int):
 class RingFrame:
     """What the app shows: the simulation, the state (after `state` steps) and the cost for M on the link."""
 
-    trace: object  # CollectiveTrace
+    trace: Any  # CollectiveTrace
     state: int
     caption: str
-    cost: object  # CollectiveCost of the whole collective for the chosen M and link
+    cost: Any  # CollectiveCost of the whole collective for the chosen M and link
     busiest_gpu: int
     sent_fraction: Fraction  # of M, sent so far by the busiest GPU
     received_fraction: Fraction  # of M, received so far by the busiest GPU
@@ -192,7 +196,8 @@ class RingAllReduceApp(LessonApp):
         simulation's, valid whatever the size and link say."""
         if redraw:
             self.picture.show(self.step.value)
-            self.renderer.refresh(full=full)
+            if self.renderer is not None:
+                self.renderer.refresh(full=full)
         super().update()
 
     def describe(self, f: RingFrame) -> str:

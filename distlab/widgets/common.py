@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import html
+from typing import Any
 
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
 from ..errors import DistlabError
+
+__all__ = ["figure_canvas", "message_html", "BlitRenderer", "DATA", "LessonApp"]
 
 
 def figure_canvas(figsize=(6.4, 3.6), margins=None) -> tuple[Figure, widgets.DOMWidget]:
@@ -21,7 +24,7 @@ def figure_canvas(figsize=(6.4, 3.6), margins=None) -> tuple[Figure, widgets.DOM
     fig = Figure(figsize=figsize)
     fig.subplots_adjust(**(margins or dict(left=0.1, right=0.98, bottom=0.1, top=0.95)))
     new_figure_manager_given_figure(id(fig), fig)
-    canvas = fig.canvas
+    canvas: Any = fig.canvas  # ipympl's Canvas widget (matplotlib's type names only FigureCanvasBase)
     canvas.toolbar_visible = False
     canvas.header_visible = False
     canvas.footer_visible = False
@@ -48,37 +51,60 @@ class BlitRenderer:
     background is captured and the animated artists are painted on top. refresh() either
     restores that background and repaints the animated artists (blit: ipympl then sends
     only the changed pixels), or, when the static part changed, does a full draw.
+
+    `data_artists` (optional) are a middle layer: the data a discrete control replaces (a model's
+    curves) over axes that stay. refresh(data=True) repaints them over the cached axes (ticks and
+    labels are not drawn again, the slowest part of a full draw), caches the result as the new
+    background and paints the animated artists on top.
     """
 
-    def __init__(self, canvas, artists):
+    def __init__(self, canvas, artists, data_artists=()):
         self.canvas = canvas
         self.artists = list(artists)
+        self.data_artists = list(data_artists)
+        self._axes = None
         self._background = None
-        for artist in self.artists:
+        for artist in self.artists + self.data_artists:
             artist.set_animated(True)
         canvas.mpl_connect("draw_event", self._on_draw)
 
     def _on_draw(self, event=None):
-        self._background = self.canvas.copy_from_bbox(self.canvas.figure.bbox)
-        self._paint()
+        self._axes = self.canvas.copy_from_bbox(self.canvas.figure.bbox)
+        self._paint(self.data_artists)
+        self._background = self.canvas.copy_from_bbox(self.canvas.figure.bbox) if self.data_artists else self._axes
+        self._paint(self.artists)
 
-    def _paint(self):
+    def _paint(self, artists):
         figure = self.canvas.figure
-        for artist in self.artists:
+        for artist in artists:
             figure.draw_artist(artist)
 
-    def refresh(self, full: bool = False) -> None:
-        if full or self._background is None:
+    def refresh(self, full: bool = False, data: bool = False) -> None:
+        if full or self._background is None or self._axes is None:
             self.canvas.draw()
             return
-        self.canvas.restore_region(self._background)
-        self._paint()
+        if data and self.data_artists:
+            self.canvas.restore_region(self._axes)
+            self._paint(self.data_artists)
+            self._background = self.canvas.copy_from_bbox(self.canvas.figure.bbox)
+        else:
+            self.canvas.restore_region(self._background)
+        self._paint(self.artists)
         self.canvas.blit(self.canvas.figure.bbox)
 
 
-def _either(a: bool | None, b: bool | None) -> bool | None:
-    """Combine two redraw requests: None (nothing to redraw) unless one asks; then full if either does."""
-    return None if a is None and b is None else bool(a) or bool(b)
+#: What render() may return besides True (full redraw), False (blit) and None (nothing): the data layer changed.
+DATA = "data"
+
+
+def _either(a, b):
+    """Combine two redraw requests: None (nothing to redraw) unless one asks; then full if either does, else
+    the data layer if either changed it, else a blit."""
+    if a is None and b is None:
+        return None
+    if any(x is not None and not isinstance(x, str) and bool(x) for x in (a, b)):
+        return True
+    return DATA if any(isinstance(x, str) and x == DATA for x in (a, b)) else False
 
 
 class LessonApp(widgets.VBox):
@@ -89,8 +115,9 @@ class LessonApp(widgets.VBox):
 
     - `compute() -> result`: the library call(s) for the current controls; raises DistlabError on
       invalid input;
-    - `render(result) -> bool | None`: moves the artists in place; True when the static part changed
-      (full redraw), False for a blit, None when there is nothing to redraw;
+    - `render(result) -> bool | str | None`: moves the artists in place; True when the static part changed
+      (full redraw), DATA when only the renderer's data layer changed, False for a blit, None when there
+      is nothing to redraw;
     - `describe(result) -> str`: the text under the picture, naming the function behind each number;
     - optionally `fade() -> bool | None` (the picture on invalid input; default: left as it is) and
       `status_kind(result)` ('result', 'ok' or 'bad': the colour of the text).
@@ -139,5 +166,8 @@ class LessonApp(widgets.VBox):
             full = _either(full, self.fade())
             text, kind = self.error, "error"
         self.status.value = message_html(text, kind)
-        if full is not None:
-            self.renderer.refresh(full=full)
+        if full is not None and self.renderer is not None:
+            if isinstance(full, str) and full == DATA:
+                self.renderer.refresh(data=True)
+            else:
+                self.renderer.refresh(full=bool(full))

@@ -8,6 +8,7 @@ per-bucket timeline of DDP-style overlap and the exposed communication.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import ipywidgets as widgets
@@ -18,9 +19,12 @@ from ..plots.data_parallel_zero import STAGE_LABELS, STAGES, legend_html, overla
 from ..units import format_bytes, format_seconds
 from .common import BlitRenderer, LessonApp, figure_canvas
 
+__all__ = ["CUSTOM", "CURVE_GPUS", "ZeroComparison", "catalog_span", "ZeroMemoryApp", "OverlapApp", "APPS"]
+
 CUSTOM = "custom size"
-#: The GPU counts the curves are drawn at: every whole number from 1 to 1024.
-CURVE_GPUS = np.arange(1, 1025)
+#: The GPU counts the curves are drawn at, 1 to 1024: 16 per doubling on the log axis (every whole number up to
+#: 22), where every curve a/N + b is smooth; fewer points than 1 to 1024 draw faster and look the same.
+CURVE_GPUS = np.unique(np.round(2.0 ** np.linspace(0, 10, 161)).astype(int))
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,17 @@ class ZeroComparison:
         return "\n".join(rows)
 
 
+@functools.lru_cache(maxsize=1)
+def catalog_span() -> tuple[float, float]:
+    """(low, high) GB of model states per GPU over every catalog model at 1 to 1,024 GPUs, and every GPU's memory:
+    the y range ZeroMemoryApp keeps, so that picking another model or GPU never rescales the axis."""
+    ends = [dataparallel.memory_per_gpu_curves(name, CURVE_GPUS[[0, -1]]) for name in models.MODELS]
+    low = min(float(curves[3][-1]) for curves in ends)
+    high = max(float(curves[0][0]) for curves in ends)
+    capacities = [hardware.accelerator(name).memory_bytes for name in hardware.ACCELERATORS]
+    return min(low, *capacities) / 1e9, max(high, *capacities) / 1e9
+
+
 class ZeroMemoryApp(LessonApp):
     """Model, GPU type, GPU count and fabric -> memory per GPU for every ZeRO stage, and its communication.
 
@@ -68,7 +83,10 @@ class ZeroMemoryApp(LessonApp):
         self.fig, self.canvas = figure_canvas((6.4, 3.4), dict(left=0.1, right=0.97, bottom=0.1, top=0.96))
         self.ax = self.fig.add_subplot()
         self.chart = zero_memory_axes(self.ax, legend=False)
-        self.renderer = BlitRenderer(self.canvas, self.chart.animated_artists)
+        self.chart.y_span = catalog_span()
+        self.chart.label_capacity = False  # named in the legend above the canvas: text is slow to render
+        self.legend = widgets.HTML(legend_html())
+        self.renderer = BlitRenderer(self.canvas, self.chart.animated_artists, self.chart.data_artists)
         self.result: ZeroComparison | None = None
         self.error: str | None = None
         self._curve_key = None
@@ -80,7 +98,7 @@ class ZeroMemoryApp(LessonApp):
             widgets.HBox([self.gpu, self.fabric]),
             self.gpus,
         ])
-        super().__init__([controls, widgets.HTML(legend_html()), self.canvas, self.status])
+        super().__init__([controls, self.legend, self.canvas, self.status])
         self.update()
 
     def _on_change(self, change=None):
@@ -106,16 +124,18 @@ class ZeroMemoryApp(LessonApp):
         params = mem[0].config["params"]
         return ZeroComparison(name, params, n, hardware.accelerator(gpu).name, hardware.link(fabric).name, mem, comm)
 
-    def render(self, result: ZeroComparison) -> bool:
-        """Move the marker (blit), or redraw the curves when the model or GPU changed (True)."""
+    def render(self, result: ZeroComparison):
+        """Move the marker (blit); when the model or GPU changed, replace the curves too (the data layer: the
+        axis spans every catalog model and GPU, so it stays; a custom size beyond them rescales it)."""
         full = False
         key = (result.params, self.gpu.value)
         if key != self._curve_key:
             model, _ = self._model()
             curves = dataparallel.memory_per_gpu_curves(model, CURVE_GPUS)
             gpu = hardware.accelerator(self.gpu.value)
-            full = self.chart.set_curves(CURVE_GPUS, curves, gpu.memory_bytes,
-                                         f"{gpu.name}: {format_bytes(gpu.memory_bytes)}")
+            label = f"{gpu.name}: {format_bytes(gpu.memory_bytes)}"
+            full = self.chart.set_curves(CURVE_GPUS, curves, gpu.memory_bytes, label)
+            self.legend.value = legend_html(label)
             self._curve_key = key
         self.chart.set_marker(result.gpus, {s: bd.total_bytes for s, bd in result.memory.items()})
         return full

@@ -9,6 +9,8 @@ from ..plots.memory_wall import legend_html, memory_bars
 from ..units import format_bytes
 from .common import BlitRenderer, LessonApp, figure_canvas
 
+__all__ = ["CUSTOM", "ZERO_LABELS", "PRECISION_OPTIONS", "MemoryWallApp", "APPS"]
+
 CUSTOM = "custom size"
 ZERO_LABELS = [("plain DP", 0), ("ZeRO-1", 1), ("ZeRO-2", 2), ("ZeRO-3", 3)]
 

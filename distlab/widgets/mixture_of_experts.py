@@ -93,7 +93,7 @@ class AllToAllApp(LessonApp):
 
     def fade(self) -> bool:
         if self.result is None and self.matrix.size == 0:
-            return None
+            return False
         self.matrix.image.set_alpha(0.25)
         return False
 

@@ -17,6 +17,8 @@ from ..errors import ConfigurationError
 from ..plots.parallelism_3d import grid_colours, gpu_grid, legend_html
 from .common import BlitRenderer, LessonApp, figure_canvas
 
+__all__ = ["MAX_GRID_GPUS", "ORDERS", "COLOUR_BY", "SHOW", "MeshApp", "APPS"]
+
 #: Most GPUs the grid draws (cells get smaller than a few pixels beyond).
 MAX_GRID_GPUS = 512
 ORDERS = ["-".join(p) for p in itertools.permutations(("tp", "dp", "pp"))]

@@ -19,6 +19,18 @@ from ..plots.pipeline import legend_html, timeline_grid
 from ..units import format_bytes, format_percent, format_rate, format_seconds
 from .common import BlitRenderer, LessonApp, figure_canvas
 
+__all__ = [
+    "MAX_STAGES",
+    "MAX_MICROBATCHES",
+    "MAX_CHUNKS",
+    "ROWS_NOTE",
+    "BubbleGridResult",
+    "BubbleGridApp",
+    "NO_LINK",
+    "StageAnalysisApp",
+    "APPS",
+]
+
 MAX_STAGES = 16
 MAX_MICROBATCHES = 64
 MAX_CHUNKS = 8

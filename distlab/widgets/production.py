@@ -18,6 +18,22 @@ from ..plots.production import (
 from ..units import format_bytes, format_seconds
 from .common import BlitRenderer, LessonApp, figure_canvas
 
+__all__ = [
+    "BUCKET_MODELS",
+    "BUCKET_FABRICS",
+    "DPS",
+    "TOKENS",
+    "MAX_BUCKETS",
+    "bucket_cost_kwargs",
+    "BucketApp",
+    "NODE_COUNTS",
+    "PRODUCTION_FABRICS",
+    "ProductionStepApp",
+    "TRIAGE_MODELS",
+    "TriageApp",
+    "APPS",
+]
+
 BUCKET_MODELS = ["llama2-7b", "llama3.1-8b", "llama2-13b", "megatron-gpt-7.5b"]
 BUCKET_FABRICS = ["ib-ndr", "ib-hdr", "ethernet-100g"]
 DPS = [8, 16, 64, 256]

@@ -14,6 +14,8 @@ from ..plots.tensor_parallel import COMM_COLOUR, COMPUTE_COLOUR, comm_compute_ba
 from ..units import format_bytes, format_rate, format_seconds
 from .common import BlitRenderer, LessonApp, figure_canvas
 
+__all__ = ["HIDDEN_SIZES", "SEQ_LENS", "TP_DEGREES", "LINKS", "HEAD_DIM", "gpt_layer", "TensorParallelApp", "APPS"]
+
 #: The hidden sizes offered (GPT-style layers: 128 channels per head, MLP 4h).
 HIDDEN_SIZES = (1024, 2048, 4096, 5120, 8192, 12288, 16384, 20480, 25600)
 SEQ_LENS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)

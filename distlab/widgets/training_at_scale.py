@@ -112,7 +112,7 @@ FSDP_X_MAX = 3.0
 def _events(tl: fsdp.FsdpTimeline, scale: float = 1e3) -> dict:
     """The timeline's event arrays for plots.training_at_scale.StreamPlot, times multiplied by `scale`."""
     keys = ("f_start", "f_end", "b_start", "b_end", "ag_start", "ag_end", "bg_start", "bg_end", "rs_start", "rs_end")
-    out = {k: np.asarray(getattr(tl, k)) * scale for k in keys}
+    out: dict = {k: np.asarray(getattr(tl, k)) * scale for k in keys}
     out["step_s"] = tl.step_s * scale
     out["compute_s"] = tl.compute_s * scale
     return out

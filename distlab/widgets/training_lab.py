@@ -11,6 +11,8 @@ from ..plots.training_lab import legend_html as step_legend_html, step_bars
 from ..units import format_bytes, format_seconds
 from .common import BlitRenderer, LessonApp, figure_canvas
 
+__all__ = ["FABRICS", "NODE_COUNTS", "BATCHES", "SEQS", "ZERO_LABELS", "TrainingLabApp", "APPS"]
+
 FABRICS = ["ethernet-100g", "ethernet-200g", "ethernet-400g", "ib-hdr", "ib-ndr", "ib-xdr"]
 NODE_COUNTS = [1, 2, 4, 8, 16, 32, 64, 128]
 BATCHES = [8, 16, 32, 64, 128, 256, 512, 1024, 2048]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from distlab import cli, production, training, triage
+from distlab import cli, triage
 
 CLUSTER = ["--model", "llama3.1-70b", "--gpus", "256", "--node", "dgx-h100", "--fabric", "ib-ndr",
            "--global-batch", "256", "--seq", "8192"]

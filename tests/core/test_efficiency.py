@@ -30,7 +30,7 @@ def test_the_fit_sees_only_the_calibration_set(fit):
 def test_best_gemm_figures_are_the_microbenchmarks():
     """Each catalog figure is the MAMF microbenchmark's TFLOP/s over its peak, as the data file records them."""
     bench = {m["id"]: m for m in validation.microbenchmarks("calibration")}
-    for name, (bench_id, share) in efficiency.BEST_GEMM_EFFICIENCY.items():
+    for bench_id, share in efficiency.BEST_GEMM_EFFICIENCY.values():
         measured = bench[bench_id]["measured"]
         assert share == pytest.approx(measured["mamf_tflops"] / measured["peak_tflops"])
         assert bench[bench_id]["kind"] == "gemm_efficiency"

@@ -49,7 +49,7 @@ def close(a, b, tol=1e-12):
 def route(tl, s, c, j):
     """(position on microbatch j's route, route length) of chunk c on stage s, from the placement rules
     (distlab.pipeline.schedules' notes): loop c p + s; v s or 2p-1-s; dual s or p-1-s by direction."""
-    p, v, m = tl.stages, tl.chunks, tl.microbatches
+    p, v = tl.stages, tl.chunks
     if tl.placement == "v":
         return (s if c == 0 else 2 * p - 1 - s), 2 * p
     if tl.placement == "dual":

@@ -115,7 +115,7 @@ def test_the_progress_bar_is_plain_text(folder, tmp_path):
 
 def test_a_gradescope_export_names_each_submitter(tmp_path):
     export = tmp_path / "export"
-    for n, sid in ((1, "111"), (2, "222")):
+    for n, _sid in ((1, "111"), (2, "222")):
         (export / f"submission_{n}").mkdir(parents=True)
         (export / f"submission_{n}" / "01_memory_wall.ipynb").write_text("{}")
     (export / "submission_metadata.yml").write_text(

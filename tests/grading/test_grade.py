@@ -11,7 +11,7 @@ import nbformat.v4 as v4
 import pytest
 
 from distlab import cli
-from distlab.grading import answers, discover, grade, report
+from distlab.grading import grade, report
 from distlab.grading.kernel import bwrap_available
 from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
 

@@ -45,15 +45,21 @@ def test_lines_are_the_curves_from_dataparallel(zero_app):
 def test_slider_moves_only_the_marker(zero_app):
     calls = []
     original = zero_app.renderer.refresh
-    zero_app.renderer.refresh = lambda full=False: calls.append(full)
+    zero_app.renderer.refresh = lambda full=False, data=False: calls.append("data" if data else full)
     try:
         for n in (1, 2, 13, 64, 1024, 8):
             zero_app.gpus.value = n
             assert zero_app.chart.marker.get_xdata()[0] == n
         assert calls == [False] * 6
+        ylim = zero_app.ax.get_ylim()
         zero_app.model.value = "llama2-70b"
-        assert calls[-1] is True  # the curves and the axis changed: a full redraw
+        zero_app.gpu.value = "a100-40gb"
+        # the curves and the capacity line changed, the axis (spanning every catalog model and GPU) did not:
+        # only the data layer is repainted, the axes and tick labels come from the cache
+        assert calls[-2:] == ["data", "data"] and zero_app.ax.get_ylim() == ylim
+        assert "a100-40gb: 40 GB" in zero_app.legend.value
         zero_app.model.value = "llama2-7b"
+        zero_app.gpu.value = "h100-sxm"
     finally:
         zero_app.renderer.refresh = original
 

@@ -1,0 +1,76 @@
+"""Lesson 3 apps (ZeroMemoryApp, OverlapApp): time from a control change to the redrawn figure, median and p95.
+
+Every control of both apps: ZeroMemoryApp's model dropdown (the curves and their y range change), GPU type
+(the capacity line), GPU-count slider (the marker, a blit), fabric (the text only) and custom size; OverlapApp's
+model, GPU count, fabric, backward time and bucket count. Each sample sets one control; the observer ->
+distlab.memory / distlab.dataparallel -> in-place artist update -> render + ipympl's PNG diff all run inside the
+timed span, after replaying the front end's "initialized" message (bench_memory_widget.py says why).
+"""
+
+from __future__ import annotations
+
+from _timing import repeat, report, summarize
+
+
+def main(n: int = 200) -> None:
+    from distlab.widgets.data_parallel_zero import CUSTOM, OverlapApp, ZeroMemoryApp
+
+    app = ZeroMemoryApp()
+    app.canvas._handle_message(app.canvas, {"type": "initialized"}, [])  # what a browser sends first
+    app.fig.canvas.draw()
+    models = ["llama2-7b", "llama2-70b", "llama3.1-8b", "gpt3-175b"]
+    gpus = ["h100-sxm", "a100-80gb", "a100-40gb"]
+    fabrics = ["ib-ndr", "ib-hdr", "ethernet-100g"]
+    counts = [1, 2, 4, 8, 16, 64, 256, 1024]
+
+    def model(i):
+        app.model.value = models[(i + 1) % len(models)]
+
+    def gpu(i):
+        app.gpu.value = gpus[(i + 1) % len(gpus)]
+
+    def slider(i):
+        app.gpus.value = counts[i % len(counts)] + (i // len(counts)) % 2
+
+    def fabric(i):
+        app.fabric.value = fabrics[(i + 1) % len(fabrics)]
+
+    print(report("ZeRO memory update: model dropdown", summarize(repeat(model, n)), 16))
+    print(report("ZeRO memory update: GPU type dropdown", summarize(repeat(gpu, n)), 16))
+    print(report("ZeRO memory update: GPU-count slider", summarize(repeat(slider, n)), 16))
+    print(report("ZeRO memory update: fabric dropdown", summarize(repeat(fabric, n)), 16))
+    app.model.value = CUSTOM
+
+    def size(i):
+        app.custom_params.value = 5.0 + (i % 20)
+
+    print(report("ZeRO memory update: custom size (B)", summarize(repeat(size, n)), 16))
+
+    overlap = OverlapApp()
+    overlap.canvas._handle_message(overlap.canvas, {"type": "initialized"}, [])
+    overlap.fig.canvas.draw()
+
+    def o_model(i):
+        overlap.model.value = models[(i + 1) % len(models)]
+
+    def o_gpus(i):
+        overlap.gpus.value = counts[i % len(counts)] + (i // len(counts)) % 2
+
+    def o_fabric(i):
+        overlap.fabric.value = fabrics[(i + 1) % len(fabrics)]
+
+    def o_backward(i):
+        overlap.backward_ms.value = 200.0 + 10.0 * (i % 100)
+
+    def o_buckets(i):
+        overlap.buckets.value = 1 + (i % 64)
+
+    print(report("overlap update: model dropdown", summarize(repeat(o_model, n)), 16))
+    print(report("overlap update: GPU-count slider", summarize(repeat(o_gpus, n)), 16))
+    print(report("overlap update: fabric dropdown", summarize(repeat(o_fabric, n)), 16))
+    print(report("overlap update: backward-time slider", summarize(repeat(o_backward, n)), 16))
+    print(report("overlap update: bucket slider", summarize(repeat(o_buckets, n)), 16))
+
+
+if __name__ == "__main__":
+    main()
