@@ -278,7 +278,9 @@ def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch:
     >>> len(columns['dp']), rejected['interleaving not possible']
     (10884, 682)
     """
-    model = models.model(model)
+    from .moe import step as moe_step
+
+    model = moe_step.moe_model(model) if moe_step.is_moe(model) else models.model(model)
     gpus = positive_int(gpus, "gpus", high=MAX_WORLD_SIZE)
     gpus_per_node = positive_int(gpus_per_node, "gpus_per_node", high=MAX_WORLD_SIZE)
     global_batch = training.batch_and_sequence(global_batch, 1)[0]
@@ -348,6 +350,9 @@ def expert_parallel_columns(model, cols: dict, gpus: int, gpus_per_node: int, re
     if not parts:
         raise ConfigurationError(f"no (ep, etp) of {model.name} divides {gpus} GPUs with any pipeline depth")
     index = np.concatenate([idx for idx, _, _ in parts])
+    if index.size > MAX_CONFIGURATIONS:
+        raise ConfigurationError(f"{model.name} on {gpus} GPUs with expert parallelism gives {index.size:,} configurations, "
+                                 f"more than {MAX_CONFIGURATIONS:,} to price; plan a smaller case")
     out = {name: column[index] for name, column in cols.items()}
     out["ep"] = np.concatenate([np.full(idx.size, ep, dtype=np.int64) for idx, ep, _ in parts])
     out["etp"] = np.concatenate([etp for _, _, etp in parts]).astype(np.int64)
@@ -367,7 +372,7 @@ def plan(model, cluster, *, global_batch, seq_len=None, precision="mixed", effic
     >>> p.gpus, len(p.order)  # every configuration enumerate_configurations lists is priced
     (16, 10884)
     """
-    from .moe import step as moe_step
+    from .moe import moe_step_flops, step as moe_step
 
     is_moe = moe_step.is_moe(model)
     model = moe_step.moe_model(model) if is_moe else models.model(model)
@@ -394,7 +399,7 @@ def plan(model, cluster, *, global_batch, seq_len=None, precision="mixed", effic
         schedule_code=cols["schedule_code"], **training.compute_arguments(compute), memory_recipe=mem_recipe,
         cp=cols["cp"], **moe_columns)
     # MFU by PaLM's definition (distlab.flops: weights, attention, logits; no recomputation), as estimate()
-    counted = moe_step.moe_step_flops(model, batch, s) if is_moe else flops.step_flops(model, batch, s)
+    counted = moe_step_flops(model, batch, s) if is_moe else flops.step_flops(model, batch, s)
     out["mfu"] = counted.model_flops / (out["step_time_s"] * cl.gpus * peak)
     fits = out["memory_bytes"] <= cl.accelerator.memory_bytes - mem_recipe.reserve_bytes
     fills = ~((cols["pp"] > 1) & (out["microbatches"] < cols["pp"]))

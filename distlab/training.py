@@ -390,13 +390,15 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     >>> round(float(out['compute_s']), 3), float(out['bubble_s'])
     (0.382, 0.0)
     """
-    from . import memory, models, tensor
+    from . import memory, tensor
     from .dataparallel import DDP_BUCKET_BYTES, exposed_communication_time
     from .pipeline.closed_form import bubble_overhead_array, in_flight_array
 
     from .models import model as catalog_model
+    from .moe.step import MoEStepModel
 
-    model = catalog_model(model)
+    if not isinstance(model, MoEStepModel):  # an MoE model comes as distlab.moe.step's view of it
+        model = catalog_model(model)
     if not isinstance(recipe, memory.PrecisionRecipe):
         raise ConfigurationError(f"recipe={recipe!r} must be a PrecisionRecipe (distlab.memory.precision_recipe)")
     gpus_per_node = positive_int(gpus_per_node, "gpus_per_node", high=MAX_STAGES)
@@ -492,7 +494,7 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     core_layer = core_stage / layers_stage / (tp * peak_flops * att_eff)
     cp_mb = np.where(cp > 1, layers_stage * np.maximum(0.0, ring_layer - core_layer), 0.0)
     moe = None
-    if not isinstance(model, models.TransformerModel):  # an MoE model (distlab.moe.step): its all-to-alls
+    if isinstance(model, MoEStepModel):  # an MoE model: its all-to-alls
         from .moe import step as moe
 
         etp = tp if etp is None else np.asarray(etp, dtype=float)
@@ -794,7 +796,7 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     (8, 0.382, False)
     """
     from . import memory, memory_recipes, models
-    from .moe import step as moe_step
+    from .moe import moe_step_flops, step as moe_step
 
     is_moe = moe_step.is_moe(model)
     model = moe_step.moe_model(model) if is_moe else models.model(model)
@@ -871,7 +873,7 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     if pp > 1 and m < pp:
         problems.append(f"pipeline: only {m} microbatches per step for {pp} stages; the pipeline never fills")
     tokens = float(batch * s)
-    counted = moe_step.moe_step_flops(model, batch, s, mode) if is_moe else step_flops(model, batch, s, mode)
+    counted = moe_step_flops(model, batch, s, mode) if is_moe else step_flops(model, batch, s, mode)
     config = dict(model=model.name, gpus=cl.gpus, global_batch=batch, seq_len=s, dp=dp, tp=tp, cp=cp, pp=pp, chunks=v,
                   micro_batch_size=b, microbatches=m, zero=zero, recompute=mode, sequence_parallel=sp,
                   schedule=sched, precision=recipe.name, efficiency=efficiency if compute.calibrated is False else None,

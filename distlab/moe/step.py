@@ -33,7 +33,7 @@ from .._arguments import divisors, short_list
 from ..errors import ConfigurationError
 from .catalog import MOE_MODELS, MoEModel
 from .catalog import model as moe_model
-from .cost import ALL_TO_ALLS_PER_LAYER, MAX_GPUS, moe_step_flops
+from .cost import ALL_TO_ALLS_PER_LAYER, MAX_GPUS
 
 __all__ = ["MoEStepModel", "step_model", "is_moe", "check_expert_parallel", "ep_members_per_node_array",
            "all_to_all_layer_time_array", "expert_state_bytes_array", "expert_gradient_bytes"]
@@ -66,7 +66,7 @@ class MoEStepModel:
 
     @property
     def kv_heads(self) -> int:
-        return self.moe.heads if self.moe.attention == "mla" else self.moe.kv_heads
+        return self.moe.heads if self.moe.attention == "mla" else int(self.moe.kv_heads or self.moe.heads)
 
     @property
     def vocab(self) -> int:
