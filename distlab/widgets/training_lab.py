@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
-from .. import hardware, memory, memory_recipes, models, training, triage
+from .. import hardware, memory, memory_recipes, models, moe, training, triage
+from ..moe import step as moe_step
 from ..plots.memory_wall import legend_html as memory_legend_html, memory_bars
 from ..plots.training_lab import legend_html as step_legend_html, step_bars
 from ..units import format_bytes, format_seconds
 from .common import BlitRenderer, LessonApp, figure_canvas
 
-__all__ = ["FABRICS", "NODE_COUNTS", "BATCHES", "SEQS", "ZERO_LABELS", "TrainingLabApp", "APPS"]
+__all__ = ["FABRICS", "NODE_COUNTS", "BATCHES", "SEQS", "ZERO_LABELS", "EP_SIZES", "ETP_OPTIONS", "TrainingLabApp",
+           "APPS"]
 
 FABRICS = ["ethernet-100g", "ethernet-200g", "ethernet-400g", "ib-hdr", "ib-ndr", "ib-xdr"]
 NODE_COUNTS = [1, 2, 4, 8, 16, 32, 64, 128]
@@ -20,6 +22,10 @@ SEQS = [1024, 2048, 4096, 8192, 16384]
 #: The compute model: the calibrated one (distlab.efficiency, Lesson 7 §8) or a fixed share of peak (§1).
 EFFICIENCY_OPTIONS = [("calibrated", None)] + [(f"fixed {p}%", p / 100) for p in (30, 40, 50, 60, 70, 80)]
 ZERO_LABELS = [("plain DP", 0), ("ZeRO-1", 1), ("ZeRO-2", 2), ("ZeRO-3", 3)]
+#: Expert parallelism of the mixture-of-experts models (distlab.moe; Lesson 10): EP sizes, and expert TP either
+#: the attention's TP (Megatron's default) or none.
+EP_SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+ETP_OPTIONS = [("= TP", None), ("1", 1)]
 
 
 class TrainingLabApp(LessonApp):
@@ -33,9 +39,11 @@ class TrainingLabApp(LessonApp):
     def __init__(self, model="llama3.1-70b", node="dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256,
                  seq_len=8192, tp=4, pp=2, micro_batch_size=1, chunks=1, schedule="1f1b", zero=2,
                  recompute="selective", sequence_parallel=True, efficiency=None,
-                 memory_recipe="deepspeed", cp=1):
+                 memory_recipe="deepspeed", cp=1, ep=1, etp=None):
         narrow = widgets.Layout(width="210px")
-        self.model = widgets.Dropdown(options=list(models.MODELS), value=model, description="model", layout=narrow)
+        # the dense catalog, then the mixture-of-experts one (distlab.moe, Lesson 10)
+        self.model = widgets.Dropdown(options=list(models.MODELS) + list(moe.MOE_MODELS), value=model,
+                                      description="model", layout=narrow)
         self.node = widgets.Dropdown(options=list(hardware.NODES), value=node, description="node", layout=narrow)
         self.nodes = widgets.Dropdown(options=NODE_COUNTS, value=nodes, description="nodes", layout=narrow)
         self.fabric = widgets.Dropdown(options=FABRICS, value=fabric, description="fabric", layout=narrow)
@@ -65,6 +73,9 @@ class TrainingLabApp(LessonApp):
         # an engine's memory, not the ZeRO paper's minimum: DeepSpeed runs every ZeRO stage (distlab.memory_recipes)
         self.memory_recipe = widgets.Dropdown(options=list(memory_recipes.MEMORY_RECIPES), value=memory_recipe,
                                               description="memory", layout=narrow)
+        # expert parallelism (MoE models only): experts over ep GPUs, each expert's matrices over etp
+        self.ep = widgets.Dropdown(options=EP_SIZES, value=ep, description="EP", layout=narrow)
+        self.etp = widgets.Dropdown(options=ETP_OPTIONS, value=etp, description="expert TP", layout=narrow)
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((7.2, 2.6), dict(left=0.08, right=0.98, bottom=0.2, top=0.95, wspace=0.3))
         grid = self.fig.add_gridspec(1, 3)
@@ -79,7 +90,7 @@ class TrainingLabApp(LessonApp):
         self.error: str | None = None
         self._controls = (self.model, self.node, self.nodes, self.fabric, self.global_batch, self.seq_len, self.tp,
                           self.pp, self.micro_batch_size, self.schedule, self.chunks, self.zero, self.recompute,
-                          self.sequence_parallel, self.efficiency, self.memory_recipe, self.cp)
+                          self.sequence_parallel, self.efficiency, self.memory_recipe, self.cp, self.ep, self.etp)
         for control in self._controls:
             control.observe(self._on_change, names="value")
         controls = widgets.VBox([
@@ -90,7 +101,9 @@ class TrainingLabApp(LessonApp):
             self.zero,
             widgets.HBox([self.recompute, self.sequence_parallel, self.efficiency]),
             widgets.HBox([self.memory_recipe, self.cp]),
+            widgets.HBox([self.ep, self.etp]),
         ])
+        self.ep.disabled = self.etp.disabled = not moe_step.is_moe(model)
         legends = widgets.HTML(memory_legend_html() + step_legend_html())
         super().__init__([controls, legends, self.canvas, self.status])
         self.update()
@@ -98,6 +111,7 @@ class TrainingLabApp(LessonApp):
     def _on_change(self, change=None):
         self.chunks.disabled = self.schedule.value != "interleaved"
         self.sequence_parallel.disabled = self.tp.value == 1
+        self.ep.disabled = self.etp.disabled = not moe_step.is_moe(self.model.value)
         self.update()
 
     def config(self) -> dict:
@@ -108,7 +122,8 @@ class TrainingLabApp(LessonApp):
                     micro_batch_size=self.micro_batch_size.value, zero=self.zero.value,
                     recompute=self.recompute.value, sequence_parallel=self.sequence_parallel.value,
                     schedule=self.schedule.value, efficiency=self.efficiency.value,
-                    memory_recipe=self.memory_recipe.value)
+                    memory_recipe=self.memory_recipe.value,
+                    **(dict(ep=self.ep.value, etp=self.etp.value) if moe_step.is_moe(self.model.value) else {}))
 
     def cluster(self) -> hardware.Cluster:
         return hardware.cluster(self.node.value, self.nodes.value, self.fabric.value)
@@ -135,6 +150,7 @@ class TrainingLabApp(LessonApp):
         """The text under the chart: configuration, step time, MFU, throughput, fit or why not."""
         c = est.config
         head = (f"dp={c['dp']} x tp={c['tp']}" + (f" x cp={c['cp']}" if c["cp"] > 1 else "") + f" x pp={c['pp']}" + (f" (v={c['chunks']})" if c["chunks"] > 1 else "")
+                + (f", experts over ep={c['ep']} x etp={c['etp']}" if "ep" in c else "")
                 + f" = {est.gpus} GPUs; {c['microbatches']} microbatches of {c['micro_batch_size']} per pipeline "
                 "[training.estimate]")
         parts = ", ".join(f"{name} {format_seconds(value)}" for name, value in est.parts().items() if value > 0)
