@@ -39,9 +39,40 @@ def test_export_of_an_moe_configuration_is_the_library_text(capsys):
 
 @pytest.mark.parametrize("args, words", [
     (["--model", "mixtral-8x7b", "--format", "torchtitan", "--ep", "8"], "no flavor of mixtral-8x7b"),
-    (["--model", "mixtral-8x7b", "--format", "megatron", "--ep", "8", "--best"], "does not search MoE"),
+    (["--model", "mixtral-8x7b", "--format", "torchtitan", "--best"], "no feasible MoE configuration that torchtitan"),
     (["--model", "llama2-7b", "--format", "megatron", "--ep", "8"], "apply to mixture-of-experts models"),
 ])
 def test_moe_export_errors_are_ours(args, words, capsys):
     assert cli.main(["export", "--gpus", "64", "--global-batch", "256", *args]) == 2
     assert words in capsys.readouterr().err
+
+
+def test_export_best_of_an_moe_model_is_the_planners_fastest_row(capsys):
+    from distlab import hardware, planner
+
+    args = ["--model", "mixtral-8x7b", "--gpus", "32", "--global-batch", "256", "--seq", "4096"]
+    assert cli.main(["export", "--format", "megatron", "--best", *args]) == 0
+    p = planner.plan("mixtral-8x7b", hardware.cluster("dgx-h100", 4, "ib-ndr"), global_batch=256, seq_len=4096)
+    row = p.row(0)  # the fastest feasible row has cp = 1 here, and Megatron expresses every MoE layout
+    assert row["fits"] and row["cp"] == 1
+    want = moe.megatron_moe(moe.moe_config("mixtral-8x7b", 32, tp=row["tp"], pp=row["pp"], ep=row["ep"],
+                                           etp=row["etp"], micro_batch=row["micro_batch_size"], global_batch=256,
+                                           seq_len=4096))
+    assert capsys.readouterr().out.strip() == want
+
+
+def test_estimate_and_plan_take_moe_models(capsys):
+    from distlab import training
+
+    args = ["--model", "mixtral-8x7b", "--gpus", "32", "--global-batch", "256", "--seq", "4096"]
+    assert cli.main(["estimate", *args, "--tp", "2", "--sequence-parallel", "--ep", "8", "--etp", "1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    want = training.estimate("mixtral-8x7b", "dgx-h100", nodes=4, fabric="ib-ndr", global_batch=256, seq_len=4096,
+                             tp=2, sequence_parallel=True, ep=8, etp=1)
+    assert data["step_time_s"] == want.step_time_s and data["breakdown_s"]["ep_comm"] == want.ep_comm_s > 0
+    assert (data["ep"], data["etp"]) == (8, 1)
+    assert cli.main(["estimate", *args, "--ep", "3"]) == 2
+    assert "valid ep: 1, 2, 4, 8" in capsys.readouterr().err
+    assert cli.main(["plan", *args, "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "ep etp" in out and "configurations of mixtral-8x7b on 32 GPUs" in out
