@@ -1,6 +1,6 @@
 """Training-lab calculator (lesson 7): time from a control change to the redrawn figure, median and p95.
 
-Each sample sets one control: the matmul-efficiency slider (continuous: a blit of the bars when the
+Each sample sets one control (the EP size and expert TP on an MoE model too): the matmul-efficiency slider (continuous: a blit of the bars when the
 axes stay), the fabric dropdown, or the ZeRO stage (which crosses the fit line: an infeasible
 configuration also prices the single-change fixes of training.explain_infeasible). That runs the
 observer -> distlab.training.estimate -> in-place artist update -> render + ipympl's PNG diff, all
@@ -18,7 +18,7 @@ def main(n: int = 200) -> None:
     app = TrainingLabApp()
     app.canvas._handle_message(app.canvas, {"type": "initialized"}, [])  # what a browser sends first
     app.fig.canvas.draw()
-    effs = [0.45, 0.5, 0.55, 0.6]
+    effs = [0.4, 0.5, 0.6, 0.7]  # the compute dropdown's fixed shares (EFFICIENCY_OPTIONS)
     fabrics = ["ethernet-100g", "ib-hdr", "ib-ndr"]
 
     def slider(i):
@@ -33,6 +33,20 @@ def main(n: int = 200) -> None:
     print(report("training lab update: efficiency slider", summarize(repeat(slider, n)), 16))
     print(report("training lab update: fabric dropdown", summarize(repeat(fabric, n)), 16))
     print(report("training lab update: ZeRO stage (crosses the fit line)", summarize(repeat(zero, n)), 16))
+    # the MoE controls (issue 16): on Mixtral-8x7B, the EP size and expert TP (Lesson 10)
+    app.zero.value = 2  # the lab's default (the ZeRO loop above ends on a stage that does not fit)
+    app.model.value = "mixtral-8x7b"
+    eps = [1, 2, 4, 8]
+
+    def ep(i):
+        app.ep.value = eps[(i + 1) % len(eps)]
+
+    def etp(i):
+        app.etp.value = None if i % 2 else 1
+
+    print(report("training lab update: EP size (Mixtral-8x7B)", summarize(repeat(ep, n)), 16))
+    print(report("training lab update: expert TP (Mixtral-8x7B)", summarize(repeat(etp, n)), 16))
+    app.model.value, app.ep.value, app.etp.value = "llama3.1-70b", 1, None
     calls = []
     original = app.renderer.refresh
     app.renderer.refresh = lambda full=False: calls.append(full)

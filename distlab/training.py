@@ -537,24 +537,22 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
         w, g, o = recipe_state_bytes_array(memory_recipe, first / tp, ppl / tp, largest_layer_params(model, tp),
                                            zero, dpc)
     grad_shard = P / (tp * pp) * recipe.gradient_bytes
-    dp_bw = np.where(equal_local_ranks_array(dpc, tp, gpus_per_node), inter_bw, cross)
-    all_reduce = group_all_reduce_time_array(grad_shard, dpc, tp, gpus_per_node, intra_bw, intra_lat, dp_bw, inter_lat)
-    replicas = dpc
+    expert_shard, replicas = 0.0, dpc
     if moe is not None:
         # non-expert gradients over the DP group (stride tp), expert ones after them over the expert DP group of
         # mesh.expert_layout (edp = dp cp tp / (etp ep) members, stride etp ep)
         grad_shard, expert_shard = moe.expert_gradient_bytes(model, recipe, tp, pp, ep, etp)
         edp, e_stride = dpc * tp / (etp * ep), etp * ep
         e_bw = np.where(equal_local_ranks_array(edp, e_stride, gpus_per_node), inter_bw, cross)
+        replicas = np.maximum(dpc, edp)
 
         def expert_all_reduce(size):
             return group_all_reduce_time_array(size, edp, e_stride, gpus_per_node, intra_bw, intra_lat, e_bw, inter_lat)
-
-        all_reduce = (group_all_reduce_time_array(grad_shard, dpc, tp, gpus_per_node, intra_bw, intra_lat, dp_bw,
-                                                  inter_lat) + expert_all_reduce(expert_shard))
-        grad_shard = grad_shard + expert_shard
-        replicas = np.maximum(dpc, edp)
-    buckets = np.maximum(1.0, np.ceil(grad_shard / bucket_bytes))
+    dp_bw = np.where(equal_local_ranks_array(dpc, tp, gpus_per_node), inter_bw, cross)
+    all_reduce = group_all_reduce_time_array(grad_shard, dpc, tp, gpus_per_node, intra_bw, intra_lat, dp_bw, inter_lat)
+    if moe is not None:
+        all_reduce = all_reduce + expert_all_reduce(expert_shard)
+    buckets = np.maximum(1.0, np.ceil((grad_shard + expert_shard) / bucket_bytes))
     zero = np.asarray(zero)
     forward_mb = (1.0 - backward_share) * t_mb
     backward_mb = backward_share * t_mb
@@ -578,9 +576,7 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     layer_half = 0.5 * group_all_reduce_time_array(grad_shard / layers_stage, dpc, tp, gpus_per_node, intra_bw,
                                                    intra_lat, dp_bw, inter_lat)
     if moe is not None:
-        layer_half = 0.5 * (group_all_reduce_time_array((grad_shard - expert_shard) / layers_stage, dpc, tp,
-                                                        gpus_per_node, intra_bw, intra_lat, dp_bw, inter_lat)
-                            + expert_all_reduce(expert_shard / layers_stage))
+        layer_half = layer_half + 0.5 * expert_all_reduce(expert_shard / layers_stage)
     f_layer, b_layer = forward_mb / layers_stage, backward_mb / layers_stage
     # distlab.fsdp's layer-by-layer schedule (one communication stream, prefetch 1, resharding after forward but
     # keeping the last layer, as torchtitan does): the exposed time of one microbatch (Lesson 11 §2)
