@@ -145,6 +145,9 @@ def check_expert_parallel(model, gpus, *, tp, cp, pp, ep, etp, sequence_parallel
     from .._arguments import whole_number
 
     m = moe_model(model)
+    gpus = whole_number(gpus, "gpus", 1, MAX_GPUS)
+    tp, cp, pp = (whole_number(v, name, 1, MAX_GPUS) for v, name in ((tp, "tp"), (cp, "cp"), (pp, "pp")))
+    gpus_per_node = whole_number(gpus_per_node, "gpus_per_node", 1, 1024)
     ep = whole_number(ep, "ep", 1, MAX_GPUS)
     etp = tp if etp is None else whole_number(etp, "etp", 1, MAX_GPUS)
     if m.experts % ep:

@@ -214,3 +214,48 @@ def test_planner_counts_the_expert_layouts_it_searches():
     pairs = sorted(zip(out["pp"].tolist(), out["ep"].tolist(), out["etp"].tolist()))
     assert [p[1:] for p in pairs if p[0] == 1] == [(1, 1), (1, 2), (2, 1), (2, 2), (4, 1), (4, 2), (8, 1), (8, 2)]
     assert [p[1:] for p in pairs if p[0] == 4] == [(1, 1), (1, 2), (2, 1), (2, 2), (4, 1)]
+
+
+def test_members_per_node_closed_form_equals_the_rank_layout():
+    # an independent implementation: moe.ep_members_per_node reads mesh.expert_layout's rank grid (Megatron's
+    # RankGenerator order tp-ep-dp-pp with tp = etp)
+    from distlab.moe import step
+
+    for g in (4, 8):
+        for etp in (x for x in (1, 2, 4, 8) if g % x == 0):
+            for ep in (1, 2, 4, 8, 16, 32, 64, 128, 256):
+                want = moe.ep_members_per_node(etp=etp, ep=ep, gpus_per_node=g)
+                assert float(step.ep_members_per_node_array(ep, etp, g)) == want, (g, etp, ep)
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(sorted(moe.MOE_MODELS)), gpus=st.integers(-4, 5000),
+       tp=st.one_of(st.integers(-1, 16), st.floats(allow_nan=True)), cp=st.integers(1, 4), pp=st.integers(1, 64),
+       ep=st.one_of(st.integers(-1, 512), st.none(), st.text(max_size=2)),
+       etp=st.one_of(st.none(), st.integers(-1, 16)), sp=st.booleans())
+def test_fuzz_check_expert_parallel_accepts_or_names_the_rule(name, gpus, tp, cp, pp, ep, etp, sp):
+    from distlab.moe import step
+
+    try:
+        ep_ok, etp_ok = step.check_expert_parallel(name, gpus, tp=tp, cp=cp, pp=pp, ep=ep, etp=etp,
+                                                   sequence_parallel=sp, gpus_per_node=8)
+    except (ConfigurationError, TypeError) as err:
+        assert isinstance(err, ConfigurationError), f"a bare {type(err).__name__}: {err}"
+        return
+    m = moe.model(name)
+    assert tp >= 1 and gpus >= 1 and m.experts % ep_ok == 0 and etp_ok in (1, tp)
+    assert gpus % (etp_ok * ep_ok * pp) == 0 and (tp == 1 or sp)
+
+
+@settings(max_examples=12, deadline=None)
+@given(name=st.sampled_from(["mixtral-8x7b", "qwen3-235b-a22b", "gpt-oss-120b"]), nodes=st.sampled_from([1, 2, 4]),
+       batch=st.sampled_from([32, 64, 128]), seq=st.sampled_from([2048, 4096]))
+def test_fuzz_planner_searches_only_valid_expert_layouts(name, nodes, batch, seq):
+    if name not in moe.MOE_MODELS:
+        return
+    p = planner.plan(name, "dgx-h100", nodes=nodes, fabric="ib-ndr", global_batch=batch, seq_len=seq)
+    n, m = 8 * nodes, moe.model(name)
+    ep, etp, tp, pp = (p.columns[k] for k in ("ep", "etp", "tp", "pp"))
+    assert np.all(m.experts % ep == 0) and np.all((etp == 1) | (etp == tp)) and np.all(n % (etp * ep * pp) == 0)
+    assert np.all(np.isfinite(p.results["step_time_s"])) and np.all(p.results["ep_comm_s"] >= 0)
+    assert np.all(p.results["ep_comm_s"][ep == 1] == 0)  # no expert parallelism, no all-to-all
