@@ -5,6 +5,8 @@
               moe_layer_cost (what the step model adds per MoE layer)
     export    moe_config, megatron_moe / torchtitan_moe / deepspeed_moe: engine input for an MoE configuration
     routing   simulate_routing: a seeded router -> top-k -> loads -> capacity -> the all-to-all byte matrix
+    step      an MoE model inside training.estimate / planner.plan: the active-parameter view, expert-parallel
+              model states and gradients, the all-to-all per layer on arrays (import distlab.moe.step)
 """
 
 from __future__ import annotations
