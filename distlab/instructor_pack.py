@@ -25,6 +25,27 @@ from typing import Callable
 from . import lessons as manifest
 from .errors import ConfigurationError
 
+__all__ = [
+    "PAGES",
+    "REVEAL_NOTE",
+    "Formula",
+    "CHEAT_SHEET",
+    "LessonSummary",
+    "summarise",
+    "CITATION",
+    "scan_citations",
+    "bibliography",
+    "uncovered_citations",
+    "fill_numbers",
+    "syllabus_markdown",
+    "misconceptions_markdown",
+    "cheatsheet_markdown",
+    "bibliography_markdown",
+    "slide_notebook",
+    "render_slides",
+    "build",
+]
+
 PAGES = ("syllabus", "misconceptions", "cheatsheet", "glossary", "bibliography", "guide")
 
 REVEAL_NOTE = ("The slides are built offline; each HTML file loads reveal.js (and MathJax, require.js for the "

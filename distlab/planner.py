@@ -284,6 +284,8 @@ def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch:
     gpus = positive_int(gpus, "gpus", high=MAX_WORLD_SIZE)
     gpus_per_node = positive_int(gpus_per_node, "gpus_per_node", high=MAX_WORLD_SIZE)
     global_batch = training.batch_and_sequence(global_batch, 1)[0]
+    if seq_len is not None:
+        seq_len = training.batch_and_sequence(1, seq_len)[1]
     rejected = {"tp not dividing the heads": 0, "batch not divisible by dp": 0, "interleaving not possible": 0}
     rows = []
     for tp in divisors(gpus_per_node):

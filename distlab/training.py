@@ -534,7 +534,7 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
         ppl = float(model.params_per_layer())
         first = (first_layers * ppl + model.embedding_params()
                  + np.where(pp == 1, model.output_params() + model.final_norm_params(), 0.0))
-        w, g, o = recipe_state_bytes_array(memory_recipe, first / tp, ppl / tp, largest_layer_params(model, tp),
+        w, g, o = recipe_state_bytes_array(memory_recipe, first / tp, ppl / tp, largest_layer_params(model) / tp,
                                            zero, dpc)
     grad_shard = P / (tp * pp) * recipe.gradient_bytes
     expert_shard, replicas = 0.0, dpc
@@ -896,10 +896,13 @@ def compute_model_for(cl, efficiency=None, attention="flash", calibration=None):
     """
     from .efficiency import compute_model, fixed_compute_model
 
+    cl = as_cluster(cl)
     if efficiency is not None:
         return fixed_compute_model(efficiency, attention)
     if calibration is None:
         return compute_model(cl.accelerator, attention)
+    if not isinstance(calibration, (tuple, list)) or len(calibration) != 2:
+        raise ConfigurationError(f"calibration={calibration!r} must be a pair (share, traffic) of numbers, e.g. (0.78, 2.5)")
     share, traffic = calibration
     return compute_model(cl.accelerator, attention, share=check_fraction(share, "calibration share"),
                          traffic=non_negative(traffic, "", "calibration traffic"))
@@ -912,6 +915,11 @@ def compute_arguments(compute) -> dict:
     >>> sorted(compute_arguments(fixed_compute_model(0.5)))
     ['attention_efficiency', 'efficiency', 'flash_attention', 'memory_traffic']
     """
+    from .efficiency import ComputeModel
+
+    if not isinstance(compute, ComputeModel):
+        raise ConfigurationError(f"compute must be a distlab.efficiency.ComputeModel (compute_model_for gives one), "
+                                 f"got {type(compute).__name__}")
     return dict(efficiency=compute.matmul_efficiency, attention_efficiency=compute.attention_efficiency,
                 memory_traffic=compute.memory_traffic, flash_attention=compute.attention == "flash")
 

@@ -8,6 +8,22 @@ from .. import hardware, moe
 from ..units import format_bytes
 from .questions import NumericQuestion
 
+__all__ = [
+    "Q1",
+    "Q2",
+    "Q3",
+    "Q4",
+    "Q5",
+    "Q6",
+    "q1",
+    "q2",
+    "q3",
+    "q4",
+    "q5",
+    "q6",
+    "QUESTIONS",
+]
+
 _PERCENT_HINT = {0.01: "looks like a fraction; give it in percent (34.3 means 34.3 %)"}
 
 # q1: DeepSeek-V3's run (report Sec. 3.2): 2048 GPUs, PP 16, ZeRO-1; how small can EP be?

@@ -28,6 +28,24 @@ from ._style import (
     swatch,
 )
 
+__all__ = [
+    "INTRA_COLOUR",
+    "INTER_COLOUR",
+    "LOAD_COLOUR",
+    "DROP_COLOUR",
+    "TIME_RANGE",
+    "ByteMatrix",
+    "byte_matrix",
+    "LOAD_RANGE",
+    "LoadBars",
+    "load_bars",
+    "TimeBars",
+    "time_bars",
+    "load_legend_html",
+    "total_vs_active_figure",
+    "byte_matrix_figure",
+]
+
 INTRA_COLOUR = BLUE
 INTER_COLOUR = ORANGE
 LOAD_COLOUR = GREEN

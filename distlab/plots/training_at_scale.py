@@ -14,6 +14,24 @@ from matplotlib.figure import Figure
 
 from ._style import BLUE, GREEN, MUTED, ORANGE, PURPLE, RED, finish_axes, nice_ceiling, swatch
 
+__all__ = [
+    "STREAM_PARTS",
+    "StreamPlot",
+    "stream_plot",
+    "stream_legend_html",
+    "stream_figure",
+    "ContextBars",
+    "context_bars",
+    "context_legend_html",
+    "context_figure",
+    "GoodputCurve",
+    "GOODPUT_X_RANGE",
+    "goodput_curve",
+    "goodput_legend_html",
+    "goodput_figure",
+    "schedules_figure",
+]
+
 FORWARD, BACKWARD, GATHER, REGATHER, REDUCE = BLUE, ORANGE, GREEN, PURPLE, RED
 STREAM_PARTS = (("forward", FORWARD), ("backward", BACKWARD), ("all-gather (forward)", GATHER),
                 ("all-gather (backward)", REGATHER), ("reduce-scatter (+ HSDP all-reduce)", REDUCE))

@@ -28,6 +28,22 @@ from ..plots.mixture_of_experts import (
 from ..units import format_bytes, format_seconds
 from .common import BlitRenderer, LessonApp, figure_canvas
 
+__all__ = [
+    "EP_SIZES",
+    "EXPERTS_PER_GPU",
+    "TOP_K",
+    "CAPACITIES",
+    "HIDDEN",
+    "SAMPLE_SCORES",
+    "MODELS",
+    "NODES",
+    "SEQ_LEN",
+    "AllToAllApp",
+    "ImbalanceApp",
+    "PlacementApp",
+    "APPS",
+]
+
 EP_SIZES = (2, 4, 8, 16)
 EXPERTS_PER_GPU = (1, 2, 4, 8)
 TOP_K = (1, 2, 4, 8)

@@ -22,6 +22,28 @@ from ..plots.training_at_scale import (
 from ..units import format_bytes, format_percent, format_seconds
 from .common import BlitRenderer, LessonApp, figure_canvas
 
+__all__ = [
+    "SCHEDULES",
+    "FSDP_MODELS",
+    "FABRICS",
+    "NODES",
+    "CP_MODELS",
+    "SEQ_LENS",
+    "CP_DEGREES",
+    "CP_LINKS",
+    "CP_ROWS",
+    "CP_X_MAX",
+    "GPU_COUNTS",
+    "CKPT_MODELS",
+    "ScheduleApp",
+    "pipeline_errors",
+    "FSDP_X_MAX",
+    "FsdpApp",
+    "ContextApp",
+    "CheckpointApp",
+    "APPS",
+]
+
 SCHEDULES = ("1f1b", "zb-h1", "zb-v", "dualpipe-v", "dualpipe")
 MAX_STAGES, MAX_MICROBATCHES = 16, 64
 FSDP_MODELS = ["llama2-7b", "llama3.1-8b", "llama2-13b", "llama3.1-70b"]

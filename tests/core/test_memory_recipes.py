@@ -4,6 +4,7 @@ estimators at edaa722), and the reserve."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -89,3 +90,20 @@ def test_an_engine_refuses_the_stages_it_does_not_run(name, zero):
 def test_an_unknown_recipe_is_our_error():
     with pytest.raises(ConfigurationError, match="memory_recipe='nemo'; valid: zero-paper, megatron"):
         memory_recipe("nemo")
+
+
+@pytest.mark.parametrize("name", ["deepspeed", "fsdp2", "megatron-distributed-optimizer"])
+def test_the_planner_prices_engine_recipes_as_estimate_does(name):
+    """The planner's vectorised memory equals estimate()'s for every searched stage of an engine recipe (it
+    once crashed on an array of tp values in the largest-layer buffer)."""
+    from distlab import planner
+
+    p = planner.plan("llama2-7b", "dgx-h100", nodes=2, global_batch=64, memory_recipe=name)
+    assert set(np.unique(p.columns["zero"])) <= set(memory_recipe(name).zero_stages)
+    for rank in (0, 1, len(p) // 2, len(p) - 1):
+        row = p.row(rank)
+        kw = {k: row[k] for k in ("dp", "tp", "cp", "pp", "chunks", "micro_batch_size", "zero", "recompute",
+                                  "sequence_parallel", "schedule")}
+        est = training.estimate("llama2-7b", "dgx-h100", nodes=2, global_batch=64, memory_recipe=name, **kw)
+        assert est.memory.total_bytes == pytest.approx(row["memory_per_gpu_bytes"], rel=1e-12)
+        assert est.feasible == row["fits"]
