@@ -29,10 +29,15 @@ from .units import BYTES, Q_, format_bytes, gigabytes_property, positive, positi
 
 
 
+#: Free memory below which a configuration that fits on paper is flagged as tight: the reserve an engine keeps
+#: (distlab.memory_recipes.RESERVE_BYTES, kept equal by a test). Lesson 1 §5, Lesson 3 §6.
+TIGHT_BYTES = 2e9
+
 #: The most in-flight microbatches training_memory accepts (bounds its arithmetic; far beyond any schedule).
 MAX_IN_FLIGHT = 1_000_000
 
 __all__ = [
+    "TIGHT_BYTES",
     "MAX_IN_FLIGHT",
     "ZERO_STAGES",
     "RECOMPUTE_MODES",
@@ -407,7 +412,12 @@ class MemoryBreakdown:
         if self.reserved_bytes:
             gpu += f" less {format_bytes(self.reserved_bytes)} reserved"
         if self.fits:
-            return f"fits the {format_bytes(self.capacity_bytes)}{gpu}, {format_bytes(self.headroom_bytes)} free"
+            text = f"fits the {format_bytes(self.capacity_bytes)}{gpu}, {format_bytes(self.headroom_bytes)} free"
+            if not self.reserved_bytes and self.headroom_bytes < TIGHT_BYTES:
+                # the ZeRO paper's count reserves nothing; a real engine keeps about this much for itself
+                text += (f" (on paper: a real engine keeps about {format_bytes(TIGHT_BYTES)} for the CUDA context "
+                         f"and NCCL buffers, distlab.memory_recipes)")
+            return text
         return f"does not fit: {format_bytes(-self.headroom_bytes)} over the {format_bytes(self.capacity_bytes)}{gpu}"
 
     def summary(self) -> str:

@@ -107,3 +107,13 @@ def test_the_planner_prices_engine_recipes_as_estimate_does(name):
         est = training.estimate("llama2-7b", "dgx-h100", nodes=2, global_batch=64, memory_recipe=name, **kw)
         assert est.memory.total_bytes == pytest.approx(row["memory_per_gpu_bytes"], rel=1e-12)
         assert est.feasible == row["fits"]
+
+
+def test_a_paper_fit_with_less_than_the_reserve_free_is_flagged():
+    from distlab import memory
+
+    assert memory.TIGHT_BYTES == RESERVE_BYTES
+    tight = memory.MemoryBreakdown(70e9, 0.0, 0.0, 9e9, 80e9, "h100-sxm")  # 1 GB free
+    roomy = memory.MemoryBreakdown(70e9, 0.0, 0.0, 5e9, 80e9, "h100-sxm")  # 5 GB free
+    assert tight.fits and "on paper" in tight.verdict()
+    assert roomy.fits and "on paper" not in roomy.verdict()
