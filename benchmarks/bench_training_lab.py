@@ -33,6 +33,19 @@ def main(n: int = 200) -> None:
     print(report("training lab update: efficiency slider", summarize(repeat(slider, n)), 16))
     print(report("training lab update: fabric dropdown", summarize(repeat(fabric, n)), 16))
     print(report("training lab update: ZeRO stage (crosses the fit line)", summarize(repeat(zero, n)), 16))
+    app.zero.value = 2
+    recipes = ["deepspeed", "fsdp2", "zero-paper"]  # the engines that run ZeRO-2
+    cps = [1, 2, 4]
+
+    def recipe(i):
+        app.memory_recipe.value = recipes[(i + 1) % len(recipes)]
+
+    def cp(i):
+        app.cp.value = cps[(i + 1) % len(cps)]
+
+    print(report("training lab update: memory recipe dropdown", summarize(repeat(recipe, n)), 16))
+    print(report("training lab update: CP dropdown (context parallelism)", summarize(repeat(cp, n)), 16))
+    app.memory_recipe.value, app.cp.value = "deepspeed", 1
     # the MoE controls (issue 16): on Mixtral-8x7B, the EP size and expert TP (Lesson 10)
     app.zero.value = 2  # the lab's default (the ZeRO loop above ends on a stage that does not fit)
     app.model.value = "mixtral-8x7b"
