@@ -73,8 +73,10 @@ class ZeroMemoryApp(LessonApp):
 
     def __init__(self, model="llama2-7b", gpu="h100-sxm", gpus=8, fabric="ib-ndr", custom_params_b=7.5):
         self.model = widgets.Dropdown(options=[*models.MODELS, CUSTOM], value=model, description="model")
+        # shown only for the custom model: a greyed "size (B) 7.5" beside llama2-70b read as that model's size
         self.custom_params = widgets.FloatText(value=custom_params_b, description="size (B)", disabled=model != CUSTOM,
-                                               layout=widgets.Layout(width="180px"))
+                                               layout=widgets.Layout(width="180px",
+                                                                     display=None if model == CUSTOM else "none"))
         self.gpu = widgets.Dropdown(options=list(hardware.ACCELERATORS), value=gpu, description="GPU")
         self.gpus = widgets.IntSlider(value=gpus, min=1, max=int(CURVE_GPUS[-1]), description="GPUs (N)",
                                       continuous_update=True)
@@ -103,6 +105,7 @@ class ZeroMemoryApp(LessonApp):
 
     def _on_change(self, change=None):
         self.custom_params.disabled = self.model.value != CUSTOM
+        self.custom_params.layout.display = None if self.model.value == CUSTOM else "none"
         self.update()
 
     def _on_slider(self, change=None):
