@@ -98,6 +98,8 @@ def test_triage_app_ladder_bars(close):
     assert heights == pytest.approx([want.base.memory.total_bytes / 1e9]
                                     + [s.memory_per_gpu_bytes / 1e9 for s in want.ladder])
     assert "first fit: selective recomputation" in app.status.value
+    # the axis ends at the last rung: no empty slot after it (before: at least 4 slots were shown)
+    assert app.bars.ax.get_xlim() == pytest.approx((-0.6, len(want.ladder) + 0.6))
     app.recompute.value = "selective"
     app.zero.value = 1
     app.micro_batch_size.value = 1
