@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from ..errors import DistlabError
 
-__all__ = ["figure_canvas", "message_html", "fit_labels", "replace_options", "BlitRenderer", "DATA", "LessonApp"]
+__all__ = ["figure_canvas", "message_html", "fit_labels", "replace_options", "GPU_COUNTS", "gpu_slider", "BlitRenderer", "DATA", "LessonApp"]
 
 
 def figure_canvas(figsize=(6.4, 3.6), margins=None) -> tuple[Figure, widgets.DOMWidget]:
@@ -128,6 +128,23 @@ def replace_options(app, control, options, value) -> None:
         control.value = value
     finally:
         app._syncing = False
+
+
+#: The GPU counts a GPU slider offers, 1 to 1,024, about evenly on a log scale: every count up to 16, whole
+#: 8-GPU nodes to 64, then four per doubling (every power of two among them), so small counts get as much of the
+#: slider as large ones.
+GPU_COUNTS = (*range(1, 17), *range(24, 65, 8),
+              *(n * k // 4 for n in (64, 128, 256, 512) for k in (5, 6, 7, 8)))
+
+
+def gpu_slider(value: int, description: str = "GPUs") -> widgets.SelectionSlider:
+    """A slider over GPU_COUNTS (before: a linear 1-1,024 slider, where 1-16 took 1.5% of its width); a value it
+    does not offer starts at the nearest count it does, on the log scale."""
+    import math
+
+    start = min(GPU_COUNTS, key=lambda n: abs(math.log(n) - math.log(max(1, value))))
+    return widgets.SelectionSlider(options=GPU_COUNTS, value=value if value in GPU_COUNTS else start,
+                                   description=description, continuous_update=True)
 
 
 #: What render() may return besides True (full redraw), False (blit) and None (nothing): the data layer changed.

@@ -7,7 +7,7 @@ import ipywidgets as widgets
 from .. import hardware, memory, models
 from ..plots.memory_wall import legend_html, memory_bars
 from ..units import format_bytes
-from .common import BlitRenderer, LessonApp, figure_canvas
+from .common import BlitRenderer, LessonApp, figure_canvas, gpu_slider
 
 __all__ = ["CUSTOM", "ZERO_LABELS", "PRECISION_OPTIONS", "MemoryWallApp", "APPS"]
 
@@ -46,7 +46,7 @@ class MemoryWallApp(LessonApp):
                                                                      display=None if model == CUSTOM else "none"))
         self.precision = widgets.Dropdown(options=PRECISION_OPTIONS, value=precision, description="precision")
         self.gpu = widgets.Dropdown(options=list(hardware.ACCELERATORS), value=gpu, description="GPU")
-        self.gpus = widgets.IntSlider(value=gpus, min=1, max=1024, description="GPUs", continuous_update=True)
+        self.gpus = gpu_slider(gpus, "GPUs")
         self.zero = widgets.ToggleButtons(options=ZERO_LABELS, value=zero, description="sharding",
                                           style={"button_width": "80px"})
         self.activations = widgets.Checkbox(value=activations, description="count activations (1 sequence per GPU)",
