@@ -122,10 +122,41 @@ def bench_panel(n: int = 40) -> dict:
     return stats
 
 
+def bench_after_1f1b(n: int = 200) -> dict:
+    """Lesson 11 §1 in the bubble grid: the schedule toggle over ZB-V, DualPipe and DualPipe-V, and the m
+    slider under DualPipe-V (fused F&B pairs, two chunks per stage: twice the ops of 1F1B)."""
+    from distlab.widgets.pipeline import BubbleGridApp
+
+    results = {}
+    app = BubbleGridApp(kind="zb-v", stages=16, microbatches=64)
+    app.canvas._handle_message(app.canvas, {"type": "initialized"}, [])
+    app.fig.canvas.draw()
+    kinds = ["zb-v", "dualpipe", "dualpipe-v", "1f1b"]
+
+    def toggle(i):
+        app.kind.value = kinds[(i + 1) % len(kinds)]
+
+    stats = summarize(repeat(toggle, n))
+    results["schedule toggle zb-v/dualpipe/dualpipe-v/1f1b, p=16, m=64"] = stats
+    print(report("bubble grid: toggle zb-v, dualpipe, dualpipe-v, 1f1b, p=16, m=64", stats, 16))
+
+    app.kind.value, app.stages.value = "dualpipe-v", 8
+    values = list(range(33, 65))
+
+    def slide(i):
+        app.microbatches.value = values[(i + 1) % len(values)]
+
+    stats = summarize(repeat(slide, n))
+    results["m slider 33..64, dualpipe-v, p=8"] = stats
+    print(report("bubble grid: m slider 33..64, dualpipe-v, p=8", stats, 16))
+    return results
+
+
 def main() -> None:
     bench_timeline()
     bench_widget()
     bench_panel()
+    bench_after_1f1b()
 
 
 if __name__ == "__main__":

@@ -16,20 +16,7 @@
 
 from __future__ import annotations
 
-import time
-
-from _timing import repeat, report, summarize
-
-
-def repeat_cpu(fn, n: int) -> list[float]:
-    """Like _timing.repeat but in CPU time of this process: what an update costs when the machine is
-    shared (the updates are synchronous and do no I/O, so on an idle machine wall time ~ CPU time)."""
-    samples = []
-    for i in range(n):
-        start = time.process_time()
-        fn(i)
-        samples.append(time.process_time() - start)
-    return samples
+from _timing import repeat, repeat_cpu, report, summarize
 
 
 def _mesh_at_scale(i):

@@ -24,10 +24,13 @@ DistributedInitConfig in megatron/training/config/common_config.py).
   of --make-vocab-size-divisible-by (128) x tp, megatron/core/tokenizers/utils/build_tokenizer.py
   vocab_size_with_padding, which changes the parameter count). The vocabulary is split over the TP
   ranks, so V is the catalog's vocabulary rounded up to a multiple of tp.
+  RoPE (arguments.py): --rotary-base (type int, default 10000) from the catalog's rope_theta (Llama 2
+  10000, Llama 3.1 500000), and for Llama 3.1's "llama3" frequency scaling --use-rope-scaling
+  --rope-scaling-factor 8 (RotaryEmbedding._apply_scaling in megatron/core/models/common/embeddings/
+  rotary_pos_embedding.py takes only the factor: low_freq_factor 1, high_freq_factor 4 and the
+  original context 8192 are fixed there, so other values are not expressible).
   Left to the user: the tokenizer (--tokenizer-type, --tokenizer-model), the data (--data-path or
-  --mock-data), the schedule of the run (--train-iters, --lr, ...), and the rotary base and RoPE
-  scaling (--rotary-base, default 10000 = Llama 2's; Llama 3.1 needs --rotary-base 500000
-  --use-rope-scaling), which the catalog does not record.
+  --mock-data), the schedule of the run (--train-iters, --lr, ...).
   Parallelism and batch: --tensor-model-parallel-size, --pipeline-model-parallel-size,
   --num-layers-per-virtual-pipeline-stage (interleaved 1F1B: layers / (pp v)), --sequence-parallel,
   --micro-batch-size, --global-batch-size (TrainingConfig; Megatron accumulates global / (micro x
@@ -67,7 +70,11 @@ releases). Keys, all in job_config.py:
   [model] name, flavor (Model): "llama3" flavors "8B", "70B", "405B" are the catalog's Llama 3.1
   shapes (torchtitan/models/llama3/__init__.py llama3_args; vocab_size 128256 and the SwiGLU width
   from ffn_dim_multiplier and multiple_of, torchtitan/models/llama3/model/model.py FeedForward);
-  other catalog models have no flavor and the TOML says so in a comment.
+  other catalog models have no flavor and the TOML says so in a comment. RoPE comes with the flavor, not
+  the TOML: every llama3 flavor sets rope_theta=500000 and model/model.py precompute_freqs_cis always
+  applies RoPEScalingArgs' "llama3" scaling (scaling_factor 8.0, low_freq_factor 1.0, high_freq_factor
+  4.0, original_max_position_embeddings 8192; model/args.py): Llama 3.1's config.json values, which
+  the export checks against the catalog's rope_theta and rope_scaling.
   [parallelism] data_parallel_replicate_degree (DDP; torchtitan's llama3 parallelize refuses DDP
   with TP or PP: "DDP has not supported > 1D parallelism", models/llama3/infra/parallelize.py),
   data_parallel_shard_degree (FSDP2), fsdp_reshard_after_forward: "always" = ZeRO-3 (parameters
@@ -108,6 +115,8 @@ __all__ = [
     "TORCHTITAN_SCHEDULES",
     "TORCHTITAN_FLAVORS",
     "MEGATRON_FSDP_STRATEGIES",
+    "MEGATRON_ROPE_SCALING_FIXED",
+    "TORCHTITAN_ROPE",
     "megatron_flags",
     "megatron",
     "parse_megatron",
@@ -122,6 +131,11 @@ TORCHTITAN_SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interl
 #: catalog model -> torchtitan (model.name, model.flavor) of the same shape (torchtitan/models/llama3/__init__.py).
 TORCHTITAN_FLAVORS = {"llama3.1-8b": ("llama3", "8B"), "llama3.1-70b": ("llama3", "70B"),
                       "llama3.1-405b": ("llama3", "405B")}
+#: torchtitan model name -> (rope_theta, rope_scaling) every flavor of it builds (see the module docstring).
+TORCHTITAN_ROPE = {"llama3": (500000.0, "llama3", 8.0, 1.0, 4.0, 8192)}
+#: The llama3 scaling Megatron-LM's --use-rope-scaling applies besides the factor: (low_freq_factor,
+#: high_freq_factor, original_max_position_embeddings), fixed in RotaryEmbedding._apply_scaling.
+MEGATRON_ROPE_SCALING_FIXED = (1.0, 4.0, 8192)
 #: ZeRO stage -> Megatron-FSDP --data-parallel-sharding-strategy (Megatron-LM docs, "Megatron-FSDP").
 MEGATRON_FSDP_STRATEGIES = {0: "no_shard", 1: "optim", 2: "optim_grads", 3: "optim_grads_params"}
 
@@ -148,6 +162,27 @@ def _padded_vocab(vocab: int, tp: int) -> int:
     return -(-vocab // tp) * tp
 
 
+def _megatron_rope_flags(model) -> list[str]:
+    """--rotary-base from rope_theta (Megatron parses it as an int) and the llama3 RoPE scaling."""
+    flags = []
+    theta = model.rope_theta
+    if theta is not None:
+        if theta != int(theta):
+            raise ConfigurationError(f"rope_theta={theta:g}: Megatron-LM's --rotary-base takes a whole number; "
+                                     f"export to torchtitan, or round the base")
+        flags += ["--rotary-base", str(int(theta))]
+    scaling = model.rope_scaling
+    if scaling is not None:
+        fixed = (scaling.low_freq_factor, scaling.high_freq_factor, scaling.original_max_position_embeddings)
+        if fixed != MEGATRON_ROPE_SCALING_FIXED:
+            raise ConfigurationError(
+                f"rope_scaling low_freq_factor {fixed[0]:g}, high_freq_factor {fixed[1]:g}, original context "
+                f"{fixed[2]}: Megatron-LM's --use-rope-scaling fixes them at 1, 4 and 8192 (only "
+                f"--rope-scaling-factor is a flag)")
+        flags += ["--use-rope-scaling", "--rope-scaling-factor", f"{scaling.factor:g}"]
+    return flags
+
+
 def _megatron_model_flags(model, tp: int, seq_len: int) -> list[str]:
     """The flags that make Megatron-LM build `model` (not a GPT of the same width)."""
     flags = ["--num-layers", str(model.layers), "--hidden-size", str(model.hidden),
@@ -169,6 +204,7 @@ def _megatron_model_flags(model, tp: int, seq_len: int) -> list[str]:
                   "--max-position-embeddings", str(model.position_embeddings)]
     else:
         flags += ["--position-embedding-type", "rope", "--max-position-embeddings", str(seq_len)]
+        flags += _megatron_rope_flags(model)
     if not model.dropout:
         flags += ["--attention-dropout", "0.0", "--hidden-dropout", "0.0"]
     flags += ["--padded-vocab-size", str(_padded_vocab(model.vocab, tp))]
@@ -196,8 +232,11 @@ def megatron_flags(estimate) -> list[str]:
         raise ConfigurationError("schedule='interleaved' with pp=1: Megatron-LM asserts pipeline-model-parallel size > 1 "
                                  "for the interleaved schedule; use schedule='1f1b' (no pipeline), or export to "
                                  "deepspeed or torchtitan")
+    _even_chunks(c, model, "Megatron-LM")
     flags = _megatron_model_flags(model, c["tp"], c["seq_len"])
     flags += ["--tensor-model-parallel-size", str(c["tp"]), "--pipeline-model-parallel-size", str(c["pp"])]
+    if c.get("cp", 1) > 1:
+        flags += ["--context-parallel-size", str(c["cp"])]
     if c["schedule"] == "interleaved":
         flags += ["--num-layers-per-virtual-pipeline-stage", str(model.layers // (c["pp"] * c["chunks"]))]
     flags += ["--micro-batch-size", str(c["micro_batch_size"]), "--global-batch-size", str(c["global_batch"]),
@@ -221,6 +260,14 @@ def megatron_flags(estimate) -> list[str]:
     elif precision == "fp8":
         flags += ["--bf16", "--fp8-format", "hybrid"]
     return flags
+
+
+def _even_chunks(c, model, engine):
+    """Our error for interleaving with uneven chunks, which the engines' layer-count flags do not express."""
+    if c["schedule"] == "interleaved" and model.layers % (c["pp"] * c["chunks"]):
+        raise ConfigurationError(f"{model.layers} layers do not split into pp x chunks = {c['pp'] * c['chunks']} "
+                                 f"equal chunks; {engine}'s export writes equal virtual stages: choose chunks "
+                                 f"dividing {model.layers} / pp")
 
 
 def megatron(estimate, gpus_per_node: int = 8) -> str:
@@ -252,7 +299,9 @@ def parse_megatron(text: str) -> dict:
 
     'model' holds TransformerModel's fields read back from the flags (Megatron's defaults where a
     flag is absent: LayerNorm, biases, tied embeddings, GeLU MLP, dropout, learned positions);
-    'kv_channels' the head dimension. Lesson 7 §7 (the round trip the export tests check).
+    'kv_channels' the head dimension; rope_theta is --rotary-base (Megatron's default 10000 when absent) and
+    rope_scaling Megatron's llama3 scaling when --use-rope-scaling is set. Lesson 7 §7 (the round trip the
+    export tests check).
 
     >>> from distlab import training
     >>> est = training.estimate('llama2-7b', 'dgx-h100', nodes=2, global_batch=64, tp=2, pp=2, zero=3)
@@ -276,6 +325,8 @@ MAX_COMMAND_CHARS = 100_000
 
 
 def _parse_megatron_words(words: list) -> dict:
+    from . import models
+
     values, switches = {}, set()
     for i, word in enumerate(words):
         if word.startswith("--"):
@@ -294,14 +345,22 @@ def _parse_megatron_words(words: list) -> dict:
     else:
         zero = 1 if "--use-distributed-optimizer" in switches else 0
     learned = values.get("--position-embedding-type", "learned_absolute") == "learned_absolute"
+    rope_scaling = None
+    if "--use-rope-scaling" in switches:
+        low, high, original = MEGATRON_ROPE_SCALING_FIXED
+        rope_scaling = models.RopeScaling(factor=float(values.get("--rope-scaling-factor", 8.0)),
+                                          low_freq_factor=low, high_freq_factor=high,
+                                          original_max_position_embeddings=original)
     model = dict(layers=layers, hidden=hidden, heads=heads,
                  kv_heads=int(values["--num-query-groups"]) if "--group-query-attention" in switches else heads,
                  ffn=int(values.get("--ffn-hidden-size", 4 * hidden)), vocab=int(values["--padded-vocab-size"]),
                  gated_mlp="--swiglu" in switches, tied_embeddings="--untie-embeddings-and-output-weights" not in switches,
                  norm=values.get("--normalization", "LayerNorm").lower(), biases="--disable-bias-linear" not in switches,
                  position_embeddings=int(values["--max-position-embeddings"]) if learned else 0,
+                 rope_theta=None if learned else float(values.get("--rotary-base", 10000)), rope_scaling=rope_scaling,
                  dropout=float(values.get("--hidden-dropout", 0.1)) > 0 or float(values.get("--attention-dropout", 0.1)) > 0)
-    return dict(dp=world // (tp * pp), tp=tp, pp=pp, chunks=1 if per_virtual is None else layers // (pp * int(per_virtual)),
+    cp = int(values.get("--context-parallel-size", 1))
+    return dict(dp=world // (tp * cp * pp), tp=tp, cp=cp, pp=pp, chunks=1 if per_virtual is None else layers // (pp * int(per_virtual)),
                 micro_batch_size=int(values["--micro-batch-size"]), global_batch=int(values["--global-batch-size"]),
                 seq_len=int(values["--seq-length"]), zero=zero,
                 recompute=values.get("--recompute-granularity", "none"),
@@ -330,6 +389,10 @@ def deepspeed_config(estimate) -> dict:
     if c["tp"] > 1 and c["zero"] >= 3:
         raise ConfigurationError(f"zero=3 with tp={c['tp']}: DeepSpeed AutoTP training combines tensor parallelism with "
                                  f"ZeRO stages 0-2 only; use zero<=2, or export to torchtitan (FSDP + TP)")
+    if c.get("cp", 1) > 1:
+        raise ConfigurationError(f"cp={c['cp']}: DeepSpeed has no ring-attention context parallelism (DeepSpeed-Ulysses "
+                                 f"splits the sequence with all-to-alls, which distlab does not price); export to "
+                                 f"megatron or torchtitan")
     if c["precision"] == "fp8":
         raise ConfigurationError("precision='fp8': the DeepSpeed config has no fp8 switch (fp8 comes from Transformer "
                                  "Engine in the model code); export to megatron instead")
@@ -392,6 +455,23 @@ def _torchtitan_checks(c: dict) -> None:
                                  "precision='bf16', or export to megatron or deepspeed")
 
 
+def _rope(model) -> tuple:
+    """(rope_theta, kind, factor, low_freq_factor, high_freq_factor, original context) of a model; None where absent."""
+    r = model.rope_scaling
+    scaling = (None,) * 5 if r is None else (r.kind, r.factor, r.low_freq_factor, r.high_freq_factor,
+                                              r.original_max_position_embeddings)
+    return (model.rope_theta, *scaling)
+
+
+def _rope_text(rope: tuple) -> str:
+    theta, kind, factor, low, high, original = rope
+    text = f"rope_theta {'not recorded' if theta is None else f'{theta:g}'}"
+    if kind is None:
+        return text + ", no RoPE scaling"
+    return text + f", {kind} RoPE scaling (factor {factor:g}, low_freq_factor {low:g}, high_freq_factor {high:g}, " \
+                  f"original context {original})"
+
+
 def torchtitan(estimate) -> str:
     """torchtitan TOML sections [model], [parallelism], [training], [activation_checkpoint].
 
@@ -408,6 +488,7 @@ def torchtitan(estimate) -> str:
     c = _config(estimate)
     _torchtitan_checks(c)
     model = models.model(c["model"])
+    _even_chunks(c, model, "torchtitan")
     dp, pp, b = c["dp"], c["pp"], c["micro_batch_size"]
     sharded = c["zero"] >= 2 and dp > 1
     parallelism = {
@@ -417,6 +498,8 @@ def torchtitan(estimate) -> str:
     if sharded:
         parallelism["fsdp_reshard_after_forward"] = "always" if c["zero"] == 3 else "never"
     parallelism |= {"tensor_parallel_degree": c["tp"], "pipeline_parallel_degree": pp}
+    if c.get("cp", 1) > 1:
+        parallelism["context_parallel_degree"] = c["cp"]
     if pp > 1:
         parallelism |= {
             "pipeline_parallel_schedule": TORCHTITAN_SCHEDULES[c["schedule"]],
@@ -440,10 +523,16 @@ def torchtitan(estimate) -> str:
     flavor = TORCHTITAN_FLAVORS.get(c["model"])
     lines.append("[model]")
     if flavor:
-        lines += [f"name = {_toml_value(flavor[0])}", f"flavor = {_toml_value(flavor[1])}"]
+        rope = TORCHTITAN_ROPE[flavor[0]]
+        if _rope(model) != rope:
+            raise ConfigurationError(f"{c['model']}: RoPE {_rope_text(_rope(model))} differs from torchtitan's "
+                                     f"{flavor[0]} flavors ({_rope_text(rope)}); register a flavor")
+        lines += [f"name = {_toml_value(flavor[0])}", f"flavor = {_toml_value(flavor[1])}",
+                  f"# RoPE comes with the flavor (no TOML key): {_rope_text(rope)}"]
     else:
         lines += [f"# torchtitan ships no flavor of {c['model']} (layers {model.layers}, hidden {model.hidden}, "
-                  f"heads {model.heads}, kv heads {model.kv_heads}, ffn {model.ffn}, vocab {model.vocab}); register one"]
+                  f"heads {model.heads}, kv heads {model.kv_heads}, ffn {model.ffn}, vocab {model.vocab}"
+                  + (f", {_rope_text(_rope(model))}" if not model.position_embeddings else "") + "); register one"]
     if c["precision"] == "fp8":
         lines.append(f"converters = {json.dumps(['quantize.linear.float8'])}")
     sections = {"parallelism": parallelism, "training": training, "activation_checkpoint": checkpoint}

@@ -29,7 +29,11 @@ from .units import BYTES, Q_, format_bytes, gigabytes_property, positive, positi
 
 
 
+#: The most in-flight microbatches training_memory accepts (bounds its arithmetic; far beyond any schedule).
+MAX_IN_FLIGHT = 1_000_000
+
 __all__ = [
+    "MAX_IN_FLIGHT",
     "ZERO_STAGES",
     "RECOMPUTE_MODES",
     "PEAK_PRECISIONS",
@@ -355,6 +359,7 @@ class MemoryBreakdown:
     gpu_name: str | None = None
     activations_counted: bool = True
     config: dict = field(default_factory=dict)
+    reserved_bytes: float = 0.0  # of the capacity, out of the model's reach (distlab.memory_recipes.RESERVE_BYTES)
 
     @property
     def model_states_bytes(self) -> float:
@@ -369,14 +374,14 @@ class MemoryBreakdown:
         """True if total <= capacity; None when no GPU was given."""
         if self.capacity_bytes is None:
             return None
-        return self.total_bytes <= self.capacity_bytes
+        return self.total_bytes <= self.capacity_bytes - self.reserved_bytes
 
     @property
     def headroom_bytes(self) -> float | None:
         """capacity - total: positive is free memory, negative is the overflow."""
         if self.capacity_bytes is None:
             return None
-        return self.capacity_bytes - self.total_bytes
+        return self.capacity_bytes - self.reserved_bytes - self.total_bytes
 
     # Quantities for display
     weights = gigabytes_property("weights_bytes")
@@ -399,6 +404,8 @@ class MemoryBreakdown:
         if self.capacity_bytes is None:
             return ""
         gpu = f" of {self.gpu_name}" if self.gpu_name else ""
+        if self.reserved_bytes:
+            gpu += f" less {format_bytes(self.reserved_bytes)} reserved"
         if self.fits:
             return f"fits the {format_bytes(self.capacity_bytes)}{gpu}, {format_bytes(self.headroom_bytes)} free"
         return f"does not fit: {format_bytes(-self.headroom_bytes)} over the {format_bytes(self.capacity_bytes)}{gpu}"
@@ -429,6 +436,7 @@ class MemoryBreakdown:
             "fits": self.fits,
             "gpu": self.gpu_name,
             "activations_counted": self.activations_counted,
+            "reserved_bytes": self.reserved_bytes,
             **self.config,
         }
 
@@ -484,7 +492,8 @@ def training_memory(
 
     Model states from model_state_bytes; activations = activation_bytes_per_layer x
     ceil(layers / pp) x in-flight microbatches (default pp: the first stage of a 1F1B
-    pipeline holds pp microbatches, Korthikanti et al. 2022 Sec. 4.2.3). A bare parameter
+    pipeline holds pp microbatches, Korthikanti et al. 2022 Sec. 4.2.3; a fraction is allowed, e.g. the
+    interleaved schedule's p (1 + (p - 1) / (p v)), pipeline.in_flight_array). A bare parameter
     count has no layer shapes, so its activations are not counted (and flagged), as with
     count_activations=False.
     Embedding and output-layer (logit) buffers are not counted.
@@ -499,6 +508,9 @@ def training_memory(
     activations    17.2 GB
     total          54.3 GB
     fits the 80 GB of h100-sxm, 25.7 GB free
+    >>> bd = training_memory('llama2-7b', tp=8, pp=4, recompute='selective', in_flight_microbatches=4.75)
+    >>> bd.activations_bytes  # 4096 tokens x (4h x 2 B + ((4h) x 2 B + 3 x 11008 x 2 B) / 8) x 8 layers x 4.75
+    7022837760.0
     """
     if isinstance(model, str):
         from . import models
@@ -512,7 +524,10 @@ def training_memory(
     has_shape = hasattr(model, "layers") and flag(count_activations, "count_activations")
     if has_shape:
         stage_layers = layers_per_stage(model.layers, pp)
-        in_flight = pp if in_flight_microbatches is None else positive_int(in_flight_microbatches, "in_flight_microbatches")
+        # a fraction is allowed: the interleaved schedule's first stage holds p (1 + (p - 1) / (p v)) on average
+        in_flight = pp if in_flight_microbatches is None else positive(in_flight_microbatches, "", "in_flight_microbatches")
+        if in_flight > MAX_IN_FLIGHT:
+            raise ConfigurationError(f"in_flight_microbatches={in_flight:g} must be at most {MAX_IN_FLIGHT:,}")
         per_layer = activation_bytes_per_layer(
             model, micro_batch_size, seq_len, tp, sequence_parallel, mode, recipe
         )

@@ -50,6 +50,7 @@ __all__ = [
     "RankLayout",
     "parse_order",
     "layout",
+    "expert_layout",
 ]
 
 #: The parallel dimensions, by their Megatron-LM abbreviations.
@@ -430,3 +431,42 @@ def layout(gpus=None, *, tp=1, pp=1, dp=None, cp=1, ep=1, order=DEFAULT_ORDER, g
             f"dp={dp} with {expr} makes {dp * model} GPUs, not gpus={n}; leave dp out to derive it"
         )
     return RankLayout(tp=tp, cp=cp, ep=ep, dp=dp, pp=pp, order=order, gpus_per_node=gpus_per_node)
+
+
+def expert_layout(gpus, *, tp=1, pp=1, cp=1, ep=1, etp=None, order=DEFAULT_ORDER, gpus_per_node=8) -> RankLayout:
+    """The rank layout of the expert (MoE) layers: Megatron-LM's second rank generator.
+
+    Megatron-LM (megatron/core/parallel_state.py, initialize_model_parallel) lays the expert layers out
+    on the same ranks with their own sizes: tp = etp (expert tensor parallelism, default the dense tp),
+    ep, dp = edp = gpus / (etp x ep x pp), pp, cp = 1, in the same order string. Its groups are the expert
+    groups: groups('ep') the expert-parallel groups (the all-to-all), groups('tp') expert TP, groups('dp')
+    expert data parallelism (the expert gradients' reduction). Megatron requires the pipeline groups of
+    both layouts to be equal, and, unless the order ends with pp, equal data-parallel degrees; both are
+    checked here. Lesson 10 §6.
+
+    >>> e = expert_layout(16, tp=2, ep=4, etp=1)  # attention TP 2, experts over 4 GPUs, no expert TP
+    >>> e.group_of(0, 'ep'), e.group_of(0, 'dp')
+    ([0, 1, 2, 3], [0, 4, 8, 12])
+    """
+    n = positive_int(gpus, "gpus")
+    dense = layout(n, tp=tp, pp=pp, cp=cp, order=order, gpus_per_node=gpus_per_node)
+    etp = dense.tp if etp is None else positive_int(etp, "etp")
+    ep = positive_int(ep, "ep")
+    size = etp * ep * dense.pp
+    if n % size:
+        raise ConfigurationError(
+            f"etp x ep x pp = {etp} x {ep} x {dense.pp} = {size} does not divide gpus={n}: the expert data-parallel "
+            f"degree gpus / (etp x ep x pp) must be a whole number"
+        )
+    experts = RankLayout(tp=etp, ep=ep, dp=n // size, pp=dense.pp, order=order, gpus_per_node=gpus_per_node)
+    if dense.pp > 1 and experts.order[-1] != "pp" and experts.dp != dense.dp:
+        raise ConfigurationError(
+            f"order {order!r} does not end with pp, so the expert layers need the dense data-parallel degree "
+            f"{dense.dp}, not {experts.dp} (Megatron-LM's rule); put pp last"
+        )
+    if not np.array_equal(experts.groups("pp"), dense.groups("pp")):
+        raise ConfigurationError(
+            f"with order {order!r} the expert layout's pipeline groups differ from the dense layout's "
+            f"(Megatron-LM requires them equal); put pp last, e.g. {DEFAULT_ORDER!r}"
+        )
+    return experts

@@ -26,11 +26,12 @@ from typing import Optional
 
 from ._arguments import divisors
 from ._catalog import lookup
-from .errors import ConfigurationError
+from .errors import ConfigurationError, UnknownNameError
 from .units import positive_int
 
 __all__ = [
     "NORMS",
+    "RopeScaling",
     "TransformerModel",
     "megatron_parameter_count",
     "MODELS",
@@ -63,6 +64,44 @@ def _flag(value, name: str) -> bool:
     return value
 
 
+def _positive_number(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
+        raise ConfigurationError(f"{name}={value!r} must be a positive finite number")
+    return float(value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RopeScaling:
+    """Llama 3.1's RoPE frequency scaling: the "rope_scaling" block of a Hugging Face config.json with
+    "rope_type": "llama3". Rotary wavelengths longer than original_max_position_embeddings / low_freq_factor
+    are divided by factor, those shorter than original / high_freq_factor are kept, and the band between is
+    interpolated (Meta's llama-models reference code, apply_scaling; the same rule in Megatron-LM's
+    RotaryEmbedding._apply_scaling and torchtitan's llama3 precompute_freqs_cis). It changes no parameter
+    count: it is recorded so that an export builds the same model (distlab.export). Lesson 7 §7.
+
+    >>> RopeScaling().factor  # Llama 3.1's config.json: factor 8.0, low 1.0, high 4.0, original 8192
+    8.0
+    """
+
+    kind: str = "llama3"
+    factor: float = 8.0
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    original_max_position_embeddings: int = 8192
+
+    def __post_init__(self):
+        set_ = lambda field, value: object.__setattr__(self, field, value)  # noqa: E731 (frozen)
+        if self.kind != "llama3":
+            raise ConfigurationError(f"rope scaling kind={self.kind!r}; valid: llama3")
+        for field in ("factor", "low_freq_factor", "high_freq_factor"):
+            set_(field, _positive_number(getattr(self, field), field))
+        if self.high_freq_factor <= self.low_freq_factor:
+            raise ConfigurationError(f"high_freq_factor={self.high_freq_factor:g} must exceed "
+                                     f"low_freq_factor={self.low_freq_factor:g}")
+        set_("original_max_position_embeddings",
+             positive_int(self.original_max_position_embeddings, "original_max_position_embeddings"))
+
+
 @dataclass(frozen=True, kw_only=True)
 class TransformerModel:
     """A decoder-only transformer, described by the sizes that fix its weights.
@@ -82,6 +121,9 @@ class TransformerModel:
         norm:                "layernorm" (weight + bias) or "rmsnorm" (weight only)
         biases:              linear layers carry biases (GPT-2/3, Megatron); Llama: none
         position_embeddings: learned position embeddings (rows); 0 for rotary (RoPE)
+        rope_theta:          the rotary base of RoPE ("rope_theta" in config.json: Llama 2 10,000,
+                             Llama 3 and 3.1 500,000); None when not recorded or with learned positions
+        rope_scaling:        a RopeScaling (Llama 3.1's "llama3" frequency scaling) or None (no scaling)
         seq_len:             default training context s in tokens
         dropout:             dropout layers present in training (GPT-3/Megatron: True;
                              Llama: False); used by activation memory
@@ -101,6 +143,8 @@ class TransformerModel:
     norm: str = "layernorm"
     biases: bool = False
     position_embeddings: int = 0
+    rope_theta: Optional[float] = None
+    rope_scaling: Optional[RopeScaling] = None
     seq_len: int = 2048
     dropout: bool = False
     published_params: Optional[float] = None
@@ -144,6 +188,17 @@ class TransformerModel:
                 f"seq_len={self.seq_len} exceeds position_embeddings={self.position_embeddings} "
                 f"(a learned position per token); valid seq_len: 1 to {self.position_embeddings}"
             )
+        if self.rope_theta is not None:
+            set_("rope_theta", _positive_number(self.rope_theta, "rope_theta"))
+        if self.rope_scaling is not None and not isinstance(self.rope_scaling, RopeScaling):
+            raise ConfigurationError(f"rope_scaling={self.rope_scaling!r} must be a distlab.models.RopeScaling or None")
+        if self.position_embeddings and (self.rope_theta is not None or self.rope_scaling is not None):
+            raise ConfigurationError(
+                f"position_embeddings={self.position_embeddings} (learned positions) with rope_theta or rope_scaling: "
+                f"a model has learned positions or rotary ones; set position_embeddings=0 for RoPE"
+            )
+        if self.rope_scaling is not None and self.rope_theta is None:
+            raise ConfigurationError("rope_scaling needs the rotary base rope_theta")
         pub = self.published_params
         if pub is not None:
             if isinstance(pub, bool) or not isinstance(pub, numbers.Real) or not math.isfinite(pub) or pub <= 0:
@@ -251,15 +306,26 @@ _LLAMA = dict(
     position_embeddings=0, dropout=False,
 )
 
+#: Rotary settings from the models' Hugging Face config.json files: Llama 2 "rope_theta": 10000.0 with
+#: "rope_scaling": null (the RoPE base of Su et al. 2021); Llama 3 "rope_theta": 500000.0, no scaling (Llama Team
+#: 2024, Sec. 3.2.1: RoPE base frequency raised to 500,000); Llama 3.1 "rope_theta": 500000.0 and "rope_scaling":
+#: {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+#: "original_max_position_embeddings": 8192}.
+_LLAMA2_ROPE = dict(rope_theta=10000.0, rope_scaling=None)
+_LLAMA31_ROPE = dict(rope_theta=500000.0, rope_scaling=RopeScaling())
+
 _LLAMA2_SRC = (
     "Touvron et al. 2023, 'Llama 2: Open Foundation and Fine-Tuned Chat Models', Table 1 "
     "(sizes, 4k context, GQA for 70B only); Hugging Face meta-llama/Llama-2-{size}-hf config.json "
+    "(rope_theta 10000.0, rope_scaling null) "
     "and Meta's reference code (FFN = multiple_of-rounded 2/3 x 4h{mult}). "
 )
 _LLAMA31_SRC = (
     "Llama Team 2024, 'The Llama 3 Herd of Models', Table 3 (layers, width, FFN, heads, 8 KV heads); "
     "Meta llama-models sku_list.py and Hugging Face meta-llama/Llama-3.1-{size} config.json "
-    "(vocab_size 128256, intermediate_size {ffn}, tie_word_embeddings false). seq_len 8192 is the "
+    "(vocab_size 128256, intermediate_size {ffn}, tie_word_embeddings false, rope_theta 500000.0, rope_scaling "
+    "rope_type llama3 with factor 8.0, low_freq_factor 1.0, high_freq_factor 4.0, "
+    "original_max_position_embeddings 8192). seq_len 8192 is the "
     "pre-training context (Sec. 3.4); long-context training later extends it to 128K. "
 )
 
@@ -278,33 +344,33 @@ _GPT3_175B = TransformerModel(
 _LLAMA_ENTRIES = [
     TransformerModel(
         name="llama2-7b", layers=32, hidden=4096, heads=32, ffn=11008, vocab=32000, seq_len=4096,
-        published_params=6_738_415_616, **_LLAMA,
+        published_params=6_738_415_616, **_LLAMA, **_LLAMA2_ROPE,
         source=_LLAMA2_SRC.format(size="7b", mult="") + "6,738,415,616 parameters as counted by "
         "Hugging Face transformers (model card: 7B).",
     ),
     TransformerModel(
         name="llama2-13b", layers=40, hidden=5120, heads=40, ffn=13824, vocab=32000, seq_len=4096,
-        published_params=13.02e9, **_LLAMA,
+        published_params=13.02e9, **_LLAMA, **_LLAMA2_ROPE,
         source=_LLAMA2_SRC.format(size="13b", mult="") + "13.02B parameters on Hugging Face (model card: 13B).",
     ),
     TransformerModel(
         name="llama2-70b", layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=32000,
-        seq_len=4096, published_params=68.98e9, **_LLAMA,
+        seq_len=4096, published_params=68.98e9, **_LLAMA, **_LLAMA2_ROPE,
         source=_LLAMA2_SRC.format(size="70b", mult=" x 1.3") + "68.98B parameters on Hugging Face (model card: 70B).",
     ),
     TransformerModel(
         name="llama3.1-8b", layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=128256,
-        seq_len=8192, published_params=8_030_261_248, **_LLAMA,
+        seq_len=8192, published_params=8_030_261_248, **_LLAMA, **_LLAMA31_ROPE,
         source=_LLAMA31_SRC.format(size="8B", ffn=14336) + "8,030,261,248 parameters on Hugging Face.",
     ),
     TransformerModel(
         name="llama3.1-70b", layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=128256,
-        seq_len=8192, published_params=70.55e9, **_LLAMA,
+        seq_len=8192, published_params=70.55e9, **_LLAMA, **_LLAMA31_ROPE,
         source=_LLAMA31_SRC.format(size="70B", ffn=28672) + "70.55B parameters on Hugging Face.",
     ),
     TransformerModel(
         name="llama3.1-405b", layers=126, hidden=16384, heads=128, kv_heads=8, ffn=53248, vocab=128256,
-        seq_len=8192, published_params=405.85e9, **_LLAMA,
+        seq_len=8192, published_params=405.85e9, **_LLAMA, **_LLAMA31_ROPE,
         source=_LLAMA31_SRC.format(size="405B", ffn=53248) + "405.85B parameters on Hugging Face.",
     ),
 ]
@@ -362,4 +428,11 @@ def model(name) -> TransformerModel:
     """
     if isinstance(name, TransformerModel):
         return name
+    if isinstance(name, str):
+        from .moe.catalog import MOE_MODELS
+
+        if name.strip().lower() in MOE_MODELS:
+            raise UnknownNameError(f"{name.strip().lower()!r} is a mixture-of-experts model: its experts are counted "
+                                   f"by distlab.moe (moe.model, moe.expert_parallel_memory, moe.moe_step_flops), "
+                                   f"not by the dense formulas")
     return lookup(MODELS, name, "model")

@@ -11,26 +11,36 @@ is priced by distlab.training.step_model_array, the same core as training.estima
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ._arguments import as_cluster, divisors
-from . import flops, memory, models, training
+from . import flops, memory, memory_recipes, models, training
 from .errors import ConfigurationError
+from ._arguments import whole_number
 from .mesh import MAX_WORLD_SIZE
-from .units import positive_int
+from .units import non_negative, positive_int
 
 __all__ = [
     "COLUMNS",
+    "CP_MIN_CHUNK",
+    "COMPONENTS",
+    "DecidingAssumption",
     "Plan",
     "enumerate_configurations",
+    "error_band_percent",
     "plan",
 ]
 
 COLUMNS = ("dp", "tp", "pp", "chunks", "micro_batch_size", "zero", "recompute_code", "sequence_parallel",
-           "schedule_code")
+           "schedule_code", "cp")
+#: Context parallelism is searched only while each GPU keeps at least this many tokens of a sequence: below it
+#: the attention on a chunk no longer hides the ring's K/V traffic on a fabric (production.ring_attention_step's
+#: crossover is a few thousand tokens per GPU on InfiniBand NDR; Lesson 8 §4).
+CP_MIN_CHUNK = 4096
 
 
 @dataclass(frozen=True)
@@ -86,17 +96,89 @@ class Plan:
         position = {int(i): r for r, i in enumerate(self.order)}
         return [self.row(position[int(i)]) for i in front]
 
-    def table(self, k: int = 10) -> str:
-        lines = [f"{'dp':>4} {'tp':>3} {'pp':>3} {'v':>2} {'mbs':>4} {'m':>5} {'zero':>4} {'recompute':>9} {'sp':>3} "
-                 f"{'step':>9} {'MFU':>6} {'mem/GPU':>9} fits"]
+    def table(self, k: int = 10, ties: bool = False) -> str:
+        """The first k rows of the ranking. ties=True adds a first column '≈' marking the feasible rows whose step
+        time lies within the model's error band of the fastest's (tie_count(0) of them; error_band_percent())."""
+        mark = ties
+        tied = self.tie_count(0) if mark and self.feasible_count else 0
+        lines = [("≈ " if mark else "") +
+                 f"{'dp':>4} {'tp':>3} {'cp':>3} {'pp':>3} {'v':>2} {'mbs':>4} {'m':>5} {'zero':>4} {'recompute':>9} "
+                 f"{'sp':>3} {'step':>9} {'MFU':>6} {'mem/GPU':>9} fits"]
         from .units import format_bytes, format_seconds
 
-        for r in self.top(k):
-            lines.append(f"{r['dp']:>4} {r['tp']:>3} {r['pp']:>3} {r['chunks']:>2} {r['micro_batch_size']:>4} "
+        for rank, r in enumerate(self.top(k)):
+            lines.append(("" if not mark else "≈ " if rank < tied else "  ") +
+                         f"{r['dp']:>4} {r['tp']:>3} {r['cp']:>3} {r['pp']:>3} {r['chunks']:>2} {r['micro_batch_size']:>4} "
                          f"{r['microbatches']:>5} {r['zero']:>4} {r['recompute']:>9} {'yes' if r['sequence_parallel'] else 'no':>3} "
                          f"{format_seconds(r['step_time_s']):>9} {100 * r['mfu']:5.1f}% {format_bytes(r['memory_per_gpu_bytes']):>9} "
                          f"{'yes' if r['fits'] else 'NO'}")
         return "\n".join(lines)
+
+    def _rank(self, rank, name: str = "rank") -> int:
+        return whole_number(rank, name, 0, len(self) - 1)
+
+    def _feasible_rank(self, rank, name: str = "rank") -> int:
+        if self.feasible_count == 0:
+            raise ConfigurationError(f"no configuration of {self.model_name} on {self.gpus} GPUs fits, so none ties")
+        return whole_number(rank, f"{name} (a feasible row)", 0, self.feasible_count - 1)
+
+    def _tie_range(self, rank: int, band_percent) -> tuple[int, int]:
+        band = error_band_percent() if band_percent is None else non_negative(band_percent, "", "band_percent")
+        # feasible rows come first, sorted by step time: the ties of a row are one contiguous run of ranks
+        times = self.results["step_time_s"][self.order[: self.feasible_count]]
+        t = times[rank]
+        within = np.flatnonzero(np.abs(times - t) <= band / 100.0 * t)  # contiguous: times are sorted
+        return int(within[0]), int(within[-1]) + 1
+
+    def tie_count(self, rank=0, band_percent=None) -> int:
+        """How many feasible configurations (the row itself included) lie within the error band of row `rank`'s
+        step time: |t - t_rank| <= band / 100 x t_rank (band: error_band_percent(), or band_percent).
+        Lesson 7 §8."""
+        lo, hi = self._tie_range(self._feasible_rank(rank), band_percent)
+        return hi - lo
+
+    def ties(self, rank=0, band_percent=None, k=None) -> list[dict]:
+        """The feasible configurations whose step time lies within the model's error band of row `rank`'s,
+        |t - t_rank| <= band / 100 x t_rank, in rank order (the row itself included; at most k of them).
+        The model cannot tell them apart: their order is decided by an assumption (deciding_assumption),
+        not by the data. band: error_band_percent() (the validation set's mean |step-time error|), or
+        band_percent. Lesson 7 §8.
+
+        >>> p = plan('llama2-7b', 'dgx-h100', nodes=2, global_batch=64)
+        >>> ties = p.ties(0)  # the fastest and every feasible row within the band of it: a prefix of the ranking
+        >>> ties == p.top(len(ties)) and len(ties) == p.tie_count(0)
+        True
+        """
+        lo, hi = self._tie_range(self._feasible_rank(rank), band_percent)
+        if k is not None:
+            hi = min(hi, lo + whole_number(k, "k", 0, len(self)))
+        return [self.row(r) for r in range(lo, hi)]
+
+    def deciding_assumption(self, a=0, b=1) -> "DecidingAssumption":
+        """Which modelling assumption decides between the configurations ranked a and b: of their step-time
+        components (COMPONENTS; differences b minus a, summing to the step-time difference) and the
+        data-parallel traffic the model prices as hidden behind compute (dp_comm - dp_exposed: free in the
+        step time, and the full amount if the overlap assumption fails), the one whose difference is the
+        largest in size, with the assumption behind it. Lesson 7 §8.
+
+        >>> p = plan('llama2-7b', 'dgx-h100', nodes=2, global_batch=64)
+        >>> d = p.deciding_assumption(0, 1)
+        >>> abs(sum(d.differences_s.values()) - d.step_time_difference_s) < 1e-12  # step time = sum of components
+        True
+        """
+        ia, ib = (int(self.order[self._rank(r, n)]) for r, n in ((a, "a"), (b, "b")))
+        res = self.results
+        diffs = {name: float(res[key][ib] - res[key][ia]) for key, (name, _) in COMPONENTS.items()}
+        hidden = [float(res["dp_comm_s"][i] - res["dp_exposed_s"][i]) for i in (ia, ib)]
+        at_stake = {**diffs, HIDDEN_DP[0]: hidden[1] - hidden[0]}
+        name = max(at_stake, key=lambda c: abs(at_stake[c]))
+        assumption = dict((*COMPONENTS.values(), HIDDEN_DP))[name]
+        if name == "compute" and self.extra.get("calibrated") is False:
+            assumption = FIXED_COMPUTE_ASSUMPTION
+        return DecidingAssumption(component=name, assumption=assumption, difference_s=at_stake[name],
+                                  step_time_difference_s=float(res["step_time_s"][ib] - res["step_time_s"][ia]),
+                                  differences_s=diffs, hidden_dp_s=(hidden[0], hidden[1]),
+                                  memory_difference_bytes=float(res["memory_bytes"][ib] - res["memory_bytes"][ia]))
 
     def summary(self) -> str:
         rejected = ", ".join(f"{n} {why}" for why, n in self.rejected.items() if n)
@@ -104,47 +186,119 @@ class Plan:
                 f"{self.feasible_count} fit in memory" + (f"; not evaluated: {rejected}" if rejected else ""))
 
 
+#: The step-time components of Plan.results (training.step_model_array), each with its name and the modelling
+#: assumption that prices it (Lesson 7 §1-§3, §8). deciding_assumption names the one that separates two rows most.
+COMPONENTS = {
+    "compute_s": ("compute", "the calibrated matmul efficiency and element-wise memory traffic (distlab.efficiency), "
+                             "what recomputation re-runs, and the logits charged to the busiest pipeline stage"),
+    "tp_comm_s": ("TP communication", "TP communication sits on the critical path (overlapped with the matmuls only "
+                                      "with tp_overlap, which the planner does not search)"),
+    "cp_comm_s": ("CP communication (exposed)", "ring attention's K/V transfers hide under the attention core they "
+                                                "overlap; only the excess is exposed"),
+    "bubble_s": ("pipeline bubble", "the pipeline schedule and microbatch count (bubble (p - 1) / (v m) of the "
+                                    "busiest stage's time)"),
+    "p2p_s": ("pipeline p2p", "only the fill and drain sends of the pipeline are exposed (steady-state sends hide "
+                              "behind compute)"),
+    "dp_exposed_s": ("exposed DP communication", "how much of the data-parallel traffic hides behind compute "
+                                                 "(the gradient reduction behind the backward, ZeRO's parameter "
+                                                 "gathers behind the forward; ZeRO-3 layer by layer with one layer "
+                                                 "of prefetch)"),
+    "optimizer_s": ("optimizer step", "the optimizer step is memory-bound at HBM bandwidth"),
+}
+#: The data-parallel traffic the step model prices as hidden behind compute (dp_comm_s - dp_exposed_s): zero in
+#: the step time, so only its size says how much rests on the overlap assumption.
+HIDDEN_DP = ("DP communication priced as hidden", COMPONENTS["dp_exposed_s"][1])
+FIXED_COMPUTE_ASSUMPTION = "the fixed matmul efficiency (every FLOP at one share of peak; efficiency=None calibrates it)"
+
+
+@dataclass(frozen=True)
+class DecidingAssumption:
+    """Plan.deciding_assumption's answer: the component separating two configurations most, its assumption,
+    its difference (second minus first, s), the step-time difference, every step-time component's difference,
+    the DP traffic each prices as hidden (first, second; s), and the difference in memory per GPU (bytes)."""
+
+    component: str
+    assumption: str
+    difference_s: float
+    step_time_difference_s: float
+    differences_s: dict
+    hidden_dp_s: tuple
+    memory_difference_bytes: float
+
+    def text(self) -> str:
+        from .units import format_bytes, format_seconds
+
+        sign = "+" if self.difference_s >= 0 else "-"
+        more = "more" if self.memory_difference_bytes >= 0 else "less"
+        return (f"{self.component} differs most ({sign}{format_seconds(abs(self.difference_s))}, second minus first); "
+                f"it rests on: {self.assumption}. The second needs "
+                f"{format_bytes(abs(self.memory_difference_bytes))} {more} memory per GPU")
+
+
+@functools.lru_cache(maxsize=1)
+def error_band_percent() -> float:
+    """The step model's error band in %: the mean |step-time error| of training.estimate() out of the box (the
+    calibrated compute model) on the validation set of distlab.validation, published runs the model never saw
+    and was never fitted to. Two configurations whose predicted step times lie within it of each other are a
+    tie. Computed once per process (validation.compare), then cached. Lesson 7 §8.
+
+    >>> from distlab import validation
+    >>> error_band_percent() == validation.compare("validation").summary["validation"]["mean_abs_error_percent"]
+    True
+    """
+    from . import validation
+
+    return float(validation.compare("validation").summary["validation"]["mean_abs_error_percent"])
+
+
 #: Most configurations one plan prices (vectorised, about a second; 64 GPUs of llama2-7b give ~20,000).
 MAX_CONFIGURATIONS = 2**20
 
 
-def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch: int) -> tuple[dict, dict]:
-    """All valid configurations as NumPy columns, and the counts of candidates rejected and why.
+def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch: int,
+                             seq_len: int | None = None) -> tuple[dict, dict]:
+    """All valid configurations as NumPy columns, and the counts of candidates rejected and why. With seq_len,
+    context parallelism cp (a power of two splitting the sequence into 2 cp chunks of >= CP_MIN_CHUNK / 2 tokens)
+    is searched too.
 
     Lesson 7 §5.
 
     >>> from distlab import models
     >>> columns, rejected = enumerate_configurations(models.model('llama2-7b'), 16, 8, 64)
     >>> len(columns['dp']), rejected['interleaving not possible']
-    (5388, 935)
+    (10884, 682)
     """
     model = models.model(model)
     gpus = positive_int(gpus, "gpus", high=MAX_WORLD_SIZE)
     gpus_per_node = positive_int(gpus_per_node, "gpus_per_node", high=MAX_WORLD_SIZE)
-    global_batch = training.batch_and_sequence(global_batch, 1)[0]
+    global_batch = training.batch_and_sequence(global_batch, 1 if seq_len is None else seq_len)[0]
+    seq_len = None if seq_len is None else training.batch_and_sequence(1, seq_len)[1]
     rejected = {"tp not dividing the heads": 0, "batch not divisible by dp": 0, "interleaving not possible": 0}
     rows = []
     for tp in divisors(gpus_per_node):
         if model.heads % tp:
             rejected["tp not dividing the heads"] += 1
             continue
-        for pp in divisors(gpus // tp) if gpus % tp == 0 else []:
+        for pp, cp in ((pp, cp) for pp in (divisors(gpus // tp) if gpus % tp == 0 else [])
+                       for cp in (1, 2, 4, 8, 16, 32, 64)
+                       if cp == 1 or (seq_len is not None and (gpus // (tp * pp)) % cp == 0
+                                      and seq_len % (2 * cp) == 0 and seq_len // cp >= CP_MIN_CHUNK)):
             if pp > model.layers:
                 continue
-            dp = gpus // (tp * pp)
+            dp = gpus // (tp * pp * cp)
             if global_batch % dp:
                 rejected["batch not divisible by dp"] += 1
                 continue
             for b in divisors(global_batch // dp):
                 m = global_batch // (dp * b)
                 for v in range(1, model.layers // pp + 1):
-                    if v > 1 and (pp == 1 or model.layers % (pp * v) or m % pp):
+                    if v > 1 and (pp == 1 or model.layers < pp * v or m % pp):
                         rejected["interleaving not possible"] += 1
                         continue
                     schedules = (2,) if v > 1 else ((0, 1) if pp > 1 else (1,))  # gpipe, 1f1b, interleaved
                     for schedule, zero, code, sp in itertools.product(schedules, range(4), range(3),
                                                                       (False, True) if tp > 1 else (False,)):
-                        rows.append((dp, tp, pp, v, b, zero, code, sp, schedule))
+                        rows.append((dp, tp, pp, v, b, zero, code, sp, schedule, cp))
             if len(rows) > MAX_CONFIGURATIONS:
                 raise ConfigurationError(f"{model.name} on {gpus:,} GPUs with global batch {global_batch:,} has more "
                                          f"than {MAX_CONFIGURATIONS:,} configurations to price; plan a smaller case")
@@ -154,34 +308,43 @@ def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch:
     return {name: data[:, i] for i, name in enumerate(COLUMNS)}, rejected
 
 
-def plan(model, cluster, *, global_batch, seq_len=None, precision="mixed", efficiency=0.5, fabric=None,
-         nodes=None) -> Plan:
+def plan(model, cluster, *, global_batch, seq_len=None, precision="mixed", efficiency=None, fabric=None,
+         nodes=None, attention="flash", memory_recipe="zero-paper") -> Plan:
     """Evaluate every valid configuration; rank feasible ones first, then by step time.
 
-    Lesson 7 §5 (search every valid configuration).
+    efficiency, attention and memory_recipe as in training.estimate (None: the calibrated compute model of
+    distlab.efficiency; a number: every FLOP at that share of peak); only the ZeRO stages the memory recipe's
+    engine runs are searched. Lesson 7 §5 (search every valid
+    configuration).
 
     >>> p = plan('llama2-7b', 'dgx-h100', nodes=2, global_batch=64)
     >>> p.gpus, len(p.order)  # every configuration enumerate_configurations lists is priced
-    (16, 5388)
+    (16, 10884)
     """
     model = models.model(model)
     cl = as_cluster(cluster, nodes, fabric)
     batch, s, _ = training.batch_and_sequence(global_batch, seq_len if seq_len is not None else model.seq_len)
-    eff = training.check_fraction(efficiency, "efficiency")
+    compute = training.compute_model_for(cl, efficiency, attention)
     recipe = memory.precision_recipe(precision)
-    hw = training.hardware_arguments(cl, recipe)
+    hw = training.hardware_arguments(cl, recipe, achieved=compute.calibrated)
     peak = hw["peak_flops"]
-    cols, rejected = enumerate_configurations(model, cl.gpus, cl.node.gpus_per_node, batch)
+    mem_recipe = memory_recipes.memory_recipe(memory_recipe)
+    cols, rejected = enumerate_configurations(model, cl.gpus, cl.node.gpus_per_node, batch, s)
+    keep = np.isin(cols["zero"], mem_recipe.zero_stages)
+    if not keep.all():
+        rejected["ZeRO stage the engine does not run"] = int((~keep).sum())
+        cols = {name: column[keep] for name, column in cols.items()}
     out = training.step_model_array(
         model, **hw, global_batch=batch, seq_len=s,
         dp=cols["dp"], tp=cols["tp"], pp=cols["pp"], chunks=cols["chunks"], micro_batch_size=cols["micro_batch_size"],
         zero=cols["zero"], recompute_code=cols["recompute_code"], sequence_parallel=cols["sequence_parallel"],
-        schedule_code=cols["schedule_code"], efficiency=eff)
+        schedule_code=cols["schedule_code"], **training.compute_arguments(compute), memory_recipe=mem_recipe,
+        cp=cols["cp"])
     # MFU by PaLM's definition (distlab.flops: weights, attention, logits; no recomputation), as estimate()
     out["mfu"] = flops.step_flops(model, batch, s).model_flops / (out["step_time_s"] * cl.gpus * peak)
-    fits = out["memory_bytes"] <= cl.accelerator.memory_bytes
+    fits = out["memory_bytes"] <= cl.accelerator.memory_bytes - mem_recipe.reserve_bytes
     fills = ~((cols["pp"] > 1) & (out["microbatches"] < cols["pp"]))
     feasible = fits & fills
     order = np.lexsort((out["step_time_s"], ~feasible))
     return Plan(columns=cols, results=out, feasible=feasible, order=order, rejected=rejected, gpus=cl.gpus,
-                model_name=model.name)
+                model_name=model.name, extra={"calibrated": compute.calibrated})

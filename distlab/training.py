@@ -11,7 +11,7 @@ Throughput = global batch / step time.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,9 +20,10 @@ from ._arguments import (broadcasting, RECOMPUTE_MODES, as_cluster, code_array, 
 from .errors import ConfigurationError
 from .flops import (TRAINING_PASSES, layer_forward_flops_array, logit_forward_flops_array,
                     recomputed_forward_flops_array, step_flops)
+from .units import FLOP_PER_SECOND, SECONDS, format_bytes, format_seconds, non_negative, positive, positive_int
+
 if TYPE_CHECKING:
     from .memory import MemoryBreakdown
-from .units import FLOP_PER_SECOND, SECONDS, format_bytes, format_seconds, non_negative, positive, positive_int
 
 __all__ = [
     "FLOPS_PER_PARAM_TOKEN",
@@ -47,6 +48,8 @@ __all__ = [
     "StepEstimate",
     "hardware_arguments",
     "estimate",
+    "compute_model_for",
+    "compute_arguments",
     # the OOM triage, moved to distlab.triage; still importable from here (see __getattr__ below)
     "TRIAGE_ORDER",
     "TriageStep",
@@ -294,16 +297,24 @@ def pipeline_crossings_array(pp, stride, gpus_per_node):
         raise ConfigurationError(f"pp={top:,} stages is more than {MAX_STAGES:,}")
     if top <= 1:
         return np.zeros(np.broadcast(pp, w).shape) if np.ndim(pp) or np.ndim(w) else 0.0
-    b = np.arange(1, top, dtype=float).reshape((-1,) + (1,) * np.broadcast(pp, w).ndim)
-    cross = (w >= g) | (np.floor((b - 1) * w / g) != np.floor(((b + 1) * w - 1) / g))
-    count = np.sum(cross & (b < pp), axis=0).astype(float)
+    shape = np.broadcast(pp, w).shape
+    # the planner's columns repeat a few (pp, stride) pairs many times: count each distinct pair once
+    flat_pp, flat_w = np.broadcast_to(pp, shape).ravel(), np.broadcast_to(w, shape).ravel()
+    span = float(np.max(flat_w)) + 1.0
+    keys, first, inverse = np.unique(flat_pp * span + flat_w, return_index=True, return_inverse=True)
+    upp, uw = flat_pp[first], flat_w[first]
+    b = np.arange(1, top, dtype=float)[:, None]
+    cross = (uw >= g) | (np.floor((b - 1) * uw / g) != np.floor(((b + 1) * uw - 1) / g))
+    count = np.sum(cross & (b < upp), axis=0).astype(float)[np.ravel(inverse)].reshape(shape)
     return float(count) if np.ndim(count) == 0 else count
 
 
 @broadcasting
 def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, inter_lat, peak_flops, hbm_bandwidth,
                      recipe, global_batch, seq_len, dp, tp, pp, chunks, micro_batch_size, zero, recompute_code,
-                     sequence_parallel, schedule_code, efficiency, bucket_bytes=None, cross_rail_bw=None) -> dict:
+                     sequence_parallel, schedule_code, efficiency, bucket_bytes=None, cross_rail_bw=None,
+                     attention_efficiency=None, flash_attention=False, memory_traffic=0.0, nvls_bw=None,
+                     tp_overlap=False, memory_recipe=None, cp=1, balance_stages=False) -> dict:
     """Per-step time components (s) and per-GPU memory (bytes) on the busiest (first) pipeline stage.
 
     compute    = m x t_mb, the busiest stage's compute per microbatch (distlab.flops, per token b s):
@@ -316,7 +327,9 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
                  the last stage, whose ceil(layers/pp) layers plus logits make it the slowest), and the
                  bubble below is priced with that same stage time
     tp_comm    = m x layers/stage x all-reduces x ring time of b s h e_msg over tp GPUs (4, or 6 with full
-                 recompute; distlab.tensor.tp_comm_time), on the critical path, never overlapped
+                 recompute; distlab.tensor.tp_comm_time), on the critical path; with tp_overlap and sequence
+                 parallelism (Transformer Engine's userbuffer overlap, Megatron-Core --tp-comm-overlap) only what
+                 exceeds the stage's matmul time, max(0, tp_comm - matmul time)
     bubble     = (pp - 1) / v x (per-microbatch stage time): the (p-1)/(v m) overhead on m microbatches
                  (distlab.pipeline.bubble_overhead_array; the simulator's bubble for uniform stages)
     p2p        = the 2 (pp v - 1) hops on the fill and drain path (a microbatch crosses every chunk
@@ -328,17 +341,22 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
                  tp x dp is a multiple of the node size (sender and receiver share a local rank) and at
                  cross_rail_bw (default inter_bw) otherwise; the v - 1 wrap-around hops of the interleaved
                  schedule (last stage to first) likewise. Steady-state transfers overlap with compute
-    dp_comm    = the data-parallel traffic of the step on the DP group's link (group_all_reduce_time_array).
-                 ZeRO-0/1/2: gradients accumulate locally over the m microbatches (DDP's no_sync, Megatron-LM's
-                 gradient accumulation) and one 2M gradient all-reduce (ZeRO-1/2: reduce-scatter + parameter
-                 all-gather, the same 2M) runs per step. ZeRO-3 (and FSDP) all-gathers the parameters in every
-                 microbatch's forward and again in its backward and reduce-scatters its gradients: 3M, 1.5
-                 all-reduces' worth, per MICROBATCH, m x 1.5 x all-reduce per step (Rajbhandari et al. 2020,
-                 Sec. 7.2.2)
+    dp_comm    = the data-parallel traffic of the step on the DP group's link (group_all_reduce_time_array; a
+                 reduce-scatter or all-gather is half a ring all-reduce). ZeRO-0: gradients accumulate locally
+                 (DDP's no_sync, Megatron-LM's gradient accumulation), one all-reduce per step. ZeRO-1 (Megatron's
+                 distributed optimizer): one reduce-scatter + one all-gather per step. ZeRO-2: a reduce-scatter
+                 every microbatch (sharded gradients cannot accumulate unsharded), one all-gather per step. ZeRO-3
+                 (FSDP): per microbatch and layer, an all-gather for the forward, another for the backward (and the
+                 recomputation in it; not for the last layer, kept unsharded), a reduce-scatter: (3 x layers - 1)
+                 x half an all-reduce of the layer's shard (Rajbhandari et al. 2020, Sec. 7.2.2: about 1.5
+                 all-reduces' worth), each paying its latency
     dp_exposed = what of it is left exposed, in DDP's 25 MiB buckets (distlab.dataparallel.
-                 exposed_communication_time): ZeRO-0/1/2 overlap their one all-reduce with the LAST
-                 microbatch's backward; ZeRO-3 overlaps each microbatch's 1.5 all-reduces with that
-                 microbatch's forward + backward compute (t_mb) and pays m x that exposed time. The
+                 exposed_communication_time): ZeRO-0 overlaps its all-reduce with the LAST microbatch's backward;
+                 ZeRO-1/2 their reduce-scatters with the backward of their microbatch and the all-gather with the
+                 next step's first forward (--overlap-grad-reduce / --overlap-param-gather); ZeRO-3 per
+                 microbatch, distlab.fsdp.layer_by_layer_exposed (one layer of prefetch on one communication
+                 stream, the first gather and the last reduce-scatter always exposed; the last layer is not
+                 gathered again for its backward, so 3 L - 1 collectives). The
                  inter-node phase runs at inter_bw when the groups' inter-node traffic joins equal local
                  ranks (equal_local_ranks_array), else at cross_rail_bw (every GPU of a node sends at
                  once: the full taper either way; for the flat ring of a group that splits unevenly over
@@ -346,8 +364,14 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     optimizer  = (2 x optimizer + gradient + weight bytes of the shard) / HBM bandwidth (memory-bound Adam)
     Memory: distlab.memory's array cores; in-flight microbatches on the first stage
     (distlab.pipeline.in_flight_array, the simulator's peak_in_flight): GPipe m, 1F1B min(p, m),
-    interleaved min(p (1 + (p-1)/(p v)), m) (Korthikanti et al. 2022, Sec. 4.2.3). Rank order tp-cp-ep-dp-pp: DP groups
-    have stride tp, pipeline neighbours stride tp x dp. Inputs are NumPy arrays, not validated. Lesson 7 §1.
+    interleaved min(p (1 + (p-1)/(p v)), m) (Korthikanti et al. 2022, Sec. 4.2.3). Rank order tp-cp-ep-dp-pp: the groups that
+    reduce gradients (the dp x cp ranks holding the same weights) have stride tp, pipeline neighbours stride
+    tp x cp x dp. Context parallelism (cp): every per-GPU count above is of s / cp tokens (attending to all s
+    keys) and the activations divide by cp; cp_comm = m x layers x max(0, ring attention's K/V traffic -
+    the attention core it overlaps), the ring's 3 (cp - 1) block transfers per layer (4 (cp - 1) with full
+    recomputation) of b (s/cp) 2 kv_dim e / tp bytes on NVLink when tp x cp fits a node, else the fabric
+    (Liu et al. 2023, Ring Attention; Megatron-Core context parallelism). Inputs are NumPy arrays, not
+    validated. Lesson 7 §1.
 
     Llama 2 7B on one DGX H100 node, dp 8, one 4,096-token sequence per GPU: 32 layers x 3 x (2 x 202,383,360
     + 4 x 4096 x 4096) + 3 x 2 x 4096 x 32,000 = 46.09 GFLOP per token (6 x 6.738e9 = 40.43 leaves attention
@@ -394,28 +418,83 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     e_msg = recipe.message_bytes
     m = np.asarray(global_batch, dtype=float) / (dp * b)
     full = code == 2
+    # context parallelism: each of the cp GPUs of a group holds s / cp of every sequence (its queries, attending
+    # to all s keys); the gradients are reduced, and ZeRO shards, over the dp x cp ranks holding the same weights
+    cp = np.asarray(cp, dtype=float)
+    dpc = dp * cp
 
-    layers_stage = np.ceil(model.layers / pp)
-    tokens_mb = b * s
+    # the busiest stage: ceil(layers / pp); interleaved, v chunks of ceil(layers / (pp v)) layers each
+    # (uneven chunks allowed: the longest chunk paces its stage)
+    layers_stage = np.where(v > 1, v * np.ceil(model.layers / (pp * v)), np.ceil(model.layers / pp))
+    first_layers = layers_stage  # the first stage's layers (its activations and, for engines, its weights)
+    logit_share = 1.0  # the logits charged to the pacing stage's microbatch
+    tokens_mb = b * s / cp
     width = float(model.heads * model.head_dim)
-    layer_fwd = layer_forward_flops_array(float(model.params_per_layer()), width, tokens_mb, s)
-    layer_again = recomputed_forward_flops_array(float(model.params_per_layer()), width, tokens_mb, s, code)
+    ppl = float(model.params_per_layer())
+    layer_fwd = layer_forward_flops_array(ppl, width, tokens_mb, s)
+    layer_again = recomputed_forward_flops_array(ppl, width, tokens_mb, s, code)
     logits_fwd = logit_forward_flops_array(h, float(model.vocab), tokens_mb)
-    stage_flops = layers_stage * (TRAINING_PASSES * layer_fwd + layer_again) + TRAINING_PASSES * logits_fwd
-    speed = tp * peak_flops * efficiency
-    t_mb = stage_flops / speed
+    if balance_stages:
+        # Llama 3's balancing (Dubey et al. 2024, Sec. 3.3.2): the first and last stage hold one layer fewer (for the
+        # embedding and the logits); the middle stages mid = ceil((L + 2) / pp) (v x ceil((L + 2) / (pp v)))
+        # layers. The pacing stage is a middle one unless the logits outweigh a layer
+        mid = np.where(v > 1, v * np.ceil((model.layers + 2.0) / (pp * v)), np.ceil((model.layers + 2.0) / pp))
+        last_paces = logits_fwd > TRAINING_PASSES * layer_fwd + layer_again
+        balanced = pp > 2
+        layers_stage = np.where(balanced, np.where(last_paces, mid - 1.0, mid), layers_stage)
+        logit_share = np.where(balanced, np.where(last_paces, 1.0, 0.0), 1.0)
+        first_layers = np.where(balanced, mid - 1.0, first_layers)
+    stage_flops = (layers_stage * (TRAINING_PASSES * layer_fwd + layer_again)
+                   + logit_share * TRAINING_PASSES * logits_fwd)
+    # matmuls with the weights (and the logits) at matmul_efficiency; the attention core (QK^T, AV)
+    # at attention_efficiency; the memory-bound element-wise work priced by its HBM traffic
+    core_fwd = tokens_mb * 4.0 * s * width
+    core_again = np.where(code == 0, 0.0, core_fwd)
+    core_stage = layers_stage * (TRAINING_PASSES * core_fwd + core_again)
+    gemm_stage = stage_flops - core_stage
+    att_eff = efficiency if attention_efficiency is None else attention_efficiency
+    traffic_layer = memory.activation_bytes_per_layer_array(model, b, s, tp, sequence_parallel,
+                                                            np.where(flash_attention, 1, 0), e)
+    passes = TRAINING_PASSES + np.where(full, 1.0, 0.0)
+    traffic_stage = layers_stage * passes * memory_traffic * traffic_layer / cp
+    t_mb = (gemm_stage / (tp * peak_flops * efficiency) + core_stage / (tp * peak_flops * att_eff)
+            + traffic_stage / hbm_bandwidth)
     # the backward's share of t_mb (what the gradient all-reduce can hide behind): 2 forward passes + recompute
-    backward_share = (stage_flops - layers_stage * layer_fwd - logits_fwd) / stage_flops
-    tp_msg = tensor.tp_message_bytes(b, s, h, e_msg)
-    tp_mb = layers_stage * tensor.tp_comm_time(tp_msg, tp, intra_bw, intra_lat, np.where(full, 6, 4))
-    stage_mb = t_mb + tp_mb
+    backward_share = (stage_flops - layers_stage * layer_fwd - logit_share * logits_fwd) / stage_flops
+    tp_msg = tensor.tp_message_bytes(b, s, h, e_msg) / cp
+    # NCCL runs a TP all-reduce (no sequence parallelism) of >= NVLS_MIN_GPUS GPUs on NVLS where the node has it;
+    # sequence parallelism's reduce-scatter + all-gather stay on the ring
+    tp_bw = intra_bw
+    if nvls_bw is not None:
+        from .efficiency import NVLS_MIN_GPUS
+
+        tp_bw = np.where((tp >= NVLS_MIN_GPUS) & ~np.asarray(sequence_parallel, dtype=bool), nvls_bw, intra_bw)
+    tp_mb = layers_stage * tensor.tp_comm_time(tp_msg, tp, tp_bw, intra_lat, np.where(full, 6, 4))
+    # TP communication overlap (Transformer Engine's userbuffers, Megatron-Core --tp-comm-overlap, with sequence
+    # parallelism): each reduce-scatter / all-gather runs in chunks under the matmul beside it; what exceeds the
+    # stage's matmul time stays exposed
+    matmul_mb = gemm_stage / (tp * peak_flops * efficiency)
+    tp_mb = np.where(np.asarray(tp_overlap, dtype=bool) & np.asarray(sequence_parallel, dtype=bool),
+                     np.maximum(0.0, tp_mb - matmul_mb), tp_mb)
+    # ring attention (Liu et al. 2023; Megatron-Core's context parallelism): per layer and microbatch, cp - 1 K/V
+    # blocks of b (s / cp) x 2 kv_dim x e / tp bytes pass around the ring in the forward, K/V and their gradients in
+    # the backward (2 (cp - 1) more; one more pass with full recomputation), each step overlapped with the
+    # attention on the block in hand: only what outlasts the attention core is exposed
+    kv_block = b * s / cp * 2.0 * float(model.kv_heads * model.head_dim) * e_msg / tp
+    ring_inside = tp * cp <= gpus_per_node
+    ring_hop = np.where(ring_inside, kv_block / intra_bw + intra_lat, kv_block / inter_bw + inter_lat)
+    ring_layer = (cp - 1.0) * np.where(full, 4.0, 3.0) * ring_hop
+    core_layer = core_stage / layers_stage / (tp * peak_flops * att_eff)
+    cp_mb = np.where(cp > 1, layers_stage * np.maximum(0.0, ring_layer - core_layer), 0.0)
+    stage_mb = t_mb + tp_mb + cp_mb
     compute = m * t_mb
     tp_comm = m * tp_mb
+    cp_comm = m * cp_mb
     bubble = bubble_overhead_array(pp, m, v) * m * stage_mb
 
     cross = inter_bw if cross_rail_bw is None else cross_rail_bw
-    stride = tp * dp
-    p2p_msg = p2p_message_bytes(b, s, h, tp, e_msg)
+    stride = tp * cp * dp
+    p2p_msg = p2p_message_bytes(b, s, h, tp, e_msg) / cp
     crossing = pipeline_crossings_array(pp, stride, gpus_per_node)
     fabric_hop = p2p_msg / np.where(np.mod(stride, gpus_per_node) == 0, inter_bw, cross) + inter_lat
     nvlink_hop = p2p_msg / intra_bw + intra_lat
@@ -425,32 +504,72 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     one_way = v * ((pp - 1.0 - crossing) * nvlink_hop + crossing * fabric_hop) + (v - 1.0) * wrap_hop
     p2p = np.where(pp > 1, 2.0 * one_way, 0.0)
 
-    w, g, o = memory.model_state_bytes_array(P, recipe, zero, dp, tp, pp)
+    if memory_recipe is None or not memory_recipe.engine:
+        w, g, o = memory.model_state_bytes_array(P, recipe, zero, dpc, tp, pp)
+    else:
+        # engine recipes count the busiest (first) stage as Megatron's theoretical_memory_usage does: its layers
+        # plus the embedding (and, with pp = 1, the untied output layer too)
+        from .memory_recipes import largest_layer_params, recipe_state_bytes_array
+
+        ppl = float(model.params_per_layer())
+        first = (first_layers * ppl + model.embedding_params()
+                 + np.where(pp == 1, model.output_params() + model.final_norm_params(), 0.0))
+        w, g, o = recipe_state_bytes_array(memory_recipe, first / tp, ppl / tp, largest_layer_params(model, tp),
+                                           zero, dpc)
     grad_shard = P / (tp * pp) * recipe.gradient_bytes
-    dp_bw = np.where(equal_local_ranks_array(dp, tp, gpus_per_node), inter_bw, cross)
-    all_reduce = group_all_reduce_time_array(grad_shard, dp, tp, gpus_per_node, intra_bw, intra_lat, dp_bw, inter_lat)
+    dp_bw = np.where(equal_local_ranks_array(dpc, tp, gpus_per_node), inter_bw, cross)
+    all_reduce = group_all_reduce_time_array(grad_shard, dpc, tp, gpus_per_node, intra_bw, intra_lat, dp_bw, inter_lat)
     buckets = np.maximum(1.0, np.ceil(grad_shard / bucket_bytes))
-    # ZeRO-0/1/2: gradients accumulate locally (DDP no_sync, Megatron's grad accumulation); one all-reduce
-    # (or reduce-scatter + all-gather, the same 2M) per step, overlapped with the LAST microbatch's backward.
-    per_step = exposed_communication_time(all_reduce, backward_share * t_mb, buckets)
-    # ZeRO-3: parameters all-gathered in every microbatch's forward and backward and gradients
-    # reduce-scattered every microbatch, 3M = 1.5 all-reduces (ZeRO paper, Sec. 7.2.2) per microbatch,
-    # each microbatch's traffic overlapped with that microbatch's forward + backward compute.
-    zero3 = np.asarray(zero) >= 3
-    per_mb = 1.5 * all_reduce
-    dp_time = np.where(zero3, m * per_mb, all_reduce)
-    dp_exposed = np.where(dp > 1, np.where(zero3, m * exposed_communication_time(per_mb, t_mb, buckets), per_step),
-                          0.0)
+    zero = np.asarray(zero)
+    forward_mb = (1.0 - backward_share) * t_mb
+    backward_mb = backward_share * t_mb
+    half = 0.5 * all_reduce  # one reduce-scatter or all-gather of the shard: half a ring all-reduce
+    # ZeRO-0 (DDP): gradients accumulate locally (DDP no_sync, Megatron's grad accumulation); one all-reduce per
+    # step, in buckets, overlapped with the LAST microbatch's backward.
+    ddp = exposed_communication_time(all_reduce, backward_mb, buckets)
+    # ZeRO-1 (Megatron's distributed optimizer, --overlap-grad-reduce --overlap-param-gather): the gradient
+    # reduce-scatter under the last microbatch's backward, the parameter all-gather under the next step's first
+    # forward.
+    gather_once = exposed_communication_time(half, forward_mb, buckets)
+    zero1 = exposed_communication_time(half, backward_mb, buckets) + gather_once
+    # ZeRO-2: sharded gradients cannot accumulate unsharded, so every microbatch reduce-scatters its gradients
+    # under its own backward (DeepSpeed ZeRO-2, FSDP without no_sync); one all-gather per step.
+    zero2 = m * exposed_communication_time(half, backward_mb, buckets) + gather_once
+    # ZeRO-3 / FSDP, layer by layer with one layer of prefetch: each layer's parameters are all-gathered for its
+    # forward and again for its backward (and the recomputation inside it), its gradients reduce-scattered; a
+    # layer's forward gather hides under the previous layer's forward, its backward gather + reduce-scatter under
+    # a layer's backward; the first layer's gather has nothing to hide under. Per-layer collectives pay their
+    # latency each time.
+    layer_half = 0.5 * group_all_reduce_time_array(grad_shard / layers_stage, dpc, tp, gpus_per_node, intra_bw,
+                                                   intra_lat, dp_bw, inter_lat)
+    f_layer, b_layer = forward_mb / layers_stage, backward_mb / layers_stage
+    # distlab.fsdp's layer-by-layer schedule (one communication stream, prefetch 1, resharding after forward but
+    # keeping the last layer, as torchtitan does): the exposed time of one microbatch (Lesson 11 §2)
+    from .fsdp import layer_by_layer_exposed
+
+    zero3_mb = layer_by_layer_exposed(f_layer, b_layer, layer_half, layer_half, layers_stage, prefetch=1,
+                                      reshard_after_forward=True)
+    dp_time = np.select([zero >= 3, zero == 2, zero == 1],
+                        [m * (3.0 * layers_stage - 1.0) * layer_half, (m + 1.0) * half, all_reduce], all_reduce)
+    exposed = np.select([zero >= 3, zero == 2, zero == 1], [m * zero3_mb, zero2, zero1], ddp)
+    dp_exposed = np.where(dpc > 1, exposed, 0.0)
     optimizer = (2.0 * o + g + w) / hbm_bandwidth
 
-    per_layer = memory.activation_bytes_per_layer_array(model, b, s, tp, sequence_parallel, code, e)
+    # flash attention never stores the scores: memory as with selective recomputation's attention core
+    stored_code = np.where(np.asarray(flash_attention) & (code == 0), 1, code)
+    per_layer = memory.activation_bytes_per_layer_array(model, b, s, tp, sequence_parallel, stored_code, e) / cp
     sched = np.asarray(schedule_code)
     in_flight = in_flight_array(sched, pp, m, v)
     activations = per_layer * layers_stage * in_flight
+    if balance_stages:
+        # the first stage (one layer fewer, in_flight microbatches) or the second (mid layers, one fewer in flight)
+        activations = np.where(pp > 2, per_layer * np.maximum(first_layers * in_flight,
+                                                              (first_layers + 1.0) * np.maximum(in_flight - 1.0, 0.0)),
+                               activations)
 
-    step = finite_result("step time", compute + tp_comm + bubble + p2p + dp_exposed + optimizer)
+    step = finite_result("step time", compute + tp_comm + cp_comm + bubble + p2p + dp_exposed + optimizer)
     finite_result("memory per GPU", w + g + o + activations)
-    return dict(microbatches=m, compute_s=compute, tp_comm_s=tp_comm, bubble_s=bubble, p2p_s=p2p,
+    return dict(microbatches=m, compute_s=compute, tp_comm_s=tp_comm, cp_comm_s=cp_comm, bubble_s=bubble, p2p_s=p2p,
                 dp_comm_s=dp_time, dp_exposed_s=dp_exposed, optimizer_s=optimizer, step_time_s=step,
                 weights_bytes=w, gradients_bytes=g, optimizer_bytes=o, activations_bytes=activations,
                 memory_bytes=w + g + o + activations)
@@ -478,6 +597,8 @@ class StepEstimate:
     ideal_single_gpu_s: float
     memory: MemoryBreakdown
     problems: tuple = ()
+    compute_model: Any = None  # distlab.efficiency.ComputeModel
+    cp_comm_s: float = 0.0  # context parallelism's exposed ring-attention traffic
 
     @property
     def fits(self) -> bool:
@@ -514,9 +635,11 @@ class StepEstimate:
 
     def parts(self) -> dict:
         """Step-time components in seconds, in stacking order."""
-        return {"compute": self.compute_s, "TP communication": self.tp_comm_s, "pipeline bubble": self.bubble_s,
-                "pipeline p2p": self.p2p_s, "DP communication (exposed)": self.dp_exposed_s,
-                "optimizer step": self.optimizer_s}
+        parts = {"compute": self.compute_s, "TP communication": self.tp_comm_s}
+        if self.cp_comm_s:
+            parts["CP communication (exposed)"] = self.cp_comm_s
+        return {**parts, "pipeline bubble": self.bubble_s, "pipeline p2p": self.p2p_s,
+                "DP communication (exposed)": self.dp_exposed_s, "optimizer step": self.optimizer_s}
 
     def explain(self) -> str:
         """Why this configuration cannot run (empty when it can)."""
@@ -533,6 +656,8 @@ class StepEstimate:
                      f"MFU {100 * self.mfu:.1f}%, HFU {100 * self.hfu:.1f}%; "
                      f"scaling efficiency {100 * self.scaling_efficiency:.1f}%")
         lines.append(f"memory per GPU {format_bytes(self.memory.total_bytes)}: {self.memory.verdict()}")
+        if self.compute_model is not None:
+            lines.append("compute " + self.compute_model.describe())
         if not self.feasible:
             lines.append("NOT FEASIBLE: " + self.explain())
         return "\n".join(lines)
@@ -543,13 +668,14 @@ class StepEstimate:
                 "scaling_efficiency": self.scaling_efficiency, "memory_per_gpu_bytes": self.memory.total_bytes,
                 "fits": self.fits, "feasible": self.feasible, "problems": list(self.problems),
                 "explanation": self.explain(), "microbatches": self.microbatches,
-                "breakdown_s": {"compute": self.compute_s, "tp_comm": self.tp_comm_s, "bubble": self.bubble_s,
+                "breakdown_s": {"compute": self.compute_s, "tp_comm": self.tp_comm_s, "cp_comm": self.cp_comm_s,
+                                "bubble": self.bubble_s,
                                 "p2p": self.p2p_s, "dp_comm_total": self.dp_comm_s,
                                 "dp_comm_exposed": self.dp_exposed_s, "optimizer": self.optimizer_s},
                 "memory": self.memory.to_dict()}
 
 
-def hardware_arguments(cl, recipe) -> dict:
+def hardware_arguments(cl, recipe, achieved=False) -> dict:
     """The cluster's figures step_model_array needs: links, per-GPU fabric share, HBM, and the
     dense peak of the precision the recipe computes in (bf16 for mixed, fp8, fp32).
 
@@ -561,7 +687,10 @@ def hardware_arguments(cl, recipe) -> dict:
     traffic stays on one rail and escapes the spine's oversubscription. cross_rail_bw is the share
     of traffic between different local ranks, which crosses the spine. Both with every GPU of a
     node sending at once (hardware.Cluster.fabric_bandwidth_per_gpu with f = g): without rails
-    both are inter_node_bandwidth_per_gpu. The peak is recipe.compute_precision's. Lesson 7 §3.
+    both are inter_node_bandwidth_per_gpu. The peak is recipe.compute_precision's. achieved=True (the
+    calibrated model, Lesson 7 §8): every link at its measured share of line rate
+    (efficiency.achieved_link_share) and nvls_bw, NCCL's NVLS all-reduce rate where the node has it
+    (efficiency.nvls_bandwidth); False: line rates, no NVLS. Lesson 7 §3.
 
     >>> from distlab import hardware, memory
     >>> hw = hardware_arguments(hardware.cluster('dgx-h100', nodes=2, fabric='ib-ndr'), memory.precision_recipe('mixed'))
@@ -574,45 +703,67 @@ def hardware_arguments(cl, recipe) -> dict:
         raise ConfigurationError(f"recipe={recipe!r} must be a PrecisionRecipe (distlab.memory.precision_recipe)")
     cl = as_cluster(cl)
     compute = recipe.compute_precision
-    return dict(gpus_per_node=cl.node.gpus_per_node, intra_bw=cl.node.intra_link.bandwidth,
-                intra_lat=cl.node.intra_link.latency, inter_bw=cl.fabric_bandwidth_per_gpu(same_local_rank=True),
-                cross_rail_bw=cl.fabric_bandwidth_per_gpu(same_local_rank=False),
+    intra, fabric, nvls = 1.0, 1.0, None
+    if achieved:
+        from .efficiency import achieved_link_share, nvls_bandwidth
+
+        intra, fabric = achieved_link_share(cl.node.intra_link), achieved_link_share(cl.fabric)
+        nvls = nvls_bandwidth(cl.node.intra_link)
+    return dict(gpus_per_node=cl.node.gpus_per_node, intra_bw=intra * cl.node.intra_link.bandwidth,
+                intra_lat=cl.node.intra_link.latency, inter_bw=fabric * cl.fabric_bandwidth_per_gpu(same_local_rank=True),
+                cross_rail_bw=fabric * cl.fabric_bandwidth_per_gpu(same_local_rank=False),
                 inter_lat=cl.fabric.latency, peak_flops=cl.accelerator.peak(compute),
-                hbm_bandwidth=cl.accelerator.memory_bandwidth, recipe=recipe)
+                hbm_bandwidth=cl.accelerator.memory_bandwidth, recipe=recipe, nvls_bw=nvls)
 
 
 def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1, chunks=1, micro_batch_size=1,
              zero=0, recompute="none", sequence_parallel=False, schedule="1f1b", precision="mixed",
-             efficiency=0.5, fabric=None, nodes=None) -> StepEstimate:
+             efficiency=None, attention="flash", fabric=None, nodes=None, calibration=None,
+             tp_overlap=False, memory_recipe="zero-paper", cp=1, balance_stages=False) -> StepEstimate:
     """Step time breakdown, throughput, MFU/HFU, scaling efficiency and memory of one configuration.
 
     model: a TransformerModel or catalog name; cluster: a hardware.Cluster, or a node name with
-    nodes= and fabric=. dp defaults to GPUs / (tp x pp). efficiency: the achievable share of the
-    dense peak for matmuls. An infeasible configuration is priced but flagged (feasible False,
-    explain() says which limit and by how much); invalid ones raise ConfigurationError. Lesson 7 §1-§6.
+    nodes= and fabric=. dp defaults to GPUs / (tp x cp x pp); cp: context parallelism by ring attention
+    (each GPU holds s / cp of every sequence; the sequence must split into 2 cp load-balanced chunks). efficiency: None (default) prices compute with
+    the calibrated model of distlab.efficiency (matmuls, attention core and memory-bound element-wise
+    work, constants fitted on Narayanan et al. 2021 Table 1 only; Lesson 7 §8); a number in (0, 1] is the
+    simple model of Lesson 7 §1, every FLOP at that share of the dense peak. attention: 'flash' (scores
+    never stored) or 'unfused' (Megatron-LM 2021-2022). calibration: (share, traffic) replacing the two
+    fitted constants (efficiency.fit_calibration uses it). tp_overlap: the TP collectives of sequence
+    parallelism overlap the matmuls beside them (Megatron-Core --tp-comm-overlap). memory_recipe: 'zero-paper'
+    (16 B per parameter, the lessons' count) or an engine's ('megatron', 'megatron-distributed-optimizer',
+    'deepspeed', 'fsdp2'; distlab.memory_recipes), which also keeps a reserve of each GPU out of reach.
+    balance_stages: the first and last pipeline stage hold one layer fewer, for the embedding and the logits
+    (Llama 3's layout; with pp > 2).
+    An infeasible configuration is priced but
+    flagged (feasible False, explain() says which limit and by how much); invalid ones raise
+    ConfigurationError. Lesson 7 §1-§6, §8.
 
     model_flops and hardware_flops are distlab.flops.step_flops' (MFU, HFU). Llama 2 7B on one DGX H100 node,
-    pure data parallelism: compute 46.09 GFLOP per token x 4096 / (989.4 TFLOP/s x 0.5) = 0.382 s per GPU
-    (step_model_array); 16 bytes per parameter of model states alone (108 GB) do not fit 80 GB (Lesson 7 §2).
+    pure data parallelism, at a fixed 50% of peak: compute 46.09 GFLOP per token x 4096 / (989.4 TFLOP/s x 0.5)
+    = 0.382 s per GPU (step_model_array); 16 bytes per parameter of model states alone (108 GB) do not fit
+    80 GB (Lesson 7 §2).
 
-    >>> est = estimate('llama2-7b', 'dgx-h100', nodes=1, fabric='ib-ndr', global_batch=8, seq_len=4096)
+    >>> est = estimate('llama2-7b', 'dgx-h100', nodes=1, fabric='ib-ndr', global_batch=8, seq_len=4096, efficiency=0.5)
     >>> est.config['dp'], round(est.compute_s, 3), est.fits
     (8, 0.382, False)
     """
-    from . import memory, models
+    from . import memory, memory_recipes, models
 
     model = models.model(model)
     cl = as_cluster(cluster, nodes, fabric)
     g = cl.node.gpus_per_node
-    tp, pp = positive_int(tp, "tp"), positive_int(pp, "pp")
-    if tp * pp > cl.gpus or cl.gpus % (tp * pp):
+    tp, pp, cp = positive_int(tp, "tp"), positive_int(pp, "pp"), positive_int(cp, "cp")
+    names, sizes = ("tp x pp", f"{tp} x {pp}") if cp == 1 else ("tp x cp x pp", f"{tp} x {cp} x {pp}")
+    mp = tp * cp * pp
+    if mp > cl.gpus or cl.gpus % mp:
         valid = ", ".join(str(d) for d in range(1, cl.gpus + 1) if cl.gpus % d == 0)
-        what = "is more than" if tp * pp > cl.gpus else "does not divide"
-        raise ConfigurationError(f"tp x pp = {tp} x {pp} = {tp * pp} {what} the cluster's {cl.gpus} GPUs; "
-                                 f"tp x pp must divide them (valid: {valid})")
-    dp = cl.gpus // (tp * pp) if dp is None else positive_int(dp, "dp")
-    if dp * tp * pp != cl.gpus:
-        raise ConfigurationError(f"dp x tp x pp = {dp} x {tp} x {pp} = {dp * tp * pp} must equal the cluster's {cl.gpus} GPUs")
+        what = "is more than" if mp > cl.gpus else "does not divide"
+        raise ConfigurationError(f"{names} = {sizes} = {mp} {what} the cluster's {cl.gpus} GPUs; "
+                                 f"{names} must divide them (valid: {valid})")
+    dp = cl.gpus // mp if dp is None else positive_int(dp, "dp")
+    if dp * mp != cl.gpus:
+        raise ConfigurationError(f"dp x {names} = {dp} x {sizes} = {dp * mp} must equal the cluster's {cl.gpus} GPUs")
     if tp > g or g % tp:
         valid = ", ".join(str(d) for d in range(1, g + 1) if g % d == 0)
         raise ConfigurationError(f"tp={tp} must divide the {g} GPUs of a node (tensor parallelism stays inside a node); valid: {valid}")
@@ -621,6 +772,10 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     batch, s, b = batch_and_sequence(global_batch, seq_len if seq_len is not None else model.seq_len,
                                      micro_batch_size)
     v = positive_int(chunks, "chunks")
+    if cp > 1 and s % (2 * cp):
+        raise ConfigurationError(f"cp={cp}: the sequence of {s} tokens must split into 2 x cp = {2 * cp} equal chunks "
+                                 f"(load-balanced causal ring attention); valid cp: "
+                                 f"{', '.join(str(c) for c in range(1, 65) if s % (2 * c) == 0)}")
     if batch % (dp * b):
         raise ConfigurationError(f"global_batch={batch} is not a multiple of dp x micro_batch_size = {dp} x {b}; "
                                  f"each replica must get whole microbatches")
@@ -631,39 +786,87 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     if v > 1 and sched != "interleaved":
         raise ConfigurationError(f"chunks={v} needs schedule='interleaved'")
     if sched == "interleaved":
-        if model.layers % (pp * v):
-            raise ConfigurationError(f"interleaved: {model.layers} layers do not split into pp x chunks = {pp * v} equal chunks")
+        if model.layers < pp * v:
+            raise ConfigurationError(f"interleaved: {model.layers} layers cannot fill pp x chunks = {pp * v} chunks "
+                                     f"(at least one layer each)")
         if m % pp:
             raise ConfigurationError(f"interleaved: microbatches per pipeline m={m} must be a multiple of pp={pp}")
     mode = memory.recompute_mode(recompute)
     zero = zero_stage(zero)
-    eff = check_fraction(efficiency, "efficiency")
+    mem_recipe = memory_recipes.memory_recipe(memory_recipe)
+    if zero not in mem_recipe.zero_stages:
+        raise ConfigurationError(f"zero={zero} is not a ZeRO stage of memory_recipe={mem_recipe.name!r}; valid: "
+                                 f"{', '.join(str(z) for z in mem_recipe.zero_stages)}")
+    compute = compute_model_for(cl, efficiency, attention, calibration)
+    eff = compute.matmul_efficiency
     recipe = memory.precision_recipe(precision)
-    hw = hardware_arguments(cl, recipe)
+    hw = hardware_arguments(cl, recipe, achieved=compute.calibrated)
     peak = hw["peak_flops"]
     sp = bool(sequence_parallel) and tp > 1
     out = step_model_array(
         model, **hw, global_batch=batch, seq_len=s, dp=dp, tp=tp,
         pp=pp, chunks=v, micro_batch_size=b, zero=zero, recompute_code=memory.RECOMPUTE_MODES.index(mode),
-        sequence_parallel=sp, schedule_code=SCHEDULES.index(sched), efficiency=eff)
+        sequence_parallel=sp, schedule_code=SCHEDULES.index(sched), **compute_arguments(compute),
+        tp_overlap=bool(tp_overlap), memory_recipe=mem_recipe, cp=cp, balance_stages=bool(balance_stages))
     bd = memory.MemoryBreakdown(float(out["weights_bytes"]), float(out["gradients_bytes"]), float(out["optimizer_bytes"]),
-                                float(out["activations_bytes"]), float(cl.accelerator.memory_bytes), cl.accelerator.name)
+                                float(out["activations_bytes"]), float(cl.accelerator.memory_bytes), cl.accelerator.name,
+                                reserved_bytes=mem_recipe.reserve_bytes)
     problems = []
     if pp > 1 and m < pp:
         problems.append(f"pipeline: only {m} microbatches per step for {pp} stages; the pipeline never fills")
     tokens = float(batch * s)
     counted = step_flops(model, batch, s, mode)
-    config = dict(model=model.name, gpus=cl.gpus, global_batch=batch, seq_len=s, dp=dp, tp=tp, pp=pp, chunks=v,
+    config = dict(model=model.name, gpus=cl.gpus, global_batch=batch, seq_len=s, dp=dp, tp=tp, cp=cp, pp=pp, chunks=v,
                   micro_batch_size=b, microbatches=m, zero=zero, recompute=mode, sequence_parallel=sp,
-                  schedule=sched, precision=recipe.name, efficiency=eff)
+                  schedule=sched, precision=recipe.name, efficiency=efficiency if compute.calibrated is False else None,
+                  attention=compute.attention, matmul_efficiency=eff, tp_overlap=bool(tp_overlap) and sp,
+                  memory_recipe=mem_recipe.name, balance_stages=bool(balance_stages) and pp > 2)
     return StepEstimate(
         config=config, compute_s=float(out["compute_s"]), tp_comm_s=float(out["tp_comm_s"]),
+        cp_comm_s=float(out["cp_comm_s"]),
         bubble_s=float(out["bubble_s"]), p2p_s=float(out["p2p_s"]), dp_comm_s=float(out["dp_comm_s"]),
         dp_exposed_s=float(out["dp_exposed_s"]), optimizer_s=float(out["optimizer_s"]),
         step_time_s=float(out["step_time_s"]), microbatches=m, tokens_per_step=tokens,
         model_flops=counted.model_flops, hardware_flops=counted.hardware_flops,
         gpus=cl.gpus, peak_flops=peak, ideal_single_gpu_s=counted.model_flops / (peak * eff),
-        memory=bd, problems=tuple(problems))
+        memory=bd, problems=tuple(problems), compute_model=compute)
+
+
+def compute_model_for(cl, efficiency=None, attention="flash", calibration=None):
+    """The efficiency.ComputeModel estimate() and plan() price compute with: the calibrated model for the
+    cluster's accelerator (efficiency None), or the fixed share of Lesson 7 §1 (a number). Lesson 7 §8.
+
+    >>> from distlab import hardware
+    >>> compute_model_for(hardware.cluster('dgx-a100', 1, 'ib-hdr'), 0.5).matmul_efficiency
+    0.5
+    """
+    from .efficiency import compute_model, fixed_compute_model
+
+    cl = as_cluster(cl)  # a Cluster, or a node name (one node); anything else is our error
+    if efficiency is not None:
+        return fixed_compute_model(efficiency, attention)
+    if calibration is None:
+        return compute_model(cl.accelerator, attention)
+    if not isinstance(calibration, (tuple, list)) or len(calibration) != 2:
+        raise ConfigurationError(f"calibration={calibration!r} must be a pair (share, traffic), as efficiency.fit_calibration gives")
+    share, traffic = calibration
+    return compute_model(cl.accelerator, attention, share=check_fraction(share, "calibration share"),
+                         traffic=non_negative(traffic, "", "calibration traffic"))
+
+
+def compute_arguments(compute) -> dict:
+    """The step_model_array keywords of an efficiency.ComputeModel. Lesson 7 §8.
+
+    >>> from distlab.efficiency import fixed_compute_model
+    >>> sorted(compute_arguments(fixed_compute_model(0.5)))
+    ['attention_efficiency', 'efficiency', 'flash_attention', 'memory_traffic']
+    """
+    from .efficiency import ComputeModel
+
+    if not isinstance(compute, ComputeModel):
+        raise ConfigurationError(f"compute={compute!r} must be an efficiency.ComputeModel (see compute_model_for)")
+    return dict(efficiency=compute.matmul_efficiency, attention_efficiency=compute.attention_efficiency,
+                memory_traffic=compute.memory_traffic, flash_attention=compute.attention == "flash")
 
 
 #: The OOM triage moved to distlab.triage (lesson 8); these names still resolve here, without a warning

@@ -143,7 +143,9 @@ def _next_fixes(c: dict, every: bool) -> list[tuple[str, str, dict]]:
     if b > 1:
         smaller = max(d for d in range(1, b) if b % d == 0)  # keeps B / (dp b) whole
         out.append(("micro-batch", f"micro_batch_size={smaller}", dict(micro_batch_size=smaller)))
-    modes = [mode for mode in ("selective", "full") if memory_modes_index(mode) > memory_modes_index(c["recompute"])]
+    # with flash attention the scores are never stored: selective recomputation would save nothing
+    lighter = ("full",) if c.get("attention", "flash") == "flash" else ("selective", "full")
+    modes = [mode for mode in lighter if memory_modes_index(mode) > memory_modes_index(c["recompute"])]
     out += [("recomputation", f"{mode} recomputation", dict(recompute=mode)) for mode in modes[: None if every else 1]]
     stages = list(range(c["zero"] + 1, 4))
     out += [("ZeRO", f"ZeRO-{z}", dict(zero=z)) for z in stages[: None if every else 1]]
@@ -197,9 +199,16 @@ def oom_triage(model, cluster, **config) -> OOMTriage:
     overflow 80 GB whatever the activations; recomputation cannot help, ZeRO-1 shards the 12 optimizer bytes
     over 8 GPUs: 4 x 6.74e9 + 12 x 6.74e9 / 8 = 37 GB, plus the layer inputs that full recomputation keeps.
 
-    >>> t = oom_triage('llama2-7b', 'dgx-h100', nodes=1, fabric='ib-ndr', global_batch=8, seq_len=4096)
+    With flash attention (the default) the scores are never stored, so the ladder skips selective
+    recomputation, which would save nothing.
+
+    >>> t = oom_triage('llama2-7b', 'dgx-h100', nodes=1, fabric='ib-ndr', global_batch=8, seq_len=4096,
+    ...                attention='unfused')
     >>> [step.change for step in t.ladder]
     ['selective recomputation', 'full recomputation', 'ZeRO-1']
+    >>> [step.change for step in oom_triage('llama2-7b', 'dgx-h100', nodes=1, fabric='ib-ndr', global_batch=8,
+    ...                                     seq_len=4096).ladder]
+    ['full recomputation', 'ZeRO-1']
     """
     estimate_config(config)
     base = estimate(model, cluster, **config)
@@ -236,11 +245,18 @@ def explain_infeasible(model, cluster, **config) -> list[dict]:
 
     Llama 2 7B, pure data parallelism on one DGX H100 node, 4K tokens and no recomputation: ZeRO-3 and ZeRO-2
     fit on their own (ZeRO-3 is priced faster here: it overlaps each microbatch's traffic with that
-    microbatch's compute); ZeRO-1 still keeps 2 + 2 bytes per parameter and the activations.
+    microbatch's compute). With unfused attention ZeRO-1 does not: it still keeps 2 + 2 bytes per parameter
+    and the activations with the stored scores. With flash attention (the default) it does: 4 x 6.74e9 +
+    12 x 6.74e9 / 8 = 37.1 GB of model states plus 32 layers x 4096 tokens x (4h + 4h + 3 x 11008) x 2 B =
+    17.2 GB of activations = 54.3 GB; so do tp = 2 and pp = 2.
 
-    >>> fixes = explain_infeasible('llama2-7b', 'dgx-h100', nodes=1, fabric='ib-ndr', global_batch=8, seq_len=4096)
+    >>> fixes = explain_infeasible('llama2-7b', 'dgx-h100', nodes=1, fabric='ib-ndr', global_batch=8, seq_len=4096,
+    ...                            attention='unfused')
     >>> [f['change'] for f in fixes if f['fits']]
     ['ZeRO-3', 'ZeRO-2']
+    >>> fixes = explain_infeasible('llama2-7b', 'dgx-h100', nodes=1, fabric='ib-ndr', global_batch=8, seq_len=4096)
+    >>> [f['change'] for f in fixes if f['fits']]
+    ['ZeRO-3', 'ZeRO-2', 'ZeRO-1', 'tp=2', 'pp=2']
     """
     estimate_config(config)
     triage = oom_triage(model, cluster, **config)

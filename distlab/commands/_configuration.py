@@ -16,13 +16,20 @@ def add_cluster_arguments(cmd) -> None:
     cmd.add_argument("--global-batch", type=int, required=True, help="sequences per step (global batch B)")
     cmd.add_argument("--seq", type=int, default=None, help="sequence length (default: the model's)")
     cmd.add_argument("--precision", default="mixed", help="mixed (default, bf16 + fp32 master), fp16, fp32, fp8")
-    cmd.add_argument("--efficiency", type=float, default=0.5,
-                     help="achievable share of the dense peak for matmuls (default 0.5)")
+    cmd.add_argument("--efficiency", type=float, default=None,
+                     help="a fixed share of the dense peak for every FLOP (Lesson 7 §1); default: the calibrated "
+                          "compute model of distlab.efficiency (Lesson 7 §8)")
+    cmd.add_argument("--memory-recipe", default="zero-paper",
+                     help="what the engine keeps per parameter: zero-paper (default, 16 B), megatron, "
+                          "megatron-distributed-optimizer, deepspeed, fsdp2 (distlab.memory_recipes)")
+    cmd.add_argument("--attention", default="flash", choices=("flash", "unfused"),
+                     help="attention kernel: flash (default; scores never stored) or unfused (Megatron-LM 2021-22)")
 
 
 def add_config_arguments(cmd, required: bool = True) -> None:
     cmd.add_argument("--dp", type=int, default=None, help="data-parallel degree (default: GPUs / (tp pp))")
     cmd.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")
+    cmd.add_argument("--cp", type=int, default=1, help="context-parallel degree, ring attention (default 1)")
     cmd.add_argument("--pp", type=int, default=1, help="pipeline stages (default 1)")
     cmd.add_argument("--microbatches", type=int, default=None,
                      help="microbatches per pipeline per step m: fixes micro-batch size = B / (dp m)")
@@ -32,6 +39,10 @@ def add_config_arguments(cmd, required: bool = True) -> None:
     cmd.add_argument("--zero", type=int, default=0, help="ZeRO stage 0-3 (default 0)")
     cmd.add_argument("--recompute", default="none", help="none (default), selective, full")
     cmd.add_argument("--sequence-parallel", action="store_true", help="shard the non-TP activations too (with tp > 1)")
+    cmd.add_argument("--balance-stages", action="store_true",
+                     help="first and last pipeline stage one layer fewer, for the embedding and logits (Llama 3)")
+    cmd.add_argument("--tp-overlap", action="store_true",
+                     help="overlap the TP collectives of sequence parallelism with the matmuls (Megatron-Core --tp-comm-overlap)")
 
 
 def cluster(args):
@@ -49,12 +60,13 @@ def cluster(args):
 
 def config(args) -> dict:
     """estimate()'s keyword arguments from the configuration options (checks --microbatches)."""
-    tp, pp = args.tp, args.pp
+    tp, pp, cp = args.tp, args.pp, args.cp
     dp = args.dp
     if dp is None:
-        if tp < 1 or pp < 1 or args.gpus % (tp * pp):
-            raise ConfigurationError(f"tp x pp = {tp} x {pp} must divide --gpus {args.gpus}")
-        dp = args.gpus // (tp * pp)
+        if tp < 1 or pp < 1 or cp < 1 or args.gpus % (tp * cp * pp):
+            what = f"tp x pp = {tp} x {pp}" if cp == 1 else f"tp x cp x pp = {tp} x {cp} x {pp}"
+            raise ConfigurationError(f"{what} must divide --gpus {args.gpus}")
+        dp = args.gpus // (tp * cp * pp)
     b = args.micro_batch_size
     if args.microbatches is not None:
         m = args.microbatches
@@ -67,7 +79,8 @@ def config(args) -> dict:
                                      f"({dp} x {m}) = {implied}, not --micro-batch-size {b}")
         b = implied
     schedule = args.schedule or ("interleaved" if args.chunks > 1 else "1f1b")
-    return dict(global_batch=args.global_batch, seq_len=args.seq, dp=dp, tp=tp, pp=pp, chunks=args.chunks,
+    return dict(global_batch=args.global_batch, seq_len=args.seq, dp=dp, tp=tp, cp=cp, pp=pp, chunks=args.chunks,
                 micro_batch_size=1 if b is None else b, zero=args.zero, recompute=args.recompute,
                 sequence_parallel=args.sequence_parallel, schedule=schedule, precision=args.precision,
-                efficiency=args.efficiency)
+                efficiency=args.efficiency, attention=args.attention, tp_overlap=args.tp_overlap,
+                memory_recipe=args.memory_recipe, balance_stages=args.balance_stages)

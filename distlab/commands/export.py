@@ -15,6 +15,10 @@ def add_arguments(cmd) -> None:
     cmd.add_argument("--format", required=True, help=f"engine: {', '.join(FORMATS)}")
     add_cluster_arguments(cmd)
     add_config_arguments(cmd)
+    cmd.add_argument("--ep", type=int, default=1, help="expert-parallel degree (MoE models, distlab.moe)")
+    cmd.add_argument("--etp", type=int, default=None, help="expert tensor-parallel degree (MoE; default tp)")
+    cmd.add_argument("--capacity-factor", type=float, default=None, help="MoE capacity factor (default dropless)")
+    cmd.add_argument("--max-nodes", type=int, default=None, help="MoE node-limited routing: nodes per token")
     cmd.add_argument("--best", action="store_true",
                      help="export the planner's fastest feasible configuration that the engine can express "
                           "(the configuration options are then ignored)")
@@ -26,6 +30,10 @@ def run(args) -> int:
     from ._configuration import cluster, config
 
     cl = cluster(args)
+    if str(args.model).strip().lower() in _moe_models():
+        return _run_moe(args, cl)
+    if args.ep != 1 or args.etp is not None or args.capacity_factor is not None or args.max_nodes is not None:
+        raise ConfigurationError("--ep, --etp, --capacity-factor and --max-nodes apply to mixture-of-experts models")
     fmt = str(args.format).strip().lower()
     if fmt not in export.FORMATS:
         raise ConfigurationError(f"--format {args.format!r}; valid: {', '.join(export.FORMATS)}")
@@ -37,15 +45,17 @@ def run(args) -> int:
         print(export.export(est, fmt, cl.node.gpus_per_node))
         return 0
     p = planner.plan(args.model, cl, global_batch=args.global_batch, seq_len=args.seq, precision=args.precision,
-                     efficiency=args.efficiency)
+                     efficiency=args.efficiency, attention=args.attention,
+                     memory_recipe=args.memory_recipe)
     skipped = 0
     for rank in range(p.feasible_count):  # feasible rows come first in the ranking
         row = p.row(rank)
         est = training.estimate(args.model, cl, global_batch=args.global_batch, seq_len=args.seq, dp=row["dp"],
-                                tp=row["tp"], pp=row["pp"], chunks=row["chunks"],
+                                tp=row["tp"], cp=row["cp"], pp=row["pp"], chunks=row["chunks"],
                                 micro_batch_size=row["micro_batch_size"], zero=row["zero"],
                                 recompute=row["recompute"], sequence_parallel=row["sequence_parallel"],
-                                schedule=row["schedule"], precision=args.precision, efficiency=args.efficiency)
+                                schedule=row["schedule"], precision=args.precision, efficiency=args.efficiency, attention=args.attention,
+                     memory_recipe=args.memory_recipe)
         try:
             text = export.export(est, fmt, cl.node.gpus_per_node)
         except ConfigurationError:
@@ -59,3 +69,28 @@ def run(args) -> int:
         return 0
     raise ConfigurationError(f"no feasible configuration that {fmt} can express "
                              f"({p.feasible_count} of {len(p)} fit in memory)")
+
+
+def _moe_models():
+    from ..moe import MOE_MODELS
+
+    return MOE_MODELS
+
+
+def _run_moe(args, cl) -> int:
+    """An MoE configuration through distlab.moe.moe_config and export_moe (the step model does not price MoE yet)."""
+    from .. import moe
+    from ..errors import ConfigurationError
+
+    if args.best:
+        raise ConfigurationError("--best: the planner does not search MoE configurations yet; give --tp --pp --ep")
+    gpus = cl.gpus
+    dp = args.dp if args.dp is not None else None
+    config = moe.moe_config(args.model, gpus, tp=args.tp, pp=args.pp, ep=args.ep, etp=args.etp,
+                            micro_batch=args.micro_batch_size or 1, global_batch=args.global_batch, seq_len=args.seq,
+                            capacity_factor=args.capacity_factor, max_nodes=args.max_nodes,
+                            gpus_per_node=cl.gpus_per_node)
+    if dp is not None and dp != config.dp:
+        raise ConfigurationError(f"--dp {dp}: {gpus} GPUs with tp={args.tp} pp={args.pp} give dp={config.dp}")
+    print(moe.export_moe(config, args.format))
+    return 0

@@ -31,6 +31,8 @@ def add_arguments(mem) -> None:
     mem.add_argument("--dp", type=int, default=1, help="data-parallel degree (default 1)")
     mem.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")
     mem.add_argument("--pp", type=int, default=1, help="pipeline-parallel degree (default 1)")
+    mem.add_argument("--ep", type=int, default=1, help="expert-parallel degree, MoE models (default 1)")
+    mem.add_argument("--etp", type=int, default=None, help="expert tensor-parallel degree, MoE models (default tp)")
     mem.add_argument("--micro-batch-size", type=int, default=1, help="sequences per microbatch (default 1)")
     mem.add_argument("--seq-len", type=int, default=None, help="sequence length (default: the model's)")
     mem.add_argument("--recompute", default="none", help="none (default), selective, full")
@@ -44,6 +46,10 @@ def run(args) -> int:
 
     if (args.model is None) == (args.params is None):
         raise ConfigurationError("give exactly one of --model NAME or --params N")
+    if args.model is not None and str(args.model).strip().lower() in _moe_models():
+        return _run_moe(args)
+    if args.ep != 1 or args.etp is not None:
+        raise ConfigurationError("--ep and --etp apply to mixture-of-experts models (distlab.moe.MOE_MODELS)")
     model = args.model if args.model is not None else parse_count(args.params)
     bd = memory.training_memory(
         model,
@@ -70,3 +76,37 @@ def run(args) -> int:
     return 0
 
 
+
+
+def _moe_models():
+    from ..moe import MOE_MODELS
+
+    return MOE_MODELS
+
+
+def _run_moe(args) -> int:
+    """Model states of an MoE model over dp x tp x pp GPUs with experts over ep x etp (distlab.moe)."""
+    from .. import memory, moe
+    from ..units import format_bytes
+
+    gpus = args.dp * args.tp * args.pp
+    etp = args.tp if args.etp is None else args.etp
+    mem = moe.expert_parallel_memory(args.model, gpus, tp=args.tp, pp=args.pp, ep=args.ep, etp=etp,
+                                     precision=args.precision, zero=args.zero)
+    capacity = memory.gpu_capacity(args.gpu)[0] if args.gpu else None
+    if args.json:
+        data = dict(mem.to_dict(), model=args.model, gpus=gpus, tp=args.tp, pp=args.pp, ep=args.ep, etp=etp,
+                    zero=args.zero, precision=args.precision, activations="not included")
+        if capacity is not None:
+            data["capacity_bytes"] = capacity
+            data["fits"] = mem.total_bytes <= capacity
+        print(json.dumps(data, indent=2))
+        return 0
+    print(f"{args.model} (mixture of experts), {args.precision} precision, ZeRO-{args.zero}, {gpus} GPUs: "
+          f"dp={mem.dp} tp={args.tp} pp={args.pp}, experts ep={args.ep} etp={etp} edp={mem.edp}: per GPU")
+    print(mem.summary())
+    print("activations are not included for MoE models (distlab.moe counts model states)")
+    if capacity is not None:
+        verdict = "fits" if mem.total_bytes <= capacity else f"does not fit: {format_bytes(mem.total_bytes - capacity)} over"
+        print(f"GPU capacity {format_bytes(capacity)}: model states: {verdict}")
+    return 0

@@ -37,10 +37,10 @@ def add_arguments(cmd) -> None:
     cmd.add_argument("--kind", default="1f1b", help=f"schedule: {', '.join(KINDS)} (default 1f1b)")
     cmd.add_argument("--stages", "-p", type=int, default=4, help="pipeline stages p (default 4)")
     cmd.add_argument("--microbatches", "-m", type=int, default=8, help="microbatches per step m (default 8)")
-    cmd.add_argument("--chunks", "-v", type=int, default=1, help="model chunks per stage v, interleaved only (default 1)")
+    cmd.add_argument("--chunks", "-v", type=int, default=1, help="model chunks per stage v, interleaved only; zb-v and dualpipe(-v) always run 2 (default 1)")
     cmd.add_argument("--ratio", default="1:1:1",
                      help="F:B:W cost ratio: forward, input-gradient and weight-gradient backward; schedules other "
-                          "than zb-h1 run B and W as one backward op (default 1:1:1: backward = 2 x forward)")
+                          "than zb-h1, zb-v, dualpipe(-v) run B and W as one backward op (default 1:1:1: backward = 2 x forward)")
     cmd.add_argument("--forward", default=None,
                      help="duration of one stage's forward per microbatch, e.g. '2 ms' (default: times are in units "
                           "of that forward, t_F = 1)")
@@ -73,7 +73,7 @@ def run(args) -> int:
         act = pipeline.activation_memory(timeline, args.model, micro_batch_size=args.micro_batch_size,
                                          recompute=args.recompute)
     closed = None
-    if p2p == 0:
+    if p2p == 0 and timeline.schedule not in pipeline.NO_CLOSED_FORM:
         closed = pipeline.closed_form(timeline.schedule, timeline.stages, timeline.microbatches, timeline.chunks,
                                       f * scale, b * scale, w * scale)
 
@@ -104,6 +104,9 @@ def run(args) -> int:
         line += f"; closed form {100 * closed.bubble_fraction:.2f}%"
     print(line)
     print(f"time added over ideal compute: {100 * tl.overhead:.2f}%")
+    if tl.schedule in pipeline.NO_CLOSED_FORM:
+        print("idle inside each stage's own span (the papers' bubble): "
+              + ", ".join(when(float(x)) for x in tl.span_idle))
     print("idle per stage: " + ", ".join(f"{100 * x:.1f}%" for x in tl.stage_bubble))
     print("peak microbatches in flight per stage: " + ", ".join(f"{x:g}" for x in tl.peak_in_flight))
     if (tl.peak_in_flight_w != tl.peak_in_flight).any():

@@ -1,9 +1,14 @@
 """Build student exercise notebooks from worked solutions (nbgrader's marker convention).
 
 In code cells, the lines from `### BEGIN SOLUTION` to `### END SOLUTION` are replaced by
-`NAME = None  # YOUR ANSWER HERE` for every name the block assigns (or `# YOUR CODE HERE`
-when it assigns none). In markdown cells, `<!-- BEGIN SOLUTION -->` ... `<!-- END SOLUTION -->`
-becomes a placeholder line. Outputs and execution counts are cleared.
+`answer_qN = None  # YOUR ANSWER HERE` for every answer variable (a name starting with `answer_`)
+the block assigns, or `# YOUR CODE HERE` when it assigns none. The block's other names (its
+intermediate steps), its comments and its imports are dropped: they would give the solution's
+decomposition away. Code outside the blocks that reads such a name is refused (the exercise
+would fail with a NameError). A code cell that only shows worked answers (`q2.solution()`) is
+left out of the exercise; a `.solution()` call mixed with other code is refused. In markdown
+cells, `<!-- BEGIN SOLUTION -->` ... `<!-- END SOLUTION -->` becomes a placeholder line.
+Outputs and execution counts are cleared.
 
 A solution that is a lesson of the manifest (distlab.lessons.LESSONS, by its exercise file name)
 must name that lesson in its metadata (``metadata["distlab"]["lesson"]``, which the grader reads
@@ -20,6 +25,7 @@ import nbformat
 
 from .. import lessons
 from ..errors import ConfigurationError
+from .answers import ANSWER_PREFIX
 
 __all__ = [
     "MD_PLACEHOLDER",
@@ -48,6 +54,11 @@ def _assigned_names(code: str) -> list[str]:
             targets = node.targets
         elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
             targets = [node.target]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                name = (alias.asname or alias.name).split(".")[0]
+                if name not in names:
+                    names.append(name)
         for target in targets:
             for sub in ast.walk(target):
                 if isinstance(sub, ast.Name) and sub.id not in names:
@@ -55,8 +66,55 @@ def _assigned_names(code: str) -> list[str]:
     return names
 
 
+def _is_answer(name: str) -> bool:
+    return name.startswith(ANSWER_PREFIX)
+
+
+def _block_names(source: str, where: str) -> list[str]:
+    """Every name the solution blocks of a code cell assign or import."""
+    import textwrap
+
+    assigned: list[str] = []
+    block: list[str] | None = None
+    for line in source.splitlines():
+        stripped = line.strip()
+        if stripped == BEGIN:
+            block = []
+        elif stripped == END and block is not None:
+            assigned += [n for n in _assigned_names(textwrap.dedent("\n".join(block))) if n not in assigned]
+            block = None
+        elif block is not None:
+            block.append(line)
+    return assigned
+
+
+def _parse(code: str, where: str) -> ast.Module:
+    try:
+        return ast.parse(code)
+    except SyntaxError as exc:
+        raise ConfigurationError(f"{where}: the code outside the solution blocks is not valid Python: {exc}") from None
+
+
+def _shows_solution(node) -> bool:
+    return any(isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "solution"
+               for sub in ast.walk(node))
+
+
+def _only_shows_solutions(source: str, where: str) -> bool:
+    """True for a cell made only of `qN.solution()` calls (a worked-answer demo: not part of an exercise);
+    ConfigurationError for a `.solution()` call mixed with other code outside the solution blocks."""
+    tree = _parse(strip_code(source, where), where)
+    showing = [_shows_solution(node) for node in tree.body]
+    if showing and all(showing):
+        return True
+    if any(showing):
+        raise ConfigurationError(f"{where}: a .solution() call outside a solution block, mixed with other code; "
+                                 "put it in a cell of its own (left out of the exercise) or inside the block")
+    return False
+
+
 def strip_code(source: str, where: str = "cell") -> str:
-    """Replace each solution block of a code cell by answer stubs."""
+    """Replace each solution block of a code cell by stubs for its answer variables (answer_*) only."""
     out: list[str] = []
     block: list[str] | None = None
     indent = ""
@@ -71,10 +129,10 @@ def strip_code(source: str, where: str = "cell") -> str:
                 raise ConfigurationError(f"{where}: {END} without {BEGIN}")
             import textwrap
 
-            names = _assigned_names(textwrap.dedent("\n".join(block)))
+            names = [n for n in _assigned_names(textwrap.dedent("\n".join(block))) if _is_answer(n)]
             out.extend(f"{indent}{name} = None  # YOUR ANSWER HERE" for name in names)
-            if not names:
-                out.append(f"{indent}# YOUR CODE HERE")
+            if not names:  # an indented block still needs a statement to stay valid Python
+                out.append(f"{indent}# YOUR CODE HERE" if not indent else f"{indent}...  # YOUR CODE HERE")
             block = None
         elif block is not None:
             block.append(line)
@@ -92,9 +150,41 @@ def strip_markdown(source: str) -> str:
     return _MD_BLOCK.sub(MD_PLACEHOLDER, source)
 
 
+def _check_no_solution_only_names(nb, where: str) -> None:
+    """ConfigurationError when code outside the solution blocks reads a name only a block defines
+    (other than an answer variable, which the exercise keeps as a stub)."""
+    solution_only: set[str] = set()
+    defined_outside: set[str] = set()
+    reads: list[tuple[int, set[str]]] = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        stubbed = strip_code(cell.source, f"{where}, cell {index}")
+        solution_only.update(n for n in _block_names(cell.source, where) if not _is_answer(n))
+        tree = _parse(stubbed, f"{where}, cell {index}")
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined_outside.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                defined_outside.add(node.id)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                defined_outside.update((a.asname or a.name).split(".")[0] for a in node.names)
+        reads.append((index, {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}))
+    for index, names in reads:
+        leaked = sorted(names & (solution_only - defined_outside))
+        if leaked:
+            raise ConfigurationError(f"{where}, cell {index}: code outside the solution blocks reads "
+                                     f"{', '.join(leaked)}, which only a solution block defines; the exercise "
+                                     "drops it (name it answer_... or move the use into the block)")
+
+
 def exercise_from_solution(nb: "nbformat.NotebookNode", where: str = "notebook") -> "nbformat.NotebookNode":
-    """A new notebook: solution blocks stripped, outputs and execution counts cleared."""
+    """A new notebook: solution blocks stripped to answer stubs, worked-answer cells left out, outputs and
+    execution counts cleared."""
     nb = nbformat.from_dict(nb)
+    _check_no_solution_only_names(nb, where)
+    nb.cells = [cell for index, cell in enumerate(nb.cells)
+                if not (cell.cell_type == "code" and _only_shows_solutions(cell.source, f"{where}, cell {index}"))]
     for index, cell in enumerate(nb.cells):
         cell.metadata.pop("execution", None)  # nbclient's timestamps: not part of the exercise
         if cell.cell_type == "code":

@@ -83,6 +83,12 @@ LESSONS: dict[str, Lesson] = {lesson.slug: lesson for lesson in (
             apps=["distlab.widgets.production.BucketApp", "distlab.widgets.production.ProductionStepApp",
                   "distlab.widgets.production.TriageApp"]),
     _lesson(9, "verify_with_pytorch", exercise=False, modules=["verify", "memory", "collectives", "pipeline"]),
+    _lesson(10, "mixture_of_experts", modules=["moe", "mesh", "collectives"],
+            apps=["distlab.widgets.mixture_of_experts.AllToAllApp", "distlab.widgets.mixture_of_experts.ImbalanceApp",
+                  "distlab.widgets.mixture_of_experts.PlacementApp"]),
+    _lesson(11, "training_at_scale", modules=["pipeline", "fsdp", "production", "failures", "batch"],
+            apps=["distlab.widgets.training_at_scale.ScheduleApp", "distlab.widgets.training_at_scale.FsdpApp",
+                  "distlab.widgets.training_at_scale.ContextApp", "distlab.widgets.training_at_scale.CheckpointApp"]),
 )}
 
 #: every name a lesson answers to (slug or older alias) -> its slug

@@ -20,8 +20,9 @@ TAPER_VARIANTS = dict(taper=(2, 3, 4))
 _SHARE = {2: "a half", 3: "a third", 4: "a quarter"}
 #: Q5: context parallelism.
 CP_MODEL, CP, CP_FABRIC = "llama3.1-70b", 16, "ib-ndr"
-#: Q6: the triage scenario (the lesson's TriageApp default).
-TRIAGE_CONFIG = dict(global_batch=256, seq_len=8192, tp=8, pp=4, micro_batch_size=4, zero=0, recompute="none",
+#: Q6: the triage scenario of the lesson's §5 (stored attention scores: selective recomputation matters).
+TRIAGE_CONFIG = dict(attention="unfused", global_batch=256, seq_len=8192, tp=8, pp=4, micro_batch_size=4, zero=0,
+                     recompute="none",
                      sequence_parallel=True)
 #: Q7: jitter.
 JITTER_GPUS, JITTER_SIGMA = 256, 0.05
@@ -207,7 +208,8 @@ q5 = NumericQuestion(
 
 q6 = ChoiceQuestion(
     name="q6",
-    prompt="Llama-3.1-70B on 32 DGX H100, tp 8, pp 4, micro-batch 4, no ZeRO, no recomputation, sequence parallel: "
+    prompt="Llama-3.1-70B on 32 DGX H100, tp 8, pp 4, micro-batch 4, no ZeRO, no recomputation, sequence parallel, "
+           "attention scores stored (no flash attention): "
            f"which rung of the OOM ladder first fits? ({', '.join(TRIAGE_OPTIONS)})",
     options=TRIAGE_OPTIONS, expected=_q6, explain=_explain_q6,
     hint_text="triage.oom_triage(...).first_fit",

@@ -85,7 +85,7 @@ def _explain_q4(pp=CONFIG["pp"]):
 
 def _best(fabric):
     r = planner.plan(MODEL, NODE, nodes=NODES, fabric=fabric, global_batch=BATCH, seq_len=SEQ).row(0)
-    return r["dp"], r["tp"], r["pp"]
+    return r["dp"], r["tp"], r["pp"], r["cp"]
 
 
 def _q5():
@@ -94,7 +94,8 @@ def _q5():
 
 def _explain_q5():
     eth, ndr = _best("ethernet-100g"), _best("ib-ndr")
-    return (f"100GbE: dp x tp x pp = {eth[0]} x {eth[1]} x {eth[2]}; InfiniBand NDR: {ndr[0]} x {ndr[1]} x {ndr[2]}. "
+    return (f"100GbE: dp x tp x pp = {eth[0]} x {eth[1]} x {eth[2]} (cp {eth[3]}); InfiniBand NDR: "
+            f"{ndr[0]} x {ndr[1]} x {ndr[2]} (cp {ndr[3]}). "
             f"On the slow fabric the planner buys less data-parallel traffic with deeper pipelines "
             f"(p2p messages are small); on NDR the gradient all-reduce hides behind the backward pass.")
 

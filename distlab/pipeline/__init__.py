@@ -4,7 +4,8 @@ Conventions: p = ``pp`` (GPUs in one pipeline; "stages" in the lesson's words), 
 step, v = ``chunks`` (model chunks per stage, interleaved schedule only); stages, microbatches and chunks
 are numbered from 0. The schedule kind is ``schedule`` (one of KINDS).
 
-- ``schedules``: Op, KINDS, the op orders (naive, gpipe, 1f1b, interleaved, zb-h1);
+- ``schedules``: Op, KINDS, the op orders (naive, gpipe, 1f1b, interleaved, zb-h1, and Lesson 11's zb-v,
+  dualpipe, dualpipe-v), PLACEMENTS (where a microbatch goes next: loop, v, dual);
 - ``timeline``: Timeline, simulate, schedule (the simulator: the ground truth of the bubble);
 - ``closed_form``: the bubble formulas, and their array versions the step model (distlab.training) uses;
 - ``stages``: split_layers, boundary_message_bytes, analyze_stages and its warnings;
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from .closed_form import (
     ARRAY_SCHEDULES,
+    NO_CLOSED_FORM,
     ClosedForm,
     bubble_fraction,
     bubble_overhead,
@@ -27,10 +29,12 @@ from .closed_form import (
     in_flight_array,
     pipeline_step_time,
     zb_h1_bubble_time,
+    dualpipe_bubble_time,
 )
 from .memory import StageActivations, activation_memory
 from .schedules import (
     KINDS,
+    PLACEMENTS,
     Op,
     check_microbatches,
     gpipe_order,
@@ -40,6 +44,10 @@ from .schedules import (
     samples_per_pipeline,
     stage_orders,
     zb_h1_order,
+    zb_v_order,
+    dualpipe_order,
+    dualpipe_v_order,
+    placement,
 )
 from .stages import (
     MAX_SUGGESTION_OPS,
@@ -65,6 +73,11 @@ __all__ = [
     "one_f_one_b_order",
     "interleaved_order",
     "zb_h1_order",
+    "zb_v_order",
+    "dualpipe_order",
+    "dualpipe_v_order",
+    "placement",
+    "PLACEMENTS",
     "simulate",
     "schedule",
     "bubble_fraction",
@@ -72,6 +85,8 @@ __all__ = [
     "bubble_overhead_array",
     "in_flight_array",
     "zb_h1_bubble_time",
+    "dualpipe_bubble_time",
+    "NO_CLOSED_FORM",
     "closed_form",
     "check_microbatches",
     "samples_per_pipeline",

@@ -13,20 +13,26 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._arguments import broadcasting, code_array, finite_result, number_array, renamed_keyword
+from ..errors import ConfigurationError
 from ..units import SECONDS, non_negative, positive, positive_int
 from .schedules import _check_layout, _kind, check_microbatches
 
 __all__ = [
     "ARRAY_SCHEDULES",
+    "NO_CLOSED_FORM",
     "ClosedForm",
     "bubble_fraction",
     "bubble_overhead",
     "bubble_overhead_array",
     "in_flight_array",
     "zb_h1_bubble_time",
+    "dualpipe_bubble_time",
     "closed_form",
     "pipeline_step_time",
 ]
+
+#: Schedules whose bubble the papers give only for special cases: simulate them.
+NO_CLOSED_FORM = ("zb-v", "dualpipe", "dualpipe-v")
 
 #: Schedule codes of the array functions (distlab.training.SCHEDULES): 0 gpipe, 1 1f1b, 2 interleaved.
 ARRAY_SCHEDULES = ("gpipe", "1f1b", "interleaved")
@@ -119,6 +125,33 @@ def zb_h1_bubble_time(pp, t_f=1.0, t_b=1.0, t_w=1.0) -> float:
     return (p - 1) * (f + b - min(f, b, w))
 
 
+def dualpipe_bubble_time(pp, t_f=1.0, t_b=1.0, t_w=1.0, t_fb=None, v_shape=False) -> float:
+    """DualPipe's published bubble, in seconds: (PP/2 - 1)(F&B + B - 3W) (DeepSeek-V3 report, Table 2;
+    deepseek-ai/DualPipe README). Lesson 11 §1.
+
+    F, B, W are one chunk's forward, FULL backward (input + weight gradient) and weight-gradient times:
+    B = t_b + t_w here, where t_b is the input-gradient part as everywhere in distlab.pipeline. F&B is a
+    forward and a backward run as one overlapped pair; ``t_fb`` defaults to F + B (no overlap gain, what
+    the simulator runs). PP is the number of chunk-stages: p for DualPipe (each chunk a whole stage),
+    2p with ``v_shape`` (DualPipe-V, each chunk half a stage, so F, B, W are halved). The simulated
+    order's bubble (``Timeline.span_idle``) stays at or below this for m >= 2p when t_F <= t_B and
+    t_W <= t_F (the regime the paper draws); a forward longer than the backward idles longer. So it is
+    the table's bound, not the simulated order's exact value.
+
+    >>> dualpipe_bubble_time(8)  # (8/2 - 1) x ((1 + 2) + 2 - 3 x 1) = 3 x 2
+    6.0
+    """
+    p = positive_int(pp, "pp")
+    f = positive(t_f, SECONDS, "t_f")
+    b = positive(t_b, SECONDS, "t_b")
+    w = non_negative(t_w, SECONDS, "t_w")
+    share = 0.5 if v_shape else 1.0
+    chunk_stages = 2 * p if v_shape else p
+    f, full, w = f * share, (b + w) * share, w * share
+    fb = f + full if t_fb is None else positive(t_fb, SECONDS, "t_fb")
+    return (chunk_stages / 2 - 1) * (fb + full - 3 * w)
+
+
 @dataclass(frozen=True)
 class ClosedForm:
     """Closed-form bubble numbers for uniform stages: fractions and times in seconds."""
@@ -145,6 +178,11 @@ def closed_form(schedule, pp, microbatches, chunks=1, t_f=1.0, t_b=1.0, t_w=1.0)
     p = positive_int(pp, "stages")
     m = positive_int(microbatches, "microbatches")
     v = positive_int(chunks, "chunks")
+    if name in NO_CLOSED_FORM:
+        raise ConfigurationError(
+            f"{name} has no closed form for general t_F, t_B, t_W; simulate it with "
+            f"distlab.pipeline.schedule (dualpipe_bubble_time gives DeepSeek's published bound)"
+        )
     _check_layout(name, p, m, v, built=False)
     f = positive(t_f, SECONDS, "t_f")
     b = positive(t_b, SECONDS, "t_b")

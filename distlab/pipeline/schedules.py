@@ -1,11 +1,22 @@
-"""Pipeline schedules: the op orders of naive, GPipe, 1F1B, interleaved 1F1B and ZB-H1 (Lesson 4 §1-§4).
+"""Pipeline schedules: the op orders of naive, GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-V, DualPipe and
+DualPipe-V (Lesson 4 §1-§4, Lesson 11 §1).
 
 p = ``pp`` (GPUs in one pipeline, "stages"), m = ``microbatches``, v = ``chunks``; all numbered from 0.
 Each generator returns, per stage, the ordered operations F (forward), B (backward, or its
-input-gradient part for zb-h1) and W (weight gradient, zb-h1 only).
+input-gradient part when the schedule splits the backward) and W (weight gradient). A schedule that
+splits the backward writes an unsplit ("full") backward as B immediately followed by its own W.
+
+Where a microbatch goes (``PLACEMENTS``): "loop" (chunk c of stage s is virtual stage c p + s: 1F1B,
+interleaved), "v" (two chunks per stage; chunk 0 of stage s is virtual stage s, chunk 1 is 2p-1-s, so
+the first and last layers sit on stage 0: ZB-V, DualPipe-V) and "dual" (two model copies per stage;
+the first m/2 microbatches run chunk 0 from stage 0 to p-1, the others chunk 1 from stage p-1 to 0:
+DualPipe).
 
 Sources: GPipe (Huang et al. 2019); 1F1B = PipeDream-Flush and interleaved 1F1B (Narayanan et al. 2021,
-Sec. 2.2); ZB-H1 (Qi et al. 2023, Sec. 2.1).
+Sec. 2.2); ZB-H1 (Qi et al. 2023, Sec. 2.1); ZB-V (Qi et al. 2024, "Zero Bubble (Almost) Pipeline
+Parallelism", ICLR, Sec. 6); DualPipe (DeepSeek-AI 2024, "DeepSeek-V3 Technical Report", Sec. 3.2.1 and
+Fig. 5) with the per-rank steps of deepseek-ai/DualPipe (dualpipe.py, ``step``); DualPipe-V as
+torch.distributed.pipelining.ScheduleDualPipeV (torch 2.13).
 """
 
 from __future__ import annotations
@@ -30,10 +41,20 @@ __all__ = [
     "one_f_one_b_order",
     "interleaved_order",
     "zb_h1_order",
+    "zb_v_order",
+    "dualpipe_order",
+    "dualpipe_v_order",
+    "PLACEMENTS",
+    "placement",
 ]
 
 #: The schedule kinds, in the order a student meets them.
-KINDS = ("naive", "gpipe", "1f1b", "interleaved", "zb-h1")
+KINDS = ("naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe", "dualpipe-v")
+
+#: Where a schedule's microbatches go (see the module notes): one of these per kind.
+PLACEMENTS = ("loop", "v", "dual")
+_PLACEMENT = {"zb-v": "v", "dualpipe-v": "v", "dualpipe": "dual"}
+_TWO_CHUNKS = ("zb-v", "dualpipe", "dualpipe-v")
 
 _ALIASES = {
     "naive": "naive",
@@ -44,6 +65,11 @@ _ALIASES = {
     "interleaved-1f1b": "interleaved",
     "zb-h1": "zb-h1",
     "zbh1": "zb-h1",
+    "zb-v": "zb-v",
+    "zbv": "zb-v",
+    "dualpipe": "dualpipe",
+    "dualpipe-v": "dualpipe-v",
+    "dualpipev": "dualpipe-v",
 }
 
 _F, _B, _W = 0, 1, 2
@@ -119,6 +145,20 @@ def samples_per_pipeline(global_batch, gpus, pp) -> int:
     return batch // dp
 
 
+def placement(schedule) -> str:
+    """Where `schedule`'s microbatches go: 'loop', 'v' or 'dual' (see the module notes). Lesson 11 §1.
+
+    >>> placement("zb-v"), placement("1f1b"), placement("dualpipe")
+    ('v', 'loop', 'dual')
+    """
+    return _PLACEMENT.get(_kind(schedule), "loop")
+
+
+def _chunks_of(kind: str, v: int) -> int:
+    """Model chunks per stage the schedule runs: v for interleaved, 2 for the V and dual schedules, else 1."""
+    return 2 if kind in _TWO_CHUNKS else v
+
+
 #: Most operations (F, B and W passes over all stages) a schedule may hold: p x m x v x (2, or 3 for zb-h1).
 #: About a second to build and simulate; real schedules hold a few thousand.
 MAX_SCHEDULE_OPS = 2**20
@@ -132,6 +172,9 @@ def _check_layout(kind: str, p: int, m: int, v: int, layers=None, built: bool = 
             f"stages={p:,} x microbatches={m:,} x chunks={v:,} make {ops:,} passes, more than the "
             f"{MAX_SCHEDULE_OPS:,} a schedule may hold; use fewer stages or microbatches"
         )
+    if kind in _TWO_CHUNKS:
+        _check_two_chunk_layout(kind, p, m, v, layers)
+        return
     if v != 1 and kind != "interleaved":
         raise ConfigurationError(
             f"chunks={v} applies only to the interleaved schedule (kind={kind!r} runs one chunk "
@@ -170,6 +213,39 @@ def _check_layout(kind: str, p: int, m: int, v: int, layers=None, built: bool = 
                     f"chunks={v} does not divide the {per_stage} layers per stage "
                     f"({n_layers} layers / {p} stages); valid: {short_list(divisors(per_stage))}"
                 )
+
+
+def _check_two_chunk_layout(kind: str, p: int, m: int, v: int, layers) -> None:
+    if v not in (1, 2):
+        raise ConfigurationError(
+            f"chunks={v}: {kind} runs exactly 2 model chunks per stage; give chunks=1 (the default) or 2"
+        )
+    if kind == "dualpipe-v" and m < 2 * p:
+        raise ConfigurationError(
+            f"dualpipe-v needs microbatches >= 2 x stages (got microbatches={m}, stages={p}): its "
+            f"steady step pairs a forward of one chunk with a backward of the other, which needs "
+            f"the 2p chunk-stages full (torch's ScheduleDualPipeV refuses fewer); use microbatches >= {2 * p}"
+        )
+    if kind == "dualpipe":
+        if p % 2:
+            raise ConfigurationError(
+                f"dualpipe needs an even number of stages (got stages={p}): the two directions meet "
+                f"in the middle; valid: 2, 4, 6, ... (or use dualpipe-v)"
+            )
+        if m % 2 or m < 2 * p:
+            raise ConfigurationError(
+                f"dualpipe needs an even number of microbatches, at least 2 x stages (got "
+                f"microbatches={m}, stages={p}): half enter at each end "
+                f"(deepseek-ai/DualPipe asserts the same); valid: {2 * p}, {2 * p + 2}, ..."
+            )
+    if layers is not None:
+        n_layers = positive_int(layers, "layers")
+        need = p if kind == "dualpipe" else 2 * p
+        if n_layers < need:
+            raise ConfigurationError(
+                f"{kind} over stages={p} needs at least {need} layers (every chunk at least one); "
+                f"got layers={n_layers}"
+            )
 
 
 def _per_stage(value, p: int, name: str, allow_zero: bool) -> np.ndarray:
@@ -270,7 +346,151 @@ def _zb_h1(p: int, m: int):
     return out
 
 
+def _zb_v(p: int, m: int):
+    """ZB-V (Qi et al. 2024, Sec. 6, Fig. 8): two chunks per stage in a V. Per stage s, over
+    n = max(m, 2p-1) microbatches (the ops of microbatches >= m are then dropped, as torch does):
+    2(p-s)-1 forwards of chunk 0; s pairs F1 F0; p-s triples F1 B1 W1; a steady state of
+    F0 B0 W0 F1 B1 W1 until every forward has run; s pairs B0 B1; p-s pairs B0 W0; then the
+    Ws left, chunk 1's first."""
+    n = max(m, 2 * p - 1)
+    out = []
+    for s in range(p):
+        ops: list[tuple[int, int, int]] = []  # (kind, chunk, microbatch)
+        f, b, w = [0, 0], [0, 0], [0, 0]
+
+        def run(code, c, counter, ops=ops):
+            ops.append((code, c, counter[c]))
+            counter[c] += 1
+
+        for _ in range(2 * (p - s) - 1):
+            run(_F, 0, f)
+        for _ in range(s):
+            run(_F, 1, f)
+            run(_F, 0, f)
+        for _ in range(p - s):
+            run(_F, 1, f)
+            run(_B, 1, b)
+            run(_W, 1, w)
+        while f[1] < f[0] or f[0] < n:
+            if f[0] < n:
+                run(_F, 0, f)
+            run(_B, 0, b)
+            run(_W, 0, w)
+            run(_F, 1, f)
+            run(_B, 1, b)
+            run(_W, 1, w)
+        for _ in range(s):
+            run(_B, 0, b)
+            run(_B, 1, b)
+        for _ in range(p - s):
+            run(_B, 0, b)
+            run(_W, 0, w)
+        while w[1] < b[1]:
+            run(_W, 1, w)
+        while w[0] < b[0]:
+            run(_W, 0, w)
+        kept = [op for op in ops if op[2] < m]
+        out.append(([k for k, _, _ in kept], [j for _, _, j in kept], [c for _, c, _ in kept]))
+    return out
+
+
+def _dual_steps(half: int, r: int, n: int):
+    """The eight steps DualPipe runs on a rank (deepseek-ai/DualPipe, dualpipe.py ``step``), for
+    ``half`` ranks per direction, the rank's distance r from its end, and n microbatches per
+    phase. Returns the (kind, phase, index) ops (phase 0 is the direction that enters at this
+    rank's end) and the indices of the forwards fused with the backward that follows them (DualPipe
+    overlaps the pair: the fused pair starts when both inputs are there). An unsplit backward is B
+    then W; a split one queues its W, and each "W" step runs the oldest queued W."""
+    ops: list[tuple[int, int, int]] = []
+    paired: list[int] = []  # indices (into ops) of the forwards fused with the backward after them
+    f, b = [0, 0], [0, 0]
+    queue: list[tuple[int, int]] = []
+
+    def forward(ph, pair=False):
+        if pair:
+            paired.append(len(ops))
+        ops.append((_F, ph, f[ph]))
+        f[ph] += 1
+
+    def backward(ph, split):
+        ops.append((_B, ph, b[ph]))
+        if split:
+            queue.append((ph, b[ph]))
+        else:
+            ops.append((_W, ph, b[ph]))
+        b[ph] += 1
+
+    def weight():
+        if queue:
+            ph, j = queue.pop(0)
+            ops.append((_W, ph, j))
+
+    for _ in range(2 * (half - r - 1)):          # 1: forwards of phase 0
+        forward(0)
+    for _ in range(r + 1):                        # 2: F0 F1
+        forward(0)
+        forward(1)
+    for _ in range(half - r - 1):                 # 3: B1 (split) W F1
+        backward(1, True)
+        weight()
+        forward(1)
+    for i in range(n - 2 * half + r + 1):         # 4: F0 B1 F1 B0, each F paired with a B
+        forward(0, pair=not (i == 0 and r == half - 1))  # the middle ranks' first pair is not fused
+        backward(1, False)
+        forward(1, pair=True)
+        backward(0, False)
+    for _ in range(half - r - 1):                 # 5: B1 F1 B0
+        backward(1, False)
+        forward(1, pair=True)
+        backward(0, False)
+    split = False
+    middle = (r + 1) // 2
+    for i in range(r + 1):                        # 6: B1 B0, split from the middle on
+        if i == middle and r % 2 == 1:
+            split = True
+        backward(1, split)
+        if i == middle and r % 2 == 0:
+            split = True
+        backward(0, split)
+    for _ in range(half - r - 1):                 # 7: W B0 (split)
+        weight()
+        backward(0, True)
+    for _ in range(r + 1):                        # 8: the queued Ws
+        weight()
+    return ops, paired
+
+
+def _dualpipe_v(p: int, m: int):
+    out = []
+    for s in range(p):
+        ops, paired = _dual_steps(p, s, m)
+        out.append(([k for k, _, _ in ops], [j for _, _, j in ops], [ph for _, ph, _ in ops], paired))
+    return out
+
+
+def _dualpipe(p: int, m: int):
+    half, n = p // 2, m // 2
+    out = []
+    for s in range(p):
+        ops, paired = _dual_steps(half, min(s, p - 1 - s), n)
+        flip = s >= half  # ranks of the second half see the reverse direction as their phase 0
+        kinds, mbs, chunks = [], [], []
+        for k, ph, j in ops:
+            direction = ph ^ flip
+            kinds.append(k)
+            mbs.append(j + n * direction)
+            chunks.append(direction)
+        out.append((kinds, mbs, chunks, paired))
+    return out
+
+
 def _raw_orders(kind: str, p: int, m: int, v: int):
+    if kind == "zb-v":
+        return _zb_v(p, m)
+    if kind == "dualpipe-v":
+        return _dualpipe_v(p, m)
+    if kind == "dualpipe":
+        return _dualpipe(p, m)
     if kind == "naive":
         return _naive(p, m)
     if kind == "gpipe":
@@ -285,7 +505,7 @@ def _raw_orders(kind: str, p: int, m: int, v: int):
 def _as_ops(raw) -> tuple[tuple[Op, ...], ...]:
     letters = ("F", "B", "W")
     return tuple(
-        tuple(Op(letters[k], j, c) for k, j, c in zip(kinds, mbs, chunks)) for kinds, mbs, chunks in raw
+        tuple(Op(letters[k], j, c) for k, j, c in zip(r[0], r[1], r[2])) for r in raw
     )
 
 
@@ -301,7 +521,7 @@ def stage_orders(schedule: str, pp, microbatches, chunks=1) -> tuple[tuple[Op, .
     m = positive_int(microbatches, "microbatches")
     v = positive_int(chunks, "chunks")
     _check_layout(name, p, m, v)
-    return _as_ops(_raw_orders(name, p, m, v))
+    return _as_ops(_raw_orders(name, p, m, _chunks_of(name, v)))
 
 
 @renamed_keyword(stages="pp")
@@ -367,3 +587,40 @@ def zb_h1_order(pp, microbatches):
     'F0 F1 B0 W0 B1 W1'
     """
     return stage_orders("zb-h1", pp, microbatches)
+
+
+@renamed_keyword(stages="pp")
+def zb_v_order(pp, microbatches):
+    """ZB-V (Qi et al. 2024, Sec. 6): two chunks per stage placed in a V (stage 0 holds the first and
+    the last chunk), the backward split into B and W; with t_F = t_B = t_W the bubble vanishes at the
+    activation memory of 1F1B. Op for op torch's ScheduleZBVZeroBubble. Lesson 11 §1.
+
+    >>> " ".join(f"{op.kind}{op.microbatch}.{op.chunk}" for op in zb_v_order(2, 1)[1])
+    'F0.0 F0.1 B0.1 W0.1 B0.0 W0.0'
+    """
+    return stage_orders("zb-v", pp, microbatches)
+
+
+@renamed_keyword(stages="pp")
+def dualpipe_order(pp, microbatches):
+    """DualPipe (DeepSeek-V3 report, Sec. 3.2.1): two copies of the model, one per direction; the
+    first m/2 microbatches enter at stage 0 (chunk 0), the rest at stage p-1 (chunk 1, numbered
+    from m/2). In the steady state each forward is paired with a backward of the other direction
+    (DualPipe overlaps one's compute with the other's communication). Needs p even, m even, m >= 2p.
+    Lesson 11 §1.
+
+    >>> " ".join(f"{op.kind}{op.microbatch}" for op in dualpipe_order(2, 4)[0])
+    'F0 F2 F1 B2 W2 F3 B0 W0 B3 W3 B1 W1'
+    """
+    return stage_orders("dualpipe", pp, microbatches)
+
+
+@renamed_keyword(stages="pp")
+def dualpipe_v_order(pp, microbatches):
+    """DualPipe-V: DualPipe's steps folded into a V (two chunks per stage, one model copy), as
+    torch.distributed.pipelining.ScheduleDualPipeV builds it. Needs m >= 2p. Lesson 11 §1.
+
+    >>> " ".join(f"{op.kind}{op.microbatch}.{op.chunk}" for op in dualpipe_v_order(1, 2)[0])
+    'F0.0 F0.1 F1.0 B0.1 W0.1 F1.1 B0.0 W0.0 B1.1 W1.1 B1.0 W1.0'
+    """
+    return stage_orders("dualpipe-v", pp, microbatches)

@@ -32,12 +32,15 @@ from .schedules import (
     _LETTER_CODES,
     _W,
     MAX_SCHEDULE_OPS,
+    PLACEMENTS,
     Op,
     _check_layout,
+    _chunks_of,
     _kind,
     _per_stage,
     _raw_orders,
     check_microbatches,
+    placement,
 )
 
 __all__ = ["Timeline", "simulate", "schedule"]
@@ -74,10 +77,29 @@ class Timeline:
     peak_in_flight: np.ndarray
     peak_in_flight_w: np.ndarray
     p2p: float = 0.0
+    placement: str = "loop"
+    fused: np.ndarray | None = None  # per op: a forward run as one overlapped pair with the op after it
 
     @property
     def duration(self) -> np.ndarray:
         return self.end - self.start
+
+    @property
+    def span_idle(self) -> np.ndarray:
+        """Per stage, the idle time between its first op's start and its last op's end, in seconds.
+
+        This is the bubble the zero-bubble and DualPipe papers count: when consecutive steps overlap
+        (Qi et al. 2024 replace the optimizer's synchronisation by a post-step validation, Sec. 5),
+        each stage's time per step is its own span, so the warm-up offset does not count. ZB-V with
+        t_F = t_B = t_W has none. Lesson 11 §1.
+
+        >>> schedule("zb-v", 4, 8).span_idle.tolist()
+        [0.0, 0.0, 0.0, 0.0]
+        """
+        bounds = np.searchsorted(self.stage, np.arange(self.stages + 1))
+        first = self.start[bounds[:-1]]
+        last = np.maximum.reduceat(self.end, bounds[:-1])
+        return np.maximum(last - first - self.busy, 0.0)
 
     def ops(self, stage: int) -> tuple[Op, ...]:
         """The ordered operations of one stage."""
@@ -220,14 +242,34 @@ class Timeline:
 
 
 
-def _op_table(raw, p: int, v: int, m):
-    """Flatten per-stage (kinds, microbatches, chunks) lists into op arrays, and check every
-    (stage, chunk, microbatch) has exactly one F and one B (and one W when W is split).
+def _positions(stage, chunk, mb, p: int, v: int, m: int, where: str):
+    """Each op's place on its microbatch's route through the model (0 = first layers), and the
+    route's length L. loop: c p + s (L = p v); v: s for chunk 0, 2p-1-s for chunk 1 (L = 2p);
+    dual: s for the first m/2 microbatches (chunk 0), p-1-s for the others (chunk 1) (L = p)."""
+    if where == "v":
+        return np.where(chunk == 0, stage, 2 * p - 1 - stage), 2 * p
+    if where == "dual":
+        direction = (mb >= (m + 1) // 2).astype(np.int64)
+        wrong = np.flatnonzero(chunk != direction)
+        if wrong.size:
+            i = int(wrong[0])
+            raise ConfigurationError(
+                f"dualpipe: microbatch {mb[i]} runs on chunk {chunk[i]} of stage {stage[i]}, but the "
+                f"first half of the microbatches (0..{(m + 1) // 2 - 1}) go through chunk 0 and the "
+                f"rest through chunk 1"
+            )
+        return np.where(direction == 0, stage, p - 1 - stage), p
+    return chunk * p + stage, p * v
 
-    Returns (lengths, offsets, stage, kind, mb, chunk, m, split, table); table maps
-    ((kind p + stage) v + chunk) m + microbatch to the op's index.
+
+def _op_table(raw, p: int, v: int, m, where: str = "loop"):
+    """Flatten per-stage (kinds, microbatches, chunks) lists into op arrays, and check every
+    (microbatch, route position) has exactly one F and one B (and one W when W is split).
+
+    Returns (lengths, offsets, stage, kind, mb, chunk, pos, length, m, split, table); table maps
+    (kind m + microbatch) L + position to the op's index.
     """
-    lengths = [len(kinds) for kinds, _, _ in raw]
+    lengths = [len(r[0]) for r in raw]
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     n_ops = int(offsets[-1])
     stage = np.repeat(np.arange(p), lengths)
@@ -242,54 +284,72 @@ def _op_table(raw, p: int, v: int, m):
         )
     if m is None:
         m = int(mb.max()) + 1
+    pos, length = _positions(stage, chunk, mb, p, v, m, where)
     split = bool((kind == _W).any())
-    key = ((kind * p + stage) * v + chunk) * m + mb
-    counts = np.bincount(key, minlength=3 * p * v * m).reshape(3, p * v * m)
+    key = (kind * m + mb) * length + pos
+    counts = np.bincount(key, minlength=3 * m * length).reshape(3, m * length)
     needed = 3 if split else 2
     if counts[:needed].min() != 1 or counts[:needed].max() != 1 or counts[needed:].any():
         bad = np.argwhere(counts[:needed] != 1)[0]
-        rest, j = divmod(int(bad[1]), m)
-        s, c = divmod(rest, v)
+        j, place = divmod(int(bad[1]), length)
         raise ConfigurationError(
-            f"stage {s} runs {'FBW'[bad[0]]} of microbatch {j} chunk {c} "
-            f"{counts[bad[0], bad[1]]} times; every op must appear exactly once"
+            f"{'FBW'[bad[0]]} of microbatch {j} at place {place} of its route (placement {where!r}) "
+            f"runs {counts[bad[0], bad[1]]} times; every op must appear exactly once"
         )
-    table = np.empty(3 * p * v * m, dtype=np.int64)
+    table = np.empty(3 * m * length, dtype=np.int64)
     table[key] = np.arange(n_ops)
-    return lengths, offsets, stage, kind, mb, chunk, m, split, table
+    return lengths, offsets, stage, kind, mb, chunk, pos, length, m, split, table
 
 
-def _dependencies(table, stage, kind, mb, chunk, p: int, v: int, m: int, p2p: float):
+def _dependencies(table, stage, kind, mb, pos, length: int, m: int, p2p: float):
     """(dep, lat): the op each op waits for (-1: none) and the latency added (p2p across stages).
 
-    F on virtual stage k waits for F on k-1; B for B on k+1, or its own F on the last virtual stage;
+    F at route position k waits for F at k-1; B for B at k+1, or its own F at the last position;
     W for its own B.
     """
-    def lookup(k, s, c, j):
-        return table[((k * p + s) * v + c) * m + j]
+    def lookup(k, j, place):
+        return table[(k * m + j) * length + place]
 
-    vstage = chunk * p + stage
-    last = p * v - 1
+    last = length - 1
     dep = np.full(kind.size, -1, dtype=np.int64)
     is_f, is_b, is_w = kind == _F, kind == _B, kind == _W
-    f_dep = is_f & (vstage > 0)
-    prev = vstage[f_dep] - 1
-    dep[f_dep] = lookup(_F, prev % p, prev // p, mb[f_dep])
-    b_mid = is_b & (vstage < last)
-    nxt = vstage[b_mid] + 1
-    dep[b_mid] = lookup(_B, nxt % p, nxt // p, mb[b_mid])
-    b_last = is_b & (vstage == last)
-    dep[b_last] = lookup(_F, stage[b_last], chunk[b_last], mb[b_last])
-    dep[is_w] = lookup(_B, stage[is_w], chunk[is_w], mb[is_w])
+    f_dep = is_f & (pos > 0)
+    dep[f_dep] = lookup(_F, mb[f_dep], pos[f_dep] - 1)
+    b_mid = is_b & (pos < last)
+    dep[b_mid] = lookup(_B, mb[b_mid], pos[b_mid] + 1)
+    b_last = is_b & (pos == last)
+    dep[b_last] = lookup(_F, mb[b_last], pos[b_last])
+    dep[is_w] = lookup(_B, mb[is_w], pos[is_w])
     lat = np.where((dep >= 0) & (stage[np.maximum(dep, 0)] != stage), p2p, 0.0)
     return dep, lat
 
 
-def _list_schedule(dep, lat, dur, offsets, p: int, describe):
+def _fused(raw, offsets, dep, lat):
+    """(mask, dep2, lat2) for the forwards a schedule fuses with the backward after them (raw's
+    optional 4th list per stage: DualPipe's overlapped F&B pairs): the mask of those forwards, and
+    a second dependency (-1: none), the backward's input, which such a forward waits for too."""
+    mask = np.zeros(dep.size, dtype=bool)
+    for s, r in enumerate(raw):
+        if len(r) > 3 and r[3]:
+            mask[np.asarray(r[3], dtype=np.int64) + offsets[s]] = True
+    first = np.flatnonzero(mask)
+    dep2 = np.full(dep.size, -1, dtype=np.int64)
+    lat2 = np.zeros(dep.size)
+    dep2[first] = dep[first + 1]
+    lat2[first] = lat[first + 1]
+    return mask, dep2, lat2
+
+
+def _list_schedule(dep, lat, dur, offsets, p: int, describe, dep2=None, lat2=None):
     """Start and end of every op: list scheduling in dependency order. Each stage advances until
     its next op waits on an op not yet simulated, then parks on it; finishing that op wakes the
-    stage. O(ops). describe(i) names op i for the deadlock message."""
+    stage. O(ops). describe(i) names op i for the deadlock message. dep2/lat2 (optional): a second
+    dependency per op (-1: none)."""
     dep_l, lat_l, dur_l = dep.tolist(), lat.tolist(), dur.tolist()
+    if dep2 is None:
+        dep2_l, lat2_l = [-1] * len(dep_l), [0.0] * len(dep_l)
+    else:
+        dep2_l, lat2_l = dep2.tolist(), lat2.tolist()
     end_l = [-1.0] * len(dep_l)
     start_l = [0.0] * len(dep_l)
     ptr = offsets[:-1].tolist()
@@ -308,6 +368,15 @@ def _list_schedule(dep, lat, dur, offsets, p: int, describe):
                     waiting.setdefault(d, []).append(s)
                     break
                 e += lat_l[i]
+                if e > t:
+                    t = e
+            d = dep2_l[i]
+            if d >= 0:
+                e = end_l[d]
+                if e < 0.0:
+                    waiting.setdefault(d, []).append(s)
+                    break
+                e += lat2_l[i]
                 if e > t:
                     t = e
             start_l[i] = t
@@ -330,7 +399,7 @@ def _list_schedule(dep, lat, dur, offsets, p: int, describe):
 
 def _peak_in_flight(kind, release: int, offsets, lengths, v: int) -> np.ndarray:
     """Per stage, the most microbatches whose F has started and whose `release` op (B or W) has not
-    ended, in microbatch-equivalents (chunk activations / v)."""
+    ended, in microbatch-equivalents (chunk activations / v; v = 1 for dual, whose chunks are whole stages)."""
     delta = np.where(kind == _F, 1, np.where(kind == release, -1, 0))
     running = np.cumsum(delta)
     base = np.concatenate([[0], running[offsets[1:-1] - 1]])
@@ -338,19 +407,21 @@ def _peak_in_flight(kind, release: int, offsets, lengths, v: int) -> np.ndarray:
     return np.maximum.reduceat(per_stage, offsets[:-1]) / v
 
 
-def _simulate_raw(raw, p, v, t_f, t_b, t_w, p2p, schedule, m=None) -> Timeline:
+def _simulate_raw(raw, p, v, t_f, t_b, t_w, p2p, schedule, m=None, where="loop") -> Timeline:
     """Simulate per-stage raw orders (see schedules._raw_orders) with per-stage durations."""
-    lengths, offsets, stage, kind, mb, chunk, m, split, table = _op_table(raw, p, v, m)
-    dep, lat = _dependencies(table, stage, kind, mb, chunk, p, v, m, p2p)
+    lengths, offsets, stage, kind, mb, chunk, pos, length, m, split, table = _op_table(raw, p, v, m, where)
+    dep, lat = _dependencies(table, stage, kind, mb, pos, length, m, p2p)
     t_b_op = t_b if split else t_b + t_w
-    per_kind = np.stack([t_f, t_b_op, t_w]) / v  # (3, p)
+    share = 1 if where == "dual" else v  # a dual chunk is a whole stage of its model copy
+    per_kind = np.stack([t_f, t_b_op, t_w]) / share  # (3, p)
     dur = per_kind[kind, stage]
 
     def describe(i, where=False):
         text = f"{'FBW'[kind[i]]}{mb[i]}"
         return f"{text} of stage {stage[i]}" if where else f"{text} (chunk {chunk[i]})"
 
-    start, end = _list_schedule(dep, lat, dur, offsets, p, describe)
+    fused, dep2, lat2 = _fused(raw, offsets, dep, lat)
+    start, end = _list_schedule(dep, lat, dur, offsets, p, describe, dep2, lat2)
     require_finite("the simulated step's end", end)
     step_time = float(end.max())
     busy = np.bincount(stage, weights=dur, minlength=p)
@@ -371,15 +442,22 @@ def _simulate_raw(raw, p, v, t_f, t_b, t_w, p2p, schedule, m=None) -> Timeline:
         stage_bubble=readonly(1.0 - busy / step_time),
         bubble_fraction=float(idle / (p * step_time)),
         overhead=float(step_time / busy.max() - 1.0),
-        peak_in_flight=readonly(_peak_in_flight(kind, _B, offsets, lengths, v)),
-        peak_in_flight_w=readonly(_peak_in_flight(kind, _W if split else _B, offsets, lengths, v)),
+        peak_in_flight=readonly(_peak_in_flight(kind, _B, offsets, lengths, share)),
+        peak_in_flight_w=readonly(_peak_in_flight(kind, _W if split else _B, offsets, lengths, share)),
         p2p=p2p,
+        placement=where,
+        fused=readonly(fused),
     )
 
 
-def simulate(orders, *, chunks=1, t_f=1.0, t_b=1.0, t_w=1.0, p2p=0.0, name="custom") -> Timeline:
+def simulate(orders, *, chunks=1, t_f=1.0, t_b=1.0, t_w=1.0, p2p=0.0, name="custom",
+             placement="loop") -> Timeline:
     """Simulate a step from per-stage op orders (e.g. from ``stage_orders``): each op starts as
     early as its dependency (+p2p across stages) and the stage's previous op allow.
+
+    ``placement`` (one of PLACEMENTS: 'loop', 'v', 'dual'; see distlab.pipeline.schedules) says
+    which stage and chunk a microbatch visits next; orders of zb-v and dualpipe-v need 'v' and
+    chunks=2, dualpipe 'dual' and chunks=2.
 
     Ops are ``Op``/tuples (kind, microbatch[, chunk]). If any op is 'W', B lasts t_b and W
     t_w; otherwise B lasts t_b + t_w. Raises ConfigurationError on a missing or repeated
@@ -398,6 +476,10 @@ def simulate(orders, *, chunks=1, t_f=1.0, t_b=1.0, t_w=1.0, p2p=0.0, name="cust
     if p == 0:
         raise ConfigurationError("orders is empty; give one op list per stage")
     v = positive_int(chunks, "chunks")
+    if placement not in PLACEMENTS:
+        raise ConfigurationError(f"placement={placement!r}; valid: {', '.join(PLACEMENTS)}")
+    if placement != "loop" and v != 2:
+        raise ConfigurationError(f"placement={placement!r} puts 2 chunks on every stage; give chunks=2")
     raw, total = [], 0
     for s, ops in enumerate(orders):
         if isinstance(ops, (str, bytes)) or not hasattr(ops, "__len__"):
@@ -428,6 +510,7 @@ def simulate(orders, *, chunks=1, t_f=1.0, t_b=1.0, t_w=1.0, p2p=0.0, name="cust
         _per_stage(t_w, p, "t_w", True),
         non_negative(p2p, SECONDS, "p2p"),
         name,
+        where=placement,
     )
 
 
@@ -445,8 +528,7 @@ def schedule(
     batch=None,
     layers=None,
 ) -> Timeline:
-    """Build `schedule` (naive, gpipe, 1f1b, interleaved, zb-h1) over p = ``pp`` stages and simulate it.
-    Lesson 4 §2-§3.
+    """Build `schedule` (one of KINDS) over p = ``pp`` stages and simulate it. Lesson 4 §2-§3, Lesson 11 §1.
 
     Durations per microbatch per stage as in the module notes (default F:B:W = 1:1:1, so
     the full backward is 2 x forward). Optional ``batch`` (samples per pipeline per step)
@@ -461,6 +543,7 @@ def schedule(
     m = check_microbatches(microbatches, batch)
     v = positive_int(chunks, "chunks")
     _check_layout(name, p, m, v, layers)
+    v = _chunks_of(name, v)
     return _simulate_raw(
         _raw_orders(name, p, m, v),
         p,
@@ -471,4 +554,5 @@ def schedule(
         non_negative(p2p, SECONDS, "p2p"),
         name,
         m=m,
+        where=placement(name),
     )

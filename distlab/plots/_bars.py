@@ -117,11 +117,12 @@ def memory_legend_html() -> str:
 # --------------------------------------------------------------------------- step time
 
 #: StepEstimate.parts() keys, in stacking order, with their colours.
-STEP_PARTS = ("compute", "TP communication", "pipeline bubble", "pipeline p2p", "DP communication (exposed)",
-         "optimizer step")
+STEP_PARTS = ("compute", "TP communication", "CP communication (exposed)", "pipeline bubble", "pipeline p2p",
+              "DP communication (exposed)", "optimizer step")
 STEP_COLOURS = {
     "compute": BLUE,
     "TP communication": ORANGE,
+    "CP communication (exposed)": "#cc79a7",
     "pipeline bubble": "#c9c9c9",
     "pipeline p2p": BROWN,
     "DP communication (exposed)": RED,

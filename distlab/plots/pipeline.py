@@ -194,16 +194,17 @@ class TimelineGrid:
     def animated_artists(self) -> list:
         return [self.pixels]
 
-    def update(self, timeline=None, faded: bool = False) -> bool:
+    def update(self, timeline=None, faded: bool = False, x_max: float | None = None) -> bool:
         """Show `timeline` (or fade the current picture when None/faded). Returns True when the
-        static part (the x range) changed, i.e. a full redraw is needed."""
+        static part (the x range) changed, i.e. a full redraw is needed. x_max: the x range to use
+        (default: the step time rounded up as above)."""
         ax = self.ax
         if timeline is None or faded:
             self.pixels.faded = True
             self.pixels.stale = True
             return False
         before = ax.get_xlim()
-        x_max = nice_ceiling(timeline.step_time * 1.02)
+        x_max = nice_ceiling(timeline.step_time * 1.02) if x_max is None else float(x_max)
         self.pixels.set_timeline(timeline, x_max)
         ax.set_xlim(0.0, x_max)
         return ax.get_xlim() != before

@@ -16,7 +16,8 @@ Lesson 8's formulas, built on the physics below them (imports point downward onl
   two runs of distlab.training.estimate and distlab.memory's precision recipes.
 - Context parallelism (ring attention, Liu et al. 2023; Megatron-Core context parallelism):
   per ring step a GPU sends a K/V block to its neighbour while it computes attention of its
-  query chunk against the block it holds; the transfer hides when it is shorter.
+  query chunk against the block it holds; the transfer hides when it is shorter. Lesson 11 §3 adds causal load
+  balancing (zig-zag chunks), the backward ring, DeepSpeed-Ulysses' all-to-alls and the memory per GPU.
 - OOM triage: distlab.triage.oom_triage.
 - Stragglers: synchronous data parallelism waits for the slowest GPU every step; the expected
   maximum of N GPUs' times, exactly (numerical integration) and by simulation.
@@ -35,7 +36,8 @@ from .fp8 import (  # noqa: F401 (re-exported)
     FP8Comparison, fp8_comparison,
 )
 from .context import (  # noqa: F401 (re-exported)
-    RingAttentionStep, ring_attention_step,
+    CP_METHODS, ContextParallelLayer, RingAttentionStep, causal_work_per_rank, compare_context_parallel,
+    context_parallel_layer, ring_attention_step, ulysses_limit,
 )
 from .stragglers import (  # noqa: F401 (re-exported)
     EULER_GAMMA, MAX_NORMALS, MAX_SIMULATION_DRAWS, StragglerStep, expected_max_normal, expected_slowest,
@@ -53,6 +55,11 @@ __all__ = [
     "fp8_comparison",
     "RingAttentionStep",
     "ring_attention_step",
+    "ContextParallelLayer",
+    "causal_work_per_rank",
+    "context_parallel_layer",
+    "compare_context_parallel",
+    "ulysses_limit",
     "OOMTriage",
     "TriageStep",
     "expected_max_normal",

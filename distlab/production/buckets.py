@@ -187,27 +187,52 @@ def bucket_sweep(grad_bytes, backward_time, dp, *, max_buckets=1024, link=None, 
                        share)
 
 
-def backward_time(model, tokens_per_gpu, gpu="h100-sxm", *, precision="mixed", efficiency=0.5) -> float:
-    """Backward compute of one step on one data-parallel GPU (s): 4 x params x tokens / (peak x efficiency).
+def backward_time(model, tokens_per_gpu, gpu="h100-sxm", *, precision="mixed", efficiency=None, seq_len=None,
+                  attention="flash") -> float:
+    """Backward compute of one step on one data-parallel GPU (s), priced as the step model prices compute.
 
-    The backward pass is 4 of the 6 FLOPs per parameter per token (weight and input gradients;
-    Kaplan et al. 2020, as distlab.training counts them). Lesson 8 §1.
+    efficiency None (default): the calibrated compute model of training.estimate (distlab.efficiency:
+    matmuls at the fitted share of the GPU's measured GEMM rate, the attention core at its kernel's
+    efficiency, the element-wise HBM traffic), on one GPU without model parallelism or recomputation,
+    for tokens_per_gpu tokens in sequences of seq_len (default: the model's). Every part of that time is
+    3 passes (forward, and backward's input and weight gradients: flops.TRAINING_PASSES), so backward
+    is 2/3 of it: backward = 2/3 x tokens x training.step_model_array's compute per token. A number:
+    Lesson 7 §1's fixed share of peak on the 6PT count, backward = 4 x params x tokens / (peak x
+    efficiency), the 4 of the 6 FLOPs per parameter per token (Kaplan et al. 2020). Lesson 8 §1.
 
-    >>> round(backward_time('llama2-7b', 4096), 4)  # 4 x 6.738e9 x 4096 / (989.4 TFLOP/s x 0.5)
-    0.2232
+    Llama-2-7B, 4,096 tokens (one sequence) on an H100 SXM (989.4 TFLOP/s bf16, 3.35 TB/s), calibrated:
+    matmuls (weights and logits) 32 x 3 x 2 x 202,383,360 + 3 x 2 x 4096 x 32000 = 39,644,037,120 FLOP per
+    token at 0.78 x 794.5 / 989 = 62.66% of peak: 0.2619 s; the attention core 32 x 3 x 4 x 4096 x 4096 =
+    6,442,450,944 FLOP per token at flash attention's 50%: 0.0533 s; element-wise traffic 32 layers x
+    3 passes x 2.5 x 538,968,064 B stored per layer (flash) / 3.35 TB/s = 0.0386 s; backward =
+    2/3 x 0.3539 s = 0.2359 s. The fixed 50%: 4 x 6.738e9 x 4096 / (989.4 TFLOP/s x 0.5) = 0.2232 s.
+
+    >>> round(backward_time('llama2-7b', 4096), 4), round(backward_time('llama2-7b', 4096, efficiency=0.5), 4)
+    (0.2359, 0.2232)
     """
-    from .. import models
+    from .. import efficiency as compute_models, flops, models
 
-    params = float(models.model(model).parameter_count()) if not hasattr(model, "parameter_count") \
-        else float(model.parameter_count())
+    model = models.model(model)
     tokens = positive(tokens_per_gpu, "", "tokens_per_gpu")
     if tokens > MAX_TOKENS_PER_GPU:
         raise ConfigurationError(f"tokens_per_gpu={tokens:g} is more than {MAX_TOKENS_PER_GPU:g} tokens per GPU per step")
     acc = hardware.accelerator(gpu)
-    peak = acc.peak(memory.precision_recipe(precision).compute_precision)
-    eff = training.check_fraction(efficiency, "efficiency")
-    result = 4.0 / training.FLOPS_PER_PARAM_TOKEN * training.model_flops(params, tokens) / (peak * eff)
+    recipe = memory.precision_recipe(precision)
+    peak = acc.peak(recipe.compute_precision)
+    if efficiency is not None:
+        eff = training.check_fraction(efficiency, "efficiency")
+        params = float(model.parameter_count())
+        result = 4.0 / training.FLOPS_PER_PARAM_TOKEN * training.model_flops(params, tokens) / (peak * eff)
+    else:
+        s = model.seq_len if seq_len is None else whole_number(seq_len, "seq_len", 1, MAX_SEQ_LEN)
+        compute = compute_models.compute_model(acc, attention)
+        # one sequence on one GPU (no TP, PP or DP: the links are not used); compute is linear in the tokens
+        out = training.step_model_array(
+            model, gpus_per_node=1, intra_bw=1.0, intra_lat=0.0, inter_bw=1.0, inter_lat=0.0, peak_flops=peak,
+            hbm_bandwidth=acc.memory_bandwidth, recipe=recipe, global_batch=1, seq_len=s, dp=1, tp=1, pp=1,
+            chunks=1, micro_batch_size=1, zero=0, recompute_code=0, sequence_parallel=False, schedule_code=1,
+            **training.compute_arguments(compute))
+        passes = flops.TRAINING_PASSES
+        result = (passes - 1) / passes * float(out["compute_s"]) / s * tokens
     require_finite("backward_time", result)
     return result
-
-

@@ -247,10 +247,11 @@ def straggler_step(model, cluster, *, slow_factor=1.0, sigma=0.0, **config) -> S
     communication, the bubble and the optimizer step do not. sigma: each GPU's relative standard
     deviation per step (independent jitter of m microbatches averages to sigma_mb / sqrt(m)). Lesson 8 §6.
 
-    One GPU 1.5x slow, no jitter: the wait is 0.5 x the 0.382 s of compute (training.estimate's example).
+    One GPU 1.5x slow, no jitter: the wait is 0.5 x the 0.382 s of compute at a fixed 50% of peak
+    (training.estimate's example).
 
     >>> st = straggler_step('llama2-7b', 'dgx-h100', nodes=1, fabric='ib-ndr', slow_factor=1.5, global_batch=8,
-    ...                     seq_len=4096)
+    ...                     seq_len=4096, efficiency=0.5)
     >>> st.slowest, round(st.wait_s, 3)
     (1.5, 0.191)
     """

@@ -243,6 +243,11 @@ def _loopback_interface() -> str:
                        "the all-reduce measurement only talks to 127.0.0.1")
 
 
+def loopback_interface() -> str:
+    """The name of the network interface that carries 127.0.0.1 (gloo is told to use it: GLOO_SOCKET_IFNAME)."""
+    return _loopback_interface()
+
+
 def _tail(path: Path, lines: int = 6, chars: int = 1500) -> str:
     """The last lines a worker printed, without Python traceback frames (the error line stays)."""
     try:
@@ -315,8 +320,9 @@ def measure_all_reduce(world_sizes=(2, 3, 4), sizes_bytes=DEFAULT_SIZES, repeats
     return AllReduceMeasurement(world_sizes, sizes, samples, usable_cores())
 
 
-def _wait(procs, logs, work: Path, world: int, startup_timeout: float, timeout: float) -> None:
-    """Poll the workers until all exit 0; raise DistlabError on the first failure or when out of time."""
+def _wait(procs, logs, work: Path, world: int, startup_timeout: float, timeout: float, what: str = "all-reduce") -> None:
+    """Poll the workers until all exit 0; raise DistlabError on the first failure or when out of time.
+    `what` names the measurement in the messages ('all-reduce', 'all-to-all')."""
     deadline, started = time.monotonic() + startup_timeout, False
     while True:
         codes = [p.poll() for p in procs]
@@ -327,11 +333,11 @@ def _wait(procs, logs, work: Path, world: int, startup_timeout: float, timeout: 
             for rank, code in failed:
                 how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
                 out = _tail(logs[rank])
-                parts.append(f"all-reduce worker rank {rank} {how}" + (f":\n{out}" if out else " (no output)"))
+                parts.append(f"{what} worker rank {rank} {how}" + (f":\n{out}" if out else " (no output)"))
             raise DistlabError("\n".join(parts))
         if all(code == 0 for code in codes):
             if not (work / "result.json").is_file():
-                raise DistlabError("the all-reduce workers exited without writing their timings")
+                raise DistlabError(f"the {what} workers exited without writing their timings")
             return
         if not started and all((work / f"ready{rank}").exists() for rank in range(world)):
             started, deadline = True, time.monotonic() + timeout
@@ -339,9 +345,9 @@ def _wait(procs, logs, work: Path, world: int, startup_timeout: float, timeout: 
             _stop(procs)
             if not started:
                 waiting = [str(r) for r in range(world) if not (work / f"ready{r}").exists()]
-                raise DistlabError(f"the all-reduce workers did not start within {startup_timeout:g} s "
+                raise DistlabError(f"the {what} workers did not start within {startup_timeout:g} s "
                                    f"(rank(s) {', '.join(waiting)} never joined the group; this machine may be "
                                    "overloaded: try startup_timeout=...)")
-            raise DistlabError(f"the all-reduce measurement did not finish within {timeout:g} s after start-up "
+            raise DistlabError(f"the {what} measurement did not finish within {timeout:g} s after start-up "
                                "(try fewer or smaller sizes, or timeout=...)")
         time.sleep(0.02)

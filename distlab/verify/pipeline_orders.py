@@ -30,18 +30,24 @@ TORCH_SCHEDULES = {
     "1f1b": "Schedule1F1B",
     "interleaved": "ScheduleInterleaved1F1B",
     "zb-h1": "ScheduleInterleavedZeroBubble",  # with one local stage: ZB-H1 ("ZB1P")
+    "zb-v": "ScheduleZBVZeroBubble",
+    "dualpipe-v": "ScheduleDualPipeV",
 }
+#: Schedules with two stages per rank placed in a V: rank r runs stage r and stage 2p-1-r.
+_V_SHAPED = ("ScheduleZBVZeroBubble", "ScheduleDualPipeV")
 _SINGLE = ("ScheduleGPipe", "Schedule1F1B")  # one stage per rank: PipelineScheduleSingle
 _LETTERS = {"F": "F", "B": "B", "I": "B", "W": "W"}  # torch's I (input gradient) is our B
+_FUSED = "OVERLAP_F_B"  # DualPipe-V's overlapped forward + backward pair: its sub-actions, in order
 SOURCES = ("executed", "plan")
 
 
 class _RecordingStage:
     """Stands in for a torch PipelineStage: no model, no communication; logs each compute call as an Op."""
 
-    def __init__(self, index, p, v, log):
+    def __init__(self, index, p, v, log, v_shape=False):
         self.stage_index, self.num_stages = index, p * v
-        self.group_size, self.group_rank = p, index % p
+        self.group_size, self.group_rank = p, (2 * p - 1 - index if v_shape and index >= p else index % p)
+        self._split_full = v_shape  # V schedules mix full and split backwards: a full one is our B then W
         self.is_first, self.is_last = index == 0, index == p * v - 1
         self.device, self.submod, self.has_backward = "cpu", None, True
         self.args_recv_info, self.act_send_info = {0: ()}, {}
@@ -52,6 +58,8 @@ class _RecordingStage:
 
     def backward_one_chunk(self, mb, loss=None, full_backward=True, last_backward=False):
         self._log.append(Op("B", mb, self._chunk))  # full or input-only backward: both are our B
+        if full_backward and self._split_full:
+            self._log.append(Op("W", mb, self._chunk))
 
     def backward_weight_one_chunk(self, mb, last_backward=False):
         self._log.append(Op("W", mb, self._chunk))
@@ -72,22 +80,29 @@ def _loss(output, target):
     return None
 
 
-def _compute_ops(actions, p) -> tuple:
-    """torch _Actions -> Ops, leaving out idle slots (None), REDUCE_GRAD and send/receive."""
-    ops = []
+def _compute_ops(actions, p, split_full=False) -> tuple:
+    """torch _Actions -> Ops, leaving out idle slots (None), REDUCE_GRAD and send/receive. A fused
+    pair (OVERLAP_F_B) gives its sub-actions; with split_full a full backward gives B then W."""
+    ops: list = []
     for action in actions:
         if action is None:
             continue
         kind = getattr(action.computation_type, "value", str(action.computation_type))
-        if kind in _LETTERS:
+        if kind == _FUSED:
+            ops.extend(_compute_ops(action.sub_actions, p, split_full))
+        elif kind in _LETTERS:
             ops.append(Op(_LETTERS[kind], action.microbatch_index, action.stage_index // p))
+            if kind == "B" and split_full:
+                ops.append(Op("W", action.microbatch_index, action.stage_index // p))
     return tuple(ops)
 
 
 def torch_pipeline_orders(schedule, p, m, v=1, source="executed") -> tuple[tuple[Op, ...], ...]:
     """Per-rank compute operations of torch's `schedule` with p ranks, m microbatches, v chunks per rank.
 
-    `schedule` is a distlab name ('gpipe', '1f1b', 'interleaved', 'zb-h1') or a torch class name.
+    `schedule` is a distlab name ('gpipe', '1f1b', 'interleaved', 'zb-h1', 'zb-v', 'dualpipe-v') or a
+    torch class name. For the V schedules (zb-v, dualpipe-v) rank r runs stages r and 2p-1-r (chunks 0
+    and 1), and a full backward is written B then W, as distlab.pipeline writes it.
     source: 'executed' (the forward/backward calls torch's step makes) or 'plan' (torch's
     pipeline_order). Returns distlab.pipeline.Op tuples (kind, microbatch, chunk), like
     stage_orders; communication and gradient-reduction actions are left out.
@@ -104,6 +119,11 @@ def torch_pipeline_orders(schedule, p, m, v=1, source="executed") -> tuple[tuple
             raise ConfigurationError(f"{name}={value!r} must be a whole number >= 1")
     if cls_name in _SINGLE and v != 1:
         raise ConfigurationError(f"v={v}: {schedule} has one model chunk per rank; valid: v=1")
+    v_shape = cls_name in _V_SHAPED
+    if v_shape:
+        if v not in (1, 2):
+            raise ConfigurationError(f"v={v}: {schedule} runs two model chunks per rank; valid: v=2 (or 1)")
+        v = 2
     try:
         from torch.distributed.pipelining import schedules
 
@@ -119,7 +139,8 @@ def torch_pipeline_orders(schedule, p, m, v=1, source="executed") -> tuple[tuple
         out = []
         for rank in range(p):
             log: list = []
-            stages = [_RecordingStage(rank + k * p, p, v, log) for k in range(v)]
+            indices = [rank, 2 * p - 1 - rank] if v_shape else [rank + k * p for k in range(v)]
+            stages = [_RecordingStage(index, p, v, log, v_shape) for index in indices]
             try:
                 sched = cls(stages[0] if cls_name in _SINGLE else stages, m, loss_fn=_loss)
             except (ValueError, AssertionError) as exc:  # torch's own checks of (p, m, v)
@@ -127,7 +148,7 @@ def torch_pipeline_orders(schedule, p, m, v=1, source="executed") -> tuple[tuple
                 raise ConfigurationError(f"torch's {cls_name} refuses p={p}, m={m}, v={v}: "
                                          f"{' '.join(reason.split())}") from exc
             if source == "plan":
-                out.append(_compute_ops(sched.pipeline_order[rank], p))
+                out.append(_compute_ops(sched.pipeline_order[rank], p, v_shape))
             else:
                 sched._step_microbatches(target_mbs=[None] * m)
                 out.append(tuple(log))

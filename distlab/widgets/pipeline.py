@@ -34,16 +34,20 @@ __all__ = [
 MAX_STAGES = 16
 MAX_MICROBATCHES = 64
 MAX_CHUNKS = 8
+#: The stage-analysis panel prices the Lesson 4 schedules (those with a closed form).
+STAGE_ANALYSIS_KINDS = tuple(k for k in pipeline.KINDS if k not in pipeline.NO_CLOSED_FORM)
 ROWS_NOTE = "rows: stage 0 (top) to stage p-1 (bottom), one GPU each; time runs left to right ({unit})"
 
 
 @dataclass(frozen=True)
 class BubbleGridResult:
-    """What the bubble-grid app shows: the simulated step, its closed form and the memory it implies."""
+    """What the bubble-grid app shows: the simulated step, its closed form (None for the schedules after 1F1B,
+    which have none; ``published`` then holds the papers' statement) and the memory it implies."""
 
     timeline: pipeline.Timeline
-    closed_form: pipeline.ClosedForm
+    closed_form: pipeline.ClosedForm | None
     memory: pipeline.StageActivations
+    published: str = ""
 
 
 class BubbleGridApp(LessonApp):
@@ -57,7 +61,7 @@ class BubbleGridApp(LessonApp):
                  model="llama2-7b", recompute="selective"):
         slider = dict(continuous_update=True, layout=widgets.Layout(width="330px"))
         self.kind = widgets.ToggleButtons(options=list(pipeline.KINDS), value=kind, description="schedule",
-                                          style={"button_width": "96px"})  # "interleaved" whole
+                                          style={"button_width": "92px"})  # "interleaved", "dualpipe-v" whole (rows may wrap)
         self.stages = widgets.IntSlider(value=stages, min=1, max=MAX_STAGES, description="stages p", **slider)
         self.microbatches = widgets.IntSlider(value=microbatches, min=1, max=MAX_MICROBATCHES,
                                               description="micro m", **slider)
@@ -88,7 +92,7 @@ class BubbleGridApp(LessonApp):
             widgets.HBox([self.microbatches, self.weight]),
             widgets.HBox([self.chunks, self.model]),
             widgets.HBox([widgets.HTML('<span style="font-size:12px;color:#57606a">F = 1: one stage\'s forward '
-                                       'of one microbatch. Schedules other than zb-h1 run B + W as one '
+                                       'of one microbatch. 1F1B and before run B + W as one '
                                        'backward op.</span>', layout=widgets.Layout(width="330px")),
                           self.recompute]),
         ])
@@ -107,9 +111,10 @@ class BubbleGridApp(LessonApp):
         p, m = self.stages.value, self.microbatches.value
         t_b, t_w = self.backward.value, self.weight.value
         timeline = pipeline.schedule(kind, p, m, v, t_f=1.0, t_b=t_b, t_w=t_w)
-        closed = pipeline.closed_form(kind, p, m, v, 1.0, t_b, t_w)
         act = pipeline.activation_memory(timeline, self.model.value, recompute=self.recompute.value)
-        return BubbleGridResult(timeline, closed, act)
+        if kind not in pipeline.NO_CLOSED_FORM:
+            return BubbleGridResult(timeline, pipeline.closed_form(kind, p, m, v, 1.0, t_b, t_w), act)
+        return BubbleGridResult(timeline, None, act, _published(kind, p, t_b, t_w))
 
     def render(self, result: BubbleGridResult) -> bool:
         return self.grid.update(result.timeline)
@@ -123,12 +128,17 @@ class BubbleGridApp(LessonApp):
         tl, cf, act = r.timeline, r.closed_form, r.memory
         p, m, v = tl.stages, tl.microbatches, tl.chunks
         setup = f"{tl.schedule}, p={p}, m={m}" + (f", v={v}" if v > 1 else "")
+        closed = (f"closed form {format_percent(cf.bubble_fraction)}" if cf is not None
+                  else "no closed form for general t_F, t_B, t_W")
         lines = [
             f"{setup}: step {tl.step_time:.4g} x t_F, ideal {float(tl.busy.max()):.4g} x t_F (the busiest stage's "
             f"compute; t_F = one stage's forward of one microbatch) [pipeline.schedule]",
             f"bubble: {format_percent(tl.bubble_fraction)} of the step idle, all stages together "
-            f"(closed form {format_percent(cf.bubble_fraction)}); time added over ideal: {format_percent(tl.overhead)} "
+            f"({closed}); time added over ideal: {format_percent(tl.overhead)} "
             "[pipeline.schedule, pipeline.closed_form]",
+            *([] if cf is not None else [
+                f"idle inside a stage's own span (the papers' bubble, steps overlapping): at most "
+                f"{float(tl.span_idle.max()):.4g} x t_F [Timeline.span_idle]; {r.published}"]),
             "peak microbatches in flight per stage: " + _compact(tl.peak_in_flight_w) + " [pipeline.schedule]",
             f"peak activation memory: {format_bytes(act.peak_bytes)} on stage {act.peak_stage} "
             f"({act.layers_per_stage[act.peak_stage]} layers x {act.in_flight[act.peak_stage]:g} in flight x "
@@ -137,6 +147,19 @@ class BubbleGridApp(LessonApp):
             "[pipeline.activation_memory]",
         ]
         return "\n".join(lines)
+
+
+def _published(kind: str, p: int, t_b: float, t_w: float) -> str:
+    """What the papers state for a schedule after 1F1B, at these times (t_F = 1)."""
+    if kind == "zb-v":
+        return ("Qi et al. 2024: zero with t_F = t_B = t_W and m >= 2p-1, at 1F1B's activation memory; "
+                "2 chunks per stage, twice 1F1B's p2p traffic")
+    if kind == "dualpipe" and p % 2:
+        return "DualPipe needs an even p"
+    bound = pipeline.dualpipe_bubble_time(p, 1.0, t_b, t_w, v_shape=kind == "dualpipe-v")
+    copies = "2x parameters (two model copies)" if kind == "dualpipe" else "1x parameters"
+    return (f"DeepSeek-V3 Table 2: (PP/2-1)(F&B+B-3W) = {bound:.4g} x t_F with F&B = F + B; {copies}, "
+            f"PP+1 activations")
 
 
 def _compact(values) -> str:
@@ -163,7 +186,8 @@ class StageAnalysisApp(LessonApp):
                  layer_time_ms=2.0, link="ib-ndr", max_bubble_pct=20.0):
         wide = widgets.Layout(width="330px")
         self.model = widgets.Dropdown(options=list(models.MODELS), value=model, description="model", layout=wide)
-        self.kind = widgets.Dropdown(options=list(pipeline.KINDS), value=kind, description="schedule", layout=wide)
+        self.kind = widgets.Dropdown(options=list(STAGE_ANALYSIS_KINDS), value=kind, description="schedule",
+                                     layout=wide)
         self.stages = widgets.IntSlider(value=stages, min=1, max=MAX_STAGES, description="stages p", layout=wide)
         self.microbatches = widgets.IntSlider(value=microbatches, min=1, max=MAX_MICROBATCHES, description="micro m",
                                               layout=wide)

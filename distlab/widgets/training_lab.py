@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
-from .. import hardware, memory, models, training, triage
+from .. import hardware, memory, memory_recipes, models, training, triage
 from ..plots.memory_wall import legend_html as memory_legend_html, memory_bars
 from ..plots.training_lab import legend_html as step_legend_html, step_bars
 from ..units import format_bytes, format_seconds
@@ -17,6 +17,8 @@ FABRICS = ["ethernet-100g", "ethernet-200g", "ethernet-400g", "ib-hdr", "ib-ndr"
 NODE_COUNTS = [1, 2, 4, 8, 16, 32, 64, 128]
 BATCHES = [8, 16, 32, 64, 128, 256, 512, 1024, 2048]
 SEQS = [1024, 2048, 4096, 8192, 16384]
+#: The compute model: the calibrated one (distlab.efficiency, Lesson 7 §8) or a fixed share of peak (§1).
+EFFICIENCY_OPTIONS = [("calibrated", None)] + [(f"fixed {p}%", p / 100) for p in (30, 40, 50, 60, 70, 80)]
 ZERO_LABELS = [("plain DP", 0), ("ZeRO-1", 1), ("ZeRO-2", 2), ("ZeRO-3", 3)]
 
 
@@ -30,7 +32,8 @@ class TrainingLabApp(LessonApp):
 
     def __init__(self, model="llama3.1-70b", node="dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256,
                  seq_len=8192, tp=4, pp=2, micro_batch_size=1, chunks=1, schedule="1f1b", zero=2,
-                 recompute="selective", sequence_parallel=True, efficiency=0.5):
+                 recompute="selective", sequence_parallel=True, efficiency=None,
+                 memory_recipe="deepspeed", cp=1):
         narrow = widgets.Layout(width="210px")
         self.model = widgets.Dropdown(options=list(models.MODELS), value=model, description="model", layout=narrow)
         self.node = widgets.Dropdown(options=list(hardware.NODES), value=node, description="node", layout=narrow)
@@ -42,6 +45,8 @@ class TrainingLabApp(LessonApp):
                                         style={"button_width": "40px"})
         self.pp = widgets.ToggleButtons(options=[1, 2, 4, 8, 16], value=pp, description="PP",
                                         style={"button_width": "40px"})
+        # context parallelism by ring attention (training.estimate's cp): each GPU holds s / cp of a sequence
+        self.cp = widgets.Dropdown(options=[1, 2, 4, 8, 16], value=cp, description="CP", layout=narrow)
         self.micro_batch_size = widgets.Dropdown(options=[1, 2, 4, 8], value=micro_batch_size,
                                                  description="micro-batch", layout=narrow)
         self.schedule = widgets.Dropdown(options=list(training.SCHEDULES), value=schedule, description="schedule",
@@ -54,8 +59,12 @@ class TrainingLabApp(LessonApp):
                                           description="recompute", layout=narrow)
         self.sequence_parallel = widgets.Checkbox(value=sequence_parallel, description="sequence parallel",
                                                   layout=narrow)
-        self.efficiency = widgets.FloatSlider(value=efficiency, min=0.2, max=1.0, step=0.05,
-                                              description="matmul eff.", continuous_update=True)
+        # None: the calibrated compute model (distlab.efficiency, Lesson 7 §8); a number: Lesson 7 §1's fixed share
+        self.efficiency = widgets.Dropdown(options=EFFICIENCY_OPTIONS, value=efficiency, description="compute",
+                                           layout=narrow)
+        # an engine's memory, not the ZeRO paper's minimum: DeepSpeed runs every ZeRO stage (distlab.memory_recipes)
+        self.memory_recipe = widgets.Dropdown(options=list(memory_recipes.MEMORY_RECIPES), value=memory_recipe,
+                                              description="memory", layout=narrow)
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((7.2, 2.6), dict(left=0.08, right=0.98, bottom=0.2, top=0.95, wspace=0.3))
         grid = self.fig.add_gridspec(1, 3)
@@ -70,7 +79,7 @@ class TrainingLabApp(LessonApp):
         self.error: str | None = None
         self._controls = (self.model, self.node, self.nodes, self.fabric, self.global_batch, self.seq_len, self.tp,
                           self.pp, self.micro_batch_size, self.schedule, self.chunks, self.zero, self.recompute,
-                          self.sequence_parallel, self.efficiency)
+                          self.sequence_parallel, self.efficiency, self.memory_recipe, self.cp)
         for control in self._controls:
             control.observe(self._on_change, names="value")
         controls = widgets.VBox([
@@ -80,6 +89,7 @@ class TrainingLabApp(LessonApp):
             widgets.HBox([self.micro_batch_size, self.schedule, self.chunks]),
             self.zero,
             widgets.HBox([self.recompute, self.sequence_parallel, self.efficiency]),
+            widgets.HBox([self.memory_recipe, self.cp]),
         ])
         legends = widgets.HTML(memory_legend_html() + step_legend_html())
         super().__init__([controls, legends, self.canvas, self.status])
@@ -112,11 +122,12 @@ class TrainingLabApp(LessonApp):
     def config(self) -> dict:
         """estimate()'s keyword arguments from the controls."""
         interleaved = self.schedule.value == "interleaved"
-        return dict(global_batch=self.global_batch.value, seq_len=self.seq_len.value, tp=self.tp.value,
+        return dict(global_batch=self.global_batch.value, seq_len=self.seq_len.value, tp=self.tp.value, cp=self.cp.value,
                     pp=self.pp.value, chunks=self.chunks.value if interleaved else 1,
                     micro_batch_size=self.micro_batch_size.value, zero=self.zero.value,
                     recompute=self.recompute.value, sequence_parallel=self.sequence_parallel.value,
-                    schedule=self.schedule.value, efficiency=self.efficiency.value)
+                    schedule=self.schedule.value, efficiency=self.efficiency.value,
+                    memory_recipe=self.memory_recipe.value)
 
     def cluster(self) -> hardware.Cluster:
         return hardware.cluster(self.node.value, self.nodes.value, self.fabric.value)
@@ -142,7 +153,7 @@ class TrainingLabApp(LessonApp):
     def describe(self, est: training.StepEstimate) -> str:
         """The text under the chart: configuration, step time, MFU, throughput, fit or why not."""
         c = est.config
-        head = (f"dp={c['dp']} x tp={c['tp']} x pp={c['pp']}" + (f" (v={c['chunks']})" if c["chunks"] > 1 else "")
+        head = (f"dp={c['dp']} x tp={c['tp']}" + (f" x cp={c['cp']}" if c["cp"] > 1 else "") + f" x pp={c['pp']}" + (f" (v={c['chunks']})" if c["chunks"] > 1 else "")
                 + f" = {est.gpus} GPUs; {c['microbatches']} microbatches of {c['micro_batch_size']} per pipeline "
                 "[training.estimate]")
         parts = ", ".join(f"{name} {format_seconds(value)}" for name, value in est.parts().items() if value > 0)
@@ -150,7 +161,9 @@ class TrainingLabApp(LessonApp):
                  f"step time {format_seconds(est.step_time_s)} ({parts})",
                  f"MFU {100 * est.mfu:.1f}%, {est.tokens_per_s:,.0f} tokens/s, {est.samples_per_s:.3g} samples/s; "
                  f"scaling efficiency {100 * est.scaling_efficiency:.1f}%",
-                 f"memory per GPU {format_bytes(est.memory.total_bytes)}: {est.memory.verdict()}"]
+                 f"memory per GPU {format_bytes(est.memory.total_bytes)} ({c['memory_recipe']} recipe): "
+                 f"{est.memory.verdict()}",
+                 "compute " + est.compute_model.describe()]
         if est.feasible:
             return "\n".join(lines)
         lines.append("NOT FEASIBLE: " + est.explain())

@@ -105,3 +105,13 @@ def test_errors_exit_2_without_traceback(args, words):
 def test_parse_ratio():
     assert parse_ratio("1:1:1") == (1.0, 1.0, 1.0)
     assert parse_ratio(" 1 : 2 : 0 ") == (1.0, 2.0, 0.0)
+
+
+def test_schedules_after_1f1b_print_the_papers_bubble():
+    # ZB-V, p = 4, m = 8, F = B = W: no idle inside any stage's span (Qi et al. 2024); no closed form line
+    proc = run("--kind", "zb-v", "--stages", "4", "--microbatches", "8")
+    assert proc.returncode == 0, proc.stderr
+    assert "idle inside each stage's own span (the papers' bubble): 0 t_F, 0 t_F, 0 t_F, 0 t_F" in proc.stdout
+    assert "closed form" not in proc.stdout
+    proc = run("--kind", "dualpipe", "--stages", "3", "--microbatches", "8")
+    assert proc.returncode == 2 and "even number of stages" in proc.stderr and "Traceback" not in proc.stderr

@@ -65,7 +65,21 @@ def test_plan_json_is_the_planner_ranking(capsys):
         assert key in rows[0]
     assert [r["step_time_s"] for r in rows] == sorted(r["step_time_s"] for r in rows)
     code, out, _ = run(capsys, "plan", *CLUSTER, "--top", "3")
-    assert code == 0 and "fit in memory" in out and len(out.splitlines()) == 5  # summary, header, 3 rows
+    lines = out.splitlines()
+    assert code == 0 and "fit in memory" in out and lines[1].startswith("≈")  # summary, header, 3 rows, the ties
+    assert len(lines) == 5 + (2 if p.tie_count(0) > 1 else 1)
+
+
+def test_plan_prints_the_error_band_the_ties_and_what_decides(capsys):
+    code, out, _ = run(capsys, "plan", *CLUSTER, "--top", "3")
+    p = planner.plan("llama3.1-70b", "dgx-h100", nodes=4, fabric="ib-ndr", global_batch=64, seq_len=2048)
+    band = planner.error_band_percent()
+    assert code == 0 and f"±{band:.1f}%" in out and f"{p.tie_count(0)} tied configuration" in out
+    tied = p.tie_count(0)
+    marked = [line.startswith("≈") for line in out.splitlines()[2:5]]
+    assert marked == [r < tied for r in range(3)]
+    if tied > 1:
+        assert "rests on:" in out
 
 
 @pytest.mark.parametrize("fmt", export.FORMATS)

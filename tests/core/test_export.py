@@ -4,6 +4,7 @@ settings an engine cannot express raise our error."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tomllib
 
@@ -111,6 +112,38 @@ def test_megatron_flags_build_the_catalog_model(name, tp, count):
     assert models.TransformerModel(name="back", seq_len=e.config["seq_len"], **back).parameter_count() == count
 
 
+@pytest.mark.parametrize("name, theta, scaling", [
+    # config.json: Llama 3.1 "rope_theta": 500000.0 with the "llama3" scaling, factor 8.0 (Megatron's
+    # --use-rope-scaling fixes low_freq_factor 1, high_freq_factor 4, original context 8192: those of Llama 3.1)
+    ("llama3.1-70b", "500000", "8"),
+    ("llama3.1-8b", "500000", "8"),
+    # Llama 2 "rope_theta": 10000.0, "rope_scaling": null: Megatron's default base, written out
+    ("llama2-7b", "10000", None),
+    # GPT-3: learned positions, no rotary flags at all
+    ("gpt3-175b", None, None),
+])
+def test_megatron_rope_flags_are_the_catalogs(name, theta, scaling):
+    e = training.estimate(name, "dgx-h100", nodes=4, global_batch=64, tp=8, pp=4, zero=1)
+    text = export.megatron(e)
+    f = _words(text)
+    assert f.get("--rotary-base") == theta
+    assert f.get("--use-rope-scaling") is (True if scaling else None) and f.get("--rope-scaling-factor") == scaling
+    back = export.parse_megatron(text)["model"]
+    m = models.model(name)
+    assert (back["rope_theta"], back["rope_scaling"]) == (m.rope_theta, m.rope_scaling)
+
+
+def test_rope_megatron_cannot_express_raises_our_error(monkeypatch):
+    base = models.model("llama3.1-8b")
+    cases = {"rope_theta=12345.5": dict(rope_theta=12345.5, rope_scaling=None),
+             "fixes them at 1, 4 and 8192": dict(rope_scaling=models.RopeScaling(high_freq_factor=2.0))}
+    for words, change in cases.items():
+        monkeypatch.setitem(models.MODELS, "llama3.1-8b", dataclasses.replace(base, **change))
+        e = training.estimate("llama3.1-8b", "dgx-h100", nodes=1, global_batch=8, tp=8, zero=1)
+        with pytest.raises(ConfigurationError, match=words):
+            export.megatron(e)
+
+
 def test_megatron_pads_the_vocabulary_only_where_tp_forces_it():
     # gpt3-175b: vocabulary 50257 is odd, so with tp = 8 the embedding gets 50264 rows: 7 padding rows of 12288
     # (once: the output layer is tied) more than the catalog; with tp = 1 the count is exact
@@ -156,6 +189,29 @@ def test_torchtitan_flavor_is_the_catalog_model(name, count):
 def test_torchtitan_names_no_flavor_for_other_models():
     text = export.torchtitan(training.estimate("llama2-7b", "dgx-h100", nodes=1, global_batch=64, zero=3))
     assert tomllib.loads(text)["model"] == {} and "ships no flavor of llama2-7b" in text
+    assert "rope_theta 10000, no RoPE scaling" in text
+
+
+#: torchtitan's llama3 RoPE (pytorch/torchtitan@e347b1e), read by hand: every flavor of llama3_args sets
+#: rope_theta=500000 (models/llama3/__init__.py); precompute_freqs_cis always applies RoPEScalingArgs, whose
+#: defaults are scaling_factor 8.0, low_freq_factor 1.0, high_freq_factor 4.0, original_max_position_embeddings
+#: 8192 (models/llama3/model/args.py, model/model.py)
+TORCHTITAN_LLAMA3_ROPE = (500000.0, 8.0, 1.0, 4.0, 8192)
+
+
+@pytest.mark.parametrize("name", sorted(export.TORCHTITAN_FLAVORS))
+def test_torchtitan_flavor_has_the_catalogs_rope(name, monkeypatch):
+    m = models.model(name)
+    r = m.rope_scaling
+    assert (m.rope_theta, r.factor, r.low_freq_factor, r.high_freq_factor,
+            r.original_max_position_embeddings) == TORCHTITAN_LLAMA3_ROPE and r.kind == "llama3"
+    e = training.estimate(name, "dgx-h100", nodes=8, global_batch=64, seq_len=4096, tp=8, pp=8, zero=3)
+    assert "# RoPE comes with the flavor (no TOML key): rope_theta 500000, llama3 RoPE scaling (factor 8" in \
+        export.torchtitan(e)
+    # a catalog entry whose RoPE were not the flavor's (Llama 3's base without the scaling) is refused
+    monkeypatch.setitem(models.MODELS, name, dataclasses.replace(m, rope_scaling=None))
+    with pytest.raises(ConfigurationError, match="differs from torchtitan's llama3 flavors"):
+        export.torchtitan(e)
 
 
 def test_deepspeed_batch_identity_by_hand():

@@ -194,3 +194,70 @@ def test_every_permutation_of_three_dims_gives_the_same_group_sets_up_to_relabel
     for order in itertools.permutations(("tp", "dp", "pp")):
         lay = mesh.layout(24, tp=2, pp=3, order="-".join(order))
         assert {d: lay.groups(d).shape for d in ("tp", "dp", "pp")} == {"tp": (12, 2), "dp": (6, 4), "pp": (8, 3)}
+
+
+# --- the expert layout (Lesson 10 §6) ---------------------------------------------------------------
+
+
+def _megatron_groups(sizes, order, chosen):
+    """An independent implementation of Megatron-LM's documented rule (parallel_state.py,
+    generate_masked_orthogonal_rank_groups, equations (1) and (2) of its docstring): with order d1-d2-...
+    (d1 fastest) global_rank = sum_i c_i x prod_{j<i} s_j; a group fixes the coordinates outside `chosen`
+    (its index enumerates them, fastest first) and runs over the chosen ones (fastest first)."""
+    import itertools
+
+    dims = order.split("-")
+    stride = {}
+    acc = 1
+    for d in dims:
+        stride[d] = acc
+        acc *= sizes[d]
+    inner = [d for d in dims if d in chosen]
+    outer = [d for d in dims if d not in chosen]
+
+    def combos(names):  # fastest (first) name varies fastest
+        ranges = [range(sizes[d]) for d in reversed(names)]
+        return [dict(zip(reversed(names), c)) for c in itertools.product(*ranges)]
+
+    return [[sum(o[d] * stride[d] for d in outer) + sum(i[d] * stride[d] for d in inner) for i in combos(inner)]
+            for o in combos(outer)]
+
+
+def test_megatron_rule_reproduces_its_documented_examples():
+    # generate_masked_orthogonal_rank_groups docstring: [tp, dp, pp] = [2, 3, 4], dp groups
+    groups = _megatron_groups({"tp": 2, "dp": 3, "pp": 4}, "tp-dp-pp", ["dp"])
+    assert groups[0] == [0, 2, 4] and groups[1] == [1, 3, 5] and groups[7] == [19, 21, 23]
+    # ... and order tp-pp-dp, sizes 2-2-2: dp groups [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert _megatron_groups({"tp": 2, "pp": 2, "dp": 2}, "tp-pp-dp", ["dp"]) == [[0, 4], [1, 5], [2, 6], [3, 7]]
+
+
+@pytest.mark.parametrize("gpus, tp, pp, ep, etp", [
+    (16, 2, 1, 4, 1), (16, 2, 1, 4, 2), (64, 2, 2, 8, 1), (64, 4, 2, 4, 2), (128, 1, 4, 8, 1), (32, 8, 1, 2, 4),
+])
+def test_expert_layout_equals_megatron_expert_generator(gpus, tp, pp, ep, etp):
+    e = mesh.expert_layout(gpus, tp=tp, pp=pp, ep=ep, etp=etp)
+    # Megatron: RankGenerator(tp=etp, ep=ep, dp=gpus/(etp ep pp), pp=pp, cp=1, order="tp-cp-ep-dp-pp")
+    sizes = {"tp": etp, "cp": 1, "ep": ep, "dp": gpus // (etp * ep * pp), "pp": pp}
+    for dims in (["ep"], ["tp"], ["dp"], ["pp"], ["tp", "ep"]):
+        assert e.groups("-".join(dims)).tolist() == _megatron_groups(sizes, "tp-cp-ep-dp-pp", dims), dims
+    # Megatron's assertion: the pipeline groups of the dense and the expert generator are equal
+    assert e.groups("pp").tolist() == mesh.layout(gpus, tp=tp, pp=pp).groups("pp").tolist()
+
+
+def test_expert_layout_refuses_what_megatron_refuses():
+    with pytest.raises(ConfigurationError, match="etp x ep x pp"):
+        mesh.expert_layout(16, tp=2, ep=3, etp=1)
+    with pytest.raises(ConfigurationError, match="put pp last"):
+        mesh.expert_layout(16, tp=2, pp=2, ep=4, etp=1, order="tp-pp-ep-dp")
+
+
+@settings(max_examples=60, deadline=None)
+@given(gpus=st.integers(-2, 256), tp=st.integers(0, 8), pp=st.integers(0, 8), ep=st.integers(0, 16),
+       etp=st.one_of(st.none(), st.integers(0, 8)))
+def test_fuzz_expert_layout_partitions_the_ranks_or_refuses(gpus, tp, pp, ep, etp):
+    try:
+        e = mesh.expert_layout(gpus, tp=tp, pp=pp, ep=ep, etp=etp)
+    except ConfigurationError:
+        return
+    for d in ("tp", "ep", "dp", "pp"):
+        assert sorted(e.groups(d).ravel().tolist()) == list(range(gpus))

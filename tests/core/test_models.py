@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -314,3 +315,56 @@ def test_count_is_the_sum_of_its_parts(arch):
             and m.norm == "layernorm" and m.tied_embeddings and m.position_embeddings:
         eq2 = megatron_parameter_count(m.layers, m.hidden, m.vocab, m.position_embeddings)
         assert m.parameter_count() == eq2 + 2 * m.hidden
+
+
+def test_catalog_rope_is_the_config_json():
+    # Hugging Face config.json: Llama 2 "rope_theta": 10000.0, "rope_scaling": null; Llama 3.1 "rope_theta":
+    # 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+    # "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}; GPT-3 and Megatron GPT: learned positions
+    llama3 = models.RopeScaling(kind="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                                original_max_position_embeddings=8192)
+    for name, m in models.MODELS.items():
+        if name.startswith("llama2-"):
+            assert (m.rope_theta, m.rope_scaling) == (10000.0, None)
+        elif name.startswith("llama3.1-"):
+            assert (m.rope_theta, m.rope_scaling) == (500000.0, llama3)
+        else:
+            assert m.position_embeddings > 0 and (m.rope_theta, m.rope_scaling) == (None, None)
+    # the rotary settings change no parameter
+    assert dataclasses.replace(models.model("llama3.1-8b"), rope_scaling=None).parameter_count() == 8_030_261_248
+
+
+@pytest.mark.parametrize("change, words", [
+    (dict(rope_theta=0), "rope_theta=0 must be a positive finite number"),
+    (dict(rope_theta=float("inf")), "rope_theta=inf must be a positive finite number"),
+    (dict(rope_theta=True), "rope_theta=True"),
+    (dict(rope_scaling={"factor": 8.0}), "must be a distlab.models.RopeScaling or None"),
+    (dict(rope_theta=None), "rope_scaling needs the rotary base rope_theta"),
+    (dict(position_embeddings=8192), "learned positions or rotary ones"),
+])
+def test_invalid_rope_fields_raise_our_error(change, words):
+    with pytest.raises(ConfigurationError, match=re.escape(words)):
+        dataclasses.replace(models.model("llama3.1-8b"), **change)
+
+
+@pytest.mark.parametrize("change, words", [
+    (dict(kind="yarn"), "kind='yarn'; valid: llama3"),
+    (dict(factor=-1.0), "factor=-1.0 must be a positive finite number"),
+    (dict(low_freq_factor=4.0, high_freq_factor=1.0), "high_freq_factor=1 must exceed low_freq_factor=4"),
+    (dict(original_max_position_embeddings=0.5), "original_max_position_embeddings=0.5"),
+])
+def test_invalid_rope_scaling_raises_our_error(change, words):
+    with pytest.raises(ConfigurationError, match=re.escape(words)):
+        models.RopeScaling(**change)
+
+
+@settings(max_examples=50, deadline=None)
+@given(theta=st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True), st.integers(-5, 10**7)),
+       factor=st.floats(allow_nan=True, allow_infinity=True))
+def test_random_rope_fields_build_or_raise_our_error(theta, factor):
+    try:
+        m = dataclasses.replace(models.model("llama3.1-8b"), rope_theta=theta,
+                                rope_scaling=models.RopeScaling(factor=factor))
+    except ConfigurationError:
+        return
+    assert m.rope_theta > 0 and math.isfinite(m.rope_theta) and m.rope_scaling.factor > 0

@@ -46,6 +46,27 @@ def close(a, b, tol=1e-12):
 # --------------------------------------------------------------------------- helpers
 
 
+def route(tl, s, c, j):
+    """(position on microbatch j's route, route length) of chunk c on stage s, from the placement rules
+    (distlab.pipeline.schedules' notes): loop c p + s; v s or 2p-1-s; dual s or p-1-s by direction."""
+    p, v = tl.stages, tl.chunks
+    if tl.placement == "v":
+        return (s if c == 0 else 2 * p - 1 - s), 2 * p
+    if tl.placement == "dual":
+        return (s if c == 0 else p - 1 - s), p
+    return c * p + s, p * v
+
+
+def at(tl, position, j):
+    """(stage, chunk) at `position` of microbatch j's route: the inverse of route()."""
+    p, m = tl.stages, tl.microbatches
+    if tl.placement == "v":
+        return (position, 0) if position < p else (2 * p - 1 - position, 1)
+    if tl.placement == "dual":
+        return (position, 0) if j < (m + 1) // 2 else (p - 1 - position, 1)
+    return position % p, position // p
+
+
 def check_timeline(tl, t_f, t_b, t_w, p2p):
     """Independent check: every op once, durations, no overlap, dependencies, earliest start."""
     p, m, v = tl.stages, tl.microbatches, tl.chunks
@@ -58,27 +79,39 @@ def check_timeline(tl, t_f, t_b, t_w, p2p):
         for c in range(v)
         for j in range(m)
         for k in (("F", "B", "W") if split else ("F", "B"))
+        if tl.placement != "dual" or c == int(j >= (m + 1) // 2)
     }
     seen = list(zip(tl.stage.tolist(), kinds, tl.microbatch.tolist(), tl.chunk.tolist()))
     assert len(seen) == len(set(seen)), "an op appears twice"
     assert set(seen) == expected, "ops missing or extra"
     where = {key: i for i, key in enumerate(seen)}
-    prev_end = {}
-    for i, (s, k, j, c) in enumerate(seen):
-        full = {"F": t_f[s], "B": t_b[s] if split else t_b[s] + t_w[s], "W": t_w[s]}[k] / v
-        assert close(tl.end[i] - tl.start[i], full, 1e-9)
-        vs = c * p + s
+    share = 1 if tl.placement == "dual" else v
+
+    def dependency(s, k, j, c):
+        pos, length = route(tl, s, c, j)
         if k == "F":
-            dep = None if vs == 0 else ((vs - 1) % p, "F", j, (vs - 1) // p)
-        elif k == "B":
-            dep = (s, "F", j, c) if vs == p * v - 1 else ((vs + 1) % p, "B", j, (vs + 1) // p)
-        else:
-            dep = (s, "B", j, c)
+            return None if pos == 0 else (*at(tl, pos - 1, j), "F", j)
+        if k == "B":
+            return (s, c, "F", j) if pos == length - 1 else (*at(tl, pos + 1, j), "B", j)
+        return (s, c, "B", j)
+
+    prev_end = {}
+    fused = tl.fused if tl.fused is not None else np.zeros(len(seen), bool)
+    for i, (s, k, j, c) in enumerate(seen):
+        full = {"F": t_f[s], "B": t_b[s] if split else t_b[s] + t_w[s], "W": t_w[s]}[k] / share
+        assert close(tl.end[i] - tl.start[i], full, 1e-9)
+        deps = [dependency(s, k, j, c)]
+        if fused[i]:  # a fused F waits for the input of the backward it is paired with
+            assert seen[i + 1][0] == s and seen[i + 1][1] == "B"
+            deps.append(dependency(*seen[i + 1]))
         ready = prev_end.get(s, 0.0)
         assert tl.start[i] >= ready - 1e-9, f"stage {s} runs two ops at once"
-        if dep is not None:
-            d = where[dep]
-            arrive = tl.end[d] + (p2p if dep[0] != s else 0.0)
+        for dep in deps:
+            if dep is None:
+                continue
+            ds, dc, dk, dj = dep
+            d = where[(ds, dk, dj, dc)]
+            arrive = tl.end[d] + (p2p if ds != s else 0.0)
             assert tl.start[i] >= arrive - 1e-9, f"{(s, k, j, c)} starts before {dep} is done"
             ready = max(ready, arrive)
         assert close(tl.start[i], ready, 1e-9), "an op starts later than it could"
@@ -99,6 +132,11 @@ def configs(draw):
         m = p * draw(st.integers(1, 4))
     elif kind == "zb-h1":
         m = draw(st.integers(p, p + 10))
+    elif kind == "dualpipe":
+        p = 2 * draw(st.integers(1, 3))
+        m = 2 * draw(st.integers(p, p + 4))
+    elif kind == "dualpipe-v":
+        m = draw(st.integers(2 * p, 2 * p + 6))
     else:
         m = draw(st.integers(1, 12))
     per_stage = draw(st.booleans())
@@ -136,8 +174,12 @@ def test_timeline_is_valid(config):
 def test_simulate_matches_schedule(config):
     kind, p, m, v, t_f, t_b, t_w, p2p = config
     a = schedule(kind, p, m, v, t_f=t_f, t_b=t_b, t_w=t_w, p2p=p2p)
-    b = simulate(stage_orders(kind, p, m, v), chunks=v, t_f=t_f, t_b=t_b, t_w=t_w, p2p=p2p)
-    assert np.array_equal(a.start, b.start) and np.array_equal(a.end, b.end)
+    b = simulate(stage_orders(kind, p, m, v), chunks=a.chunks, t_f=t_f, t_b=t_b, t_w=t_w, p2p=p2p,
+                 placement=a.placement)
+    if a.fused is not None and a.fused.any():  # plain op lists carry no fused pairs: those can only start earlier
+        assert np.all(b.start <= a.start + 1e-9)
+    else:
+        assert np.array_equal(a.start, b.start) and np.array_equal(a.end, b.end)
 
 
 def test_arrays_are_read_only_and_timeline_frozen():

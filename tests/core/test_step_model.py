@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from distlab import flops, hardware, models, planner, training
+from distlab import fsdp, flops, hardware, models, planner, training
 from distlab.errors import ConfigurationError
 
 TINY = models.TransformerModel(name="tiny", layers=4, hidden=1024, heads=8, ffn=4096, vocab=1000, seq_len=128)
@@ -148,7 +148,7 @@ def test_planner_rows_equal_estimate_and_feasible_rank_first():
     rng = np.random.default_rng(0)
     for rank in [0, 1, *rng.integers(0, len(p), 20)]:
         row = p.row(int(rank))
-        kw = {k: row[k] for k in ("dp", "tp", "pp", "chunks", "micro_batch_size", "zero", "recompute",
+        kw = {k: row[k] for k in ("dp", "tp", "cp", "pp", "chunks", "micro_batch_size", "zero", "recompute",
                                   "sequence_parallel", "schedule")}
         e = training.estimate("llama3.1-70b", "dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256, seq_len=8192, **kw)
         assert e.step_time_s == pytest.approx(row["step_time_s"], rel=1e-12)
@@ -185,19 +185,26 @@ def test_zero3_traffic_is_paid_every_microbatch_by_hand():
     assert MID.params_per_layer() == 50_339_840
     t_mb = 622_657_536 * 128 / 2 / 5e13
     # ZeRO-1: gradients accumulate over the 4 microbatches; ONE reduce-scatter + all-gather per step,
-    # each (N-1)/N M = M/2 per GPU: M bytes at 100 GB/s, overlapped with the last backward (4/6 of t_mb)
+    # each (N-1)/N M = M/2 per GPU: M bytes at 100 GB/s. The reduce-scatter overlaps the last backward (4/6 of
+    # t_mb), the all-gather the next step's first forward (2/6 of t_mb), each in the 4 buckets
     ar = M / 100e9
     assert z1.dp_comm_s == pytest.approx(ar, rel=1e-12)
-    assert z1.dp_exposed_s == pytest.approx(max(ar / buckets, ar - (buckets - 1) / buckets * 4 / 6 * t_mb), rel=1e-12)
-    # ZeRO-3: every microbatch all-gathers the parameters in forward (M/2 sent per GPU), again in backward
-    # (M/2) and reduce-scatters its gradients (M/2): 1.5 M bytes per microbatch, 4 times per step
-    per_mb = 1.5 * M / 100e9
-    assert z3.dp_comm_s == pytest.approx(4 * per_mb, rel=1e-12)
-    # each microbatch's traffic hides under that microbatch's forward + backward, all but what the
-    # bucketed overlap leaves: here the traffic (1.5 M / 100 GB/s) outlasts the compute
-    assert per_mb > t_mb
-    exposed_mb = per_mb - (buckets - 1) / buckets * t_mb
-    assert z3.dp_exposed_s == pytest.approx(4 * exposed_mb, rel=1e-12)
+
+    def exposed(comm, compute):
+        return max(comm / buckets, comm - (buckets - 1) / buckets * compute)
+
+    assert z1.dp_exposed_s == pytest.approx(exposed(ar / 2, 4 / 6 * t_mb) + exposed(ar / 2, 2 / 6 * t_mb), rel=1e-12)
+    # ZeRO-3: every microbatch, layer by layer (2 layers on a stage, each holding M/2 of the shard), all-gathers
+    # the layer's parameters in forward, again in backward, and reduce-scatters its gradients; each moves
+    # (N-1)/N x M/2 = M/4 per GPU: 3 x 2 x M/4 = 1.5 M bytes per microbatch, 4 times per step
+    gather = M / 4 / 100e9
+    # the last layer stays unsharded from its forward to its backward (torchtitan): 3 x 2 - 1 collectives
+    assert z3.dp_comm_s == pytest.approx(4 * (3 * 2 - 1) * gather, rel=1e-12)
+    # one layer of prefetch on one communication stream (distlab.fsdp's schedule, checked against its event
+    # simulation there): the exposed time of a microbatch is its end minus the 2 layers' compute
+    f_layer, b_layer = 2 / 6 * t_mb / 2, 4 / 6 * t_mb / 2
+    timeline = fsdp.fsdp_timeline(f_layer, b_layer, gather, gather, layers=2, prefetch=1, reshard_after_forward=True)
+    assert z3.dp_exposed_s == pytest.approx(4 * timeline.exposed_s, rel=1e-9)
     # nothing else moves between the two (compute, TP, bubble, p2p are ZeRO-independent)
     assert (z3.compute_s, z3.tp_comm_s, z3.bubble_s, z3.p2p_s) == (z1.compute_s, z1.tp_comm_s, z1.bubble_s, z1.p2p_s)
 
@@ -205,10 +212,37 @@ def test_zero3_traffic_is_paid_every_microbatch_by_hand():
 @settings(max_examples=40, deadline=None)
 @given(configs, st.sampled_from([16, 32, 64]))
 def test_zero3_traffic_grows_with_microbatches_and_others_do_not(cfg, batch):
-    # invariant: per step, ZeRO-0/1/2 move the same bytes whatever m; ZeRO-3 moves m times its per-microbatch 3M
+    # invariant: per step, ZeRO-0/1 move the same bytes whatever m; ZeRO-2 one reduce-scatter per microbatch
+    # plus one all-gather (m + 1 halves of an all-reduce); ZeRO-3 m times its per-microbatch 3M
     small, large = _estimate(cfg, global_batch=batch), _estimate(cfg, global_batch=2 * batch)
     if cfg["zero"] == 3:
         assert large.dp_comm_s == pytest.approx(2 * small.dp_comm_s, rel=1e-12)
         assert large.dp_exposed_s == pytest.approx(2 * small.dp_exposed_s, rel=1e-12)
+    elif cfg["zero"] == 2:
+        m = small.microbatches
+        assert large.dp_comm_s == pytest.approx(small.dp_comm_s * (2 * m + 1) / (m + 1), rel=1e-12)
     else:
         assert large.dp_comm_s == pytest.approx(small.dp_comm_s, rel=1e-12)
+
+
+def test_balanced_stages_by_hand():
+    """Llama 3's layout (balance_stages): 126 layers on 16 stages, the first and last one layer fewer: the middle
+    stages hold ceil(128 / 16) = 8 layers and pace the pipeline, since one Llama-3.1-405B layer's training FLOPs
+    outweigh the logits' (2 x 16,384 x 128,256 x 3 < 3 x (2 x params_per_layer + 4 s a d) per token). At a fixed 50%
+    of peak, compute = m x 8 x 3 x layer forward FLOPs / (tp x peak x 0.5); the first stage's weights are 7 layers'."""
+    model = models.model("llama3.1-405b")
+    assert model.layers == 126
+    kw = dict(nodes=128, fabric="ib-ndr", global_batch=128, seq_len=8192, tp=8, pp=16, zero=1, efficiency=0.5,
+              memory_recipe="megatron-distributed-optimizer")
+    est = training.estimate(model, "dgx-h100", balance_stages=True, **kw)
+    m, s = est.microbatches, 8192
+    layer_forward = s * (2 * model.params_per_layer() + 4 * s * model.heads * model.head_dim)
+    assert 2 * model.hidden * model.vocab * s < 3 * layer_forward
+    assert est.compute_s == pytest.approx(m * 8 * 3 * layer_forward / (8 * 989.4e12 * 0.5), rel=1e-12)
+    plain = training.estimate(model, "dgx-h100", **kw)  # ceil(126 / 16) = 8 layers plus the logits
+    assert plain.compute_s == pytest.approx(
+        m * (8 * 3 * layer_forward + 3 * 2 * model.hidden * model.vocab * s) / (8 * 989.4e12 * 0.5), rel=1e-12)
+    # Megatron's first stage holds its layers and the embedding: 7 layers here, 8 without balancing
+    per_param = 6 + 12 / est.config["dp"]
+    first = (7 * model.params_per_layer() + model.embedding_params()) / 8
+    assert est.memory.model_states_bytes == pytest.approx(first * per_param, rel=1e-12)

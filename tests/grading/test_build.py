@@ -3,6 +3,9 @@ checks; unanswered exercises report 'not attempted' without an exception; the le
 
 from __future__ import annotations
 
+import ast
+import re
+import textwrap
 from pathlib import Path
 
 import nbformat
@@ -25,13 +28,74 @@ def test_exercises_are_built_from_solutions():
     assert drift == [], f"exercises/ out of date; run `distlab exercises`: {drift}"
 
 
-def test_strip_code_replaces_block_by_stubs():
-    source = "x = 1\n### BEGIN SOLUTION\nanswer_q1 = 16\na, b = 1, 2\n### END SOLUTION\nq1.check(answer_q1)"
-    assert build.strip_code(source) == (
-        "x = 1\nanswer_q1 = None  # YOUR ANSWER HERE\na = None  # YOUR ANSWER HERE\n"
-        "b = None  # YOUR ANSWER HERE\nq1.check(answer_q1)"
-    )
+def test_strip_code_replaces_block_by_answer_stubs_only():
+    # the intermediate names a, b and the import are the solution's decomposition: only answer_q1 stays
+    source = ("x = 1\n### BEGIN SOLUTION\nimport math\na, b = 1, 2\nanswer_q1 = math.ceil(a + b)  # 3\n"
+              "### END SOLUTION\nq1.check(answer_q1)")
+    assert build.strip_code(source) == "x = 1\nanswer_q1 = None  # YOUR ANSWER HERE\nq1.check(answer_q1)"
     assert build.strip_code("### BEGIN SOLUTION\nprint(1)\n### END SOLUTION") == "# YOUR CODE HERE"
+    # an indented block without answers still leaves valid Python
+    indented = "def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION"
+    assert build.strip_code(indented) == "def f():\n    ...  # YOUR CODE HERE"
+
+
+def _notebook(*sources):
+    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+
+
+def test_a_cell_that_only_shows_worked_answers_is_left_out():
+    # before: every exercise ended with the solution's `q2.solution()` cell, so "run all" printed a worked answer
+    nb = _notebook("### BEGIN SOLUTION\nanswer_q1 = 1\n### END SOLUTION\nq1.check(answer_q1)",
+                   "q2.solution()", "q1.solution()\nq3.solution()")
+    out = build.exercise_from_solution(nb)
+    assert [c.source for c in out.cells] == ["answer_q1 = None  # YOUR ANSWER HERE\nq1.check(answer_q1)"]
+
+
+def test_a_solution_call_mixed_with_other_code_is_refused():
+    with pytest.raises(ConfigurationError, match=r"\.solution\(\)"):
+        build.exercise_from_solution(_notebook("x = 1\nq2.solution()"))
+
+
+def test_code_reading_a_name_only_a_solution_block_defines_is_refused():
+    # the exercise drops `per_gpu`, so a later cell that prints it would fail with a NameError
+    nb = _notebook("### BEGIN SOLUTION\nper_gpu = 2\nanswer_q1 = per_gpu\n### END SOLUTION", "print(per_gpu)")
+    with pytest.raises(ConfigurationError, match="per_gpu"):
+        build.exercise_from_solution(nb)
+    # a name the exercise defines itself, outside the blocks, is fine
+    ok = _notebook("per_gpu = 3", "### BEGIN SOLUTION\nper_gpu = 2\nanswer_q1 = per_gpu\n### END SOLUTION",
+                   "print(per_gpu)")
+    assert build.exercise_from_solution(ok).cells[1].source == "answer_q1 = None  # YOUR ANSWER HERE"
+
+
+def _code_names(source: str) -> set[str]:
+    return {node.id for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Name)}
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_generated_exercises_give_no_solution_away(path):
+    # every name a solution block assigns (except answer_*), counted by walking the solution's own blocks,
+    # must not appear in the exercise's code; no worked answer is shown; no cell carries an output
+    solution = nbformat.read(path, as_version=4)
+    exercise = nbformat.read(ROOT / "exercises" / path.name, as_version=4)
+    block_names, outside_names = set(), set()
+    for cell in solution.cells:
+        if cell.cell_type != "code":
+            continue
+        inside = re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", cell.source, re.S)
+        for block in inside:
+            block_names |= _code_names(textwrap.dedent(block)) | {
+                a.asname or a.name for n in ast.walk(ast.parse(textwrap.dedent(block)))
+                if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+        outside_names |= _code_names(re.sub(r"### BEGIN SOLUTION\n.*?### END SOLUTION", "", cell.source, flags=re.S))
+    solution_only = {n for n in block_names - outside_names if not n.startswith("answer_")}
+    assert solution_only, "expected the solution to have intermediate names to hide"
+    code = [c for c in exercise.cells if c.cell_type == "code"]
+    for cell in code:
+        assert not (_code_names(cell.source) & solution_only), cell.source
+        assert ".solution(" not in cell.source
+        assert cell.outputs == [] and cell.execution_count is None
+    stubs = re.findall(r"^(\w+) = None  # YOUR ANSWER HERE$", "\n".join(c.source for c in code), re.M)
+    assert stubs and all(name.startswith("answer_q") for name in stubs)
 
 
 @pytest.mark.parametrize("bad", ["### BEGIN SOLUTION\nx = 1", "x = 1\n### END SOLUTION", "### BEGIN SOLUTION\nx = (\n### END SOLUTION"])

@@ -138,11 +138,12 @@ def test_the_personalised_notebook_checks_with_the_students_numbers(class_notebo
     roster, paths = class_notebooks
     seed = roster.seed("memory_wall", "alice")
     nb = nbformat.read(solve(paths["alice"], "memory_wall", seed), as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell("q2.solution()"))  # the student asks for a worked answer
     execute_notebook(nb, tmp_path)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     texts = [o.get("data", {}).get("text/plain", "") for o in outputs]
     assert sum("correct" in t and "not yet" not in t for t in texts) == 7
-    assert any("released on 2999-01-01" in t for t in texts)  # the last cell's q2.solution()
+    assert any("released on 2999-01-01" in t for t in texts)  # the appended q2.solution() is withheld
 
 
 def _policy(tmp_path):

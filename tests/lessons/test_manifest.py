@@ -22,7 +22,8 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 def test_every_lesson_notebook_is_in_the_manifest_in_order():
     notebooks = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "notebooks").glob("*.ipynb"))
     assert [entry.notebook for entry in LESSONS.values()] == notebooks
-    assert [entry.number for entry in LESSONS.values()] == list(range(1, len(LESSONS) + 1))
+    numbers = [entry.number for entry in LESSONS.values()]
+    assert numbers == list(range(1, len(LESSONS) + 1))
     for entry in LESSONS.values():
         assert Path(entry.notebook).name.startswith(f"{entry.number:02d}_")
 

@@ -71,7 +71,12 @@ def test_production_app_taper_rails_fp8_and_stragglers(close):
     assert app.result.healthy.dp_comm_s == pytest.approx(base.dp_comm_s)  # rails spare the DP ring the taper
     assert "rail-optimized" in app.status.value
     app.precision.value = "fp8"
-    assert app.result.healthy.compute_s == pytest.approx(base.compute_s * 989.4 / 1978.9)  # dense fp8 peak ~2x
+    # the dense fp8 peak is 2x bf16's (1978.9 vs 989.4 TFLOP/s): the matmuls take half the time, while the
+    # memory-bound element-wise work of the calibrated compute model (distlab.efficiency) does not speed up
+    fp8 = app.result.healthy.compute_s
+    assert base.compute_s * 989.4 / 1978.9 < fp8 < base.compute_s
+    assert fp8 == pytest.approx(training.estimate("llama3.1-70b", hardware.cluster("dgx-h100", 32), **cfg,
+                                                  precision="fp8").compute_s)
     rect = app.bars.rects["waiting for the slowest GPU"][2]
     app.slow.value = 1.5
     # one GPU 1.5x slow stretches its stage's m microbatches, not the bubble: + 0.5 x compute
@@ -97,7 +102,10 @@ def test_triage_app_ladder_bars(close):
                for i in range(len(want.ladder) + 1)]
     assert heights == pytest.approx([want.base.memory.total_bytes / 1e9]
                                     + [s.memory_per_gpu_bytes / 1e9 for s in want.ladder])
-    assert "first fit: selective recomputation" in app.status.value
+    # flash attention (the default) stores no scores: the ladder skips selective recomputation, and a
+    # smaller micro-batch is the first rung that fits
+    assert "selective recomputation" not in [s.change for s in want.ladder]
+    assert want.first_fit is not None and f"first fit: {want.first_fit.change}" in app.status.value
     # the axis ends at the last rung: no empty slot after it (before: at least 4 slots were shown)
     assert app.bars.ax.get_xlim() == pytest.approx((-0.6, len(want.ladder) + 0.6))
     app.recompute.value = "selective"

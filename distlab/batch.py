@@ -1,0 +1,131 @@
+"""Batch size in the large: the linear learning-rate scaling rule and the critical batch size (Lesson 11 §5).
+
+More data parallelism means a larger global batch (or smaller microbatches). Two results say how far that helps:
+
+- Goyal et al. 2017, "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour", Sec. 2.1: "when the
+  minibatch size is multiplied by k, multiply the learning rate by k" (with a gradual warm-up, Sec. 2.2);
+  it held for ResNet-50 on ImageNet up to 8,192 images and broke down beyond (their Fig. 1).
+- McCandlish et al. 2018, "An Empirical Model of Large-Batch Training", Sec. 2-3: with B_noise the gradient
+  noise scale, the optimal step size at batch B is eps_max / (1 + B_noise / B) (Eq. 2.7), and reaching a given
+  loss takes S = S_min (1 + B_noise / B) steps and E = E_min (1 + B / B_noise) examples (Eq. 2.11,
+  (S/S_min - 1)(E/E_min - 1) = 1). The critical batch B_crit = E_min / S_min ~ B_noise: below it more
+  batch buys almost proportionally fewer steps (perfect scaling); above it steps stop falling and
+  examples (compute) grow.
+- Kaplan et al. 2020, "Scaling Laws for Neural Language Models", Eq. 5.2-5.3: for language models
+  B_crit(L) ~ B_* / L^(1/alpha_B) with B_* ~ 2e8 tokens and alpha_B ~ 0.21, L the loss in nats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import ConfigurationError
+from .units import positive
+
+__all__ = [
+    "KAPLAN_B_STAR_TOKENS",
+    "KAPLAN_ALPHA_B",
+    "scaled_learning_rate",
+    "optimal_learning_rate",
+    "steps_and_examples",
+    "critical_batch_tokens",
+    "BatchScaling",
+    "batch_scaling",
+]
+
+#: Kaplan et al. 2020, Eq. 5.3 (fit to their Fig. 10): B_* ~ 2e8 tokens, alpha_B ~ 0.21.
+KAPLAN_B_STAR_TOKENS = 2e8
+KAPLAN_ALPHA_B = 0.21
+
+
+def scaled_learning_rate(base_lr, base_batch, batch) -> float:
+    """Goyal et al. 2017's linear scaling rule: lr = base_lr x batch / base_batch. Lesson 11 §5.
+
+    Their reference: 0.1 for 256 images, so 3.2 for 8,192.
+
+    >>> scaled_learning_rate(0.1, 256, 8192)
+    3.2
+    """
+    lr = positive(base_lr, "", "base_lr")
+    return lr * positive(batch, "", "batch") / positive(base_batch, "", "base_batch")
+
+
+def optimal_learning_rate(batch, noise_scale, max_lr) -> float:
+    """McCandlish et al. 2018, Eq. 2.7: eps_opt(B) = eps_max / (1 + B_noise / B). Lesson 11 §5.
+
+    Linear in B while B << B_noise (the scaling rule), flat at eps_max once B >> B_noise.
+
+    >>> optimal_learning_rate(1000, 1000, 1.0)  # at B = B_noise: half the largest useful step
+    0.5
+    """
+    b = positive(batch, "", "batch")
+    noise = positive(noise_scale, "", "noise_scale")
+    return positive(max_lr, "", "max_lr") / (1.0 + noise / b)
+
+
+def steps_and_examples(batch, critical_batch, min_steps) -> tuple[float, float]:
+    """(steps, examples) to reach a fixed loss at batch B (McCandlish et al. 2018, Eq. 2.11, with
+    B_noise = B_crit = E_min / S_min): S = S_min (1 + B_crit / B), E = S x B = E_min (1 + B / B_crit).
+    Lesson 11 §5.
+
+    At B = B_crit: twice the fewest steps and twice the fewest examples.
+
+    >>> steps_and_examples(4e6, 4e6, 10_000)
+    (20000.0, 80000000000.0)
+    """
+    b = positive(batch, "", "batch")
+    crit = positive(critical_batch, "", "critical_batch")
+    s_min = positive(min_steps, "", "min_steps")
+    steps = s_min * (1.0 + crit / b)
+    return steps, steps * b
+
+
+def critical_batch_tokens(loss) -> float:
+    """Kaplan et al. 2020, Eq. 5.3: B_crit(L) ~ B_* / L^(1/alpha_B), in tokens, L the loss in nats (> 0).
+    Lesson 11 §5.
+
+    >>> round(critical_batch_tokens(2.0) / 1e6, 2)  # 2e8 / 2^(1/0.21) = 2e8 / 27.1: 7.4 million tokens
+    7.37
+    """
+    loss_nats = positive(loss, "", "loss")
+    if not 0.01 <= loss_nats <= 20:
+        raise ConfigurationError(f"loss={loss_nats!r} nats: the fit covers language-model losses; valid: 0.01 <= loss <= 20")
+    return KAPLAN_B_STAR_TOKENS / loss_nats ** (1.0 / KAPLAN_ALPHA_B)
+
+
+@dataclass(frozen=True)
+class BatchScaling:
+    """What growing the global batch by data parallelism buys (McCandlish et al. 2018). Lesson 11 §5.
+
+    ``speedup`` = S(base) / S(batch): fewer steps; ``compute_cost`` = E(batch) / E(base): more examples;
+    ``efficiency`` = speedup / (batch / base_batch): 1 is perfect (linear) scaling."""
+
+    base_batch: float
+    batch: float
+    critical_batch: float
+    speedup: float
+    compute_cost: float
+
+    @property
+    def efficiency(self) -> float:
+        return self.speedup / (self.batch / self.base_batch)
+
+    def summary(self) -> str:
+        return (f"batch {self.base_batch:.3g} -> {self.batch:.3g} (critical {self.critical_batch:.3g}): "
+                f"{self.speedup:.3g}x fewer steps for {self.compute_cost:.3g}x the examples "
+                f"({100 * self.efficiency:.1f}% of linear scaling)")
+
+
+def batch_scaling(base_batch, batch, critical_batch) -> BatchScaling:
+    """Steps saved and compute spent going from base_batch to batch (McCandlish et al. 2018, Eq. 2.11). The
+    limit of "more DP": past the critical batch each doubling saves ever fewer steps. Lesson 11 §5.
+
+    >>> batch_scaling(1e6, 4e6, 4e6).speedup  # (1 + 4) / (1 + 1)
+    2.5
+    """
+    b0 = positive(base_batch, "", "base_batch")
+    b1 = positive(batch, "", "batch")
+    crit = positive(critical_batch, "", "critical_batch")
+    s0, e0 = steps_and_examples(b0, crit, 1.0)
+    s1, e1 = steps_and_examples(b1, crit, 1.0)
+    return BatchScaling(b0, b1, crit, s0 / s1, e1 / e0)

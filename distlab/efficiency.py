@@ -1,0 +1,252 @@
+"""What the step model assumes a GPU achieves: the calibrated compute model of training.estimate().
+
+A layer's time on one GPU is priced as three parts (Lesson 7 §8):
+
+    t = matmul FLOPs / (peak x matmul_efficiency)              the weight matmuls and the logits
+      + attention-core FLOPs / (peak x attention_efficiency)   QK^T and AV (4 s a d_head per token forward)
+      + memory_traffic x activation bytes x passes / HBM bandwidth   the element-wise work (norms,
+                                                                 activations, dropout, softmax without
+                                                                 flash attention), memory-bound
+
+matmul_efficiency = TRAINING_MATMUL_SHARE x the best-shape GEMM rate measured on that GPU (Bekman's MAMF
+microbenchmark, hardware microbenchmarks in distlab/data/published_runs.json). The attention core runs
+at the same matmul efficiency when it is unfused (Megatron-LM 2021-2022: batched GEMMs, the softmax's
+traffic counted in the bytes), and at FLASH_ATTENTION_EFFICIENCY with flash attention (whose scores never
+reach HBM). "activation bytes" is memory.activation_bytes_per_layer: what the layer's element-wise
+operations read and write is proportional to what it stores; passes = 3 (forward, backward x 2), 4 with
+full recomputation.
+
+Calibration is not validation. Two constants are FITTED, on the calibration set only (Narayanan et al.
+2021 Table 1, the ten Megatron-LM runs from 1.7B to 1T parameters on A100s): TRAINING_MATMUL_SHARE and
+MEMORY_TRAFFIC. fit_calibration() recomputes them from that set (a grid search for the least mean |error|;
+tests/core/test_efficiency.py checks that the stored values are its result). The best-shape GEMM rates and
+the flash-attention figure are published microbenchmarks, not fitted. The accuracy on published runs the
+fit never saw is `distlab validate` (Lesson 7 §8; recorded in benchmarks/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import ConfigurationError
+
+__all__ = [
+    "ATTENTION_KERNELS",
+    "BEST_GEMM_EFFICIENCY",
+    "FALLBACK_GEMM_EFFICIENCY",
+    "TRAINING_MATMUL_SHARE",
+    "MEMORY_TRAFFIC",
+    "FLASH_ATTENTION_EFFICIENCY",
+    "ComputeModel",
+    "best_gemm_efficiency",
+    "compute_model",
+    "fixed_compute_model",
+    "fit_calibration",
+    "LINK_BUS_BANDWIDTH",
+    "FALLBACK_LINK_SHARE",
+    "NVLS_BUS_BANDWIDTH",
+    "NVLS_MIN_GPUS",
+    "achieved_link_share",
+    "nvls_bandwidth",
+]
+
+#: The attention implementations estimate() knows: 'flash' (FlashAttention, cuDNN/TE fused attention,
+#: PyTorch SDPA: scores never stored) and 'unfused' (Megatron-LM 2021-2022: scores stored, softmax in HBM).
+ATTENTION_KERNELS = ("flash", "unfused")
+
+#: Best-shape bf16 GEMM rate as a share of the dense peak, per catalog accelerator: Bekman's MAMF
+#: (maximum achievable matmul FLOPS) microbenchmark, the ids in distlab/data/published_runs.json
+#: "microbenchmarks" (A100 SXM 271.2 of 312 TFLOP/s; H100 SXM 794.5 of 989; B200 1745 of 2250).
+#: A100 40 GB and 80 GB share the die and clocks; H200 is the H100 die with more memory: both are
+#: given their sibling's figure (an assumption, stated here). Lesson 7 §8.
+BEST_GEMM_EFFICIENCY = {
+    "a100-40gb": ("mamf-bf16-a100-sxm", 271.2 / 312),
+    "a100-80gb": ("mamf-bf16-a100-sxm", 271.2 / 312),
+    "h100-sxm": ("mamf-bf16-h100-sxm", 794.5 / 989),
+    "h200": ("mamf-bf16-h100-sxm", 794.5 / 989),
+    "b200": ("mamf-bf16-b200-sxm", 1745.0 / 2250),
+}
+#: For an accelerator without a published best-shape GEMM figure (h100-pcie, mi300x, a custom one):
+#: the lowest measured above (B200's 0.776), so that an unmeasured GPU is not assumed better than
+#: every measured one. Lesson 7 §8.
+FALLBACK_GEMM_EFFICIENCY = 1745.0 / 2250
+
+#: FITTED on the calibration set (fit_calibration): the share of the best-shape GEMM rate that a
+#: training step's matmuls reach (real shapes after tensor parallelism, kernel launches, framework
+#: overhead). Lesson 7 §8.
+TRAINING_MATMUL_SHARE = 0.78
+#: FITTED on the calibration set (fit_calibration): HBM bytes the element-wise operations move per
+#: byte of stored activations, per pass. Lesson 7 §8.
+MEMORY_TRAFFIC = 2.5
+#: Attention-core efficiency with flash attention, a published microbenchmark, not fitted: FlashAttention-2
+#: reaches 50-73% of the A100's peak (Dao 2023, arXiv 2307.08691, abstract and Sec. 4.1); the low end is
+#: taken for forward + backward (its backward is the slower pass), on every GPU. Lesson 7 §8.
+FLASH_ATTENTION_EFFICIENCY = 0.5
+
+#: Achieved large-message all-reduce bus bandwidth per catalog link (nccl-tests busbw, ring algorithm), from the
+#: hardware microbenchmarks in distlab/data/published_runs.json (NVIDIA GTC24 S62129, "NCCL Tests Allreduce Bus
+#: Bandwidth"): NVLink3 (A100) 232 of 300 GB/s, NVLink4 (H100) 370 of 450, PCIe Gen4 24, Gen5 48, 200 Gb RDMA
+#: (IB/RoCE) 24 of 25, 400 Gb RDMA 48 of 50, 100 GbE TCP/IP sockets 10 of 12.5. NVLink5 (B200): the one-node
+#: all-reduce of AWS P6-B200 at 16 GiB, 845.67 of 900 (algorithm not stated). XDR (800 Gb) has no figure: the
+#: HDR/NDR share (0.96) is assumed. Line rate x this share is what the calibrated step model moves bytes at.
+#: Lesson 7 §8.
+LINK_BUS_BANDWIDTH = {
+    "nvlink3": ("nvidia-gtc24-allreduce-busbw-nvlink3-a100", 232e9),
+    "nvlink4": ("nvidia-gtc24-allreduce-busbw-nvlink4-h100", 370e9),
+    "nvlink5": ("mlengineering-torch-allreduce-p6-b200-1vs4-nodes", 845.67e9),
+    "pcie4": ("nvidia-gtc24-allreduce-busbw-pci-gen4", 24e9),
+    "pcie5": ("nvidia-gtc24-allreduce-busbw-pci-gen5", 48e9),
+    "ib-hdr": ("nvidia-gtc24-allreduce-busbw-200gb-rdma-ib-roce", 24e9),
+    "ib-ndr": ("nvidia-gtc24-allreduce-busbw-400gb-rdma-ib-roce", 48e9),
+    "ethernet-100g": ("nvidia-gtc24-allreduce-busbw-100gbe-tcp-ip-sockets", 10e9),
+    "ethernet-200g": ("nvidia-gtc24-allreduce-busbw-200gb-rdma-ib-roce", 24e9),
+    "ethernet-400g": ("nvidia-gtc24-allreduce-busbw-400gb-rdma-ib-roce", 48e9),
+}
+#: For a link without a figure (ib-xdr, a custom link): the RDMA share 48 / 50. Lesson 7 §8.
+FALLBACK_LINK_SHARE = 48 / 50
+#: NVLink SHARP (NVLS): on NVSwitch systems of the H100 generation on, NCCL runs an all-reduce inside a node on the
+#: switch, 480 GB/s busbw on H100 (GTC24 S62129, "NVLink4 SHARP (H100)"), and picks it from 5 GPUs up (Bekman's
+#: nccl-tests on 8x H200: Ring at 4 GPUs, NVLS at 5-8). Reduce-scatter and all-gather stay on the ring (361-363 GB/s
+#: on the same machine). Lesson 7 §8.
+NVLS_BUS_BANDWIDTH = {"nvlink4": ("nvidia-gtc24-allreduce-busbw-nvlink4-sharp-h100", 480e9)}
+NVLS_MIN_GPUS = 5
+
+#: The grids fit_calibration searches (TRAINING_MATMUL_SHARE, MEMORY_TRAFFIC).
+_SHARE_GRID = np.round(np.arange(0.50, 1.0001, 0.02), 2)
+_TRAFFIC_GRID = np.round(np.arange(0.0, 6.0001, 0.5), 2)
+
+
+@dataclass(frozen=True)
+class ComputeModel:
+    """How one GPU's compute time is priced: matmul and attention-core efficiencies (shares of the dense
+    peak), the element-wise HBM traffic per stored activation byte and pass, and the attention kernel.
+    The step model (training.step_model_array) takes these fields. Lesson 7 §8."""
+
+    matmul_efficiency: float
+    attention_efficiency: float
+    memory_traffic: float
+    attention: str
+    calibrated: bool
+
+    def describe(self) -> str:
+        """One line for a student: what the compute time assumes."""
+        if not self.calibrated:
+            return (f"fixed efficiency: every FLOP at {100 * self.matmul_efficiency:.0f}% of peak, "
+                    f"element-wise work not priced ({self.attention} attention for memory)")
+        return (f"calibrated: matmuls at {100 * self.matmul_efficiency:.1f}% of peak, attention core at "
+                f"{100 * self.attention_efficiency:.1f}% ({self.attention}), element-wise traffic "
+                f"{self.memory_traffic:g} x activation bytes per pass (distlab.efficiency, Lesson 7 §8)")
+
+
+def _attention(attention) -> str:
+    key = str(attention).strip().lower()
+    if key not in ATTENTION_KERNELS:
+        raise ConfigurationError(f"attention={attention!r}; valid: {', '.join(ATTENTION_KERNELS)}")
+    return key
+
+
+def best_gemm_efficiency(accelerator) -> float:
+    """Best-shape bf16 GEMM rate / dense peak of a catalog accelerator (name or Accelerator), from the
+    MAMF microbenchmark (BEST_GEMM_EFFICIENCY); FALLBACK_GEMM_EFFICIENCY for one without. Lesson 7 §8.
+
+    >>> round(best_gemm_efficiency('a100-80gb'), 3), round(best_gemm_efficiency('h100-sxm'), 3)
+    (0.869, 0.803)
+    """
+    name = str(getattr(accelerator, "name", accelerator)).strip().lower()
+    entry = BEST_GEMM_EFFICIENCY.get(name)
+    return FALLBACK_GEMM_EFFICIENCY if entry is None else entry[1]
+
+
+def achieved_link_share(link) -> float:
+    """Achieved all-reduce bus bandwidth / line rate of a catalog link (name or Link): LINK_BUS_BANDWIDTH's
+    nccl-tests figure over the catalog's per-direction rate, at most 1; FALLBACK_LINK_SHARE without a figure.
+    Lesson 7 §8.
+
+    >>> round(achieved_link_share('nvlink3'), 3), round(achieved_link_share('ib-ndr'), 2)  # 232/300, 48/50
+    (0.773, 0.96)
+    """
+    from .hardware import link as catalog_link
+
+    name = str(getattr(link, "name", link)).strip().lower()
+    entry = LINK_BUS_BANDWIDTH.get(name)
+    if entry is None:
+        return FALLBACK_LINK_SHARE
+    return min(1.0, entry[1] / catalog_link(name).bandwidth)
+
+
+def nvls_bandwidth(link):
+    """The NVLS all-reduce bus bandwidth of an intra-node link (B/s), None where NCCL has no NVLS. Lesson 7 §8.
+
+    >>> nvls_bandwidth('nvlink4'), nvls_bandwidth('nvlink3')
+    (480000000000.0, None)
+    """
+    entry = NVLS_BUS_BANDWIDTH.get(str(getattr(link, "name", link)).strip().lower())
+    return None if entry is None else entry[1]
+
+
+def compute_model(accelerator, attention="flash", *, share=None, traffic=None) -> ComputeModel:
+    """The calibrated compute model for an accelerator: matmuls at TRAINING_MATMUL_SHARE x its best GEMM
+    rate; the attention core at that rate when unfused, at FLASH_ATTENTION_EFFICIENCY with flash attention;
+    MEMORY_TRAFFIC. share= and traffic= replace the fitted constants (fit_calibration uses them).
+    Lesson 7 §8.
+
+    A100: 0.78 x 271.2 / 312 = 0.678 of peak for matmuls.
+
+    >>> m = compute_model('a100-80gb', 'unfused')
+    >>> round(m.matmul_efficiency, 3), round(m.attention_efficiency, 3), m.memory_traffic
+    (0.678, 0.678, 2.5)
+    """
+    kind = _attention(attention)
+    share = TRAINING_MATMUL_SHARE if share is None else float(share)
+    traffic = MEMORY_TRAFFIC if traffic is None else float(traffic)
+    matmul = min(1.0, share * best_gemm_efficiency(accelerator))
+    core = matmul if kind == "unfused" else FLASH_ATTENTION_EFFICIENCY
+    return ComputeModel(matmul, core, traffic, kind, True)
+
+
+def fixed_compute_model(efficiency, attention="flash") -> ComputeModel:
+    """The simple model of Lesson 7 §1: every FLOP at one share of peak, no element-wise traffic.
+
+    >>> fixed_compute_model(0.5).describe()
+    'fixed efficiency: every FLOP at 50% of peak, element-wise work not priced (flash attention for memory)'
+    """
+    from .training import check_fraction
+
+    eff = check_fraction(efficiency, "efficiency")
+    return ComputeModel(eff, eff, 0.0, _attention(attention), False)
+
+
+def fit_calibration() -> dict:
+    """Refit TRAINING_MATMUL_SHARE and MEMORY_TRAFFIC on the calibration set only (Narayanan et al. 2021
+    Table 1): the grid point with the least mean |step-time error|. Returns share, traffic, the mean and
+    max |error| there, and the run ids used. Slow (hundreds of estimates); the stored constants are its
+    result (tests check). Lesson 7 §8.
+
+    >>> fit = fit_calibration()
+    >>> (fit["share"], fit["traffic"]) == (TRAINING_MATMUL_SHARE, MEMORY_TRAFFIC)
+    True
+    """
+    from . import validation
+    from .training import estimate
+
+    runs = [r for r in validation.load_runs("calibration") if r["distlab"]["expressible"]]
+    prepared = []
+    for r in runs:
+        measured = validation.measured_step_time(r)
+        prepared.append((validation.run_model(r), validation.run_cluster(r), r["distlab"]["estimate"], measured))
+    best = None
+    for share in _SHARE_GRID:
+        for traffic in _TRAFFIC_GRID:
+            errors = []
+            for model, cluster, kwargs, measured in prepared:
+                est = estimate(model, cluster, **kwargs, calibration=(float(share), float(traffic)))
+                errors.append(abs(est.step_time_s / measured - 1.0))
+            score = (float(np.mean(errors)), float(np.max(errors)))
+            if best is None or score < best[0]:
+                best = (score, float(share), float(traffic))
+    assert best is not None  # the grids are not empty
+    (mean, worst), share, traffic = best
+    return dict(share=share, traffic=traffic, mean_abs_error=mean, max_abs_error=worst,
+                runs=[r["id"] for r in runs])

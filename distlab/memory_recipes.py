@@ -1,0 +1,156 @@
+"""Memory recipes named after the engines: what a training engine really keeps per parameter, and a reserve.
+
+The lessons that teach the ZeRO paper count its 16 bytes per parameter (mixed-precision Adam: 2 + 2 + 12,
+Rajbhandari et al. 2020, Sec. 3.1): the recipe 'zero-paper', which follows distlab.memory's precision recipes.
+A real engine keeps more, and not all of it shards the same way (Lesson 7 §2, Lesson 8 §5):
+
+* 'megatron' (Megatron-LM, no distributed optimizer): bf16 weights 2 + fp32 main gradients 4 + fp32 master
+  weights and Adam 12 = 18 bytes per parameter, nothing sharded over data parallelism (ZeRO-0 only).
+* 'megatron-distributed-optimizer': 6 + 12 / d, the 12 optimizer bytes sharded over the d data-parallel ranks
+  (ZeRO-1 only). Both from Megatron-LM's megatron/training/theoretical_memory_usage.py,
+  num_bytes_per_parameter: "18 if not args.use_distributed_optimizer else 6 + (12 / data_parallel_size)"
+  (NVIDIA/Megatron-LM at d98e8a6, 2026-08-22).
+* 'deepspeed': fp16/bf16 weights 2 (sharded at ZeRO-3), 16-bit gradients 2 (sharded at ZeRO-2), and 16 bytes
+  of fp32 weights, fp32 gradients and Adam moments (sharded from ZeRO-1): ZeRO-2 = 2 + 18 / d; ZeRO-3 = 18 / d in
+  all (2 + 2 + 14) plus a gather buffer of 4 bytes per parameter of the largest layer, as DeepSpeed's own estimators count
+  (deepspeed/runtime/zero/stage_1_and_2.py estimate_zero2_model_states_mem_needs: "2 * total_params +
+  int(18 * total_params / total_gpus)"; stage3.py estimate_zero3_model_states_mem_needs: "largest_layer_memory
+  + int(18 * total_params / total_gpus)", largest_layer_memory = 4 x largest_layer_params; deepspeedai/DeepSpeed
+  at edaa722, 2026-08-22).
+* 'fsdp2' (PyTorch FSDP2 with bf16 compute, fp32 master weights: torchtitan's default): fp32 weights 4,
+  fp32 gradients 4 and Adam 8, all sharded (ZeRO-2 with reshard_after_forward=False, ZeRO-3 with True), plus
+  the bf16 copies FSDP2 all-gathers: at ZeRO-3 the layer being computed and the one prefetched (2 x 2 bytes per
+  parameter of a layer), at ZeRO-2 every layer's, kept from forward to backward (2 bytes per parameter). ZeRO-0
+  is DDP (16 bytes replicated); there is no ZeRO-1 (PyTorch docs, torch.distributed.fsdp.fully_shard).
+
+Every engine recipe also reserves RESERVE_BYTES of each GPU for what is not the model: the CUDA context with its
+kernels and the cuBLAS/cuDNN workspaces, NCCL's communication buffers (NCCL_BUFFSIZE, 4 MiB per channel and
+peer by default) and the caching allocator's fragmentation. 2 GB is an assumption stated here, not a measurement
+of this kit; a configuration fits when model states + activations <= GPU memory - reserve.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import ConfigurationError
+
+__all__ = [
+    "RESERVE_BYTES",
+    "MemoryRecipe",
+    "MEMORY_RECIPES",
+    "memory_recipe",
+    "largest_layer_params",
+    "recipe_state_bytes_array",
+]
+
+#: Bytes of each GPU an engine recipe keeps out of the model's reach (CUDA context, NCCL buffers,
+#: fragmentation): an assumption, stated in the module docstring. Lesson 7 §2.
+RESERVE_BYTES = 2e9
+
+
+@dataclass(frozen=True)
+class MemoryRecipe:
+    """Bytes per parameter an engine keeps, and from which ZeRO stage each part is sharded over dp (None: the
+    precision recipe's bytes, the ZeRO paper's stages 3/2/1). gather: bytes per parameter of the unsharded
+    layers ZeRO-3 holds while computing (gather_layers of them; 'largest' for DeepSpeed's largest-layer
+    buffer); zero2_unsharded: bytes per parameter kept unsharded at ZeRO-2 (FSDP2's bf16 copies);
+    zero3_optimizer_bytes: the optimizer bytes at ZeRO-3 where the engine counts them apart (DeepSpeed's
+    ZeRO-3 estimator: 18 B per parameter in all, 2 + 2 + 14).
+    Lesson 7 §2."""
+
+    name: str
+    zero_stages: tuple
+    weight_bytes: float | None = None
+    gradient_bytes: float | None = None
+    optimizer_bytes: float | None = None
+    weight_stage: int = 3
+    gradient_stage: int = 2
+    optimizer_stage: int = 1
+    gather_bytes: float = 0.0
+    gather_layers: object = 0.0  # a count of layers, or 'largest'
+    zero2_unsharded: float = 0.0
+    zero3_optimizer_bytes: float | None = None
+    reserve_bytes: float = 0.0
+    description: str = ""
+
+    @property
+    def engine(self) -> bool:
+        """Whether the recipe states its own bytes (an engine) rather than the precision recipe's."""
+        return self.weight_bytes is not None
+
+
+MEMORY_RECIPES = {r.name: r for r in (
+    MemoryRecipe("zero-paper", (0, 1, 2, 3),
+                 description="the ZeRO paper's count, 16 B per parameter for mixed-precision Adam (Lessons 1-3)"),
+    MemoryRecipe("megatron", (0,), 2.0, 4.0, 12.0, 9, 9, 9, reserve_bytes=RESERVE_BYTES,
+                 description="Megatron-LM without the distributed optimizer: 18 B per parameter"),
+    MemoryRecipe("megatron-distributed-optimizer", (1,), 2.0, 4.0, 12.0, 9, 9, 1, reserve_bytes=RESERVE_BYTES,
+                 description="Megatron-LM's distributed optimizer: 6 + 12/d B per parameter"),
+    MemoryRecipe("deepspeed", (0, 1, 2, 3), 2.0, 2.0, 16.0, 3, 2, 1, gather_bytes=4.0, gather_layers="largest",
+                 zero3_optimizer_bytes=14.0, reserve_bytes=RESERVE_BYTES,
+                 description="DeepSpeed ZeRO: 2 + 2 + 16 B per parameter; ZeRO-3 adds a largest-layer buffer"),
+    MemoryRecipe("fsdp2", (0, 2, 3), 4.0, 4.0, 8.0, 2, 2, 2, gather_bytes=2.0, gather_layers=2.0,
+                 zero2_unsharded=2.0, reserve_bytes=RESERVE_BYTES,
+                 description="PyTorch FSDP2, bf16 compute on fp32 master weights: 16 B per parameter, sharded"),
+)}
+
+
+def memory_recipe(name) -> MemoryRecipe:
+    """A MemoryRecipe by name (or one passed through). Lesson 7 §2.
+
+    >>> memory_recipe('megatron-distributed-optimizer').zero_stages
+    (1,)
+    """
+    if isinstance(name, MemoryRecipe):
+        return name
+    key = str(name).strip().lower()
+    if key not in MEMORY_RECIPES:
+        raise ConfigurationError(f"memory_recipe={name!r}; valid: {', '.join(MEMORY_RECIPES)}")
+    return MEMORY_RECIPES[key]
+
+
+def largest_layer_params(model, tp=1) -> float:
+    """Parameters of the largest single weight a GPU holds (DeepSpeed's 'largest layer'): the larger of the
+    embedding V x h and a layer's largest matrix (h x ffn, or the QKV projection h x (h + 2 kv)), over tp.
+    Lesson 7 §2.
+
+    >>> largest_layer_params(__import__('distlab').models.model('llama2-7b'))  # 32,000 x 4,096
+    131072000.0
+    """
+    h, f = float(model.hidden), float(model.ffn)
+    qkv = h * (model.heads * model.head_dim + 2 * model.kv_heads * model.head_dim)
+    return max(float(model.vocab) * h, h * f, qkv) / float(tp)
+
+
+def _sharded(bytes_per_param, from_stage, zero, dp):
+    return bytes_per_param / np.where(np.asarray(zero) >= from_stage, np.asarray(dp, dtype=float), 1.0)
+
+
+def recipe_state_bytes_array(recipe: MemoryRecipe, shard_params, layer_params, largest_params, zero, dp):
+    """Per-GPU (weights, gradients, optimizer) bytes of an engine recipe on NumPy arrays, unvalidated.
+
+    shard_params: parameters of the busiest stage on one GPU (P / (tp pp)); layer_params: one layer's on
+    one GPU; largest_params: largest_layer_params. ZeRO-3's gathered layers and FSDP2's ZeRO-2 copies count
+    as weights. Lesson 7 §2.
+
+    Megatron's distributed optimizer on 8 ranks, 7e9 parameters: 2 + 4 + 12/8 = 7.5 B per parameter.
+
+    >>> w, g, o = recipe_state_bytes_array(memory_recipe('megatron-distributed-optimizer'), 7e9, 0, 0, 1, 8)
+    >>> float(w + g + o) / 7e9
+    7.5
+    """
+    zero = np.asarray(zero)
+    p = np.asarray(shard_params, dtype=float)
+    w = p * _sharded(recipe.weight_bytes, recipe.weight_stage, zero, dp)
+    g = p * _sharded(recipe.gradient_bytes, recipe.gradient_stage, zero, dp)
+    o = p * _sharded(recipe.optimizer_bytes, recipe.optimizer_stage, zero, dp)
+    if recipe.zero3_optimizer_bytes is not None:
+        o = np.where(zero >= 3, p * recipe.zero3_optimizer_bytes / np.asarray(dp, dtype=float), o)
+    gathered = (np.asarray(largest_params, dtype=float) if recipe.gather_layers == "largest"
+                else float(recipe.gather_layers) * np.asarray(layer_params, dtype=float))  # type: ignore[arg-type]
+    w = w + np.where(zero >= 3, recipe.gather_bytes * gathered, 0.0) + np.where(zero == 2, recipe.zero2_unsharded * p,
+                                                                               0.0)
+    return w, g, o

@@ -1,0 +1,97 @@
+"""The processes of distlab.verify.measure_sharding: python -m distlab.verify._sharding_worker CONFIG_JSON.
+
+Spawns `world` gloo ranks (torch.multiprocessing) that meet through a FileStore; each builds the same small
+stack of linear layers, wraps it as DDP, FSDP2 (fully_shard per layer) or HSDP (fully_shard on a 2-D
+DeviceMesh, replicate x shard), trains `steps` Adam steps on its slice of one global batch, and writes
+rank<r>.json: its local parameter and optimizer-state bytes, the collectives FSDP2 issued in the first step
+(counted by wrapping torch.distributed's all_gather_single, reduce_scatter_single and all_reduce) and the
+loss of every step.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+from datetime import timedelta
+from pathlib import Path
+
+
+def _rank(rank: int, config: dict) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    world, mode, layers, width = config["world"], config["mode"], config["layers"], config["width"]
+    timeout = timedelta(seconds=config["timeout"])
+    store = dist.FileStore(config["store"], world)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=timeout)
+    log = []
+
+    def counted(op, original, size_of):
+        def call(*args, **kwargs):
+            group = kwargs.get("group")
+            log.append([op, size_of(*args, **kwargs), dist.get_world_size(group)])
+            return original(*args, **kwargs)
+        return call
+
+    torch.manual_seed(0)
+    model: Any = torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(layers)])
+    if mode == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+
+        model = DistributedDataParallel(model)
+    else:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        if mode == "hsdp":
+            shard = config["per_node"]
+            mesh = init_device_mesh("cpu", (world // shard, shard), mesh_dim_names=("replicate", "shard"))
+        else:
+            mesh = init_device_mesh("cpu", (world,))
+        for i, layer in enumerate(model):  # torchtitan: the last layer is not resharded after forward
+            fully_shard(layer, mesh=mesh, reshard_after_forward=i < layers - 1)
+        fully_shard(model, mesh=mesh)
+        dist.all_gather_single = counted("all-gather", dist.all_gather_single,
+                                         lambda out, inp, **kw: out.numel() * out.element_size())
+        dist.reduce_scatter_single = counted("reduce-scatter", dist.reduce_scatter_single,
+                                             lambda **kw: kw["input"].numel() * kw["input"].element_size())
+        dist.all_reduce = counted("all-reduce", dist.all_reduce, lambda t, *a, **kw: t.numel() * t.element_size())
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    generator = torch.Generator().manual_seed(1)
+    batch = torch.randn(config["batch"], width, generator=generator)
+    per_rank = config["batch"] // world
+    x = batch[rank * per_rank:(rank + 1) * per_rank]
+    losses, first_step = [], None
+    for _ in range(config["steps"]):
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        if first_step is None:
+            first_step = list(log)
+        total = loss.detach().clone()
+        dist.all_reduce(total)  # the mean over ranks = the loss of the global batch
+        losses.append(float(total) / world)
+
+    def local(t):
+        return t.to_local() if hasattr(t, "to_local") else t
+
+    param_bytes = sum(local(p).numel() * local(p).element_size() for p in model.parameters())
+    state_bytes = sum(local(v).numel() * local(v).element_size()
+                      for s in optimizer.state.values() for k, v in s.items() if k in ("exp_avg", "exp_avg_sq"))
+    Path(config["dir"], f"rank{rank}.json").write_text(json.dumps(dict(
+        param_bytes=param_bytes, optimizer_bytes=state_bytes, collectives=first_step or [], losses=losses)))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def main(config: dict) -> None:
+    import torch.multiprocessing as mp
+
+    mp.spawn(_rank, args=(config,), nprocs=config["world"], join=True)
+
+
+if __name__ == "__main__":
+    main(json.loads(sys.argv[1]))

@@ -1,0 +1,107 @@
+"""distlab.efficiency: the calibrated compute model, its fit (calibration set only) and its accuracy on runs
+it never saw (validation set), held at the level reached so far."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from distlab import efficiency, hardware, training, validation
+from distlab.errors import ConfigurationError
+
+
+@pytest.fixture(scope="module")
+def fit():
+    return efficiency.fit_calibration()
+
+
+def test_the_stored_constants_are_the_calibration_fit(fit):
+    assert (efficiency.TRAINING_MATMUL_SHARE, efficiency.MEMORY_TRAFFIC) == (fit["share"], fit["traffic"])
+
+
+def test_the_fit_sees_only_the_calibration_set(fit):
+    calibration = {r["id"] for r in validation.load_runs("calibration")}
+    validation_ids = {r["id"] for r in validation.load_runs("validation")}
+    assert set(fit["runs"]) == calibration and not set(fit["runs"]) & validation_ids
+    assert all(run_id.startswith("narayanan2021-t1-") for run_id in fit["runs"]) and len(fit["runs"]) == 10
+
+
+def test_best_gemm_figures_are_the_microbenchmarks():
+    """Each catalog figure is the MAMF microbenchmark's TFLOP/s over its peak, as the data file records them."""
+    bench = {m["id"]: m for m in validation.microbenchmarks("calibration")}
+    for bench_id, share in efficiency.BEST_GEMM_EFFICIENCY.values():
+        measured = bench[bench_id]["measured"]
+        assert share == pytest.approx(measured["mamf_tflops"] / measured["peak_tflops"])
+        assert bench[bench_id]["kind"] == "gemm_efficiency"
+    assert efficiency.best_gemm_efficiency("mi300x") == efficiency.FALLBACK_GEMM_EFFICIENCY
+
+
+def test_flash_prices_the_core_apart_and_stores_no_scores():
+    """Unfused: the scores a s^2 b (e + (1 + e)) bytes are stored and moved; flash: neither. Llama 2 7B at 4K
+    tokens, one GPU-sized slice: flash must need less memory and, its element-wise traffic being smaller, no
+    more time at the same matmul rate than unfused (the core runs at 0.5 vs the matmul share of the GEMM rate)."""
+    kw = dict(nodes=1, fabric="ib-ndr", global_batch=8, seq_len=4096, zero=3)
+    flash = training.estimate("llama2-7b", "dgx-h100", attention="flash", **kw)
+    unfused = training.estimate("llama2-7b", "dgx-h100", attention="unfused", **kw)
+    assert flash.memory.activations_bytes < unfused.memory.activations_bytes
+    # 32 layers x a s^2 b x (e + (1 + e) x mask): llama has no dropout (mask 0) -> 32 x 32 x 4096^2 x 2 B
+    assert unfused.memory.activations_bytes - flash.memory.activations_bytes == pytest.approx(32 * 32 * 4096**2 * 2)
+
+
+def test_fixed_efficiency_is_lesson_7s_simple_model():
+    """efficiency=0.5: every FLOP at half the peak, nothing else: compute = step FLOPs per GPU / (0.5 x peak)."""
+    est = training.estimate("llama2-7b", "dgx-h100", nodes=1, fabric="ib-ndr", global_batch=8, seq_len=4096,
+                            efficiency=0.5)
+    assert est.compute_s == pytest.approx(est.hardware_flops / 8 / (0.5 * 989.4e12))
+    assert est.compute_model.calibrated is False
+
+
+def test_the_calibrated_model_is_slower_than_its_matmul_rate_alone():
+    """The calibrated compute time is at least the FLOPs at the matmul rate (the traffic and a slower core only
+    add), and the fixed model at that same rate is exactly that lower bound for unfused attention."""
+    kw = dict(nodes=2, fabric="ib-ndr", global_batch=64, seq_len=4096, tp=8, attention="unfused")
+    est = training.estimate("llama2-13b", "dgx-h100", **kw)
+    floor = training.estimate("llama2-13b", "dgx-h100", efficiency=est.compute_model.matmul_efficiency, **kw)
+    assert est.compute_s > floor.compute_s
+
+
+@given(share=st.one_of(st.floats(min_value=-1, max_value=2), st.just(float("nan"))), traffic=st.floats(allow_nan=True))
+def test_calibration_overrides_are_checked(share, traffic):
+    cl = hardware.cluster("dgx-a100", 1, "ib-hdr")
+    try:
+        model = training.compute_model_for(cl, None, "flash", (share, traffic))
+    except ConfigurationError:
+        return
+    assert 0 < share <= 1 and traffic >= 0 and model.memory_traffic == traffic
+
+
+def test_an_unknown_attention_kernel_is_our_error():
+    with pytest.raises(ConfigurationError, match="attention='paged'; valid: flash, unfused"):
+        training.estimate("llama2-7b", "dgx-h100", nodes=1, global_batch=8, attention="paged")
+
+
+# Accuracy, held where it stands (benchmarks/RESULTS.md records it). These are regression guards at the level
+# reached, NOT the issue's goal (validation mean <= 5%, max <= 15%), which test_the_goal below records as unmet.
+def _stats(role, tier=None):
+    comparison = validation.compare(role)
+    return comparison.summary[role] if tier is None else comparison.tiers[tier]
+
+
+def test_calibration_accuracy():
+    stats = _stats("calibration")
+    assert stats["scored"] == 10
+    assert stats["mean_abs_error_percent"] <= 2.5 and stats["max_abs_error_percent"] <= 6.5
+
+
+def test_validation_accuracy_held_at_the_level_reached():
+    stats = _stats("validation")
+    assert stats["scored"] >= 40
+    assert stats["mean_abs_error_percent"] <= 9.0
+
+
+@pytest.mark.xfail(strict=True, reason="issue 14's goal (validation mean |error| <= 5%, max <= 15%) is not met yet; "
+                                       "see benchmarks/RESULTS.md for where the model is off and why")
+def test_the_goal():
+    stats = _stats("validation")
+    assert stats["mean_abs_error_percent"] <= 5.0 and stats["max_abs_error_percent"] <= 15.0

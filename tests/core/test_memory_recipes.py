@@ -1,0 +1,91 @@
+"""distlab.memory_recipes: the engines' bytes per parameter against the engines' own estimators, re-derived here
+from their source (Megatron-LM theoretical_memory_usage.py at d98e8a6; DeepSpeed stage_1_and_2.py and stage3.py
+estimators at edaa722), and the reserve."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from distlab import models, training
+from distlab.errors import ConfigurationError
+from distlab.memory_recipes import MEMORY_RECIPES, RESERVE_BYTES, largest_layer_params, memory_recipe
+
+KW = dict(nodes=16, fabric="ib-ndr", global_batch=128, seq_len=4096, recompute="full")
+
+
+def _states(est):
+    return est.memory.weights_bytes + est.memory.gradients_bytes + est.memory.optimizer_bytes
+
+
+def megatron_weight_and_optimizer_bytes(model, tp, pp, dp, distributed_optimizer):
+    """Megatron's compute_weight_and_optimizer_memory, re-derived: the most loaded shard holds 1/pp of the
+    transformer block (TP-sharded attention + MLP over tp, norms replicated) plus the embedding over tp (and,
+    untied with pp = 1, the output layer), times 18 or 6 + 12/d bytes."""
+    block_tp = model.layers * (model.attention_params_per_layer() + model.mlp_params_per_layer())
+    block_replicated = model.layers * model.norm_params_per_layer() + model.final_norm_params()
+    embedding = model.vocab * model.hidden
+    shard = (block_tp / pp + embedding) / tp + block_replicated / pp
+    if not model.tied_embeddings and pp == 1:
+        shard += embedding / tp
+    return shard * (6 + 12 / dp if distributed_optimizer else 18)
+
+
+@pytest.mark.parametrize("name, tp, pp, recipe", [
+    ("llama3.1-70b", 8, 4, "megatron-distributed-optimizer"),
+    ("llama2-70b", 8, 1, "megatron-distributed-optimizer"),
+    ("llama2-13b", 4, 2, "megatron"),
+])
+def test_megatron_within_three_percent_of_its_own_formula(name, tp, pp, recipe):
+    model = models.model(name)
+    dp = 128 // (tp * pp)
+    zero = 1 if recipe.endswith("optimizer") else 0
+    est = training.estimate(model, "dgx-h100", tp=tp, pp=pp, zero=zero, memory_recipe=recipe, **KW)
+    want = megatron_weight_and_optimizer_bytes(model, tp, pp, dp, zero == 1)
+    assert _states(est) == pytest.approx(want, rel=0.03)
+
+
+@pytest.mark.parametrize("name", ["llama2-7b", "llama2-13b"])
+def test_deepspeed_equals_its_estimators(name):
+    """estimate_zero2_model_states_mem_needs: 2 P + 18 P / N; estimate_zero3: 4 x largest layer + 18 P / N
+    (no offload), with every parameter on every GPU's stage (tp = pp = 1)."""
+    model = models.model(name)
+    P, N = model.parameter_count(), 128
+    z2 = training.estimate(model, "dgx-h100", zero=2, memory_recipe="deepspeed", **KW)
+    z3 = training.estimate(model, "dgx-h100", zero=3, memory_recipe="deepspeed", **KW)
+    assert _states(z2) == pytest.approx(2 * P + 18 * P / N, rel=1e-9)
+    assert _states(z3) == pytest.approx(4 * largest_layer_params(model) + 18 * P / N, rel=1e-9)
+
+
+def test_fsdp2_shards_sixteen_bytes_and_gathers_two_layers():
+    model = models.model("llama2-7b")
+    P, N = model.parameter_count(), 128
+    z3 = training.estimate(model, "dgx-h100", zero=3, memory_recipe="fsdp2", **KW)
+    z2 = training.estimate(model, "dgx-h100", zero=2, memory_recipe="fsdp2", **KW)
+    assert _states(z3) == pytest.approx(16 * P / N + 2 * 2 * model.params_per_layer(), rel=1e-9)
+    assert _states(z2) == pytest.approx(16 * P / N + 2 * P, rel=1e-9)  # the bf16 copies kept to backward
+
+
+def test_the_reserve_is_out_of_reach():
+    paper = training.estimate("llama2-7b", "dgx-h100", zero=1, memory_recipe="zero-paper", **KW)
+    engine = training.estimate("llama2-7b", "dgx-h100", zero=1, memory_recipe="megatron-distributed-optimizer", **KW)
+    assert paper.memory.reserved_bytes == 0 and engine.memory.reserved_bytes == RESERVE_BYTES
+    assert engine.memory.headroom_bytes == pytest.approx(80e9 - RESERVE_BYTES - engine.memory.total_bytes)
+    assert "reserved" in engine.memory.verdict()
+
+
+@given(st.sampled_from(sorted(MEMORY_RECIPES)), st.integers(0, 3))
+def test_an_engine_refuses_the_stages_it_does_not_run(name, zero):
+    recipe = memory_recipe(name)
+    if zero in recipe.zero_stages:
+        est = training.estimate("llama2-7b", "dgx-h100", zero=zero, memory_recipe=name, **KW)
+        assert est.memory.total_bytes > 0
+    else:
+        with pytest.raises(ConfigurationError, match=f"memory_recipe='{name}'; valid"):
+            training.estimate("llama2-7b", "dgx-h100", zero=zero, memory_recipe=name, **KW)
+
+
+def test_an_unknown_recipe_is_our_error():
+    with pytest.raises(ConfigurationError, match="memory_recipe='nemo'; valid: zero-paper, megatron"):
+        memory_recipe("nemo")

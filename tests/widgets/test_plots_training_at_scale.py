@@ -1,0 +1,33 @@
+"""Lesson 11's static figures draw what they are given (the notebook shows them; nbval checks the notebook)."""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from distlab import fsdp, production
+from distlab.plots.training_at_scale import context_figure, goodput_figure, schedules_figure, stream_figure
+
+
+def test_stream_figure_has_one_box_per_event():
+    tl = fsdp.fsdp_timeline(1.0, 2.0, 0.5, 0.5, layers=4)
+    events = {k: getattr(tl, k) for k in ("f_start", "f_end", "b_start", "b_end", "ag_start", "ag_end", "bg_start",
+                                           "bg_end", "rs_start", "rs_end")}
+    fig = stream_figure({**events, "step_s": tl.step_s, "compute_s": tl.compute_s}, unit="s")
+    assert isinstance(fig, Figure)
+    boxes = fig.axes[0].collections[0]
+    # 4 forwards + 4 backwards + 4 forward gathers + 3 backward gathers + 4 reductions
+    assert len(boxes.get_paths()) == 19
+    assert fig.axes[0].get_xlim() == (0.0, 15.0)  # nice ceiling of 13 x 1.02
+
+
+def test_context_and_goodput_and_schedule_figures():
+    cmp = production.compare_context_parallel("llama3.1-8b", 131072, 8)
+    rows = [(r.compute_s, r.comm_s, r.exposed_s) for r in cmp.values()]
+    fig = context_figure(list(cmp), rows, unit="s")
+    widths = [p.get_width() for p in fig.axes[0].patches[:3]]
+    assert widths == [r[0] for r in rows]
+    fig = goodput_figure({"a": (np.array([1.0, 10.0]), np.array([50.0, 60.0]), (10.0, 60.0))})
+    assert fig.axes[0].get_xscale() == "log"
+    fig = schedules_figure(["1f1b", "zb-v"], [9.0, 0.0], [4.0, 4.0])
+    assert [p.get_height() for p in fig.axes[0].patches] == [9.0, 0.0]

@@ -1,0 +1,79 @@
+"""Lesson 11's apps: each shows what the library computes, our message on invalid input, and redraws in place."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distlab import failures, fsdp, pipeline, production
+from distlab.widgets.training_at_scale import APPS, CheckpointApp, ContextApp, FsdpApp, ScheduleApp
+
+
+def test_schedule_app_is_the_simulator():
+    app = ScheduleApp(kind="zb-v", stages=4, microbatches=8)
+    assert app.error is None
+    chosen, base = app.result
+    assert chosen.step_time == pipeline.schedule("zb-v", 4, 8).step_time == 25.5
+    assert base.step_time == pipeline.schedule("1f1b", 4, 8).step_time == 33
+    # ZB-V: no idle inside a span, step 25.5, peak 4; 1F1B: (p-1)(F+B+W) = 9 idle, step 33, peak 4
+    assert "  zb-v                      0                 25.5            4" in app.summary()
+    assert "  1f1b                      9                   33            4" in app.summary()
+    app.kind.value = "dualpipe"
+    app.stages.value = 3  # DualPipe needs an even p: our message
+    assert app.result is None and "even number of stages" in app.error
+    app.kind.value = "zb-v"
+    assert app.error is None
+
+
+def test_schedule_app_slider_keeps_the_axes_most_of_the_time():
+    app = ScheduleApp(kind="zb-v", stages=4, microbatches=32)
+    app.fig.canvas.draw()
+    before = app.fig.axes[0].get_xlim()
+    app.microbatches.value = 31  # step 98.5 -> 95.5 t_F: the x range (nice ceiling 100) stays
+    assert app.fig.axes[0].get_xlim() == before
+
+
+def test_fsdp_app_is_sharding_plan():
+    app = FsdpApp(model="llama2-7b", nodes=4, sharding="full")
+    plan, other = app.result
+    want = fsdp.sharding_plan("llama2-7b", "dgx-h100", nodes=4)
+    assert plan.exposed_s == want.exposed_s and plan.network_sent_bytes == want.network_sent_bytes
+    assert other.sharding == "hybrid" and "HSDP on the same cluster" in app.summary()
+    app.nodes.value = 1
+    app.sharding.value = "hybrid"
+    assert app.result is None and "replicates across nodes" in app.error
+    app.sharding.value = "full"
+    assert app.error is None and app.result[1] is None  # HSDP cannot run on one node: no comparison line
+
+
+def test_context_app_is_compare_context_parallel():
+    app = ContextApp(model="llama3.1-70b", seq_len=131072, cp=8, tp=8)
+    want = production.compare_context_parallel("llama3.1-70b", 131072, 8, tp=8)
+    assert [r.exposed_s for r in app.result.values()] == [r.exposed_s for r in want.values()]
+    # bars in units of the balanced compute: ring 1, contiguous ring 2 - 1/8, Ulysses 1 with its all-to-alls exposed
+    widths = [bar.get_width() for bar in app.bars.compute]
+    assert widths == pytest.approx([1.0, 2 - 1 / 8, 1.0])
+    assert app.bars.exposed[2].get_width() == pytest.approx(want["ulysses"].exposed_s / want["ring"].compute_s)
+    app.cp.value = 128
+    assert "Ulysses: cannot run" in app.summary()
+    widths = [bar.get_width() for bar in app.bars.compute]
+    assert widths[2] == 0 and widths[0] > 0
+    assert app.fig.axes[0].get_xlim() == (0.0, 2.5)  # fixed axes: every change is a blit
+
+
+def test_checkpoint_app_is_checkpoint_plan():
+    app = CheckpointApp()
+    plan, intervals, good = app.result
+    want = failures.checkpoint_plan("llama3.1-405b", 16384, storage_bandwidth=2e12)
+    assert plan.goodput == pytest.approx(want.goodput) and plan.interval_s == pytest.approx(want.interval_s)
+    # the curve's maximum is near the marked interval (Daly's estimate of the optimum)
+    assert good.max() - plan.goodput < 0.002
+    assert "419 expected interruptions" in app.summary()
+    app.mode.value = "async"
+    assert np.all(app.result[1] >= app.result[0].write_s)
+
+
+def test_apps_construct_without_arguments():
+    for App in APPS:
+        app = App()
+        assert app.error is None and app.summary()
