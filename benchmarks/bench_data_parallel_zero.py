@@ -13,6 +13,7 @@ from _timing import repeat, report, summarize
 
 
 def main(n: int = 200) -> None:
+    from distlab.widgets.common import GPU_COUNTS
     from distlab.widgets.data_parallel_zero import CUSTOM, OverlapApp, ZeroMemoryApp
 
     app = ZeroMemoryApp()
@@ -21,7 +22,6 @@ def main(n: int = 200) -> None:
     models = ["llama2-7b", "llama2-70b", "llama3.1-8b", "gpt3-175b"]
     gpus = ["h100-sxm", "a100-80gb", "a100-40gb"]
     fabrics = ["ib-ndr", "ib-hdr", "ethernet-100g"]
-    counts = [1, 2, 4, 8, 16, 64, 256, 1024]
 
     def model(i):
         app.model.value = models[(i + 1) % len(models)]
@@ -30,7 +30,7 @@ def main(n: int = 200) -> None:
         app.gpu.value = gpus[(i + 1) % len(gpus)]
 
     def slider(i):
-        app.gpus.value = counts[i % len(counts)] + (i // len(counts)) % 2
+        app.gpus.value = GPU_COUNTS[(i + 1) % len(GPU_COUNTS)]  # always a change, over every stop
 
     def fabric(i):
         app.fabric.value = fabrics[(i + 1) % len(fabrics)]
@@ -54,7 +54,7 @@ def main(n: int = 200) -> None:
         overlap.model.value = models[(i + 1) % len(models)]
 
     def o_gpus(i):
-        overlap.gpus.value = counts[i % len(counts)] + (i // len(counts)) % 2
+        overlap.gpus.value = GPU_COUNTS[(i + 1) % len(GPU_COUNTS)]
 
     def o_fabric(i):
         overlap.fabric.value = fabrics[(i + 1) % len(fabrics)]

@@ -21,11 +21,12 @@ def main(n: int = 300) -> None:
     app = MemoryWallApp(model="llama2-7b", gpu="h100-sxm")
     app.canvas._handle_message(app.canvas, {"type": "initialized"}, [])  # what a browser sends first
     app.fig.canvas.draw()
-    counts = [1, 2, 4, 8, 16, 64, 256, 1024]
     models = ["llama2-7b", "llama2-70b", "llama3.1-8b", "gpt3-175b"]
 
+    from distlab.widgets.common import GPU_COUNTS
+
     def slider(i):
-        app.gpus.value = counts[i % len(counts)] + (i // len(counts)) % 2  # always a change
+        app.gpus.value = GPU_COUNTS[(i + 1) % len(GPU_COUNTS)]  # always a change, over every stop
 
     def stage(i):
         app.zero.value = (i + 1) % 4
@@ -38,7 +39,7 @@ def main(n: int = 300) -> None:
     print(report("memory-wall update: model dropdown", summarize(repeat(model, n)), 16))
 
     def full_draw(i):
-        app.gpus.value = counts[i % len(counts)] + (i // len(counts)) % 2
+        app.gpus.value = GPU_COUNTS[(i + 1) % len(GPU_COUNTS)]
         app.fig.canvas.draw()
 
     print(report("(reference) slider + forced full redraw", summarize(repeat(full_draw, n))))

@@ -283,9 +283,8 @@ def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch:
     model = moe_step.moe_model(model) if moe_step.is_moe(model) else models.model(model)
     gpus = positive_int(gpus, "gpus", high=MAX_WORLD_SIZE)
     gpus_per_node = positive_int(gpus_per_node, "gpus_per_node", high=MAX_WORLD_SIZE)
-    global_batch = training.batch_and_sequence(global_batch, 1)[0]
-    if seq_len is not None:
-        seq_len = training.batch_and_sequence(1, seq_len)[1]
+    global_batch = training.batch_and_sequence(global_batch, 1 if seq_len is None else seq_len)[0]
+    seq_len = None if seq_len is None else training.batch_and_sequence(1, seq_len)[1]
     rejected = {"tp not dividing the heads": 0, "batch not divisible by dp": 0, "interleaving not possible": 0}
     rows = []
     for tp in divisors(gpus_per_node):

@@ -896,13 +896,13 @@ def compute_model_for(cl, efficiency=None, attention="flash", calibration=None):
     """
     from .efficiency import compute_model, fixed_compute_model
 
-    cl = as_cluster(cl)
+    cl = as_cluster(cl)  # a Cluster, or a node name (one node); anything else is our error
     if efficiency is not None:
         return fixed_compute_model(efficiency, attention)
     if calibration is None:
         return compute_model(cl.accelerator, attention)
     if not isinstance(calibration, (tuple, list)) or len(calibration) != 2:
-        raise ConfigurationError(f"calibration={calibration!r} must be a pair (share, traffic) of numbers, e.g. (0.78, 2.5)")
+        raise ConfigurationError(f"calibration={calibration!r} must be a pair (share, traffic), as efficiency.fit_calibration gives")
     share, traffic = calibration
     return compute_model(cl.accelerator, attention, share=check_fraction(share, "calibration share"),
                          traffic=non_negative(traffic, "", "calibration traffic"))
@@ -918,8 +918,7 @@ def compute_arguments(compute) -> dict:
     from .efficiency import ComputeModel
 
     if not isinstance(compute, ComputeModel):
-        raise ConfigurationError(f"compute must be a distlab.efficiency.ComputeModel (compute_model_for gives one), "
-                                 f"got {type(compute).__name__}")
+        raise ConfigurationError(f"compute={compute!r} must be an efficiency.ComputeModel (see compute_model_for)")
     return dict(efficiency=compute.matmul_efficiency, attention_efficiency=compute.attention_efficiency,
                 memory_traffic=compute.memory_traffic, flash_attention=compute.attention == "flash")
 

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = [
-    "NAME",
-    "HELP",
-    "add_arguments",
-    "run",
-]
+__all__ = ["NAME", "HELP", "add_arguments", "run"]
 
 NAME = "instructor-pack"
 HELP = ("build the instructor pack (syllabus, misconceptions, cheat sheet, glossary, bibliography, course guide, "

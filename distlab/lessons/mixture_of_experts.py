@@ -8,21 +8,7 @@ from .. import hardware, moe
 from ..units import format_bytes
 from .questions import NumericQuestion
 
-__all__ = [
-    "Q1",
-    "Q2",
-    "Q3",
-    "Q4",
-    "Q5",
-    "Q6",
-    "q1",
-    "q2",
-    "q3",
-    "q4",
-    "q5",
-    "q6",
-    "QUESTIONS",
-]
+__all__ = ["Q1", "Q2", "Q3", "Q4", "Q5", "Q6", "QUESTIONS"]
 
 _PERCENT_HINT = {0.01: "looks like a fraction; give it in percent (34.3 means 34.3 %)"}
 

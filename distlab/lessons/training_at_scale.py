@@ -7,20 +7,7 @@ from .. import batch, failures, fsdp, pipeline, production
 from ..units import format_bytes
 from .questions import ChoiceQuestion, NumericQuestion
 
-__all__ = [
-    "CP_DEGREE",
-    "BIG_GPUS",
-    "LOSS_NATS",
-    "q1",
-    "q2",
-    "q3",
-    "q4",
-    "q5",
-    "q6",
-    "q7",
-    "q8",
-    "QUESTIONS",
-]
+__all__ = ["CP_DEGREE", "BIG_GPUS", "LOSS_NATS", "QUESTIONS"]
 
 #: Q1: the lesson's pipeline.
 P, M = 8, 16

@@ -214,9 +214,9 @@ def update_triage_bars(bars, triage, capacity_label: str = "") -> bool:
     top = max(max(sum(p.values()) for p in parts), triage.base.memory.capacity_bytes) / 1e9 * 1.12
     if before[1] > 1 and 0.4 * before[1] <= top <= before[1]:  # keep the range while the bars fill it well
         ax.set_ylim(before)
-    # show the rungs the ladder has (at least 4 slots, so a short ladder keeps slim bars); the
-    # ticks of the slots outside the range are not drawn
-    ax.set_xlim(-0.6, max(len(triage.ladder[:LADDER_BARS]), 4) + 0.6)
+    # show exactly the rungs the ladder has (before: at least 4 slots, which left an empty slot after a short
+    # ladder's last rung); the ticks of the slots outside the range are not drawn
+    ax.set_xlim(-0.6, len(triage.ladder[:LADDER_BARS]) + 0.6)
     # the bars, the capacity line and its label are animated: only new axis ranges need a full redraw
     changed = ax.get_ylim() != before or ax.get_xlim() != before_x
     for text in bars.totals:  # numbers go in the text panel: 19 labels would collide

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from ..errors import DistlabError
 
-__all__ = ["figure_canvas", "message_html", "BlitRenderer", "DATA", "LessonApp"]
+__all__ = ["figure_canvas", "message_html", "fit_labels", "replace_options", "GPU_COUNTS", "gpu_slider", "BlitRenderer", "DATA", "LessonApp"]
 
 
 def figure_canvas(figsize=(6.4, 3.6), margins=None) -> tuple[Figure, widgets.DOMWidget]:
@@ -36,11 +36,20 @@ def figure_canvas(figsize=(6.4, 3.6), margins=None) -> tuple[Figure, widgets.DOM
     return fig, canvas
 
 
+#: The colour of a warning line in a 'warn' status (the rest keeps the text colour).
+WARNING_COLOUR = "#b3261e"
+
+
 def message_html(text: str, kind: str = "result") -> str:
-    """HTML for the status panel; kind 'error' shows distlab's message in place of a result."""
-    colour = {"result": "#1f2328", "ok": "#1a7f37", "bad": "#b3261e", "error": "#b3261e"}[kind]
+    """HTML for the status panel; kind 'error' shows distlab's message in place of a result; 'warn' is a result
+    whose lines starting with 'warning' are red (the rest of the text keeps its colour)."""
+    colour = {"result": "#1f2328", "warn": "#1f2328", "ok": "#1a7f37", "bad": "#b3261e", "error": "#b3261e"}[kind]
     prefix = "<b>Cannot compute:</b> " if kind == "error" else ""
-    body = html.escape(text).replace("\n", "<br>")
+    lines = [html.escape(line) for line in text.split("\n")]
+    if kind == "warn":
+        lines = [f'<span style="color:{WARNING_COLOUR}">{line}</span>' if line.startswith("warning") else line
+                 for line in lines]
+    body = "<br>".join(lines)
     return f'<div style="color:{colour}; font-family: var(--jp-code-font-family, monospace); white-space: pre-wrap">{prefix}{body}</div>'
 
 
@@ -93,6 +102,51 @@ class BlitRenderer:
         self.canvas.blit(self.canvas.figure.bbox)
 
 
+#: The longest description ipywidgets' default label width (about 80 px) shows whole.
+SHORT_LABEL = 9
+
+
+def fit_labels(widget) -> None:
+    """Give every control under `widget` whose description is longer than SHORT_LABEL characters a label as wide
+    as its text (ipywidgets cuts longer ones: "max bubb…", "interle…")."""
+    for child in [widget, *getattr(widget, "children", ())]:
+        if child is not widget:
+            fit_labels(child)
+        description = getattr(child, "description", "")
+        style: Any = getattr(child, "style", None)
+        if isinstance(description, str) and len(description) > SHORT_LABEL and hasattr(style, "description_width") \
+                and not style.description_width:
+            style.description_width = "initial"
+
+
+def replace_options(app, control, options, value) -> None:
+    """Give a selection control of `app` new options and a value, without app.update() running in between
+    (the app's observer returns while app._syncing is set: ipywidgets picks a value of its own first)."""
+    app._syncing = True
+    try:
+        control.options = options
+        control.value = value
+    finally:
+        app._syncing = False
+
+
+#: The GPU counts a GPU slider offers, 1 to 1,024, about evenly on a log scale: every count up to 16, whole
+#: 8-GPU nodes to 64, then four per doubling (every power of two among them), so small counts get as much of the
+#: slider as large ones.
+GPU_COUNTS = (*range(1, 17), *range(24, 65, 8),
+              *(n * k // 4 for n in (64, 128, 256, 512) for k in (5, 6, 7, 8)))
+
+
+def gpu_slider(value: int, description: str = "GPUs") -> widgets.SelectionSlider:
+    """A slider over GPU_COUNTS (before: a linear 1-1,024 slider, where 1-16 took 1.5% of its width); a value it
+    does not offer starts at the nearest count it does, on the log scale."""
+    import math
+
+    start = min(GPU_COUNTS, key=lambda n: abs(math.log(n) - math.log(max(1, value))))
+    return widgets.SelectionSlider(options=GPU_COUNTS, value=value if value in GPU_COUNTS else start,
+                                   description=description, continuous_update=True)
+
+
 #: What render() may return besides True (full redraw), False (blit) and None (nothing): the data layer changed.
 DATA = "data"
 
@@ -120,7 +174,7 @@ class LessonApp(widgets.VBox):
       is nothing to redraw;
     - `describe(result) -> str`: the text under the picture, naming the function behind each number;
     - optionally `fade() -> bool | None` (the picture on invalid input; default: left as it is) and
-      `status_kind(result)` ('result', 'ok' or 'bad': the colour of the text).
+      `status_kind(result)` ('result', 'ok' or 'bad': the colour of the text; 'warn': only its warning lines red).
 
     `result` is the current result (None on invalid input); `error` is our message, shown in place of
     the result (None when valid). A DistlabError from compute, render or describe never reaches the
@@ -130,6 +184,10 @@ class LessonApp(widgets.VBox):
     result = None
     error: str | None = None
     renderer: BlitRenderer | None = None
+
+    def __init__(self, children=(), **kwargs):
+        super().__init__(children, **kwargs)
+        fit_labels(self)
 
     def compute(self):
         raise NotImplementedError

@@ -17,7 +17,7 @@ import numpy as np
 from .. import dataparallel, hardware, memory, models
 from ..plots.data_parallel_zero import STAGE_LABELS, STAGES, legend_html, overlap_axes, zero_memory_axes
 from ..units import format_bytes, format_seconds
-from .common import BlitRenderer, LessonApp, figure_canvas
+from .common import BlitRenderer, LessonApp, figure_canvas, gpu_slider
 
 __all__ = ["CUSTOM", "CURVE_GPUS", "ZeroComparison", "catalog_span", "ZeroMemoryApp", "OverlapApp", "APPS"]
 
@@ -73,11 +73,12 @@ class ZeroMemoryApp(LessonApp):
 
     def __init__(self, model="llama2-7b", gpu="h100-sxm", gpus=8, fabric="ib-ndr", custom_params_b=7.5):
         self.model = widgets.Dropdown(options=[*models.MODELS, CUSTOM], value=model, description="model")
+        # shown only for the custom model: a greyed "size (B) 7.5" beside llama2-70b read as that model's size
         self.custom_params = widgets.FloatText(value=custom_params_b, description="size (B)", disabled=model != CUSTOM,
-                                               layout=widgets.Layout(width="180px"))
+                                               layout=widgets.Layout(width="180px",
+                                                                     display=None if model == CUSTOM else "none"))
         self.gpu = widgets.Dropdown(options=list(hardware.ACCELERATORS), value=gpu, description="GPU")
-        self.gpus = widgets.IntSlider(value=gpus, min=1, max=int(CURVE_GPUS[-1]), description="GPUs (N)",
-                                      continuous_update=True)
+        self.gpus = gpu_slider(gpus, "GPUs (N)")
         self.fabric = widgets.Dropdown(options=list(hardware.LINKS), value=fabric, description="fabric")
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((6.4, 3.4), dict(left=0.1, right=0.97, bottom=0.1, top=0.96))
@@ -103,6 +104,7 @@ class ZeroMemoryApp(LessonApp):
 
     def _on_change(self, change=None):
         self.custom_params.disabled = self.model.value != CUSTOM
+        self.custom_params.layout.display = None if self.model.value == CUSTOM else "none"
         self.update()
 
     def _on_slider(self, change=None):
@@ -175,7 +177,7 @@ class OverlapApp(LessonApp):
 
     def __init__(self, model="llama2-7b", gpus=8, fabric="ib-ndr", backward_ms=800.0, buckets=4):
         self.model = widgets.Dropdown(options=list(models.MODELS), value=model, description="model")
-        self.gpus = widgets.IntSlider(value=gpus, min=1, max=1024, description="GPUs (N)", continuous_update=True)
+        self.gpus = gpu_slider(gpus, "GPUs (N)")
         self.fabric = widgets.Dropdown(options=list(hardware.LINKS), value=fabric, description="fabric")
         self.backward_ms = widgets.FloatSlider(value=backward_ms, min=0.0, max=5000.0, step=10.0,
                                                description="backward (ms)", continuous_update=True,

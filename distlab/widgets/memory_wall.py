@@ -7,7 +7,7 @@ import ipywidgets as widgets
 from .. import hardware, memory, models
 from ..plots.memory_wall import legend_html, memory_bars
 from ..units import format_bytes
-from .common import BlitRenderer, LessonApp, figure_canvas
+from .common import BlitRenderer, LessonApp, figure_canvas, gpu_slider
 
 __all__ = ["CUSTOM", "ZERO_LABELS", "PRECISION_OPTIONS", "MemoryWallApp", "APPS"]
 
@@ -40,11 +40,13 @@ class MemoryWallApp(LessonApp):
     def __init__(self, model="llama2-7b", precision="mixed", gpu="h100-sxm", gpus=1, zero=0,
                  custom_params_b=7.0, activations=False, recompute="selective"):
         self.model = widgets.Dropdown(options=[*models.MODELS, CUSTOM], value=model, description="model")
-        self.custom_params = widgets.FloatText(value=custom_params_b, description="size (B)",
-                                               disabled=model != CUSTOM, layout=widgets.Layout(width="180px"))
+        # shown only for the custom model: a greyed "size (B) 7.5" beside llama2-70b read as that model's size
+        self.custom_params = widgets.FloatText(value=custom_params_b, description="size (B)", disabled=model != CUSTOM,
+                                               layout=widgets.Layout(width="180px",
+                                                                     display=None if model == CUSTOM else "none"))
         self.precision = widgets.Dropdown(options=PRECISION_OPTIONS, value=precision, description="precision")
         self.gpu = widgets.Dropdown(options=list(hardware.ACCELERATORS), value=gpu, description="GPU")
-        self.gpus = widgets.IntSlider(value=gpus, min=1, max=1024, description="GPUs", continuous_update=True)
+        self.gpus = gpu_slider(gpus, "GPUs")
         self.zero = widgets.ToggleButtons(options=ZERO_LABELS, value=zero, description="sharding",
                                           style={"button_width": "80px"})
         self.activations = widgets.Checkbox(value=activations, description="count activations (1 sequence per GPU)",
@@ -74,6 +76,7 @@ class MemoryWallApp(LessonApp):
 
     def _on_change(self, change=None):
         self.custom_params.disabled = self.model.value != CUSTOM
+        self.custom_params.layout.display = None if self.model.value == CUSTOM else "none"
         self.recompute.disabled = not self.activations.value
         self.update()
 

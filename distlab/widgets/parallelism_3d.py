@@ -114,7 +114,7 @@ class MeshApp(LessonApp):
         return False
 
     def status_kind(self, lay: mesh.RankLayout) -> str:
-        return "bad" if lay.warnings() else "ok"
+        return "warn" if lay.warnings() else "ok"
 
     def describe(self, lay: mesh.RankLayout) -> str:
         """The text under the grid: the picked GPU's coordinates and groups, where each kind runs, warnings."""

@@ -61,7 +61,7 @@ class BubbleGridApp(LessonApp):
                  model="llama2-7b", recompute="selective"):
         slider = dict(continuous_update=True, layout=widgets.Layout(width="330px"))
         self.kind = widgets.ToggleButtons(options=list(pipeline.KINDS), value=kind, description="schedule",
-                                          style={"button_width": "78px"})
+                                          style={"button_width": "92px"})  # "interleaved", "dualpipe-v" whole (rows may wrap)
         self.stages = widgets.IntSlider(value=stages, min=1, max=MAX_STAGES, description="stages p", **slider)
         self.microbatches = widgets.IntSlider(value=microbatches, min=1, max=MAX_MICROBATCHES,
                                               description="micro m", **slider)
@@ -245,7 +245,7 @@ class StageAnalysisApp(LessonApp):
         return False
 
     def status_kind(self, result: pipeline.StageAnalysis) -> str:
-        return "bad" if result.warnings else "ok"
+        return "warn" if result.warnings else "ok"
 
     def describe(self, a: pipeline.StageAnalysis) -> str:
         """The analysis in plain text."""

@@ -12,7 +12,7 @@ from .. import hardware, models, tensor
 from ..errors import ConfigurationError
 from ..plots.tensor_parallel import COMM_COLOUR, COMPUTE_COLOUR, comm_compute_bars
 from ..units import format_bytes, format_rate, format_seconds
-from .common import BlitRenderer, LessonApp, figure_canvas
+from .common import BlitRenderer, LessonApp, figure_canvas, replace_options
 
 __all__ = ["HIDDEN_SIZES", "SEQ_LENS", "TP_DEGREES", "LINKS", "HEAD_DIM", "gpt_layer", "TensorParallelApp", "APPS"]
 
@@ -46,6 +46,7 @@ class TensorParallelApp(LessonApp):
     def __init__(self, tp=8, hidden=4096, seq_len=4096, micro_batch_size=1, link="nvlink4", gpu="h100-sxm",
                  precision="mixed", sequence_parallel=False, gpus_per_node=8):
         self.gpus_per_node = gpus_per_node
+        self._syncing = False
         self.tp = widgets.SelectionSlider(options=TP_DEGREES, value=tp, description="TP degree",
                                           continuous_update=True)
         self.hidden = widgets.SelectionSlider(options=HIDDEN_SIZES, value=hidden, description="hidden h",
@@ -81,9 +82,27 @@ class TensorParallelApp(LessonApp):
             '</span></div>'
         )
         super().__init__([controls, legend, self.canvas, self.status])
+        self._sync_tp_options()
         self.update()
 
+    def valid_tp_degrees(self) -> tuple:
+        """The TP degrees this layer and link allow: dividing the heads (hidden / 128) and, on a link inside a
+        node, the node's GPUs; the slider offers only these (a degree that can only fail is not offered)."""
+        heads = self.hidden.value // HEAD_DIM
+        in_node = hardware.link(self.link.value).kind == "intra-node"
+        return tuple(d for d in TP_DEGREES if heads % d == 0 and (not in_node or self.gpus_per_node % d == 0))
+
+    def _sync_tp_options(self) -> None:
+        valid = self.valid_tp_degrees()
+        if tuple(self.tp.options) == valid:
+            return
+        replace_options(self, self.tp, valid, max((d for d in valid if d <= self.tp.value), default=valid[0]))
+
     def _on_change(self, change=None):
+        if self._syncing:
+            return
+        if change is not None and change.get("owner") in (self.hidden, self.link):
+            self._sync_tp_options()
         self.update()
 
     def compute(self) -> tensor.TPLayerCost:

@@ -10,7 +10,7 @@ from ..moe import step as moe_step
 from ..plots.memory_wall import legend_html as memory_legend_html, memory_bars
 from ..plots.training_lab import legend_html as step_legend_html, step_bars
 from ..units import format_bytes, format_seconds
-from .common import BlitRenderer, LessonApp, figure_canvas
+from .common import BlitRenderer, LessonApp, figure_canvas, replace_options
 
 __all__ = ["FABRICS", "NODE_COUNTS", "BATCHES", "SEQS", "ZERO_LABELS", "EP_SIZES", "ETP_OPTIONS", "TrainingLabApp",
            "APPS"]
@@ -106,12 +106,31 @@ class TrainingLabApp(LessonApp):
         self.ep.disabled = self.etp.disabled = not moe_step.is_moe(model)
         legends = widgets.HTML(memory_legend_html() + step_legend_html())
         super().__init__([controls, legends, self.canvas, self.status])
+        self._syncing = False
+        self._sync_controls()
         self.update()
 
-    def _on_change(self, change=None):
+    def valid_batches(self) -> list:
+        """The global batches the batch dropdown offers: multiples of dp x micro-batch (each replica gets whole
+        microbatches), dp = GPUs / (tp x cp x pp); the smallest such multiple when no listed batch is one."""
+        gpus = hardware.node(self.node.value).gpus_per_node * self.nodes.value
+        step = max(1, gpus // (self.tp.value * self.cp.value * self.pp.value)) * self.micro_batch_size.value
+        return [b for b in BATCHES if b % step == 0] or [step]
+
+    def _sync_controls(self) -> None:
+        """Enable what applies (chunks: interleaved only; sequence parallelism: tp > 1), offer valid batches."""
         self.chunks.disabled = self.schedule.value != "interleaved"
         self.sequence_parallel.disabled = self.tp.value == 1
         self.ep.disabled = self.etp.disabled = not moe_step.is_moe(self.model.value)
+        batches = self.valid_batches()
+        if list(self.global_batch.options) != batches:
+            keep = min((b for b in batches if b >= self.global_batch.value), default=batches[-1])
+            replace_options(self, self.global_batch, batches, keep)
+
+    def _on_change(self, change=None):
+        if self._syncing:
+            return
+        self._sync_controls()
         self.update()
 
     def config(self) -> dict:

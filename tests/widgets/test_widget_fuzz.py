@@ -212,3 +212,121 @@ def test_the_pattern_finds_non_finite_numbers():
     for fine in ("Infiniband", "nanoseconds", "information", "5.0 GB", "inference", "ib-ndr"):
         assert not NOT_FINITE.search(fine)
     assert math.isfinite(1.0)
+
+
+def offered_values(w) -> list:
+    """Every value control w offers a student now: each option, each step of a slider (at most 65 of them)."""
+    if hasattr(w, "options"):
+        if isinstance(w, (widgets.SelectMultiple, widgets.SelectionRangeSlider)):
+            return []
+        return [("index", i) for i in range(len(w.options))]
+    if isinstance(w, widgets.IntSlider):
+        count = (w.max - w.min) // w.step + 1
+        values = range(w.min, w.max + 1, w.step) if count <= 65 else \
+            sorted({w.min, w.max, *range(w.min, w.max + 1, max(1, (w.max - w.min) // 64))})
+        return [("value", v) for v in values]
+    if isinstance(w, widgets.FloatSlider):
+        return [("value", w.min + (w.max - w.min) * k / 16) for k in range(17)]
+    return []
+
+
+@pytest.mark.parametrize("module, app_class", APPS)
+def test_every_offered_control_value_gives_a_result(module, app_class):
+    """No option that can only fail: each value a control offers gives a result from the app's defaults, or after
+    one change of one other control (a recipe that needs another ZeRO stage, a node limit that needs a larger
+    group); a control disabled there is skipped. Typed-in numbers may still be refused."""
+    if isinstance(app_class, Exception):
+        raise AssertionError(f"{module} does not import") from app_class
+    app = app_class()
+    failures = []
+
+    def attr_of(w):
+        return "index" if hasattr(w, "options") else "value"
+
+    def works_after_one_other_change(w, attr, value, found) -> bool:
+        for other in found:
+            if other is w or getattr(other, "disabled", False):
+                continue
+            start = getattr(other, attr_of(other))
+            for other_attr, other_value in offered_values(other):
+                setattr(other, other_attr, other_value)
+                if not getattr(w, "disabled", False) and getattr(w, attr) != value:
+                    setattr(w, attr, value)
+                if app.error is None:
+                    setattr(other, attr_of(other), start)
+                    return True
+            setattr(other, attr_of(other), start)
+        return False
+
+    try:
+        found = controls(app)
+        for w in found:
+            if getattr(w, "disabled", False):
+                continue
+            start = getattr(w, attr_of(w))
+            for attr, value in offered_values(w):
+                if getattr(w, "disabled", False):
+                    break
+                setattr(w, attr, value)
+                if app.error is not None and not works_after_one_other_change(w, attr, value, found):
+                    failures.append(f"{w.description or type(w).__name__} = {w.value!r}: {app.error}")
+                setattr(w, attr, value)
+            setattr(w, attr_of(w), start)
+    finally:
+        fig = getattr(app, "fig", None)
+        if fig is not None:
+            import matplotlib.pyplot as plt
+
+            plt.close(fig)
+    assert not failures, "\n".join(failures[:20])
+
+
+def test_a_custom_size_box_is_shown_only_for_the_custom_model():
+    # before: a greyed "size (B) 7.5" stood beside llama2-70b, as if it were that model's size
+    from distlab.widgets.data_parallel_zero import ZeroMemoryApp
+    from distlab.widgets.memory_wall import CUSTOM, MemoryWallApp
+
+    for app in (MemoryWallApp(model="llama2-70b"), ZeroMemoryApp(model="llama2-70b")):
+        assert app.custom_params.layout.display == "none" and app.custom_params.disabled
+        app.model.value = CUSTOM
+        assert app.custom_params.layout.display is None and not app.custom_params.disabled
+        app.model.value = "llama2-7b"
+        assert app.custom_params.layout.display == "none"
+
+
+def test_chunks_are_enabled_only_for_the_interleaved_schedule_from_the_first_render():
+    # before: "chunks v" was enabled on the first render and disabled after any change
+    from distlab.widgets.training_lab import TrainingLabApp
+
+    app = TrainingLabApp(schedule="1f1b")
+    assert app.chunks.disabled
+    app.schedule.value = "interleaved"
+    assert not app.chunks.disabled
+    assert TrainingLabApp(schedule="interleaved", chunks=2, pp=2).chunks.disabled is False
+
+
+def test_a_warning_colours_only_its_own_lines():
+    from distlab.widgets.common import WARNING_COLOUR, message_html
+
+    shown = message_html("bubble: 12% of the step idle\nwarning (bubble): over the limit", "warn")
+    assert shown.count(WARNING_COLOUR) == 1 and "color:#1f2328" in shown.replace(" ", "")
+
+
+@pytest.mark.parametrize("module, app_class", APPS)
+def test_no_label_is_cut_off(module, app_class):
+    """A description longer than ipywidgets' default label width gets a label as wide as its text."""
+    from distlab.widgets.common import SHORT_LABEL
+
+    app = app_class()
+    try:
+        for w in walk(app):
+            description = getattr(w, "description", "")
+            if isinstance(description, str) and len(description) > SHORT_LABEL and hasattr(w, "style") \
+                    and hasattr(w.style, "description_width"):
+                assert w.style.description_width, f"{description!r} would be cut off"
+    finally:
+        fig = getattr(app, "fig", None)
+        if fig is not None:
+            import matplotlib.pyplot as plt
+
+            plt.close(fig)

@@ -106,6 +106,8 @@ def test_triage_app_ladder_bars(close):
     # smaller micro-batch is the first rung that fits
     assert "selective recomputation" not in [s.change for s in want.ladder]
     assert want.first_fit is not None and f"first fit: {want.first_fit.change}" in app.status.value
+    # the axis ends at the last rung: no empty slot after it (before: at least 4 slots were shown)
+    assert app.bars.ax.get_xlim() == pytest.approx((-0.6, len(want.ladder) + 0.6))
     app.recompute.value = "selective"
     app.zero.value = 1
     app.micro_batch_size.value = 1

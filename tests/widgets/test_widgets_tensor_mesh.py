@@ -44,15 +44,20 @@ def test_infiniband_makes_communication_dominate_in_place(tp_app):
     tp_app.link.value = "nvlink4"
 
 
-def test_tp_beyond_a_node_on_nvlink_is_our_message_then_recovers(tp_app):
+def test_the_tp_slider_offers_only_degrees_the_layer_and_link_allow(tp_app):
+    # before: 16, 32 and 64 were offered on NVLink (a TP group must stay in a node of 8) and 64 for a 32-head
+    # layer, and picking them blanked the chart
+    assert tp_app.tp.options == (1, 2, 4, 8)  # h = 4096: 32 heads; nvlink4 inside a node of 8 GPUs
+    tp_app.link.value = "ib-ndr"  # across nodes TP may leave the node (and is slow): up to the 32 heads
+    assert tp_app.tp.options == (1, 2, 4, 8, 16, 32) and tp_app.tp.value == 8
     tp_app.tp.value = 16
-    assert tp_app.result is None and "tp=16 does not divide the 8 GPUs of a node" in tp_app.error
-    assert "Cannot compute" in tp_app.status.value and "Traceback" not in tp_app.status.value
-    assert tp_app.bars.bars[0].get_width() == 0
-    tp_app.link.value = "ib-ndr"  # across nodes it is allowed (and slow)
     assert tp_app.error is None and tp_app.result.tp == 16
-    tp_app.link.value = "nvlink4"
-    tp_app.tp.value = 8
+    tp_app.hidden.value = 8192  # 64 heads: 64 is offered now
+    assert tp_app.tp.options[-1] == 64 and tp_app.result.tp == 16
+    tp_app.link.value = "nvlink4"  # back in the node: the degree drops to the largest one allowed
+    assert tp_app.tp.options == (1, 2, 4, 8) and tp_app.tp.value == 8 and tp_app.error is None
+    assert tp_app.result.tp == 8
+    tp_app.hidden.value = 4096
 
 
 def test_sequence_parallel_and_fp8_in_the_app(tp_app):
