@@ -26,6 +26,7 @@ fit never saw is `distlab validate` (Lesson 7 §8; recorded in benchmarks/RESULT
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -154,6 +155,8 @@ def best_gemm_efficiency(accelerator) -> float:
     >>> round(best_gemm_efficiency('a100-80gb'), 3), round(best_gemm_efficiency('h100-sxm'), 3)
     (0.869, 0.803)
     """
+    if not isinstance(getattr(accelerator, "name", accelerator), str):
+        raise ConfigurationError(f"accelerator={accelerator!r} must be a catalog accelerator name or an Accelerator")
     name = str(getattr(accelerator, "name", accelerator)).strip().lower()
     entry = BEST_GEMM_EFFICIENCY.get(name)
     return FALLBACK_GEMM_EFFICIENCY if entry is None else entry[1]
@@ -198,9 +201,14 @@ def compute_model(accelerator, attention="flash", *, share=None, traffic=None) -
     >>> round(m.matmul_efficiency, 3), round(m.attention_efficiency, 3), m.memory_traffic
     (0.678, 0.678, 2.5)
     """
+    from .training import check_fraction
+    from .units import non_negative
+
     kind = _attention(attention)
-    share = TRAINING_MATMUL_SHARE if share is None else float(share)
-    traffic = MEMORY_TRAFFIC if traffic is None else float(traffic)
+    share = TRAINING_MATMUL_SHARE if share is None else check_fraction(share, "share")
+    traffic = MEMORY_TRAFFIC if traffic is None else non_negative(traffic, "", "traffic")
+    if traffic > 1000:
+        raise ConfigurationError(f"traffic={traffic:g} bytes per stored byte and pass; valid: 0 to 1000")
     matmul = min(1.0, share * best_gemm_efficiency(accelerator))
     core = matmul if kind == "unfused" else FLASH_ATTENTION_EFFICIENCY
     return ComputeModel(matmul, core, traffic, kind, True)
@@ -228,6 +236,12 @@ def fit_calibration() -> dict:
     >>> (fit["share"], fit["traffic"]) == (TRAINING_MATMUL_SHARE, MEMORY_TRAFFIC)
     True
     """
+    return dict(_grid_fit())
+
+
+@functools.lru_cache(maxsize=1)
+def _grid_fit() -> dict:
+    """fit_calibration's grid search, computed once per process."""
     from . import validation
     from .training import estimate
 

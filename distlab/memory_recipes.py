@@ -120,6 +120,11 @@ def largest_layer_params(model, tp=1) -> float:
     >>> largest_layer_params(__import__('distlab').models.model('llama2-7b'))  # 32,000 x 4,096
     131072000.0
     """
+    from . import models
+    from .units import positive_int as _whole
+
+    model = models.model(model)
+    tp = _whole(tp, "tp")
     h, f = float(model.hidden), float(model.ffn)
     qkv = h * (model.heads * model.head_dim + 2 * model.kv_heads * model.head_dim)
     return max(float(model.vocab) * h, h * f, qkv) / float(tp)
@@ -142,8 +147,20 @@ def recipe_state_bytes_array(recipe: MemoryRecipe, shard_params, layer_params, l
     >>> float(w + g + o) / 7e9
     7.5
     """
-    zero = np.asarray(zero)
-    p = np.asarray(shard_params, dtype=float)
+    from ._arguments import number_array
+
+    if not isinstance(recipe, MemoryRecipe) or not recipe.engine:
+        raise ConfigurationError(f"recipe={recipe!r} must be an engine MemoryRecipe (memory_recipe('deepspeed'), ...)")
+    zero = number_array(zero, "zero")
+    if np.any(zero > 3) or np.any(zero != np.floor(zero)):
+        raise ConfigurationError("zero must hold ZeRO stages 0, 1, 2 or 3")
+    dp = number_array(dp, "dp", low=1.0)
+    p = number_array(shard_params, "shard_params")
+    layer_params = number_array(layer_params, "layer_params")
+    largest_params = number_array(largest_params, "largest_params")
+    if max(float(np.max(p, initial=0)), float(np.max(layer_params, initial=0)),
+           float(np.max(largest_params, initial=0))) > 1e16:
+        raise ConfigurationError("shard_params, layer_params and largest_params must be at most 1e16 parameters")
     w = p * _sharded(recipe.weight_bytes, recipe.weight_stage, zero, dp)
     g = p * _sharded(recipe.gradient_bytes, recipe.gradient_stage, zero, dp)
     o = p * _sharded(recipe.optimizer_bytes, recipe.optimizer_stage, zero, dp)

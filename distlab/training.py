@@ -298,6 +298,8 @@ def pipeline_crossings_array(pp, stride, gpus_per_node):
     if top <= 1:
         return np.zeros(np.broadcast(pp, w).shape) if np.ndim(pp) or np.ndim(w) else 0.0
     shape = np.broadcast(pp, w).shape
+    if 0 in shape:
+        return np.zeros(shape)
     # the planner's columns repeat a few (pp, stride) pairs many times: count each distinct pair once
     flat_pp, flat_w = np.broadcast_to(pp, shape).ravel(), np.broadcast_to(w, shape).ravel()
     span = float(np.max(flat_w)) + 1.0

@@ -36,7 +36,8 @@ from distlab.errors import DistlabError
 
 #: The formula layer: the modules whose functions a user calls with numbers (DESIGN.md "Package layers").
 FORMULA_MODULES = (
-    "units", "hardware", "models", "memory", "flops", "collectives", "dataparallel", "pipeline", "tensor",
+    "units", "hardware", "models", "memory", "flops", "collectives", "dataparallel", "pipeline", "tensor", "efficiency",
+    "memory_recipes",
     "mesh", "training", "triage", "planner", "validation", "production", "export",
 )
 #: Seconds a single call may take before it counts as a hang.
@@ -52,7 +53,9 @@ def public_functions() -> dict[str, object]:
         module = importlib.import_module(f"distlab.{module_name}")
         for name in module.__all__:
             value = getattr(module, name)
-            if inspect.isfunction(value) and id(value) not in seen:
+            # a function without parameters receives no hostile input; efficiency.fit_calibration (a grid search
+            # of seconds) is one, tested by tests/core/test_efficiency.py
+            if inspect.isfunction(value) and id(value) not in seen and inspect.signature(value).parameters:
                 seen.add(id(value))
                 found[f"{module_name}.{name}"] = value
     return found
