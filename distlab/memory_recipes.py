@@ -123,7 +123,11 @@ def largest_layer_params(model, tp=1) -> float:
     from . import models
     from .units import positive_int as _whole
 
-    model = models.model(model)
+    if isinstance(model, str):
+        model = models.model(model)
+    if not all(hasattr(model, k) for k in ("hidden", "ffn", "heads", "head_dim", "kv_heads", "vocab")):
+        raise ConfigurationError(f"model={model!r} must be a catalog name or a model with hidden, ffn, heads, "
+                                 f"head_dim, kv_heads and vocab")
     tp = _whole(tp, "tp")
     h, f = float(model.hidden), float(model.ffn)
     qkv = h * (model.heads * model.head_dim + 2 * model.kv_heads * model.head_dim)
