@@ -11,23 +11,18 @@ from __future__ import annotations
 import json
 import sys
 import time
-from datetime import timedelta
 from pathlib import Path
 
 
 def main(config: dict) -> None:
     import numpy as np
     import torch
-    import torch.distributed as dist
 
     from distlab import moe
+    from distlab.verify._torch import join_gloo_group
 
-    torch.set_num_threads(1)
     rank, world, work = config["rank"], config["world"], Path(config["dir"])
-    timeout = timedelta(seconds=config["timeout"])
-    store = dist.FileStore(config["store"], world)
-    store.set_timeout(timeout)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=timeout)
+    dist = join_gloo_group(rank, world, config["store"], config["timeout"])
     (work / f"ready{rank}").touch()
     t, e, k = config["tokens_per_rank"], config["experts"], config["top_k"]
     trace = moe.simulate_routing(t, e, k, world, hidden=1, element_bytes=4, skew=config["skew"],

@@ -11,22 +11,17 @@ import json
 import os
 import sys
 import time
-from datetime import timedelta
 from pathlib import Path
 
 
 def main(config: dict) -> None:
     import torch
-    import torch.distributed as dist
 
+    from distlab.verify._torch import join_gloo_group
     from distlab.verify.allreduce import FAIL_RANK_ENV
 
-    torch.set_num_threads(1)
     rank, world, work = config["rank"], config["world"], Path(config["dir"])
-    timeout = timedelta(seconds=config["timeout"])
-    store = dist.FileStore(config["store"], world)
-    store.set_timeout(timeout)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=timeout)
+    dist = join_gloo_group(rank, world, config["store"], config["timeout"])
     # every rank must create every group, members or not
     groups = {n: (dist.group.WORLD if n == world else dist.new_group(list(range(n))))
               for n in config["world_sizes"]}

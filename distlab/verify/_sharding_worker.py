@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import sys
 from typing import Any
-from datetime import timedelta
 from pathlib import Path
 
 
@@ -21,11 +20,10 @@ def _rank(rank: int, config: dict) -> None:
     import torch
     import torch.distributed as dist
 
-    torch.set_num_threads(1)
+    from distlab.verify._torch import join_gloo_group
+
     world, mode, layers, width = config["world"], config["mode"], config["layers"], config["width"]
-    timeout = timedelta(seconds=config["timeout"])
-    store = dist.FileStore(config["store"], world)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=timeout)
+    join_gloo_group(rank, world, config["store"], config["timeout"], store_timeout=False)
     log = []
 
     def counted(op, original, size_of):

@@ -28,6 +28,24 @@ def torch_available() -> bool:
     return True
 
 
+def join_gloo_group(rank: int, world: int, store_path: str, timeout_s: float, *, store_timeout: bool = True):
+    """Join the gloo process group of `world` CPU ranks that meet through the FileStore at `store_path` (one torch
+    thread per rank, `timeout_s` for the group and, with store_timeout, for the store too). Returns
+    torch.distributed. The workers of lesson 9's and lessons 10-11's measurements call it first."""
+    from datetime import timedelta
+
+    torch = require_torch()
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    timeout = timedelta(seconds=timeout_s)
+    store = dist.FileStore(store_path, world)
+    if store_timeout:
+        store.set_timeout(timeout)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=timeout)
+    return dist
+
+
 def unique_storage_bytes(tensors, seen: set | None = None) -> int:
     """Bytes of the distinct storages behind `tensors` (views of one buffer count once).
 
