@@ -79,15 +79,12 @@ class AllToAllApp(LessonApp):
         self.loads = load_bars(self.fig.add_subplot(1, 2, 2), max(EP_SIZES))
         self.renderer = BlitRenderer(self.canvas, self.matrix.animated_artists + self.loads.animated_artists)
         for control in (self.ep, self.experts_per_gpu, self.top_k, self.skew, self.capacity, self.step):
-            control.observe(self._on_change, names="value")
+            control.observe(self.update, names="value")
         legend = widgets.HTML(load_legend_html())
         super().__init__([widgets.VBox([widgets.HBox([self.ep, self.experts_per_gpu]),
                                         widgets.HBox([self.top_k, self.skew]),
                                         widgets.HBox([self.capacity, self.step])]),
                           legend, self.canvas, self.status])
-        self.update()
-
-    def _on_change(self, change=None):
         self.update()
 
     def compute(self) -> moe.RoutingTrace:
@@ -147,7 +144,15 @@ def _offer_ep_sizes(slider, model) -> None:
         slider.value = keep
 
 
-class ImbalanceApp(LessonApp):
+class _ExpertModelBase(LessonApp):
+    """A lesson-10 app with a model dropdown whose change re-offers the EP sizes that divide its experts."""
+
+    def _on_model(self, change=None):
+        _offer_ep_sizes(self.ep, self.model.value)
+        self.update()
+
+
+class ImbalanceApp(_ExpertModelBase):
     """Router skew and capacity -> drops and the time of one MoE layer (expert GEMMs of the busiest GPU vs the
     balanced share, and the all-to-alls), for a catalog model on DGX H100 nodes, one 4,096-token microbatch.
 
@@ -168,19 +173,12 @@ class ImbalanceApp(LessonApp):
         self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists)
         self.model.observe(self._on_model, names="value")
         for control in (self.ep, self.skew, self.capacity):
-            control.observe(self._on_change, names="value")
+            control.observe(self.update, names="value")
         legend = widgets.HTML('<div style="font-size:12px"><b>one MoE layer, one microbatch of 4,096 tokens per '
                               'GPU, forward + backward</b>, log time axis, at the H100 bf16 peak</div>')
         super().__init__([widgets.VBox([widgets.HBox([self.model, self.ep]),
                                         widgets.HBox([self.skew, self.capacity])]),
                           legend, self.canvas, self.status])
-        self.update()
-
-    def _on_model(self, change=None):
-        _offer_ep_sizes(self.ep, self.model.value)
-        self.update()
-
-    def _on_change(self, change=None):
         self.update()
 
     def compute(self) -> dict:
@@ -232,7 +230,7 @@ class ImbalanceApp(LessonApp):
         return "\n".join(lines)
 
 
-class PlacementApp(LessonApp):
+class PlacementApp(_ExpertModelBase):
     """Where the EP group sits: EP size and expert TP on a node type -> members per node (Megatron's expert
     layout) and the all-to-all's NVLink and network times for one MoE layer, one 4,096-token microbatch."""
 
@@ -249,19 +247,12 @@ class PlacementApp(LessonApp):
         self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists)
         self.model.observe(self._on_model, names="value")
         for control in (self.ep, self.etp, self.max_nodes, self.node):
-            control.observe(self._on_change, names="value")
+            control.observe(self.update, names="value")
         legend = widgets.HTML('<div style="font-size:12px"><b>the 4 all-to-alls of one MoE layer</b> (one '
                               'microbatch of 4,096 tokens per GPU, bf16), per GPU, log time axis; the two parts run '
                               'at once, the longer one sets the time</div>')
         super().__init__([widgets.VBox([widgets.HBox([self.model, self.ep]), widgets.HBox([self.etp, self.node]),
                                         self.max_nodes]), legend, self.canvas, self.status])
-        self.update()
-
-    def _on_model(self, change=None):
-        _offer_ep_sizes(self.ep, self.model.value)
-        self.update()
-
-    def _on_change(self, change=None):
         self.update()
 
     def compute(self) -> dict:
