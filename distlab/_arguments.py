@@ -132,12 +132,20 @@ def as_cluster(cluster, nodes=None, fabric=None, oversubscription=None, rail_opt
     if isinstance(cluster, hardware.Cluster):
         if nodes is None and fabric is None and oversubscription is None and rail_optimized is None:
             return cluster
-        return hardware.cluster(cluster.node, cluster.nodes if nodes is None else nodes,
-                                cluster.fabric if fabric is None else fabric,
-                                cluster.oversubscription if oversubscription is None else oversubscription,
-                                cluster.rail_optimized if rail_optimized is None else rail_optimized)
-    return hardware.cluster(cluster, positive_int(1 if nodes is None else nodes, "nodes"), fabric,
-                            1.0 if oversubscription is None else oversubscription, bool(rail_optimized))
+        return hardware.cluster(
+            cluster.node,
+            cluster.nodes if nodes is None else nodes,
+            cluster.fabric if fabric is None else fabric,
+            cluster.oversubscription if oversubscription is None else oversubscription,
+            cluster.rail_optimized if rail_optimized is None else rail_optimized,
+        )
+    return hardware.cluster(
+        cluster,
+        positive_int(1 if nodes is None else nodes, "nodes"),
+        fabric,
+        1.0 if oversubscription is None else oversubscription,
+        bool(rail_optimized),
+    )
 
 
 def renamed_attribute(module: str, name: str, renamed: dict, namespace: dict):
@@ -150,8 +158,9 @@ def renamed_attribute(module: str, name: str, renamed: dict, namespace: dict):
 
     if name in renamed:
         new = renamed[name]
-        warnings.warn(f"{module}.{name} is now {module}.{new}; the old name will be removed",
-                      DeprecationWarning, stacklevel=3)
+        warnings.warn(
+            f"{module}.{name} is now {module}.{new}; the old name will be removed", DeprecationWarning, stacklevel=3
+        )
         return namespace[new]
     raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
@@ -170,6 +179,7 @@ def renamed_keyword(**renames):
     ...     f(n=8), caught[0].category.__name__
     (8, 'DeprecationWarning')
     """
+
     def decorate(func):
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
@@ -177,20 +187,25 @@ def renamed_keyword(**renames):
                 if old in kwargs:
                     if new in kwargs:
                         raise ConfigurationError(f"{func.__name__}: give {new}= only ({old}= is its old name)")
-                    warnings.warn(f"{func.__name__}({old}=...) is deprecated; use {new}=",
-                                  DeprecationWarning, stacklevel=2)
+                    warnings.warn(
+                        f"{func.__name__}({old}=...) is deprecated; use {new}=", DeprecationWarning, stacklevel=2
+                    )
                     kwargs[new] = kwargs.pop(old)
             return func(*args, **kwargs)
+
         return wrapper
+
     return decorate
 
 
 def deprecated_alias(func, old_name: str, new_name: str):
     """func under its old public name: the same call, with a DeprecationWarning naming the new one."""
+
     @functools.wraps(func)
     def call(*args, **kwargs):
         warnings.warn(f"{old_name} is deprecated; use {new_name}", DeprecationWarning, stacklevel=2)
         return func(*args, **kwargs)
+
     call.__name__ = call.__qualname__ = old_name.rsplit(".", 1)[-1]
     call.__doc__ = f"Deprecated name of {new_name} (same call, warns)."
     return call
@@ -296,6 +311,7 @@ def flag(value, name: str) -> bool:
 def broadcasting(func):
     """Decorator for the NumPy-broadcast fast paths: arrays of shapes that do not broadcast together
     ((2,) and (3,)) raise our error naming the function, not NumPy's ValueError."""
+
     @functools.wraps(func)
     def call(*args, **kwargs):
         try:
@@ -303,6 +319,9 @@ def broadcasting(func):
         except ValueError as exc:
             if isinstance(exc, ConfigurationError) or "broadcast" not in str(exc):
                 raise
-            raise ConfigurationError(f"{func.__name__}: its arrays must have shapes that broadcast together "
-                                     f"(numbers, or arrays of one shape): {exc}") from None
+            raise ConfigurationError(
+                f"{func.__name__}: its arrays must have shapes that broadcast together "
+                f"(numbers, or arrays of one shape): {exc}"
+            ) from None
+
     return call

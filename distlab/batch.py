@@ -89,7 +89,9 @@ def critical_batch_tokens(loss) -> float:
     """
     loss_nats = positive(loss, "", "loss")
     if not 0.01 <= loss_nats <= 20:
-        raise ConfigurationError(f"loss={loss_nats!r} nats: the fit covers language-model losses; valid: 0.01 <= loss <= 20")
+        raise ConfigurationError(
+            f"loss={loss_nats!r} nats: the fit covers language-model losses; valid: 0.01 <= loss <= 20"
+        )
     return KAPLAN_B_STAR_TOKENS / loss_nats ** (1.0 / KAPLAN_ALPHA_B)
 
 
@@ -111,9 +113,11 @@ class BatchScaling:
         return self.speedup / (self.batch / self.base_batch)
 
     def summary(self) -> str:
-        return (f"batch {self.base_batch:.3g} -> {self.batch:.3g} (critical {self.critical_batch:.3g}): "
-                f"{self.speedup:.3g}x fewer steps for {self.compute_cost:.3g}x the examples "
-                f"({100 * self.efficiency:.1f}% of linear scaling)")
+        return (
+            f"batch {self.base_batch:.3g} -> {self.batch:.3g} (critical {self.critical_batch:.3g}): "
+            f"{self.speedup:.3g}x fewer steps for {self.compute_cost:.3g}x the examples "
+            f"({100 * self.efficiency:.1f}% of linear scaling)"
+        )
 
 
 def batch_scaling(base_batch, batch, critical_batch) -> BatchScaling:

@@ -25,7 +25,9 @@ def _command_modules():
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="distlab", description="Distributed-training formulas from the distlab course kit.")
+    parser = argparse.ArgumentParser(
+        prog="distlab", description="Distributed-training formulas from the distlab course kit."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for module in _command_modules():
         command = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
@@ -63,7 +65,9 @@ def _unknown_command(parser: argparse.ArgumentParser, argv: list) -> str | None:
         return None
     close = difflib.get_close_matches(argv[0], commands, n=3, cutoff=0.5)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    return f"distlab: error: unknown command {argv[0]!r}{hint}\ncommands: {', '.join(commands)} (distlab COMMAND --help)"
+    return (
+        f"distlab: error: unknown command {argv[0]!r}{hint}\ncommands: {', '.join(commands)} (distlab COMMAND --help)"
+    )
 
 
 if __name__ == "__main__":

@@ -46,11 +46,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._arguments import broadcasting, whole_number, finite_result, number_array, param_count, renamed_keyword, zero_stage
+from ._arguments import (
+    broadcasting,
+    whole_number,
+    finite_result,
+    number_array,
+    param_count,
+    renamed_keyword,
+    zero_stage,
+)
 from . import collectives, memory
 from .errors import ConfigurationError
-from .units import (BYTES, MAX_COUNT, SECONDS, format_bytes, format_seconds, non_negative, positive, positive_int,
-                    require_finite)
+from .units import (
+    BYTES,
+    MAX_COUNT,
+    SECONDS,
+    format_bytes,
+    format_seconds,
+    non_negative,
+    positive,
+    positive_int,
+    require_finite,
+)
 
 __all__ = [
     "STEP_COLLECTIVES",
@@ -172,8 +189,9 @@ class StepCommunication:
         return text
 
 
-def step_communication(model, *, zero=0, dp, precision="mixed", tp=1, pp=1, link=None, bandwidth=None,
-                       latency=None, algorithm=None) -> StepCommunication:
+def step_communication(
+    model, *, zero=0, dp, precision="mixed", tp=1, pp=1, link=None, bandwidth=None, latency=None, algorithm=None
+) -> StepCommunication:
     """The communication of one data-parallel training step with ZeRO stage `zero` over `dp` GPUs.
 
     Volume = volume_factor x M with M = gradient_bytes(model, precision, tp, pp) (Rajbhandari et
@@ -236,8 +254,9 @@ def overlap_timeline(ready_s, comm_s) -> tuple[np.ndarray, np.ndarray]:
     ready = number_array(ready_s, "ready_s")
     comm = number_array(comm_s, "comm_s")
     if ready.ndim > 1 or comm.ndim > 1 or (ready.ndim == comm.ndim == 1 and ready.size != comm.size):
-        raise ConfigurationError(f"ready_s and comm_s must be equal-length lists of seconds "
-                                 f"(got shapes {ready.shape} and {comm.shape})")
+        raise ConfigurationError(
+            f"ready_s and comm_s must be equal-length lists of seconds (got shapes {ready.shape} and {comm.shape})"
+        )
     total = finite_result("bucket end times", np.cumsum(comm))
     end = total + np.maximum.accumulate(ready - (total - comm))
     return end - comm, end
@@ -259,8 +278,9 @@ def exposed_communication_time(comm_s, backward_s, buckets=1):
     """
     b = number_array(buckets, "buckets", low=1.0)
     comm = number_array(comm_s, "comm_s")
-    result = finite_result("exposed communication",
-                           np.maximum(comm / b, comm - (b - 1.0) / b * number_array(backward_s, "backward_s")))
+    result = finite_result(
+        "exposed communication", np.maximum(comm / b, comm - (b - 1.0) / b * number_array(backward_s, "backward_s"))
+    )
     return float(result) if np.ndim(result) == 0 else result
 
 
@@ -331,10 +351,14 @@ class OverlapTimeline:
 
     def to_dict(self) -> dict:
         """Plain numbers and lists (JSON-ready): the fields but comm_s, plus buckets and the totals."""
-        data = {name: value.tolist() if isinstance(value, np.ndarray) else value
-                for name, value in dataclasses.asdict(self).items() if name != "comm_s"}
-        return dict(data, buckets=self.buckets, comm_total_s=self.comm_total_s, exposed_s=self.exposed_s,
-                    hidden_s=self.hidden_s)
+        data = {
+            name: value.tolist() if isinstance(value, np.ndarray) else value
+            for name, value in dataclasses.asdict(self).items()
+            if name != "comm_s"
+        }
+        return dict(
+            data, buckets=self.buckets, comm_total_s=self.comm_total_s, exposed_s=self.exposed_s, hidden_s=self.hidden_s
+        )
 
     def __str__(self) -> str:
         return (
@@ -349,8 +373,9 @@ MAX_BUCKETS = 1_000_000
 
 
 @renamed_keyword(grad_bytes="size")
-def bucketed_overlap(size, backward_time, dp, *, buckets=None, bucket_size=None, link=None, bandwidth=None,
-                     latency=None, op="all-reduce") -> OverlapTimeline:
+def bucketed_overlap(
+    size, backward_time, dp, *, buckets=None, bucket_size=None, link=None, bandwidth=None, latency=None, op="all-reduce"
+) -> OverlapTimeline:
     """The gradient communication of a step split into buckets and overlapped with backward.
 
     size: M, the step's gradient bytes (e.g. gradient_bytes(model); formerly grad_bytes=);
@@ -396,7 +421,8 @@ def bucketed_overlap(size, backward_time, dp, *, buckets=None, bucket_size=None,
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # overflow is refused below
         for bucket in np.unique(sizes):
             times[float(bucket)] = collectives.collective_cost(
-                op, float(bucket), n, link=link, bandwidth=bandwidth, latency=latency).time_s
+                op, float(bucket), n, link=link, bandwidth=bandwidth, latency=latency
+            ).time_s
     comm = np.array([times[float(s)] for s in sizes], dtype=float)
     with np.errstate(over="ignore", invalid="ignore"):
         ready = backward * np.cumsum(sizes) / m if m else np.zeros(0)
@@ -425,7 +451,9 @@ def memory_per_gpu_curves(model, dps, precision="mixed", tp=1, pp=1) -> dict:
         raise ConfigurationError("dps must be whole numbers >= 1 (data-parallel degrees)")
     tp, pp = positive_int(tp, "tp"), positive_int(pp, "pp")
     return {
-        stage: finite_result("model-state bytes", sum(memory.model_state_bytes_array(params, recipe, stage, dps, tp, pp)))
+        stage: finite_result(
+            "model-state bytes", sum(memory.model_state_bytes_array(params, recipe, stage, dps, tp, pp))
+        )
         for stage in sorted(STEP_COLLECTIVES)
     }
 
@@ -440,8 +468,9 @@ def smallest_fitting_stage(model, dp, gpu, *, count_activations=False, **memory_
     1
     """
     for stage in sorted(STEP_COLLECTIVES):
-        bd = memory.training_memory(model, zero=stage, dp=dp, gpu=gpu, count_activations=count_activations,
-                                    **memory_kwargs)
+        bd = memory.training_memory(
+            model, zero=stage, dp=dp, gpu=gpu, count_activations=count_activations, **memory_kwargs
+        )
         if bd.fits:
             return stage
     return None

@@ -134,11 +134,15 @@ class ComputeModel:
     def describe(self) -> str:
         """One line for a student: what the compute time assumes."""
         if not self.calibrated:
-            return (f"fixed efficiency: every FLOP at {100 * self.matmul_efficiency:.0f}% of peak, "
-                    f"element-wise work not priced ({self.attention} attention for memory)")
-        return (f"calibrated: matmuls at {100 * self.matmul_efficiency:.1f}% of peak, attention core at "
-                f"{100 * self.attention_efficiency:.1f}% ({self.attention}), element-wise traffic "
-                f"{self.memory_traffic:g} x activation bytes per pass (distlab.efficiency, Lesson 7 §8)")
+            return (
+                f"fixed efficiency: every FLOP at {100 * self.matmul_efficiency:.0f}% of peak, "
+                f"element-wise work not priced ({self.attention} attention for memory)"
+            )
+        return (
+            f"calibrated: matmuls at {100 * self.matmul_efficiency:.1f}% of peak, attention core at "
+            f"{100 * self.attention_efficiency:.1f}% ({self.attention}), element-wise traffic "
+            f"{self.memory_traffic:g} x activation bytes per pass (distlab.efficiency, Lesson 7 §8)"
+        )
 
 
 def _attention(attention) -> str:
@@ -262,5 +266,4 @@ def _grid_fit() -> dict:
                 best = (score, float(share), float(traffic))
     assert best is not None  # the grids are not empty
     (mean, worst), share, traffic = best
-    return dict(share=share, traffic=traffic, mean_abs_error=mean, max_abs_error=worst,
-                runs=[r["id"] for r in runs])
+    return dict(share=share, traffic=traffic, mean_abs_error=mean, max_abs_error=worst, runs=[r["id"] for r in runs])

@@ -129,8 +129,11 @@ __all__ = [
 FORMATS = ("megatron", "deepspeed", "torchtitan")
 TORCHTITAN_SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B"}
 #: catalog model -> torchtitan (model.name, model.flavor) of the same shape (torchtitan/models/llama3/__init__.py).
-TORCHTITAN_FLAVORS = {"llama3.1-8b": ("llama3", "8B"), "llama3.1-70b": ("llama3", "70B"),
-                      "llama3.1-405b": ("llama3", "405B")}
+TORCHTITAN_FLAVORS = {
+    "llama3.1-8b": ("llama3", "8B"),
+    "llama3.1-70b": ("llama3", "70B"),
+    "llama3.1-405b": ("llama3", "405B"),
+}
 #: torchtitan model name -> (rope_theta, rope_scaling) every flavor of it builds (see the module docstring).
 TORCHTITAN_ROPE = {"llama3": (500000.0, "llama3", 8.0, 1.0, 4.0, 8192)}
 #: The llama3 scaling Megatron-LM's --use-rope-scaling applies besides the factor: (low_freq_factor,
@@ -168,8 +171,10 @@ def _megatron_rope_flags(model) -> list[str]:
     theta = model.rope_theta
     if theta is not None:
         if theta != int(theta):
-            raise ConfigurationError(f"rope_theta={theta:g}: Megatron-LM's --rotary-base takes a whole number; "
-                                     f"export to torchtitan, or round the base")
+            raise ConfigurationError(
+                f"rope_theta={theta:g}: Megatron-LM's --rotary-base takes a whole number; "
+                f"export to torchtitan, or round the base"
+            )
         flags += ["--rotary-base", str(int(theta))]
     scaling = model.rope_scaling
     if scaling is not None:
@@ -178,15 +183,24 @@ def _megatron_rope_flags(model) -> list[str]:
             raise ConfigurationError(
                 f"rope_scaling low_freq_factor {fixed[0]:g}, high_freq_factor {fixed[1]:g}, original context "
                 f"{fixed[2]}: Megatron-LM's --use-rope-scaling fixes them at 1, 4 and 8192 (only "
-                f"--rope-scaling-factor is a flag)")
+                f"--rope-scaling-factor is a flag)"
+            )
         flags += ["--use-rope-scaling", "--rope-scaling-factor", f"{scaling.factor:g}"]
     return flags
 
 
 def _megatron_model_flags(model, tp: int, seq_len: int) -> list[str]:
     """The flags that make Megatron-LM build `model` (not a GPT of the same width)."""
-    flags = ["--num-layers", str(model.layers), "--hidden-size", str(model.hidden),
-             "--ffn-hidden-size", str(model.ffn), "--num-attention-heads", str(model.heads)]
+    flags = [
+        "--num-layers",
+        str(model.layers),
+        "--hidden-size",
+        str(model.hidden),
+        "--ffn-hidden-size",
+        str(model.ffn),
+        "--num-attention-heads",
+        str(model.heads),
+    ]
     if model.kv_heads < model.heads:
         flags += ["--group-query-attention", "--num-query-groups", str(model.kv_heads)]
     if model.head_dim * model.heads != model.hidden:
@@ -200,8 +214,12 @@ def _megatron_model_flags(model, tp: int, seq_len: int) -> list[str]:
     if not model.tied_embeddings:
         flags.append("--untie-embeddings-and-output-weights")
     if model.position_embeddings:
-        flags += ["--position-embedding-type", "learned_absolute",
-                  "--max-position-embeddings", str(model.position_embeddings)]
+        flags += [
+            "--position-embedding-type",
+            "learned_absolute",
+            "--max-position-embeddings",
+            str(model.position_embeddings),
+        ]
     else:
         flags += ["--position-embedding-type", "rope", "--max-position-embeddings", str(seq_len)]
         flags += _megatron_rope_flags(model)
@@ -226,12 +244,16 @@ def megatron_flags(estimate) -> list[str]:
     c = _config(estimate)
     model = models.model(c["model"])
     if c["schedule"] == "gpipe" and c["pp"] > 1:
-        raise ConfigurationError("schedule='gpipe': Megatron-LM runs 1F1B or interleaved 1F1B pipelines; "
-                                 "choose schedule='1f1b' (same bubble, less activation memory) or export to torchtitan")
+        raise ConfigurationError(
+            "schedule='gpipe': Megatron-LM runs 1F1B or interleaved 1F1B pipelines; "
+            "choose schedule='1f1b' (same bubble, less activation memory) or export to torchtitan"
+        )
     if c["schedule"] == "interleaved" and c["pp"] == 1 and c["chunks"] > 1:
-        raise ConfigurationError("schedule='interleaved' with pp=1: Megatron-LM asserts pipeline-model-parallel size > 1 "
-                                 "for the interleaved schedule; use schedule='1f1b' (no pipeline), or export to "
-                                 "deepspeed or torchtitan")
+        raise ConfigurationError(
+            "schedule='interleaved' with pp=1: Megatron-LM asserts pipeline-model-parallel size > 1 "
+            "for the interleaved schedule; use schedule='1f1b' (no pipeline), or export to "
+            "deepspeed or torchtitan"
+        )
     _even_chunks(c, model, "Megatron-LM")
     flags = _megatron_model_flags(model, c["tp"], c["seq_len"])
     flags += ["--tensor-model-parallel-size", str(c["tp"]), "--pipeline-model-parallel-size", str(c["pp"])]
@@ -239,8 +261,14 @@ def megatron_flags(estimate) -> list[str]:
         flags += ["--context-parallel-size", str(c["cp"])]
     if c["schedule"] == "interleaved":
         flags += ["--num-layers-per-virtual-pipeline-stage", str(model.layers // (c["pp"] * c["chunks"]))]
-    flags += ["--micro-batch-size", str(c["micro_batch_size"]), "--global-batch-size", str(c["global_batch"]),
-              "--seq-length", str(c["seq_len"])]
+    flags += [
+        "--micro-batch-size",
+        str(c["micro_batch_size"]),
+        "--global-batch-size",
+        str(c["global_batch"]),
+        "--seq-length",
+        str(c["seq_len"]),
+    ]
     if c["sequence_parallel"]:
         flags.append("--sequence-parallel")
     if c["recompute"] == "selective":
@@ -250,8 +278,13 @@ def megatron_flags(estimate) -> list[str]:
     if c["zero"] == 1:
         flags.append("--use-distributed-optimizer")
     elif c["zero"] >= 2:
-        flags += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy", MEGATRON_FSDP_STRATEGIES[c["zero"]],
-                  "--ckpt-format", "fsdp_dtensor"]
+        flags += [
+            "--use-megatron-fsdp",
+            "--data-parallel-sharding-strategy",
+            MEGATRON_FSDP_STRATEGIES[c["zero"]],
+            "--ckpt-format",
+            "fsdp_dtensor",
+        ]
     precision = c["precision"]
     if precision in ("mixed", "bf16"):
         flags.append("--bf16")
@@ -265,9 +298,11 @@ def megatron_flags(estimate) -> list[str]:
 def _even_chunks(c, model, engine):
     """Our error for interleaving with uneven chunks, which the engines' layer-count flags do not express."""
     if c["schedule"] == "interleaved" and model.layers % (c["pp"] * c["chunks"]):
-        raise ConfigurationError(f"{model.layers} layers do not split into pp x chunks = {c['pp'] * c['chunks']} "
-                                 f"equal chunks; {engine}'s export writes equal virtual stages: choose chunks "
-                                 f"dividing {model.layers} / pp")
+        raise ConfigurationError(
+            f"{model.layers} layers do not split into pp x chunks = {c['pp'] * c['chunks']} "
+            f"equal chunks; {engine}'s export writes equal virtual stages: choose chunks "
+            f"dividing {model.layers} / pp"
+        )
 
 
 def megatron(estimate, gpus_per_node: int = 8) -> str:
@@ -310,8 +345,10 @@ def parse_megatron(text: str) -> dict:
     (4, 3, True, 32000)
     """
     if not isinstance(text, str) or len(text) > MAX_COMMAND_CHARS:
-        raise ConfigurationError(f"text must be a Megatron-LM command line (a string of at most "
-                                 f"{MAX_COMMAND_CHARS:,} characters), got {type(text).__name__}")
+        raise ConfigurationError(
+            f"text must be a Megatron-LM command line (a string of at most "
+            f"{MAX_COMMAND_CHARS:,} characters), got {type(text).__name__}"
+        )
     try:
         return _parse_megatron_words(shlex.split(text.replace("\\\n", " ")))
     except KeyError as missing:
@@ -348,24 +385,44 @@ def _parse_megatron_words(words: list) -> dict:
     rope_scaling = None
     if "--use-rope-scaling" in switches:
         low, high, original = MEGATRON_ROPE_SCALING_FIXED
-        rope_scaling = models.RopeScaling(factor=float(values.get("--rope-scaling-factor", 8.0)),
-                                          low_freq_factor=low, high_freq_factor=high,
-                                          original_max_position_embeddings=original)
-    model = dict(layers=layers, hidden=hidden, heads=heads,
-                 kv_heads=int(values["--num-query-groups"]) if "--group-query-attention" in switches else heads,
-                 ffn=int(values.get("--ffn-hidden-size", 4 * hidden)), vocab=int(values["--padded-vocab-size"]),
-                 gated_mlp="--swiglu" in switches, tied_embeddings="--untie-embeddings-and-output-weights" not in switches,
-                 norm=values.get("--normalization", "LayerNorm").lower(), biases="--disable-bias-linear" not in switches,
-                 position_embeddings=int(values["--max-position-embeddings"]) if learned else 0,
-                 rope_theta=None if learned else float(values.get("--rotary-base", 10000)), rope_scaling=rope_scaling,
-                 dropout=float(values.get("--hidden-dropout", 0.1)) > 0 or float(values.get("--attention-dropout", 0.1)) > 0)
+        rope_scaling = models.RopeScaling(
+            factor=float(values.get("--rope-scaling-factor", 8.0)),
+            low_freq_factor=low,
+            high_freq_factor=high,
+            original_max_position_embeddings=original,
+        )
+    model = dict(
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=int(values["--num-query-groups"]) if "--group-query-attention" in switches else heads,
+        ffn=int(values.get("--ffn-hidden-size", 4 * hidden)),
+        vocab=int(values["--padded-vocab-size"]),
+        gated_mlp="--swiglu" in switches,
+        tied_embeddings="--untie-embeddings-and-output-weights" not in switches,
+        norm=values.get("--normalization", "LayerNorm").lower(),
+        biases="--disable-bias-linear" not in switches,
+        position_embeddings=int(values["--max-position-embeddings"]) if learned else 0,
+        rope_theta=None if learned else float(values.get("--rotary-base", 10000)),
+        rope_scaling=rope_scaling,
+        dropout=float(values.get("--hidden-dropout", 0.1)) > 0 or float(values.get("--attention-dropout", 0.1)) > 0,
+    )
     cp = int(values.get("--context-parallel-size", 1))
-    return dict(dp=world // (tp * cp * pp), tp=tp, cp=cp, pp=pp, chunks=1 if per_virtual is None else layers // (pp * int(per_virtual)),
-                micro_batch_size=int(values["--micro-batch-size"]), global_batch=int(values["--global-batch-size"]),
-                seq_len=int(values["--seq-length"]), zero=zero,
-                recompute=values.get("--recompute-granularity", "none"),
-                sequence_parallel="--sequence-parallel" in switches, model=model,
-                kv_channels=int(values.get("--kv-channels", hidden // heads)))
+    return dict(
+        dp=world // (tp * cp * pp),
+        tp=tp,
+        cp=cp,
+        pp=pp,
+        chunks=1 if per_virtual is None else layers // (pp * int(per_virtual)),
+        micro_batch_size=int(values["--micro-batch-size"]),
+        global_batch=int(values["--global-batch-size"]),
+        seq_len=int(values["--seq-length"]),
+        zero=zero,
+        recompute=values.get("--recompute-granularity", "none"),
+        sequence_parallel="--sequence-parallel" in switches,
+        model=model,
+        kv_channels=int(values.get("--kv-channels", hidden // heads)),
+    )
 
 
 def deepspeed_config(estimate) -> dict:
@@ -380,22 +437,32 @@ def deepspeed_config(estimate) -> dict:
     """
     c = _config(estimate)
     if c["pp"] > 1 and c["zero"] >= 2:
-        raise ConfigurationError(f"zero={c['zero']} with pp={c['pp']}: DeepSpeed's pipeline engine supports ZeRO-0/1 only "
-                                 f"(\"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\"); use zero=1, or export "
-                                 f"to torchtitan")
+        raise ConfigurationError(
+            f"zero={c['zero']} with pp={c['pp']}: DeepSpeed's pipeline engine supports ZeRO-0/1 only "
+            f'("ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"); use zero=1, or export '
+            f"to torchtitan"
+        )
     if c["pp"] > 1 and c["schedule"] != "1f1b":
-        raise ConfigurationError(f"schedule={c['schedule']!r}: DeepSpeed's pipeline engine runs its own 1F1B schedule; "
-                                 f"choose schedule='1f1b', or export to megatron or torchtitan")
+        raise ConfigurationError(
+            f"schedule={c['schedule']!r}: DeepSpeed's pipeline engine runs its own 1F1B schedule; "
+            f"choose schedule='1f1b', or export to megatron or torchtitan"
+        )
     if c["tp"] > 1 and c["zero"] >= 3:
-        raise ConfigurationError(f"zero=3 with tp={c['tp']}: DeepSpeed AutoTP training combines tensor parallelism with "
-                                 f"ZeRO stages 0-2 only; use zero<=2, or export to torchtitan (FSDP + TP)")
+        raise ConfigurationError(
+            f"zero=3 with tp={c['tp']}: DeepSpeed AutoTP training combines tensor parallelism with "
+            f"ZeRO stages 0-2 only; use zero<=2, or export to torchtitan (FSDP + TP)"
+        )
     if c.get("cp", 1) > 1:
-        raise ConfigurationError(f"cp={c['cp']}: DeepSpeed has no ring-attention context parallelism (DeepSpeed-Ulysses "
-                                 f"splits the sequence with all-to-alls, which distlab does not price); export to "
-                                 f"megatron or torchtitan")
+        raise ConfigurationError(
+            f"cp={c['cp']}: DeepSpeed has no ring-attention context parallelism (DeepSpeed-Ulysses "
+            f"splits the sequence with all-to-alls, which distlab does not price); export to "
+            f"megatron or torchtitan"
+        )
     if c["precision"] == "fp8":
-        raise ConfigurationError("precision='fp8': the DeepSpeed config has no fp8 switch (fp8 comes from Transformer "
-                                 "Engine in the model code); export to megatron instead")
+        raise ConfigurationError(
+            "precision='fp8': the DeepSpeed config has no fp8 switch (fp8 comes from Transformer "
+            "Engine in the model code); export to megatron instead"
+        )
     out = {
         "train_batch_size": c["global_batch"],
         "train_micro_batch_size_per_gpu": c["micro_batch_size"],
@@ -437,29 +504,42 @@ def _toml_value(value) -> str:
 def _torchtitan_checks(c: dict) -> None:
     """ConfigurationError for what torchtitan cannot run, naming the engines that can."""
     if c["zero"] == 1:
-        raise ConfigurationError("zero=1: torchtitan shards with FSDP2, which shards gradients with the optimizer state "
-                                 "(ZeRO-2-like with fsdp_reshard_after_forward='never', ZeRO-3 with 'always'); "
-                                 "use zero=0, 2 or 3, or export to megatron (--use-distributed-optimizer) or deepspeed")
+        raise ConfigurationError(
+            "zero=1: torchtitan shards with FSDP2, which shards gradients with the optimizer state "
+            "(ZeRO-2-like with fsdp_reshard_after_forward='never', ZeRO-3 with 'always'); "
+            "use zero=0, 2 or 3, or export to megatron (--use-distributed-optimizer) or deepspeed"
+        )
     if c["zero"] == 0 and c["dp"] > 1 and (c["tp"] > 1 or c["pp"] > 1):
-        raise ConfigurationError(f"zero=0 with dp={c['dp']}, tp={c['tp']}, pp={c['pp']}: torchtitan's DDP "
-                                 f"(data_parallel_replicate_degree) runs alone (\"DDP has not supported > 1D "
-                                 f"parallelism\"); use zero=2 or 3 (FSDP), or export to megatron or deepspeed")
+        raise ConfigurationError(
+            f"zero=0 with dp={c['dp']}, tp={c['tp']}, pp={c['pp']}: torchtitan's DDP "
+            f'(data_parallel_replicate_degree) runs alone ("DDP has not supported > 1D '
+            f'parallelism"); use zero=2 or 3 (FSDP), or export to megatron or deepspeed'
+        )
     if c["schedule"] == "interleaved" and c["pp"] > 1 and c["chunks"] < 2:
-        raise ConfigurationError("schedule='interleaved' with chunks=1: torchtitan's Interleaved1F1B needs at least "
-                                 "2 stages per rank; use chunks >= 2 or schedule='1f1b', or export to megatron")
+        raise ConfigurationError(
+            "schedule='interleaved' with chunks=1: torchtitan's Interleaved1F1B needs at least "
+            "2 stages per rank; use chunks >= 2 or schedule='1f1b', or export to megatron"
+        )
     if c["seq_len"] % (2 * c["tp"]):
-        raise ConfigurationError(f"seq_len={c['seq_len']}: torchtitan needs seq_len divisible by 2 x tp = "
-                                 f"{2 * c['tp']} (parallel_dims.seq_len_divisor); export to megatron or deepspeed")
+        raise ConfigurationError(
+            f"seq_len={c['seq_len']}: torchtitan needs seq_len divisible by 2 x tp = "
+            f"{2 * c['tp']} (parallel_dims.seq_len_divisor); export to megatron or deepspeed"
+        )
     if c["precision"] == "fp16":
-        raise ConfigurationError("precision='fp16': torchtitan's mixed precision is bfloat16 or float32; use "
-                                 "precision='bf16', or export to megatron or deepspeed")
+        raise ConfigurationError(
+            "precision='fp16': torchtitan's mixed precision is bfloat16 or float32; use "
+            "precision='bf16', or export to megatron or deepspeed"
+        )
 
 
 def _rope(model) -> tuple:
     """(rope_theta, kind, factor, low_freq_factor, high_freq_factor, original context) of a model; None where absent."""
     r = model.rope_scaling
-    scaling = (None,) * 5 if r is None else (r.kind, r.factor, r.low_freq_factor, r.high_freq_factor,
-                                              r.original_max_position_embeddings)
+    scaling = (
+        (None,) * 5
+        if r is None
+        else (r.kind, r.factor, r.low_freq_factor, r.high_freq_factor, r.original_max_position_embeddings)
+    )
     return (model.rope_theta, *scaling)
 
 
@@ -468,8 +548,10 @@ def _rope_text(rope: tuple) -> str:
     text = f"rope_theta {'not recorded' if theta is None else f'{theta:g}'}"
     if kind is None:
         return text + ", no RoPE scaling"
-    return text + f", {kind} RoPE scaling (factor {factor:g}, low_freq_factor {low:g}, high_freq_factor {high:g}, " \
-                  f"original context {original})"
+    return (
+        text + f", {kind} RoPE scaling (factor {factor:g}, low_freq_factor {low:g}, high_freq_factor {high:g}, "
+        f"original context {original})"
+    )
 
 
 def torchtitan(estimate) -> str:
@@ -511,36 +593,53 @@ def torchtitan(estimate) -> str:
     # one forward per device: the micro-batch (pp = 1; torchtitan accumulates m of them) or the m
     # microbatches the pipeline splits it into (pp > 1)
     local = b if pp == 1 else c["microbatches"] * b
-    training = {"local_batch_size": local, "global_batch_size": c["global_batch"], "seq_len": c["seq_len"],
-                "mixed_precision_param": "float32" if c["precision"] == "fp32" else "bfloat16"}
+    training = {
+        "local_batch_size": local,
+        "global_batch_size": c["global_batch"],
+        "seq_len": c["seq_len"],
+        "mixed_precision_param": "float32" if c["precision"] == "fp32" else "bfloat16",
+    }
     checkpoint = {"mode": c["recompute"]}
     if c["recompute"] == "selective":
         checkpoint["selective_ac_option"] = "op"
-    lines = [f"# distlab: {c['model']} on {c['gpus']} GPUs, dp={dp} tp={c['tp']} pp={pp}"
-             + (f" v={c['chunks']}" if c["chunks"] > 1 else "")
-             + f", micro-batch {b} x {c['microbatches']} microbatches, ZeRO-{c['zero']}",
-             "# torchtitan JobConfig TOML (pytorch/torchtitan@e347b1e); tokenizer: [model] hf_assets_path", ""]
+    lines = [
+        f"# distlab: {c['model']} on {c['gpus']} GPUs, dp={dp} tp={c['tp']} pp={pp}"
+        + (f" v={c['chunks']}" if c["chunks"] > 1 else "")
+        + f", micro-batch {b} x {c['microbatches']} microbatches, ZeRO-{c['zero']}",
+        "# torchtitan JobConfig TOML (pytorch/torchtitan@e347b1e); tokenizer: [model] hf_assets_path",
+        "",
+    ]
     flavor = TORCHTITAN_FLAVORS.get(c["model"])
     lines.append("[model]")
     if flavor:
         rope = TORCHTITAN_ROPE[flavor[0]]
         if _rope(model) != rope:
-            raise ConfigurationError(f"{c['model']}: RoPE {_rope_text(_rope(model))} differs from torchtitan's "
-                                     f"{flavor[0]} flavors ({_rope_text(rope)}); register a flavor")
-        lines += [f"name = {_toml_value(flavor[0])}", f"flavor = {_toml_value(flavor[1])}",
-                  f"# RoPE comes with the flavor (no TOML key): {_rope_text(rope)}"]
+            raise ConfigurationError(
+                f"{c['model']}: RoPE {_rope_text(_rope(model))} differs from torchtitan's "
+                f"{flavor[0]} flavors ({_rope_text(rope)}); register a flavor"
+            )
+        lines += [
+            f"name = {_toml_value(flavor[0])}",
+            f"flavor = {_toml_value(flavor[1])}",
+            f"# RoPE comes with the flavor (no TOML key): {_rope_text(rope)}",
+        ]
     else:
-        lines += [f"# torchtitan ships no flavor of {c['model']} (layers {model.layers}, hidden {model.hidden}, "
-                  f"heads {model.heads}, kv heads {model.kv_heads}, ffn {model.ffn}, vocab {model.vocab}"
-                  + (f", {_rope_text(_rope(model))}" if not model.position_embeddings else "") + "); register one"]
+        lines += [
+            f"# torchtitan ships no flavor of {c['model']} (layers {model.layers}, hidden {model.hidden}, "
+            f"heads {model.heads}, kv heads {model.kv_heads}, ffn {model.ffn}, vocab {model.vocab}"
+            + (f", {_rope_text(_rope(model))}" if not model.position_embeddings else "")
+            + "); register one"
+        ]
     if c["precision"] == "fp8":
         lines.append(f"converters = {json.dumps(['quantize.linear.float8'])}")
     sections = {"parallelism": parallelism, "training": training, "activation_checkpoint": checkpoint}
     for name, items in sections.items():
         lines += ["", f"[{name}]"] + [f"{key} = {_toml_value(value)}" for key, value in items.items()]
     if c["recompute"] == "selective":
-        lines.append("# op-level SAC (keeps SDPA and every other matmul output), not Megatron's attention-core "
-                     "recompute: its memory is not the 34 sbh planned")
+        lines.append(
+            "# op-level SAC (keeps SDPA and every other matmul output), not Megatron's attention-core "
+            "recompute: its memory is not the 34 sbh planned"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -126,8 +126,10 @@ def _gpus(value) -> int:
 def _rate(value, allow_zero=True) -> float:
     rate = (non_negative if allow_zero else positive)(value, "", "rate_per_gpu_hour")
     if rate > 1.0:
-        raise ConfigurationError(f"rate_per_gpu_hour={rate!r}: more than one failure per GPU per hour; "
-                                 f"valid: 0 < rate <= 1 (Llama 3: {failure_rate_per_gpu_hour():.2e})")
+        raise ConfigurationError(
+            f"rate_per_gpu_hour={rate!r}: more than one failure per GPU per hour; "
+            f"valid: 0 < rate <= 1 (Llama 3: {failure_rate_per_gpu_hour():.2e})"
+        )
     return rate
 
 
@@ -249,23 +251,25 @@ class CheckpointPlan:
     rate_per_gpu_hour: float
     mtbf_s: float
     checkpoint_bytes: float
-    checkpoint_s: float        # training stopped per checkpoint
-    write_s: float             # the write to storage (in the background for async / in-memory)
-    restart_s: float           # fixed restart + loading the checkpoint
+    checkpoint_s: float  # training stopped per checkpoint
+    write_s: float  # the write to storage (in the background for async / in-memory)
+    restart_s: float  # fixed restart + loading the checkpoint
     interval_s: float
     goodput: float
     failures_per_day: float
 
     def summary(self) -> str:
         """A few lines. Lesson 11 §4."""
-        return "\n".join([
-            f"{self.gpus:,} GPUs at {self.rate_per_gpu_hour:.3g} failures per GPU-hour: a failure every "
-            f"{_hours(self.mtbf_s)} ({self.failures_per_day:.3g} a day)",
-            f"checkpoint {format_bytes(self.checkpoint_bytes)}, {self.mode}: training stops "
-            f"{format_seconds(self.checkpoint_s)} (write to storage {format_seconds(self.write_s)}); "
-            f"restart {format_seconds(self.restart_s)}",
-            f"checkpoint every {_hours(self.interval_s)} (Daly): goodput {format_percent(self.goodput)}",
-        ])
+        return "\n".join(
+            [
+                f"{self.gpus:,} GPUs at {self.rate_per_gpu_hour:.3g} failures per GPU-hour: a failure every "
+                f"{_hours(self.mtbf_s)} ({self.failures_per_day:.3g} a day)",
+                f"checkpoint {format_bytes(self.checkpoint_bytes)}, {self.mode}: training stops "
+                f"{format_seconds(self.checkpoint_s)} (write to storage {format_seconds(self.write_s)}); "
+                f"restart {format_seconds(self.restart_s)}",
+                f"checkpoint every {_hours(self.interval_s)} (Daly): goodput {format_percent(self.goodput)}",
+            ]
+        )
 
 
 def _hours(seconds: float) -> str:
@@ -277,9 +281,18 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.3g} h"
 
 
-def checkpoint_plan(model, gpus, *, rate_per_gpu_hour=None, storage_bandwidth=LLAMA3["storage_sustained_bytes_per_s"],
-                    mode="sync", restart_s=600.0, precision="mixed", host_link="pcie5",
-                    network_bandwidth=None) -> CheckpointPlan:
+def checkpoint_plan(
+    model,
+    gpus,
+    *,
+    rate_per_gpu_hour=None,
+    storage_bandwidth=LLAMA3["storage_sustained_bytes_per_s"],
+    mode="sync",
+    restart_s=600.0,
+    precision="mixed",
+    host_link="pcie5",
+    network_bandwidth=None,
+) -> CheckpointPlan:
     """Interval and goodput of checkpointing `model` on `gpus` GPUs. Lesson 11 §4.
 
     rate_per_gpu_hour defaults to Llama 3's (failure_rate_per_gpu_hour()); storage_bandwidth to Tectonic's
@@ -300,8 +313,11 @@ def checkpoint_plan(model, gpus, *, rate_per_gpu_hour=None, storage_bandwidth=LL
     stop = checkpoint_seconds(size, bw, mode=mode, gpus=n, host_link=host_link)
     fixed = _seconds(restart_s, "restart_s", allow_zero=True)
     if mode == "in-memory":
-        net = hardware.link("ib-ndr").bandwidth if network_bandwidth is None else positive(
-            network_bandwidth, BYTES_PER_SECOND, "network_bandwidth")
+        net = (
+            hardware.link("ib-ndr").bandwidth
+            if network_bandwidth is None
+            else positive(network_bandwidth, BYTES_PER_SECOND, "network_bandwidth")
+        )
         load = size / n / net
     else:
         load = write
@@ -309,5 +325,6 @@ def checkpoint_plan(model, gpus, *, rate_per_gpu_hour=None, storage_bandwidth=LL
     interval = daly_interval(stop, mtbf)
     if mode != "sync":
         interval = max(interval, write)  # the background write must finish before the next checkpoint
-    return CheckpointPlan(n, mode, rate, mtbf, size, stop, write, restart, interval,
-                          goodput(interval, stop, mtbf, restart), DAY / mtbf)
+    return CheckpointPlan(
+        n, mode, rate, mtbf, size, stop, write, restart, interval, goodput(interval, stop, mtbf, restart), DAY / mtbf
+    )

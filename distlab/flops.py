@@ -66,9 +66,14 @@ def layer_forward_flops_array(params_per_layer, attention_width, tokens, seq_len
     >>> float(layer_forward_flops_array(12 * 4096**2, 4096, tokens=2048, seq_len=2048))  # GPT layer, h = 4096
     893353197568.0
     """
-    return finite_result("layer forward FLOPs", number_array(tokens, "tokens") * (
-        2.0 * number_array(params_per_layer, "params_per_layer")
-        + 4.0 * number_array(seq_len, "seq_len") * number_array(attention_width, "attention_width")))
+    return finite_result(
+        "layer forward FLOPs",
+        number_array(tokens, "tokens")
+        * (
+            2.0 * number_array(params_per_layer, "params_per_layer")
+            + 4.0 * number_array(seq_len, "seq_len") * number_array(attention_width, "attention_width")
+        ),
+    )
 
 
 @broadcasting
@@ -83,8 +88,10 @@ def recomputed_forward_flops_array(params_per_layer, attention_width, tokens, se
     """
     code = code_array(recompute_code, "recompute_code", RECOMPUTE_MODES)
     tokens = number_array(tokens, "tokens")
-    core = finite_result("attention FLOPs", tokens * 4.0 * number_array(seq_len, "seq_len")
-                         * number_array(attention_width, "attention_width"))
+    core = finite_result(
+        "attention FLOPs",
+        tokens * 4.0 * number_array(seq_len, "seq_len") * number_array(attention_width, "attention_width"),
+    )
     whole = layer_forward_flops_array(params_per_layer, attention_width, tokens, seq_len)
     return np.where(code == 2, whole, np.where(code == 1, core, 0.0))
 
@@ -96,8 +103,10 @@ def logit_forward_flops_array(hidden, vocab, tokens):
     >>> float(logit_forward_flops_array(4096, 32000, 1))
     262144000.0
     """
-    return finite_result("logit FLOPs", number_array(tokens, "tokens") * 2.0 * number_array(hidden, "hidden")
-                         * number_array(vocab, "vocab"))
+    return finite_result(
+        "logit FLOPs",
+        number_array(tokens, "tokens") * 2.0 * number_array(hidden, "hidden") * number_array(vocab, "vocab"),
+    )
 
 
 @dataclass(frozen=True)
@@ -128,14 +137,23 @@ class StepFlops:
         return self.attention / self.model_flops
 
     def to_dict(self) -> dict:
-        return dict(weights=self.weights, attention=self.attention, logits=self.logits,
-                    recomputation=self.recomputation, tokens=self.tokens, recompute=self.recompute,
-                    model_flops=self.model_flops, hardware_flops=self.hardware_flops)
+        return dict(
+            weights=self.weights,
+            attention=self.attention,
+            logits=self.logits,
+            recomputation=self.recomputation,
+            tokens=self.tokens,
+            recompute=self.recompute,
+            model_flops=self.model_flops,
+            hardware_flops=self.hardware_flops,
+        )
 
     def summary(self) -> str:
-        return (f"model FLOPs {self.model_flops:.4g} (weights {self.weights:.3g}, attention {self.attention:.3g}, "
-                f"logits {self.logits:.3g}); hardware FLOPs {self.hardware_flops:.4g} with {self.recompute} "
-                f"recomputation")
+        return (
+            f"model FLOPs {self.model_flops:.4g} (weights {self.weights:.3g}, attention {self.attention:.3g}, "
+            f"logits {self.logits:.3g}); hardware FLOPs {self.hardware_flops:.4g} with {self.recompute} "
+            f"recomputation"
+        )
 
 
 def step_flops(model, global_batch, seq_len=None, recompute="none") -> StepFlops:

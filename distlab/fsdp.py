@@ -70,8 +70,9 @@ SHARDINGS = ("full", "hybrid")
 # ----------------------------------------------------------------------------------------- the fast path
 
 
-def layer_by_layer_exposed(forward_s, backward_s, gather_s, reduce_scatter_s, layers, prefetch=1,
-                           reshard_after_forward=True):
+def layer_by_layer_exposed(
+    forward_s, backward_s, gather_s, reduce_scatter_s, layers, prefetch=1, reshard_after_forward=True
+):
     """Exposed communication (s) of one microbatch under FSDP / ZeRO-3, layer by layer (NumPy broadcast).
 
     Uniform layers: ``layers`` of them (an int, or an array of counts broadcast with the times: a sweep over
@@ -92,8 +93,9 @@ def layer_by_layer_exposed(forward_s, backward_s, gather_s, reduce_scatter_s, la
     >>> float(layer_by_layer_exposed(1.0, 2.0, 0.5, 0.5, layers=4))
     1.0
     """
-    f, b, g, r, n = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in
-                                          (forward_s, backward_s, gather_s, reduce_scatter_s, layers)))
+    f, b, g, r, n = np.broadcast_arrays(
+        *(np.asarray(x, dtype=float) for x in (forward_s, backward_s, gather_s, reduce_scatter_s, layers))
+    )
     d, reshard = int(prefetch), bool(reshard_after_forward)
     out = _closed_form_step(f, b, g, r, n, d, reshard) - n * (f + b)
     # the one case without a closed form: prefetch >= 2, resharding, a backward the communication outlasts
@@ -180,9 +182,20 @@ def _simulate(f, b, g, r, layers: int, d: int, reshard: bool) -> dict:
         if d == 0 and l - 1 >= 0 and needs[l - 1]:  # no prefetch: gather the next layer when this one ends
             bg_start[l - 1], bg_end[l - 1] = run_comm(b_end[l], g, ("all-gather", l - 1))
     end = np.maximum(b_end[0], comm)
-    return dict(f_start=f_start, f_end=f_end, b_start=b_start, b_end=b_end, ag_start=ag_start, ag_end=ag_end,
-                bg_start=bg_start, bg_end=bg_end, rs_start=rs_start, rs_end=rs_end, end=end,
-                sequence=tuple(sequence))
+    return dict(
+        f_start=f_start,
+        f_end=f_end,
+        b_start=b_start,
+        b_end=b_end,
+        ag_start=ag_start,
+        ag_end=ag_end,
+        bg_start=bg_start,
+        bg_end=bg_end,
+        rs_start=rs_start,
+        rs_end=rs_end,
+        end=end,
+        sequence=tuple(sequence),
+    )
 
 
 def collectives_per_microbatch(layers, reshard_after_forward=True, replicas=1) -> dict:
@@ -274,13 +287,16 @@ class FsdpTimeline:
         '4 layers, prefetch 1, reshard after forward: step 13 s = compute 12 s + exposed 1 s; 2 layers gathered at most'
         """
         mode = "reshard after forward" if self.reshard_after_forward else "no reshard"
-        return (f"{self.layers} layers, prefetch {self.prefetch}, {mode}: step {format_seconds(self.step_s)} = "
-                f"compute {format_seconds(self.compute_s)} + exposed {format_seconds(self.exposed_s)}; "
-                f"{self.peak_gathered} layers gathered at most")
+        return (
+            f"{self.layers} layers, prefetch {self.prefetch}, {mode}: step {format_seconds(self.step_s)} = "
+            f"compute {format_seconds(self.compute_s)} + exposed {format_seconds(self.exposed_s)}; "
+            f"{self.peak_gathered} layers gathered at most"
+        )
 
 
-def fsdp_timeline(forward_s, backward_s, gather_s, reduce_s, layers, *, prefetch=1,
-                  reshard_after_forward=True) -> FsdpTimeline:
+def fsdp_timeline(
+    forward_s, backward_s, gather_s, reduce_s, layers, *, prefetch=1, reshard_after_forward=True
+) -> FsdpTimeline:
     """Simulate one microbatch of FSDP layer by layer (the module's schedule); times per layer, seconds.
 
     ``reduce_s``: the gradient reduction of one layer (reduce-scatter; for HSDP plus the all-reduce of
@@ -302,10 +318,31 @@ def fsdp_timeline(forward_s, backward_s, gather_s, reduce_s, layers, *, prefetch
     ev = _simulate(np.float64(f), np.float64(b), np.float64(g), np.float64(r), n, d, reshard)
     peak = min(n, d + 1) if reshard else n  # the layer computing + d prefetched; or every layer kept
     return FsdpTimeline(
-        n, d, reshard, f, b, g, r,
-        *(readonly(np.asarray(ev[k], dtype=float)) for k in (
-            "f_start", "f_end", "b_start", "b_end", "ag_start", "ag_end", "bg_start", "bg_end", "rs_start", "rs_end")),
-        float(ev["end"]), int(peak), ev["sequence"],
+        n,
+        d,
+        reshard,
+        f,
+        b,
+        g,
+        r,
+        *(
+            readonly(np.asarray(ev[k], dtype=float))
+            for k in (
+                "f_start",
+                "f_end",
+                "b_start",
+                "b_end",
+                "ag_start",
+                "ag_end",
+                "bg_start",
+                "bg_end",
+                "rs_start",
+                "rs_end",
+            )
+        ),
+        float(ev["end"]),
+        int(peak),
+        ev["sequence"],
     )
 
 
@@ -340,8 +377,8 @@ class ShardingPlan:
     replicas: int
     layers: int
     params_per_layer: float
-    state_bytes: float          # sharded weights + gradients + optimizer state (ZeRO-3 over the shard group)
-    gathered_bytes: float       # peak 16-bit copies of gathered layers (and one layer's unsharded gradients)
+    state_bytes: float  # sharded weights + gradients + optimizer state (ZeRO-3 over the shard group)
+    gathered_bytes: float  # peak 16-bit copies of gathered layers (and one layer's unsharded gradients)
     nvlink_sent_bytes: float
     network_sent_bytes: float
     gather_s: float
@@ -359,23 +396,40 @@ class ShardingPlan:
 
     def summary(self) -> str:
         """A few lines: memory, traffic, timeline. Lesson 11 §2."""
-        kind = (f"FSDP over all {self.gpus} GPUs" if self.sharding == "full" else
-                f"HSDP: shard over {self.shard} GPUs of a node, {self.replicas} replicas")
-        return "\n".join([
-            f"{self.model}, {kind}",
-            f"memory per GPU: {format_bytes(self.state_bytes)} sharded state + {format_bytes(self.gathered_bytes)} "
-            f"gathered = {format_bytes(self.memory_bytes)} (activations not counted)",
-            f"sent per GPU per microbatch: {format_bytes(self.nvlink_sent_bytes)} over NVLink, "
-            f"{format_bytes(self.network_sent_bytes)} over the network",
-            f"per layer: gather {format_seconds(self.gather_s)}, gradient reduction {format_seconds(self.reduce_s)}, "
-            f"forward {format_seconds(self.timeline.forward_s)}, backward {format_seconds(self.timeline.backward_s)}",
-            self.timeline.summary(),
-        ])
+        kind = (
+            f"FSDP over all {self.gpus} GPUs"
+            if self.sharding == "full"
+            else f"HSDP: shard over {self.shard} GPUs of a node, {self.replicas} replicas"
+        )
+        return "\n".join(
+            [
+                f"{self.model}, {kind}",
+                f"memory per GPU: {format_bytes(self.state_bytes)} sharded state + {format_bytes(self.gathered_bytes)} "
+                f"gathered = {format_bytes(self.memory_bytes)} (activations not counted)",
+                f"sent per GPU per microbatch: {format_bytes(self.nvlink_sent_bytes)} over NVLink, "
+                f"{format_bytes(self.network_sent_bytes)} over the network",
+                f"per layer: gather {format_seconds(self.gather_s)}, gradient reduction {format_seconds(self.reduce_s)}, "
+                f"forward {format_seconds(self.timeline.forward_s)}, backward {format_seconds(self.timeline.backward_s)}",
+                self.timeline.summary(),
+            ]
+        )
 
 
-def sharding_plan(model, cluster, *, sharding="full", nodes=None, fabric=None, micro_batch_size=1, seq_len=None,
-                  precision="mixed", efficiency=0.5, prefetch=1, reshard_after_forward=True,
-                  recompute="none") -> ShardingPlan:
+def sharding_plan(
+    model,
+    cluster,
+    *,
+    sharding="full",
+    nodes=None,
+    fabric=None,
+    micro_batch_size=1,
+    seq_len=None,
+    precision="mixed",
+    efficiency=0.5,
+    prefetch=1,
+    reshard_after_forward=True,
+    recompute="none",
+) -> ShardingPlan:
     """Price FSDP or HSDP of `model` on `cluster` (a hardware.Cluster or a node name with ``nodes``).
     Lesson 11 §2.
 
@@ -400,8 +454,10 @@ def sharding_plan(model, cluster, *, sharding="full", nodes=None, fabric=None, m
         raise ConfigurationError(f"sharding={sharding!r}; valid: {', '.join(SHARDINGS)}")
     n, per_node = cl.gpus, cl.gpus_per_node
     if sharding == "hybrid" and cl.nodes < 2:
-        raise ConfigurationError(f"sharding='hybrid' replicates across nodes, but the cluster has {cl.nodes} node; "
-                                 f"use nodes >= 2 or sharding='full'")
+        raise ConfigurationError(
+            f"sharding='hybrid' replicates across nodes, but the cluster has {cl.nodes} node; "
+            f"use nodes >= 2 or sharding='full'"
+        )
     shard = n if sharding == "full" else per_node
     replicas = n // shard
     recipe = memory.precision_recipe(precision)
@@ -409,8 +465,9 @@ def sharding_plan(model, cluster, *, sharding="full", nodes=None, fabric=None, m
     b = positive_int(micro_batch_size, "micro_batch_size")
     s = mdl.seq_len if seq_len is None else positive_int(seq_len, "seq_len")
     if s > 10_000_000 or b > 4096:
-        raise ConfigurationError(f"seq_len={s} or micro_batch_size={b} too large (at most 10,000,000 tokens, "
-                                 f"4096 sequences)")
+        raise ConfigurationError(
+            f"seq_len={s} or micro_batch_size={b} too large (at most 10,000,000 tokens, 4096 sequences)"
+        )
     eff = positive(efficiency, "", "efficiency")
     if eff > 1:
         raise ConfigurationError(f"efficiency={efficiency!r} is a fraction of peak; valid: 0 < efficiency <= 1")
@@ -436,13 +493,18 @@ def sharding_plan(model, cluster, *, sharding="full", nodes=None, fabric=None, m
     reduce_s = rs.time_s
     ar_sent = 0.0
     if replicas > 1:
-        ar = collectives.collective_cost("all-reduce", g_bytes * P / shard, replicas,
-                                         bandwidth=cl.fabric_bandwidth_per_gpu(same_local_rank=True),
-                                         latency=fabric_lat)
+        ar = collectives.collective_cost(
+            "all-reduce",
+            g_bytes * P / shard,
+            replicas,
+            bandwidth=cl.fabric_bandwidth_per_gpu(same_local_rank=True),
+            latency=fabric_lat,
+        )
         reduce_s += ar.time_s
         ar_sent = ar.bytes_sent_per_gpu
-    tl = fsdp_timeline(t_f, t_b, ag.time_s, reduce_s, mdl.layers, prefetch=prefetch,
-                       reshard_after_forward=reshard_after_forward)
+    tl = fsdp_timeline(
+        t_f, t_b, ag.time_s, reduce_s, mdl.layers, prefetch=prefetch, reshard_after_forward=reshard_after_forward
+    )
     gathers = mdl.layers + int(np.isfinite(tl.bg_start).sum())
     collective_sent = gathers * ag.bytes_sent_per_gpu + mdl.layers * rs.bytes_sent_per_gpu
     over_network = sharding == "full" and cl.nodes > 1
@@ -452,8 +514,22 @@ def sharding_plan(model, cluster, *, sharding="full", nodes=None, fabric=None, m
     total = float(mdl.parameter_count())
     state = sum(memory.model_state_bytes(total, recipe, zero=3, dp=shard))
     gathered = w_bytes * P * tl.peak_gathered + g_bytes * P  # gathered layers + one layer's unsharded gradients
-    return ShardingPlan(mdl.name, sharding, n, shard, replicas, mdl.layers, P, state, gathered, nvlink_sent,
-                        network_sent, ag.time_s, reduce_s, tl)
+    return ShardingPlan(
+        mdl.name,
+        sharding,
+        n,
+        shard,
+        replicas,
+        mdl.layers,
+        P,
+        state,
+        gathered,
+        nvlink_sent,
+        network_sent,
+        ag.time_s,
+        reduce_s,
+        tl,
+    )
 
 
 def compare_sharding(model, cluster, **kwargs) -> tuple[ShardingPlan, ShardingPlan]:
@@ -467,5 +543,7 @@ def compare_sharding(model, cluster, **kwargs) -> tuple[ShardingPlan, ShardingPl
     >>> hybrid.network_sent_bytes < full.network_sent_bytes and hybrid.state_bytes > full.state_bytes
     True
     """
-    return (sharding_plan(model, cluster, sharding="full", **kwargs),
-            sharding_plan(model, cluster, sharding="hybrid", **kwargs))
+    return (
+        sharding_plan(model, cluster, sharding="full", **kwargs),
+        sharding_plan(model, cluster, sharding="hybrid", **kwargs),
+    )

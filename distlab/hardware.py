@@ -131,9 +131,7 @@ class Accelerator:
             return self.peak_flops[key]
         if key in PRECISIONS:
             raise ConfigurationError(f"{self.name} has no {key} peak; available precisions: {available}")
-        raise ConfigurationError(
-            f"unknown precision {precision!r} for {self.name}; available precisions: {available}"
-        )
+        raise ConfigurationError(f"unknown precision {precision!r} for {self.name}; available precisions: {available}")
 
     def peak_quantity(self, precision: str):
         """peak(precision) as a Quantity in TFLOP/s, for display."""
@@ -281,7 +279,11 @@ def _oversubscription(value) -> float:
             raise ConfigurationError(
                 f"oversubscription={text!r} is not a ratio; give a number >= 1 such as 2 or '2:1'"
             ) from None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value) if abs(value) < 2**1023 else math.inf):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(float(value) if abs(value) < 2**1023 else math.inf)
+    ):
         raise ConfigurationError(f"oversubscription={text!r} must be a finite number >= 1 (1 = non-blocking)")
     if value < 1:
         raise ConfigurationError(
@@ -523,8 +525,7 @@ ACCELERATORS: dict[str, Accelerator] = {
         _A100_FLOPS,
         memory_bytes=80e9,
         memory_bandwidth=2039e9,
-        source=_A100_SOURCE + "A100 80GB SXM: 80 GB HBM2e, 2,039 GB/s (the PCIe card: 1,935 GB/s). "
-        + _SPARSE + ".",
+        source=_A100_SOURCE + "A100 80GB SXM: 80 GB HBM2e, 2,039 GB/s (the PCIe card: 1,935 GB/s). " + _SPARSE + ".",
     ),
     "h100-pcie": Accelerator(
         "h100-pcie",
@@ -548,7 +549,8 @@ ACCELERATORS: dict[str, Accelerator] = {
         memory_bytes=80e9,
         memory_bandwidth=3.35e12,
         source="NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column: 80 GB HBM3, 3.35 TB/s; "
-        + _H100_SXM_FLOPS_TEXT + ".",
+        + _H100_SXM_FLOPS_TEXT
+        + ".",
     ),
     "h200": Accelerator(
         "h200",
@@ -557,7 +559,8 @@ ACCELERATORS: dict[str, Accelerator] = {
         memory_bandwidth=4.8e12,
         source="NVIDIA H200 Tensor Core GPU datasheet, H200 SXM column: 141 GB HBM3e, 4.8 TB/s; same "
         "tensor-core figures as H100 SXM (TF32 989*, BF16/FP16 1,979*, FP8 3,958* with sparsity), so "
-        + _H100_SXM_FLOPS_TEXT + ".",
+        + _H100_SXM_FLOPS_TEXT
+        + ".",
     ),
     "b200": Accelerator(
         "b200",

@@ -48,13 +48,16 @@ __all__ = [
 
 PAGES = ("syllabus", "misconceptions", "cheatsheet", "glossary", "bibliography", "guide")
 
-REVEAL_NOTE = ("The slides are built offline; each HTML file loads reveal.js (and MathJax, require.js for the "
-               "widgets' saved views) from a CDN link when it is opened, so presenting needs a network connection "
-               "or a browser cache that holds them.")
+REVEAL_NOTE = (
+    "The slides are built offline; each HTML file loads reveal.js (and MathJax, require.js for the "
+    "widgets' saved views) from a CDN link when it is opened, so presenting needs a network connection "
+    "or a browser cache that holds them."
+)
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # The cheat sheet: one formula per row, each computed by a named distlab function and cited.
+
 
 @dataclass(frozen=True)
 class Formula:
@@ -168,53 +171,173 @@ def _ex_straggler():
 
 
 CHEAT_SHEET: tuple[Formula, ...] = (
-    Formula("Model states, mixed precision with Adam", "2 + 2 + 12 = 16 bytes x parameters (bf16 weights, bf16 "
-            "gradients, fp32 master + 2 moments)", "bytes", "distlab.memory.model_state_bytes", _ex_states,
-            "rajbhandari2020", "Lesson 1 §1"),
-    Formula("ZeRO model states per GPU", "ZeRO-1: 4P + 12P/N; ZeRO-2: 2P + 14P/N; ZeRO-3: 16P/N", "bytes per GPU",
-            "distlab.memory.model_state_bytes", _ex_zero, "rajbhandari2020", "Lesson 3 §2"),
-    Formula("Activations per layer", "none: sbh(34 + 5as/h); selective: 34sbh; full: 2sbh (x b micro-batch)",
-            "bytes per layer per micro-batch", "distlab.memory.activation_bytes_per_layer", _ex_activations,
-            "korthikanti2022", "Lesson 1 §4"),
-    Formula("Ring all-reduce time", "2(N-1) alpha + 2 (N-1)/N x M / B", "s (M bytes, B bytes/s per direction, "
-            "alpha s)", "distlab.collectives.ring_all_reduce_time", _ex_ring, "patarasuk2009", "Lesson 2 §3"),
-    Formula("Bus bandwidth", "busbw = algbw x 2(N-1)/N (all-reduce); algbw = M / t", "GB/s",
-            "distlab.collectives.bus_factor", _ex_busbw, "thakur2005", "Lesson 2 §6"),
-    Formula("Data-parallel traffic per step", "2M (DP, ZeRO-1, ZeRO-2), 3M (ZeRO-3), M = gradient bytes",
-            "bytes per GPU", "distlab.dataparallel.volume_factor", _ex_dp_volume, "rajbhandari2020", "Lesson 3 §4"),
-    Formula("Exposed communication with buckets", "max(c/B, c - (B-1)/B x t_backward) for B equal buckets, c the whole all-reduce",
-            "s", "distlab.dataparallel.exposed_communication_time", _ex_exposed, "li2020", "Lesson 3 §5"),
-    Formula("Pipeline bubble (GPipe, 1F1B)", "idle share (p-1)/(m+p-1); time added (p-1)/m", "fraction",
-            "distlab.pipeline.bubble_fraction", _ex_bubble, "huang2019", "Lesson 4 §3"),
-    Formula("Interleaved 1F1B bubble", "time added (p-1)/(v m)", "fraction", "distlab.pipeline.bubble_overhead",
-            _ex_interleaved, "narayanan2021", "Lesson 4 §2"),
-    Formula("ZB-H1 bubble", "(p-1)(t_F + t_B - t_W)", "s", "distlab.pipeline.zb_h1_bubble_time", _ex_zb,
-            "qi2023", "Lesson 4 §2"),
-    Formula("Tensor-parallel traffic per layer", "4 all-reduces of b s h x 2 bytes (2 forward, 2 backward)",
-            "s", "distlab.tensor.tp_comm_time", _ex_tp, "shoeybi2019", "Lesson 5 §4"),
-    Formula("Ring-attention K/V buffer", "2 x S/N x H x bytes (as lesson 5 states it)", "bytes per GPU",
-            "distlab.tensor.ring_attention_buffer_bytes", _ex_ring_attention, "liu2023", "Lesson 5 §7"),
-    Formula("Model FLOPs per step", "6 x parameters x tokens", "FLOP", "distlab.training.model_flops",
-            _ex_model_flops, "kaplan2020", "Lesson 7 §1"),
-    Formula("Megatron FLOPs per iteration", "96 B s l h^2 (1 + s/(6h) + V/(16 l h))", "FLOP",
-            "distlab.training.megatron_flops_per_iteration", _ex_megatron_flops, "narayanan2021", "Lesson 7 §1"),
-    Formula("MFU", "model FLOPs per step / (step time x GPUs x peak FLOP/s)", "fraction", "distlab.training.mfu",
-            _ex_mfu, "chowdhery2022", "Lesson 7 §1"),
-    Formula("Time to train", "8 T P / (n X) with full recomputation (6 without)", "days",
-            "distlab.training.training_days", _ex_days, "narayanan2021", "Lesson 7 (not yet used in a lesson)"),
-    Formula("Slowest of n GPUs", "E[max of n standard normals] x sigma", "sigma", "distlab.production.stragglers."
-            "expected_max_normal", _ex_straggler, "tippett1925", "Lesson 8 §6"),
+    Formula(
+        "Model states, mixed precision with Adam",
+        "2 + 2 + 12 = 16 bytes x parameters (bf16 weights, bf16 gradients, fp32 master + 2 moments)",
+        "bytes",
+        "distlab.memory.model_state_bytes",
+        _ex_states,
+        "rajbhandari2020",
+        "Lesson 1 §1",
+    ),
+    Formula(
+        "ZeRO model states per GPU",
+        "ZeRO-1: 4P + 12P/N; ZeRO-2: 2P + 14P/N; ZeRO-3: 16P/N",
+        "bytes per GPU",
+        "distlab.memory.model_state_bytes",
+        _ex_zero,
+        "rajbhandari2020",
+        "Lesson 3 §2",
+    ),
+    Formula(
+        "Activations per layer",
+        "none: sbh(34 + 5as/h); selective: 34sbh; full: 2sbh (x b micro-batch)",
+        "bytes per layer per micro-batch",
+        "distlab.memory.activation_bytes_per_layer",
+        _ex_activations,
+        "korthikanti2022",
+        "Lesson 1 §4",
+    ),
+    Formula(
+        "Ring all-reduce time",
+        "2(N-1) alpha + 2 (N-1)/N x M / B",
+        "s (M bytes, B bytes/s per direction, alpha s)",
+        "distlab.collectives.ring_all_reduce_time",
+        _ex_ring,
+        "patarasuk2009",
+        "Lesson 2 §3",
+    ),
+    Formula(
+        "Bus bandwidth",
+        "busbw = algbw x 2(N-1)/N (all-reduce); algbw = M / t",
+        "GB/s",
+        "distlab.collectives.bus_factor",
+        _ex_busbw,
+        "thakur2005",
+        "Lesson 2 §6",
+    ),
+    Formula(
+        "Data-parallel traffic per step",
+        "2M (DP, ZeRO-1, ZeRO-2), 3M (ZeRO-3), M = gradient bytes",
+        "bytes per GPU",
+        "distlab.dataparallel.volume_factor",
+        _ex_dp_volume,
+        "rajbhandari2020",
+        "Lesson 3 §4",
+    ),
+    Formula(
+        "Exposed communication with buckets",
+        "max(c/B, c - (B-1)/B x t_backward) for B equal buckets, c the whole all-reduce",
+        "s",
+        "distlab.dataparallel.exposed_communication_time",
+        _ex_exposed,
+        "li2020",
+        "Lesson 3 §5",
+    ),
+    Formula(
+        "Pipeline bubble (GPipe, 1F1B)",
+        "idle share (p-1)/(m+p-1); time added (p-1)/m",
+        "fraction",
+        "distlab.pipeline.bubble_fraction",
+        _ex_bubble,
+        "huang2019",
+        "Lesson 4 §3",
+    ),
+    Formula(
+        "Interleaved 1F1B bubble",
+        "time added (p-1)/(v m)",
+        "fraction",
+        "distlab.pipeline.bubble_overhead",
+        _ex_interleaved,
+        "narayanan2021",
+        "Lesson 4 §2",
+    ),
+    Formula(
+        "ZB-H1 bubble",
+        "(p-1)(t_F + t_B - t_W)",
+        "s",
+        "distlab.pipeline.zb_h1_bubble_time",
+        _ex_zb,
+        "qi2023",
+        "Lesson 4 §2",
+    ),
+    Formula(
+        "Tensor-parallel traffic per layer",
+        "4 all-reduces of b s h x 2 bytes (2 forward, 2 backward)",
+        "s",
+        "distlab.tensor.tp_comm_time",
+        _ex_tp,
+        "shoeybi2019",
+        "Lesson 5 §4",
+    ),
+    Formula(
+        "Ring-attention K/V buffer",
+        "2 x S/N x H x bytes (as lesson 5 states it)",
+        "bytes per GPU",
+        "distlab.tensor.ring_attention_buffer_bytes",
+        _ex_ring_attention,
+        "liu2023",
+        "Lesson 5 §7",
+    ),
+    Formula(
+        "Model FLOPs per step",
+        "6 x parameters x tokens",
+        "FLOP",
+        "distlab.training.model_flops",
+        _ex_model_flops,
+        "kaplan2020",
+        "Lesson 7 §1",
+    ),
+    Formula(
+        "Megatron FLOPs per iteration",
+        "96 B s l h^2 (1 + s/(6h) + V/(16 l h))",
+        "FLOP",
+        "distlab.training.megatron_flops_per_iteration",
+        _ex_megatron_flops,
+        "narayanan2021",
+        "Lesson 7 §1",
+    ),
+    Formula(
+        "MFU",
+        "model FLOPs per step / (step time x GPUs x peak FLOP/s)",
+        "fraction",
+        "distlab.training.mfu",
+        _ex_mfu,
+        "chowdhery2022",
+        "Lesson 7 §1",
+    ),
+    Formula(
+        "Time to train",
+        "8 T P / (n X) with full recomputation (6 without)",
+        "days",
+        "distlab.training.training_days",
+        _ex_days,
+        "narayanan2021",
+        "Lesson 7 (not yet used in a lesson)",
+    ),
+    Formula(
+        "Slowest of n GPUs",
+        "E[max of n standard normals] x sigma",
+        "sigma",
+        "distlab.production.stragglers.expected_max_normal",
+        _ex_straggler,
+        "tippett1925",
+        "Lesson 8 §6",
+    ),
 )
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Reading the repository
 
+
 def _read_toml(path: Path) -> dict:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigurationError(f"no {path.name} at {path} (the instructor pack's sources live in instructor/)") from None
+        raise ConfigurationError(
+            f"no {path.name} at {path} (the instructor pack's sources live in instructor/)"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigurationError(f"{path}: not valid TOML: {exc}") from None
 
@@ -223,7 +346,9 @@ def _read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigurationError(f"no {path.name} at {path} (the instructor pack's sources live in instructor/)") from None
+        raise ConfigurationError(
+            f"no {path.name} at {path} (the instructor pack's sources live in instructor/)"
+        ) from None
 
 
 def _notebook(repo: Path, lesson):
@@ -259,15 +384,26 @@ def summarise(repo: Path, lesson, syllabus: dict) -> LessonSummary:
     questions = len(lesson.load_questions()) if lesson.questions else 0
     nb = _notebook(repo, lesson)
     if nb is None:
-        return LessonSummary(lesson.number, lesson.slug, lesson.notebook, lesson.slug.replace("_", " "),
-                             "(declared in the LESSONS manifest; its notebook is not in the repository yet)", [], "",
-                             None, questions, builds_on, False)
+        return LessonSummary(
+            lesson.number,
+            lesson.slug,
+            lesson.notebook,
+            lesson.slug.replace("_", " "),
+            "(declared in the LESSONS manifest; its notebook is not in the repository yet)",
+            [],
+            "",
+            None,
+            questions,
+            builds_on,
+            False,
+        )
     md = _markdown_cells(nb)
     text = "\n\n".join(md)
     title = next((l[2:].strip() for s in md for l in s.splitlines() if l.startswith("# ")), lesson.slug)
     title = re.sub(r"^Lesson \d+\s*[—:-]\s*", "", title)
-    match = re.search(r"By the end[^,]*, you can (.+?\.)(?:\s|$)", text, re.S) or \
-        re.search(r"By the end[^.]*? you can (.+?\.)(?:\s|$)", text, re.S)
+    match = re.search(r"By the end[^,]*, you can (.+?\.)(?:\s|$)", text, re.S) or re.search(
+        r"By the end[^.]*? you can (.+?\.)(?:\s|$)", text, re.S
+    )
     if match:
         objectives = "You can " + " ".join(match.group(1).split())
     else:
@@ -277,17 +413,80 @@ def summarise(repo: Path, lesson, syllabus: dict) -> LessonSummary:
     remember = next((s.split("\n", 1)[1].strip() for s in md if s.startswith("## What to remember") and "\n" in s), "")
     words = sum(len(s.split()) for s in md)
     code = sum(1 for c in nb.cells if c.cell_type == "code")
-    minutes = (words / syllabus.get("reading_words_per_minute", 120) + code * syllabus.get("minutes_per_code_cell", 3)
-               + questions * syllabus.get("minutes_per_question", 6))
-    return LessonSummary(lesson.number, lesson.slug, lesson.notebook, title, objectives, sections, remember,
-                         int(5 * round(minutes / 5)), questions, builds_on, True)
+    minutes = (
+        words / syllabus.get("reading_words_per_minute", 120)
+        + code * syllabus.get("minutes_per_code_cell", 3)
+        + questions * syllabus.get("minutes_per_question", 6)
+    )
+    return LessonSummary(
+        lesson.number,
+        lesson.slug,
+        lesson.notebook,
+        title,
+        objectives,
+        sections,
+        remember,
+        int(5 * round(minutes / 5)),
+        questions,
+        builds_on,
+        True,
+    )
 
 
 CITATION = re.compile(r"\b([A-Z][\w'\-]+(?: et al\.| (?:and|&) [A-Z][\w'\-]+)?),? \(?((?:19|20)\d\d)[a-z]?\b")
-_NOT_AUTHORS = {"In", "Since", "From", "Until", "By", "The", "Of", "As", "At", "On", "Before", "After", "Table",
-                "Figure", "Sec", "Eq", "Lesson", "GPT", "Llama", "NVIDIA", "H100", "A100", "B200", "CUDA", "Python",
-                "November", "December", "January", "Nov", "Dec", "Jan", "May", "June", "July", "March", "April",
-                "ISO", "FP8", "GTC", "MLSys", "NeurIPS", "ICLR", "SC", "Summer", "Spring", "Fall", "Winter", "Version", "Copyright", "Opus", "Claude"}
+_NOT_AUTHORS = {
+    "In",
+    "Since",
+    "From",
+    "Until",
+    "By",
+    "The",
+    "Of",
+    "As",
+    "At",
+    "On",
+    "Before",
+    "After",
+    "Table",
+    "Figure",
+    "Sec",
+    "Eq",
+    "Lesson",
+    "GPT",
+    "Llama",
+    "NVIDIA",
+    "H100",
+    "A100",
+    "B200",
+    "CUDA",
+    "Python",
+    "November",
+    "December",
+    "January",
+    "Nov",
+    "Dec",
+    "Jan",
+    "May",
+    "June",
+    "July",
+    "March",
+    "April",
+    "ISO",
+    "FP8",
+    "GTC",
+    "MLSys",
+    "NeurIPS",
+    "ICLR",
+    "SC",
+    "Summer",
+    "Spring",
+    "Fall",
+    "Winter",
+    "Version",
+    "Copyright",
+    "Opus",
+    "Claude",
+}
 
 
 def scan_citations(repo: Path) -> dict[str, set[str]]:
@@ -333,6 +532,7 @@ def uncovered_citations(repo: Path) -> dict[str, set[str]]:
 # ----------------------------------------------------------------------------------------------------------------
 # Rendering
 
+
 def _number(value) -> str:
     x = float(f"{float(value):.3g}")
     return f"{int(x):,}" if x == int(x) else f"{x:,}"
@@ -340,6 +540,7 @@ def _number(value) -> str:
 
 def fill_numbers(text: str) -> str:
     """Replace {{slug.qN}} by the expected answer of that graded question (3 significant figures)."""
+
     def one(m):
         slug, name = m.group(1), m.group(2)
         try:
@@ -360,9 +561,11 @@ def _html_page(title: str, body_markdown: str) -> str:
     from nbconvert.filters import markdown2html_mistune
 
     nav = " ".join(f'<a href="{p}.html">{p}</a>' for p in PAGES) + ' <a href="index.html">index</a>'
-    return (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{_CSS}</style></head><body><nav>{nav}</nav>\n{markdown2html_mistune(body_markdown)}\n"
-            "</body></html>\n")
+    return (
+        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{_CSS}</style></head><body><nav>{nav}</nav>\n{markdown2html_mistune(body_markdown)}\n"
+        "</body></html>\n"
+    )
 
 
 def _cell(text: str) -> str:
@@ -372,14 +575,23 @@ def _cell(text: str) -> str:
 def syllabus_markdown(repo: Path, summaries: list[LessonSummary], syllabus: dict) -> str:
     lines = ["# Syllabus", "", "## Prerequisites", ""]
     lines += [f"- {p}" for p in syllabus.get("course_prerequisites", [])]
-    wpm, code, per_q = (syllabus.get("reading_words_per_minute", 120), syllabus.get("minutes_per_code_cell", 3),
-                        syllabus.get("minutes_per_question", 6))
+    wpm, code, per_q = (
+        syllabus.get("reading_words_per_minute", 120),
+        syllabus.get("minutes_per_code_cell", 3),
+        syllabus.get("minutes_per_question", 6),
+    )
     total = sum(s.minutes or 0 for s in summaries)
-    lines += ["", "## Lessons at a glance", "",
-              f"Minutes are estimated from each notebook: its markdown read at {wpm} words a minute, {code} minutes "
-              f"per code cell and {per_q} per graded question (instructor/syllabus.toml), rounded to 5. "
-              f"Total for the lessons present: {total} minutes ({total / 60:.1f} hours).", "",
-              "| # | lesson | minutes | graded questions | builds on |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Lessons at a glance",
+        "",
+        f"Minutes are estimated from each notebook: its markdown read at {wpm} words a minute, {code} minutes "
+        f"per code cell and {per_q} per graded question (instructor/syllabus.toml), rounded to 5. "
+        f"Total for the lessons present: {total} minutes ({total / 60:.1f} hours).",
+        "",
+        "| # | lesson | minutes | graded questions | builds on |",
+        "|---|---|---|---|---|",
+    ]
     by_slug = {s.slug: s.number for s in summaries}
     for s in summaries:
         builds = ", ".join(f"{by_slug.get(b, b)}" for b in s.builds_on) or "-"
@@ -387,8 +599,14 @@ def syllabus_markdown(repo: Path, summaries: list[LessonSummary], syllabus: dict
         lines.append(f"| {s.number} | {_cell(s.title)} | {minutes} | {s.questions} | {builds} |")
     lines += ["", "## Learning objectives and contents", ""]
     for s in summaries:
-        lines += [f"### Lesson {s.number}: {s.title}", "", f"Notebook `{s.notebook}`.", "",
-                  f"**Objectives.** {s.objectives}", ""]
+        lines += [
+            f"### Lesson {s.number}: {s.title}",
+            "",
+            f"Notebook `{s.notebook}`.",
+            "",
+            f"**Objectives.** {s.objectives}",
+            "",
+        ]
         if s.sections:
             lines += ["**Sections.** " + "; ".join(s.sections), ""]
         if s.remember:
@@ -403,31 +621,51 @@ def misconceptions_markdown(repo: Path, summaries: list[LessonSummary]) -> str:
     if missing:
         text += "\n## Lessons without a misconception list yet\n\n" + "".join(
             f"- Lesson {s.number} ({s.slug}): not written yet; add a `## Lesson {s.number}` section to "
-            "instructor/misconceptions.md.\n" for s in missing)
+            "instructor/misconceptions.md.\n"
+            for s in missing
+        )
     return text
 
 
 def cheatsheet_markdown() -> str:
-    lines = ["# Cheat sheet: the formulas, their units, the distlab function and the paper", "",
-             "Each worked example is computed by calling the function named beside it when this page is built.", "",
-             "| quantity | formula | units | distlab function | worked example | source | lesson |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Cheat sheet: the formulas, their units, the distlab function and the paper",
+        "",
+        "Each worked example is computed by calling the function named beside it when this page is built.",
+        "",
+        "| quantity | formula | units | distlab function | worked example | source | lesson |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for f in CHEAT_SHEET:
-        lines.append(f"| {_cell(f.name)} | {_cell(f.formula)} | {_cell(f.units)} | `{f.function}` | "
-                     f"{_cell(f.example())} | [{f.source}](bibliography.html#{f.source}) | {f.lesson} |")
+        lines.append(
+            f"| {_cell(f.name)} | {_cell(f.formula)} | {_cell(f.units)} | `{f.function}` | "
+            f"{_cell(f.example())} | [{f.source}](bibliography.html#{f.source}) | {f.lesson} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def bibliography_markdown(repo: Path) -> str:
     works = bibliography(repo)
     scanned = scan_citations(repo)
-    lines = ["# Bibliography", "", "Every work cited by author and year in `distlab/` and `notebooks/`, found by "
-             "scanning the sources (`distlab.instructor_pack.scan_citations`), with what the kit uses it for.", ""]
+    lines = [
+        "# Bibliography",
+        "",
+        "Every work cited by author and year in `distlab/` and `notebooks/`, found by "
+        "scanning the sources (`distlab.instructor_pack.scan_citations`), with what the kit uses it for.",
+        "",
+    ]
     for w in sorted(works, key=lambda w: w["key"]):
         files = sorted({f for c in w["cited_as"] for f in scanned.get(c, ())})
-        lines += [f'<a id="{w["key"]}"></a>', "", f"**{w['key']}**: {w['reference']}", "",
-                  f"Used for: {w['used_for']}", "",
-                  "Cited in: " + (", ".join(f"`{f}`" for f in files) if files else "(no longer cited by name)"), ""]
+        lines += [
+            f'<a id="{w["key"]}"></a>',
+            "",
+            f"**{w['key']}**: {w['reference']}",
+            "",
+            f"Used for: {w['used_for']}",
+            "",
+            "Cited in: " + (", ".join(f"`{f}`" for f in files) if files else "(no longer cited by name)"),
+            "",
+        ]
     missing = {c: f for c, f in scanned.items() if c not in {c for w in works for c in w["cited_as"]}}
     if missing:
         lines += ["## Cited but not yet in instructor/bibliography.toml", ""]
@@ -503,8 +741,16 @@ def build(out, repo=".", hide_code: bool = False, slides: bool = True) -> list[P
         written.append(path)
         slide_lines.append(f"- [Lesson {s.number}: {s.title}](slides/{path.name})")
     readme = _read_text(repo / "instructor" / "README.md")
-    index = (readme + "\n## Pages\n\n" + "".join(f"- [{p}]({p}.html)\n" for p in PAGES) + "\n## Slides\n\n"
-             + "\n".join(slide_lines) + "\n\n" + REVEAL_NOTE + "\n")
+    index = (
+        readme
+        + "\n## Pages\n\n"
+        + "".join(f"- [{p}]({p}.html)\n" for p in PAGES)
+        + "\n## Slides\n\n"
+        + "\n".join(slide_lines)
+        + "\n\n"
+        + REVEAL_NOTE
+        + "\n"
+    )
     for suffix, content in ((".md", index), (".html", _html_page("instructor pack", index))):
         path = out / f"index{suffix}"
         path.write_text(content, encoding="utf-8")

@@ -18,15 +18,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._arguments import (broadcasting, RECOMPUTE_MODES, ZERO_STAGES, broadcastable, code_array, flag, finite_result, number_array, param_count,
-                         recompute_mode, renamed_attribute, zero_stage)
+from ._arguments import (
+    broadcasting,
+    RECOMPUTE_MODES,
+    ZERO_STAGES,
+    broadcastable,
+    code_array,
+    flag,
+    finite_result,
+    number_array,
+    param_count,
+    recompute_mode,
+    renamed_attribute,
+    zero_stage,
+)
 from ._catalog import lookup
 from .errors import ConfigurationError, OutOfMemoryError
 from .hardware import PRECISIONS as PEAK_PRECISIONS
 from .units import BYTES, Q_, format_bytes, gigabytes_property, positive, positive_int
-
-
-
 
 
 #: Free memory below which a configuration that fits on paper is flagged as tight: the reserve an engine keeps
@@ -268,8 +277,17 @@ def activation_bytes_per_layer(
     mode = recompute_mode(recompute)
     recipe = precision_recipe(precision)
     check_tp_divides_heads(model, t)
-    return float(activation_bytes_per_layer_array(model, b, s, t, flag(sequence_parallel, "sequence_parallel"),
-                                                  RECOMPUTE_MODES.index(mode), recipe.activation_bytes))
+    return float(
+        activation_bytes_per_layer_array(
+            model,
+            b,
+            s,
+            t,
+            flag(sequence_parallel, "sequence_parallel"),
+            RECOMPUTE_MODES.index(mode),
+            recipe.activation_bytes,
+        )
+    )
 
 
 def check_tp_divides_heads(model, tp: int) -> None:
@@ -297,8 +315,9 @@ def check_tp_divides_heads(model, tp: int) -> None:
 
 
 @broadcasting
-def activation_bytes_per_layer_array(model, micro_batch_size, seq_len, tp, sequence_parallel, recompute_code,
-                                     element_bytes):
+def activation_bytes_per_layer_array(
+    model, micro_batch_size, seq_len, tp, sequence_parallel, recompute_code, element_bytes
+):
     """activation_bytes_per_layer on NumPy arrays (broadcast), unvalidated: the planner's fast path.
 
     recompute_code indexes RECOMPUTE_MODES (0 none, 1 selective, 2 full).
@@ -348,7 +367,9 @@ def layers_per_stage(layers: int, pp: int) -> int:
     """
     pp, layers = positive_int(pp, "pp"), positive_int(layers, "layers")
     if pp > layers:
-        raise ConfigurationError(f"pp={pp} is more pipeline stages than the model's {layers} layers; valid: 1 to {layers}")
+        raise ConfigurationError(
+            f"pp={pp} is more pipeline stages than the model's {layers} layers; valid: 1 to {layers}"
+        )
     return math.ceil(layers / pp)
 
 
@@ -415,8 +436,10 @@ class MemoryBreakdown:
             text = f"fits the {format_bytes(self.capacity_bytes)}{gpu}, {format_bytes(self.headroom_bytes)} free"
             if not self.reserved_bytes and self.headroom_bytes < TIGHT_BYTES:
                 # the ZeRO paper's count reserves nothing; a real engine keeps about this much for itself
-                text += (f" (on paper: a real engine keeps about {format_bytes(TIGHT_BYTES)} for the CUDA context "
-                         f"and NCCL buffers, distlab.memory_recipes)")
+                text += (
+                    f" (on paper: a real engine keeps about {format_bytes(TIGHT_BYTES)} for the CUDA context "
+                    f"and NCCL buffers, distlab.memory_recipes)"
+                )
             return text
         return f"does not fit: {format_bytes(-self.headroom_bytes)} over the {format_bytes(self.capacity_bytes)}{gpu}"
 
@@ -535,12 +558,12 @@ def training_memory(
     if has_shape:
         stage_layers = layers_per_stage(model.layers, pp)
         # a fraction is allowed: the interleaved schedule's first stage holds p (1 + (p - 1) / (p v)) on average
-        in_flight = pp if in_flight_microbatches is None else positive(in_flight_microbatches, "", "in_flight_microbatches")
+        in_flight = (
+            pp if in_flight_microbatches is None else positive(in_flight_microbatches, "", "in_flight_microbatches")
+        )
         if in_flight > MAX_IN_FLIGHT:
             raise ConfigurationError(f"in_flight_microbatches={in_flight:g} must be at most {MAX_IN_FLIGHT:,}")
-        per_layer = activation_bytes_per_layer(
-            model, micro_batch_size, seq_len, tp, sequence_parallel, mode, recipe
-        )
+        per_layer = activation_bytes_per_layer(model, micro_batch_size, seq_len, tp, sequence_parallel, mode, recipe)
         activations = per_layer * stage_layers * in_flight
     else:
         positive_int(micro_batch_size, "micro_batch_size")
@@ -572,10 +595,14 @@ def message_bytes(micro_batch_size, seq_len, hidden, element_bytes=2.0):
     >>> message_bytes(1, 4096, 8192, 2)
     67108864.0
     """
-    arrays = dict(micro_batch_size=number_array(micro_batch_size, "micro_batch_size"),
-                  seq_len=number_array(seq_len, "seq_len"), hidden=number_array(hidden, "hidden"),
-                  element_bytes=number_array(element_bytes, "element_bytes"))
+    arrays = dict(
+        micro_batch_size=number_array(micro_batch_size, "micro_batch_size"),
+        seq_len=number_array(seq_len, "seq_len"),
+        hidden=number_array(hidden, "hidden"),
+        element_bytes=number_array(element_bytes, "element_bytes"),
+    )
     broadcastable(**arrays)
-    result = finite_result("message bytes", arrays["micro_batch_size"] * arrays["seq_len"] * arrays["hidden"]
-                           * arrays["element_bytes"])
+    result = finite_result(
+        "message bytes", arrays["micro_batch_size"] * arrays["seq_len"] * arrays["hidden"] * arrays["element_bytes"]
+    )
     return float(result) if np.ndim(result) == 0 else result

@@ -82,20 +82,70 @@ class MemoryRecipe:
         return self.weight_bytes is not None
 
 
-MEMORY_RECIPES = {r.name: r for r in (
-    MemoryRecipe("zero-paper", (0, 1, 2, 3),
-                 description="the ZeRO paper's count, 16 B per parameter for mixed-precision Adam (Lessons 1-3)"),
-    MemoryRecipe("megatron", (0,), 2.0, 4.0, 12.0, 9, 9, 9, reserve_bytes=RESERVE_BYTES,
-                 description="Megatron-LM without the distributed optimizer: 18 B per parameter"),
-    MemoryRecipe("megatron-distributed-optimizer", (1,), 2.0, 4.0, 12.0, 9, 9, 1, reserve_bytes=RESERVE_BYTES,
-                 description="Megatron-LM's distributed optimizer: 6 + 12/d B per parameter"),
-    MemoryRecipe("deepspeed", (0, 1, 2, 3), 2.0, 2.0, 16.0, 3, 2, 1, gather_bytes=4.0, gather_layers="largest",
-                 zero3_optimizer_bytes=14.0, reserve_bytes=RESERVE_BYTES,
-                 description="DeepSpeed ZeRO: 2 + 2 + 16 B per parameter; ZeRO-3 adds a largest-layer buffer"),
-    MemoryRecipe("fsdp2", (0, 2, 3), 4.0, 4.0, 8.0, 2, 2, 2, gather_bytes=2.0, gather_layers=2.0,
-                 zero2_unsharded=2.0, reserve_bytes=RESERVE_BYTES,
-                 description="PyTorch FSDP2, bf16 compute on fp32 master weights: 16 B per parameter, sharded"),
-)}
+MEMORY_RECIPES = {
+    r.name: r
+    for r in (
+        MemoryRecipe(
+            "zero-paper",
+            (0, 1, 2, 3),
+            description="the ZeRO paper's count, 16 B per parameter for mixed-precision Adam (Lessons 1-3)",
+        ),
+        MemoryRecipe(
+            "megatron",
+            (0,),
+            2.0,
+            4.0,
+            12.0,
+            9,
+            9,
+            9,
+            reserve_bytes=RESERVE_BYTES,
+            description="Megatron-LM without the distributed optimizer: 18 B per parameter",
+        ),
+        MemoryRecipe(
+            "megatron-distributed-optimizer",
+            (1,),
+            2.0,
+            4.0,
+            12.0,
+            9,
+            9,
+            1,
+            reserve_bytes=RESERVE_BYTES,
+            description="Megatron-LM's distributed optimizer: 6 + 12/d B per parameter",
+        ),
+        MemoryRecipe(
+            "deepspeed",
+            (0, 1, 2, 3),
+            2.0,
+            2.0,
+            16.0,
+            3,
+            2,
+            1,
+            gather_bytes=4.0,
+            gather_layers="largest",
+            zero3_optimizer_bytes=14.0,
+            reserve_bytes=RESERVE_BYTES,
+            description="DeepSpeed ZeRO: 2 + 2 + 16 B per parameter; ZeRO-3 adds a largest-layer buffer",
+        ),
+        MemoryRecipe(
+            "fsdp2",
+            (0, 2, 3),
+            4.0,
+            4.0,
+            8.0,
+            2,
+            2,
+            2,
+            gather_bytes=2.0,
+            gather_layers=2.0,
+            zero2_unsharded=2.0,
+            reserve_bytes=RESERVE_BYTES,
+            description="PyTorch FSDP2, bf16 compute on fp32 master weights: 16 B per parameter, sharded",
+        ),
+    )
+}
 
 
 def memory_recipe(name) -> MemoryRecipe:
@@ -126,8 +176,9 @@ def largest_layer_params(model, tp=1) -> float:
     if isinstance(model, str):
         model = models.model(model)
     if not all(hasattr(model, k) for k in ("hidden", "ffn", "heads", "head_dim", "kv_heads", "vocab")):
-        raise ConfigurationError(f"model={model!r} must be a catalog name or a model with hidden, ffn, heads, "
-                                 f"head_dim, kv_heads and vocab")
+        raise ConfigurationError(
+            f"model={model!r} must be a catalog name or a model with hidden, ffn, heads, head_dim, kv_heads and vocab"
+        )
     tp = _whole(tp, "tp")
     h, f = float(model.hidden), float(model.ffn)
     qkv = h * (model.heads * model.head_dim + 2 * model.kv_heads * model.head_dim)
@@ -162,16 +213,28 @@ def recipe_state_bytes_array(recipe: MemoryRecipe, shard_params, layer_params, l
     p = number_array(shard_params, "shard_params")
     layer_params = number_array(layer_params, "layer_params")
     largest_params = number_array(largest_params, "largest_params")
-    if max(float(np.max(p, initial=0)), float(np.max(layer_params, initial=0)),
-           float(np.max(largest_params, initial=0))) > 1e16:
+    if (
+        max(
+            float(np.max(p, initial=0)),
+            float(np.max(layer_params, initial=0)),
+            float(np.max(largest_params, initial=0)),
+        )
+        > 1e16
+    ):
         raise ConfigurationError("shard_params, layer_params and largest_params must be at most 1e16 parameters")
     w = p * _sharded(recipe.weight_bytes, recipe.weight_stage, zero, dp)
     g = p * _sharded(recipe.gradient_bytes, recipe.gradient_stage, zero, dp)
     o = p * _sharded(recipe.optimizer_bytes, recipe.optimizer_stage, zero, dp)
     if recipe.zero3_optimizer_bytes is not None:
         o = np.where(zero >= 3, p * recipe.zero3_optimizer_bytes / np.asarray(dp, dtype=float), o)
-    gathered = (np.asarray(largest_params, dtype=float) if recipe.gather_layers == "largest"
-                else float(recipe.gather_layers) * np.asarray(layer_params, dtype=float))  # type: ignore[arg-type]
-    w = w + np.where(zero >= 3, recipe.gather_bytes * gathered, 0.0) + np.where(zero == 2, recipe.zero2_unsharded * p,
-                                                                               0.0)
+    gathered = (
+        np.asarray(largest_params, dtype=float)
+        if recipe.gather_layers == "largest"
+        else float(recipe.gather_layers) * np.asarray(layer_params, dtype=float)  # type: ignore[arg-type]
+    )
+    w = (
+        w
+        + np.where(zero >= 3, recipe.gather_bytes * gathered, 0.0)
+        + np.where(zero == 2, recipe.zero2_unsharded * p, 0.0)
+    )
     return w, g, o

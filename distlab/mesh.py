@@ -84,7 +84,9 @@ def _listed(order) -> tuple:
     elif isinstance(order, str) and order.strip():
         tokens = [t.strip().lower() for t in order.strip().split("-")]
     else:
-        raise ConfigurationError(f"order={order!r} must be a string such as {DEFAULT_ORDER!r} (leftmost varies fastest)")
+        raise ConfigurationError(
+            f"order={order!r} must be a string such as {DEFAULT_ORDER!r} (leftmost varies fastest)"
+        )
     for token in tokens:
         if token not in DIMENSIONS:
             raise ConfigurationError(
@@ -304,9 +306,13 @@ class RankLayout:
             crossing = int(self.crosses_nodes("tp").sum())
             if crossing:
                 n_groups = self.world_size // self.tp
-                reason = (f"tp={self.tp} is more than the {g} GPUs of a node" if self.tp > g
-                          else f"tp={self.tp} does not divide the {g} GPUs of a node" if g % self.tp
-                          else f"in order {self.order_string!r} TP neighbours are {self.strides['tp']} ranks apart")
+                reason = (
+                    f"tp={self.tp} is more than the {g} GPUs of a node"
+                    if self.tp > g
+                    else f"tp={self.tp} does not divide the {g} GPUs of a node"
+                    if g % self.tp
+                    else f"in order {self.order_string!r} TP neighbours are {self.strides['tp']} ranks apart"
+                )
                 out.append(
                     f"TP leaves the node: {crossing} of {n_groups} TP groups span several nodes ({reason}); "
                     f"their 4 all-reduces per layer would run on the inter-node link. Put tp first in the "
@@ -347,8 +353,11 @@ class RankLayout:
                     lines.append(f"{d}: size 1 (every GPU is its own {d.upper()} group)")
                 continue
             crossing = int(self.crosses_nodes(d).sum())
-            where = {"intra-node": "all inside one node", "inter-node": "all cross nodes",
-                     "mixed": f"{crossing} cross nodes"}[self.link_kind(d)]
+            where = {
+                "intra-node": "all inside one node",
+                "inter-node": "all cross nodes",
+                "mixed": f"{crossing} cross nodes",
+            }[self.link_kind(d)]
             lines.append(f"{d}: {table.shape[0]} groups of {self.sizes[d]}, {where}: {shown}{more}")
         spec = self.device_mesh()
         lines.append("torch: " + spec.code())
@@ -377,8 +386,12 @@ class RankLayout:
             "dimensions": {},
         }
         for d in DIMENSIONS:
-            entry = {"size": self.sizes[d], "groups_count": self.world_size // self.sizes[d],
-                     "link": self.link_kind(d), "groups_crossing_nodes": int(self.crosses_nodes(d).sum())}
+            entry = {
+                "size": self.sizes[d],
+                "groups_count": self.world_size // self.sizes[d],
+                "link": self.link_kind(d),
+                "groups_crossing_nodes": int(self.crosses_nodes(d).sum()),
+            }
             if include_groups:
                 entry["groups"] = self.groups(d).tolist()
             data["dimensions"][d] = entry
@@ -415,8 +428,11 @@ def layout(gpus=None, *, tp=1, pp=1, dp=None, cp=1, ep=1, order=DEFAULT_ORDER, g
     if len(factors) == 1:
         expr = f"{factors[0][0]}={factors[0][1]}"
     else:
-        expr = (" x ".join(name for name, _ in factors) + " = " + " x ".join(str(v) for _, v in factors)
-                + f" = {model}") if factors else "1"
+        expr = (
+            (" x ".join(name for name, _ in factors) + " = " + " x ".join(str(v) for _, v in factors) + f" = {model}")
+            if factors
+            else "1"
+        )
     if dp is None:
         if n % model:
             below, above = (n // model) * model, (n // model + 1) * model

@@ -96,10 +96,13 @@ class RopeScaling:
         for field in ("factor", "low_freq_factor", "high_freq_factor"):
             set_(field, _positive_number(getattr(self, field), field))
         if self.high_freq_factor <= self.low_freq_factor:
-            raise ConfigurationError(f"high_freq_factor={self.high_freq_factor:g} must exceed "
-                                     f"low_freq_factor={self.low_freq_factor:g}")
-        set_("original_max_position_embeddings",
-             positive_int(self.original_max_position_embeddings, "original_max_position_embeddings"))
+            raise ConfigurationError(
+                f"high_freq_factor={self.high_freq_factor:g} must exceed low_freq_factor={self.low_freq_factor:g}"
+            )
+        set_(
+            "original_max_position_embeddings",
+            positive_int(self.original_max_position_embeddings, "original_max_position_embeddings"),
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,8 +179,13 @@ class TransformerModel:
             raise ConfigurationError(f"norm={self.norm!r} is not a normalisation; valid: {', '.join(NORMS)}")
         set_("norm", norm)
         pos = self.position_embeddings
-        if isinstance(pos, bool) or not isinstance(pos, numbers.Real) or not math.isfinite(pos) \
-                or pos != int(pos) or pos < 0:
+        if (
+            isinstance(pos, bool)
+            or not isinstance(pos, numbers.Real)
+            or not math.isfinite(pos)
+            or pos != int(pos)
+            or pos < 0
+        ):
             raise ConfigurationError(
                 f"position_embeddings={pos!r} must be a whole number >= 0 "
                 f"(rows of learned positions; 0 for rotary embeddings)"
@@ -202,9 +210,7 @@ class TransformerModel:
         pub = self.published_params
         if pub is not None:
             if isinstance(pub, bool) or not isinstance(pub, numbers.Real) or not math.isfinite(pub) or pub <= 0:
-                raise ConfigurationError(
-                    f"published_params={pub!r} must be a positive number of parameters or None"
-                )
+                raise ConfigurationError(f"published_params={pub!r} must be a positive number of parameters or None")
             set_("published_params", float(pub))
         if not isinstance(self.source, str):
             raise ConfigurationError(f"source={self.source!r} must be a string")
@@ -302,8 +308,12 @@ def megatron_parameter_count(layers, hidden, vocab, seq_len) -> int:
 # --- catalog -----------------------------------------------------------------------------
 
 _LLAMA = dict(
-    gated_mlp=True, tied_embeddings=False, norm="rmsnorm", biases=False,
-    position_embeddings=0, dropout=False,
+    gated_mlp=True,
+    tied_embeddings=False,
+    norm="rmsnorm",
+    biases=False,
+    position_embeddings=0,
+    dropout=False,
 )
 
 #: Rotary settings from the models' Hugging Face config.json files: Llama 2 "rope_theta": 10000.0 with
@@ -330,9 +340,20 @@ _LLAMA31_SRC = (
 )
 
 _GPT3_175B = TransformerModel(
-    name="gpt3-175b", layers=96, hidden=12288, heads=96, ffn=4 * 12288, vocab=50257,
-    gated_mlp=False, tied_embeddings=True, norm="layernorm", biases=True,
-    position_embeddings=2048, seq_len=2048, dropout=True, published_params=175e9,
+    name="gpt3-175b",
+    layers=96,
+    hidden=12288,
+    heads=96,
+    ffn=4 * 12288,
+    vocab=50257,
+    gated_mlp=False,
+    tied_embeddings=True,
+    norm="layernorm",
+    biases=True,
+    position_embeddings=2048,
+    seq_len=2048,
+    dropout=True,
+    published_params=175e9,
     source=(
         "Brown et al. 2020, 'Language Models are Few-Shot Learners', Table 2.1 (175.0B params, "
         "96 layers, d_model 12288, 96 heads, d_head 128, n_ctx 2048) and Sec. 2.1 (d_ff = 4 d_model; "
@@ -343,34 +364,86 @@ _GPT3_175B = TransformerModel(
 
 _LLAMA_ENTRIES = [
     TransformerModel(
-        name="llama2-7b", layers=32, hidden=4096, heads=32, ffn=11008, vocab=32000, seq_len=4096,
-        published_params=6_738_415_616, **_LLAMA, **_LLAMA2_ROPE,
+        name="llama2-7b",
+        layers=32,
+        hidden=4096,
+        heads=32,
+        ffn=11008,
+        vocab=32000,
+        seq_len=4096,
+        published_params=6_738_415_616,
+        **_LLAMA,
+        **_LLAMA2_ROPE,
         source=_LLAMA2_SRC.format(size="7b", mult="") + "6,738,415,616 parameters as counted by "
         "Hugging Face transformers (model card: 7B).",
     ),
     TransformerModel(
-        name="llama2-13b", layers=40, hidden=5120, heads=40, ffn=13824, vocab=32000, seq_len=4096,
-        published_params=13.02e9, **_LLAMA, **_LLAMA2_ROPE,
+        name="llama2-13b",
+        layers=40,
+        hidden=5120,
+        heads=40,
+        ffn=13824,
+        vocab=32000,
+        seq_len=4096,
+        published_params=13.02e9,
+        **_LLAMA,
+        **_LLAMA2_ROPE,
         source=_LLAMA2_SRC.format(size="13b", mult="") + "13.02B parameters on Hugging Face (model card: 13B).",
     ),
     TransformerModel(
-        name="llama2-70b", layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=32000,
-        seq_len=4096, published_params=68.98e9, **_LLAMA, **_LLAMA2_ROPE,
+        name="llama2-70b",
+        layers=80,
+        hidden=8192,
+        heads=64,
+        kv_heads=8,
+        ffn=28672,
+        vocab=32000,
+        seq_len=4096,
+        published_params=68.98e9,
+        **_LLAMA,
+        **_LLAMA2_ROPE,
         source=_LLAMA2_SRC.format(size="70b", mult=" x 1.3") + "68.98B parameters on Hugging Face (model card: 70B).",
     ),
     TransformerModel(
-        name="llama3.1-8b", layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=128256,
-        seq_len=8192, published_params=8_030_261_248, **_LLAMA, **_LLAMA31_ROPE,
+        name="llama3.1-8b",
+        layers=32,
+        hidden=4096,
+        heads=32,
+        kv_heads=8,
+        ffn=14336,
+        vocab=128256,
+        seq_len=8192,
+        published_params=8_030_261_248,
+        **_LLAMA,
+        **_LLAMA31_ROPE,
         source=_LLAMA31_SRC.format(size="8B", ffn=14336) + "8,030,261,248 parameters on Hugging Face.",
     ),
     TransformerModel(
-        name="llama3.1-70b", layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=128256,
-        seq_len=8192, published_params=70.55e9, **_LLAMA, **_LLAMA31_ROPE,
+        name="llama3.1-70b",
+        layers=80,
+        hidden=8192,
+        heads=64,
+        kv_heads=8,
+        ffn=28672,
+        vocab=128256,
+        seq_len=8192,
+        published_params=70.55e9,
+        **_LLAMA,
+        **_LLAMA31_ROPE,
         source=_LLAMA31_SRC.format(size="70B", ffn=28672) + "70.55B parameters on Hugging Face.",
     ),
     TransformerModel(
-        name="llama3.1-405b", layers=126, hidden=16384, heads=128, kv_heads=8, ffn=53248, vocab=128256,
-        seq_len=8192, published_params=405.85e9, **_LLAMA, **_LLAMA31_ROPE,
+        name="llama3.1-405b",
+        layers=126,
+        hidden=16384,
+        heads=128,
+        kv_heads=8,
+        ffn=53248,
+        vocab=128256,
+        seq_len=8192,
+        published_params=405.85e9,
+        **_LLAMA,
+        **_LLAMA31_ROPE,
         source=_LLAMA31_SRC.format(size="405B", ffn=53248) + "405.85B parameters on Hugging Face.",
     ),
 ]
@@ -394,9 +467,19 @@ MEGATRON_SEQ_LEN = 2048
 
 def _megatron(suffix: str, published: float, heads: int, hidden: int, layers: int) -> TransformerModel:
     return TransformerModel(
-        name=f"megatron-gpt-{suffix}", layers=layers, hidden=hidden, heads=heads, ffn=4 * hidden,
-        vocab=MEGATRON_VOCAB, gated_mlp=False, tied_embeddings=True, norm="layernorm", biases=True,
-        position_embeddings=MEGATRON_SEQ_LEN, seq_len=MEGATRON_SEQ_LEN, dropout=True,
+        name=f"megatron-gpt-{suffix}",
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        ffn=4 * hidden,
+        vocab=MEGATRON_VOCAB,
+        gated_mlp=False,
+        tied_embeddings=True,
+        norm="layernorm",
+        biases=True,
+        position_embeddings=MEGATRON_SEQ_LEN,
+        seq_len=MEGATRON_SEQ_LEN,
+        dropout=True,
         published_params=published,
         source=(
             "Narayanan et al. 2021, 'Efficient Large-Scale Language Model Training on GPU Clusters "
@@ -410,8 +493,7 @@ def _megatron(suffix: str, published: float, heads: int, hidden: int, layers: in
 
 
 MODELS: dict[str, TransformerModel] = {
-    m.name: m
-    for m in [_GPT3_175B, *_LLAMA_ENTRIES, *(_megatron(*row) for row in MEGATRON_TABLE_1)]
+    m.name: m for m in [_GPT3_175B, *_LLAMA_ENTRIES, *(_megatron(*row) for row in MEGATRON_TABLE_1)]
 }
 
 
@@ -432,7 +514,9 @@ def model(name) -> TransformerModel:
         from .moe.catalog import MOE_MODELS
 
         if name.strip().lower() in MOE_MODELS:
-            raise UnknownNameError(f"{name.strip().lower()!r} is a mixture-of-experts model: its experts are counted "
-                                   f"by distlab.moe (moe.model, moe.expert_parallel_memory, moe.moe_step_flops), "
-                                   f"not by the dense formulas")
+            raise UnknownNameError(
+                f"{name.strip().lower()!r} is a mixture-of-experts model: its experts are counted "
+                f"by distlab.moe (moe.model, moe.expert_parallel_memory, moe.moe_step_flops), "
+                f"not by the dense formulas"
+            )
     return lookup(MODELS, name, "model")

@@ -37,8 +37,18 @@ __all__ = [
     "plan",
 ]
 
-COLUMNS = ("dp", "tp", "pp", "chunks", "micro_batch_size", "zero", "recompute_code", "sequence_parallel",
-           "schedule_code", "cp")
+COLUMNS = (
+    "dp",
+    "tp",
+    "pp",
+    "chunks",
+    "micro_batch_size",
+    "zero",
+    "recompute_code",
+    "sequence_parallel",
+    "schedule_code",
+    "cp",
+)
 #: The columns an MoE model's plan adds (Lesson 10 §6).
 MOE_COLUMNS = ("ep", "etp")
 #: Context parallelism is searched only while each GPU keeps at least this many tokens of a sequence: below it
@@ -106,20 +116,25 @@ class Plan:
         mark = ties
         tied = self.tie_count(0) if mark and self.feasible_count else 0
         experts = "ep" in self.columns
-        lines = [("≈ " if mark else "") +
-                 f"{'dp':>4} {'tp':>3} {'cp':>3} {'pp':>3} " + (f"{'ep':>3} {'etp':>3} " if experts else "") +
-                 f"{'v':>2} {'mbs':>4} {'m':>5} {'zero':>4} {'recompute':>9} "
-                 f"{'sp':>3} {'step':>9} {'MFU':>6} {'mem/GPU':>9} fits"]
+        lines = [
+            ("≈ " if mark else "")
+            + f"{'dp':>4} {'tp':>3} {'cp':>3} {'pp':>3} "
+            + (f"{'ep':>3} {'etp':>3} " if experts else "")
+            + f"{'v':>2} {'mbs':>4} {'m':>5} {'zero':>4} {'recompute':>9} "
+            f"{'sp':>3} {'step':>9} {'MFU':>6} {'mem/GPU':>9} fits"
+        ]
         from .units import format_bytes, format_seconds
 
         for rank, r in enumerate(self.top(k)):
-            lines.append(("" if not mark else "≈ " if rank < tied else "  ") +
-                         f"{r['dp']:>4} {r['tp']:>3} {r['cp']:>3} {r['pp']:>3} " +
-                         (f"{r['ep']:>3} {r['etp']:>3} " if experts else "") +
-                         f"{r['chunks']:>2} {r['micro_batch_size']:>4} "
-                         f"{r['microbatches']:>5} {r['zero']:>4} {r['recompute']:>9} {'yes' if r['sequence_parallel'] else 'no':>3} "
-                         f"{format_seconds(r['step_time_s']):>9} {100 * r['mfu']:5.1f}% {format_bytes(r['memory_per_gpu_bytes']):>9} "
-                         f"{'yes' if r['fits'] else 'NO'}")
+            lines.append(
+                ("" if not mark else "≈ " if rank < tied else "  ")
+                + f"{r['dp']:>4} {r['tp']:>3} {r['cp']:>3} {r['pp']:>3} "
+                + (f"{r['ep']:>3} {r['etp']:>3} " if experts else "")
+                + f"{r['chunks']:>2} {r['micro_batch_size']:>4} "
+                f"{r['microbatches']:>5} {r['zero']:>4} {r['recompute']:>9} {'yes' if r['sequence_parallel'] else 'no':>3} "
+                f"{format_seconds(r['step_time_s']):>9} {100 * r['mfu']:5.1f}% {format_bytes(r['memory_per_gpu_bytes']):>9} "
+                f"{'yes' if r['fits'] else 'NO'}"
+            )
         return "\n".join(lines)
 
     def _rank(self, rank, name: str = "rank") -> int:
@@ -183,42 +198,69 @@ class Plan:
         assumption = dict((*COMPONENTS.values(), HIDDEN_DP))[name]
         if name == "compute" and self.extra.get("calibrated") is False:
             assumption = FIXED_COMPUTE_ASSUMPTION
-        return DecidingAssumption(component=name, assumption=assumption, difference_s=at_stake[name],
-                                  step_time_difference_s=float(res["step_time_s"][ib] - res["step_time_s"][ia]),
-                                  differences_s=diffs, hidden_dp_s=(hidden[0], hidden[1]),
-                                  memory_difference_bytes=float(res["memory_bytes"][ib] - res["memory_bytes"][ia]))
+        return DecidingAssumption(
+            component=name,
+            assumption=assumption,
+            difference_s=at_stake[name],
+            step_time_difference_s=float(res["step_time_s"][ib] - res["step_time_s"][ia]),
+            differences_s=diffs,
+            hidden_dp_s=(hidden[0], hidden[1]),
+            memory_difference_bytes=float(res["memory_bytes"][ib] - res["memory_bytes"][ia]),
+        )
 
     def summary(self) -> str:
         rejected = ", ".join(f"{n} {why}" for why, n in self.rejected.items() if n)
-        return (f"{len(self)} configurations of {self.model_name} on {self.gpus} GPUs evaluated, "
-                f"{self.feasible_count} fit in memory" + (f"; not evaluated: {rejected}" if rejected else ""))
+        return (
+            f"{len(self)} configurations of {self.model_name} on {self.gpus} GPUs evaluated, "
+            f"{self.feasible_count} fit in memory" + (f"; not evaluated: {rejected}" if rejected else "")
+        )
 
 
 #: The step-time components of Plan.results (training.step_model_array), each with its name and the modelling
 #: assumption that prices it (Lesson 7 §1-§3, §8). deciding_assumption names the one that separates two rows most.
 COMPONENTS = {
-    "compute_s": ("compute", "the calibrated matmul efficiency and element-wise memory traffic (distlab.efficiency), "
-                             "what recomputation re-runs, and the logits charged to the busiest pipeline stage"),
-    "tp_comm_s": ("TP communication", "TP communication sits on the critical path (overlapped with the matmuls only "
-                                      "with tp_overlap, which the planner does not search)"),
-    "ep_comm_s": ("EP all-to-all", "the MoE all-to-alls of uniformly routed tokens sit on the critical path (not "
-                                   "overlapped with compute), at the achieved NVLink and cross-rail fabric rates"),
-    "cp_comm_s": ("CP communication (exposed)", "ring attention's K/V transfers hide under the attention core they "
-                                                "overlap; only the excess is exposed"),
-    "bubble_s": ("pipeline bubble", "the pipeline schedule and microbatch count (bubble (p - 1) / (v m) of the "
-                                    "busiest stage's time)"),
-    "p2p_s": ("pipeline p2p", "only the fill and drain sends of the pipeline are exposed (steady-state sends hide "
-                              "behind compute)"),
-    "dp_exposed_s": ("exposed DP communication", "how much of the data-parallel traffic hides behind compute "
-                                                 "(the gradient reduction behind the backward, ZeRO's parameter "
-                                                 "gathers behind the forward; ZeRO-3 layer by layer with one layer "
-                                                 "of prefetch)"),
+    "compute_s": (
+        "compute",
+        "the calibrated matmul efficiency and element-wise memory traffic (distlab.efficiency), "
+        "what recomputation re-runs, and the logits charged to the busiest pipeline stage",
+    ),
+    "tp_comm_s": (
+        "TP communication",
+        "TP communication sits on the critical path (overlapped with the matmuls only "
+        "with tp_overlap, which the planner does not search)",
+    ),
+    "ep_comm_s": (
+        "EP all-to-all",
+        "the MoE all-to-alls of uniformly routed tokens sit on the critical path (not "
+        "overlapped with compute), at the achieved NVLink and cross-rail fabric rates",
+    ),
+    "cp_comm_s": (
+        "CP communication (exposed)",
+        "ring attention's K/V transfers hide under the attention core they overlap; only the excess is exposed",
+    ),
+    "bubble_s": (
+        "pipeline bubble",
+        "the pipeline schedule and microbatch count (bubble (p - 1) / (v m) of the busiest stage's time)",
+    ),
+    "p2p_s": (
+        "pipeline p2p",
+        "only the fill and drain sends of the pipeline are exposed (steady-state sends hide behind compute)",
+    ),
+    "dp_exposed_s": (
+        "exposed DP communication",
+        "how much of the data-parallel traffic hides behind compute "
+        "(the gradient reduction behind the backward, ZeRO's parameter "
+        "gathers behind the forward; ZeRO-3 layer by layer with one layer "
+        "of prefetch)",
+    ),
     "optimizer_s": ("optimizer step", "the optimizer step is memory-bound at HBM bandwidth"),
 }
 #: The data-parallel traffic the step model prices as hidden behind compute (dp_comm_s - dp_exposed_s): zero in
 #: the step time, so only its size says how much rests on the overlap assumption.
 HIDDEN_DP = ("DP communication priced as hidden", COMPONENTS["dp_exposed_s"][1])
-FIXED_COMPUTE_ASSUMPTION = "the fixed matmul efficiency (every FLOP at one share of peak; efficiency=None calibrates it)"
+FIXED_COMPUTE_ASSUMPTION = (
+    "the fixed matmul efficiency (every FLOP at one share of peak; efficiency=None calibrates it)"
+)
 
 
 @dataclass(frozen=True)
@@ -240,9 +282,11 @@ class DecidingAssumption:
 
         sign = "+" if self.difference_s >= 0 else "-"
         more = "more" if self.memory_difference_bytes >= 0 else "less"
-        return (f"{self.component} differs most ({sign}{format_seconds(abs(self.difference_s))}, second minus first); "
-                f"it rests on: {self.assumption}. The second needs "
-                f"{format_bytes(abs(self.memory_difference_bytes))} {more} memory per GPU")
+        return (
+            f"{self.component} differs most ({sign}{format_seconds(abs(self.difference_s))}, second minus first); "
+            f"it rests on: {self.assumption}. The second needs "
+            f"{format_bytes(abs(self.memory_difference_bytes))} {more} memory per GPU"
+        )
 
 
 @functools.lru_cache(maxsize=1)
@@ -265,8 +309,9 @@ def error_band_percent() -> float:
 MAX_CONFIGURATIONS = 2**20
 
 
-def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch: int,
-                             seq_len: int | None = None) -> tuple[dict, dict]:
+def enumerate_configurations(
+    model, gpus: int, gpus_per_node: int, global_batch: int, seq_len: int | None = None
+) -> tuple[dict, dict]:
     """All valid configurations as NumPy columns, and the counts of candidates rejected and why. With seq_len,
     context parallelism cp (a power of two splitting the sequence into 2 cp chunks of >= CP_MIN_CHUNK / 2 tokens)
     is searched too.
@@ -291,10 +336,18 @@ def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch:
         if model.heads % tp:
             rejected["tp not dividing the heads"] += 1
             continue
-        for pp, cp in ((pp, cp) for pp in (divisors(gpus // tp) if gpus % tp == 0 else [])
-                       for cp in (1, 2, 4, 8, 16, 32, 64)
-                       if cp == 1 or (seq_len is not None and (gpus // (tp * pp)) % cp == 0
-                                      and seq_len % (2 * cp) == 0 and seq_len // cp >= CP_MIN_CHUNK)):
+        for pp, cp in (
+            (pp, cp)
+            for pp in (divisors(gpus // tp) if gpus % tp == 0 else [])
+            for cp in (1, 2, 4, 8, 16, 32, 64)
+            if cp == 1
+            or (
+                seq_len is not None
+                and (gpus // (tp * pp)) % cp == 0
+                and seq_len % (2 * cp) == 0
+                and seq_len // cp >= CP_MIN_CHUNK
+            )
+        ):
             if pp > model.layers:
                 continue
             dp = gpus // (tp * pp * cp)
@@ -308,14 +361,19 @@ def enumerate_configurations(model, gpus: int, gpus_per_node: int, global_batch:
                         rejected["interleaving not possible"] += 1
                         continue
                     schedules = (2,) if v > 1 else ((0, 1) if pp > 1 else (1,))  # gpipe, 1f1b, interleaved
-                    for schedule, zero, code, sp in itertools.product(schedules, range(4), range(3),
-                                                                      (False, True) if tp > 1 else (False,)):
+                    for schedule, zero, code, sp in itertools.product(
+                        schedules, range(4), range(3), (False, True) if tp > 1 else (False,)
+                    ):
                         rows.append((dp, tp, pp, v, b, zero, code, sp, schedule, cp))
             if len(rows) > MAX_CONFIGURATIONS:
-                raise ConfigurationError(f"{model.name} on {gpus:,} GPUs with global batch {global_batch:,} has more "
-                                         f"than {MAX_CONFIGURATIONS:,} configurations to price; plan a smaller case")
+                raise ConfigurationError(
+                    f"{model.name} on {gpus:,} GPUs with global batch {global_batch:,} has more "
+                    f"than {MAX_CONFIGURATIONS:,} configurations to price; plan a smaller case"
+                )
     if not rows:
-        raise ConfigurationError(f"no valid configuration of {model.name} on {gpus} GPUs with global batch {global_batch}")
+        raise ConfigurationError(
+            f"no valid configuration of {model.name} on {gpus} GPUs with global batch {global_batch}"
+        )
     data = np.array(rows, dtype=np.int64)
     return {name: data[:, i] for i, name in enumerate(COLUMNS)}, rejected
 
@@ -352,16 +410,29 @@ def expert_parallel_columns(model, cols: dict, gpus: int, gpus_per_node: int, re
         raise ConfigurationError(f"no (ep, etp) of {model.name} divides {gpus} GPUs with any pipeline depth")
     index = np.concatenate([idx for idx, _, _ in parts])
     if index.size > MAX_CONFIGURATIONS:
-        raise ConfigurationError(f"{model.name} on {gpus} GPUs with expert parallelism gives {index.size:,} configurations, "
-                                 f"more than {MAX_CONFIGURATIONS:,} to price; plan a smaller case")
+        raise ConfigurationError(
+            f"{model.name} on {gpus} GPUs with expert parallelism gives {index.size:,} configurations, "
+            f"more than {MAX_CONFIGURATIONS:,} to price; plan a smaller case"
+        )
     out = {name: column[index] for name, column in cols.items()}
     out["ep"] = np.concatenate([np.full(idx.size, ep, dtype=np.int64) for idx, ep, _ in parts])
     out["etp"] = np.concatenate([etp for _, _, etp in parts]).astype(np.int64)
     return out
 
 
-def plan(model, cluster, *, global_batch, seq_len=None, precision="mixed", efficiency=None, fabric=None,
-         nodes=None, attention="flash", memory_recipe="zero-paper") -> Plan:
+def plan(
+    model,
+    cluster,
+    *,
+    global_batch,
+    seq_len=None,
+    precision="mixed",
+    efficiency=None,
+    fabric=None,
+    nodes=None,
+    attention="flash",
+    memory_recipe="zero-paper",
+) -> Plan:
     """Evaluate every valid configuration; rank feasible ones first, then by step time.
 
     efficiency, attention and memory_recipe as in training.estimate (None: the calibrated compute model of
@@ -394,11 +465,24 @@ def plan(model, cluster, *, global_batch, seq_len=None, precision="mixed", effic
         cols = expert_parallel_columns(model, cols, cl.gpus, cl.node.gpus_per_node, rejected)
         core_model, moe_columns = moe_step.step_model(model, s), dict(ep=cols["ep"], etp=cols["etp"])
     out = training.step_model_array(
-        core_model, **hw, global_batch=batch, seq_len=s,
-        dp=cols["dp"], tp=cols["tp"], pp=cols["pp"], chunks=cols["chunks"], micro_batch_size=cols["micro_batch_size"],
-        zero=cols["zero"], recompute_code=cols["recompute_code"], sequence_parallel=cols["sequence_parallel"],
-        schedule_code=cols["schedule_code"], **training.compute_arguments(compute), memory_recipe=mem_recipe,
-        cp=cols["cp"], **moe_columns)
+        core_model,
+        **hw,
+        global_batch=batch,
+        seq_len=s,
+        dp=cols["dp"],
+        tp=cols["tp"],
+        pp=cols["pp"],
+        chunks=cols["chunks"],
+        micro_batch_size=cols["micro_batch_size"],
+        zero=cols["zero"],
+        recompute_code=cols["recompute_code"],
+        sequence_parallel=cols["sequence_parallel"],
+        schedule_code=cols["schedule_code"],
+        **training.compute_arguments(compute),
+        memory_recipe=mem_recipe,
+        cp=cols["cp"],
+        **moe_columns,
+    )
     # MFU by PaLM's definition (distlab.flops: weights, attention, logits; no recomputation), as estimate()
     counted = moe_step_flops(model, batch, s) if is_moe else flops.step_flops(model, batch, s)
     out["mfu"] = counted.model_flops / (out["step_time_s"] * cl.gpus * peak)
@@ -406,5 +490,13 @@ def plan(model, cluster, *, global_batch, seq_len=None, precision="mixed", effic
     fills = ~((cols["pp"] > 1) & (out["microbatches"] < cols["pp"]))
     feasible = fits & fills
     order = np.lexsort((out["step_time_s"], ~feasible))
-    return Plan(columns=cols, results=out, feasible=feasible, order=order, rejected=rejected, gpus=cl.gpus,
-                model_name=model.name, extra={"calibrated": compute.calibrated})
+    return Plan(
+        columns=cols,
+        results=out,
+        feasible=feasible,
+        order=order,
+        rejected=rejected,
+        gpus=cl.gpus,
+        model_name=model.name,
+        extra={"calibrated": compute.calibrated},
+    )

@@ -15,11 +15,25 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._arguments import (broadcasting, RECOMPUTE_MODES, as_cluster, code_array, finite_result, number_array, recompute_mode,
-                         renamed_keyword, zero_stage)
+from ._arguments import (
+    broadcasting,
+    RECOMPUTE_MODES,
+    as_cluster,
+    code_array,
+    finite_result,
+    number_array,
+    recompute_mode,
+    renamed_keyword,
+    zero_stage,
+)
 from .errors import ConfigurationError
-from .flops import (TRAINING_PASSES, layer_forward_flops_array, logit_forward_flops_array,
-                    recomputed_forward_flops_array, step_flops)
+from .flops import (
+    TRAINING_PASSES,
+    layer_forward_flops_array,
+    logit_forward_flops_array,
+    recomputed_forward_flops_array,
+    step_flops,
+)
 from .units import FLOP_PER_SECOND, SECONDS, format_bytes, format_seconds, non_negative, positive, positive_int
 
 if TYPE_CHECKING:
@@ -76,7 +90,9 @@ def model_flops(params, tokens) -> float:
     >>> model_flops(1e9, 1000)  # 6 x 1e9 x 1e3
     6000000000000.0
     """
-    return finite_result("model FLOPs", FLOPS_PER_PARAM_TOKEN * positive(params, "", "params") * positive(tokens, "", "tokens"))
+    return finite_result(
+        "model FLOPs", FLOPS_PER_PARAM_TOKEN * positive(params, "", "params") * positive(tokens, "", "tokens")
+    )
 
 
 def forward_time(params, tokens, peak_flops) -> float:
@@ -87,7 +103,9 @@ def forward_time(params, tokens, peak_flops) -> float:
     >>> forward_time(1e9, 1000, 1e15)  # 2e12 FLOPs at 1 PFLOP/s
     0.002
     """
-    return finite_result("forward time", model_flops(params, tokens) / 3 / positive(peak_flops, FLOP_PER_SECOND, "peak_flops"))
+    return finite_result(
+        "forward time", model_flops(params, tokens) / 3 / positive(peak_flops, FLOP_PER_SECOND, "peak_flops")
+    )
 
 
 def hardware_flops(params, tokens, recompute="none") -> float:
@@ -141,7 +159,8 @@ def mfu(model_flops_per_step, step_time, gpus, peak_flops) -> float:
     0.75
     """
     value = positive(model_flops_per_step, "FLOP", "model_flops") / (
-        positive(step_time, SECONDS, "step_time") * positive_int(gpus, "gpus")
+        positive(step_time, SECONDS, "step_time")
+        * positive_int(gpus, "gpus")
         * positive(peak_flops, FLOP_PER_SECOND, "peak_flops")
     )
     return finite_result("MFU", value)
@@ -181,9 +200,11 @@ def batch_and_sequence(global_batch, seq_len, micro_batch_size=1) -> tuple[int, 
     (512, 4096, 1)
     """
     values = []
-    for value, name, top, what in ((global_batch, "global_batch", MAX_GLOBAL_BATCH, "sequences"),
-                                   (seq_len, "seq_len", MAX_SEQ_LEN, "tokens"),
-                                   (micro_batch_size, "micro_batch_size", MAX_MICRO_BATCH, "sequences")):
+    for value, name, top, what in (
+        (global_batch, "global_batch", MAX_GLOBAL_BATCH, "sequences"),
+        (seq_len, "seq_len", MAX_SEQ_LEN, "tokens"),
+        (micro_batch_size, "micro_batch_size", MAX_MICRO_BATCH, "sequences"),
+    ):
         n = positive_int(value, name)
         if n > top:
             raise ConfigurationError(f"{name}={value!r} is more than {top:,} {what}")
@@ -228,8 +249,9 @@ def group_all_reduce_time_array(size_bytes, n, stride, gpus_per_node, intra_bw, 
     inside = span <= g
     even = (stride >= g) | (np.mod(span, g) == 0)
     flat = ring_all_reduce_time(size_bytes, n, intra_bw, intra_lat)
-    hierarchical = (ring_all_reduce_time(size_bytes, local, intra_bw, intra_lat)
-                    + ring_all_reduce_time(np.asarray(size_bytes, dtype=float) / local, n / local, inter_bw, inter_lat))
+    hierarchical = ring_all_reduce_time(size_bytes, local, intra_bw, intra_lat) + ring_all_reduce_time(
+        np.asarray(size_bytes, dtype=float) / local, n / local, inter_bw, inter_lat
+    )
     fabric_ring = ring_all_reduce_time(size_bytes, n, inter_bw, inter_lat)
     return finite_result("all-reduce time", np.where(inside, flat, np.where(even, hierarchical, fabric_ring)))
 
@@ -246,8 +268,10 @@ def p2p_message_bytes(micro_batch_size, seq_len, hidden, tp, element_bytes):
     """
     from .memory import message_bytes
 
-    return finite_result("p2p message bytes", message_bytes(micro_batch_size, seq_len, hidden, element_bytes)
-                         / number_array(tp, "tp", low=1.0))
+    return finite_result(
+        "p2p message bytes",
+        message_bytes(micro_batch_size, seq_len, hidden, element_bytes) / number_array(tp, "tp", low=1.0),
+    )
 
 
 @broadcasting
@@ -312,11 +336,42 @@ def pipeline_crossings_array(pp, stride, gpus_per_node):
 
 
 @broadcasting
-def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, inter_lat, peak_flops, hbm_bandwidth,
-                     recipe, global_batch, seq_len, dp, tp, pp, chunks, micro_batch_size, zero, recompute_code,
-                     sequence_parallel, schedule_code, efficiency, bucket_bytes=None, cross_rail_bw=None,
-                     attention_efficiency=None, flash_attention=False, memory_traffic=0.0, nvls_bw=None,
-                     tp_overlap=False, memory_recipe=None, cp=1, balance_stages=False, ep=1, etp=None) -> dict:
+def step_model_array(
+    model,
+    *,
+    gpus_per_node,
+    intra_bw,
+    intra_lat,
+    inter_bw,
+    inter_lat,
+    peak_flops,
+    hbm_bandwidth,
+    recipe,
+    global_batch,
+    seq_len,
+    dp,
+    tp,
+    pp,
+    chunks,
+    micro_batch_size,
+    zero,
+    recompute_code,
+    sequence_parallel,
+    schedule_code,
+    efficiency,
+    bucket_bytes=None,
+    cross_rail_bw=None,
+    attention_efficiency=None,
+    flash_attention=False,
+    memory_traffic=0.0,
+    nvls_bw=None,
+    tp_overlap=False,
+    memory_recipe=None,
+    cp=1,
+    balance_stages=False,
+    ep=1,
+    etp=None,
+) -> dict:
     """Per-step time components (s) and per-GPU memory (bytes) on the busiest (first) pipeline stage.
 
     compute    = m x t_mb, the busiest stage's compute per microbatch (distlab.flops, per token b s):
@@ -453,8 +508,9 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
         layers_stage = np.where(balanced, np.where(last_paces, mid - 1.0, mid), layers_stage)
         logit_share = np.where(balanced, np.where(last_paces, 1.0, 0.0), 1.0)
         first_layers = np.where(balanced, mid - 1.0, first_layers)
-    stage_flops = (layers_stage * (TRAINING_PASSES * layer_fwd + layer_again)
-                   + logit_share * TRAINING_PASSES * logits_fwd)
+    stage_flops = (
+        layers_stage * (TRAINING_PASSES * layer_fwd + layer_again) + logit_share * TRAINING_PASSES * logits_fwd
+    )
     # matmuls with the weights (and the logits) at matmul_efficiency; the attention core (QK^T, AV)
     # at attention_efficiency; the memory-bound element-wise work priced by its HBM traffic
     core_fwd = tokens_mb * 4.0 * s * width
@@ -462,12 +518,16 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     core_stage = layers_stage * (TRAINING_PASSES * core_fwd + core_again)
     gemm_stage = stage_flops - core_stage
     att_eff = efficiency if attention_efficiency is None else attention_efficiency
-    traffic_layer = memory.activation_bytes_per_layer_array(model, b, s, tp, sequence_parallel,
-                                                            np.where(flash_attention, 1, 0), e)
+    traffic_layer = memory.activation_bytes_per_layer_array(
+        model, b, s, tp, sequence_parallel, np.where(flash_attention, 1, 0), e
+    )
     passes = TRAINING_PASSES + np.where(full, 1.0, 0.0)
     traffic_stage = layers_stage * passes * memory_traffic * traffic_layer / cp
-    t_mb = (gemm_stage / (tp * peak_flops * efficiency) + core_stage / (tp * peak_flops * att_eff)
-            + traffic_stage / hbm_bandwidth)
+    t_mb = (
+        gemm_stage / (tp * peak_flops * efficiency)
+        + core_stage / (tp * peak_flops * att_eff)
+        + traffic_stage / hbm_bandwidth
+    )
     # the backward's share of t_mb (what the gradient all-reduce can hide behind): 2 forward passes + recompute
     backward_share = (stage_flops - layers_stage * layer_fwd - logit_share * logits_fwd) / stage_flops
     tp_msg = tensor.tp_message_bytes(b, s, h, e_msg) / cp
@@ -483,8 +543,11 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     # parallelism): each reduce-scatter / all-gather runs in chunks under the matmul beside it; what exceeds the
     # stage's matmul time stays exposed
     matmul_mb = gemm_stage / (tp * peak_flops * efficiency)
-    tp_mb = np.where(np.asarray(tp_overlap, dtype=bool) & np.asarray(sequence_parallel, dtype=bool),
-                     np.maximum(0.0, tp_mb - matmul_mb), tp_mb)
+    tp_mb = np.where(
+        np.asarray(tp_overlap, dtype=bool) & np.asarray(sequence_parallel, dtype=bool),
+        np.maximum(0.0, tp_mb - matmul_mb),
+        tp_mb,
+    )
     # ring attention (Liu et al. 2023; Megatron-Core's context parallelism): per layer and microbatch, cp - 1 K/V
     # blocks of b (s / cp) x 2 kv_dim x e / tp bytes pass around the ring in the forward, K/V and their gradients in
     # the backward (2 (cp - 1) more; one more pass with full recomputation), each step overlapped with the
@@ -501,8 +564,18 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
 
         etp = tp if etp is None else np.asarray(etp, dtype=float)
         ep_mb = np.minimum(float(model.moe.moe_layers), layers_stage) * moe.all_to_all_layer_time_array(
-            model, b * s / (tp * cp), ep, etp, code, e_msg, gpus_per_node, intra_bw, intra_lat,
-            inter_bw if cross_rail_bw is None else cross_rail_bw, inter_lat)
+            model,
+            b * s / (tp * cp),
+            ep,
+            etp,
+            code,
+            e_msg,
+            gpus_per_node,
+            intra_bw,
+            intra_lat,
+            inter_bw if cross_rail_bw is None else cross_rail_bw,
+            inter_lat,
+        )
     else:
         ep_mb = 0.0
     stage_mb = t_mb + tp_mb + cp_mb + ep_mb
@@ -534,10 +607,14 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
         from .memory_recipes import largest_layer_params, recipe_state_bytes_array
 
         ppl = float(model.params_per_layer())
-        first = (first_layers * ppl + model.embedding_params()
-                 + np.where(pp == 1, model.output_params() + model.final_norm_params(), 0.0))
-        w, g, o = recipe_state_bytes_array(memory_recipe, first / tp, ppl / tp, largest_layer_params(model) / tp,
-                                           zero, dpc)
+        first = (
+            first_layers * ppl
+            + model.embedding_params()
+            + np.where(pp == 1, model.output_params() + model.final_norm_params(), 0.0)
+        )
+        w, g, o = recipe_state_bytes_array(
+            memory_recipe, first / tp, ppl / tp, largest_layer_params(model) / tp, zero, dpc
+        )
     grad_shard = P / (tp * pp) * recipe.gradient_bytes
     expert_shard, replicas = 0.0, dpc
     if moe is not None:
@@ -550,6 +627,7 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
 
         def expert_all_reduce(size):
             return group_all_reduce_time_array(size, edp, e_stride, gpus_per_node, intra_bw, intra_lat, e_bw, inter_lat)
+
     dp_bw = np.where(equal_local_ranks_array(dpc, tp, gpus_per_node), inter_bw, cross)
     all_reduce = group_all_reduce_time_array(grad_shard, dpc, tp, gpus_per_node, intra_bw, intra_lat, dp_bw, inter_lat)
     if moe is not None:
@@ -575,8 +653,9 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     # layer's forward gather hides under the previous layer's forward, its backward gather + reduce-scatter under
     # a layer's backward; the first layer's gather has nothing to hide under. Per-layer collectives pay their
     # latency each time.
-    layer_half = 0.5 * group_all_reduce_time_array(grad_shard / layers_stage, dpc, tp, gpus_per_node, intra_bw,
-                                                   intra_lat, dp_bw, inter_lat)
+    layer_half = 0.5 * group_all_reduce_time_array(
+        grad_shard / layers_stage, dpc, tp, gpus_per_node, intra_bw, intra_lat, dp_bw, inter_lat
+    )
     if moe is not None:
         layer_half = layer_half + 0.5 * expert_all_reduce(expert_shard / layers_stage)
     f_layer, b_layer = forward_mb / layers_stage, backward_mb / layers_stage
@@ -584,10 +663,14 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     # keeping the last layer, as torchtitan does): the exposed time of one microbatch (Lesson 11 §2)
     from .fsdp import layer_by_layer_exposed
 
-    zero3_mb = layer_by_layer_exposed(f_layer, b_layer, layer_half, layer_half, layers_stage, prefetch=1,
-                                      reshard_after_forward=True)
-    dp_time = np.select([zero >= 3, zero == 2, zero == 1],
-                        [m * (3.0 * layers_stage - 1.0) * layer_half, (m + 1.0) * half, all_reduce], all_reduce)
+    zero3_mb = layer_by_layer_exposed(
+        f_layer, b_layer, layer_half, layer_half, layers_stage, prefetch=1, reshard_after_forward=True
+    )
+    dp_time = np.select(
+        [zero >= 3, zero == 2, zero == 1],
+        [m * (3.0 * layers_stage - 1.0) * layer_half, (m + 1.0) * half, all_reduce],
+        all_reduce,
+    )
     exposed = np.select([zero >= 3, zero == 2, zero == 1], [m * zero3_mb, zero2, zero1], ddp)
     dp_exposed = np.where(replicas > 1, exposed, 0.0)
     optimizer = (2.0 * o + g + w) / hbm_bandwidth
@@ -600,17 +683,32 @@ def step_model_array(model, *, gpus_per_node, intra_bw, intra_lat, inter_bw, int
     activations = per_layer * layers_stage * in_flight
     if balance_stages:
         # the first stage (one layer fewer, in_flight microbatches) or the second (mid layers, one fewer in flight)
-        activations = np.where(pp > 2, per_layer * np.maximum(first_layers * in_flight,
-                                                              (first_layers + 1.0) * np.maximum(in_flight - 1.0, 0.0)),
-                               activations)
+        activations = np.where(
+            pp > 2,
+            per_layer * np.maximum(first_layers * in_flight, (first_layers + 1.0) * np.maximum(in_flight - 1.0, 0.0)),
+            activations,
+        )
 
     step = finite_result("step time", compute + tp_comm + cp_comm + ep_comm + bubble + p2p + dp_exposed + optimizer)
     finite_result("memory per GPU", w + g + o + activations)
-    return dict(microbatches=m, compute_s=compute, tp_comm_s=tp_comm, cp_comm_s=cp_comm, ep_comm_s=ep_comm,
-                bubble_s=bubble, p2p_s=p2p,
-                dp_comm_s=dp_time, dp_exposed_s=dp_exposed, optimizer_s=optimizer, step_time_s=step,
-                weights_bytes=w, gradients_bytes=g, optimizer_bytes=o, activations_bytes=activations,
-                memory_bytes=w + g + o + activations)
+    return dict(
+        microbatches=m,
+        compute_s=compute,
+        tp_comm_s=tp_comm,
+        cp_comm_s=cp_comm,
+        ep_comm_s=ep_comm,
+        bubble_s=bubble,
+        p2p_s=p2p,
+        dp_comm_s=dp_time,
+        dp_exposed_s=dp_exposed,
+        optimizer_s=optimizer,
+        step_time_s=step,
+        weights_bytes=w,
+        gradients_bytes=g,
+        optimizer_bytes=o,
+        activations_bytes=activations,
+        memory_bytes=w + g + o + activations,
+    )
 
 
 @dataclass(frozen=True)
@@ -679,23 +777,32 @@ class StepEstimate:
             parts["CP communication (exposed)"] = self.cp_comm_s
         if self.ep_comm_s:
             parts["EP all-to-all"] = self.ep_comm_s
-        return {**parts, "pipeline bubble": self.bubble_s, "pipeline p2p": self.p2p_s,
-                "DP communication (exposed)": self.dp_exposed_s, "optimizer step": self.optimizer_s}
+        return {
+            **parts,
+            "pipeline bubble": self.bubble_s,
+            "pipeline p2p": self.p2p_s,
+            "DP communication (exposed)": self.dp_exposed_s,
+            "optimizer step": self.optimizer_s,
+        }
 
     def explain(self) -> str:
         """Why this configuration cannot run (empty when it can)."""
         reasons = list(self.problems)
         if not self.fits:
-            reasons.append(f"memory: needs {format_bytes(self.memory.total_bytes)} per GPU, "
-                           f"{format_bytes(-self.memory.headroom_bytes)} over the {format_bytes(self.memory.capacity_bytes)}")
+            reasons.append(
+                f"memory: needs {format_bytes(self.memory.total_bytes)} per GPU, "
+                f"{format_bytes(-self.memory.headroom_bytes)} over the {format_bytes(self.memory.capacity_bytes)}"
+            )
         return "; ".join(reasons)
 
     def summary(self) -> str:
         lines = [f"{name:<28}{format_seconds(value):>10}" for name, value in self.parts().items()]
         lines.append(f"{'step time':<28}{format_seconds(self.step_time_s):>10}")
-        lines.append(f"throughput {self.tokens_per_s:,.0f} tokens/s ({self.samples_per_s:.3g} samples/s); "
-                     f"MFU {100 * self.mfu:.1f}%, HFU {100 * self.hfu:.1f}%; "
-                     f"scaling efficiency {100 * self.scaling_efficiency:.1f}%")
+        lines.append(
+            f"throughput {self.tokens_per_s:,.0f} tokens/s ({self.samples_per_s:.3g} samples/s); "
+            f"MFU {100 * self.mfu:.1f}%, HFU {100 * self.hfu:.1f}%; "
+            f"scaling efficiency {100 * self.scaling_efficiency:.1f}%"
+        )
         lines.append(f"memory per GPU {format_bytes(self.memory.total_bytes)}: {self.memory.verdict()}")
         if self.compute_model is not None:
             lines.append("compute " + self.compute_model.describe())
@@ -704,17 +811,33 @@ class StepEstimate:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        return {**self.config, "step_time_s": self.step_time_s, "mfu": self.mfu, "hfu": self.hfu,
-                "tokens_per_s": self.tokens_per_s, "samples_per_s": self.samples_per_s,
-                "scaling_efficiency": self.scaling_efficiency, "memory_per_gpu_bytes": self.memory.total_bytes,
-                "fits": self.fits, "feasible": self.feasible, "problems": list(self.problems),
-                "explanation": self.explain(), "microbatches": self.microbatches,
-                "breakdown_s": {"compute": self.compute_s, "tp_comm": self.tp_comm_s, "cp_comm": self.cp_comm_s,
-                                "ep_comm": self.ep_comm_s,
-                                "bubble": self.bubble_s,
-                                "p2p": self.p2p_s, "dp_comm_total": self.dp_comm_s,
-                                "dp_comm_exposed": self.dp_exposed_s, "optimizer": self.optimizer_s},
-                "memory": self.memory.to_dict()}
+        return {
+            **self.config,
+            "step_time_s": self.step_time_s,
+            "mfu": self.mfu,
+            "hfu": self.hfu,
+            "tokens_per_s": self.tokens_per_s,
+            "samples_per_s": self.samples_per_s,
+            "scaling_efficiency": self.scaling_efficiency,
+            "memory_per_gpu_bytes": self.memory.total_bytes,
+            "fits": self.fits,
+            "feasible": self.feasible,
+            "problems": list(self.problems),
+            "explanation": self.explain(),
+            "microbatches": self.microbatches,
+            "breakdown_s": {
+                "compute": self.compute_s,
+                "tp_comm": self.tp_comm_s,
+                "cp_comm": self.cp_comm_s,
+                "ep_comm": self.ep_comm_s,
+                "bubble": self.bubble_s,
+                "p2p": self.p2p_s,
+                "dp_comm_total": self.dp_comm_s,
+                "dp_comm_exposed": self.dp_exposed_s,
+                "optimizer": self.optimizer_s,
+            },
+            "memory": self.memory.to_dict(),
+        }
 
 
 def hardware_arguments(cl, recipe, achieved=False) -> dict:
@@ -751,17 +874,48 @@ def hardware_arguments(cl, recipe, achieved=False) -> dict:
 
         intra, fabric = achieved_link_share(cl.node.intra_link), achieved_link_share(cl.fabric)
         nvls = nvls_bandwidth(cl.node.intra_link)
-    return dict(gpus_per_node=cl.node.gpus_per_node, intra_bw=intra * cl.node.intra_link.bandwidth,
-                intra_lat=cl.node.intra_link.latency, inter_bw=fabric * cl.fabric_bandwidth_per_gpu(same_local_rank=True),
-                cross_rail_bw=fabric * cl.fabric_bandwidth_per_gpu(same_local_rank=False),
-                inter_lat=cl.fabric.latency, peak_flops=cl.accelerator.peak(compute),
-                hbm_bandwidth=cl.accelerator.memory_bandwidth, recipe=recipe, nvls_bw=nvls)
+    return dict(
+        gpus_per_node=cl.node.gpus_per_node,
+        intra_bw=intra * cl.node.intra_link.bandwidth,
+        intra_lat=cl.node.intra_link.latency,
+        inter_bw=fabric * cl.fabric_bandwidth_per_gpu(same_local_rank=True),
+        cross_rail_bw=fabric * cl.fabric_bandwidth_per_gpu(same_local_rank=False),
+        inter_lat=cl.fabric.latency,
+        peak_flops=cl.accelerator.peak(compute),
+        hbm_bandwidth=cl.accelerator.memory_bandwidth,
+        recipe=recipe,
+        nvls_bw=nvls,
+    )
 
 
-def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1, chunks=1, micro_batch_size=1,
-             zero=0, recompute="none", sequence_parallel=False, schedule="1f1b", precision="mixed",
-             efficiency=None, attention="flash", fabric=None, nodes=None, calibration=None,
-             tp_overlap=False, memory_recipe="zero-paper", cp=1, balance_stages=False, ep=1, etp=None) -> StepEstimate:
+def estimate(
+    model,
+    cluster,
+    *,
+    global_batch,
+    seq_len=None,
+    dp=None,
+    tp=1,
+    pp=1,
+    chunks=1,
+    micro_batch_size=1,
+    zero=0,
+    recompute="none",
+    sequence_parallel=False,
+    schedule="1f1b",
+    precision="mixed",
+    efficiency=None,
+    attention="flash",
+    fabric=None,
+    nodes=None,
+    calibration=None,
+    tp_overlap=False,
+    memory_recipe="zero-paper",
+    cp=1,
+    balance_stages=False,
+    ep=1,
+    etp=None,
+) -> StepEstimate:
     """Step time breakdown, throughput, MFU/HFU, scaling efficiency and memory of one configuration.
 
     model: a TransformerModel or catalog name; cluster: a hardware.Cluster, or a node name with
@@ -806,26 +960,32 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     if mp > cl.gpus or cl.gpus % mp:
         valid = ", ".join(str(d) for d in range(1, cl.gpus + 1) if cl.gpus % d == 0)
         what = "is more than" if mp > cl.gpus else "does not divide"
-        raise ConfigurationError(f"{names} = {sizes} = {mp} {what} the cluster's {cl.gpus} GPUs; "
-                                 f"{names} must divide them (valid: {valid})")
+        raise ConfigurationError(
+            f"{names} = {sizes} = {mp} {what} the cluster's {cl.gpus} GPUs; {names} must divide them (valid: {valid})"
+        )
     dp = cl.gpus // mp if dp is None else positive_int(dp, "dp")
     if dp * mp != cl.gpus:
         raise ConfigurationError(f"dp x {names} = {dp} x {sizes} = {dp * mp} must equal the cluster's {cl.gpus} GPUs")
     if tp > g or g % tp:
         valid = ", ".join(str(d) for d in range(1, g + 1) if g % d == 0)
-        raise ConfigurationError(f"tp={tp} must divide the {g} GPUs of a node (tensor parallelism stays inside a node); valid: {valid}")
+        raise ConfigurationError(
+            f"tp={tp} must divide the {g} GPUs of a node (tensor parallelism stays inside a node); valid: {valid}"
+        )
     memory.check_tp_divides_heads(model, tp)
     memory.layers_per_stage(model.layers, pp)
-    batch, s, b = batch_and_sequence(global_batch, seq_len if seq_len is not None else model.seq_len,
-                                     micro_batch_size)
+    batch, s, b = batch_and_sequence(global_batch, seq_len if seq_len is not None else model.seq_len, micro_batch_size)
     v = positive_int(chunks, "chunks")
     if cp > 1 and s % (2 * cp):
-        raise ConfigurationError(f"cp={cp}: the sequence of {s} tokens must split into 2 x cp = {2 * cp} equal chunks "
-                                 f"(load-balanced causal ring attention); valid cp: "
-                                 f"{', '.join(str(c) for c in range(1, 65) if s % (2 * c) == 0)}")
+        raise ConfigurationError(
+            f"cp={cp}: the sequence of {s} tokens must split into 2 x cp = {2 * cp} equal chunks "
+            f"(load-balanced causal ring attention); valid cp: "
+            f"{', '.join(str(c) for c in range(1, 65) if s % (2 * c) == 0)}"
+        )
     if batch % (dp * b):
-        raise ConfigurationError(f"global_batch={batch} is not a multiple of dp x micro_batch_size = {dp} x {b}; "
-                                 f"each replica must get whole microbatches")
+        raise ConfigurationError(
+            f"global_batch={batch} is not a multiple of dp x micro_batch_size = {dp} x {b}; "
+            f"each replica must get whole microbatches"
+        )
     m = batch // (dp * b)
     sched = str(schedule).strip().lower()
     if not isinstance(sched, str) or sched not in SCHEDULES:
@@ -834,16 +994,20 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
         raise ConfigurationError(f"chunks={v} needs schedule='interleaved'")
     if sched == "interleaved":
         if model.layers < pp * v:
-            raise ConfigurationError(f"interleaved: {model.layers} layers cannot fill pp x chunks = {pp * v} chunks "
-                                     f"(at least one layer each)")
+            raise ConfigurationError(
+                f"interleaved: {model.layers} layers cannot fill pp x chunks = {pp * v} chunks "
+                f"(at least one layer each)"
+            )
         if m % pp:
             raise ConfigurationError(f"interleaved: microbatches per pipeline m={m} must be a multiple of pp={pp}")
     mode = memory.recompute_mode(recompute)
     zero = zero_stage(zero)
     mem_recipe = memory_recipes.memory_recipe(memory_recipe)
     if zero not in mem_recipe.zero_stages:
-        raise ConfigurationError(f"zero={zero} is not a ZeRO stage of memory_recipe={mem_recipe.name!r}; valid: "
-                                 f"{', '.join(str(z) for z in mem_recipe.zero_stages)}")
+        raise ConfigurationError(
+            f"zero={zero} is not a ZeRO stage of memory_recipe={mem_recipe.name!r}; valid: "
+            f"{', '.join(str(z) for z in mem_recipe.zero_stages)}"
+        )
     compute = compute_model_for(cl, efficiency, attention, calibration)
     eff = compute.matmul_efficiency
     recipe = memory.precision_recipe(precision)
@@ -852,40 +1016,98 @@ def estimate(model, cluster, *, global_batch, seq_len=None, dp=None, tp=1, pp=1,
     sp = bool(sequence_parallel) and tp > 1
     core_model, moe_config = model, {}
     if is_moe:
-        ep, etp = moe_step.check_expert_parallel(model, cl.gpus, tp=tp, cp=cp, pp=pp, ep=ep, etp=etp,
-                                                 sequence_parallel=sp, gpus_per_node=g)
+        ep, etp = moe_step.check_expert_parallel(
+            model, cl.gpus, tp=tp, cp=cp, pp=pp, ep=ep, etp=etp, sequence_parallel=sp, gpus_per_node=g
+        )
         core_model, moe_config = moe_step.step_model(model, s), dict(ep=ep, etp=etp)
     elif not (ep == 1 and etp is None):
-        raise ConfigurationError(f"ep={ep!r}, etp={etp!r}: expert parallelism applies to mixture-of-experts models "
-                                 f"(distlab.moe.MOE_MODELS); {model.name} is dense (valid: ep=1, etp=None)")
+        raise ConfigurationError(
+            f"ep={ep!r}, etp={etp!r}: expert parallelism applies to mixture-of-experts models "
+            f"(distlab.moe.MOE_MODELS); {model.name} is dense (valid: ep=1, etp=None)"
+        )
     out = step_model_array(
-        core_model, **hw, global_batch=batch, seq_len=s, dp=dp, tp=tp,
-        pp=pp, chunks=v, micro_batch_size=b, zero=zero, recompute_code=memory.RECOMPUTE_MODES.index(mode),
-        sequence_parallel=sp, schedule_code=SCHEDULES.index(sched), **compute_arguments(compute),
-        tp_overlap=bool(tp_overlap), memory_recipe=mem_recipe, cp=cp, balance_stages=bool(balance_stages),
-        **moe_config)
-    bd = memory.MemoryBreakdown(float(out["weights_bytes"]), float(out["gradients_bytes"]), float(out["optimizer_bytes"]),
-                                float(out["activations_bytes"]), float(cl.accelerator.memory_bytes), cl.accelerator.name,
-                                reserved_bytes=mem_recipe.reserve_bytes)
+        core_model,
+        **hw,
+        global_batch=batch,
+        seq_len=s,
+        dp=dp,
+        tp=tp,
+        pp=pp,
+        chunks=v,
+        micro_batch_size=b,
+        zero=zero,
+        recompute_code=memory.RECOMPUTE_MODES.index(mode),
+        sequence_parallel=sp,
+        schedule_code=SCHEDULES.index(sched),
+        **compute_arguments(compute),
+        tp_overlap=bool(tp_overlap),
+        memory_recipe=mem_recipe,
+        cp=cp,
+        balance_stages=bool(balance_stages),
+        **moe_config,
+    )
+    bd = memory.MemoryBreakdown(
+        float(out["weights_bytes"]),
+        float(out["gradients_bytes"]),
+        float(out["optimizer_bytes"]),
+        float(out["activations_bytes"]),
+        float(cl.accelerator.memory_bytes),
+        cl.accelerator.name,
+        reserved_bytes=mem_recipe.reserve_bytes,
+    )
     problems = []
     if pp > 1 and m < pp:
         problems.append(f"pipeline: only {m} microbatches per step for {pp} stages; the pipeline never fills")
     tokens = float(batch * s)
     counted = moe_step_flops(model, batch, s, mode) if is_moe else step_flops(model, batch, s, mode)
-    config = dict(model=model.name, gpus=cl.gpus, global_batch=batch, seq_len=s, dp=dp, tp=tp, cp=cp, pp=pp, chunks=v,
-                  micro_batch_size=b, microbatches=m, zero=zero, recompute=mode, sequence_parallel=sp,
-                  schedule=sched, precision=recipe.name, efficiency=efficiency if compute.calibrated is False else None,
-                  attention=compute.attention, matmul_efficiency=eff, tp_overlap=bool(tp_overlap) and sp,
-                  memory_recipe=mem_recipe.name, balance_stages=bool(balance_stages) and pp > 2, **moe_config)
+    config = dict(
+        model=model.name,
+        gpus=cl.gpus,
+        global_batch=batch,
+        seq_len=s,
+        dp=dp,
+        tp=tp,
+        cp=cp,
+        pp=pp,
+        chunks=v,
+        micro_batch_size=b,
+        microbatches=m,
+        zero=zero,
+        recompute=mode,
+        sequence_parallel=sp,
+        schedule=sched,
+        precision=recipe.name,
+        efficiency=efficiency if compute.calibrated is False else None,
+        attention=compute.attention,
+        matmul_efficiency=eff,
+        tp_overlap=bool(tp_overlap) and sp,
+        memory_recipe=mem_recipe.name,
+        balance_stages=bool(balance_stages) and pp > 2,
+        **moe_config,
+    )
     return StepEstimate(
-        config=config, compute_s=float(out["compute_s"]), tp_comm_s=float(out["tp_comm_s"]),
-        cp_comm_s=float(out["cp_comm_s"]), ep_comm_s=float(out["ep_comm_s"]),
-        bubble_s=float(out["bubble_s"]), p2p_s=float(out["p2p_s"]), dp_comm_s=float(out["dp_comm_s"]),
-        dp_exposed_s=float(out["dp_exposed_s"]), optimizer_s=float(out["optimizer_s"]),
-        step_time_s=float(out["step_time_s"]), microbatches=m, tokens_per_step=tokens,
-        model_flops=counted.model_flops, hardware_flops=counted.hardware_flops,
-        gpus=cl.gpus, peak_flops=peak, ideal_single_gpu_s=counted.model_flops / (peak * eff),
-        memory=bd, problems=tuple(problems), compute_model=compute)
+        config=config,
+        compute_s=float(out["compute_s"]),
+        tp_comm_s=float(out["tp_comm_s"]),
+        cp_comm_s=float(out["cp_comm_s"]),
+        ep_comm_s=float(out["ep_comm_s"]),
+        bubble_s=float(out["bubble_s"]),
+        p2p_s=float(out["p2p_s"]),
+        dp_comm_s=float(out["dp_comm_s"]),
+        dp_exposed_s=float(out["dp_exposed_s"]),
+        optimizer_s=float(out["optimizer_s"]),
+        step_time_s=float(out["step_time_s"]),
+        microbatches=m,
+        tokens_per_step=tokens,
+        model_flops=counted.model_flops,
+        hardware_flops=counted.hardware_flops,
+        gpus=cl.gpus,
+        peak_flops=peak,
+        ideal_single_gpu_s=counted.model_flops / (peak * eff),
+        memory=bd,
+        problems=tuple(problems),
+        compute_model=compute,
+    )
 
 
 def compute_model_for(cl, efficiency=None, attention="flash", calibration=None):
@@ -904,10 +1126,16 @@ def compute_model_for(cl, efficiency=None, attention="flash", calibration=None):
     if calibration is None:
         return compute_model(cl.accelerator, attention)
     if not isinstance(calibration, (tuple, list)) or len(calibration) != 2:
-        raise ConfigurationError(f"calibration={calibration!r} must be a pair (share, traffic), as efficiency.fit_calibration gives")
+        raise ConfigurationError(
+            f"calibration={calibration!r} must be a pair (share, traffic), as efficiency.fit_calibration gives"
+        )
     share, traffic = calibration
-    return compute_model(cl.accelerator, attention, share=check_fraction(share, "calibration share"),
-                         traffic=non_negative(traffic, "", "calibration traffic"))
+    return compute_model(
+        cl.accelerator,
+        attention,
+        share=check_fraction(share, "calibration share"),
+        traffic=non_negative(traffic, "", "calibration traffic"),
+    )
 
 
 def compute_arguments(compute) -> dict:
@@ -921,14 +1149,26 @@ def compute_arguments(compute) -> dict:
 
     if not isinstance(compute, ComputeModel):
         raise ConfigurationError(f"compute={compute!r} must be an efficiency.ComputeModel (see compute_model_for)")
-    return dict(efficiency=compute.matmul_efficiency, attention_efficiency=compute.attention_efficiency,
-                memory_traffic=compute.memory_traffic, flash_attention=compute.attention == "flash")
+    return dict(
+        efficiency=compute.matmul_efficiency,
+        attention_efficiency=compute.attention_efficiency,
+        memory_traffic=compute.memory_traffic,
+        flash_attention=compute.attention == "flash",
+    )
 
 
 #: The OOM triage moved to distlab.triage (lesson 8); these names still resolve here, without a warning
 #: (training.explain_infeasible is lesson 7's, and the widgets and CLI call it).
-_MOVED_TO_TRIAGE = ("TRIAGE_ORDER", "TriageStep", "OOMTriage", "MAX_LADDER_RUNGS", "oom_triage",
-                    "explain_infeasible", "memory_modes_index", "format_fixes")
+_MOVED_TO_TRIAGE = (
+    "TRIAGE_ORDER",
+    "TriageStep",
+    "OOMTriage",
+    "MAX_LADDER_RUNGS",
+    "oom_triage",
+    "explain_infeasible",
+    "memory_modes_index",
+    "format_fixes",
+)
 
 
 def __getattr__(name):

@@ -16,8 +16,16 @@ from .errors import ConfigurationError
 from .training import StepEstimate, estimate
 from .units import format_bytes, format_seconds
 
-__all__ = ["TRIAGE_ORDER", "TriageStep", "OOMTriage", "MAX_LADDER_RUNGS", "oom_triage", "explain_infeasible",
-           "memory_modes_index", "format_fixes"]
+__all__ = [
+    "TRIAGE_ORDER",
+    "TriageStep",
+    "OOMTriage",
+    "MAX_LADDER_RUNGS",
+    "oom_triage",
+    "explain_infeasible",
+    "memory_modes_index",
+    "format_fixes",
+]
 
 
 #: The kinds of fix in the order production practice tries them (cheapest to change first).
@@ -53,11 +61,20 @@ class TriageStep:
     note: str | None = None
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "change": self.change, "config": dict(self.config),
-                "memory_per_gpu_bytes": self.memory_per_gpu_bytes, "saves_bytes": self.saves_bytes,
-                "saves_total_bytes": self.saves_total_bytes, "step_time_s": self.step_time_s,
-                "time_cost_s": self.time_cost_s, "fits": self.fits, "feasible": self.feasible,
-                "skipped": self.skipped, "note": self.note}
+        return {
+            "kind": self.kind,
+            "change": self.change,
+            "config": dict(self.config),
+            "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
+            "saves_bytes": self.saves_bytes,
+            "saves_total_bytes": self.saves_total_bytes,
+            "step_time_s": self.step_time_s,
+            "time_cost_s": self.time_cost_s,
+            "fits": self.fits,
+            "feasible": self.feasible,
+            "skipped": self.skipped,
+            "note": self.note,
+        }
 
 
 @dataclass(frozen=True)
@@ -93,24 +110,35 @@ class OOMTriage:
         b = self.base
         cap = b.memory.capacity_bytes
         if self.already_fits:
-            return (f"already fits: {format_bytes(b.memory.total_bytes)} of the {format_bytes(cap)} per GPU "
-                    f"({format_bytes(b.memory.headroom_bytes)} free); nothing to fix")
-        lines = [f"needs {format_bytes(b.memory.total_bytes)} per GPU, {format_bytes(-b.memory.headroom_bytes)} over "
-                 f"the {format_bytes(cap)}; step {format_seconds(b.step_time_s)}",
-                 "single fixes (each from the given configuration):"]
+            return (
+                f"already fits: {format_bytes(b.memory.total_bytes)} of the {format_bytes(cap)} per GPU "
+                f"({format_bytes(b.memory.headroom_bytes)} free); nothing to fix"
+            )
+        lines = [
+            f"needs {format_bytes(b.memory.total_bytes)} per GPU, {format_bytes(-b.memory.headroom_bytes)} over "
+            f"the {format_bytes(cap)}; step {format_seconds(b.step_time_s)}",
+            "single fixes (each from the given configuration):",
+        ]
         lines += [_triage_line(f, total=False) for f in self.fixes]
         lines.append("ladder (each rung on top of the previous, until it fits):")
         lines += [_triage_line(f, total=True) for f in self.ladder]
         first = self.first_fit
-        lines.append(f"first fit: {first.change} at rung {self.ladder.index(first) + 1}" if first
-                     else "the ladder ends without a configuration that fits")
+        lines.append(
+            f"first fit: {first.change} at rung {self.ladder.index(first) + 1}"
+            if first
+            else "the ladder ends without a configuration that fits"
+        )
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
         first = self.first_fit
-        return {"already_fits": self.already_fits, "base": self.base.to_dict(),
-                "fixes": [f.to_dict() for f in self.fixes], "ladder": [f.to_dict() for f in self.ladder],
-                "first_fit": None if first is None else first.to_dict()}
+        return {
+            "already_fits": self.already_fits,
+            "base": self.base.to_dict(),
+            "fixes": [f.to_dict() for f in self.fixes],
+            "ladder": [f.to_dict() for f in self.ladder],
+            "first_fit": None if first is None else first.to_dict(),
+        }
 
 
 def _triage_line(step: TriageStep, total: bool) -> str:
@@ -119,9 +147,11 @@ def _triage_line(step: TriageStep, total: bool) -> str:
     saved = step.saves_total_bytes if total else step.saves_bytes
     cost = abs(step.time_cost_s)
     delta = "same" if cost < 1e-9 else f"{'+' if step.time_cost_s > 0 else '-'}{format_seconds(cost)}"
-    return (f"  {step.change:<28} saves {format_bytes(saved):>9} -> {format_bytes(step.memory_per_gpu_bytes):>9} "
-            f"per GPU, step {format_seconds(step.step_time_s):>8} ({delta}), {'fits' if step.fits else 'still too big'}"
-            + (f"\n  {'':<28} ({step.note})" if step.note else ""))
+    return (
+        f"  {step.change:<28} saves {format_bytes(saved):>9} -> {format_bytes(step.memory_per_gpu_bytes):>9} "
+        f"per GPU, step {format_seconds(step.step_time_s):>8} ({delta}), {'fits' if step.fits else 'still too big'}"
+        + (f"\n  {'':<28} ({step.note})" if step.note else "")
+    )
 
 
 def _micro_batch_note(est: StepEstimate) -> str:
@@ -150,33 +180,64 @@ def _next_fixes(c: dict, every: bool) -> list[tuple[str, str, dict]]:
     stages = list(range(c["zero"] + 1, 4))
     out += [("ZeRO", f"ZeRO-{z}", dict(zero=z)) for z in stages[: None if every else 1]]
     for dim in ("tp", "pp"):
-        out.append((dim.upper(), f"{dim}={2 * c[dim]}", dict({dim: 2 * c[dim]}, dp=c["dp"] // 2) if c["dp"] % 2 == 0
-                    else None))
+        out.append(
+            (dim.upper(), f"{dim}={2 * c[dim]}", dict({dim: 2 * c[dim]}, dp=c["dp"] // 2) if c["dp"] % 2 == 0 else None)
+        )
     return out
 
 
 def _try_fix(model, cluster, config, kind, words, change, before, base):
     """Apply one fix to `config` (keywords), re-run estimate; a TriageStep (skipped when invalid)."""
     if change is None:
-        return None, TriageStep(kind, words, dict(config), before.memory.total_bytes, 0.0,
-                                base.memory.total_bytes - before.memory.total_bytes, before.step_time_s,
-                                before.step_time_s - base.step_time_s, before.fits, before.feasible,
-                                skipped=f"dp={before.config['dp']} is odd: doubling {kind} needs dp to halve",
-                                estimate=before)
+        return None, TriageStep(
+            kind,
+            words,
+            dict(config),
+            before.memory.total_bytes,
+            0.0,
+            base.memory.total_bytes - before.memory.total_bytes,
+            before.step_time_s,
+            before.step_time_s - base.step_time_s,
+            before.fits,
+            before.feasible,
+            skipped=f"dp={before.config['dp']} is odd: doubling {kind} needs dp to halve",
+            estimate=before,
+        )
     new = {**config, **change}
     try:
         est = estimate(model, cluster, **new)
     except ConfigurationError as exc:
-        return None, TriageStep(kind, words, new, before.memory.total_bytes, 0.0,
-                                base.memory.total_bytes - before.memory.total_bytes, before.step_time_s,
-                                before.step_time_s - base.step_time_s, before.fits, before.feasible,
-                                skipped=str(exc), estimate=before)
+        return None, TriageStep(
+            kind,
+            words,
+            new,
+            before.memory.total_bytes,
+            0.0,
+            base.memory.total_bytes - before.memory.total_bytes,
+            before.step_time_s,
+            before.step_time_s - base.step_time_s,
+            before.fits,
+            before.feasible,
+            skipped=str(exc),
+            estimate=before,
+        )
     mem = est.memory.total_bytes
     saved = before.memory.total_bytes - mem
     note = _micro_batch_note(est) if kind == "micro-batch" and abs(saved) <= 1e-9 * before.memory.total_bytes else None
-    return new, TriageStep(kind, words, new, mem, saved, base.memory.total_bytes - mem,
-                           est.step_time_s, est.step_time_s - base.step_time_s, est.fits, est.feasible, estimate=est,
-                           note=note)
+    return new, TriageStep(
+        kind,
+        words,
+        new,
+        mem,
+        saved,
+        base.memory.total_bytes - mem,
+        est.step_time_s,
+        est.step_time_s - base.step_time_s,
+        est.fits,
+        est.feasible,
+        estimate=est,
+        note=note,
+    )
 
 
 #: Most rungs a ladder climbs (micro-batch halvings + 2 + 3 + TP and PP doublings stay far below it).
@@ -268,8 +329,17 @@ def explain_infeasible(model, cluster, **config) -> list[dict]:
         if f.skipped:
             continue
         change = {k: v for k, v in f.config.items() if k not in base_keys or config[k] != v}
-        fixes.append(dict(change=f.change, config=change, memory_per_gpu_bytes=f.memory_per_gpu_bytes,
-                          saves_bytes=f.saves_bytes, fits=f.fits, feasible=f.feasible, step_time_s=f.step_time_s))
+        fixes.append(
+            dict(
+                change=f.change,
+                config=change,
+                memory_per_gpu_bytes=f.memory_per_gpu_bytes,
+                saves_bytes=f.saves_bytes,
+                fits=f.fits,
+                feasible=f.feasible,
+                step_time_s=f.step_time_s,
+            )
+        )
     fixes.sort(key=lambda f: (not f["fits"], f["step_time_s"] if f["fits"] else f["memory_per_gpu_bytes"]))
     return fixes
 
@@ -293,10 +363,15 @@ def format_fixes(fixes: list[dict]) -> str:
     'no single change tried makes it fit'
     """
     keys = ("change", "saves_bytes", "memory_per_gpu_bytes", "fits", "step_time_s")
-    if not isinstance(fixes, (list, tuple)) or not all(isinstance(f, dict) and all(k in f for k in keys) for f in fixes):
+    if not isinstance(fixes, (list, tuple)) or not all(
+        isinstance(f, dict) and all(k in f for k in keys) for f in fixes
+    ):
         raise ConfigurationError(f"fixes must be explain_infeasible()'s list of dicts (keys {', '.join(keys)})")
     if not fixes:
         return "no single change tried makes it fit"
-    return "\n".join(f"{f['change']:<26} saves {format_bytes(f['saves_bytes']):>9} -> {format_bytes(f['memory_per_gpu_bytes']):>9} "
-                     f"per GPU, {'fits' if f['fits'] else 'still too big'}"
-                     + (f", step {format_seconds(f['step_time_s'])}" if f["fits"] else "") for f in fixes)
+    return "\n".join(
+        f"{f['change']:<26} saves {format_bytes(f['saves_bytes']):>9} -> {format_bytes(f['memory_per_gpu_bytes']):>9} "
+        f"per GPU, {'fits' if f['fits'] else 'still too big'}"
+        + (f", step {format_seconds(f['step_time_s'])}" if f["fits"] else "")
+        for f in fixes
+    )

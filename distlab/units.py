@@ -20,11 +20,26 @@ import pint
 from .errors import ConfigurationError, UnitError
 
 __all__ = [
-    "ureg", "Q_",
-    "BYTES", "BYTES_PER_SECOND", "SECONDS", "FLOP", "FLOP_PER_SECOND", "MAX_QUANTITY_CHARS",
-    "parse_quantity", "require_finite", "to_base", "positive", "non_negative", "positive_int", "quantity",
+    "ureg",
+    "Q_",
+    "BYTES",
+    "BYTES_PER_SECOND",
+    "SECONDS",
+    "FLOP",
+    "FLOP_PER_SECOND",
+    "MAX_QUANTITY_CHARS",
+    "parse_quantity",
+    "require_finite",
+    "to_base",
+    "positive",
+    "non_negative",
+    "positive_int",
+    "quantity",
     "gigabytes_property",
-    "format_bytes", "format_rate", "format_seconds", "format_quantity",
+    "format_bytes",
+    "format_rate",
+    "format_seconds",
+    "format_quantity",
 ]
 
 _DEFINITIONS = """
@@ -85,8 +100,9 @@ def _as_float(value, name: str) -> float:
     try:
         return _check_finite(float(value), name)
     except OverflowError:
-        raise ConfigurationError(f"{name}={_short(value)} is too large: valid values are finite numbers "
-                                 f"below 1.8e308") from None
+        raise ConfigurationError(
+            f"{name}={_short(value)} is too large: valid values are finite numbers below 1.8e308"
+        ) from None
 
 
 def _short(value) -> str:
@@ -209,13 +225,17 @@ def parse_quantity(text: str, name: str = "value"):
         raise UnitError(f"{name} is empty; expected a quantity such as '80 GB'")
     if len(text) > MAX_QUANTITY_CHARS or not _quantity_shape_ok(text):
         shown = text if len(text) <= 40 else text[:37] + "..."
-        raise UnitError(f"{name}={shown!r} is not a quantity distlab can read: write a number, then its "
-                        f"unit, such as '80 GB', '900 GB/s', '1.5e9 B' or '3.05 s'")
+        raise UnitError(
+            f"{name}={shown!r} is not a quantity distlab can read: write a number, then its "
+            f"unit, such as '80 GB', '900 GB/s', '1.5e9 B' or '3.05 s'"
+        )
     try:
         value = Q_(text)
     except Exception as exc:  # pint raises several exception types for bad text
-        raise UnitError(f"{name}={text!r} is not a quantity distlab can read ({exc}); "
-                        f"expected something like '80 GB', '900 GB/s' or '400 Gb/s'") from None
+        raise UnitError(
+            f"{name}={text!r} is not a quantity distlab can read ({exc}); "
+            f"expected something like '80 GB', '900 GB/s' or '400 Gb/s'"
+        ) from None
     magnitude = value.magnitude if isinstance(value, pint.Quantity) else value
     if not isinstance(magnitude, numbers.Real) or not math.isfinite(magnitude):
         raise UnitError(f"{name}={text!r} is not a finite quantity; expected something like '80 GB'")
@@ -227,8 +247,10 @@ def require_finite(what: str, *values) -> None:
     import numpy as np
 
     if not all(np.all(np.isfinite(np.asarray(v, dtype=float))) for v in values):
-        raise ConfigurationError(f"{what} is not a finite number: the inputs are too far out of range "
-                                 f"(a bandwidth near 0, or sizes near 1e300)")
+        raise ConfigurationError(
+            f"{what} is not a finite number: the inputs are too far out of range "
+            f"(a bandwidth near 0, or sizes near 1e300)"
+        )
 
 
 def to_base(value, unit: str, name: str = "value") -> float:
@@ -263,13 +285,9 @@ def to_base(value, unit: str, name: str = "value") -> float:
         try:
             magnitude = value.to(unit).magnitude
         except pint.DimensionalityError:
-            raise UnitError(
-                f"{name}={value:.4g~P} has the wrong dimension: expected a quantity in {unit}"
-            ) from None
+            raise UnitError(f"{name}={value:.4g~P} has the wrong dimension: expected a quantity in {unit}") from None
         return _as_float(magnitude, name)
-    raise UnitError(
-        f"{name}={_short(value)} (type {type(value).__name__}) is not a number, a quantity or a string"
-    )
+    raise UnitError(f"{name}={_short(value)} (type {type(value).__name__}) is not a number, a quantity or a string")
 
 
 def positive(value, unit: str, name: str) -> float:

@@ -55,8 +55,20 @@ MEASURED_FORMULAS = {
 }
 
 _REQUIRED_RUN = ("id", "source", "where", "url", "quote", "hardware", "model", "parallelism", "measured", "distlab")
-_REQUIRED_BLOCK = ("cite", "role", "tier", "expressible", "reason", "model", "cluster", "estimate",
-                   "model_assumptions", "hardware_assumptions", "configuration_assumptions", "measured_step_time")
+_REQUIRED_BLOCK = (
+    "cite",
+    "role",
+    "tier",
+    "expressible",
+    "reason",
+    "model",
+    "cluster",
+    "estimate",
+    "model_assumptions",
+    "hardware_assumptions",
+    "configuration_assumptions",
+    "measured_step_time",
+)
 _REQUIRED_MEASURED = ("quantity", "formula", "inputs", "seconds", "derivation")
 
 
@@ -288,10 +300,17 @@ def _stats(rows) -> dict:
         counts[r.status] = counts.get(r.status, 0) + 1
     mean, worst, worst_id = _errors(scored)
     mean_priced, worst_priced, _ = _errors(priced)
-    return {"runs": len(rows), "scored": len(scored), "mean_abs_error_percent": mean,
-            "max_abs_error_percent": worst, "max_abs_error_run": worst_id, "status_counts": counts,
-            "priced": len(priced), "mean_abs_error_percent_priced": mean_priced,
-            "max_abs_error_percent_priced": worst_priced}
+    return {
+        "runs": len(rows),
+        "scored": len(scored),
+        "mean_abs_error_percent": mean,
+        "max_abs_error_percent": worst,
+        "max_abs_error_run": worst_id,
+        "status_counts": counts,
+        "priced": len(priced),
+        "mean_abs_error_percent_priced": mean_priced,
+        "max_abs_error_percent_priced": worst_priced,
+    }
 
 
 @dataclass(frozen=True)
@@ -311,11 +330,18 @@ class Comparison:
 def _row(run_: dict) -> ComparisonRow:
     block = run_["distlab"]
     measured = measured_step_time(run_)
-    base = dict(id=run_["id"], source=block["cite"], where=run_["where"], role=block["role"], tier=block["tier"],
-                measured_s=measured)
+    base = dict(
+        id=run_["id"],
+        source=block["cite"],
+        where=run_["where"],
+        role=block["role"],
+        tier=block["tier"],
+        measured_s=measured,
+    )
     if not block["expressible"]:
-        return ComparisonRow(**base, predicted_s=None, error_percent=None, status="not expressible",
-                             reason=block["reason"])
+        return ComparisonRow(
+            **base, predicted_s=None, error_percent=None, status="not expressible", reason=block["reason"]
+        )
     try:
         est = predict(run_)
     except DistlabError as exc:
@@ -323,8 +349,13 @@ def _row(run_: dict) -> ComparisonRow:
     t = est.step_time_s
     error = None if measured is None else 100.0 * (t - measured) / measured
     if measured is None:
-        return ComparisonRow(**base, predicted_s=t, error_percent=None, status="no measured time",
-                             reason=block["measured_step_time"]["derivation"])
+        return ComparisonRow(
+            **base,
+            predicted_s=t,
+            error_percent=None,
+            status="no measured time",
+            reason=block["measured_step_time"]["derivation"],
+        )
     if not est.feasible:
         return ComparisonRow(**base, predicted_s=t, error_percent=error, status="does not fit", reason=est.explain())
     return ComparisonRow(**base, predicted_s=t, error_percent=error, status="predicted")

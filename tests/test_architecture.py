@@ -57,15 +57,21 @@ def _violations():
                     continue
                 for alias in node.names:
                     full = f"{source}.{alias.name}"
-                    if (PACKAGE.parent / (full.replace(".", "/") + ".py")).exists() or \
-                            (PACKAGE.parent / full.replace(".", "/") / "__init__.py").exists():
+                    if (PACKAGE.parent / (full.replace(".", "/") + ".py")).exists() or (
+                        PACKAGE.parent / full.replace(".", "/") / "__init__.py"
+                    ).exists():
                         imported_modules[alias.asname or alias.name] = full
                     elif _private(alias.name) and source != module and not _same_subpackage(module, source):
-                        found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} imports {alias.name} "
-                                     f"from {source}")
+                        found.append(
+                            f"{path.relative_to(PACKAGE.parent)}:{node.lineno} imports {alias.name} from {source}"
+                        )
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                    and node.value.id in imported_modules and _private(node.attr)):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in imported_modules
+                and _private(node.attr)
+            ):
                 target = imported_modules[node.value.id]
                 if target != module and not _same_subpackage(module, target):
                     found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} uses {node.value.id}.{node.attr}")

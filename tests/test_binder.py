@@ -55,8 +55,12 @@ def test_environment_lists_the_packages_of_pyproject(environment):
         if match and match.group(1) not in (".", "-e"):
             listed[match.group(1).lower()] = match.group(2).replace(" ", "")
     project = PYPROJECT["project"]
-    wanted = [*project["dependencies"], *project["optional-dependencies"]["lessons"],
-              *project["optional-dependencies"]["test"], *project["optional-dependencies"]["torch"]]
+    wanted = [
+        *project["dependencies"],
+        *project["optional-dependencies"]["lessons"],
+        *project["optional-dependencies"]["test"],
+        *project["optional-dependencies"]["torch"],
+    ]
     conda_names = {"torch": "pytorch"}  # conda-forge's name for the same package
     for text in wanted:
         req = Requirement(text)
@@ -96,8 +100,12 @@ def test_a_regular_install_ships_the_settings_file(tmp_path):
     import sys
     import zipfile
 
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     (wheel,) = tmp_path.glob("distlab-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -116,8 +124,13 @@ def test_jupyterlab_reads_the_settings_as_the_new_default(tmp_path):
     schemas = Path(get_app_dir()) / "schemas"
     if not schemas.is_dir():
         pytest.skip("JupyterLab's schemas are not installed here")
-    result, _ = settings_utils.get_settings(str(app_settings), str(schemas), str(tmp_path / "user"),
-                                            "@jupyterlab/notebook-extension:tracker", overrides=overrides)
+    result, _ = settings_utils.get_settings(
+        str(app_settings),
+        str(schemas),
+        str(tmp_path / "user"),
+        "@jupyterlab/notebook-extension:tracker",
+        overrides=overrides,
+    )
     assert result["schema"]["properties"]["windowingMode"]["default"] == "defer"
 
 
@@ -135,7 +148,7 @@ def test_readme_links_binder_jupyterlab_and_voila():
 def test_ci_installs_the_browser_and_the_sandbox_before_the_tests():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     install = ci.index("apt-get install")
-    assert "chromium" in ci[install:install + 200] and "bubblewrap" in ci[install:install + 200]
+    assert "chromium" in ci[install : install + 200] and "bubblewrap" in ci[install : install + 200]
     assert install < ci.index(".venv/bin/python -m pytest")
     markers = " ".join(PYPROJECT["tool"]["pytest"]["ini_options"]["markers"])
     assert "browser:" in markers

@@ -31,13 +31,22 @@ LESSON = ROOT / "notebooks" / "01_memory_wall.ipynb"
 VOILA_APP = ROOT / "notebooks" / "07_training_lab.ipynb"  # the README's Voila link
 SETTINGS = ROOT / "share" / "jupyter" / "lab" / "settings" / "overrides.d" / "distlab.json"
 # Flags seen to work here for headless Chromium on a machine with no network and no screen
-CHROMIUM_ARGS = ["--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-sandbox"]
+CHROMIUM_ARGS = [
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-sandbox",
+]
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (/usr/bin/chromium); "
-                                                     "apt-get install chromium (.ci/run does)"),
+    pytest.mark.skipif(
+        not CHROMIUM.exists(),
+        reason="Debian's chromium is not installed (/usr/bin/chromium); apt-get install chromium (.ci/run does)",
+    ),
 ]
 
 
@@ -90,17 +99,37 @@ def jupyterlab(tmp_path_factory):
     app_settings.mkdir(parents=True)
     shutil.copy(SETTINGS, app_settings / SETTINGS.name)
     port, token = _free_port(), secrets.token_hex(16)
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt"),
-           "JUPYTER_PLATFORM_DIRS": "1"}
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt"),
+        "JUPYTER_PLATFORM_DIRS": "1",
+    }
     log = open(tmp_path / "jupyterlab.log", "wb")
     server = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1", "--allow-root",
-         f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-         f"--ServerApp.root_dir={root}", f"--LabApp.app_settings_dir={app_settings.parent}",
-         f"--LabApp.user_settings_dir={tmp_path / 'user-settings'}",
-         f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}", "--LabApp.news_url=",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            "--allow-root",
+            f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={root}",
+            f"--LabApp.app_settings_dir={app_settings.parent}",
+            f"--LabApp.user_settings_dir={tmp_path / 'user-settings'}",
+            f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}",
+            "--LabApp.news_url=",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ],
+        cwd=root,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -140,12 +169,12 @@ def test_lesson_runs_renders_widgets_and_the_slider_updates_the_result(jupyterla
             page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
 
             # the app's status panel: "8 GPUs, ZeRO-3: 13.5 GB per GPU (...)"
-            status = page.locator(".widget-html-content",
-                                  has_text=re.compile(r"GPUs?, (plain DP|ZeRO-\d): .* per GPU")).first
+            status = page.locator(
+                ".widget-html-content", has_text=re.compile(r"GPUs?, (plain DP|ZeRO-\d): .* per GPU")
+            ).first
             status.wait_for(timeout=60_000)
             page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
-            app = page.locator(".widget-vbox", has=page.locator(".widget-toggle-buttons")).filter(
-                has=status).last
+            app = page.locator(".widget-vbox", has=page.locator(".widget-toggle-buttons")).filter(has=status).last
             app.scroll_into_view_if_needed()
             canvas = app.locator(".jupyter-matplotlib-canvas-div").first
             canvas.wait_for(state="attached")
@@ -166,18 +195,22 @@ def test_lesson_runs_renders_widgets_and_the_slider_updates_the_result(jupyterla
             gpus = start + 1
             page.wait_for_function(
                 "([el, want]) => el.innerText.trim() === want",
-                arg=[slider.locator(".widget-readout").element_handle(), str(gpus)])
+                arg=[slider.locator(".widget-readout").element_handle(), str(gpus)],
+            )
             app.locator(".widget-toggle-buttons button", has_text="ZeRO-2").click()
 
             want = MemoryWallApp(model=model, precision=precision, gpu=gpu, gpus=gpus, zero=2)
             expected = " ".join(want.summary().split())
             # the same number straight from distlab.memory
-            total = memory.training_memory(model, precision=precision, gpu=gpu, zero=2, dp=gpus,
-                                           count_activations=False, in_flight_microbatches=1).total_bytes
+            total = memory.training_memory(
+                model, precision=precision, gpu=gpu, zero=2, dp=gpus, count_activations=False, in_flight_microbatches=1
+            ).total_bytes
             assert f"{format_bytes(total)} per GPU" in expected
             page.wait_for_function(
                 "([el, want]) => el.innerText.split(/\\s+/).join(' ').trim() === want",
-                arg=[status.element_handle(), expected], timeout=20_000)
+                arg=[status.element_handle(), expected],
+                timeout=20_000,
+            )
             after = " ".join(status.inner_text().split())
             assert after == expected and after != before
             assert page.get_by_text("Error displaying widget").count() == 0
@@ -204,11 +237,26 @@ def test_voila_serves_the_training_lab_as_an_app(tmp_path):
     log_path = tmp_path / "voila.log"
     with open(log_path, "wb") as log:
         server = subprocess.Popen(
-            [sys.executable, "-m", "voila", VOILA_APP.name, "--no-browser", "--Voila.ip=127.0.0.1",
-             f"--port={port}", f"--token={token}", "--Voila.port_retries=0"],
-            cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
-                 "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt")},
+            [
+                sys.executable,
+                "-m",
+                "voila",
+                VOILA_APP.name,
+                "--no-browser",
+                "--Voila.ip=127.0.0.1",
+                f"--port={port}",
+                f"--token={token}",
+                "--Voila.port_retries=0",
+            ],
+            cwd=tmp_path,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={
+                **os.environ,
+                "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
+                "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt"),
+            },
         )
         try:
             _wait_until_up(server, f"http://127.0.0.1:{port}/?token={token}", log_path)

@@ -17,6 +17,7 @@ import pytest
 
 import distlab
 
+
 def _is_alias(info) -> bool:
     """A deprecated module kept only so old imports work: importing it warns, and it holds no examples."""
     if info.name.startswith("distlab.course."):
@@ -26,7 +27,8 @@ def _is_alias(info) -> bool:
 
 
 ALL_MODULES = sorted(
-    info.name for info in pkgutil.walk_packages(distlab.__path__, "distlab.")
+    info.name
+    for info in pkgutil.walk_packages(distlab.__path__, "distlab.")
     if not info.name.endswith("__main__") and not _is_alias(info)
 )
 
@@ -85,10 +87,12 @@ def _public_functions(module):
 def test_every_public_formula_names_its_lesson_and_shows_an_example(name):
     module = importlib.import_module(name)
     assert hasattr(module, "__all__"), f"{name} declares no public API (__all__)"
-    missing = [f"{fn}: {'no lesson link ' if not LESSON_LINK.search(obj.__doc__ or '') else ''}"
-               f"{'no >>> example' if '>>>' not in (obj.__doc__ or '') else ''}"
-               for fn, obj in _public_functions(module)
-               if not LESSON_LINK.search(obj.__doc__ or "") or ">>>" not in (obj.__doc__ or "")]
+    missing = [
+        f"{fn}: {'no lesson link ' if not LESSON_LINK.search(obj.__doc__ or '') else ''}"
+        f"{'no >>> example' if '>>>' not in (obj.__doc__ or '') else ''}"
+        for fn, obj in _public_functions(module)
+        if not LESSON_LINK.search(obj.__doc__ or "") or ">>>" not in (obj.__doc__ or "")
+    ]
     assert missing == []
 
 

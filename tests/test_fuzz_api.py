@@ -36,9 +36,24 @@ from distlab.errors import DistlabError
 
 #: The formula layer: the modules whose functions a user calls with numbers (DESIGN.md "Package layers").
 FORMULA_MODULES = (
-    "units", "hardware", "models", "memory", "flops", "collectives", "dataparallel", "pipeline", "tensor", "efficiency",
+    "units",
+    "hardware",
+    "models",
+    "memory",
+    "flops",
+    "collectives",
+    "dataparallel",
+    "pipeline",
+    "tensor",
+    "efficiency",
     "memory_recipes",
-    "mesh", "training", "triage", "planner", "validation", "production", "export",
+    "mesh",
+    "training",
+    "triage",
+    "planner",
+    "validation",
+    "production",
+    "export",
 )
 #: Seconds a single call may take before it counts as a hang.
 CALL_LIMIT_S = 5
@@ -64,9 +79,37 @@ def public_functions() -> dict[str, object]:
 # ----------------------------------------------------------------------------------------------- values
 
 HOSTILE = (
-    0, -1, 0.5, 1e308, -1e308, 1e-308, float("nan"), float("inf"), float("-inf"), 10**400, -(10**400),
-    2**31, 2**62, True, None, "", "nope-name", "5 seconds", "80 GB", "900 GB/s", "nan", "1e999", "2**10",
-    [], [1, 2], {}, np.array([]), np.array([1.0, 2.0]), np.float64("nan"), 1 + 2j, b"8",
+    0,
+    -1,
+    0.5,
+    1e308,
+    -1e308,
+    1e-308,
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    10**400,
+    -(10**400),
+    2**31,
+    2**62,
+    True,
+    None,
+    "",
+    "nope-name",
+    "5 seconds",
+    "80 GB",
+    "900 GB/s",
+    "nan",
+    "1e999",
+    "2**10",
+    [],
+    [1, 2],
+    {},
+    np.array([]),
+    np.array([1.0, 2.0]),
+    np.float64("nan"),
+    1 + 2j,
+    b"8",
 )
 
 
@@ -78,30 +121,87 @@ def _plausible_table():
     estimate = training.estimate("llama2-7b", cluster, global_batch=64, tp=2, pp=2, seq_len=2048)
     small = (1, 2, 4, 8)
     return {
-        "model": ("llama2-7b", "gpt3-175b", model), "cl": (cluster,), "cluster": ("dgx-h100", cluster),
-        "estimate": (estimate,), "gpu": ("h100-sxm", "a100-80gb"), "node": ("dgx-h100",),
-        "fabric": ("ib-ndr", None), "link": ("nvlink4", "ib-ndr"), "inter_link": ("ib-ndr",),
-        "gpus": (8, 16, 64), "gpus_per_node": (8, 4), "nodes": (1, 2), "n": (2, 8, 64), "dps": ((1, 2, 4),),
-        "tp": small, "pp": small, "dp": small, "cp": (1, 2), "ep": (1, 2), "chunks": (1, 2),
-        "microbatches": (1, 4, 8), "micro_batch_size": (1, 2), "global_batch": (64, 512), "batch": (1, 8),
-        "seq_len": (2048, 4096), "hidden": (4096, 1024), "layers": (32, 8), "vocab": (32000,),
-        "tokens": (4096, 2048), "ffn": (32, 64), "zero": (0, 1, 2, 3),
-        "recompute": ("none", "selective", "full"), "precision": ("mixed", "fp8", "bf16"),
-        "schedule": ("1f1b", "gpipe", "interleaved", "zb-h1"), "op": ("all-reduce", "all-gather"),
-        "algorithm": (None, "ring", "tree", "hierarchical"), "size": ("1 GB", 1e9, "64 MB"),
-        "size_bytes": (1e9,), "n_bytes": (1e9, 80e9), "grad_bytes": (14e9,), "bucket_bytes": (25e6,),
-        "bucket_size": ("25 MB",), "capacity": ("80 GB", 80e9), "params": (7e9, "llama2-7b"),
-        "bandwidth": ("450 GB/s", 4.5e11), "intra_bw": (4.5e11,), "inter_bw": (5e10,),
-        "hbm_bandwidth": (3.35e12,), "latency": ("5 us", 5e-6), "intra_lat": (3e-6,), "inter_lat": (5e-6,),
-        "peak_flops": (989e12,), "efficiency": (0.5, 0.8), "value": (1.0, "80 GB", 8), "values": ((1.0, 2.0),),
-        "unit": ("B", "s", "B/s"), "name": ("x",), "text": ("900 GB/s", "--tensor-model-parallel-size 2"),
-        "seconds": (0.0025,), "time": (1.0,), "step_time": (10.0,), "sigma": (0.05,), "steps": (100,),
-        "kind": ("gpipe", "1f1b"), "order": ("tp-cp-ep-dp-pp",), "element_bytes": (2,), "digits": (3,),
-        "attention_width": (4096,), "w": (1.0,), "x": (1.0,), "role": ("all", "validation"),
-        "run_": ("megatron-gpt3-175b",), "run_id": ("megatron-gpt3-175b",), "mode": ("none",),
-        "split": ("column", "row"), "fmt": ("megatron", "deepspeed"), "config": ({},),
+        "model": ("llama2-7b", "gpt3-175b", model),
+        "cl": (cluster,),
+        "cluster": ("dgx-h100", cluster),
+        "estimate": (estimate,),
+        "gpu": ("h100-sxm", "a100-80gb"),
+        "node": ("dgx-h100",),
+        "fabric": ("ib-ndr", None),
+        "link": ("nvlink4", "ib-ndr"),
+        "inter_link": ("ib-ndr",),
+        "gpus": (8, 16, 64),
+        "gpus_per_node": (8, 4),
+        "nodes": (1, 2),
+        "n": (2, 8, 64),
+        "dps": ((1, 2, 4),),
+        "tp": small,
+        "pp": small,
+        "dp": small,
+        "cp": (1, 2),
+        "ep": (1, 2),
+        "chunks": (1, 2),
+        "microbatches": (1, 4, 8),
+        "micro_batch_size": (1, 2),
+        "global_batch": (64, 512),
+        "batch": (1, 8),
+        "seq_len": (2048, 4096),
+        "hidden": (4096, 1024),
+        "layers": (32, 8),
+        "vocab": (32000,),
+        "tokens": (4096, 2048),
+        "ffn": (32, 64),
+        "zero": (0, 1, 2, 3),
+        "recompute": ("none", "selective", "full"),
+        "precision": ("mixed", "fp8", "bf16"),
+        "schedule": ("1f1b", "gpipe", "interleaved", "zb-h1"),
+        "op": ("all-reduce", "all-gather"),
+        "algorithm": (None, "ring", "tree", "hierarchical"),
+        "size": ("1 GB", 1e9, "64 MB"),
+        "size_bytes": (1e9,),
+        "n_bytes": (1e9, 80e9),
+        "grad_bytes": (14e9,),
+        "bucket_bytes": (25e6,),
+        "bucket_size": ("25 MB",),
+        "capacity": ("80 GB", 80e9),
+        "params": (7e9, "llama2-7b"),
+        "bandwidth": ("450 GB/s", 4.5e11),
+        "intra_bw": (4.5e11,),
+        "inter_bw": (5e10,),
+        "hbm_bandwidth": (3.35e12,),
+        "latency": ("5 us", 5e-6),
+        "intra_lat": (3e-6,),
+        "inter_lat": (5e-6,),
+        "peak_flops": (989e12,),
+        "efficiency": (0.5, 0.8),
+        "value": (1.0, "80 GB", 8),
+        "values": ((1.0, 2.0),),
+        "unit": ("B", "s", "B/s"),
+        "name": ("x",),
+        "text": ("900 GB/s", "--tensor-model-parallel-size 2"),
+        "seconds": (0.0025,),
+        "time": (1.0,),
+        "step_time": (10.0,),
+        "sigma": (0.05,),
+        "steps": (100,),
+        "kind": ("gpipe", "1f1b"),
+        "order": ("tp-cp-ep-dp-pp",),
+        "element_bytes": (2,),
+        "digits": (3,),
+        "attention_width": (4096,),
+        "w": (1.0,),
+        "x": (1.0,),
+        "role": ("all", "validation"),
+        "run_": ("megatron-gpt3-175b",),
+        "run_id": ("megatron-gpt3-175b",),
+        "mode": ("none",),
+        "split": ("column", "row"),
+        "fmt": ("megatron", "deepspeed"),
+        "config": ({},),
         "orders": (pipeline.gpipe_order(2, 2), [[("F", 0), ("B", 0)], [("F", 0), ("B", 0)]]),
-        "fixes": ([],), "recipe": (memory.precision_recipe("mixed"),), "recompute_code": (0, 1, 2),
+        "fixes": ([],),
+        "recipe": (memory.precision_recipe("mixed"),),
+        "recompute_code": (0, 1, 2),
         "schedule_code": (0, 1, 2),
     }
 
@@ -130,6 +230,7 @@ def value_strategy(name: str, default):
 
 # ------------------------------------------------------------------------------------------ the contract
 
+
 class CallTimedOut(BaseException):
     """A call ran past CALL_LIMIT_S (BaseException: `except Exception` in the library cannot swallow it)."""
 
@@ -138,6 +239,7 @@ class CallTimedOut(BaseException):
 def bounded(seconds: int = CALL_LIMIT_S):
     """Interrupt after `seconds` and cap the address space 3 GiB above today's, so a runaway allocation
     fails fast here instead of swapping the machine."""
+
     def alarm(signum, frame):
         raise CallTimedOut(f"no result after {seconds} s")
 
@@ -228,8 +330,9 @@ def draw_kwargs(func, draw) -> dict:
 
 
 FUNCTIONS = public_functions()
-FUZZ_SETTINGS = settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
-                         suppress_health_check=list(HealthCheck))
+FUZZ_SETTINGS = settings(
+    max_examples=EXAMPLES, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+)
 
 
 @pytest.mark.parametrize("name", sorted(FUNCTIONS))
@@ -273,21 +376,66 @@ def test_every_public_module_declares_its_api():
 
 # -------------------------------------------------------------------------------------------------- CLI
 
-HOSTILE_TEXT = ("0", "1e308", "1e-308", "1e400", "nan", "inf", "2147483648", "99999999999999999999",
-                "abc", "5 seconds", "80 GB", "900 GB/s", "", "2**10", "7B", "８", "%s%n", "1e1 " * 24 + "!")
+HOSTILE_TEXT = (
+    "0",
+    "1e308",
+    "1e-308",
+    "1e400",
+    "nan",
+    "inf",
+    "2147483648",
+    "99999999999999999999",
+    "abc",
+    "5 seconds",
+    "80 GB",
+    "900 GB/s",
+    "",
+    "2**10",
+    "7B",
+    "８",
+    "%s%n",
+    "1e1 " * 24 + "!",
+)
 
 PLAUSIBLE_TEXT = {
-    "op": ("all-reduce", "all-gather", "reduce-scatter"), "size": ("1 GB", "64 MB"), "gpus": ("8", "64"),
-    "link": ("nvlink4", "ib-ndr"), "bandwidth": ("450 GB/s",), "latency": ("5 us",),
-    "algorithm": ("ring", "tree"), "model": ("llama2-7b", "gpt3-175b"), "node": ("dgx-h100",),
-    "fabric": ("ib-ndr",), "global_batch": ("512", "64"), "seq": ("2048",), "precision": ("mixed", "fp8"),
-    "format": ("megatron", "deepspeed", "torchtitan"), "params": ("7e9", "7B"), "zero": ("0", "3"),
-    "dp": ("2",), "tp": ("2", "8"), "pp": ("2", "4"), "cp": ("1", "2"), "ep": ("1",),
-    "gpus_per_node": ("8",), "order": ("tp-cp-ep-dp-pp",), "rank": ("0", "5"), "max_groups": ("4",),
-    "kind": ("1f1b", "gpipe", "interleaved", "zb-h1"), "stages": ("4",), "microbatches": ("8",),
-    "chunks": ("2",), "ratio": ("2",), "forward": ("1",), "p2p": ("0",), "efficiency": ("0.5",),
-    "role": ("all", "validation"), "micro_batch_size": ("1",), "recompute": ("selective",),
-    "schedule": ("1f1b",), "top": ("3",),
+    "op": ("all-reduce", "all-gather", "reduce-scatter"),
+    "size": ("1 GB", "64 MB"),
+    "gpus": ("8", "64"),
+    "link": ("nvlink4", "ib-ndr"),
+    "bandwidth": ("450 GB/s",),
+    "latency": ("5 us",),
+    "algorithm": ("ring", "tree"),
+    "model": ("llama2-7b", "gpt3-175b"),
+    "node": ("dgx-h100",),
+    "fabric": ("ib-ndr",),
+    "global_batch": ("512", "64"),
+    "seq": ("2048",),
+    "precision": ("mixed", "fp8"),
+    "format": ("megatron", "deepspeed", "torchtitan"),
+    "params": ("7e9", "7B"),
+    "zero": ("0", "3"),
+    "dp": ("2",),
+    "tp": ("2", "8"),
+    "pp": ("2", "4"),
+    "cp": ("1", "2"),
+    "ep": ("1",),
+    "gpus_per_node": ("8",),
+    "order": ("tp-cp-ep-dp-pp",),
+    "rank": ("0", "5"),
+    "max_groups": ("4",),
+    "kind": ("1f1b", "gpipe", "interleaved", "zb-h1"),
+    "stages": ("4",),
+    "microbatches": ("8",),
+    "chunks": ("2",),
+    "ratio": ("2",),
+    "forward": ("1",),
+    "p2p": ("0",),
+    "efficiency": ("0.5",),
+    "role": ("all", "validation"),
+    "micro_batch_size": ("1",),
+    "recompute": ("selective",),
+    "schedule": ("1f1b",),
+    "top": ("3",),
 }
 #: Subcommands that run notebooks or write files: fuzzed on their numeric options only, in a scratch folder.
 SLOW_OR_WRITING = {"grade", "exercises", "gradescope-autograder"}
@@ -362,8 +510,10 @@ def test_cli_subcommand_gives_output_or_one_error_line(command, tmp_path, monkey
                 argv.append(flag)
                 continue
             pool = list(choices or PLAUSIBLE_TEXT.get(dest, ("1", "2")))
-            argv += [flag, data.draw(st.one_of(st.sampled_from(pool), st.sampled_from(pool),
-                                               st.sampled_from(HOSTILE_TEXT)))]
+            argv += [
+                flag,
+                data.draw(st.one_of(st.sampled_from(pool), st.sampled_from(pool), st.sampled_from(HOSTILE_TEXT))),
+            ]
         problem = check_cli(argv)
         assert problem is None, f"distlab {' '.join(argv)}: {problem}"
 
@@ -388,8 +538,9 @@ def test_cli_review_reproducers_end_in_one_error_line(argv):
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1", "0", "1e400", "abc"])
 def test_grade_refuses_a_time_limit_that_is_not_a_positive_finite_number(tmp_path, value):
-    status, output = run_cli(["grade", str(tmp_path / "missing.ipynb"), "--lesson", "memory_wall",
-                              f"--timeout={value}"])
+    status, output = run_cli(
+        ["grade", str(tmp_path / "missing.ipynb"), "--lesson", "memory_wall", f"--timeout={value}"]
+    )
     assert status == 2 and "timeout" in output and "Traceback" not in output
 
 
@@ -400,6 +551,7 @@ def test_a_misspelt_subcommand_suggests_the_closest():
 
 
 # ----------------------------------------------------------------------------------- wide random sweep
+
 
 def sweep(calls_per_function: int = 60, seed: int = 0) -> int:
     """Call every public function with random plausible/hostile arguments; print each broken contract."""

@@ -77,8 +77,9 @@ def test_each_lesson_has_objectives_and_a_time_from_its_notebook(pack):
 
 def test_lesson_1_objectives_are_the_notebooks_own_words(pack):
     out, _ = pack
-    assert ("You can compute, for any model, how many bytes training keeps per GPU, where they go, and when a GPU "
-            "runs out.") in _text(out / "syllabus.md")
+    assert (
+        "You can compute, for any model, how many bytes training keeps per GPU, where they go, and when a GPU runs out."
+    ) in _text(out / "syllabus.md")
 
 
 def test_a_lesson_declared_in_the_manifest_without_a_notebook_appears_as_a_placeholder(tmp_path, monkeypatch):
@@ -109,10 +110,15 @@ def test_every_lesson_notebook_is_a_slideshow(pack):
 def test_slide_types_follow_the_headings():
     import nbformat
 
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_markdown_cell("# Title"), nbformat.v4.new_markdown_cell("text"),
-        nbformat.v4.new_markdown_cell("### Sub"), nbformat.v4.new_code_cell("1 + 1"),
-        nbformat.v4.new_markdown_cell("## Section")])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell("# Title"),
+            nbformat.v4.new_markdown_cell("text"),
+            nbformat.v4.new_markdown_cell("### Sub"),
+            nbformat.v4.new_code_cell("1 + 1"),
+            nbformat.v4.new_markdown_cell("## Section"),
+        ]
+    )
     kinds = [c.metadata["slideshow"]["slide_type"] for c in instructor_pack.slide_notebook(nb).cells]
     assert kinds == ["slide", "-", "subslide", "subslide", "slide"]
     assert "slideshow" not in nb.cells[0].metadata  # the lesson notebook itself is not changed
@@ -177,8 +183,9 @@ def test_the_guide_names_only_commands_that_exist(pack):
 
 def test_the_command_line_builds_and_reports_our_errors(tmp_path):
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "distlab", "instructor-pack", *args], capture_output=True,
-                              text=True, cwd=ROOT)
+        return subprocess.run(
+            [sys.executable, "-m", "distlab", "instructor-pack", *args], capture_output=True, text=True, cwd=ROOT
+        )
 
     proc = run("--help")
     assert proc.returncode == 0 and "--out" in proc.stdout and "--hide-code" in proc.stdout

@@ -1,5 +1,5 @@
 """The linter and the type checker run with the README's test command (CI runs only that): `ruff check distlab
-tests` and `mypy` (over distlab/) must be clean.
+tests`, `ruff format --check distlab tests` and `mypy` (over distlab/) must be clean.
 
 Their settings are in pyproject.toml ([tool.ruff], [tool.mypy]); both come with the [test] extra.
 """
@@ -23,6 +23,11 @@ def run_tool(*command: str) -> subprocess.CompletedProcess:
 
 def test_ruff_finds_nothing():
     result = run_tool("ruff", "check", "--no-cache", "distlab", "tests")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format_changes_nothing():
+    result = run_tool("ruff", "format", "--check", "--no-cache", "distlab", "tests")
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -21,8 +21,9 @@ def test_cli_example_prints_what_the_readme_shows():
     match = re.search(r"```\n\$ distlab (memory [^\n]*)\n(.*?)```", README, re.S)
     assert match, "README lost its CLI example"
     args, shown = match.groups()
-    out = subprocess.run([sys.executable, "-m", "distlab", *args.split()], capture_output=True, text=True,
-                         check=True, cwd=ROOT).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "distlab", *args.split()], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
     assert out == shown
 
 

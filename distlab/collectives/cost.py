@@ -30,8 +30,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._arguments import (broadcasting, divisors, finite_result, link_parameters, number_array, renamed_keyword, short_list,
-                          warn_renamed)
+from .._arguments import (
+    broadcasting,
+    divisors,
+    finite_result,
+    link_parameters,
+    number_array,
+    renamed_keyword,
+    short_list,
+    warn_renamed,
+)
 from ..errors import ConfigurationError, UnknownNameError
 from ..mesh import MAX_WORLD_SIZE
 from ..units import (
@@ -213,8 +221,11 @@ def ring_all_reduce_time(size, gpus, bandwidth, latency=0.0):
     0.14
     """
     n = number_array(gpus, "gpus", low=1.0)
-    result = finite_result("all-reduce time", 2.0 * (n - 1.0) * number_array(latency, "latency")
-                           + 2.0 * (n - 1.0) / n * number_array(size, "size") / number_array(bandwidth, "bandwidth"))
+    result = finite_result(
+        "all-reduce time",
+        2.0 * (n - 1.0) * number_array(latency, "latency")
+        + 2.0 * (n - 1.0) / n * number_array(size, "size") / number_array(bandwidth, "bandwidth"),
+    )
     return float(result) if np.ndim(result) == 0 else result
 
 
@@ -288,8 +299,17 @@ def _result(op, algorithm, n, m, alpha, steps, sent, received, bandwidth_time, p
     """A CollectiveCost whose time is steps x alpha + bandwidth_time."""
     latency_time = steps * alpha
     return CollectiveCost(
-        op, algorithm, n, m, float(sent), float(received), float(latency_time + bandwidth_time),
-        float(latency_time), float(bandwidth_time), int(steps), tuple(phases),
+        op,
+        algorithm,
+        n,
+        m,
+        float(sent),
+        float(received),
+        float(latency_time + bandwidth_time),
+        float(latency_time),
+        float(bandwidth_time),
+        int(steps),
+        tuple(phases),
     )
 
 
@@ -306,8 +326,9 @@ def _ring_all_reduce(op, n, m, bw, alpha) -> CollectiveCost:
     )
     time = ring_all_reduce_time(m, n, bw, alpha)
     latency = 2 * (n - 1) * alpha
-    return CollectiveCost(op, "ring", n, m, 2 * half_bytes, 2 * half_bytes, time, latency, time - latency,
-                          2 * (n - 1), phases)
+    return CollectiveCost(
+        op, "ring", n, m, 2 * half_bytes, 2 * half_bytes, time, latency, time - latency, 2 * (n - 1), phases
+    )
 
 
 def _tree_all_reduce(op, n, m, bw, alpha) -> CollectiveCost:
@@ -332,8 +353,9 @@ def _parameter_server_all_reduce(op, n, m, bw, alpha) -> CollectiveCost:
         CollectivePhase("push (workers -> server)", "link", n, m, m, serial, n - 1),
         CollectivePhase("pull (server -> workers)", "link", n, m, (n - 1) * m, serial, n - 1),
     )
-    return _result(op, "parameter-server", n, m, alpha, 2 * (n - 1), (n - 1) * m, (n - 1) * m,
-                   2 * (n - 1) * m / bw, phases)
+    return _result(
+        op, "parameter-server", n, m, alpha, 2 * (n - 1), (n - 1) * m, (n - 1) * m, 2 * (n - 1) * m / bw, phases
+    )
 
 
 def _ring_reduce_scatter_or_all_gather(op, n, m, bw, alpha) -> CollectiveCost:
@@ -520,14 +542,17 @@ def collective_cost(
             )
         g = positive_int(gpus_per_node, "gpus_per_node")
         if n % g:
-            raise ConfigurationError(f"gpus_per_node={g} does not divide gpus={n}; valid: {short_list(divisors(n), 24)}")
+            raise ConfigurationError(
+                f"gpus_per_node={g} does not divide gpus={n}; valid: {short_list(divisors(n), 24)}"
+            )
         if n // g > 1:
             inter = link_parameters(inter_link, inter_bandwidth, inter_latency, prefix="inter_")
     return _cost(op, algorithm, n, m, intra[0], intra[1], inter=inter, gpus_per_node=g)
 
 
-def latency_bandwidth_crossover(op, gpus, *, algorithm=None, link=None, bandwidth=None, latency=None,
-                                **kwargs) -> float:
+def latency_bandwidth_crossover(
+    op, gpus, *, algorithm=None, link=None, bandwidth=None, latency=None, **kwargs
+) -> float:
     """The message size (bytes) at which a collective's latency term equals its bandwidth term. Lesson 2 §5.
 
     Every cost model here is alpha-beta, linear in the size M: time = steps x alpha + k M / B.
@@ -543,8 +568,9 @@ def latency_bandwidth_crossover(op, gpus, *, algorithm=None, link=None, bandwidt
     # A huge size makes the bandwidth term dominate, so reading it back (some formulas give it as
     # total - latency) loses no precision; the latency term does not depend on the size.
     probe = 1e18
-    cost = collective_cost(op, probe, gpus, algorithm=algorithm, link=link, bandwidth=bandwidth, latency=latency,
-                           **kwargs)
+    cost = collective_cost(
+        op, probe, gpus, algorithm=algorithm, link=link, bandwidth=bandwidth, latency=latency, **kwargs
+    )
     if cost.bandwidth_time_s <= 0 or cost.latency_time_s <= 0:
         raise ConfigurationError(
             f"{cost.algorithm} {cost.op} over gpus={cost.gpus} with latency {format_seconds(cost.latency_time_s)}: "

@@ -57,8 +57,23 @@ class CollectiveTrace:
     ([2, 0, 1], [1, 2])
     """
 
-    def __init__(self, *, op, algorithm, initial, chunk_bounds, start0, length0, send_to, send_chunk,
-                 reduce_steps, phases, n_contributors, outputs_fn, server=None):
+    def __init__(
+        self,
+        *,
+        op,
+        algorithm,
+        initial,
+        chunk_bounds,
+        start0,
+        length0,
+        send_to,
+        send_chunk,
+        reduce_steps,
+        phases,
+        n_contributors,
+        outputs_fn,
+        server=None,
+    ):
         self.op = op
         self.algorithm = algorithm
         self.gpus = int(initial.shape[0])
@@ -188,8 +203,10 @@ class CollectiveTrace:
         if isinstance(gpu, bool) or not isinstance(gpu, (int, np.integer)) or not 0 <= gpu < self.gpus:
             raise ConfigurationError(f"gpu={gpu!r} must be a GPU of this collective, 0 to {self.gpus - 1}")
         zero = np.zeros(1, dtype=np.int64)
-        return (np.concatenate([zero, np.cumsum(self.bytes_sent[:, gpu])]),
-                np.concatenate([zero, np.cumsum(self.bytes_received[:, gpu])]))
+        return (
+            np.concatenate([zero, np.cumsum(self.bytes_sent[:, gpu])]),
+            np.concatenate([zero, np.cumsum(self.bytes_received[:, gpu])]),
+        )
 
     @property
     def bytes_sent_per_gpu(self) -> float:
@@ -402,7 +419,7 @@ def _whole_buffers(trace) -> list:
 
 def _own_chunks(trace) -> list:
     bounds = trace.chunk_bounds
-    return [trace.final[g, bounds[g]: bounds[g + 1]].copy() for g in range(trace.gpus)]
+    return [trace.final[g, bounds[g] : bounds[g + 1]].copy() for g in range(trace.gpus)]
 
 
 def _trace(op, algorithm, data, bounds, arcs, phases, outputs_fn=_whole_buffers, server=None) -> CollectiveTrace:
@@ -448,10 +465,17 @@ def simulate_ring_all_reduce(arrays) -> CollectiveTrace:
     items, dtype = _as_buffers(arrays, "arrays")
     n = len(items)
     data = _stack(items, dtype, 2 * (n - 1))
-    return _trace("all-reduce", "ring", data, _split_bounds(data.shape[1], n), _own_arcs(n, n), [
-        ("reduce-scatter", _ring_schedule(n, n - 1, _reduce_scatter_chunk), True),
-        ("all-gather", _ring_schedule(n, n - 1, _all_gather_chunk), False),
-    ])
+    return _trace(
+        "all-reduce",
+        "ring",
+        data,
+        _split_bounds(data.shape[1], n),
+        _own_arcs(n, n),
+        [
+            ("reduce-scatter", _ring_schedule(n, n - 1, _reduce_scatter_chunk), True),
+            ("all-gather", _ring_schedule(n, n - 1, _all_gather_chunk), False),
+        ],
+    )
 
 
 def simulate_reduce_scatter(arrays) -> CollectiveTrace:
@@ -466,9 +490,17 @@ def simulate_reduce_scatter(arrays) -> CollectiveTrace:
     items, dtype = _as_buffers(arrays, "arrays")
     n = len(items)
     data = _stack(items, dtype, n - 1)
-    return _trace("reduce-scatter", "ring", data, _split_bounds(data.shape[1], n), _own_arcs(n, n), [
-        ("reduce-scatter", _ring_schedule(n, n - 1, _reduce_scatter_chunk), True),
-    ], outputs_fn=_own_chunks)
+    return _trace(
+        "reduce-scatter",
+        "ring",
+        data,
+        _split_bounds(data.shape[1], n),
+        _own_arcs(n, n),
+        [
+            ("reduce-scatter", _ring_schedule(n, n - 1, _reduce_scatter_chunk), True),
+        ],
+        outputs_fn=_own_chunks,
+    )
 
 
 def simulate_all_gather(shards) -> CollectiveTrace:
@@ -487,12 +519,19 @@ def simulate_all_gather(shards) -> CollectiveTrace:
     bounds = np.concatenate(([0], np.cumsum([a.shape[0] for a in items]))).astype(np.int64)
     data = np.zeros((n, int(bounds[-1])), dtype=dtype)
     for g, a in enumerate(items):
-        data[g, bounds[g]: bounds[g + 1]] = a
+        data[g, bounds[g] : bounds[g + 1]] = a
     start = np.where(np.eye(n, dtype=bool), np.arange(n)[None, :], 0)
     length = np.eye(n, dtype=np.int64)  # GPU g holds only chunk g, which is its own data
-    return _trace("all-gather", "ring", data, bounds, (start, length), [
-        ("all-gather", _ring_schedule(n, n - 1, _all_gather_chunk), False),
-    ])
+    return _trace(
+        "all-gather",
+        "ring",
+        data,
+        bounds,
+        (start, length),
+        [
+            ("all-gather", _ring_schedule(n, n - 1, _all_gather_chunk), False),
+        ],
+    )
 
 
 def simulate_parameter_server(arrays, server=0) -> CollectiveTrace:
@@ -520,8 +559,15 @@ def simulate_parameter_server(arrays, server=0) -> CollectiveTrace:
     push_to[np.arange(n - 1), workers] = server  # step k: worker (server+k+1) mod N sends to the server
     pull_to[np.arange(n - 1), server] = workers  # and the server sends the sum back to it
     arcs = (np.arange(n)[:, None].copy(), np.ones((n, 1), dtype=np.int64))  # one chunk: the whole array
-    return _trace("all-reduce", "parameter-server", data, np.array([0, data.shape[1]]), arcs, [
-        ("push", (push_to, _whole_chunk(push_to)), True),
-        ("pull", (pull_to, _whole_chunk(pull_to)), False),
-    ], server=server)
-
+    return _trace(
+        "all-reduce",
+        "parameter-server",
+        data,
+        np.array([0, data.shape[1]]),
+        arcs,
+        [
+            ("push", (push_to, _whole_chunk(push_to)), True),
+            ("pull", (pull_to, _whole_chunk(pull_to)), False),
+        ],
+        server=server,
+    )

@@ -12,18 +12,31 @@ def add_cluster_arguments(cmd) -> None:
     cmd.add_argument("--model", required=True, help="catalog model, e.g. llama3.1-70b")
     cmd.add_argument("--gpus", type=int, required=True, help="GPUs in all; whole nodes: nodes = GPUs / GPUs per node")
     cmd.add_argument("--node", default="dgx-h100", help="node type (default dgx-h100): dgx-a100, dgx-h100, hgx-b200")
-    cmd.add_argument("--fabric", default="ib-ndr", help="inter-node link (default ib-ndr): ethernet-100g, ib-hdr, ib-ndr, ...")
+    cmd.add_argument(
+        "--fabric", default="ib-ndr", help="inter-node link (default ib-ndr): ethernet-100g, ib-hdr, ib-ndr, ..."
+    )
     cmd.add_argument("--global-batch", type=int, required=True, help="sequences per step (global batch B)")
     cmd.add_argument("--seq", type=int, default=None, help="sequence length (default: the model's)")
     cmd.add_argument("--precision", default="mixed", help="mixed (default, bf16 + fp32 master), fp16, fp32, fp8")
-    cmd.add_argument("--efficiency", type=float, default=None,
-                     help="a fixed share of the dense peak for every FLOP (Lesson 7 §1); default: the calibrated "
-                          "compute model of distlab.efficiency (Lesson 7 §8)")
-    cmd.add_argument("--memory-recipe", default="zero-paper",
-                     help="what the engine keeps per parameter: zero-paper (default, 16 B), megatron, "
-                          "megatron-distributed-optimizer, deepspeed, fsdp2 (distlab.memory_recipes)")
-    cmd.add_argument("--attention", default="flash", choices=("flash", "unfused"),
-                     help="attention kernel: flash (default; scores never stored) or unfused (Megatron-LM 2021-22)")
+    cmd.add_argument(
+        "--efficiency",
+        type=float,
+        default=None,
+        help="a fixed share of the dense peak for every FLOP (Lesson 7 §1); default: the calibrated "
+        "compute model of distlab.efficiency (Lesson 7 §8)",
+    )
+    cmd.add_argument(
+        "--memory-recipe",
+        default="zero-paper",
+        help="what the engine keeps per parameter: zero-paper (default, 16 B), megatron, "
+        "megatron-distributed-optimizer, deepspeed, fsdp2 (distlab.memory_recipes)",
+    )
+    cmd.add_argument(
+        "--attention",
+        default="flash",
+        choices=("flash", "unfused"),
+        help="attention kernel: flash (default; scores never stored) or unfused (Megatron-LM 2021-22)",
+    )
 
 
 def add_config_arguments(cmd, required: bool = True) -> None:
@@ -31,18 +44,28 @@ def add_config_arguments(cmd, required: bool = True) -> None:
     cmd.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")
     cmd.add_argument("--cp", type=int, default=1, help="context-parallel degree, ring attention (default 1)")
     cmd.add_argument("--pp", type=int, default=1, help="pipeline stages (default 1)")
-    cmd.add_argument("--microbatches", type=int, default=None,
-                     help="microbatches per pipeline per step m: fixes micro-batch size = B / (dp m)")
+    cmd.add_argument(
+        "--microbatches",
+        type=int,
+        default=None,
+        help="microbatches per pipeline per step m: fixes micro-batch size = B / (dp m)",
+    )
     cmd.add_argument("--micro-batch-size", type=int, default=None, help="sequences per microbatch (default 1)")
     cmd.add_argument("--chunks", type=int, default=1, help="model chunks per stage v (interleaved only, default 1)")
     cmd.add_argument("--schedule", default=None, help="gpipe, 1f1b (default), interleaved (default when --chunks > 1)")
     cmd.add_argument("--zero", type=int, default=0, help="ZeRO stage 0-3 (default 0)")
     cmd.add_argument("--recompute", default="none", help="none (default), selective, full")
     cmd.add_argument("--sequence-parallel", action="store_true", help="shard the non-TP activations too (with tp > 1)")
-    cmd.add_argument("--balance-stages", action="store_true",
-                     help="first and last pipeline stage one layer fewer, for the embedding and logits (Llama 3)")
-    cmd.add_argument("--tp-overlap", action="store_true",
-                     help="overlap the TP collectives of sequence parallelism with the matmuls (Megatron-Core --tp-comm-overlap)")
+    cmd.add_argument(
+        "--balance-stages",
+        action="store_true",
+        help="first and last pipeline stage one layer fewer, for the embedding and logits (Llama 3)",
+    )
+    cmd.add_argument(
+        "--tp-overlap",
+        action="store_true",
+        help="overlap the TP collectives of sequence parallelism with the matmuls (Megatron-Core --tp-comm-overlap)",
+    )
 
 
 def cluster(args):
@@ -53,8 +76,9 @@ def cluster(args):
     g = node.gpus_per_node
     if args.gpus is None or args.gpus < 1 or args.gpus % g:
         valid = ", ".join(str(g * k) for k in (1, 2, 4, 8, 16, 32))
-        raise ConfigurationError(f"--gpus {args.gpus} must be a whole number of {node.name} nodes of {g} GPUs "
-                                 f"(e.g. {valid}, ...)")
+        raise ConfigurationError(
+            f"--gpus {args.gpus} must be a whole number of {node.name} nodes of {g} GPUs (e.g. {valid}, ...)"
+        )
     return hardware.cluster(node, args.gpus // g, args.fabric)
 
 
@@ -71,16 +95,35 @@ def config(args) -> dict:
     if args.microbatches is not None:
         m = args.microbatches
         if m < 1 or dp < 1 or args.global_batch % (dp * m):
-            raise ConfigurationError(f"--microbatches {m}: the global batch {args.global_batch} must split into dp x m = "
-                                     f"{dp} x {m} whole microbatches")
+            raise ConfigurationError(
+                f"--microbatches {m}: the global batch {args.global_batch} must split into dp x m = "
+                f"{dp} x {m} whole microbatches"
+            )
         implied = args.global_batch // (dp * m)
         if b is not None and b != implied:
-            raise ConfigurationError(f"--microbatches {m} means micro-batch size B / (dp m) = {args.global_batch} / "
-                                     f"({dp} x {m}) = {implied}, not --micro-batch-size {b}")
+            raise ConfigurationError(
+                f"--microbatches {m} means micro-batch size B / (dp m) = {args.global_batch} / "
+                f"({dp} x {m}) = {implied}, not --micro-batch-size {b}"
+            )
         b = implied
     schedule = args.schedule or ("interleaved" if args.chunks > 1 else "1f1b")
-    return dict(global_batch=args.global_batch, seq_len=args.seq, dp=dp, tp=tp, cp=cp, pp=pp, chunks=args.chunks,
-                micro_batch_size=1 if b is None else b, zero=args.zero, recompute=args.recompute,
-                sequence_parallel=args.sequence_parallel, schedule=schedule, precision=args.precision,
-                efficiency=args.efficiency, attention=args.attention, tp_overlap=args.tp_overlap,
-                memory_recipe=args.memory_recipe, balance_stages=args.balance_stages)
+    return dict(
+        global_batch=args.global_batch,
+        seq_len=args.seq,
+        dp=dp,
+        tp=tp,
+        cp=cp,
+        pp=pp,
+        chunks=args.chunks,
+        micro_batch_size=1 if b is None else b,
+        zero=args.zero,
+        recompute=args.recompute,
+        sequence_parallel=args.sequence_parallel,
+        schedule=schedule,
+        precision=args.precision,
+        efficiency=args.efficiency,
+        attention=args.attention,
+        tp_overlap=args.tp_overlap,
+        memory_recipe=args.memory_recipe,
+        balance_stages=args.balance_stages,
+    )

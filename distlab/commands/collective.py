@@ -13,17 +13,26 @@ HELP = "bytes per GPU and time of a collective (all-reduce, all-gather, ...) ove
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--op", default="all-reduce",
-                        help="all-reduce (default), reduce-scatter, all-gather, broadcast, reduce, scatter, gather, "
-                             "all-to-all, send-recv")
-    parser.add_argument("--size", required=True,
-                        help="message size M in the nccl-tests convention, e.g. 14GB, '4 GiB', 1e9 (bytes)")
+    parser.add_argument(
+        "--op",
+        default="all-reduce",
+        help="all-reduce (default), reduce-scatter, all-gather, broadcast, reduce, scatter, gather, "
+        "all-to-all, send-recv",
+    )
+    parser.add_argument(
+        "--size", required=True, help="message size M in the nccl-tests convention, e.g. 14GB, '4 GiB', 1e9 (bytes)"
+    )
     parser.add_argument("--gpus", type=int, required=True, help="number of GPUs N")
     parser.add_argument("--link", help="link name, e.g. nvlink4, ib-ndr (see distlab.hardware.LINKS)")
-    parser.add_argument("--bandwidth", help="per-direction bandwidth instead of (or overriding) the link's, e.g. '450 GB/s'")
+    parser.add_argument(
+        "--bandwidth", help="per-direction bandwidth instead of (or overriding) the link's, e.g. '450 GB/s'"
+    )
     parser.add_argument("--latency", help="per-step latency alpha overriding the link's, e.g. '5 us'")
-    parser.add_argument("--algorithm", default=None,
-                        help="ring, tree, hierarchical, parameter-server, ... (default: the op's first, ring)")
+    parser.add_argument(
+        "--algorithm",
+        default=None,
+        help="ring, tree, hierarchical, parameter-server, ... (default: the op's first, ring)",
+    )
     parser.add_argument("--gpus-per-node", type=int, default=None, help="for --algorithm hierarchical")
     parser.add_argument("--inter-link", default=None, help="link between nodes, for --algorithm hierarchical")
     parser.add_argument("--json", action="store_true", help="print a JSON object (bytes and seconds as plain numbers)")
@@ -58,6 +67,8 @@ def run(args) -> int:
         from ..units import format_bytes, format_seconds
 
         for phase in cost.phases:
-            print(f"  {phase.name:<28}{phase.gpus:>5} GPUs  {format_bytes(phase.bytes_sent_per_gpu):>9} sent per GPU"
-                  f"  {format_seconds(phase.time_s):>9}")
+            print(
+                f"  {phase.name:<28}{phase.gpus:>5} GPUs  {format_bytes(phase.bytes_sent_per_gpu):>9} sent per GPU"
+                f"  {format_seconds(phase.time_s):>9}"
+            )
     return 0

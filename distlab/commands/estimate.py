@@ -17,9 +17,12 @@ def add_arguments(cmd) -> None:
     add_config_arguments(cmd)
     cmd.add_argument("--ep", type=int, default=1, help="expert-parallel degree (mixture-of-experts models, default 1)")
     cmd.add_argument("--etp", type=int, default=None, help="expert tensor-parallel degree, 1 or tp (MoE; default tp)")
-    cmd.add_argument("--json", action="store_true",
-                     help="print a JSON object: step_time_s, mfu, tokens_per_s, memory_per_gpu_bytes, fits, the "
-                          "configuration, breakdown_s and memory")
+    cmd.add_argument(
+        "--json",
+        action="store_true",
+        help="print a JSON object: step_time_s, mfu, tokens_per_s, memory_per_gpu_bytes, fits, the "
+        "configuration, breakdown_s and memory",
+    )
 
 
 def run(args) -> int:
@@ -36,9 +39,13 @@ def run(args) -> int:
         return 0
     c = est.config
     print(f"{c['model']} on {cl.describe()}")
-    print(f"dp={c['dp']} tp={c['tp']} pp={c['pp']}" + (f" v={c['chunks']}" if c["chunks"] > 1 else "")
-          + (f" ep={c['ep']} etp={c['etp']}" if "ep" in c else "") + f", {c['microbatches']} microbatches of {c['micro_batch_size']} x {c['seq_len']} tokens, ZeRO-{c['zero']}, "
-          f"recompute {c['recompute']}, {c['schedule']}" + (", sequence parallel" if c["sequence_parallel"] else ""))
+    print(
+        f"dp={c['dp']} tp={c['tp']} pp={c['pp']}"
+        + (f" v={c['chunks']}" if c["chunks"] > 1 else "")
+        + (f" ep={c['ep']} etp={c['etp']}" if "ep" in c else "")
+        + f", {c['microbatches']} microbatches of {c['micro_batch_size']} x {c['seq_len']} tokens, ZeRO-{c['zero']}, "
+        f"recompute {c['recompute']}, {c['schedule']}" + (", sequence parallel" if c["sequence_parallel"] else "")
+    )
     print(est.summary())
     if not est.fits:
         print("single changes that would save memory:")

@@ -12,15 +12,24 @@ def add_arguments(ex) -> None:
     ex.add_argument("--solutions", default="solutions")
     ex.add_argument("--exercises", default="exercises")
     ex.add_argument("--check", action="store_true", help="only report whether exercises/ is up to date (exit 1 if not)")
-    ex.add_argument("--variants", metavar="ROSTER_CSV",
-                    help="write one exercise notebook per student of this roster (column id, optional email), "
-                         "with numbers drawn from the student's seed (HMAC of the instructor secret)")
-    ex.add_argument("--secret-file", metavar="FILE",
-                    help="the instructor secret for --variants (default: $DISTLAB_VARIANT_SECRET); keep it private")
+    ex.add_argument(
+        "--variants",
+        metavar="ROSTER_CSV",
+        help="write one exercise notebook per student of this roster (column id, optional email), "
+        "with numbers drawn from the student's seed (HMAC of the instructor secret)",
+    )
+    ex.add_argument(
+        "--secret-file",
+        metavar="FILE",
+        help="the instructor secret for --variants (default: $DISTLAB_VARIANT_SECRET); keep it private",
+    )
     ex.add_argument("--out", default="variants", help="folder for --variants: OUT/<student id>/<lesson>.ipynb")
     ex.add_argument("--lesson", action="append", help="only this lesson (repeatable; default: every graded lesson)")
-    ex.add_argument("--release", metavar="DATE",
-                    help="with --variants: solution() is withheld until this date (ISO, e.g. 2026-12-01, UTC)")
+    ex.add_argument(
+        "--release",
+        metavar="DATE",
+        help="with --variants: solution() is withheld until this date (ISO, e.g. 2026-12-01, UTC)",
+    )
 
 
 def run(args) -> int:

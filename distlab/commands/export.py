@@ -19,9 +19,12 @@ def add_arguments(cmd) -> None:
     cmd.add_argument("--etp", type=int, default=None, help="expert tensor-parallel degree (MoE; default tp)")
     cmd.add_argument("--capacity-factor", type=float, default=None, help="MoE capacity factor (default dropless)")
     cmd.add_argument("--max-nodes", type=int, default=None, help="MoE node-limited routing: nodes per token")
-    cmd.add_argument("--best", action="store_true",
-                     help="export the planner's fastest feasible configuration that the engine can express "
-                          "(the configuration options are then ignored)")
+    cmd.add_argument(
+        "--best",
+        action="store_true",
+        help="export the planner's fastest feasible configuration that the engine can express "
+        "(the configuration options are then ignored)",
+    )
 
 
 def run(args) -> int:
@@ -40,22 +43,44 @@ def run(args) -> int:
     if not args.best:
         est = training.estimate(args.model, cl, **config(args))
         if not est.feasible:
-            raise ConfigurationError(f"this configuration cannot run: {est.explain()}; "
-                                     f"see `distlab estimate` for fixes, or use --best")
+            raise ConfigurationError(
+                f"this configuration cannot run: {est.explain()}; see `distlab estimate` for fixes, or use --best"
+            )
         print(export.export(est, fmt, cl.node.gpus_per_node))
         return 0
-    p = planner.plan(args.model, cl, global_batch=args.global_batch, seq_len=args.seq, precision=args.precision,
-                     efficiency=args.efficiency, attention=args.attention,
-                     memory_recipe=args.memory_recipe)
+    p = planner.plan(
+        args.model,
+        cl,
+        global_batch=args.global_batch,
+        seq_len=args.seq,
+        precision=args.precision,
+        efficiency=args.efficiency,
+        attention=args.attention,
+        memory_recipe=args.memory_recipe,
+    )
     skipped = 0
     for rank in range(p.feasible_count):  # feasible rows come first in the ranking
         row = p.row(rank)
-        est = training.estimate(args.model, cl, global_batch=args.global_batch, seq_len=args.seq, dp=row["dp"],
-                                tp=row["tp"], cp=row["cp"], pp=row["pp"], chunks=row["chunks"],
-                                micro_batch_size=row["micro_batch_size"], zero=row["zero"],
-                                recompute=row["recompute"], sequence_parallel=row["sequence_parallel"],
-                                schedule=row["schedule"], precision=args.precision, efficiency=args.efficiency, attention=args.attention,
-                     memory_recipe=args.memory_recipe)
+        est = training.estimate(
+            args.model,
+            cl,
+            global_batch=args.global_batch,
+            seq_len=args.seq,
+            dp=row["dp"],
+            tp=row["tp"],
+            cp=row["cp"],
+            pp=row["pp"],
+            chunks=row["chunks"],
+            micro_batch_size=row["micro_batch_size"],
+            zero=row["zero"],
+            recompute=row["recompute"],
+            sequence_parallel=row["sequence_parallel"],
+            schedule=row["schedule"],
+            precision=args.precision,
+            efficiency=args.efficiency,
+            attention=args.attention,
+            memory_recipe=args.memory_recipe,
+        )
         try:
             text = export.export(est, fmt, cl.node.gpus_per_node)
         except ConfigurationError:
@@ -67,8 +92,9 @@ def run(args) -> int:
             print(f"# {skipped} faster configuration(s) skipped: {fmt} cannot express them", file=sys.stderr)
         print(text)
         return 0
-    raise ConfigurationError(f"no feasible configuration that {fmt} can express "
-                             f"({p.feasible_count} of {len(p)} fit in memory)")
+    raise ConfigurationError(
+        f"no feasible configuration that {fmt} can express ({p.feasible_count} of {len(p)} fit in memory)"
+    )
 
 
 def _moe_models():
@@ -87,10 +113,20 @@ def _run_moe(args, cl) -> int:
         return _best_moe(args, cl)
     gpus = cl.gpus
     dp = args.dp if args.dp is not None else None
-    config = moe.moe_config(args.model, gpus, tp=args.tp, pp=args.pp, ep=args.ep, etp=args.etp,
-                            micro_batch=args.micro_batch_size or 1, global_batch=args.global_batch, seq_len=args.seq,
-                            capacity_factor=args.capacity_factor, max_nodes=args.max_nodes,
-                            gpus_per_node=cl.gpus_per_node)
+    config = moe.moe_config(
+        args.model,
+        gpus,
+        tp=args.tp,
+        pp=args.pp,
+        ep=args.ep,
+        etp=args.etp,
+        micro_batch=args.micro_batch_size or 1,
+        global_batch=args.global_batch,
+        seq_len=args.seq,
+        capacity_factor=args.capacity_factor,
+        max_nodes=args.max_nodes,
+        gpus_per_node=cl.gpus_per_node,
+    )
     if dp is not None and dp != config.dp:
         raise ConfigurationError(f"--dp {dp}: {gpus} GPUs with tp={args.tp} pp={args.pp} give dp={config.dp}")
     print(moe.export_moe(config, args.format))
@@ -101,8 +137,16 @@ def _best_moe(args, cl) -> int:
     from .. import moe, planner
     from ..errors import ConfigurationError
 
-    p = planner.plan(args.model, cl, global_batch=args.global_batch, seq_len=args.seq, precision=args.precision,
-                     efficiency=args.efficiency, attention=args.attention, memory_recipe=args.memory_recipe)
+    p = planner.plan(
+        args.model,
+        cl,
+        global_batch=args.global_batch,
+        seq_len=args.seq,
+        precision=args.precision,
+        efficiency=args.efficiency,
+        attention=args.attention,
+        memory_recipe=args.memory_recipe,
+    )
     skipped = 0
     for rank in range(p.feasible_count):  # feasible rows come first in the ranking
         row = p.row(rank)
@@ -110,10 +154,20 @@ def _best_moe(args, cl) -> int:
             skipped += 1
             continue
         try:
-            config = moe.moe_config(args.model, cl.gpus, tp=row["tp"], pp=row["pp"], ep=row["ep"], etp=row["etp"],
-                                    micro_batch=row["micro_batch_size"], global_batch=args.global_batch,
-                                    seq_len=args.seq, capacity_factor=args.capacity_factor, max_nodes=args.max_nodes,
-                                    gpus_per_node=cl.gpus_per_node)
+            config = moe.moe_config(
+                args.model,
+                cl.gpus,
+                tp=row["tp"],
+                pp=row["pp"],
+                ep=row["ep"],
+                etp=row["etp"],
+                micro_batch=row["micro_batch_size"],
+                global_batch=args.global_batch,
+                seq_len=args.seq,
+                capacity_factor=args.capacity_factor,
+                max_nodes=args.max_nodes,
+                gpus_per_node=cl.gpus_per_node,
+            )
             text = moe.export_moe(config, args.format)
         except ConfigurationError:
             skipped += 1
@@ -122,9 +176,14 @@ def _best_moe(args, cl) -> int:
 
         if skipped:
             print(f"# {skipped} faster configuration(s) skipped: {args.format} cannot express them", file=sys.stderr)
-        print(f"# planner row {rank + 1}: ZeRO-{row['zero']}, recompute {row['recompute']}, {row['schedule']}"
-              + (f" v={row['chunks']}" if row["chunks"] > 1 else "") + " (set these in the engine too)", file=sys.stderr)
+        print(
+            f"# planner row {rank + 1}: ZeRO-{row['zero']}, recompute {row['recompute']}, {row['schedule']}"
+            + (f" v={row['chunks']}" if row["chunks"] > 1 else "")
+            + " (set these in the engine too)",
+            file=sys.stderr,
+        )
         print(text)
         return 0
-    raise ConfigurationError(f"no feasible MoE configuration that {args.format} can express "
-                             f"({p.feasible_count} of {len(p)} fit in memory)")
+    raise ConfigurationError(
+        f"no feasible MoE configuration that {args.format} can express ({p.feasible_count} of {len(p)} fit in memory)"
+    )

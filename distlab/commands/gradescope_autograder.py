@@ -11,8 +11,12 @@ HELP = "build the Gradescope autograder package (setup.sh, run_autograder, distl
 def add_arguments(parser) -> None:
     parser.add_argument("--lesson", required=True, help="the lesson the assignment grades, e.g. memory_wall")
     parser.add_argument("--out", default="autograder.zip", help="the zip to write (default autograder.zip)")
-    parser.add_argument("--pip", metavar="SPEC", default=None,
-                        help="what setup.sh installs (default: this distlab source tree, bundled in the zip)")
+    parser.add_argument(
+        "--pip",
+        metavar="SPEC",
+        default=None,
+        help="what setup.sh installs (default: this distlab source tree, bundled in the zip)",
+    )
     parser.add_argument("--roster", metavar="CSV", help="per-student variants: the roster (with --secret-file)")
     parser.add_argument("--secret-file", metavar="FILE", help="per-student variants: the instructor secret")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per notebook (default 300)")
@@ -28,8 +32,14 @@ def run(args) -> int:
     for name, value in (("--timeout", args.timeout), ("--cell-timeout", args.cell_timeout)):
         if not math.isfinite(value) or not 0 < value <= 86400:
             raise ConfigurationError(f"{name} must be a number of seconds between 0 and 86400, not {value}")
-    path = gradescope.build_autograder(args.lesson, args.out, requirement=args.pip, roster=args.roster,
-                                       secret_file=args.secret_file, timeout=args.timeout,
-                                       cell_timeout=args.cell_timeout)
+    path = gradescope.build_autograder(
+        args.lesson,
+        args.out,
+        requirement=args.pip,
+        roster=args.roster,
+        secret_file=args.secret_file,
+        timeout=args.timeout,
+        cell_timeout=args.cell_timeout,
+    )
     print(f"wrote {path}: upload it as the assignment's autograder (Gradescope: Configure Autograder, zip file)")
     return 0

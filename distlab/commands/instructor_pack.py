@@ -5,8 +5,10 @@ from __future__ import annotations
 __all__ = ["NAME", "HELP", "add_arguments", "run"]
 
 NAME = "instructor-pack"
-HELP = ("build the instructor pack (syllabus, misconceptions, cheat sheet, glossary, bibliography, course guide, "
-        "one reveal.js slideshow per lesson) from the repository")
+HELP = (
+    "build the instructor pack (syllabus, misconceptions, cheat sheet, glossary, bibliography, course guide, "
+    "one reveal.js slideshow per lesson) from the repository"
+)
 
 
 def add_arguments(parser) -> None:

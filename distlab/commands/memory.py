@@ -76,8 +76,6 @@ def run(args) -> int:
     return 0
 
 
-
-
 def _moe_models():
     from ..moe import MOE_MODELS
 
@@ -91,22 +89,37 @@ def _run_moe(args) -> int:
 
     gpus = args.dp * args.tp * args.pp
     etp = args.tp if args.etp is None else args.etp
-    mem = moe.expert_parallel_memory(args.model, gpus, tp=args.tp, pp=args.pp, ep=args.ep, etp=etp,
-                                     precision=args.precision, zero=args.zero)
+    mem = moe.expert_parallel_memory(
+        args.model, gpus, tp=args.tp, pp=args.pp, ep=args.ep, etp=etp, precision=args.precision, zero=args.zero
+    )
     capacity = memory.gpu_capacity(args.gpu)[0] if args.gpu else None
     if args.json:
-        data = dict(mem.to_dict(), model=args.model, gpus=gpus, tp=args.tp, pp=args.pp, ep=args.ep, etp=etp,
-                    zero=args.zero, precision=args.precision, activations="not included")
+        data = dict(
+            mem.to_dict(),
+            model=args.model,
+            gpus=gpus,
+            tp=args.tp,
+            pp=args.pp,
+            ep=args.ep,
+            etp=etp,
+            zero=args.zero,
+            precision=args.precision,
+            activations="not included",
+        )
         if capacity is not None:
             data["capacity_bytes"] = capacity
             data["fits"] = mem.total_bytes <= capacity
         print(json.dumps(data, indent=2))
         return 0
-    print(f"{args.model} (mixture of experts), {args.precision} precision, ZeRO-{args.zero}, {gpus} GPUs: "
-          f"dp={mem.dp} tp={args.tp} pp={args.pp}, experts ep={args.ep} etp={etp} edp={mem.edp}: per GPU")
+    print(
+        f"{args.model} (mixture of experts), {args.precision} precision, ZeRO-{args.zero}, {gpus} GPUs: "
+        f"dp={mem.dp} tp={args.tp} pp={args.pp}, experts ep={args.ep} etp={etp} edp={mem.edp}: per GPU"
+    )
     print(mem.summary())
     print("activations are not included for MoE models (distlab.moe counts model states)")
     if capacity is not None:
-        verdict = "fits" if mem.total_bytes <= capacity else f"does not fit: {format_bytes(mem.total_bytes - capacity)} over"
+        verdict = (
+            "fits" if mem.total_bytes <= capacity else f"does not fit: {format_bytes(mem.total_bytes - capacity)} over"
+        )
         print(f"GPU capacity {format_bytes(capacity)}: model states: {verdict}")
     return 0

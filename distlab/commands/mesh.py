@@ -18,8 +18,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--cp", type=int, default=1, help="context-parallel degree (default 1)")
     parser.add_argument("--ep", type=int, default=1, help="expert-parallel degree (default 1)")
     parser.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node for the placement (default 8)")
-    parser.add_argument("--order", default="tp-cp-ep-dp-pp",
-                        help="Megatron-LM order, leftmost varies fastest (default tp-cp-ep-dp-pp)")
+    parser.add_argument(
+        "--order", default="tp-cp-ep-dp-pp", help="Megatron-LM order, leftmost varies fastest (default tp-cp-ep-dp-pp)"
+    )
     parser.add_argument("--rank", type=int, default=None, help="also show this rank's coordinates and groups")
     parser.add_argument("--max-groups", type=int, default=8, help="groups listed per dimension in text (default 8)")
     parser.add_argument("--json", action="store_true", help="print a JSON object with every group")
@@ -29,8 +30,16 @@ def run(args) -> int:
     from .. import mesh
     from ..errors import ConfigurationError
 
-    lay = mesh.layout(args.gpus, tp=args.tp, pp=args.pp, dp=args.dp, cp=args.cp, ep=args.ep, order=args.order,
-                      gpus_per_node=args.gpus_per_node)
+    lay = mesh.layout(
+        args.gpus,
+        tp=args.tp,
+        pp=args.pp,
+        dp=args.dp,
+        cp=args.cp,
+        ep=args.ep,
+        order=args.order,
+        gpus_per_node=args.gpus_per_node,
+    )
     if args.max_groups < 1:
         raise ConfigurationError(f"--max-groups {args.max_groups} must be at least 1")
     picked = None

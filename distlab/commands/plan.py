@@ -15,9 +15,12 @@ def add_arguments(cmd) -> None:
 
     add_cluster_arguments(cmd)
     cmd.add_argument("--top", type=int, default=10, help="rows to show (default 10)")
-    cmd.add_argument("--json", action="store_true",
-                     help="print a JSON list of the top rows: dp, tp, pp, chunks, microbatches, micro_batch_size, zero, "
-                          "recompute, sequence_parallel, schedule, step_time_s, mfu, memory_per_gpu_bytes, fits")
+    cmd.add_argument(
+        "--json",
+        action="store_true",
+        help="print a JSON list of the top rows: dp, tp, pp, chunks, microbatches, micro_batch_size, zero, "
+        "recompute, sequence_parallel, schedule, step_time_s, mfu, memory_per_gpu_bytes, fits",
+    )
 
 
 def run(args) -> int:
@@ -27,9 +30,16 @@ def run(args) -> int:
 
     if args.top < 1:
         raise ConfigurationError(f"--top {args.top} must be at least 1")
-    p = planner.plan(args.model, cluster(args), global_batch=args.global_batch, seq_len=args.seq,
-                     precision=args.precision, efficiency=args.efficiency, attention=args.attention,
-                     memory_recipe=args.memory_recipe)
+    p = planner.plan(
+        args.model,
+        cluster(args),
+        global_batch=args.global_batch,
+        seq_len=args.seq,
+        precision=args.precision,
+        efficiency=args.efficiency,
+        attention=args.attention,
+        memory_recipe=args.memory_recipe,
+    )
     if args.json:
         print(json.dumps(p.top(args.top), indent=2))
         return 0
@@ -50,18 +60,26 @@ def ties_report(p) -> str:
 
     band = planner.error_band_percent()
     count = p.tie_count(0)
-    lines = [f"≈: within the model's error band of ±{band:.1f}% of the fastest (its mean |step-time error| on "
-             f"validation runs it never saw; `distlab validate`): {count} tied configuration"
-             + ("s" if count != 1 else "") + "; the model cannot rank them"
-             + ("" if p.extra.get("calibrated", True) else
-                " (the band is the calibrated model's, efficiency=None; a fixed efficiency is further off)")]
+    lines = [
+        f"≈: within the model's error band of ±{band:.1f}% of the fastest (its mean |step-time error| on "
+        f"validation runs it never saw; `distlab validate`): {count} tied configuration"
+        + ("s" if count != 1 else "")
+        + "; the model cannot rank them"
+        + (
+            ""
+            if p.extra.get("calibrated", True)
+            else " (the band is the calibrated model's, efficiency=None; a fixed efficiency is further off)"
+        )
+    ]
     if count > 1:
         first = p.row(0)
         degrees = (first["dp"], first["tp"], first["pp"])
         other = next((r for r in range(1, count) if (p.row(r)["dp"], p.row(r)["tp"], p.row(r)["pp"]) != degrees), 1)
         second = p.row(other)
         d = p.deciding_assumption(0, other)
-        lines.append(f"fastest dp {first['dp']} x tp {first['tp']} x pp {first['pp']} (ZeRO-{first['zero']}) against "
-                     f"tie #{other + 1} dp {second['dp']} x tp {second['tp']} x pp {second['pp']} (ZeRO-{second['zero']}), "
-                     f"{format_seconds(d.step_time_difference_s)} slower: {d.text()}")
+        lines.append(
+            f"fastest dp {first['dp']} x tp {first['tp']} x pp {first['pp']} (ZeRO-{first['zero']}) against "
+            f"tie #{other + 1} dp {second['dp']} x tp {second['tp']} x pp {second['pp']} (ZeRO-{second['zero']}), "
+            f"{format_seconds(d.step_time_difference_s)} slower: {d.text()}"
+        )
     return "\n".join(lines)

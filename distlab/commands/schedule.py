@@ -37,23 +37,42 @@ def add_arguments(cmd) -> None:
     cmd.add_argument("--kind", default="1f1b", help=f"schedule: {', '.join(KINDS)} (default 1f1b)")
     cmd.add_argument("--stages", "-p", type=int, default=4, help="pipeline stages p (default 4)")
     cmd.add_argument("--microbatches", "-m", type=int, default=8, help="microbatches per step m (default 8)")
-    cmd.add_argument("--chunks", "-v", type=int, default=1, help="model chunks per stage v, interleaved only; zb-v and dualpipe(-v) always run 2 (default 1)")
-    cmd.add_argument("--ratio", default="1:1:1",
-                     help="F:B:W cost ratio: forward, input-gradient and weight-gradient backward; schedules other "
-                          "than zb-h1, zb-v, dualpipe(-v) run B and W as one backward op (default 1:1:1: backward = 2 x forward)")
-    cmd.add_argument("--forward", default=None,
-                     help="duration of one stage's forward per microbatch, e.g. '2 ms' (default: times are in units "
-                          "of that forward, t_F = 1)")
+    cmd.add_argument(
+        "--chunks",
+        "-v",
+        type=int,
+        default=1,
+        help="model chunks per stage v, interleaved only; zb-v and dualpipe(-v) always run 2 (default 1)",
+    )
+    cmd.add_argument(
+        "--ratio",
+        default="1:1:1",
+        help="F:B:W cost ratio: forward, input-gradient and weight-gradient backward; schedules other "
+        "than zb-h1, zb-v, dualpipe(-v) run B and W as one backward op (default 1:1:1: backward = 2 x forward)",
+    )
+    cmd.add_argument(
+        "--forward",
+        default=None,
+        help="duration of one stage's forward per microbatch, e.g. '2 ms' (default: times are in units "
+        "of that forward, t_F = 1)",
+    )
     cmd.add_argument("--p2p", default="0", help="latency added to every send between stages, same units (default 0)")
-    cmd.add_argument("--batch", type=int, default=None,
-                     help="samples one pipeline gets per step: microbatches must divide it")
-    cmd.add_argument("--model", default=None,
-                     help="catalog model (e.g. llama2-7b): also print each stage's peak activation memory")
-    cmd.add_argument("--micro-batch-size", type=int, default=1, help="sequences per microbatch, with --model (default 1)")
+    cmd.add_argument(
+        "--batch", type=int, default=None, help="samples one pipeline gets per step: microbatches must divide it"
+    )
+    cmd.add_argument(
+        "--model", default=None, help="catalog model (e.g. llama2-7b): also print each stage's peak activation memory"
+    )
+    cmd.add_argument(
+        "--micro-batch-size", type=int, default=1, help="sequences per microbatch, with --model (default 1)"
+    )
     cmd.add_argument("--recompute", default="none", help="none (default), selective, full; with --model")
-    cmd.add_argument("--json", action="store_true",
-                     help="print a JSON object: bubble_fraction (idle share of the step, all stages together), "
-                          "step_time, the grid (one string per stage) and the op list")
+    cmd.add_argument(
+        "--json",
+        action="store_true",
+        help="print a JSON object: bubble_fraction (idle share of the step, all stages together), "
+        "step_time, the grid (one string per stage) and the op list",
+    )
 
 
 def run(args) -> int:
@@ -65,17 +84,26 @@ def run(args) -> int:
     p2p = to_base(args.p2p, SECONDS, "--p2p")
     scale = unit / f  # F lasts `unit`; B and W keep their ratio to it
     timeline = pipeline.schedule(
-        args.kind, args.stages, args.microbatches, args.chunks,
-        t_f=f * scale, t_b=b * scale, t_w=w * scale, p2p=p2p, batch=args.batch,
+        args.kind,
+        args.stages,
+        args.microbatches,
+        args.chunks,
+        t_f=f * scale,
+        t_b=b * scale,
+        t_w=w * scale,
+        p2p=p2p,
+        batch=args.batch,
     )
     act = None
     if args.model is not None:
-        act = pipeline.activation_memory(timeline, args.model, micro_batch_size=args.micro_batch_size,
-                                         recompute=args.recompute)
+        act = pipeline.activation_memory(
+            timeline, args.model, micro_batch_size=args.micro_batch_size, recompute=args.recompute
+        )
     closed = None
     if p2p == 0 and timeline.schedule not in pipeline.NO_CLOSED_FORM:
-        closed = pipeline.closed_form(timeline.schedule, timeline.stages, timeline.microbatches, timeline.chunks,
-                                      f * scale, b * scale, w * scale)
+        closed = pipeline.closed_form(
+            timeline.schedule, timeline.stages, timeline.microbatches, timeline.chunks, f * scale, b * scale, w * scale
+        )
 
     if args.json:
         data = timeline.to_dict()
@@ -96,8 +124,12 @@ def run(args) -> int:
         head += f", v={tl.chunks} chunks"
     print(f"{head}, F:B:W = {f:g}:{b:g}:{w:g}" + (f", p2p {when(p2p)}" if p2p else ""))
     print(tl.grid())
-    print("(F forward, B backward" + (" input gradient, W weight gradient" if "W" in set(tl.kind.tolist()) else "")
-          + (", .chunk" if tl.chunks > 1 else "") + ", '.' idle; one column = the shortest op)")
+    print(
+        "(F forward, B backward"
+        + (" input gradient, W weight gradient" if "W" in set(tl.kind.tolist()) else "")
+        + (", .chunk" if tl.chunks > 1 else "")
+        + ", '.' idle; one column = the shortest op)"
+    )
     print(f"step time: {when(tl.step_time)}; busiest stage computes {when(float(tl.busy.max()))}")
     line = f"bubble: {100 * tl.bubble_fraction:.2f}% of the step idle (all stages together)"
     if closed is not None:
@@ -105,15 +137,18 @@ def run(args) -> int:
     print(line)
     print(f"time added over ideal compute: {100 * tl.overhead:.2f}%")
     if tl.schedule in pipeline.NO_CLOSED_FORM:
-        print("idle inside each stage's own span (the papers' bubble): "
-              + ", ".join(when(float(x)) for x in tl.span_idle))
+        print(
+            "idle inside each stage's own span (the papers' bubble): " + ", ".join(when(float(x)) for x in tl.span_idle)
+        )
     print("idle per stage: " + ", ".join(f"{100 * x:.1f}%" for x in tl.stage_bubble))
     print("peak microbatches in flight per stage: " + ", ".join(f"{x:g}" for x in tl.peak_in_flight))
     if (tl.peak_in_flight_w != tl.peak_in_flight).any():
         print("  ... counted until their W pass ends: " + ", ".join(f"{x:g}" for x in tl.peak_in_flight_w))
     if act is not None:
-        print(f"activation memory ({act.config['model']}, {act.config['micro_batch_size']} x {act.config['seq_len']} "
-              f"tokens per microbatch, recompute={act.config['recompute']}):")
+        print(
+            f"activation memory ({act.config['model']}, {act.config['micro_batch_size']} x {act.config['seq_len']} "
+            f"tokens per microbatch, recompute={act.config['recompute']}):"
+        )
         print(act.summary())
         print(f"peak: {format_bytes(act.peak_bytes)} on stage {act.peak_stage}")
     return 0

@@ -20,8 +20,9 @@ HELP = "out-of-memory triage: the fixes production tries, in order, each priced 
 def add_arguments(cmd) -> None:
     add_cluster_arguments(cmd)
     add_config_arguments(cmd)
-    cmd.add_argument("--json", action="store_true",
-                     help="print a JSON object: already_fits, base, fixes, ladder, first_fit")
+    cmd.add_argument(
+        "--json", action="store_true", help="print a JSON object: already_fits, base, fixes, ladder, first_fit"
+    )
 
 
 def run(args) -> int:
@@ -34,8 +35,10 @@ def run(args) -> int:
         return 0
     c = result.base.config
     print(f"{c['model']} on {cl.describe()}")
-    print(f"dp={c['dp']} tp={c['tp']} pp={c['pp']}, micro-batch {c['micro_batch_size']} ({c['microbatches']} "
-          f"microbatches), ZeRO-{c['zero']}, recompute {c['recompute']}"
-          + (", sequence parallel" if c["sequence_parallel"] else ""))
+    print(
+        f"dp={c['dp']} tp={c['tp']} pp={c['pp']}, micro-batch {c['micro_batch_size']} ({c['microbatches']} "
+        f"microbatches), ZeRO-{c['zero']}, recompute {c['recompute']}"
+        + (", sequence parallel" if c["sequence_parallel"] else "")
+    )
     print(result.summary())
     return 0

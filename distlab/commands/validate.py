@@ -9,19 +9,32 @@ from ..errors import ConfigurationError
 __all__ = ["NAME", "HELP", "add_arguments", "run"]
 
 NAME = "validate"
-HELP = ("how good is the step model: training.estimate() out of the box against published measured training runs "
-        "(step time, signed error, mean and max |error| per role), with the sources cited")
+HELP = (
+    "how good is the step model: training.estimate() out of the box against published measured training runs "
+    "(step time, signed error, mean and max |error| per role), with the sources cited"
+)
 
 
 def add_arguments(cmd) -> None:
-    cmd.add_argument("--role", default="validation", choices=("calibration", "validation", "reference", "all"),
-                     help="which runs: calibration (Narayanan et al. 2021 Table 1, may be fitted to), validation "
-                          "(default: other published runs, never fitted to), reference (reported, not asserted), all")
-    cmd.add_argument("--json", action="store_true",
-                     help="print a JSON object: rows (id, source, where, role, tier, measured_s, predicted_s, "
-                          "error_percent, status, reason), summary per role, tiers, sources")
-    cmd.add_argument("--plot", metavar="FILE", default=None,
-                     help="also save the predicted-vs-measured figure (log-log, y = x, +-5%% and +-15%% bands) to FILE")
+    cmd.add_argument(
+        "--role",
+        default="validation",
+        choices=("calibration", "validation", "reference", "all"),
+        help="which runs: calibration (Narayanan et al. 2021 Table 1, may be fitted to), validation "
+        "(default: other published runs, never fitted to), reference (reported, not asserted), all",
+    )
+    cmd.add_argument(
+        "--json",
+        action="store_true",
+        help="print a JSON object: rows (id, source, where, role, tier, measured_s, predicted_s, "
+        "error_percent, status, reason), summary per role, tiers, sources",
+    )
+    cmd.add_argument(
+        "--plot",
+        metavar="FILE",
+        default=None,
+        help="also save the predicted-vs-measured figure (log-log, y = x, +-5%% and +-15%% bands) to FILE",
+    )
 
 
 def _seconds(value) -> str:
@@ -31,14 +44,18 @@ def _seconds(value) -> str:
 def _summary_line(name: str, stats: dict) -> str:
     others = ", ".join(f"{status} {n}" for status, n in sorted(stats["status_counts"].items()) if status != "predicted")
     if stats["scored"]:
-        text = (f"{name}: {stats['scored']} of {stats['runs']} runs scored, mean |error| "
-                f"{stats['mean_abs_error_percent']:.1f}%, max |error| {stats['max_abs_error_percent']:.1f}% "
-                f"({stats['max_abs_error_run']})")
+        text = (
+            f"{name}: {stats['scored']} of {stats['runs']} runs scored, mean |error| "
+            f"{stats['mean_abs_error_percent']:.1f}%, max |error| {stats['max_abs_error_percent']:.1f}% "
+            f"({stats['max_abs_error_run']})"
+        )
     else:
         text = f"{name}: none of {stats['runs']} runs scored"
     if stats["priced"] > stats["scored"]:
-        text += (f" [all {stats['priced']} priced, over memory or not: mean |error| "
-                 f"{stats['mean_abs_error_percent_priced']:.1f}%, max {stats['max_abs_error_percent_priced']:.1f}%]")
+        text += (
+            f" [all {stats['priced']} priced, over memory or not: mean |error| "
+            f"{stats['mean_abs_error_percent_priced']:.1f}%, max {stats['max_abs_error_percent_priced']:.1f}%]"
+        )
     return text + (f"; not scored: {others}" if others else "")
 
 
@@ -83,6 +100,8 @@ def run(args) -> int:
     print("sources:")
     for s in sources:
         print(f"  {s['cite']}: {s['title']}. {s['url']}")
-    print("Each run's citation, table and row, quote, mapping and assumptions: distlab/data/published_runs.json "
-          "(distlab.validation.run(id)).")
+    print(
+        "Each run's citation, table and row, quote, mapping and assumptions: distlab/data/published_runs.json "
+        "(distlab.validation.run(id))."
+    )
     return 0

@@ -133,7 +133,7 @@ def parse_answers(text: str, nonce: str) -> dict | None:
     if stop < 0:
         return None
     try:
-        data = json.loads(text[start + len(begin):stop])
+        data = json.loads(text[start + len(begin) : stop])
     except (ValueError, RecursionError):
         return None
     if not isinstance(data, dict):
@@ -150,17 +150,33 @@ def check_answers(questions: dict, answers: dict) -> list[QuestionGrade]:
         try:
             with time_limit(CHECK_TIME_LIMIT):
                 result = question.check(answer)
-            grades.append(QuestionGrade(name, result.status, float(result.points), float(result.max_points),
-                                        result.message, getattr(question, "prompt", "")))
+            grades.append(
+                QuestionGrade(
+                    name,
+                    result.status,
+                    float(result.points),
+                    float(result.max_points),
+                    result.message,
+                    getattr(question, "prompt", ""),
+                )
+            )
         except (Exception, CheckTimeout) as exc:  # a check that cannot read a strange answer must not stop grading
-            grades.append(QuestionGrade(name, INCORRECT, 0.0, max_points,
-                                        f"not yet, because the answer could not be checked "
-                                        f"({type(exc).__name__}: {str(exc)[:200]})",
-                                        getattr(question, "prompt", "")))
+            grades.append(
+                QuestionGrade(
+                    name,
+                    INCORRECT,
+                    0.0,
+                    max_points,
+                    f"not yet, because the answer could not be checked ({type(exc).__name__}: {str(exc)[:200]})",
+                    getattr(question, "prompt", ""),
+                )
+            )
     return grades
 
 
 def not_attempted(questions: dict, why: str = "not attempted") -> list[QuestionGrade]:
     """Every question of `questions` graded "not attempted", with `why` as the feedback."""
-    return [QuestionGrade(name, NOT_ATTEMPTED, 0.0, float(getattr(q, "points", 1.0)), why, getattr(q, "prompt", ""))
-            for name, q in questions.items()]
+    return [
+        QuestionGrade(name, NOT_ATTEMPTED, 0.0, float(getattr(q, "points", 1.0)), why, getattr(q, "prompt", ""))
+        for name, q in questions.items()
+    ]

@@ -96,8 +96,10 @@ def _parse(code: str, where: str) -> ast.Module:
 
 
 def _shows_solution(node) -> bool:
-    return any(isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "solution"
-               for sub in ast.walk(node))
+    return any(
+        isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "solution"
+        for sub in ast.walk(node)
+    )
 
 
 def _only_shows_solutions(source: str, where: str) -> bool:
@@ -108,8 +110,10 @@ def _only_shows_solutions(source: str, where: str) -> bool:
     if showing and all(showing):
         return True
     if any(showing):
-        raise ConfigurationError(f"{where}: a .solution() call outside a solution block, mixed with other code; "
-                                 "put it in a cell of its own (left out of the exercise) or inside the block")
+        raise ConfigurationError(
+            f"{where}: a .solution() call outside a solution block, mixed with other code; "
+            "put it in a cell of its own (left out of the exercise) or inside the block"
+        )
     return False
 
 
@@ -173,9 +177,11 @@ def _check_no_solution_only_names(nb, where: str) -> None:
     for index, names in reads:
         leaked = sorted(names & (solution_only - defined_outside))
         if leaked:
-            raise ConfigurationError(f"{where}, cell {index}: code outside the solution blocks reads "
-                                     f"{', '.join(leaked)}, which only a solution block defines; the exercise "
-                                     "drops it (name it answer_... or move the use into the block)")
+            raise ConfigurationError(
+                f"{where}, cell {index}: code outside the solution blocks reads "
+                f"{', '.join(leaked)}, which only a solution block defines; the exercise "
+                "drops it (name it answer_... or move the use into the block)"
+            )
 
 
 def exercise_from_solution(nb: "nbformat.NotebookNode", where: str = "notebook") -> "nbformat.NotebookNode":
@@ -183,8 +189,11 @@ def exercise_from_solution(nb: "nbformat.NotebookNode", where: str = "notebook")
     execution counts cleared."""
     nb = nbformat.from_dict(nb)
     _check_no_solution_only_names(nb, where)
-    nb.cells = [cell for index, cell in enumerate(nb.cells)
-                if not (cell.cell_type == "code" and _only_shows_solutions(cell.source, f"{where}, cell {index}"))]
+    nb.cells = [
+        cell
+        for index, cell in enumerate(nb.cells)
+        if not (cell.cell_type == "code" and _only_shows_solutions(cell.source, f"{where}, cell {index}"))
+    ]
     for index, cell in enumerate(nb.cells):
         cell.metadata.pop("execution", None)  # nbclient's timestamps: not part of the exercise
         if cell.cell_type == "code":
@@ -204,8 +213,10 @@ def check_lesson_key(nb, name: str) -> None:
     meta = nb.metadata.get("distlab", {})
     key = meta.get("lesson") if isinstance(meta, dict) else None
     if key != entry.slug:
-        raise ConfigurationError(f"{name}: metadata distlab.lesson is {key!r}, but the lesson manifest "
-                                 f"(distlab.lessons.LESSONS) says {entry.slug!r}")
+        raise ConfigurationError(
+            f"{name}: metadata distlab.lesson is {key!r}, but the lesson manifest "
+            f"(distlab.lessons.LESSONS) says {entry.slug!r}"
+        )
 
 
 def render(nb) -> str:

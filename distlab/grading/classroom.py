@@ -52,7 +52,13 @@ __all__ = [
 ]
 
 JOURNAL, CSV_FILE, JSON_FILE, SUMMARY_TXT, SUMMARY_CSV, HISTOGRAM = (
-    "journal.jsonl", "results.csv", "results.json", "summary.txt", "summary.csv", "histogram.png")
+    "journal.jsonl",
+    "results.csv",
+    "results.json",
+    "summary.txt",
+    "summary.csv",
+    "histogram.png",
+)
 
 
 @dataclass(frozen=True)
@@ -119,11 +125,22 @@ def file_digest(path: Path) -> str:
 
 def grade_from_dict(data: dict) -> NotebookGrade:
     """A NotebookGrade back from its to_dict() (as the journal keeps it)."""
-    questions = [QuestionGrade(q["question"], q["status"], float(q["points"]), float(q["max_points"]),
-                               q["feedback"], q.get("prompt", "")) for q in data.get("questions", [])]
-    return NotebookGrade(data["path"], data.get("lesson"), questions, list(data.get("problems", [])),
-                         sandbox=data.get("sandbox", ""), seconds=float(data.get("seconds", 0.0)),
-                         lesson_from=data.get("lesson_from", ""), student=data.get("student", ""))
+    questions = [
+        QuestionGrade(
+            q["question"], q["status"], float(q["points"]), float(q["max_points"]), q["feedback"], q.get("prompt", "")
+        )
+        for q in data.get("questions", [])
+    ]
+    return NotebookGrade(
+        data["path"],
+        data.get("lesson"),
+        questions,
+        list(data.get("problems", [])),
+        sandbox=data.get("sandbox", ""),
+        seconds=float(data.get("seconds", 0.0)),
+        lesson_from=data.get("lesson_from", ""),
+        student=data.get("student", ""),
+    )
 
 
 def read_journal(path: Path) -> dict[str, dict]:
@@ -165,9 +182,16 @@ def results_csv(records: list[dict]) -> str:
     for r in records:
         g = r["grade"]
         points = {q["question"]: q["points"] for q in g.get("questions", [])}
-        row = [r["key"], g.get("student") or " ".join(r.get("identity", [])), g.get("lesson") or "",
-               g["score"], g["max_score"], *(points.get(n, "") for n in names), g.get("seconds", ""),
-               " | ".join(" ".join(str(p).split()) for p in g.get("problems", []))]
+        row = [
+            r["key"],
+            g.get("student") or " ".join(r.get("identity", [])),
+            g.get("lesson") or "",
+            g["score"],
+            g["max_score"],
+            *(points.get(n, "") for n in names),
+            g.get("seconds", ""),
+            " | ".join(" ".join(str(p).split()) for p in g.get("problems", [])),
+        ]
         # a cell that starts with = + - @ is a formula in a spreadsheet: quote it as text
         writer.writerow([f"'{c}" if isinstance(c, str) and c[:1] and c[0] in "=+-@" else c for c in row])
     return out.getvalue()
@@ -178,9 +202,19 @@ def question_summary(grades: list[NotebookGrade]) -> list[dict]:
     table: dict[tuple, dict] = {}
     for g in grades:
         for q in g.questions:
-            row = table.setdefault((g.lesson or "?", q.question), dict(
-                lesson=g.lesson or "?", question=q.question, notebooks=0, correct=0, wrong=0, not_attempted=0,
-                points=0.0, max_points=q.max_points))
+            row = table.setdefault(
+                (g.lesson or "?", q.question),
+                dict(
+                    lesson=g.lesson or "?",
+                    question=q.question,
+                    notebooks=0,
+                    correct=0,
+                    wrong=0,
+                    not_attempted=0,
+                    points=0.0,
+                    max_points=q.max_points,
+                ),
+            )
             row["notebooks"] += 1
             row["points"] += q.points
             key = "correct" if q.status == CORRECT else "not_attempted" if q.status == NOT_ATTEMPTED else "wrong"
@@ -195,12 +229,18 @@ def question_summary(grades: list[NotebookGrade]) -> list[dict]:
 def summary_text(grades: list[NotebookGrade]) -> str:
     rows = question_summary(grades)
     scores = [g.score / g.max_score for g in grades if g.max_score]
-    out = [f"{len(grades)} notebook(s); mean score {100 * sum(scores) / len(scores):.1f}%" if scores else
-           f"{len(grades)} notebook(s); none could be scored", "",
-           f"{'lesson':<20} {'question':<9} {'correct':>8} {'wrong':>6} {'not att.':>8} {'mean':>6}"]
+    out = [
+        f"{len(grades)} notebook(s); mean score {100 * sum(scores) / len(scores):.1f}%"
+        if scores
+        else f"{len(grades)} notebook(s); none could be scored",
+        "",
+        f"{'lesson':<20} {'question':<9} {'correct':>8} {'wrong':>6} {'not att.':>8} {'mean':>6}",
+    ]
     for r in rows:
-        out.append(f"{r['lesson']:<20} {r['question']:<9} {r['correct']:>8} {r['wrong']:>6} {r['not_attempted']:>8} "
-                   f"{r['mean_points']:>6g}")
+        out.append(
+            f"{r['lesson']:<20} {r['question']:<9} {r['correct']:>8} {r['wrong']:>6} {r['not_attempted']:>8} "
+            f"{r['mean_points']:>6g}"
+        )
     refused = [g for g in grades if any(str(p).startswith("refused") for p in g.problems)]
     if refused:
         out += ["", f"{len(refused)} notebook(s) refused (see their problems in results.csv)"]
@@ -221,8 +261,10 @@ def plot_histogram(grades: list[NotebookGrade], target: Path) -> Path:
     left.hist(scores, bins=[i * 10 for i in range(11)], color="#4c72b0", edgecolor="white")
     left.set(xlabel="score (%)", ylabel="notebooks", title=f"Scores ({len(scores)} notebooks)", xlim=(0, 100))
     left.yaxis.get_major_locator().set_params(integer=True)
-    labels = [f"{r['question']}" if len({x['lesson'] for x in rows}) == 1 else f"{r['lesson'][:8]}:{r['question']}"
-              for r in rows]
+    labels = [
+        f"{r['question']}" if len({x["lesson"] for x in rows}) == 1 else f"{r['lesson'][:8]}:{r['question']}"
+        for r in rows
+    ]
     right.bar(labels, [100 * r["correct"] / r["notebooks"] for r in rows], color="#55a868")
     right.set(ylabel="correct (%)", title="Correct, per question", ylim=(0, 100))
     right.tick_params(axis="x", labelrotation=45)
@@ -246,8 +288,10 @@ class Progress:
         eta = rate * (self.total - done)
         filled = int(self.width * done / self.total) if self.total else self.width
         bar = "#" * filled + "." * (self.width - filled)
-        line = (f"[{bar}] {done}/{self.total}  {rate:.1f} s/notebook  ETA {int(eta // 60)}:{int(eta % 60):02d}  "
-                f"{label[-40:]}")
+        line = (
+            f"[{bar}] {done}/{self.total}  {rate:.1f} s/notebook  ETA {int(eta // 60)}:{int(eta % 60):02d}  "
+            f"{label[-40:]}"
+        )
         tty = getattr(self.stream, "isatty", lambda: False)()
         self.stream.write(("\r" + line + "\x1b[K") if tty else line + "\n")
         if tty and done == self.total:
@@ -268,8 +312,19 @@ def write_outputs(out: Path, records: list[dict]) -> GradeReport:
     _write_atomic(out / SUMMARY_TXT, summary_text(grades))
     rows = question_summary(grades)
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=["lesson", "question", "notebooks", "correct", "wrong", "not_attempted",
-                                             "mean_points", "max_points"])
+    writer = csv.DictWriter(
+        buf,
+        fieldnames=[
+            "lesson",
+            "question",
+            "notebooks",
+            "correct",
+            "wrong",
+            "not_attempted",
+            "mean_points",
+            "max_points",
+        ],
+    )
     writer.writeheader()
     writer.writerows(rows)
     _write_atomic(out / SUMMARY_CSV, buf.getvalue())
@@ -316,6 +371,8 @@ def grade_class(paths, out, *, progress: bool = True, stream=None, grade_one=Non
     _write_atomic(out / CSV_FILE, results_csv(records))
     report = write_outputs(out, records)
     if interrupted:
-        raise KeyboardInterrupt(f"interrupted after {len(records)} of {len(submissions)} notebooks; "
-                                f"grades so far are in {out}; run the same command again to continue")
+        raise KeyboardInterrupt(
+            f"interrupted after {len(records)} of {len(submissions)} notebooks; "
+            f"grades so far are in {out}; run the same command again to continue"
+        )
     return report

@@ -48,14 +48,16 @@ def lesson_questions(name: str) -> dict:
     """The QUESTIONS dict of lesson `name` (a slug or an alias); ConfigurationError if none."""
     slug = canonical(name)
     if slug not in manifest.graded():
-        raise ConfigurationError(f"lesson {name!r} is not a graded lesson of distlab.lessons; "
-                                 f"lessons: {', '.join(lessons()) or 'none'}")
+        raise ConfigurationError(
+            f"lesson {name!r} is not a graded lesson of distlab.lessons; lessons: {', '.join(lessons()) or 'none'}"
+        )
     entry = manifest.LESSONS[slug]
     try:
         questions = entry.load_questions()
     except Exception as exc:  # a lesson module with a bug: say so, do not crash the whole grading run
-        raise ConfigurationError(f"{entry.questions} could not be imported "
-                                 f"({type(exc).__name__}: {str(exc)[:200]})") from None
+        raise ConfigurationError(
+            f"{entry.questions} could not be imported ({type(exc).__name__}: {str(exc)[:200]})"
+        ) from None
     if not isinstance(questions, dict) or not questions:
         raise ConfigurationError(f"{entry.questions} has no QUESTIONS, so it is not a graded lesson")
     return questions
@@ -87,9 +89,11 @@ def lesson_from_name(filename: str, names: Iterable[str] | None = None) -> str |
     return canonical(max(hits, key=len)) if hits else None
 
 
-_IMPORT = re.compile(r"(?:from\s+distlab\.(?:lessons|course)\.(\w+)\s+import"
-                     r"|from\s+distlab\.(?:lessons|course)\s+import\s+(\w+)"
-                     r"|import\s+distlab\.(?:lessons|course)\.(\w+))")
+_IMPORT = re.compile(
+    r"(?:from\s+distlab\.(?:lessons|course)\.(\w+)\s+import"
+    r"|from\s+distlab\.(?:lessons|course)\s+import\s+(\w+)"
+    r"|import\s+distlab\.(?:lessons|course)\.(\w+))"
+)
 
 
 def lesson_from_imports(sources: list[str], names: Iterable[str] | None = None) -> str | None:

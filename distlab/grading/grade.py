@@ -117,14 +117,16 @@ DEFAULT_PROCESS_LIMIT = 256  # processes and threads a kernel may add
 SANDBOXES = ("auto", "bwrap", "container", "trusted", "audit")
 #: the longest time limit accepted, seconds (a day)
 MAX_TIMEOUT = 86_400.0
-NO_SANDBOX = ("bubblewrap is not installed or cannot run here, and untrusted notebooks are graded only inside an "
-              "operating-system sandbox: install it (apt-get install bubblewrap), or say that this already runs "
-              "in a throw-away container (--container, sandbox='container'), or that you trust these notebooks "
-              "(--trusted, sandbox='trusted': the Python audit hook only, which a determined student can escape)")
+NO_SANDBOX = (
+    "bubblewrap is not installed or cannot run here, and untrusted notebooks are graded only inside an "
+    "operating-system sandbox: install it (apt-get install bubblewrap), or say that this already runs "
+    "in a throw-away container (--container, sandbox='container'), or that you trust these notebooks "
+    "(--trusted, sandbox='trusted': the Python audit hook only, which a determined student can escape)"
+)
 
 
 def _sandbox(sandbox: str) -> str:
-    """"bwrap", "container" or "trusted": what `sandbox` means here; refuses when bubblewrap is needed and missing."""
+    """ "bwrap", "container" or "trusted": what `sandbox` means here; refuses when bubblewrap is needed and missing."""
     if sandbox not in SANDBOXES:
         raise ConfigurationError(f"sandbox={sandbox!r}; valid: {', '.join(SANDBOXES)}")
     if sandbox == "audit":
@@ -138,8 +140,12 @@ def _check_number(name: str, value, low: float, high: float, allow_none: bool = 
     """Refuse a limit that is not a finite number in [low, high] (NaN and inf included)."""
     if value is None and allow_none:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not low <= value <= high:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not low <= value <= high
+    ):
         raise ConfigurationError(f"{name}={value!r}: give a finite number from {low:g} to {high:g}")
 
 
@@ -169,14 +175,18 @@ def _choose_questions(grade: NotebookGrade, found: str | None, how: str, questio
     """The questions to grade against, or None (with the reason in grade.problems, and zeros if due)."""
     if questions is not None:  # --lesson given
         if found is not None and found != grade.lesson:
-            grade.problems.append(f"this notebook belongs to lesson {found!r} (from its {how}), not to "
-                                  f"{grade.lesson!r}: it was not graded; submit the exercise notebook of this lesson")
+            grade.problems.append(
+                f"this notebook belongs to lesson {found!r} (from its {how}), not to "
+                f"{grade.lesson!r}: it was not graded; submit the exercise notebook of this lesson"
+            )
             grade.questions = not_attempted(questions, f"not attempted (the notebook submitted is lesson {found!r})")
             return None
         return questions
     if found is None:
-        grade.problems.append("cannot tell which lesson this notebook belongs to (no distlab lesson in its metadata, "
-                              "file name or imports); grade it with --lesson NAME")
+        grade.problems.append(
+            "cannot tell which lesson this notebook belongs to (no distlab lesson in its metadata, "
+            "file name or imports); grade it with --lesson NAME"
+        )
         return None
     try:
         questions = lesson_questions(found)
@@ -210,8 +220,9 @@ def _run(raw: bytes, sources: list[str], questions: dict, problems: list[str], *
         (work / ".tmp").mkdir(parents=True)
         (work / "submission.ipynb").write_bytes(raw)
         try:
-            answers = run_in_kernel(sources, work, answer_names=[f"{ANSWER_PREFIX}{q}" for q in questions],
-                                    problems=problems, **options)
+            answers = run_in_kernel(
+                sources, work, answer_names=[f"{ANSWER_PREFIX}{q}" for q in questions], problems=problems, **options
+            )
         except Exception as exc:  # kernel failed to start, sandbox failed: the grader's problem, said plainly
             problems.append(f"the notebook could not be run: {type(exc).__name__}: {str(exc)[:300]}")
             answers = None
@@ -223,12 +234,20 @@ def _run(raw: bytes, sources: list[str], questions: dict, problems: list[str], *
     return answers
 
 
-def grade_notebook(path, *, lesson: str | None = None, timeout: float = DEFAULT_TIMEOUT,
-                   cell_timeout: float = DEFAULT_CELL_TIMEOUT, sandbox: str = "auto",
-                   memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
-                   file_size_limit: int | None = DEFAULT_FILE_SIZE_LIMIT,
-                   process_limit: int | None = DEFAULT_PROCESS_LIMIT, _audit_hook: bool = True,
-                   variants=None, identity=None) -> NotebookGrade:
+def grade_notebook(
+    path,
+    *,
+    lesson: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    cell_timeout: float = DEFAULT_CELL_TIMEOUT,
+    sandbox: str = "auto",
+    memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
+    file_size_limit: int | None = DEFAULT_FILE_SIZE_LIMIT,
+    process_limit: int | None = DEFAULT_PROCESS_LIMIT,
+    _audit_hook: bool = True,
+    variants=None,
+    identity=None,
+) -> NotebookGrade:
     """Grade one notebook file; never raises for anything the file contains.
 
     timeout: seconds for the whole notebook; cell_timeout: seconds per cell. sandbox: "auto" or
@@ -249,8 +268,14 @@ def grade_notebook(path, *, lesson: str | None = None, timeout: float = DEFAULT_
     started = time.monotonic()
     path = Path(path)
     layers = [sandbox, *(["audit-hook"] if _audit_hook else [])]  # e.g. "bwrap+audit-hook", "trusted+audit-hook"
-    grade = NotebookGrade(str(path), None if lesson is None else canonical(lesson), [], [],
-                          sandbox="+".join(layers) or "none", lesson_from="--lesson" if lesson is not None else "")
+    grade = NotebookGrade(
+        str(path),
+        None if lesson is None else canonical(lesson),
+        [],
+        [],
+        sandbox="+".join(layers) or "none",
+        lesson_from="--lesson" if lesson is not None else "",
+    )
     # the instructor's typo is an error, not a student's zero
     questions = lesson_questions(lesson) if lesson is not None else None
     raw = read_submission(path, grade.problems)
@@ -266,9 +291,19 @@ def grade_notebook(path, *, lesson: str | None = None, timeout: float = DEFAULT_
             grade.problems.append("the notebook has no code cells")
             grade.questions = not_attempted(questions)
         elif questions is not None:
-            answers = _run(raw, sources, questions, grade.problems, timeout=timeout, cell_timeout=cell_timeout,
-                           sandbox=sandbox, memory_limit=memory_limit, file_size_limit=file_size_limit,
-                           process_limit=process_limit, audit_hook=_audit_hook)
+            answers = _run(
+                raw,
+                sources,
+                questions,
+                grade.problems,
+                timeout=timeout,
+                cell_timeout=cell_timeout,
+                sandbox=sandbox,
+                memory_limit=memory_limit,
+                file_size_limit=file_size_limit,
+                process_limit=process_limit,
+                audit_hook=_audit_hook,
+            )
             grade.questions = check_answers(questions, answers)
     grade.seconds = time.monotonic() - started
     return grade

@@ -27,8 +27,10 @@ __all__ = ["VENV", "RUNTIME", "FALLBACK", "project_root", "setup_script", "run_s
 
 VENV = "/opt/distlab-venv"
 RUNTIME = ("nbclient", "nbformat", "ipykernel")
-FALLBACK = ('{"score": 0, "output": "The autograder could not grade this submission. Upload the exercise notebook '
-            '(.ipynb) of this lesson; if it was, tell your instructor (the log has the reason).", "tests": []}')
+FALLBACK = (
+    '{"score": 0, "output": "The autograder could not grade this submission. Upload the exercise notebook '
+    '(.ipynb) of this lesson; if it was, tell your instructor (the log has the reason).", "tests": []}'
+)
 
 
 def project_root() -> Path | None:
@@ -50,17 +52,25 @@ apt-get update -qq
 apt-get install -y -qq python3 python3-pip python3-venv > /dev/null
 python3 -m venv {VENV}
 {VENV}/bin/pip install --quiet --upgrade pip
-{VENV}/bin/pip install --quiet {requirement} {' '.join(RUNTIME)}
+{VENV}/bin/pip install --quiet {requirement} {" ".join(RUNTIME)}
 {VENV}/bin/python -m distlab grade --help > /dev/null
 """
 
 
 def run_script(lesson: str, timeout: float, cell_timeout: float, variants: bool) -> str:
     """run_autograder: grade /autograder/submission into /autograder/results/results.json (paths overridable)."""
-    args = ["grade", "--container", "--quiet", "--lesson", lesson, "--timeout", f"{timeout:g}",
-            "--cell-timeout", f"{cell_timeout:g}"]
-    variant_args = ('\nargs+=(--roster "$SOURCE/roster.csv" --secret-file "$SOURCE/variant_secret")' if variants
-                    else "")
+    args = [
+        "grade",
+        "--container",
+        "--quiet",
+        "--lesson",
+        lesson,
+        "--timeout",
+        f"{timeout:g}",
+        "--cell-timeout",
+        f"{cell_timeout:g}",
+    ]
+    variant_args = '\nargs+=(--roster "$SOURCE/roster.csv" --secret-file "$SOURCE/variant_secret")' if variants else ""
     return f"""#!/usr/bin/env bash
 # Gradescope runs this for every submission; it must leave results/results.json behind.
 set -uo pipefail
@@ -70,7 +80,7 @@ PYTHON="${{DISTLAB_PYTHON:-{VENV}/bin/python}}"
 RESULTS="$ROOT/results/results.json"
 mkdir -p "$ROOT/results"
 rm -f "$RESULTS"
-args=({' '.join(shlex.quote(a) for a in args)} --gradescope "$RESULTS")
+args=({" ".join(shlex.quote(a) for a in args)} --gradescope "$RESULTS")
 if [ -f "$ROOT/submission_metadata.json" ]; then
   args+=(--submission-metadata "$ROOT/submission_metadata.json")
 fi{variant_args}
@@ -93,8 +103,16 @@ def _add_tree(zf: zipfile.ZipFile, root: Path, prefix: str) -> None:
             zf.write(root / name, f"{prefix}/{name}")
 
 
-def build_autograder(lesson: str, out, *, requirement: str | None = None, roster=None, secret_file=None,
-                     timeout: float = 300.0, cell_timeout: float = 60.0) -> Path:
+def build_autograder(
+    lesson: str,
+    out,
+    *,
+    requirement: str | None = None,
+    roster=None,
+    secret_file=None,
+    timeout: float = 300.0,
+    cell_timeout: float = 60.0,
+) -> Path:
     """Write the Gradescope autograder zip for `lesson` to `out`; returns its path.
 
     requirement: what setup.sh pip-installs (default: this source tree, bundled in the zip).
@@ -110,11 +128,14 @@ def build_autograder(lesson: str, out, *, requirement: str | None = None, roster
         raise ConfigurationError("per-student variants need both --roster and --secret-file")
     root = project_root()
     if requirement is None and root is None:
-        raise ConfigurationError("distlab is not running from its source tree: pass --pip SPEC (what setup.sh "
-                                 "installs, e.g. a wheel URL or 'distlab==0.1.0')")
+        raise ConfigurationError(
+            "distlab is not running from its source tree: pass --pip SPEC (what setup.sh "
+            "installs, e.g. a wheel URL or 'distlab==0.1.0')"
+        )
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+
         def script(name: str, text: str) -> None:
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o100755 << 16

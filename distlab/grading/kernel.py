@@ -84,9 +84,15 @@ def _needed_paths() -> list[str]:
     """The folders the kernel must read: the interpreter, its environment, and where distlab and sys.path live."""
     import distlab
 
-    found = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-             os.path.dirname(os.path.dirname(os.path.abspath(distlab.__file__))),
-             *(p for p in sys.path if p), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    found = [
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        os.path.dirname(os.path.realpath(sys.executable)),
+        os.path.dirname(os.path.dirname(os.path.abspath(distlab.__file__))),
+        *(p for p in sys.path if p),
+        *os.environ.get("PYTHONPATH", "").split(os.pathsep),
+    ]
     out = []
     for p in found:
         p = os.path.realpath(p) if p else ""
@@ -119,20 +125,38 @@ def bwrap_prefix(work: Path, base: Path | None = None) -> list[str]:
     for needed in _needed_paths():
         if any(_under(needed, h) for h in hidden) and not _under(needed, str(base)):
             args += ["--ro-bind", needed, needed]
-    return [*args, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--proc", "/proc",
-            "--bind", str(base), str(base), "--chdir", str(work),
-            "--new-session", "--cap-drop", "ALL", "--die-with-parent",
-            # in its own process namespace the kernel's parent is pid 1, which ipykernel's parent
-            # poller takes for "the parent died": no poller (--die-with-parent does its job)
-            "--unsetenv", "JPY_PARENT_PID"]
+    return [
+        *args,
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-net",
+        "--proc",
+        "/proc",
+        "--bind",
+        str(base),
+        str(base),
+        "--chdir",
+        str(work),
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--die-with-parent",
+        # in its own process namespace the kernel's parent is pid 1, which ipykernel's parent
+        # poller takes for "the parent died": no poller (--die-with-parent does its job)
+        "--unsetenv",
+        "JPY_PARENT_PID",
+    ]
 
 
 #: sets the resource limits of the process, then becomes the rest of its command line (inherited by bwrap and the kernel)
-LIMITER = ("import os, resource, sys\n"
-           "for name, value in zip(('RLIMIT_AS', 'RLIMIT_NPROC', 'RLIMIT_FSIZE', 'RLIMIT_CPU'), sys.argv[1:5]):\n"
-           "    if int(value) > 0:\n"
-           "        resource.setrlimit(getattr(resource, name), (int(value), int(value)))\n"
-           "os.execvp(sys.argv[6], sys.argv[6:])\n")
+LIMITER = (
+    "import os, resource, sys\n"
+    "for name, value in zip(('RLIMIT_AS', 'RLIMIT_NPROC', 'RLIMIT_FSIZE', 'RLIMIT_CPU'), sys.argv[1:5]):\n"
+    "    if int(value) > 0:\n"
+    "        resource.setrlimit(getattr(resource, name), (int(value), int(value)))\n"
+    "os.execvp(sys.argv[6], sys.argv[6:])\n"
+)
 
 
 def _tasks_of_this_user() -> int:
@@ -148,8 +172,9 @@ def _tasks_of_this_user() -> int:
     return count
 
 
-def limits_prefix(memory_limit: int | None, processes: int | None, file_size_limit: int | None,
-                  cpu_seconds: int | None) -> list[str]:
+def limits_prefix(
+    memory_limit: int | None, processes: int | None, file_size_limit: int | None, cpu_seconds: int | None
+) -> list[str]:
     """A command prefix that caps address space, processes (threads included, beyond this user's current
     ones), file size and CPU seconds of what follows (0 or None: no limit)."""
     nproc = _tasks_of_this_user() + int(processes) if processes else 0
@@ -182,8 +207,11 @@ def kernel_manager(argv_prefix=(), connection_file: Path | None = None, context=
             spec["interrupt_mode"] = "message"
             return KernelSpec(resource_dir=ipykernel.kernelspec.RESOURCES, **spec)
 
-    extra = {} if connection_file is None else {
-        "connection_file": str(connection_file), "transport": "ipc", "ip": str(connection_file.parent / "kernel")}
+    extra = (
+        {}
+        if connection_file is None
+        else {"connection_file": str(connection_file), "transport": "ipc", "ip": str(connection_file.parent / "kernel")}
+    )
     if context is not None:
         extra["context"] = context
     return AsyncKernelManager(kernel_name="python3", kernel_spec_manager=GradingKernels(), **extra)
@@ -218,8 +246,14 @@ def _client_class():
             elif kind == "error":
                 from nbformat.v4 import new_output
 
-                outs.append(new_output("error", ename=str(content.get("ename", "Error"))[:200],
-                                       evalue=str(content.get("evalue", ""))[:1000], traceback=[]))
+                outs.append(
+                    new_output(
+                        "error",
+                        ename=str(content.get("ename", "Error"))[:200],
+                        evalue=str(content.get("evalue", ""))[:1000],
+                        traceback=[],
+                    )
+                )
             return None
 
     return GradingClient
@@ -228,11 +262,13 @@ def _client_class():
 def kernel_env(work: Path) -> dict:
     """The kernel's environment: this one, with its temporary and IPython folders inside the working copy."""
     env = dict(os.environ)
-    env.update({
-        "TMPDIR": str(work / ".tmp"),
-        "IPYTHONDIR": str(work / ".ipython"),
-        "PYTHONDONTWRITEBYTECODE": "1",
-    })
+    env.update(
+        {
+            "TMPDIR": str(work / ".tmp"),
+            "IPYTHONDIR": str(work / ".ipython"),
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+    )
     env.pop("PYTHONSTARTUP", None)
     return env
 
@@ -242,14 +278,28 @@ def kernel_env(work: Path) -> dict:
 # --------------------------------------------------------------------------------------
 
 
-def sandbox_cell(work: Path, nonce: str, memory_limit: int | None, fsize_limit: int | None,
-                 audit_hook: bool = True) -> str:
+def sandbox_cell(
+    work: Path, nonce: str, memory_limit: int | None, fsize_limit: int | None, audit_hook: bool = True
+) -> str:
     """The private first cell: compile kernel_side.install_sandbox in a private namespace and run it."""
-    args = repr([[str(work)], ["/dev/null"], int(memory_limit or 0), int(fsize_limit or 0), nonce, bool(audit_hook),
-                 list(SECRET_PARTS), True, MAX_OUTPUT_CHARS])
-    return (f"exec(compile({SANDBOX_SOURCE!r}, '<distlab-grading-sandbox>', 'exec'), __distlab_ns := {{}})\n"
-            f"__distlab_ns['install_sandbox'](*{args})\n"
-            f"del __distlab_ns")
+    args = repr(
+        [
+            [str(work)],
+            ["/dev/null"],
+            int(memory_limit or 0),
+            int(fsize_limit or 0),
+            nonce,
+            bool(audit_hook),
+            list(SECRET_PARTS),
+            True,
+            MAX_OUTPUT_CHARS,
+        ]
+    )
+    return (
+        f"exec(compile({SANDBOX_SOURCE!r}, '<distlab-grading-sandbox>', 'exec'), __distlab_ns := {{}})\n"
+        f"__distlab_ns['install_sandbox'](*{args})\n"
+        f"del __distlab_ns"
+    )
 
 
 def collect_cell(nonce: str, names: list[str]) -> str:
@@ -259,9 +309,11 @@ def collect_cell(nonce: str, names: list[str]) -> str:
     always arrives whole; a larger answer arrives as "too large".
     """
     budget = (MAX_OUTPUT_CHARS - 2_000) // max(1, len(names)) - 100
-    return (f"exec(compile({COLLECT_SOURCE!r}, '<distlab-grading>', 'exec'), __distlab_ns := {{}})\n"
-            f"__distlab_ns['collect_answers'](globals(), {nonce!r}, {names!r}, {MAX_ANSWER_CHARS}, {budget})\n"
-            f"del __distlab_ns")
+    return (
+        f"exec(compile({COLLECT_SOURCE!r}, '<distlab-grading>', 'exec'), __distlab_ns := {{}})\n"
+        f"__distlab_ns['collect_answers'](globals(), {nonce!r}, {names!r}, {MAX_ANSWER_CHARS}, {budget})\n"
+        f"del __distlab_ns"
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -303,12 +355,19 @@ class _Kernel:
         km = kernel_manager(prefix, work.parent / "kernel.json", self.context)
         km.client = functools.partial(km.client, context=self.context)  # the client's sockets too
         self.client = _client_class()(
-            self.nb, km=km,
+            self.nb,
+            km=km,
             timeout_func=self._cell_limit,
-            allow_errors=True, interrupt_on_timeout=True,
+            allow_errors=True,
+            interrupt_on_timeout=True,
             error_on_timeout={"ename": "TimeoutError", "evalue": "cell time limit", "traceback": []},
-            store_widget_state=False, startup_timeout=120, iopub_timeout=2, raise_on_iopub_timeout=False,
-            shutdown_kernel="immediate", record_timing=False, resources={"metadata": {"path": str(work)}},
+            store_widget_state=False,
+            startup_timeout=120,
+            iopub_timeout=2,
+            raise_on_iopub_timeout=False,
+            shutdown_kernel="immediate",
+            record_timing=False,
+            resources={"metadata": {"path": str(work)}},
         )
 
     def _cell_limit(self, cell):
@@ -320,8 +379,9 @@ class _Kernel:
         """The kernel, running; when the block ends it is shut down and its whole process group killed."""
         try:
             # the kernel's own stdout/stderr (startup warnings) are not the student's output: drop them
-            with self.client.setup_kernel(env=kernel_env(self.work), stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.DEVNULL, cleanup_kc=True):
+            with self.client.setup_kernel(
+                env=kernel_env(self.work), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cleanup_kc=True
+            ):
                 yield self
         finally:
             self.stop()
@@ -363,12 +423,15 @@ class _Kernel:
 
 
 def _install_sandbox(kernel: _Kernel, nonce: str, memory_limit, file_size_limit, audit_hook: bool) -> None:
-    boot = kernel.run(sandbox_cell(kernel.work, nonce, memory_limit, file_size_limit, audit_hook), limit=120,
-                      history=False)
+    boot = kernel.run(
+        sandbox_cell(kernel.work, nonce, memory_limit, file_size_limit, audit_hook), limit=120, history=False
+    )
     if f"DISTLAB-SANDBOX-READY-{nonce}" not in _stdout(boot):
         err = _error(boot)
-        raise RuntimeError("the grading sandbox could not be installed in the kernel"
-                           + (f": {err['ename']}: {err['evalue']}" if err else ""))
+        raise RuntimeError(
+            "the grading sandbox could not be installed in the kernel"
+            + (f": {err['ename']}: {err['evalue']}" if err else "")
+        )
 
 
 def _run_student_cell(kernel: _Kernel, number: int, source: str, problems: list[str]):
@@ -378,29 +441,34 @@ def _run_student_cell(kernel: _Kernel, number: int, source: str, problems: list[
     try:
         cell = kernel.run(source)
     except DeadKernelError:
-        problems.append(f"the kernel stopped (crashed, exited or ran out of memory) in code cell {number} "
-                        f"(`{first_line(source)}`); the cells after it did not run")
+        problems.append(
+            f"the kernel stopped (crashed, exited or ran out of memory) in code cell {number} "
+            f"(`{first_line(source)}`); the cells after it did not run"
+        )
         return None
     except CellTimeoutError:
-        problems.append(f"code cell {number} did not finish and could not be interrupted; "
-                        "the cells after it did not run")
+        problems.append(
+            f"code cell {number} did not finish and could not be interrupted; the cells after it did not run"
+        )
         return None
     err = _error(cell)
     if kernel.timed_out(cell):
-        problems.append(f"code cell {number} (`{first_line(source)}`) ran longer than its time limit "
-                        f"({min(kernel.cell_timeout, kernel.timeout):g} s) and was "
-                        "interrupted (an infinite loop?)")
+        problems.append(
+            f"code cell {number} (`{first_line(source)}`) ran longer than its time limit "
+            f"({min(kernel.cell_timeout, kernel.timeout):g} s) and was "
+            "interrupted (an infinite loop?)"
+        )
     elif err is not None:
-        problems.append(f"code cell {number} (`{first_line(source)}`) raised "
-                        f"{err.get('ename')}: {str(err.get('evalue'))[:300]}")
+        problems.append(
+            f"code cell {number} (`{first_line(source)}`) raised {err.get('ename')}: {str(err.get('evalue'))[:300]}"
+        )
     return cell
 
 
 _STOP = object()
 
 
-def _collect(kernel: _Kernel, nonce: str, answer_names: list[str], number: int, timed_out: bool,
-             problems: list[str]):
+def _collect(kernel: _Kernel, nonce: str, answer_names: list[str], number: int, timed_out: bool, problems: list[str]):
     """The answers after code cell `number`: a dict, None when unreadable, or _STOP when the kernel is gone."""
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
@@ -411,16 +479,27 @@ def _collect(kernel: _Kernel, nonce: str, answer_names: list[str], number: int, 
         return _STOP
     answers = parse_answers(_stdout(collected), nonce)
     if answers is None and timed_out:
-        problems.append(f"the kernel did not respond after code cell {number} was interrupted; "
-                        "the cells after it did not run")
+        problems.append(
+            f"the kernel did not respond after code cell {number} was interrupted; the cells after it did not run"
+        )
         return _STOP
     return answers
 
 
-def run_in_kernel(sources: list[str], work: Path, *, answer_names: list[str], timeout: float,
-                  cell_timeout: float, sandbox: str, memory_limit: int | None, file_size_limit: int | None,
-                  problems: list[str], audit_hook: bool = True,
-                  process_limit: int | None = DEFAULT_PROCESS_LIMIT) -> dict | None:
+def run_in_kernel(
+    sources: list[str],
+    work: Path,
+    *,
+    answer_names: list[str],
+    timeout: float,
+    cell_timeout: float,
+    sandbox: str,
+    memory_limit: int | None,
+    file_size_limit: int | None,
+    problems: list[str],
+    audit_hook: bool = True,
+    process_limit: int | None = DEFAULT_PROCESS_LIMIT,
+) -> dict | None:
     """Execute the student's cells; return the last answer snapshot (None if none could be read).
 
     `work` lies in a private folder of this run (work.parent), which holds the connection file and
@@ -430,8 +509,9 @@ def run_in_kernel(sources: list[str], work: Path, *, answer_names: list[str], ti
     """
     nonce = secrets.token_hex(16)
     cpu = int(min(timeout, 10**7)) + 60
-    kernel = _Kernel(work, sandbox, timeout, cell_timeout,
-                     limits_prefix(memory_limit, process_limit, file_size_limit, cpu))
+    kernel = _Kernel(
+        work, sandbox, timeout, cell_timeout, limits_prefix(memory_limit, process_limit, file_size_limit, cpu)
+    )
     snapshot = None
     unreadable = False
     with kernel.started():
@@ -440,8 +520,10 @@ def run_in_kernel(sources: list[str], work: Path, *, answer_names: list[str], ti
             if not source.strip():
                 continue
             if time.monotonic() >= kernel.deadline:
-                problems.append(f"the notebook's time limit ({timeout:g} s) was reached before code cell {number}; "
-                                "it and the cells after it did not run")
+                problems.append(
+                    f"the notebook's time limit ({timeout:g} s) was reached before code cell {number}; "
+                    "it and the cells after it did not run"
+                )
                 break
             cell = _run_student_cell(kernel, number, source, problems)
             if cell is None:
@@ -453,6 +535,8 @@ def run_in_kernel(sources: list[str], work: Path, *, answer_names: list[str], ti
                 snapshot = answers
             elif not unreadable:
                 unreadable = True
-                problems.append(f"the answers could not be read after code cell {number} "
-                                f"(`{first_line(source)}`); the answers read before it count")
+                problems.append(
+                    f"the answers could not be read after code cell {number} "
+                    f"(`{first_line(source)}`); the answers read before it count"
+                )
     return snapshot

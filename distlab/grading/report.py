@@ -7,9 +7,11 @@ from pathlib import Path
 
 __all__ = ["AUDIT_ONLY_WARNING", "printable", "QuestionGrade", "NotebookGrade", "GradeReport"]
 
-AUDIT_ONLY_WARNING = ("warning: graded as TRUSTED notebooks (--trusted: the Python audit hook only), which is not an "
-                      "operating-system sandbox; grade untrusted work with bubblewrap installed (apt-get install "
-                      "bubblewrap) or inside a container (--container)")
+AUDIT_ONLY_WARNING = (
+    "warning: graded as TRUSTED notebooks (--trusted: the Python audit hook only), which is not an "
+    "operating-system sandbox; grade untrusted work with bubblewrap installed (apt-get install "
+    "bubblewrap) or inside a container (--container)"
+)
 
 
 def printable(text) -> str:
@@ -104,8 +106,7 @@ class GradeReport:
             "score": self.score,
             "max_score": self.max_score,
             "questions": [
-                {"notebook": n.path, "lesson": n.lesson, **q.to_dict()}
-                for n in self.notebooks for q in n.questions
+                {"notebook": n.path, "lesson": n.lesson, **q.to_dict()} for n in self.notebooks for q in n.questions
             ],
             "notebooks": [n.to_dict() for n in self.notebooks],
         }
@@ -121,13 +122,15 @@ class GradeReport:
         for n in self.notebooks:
             for q in n.questions:
                 prefix = f"{Path(n.path).name} " if several else ""
-                tests.append({
-                    "name": printable(f"{prefix}{q.question}" + (f": {q.prompt}" if q.prompt else "")),
-                    "score": q.points,
-                    "max_score": q.max_points,
-                    "status": "passed" if q.points >= q.max_points and q.max_points > 0 else "failed",
-                    "output": printable(q.feedback),
-                })
+                tests.append(
+                    {
+                        "name": printable(f"{prefix}{q.question}" + (f": {q.prompt}" if q.prompt else "")),
+                        "score": q.points,
+                        "max_score": q.max_points,
+                        "status": "passed" if q.points >= q.max_points and q.max_points > 0 else "failed",
+                        "output": printable(q.feedback),
+                    }
+                )
         lines = []
         for n in self.notebooks:
             head = f"{printable(Path(n.path).name)}: {_fmt(n.score)}/{_fmt(n.max_score)}"
@@ -145,8 +148,10 @@ class GradeReport:
         out = []
         for n in self.notebooks:
             origin = f" (from its {n.lesson_from})" if n.lesson and n.lesson_from != "--lesson" else ""
-            out.append(f"{printable(n.path)}  lesson: {printable(n.lesson or '?')}{origin}  "
-                       f"score: {_fmt(n.score)}/{_fmt(n.max_score)}")
+            out.append(
+                f"{printable(n.path)}  lesson: {printable(n.lesson or '?')}{origin}  "
+                f"score: {_fmt(n.score)}/{_fmt(n.max_score)}"
+            )
             if n.questions:
                 width = max(8, *(len(q.question) for q in n.questions))
                 out.append(f"  {'question':<{width}}  {'points':>7}  {'status':<13}  feedback")

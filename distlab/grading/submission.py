@@ -38,8 +38,10 @@ def read_submission(path: Path, problems: list[str], limit: int = MAX_NOTEBOOK_B
             problems.append("the file is not a regular file (a folder, a device or a pipe): submit the notebook file")
             return None
         if info.st_size > limit:
-            problems.append(f"the file is {info.st_size / 2**20:.1f} MB, more than the {limit / 2**20:g} MB a "
-                            "notebook may have: clear its outputs (Edit > Clear Outputs of All Cells) and submit again")
+            problems.append(
+                f"the file is {info.st_size / 2**20:.1f} MB, more than the {limit / 2**20:g} MB a "
+                "notebook may have: clear its outputs (Edit > Clear Outputs of All Cells) and submit again"
+            )
             return None
         chunks, size = [], 0
         while size <= limit:
@@ -79,8 +81,10 @@ def parse_sources(raw: bytes, problems: list[str]) -> tuple[Any, list[str]] | No
     try:
         data = json.loads(raw.decode("utf-8", errors="replace"))
     except (ValueError, RecursionError) as exc:
-        problems.append(f"the file is not a valid notebook (not JSON: {str(exc)[:200]}); "
-                        "was it truncated or edited outside Jupyter?")
+        problems.append(
+            f"the file is not a valid notebook (not JSON: {str(exc)[:200]}); "
+            "was it truncated or edited outside Jupyter?"
+        )
         return None
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         problems.append("the file is JSON but not a notebook (no list of cells)")

@@ -54,8 +54,9 @@ class Roster:
         if not secret:
             raise ConfigurationError(f"variants need an instructor secret (--secret-file FILE or ${SECRET_ENV})")
         self.students, self.secret = dict(students), bytes(secret)
-        self._by_email = {str(r.get("email", "")).strip().lower(): sid for sid, r in self.students.items()
-                          if r.get("email")}
+        self._by_email = {
+            str(r.get("email", "")).strip().lower(): sid for sid, r in self.students.items() if r.get("email")
+        }
         self._by_folder = {folder_name(sid): sid for sid in self.students}
 
     def seed(self, lesson: str, student: str) -> str:
@@ -100,8 +101,9 @@ def load_roster(path, secret: bytes) -> Roster:
         rows = [{(k or "").strip().lower(): (v or "").strip() for k, v in row.items()} for row in csv.DictReader(f)]
     column = next((c for c in _ID_COLUMNS if rows and c in rows[0]), None)
     if column is None:
-        raise ConfigurationError(f"{path}: the roster needs an id column ({', '.join(_ID_COLUMNS)}) and one row "
-                                 "per student")
+        raise ConfigurationError(
+            f"{path}: the roster needs an id column ({', '.join(_ID_COLUMNS)}) and one row per student"
+        )
     students = {}
     for row in rows:
         sid = row[column]
@@ -116,8 +118,10 @@ def load_roster(path, secret: bytes) -> Roster:
 def _rebind_line(slug: str, names: list[str], seed: str, release) -> str:
     args = f"{slug!r}, {' '.join(names)!r}, seed={seed!r}" + (f", release={release.isoformat()!r}" if release else "")
     lhs = ", ".join(names) + ("," if len(names) == 1 else "")
-    return ("\nfrom distlab.lessons.variants import personal  # your own numbers: this notebook is yours\n"
-            f"{lhs} = personal({args})")
+    return (
+        "\nfrom distlab.lessons.variants import personal  # your own numbers: this notebook is yours\n"
+        f"{lhs} = personal({args})"
+    )
 
 
 def _rewrite_prompt(source: str, name: str, prompt: str) -> str:
@@ -157,13 +161,16 @@ def personalise(nb, slug: str, student: str, seed: str, release=None):
                 if getattr(q, "variants", None):
                     cell.source = _rewrite_prompt(cell.source, name, q.prompt)
     if not rebound:
-        raise ConfigurationError(f"lesson {slug}: no cell imports its questions (from distlab.lessons.{slug} "
-                                 "import q1, ...), so the notebook cannot be personalised")
+        raise ConfigurationError(
+            f"lesson {slug}: no cell imports its questions (from distlab.lessons.{slug} "
+            "import q1, ...), so the notebook cannot be personalised"
+        )
     return nb
 
 
-def build_variants(roster: Roster, exercises_dir="exercises", out_dir="variants", lessons=None,
-                   release=None) -> list[Path]:
+def build_variants(
+    roster: Roster, exercises_dir="exercises", out_dir="variants", lessons=None, release=None
+) -> list[Path]:
     """Write out_dir/<student id>/<exercise>.ipynb for every student and graded lesson (or `lessons`)."""
     exercises = Path(exercises_dir)
     slugs = [manifest.lesson(n).slug for n in lessons] if lessons else list(manifest.graded())
@@ -212,27 +219,34 @@ class VariantPolicy:
             if not isinstance(seed, str) or not seed:
                 grade.problems.append("the notebook's variant has no seed; graded as written")
                 return questions
-            grade.problems.append(f"variant seed {seed[:32]!r} not verified (grade with --roster and the "
-                                  "instructor secret to check it)")
+            grade.problems.append(
+                f"variant seed {seed[:32]!r} not verified (grade with --roster and the instructor secret to check it)"
+            )
             return lesson_variant(grade.lesson, seed)
         given = [identity] if isinstance(identity, str) else list(identity or ())
         student = self.roster.find(*given) if given else self.roster.find(claimed)
         if student is None:
             who = " / ".join(map(str, given)) or claimed
-            grade.problems.append(f"refused: student {str(who)[:80]!r} is not on the roster" if who else
-                                  "refused: the notebook names no student and the submission none either")
+            grade.problems.append(
+                f"refused: student {str(who)[:80]!r} is not on the roster"
+                if who
+                else "refused: the notebook names no student and the submission none either"
+            )
             grade.questions = not_attempted(questions, "not graded (student not on the roster)")
             return None
         issued = self.roster.seed(grade.lesson, student)
         grade.student = student
         if found is not None and seed != issued:
-            grade.problems.append(f"refused: the notebook's variant seed is not the one issued to student "
-                                  f"{student!r}; submit your own exercise notebook")
+            grade.problems.append(
+                f"refused: the notebook's variant seed is not the one issued to student "
+                f"{student!r}; submit your own exercise notebook"
+            )
             grade.questions = not_attempted(questions, "not graded (forged or foreign variant seed)")
             return None
         if found is None:
-            grade.problems.append(f"graded against the numbers issued to student {student!r} (the notebook "
-                                  "carries no variant)")
+            grade.problems.append(
+                f"graded against the numbers issued to student {student!r} (the notebook carries no variant)"
+            )
         return lesson_variant(grade.lesson, issued)
 
 

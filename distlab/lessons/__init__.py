@@ -58,38 +58,93 @@ class Lesson:
         return out
 
 
-def _lesson(number: int, slug: str, *, stem: str | None = None, exercise: bool = True, modules=(), apps=(),
-            aliases=()) -> Lesson:
+def _lesson(
+    number: int, slug: str, *, stem: str | None = None, exercise: bool = True, modules=(), apps=(), aliases=()
+) -> Lesson:
     name = f"{number:02d}_{stem or slug}.ipynb"
-    return Lesson(number, slug, f"notebooks/{name}", name if exercise else None, tuple(modules),
-                  tuple(apps), f"{__name__}.{slug}" if exercise else None, tuple(aliases))
+    return Lesson(
+        number,
+        slug,
+        f"notebooks/{name}",
+        name if exercise else None,
+        tuple(modules),
+        tuple(apps),
+        f"{__name__}.{slug}" if exercise else None,
+        tuple(aliases),
+    )
 
 
-LESSONS: dict[str, Lesson] = {lesson.slug: lesson for lesson in (
-    _lesson(1, "memory_wall", modules=["memory"], apps=["distlab.widgets.memory_wall.MemoryWallApp"]),
-    _lesson(2, "collectives", modules=["collectives"], apps=["distlab.widgets.collectives.RingAllReduceApp"]),
-    _lesson(3, "data_parallel_zero", modules=["dataparallel", "memory", "collectives"],
+LESSONS: dict[str, Lesson] = {
+    lesson.slug: lesson
+    for lesson in (
+        _lesson(1, "memory_wall", modules=["memory"], apps=["distlab.widgets.memory_wall.MemoryWallApp"]),
+        _lesson(2, "collectives", modules=["collectives"], apps=["distlab.widgets.collectives.RingAllReduceApp"]),
+        _lesson(
+            3,
+            "data_parallel_zero",
+            modules=["dataparallel", "memory", "collectives"],
             apps=["distlab.widgets.data_parallel_zero.ZeroMemoryApp", "distlab.widgets.data_parallel_zero.OverlapApp"],
-            aliases=["data_parallel"]),
-    _lesson(4, "pipeline", modules=["pipeline", "memory", "training"],
-            apps=["distlab.widgets.pipeline.BubbleGridApp", "distlab.widgets.pipeline.StageAnalysisApp"]),
-    _lesson(5, "tensor_parallel", modules=["tensor", "collectives"],
-            apps=["distlab.widgets.tensor_parallel.TensorParallelApp"]),
-    _lesson(6, "parallelism_3d", stem="3d_parallelism", modules=["mesh", "memory", "pipeline", "tensor", "collectives"],
-            apps=["distlab.widgets.parallelism_3d.MeshApp"]),
-    _lesson(7, "training_lab", modules=["training", "planner", "export"],
-            apps=["distlab.widgets.training_lab.TrainingLabApp"]),
-    _lesson(8, "production", modules=["production", "dataparallel", "memory", "training"],
-            apps=["distlab.widgets.production.BucketApp", "distlab.widgets.production.ProductionStepApp",
-                  "distlab.widgets.production.TriageApp"]),
-    _lesson(9, "verify_with_pytorch", exercise=False, modules=["verify", "memory", "collectives", "pipeline"]),
-    _lesson(10, "mixture_of_experts", modules=["moe", "mesh", "collectives"],
-            apps=["distlab.widgets.mixture_of_experts.AllToAllApp", "distlab.widgets.mixture_of_experts.ImbalanceApp",
-                  "distlab.widgets.mixture_of_experts.PlacementApp"]),
-    _lesson(11, "training_at_scale", modules=["pipeline", "fsdp", "production", "failures", "batch"],
-            apps=["distlab.widgets.training_at_scale.ScheduleApp", "distlab.widgets.training_at_scale.FsdpApp",
-                  "distlab.widgets.training_at_scale.ContextApp", "distlab.widgets.training_at_scale.CheckpointApp"]),
-)}
+            aliases=["data_parallel"],
+        ),
+        _lesson(
+            4,
+            "pipeline",
+            modules=["pipeline", "memory", "training"],
+            apps=["distlab.widgets.pipeline.BubbleGridApp", "distlab.widgets.pipeline.StageAnalysisApp"],
+        ),
+        _lesson(
+            5,
+            "tensor_parallel",
+            modules=["tensor", "collectives"],
+            apps=["distlab.widgets.tensor_parallel.TensorParallelApp"],
+        ),
+        _lesson(
+            6,
+            "parallelism_3d",
+            stem="3d_parallelism",
+            modules=["mesh", "memory", "pipeline", "tensor", "collectives"],
+            apps=["distlab.widgets.parallelism_3d.MeshApp"],
+        ),
+        _lesson(
+            7,
+            "training_lab",
+            modules=["training", "planner", "export"],
+            apps=["distlab.widgets.training_lab.TrainingLabApp"],
+        ),
+        _lesson(
+            8,
+            "production",
+            modules=["production", "dataparallel", "memory", "training"],
+            apps=[
+                "distlab.widgets.production.BucketApp",
+                "distlab.widgets.production.ProductionStepApp",
+                "distlab.widgets.production.TriageApp",
+            ],
+        ),
+        _lesson(9, "verify_with_pytorch", exercise=False, modules=["verify", "memory", "collectives", "pipeline"]),
+        _lesson(
+            10,
+            "mixture_of_experts",
+            modules=["moe", "mesh", "collectives"],
+            apps=[
+                "distlab.widgets.mixture_of_experts.AllToAllApp",
+                "distlab.widgets.mixture_of_experts.ImbalanceApp",
+                "distlab.widgets.mixture_of_experts.PlacementApp",
+            ],
+        ),
+        _lesson(
+            11,
+            "training_at_scale",
+            modules=["pipeline", "fsdp", "production", "failures", "batch"],
+            apps=[
+                "distlab.widgets.training_at_scale.ScheduleApp",
+                "distlab.widgets.training_at_scale.FsdpApp",
+                "distlab.widgets.training_at_scale.ContextApp",
+                "distlab.widgets.training_at_scale.CheckpointApp",
+            ],
+        ),
+    )
+}
 
 #: every name a lesson answers to (slug or older alias) -> its slug
 NAMES: dict[str, str] = {**{a: l.slug for l in LESSONS.values() for a in l.aliases}, **{s: s for s in LESSONS}}

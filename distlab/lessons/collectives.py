@@ -31,8 +31,10 @@ def _q1(gb, n):
 
 def _explain_q1(gb, n):
     cost = _ring(gb * 1e9, n)
-    return (f"2(N-1)/N x M = 2 x {n - 1}/{n} x {gb:g} GB = {format_bytes(cost.bytes_sent_per_gpu)}: {cost.steps} steps "
-            f"(reduce-scatter then all-gather), each sending one chunk of M/N = {gb / n:g} GB")
+    return (
+        f"2(N-1)/N x M = 2 x {n - 1}/{n} x {gb:g} GB = {format_bytes(cost.bytes_sent_per_gpu)}: {cost.steps} steps "
+        f"(reduce-scatter then all-gather), each sending one chunk of M/N = {gb / n:g} GB"
+    )
 
 
 def _ps(gb, n):
@@ -45,10 +47,12 @@ def _q2(gb, n):
 
 def _explain_q2(gb, n):
     ps, ring = _ps(gb, n), _ring(gb * 1e9, n)
-    return (f"The server pulls M from each of the N-1 = {n - 1} workers and sends the sum back to each: it sends "
-            f"(N-1) x M = {format_bytes(ps.bytes_sent_per_gpu)} (and receives as much), "
-            f"{ps.bytes_sent_per_gpu / ring.bytes_sent_per_gpu:g} times what a GPU of the ring sends "
-            f"({format_bytes(ring.bytes_sent_per_gpu)})")
+    return (
+        f"The server pulls M from each of the N-1 = {n - 1} workers and sends the sum back to each: it sends "
+        f"(N-1) x M = {format_bytes(ps.bytes_sent_per_gpu)} (and receives as much), "
+        f"{ps.bytes_sent_per_gpu / ring.bytes_sent_per_gpu:g} times what a GPU of the ring sends "
+        f"({format_bytes(ring.bytes_sent_per_gpu)})"
+    )
 
 
 def _q3(gb, n):
@@ -58,10 +62,12 @@ def _q3(gb, n):
 def _explain_q3(gb, n):
     cost = _ring(gb * 1e9, n, "nvlink4")
     link = hardware.link("nvlink4")
-    return (f"bandwidth term 2(N-1)/N x M / B = {2 * (n - 1) / n * gb:g} GB / {link.bandwidth / 1e9:g} GB/s = "
-            f"{format_seconds(cost.bandwidth_time_s)}; latency term 2(N-1) alpha = {2 * (n - 1)} x "
-            f"{format_seconds(link.latency)} = {format_seconds(cost.latency_time_s)}; total "
-            f"{format_seconds(cost.time_s)}. 900 GB/s on the datasheet is both directions added: 450 GB/s each way")
+    return (
+        f"bandwidth term 2(N-1)/N x M / B = {2 * (n - 1) / n * gb:g} GB / {link.bandwidth / 1e9:g} GB/s = "
+        f"{format_seconds(cost.bandwidth_time_s)}; latency term 2(N-1) alpha = {2 * (n - 1)} x "
+        f"{format_seconds(link.latency)} = {format_seconds(cost.latency_time_s)}; total "
+        f"{format_seconds(cost.time_s)}. 900 GB/s on the datasheet is both directions added: 450 GB/s each way"
+    )
 
 
 def _q4():
@@ -71,9 +77,11 @@ def _q4():
 def _explain_q4():
     link = hardware.link("ib-ndr")
     m = collectives.latency_bandwidth_crossover("all-reduce", 8, link="ib-ndr")
-    return (f"2(N-1) alpha = 2(N-1)/N x M / B gives M = N x alpha x B = 8 x {link.latency * 1e6:g} us x "
-            f"{link.bandwidth / 1e9:g} GB/s = {format_bytes(m)}: smaller messages are latency-bound, "
-            f"larger ones bandwidth-bound")
+    return (
+        f"2(N-1) alpha = 2(N-1)/N x M / B gives M = N x alpha x B = 8 x {link.latency * 1e6:g} us x "
+        f"{link.bandwidth / 1e9:g} GB/s = {format_bytes(m)}: smaller messages are latency-bound, "
+        f"larger ones bandwidth-bound"
+    )
 
 
 def _q5():
@@ -83,9 +91,11 @@ def _q5():
 
 def _explain_q5():
     eight, sixty_four = _ring(4e9, 8), _ring(4e9, 64)
-    return (f"No: with a ring each GPU sends 2(N-1)/N x M, {format_bytes(eight.bytes_sent_per_gpu)} at N = 8 and "
-            f"{format_bytes(sixty_four.bytes_sent_per_gpu)} at N = 64, never more than 2 x M. The total over all GPUs "
-            f"grows with N, the load per GPU does not")
+    return (
+        f"No: with a ring each GPU sends 2(N-1)/N x M, {format_bytes(eight.bytes_sent_per_gpu)} at N = 8 and "
+        f"{format_bytes(sixty_four.bytes_sent_per_gpu)} at N = 64, never more than 2 x M. The total over all GPUs "
+        f"grows with N, the load per GPU does not"
+    )
 
 
 def _q6(gb, n):
@@ -94,9 +104,11 @@ def _q6(gb, n):
 
 def _explain_q6(gb, n):
     ib, nv = _ring(gb * 1e9, n, "ib-ndr"), _ring(gb * 1e9, n, "nvlink4")
-    return (f"The same bytes at 50 GB/s instead of 450 GB/s per direction: {format_seconds(ib.time_s)} / "
-            f"{format_seconds(nv.time_s)} = {ib.time_s / nv.time_s:.3g} (the ratio of the bandwidths, 9, "
-            f"because {gb:g} GB is far above both crossovers)")
+    return (
+        f"The same bytes at 50 GB/s instead of 450 GB/s per direction: {format_seconds(ib.time_s)} / "
+        f"{format_seconds(nv.time_s)} = {ib.time_s / nv.time_s:.3g} (the ratio of the bandwidths, 9, "
+        f"because {gb:g} GB is far above both crossovers)"
+    )
 
 
 q1 = NumericQuestion(
@@ -109,8 +121,11 @@ q1 = NumericQuestion(
     hint_text="the ring runs a reduce-scatter and an all-gather, N-1 steps each, one chunk of M/N per step",
     unit="GB",
     noun="an amount of data",
-    scale_hint=lambda gb, n: {**_BYTES_HINT, n / (n - 1): "is 2 x M: the ring sends 2(N-1)/N x M, a little less",
-                              n / (2 * (n - 1)): "is M: count both phases, reduce-scatter and all-gather"},
+    scale_hint=lambda gb, n: {
+        **_BYTES_HINT,
+        n / (n - 1): "is 2 x M: the ring sends 2(N-1)/N x M, a little less",
+        n / (2 * (n - 1)): "is M: count both phases, reduce-scatter and all-gather",
+    },
 )
 
 q2 = NumericQuestion(
@@ -118,7 +133,7 @@ q2 = NumericQuestion(
     params=SMALL,
     variants=SMALL_VARIANTS,
     prompt="Parameter server (one of the {n} GPUs), {gb:g} GB gradients: how many GB does the server send per "
-           "all-reduce?",
+    "all-reduce?",
     expected=_q2,
     explain=_explain_q2,
     hint_text="the server sends the summed gradient back to every worker",
@@ -137,8 +152,10 @@ q3 = NumericQuestion(
     hint_text="time = 2(N-1) alpha + 2(N-1)/N x M / B, with B the per-direction bandwidth of the link",
     unit="ms",
     noun="a time",
-    scale_hint={0.5: "uses 900 GB/s: that datasheet figure adds both directions; a GPU sends 450 GB/s",
-                1e-3: "looks like seconds; plain numbers are read in ms"},
+    scale_hint={
+        0.5: "uses 900 GB/s: that datasheet figure adds both directions; a GPU sends 450 GB/s",
+        1e-3: "looks like seconds; plain numbers are read in ms",
+    },
 )
 
 q4 = NumericQuestion(
@@ -166,7 +183,7 @@ q6 = NumericQuestion(
     params=LARGE,
     variants=LARGE_VARIANTS,
     prompt="The {gb:g} GB all-reduce over {n} GPUs: how many times longer does it take on InfiniBand NDR than on "
-           "NVLink 4?",
+    "NVLink 4?",
     expected=_q6,
     explain=_explain_q6,
     hint_text="compare the per-direction bandwidths (the bytes are the same); latency hardly matters at {gb:g} GB",

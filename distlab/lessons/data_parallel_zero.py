@@ -23,16 +23,21 @@ def _q1(billions, dp):
 
 def _explain_q1(billions, dp):
     bd = _states(billions, 1, dp)
-    return (f"ZeRO-1 keeps full bf16 weights and gradients (2 + 2 bytes x {billions:g}e9 = "
-            f"{format_bytes(bd.weights_bytes + bd.gradients_bytes)}) and 1/{dp} of the 12-byte optimizer states "
-            f"(12 x {billions:g}e9 / {dp} = {format_bytes(bd.optimizer_bytes)}): {format_bytes(bd.total_bytes)} "
-            f"(ZeRO paper, Table 1: 35.6 GB)")
+    return (
+        f"ZeRO-1 keeps full bf16 weights and gradients (2 + 2 bytes x {billions:g}e9 = "
+        f"{format_bytes(bd.weights_bytes + bd.gradients_bytes)}) and 1/{dp} of the 12-byte optimizer states "
+        f"(12 x {billions:g}e9 / {dp} = {format_bytes(bd.optimizer_bytes)}): {format_bytes(bd.total_bytes)} "
+        f"(ZeRO paper, Table 1: 35.6 GB)"
+    )
 
 
 def _q1_hints(billions, dp):
     zero1 = _states(billions, 1, dp).total_bytes
-    return {**_BYTES_HINT, _states(billions, 0, dp).total_bytes / zero1: "is plain DP: ZeRO-1 shards the optimizer states",
-            _states(billions, 3, dp).total_bytes / zero1: "is ZeRO-3: ZeRO-1 shards only the optimizer states"}
+    return {
+        **_BYTES_HINT,
+        _states(billions, 0, dp).total_bytes / zero1: "is plain DP: ZeRO-1 shards the optimizer states",
+        _states(billions, 3, dp).total_bytes / zero1: "is ZeRO-3: ZeRO-1 shards only the optimizer states",
+    }
 
 
 def _comm(billions, dp, zero=3):
@@ -45,16 +50,20 @@ def _q2(billions, dp):
 
 def _explain_q2(billions, dp):
     c = _comm(billions, dp)
-    return (f"M = {billions:g}e9 x 2 B = {format_bytes(c.gradient_bytes)}. ZeRO-3 all-gathers the parameters in "
-            f"forward and again in backward and reduce-scatters the gradients: 3 collectives of (N-1)/N x M each, "
-            f"3 x {dp - 1}/{dp} x {2 * billions:g} GB = {format_bytes(c.bytes_sent_per_gpu)} (the paper's 3 x M = "
-            f"{format_bytes(c.volume_bytes)} is the large-N limit)")
+    return (
+        f"M = {billions:g}e9 x 2 B = {format_bytes(c.gradient_bytes)}. ZeRO-3 all-gathers the parameters in "
+        f"forward and again in backward and reduce-scatters the gradients: 3 collectives of (N-1)/N x M each, "
+        f"3 x {dp - 1}/{dp} x {2 * billions:g} GB = {format_bytes(c.bytes_sent_per_gpu)} (the paper's 3 x M = "
+        f"{format_bytes(c.volume_bytes)} is the large-N limit)"
+    )
 
 
 def _q2_hints(billions, dp):
-    return {**_BYTES_HINT, dp / (dp - 1): f"is 3 x M, the large-N volume; with N = {dp} each collective moves "
-                                          "(N-1)/N of M",
-            2 / 3: "is plain DP's all-reduce; ZeRO-3 gathers the parameters twice"}
+    return {
+        **_BYTES_HINT,
+        dp / (dp - 1): f"is 3 x M, the large-N volume; with N = {dp} each collective moves (N-1)/N of M",
+        2 / 3: "is plain DP's all-reduce; ZeRO-3 gathers the parameters twice",
+    }
 
 
 def _q3():
@@ -66,9 +75,11 @@ def _q3():
 def _explain_q3():
     dp = dataparallel.step_communication(7e9, zero=0, dp=64)
     z2 = dataparallel.step_communication(7e9, zero=2, dp=64)
-    return (f"No: an all-reduce is a reduce-scatter plus an all-gather. ZeRO-2 reduce-scatters the gradients and "
-            f"all-gathers the updated parameters: the same two halves, {format_bytes(z2.bytes_sent_per_gpu)} per GPU "
-            f"against {format_bytes(dp.bytes_sent_per_gpu)} for plain DP. Only ZeRO-3 moves more (1.5x)")
+    return (
+        f"No: an all-reduce is a reduce-scatter plus an all-gather. ZeRO-2 reduce-scatters the gradients and "
+        f"all-gathers the updated parameters: the same two halves, {format_bytes(z2.bytes_sent_per_gpu)} per GPU "
+        f"against {format_bytes(dp.bytes_sent_per_gpu)} for plain DP. Only ZeRO-3 moves more (1.5x)"
+    )
 
 
 #: the two overlap questions: backward and all-reduce times (ms), equal buckets
@@ -99,28 +110,34 @@ def _ms(values) -> str:
 def _explain_q4(backward_ms, comm_ms, buckets):
     ready, start, end = _timeline(comm_ms / 1e3, backward_ms / 1e3, buckets)
     exposed = dataparallel.exposed_communication_time(comm_ms / 1e3, backward_ms / 1e3, buckets)
-    return (f"{_COUNT[buckets].capitalize()} buckets of {comm_ms / buckets:g} ms each, ready at {_ms(ready)}. Each "
-            f"all-reduce starts when its bucket is ready and the previous one is done: they start at {_ms(start)} "
-            f"and end at {_ms(end)}. {format_seconds(exposed)} is left after backward ends = {comm_ms:g} ms - "
-            f"({buckets - 1}/{buckets}) x {backward_ms:g} ms: the first {ready[0]:g} ms of backward has nothing to "
-            f"overlap with")
+    return (
+        f"{_COUNT[buckets].capitalize()} buckets of {comm_ms / buckets:g} ms each, ready at {_ms(ready)}. Each "
+        f"all-reduce starts when its bucket is ready and the previous one is done: they start at {_ms(start)} "
+        f"and end at {_ms(end)}. {format_seconds(exposed)} is left after backward ends = {comm_ms:g} ms - "
+        f"({buckets - 1}/{buckets}) x {backward_ms:g} ms: the first {ready[0]:g} ms of backward has nothing to "
+        f"overlap with"
+    )
 
 
 def _q4_hints(backward_ms, comm_ms, buckets):
     exposed = _exposed_ms(backward_ms, comm_ms, buckets)
-    return {(comm_ms - backward_ms) / exposed: f"is comm - backward: the first bucket is only ready after "
-                                               f"{backward_ms / buckets:g} ms, so that much backward has nothing to "
-                                               "overlap with",
-            comm_ms / buckets / exposed: "is the last bucket alone; here the all-reduces queue up behind each other",
-            **_MS_HINT}
+    return {
+        (comm_ms - backward_ms) / exposed: f"is comm - backward: the first bucket is only ready after "
+        f"{backward_ms / buckets:g} ms, so that much backward has nothing to "
+        "overlap with",
+        comm_ms / buckets / exposed: "is the last bucket alone; here the all-reduces queue up behind each other",
+        **_MS_HINT,
+    }
 
 
 def _explain_q5(backward_ms, comm_ms, buckets):
     ready, start, end = _timeline(comm_ms / 1e3, backward_ms / 1e3, buckets)
     exposed = dataparallel.exposed_communication_time(comm_ms / 1e3, backward_ms / 1e3, buckets)
-    return (f"{_COUNT[buckets].capitalize()} buckets of {comm_ms / buckets:g} ms, ready at {_ms(ready)}: each "
-            f"all-reduce ends ({_ms(end)}) before the next bucket is ready, so only the last bucket, ready when "
-            f"backward ends, is exposed: {format_seconds(exposed)}")
+    return (
+        f"{_COUNT[buckets].capitalize()} buckets of {comm_ms / buckets:g} ms, ready at {_ms(ready)}: each "
+        f"all-reduce ends ({_ms(end)}) before the next bucket is ready, so only the last bucket, ready when "
+        f"backward ends, is exposed: {format_seconds(exposed)}"
+    )
 
 
 def _q6_model():
@@ -138,15 +155,18 @@ def _explain_q6():
     for stage in (0, 1, 2, 3):
         bd = memory.training_memory(m, zero=stage, dp=8, gpu="h100-sxm", count_activations=False)
         parts.append(f"{dataparallel.stage_name(stage)} {format_bytes(bd.total_bytes)}")
-    return (f"{m.parameter_count() / 1e9:.2f}B parameters over 8 GPUs: " + ", ".join(parts)
-            + f"; the first at or under 80 GB is {_q6()}")
+    return (
+        f"{m.parameter_count() / 1e9:.2f}B parameters over 8 GPUs: "
+        + ", ".join(parts)
+        + f"; the first at or under 80 GB is {_q6()}"
+    )
 
 
 q1 = NumericQuestion(
     name="q1",
     params=dict(billions=7.5, dp=16),
     prompt="ZeRO paper check: {billions:g}B parameters, ZeRO-1 (optimizer states sharded), {dp} GPUs. "
-           "Model states per GPU (GB)?",
+    "Model states per GPU (GB)?",
     expected=_q1,
     explain=_explain_q1,
     hint_text="ZeRO-1 divides only the 12 optimizer bytes per parameter by the number of GPUs",
@@ -160,11 +180,11 @@ q2 = NumericQuestion(
     params=dict(billions=7, dp=8),
     variants=dict(billions=(1.3, 3, 7, 13, 30), dp=(4, 8, 16, 64)),
     prompt="{billions:g}B parameters, bf16 gradients, ZeRO-3 over {dp} GPUs: how many GB does each GPU send per "
-           "training step?",
+    "training step?",
     expected=_q2,
     explain=_explain_q2,
     hint_text="ZeRO-3 runs two parameter all-gathers and one gradient reduce-scatter, each (N-1)/N x M with "
-              "M = {billions:g}e9 x 2 B",
+    "M = {billions:g}e9 x 2 B",
     unit="GB",
     noun="an amount of data",
     scale_hint=_q2_hints,
@@ -179,8 +199,10 @@ q3 = ChoiceQuestion(
     hint_text="an all-reduce is a reduce-scatter followed by an all-gather",
 )
 
-_OVERLAP_PROMPT = ("Backward takes {backward_ms:g} ms; the gradient all-reduce {comm_ms:g} ms in all, in {buckets} "
-                   "equal buckets. Exposed communication (ms)?")
+_OVERLAP_PROMPT = (
+    "Backward takes {backward_ms:g} ms; the gradient all-reduce {comm_ms:g} ms in all, in {buckets} "
+    "equal buckets. Exposed communication (ms)?"
+)
 
 q4 = NumericQuestion(
     name="q4",
@@ -190,7 +212,7 @@ q4 = NumericQuestion(
     expected=_exposed_ms,
     explain=_explain_q4,
     hint_text="bucket i is ready at (i+1)/{buckets} of backward; an all-reduce starts when its bucket is ready and the "
-              "previous all-reduce is done",
+    "previous all-reduce is done",
     unit="ms",
     noun="a time",
     scale_hint=_q4_hints,
@@ -212,7 +234,7 @@ q5 = NumericQuestion(
 q6 = ChoiceQuestion(
     name="q6",
     prompt="megatron-gpt-18.4b on 8 x H100 (80 GB), model states only: the smallest stage that fits? "
-           "(plain dp, zero-1, zero-2, zero-3, none)",
+    "(plain dp, zero-1, zero-2, zero-3, none)",
     options=_STAGE_OPTIONS,
     expected=_q6,
     explain=_explain_q6,

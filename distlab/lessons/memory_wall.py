@@ -109,7 +109,7 @@ q3 = NumericQuestion(
     params=dict(billions=70, dp=64),
     variants=dict(billions=(13, 30, 70, 175), dp=(8, 16, 32, 64, 128)),
     prompt="Plain data parallelism over {dp} GPUs, {billions:g}B model: how much model-state memory (GB) does EACH "
-           "GPU need?",
+    "GPU need?",
     expected=_state_gb,
     explain=_explain_q3,
     hint_text="what does each data-parallel replica hold?",
@@ -117,7 +117,8 @@ q3 = NumericQuestion(
     noun="an amount of memory",
     scale_hint=lambda billions, dp: {
         1 / dp: f"is the total divided by {dp}, but plain data parallelism replicates the whole model on every GPU",
-        **_BYTES_HINT},
+        **_BYTES_HINT,
+    },
 )
 
 q4 = NumericQuestion(
@@ -137,7 +138,7 @@ q5 = NumericQuestion(
     name="q5",
     params=dict(billions=7.5, zero=2, dp=64),
     prompt="ZeRO paper check: {billions:g}B parameters, ZeRO-{zero}, {dp}-way data parallelism. Model-state memory "
-           "per GPU (GB)?",
+    "per GPU (GB)?",
     expected=_state_gb,
     explain=_explain_q5,
     hint_text="ZeRO-2 shards gradients and optimizer states over the {dp} GPUs but keeps full weights",
@@ -163,7 +164,11 @@ q7 = ChoiceQuestion(
     name="q7",
     prompt="Does adding GPUs under plain data parallelism reduce the memory each GPU needs? (yes/no)",
     options=("yes", "no"),
-    expected=lambda: "no" if memory.training_memory(7e9, dp=2).total_bytes == memory.training_memory(7e9, dp=1).total_bytes else "yes",
+    expected=lambda: (
+        "no"
+        if memory.training_memory(7e9, dp=2).total_bytes == memory.training_memory(7e9, dp=1).total_bytes
+        else "yes"
+    ),
     explain=lambda: "No: every replica keeps the full 16 bytes per parameter; only sharding (ZeRO, TP, PP) divides it.",
     hint_text="compare training_memory(7e9, dp=1) with dp=8",
 )

@@ -40,17 +40,19 @@ def _explain_q1(model, gpus, pp, budget_gb):
     ep = _q1(model, gpus, pp, budget_gb)
     rows = ", ".join(f"ep {e}: {_memory_gb(model, gpus, pp, e):.1f} GB" for e in _EP_CANDIDATES if e <= 2 * ep)
     mem = moe.expert_parallel_memory(model, gpus, pp=pp, ep=ep, zero=1)
-    return (f"Model states per GPU (moe.expert_parallel_memory, ZeRO-1): {rows}. The non-expert part "
-            f"({mem.dense_bytes / 1e9:.1f} GB) does not depend on ep; the experts' weights and gradients shrink as "
-            f"1/(ep x pp), while their optimizer states, also sharded over edp = gpus/(ep x pp), stay 12 B x "
-            f"experts / gpus whatever ep. The smallest ep within {budget_gb} GB is {ep}.")
+    return (
+        f"Model states per GPU (moe.expert_parallel_memory, ZeRO-1): {rows}. The non-expert part "
+        f"({mem.dense_bytes / 1e9:.1f} GB) does not depend on ep; the experts' weights and gradients shrink as "
+        f"1/(ep x pp), while their optimizer states, also sharded over edp = gpus/(ep x pp), stay 12 B x "
+        f"experts / gpus whatever ep. The smallest ep within {budget_gb} GB is {ep}."
+    )
 
 
 def _q1_hints(model, gpus, pp, budget_gb):
     ep = _q1(model, gpus, pp, budget_gb)
     return {
         0.5: f"ep = {ep // 2} needs {_memory_gb(model, gpus, pp, ep // 2):.1f} GB per GPU, over the {budget_gb} GB "
-             f"budget (the rest of the GPU is for activations)",
+        f"budget (the rest of the GPU is for activations)",
         2.0: f"fits, but ep = {ep} fits too: the question asks for the smallest",
     }
 
@@ -65,11 +67,13 @@ def _q2(loads, ep, balanced_ms):
 
 def _explain_q2(loads, ep, balanced_ms):
     per = len(loads) // ep
-    gpu = [sum(loads[g * per:(g + 1) * per]) for g in range(ep)]
+    gpu = [sum(loads[g * per : (g + 1) * per]) for g in range(ep)]
     mean = sum(gpu) / ep
-    return (f"GPU g holds experts {per}g..{per}g+{per - 1}: token copies per GPU {gpu}, mean {mean:g}; the busiest "
-            f"has {max(gpu)} = x{max(gpu) / mean:.3g} the mean (moe.imbalance_factor), and every GPU waits for it at "
-            f"the combine all-to-all: {balanced_ms:g} ms x {max(gpu) / mean:.3g} = {_q2(loads, ep, balanced_ms):.3g} ms")
+    return (
+        f"GPU g holds experts {per}g..{per}g+{per - 1}: token copies per GPU {gpu}, mean {mean:g}; the busiest "
+        f"has {max(gpu)} = x{max(gpu) / mean:.3g} the mean (moe.imbalance_factor), and every GPU waits for it at "
+        f"the combine all-to-all: {balanced_ms:g} ms x {max(gpu) / mean:.3g} = {_q2(loads, ep, balanced_ms):.3g} ms"
+    )
 
 
 def _q2_hints(loads, ep, balanced_ms):
@@ -77,28 +81,35 @@ def _q2_hints(loads, ep, balanced_ms):
     factor = _imbalance(loads, ep)
     return {
         expert / factor: "uses the busiest EXPERT's share; a GPU runs all of its experts, so add them per GPU first",
-        1 / factor ** 2: "divides by the imbalance; the busiest GPU is slower than the balanced share, not faster",
+        1 / factor**2: "divides by the imbalance; the busiest GPU is slower than the balanced share, not faster",
     }
 
 
 def _q3(model, etp, gpus_per_node):
     m = moe.model(model)
-    inside = [ep for ep in _EP_CANDIDATES if m.experts % ep == 0
-              and moe.ep_members_per_node(etp=etp, ep=ep, gpus_per_node=gpus_per_node) == ep]
+    inside = [
+        ep
+        for ep in _EP_CANDIDATES
+        if m.experts % ep == 0 and moe.ep_members_per_node(etp=etp, ep=ep, gpus_per_node=gpus_per_node) == ep
+    ]
     return max(inside)
 
 
 def _explain_q3(model, etp, gpus_per_node):
     ep = _q3(model, etp, gpus_per_node)
     e = moe.model(model).experts
-    return (f"In Megatron's expert layout (mesh.expert_layout) the expert-TP ranks vary fastest: EP neighbours are "
-            f"etp = {etp} ranks apart, so an EP group of size ep covers etp x ep consecutive ranks. Inside one node of "
-            f"{gpus_per_node}: etp x ep <= {gpus_per_node}, and ep must divide the {e} experts: ep = {ep}.")
+    return (
+        f"In Megatron's expert layout (mesh.expert_layout) the expert-TP ranks vary fastest: EP neighbours are "
+        f"etp = {etp} ranks apart, so an EP group of size ep covers etp x ep consecutive ranks. Inside one node of "
+        f"{gpus_per_node}: etp x ep <= {gpus_per_node}, and ep must divide the {e} experts: ep = {ep}."
+    )
 
 
 def _q3_hints(model, etp, gpus_per_node):
-    return {float(etp): f"puts {gpus_per_node * etp} ranks in one EP group with its expert-TP partners: "
-                        f"{etp} nodes; the expert-TP ranks sit between EP neighbours"}
+    return {
+        float(etp): f"puts {gpus_per_node * etp} ranks in one EP group with its expert-TP partners: "
+        f"{etp} nodes; the expert-TP ranks sit between EP neighbours"
+    }
 
 
 def _q4_bytes(model, tokens, ep, per_node):
@@ -113,10 +124,12 @@ def _q4(model, tokens, ep, per_node):
 def _explain_q4(model, tokens, ep, per_node):
     m = moe.model(model)
     one = _q4_bytes(model, tokens, ep, per_node)
-    return (f"One all-to-all: T k h x 2 B = {tokens} x {m.top_k} x {m.hidden} x 2 = "
-            f"{format_bytes(one['send_buffer'])} per GPU, of which (ep - p)/ep = {ep - per_node}/{ep} goes to other "
-            f"nodes: {format_bytes(one['inter'])} (moe.all_to_all_bytes). A layer runs 4 (dispatch and combine, "
-            f"forward and backward): {_q4(model, tokens, ep, per_node):.3g} GB")
+    return (
+        f"One all-to-all: T k h x 2 B = {tokens} x {m.top_k} x {m.hidden} x 2 = "
+        f"{format_bytes(one['send_buffer'])} per GPU, of which (ep - p)/ep = {ep - per_node}/{ep} goes to other "
+        f"nodes: {format_bytes(one['inter'])} (moe.all_to_all_bytes). A layer runs 4 (dispatch and combine, "
+        f"forward and backward): {_q4(model, tokens, ep, per_node):.3g} GB"
+    )
 
 
 def _q4_hints(model, tokens, ep, per_node):
@@ -135,9 +148,11 @@ def _q5(tokens, experts, top_k, capacity_factor):
 
 
 def _explain_q5(tokens, experts, top_k, capacity_factor):
-    return (f"capacity = ceil(capacity_factor x T x k / E) = ceil({capacity_factor:g} x {tokens} x {top_k} / "
-            f"{experts}) = {_q5(tokens, experts, top_k, capacity_factor)} (GShard Sec. 2.2, Switch Sec. 2.2; "
-            f"moe.expert_capacity): the average share of the T k copies, plus the slack")
+    return (
+        f"capacity = ceil(capacity_factor x T x k / E) = ceil({capacity_factor:g} x {tokens} x {top_k} / "
+        f"{experts}) = {_q5(tokens, experts, top_k, capacity_factor)} (GShard Sec. 2.2, Switch Sec. 2.2; "
+        f"moe.expert_capacity): the average share of the T k copies, plus the slack"
+    )
 
 
 def _q5_hints(tokens, experts, top_k, capacity_factor):
@@ -160,18 +175,22 @@ def _q6(model, tokens, gpu_hours):
 def _explain_q6(model, tokens, gpu_hours):
     m = moe.model(model)
     peak = hardware.accelerator("h100-sxm").peak("bf16")
-    return (f"6 x active x tokens = 6 x {m.active_parameter_count(embedding=False) / 1e9:.2f}e9 x {tokens:.3g} = "
-            f"{_flops(model, tokens):.3g} FLOPs; available {gpu_hours:.4g} h x 3600 s x {peak / 1e12:.1f} TFLOP/s = "
-            f"{gpu_hours * 3600 * peak:.3g}; ratio {_q6(model, tokens, gpu_hours):.1f} % (attention, which 6N leaves "
-            f"out, would add a few points)")
+    return (
+        f"6 x active x tokens = 6 x {m.active_parameter_count(embedding=False) / 1e9:.2f}e9 x {tokens:.3g} = "
+        f"{_flops(model, tokens):.3g} FLOPs; available {gpu_hours:.4g} h x 3600 s x {peak / 1e12:.1f} TFLOP/s = "
+        f"{gpu_hours * 3600 * peak:.3g}; ratio {_q6(model, tokens, gpu_hours):.1f} % (attention, which 6N leaves "
+        f"out, would add a few points)"
+    )
 
 
 def _q6_hints(model, tokens, gpu_hours):
     m = moe.model(model)
     return {
         **_PERCENT_HINT,
-        m.parameter_count() / m.active_parameter_count(embedding=False):
-            f"counts all {m.parameter_count() / 1e9:.0f}B parameters; a token runs only its active ones",
+        m.parameter_count()
+        / m.active_parameter_count(
+            embedding=False
+        ): f"counts all {m.parameter_count() / 1e9:.0f}B parameters; a token runs only its active ones",
         1 / 3: "counts the forward pass only (2N); training is 6N per token",
     }
 
@@ -181,12 +200,12 @@ q1 = NumericQuestion(
     params=Q1,
     variants=dict(budget_gb=(30, 40, 60)),
     prompt="DeepSeek-V3 on {gpus} GPUs with PP = {pp}, TP = 1, Megatron's distributed optimizer (ZeRO-1) and mixed "
-           "precision (16 B per parameter before sharding). Model states may use at most {budget_gb} GB per GPU. "
-           "What is the SMALLEST expert-parallel size (a power of two dividing the 256 experts) that fits?",
+    "precision (16 B per parameter before sharding). Model states may use at most {budget_gb} GB per GPU. "
+    "What is the SMALLEST expert-parallel size (a power of two dividing the 256 experts) that fits?",
     expected=_q1,
     explain=_explain_q1,
     hint_text="the non-expert weights do not shrink with ep; the routed experts (97 % of the parameters) are "
-              "split over ep x pp; try ep = 1, 2, 4, ... with distlab.moe.expert_parallel_memory",
+    "split over ep x pp; try ep = 1, 2, 4, ... with distlab.moe.expert_parallel_memory",
     unit="",
     rel_tol=0.0,
     noun="an expert-parallel size",
@@ -197,8 +216,8 @@ q2 = NumericQuestion(
     name="q2",
     params=Q2,
     prompt="A profile of one MoE layer on an EP group of {ep} GPUs (2 experts each, GPU 0 holds experts 0 and 1, "
-           "...) counts these token copies per expert: {loads}. With balanced routing the layer's expert GEMMs would "
-           "take {balanced_ms:g} ms. How long (ms) do they take?",
+    "...) counts these token copies per expert: {loads}. With balanced routing the layer's expert GEMMs would "
+    "take {balanced_ms:g} ms. How long (ms) do they take?",
     expected=_q2,
     explain=_explain_q2,
     hint_text="the layer ends with an all-to-all that waits for every GPU: which GPU has the most work?",
@@ -212,7 +231,7 @@ q3 = NumericQuestion(
     params=Q3,
     variants=dict(etp=(2, 4)),
     prompt="Mixtral-8x7B's experts with expert tensor parallelism etp = {etp}, in Megatron's rank order, on nodes of "
-           "{gpus_per_node} GPUs. What is the LARGEST expert-parallel size whose all-to-all stays inside one node?",
+    "{gpus_per_node} GPUs. What is the LARGEST expert-parallel size whose all-to-all stays inside one node?",
     expected=_q3,
     explain=_explain_q3,
     hint_text="in the expert layout the order is tp-ep-dp-pp with tp = etp: how far apart are EP neighbours?",
@@ -226,12 +245,12 @@ q4 = NumericQuestion(
     name="q4",
     params=Q4,
     prompt="DeepSeek-V3 (h = 7168, top-8), one microbatch of {tokens} tokens per GPU, EP = {ep} over nodes of "
-           "{per_node}, bf16, uniform routing, no node limit. How many GB does one GPU send to OTHER NODES for one MoE "
-           "layer, forward and backward?",
+    "{per_node}, bf16, uniform routing, no node limit. How many GB does one GPU send to OTHER NODES for one MoE "
+    "layer, forward and backward?",
     expected=_q4,
     explain=_explain_q4,
     hint_text="one all-to-all sends T x k x h x 2 bytes, spread evenly over the EP group; which share leaves the "
-              "node, and how many all-to-alls does a layer run in training?",
+    "node, and how many all-to-alls does a layer run in training?",
     unit="GB",
     noun="an amount of data",
     scale_hint=_q4_hints,
@@ -242,7 +261,7 @@ q5 = NumericQuestion(
     params=Q5,
     variants=dict(capacity_factor=(1.25, 1.5)),
     prompt="An MoE layer routes {tokens} tokens per GPU to the top-{top_k} of {experts} experts with capacity factor "
-           "{capacity_factor:g}. How many token copies can one expert accept from one GPU before it drops the rest?",
+    "{capacity_factor:g}. How many token copies can one expert accept from one GPU before it drops the rest?",
     expected=_q5,
     explain=_explain_q5,
     hint_text="capacity = capacity factor x (token copies / experts), rounded up",
@@ -256,8 +275,8 @@ q6 = NumericQuestion(
     name="q6",
     params=Q6,
     prompt="DeepSeek-V3 was pre-trained on {tokens:.3g} tokens in {gpu_hours:.4g} H800 GPU-hours (report, Table 1). "
-           "Counting 6 x the active parameters per token (without the input embedding) and the H800's dense bf16 peak "
-           "(that of the H100 SXM), what model FLOPs utilisation (%) does that imply?",
+    "Counting 6 x the active parameters per token (without the input embedding) and the H800's dense bf16 peak "
+    "(that of the H100 SXM), what model FLOPs utilisation (%) does that imply?",
     expected=_q6,
     explain=_explain_q6,
     hint_text="MFU = model FLOPs / (GPU-seconds x peak); an MoE token pays for its active parameters only",

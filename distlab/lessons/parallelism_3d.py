@@ -15,8 +15,18 @@ from .. import memory, mesh
 from ..units import format_bytes
 from dataclasses import field
 
-from .questions import (CORRECT, INCORRECT, NOT_ATTEMPTED, ChoiceQuestion, CheckResult, Hint, NumericQuestion,
-                                 Solution, bind_params, is_unanswered)
+from .questions import (
+    CORRECT,
+    INCORRECT,
+    NOT_ATTEMPTED,
+    ChoiceQuestion,
+    CheckResult,
+    Hint,
+    NumericQuestion,
+    Solution,
+    bind_params,
+    is_unanswered,
+)
 
 __all__ = ["EXAMPLE", "WORKED", "SIXTY_FOUR", "MAX_LIST_CHARS", "read_int_list", "RanksQuestion", "QUESTIONS"]
 
@@ -129,8 +139,14 @@ class RanksQuestion:
         except ValueError as unreadable:
             return CheckResult(self.name, INCORRECT, f"not yet, because {unreadable}", 0.0, self.points)
         except Exception as exc:  # an object that cannot even be iterated or compared: a reason, not a crash
-            return CheckResult(self.name, INCORRECT, f"not yet, because an answer of type {type(answer).__name__} "
-                               f"could not be read as {self.noun} ({type(exc).__name__})", 0.0, self.points)
+            return CheckResult(
+                self.name,
+                INCORRECT,
+                f"not yet, because an answer of type {type(answer).__name__} "
+                f"could not be read as {self.noun} ({type(exc).__name__})",
+                0.0,
+                self.points,
+            )
         want = [int(v) for v in self.expected()]
         if (values == want) if self.ordered else (sorted(values) == sorted(want)):
             return CheckResult(self.name, CORRECT, "correct", self.points, self.points)
@@ -153,8 +169,11 @@ class RanksQuestion:
             if missing:
                 parts.append("leaves out " + ", ".join(map(str, missing)))
             if extra:
-                parts.append("includes " + ", ".join(map(str, extra)) + (" which does not belong" if len(extra) == 1
-                                                                          else " which do not belong"))
+                parts.append(
+                    "includes "
+                    + ", ".join(map(str, extra))
+                    + (" which does not belong" if len(extra) == 1 else " which do not belong")
+                )
             reason = " and ".join(parts)
         message = f"not yet, because {shown} {reason}. Hint: {self.hint_text}"
         return CheckResult(self.name, INCORRECT, message, 0.0, self.points)
@@ -226,8 +245,13 @@ def _explain_q4() -> str:
 
 
 def _reversed():
-    return mesh.layout(SIXTY_FOUR["gpus"], tp=SIXTY_FOUR["tp"], pp=SIXTY_FOUR["pp"], order="pp-dp-tp",
-                       gpus_per_node=SIXTY_FOUR["gpus_per_node"])
+    return mesh.layout(
+        SIXTY_FOUR["gpus"],
+        tp=SIXTY_FOUR["tp"],
+        pp=SIXTY_FOUR["pp"],
+        order="pp-dp-tp",
+        gpus_per_node=SIXTY_FOUR["gpus_per_node"],
+    )
 
 
 def _q5() -> str:
@@ -262,7 +286,7 @@ q1 = NumericQuestion(
     params=dict(tp=4, pp=4, dp=16),
     variants=dict(tp=(2, 4, 8), pp=(2, 4, 8, 12), dp=(4, 8, 16, 32)),
     prompt="A cluster uses 3D parallelism with T={tp} (tensor), P={pp} (pipeline) and D={dp} (data). How many GPUs "
-           "does it need?",
+    "does it need?",
     expected=_q1,
     explain=_explain_q1,
     hint_text="every GPU has one coordinate along each of the three dimensions",
@@ -276,7 +300,7 @@ q2 = RanksQuestion(
     params=dict(rank=5),
     variants=dict(rank=(1, 3, 5, 6, 9, 10, 12, 14)),
     prompt="Megatron-LM's example: 16 GPUs, tp=2, pp=4 (so dp=2), order tp-dp-pp. Which GPUs form the DATA-parallel "
-           "group of GPU {rank}?",
+    "group of GPU {rank}?",
     expected=_q2,
     explain=_explain_q2,
     hint_text="write {rank} as tp + 2 x dp + 4 x pp and vary dp only",
@@ -295,7 +319,7 @@ q3 = RanksQuestion(
 q4 = NumericQuestion(
     name="q4",
     prompt="The lecture's worked example: a 530B model with T=8, P=12, D=21 and ZeRO-1 (mixed precision, Adam). "
-           "Model-state memory per GPU, in GB?",
+    "Model-state memory per GPU, in GB?",
     expected=_q4,
     explain=_explain_q4,
     hint_text="TP and PP divide all parameters; ZeRO-1 also divides the 12 optimizer bytes by D",
@@ -307,7 +331,7 @@ q4 = NumericQuestion(
 q5 = ChoiceQuestion(
     name="q5",
     prompt="64 GPUs on 8-GPU nodes, tp=8, pp=2, dp=4, but with the order reversed to pp-dp-tp. Which link do the TP "
-           "all-reduces run on? ('intra-node' or 'inter-node')",
+    "all-reduces run on? ('intra-node' or 'inter-node')",
     options=("intra-node", "inter-node"),
     expected=_q5,
     explain=_explain_q5,
@@ -317,7 +341,7 @@ q5 = ChoiceQuestion(
 q6 = RanksQuestion(
     name="q6",
     prompt="Express Megatron's 16-GPU example (tp=2, dp=2, pp=4, order tp-dp-pp) as a torch DeviceMesh: what is "
-           "mesh_shape, outermost dimension first?",
+    "mesh_shape, outermost dimension first?",
     expected=_q6,
     explain=_explain_q6,
     hint_text="torch's last mesh dimension varies fastest; Megatron's first dimension varies fastest",

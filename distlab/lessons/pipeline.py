@@ -44,10 +44,15 @@ def _explain_q1(p, m):
 def _q1_hints(p, m):
     return {
         **_PERCENT_HINT,
-        pipeline.bubble_overhead(p, m) / pipeline.bubble_fraction(p, m):
-            "is the time added over ideal compute, (p-1)/m; the idle share of the step is (p-1)/(m+p-1)",
-        (p - 1) / p / pipeline.bubble_fraction(p, m):
-            "is the idle share of naive model parallelism (one microbatch); GPipe streams m of them",
+        pipeline.bubble_overhead(p, m)
+        / pipeline.bubble_fraction(
+            p, m
+        ): "is the time added over ideal compute, (p-1)/m; the idle share of the step is (p-1)/(m+p-1)",
+        (p - 1)
+        / p
+        / pipeline.bubble_fraction(
+            p, m
+        ): "is the idle share of naive model parallelism (one microbatch); GPipe streams m of them",
     }
 
 
@@ -109,8 +114,10 @@ def _q3_hints(model, p, m, recompute):
 
 
 def _q4_hints(model, p, m, recompute):
-    return {p / m: "is 1F1B's figure; GPipe keeps every microbatch's activations until the backwards start",
-            **_BYTES_HINT}
+    return {
+        p / m: "is 1F1B's figure; GPipe keeps every microbatch's activations until the backwards start",
+        **_BYTES_HINT,
+    }
 
 
 def _q5(p, m, v):
@@ -130,8 +137,10 @@ def _q5_hints(p, m, v):
     return {
         **_PERCENT_HINT,
         v: "is plain 1F1B's (p-1)/m; interleaving divides it by v",
-        pipeline.bubble_fraction(p, m, v) / pipeline.bubble_overhead(p, m, v):
-            "is the idle share of the step; the question asks for the time added over ideal compute",
+        pipeline.bubble_fraction(p, m, v)
+        / pipeline.bubble_overhead(
+            p, m, v
+        ): "is the idle share of the step; the question asks for the time added over ideal compute",
     }
 
 
@@ -165,7 +174,7 @@ q1 = NumericQuestion(
     params=Q1,
     variants=dict(p=(2, 4, 8, 16), m=(4, 8, 16, 32)),
     prompt="GPipe with p = {p} stages and m = {m} microbatches: what share of the step (%) is idle, all stages "
-           "together?",
+    "together?",
     expected=_q1,
     explain=_explain_q1,
     hint_text="count the time slots: the step lasts m + p - 1 slots, of which each stage works m",
@@ -179,7 +188,7 @@ q2 = NumericQuestion(
     params=Q2,
     variants=dict(p=(4, 6, 8), limit=(0.1, 0.2, 0.25)),
     prompt="With p = {p} stages (1F1B), what is the smallest number of microbatches m for which the bubble "
-           "(idle share of the step) drops below {limit:.0%}?",
+    "(idle share of the step) drops below {limit:.0%}?",
     expected=_q2,
     explain=_explain_q2,
     hint_text="solve (p-1)/(m+p-1) < {limit:g} for m, then check the boundary case",
@@ -193,11 +202,11 @@ q3 = NumericQuestion(
     name="q3",
     params=Q3,
     prompt="Llama-2-7B over p = {p} stages (8 layers each), m = {m} microbatches of one 4,096-token sequence, "
-           "{recompute} recomputation, 1F1B: how much activation memory (GB) does the busiest stage hold at its peak?",
+    "{recompute} recomputation, 1F1B: how much activation memory (GB) does the busiest stage hold at its peak?",
     expected=_peak_gb("1f1b"),
     explain=_explain("1f1b"),
     hint_text="per-layer activations (distlab.memory.activation_bytes_per_layer) x layers on the stage x "
-              "microbatches in flight; how many does 1F1B's first stage hold at most?",
+    "microbatches in flight; how many does 1F1B's first stage hold at most?",
     unit="GB",
     noun="an amount of memory",
     scale_hint=_q3_hints,
@@ -219,7 +228,7 @@ q5 = NumericQuestion(
     name="q5",
     params=Q5,
     prompt="Interleaved 1F1B, p = {p}, m = {m}, v = {v} chunks per stage: by how much (%) does the step exceed the "
-           "ideal compute time of a stage?",
+    "ideal compute time of a stage?",
     expected=_q5,
     explain=_explain_q5,
     hint_text="interleaving divides the time added over ideal, (p-1)/m, by v",
@@ -232,7 +241,7 @@ q6 = NumericQuestion(
     name="q6",
     params=Q6,
     prompt="The peer tutorial's table: Llama-3.1-70B on {gpus} GPUs, global batch {batch} sequences, TP = 1, "
-           "PP = {pp}. What is the largest number of microbatches a pipeline can run per step?",
+    "PP = {pp}. What is the largest number of microbatches a pipeline can run per step?",
     expected=_q6,
     explain=_explain_q6,
     hint_text="how many pipelines (data-parallel replicas) are there, and how many sequences does each get?",

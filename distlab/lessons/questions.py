@@ -68,8 +68,7 @@ class CheckResult:
         colour = {CORRECT: "#1a7f37", INCORRECT: "#b35900", NOT_ATTEMPTED: "#57606a"}[self.status]
         mark = {CORRECT: "&#10004;", INCORRECT: "&#10008;", NOT_ATTEMPTED: "&#8230;"}[self.status]
         return (
-            f'<div style="color:{colour}"><b>{mark} {html.escape(self.question)}</b>: '
-            f"{html.escape(self.message)}</div>"
+            f'<div style="color:{colour}"><b>{mark} {html.escape(self.question)}</b>: {html.escape(self.message)}</div>'
         )
 
     def to_dict(self) -> dict:
@@ -110,9 +109,16 @@ def bind_params(question) -> None:
     """
     set_ = functools.partial(object.__setattr__, question)
     # as written, for with_params (a per-student variant re-binds the same templates to other numbers)
-    set_("unbound", dict(prompt=question.prompt, hint_text=question.hint_text, expected=question.expected,
-                         explain=question.explain, **({"scale_hint": question.scale_hint}
-                                                      if hasattr(question, "scale_hint") else {})))
+    set_(
+        "unbound",
+        dict(
+            prompt=question.prompt,
+            hint_text=question.hint_text,
+            expected=question.expected,
+            explain=question.explain,
+            **({"scale_hint": question.scale_hint} if hasattr(question, "scale_hint") else {}),
+        ),
+    )
     params = question.params
     if not params:
         return
@@ -143,8 +149,9 @@ def _as_float(value, noun: str) -> float:
     except OverflowError:
         raise ValueError(f"the number is too large to be {noun}") from None
     except Exception as exc:
-        raise ValueError(f"an answer of type {type(value).__name__} could not be read as {noun} "
-                         f"({type(exc).__name__})") from None
+        raise ValueError(
+            f"an answer of type {type(value).__name__} could not be read as {noun} ({type(exc).__name__})"
+        ) from None
 
 
 def plain_number_text(text: str, noun: str = "a number") -> str:
@@ -173,11 +180,17 @@ def plain_number_text(text: str, noun: str = "a number") -> str:
     number, rest = stripped[:end], stripped[end:]
     whole = number.lstrip("+-").split(".", 1)[0]
     groups = whole.split(",")
-    if "," in rest or "," in number.split(".", 1)[-1] and "." in number or not (
-            1 <= len(groups[0]) <= 3 and not groups[0].startswith("0") and all(len(g) == 3 for g in groups[1:])):
+    if (
+        "," in rest
+        or "," in number.split(".", 1)[-1]
+        and "." in number
+        or not (1 <= len(groups[0]) <= 3 and not groups[0].startswith("0") and all(len(g) == 3 for g in groups[1:]))
+    ):
         shown = text if len(text) <= 40 else text[:37] + "..."
-        raise ValueError(f"{shown!r} has a comma inside the number: write decimals with a point "
-                         "(11.2, not 11,2) and no thousands separators")
+        raise ValueError(
+            f"{shown!r} has a comma inside the number: write decimals with a point "
+            "(11.2, not 11,2) and no thousands separators"
+        )
     return number.replace(",", "") + rest
 
 
@@ -233,23 +246,26 @@ class NumericQuestion:
                     answer = parse_quantity(text, "the answer")
                 except UnitError:
                     shown = answer if len(answer) <= 40 else answer[:37] + "..."
-                    raise ValueError(f"{shown!r} could not be read as {self.noun} (write a number, then its "
-                                     f"unit, such as '140 GB' or '3.05 s')") from None
+                    raise ValueError(
+                        f"{shown!r} could not be read as {self.noun} (write a number, then its "
+                        f"unit, such as '140 GB' or '3.05 s')"
+                    ) from None
             if not isinstance(answer, Quantity):
                 value = _as_float(answer, self.noun)
             else:
                 magnitude = answer.magnitude
                 if isinstance(magnitude, bool) or not isinstance(magnitude, numbers.Real):
-                    raise ValueError(f"a quantity whose magnitude is a {type(magnitude).__name__} is not "
-                                     f"{self.noun}")
+                    raise ValueError(f"a quantity whose magnitude is a {type(magnitude).__name__} is not {self.noun}")
                 if not dict(answer.unit_items()):  # no unit at all (not even %): read in the question's unit
                     value = _as_float(magnitude, self.noun)
                 else:
                     try:
                         value = _as_float(answer.to(self.unit or "").magnitude, self.noun)
                     except DimensionalityError:
-                        raise ValueError(f"{_as_float(magnitude, self.noun):.4g} {answer.units:~P} is not "
-                                         f"{self.noun} (expected {self.unit or 'a pure number'})") from None
+                        raise ValueError(
+                            f"{_as_float(magnitude, self.noun):.4g} {answer.units:~P} is not "
+                            f"{self.noun} (expected {self.unit or 'a pure number'})"
+                        ) from None
         else:
             raise ValueError(f"an answer of type {type(answer).__name__} is not {self.noun}")
         if not math.isfinite(value):
@@ -319,15 +335,20 @@ class ChoiceQuestion:
             return CheckResult(self.name, INCORRECT, f"not yet, because {unreadable}", 0.0, self.points)
         if value not in self.options:
             return CheckResult(
-                self.name, INCORRECT, f"not yet, because {value!r} is not one of: {', '.join(self.options)}", 0.0, self.points
+                self.name,
+                INCORRECT,
+                f"not yet, because {value!r} is not one of: {', '.join(self.options)}",
+                0.0,
+                self.points,
             )
         if value == self.expected():
             return CheckResult(self.name, CORRECT, "correct", self.points, self.points)
-        return CheckResult(self.name, INCORRECT, f"not yet, because {value!r} is not right. Hint: {self.hint_text}", 0.0, self.points)
+        return CheckResult(
+            self.name, INCORRECT, f"not yet, because {value!r} is not right. Hint: {self.hint_text}", 0.0, self.points
+        )
 
     def hint(self) -> Hint:
         return Hint(self.hint_text)
 
     def solution(self) -> Solution:
         return Solution(self.explain())
-

@@ -112,8 +112,10 @@ def _explain_q5(**ring) -> str:
 
 def _q5_hints(**ring):
     mib = _ring(**ring).buffer_bytes / 2**20
-    return {1e6 / 2**20: f"looks like MiB: {mib:g} MiB = {mib * 2**20 / 1e6:.3g} MB (write '{mib:g} MiB' or convert)",
-            **_MB_HINT}
+    return {
+        1e6 / 2**20: f"looks like MiB: {mib:g} MiB = {mib * 2**20 / 1e6:.3g} MB (write '{mib:g} MiB' or convert)",
+        **_MB_HINT,
+    }
 
 
 def _q6() -> str:
@@ -136,15 +138,17 @@ q1 = NumericQuestion(
     params=dict(tp=Q1_TP),
     variants=Q1_VARIANTS,
     prompt="TP degree {tp} on an attention layer with d_model 4096, 32 heads of 128 (" + Q1_MODEL + "). How many "
-           "Q/K/V projection parameters does each GPU hold?",
+    "Q/K/V projection parameters does each GPU hold?",
     expected=_qkv_per_gpu,
     explain=_explain_q1,
     hint_text="Q, K and V are three d_model x d_model matrices, each split by columns (heads) over the TP GPUs",
     unit="",
     rel_tol=0.0,
     noun="a number of parameters",
-    scale_hint=lambda tp: {tp: "is the whole Q/K/V of the layer; each GPU holds 1/t of it",
-                           1 / 3: "counts one of the three projections; add K and V"},
+    scale_hint=lambda tp: {
+        tp: "is the whole Q/K/V of the layer; each GPU holds 1/t of it",
+        1 / 3: "counts one of the three projections; add K and V",
+    },
 )
 
 q2 = NumericQuestion(
@@ -152,16 +156,19 @@ q2 = NumericQuestion(
     params=dict(tp=LAYER_TP, seq=LAYER_SEQ),
     variants=LAYER_VARIANTS,
     prompt=LAYER_MODEL + ", tp={tp}, one microbatch of one {seq}-token sequence, bf16 activations: how many "
-           "MB does each GPU send for the TP all-reduces of ONE layer in training (forward and backward)?",
+    "MB does each GPU send for the TP all-reduces of ONE layer in training (forward and backward)?",
     expected=_q2,
     explain=_explain_q2,
     hint_text="4 ring all-reduces of b x s x h x 2 bytes per layer; each sends 2(N-1)/N of the buffer per GPU",
     unit="MB",
     noun="an amount of data",
-    scale_hint=lambda tp, seq: {0.5: "counts only the two forward all-reduces; backward runs two more",
-                                tp / (2 * (tp - 1)): "counts M per all-reduce; a ring all-reduce sends 2(N-1)/N x M "
-                                                     "per GPU", **_MB_HINT},
+    scale_hint=lambda tp, seq: {
+        0.5: "counts only the two forward all-reduces; backward runs two more",
+        tp / (2 * (tp - 1)): "counts M per all-reduce; a ring all-reduce sends 2(N-1)/N x M per GPU",
+        **_MB_HINT,
+    },
 )
+
 
 def _bandwidth_only_share(tp=LAYER_TP, seq=LAYER_SEQ) -> float:
     """The share of q3's answer left when the latency terms are forgotten (for the hint)."""
@@ -174,7 +181,7 @@ q3 = NumericQuestion(
     params=dict(tp=LAYER_TP, seq=LAYER_SEQ),
     variants=LAYER_VARIANTS,
     prompt="The same layer with its TP group spread over nodes on InfiniBand NDR (ib-ndr: 50 GB/s per direction, "
-           "alpha 9.6 us): how long (ms) do the layer's 4 TP all-reduces take?",
+    "alpha 9.6 us): how long (ms) do the layer's 4 TP all-reduces take?",
     expected=_q3,
     explain=_explain_q3,
     hint_text="ring all-reduce time = 2(N-1) x alpha + 2(N-1)/N x M / B, four times",
@@ -182,7 +189,8 @@ q3 = NumericQuestion(
     noun="a time",
     scale_hint=lambda tp, seq: {
         _bandwidth_only_share(tp, seq): "leaves out the latency: each ring all-reduce takes 2(N-1) steps of alpha",
-        1e-3: "looks like seconds, but plain numbers are read in ms"},
+        1e-3: "looks like seconds, but plain numbers are read in ms",
+    },
 )
 
 q4 = NumericQuestion(
@@ -190,7 +198,7 @@ q4 = NumericQuestion(
     params=dict(tp=SP_TP, seq=SP_SEQ),
     variants=SP_VARIANTS,
     prompt=SP_MODEL + ", tp={tp}, one {seq}-token sequence, selective recomputation: how many MB of activation "
-           "memory per layer does sequence parallelism save on each GPU?",
+    "memory per layer does sequence parallelism save on each GPU?",
     expected=_q4,
     explain=_explain_q4,
     hint_text="sequence parallelism splits the 10 s b h bytes of norms and dropouts that tensor parallelism replicates",
@@ -204,8 +212,8 @@ q5 = NumericQuestion(
     params=RING,
     variants=RING_VARIANTS,
     prompt="Ring attention (context parallelism): a {seq_len:,}-token sequence over {cp} GPUs, hidden {hidden}, FP8 "
-           "(1 byte). "
-           "How large (MB = 10^6 bytes) is each GPU's KV ring buffer, 2 x S/N x H x bytes?",
+    "(1 byte). "
+    "How large (MB = 10^6 bytes) is each GPU's KV ring buffer, 2 x S/N x H x bytes?",
     expected=_q5,
     explain=_explain_q5,
     hint_text="2 x (S/N) x H x bytes per element; mind MB (10^6) against MiB (2^20)",

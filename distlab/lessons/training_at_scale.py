@@ -31,9 +31,11 @@ def _q1():
 
 def _explain_q1():
     one, zbv = pipeline.schedule("1f1b", P, M), pipeline.schedule("zb-v", P, M)
-    return (f"1F1B: {M} x 3 t_F of compute + (p-1)(F+B+W) = {P - 1} x 3 of bubble = {one.step_time:g} t_F; ZB-V: "
-            f"{zbv.step_time:g} t_F (no idle inside any stage's span: {float(zbv.span_idle.max()):g}; only the warm-up "
-            f"offset (p-1) x t_F/2 = {(P - 1) / 2:g}); saved {one.step_time - zbv.step_time:g} t_F")
+    return (
+        f"1F1B: {M} x 3 t_F of compute + (p-1)(F+B+W) = {P - 1} x 3 of bubble = {one.step_time:g} t_F; ZB-V: "
+        f"{zbv.step_time:g} t_F (no idle inside any stage's span: {float(zbv.span_idle.max()):g}; only the warm-up "
+        f"offset (p-1) x t_F/2 = {(P - 1) / 2:g}); saved {one.step_time - zbv.step_time:g} t_F"
+    )
 
 
 def _q2():
@@ -42,9 +44,11 @@ def _q2():
 
 def _explain_q2():
     tl = pipeline.schedule("dualpipe", DUAL_P, DUAL_M)
-    return (f"the simulated order holds at most {float(tl.peak_in_flight_w.max()):g} microbatches' activations of a "
-            f"stage on every GPU: PP + 1 (DeepSeek-V3, Table 2), one more than 1F1B's first stage ({DUAL_P}), and twice "
-            f"the parameters (two model copies)")
+    return (
+        f"the simulated order holds at most {float(tl.peak_in_flight_w.max()):g} microbatches' activations of a "
+        f"stage on every GPU: PP + 1 (DeepSeek-V3, Table 2), one more than 1F1B's first stage ({DUAL_P}), and twice "
+        f"the parameters (two model copies)"
+    )
 
 
 def _plans():
@@ -57,17 +61,21 @@ def _q3():
 
 def _explain_q3():
     full = _plans()[0]
-    return (f"{full.layers} forward all-gathers + {full.layers - 1} backward all-gathers (the last layer is kept) + "
-            f"{full.layers} reduce-scatters, each of one layer's bf16 bytes (2 x {full.params_per_layer:,.0f}), each "
-            f"sending 31/32 of it: {format_bytes(full.network_sent_bytes)} (ZeRO-3's 3M per microbatch)")
+    return (
+        f"{full.layers} forward all-gathers + {full.layers - 1} backward all-gathers (the last layer is kept) + "
+        f"{full.layers} reduce-scatters, each of one layer's bf16 bytes (2 x {full.params_per_layer:,.0f}), each "
+        f"sending 31/32 of it: {format_bytes(full.network_sent_bytes)} (ZeRO-3's 3M per microbatch)"
+    )
 
 
 def _q3_hints():
     layers = _plans()[0].layers
     # L gathers + L reduce-scatters instead of (2L - 1) + L
-    return {2 * layers / (3 * layers - 1): "leaves out the backward all-gathers: with reshard_after_forward (FSDP2's "
-                                           "default) each layer's parameters are freed after its forward and gathered "
-                                           "again for its backward"}
+    return {
+        2 * layers / (3 * layers - 1): "leaves out the backward all-gathers: with reshard_after_forward (FSDP2's "
+        "default) each layer's parameters are freed after its forward and gathered "
+        "again for its backward"
+    }
 
 
 def _q4():
@@ -77,11 +85,13 @@ def _q4():
 
 def _explain_q4():
     full, hybrid = _plans()
-    return (f"FSDP gathers every layer across 4 nodes at 50 GB/s per GPU ({full.gather_s * 1e3:.2f} ms per layer against "
-            f"{full.timeline.forward_s * 1e3:.2f} ms of forward): {full.exposed_s * 1e3:.0f} ms exposed; HSDP gathers over "
-            f"NVLink ({hybrid.gather_s * 1e3:.2f} ms) and all-reduces a 1/8 shard across nodes: "
-            f"{hybrid.exposed_s * 1e3:.1f} ms exposed, at {format_bytes(hybrid.state_bytes)} instead of "
-            f"{format_bytes(full.state_bytes)} of sharded state per GPU")
+    return (
+        f"FSDP gathers every layer across 4 nodes at 50 GB/s per GPU ({full.gather_s * 1e3:.2f} ms per layer against "
+        f"{full.timeline.forward_s * 1e3:.2f} ms of forward): {full.exposed_s * 1e3:.0f} ms exposed; HSDP gathers over "
+        f"NVLink ({hybrid.gather_s * 1e3:.2f} ms) and all-reduces a 1/8 shard across nodes: "
+        f"{hybrid.exposed_s * 1e3:.1f} ms exposed, at {format_bytes(hybrid.state_bytes)} instead of "
+        f"{format_bytes(full.state_bytes)} of sharded state per GPU"
+    )
 
 
 def _q5():
@@ -89,8 +99,10 @@ def _q5():
 
 
 def _explain_q5():
-    return (f"Ulysses gives each GPU whole heads of the ones its TP rank holds: 64 heads / tp {CP_TP} = "
-            f"{64 // CP_TP} per TP rank, so cp <= {64 // CP_TP}; the ring has no such limit")
+    return (
+        f"Ulysses gives each GPU whole heads of the ones its TP rank holds: 64 heads / tp {CP_TP} = "
+        f"{64 // CP_TP} per TP rank, so cp <= {64 // CP_TP}; the ring has no such limit"
+    )
 
 
 def _q6():
@@ -99,9 +111,11 @@ def _q6():
 
 def _explain_q6():
     shares = production.causal_work_per_rank(CP_DEGREE, load_balanced=False)
-    return (f"with 2cp = {2 * CP_DEGREE} chunks, the last rank's two hold keys after everyone else's: "
-            f"{float(shares.max()):.4f} of the work = (2cp - 1)/cp^2, {float(shares.max()) * CP_DEGREE:.4f} = 2 - 1/cp "
-            f"times the fair 1/cp; the zig-zag layout gives every rank exactly 1/cp")
+    return (
+        f"with 2cp = {2 * CP_DEGREE} chunks, the last rank's two hold keys after everyone else's: "
+        f"{float(shares.max()):.4f} of the work = (2cp - 1)/cp^2, {float(shares.max()) * CP_DEGREE:.4f} = 2 - 1/cp "
+        f"times the fair 1/cp; the zig-zag layout gives every rank exactly 1/cp"
+    )
 
 
 def _q7():
@@ -110,15 +124,19 @@ def _q7():
 
 def _explain_q7():
     rate = failures.failure_rate_per_gpu_hour()
-    return (f"Llama 3: 419 unexpected interruptions / (16,384 GPUs x 54 x 24 h) = {rate:.3g} per GPU-hour; on "
-            f"{BIG_GPUS:,} GPUs 1 / (N lambda) = {failures.job_mtbf(BIG_GPUS, rate) / 60:.1f} minutes between failures")
+    return (
+        f"Llama 3: 419 unexpected interruptions / (16,384 GPUs x 54 x 24 h) = {rate:.3g} per GPU-hour; on "
+        f"{BIG_GPUS:,} GPUs 1 / (N lambda) = {failures.job_mtbf(BIG_GPUS, rate) / 60:.1f} minutes between failures"
+    )
 
 
 def _q7_hints():
     planned = failures.failure_rate_per_gpu_hour(466) / failures.failure_rate_per_gpu_hour()
-    return {1 / planned: "counts all 466 interruptions; 47 of them were planned maintenance, not failures",
-            (BIG_GPUS / 16384) ** 2: "scales the wrong way: more GPUs fail more often, so the time between failures "
-                                     "shrinks"}
+    return {
+        1 / planned: "counts all 466 interruptions; 47 of them were planned maintenance, not failures",
+        (BIG_GPUS / 16384) ** 2: "scales the wrong way: more GPUs fail more often, so the time between failures "
+        "shrinks",
+    }
 
 
 def _q8():
@@ -126,26 +144,39 @@ def _q8():
 
 
 def _explain_q8():
-    return (f"Kaplan et al. 2020, Eq. 5.3: B_crit = B_* / L^(1/alpha_B) = 2e8 / {LOSS_NATS:g}^(1/0.21) = "
-            f"{batch.critical_batch_tokens(LOSS_NATS) / 1e6:.2f} million tokens; past it, doubling the batch "
-            f"(more DP) saves ever fewer steps (McCandlish et al. 2018)")
+    return (
+        f"Kaplan et al. 2020, Eq. 5.3: B_crit = B_* / L^(1/alpha_B) = 2e8 / {LOSS_NATS:g}^(1/0.21) = "
+        f"{batch.critical_batch_tokens(LOSS_NATS) / 1e6:.2f} million tokens; past it, doubling the batch "
+        f"(more DP) saves ever fewer steps (McCandlish et al. 2018)"
+    )
 
 
 q1 = NumericQuestion(
     name="q1",
     prompt=f"p = {P} stages, m = {M} microbatches, t_F = t_B = t_W = 1: how many t_F shorter is a ZB-V step than a "
-           "1F1B step (one step from an empty pipeline)?",
-    expected=_q1, explain=_explain_q1, unit="", noun="a number of t_F", rel_tol=1e-6,
+    "1F1B step (one step from an empty pipeline)?",
+    expected=_q1,
+    explain=_explain_q1,
+    unit="",
+    noun="a number of t_F",
+    rel_tol=1e-6,
     hint_text="pipeline.schedule('1f1b', 8, 16).step_time - pipeline.schedule('zb-v', 8, 16).step_time",
-    scale_hint={(P - 1) * 3 / _q1(): "is 1F1B's whole bubble: ZB-V still pays its warm-up offset once per step "
-                                     "(the last stage starts (p-1) chunk forwards late)"},
+    scale_hint={
+        (P - 1) * 3 / _q1(): "is 1F1B's whole bubble: ZB-V still pays its warm-up offset once per step "
+        "(the last stage starts (p-1) chunk forwards late)"
+    },
 )
 
 q2 = NumericQuestion(
     name="q2",
     prompt=f"DualPipe on p = {DUAL_P} GPUs with m = {DUAL_M} microbatches: at most how many microbatches' "
-           "activations (of one stage) does a GPU hold?",
-    expected=_q2, explain=_explain_q2, unit="", noun="a number of microbatches", rel_tol=0.0, abs_tol=1e-9,
+    "activations (of one stage) does a GPU hold?",
+    expected=_q2,
+    explain=_explain_q2,
+    unit="",
+    noun="a number of microbatches",
+    rel_tol=0.0,
+    abs_tol=1e-9,
     hint_text="pipeline.schedule('dualpipe', 8, 20).peak_in_flight_w",
     scale_hint={DUAL_P / _q2(): "is 1F1B's peak (p); DualPipe holds one more"},
 )
@@ -153,8 +184,11 @@ q2 = NumericQuestion(
 q3 = NumericQuestion(
     name="q3",
     prompt=f"Llama-2-7B, FSDP (fully_shard, reshard after forward) over all 32 GPUs of {FSDP_NODES} DGX H100 nodes: "
-           "how many GB does one GPU send over the network per microbatch?",
-    expected=_q3, explain=_explain_q3, unit="GB", noun="an amount of data",
+    "how many GB does one GPU send over the network per microbatch?",
+    expected=_q3,
+    explain=_explain_q3,
+    unit="GB",
+    noun="an amount of data",
     hint_text="fsdp.sharding_plan('llama2-7b', 'dgx-h100', nodes=4).network_sent_bytes",
     scale_hint=_q3_hints(),
 )
@@ -162,16 +196,23 @@ q3 = NumericQuestion(
 q4 = ChoiceQuestion(
     name="q4",
     prompt="Same model and cluster, one sequence per microbatch: which leaves less communication exposed per "
-           "microbatch, FSDP over all 32 GPUs or HSDP (shard in a node, replicate across)? (fsdp/hsdp)",
-    options=("fsdp", "hsdp"), expected=_q4, explain=_explain_q4,
+    "microbatch, FSDP over all 32 GPUs or HSDP (shard in a node, replicate across)? (fsdp/hsdp)",
+    options=("fsdp", "hsdp"),
+    expected=_q4,
+    explain=_explain_q4,
     hint_text="fsdp.compare_sharding('llama2-7b', 'dgx-h100', nodes=4): compare .exposed_s",
 )
 
 q5 = NumericQuestion(
     name="q5",
     prompt=f"Llama-3.1-70B (64 query heads, 8 K/V heads) with tensor parallelism tp = {CP_TP}: the largest "
-           "DeepSpeed-Ulysses context-parallel degree?",
-    expected=_q5, explain=_explain_q5, unit="", noun="a degree", rel_tol=0.0, abs_tol=1e-9,
+    "DeepSpeed-Ulysses context-parallel degree?",
+    expected=_q5,
+    explain=_explain_q5,
+    unit="",
+    noun="a degree",
+    rel_tol=0.0,
+    abs_tol=1e-9,
     hint_text="production.ulysses_limit('llama3.1-70b', cp, tp=8) is '' when cp works",
     scale_hint={64 / _q5(): "forgets that tensor parallelism takes the heads first: each TP rank has 64 / 8"},
 )
@@ -179,17 +220,26 @@ q5 = NumericQuestion(
 q6 = NumericQuestion(
     name="q6",
     prompt=f"Causal ring attention over cp = {CP_DEGREE} GPUs with the sequence cut into contiguous pieces: the "
-           "busiest GPU does how many times its fair share (1/cp) of the attention work?",
-    expected=_q6, explain=_explain_q6, unit="", noun="a ratio", rel_tol=1e-3,
+    "busiest GPU does how many times its fair share (1/cp) of the attention work?",
+    expected=_q6,
+    explain=_explain_q6,
+    unit="",
+    noun="a ratio",
+    rel_tol=1e-3,
     hint_text="production.causal_work_per_rank(8, load_balanced=False)",
-    scale_hint={2 / _q6(): "is the limit for many GPUs; the last rank's own diagonal block is half empty too: 2 - 1/cp"},
+    scale_hint={
+        2 / _q6(): "is the limit for many GPUs; the last rank's own diagonal block is half empty too: 2 - 1/cp"
+    },
 )
 
 q7 = NumericQuestion(
     name="q7",
     prompt=f"At Llama 3's failure rate (419 unexpected interruptions in 54 days on 16,384 GPUs), a job on "
-           f"{BIG_GPUS:,} GPUs fails on average every how many minutes?",
-    expected=_q7, explain=_explain_q7, unit="min", noun="a time",
+    f"{BIG_GPUS:,} GPUs fails on average every how many minutes?",
+    expected=_q7,
+    explain=_explain_q7,
+    unit="min",
+    noun="a time",
     hint_text="failures.job_mtbf(131072, failures.failure_rate_per_gpu_hour()) / 60",
     scale_hint=_q7_hints(),
 )
@@ -197,7 +247,10 @@ q7 = NumericQuestion(
 q8 = NumericQuestion(
     name="q8",
     prompt=f"Kaplan et al.'s critical batch at a loss of {LOSS_NATS:g} nats: how many million tokens?",
-    expected=_q8, explain=_explain_q8, unit="", noun="a number of million tokens",
+    expected=_q8,
+    explain=_explain_q8,
+    unit="",
+    noun="a number of million tokens",
     hint_text="batch.critical_batch_tokens(2.0) / 1e6",
 )
 

@@ -1,12 +1,12 @@
 """Mixture-of-experts models and expert parallelism (Lesson 10).
 
-    catalog   MoEModel, MOE_MODELS, model(): shapes, total and active parameter counts, sources
-    cost      FLOPs, capacity and drops, imbalance, memory over EP / expert-DP, all-to-all bytes and time,
-              moe_layer_cost (what the step model adds per MoE layer)
-    export    moe_config, megatron_moe / torchtitan_moe / deepspeed_moe: engine input for an MoE configuration
-    routing   simulate_routing: a seeded router -> top-k -> loads -> capacity -> the all-to-all byte matrix
-    step      an MoE model inside training.estimate / planner.plan: the active-parameter view, expert-parallel
-              model states and gradients, the all-to-all per layer on arrays (import distlab.moe.step)
+catalog   MoEModel, MOE_MODELS, model(): shapes, total and active parameter counts, sources
+cost      FLOPs, capacity and drops, imbalance, memory over EP / expert-DP, all-to-all bytes and time,
+          moe_layer_cost (what the step model adds per MoE layer)
+export    moe_config, megatron_moe / torchtitan_moe / deepspeed_moe: engine input for an MoE configuration
+routing   simulate_routing: a seeded router -> top-k -> loads -> capacity -> the all-to-all byte matrix
+step      an MoE model inside training.estimate / planner.plan: the active-parameter view, expert-parallel
+          model states and gradients, the all-to-all per layer on arrays (import distlab.moe.step)
 """
 
 from __future__ import annotations
@@ -43,11 +43,35 @@ from .export import (
 from .routing import MAX_SCORES, RoutingTrace, simulate_routing
 
 __all__ = [
-    "ATTENTION_KINDS", "MOE_MODELS", "MoEModel", "model",
-    "ALL_TO_ALLS_PER_LAYER", "ExpertMemory", "MoELayerCost", "all_to_all_bytes", "all_to_all_time",
-    "dropped_tokens", "ep_members_per_node", "expected_remote_nodes", "expert_capacity", "expert_groups",
-    "expert_parallel_memory", "imbalance_factor", "moe_layer_cost", "moe_step_flops", "MoEStepCost", "moe_step_cost",
-    "MAX_SCORES", "RoutingTrace", "simulate_routing",
-    "FORMATS", "MoEConfig", "deepspeed_moe", "export_moe", "megatron_moe", "megatron_moe_flags", "moe_config",
+    "ATTENTION_KINDS",
+    "MOE_MODELS",
+    "MoEModel",
+    "model",
+    "ALL_TO_ALLS_PER_LAYER",
+    "ExpertMemory",
+    "MoELayerCost",
+    "all_to_all_bytes",
+    "all_to_all_time",
+    "dropped_tokens",
+    "ep_members_per_node",
+    "expected_remote_nodes",
+    "expert_capacity",
+    "expert_groups",
+    "expert_parallel_memory",
+    "imbalance_factor",
+    "moe_layer_cost",
+    "moe_step_flops",
+    "MoEStepCost",
+    "moe_step_cost",
+    "MAX_SCORES",
+    "RoutingTrace",
+    "simulate_routing",
+    "FORMATS",
+    "MoEConfig",
+    "deepspeed_moe",
+    "export_moe",
+    "megatron_moe",
+    "megatron_moe_flags",
+    "moe_config",
     "torchtitan_moe",
 ]

@@ -45,8 +45,13 @@ ATTENTION_KINDS = ("gqa", "mla")
 
 
 def _whole(value, name: str, low: int = 0) -> int:
-    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-          and value == int(value) and value >= low)
+    ok = (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value == int(value)
+        and value >= low
+    )
     if not ok:
         raise ConfigurationError(f"{name}={value!r} must be a whole number >= {low}")
     return int(value)
@@ -129,11 +134,28 @@ class MoEModel:
             raise ConfigurationError(f"name={self.name!r} must be a non-empty string")
         for field in ("layers", "hidden", "heads", "vocab", "experts", "expert_ffn", "top_k", "seq_len"):
             set_(field, positive_int(getattr(self, field), field))
-        for field in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
-                      "sliding_window", "window_layers", "dense_layers", "dense_ffn", "shared_experts"):
+        for field in (
+            "q_lora_rank",
+            "kv_lora_rank",
+            "qk_nope_head_dim",
+            "qk_rope_head_dim",
+            "v_head_dim",
+            "sliding_window",
+            "window_layers",
+            "dense_layers",
+            "dense_ffn",
+            "shared_experts",
+        ):
             set_(field, _whole(getattr(self, field), field))
-        for field in ("attention_biases", "attention_sinks", "qk_norm", "expert_biases", "router_bias",
-                      "tied_embeddings", "published_active_embedding"):
+        for field in (
+            "attention_biases",
+            "attention_sinks",
+            "qk_norm",
+            "expert_biases",
+            "router_bias",
+            "tied_embeddings",
+            "published_active_embedding",
+        ):
             _flag(getattr(self, field), field)
         kind = self.attention.strip().lower() if isinstance(self.attention, str) else self.attention
         if kind not in ATTENTION_KINDS:
@@ -142,8 +164,10 @@ class MoEModel:
         kv = self.heads if self.kv_heads is None else positive_int(self.kv_heads, "kv_heads")
         set_("kv_heads", kv)
         if self.heads % kv:
-            raise ConfigurationError(f"kv_heads={kv} does not divide heads={self.heads} (each key/value head "
-                                     f"serves a whole group of query heads)")
+            raise ConfigurationError(
+                f"kv_heads={kv} does not divide heads={self.heads} (each key/value head "
+                f"serves a whole group of query heads)"
+            )
         if self.head_dim is None:
             if self.hidden % self.heads:
                 raise ConfigurationError(f"heads={self.heads} does not divide hidden={self.hidden}; give head_dim=")
@@ -155,8 +179,9 @@ class MoEModel:
                 if getattr(self, field) < 1:
                     raise ConfigurationError(f"{field}={getattr(self, field)} must be >= 1 for attention='mla'")
         if self.top_k > self.experts:
-            raise ConfigurationError(f"top_k={self.top_k} is more than the {self.experts} experts; "
-                                     f"valid: 1 to {self.experts}")
+            raise ConfigurationError(
+                f"top_k={self.top_k} is more than the {self.experts} experts; valid: 1 to {self.experts}"
+            )
         if self.dense_layers > self.layers:
             raise ConfigurationError(f"dense_layers={self.dense_layers} is more than layers={self.layers}")
         if self.dense_layers and not self.dense_ffn:
@@ -168,8 +193,12 @@ class MoEModel:
         for field in ("published_params", "published_active"):
             value = getattr(self, field)
             if value is not None:
-                if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
-                        or value <= 0:
+                if (
+                    isinstance(value, bool)
+                    or not isinstance(value, numbers.Real)
+                    or not math.isfinite(value)
+                    or value <= 0
+                ):
                     raise ConfigurationError(f"{field}={value!r} must be a positive number or None")
                 set_(field, float(value))
         if not isinstance(self.source, str):
@@ -209,8 +238,11 @@ class MoEModel:
                 q = h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * a * qk
             else:
                 q = h * a * qk
-            kv = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank \
+            kv = (
+                h * (self.kv_lora_rank + self.qk_rope_head_dim)
+                + self.kv_lora_rank
                 + self.kv_lora_rank * a * (self.qk_nope_head_dim + self.v_head_dim)
+            )
             return q + kv + a * self.v_head_dim * h
         d, kv = self.head_dim, self.kv_heads
         weights = 2 * h * a * d + 2 * h * kv * d
@@ -242,13 +274,21 @@ class MoEModel:
 
     def moe_layer_params(self) -> int:
         """One MoE block, all experts: attention + norms + router + (E + shared) experts."""
-        return (self.attention_params_per_layer() + self.norm_params_per_layer() + self.router_params()
-                + (self.experts + self.shared_experts) * self.expert_params())
+        return (
+            self.attention_params_per_layer()
+            + self.norm_params_per_layer()
+            + self.router_params()
+            + (self.experts + self.shared_experts) * self.expert_params()
+        )
 
     def moe_layer_active_params(self) -> int:
         """What one token passes through in one MoE block: attention + norms + router + (k + shared) experts."""
-        return (self.attention_params_per_layer() + self.norm_params_per_layer() + self.router_params()
-                + (self.top_k + self.shared_experts) * self.expert_params())
+        return (
+            self.attention_params_per_layer()
+            + self.norm_params_per_layer()
+            + self.router_params()
+            + (self.top_k + self.shared_experts) * self.expert_params()
+        )
 
     def embedding_params(self) -> int:
         """Token embedding V x h."""
@@ -264,8 +304,12 @@ class MoEModel:
 
     def parameter_count(self) -> int:
         """All parameters: dense blocks + MoE blocks + embedding + output layer and final norm."""
-        return (self.dense_layers * self.dense_layer_params() + self.moe_layers * self.moe_layer_params()
-                + self.embedding_params() + self.output_params())
+        return (
+            self.dense_layers * self.dense_layer_params()
+            + self.moe_layers * self.moe_layer_params()
+            + self.embedding_params()
+            + self.output_params()
+        )
 
     def non_expert_parameter_count(self) -> int:
         """Everything but the routed experts (replicated over data parallelism like a dense model's weights)."""
@@ -277,8 +321,11 @@ class MoEModel:
         embedding=False leaves out the input embedding (a lookup, not a matmul), as OpenAI counts gpt-oss.
         """
         _flag(embedding, "embedding")
-        total = (self.dense_layers * self.dense_layer_params() + self.moe_layers * self.moe_layer_active_params()
-                 + self.output_params())
+        total = (
+            self.dense_layers * self.dense_layer_params()
+            + self.moe_layers * self.moe_layer_active_params()
+            + self.output_params()
+        )
         return total + (self.embedding_params() if embedding else 0)
 
     def sparsity(self) -> float:
@@ -289,9 +336,19 @@ class MoEModel:
 # --- catalog -----------------------------------------------------------------------------
 
 _MIXTRAL = MoEModel(
-    name="mixtral-8x7b", layers=32, hidden=4096, heads=32, kv_heads=8, vocab=32000,
-    experts=8, expert_ffn=14336, top_k=2, seq_len=32768,
-    published_params=46.7e9, published_active=12.9e9, published_active_embedding=True,
+    name="mixtral-8x7b",
+    layers=32,
+    hidden=4096,
+    heads=32,
+    kv_heads=8,
+    vocab=32000,
+    experts=8,
+    expert_ffn=14336,
+    top_k=2,
+    seq_len=32768,
+    published_params=46.7e9,
+    published_active=12.9e9,
+    published_active_embedding=True,
     source=(
         "Jiang et al. 2024, 'Mixtral of Experts' (arXiv:2401.04088), Table 1 (dim 4096, n_layers 32, head_dim 128, "
         "hidden_dim 14336, n_heads 32, n_kv_heads 8, context_len 32768, vocab_size 32000, num_experts 8, "
@@ -303,11 +360,28 @@ _MIXTRAL = MoEModel(
 )
 
 _DEEPSEEK_V3 = MoEModel(
-    name="deepseek-v3", layers=61, hidden=7168, heads=128, vocab=129280, attention="mla",
-    q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
-    dense_layers=3, dense_ffn=18432, experts=256, expert_ffn=2048, shared_experts=1, top_k=8,
-    router_bias=True, seq_len=4096,
-    published_params=671e9, published_active=37e9, published_active_embedding=False,
+    name="deepseek-v3",
+    layers=61,
+    hidden=7168,
+    heads=128,
+    vocab=129280,
+    attention="mla",
+    q_lora_rank=1536,
+    kv_lora_rank=512,
+    qk_nope_head_dim=128,
+    qk_rope_head_dim=64,
+    v_head_dim=128,
+    dense_layers=3,
+    dense_ffn=18432,
+    experts=256,
+    expert_ffn=2048,
+    shared_experts=1,
+    top_k=8,
+    router_bias=True,
+    seq_len=4096,
+    published_params=671e9,
+    published_active=37e9,
+    published_active_embedding=False,
     source=(
         "DeepSeek-AI 2024, 'DeepSeek-V3 Technical Report' (arXiv:2412.19437), Sec. 4.2 (61 layers, hidden 7168, "
         "128 heads, d_h 128, d_c 512, d'_c 1536, d_h^R 64; all FFNs but the first three are MoE, 1 shared and "
@@ -320,9 +394,21 @@ _DEEPSEEK_V3 = MoEModel(
 )
 
 _QWEN3 = MoEModel(
-    name="qwen3-235b-a22b", layers=94, hidden=4096, heads=64, kv_heads=4, head_dim=128, vocab=151936,
-    qk_norm=True, experts=128, expert_ffn=1536, top_k=8, seq_len=4096,
-    published_params=235e9, published_active=22e9, published_active_embedding=True,
+    name="qwen3-235b-a22b",
+    layers=94,
+    hidden=4096,
+    heads=64,
+    kv_heads=4,
+    head_dim=128,
+    vocab=151936,
+    qk_norm=True,
+    experts=128,
+    expert_ffn=1536,
+    top_k=8,
+    seq_len=4096,
+    published_params=235e9,
+    published_active=22e9,
+    published_active_embedding=True,
     source=(
         "Qwen Team 2025, 'Qwen3 Technical Report' (arXiv:2505.09388), Table 2 (94 layers, 64 query / 4 KV heads, "
         "128 experts, 8 activated, no shared experts, QK-Norm) and Sec. 3 (first pre-training stage at 4,096 "
@@ -333,10 +419,26 @@ _QWEN3 = MoEModel(
 )
 
 _GPT_OSS = MoEModel(
-    name="gpt-oss-120b", layers=36, hidden=2880, heads=64, kv_heads=8, head_dim=64, vocab=201088,
-    attention_biases=True, attention_sinks=True, sliding_window=128, window_layers=18,
-    experts=128, expert_ffn=2880, top_k=4, expert_biases=True, router_bias=True, seq_len=4096,
-    published_params=116.83e9, published_active=5.13e9, published_active_embedding=False,
+    name="gpt-oss-120b",
+    layers=36,
+    hidden=2880,
+    heads=64,
+    kv_heads=8,
+    head_dim=64,
+    vocab=201088,
+    attention_biases=True,
+    attention_sinks=True,
+    sliding_window=128,
+    window_layers=18,
+    experts=128,
+    expert_ffn=2880,
+    top_k=4,
+    expert_biases=True,
+    router_bias=True,
+    seq_len=4096,
+    published_params=116.83e9,
+    published_active=5.13e9,
+    published_active_embedding=False,
     source=(
         "OpenAI 2025, 'gpt-oss-120b & gpt-oss-20b Model Card' (arXiv:2508.10925), Sec. 2 and Table 1 "
         "(36 layers, 128 experts, top-4, residual width 2880, 64 query heads of 64, 8 KV heads, attention "

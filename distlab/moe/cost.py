@@ -85,8 +85,13 @@ ALL_TO_ALLS_PER_LAYER = {"none": 4, "selective": 4, "full": 6}
 
 
 def _fraction(value, name: str, low: float = 0.0, high: float = math.inf, low_open=False) -> float:
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
-        and math.isfinite(value) and (value > low if low_open else value >= low) and value <= high
+    ok = (
+        isinstance(value, (int, float, np.integer, np.floating))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and (value > low if low_open else value >= low)
+        and value <= high
+    )
     if not ok:
         bound = f"{'>' if low_open else '>='} {low:g}" + (f" and <= {high:g}" if math.isfinite(high) else "")
         raise ConfigurationError(f"{name}={value!r} must be a number {bound}")
@@ -94,6 +99,7 @@ def _fraction(value, name: str, low: float = 0.0, high: float = math.inf, low_op
 
 
 # --- compute --------------------------------------------------------------------------------
+
 
 def _attention_core_per_token(m, s: int) -> float:
     """Forward FLOPs of the attention core of all layers, per token: 2 x keys x (q/k width + v width)."""
@@ -124,11 +130,13 @@ def moe_step_flops(model, global_batch, seq_len=None, recompute="none") -> flops
     core_forward = _attention_core_per_token(m, s) * tokens
     logits = flops.TRAINING_PASSES * float(flops.logit_forward_flops_array(m.hidden, m.vocab, tokens))
     again = {"none": 0.0, "selective": core_forward, "full": weights_forward + core_forward}[mode]
-    return flops.StepFlops(flops.TRAINING_PASSES * weights_forward, flops.TRAINING_PASSES * core_forward,
-                           logits, again, tokens, mode)
+    return flops.StepFlops(
+        flops.TRAINING_PASSES * weights_forward, flops.TRAINING_PASSES * core_forward, logits, again, tokens, mode
+    )
 
 
 # --- routing ---------------------------------------------------------------------------------
+
 
 def expert_capacity(tokens, experts, top_k, capacity_factor) -> int:
     """Tokens one expert accepts: ceil(capacity_factor x tokens x top_k / experts).
@@ -155,8 +163,14 @@ def _loads(loads, name: str = "loads") -> np.ndarray:
             array = np.asarray(loads, dtype=float)
         except (ValueError, TypeError):
             array = None
-    if array is None or array.ndim != 1 or array.size == 0 or not np.all(np.isfinite(array)) \
-            or np.any(array < 0) or array.size > 2**20:
+    if (
+        array is None
+        or array.ndim != 1
+        or array.size == 0
+        or not np.all(np.isfinite(array))
+        or np.any(array < 0)
+        or array.size > 2**20
+    ):
         raise ConfigurationError(f"{name} must be a 1-D sequence of 1 to {2**20:,} token counts >= 0 per expert")
     return array
 
@@ -197,12 +211,15 @@ def imbalance_factor(loads, ep=1) -> float:
 def _ep_divides(ep, experts: int) -> int:
     ep = whole_number(ep, "ep", 1, MAX_GPUS)
     if experts % ep:
-        raise ConfigurationError(f"ep={ep} does not divide the {experts} experts (each GPU holds experts/ep of "
-                                 f"them); valid ep: {short_list(divisors(experts), 12)}")
+        raise ConfigurationError(
+            f"ep={ep} does not divide the {experts} experts (each GPU holds experts/ep of "
+            f"them); valid ep: {short_list(divisors(experts), 12)}"
+        )
     return ep
 
 
 # --- memory ----------------------------------------------------------------------------------
+
 
 def expert_groups(gpus, *, tp=1, cp=1, pp=1, ep=1, etp=1) -> dict:
     """Data-parallel degrees of the two weight kinds: dp = N/(tp cp pp) for dense, edp = N/(etp ep pp) for experts.
@@ -215,12 +232,18 @@ def expert_groups(gpus, *, tp=1, cp=1, pp=1, ep=1, etp=1) -> dict:
     {'dp': 32, 'edp': 8}
     """
     n = whole_number(gpus, "gpus", 1, MAX_GPUS)
-    tp, cp, pp = whole_number(tp, "tp", 1, MAX_GPUS), whole_number(cp, "cp", 1, MAX_GPUS), whole_number(pp, "pp", 1, MAX_GPUS)
+    tp, cp, pp = (
+        whole_number(tp, "tp", 1, MAX_GPUS),
+        whole_number(cp, "cp", 1, MAX_GPUS),
+        whole_number(pp, "pp", 1, MAX_GPUS),
+    )
     ep, etp = whole_number(ep, "ep", 1, MAX_GPUS), whole_number(etp, "etp", 1, MAX_GPUS)
     for name, size in (("tp x cp x pp", tp * cp * pp), ("etp x ep x pp", etp * ep * pp)):
         if n % size:
-            raise ConfigurationError(f"{name} = {size} does not divide gpus={n}; the data-parallel degree "
-                                     f"gpus / ({name}) must be a whole number")
+            raise ConfigurationError(
+                f"{name} = {size} does not divide gpus={n}; the data-parallel degree "
+                f"gpus / ({name}) must be a whole number"
+            )
     return {"dp": n // (tp * cp * pp), "edp": n // (etp * ep * pp)}
 
 
@@ -251,17 +274,19 @@ class ExpertMemory:
         return self.dense_bytes + self.expert_bytes
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__, dense_bytes=self.dense_bytes, expert_bytes=self.expert_bytes,
-                    total_bytes=self.total_bytes)
+        return dict(
+            self.__dict__, dense_bytes=self.dense_bytes, expert_bytes=self.expert_bytes, total_bytes=self.total_bytes
+        )
 
     def summary(self) -> str:
-        return (f"{format_bytes(self.total_bytes)} per GPU: non-expert {format_bytes(self.dense_bytes)} "
-                f"(dp {self.dp}), experts {format_bytes(self.expert_bytes)} ({self.experts_per_gpu} experts "
-                f"per MoE layer, edp {self.edp})")
+        return (
+            f"{format_bytes(self.total_bytes)} per GPU: non-expert {format_bytes(self.dense_bytes)} "
+            f"(dp {self.dp}), experts {format_bytes(self.expert_bytes)} ({self.experts_per_gpu} experts "
+            f"per MoE layer, edp {self.edp})"
+        )
 
 
-def expert_parallel_memory(model, gpus, *, tp=1, cp=1, pp=1, ep=1, etp=1, precision="mixed",
-                           zero=1) -> ExpertMemory:
+def expert_parallel_memory(model, gpus, *, tp=1, cp=1, pp=1, ep=1, etp=1, precision="mixed", zero=1) -> ExpertMemory:
     """Model-state bytes per GPU with experts sharded over ep x etp and replicated over edp.
 
     non-expert: distlab.memory.model_state_bytes_array(P_dense, recipe, zero, dp, tp, pp);
@@ -277,19 +302,23 @@ def expert_parallel_memory(model, gpus, *, tp=1, cp=1, pp=1, ep=1, etp=1, precis
     groups = expert_groups(gpus, tp=tp, cp=cp, pp=pp, ep=ep, etp=etp)
     ep, etp, tp, pp = _ep_divides(ep, m.experts), int(etp), int(tp), int(pp)
     if m.expert_ffn % etp:
-        raise ConfigurationError(f"etp={etp} does not divide expert_ffn={m.expert_ffn} (each expert's matrices "
-                                 f"are split over etp); valid: {short_list(divisors(m.expert_ffn), 12)}")
+        raise ConfigurationError(
+            f"etp={etp} does not divide expert_ffn={m.expert_ffn} (each expert's matrices "
+            f"are split over etp); valid: {short_list(divisors(m.expert_ffn), 12)}"
+        )
     if pp > m.layers:
         raise ConfigurationError(f"pp={pp} is more than the {m.layers} layers; valid: 1 to {m.layers}")
     recipe = memory.precision_recipe(precision)
     stage = zero_stage(zero)
     dense = memory.model_state_bytes_array(m.non_expert_parameter_count(), recipe, stage, groups["dp"], tp, pp)
-    expert = memory.model_state_bytes_array(m.routed_expert_parameter_count(), recipe, stage, groups["edp"],
-                                            etp * ep, pp)
+    expert = memory.model_state_bytes_array(
+        m.routed_expert_parameter_count(), recipe, stage, groups["edp"], etp * ep, pp
+    )
     return ExpertMemory(*(float(x) for x in (*dense, *expert)), groups["dp"], groups["edp"], m.experts // ep)
 
 
 # --- all-to-all ------------------------------------------------------------------------------
+
 
 def expected_remote_nodes(experts, top_k, nodes, max_nodes=None) -> float:
     """Expected number of OTHER nodes a token's top_k experts sit on (each is crossed once, then NVLink).
@@ -307,7 +336,11 @@ def expected_remote_nodes(experts, top_k, nodes, max_nodes=None) -> float:
     >>> expected_remote_nodes(256, 8, 8, max_nodes=4)  # at most 4 nodes: 4 x 7/8
     3.5
     """
-    e, k, n = whole_number(experts, "experts", 1, MAX_EXPERTS), whole_number(top_k, "top_k", 1, MAX_EXPERTS), whole_number(nodes, "nodes", 1, MAX_GPUS)
+    e, k, n = (
+        whole_number(experts, "experts", 1, MAX_EXPERTS),
+        whole_number(top_k, "top_k", 1, MAX_EXPERTS),
+        whole_number(nodes, "nodes", 1, MAX_GPUS),
+    )
     if e % n:
         raise ConfigurationError(f"nodes={n} does not divide the {e} experts; valid: {short_list(divisors(e), 12)}")
     if k > e:
@@ -320,13 +353,25 @@ def expected_remote_nodes(experts, top_k, nodes, max_nodes=None) -> float:
     if chosen > n:
         raise ConfigurationError(f"max_nodes={chosen} is more than the {n} nodes; valid: 1 to {n}")
     if k > chosen * per_node:
-        raise ConfigurationError(f"top_k={k} experts do not fit on max_nodes={chosen} nodes of {per_node} "
-                                 f"experts; valid max_nodes: {math.ceil(k / per_node)} to {n}")
+        raise ConfigurationError(
+            f"top_k={k} experts do not fit on max_nodes={chosen} nodes of {per_node} "
+            f"experts; valid max_nodes: {math.ceil(k / per_node)} to {n}"
+        )
     return min(chosen, k) * (n - 1) / n
 
 
-def all_to_all_bytes(tokens, hidden, top_k, ep, *, ep_per_node=None, element_bytes=2.0, experts=None,
-                     capacity_factor=None, max_nodes=None) -> dict:
+def all_to_all_bytes(
+    tokens,
+    hidden,
+    top_k,
+    ep,
+    *,
+    ep_per_node=None,
+    element_bytes=2.0,
+    experts=None,
+    capacity_factor=None,
+    max_nodes=None,
+) -> dict:
     """Bytes one GPU sends in ONE all-to-all (dispatch or combine) of an MoE layer, intra- and inter-node.
 
     Send buffer M = tokens x top_k x hidden x element_bytes (dropless), or experts x C x hidden x
@@ -346,8 +391,9 @@ def all_to_all_bytes(tokens, hidden, top_k, ep, *, ep_per_node=None, element_byt
     k, ep = whole_number(top_k, "top_k", 1, MAX_EXPERTS), whole_number(ep, "ep", 1, MAX_GPUS)
     p = ep if ep_per_node is None else whole_number(ep_per_node, "ep_per_node", 1, MAX_GPUS)
     if p > ep or ep % p:
-        raise ConfigurationError(f"ep_per_node={p} must divide ep={ep} (EP members on each node); "
-                                 f"valid: {short_list(divisors(ep), 12)}")
+        raise ConfigurationError(
+            f"ep_per_node={p} must divide ep={ep} (EP members on each node); valid: {short_list(divisors(ep), 12)}"
+        )
     b = positive(element_bytes, "B", "element_bytes")
     if experts is None:
         if capacity_factor is not None or max_nodes is not None:
@@ -360,8 +406,10 @@ def all_to_all_bytes(tokens, hidden, top_k, ep, *, ep_per_node=None, element_byt
             raise ConfigurationError(f"top_k={k} is more than the {e} experts; valid: 1 to {e}")
     if capacity_factor is not None:
         if max_nodes is not None:
-            raise ConfigurationError("give capacity_factor= or max_nodes=, not both (node-limited routing is "
-                                     "modelled dropless, as DeepSeek-V3 trains)")
+            raise ConfigurationError(
+                "give capacity_factor= or max_nodes=, not both (node-limited routing is "
+                "modelled dropless, as DeepSeek-V3 trains)"
+            )
         send = e * expert_capacity(t, e, k, capacity_factor) * h * b
     else:
         send = t * k * h * b
@@ -445,16 +493,31 @@ class MoELayerCost:
         return dict(self.__dict__)
 
     def summary(self) -> str:
-        return (f"per MoE layer and microbatch: {self.all_to_alls} all-to-alls, "
-                f"{format_bytes(self.all_to_all_intra_bytes)} over NVLink + "
-                f"{format_bytes(self.all_to_all_inter_bytes)} across nodes per GPU, "
-                f"{format_seconds(self.all_to_all_time_s)} ({self.link}); expert FLOPs x{self.imbalance:.3g} "
-                f"for imbalance")
+        return (
+            f"per MoE layer and microbatch: {self.all_to_alls} all-to-alls, "
+            f"{format_bytes(self.all_to_all_intra_bytes)} over NVLink + "
+            f"{format_bytes(self.all_to_all_inter_bytes)} across nodes per GPU, "
+            f"{format_seconds(self.all_to_all_time_s)} ({self.link}); expert FLOPs x{self.imbalance:.3g} "
+            f"for imbalance"
+        )
 
 
-def moe_layer_cost(model, cluster, *, micro_batch=1, seq_len=None, tp=1, cp=1, ep=1, etp=1,
-                   recompute="none", element_bytes=2.0, capacity_factor=None, max_nodes=None,
-                   imbalance=1.0) -> MoELayerCost:
+def moe_layer_cost(
+    model,
+    cluster,
+    *,
+    micro_batch=1,
+    seq_len=None,
+    tp=1,
+    cp=1,
+    ep=1,
+    etp=1,
+    recompute="none",
+    element_bytes=2.0,
+    capacity_factor=None,
+    max_nodes=None,
+    imbalance=1.0,
+) -> MoELayerCost:
     """Per-GPU cost of ONE MoE layer for one microbatch, forward + backward: the hook for the step model.
 
     Tokens per GPU T = micro_batch x seq_len / (tp x cp) (sequence parallelism, which Megatron requires with
@@ -486,16 +549,25 @@ def moe_layer_cost(model, cluster, *, micro_batch=1, seq_len=None, tp=1, cp=1, e
     skew = _fraction(imbalance, "imbalance", 1.0, float(ep))
     p = ep_members_per_node(etp=etp, ep=ep, gpus_per_node=c.gpus_per_node)
     t = b * s // (tp * cp)
-    one = all_to_all_bytes(t, m.hidden, m.top_k, ep, ep_per_node=p, element_bytes=element_bytes,
-                           experts=m.experts, capacity_factor=capacity_factor, max_nodes=max_nodes)
+    one = all_to_all_bytes(
+        t,
+        m.hidden,
+        m.top_k,
+        ep,
+        ep_per_node=p,
+        element_bytes=element_bytes,
+        experts=m.experts,
+        capacity_factor=capacity_factor,
+        max_nodes=max_nodes,
+    )
     count = ALL_TO_ALLS_PER_LAYER[mode]
     time = count * all_to_all_time(one["intra"], one["inter"], ep, c, ep_per_node=p)
     passes = flops.TRAINING_PASSES + (1.0 if mode == "full" else 0.0)
     balanced = passes * 2.0 * 3 * m.hidden * m.expert_ffn * t * m.top_k
     link = "intra-node" if p == ep else "inter-node"
-    return MoELayerCost(t, balanced * skew, balanced, skew, count, count * one["intra"], count * one["inter"],
-                        time, p, link)
-
+    return MoELayerCost(
+        t, balanced * skew, balanced, skew, count, count * one["intra"], count * one["inter"], time, p, link
+    )
 
 
 @dataclass(frozen=True)
@@ -517,15 +589,39 @@ class MoEStepCost:
     layer: MoELayerCost
 
     def to_dict(self) -> dict:
-        return dict(moe_layers=self.moe_layers, microbatches=self.microbatches,
-                    all_to_all_time_s=self.all_to_all_time_s, all_to_all_intra_bytes=self.all_to_all_intra_bytes,
-                    all_to_all_inter_bytes=self.all_to_all_inter_bytes, expert_flops=self.expert_flops,
-                    memory=self.memory.to_dict(), layer=self.layer.to_dict())
+        return dict(
+            moe_layers=self.moe_layers,
+            microbatches=self.microbatches,
+            all_to_all_time_s=self.all_to_all_time_s,
+            all_to_all_intra_bytes=self.all_to_all_intra_bytes,
+            all_to_all_inter_bytes=self.all_to_all_inter_bytes,
+            expert_flops=self.expert_flops,
+            memory=self.memory.to_dict(),
+            layer=self.layer.to_dict(),
+        )
 
 
-def moe_step_cost(model, cluster, gpus, *, micro_batch=1, microbatches=1, seq_len=None, tp=1, cp=1, pp=1, ep=1,
-                  etp=None, recompute="none", precision="mixed", zero=1, element_bytes=2.0, capacity_factor=None,
-                  max_nodes=None, imbalance=1.0) -> MoEStepCost:
+def moe_step_cost(
+    model,
+    cluster,
+    gpus,
+    *,
+    micro_batch=1,
+    microbatches=1,
+    seq_len=None,
+    tp=1,
+    cp=1,
+    pp=1,
+    ep=1,
+    etp=None,
+    recompute="none",
+    precision="mixed",
+    zero=1,
+    element_bytes=2.0,
+    capacity_factor=None,
+    max_nodes=None,
+    imbalance=1.0,
+) -> MoEStepCost:
     """The MoE part of a training step for the step model: moe_layer_cost x MoE layers on the busiest stage x
     microbatches, and expert_parallel_memory. The stage holding the most MoE layers is the busiest:
     min(moe_layers, ceil(layers / pp)) (dense first layers sit on the first stage).
@@ -540,10 +636,30 @@ def moe_step_cost(model, cluster, gpus, *, micro_batch=1, microbatches=1, seq_le
     etp = whole_number(tp, "tp", 1, MAX_GPUS) if etp is None else etp
     mb = whole_number(microbatches, "microbatches", 1, MAX_TOKENS)
     mem = expert_parallel_memory(m, gpus, tp=tp, cp=cp, pp=pp, ep=ep, etp=etp, precision=precision, zero=zero)
-    layer = moe_layer_cost(m, c, micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp, ep=ep, etp=etp,
-                           recompute=recompute, element_bytes=element_bytes, capacity_factor=capacity_factor,
-                           max_nodes=max_nodes, imbalance=imbalance)
+    layer = moe_layer_cost(
+        m,
+        c,
+        micro_batch=micro_batch,
+        seq_len=seq_len,
+        tp=tp,
+        cp=cp,
+        ep=ep,
+        etp=etp,
+        recompute=recompute,
+        element_bytes=element_bytes,
+        capacity_factor=capacity_factor,
+        max_nodes=max_nodes,
+        imbalance=imbalance,
+    )
     layers = min(m.moe_layers, math.ceil(m.layers / int(pp)))
     count = layers * mb
-    return MoEStepCost(layers, mb, count * layer.all_to_all_time_s, count * layer.all_to_all_intra_bytes,
-                       count * layer.all_to_all_inter_bytes, count * layer.expert_flops, mem, layer)
+    return MoEStepCost(
+        layers,
+        mb,
+        count * layer.all_to_all_time_s,
+        count * layer.all_to_all_intra_bytes,
+        count * layer.all_to_all_inter_bytes,
+        count * layer.expert_flops,
+        mem,
+        layer,
+    )

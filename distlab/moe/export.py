@@ -48,8 +48,17 @@ from .cost import (
     expert_groups,
 )
 
-__all__ = ["FORMATS", "TORCHTITAN_FLAVORS", "MoEConfig", "moe_config", "megatron_moe_flags", "megatron_moe",
-           "torchtitan_moe", "deepspeed_moe", "export_moe"]
+__all__ = [
+    "FORMATS",
+    "TORCHTITAN_FLAVORS",
+    "MoEConfig",
+    "moe_config",
+    "megatron_moe_flags",
+    "megatron_moe",
+    "torchtitan_moe",
+    "deepspeed_moe",
+    "export_moe",
+]
 
 FORMATS = ("megatron", "torchtitan", "deepspeed")
 #: catalog MoE model -> torchtitan (model.name, model.flavor) (torchtitan/models/deepseek_v3/__init__.py).
@@ -81,8 +90,21 @@ class MoEConfig:
         return self.ep // ep_members_per_node(etp=self.etp, ep=self.ep, gpus_per_node=self.gpus_per_node)
 
 
-def moe_config(model, gpus, *, tp=1, pp=1, ep=1, etp=None, micro_batch=1, global_batch=None, seq_len=None,
-               capacity_factor=None, max_nodes=None, gpus_per_node=8) -> MoEConfig:
+def moe_config(
+    model,
+    gpus,
+    *,
+    tp=1,
+    pp=1,
+    ep=1,
+    etp=None,
+    micro_batch=1,
+    global_batch=None,
+    seq_len=None,
+    capacity_factor=None,
+    max_nodes=None,
+    gpus_per_node=8,
+) -> MoEConfig:
     """Check an MoE configuration and return it: the groups must tile the GPUs as Megatron-LM requires.
 
     etp defaults to tp (Megatron's default); global_batch to micro_batch x dp. max_nodes (node-limited
@@ -119,11 +141,15 @@ def moe_config(model, gpus, *, tp=1, pp=1, ep=1, etp=None, micro_batch=1, global
     if max_nodes is not None:
         limit = whole_number(max_nodes, "max_nodes", 1, MAX_GPUS)
         if limit > config.ep_nodes:
-            raise ConfigurationError(f"max_nodes={limit} is more than the {config.ep_nodes} node(s) an EP group of "
-                                     f"{ep} spans; valid: 1 to {config.ep_nodes}")
+            raise ConfigurationError(
+                f"max_nodes={limit} is more than the {config.ep_nodes} node(s) an EP group of "
+                f"{ep} spans; valid: 1 to {config.ep_nodes}"
+            )
         if capacity_factor is not None:
-            raise ConfigurationError("give capacity_factor= or max_nodes=, not both (node-limited routing is "
-                                     "modelled dropless, as DeepSeek-V3 trains)")
+            raise ConfigurationError(
+                "give capacity_factor= or max_nodes=, not both (node-limited routing is "
+                "modelled dropless, as DeepSeek-V3 trains)"
+            )
         config = MoEConfig(m, n, tp, pp, ep, etp, groups["dp"], groups["edp"], mb, gb, s, None, limit, g)
     return config
 
@@ -146,17 +172,41 @@ def megatron_moe_flags(config) -> list[str]:
     c = _as_config(config)
     m = c.model
     if m.attention_sinks or m.window_layers:
-        raise ConfigurationError(f"{m.name}: attention sinks and banded (sliding-window) layers are not in "
-                                 f"distlab's table of Megatron-LM flags; no exporter here expresses them")
+        raise ConfigurationError(
+            f"{m.name}: attention sinks and banded (sliding-window) layers are not in "
+            f"distlab's table of Megatron-LM flags; no exporter here expresses them"
+        )
     if m.attention_biases != m.expert_biases:
-        raise ConfigurationError(f"{m.name}: Megatron-LM's --disable-bias-linear switches the biases of attention "
-                                 f"and MLP together")
-    flags = ["--num-layers", str(m.layers), "--hidden-size", str(m.hidden), "--num-attention-heads", str(m.heads),
-             "--ffn-hidden-size", str(m.dense_ffn or m.expert_ffn), "--swiglu", "--normalization", "RMSNorm"]
+        raise ConfigurationError(
+            f"{m.name}: Megatron-LM's --disable-bias-linear switches the biases of attention and MLP together"
+        )
+    flags = [
+        "--num-layers",
+        str(m.layers),
+        "--hidden-size",
+        str(m.hidden),
+        "--num-attention-heads",
+        str(m.heads),
+        "--ffn-hidden-size",
+        str(m.dense_ffn or m.expert_ffn),
+        "--swiglu",
+        "--normalization",
+        "RMSNorm",
+    ]
     if m.attention == "mla":
-        flags += ["--multi-latent-attention", "--q-lora-rank", str(m.q_lora_rank), "--kv-lora-rank",
-                  str(m.kv_lora_rank), "--qk-head-dim", str(m.qk_nope_head_dim), "--qk-pos-emb-head-dim",
-                  str(m.qk_rope_head_dim), "--v-head-dim", str(m.v_head_dim)]
+        flags += [
+            "--multi-latent-attention",
+            "--q-lora-rank",
+            str(m.q_lora_rank),
+            "--kv-lora-rank",
+            str(m.kv_lora_rank),
+            "--qk-head-dim",
+            str(m.qk_nope_head_dim),
+            "--qk-pos-emb-head-dim",
+            str(m.qk_rope_head_dim),
+            "--v-head-dim",
+            str(m.v_head_dim),
+        ]
     else:
         if m.kv_heads < m.heads:
             flags += ["--group-query-attention", "--num-query-groups", str(m.kv_heads)]
@@ -168,18 +218,46 @@ def megatron_moe_flags(config) -> list[str]:
         flags.append("--disable-bias-linear")
     if not m.tied_embeddings:
         flags.append("--untie-embeddings-and-output-weights")
-    flags += ["--position-embedding-type", "rope", "--max-position-embeddings", str(c.seq_len),
-              "--attention-dropout", "0.0", "--hidden-dropout", "0.0",
-              "--padded-vocab-size", str(-(-m.vocab // c.tp) * c.tp)]
+    flags += [
+        "--position-embedding-type",
+        "rope",
+        "--max-position-embeddings",
+        str(c.seq_len),
+        "--attention-dropout",
+        "0.0",
+        "--hidden-dropout",
+        "0.0",
+        "--padded-vocab-size",
+        str(-(-m.vocab // c.tp) * c.tp),
+    ]
     flags += ["--tensor-model-parallel-size", str(c.tp), "--pipeline-model-parallel-size", str(c.pp)]
     if c.tp > 1:
         flags.append("--sequence-parallel")  # required with MoE and TP (Megatron-Core MoE docs)
-    flags += ["--micro-batch-size", str(c.micro_batch), "--global-batch-size", str(c.global_batch),
-              "--seq-length", str(c.seq_len), "--use-distributed-optimizer", "--bf16"]
-    flags += ["--num-experts", str(m.experts), "--moe-ffn-hidden-size", str(m.expert_ffn),
-              "--moe-router-topk", str(m.top_k), "--expert-model-parallel-size", str(c.ep),
-              "--expert-tensor-parallel-size", str(c.etp), "--moe-token-dispatcher-type", "alltoall",
-              "--moe-grouped-gemm"]
+    flags += [
+        "--micro-batch-size",
+        str(c.micro_batch),
+        "--global-batch-size",
+        str(c.global_batch),
+        "--seq-length",
+        str(c.seq_len),
+        "--use-distributed-optimizer",
+        "--bf16",
+    ]
+    flags += [
+        "--num-experts",
+        str(m.experts),
+        "--moe-ffn-hidden-size",
+        str(m.expert_ffn),
+        "--moe-router-topk",
+        str(m.top_k),
+        "--expert-model-parallel-size",
+        str(c.ep),
+        "--expert-tensor-parallel-size",
+        str(c.etp),
+        "--moe-token-dispatcher-type",
+        "alltoall",
+        "--moe-grouped-gemm",
+    ]
     if m.shared_experts:
         flags += ["--moe-shared-expert-intermediate-size", str(m.shared_experts * m.expert_ffn)]
     if m.dense_layers:
@@ -222,30 +300,40 @@ def torchtitan_moe(config) -> str:
     """
     c = _as_config(config)
     if c.model.name not in TORCHTITAN_FLAVORS:
-        raise ConfigurationError(f"torchtitan has no flavor of {c.model.name} in distlab's table (known: "
-                                 f"{', '.join(TORCHTITAN_FLAVORS)}); export to megatron")
+        raise ConfigurationError(
+            f"torchtitan has no flavor of {c.model.name} in distlab's table (known: "
+            f"{', '.join(TORCHTITAN_FLAVORS)}); export to megatron"
+        )
     if c.etp not in (1, c.tp):
-        raise ConfigurationError(f"etp={c.etp}: torchtitan supports expert tensor parallelism 1 or equal to tp "
-                                 f"({c.tp}); Megatron-LM accepts any etp")
+        raise ConfigurationError(
+            f"etp={c.etp}: torchtitan supports expert tensor parallelism 1 or equal to tp "
+            f"({c.tp}); Megatron-LM accepts any etp"
+        )
     if c.capacity_factor is not None:
-        raise ConfigurationError("torchtitan's MoE routes dropless (no capacity factor); export to megatron or "
-                                 "deepspeed for token dropping")
+        raise ConfigurationError(
+            "torchtitan's MoE routes dropless (no capacity factor); export to megatron or deepspeed for token dropping"
+        )
     shard = c.gpus // (c.tp * c.pp)
     borrow = shard * (c.tp if c.etp == 1 else 1)
     if borrow % c.ep:
-        raise ConfigurationError(f"ep={c.ep} must divide torchtitan's data-parallel shard degree {shard}"
-                                 f"{' x tp' if c.etp == 1 else ''} = {borrow} (EP borrows those ranks)")
+        raise ConfigurationError(
+            f"ep={c.ep} must divide torchtitan's data-parallel shard degree {shard}"
+            f"{' x tp' if c.etp == 1 else ''} = {borrow} (EP borrows those ranks)"
+        )
     if c.global_batch % shard:
-        raise ConfigurationError(f"global_batch={c.global_batch} is not a multiple of the {shard} data-parallel "
-                                 f"shards")
+        raise ConfigurationError(f"global_batch={c.global_batch} is not a multiple of the {shard} data-parallel shards")
     name, flavor = TORCHTITAN_FLAVORS[c.model.name]
     sections = {
         "model": {"name": name, "flavor": flavor},
         "training": {"seq_len": c.seq_len, "local_batch_size": c.global_batch // shard},
-        "parallelism": {"data_parallel_shard_degree": shard, "tensor_parallel_degree": c.tp,
-                        "pipeline_parallel_degree": c.pp, "expert_parallel_degree": c.ep,
-                        "expert_tensor_parallel_degree": c.etp,
-                        "pipeline_parallel_microbatch_size": c.micro_batch},
+        "parallelism": {
+            "data_parallel_shard_degree": shard,
+            "tensor_parallel_degree": c.tp,
+            "pipeline_parallel_degree": c.pp,
+            "expert_parallel_degree": c.ep,
+            "expert_tensor_parallel_degree": c.etp,
+            "pipeline_parallel_microbatch_size": c.micro_batch,
+        },
     }
     lines = []
     for section, values in sections.items():
@@ -264,17 +352,26 @@ def deepspeed_moe(config) -> dict:
     c = _as_config(config)
     m = c.model
     if m.shared_experts:
-        raise ConfigurationError(f"{m.name} has {m.shared_experts} shared expert(s): DeepSpeed-MoE has none "
-                                 f"(use_residual is PR-MoE's mixed residual MLP); export to megatron")
+        raise ConfigurationError(
+            f"{m.name} has {m.shared_experts} shared expert(s): DeepSpeed-MoE has none "
+            f"(use_residual is PR-MoE's mixed residual MLP); export to megatron"
+        )
     if c.max_nodes is not None:
         raise ConfigurationError("node-limited routing: DeepSpeed-MoE's gates have no node limit; export to megatron")
     if c.etp not in (1, c.tp):
-        raise ConfigurationError(f"etp={c.etp}: DeepSpeed-MoE's expert tensor parallelism reuses the model's tp "
-                                 f"({c.tp}) or none")
-    return {"hidden_size": m.hidden, "num_experts": m.experts, "ep_size": c.ep, "k": m.top_k,
-            "capacity_factor": 1.0 if c.capacity_factor is None else c.capacity_factor,
-            "drop_tokens": c.capacity_factor is not None, "use_residual": False,
-            "enable_expert_tensor_parallelism": c.etp > 1}
+        raise ConfigurationError(
+            f"etp={c.etp}: DeepSpeed-MoE's expert tensor parallelism reuses the model's tp ({c.tp}) or none"
+        )
+    return {
+        "hidden_size": m.hidden,
+        "num_experts": m.experts,
+        "ep_size": c.ep,
+        "k": m.top_k,
+        "capacity_factor": 1.0 if c.capacity_factor is None else c.capacity_factor,
+        "drop_tokens": c.capacity_factor is not None,
+        "use_residual": False,
+        "enable_expert_tensor_parallelism": c.etp > 1,
+    }
 
 
 def export_moe(config, fmt: str) -> str:

@@ -131,10 +131,16 @@ class RoutingTrace:
 
     def summary(self) -> str:
         intra, inter = self.intra_inter_bytes()
-        cap = "dropless" if self.capacity is None else f"capacity {self.capacity}, {100 * self.drop_fraction:.1f}% dropped"
-        return (f"{self.tokens} tokens x top-{self.top_k} over {self.experts} experts on {self.ep} GPUs ({cap}); "
-                f"busiest GPU x{self.imbalance:.2f} the mean; per GPU {intra.mean() / 1e6:.3g} MB intra-node, "
-                f"{inter.mean() / 1e6:.3g} MB inter-node per all-to-all")
+        cap = (
+            "dropless"
+            if self.capacity is None
+            else f"capacity {self.capacity}, {100 * self.drop_fraction:.1f}% dropped"
+        )
+        return (
+            f"{self.tokens} tokens x top-{self.top_k} over {self.experts} experts on {self.ep} GPUs ({cap}); "
+            f"busiest GPU x{self.imbalance:.2f} the mean; per GPU {intra.mean() / 1e6:.3g} MB intra-node, "
+            f"{inter.mean() / 1e6:.3g} MB inter-node per all-to-all"
+        )
 
 
 @functools.lru_cache(maxsize=8)
@@ -147,8 +153,20 @@ def _router_noise(seed: int, tokens: int, experts: int) -> tuple[np.ndarray, np.
     return readonly(popularity), readonly(noise)
 
 
-def simulate_routing(tokens_per_gpu, experts, top_k, ep, *, hidden=1024, element_bytes=2.0, skew=0.0,
-                     capacity_factor=None, ep_per_node=None, max_nodes=None, seed=0) -> RoutingTrace:
+def simulate_routing(
+    tokens_per_gpu,
+    experts,
+    top_k,
+    ep,
+    *,
+    hidden=1024,
+    element_bytes=2.0,
+    skew=0.0,
+    capacity_factor=None,
+    ep_per_node=None,
+    max_nodes=None,
+    seed=0,
+) -> RoutingTrace:
     """Route tokens_per_gpu x ep tokens through a seeded router and count the all-to-all (see the module doc).
 
     Bounded up front: tokens x experts <= MAX_SCORES. Lesson 10 §2.
@@ -164,13 +182,14 @@ def simulate_routing(tokens_per_gpu, experts, top_k, ep, *, hidden=1024, element
     if e % ep:
         raise ConfigurationError(f"ep={ep} does not divide the {e} experts (each GPU holds experts/ep of them)")
     if t * ep * e > MAX_SCORES:
-        raise ConfigurationError(f"tokens_per_gpu x ep x experts = {t * ep * e:,} router scores is more than this "
-                                 f"simulation builds ({MAX_SCORES:,}); use fewer tokens (the closed forms in "
-                                 f"distlab.moe scale to any size)")
+        raise ConfigurationError(
+            f"tokens_per_gpu x ep x experts = {t * ep * e:,} router scores is more than this "
+            f"simulation builds ({MAX_SCORES:,}); use fewer tokens (the closed forms in "
+            f"distlab.moe scale to any size)"
+        )
     h = whole_number(hidden, "hidden", 1, 2**20)
     b = positive(element_bytes, "B", "element_bytes")
-    if not isinstance(skew, (int, float)) or isinstance(skew, bool) or not math.isfinite(skew) \
-            or not 0 <= skew <= 10:
+    if not isinstance(skew, (int, float)) or isinstance(skew, bool) or not math.isfinite(skew) or not 0 <= skew <= 10:
         raise ConfigurationError(f"skew={skew!r} must be a number from 0 (balanced) to 10")
     p = ep if ep_per_node is None else whole_number(ep_per_node, "ep_per_node", 1, ep)
     if ep % p:
@@ -180,8 +199,10 @@ def simulate_routing(tokens_per_gpu, experts, top_k, ep, *, hidden=1024, element
     if max_nodes is not None:
         limit = whole_number(max_nodes, "max_nodes", 1, nodes)
         if k > limit * (e // nodes):
-            raise ConfigurationError(f"top_k={k} experts do not fit on max_nodes={limit} nodes of {e // nodes} "
-                                     f"experts; valid max_nodes: {math.ceil(k / (e // nodes))} to {nodes}")
+            raise ConfigurationError(
+                f"top_k={k} experts do not fit on max_nodes={limit} nodes of {e // nodes} "
+                f"experts; valid max_nodes: {math.ceil(k / (e // nodes))} to {nodes}"
+            )
     seed = whole_number(seed, "seed", 0, 2**32 - 1)
     capacity = None if capacity_factor is None else expert_capacity(t, e, k, capacity_factor)
 
@@ -196,7 +217,7 @@ def simulate_routing(tokens_per_gpu, experts, top_k, ep, *, hidden=1024, element
         mask = np.ones((t * ep, nodes), dtype=bool)
         mask[np.arange(t * ep)[:, None], chosen_nodes] = False
         scores[np.repeat(mask, per_node, axis=1)] = -np.inf
-    choices = np.argpartition(scores, e - k, axis=1)[:, e - k:].astype(np.int32)
+    choices = np.argpartition(scores, e - k, axis=1)[:, e - k :].astype(np.int32)
     source = (np.arange(t * ep) // t).astype(np.int32)
 
     gpu_of_expert = np.arange(e) // (e // ep)
@@ -228,7 +249,22 @@ def simulate_routing(tokens_per_gpu, experts, top_k, ep, *, hidden=1024, element
         per_source = np.add.reduceat(hit.astype(float), np.arange(0, t * ep, t), axis=0)
         node_bytes = per_source * row_bytes
     return RoutingTrace(
-        t, e, k, ep, p, h, b, float(skew), capacity, limit, seed, readonly(choices), readonly(source),
-        readonly(kept), readonly(demand), readonly(load), readonly(matrix),
+        t,
+        e,
+        k,
+        ep,
+        p,
+        h,
+        b,
+        float(skew),
+        capacity,
+        limit,
+        seed,
+        readonly(choices),
+        readonly(source),
+        readonly(kept),
+        readonly(demand),
+        readonly(load),
+        readonly(matrix),
         readonly(node_bytes) if node_bytes is not None else None,
     )

@@ -35,8 +35,16 @@ from .catalog import MOE_MODELS, MoEModel
 from .catalog import model as moe_model
 from .cost import ALL_TO_ALLS_PER_LAYER, MAX_GPUS
 
-__all__ = ["MoEStepModel", "step_model", "is_moe", "check_expert_parallel", "ep_members_per_node_array",
-           "all_to_all_layer_time_array", "expert_state_bytes_array", "expert_gradient_bytes"]
+__all__ = [
+    "MoEStepModel",
+    "step_model",
+    "is_moe",
+    "check_expert_parallel",
+    "ep_members_per_node_array",
+    "all_to_all_layer_time_array",
+    "expert_state_bytes_array",
+    "expert_gradient_bytes",
+]
 
 
 @dataclass(frozen=True)
@@ -151,11 +159,15 @@ def check_expert_parallel(model, gpus, *, tp, cp, pp, ep, etp, sequence_parallel
     ep = whole_number(ep, "ep", 1, MAX_GPUS)
     etp = tp if etp is None else whole_number(etp, "etp", 1, MAX_GPUS)
     if m.experts % ep:
-        raise ConfigurationError(f"ep={ep} does not divide the {m.experts} routed experts of {m.name}; "
-                                 f"valid ep: {short_list(divisors(m.experts), 12)}")
+        raise ConfigurationError(
+            f"ep={ep} does not divide the {m.experts} routed experts of {m.name}; "
+            f"valid ep: {short_list(divisors(m.experts), 12)}"
+        )
     if etp not in (1, tp):
-        raise ConfigurationError(f"etp={etp}: expert tensor parallelism is 1 or the attention's tp={tp}; "
-                                 f"valid etp: {', '.join(str(x) for x in sorted({1, tp}))}")
+        raise ConfigurationError(
+            f"etp={etp}: expert tensor parallelism is 1 or the attention's tp={tp}; "
+            f"valid etp: {', '.join(str(x) for x in sorted({1, tp}))}"
+        )
     if m.expert_ffn % etp:
         raise ConfigurationError(f"etp={etp} does not divide expert_ffn={m.expert_ffn}; valid etp: 1")
     if etp > gpus_per_node or gpus_per_node % etp:
@@ -163,11 +175,15 @@ def check_expert_parallel(model, gpus, *, tp, cp, pp, ep, etp, sequence_parallel
     size = etp * ep * pp
     if gpus % size:
         valid = [e for e in divisors(m.experts) if gpus % (etp * e * pp) == 0]
-        raise ConfigurationError(f"etp x ep x pp = {etp} x {ep} x {pp} = {size} does not divide the {gpus} GPUs "
-                                 f"(the expert data-parallel degree must be whole); valid ep here: {short_list(valid, 12)}")
+        raise ConfigurationError(
+            f"etp x ep x pp = {etp} x {ep} x {pp} = {size} does not divide the {gpus} GPUs "
+            f"(the expert data-parallel degree must be whole); valid ep here: {short_list(valid, 12)}"
+        )
     if tp > 1 and not sequence_parallel:
-        raise ConfigurationError(f"tp={tp} with an MoE model needs sequence_parallel=True (Megatron-Core requires "
-                                 f"sequence parallelism for MoE with tensor parallelism)")
+        raise ConfigurationError(
+            f"tp={tp} with an MoE model needs sequence_parallel=True (Megatron-Core requires "
+            f"sequence parallelism for MoE with tensor parallelism)"
+        )
     return ep, etp
 
 
@@ -184,8 +200,19 @@ def ep_members_per_node_array(ep, etp, gpus_per_node):
     return np.where(etp >= g, 1.0, np.minimum(ep, np.floor(g / etp)))
 
 
-def all_to_all_layer_time_array(model: MoEStepModel, tokens, ep, etp, recompute_code, element_bytes, gpus_per_node,
-                                intra_bw, intra_lat, inter_bw, inter_lat):
+def all_to_all_layer_time_array(
+    model: MoEStepModel,
+    tokens,
+    ep,
+    etp,
+    recompute_code,
+    element_bytes,
+    gpus_per_node,
+    intra_bw,
+    intra_lat,
+    inter_bw,
+    inter_lat,
+):
     """Seconds of one MoE layer's all-to-alls for one microbatch on one GPU (forward + backward), dropless and
     uniformly routed: count x max(t_intra, t_inter), count = ALL_TO_ALLS_PER_LAYER (4, 6 with full recompute);
     send buffer M = tokens x top_k x h x e; p = EP members per node; intra = M (p-1)/ep bytes at
@@ -233,20 +260,26 @@ def expert_state_bytes_array(model: MoEStepModel, recipe, memory_recipe, zero, d
     edp = dpc * tp / (etp * ep)
     if memory_recipe is None or not memory_recipe.engine:
         dense = memory.model_state_bytes_array(float(m.non_expert_parameter_count()), recipe, zero, dpc, tp, pp)
-        expert = memory.model_state_bytes_array(float(m.routed_expert_parameter_count()), recipe, zero, edp,
-                                                etp * ep, pp)
+        expert = memory.model_state_bytes_array(
+            float(m.routed_expert_parameter_count()), recipe, zero, edp, etp * ep, pp
+        )
     else:
         from ..memory_recipes import largest_layer_params, recipe_state_bytes_array
 
         layer = model.non_expert_params_per_layer()
-        first = (np.asarray(first_layers, dtype=float) * layer + model.embedding_params()
-                 + np.where(pp == 1, float(m.output_params()), 0.0))
-        dense = recipe_state_bytes_array(memory_recipe, first / tp, layer / tp, largest_layer_params(model) / tp,
-                                         zero, dpc)
+        first = (
+            np.asarray(first_layers, dtype=float) * layer
+            + model.embedding_params()
+            + np.where(pp == 1, float(m.output_params()), 0.0)
+        )
+        dense = recipe_state_bytes_array(
+            memory_recipe, first / tp, layer / tp, largest_layer_params(model) / tp, zero, dpc
+        )
         experts_layer = float(m.experts * m.expert_params())
         moe_first = np.minimum(float(m.moe_layers), np.asarray(first_layers, dtype=float))
-        expert = recipe_state_bytes_array(memory_recipe, moe_first * experts_layer / (etp * ep),
-                                          experts_layer / (etp * ep), 0.0, zero, edp)
+        expert = recipe_state_bytes_array(
+            memory_recipe, moe_first * experts_layer / (etp * ep), experts_layer / (etp * ep), 0.0, zero, edp
+        )
     return tuple(d + x for d, x in zip(dense, expert))
 
 
@@ -262,5 +295,7 @@ def expert_gradient_bytes(model: MoEStepModel, recipe, tp, pp, ep, etp):
     m = model.moe
     tp, pp, ep, etp = (np.asarray(x, dtype=float) for x in (tp, pp, ep, etp))
     e = recipe.gradient_bytes
-    return (float(m.non_expert_parameter_count()) / (tp * pp) * e,
-            float(m.routed_expert_parameter_count()) / (etp * ep * pp) * e)
+    return (
+        float(m.non_expert_parameter_count()) / (tp * pp) * e,
+        float(m.routed_expert_parameter_count()) / (etp * ep * pp) * e,
+    )

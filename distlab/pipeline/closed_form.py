@@ -79,8 +79,10 @@ def bubble_overhead_array(pp, microbatches, chunks=1):
     [0.0, 0.375, 0.875]
     """
     pp = number_array(pp, "pp", low=1.0)
-    return finite_result("bubble overhead",
-                         (pp - 1.0) / (number_array(chunks, "chunks", 1.0) * number_array(microbatches, "microbatches", 1.0)))
+    return finite_result(
+        "bubble overhead",
+        (pp - 1.0) / (number_array(chunks, "chunks", 1.0) * number_array(microbatches, "microbatches", 1.0)),
+    )
 
 
 @broadcasting
@@ -101,8 +103,9 @@ def in_flight_array(schedule_code, pp, microbatches, chunks=1):
     v = number_array(chunks, "chunks", low=1.0)
     code = code_array(schedule_code, "schedule_code", ARRAY_SCHEDULES)
     one_chunk = (code == 1) | (v == 1)  # interleaved with one chunk per stage is 1F1B
-    return np.where(code == 0, m, np.where(one_chunk, np.minimum(pp, m),
-                                           np.minimum(pp * (1.0 + (pp - 1.0) / (pp * v)), m)))
+    return np.where(
+        code == 0, m, np.where(one_chunk, np.minimum(pp, m), np.minimum(pp * (1.0 + (pp - 1.0) / (pp * v)), m))
+    )
 
 
 @renamed_keyword(stages="pp")

@@ -21,6 +21,7 @@ from .timeline import Timeline
 
 __all__ = ["StageActivations", "activation_memory"]
 
+
 @dataclass(frozen=True)
 class StageActivations:
     """Activation memory each pipeline stage holds at its peak, in bytes (GB = 1e9 B in text).
@@ -68,8 +69,10 @@ class StageActivations:
         width = len(str(self.stages - 1))
         for s, (n, k, b) in enumerate(zip(self.layers_per_stage, self.in_flight, self.per_stage_bytes)):
             mark = "  <- peak" if s == self.peak_stage and self.stages > 1 else ""
-            lines.append(f"stage {s:>{width}}: {n} layers x {k:g} in flight x "
-                         f"{format_bytes(self.per_layer_bytes)} = {format_bytes(b)}{mark}")
+            lines.append(
+                f"stage {s:>{width}}: {n} layers x {k:g} in flight x "
+                f"{format_bytes(self.per_layer_bytes)} = {format_bytes(b)}{mark}"
+            )
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
@@ -97,15 +100,16 @@ def _peaks(in_flight, stages, hold_for_w: bool):
             raise ConfigurationError(
                 f"stages={stages} disagrees with the timeline's {timeline.stages} stages; leave stages out"
             )
-    elif isinstance(in_flight, (Sequence, np.ndarray)) and not isinstance(in_flight, (str, bytes)) \
-            and np.ndim(in_flight) > 0:
+    elif (
+        isinstance(in_flight, (Sequence, np.ndarray))
+        and not isinstance(in_flight, (str, bytes))
+        and np.ndim(in_flight) > 0
+    ):
         values = list(in_flight)
         if not values:
             raise ConfigurationError("in_flight is empty; give one peak count per stage")
         if stages is not None and positive_int(stages, "stages") != len(values):
-            raise ConfigurationError(
-                f"in_flight has {len(values)} values but stages={stages}; give one per stage"
-            )
+            raise ConfigurationError(f"in_flight has {len(values)} values but stages={stages}; give one per stage")
         peaks = np.array([positive(x, "", f"in_flight[{i}]") for i, x in enumerate(values)], dtype=float)
     else:
         if stages is None:

@@ -85,9 +85,6 @@ class Op(NamedTuple):
     chunk: int = 0
 
 
-
-
-
 def _kind(kind) -> str:
     """The canonical schedule name (one of KINDS) of a name or alias."""
     if not isinstance(kind, str):
@@ -118,8 +115,7 @@ def check_microbatches(microbatches, batch=None) -> int:
         )
     if n % m:
         raise ConfigurationError(
-            f"microbatches={m} does not divide batch={n} samples per pipeline; "
-            f"valid: {short_list(divisors(n))}"
+            f"microbatches={m} does not divide batch={n} samples per pipeline; valid: {short_list(divisors(n))}"
         )
     return m
 
@@ -198,8 +194,7 @@ def _check_layout(kind: str, p: int, m: int, v: int, layers=None, built: bool = 
         n_layers = positive_int(layers, "layers")
         if p > n_layers:
             raise ConfigurationError(
-                f"stages={p} exceeds layers={n_layers}: every stage needs at least one layer; "
-                f"valid: 1..{n_layers}"
+                f"stages={p} exceeds layers={n_layers}: every stage needs at least one layer; valid: 1..{n_layers}"
             )
         if v > 1:
             if n_layers % p:
@@ -243,8 +238,7 @@ def _check_two_chunk_layout(kind: str, p: int, m: int, v: int, layers) -> None:
         need = p if kind == "dualpipe" else 2 * p
         if n_layers < need:
             raise ConfigurationError(
-                f"{kind} over stages={p} needs at least {need} layers (every chunk at least one); "
-                f"got layers={n_layers}"
+                f"{kind} over stages={p} needs at least {need} layers (every chunk at least one); got layers={n_layers}"
             )
 
 
@@ -257,11 +251,8 @@ def _per_stage(value, p: int, name: str, allow_zero: bool) -> np.ndarray:
         return np.full(p, check(value, SECONDS, name), dtype=float)
     values = list(value)
     if len(values) != p:
-        raise ConfigurationError(
-            f"{name} has {len(values)} values but there are stages={p}; give one number or {p}"
-        )
+        raise ConfigurationError(f"{name} has {len(values)} values but there are stages={p}; give one number or {p}")
     return np.array([check(x, SECONDS, f"{name}[{i}]") for i, x in enumerate(values)], dtype=float)
-
 
 
 # --------------------------------------------------------------------------- schedules
@@ -425,37 +416,37 @@ def _dual_steps(half: int, r: int, n: int):
             ph, j = queue.pop(0)
             ops.append((_W, ph, j))
 
-    for _ in range(2 * (half - r - 1)):          # 1: forwards of phase 0
+    for _ in range(2 * (half - r - 1)):  # 1: forwards of phase 0
         forward(0)
-    for _ in range(r + 1):                        # 2: F0 F1
+    for _ in range(r + 1):  # 2: F0 F1
         forward(0)
         forward(1)
-    for _ in range(half - r - 1):                 # 3: B1 (split) W F1
+    for _ in range(half - r - 1):  # 3: B1 (split) W F1
         backward(1, True)
         weight()
         forward(1)
-    for i in range(n - 2 * half + r + 1):         # 4: F0 B1 F1 B0, each F paired with a B
+    for i in range(n - 2 * half + r + 1):  # 4: F0 B1 F1 B0, each F paired with a B
         forward(0, pair=not (i == 0 and r == half - 1))  # the middle ranks' first pair is not fused
         backward(1, False)
         forward(1, pair=True)
         backward(0, False)
-    for _ in range(half - r - 1):                 # 5: B1 F1 B0
+    for _ in range(half - r - 1):  # 5: B1 F1 B0
         backward(1, False)
         forward(1, pair=True)
         backward(0, False)
     split = False
     middle = (r + 1) // 2
-    for i in range(r + 1):                        # 6: B1 B0, split from the middle on
+    for i in range(r + 1):  # 6: B1 B0, split from the middle on
         if i == middle and r % 2 == 1:
             split = True
         backward(1, split)
         if i == middle and r % 2 == 0:
             split = True
         backward(0, split)
-    for _ in range(half - r - 1):                 # 7: W B0 (split)
+    for _ in range(half - r - 1):  # 7: W B0 (split)
         weight()
         backward(0, True)
-    for _ in range(r + 1):                        # 8: the queued Ws
+    for _ in range(r + 1):  # 8: the queued Ws
         weight()
     return ops, paired
 
@@ -504,9 +495,7 @@ def _raw_orders(kind: str, p: int, m: int, v: int):
 
 def _as_ops(raw) -> tuple[tuple[Op, ...], ...]:
     letters = ("F", "B", "W")
-    return tuple(
-        tuple(Op(letters[k], j, c) for k, j, c in zip(r[0], r[1], r[2])) for r in raw
-    )
+    return tuple(tuple(Op(letters[k], j, c) for k, j, c in zip(r[0], r[1], r[2])) for r in raw)
 
 
 @renamed_keyword(kind="schedule", stages="pp")

@@ -55,9 +55,7 @@ def split_layers(layers, pp, split=None) -> tuple[int, ...]:
     n = positive_int(layers, "layers")
     p = positive_int(pp, "stages")
     if p > n:
-        raise ConfigurationError(
-            f"stages={p} exceeds layers={n}: every stage needs at least one layer; valid: 1..{n}"
-        )
+        raise ConfigurationError(f"stages={p} exceeds layers={n}: every stage needs at least one layer; valid: 1..{n}")
     if split is None:
         base, extra = divmod(n, p)
         return tuple(base + 1 if s < extra else base for s in range(p))
@@ -67,9 +65,7 @@ def split_layers(layers, pp, split=None) -> tuple[int, ...]:
     if len(values) != p:
         raise ConfigurationError(f"split has {len(values)} entries but stages={p}; give {p} layer counts")
     if sum(values) != n:
-        raise ConfigurationError(
-            f"split={values} adds up to {sum(values)} layers, not layers={n}"
-        )
+        raise ConfigurationError(f"split={values} adds up to {sum(values)} layers, not layers={n}")
     return tuple(values)
 
 
@@ -89,8 +85,11 @@ def boundary_message_bytes(micro_batch_size, seq_len, hidden, element_bytes=2) -
 
 
 #: Deprecated name of boundary_message_bytes (also accepts the old bytes_per_element=).
-activation_bytes = deprecated_alias(renamed_keyword(bytes_per_element="element_bytes")(boundary_message_bytes),
-                                    "pipeline.activation_bytes", "pipeline.boundary_message_bytes")
+activation_bytes = deprecated_alias(
+    renamed_keyword(bytes_per_element="element_bytes")(boundary_message_bytes),
+    "pipeline.activation_bytes",
+    "pipeline.boundary_message_bytes",
+)
 
 
 @dataclass(frozen=True)
@@ -216,8 +215,16 @@ class _Setting:
 
     def bubble_of(self, schedule=None, p=None, m=None, v=None):
         """Bubble fraction of this configuration with some of schedule, p, m, v changed."""
-        return _bubble_for(schedule or self.schedule, p or self.p, m or self.m, v or self.v, self.layers,
-                           self.layer_time, self.backward_factor, self.p2p)
+        return _bubble_for(
+            schedule or self.schedule,
+            p or self.p,
+            m or self.m,
+            v or self.v,
+            self.layers,
+            self.layer_time,
+            self.backward_factor,
+            self.p2p,
+        )
 
 
 def _pick(candidates, evaluate, setting: _Setting):
@@ -240,9 +247,11 @@ def _suggest_pipelining(st: _Setting):
     value = st.bubble_of("1f1b", v=1)
     if value is None or value >= st.bubble:
         return None
-    return (f"overlap the microbatches with 1f1b (bubble {format_percent(value)}); naive idles "
-            f"(p-1)/p = {format_percent((st.p - 1) / st.p)} whatever the number of microbatches",
-            dict(alt_schedule="1f1b", alt_schedule_bubble=value))
+    return (
+        f"overlap the microbatches with 1f1b (bubble {format_percent(value)}); naive idles "
+        f"(p-1)/p = {format_percent((st.p - 1) / st.p)} whatever the number of microbatches",
+        dict(alt_schedule="1f1b", alt_schedule_bubble=value),
+    )
 
 
 def _fewest_microbatches(st: _Setting, fails: int, meets: tuple[int, float], step: int):
@@ -282,8 +291,10 @@ def _suggest_microbatches(st: _Setting):
         found = _fewest_microbatches(st, fails, found, st.p if st.schedule == "interleaved" else 1)
     if not found:
         return None
-    return (f"increase microbatches from {st.m} to {found[0]} (bubble {format_percent(st.bubble)} -> {format_percent(found[1])})",
-            dict(alt_microbatches=found[0], alt_microbatches_bubble=found[1]))
+    return (
+        f"increase microbatches from {st.m} to {found[0]} (bubble {format_percent(st.bubble)} -> {format_percent(found[1])})",
+        dict(alt_microbatches=found[0], alt_microbatches_bubble=found[1]),
+    )
 
 
 def _fewer_stages_bubble(st: _Setting, q: int):
@@ -301,21 +312,24 @@ def _suggest_fewer_stages(st: _Setting):
     if found[1] is None or found[1] >= st.bubble:
         return None
     q, per = found[0], -(-st.layers // found[0])
-    return (f"use {q} stage{'s' if q > 1 else ''} instead of {st.p} (bubble {format_percent(found[1])}; "
-            f"up to {per} layers per GPU instead of {max(st.per_stage_layers)}, so more memory)",
-            dict(alt_stages=q, alt_stages_bubble=found[1]))
+    return (
+        f"use {q} stage{'s' if q > 1 else ''} instead of {st.p} (bubble {format_percent(found[1])}; "
+        f"up to {per} layers per GPU instead of {max(st.per_stage_layers)}, so more memory)",
+        dict(alt_stages=q, alt_stages_bubble=found[1]),
+    )
 
 
 def _suggest_interleaving(st: _Setting):
     """More model chunks per stage (interleaved 1F1B)."""
     if st.schedule not in ("gpipe", "1f1b", "interleaved") or st.m % st.p or st.layers % st.p:
         return None
-    found = _pick([w for w in divisors(st.layers // st.p) if w > st.v],
-                  lambda w: st.bubble_of("interleaved", v=w), st)
+    found = _pick([w for w in divisors(st.layers // st.p) if w > st.v], lambda w: st.bubble_of("interleaved", v=w), st)
     if not found:
         return None
-    return (f"interleave {found[0]} chunks per stage (bubble {format_percent(found[1])}, more activation memory)",
-            dict(alt_chunks=found[0], alt_chunks_bubble=found[1]))
+    return (
+        f"interleave {found[0]} chunks per stage (bubble {format_percent(found[1])}, more activation memory)",
+        dict(alt_chunks=found[0], alt_chunks_bubble=found[1]),
+    )
 
 
 def _suggest_zero_bubble(st: _Setting):
@@ -345,14 +359,21 @@ def _bubble_warning(st: _Setting) -> PipelineWarning | None:
     if st.bubble <= st.max_bubble or st.p <= 1:
         return None
     options, values = [], {"bubble": st.bubble, "max_bubble": st.max_bubble}
-    for suggest in (_suggest_pipelining if st.schedule == "naive" else None, _suggest_microbatches,
-                    _suggest_fewer_stages, _suggest_interleaving, _suggest_zero_bubble):
+    for suggest in (
+        _suggest_pipelining if st.schedule == "naive" else None,
+        _suggest_microbatches,
+        _suggest_fewer_stages,
+        _suggest_interleaving,
+        _suggest_zero_bubble,
+    ):
         found = suggest(st) if suggest else None
         if found:
             options.append(found[0])
             values.update(found[1])
-    text = (f"bubble {format_percent(st.bubble)} with {st.p} stages and {st.m} microbatches ({st.schedule}) "
-            f"is above {format_percent(st.max_bubble)}")
+    text = (
+        f"bubble {format_percent(st.bubble)} with {st.p} stages and {st.m} microbatches ({st.schedule}) "
+        f"is above {format_percent(st.max_bubble)}"
+    )
     if options:
         text += ": " + ", or ".join(options)
     return PipelineWarning("bubble", text, values)
@@ -374,14 +395,18 @@ def _imbalance_warning(st: _Setting) -> PipelineWarning | None:
         f"layers per stage {list(st.per_stage_layers)} are uneven: the stage with {slowest} layers "
         f"sets the pace, {100.0 * (slowest / mean - 1):.1f}% above the mean of {mean:.3g}, "
         f"so the others idle for it every microbatch; "
-        + (f"{n} layers split evenly over {' or '.join(map(str, near))} stages" if near
-           else f"{n} layers cannot split evenly"),
+        + (
+            f"{n} layers split evenly over {' or '.join(map(str, near))} stages"
+            if near
+            else f"{n} layers cannot split evenly"
+        ),
         {"slowest_layers": slowest, "mean_layers": mean, "slowdown": slowest / mean - 1},
     )
 
 
-def _bandwidth_warning(st: _Setting, act, bandwidth, required, transfer, op_time, timeline,
-                       t_f, half) -> PipelineWarning | None:
+def _bandwidth_warning(
+    st: _Setting, act, bandwidth, required, transfer, op_time, timeline, t_f, half
+) -> PipelineWarning | None:
     """The link is slower than what hides one send under a forward op: the step it costs, and the most
     stages whose forward op is long enough to hide it."""
     if required is None or bandwidth is None or bandwidth >= required:
@@ -393,8 +418,14 @@ def _bandwidth_warning(st: _Setting, act, bandwidth, required, transfer, op_time
     def need(q):  # bandwidth that hides one activation under the shortest forward op with q stages
         return act / (min(split_layers(n, q)) * st.layer_time / chunk_div)
 
-    alt = next((q for q in range(p - 1, 1, -1)
-                if need(q) <= bandwidth and (name != "interleaved" or (m % q == 0 and n % (q * v) == 0))), None)
+    alt = next(
+        (
+            q
+            for q in range(p - 1, 1, -1)
+            if need(q) <= bandwidth and (name != "interleaved" or (m % q == 0 and n % (q * v) == 0))
+        ),
+        None,
+    )
     if alt is not None:
         suggestion = f"; with {alt} stages each forward op is long enough to hide it"
     elif p > 2:
@@ -442,12 +473,16 @@ def _model_shape(model, layers, seq_len, hidden):
     from .. import models
 
     m = models.model(model)
-    return (m.layers if layers is None else layers, m.seq_len if seq_len is None else seq_len,
-            m.hidden if hidden is None else hidden)
+    return (
+        m.layers if layers is None else layers,
+        m.seq_len if seq_len is None else seq_len,
+        m.hidden if hidden is None else hidden,
+    )
 
 
-@renamed_keyword(stages="pp", kind="schedule", bytes_per_element="element_bytes", link_bandwidth="bandwidth",
-                  link_latency="latency")
+@renamed_keyword(
+    stages="pp", kind="schedule", bytes_per_element="element_bytes", link_bandwidth="bandwidth", link_latency="latency"
+)
 def analyze_stages(
     layers=None,
     pp=None,
@@ -522,16 +557,46 @@ def analyze_stages(
             f"layer_time={unit_time:g} s is too small to price: one activation ({act:g} B) in one "
             f"forward op of {op_time:g} s needs more bandwidth than a float can hold; use a realistic layer time"
         )
-    st = _Setting(name, p, m, v, n_layers, per_stage_layers, unit_time, factor, p2p,
-                  None if batch is None else positive_int(batch, "batch"), threshold, timeline.bubble_fraction)
-    warnings = [w for w in (_degenerate_warning(st), _bubble_warning(st), _imbalance_warning(st),
-                            _bandwidth_warning(st, act, bw, required, transfer, op_time, timeline, t_f, half)) if w]
+    st = _Setting(
+        name,
+        p,
+        m,
+        v,
+        n_layers,
+        per_stage_layers,
+        unit_time,
+        factor,
+        p2p,
+        None if batch is None else positive_int(batch, "batch"),
+        threshold,
+        timeline.bubble_fraction,
+    )
+    warnings = [
+        w
+        for w in (
+            _degenerate_warning(st),
+            _bubble_warning(st),
+            _imbalance_warning(st),
+            _bandwidth_warning(st, act, bw, required, transfer, op_time, timeline, t_f, half),
+        )
+        if w
+    ]
     have_time = layer_time is not None
     return StageAnalysis(
-        schedule=name, stages=p, microbatches=m, chunks=v, micro_batch_size=b, layers_per_stage=per_stage_layers,
-        activation_bytes=act, link_step_bytes=m * v * act if p > 1 else 0.0,
-        step_bytes=2.0 * boundaries * m * act, bubble_fraction=timeline.bubble_fraction,
-        step_time_s=timeline.step_time if have_time else None, forward_op_time_s=op_time if have_time else None,
-        required_bandwidth_bytes_per_s=required, transfer_time_s=transfer, timeline=timeline,
+        schedule=name,
+        stages=p,
+        microbatches=m,
+        chunks=v,
+        micro_batch_size=b,
+        layers_per_stage=per_stage_layers,
+        activation_bytes=act,
+        link_step_bytes=m * v * act if p > 1 else 0.0,
+        step_bytes=2.0 * boundaries * m * act,
+        bubble_fraction=timeline.bubble_fraction,
+        step_time_s=timeline.step_time if have_time else None,
+        forward_op_time_s=op_time if have_time else None,
+        required_bandwidth_bytes_per_s=required,
+        transfer_time_s=transfer,
+        timeline=timeline,
         warnings=tuple(warnings),
     )

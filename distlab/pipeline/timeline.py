@@ -105,8 +105,7 @@ class Timeline:
         """The ordered operations of one stage."""
         sel = self.stage == stage
         return tuple(
-            Op(str(k), int(j), int(c))
-            for k, j, c in zip(self.kind[sel], self.microbatch[sel], self.chunk[sel])
+            Op(str(k), int(j), int(c)) for k, j, c in zip(self.kind[sel], self.microbatch[sel], self.chunk[sel])
         )
 
     def label(self, index: int) -> str:
@@ -180,10 +179,12 @@ class Timeline:
         >>> schedule("gpipe", 4, 8).summary()
         'gpipe, p = 4, m = 8: step 33 s, bubble 27.27%, overhead 37.50%, peak in flight 8'
         """
-        return (f"{self.schedule}, p = {self.stages}, m = {self.microbatches}"
-                + (f", v = {self.chunks}" if self.chunks > 1 else "")
-                + f": step {format_seconds(self.step_time)}, bubble {100.0 * self.bubble_fraction:.2f}%, "
-                f"overhead {100.0 * self.overhead:.2f}%, peak in flight {float(self.peak_in_flight.max()):g}")
+        return (
+            f"{self.schedule}, p = {self.stages}, m = {self.microbatches}"
+            + (f", v = {self.chunks}" if self.chunks > 1 else "")
+            + f": step {format_seconds(self.step_time)}, bubble {100.0 * self.bubble_fraction:.2f}%, "
+            f"overhead {100.0 * self.overhead:.2f}%, peak in flight {float(self.peak_in_flight.max()):g}"
+        )
 
     def summary_quantities(self) -> dict:
         """The headline numbers with units: what summary() returned before it became text like every
@@ -211,9 +212,7 @@ class Timeline:
                 "start": float(a),
                 "end": float(b),
             }
-            for s, k, j, c, a, b in zip(
-                self.stage, self.kind, self.microbatch, self.chunk, self.start, self.end
-            )
+            for s, k, j, c, a, b in zip(self.stage, self.kind, self.microbatch, self.chunk, self.start, self.end)
         ]
         data = {
             "schedule": self.schedule,
@@ -239,7 +238,6 @@ class Timeline:
             f"Timeline({self.schedule}, p={self.stages}, m={self.microbatches}, v={self.chunks}, "
             f"step_time={self.step_time:.6g} s, bubble={100 * self.bubble_fraction:.2f}%)"
         )
-
 
 
 def _positions(stage, chunk, mb, p: int, v: int, m: int, where: str):
@@ -279,9 +277,7 @@ def _op_table(raw, p: int, v: int, m, where: str = "loop"):
     if n_ops == 0:
         raise ConfigurationError("the schedule has no operations")
     if kind.min() < 0 or kind.max() > 2 or mb.min() < 0 or chunk.min() < 0 or chunk.max() >= v:
-        raise ConfigurationError(
-            f"ops must be F/B/W with microbatch >= 0 and chunk in 0..{v - 1}"
-        )
+        raise ConfigurationError(f"ops must be F/B/W with microbatch >= 0 and chunk in 0..{v - 1}")
     if m is None:
         m = int(mb.max()) + 1
     pos, length = _positions(stage, chunk, mb, p, v, m, where)
@@ -307,6 +303,7 @@ def _dependencies(table, stage, kind, mb, pos, length: int, m: int, p2p: float):
     F at route position k waits for F at k-1; B for B at k+1, or its own F at the last position;
     W for its own B.
     """
+
     def lookup(k, j, place):
         return table[(k * m + j) * length + place]
 
@@ -450,8 +447,7 @@ def _simulate_raw(raw, p, v, t_f, t_b, t_w, p2p, schedule, m=None, where="loop")
     )
 
 
-def simulate(orders, *, chunks=1, t_f=1.0, t_b=1.0, t_w=1.0, p2p=0.0, name="custom",
-             placement="loop") -> Timeline:
+def simulate(orders, *, chunks=1, t_f=1.0, t_b=1.0, t_w=1.0, p2p=0.0, name="custom", placement="loop") -> Timeline:
     """Simulate a step from per-stage op orders (e.g. from ``stage_orders``): each op starts as
     early as its dependency (+p2p across stages) and the stage's previous op allow.
 
@@ -468,8 +464,10 @@ def simulate(orders, *, chunks=1, t_f=1.0, t_b=1.0, t_w=1.0, p2p=0.0, name="cust
     """
     if not isinstance(name, str):
         raise ConfigurationError(f"name={name!r} must be a string (the schedule's name in plots)")
-    shape = ConfigurationError("orders must be one list per stage of ops (kind, microbatch[, chunk]), "
-                               "kind 'F', 'B' or 'W', microbatch and chunk whole numbers >= 0")
+    shape = ConfigurationError(
+        "orders must be one list per stage of ops (kind, microbatch[, chunk]), "
+        "kind 'F', 'B' or 'W', microbatch and chunk whole numbers >= 0"
+    )
     if isinstance(orders, (str, bytes)) or not hasattr(orders, "__len__"):
         raise shape
     p = len(orders)

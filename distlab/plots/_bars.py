@@ -18,7 +18,12 @@ from ._style import BLUE, BROWN, CAPACITY_COLOUR, FADED_ALPHA, GREEN, ORANGE, PU
 
 MEMORY_COMPONENTS = ("weights", "gradients", "optimizer", "activations")
 MEMORY_COLOURS = {"weights": BLUE, "gradients": ORANGE, "optimizer": GREEN, "activations": PURPLE}
-MEMORY_LABELS = {"weights": "weights", "gradients": "gradients", "optimizer": "optimizer states", "activations": "activations"}
+MEMORY_LABELS = {
+    "weights": "weights",
+    "gradients": "gradients",
+    "optimizer": "optimizer states",
+    "activations": "activations",
+}
 
 
 @dataclass
@@ -35,19 +40,33 @@ class MemoryBars:
     def animated_artists(self) -> list:
         """The artists redrawn per frame when blitting: the bars and totals that change with every
         value, then the capacity line and its label, so they stay on top of a bar taller than the GPU."""
-        return ([r for rects in self.rects.values() for r in rects] + list(self.totals)
-                + [self.capacity_line, self.capacity_text])
+        return (
+            [r for rects in self.rects.values() for r in rects]
+            + list(self.totals)
+            + [self.capacity_line, self.capacity_text]
+        )
 
-    def update(self, parts: list[dict], labels: list[str] | None = None, capacity: float | None = None,
-               capacity_label: str = "", faded: bool = False) -> bool:
+    def update(
+        self,
+        parts: list[dict],
+        labels: list[str] | None = None,
+        capacity: float | None = None,
+        capacity_label: str = "",
+        faded: bool = False,
+    ) -> bool:
         """parts: one {component: bytes} per bar. Heights in GB (10^9 bytes).
 
         Returns True when the static part (y range, labels, capacity line) changed, i.e. a
         full redraw is needed; False when only the animated bars and totals moved.
         """
         ax = self.ax
-        before = (ax.get_ylim(), [t.get_text() for t in ax.get_xticklabels()],
-                  self.capacity_line.get_ydata()[0], self.capacity_line.get_visible(), self.capacity_text.get_text())
+        before = (
+            ax.get_ylim(),
+            [t.get_text() for t in ax.get_xticklabels()],
+            self.capacity_line.get_ydata()[0],
+            self.capacity_line.get_visible(),
+            self.capacity_text.get_text(),
+        )
         top = 0.0
         for index, bar_parts in enumerate(parts):
             bottom = 0.0
@@ -77,8 +96,13 @@ class MemoryBars:
             self.capacity_text.set_visible(False)
         if not faded:
             ax.set_ylim(0, nice_ceiling(top * 1.12))
-        after = (ax.get_ylim(), [t.get_text() for t in ax.get_xticklabels()],
-                 self.capacity_line.get_ydata()[0], self.capacity_line.get_visible(), self.capacity_text.get_text())
+        after = (
+            ax.get_ylim(),
+            [t.get_text() for t in ax.get_xticklabels()],
+            self.capacity_line.get_ydata()[0],
+            self.capacity_line.get_visible(),
+            self.capacity_text.get_text(),
+        )
         return before != after
 
 
@@ -91,12 +115,22 @@ def memory_bars(ax, n_bars: int, legend: bool = True) -> MemoryBars:
     bars = MemoryBars(ax)
     positions = list(range(n_bars))
     for component in MEMORY_COMPONENTS:
-        container = ax.bar(positions, [0.0] * n_bars, width=0.55, color=MEMORY_COLOURS[component], label=MEMORY_LABELS[component])
+        container = ax.bar(
+            positions, [0.0] * n_bars, width=0.55, color=MEMORY_COLOURS[component], label=MEMORY_LABELS[component]
+        )
         bars.rects[component] = list(container.patches)
     bars.totals = [ax.text(i, 0, "", ha="center", va="bottom", fontsize=9) for i in positions]
     bars.capacity_line = ax.axhline(0, color=CAPACITY_COLOUR, linestyle="--", linewidth=1.5)
-    bars.capacity_text = ax.text(-0.55, 0, "", color=CAPACITY_COLOUR, ha="left", va="bottom", fontsize=9,
-                                 bbox=dict(facecolor="white", edgecolor="none", alpha=0.8, pad=1))
+    bars.capacity_text = ax.text(
+        -0.55,
+        0,
+        "",
+        color=CAPACITY_COLOUR,
+        ha="left",
+        va="bottom",
+        fontsize=9,
+        bbox=dict(facecolor="white", edgecolor="none", alpha=0.8, pad=1),
+    )
     if legend:
         ax.set_ylabel("memory per GPU (GB = 10^9 bytes)")
     ax.set_xlim(-0.6, n_bars - 0.4)
@@ -110,15 +144,25 @@ def memory_bars(ax, n_bars: int, legend: bool = True) -> MemoryBars:
 def memory_legend_html() -> str:
     """The colour legend as HTML, for widgets that keep text out of the per-frame render."""
     items = "".join(swatch(MEMORY_COLOURS[c], MEMORY_LABELS[c]) for c in MEMORY_COMPONENTS)
-    return (f'<div style="font-size:12px"><b>memory per GPU</b>, GB (10<sup>9</sup> bytes):{items}'
-            f'<span style="color:{CAPACITY_COLOUR};margin-left:12px">- - GPU memory</span></div>')
+    return (
+        f'<div style="font-size:12px"><b>memory per GPU</b>, GB (10<sup>9</sup> bytes):{items}'
+        f'<span style="color:{CAPACITY_COLOUR};margin-left:12px">- - GPU memory</span></div>'
+    )
 
 
 # --------------------------------------------------------------------------- step time
 
 #: StepEstimate.parts() keys, in stacking order, with their colours.
-STEP_PARTS = ("compute", "TP communication", "CP communication (exposed)", "EP all-to-all", "pipeline bubble",
-              "pipeline p2p", "DP communication (exposed)", "optimizer step")
+STEP_PARTS = (
+    "compute",
+    "TP communication",
+    "CP communication (exposed)",
+    "EP all-to-all",
+    "pipeline bubble",
+    "pipeline p2p",
+    "DP communication (exposed)",
+    "optimizer step",
+)
 STEP_COLOURS = {
     "compute": BLUE,
     "TP communication": ORANGE,
@@ -168,7 +212,9 @@ class StepBars:
         return before != (ax.get_xlim(), [t.get_text() for t in ax.get_yticklabels()])
 
 
-def step_bars(ax, n_bars: int, legend: bool = True, parts: tuple = STEP_PARTS, colours: dict = STEP_COLOURS) -> StepBars:
+def step_bars(
+    ax, n_bars: int, legend: bool = True, parts: tuple = STEP_PARTS, colours: dict = STEP_COLOURS
+) -> StepBars:
     """n_bars empty horizontal stacked bars (bar 0 on top) of `parts`; fill them with update()."""
     bars = StepBars(ax, names=tuple(parts))
     positions = list(range(n_bars))

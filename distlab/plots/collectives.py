@@ -39,8 +39,22 @@ __all__ = [
 
 #: Sixteen distinguishable colours, one per GPU (tab20's strong and light halves interleaved).
 GPU_COLOURS = (
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-    "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94",
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+    "#aec7e8",
+    "#ffbb78",
+    "#98df8a",
+    "#ff9896",
+    "#c5b0d5",
+    "#c49c94",
 )
 EMPTY = "#e9ebee"
 #: Most GPUs a picture shows (the stripes get thinner than a pixel beyond).
@@ -188,22 +202,31 @@ def collective_picture(ax, trace, t: int = 0, labels: bool = True) -> Collective
     x0 = centres[:, 0, None] - width / 2 + np.arange(chunks)[None, :] * col_w + gap / 2  # (gpus, chunks)
     x1 = x0 + col_w - gap
     y0 = np.broadcast_to(centres[:, 1, None] - size / 2, (n, chunks))
-    column_rects = np.stack([np.stack([x0, y0], -1), np.stack([x1, y0], -1), np.stack([x1, y0 + size], -1),
-                             np.stack([x0, y0 + size], -1)], axis=2)
+    column_rects = np.stack(
+        [np.stack([x0, y0], -1), np.stack([x1, y0], -1), np.stack([x1, y0 + size], -1), np.stack([x0, y0 + size], -1)],
+        axis=2,
+    )
     top = (y0 + size)[..., None] - np.arange(contributors) * row_h  # (gpus, chunks, contributors)
     xs0 = np.broadcast_to(x0[..., None], top.shape)
     xs1 = np.broadcast_to(x1[..., None], top.shape)
-    stripe_rects = np.stack([np.stack([xs0, top - row_h], -1), np.stack([xs1, top - row_h], -1),
-                             np.stack([xs1, top], -1), np.stack([xs0, top], -1)], axis=3)
+    stripe_rects = np.stack(
+        [
+            np.stack([xs0, top - row_h], -1),
+            np.stack([xs1, top - row_h], -1),
+            np.stack([xs1, top], -1),
+            np.stack([xs0, top], -1),
+        ],
+        axis=3,
+    )
 
     idle_edges = _EDGE_IDLE if n <= 8 else "none"
-    columns = PolyCollection(cast(Any, column_rects.reshape(-1, 4, 2)), facecolors=EMPTY, edgecolors=idle_edges,
-                             linewidths=0.6)
+    columns = PolyCollection(
+        cast(Any, column_rects.reshape(-1, 4, 2)), facecolors=EMPTY, edgecolors=idle_edges, linewidths=0.6
+    )
     ax.add_collection(columns)
     arrows = [_arrow(trace, centres, angles, size, width, s, r) for s, r in frames.pairs]
     arrow_lines, arrow_heads = [a for a, _ in arrows], [h for _, h in arrows]
-    idle_lines = PathCollection([_lines(arrow_lines)], facecolors="none", edgecolors=[_ARROW_IDLE],
-                                linewidths=1.0)
+    idle_lines = PathCollection([_lines(arrow_lines)], facecolors="none", edgecolors=[_ARROW_IDLE], linewidths=1.0)
     idle_heads = PathCollection([_compound(arrow_heads)], facecolors=[_ARROW_IDLE], edgecolors="none")
     ax.add_collection(idle_lines)
     ax.add_collection(idle_heads)
@@ -221,13 +244,15 @@ def collective_picture(ax, trace, t: int = 0, labels: bool = True) -> Collective
         stripes = [_compound(stripe_rects[:, :, j][held[:, :, j]]) for j in range(contributors)]
         outline = _compound(marks[frames.received[state]])
         busy = np.nonzero(frames.busy[state])[0]
-        paths.append((stripes, outline, _lines([arrow_lines[i] for i in busy]),
-                      _compound([arrow_heads[i] for i in busy])))
+        paths.append(
+            (stripes, outline, _lines([arrow_lines[i] for i in busy]), _compound([arrow_heads[i] for i in busy]))
+        )
     # axis-aligned rectangles: snapped to whole pixels they stay crisp and rasterise about twice as fast
     stripe_coll = PathCollection(paths[t][0], facecolors=colours, edgecolors="none", linewidths=0, snap=True)
     if n <= 8:
-        outline_coll = PathCollection([paths[t][1]], facecolors="none", edgecolors=[_EDGE_NEW], linewidths=2.2,
-                                      snap=True)
+        outline_coll = PathCollection(
+            [paths[t][1]], facecolors="none", edgecolors=[_EDGE_NEW], linewidths=2.2, snap=True
+        )
     else:
         outline_coll = PathCollection([paths[t][1]], facecolors=[_EDGE_NEW], edgecolors="none", snap=True)
     busy_lines = PathCollection([paths[t][2]], facecolors="none", edgecolors=[_ARROW_BUSY], linewidths=1.8)
@@ -247,14 +272,28 @@ def collective_picture(ax, trace, t: int = 0, labels: bool = True) -> Collective
                 ha = "center" if abs(direction[0]) < 0.35 else ("left" if direction[0] > 0 else "right")
                 va = "center" if abs(direction[1]) < 0.35 else ("bottom" if direction[1] > 0 else "top")
                 text = f"GPU {g}"
-            texts.append(ax.text(pos[0], pos[1], text, ha=ha, va=va, fontsize=fontsize, color=colours[g],
-                                 fontweight="bold"))
+            texts.append(
+                ax.text(pos[0], pos[1], text, ha=ha, va=va, fontsize=fontsize, color=colours[g], fontweight="bold")
+            )
     ax.set_xlim(-1.62, 1.62)
     ax.set_ylim(-1.55, 1.55)
     ax.set_aspect("equal")
     ax.set_axis_off()
-    picture = CollectivePicture(ax, trace, frames, stripe_rects, column_rects, stripe_coll, outline_coll,
-                                busy_lines, busy_heads, [columns, idle_lines, idle_heads], texts, t, paths)
+    picture = CollectivePicture(
+        ax,
+        trace,
+        frames,
+        stripe_rects,
+        column_rects,
+        stripe_coll,
+        outline_coll,
+        busy_lines,
+        busy_heads,
+        [columns, idle_lines, idle_heads],
+        texts,
+        t,
+        paths,
+    )
     picture.show(t)
     return picture
 
@@ -321,9 +360,16 @@ def cost_vs_size_figure(sizes, curves: dict, crossovers: dict | None = None, tit
         if crossovers and label in crossovers:
             cross, at = crossovers[label]
             ax.plot([cross], [at], "o", color=colour)
-            ax.annotate(f"crossover {format_bytes(cross)}\n({format_seconds(at)})", (cross, at),
-                        textcoords="offset points", xytext=offset, ha=ha, fontsize=8, color=colour,
-                        bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=1))
+            ax.annotate(
+                f"crossover {format_bytes(cross)}\n({format_seconds(at)})",
+                (cross, at),
+                textcoords="offset points",
+                xytext=offset,
+                ha=ha,
+                fontsize=8,
+                color=colour,
+                bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=1),
+            )
     ax.set_xlabel("message size M (bytes)")
     ax.set_ylabel("time (s)")
     if title:

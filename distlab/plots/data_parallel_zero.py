@@ -112,9 +112,12 @@ class ZeroCurves:
         return (self.ax.get_xlim(), self.ax.get_ylim())
 
     def _data_state(self):
-        return (tuple(tuple(np.round(line.get_ydata(), 9)) for line in self.lines.values()),
-                self.capacity_line.get_visible(), tuple(self.capacity_line.get_ydata()),
-                self.capacity_text.get_text())
+        return (
+            tuple(tuple(np.round(line.get_ydata(), 9)) for line in self.lines.values()),
+            self.capacity_line.get_visible(),
+            tuple(self.capacity_line.get_ydata()),
+            self.capacity_text.get_text(),
+        )
 
     def set_marker(self, gpus: int, values: dict | None) -> None:
         """Move the marker to `gpus` and the dots to each stage's bytes there (None: hide the dots)."""
@@ -132,8 +135,7 @@ def zero_memory_axes(ax, legend: bool = True) -> ZeroCurves:
     chart = ZeroCurves(ax)
     for stage in STAGES:
         (chart.lines[stage],) = ax.plot([1], [1], color=STAGE_COLOURS[stage], linewidth=2, label=STAGE_LABELS[stage])
-        (chart.dots[stage],) = ax.plot([1], [1], "o", color=STAGE_COLOURS[stage], markersize=7,
-                                       markeredgecolor="white")
+        (chart.dots[stage],) = ax.plot([1], [1], "o", color=STAGE_COLOURS[stage], markersize=7, markeredgecolor="white")
     chart.marker = ax.axvline(1, color="#333333", linewidth=1, linestyle=":")
     chart.capacity_line = ax.axhline(1, color=CAPACITY_COLOUR, linestyle="--", linewidth=1.5)
     chart.capacity_text = ax.text(1, 1, "", color=CAPACITY_COLOUR, ha="right", va="top", fontsize=9)
@@ -156,13 +158,21 @@ def legend_html(capacity: str = "GPU memory") -> str:
     """The stage colours as HTML, for widgets that keep text out of the per-frame render; `capacity` names the
     dashed line (e.g. 'H100 SXM: 80 GB')."""
     items = "".join(swatch(STAGE_COLOURS[s], STAGE_LABELS[s], "line", margin="0 4px 3px 12px") for s in STAGES)
-    return (f'<div style="font-size:12px"><b>model states per GPU</b> (GB, log scale) against the data-parallel '
-            f'GPU count N:{items}<span style="color:{CAPACITY_COLOUR};margin-left:12px">- - {html.escape(capacity)}'
-            f'</span></div>')
+    return (
+        f'<div style="font-size:12px"><b>model states per GPU</b> (GB, log scale) against the data-parallel '
+        f'GPU count N:{items}<span style="color:{CAPACITY_COLOUR};margin-left:12px">- - {html.escape(capacity)}'
+        f"</span></div>"
+    )
 
 
-def zero_memory_figure(dps, curves: dict, capacity: float | None = None, capacity_label: str = "",
-                       title: str = "", marks: dict | None = None) -> Figure:
+def zero_memory_figure(
+    dps,
+    curves: dict,
+    capacity: float | None = None,
+    capacity_label: str = "",
+    title: str = "",
+    marks: dict | None = None,
+) -> Figure:
     """A static figure of memory per GPU against N for every stage; marks={stage: (N, bytes)} adds dots."""
     fig = Figure(figsize=(7.2, 4.0), layout="constrained")
     ax = fig.add_subplot()
@@ -211,8 +221,9 @@ class OverlapChart:
         self.comm.set_facecolor([COMM_COLOURS[i % 2] for i in range(len(start))])
         backward = timeline.backward_s * ms
         exposed = timeline.exposed_s * ms
-        self.exposed.set_verts(_bars(np.array([backward]), np.array([backward + exposed]), 0.0, height=0.7)
-                               if exposed > 0 else [])
+        self.exposed.set_verts(
+            _bars(np.array([backward]), np.array([backward + exposed]), 0.0, height=0.7) if exposed > 0 else []
+        )
         self.backward_end.set_xdata([backward, backward])
         finish = max(backward, float(end[-1]) if len(end) else 0.0)
         self.ax.set_xlim(0, nice_ceiling(max(finish, 1e-9) * 1.05))

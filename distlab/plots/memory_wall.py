@@ -15,8 +15,16 @@ from ._bars import (  # lesson 1's names for the shared memory bars
 )
 from ._style import CAPACITY_COLOUR
 
-__all__ = ["CAPACITY_COLOUR", "COLOURS", "COMPONENTS", "LABELS", "MemoryBars", "legend_html", "memory_bars",
-           "memory_wall_figure"]
+__all__ = [
+    "CAPACITY_COLOUR",
+    "COLOURS",
+    "COMPONENTS",
+    "LABELS",
+    "MemoryBars",
+    "legend_html",
+    "memory_bars",
+    "memory_wall_figure",
+]
 
 
 def __getattr__(name):
@@ -25,14 +33,18 @@ def __getattr__(name):
 
         from ._style import nice_ceiling
 
-        warnings.warn("distlab.plots.memory_wall.nice_ceiling moved to distlab.plots._style.nice_ceiling",
-                      DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "distlab.plots.memory_wall.nice_ceiling moved to distlab.plots._style.nice_ceiling",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return nice_ceiling
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def memory_wall_figure(breakdowns: list, labels: list[str], capacity: float | None = None,
-                       capacity_label: str = "", title: str = "") -> Figure:
+def memory_wall_figure(
+    breakdowns: list, labels: list[str], capacity: float | None = None, capacity_label: str = "", title: str = ""
+) -> Figure:
     """A static figure: one stacked bar per MemoryBreakdown, and the GPU's capacity line."""
     fig = Figure(figsize=(7.2, 3.8), layout="constrained")
     ax = fig.add_subplot()

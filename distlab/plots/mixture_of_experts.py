@@ -56,6 +56,7 @@ TIME_RANGE = (1e-5, 10.0)
 
 # --------------------------------------------------------------------------- the byte matrix
 
+
 @dataclass
 class ByteMatrix:
     """An ep x ep image of the bytes GPU i sends GPU j in one all-to-all; cells not yet delivered (a pairwise
@@ -170,6 +171,7 @@ def load_bars(ax, n_max: int) -> LoadBars:
 
 # --------------------------------------------------------------------------- all-to-all time, intra vs inter
 
+
 @dataclass
 class TimeBars:
     """Horizontal bars on a fixed log time axis (TIME_RANGE): one per named part, value labels beside."""
@@ -212,12 +214,17 @@ def time_bars(ax, names, colours) -> TimeBars:
 
 def load_legend_html() -> str:
     """The HTML legend of the all-to-all app's two panels (text stays out of the per-frame render)."""
-    return ('<div style="font-size:12px"><b>left</b>: MB each GPU sends each GPU in one dispatch (after the chosen '
-            'pairwise step); <b>right</b>: token copies per GPU over the mean ' + swatch(LOAD_COLOUR, "accepted")
-            + swatch(DROP_COLOUR, "dropped") + ", dashed: capacity, dotted: the mean</div>")
+    return (
+        '<div style="font-size:12px"><b>left</b>: MB each GPU sends each GPU in one dispatch (after the chosen '
+        "pairwise step); <b>right</b>: token copies per GPU over the mean "
+        + swatch(LOAD_COLOUR, "accepted")
+        + swatch(DROP_COLOUR, "dropped")
+        + ", dashed: capacity, dotted: the mean</div>"
+    )
 
 
 # --------------------------------------------------------------------------- static figures for the notebook
+
 
 def total_vs_active_figure(names, total, active, active_flops_share=None) -> Figure:
     """Grouped bars: total and active parameters (billions) of each model, log scale."""

@@ -52,8 +52,22 @@ __all__ = [
 
 #: Light face colours for groups (tab20's light half, then Pastel tones), cycled when there are more groups.
 GROUP_COLOURS = (
-    "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d",
-    "#9edae5", "#d9d9d9", "#fdd0a2", "#c7e9c0", "#bcbddc", "#fcbba1", "#a1d99b", "#9ecae1",
+    "#aec7e8",
+    "#ffbb78",
+    "#98df8a",
+    "#ff9896",
+    "#c5b0d5",
+    "#c49c94",
+    "#f7b6d2",
+    "#dbdb8d",
+    "#9edae5",
+    "#d9d9d9",
+    "#fdd0a2",
+    "#c7e9c0",
+    "#bcbddc",
+    "#fcbba1",
+    "#a1d99b",
+    "#9ecae1",
 )
 #: Edge colours marking the picked GPU's groups.
 HIGHLIGHT = {"picked": "#000000", "tp": "#000000", "dp": "#1f5fbf", "pp": "#c0392b", "cp": "#7b3fa0", "ep": "#2e7d32"}
@@ -86,8 +100,11 @@ def _glyph(char: str):
         path = TextPath((0, 0), char, size=1.0)
         zero = TextPath((0, 0), "0", size=1.0).get_extents().x1
         advance = TextPath((0, 0), char + "0", size=1.0).get_extents().x1 - zero
-        _GLYPHS[char] = (np.asarray(path.vertices, dtype=float).reshape(-1, 2),
-                         np.asarray(path.codes if path.codes is not None else [], dtype=np.uint8), advance)
+        _GLYPHS[char] = (
+            np.asarray(path.vertices, dtype=float).reshape(-1, 2),
+            np.asarray(path.codes if path.codes is not None else [], dtype=np.uint8),
+            advance,
+        )
     return _GLYPHS[char]
 
 
@@ -151,8 +168,9 @@ def _squares(x, y, width, height) -> np.ndarray:
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     w = np.broadcast_to(np.asarray(width, dtype=float), x.shape)
     h = np.broadcast_to(np.asarray(height, dtype=float), x.shape)
-    return np.stack([np.stack([x, y], -1), np.stack([x + w, y], -1), np.stack([x + w, y + h], -1),
-                     np.stack([x, y + h], -1)], axis=1)
+    return np.stack(
+        [np.stack([x, y], -1), np.stack([x + w, y], -1), np.stack([x + w, y + h], -1), np.stack([x, y + h], -1)], axis=1
+    )
 
 
 @dataclass(frozen=True)
@@ -180,14 +198,24 @@ def _geometry(world: int, gpus_per_node: int) -> _Geometry:
         frames = _squares(x[first] - 0.18, y[first] - 0.18, count * (1 + GAP) - GAP + 0.36, 1.36)
         numbers = _EMPTY_PATH
         if world <= LABEL_LIMIT:
-            numbers = _compound([text_path(str(r), a + 0.5, b + 0.5, _digit_height(len(str(r))))
-                                 for r, (a, b) in enumerate(zip(x, y))])
+            numbers = _compound(
+                [text_path(str(r), a + 0.5, b + 0.5, _digit_height(len(str(r)))) for r, (a, b) in enumerate(zip(x, y))]
+            )
         labels = _EMPTY_PATH
         if nodes <= NODE_LABEL_LIMIT:
-            labels = _compound([text_path(f"node {k}", x[first[k]] - 0.4, y[first[k]] + 0.5, 0.3, ha="right")
-                                for k in range(nodes)])
-        _GEOMETRY[key] = _Geometry(x, y, _squares(x, y, 1.0, 1.0), frames, numbers, labels,
-                                   (-BLOCK_GAP + 0.2, width + 0.2), (height + 0.1, -0.5))
+            labels = _compound(
+                [text_path(f"node {k}", x[first[k]] - 0.4, y[first[k]] + 0.5, 0.3, ha="right") for k in range(nodes)]
+            )
+        _GEOMETRY[key] = _Geometry(
+            x,
+            y,
+            _squares(x, y, 1.0, 1.0),
+            frames,
+            numbers,
+            labels,
+            (-BLOCK_GAP + 0.2, width + 0.2),
+            (height + 0.1, -0.5),
+        )
     return _GEOMETRY[key]
 
 
@@ -318,13 +346,16 @@ def legend_html(show=("tp", "dp", "pp")) -> str:
     """The highlight legend as HTML (kept out of the canvas: text is slow to render)."""
     names = {"tp": "TP group", "dp": "DP group", "pp": "PP group", "cp": "CP group", "ep": "EP group"}
     items = "".join(swatch(HIGHLIGHT[d], names[d], "outline") for d in show)
-    return (f'<div style="font-size:12px"><b>picked GPU</b> (thick black edge); its groups:{items}'
-            f'<span style="margin-left:12px;color:{MUTED}">fills: the colour-by choice; GPUs outside the '
-            f'picked GPU\'s groups are faded</span></div>')
+    return (
+        f'<div style="font-size:12px"><b>picked GPU</b> (thick black edge); its groups:{items}'
+        f'<span style="margin-left:12px;color:{MUTED}">fills: the colour-by choice; GPUs outside the '
+        f"picked GPU's groups are faded</span></div>"
+    )
 
 
-def grid_figure(layout, colour_by: str = "dp", picked: int | None = None, title: str = "",
-                ax=None, figsize=(7.2, 3.2)) -> Figure:
+def grid_figure(
+    layout, colour_by: str = "dp", picked: int | None = None, title: str = "", ax=None, figsize=(7.2, 3.2)
+) -> Figure:
     """A static picture of a layout's grid (for lessons); returns the figure."""
     fig = None
     if ax is None:

@@ -154,7 +154,7 @@ class TimelinePixels(Artist):
             from_top = height - 1 - np.arange(height)
             image[from_top % 5 < 3, ideal] = _LINE_WORDS[1]  # dashed from the top: 3 on, 2 off
             step = self._column(step_time, width)
-            image[:, max(0, step - 1):step + 1] = _LINE_WORDS[0]
+            image[:, max(0, step - 1) : step + 1] = _LINE_WORDS[0]
         rgba = image.view(np.uint8).reshape(height, width, 4)
         self._cache = (key, rgba)
         return rgba
@@ -174,8 +174,9 @@ class TimelinePixels(Artist):
         self.stale = False
 
 
-_LINE_WORDS = np.round(np.array([to_rgba(STEP_COLOUR), to_rgba(IDEAL_COLOUR)]) * 255).astype(np.uint8).view(
-    np.uint32)[:, 0]
+_LINE_WORDS = (
+    np.round(np.array([to_rgba(STEP_COLOUR), to_rgba(IDEAL_COLOUR)]) * 255).astype(np.uint8).view(np.uint32)[:, 0]
+)
 
 
 @dataclass
@@ -231,11 +232,14 @@ def legend_html(split: bool = True, rows: str = "") -> str:
     line that names the axes."""
     kinds = ("F", "B", "W") if split else ("F", "B")
     items = "".join(swatch(COLOURS[k], LABELS[k]) for k in kinds) + swatch(IDLE_COLOUR, LABELS["idle"])
-    return (f'<div style="font-size:12px">{items}'
-            f'<span style="color:{STEP_COLOUR};margin-left:12px">&#9474; step ends</span>'
-            f'<span style="color:{IDEAL_COLOUR};margin-left:12px">&#9478; ideal (busiest stage\'s compute)</span>'
-            f'<span style="margin-left:12px;color:{MUTED}">lighter = odd microbatch</span>'
-            + (f'<br><span style="color:{MUTED}">{rows}</span>' if rows else "") + "</div>")
+    return (
+        f'<div style="font-size:12px">{items}'
+        f'<span style="color:{STEP_COLOUR};margin-left:12px">&#9474; step ends</span>'
+        f'<span style="color:{IDEAL_COLOUR};margin-left:12px">&#9478; ideal (busiest stage\'s compute)</span>'
+        f'<span style="margin-left:12px;color:{MUTED}">lighter = odd microbatch</span>'
+        + (f'<br><span style="color:{MUTED}">{rows}</span>' if rows else "")
+        + "</div>"
+    )
 
 
 def draw_timeline(ax, timeline, labels: bool = True, title: str = "", x_max: float | None = None) -> None:
@@ -252,8 +256,9 @@ def draw_timeline(ax, timeline, labels: bool = True, title: str = "", x_max: flo
 
     x0, x1 = timeline.start, timeline.end
     y0 = timeline.stage.astype(float)
-    verts = np.stack([np.stack([x0, y0], 1), np.stack([x1, y0], 1), np.stack([x1, y0 + 1], 1),
-                      np.stack([x0, y0 + 1], 1)], 1)
+    verts = np.stack(
+        [np.stack([x0, y0], 1), np.stack([x1, y0], 1), np.stack([x1, y0 + 1], 1), np.stack([x0, y0 + 1], 1)], 1
+    )
     ax.add_collection(PolyCollection(cast(Any, verts), facecolors=faces, edgecolors="white", linewidths=0.6))
     if labels:
         # label the ops wide enough for their text: 6.5 pt characters are about 0.6 x 6.5 / 72 inch
@@ -262,8 +267,15 @@ def draw_timeline(ax, timeline, labels: bool = True, title: str = "", x_max: flo
         chars = 4.6 if timeline.chunks > 1 else 2.8
         min_width = x_max * chars * 0.6 * 6.5 / 72 / axis_inches
         for i in np.flatnonzero(x1 - x0 >= min_width):
-            ax.text((x0[i] + x1[i]) / 2, y0[i] + 0.5, timeline.label(int(i)), ha="center", va="center",
-                    fontsize=6.5, color="white")
+            ax.text(
+                (x0[i] + x1[i]) / 2,
+                y0[i] + 0.5,
+                timeline.label(int(i)),
+                ha="center",
+                va="center",
+                fontsize=6.5,
+                color="white",
+            )
     ax.axvline(timeline.step_time, color=STEP_COLOUR, linewidth=1.4)
     ax.axvline(float(timeline.busy.max()), color=IDEAL_COLOUR, linewidth=1.0, linestyle=(0, (3, 2)))
     ax.set_xlim(0, x_max)
@@ -296,15 +308,19 @@ def schedules_figure(timelines: list, titles: list[str], labels: bool = True, wi
     """Several schedules stacked on one shared time axis: compare where each step ends."""
     p_total = sum(t.stages for t in timelines)
     fig = Figure(figsize=(width, 0.6 + 0.3 * p_total + 0.35 * len(timelines)), layout="constrained")
-    axes = fig.subplots(len(timelines), 1, sharex=True,
-                        gridspec_kw=dict(height_ratios=[t.stages for t in timelines]))
+    axes = fig.subplots(len(timelines), 1, sharex=True, gridspec_kw=dict(height_ratios=[t.stages for t in timelines]))
     axes = np.atleast_1d(axes)
     x_max = nice_ceiling(max(t.step_time for t in timelines) * 1.02)
     for ax, tl, title in zip(axes, timelines, titles):
         draw_timeline(ax, tl, labels, title, x_max)
     axes[-1].set_xlabel("time (one stage's forward = 1)", fontsize=8)
-    fig.legend(handles=_legend_handles("W" in {str(k) for t in timelines for k in set(t.kind.tolist())}),
-               loc="outside upper right", ncols=6, fontsize=7, frameon=False)
+    fig.legend(
+        handles=_legend_handles("W" in {str(k) for t in timelines for k in set(t.kind.tolist())}),
+        loc="outside upper right",
+        ncols=6,
+        fontsize=7,
+        frameon=False,
+    )
     return fig
 
 
@@ -319,8 +335,9 @@ def _legend_handles(split: bool) -> list:
     return handles
 
 
-def bubble_curve_figure(microbatches, measured: dict, formula: dict, threshold: float | None = None,
-                        title: str = "") -> Figure:
+def bubble_curve_figure(
+    microbatches, measured: dict, formula: dict, threshold: float | None = None, title: str = ""
+) -> Figure:
     """Bubble (idle share of the step) against m: simulator points over closed-form curves.
 
     ``measured`` and ``formula`` map a label (e.g. 'p = 8') to arrays of fractions over
@@ -334,12 +351,12 @@ def bubble_curve_figure(microbatches, measured: dict, formula: dict, threshold: 
         colour = colours[i % len(colours)]
         ax.plot(ms, 100 * np.asarray(formula[label]), color=colour, linewidth=1.5, label=f"{label}: (p-1)/(m+p-1)")
         if label in measured:
-            ax.plot(ms, 100 * np.asarray(measured[label]), "o", color=colour, markersize=3.5,
-                    label=f"{label}: simulated")
+            ax.plot(
+                ms, 100 * np.asarray(measured[label]), "o", color=colour, markersize=3.5, label=f"{label}: simulated"
+            )
     if threshold is not None:
         ax.axhline(100 * threshold, color=MUTED, linestyle="--", linewidth=1)
-        ax.text(ms.max(), 100 * threshold, f" {100 * threshold:g}%", va="bottom", ha="right", fontsize=8,
-                color=MUTED)
+        ax.text(ms.max(), 100 * threshold, f" {100 * threshold:g}%", va="bottom", ha="right", fontsize=8, color=MUTED)
     ax.set_xlabel("microbatches m", fontsize=9)
     ax.set_ylabel("bubble: idle share of the step (%)", fontsize=9)
     ax.set_ylim(0, None)
@@ -351,8 +368,9 @@ def bubble_curve_figure(microbatches, measured: dict, formula: dict, threshold: 
     return fig
 
 
-def stage_memory_figure(groups: dict, capacity: float | None = None, capacity_label: str = "",
-                        title: str = "") -> Figure:
+def stage_memory_figure(
+    groups: dict, capacity: float | None = None, capacity_label: str = "", title: str = ""
+) -> Figure:
     """Grouped bars: each stage's peak activation memory (GB) for each StageActivations in `groups`."""
     fig = Figure(figsize=(7.2, 3.2), layout="constrained")
     ax = fig.add_subplot()
@@ -365,12 +383,24 @@ def stage_memory_figure(groups: dict, capacity: float | None = None, capacity_la
         x = np.arange(act.stages) - 0.4 + width * (i + 0.5)
         bars = ax.bar(x, act.per_stage_bytes / 1e9, width * 0.92, color=colours[i % len(colours)], label=label)
         for rect, value in zip(bars, act.per_stage_bytes):
-            ax.text(rect.get_x() + rect.get_width() / 2, rect.get_height(), format_bytes(value), ha="center",
-                    va="bottom", fontsize=7)
+            ax.text(
+                rect.get_x() + rect.get_width() / 2,
+                rect.get_height(),
+                format_bytes(value),
+                ha="center",
+                va="bottom",
+                fontsize=7,
+            )
     if capacity is not None:
         ax.axhline(capacity / 1e9, color=CAPACITY_COLOUR, linestyle="--", linewidth=1.2)
-        ax.text(-0.45, capacity / 1e9, capacity_label or format_bytes(capacity), color=CAPACITY_COLOUR, va="bottom",
-                fontsize=8)
+        ax.text(
+            -0.45,
+            capacity / 1e9,
+            capacity_label or format_bytes(capacity),
+            color=CAPACITY_COLOUR,
+            va="bottom",
+            fontsize=8,
+        )
     ax.set_xticks(range(p), [f"stage {s}" for s in range(p)])
     ax.set_ylabel("activation memory (GB = 10^9 B)", fontsize=9)
     ax.spines[["top", "right"]].set_visible(False)

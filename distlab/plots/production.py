@@ -91,8 +91,12 @@ class BucketPlot:
             self.ax_time.set_ylim(0, nice_ceiling(gb * 1.05))
         self.ready.set_data([0, 1e3 * sweep.backward_s], [0, gb])
         self.backward_line.set_xdata([1e3 * sweep.backward_s] * 2)
-        return before != (self.ax_curve.get_xlim(), self.ax_curve.get_ylim(), self.ax_time.get_xlim(),
-                          self.ax_time.get_ylim())
+        return before != (
+            self.ax_curve.get_xlim(),
+            self.ax_curve.get_ylim(),
+            self.ax_time.get_xlim(),
+            self.ax_time.get_ylim(),
+        )
 
     def set_buckets(self, sweep, timeline) -> bool:
         """Mark one bucket count on the curve; its timeline: gradients all-reduced so far (GB) over time (ms).
@@ -135,12 +139,16 @@ def bucket_plot(ax_curve, ax_time, labels: bool = True) -> BucketPlot:
 
 
 def bucket_legend_html() -> str:
-    return ('<div style="font-size:12px"><b>left</b>: exposed communication vs bucket count (log-log)'
-            + swatch(EXPOSED_COLOUR, "exposed", "line") + swatch(BEST_COLOUR, "best count", "dot")
-            + swatch("black", "this count", "dot")
-            + '<br><b>right</b>: gradients over time' + swatch(READY_COLOUR, "produced by backward", "line")
-            + swatch(DONE_COLOUR, "all-reduced", "line")
-            + f' <span style="color:{MUTED}">&#8942; backward ends</span></div>')
+    return (
+        '<div style="font-size:12px"><b>left</b>: exposed communication vs bucket count (log-log)'
+        + swatch(EXPOSED_COLOUR, "exposed", "line")
+        + swatch(BEST_COLOUR, "best count", "dot")
+        + swatch("black", "this count", "dot")
+        + "<br><b>right</b>: gradients over time"
+        + swatch(READY_COLOUR, "produced by backward", "line")
+        + swatch(DONE_COLOUR, "all-reduced", "line")
+        + f' <span style="color:{MUTED}">&#8942; backward ends</span></div>'
+    )
 
 
 def bucket_figure(sweep, timeline, title: str = "") -> Figure:
@@ -233,12 +241,22 @@ def triage_figure(triage, title: str = "") -> Figure:
     fig = Figure(figsize=(7.6, 3.4), layout="constrained")
     ax = fig.add_subplot()
     bars = triage_bars(ax)
-    update_triage_bars(bars, triage, f"{format_bytes(triage.base.memory.capacity_bytes)} ({triage.base.memory.gpu_name})")
+    update_triage_bars(
+        bars, triage, f"{format_bytes(triage.base.memory.capacity_bytes)} ({triage.base.memory.gpu_name})"
+    )
     first = triage.first_fit
     if first is not None:
         i = triage.ladder.index(first) + 1
-        ax.annotate("first fit", (i, first.memory_per_gpu_bytes / 1e9), xytext=(0, 18), textcoords="offset points",
-                    ha="center", fontsize=8, color=GOOD, arrowprops=dict(arrowstyle="->", color=GOOD))
+        ax.annotate(
+            "first fit",
+            (i, first.memory_per_gpu_bytes / 1e9),
+            xytext=(0, 18),
+            textcoords="offset points",
+            ha="center",
+            fontsize=8,
+            color=GOOD,
+            arrowprops=dict(arrowstyle="->", color=GOOD),
+        )
     if title:
         ax.set_title(title, fontsize=11)
     return fig
@@ -259,8 +277,9 @@ def ring_attention_figure(steps_by_label: dict, title: str = "") -> Figure:
         s = [r.seq_len for r in steps]
         ax.plot(s, [1e3 * r.comm_s for r in steps], color=colour, label=f"K/V transfer, {label}")
         if not compute_drawn:
-            ax.plot(s, [1e3 * r.compute_s for r in steps], color="black", linewidth=2,
-                    label="attention compute per step")
+            ax.plot(
+                s, [1e3 * r.compute_s for r in steps], color="black", linewidth=2, label="attention compute per step"
+            )
             compute_drawn = True
         cross = steps[0].crossover_seq_len
         if s[0] <= cross <= s[-1]:

@@ -33,8 +33,13 @@ __all__ = [
 ]
 
 FORWARD, BACKWARD, GATHER, REGATHER, REDUCE = BLUE, ORANGE, GREEN, PURPLE, RED
-STREAM_PARTS = (("forward", FORWARD), ("backward", BACKWARD), ("all-gather (forward)", GATHER),
-                ("all-gather (backward)", REGATHER), ("reduce-scatter (+ HSDP all-reduce)", REDUCE))
+STREAM_PARTS = (
+    ("forward", FORWARD),
+    ("backward", BACKWARD),
+    ("all-gather (forward)", GATHER),
+    ("all-gather (backward)", REGATHER),
+    ("reduce-scatter (+ HSDP all-reduce)", REDUCE),
+)
 COMPUTE_COLOUR, HIDDEN_COLOUR, EXPOSED_COLOUR = BLUE, "#b9c7e0", RED
 
 
@@ -76,8 +81,13 @@ class StreamPlot:
             return False
         self.boxes.set_alpha(1.0)
         parts, colours = [], []
-        for key, colour, y in (("f", FORWARD, 0.55), ("b", BACKWARD, 0.55), ("ag", GATHER, 0.05),
-                               ("bg", REGATHER, 0.05), ("rs", REDUCE, 0.05)):
+        for key, colour, y in (
+            ("f", FORWARD, 0.55),
+            ("b", BACKWARD, 0.55),
+            ("ag", GATHER, 0.05),
+            ("bg", REGATHER, 0.05),
+            ("rs", REDUCE, 0.05),
+        ):
             part = _boxes(events[f"{key}_start"], events[f"{key}_end"], y, 0.4)
             parts.append(part)
             colours += [colour] * len(part)
@@ -107,8 +117,11 @@ def stream_plot(ax) -> StreamPlot:
 
 def stream_legend_html() -> str:
     """The stream plot's legend as HTML (text stays out of the per-frame render)."""
-    return ("".join(swatch(c, name) for name, c in STREAM_PARTS)
-            + swatch("black", "step ends", "line") + swatch(MUTED, "compute alone", "line"))
+    return (
+        "".join(swatch(c, name) for name, c in STREAM_PARTS)
+        + swatch("black", "step ends", "line")
+        + swatch(MUTED, "compute alone", "line")
+    )
 
 
 def stream_figure(events: dict, title: str = "", unit: str = "ms", width: float = 7.6) -> Figure:
@@ -123,8 +136,14 @@ def stream_figure(events: dict, title: str = "", unit: str = "ms", width: float 
         artist.set_animated(False)
     ax.set_xlabel(f"time ({unit})", fontsize=9)
     handles = [ax.bar([0], [0], color=c, label=name) for name, c in STREAM_PARTS]
-    ax.legend(handles=[h[0] for h in handles], fontsize=7, frameon=False, ncols=3, loc="upper center",
-              bbox_to_anchor=(0.5, -0.35))
+    ax.legend(
+        handles=[h[0] for h in handles],
+        fontsize=7,
+        frameon=False,
+        ncols=3,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.35),
+    )
     if title:
         ax.set_title(title, fontsize=10)
     return fig
@@ -188,8 +207,11 @@ def context_bars(ax, labels: list) -> ContextBars:
 
 
 def context_legend_html() -> str:
-    return (swatch(COMPUTE_COLOUR, "attention compute") + swatch(HIDDEN_COLOUR, "communication hidden under it")
-            + swatch(EXPOSED_COLOUR, "communication exposed"))
+    return (
+        swatch(COMPUTE_COLOUR, "attention compute")
+        + swatch(HIDDEN_COLOUR, "communication hidden under it")
+        + swatch(EXPOSED_COLOUR, "communication exposed")
+    )
 
 
 def context_figure(labels: list, rows: list, title: str = "", unit: str = "ms", width: float = 7.0) -> Figure:
@@ -199,8 +221,11 @@ def context_figure(labels: list, rows: list, title: str = "", unit: str = "ms", 
     bars = context_bars(ax, labels)
     bars.update(rows)
     ax.set_xlabel(f"per layer, forward + backward ({unit})", fontsize=9)
-    for name, colour in (("attention compute", COMPUTE_COLOUR), ("hidden communication", HIDDEN_COLOUR),
-                         ("exposed communication", EXPOSED_COLOUR)):
+    for name, colour in (
+        ("attention compute", COMPUTE_COLOUR),
+        ("hidden communication", HIDDEN_COLOUR),
+        ("exposed communication", EXPOSED_COLOUR),
+    ):
         ax.barh([0], [0], color=colour, label=name)
     finish_axes(ax, title)
     return fig
@@ -243,8 +268,8 @@ GOODPUT_X_RANGE = (0.01, 1e4)
 
 def goodput_curve(ax) -> GoodputCurve:
     """Create the empty goodput curve on `ax` (y fixed at 0-100 %, x at GOODPUT_X_RANGE)."""
-    curve, = ax.plot([], [], color=BLUE, lw=2)
-    chosen, = ax.plot([], [], "o", color=GREEN, ms=8)
+    (curve,) = ax.plot([], [], color=BLUE, lw=2)
+    (chosen,) = ax.plot([], [], "o", color=GREEN, ms=8)
     young = ax.axvline(1.0, color=MUTED, lw=1, ls="--")
     ax.set_xscale("log")
     ax.set_xlim(*GOODPUT_X_RANGE)
@@ -255,8 +280,11 @@ def goodput_curve(ax) -> GoodputCurve:
 
 
 def goodput_legend_html() -> str:
-    return (swatch(BLUE, "goodput", "line") + swatch(GREEN, "Daly's interval", "dot")
-            + swatch(MUTED, "Young's sqrt(2 delta M)", "line"))
+    return (
+        swatch(BLUE, "goodput", "line")
+        + swatch(GREEN, "Daly's interval", "dot")
+        + swatch(MUTED, "Young's sqrt(2 delta M)", "line")
+    )
 
 
 def goodput_figure(curves: dict, title: str = "", width: float = 6.4) -> Figure:

@@ -44,8 +44,15 @@ def plan_scatter(plan, title: str = "") -> Figure:
     ax.scatter(mem[ok], t[ok], s=6, color=BLUE, label="feasible", rasterized=True)
     if ok.any():
         best = plan.row(0)
-        ax.scatter([best["memory_per_gpu_bytes"] / 1e9], [best["step_time_s"]], s=80, marker="*", color=RED,
-                   label="fastest feasible", zorder=3)
+        ax.scatter(
+            [best["memory_per_gpu_bytes"] / 1e9],
+            [best["step_time_s"]],
+            s=80,
+            marker="*",
+            color=RED,
+            label="fastest feasible",
+            zorder=3,
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("memory per GPU (GB = 10^9 bytes)")

@@ -27,8 +27,7 @@ def predicted_vs_measured_figure(rows, title: str = "Step time: predicted vs pub
     """
     fig = Figure(figsize=(6.4, 6.0))
     ax = fig.add_subplot()
-    values = [(_field(r, "measured_s"), _field(r, "predicted_s"), _field(r, "role"), _field(r, "status"))
-              for r in rows]
+    values = [(_field(r, "measured_s"), _field(r, "predicted_s"), _field(r, "role"), _field(r, "status")) for r in rows]
     pairs = [(m, p) for m, p, _, _ in values if m is not None and p is not None]
     if pairs:
         low = min(min(m, p) for m, p in pairs) / 1.5
@@ -37,8 +36,9 @@ def predicted_vs_measured_figure(rows, title: str = "Step time: predicted vs pub
         low, high = 0.1, 100.0
     x = np.geomspace(low, high, 50)
     for band, alpha in zip(sorted(BANDS, reverse=True), (0.15, 0.3)):
-        ax.fill_between(x, x * (1 - band), x * (1 + band), color="#55a868", alpha=alpha, linewidth=0,
-                        label=f"±{100 * band:g}%")
+        ax.fill_between(
+            x, x * (1 - band), x * (1 + band), color="#55a868", alpha=alpha, linewidth=0, label=f"±{100 * band:g}%"
+        )
     ax.plot(x, x, color="black", linewidth=1, label="y = x")
     for role, colour in ROLE_COLOURS.items():
         priced = [(m, p, s) for m, p, r, s in values if r == role and m is not None and p is not None]
@@ -53,8 +53,15 @@ def predicted_vs_measured_figure(rows, title: str = "Step time: predicted vs pub
             ax.scatter(xs, ys, color=colour, s=28, label=label, zorder=3)
         if over:
             xs, ys = zip(*over)
-            ax.scatter(xs, ys, facecolors="none", edgecolors=colour, s=28, zorder=3,
-                       label=f"{role}: does not fit ({len(over)})")
+            ax.scatter(
+                xs,
+                ys,
+                facecolors="none",
+                edgecolors=colour,
+                s=28,
+                zorder=3,
+                label=f"{role}: does not fit ({len(over)})",
+            )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(low, high)

@@ -16,8 +16,14 @@ __all__ = ["all_reduce_figure"]
 _COLOURS = [BLUE, ORANGE, GREEN, PURPLE, RED, BROWN]
 
 
-def all_reduce_figure(sizes_bytes, measured: dict, predicted: dict, shared_cpu: dict | None = None,
-                      typical: dict | None = None, title: str = "") -> Figure:
+def all_reduce_figure(
+    sizes_bytes,
+    measured: dict,
+    predicted: dict,
+    shared_cpu: dict | None = None,
+    typical: dict | None = None,
+    title: str = "",
+) -> Figure:
     """Log-log time against message size: one colour per group size N.
 
     ``measured``/``predicted``/``shared_cpu``/``typical`` map N to arrays of seconds over
@@ -33,14 +39,19 @@ def all_reduce_figure(sizes_bytes, measured: dict, predicted: dict, shared_cpu: 
             ax.plot(m, 1e3 * np.asarray(typical[n]), "o", color=colour, alpha=0.3, markersize=4)
         ax.plot(m, 1e3 * np.asarray(measured[n]), "o", color=colour, markersize=5, label=f"N = {n}: measured")
         if n in predicted:
-            ax.plot(m, 1e3 * np.asarray(predicted[n]), "-", color=colour, linewidth=1.4,
-                    label=f"N = {n}: ring model")
+            ax.plot(m, 1e3 * np.asarray(predicted[n]), "-", color=colour, linewidth=1.4, label=f"N = {n}: ring model")
         if shared_cpu and n in shared_cpu:
-            ax.plot(m, 1e3 * np.asarray(shared_cpu[n]), "--", color=colour, linewidth=1.0,
-                    label=f"N = {n}: ring model, CPU shared")
+            ax.plot(
+                m,
+                1e3 * np.asarray(shared_cpu[n]),
+                "--",
+                color=colour,
+                linewidth=1.0,
+                label=f"N = {n}: ring model, CPU shared",
+            )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ticks = [2 ** k for k in range(int(np.log2(m.min())), int(np.log2(m.max())) + 1, 2)]
+    ticks = [2**k for k in range(int(np.log2(m.min())), int(np.log2(m.max())) + 1, 2)]
     ax.set_xticks(ticks, [f"{t // 2**20} MiB" if t >= 2**20 else f"{t // 2**10} KiB" for t in ticks], fontsize=8)
     ax.set_xlabel("message size M (float32 buffer on each process)", fontsize=9)
     ax.set_ylabel("all-reduce time (ms)", fontsize=9)

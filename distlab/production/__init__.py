@@ -26,22 +26,45 @@ Lesson 8's formulas, built on the physics below them (imports point downward onl
 from .._arguments import deprecated_alias
 from ..triage import OOMTriage, TriageStep, oom_triage  # noqa: F401 (re-exported)
 from .buckets import (  # noqa: F401 (re-exported)
-    BucketSweep, MAX_MICRO_BATCH, MAX_SEQ_LEN, MAX_SWEEP_BUCKETS, MAX_TOKENS_PER_GPU, backward_time,
+    BucketSweep,
+    MAX_MICRO_BATCH,
+    MAX_SEQ_LEN,
+    MAX_SWEEP_BUCKETS,
+    MAX_TOKENS_PER_GPU,
+    backward_time,
     bucket_sweep,
 )
 from .network import (  # noqa: F401 (re-exported)
-    ALGORITHMS, DPAllReduce, dp_all_reduce, network_step,
+    ALGORITHMS,
+    DPAllReduce,
+    dp_all_reduce,
+    network_step,
 )
 from .fp8 import (  # noqa: F401 (re-exported)
-    FP8Comparison, fp8_comparison,
+    FP8Comparison,
+    fp8_comparison,
 )
 from .context import (  # noqa: F401 (re-exported)
-    CP_METHODS, ContextParallelLayer, RingAttentionStep, causal_work_per_rank, compare_context_parallel,
-    context_parallel_layer, ring_attention_step, ulysses_limit,
+    CP_METHODS,
+    ContextParallelLayer,
+    RingAttentionStep,
+    causal_work_per_rank,
+    compare_context_parallel,
+    context_parallel_layer,
+    ring_attention_step,
+    ulysses_limit,
 )
 from .stragglers import (  # noqa: F401 (re-exported)
-    EULER_GAMMA, MAX_NORMALS, MAX_SIMULATION_DRAWS, StragglerStep, expected_max_normal, expected_slowest,
-    gumbel_expected_max, leading_term_max_normal, simulate_slowest, straggler_step,
+    EULER_GAMMA,
+    MAX_NORMALS,
+    MAX_SIMULATION_DRAWS,
+    StragglerStep,
+    expected_max_normal,
+    expected_slowest,
+    gumbel_expected_max,
+    leading_term_max_normal,
+    simulate_slowest,
+    straggler_step,
 )
 
 __all__ = [

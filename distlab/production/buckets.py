@@ -103,9 +103,14 @@ class BucketSweep:
         """The sweep's numbers at one bucket count (plain floats)."""
         b = whole_number(buckets, "buckets", 1, int(self.buckets[-1]))
         i = b - 1
-        return dict(buckets=b, bucket_bytes=float(self.bucket_bytes[i]), per_bucket_s=float(self.per_bucket_s[i]),
-                    comm_total_s=float(self.comm_total_s[i]), exposed_s=float(self.exposed_s[i]),
-                    bandwidth_share=float(self.bandwidth_share[i]))
+        return dict(
+            buckets=b,
+            bucket_bytes=float(self.bucket_bytes[i]),
+            per_bucket_s=float(self.per_bucket_s[i]),
+            comm_total_s=float(self.comm_total_s[i]),
+            exposed_s=float(self.exposed_s[i]),
+            bandwidth_share=float(self.bandwidth_share[i]),
+        )
 
     def timeline(self, buckets) -> dataparallel.OverlapTimeline:
         """The per-bucket timeline of one count (dataparallel.overlap_timeline): bucket i ready at
@@ -123,19 +128,31 @@ class BucketSweep:
 
     def __str__(self) -> str:
         one, best = self.at(1), self.at(self.best_buckets)
-        return (f"{format_bytes(self.grad_bytes)} of gradients, {self.op} over {self.dp} GPUs, "
-                f"{format_seconds(self.backward_s)} of backward: 1 bucket leaves {format_seconds(one['exposed_s'])} "
-                f"exposed; the best, {self.best_buckets} buckets of {format_bytes(best['bucket_bytes'])}, leaves "
-                f"{format_seconds(best['exposed_s'])} (each bucket at {100 * best['bandwidth_share']:.0f}% of the "
-                f"link's bandwidth)")
+        return (
+            f"{format_bytes(self.grad_bytes)} of gradients, {self.op} over {self.dp} GPUs, "
+            f"{format_seconds(self.backward_s)} of backward: 1 bucket leaves {format_seconds(one['exposed_s'])} "
+            f"exposed; the best, {self.best_buckets} buckets of {format_bytes(best['bucket_bytes'])}, leaves "
+            f"{format_seconds(best['exposed_s'])} (each bucket at {100 * best['bandwidth_share']:.0f}% of the "
+            f"link's bandwidth)"
+        )
 
 
 #: Largest bucket count a sweep prices (every count from 1 to it).
 MAX_SWEEP_BUCKETS = 100_000
 
 
-def bucket_sweep(grad_bytes, backward_time, dp, *, max_buckets=1024, link=None, bandwidth=None, latency=None,
-                 op="all-reduce", **cost_kwargs) -> BucketSweep:
+def bucket_sweep(
+    grad_bytes,
+    backward_time,
+    dp,
+    *,
+    max_buckets=1024,
+    link=None,
+    bandwidth=None,
+    latency=None,
+    op="all-reduce",
+    **cost_kwargs,
+) -> BucketSweep:
     """Exposed communication for every bucket count B = 1..max_buckets, and the best B.
 
     A bucket of m bytes costs t(m) = L + m x s, read off distlab.collectives.collective_cost
@@ -183,12 +200,14 @@ def bucket_sweep(grad_bytes, backward_time, dp, *, max_buckets=1024, link=None, 
         exposed = np.asarray(dataparallel.exposed_communication_time(comm, backward, buckets), dtype=float)
     require_finite("bucket_sweep's communication time", latency_s, per_byte, per_bucket, comm, exposed)
     share = np.where(per_bucket > 0, size * per_byte / np.where(per_bucket > 0, per_bucket, 1.0), 1.0)
-    return BucketSweep(m, backward, n, op, latency_s, per_byte, buckets.astype(int), size, per_bucket, comm, exposed,
-                       share)
+    return BucketSweep(
+        m, backward, n, op, latency_s, per_byte, buckets.astype(int), size, per_bucket, comm, exposed, share
+    )
 
 
-def backward_time(model, tokens_per_gpu, gpu="h100-sxm", *, precision="mixed", efficiency=None, seq_len=None,
-                  attention="flash") -> float:
+def backward_time(
+    model, tokens_per_gpu, gpu="h100-sxm", *, precision="mixed", efficiency=None, seq_len=None, attention="flash"
+) -> float:
     """Backward compute of one step on one data-parallel GPU (s), priced as the step model prices compute.
 
     efficiency None (default): the calibrated compute model of training.estimate (distlab.efficiency:
@@ -215,7 +234,9 @@ def backward_time(model, tokens_per_gpu, gpu="h100-sxm", *, precision="mixed", e
     model = models.model(model)
     tokens = positive(tokens_per_gpu, "", "tokens_per_gpu")
     if tokens > MAX_TOKENS_PER_GPU:
-        raise ConfigurationError(f"tokens_per_gpu={tokens:g} is more than {MAX_TOKENS_PER_GPU:g} tokens per GPU per step")
+        raise ConfigurationError(
+            f"tokens_per_gpu={tokens:g} is more than {MAX_TOKENS_PER_GPU:g} tokens per GPU per step"
+        )
     acc = hardware.accelerator(gpu)
     recipe = memory.precision_recipe(precision)
     peak = acc.peak(recipe.compute_precision)
@@ -228,10 +249,28 @@ def backward_time(model, tokens_per_gpu, gpu="h100-sxm", *, precision="mixed", e
         compute = compute_models.compute_model(acc, attention)
         # one sequence on one GPU (no TP, PP or DP: the links are not used); compute is linear in the tokens
         out = training.step_model_array(
-            model, gpus_per_node=1, intra_bw=1.0, intra_lat=0.0, inter_bw=1.0, inter_lat=0.0, peak_flops=peak,
-            hbm_bandwidth=acc.memory_bandwidth, recipe=recipe, global_batch=1, seq_len=s, dp=1, tp=1, pp=1,
-            chunks=1, micro_batch_size=1, zero=0, recompute_code=0, sequence_parallel=False, schedule_code=1,
-            **training.compute_arguments(compute))
+            model,
+            gpus_per_node=1,
+            intra_bw=1.0,
+            intra_lat=0.0,
+            inter_bw=1.0,
+            inter_lat=0.0,
+            peak_flops=peak,
+            hbm_bandwidth=acc.memory_bandwidth,
+            recipe=recipe,
+            global_batch=1,
+            seq_len=s,
+            dp=1,
+            tp=1,
+            pp=1,
+            chunks=1,
+            micro_batch_size=1,
+            zero=0,
+            recompute_code=0,
+            sequence_parallel=False,
+            schedule_code=1,
+            **training.compute_arguments(compute),
+        )
         passes = flops.TRAINING_PASSES
         result = (passes - 1) / passes * float(out["compute_s"]) / s * tokens
     require_finite("backward_time", result)

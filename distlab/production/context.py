@@ -65,13 +65,28 @@ class RingAttentionStep:
 
     def __str__(self) -> str:
         verdict = "hidden" if self.hidden else f"{format_seconds(self.exposed_s)} exposed"
-        return (f"S={self.seq_len:,} over cp={self.cp} ({self.chunk:,} tokens per GPU): K/V block "
-                f"{format_bytes(self.kv_block_bytes)} takes {format_seconds(self.comm_s)}, attention on it "
-                f"{format_seconds(self.compute_s)}: {verdict}; hides from S = {self.crossover_seq_len:,}")
+        return (
+            f"S={self.seq_len:,} over cp={self.cp} ({self.chunk:,} tokens per GPU): K/V block "
+            f"{format_bytes(self.kv_block_bytes)} takes {format_seconds(self.comm_s)}, attention on it "
+            f"{format_seconds(self.compute_s)}: {verdict}; hides from S = {self.crossover_seq_len:,}"
+        )
 
 
-def ring_attention_step(model, seq_len, cp, *, micro_batch_size=1, tp=1, precision="mixed", link="nvlink4",
-                        bandwidth=None, latency=None, gpu="h100-sxm", efficiency=0.5, causal=True) -> RingAttentionStep:
+def ring_attention_step(
+    model,
+    seq_len,
+    cp,
+    *,
+    micro_batch_size=1,
+    tp=1,
+    precision="mixed",
+    link="nvlink4",
+    bandwidth=None,
+    latency=None,
+    gpu="h100-sxm",
+    efficiency=0.5,
+    causal=True,
+) -> RingAttentionStep:
     """Per ring step: K/V block transfer vs the attention compute it overlaps (Liu et al. 2023, Ring Attention).
 
     Block: 2 x b x (s/cp) x kv_width x e bytes, kv_width = kv_heads/tp x head_dim (grouped-query
@@ -103,12 +118,15 @@ def ring_attention_step(model, seq_len, cp, *, micro_batch_size=1, tp=1, precisi
     if b > MAX_MICRO_BATCH:
         raise ConfigurationError(f"micro_batch_size={micro_batch_size!r} is more than {MAX_MICRO_BATCH:,} sequences")
     if n < 2:
-        raise ConfigurationError(f"cp={n}: with one GPU per sequence there is no ring and no K/V block to pass; "
-                                 f"context parallelism needs cp >= 2")
+        raise ConfigurationError(
+            f"cp={n}: with one GPU per sequence there is no ring and no K/V block to pass; "
+            f"context parallelism needs cp >= 2"
+        )
     t = tensor.check_tp(mdl, tp)
     if s % n:
-        raise ConfigurationError(f"cp={n} does not divide seq_len={s}: each GPU holds s / cp tokens; pick seq_len a "
-                                 f"multiple of {n}")
+        raise ConfigurationError(
+            f"cp={n} does not divide seq_len={s}: each GPU holds s / cp tokens; pick seq_len a multiple of {n}"
+        )
     eff = training.check_fraction(efficiency, "efficiency")
     recipe = memory.precision_recipe(precision)
     e = float(recipe.activation_bytes)
@@ -129,8 +147,6 @@ def ring_attention_step(model, seq_len, cp, *, micro_batch_size=1, tp=1, precisi
     require_finite("ring_attention_step's transfer time", cost.time_s, compute, chunk_star * n)
     cross = int(math.ceil(chunk_star)) * n
     return RingAttentionStep(s, n, b, t, bool(causal), kv_width, e, block, cost.time_s, flops, compute, cross)
-
-
 
 
 # ----------------------------------------------------------------------------------------
@@ -203,10 +219,12 @@ class ContextParallelLayer:
 
     def summary(self) -> str:
         """One line. Lesson 11 §3."""
-        return (f"{self.method} over cp={self.cp}, S={self.seq_len:,} ({self.seq_len // self.cp:,} tokens per GPU): "
-                f"{format_bytes(self.sent_bytes)} sent per layer, {format_seconds(self.comm_s)} against "
-                f"{format_seconds(self.compute_s)} of attention, {format_seconds(self.exposed_s)} exposed; "
-                f"buffers {format_bytes(self.buffer_bytes)}, activations {format_bytes(self.activation_bytes)} per GPU")
+        return (
+            f"{self.method} over cp={self.cp}, S={self.seq_len:,} ({self.seq_len // self.cp:,} tokens per GPU): "
+            f"{format_bytes(self.sent_bytes)} sent per layer, {format_seconds(self.comm_s)} against "
+            f"{format_seconds(self.compute_s)} of attention, {format_seconds(self.exposed_s)} exposed; "
+            f"buffers {format_bytes(self.buffer_bytes)}, activations {format_bytes(self.activation_bytes)} per GPU"
+        )
 
 
 def ulysses_limit(model, cp, tp=1) -> str:
@@ -229,16 +247,33 @@ def ulysses_limit(model, cp, tp=1) -> str:
     t = tensor.check_tp(mdl, tp)
     heads, kv = mdl.heads // t, max(mdl.kv_heads // t, 1)
     if heads % n:
-        return (f"cp={n} does not divide the {heads} query heads per TP rank (heads / tp = {mdl.heads} / {t}); "
-                f"Ulysses gives each GPU whole heads: cp <= {heads}")
+        return (
+            f"cp={n} does not divide the {heads} query heads per TP rank (heads / tp = {mdl.heads} / {t}); "
+            f"Ulysses gives each GPU whole heads: cp <= {heads}"
+        )
     if n > kv and n % kv:
         return f"cp={n} is not a multiple of the {kv} K/V heads per TP rank, so K/V heads cannot be replicated evenly"
     return ""
 
 
-def context_parallel_layer(model, seq_len, cp, *, method="ring", load_balanced=True, micro_batch_size=1, tp=1,
-                           pp=1, recompute="selective", precision="mixed", link="nvlink4", bandwidth=None,
-                           latency=None, gpu="h100-sxm", efficiency=0.5) -> ContextParallelLayer:
+def context_parallel_layer(
+    model,
+    seq_len,
+    cp,
+    *,
+    method="ring",
+    load_balanced=True,
+    micro_batch_size=1,
+    tp=1,
+    pp=1,
+    recompute="selective",
+    precision="mixed",
+    link="nvlink4",
+    bandwidth=None,
+    latency=None,
+    gpu="h100-sxm",
+    efficiency=0.5,
+) -> ContextParallelLayer:
     """Price one layer's attention under context parallelism: ring (load-balanced or not) or Ulysses. Lesson 11 §3.
 
     Ring (Liu et al. 2023; Megatron-Core CP): cp - 1 steps forward, each sending the K/V block
@@ -274,17 +309,20 @@ def context_parallel_layer(model, seq_len, cp, *, method="ring", load_balanced=T
     t = tensor.check_tp(mdl, tp)
     chunks = 2 * n if (method == "ring" and load_balanced) else n
     if s % chunks:
-        raise ConfigurationError(f"seq_len={s} does not split into {chunks} equal chunks "
-                                 f"({'2 cp for the load-balanced ring' if chunks == 2 * n else 'cp'}); "
-                                 f"pick a multiple of {chunks}")
+        raise ConfigurationError(
+            f"seq_len={s} does not split into {chunks} equal chunks "
+            f"({'2 cp for the load-balanced ring' if chunks == 2 * n else 'cp'}); "
+            f"pick a multiple of {chunks}"
+        )
     if method == "ulysses":
         reason = ulysses_limit(mdl, n, t)
         if reason:
             raise ConfigurationError(reason)
     local = s // n
     b = positive_int(micro_batch_size, "micro_batch_size")
-    activation = memory.activation_bytes_per_layer(mdl, b, local, t, t > 1, recompute, precision) \
-        * memory.layers_per_stage(mdl.layers, p)
+    activation = memory.activation_bytes_per_layer(
+        mdl, b, local, t, t > 1, recompute, precision
+    ) * memory.layers_per_stage(mdl.layers, p)
     recipe = memory.precision_recipe(precision)
     e = float(recipe.activation_bytes)
     eff = training.check_fraction(efficiency, "efficiency")
@@ -294,8 +332,20 @@ def context_parallel_layer(model, seq_len, cp, *, method="ring", load_balanced=T
     if method == "ring":
         if n < 2:
             raise ConfigurationError("cp=1: one GPU per sequence has no ring; context parallelism needs cp >= 2")
-        step = ring_attention_step(mdl, s, n, micro_batch_size=b, tp=t, precision=precision, link=link,
-                                   bandwidth=bandwidth, latency=latency, gpu=gpu, efficiency=eff, causal=True)
+        step = ring_attention_step(
+            mdl,
+            s,
+            n,
+            micro_batch_size=b,
+            tp=t,
+            precision=precision,
+            link=link,
+            bandwidth=bandwidth,
+            latency=latency,
+            gpu=gpu,
+            efficiency=eff,
+            causal=True,
+        )
         shares = causal_work_per_rank(n, load_balanced)
         imbalance = float(shares.max() * n)
         compute = total_flops * float(shares.max()) / (peak * eff)
@@ -303,20 +353,39 @@ def context_parallel_layer(model, seq_len, cp, *, method="ring", load_balanced=T
         forward_exposed = (n - 1) * max(0.0, step.comm_s - per_step_compute)
         sent = 3.0 * (n - 1) * step.kv_block_bytes
         comm = 3.0 * (n - 1) * step.comm_s
-        return ContextParallelLayer("ring", mdl.name, s, n, b, t, step.kv_width, sent, comm, compute,
-                                    3.0 * forward_exposed, 2.0 * step.kv_block_bytes, activation, imbalance)
+        return ContextParallelLayer(
+            "ring",
+            mdl.name,
+            s,
+            n,
+            b,
+            t,
+            step.kv_width,
+            sent,
+            comm,
+            compute,
+            3.0 * forward_exposed,
+            2.0 * step.kv_block_bytes,
+            activation,
+            imbalance,
+        )
     kv_width = max(kv_heads, n) * mdl.head_dim
     q_width = mdl.hidden / t
     sizes = [b * local * w * e for w in (q_width, kv_width, kv_width, q_width)]
-    costs = [collectives.collective_cost("all-to-all", size, n, link=link, bandwidth=bandwidth, latency=latency)
-             if n > 1 else None for size in sizes]
+    costs = [
+        collectives.collective_cost("all-to-all", size, n, link=link, bandwidth=bandwidth, latency=latency)
+        if n > 1
+        else None
+        for size in sizes
+    ]
     sent = 2.0 * sum(c.bytes_sent_per_gpu for c in costs if c is not None)
     comm = 2.0 * sum(c.time_s for c in costs if c is not None)
     compute = total_flops / n / (peak * eff)
     buffer = b * float(s) * (q_width + 2 * kv_width) / n * e
     require_finite("context_parallel_layer", sent, comm, compute)
-    return ContextParallelLayer("ulysses", mdl.name, s, n, b, t, float(kv_width), sent, comm, compute, comm,
-                                buffer, activation, 1.0)
+    return ContextParallelLayer(
+        "ulysses", mdl.name, s, n, b, t, float(kv_width), sent, comm, compute, comm, buffer, activation, 1.0
+    )
 
 
 def compare_context_parallel(model, seq_len, cp, **kwargs) -> dict:
@@ -335,12 +404,16 @@ def compare_context_parallel(model, seq_len, cp, **kwargs) -> dict:
     reasons = {
         "ring": "" if s % (2 * n) == 0 else f"seq_len={s} does not split into 2 cp = {2 * n} equal chunks",
         "ring (contiguous)": "" if s % n == 0 else f"seq_len={s} does not split into cp = {n} equal chunks",
-        "ulysses": (ulysses_limit(mdl, n, kwargs.get("tp", 1))
-                    or ("" if s % n == 0 else f"seq_len={s} does not split into cp = {n} equal chunks")),
+        "ulysses": (
+            ulysses_limit(mdl, n, kwargs.get("tp", 1))
+            or ("" if s % n == 0 else f"seq_len={s} does not split into cp = {n} equal chunks")
+        ),
     }
     out = {}
-    for name, method, balanced in (("ring", "ring", True), ("ring (contiguous)", "ring", False),
-                                   ("ulysses", "ulysses", True)):
-        out[name] = reasons[name] or context_parallel_layer(mdl, s, n, method=method, load_balanced=balanced,
-                                                            **kwargs)
+    for name, method, balanced in (
+        ("ring", "ring", True),
+        ("ring (contiguous)", "ring", False),
+        ("ulysses", "ulysses", True),
+    ):
+        out[name] = reasons[name] or context_parallel_layer(mdl, s, n, method=method, load_balanced=balanced, **kwargs)
     return out

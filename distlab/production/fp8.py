@@ -38,8 +38,12 @@ class FP8Comparison:
     def table(self) -> str:
         out = [f"{'':<44}{'bf16':>13}{'fp8':>13}{'fp8/bf16':>10}"]
         for name, b16, b8, unit in self.rows:
-            fmt = {"B": format_bytes, "s": format_seconds, "FLOP/s": lambda v: format_rate(v, FLOP_PER_SECOND),
-                   "B/param": lambda v: f"{v:g} B"}[unit]
+            fmt = {
+                "B": format_bytes,
+                "s": format_seconds,
+                "FLOP/s": lambda v: format_rate(v, FLOP_PER_SECOND),
+                "B/param": lambda v: f"{v:g} B",
+            }[unit]
             out.append(f"{name:<44}{fmt(b16):>13}{fmt(b8):>13}{(b8 / b16 if b16 else 1.0):>10.3f}")
         return "\n".join(out)
 
@@ -84,16 +88,26 @@ def fp8_comparison(model, cluster, **config) -> FP8Comparison:
         ("optimizer state per GPU", m.memory.optimizer_bytes, f.memory.optimizer_bytes, "B"),
         ("activations per GPU (fp8 saving: upper bound)", m.memory.activations_bytes, f.memory.activations_bytes, "B"),
         ("memory per GPU", m.memory.total_bytes, f.memory.total_bytes, "B"),
-        ("TP all-reduce message (b s h e_msg)", tensor.tp_message_bytes(b, s, mdl.hidden, r16.message_bytes),
-         tensor.tp_message_bytes(b, s, mdl.hidden, r8.message_bytes), "B"),
-        ("pipeline send (b s h e_msg / tp)", training.p2p_message_bytes(b, s, mdl.hidden, t, r16.message_bytes),
-         training.p2p_message_bytes(b, s, mdl.hidden, t, r8.message_bytes), "B"),
-        ("DP gradient all-reduce (M per GPU)", dataparallel.gradient_bytes(mdl, "mixed", t, p),
-         dataparallel.gradient_bytes(mdl, "fp8", t, p), "B"),
+        (
+            "TP all-reduce message (b s h e_msg)",
+            tensor.tp_message_bytes(b, s, mdl.hidden, r16.message_bytes),
+            tensor.tp_message_bytes(b, s, mdl.hidden, r8.message_bytes),
+            "B",
+        ),
+        (
+            "pipeline send (b s h e_msg / tp)",
+            training.p2p_message_bytes(b, s, mdl.hidden, t, r16.message_bytes),
+            training.p2p_message_bytes(b, s, mdl.hidden, t, r8.message_bytes),
+            "B",
+        ),
+        (
+            "DP gradient all-reduce (M per GPU)",
+            dataparallel.gradient_bytes(mdl, "mixed", t, p),
+            dataparallel.gradient_bytes(mdl, "fp8", t, p),
+            "B",
+        ),
         ("dense peak per GPU", peak16, peak8, "FLOP/s"),
         ("compute time per step", m.compute_s, f.compute_s, "s"),
         ("step time", m.step_time_s, f.step_time_s, "s"),
     )
     return FP8Comparison(m, f, rows)
-
-

@@ -58,12 +58,20 @@ class DPAllReduce:
         return len(self.members)
 
     def __str__(self) -> str:
-        where = (f"{self.nodes} nodes x {self.local_members} per node, inter-node traffic "
-                 f"{'between equal local ranks' if self.same_local_rank else 'between different local ranks'}, "
-                 f"{self.flows_per_node} transfer{'s' if self.flows_per_node != 1 else ''} leaving each node at "
-                 f"{format_rate(self.fabric_bw)} each") if self.nodes > 1 else "inside one node"
-        return (f"{self.algorithm} all-reduce of {format_bytes(self.size_bytes)} over {self.dp} GPUs ({where}): "
-                f"{format_seconds(self.time_s)}")
+        where = (
+            (
+                f"{self.nodes} nodes x {self.local_members} per node, inter-node traffic "
+                f"{'between equal local ranks' if self.same_local_rank else 'between different local ranks'}, "
+                f"{self.flows_per_node} transfer{'s' if self.flows_per_node != 1 else ''} leaving each node at "
+                f"{format_rate(self.fabric_bw)} each"
+            )
+            if self.nodes > 1
+            else "inside one node"
+        )
+        return (
+            f"{self.algorithm} all-reduce of {format_bytes(self.size_bytes)} over {self.dp} GPUs ({where}): "
+            f"{format_seconds(self.time_s)}"
+        )
 
 
 def _flows_per_node(groups: np.ndarray, g: int, algorithm: str) -> int:
@@ -82,8 +90,9 @@ def _flows_per_node(groups: np.ndarray, g: int, algorithm: str) -> int:
 
 
 @renamed_keyword(size_bytes="size")
-def dp_all_reduce(cluster, size, *, tp=1, pp=1, order="tp-cp-ep-dp-pp", group=0,
-                  algorithm="hierarchical") -> DPAllReduce:
+def dp_all_reduce(
+    cluster, size, *, tp=1, pp=1, order="tp-cp-ep-dp-pp", group=0, algorithm="hierarchical"
+) -> DPAllReduce:
     """Time of one DP group's all-reduce of `size` bytes, its members taken from the rank layout.
 
     The layout is distlab.mesh.layout(tp, pp, dp = GPUs / (tp pp), order) on the cluster's nodes.
@@ -138,7 +147,8 @@ def dp_all_reduce(cluster, size, *, tp=1, pp=1, order="tp-cp-ep-dp-pp", group=0,
         if len(counts) != 1:
             raise ConfigurationError(
                 f"the DP group {members.tolist()[:8]}... holds {sorted(counts)} members on different nodes; the "
-                f"hierarchical all-reduce needs the same number on each: use algorithm='ring'")
+                f"hierarchical all-reduce needs the same number on each: use algorithm='ring'"
+            )
         l = counts.pop()
         if order == mesh.DEFAULT_ORDER:
             aligned = bool(training.equal_local_ranks_array(dp, tp, g))
@@ -149,8 +159,19 @@ def dp_all_reduce(cluster, size, *, tp=1, pp=1, order="tp-cp-ep-dp-pp", group=0,
         intra_s = collectives.ring_all_reduce_time(size, l, intra.bandwidth, intra.latency)
         inter_s = collectives.ring_all_reduce_time(size / l, k, bw, inter.latency) if k > 1 else 0.0
         require_finite("dp_all_reduce's time", intra_s, inter_s, intra_s + inter_s)
-        return DPAllReduce(algorithm, size, tuple(members.tolist()), l, k, aligned, flows if k > 1 else 0,
-                           bw if k > 1 else 0.0, float(intra_s), float(inter_s), float(intra_s + inter_s))
+        return DPAllReduce(
+            algorithm,
+            size,
+            tuple(members.tolist()),
+            l,
+            k,
+            aligned,
+            flows if k > 1 else 0,
+            bw if k > 1 else 0.0,
+            float(intra_s),
+            float(inter_s),
+            float(intra_s + inter_s),
+        )
     nxt = np.roll(members, -1)
     crossing = (nxt // g) != node
     if n == 1 or not crossing.any():
@@ -162,12 +183,14 @@ def dp_all_reduce(cluster, size, *, tp=1, pp=1, order="tp-cp-ep-dp-pp", group=0,
     t = collectives.ring_all_reduce_time(size, n, bw, inter.latency)
     require_finite("dp_all_reduce's time", t)
     l = max(len(p) for p in per_node)
-    return DPAllReduce(algorithm, size, tuple(members.tolist()), l, len(nodes_used), aligned, flows, bw, 0.0,
-                       float(t), float(t))
+    return DPAllReduce(
+        algorithm, size, tuple(members.tolist()), l, len(nodes_used), aligned, flows, bw, 0.0, float(t), float(t)
+    )
 
 
-def network_step(model, node="dgx-h100", nodes=4, fabric="ib-ndr", *, oversubscription=1.0, rail_optimized=False,
-                 **config) -> training.StepEstimate:
+def network_step(
+    model, node="dgx-h100", nodes=4, fabric="ib-ndr", *, oversubscription=1.0, rail_optimized=False, **config
+) -> training.StepEstimate:
     """estimate() on a cluster with the given taper and rail design. The step model's DP all-reduce is
     hierarchical: rails spare its inter-node ring the taper when that ring joins equal local ranks
     (training.equal_local_ranks_array), as they spare pipeline sends whose stride is a multiple of the node.
@@ -186,5 +209,3 @@ def network_step(model, node="dgx-h100", nodes=4, fabric="ib-ndr", *, oversubscr
     estimate_config(config)
     cl = hardware.cluster(node, nodes, fabric, oversubscription, rail_optimized)
     return training.estimate(model, cl, **config)
-
-

@@ -42,8 +42,12 @@ _erf = np.frompyfunc(math.erf, 1, 1)
 _PHI = 0.5 * (1.0 + _erf(_GRID / math.sqrt(2.0)).astype(float))
 #: log Phi(x) on the grid, accurate in both tails: log(erfc(-x/sqrt 2)/2) below 0, log1p(-Q(x)) with
 #: Q(x) = erfc(x/sqrt 2)/2 above (Phi itself rounds to 1 once Q < 1e-16, x > 8.2).
-_LOG_PHI = np.array([math.log(0.5 * math.erfc(-x / math.sqrt(2.0))) if x < 0
-                     else math.log1p(-0.5 * math.erfc(x / math.sqrt(2.0))) for x in _GRID])
+_LOG_PHI = np.array(
+    [
+        math.log(0.5 * math.erfc(-x / math.sqrt(2.0))) if x < 0 else math.log1p(-0.5 * math.erfc(x / math.sqrt(2.0)))
+        for x in _GRID
+    ]
+)
 #: Largest n expected_max_normal integrates: n Q(12) = n x 1.8e-33 must stay negligible on the grid.
 MAX_NORMALS = 10**15
 
@@ -62,8 +66,9 @@ def expected_max_normal(n) -> float:
     """
     k = positive_int(n, "n")
     if k > MAX_NORMALS:
-        raise ConfigurationError(f"n={n!r} is more than {MAX_NORMALS:,}: the integration grid ends at 12 "
-                                 f"standard deviations")
+        raise ConfigurationError(
+            f"n={n!r} is more than {MAX_NORMALS:,}: the integration grid ends at 12 standard deviations"
+        )
     return _GRID[0] + _trapezoid(-np.expm1(k * _LOG_PHI), _GRID)
 
 
@@ -115,8 +120,10 @@ def gumbel_expected_max(n) -> float:
 def _check_sigma(sigma) -> float:
     value = non_negative(sigma, "", "sigma")
     if value > 0.25:
-        raise ConfigurationError(f"sigma={value:g} must be at most 0.25 (a 25% standard deviation of a GPU's "
-                                 f"step time); the normal model of jitter needs step times to stay positive")
+        raise ConfigurationError(
+            f"sigma={value:g} must be at most 0.25 (a 25% standard deviation of a GPU's "
+            f"step time); the normal model of jitter needs step times to stay positive"
+        )
     return value
 
 
@@ -150,8 +157,11 @@ def expected_slowest(gpus, sigma=0.0, slow_factor=1.0) -> float:
     if sig * k < 1e-9:  # narrower than the grid resolves: max = k to within 1e-8
         return k
     # E = x0 + integral from x0 of (1 - F), x0 = 1 - 12 sigma (F = 0 below); a grid fine near 1 and near k
-    x = np.unique(np.concatenate([1.0 + sig * _GRID, k * (1.0 + sig * _GRID),
-                                  np.linspace(1.0 - 12 * sig, k * (1.0 + 12 * sig), 4001)]))
+    x = np.unique(
+        np.concatenate(
+            [1.0 + sig * _GRID, k * (1.0 + sig * _GRID), np.linspace(1.0 - 12 * sig, k * (1.0 + 12 * sig), 4001)]
+        )
+    )
     x = x[x >= 1.0 - 12 * sig]
     cdf_slow = np.interp((x / k - 1.0) / sig, _GRID, _PHI)
     cdf_rest = np.interp((x - 1.0) / sig, _GRID, _PHI) ** (n - 1)
@@ -178,8 +188,9 @@ def simulate_slowest(gpus, sigma, *, slow_factor=1.0, steps=1000, seed=0) -> np.
     k = _check_slow(slow_factor)
     steps = positive_int(steps, "steps")
     if n * steps > MAX_SIMULATION_DRAWS:
-        raise ConfigurationError(f"gpus x steps = {n:,} x {steps:,} draws is over {MAX_SIMULATION_DRAWS:,}; "
-                                 f"simulate fewer steps")
+        raise ConfigurationError(
+            f"gpus x steps = {n:,} x {steps:,} draws is over {MAX_SIMULATION_DRAWS:,}; simulate fewer steps"
+        )
     rng = np.random.default_rng(whole_number(seed, "seed", 0, 2**63 - 1))
     out = np.empty(steps)
     chunk = max(1, 4_000_000 // n)
@@ -224,11 +235,18 @@ class StragglerStep:
         return {**self.healthy.parts(), "waiting for the slowest GPU": self.wait_s}
 
     def __str__(self) -> str:
-        what = ", ".join(([f"one GPU {self.slow_factor:g}x slow"] if self.slow_factor > 1 else [])
-                         + ([f"jitter {100 * self.sigma:g}%"] if self.sigma > 0 else [])) or "healthy"
-        return (f"{self.gpus} GPUs, {what}: the slowest GPU takes "
-                f"{self.slowest:.4f} x the healthy compute; step {format_seconds(self.healthy.step_time_s)} -> "
-                f"{format_seconds(self.step_time_s)} (+{100 * (self.slowdown - 1):.1f}%)")
+        what = (
+            ", ".join(
+                ([f"one GPU {self.slow_factor:g}x slow"] if self.slow_factor > 1 else [])
+                + ([f"jitter {100 * self.sigma:g}%"] if self.sigma > 0 else [])
+            )
+            or "healthy"
+        )
+        return (
+            f"{self.gpus} GPUs, {what}: the slowest GPU takes "
+            f"{self.slowest:.4f} x the healthy compute; step {format_seconds(self.healthy.step_time_s)} -> "
+            f"{format_seconds(self.step_time_s)} (+{100 * (self.slowdown - 1):.1f}%)"
+        )
 
 
 def straggler_step(model, cluster, *, slow_factor=1.0, sigma=0.0, **config) -> StragglerStep:

@@ -36,18 +36,39 @@ parallelism divides it by t.
 """
 
 from .layout import (  # noqa: F401 (re-exported)
-    TPLayerShards, WeightShard, check_tp, layer_shards, valid_tp_degrees,
+    TPLayerShards,
+    WeightShard,
+    check_tp,
+    layer_shards,
+    valid_tp_degrees,
 )
 from .cost import (  # noqa: F401 (re-exported)
-    SP_COLLECTIVES, TPLayerCost, TP_COLLECTIVES, element_bytes, forward_passes, layer_flops, layer_flops_array,
-    message_element_bytes, tp_comm_time, tp_layer_cost, tp_message_bytes,
+    SP_COLLECTIVES,
+    TPLayerCost,
+    TP_COLLECTIVES,
+    element_bytes,
+    forward_passes,
+    layer_flops,
+    layer_flops_array,
+    message_element_bytes,
+    tp_comm_time,
+    tp_layer_cost,
+    tp_message_bytes,
 )
 from .sequence import (  # noqa: F401 (re-exported)
-    RingAttentionBuffer, SequenceParallelSaving, ring_attention_buffer, ring_attention_buffer_bytes,
+    RingAttentionBuffer,
+    SequenceParallelSaving,
+    ring_attention_buffer,
+    ring_attention_buffer_bytes,
     sequence_parallel_saving,
 )
 from .simulate import (  # noqa: F401 (re-exported)
-    ACTIVATIONS, SplitMatmulResult, TPMLPResult, random_mlp, simulate_split_matmul, simulate_tp_mlp,
+    ACTIVATIONS,
+    SplitMatmulResult,
+    TPMLPResult,
+    random_mlp,
+    simulate_split_matmul,
+    simulate_tp_mlp,
 )
 
 __all__ = [

@@ -115,14 +115,17 @@ def layer_flops_array(params_per_layer, hidden, micro_batch_size, seq_len, tp=1,
     >>> layer_flops_array(12 * 4096**2, 4096, 1, 2048)
     2680059592704.0
     """
-    tokens = finite_result("tokens", number_array(micro_batch_size, "micro_batch_size")
-                           * number_array(seq_len, "seq_len"))
+    tokens = finite_result(
+        "tokens", number_array(micro_batch_size, "micro_batch_size") * number_array(seq_len, "seq_len")
+    )
     attention = passes if attention_passes is None else attention_passes
     weights = layer_forward_flops_array(params_per_layer, 0.0, tokens, seq_len)
     core = layer_forward_flops_array(0.0, hidden, tokens, seq_len)
-    result = finite_result("layer FLOPs", (number_array(passes, "passes") * weights
-                                           + number_array(attention, "attention_passes") * core)
-                           / number_array(tp, "tp", low=1.0))
+    result = finite_result(
+        "layer FLOPs",
+        (number_array(passes, "passes") * weights + number_array(attention, "attention_passes") * core)
+        / number_array(tp, "tp", low=1.0),
+    )
     return float(result) if np.ndim(result) == 0 else result
 
 
@@ -176,8 +179,10 @@ def tp_comm_time(size, tp, bandwidth, latency=0.0, all_reduces=4):
     >>> round(tp_comm_time(32e6, 4, 100e9), 6)  # 4 x 2 x 3 x 32 MB / (4 x 100 GB/s)
     0.00192
     """
-    result = finite_result("TP communication time", number_array(all_reduces, "all_reduces")
-                           * collectives.ring_all_reduce_time(size, tp, bandwidth, latency))
+    result = finite_result(
+        "TP communication time",
+        number_array(all_reduces, "all_reduces") * collectives.ring_all_reduce_time(size, tp, bandwidth, latency),
+    )
     return float(result) if np.ndim(result) == 0 else result
 
 
@@ -256,23 +261,37 @@ class TPLayerCost:
         """Plain numbers and strings (JSON-ready): the fields plus the computed totals; each collective's
         dict carries its name."""
         data = dataclasses.asdict(self)
-        return dict(data, all_reduces=self.all_reduces, comm_bytes_per_gpu=self.comm_bytes_per_gpu,
-                    comm_time_s=self.comm_time_s, compute_time_s=self.compute_time_s, ratio=self.ratio,
-                    collectives=[dict(cost.to_dict(), name=name) for name, cost in self.collectives])
+        return dict(
+            data,
+            all_reduces=self.all_reduces,
+            comm_bytes_per_gpu=self.comm_bytes_per_gpu,
+            comm_time_s=self.comm_time_s,
+            compute_time_s=self.compute_time_s,
+            ratio=self.ratio,
+            collectives=[dict(cost.to_dict(), name=name) for name, cost in self.collectives],
+        )
 
     def summary(self) -> str:
-        ops = (f"{self.all_reduces} reduce-scatter + all-gather pairs" if self.sequence_parallel
-               else f"{self.all_reduces} all-reduces")
+        ops = (
+            f"{self.all_reduces} reduce-scatter + all-gather pairs"
+            if self.sequence_parallel
+            else f"{self.all_reduces} all-reduces"
+        )
         on = f" on {self.link}" if self.link else f" at {format_rate(self.bandwidth)}"
-        comm = (f"{ops} of {format_bytes(self.message_bytes)}, {format_bytes(self.comm_bytes_per_gpu)} sent, "
-                f"{format_seconds(self.comm_time_s)}{on}" if self.tp > 1
-                else "none (tp=1: one GPU holds the whole layer)")
+        comm = (
+            f"{ops} of {format_bytes(self.message_bytes)}, {format_bytes(self.comm_bytes_per_gpu)} sent, "
+            f"{format_seconds(self.comm_time_s)}{on}"
+            if self.tp > 1
+            else "none (tp=1: one GPU holds the whole layer)"
+        )
         return (
             f"{self.model}, tp={self.tp}, b={self.micro_batch_size}, s={self.seq_len}: per layer per microbatch, "
             f"per GPU\n"
             f"  communication: {comm}\n"
             f"  compute: {self.flops_per_gpu / 1e12:.3g} TFLOP, {format_seconds(self.compute_time_s)} at "
-            f"{format_rate(self.peak_flops * self.efficiency, 'FLOP/s')}" + (f" ({self.gpu})" if self.gpu else "") + "\n"
+            f"{format_rate(self.peak_flops * self.efficiency, 'FLOP/s')}"
+            + (f" ({self.gpu})" if self.gpu else "")
+            + "\n"
             f"  communication / compute = {self.ratio:.3g} ({self.comm_share:.0%} of the layer's time communicating)"
         )
 
@@ -347,8 +366,11 @@ def tp_layer_cost(
     table = SP_COLLECTIVES if sequence_parallel else TP_COLLECTIVES
     if mode == "full":  # the recomputed forward repeats the forward collectives
         forward = [entry for entry in table if entry[0].startswith("forward")]
-        table = tuple(forward) + tuple((name.replace("forward:", "recomputed forward:"), op) for name, op in forward) \
+        table = (
+            tuple(forward)
+            + tuple((name.replace("forward:", "recomputed forward:"), op) for name, op in forward)
             + tuple(entry for entry in table if entry[0].startswith("backward"))
+        )
     costs = tuple((name, collectives.collective_cost(op, size, t, **kwargs)) for name, op in table)
     bw, lat = link_parameters(link, bandwidth, latency)
     return TPLayerCost(
@@ -370,5 +392,3 @@ def tp_layer_cost(
         efficiency=eff,
         flops_per_gpu=layer_flops_array(m.params_per_layer(), m.hidden, b, s, t, *forward_passes(mode)),
     )
-
-

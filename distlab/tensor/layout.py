@@ -58,8 +58,12 @@ def check_tp(model, tp, gpus_per_node=None) -> int:
     """
     m = _model(model)
     t = positive_int(tp, "tp")
-    for size, what in ((m.heads, "attention heads"), (m.kv_heads, "key/value heads"), (m.hidden, "hidden size"),
-                       (m.ffn, "MLP inner size (ffn)")):
+    for size, what in (
+        (m.heads, "attention heads"),
+        (m.kv_heads, "key/value heads"),
+        (m.hidden, "hidden size"),
+        (m.ffn, "MLP inner size (ffn)"),
+    ):
         if size % t:
             raise ConfigurationError(
                 f"tp={t} does not divide the {size} {what} of {m.name}; valid: {short_list(valid_tp_degrees(m), 16)}"
@@ -136,13 +140,17 @@ class TPLayerShards:
 
     def table(self) -> str:
         """One line per weight: name, split, full shape -> shape per GPU, parameters per GPU."""
-        lines = [f"{self.model}, tp={self.tp}: {self.heads_per_gpu} query heads, {self.kv_heads_per_gpu} key/value "
-                 f"heads and {self.ffn_per_gpu} MLP columns per GPU"]
+        lines = [
+            f"{self.model}, tp={self.tp}: {self.heads_per_gpu} query heads, {self.kv_heads_per_gpu} key/value "
+            f"heads and {self.ffn_per_gpu} MLP columns per GPU"
+        ]
         for s in self.shards:
             full = " x ".join(f"{d:,}" for d in s.full_shape)
             part = " x ".join(f"{d:,}" for d in s.shard_shape)
             lines.append(f"  {s.name:<22}{s.split:<11}{full:>16} -> {part:<16}{s.params_per_gpu:>14,} per GPU")
-        lines.append(f"  {'layer total':<22}{'':<11}{self.params_full:>16,} -> {'':<16}{self.params_per_gpu:>14,} per GPU")
+        lines.append(
+            f"  {'layer total':<22}{'':<11}{self.params_full:>16,} -> {'':<16}{self.params_per_gpu:>14,} per GPU"
+        )
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -188,5 +196,3 @@ def layer_shards(model, tp) -> TPLayerShards:
         WeightShard("norm before MLP", "norm", "replicated", (norm,), (norm,)),
     ]
     return TPLayerShards(m.name, t, m.heads // t, m.kv_heads // t, f // t, tuple(shards))
-
-

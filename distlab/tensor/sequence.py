@@ -52,13 +52,16 @@ class SequenceParallelSaving:
         return Q_(self.saved_bytes, BYTES).to("MB")
 
     def __str__(self) -> str:
-        return (f"tp={self.tp}: {format_bytes(self.without_bytes)} per layer without sequence parallelism, "
-                f"{format_bytes(self.with_bytes)} with it ({format_bytes(self.saved_bytes)} saved, "
-                f"{self.saved_fraction:.0%})")
+        return (
+            f"tp={self.tp}: {format_bytes(self.without_bytes)} per layer without sequence parallelism, "
+            f"{format_bytes(self.with_bytes)} with it ({format_bytes(self.saved_bytes)} saved, "
+            f"{self.saved_fraction:.0%})"
+        )
 
 
-def sequence_parallel_saving(model, tp, micro_batch_size=1, seq_len=None, recompute="selective",
-                             precision="mixed") -> SequenceParallelSaving:
+def sequence_parallel_saving(
+    model, tp, micro_batch_size=1, seq_len=None, recompute="selective", precision="mixed"
+) -> SequenceParallelSaving:
     """Activation memory of one layer with and without sequence parallelism (distlab.memory).
 
     Korthikanti et al. 2022, Table 2: with tensor parallelism alone s b h (10 + 24/t + 5 a s/(h t));
@@ -91,10 +94,15 @@ def ring_attention_buffer_bytes(seq_len, cp, hidden, element_bytes=2.0, micro_ba
     >>> ring_attention_buffer_bytes(131072, 8, 1024, 2)  # 2 x 16,384 x 1,024 x 2 B = 64 MiB
     67108864.0
     """
-    result = finite_result("ring-attention buffer bytes", 2.0 * number_array(seq_len, "seq_len")
-                           / number_array(cp, "cp", low=1.0) * number_array(hidden, "hidden")
-                           * number_array(element_bytes, "element_bytes")
-                           * number_array(micro_batch_size, "micro_batch_size"))
+    result = finite_result(
+        "ring-attention buffer bytes",
+        2.0
+        * number_array(seq_len, "seq_len")
+        / number_array(cp, "cp", low=1.0)
+        * number_array(hidden, "hidden")
+        * number_array(element_bytes, "element_bytes")
+        * number_array(micro_batch_size, "micro_batch_size"),
+    )
     return float(result) if np.ndim(result) == 0 else result
 
 
@@ -133,17 +141,22 @@ class RingAttentionBuffer:
             return ""
         if self.fits:
             return f"fits the {format_bytes(self.available_bytes)} available"
-        return f"does not fit: {format_bytes(self.buffer_bytes - self.available_bytes)} over the " \
-               f"{format_bytes(self.available_bytes)} available"
+        return (
+            f"does not fit: {format_bytes(self.buffer_bytes - self.available_bytes)} over the "
+            f"{format_bytes(self.available_bytes)} available"
+        )
 
     def __str__(self) -> str:
-        text = (f"S={self.seq_len:,} over cp={self.cp}: KV ring buffer 2 x {self.seq_len // self.cp:,} x "
-                f"{self.hidden:,} x {self.element_bytes:g} B = {format_bytes(self.buffer_bytes)} per GPU")
+        text = (
+            f"S={self.seq_len:,} over cp={self.cp}: KV ring buffer 2 x {self.seq_len // self.cp:,} x "
+            f"{self.hidden:,} x {self.element_bytes:g} B = {format_bytes(self.buffer_bytes)} per GPU"
+        )
         return text + (f"; {self.verdict()}" if self.available_bytes is not None else "")
 
 
-def ring_attention_buffer(seq_len, cp, hidden, *, precision="mixed", micro_batch_size=1,
-                          available=None) -> RingAttentionBuffer:
+def ring_attention_buffer(
+    seq_len, cp, hidden, *, precision="mixed", micro_batch_size=1, available=None
+) -> RingAttentionBuffer:
     """The KV ring buffer of context parallelism / ring attention (Liu et al. 2023, "Ring Attention
     with Blockwise Transformers"): each GPU holds S/N tokens and, while it computes attention against
     one key/value block, receives the next: 2 x S/N x H x bytes per sequence.
@@ -172,5 +185,3 @@ def ring_attention_buffer(seq_len, cp, hidden, *, precision="mixed", micro_batch
     e = element_bytes(precision)
     avail = None if available is None else positive(available, BYTES, "available")
     return RingAttentionBuffer(s, n, h, e, b, ring_attention_buffer_bytes(s, n, h, e, b), avail)
-
-

@@ -79,10 +79,16 @@ def random_mlp(tokens=4, hidden=8, ffn=32, seed=0):
         raise ConfigurationError(f"seed={seed!r} must be a whole number >= 0")
     entries = n * h + 2 * h * f
     if entries > MAX_MLP_ENTRIES:
-        raise ConfigurationError(f"tokens={n:,}, hidden={h:,}, ffn={f:,} make {entries:,} random numbers, more than "
-                                 f"the {MAX_MLP_ENTRIES:,} (128 MiB) a simulated MLP may hold; use smaller sizes")
+        raise ConfigurationError(
+            f"tokens={n:,}, hidden={h:,}, ffn={f:,} make {entries:,} random numbers, more than "
+            f"the {MAX_MLP_ENTRIES:,} (128 MiB) a simulated MLP may hold; use smaller sizes"
+        )
     rng = np.random.default_rng(int(seed))
-    return rng.standard_normal((n, h)), rng.standard_normal((h, f)) / math.sqrt(h), rng.standard_normal((f, h)) / math.sqrt(f)
+    return (
+        rng.standard_normal((n, h)),
+        rng.standard_normal((h, f)) / math.sqrt(h),
+        rng.standard_normal((f, h)) / math.sqrt(f),
+    )
 
 
 @dataclass(frozen=True)
@@ -177,9 +183,11 @@ class TPMLPResult:
 
     def __str__(self) -> str:
         a, b = self.w_in_shards[0].shape, self.w_out_shards[0].shape
-        return (f"tp={self.tp}: each GPU keeps A_i {a[0]} x {a[1]} and B_i {b[0]} x {b[1]}; one ring all-reduce "
-                f"({self.trace.steps} steps) sums the partial outputs; largest difference from the unsplit MLP "
-                f"{self.max_abs_error:.1e}; allclose: {self.allclose}")
+        return (
+            f"tp={self.tp}: each GPU keeps A_i {a[0]} x {a[1]} and B_i {b[0]} x {b[1]}; one ring all-reduce "
+            f"({self.trace.steps} steps) sums the partial outputs; largest difference from the unsplit MLP "
+            f"{self.max_abs_error:.1e}; allclose: {self.allclose}"
+        )
 
 
 def simulate_tp_mlp(x, w_in, w_out, tp, activation="gelu") -> TPMLPResult:

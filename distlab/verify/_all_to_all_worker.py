@@ -25,8 +25,7 @@ def main(config: dict) -> None:
     dist = join_gloo_group(rank, world, config["store"], config["timeout"])
     (work / f"ready{rank}").touch()
     t, e, k = config["tokens_per_rank"], config["experts"], config["top_k"]
-    trace = moe.simulate_routing(t, e, k, world, hidden=1, element_bytes=4, skew=config["skew"],
-                                 seed=config["seed"])
+    trace = moe.simulate_routing(t, e, k, world, hidden=1, element_bytes=4, skew=config["skew"], seed=config["seed"])
     gpu_of_expert = np.arange(e) // (e // world)
     mine = trace.source == rank
     token_ids = np.repeat(np.nonzero(mine)[0], k)
@@ -47,8 +46,9 @@ def main(config: dict) -> None:
         for i in range(config["warmup"] + config["repeats"]):
             dist.barrier()
             start = time.perf_counter()
-            dist.all_to_all_single(out, payload, output_split_sizes=recv_counts.tolist(),
-                                   input_split_sizes=send_counts.tolist())
+            dist.all_to_all_single(
+                out, payload, output_split_sizes=recv_counts.tolist(), input_split_sizes=send_counts.tolist()
+            )
             elapsed = time.perf_counter() - start
             if i >= config["warmup"]:
                 samples.append(elapsed)

@@ -23,8 +23,7 @@ def main(config: dict) -> None:
     rank, world, work = config["rank"], config["world"], Path(config["dir"])
     dist = join_gloo_group(rank, world, config["store"], config["timeout"])
     # every rank must create every group, members or not
-    groups = {n: (dist.group.WORLD if n == world else dist.new_group(list(range(n))))
-              for n in config["world_sizes"]}
+    groups = {n: (dist.group.WORLD if n == world else dist.new_group(list(range(n)))) for n in config["world_sizes"]}
     (work / f"ready{rank}").touch()
     if os.environ.get(FAIL_RANK_ENV) == str(rank):  # test hook: fail once the group is joined
         raise RuntimeError(f"rank {rank} fails on purpose ({FAIL_RANK_ENV})")

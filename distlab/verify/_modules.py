@@ -76,8 +76,8 @@ def _classes():
             r = a // g
             groups = qkv.view(s, b, g, (r + 2) * d)
             q = groups[..., : r * d].reshape(s, b * a, d)  # a view when r = 1 (multi-head attention)
-            k = groups[..., r * d: (r + 1) * d]
-            v = groups[..., (r + 1) * d:]
+            k = groups[..., r * d : (r + 1) * d]
+            v = groups[..., (r + 1) * d :]
             if r > 1:  # grouped-query attention: each key/value head serves r query heads
                 k = k.unsqueeze(3).expand(s, b, g, r, d)
                 v = v.unsqueeze(3).expand(s, b, g, r, d)
@@ -90,8 +90,9 @@ def _classes():
                 # (b, a, s, d), as torch's fused kernels want: with 3-D inputs (or dropout > 0) a CPU
                 # always takes the math path. The unflatten is a view: q, k, v stay views of the QKV output.
                 q, k, v = (t.unflatten(0, (t.shape[0] // self.heads, self.heads)) for t in (q, k, v))
-                out = F.scaled_dot_product_attention(q, k, v, dropout_p=self.p_drop if self.training else 0.0,
-                                                     is_causal=True)
+                out = F.scaled_dot_product_attention(
+                    q, k, v, dropout_p=self.p_drop if self.training else 0.0, is_causal=True
+                )
                 # which kernel ran: its autograd node, e.g. ScaledDotProductFlashAttentionForCpuBackward0
                 self.attention_node = out.grad_fn.name() if out.grad_fn is not None else ""
                 return out.flatten(0, 1)
@@ -175,11 +176,13 @@ def build_layer(model, dropout=0.1, dropout_impl="native", attention="math", see
     """One transformer layer (Block) of `model`, in fp32."""
     torch = require_torch()
     if dropout_impl not in DROPOUT_IMPLS:
-        raise ConfigurationError(f"dropout_impl={dropout_impl!r} is not a dropout implementation; "
-                                 f"valid: {', '.join(DROPOUT_IMPLS)}")
+        raise ConfigurationError(
+            f"dropout_impl={dropout_impl!r} is not a dropout implementation; valid: {', '.join(DROPOUT_IMPLS)}"
+        )
     if attention not in ATTENTION_IMPLS:
-        raise ConfigurationError(f"attention={attention!r} is not an attention implementation; "
-                                 f"valid: {', '.join(ATTENTION_IMPLS)}")
+        raise ConfigurationError(
+            f"attention={attention!r} is not an attention implementation; valid: {', '.join(ATTENTION_IMPLS)}"
+        )
     Block, _, _ = _classes()
     torch.manual_seed(seed)
     return Block(model, dropout, dropout_impl, attention)

@@ -31,6 +31,7 @@ def _rank(rank: int, config: dict) -> None:
             group = kwargs.get("group")
             log.append([op, size_of(*args, **kwargs), dist.get_world_size(group)])
             return original(*args, **kwargs)
+
         return call
 
     torch.manual_seed(0)
@@ -51,16 +52,18 @@ def _rank(rank: int, config: dict) -> None:
         for i, layer in enumerate(model):  # torchtitan: the last layer is not resharded after forward
             fully_shard(layer, mesh=mesh, reshard_after_forward=i < layers - 1)
         fully_shard(model, mesh=mesh)
-        dist.all_gather_single = counted("all-gather", dist.all_gather_single,
-                                         lambda out, inp, **kw: out.numel() * out.element_size())
-        dist.reduce_scatter_single = counted("reduce-scatter", dist.reduce_scatter_single,
-                                             lambda **kw: kw["input"].numel() * kw["input"].element_size())
+        dist.all_gather_single = counted(
+            "all-gather", dist.all_gather_single, lambda out, inp, **kw: out.numel() * out.element_size()
+        )
+        dist.reduce_scatter_single = counted(
+            "reduce-scatter", dist.reduce_scatter_single, lambda **kw: kw["input"].numel() * kw["input"].element_size()
+        )
         dist.all_reduce = counted("all-reduce", dist.all_reduce, lambda t, *a, **kw: t.numel() * t.element_size())
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     generator = torch.Generator().manual_seed(1)
     batch = torch.randn(config["batch"], width, generator=generator)
     per_rank = config["batch"] // world
-    x = batch[rank * per_rank:(rank + 1) * per_rank]
+    x = batch[rank * per_rank : (rank + 1) * per_rank]
     losses, first_step = [], None
     for _ in range(config["steps"]):
         loss = model(x).pow(2).mean()
@@ -77,10 +80,17 @@ def _rank(rank: int, config: dict) -> None:
         return t.to_local() if hasattr(t, "to_local") else t
 
     param_bytes = sum(local(p).numel() * local(p).element_size() for p in model.parameters())
-    state_bytes = sum(local(v).numel() * local(v).element_size()
-                      for s in optimizer.state.values() for k, v in s.items() if k in ("exp_avg", "exp_avg_sq"))
-    Path(config["dir"], f"rank{rank}.json").write_text(json.dumps(dict(
-        param_bytes=param_bytes, optimizer_bytes=state_bytes, collectives=first_step or [], losses=losses)))
+    state_bytes = sum(
+        local(v).numel() * local(v).element_size()
+        for s in optimizer.state.values()
+        for k, v in s.items()
+        if k in ("exp_avg", "exp_avg_sq")
+    )
+    Path(config["dir"], f"rank{rank}.json").write_text(
+        json.dumps(
+            dict(param_bytes=param_bytes, optimizer_bytes=state_bytes, collectives=first_step or [], losses=losses)
+        )
+    )
     dist.barrier()
     dist.destroy_process_group()
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 from ..errors import MissingDependencyError
 
 #: What a student sees when a measurement needs PyTorch and it is not installed.
-TORCH_MESSAGE = ("this needs PyTorch, which distlab does not install: pip install torch==2.13.0 (the version lesson 9 "
-                 "is tested with; for the CPU-only build add --index-url https://download.pytorch.org/whl/cpu), then "
-                 "restart the kernel")
+TORCH_MESSAGE = (
+    "this needs PyTorch, which distlab does not install: pip install torch==2.13.0 (the version lesson 9 "
+    "is tested with; for the CPU-only build add --index-url https://download.pytorch.org/whl/cpu), then "
+    "restart the kernel"
+)
 
 
 def require_torch():

@@ -31,8 +31,8 @@ class SavedTensor:
     op: str
     shape: tuple
     dtype: str
-    nbytes: int          # bytes of the whole storage
-    view: bool           # the saved tensor is a view of a larger buffer (nbytes > its own size)
+    nbytes: int  # bytes of the whole storage
+    view: bool  # the saved tensor is a view of a larger buffer (nbytes > its own size)
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class ActivationMeasurement:
     recompute: str
     dropout_impl: str
     attention: str
-    saved: tuple          # SavedTensor, in the order the forward pass saved them
+    saved: tuple  # SavedTensor, in the order the forward pass saved them
     predicted_bytes: float
     rng_state_bytes: int  # CPU RNG state each checkpoint keeps to replay dropout (not a saved tensor)
     attention_node: str = ""  # attention='sdpa': autograd node of its output, which names the kernel that ran
@@ -96,6 +96,7 @@ def cpu_rng_state_layout() -> tuple[int, int]:
     >>> cpu_rng_state_layout()
     (5048, 5056)
     """
+
     def round8(n):  # a struct holding 8-byte fields is padded to a multiple of 8 bytes
         return -(-n // 8) * 8
 
@@ -112,8 +113,16 @@ def _check_shape(model):
         )
 
 
-def measure_activations(model=None, micro_batch_size=2, seq_len=None, recompute="none", dropout=0.1,
-                        dropout_impl="native", attention="math", seed=0) -> ActivationMeasurement:
+def measure_activations(
+    model=None,
+    micro_batch_size=2,
+    seq_len=None,
+    recompute="none",
+    dropout=0.1,
+    dropout_impl="native",
+    attention="math",
+    seed=0,
+) -> ActivationMeasurement:
     """Run one bf16 layer of `model` (default: lesson_model()) forward on (s, b, h) and itemise what it saves.
 
     recompute: 'none', 'selective' (checkpoint the attention core) or 'full' (checkpoint the layer).
@@ -131,8 +140,9 @@ def measure_activations(model=None, micro_batch_size=2, seq_len=None, recompute=
     if not dropout or not model.dropout:  # no dropout layers: nothing to mask, and none predicted
         model, dropout = replace(model, dropout=False), 0.0
     if recompute not in RECOMPUTE_MODES:
-        raise ConfigurationError(f"recompute={recompute!r} is not a recomputation mode; "
-                                 f"valid: {', '.join(RECOMPUTE_MODES)}")
+        raise ConfigurationError(
+            f"recompute={recompute!r} is not a recomputation mode; valid: {', '.join(RECOMPUTE_MODES)}"
+        )
     s = model.seq_len if seq_len is None else int(seq_len)
     b, h = int(micro_batch_size), model.hidden
     layer = build_layer(model, dropout, dropout_impl, attention, seed).to(torch.bfloat16).train()
@@ -147,12 +157,16 @@ def measure_activations(model=None, micro_batch_size=2, seq_len=None, recompute=
         storage = t.untyped_storage()
         key = storage.data_ptr()
         if key not in params and key not in found:
-            found[key] = SavedTensor(where["op"], tuple(t.shape), str(t.dtype).replace("torch.", ""),
-                                     storage.nbytes(), storage.nbytes() > t.numel() * t.element_size())
+            found[key] = SavedTensor(
+                where["op"],
+                tuple(t.shape),
+                str(t.dtype).replace("torch.", ""),
+                storage.nbytes(),
+                storage.nbytes() > t.numel() * t.element_size(),
+            )
         return t
 
-    x = torch.randn(s, b, h, dtype=torch.bfloat16, generator=torch.Generator().manual_seed(seed),
-                    requires_grad=True)
+    x = torch.randn(s, b, h, dtype=torch.bfloat16, generator=torch.Generator().manual_seed(seed), requires_grad=True)
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         if recompute == "full":
             out = checkpoint_fn()(layer, x, use_reentrant=False)
@@ -161,8 +175,14 @@ def measure_activations(model=None, micro_batch_size=2, seq_len=None, recompute=
     out.float().sum().backward()  # the saved tensors really are what backward needs
     checkpoints = 0 if recompute == "none" else 1
     return ActivationMeasurement(
-        model_name=model.name, micro_batch_size=b, seq_len=s, hidden=h, heads=model.heads,
-        recompute=recompute, dropout_impl=dropout_impl, attention=attention,
+        model_name=model.name,
+        micro_batch_size=b,
+        seq_len=s,
+        hidden=h,
+        heads=model.heads,
+        recompute=recompute,
+        dropout_impl=dropout_impl,
+        attention=attention,
         saved=tuple(found.values()),
         predicted_bytes=activation_bytes_per_layer(model, b, s, recompute=recompute, precision="bf16"),
         rng_state_bytes=checkpoints * torch.get_rng_state().numel(),

@@ -82,19 +82,33 @@ class AllToAllMeasurement:
     def table(self) -> str:
         alpha, beta = self.fit()
         n = self.world
-        lines = [f"fit: alpha = {format_seconds(alpha)} per step, beta = {format_rate(beta)} per direction "
-                 f"({n} processes sharing {self.cores:g} cores)",
-                 f"{'hidden':>7} {'send buffer':>12} {'measured':>10} {'model':>10}"]
+        lines = [
+            f"fit: alpha = {format_seconds(alpha)} per step, beta = {format_rate(beta)} per direction "
+            f"({n} processes sharing {self.cores:g} cores)",
+            f"{'hidden':>7} {'send buffer':>12} {'measured':>10} {'model':>10}",
+        ]
         for h in self.hiddens:
             m = self.send_buffer_bytes(h)
             model = (n - 1) * alpha + (n - 1) / n * m / beta
-            lines.append(f"{h:>7} {format_bytes(m):>12} {format_seconds(min(self.times[h])):>10} "
-                         f"{format_seconds(model):>10}")
+            lines.append(
+                f"{h:>7} {format_bytes(m):>12} {format_seconds(min(self.times[h])):>10} {format_seconds(model):>10}"
+            )
         return "\n".join(lines)
 
 
-def measure_all_to_all(world=4, tokens_per_rank=256, experts_per_rank=2, top_k=2, hiddens=(16, 64, 256, 1024, 4096),
-                       skew=0.0, seed=0, repeats=5, warmup=1, timeout=120.0, startup_timeout=120.0) -> AllToAllMeasurement:
+def measure_all_to_all(
+    world=4,
+    tokens_per_rank=256,
+    experts_per_rank=2,
+    top_k=2,
+    hiddens=(16, 64, 256, 1024, 4096),
+    skew=0.0,
+    seed=0,
+    repeats=5,
+    warmup=1,
+    timeout=120.0,
+    startup_timeout=120.0,
+) -> AllToAllMeasurement:
     """Run an MoE dispatch as dist.all_to_all_single on `world` gloo processes and count its bytes (see module doc).
 
     Lesson 10 §2.
@@ -117,17 +131,39 @@ def measure_all_to_all(world=4, tokens_per_rank=256, experts_per_rank=2, top_k=2
     env = dict(os.environ, GLOO_SOCKET_IFNAME=_loopback_interface(), OMP_NUM_THREADS="1")
     with tempfile.TemporaryDirectory(prefix="distlab-alltoall-") as tmp:
         work = Path(tmp)
-        base = dict(world=n, store=str(work / "store"), dir=str(work), tokens_per_rank=t, experts=e, top_k=k,
-                    hiddens=list(hs), skew=float(skew), seed=int(seed), repeats=whole_number(repeats, "repeats", 1, 100),
-                    warmup=whole_number(warmup, "warmup", 0, 10), timeout=float(timeout) + float(startup_timeout))
+        base = dict(
+            world=n,
+            store=str(work / "store"),
+            dir=str(work),
+            tokens_per_rank=t,
+            experts=e,
+            top_k=k,
+            hiddens=list(hs),
+            skew=float(skew),
+            seed=int(seed),
+            repeats=whole_number(repeats, "repeats", 1, 100),
+            warmup=whole_number(warmup, "warmup", 0, 10),
+            timeout=float(timeout) + float(startup_timeout),
+        )
         logs = [work / f"rank{rank}.log" for rank in range(n)]
         procs = []
         try:
             for rank in range(n):
                 with open(logs[rank], "wb") as log:
-                    procs.append(subprocess.Popen(
-                        [sys.executable, "-m", "distlab.verify._all_to_all_worker", json.dumps(dict(base, rank=rank))],
-                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env))
+                    procs.append(
+                        subprocess.Popen(
+                            [
+                                sys.executable,
+                                "-m",
+                                "distlab.verify._all_to_all_worker",
+                                json.dumps(dict(base, rank=rank)),
+                            ],
+                            stdin=subprocess.DEVNULL,
+                            stdout=log,
+                            stderr=subprocess.STDOUT,
+                            env=env,
+                        )
+                    )
             _wait(procs, logs, work, n, float(startup_timeout), float(timeout), what="all-to-all")
         finally:
             _stop(procs)

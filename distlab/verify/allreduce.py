@@ -39,7 +39,7 @@ from ..units import format_bytes, format_rate, format_seconds
 from ._torch import require_torch
 
 #: Message sizes of the default sweep: 1 KiB to 64 MiB, a factor 4 apart.
-DEFAULT_SIZES = tuple(4 ** k * 1024 for k in range(9))
+DEFAULT_SIZES = tuple(4**k * 1024 for k in range(9))
 
 #: Set to a rank to make that worker fail on purpose once its group is joined (tests only).
 FAIL_RANK_ENV = "DISTLAB_TEST_ALLREDUCE_FAIL_RANK"
@@ -56,7 +56,7 @@ class AlphaBetaFit:
 
     alpha_s: float
     beta_bytes_per_s: float
-    r2_log: float            # coefficient of determination of log(time), on the fitted points
+    r2_log: float  # coefficient of determination of log(time), on the fitted points
     points: int
     world_sizes: tuple
 
@@ -77,8 +77,10 @@ class AlphaBetaFit:
 
     def summary(self) -> str:
         on = ", ".join(f"N = {n}" for n in self.world_sizes)
-        return (f"alpha = {format_seconds(self.alpha_s)} per step, beta = {format_rate(self.beta_bytes_per_s)} "
-                f"per direction (fitted on {on}, {self.points} points; R^2 of log time = {self.r2_log:.3f})")
+        return (
+            f"alpha = {format_seconds(self.alpha_s)} per step, beta = {format_rate(self.beta_bytes_per_s)} "
+            f"per direction (fitted on {on}, {self.points} points; R^2 of log time = {self.r2_log:.3f})"
+        )
 
 
 def fit_alpha_beta(sizes_bytes, times_s, n) -> AlphaBetaFit:
@@ -93,7 +95,9 @@ def fit_alpha_beta(sizes_bytes, times_s, n) -> AlphaBetaFit:
     t = np.asarray(times_s, dtype=float).ravel()
     n = np.broadcast_to(np.asarray(n, dtype=float), m.shape).ravel()
     if m.size < 2 or t.size != m.size:
-        raise ConfigurationError(f"need at least 2 (size, time) pairs of equal length; got {m.size} sizes, {t.size} times")
+        raise ConfigurationError(
+            f"need at least 2 (size, time) pairs of equal length; got {m.size} sizes, {t.size} times"
+        )
     if not (np.all(np.isfinite(m)) and np.all(np.isfinite(t)) and np.all(m > 0) and np.all(t > 0)):
         raise ConfigurationError("sizes and times must be positive and finite")
     if np.any(n < 2) or np.any(n != np.round(n)):
@@ -128,8 +132,8 @@ class AllReduceMeasurement:
 
     world_sizes: tuple
     sizes_bytes: tuple
-    samples: dict          # N -> tuple of np.ndarray (one array of repetitions per size)
-    cores: float           # usable CPU cores (usable_cores()) when measured
+    samples: dict  # N -> tuple of np.ndarray (one array of repetitions per size)
+    cores: float  # usable CPU cores (usable_cores()) when measured
     statistic: str = "min"
 
     def times(self, n, statistic=None) -> np.ndarray:
@@ -157,8 +161,9 @@ class AllReduceMeasurement:
         for n in self.world_sizes:
             for size, t in zip(self.sizes_bytes, self.times(n, statistic)):
                 p = fit.predict(size, n)
-                lines.append(f"{n:>2} {format_bytes(size):>10} {format_seconds(t):>11} {format_seconds(p):>11} "
-                             f"{t / p:>15.2f}")
+                lines.append(
+                    f"{n:>2} {format_bytes(size):>10} {format_seconds(t):>11} {format_seconds(p):>11} {t / p:>15.2f}"
+                )
         return "\n".join(lines)
 
 
@@ -239,8 +244,10 @@ def _loopback_interface() -> str:
         for name in ("lo0", "lo"):
             if name in names:
                 return name
-    raise DistlabError(f"found no network interface carrying 127.0.0.1 (interfaces: {', '.join(names) or 'none'}); "
-                       "the all-reduce measurement only talks to 127.0.0.1")
+    raise DistlabError(
+        f"found no network interface carrying 127.0.0.1 (interfaces: {', '.join(names) or 'none'}); "
+        "the all-reduce measurement only talks to 127.0.0.1"
+    )
 
 
 def loopback_interface() -> str:
@@ -270,8 +277,9 @@ def _stop(procs) -> None:
         p.wait()
 
 
-def measure_all_reduce(world_sizes=(2, 3, 4), sizes_bytes=DEFAULT_SIZES, repeats=None, warmup=1,
-                       timeout=120.0, startup_timeout=120.0) -> AllReduceMeasurement:
+def measure_all_reduce(
+    world_sizes=(2, 3, 4), sizes_bytes=DEFAULT_SIZES, repeats=None, warmup=1, timeout=120.0, startup_timeout=120.0
+) -> AllReduceMeasurement:
     """Time dist.all_reduce of float32 tensors on a gloo group of N processes on 127.0.0.1, for each N and size.
 
     One set of max(world_sizes) processes is started (each imports torch once); a group of the
@@ -299,28 +307,51 @@ def measure_all_reduce(world_sizes=(2, 3, 4), sizes_bytes=DEFAULT_SIZES, repeats
     env = dict(os.environ, GLOO_SOCKET_IFNAME=_loopback_interface(), OMP_NUM_THREADS="1")
     with tempfile.TemporaryDirectory(prefix="distlab-allreduce-") as tmp:
         work = Path(tmp)
-        base = dict(world=world, store=str(work / "store"), dir=str(work), world_sizes=list(world_sizes),
-                    sizes=list(sizes), repeats=list(reps), warmup=int(warmup),
-                    timeout=float(timeout) + float(startup_timeout))
+        base = dict(
+            world=world,
+            store=str(work / "store"),
+            dir=str(work),
+            world_sizes=list(world_sizes),
+            sizes=list(sizes),
+            repeats=list(reps),
+            warmup=int(warmup),
+            timeout=float(timeout) + float(startup_timeout),
+        )
         logs = [work / f"rank{rank}.log" for rank in range(world)]
         procs = []
         try:
             for rank in range(world):
                 with open(logs[rank], "wb") as log:  # a file, not a pipe: a chatty worker never blocks
-                    procs.append(subprocess.Popen(
-                        [sys.executable, "-m", "distlab.verify._allreduce_worker", json.dumps(dict(base, rank=rank))],
-                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env))
+                    procs.append(
+                        subprocess.Popen(
+                            [
+                                sys.executable,
+                                "-m",
+                                "distlab.verify._allreduce_worker",
+                                json.dumps(dict(base, rank=rank)),
+                            ],
+                            stdin=subprocess.DEVNULL,
+                            stdout=log,
+                            stderr=subprocess.STDOUT,
+                            env=env,
+                        )
+                    )
             _wait(procs, logs, work, world, float(startup_timeout), float(timeout))
         finally:
             _stop(procs)
         gathered = json.loads((work / "result.json").read_text())["times"]
-    samples = {n: tuple(np.array([gathered[r][str(n)][i] for r in range(n)], dtype=float).max(axis=0)
-                        for i in range(len(sizes)))
-               for n in world_sizes}
+    samples = {
+        n: tuple(
+            np.array([gathered[r][str(n)][i] for r in range(n)], dtype=float).max(axis=0) for i in range(len(sizes))
+        )
+        for n in world_sizes
+    }
     return AllReduceMeasurement(world_sizes, sizes, samples, usable_cores())
 
 
-def _wait(procs, logs, work: Path, world: int, startup_timeout: float, timeout: float, what: str = "all-reduce") -> None:
+def _wait(
+    procs, logs, work: Path, world: int, startup_timeout: float, timeout: float, what: str = "all-reduce"
+) -> None:
     """Poll the workers until all exit 0; raise DistlabError on the first failure or when out of time.
     `what` names the measurement in the messages ('all-reduce', 'all-to-all')."""
     deadline, started = time.monotonic() + startup_timeout, False
@@ -345,9 +376,13 @@ def _wait(procs, logs, work: Path, world: int, startup_timeout: float, timeout: 
             _stop(procs)
             if not started:
                 waiting = [str(r) for r in range(world) if not (work / f"ready{r}").exists()]
-                raise DistlabError(f"the {what} workers did not start within {startup_timeout:g} s "
-                                   f"(rank(s) {', '.join(waiting)} never joined the group; this machine may be "
-                                   "overloaded: try startup_timeout=...)")
-            raise DistlabError(f"the {what} measurement did not finish within {timeout:g} s after start-up "
-                               "(try fewer or smaller sizes, or timeout=...)")
+                raise DistlabError(
+                    f"the {what} workers did not start within {startup_timeout:g} s "
+                    f"(rank(s) {', '.join(waiting)} never joined the group; this machine may be "
+                    "overloaded: try startup_timeout=...)"
+                )
+            raise DistlabError(
+                f"the {what} measurement did not finish within {timeout:g} s after start-up "
+                "(try fewer or smaller sizes, or timeout=...)"
+            )
         time.sleep(0.02)

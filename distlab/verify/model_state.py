@@ -24,8 +24,17 @@ def lesson_model():
     from ..models import TransformerModel
 
     return TransformerModel(
-        name="tiny-gpt", layers=4, hidden=256, heads=4, ffn=1024, vocab=1000, seq_len=128,
-        biases=True, tied_embeddings=True, position_embeddings=128, dropout=True,
+        name="tiny-gpt",
+        layers=4,
+        hidden=256,
+        heads=4,
+        ffn=1024,
+        vocab=1000,
+        seq_len=128,
+        biases=True,
+        tied_embeddings=True,
+        position_embeddings=128,
+        dropout=True,
         source="distlab lesson 9: a GPT-2-shaped model small enough to train on a laptop CPU",
     )
 
@@ -36,14 +45,14 @@ class ModelStateMeasurement:
 
     model_name: str
     precision: str
-    params_counted: int       # model.parameter_count() (distlab)
-    params_in_module: int     # sum(p.numel() for p in module.parameters()) (PyTorch)
+    params_counted: int  # model.parameter_count() (distlab)
+    params_in_module: int  # sum(p.numel() for p in module.parameters()) (PyTorch)
     param_tensors: int
     weights_bytes: int
     gradients_bytes: int
     optimizer_bytes: int
-    optimizer_parts: dict = field(default_factory=dict)   # name -> bytes (master weights, exp_avg, ...)
-    predicted: tuple = (0.0, 0.0, 0.0)                   # distlab: (weights, gradients, optimizer)
+    optimizer_parts: dict = field(default_factory=dict)  # name -> bytes (master weights, exp_avg, ...)
+    predicted: tuple = (0.0, 0.0, 0.0)  # distlab: (weights, gradients, optimizer)
 
     @property
     def total_bytes(self) -> int:
@@ -60,14 +69,18 @@ class ModelStateMeasurement:
 
     def table(self) -> str:
         """Measured next to predicted, per component, in bytes."""
-        rows = [("weights", self.weights_bytes, self.predicted[0]),
-                ("gradients", self.gradients_bytes, self.predicted[1]),
-                ("optimizer", self.optimizer_bytes, self.predicted[2]),
-                ("total", self.total_bytes, self.predicted_bytes)]
+        rows = [
+            ("weights", self.weights_bytes, self.predicted[0]),
+            ("gradients", self.gradients_bytes, self.predicted[1]),
+            ("optimizer", self.optimizer_bytes, self.predicted[2]),
+            ("total", self.total_bytes, self.predicted_bytes),
+        ]
         lines = [f"{'':<11}{'measured (B)':>14}{'distlab (B)':>14}{'gap (B)':>9}"]
         for name, measured, predicted in rows:
-            lines.append(f"{name:<11}{measured:>14,}{int(predicted):>14,}{int(measured - predicted):>9,}"
-                         f"   ({format_bytes(measured)})")
+            lines.append(
+                f"{name:<11}{measured:>14,}{int(predicted):>14,}{int(measured - predicted):>9,}"
+                f"   ({format_bytes(measured)})"
+            )
         for name, value in self.optimizer_parts.items():
             lines.append(f"  optimizer: {name:<16}{value:>12,} B")
         return "\n".join(lines)
@@ -81,12 +94,12 @@ def _batch(torch, model, micro_batch_size, seq_len, seed):
 
 def _loss(torch, module, inputs, targets):
     logits = module(inputs)  # (s, b, V)
-    return torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
-                                             targets.t().reshape(-1))
+    return torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.t().reshape(-1))
 
 
-def measure_model_state(model=None, precision="fp32", micro_batch_size=2, seq_len=None, seed=0,
-                        lr=1e-3) -> ModelStateMeasurement:
+def measure_model_state(
+    model=None, precision="fp32", micro_batch_size=2, seq_len=None, seed=0, lr=1e-3
+) -> ModelStateMeasurement:
     """Train `model` (default: lesson_model()) one step with torch.optim.Adam and measure its model states.
 
     precision="fp32": an fp32 module and Adam on it (4 + 4 + 8 bytes per parameter predicted).
@@ -98,7 +111,9 @@ def measure_model_state(model=None, precision="fp32", micro_batch_size=2, seq_le
     from ..memory import model_state_bytes
 
     if precision not in MEASURED_PRECISIONS:
-        raise ConfigurationError(f"precision={precision!r} is not measured here; valid: {', '.join(MEASURED_PRECISIONS)}")
+        raise ConfigurationError(
+            f"precision={precision!r} is not measured here; valid: {', '.join(MEASURED_PRECISIONS)}"
+        )
     model = lesson_model() if model is None else model
     seq_len = model.seq_len if seq_len is None else seq_len
     module = build_gpt(model, seed=seed).train()

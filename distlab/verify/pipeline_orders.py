@@ -110,8 +110,9 @@ def torch_pipeline_orders(schedule, p, m, v=1, source="executed") -> tuple[tuple
     require_torch()
     cls_name = TORCH_SCHEDULES.get(str(schedule).lower(), schedule)
     if cls_name not in TORCH_SCHEDULES.values():
-        raise ConfigurationError(f"schedule={schedule!r} has no torch counterpart here; "
-                                 f"valid: {', '.join(TORCH_SCHEDULES)}")
+        raise ConfigurationError(
+            f"schedule={schedule!r} has no torch counterpart here; valid: {', '.join(TORCH_SCHEDULES)}"
+        )
     if source not in SOURCES:
         raise ConfigurationError(f"source={source!r}; valid: {', '.join(SOURCES)}")
     for name, value in (("p", p), ("m", m), ("v", v)):
@@ -134,7 +135,8 @@ def torch_pipeline_orders(schedule, p, m, v=1, source="executed") -> tuple[tuple
         raise MissingDependencyError(
             f"torch {torch.__version__} has no torch.distributed.pipelining.{cls_name} "
             f"({type(exc).__name__}: {exc}); install a torch with it, e.g. pip install torch==2.13.0 "
-            "(the version this was checked with)") from exc
+            "(the version this was checked with)"
+        ) from exc
     try:
         out = []
         for rank in range(p):
@@ -145,8 +147,9 @@ def torch_pipeline_orders(schedule, p, m, v=1, source="executed") -> tuple[tuple
                 sched = cls(stages[0] if cls_name in _SINGLE else stages, m, loss_fn=_loss)
             except (ValueError, AssertionError) as exc:  # torch's own checks of (p, m, v)
                 reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                raise ConfigurationError(f"torch's {cls_name} refuses p={p}, m={m}, v={v}: "
-                                         f"{' '.join(reason.split())}") from exc
+                raise ConfigurationError(
+                    f"torch's {cls_name} refuses p={p}, m={m}, v={v}: {' '.join(reason.split())}"
+                ) from exc
             if source == "plan":
                 out.append(_compute_ops(sched.pipeline_order[rank], p, v_shape))
             else:
@@ -170,9 +173,9 @@ class OrderComparison:
     p: int
     m: int
     v: int
-    source: str                # 'executed' or 'plan' (see torch_pipeline_orders)
-    differing_ranks: tuple     # ranks whose operation lists differ
-    first_difference: str      # '' when identical, else e.g. 'rank 3, op 0: torch F1, distlab F0'
+    source: str  # 'executed' or 'plan' (see torch_pipeline_orders)
+    differing_ranks: tuple  # ranks whose operation lists differ
+    first_difference: str  # '' when identical, else e.g. 'rank 3, op 0: torch F1, distlab F0'
 
     @property
     def identical(self) -> bool:
@@ -196,6 +199,8 @@ def compare_pipeline_orders(schedule, p, m, v=1, source="executed") -> OrderComp
         differing.append(rank)
         if not first:
             i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-            first = (f"rank {rank}, op {i}: torch {_label(a[i] if i < len(a) else None)}, "
-                     f"distlab {_label(b[i] if i < len(b) else None)}")
+            first = (
+                f"rank {rank}, op {i}: torch {_label(a[i] if i < len(a) else None)}, "
+                f"distlab {_label(b[i] if i < len(b) else None)}"
+            )
     return OrderComparison(str(schedule), p, m, v, source, tuple(differing), first)

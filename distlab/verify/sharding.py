@@ -35,7 +35,7 @@ class ShardingRun:
     mode: str
     param_bytes: tuple
     optimizer_bytes: tuple
-    collectives: tuple          # (op, buffer bytes, group size) in issue order, rank 0, first step
+    collectives: tuple  # (op, buffer bytes, group size) in issue order, rank 0, first step
     losses: tuple
 
     def count(self, op: str) -> int:
@@ -44,8 +44,9 @@ class ShardingRun:
     def kinds(self) -> list[str]:
         """The collectives in issue order, an HSDP all-reduce folded into the reduce-scatter before it:
         'all-gather' or 'reduce' (distlab.fsdp.FsdpTimeline.comm_order's words)."""
-        return [("all-gather" if op == "all-gather" else "reduce") for op, _, _ in self.collectives
-                if op != "all-reduce"]
+        return [
+            ("all-gather" if op == "all-gather" else "reduce") for op, _, _ in self.collectives if op != "all-reduce"
+        ]
 
 
 @dataclass(frozen=True)
@@ -77,8 +78,10 @@ class ShardingMeasurement:
         return collectives_per_microbatch(self.layers, True, replicas)
 
     def summary(self) -> str:
-        lines = [f"{self.layers} linear layers of {self.width} x {self.width} (+ bias): P = {self.params:,} "
-                 f"parameters, {self.world} gloo processes ({self.per_node} per 'node' for HSDP)"]
+        lines = [
+            f"{self.layers} linear layers of {self.width} x {self.width} (+ bias): P = {self.params:,} "
+            f"parameters, {self.world} gloo processes ({self.per_node} per 'node' for HSDP)"
+        ]
         for mode, run in self.runs.items():
             got = run.param_bytes[0]
             want = self.predicted_param_bytes(mode)
@@ -99,12 +102,19 @@ def measure_sharding(modes=MODES, world=4, per_node=2, layers=3, width=16, steps
     modes = tuple(modes)
     if not modes or any(m not in MODES for m in modes):
         raise ConfigurationError(f"modes={modes!r}; valid: any of {', '.join(MODES)}")
-    for name, value, low in (("world", world, 2), ("per_node", per_node, 1), ("layers", layers, 1),
-                             ("width", width, 1), ("steps", steps, 1)):
+    for name, value, low in (
+        ("world", world, 2),
+        ("per_node", per_node, 1),
+        ("layers", layers, 1),
+        ("width", width, 1),
+        ("steps", steps, 1),
+    ):
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= 64:
             raise ConfigurationError(f"{name}={value!r} must be a whole number in {low}..64")
     if world % per_node or per_node == world:
-        raise ConfigurationError(f"per_node={per_node} must divide world={world} and be smaller (HSDP needs 2+ 'nodes')")
+        raise ConfigurationError(
+            f"per_node={per_node} must divide world={world} and be smaller (HSDP needs 2+ 'nodes')"
+        )
     if width % world:
         raise ConfigurationError(f"width={width} must be a multiple of world={world} (even dim-0 shards, no padding)")
     if not (dist.is_available() and dist.is_gloo_available()):
@@ -113,19 +123,38 @@ def measure_sharding(modes=MODES, world=4, per_node=2, layers=3, width=16, steps
     result = ShardingMeasurement(world, per_node, layers, width)
     for mode in modes:
         with tempfile.TemporaryDirectory(prefix="distlab-sharding-") as tmp:
-            config = dict(world=world, per_node=per_node, mode=mode, layers=layers, width=width, steps=steps,
-                          batch=4 * world, store=str(Path(tmp) / "store"), dir=tmp, timeout=float(timeout))
+            config = dict(
+                world=world,
+                per_node=per_node,
+                mode=mode,
+                layers=layers,
+                width=width,
+                steps=steps,
+                batch=4 * world,
+                store=str(Path(tmp) / "store"),
+                dir=tmp,
+                timeout=float(timeout),
+            )
             try:
-                done = subprocess.run([sys.executable, "-m", "distlab.verify._sharding_worker", json.dumps(config)],
-                                      stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env,
-                                      timeout=float(timeout))
+                done = subprocess.run(
+                    [sys.executable, "-m", "distlab.verify._sharding_worker", json.dumps(config)],
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                    timeout=float(timeout),
+                )
             except subprocess.TimeoutExpired as exc:
                 raise DistlabError(f"the {mode} run did not finish within {timeout:g} s") from exc
             if done.returncode:
                 tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-6:])
                 raise DistlabError(f"the {mode} run failed (exit code {done.returncode}):\n{tail}")
             ranks = [json.loads((Path(tmp) / f"rank{r}.json").read_text()) for r in range(world)]
-        result.runs[mode] = ShardingRun(mode, tuple(r["param_bytes"] for r in ranks),
-                                        tuple(r["optimizer_bytes"] for r in ranks),
-                                        tuple(tuple(c) for c in ranks[0]["collectives"]), tuple(ranks[0]["losses"]))
+        result.runs[mode] = ShardingRun(
+            mode,
+            tuple(r["param_bytes"] for r in ranks),
+            tuple(r["optimizer_bytes"] for r in ranks),
+            tuple(tuple(c) for c in ranks[0]["collectives"]),
+            tuple(ranks[0]["losses"]),
+        )
     return result

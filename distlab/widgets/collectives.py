@@ -99,17 +99,21 @@ class RingAllReduceApp(LessonApp):
     """
 
     def __init__(self, gpus=4, algorithm="ring", size="4 GB", link="nvlink4", step=0, interval_ms=800):
-        self.algorithm = widgets.ToggleButtons(options=ALGORITHMS, value=algorithm, description="algorithm",
-                                               style={"button_width": "130px"})
-        self.gpus = widgets.IntSlider(value=gpus, min=2, max=MAX_PICTURE_GPUS, description="GPUs (N)",
-                                      continuous_update=False)
+        self.algorithm = widgets.ToggleButtons(
+            options=ALGORITHMS, value=algorithm, description="algorithm", style={"button_width": "130px"}
+        )
+        self.gpus = widgets.IntSlider(
+            value=gpus, min=2, max=MAX_PICTURE_GPUS, description="GPUs (N)", continuous_update=False
+        )
         self.step = widgets.IntSlider(value=0, min=0, max=2 * (gpus - 1), description="step", continuous_update=True)
         self.play = widgets.Play(value=0, min=0, max=2 * (gpus - 1), step=1, interval=interval_ms, description="play")
         self.play_link = widgets.jslink((self.play, "value"), (self.step, "value"))  # runs in the browser
-        self.size = widgets.Text(value=size, description="size M", continuous_update=False,
-                                 layout=widgets.Layout(width="200px"))
-        self.link = widgets.Dropdown(options=list(hardware.LINKS), value=link, description="link",
-                                     layout=widgets.Layout(width="220px"))
+        self.size = widgets.Text(
+            value=size, description="size M", continuous_update=False, layout=widgets.Layout(width="200px")
+        )
+        self.link = widgets.Dropdown(
+            options=list(hardware.LINKS), value=link, description="link", layout=widgets.Layout(width="220px")
+        )
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((4.8, 4.6), dict(left=0.0, right=1.0, bottom=0.0, top=1.0))
         self.ax = self.fig.add_subplot()
@@ -126,12 +130,14 @@ class RingAllReduceApp(LessonApp):
         self.step.observe(self._on_step, names="value")
         self.size.observe(self._on_numbers, names="value")
         self.link.observe(self._on_numbers, names="value")
-        controls = widgets.VBox([
-            self.algorithm,
-            self.gpus,
-            widgets.HBox([self.play, self.step]),
-            widgets.HBox([self.size, self.link]),
-        ])
+        controls = widgets.VBox(
+            [
+                self.algorithm,
+                self.gpus,
+                widgets.HBox([self.play, self.step]),
+                widgets.HBox([self.size, self.link]),
+            ]
+        )
         super().__init__([controls, self.canvas, self.status])
         self._rebuild()
         if step:
@@ -179,8 +185,9 @@ class RingAllReduceApp(LessonApp):
         (a valid one only: invalid input raises again, which costs one failed parse)."""
         key = (self.trace.algorithm, self.trace.gpus, self.size.value, self.link.value)
         if self._cost_cache[0] != key:
-            cost = collectives.collective_cost("all-reduce", self.size.value, self.trace.gpus,
-                                               algorithm=self.trace.algorithm, link=self.link.value)
+            cost = collectives.collective_cost(
+                "all-reduce", self.size.value, self.trace.gpus, algorithm=self.trace.algorithm, link=self.link.value
+            )
             self._cost_cache = (key, cost)
         return self._cost_cache[1]
 
@@ -205,20 +212,28 @@ class RingAllReduceApp(LessonApp):
         cost, n = f.cost, f.trace.gpus
         link = hardware.link(self.link.value)
         if f.trace.algorithm == "parameter-server":
-            so_far = (f"The server (GPU {f.busiest_gpu}) has received {_fraction_text(f.received_fraction)} x M = "
-                      f"{format_bytes(f.received_bytes)} and sent {_fraction_text(f.sent_fraction)} x M = "
-                      f"{format_bytes(f.sent_bytes)} so far [collectives.simulate_parameter_server].")
-            whole = (f"Whole all-reduce of M = {format_bytes(cost.size_bytes)}: the server sends (N-1) x M = "
-                     f"{format_bytes(cost.bytes_sent_per_gpu)} and receives as much, one message at a time: "
-                     f"{cost.steps} steps, {format_seconds(cost.time_s)} on {link.name} "
-                     "[collectives.collective_cost].")
+            so_far = (
+                f"The server (GPU {f.busiest_gpu}) has received {_fraction_text(f.received_fraction)} x M = "
+                f"{format_bytes(f.received_bytes)} and sent {_fraction_text(f.sent_fraction)} x M = "
+                f"{format_bytes(f.sent_bytes)} so far [collectives.simulate_parameter_server]."
+            )
+            whole = (
+                f"Whole all-reduce of M = {format_bytes(cost.size_bytes)}: the server sends (N-1) x M = "
+                f"{format_bytes(cost.bytes_sent_per_gpu)} and receives as much, one message at a time: "
+                f"{cost.steps} steps, {format_seconds(cost.time_s)} on {link.name} "
+                "[collectives.collective_cost]."
+            )
         else:
-            so_far = (f"Each GPU has sent {_fraction_text(f.sent_fraction)} x M = {format_bytes(f.sent_bytes)} "
-                      f"so far [collectives.simulate_ring_all_reduce].")
-            whole = (f"Whole all-reduce of M = {format_bytes(cost.size_bytes)}: each GPU sends 2(N-1)/N x M = "
-                     f"{_fraction_text(Fraction(2 * (n - 1), n))} x M = {format_bytes(cost.bytes_sent_per_gpu)} in "
-                     f"{cost.steps} steps, {format_seconds(cost.time_s)} on {link.name} "
-                     "[collectives.collective_cost].")
+            so_far = (
+                f"Each GPU has sent {_fraction_text(f.sent_fraction)} x M = {format_bytes(f.sent_bytes)} "
+                f"so far [collectives.simulate_ring_all_reduce]."
+            )
+            whole = (
+                f"Whole all-reduce of M = {format_bytes(cost.size_bytes)}: each GPU sends 2(N-1)/N x M = "
+                f"{_fraction_text(Fraction(2 * (n - 1), n))} x M = {format_bytes(cost.bytes_sent_per_gpu)} in "
+                f"{cost.steps} steps, {format_seconds(cost.time_s)} on {link.name} "
+                "[collectives.collective_cost]."
+            )
         return f"{f.caption}\n{so_far}\n{whole}"
 
 

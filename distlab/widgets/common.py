@@ -10,7 +10,17 @@ from matplotlib.figure import Figure
 
 from ..errors import DistlabError
 
-__all__ = ["figure_canvas", "message_html", "fit_labels", "replace_options", "GPU_COUNTS", "gpu_slider", "BlitRenderer", "DATA", "LessonApp"]
+__all__ = [
+    "figure_canvas",
+    "message_html",
+    "fit_labels",
+    "replace_options",
+    "GPU_COUNTS",
+    "gpu_slider",
+    "BlitRenderer",
+    "DATA",
+    "LessonApp",
+]
 
 
 def figure_canvas(figsize=(6.4, 3.6), margins=None) -> tuple[Figure, widgets.DOMWidget]:
@@ -47,8 +57,10 @@ def message_html(text: str, kind: str = "result") -> str:
     prefix = "<b>Cannot compute:</b> " if kind == "error" else ""
     lines = [html.escape(line) for line in text.split("\n")]
     if kind == "warn":
-        lines = [f'<span style="color:{WARNING_COLOUR}">{line}</span>' if line.startswith("warning") else line
-                 for line in lines]
+        lines = [
+            f'<span style="color:{WARNING_COLOUR}">{line}</span>' if line.startswith("warning") else line
+            for line in lines
+        ]
     body = "<br>".join(lines)
     return f'<div style="color:{colour}; font-family: var(--jp-code-font-family, monospace); white-space: pre-wrap">{prefix}{body}</div>'
 
@@ -114,8 +126,12 @@ def fit_labels(widget) -> None:
             fit_labels(child)
         description = getattr(child, "description", "")
         style: Any = getattr(child, "style", None)
-        if isinstance(description, str) and len(description) > SHORT_LABEL and hasattr(style, "description_width") \
-                and not style.description_width:
+        if (
+            isinstance(description, str)
+            and len(description) > SHORT_LABEL
+            and hasattr(style, "description_width")
+            and not style.description_width
+        ):
             style.description_width = "initial"
 
 
@@ -133,8 +149,7 @@ def replace_options(app, control, options, value) -> None:
 #: The GPU counts a GPU slider offers, 1 to 1,024, about evenly on a log scale: every count up to 16, whole
 #: 8-GPU nodes to 64, then four per doubling (every power of two among them), so small counts get as much of the
 #: slider as large ones.
-GPU_COUNTS = (*range(1, 17), *range(24, 65, 8),
-              *(n * k // 4 for n in (64, 128, 256, 512) for k in (5, 6, 7, 8)))
+GPU_COUNTS = (*range(1, 17), *range(24, 65, 8), *(n * k // 4 for n in (64, 128, 256, 512) for k in (5, 6, 7, 8)))
 
 
 def gpu_slider(value: int, description: str = "GPUs") -> widgets.SelectionSlider:
@@ -143,8 +158,12 @@ def gpu_slider(value: int, description: str = "GPUs") -> widgets.SelectionSlider
     import math
 
     start = min(GPU_COUNTS, key=lambda n: abs(math.log(n) - math.log(max(1, value))))
-    return widgets.SelectionSlider(options=GPU_COUNTS, value=value if value in GPU_COUNTS else start,
-                                   description=description, continuous_update=True)
+    return widgets.SelectionSlider(
+        options=GPU_COUNTS,
+        value=value if value in GPU_COUNTS else start,
+        description=description,
+        continuous_update=True,
+    )
 
 
 #: What render() may return besides True (full redraw), False (blit) and None (nothing): the data layer changed.

@@ -49,8 +49,10 @@ class ZeroComparison:
         rows = [f"{'':<10}{'memory/GPU':>11}{'fits':>6}{'sent/GPU/step':>15}{'time on ' + self.fabric:>18}"]
         for s in STAGES:
             bd, comm = self.memory[s], self.communication[s]
-            rows.append(f"{STAGE_LABELS[s]:<10}{format_bytes(bd.total_bytes):>11}{'yes' if bd.fits else 'no':>6}"
-                        f"{format_bytes(comm.bytes_sent_per_gpu):>15}{format_seconds(comm.time_s):>18}")
+            rows.append(
+                f"{STAGE_LABELS[s]:<10}{format_bytes(bd.total_bytes):>11}{'yes' if bd.fits else 'no':>6}"
+                f"{format_bytes(comm.bytes_sent_per_gpu):>15}{format_seconds(comm.time_s):>18}"
+            )
         return "\n".join(rows)
 
 
@@ -74,9 +76,12 @@ class ZeroMemoryApp(LessonApp):
     def __init__(self, model="llama2-7b", gpu="h100-sxm", gpus=8, fabric="ib-ndr", custom_params_b=7.5):
         self.model = widgets.Dropdown(options=[*models.MODELS, CUSTOM], value=model, description="model")
         # shown only for the custom model: a greyed "size (B) 7.5" beside llama2-70b read as that model's size
-        self.custom_params = widgets.FloatText(value=custom_params_b, description="size (B)", disabled=model != CUSTOM,
-                                               layout=widgets.Layout(width="180px",
-                                                                     display=None if model == CUSTOM else "none"))
+        self.custom_params = widgets.FloatText(
+            value=custom_params_b,
+            description="size (B)",
+            disabled=model != CUSTOM,
+            layout=widgets.Layout(width="180px", display=None if model == CUSTOM else "none"),
+        )
         self.gpu = widgets.Dropdown(options=list(hardware.ACCELERATORS), value=gpu, description="GPU")
         self.gpus = gpu_slider(gpus, "GPUs (N)")
         self.fabric = widgets.Dropdown(options=list(hardware.LINKS), value=fabric, description="fabric")
@@ -94,11 +99,13 @@ class ZeroMemoryApp(LessonApp):
         for control in (self.model, self.custom_params, self.gpu, self.fabric):
             control.observe(self._on_change, names="value")
         self.gpus.observe(self._on_slider, names="value")
-        controls = widgets.VBox([
-            widgets.HBox([self.model, self.custom_params]),
-            widgets.HBox([self.gpu, self.fabric]),
-            self.gpus,
-        ])
+        controls = widgets.VBox(
+            [
+                widgets.HBox([self.model, self.custom_params]),
+                widgets.HBox([self.gpu, self.fabric]),
+                self.gpus,
+            ]
+        )
         super().__init__([controls, self.legend, self.canvas, self.status])
         self.update()
 
@@ -152,12 +159,17 @@ class ZeroMemoryApp(LessonApp):
     def describe(self, r: ZeroComparison) -> str:
         """The text under the chart: per stage memory, fit, bytes sent per step and time; the smallest stage that fits."""
         m = r.communication[0].gradient_bytes
-        head = (f"{r.model} ({r.params / 1e9:.2f} B parameters) on {r.gpus} x {r.gpu}, model states only; "
-                f"gradients M = {format_bytes(m)}\n"
-                "[memory/GPU: memory.training_memory; sent and time: dataparallel.step_communication]")
+        head = (
+            f"{r.model} ({r.params / 1e9:.2f} B parameters) on {r.gpus} x {r.gpu}, model states only; "
+            f"gradients M = {format_bytes(m)}\n"
+            "[memory/GPU: memory.training_memory; sent and time: dataparallel.step_communication]"
+        )
         fits = r.smallest_fitting_stage
-        verdict = ("no stage fits: add GPUs, or shard further with tensor and pipeline parallelism" if fits is None
-                   else f"smallest stage that fits: {STAGE_LABELS[fits]}")
+        verdict = (
+            "no stage fits: add GPUs, or shard further with tensor and pipeline parallelism"
+            if fits is None
+            else f"smallest stage that fits: {STAGE_LABELS[fits]}"
+        )
         return f"{head}\n{r.table()}\n{verdict}"
 
 
@@ -179,9 +191,15 @@ class OverlapApp(LessonApp):
         self.model = widgets.Dropdown(options=list(models.MODELS), value=model, description="model")
         self.gpus = gpu_slider(gpus, "GPUs (N)")
         self.fabric = widgets.Dropdown(options=list(hardware.LINKS), value=fabric, description="fabric")
-        self.backward_ms = widgets.FloatSlider(value=backward_ms, min=0.0, max=5000.0, step=10.0,
-                                               description="backward (ms)", continuous_update=True,
-                                               style={"description_width": "initial"})
+        self.backward_ms = widgets.FloatSlider(
+            value=backward_ms,
+            min=0.0,
+            max=5000.0,
+            step=10.0,
+            description="backward (ms)",
+            continuous_update=True,
+            style={"description_width": "initial"},
+        )
         self.buckets = widgets.IntSlider(value=buckets, min=1, max=64, description="buckets", continuous_update=True)
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((6.4, 2.4), dict(left=0.17, right=0.97, bottom=0.2, top=0.95))
@@ -192,11 +210,13 @@ class OverlapApp(LessonApp):
         self.error: str | None = None
         for control in (self.model, self.gpus, self.fabric, self.backward_ms, self.buckets):
             control.observe(self._on_change, names="value")
-        controls = widgets.VBox([
-            widgets.HBox([self.model, self.fabric]),
-            self.gpus,
-            widgets.HBox([self.backward_ms, self.buckets]),
-        ])
+        controls = widgets.VBox(
+            [
+                widgets.HBox([self.model, self.fabric]),
+                self.gpus,
+                widgets.HBox([self.backward_ms, self.buckets]),
+            ]
+        )
         super().__init__([controls, self.canvas, self.status])
         self.update()
 
@@ -206,8 +226,9 @@ class OverlapApp(LessonApp):
     def compute(self) -> dataparallel.OverlapTimeline:
         """The per-bucket timeline from distlab.dataparallel.bucketed_overlap."""
         m = dataparallel.gradient_bytes(self.model.value)
-        return dataparallel.bucketed_overlap(m, self.backward_ms.value / 1e3, self.gpus.value,
-                                             buckets=self.buckets.value, link=self.fabric.value)
+        return dataparallel.bucketed_overlap(
+            m, self.backward_ms.value / 1e3, self.gpus.value, buckets=self.buckets.value, link=self.fabric.value
+        )
 
     def render(self, timeline: dataparallel.OverlapTimeline) -> bool:
         return self.chart.update(timeline)
@@ -220,13 +241,15 @@ class OverlapApp(LessonApp):
         no_overlap = t.no_overlap_s
         last = float(t.comm_s[-1])
         why = _EXPOSURE[t.exposure]
-        return (f"{t.buckets} bucket{'s' if t.buckets > 1 else ''} of {each}, each {t.op} "
-                f"{format_seconds(last)} over {t.dp} GPUs on {hardware.link(self.fabric.value).name}; "
-                f"{format_seconds(t.comm_total_s)} of communication in all [dataparallel.bucketed_overlap]\n"
-                f"{format_seconds(t.hidden_s)} hidden under {format_seconds(t.backward_s)} of backward, "
-                f"{format_seconds(t.exposed_s)} exposed ({why})\n"
-                f"backward + exposed = {format_seconds(t.step_s)}; without overlap "
-                f"{format_seconds(no_overlap)}")
+        return (
+            f"{t.buckets} bucket{'s' if t.buckets > 1 else ''} of {each}, each {t.op} "
+            f"{format_seconds(last)} over {t.dp} GPUs on {hardware.link(self.fabric.value).name}; "
+            f"{format_seconds(t.comm_total_s)} of communication in all [dataparallel.bucketed_overlap]\n"
+            f"{format_seconds(t.hidden_s)} hidden under {format_seconds(t.backward_s)} of backward, "
+            f"{format_seconds(t.exposed_s)} exposed ({why})\n"
+            f"backward + exposed = {format_seconds(t.step_s)}; without overlap "
+            f"{format_seconds(no_overlap)}"
+        )
 
 
 #: The lesson apps of this module (constructible without arguments); the widget fuzz tests use it.

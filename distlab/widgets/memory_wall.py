@@ -37,22 +37,39 @@ class MemoryWallApp(LessonApp):
     message shown instead (None when valid).
     """
 
-    def __init__(self, model="llama2-7b", precision="mixed", gpu="h100-sxm", gpus=1, zero=0,
-                 custom_params_b=7.0, activations=False, recompute="selective"):
+    def __init__(
+        self,
+        model="llama2-7b",
+        precision="mixed",
+        gpu="h100-sxm",
+        gpus=1,
+        zero=0,
+        custom_params_b=7.0,
+        activations=False,
+        recompute="selective",
+    ):
         self.model = widgets.Dropdown(options=[*models.MODELS, CUSTOM], value=model, description="model")
         # shown only for the custom model: a greyed "size (B) 7.5" beside llama2-70b read as that model's size
-        self.custom_params = widgets.FloatText(value=custom_params_b, description="size (B)", disabled=model != CUSTOM,
-                                               layout=widgets.Layout(width="180px",
-                                                                     display=None if model == CUSTOM else "none"))
+        self.custom_params = widgets.FloatText(
+            value=custom_params_b,
+            description="size (B)",
+            disabled=model != CUSTOM,
+            layout=widgets.Layout(width="180px", display=None if model == CUSTOM else "none"),
+        )
         self.precision = widgets.Dropdown(options=PRECISION_OPTIONS, value=precision, description="precision")
         self.gpu = widgets.Dropdown(options=list(hardware.ACCELERATORS), value=gpu, description="GPU")
         self.gpus = gpu_slider(gpus, "GPUs")
-        self.zero = widgets.ToggleButtons(options=ZERO_LABELS, value=zero, description="sharding",
-                                          style={"button_width": "80px"})
-        self.activations = widgets.Checkbox(value=activations, description="count activations (1 sequence per GPU)",
-                                            layout=widgets.Layout(width="330px"))
-        self.recompute = widgets.Dropdown(options=list(memory.RECOMPUTE_MODES), value=recompute,
-                                          description="recompute", disabled=not activations)
+        self.zero = widgets.ToggleButtons(
+            options=ZERO_LABELS, value=zero, description="sharding", style={"button_width": "80px"}
+        )
+        self.activations = widgets.Checkbox(
+            value=activations,
+            description="count activations (1 sequence per GPU)",
+            layout=widgets.Layout(width="330px"),
+        )
+        self.recompute = widgets.Dropdown(
+            options=list(memory.RECOMPUTE_MODES), value=recompute, description="recompute", disabled=not activations
+        )
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((6.4, 3.4), dict(left=0.08, right=0.98, bottom=0.09, top=0.96))
         self.ax = self.fig.add_subplot()
@@ -61,16 +78,26 @@ class MemoryWallApp(LessonApp):
         self.result: memory.MemoryBreakdown | None = None
         self.error: str | None = None
         self.single: memory.MemoryBreakdown | None = None
-        for control in (self.model, self.custom_params, self.precision, self.gpu, self.gpus, self.zero, self.activations,
-                        self.recompute):
-            control.observe(self._on_change, names="value")
-        controls = widgets.VBox([
-            widgets.HBox([self.model, self.custom_params]),
-            widgets.HBox([self.precision, self.gpu]),
+        for control in (
+            self.model,
+            self.custom_params,
+            self.precision,
+            self.gpu,
             self.gpus,
             self.zero,
-            widgets.HBox([self.activations, self.recompute]),
-        ])
+            self.activations,
+            self.recompute,
+        ):
+            control.observe(self._on_change, names="value")
+        controls = widgets.VBox(
+            [
+                widgets.HBox([self.model, self.custom_params]),
+                widgets.HBox([self.precision, self.gpu]),
+                self.gpus,
+                self.zero,
+                widgets.HBox([self.activations, self.recompute]),
+            ]
+        )
         super().__init__([controls, widgets.HTML(legend_html()), self.canvas, self.status])
         self.update()
 
@@ -92,8 +119,13 @@ class MemoryWallApp(LessonApp):
         With activations counted, each GPU holds one sequence of the model's context length;
         'selective' recomputation keeps no attention scores, as FlashAttention.
         """
-        kwargs = dict(precision=self.precision.value, gpu=self.gpu.value, recompute=self.recompute.value,
-                      count_activations=self.activations.value, in_flight_microbatches=1)
+        kwargs = dict(
+            precision=self.precision.value,
+            gpu=self.gpu.value,
+            recompute=self.recompute.value,
+            count_activations=self.activations.value,
+            in_flight_microbatches=1,
+        )
         model = self._model()
         self.single = memory.training_memory(model, **kwargs)
         return memory.training_memory(model, zero=self.zero.value, dp=self.gpus.value, **kwargs)
@@ -101,8 +133,12 @@ class MemoryWallApp(LessonApp):
     def render(self, chosen) -> bool:
         labels = ["one GPU, no sharding", "each GPU in your setup"]
         gpu = hardware.accelerator(self.gpu.value)
-        return self.bars.update([self.single.parts(), chosen.parts()], labels, chosen.capacity_bytes,
-                                f"{gpu.name}: {format_bytes(gpu.memory_bytes)}")
+        return self.bars.update(
+            [self.single.parts(), chosen.parts()],
+            labels,
+            chosen.capacity_bytes,
+            f"{gpu.name}: {format_bytes(gpu.memory_bytes)}",
+        )
 
     def fade(self) -> bool:
         return self.bars.update([{}, {}], faded=True)
@@ -115,8 +151,7 @@ class MemoryWallApp(LessonApp):
         parts = ", ".join(f"{name} {format_bytes(value)}" for name, value in bd.parts().items())
         z = self.zero.value
         setup = f"{self.gpus.value} GPU{'s' if self.gpus.value > 1 else ''}, {'plain DP' if z == 0 else f'ZeRO-{z}'}"
-        return (f"{setup}: {format_bytes(bd.total_bytes)} per GPU ({parts}) [memory.training_memory]\n"
-                f"{bd.verdict()}")
+        return f"{setup}: {format_bytes(bd.total_bytes)} per GPU ({parts}) [memory.training_memory]\n{bd.verdict()}"
 
 
 #: The lesson apps of this module (constructible without arguments); the widget fuzz tests use it.

@@ -66,32 +66,50 @@ class AllToAllApp(LessonApp):
     def __init__(self, ep=8, experts_per_gpu=2, top_k=2, skew=0.0, capacity=None, step=7, tokens_per_gpu=256):
         self.tokens_per_gpu = tokens_per_gpu
         self.ep = widgets.SelectionSlider(options=EP_SIZES, value=ep, description="EP size")
-        self.experts_per_gpu = widgets.SelectionSlider(options=EXPERTS_PER_GPU, value=experts_per_gpu,
-                                                       description="experts/GPU")
+        self.experts_per_gpu = widgets.SelectionSlider(
+            options=EXPERTS_PER_GPU, value=experts_per_gpu, description="experts/GPU"
+        )
         self.top_k = widgets.SelectionSlider(options=TOP_K, value=top_k, description="top-k")
         self.skew = widgets.FloatSlider(value=skew, min=0.0, max=3.0, step=0.25, description="router skew")
         self.capacity = widgets.Dropdown(options=CAPACITIES, value=capacity, description="capacity")
         self.step = widgets.IntSlider(value=step, min=0, max=15, description="pairwise step")
         self.status = widgets.HTML()
-        self.fig, self.canvas = figure_canvas((6.2, 2.5), dict(left=0.08, right=0.98, bottom=0.18, top=0.95,
-                                                               wspace=0.3))
+        self.fig, self.canvas = figure_canvas(
+            (6.2, 2.5), dict(left=0.08, right=0.98, bottom=0.18, top=0.95, wspace=0.3)
+        )
         self.matrix = byte_matrix(self.fig.add_subplot(1, 2, 1))
         self.loads = load_bars(self.fig.add_subplot(1, 2, 2), max(EP_SIZES))
         self.renderer = BlitRenderer(self.canvas, self.matrix.animated_artists + self.loads.animated_artists)
         for control in (self.ep, self.experts_per_gpu, self.top_k, self.skew, self.capacity, self.step):
             control.observe(self.update, names="value")
         legend = widgets.HTML(load_legend_html())
-        super().__init__([widgets.VBox([widgets.HBox([self.ep, self.experts_per_gpu]),
-                                        widgets.HBox([self.top_k, self.skew]),
-                                        widgets.HBox([self.capacity, self.step])]),
-                          legend, self.canvas, self.status])
+        super().__init__(
+            [
+                widgets.VBox(
+                    [
+                        widgets.HBox([self.ep, self.experts_per_gpu]),
+                        widgets.HBox([self.top_k, self.skew]),
+                        widgets.HBox([self.capacity, self.step]),
+                    ]
+                ),
+                legend,
+                self.canvas,
+                self.status,
+            ]
+        )
         self.update()
 
     def compute(self) -> moe.RoutingTrace:
         """distlab.moe.simulate_routing for the controls (the step only changes what is drawn)."""
-        return moe.simulate_routing(self.tokens_per_gpu, self.ep.value * self.experts_per_gpu.value,
-                                    self.top_k.value, self.ep.value, hidden=HIDDEN, skew=self.skew.value,
-                                    capacity_factor=self.capacity.value)
+        return moe.simulate_routing(
+            self.tokens_per_gpu,
+            self.ep.value * self.experts_per_gpu.value,
+            self.top_k.value,
+            self.ep.value,
+            hidden=HIDDEN,
+            skew=self.skew.value,
+            capacity_factor=self.capacity.value,
+        )
 
     def _delivered(self, ep: int) -> np.ndarray:
         i = np.arange(ep)
@@ -111,8 +129,14 @@ class AllToAllApp(LessonApp):
         return False
 
     def describe(self, tr: moe.RoutingTrace) -> str:
-        closed = moe.all_to_all_bytes(tr.tokens_per_gpu, tr.hidden, tr.top_k, tr.ep, experts=tr.experts,
-                                      capacity_factor=None if tr.capacity is None else self.capacity.value)
+        closed = moe.all_to_all_bytes(
+            tr.tokens_per_gpu,
+            tr.hidden,
+            tr.top_k,
+            tr.ep,
+            experts=tr.experts,
+            capacity_factor=None if tr.capacity is None else self.capacity.value,
+        )
         sent = tr.bytes_sent()
         step = min(self.step.value, tr.ep - 1)
         lines = [
@@ -123,9 +147,12 @@ class AllToAllApp(LessonApp):
             f"pairwise exchange: step s sends GPU i's block for GPU (i + s) mod {tr.ep}; shown after step {step} of "
             f"{tr.ep - 1} (step 0 is the GPU's own block, which never leaves it)",
             f"busiest GPU processes x{tr.imbalance:.2f} the mean [moe.imbalance_factor]"
-            + ("" if tr.capacity is None else
-               f"; capacity {tr.capacity} per expert per source GPU [moe.expert_capacity]: "
-               f"{100 * tr.drop_fraction:.1f}% of copies dropped"),
+            + (
+                ""
+                if tr.capacity is None
+                else f"; capacity {tr.capacity} per expert per source GPU [moe.expert_capacity]: "
+                f"{100 * tr.drop_fraction:.1f}% of copies dropped"
+            ),
         ]
         return "\n".join(lines)
 
@@ -167,18 +194,27 @@ class ImbalanceApp(_ExpertModelBase):
         self.capacity = widgets.Dropdown(options=CAPACITIES, value=capacity, description="capacity")
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((6.4, 2.0), dict(left=0.27, right=0.9, bottom=0.2, top=0.95))
-        self.bars = time_bars(self.fig.add_subplot(), ["experts, balanced", "experts, busiest GPU",
-                                                       "all-to-alls (4)"],
-                              [LOAD_COLOUR, DROP_COLOUR, INTRA_COLOUR])
+        self.bars = time_bars(
+            self.fig.add_subplot(),
+            ["experts, balanced", "experts, busiest GPU", "all-to-alls (4)"],
+            [LOAD_COLOUR, DROP_COLOUR, INTRA_COLOUR],
+        )
         self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists)
         self.model.observe(self._on_model, names="value")
         for control in (self.ep, self.skew, self.capacity):
             control.observe(self.update, names="value")
-        legend = widgets.HTML('<div style="font-size:12px"><b>one MoE layer, one microbatch of 4,096 tokens per '
-                              'GPU, forward + backward</b>, log time axis, at the H100 bf16 peak</div>')
-        super().__init__([widgets.VBox([widgets.HBox([self.model, self.ep]),
-                                        widgets.HBox([self.skew, self.capacity])]),
-                          legend, self.canvas, self.status])
+        legend = widgets.HTML(
+            '<div style="font-size:12px"><b>one MoE layer, one microbatch of 4,096 tokens per '
+            "GPU, forward + backward</b>, log time axis, at the H100 bf16 peak</div>"
+        )
+        super().__init__(
+            [
+                widgets.VBox([widgets.HBox([self.model, self.ep]), widgets.HBox([self.skew, self.capacity])]),
+                legend,
+                self.canvas,
+                self.status,
+            ]
+        )
         self.update()
 
     def compute(self) -> dict:
@@ -188,17 +224,26 @@ class ImbalanceApp(_ExpertModelBase):
         if ep not in _ep_choices(m):
             raise ConfigurationError(f"ep={ep} does not divide the {m.experts} experts of {m.name}")
         tokens = int(min(1024, max(16, SAMPLE_SCORES // (ep * m.experts))))
-        trace = moe.simulate_routing(tokens, m.experts, m.top_k, ep, hidden=m.hidden, skew=self.skew.value,
-                                     capacity_factor=self.capacity.value)
-        layer = moe.moe_layer_cost(m, "dgx-h100", seq_len=SEQ_LEN, ep=ep, etp=1,
-                                   capacity_factor=self.capacity.value, imbalance=min(trace.imbalance, ep))
+        trace = moe.simulate_routing(
+            tokens, m.experts, m.top_k, ep, hidden=m.hidden, skew=self.skew.value, capacity_factor=self.capacity.value
+        )
+        layer = moe.moe_layer_cost(
+            m,
+            "dgx-h100",
+            seq_len=SEQ_LEN,
+            ep=ep,
+            etp=1,
+            capacity_factor=self.capacity.value,
+            imbalance=min(trace.imbalance, ep),
+        )
         peak = hardware.accelerator("h100-sxm").peak("bf16")
         return dict(model=m, trace=trace, layer=layer, peak=peak)
 
     def render(self, r: dict) -> bool:
         layer = r["layer"]
-        return self.bars.update([layer.balanced_expert_flops / r["peak"], layer.expert_flops / r["peak"],
-                                 layer.all_to_all_time_s])
+        return self.bars.update(
+            [layer.balanced_expert_flops / r["peak"], layer.expert_flops / r["peak"], layer.all_to_all_time_s]
+        )
 
     def fade(self) -> bool:
         self.bars.update([None, None, None], faded=True)
@@ -218,15 +263,18 @@ class ImbalanceApp(_ExpertModelBase):
             f"{format_seconds(layer.balanced_expert_flops / r['peak'])} [moe.moe_layer_cost]",
         ]
         if tr.capacity is None:
-            lines.append("dropless: no token is dropped, so the busiest GPU's load is unbounded (and so is its "
-                         "memory)")
+            lines.append("dropless: no token is dropped, so the busiest GPU's load is unbounded (and so is its memory)")
         else:
-            lines.append(f"capacity factor {self.capacity.value:g}: {100 * tr.drop_fraction:.1f}% of the token "
-                         f"copies dropped (they skip the expert) [moe.expert_capacity]; the dispatch is padded to "
-                         f"capacity, so the all-to-all carries the padding too")
-        lines.append(f"all-to-alls: {format_bytes(layer.all_to_all_intra_bytes)} over NVLink + "
-                     f"{format_bytes(layer.all_to_all_inter_bytes)} across nodes per GPU, "
-                     f"{format_seconds(layer.all_to_all_time_s)} ({layer.link})")
+            lines.append(
+                f"capacity factor {self.capacity.value:g}: {100 * tr.drop_fraction:.1f}% of the token "
+                f"copies dropped (they skip the expert) [moe.expert_capacity]; the dispatch is padded to "
+                f"capacity, so the all-to-all carries the padding too"
+            )
+        lines.append(
+            f"all-to-alls: {format_bytes(layer.all_to_all_intra_bytes)} over NVLink + "
+            f"{format_bytes(layer.all_to_all_inter_bytes)} across nodes per GPU, "
+            f"{format_seconds(layer.all_to_all_time_s)} ({layer.link})"
+        )
         return "\n".join(lines)
 
 
@@ -238,8 +286,11 @@ class PlacementApp(_ExpertModelBase):
         self.model = widgets.Dropdown(options=MODELS, value=model, description="model")
         self.ep = widgets.SelectionSlider(options=_ep_choices(model), value=ep, description="EP size")
         self.etp = widgets.SelectionSlider(options=(1, 2, 4, 8), value=etp, description="expert TP")
-        self.max_nodes = widgets.Dropdown(options=(("no limit", None), ("1", 1), ("2", 2), ("4", 4), ("8", 8)),
-                                          value=max_nodes, description="node limit")
+        self.max_nodes = widgets.Dropdown(
+            options=(("no limit", None), ("1", 1), ("2", 2), ("4", 4), ("8", 8)),
+            value=max_nodes,
+            description="node limit",
+        )
         self.node = widgets.Dropdown(options=NODES, value=node, description="node")
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((6.4, 1.8), dict(left=0.22, right=0.9, bottom=0.22, top=0.95))
@@ -248,11 +299,21 @@ class PlacementApp(_ExpertModelBase):
         self.model.observe(self._on_model, names="value")
         for control in (self.ep, self.etp, self.max_nodes, self.node):
             control.observe(self.update, names="value")
-        legend = widgets.HTML('<div style="font-size:12px"><b>the 4 all-to-alls of one MoE layer</b> (one '
-                              'microbatch of 4,096 tokens per GPU, bf16), per GPU, log time axis; the two parts run '
-                              'at once, the longer one sets the time</div>')
-        super().__init__([widgets.VBox([widgets.HBox([self.model, self.ep]), widgets.HBox([self.etp, self.node]),
-                                        self.max_nodes]), legend, self.canvas, self.status])
+        legend = widgets.HTML(
+            '<div style="font-size:12px"><b>the 4 all-to-alls of one MoE layer</b> (one '
+            "microbatch of 4,096 tokens per GPU, bf16), per GPU, log time axis; the two parts run "
+            "at once, the longer one sets the time</div>"
+        )
+        super().__init__(
+            [
+                widgets.VBox(
+                    [widgets.HBox([self.model, self.ep]), widgets.HBox([self.etp, self.node]), self.max_nodes]
+                ),
+                legend,
+                self.canvas,
+                self.status,
+            ]
+        )
         self.update()
 
     def compute(self) -> dict:
@@ -271,8 +332,9 @@ class PlacementApp(_ExpertModelBase):
         limit = self.max_nodes.value
         if limit is not None and limit > ep // p:
             raise ConfigurationError(f"node limit {limit} is more than the {ep // p} node(s) the EP group spans")
-        one = moe.all_to_all_bytes(SEQ_LEN // etp, m.hidden, m.top_k, ep, ep_per_node=p, experts=m.experts,
-                                   max_nodes=limit)
+        one = moe.all_to_all_bytes(
+            SEQ_LEN // etp, m.hidden, m.top_k, ep, ep_per_node=p, experts=m.experts, max_nodes=limit
+        )
         count = moe.ALL_TO_ALLS_PER_LAYER["none"]
         intra = count * moe.all_to_all_time(one["intra"], 0.0, ep, cluster, ep_per_node=p)
         inter = count * moe.all_to_all_time(0.0, one["inter"], ep, cluster, ep_per_node=p)

@@ -22,8 +22,13 @@ __all__ = ["MAX_GRID_GPUS", "ORDERS", "COLOUR_BY", "SHOW", "MeshApp", "APPS"]
 #: Most GPUs the grid draws (cells get smaller than a few pixels beyond).
 MAX_GRID_GPUS = 512
 ORDERS = ["-".join(p) for p in itertools.permutations(("tp", "dp", "pp"))]
-COLOUR_BY = [("TP groups", "tp"), ("DP groups", "dp"), ("PP groups", "pp"), ("pipeline stage", "stage"),
-             ("node", "node")]
+COLOUR_BY = [
+    ("TP groups", "tp"),
+    ("DP groups", "dp"),
+    ("PP groups", "pp"),
+    ("pipeline stage", "stage"),
+    ("node", "node"),
+]
 SHOW = ("tp", "dp", "pp")
 
 
@@ -48,12 +53,17 @@ class MeshApp(LessonApp):
         self.tp = widgets.IntSlider(value=tp, min=1, max=16, description="T (tensor)")
         self.pp = widgets.IntSlider(value=pp, min=1, max=16, description="P (pipeline)")
         self.gpus_per_node = widgets.Dropdown(options=[2, 4, 8, 16], value=gpus_per_node, description="GPUs/node")
-        self.order = widgets.Dropdown(options=[(_order_label(o), o) for o in ORDERS], value=order,
-                                      description="order")
-        self.colour_by = widgets.ToggleButtons(options=COLOUR_BY, value=colour_by, description="colour",
-                                               style={"button_width": "96px"})
-        self.pick = widgets.BoundedIntText(value=picked, min=0, max=max(dp * tp * pp - 1, 0), description="pick GPU",
-                                           layout=widgets.Layout(width="180px"))
+        self.order = widgets.Dropdown(options=[(_order_label(o), o) for o in ORDERS], value=order, description="order")
+        self.colour_by = widgets.ToggleButtons(
+            options=COLOUR_BY, value=colour_by, description="colour", style={"button_width": "96px"}
+        )
+        self.pick = widgets.BoundedIntText(
+            value=picked,
+            min=0,
+            max=max(dp * tp * pp - 1, 0),
+            description="pick GPU",
+            layout=widgets.Layout(width="180px"),
+        )
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((6.6, 3.3), dict(left=0.01, right=0.99, bottom=0.01, top=0.99))
         self.ax = self.fig.add_subplot()
@@ -64,12 +74,14 @@ class MeshApp(LessonApp):
         self.error: str | None = None
         for control in (self.dp, self.tp, self.pp, self.gpus_per_node, self.order, self.colour_by, self.pick):
             control.observe(self._on_change, names="value")
-        controls = widgets.VBox([
-            widgets.HBox([self.dp, self.gpus_per_node]),
-            widgets.HBox([self.tp, self.order]),
-            widgets.HBox([self.pp, self.pick]),
-            self.colour_by,
-        ])
+        controls = widgets.VBox(
+            [
+                widgets.HBox([self.dp, self.gpus_per_node]),
+                widgets.HBox([self.tp, self.order]),
+                widgets.HBox([self.pp, self.pick]),
+                self.colour_by,
+            ]
+        )
         super().__init__([controls, widgets.HTML(legend_html(SHOW)), self.canvas, self.status])
         self.update()
 
@@ -95,8 +107,13 @@ class MeshApp(LessonApp):
                 f"D x T x P = {self.dp.value} x {self.tp.value} x {self.pp.value} = {world} GPUs; the grid draws at "
                 f"most {MAX_GRID_GPUS} (distlab.mesh.layout computes any size)"
             )
-        return mesh.layout(dp=self.dp.value, tp=self.tp.value, pp=self.pp.value, order=self.order.value,
-                           gpus_per_node=self.gpus_per_node.value)
+        return mesh.layout(
+            dp=self.dp.value,
+            tp=self.tp.value,
+            pp=self.pp.value,
+            order=self.order.value,
+            gpus_per_node=self.gpus_per_node.value,
+        )
 
     def render(self, lay: mesh.RankLayout) -> bool:
         """Recolour the cells in place (rebuilding them when the size changed): True when rebuilt."""

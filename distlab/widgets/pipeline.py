@@ -57,24 +57,47 @@ class BubbleGridApp(LessonApp):
     `result` holds a BubbleGridResult (None on invalid input); `error` the message shown instead.
     """
 
-    def __init__(self, kind="1f1b", stages=4, microbatches=8, chunks=2, backward=1.0, weight=1.0,
-                 model="llama2-7b", recompute="selective"):
+    def __init__(
+        self,
+        kind="1f1b",
+        stages=4,
+        microbatches=8,
+        chunks=2,
+        backward=1.0,
+        weight=1.0,
+        model="llama2-7b",
+        recompute="selective",
+    ):
         slider = dict(continuous_update=True, layout=widgets.Layout(width="330px"))
-        self.kind = widgets.ToggleButtons(options=list(pipeline.KINDS), value=kind, description="schedule",
-                                          style={"button_width": "92px"})  # "interleaved", "dualpipe-v" whole (rows may wrap)
+        self.kind = widgets.ToggleButtons(
+            options=list(pipeline.KINDS), value=kind, description="schedule", style={"button_width": "92px"}
+        )  # "interleaved", "dualpipe-v" whole (rows may wrap)
         self.stages = widgets.IntSlider(value=stages, min=1, max=MAX_STAGES, description="stages p", **slider)
-        self.microbatches = widgets.IntSlider(value=microbatches, min=1, max=MAX_MICROBATCHES,
-                                              description="micro m", **slider)
-        self.chunks = widgets.IntSlider(value=chunks, min=1, max=MAX_CHUNKS, description="chunks v",
-                                        disabled=kind != "interleaved", **slider)
-        ratio = dict(min=0.0, max=4.0, step=0.25, continuous_update=True, readout_format=".2f",
-                     layout=widgets.Layout(width="330px"))
+        self.microbatches = widgets.IntSlider(
+            value=microbatches, min=1, max=MAX_MICROBATCHES, description="micro m", **slider
+        )
+        self.chunks = widgets.IntSlider(
+            value=chunks, min=1, max=MAX_CHUNKS, description="chunks v", disabled=kind != "interleaved", **slider
+        )
+        ratio = dict(
+            min=0.0,
+            max=4.0,
+            step=0.25,
+            continuous_update=True,
+            readout_format=".2f",
+            layout=widgets.Layout(width="330px"),
+        )
         self.backward = widgets.FloatSlider(value=backward, description="B : F", **{**ratio, "min": 0.25})
         self.weight = widgets.FloatSlider(value=weight, description="W : F", **ratio)
-        self.model = widgets.Dropdown(options=list(models.MODELS), value=model, description="model",
-                                      layout=widgets.Layout(width="330px"))
-        self.recompute = widgets.Dropdown(options=list(RECOMPUTE_MODES), value=recompute, description="recompute",
-                                          layout=widgets.Layout(width="330px"))
+        self.model = widgets.Dropdown(
+            options=list(models.MODELS), value=model, description="model", layout=widgets.Layout(width="330px")
+        )
+        self.recompute = widgets.Dropdown(
+            options=list(RECOMPUTE_MODES),
+            value=recompute,
+            description="recompute",
+            layout=widgets.Layout(width="330px"),
+        )
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((7.4, 2.4), dict(left=0.02, right=0.98, bottom=0.11, top=0.98))
         self.ax = self.fig.add_subplot()
@@ -83,19 +106,36 @@ class BubbleGridApp(LessonApp):
         self.legend = widgets.HTML(legend_html(rows=ROWS_NOTE.format(unit="one stage's forward of one microbatch = 1")))
         self.result: BubbleGridResult | None = None
         self.error: str | None = None
-        for control in (self.kind, self.stages, self.microbatches, self.chunks, self.backward, self.weight,
-                        self.model, self.recompute):
-            control.observe(self._on_change, names="value")
-        controls = widgets.VBox([
+        for control in (
             self.kind,
-            widgets.HBox([self.stages, self.backward]),
-            widgets.HBox([self.microbatches, self.weight]),
-            widgets.HBox([self.chunks, self.model]),
-            widgets.HBox([widgets.HTML('<span style="font-size:12px;color:#57606a">F = 1: one stage\'s forward '
-                                       'of one microbatch. 1F1B and before run B + W as one '
-                                       'backward op.</span>', layout=widgets.Layout(width="330px")),
-                          self.recompute]),
-        ])
+            self.stages,
+            self.microbatches,
+            self.chunks,
+            self.backward,
+            self.weight,
+            self.model,
+            self.recompute,
+        ):
+            control.observe(self._on_change, names="value")
+        controls = widgets.VBox(
+            [
+                self.kind,
+                widgets.HBox([self.stages, self.backward]),
+                widgets.HBox([self.microbatches, self.weight]),
+                widgets.HBox([self.chunks, self.model]),
+                widgets.HBox(
+                    [
+                        widgets.HTML(
+                            '<span style="font-size:12px;color:#57606a">F = 1: one stage\'s forward '
+                            "of one microbatch. 1F1B and before run B + W as one "
+                            "backward op.</span>",
+                            layout=widgets.Layout(width="330px"),
+                        ),
+                        self.recompute,
+                    ]
+                ),
+            ]
+        )
         super().__init__([controls, self.legend, self.canvas, self.status])
         self.update()
 
@@ -128,17 +168,25 @@ class BubbleGridApp(LessonApp):
         tl, cf, act = r.timeline, r.closed_form, r.memory
         p, m, v = tl.stages, tl.microbatches, tl.chunks
         setup = f"{tl.schedule}, p={p}, m={m}" + (f", v={v}" if v > 1 else "")
-        closed = (f"closed form {format_percent(cf.bubble_fraction)}" if cf is not None
-                  else "no closed form for general t_F, t_B, t_W")
+        closed = (
+            f"closed form {format_percent(cf.bubble_fraction)}"
+            if cf is not None
+            else "no closed form for general t_F, t_B, t_W"
+        )
         lines = [
             f"{setup}: step {tl.step_time:.4g} x t_F, ideal {float(tl.busy.max()):.4g} x t_F (the busiest stage's "
             f"compute; t_F = one stage's forward of one microbatch) [pipeline.schedule]",
             f"bubble: {format_percent(tl.bubble_fraction)} of the step idle, all stages together "
             f"({closed}); time added over ideal: {format_percent(tl.overhead)} "
             "[pipeline.schedule, pipeline.closed_form]",
-            *([] if cf is not None else [
-                f"idle inside a stage's own span (the papers' bubble, steps overlapping): at most "
-                f"{float(tl.span_idle.max()):.4g} x t_F [Timeline.span_idle]; {r.published}"]),
+            *(
+                []
+                if cf is not None
+                else [
+                    f"idle inside a stage's own span (the papers' bubble, steps overlapping): at most "
+                    f"{float(tl.span_idle.max()):.4g} x t_F [Timeline.span_idle]; {r.published}"
+                ]
+            ),
             "peak microbatches in flight per stage: " + _compact(tl.peak_in_flight_w) + " [pipeline.schedule]",
             f"peak activation memory: {format_bytes(act.peak_bytes)} on stage {act.peak_stage} "
             f"({act.layers_per_stage[act.peak_stage]} layers x {act.in_flight[act.peak_stage]:g} in flight x "
@@ -152,14 +200,15 @@ class BubbleGridApp(LessonApp):
 def _published(kind: str, p: int, t_b: float, t_w: float) -> str:
     """What the papers state for a schedule after 1F1B, at these times (t_F = 1)."""
     if kind == "zb-v":
-        return ("Qi et al. 2024: zero with t_F = t_B = t_W and m >= 2p-1, at 1F1B's activation memory; "
-                "2 chunks per stage, twice 1F1B's p2p traffic")
+        return (
+            "Qi et al. 2024: zero with t_F = t_B = t_W and m >= 2p-1, at 1F1B's activation memory; "
+            "2 chunks per stage, twice 1F1B's p2p traffic"
+        )
     if kind == "dualpipe" and p % 2:
         return "DualPipe needs an even p"
     bound = pipeline.dualpipe_bubble_time(p, 1.0, t_b, t_w, v_shape=kind == "dualpipe-v")
     copies = "2x parameters (two model copies)" if kind == "dualpipe" else "1x parameters"
-    return (f"DeepSeek-V3 Table 2: (PP/2-1)(F&B+B-3W) = {bound:.4g} x t_F with F&B = F + B; {copies}, "
-            f"PP+1 activations")
+    return f"DeepSeek-V3 Table 2: (PP/2-1)(F&B+B-3W) = {bound:.4g} x t_F with F&B = F + B; {copies}, PP+1 activations"
 
 
 def _compact(values) -> str:
@@ -182,24 +231,40 @@ class StageAnalysisApp(LessonApp):
     `result` holds the StageAnalysis (None on invalid input); `error` the message shown instead.
     """
 
-    def __init__(self, model="llama2-70b", stages=4, microbatches=8, micro_batch_size=1, kind="1f1b", chunks=1,
-                 layer_time_ms=2.0, link="ib-ndr", max_bubble_pct=20.0):
+    def __init__(
+        self,
+        model="llama2-70b",
+        stages=4,
+        microbatches=8,
+        micro_batch_size=1,
+        kind="1f1b",
+        chunks=1,
+        layer_time_ms=2.0,
+        link="ib-ndr",
+        max_bubble_pct=20.0,
+    ):
         wide = widgets.Layout(width="330px")
         self.model = widgets.Dropdown(options=list(models.MODELS), value=model, description="model", layout=wide)
-        self.kind = widgets.Dropdown(options=list(STAGE_ANALYSIS_KINDS), value=kind, description="schedule",
-                                     layout=wide)
+        self.kind = widgets.Dropdown(
+            options=list(STAGE_ANALYSIS_KINDS), value=kind, description="schedule", layout=wide
+        )
         self.stages = widgets.IntSlider(value=stages, min=1, max=MAX_STAGES, description="stages p", layout=wide)
-        self.microbatches = widgets.IntSlider(value=microbatches, min=1, max=MAX_MICROBATCHES, description="micro m",
-                                              layout=wide)
-        self.micro_batch_size = widgets.IntSlider(value=micro_batch_size, min=1, max=16, description="seqs / micro",
-                                                  layout=wide)
-        self.chunks = widgets.IntSlider(value=chunks, min=1, max=MAX_CHUNKS, description="chunks v", layout=wide,
-                                        disabled=kind != "interleaved")
-        self.layer_time = widgets.BoundedFloatText(value=layer_time_ms, min=0.0, max=1e4, step=0.1,
-                                                   description="layer F (ms)", layout=wide)
+        self.microbatches = widgets.IntSlider(
+            value=microbatches, min=1, max=MAX_MICROBATCHES, description="micro m", layout=wide
+        )
+        self.micro_batch_size = widgets.IntSlider(
+            value=micro_batch_size, min=1, max=16, description="seqs / micro", layout=wide
+        )
+        self.chunks = widgets.IntSlider(
+            value=chunks, min=1, max=MAX_CHUNKS, description="chunks v", layout=wide, disabled=kind != "interleaved"
+        )
+        self.layer_time = widgets.BoundedFloatText(
+            value=layer_time_ms, min=0.0, max=1e4, step=0.1, description="layer F (ms)", layout=wide
+        )
         self.link = widgets.Dropdown(options=[NO_LINK, *hardware.LINKS], value=link, description="link", layout=wide)
-        self.max_bubble = widgets.FloatSlider(value=max_bubble_pct, min=1.0, max=90.0, step=1.0,
-                                              description="max bubble %", layout=wide)
+        self.max_bubble = widgets.FloatSlider(
+            value=max_bubble_pct, min=1.0, max=90.0, step=1.0, description="max bubble %", layout=wide
+        )
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((7.4, 2.0), dict(left=0.02, right=0.98, bottom=0.13, top=0.98))
         self.ax = self.fig.add_subplot()
@@ -207,16 +272,27 @@ class StageAnalysisApp(LessonApp):
         self.renderer = BlitRenderer(self.canvas, self.grid.animated_artists)
         self.result: pipeline.StageAnalysis | None = None
         self.error: str | None = None
-        for control in (self.model, self.kind, self.stages, self.microbatches, self.micro_batch_size, self.chunks,
-                        self.layer_time, self.link, self.max_bubble):
-            control.observe(self._on_change, names="value")
-        controls = widgets.VBox([
-            widgets.HBox([self.model, self.kind]),
-            widgets.HBox([self.stages, self.chunks]),
-            widgets.HBox([self.microbatches, self.micro_batch_size]),
-            widgets.HBox([self.layer_time, self.link]),
+        for control in (
+            self.model,
+            self.kind,
+            self.stages,
+            self.microbatches,
+            self.micro_batch_size,
+            self.chunks,
+            self.layer_time,
+            self.link,
             self.max_bubble,
-        ])
+        ):
+            control.observe(self._on_change, names="value")
+        controls = widgets.VBox(
+            [
+                widgets.HBox([self.model, self.kind]),
+                widgets.HBox([self.stages, self.chunks]),
+                widgets.HBox([self.microbatches, self.micro_batch_size]),
+                widgets.HBox([self.layer_time, self.link]),
+                self.max_bubble,
+            ]
+        )
         legend = legend_html(split=True, rows=ROWS_NOTE.format(unit="ms; gaps between ops are activation sends"))
         super().__init__([controls, widgets.HTML(legend), self.canvas, self.status])
         self.update()
@@ -230,10 +306,16 @@ class StageAnalysisApp(LessonApp):
         kind = self.kind.value
         link = None if self.link.value == NO_LINK else hardware.link(self.link.value)
         return pipeline.analyze_stages(
-            m.layers, self.stages.value, self.microbatches.value,
-            seq_len=m.seq_len, hidden=m.hidden, micro_batch_size=self.micro_batch_size.value,
-            layer_time=f"{self.layer_time.value!r} ms", schedule=kind,
-            chunks=self.chunks.value if kind == "interleaved" else 1, link=link,
+            m.layers,
+            self.stages.value,
+            self.microbatches.value,
+            seq_len=m.seq_len,
+            hidden=m.hidden,
+            micro_batch_size=self.micro_batch_size.value,
+            layer_time=f"{self.layer_time.value!r} ms",
+            schedule=kind,
+            chunks=self.chunks.value if kind == "interleaved" else 1,
+            link=link,
             max_bubble=self.max_bubble.value / 100.0,
         )
 
@@ -252,7 +334,8 @@ class StageAnalysisApp(LessonApp):
         act = a.activation_bytes
         lines = [
             f"{a.stages} stages x {a.microbatches} microbatches ({a.schedule}"
-            + (f", v={a.chunks}" if a.chunks > 1 else "") + f"), {a.micro_batch_size} sequence(s) per microbatch [pipeline.analyze_stages]",
+            + (f", v={a.chunks}" if a.chunks > 1 else "")
+            + f"), {a.micro_batch_size} sequence(s) per microbatch [pipeline.analyze_stages]",
             "layers per stage: " + _compact(a.layers_per_stage),
             f"activation per microbatch at each boundary: {format_bytes(act)} (b s h x 2 bytes), each way",
             f"one link per step: {format_bytes(a.link_step_bytes)} each way; all boundaries, "
@@ -263,8 +346,11 @@ class StageAnalysisApp(LessonApp):
             lines.append(
                 f"bandwidth that hides one send under a forward op of {format_seconds(a.forward_op_time_s)}: "
                 f"{format_rate(a.required_bandwidth_bytes_per_s)} per direction"
-                + (f"; the link takes {format_seconds(a.transfer_time_s)} per send"
-                   if a.transfer_time is not None else "")
+                + (
+                    f"; the link takes {format_seconds(a.transfer_time_s)} per send"
+                    if a.transfer_time is not None
+                    else ""
+                )
             )
         if a.warnings:
             lines += [f"warning ({w.code}): {w.message}" for w in a.warnings]
@@ -282,8 +368,14 @@ def _in_ms(timeline: pipeline.Timeline) -> pipeline.Timeline:
         out.flags.writeable = False
         return out
 
-    return dataclasses.replace(timeline, start=ms(timeline.start), end=ms(timeline.end),
-                               step_time=timeline.step_time * 1e3, busy=ms(timeline.busy), p2p=timeline.p2p * 1e3)
+    return dataclasses.replace(
+        timeline,
+        start=ms(timeline.start),
+        end=ms(timeline.end),
+        step_time=timeline.step_time * 1e3,
+        busy=ms(timeline.busy),
+        p2p=timeline.p2p * 1e3,
+    )
 
 
 #: The lesson apps of this module (constructible without arguments); the widget fuzz tests use it.

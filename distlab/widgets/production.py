@@ -65,15 +65,23 @@ class BucketApp(LessonApp):
         narrow = widgets.Layout(width="230px")
         self.model = widgets.Dropdown(options=BUCKET_MODELS, value=model, description="model", layout=narrow)
         self.link = widgets.Dropdown(options=BUCKET_FABRICS, value=fabric, description="fabric", layout=narrow)
-        self.algorithm = widgets.ToggleButtons(options=["hierarchical", "ring"], value=algorithm,
-                                               description="all-reduce", style={"button_width": "90px"})
+        self.algorithm = widgets.ToggleButtons(
+            options=["hierarchical", "ring"], value=algorithm, description="all-reduce", style={"button_width": "90px"}
+        )
         self.dp = widgets.ToggleButtons(options=DPS, value=dp, description="DP GPUs", style={"button_width": "44px"})
         self.tokens = widgets.Dropdown(options=TOKENS, value=tokens, description="tokens/GPU", layout=narrow)
-        self.buckets = widgets.IntSlider(value=buckets, min=1, max=MAX_BUCKETS, description="buckets",
-                                         continuous_update=True, layout=widgets.Layout(width="460px"))
+        self.buckets = widgets.IntSlider(
+            value=buckets,
+            min=1,
+            max=MAX_BUCKETS,
+            description="buckets",
+            continuous_update=True,
+            layout=widgets.Layout(width="460px"),
+        )
         self.status = widgets.HTML()
-        self.fig, self.canvas = figure_canvas((7.6, 2.7), dict(left=0.09, right=0.98, bottom=0.17, top=0.95,
-                                                               wspace=0.32))
+        self.fig, self.canvas = figure_canvas(
+            (7.6, 2.7), dict(left=0.09, right=0.98, bottom=0.17, top=0.95, wspace=0.32)
+        )
         ax1, ax2 = self.fig.subplots(1, 2)
         self.plot = bucket_plot(ax1, ax2)
         self.renderer = BlitRenderer(self.canvas, self.plot.animated_artists)
@@ -84,8 +92,17 @@ class BucketApp(LessonApp):
         self._drawn_sweep = None
         for control in (self.model, self.link, self.algorithm, self.dp, self.tokens, self.buckets):
             control.observe(self.update, names="value")
-        super().__init__([widgets.HBox([self.model, self.link, self.tokens]), self.dp, self.algorithm, self.buckets,
-                          widgets.HTML(bucket_legend_html()), self.canvas, self.status])
+        super().__init__(
+            [
+                widgets.HBox([self.model, self.link, self.tokens]),
+                self.dp,
+                self.algorithm,
+                self.buckets,
+                widgets.HTML(bucket_legend_html()),
+                self.canvas,
+                self.status,
+            ]
+        )
         self.update()
 
     def sweep(self) -> production.BucketSweep:
@@ -94,9 +111,13 @@ class BucketApp(LessonApp):
         if key != self._sweep_key:
             grad = dataparallel.gradient_bytes(self.model.value)
             backward = production.backward_time(self.model.value, self.tokens.value)
-            self._sweep = production.bucket_sweep(grad, backward, self.dp.value, max_buckets=MAX_BUCKETS,
-                                                  **bucket_cost_kwargs(self.dp.value, self.link.value,
-                                                                       self.algorithm.value))
+            self._sweep = production.bucket_sweep(
+                grad,
+                backward,
+                self.dp.value,
+                max_buckets=MAX_BUCKETS,
+                **bucket_cost_kwargs(self.dp.value, self.link.value, self.algorithm.value),
+            )
             self._sweep_key = key
         return self._sweep
 
@@ -119,8 +140,11 @@ class BucketApp(LessonApp):
         sweep, timeline = result
         here = sweep.at(timeline.buckets)
         ddp = min(sweep.ddp_default_buckets(), MAX_BUCKETS)
-        where = ("NVLink, one node" if sweep.dp <= 8 else
-                 f"{self.algorithm.value}, {'NVLink + ' if self.algorithm.value == 'hierarchical' else ''}{self.link.value}")
+        where = (
+            "NVLink, one node"
+            if sweep.dp <= 8
+            else f"{self.algorithm.value}, {'NVLink + ' if self.algorithm.value == 'hierarchical' else ''}{self.link.value}"
+        )
         lines = [
             f"{self.model.value}: {format_bytes(sweep.grad_bytes)} of bf16 gradients, {format_seconds(sweep.backward_s)} "
             f"of backward; all-reduce over {sweep.dp} GPUs ({where}): {format_seconds(sweep.comm_total_s[0])} "
@@ -148,21 +172,41 @@ class ProductionStepApp(LessonApp):
 
     MODEL = "llama3.1-70b"
 
-    def __init__(self, nodes=32, fabric="ib-ndr", tp=8, pp=4, oversubscription=1.0, rail_optimized=False,
-                 precision="mixed", slow_factor=1.0, jitter=0.0):
+    def __init__(
+        self,
+        nodes=32,
+        fabric="ib-ndr",
+        tp=8,
+        pp=4,
+        oversubscription=1.0,
+        rail_optimized=False,
+        precision="mixed",
+        slow_factor=1.0,
+        jitter=0.0,
+    ):
         narrow = widgets.Layout(width="230px")
         self.nodes = widgets.Dropdown(options=NODE_COUNTS, value=nodes, description="nodes", layout=narrow)
         self.fabric = widgets.Dropdown(options=PRODUCTION_FABRICS, value=fabric, description="fabric", layout=narrow)
-        self.tp = widgets.ToggleButtons(options=[1, 2, 4, 8], value=tp, description="TP", style={"button_width": "40px"})
-        self.pp = widgets.ToggleButtons(options=[1, 2, 4, 8], value=pp, description="PP", style={"button_width": "40px"})
-        self.oversubscription = widgets.FloatSlider(value=oversubscription, min=1.0, max=4.0, step=0.5,
-                                                    description="taper k:1")
+        self.tp = widgets.ToggleButtons(
+            options=[1, 2, 4, 8], value=tp, description="TP", style={"button_width": "40px"}
+        )
+        self.pp = widgets.ToggleButtons(
+            options=[1, 2, 4, 8], value=pp, description="PP", style={"button_width": "40px"}
+        )
+        self.oversubscription = widgets.FloatSlider(
+            value=oversubscription, min=1.0, max=4.0, step=0.5, description="taper k:1"
+        )
         self.rail = widgets.Checkbox(value=rail_optimized, description="rail-optimized", layout=narrow)
-        self.precision = widgets.ToggleButtons(options=[("bf16", "mixed"), ("FP8", "fp8")], value=precision,
-                                               description="precision", style={"button_width": "60px"})
+        self.precision = widgets.ToggleButtons(
+            options=[("bf16", "mixed"), ("FP8", "fp8")],
+            value=precision,
+            description="precision",
+            style={"button_width": "60px"},
+        )
         self.slow = widgets.FloatSlider(value=slow_factor, min=1.0, max=2.0, step=0.05, description="slow GPU x")
-        self.jitter = widgets.FloatSlider(value=jitter, min=0.0, max=0.1, step=0.005, description="jitter σ",
-                                          readout_format=".1%")
+        self.jitter = widgets.FloatSlider(
+            value=jitter, min=0.0, max=0.1, step=0.005, description="jitter σ", readout_format=".1%"
+        )
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((7.6, 1.9), dict(left=0.2, right=0.97, bottom=0.27, top=0.95))
         ax = self.fig.add_subplot()
@@ -172,31 +216,64 @@ class ProductionStepApp(LessonApp):
         self.result = None
         self.error: str | None = None
         self.reference: training.StepEstimate | None = None
-        self._controls = (self.nodes, self.fabric, self.tp, self.pp, self.oversubscription, self.rail, self.precision,
-                          self.slow, self.jitter)
+        self._controls = (
+            self.nodes,
+            self.fabric,
+            self.tp,
+            self.pp,
+            self.oversubscription,
+            self.rail,
+            self.precision,
+            self.slow,
+            self.jitter,
+        )
         for control in self._controls:
             control.observe(self.update, names="value")
-        super().__init__([widgets.HBox([self.nodes, self.fabric, self.rail]), self.tp, self.pp,
-                          widgets.HBox([self.oversubscription, self.precision]), widgets.HBox([self.slow, self.jitter]),
-                          widgets.HTML(production_legend_html()), self.canvas, self.status])
+        super().__init__(
+            [
+                widgets.HBox([self.nodes, self.fabric, self.rail]),
+                self.tp,
+                self.pp,
+                widgets.HBox([self.oversubscription, self.precision]),
+                widgets.HBox([self.slow, self.jitter]),
+                widgets.HTML(production_legend_html()),
+                self.canvas,
+                self.status,
+            ]
+        )
         self.update()
 
     def config(self) -> dict:
-        return dict(global_batch=256, seq_len=8192, tp=self.tp.value, pp=self.pp.value, zero=1,
-                    recompute="selective", sequence_parallel=True)
+        return dict(
+            global_batch=256,
+            seq_len=8192,
+            tp=self.tp.value,
+            pp=self.pp.value,
+            zero=1,
+            recompute="selective",
+            sequence_parallel=True,
+        )
 
     def cluster(self) -> hardware.Cluster:
         """The chosen fabric with its taper and rails (hardware.cluster)."""
-        return hardware.cluster("dgx-h100", self.nodes.value, self.fabric.value, self.oversubscription.value,
-                                self.rail.value)
+        return hardware.cluster(
+            "dgx-h100", self.nodes.value, self.fabric.value, self.oversubscription.value, self.rail.value
+        )
 
     def compute(self) -> production.StragglerStep:
         """The step on this fabric and precision with stragglers (production.straggler_step); `reference` holds
         the non-blocking bf16 estimate (training.estimate) drawn above it."""
         self.reference = training.estimate(
-            self.MODEL, hardware.cluster("dgx-h100", self.nodes.value, self.fabric.value), **self.config())
-        return production.straggler_step(self.MODEL, self.cluster(), slow_factor=self.slow.value,
-                                         sigma=self.jitter.value, precision=self.precision.value, **self.config())
+            self.MODEL, hardware.cluster("dgx-h100", self.nodes.value, self.fabric.value), **self.config()
+        )
+        return production.straggler_step(
+            self.MODEL,
+            self.cluster(),
+            slow_factor=self.slow.value,
+            sigma=self.jitter.value,
+            precision=self.precision.value,
+            **self.config(),
+        )
 
     def render(self, step: production.StragglerStep) -> bool:
         return self.bars.update([self.reference.parts(), step.healthy.parts(), step.parts()])
@@ -234,43 +311,91 @@ class TriageApp(LessonApp):
     """OOM triage: the given configuration and the ladder of fixes in production order
     (triage.oom_triage), each rung priced by training.estimate(). `result` is the OOMTriage."""
 
-    def __init__(self, model="llama3.1-70b", nodes=32, seq_len=8192, tp=8, pp=4, micro_batch_size=4, zero=0,
-                 recompute="none", sequence_parallel=True):
+    def __init__(
+        self,
+        model="llama3.1-70b",
+        nodes=32,
+        seq_len=8192,
+        tp=8,
+        pp=4,
+        micro_batch_size=4,
+        zero=0,
+        recompute="none",
+        sequence_parallel=True,
+    ):
         narrow = widgets.Layout(width="230px")
         self.model = widgets.Dropdown(options=TRIAGE_MODELS, value=model, description="model", layout=narrow)
         self.nodes = widgets.Dropdown(options=[4, 8, 16, 32, 64], value=nodes, description="nodes", layout=narrow)
-        self.seq_len = widgets.Dropdown(options=[2048, 4096, 8192, 16384], value=seq_len, description="sequence",
-                                        layout=narrow)
-        self.tp = widgets.ToggleButtons(options=[1, 2, 4, 8], value=tp, description="TP", style={"button_width": "40px"})
-        self.pp = widgets.ToggleButtons(options=[1, 2, 4, 8], value=pp, description="PP", style={"button_width": "40px"})
-        self.micro_batch_size = widgets.Dropdown(options=[1, 2, 4, 8], value=micro_batch_size, description="micro-batch",
-                                                 layout=narrow)
-        self.zero = widgets.ToggleButtons(options=[("plain DP", 0), ("ZeRO-1", 1), ("ZeRO-2", 2), ("ZeRO-3", 3)],
-                                          value=zero, description="sharding", style={"button_width": "70px"})
-        self.recompute = widgets.Dropdown(options=list(memory.RECOMPUTE_MODES), value=recompute,
-                                          description="recompute", layout=narrow)
-        self.sequence_parallel = widgets.Checkbox(value=sequence_parallel, description="sequence parallel",
-                                                  layout=narrow)
+        self.seq_len = widgets.Dropdown(
+            options=[2048, 4096, 8192, 16384], value=seq_len, description="sequence", layout=narrow
+        )
+        self.tp = widgets.ToggleButtons(
+            options=[1, 2, 4, 8], value=tp, description="TP", style={"button_width": "40px"}
+        )
+        self.pp = widgets.ToggleButtons(
+            options=[1, 2, 4, 8], value=pp, description="PP", style={"button_width": "40px"}
+        )
+        self.micro_batch_size = widgets.Dropdown(
+            options=[1, 2, 4, 8], value=micro_batch_size, description="micro-batch", layout=narrow
+        )
+        self.zero = widgets.ToggleButtons(
+            options=[("plain DP", 0), ("ZeRO-1", 1), ("ZeRO-2", 2), ("ZeRO-3", 3)],
+            value=zero,
+            description="sharding",
+            style={"button_width": "70px"},
+        )
+        self.recompute = widgets.Dropdown(
+            options=list(memory.RECOMPUTE_MODES), value=recompute, description="recompute", layout=narrow
+        )
+        self.sequence_parallel = widgets.Checkbox(
+            value=sequence_parallel, description="sequence parallel", layout=narrow
+        )
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((7.6, 2.6), dict(left=0.08, right=0.98, bottom=0.12, top=0.95))
         self.bars = triage_bars(self.fig.add_subplot(), legend=False)
         self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists)
         self.result = None
         self.error: str | None = None
-        for control in (self.model, self.nodes, self.seq_len, self.tp, self.pp, self.micro_batch_size, self.zero,
-                        self.recompute, self.sequence_parallel):
+        for control in (
+            self.model,
+            self.nodes,
+            self.seq_len,
+            self.tp,
+            self.pp,
+            self.micro_batch_size,
+            self.zero,
+            self.recompute,
+            self.sequence_parallel,
+        ):
             control.observe(self.update, names="value")
-        super().__init__([widgets.HBox([self.model, self.nodes, self.seq_len]), self.tp, self.pp,
-                          widgets.HBox([self.micro_batch_size, self.recompute, self.sequence_parallel]), self.zero,
-                          widgets.HTML(memory_legend_html() + '<div style="font-size:12px">bars: the given configuration, '
-                                       'then each rung of the ladder (faded: skipped)</div>'),
-                          self.canvas, self.status])
+        super().__init__(
+            [
+                widgets.HBox([self.model, self.nodes, self.seq_len]),
+                self.tp,
+                self.pp,
+                widgets.HBox([self.micro_batch_size, self.recompute, self.sequence_parallel]),
+                self.zero,
+                widgets.HTML(
+                    memory_legend_html() + '<div style="font-size:12px">bars: the given configuration, '
+                    "then each rung of the ladder (faded: skipped)</div>"
+                ),
+                self.canvas,
+                self.status,
+            ]
+        )
         self.update()
 
     def config(self) -> dict:
-        return dict(global_batch=256, seq_len=self.seq_len.value, tp=self.tp.value, pp=self.pp.value,
-                    micro_batch_size=self.micro_batch_size.value, zero=self.zero.value,
-                    recompute=self.recompute.value, sequence_parallel=self.sequence_parallel.value)
+        return dict(
+            global_batch=256,
+            seq_len=self.seq_len.value,
+            tp=self.tp.value,
+            pp=self.pp.value,
+            micro_batch_size=self.micro_batch_size.value,
+            zero=self.zero.value,
+            recompute=self.recompute.value,
+            sequence_parallel=self.sequence_parallel.value,
+        )
 
     def compute(self) -> triage.OOMTriage:
         cl = hardware.cluster("dgx-h100", self.nodes.value, "ib-ndr")

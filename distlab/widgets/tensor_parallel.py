@@ -30,8 +30,16 @@ def gpt_layer(hidden: int, seq_len: int = 2048) -> models.TransformerModel:
     if h % HEAD_DIM:
         raise ConfigurationError(f"hidden={h} must be a multiple of {HEAD_DIM} (channels per head)")
     return models.TransformerModel(
-        name=f"gpt-h{h}", layers=1, hidden=h, heads=h // HEAD_DIM, ffn=4 * h, vocab=1, biases=True,
-        norm="layernorm", seq_len=seq_len, dropout=True,
+        name=f"gpt-h{h}",
+        layers=1,
+        hidden=h,
+        heads=h // HEAD_DIM,
+        ffn=4 * h,
+        vocab=1,
+        biases=True,
+        norm="layernorm",
+        seq_len=seq_len,
+        dropout=True,
     )
 
 
@@ -43,21 +51,33 @@ class TensorParallelApp(LessonApp):
     A TP group on an intra-node link must fit the GPUs of a node (gpus_per_node).
     """
 
-    def __init__(self, tp=8, hidden=4096, seq_len=4096, micro_batch_size=1, link="nvlink4", gpu="h100-sxm",
-                 precision="mixed", sequence_parallel=False, gpus_per_node=8):
+    def __init__(
+        self,
+        tp=8,
+        hidden=4096,
+        seq_len=4096,
+        micro_batch_size=1,
+        link="nvlink4",
+        gpu="h100-sxm",
+        precision="mixed",
+        sequence_parallel=False,
+        gpus_per_node=8,
+    ):
         self.gpus_per_node = gpus_per_node
         self._syncing = False
-        self.tp = widgets.SelectionSlider(options=TP_DEGREES, value=tp, description="TP degree",
-                                          continuous_update=True)
-        self.hidden = widgets.SelectionSlider(options=HIDDEN_SIZES, value=hidden, description="hidden h",
-                                              continuous_update=True)
-        self.seq_len = widgets.SelectionSlider(options=SEQ_LENS, value=seq_len, description="sequence s",
-                                               continuous_update=True)
+        self.tp = widgets.SelectionSlider(options=TP_DEGREES, value=tp, description="TP degree", continuous_update=True)
+        self.hidden = widgets.SelectionSlider(
+            options=HIDDEN_SIZES, value=hidden, description="hidden h", continuous_update=True
+        )
+        self.seq_len = widgets.SelectionSlider(
+            options=SEQ_LENS, value=seq_len, description="sequence s", continuous_update=True
+        )
         self.micro_batch_size = widgets.IntSlider(value=micro_batch_size, min=1, max=16, description="microbatch b")
         self.link = widgets.Dropdown(options=list(LINKS), value=link, description="link")
         self.gpu = widgets.Dropdown(options=list(hardware.ACCELERATORS), value=gpu, description="GPU")
-        self.precision = widgets.Dropdown(options=[("bf16", "mixed"), ("fp8", "fp8")], value=precision,
-                                          description="precision")
+        self.precision = widgets.Dropdown(
+            options=[("bf16", "mixed"), ("fp8", "fp8")], value=precision, description="precision"
+        )
         self.sequence_parallel = widgets.Checkbox(value=sequence_parallel, description="sequence parallelism")
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((6.4, 2.2), dict(left=0.2, right=0.97, bottom=0.16, top=0.95))
@@ -66,20 +86,30 @@ class TensorParallelApp(LessonApp):
         self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists)
         self.result: tensor.TPLayerCost | None = None
         self.error: str | None = None
-        for control in (self.tp, self.hidden, self.seq_len, self.micro_batch_size, self.link, self.gpu,
-                        self.precision, self.sequence_parallel):
+        for control in (
+            self.tp,
+            self.hidden,
+            self.seq_len,
+            self.micro_batch_size,
+            self.link,
+            self.gpu,
+            self.precision,
+            self.sequence_parallel,
+        ):
             control.observe(self._on_change, names="value")
-        controls = widgets.VBox([
-            widgets.HBox([self.tp, self.link]),
-            widgets.HBox([self.hidden, self.gpu]),
-            widgets.HBox([self.seq_len, self.precision]),
-            widgets.HBox([self.micro_batch_size, self.sequence_parallel]),
-        ])
+        controls = widgets.VBox(
+            [
+                widgets.HBox([self.tp, self.link]),
+                widgets.HBox([self.hidden, self.gpu]),
+                widgets.HBox([self.seq_len, self.precision]),
+                widgets.HBox([self.micro_batch_size, self.sequence_parallel]),
+            ]
+        )
         legend = widgets.HTML(
             '<div style="font-size:12px"><b>one transformer layer, one microbatch, training</b> (forward + '
             f'backward), per GPU, log time axis: <span style="color:{COMPUTE_COLOUR}">&#9632; compute</span> '
             f'<span style="color:{COMM_COLOUR};margin-left:8px">&#9632; TP all-reduces (on the critical path)'
-            '</span></div>'
+            "</span></div>"
         )
         super().__init__([controls, legend, self.canvas, self.status])
         self._sync_tp_options()
@@ -110,9 +140,14 @@ class TensorParallelApp(LessonApp):
         link = hardware.link(self.link.value)
         in_node = self.gpus_per_node if link.kind == "intra-node" else None
         return tensor.tp_layer_cost(
-            gpt_layer(self.hidden.value, self.seq_len.value), self.tp.value,
-            micro_batch_size=self.micro_batch_size.value, seq_len=self.seq_len.value, link=link,
-            gpu=self.gpu.value, precision=self.precision.value, sequence_parallel=self.sequence_parallel.value,
+            gpt_layer(self.hidden.value, self.seq_len.value),
+            self.tp.value,
+            micro_batch_size=self.micro_batch_size.value,
+            seq_len=self.seq_len.value,
+            link=link,
+            gpu=self.gpu.value,
+            precision=self.precision.value,
+            sequence_parallel=self.sequence_parallel.value,
             gpus_per_node=in_node,
         )
 
@@ -132,9 +167,11 @@ class TensorParallelApp(LessonApp):
             comm = "tp=1: one GPU holds the whole layer, no TP communication [tensor.tp_layer_cost]"
         else:
             ops = "reduce-scatter + all-gather pairs" if c.sequence_parallel else "ring all-reduces"
-            comm = (f"{c.all_reduces} {ops} of b x s x h = {format_bytes(c.message_bytes)} over {c.tp} GPUs on "
-                    f"{c.link} ({format_rate(c.bandwidth)} per direction): {format_bytes(c.comm_bytes_per_gpu)} sent, "
-                    f"{format_seconds(c.comm_time_s)} [tensor.tp_layer_cost]")
+            comm = (
+                f"{c.all_reduces} {ops} of b x s x h = {format_bytes(c.message_bytes)} over {c.tp} GPUs on "
+                f"{c.link} ({format_rate(c.bandwidth)} per direction): {format_bytes(c.comm_bytes_per_gpu)} sent, "
+                f"{format_seconds(c.comm_time_s)} [tensor.tp_layer_cost]"
+            )
         lines = [
             comm,
             f"compute: {c.flops_per_gpu / 1e12:.3g} TFLOP per GPU at the {c.gpu} peak "
@@ -142,8 +179,10 @@ class TensorParallelApp(LessonApp):
         ]
         if c.tp > 1:
             verdict = "communication exceeds compute" if c.ratio > 1 else "compute exceeds communication"
-            lines.append(f"communication / compute = {c.ratio:.3g}: {verdict}; "
-                         f"{c.comm_share:.0%} of the layer's time is spent communicating")
+            lines.append(
+                f"communication / compute = {c.ratio:.3g}: {verdict}; "
+                f"{c.comm_share:.0%} of the layer's time is spent communicating"
+            )
         return "\n".join(lines)
 
 

@@ -72,13 +72,16 @@ class ScheduleApp(LessonApp):
 
     def __init__(self, kind="zb-v", stages=4, microbatches=8, backward=1.0, weight=1.0):
         slider = dict(continuous_update=True, layout=widgets.Layout(width="330px"))
-        self.kind = widgets.ToggleButtons(options=list(SCHEDULES), value=kind, description="schedule",
-                                          style={"button_width": "86px"})
+        self.kind = widgets.ToggleButtons(
+            options=list(SCHEDULES), value=kind, description="schedule", style={"button_width": "86px"}
+        )
         self.stages = widgets.IntSlider(value=stages, min=1, max=MAX_STAGES, description="stages p", **slider)
-        self.microbatches = widgets.IntSlider(value=microbatches, min=1, max=MAX_MICROBATCHES, description="micro m",
-                                              **slider)
-        ratio = dict(max=4.0, step=0.25, continuous_update=True, readout_format=".2f",
-                     layout=widgets.Layout(width="330px"))
+        self.microbatches = widgets.IntSlider(
+            value=microbatches, min=1, max=MAX_MICROBATCHES, description="micro m", **slider
+        )
+        ratio = dict(
+            max=4.0, step=0.25, continuous_update=True, readout_format=".2f", layout=widgets.Layout(width="330px")
+        )
         self.backward = widgets.FloatSlider(value=backward, min=0.25, description="B : F", **ratio)
         self.weight = widgets.FloatSlider(value=weight, min=0.0, description="W : F", **ratio)
         self.status = widgets.HTML()
@@ -88,8 +91,16 @@ class ScheduleApp(LessonApp):
         for control in (self.kind, self.stages, self.microbatches, self.backward, self.weight):
             control.observe(self.update, names="value")
         legend = widgets.HTML(legend_html(rows="rows: stage 0 (top) to p-1; time in t_F, one stage's forward"))
-        super().__init__([self.kind, widgets.HBox([self.stages, self.backward]),
-                          widgets.HBox([self.microbatches, self.weight]), legend, self.canvas, self.status])
+        super().__init__(
+            [
+                self.kind,
+                widgets.HBox([self.stages, self.backward]),
+                widgets.HBox([self.microbatches, self.weight]),
+                legend,
+                self.canvas,
+                self.status,
+            ]
+        )
         self.update()
 
     def compute(self) -> tuple:
@@ -109,11 +120,15 @@ class ScheduleApp(LessonApp):
 
     def describe(self, result) -> str:
         tl, base = result
-        lines = [f"{tl.summary()} [pipeline.schedule]",
-                 "                 idle inside a stage's span (t_F)   step (t_F)   peak in flight (until W)"]
+        lines = [
+            f"{tl.summary()} [pipeline.schedule]",
+            "                 idle inside a stage's span (t_F)   step (t_F)   peak in flight (until W)",
+        ]
         for name, t in ((tl.schedule, tl), ("1f1b", base)):
-            lines.append(f"  {name:<12}   {float(t.span_idle.max()):>12.4g}   {t.step_time:>18.4g}   "
-                         f"{float(t.peak_in_flight_w.max()):>10g}" + ("   (2 model copies)" if name == "dualpipe" else ""))
+            lines.append(
+                f"  {name:<12}   {float(t.span_idle.max()):>12.4g}   {t.step_time:>18.4g}   "
+                f"{float(t.peak_in_flight_w.max()):>10g}" + ("   (2 model copies)" if name == "dualpipe" else "")
+            )
         lines.append("[Timeline.span_idle, step_time, peak_in_flight_w]")
         return "\n".join(lines)
 
@@ -147,35 +162,59 @@ class FsdpApp(LessonApp):
     `result` holds (plan, the other sharding's plan); `error` the message shown instead.
     """
 
-    def __init__(self, model="llama2-7b", nodes=4, fabric="ib-ndr", sharding="full", prefetch=1, reshard=True,
-                 micro_batch_size=1):
+    def __init__(
+        self, model="llama2-7b", nodes=4, fabric="ib-ndr", sharding="full", prefetch=1, reshard=True, micro_batch_size=1
+    ):
         narrow = widgets.Layout(width="230px")
         self.model = widgets.Dropdown(options=FSDP_MODELS, value=model, description="model", layout=narrow)
         self.fabric = widgets.Dropdown(options=FABRICS, value=fabric, description="fabric", layout=narrow)
-        self.nodes = widgets.ToggleButtons(options=NODES, value=nodes, description="nodes", style={"button_width": "40px"})
-        self.sharding = widgets.ToggleButtons(options=[("FSDP (all GPUs)", "full"), ("HSDP (node)", "hybrid")],
-                                              value=sharding, description="sharding", style={"button_width": "110px"})
+        self.nodes = widgets.ToggleButtons(
+            options=NODES, value=nodes, description="nodes", style={"button_width": "40px"}
+        )
+        self.sharding = widgets.ToggleButtons(
+            options=[("FSDP (all GPUs)", "full"), ("HSDP (node)", "hybrid")],
+            value=sharding,
+            description="sharding",
+            style={"button_width": "110px"},
+        )
         self.prefetch = widgets.IntSlider(value=prefetch, min=0, max=4, description="prefetch", layout=narrow)
         self.reshard = widgets.Checkbox(value=reshard, description="reshard after forward")
-        self.micro = widgets.Dropdown(options=[1, 2, 4, 8], value=micro_batch_size, description="sequences",
-                                      layout=narrow)
+        self.micro = widgets.Dropdown(
+            options=[1, 2, 4, 8], value=micro_batch_size, description="sequences", layout=narrow
+        )
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((7.6, 1.9), dict(left=0.09, right=0.98, bottom=0.16, top=0.96))
         self.plot = stream_plot(self.fig.add_subplot())
         self.renderer = BlitRenderer(self.canvas, self.plot.animated_artists)
         for control in (self.model, self.fabric, self.nodes, self.sharding, self.prefetch, self.reshard, self.micro):
             control.observe(self.update, names="value")
-        super().__init__([widgets.HBox([self.model, self.fabric, self.micro]), self.nodes, self.sharding,
-                          widgets.HBox([self.prefetch, self.reshard]),
-                          widgets.HTML(stream_legend_html() + " <span style='color:#57606a'>time in units of the microbatch's "
-                                                             "compute (clipped at 3)</span>"),
-                          self.canvas, self.status])
+        super().__init__(
+            [
+                widgets.HBox([self.model, self.fabric, self.micro]),
+                self.nodes,
+                self.sharding,
+                widgets.HBox([self.prefetch, self.reshard]),
+                widgets.HTML(
+                    stream_legend_html() + " <span style='color:#57606a'>time in units of the microbatch's "
+                    "compute (clipped at 3)</span>"
+                ),
+                self.canvas,
+                self.status,
+            ]
+        )
         self.update()
 
     def _plan(self, sharding):
-        return fsdp.sharding_plan(self.model.value, "dgx-h100", nodes=self.nodes.value, fabric=self.fabric.value,
-                                  sharding=sharding, micro_batch_size=self.micro.value, prefetch=self.prefetch.value,
-                                  reshard_after_forward=self.reshard.value)
+        return fsdp.sharding_plan(
+            self.model.value,
+            "dgx-h100",
+            nodes=self.nodes.value,
+            fabric=self.fabric.value,
+            sharding=sharding,
+            micro_batch_size=self.micro.value,
+            prefetch=self.prefetch.value,
+            reshard_after_forward=self.reshard.value,
+        )
 
     def compute(self) -> tuple:
         plan = self._plan(self.sharding.value)
@@ -199,9 +238,11 @@ class FsdpApp(LessonApp):
         lines = [plan.summary() + " [fsdp.sharding_plan]"]
         if other is not None:
             name = "HSDP" if other.sharding == "hybrid" else "FSDP"
-            lines.append(f"{name} on the same cluster: {format_bytes(other.memory_bytes)} per GPU, "
-                         f"{format_bytes(other.network_sent_bytes)} over the network, "
-                         f"{format_seconds(other.exposed_s)} exposed per microbatch")
+            lines.append(
+                f"{name} on the same cluster: {format_bytes(other.memory_bytes)} per GPU, "
+                f"{format_bytes(other.network_sent_bytes)} over the network, "
+                f"{format_seconds(other.exposed_s)} exposed per microbatch"
+            )
         return "\n".join(lines)
 
 
@@ -221,30 +262,44 @@ class ContextApp(LessonApp):
         self.seq_len = widgets.Dropdown(options=SEQ_LENS, value=seq_len, description="tokens", layout=narrow)
         self.link = widgets.Dropdown(options=CP_LINKS, value=link, description="link", layout=narrow)
         self.cp = widgets.ToggleButtons(options=CP_DEGREES, value=cp, description="cp", style={"button_width": "44px"})
-        self.tp = widgets.ToggleButtons(options=[1, 2, 4, 8], value=tp, description="tp", style={"button_width": "44px"})
+        self.tp = widgets.ToggleButtons(
+            options=[1, 2, 4, 8], value=tp, description="tp", style={"button_width": "44px"}
+        )
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((7.0, 1.8), dict(left=0.2, right=0.98, bottom=0.18, top=0.96))
         self.bars = context_bars(self.fig.add_subplot(), CP_ROWS)
         self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists)
         for control in (self.model, self.seq_len, self.link, self.cp, self.tp):
             control.observe(self.update, names="value")
-        super().__init__([widgets.HBox([self.model, self.seq_len, self.link]), self.cp, self.tp,
-                          widgets.HTML(context_legend_html() + " <span style='color:#57606a'>per layer, in units of the "
-                                                              "balanced attention compute (clipped at 2.5)</span>"),
-                          self.canvas, self.status])
+        super().__init__(
+            [
+                widgets.HBox([self.model, self.seq_len, self.link]),
+                self.cp,
+                self.tp,
+                widgets.HTML(
+                    context_legend_html() + " <span style='color:#57606a'>per layer, in units of the "
+                    "balanced attention compute (clipped at 2.5)</span>"
+                ),
+                self.canvas,
+                self.status,
+            ]
+        )
         self.update()
 
     def compute(self) -> dict:
-        return production.compare_context_parallel(self.model.value, self.seq_len.value, self.cp.value,
-                                                   tp=self.tp.value, link=self.link.value)
+        return production.compare_context_parallel(
+            self.model.value, self.seq_len.value, self.cp.value, tp=self.tp.value, link=self.link.value
+        )
 
     def render(self, result) -> bool:
         valid = [r for r in result.values() if not isinstance(r, str)]
         if not valid:
             return self.bars.update(None)
         unit = min(r.compute_s for r in valid)  # the balanced attention compute: 1 on the x axis
-        rows = [None if isinstance(r, str) else (r.compute_s / unit, r.comm_s / unit, r.exposed_s / unit)
-                for r in result.values()]
+        rows = [
+            None if isinstance(r, str) else (r.compute_s / unit, r.comm_s / unit, r.exposed_s / unit)
+            for r in result.values()
+        ]
         return self.bars.update(rows, x_max=CP_X_MAX)
 
     def fade(self) -> bool:
@@ -256,15 +311,19 @@ class ContextApp(LessonApp):
             if isinstance(r, str):
                 lines.append(f"{label}: cannot run: {r}")
                 continue
-            lines.append(f"{label}: {format_bytes(r.sent_bytes)} sent per layer, {format_seconds(r.comm_s)} of it "
-                         f"against {format_seconds(r.compute_s)} of attention ({format_seconds(r.exposed_s)} exposed"
-                         + (f"; busiest rank {r.imbalance:.3g}x its share" if r.imbalance > 1 + 1e-9 else "")
-                         + f"); buffers {format_bytes(r.buffer_bytes)}")
+            lines.append(
+                f"{label}: {format_bytes(r.sent_bytes)} sent per layer, {format_seconds(r.comm_s)} of it "
+                f"against {format_seconds(r.compute_s)} of attention ({format_seconds(r.exposed_s)} exposed"
+                + (f"; busiest rank {r.imbalance:.3g}x its share" if r.imbalance > 1 + 1e-9 else "")
+                + f"); buffers {format_bytes(r.buffer_bytes)}"
+            )
         first = next((r for r in result.values() if not isinstance(r, str)), None)
         if first is not None:
-            lines.append(f"activations per GPU, all {models.model(self.model.value).layers} layers at "
-                         f"{first.seq_len // first.cp:,} tokens (selective recomputation): "
-                         f"{format_bytes(first.activation_bytes)} [production.context_parallel_layer]")
+            lines.append(
+                f"activations per GPU, all {models.model(self.model.value).layers} layers at "
+                f"{first.seq_len // first.cp:,} tokens (selective recomputation): "
+                f"{format_bytes(first.activation_bytes)} [production.context_parallel_layer]"
+            )
         return "\n".join(lines)
 
 
@@ -283,31 +342,57 @@ class CheckpointApp(LessonApp):
         wide = widgets.Layout(width="360px")
         self.model = widgets.Dropdown(options=CKPT_MODELS, value=model, description="model")
         self.gpus = widgets.SelectionSlider(options=GPU_COUNTS, value=gpus, description="GPUs", layout=wide)
-        self.rate = widgets.FloatLogSlider(value=rate, base=10, min=-7, max=-3, step=0.1, description="fail/GPU-h",
-                                           readout_format=".2e", layout=wide)
-        self.storage = widgets.FloatLogSlider(value=storage_tbps, base=10, min=-2, max=1, step=0.1,
-                                              description="storage TB/s", readout_format=".3g", layout=wide)
-        self.mode = widgets.ToggleButtons(options=list(failures.CHECKPOINT_MODES), value=mode, description="checkpoint",
-                                          style={"button_width": "80px"})
-        self.restart = widgets.FloatSlider(value=restart_min, min=0.0, max=60.0, step=1.0, description="restart min",
-                                           layout=wide)
+        self.rate = widgets.FloatLogSlider(
+            value=rate, base=10, min=-7, max=-3, step=0.1, description="fail/GPU-h", readout_format=".2e", layout=wide
+        )
+        self.storage = widgets.FloatLogSlider(
+            value=storage_tbps,
+            base=10,
+            min=-2,
+            max=1,
+            step=0.1,
+            description="storage TB/s",
+            readout_format=".3g",
+            layout=wide,
+        )
+        self.mode = widgets.ToggleButtons(
+            options=list(failures.CHECKPOINT_MODES),
+            value=mode,
+            description="checkpoint",
+            style={"button_width": "80px"},
+        )
+        self.restart = widgets.FloatSlider(
+            value=restart_min, min=0.0, max=60.0, step=1.0, description="restart min", layout=wide
+        )
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((6.4, 2.3), dict(left=0.1, right=0.98, bottom=0.18, top=0.96))
         self.curve = goodput_curve(self.fig.add_subplot())
         self.renderer = BlitRenderer(self.canvas, self.curve.animated_artists)
         for control in (self.model, self.gpus, self.rate, self.storage, self.mode, self.restart):
             control.observe(self.update, names="value")
-        super().__init__([widgets.HBox([self.model, self.mode]), widgets.HBox([self.gpus, self.rate]),
-                          widgets.HBox([self.storage, self.restart]),
-                          widgets.HTML(goodput_legend_html()
-                                       + " <span style='color:#57606a'>x: interval (min, log); y: goodput %</span>"),
-                          self.canvas, self.status])
+        super().__init__(
+            [
+                widgets.HBox([self.model, self.mode]),
+                widgets.HBox([self.gpus, self.rate]),
+                widgets.HBox([self.storage, self.restart]),
+                widgets.HTML(
+                    goodput_legend_html() + " <span style='color:#57606a'>x: interval (min, log); y: goodput %</span>"
+                ),
+                self.canvas,
+                self.status,
+            ]
+        )
         self.update()
 
     def compute(self) -> tuple:
-        plan = failures.checkpoint_plan(self.model.value, self.gpus.value, rate_per_gpu_hour=self.rate.value,
-                                        storage_bandwidth=self.storage.value * 1e12, mode=self.mode.value,
-                                        restart_s=60.0 * self.restart.value)
+        plan = failures.checkpoint_plan(
+            self.model.value,
+            self.gpus.value,
+            rate_per_gpu_hour=self.rate.value,
+            storage_bandwidth=self.storage.value * 1e12,
+            mode=self.mode.value,
+            restart_s=60.0 * self.restart.value,
+        )
         low, high = 60.0 * GOODPUT_X_RANGE[0], 60.0 * GOODPUT_X_RANGE[1]
         start = max(plan.checkpoint_s, plan.write_s if self.mode.value != "sync" else 0.0, low)
         intervals = np.geomspace(min(start, high), high, 120)
@@ -317,8 +402,9 @@ class CheckpointApp(LessonApp):
     def render(self, result) -> bool:
         plan, intervals, good = result
         young = failures.young_interval(plan.checkpoint_s, plan.mtbf_s) if plan.checkpoint_s > 0 else plan.interval_s
-        return self.curve.update(intervals / 60.0, 100 * good, (plan.interval_s / 60.0, 100 * plan.goodput),
-                                 young / 60.0)
+        return self.curve.update(
+            intervals / 60.0, 100 * good, (plan.interval_s / 60.0, 100 * plan.goodput), young / 60.0
+        )
 
     def fade(self) -> bool:
         return self.curve.update(None)
@@ -326,14 +412,16 @@ class CheckpointApp(LessonApp):
     def describe(self, result) -> str:
         plan = result[0]
         run_days = failures.LLAMA3["days"]
-        lines = [plan.summary() + " [failures.checkpoint_plan]",
-                 f"a {run_days}-day run: {failures.expected_interruptions(plan.gpus, run_days, plan.rate_per_gpu_hour):,.0f} "
-                 f"expected interruptions (Llama 3 saw {failures.LLAMA3['unexpected']} unexpected on 16,384 GPUs); "
-                 f"lost to failures and checkpoints: {format_percent(1 - plan.goodput)} "
-                 f"[failures.expected_interruptions]",
-                 f"checkpoint to the storage at {self.storage.value:.3g} TB/s: write {format_seconds(plan.write_s)}; "
-                 f"a host copy over {hardware.link('pcie5').name}: "
-                 f"{format_seconds(plan.checkpoint_bytes / plan.gpus / hardware.link('pcie5').bandwidth)} per GPU"]
+        lines = [
+            plan.summary() + " [failures.checkpoint_plan]",
+            f"a {run_days}-day run: {failures.expected_interruptions(plan.gpus, run_days, plan.rate_per_gpu_hour):,.0f} "
+            f"expected interruptions (Llama 3 saw {failures.LLAMA3['unexpected']} unexpected on 16,384 GPUs); "
+            f"lost to failures and checkpoints: {format_percent(1 - plan.goodput)} "
+            f"[failures.expected_interruptions]",
+            f"checkpoint to the storage at {self.storage.value:.3g} TB/s: write {format_seconds(plan.write_s)}; "
+            f"a host copy over {hardware.link('pcie5').name}: "
+            f"{format_seconds(plan.checkpoint_bytes / plan.gpus / hardware.link('pcie5').bandwidth)} per GPU",
+        ]
         return "\n".join(lines)
 
 

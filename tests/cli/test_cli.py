@@ -66,5 +66,8 @@ def test_exercises_check_reports_drift(tmp_path):
     (tmp_path / "solutions" / "x.ipynb").write_text((ROOT / "solutions" / "01_memory_wall.ipynb").read_text())
     proc = run("exercises", "--solutions", str(tmp_path / "solutions"), "--exercises", str(tmp_path / "ex"), "--check")
     assert proc.returncode == 1 and "x.ipynb" in proc.stdout
-    assert run("exercises", "--solutions", str(tmp_path / "solutions"), "--exercises", str(tmp_path / "ex")).returncode == 0
+    assert (
+        run("exercises", "--solutions", str(tmp_path / "solutions"), "--exercises", str(tmp_path / "ex")).returncode
+        == 0
+    )
     assert (tmp_path / "ex" / "x.ipynb").exists()

@@ -30,8 +30,26 @@ def test_all_reduce_json_is_plain_numbers():
 
 
 def test_text_output_names_the_phases(capsys):
-    assert cli.main(["collective", "--size", "4 GB", "--gpus", "16", "--link", "nvlink4", "--algorithm",
-                     "hierarchical", "--gpus-per-node", "8", "--inter-link", "ib-ndr"]) == 0
+    assert (
+        cli.main(
+            [
+                "collective",
+                "--size",
+                "4 GB",
+                "--gpus",
+                "16",
+                "--link",
+                "nvlink4",
+                "--algorithm",
+                "hierarchical",
+                "--gpus-per-node",
+                "8",
+                "--inter-link",
+                "ib-ndr",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     # intra reduce-scatter 7/8 x 4 GB = 3.5 GB; inter all-reduce of M/8 over 2 nodes: 2 x 1/2 x 0.5 GB = 500 MB
     assert "hierarchical all-reduce of 4 GB over 16 GPUs" in out
@@ -73,8 +91,10 @@ def test_one_gpu_costs_nothing(capsys):
         (["--size", "4 GB/s", "--gpus", "8", "--link", "nvlink4"], "wrong dimension"),
         (["--size", "-1 GB", "--gpus", "8", "--link", "nvlink4"], "must not be negative"),
         (["--size", "4 GB", "--gpus", "0", "--link", "nvlink4"], "gpus=0"),
-        (["--size", "4 GB", "--gpus", "8", "--link", "nvlink4", "--algorithm", "tree", "--op", "all-gather"],
-         "valid: ring"),
+        (
+            ["--size", "4 GB", "--gpus", "8", "--link", "nvlink4", "--algorithm", "tree", "--op", "all-gather"],
+            "valid: ring",
+        ),
         (["--size", "4 GB", "--gpus", "16", "--link", "nvlink4", "--algorithm", "hierarchical"], "gpus_per_node"),
     ],
 )

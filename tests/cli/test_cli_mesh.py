@@ -28,8 +28,10 @@ def test_megatron_example_as_text():
 
 
 def test_json_has_every_group_and_the_rank(capsys):
-    assert cli.main(["mesh", "--gpus", "16", "--tp", "2", "--pp", "4", "--gpus-per-node", "4", "--json",
-                     "--rank", "5"]) == 0
+    assert (
+        cli.main(["mesh", "--gpus", "16", "--tp", "2", "--pp", "4", "--gpus-per-node", "4", "--json", "--rank", "5"])
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     want = mesh.layout(16, tp=2, pp=4, gpus_per_node=4)
     for d in mesh.DIMENSIONS:
@@ -40,8 +42,26 @@ def test_json_has_every_group_and_the_rank(capsys):
 
 
 def test_reversed_order_warns_in_text(capsys):
-    assert cli.main(["mesh", "--gpus", "64", "--tp", "8", "--pp", "2", "--order", "pp-dp-tp", "--max-groups", "2",
-                     "--rank", "9"]) == 0
+    assert (
+        cli.main(
+            [
+                "mesh",
+                "--gpus",
+                "64",
+                "--tp",
+                "8",
+                "--pp",
+                "2",
+                "--order",
+                "pp-dp-tp",
+                "--max-groups",
+                "2",
+                "--rank",
+                "9",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "tp: 8 groups of 8, all cross nodes: [0, 8, 16, 24, 32, 40, 48, 56] [1, 9, 17" in out
     assert "(6 more)" in out and "warning: TP leaves the node" in out

@@ -8,8 +8,27 @@ from distlab import cli, moe
 
 
 def test_moe_memory_json_equals_the_library(capsys):
-    assert cli.main(["memory", "--model", "deepseek-v3", "--dp", "128", "--pp", "16", "--ep", "64", "--zero", "1",
-                     "--gpu", "h100-sxm", "--json"]) == 0
+    assert (
+        cli.main(
+            [
+                "memory",
+                "--model",
+                "deepseek-v3",
+                "--dp",
+                "128",
+                "--pp",
+                "16",
+                "--ep",
+                "64",
+                "--zero",
+                "1",
+                "--gpu",
+                "h100-sxm",
+                "--json",
+            ]
+        )
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     want = moe.expert_parallel_memory("deepseek-v3", 2048, pp=16, ep=64, zero=1)
     assert data["total_bytes"] == want.total_bytes and data["edp"] == 2 and data["fits"] is True
@@ -21,27 +40,56 @@ def test_moe_memory_text_names_both_groups(capsys):
     assert "edp=1" in out and "1 experts per MoE layer" in out and "activations are not included" in out
 
 
-@pytest.mark.parametrize("args, words", [
-    (["memory", "--model", "llama2-7b", "--ep", "8"], "--ep and --etp apply to mixture-of-experts"),
-    (["memory", "--model", "mixtral-8x7b", "--dp", "3", "--ep", "3"], "ep=3 does not divide the 8 experts"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["memory", "--model", "llama2-7b", "--ep", "8"], "--ep and --etp apply to mixture-of-experts"),
+        (["memory", "--model", "mixtral-8x7b", "--dp", "3", "--ep", "3"], "ep=3 does not divide the 8 experts"),
+    ],
+)
 def test_moe_memory_errors_are_ours(args, words, capsys):
     assert cli.main(args) == 2
     assert words in capsys.readouterr().err
 
 
 def test_export_of_an_moe_configuration_is_the_library_text(capsys):
-    assert cli.main(["export", "--format", "megatron", "--model", "deepseek-v3", "--gpus", "2048", "--global-batch",
-                     "15360", "--pp", "16", "--ep", "64", "--max-nodes", "4"]) == 0
+    assert (
+        cli.main(
+            [
+                "export",
+                "--format",
+                "megatron",
+                "--model",
+                "deepseek-v3",
+                "--gpus",
+                "2048",
+                "--global-batch",
+                "15360",
+                "--pp",
+                "16",
+                "--ep",
+                "64",
+                "--max-nodes",
+                "4",
+            ]
+        )
+        == 0
+    )
     want = moe.megatron_moe(moe.moe_config("deepseek-v3", 2048, pp=16, ep=64, global_batch=15360, max_nodes=4))
     assert capsys.readouterr().out.strip() == want
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--model", "mixtral-8x7b", "--format", "torchtitan", "--ep", "8"], "no flavor of mixtral-8x7b"),
-    (["--model", "mixtral-8x7b", "--format", "torchtitan", "--best"], "no feasible MoE configuration that torchtitan"),
-    (["--model", "llama2-7b", "--format", "megatron", "--ep", "8"], "apply to mixture-of-experts models"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--model", "mixtral-8x7b", "--format", "torchtitan", "--ep", "8"], "no flavor of mixtral-8x7b"),
+        (
+            ["--model", "mixtral-8x7b", "--format", "torchtitan", "--best"],
+            "no feasible MoE configuration that torchtitan",
+        ),
+        (["--model", "llama2-7b", "--format", "megatron", "--ep", "8"], "apply to mixture-of-experts models"),
+    ],
+)
 def test_moe_export_errors_are_ours(args, words, capsys):
     assert cli.main(["export", "--gpus", "64", "--global-batch", "256", *args]) == 2
     assert words in capsys.readouterr().err
@@ -55,9 +103,19 @@ def test_export_best_of_an_moe_model_is_the_planners_fastest_row(capsys):
     p = planner.plan("mixtral-8x7b", hardware.cluster("dgx-h100", 4, "ib-ndr"), global_batch=256, seq_len=4096)
     row = p.row(0)  # the fastest feasible row has cp = 1 here, and Megatron expresses every MoE layout
     assert row["fits"] and row["cp"] == 1
-    want = moe.megatron_moe(moe.moe_config("mixtral-8x7b", 32, tp=row["tp"], pp=row["pp"], ep=row["ep"],
-                                           etp=row["etp"], micro_batch=row["micro_batch_size"], global_batch=256,
-                                           seq_len=4096))
+    want = moe.megatron_moe(
+        moe.moe_config(
+            "mixtral-8x7b",
+            32,
+            tp=row["tp"],
+            pp=row["pp"],
+            ep=row["ep"],
+            etp=row["etp"],
+            micro_batch=row["micro_batch_size"],
+            global_batch=256,
+            seq_len=4096,
+        )
+    )
     assert capsys.readouterr().out.strip() == want
 
 
@@ -67,8 +125,18 @@ def test_estimate_and_plan_take_moe_models(capsys):
     args = ["--model", "mixtral-8x7b", "--gpus", "32", "--global-batch", "256", "--seq", "4096"]
     assert cli.main(["estimate", *args, "--tp", "2", "--sequence-parallel", "--ep", "8", "--etp", "1", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    want = training.estimate("mixtral-8x7b", "dgx-h100", nodes=4, fabric="ib-ndr", global_batch=256, seq_len=4096,
-                             tp=2, sequence_parallel=True, ep=8, etp=1)
+    want = training.estimate(
+        "mixtral-8x7b",
+        "dgx-h100",
+        nodes=4,
+        fabric="ib-ndr",
+        global_batch=256,
+        seq_len=4096,
+        tp=2,
+        sequence_parallel=True,
+        ep=8,
+        etp=1,
+    )
     assert data["step_time_s"] == want.step_time_s and data["breakdown_s"]["ep_comm"] == want.ep_comm_s > 0
     assert (data["ep"], data["etp"]) == (8, 1)
     assert cli.main(["estimate", *args, "--ep", "3"]) == 2

@@ -16,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "distlab", "schedule", *args], capture_output=True, text=True,
-                          cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "distlab", "schedule", *args], capture_output=True, text=True, cwd=ROOT
+    )
 
 
 def test_text_grid_and_bubble_of_the_lecture_example():
@@ -94,8 +95,13 @@ def test_errors_are_messages(args, words, capsys):
     assert err.startswith("distlab: error: ") and words in err
 
 
-@pytest.mark.parametrize("args, words", [(["--kind", "interleaved", "-p", "4", "-m", "6", "-v", "2"], "valid: 4, 8, 12"),
-                                         (["--ratio", "1:-1:0"], "F and B must be positive")])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--kind", "interleaved", "-p", "4", "-m", "6", "-v", "2"], "valid: 4, 8, 12"),
+        (["--ratio", "1:-1:0"], "F and B must be positive"),
+    ],
+)
 def test_errors_exit_2_without_traceback(args, words):
     proc = run(*args)
     assert proc.returncode == 2

@@ -9,8 +9,20 @@ import pytest
 
 from distlab import cli, export, planner, training
 
-CLUSTER = ["--model", "llama3.1-70b", "--gpus", "32", "--node", "dgx-h100", "--fabric", "ib-ndr",
-           "--global-batch", "64", "--seq", "2048"]
+CLUSTER = [
+    "--model",
+    "llama3.1-70b",
+    "--gpus",
+    "32",
+    "--node",
+    "dgx-h100",
+    "--fabric",
+    "ib-ndr",
+    "--global-batch",
+    "64",
+    "--seq",
+    "2048",
+]
 
 
 def run(capsys, *args):
@@ -20,16 +32,42 @@ def run(capsys, *args):
 
 
 def test_estimate_json_matches_the_library(capsys):
-    code, out, _ = run(capsys, "estimate", *CLUSTER, "--tp", "2", "--pp", "2", "--microbatches", "8", "--zero", "1",
-                       "--recompute", "selective", "--json")
+    code, out, _ = run(
+        capsys,
+        "estimate",
+        *CLUSTER,
+        "--tp",
+        "2",
+        "--pp",
+        "2",
+        "--microbatches",
+        "8",
+        "--zero",
+        "1",
+        "--recompute",
+        "selective",
+        "--json",
+    )
     assert code == 0
     data = json.loads(out)
     # --gpus 32 on 8-GPU nodes = 4 nodes; dp = 32 / (2 x 2) = 8; micro-batch = 64 / (8 x 8) = 1
-    want = training.estimate("llama3.1-70b", "dgx-h100", nodes=4, fabric="ib-ndr", global_batch=64, seq_len=2048,
-                             tp=2, pp=2, micro_batch_size=1, zero=1, recompute="selective")
+    want = training.estimate(
+        "llama3.1-70b",
+        "dgx-h100",
+        nodes=4,
+        fabric="ib-ndr",
+        global_batch=64,
+        seq_len=2048,
+        tp=2,
+        pp=2,
+        micro_batch_size=1,
+        zero=1,
+        recompute="selective",
+    )
     for key in ("step_time_s", "mfu", "tokens_per_s", "memory_per_gpu_bytes", "fits"):
-        assert data[key] == pytest.approx(getattr(want, key) if key != "memory_per_gpu_bytes"
-                                          else want.memory.total_bytes)
+        assert data[key] == pytest.approx(
+            getattr(want, key) if key != "memory_per_gpu_bytes" else want.memory.total_bytes
+        )
     assert (data["dp"], data["microbatches"], data["micro_batch_size"]) == (8, 8, 1)
 
 
@@ -60,8 +98,18 @@ def test_plan_json_is_the_planner_ranking(capsys):
     rows = json.loads(out)
     p = planner.plan("llama3.1-70b", "dgx-h100", nodes=4, fabric="ib-ndr", global_batch=64, seq_len=2048)
     assert rows == json.loads(json.dumps(p.top(5)))
-    for key in ("dp", "tp", "pp", "microbatches", "zero", "recompute", "step_time_s", "mfu", "memory_per_gpu_bytes",
-                "fits"):
+    for key in (
+        "dp",
+        "tp",
+        "pp",
+        "microbatches",
+        "zero",
+        "recompute",
+        "step_time_s",
+        "mfu",
+        "memory_per_gpu_bytes",
+        "fits",
+    ):
         assert key in rows[0]
     assert [r["step_time_s"] for r in rows] == sorted(r["step_time_s"] for r in rows)
     code, out, _ = run(capsys, "plan", *CLUSTER, "--top", "3")
@@ -106,15 +154,54 @@ def test_export_best_parses_back_to_a_feasible_configuration(capsys, fmt):
 
 
 def test_export_given_configuration_and_its_errors(capsys):
-    code, out, _ = run(capsys, "export", "--format", "torchtitan", *CLUSTER, "--tp", "4", "--pp", "2", "--zero", "3",
-                       "--recompute", "full")
+    code, out, _ = run(
+        capsys,
+        "export",
+        "--format",
+        "torchtitan",
+        *CLUSTER,
+        "--tp",
+        "4",
+        "--pp",
+        "2",
+        "--zero",
+        "3",
+        "--recompute",
+        "full",
+    )
     assert code == 0
     assert tomllib.loads(out)["parallelism"]["data_parallel_shard_degree"] == 4
-    code, out, _ = run(capsys, "export", "--format", "megatron", *CLUSTER, "--tp", "4", "--pp", "2", "--zero", "3",
-                       "--recompute", "full")  # ZeRO-3 through Megatron-FSDP
+    code, out, _ = run(
+        capsys,
+        "export",
+        "--format",
+        "megatron",
+        *CLUSTER,
+        "--tp",
+        "4",
+        "--pp",
+        "2",
+        "--zero",
+        "3",
+        "--recompute",
+        "full",
+    )  # ZeRO-3 through Megatron-FSDP
     assert code == 0 and export.parse_megatron(out)["zero"] == 3 and "--use-megatron-fsdp" in out
-    code, _, err = run(capsys, "export", "--format", "torchtitan", *CLUSTER, "--tp", "4", "--pp", "2", "--zero", "1",
-                       "--recompute", "full")
+    code, _, err = run(
+        capsys,
+        "export",
+        "--format",
+        "torchtitan",
+        *CLUSTER,
+        "--tp",
+        "4",
+        "--pp",
+        "2",
+        "--zero",
+        "1",
+        "--recompute",
+        "full",
+    )
     assert code == 2 and "zero=1" in err
     code, _, err = run(capsys, "export", "--format", "megatron", *CLUSTER)  # pure DP: does not fit
     assert code == 2 and "cannot run" in err

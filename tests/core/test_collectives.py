@@ -142,8 +142,10 @@ def test_tree_ring_crossover():
     assert crossover == pytest.approx(518.656e9)
     times = {}
     for m in (1e6, 0.99 * crossover, crossover, 1.01 * crossover):
-        times[m] = [C.collective_cost("all-reduce", m, n, algorithm=a, bandwidth=bw, latency=alpha).time_s
-                    for a in ("ring", "tree")]
+        times[m] = [
+            C.collective_cost("all-reduce", m, n, algorithm=a, bandwidth=bw, latency=alpha).time_s
+            for a in ("ring", "tree")
+        ]
     assert times[1e6][1] < times[1e6][0] / 50
     assert times[0.99 * crossover][1] < times[0.99 * crossover][0]
     assert times[crossover][0] == pytest.approx(times[crossover][1], rel=1e-12)
@@ -183,8 +185,15 @@ def test_hierarchical_two_nodes_of_eight():
     # inter all-reduce of M/g = 0.5 GB over 2 nodes: 2*1/2 * 0.5 GB = 0.5 GB, 2 steps -> 20 us + 0.5e9/50e9
     # intra all-gather = reduce-scatter.
     cost = C.collective_cost(
-        "all-reduce", "4 GB", 16, algorithm="hierarchical", bandwidth="450 GB/s", latency="1 us",
-        gpus_per_node=8, inter_bandwidth="50 GB/s", inter_latency="10 us",
+        "all-reduce",
+        "4 GB",
+        16,
+        algorithm="hierarchical",
+        bandwidth="450 GB/s",
+        latency="1 us",
+        gpus_per_node=8,
+        inter_bandwidth="50 GB/s",
+        inter_latency="10 us",
     )
     rs = 7e-6 + 3.5e9 / 450e9
     inter = 20e-6 + 0.5e9 / 50e9
@@ -208,16 +217,24 @@ def test_hierarchical_moves_the_ring_bytes_and_degenerates_to_rings(nodes, g, m)
     # 2(g-1)/g M + 2(k-1)/k M/g = 2M (1 - 1/(gk)) = 2(N-1)/N M for every split N = g k.
     n = nodes * g
     hier = C.collective_cost(
-        "all-reduce", m, n, algorithm="hierarchical", bandwidth=450e9, latency=1e-6,
-        gpus_per_node=g, inter_bandwidth=50e9, inter_latency=1e-5,
+        "all-reduce",
+        m,
+        n,
+        algorithm="hierarchical",
+        bandwidth=450e9,
+        latency=1e-6,
+        gpus_per_node=g,
+        inter_bandwidth=50e9,
+        inter_latency=1e-5,
     )
     ring = C.collective_cost("all-reduce", m, n, bandwidth=50e9, latency=1e-5)
     assert hier.bytes_sent_per_gpu == pytest.approx(ring.bytes_sent_per_gpu, rel=1e-9, abs=1e-9)
     if g == 1:  # no intra phases: exactly a ring over the inter-node link
         assert hier.time_s == pytest.approx(ring.time_s, rel=1e-9, abs=1e-15)
     if nodes == 1:  # one node: a ring over the intra-node link, no inter link needed
-        one = C.collective_cost("all-reduce", m, n, algorithm="hierarchical", bandwidth=450e9, latency=1e-6,
-                                gpus_per_node=g)
+        one = C.collective_cost(
+            "all-reduce", m, n, algorithm="hierarchical", bandwidth=450e9, latency=1e-6, gpus_per_node=g
+        )
         intra = C.collective_cost("all-reduce", m, n, bandwidth=450e9, latency=1e-6)
         assert one.time_s == pytest.approx(intra.time_s, rel=1e-9, abs=1e-15)
 
@@ -225,8 +242,9 @@ def test_hierarchical_moves_the_ring_bytes_and_degenerates_to_rings(nodes, g, m)
 def test_parameter_server():
     # Server = one of N = 4 GPUs; M = 1 GB, 50 GB/s, alpha = 10 us.
     # It receives 3 x 1 GB and sends 3 x 1 GB, one message per step: 6 (alpha + M/B) = 120.06 ms.
-    cost = C.collective_cost("all-reduce", "1 GB", 4, algorithm="parameter-server", bandwidth="50 GB/s",
-                             latency="10 us")
+    cost = C.collective_cost(
+        "all-reduce", "1 GB", 4, algorithm="parameter-server", bandwidth="50 GB/s", latency="10 us"
+    )
     assert cost.bytes_sent_per_gpu == pytest.approx(3e9)
     assert cost.bytes_received_per_gpu == pytest.approx(3e9)
     assert cost.steps == 6
@@ -238,8 +256,9 @@ def test_parameter_server():
 
 def test_parameter_server_load_grows_linearly_ring_stays_below_2m():
     m = 1e9
-    ps = [C.collective_cost("all-reduce", m, n, algorithm="ps", bandwidth=50e9).bytes_sent_per_gpu
-          for n in range(1, 65)]
+    ps = [
+        C.collective_cost("all-reduce", m, n, algorithm="ps", bandwidth=50e9).bytes_sent_per_gpu for n in range(1, 65)
+    ]
     assert np.allclose(np.diff(ps), m)  # + M per extra GPU: (N-1) M
     ring = [C.collective_cost("all-reduce", m, n, bandwidth=50e9).bytes_sent_per_gpu for n in range(1, 200)]
     assert all(r < 2 * m for r in ring)
@@ -296,8 +315,9 @@ def test_latency_bandwidth_crossover_of_the_ring():
     # reduce-scatter: (N-1) alpha = (N-1)/N M/B -> the same N alpha B; binomial-tree broadcast:
     # ceil(log2 N) alpha = ceil(log2 N) M/B -> M* = alpha B = 480 kB
     assert C.latency_bandwidth_crossover("reduce-scatter", 8, bandwidth=50e9, latency=9.6e-6) == pytest.approx(3.84e6)
-    assert C.latency_bandwidth_crossover("broadcast", 8, algorithm="tree", bandwidth=50e9,
-                                         latency=9.6e-6) == pytest.approx(4.8e5)
+    assert C.latency_bandwidth_crossover(
+        "broadcast", 8, algorithm="tree", bandwidth=50e9, latency=9.6e-6
+    ) == pytest.approx(4.8e5)
 
 
 @given(n=st.integers(2, 4096), alpha=st.floats(1e-7, 1e-3), bw=st.floats(1e8, 1e12))
@@ -374,8 +394,7 @@ def test_result_units_dict_and_text():
         (dict(bandwidth=None), ConfigurationError, "no link"),
         (dict(bandwidth=None, link=42), ConfigurationError, ".bandwidth"),
         (dict(algorithm="hierarchical"), ConfigurationError, "gpus_per_node"),
-        (dict(algorithm="hierarchical", gpus_per_node=3, inter_bandwidth=1e9), ConfigurationError,
-         "valid: 1, 2, 4, 8"),
+        (dict(algorithm="hierarchical", gpus_per_node=3, inter_bandwidth=1e9), ConfigurationError, "valid: 1, 2, 4, 8"),
         (dict(algorithm="hierarchical", gpus_per_node=4), ConfigurationError, "inter_link"),
     ],
 )
@@ -443,7 +462,7 @@ def test_ring_sends_follow_the_ring(n, seed):
     # reduce-scatter: step k sends chunk (i-k-1) mod N; all-gather: (i-k) mod N
     k = np.arange(n - 1)[:, None]
     assert np.all(trace.send_chunk[: n - 1] == (g - k - 1) % n)
-    assert np.all(trace.send_chunk[n - 1:] == (g - k) % n)
+    assert np.all(trace.send_chunk[n - 1 :] == (g - k) % n)
     assert trace.phase(0) == "reduce-scatter" and trace.phase(trace.steps - 1) == "all-gather"
 
 
@@ -587,8 +606,12 @@ def test_parameter_server_simulation_records_server_load():
 
 
 def test_one_gpu_simulations_move_nothing():
-    for simulate in (C.simulate_ring_all_reduce, C.simulate_reduce_scatter, C.simulate_all_gather,
-                     C.simulate_parameter_server):
+    for simulate in (
+        C.simulate_ring_all_reduce,
+        C.simulate_reduce_scatter,
+        C.simulate_all_gather,
+        C.simulate_parameter_server,
+    ):
         trace = simulate([np.arange(5)])
         assert trace.steps == 0 and trace.bytes_sent_per_gpu == 0
         assert np.array_equal(trace.final[0], np.arange(5))
@@ -646,13 +669,19 @@ def test_2d_array_input_and_readonly_record():
 # Renamed keywords (issue 13): gpus= for the GPU count, size= for the message size
 
 
-@pytest.mark.parametrize("call, old, new", [
-    (C.ring_all_reduce_time, dict(size_bytes=4e9, n=8, bandwidth=50e9), dict(size=4e9, gpus=8, bandwidth=50e9)),
-    (C.bus_factor, dict(op="all-reduce", n=8), dict(op="all-reduce", gpus=8)),
-    (C.bus_bandwidth, dict(op="all-reduce", size="4 GB", time="10 ms", n=8),
-     dict(op="all-reduce", size="4 GB", time="10 ms", gpus=8)),
-    (C.double_binary_tree, dict(n=6), dict(gpus=6)),
-])
+@pytest.mark.parametrize(
+    "call, old, new",
+    [
+        (C.ring_all_reduce_time, dict(size_bytes=4e9, n=8, bandwidth=50e9), dict(size=4e9, gpus=8, bandwidth=50e9)),
+        (C.bus_factor, dict(op="all-reduce", n=8), dict(op="all-reduce", gpus=8)),
+        (
+            C.bus_bandwidth,
+            dict(op="all-reduce", size="4 GB", time="10 ms", n=8),
+            dict(op="all-reduce", size="4 GB", time="10 ms", gpus=8),
+        ),
+        (C.double_binary_tree, dict(n=6), dict(gpus=6)),
+    ],
+)
 def test_old_keyword_names_warn_and_give_the_same_answer(call, old, new):
     import warnings
 

@@ -44,9 +44,19 @@ def configs(draw):
     if schedule == "interleaved":
         m = pp * draw(st.integers(1, 4))
     b = draw(st.sampled_from([1, 2]))
-    return dict(nodes=nodes, tp=tp, pp=pp, dp=dp, chunks=v, schedule=schedule, micro_batch_size=b,
-                global_batch=dp * b * m, seq_len=draw(st.sampled_from([1024, 4096])),
-                recompute=draw(st.sampled_from(["none", "selective"])), zero=1)
+    return dict(
+        nodes=nodes,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        chunks=v,
+        schedule=schedule,
+        micro_batch_size=b,
+        global_batch=dp * b * m,
+        seq_len=draw(st.sampled_from([1024, 4096])),
+        recompute=draw(st.sampled_from(["none", "selective"])),
+        zero=1,
+    )
 
 
 def _estimate(config):
@@ -64,8 +74,9 @@ def test_step_model_bubble_and_in_flight_equal_the_simulator(config):
     t = (est.compute_s + est.tp_comm_s) / m
     tl = pipeline.schedule(config["schedule"], p, m, v, t_f=t / 3, t_b=t / 3, t_w=t / 3)
     assert est.bubble_s == pytest.approx(tl.step_time - float(tl.busy.max()), rel=1e-9, abs=1e-15)
-    per_layer = memory.activation_bytes_per_layer(MODEL, config["micro_batch_size"], config["seq_len"],
-                                                  config["tp"], False, config["recompute"], "mixed")
+    per_layer = memory.activation_bytes_per_layer(
+        MODEL, config["micro_batch_size"], config["seq_len"], config["tp"], False, config["recompute"], "mixed"
+    )
     in_flight = est.memory.activations_bytes / (per_layer * math.ceil(MODEL.layers / p))
     assert in_flight == pytest.approx(float(tl.peak_in_flight[0]), rel=1e-9)
     assert float(tl.peak_in_flight[0]) == float(tl.peak_in_flight.max())  # the first stage is the busiest
@@ -85,8 +96,13 @@ def test_closed_form_arrays_equal_the_simulator(schedule, p, m, v):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 16), st.sampled_from([512, 4096, 32768]), st.sampled_from([1024, 8192]),
-       st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4]))
+@given(
+    st.integers(1, 16),
+    st.sampled_from([512, 4096, 32768]),
+    st.sampled_from([1024, 8192]),
+    st.sampled_from([1, 2, 4, 8]),
+    st.sampled_from([1, 2, 4]),
+)
 def test_boundary_tp_and_p2p_messages_are_one_number(b, s, h, tp, e):
     one = memory.message_bytes(b, s, h, e)
     assert one == b * s * h * e
@@ -102,8 +118,9 @@ OLD_NAMES = [
     lambda: pipeline.pipeline_step_time(1.0, 4, 8, kind="gpipe"),
     lambda: pipeline.activation_bytes(1, 8, 8, bytes_per_element=2),
     lambda: pipeline.activation_memory(2, "llama2-7b", stages=4),
-    lambda: pipeline.analyze_stages(8, 2, 4, seq_len=8, hidden=8, kind="gpipe", link_bandwidth="25 GB/s",
-                                    link_latency="1 us"),
+    lambda: pipeline.analyze_stages(
+        8, 2, 4, seq_len=8, hidden=8, kind="gpipe", link_bandwidth="25 GB/s", link_latency="1 us"
+    ),
     lambda: pipeline.split_layers(8, stages=2),
     lambda: pipeline.stage_orders(kind="gpipe", stages=2, microbatches=2),
 ]
@@ -115,8 +132,9 @@ NEW_NAMES = [
     lambda: pipeline.pipeline_step_time(1.0, 4, 8, schedule="gpipe"),
     lambda: pipeline.boundary_message_bytes(1, 8, 8, element_bytes=2),
     lambda: pipeline.activation_memory(2, "llama2-7b", pp=4),
-    lambda: pipeline.analyze_stages(8, 2, 4, seq_len=8, hidden=8, schedule="gpipe", bandwidth="25 GB/s",
-                                    latency="1 us"),
+    lambda: pipeline.analyze_stages(
+        8, 2, 4, seq_len=8, hidden=8, schedule="gpipe", bandwidth="25 GB/s", latency="1 us"
+    ),
     lambda: pipeline.analyze_stages(pp=2, microbatches=4, model="llama2-7b", link="ib-ndr", layer_time="1 ms"),
     lambda: pipeline.split_layers(8, pp=2),
     lambda: pipeline.stage_orders(schedule="gpipe", pp=2, microbatches=2),
@@ -144,21 +162,39 @@ def test_the_triage_moved_and_its_old_names_still_work():
     assert production.OOMTriage is triage.OOMTriage and production.TriageStep is triage.TriageStep
     with pytest.warns(DeprecationWarning, match="use triage.oom_triage"):
         old = production.triage_oom("llama2-7b", "dgx-h100", global_batch=8, pp=2, micro_batch_size=1)
-    assert old.to_dict() == triage.oom_triage("llama2-7b", "dgx-h100", global_batch=8, pp=2,
-                                              micro_batch_size=1).to_dict()
+    assert (
+        old.to_dict() == triage.oom_triage("llama2-7b", "dgx-h100", global_batch=8, pp=2, micro_batch_size=1).to_dict()
+    )
     assert not hasattr(training, "mfu_array")
 
 
 def test_old_and_new_names_agree():
     with pytest.warns(DeprecationWarning):
-        old = pipeline.analyze_stages(80, 4, 8, seq_len=4096, hidden=8192, layer_time="2 ms", kind="gpipe",
-                                      link_bandwidth="25 GB/s", link_latency="5 us")
-    new = pipeline.analyze_stages(80, 4, 8, seq_len=4096, hidden=8192, layer_time="2 ms", schedule="gpipe",
-                                  bandwidth="25 GB/s", latency="5 us")
+        old = pipeline.analyze_stages(
+            80,
+            4,
+            8,
+            seq_len=4096,
+            hidden=8192,
+            layer_time="2 ms",
+            kind="gpipe",
+            link_bandwidth="25 GB/s",
+            link_latency="5 us",
+        )
+    new = pipeline.analyze_stages(
+        80, 4, 8, seq_len=4096, hidden=8192, layer_time="2 ms", schedule="gpipe", bandwidth="25 GB/s", latency="5 us"
+    )
     assert [w.message for w in old.warnings] == [w.message for w in new.warnings]
     assert old.step_time_s == new.step_time_s and old.activation == new.activation
-    shaped = pipeline.analyze_stages(pp=4, microbatches=8, model="llama2-70b", layer_time="2 ms", schedule="gpipe",
-                                     bandwidth="25 GB/s", latency="5 us")
+    shaped = pipeline.analyze_stages(
+        pp=4,
+        microbatches=8,
+        model="llama2-70b",
+        layer_time="2 ms",
+        schedule="gpipe",
+        bandwidth="25 GB/s",
+        latency="5 us",
+    )
     assert shaped.activation_bytes == new.activation_bytes and shaped.step_time_s == new.step_time_s
     with pytest.raises(ConfigurationError, match=r"give pp= only \(stages= is its old name\)"):
         pipeline.schedule("1f1b", stages=4, pp=4, microbatches=8)

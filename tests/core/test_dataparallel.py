@@ -33,7 +33,7 @@ TABLE_1_7_5B = {
 def _matches_printed(value: float, printed: str) -> bool:
     """value rounds to `printed` at the printed precision (half a unit of the last digit, round-half-up)."""
     decimals = len(printed.split(".")[1]) if "." in printed else 0
-    return abs(value - float(printed)) <= 0.5 * 10 ** -decimals + 1e-9
+    return abs(value - float(printed)) <= 0.5 * 10**-decimals + 1e-9
 
 
 @pytest.mark.parametrize("dp", sorted(TABLE_1_7_5B))
@@ -107,8 +107,11 @@ def test_step_time_on_a_link():
     assert D.step_communication(7e9, zero=1, **kw).time_s == pytest.approx(140e-6 + 0.49, rel=1e-12)
     z3 = D.step_communication(7e9, zero=3, **kw)
     assert z3.time_s == pytest.approx(210e-6 + 0.735, rel=1e-12)
-    assert z3.phase_names == ("parameter all-gather (forward)", "parameter all-gather (backward)",
-                              "gradient reduce-scatter")
+    assert z3.phase_names == (
+        "parameter all-gather (forward)",
+        "parameter all-gather (backward)",
+        "gradient reduce-scatter",
+    )
     assert [p.op for p in z3.phases] == ["all-gather", "all-gather", "reduce-scatter"]
     named = D.step_communication(7e9, zero=0, dp=8, link="IB-NDR")
     assert named.link == "ib-ndr"
@@ -121,12 +124,17 @@ def test_one_gpu_sends_nothing():
         assert comm.bytes_sent_per_gpu == 0 and comm.time_s == 0
 
 
-@given(params=st.floats(1e6, 1e13), zero=st.sampled_from([0, 1, 2, 3]), dp=st.integers(1, 4096),
-       tp=st.sampled_from([1, 2, 8]), pp=st.sampled_from([1, 4]), precision=st.sampled_from(["mixed", "fp32", "fp8"]))
+@given(
+    params=st.floats(1e6, 1e13),
+    zero=st.sampled_from([0, 1, 2, 3]),
+    dp=st.integers(1, 4096),
+    tp=st.sampled_from([1, 2, 8]),
+    pp=st.sampled_from([1, 4]),
+    precision=st.sampled_from(["mixed", "fp32", "fp8"]),
+)
 @FAST
 def test_bytes_sent_are_the_volume_times_the_ring_share(params, zero, dp, tp, pp, precision):
-    comm = D.step_communication(params, zero=zero, dp=dp, tp=tp, pp=pp, precision=precision, bandwidth=1e11,
-                                latency=0)
+    comm = D.step_communication(params, zero=zero, dp=dp, tp=tp, pp=pp, precision=precision, bandwidth=1e11, latency=0)
     m = memory.model_state_bytes(params, precision, 0, 1, tp, pp)[1]
     assert comm.gradient_bytes == pytest.approx(m, rel=1e-15)
     assert D.volume_factor(zero) * (dp - 1) / dp * m == pytest.approx(comm.bytes_sent_per_gpu, rel=1e-12, abs=1e-6)
@@ -232,15 +240,21 @@ def test_closed_form_equals_the_per_bucket_timeline(comm, backward, buckets):
     assert fast >= comm / buckets - 1e-12 and fast >= comm - backward - 1e-12 and fast <= comm + 1e-12
 
 
-@given(m=st.floats(1e6, 1e12), backward=st.floats(0, 5), dp=st.integers(1, 512), buckets=st.integers(1, 64),
-       alpha=st.floats(0, 1e-4))
+@given(
+    m=st.floats(1e6, 1e12),
+    backward=st.floats(0, 5),
+    dp=st.integers(1, 512),
+    buckets=st.integers(1, 64),
+    alpha=st.floats(0, 1e-4),
+)
 @FAST
 def test_bucketed_overlap_with_a_link_matches_the_closed_form(m, backward, dp, buckets, alpha):
     t = D.bucketed_overlap(m, backward, dp, buckets=buckets, bandwidth=5e10, latency=alpha)
     per_bucket = collectives.ring_all_reduce_time(m / buckets, dp, 5e10, alpha)
     assert t.comm_s == pytest.approx(np.full(buckets, per_bucket), rel=1e-12, abs=1e-15)
-    assert t.exposed_s == pytest.approx(D.exposed_communication_time(buckets * per_bucket, backward, buckets),
-                                        rel=1e-9, abs=1e-12)
+    assert t.exposed_s == pytest.approx(
+        D.exposed_communication_time(buckets * per_bucket, backward, buckets), rel=1e-9, abs=1e-12
+    )
     assert t.hidden_s + t.exposed_s == pytest.approx(t.comm_total_s, rel=1e-9, abs=1e-12)
 
 
@@ -314,12 +328,15 @@ def test_invalid_curve_inputs():
         D.memory_per_gpu_curves(7e9, [1.5])
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(buckets=float("nan")), "buckets=nan must be a whole number"),
-    (dict(buckets=float("inf")), "buckets=inf must be a whole number"),
-    (dict(bucket_size=1e-300), "at most 1,000,000: use a bigger bucket"),  # 1e9 / 1e-300 overflows to inf
-    (dict(buckets=4, bandwidth=1e-300), "not a finite number"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(buckets=float("nan")), "buckets=nan must be a whole number"),
+        (dict(buckets=float("inf")), "buckets=inf must be a whole number"),
+        (dict(bucket_size=1e-300), "at most 1,000,000: use a bigger bucket"),  # 1e9 / 1e-300 overflows to inf
+        (dict(buckets=4, bandwidth=1e-300), "not a finite number"),
+    ],
+)
 def test_bucketed_overlap_refuses_out_of_range_inputs(kwargs, message):
     # our message, never ValueError / OverflowError from int(nan) or ceil(inf), nor an inf timeline
     link = {} if "bandwidth" in kwargs else dict(link="ib-ndr")

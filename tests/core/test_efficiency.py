@@ -51,8 +51,9 @@ def test_flash_prices_the_core_apart_and_stores_no_scores():
 
 def test_fixed_efficiency_is_lesson_7s_simple_model():
     """efficiency=0.5: every FLOP at half the peak, nothing else: compute = step FLOPs per GPU / (0.5 x peak)."""
-    est = training.estimate("llama2-7b", "dgx-h100", nodes=1, fabric="ib-ndr", global_batch=8, seq_len=4096,
-                            efficiency=0.5)
+    est = training.estimate(
+        "llama2-7b", "dgx-h100", nodes=1, fabric="ib-ndr", global_batch=8, seq_len=4096, efficiency=0.5
+    )
     assert est.compute_s == pytest.approx(est.hardware_flops / 8 / (0.5 * 989.4e12))
     assert est.compute_model.calibrated is False
 
@@ -100,8 +101,11 @@ def test_validation_accuracy_held_at_the_level_reached():
     assert stats["mean_abs_error_percent"] <= 9.0
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14's goal (validation mean |error| <= 5%, max <= 15%) is not met yet; "
-                                       "see benchmarks/RESULTS.md for where the model is off and why")
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 14's goal (validation mean |error| <= 5%, max <= 15%) is not met yet; "
+    "see benchmarks/RESULTS.md for where the model is off and why",
+)
 def test_the_goal():
     stats = _stats("validation")
     assert stats["mean_abs_error_percent"] <= 5.0 and stats["max_abs_error_percent"] <= 15.0

@@ -16,10 +16,19 @@ from hypothesis import given, settings, strategies as st
 from distlab import export, models, training
 from distlab.errors import ConfigurationError
 
+
 # Llama-3.1-70B (80 layers, 64 heads) on 4 DGX H100 nodes = 32 GPUs, batch 64
 def est(**kw):
-    base = dict(global_batch=64, seq_len=2048, tp=2, pp=2, micro_batch_size=1, zero=1, recompute="selective",
-                sequence_parallel=True)
+    base = dict(
+        global_batch=64,
+        seq_len=2048,
+        tp=2,
+        pp=2,
+        micro_batch_size=1,
+        zero=1,
+        recompute="selective",
+        sequence_parallel=True,
+    )
     return training.estimate("llama3.1-70b", "dgx-h100", nodes=4, fabric="ib-ndr", **{**base, **kw})
 
 
@@ -29,10 +38,20 @@ def test_megatron_line_by_hand():
     # 32 GPUs = 4 nodes x 8; dp = 32 / (2 x 4) = 4; 80 layers / (pp 4 x v 5) = 4 layers per virtual stage
     # tp > 1 without Megatron-FSDP: Megatron's validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS=1 (before Blackwell)
     assert text.startswith("CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun --nnodes 4 --nproc-per-node 8 pretrain_gpt.py")
-    for flag in ("--tensor-model-parallel-size 2", "--pipeline-model-parallel-size 4",
-                 "--num-layers-per-virtual-pipeline-stage 4", "--micro-batch-size 1", "--global-batch-size 64",
-                 "--seq-length 2048", "--sequence-parallel", "--recompute-granularity full",
-                 "--recompute-method uniform", "--recompute-num-layers 1", "--use-distributed-optimizer", "--bf16"):
+    for flag in (
+        "--tensor-model-parallel-size 2",
+        "--pipeline-model-parallel-size 4",
+        "--num-layers-per-virtual-pipeline-stage 4",
+        "--micro-batch-size 1",
+        "--global-batch-size 64",
+        "--seq-length 2048",
+        "--sequence-parallel",
+        "--recompute-granularity full",
+        "--recompute-method uniform",
+        "--recompute-num-layers 1",
+        "--use-distributed-optimizer",
+        "--bf16",
+    ):
         assert flag in text
     back = export.parse_megatron(text)
     assert (back["dp"], back["tp"], back["pp"], back["chunks"]) == (4, 2, 4, 5)
@@ -89,21 +108,24 @@ def _megatron_count(f: dict) -> int:
     return L * layer + embedding + output + norm * h  # final norm
 
 
-@pytest.mark.parametrize("name, tp, count", [
-    # llama3.1-70b: d = 8192 / 64 = 128, 8 KV heads -> K, V width 1024.
-    #   attention 8192 x (64 + 16) x 128 + 8192 x 8192 = 83,886,080 + 67,108,864 = 150,994,944
-    #   SwiGLU 3 x 8192 x 28672 = 704,643,072; two RMSNorms 16,384 -> 855,654,400 per layer, x 80 = 68,452,352,000
-    #   embedding + untied output 2 x 128256 x 8192 = 2,101,346,304; final RMSNorm 8,192 -> 70,553,706,496
-    ("llama3.1-70b", 8, 70_553_706_496),
-    # llama2-7b: attention 4 x 4096^2 = 67,108,864; SwiGLU 3 x 4096 x 11008 = 135,266,304; norms 8,192
-    #   -> 202,383,360 per layer, x 32 = 6,476,267,520; 2 x 32000 x 4096 = 262,144,000; final 4,096 -> 6,738,415,616
-    ("llama2-7b", 4, 6_738_415_616),
-    # megatron-gpt-1.7b (GPT: LayerNorm, biases, GeLU, learned positions, tied): h = 2304, f = 9216
-    #   attention 4h^2 + 4h = 21,242,880; MLP 2hf + f + h = 42,478,848; two LayerNorms 4h = 9,216
-    #   -> 63,730,944 per layer, x 24 = 1,529,542,656; (51200 + 2048) x 2304 = 122,683,392; final 2h = 4,608
-    #   -> 1,652,230,656 (Narayanan Eq. 2 = 1,652,226,048, plus the final LayerNorm)
-    ("megatron-gpt-1.7b", 2, 1_652_230_656),
-])
+@pytest.mark.parametrize(
+    "name, tp, count",
+    [
+        # llama3.1-70b: d = 8192 / 64 = 128, 8 KV heads -> K, V width 1024.
+        #   attention 8192 x (64 + 16) x 128 + 8192 x 8192 = 83,886,080 + 67,108,864 = 150,994,944
+        #   SwiGLU 3 x 8192 x 28672 = 704,643,072; two RMSNorms 16,384 -> 855,654,400 per layer, x 80 = 68,452,352,000
+        #   embedding + untied output 2 x 128256 x 8192 = 2,101,346,304; final RMSNorm 8,192 -> 70,553,706,496
+        ("llama3.1-70b", 8, 70_553_706_496),
+        # llama2-7b: attention 4 x 4096^2 = 67,108,864; SwiGLU 3 x 4096 x 11008 = 135,266,304; norms 8,192
+        #   -> 202,383,360 per layer, x 32 = 6,476,267,520; 2 x 32000 x 4096 = 262,144,000; final 4,096 -> 6,738,415,616
+        ("llama2-7b", 4, 6_738_415_616),
+        # megatron-gpt-1.7b (GPT: LayerNorm, biases, GeLU, learned positions, tied): h = 2304, f = 9216
+        #   attention 4h^2 + 4h = 21,242,880; MLP 2hf + f + h = 42,478,848; two LayerNorms 4h = 9,216
+        #   -> 63,730,944 per layer, x 24 = 1,529,542,656; (51200 + 2048) x 2304 = 122,683,392; final 2h = 4,608
+        #   -> 1,652,230,656 (Narayanan Eq. 2 = 1,652,226,048, plus the final LayerNorm)
+        ("megatron-gpt-1.7b", 2, 1_652_230_656),
+    ],
+)
 def test_megatron_flags_build_the_catalog_model(name, tp, count):
     e = training.estimate(name, "dgx-h100", nodes=4, global_batch=64, tp=tp, pp=2, zero=1)
     f = _words(export.megatron(e))
@@ -112,16 +134,19 @@ def test_megatron_flags_build_the_catalog_model(name, tp, count):
     assert models.TransformerModel(name="back", seq_len=e.config["seq_len"], **back).parameter_count() == count
 
 
-@pytest.mark.parametrize("name, theta, scaling", [
-    # config.json: Llama 3.1 "rope_theta": 500000.0 with the "llama3" scaling, factor 8.0 (Megatron's
-    # --use-rope-scaling fixes low_freq_factor 1, high_freq_factor 4, original context 8192: those of Llama 3.1)
-    ("llama3.1-70b", "500000", "8"),
-    ("llama3.1-8b", "500000", "8"),
-    # Llama 2 "rope_theta": 10000.0, "rope_scaling": null: Megatron's default base, written out
-    ("llama2-7b", "10000", None),
-    # GPT-3: learned positions, no rotary flags at all
-    ("gpt3-175b", None, None),
-])
+@pytest.mark.parametrize(
+    "name, theta, scaling",
+    [
+        # config.json: Llama 3.1 "rope_theta": 500000.0 with the "llama3" scaling, factor 8.0 (Megatron's
+        # --use-rope-scaling fixes low_freq_factor 1, high_freq_factor 4, original context 8192: those of Llama 3.1)
+        ("llama3.1-70b", "500000", "8"),
+        ("llama3.1-8b", "500000", "8"),
+        # Llama 2 "rope_theta": 10000.0, "rope_scaling": null: Megatron's default base, written out
+        ("llama2-7b", "10000", None),
+        # GPT-3: learned positions, no rotary flags at all
+        ("gpt3-175b", None, None),
+    ],
+)
 def test_megatron_rope_flags_are_the_catalogs(name, theta, scaling):
     e = training.estimate(name, "dgx-h100", nodes=4, global_batch=64, tp=8, pp=4, zero=1)
     text = export.megatron(e)
@@ -135,8 +160,10 @@ def test_megatron_rope_flags_are_the_catalogs(name, theta, scaling):
 
 def test_rope_megatron_cannot_express_raises_our_error(monkeypatch):
     base = models.model("llama3.1-8b")
-    cases = {"rope_theta=12345.5": dict(rope_theta=12345.5, rope_scaling=None),
-             "fixes them at 1, 4 and 8192": dict(rope_scaling=models.RopeScaling(high_freq_factor=2.0))}
+    cases = {
+        "rope_theta=12345.5": dict(rope_theta=12345.5, rope_scaling=None),
+        "fixes them at 1, 4 and 8192": dict(rope_scaling=models.RopeScaling(high_freq_factor=2.0)),
+    }
     for words, change in cases.items():
         monkeypatch.setitem(models.MODELS, "llama3.1-8b", dataclasses.replace(base, **change))
         e = training.estimate("llama3.1-8b", "dgx-h100", nodes=1, global_batch=8, tp=8, zero=1)
@@ -147,18 +174,24 @@ def test_rope_megatron_cannot_express_raises_our_error(monkeypatch):
 def test_megatron_pads_the_vocabulary_only_where_tp_forces_it():
     # gpt3-175b: vocabulary 50257 is odd, so with tp = 8 the embedding gets 50264 rows: 7 padding rows of 12288
     # (once: the output layer is tied) more than the catalog; with tp = 1 the count is exact
-    f8 = _words(export.megatron(training.estimate("gpt3-175b", "dgx-h100", nodes=16, global_batch=64, tp=8, pp=8, zero=1)))
+    f8 = _words(
+        export.megatron(training.estimate("gpt3-175b", "dgx-h100", nodes=16, global_batch=64, tp=8, pp=8, zero=1))
+    )
     assert f8["--padded-vocab-size"] == "50264"
     assert _megatron_count(f8) == models.model("gpt3-175b").parameter_count() + 7 * 12288
-    f1 = _words(export.megatron(training.estimate("gpt3-175b", "dgx-h100", nodes=16, global_batch=128, tp=1, pp=16,
-                                                  zero=1)))
+    f1 = _words(
+        export.megatron(training.estimate("gpt3-175b", "dgx-h100", nodes=16, global_batch=128, tp=1, pp=16, zero=1))
+    )
     assert _megatron_count(f1) == models.model("gpt3-175b").parameter_count()
 
 
 #: torchtitan/models/llama3/__init__.py llama3_args (pytorch/torchtitan@e347b1e), copied by hand:
 #: flavor -> (dim, n_layers, n_heads, n_kv_heads, ffn_dim_multiplier, multiple_of); vocab_size 128256 (model/args.py)
-TORCHTITAN_LLAMA3 = {"8B": (4096, 32, 32, 8, 1.3, 1024), "70B": (8192, 80, 64, 8, 1.3, 4096),
-                     "405B": (16384, 126, 128, 8, 1.2, 4096)}
+TORCHTITAN_LLAMA3 = {
+    "8B": (4096, 32, 32, 8, 1.3, 1024),
+    "70B": (8192, 80, 64, 8, 1.3, 4096),
+    "405B": (16384, 126, 128, 8, 1.2, 4096),
+}
 
 
 def _torchtitan_llama3_count(flavor: str) -> int:
@@ -172,13 +205,16 @@ def _torchtitan_llama3_count(flavor: str) -> int:
     return layers * block + 2 * 128256 * dim + dim  # tok_embeddings, output, norm
 
 
-@pytest.mark.parametrize("name, count", [
-    # 70B: FFN int(1.3 x int(2 x 32768 / 3)) = int(1.3 x 21845) = 28398 -> 28672 (7 x 4096); then as Megatron's
-    ("llama3.1-70b", 70_553_706_496),
-    # 8B: FFN int(1.3 x 10922) = 14198 -> 14336; 32 x (41,943,040 + 176,160,768 + 8,192) + 1,050,673,152 + 4,096
-    ("llama3.1-8b", 8_030_261_248),
-    ("llama3.1-405b", models.model("llama3.1-405b").parameter_count()),
-])
+@pytest.mark.parametrize(
+    "name, count",
+    [
+        # 70B: FFN int(1.3 x int(2 x 32768 / 3)) = int(1.3 x 21845) = 28398 -> 28672 (7 x 4096); then as Megatron's
+        ("llama3.1-70b", 70_553_706_496),
+        # 8B: FFN int(1.3 x 10922) = 14198 -> 14336; 32 x (41,943,040 + 176,160,768 + 8,192) + 1,050,673,152 + 4,096
+        ("llama3.1-8b", 8_030_261_248),
+        ("llama3.1-405b", models.model("llama3.1-405b").parameter_count()),
+    ],
+)
 def test_torchtitan_flavor_is_the_catalog_model(name, count):
     e = training.estimate(name, "dgx-h100", nodes=8, global_batch=64, seq_len=4096, tp=8, pp=8, zero=3)
     doc = tomllib.loads(export.torchtitan(e))
@@ -203,11 +239,18 @@ TORCHTITAN_LLAMA3_ROPE = (500000.0, 8.0, 1.0, 4.0, 8192)
 def test_torchtitan_flavor_has_the_catalogs_rope(name, monkeypatch):
     m = models.model(name)
     r = m.rope_scaling
-    assert (m.rope_theta, r.factor, r.low_freq_factor, r.high_freq_factor,
-            r.original_max_position_embeddings) == TORCHTITAN_LLAMA3_ROPE and r.kind == "llama3"
+    assert (
+        m.rope_theta,
+        r.factor,
+        r.low_freq_factor,
+        r.high_freq_factor,
+        r.original_max_position_embeddings,
+    ) == TORCHTITAN_LLAMA3_ROPE and r.kind == "llama3"
     e = training.estimate(name, "dgx-h100", nodes=8, global_batch=64, seq_len=4096, tp=8, pp=8, zero=3)
-    assert "# RoPE comes with the flavor (no TOML key): rope_theta 500000, llama3 RoPE scaling (factor 8" in \
-        export.torchtitan(e)
+    assert (
+        "# RoPE comes with the flavor (no TOML key): rope_theta 500000, llama3 RoPE scaling (factor 8"
+        in export.torchtitan(e)
+    )
     # a catalog entry whose RoPE were not the flavor's (Llama 3's base without the scaling) is refused
     monkeypatch.setitem(models.MODELS, name, dataclasses.replace(m, rope_scaling=None))
     with pytest.raises(ConfigurationError, match="differs from torchtitan's llama3 flavors"):
@@ -243,8 +286,12 @@ def test_torchtitan_zero_mapping_and_sections():
     assert par["pipeline_parallel_schedule"] == "Interleaved1F1B" and par["pipeline_parallel_layers_per_stage"] == 10
     assert par["pipeline_parallel_first_stage_less_layers"] == par["pipeline_parallel_last_stage_less_layers"] == 0
     # pp > 1: local_batch_size = the 64 / 4 = 16 samples the pipeline splits into 16 microbatches of 1
-    assert doc["training"] == {"local_batch_size": 16, "global_batch_size": 64, "seq_len": 2048,
-                               "mixed_precision_param": "bfloat16"}
+    assert doc["training"] == {
+        "local_batch_size": 16,
+        "global_batch_size": 64,
+        "seq_len": 2048,
+        "mixed_precision_param": "bfloat16",
+    }
     assert doc["activation_checkpoint"] == {"mode": "selective", "selective_ac_option": "op"}
 
 
@@ -284,18 +331,32 @@ def test_unknown_format_and_non_estimate():
         export.megatron({"tp": 2})
 
 
-configs = st.fixed_dictionaries(dict(
-    tp=st.sampled_from([1, 2, 4, 8]), pp=st.sampled_from([1, 2, 4]), b=st.sampled_from([1, 2]),
-    zero=st.integers(0, 3), recompute=st.sampled_from(["none", "selective", "full"]),
-    schedule=st.sampled_from(["gpipe", "1f1b", "interleaved"]), chunks=st.sampled_from([1, 2, 5])))
+configs = st.fixed_dictionaries(
+    dict(
+        tp=st.sampled_from([1, 2, 4, 8]),
+        pp=st.sampled_from([1, 2, 4]),
+        b=st.sampled_from([1, 2]),
+        zero=st.integers(0, 3),
+        recompute=st.sampled_from(["none", "selective", "full"]),
+        schedule=st.sampled_from(["gpipe", "1f1b", "interleaved"]),
+        chunks=st.sampled_from([1, 2, 5]),
+    )
+)
 
 
 @settings(max_examples=60, deadline=None)
 @given(configs)
 def test_every_export_round_trips_to_the_same_degrees(c):
-    kw = dict(tp=c["tp"], pp=c["pp"], micro_batch_size=c["b"], zero=c["zero"], recompute=c["recompute"],
-              schedule=c["schedule"], chunks=c["chunks"] if c["schedule"] == "interleaved" else 1,
-              sequence_parallel=c["tp"] > 1)
+    kw = dict(
+        tp=c["tp"],
+        pp=c["pp"],
+        micro_batch_size=c["b"],
+        zero=c["zero"],
+        recompute=c["recompute"],
+        schedule=c["schedule"],
+        chunks=c["chunks"] if c["schedule"] == "interleaved" else 1,
+        sequence_parallel=c["tp"] > 1,
+    )
     try:
         e = est(**kw)
     except ConfigurationError:
@@ -308,12 +369,20 @@ def test_every_export_round_trips_to_the_same_degrees(c):
             continue  # the engine cannot express it, and said so
         if fmt == "megatron":
             back = export.parse_megatron(text)
-            assert (back["dp"], back["tp"], back["pp"], back["chunks"], back["zero"]) == (dp, c["tp"], c["pp"],
-                                                                                         e.config["chunks"], c["zero"])
+            assert (back["dp"], back["tp"], back["pp"], back["chunks"], back["zero"]) == (
+                dp,
+                c["tp"],
+                c["pp"],
+                e.config["chunks"],
+                c["zero"],
+            )
             assert back["micro_batch_size"] == b and back["global_batch"] == 64 == b * m * back["dp"]
         elif fmt == "deepspeed":
             cfg = json.loads(text)
-            assert cfg["train_batch_size"] == cfg["train_micro_batch_size_per_gpu"] * cfg["gradient_accumulation_steps"] * dp
+            assert (
+                cfg["train_batch_size"]
+                == cfg["train_micro_batch_size_per_gpu"] * cfg["gradient_accumulation_steps"] * dp
+            )
             assert cfg["gradient_accumulation_steps"] == m and cfg["zero_optimization"]["stage"] == c["zero"]
             assert cfg.get("pipeline", {"stages": 1})["stages"] == c["pp"]
             assert cfg.get("tensor_parallel", {"autotp_size": 1})["autotp_size"] == c["tp"]

@@ -49,7 +49,9 @@ def test_young_and_daly_by_hand():
     assert failures.young_interval(60, 10800) == pytest.approx(math.sqrt(1_296_000))
     # Daly: x = delta / 2M = 1/360; 1138.4 (1 + sqrt(x)/3 + x/9) - 60
     x = 60 / 21600
-    assert failures.daly_interval(60, 10800) == pytest.approx(math.sqrt(1_296_000) * (1 + math.sqrt(x) / 3 + x / 9) - 60)
+    assert failures.daly_interval(60, 10800) == pytest.approx(
+        math.sqrt(1_296_000) * (1 + math.sqrt(x) / 3 + x / 9) - 60
+    )
     # past delta >= 2M Daly checkpoints once per MTBF
     assert failures.daly_interval(500, 200) == 200
 
@@ -93,7 +95,7 @@ def test_llama3_plan_is_above_90_percent():
     mem = failures.checkpoint_plan("llama3.1-405b", 16384, mode="in-memory", **slow)
     assert sync.goodput < async_.goodput < mem.goodput
     assert async_.interval_s >= async_.write_s  # the background write finishes before the next one starts
-    assert mem.restart_s < async_.restart_s     # restarts read the shard from a peer's memory
+    assert mem.restart_s < async_.restart_s  # restarts read the shard from a peer's memory
 
 
 def test_linear_scaling_rule_and_critical_batch():
@@ -113,30 +115,35 @@ def test_linear_scaling_rule_and_critical_batch():
     assert batch.critical_batch_tokens(2.0) == pytest.approx(2e8 / 2 ** (1 / 0.21))
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: failures.job_mtbf(16384, 0), "rate_per_gpu_hour"),
-    (lambda: failures.job_mtbf(16384, 2.0), "more than one failure"),
-    (lambda: failures.checkpoint_seconds(1e12, 1e12, mode="lazy"), "mode='lazy'"),
-    (lambda: failures.checkpoint_plan("llama3.1-405b", 0), "gpus"),
-    (lambda: failures.goodput(0, 1, 1), "interval_s"),
-    (lambda: batch.critical_batch_tokens(50), "loss=50"),
-    (lambda: batch.scaled_learning_rate(0.1, 0, 10), "base_batch"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: failures.job_mtbf(16384, 0), "rate_per_gpu_hour"),
+        (lambda: failures.job_mtbf(16384, 2.0), "more than one failure"),
+        (lambda: failures.checkpoint_seconds(1e12, 1e12, mode="lazy"), "mode='lazy'"),
+        (lambda: failures.checkpoint_plan("llama3.1-405b", 0), "gpus"),
+        (lambda: failures.goodput(0, 1, 1), "interval_s"),
+        (lambda: batch.critical_batch_tokens(50), "loss=50"),
+        (lambda: batch.scaled_learning_rate(0.1, 0, 10), "base_batch"),
+    ],
+)
 def test_invalid_inputs_raise_our_errors(call, match):
     with pytest.raises(ConfigurationError, match=match):
         call()
 
 
-_ANY = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**6, 10**9), st.text(max_size=4),
-                 st.none())
+_ANY = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True), st.integers(-(10**6), 10**9), st.text(max_size=4), st.none()
+)
 
 
 @SETTINGS
 @given(_ANY, _ANY, _ANY, st.sampled_from(failures.CHECKPOINT_MODES + ("x",)), _ANY)
 def test_any_plan_is_finite_or_our_error(gpus, rate, bw, mode, restart):
     try:
-        plan = failures.checkpoint_plan("llama3.1-8b", gpus, rate_per_gpu_hour=rate, storage_bandwidth=bw, mode=mode,
-                                        restart_s=restart)
+        plan = failures.checkpoint_plan(
+            "llama3.1-8b", gpus, rate_per_gpu_hour=rate, storage_bandwidth=bw, mode=mode, restart_s=restart
+        )
     except DistlabError:
         return
     assert 0 <= plan.goodput <= 1 and all(math.isfinite(v) for v in (plan.interval_s, plan.mtbf_s, plan.restart_s))
@@ -144,16 +151,34 @@ def test_any_plan_is_finite_or_our_error(gpus, rate, bw, mode, restart):
 
 
 @SETTINGS
-@given(st.sampled_from([failures.young_interval, failures.daly_interval, failures.goodput, failures.expected_interruptions,
-                        failures.failure_rate_per_gpu_hour, failures.job_mtbf, failures.checkpoint_bytes,
-                        failures.checkpoint_seconds, batch.scaled_learning_rate, batch.optimal_learning_rate,
-                        batch.steps_and_examples, batch.batch_scaling, batch.critical_batch_tokens]), _ANY, _ANY, _ANY)
+@given(
+    st.sampled_from(
+        [
+            failures.young_interval,
+            failures.daly_interval,
+            failures.goodput,
+            failures.expected_interruptions,
+            failures.failure_rate_per_gpu_hour,
+            failures.job_mtbf,
+            failures.checkpoint_bytes,
+            failures.checkpoint_seconds,
+            batch.scaled_learning_rate,
+            batch.optimal_learning_rate,
+            batch.steps_and_examples,
+            batch.batch_scaling,
+            batch.critical_batch_tokens,
+        ]
+    ),
+    _ANY,
+    _ANY,
+    _ANY,
+)
 def test_any_formula_is_finite_or_our_error(fn, a, b, c):
     import inspect
 
     arity = len([p for p in inspect.signature(fn).parameters.values() if p.default is inspect.Parameter.empty])
     try:
-        out = fn(*(a, b, c)[:max(arity, 1)])
+        out = fn(*(a, b, c)[: max(arity, 1)])
     except DistlabError:
         return
     values = out if isinstance(out, tuple) else (out.speedup, out.compute_cost) if hasattr(out, "speedup") else (out,)
@@ -164,4 +189,6 @@ def test_any_formula_is_finite_or_our_error(fn, a, b, c):
 @given(st.lists(st.floats(1, 1e6), min_size=1, max_size=20), st.floats(0, 600), st.floats(10, 1e8), st.floats(0, 3600))
 def test_goodput_array_is_goodput_elementwise(taus, delta, mtbf, restart):
     got = failures.goodput_array(taus, delta, mtbf, restart)
-    assert got.tolist() == pytest.approx([failures.goodput(t, delta, mtbf, restart) for t in taus], rel=1e-12, abs=1e-300)
+    assert got.tolist() == pytest.approx(
+        [failures.goodput(t, delta, mtbf, restart) for t in taus], rel=1e-12, abs=1e-300
+    )

@@ -40,8 +40,9 @@ def test_llama2_7b_attention_share_by_hand():
     # attention share = 67.11 / (404.77 + 67.11 + 8.19) = 0.1398
     m = models.model("llama2-7b")
     assert m.params_per_layer() == 202_383_360
-    assert flops.step_flops(m, 1, 4096).attention_share == pytest.approx(67.108864 / (404.76672 + 67.108864 + 8.192),
-                                                                          rel=1e-6)
+    assert flops.step_flops(m, 1, 4096).attention_share == pytest.approx(
+        67.108864 / (404.76672 + 67.108864 + 8.192), rel=1e-6
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -58,8 +59,15 @@ def test_invariants(name, batch, seq_len):
     assert longer.attention_share > none.attention_share  # attention grows with s, weights do not
 
 
-@pytest.mark.parametrize("kwargs", [dict(global_batch=0), dict(global_batch=1.5), dict(global_batch=1, seq_len=0),
-                                    dict(global_batch=1, recompute="some")])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(global_batch=0),
+        dict(global_batch=1.5),
+        dict(global_batch=1, seq_len=0),
+        dict(global_batch=1, recompute="some"),
+    ],
+)
 def test_bad_inputs_raise_our_error(kwargs):
     with pytest.raises(DistlabError):
         flops.step_flops("llama2-7b", **kwargs)

@@ -156,14 +156,16 @@ def test_collective_times_come_from_distlab_collectives(llama7b_on_4_nodes):
     full, hybrid = llama7b_on_4_nodes
     layer = models.model("llama2-7b").params_per_layer()
     cl = hardware.cluster("dgx-h100", 4)
-    ag = collectives.collective_cost("all-gather", 2 * layer, 32, bandwidth=cl.inter_node_bandwidth_per_gpu,
-                                     latency=cl.fabric.latency)
+    ag = collectives.collective_cost(
+        "all-gather", 2 * layer, 32, bandwidth=cl.inter_node_bandwidth_per_gpu, latency=cl.fabric.latency
+    )
     assert full.gather_s == pytest.approx(ag.time_s)
     nv = hardware.link("nvlink4")
     ag8 = collectives.collective_cost("all-gather", 2 * layer, 8, link=nv)
     rs8 = collectives.collective_cost("reduce-scatter", 2 * layer, 8, link=nv)
-    ar = collectives.collective_cost("all-reduce", 2 * layer / 8, 4, bandwidth=cl.fabric_bandwidth_per_gpu(True),
-                                     latency=cl.fabric.latency)
+    ar = collectives.collective_cost(
+        "all-reduce", 2 * layer / 8, 4, bandwidth=cl.fabric_bandwidth_per_gpu(True), latency=cl.fabric.latency
+    )
     assert hybrid.gather_s == pytest.approx(ag8.time_s)
     assert hybrid.reduce_s == pytest.approx(rs8.time_s + ar.time_s)
     # and HSDP hides what FSDP cannot: its gathers run over NVLink
@@ -190,35 +192,56 @@ def test_summary_names_the_numbers(llama7b_on_4_nodes):
 # --------------------------------------------------------------------------- errors
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: fsdp_timeline(0, 1, 1, 1, 4), "forward_s"),
-    (lambda: fsdp_timeline(1, 1, -1, 1, 4), "gather_s"),
-    (lambda: fsdp_timeline(1, 1, 1, 1, 0), "layers"),
-    (lambda: fsdp_timeline(1, 1, 1, 1, 10**6), "layers=1000000"),
-    (lambda: fsdp_timeline(1, 1, 1, 1, 4, prefetch=MAX_PREFETCH + 1), "prefetch"),
-    (lambda: fsdp_timeline(1, 1, 1, 1, 4, prefetch=1.5), "prefetch"),
-    (lambda: fsdp_timeline(1, 1, 1, 1, 4, reshard_after_forward="yes"), "reshard_after_forward"),
-    (lambda: sharding_plan("llama2-7b", "dgx-h100", nodes=1, sharding="hybrid"), "replicates across nodes"),
-    (lambda: sharding_plan("llama2-7b", "dgx-h100", sharding="zero"), "sharding='zero'"),
-    (lambda: sharding_plan("llama2-7b", "dgx-h100", efficiency=1.5), "efficiency"),
-    (lambda: sharding_plan("llama2-7b", "dgx-h100", seq_len=10**8), "too large"),
-    (lambda: sharding_plan("llama2-7b", "dgx-h100", recompute="most"), "recompute"),
-    (lambda: collectives_per_microbatch(0), "layers"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: fsdp_timeline(0, 1, 1, 1, 4), "forward_s"),
+        (lambda: fsdp_timeline(1, 1, -1, 1, 4), "gather_s"),
+        (lambda: fsdp_timeline(1, 1, 1, 1, 0), "layers"),
+        (lambda: fsdp_timeline(1, 1, 1, 1, 10**6), "layers=1000000"),
+        (lambda: fsdp_timeline(1, 1, 1, 1, 4, prefetch=MAX_PREFETCH + 1), "prefetch"),
+        (lambda: fsdp_timeline(1, 1, 1, 1, 4, prefetch=1.5), "prefetch"),
+        (lambda: fsdp_timeline(1, 1, 1, 1, 4, reshard_after_forward="yes"), "reshard_after_forward"),
+        (lambda: sharding_plan("llama2-7b", "dgx-h100", nodes=1, sharding="hybrid"), "replicates across nodes"),
+        (lambda: sharding_plan("llama2-7b", "dgx-h100", sharding="zero"), "sharding='zero'"),
+        (lambda: sharding_plan("llama2-7b", "dgx-h100", efficiency=1.5), "efficiency"),
+        (lambda: sharding_plan("llama2-7b", "dgx-h100", seq_len=10**8), "too large"),
+        (lambda: sharding_plan("llama2-7b", "dgx-h100", recompute="most"), "recompute"),
+        (lambda: collectives_per_microbatch(0), "layers"),
+    ],
+)
 def test_invalid_inputs_raise_our_errors(call, match):
     with pytest.raises(ConfigurationError, match=match):
         call()
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(["llama2-7b", "llama2-70b", "gpt3-175b", "megatron-gpt-1.7b"]),
-       st.sampled_from(["dgx-h100", "dgx-a100"]), st.integers(-1, 64), st.sampled_from(["full", "hybrid", "x"]),
-       st.integers(-1, 8), st.integers(-1, 17), st.booleans(), st.sampled_from(["none", "selective", "full"]),
-       st.floats(-0.5, 1.5), st.sampled_from([None, 1024, 131072]))
+@given(
+    st.sampled_from(["llama2-7b", "llama2-70b", "gpt3-175b", "megatron-gpt-1.7b"]),
+    st.sampled_from(["dgx-h100", "dgx-a100"]),
+    st.integers(-1, 64),
+    st.sampled_from(["full", "hybrid", "x"]),
+    st.integers(-1, 8),
+    st.integers(-1, 17),
+    st.booleans(),
+    st.sampled_from(["none", "selective", "full"]),
+    st.floats(-0.5, 1.5),
+    st.sampled_from([None, 1024, 131072]),
+)
 def test_any_plan_is_finite_or_our_error(model, node, nodes, sharding, b, d, reshard, recompute, eff, seq):
     try:
-        plan = sharding_plan(model, node, nodes=nodes, sharding=sharding, micro_batch_size=b, prefetch=d,
-                             reshard_after_forward=reshard, recompute=recompute, efficiency=eff, seq_len=seq)
+        plan = sharding_plan(
+            model,
+            node,
+            nodes=nodes,
+            sharding=sharding,
+            micro_batch_size=b,
+            prefetch=d,
+            reshard_after_forward=reshard,
+            recompute=recompute,
+            efficiency=eff,
+            seq_len=seq,
+        )
     except DistlabError:
         return
     values = [plan.memory_bytes, plan.network_sent_bytes, plan.nvlink_sent_bytes, plan.exposed_s, plan.timeline.step_s]
@@ -226,8 +249,11 @@ def test_any_plan_is_finite_or_our_error(model, node, nodes, sharding, b, d, res
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.one_of(st.integers(-3, 2000), st.floats(allow_nan=True), st.text(max_size=3), st.none()),
-       st.one_of(st.booleans(), st.integers(0, 2), st.none()), st.one_of(st.integers(-2, 10), st.floats(allow_nan=True)))
+@given(
+    st.one_of(st.integers(-3, 2000), st.floats(allow_nan=True), st.text(max_size=3), st.none()),
+    st.one_of(st.booleans(), st.integers(0, 2), st.none()),
+    st.one_of(st.integers(-2, 10), st.floats(allow_nan=True)),
+)
 def test_collective_counts_are_whole_or_our_error(layers, reshard, replicas):
     try:
         counts = collectives_per_microbatch(layers, reshard, replicas)

@@ -16,8 +16,17 @@ from distlab.units import Q_
 
 REQUIRED_ACCELERATORS = {"a100-40gb", "a100-80gb", "h100-sxm", "h200", "b200", "mi300x"}
 REQUIRED_LINKS = {
-    "nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5", "ib-hdr", "ib-ndr", "ib-xdr",
-    "ethernet-100g", "ethernet-200g", "ethernet-400g",
+    "nvlink3",
+    "nvlink4",
+    "nvlink5",
+    "pcie4",
+    "pcie5",
+    "ib-hdr",
+    "ib-ndr",
+    "ib-xdr",
+    "ethernet-100g",
+    "ethernet-200g",
+    "ethernet-400g",
 }
 REQUIRED_NODES = {"dgx-a100", "dgx-h100", "hgx-b200"}
 
@@ -158,8 +167,14 @@ def test_nvlink_per_direction_is_half_the_datasheet_figure(name, datasheet_bidir
 
 @pytest.mark.parametrize(
     "name, gbit_per_s",
-    [("ib-hdr", 200), ("ib-ndr", 400), ("ib-xdr", 800),
-     ("ethernet-100g", 100), ("ethernet-200g", 200), ("ethernet-400g", 400)],
+    [
+        ("ib-hdr", 200),
+        ("ib-ndr", 400),
+        ("ib-xdr", 800),
+        ("ethernet-100g", 100),
+        ("ethernet-200g", 200),
+        ("ethernet-400g", 400),
+    ],
 )
 def test_network_links_are_line_rate_in_bytes(name, gbit_per_s):
     # lowercase b is a bit: 400 Gb/s / 8 = 50 GB/s
@@ -375,8 +390,7 @@ def test_per_gpu_bandwidth_decreases_with_oversubscription(node_name, fabric, a,
 @given(node_names, st.integers(1, 1000), st.integers(1, 1000))
 def test_per_gpu_bandwidth_does_not_depend_on_node_count(node_name, n1, n2):
     assert (
-        hw.cluster(node_name, n1).inter_node_bandwidth_per_gpu
-        == hw.cluster(node_name, n2).inter_node_bandwidth_per_gpu
+        hw.cluster(node_name, n1).inter_node_bandwidth_per_gpu == hw.cluster(node_name, n2).inter_node_bandwidth_per_gpu
     )
 
 

@@ -72,8 +72,9 @@ def test_ulysses_limits():
     # tensor parallelism takes heads first: 64 / 8 = 8 per TP rank, so cp = 16 no longer fits
     assert "64 / 8" in ulysses_limit("llama3.1-70b", 16, tp=8)
     # heads divisible but K/V heads not replicable evenly: 24 heads, 8 K/V heads, cp = 12
-    odd = models.TransformerModel(name="odd", layers=2, hidden=3072, heads=24, kv_heads=8, ffn=8192, vocab=1000,
-                                  seq_len=4096)
+    odd = models.TransformerModel(
+        name="odd", layers=2, hidden=3072, heads=24, kv_heads=8, ffn=8192, vocab=1000, seq_len=4096
+    )
     assert "not a multiple of the 8 K/V heads" in ulysses_limit(odd, 12)
 
 
@@ -98,27 +99,39 @@ def test_when_each_wins():
     assert short["ring"].exposed_s > short["ulysses"].exposed_s
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: context_parallel_layer("llama3.1-8b", 131072, 8, method="tree"), "method='tree'"),
-    (lambda: context_parallel_layer("llama3.1-8b", 1000, 8), "equal chunks"),
-    (lambda: context_parallel_layer("llama3.1-8b", 131072, 1), "cp=1"),
-    (lambda: context_parallel_layer("llama3.1-8b", 131072, 64, method="ulysses"), "does not divide the 32"),
-    (lambda: context_parallel_layer("llama3.1-8b", 131072, 8, pp=64), "pp=64"),
-    (lambda: causal_work_per_rank(0), "cp"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: context_parallel_layer("llama3.1-8b", 131072, 8, method="tree"), "method='tree'"),
+        (lambda: context_parallel_layer("llama3.1-8b", 1000, 8), "equal chunks"),
+        (lambda: context_parallel_layer("llama3.1-8b", 131072, 1), "cp=1"),
+        (lambda: context_parallel_layer("llama3.1-8b", 131072, 64, method="ulysses"), "does not divide the 32"),
+        (lambda: context_parallel_layer("llama3.1-8b", 131072, 8, pp=64), "pp=64"),
+        (lambda: causal_work_per_rank(0), "cp"),
+    ],
+)
 def test_invalid_inputs_raise_our_errors(call, match):
     with pytest.raises(ConfigurationError, match=match):
         call()
 
 
 @SETTINGS
-@given(st.sampled_from(["llama3.1-8b", "llama3.1-70b", "llama2-7b"]), st.sampled_from([1024, 8192, 131072, 1000]),
-       st.integers(-1, 130), st.sampled_from(["ring", "ulysses"]), st.booleans(), st.integers(-1, 4),
-       st.sampled_from([1, 2, 3, 8]), st.sampled_from(["nvlink4", "ib-ndr"]), st.floats(-0.1, 1.2))
+@given(
+    st.sampled_from(["llama3.1-8b", "llama3.1-70b", "llama2-7b"]),
+    st.sampled_from([1024, 8192, 131072, 1000]),
+    st.integers(-1, 130),
+    st.sampled_from(["ring", "ulysses"]),
+    st.booleans(),
+    st.integers(-1, 4),
+    st.sampled_from([1, 2, 3, 8]),
+    st.sampled_from(["nvlink4", "ib-ndr"]),
+    st.floats(-0.1, 1.2),
+)
 def test_any_input_is_finite_or_our_error(model, s, cp, method, balanced, b, tp, link, eff):
     try:
-        r = context_parallel_layer(model, s, cp, method=method, load_balanced=balanced, micro_batch_size=b, tp=tp,
-                                   link=link, efficiency=eff)
+        r = context_parallel_layer(
+            model, s, cp, method=method, load_balanced=balanced, micro_batch_size=b, tp=tp, link=link, efficiency=eff
+        )
     except DistlabError:
         return
     values = (r.sent_bytes, r.comm_s, r.compute_s, r.exposed_s, r.buffer_bytes, r.activation_bytes, r.imbalance)

@@ -46,6 +46,7 @@ GPT3 = GPTShape(layers=96, hidden=12288, heads=96, seq_len=2048)
 
 # --- model states: hand-derived ---------------------------------------------------------
 
+
 def test_sixteen_bytes_per_parameter_mixed_precision():
     # 2 (bf16 weights) + 2 (bf16 grads) + 4 + 4 + 4 (fp32 master, momentum, variance) = 16
     assert memory.precision_recipe("mixed").bytes_per_param == 16
@@ -100,6 +101,7 @@ def test_tp_and_pp_shard_model_states():
 
 # --- activations: Korthikanti et al. 2022, Table 2 -------------------------------------
 
+
 def korthikanti_table2(s, b, h, a, t, sp, mode):
     """The paper's closed forms (Table 2), written out independently of distlab's per-tensor sum."""
     if mode == "full":
@@ -145,6 +147,7 @@ def test_bare_parameter_count_flags_uncounted_activations():
 
 # --- fits, headroom and JSON -----------------------------------------------------------
 
+
 def test_fits_and_headroom_against_a_capacity():
     bd = memory.training_memory(7e9, gpu="80 GB")
     assert bd.fits is False
@@ -166,6 +169,7 @@ def test_to_dict_has_plain_byte_numbers():
 
 
 # --- invalid inputs raise our errors ---------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "kwargs, error, words",

@@ -33,11 +33,14 @@ def megatron_weight_and_optimizer_bytes(model, tp, pp, dp, distributed_optimizer
     return shard * (6 + 12 / dp if distributed_optimizer else 18)
 
 
-@pytest.mark.parametrize("name, tp, pp, recipe", [
-    ("llama3.1-70b", 8, 4, "megatron-distributed-optimizer"),
-    ("llama2-70b", 8, 1, "megatron-distributed-optimizer"),
-    ("llama2-13b", 4, 2, "megatron"),
-])
+@pytest.mark.parametrize(
+    "name, tp, pp, recipe",
+    [
+        ("llama3.1-70b", 8, 4, "megatron-distributed-optimizer"),
+        ("llama2-70b", 8, 1, "megatron-distributed-optimizer"),
+        ("llama2-13b", 4, 2, "megatron"),
+    ],
+)
 def test_megatron_within_three_percent_of_its_own_formula(name, tp, pp, recipe):
     model = models.model(name)
     dp = 128 // (tp * pp)
@@ -102,8 +105,21 @@ def test_the_planner_prices_engine_recipes_as_estimate_does(name):
     assert set(np.unique(p.columns["zero"])) <= set(memory_recipe(name).zero_stages)
     for rank in (0, 1, len(p) // 2, len(p) - 1):
         row = p.row(rank)
-        kw = {k: row[k] for k in ("dp", "tp", "cp", "pp", "chunks", "micro_batch_size", "zero", "recompute",
-                                  "sequence_parallel", "schedule")}
+        kw = {
+            k: row[k]
+            for k in (
+                "dp",
+                "tp",
+                "cp",
+                "pp",
+                "chunks",
+                "micro_batch_size",
+                "zero",
+                "recompute",
+                "sequence_parallel",
+                "schedule",
+            )
+        }
         est = training.estimate("llama2-7b", "dgx-h100", nodes=2, global_batch=64, memory_recipe=name, **kw)
         assert est.memory.total_bytes == pytest.approx(row["memory_per_gpu_bytes"], rel=1e-12)
         assert est.feasible == row["fits"]

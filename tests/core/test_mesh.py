@@ -52,8 +52,9 @@ orders = st.permutations(list(mesh.DIMENSIONS)).map("-".join)
 
 
 @settings(max_examples=60, deadline=None)
-@given(tp=sizes, cp=sizes, ep=st.sampled_from([1, 2]), dp=sizes, pp=sizes, order=orders,
-       g=st.sampled_from([1, 2, 4, 8]))
+@given(
+    tp=sizes, cp=sizes, ep=st.sampled_from([1, 2]), dp=sizes, pp=sizes, order=orders, g=st.sampled_from([1, 2, 4, 8])
+)
 def test_layout_is_a_bijection_and_groups_partition(tp, cp, ep, dp, pp, order, g):
     lay = mesh.RankLayout(tp=tp, cp=cp, ep=ep, dp=dp, pp=pp, order=order, gpus_per_node=g)
     world = lay.world_size
@@ -93,11 +94,16 @@ def test_reversed_order_sends_tp_across_nodes_with_a_warning():
     assert "TP leaves the node: 8 of 8 TP groups" in warning and "8 ranks apart" in warning
     good = mesh.layout(64, tp=8, pp=2, gpus_per_node=8)
     assert good.link_kind("tp") == "intra-node" and good.link_kind("dp") == "inter-node"
-    assert (good.link_for("tp"), good.link_for("dp"), lay.link_for("tp", "nvlink5", "ib-xdr")) == \
-        ("nvlink4", "ib-ndr", "ib-xdr")
+    assert (good.link_for("tp"), good.link_for("dp"), lay.link_for("tp", "nvlink5", "ib-xdr")) == (
+        "nvlink4",
+        "ib-ndr",
+        "ib-xdr",
+    )
 
 
-@pytest.mark.parametrize("tp, g, words", [(16, 8, "tp=16 is more than the 8 GPUs"), (3, 8, "tp=3 does not divide the 8")])
+@pytest.mark.parametrize(
+    "tp, g, words", [(16, 8, "tp=16 is more than the 8 GPUs"), (3, 8, "tp=3 does not divide the 8")]
+)
 def test_tp_groups_that_do_not_fit_a_node_are_flagged(tp, g, words):
     lay = mesh.layout(tp * 8, tp=tp, gpus_per_node=g)
     assert lay.crosses_nodes("tp").any()
@@ -122,9 +128,15 @@ def test_device_mesh_shape_and_names_are_outermost_first():
     assert mesh.layout(1).device_mesh().mesh_shape == (1,)
 
 
-@pytest.mark.parametrize("kwargs", [dict(gpus=16, tp=2, pp=4), dict(gpus=48, tp=2, cp=2, pp=3),
-                                    dict(gpus=32, tp=2, ep=2, pp=2, order="tp-ep-pp-dp"),
-                                    dict(gpus=24, tp=4, pp=3, order="pp-tp-dp")])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(gpus=16, tp=2, pp=4),
+        dict(gpus=48, tp=2, cp=2, pp=3),
+        dict(gpus=32, tp=2, ep=2, pp=2, order="tp-ep-pp-dp"),
+        dict(gpus=24, tp=4, pp=3, order="pp-tp-dp"),
+    ],
+)
 def test_torch_arange_reshape_reproduces_our_groups(kwargs):
     torch = pytest.importorskip("torch")
     lay = mesh.layout(**kwargs)
@@ -219,8 +231,10 @@ def _megatron_groups(sizes, order, chosen):
         ranges = [range(sizes[d]) for d in reversed(names)]
         return [dict(zip(reversed(names), c)) for c in itertools.product(*ranges)]
 
-    return [[sum(o[d] * stride[d] for d in outer) + sum(i[d] * stride[d] for d in inner) for i in combos(inner)]
-            for o in combos(outer)]
+    return [
+        [sum(o[d] * stride[d] for d in outer) + sum(i[d] * stride[d] for d in inner) for i in combos(inner)]
+        for o in combos(outer)
+    ]
 
 
 def test_megatron_rule_reproduces_its_documented_examples():
@@ -231,9 +245,17 @@ def test_megatron_rule_reproduces_its_documented_examples():
     assert _megatron_groups({"tp": 2, "pp": 2, "dp": 2}, "tp-pp-dp", ["dp"]) == [[0, 4], [1, 5], [2, 6], [3, 7]]
 
 
-@pytest.mark.parametrize("gpus, tp, pp, ep, etp", [
-    (16, 2, 1, 4, 1), (16, 2, 1, 4, 2), (64, 2, 2, 8, 1), (64, 4, 2, 4, 2), (128, 1, 4, 8, 1), (32, 8, 1, 2, 4),
-])
+@pytest.mark.parametrize(
+    "gpus, tp, pp, ep, etp",
+    [
+        (16, 2, 1, 4, 1),
+        (16, 2, 1, 4, 2),
+        (64, 2, 2, 8, 1),
+        (64, 4, 2, 4, 2),
+        (128, 1, 4, 8, 1),
+        (32, 8, 1, 2, 4),
+    ],
+)
 def test_expert_layout_equals_megatron_expert_generator(gpus, tp, pp, ep, etp):
     e = mesh.expert_layout(gpus, tp=tp, pp=pp, ep=ep, etp=etp)
     # Megatron: RankGenerator(tp=etp, ep=ep, dp=gpus/(etp ep pp), pp=pp, cp=1, order="tp-cp-ep-dp-pp")
@@ -252,8 +274,13 @@ def test_expert_layout_refuses_what_megatron_refuses():
 
 
 @settings(max_examples=60, deadline=None)
-@given(gpus=st.integers(-2, 256), tp=st.integers(0, 8), pp=st.integers(0, 8), ep=st.integers(0, 16),
-       etp=st.one_of(st.none(), st.integers(0, 8)))
+@given(
+    gpus=st.integers(-2, 256),
+    tp=st.integers(0, 8),
+    pp=st.integers(0, 8),
+    ep=st.integers(0, 16),
+    etp=st.one_of(st.none(), st.integers(0, 8)),
+)
 def test_fuzz_expert_layout_partitions_the_ranks_or_refuses(gpus, tp, pp, ep, etp):
     try:
         e = mesh.expert_layout(gpus, tp=tp, pp=pp, ep=ep, etp=etp)

@@ -18,14 +18,27 @@ FAST = settings(max_examples=60, deadline=None)
 
 
 def tiny(**overrides) -> TransformerModel:
-    fields = dict(name="tiny", layers=2, hidden=8, heads=2, kv_heads=1, ffn=16, vocab=10,
-                  gated_mlp=True, norm="rmsnorm", biases=False, position_embeddings=0,
-                  tied_embeddings=False, seq_len=16)
+    fields = dict(
+        name="tiny",
+        layers=2,
+        hidden=8,
+        heads=2,
+        kv_heads=1,
+        ffn=16,
+        vocab=10,
+        gated_mlp=True,
+        norm="rmsnorm",
+        biases=False,
+        position_embeddings=0,
+        tied_embeddings=False,
+        seq_len=16,
+    )
     fields.update(overrides)
     return TransformerModel(**fields)
 
 
 # --- hand-derived counts ------------------------------------------------------------------
+
 
 def test_tiny_llama_shape_counted_by_hand():
     # l=2, h=8, a=2 heads -> head_dim 4; 1 kv head -> kv_dim 4; f=16 gated; V=10; RMSNorm; untied.
@@ -54,9 +67,20 @@ def test_tiny_gpt_shape_counted_by_hand_and_matches_eq2():
     # embeddings (10 + 6) * 4 = 64; output tied 0; final LayerNorm 2*4 = 8
     # total: 244 + 64 + 0 + 8                                           = 316
     # Eq. 2: 12*1*16 + 13*1*4 + (10 + 6)*4 = 192 + 52 + 64 = 308 = 316 - 8 (final norm)
-    m = TransformerModel(name="tiny-gpt", layers=1, hidden=4, heads=2, ffn=16, vocab=10,
-                         position_embeddings=6, seq_len=6, norm="layernorm", biases=True,
-                         tied_embeddings=True, dropout=True)
+    m = TransformerModel(
+        name="tiny-gpt",
+        layers=1,
+        hidden=4,
+        heads=2,
+        ffn=16,
+        vocab=10,
+        position_embeddings=6,
+        seq_len=6,
+        norm="layernorm",
+        biases=True,
+        tied_embeddings=True,
+        dropout=True,
+    )
     assert m.kv_heads == 2 and m.kv_dim == 4
     assert m.attention_params_per_layer() == 80
     assert m.mlp_params_per_layer() == 148
@@ -134,6 +158,7 @@ def test_gpt3_architecture():
 
 # --- Narayanan et al. 2021 ----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("suffix, published, heads, hidden, layers", MEGATRON_TABLE_1)
 def test_megatron_eq2_reproduces_table_1(suffix, published, heads, hidden, layers):
     # Narayanan et al. 2021, Table 1, "Number of parameters (billion)", one decimal.
@@ -165,9 +190,19 @@ def test_megatron_formula_rejects_invalid(bad):
 
 # --- lookup ------------------------------------------------------------------------------
 
+
 def test_catalog_names_are_lowercase_hyphenated_and_lookup_ignores_case():
-    required = {"gpt3-175b", "llama2-7b", "llama2-13b", "llama2-70b", "llama3.1-8b", "llama3.1-70b",
-                "llama3.1-405b", "megatron-gpt-1.7b", "megatron-gpt-1t"}
+    required = {
+        "gpt3-175b",
+        "llama2-7b",
+        "llama2-13b",
+        "llama2-70b",
+        "llama3.1-8b",
+        "llama3.1-70b",
+        "llama3.1-405b",
+        "megatron-gpt-1.7b",
+        "megatron-gpt-1t",
+    }
     assert required <= set(MODELS)
     for name, m in MODELS.items():
         assert name == name.lower() and " " not in name and m.name == name
@@ -186,16 +221,20 @@ def test_unknown_name_suggests_close_names():
 
 # --- validation ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("field, value, words", [
-    ("heads", 3, "valid heads: 1, 2, 4, 8"),
-    ("kv_heads", 3, "valid kv_heads"),
-    ("norm", "batchnorm", "layernorm, rmsnorm"),
-    ("gated_mlp", 1, "True or False"),
-    ("position_embeddings", -1, ">= 0"),
-    ("position_embeddings", 8, "valid seq_len: 1 to 8"),
-    ("published_params", 0, "positive"),
-    ("name", "", "non-empty"),
-])
+
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("heads", 3, "valid heads: 1, 2, 4, 8"),
+        ("kv_heads", 3, "valid kv_heads"),
+        ("norm", "batchnorm", "layernorm, rmsnorm"),
+        ("gated_mlp", 1, "True or False"),
+        ("position_embeddings", -1, ">= 0"),
+        ("position_embeddings", 8, "valid seq_len: 1 to 8"),
+        ("published_params", 0, "positive"),
+        ("name", "", "non-empty"),
+    ],
+)
 def test_invalid_fields_are_named_in_the_message(field, value, words):
     with pytest.raises(ConfigurationError) as info:
         tiny(**{field: value})
@@ -213,8 +252,7 @@ def test_whole_floats_are_normalised_and_frozen():
 SIZE_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len")
 not_a_size = st.one_of(
     st.integers(max_value=0),
-    st.floats(allow_nan=True, allow_infinity=True).filter(
-        lambda x: not (math.isfinite(x) and x >= 1 and x == int(x))),
+    st.floats(allow_nan=True, allow_infinity=True).filter(lambda x: not (math.isfinite(x) and x >= 1 and x == int(x))),
     st.booleans(),
     st.text(max_size=3),
 )
@@ -250,6 +288,7 @@ def test_configuration_error_is_a_distlab_error():
 
 
 # --- properties ----------------------------------------------------------------------------
+
 
 @st.composite
 def architectures(draw):
@@ -309,10 +348,18 @@ def test_gated_mlp_has_more_parameters_than_plain_at_same_ffn(arch):
 @given(arch=architectures())
 def test_count_is_the_sum_of_its_parts(arch):
     m = build(arch)
-    assert m.parameter_count() == (m.layers * m.params_per_layer() + m.embedding_params()
-                                   + m.output_params() + m.final_norm_params())
-    if m.kv_heads == m.heads and m.ffn == 4 * m.hidden and not m.gated_mlp and m.biases \
-            and m.norm == "layernorm" and m.tied_embeddings and m.position_embeddings:
+    assert m.parameter_count() == (
+        m.layers * m.params_per_layer() + m.embedding_params() + m.output_params() + m.final_norm_params()
+    )
+    if (
+        m.kv_heads == m.heads
+        and m.ffn == 4 * m.hidden
+        and not m.gated_mlp
+        and m.biases
+        and m.norm == "layernorm"
+        and m.tied_embeddings
+        and m.position_embeddings
+    ):
         eq2 = megatron_parameter_count(m.layers, m.hidden, m.vocab, m.position_embeddings)
         assert m.parameter_count() == eq2 + 2 * m.hidden
 
@@ -321,8 +368,9 @@ def test_catalog_rope_is_the_config_json():
     # Hugging Face config.json: Llama 2 "rope_theta": 10000.0, "rope_scaling": null; Llama 3.1 "rope_theta":
     # 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
     # "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}; GPT-3 and Megatron GPT: learned positions
-    llama3 = models.RopeScaling(kind="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
-                                original_max_position_embeddings=8192)
+    llama3 = models.RopeScaling(
+        kind="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=8192
+    )
     for name, m in models.MODELS.items():
         if name.startswith("llama2-"):
             assert (m.rope_theta, m.rope_scaling) == (10000.0, None)
@@ -334,37 +382,46 @@ def test_catalog_rope_is_the_config_json():
     assert dataclasses.replace(models.model("llama3.1-8b"), rope_scaling=None).parameter_count() == 8_030_261_248
 
 
-@pytest.mark.parametrize("change, words", [
-    (dict(rope_theta=0), "rope_theta=0 must be a positive finite number"),
-    (dict(rope_theta=float("inf")), "rope_theta=inf must be a positive finite number"),
-    (dict(rope_theta=True), "rope_theta=True"),
-    (dict(rope_scaling={"factor": 8.0}), "must be a distlab.models.RopeScaling or None"),
-    (dict(rope_theta=None), "rope_scaling needs the rotary base rope_theta"),
-    (dict(position_embeddings=8192), "learned positions or rotary ones"),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (dict(rope_theta=0), "rope_theta=0 must be a positive finite number"),
+        (dict(rope_theta=float("inf")), "rope_theta=inf must be a positive finite number"),
+        (dict(rope_theta=True), "rope_theta=True"),
+        (dict(rope_scaling={"factor": 8.0}), "must be a distlab.models.RopeScaling or None"),
+        (dict(rope_theta=None), "rope_scaling needs the rotary base rope_theta"),
+        (dict(position_embeddings=8192), "learned positions or rotary ones"),
+    ],
+)
 def test_invalid_rope_fields_raise_our_error(change, words):
     with pytest.raises(ConfigurationError, match=re.escape(words)):
         dataclasses.replace(models.model("llama3.1-8b"), **change)
 
 
-@pytest.mark.parametrize("change, words", [
-    (dict(kind="yarn"), "kind='yarn'; valid: llama3"),
-    (dict(factor=-1.0), "factor=-1.0 must be a positive finite number"),
-    (dict(low_freq_factor=4.0, high_freq_factor=1.0), "high_freq_factor=1 must exceed low_freq_factor=4"),
-    (dict(original_max_position_embeddings=0.5), "original_max_position_embeddings=0.5"),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (dict(kind="yarn"), "kind='yarn'; valid: llama3"),
+        (dict(factor=-1.0), "factor=-1.0 must be a positive finite number"),
+        (dict(low_freq_factor=4.0, high_freq_factor=1.0), "high_freq_factor=1 must exceed low_freq_factor=4"),
+        (dict(original_max_position_embeddings=0.5), "original_max_position_embeddings=0.5"),
+    ],
+)
 def test_invalid_rope_scaling_raises_our_error(change, words):
     with pytest.raises(ConfigurationError, match=re.escape(words)):
         models.RopeScaling(**change)
 
 
 @settings(max_examples=50, deadline=None)
-@given(theta=st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True), st.integers(-5, 10**7)),
-       factor=st.floats(allow_nan=True, allow_infinity=True))
+@given(
+    theta=st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True), st.integers(-5, 10**7)),
+    factor=st.floats(allow_nan=True, allow_infinity=True),
+)
 def test_random_rope_fields_build_or_raise_our_error(theta, factor):
     try:
-        m = dataclasses.replace(models.model("llama3.1-8b"), rope_theta=theta,
-                                rope_scaling=models.RopeScaling(factor=factor))
+        m = dataclasses.replace(
+            models.model("llama3.1-8b"), rope_theta=theta, rope_scaling=models.RopeScaling(factor=factor)
+        )
     except ConfigurationError:
         return
     assert m.rope_theta > 0 and math.isfinite(m.rope_theta) and m.rope_scaling.factor > 0

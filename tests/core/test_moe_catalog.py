@@ -47,18 +47,28 @@ QWEN_TOTAL, QWEN_ACTIVE = 235_093_634_560, 22_190_763_520
 GPT_OSS_TOTAL, GPT_OSS_ACTIVE_NO_EMBEDDING = 116_829_156_672, 5_132_849_472
 
 
-@pytest.mark.parametrize("name, total", [
-    ("mixtral-8x7b", MIXTRAL_TOTAL), ("deepseek-v3", DEEPSEEK_TOTAL),
-    ("qwen3-235b-a22b", QWEN_TOTAL), ("gpt-oss-120b", GPT_OSS_TOTAL),
-])
+@pytest.mark.parametrize(
+    "name, total",
+    [
+        ("mixtral-8x7b", MIXTRAL_TOTAL),
+        ("deepseek-v3", DEEPSEEK_TOTAL),
+        ("qwen3-235b-a22b", QWEN_TOTAL),
+        ("gpt-oss-120b", GPT_OSS_TOTAL),
+    ],
+)
 def test_total_counts_equal_the_hand_derivation(name, total):
     assert moe.model(name).parameter_count() == total
 
 
-@pytest.mark.parametrize("name, embedding, active", [
-    ("mixtral-8x7b", True, MIXTRAL_ACTIVE), ("deepseek-v3", False, DEEPSEEK_ACTIVE_NO_EMBEDDING),
-    ("qwen3-235b-a22b", True, QWEN_ACTIVE), ("gpt-oss-120b", False, GPT_OSS_ACTIVE_NO_EMBEDDING),
-])
+@pytest.mark.parametrize(
+    "name, embedding, active",
+    [
+        ("mixtral-8x7b", True, MIXTRAL_ACTIVE),
+        ("deepseek-v3", False, DEEPSEEK_ACTIVE_NO_EMBEDDING),
+        ("qwen3-235b-a22b", True, QWEN_ACTIVE),
+        ("gpt-oss-120b", False, GPT_OSS_ACTIVE_NO_EMBEDDING),
+    ],
+)
 def test_active_counts_equal_the_hand_derivation(name, embedding, active):
     assert moe.model(name).active_parameter_count(embedding=embedding) == active
 
@@ -100,35 +110,57 @@ def test_unknown_name_lists_close_names():
         moe.model("deepseek-v2")
 
 
-@pytest.mark.parametrize("kwargs, words", [
-    (dict(top_k=9), "top_k=9 is more than the 8 experts"),
-    (dict(dense_layers=33), "dense_layers=33"),
-    (dict(dense_layers=1), "needs dense_ffn"),
-    (dict(attention="mha"), "attention='mha'"),
-    (dict(attention="mla"), "must be >= 1 for attention='mla'"),
-    (dict(kv_heads=3), "kv_heads=3"),
-    (dict(window_layers=2), "sliding_window"),
-    (dict(expert_ffn=0), "expert_ffn"),
-    (dict(shared_experts=-1), "shared_experts"),
-    (dict(published_params=float("nan")), "published_params"),
-])
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(top_k=9), "top_k=9 is more than the 8 experts"),
+        (dict(dense_layers=33), "dense_layers=33"),
+        (dict(dense_layers=1), "needs dense_ffn"),
+        (dict(attention="mha"), "attention='mha'"),
+        (dict(attention="mla"), "must be >= 1 for attention='mla'"),
+        (dict(kv_heads=3), "kv_heads=3"),
+        (dict(window_layers=2), "sliding_window"),
+        (dict(expert_ffn=0), "expert_ffn"),
+        (dict(shared_experts=-1), "shared_experts"),
+        (dict(published_params=float("nan")), "published_params"),
+    ],
+)
 def test_invalid_shapes_raise_our_error(kwargs, words):
-    base = dict(name="m", layers=32, hidden=4096, heads=32, kv_heads=8, vocab=32000, experts=8,
-                expert_ffn=14336, top_k=2)
+    base = dict(
+        name="m", layers=32, hidden=4096, heads=32, kv_heads=8, vocab=32000, experts=8, expert_ffn=14336, top_k=2
+    )
     with pytest.raises(ConfigurationError, match=words):
         moe.MoEModel(**{**base, **kwargs})
 
 
 @settings(max_examples=60, deadline=None)
-@given(layers=st.integers(1, 8), dense=st.integers(0, 8), hidden=st.sampled_from([8, 16, 64]),
-       experts=st.integers(1, 64), k=st.integers(1, 64), shared=st.integers(0, 2), mla=st.booleans(),
-       value=st.one_of(st.integers(-3, 3), st.floats(allow_nan=True), st.text(max_size=3)))
+@given(
+    layers=st.integers(1, 8),
+    dense=st.integers(0, 8),
+    hidden=st.sampled_from([8, 16, 64]),
+    experts=st.integers(1, 64),
+    k=st.integers(1, 64),
+    shared=st.integers(0, 2),
+    mla=st.booleans(),
+    value=st.one_of(st.integers(-3, 3), st.floats(allow_nan=True), st.text(max_size=3)),
+)
 def test_fuzz_shapes_count_or_refuse(layers, dense, hidden, experts, k, shared, mla, value):
     extra = dict(attention="mla", kv_lora_rank=4, qk_nope_head_dim=4, qk_rope_head_dim=2, v_head_dim=4) if mla else {}
     try:
-        m = moe.MoEModel(name="x", layers=layers, hidden=hidden, heads=2, vocab=50, experts=experts,
-                         expert_ffn=hidden * 2, top_k=k, shared_experts=shared, dense_layers=dense,
-                         dense_ffn=hidden * 4, **extra)
+        m = moe.MoEModel(
+            name="x",
+            layers=layers,
+            hidden=hidden,
+            heads=2,
+            vocab=50,
+            experts=experts,
+            expert_ffn=hidden * 2,
+            top_k=k,
+            shared_experts=shared,
+            dense_layers=dense,
+            dense_ffn=hidden * 4,
+            **extra,
+        )
     except DistlabError:
         assert k > experts or dense > layers
         return

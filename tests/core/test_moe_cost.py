@@ -14,6 +14,7 @@ from distlab.errors import ConfigurationError, DistlabError
 
 # --- FLOPs -----------------------------------------------------------------------------------
 
+
 def test_mixtral_weight_flops_are_six_active_block_params_per_token():
     f = moe.moe_step_flops("mixtral-8x7b", 2, 4096)
     # blocks with 2 of 8 experts: 32 x 394,305,536 = 12,617,777,152 (test_moe_catalog's derivation)
@@ -48,6 +49,7 @@ def test_deepseek_mla_core_uses_192_wide_queries_and_128_wide_values():
 
 # --- routing ----------------------------------------------------------------------------------
 
+
 def test_capacity_by_hand():
     assert moe.expert_capacity(4096, 8, 2, 1.0) == 1024  # 4096 x 2 / 8
     assert moe.expert_capacity(4096, 8, 2, 1.25) == 1280
@@ -63,6 +65,7 @@ def test_drops_and_imbalance_by_hand():
 
 
 # --- memory ------------------------------------------------------------------------------------
+
 
 def test_deepseek_memory_by_hand():
     # DeepSeek-V3's run (report Sec. 3.2): 2048 GPUs, PP 16, EP 64, ZeRO-1 data parallelism
@@ -83,12 +86,15 @@ def test_no_expert_parallelism_is_the_dense_recipe():
     assert mem.total_bytes == pytest.approx(sum(want), rel=1e-12)
 
 
-@pytest.mark.parametrize("kwargs, words", [
-    (dict(ep=3, gpus=24), "ep=3 does not divide the 8 experts"),
-    (dict(etp=5), "etp x ep x pp = 5 does not divide"),
-    (dict(pp=64, gpus=64), "pp=64 is more than the 32 layers"),
-    (dict(tp=3), "tp x cp x pp = 3"),
-])
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(ep=3, gpus=24), "ep=3 does not divide the 8 experts"),
+        (dict(etp=5), "etp x ep x pp = 5 does not divide"),
+        (dict(pp=64, gpus=64), "pp=64 is more than the 32 layers"),
+        (dict(tp=3), "tp x cp x pp = 3"),
+    ],
+)
 def test_memory_refuses_invalid_groups(kwargs, words):
     gpus = kwargs.pop("gpus", 16)
     with pytest.raises(ConfigurationError, match=words):
@@ -96,6 +102,7 @@ def test_memory_refuses_invalid_groups(kwargs, words):
 
 
 # --- all-to-all --------------------------------------------------------------------------------
+
 
 def test_bytes_by_hand():
     # 4096 tokens x 2 copies x 4096 x 2 B = 67,108,864 B send buffer; EP 8 in two nodes of 4 members
@@ -158,8 +165,9 @@ def test_layer_cost_by_hand():
 
 # --- fuzz ----------------------------------------------------------------------------------
 
-ANY = st.one_of(st.integers(-5, 300), st.floats(allow_nan=True, allow_infinity=True), st.none(), st.text(max_size=4),
-                st.booleans())
+ANY = st.one_of(
+    st.integers(-5, 300), st.floats(allow_nan=True, allow_infinity=True), st.none(), st.text(max_size=4), st.booleans()
+)
 
 
 @settings(max_examples=80, deadline=None)
@@ -184,9 +192,15 @@ def test_fuzz_every_function_returns_or_raises_our_error(a, b, c, d):
             value = call()
         except DistlabError:
             continue
-        numbers = [value] if isinstance(value, (int, float)) else (
-            list(value.values()) if isinstance(value, dict) else
-            [v for v in value.to_dict().values() if isinstance(v, (int, float)) and not isinstance(v, bool)])
+        numbers = (
+            [value]
+            if isinstance(value, (int, float))
+            else (
+                list(value.values())
+                if isinstance(value, dict)
+                else [v for v in value.to_dict().values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            )
+        )
         assert all(math.isfinite(v) and v >= 0 for v in numbers)
 
 

@@ -18,7 +18,7 @@ from distlab.errors import ConfigurationError, DistlabError
 def _flags(text: str) -> dict:
     words = shlex.split(text.replace("\\\n", " "))
     out, key = {}, None
-    for word in words[words.index("pretrain_gpt.py") + 1:]:
+    for word in words[words.index("pretrain_gpt.py") + 1 :]:
         if word.startswith("--"):
             key = word
             out[key] = True
@@ -65,42 +65,64 @@ def test_torchtitan_parses_back():
 
 def test_deepspeed_arguments():
     d = json.loads(moe.export_moe(moe.moe_config("mixtral-8x7b", 16, ep=8, capacity_factor=1.0), "deepspeed"))
-    assert d == {"hidden_size": 4096, "num_experts": 8, "ep_size": 8, "k": 2, "capacity_factor": 1.0,
-                 "drop_tokens": True, "use_residual": False, "enable_expert_tensor_parallelism": False}
+    assert d == {
+        "hidden_size": 4096,
+        "num_experts": 8,
+        "ep_size": 8,
+        "k": 2,
+        "capacity_factor": 1.0,
+        "drop_tokens": True,
+        "use_residual": False,
+        "enable_expert_tensor_parallelism": False,
+    }
 
 
-@pytest.mark.parametrize("build, fmt, words", [
-    (lambda: moe.moe_config("gpt-oss-120b", 64, ep=8), "megatron", "attention sinks"),
-    (lambda: moe.moe_config("mixtral-8x7b", 64, ep=8), "torchtitan", "no flavor of mixtral-8x7b"),
-    (lambda: moe.moe_config("deepseek-v3", 256, tp=4, pp=4, ep=8, etp=2), "torchtitan", "etp=2"),
-    (lambda: moe.moe_config("deepseek-v3", 256, pp=8, ep=32), "deepspeed", "shared expert"),
-    (lambda: moe.moe_config("mixtral-8x7b", 64, ep=8, capacity_factor=1.0), "torchtitan", "no flavor"),
-])
+@pytest.mark.parametrize(
+    "build, fmt, words",
+    [
+        (lambda: moe.moe_config("gpt-oss-120b", 64, ep=8), "megatron", "attention sinks"),
+        (lambda: moe.moe_config("mixtral-8x7b", 64, ep=8), "torchtitan", "no flavor of mixtral-8x7b"),
+        (lambda: moe.moe_config("deepseek-v3", 256, tp=4, pp=4, ep=8, etp=2), "torchtitan", "etp=2"),
+        (lambda: moe.moe_config("deepseek-v3", 256, pp=8, ep=32), "deepspeed", "shared expert"),
+        (lambda: moe.moe_config("mixtral-8x7b", 64, ep=8, capacity_factor=1.0), "torchtitan", "no flavor"),
+    ],
+)
 def test_what_an_engine_cannot_express_raises_our_error(build, fmt, words):
     with pytest.raises(ConfigurationError, match=words):
         moe.export_moe(build(), fmt)
 
 
-@pytest.mark.parametrize("kwargs, words", [
-    (dict(gpus=64, ep=3), "etp x ep x pp"),
-    (dict(gpus=48, ep=3), "ep=3 does not divide the 8 experts"),
-    (dict(gpus=64, ep=8, max_nodes=2), "max_nodes=2 is more than the 1 node"),
-    (dict(gpus=64, ep=8, global_batch=100), "not a multiple"),
-])
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(gpus=64, ep=3), "etp x ep x pp"),
+        (dict(gpus=48, ep=3), "ep=3 does not divide the 8 experts"),
+        (dict(gpus=64, ep=8, max_nodes=2), "max_nodes=2 is more than the 1 node"),
+        (dict(gpus=64, ep=8, global_batch=100), "not a multiple"),
+    ],
+)
 def test_invalid_configurations(kwargs, words):
     with pytest.raises(ConfigurationError, match=words):
         moe.moe_config("mixtral-8x7b", **kwargs)
 
 
 @settings(max_examples=50, deadline=None)
-@given(gpus=st.integers(-1, 512), tp=st.integers(0, 8), pp=st.integers(0, 8), ep=st.integers(0, 64),
-       etp=st.one_of(st.none(), st.integers(0, 4)), cf=st.one_of(st.none(), st.floats(-1, 3)),
-       m=st.one_of(st.none(), st.integers(0, 8)), name=st.sampled_from(sorted(moe.MOE_MODELS)),
-       fmt=st.sampled_from(moe.FORMATS + ("nope",)))
+@given(
+    gpus=st.integers(-1, 512),
+    tp=st.integers(0, 8),
+    pp=st.integers(0, 8),
+    ep=st.integers(0, 64),
+    etp=st.one_of(st.none(), st.integers(0, 4)),
+    cf=st.one_of(st.none(), st.floats(-1, 3)),
+    m=st.one_of(st.none(), st.integers(0, 8)),
+    name=st.sampled_from(sorted(moe.MOE_MODELS)),
+    fmt=st.sampled_from(moe.FORMATS + ("nope",)),
+)
 def test_fuzz_config_and_export(gpus, tp, pp, ep, etp, cf, m, name, fmt):
     try:
-        text = moe.export_moe(moe.moe_config(name, gpus, tp=tp, pp=pp, ep=ep, etp=etp, capacity_factor=cf,
-                                             max_nodes=m), fmt)
+        text = moe.export_moe(
+            moe.moe_config(name, gpus, tp=tp, pp=pp, ep=ep, etp=etp, capacity_factor=cf, max_nodes=m), fmt
+        )
     except DistlabError:
         return
     assert isinstance(text, str) and text

@@ -13,8 +13,9 @@ from distlab import moe
 from distlab.errors import ConfigurationError, DistlabError
 
 
-@pytest.mark.parametrize("kwargs", [dict(), dict(skew=2.0), dict(capacity_factor=1.0, skew=1.5),
-                                    dict(ep_per_node=2, max_nodes=1)])
+@pytest.mark.parametrize(
+    "kwargs", [dict(), dict(skew=2.0), dict(capacity_factor=1.0, skew=1.5), dict(ep_per_node=2, max_nodes=1)]
+)
 def test_tokens_are_conserved(kwargs):
     tr = moe.simulate_routing(128, 16, 4, 8, hidden=8, **kwargs)
     assert tr.demand.sum() == tr.copies == 128 * 8 * 4
@@ -104,10 +105,16 @@ def test_sizes_are_limited_up_front():
 
 
 @settings(max_examples=60, deadline=None)
-@given(t=st.one_of(st.integers(-2, 300), st.floats(allow_nan=True)), e=st.integers(-1, 64), k=st.integers(-1, 9),
-       ep=st.integers(-1, 64), skew=st.one_of(st.floats(-1, 12), st.just(float("nan"))),
-       cf=st.one_of(st.none(), st.floats(-1, 5)), p=st.one_of(st.none(), st.integers(0, 8)),
-       m=st.one_of(st.none(), st.integers(0, 8)))
+@given(
+    t=st.one_of(st.integers(-2, 300), st.floats(allow_nan=True)),
+    e=st.integers(-1, 64),
+    k=st.integers(-1, 9),
+    ep=st.integers(-1, 64),
+    skew=st.one_of(st.floats(-1, 12), st.just(float("nan"))),
+    cf=st.one_of(st.none(), st.floats(-1, 5)),
+    p=st.one_of(st.none(), st.integers(0, 8)),
+    m=st.one_of(st.none(), st.integers(0, 8)),
+)
 def test_fuzz_returns_a_consistent_trace_or_our_error(t, e, k, ep, skew, cf, p, m):
     try:
         tr = moe.simulate_routing(t, e, k, ep, hidden=4, skew=skew, capacity_factor=cf, ep_per_node=p, max_nodes=m)

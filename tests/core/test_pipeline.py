@@ -174,8 +174,9 @@ def test_timeline_is_valid(config):
 def test_simulate_matches_schedule(config):
     kind, p, m, v, t_f, t_b, t_w, p2p = config
     a = schedule(kind, p, m, v, t_f=t_f, t_b=t_b, t_w=t_w, p2p=p2p)
-    b = simulate(stage_orders(kind, p, m, v), chunks=a.chunks, t_f=t_f, t_b=t_b, t_w=t_w, p2p=p2p,
-                 placement=a.placement)
+    b = simulate(
+        stage_orders(kind, p, m, v), chunks=a.chunks, t_f=t_f, t_b=t_b, t_w=t_w, p2p=p2p, placement=a.placement
+    )
     if a.fused is not None and a.fused.any():  # plain op lists carry no fused pairs: those can only start earlier
         assert np.all(b.start <= a.start + 1e-9)
     else:
@@ -462,8 +463,10 @@ def test_no_warnings_when_efficient():
         (lambda: check_microbatches(0), "microbatches=0"),
         (lambda: analyze_stages(8, 9, 8, seq_len=1, hidden=1), "stages=9 exceeds layers=8"),
         (lambda: analyze_stages(8, 2, 8, seq_len=1, hidden=1, batch=8, micro_batch_size=2), "disagrees"),
-        (lambda: analyze_stages(16, 2, 4, seq_len=1, hidden=1, schedule="interleaved", chunks=2, split=[7, 9]),
-         "chunks=2 does not divide the layers per stage"),
+        (
+            lambda: analyze_stages(16, 2, 4, seq_len=1, hidden=1, schedule="interleaved", chunks=2, split=[7, 9]),
+            "chunks=2 does not divide the layers per stage",
+        ),
         (lambda: analyze_stages(8, 2, 8, seq_len=1, hidden=1, max_bubble=1.5), "max_bubble"),
         (lambda: simulate([[("F", 0), ("B", 0)], [("F", 0)]]), "exactly once"),
         (lambda: simulate([[("B", 0), ("F", 0)], [("F", 0), ("B", 0)]]), "deadlocks"),
@@ -542,8 +545,7 @@ def test_microbatch_suggestion_is_the_fewest_that_meet_the_limit():
     # 80 layers of 8 ms over 4 stages, one 32 MiB activation per send over 25 GB/s: each send adds
     # 33554432 / 25e9 = 1.34 ms of p2p latency, so the closed-form guess m = 12 (exactly 20 %)
     # misses and a doubling to 24 overshoots; the fewest microbatches are found between them.
-    a = analyze_stages(80, 4, 8, seq_len=4096, hidden=4096, layer_time="8 ms", bandwidth="25 GB/s",
-                       max_bubble=0.2)
+    a = analyze_stages(80, 4, 8, seq_len=4096, hidden=4096, layer_time="8 ms", bandwidth="25 GB/s", max_bubble=0.2)
     (warning,) = [w for w in a.warnings if w.code == "bubble"]
     m = warning.values["alt_microbatches"]
     t = 20 * 8e-3  # one stage's forward; backward 2 x forward, split into B and W
@@ -689,8 +691,17 @@ def test_suggestions_stay_cheap_at_extreme_limits():
     # a 1 % limit asks for about (p-1) x 99 microbatches; with a slow link every candidate must
     # be simulated, which is bounded (MAX_SUGGESTION_OPS), so the analysis stays interactive (its speed is
     # measured in benchmarks/, not asserted here)
-    a = analyze_stages(80, 16, 64, seq_len=4096, hidden=8192, layer_time="2 ms", bandwidth="12.5 GB/s",
-                       schedule="gpipe", max_bubble=0.01)
+    a = analyze_stages(
+        80,
+        16,
+        64,
+        seq_len=4096,
+        hidden=8192,
+        layer_time="2 ms",
+        bandwidth="12.5 GB/s",
+        schedule="gpipe",
+        max_bubble=0.01,
+    )
     (warning,) = [w for w in a.warnings if w.code == "bubble"]
     assert warning.values["zb_h1_bubble"] < a.bubble_fraction
 

@@ -45,8 +45,13 @@ def test_zb_v_two_stages_one_microbatch_by_hand():
 
 
 def test_placements():
-    assert [placement(k) for k in ("1f1b", "interleaved", "zb-v", "dualpipe-v", "dualpipe")] == \
-        ["loop", "loop", "v", "v", "dual"]
+    assert [placement(k) for k in ("1f1b", "interleaved", "zb-v", "dualpipe-v", "dualpipe")] == [
+        "loop",
+        "loop",
+        "v",
+        "v",
+        "dual",
+    ]
 
 
 def test_dualpipe_sends_half_the_microbatches_from_each_end():
@@ -120,8 +125,9 @@ def test_1f1b_and_zb_h1_bubbles_are_deepseeks_table(p, extra, t_f, t_b, w_share)
     m = p + extra
     full = t_b + t_w
     assert schedule("1f1b", p, m, t_f=t_f, t_b=t_b, t_w=t_w).span_idle.max() == pytest.approx((p - 1) * (t_f + full))
-    assert schedule("zb-h1", p, m, t_f=t_f, t_b=t_b, t_w=t_w).span_idle.max() == \
-        pytest.approx((p - 1) * (t_f + full - 2 * t_w))
+    assert schedule("zb-h1", p, m, t_f=t_f, t_b=t_b, t_w=t_w).span_idle.max() == pytest.approx(
+        (p - 1) * (t_f + full - 2 * t_w)
+    )
 
 
 @SETTINGS
@@ -168,19 +174,22 @@ def test_the_schedules_after_1f1b_beat_it_on_the_lesson_example():
 # --------------------------------------------------------------------------- errors
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: schedule("dualpipe", 3, 6), "even number of stages"),
-    (lambda: schedule("dualpipe", 4, 7), "even number of microbatches"),
-    (lambda: schedule("dualpipe", 4, 6), "at least 2 x stages"),
-    (lambda: schedule("dualpipe-v", 4, 7), "microbatches >= 2 x stages"),
-    (lambda: schedule("zb-v", 4, 8, chunks=3), "exactly 2 model chunks"),
-    (lambda: schedule("zb-v", 4, 8, layers=7), "at least 8 layers"),
-    (lambda: closed_form("zb-v", 4, 8), "no closed form"),
-    (lambda: simulate(zb_v_order(2, 2), chunks=2, placement="w"), "placement='w'"),
-    (lambda: simulate(zb_v_order(2, 2), chunks=3, placement="v"), "give chunks=2"),
-    (lambda: simulate(dualpipe_order(2, 4), chunks=2, placement="v"), "every op must appear exactly once"),
-    (lambda: dualpipe_bubble_time(4, t_fb=-1), "t_fb"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: schedule("dualpipe", 3, 6), "even number of stages"),
+        (lambda: schedule("dualpipe", 4, 7), "even number of microbatches"),
+        (lambda: schedule("dualpipe", 4, 6), "at least 2 x stages"),
+        (lambda: schedule("dualpipe-v", 4, 7), "microbatches >= 2 x stages"),
+        (lambda: schedule("zb-v", 4, 8, chunks=3), "exactly 2 model chunks"),
+        (lambda: schedule("zb-v", 4, 8, layers=7), "at least 8 layers"),
+        (lambda: closed_form("zb-v", 4, 8), "no closed form"),
+        (lambda: simulate(zb_v_order(2, 2), chunks=2, placement="w"), "placement='w'"),
+        (lambda: simulate(zb_v_order(2, 2), chunks=3, placement="v"), "give chunks=2"),
+        (lambda: simulate(dualpipe_order(2, 4), chunks=2, placement="v"), "every op must appear exactly once"),
+        (lambda: dualpipe_bubble_time(4, t_fb=-1), "t_fb"),
+    ],
+)
 def test_invalid_inputs_raise_our_errors(call, match):
     with pytest.raises(ConfigurationError, match=match):
         call()
@@ -194,8 +203,16 @@ def test_a_dual_order_with_a_microbatch_on_the_wrong_chunk_is_refused():
 
 
 @SETTINGS
-@given(st.sampled_from(NO_CLOSED_FORM), st.integers(-2, 10), st.integers(-2, 40), st.integers(-1, 4),
-       times, times, st.one_of(st.just(0.0), times), st.floats(0.0, 1.0))
+@given(
+    st.sampled_from(NO_CLOSED_FORM),
+    st.integers(-2, 10),
+    st.integers(-2, 40),
+    st.integers(-1, 4),
+    times,
+    times,
+    st.one_of(st.just(0.0), times),
+    st.floats(0.0, 1.0),
+)
 def test_any_input_gives_a_timeline_or_our_error(kind, p, m, v, t_f, t_b, t_w, p2p):
     try:
         tl = schedule(kind, p, m, v, t_f=t_f, t_b=t_b, t_w=t_w, p2p=p2p)
@@ -263,8 +280,14 @@ def test_torch_refuses_what_we_refuse():
 
 
 @SETTINGS
-@given(st.one_of(st.text(max_size=12), st.sampled_from(["ZB-V", "dualpipe_v", " DualPipe ", "zbv", "1F1B"]),
-                 st.integers(), st.none()))
+@given(
+    st.one_of(
+        st.text(max_size=12),
+        st.sampled_from(["ZB-V", "dualpipe_v", " DualPipe ", "zbv", "1F1B"]),
+        st.integers(),
+        st.none(),
+    )
+)
 def test_placement_of_any_name_is_known_or_our_error(name):
     try:
         where = placement(name)

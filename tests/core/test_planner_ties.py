@@ -27,8 +27,9 @@ def synthetic_plan(parts, feasible=None, dp_comm=None, memory=None):
     columns["dp"] = np.arange(1, n + 1)  # tells the rows apart
     feasible = np.ones(n, dtype=bool) if feasible is None else np.array(feasible, dtype=bool)
     order = np.lexsort((results["step_time_s"], ~feasible))
-    return planner.Plan(columns=columns, results=results, feasible=feasible, order=order, rejected={}, gpus=n,
-                        model_name="toy")
+    return planner.Plan(
+        columns=columns, results=results, feasible=feasible, order=order, rejected={}, gpus=n, model_name="toy"
+    )
 
 
 def test_error_band_is_the_validation_mean_and_computed_once():
@@ -43,8 +44,15 @@ def test_error_band_is_the_validation_mean_and_computed_once():
 def test_ties_and_deciding_component_by_construction():
     # step times: A 10 s (compute), B 10.5 s (compute 10 + exposed DP 0.5), C 11.5 s (compute 10 + bubble 1.5),
     # D 9 s but infeasible. With a 10% band around A: |10.5 - 10| = 0.5 <= 1.0 ties, |11.5 - 10| = 1.5 > 1.0 does not.
-    p = synthetic_plan([{"compute_s": 10}, {"compute_s": 10, "dp_exposed_s": 0.5},
-                        {"compute_s": 10, "bubble_s": 1.5}, {"compute_s": 9}], feasible=[1, 1, 1, 0])
+    p = synthetic_plan(
+        [
+            {"compute_s": 10},
+            {"compute_s": 10, "dp_exposed_s": 0.5},
+            {"compute_s": 10, "bubble_s": 1.5},
+            {"compute_s": 9},
+        ],
+        feasible=[1, 1, 1, 0],
+    )
     assert [r["dp"] for r in p.top(4)] == [1, 2, 3, 4]  # feasible first, by step time
     assert [r["dp"] for r in p.ties(0, band_percent=10)] == [1, 2]
     assert p.tie_count(0, band_percent=10) == 2
@@ -109,9 +117,12 @@ def test_invalid_ranks_and_bands_raise_our_error():
 
 
 @settings(max_examples=60, deadline=None)
-@given(times=st.lists(st.floats(0.01, 100.0), min_size=1, max_size=30),
-       fits=st.lists(st.booleans(), min_size=30, max_size=30),
-       band=st.floats(0.0, 50.0), pick=st.integers(0, 29))
+@given(
+    times=st.lists(st.floats(0.01, 100.0), min_size=1, max_size=30),
+    fits=st.lists(st.booleans(), min_size=30, max_size=30),
+    band=st.floats(0.0, 50.0),
+    pick=st.integers(0, 29),
+)
 def test_ties_equal_a_brute_force_search(times, fits, band, pick):
     fits = fits[: len(times)]
     fits[0] = True
@@ -124,5 +135,4 @@ def test_ties_equal_a_brute_force_search(times, fits, band, pick):
     assert p.tie_count(rank, band_percent=band) == len(want)
     other = (rank + 1) % len(p)
     d = p.deciding_assumption(rank, other)
-    assert abs(d.difference_s) == max(abs(x) for x in [*d.differences_s.values(),
-                                                        d.hidden_dp_s[1] - d.hidden_dp_s[0]])
+    assert abs(d.difference_s) == max(abs(x) for x in [*d.differences_s.values(), d.hidden_dp_s[1] - d.hidden_dp_s[0]])

@@ -38,8 +38,9 @@ def test_best_bucket_count_hand_derived():
 def test_sweep_equals_the_bucketed_timeline_and_brute_force():
     grad, backward, dp = 3.2e9, 0.2, 16  # bytes 2 x 15/16 x 3.2 GB / 50 GB/s = 120 ms, L = 30 x 9.6 us: B* = 277.8
     sweep = production.bucket_sweep(grad, backward, dp, link="ib-ndr", max_buckets=300)
-    brute = [dataparallel.bucketed_overlap(grad, backward, dp, buckets=b, link="ib-ndr").exposed_s
-             for b in range(1, 301)]
+    brute = [
+        dataparallel.bucketed_overlap(grad, backward, dp, buckets=b, link="ib-ndr").exposed_s for b in range(1, 301)
+    ]
     np.testing.assert_allclose(sweep.exposed_s, brute, rtol=1e-9, atol=1e-15)
     assert sweep.best_buckets == int(np.argmin(brute)) + 1
     for b in (1, 7, 150, 300):  # the sweep's own timeline is bucketed_overlap's
@@ -73,8 +74,9 @@ def test_closed_form_is_the_optimum_only_when_b_star_reaches_sqrt_t_over_l(ms, b
 def test_hierarchical_buckets_pay_fewer_latency_steps():
     # 64 GPUs on 8 DGX H100: L = 2 x 7 x 3.4 us (NVLink) + 2 x 7 x 9.6 us (NDR) = 182 us per bucket,
     # against 2 x 63 x 9.6 us = 1.21 ms for one flat ring over the fabric
-    h = production.bucket_sweep(13.5e9, 0.2, 64, link="nvlink4", algorithm="hierarchical", gpus_per_node=8,
-                                inter_link="ib-ndr", max_buckets=50)
+    h = production.bucket_sweep(
+        13.5e9, 0.2, 64, link="nvlink4", algorithm="hierarchical", gpus_per_node=8, inter_link="ib-ndr", max_buckets=50
+    )
     r = production.bucket_sweep(13.5e9, 0.2, 64, link="ib-ndr", max_buckets=50)
     assert h.latency_s == pytest.approx(14 * 3.4e-6 + 14 * 9.6e-6)
     assert r.latency_s == pytest.approx(126 * 9.6e-6)
@@ -83,8 +85,12 @@ def test_hierarchical_buckets_pay_fewer_latency_steps():
 
 
 @settings(max_examples=60, deadline=None)
-@given(grad=st.floats(1e6, 1e11), backward=st.floats(1e-3, 5.0), dp=st.integers(2, 512),
-       fabric=st.sampled_from(["nvlink4", "ib-ndr", "ethernet-100g"]))
+@given(
+    grad=st.floats(1e6, 1e11),
+    backward=st.floats(1e-3, 5.0),
+    dp=st.integers(2, 512),
+    fabric=st.sampled_from(["nvlink4", "ib-ndr", "ethernet-100g"]),
+)
 def test_bucket_sweep_invariants(grad, backward, dp, fabric):
     s = production.bucket_sweep(grad, backward, dp, link=fabric, max_buckets=512)
     assert np.all(np.isfinite(s.exposed_s)) and np.all(s.exposed_s > 0)
@@ -125,17 +131,24 @@ def test_backward_time_calibrated_by_hand():
 def test_backward_time_is_two_thirds_of_the_step_models_compute():
     # the same compute model as training.estimate: pure data parallelism on one DGX H100 node, one sequence per
     # GPU and no recomputation, so a GPU's compute is one forward and one backward of one sequence
-    for name, seq, attention in (("llama2-7b", 4096, "flash"), ("llama3.1-8b", 8192, "unfused"),
-                                 ("megatron-gpt-1.7b", 2048, "flash")):
-        est = training.estimate(name, "dgx-h100", nodes=1, fabric="ib-ndr", global_batch=8, seq_len=seq,
-                                attention=attention)
+    for name, seq, attention in (
+        ("llama2-7b", 4096, "flash"),
+        ("llama3.1-8b", 8192, "unfused"),
+        ("megatron-gpt-1.7b", 2048, "flash"),
+    ):
+        est = training.estimate(
+            name, "dgx-h100", nodes=1, fabric="ib-ndr", global_batch=8, seq_len=seq, attention=attention
+        )
         got = production.backward_time(name, seq, seq_len=seq, attention=attention)
         assert got == pytest.approx(2 / 3 * est.compute_s, rel=1e-12)
     # linear in the tokens at a fixed sequence length; longer sequences cost more per token (attention)
     one = production.backward_time("llama2-7b", 4096)
     assert production.backward_time("llama2-7b", 3 * 4096) == pytest.approx(3 * one, rel=1e-12)
-    assert production.backward_time("llama2-7b", 4096, seq_len=2048) < one < \
-        production.backward_time("llama2-7b", 4096, seq_len=8192)
+    assert (
+        production.backward_time("llama2-7b", 4096, seq_len=2048)
+        < one
+        < production.backward_time("llama2-7b", 4096, seq_len=8192)
+    )
 
 
 # ----------------------------------------------------------------------------------------
@@ -222,8 +235,9 @@ def test_rails_in_the_step_model_need_equal_local_ranks():
     assert ring.time_s == pytest.approx(2 * 11 * 9.6e-6 + 2 * 11 / 12 * M / 50e9, rel=1e-9)
     assert flat.dp_comm_s == pytest.approx(2 * 11 * 9.6e-6 + 2 * 11 / 12 * M / 48e9, rel=1e-9)
     assert not training.equal_local_ranks_array(12, 1, 8)
-    assert not production.dp_all_reduce(hardware.cluster("dgx-h100", 3, oversubscription=3, rail_optimized=True),
-                                        M, pp=2, algorithm="ring").same_local_rank
+    assert not production.dp_all_reduce(
+        hardware.cluster("dgx-h100", 3, oversubscription=3, rail_optimized=True), M, pp=2, algorithm="ring"
+    ).same_local_rank
     with pytest.raises(ConfigurationError, match="same number on each"):
         production.dp_all_reduce(hardware.cluster("dgx-h100", 3, oversubscription=3, rail_optimized=True), M, pp=2)
 
@@ -248,6 +262,7 @@ def test_equal_local_ranks_rule_matches_the_layout(nodes):
                 truth &= all(p == per[0] for p in per)
             assert bool(training.equal_local_ranks_array(dp, tp, g)) == truth, (nodes, tp, pp)
 
+
 def test_placement_that_breaks_the_hierarchy():
     # tp = 3 on 24 GPUs: DP stride 3 puts ranks 0,3,6 | 9,12,15 | 18,21 on the nodes: 3, 3, 2 members
     cl = hardware.cluster(hardware.Node("odd", "h100-sxm", 8, "nvlink4", "ib-ndr", 8), 3)
@@ -258,9 +273,15 @@ def test_placement_that_breaks_the_hierarchy():
 
 
 @settings(max_examples=40, deadline=None)
-@given(nodes=st.sampled_from([2, 4, 8, 16]), tp=st.sampled_from([1, 2, 4, 8]), pp=st.sampled_from([1, 2]),
-       k=st.floats(1.0, 6.0), k2=st.floats(1.0, 6.0), fabric=st.sampled_from(["ib-ndr", "ethernet-100g", "ib-hdr"]),
-       size=st.floats(1e6, 1e11))
+@given(
+    nodes=st.sampled_from([2, 4, 8, 16]),
+    tp=st.sampled_from([1, 2, 4, 8]),
+    pp=st.sampled_from([1, 2]),
+    k=st.floats(1.0, 6.0),
+    k2=st.floats(1.0, 6.0),
+    fabric=st.sampled_from(["ib-ndr", "ethernet-100g", "ib-hdr"]),
+    size=st.floats(1e6, 1e11),
+)
 def test_network_invariants(nodes, tp, pp, k, k2, fabric, size):
     lo, hi = sorted((k, k2))
     t = {}
@@ -284,8 +305,9 @@ def test_rails_and_taper_in_the_step_model():
     rail1 = training.estimate("llama3.1-70b", hardware.cluster("dgx-h100", 32, rail_optimized=True), **SCENARIO, **FIT)
     assert rail1.step_time_s == base.step_time_s  # a non-blocking fabric has nothing to spare
     tapered = production.network_step("llama3.1-70b", nodes=32, oversubscription=3, **SCENARIO, **FIT)
-    railed = production.network_step("llama3.1-70b", nodes=32, oversubscription=3, rail_optimized=True,
-                                      **SCENARIO, **FIT)
+    railed = production.network_step(
+        "llama3.1-70b", nodes=32, oversubscription=3, rail_optimized=True, **SCENARIO, **FIT
+    )
     assert tapered.dp_comm_s == pytest.approx(3 * base.dp_comm_s, rel=0.05)  # inter-node phase dominates
     assert tapered.step_time_s >= base.step_time_s
     assert railed.dp_comm_s == pytest.approx(base.dp_comm_s, rel=1e-12)  # DP rides the rails: no taper
@@ -309,8 +331,9 @@ def test_pipeline_hop_between_local_ranks_pays_the_spine():
     assert flat.p2p_s == pytest.approx(2 * (4 * nvlink + 3 * fabric), rel=1e-12)
     assert training.pipeline_crossings_array(8, 4, 8) == 3
     # a pipeline inside one node never touches the fabric: tp 2 x dp 1 x pp 4 on one node
-    one = production.network_step("llama2-7b", nodes=1, oversubscription=4, global_batch=8, seq_len=2048, tp=2,
-                                  pp=4, zero=1)
+    one = production.network_step(
+        "llama2-7b", nodes=1, oversubscription=4, global_batch=8, seq_len=2048, tp=2, pp=4, zero=1
+    )
     assert one.p2p_s == pytest.approx(2 * 3 * nvlink, rel=1e-12)
 
 
@@ -393,8 +416,13 @@ def test_the_modelers_sequence_parallel_arithmetic_is_off_by_1000():
 
 
 @settings(max_examples=40, deadline=None)
-@given(cp=st.sampled_from([2, 4, 8, 16, 32]), k=st.integers(1, 64), b=st.integers(1, 4),
-       link=st.sampled_from(["nvlink4", "ib-ndr", "ethernet-100g"]), causal=st.booleans())
+@given(
+    cp=st.sampled_from([2, 4, 8, 16, 32]),
+    k=st.integers(1, 64),
+    b=st.integers(1, 4),
+    link=st.sampled_from(["nvlink4", "ib-ndr", "ethernet-100g"]),
+    causal=st.booleans(),
+)
 def test_ring_attention_longer_sequences_hide_better(cp, k, b, link, causal):
     s = 1024 * k * cp
     one = production.ring_attention_step("llama3.1-8b", s, cp, micro_batch_size=b, link=link, causal=causal)
@@ -408,8 +436,17 @@ def test_ring_attention_longer_sequences_hide_better(cp, k, b, link, causal):
 # 5. Stragglers
 
 
-@pytest.mark.parametrize("n, tabulated", [(2, 1 / math.sqrt(math.pi)), (3, 3 / (2 * math.sqrt(math.pi))),
-                                          (5, 1.16296), (10, 1.53875), (100, 2.50759), (1000, 3.24144)])
+@pytest.mark.parametrize(
+    "n, tabulated",
+    [
+        (2, 1 / math.sqrt(math.pi)),
+        (3, 3 / (2 * math.sqrt(math.pi))),
+        (5, 1.16296),
+        (10, 1.53875),
+        (100, 2.50759),
+        (1000, 3.24144),
+    ],
+)
 def test_expected_max_of_normals_matches_tippett(n, tabulated):
     # n = 2 and 3 are exact closed forms; the others from Tippett (1925) / Harter (1961) tables
     assert production.expected_max_normal(n) == pytest.approx(tabulated, abs=2e-5)
@@ -517,15 +554,22 @@ def test_smaller_micro_batch_helps_only_once_the_pipeline_is_full():
     # the ladder keeps such rungs, says why they save nothing, and climbs on
     rungs = [r for r in t2.ladder if r.kind == "micro-batch"]
     assert [r.change for r in rungs] == ["micro_batch_size=2", "micro_batch_size=1"]
-    assert all(r.saves_bytes == pytest.approx(0.0, abs=1) and r.note.startswith("saves nothing while m <= p")
-               for r in rungs)
+    assert all(
+        r.saves_bytes == pytest.approx(0.0, abs=1) and r.note.startswith("saves nothing while m <= p") for r in rungs
+    )
     assert "b x m = 4 either way" in t2.summary() and t2.first_fit is not None
     assert step.note is None  # the halving that does save says nothing extra
 
 
 @settings(max_examples=25, deadline=None)
-@given(tp=st.sampled_from([1, 2, 4]), pp=st.sampled_from([1, 2, 4]), b=st.sampled_from([1, 2, 4]),
-       zero=st.integers(0, 2), rec=st.sampled_from(["none", "selective"]), sp=st.booleans())
+@given(
+    tp=st.sampled_from([1, 2, 4]),
+    pp=st.sampled_from([1, 2, 4]),
+    b=st.sampled_from([1, 2, 4]),
+    zero=st.integers(0, 2),
+    rec=st.sampled_from(["none", "selective"]),
+    sp=st.booleans(),
+)
 def test_triage_fixes_never_add_memory(tp, pp, b, zero, rec, sp):
     assume(256 % (256 // (tp * pp) * b) == 0)  # whole microbatches per replica
     cfg = dict(tp=tp, pp=pp, micro_batch_size=b, zero=zero, recompute=rec, sequence_parallel=sp)
@@ -561,8 +605,15 @@ def test_explain_infeasible_keeps_its_single_fixes():
     # flash attention (estimate's default) stores no scores, so selective recomputation is not offered
     assert {f["change"] for f in fixes} == {"ZeRO-1", "ZeRO-2", "ZeRO-3", "full recomputation", "tp=2", "pp=2"}
     unfused = triage.explain_infeasible("llama3.1-70b", "dgx-h100", **_kw(dp=256), attention="unfused")
-    assert {f["change"] for f in unfused} == {"ZeRO-1", "ZeRO-2", "ZeRO-3", "selective recomputation",
-                                              "full recomputation", "tp=2", "pp=2"}
+    assert {f["change"] for f in unfused} == {
+        "ZeRO-1",
+        "ZeRO-2",
+        "ZeRO-3",
+        "selective recomputation",
+        "full recomputation",
+        "tp=2",
+        "pp=2",
+    }
     by = {f["change"]: f for f in fixes}
     assert by["tp=2"]["config"] == dict(tp=2, dp=128) and by["ZeRO-3"]["config"] == dict(zero=3)
 
@@ -571,30 +622,33 @@ def test_explain_infeasible_keeps_its_single_fixes():
 # Refusals: our message, never a bare exception, NaN or inf
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: production.bucket_sweep(0, 1, 8, link="ib-ndr"), "grad_bytes must be positive"),
-    (lambda: production.bucket_sweep(1e9, float("nan"), 8, link="ib-ndr"), "backward_time=nan"),
-    (lambda: production.bucket_sweep(1e9, 1, 8, link="ib-ndr", max_buckets=0), "max_buckets=0 must be a whole"),
-    (lambda: production.bucket_sweep(1e9, 1, 8, link="ib-ndr", max_buckets=2.5), "max_buckets=2.5"),
-    (lambda: production.bucket_sweep(1e9, 1, 8, link="ib-ndr", op="broadcast"), "op='broadcast'"),
-    (lambda: production.bucket_sweep(1e9, 1, 8, link="ib-ndr").at(2000), "buckets=2000"),
-    (lambda: production.dp_all_reduce(hardware.cluster("dgx-h100", 2), 1e9, tp=3), "must divide the cluster's 16"),
-    (lambda: production.dp_all_reduce(hardware.cluster("dgx-h100", 2), 1e9, algorithm="tree"), "algorithm='tree'"),
-    (lambda: production.dp_all_reduce(hardware.cluster("dgx-h100", 2), 1e9, group=99), "group=99"),
-    (lambda: production.ring_attention_step("llama3.1-8b", 1000, 3), "cp=3 does not divide seq_len=1000"),
-    (lambda: production.ring_attention_step("llama3.1-8b", 4096, 2, efficiency=1.5), "efficiency=1.5"),
-    (lambda: production.ring_attention_step("llama3.1-8b", 4096, 2, tp=3), "tp=3"),
-    (lambda: production.expected_slowest(8, 0.5), "sigma=0.5 must be at most 0.25"),
-    (lambda: production.expected_slowest(8, 0.1, 0.5), "slow_factor=0.5 must be >= 1"),
-    (lambda: production.expected_slowest(0, 0.1), "gpus=0"),
-    (lambda: production.simulate_slowest(100000, 0.1, steps=10000), "draws is over"),
-    (lambda: production.gumbel_expected_max(1), "needs n >= 2"),
-    (lambda: production.backward_time("llama2-7b", -5), "tokens_per_gpu must be positive"),
-    (lambda: production.backward_time("llama2-7b", 4096, seq_len=0), "seq_len=0 must be a whole number from 1"),
-    (lambda: production.backward_time("llama2-7b", 4096, attention="sparse"), "attention='sparse'; valid: flash"),
-    (lambda: production.backward_time("llama2-7b", 4096, efficiency=1.5), "efficiency=1.5"),
-    (lambda: hardware.cluster("dgx-h100", 2, oversubscription="1:3"), "must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: production.bucket_sweep(0, 1, 8, link="ib-ndr"), "grad_bytes must be positive"),
+        (lambda: production.bucket_sweep(1e9, float("nan"), 8, link="ib-ndr"), "backward_time=nan"),
+        (lambda: production.bucket_sweep(1e9, 1, 8, link="ib-ndr", max_buckets=0), "max_buckets=0 must be a whole"),
+        (lambda: production.bucket_sweep(1e9, 1, 8, link="ib-ndr", max_buckets=2.5), "max_buckets=2.5"),
+        (lambda: production.bucket_sweep(1e9, 1, 8, link="ib-ndr", op="broadcast"), "op='broadcast'"),
+        (lambda: production.bucket_sweep(1e9, 1, 8, link="ib-ndr").at(2000), "buckets=2000"),
+        (lambda: production.dp_all_reduce(hardware.cluster("dgx-h100", 2), 1e9, tp=3), "must divide the cluster's 16"),
+        (lambda: production.dp_all_reduce(hardware.cluster("dgx-h100", 2), 1e9, algorithm="tree"), "algorithm='tree'"),
+        (lambda: production.dp_all_reduce(hardware.cluster("dgx-h100", 2), 1e9, group=99), "group=99"),
+        (lambda: production.ring_attention_step("llama3.1-8b", 1000, 3), "cp=3 does not divide seq_len=1000"),
+        (lambda: production.ring_attention_step("llama3.1-8b", 4096, 2, efficiency=1.5), "efficiency=1.5"),
+        (lambda: production.ring_attention_step("llama3.1-8b", 4096, 2, tp=3), "tp=3"),
+        (lambda: production.expected_slowest(8, 0.5), "sigma=0.5 must be at most 0.25"),
+        (lambda: production.expected_slowest(8, 0.1, 0.5), "slow_factor=0.5 must be >= 1"),
+        (lambda: production.expected_slowest(0, 0.1), "gpus=0"),
+        (lambda: production.simulate_slowest(100000, 0.1, steps=10000), "draws is over"),
+        (lambda: production.gumbel_expected_max(1), "needs n >= 2"),
+        (lambda: production.backward_time("llama2-7b", -5), "tokens_per_gpu must be positive"),
+        (lambda: production.backward_time("llama2-7b", 4096, seq_len=0), "seq_len=0 must be a whole number from 1"),
+        (lambda: production.backward_time("llama2-7b", 4096, attention="sparse"), "attention='sparse'; valid: flash"),
+        (lambda: production.backward_time("llama2-7b", 4096, efficiency=1.5), "efficiency=1.5"),
+        (lambda: hardware.cluster("dgx-h100", 2, oversubscription="1:3"), "must be >= 1"),
+    ],
+)
 def test_invalid_inputs_raise_our_message(call, message):
     with pytest.raises(ConfigurationError, match=message.replace("(", r"\(").replace(")", r"\)")):
         call()
@@ -644,41 +698,83 @@ _STEP = dict(global_batch=16, seq_len=2048, tp=8, pp=1)
 #: Every public function of distlab.production, and lesson 8's OOM triage (distlab.triage.oom_triage, under
 #: production's old, deprecated name triage_oom, which production.__all__ no longer lists): (call, valid keywords).
 _PUBLIC = {
-    "bucket_sweep": (production.bucket_sweep,
-                     dict(grad_bytes=1e9, backward_time=0.1, dp=8, bandwidth=50e9, latency=1e-5, max_buckets=64)),
-    "backward_time": (production.backward_time, dict(model="llama2-7b", tokens_per_gpu=4096, efficiency=None,
-                                                     seq_len=4096, attention="flash")),
+    "bucket_sweep": (
+        production.bucket_sweep,
+        dict(grad_bytes=1e9, backward_time=0.1, dp=8, bandwidth=50e9, latency=1e-5, max_buckets=64),
+    ),
+    "backward_time": (
+        production.backward_time,
+        dict(model="llama2-7b", tokens_per_gpu=4096, efficiency=None, seq_len=4096, attention="flash"),
+    ),
     "dp_all_reduce": (production.dp_all_reduce, dict(cluster=_SMALL, size=1e9, tp=1, pp=1, group=0)),
     "network_step": (production.network_step, dict(model="llama2-7b", nodes=2, oversubscription=3.0, **_STEP)),
     "fp8_comparison": (production.fp8_comparison, dict(model="llama2-7b", cluster=_SMALL, **_STEP)),
-    "ring_attention_step": (production.ring_attention_step,
-                            dict(model="llama3.1-8b", seq_len=8192, cp=2, micro_batch_size=1, tp=1,
-                                 bandwidth=50e9, latency=1e-5, efficiency=0.5)),
+    "ring_attention_step": (
+        production.ring_attention_step,
+        dict(
+            model="llama3.1-8b",
+            seq_len=8192,
+            cp=2,
+            micro_batch_size=1,
+            tp=1,
+            bandwidth=50e9,
+            latency=1e-5,
+            efficiency=0.5,
+        ),
+    ),
     "triage_oom": (triage.oom_triage, dict(model="llama2-7b", cluster=_SMALL, **_STEP)),
     "causal_work_per_rank": (production.causal_work_per_rank, dict(cp=4, load_balanced=True)),
-    "context_parallel_layer": (production.context_parallel_layer,
-                               dict(model="llama3.1-8b", seq_len=8192, cp=2, method="ring", load_balanced=True,
-                                    micro_batch_size=1, tp=1, pp=1, recompute="selective", bandwidth=50e9,
-                                    latency=1e-5, efficiency=0.5)),
-    "compare_context_parallel": (production.compare_context_parallel,
-                                 dict(model="llama3.1-8b", seq_len=8192, cp=2, micro_batch_size=1, tp=1,
-                                      bandwidth=50e9, latency=1e-5, efficiency=0.5)),
+    "context_parallel_layer": (
+        production.context_parallel_layer,
+        dict(
+            model="llama3.1-8b",
+            seq_len=8192,
+            cp=2,
+            method="ring",
+            load_balanced=True,
+            micro_batch_size=1,
+            tp=1,
+            pp=1,
+            recompute="selective",
+            bandwidth=50e9,
+            latency=1e-5,
+            efficiency=0.5,
+        ),
+    ),
+    "compare_context_parallel": (
+        production.compare_context_parallel,
+        dict(
+            model="llama3.1-8b",
+            seq_len=8192,
+            cp=2,
+            micro_batch_size=1,
+            tp=1,
+            bandwidth=50e9,
+            latency=1e-5,
+            efficiency=0.5,
+        ),
+    ),
     "ulysses_limit": (production.ulysses_limit, dict(model="llama3.1-8b", cp=8, tp=1)),
     "expected_max_normal": (production.expected_max_normal, dict(n=64)),
     "gumbel_expected_max": (production.gumbel_expected_max, dict(n=64)),
     "leading_term_max_normal": (production.leading_term_max_normal, dict(n=64)),
     "expected_slowest": (production.expected_slowest, dict(gpus=64, sigma=0.05, slow_factor=1.2)),
     "simulate_slowest": (production.simulate_slowest, dict(gpus=8, sigma=0.05, slow_factor=1.2, steps=10, seed=0)),
-    "straggler_step": (production.straggler_step, dict(model="llama2-7b", cluster=_SMALL, slow_factor=1.2, sigma=0.02,
-                                                      **_STEP)),
+    "straggler_step": (
+        production.straggler_step,
+        dict(model="llama2-7b", cluster=_SMALL, slow_factor=1.2, sigma=0.02, **_STEP),
+    ),
 }
 #: Values no numeric or named parameter accepts.
 _NEVER_VALID = [float("nan"), float("inf"), -float("inf"), -1.0, -1e300, "abc", [1, -2], object()]
 
 
 def test_every_public_function_is_fuzzed():
-    public = {name for name in production.__all__ if callable(getattr(production, name))
-              and not isinstance(getattr(production, name), type)}
+    public = {
+        name
+        for name in production.__all__
+        if callable(getattr(production, name)) and not isinstance(getattr(production, name), type)
+    }
     assert public | {"triage_oom"} == set(_PUBLIC)
 
 
@@ -695,8 +791,11 @@ def test_invalid_inputs_raise_distlab_error(data):
         call(**{**kwargs, key: bad})
 
 
-_ANY = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**20, 10**20),
-                 st.sampled_from([0, 1, 2, 3, 8, 1e-300, 1e300, 2.5, "8", "1 GB", "50 GB/s", "2 ms", None]))
+_ANY = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-(10**20), 10**20),
+    st.sampled_from([0, 1, 2, 3, 8, 1e-300, 1e300, 2.5, "8", "1 GB", "50 GB/s", "2 ms", None]),
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -719,10 +818,20 @@ def test_random_inputs_give_distlab_error_or_finite_results(data):
 
 
 @settings(max_examples=80, deadline=None)
-@given(grad=st.floats(1.0, 1e15), backward=st.floats(0.0, 1e4), dp=st.integers(1, 100_000),
-       bw=st.floats(1e6, 1e13), lat=st.floats(0.0, 1e-2), tokens=st.floats(1.0, 1e15),
-       n=st.integers(1, 10**15), sigma=st.floats(0.0, 0.25), k=st.floats(1.0, 100.0),
-       cp=st.sampled_from([2, 4, 8, 16, 64]), chunk=st.integers(1, 2**16), b=st.integers(1, 64))
+@given(
+    grad=st.floats(1.0, 1e15),
+    backward=st.floats(0.0, 1e4),
+    dp=st.integers(1, 100_000),
+    bw=st.floats(1e6, 1e13),
+    lat=st.floats(0.0, 1e-2),
+    tokens=st.floats(1.0, 1e15),
+    n=st.integers(1, 10**15),
+    sigma=st.floats(0.0, 0.25),
+    k=st.floats(1.0, 100.0),
+    cp=st.sampled_from([2, 4, 8, 16, 64]),
+    chunk=st.integers(1, 2**16),
+    b=st.integers(1, 64),
+)
 def test_valid_inputs_give_finite_results(grad, backward, dp, bw, lat, tokens, n, sigma, k, cp, chunk, b):
     assert _all_finite(production.bucket_sweep(grad, backward, dp, bandwidth=bw, latency=lat, max_buckets=32))
     assert _all_finite(production.backward_time("llama2-7b", tokens))

@@ -20,8 +20,9 @@ CLUSTER = hardware.Cluster(NODE, 2, NIC)
 
 
 def test_small_configuration_by_hand():
-    e = training.estimate(TINY, CLUSTER, global_batch=8, seq_len=128, dp=2, tp=2, pp=2, micro_batch_size=1,
-                          efficiency=0.5)
+    e = training.estimate(
+        TINY, CLUSTER, global_batch=8, seq_len=128, dp=2, tp=2, pp=2, micro_batch_size=1, efficiency=0.5
+    )
     P = TINY.parameter_count()
     # m = 8 / (dp 2 x b 1) = 4 microbatches. Per token (distlab.flops): a layer's forward is
     # 2 x 12,587,008 weights + 4 x s 128 x a d_head 1024 = 25,174,016 + 524,288 = 25,698,304 FLOP; the logits
@@ -46,7 +47,9 @@ def test_small_configuration_by_hand():
     buckets = math.ceil(M / (25 * 2**20))  # DDP bucket_cap_mb = 25 (MiB)
     # backward: 2 of the 3 passes of the layers and of the logits, (102,793,216 + 4,096,000) / 160,333,824 = 2/3
     backward = 4 / 6 * t_mb
-    assert e.dp_exposed_s == pytest.approx(max(dp_time / buckets, dp_time - (buckets - 1) / buckets * backward), rel=1e-12)
+    assert e.dp_exposed_s == pytest.approx(
+        max(dp_time / buckets, dp_time - (buckets - 1) / buckets * backward), rel=1e-12
+    )
     # optimizer: (2 x 12 + 2 + 2) bytes x P / 4 through 1 TB/s
     assert e.optimizer_s == pytest.approx(28 * P / 4 / 1e12, rel=1e-12)
     parts = e.compute_s + e.tp_comm_s + e.bubble_s + e.p2p_s + e.dp_exposed_s + e.optimizer_s
@@ -71,8 +74,17 @@ def test_full_recompute_hfu_adds_each_layers_forward_to_mfu():
 
 @pytest.mark.parametrize("recompute", ["none", "selective", "full"])
 def test_estimate_counts_flops_with_the_flops_module(recompute):
-    e = training.estimate("llama3.1-70b", "dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256, seq_len=8192,
-                          tp=8, pp=8, recompute=recompute)
+    e = training.estimate(
+        "llama3.1-70b",
+        "dgx-h100",
+        nodes=32,
+        fabric="ib-ndr",
+        global_batch=256,
+        seq_len=8192,
+        tp=8,
+        pp=8,
+        recompute=recompute,
+    )
     counted = flops.step_flops("llama3.1-70b", 256, 8192, recompute)
     assert e.model_flops == counted.model_flops and e.hardware_flops == counted.hardware_flops
 
@@ -83,8 +95,17 @@ def test_estimate_full_recompute_hardware_flops_are_narayanan_eq3(name):
     # layer that Eq. 3 leaves out, run 4 times at 2 FLOPs per token (see tests/core/test_flops.py)
     m = models.model(name)
     gpus = 8 * 16
-    e = training.estimate(m, "dgx-a100", nodes=16, fabric="ib-hdr", global_batch=512, seq_len=2048,
-                          tp=8, pp=2 if m.layers % 2 == 0 else 1, recompute="full")
+    e = training.estimate(
+        m,
+        "dgx-a100",
+        nodes=16,
+        fabric="ib-hdr",
+        global_batch=512,
+        seq_len=2048,
+        tp=8,
+        pp=2 if m.layers % 2 == 0 else 1,
+        recompute="full",
+    )
     eq3 = training.megatron_flops_per_iteration(512, 2048, m.layers, m.hidden, m.vocab)
     assert e.gpus == gpus
     assert e.hardware_flops == pytest.approx(eq3 + 8 * 13 * m.hidden * m.layers * 512 * 2048, rel=1e-12)
@@ -101,10 +122,15 @@ def test_pure_dp_70b_is_flagged_not_priced_silently():
 
 @pytest.mark.parametrize(
     "kwargs, words",
-    [(dict(tp=8, dp=1), "tp=8 must divide the 4 GPUs"), (dict(dp=3), "must equal the cluster's 8 GPUs"),
-     (dict(dp=2, tp=2, pp=2, schedule="interleaved", chunks=2, global_batch=6), "microbatches per pipeline m=3"),
-     (dict(dp=8, chunks=2), "interleaved"), (dict(dp=8, global_batch=12), "multiple of dp"),
-     (dict(dp=8, schedule="zigzag"), "valid: gpipe"), (dict(dp=8, efficiency=1.5), "efficiency")],
+    [
+        (dict(tp=8, dp=1), "tp=8 must divide the 4 GPUs"),
+        (dict(dp=3), "must equal the cluster's 8 GPUs"),
+        (dict(dp=2, tp=2, pp=2, schedule="interleaved", chunks=2, global_batch=6), "microbatches per pipeline m=3"),
+        (dict(dp=8, chunks=2), "interleaved"),
+        (dict(dp=8, global_batch=12), "multiple of dp"),
+        (dict(dp=8, schedule="zigzag"), "valid: gpipe"),
+        (dict(dp=8, efficiency=1.5), "efficiency"),
+    ],
 )
 def test_invalid_configurations(kwargs, words):
     base = dict(global_batch=8, seq_len=128)
@@ -112,10 +138,15 @@ def test_invalid_configurations(kwargs, words):
         training.estimate(TINY, CLUSTER, **(base | kwargs))
 
 
-configs = st.fixed_dictionaries({
-    "tp": st.sampled_from([1, 2, 4]), "pp": st.sampled_from([1, 2]), "zero": st.integers(0, 3),
-    "recompute": st.sampled_from(["none", "selective", "full"]), "micro_batch_size": st.sampled_from([1, 2]),
-})
+configs = st.fixed_dictionaries(
+    {
+        "tp": st.sampled_from([1, 2, 4]),
+        "pp": st.sampled_from([1, 2]),
+        "zero": st.integers(0, 3),
+        "recompute": st.sampled_from(["none", "selective", "full"]),
+        "micro_batch_size": st.sampled_from([1, 2]),
+    }
+)
 
 
 def _estimate(cfg, cluster=CLUSTER, global_batch=16):
@@ -148,9 +179,24 @@ def test_planner_rows_equal_estimate_and_feasible_rank_first():
     rng = np.random.default_rng(0)
     for rank in [0, 1, *rng.integers(0, len(p), 20)]:
         row = p.row(int(rank))
-        kw = {k: row[k] for k in ("dp", "tp", "cp", "pp", "chunks", "micro_batch_size", "zero", "recompute",
-                                  "sequence_parallel", "schedule")}
-        e = training.estimate("llama3.1-70b", "dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256, seq_len=8192, **kw)
+        kw = {
+            k: row[k]
+            for k in (
+                "dp",
+                "tp",
+                "cp",
+                "pp",
+                "chunks",
+                "micro_batch_size",
+                "zero",
+                "recompute",
+                "sequence_parallel",
+                "schedule",
+            )
+        }
+        e = training.estimate(
+            "llama3.1-70b", "dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256, seq_len=8192, **kw
+        )
         assert e.step_time_s == pytest.approx(row["step_time_s"], rel=1e-12)
         assert e.mfu == pytest.approx(row["mfu"], rel=1e-12)  # the same (PaLM) model FLOPs
         assert e.memory.total_bytes == pytest.approx(row["memory_per_gpu_bytes"], rel=1e-12)
@@ -232,8 +278,17 @@ def test_balanced_stages_by_hand():
     of peak, compute = m x 8 x 3 x layer forward FLOPs / (tp x peak x 0.5); the first stage's weights are 7 layers'."""
     model = models.model("llama3.1-405b")
     assert model.layers == 126
-    kw = dict(nodes=128, fabric="ib-ndr", global_batch=128, seq_len=8192, tp=8, pp=16, zero=1, efficiency=0.5,
-              memory_recipe="megatron-distributed-optimizer")
+    kw = dict(
+        nodes=128,
+        fabric="ib-ndr",
+        global_batch=128,
+        seq_len=8192,
+        tp=8,
+        pp=16,
+        zero=1,
+        efficiency=0.5,
+        memory_recipe="megatron-distributed-optimizer",
+    )
     est = training.estimate(model, "dgx-h100", balance_stages=True, **kw)
     m, s = est.microbatches, 8192
     layer_forward = s * (2 * model.params_per_layer() + 4 * s * model.heads * model.head_dim)
@@ -241,7 +296,8 @@ def test_balanced_stages_by_hand():
     assert est.compute_s == pytest.approx(m * 8 * 3 * layer_forward / (8 * 989.4e12 * 0.5), rel=1e-12)
     plain = training.estimate(model, "dgx-h100", **kw)  # ceil(126 / 16) = 8 layers plus the logits
     assert plain.compute_s == pytest.approx(
-        m * (8 * 3 * layer_forward + 3 * 2 * model.hidden * model.vocab * s) / (8 * 989.4e12 * 0.5), rel=1e-12)
+        m * (8 * 3 * layer_forward + 3 * 2 * model.hidden * model.vocab * s) / (8 * 989.4e12 * 0.5), rel=1e-12
+    )
     # Megatron's first stage holds its layers and the embedding: 7 layers here, 8 without balancing
     per_param = 6 + 12 / est.config["dp"]
     first = (7 * model.params_per_layer() + model.embedding_params()) / 8

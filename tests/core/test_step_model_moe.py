@@ -18,8 +18,18 @@ NIC = hardware.Link("toy-nic", 10e9, 0.0, "inter-node")
 NODE = hardware.Node("toy-node", GPU, 4, NVL, NIC, 4)
 CLUSTER = hardware.Cluster(NODE, 2, NIC)  # 2 nodes of 4 GPUs, 100 GB/s NVLink, 10 GB/s fabric per GPU, no latency
 
-TOY = moe.MoEModel(name="toy-moe", layers=2, hidden=512, heads=4, kv_heads=4, vocab=1000, experts=8, expert_ffn=256,
-                   top_k=2, seq_len=128)
+TOY = moe.MoEModel(
+    name="toy-moe",
+    layers=2,
+    hidden=512,
+    heads=4,
+    kv_heads=4,
+    vocab=1000,
+    experts=8,
+    expert_ffn=256,
+    top_k=2,
+    seq_len=128,
+)
 
 
 def test_small_moe_configuration_by_hand():
@@ -81,8 +91,18 @@ def test_all_to_all_equals_moe_layer_cost_on_a_real_cluster():
     # The fixed-efficiency model prices links at line rate, as moe_layer_cost does.
     cl = hardware.cluster("dgx-h100", 4, "ib-ndr")
     for tp, ep, etp in ((1, 8, 1), (2, 8, 2), (2, 8, 1), (4, 8, 4), (1, 4, 1), (8, 2, 8)):
-        e = training.estimate("mixtral-8x7b", cl, global_batch=64, seq_len=4096, tp=tp, ep=ep, etp=etp,
-                              sequence_parallel=True, efficiency=0.5, zero=1)
+        e = training.estimate(
+            "mixtral-8x7b",
+            cl,
+            global_batch=64,
+            seq_len=4096,
+            tp=tp,
+            ep=ep,
+            etp=etp,
+            sequence_parallel=True,
+            efficiency=0.5,
+            zero=1,
+        )
         layer = moe.moe_layer_cost("mixtral-8x7b", cl, seq_len=4096, tp=tp, ep=ep, etp=etp)
         assert e.ep_comm_s == pytest.approx(32 * e.microbatches * layer.all_to_all_time_s, rel=1e-12), (tp, ep, etp)
 
@@ -90,34 +110,73 @@ def test_all_to_all_equals_moe_layer_cost_on_a_real_cluster():
 def test_deepseek_v3_stage_holds_ceil_layers_moe_layers():
     # 61 layers on 16 stages: the busiest stage ceil(61 / 16) = 4 MoE layers, as moe_step_cost counts them
     cl = hardware.cluster("dgx-h100", 256, "ib-ndr")
-    e = training.estimate("deepseek-v3", cl, global_batch=1920, seq_len=4096, pp=16, ep=64, zero=1, efficiency=0.5,
-                          recompute="full")
+    e = training.estimate(
+        "deepseek-v3", cl, global_batch=1920, seq_len=4096, pp=16, ep=64, zero=1, efficiency=0.5, recompute="full"
+    )
     ref = moe.moe_step_cost("deepseek-v3", cl, 2048, microbatches=e.microbatches, pp=16, ep=64, recompute="full")
     assert ref.moe_layers == 4
     assert e.ep_comm_s == pytest.approx(ref.all_to_all_time_s, rel=1e-12)
 
 
-ONE = moe.MoEModel(name="one-expert", layers=4, hidden=512, heads=8, kv_heads=4, vocab=1000, experts=1, expert_ffn=768,
-                   top_k=1, seq_len=256)
-DENSE = models.TransformerModel(name="dense-twin", layers=4, hidden=512, heads=8, kv_heads=4, ffn=768, vocab=1000,
-                                gated_mlp=True, norm="rmsnorm", seq_len=256)
+ONE = moe.MoEModel(
+    name="one-expert",
+    layers=4,
+    hidden=512,
+    heads=8,
+    kv_heads=4,
+    vocab=1000,
+    experts=1,
+    expert_ffn=768,
+    top_k=1,
+    seq_len=256,
+)
+DENSE = models.TransformerModel(
+    name="dense-twin",
+    layers=4,
+    hidden=512,
+    heads=8,
+    kv_heads=4,
+    ffn=768,
+    vocab=1000,
+    gated_mlp=True,
+    norm="rmsnorm",
+    seq_len=256,
+)
 
 
 @settings(max_examples=40, deadline=None)
-@given(tp=st.sampled_from([1, 2, 4]), pp=st.sampled_from([1, 2, 4]), zero=st.integers(0, 3),
-       recompute=st.sampled_from(["none", "selective", "full"]), b=st.sampled_from([1, 2]))
+@given(
+    tp=st.sampled_from([1, 2, 4]),
+    pp=st.sampled_from([1, 2, 4]),
+    zero=st.integers(0, 3),
+    recompute=st.sampled_from(["none", "selective", "full"]),
+    b=st.sampled_from([1, 2]),
+)
 def test_one_expert_at_ep_1_is_the_dense_path(tp, pp, zero, recompute, b):
     """A one-expert MoE at ep 1 is the dense SwiGLU model plus its router (h x 1 weights per layer, so L x h more
     parameters): every part equals the dense path's but for those router weights, which scale the model states and
     the gradient traffic by P_moe / P_dense and add 2 x 3 x h FLOPs per token and layer to the compute."""
     assume(tp * pp <= 8)  # the 8 GPUs of CLUSTER
     assert ONE.parameter_count() == DENSE.parameter_count() + 4 * 512
-    kw = dict(global_batch=16, seq_len=256, tp=tp, pp=pp, zero=zero, recompute=recompute, micro_batch_size=b,
-              sequence_parallel=tp > 1, efficiency=0.5)
+    kw = dict(
+        global_batch=16,
+        seq_len=256,
+        tp=tp,
+        pp=pp,
+        zero=zero,
+        recompute=recompute,
+        micro_batch_size=b,
+        sequence_parallel=tp > 1,
+        efficiency=0.5,
+    )
     m, d = training.estimate(ONE, CLUSTER, **kw), training.estimate(DENSE, CLUSTER, **kw)
     assert m.ep_comm_s == 0.0
-    assert (m.tp_comm_s, m.p2p_s, m.cp_comm_s, m.memory.activations_bytes) == \
-        (d.tp_comm_s, d.p2p_s, d.cp_comm_s, d.memory.activations_bytes)
+    assert (m.tp_comm_s, m.p2p_s, m.cp_comm_s, m.memory.activations_bytes) == (
+        d.tp_comm_s,
+        d.p2p_s,
+        d.cp_comm_s,
+        d.memory.activations_bytes,
+    )
     ratio = ONE.parameter_count() / DENSE.parameter_count()
     states = lambda e: e.memory.weights_bytes + e.memory.gradients_bytes + e.memory.optimizer_bytes  # noqa: E731
     assert states(m) == pytest.approx(states(d) * ratio, rel=1e-12)
@@ -130,9 +189,13 @@ def test_one_expert_at_ep_1_is_the_dense_path(tp, pp, zero, recompute, b):
 
 
 @settings(max_examples=40, deadline=None)
-@given(tp=st.sampled_from([1, 2, 4, 8]), pp=st.sampled_from([1, 2, 4]), zero=st.integers(0, 3),
-       recipe=st.sampled_from(["zero-paper", "megatron", "megatron-distributed-optimizer", "deepspeed", "fsdp2"]),
-       etp_is_tp=st.booleans())
+@given(
+    tp=st.sampled_from([1, 2, 4, 8]),
+    pp=st.sampled_from([1, 2, 4]),
+    zero=st.integers(0, 3),
+    recipe=st.sampled_from(["zero-paper", "megatron", "megatron-distributed-optimizer", "deepspeed", "fsdp2"]),
+    etp_is_tp=st.booleans(),
+)
 def test_more_expert_parallelism_never_increases_memory_per_gpu(tp, pp, zero, recipe, etp_is_tp):
     from distlab import memory_recipes
 
@@ -142,8 +205,19 @@ def test_more_expert_parallelism_never_increases_memory_per_gpu(tp, pp, zero, re
     etp = tp if etp_is_tp else 1
     totals = []
     for ep in (x for x in (1, 2, 4, 8) if 64 % (etp * x * pp) == 0):
-        e = training.estimate("mixtral-8x7b", cl, global_batch=64, seq_len=4096, tp=tp, pp=pp, ep=ep, etp=etp,
-                              zero=zero, memory_recipe=recipe, sequence_parallel=True)
+        e = training.estimate(
+            "mixtral-8x7b",
+            cl,
+            global_batch=64,
+            seq_len=4096,
+            tp=tp,
+            pp=pp,
+            ep=ep,
+            etp=etp,
+            zero=zero,
+            memory_recipe=recipe,
+            sequence_parallel=True,
+        )
         totals.append(e.memory.total_bytes)
     assert all(b <= a * (1 + 1e-12) for a, b in zip(totals, totals[1:])), totals
 
@@ -153,8 +227,9 @@ def test_invalid_expert_parallelism_names_the_valid_values():
     with pytest.raises(ConfigurationError, match=r"ep=3 does not divide the 8 routed experts.*valid ep: 1, 2, 4, 8"):
         training.estimate("mixtral-8x7b", "dgx-h100", nodes=2, fabric="ib-ndr", ep=3, **kw)
     with pytest.raises(ConfigurationError, match=r"etp=4.*valid etp: 1, 2"):
-        training.estimate("mixtral-8x7b", "dgx-h100", nodes=2, fabric="ib-ndr", tp=2, sequence_parallel=True,
-                          ep=2, etp=4, **kw)
+        training.estimate(
+            "mixtral-8x7b", "dgx-h100", nodes=2, fabric="ib-ndr", tp=2, sequence_parallel=True, ep=2, etp=4, **kw
+        )
     with pytest.raises(ConfigurationError, match=r"needs sequence_parallel=True"):
         training.estimate("mixtral-8x7b", "dgx-h100", nodes=2, fabric="ib-ndr", tp=2, ep=2, **kw)
     with pytest.raises(ConfigurationError, match=r"does not divide the 16 GPUs.*valid ep here: 1, 2, 4"):
@@ -166,15 +241,32 @@ def test_invalid_expert_parallelism_names_the_valid_values():
 
 
 @settings(max_examples=60, deadline=None)
-@given(name=st.sampled_from(sorted(moe.MOE_MODELS)),
-       ep=st.one_of(st.integers(-2, 300), st.floats(allow_nan=True), st.none(), st.text(max_size=3)),
-       etp=st.one_of(st.none(), st.integers(-1, 16), st.floats(allow_nan=True)),
-       tp=st.sampled_from([1, 2, 8]), pp=st.sampled_from([1, 2, 4]), zero=st.integers(0, 3),
-       recompute=st.sampled_from(["none", "selective", "full"]))
+@given(
+    name=st.sampled_from(sorted(moe.MOE_MODELS)),
+    ep=st.one_of(st.integers(-2, 300), st.floats(allow_nan=True), st.none(), st.text(max_size=3)),
+    etp=st.one_of(st.none(), st.integers(-1, 16), st.floats(allow_nan=True)),
+    tp=st.sampled_from([1, 2, 8]),
+    pp=st.sampled_from([1, 2, 4]),
+    zero=st.integers(0, 3),
+    recompute=st.sampled_from(["none", "selective", "full"]),
+)
 def test_fuzz_expert_parallelism_gives_a_finite_estimate_or_our_error(name, ep, etp, tp, pp, zero, recompute):
     try:
-        e = training.estimate(name, "dgx-h100", nodes=32, fabric="ib-ndr", global_batch=512, seq_len=4096, tp=tp,
-                              pp=pp, ep=ep, etp=etp, zero=zero, recompute=recompute, sequence_parallel=True)
+        e = training.estimate(
+            name,
+            "dgx-h100",
+            nodes=32,
+            fabric="ib-ndr",
+            global_batch=512,
+            seq_len=4096,
+            tp=tp,
+            pp=pp,
+            ep=ep,
+            etp=etp,
+            zero=zero,
+            recompute=recompute,
+            sequence_parallel=True,
+        )
     except ConfigurationError as err:
         assert str(err)
         return
@@ -193,8 +285,23 @@ def test_planner_rows_equal_estimate_for_an_moe_model():
     rng = np.random.default_rng(1)
     for rank in [0, 1, *rng.integers(0, len(p), 20)]:
         row = p.row(int(rank))
-        args = {k: row[k] for k in ("dp", "tp", "cp", "pp", "chunks", "micro_batch_size", "zero", "recompute",
-                                    "sequence_parallel", "schedule", "ep", "etp")}
+        args = {
+            k: row[k]
+            for k in (
+                "dp",
+                "tp",
+                "cp",
+                "pp",
+                "chunks",
+                "micro_batch_size",
+                "zero",
+                "recompute",
+                "sequence_parallel",
+                "schedule",
+                "ep",
+                "etp",
+            )
+        }
         e = training.estimate("mixtral-8x7b", "dgx-h100", **kw, **args)
         assert e.step_time_s == pytest.approx(row["step_time_s"], rel=1e-12)
         assert e.mfu == pytest.approx(row["mfu"], rel=1e-12)
@@ -229,16 +336,23 @@ def test_members_per_node_closed_form_equals_the_rank_layout():
 
 
 @settings(max_examples=60, deadline=None)
-@given(name=st.sampled_from(sorted(moe.MOE_MODELS)), gpus=st.integers(-4, 5000),
-       tp=st.one_of(st.integers(-1, 16), st.floats(allow_nan=True)), cp=st.integers(1, 4), pp=st.integers(1, 64),
-       ep=st.one_of(st.integers(-1, 512), st.none(), st.text(max_size=2)),
-       etp=st.one_of(st.none(), st.integers(-1, 16)), sp=st.booleans())
+@given(
+    name=st.sampled_from(sorted(moe.MOE_MODELS)),
+    gpus=st.integers(-4, 5000),
+    tp=st.one_of(st.integers(-1, 16), st.floats(allow_nan=True)),
+    cp=st.integers(1, 4),
+    pp=st.integers(1, 64),
+    ep=st.one_of(st.integers(-1, 512), st.none(), st.text(max_size=2)),
+    etp=st.one_of(st.none(), st.integers(-1, 16)),
+    sp=st.booleans(),
+)
 def test_fuzz_check_expert_parallel_accepts_or_names_the_rule(name, gpus, tp, cp, pp, ep, etp, sp):
     from distlab.moe import step
 
     try:
-        ep_ok, etp_ok = step.check_expert_parallel(name, gpus, tp=tp, cp=cp, pp=pp, ep=ep, etp=etp,
-                                                   sequence_parallel=sp, gpus_per_node=8)
+        ep_ok, etp_ok = step.check_expert_parallel(
+            name, gpus, tp=tp, cp=cp, pp=pp, ep=ep, etp=etp, sequence_parallel=sp, gpus_per_node=8
+        )
     except (ConfigurationError, TypeError) as err:
         assert isinstance(err, ConfigurationError), f"a bare {type(err).__name__}: {err}"
         return
@@ -248,8 +362,12 @@ def test_fuzz_check_expert_parallel_accepts_or_names_the_rule(name, gpus, tp, cp
 
 
 @settings(max_examples=12, deadline=None)
-@given(name=st.sampled_from(["mixtral-8x7b", "qwen3-235b-a22b", "gpt-oss-120b"]), nodes=st.sampled_from([1, 2, 4]),
-       batch=st.sampled_from([32, 64, 128]), seq=st.sampled_from([2048, 4096]))
+@given(
+    name=st.sampled_from(["mixtral-8x7b", "qwen3-235b-a22b", "gpt-oss-120b"]),
+    nodes=st.sampled_from([1, 2, 4]),
+    batch=st.sampled_from([32, 64, 128]),
+    seq=st.sampled_from([2048, 4096]),
+)
 def test_fuzz_planner_searches_only_valid_expert_layouts(name, nodes, batch, seq):
     if name not in moe.MOE_MODELS:
         return

@@ -252,8 +252,13 @@ def test_split_mlp_equals_the_unsplit_mlp(t, per_gpu, tokens, hidden, seed, acti
 
 
 @settings(max_examples=30, deadline=None)
-@given(t=st.integers(1, 6), k=st.integers(1, 4), n=st.integers(1, 5), seed=st.integers(0, 1000),
-       split=st.sampled_from(["column", "row"]))
+@given(
+    t=st.integers(1, 6),
+    k=st.integers(1, 4),
+    n=st.integers(1, 5),
+    seed=st.integers(0, 1000),
+    split=st.sampled_from(["column", "row"]),
+)
 def test_split_matmul_equals_the_matmul(t, k, n, seed, split):
     rng = np.random.default_rng(seed)
     x, w = rng.standard_normal((n, t * k)), rng.standard_normal((t * k, t * k + 0))

@@ -83,12 +83,15 @@ def test_hardware_flops_at_least_model_flops(params, tokens, mode):
     assert training.hardware_flops(params, tokens, mode) >= training.model_flops(params, tokens)
 
 
-@pytest.mark.parametrize("field, value, words", [
-    ("seq_len", 2**30 + 1, "more than 1,073,741,824 tokens"),
-    ("seq_len", 8.4e152, "more than 1,073,741,824 tokens"),  # once gave an infinite step time
-    ("global_batch", 2**41, "more than 1,099,511,627,776 sequences"),
-    ("micro_batch_size", 2**21, "more than 1,048,576 sequences"),
-])
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("seq_len", 2**30 + 1, "more than 1,073,741,824 tokens"),
+        ("seq_len", 8.4e152, "more than 1,073,741,824 tokens"),  # once gave an infinite step time
+        ("global_batch", 2**41, "more than 1,099,511,627,776 sequences"),
+        ("micro_batch_size", 2**21, "more than 1,048,576 sequences"),
+    ],
+)
 def test_sizes_beyond_the_step_models_bounds_are_refused(field, value, words):
     # the bounds keep 6 x P x B x s and b x s x h finite floats: 6 x 1e12 x 2**40 x 2**30 ~ 7e36
     from distlab import hardware, planner

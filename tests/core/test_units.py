@@ -13,10 +13,10 @@ from distlab.errors import ConfigurationError, DistlabError, UnitError
 @pytest.mark.parametrize(
     "text, unit, expected",
     [
-        ("80 GB", "B", 80e9),           # GB = 10^9 bytes
-        ("1 GiB", "B", 2**30),          # GiB = 2^30 bytes
+        ("80 GB", "B", 80e9),  # GB = 10^9 bytes
+        ("1 GiB", "B", 2**30),  # GiB = 2^30 bytes
         ("900 GB/s", "B/s", 900e9),
-        ("400 Gb/s", "B/s", 50e9),      # lowercase b is a bit: 400e9 / 8
+        ("400 Gb/s", "B/s", 50e9),  # lowercase b is a bit: 400e9 / 8
         ("989 TFLOPS", "FLOP/s", 989e12),
         ("989 TFLOP/s", "FLOP/s", 989e12),
         ("5 us", "s", 5e-6),
@@ -82,10 +82,20 @@ def test_round_trip_bytes(x):
     assert math.isfinite(units.to_base(f"{x} B", "B"))
 
 
-@given(st.floats(min_value=1e-6, max_value=1e15, allow_nan=False, allow_infinity=False),
-       st.sampled_from([("GB", 1e9, "B"), ("GiB", 2**30, "B"), ("Gb/s", 1e9 / 8, "B/s"), ("ms", 1e-3, "s"),
-                        ("TFLOP/s", 1e12, "FLOP/s"), ("µs", 1e-6, "s")]),
-       st.sampled_from(["", " ", "  "]))
+@given(
+    st.floats(min_value=1e-6, max_value=1e15, allow_nan=False, allow_infinity=False),
+    st.sampled_from(
+        [
+            ("GB", 1e9, "B"),
+            ("GiB", 2**30, "B"),
+            ("Gb/s", 1e9 / 8, "B/s"),
+            ("ms", 1e-3, "s"),
+            ("TFLOP/s", 1e12, "FLOP/s"),
+            ("µs", 1e-6, "s"),
+        ]
+    ),
+    st.sampled_from(["", " ", "  "]),
+)
 def test_parse_quantity_reads_number_then_unit(number, unit, space):
     # the conversion factors are the definitions in units.py's docstring: GB = 1e9 B, GiB = 2**30 B, b = B/8
     name, factor, base = unit

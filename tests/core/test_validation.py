@@ -42,7 +42,10 @@ def test_roles_keep_calibration_apart_from_validation():
     # Secondary transcriptions are never validation.
     assert not [r["id"] for r in validation_runs if r.get("verification") == "secondary"]
     assert {r["distlab"]["tier"] for r in validation_runs} == {
-        "independent", "second tier: same machine as calibration", "second tier: same software as calibration"}
+        "independent",
+        "second tier: same machine as calibration",
+        "second tier: same software as calibration",
+    }
 
 
 def test_microbenchmarks_from_a_validation_source_are_not_calibration():
@@ -61,6 +64,7 @@ def test_the_stored_step_time_is_what_the_formula_gives(run_):
 
 
 # Measured step times derived by hand from the quoted numbers, one per kind of published quantity.
+
 
 def test_iteration_time_as_stated():
     # Korthikanti et al. 2022 Table 5, row '22B | 1.42 | 1.10 | ...': full recompute 1.42 s.
@@ -152,8 +156,10 @@ def test_record_the_current_errors():
     """Not a threshold: prints the baseline (pytest -s) that the step-model work of issue 14 improves on."""
     for role in validation.ROLES:
         stats = validation.compare(role).summary[role]
-        print(f"{role}: {stats['scored']}/{stats['runs']} scored, mean |error| {stats['mean_abs_error_percent']:.1f}%, "
-              f"max {stats['max_abs_error_percent']:.1f}% ({stats['max_abs_error_run']}), {stats['status_counts']}")
+        print(
+            f"{role}: {stats['scored']}/{stats['runs']} scored, mean |error| {stats['mean_abs_error_percent']:.1f}%, "
+            f"max {stats['max_abs_error_percent']:.1f}% ({stats['max_abs_error_run']}), {stats['status_counts']}"
+        )
         assert stats["scored"] > 0
 
 
@@ -193,8 +199,14 @@ def test_plot_draws_every_priced_row(tmp_path):
     ax = fig.axes[0]
     assert ax.get_xscale() == ax.get_yscale() == "log"
     priced = sum(row.measured_s is not None and row.predicted_s is not None for row in rows)
-    assert sum(len(c.get_offsets()) for c in ax.collections if hasattr(c, "get_offsets")
-               and c.get_label() and not c.get_label().startswith("±")) == priced
+    assert (
+        sum(
+            len(c.get_offsets())
+            for c in ax.collections
+            if hasattr(c, "get_offsets") and c.get_label() and not c.get_label().startswith("±")
+        )
+        == priced
+    )
     fig.savefig(tmp_path / "validation.png")
     assert cli.main(["validate", "--role", "calibration", "--plot", str(tmp_path / "cli.png")]) == 0
     assert (tmp_path / "cli.png").stat().st_size > 0

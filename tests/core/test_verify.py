@@ -23,7 +23,7 @@ from distlab.verify import (
     torch_pipeline_orders,
 )
 
-SIZES = np.array([4.0 ** k * 1024 for k in range(9)])
+SIZES = np.array([4.0**k * 1024 for k in range(9)])
 
 
 def test_fit_recovers_alpha_and_beta_from_exact_ring_times():
@@ -69,13 +69,16 @@ def test_fit_clamps_a_negative_latency_to_zero():
     assert 1e9 < fit.beta_bytes_per_s < 4e9
 
 
-@pytest.mark.parametrize("sizes, times, n, match", [
-    (SIZES, SIZES[::-1] * 1e-9, 2, "do not grow"),
-    (SIZES[:1], [1e-3], 2, "at least 2"),
-    (SIZES, -np.ones(9), 2, "positive and finite"),
-    (SIZES, np.ones(9), 1, "n=\\[1.0\\]"),
-    (SIZES, np.ones(9), 2.5, "whole numbers"),
-])
+@pytest.mark.parametrize(
+    "sizes, times, n, match",
+    [
+        (SIZES, SIZES[::-1] * 1e-9, 2, "do not grow"),
+        (SIZES[:1], [1e-3], 2, "at least 2"),
+        (SIZES, -np.ones(9), 2, "positive and finite"),
+        (SIZES, np.ones(9), 1, "n=\\[1.0\\]"),
+        (SIZES, np.ones(9), 2.5, "whole numbers"),
+    ],
+)
 def test_fit_rejects_bad_data(sizes, times, n, match):
     with pytest.raises(ConfigurationError, match=match):
         fit_alpha_beta(sizes, times, n)
@@ -89,10 +92,13 @@ def test_shared_cpu_prediction_divides_the_bandwidth_by_processes_per_core():
     assert fit.predict_shared_cpu(SIZES, 4, cores=2) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("platform, interfaces, expected", [
-    ("darwin", [(1, "lo0"), (4, "en0")], "lo0"),  # macOS and the BSDs: lo0
-    ("freebsd14", [(1, "em0"), (2, "lo0")], "lo0"),
-])
+@pytest.mark.parametrize(
+    "platform, interfaces, expected",
+    [
+        ("darwin", [(1, "lo0"), (4, "en0")], "lo0"),  # macOS and the BSDs: lo0
+        ("freebsd14", [(1, "em0"), (2, "lo0")], "lo0"),
+    ],
+)
 def test_loopback_interface_by_platform(monkeypatch, platform, interfaces, expected):
     monkeypatch.setattr(allreduce.sys, "platform", platform)
     monkeypatch.setattr(allreduce.socket, "if_nameindex", lambda: interfaces)
@@ -119,13 +125,27 @@ def _cgroup(tmp_path, membership, files):
 
 def test_cgroup_quota_is_read_from_v2_and_v1_files(tmp_path):
     # v2: the smallest quota from the process's cgroup up to the root counts (here the parent's 1.5 CPUs)
-    assert _cgroup(tmp_path / "a", "0::/box/job\n", {"box/cpu.max": "150000 100000\n",
-                                                     "box/job/cpu.max": "max 100000\n"}) == 1.5
+    assert (
+        _cgroup(tmp_path / "a", "0::/box/job\n", {"box/cpu.max": "150000 100000\n", "box/job/cpu.max": "max 100000\n"})
+        == 1.5
+    )
     # v1: quota / period; -1 means no quota
-    assert _cgroup(tmp_path / "b", "3:cpu,cpuacct:/\n", {"cpu,cpuacct/cpu.cfs_quota_us": "250000\n",
-                                                        "cpu,cpuacct/cpu.cfs_period_us": "100000\n"}) == 2.5
-    assert _cgroup(tmp_path / "c", "3:cpu,cpuacct:/\n", {"cpu,cpuacct/cpu.cfs_quota_us": "-1\n",
-                                                        "cpu,cpuacct/cpu.cfs_period_us": "100000\n"}) is None
+    assert (
+        _cgroup(
+            tmp_path / "b",
+            "3:cpu,cpuacct:/\n",
+            {"cpu,cpuacct/cpu.cfs_quota_us": "250000\n", "cpu,cpuacct/cpu.cfs_period_us": "100000\n"},
+        )
+        == 2.5
+    )
+    assert (
+        _cgroup(
+            tmp_path / "c",
+            "3:cpu,cpuacct:/\n",
+            {"cpu,cpuacct/cpu.cfs_quota_us": "-1\n", "cpu,cpuacct/cpu.cfs_period_us": "100000\n"},
+        )
+        is None
+    )
     assert _cgroup(tmp_path / "d", "", {}) is None
 
 
@@ -142,13 +162,16 @@ def test_import_distlab_verify_does_not_import_torch():
     assert out.strip() == "False"
 
 
-@pytest.mark.parametrize("call", [
-    lambda: measure_model_state(),
-    lambda: measure_activations(),
-    lambda: measure_all_reduce(),
-    lambda: torch_pipeline_orders("1f1b", 4, 8),
-    lambda: compare_pipeline_orders("gpipe", 2, 2),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: measure_model_state(),
+        lambda: measure_activations(),
+        lambda: measure_all_reduce(),
+        lambda: torch_pipeline_orders("1f1b", 4, 8),
+        lambda: compare_pipeline_orders("gpipe", 2, 2),
+    ],
+)
 def test_without_torch_every_measurement_says_how_to_install_it(monkeypatch, call):
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
     with pytest.raises(MissingDependencyError) as info:

@@ -19,8 +19,9 @@ from distlab.verify import measure_all_to_all  # noqa: E402
 @pytest.fixture(scope="module")
 def skewed():
     # 4 processes, 2 experts each, top-2, a skewed router: an uneven matrix, a few seconds after start-up
-    return measure_all_to_all(world=4, tokens_per_rank=256, experts_per_rank=2, top_k=2, skew=1.0,
-                              hiddens=(16, 256, 4096), repeats=3)
+    return measure_all_to_all(
+        world=4, tokens_per_rank=256, experts_per_rank=2, top_k=2, skew=1.0, hiddens=(16, 256, 4096), repeats=3
+    )
 
 
 def test_torch_moves_exactly_the_simulated_bytes(skewed):

@@ -52,8 +52,18 @@ def test_model_state_bytes_match_distlab_up_to_adams_step_counters(precision):
 def test_model_state_count_for_a_llama_shaped_model():
     # grouped-query attention, SwiGLU, RMSNorm, no biases, untied output layer: the module still has
     # exactly the parameters distlab counts
-    llama = TransformerModel(name="tiny-llama", layers=2, hidden=128, heads=4, kv_heads=2, ffn=352, vocab=500,
-                             seq_len=32, gated_mlp=True, norm="rmsnorm")
+    llama = TransformerModel(
+        name="tiny-llama",
+        layers=2,
+        hidden=128,
+        heads=4,
+        kv_heads=2,
+        ffn=352,
+        vocab=500,
+        seq_len=32,
+        gated_mlp=True,
+        norm="rmsnorm",
+    )
     m = measure_model_state(llama, micro_batch_size=1)
     assert m.params_in_module == llama.parameter_count()
     assert m.total_bytes - 16 * llama.parameter_count() == 4 * m.param_tensors
@@ -218,9 +228,20 @@ def test_gloo_uses_the_loopback_interface():
 # --------------------------------------------------------------------------- pipeline orders
 
 
-@pytest.mark.parametrize("schedule, p, m, v", [("gpipe", 4, 8, 1), ("1f1b", 4, 8, 1), ("1f1b", 2, 4, 1),
-                                               ("1f1b", 5, 12, 1), ("1f1b", 4, 4, 1), ("interleaved", 4, 8, 2),
-                                               ("zb-h1", 4, 8, 1), ("gpipe", 3, 7, 1), ("interleaved", 2, 4, 2)])
+@pytest.mark.parametrize(
+    "schedule, p, m, v",
+    [
+        ("gpipe", 4, 8, 1),
+        ("1f1b", 4, 8, 1),
+        ("1f1b", 2, 4, 1),
+        ("1f1b", 5, 12, 1),
+        ("1f1b", 4, 4, 1),
+        ("interleaved", 4, 8, 2),
+        ("zb-h1", 4, 8, 1),
+        ("gpipe", 3, 7, 1),
+        ("interleaved", 2, 4, 2),
+    ],
+)
 def test_torch_executes_the_same_order(schedule, p, m, v):
     # the forward/backward calls torch's step makes, recorded per rank
     c = compare_pipeline_orders(schedule, p, m, v)
@@ -243,10 +264,13 @@ def test_torch_1f1b_plan_is_ours_or_has_its_last_rank_forward_numbering_off_by_o
         assert plan[-1] == tuple(Op(o.kind, o.microbatch + 1, o.chunk) if o.kind == "F" else o for o in ours[-1])
 
 
-@pytest.mark.parametrize("schedule, p, m, reason", [
-    ("zb-h1", 4, 9, "multiple of the number of rounds"),
-    ("1f1b", 4, 3, "must be greater than or equal to the number of stages"),
-])
+@pytest.mark.parametrize(
+    "schedule, p, m, reason",
+    [
+        ("zb-h1", 4, 9, "multiple of the number of rounds"),
+        ("1f1b", 4, 3, "must be greater than or equal to the number of stages"),
+    ],
+)
 @pytest.mark.parametrize("source", ["executed", "plan"])
 def test_configurations_torch_refuses_raise_our_error(schedule, p, m, reason, source):
     with pytest.raises(ConfigurationError, match=reason):

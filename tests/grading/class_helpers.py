@@ -30,8 +30,9 @@ def solve(path: Path, slug: str, seed: str | None, wrong: tuple = ()) -> Path:
         source = "".join(cell["source"])
         for name, q in questions.items():
             value = 0 if name in wrong else q.expected()
-            source = re.sub(rf"^answer_{name} = None  # YOUR ANSWER HERE$", f"answer_{name} = {value!r}", source,
-                            flags=re.M)
+            source = re.sub(
+                rf"^answer_{name} = None  # YOUR ANSWER HERE$", f"answer_{name} = {value!r}", source, flags=re.M
+            )
         cell["source"] = source
     path.write_text(json.dumps(nb))
     return path

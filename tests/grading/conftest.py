@@ -16,8 +16,13 @@ def execute_notebook():
     from distlab.grading.kernel import kernel_manager
 
     def execute(nb, cwd, timeout: float = 120, allow_errors: bool = False):
-        client = NotebookClient(nb, km=kernel_manager(), timeout=timeout, allow_errors=allow_errors,
-                                resources={"metadata": {"path": str(cwd)}})
+        client = NotebookClient(
+            nb,
+            km=kernel_manager(),
+            timeout=timeout,
+            allow_errors=allow_errors,
+            resources={"metadata": {"path": str(cwd)}},
+        )
         client.execute()
         return nb
 

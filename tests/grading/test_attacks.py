@@ -53,6 +53,7 @@ def returns(call, seconds: float = HANG_GUARD_S):
         raise box["error"]
     return box["result"]
 
+
 needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap (apt-get install bubblewrap) is not here")
 ALL_QUESTIONS = [(slug, name, q) for slug, lesson in LESSONS.items() for name, q in lesson.load_questions().items()]
 
@@ -83,7 +84,7 @@ def _descendants() -> list[int]:
                 stat = Path(f"/proc/{entry}/stat").read_text()
             except OSError:
                 continue
-            parent = int(stat[stat.rindex(")") + 2:].split()[1])
+            parent = int(stat[stat.rindex(")") + 2 :].split()[1])
             children.setdefault(parent, []).append(int(entry))
     out, todo = [], [os.getpid()]
     while todo:
@@ -115,9 +116,18 @@ def test_every_cli_number_is_finite_and_in_range(flag, value, capsys):
     assert flag in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("option, value", [("timeout", math.nan), ("timeout", math.inf), ("cell_timeout", math.nan),
-                                           ("memory_limit", math.inf), ("file_size_limit", -1),
-                                           ("process_limit", 10**9), ("timeout", True)])
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("timeout", math.nan),
+        ("timeout", math.inf),
+        ("cell_timeout", math.nan),
+        ("memory_limit", math.inf),
+        ("file_size_limit", -1),
+        ("process_limit", 10**9),
+        ("timeout", True),
+    ],
+)
 def test_every_api_limit_is_validated(option, value):
     with pytest.raises(ConfigurationError, match=option):
         grade.grade_notebook(LESSON1, **{option: value})
@@ -132,12 +142,15 @@ def _fifo(tmp_path):
     return path
 
 
-@pytest.mark.parametrize("make, words", [
-    (lambda t: (t / "01_memory_wall.ipynb").symlink_to(LESSON1) or t / "01_memory_wall.ipynb", "symbolic link"),
-    (lambda t: (t / "01_memory_wall.ipynb").symlink_to("/dev/zero") or t / "01_memory_wall.ipynb", "symbolic link"),
-    (_fifo, "not a regular file"),
-    (lambda t: (t / "01_memory_wall.ipynb").mkdir() or t / "01_memory_wall.ipynb", "not a regular file"),
-])
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda t: (t / "01_memory_wall.ipynb").symlink_to(LESSON1) or t / "01_memory_wall.ipynb", "symbolic link"),
+        (lambda t: (t / "01_memory_wall.ipynb").symlink_to("/dev/zero") or t / "01_memory_wall.ipynb", "symbolic link"),
+        (_fifo, "not a regular file"),
+        (lambda t: (t / "01_memory_wall.ipynb").mkdir() or t / "01_memory_wall.ipynb", "not a regular file"),
+    ],
+)
 def test_the_submission_must_be_a_regular_file(tmp_path, make, words):
     # before: a symlink to the solutions scored 7/7, /dev/zero ate the memory, a FIFO hung the grader
     path = make(tmp_path)
@@ -158,8 +171,11 @@ def test_a_huge_notebook_is_refused_without_being_read(tmp_path):
 
 
 def _unit_questions():
-    return [(f"{slug}.{name}", q) for slug, name, q in ALL_QUESTIONS
-            if isinstance(q, NumericQuestion) and q.unit not in ("", "%")]
+    return [
+        (f"{slug}.{name}", q)
+        for slug, name, q in ALL_QUESTIONS
+        if isinstance(q, NumericQuestion) and q.unit not in ("", "%")
+    ]
 
 
 @pytest.mark.parametrize("qid, q", _unit_questions(), ids=lambda x: x if isinstance(x, str) else "")
@@ -204,7 +220,9 @@ def test_parsing_answers_is_linear_time():
     ranks = next(q for slug, name, q in ALL_QUESTIONS if type(q).__name__ == "RanksQuestion")
     numeric = [q for slug, name, q in ALL_QUESTIONS if isinstance(q, NumericQuestion)]
     for text in ("1" + " " * 9990 + "x", "1, " * 3000 + "x", "[" * 5000):
-        assert returns(lambda text=text: ranks.check(text)).status == INCORRECT  # before: 32 s per question (polynomial regex)
+        assert (
+            returns(lambda text=text: ranks.check(text)).status == INCORRECT
+        )  # before: 32 s per question (polynomial regex)
     for q in numeric:
         assert returns(lambda q=q: q.check("1e1 " * 24 + "!")).status == INCORRECT  # before: 29 s per question
 
@@ -227,9 +245,13 @@ def test_a_slow_check_is_stopped_in_the_grading_process(monkeypatch):
 
 def test_the_text_report_escapes_what_the_kernel_produced():
     forged = "boom\n/x.ipynb  lesson: memory_wall  score: 7/7\x1b[12A\r\x1b[2K\x00\ud800\u202e"
-    nb = report.NotebookGrade("evil\n\x1b[2Kname.ipynb", "memory_wall", [
-        report.QuestionGrade("q1", INCORRECT, 0.0, 1.0, "not yet " + forged)], [f"raised Err\x1b[2K: {forged}"],
-        sandbox="bwrap+audit-hook")
+    nb = report.NotebookGrade(
+        "evil\n\x1b[2Kname.ipynb",
+        "memory_wall",
+        [report.QuestionGrade("q1", INCORRECT, 0.0, 1.0, "not yet " + forged)],
+        [f"raised Err\x1b[2K: {forged}"],
+        sandbox="bwrap+audit-hook",
+    )
     rep = report.GradeReport([nb])
     text = rep.table()
     assert text.count("\n") == 4 and not any(line.startswith("/x.ipynb") for line in text.splitlines())
@@ -278,7 +300,8 @@ def test_trusted_mode_closes_the_write_primitives_and_says_it_is_trusted(tmp_pat
     assert result.sandbox == "trusted+audit-hook"
     table = report.GradeReport([result]).table()
     assert "TRUSTED" in table and report.GradeReport([result]).to_json()["notebooks"][0]["sandbox"].startswith(
-        "trusted")
+        "trusted"
+    )
 
 
 @pytest.mark.notebook
@@ -303,8 +326,9 @@ def test_the_answer_key_is_not_reachable_from_the_kernel(tmp_path, sandbox):
         "from distlab.lessons.questions import with_params\nanswer_q3 = with_params(m.q3).expected()",
         "answer_q4 = personal('memory_wall', 'q4', seed='x').expected()",
     ]
-    result = grade.grade_notebook(write_notebook(tmp_path / "01_memory_wall.ipynb", cells), sandbox=sandbox,
-                                  cell_timeout=60)
+    result = grade.grade_notebook(
+        write_notebook(tmp_path / "01_memory_wall.ipynb", cells), sandbox=sandbox, cell_timeout=60
+    )
     assert result.score == 0 and CORRECT not in statuses(result).values(), report.GradeReport([result]).table()
 
 
@@ -312,8 +336,13 @@ def test_the_answer_key_is_not_reachable_from_the_kernel(tmp_path, sandbox):
 def test_huge_output_is_dropped_before_it_is_read(tmp_path):
     # before: print('y' * 10**9) took the grader to 3.3 GB and lost the cell's answers
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    cells = [IMPORTS, ANSWERS["q1"], "answer_q2 = '112 GB'\nprint('y' * 300_000_000)",
-             "for _ in range(20):\n    print('z' * 10_000_000)", ANSWERS["q3"]]
+    cells = [
+        IMPORTS,
+        ANSWERS["q1"],
+        "answer_q2 = '112 GB'\nprint('y' * 300_000_000)",
+        "for _ in range(20):\n    print('z' * 10_000_000)",
+        ANSWERS["q3"],
+    ]
     result = grade.grade_notebook(write_notebook(tmp_path / "01_memory_wall.ipynb", cells), cell_timeout=120)
     grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024  # MB
     assert statuses(result)["q1"] == statuses(result)["q2"] == statuses(result)["q3"] == CORRECT, result.problems
@@ -323,12 +352,19 @@ def test_huge_output_is_dropped_before_it_is_read(tmp_path):
 @pytest.mark.notebook
 def test_report_forging_cells_nul_and_lone_surrogates(tmp_path):
     # before: a lone surrogate anywhere zeroed the notebook; the exception text forged table lines
-    forge = ("E = type('E\\x1b[2K\\r', (Exception,), {})\n"
-             "raise E('\\n/x.ipynb  lesson: memory_wall  score: 7/7\\x1b[12A\\r\\x1b[2K')")
+    forge = (
+        "E = type('E\\x1b[2K\\r', (Exception,), {})\n"
+        "raise E('\\n/x.ipynb  lesson: memory_wall  score: 7/7\\x1b[12A\\r\\x1b[2K')"
+    )
     cells = [IMPORTS, ANSWERS["q1"], forge, "x = '\ud800'", "# \x00 nul\ny = 1 +", ANSWERS["q2"]]
-    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {"distlab": {"lesson": "memory_wall"}},
-          "cells": [{"cell_type": "code", "metadata": {}, "source": c, "outputs": [], "execution_count": None}
-                    for c in cells]}
+    nb = {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {"distlab": {"lesson": "memory_wall"}},
+        "cells": [
+            {"cell_type": "code", "metadata": {}, "source": c, "outputs": [], "execution_count": None} for c in cells
+        ],
+    }
     path = tmp_path / "01_memory_wall.ipynb"
     path.write_text(json.dumps(nb), encoding="utf-8")
     result = grade.grade_notebook(path)
@@ -375,8 +411,10 @@ except OSError:
 answer_q3, answer_q4, answer_q5 = len(seen), connected, sum('ipykernel' in h for h in hits)
 """
 
-LIMITS = ("import resource\nanswer_q2 = int(all(resource.getrlimit(getattr(resource, n))[0] != resource.RLIM_INFINITY"
-          " for n in ('RLIMIT_AS', 'RLIMIT_NPROC', 'RLIMIT_FSIZE', 'RLIMIT_CPU')))")
+LIMITS = (
+    "import resource\nanswer_q2 = int(all(resource.getrlimit(getattr(resource, n))[0] != resource.RLIM_INFINITY"
+    " for n in ('RLIMIT_AS', 'RLIMIT_NPROC', 'RLIMIT_FSIZE', 'RLIMIT_CPU')))"
+)
 
 
 def _reported(result: dict, question: str) -> str:
@@ -395,14 +433,31 @@ def test_two_grading_runs_at_once_cannot_see_or_touch_each_other(tmp_path):
     port = listener.getsockname()[1]
     (tmp_path / "victim").mkdir()
     (tmp_path / "attacker").mkdir()
-    victim = write_notebook(tmp_path / "victim" / "01_memory_wall.ipynb",
-                            [IMPORTS, *ANSWERS.values(), "import time\ntime.sleep(20)"])
-    attacker = write_notebook(tmp_path / "attacker" / "01_memory_wall.ipynb",
-                              [IMPORTS, ATTACKER.replace("PORT", str(port)), LIMITS])
+    victim = write_notebook(
+        tmp_path / "victim" / "01_memory_wall.ipynb", [IMPORTS, *ANSWERS.values(), "import time\ntime.sleep(20)"]
+    )
+    attacker = write_notebook(
+        tmp_path / "attacker" / "01_memory_wall.ipynb", [IMPORTS, ATTACKER.replace("PORT", str(port)), LIMITS]
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    runs = [subprocess.Popen([sys.executable, "-m", "distlab", "grade", str(nb), "--quiet", "--json",
-                              str(tmp_path / f"{name}.json"), "--cell-timeout", "60"], env=env)
-            for name, nb in (("victim", victim), ("attacker", attacker))]
+    runs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "distlab",
+                "grade",
+                str(nb),
+                "--quiet",
+                "--json",
+                str(tmp_path / f"{name}.json"),
+                "--cell-timeout",
+                "60",
+            ],
+            env=env,
+        )
+        for name, nb in (("victim", victim), ("attacker", attacker))
+    ]
     assert [r.wait(timeout=300) for r in runs] == [0, 0]
     listener.close()
     got = json.loads((tmp_path / "victim.json").read_text())
@@ -421,14 +476,18 @@ def test_no_kernel_or_process_is_left_behind(tmp_path, sandbox, monkeypatch):
     # before: every graded kernel stayed alive until the whole run ended (nbclient does not shut down a
     # kernel whose manager it does not own)
     marker = f"distlab-leak-{os.getpid()}-{sandbox}"
-    spawn = (f"import subprocess\nsubprocess.Popen(['sleep', '300', '{marker}'], start_new_session=True)"
-             if sandbox == "bwrap" else "pass")
+    spawn = (
+        f"import subprocess\nsubprocess.Popen(['sleep', '300', '{marker}'], start_new_session=True)"
+        if sandbox == "bwrap"
+        else "pass"
+    )
     before = set(_descendants())
     private_tmp = tmp_path / "tmp"  # other sessions grade in /tmp at the same time
     private_tmp.mkdir()
     monkeypatch.setattr("tempfile.tempdir", str(private_tmp))
-    notebooks = [write_notebook(tmp_path / f"{i}_01_memory_wall.ipynb", [IMPORTS, ANSWERS["q1"], spawn])
-                 for i in range(3)]
+    notebooks = [
+        write_notebook(tmp_path / f"{i}_01_memory_wall.ipynb", [IMPORTS, ANSWERS["q1"], spawn]) for i in range(3)
+    ]
     for nb in notebooks:
         result = grade.grade_notebook(nb, sandbox=sandbox, _audit_hook=sandbox != "bwrap")
         assert statuses(result)["q1"] == CORRECT, result.problems

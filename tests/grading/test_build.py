@@ -30,8 +30,10 @@ def test_exercises_are_built_from_solutions():
 
 def test_strip_code_replaces_block_by_answer_stubs_only():
     # the intermediate names a, b and the import are the solution's decomposition: only answer_q1 stays
-    source = ("x = 1\n### BEGIN SOLUTION\nimport math\na, b = 1, 2\nanswer_q1 = math.ceil(a + b)  # 3\n"
-              "### END SOLUTION\nq1.check(answer_q1)")
+    source = (
+        "x = 1\n### BEGIN SOLUTION\nimport math\na, b = 1, 2\nanswer_q1 = math.ceil(a + b)  # 3\n"
+        "### END SOLUTION\nq1.check(answer_q1)"
+    )
     assert build.strip_code(source) == "x = 1\nanswer_q1 = None  # YOUR ANSWER HERE\nq1.check(answer_q1)"
     assert build.strip_code("### BEGIN SOLUTION\nprint(1)\n### END SOLUTION") == "# YOUR CODE HERE"
     # an indented block without answers still leaves valid Python
@@ -45,8 +47,11 @@ def _notebook(*sources):
 
 def test_a_cell_that_only_shows_worked_answers_is_left_out():
     # before: every exercise ended with the solution's `q2.solution()` cell, so "run all" printed a worked answer
-    nb = _notebook("### BEGIN SOLUTION\nanswer_q1 = 1\n### END SOLUTION\nq1.check(answer_q1)",
-                   "q2.solution()", "q1.solution()\nq3.solution()")
+    nb = _notebook(
+        "### BEGIN SOLUTION\nanswer_q1 = 1\n### END SOLUTION\nq1.check(answer_q1)",
+        "q2.solution()",
+        "q1.solution()\nq3.solution()",
+    )
     out = build.exercise_from_solution(nb)
     assert [c.source for c in out.cells] == ["answer_q1 = None  # YOUR ANSWER HERE\nq1.check(answer_q1)"]
 
@@ -62,8 +67,9 @@ def test_code_reading_a_name_only_a_solution_block_defines_is_refused():
     with pytest.raises(ConfigurationError, match="per_gpu"):
         build.exercise_from_solution(nb)
     # a name the exercise defines itself, outside the blocks, is fine
-    ok = _notebook("per_gpu = 3", "### BEGIN SOLUTION\nper_gpu = 2\nanswer_q1 = per_gpu\n### END SOLUTION",
-                   "print(per_gpu)")
+    ok = _notebook(
+        "per_gpu = 3", "### BEGIN SOLUTION\nper_gpu = 2\nanswer_q1 = per_gpu\n### END SOLUTION", "print(per_gpu)"
+    )
     assert build.exercise_from_solution(ok).cells[1].source == "answer_q1 = None  # YOUR ANSWER HERE"
 
 
@@ -84,8 +90,11 @@ def test_generated_exercises_give_no_solution_away(path):
         inside = re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", cell.source, re.S)
         for block in inside:
             block_names |= _code_names(textwrap.dedent(block)) | {
-                a.asname or a.name for n in ast.walk(ast.parse(textwrap.dedent(block)))
-                if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+                a.asname or a.name
+                for n in ast.walk(ast.parse(textwrap.dedent(block)))
+                if isinstance(n, (ast.Import, ast.ImportFrom))
+                for a in n.names
+            }
         outside_names |= _code_names(re.sub(r"### BEGIN SOLUTION\n.*?### END SOLUTION", "", cell.source, flags=re.S))
     solution_only = {n for n in block_names - outside_names if not n.startswith("answer_")}
     assert solution_only, "expected the solution to have intermediate names to hide"
@@ -98,14 +107,19 @@ def test_generated_exercises_give_no_solution_away(path):
     assert stubs and all(name.startswith("answer_q") for name in stubs)
 
 
-@pytest.mark.parametrize("bad", ["### BEGIN SOLUTION\nx = 1", "x = 1\n### END SOLUTION", "### BEGIN SOLUTION\nx = (\n### END SOLUTION"])
+@pytest.mark.parametrize(
+    "bad", ["### BEGIN SOLUTION\nx = 1", "x = 1\n### END SOLUTION", "### BEGIN SOLUTION\nx = (\n### END SOLUTION"]
+)
 def test_malformed_blocks_raise_our_error(bad):
     with pytest.raises(ConfigurationError):
         build.strip_code(bad)
 
 
 def test_markdown_solution_blocks():
-    assert build.strip_markdown("Q?\n<!-- BEGIN SOLUTION -->\nbecause\n<!-- END SOLUTION -->") == "Q?\n" + build.MD_PLACEHOLDER
+    assert (
+        build.strip_markdown("Q?\n<!-- BEGIN SOLUTION -->\nbecause\n<!-- END SOLUTION -->")
+        == "Q?\n" + build.MD_PLACEHOLDER
+    )
 
 
 def test_exercises_contain_no_solutions_and_no_outputs():

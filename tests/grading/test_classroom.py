@@ -26,11 +26,18 @@ def _fake_grade(calls, stop_at=None):
         if stop_at is not None and len(calls) == stop_at:
             raise KeyboardInterrupt
         ok = "good" in path.parent.name
-        return NotebookGrade(str(path), "memory_wall",
-                             [QuestionGrade("q1", "correct" if ok else "incorrect", float(ok), 1.0, "fb", "p"),
-                              QuestionGrade("q2", "not attempted", 0.0, 1.0, "not attempted", "p")],
-                             ["=HYPERLINK(\"x\")"] if not ok else [], sandbox="audit-hook", seconds=0.5,
-                             student=(identity or ("",))[0])
+        return NotebookGrade(
+            str(path),
+            "memory_wall",
+            [
+                QuestionGrade("q1", "correct" if ok else "incorrect", float(ok), 1.0, "fb", "p"),
+                QuestionGrade("q2", "not attempted", 0.0, 1.0, "not attempted", "p"),
+            ],
+            ['=HYPERLINK("x")'] if not ok else [],
+            sandbox="audit-hook",
+            seconds=0.5,
+            student=(identity or ("",))[0],
+        )
 
     return grade_one
 
@@ -86,7 +93,9 @@ def test_the_outputs_csv_json_gradescope_summary_histogram(folder, tmp_path):
     report = classroom.grade_class([folder], out, progress=False, grade_one=_fake_grade([]))
     rows = list(csv.DictReader((out / "results.csv").open()))
     assert [(r["student"], r["score"], r["q1"], r["q2"]) for r in rows][:2] == [
-        ("a_good", "1.0", "1.0", "0.0"), ("b_bad", "0.0", "0.0", "0.0")]
+        ("a_good", "1.0", "1.0", "0.0"),
+        ("b_bad", "0.0", "0.0", "0.0"),
+    ]
     assert rows[1]["problems"].startswith("'=")  # a formula in a problem is quoted for spreadsheets
     data = json.loads((out / "results.json").read_text())
     assert data["score"] == 3.0 and data["max_score"] == 10.0 and len(data["notebooks"]) == 5
@@ -100,7 +109,9 @@ def test_the_outputs_csv_json_gradescope_summary_histogram(folder, tmp_path):
     assert "5 notebook(s); mean score 30.0%" in summary
     rows = list(csv.DictReader((out / "summary.csv").open()))
     assert [(r["question"], r["correct"], r["wrong"], r["not_attempted"]) for r in rows] == [
-        ("q1", "3", "2", "0"), ("q2", "0", "0", "5")]
+        ("q1", "3", "2", "0"),
+        ("q2", "0", "0", "5"),
+    ]
     png = (out / "histogram.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 5000
 
@@ -121,11 +132,13 @@ def test_a_gradescope_export_names_each_submitter(tmp_path):
     (export / "submission_metadata.yml").write_text(
         "submission_1:\n  :submitters:\n  - :name: Ann\n    :sid: '111'\n    :email: ann@uni.example\n"
         "  :created_at: 2026-11-01\nsubmission_2:\n  :submitters:\n  - :name: Ben\n    :sid: '222'\n"
-        "    :email: ben@uni.example\n")
+        "    :email: ben@uni.example\n"
+    )
     found = classroom.collect([export])
     assert [(s.key, s.identity) for s in found] == [
         ("export/submission_1/01_memory_wall.ipynb", ("111", "ann@uni.example")),
-        ("export/submission_2/01_memory_wall.ipynb", ("222", "ben@uni.example"))]
+        ("export/submission_2/01_memory_wall.ipynb", ("222", "ben@uni.example")),
+    ]
 
 
 def test_what_is_not_a_regular_file_is_never_read_by_the_class_runner(tmp_path):
@@ -150,16 +163,37 @@ def test_the_cli_grades_a_class_with_variants(tmp_path, capsys):
     variants.build_variants(roster, ROOT / "exercises", tmp_path / "submitted", ["memory_wall"])
     for sid in ("alice", "bob"):
         solve(tmp_path / "submitted" / sid / "01_memory_wall.ipynb", "memory_wall", roster.seed("memory_wall", sid))
-    shutil.copy(tmp_path / "submitted" / "alice" / "01_memory_wall.ipynb",
-                tmp_path / "submitted" / "bob" / "01_memory_wall_copy.ipynb")
-    assert main(["grade", str(tmp_path / "submitted"), "--out", str(tmp_path / "grades"), "--lesson", "memory_wall",
-                 "--roster", str(roster_csv), "--secret-file", str(secret), "--sandbox", "audit",
-                 "--no-progress"]) == 0
+    shutil.copy(
+        tmp_path / "submitted" / "alice" / "01_memory_wall.ipynb",
+        tmp_path / "submitted" / "bob" / "01_memory_wall_copy.ipynb",
+    )
+    assert (
+        main(
+            [
+                "grade",
+                str(tmp_path / "submitted"),
+                "--out",
+                str(tmp_path / "grades"),
+                "--lesson",
+                "memory_wall",
+                "--roster",
+                str(roster_csv),
+                "--secret-file",
+                str(secret),
+                "--sandbox",
+                "audit",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert "1 notebook(s) refused" in capsys.readouterr().out
     rows = {r["notebook"]: r for r in csv.DictReader((tmp_path / "grades" / "results.csv").open())}
     assert {k: v["score"] for k, v in rows.items()} == {
-        "submitted/alice/01_memory_wall.ipynb": "7.0", "submitted/bob/01_memory_wall.ipynb": "7.0",
-        "submitted/bob/01_memory_wall_copy.ipynb": "0.0"}
+        "submitted/alice/01_memory_wall.ipynb": "7.0",
+        "submitted/bob/01_memory_wall.ipynb": "7.0",
+        "submitted/bob/01_memory_wall_copy.ipynb": "0.0",
+    }
 
 
 def _autograder(tmp_path, **options):
@@ -174,10 +208,15 @@ def _autograder(tmp_path, **options):
 
 
 def _run_autograder(root):
-    env = {**os.environ, "DISTLAB_AUTOGRADER_ROOT": str(root), "DISTLAB_PYTHON": sys.executable,
-           "PYTHONPATH": str(ROOT)}
-    subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, check=True, timeout=300,
-                   capture_output=True)
+    env = {
+        **os.environ,
+        "DISTLAB_AUTOGRADER_ROOT": str(root),
+        "DISTLAB_PYTHON": sys.executable,
+        "PYTHONPATH": str(ROOT),
+    }
+    subprocess.run(
+        ["bash", str(root / "source" / "run_autograder")], env=env, check=True, timeout=300, capture_output=True
+    )
     return json.loads((root / "results" / "results.json").read_text())
 
 
@@ -186,11 +225,13 @@ def test_the_gradescope_run_script_grades_a_submission_laid_out_as_gradescope_do
     root = _autograder(tmp_path, roster=roster_csv, secret_file=secret)
     roster = variants.load_roster(roster_csv, SECRET)
     variants.build_variants(roster, ROOT / "exercises", tmp_path / "v", ["memory_wall"])
-    notebook = solve(tmp_path / "v" / "bob" / "01_memory_wall.ipynb", "memory_wall",
-                     roster.seed("memory_wall", "bob"), wrong=("q7",))
+    notebook = solve(
+        tmp_path / "v" / "bob" / "01_memory_wall.ipynb", "memory_wall", roster.seed("memory_wall", "bob"), wrong=("q7",)
+    )
     shutil.copy(notebook, root / "submission" / "my_work.ipynb")
-    (root / "submission_metadata.json").write_text(json.dumps(
-        {"id": 1, "users": [{"email": "bob@uni.example", "id": 99, "name": "Bob"}]}))
+    (root / "submission_metadata.json").write_text(
+        json.dumps({"id": 1, "users": [{"email": "bob@uni.example", "id": 99, "name": "Bob"}]})
+    )
     result = _run_autograder(root)
     assert result["score"] == 6.0
     assert [t["name"].split(":")[0] for t in result["tests"]] == [f"q{i}" for i in range(1, 8)]
@@ -210,7 +251,9 @@ def test_the_gradescope_run_script_refuses_a_classmates_notebook(tmp_path):
     root = _autograder(tmp_path, roster=roster_csv, secret_file=secret)
     roster = variants.load_roster(roster_csv, SECRET)
     variants.build_variants(roster, ROOT / "exercises", tmp_path / "v", ["memory_wall"])
-    alices = solve(tmp_path / "v" / "alice" / "01_memory_wall.ipynb", "memory_wall", roster.seed("memory_wall", "alice"))
+    alices = solve(
+        tmp_path / "v" / "alice" / "01_memory_wall.ipynb", "memory_wall", roster.seed("memory_wall", "alice")
+    )
     shutil.copy(alices, root / "submission" / "01_memory_wall.ipynb")
     (root / "submission_metadata.json").write_text(json.dumps({"users": [{"email": "bob@uni.example", "id": 7}]}))
     result = _run_autograder(root)

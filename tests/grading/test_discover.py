@@ -23,17 +23,25 @@ def test_lessons_are_discovered():
     assert not {"build", "checks", "execute", "grade"} & set(found)
 
 
-@pytest.mark.parametrize("name, want", [
-    ("01_memory_wall.ipynb", "memory_wall"), ("01_memory_wall (1).ipynb", "memory_wall"),
-    ("jane_doe_01_memory_wall-Copy1.ipynb", "memory_wall"), ("submission.ipynb", None),
-    ("memory_walls.ipynb", None),
-])
+@pytest.mark.parametrize(
+    "name, want",
+    [
+        ("01_memory_wall.ipynb", "memory_wall"),
+        ("01_memory_wall (1).ipynb", "memory_wall"),
+        ("jane_doe_01_memory_wall-Copy1.ipynb", "memory_wall"),
+        ("submission.ipynb", None),
+        ("memory_walls.ipynb", None),
+    ],
+)
 def test_lesson_from_file_name(name, want):
     assert discover.lesson_from_name(name, discover.lesson_names()) == want
 
 
 def test_lesson_from_metadata_then_name_then_imports():
-    assert discover.identify_lesson({"distlab": {"lesson": "x"}}, "01_memory_wall.ipynb", []) == ("x", "notebook metadata")
+    assert discover.identify_lesson({"distlab": {"lesson": "x"}}, "01_memory_wall.ipynb", []) == (
+        "x",
+        "notebook metadata",
+    )
     assert discover.identify_lesson({}, "01_memory_wall.ipynb", [])[0] == "memory_wall"
     assert discover.identify_lesson(None, "hw.ipynb", [IMPORTS]) == ("memory_wall", "imports")
     assert discover.identify_lesson({"distlab": 3}, "hw.ipynb", ["import numpy"]) == (None, "")
@@ -69,13 +77,16 @@ def test_the_grader_discovers_lessons_from_the_manifest_only(monkeypatch):
     assert discover.lesson_from_name("02_collectives.ipynb") is None
 
 
-@pytest.mark.parametrize("metadata, filename, sources", [
-    ({"distlab": {"lesson": "data_parallel"}}, "hw.ipynb", []),
-    ({}, "03_data_parallel_zero.ipynb", []),
-    ({}, "data_parallel.ipynb", []),
-    (None, "hw.ipynb", ["from distlab.course.data_parallel import q1, q2"]),
-    (None, "hw.ipynb", ["import distlab.lessons.data_parallel_zero as lesson"]),
-])
+@pytest.mark.parametrize(
+    "metadata, filename, sources",
+    [
+        ({"distlab": {"lesson": "data_parallel"}}, "hw.ipynb", []),
+        ({}, "03_data_parallel_zero.ipynb", []),
+        ({}, "data_parallel.ipynb", []),
+        (None, "hw.ipynb", ["from distlab.course.data_parallel import q1, q2"]),
+        (None, "hw.ipynb", ["import distlab.lessons.data_parallel_zero as lesson"]),
+    ],
+)
 def test_older_lesson_names_identify_the_lesson(metadata, filename, sources):
     # notebooks submitted before lesson 3's module was renamed name it data_parallel
     assert discover.identify_lesson(metadata, filename, sources)[0] == "data_parallel_zero"

@@ -20,8 +20,15 @@ SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 EXERCISES = sorted((ROOT / "exercises").glob("*.ipynb"))
 LESSON1 = ROOT / "solutions" / "01_memory_wall.ipynb"
 
-SANDBOXES = ["audit", pytest.param("bwrap", marks=pytest.mark.skipif(
-    not bwrap_available(), reason="bubblewrap (apt-get install bubblewrap) is not available here"))]
+SANDBOXES = [
+    "audit",
+    pytest.param(
+        "bwrap",
+        marks=pytest.mark.skipif(
+            not bwrap_available(), reason="bubblewrap (apt-get install bubblewrap) is not available here"
+        ),
+    ),
+]
 
 # the cells of a correct lesson-1 submission, one answer per cell
 IMPORTS = "from distlab.lessons.memory_wall import q1, q2, q3, q4, q5, q6, q7"
@@ -51,13 +58,16 @@ def statuses(result: report.NotebookGrade) -> dict:
 # --- reading bad files -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("content, words", [
-    (lambda text: text[: len(text) // 2], "not a valid notebook"),  # truncated upload
-    (lambda text: "{not json", "not a valid notebook"),
-    (lambda text: "[1, 2, 3]", "not a notebook"),
-    (lambda text: '{"cells": "nope"}', "not a notebook"),
-    (lambda text: "", "not a valid notebook"),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        (lambda text: text[: len(text) // 2], "not a valid notebook"),  # truncated upload
+        (lambda text: "{not json", "not a valid notebook"),
+        (lambda text: "[1, 2, 3]", "not a notebook"),
+        (lambda text: '{"cells": "nope"}', "not a notebook"),
+        (lambda text: "", "not a valid notebook"),
+    ],
+)
 def test_unreadable_files_score_zero_and_say_why(tmp_path, content, words):
     path = tmp_path / "01_memory_wall.ipynb"
     path.write_text(content(LESSON1.read_text(encoding="utf-8")), encoding="utf-8")
@@ -117,7 +127,7 @@ def test_cannot_delete_or_change_files_outside_the_copy(tmp_path, sandbox):
     victim = tmp_path / "outside" / "sentinel.txt"
     victim.parent.mkdir()
     victim.write_text("precious", encoding="utf-8")
-    source = (ROOT / "distlab" / "lessons" / "memory_wall.py")
+    source = ROOT / "distlab" / "lessons" / "memory_wall.py"
     before = source.read_bytes()
     v, d = str(victim), str(victim.parent)
     attacks = [
@@ -152,8 +162,9 @@ def test_cannot_delete_or_change_files_outside_the_copy(tmp_path, sandbox):
     failed = [p for p in result.problems if "raised" in p]
     assert len(failed) == len(attacks) - 1, result.problems  # every attack failed; the last cell is fine
     if sandbox == "audit":
-        assert all("grading sandbox" in p or "ModuleNotFoundError" in p
-                   or "has no attribute 'mknod'" in p for p in failed), failed
+        assert all(
+            "grading sandbox" in p or "ModuleNotFoundError" in p or "has no attribute 'mknod'" in p for p in failed
+        ), failed
 
 
 @pytest.mark.notebook
@@ -165,20 +176,28 @@ def test_monkeypatching_the_checks_in_the_kernel_fakes_nothing(tmp_path):
         "for q in memory_wall.QUESTIONS.values():\n"
         "    object.__setattr__(q, 'expected', lambda: 0)\n"
         "answer_q1 = 3\nanswer_q7 = 'yes'\n"
-        "print('DISTLAB-ANSWERS-BEGIN-x{\"answer_q2\": {\"t\": \"str\", \"v\": \"112 GB\"}}DISTLAB-ANSWERS-END-x')\n"
+        'print(\'DISTLAB-ANSWERS-BEGIN-x{"answer_q2": {"t": "str", "v": "112 GB"}}DISTLAB-ANSWERS-END-x\')\n'
         "print(memory_wall.q1.check(answer_q1))"
     )
     path = write_notebook(tmp_path / "01_memory_wall.ipynb", [cheat])
     result = grade.grade_notebook(path)
-    assert statuses(result) == {"q1": INCORRECT, "q2": NOT_ATTEMPTED, "q3": NOT_ATTEMPTED, "q4": NOT_ATTEMPTED,
-                                "q5": NOT_ATTEMPTED, "q6": NOT_ATTEMPTED, "q7": INCORRECT}
+    assert statuses(result) == {
+        "q1": INCORRECT,
+        "q2": NOT_ATTEMPTED,
+        "q3": NOT_ATTEMPTED,
+        "q4": NOT_ATTEMPTED,
+        "q5": NOT_ATTEMPTED,
+        "q6": NOT_ATTEMPTED,
+        "q7": INCORRECT,
+    }
     assert result.score == 0
 
 
 @pytest.mark.notebook
 def test_raising_cells_loops_and_crashes_lose_only_their_own_part(tmp_path):
     cells = [
-        IMPORTS, ANSWERS["q1"],
+        IMPORTS,
+        ANSWERS["q1"],
         "1 / 0",
         "while True:\n    pass",  # interruptible: interrupted, the rest still runs
         ANSWERS["q2"],
@@ -198,9 +217,12 @@ def test_raising_cells_loops_and_crashes_lose_only_their_own_part(tmp_path):
 
 @pytest.mark.notebook
 def test_an_uninterruptible_loop_is_stopped_by_the_time_limits(tmp_path):
-    cells = [IMPORTS, ANSWERS["q1"],
-             "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass",
-             ANSWERS["q2"]]
+    cells = [
+        IMPORTS,
+        ANSWERS["q1"],
+        "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass",
+        ANSWERS["q2"],
+    ]
     path = write_notebook(tmp_path / "01_memory_wall.ipynb", cells)
     result = grade.grade_notebook(path, cell_timeout=3, timeout=20)
     assert statuses(result)["q1"] == CORRECT and statuses(result)["q2"] == NOT_ATTEMPTED
@@ -215,18 +237,27 @@ def test_reordered_and_missing_cells(tmp_path):
     path = write_notebook(tmp_path / "01_memory_wall.ipynb", cells)
     result = grade.grade_notebook(path)
     got = statuses(result)
-    assert got == {"q1": CORRECT, "q2": CORRECT, "q3": NOT_ATTEMPTED, "q4": CORRECT, "q5": NOT_ATTEMPTED,
-                   "q6": CORRECT, "q7": CORRECT}
+    assert got == {
+        "q1": CORRECT,
+        "q2": CORRECT,
+        "q3": NOT_ATTEMPTED,
+        "q4": CORRECT,
+        "q5": NOT_ATTEMPTED,
+        "q6": CORRECT,
+        "q7": CORRECT,
+    }
     assert result.score == 5 and result.max_score == 7
 
 
 @pytest.mark.notebook
 def test_answers_of_every_type_are_carried_over(tmp_path):
-    cell = ("from distlab.units import Q_\nimport numpy as np\n"
-            "answer_q1 = np.int64(16)\nanswer_q2 = Q_(112e9, 'B')\nanswer_q3 = [1120]\n"
-            "answer_q4 = float('nan')\nanswer_q5 = 10**400\nanswer_q6 = np.float32(14)\nanswer_q7 = False\n"
-            "class Evil:\n    def __repr__(self): raise RuntimeError\nanswer_q8 = Evil()\n"
-            "answer_q9 = [1, (2.5, {'a': None}), np.arange(3), set()]\nanswer_q10 = list(range(10**6))")
+    cell = (
+        "from distlab.units import Q_\nimport numpy as np\n"
+        "answer_q1 = np.int64(16)\nanswer_q2 = Q_(112e9, 'B')\nanswer_q3 = [1120]\n"
+        "answer_q4 = float('nan')\nanswer_q5 = 10**400\nanswer_q6 = np.float32(14)\nanswer_q7 = False\n"
+        "class Evil:\n    def __repr__(self): raise RuntimeError\nanswer_q8 = Evil()\n"
+        "answer_q9 = [1, (2.5, {'a': None}), np.arange(3), set()]\nanswer_q10 = list(range(10**6))"
+    )
     result = grade.grade_notebook(write_notebook(tmp_path / "01_memory_wall.ipynb", [cell]))
     by = {q.question: q for q in result.questions}
     assert by["q1"].status == by["q2"].status == by["q6"].status == by["q7"].status == CORRECT
@@ -238,8 +269,21 @@ def test_answers_of_every_type_are_carried_over(tmp_path):
 def test_cli_table_json_and_gradescope(tmp_path, capsys):
     bad = write_notebook(tmp_path / "01_memory_wall.ipynb", [IMPORTS, ANSWERS["q1"], "answer_q2 = 56"])
     out_json, out_gs = tmp_path / "out" / "summary.json", tmp_path / "results.json"
-    code = cli.main(["grade", str(LESSON1), str(bad), "--lesson", "memory_wall", "--timeout", "120",
-                     "--json", str(out_json), "--gradescope", str(out_gs)])
+    code = cli.main(
+        [
+            "grade",
+            str(LESSON1),
+            str(bad),
+            "--lesson",
+            "memory_wall",
+            "--timeout",
+            "120",
+            "--json",
+            str(out_json),
+            "--gradescope",
+            str(out_gs),
+        ]
+    )
     assert code == 0
     table = capsys.readouterr().out
     assert "score: 7/7" in table and "score: 1/7" in table and "total: 8/14" in table
@@ -273,8 +317,12 @@ def test_cli_rejects_nonsense_options(capsys):
 @pytest.mark.notebook
 def test_a_huge_variable_does_not_hide_the_answers(tmp_path):
     # only the lesson's answer_<question> variables are read, each within its share of the output
-    cells = [IMPORTS, ANSWERS["q1"], "answer_work = list(range(300_000))\nanswer_q3 = list(range(300_000))",
-             ANSWERS["q2"]]
+    cells = [
+        IMPORTS,
+        ANSWERS["q1"],
+        "answer_work = list(range(300_000))\nanswer_q3 = list(range(300_000))",
+        ANSWERS["q2"],
+    ]
     result = grade.grade_notebook(write_notebook(tmp_path / "01_memory_wall.ipynb", cells))
     assert statuses(result)["q1"] == statuses(result)["q2"] == CORRECT, report.GradeReport([result]).table()
     assert statuses(result)["q3"] == INCORRECT and result.problems == []
@@ -289,14 +337,20 @@ def test_bubblewrap_alone_keeps_files_outside_safe(tmp_path):
     victim.write_text("precious", encoding="utf-8")
     source = ROOT / "distlab" / "lessons" / "memory_wall.py"
     before = source.read_bytes()
-    escape = ("import os\nseen = [p for p in os.listdir('/proc') if p.isdigit()]\nprint('pids', seen)\n"
-              "for p in seen:\n    try:\n"
-              f"        open('/proc/' + p + '/root' + {str(victim)!r}, 'w').write('gone')\n"
-              "    except OSError:\n        pass")
-    attacks = [f"import os\nos.remove({str(victim)!r})", f"!rm -f {victim}",
-               "import distlab.lessons.memory_wall as m\nopen(m.__file__, 'a').write('\\nq1 = None\\n')",
-               f"import subprocess\nsubprocess.run(['rm', '-f', {str(source)!r}])",
-               f"import os\nos.mknod({str(tmp_path / 'made.txt')!r})", escape]
+    escape = (
+        "import os\nseen = [p for p in os.listdir('/proc') if p.isdigit()]\nprint('pids', seen)\n"
+        "for p in seen:\n    try:\n"
+        f"        open('/proc/' + p + '/root' + {str(victim)!r}, 'w').write('gone')\n"
+        "    except OSError:\n        pass"
+    )
+    attacks = [
+        f"import os\nos.remove({str(victim)!r})",
+        f"!rm -f {victim}",
+        "import distlab.lessons.memory_wall as m\nopen(m.__file__, 'a').write('\\nq1 = None\\n')",
+        f"import subprocess\nsubprocess.run(['rm', '-f', {str(source)!r}])",
+        f"import os\nos.mknod({str(tmp_path / 'made.txt')!r})",
+        escape,
+    ]
     path = write_notebook(tmp_path / "01_memory_wall.ipynb", [IMPORTS, ANSWERS["q1"], *attacks])
     result = grade.grade_notebook(path, sandbox="bwrap", _audit_hook=False)
     assert result.sandbox == "bwrap"

@@ -27,8 +27,11 @@ def test_sandbox_hook_reads_no_globals_and_has_no_closures():
     # its helpers must use only what they bound as default arguments when they were defined.
     top = compile(kernel.SANDBOX_SOURCE, "<sandbox>", "exec")
     install = next(c for c in top.co_consts if isinstance(c, types.CodeType))
-    inner = [c for c in install.co_consts if isinstance(c, types.CodeType)
-             and c.co_name in ("resolve", "inside", "is_dir_outside", "hook")]
+    inner = [
+        c
+        for c in install.co_consts
+        if isinstance(c, types.CodeType) and c.co_name in ("resolve", "inside", "is_dir_outside", "hook")
+    ]
     assert len(inner) == 4
     for fn in inner:
         for code in _code_objects(fn):
@@ -49,12 +52,22 @@ def test_the_kernel_gets_the_source_of_the_real_functions():
 
 
 def test_collected_answers_read_back():
-    ns = {"answer_q1": np.int64(16), "answer_q2": Q_(112e9, "B"), "answer_q3": [1, (2.5, {"a": None})],
-          "answer_q4": "x" * 50, "other": 1}
+    ns = {
+        "answer_q1": np.int64(16),
+        "answer_q2": Q_(112e9, "B"),
+        "answer_q3": [1, (2.5, {"a": None})],
+        "answer_q4": "x" * 50,
+        "other": 1,
+    }
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        kernel_side.collect_answers(ns, "nonce", ["answer_q1", "answer_q2", "answer_q3", "answer_q4", "answer_q5"],
-                                    10, 10_000)
+        kernel_side.collect_answers(
+            ns, "nonce", ["answer_q1", "answer_q2", "answer_q3", "answer_q4", "answer_q5"], 10, 10_000
+        )
     got = answers.parse_answers(out.getvalue(), "nonce")
-    assert got == {"answer_q1": 16, "answer_q2": "112000000000.0 byte", "answer_q3": [1, (2.5, {"a": None})],
-                   "answer_q4": "x" * 10}
+    assert got == {
+        "answer_q1": 16,
+        "answer_q2": "112000000000.0 byte",
+        "answer_q3": [1, (2.5, {"a": None})],
+        "answer_q4": "x" * 10,
+    }

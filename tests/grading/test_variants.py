@@ -112,8 +112,9 @@ def test_the_roster_reads_ids_and_emails(tmp_path):
 def class_notebooks(tmp_path):
     roster_csv, secret = write_roster(tmp_path)
     roster = variants.load_roster(roster_csv, variants.read_secret(secret))
-    written = variants.build_variants(roster, ROOT / "exercises", tmp_path / "out", ["memory_wall"],
-                                      release="2999-01-01")
+    written = variants.build_variants(
+        roster, ROOT / "exercises", tmp_path / "out", ["memory_wall"], release="2999-01-01"
+    )
     return roster, {p.parent.name: p for p in written}
 
 
@@ -165,11 +166,13 @@ def test_a_forged_seed_is_refused(class_notebooks, tmp_path):
 def test_a_copied_notebook_is_refused_for_the_student_who_submits_it(class_notebooks, tmp_path):
     roster, paths = class_notebooks
     solve(paths["alice"], "memory_wall", roster.seed("memory_wall", "alice"))
-    grade = grade_notebook(paths["alice"], lesson="memory_wall", variants=_policy(tmp_path), identity="bob",
-                           sandbox="audit")
+    grade = grade_notebook(
+        paths["alice"], lesson="memory_wall", variants=_policy(tmp_path), identity="bob", sandbox="audit"
+    )
     assert grade.score == 0 and any("not the one issued to student 'bob'" in p for p in grade.problems)
-    stranger = grade_notebook(paths["alice"], lesson="memory_wall", variants=_policy(tmp_path), identity="mallory",
-                              sandbox="audit")
+    stranger = grade_notebook(
+        paths["alice"], lesson="memory_wall", variants=_policy(tmp_path), identity="mallory", sandbox="audit"
+    )
     assert stranger.score == 0 and any("not on the roster" in p for p in stranger.problems)
 
 
@@ -203,9 +206,37 @@ def test_the_cli_builds_variants(tmp_path, capsys, monkeypatch):
 
     roster_csv, _ = write_roster(tmp_path, ids=("s1", "s2"))
     monkeypatch.setenv(variants.SECRET_ENV, SECRET.decode())
-    assert main(["exercises", "--variants", str(roster_csv), "--exercises", str(ROOT / "exercises"),
-                 "--out", str(tmp_path / "v"), "--lesson", "pipeline"]) == 0
+    assert (
+        main(
+            [
+                "exercises",
+                "--variants",
+                str(roster_csv),
+                "--exercises",
+                str(ROOT / "exercises"),
+                "--out",
+                str(tmp_path / "v"),
+                "--lesson",
+                "pipeline",
+            ]
+        )
+        == 0
+    )
     assert sorted(p.parent.name for p in (tmp_path / "v").rglob("*.ipynb")) == ["s1", "s2"]
-    assert main(["exercises", "--variants", str(roster_csv), "--exercises", str(ROOT / "exercises"),
-                 "--out", str(tmp_path / "v"), "--release", "next week"]) == 2
+    assert (
+        main(
+            [
+                "exercises",
+                "--variants",
+                str(roster_csv),
+                "--exercises",
+                str(ROOT / "exercises"),
+                "--out",
+                str(tmp_path / "v"),
+                "--release",
+                "next week",
+            ]
+        )
+        == 2
+    )
     assert "not an ISO date" in capsys.readouterr().err

@@ -19,6 +19,7 @@ def answered_in_solution():
 
     Each answer cell holds `answer_qN = ...` between the solution markers and ends with `qN.check(answer_qN)`.
     """
+
     def answered(filename: str) -> list[str]:
         nb = nbformat.read(ROOT / "solutions" / filename, as_version=4)
         names = []
@@ -36,6 +37,7 @@ def answered_in_solution():
 @pytest.fixture
 def expect_hand_value():
     """A function: assert that a question expects `want` (a value derived by hand) and accepts it."""
+
     def expect(question, want):
         if isinstance(want, str):
             assert question.expected() == want

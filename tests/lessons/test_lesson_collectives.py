@@ -64,4 +64,3 @@ def test_answers_with_units():
 
 def test_solution_notebook_answers_every_question_in_the_marker_format(answered_in_solution):
     assert answered_in_solution("02_collectives.ipynb") == list(lesson.QUESTIONS)
-

@@ -61,7 +61,6 @@ def test_solution_notebook_answers_every_question_in_the_marker_format(answered_
     assert answered_in_solution("03_data_parallel_zero.ipynb") == list(lesson.QUESTIONS)
 
 
-
 # per-student variants (issue 15): every combination is well-posed, and the wrong-answer feedback follows the numbers
 VARIED = ("q2", "q4", "q5")
 
@@ -97,4 +96,6 @@ def test_wrong_answers_say_why_in_every_variant(seed):
 
 
 def test_two_seeds_draw_different_numbers():
-    assert {lesson_variant("data_parallel_zero", s)["q4"].prompt for s in ("seed-1", "seed-7", "seed-3")} != {lesson.q4.prompt}
+    assert {lesson_variant("data_parallel_zero", s)["q4"].prompt for s in ("seed-1", "seed-7", "seed-3")} != {
+        lesson.q4.prompt
+    }

@@ -21,23 +21,27 @@ def test_lesson_6_expected_values_by_hand():
     assert p3.q6.expected() == [4, 2, 2]
 
 
-@pytest.mark.parametrize("answer", [[5, 7], [7, 5], (5, 7), {5, 7}, range(5, 8, 2), np.array([5, 7]), "5, 7",
-                                    "[7, 5]", [5.0, 7.0]])
+@pytest.mark.parametrize(
+    "answer", [[5, 7], [7, 5], (5, 7), {5, 7}, range(5, 8, 2), np.array([5, 7]), "5, 7", "[7, 5]", [5.0, 7.0]]
+)
 def test_group_answers_in_any_form(answer):
     assert p3.q2.check(answer).status == CORRECT
 
 
-@pytest.mark.parametrize("answer, words", [
-    ([5, 6], "leaves out 7 and includes 6 which does not belong"),
-    ([5, 7, 9], "includes 9 which does not belong"),
-    ([5, 5, 7], "names a GPU more than once"),
-    (5, "is one number"),
-    ("five and seven", "could not be read"),
-    ([5.5, 7], "is not a whole number"),
-    ([True, 7], "yes/no value"),
-    (np.array([[5, 7]]), "give a flat list"),
-    ({"a": 1}, "type dict"),
-])
+@pytest.mark.parametrize(
+    "answer, words",
+    [
+        ([5, 6], "leaves out 7 and includes 6 which does not belong"),
+        ([5, 7, 9], "includes 9 which does not belong"),
+        ([5, 5, 7], "names a GPU more than once"),
+        (5, "is one number"),
+        ("five and seven", "could not be read"),
+        ([5.5, 7], "is not a whole number"),
+        ([True, 7], "yes/no value"),
+        (np.array([[5, 7]]), "give a flat list"),
+        ({"a": 1}, "type dict"),
+    ],
+)
 def test_group_answers_not_yet_because(answer, words):
     result = p3.q2.check(answer)
     assert result.status == INCORRECT and result.message.startswith("not yet, because") and words in result.message

@@ -100,4 +100,9 @@ def test_solution_notebook_answers_are_independent_of_the_checks():
     assert len(blocks) == 6
     for block in blocks:
         body = block.split("### BEGIN SOLUTION")[1].split("### END SOLUTION")[0]
-        assert ".expected" not in body and "course" not in body and "lessons" not in body and "_q" not in body.replace("answer_q", "")
+        assert (
+            ".expected" not in body
+            and "course" not in body
+            and "lessons" not in body
+            and "_q" not in body.replace("answer_q", "")
+        )

@@ -26,8 +26,15 @@ def test_q1_best_bucket_count_by_brute_force():
     # Hierarchical all-reduce over 8 nodes of 8:
     # L = 2 x 7 x 3.4 us + 2 x 7 x 9.6 us = 182 us per bucket; bytes: 2 x 7/8 x M / 450e9 + 2 x 7/8 x M/8 / 50e9.
     peak = 989.4e12
-    T = 2 / 3 * (39_644_037_120 * 4096 / (peak * 0.78 * 794.5 / 989) + 6_442_450_944 * 4096 / (peak * 0.5)
-                 + 32 * 3 * 2.5 * 538_968_064 / 3.35e12)
+    T = (
+        2
+        / 3
+        * (
+            39_644_037_120 * 4096 / (peak * 0.78 * 794.5 / 989)
+            + 6_442_450_944 * 4096 / (peak * 0.5)
+            + 32 * 3 * 2.5 * 538_968_064 / 3.35e12
+        )
+    )
     L = 14 * 3.4e-6 + 14 * 9.6e-6
     Ms = 2 * 7 / 8 * M / 450e9 + 2 * 7 / 8 * (M / 8) / 50e9
     best, best_b = math.inf, None
@@ -89,7 +96,7 @@ def test_q6_first_fit_rung():
 def test_q7_expected_max_of_256_normals():
     # E[max of N normals] by direct numerical integration of x N phi(x) Phi(x)^(N-1): an independent quadrature
     x = np.linspace(-10, 10, 200001)
-    phi = np.exp(-x**2 / 2) / math.sqrt(2 * math.pi)
+    phi = np.exp(-(x**2) / 2) / math.sqrt(2 * math.pi)
     Phi = np.cumsum(phi) * (x[1] - x[0])
     density = 256 * phi * Phi**255
     mu = float(np.sum(x * density) * (x[1] - x[0]))
@@ -151,8 +158,9 @@ def test_q5_variant_refuses_the_per_gpu_chunk(seed):
 def _all_reduce(taper, rails=False, algorithm="hierarchical"):
     from distlab import dataparallel, hardware, production
 
-    cluster = hardware.cluster("dgx-h100", 4, "ib-ndr", taper, rails) if taper else hardware.cluster("dgx-h100", 4,
-                                                                                                      "ib-ndr")
+    cluster = (
+        hardware.cluster("dgx-h100", 4, "ib-ndr", taper, rails) if taper else hardware.cluster("dgx-h100", 4, "ib-ndr")
+    )
     return production.dp_all_reduce(cluster, dataparallel.gradient_bytes(lesson.BUCKET_MODEL), algorithm=algorithm)
 
 

@@ -25,19 +25,29 @@ def test_lesson_5_expected_values_by_hand():
     assert tpq.q6.expected() == "no"
 
 
-@pytest.mark.parametrize("answer, status", [
-    ("32 MiB", CORRECT), ("33.5 MB", CORRECT), (33554432e-6, CORRECT), ("33554432 B", CORRECT),
-    (32, INCORRECT), (None, NOT_ATTEMPTED),
-])
+@pytest.mark.parametrize(
+    "answer, status",
+    [
+        ("32 MiB", CORRECT),
+        ("33.5 MB", CORRECT),
+        (33554432e-6, CORRECT),
+        ("33554432 B", CORRECT),
+        (32, INCORRECT),
+        (None, NOT_ATTEMPTED),
+    ],
+)
 def test_ring_buffer_answers_with_units(answer, status):
     assert tpq.q5.check(answer).status == status
 
 
-@pytest.mark.parametrize("answer, words", [
-    (234.881024 / 2, "counts only the two forward all-reduces"),
-    (4 * 33.554432, "a ring all-reduce sends 2(N-1)/N x M per GPU"),
-    (234.881024e6, "looks like bytes"),
-])
+@pytest.mark.parametrize(
+    "answer, words",
+    [
+        (234.881024 / 2, "counts only the two forward all-reduces"),
+        (4 * 33.554432, "a ring all-reduce sends 2(N-1)/N x M per GPU"),
+        (234.881024e6, "looks like bytes"),
+    ],
+)
 def test_lesson_5_hints_name_the_usual_mistakes(answer, words):
     result = tpq.q2.check(answer)
     assert result.status == INCORRECT and words in result.message
@@ -80,7 +90,9 @@ def test_wrong_answers_say_why_in_every_variant(seed):
     q1 = qs["q1"]
     whole = 3 * 4096 * 4096
     assert q1.expected() == whole // q1.params["tp"]
-    assert "whole Q/K/V" in q1.check(whole).message and "one of the three" in q1.check(whole / 3 / q1.params["tp"]).message
+    assert (
+        "whole Q/K/V" in q1.check(whole).message and "one of the three" in q1.check(whole / 3 / q1.params["tp"]).message
+    )
     q2 = qs["q2"]
     n, seq = q2.params["tp"], q2.params["seq"]
     m_mb = seq * models.model(tpq.LAYER_MODEL).hidden * 2 / 1e6

@@ -69,8 +69,9 @@ def test_all_questions_listed_answerable_and_explained():
 # per-student variants (issue 15): q1 (batch, sequence), q2 (sequence), q3 (pipeline depth) draw their numbers.
 # Expectations go through training.estimate (the step model may change; these tests follow it)
 def _estimate(batch=lesson.BATCH, seq=lesson.SEQ, **config):
-    return training.estimate(lesson.MODEL, lesson.NODE, nodes=lesson.NODES, fabric="ib-ndr", global_batch=batch,
-                             seq_len=seq, **config)
+    return training.estimate(
+        lesson.MODEL, lesson.NODE, nodes=lesson.NODES, fabric="ib-ndr", global_batch=batch, seq_len=seq, **config
+    )
 
 
 @pytest.mark.parametrize("name", ["q1", "q2", "q3", "q4", "q6"])
@@ -99,8 +100,9 @@ def test_wrong_answers_say_why_in_every_variant(seed):
     # the 6PT rule of thumb for this variant's tokens (it leaves attention out), computed here from the catalog
     six_pt = 6 * models.model(lesson.MODEL).parameter_count() * tokens / 1e18
     assert "leaves attention out" in q1.check(six_pt).message
-    assert q1.expected() == pytest.approx(_estimate(q1.params["batch"], q1.params["seq"], **lesson.CONFIG)
-                                          .model_flops / 1e18)
+    assert q1.expected() == pytest.approx(
+        _estimate(q1.params["batch"], q1.params["seq"], **lesson.CONFIG).model_flops / 1e18
+    )
     assert tokens == _estimate(q1.params["batch"], q1.params["seq"], **lesson.CONFIG).tokens_per_step
     q2 = qs["q2"]
     assert "replicates" in q2.check(q2.expected() / 256).message

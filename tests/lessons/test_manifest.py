@@ -29,7 +29,11 @@ def test_every_lesson_notebook_is_in_the_manifest_in_order():
 
 
 def test_every_question_module_is_in_the_manifest():
-    modules = sorted(p.stem for p in (ROOT / "distlab" / "lessons").glob("*.py") if p.stem not in ("__init__", "questions", "variants"))  # the shared question types and their per-student variants
+    modules = sorted(
+        p.stem
+        for p in (ROOT / "distlab" / "lessons").glob("*.py")
+        if p.stem not in ("__init__", "questions", "variants")
+    )  # the shared question types and their per-student variants
     assert sorted(e.questions.rsplit(".", 1)[1] for e in LESSONS.values() if e.questions) == modules
     for entry in LESSONS.values():
         if entry.questions:
@@ -55,7 +59,9 @@ def test_apps_and_modules_are_the_ones_the_notebook_uses(entry):
     shown = set(re.findall(r"\b([A-Z]\w*App)\(", text))
     assert {dotted.rsplit(".", 1)[1] for dotted in entry.apps} == shown
     assert all(isinstance(app, type) for app in entry.load_apps())
-    imported = {name.strip() for block in re.findall(r"from distlab import ([\w, ]+)", text) for name in block.split(",")}
+    imported = {
+        name.strip() for block in re.findall(r"from distlab import ([\w, ]+)", text) for name in block.split(",")
+    }
     assert entry.modules and set(entry.modules) <= imported, set(entry.modules) - imported
     for name in entry.modules:
         importlib.import_module(f"distlab.{name}")

@@ -28,8 +28,16 @@ def test_not_attempted(answer):
 
 @pytest.mark.parametrize(
     "answer, words",
-    [(56, "too low"), (224, "too high"), (112e9, "looks like bytes"), ("112 GB/s", "not an amount of memory"),
-     ("lots", "could not be read"), (True, "yes/no"), ([112], "type list"), (float("nan"), "finite")],
+    [
+        (56, "too low"),
+        (224, "too high"),
+        (112e9, "looks like bytes"),
+        ("112 GB/s", "not an amount of memory"),
+        ("lots", "could not be read"),
+        (True, "yes/no"),
+        ([112], "type list"),
+        (float("nan"), "finite"),
+    ],
 )
 def test_not_yet_because(answer, words):
     result = q2.check(answer)
@@ -48,14 +56,28 @@ def test_params_are_declared_once_for_prompt_check_and_explanation():
         calls.append((p, m))
         return 100 * (p - 1) / (m + p - 1)
 
-    q = NumericQuestion(name="q", params=dict(p=4, m=8), prompt="p = {p}, m = {m}?", expected=expected,
-                        explain=lambda p, m: f"{p - 1}/{m + p - 1}", hint_text="m + p - 1 = {m} + {p} - 1 slots",
-                        unit="%", scale_hint=lambda p, m: {(p - 1) / m / ((p - 1) / (m + p - 1)): "the time added"})
+    q = NumericQuestion(
+        name="q",
+        params=dict(p=4, m=8),
+        prompt="p = {p}, m = {m}?",
+        expected=expected,
+        explain=lambda p, m: f"{p - 1}/{m + p - 1}",
+        hint_text="m + p - 1 = {m} + {p} - 1 slots",
+        unit="%",
+        scale_hint=lambda p, m: {(p - 1) / m / ((p - 1) / (m + p - 1)): "the time added"},
+    )
     assert q.prompt == "p = 4, m = 8?" and q.hint().text == "m + p - 1 = 8 + 4 - 1 slots"
     assert q.solution().text == "3/11" and q.check(100 * 3 / 11).correct and calls[-1] == (4, 8)
     assert "the time added" in q.check(37.5).message
-    c = ChoiceQuestion(name="c", params=dict(n=8), prompt="N = {n}?", options=("yes", "no"),
-                       expected=lambda n: "no", explain=lambda n: f"N = {n}", hint_text="h")
+    c = ChoiceQuestion(
+        name="c",
+        params=dict(n=8),
+        prompt="N = {n}?",
+        options=("yes", "no"),
+        expected=lambda n: "no",
+        explain=lambda n: f"N = {n}",
+        hint_text="h",
+    )
     assert c.prompt == "N = 8?" and c.check("no").correct and c.solution().text == "N = 8"
 
 

@@ -11,8 +11,21 @@ from distlab.plots.training_at_scale import context_figure, goodput_figure, sche
 
 def test_stream_figure_has_one_box_per_event():
     tl = fsdp.fsdp_timeline(1.0, 2.0, 0.5, 0.5, layers=4)
-    events = {k: getattr(tl, k) for k in ("f_start", "f_end", "b_start", "b_end", "ag_start", "ag_end", "bg_start",
-                                           "bg_end", "rs_start", "rs_end")}
+    events = {
+        k: getattr(tl, k)
+        for k in (
+            "f_start",
+            "f_end",
+            "b_start",
+            "b_end",
+            "ag_start",
+            "ag_end",
+            "bg_start",
+            "bg_end",
+            "rs_start",
+            "rs_end",
+        )
+    }
     fig = stream_figure({**events, "step_s": tl.step_s, "compute_s": tl.compute_s}, unit="s")
     assert isinstance(fig, Figure)
     boxes = fig.axes[0].collections[0]

@@ -31,8 +31,11 @@ def _relative_imports(path: Path):
 
 def _modules(package) -> list[Path]:
     """The package's modules, less the thin aliases of renamed modules (they only import the new one)."""
-    return sorted(p for p in Path(package.__file__).parent.glob("*.py")
-                  if "renamed_module(__name__" not in p.read_text(encoding="utf-8"))
+    return sorted(
+        p
+        for p in Path(package.__file__).parent.glob("*.py")
+        if "renamed_module(__name__" not in p.read_text(encoding="utf-8")
+    )
 
 
 @pytest.mark.parametrize("path", _modules(distlab.plots), ids=lambda p: p.name)
@@ -41,19 +44,25 @@ def test_plot_modules_import_only_shared_style_and_formatting(path):
         if level == 1:  # a sibling in distlab/plots
             targets = [module] if module else names
             sideways = [t for t in targets if not t.split(".")[0].startswith("_")]
-            assert not sideways, f"{path.name} imports the plot module(s) {sideways}: shared drawing goes in plots/_*.py"
+            assert not sideways, (
+                f"{path.name} imports the plot module(s) {sideways}: shared drawing goes in plots/_*.py"
+            )
         else:  # distlab itself
             top = module.split(".")[0] if module else None
             targets = [top] if top else names
             assert set(targets) <= PLOT_MAY_IMPORT, (
-                f"{path.name} imports distlab.{module or names}: a plot receives computed data, it computes nothing")
+                f"{path.name} imports distlab.{module or names}: a plot receives computed data, it computes nothing"
+            )
 
 
 @pytest.mark.parametrize("path", _modules(distlab.widgets), ids=lambda p: p.name)
 def test_only_the_lesson_app_base_catches_distlab_errors(path):
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    catches = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.ExceptHandler)
-               and "DistlabError" in ast.unparse(node.type or ast.Name("BaseException"))]
+    catches = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ExceptHandler) and "DistlabError" in ast.unparse(node.type or ast.Name("BaseException"))
+    ]
     if path.name == "common.py":
         assert len(catches) == 1  # LessonApp.update
     else:

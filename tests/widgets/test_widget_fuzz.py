@@ -27,8 +27,26 @@ MAX_STEPS = 6
 NOT_FINITE = re.compile(r"(?<![\w.])[-+]?(nan|inf|infinity)(?![\w])", re.I)
 
 # typed into free-text fields: plausible inputs, edge cases and junk
-TEXT_SAMPLES = ["4 GB", "1 GiB", "512 MB", "0", "0 GB", "-1 GB", "1e30 B", "1e400 B", "nan GB", "inf GB", "",
-                "  ", "GB", "4 GB/s", "abc", "1,000 MB", "4e9", "0.000001 B"]
+TEXT_SAMPLES = [
+    "4 GB",
+    "1 GiB",
+    "512 MB",
+    "0",
+    "0 GB",
+    "-1 GB",
+    "1e30 B",
+    "1e400 B",
+    "nan GB",
+    "inf GB",
+    "",
+    "  ",
+    "GB",
+    "4 GB/s",
+    "abc",
+    "1,000 MB",
+    "4e9",
+    "0.000001 B",
+]
 
 
 def _discover():
@@ -65,9 +83,15 @@ def test_every_app_class_and_every_app_a_lesson_shows_is_fuzzed():
         if "renamed_module(__name__" in source.read_text(encoding="utf-8"):
             continue  # an old module name kept as an alias: its apps are the new module's
         module = importlib.import_module(f"distlab.widgets.{info.name}")
-        defined |= {name for name, obj in vars(module).items()
-                    if name.endswith("App") and isinstance(obj, type) and issubclass(obj, widgets.Widget)
-                    and obj.__module__ == module.__name__ and obj is not LessonApp}  # the base is no lesson app
+        defined |= {
+            name
+            for name, obj in vars(module).items()
+            if name.endswith("App")
+            and isinstance(obj, type)
+            and issubclass(obj, widgets.Widget)
+            and obj.__module__ == module.__name__
+            and obj is not LessonApp
+        }  # the base is no lesson app
     shown = set()
     for notebook in (Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"):
         shown |= set(re.findall(r"\b([A-Z]\w*App)\(", notebook.read_text(encoding="utf-8")))
@@ -94,8 +118,14 @@ def controls(app) -> list:
     for w in walk(app):
         if w is app or isinstance(w, _OUTPUT) or not isinstance(w, widgets.ValueWidget):
             continue
-        if isinstance(w, (widgets.widget_selection._Selection, widgets.widget_selection._MultipleSelection,
-                          widgets.widget_selection._SelectionNonempty)) or hasattr(w, "options"):
+        if isinstance(
+            w,
+            (
+                widgets.widget_selection._Selection,
+                widgets.widget_selection._MultipleSelection,
+                widgets.widget_selection._SelectionNonempty,
+            ),
+        ) or hasattr(w, "options"):
             found.append(w)
         elif isinstance(w, (widgets.Checkbox, widgets.ToggleButton, widgets.Valid)):
             found.append(w)
@@ -128,17 +158,26 @@ def draw_value(data, w):
     if isinstance(w.value, int):
         if bounded:
             return ("value", data.draw(st.integers(w.min, w.max)))
-        return ("value", data.draw(st.one_of(st.sampled_from([0, 1, -1, 10**9, -(10**9)]),
-                                             st.integers(-(10**6), 10**6))))
+        return (
+            "value",
+            data.draw(st.one_of(st.sampled_from([0, 1, -1, 10**9, -(10**9)]), st.integers(-(10**6), 10**6))),
+        )
     if isinstance(w.value, float):
         # edges a student can type into a number box: bounds, zero, tiny (even subnormal) and huge values
         edges = [0.0, -0.0, 1.0, -1.0, 5e-324, 1e-309, 1e-300, 1e-12, 1e15, 1e300, -1e300, -7.5]
         if bounded:
             edges = [w.min, w.max, *(e for e in edges if w.min <= e <= w.max)]
             return ("value", data.draw(st.one_of(st.sampled_from(edges), st.floats(w.min, w.max, allow_nan=False))))
-        return ("value", data.draw(st.one_of(
-            st.sampled_from(edges), st.floats(-1e6, 1e6, allow_nan=False),
-            st.floats(allow_nan=False, allow_infinity=False))))
+        return (
+            "value",
+            data.draw(
+                st.one_of(
+                    st.sampled_from(edges),
+                    st.floats(-1e6, 1e6, allow_nan=False),
+                    st.floats(allow_nan=False, allow_infinity=False),
+                )
+            ),
+        )
     if isinstance(w.value, str):
         return ("value", data.draw(st.one_of(st.sampled_from(TEXT_SAMPLES), st.text(max_size=12))))
     return None
@@ -146,6 +185,7 @@ def draw_value(data, w):
 
 def visible_text(app) -> tuple[str, str]:
     """(status text, all other text shown: HTML widgets, labels, figure texts), tags stripped."""
+
     def plain(markup: str) -> str:
         markup = re.sub(r"<br\s*/?>", "\n", markup)
         return html.unescape(re.sub(r"<[^>]+>", "", markup))
@@ -222,8 +262,11 @@ def offered_values(w) -> list:
         return [("index", i) for i in range(len(w.options))]
     if isinstance(w, widgets.IntSlider):
         count = (w.max - w.min) // w.step + 1
-        values = range(w.min, w.max + 1, w.step) if count <= 65 else \
-            sorted({w.min, w.max, *range(w.min, w.max + 1, max(1, (w.max - w.min) // 64))})
+        values = (
+            range(w.min, w.max + 1, w.step)
+            if count <= 65
+            else sorted({w.min, w.max, *range(w.min, w.max + 1, max(1, (w.max - w.min) // 64))})
+        )
         return [("value", v) for v in values]
     if isinstance(w, widgets.FloatSlider):
         return [("value", w.min + (w.max - w.min) * k / 16) for k in range(17)]
@@ -321,8 +364,12 @@ def test_no_label_is_cut_off(module, app_class):
     try:
         for w in walk(app):
             description = getattr(w, "description", "")
-            if isinstance(description, str) and len(description) > SHORT_LABEL and hasattr(w, "style") \
-                    and hasattr(w.style, "description_width"):
+            if (
+                isinstance(description, str)
+                and len(description) > SHORT_LABEL
+                and hasattr(w, "style")
+                and hasattr(w.style, "description_width")
+            ):
                 assert w.style.description_width, f"{description!r} would be cut off"
     finally:
         fig = getattr(app, "fig", None)

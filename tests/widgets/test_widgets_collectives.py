@@ -18,8 +18,9 @@ def _drawn_cells(picture) -> set:
     """(gpu, chunk, contributor) of every stripe the artists draw, read back from their paths' geometry."""
     rects = picture.stripe_rects  # (gpus, chunks, contributors, 4, 2)
     centres = rects.mean(axis=3)
-    lookup = {tuple(np.round(centres[g, c, j], 9)): (g, c, j)
-              for g, c, j in itertools.product(*map(range, centres.shape[:3]))}
+    lookup = {
+        tuple(np.round(centres[g, c, j], 9)): (g, c, j) for g, c, j in itertools.product(*map(range, centres.shape[:3]))
+    }
     cells = set()
     for j, path in enumerate(picture.stripes.get_paths()):
         vertices = path.vertices

@@ -84,11 +84,16 @@ def test_custom_size_and_invalid_input(zero_app):
 @pytest.mark.parametrize("model", ["llama2-7b", "gpt3-175b", CUSTOM])
 def test_every_control_combination_gives_a_result_or_our_message(model):
     app = ZeroMemoryApp(model=model)
-    grid = [(gpu, gpus, fabric, 7.5) for (gpu, fabric), gpus in itertools.product(
-        [("h100-sxm", "nvlink4"), ("a100-40gb", "ib-ndr"), ("mi300x", "ethernet-100g")], [1, 7, 1024])]
+    grid = [
+        (gpu, gpus, fabric, 7.5)
+        for (gpu, fabric), gpus in itertools.product(
+            [("h100-sxm", "nvlink4"), ("a100-40gb", "ib-ndr"), ("mi300x", "ethernet-100g")], [1, 7, 1024]
+        )
+    ]
     if model == CUSTOM:
-        grid += [("h100-sxm", gpus, "ib-ndr", size) for gpus, size in itertools.product([1, 1024],
-                                                                                       [0.0, -1.0, 1e-3, 1e4])]
+        grid += [
+            ("h100-sxm", gpus, "ib-ndr", size) for gpus, size in itertools.product([1, 1024], [0.0, -1.0, 1e-3, 1e4])
+        ]
     for gpu, gpus, fabric, size in grid:
         app.gpu.value, app.gpus.value, app.fabric.value, app.custom_params.value = gpu, gpus, fabric, size
         text = app.status.value.lower()
@@ -120,7 +125,8 @@ def test_overlap_app_matches_bucketed_overlap():
     app.backward_ms.value = 100  # communication-bound now
     assert "queue up" in app.summary()
     assert app.result.exposed_s == pytest.approx(
-        dataparallel.exposed_communication_time(app.result.comm_total_s, 0.1, 4), rel=1e-9)
+        dataparallel.exposed_communication_time(app.result.comm_total_s, 0.1, 4), rel=1e-9
+    )
 
 
 def test_overlap_sliders_blit_when_the_axis_stays():
@@ -137,7 +143,8 @@ def test_overlap_grid_gives_a_result_or_our_message(gpus):
     app = OverlapApp(gpus=gpus)
     settings = [(0.0, 1), (10.0, 3), (5000.0, 64), (10.0, 64), (5000.0, 1)]
     for (model, fabric), (backward, buckets) in itertools.product(
-            [("llama2-7b", "nvlink4"), ("gpt3-175b", "ib-hdr")], settings):
+        [("llama2-7b", "nvlink4"), ("gpt3-175b", "ib-hdr")], settings
+    ):
         app.model.value, app.fabric.value, app.backward_ms.value, app.buckets.value = model, fabric, backward, buckets
         assert app.error is None  # every slider position is valid
         r = app.result

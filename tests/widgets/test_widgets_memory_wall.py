@@ -83,10 +83,19 @@ def test_activations_toggle_adds_korthikanti_activations():
     activations=st.booleans(),
     recompute=st.sampled_from(["none", "selective", "full"]),
 )
-def test_any_control_combination_gives_a_result_or_our_message(model, size, precision, gpu, gpus, zero, activations,
-                                                               recompute):
-    app = MemoryWallApp(model=model, custom_params_b=size, precision=precision, gpu=gpu, gpus=gpus, zero=zero,
-                        activations=activations, recompute=recompute)
+def test_any_control_combination_gives_a_result_or_our_message(
+    model, size, precision, gpu, gpus, zero, activations, recompute
+):
+    app = MemoryWallApp(
+        model=model,
+        custom_params_b=size,
+        precision=precision,
+        gpu=gpu,
+        gpus=gpus,
+        zero=zero,
+        activations=activations,
+        recompute=recompute,
+    )
     if app.error is None:
         assert math.isfinite(app.result.total_bytes) and app.result.total_bytes > 0
         assert "nan" not in app.status.value.lower() and "inf " not in app.status.value.lower()

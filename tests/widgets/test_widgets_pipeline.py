@@ -77,8 +77,9 @@ def test_pixels_follow_the_box_and_put_stage_0_on_top():
     # the ideal end, 2 (each stage computes F + B), is dashed at column 16: 3 rows on, 2 off
     step_colour, ideal_colour = (np.round(np.array(to_rgba(c)) * 255) for c in (STEP_COLOUR, IDEAL_COLOUR))
     assert (rgba[:, 31:33] == step_colour).all()
-    assert [bool((px == ideal_colour).all()) for px in rgba[::-1, 16][:10]] == [True] * 3 + [False] * 2 + \
-        [True] * 3 + [False] * 2
+    assert [bool((px == ideal_colour).all()) for px in rgba[::-1, 16][:10]] == [True] * 3 + [False] * 2 + [True] * 3 + [
+        False
+    ] * 2
 
 
 def test_controls_update_in_place_and_mostly_blit():
@@ -155,8 +156,16 @@ def test_weight_ratio_fills_the_zb_h1_drain(app):
     recompute=st.sampled_from(["none", "selective", "full"]),
 )
 def test_any_control_combination_gives_a_result_or_our_message(kind, p, m, v, backward, weight, model, recompute):
-    app = BubbleGridApp(kind=kind, stages=p, microbatches=m, chunks=v, backward=backward, weight=weight,
-                        model=model, recompute=recompute)
+    app = BubbleGridApp(
+        kind=kind,
+        stages=p,
+        microbatches=m,
+        chunks=v,
+        backward=backward,
+        weight=weight,
+        model=model,
+        recompute=recompute,
+    )
     if app.error is None:
         r = app.result
         assert 0.0 <= r.timeline.bubble_fraction < 1.0
@@ -176,16 +185,17 @@ def test_any_control_combination_gives_a_result_or_our_message(kind, p, m, v, ba
 
 @pytest.fixture(scope="module")
 def panel():
-    return StageAnalysisApp(model="llama2-70b", stages=4, microbatches=8, layer_time_ms=2.0, link="ib-ndr",
-                            max_bubble_pct=20.0)
+    return StageAnalysisApp(
+        model="llama2-70b", stages=4, microbatches=8, layer_time_ms=2.0, link="ib-ndr", max_bubble_pct=20.0
+    )
 
 
 def test_panel_is_analyze_stages(panel):
     m = models.model("llama2-70b")
     ndr = hardware.link("ib-ndr")
-    want = pipeline.analyze_stages(80, 4, 8, seq_len=m.seq_len, hidden=m.hidden, micro_batch_size=1,
-                                   layer_time=2e-3, link=ndr,
-                                   max_bubble=0.2)
+    want = pipeline.analyze_stages(
+        80, 4, 8, seq_len=m.seq_len, hidden=m.hidden, micro_batch_size=1, layer_time=2e-3, link=ndr, max_bubble=0.2
+    )
     a = panel.result
     assert panel.error is None
     assert a.bubble_fraction == pytest.approx(want.bubble_fraction)
@@ -230,8 +240,17 @@ def test_panel_slow_link_warns_and_no_link_does_not(panel):
     limit=st.sampled_from([1.0, 20.0, 90.0]),
 )
 def test_panel_any_combination_gives_a_result_or_our_message(model, kind, p, m, b, v, layer_ms, link, limit):
-    panel = StageAnalysisApp(model=model, stages=p, microbatches=m, micro_batch_size=b, kind=kind, chunks=v,
-                             layer_time_ms=layer_ms, link=link, max_bubble_pct=limit)
+    panel = StageAnalysisApp(
+        model=model,
+        stages=p,
+        microbatches=m,
+        micro_batch_size=b,
+        kind=kind,
+        chunks=v,
+        layer_time_ms=layer_ms,
+        link=link,
+        max_bubble_pct=limit,
+    )
     if panel.error is None:
         a = panel.result
         assert 0.0 <= a.bubble_fraction < 1.0 and math.isfinite(a.step_time.to("s").magnitude)

@@ -24,8 +24,16 @@ def test_bucket_app_shows_the_sweep_and_the_timeline(close):
     close(app)
     sweep, timeline = app.result
     grad = dataparallel.gradient_bytes("llama2-7b")  # 6.74e9 x 2 B = 13.5 GB
-    want = production.bucket_sweep(grad, production.backward_time("llama2-7b", 4096), 64, max_buckets=2000,
-                                   link="nvlink4", algorithm="hierarchical", gpus_per_node=8, inter_link="ib-ndr")
+    want = production.bucket_sweep(
+        grad,
+        production.backward_time("llama2-7b", 4096),
+        64,
+        max_buckets=2000,
+        link="nvlink4",
+        algorithm="hierarchical",
+        gpus_per_node=8,
+        inter_link="ib-ndr",
+    )
     assert sweep.best_buckets == want.best_buckets
     np.testing.assert_allclose(app.plot.curve.get_ydata(), want.exposed_s)
     assert app.plot.best.get_xdata()[0] == want.best_buckets
@@ -75,33 +83,44 @@ def test_production_app_taper_rails_fp8_and_stragglers(close):
     # memory-bound element-wise work of the calibrated compute model (distlab.efficiency) does not speed up
     fp8 = app.result.healthy.compute_s
     assert base.compute_s * 989.4 / 1978.9 < fp8 < base.compute_s
-    assert fp8 == pytest.approx(training.estimate("llama3.1-70b", hardware.cluster("dgx-h100", 32), **cfg,
-                                                  precision="fp8").compute_s)
+    assert fp8 == pytest.approx(
+        training.estimate("llama3.1-70b", hardware.cluster("dgx-h100", 32), **cfg, precision="fp8").compute_s
+    )
     rect = app.bars.rects["waiting for the slowest GPU"][2]
     app.slow.value = 1.5
     # one GPU 1.5x slow stretches its stage's m microbatches, not the bubble: + 0.5 x compute
     want = app.result.healthy.step_time_s + 0.5 * app.result.healthy.compute_s
     assert app.result.step_time_s == pytest.approx(want, rel=1e-6)
     assert app.bars.rects["waiting for the slowest GPU"][2] is rect and rect.get_width() == pytest.approx(
-        app.result.wait_s)
+        app.result.wait_s
+    )
     # the MFU the status shows is the step's with the wait: model FLOPs / (slow step x GPUs x peak)
     e = app.result.healthy
     assert app.result.mfu == pytest.approx(e.model_flops / (app.result.step_time_s * e.gpus * e.peak_flops))
     assert f"MFU {100 * app.result.mfu:.1f}%" in app.status.value
 
 
-
-
 def test_triage_app_ladder_bars(close):
     app = TriageApp()
     close(app)
-    want = triage.oom_triage("llama3.1-70b", hardware.cluster("dgx-h100", 32, "ib-ndr"), global_batch=256,
-                                 seq_len=8192, tp=8, pp=4, micro_batch_size=4, sequence_parallel=True)
+    want = triage.oom_triage(
+        "llama3.1-70b",
+        hardware.cluster("dgx-h100", 32, "ib-ndr"),
+        global_batch=256,
+        seq_len=8192,
+        tp=8,
+        pp=4,
+        micro_batch_size=4,
+        sequence_parallel=True,
+    )
     assert [s.change for s in app.result.ladder] == [s.change for s in want.ladder]
-    heights = [sum(app.bars.rects[c][i].get_height() for c in ("weights", "gradients", "optimizer", "activations"))
-               for i in range(len(want.ladder) + 1)]
-    assert heights == pytest.approx([want.base.memory.total_bytes / 1e9]
-                                    + [s.memory_per_gpu_bytes / 1e9 for s in want.ladder])
+    heights = [
+        sum(app.bars.rects[c][i].get_height() for c in ("weights", "gradients", "optimizer", "activations"))
+        for i in range(len(want.ladder) + 1)
+    ]
+    assert heights == pytest.approx(
+        [want.base.memory.total_bytes / 1e9] + [s.memory_per_gpu_bytes / 1e9 for s in want.ladder]
+    )
     # flash attention (the default) stores no scores: the ladder skips selective recomputation, and a
     # smaller micro-batch is the first rung that fits
     assert "selective recomputation" not in [s.change for s in want.ladder]

@@ -84,12 +84,27 @@ def test_tp_app_controls_never_force_a_full_redraw():
 
 
 @settings(max_examples=20, deadline=None)
-@given(tp=st.sampled_from(tp_widgets.TP_DEGREES), hidden=st.sampled_from(tp_widgets.HIDDEN_SIZES),
-       seq=st.sampled_from(tp_widgets.SEQ_LENS), b=st.integers(1, 16), link=st.sampled_from(tp_widgets.LINKS),
-       precision=st.sampled_from(["mixed", "fp8"]), sp=st.booleans(), gpu=st.sampled_from(["h100-sxm", "a100-80gb"]))
+@given(
+    tp=st.sampled_from(tp_widgets.TP_DEGREES),
+    hidden=st.sampled_from(tp_widgets.HIDDEN_SIZES),
+    seq=st.sampled_from(tp_widgets.SEQ_LENS),
+    b=st.integers(1, 16),
+    link=st.sampled_from(tp_widgets.LINKS),
+    precision=st.sampled_from(["mixed", "fp8"]),
+    sp=st.booleans(),
+    gpu=st.sampled_from(["h100-sxm", "a100-80gb"]),
+)
 def test_any_tp_control_combination_gives_a_result_or_our_message(tp, hidden, seq, b, link, precision, sp, gpu):
-    app = TensorParallelApp(tp=tp, hidden=hidden, seq_len=seq, micro_batch_size=b, link=link, precision=precision,
-                            sequence_parallel=sp, gpu=gpu)
+    app = TensorParallelApp(
+        tp=tp,
+        hidden=hidden,
+        seq_len=seq,
+        micro_batch_size=b,
+        link=link,
+        precision=precision,
+        sequence_parallel=sp,
+        gpu=gpu,
+    )
     if app.error is None:
         assert math.isfinite(app.result.ratio) and app.result.compute_time_s > 0
     else:
@@ -166,12 +181,19 @@ def test_too_many_gpus_is_our_message_and_pick_is_clamped():
 
 
 @settings(max_examples=20, deadline=None)
-@given(dp=st.integers(1, 32), tp=st.integers(1, 16), pp=st.integers(1, 16), g=st.sampled_from([2, 4, 8, 16]),
-       order=st.sampled_from(mesh_widgets.ORDERS), colour=st.sampled_from([v for _, v in mesh_widgets.COLOUR_BY]),
-       picked=st.integers(0, 600))
+@given(
+    dp=st.integers(1, 32),
+    tp=st.integers(1, 16),
+    pp=st.integers(1, 16),
+    g=st.sampled_from([2, 4, 8, 16]),
+    order=st.sampled_from(mesh_widgets.ORDERS),
+    colour=st.sampled_from([v for _, v in mesh_widgets.COLOUR_BY]),
+    picked=st.integers(0, 600),
+)
 def test_any_mesh_control_combination_gives_a_result_or_our_message(dp, tp, pp, g, order, colour, picked):
-    app = MeshApp(dp=dp, tp=tp, pp=pp, gpus_per_node=g, order=order, colour_by=colour,
-                  picked=min(picked, dp * tp * pp - 1))
+    app = MeshApp(
+        dp=dp, tp=tp, pp=pp, gpus_per_node=g, order=order, colour_by=colour, picked=min(picked, dp * tp * pp - 1)
+    )
     if app.error is None:
         assert app.result.world_size == dp * tp * pp <= MAX_GRID_GPUS
         assert len(app.grid.cells.get_paths()) == app.result.world_size

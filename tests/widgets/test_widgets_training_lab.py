@@ -22,9 +22,20 @@ def widths(app):
 
 
 def test_initial_state_is_the_estimate(app):
-    want = training.estimate("llama3.1-70b", "dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256, seq_len=8192,
-                             tp=4, pp=2, zero=2, recompute="selective", sequence_parallel=True,
-                             memory_recipe="deepspeed")  # the lab's default: an engine's memory, with its reserve
+    want = training.estimate(
+        "llama3.1-70b",
+        "dgx-h100",
+        nodes=32,
+        fabric="ib-ndr",
+        global_batch=256,
+        seq_len=8192,
+        tp=4,
+        pp=2,
+        zero=2,
+        recompute="selective",
+        sequence_parallel=True,
+        memory_recipe="deepspeed",
+    )  # the lab's default: an engine's memory, with its reserve
     assert app.error is None and app.result.step_time_s == pytest.approx(want.step_time_s)
     assert "deepspeed recipe" in app.status.value and "reserved" in app.status.value
     assert sum(widths(app).values()) == pytest.approx(want.step_time_s)
@@ -95,16 +106,43 @@ def test_moe_models_are_offered_and_ep_is_only_for_them(app):
 
 
 def test_ep_control_is_the_estimate_and_draws_the_all_to_all(app):
-    controls = dict(node="dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256, seq_len=8192, tp=4, pp=2, zero=2,
-                    recompute="selective", sequence_parallel=True, memory_recipe="deepspeed", schedule="1f1b",
-                    micro_batch_size=1, efficiency=None, cp=1)
+    controls = dict(
+        node="dgx-h100",
+        nodes=32,
+        fabric="ib-ndr",
+        global_batch=256,
+        seq_len=8192,
+        tp=4,
+        pp=2,
+        zero=2,
+        recompute="selective",
+        sequence_parallel=True,
+        memory_recipe="deepspeed",
+        schedule="1f1b",
+        micro_batch_size=1,
+        efficiency=None,
+        cp=1,
+    )
     for name, value in controls.items():
         getattr(app, name).value = value
     app.model.value = "mixtral-8x7b"
     app.ep.value, app.etp.value = 8, 1
-    want = training.estimate("mixtral-8x7b", "dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256, seq_len=8192,
-                             tp=4, pp=2, zero=2, recompute="selective", sequence_parallel=True,
-                             memory_recipe="deepspeed", ep=8, etp=1)
+    want = training.estimate(
+        "mixtral-8x7b",
+        "dgx-h100",
+        nodes=32,
+        fabric="ib-ndr",
+        global_batch=256,
+        seq_len=8192,
+        tp=4,
+        pp=2,
+        zero=2,
+        recompute="selective",
+        sequence_parallel=True,
+        memory_recipe="deepspeed",
+        ep=8,
+        etp=1,
+    )
     assert app.error is None and app.result.step_time_s == pytest.approx(want.step_time_s, rel=1e-12)
     assert want.ep_comm_s > 0
     assert widths(app)["EP all-to-all"] == pytest.approx(want.ep_comm_s)
