@@ -8,9 +8,9 @@ More data parallelism means a larger global batch (or smaller microbatches). Two
   it held for ResNet-50 on ImageNet up to 8,192 images and broke down beyond (their Fig. 1).
 - Goyal et al. 2017, Sec. 2.2, gradual warm-up: start from the small batch's rate and raise it by a constant
   amount every iteration until it reaches k times that rate after 5 epochs; then follow the usual schedule.
-- You, Gitman and Ginsburg 2017, "Large Batch Training of Convolutional Networks" (LARS), Sec. 3, Eq. 6: each
+- You, Gitman and Ginsburg 2017, "Large Batch Training of Convolutional Networks" (LARS), Algorithm 1: each
   layer l gets its own local rate lambda_l = eta x ||w_l|| / (||grad L(w_l)|| + beta ||w_l||), eta the trust
-  coefficient (0.001 in the paper), beta the weight decay; it trained AlexNet and ResNet-50 at batch 8K-32K.
+  coefficient (0.001 in the paper), beta the weight decay; it trained AlexNet at batch 8K and ResNet-50 at 32K.
 - You et al. 2019, "Large Batch Optimization for Deep Learning: Training BERT in 76 minutes" (LAMB),
   Algorithm 2: the same layer-wise idea on Adam's update r = m / (sqrt(v) + eps): the layer moves by
   eta x phi(||x_l||) / ||r_l + lambda x_l|| x (r_l + lambda x_l), phi the identity in their experiments.
@@ -89,7 +89,7 @@ def _norms(weight_norm, other_norm, other: str) -> tuple[float, float]:
 
 
 def lars_trust_ratio(weight_norm, grad_norm, trust_coefficient=0.001, weight_decay=0.0) -> float:
-    """LARS's local learning-rate multiplier of one layer (You, Gitman and Ginsburg 2017, Eq. 6):
+    """LARS's local learning-rate multiplier of one layer (You, Gitman and Ginsburg 2017, Algorithm 1):
     lambda = eta x ||w|| / (||g|| + beta x ||w||), eta the trust coefficient, beta the weight decay; the layer's
     step is the global rate x lambda x (g + beta w). A layer whose gradient is small against its weights gets a
     larger step, one whose gradient is large a smaller one. With a zero norm there is no ratio: 1 is returned (what
