@@ -75,17 +75,10 @@ LAYOUT_KEYS = ("tp", "pp", "cp", "chunks", "micro_batch_size", "schedule", "reco
 
 
 def scenario_estimate(layout: dict) -> training.StepEstimate:
-    """The step model's estimate of `layout` (a dict of LAYOUT_KEYS settings) in the capstone's scenario."""
-    s = SCENARIO
-    return training.estimate(
-        s["model"],
-        hardware.cluster(s["cluster"], nodes=s["nodes"], fabric=s["fabric"]),
-        global_batch=s["global_batch"],
-        seq_len=s["seq_len"],
-        zero=s["zero"],
-        memory_recipe=s["memory_recipe"],
-        **layout,
-    )
+    """The step model's estimate of `layout` (a dict of LAYOUT_KEYS settings) in the capstone's scenario:
+    training.estimate(**SCENARIO, **layout), which is what a notebook writes (the grading sandbox removes this
+    module's functions)."""
+    return training.estimate(**SCENARIO, **layout)
 
 
 def _budget(layout: dict) -> budget.TrainingBudget:
