@@ -5,6 +5,8 @@ solution notebook generically)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from distlab.lessons import capstone as lesson
 from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
@@ -140,3 +142,29 @@ def test_hints_do_not_name_the_function():
 def test_every_question_starts_unanswered():
     assert all(q.check(None).status == NOT_ATTEMPTED for q in lesson.QUESTIONS.values())
     assert list(lesson.QUESTIONS) == [f"q{i}" for i in range(1, 9)]
+
+
+_VALUE = st.one_of(
+    st.integers(-4, 300),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["1f1b", "interleaved", "gpipe", "none", "selective", "full", "x", ""]),
+    st.booleans(),
+    st.none(),
+)
+_LAYOUT = st.dictionaries(st.sampled_from(lesson.LAYOUT_KEYS + ("zero", "dp")), _VALUE, max_size=5)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_LAYOUT, st.floats(allow_nan=True, allow_infinity=True))
+def test_any_layout_or_plan_gets_a_verdict_in_words(layout, number):
+    # every answer is graded: correct, or "not yet, because ..." (never an exception, never an empty reason)
+    for q, answer in (
+        (lesson.q3, layout),
+        (lesson.q8, {"layout": layout, **dict.fromkeys(lesson.DEFENCE_KEYS, number)}),
+    ):
+        result = q.check(answer)
+        assert result.status in (CORRECT, INCORRECT)
+        assert result.status == CORRECT or result.message.startswith("not yet, because ") and len(result.message) > 20
+        if result.status == CORRECT:  # a correct layout meets all three limits, by the step model's own numbers
+            step = lesson.scenario_estimate(lesson.read_layout(layout))
+            assert step.feasible and 1e12 / step.tokens_per_s / 86400 <= lesson.BUDGET_DAYS
