@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import collectives, flops, memory, models
-from ._arguments import as_cluster, readonly, recompute_mode
+from ._arguments import as_cluster, broadcasting, finite_result, number_array, readonly, recompute_mode
 from .errors import ConfigurationError
 from .units import SECONDS, format_bytes, format_seconds, non_negative, positive, positive_int
 
@@ -70,6 +70,7 @@ SHARDINGS = ("full", "hybrid")
 # ----------------------------------------------------------------------------------------- the fast path
 
 
+@broadcasting
 def layer_by_layer_exposed(
     forward_s, backward_s, gather_s, reduce_scatter_s, layers, prefetch=1, reshard_after_forward=True
 ):
@@ -79,8 +80,9 @@ def layer_by_layer_exposed(
     pipeline depths), each with forward ``forward_s``, backward ``backward_s`` (with any recomputation),
     all-gather ``gather_s`` and gradient reduction ``reduce_scatter_s`` (for HSDP: the reduce-scatter
     plus the all-reduce across replicas). The schedule is the module's (prefetch d, one communication
-    stream in issue order); the result is step end - L (forward + backward). Plain floats or arrays,
-    not validated (the step model's fast path; ``fsdp_timeline`` validates and keeps every event).
+    stream in issue order); the result is step end - L (forward + backward). Plain floats or arrays of
+    finite times >= 0 and whole layer counts >= 1 (the step model's fast path; ``fsdp_timeline`` also
+    keeps every event).
 
     For distlab.training: per microbatch, with t_f / t_b the per-layer forward / backward time on a
     stage and ag / rs the per-layer collective times, ``m * layer_by_layer_exposed(t_f, t_b, ag, rs,
@@ -93,19 +95,36 @@ def layer_by_layer_exposed(
     >>> float(layer_by_layer_exposed(1.0, 2.0, 0.5, 0.5, layers=4))
     1.0
     """
-    f, b, g, r, n = np.broadcast_arrays(
-        *(np.asarray(x, dtype=float) for x in (forward_s, backward_s, gather_s, reduce_scatter_s, layers))
+    times = (
+        number_array(value, name)
+        for value, name in (
+            (forward_s, "forward_s"),
+            (backward_s, "backward_s"),
+            (gather_s, "gather_s"),
+            (reduce_scatter_s, "reduce_scatter_s"),
+        )
     )
-    d, reshard = int(prefetch), bool(reshard_after_forward)
-    out = _closed_form_step(f, b, g, r, n, d, reshard) - n * (f + b)
+    counts = number_array(layers, "layers", low=1.0)
+    if np.any(counts != np.floor(counts)):
+        raise ConfigurationError(f"layers={layers!r} must hold whole numbers of layers (>= 1)")
+    f, b, g, r, n = np.broadcast_arrays(*times, counts)
+    d, reshard = _prefetch(prefetch), _flag(reshard_after_forward, "reshard_after_forward")
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = _closed_form_step(f, b, g, r, n, d, reshard) - n * (f + b)
     # the one case without a closed form: prefetch >= 2, resharding, a backward the communication outlasts
     slow = (d >= 2) & reshard & (g + r > b) & (n > 1)
     if np.any(slow):
+        if np.max(n[slow]) > MAX_LAYERS:
+            raise ConfigurationError(
+                f"layers={int(np.max(n[slow]))} is more than {MAX_LAYERS} with prefetch={d} (that schedule is "
+                f"simulated layer by layer); valid: 1..{MAX_LAYERS}"
+            )
         out = np.array(out, dtype=float)
         for count in np.unique(n[slow]):
             pick = slow & (n == count)
             ends = _simulate(f[pick], b[pick], g[pick], r[pick], int(count), d, reshard)["end"]
             out[pick] = ends - count * (f[pick] + b[pick])
+    finite_result("layer_by_layer_exposed", out)
     return float(out) if np.ndim(out) == 0 else out
 
 
@@ -315,7 +334,9 @@ def fsdp_timeline(
         raise ConfigurationError(f"layers={n} is more than {MAX_LAYERS}; valid: 1..{MAX_LAYERS}")
     d = _prefetch(prefetch)
     reshard = _flag(reshard_after_forward, "reshard_after_forward")
-    ev = _simulate(np.float64(f), np.float64(b), np.float64(g), np.float64(r), n, d, reshard)
+    with np.errstate(over="ignore", invalid="ignore"):
+        ev = _simulate(np.float64(f), np.float64(b), np.float64(g), np.float64(r), n, d, reshard)
+    finite_result("fsdp_timeline's step time", ev["end"])
     peak = min(n, d + 1) if reshard else n  # the layer computing + d prefetched; or every layer kept
     return FsdpTimeline(
         n,
@@ -450,7 +471,7 @@ def sharding_plan(
     """
     mdl = models.model(model)
     cl = as_cluster(cluster, nodes, fabric)
-    if sharding not in SHARDINGS:
+    if not isinstance(sharding, str) or sharding not in SHARDINGS:
         raise ConfigurationError(f"sharding={sharding!r}; valid: {', '.join(SHARDINGS)}")
     n, per_node = cl.gpus, cl.gpus_per_node
     if sharding == "hybrid" and cl.nodes < 2:
