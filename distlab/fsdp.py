@@ -338,6 +338,10 @@ def fsdp_timeline(
         ev = _simulate(np.float64(f), np.float64(b), np.float64(g), np.float64(r), n, d, reshard)
     finite_result("fsdp_timeline's step time", ev["end"])
     peak = min(n, d + 1) if reshard else n  # the layer computing + d prefetched; or every layer kept
+
+    def events(key: str) -> np.ndarray:
+        return readonly(np.asarray(ev[key], dtype=float))
+
     return FsdpTimeline(
         n,
         d,
@@ -346,24 +350,19 @@ def fsdp_timeline(
         b,
         g,
         r,
-        *(
-            readonly(np.asarray(ev[k], dtype=float))
-            for k in (
-                "f_start",
-                "f_end",
-                "b_start",
-                "b_end",
-                "ag_start",
-                "ag_end",
-                "bg_start",
-                "bg_end",
-                "rs_start",
-                "rs_end",
-            )
-        ),
-        float(ev["end"]),
-        int(peak),
-        ev["sequence"],
+        f_start=events("f_start"),
+        f_end=events("f_end"),
+        b_start=events("b_start"),
+        b_end=events("b_end"),
+        ag_start=events("ag_start"),
+        ag_end=events("ag_end"),
+        bg_start=events("bg_start"),
+        bg_end=events("bg_end"),
+        rs_start=events("rs_start"),
+        rs_end=events("rs_end"),
+        step_s=float(ev["end"]),
+        peak_gathered=int(peak),
+        sequence=ev["sequence"],
     )
 
 
