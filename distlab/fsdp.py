@@ -95,19 +95,19 @@ def layer_by_layer_exposed(
     >>> float(layer_by_layer_exposed(1.0, 2.0, 0.5, 0.5, layers=4))
     1.0
     """
-    times = (
-        number_array(value, name)
-        for value, name in (
-            (forward_s, "forward_s"),
-            (backward_s, "backward_s"),
-            (gather_s, "gather_s"),
-            (reduce_scatter_s, "reduce_scatter_s"),
+    f, b, g, r, n = np.broadcast_arrays(
+        *(
+            _numbers(value, name)
+            for value, name in zip((forward_s, backward_s, gather_s, reduce_scatter_s, layers), _INPUTS)
         )
     )
-    counts = number_array(layers, "layers", low=1.0)
-    if np.any(counts != np.floor(counts)):
-        raise ConfigurationError(f"layers={layers!r} must hold whole numbers of layers (>= 1)")
-    f, b, g, r, n = np.broadcast_arrays(*times, counts)
+    if f.size and not (
+        min(f.min(), b.min(), g.min(), r.min()) >= 0
+        and n.min() >= 1
+        and np.isfinite(f + b + g + r + n).all()
+        and (n == np.floor(n)).all()
+    ):
+        _refuse_inputs(forward_s, backward_s, gather_s, reduce_scatter_s, layers)
     d, reshard = _prefetch(prefetch), _flag(reshard_after_forward, "reshard_after_forward")
     with np.errstate(over="ignore", invalid="ignore"):
         out = _closed_form_step(f, b, g, r, n, d, reshard) - n * (f + b)
@@ -124,8 +124,31 @@ def layer_by_layer_exposed(
             pick = slow & (n == count)
             ends = _simulate(f[pick], b[pick], g[pick], r[pick], int(count), d, reshard)["end"]
             out[pick] = ends - count * (f[pick] + b[pick])
-    finite_result("layer_by_layer_exposed", out)
+    if not np.isfinite(out).all():
+        finite_result("layer_by_layer_exposed", out)  # raises: the inputs are too far out of range
     return float(out) if np.ndim(out) == 0 else out
+
+
+#: layer_by_layer_exposed's array inputs, in order.
+_INPUTS = ("forward_s", "backward_s", "gather_s", "reduce_scatter_s", "layers")
+
+
+def _numbers(value, name: str) -> np.ndarray:
+    """A float array of `value` when it holds real numbers (checked in one pass afterwards), else our error."""
+    array = None if isinstance(value, (str, bytes)) or value is None else np.asarray(value)
+    if array is None or array.dtype.kind not in "biuf":
+        number_array(value, name)  # raises, naming the parameter
+    return array.astype(float, copy=False)
+
+
+def _refuse_inputs(*values) -> None:
+    """Name the first of layer_by_layer_exposed's inputs that is not finite, negative or not a whole layer count
+    (the one-pass check above found one, or only a sum past 1e308, which the result's check refuses)."""
+    for value, name in zip(values[:4], _INPUTS):
+        number_array(value, name)
+    counts = number_array(values[4], "layers", low=1.0)
+    if np.any(counts != np.floor(counts)):
+        raise ConfigurationError(f"layers={values[4]!r} must hold whole numbers of layers (>= 1)")
 
 
 def _closed_form_step(f, b, g, r, n, d: int, reshard: bool):
