@@ -101,16 +101,17 @@ def layer_by_layer_exposed(
             for value, name in zip((forward_s, backward_s, gather_s, reduce_scatter_s, layers), _INPUTS)
         )
     )
-    if f.size and not (
-        min(f.min(), b.min(), g.min(), r.min()) >= 0
-        and n.min() >= 1
-        and np.isfinite(f + b + g + r + n).all()
-        and (n == np.floor(n)).all()
-    ):
-        _refuse_inputs(forward_s, backward_s, gather_s, reduce_scatter_s, layers)
     d, reshard = _prefetch(prefetch), _flag(reshard_after_forward, "reshard_after_forward")
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):  # a sum past 1e308 is refused below, not warned about
+        valid = not f.size or bool(
+            min(f.min(), b.min(), g.min(), r.min()) >= 0
+            and n.min() >= 1
+            and np.isfinite(f + b + g + r + n).all()
+            and (n == np.floor(n)).all()
+        )
         out = _closed_form_step(f, b, g, r, n, d, reshard) - n * (f + b)
+    if not valid:
+        _refuse_inputs(forward_s, backward_s, gather_s, reduce_scatter_s, layers)
     # the one case without a closed form: prefetch >= 2, resharding, a backward the communication outlasts
     slow = (d >= 2) & reshard & (g + r > b) & (n > 1)
     if np.any(slow):
@@ -135,9 +136,11 @@ _INPUTS = ("forward_s", "backward_s", "gather_s", "reduce_scatter_s", "layers")
 
 def _numbers(value, name: str) -> np.ndarray:
     """A float array of `value` when it holds real numbers (checked in one pass afterwards), else our error."""
-    array = None if isinstance(value, (str, bytes)) or value is None else np.asarray(value)
-    if array is None or array.dtype.kind not in "biuf":
-        number_array(value, name)  # raises, naming the parameter
+    if isinstance(value, (str, bytes)) or value is None:
+        return number_array(value, name)  # raises, naming the parameter
+    array = np.asarray(value)
+    if array.dtype.kind not in "biuf":
+        return number_array(value, name)  # raises
     return array.astype(float, copy=False)
 
 
