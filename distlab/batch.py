@@ -60,7 +60,9 @@ def scaled_learning_rate(base_lr, base_batch, batch) -> float:
     3.2
     """
     lr = positive(base_lr, "", "base_lr")
-    return lr * positive(batch, "", "batch") / positive(base_batch, "", "base_batch")
+    return finite_result(
+        "scaled_learning_rate", lr * positive(batch, "", "batch") / positive(base_batch, "", "base_batch")
+    )
 
 
 def warmup_learning_rate(step, warmup_steps, peak_lr, start_lr=0.0) -> float:
@@ -135,7 +137,7 @@ def optimal_learning_rate(batch, noise_scale, max_lr) -> float:
     """
     b = positive(batch, "", "batch")
     noise = positive(noise_scale, "", "noise_scale")
-    return positive(max_lr, "", "max_lr") / (1.0 + noise / b)
+    return finite_result("optimal_learning_rate", positive(max_lr, "", "max_lr") / (1.0 + noise / b))
 
 
 def steps_and_examples(batch, critical_batch, min_steps) -> tuple[float, float]:
@@ -152,7 +154,7 @@ def steps_and_examples(batch, critical_batch, min_steps) -> tuple[float, float]:
     crit = positive(critical_batch, "", "critical_batch")
     s_min = positive(min_steps, "", "min_steps")
     steps = s_min * (1.0 + crit / b)
-    return steps, steps * b
+    return finite_result("steps_and_examples", (steps, steps * b))
 
 
 def critical_batch_tokens(loss) -> float:
@@ -207,4 +209,5 @@ def batch_scaling(base_batch, batch, critical_batch) -> BatchScaling:
     crit = positive(critical_batch, "", "critical_batch")
     s0, e0 = steps_and_examples(b0, crit, 1.0)
     s1, e1 = steps_and_examples(b1, crit, 1.0)
-    return BatchScaling(b0, b1, crit, s0 / s1, e1 / e0)
+    finite_result("batch / base_batch", b1 / b0)
+    return BatchScaling(b0, b1, crit, *finite_result("batch_scaling", (s0 / s1, e1 / e0)))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import itertools
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -80,7 +81,9 @@ class Plan:
     def row(self, rank: int) -> dict:
         """The configuration at position `rank` of the ranking, as plain numbers."""
         i = int(self.order[rank])
-        out = {name: int(self.columns[name][i]) for name in COLUMNS + MOE_COLUMNS if name in self.columns}
+        out: dict[str, Any] = {
+            name: int(self.columns[name][i]) for name in COLUMNS + MOE_COLUMNS if name in self.columns
+        }
         out["recompute"] = memory.RECOMPUTE_MODES[out.pop("recompute_code")]
         out["schedule"] = training.SCHEDULES[out.pop("schedule_code")]
         out["sequence_parallel"] = bool(out["sequence_parallel"])

@@ -295,7 +295,7 @@ def _errors(rows) -> tuple:
 def _stats(rows) -> dict:
     scored = [r for r in rows if r.status == "predicted"]
     priced = [r for r in rows if r.status in ("predicted", "does not fit")]
-    counts = {}
+    counts: dict[str, int] = {}
     for r in rows:
         counts[r.status] = counts.get(r.status, 0) + 1
     mean, worst, worst_id = _errors(scored)
