@@ -1005,10 +1005,13 @@ def estimate(
     if v > 1 and sched != "interleaved":
         raise ConfigurationError(f"chunks={v} needs schedule='interleaved'")
     if sched == "interleaved":
-        if model.layers < pp * v:
+        # balanced stages (Llama 3): the first chunk may hold only the embedding, the last only the logits and loss
+        ends = 2 if balance_stages and pp > 2 else 0
+        if model.layers + ends < pp * v:
             raise ConfigurationError(
-                f"interleaved: {model.layers} layers cannot fill pp x chunks = {pp * v} chunks "
-                f"(at least one layer each)"
+                f"interleaved: {model.layers} layers"
+                + (" plus the embedding and the logits" if ends else "")
+                + f" cannot fill pp x chunks = {pp * v} chunks (at least one layer each)"
             )
         if m % pp:
             raise ConfigurationError(f"interleaved: microbatches per pipeline m={m} must be a multiple of pp={pp}")

@@ -148,8 +148,8 @@ def test_calibration_accuracy():
 def test_validation_accuracy_held_at_the_level_reached():
     stats = _stats("validation")
     assert stats["scored"] >= 42
-    # measured 8.9% over 42 runs, max 24.2% (2026-11-24, kernel-counted element-wise traffic)
-    assert stats["mean_abs_error_percent"] <= 9.2 and stats["max_abs_error_percent"] <= 25.0
+    # measured 8.7% over 42 runs, max 24.2% (2026-11-24: kernel-counted element-wise traffic, Llama 3's V = 8)
+    assert stats["mean_abs_error_percent"] <= 9.0 and stats["max_abs_error_percent"] <= 25.0
 
 
 @pytest.mark.xfail(
