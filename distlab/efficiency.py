@@ -333,35 +333,35 @@ def elementwise_bytes_per_token(
     (188416, 610304)
     """
     from .models import model as catalog_model
-    from ._arguments import code_array, number_array
-    from .units import positive
 
     if isinstance(model, str):
         model = catalog_model(model)
-    if not all(hasattr(model, a) for a in ("hidden", "heads", "ffn", "kv_heads", "dropout", "gated_mlp")):
-        raise ConfigurationError(f"model={model!r} must be a TransformerModel (see distlab.models.model)")
     kind = _kernels(kernels)
-    flash = np.asarray(_attention(attention) == "flash") if isinstance(attention, str) else np.asarray(attention)
+    flash = _attention(attention) == "flash" if isinstance(attention, str) else attention
     return elementwise_bytes_array(
-        model,
-        number_array(seq_len, "seq_len", 1.0),
-        number_array(tp, "tp", 1.0),
-        np.asarray(sequence_parallel, dtype=bool),
-        flash.astype(bool),
-        code_array(ELEMENTWISE_KERNELS.index(kind), "kernels", ELEMENTWISE_KERNELS),
-        float(positive(element_bytes, "B", "element_bytes")),
+        model, seq_len, tp, sequence_parallel, flash, ELEMENTWISE_KERNELS.index(kind), element_bytes
     )
 
 
 def elementwise_bytes_array(model, seq_len, tp, sequence_parallel, flash, kernels_code, element_bytes):
-    """elementwise_bytes_per_token on NumPy arrays (broadcast), unvalidated: the step model's and the planner's
-    path. kernels_code indexes ELEMENTWISE_KERNELS. Lesson 7 §8.
+    """elementwise_bytes_per_token on NumPy arrays (broadcast; sequence_parallel and flash as 0/1 or booleans): the
+    step model's and the planner's path. kernels_code indexes ELEMENTWISE_KERNELS. Lesson 7 §8.
 
     >>> from distlab import models
     >>> float(elementwise_bytes_array(models.model('llama3.1-8b'), 8192, 1, False, True, 2, 2.0))
     610304.0
     """
-    e = float(element_bytes)
+    from ._arguments import code_array, finite_result, number_array
+    from .units import positive
+
+    if not all(hasattr(model, a) for a in ("hidden", "heads", "ffn", "kv_heads", "dropout", "gated_mlp")):
+        raise ConfigurationError(f"model={model!r} must be a TransformerModel (see distlab.models.model)")
+    seq_len = number_array(seq_len, "seq_len", 1.0)
+    tp = number_array(tp, "tp", 1.0)
+    sequence_parallel = number_array(sequence_parallel, "sequence_parallel")
+    flash = number_array(flash, "flash")
+    kernels_code = code_array(kernels_code, "kernels_code", ELEMENTWISE_KERNELS)
+    e = float(positive(element_bytes, "B", "element_bytes"))
     h, a, f = float(model.hidden), float(model.heads), float(model.ffn)
     d = float(getattr(model, "head_dim", model.hidden // model.heads))
     q, kv = a * d, float(model.kv_heads) * d
@@ -381,7 +381,7 @@ def elementwise_bytes_array(model, seq_len, tp, sequence_parallel, flash, kernel
     repeat = np.where(eager, 2.0 * e * (kv + q), 0.0) if kv < q else 0.0
     scores = a * np.asarray(seq_len, dtype=float) * (2.0 * e + (2.0 * e + 1.0) * mask) + 2.0 * e * q
     split = activation + rope + repeat + np.where(np.asarray(flash, dtype=bool), 0.0, scores)
-    return replicated / sp_div + split / tp
+    return finite_result("element-wise bytes", replicated / sp_div + split / tp)
 
 
 def loss_bytes_per_token(vocab, element_bytes=2.0) -> float:
@@ -398,6 +398,8 @@ def loss_bytes_per_token(vocab, element_bytes=2.0) -> float:
     >>> loss_bytes_per_token(128256)
     6669312.0
     """
+    from ._arguments import finite_result
     from .units import positive
 
-    return (48.0 + 2.0 * positive(element_bytes, "B", "element_bytes")) * positive(vocab, "", "vocab")
+    e, v = positive(element_bytes, "B", "element_bytes"), positive(vocab, "", "vocab")
+    return float(finite_result("loss bytes", (48.0 + 2.0 * e) * v))
