@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distlab import efficiency, hardware, training, validation
+from distlab import efficiency, hardware, planner, training, validation
 from distlab.errors import ConfigurationError
 
 
@@ -160,3 +160,16 @@ def test_validation_accuracy_held_at_the_level_reached():
 def test_the_goal():
     stats = _stats("validation")
     assert stats["mean_abs_error_percent"] <= 5.0 and stats["max_abs_error_percent"] <= 15.0
+
+
+def test_the_planner_prices_eager_kernels_as_estimate_does():
+    """plan(kernels='eager') ranks with the same step model as estimate(kernels='eager'): its best row's time is the
+    estimate of that row's configuration, and no faster than the best with fused kernels."""
+    kw = dict(nodes=2, global_batch=64)
+    eager = planner.plan("llama2-7b", "dgx-h100", kernels="eager", **kw)
+    fused = planner.plan("llama2-7b", "dgx-h100", **kw)
+    best = eager.row(0)
+    names = ("dp", "tp", "pp", "cp", "chunks", "micro_batch_size", "zero", "recompute", "sequence_parallel", "schedule")
+    est = training.estimate("llama2-7b", "dgx-h100", kernels="eager", **kw, **{k: best[k] for k in names if k in best})
+    assert est.step_time_s == pytest.approx(best["step_time_s"], rel=1e-9)
+    assert best["step_time_s"] >= fused.row(0)["step_time_s"]
