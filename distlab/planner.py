@@ -435,10 +435,11 @@ def plan(
     nodes=None,
     attention="flash",
     memory_recipe="zero-paper",
+    kernels="fused",
 ) -> Plan:
     """Evaluate every valid configuration; rank feasible ones first, then by step time.
 
-    efficiency, attention and memory_recipe as in training.estimate (None: the calibrated compute model of
+    efficiency, attention, memory_recipe and kernels as in training.estimate (None: the calibrated compute model of
     distlab.efficiency; a number: every FLOP at that share of peak); only the ZeRO stages the memory recipe's
     engine runs are searched. Lesson 7 §5 (search every valid
     configuration).
@@ -453,7 +454,7 @@ def plan(
     model = moe_step.moe_model(model) if is_moe else models.model(model)
     cl = as_cluster(cluster, nodes, fabric)
     batch, s, _ = training.batch_and_sequence(global_batch, seq_len if seq_len is not None else model.seq_len)
-    compute = training.compute_model_for(cl, efficiency, attention)
+    compute = training.compute_model_for(cl, efficiency, attention, kernels=kernels)
     recipe = memory.precision_recipe(precision)
     hw = training.hardware_arguments(cl, recipe, achieved=compute.calibrated)
     peak = hw["peak_flops"]
