@@ -86,7 +86,8 @@ def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, inst
 
                 for attr, value in (("check", check), ("expected", withheld), ("explain", withheld),
                                     ("solution", lambda _S=Solution: _S("withheld while grading")),
-                                    ("unbound", {})):  # the templates a variant copy would re-bind: gone too
+                                    ("unbound", {}), ("feedback", {})):  # the templates a variant copy would re-bind,
+                                    # and the per-mistake feedback (it names every wrong option): gone too
                     try:
                         object.__setattr__(q, attr, value)
                     except Exception:

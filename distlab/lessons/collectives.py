@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import collectives, hardware
 from ..units import format_bytes, format_seconds
-from .questions import ChoiceQuestion, NumericQuestion
+from .questions import ChoiceQuestion, NumericQuestion, SequenceQuestion
 
 __all__ = ["SMALL", "LARGE", "SMALL_VARIANTS", "LARGE_VARIANTS", "QUESTIONS"]
 
@@ -85,17 +85,60 @@ def _explain_q4():
 
 
 def _q5():
-    eight, sixty_four = _ring(4e9, 8), _ring(4e9, 64)
-    return "yes" if sixty_four.bytes_sent_per_gpu > 2 * eight.bytes_sent_per_gpu else "no"
+    """(b) unless the per-GPU bytes of a ring all-reduce grow or shrink several-fold from 8 to 64 GPUs."""
+    ratio = _ring(4e9, 64).bytes_sent_per_gpu / _ring(4e9, 8).bytes_sent_per_gpu
+    return "b" if 0.5 < ratio < 2 else ("a" if ratio >= 2 else "c")
 
 
 def _explain_q5():
     eight, sixty_four = _ring(4e9, 8), _ring(4e9, 64)
     return (
-        f"No: with a ring each GPU sends 2(N-1)/N x M, {format_bytes(eight.bytes_sent_per_gpu)} at N = 8 and "
-        f"{format_bytes(sixty_four.bytes_sent_per_gpu)} at N = 64, never more than 2 x M. The total over all GPUs "
-        f"grows with N, the load per GPU does not"
+        f"(b). With a ring each GPU sends 2(N-1)/N x M, {format_bytes(eight.bytes_sent_per_gpu)} at N = 8 and "
+        f"{format_bytes(sixty_four.bytes_sent_per_gpu)} at N = 64, never more than 2 x M: the chunks shrink as M/N "
+        f"but there are 2(N-1) of them. The total over all GPUs grows with N, the load per GPU does not"
     )
+
+
+def _gradient_sync_primitive():
+    """The primitive after which every GPU holds the sum of all GPUs' gradients, found by simulating each."""
+    grads = [[1.0, 2.0], [10.0, 20.0]]
+    total = [11.0, 22.0]
+    outputs = {
+        "b": collectives.simulate_ring_all_reduce(grads).outputs,
+        "c": collectives.simulate_all_gather([[1.0], [10.0]]).outputs,
+        "d": collectives.simulate_reduce_scatter(grads).outputs,
+    }
+    (answer,) = [k for k, out in outputs.items() if all(list(map(float, o)) == total for o in out)]
+    return answer
+
+
+def _ring_sends(gpu, n):
+    """The chunks `gpu` sends, step by step, in distlab's simulated ring all-reduce of N chunks."""
+    import numpy as np
+
+    trace = collectives.simulate_ring_all_reduce(np.zeros((n, n)))
+    return [int(c) for c in trace.send_chunk[:, gpu]]
+
+
+def _explain_q8(gpu, n):
+    sends = _ring_sends(gpu, n)
+    return (
+        f"Each step GPU g passes on the chunk it has just received (after adding its own copy during the "
+        f"reduce-scatter), so the chunk index falls by one per step: chunk (g - 1 - k) mod N at step k. GPU {gpu}: "
+        f"reduce-scatter {sends[: n - 1]}, after which it holds the full sum of chunk {gpu}; all-gather "
+        f"{sends[n - 1 :]}, starting with that chunk. 2(N-1) = {2 * (n - 1)} sends in all"
+    )
+
+
+def _q8_mistakes(gpu, n):
+    return {
+        tuple((gpu - k) % n for k in range(2 * (n - 1))): "starts by sending its own chunk: in the reduce-scatter "
+        "a GPU passes on the chunk its neighbour adds to next; the chunk it ends up owning is the one it receives last",
+        tuple((gpu + 1 + k) % n for k in range(2 * (n - 1))): "runs the ring backwards: a GPU sends to g+1, so the "
+        "chunk it forwards is the one it received from g-1, one index lower each step",
+        tuple([(gpu - 1 - k) % n for k in range(n - 1)] * 2): "repeats the reduce-scatter order: the all-gather "
+        "starts with the chunk the GPU now owns in full",
+    }
 
 
 def _q6(gb, n):
@@ -171,11 +214,18 @@ q4 = NumericQuestion(
 
 q5 = ChoiceQuestion(
     name="q5",
-    prompt="Going from 8 to 64 GPUs, does the data each GPU sends in a ring all-reduce grow several-fold? (yes/no)",
-    options=("yes", "no"),
+    prompt="A ring all-reduce of M bytes grows from 8 to 64 GPUs. What happens to the bytes EACH GPU sends? (a) they "
+    "grow about 8x; (b) they stay about the same, just under 2M; (c) they shrink about 8x, since the chunks are "
+    "M/N; (d) they double. Answer a, b, c or d.",
+    options=("a", "b", "c", "d"),
     expected=_q5,
     explain=_explain_q5,
-    hint_text="compare 2(N-1)/N at N = 8 and N = 64",
+    hint_text="write the bytes per GPU as (number of steps) x (chunk size) and compare 2(N-1)/N at N = 8 and N = 64",
+    feedback={
+        "a": "is the parameter server's growth (it sends N-1 copies); in a ring every GPU sends only to its neighbour",
+        "c": "counts the smaller chunks but not the larger number of steps: 2(N-1) steps of M/N each",
+        "d": "confuses the two phases with growth: the two phases (2x) are there at 8 GPUs too",
+    },
 )
 
 q6 = NumericQuestion(
@@ -191,4 +241,41 @@ q6 = NumericQuestion(
     noun="a ratio",
 )
 
-QUESTIONS = {q.name: q for q in (q1, q2, q3, q4, q5, q6)}
+q7 = ChoiceQuestion(
+    name="q7",
+    prompt="Lecture quiz 1: in data parallelism each GPU computes gradients on its own shard of the batch. Which "
+    "primitive leaves every GPU with the full-batch gradient, so all models take the same step? (a) broadcast; "
+    "(b) all-reduce; (c) all-gather; (d) reduce-scatter; (e) all-to-all. Answer a-e.",
+    options=("a", "b", "c", "d", "e"),
+    expected=_gradient_sync_primitive,
+    explain=lambda: (
+        "(b) all-reduce: every GPU ends with the sum of every GPU's gradient (a reduce-scatter then an "
+        "all-gather in the ring). Reduce-scatter leaves each GPU only its shard of the sum (ZeRO-2/3), all-gather "
+        "concatenates without summing, broadcast copies one GPU's data, all-to-all exchanges different pieces (MoE "
+        "dispatch), summing nothing."
+    ),
+    hint_text="which primitive both sums over GPUs and leaves the whole result on every GPU?",
+    feedback={
+        "a": "copies one GPU's tensor to all; it sums nothing (a parameter server broadcasts only after it has summed)",
+        "c": "concatenates the GPUs' pieces without adding them: ZeRO-3 uses it to gather weights",
+        "d": "sums, but leaves each GPU only 1/N of the result: ZeRO-2/3 stop there because each GPU updates its shard",
+        "e": "sends each GPU a different piece and sums nothing; it dispatches tokens to experts in MoE",
+    },
+)
+
+q8 = SequenceQuestion(
+    name="q8",
+    params=dict(gpu=2, n=4),
+    variants=dict(gpu=(1, 2, 3), n=(4, 6, 8)),
+    prompt="Write the ring's send schedule. N = {n} GPUs, each sends to GPU (g+1) mod N; the gradient is cut into "
+    "chunks 0..N-1. In the first step of the reduce-scatter GPU g sends chunk (g-1) mod N. List the chunk GPU {gpu} "
+    "sends at every step of the whole all-reduce (reduce-scatter, then all-gather), e.g. [3, 2, ...].",
+    expected=_ring_sends,
+    explain=_explain_q8,
+    hint_text="after the first step a GPU forwards what it has just received; at the end of the reduce-scatter each "
+    "GPU owns one fully summed chunk, and the all-gather begins by sending it",
+    noun="a list of chunk indices",
+    feedback=_q8_mistakes,
+)
+
+QUESTIONS = {q.name: q for q in (q1, q2, q3, q4, q5, q6, q7, q8)}

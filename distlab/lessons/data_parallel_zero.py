@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import dataparallel, memory, models
+from .. import collectives, dataparallel, memory
 from ..units import format_bytes, format_seconds
 from .questions import ChoiceQuestion, NumericQuestion
 
@@ -67,18 +67,21 @@ def _q2_hints(billions, dp):
 
 
 def _q3():
+    """(a) when ZeRO-2 sends what plain DP sends per step, (b) when 1.5x, (c) when less."""
     dp = dataparallel.step_communication(7e9, zero=0, dp=64).bytes_sent_per_gpu
     z2 = dataparallel.step_communication(7e9, zero=2, dp=64).bytes_sent_per_gpu
-    return "yes" if z2 > dp * (1 + 1e-12) else "no"
+    ratio = z2 / dp
+    return "a" if abs(ratio - 1) < 1e-12 else ("b" if abs(ratio - 1.5) < 1e-12 else ("c" if ratio < 1 else "d"))
 
 
 def _explain_q3():
     dp = dataparallel.step_communication(7e9, zero=0, dp=64)
     z2 = dataparallel.step_communication(7e9, zero=2, dp=64)
     return (
-        f"No: an all-reduce is a reduce-scatter plus an all-gather. ZeRO-2 reduce-scatters the gradients and "
+        f"(a). An all-reduce is a reduce-scatter plus an all-gather. ZeRO-2 reduce-scatters the gradients and "
         f"all-gathers the updated parameters: the same two halves, {format_bytes(z2.bytes_sent_per_gpu)} per GPU "
-        f"against {format_bytes(dp.bytes_sent_per_gpu)} for plain DP. Only ZeRO-3 moves more (1.5x)"
+        f"against {format_bytes(dp.bytes_sent_per_gpu)} for plain DP. Only ZeRO-3 moves more (1.5x), because it "
+        f"gathers the parameters again in backward"
     )
 
 
@@ -140,25 +143,82 @@ def _explain_q5(backward_ms, comm_ms, buckets):
     )
 
 
-def _q6_model():
-    return models.model("megatron-gpt-18.4b")
+#: lecture quiz 9 (a 7B model on 8 x A100 80 GB), with the activations a chosen micro-batch keeps
+Q6 = dict(billions=7, dp=8, gpu_gb=80, act_gb=45)
 
 
-def _q6():
-    stage = dataparallel.smallest_fitting_stage(_q6_model(), 8, "h100-sxm")
-    return "none" if stage is None else ("plain dp" if stage == 0 else f"zero-{stage}")
+def _q6_per_gpu_gb(billions, dp, stage):
+    return memory.training_memory(billions * 1e9, zero=stage, dp=dp).total_bytes / 1e9
 
 
-def _explain_q6():
-    m = _q6_model()
-    parts = []
+def _q6(billions, dp, gpu_gb, act_gb):
+    """The lowest stage whose model states plus the activations fit the GPU (a search over the stages)."""
     for stage in (0, 1, 2, 3):
-        bd = memory.training_memory(m, zero=stage, dp=8, gpu="h100-sxm", count_activations=False)
-        parts.append(f"{dataparallel.stage_name(stage)} {format_bytes(bd.total_bytes)}")
+        if _q6_per_gpu_gb(billions, dp, stage) + act_gb <= gpu_gb:
+            return _STAGE_OPTIONS[stage]
+    return "none"
+
+
+def _explain_q6(billions, dp, gpu_gb, act_gb):
+    parts = [
+        f"{_STAGE_OPTIONS[stage]} {_q6_per_gpu_gb(billions, dp, stage):.4g} + {act_gb:g} GB" for stage in (0, 1, 2, 3)
+    ]
     return (
-        f"{m.parameter_count() / 1e9:.2f}B parameters over 8 GPUs: "
-        + ", ".join(parts)
-        + f"; the first at or under 80 GB is {_q6()}"
+        "Per GPU, model states (plain DP 16 P, ZeRO-1 (4 + 12/N) P, ZeRO-2 (2 + 14/N) P, ZeRO-3 16 P/N) plus "
+        "activations: " + "; ".join(parts) + f". The lowest at or under {gpu_gb:g} GB is "
+        f"{_q6(billions, dp, gpu_gb, act_gb)}; a higher stage also fits but communicates more (ZeRO-3: 1.5x)"
+    )
+
+
+def _grad_gb(billions):
+    return 2 * billions  # bf16 gradients: 2 bytes per parameter
+
+
+def _accumulated_zero2(billions, dp, micro):
+    """ZeRO-2 with gradient accumulation: one gradient reduce-scatter per micro-batch, one parameter all-gather."""
+    size = _grad_gb(billions) * 1e9
+    rs = collectives.collective_cost("reduce-scatter", size, dp, bandwidth=1.0).bytes_sent_per_gpu
+    ag = collectives.collective_cost("all-gather", size, dp, bandwidth=1.0).bytes_sent_per_gpu
+    return (micro * rs + ag) / 1e9
+
+
+def _ddp_no_sync(billions, dp):
+    """DDP with no_sync: the accumulated gradients are all-reduced once per step."""
+    size = _grad_gb(billions) * 1e9
+    return collectives.collective_cost("all-reduce", size, dp, bandwidth=1.0).bytes_sent_per_gpu / 1e9
+
+
+def _explain_q7(billions, dp, micro):
+    m = _grad_gb(billions)
+    return (
+        f"M = {billions:g}e9 x 2 B = {m:g} GB. ZeRO-2 keeps only its 1/{dp} shard of the gradients, so it cannot "
+        f"sum micro-batches locally: it reduce-scatters after every micro-batch, {micro} x {dp - 1}/{dp} x {m:g} GB, "
+        f"then all-gathers the updated parameters once, {dp - 1}/{dp} x {m:g} GB: "
+        f"{_accumulated_zero2(billions, dp, micro):.4g} GB, (m + 1)/2 = {(micro + 1) / 2:g} times DDP with no_sync "
+        f"({_ddp_no_sync(billions, dp):.4g} GB, one all-reduce of the accumulated gradients). DeepSpeed overlaps each "
+        f"reduce with that micro-batch's backward, but the bytes still multiply"
+    )
+
+
+def _q7_hints(billions, dp, micro):
+    want = _accumulated_zero2(billions, dp, micro)
+    return {
+        **_BYTES_HINT,
+        _ddp_no_sync(billions, dp) / want: "is one all-reduce per step, as DDP with no_sync: ZeRO-2 keeps only a "
+        "gradient shard, so it must reduce every micro-batch",
+        micro * _ddp_no_sync(billions, dp) / want: "all-reduces every micro-batch; ZeRO-2 reduce-scatters each one "
+        "and all-gathers the parameters only once, after the optimizer step",
+    }
+
+
+def _q8(billions, dp):
+    return memory.training_memory(billions * 1e9, zero=3, dp=dp).total_bytes / 1e9
+
+
+def _explain_q8(billions, dp):
+    return (
+        f"ZeRO-3 shards all 16 bytes per parameter: {billions:g}e9 x 16 B / {dp} = {_q8(billions, dp):.4g} GB "
+        f"(activations not counted)"
     )
 
 
@@ -192,11 +252,19 @@ q2 = NumericQuestion(
 
 q3 = ChoiceQuestion(
     name="q3",
-    prompt="Does ZeRO-2 send more bytes per GPU per step than plain data parallelism? (yes/no)",
-    options=("yes", "no"),
+    prompt="Per step, how many bytes does each GPU send under ZeRO-2, compared with plain data parallelism's "
+    "gradient all-reduce? (a) the same; (b) 1.5x as many; (c) 1/N as many, since each GPU reduces only its shard; "
+    "(d) twice as many: a reduce-scatter and an all-gather on top of the all-reduce. Answer a, b, c or d.",
+    options=("a", "b", "c", "d"),
     expected=_q3,
     explain=_explain_q3,
-    hint_text="an all-reduce is a reduce-scatter followed by an all-gather",
+    hint_text="an all-reduce is a reduce-scatter followed by an all-gather; which of the two does ZeRO-2 run, and "
+    "on what?",
+    feedback={
+        "b": "is ZeRO-3, which all-gathers the parameters a second time in backward; ZeRO-2 keeps full weights",
+        "c": "takes the shard for the message: every GPU still takes part in reducing all M bytes of gradients",
+        "d": "counts the same bytes twice: ZeRO-2's reduce-scatter and all-gather replace the all-reduce",
+    },
 )
 
 _OVERLAP_PROMPT = (
@@ -233,12 +301,57 @@ q5 = NumericQuestion(
 
 q6 = ChoiceQuestion(
     name="q6",
-    prompt="megatron-gpt-18.4b on 8 x H100 (80 GB), model states only: the smallest stage that fits? "
-    "(plain dp, zero-1, zero-2, zero-3, none)",
+    params=Q6,
+    variants=dict(act_gb=(10, 45, 60)),
+    prompt="Design (lecture quiz 9, with activations): a {billions:g}B model on {dp} x A100 {gpu_gb:g} GB, Adam in "
+    "mixed precision. The micro-batch you need keeps {act_gb:g} GB of activations per GPU. What is the least "
+    "sharding that fits? (plain dp, zero-1, zero-2, zero-3, none)",
     options=_STAGE_OPTIONS,
     expected=_q6,
     explain=_explain_q6,
-    hint_text="per GPU: plain DP 16 P, ZeRO-1 (4 + 12/N) P, ZeRO-2 (2 + 14/N) P, ZeRO-3 16 P / N bytes",
+    hint_text="per GPU: plain DP 16 P, ZeRO-1 (4 + 12/N) P, ZeRO-2 (2 + 14/N) P, ZeRO-3 16 P / N bytes; then add "
+    "the activations",
+    feedback={
+        "plain dp": "replicates all 16 bytes per parameter on every GPU: {billions:g}e9 x 16 B is over {gpu_gb:g} GB",
+        "zero-1": "is not the lowest that fits with {act_gb:g} GB of activations: check it and the stage next to it",
+        "zero-2": "is not the lowest that fits with {act_gb:g} GB of activations: check it and the stage next to it",
+        "zero-3": "fits, but so does a lower stage that communicates less (ZeRO-3 sends 1.5x the bytes)",
+        "none": "gives up too early: sharding over {dp} GPUs divides most of the model states",
+    },
 )
 
-QUESTIONS = {q.name: q for q in (q1, q2, q3, q4, q5, q6)}
+q7 = NumericQuestion(
+    name="q7",
+    params=dict(billions=7, dp=8, micro=8),
+    variants=dict(dp=(4, 8, 16), micro=(4, 8, 16)),
+    prompt="Gradient accumulation with sharding: a {billions:g}B model (bf16 gradients), ZeRO-2 over {dp} GPUs, "
+    "{micro} micro-batches accumulated per optimizer step. ZeRO-2 keeps only its shard of the gradients. How many "
+    "GB does each GPU send per optimizer step?",
+    expected=_accumulated_zero2,
+    explain=_explain_q7,
+    hint_text="where can a GPU that holds 1/{dp} of the gradients add up the micro-batches? Count the collectives "
+    "per micro-batch and per step, (N-1)/N x M each",
+    unit="GB",
+    noun="an amount of data",
+    scale_hint=_q7_hints,
+)
+
+q8 = NumericQuestion(
+    name="q8",
+    params=dict(billions=70, dp=128),
+    variants=dict(billions=(13, 70, 175), dp=(64, 128, 256)),
+    prompt="Lecture quiz 4: a {billions:g}B model with ZeRO-3 on N = {dp} GPUs. How much memory (GB) do the model "
+    "states (weights, gradients, Adam; 16 bytes per parameter) take on each GPU?",
+    expected=_q8,
+    explain=_explain_q8,
+    hint_text="which of the 16 bytes per parameter does ZeRO-3 divide by N?",
+    unit="GB",
+    noun="an amount of memory",
+    scale_hint=lambda billions, dp: {
+        **_BYTES_HINT,
+        float(dp): "is the unsharded total: ZeRO-3 divides it by the number of GPUs",
+        (2 + 14 / dp) * dp / 16: "is ZeRO-2: ZeRO-3 shards the weights too",
+    },
+)
+
+QUESTIONS = {q.name: q for q in (q1, q2, q3, q4, q5, q6, q7, q8)}

@@ -8,15 +8,15 @@ import itertools
 from .. import models, pipeline
 from ..errors import ConfigurationError
 from ..units import format_bytes
-from .questions import NumericQuestion
+from .questions import ChoiceQuestion, NumericQuestion, SequenceQuestion
 
 __all__ = ["Q1", "Q2", "Q3", "Q5", "Q6", "QUESTIONS"]
 
 _PERCENT_HINT = {0.01: "looks like a fraction; give it in percent (27.3 means 27.3 %)"}
 _BYTES_HINT = {1e9: "looks like bytes, but plain numbers are read in GB (write '17e9 B' or 17)"}
 
-# q1: GPipe, the lecture's example
-Q1 = dict(p=4, m=8)
+# q1: GPipe, the lecture's quiz 5 (a 32-layer model, P = 4, m = 12)
+Q1 = dict(p=4, m=12)
 # q2: the peer tutorial's exercise 3
 Q2 = dict(p=8, limit=0.10)
 # q3, q4: Llama-2-7B, one 4,096-token sequence per microbatch, selective recomputation
@@ -169,12 +169,65 @@ def _explain_q6(gpus, batch, pp):
     )
 
 
+def _tokens(ops):
+    return [f"{op.kind}{op.microbatch}" for op in ops]
+
+
+def _q7(p, m, stage):
+    return _tokens(pipeline.one_f_one_b_order(p, m)[stage])
+
+
+def _explain_q7(p, m, stage):
+    warm = min(p - stage - 1, m)
+    return (
+        f"Stage {stage} of {p} warms up with p - s - 1 = {warm} forwards (enough to keep the later stages fed), then "
+        f"alternates one forward and one backward, then drains the last {warm} backwards: "
+        + " ".join(_q7(p, m, stage))
+        + f". At most {warm + 1} microbatches are in flight on this stage (GPipe: all {m})"
+    )
+
+
+def _q7_mistakes(p, m, stage):
+    gpipe = [f"F{i}" for i in range(m)] + [f"B{i}" for i in range(m)]
+    mistakes = {tuple(gpipe): "is GPipe's order: all forwards first, so the stage holds all m microbatches"}
+    for warm, why in (
+        (p - 1, "warms up with p - 1 forwards, like stage 0; later stages need fewer, p - s - 1"),
+        (p - stage, "warms up with one forward too many: p - s - 1, not p - s"),
+    ):
+        warm = min(warm, m)
+        order = [f"F{i}" for i in range(warm)]
+        for k in range(m - warm):
+            order += [f"F{warm + k}", f"B{k}"]
+        order += [f"B{i}" for i in range(m - warm, m)]
+        if order != _q7(p, m, stage):
+            mistakes.setdefault(tuple(order), why)
+    return mistakes
+
+
+def _q8(p, m):
+    """(b) when 1F1B keeps GPipe's bubble but holds fewer microbatches in flight (the simulator decides)."""
+    g, f = pipeline.schedule("gpipe", p, m), pipeline.schedule("1f1b", p, m)
+    same_bubble = abs(g.bubble_fraction - f.bubble_fraction) < 1e-9
+    less_memory = f.peak_in_flight.max() < g.peak_in_flight.max()
+    return {(True, True): "b", (False, True): "c", (False, False): "a", (True, False): "d"}[(same_bubble, less_memory)]
+
+
+def _explain_q8(p, m):
+    g, f = pipeline.schedule("gpipe", p, m), pipeline.schedule("1f1b", p, m)
+    return (
+        f"(b). Simulated with p = {p}, m = {m}: the idle share is {100 * g.bubble_fraction:.1f}% for GPipe and "
+        f"{100 * f.bubble_fraction:.1f}% for 1F1B, the same (p-1)/(m+p-1); the first stage holds at most "
+        f"{float(g.peak_in_flight.max()):g} microbatches with GPipe and {float(f.peak_in_flight.max()):g} with 1F1B. "
+        f"1F1B buys memory, not time; interleaving (v chunks) or zero-bubble schedules shrink the bubble"
+    )
+
+
 q1 = NumericQuestion(
     name="q1",
     params=Q1,
-    variants=dict(p=(2, 4, 8, 16), m=(4, 8, 16, 32)),
-    prompt="GPipe with p = {p} stages and m = {m} microbatches: what share of the step (%) is idle, all stages "
-    "together?",
+    variants=dict(p=(2, 4, 8, 16), m=(4, 8, 12, 16, 32)),
+    prompt="Lecture quiz 5: a 32-layer model is split over P = {p} pipeline stages (GPipe) with m = {m} "
+    "microbatches. What share of the step (%) is idle, all stages together (the bubble fraction)?",
     expected=_q1,
     explain=_explain_q1,
     hint_text="count the time slots: the step lasts m + p - 1 slots, of which each stage works m",
@@ -205,8 +258,8 @@ q3 = NumericQuestion(
     "{recompute} recomputation, 1F1B: how much activation memory (GB) does the busiest stage hold at its peak?",
     expected=_peak_gb("1f1b"),
     explain=_explain("1f1b"),
-    hint_text="per-layer activations (distlab.memory.activation_bytes_per_layer) x layers on the stage x "
-    "microbatches in flight; how many does 1F1B's first stage hold at most?",
+    hint_text="per-layer activations (the bytes each norm and matmul saves for backward, s x b x h per "
+    "saved tensor) x layers on the stage x microbatches in flight; how many does 1F1B's first stage hold at most?",
     unit="GB",
     noun="an amount of memory",
     scale_hint=_q3_hints,
@@ -251,4 +304,37 @@ q6 = NumericQuestion(
     scale_hint={2.0: "is the tutorial's M = 16; a microbatch cannot hold half a sequence"},
 )
 
-QUESTIONS = {q.name: q for q in (q1, q2, q3, q4, q5, q6)}
+q7 = SequenceQuestion(
+    name="q7",
+    params=dict(p=4, m=6, stage=1),
+    variants=dict(p=(4, 8), m=(12, 16), stage=(0, 1, 2)),  # m > p: a steady state on every stage
+    prompt="Write the 1F1B (PipeDream-Flush) order for stage {stage} (counting from 0) of a p = {p} pipeline with "
+    "m = {m} microbatches: a list such as ['F0', 'F1', 'B0', ...], F for a forward, B for a backward, microbatches "
+    "counted from 0.",
+    expected=_q7,
+    explain=_explain_q7,
+    hint_text="a stage must start as many forwards as the stages after it need before its first backward comes "
+    "back; after that, one forward per backward; the last backwards drain",
+    noun="a list of operations",
+    feedback=_q7_mistakes,
+)
+
+q8 = ChoiceQuestion(
+    name="q8",
+    params=dict(p=4, m=8),
+    prompt="You switch a p = {p}, m = {m} pipeline from GPipe to 1F1B (same stages, same microbatches). What "
+    "changes? (a) the bubble shrinks, memory stays; (b) the bubble stays, the first stage holds fewer microbatches "
+    "in flight; (c) both shrink; (d) nothing. Answer a, b, c or d.",
+    options=("a", "b", "c", "d"),
+    expected=_q8,
+    explain=_explain_q8,
+    hint_text="count the idle slots of each schedule on a grid, and how many forwards stage 0 has done before its "
+    "first backward",
+    feedback={
+        "a": "is the common belief, but 1F1B fills and drains the pipe exactly as GPipe does: (p-1)/(m+p-1) idle",
+        "c": "credits 1F1B with a smaller bubble: its idle share is GPipe's; only the memory falls",
+        "d": "misses the memory: GPipe holds all m microbatches' activations, 1F1B at most p on stage 0",
+    },
+)
+
+QUESTIONS = {q.name: q for q in (q1, q2, q3, q4, q5, q6, q7, q8)}

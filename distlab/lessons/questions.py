@@ -40,6 +40,7 @@ __all__ = [
     "plain_number_text",
     "NumericQuestion",
     "ChoiceQuestion",
+    "SequenceQuestion",
 ]
 
 CORRECT = "correct"
@@ -315,6 +316,8 @@ class ChoiceQuestion:
     params: dict = field(default_factory=dict)
     #: {param: choices} a per-student variant may draw from (distlab.lessons.variants); {} keeps params fixed
     variants: dict = field(default_factory=dict)
+    #: {option: why it is wrong} for every wrong option: the misconception it stands for, formatted with params
+    feedback: dict = field(default_factory=dict)
 
     def __post_init__(self):
         bind_params(self)
@@ -345,9 +348,79 @@ class ChoiceQuestion:
             )
         if value == self.expected():
             return CheckResult(self.name, CORRECT, "correct", self.points, self.points)
+        why = self.feedback.get(value, "is not right").format(**self.params)
         return CheckResult(
-            self.name, INCORRECT, f"not yet, because {value!r} is not right. Hint: {self.hint_text}", 0.0, self.points
+            self.name, INCORRECT, f"not yet, because {value!r} {why}. Hint: {self.hint_text}", 0.0, self.points
         )
+
+    def hint(self) -> Hint:
+        return Hint(self.hint_text)
+
+    def solution(self) -> Solution:
+        return Solution(self.explain())
+
+
+@dataclass(frozen=True)
+class SequenceQuestion:
+    """A question answered by an ordered list of short tokens: a schedule such as ['F0', 'F1', 'B0', ...] or
+    chunk indices [1, 0, 3]. A string of tokens separated by spaces or commas is read too.
+
+    feedback(**params) returns {wrong sequence (tuple of tokens): why}: the sequences a known mistake produces;
+    any other wrong answer is told the first position where it differs (an implementation task checked by a test).
+    """
+
+    name: str
+    prompt: str
+    expected: Callable[..., list]
+    explain: Callable[..., str]
+    hint_text: str
+    points: float = 1.0
+    noun: str = "a list"
+    params: dict = field(default_factory=dict)
+    variants: dict = field(default_factory=dict)
+    feedback: Callable[..., dict] | None = None
+
+    def __post_init__(self):
+        bind_params(self)
+
+    def _read(self, answer) -> tuple:
+        if type(answer).__name__ == "ndarray" and type(answer).__module__ == "numpy":
+            answer = answer.tolist() if answer.ndim == 1 else answer
+        if isinstance(answer, str):
+            if len(answer) > 10_000:
+                raise ValueError(f"an answer of {len(answer)} characters is not {self.noun}")
+            answer = answer.replace(",", " ").replace("[", " ").replace("]", " ").replace("'", " ").split()
+        if not isinstance(answer, (list, tuple, range)):
+            raise ValueError(f"an answer of type {type(answer).__name__} is not {self.noun}")
+        tokens = []
+        for item in list(answer)[:10_000]:
+            if isinstance(item, bool) or not isinstance(item, (str, numbers.Integral)):
+                raise ValueError(f"an entry of type {type(item).__name__} is not a step of {self.noun}")
+            tokens.append(str.__str__(item).strip().upper() if isinstance(item, str) else str(int(item)))
+        return tuple(tokens)
+
+    def check(self, answer=None) -> CheckResult:
+        if is_unanswered(answer):
+            return CheckResult(self.name, NOT_ATTEMPTED, "not attempted", 0.0, self.points)
+        try:
+            got = self._read(answer)
+        except ValueError as unreadable:
+            return CheckResult(self.name, INCORRECT, f"not yet, because {unreadable}", 0.0, self.points)
+        want = tuple(str(t).upper() for t in self.expected())
+        if got == want:
+            return CheckResult(self.name, CORRECT, "correct", self.points, self.points)
+        known = {
+            tuple(str(t).upper() for t in k): v
+            for k, v in (self.feedback(**self.params) if self.feedback else {}).items()
+        }
+        if got in known:
+            why = known[got]
+        elif len(got) != len(want):
+            why = f"has {len(got)} steps; count them again"
+        else:
+            first = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
+            why = f"goes wrong at step {first + 1} ({got[first]})"
+        return CheckResult(self.name, INCORRECT, f"not yet, because it {why}. Hint: {self.hint_text}", 0.0, self.points)
 
     def hint(self) -> Hint:
         return Hint(self.hint_text)

@@ -78,18 +78,46 @@ def _sp(tp=SP_TP, seq=SP_SEQ):
     return tensor.sequence_parallel_saving(SP_MODEL, tp, micro_batch_size=1, seq_len=seq, recompute="selective")
 
 
-def _q4(tp=SP_TP, seq=SP_SEQ) -> float:
-    return _sp(tp, seq).saved_bytes / 1e6
+def _q4_fixes(tp, seq):
+    """What each of q4's fixes does to (activation bytes per layer per GPU, TP bytes sent per layer per GPU)."""
+    base = _sp(tp, seq)
+    sent = tensor.tp_layer_cost(SP_MODEL, tp, seq_len=seq, micro_batch_size=1, link="nvlink4")
+    sent_sp = tensor.tp_layer_cost(
+        SP_MODEL, tp, seq_len=seq, micro_batch_size=1, link="nvlink4", sequence_parallel=True
+    )
+    full = tensor.tp_layer_cost(SP_MODEL, tp, seq_len=seq, micro_batch_size=1, link="nvlink4", recompute="full")
+    return {
+        "a": (base.with_bytes, sent_sp.comm_bytes_per_gpu),  # sequence parallelism
+        "c": (None, full.comm_bytes_per_gpu),  # full recomputation: fewer bytes kept, but a fifth and sixth all-reduce
+        "d": (base.without_bytes, sent.comm_bytes_per_gpu),  # ZeRO-3 shards model states, not activations
+    }, (base.without_bytes, sent.comm_bytes_per_gpu)
+
+
+def _q4(tp=SP_TP, seq=SP_SEQ) -> str:
+    """The fix that lowers the activations and leaves TP's bytes sent unchanged (b, a larger t, is a new layout)."""
+    fixes, (act, sent) = _q4_fixes(tp, seq)
+    (answer,) = [k for k, (a, b) in fixes.items() if a is not None and a < act and abs(b - sent) <= 1e-9 * sent]
+    return answer
+
+
+def _q4_numbers(tp=SP_TP, seq=SP_SEQ) -> dict:
+    sp = _sp(tp, seq)
+    return dict(total=sp.without_bytes / 1e6, replicated=(sp.without_bytes - sp.with_bytes) * tp / (tp - 1) / 1e6)
 
 
 def _explain_q4(tp=SP_TP, seq=SP_SEQ) -> str:
     sp = _sp(tp, seq)
+    fixes, (_, sent) = _q4_fixes(tp, seq)
     m = models.model(SP_MODEL)
     return (
-        f"Korthikanti et al. 2022, Table 2 (selective recomputation): s b h (10 + 24/t) without and s b h x 34/t with "
-        f"sequence parallelism; the 10 s b h of norms and dropouts is divided by t = {tp}: saved "
-        f"10 x (1 - 1/{tp}) x {seq} x {m.hidden} B = {format_bytes(sp.saved_bytes)} "
-        f"({format_bytes(sp.without_bytes)} -> {format_bytes(sp.with_bytes)} per layer)"
+        f"(a). Korthikanti et al. 2022, Table 2 (selective recomputation): s b h (10 + 24/t) without and "
+        f"s b h x 34/t with sequence parallelism; the 10 s b h = {format_bytes(10 * seq * m.hidden)} of norms and "
+        f"dropouts, identical on all {tp} GPUs, is divided by t: saved 10 x (1 - 1/{tp}) x {seq} x {m.hidden} B = "
+        f"{format_bytes(sp.saved_bytes)} ({format_bytes(sp.without_bytes)} -> {format_bytes(sp.with_bytes)} per "
+        f"layer), while each all-reduce becomes a reduce-scatter plus an all-gather of the same bytes "
+        f"({format_bytes(sent)} per layer either way). Full recomputation (c) sends {format_bytes(fixes['c'][1])} "
+        f"(six all-reduces); ZeRO-3 (d) shards model states, not activations; a larger t (b) leaves the 10 s b h "
+        f"replicated and moves TP beyond the node"
     )
 
 
@@ -119,17 +147,60 @@ def _q5_hints(**ring):
 
 
 def _q6() -> str:
+    """(b) when sequence parallelism sends what plain TP sends per layer."""
     plain = _layer(sequence_parallel=False)
     sp = _layer(sequence_parallel=True)
-    return "no" if abs(plain.comm_bytes_per_gpu - sp.comm_bytes_per_gpu) <= 1e-9 * plain.comm_bytes_per_gpu else "yes"
+    ratio = sp.comm_bytes_per_gpu / plain.comm_bytes_per_gpu
+    return "b" if abs(ratio - 1) <= 1e-9 else ("a" if ratio > 1 else "c")
 
 
 def _explain_q6() -> str:
     plain, sp = _layer(), _layer(sequence_parallel=True)
     return (
-        f"No: each all-reduce becomes a reduce-scatter plus an all-gather, which is exactly how a ring all-reduce "
-        f"works inside; each GPU sends {format_bytes(plain.comm_bytes_per_gpu)} either way "
-        f"({format_bytes(sp.comm_bytes_per_gpu)} with sequence parallelism), and only activation memory drops"
+        f"(b). Each all-reduce becomes a reduce-scatter plus an all-gather, which is exactly how a ring all-reduce "
+        f"works inside; each GPU sends {format_bytes(plain.comm_bytes_per_gpu)} per layer either way "
+        f"({format_bytes(sp.comm_bytes_per_gpu)} with sequence parallelism), and only activation memory drops. "
+        f"(Megatron's SP does re-gather the sharded input in backward for the weight gradient, overlapped with "
+        f"compute: Korthikanti et al. 2022, §4.2.2)"
+    )
+
+
+#: q7: the profile of a Llama-2-7B layer at tp = 8, one 4,096-token sequence, before and after a change
+def _q7_candidates(tp=LAYER_TP, seq=LAYER_SEQ):
+    return {
+        "a": _layer("ib-ndr", tp, seq),  # the TP group now spans nodes
+        "b": _layer("nvlink4", tp, 8 * seq),  # an 8x longer sequence
+        "c": _layer("nvlink4", tp, seq, sequence_parallel=True),  # sequence parallelism switched on
+        "d": tensor.tp_layer_cost(LAYER_MODEL, tp, seq_len=seq, micro_batch_size=8, link="nvlink4"),  # 8 sequences
+    }
+
+
+def _q7_profile(tp=LAYER_TP, seq=LAYER_SEQ):
+    """(before, after): (communication ms, compute ms) as the profile shows them; 'after' is the cross-node run."""
+    before, after = _layer("nvlink4", tp, seq), _layer("ib-ndr", tp, seq)
+    return [(c.comm_time_s * 1e3, c.compute_time_s * 1e3) for c in (before, after)]
+
+
+def _q7(tp=LAYER_TP, seq=LAYER_SEQ) -> str:
+    """The one change whose predicted (communication, compute) times match the profile's 'after'."""
+    _, (comm, compute) = _q7_profile(tp, seq)
+    (answer,) = [
+        k
+        for k, c in _q7_candidates(tp, seq).items()
+        if abs(c.comm_time_s * 1e3 - comm) <= 1e-6 * comm and abs(c.compute_time_s * 1e3 - compute) <= 1e-6 * compute
+    ]
+    return answer
+
+
+def _explain_q7(tp=LAYER_TP, seq=LAYER_SEQ) -> str:
+    (c0, k0), (c1, k1) = _q7_profile(tp, seq)
+    cands = _q7_candidates(tp, seq)
+    return (
+        f"(a). Compute is unchanged ({k0:.3g} ms), so the work per GPU is the same: not (b) or (d), which predict "
+        f"{cands['b'].compute_time_s * 1e3:.3g} and {cands['d'].compute_time_s * 1e3:.3g} ms of compute. The bytes "
+        f"are the same too, yet the all-reduces take {c1 / c0:.3g}x longer ({c0:.3g} -> {c1:.3g} ms): the "
+        f"per-direction bandwidth fell from 450 GB/s (NVLink 4) to 50 GB/s (NDR), 9x on the bandwidth term; the "
+        f"2(N-1) latency terms, a larger share on NVLink, bring the ratio down to {c1 / c0:.3g}. Sequence parallelism (c) sends the same bytes on the same link"
     )
 
 
@@ -193,18 +264,25 @@ q3 = NumericQuestion(
     },
 )
 
-q4 = NumericQuestion(
+_Q4 = _q4_numbers()
+q4 = ChoiceQuestion(
     name="q4",
-    params=dict(tp=SP_TP, seq=SP_SEQ),
-    variants=SP_VARIANTS,
-    prompt=SP_MODEL + ", tp={tp}, one {seq}-token sequence, selective recomputation: how many MB of activation "
-    "memory per layer does sequence parallelism save on each GPU?",
+    prompt=f"Diagnosis: {SP_MODEL} with tensor parallelism t = {SP_TP}, one {SP_SEQ}-token sequence, selective "
+    f"recomputation, runs out of memory. The memory profile shows {_Q4['total']:.0f} MB of saved activations per "
+    f"layer on each GPU, of which {_Q4['replicated']:.0f} MB (LayerNorm and dropout tensors) are identical on all "
+    f"{SP_TP} GPUs. Which change removes most of that duplicate without adding communication? (a) sequence "
+    f"parallelism; (b) raise t to {2 * SP_TP}; (c) full recomputation; (d) ZeRO-3. Answer a, b, c or d.",
+    options=("a", "b", "c", "d"),
     expected=_q4,
     explain=_explain_q4,
-    hint_text="sequence parallelism splits the 10 s b h bytes of norms and dropouts that tensor parallelism replicates",
-    unit="MB",
-    noun="an amount of memory",
-    scale_hint=_MB_HINT,
+    hint_text="which tensors does tensor parallelism leave whole on every GPU, and which change splits them "
+    "along another dimension?",
+    feedback={
+        "b": "divides only the attention and MLP activations again; the norms and dropouts stay whole on every GPU, "
+        "and a TP group of more than 8 leaves the NVLink node",
+        "c": "frees the activations but recomputes the forward, with two more all-reduces per layer (six, not four)",
+        "d": "shards the model states (weights, gradients, Adam), not the activations",
+    },
 )
 
 q5 = NumericQuestion(
@@ -224,11 +302,39 @@ q5 = NumericQuestion(
 
 q6 = ChoiceQuestion(
     name="q6",
-    prompt="Does sequence parallelism change the number of bytes tensor parallelism sends per layer? (yes/no)",
-    options=("yes", "no"),
+    prompt="Sequence parallelism is switched on next to tensor parallelism. What happens to the bytes each GPU "
+    "sends for TP per layer? (a) they grow: SP adds an all-gather and a reduce-scatter on top of the all-reduces; "
+    "(b) they stay the same; (c) they halve; (d) they fall by t, since each GPU holds 1/t of the sequence. Answer "
+    "a, b, c or d.",
+    options=("a", "b", "c", "d"),
     expected=_q6,
     explain=_explain_q6,
     hint_text="a ring all-reduce is a reduce-scatter followed by an all-gather",
+    feedback={
+        "a": "counts the new collectives on top of the old: they replace each all-reduce, they are not added to it",
+        "c": "counts only one of the two halves: the reduce-scatter and the all-gather each move (N-1)/N x M",
+        "d": "confuses where the activations live with what is sent: the full b x s x h tensor is still reduced",
+    },
 )
 
-QUESTIONS = {q.name: q for q in (q1, q2, q3, q4, q5, q6)}
+_BEFORE, _AFTER = _q7_profile()
+q7 = ChoiceQuestion(
+    name="q7",
+    prompt=f"Diagnosis: a profile of one {LAYER_MODEL} layer at t = {LAYER_TP}, one {LAYER_SEQ}-token sequence, "
+    f"shows {_BEFORE[0]:.3g} ms of TP all-reduces and {_BEFORE[1]:.3g} ms of compute. After a change to the job the "
+    f"same layer shows {_AFTER[0]:.3g} ms of all-reduces and {_AFTER[1]:.3g} ms of compute. What changed? (a) the "
+    "TP group now spans two nodes (InfiniBand NDR); (b) the sequence is 8x longer; (c) sequence parallelism was "
+    "switched on; (d) the micro-batch grew to 8 sequences. Answer a, b, c or d.",
+    options=("a", "b", "c", "d"),
+    expected=_q7,
+    explain=_explain_q7,
+    hint_text="which of the two times stayed put, and what does that say about the work and the bytes? Then "
+    "compare the ratio of the communication times with the links' bandwidths",
+    feedback={
+        "b": "would change compute too: 8x the tokens is 8x (or more) the FLOPs",
+        "c": "sends the same bytes over the same link, so the time would hardly move",
+        "d": "would change compute too: 8 sequences are 8x the FLOPs and 8x the bytes",
+    },
+)
+
+QUESTIONS = {q.name: q for q in (q1, q2, q3, q4, q5, q6, q7)}

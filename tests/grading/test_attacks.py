@@ -325,6 +325,9 @@ def test_the_answer_key_is_not_reachable_from_the_kernel(tmp_path, sandbox):
         "answer_q2 = lesson_variant('memory_wall', 'x')['q2'].expected()",
         "from distlab.lessons.questions import with_params\nanswer_q3 = with_params(m.q3).expected()",
         "answer_q4 = personal('memory_wall', 'q4', seed='x').expected()",
+        # the per-option feedback names every wrong option: the one left out would be the answer
+        "answer_q5 = [o for o in m.q5.options if o not in m.q5.feedback][0]",
+        "answer_q7 = [o for o in m.q7.options if o not in m.q7.feedback][0]",
     ]
     result = grade.grade_notebook(
         write_notebook(tmp_path / "01_memory_wall.ipynb", cells), sandbox=sandbox, cell_timeout=60
@@ -408,7 +411,7 @@ try:
     answer_q6 = 1
 except OSError:
     answer_q6 = 0
-answer_q3, answer_q4, answer_q5 = len(seen), connected, sum('ipykernel' in h for h in hits)
+answer_q3, answer_q4, answer_q8 = len(seen), connected, sum('ipykernel' in h for h in hits)
 """
 
 LIMITS = (
@@ -461,12 +464,12 @@ def test_two_grading_runs_at_once_cannot_see_or_touch_each_other(tmp_path):
     assert [r.wait(timeout=300) for r in runs] == [0, 0]
     listener.close()
     got = json.loads((tmp_path / "victim.json").read_text())
-    assert got["score"] == 7, got["notebooks"][0]["problems"]
+    assert got["score"] == 8, got["notebooks"][0]["problems"]
     attack = json.loads((tmp_path / "attacker.json").read_text())
     assert attack["notebooks"][0]["problems"] == []
-    seen = {q: _reported(attack, q) for q in ("q3", "q4", "q5", "q6")}
+    seen = {q: _reported(attack, q) for q in ("q3", "q4", "q8", "q6")}
     # no other run's folder, connection file or socket; no connection; no other kernel; no network
-    assert seen == {"q3": "0", "q4": "0", "q5": "0", "q6": "0"}, seen
+    assert seen == {"q3": "0", "q4": "0", "q8": "0", "q6": "0"}, seen
     assert _reported(attack, "q2") == "1"  # every resource limit set in the kernel
 
 

@@ -190,8 +190,8 @@ def test_the_cli_grades_a_class_with_variants(tmp_path, capsys):
     assert "1 notebook(s) refused" in capsys.readouterr().out
     rows = {r["notebook"]: r for r in csv.DictReader((tmp_path / "grades" / "results.csv").open())}
     assert {k: v["score"] for k, v in rows.items()} == {
-        "submitted/alice/01_memory_wall.ipynb": "7.0",
-        "submitted/bob/01_memory_wall.ipynb": "7.0",
+        "submitted/alice/01_memory_wall.ipynb": "8.0",
+        "submitted/bob/01_memory_wall.ipynb": "8.0",
         "submitted/bob/01_memory_wall_copy.ipynb": "0.0",
     }
 
@@ -233,8 +233,8 @@ def test_the_gradescope_run_script_grades_a_submission_laid_out_as_gradescope_do
         json.dumps({"id": 1, "users": [{"email": "bob@uni.example", "id": 99, "name": "Bob"}]})
     )
     result = _run_autograder(root)
-    assert result["score"] == 6.0
-    assert [t["name"].split(":")[0] for t in result["tests"]] == [f"q{i}" for i in range(1, 8)]
+    assert result["score"] == 7.0
+    assert [t["name"].split(":")[0] for t in result["tests"]] == [f"q{i}" for i in range(1, 9)]
     assert all({"score", "max_score", "name", "output", "status"} <= set(t) for t in result["tests"])
     assert [t["status"] for t in result["tests"]].count("failed") == 1
 

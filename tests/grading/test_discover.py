@@ -19,7 +19,7 @@ IMPORTS = "from distlab.lessons.memory_wall import q1, q2, q3, q4, q5, q6, q7"
 
 def test_lessons_are_discovered():
     found = discover.lessons()
-    assert "memory_wall" in found and set(found["memory_wall"]) == {f"q{i}" for i in range(1, 8)}
+    assert "memory_wall" in found and set(found["memory_wall"]) == {f"q{i}" for i in range(1, 9)}
     assert not {"build", "checks", "execute", "grade"} & set(found)
 
 

@@ -31,15 +31,16 @@ SANDBOXES = [
 ]
 
 # the cells of a correct lesson-1 submission, one answer per cell
-IMPORTS = "from distlab.lessons.memory_wall import q1, q2, q3, q4, q5, q6, q7"
+IMPORTS = "from distlab.lessons.memory_wall import q1, q2, q3, q4, q5, q6, q7, q8"
 ANSWERS = {
     "q1": "answer_q1 = 16\nq1.check(answer_q1)",
     "q2": "answer_q2 = '112 GB'\nq2.check(answer_q2)",
     "q3": "answer_q3 = 1120\nq3.check(answer_q3)",
     "q4": "answer_q4 = 5\nq4.check(answer_q4)",
-    "q5": "answer_q5 = 16.64\nq5.check(answer_q5)",
-    "q6": "answer_q6 = 14\nq6.check(answer_q6)",
-    "q7": "answer_q7 = 'no'\nq7.check(answer_q7)",
+    "q5": "answer_q5 = 'b'\nq5.check(answer_q5)",
+    "q6": "answer_q6 = 16\nq6.check(answer_q6)",
+    "q7": "answer_q7 = 'c'\nq7.check(answer_q7)",
+    "q8": "answer_q8 = 16\nq8.check(answer_q8)",
 }
 
 
@@ -72,7 +73,7 @@ def test_unreadable_files_score_zero_and_say_why(tmp_path, content, words):
     path = tmp_path / "01_memory_wall.ipynb"
     path.write_text(content(LESSON1.read_text(encoding="utf-8")), encoding="utf-8")
     result = grade.grade_notebook(path)
-    assert result.lesson == "memory_wall" and result.score == 0 and result.max_score == 7
+    assert result.lesson == "memory_wall" and result.score == 0 and result.max_score == 8
     assert set(statuses(result).values()) == {NOT_ATTEMPTED}
     assert any(words in p for p in result.problems), result.problems
 
@@ -87,7 +88,7 @@ def test_unknown_lesson_is_reported_not_raised(tmp_path):
 def test_notebook_from_another_lesson_gets_no_points(tmp_path):
     path = write_notebook(tmp_path / "02_collectives.ipynb", [IMPORTS, *ANSWERS.values()], lesson="collectives")
     result = grade.grade_notebook(path, lesson="memory_wall")
-    assert result.score == 0 and result.max_score == 7
+    assert result.score == 0 and result.max_score == 8
     assert "belongs to lesson 'collectives'" in result.problems[0]
 
 
@@ -189,6 +190,7 @@ def test_monkeypatching_the_checks_in_the_kernel_fakes_nothing(tmp_path):
         "q5": NOT_ATTEMPTED,
         "q6": NOT_ATTEMPTED,
         "q7": INCORRECT,
+        "q8": NOT_ATTEMPTED,
     }
     assert result.score == 0
 
@@ -232,7 +234,7 @@ def test_an_uninterruptible_loop_is_stopped_by_the_time_limits(tmp_path):
 
 @pytest.mark.notebook
 def test_reordered_and_missing_cells(tmp_path):
-    # answers first, imports last (the checks then raise NameError, the answers stand); q3 and q5 missing
+    # answers first, imports last (the checks then raise NameError, the answers stand); q3, q5 and q8 missing
     cells = [ANSWERS[q] for q in ("q7", "q6", "q4", "q2", "q1")] + [IMPORTS]
     path = write_notebook(tmp_path / "01_memory_wall.ipynb", cells)
     result = grade.grade_notebook(path)
@@ -245,8 +247,9 @@ def test_reordered_and_missing_cells(tmp_path):
         "q5": NOT_ATTEMPTED,
         "q6": CORRECT,
         "q7": CORRECT,
+        "q8": NOT_ATTEMPTED,
     }
-    assert result.score == 5 and result.max_score == 7
+    assert result.score == 5 and result.max_score == 8
 
 
 @pytest.mark.notebook
@@ -254,13 +257,14 @@ def test_answers_of_every_type_are_carried_over(tmp_path):
     cell = (
         "from distlab.units import Q_\nimport numpy as np\n"
         "answer_q1 = np.int64(16)\nanswer_q2 = Q_(112e9, 'B')\nanswer_q3 = [1120]\n"
-        "answer_q4 = float('nan')\nanswer_q5 = 10**400\nanswer_q6 = np.float32(14)\nanswer_q7 = False\n"
+        "answer_q4 = float('nan')\nanswer_q5 = 10**400\nanswer_q6 = np.float32(16)\nanswer_q7 = False\n"
         "class Evil:\n    def __repr__(self): raise RuntimeError\nanswer_q8 = Evil()\n"
         "answer_q9 = [1, (2.5, {'a': None}), np.arange(3), set()]\nanswer_q10 = list(range(10**6))"
     )
     result = grade.grade_notebook(write_notebook(tmp_path / "01_memory_wall.ipynb", [cell]))
     by = {q.question: q for q in result.questions}
-    assert by["q1"].status == by["q2"].status == by["q6"].status == by["q7"].status == CORRECT
+    assert by["q1"].status == by["q2"].status == by["q6"].status == CORRECT
+    assert by["q7"].status == INCORRECT and "not one of" in by["q7"].feedback  # False reads as 'no': not a-d
     assert "type list" in by["q3"].feedback and "finite" in by["q4"].feedback
     assert by["q5"].status == INCORRECT
 
@@ -286,20 +290,20 @@ def test_cli_table_json_and_gradescope(tmp_path, capsys):
     )
     assert code == 0
     table = capsys.readouterr().out
-    assert "score: 7/7" in table and "score: 1/7" in table and "total: 8/14" in table
+    assert "score: 8/8" in table and "score: 1/8" in table and "total: 9/16" in table
     assert ("warning: graded without bubblewrap" in table) == (not bwrap_available())
     assert "not yet, because 56 GB is too low" in table
 
     summary = json.loads(out_json.read_text())
-    assert (summary["score"], summary["max_score"]) == (8, 14)
+    assert (summary["score"], summary["max_score"]) == (9, 16)
     first = summary["questions"][0]
     assert {"notebook", "lesson", "question", "status", "points", "max_points", "feedback"} <= set(first)
-    assert len(summary["questions"]) == 14 and len(summary["notebooks"]) == 2
+    assert len(summary["questions"]) == 16 and len(summary["notebooks"]) == 2
 
     # Gradescope's format: https://gradescope-autograders.readthedocs.io/en/latest/specs/
     gs = json.loads(out_gs.read_text())
-    assert gs["score"] == 8 and isinstance(gs["output"], str) and isinstance(gs["execution_time"], (int, float))
-    assert len(gs["tests"]) == 14
+    assert gs["score"] == 9 and isinstance(gs["output"], str) and isinstance(gs["execution_time"], (int, float))
+    assert len(gs["tests"]) == 16
     for test in gs["tests"]:
         assert set(test) == {"name", "score", "max_score", "status", "output"}
         assert test["status"] in ("passed", "failed") and test["max_score"] == 1
@@ -371,4 +375,4 @@ def test_a_notebook_submitted_before_the_move_still_grades(tmp_path, lesson):
     nbformat.write(nb, tmp_path / "homework.ipynb")
     result = grade.grade_notebook(tmp_path / "homework.ipynb", lesson=lesson)
     assert result.lesson == "data_parallel_zero" and result.problems == []
-    assert result.max_score == 6 and result.score == 6, report.GradeReport([result]).table()
+    assert result.max_score == 8 and result.score == 8, report.GradeReport([result]).table()

@@ -130,7 +130,7 @@ def test_one_notebook_per_student_with_the_students_numbers(class_notebooks):
         text = "".join("".join(c["source"]) for c in nb["cells"])
         mine = lesson_variant("memory_wall", meta["variant"]["seed"])
         assert f"**Q3.** {mine['q3'].prompt}" in text  # the prompt shows this student's numbers
-        assert f"personal('memory_wall', 'q1 q2 q3 q4 q5 q6 q7', seed={meta['variant']['seed']!r}" in text
+        assert f"personal('memory_wall', 'q1 q2 q3 q4 q5 q6 q7 q8', seed={meta['variant']['seed']!r}" in text
 
 
 def test_the_personalised_notebook_checks_with_the_students_numbers(class_notebooks, execute_notebook, tmp_path):
@@ -143,7 +143,7 @@ def test_the_personalised_notebook_checks_with_the_students_numbers(class_notebo
     execute_notebook(nb, tmp_path)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     texts = [o.get("data", {}).get("text/plain", "") for o in outputs]
-    assert sum("correct" in t and "not yet" not in t for t in texts) == 7
+    assert sum("correct" in t and "not yet" not in t for t in texts) == 8
     assert any("released on 2999-01-01" in t for t in texts)  # the appended q2.solution() is withheld
 
 
@@ -180,7 +180,7 @@ def test_the_issued_seed_grades_full_marks_and_other_numbers_fail(class_notebook
     roster, paths = class_notebooks
     alice = solve(paths["alice"], "memory_wall", roster.seed("memory_wall", "alice"))
     grade = grade_notebook(alice, lesson="memory_wall", variants=_policy(tmp_path), sandbox="audit")
-    assert (grade.score, grade.max_score, grade.student) == (7.0, 7.0, "alice")
+    assert (grade.score, grade.max_score, grade.student) == (8.0, 8.0, "alice")
     # the cell that rebinds the questions to her numbers runs in the sandboxed kernel without a problem
     # (distlab.lessons.variants is imported before the sandbox hides the lessons' sources)
     assert grade.problems == [], grade.problems
@@ -197,7 +197,7 @@ def test_self_study_notebooks_grade_as_before(tmp_path):
     shutil.copy(ROOT / "exercises" / "01_memory_wall.ipynb", path)
     solve(path, "memory_wall", None)
     grade = grade_notebook(path, sandbox="audit")
-    assert (grade.score, grade.student) == (7.0, "") and grade.problems == []
+    assert (grade.score, grade.student) == (8.0, "") and grade.problems == []
     assert "student" not in grade.to_dict()
 
 

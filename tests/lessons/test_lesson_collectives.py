@@ -27,13 +27,19 @@ HAND = {
     "q3": ring_time(14e9, 8, 450e9, 3.4e-6) * 1e3,
     # M* = N alpha B = 8 x 9.6 us x 50 GB/s = 3.84 MB
     "q4": 3.84,
-    "q5": "no",
+    # 2(N-1)/N: 1.75 at N = 8, 1.97 at N = 64: about the same, just under 2 (b)
+    "q5": "b",
     "q6": ring_time(14e9, 8, 50e9, 9.6e-6) / ring_time(14e9, 8, 450e9, 3.4e-6),
+    # lecture quiz 1: the gradient sum on every GPU is an all-reduce (b)
+    "q7": "b",
+    # GPU 2 of 4 sends chunk 1 first (given), then forwards what it received, one index lower each step:
+    # reduce-scatter 1, 0, 3 (it then owns the full sum of chunk 2); all-gather 2, 1, 0
+    "q8": [1, 0, 3, 2, 1, 0],
 }
 
 
-def test_four_to_six_questions():
-    assert 4 <= len(lesson.QUESTIONS) <= 6
+def test_six_to_eight_questions():
+    assert 6 <= len(lesson.QUESTIONS) <= 8
 
 
 @pytest.mark.parametrize("name", list(HAND))
@@ -49,7 +55,21 @@ def test_expected_values_equal_the_hand_derivations(name, expect_hand_value):
         (lesson.q1, 7e9, "looks like bytes"),
         (lesson.q3, ring_time(14e9, 8, 900e9, 3.4e-6) * 1e3, "both directions"),  # the datasheet's 900 GB/s
         (lesson.q4, 3.84e6, "looks like bytes"),
-        (lesson.q5, "yes", "not right"),
+        (lesson.q2, 32, "counts N workers"),  # N x M = 8 x 4 GB: the server is one of the 8
+        (lesson.q6, 1.0, "too low"),  # the same time on both links
+        (lesson.q5, "a", "parameter server"),
+        (lesson.q5, "c", "smaller chunks"),
+        (lesson.q5, "d", "two phases"),
+        (lesson.q7, "a", "sums nothing"),
+        (lesson.q7, "c", "without adding"),
+        (lesson.q7, "d", "1/N of the result"),
+        (lesson.q7, "e", "experts"),
+        (lesson.q8, [2, 1, 0, 3, 2, 1], "its own chunk"),  # (g - k) mod N
+        (lesson.q8, [3, 0, 1, 2, 3, 0], "backwards"),  # (g + 1 + k) mod N
+        (lesson.q8, [1, 0, 3, 1, 0, 3], "repeats the reduce-scatter"),
+        (lesson.q8, [1, 0, 3], "has 3 steps"),  # the reduce-scatter alone
+        (lesson.q8, [1, 0, 3, 2, 0, 1], "step 5"),
+        (lesson.q8, 7, "not a list of chunk indices"),
     ],
 )
 def test_wrong_answers_say_why(q, answer, words):
@@ -64,3 +84,14 @@ def test_answers_with_units():
 
 def test_solution_notebook_answers_every_question_in_the_marker_format(answered_in_solution):
     assert answered_in_solution("02_collectives.ipynb") == list(lesson.QUESTIONS)
+
+
+def test_ring_schedule_by_hand_for_every_variant():
+    # GPU g sends (g - 1 - k) mod N at step k of the 2(N-1) steps; the simulated ring agrees for every variant
+    from distlab.lessons.questions import with_params
+
+    for n in (4, 6, 8):
+        for g in (1, 2, 3):
+            q = with_params(lesson.q8, gpu=g, n=n)
+            by_hand = [(g - 1 - k) % n for k in range(2 * (n - 1))]
+            assert q.expected() == by_hand and q.check(by_hand).correct and q.check(" ".join(map(str, by_hand))).correct

@@ -17,18 +17,24 @@ HAND = {
     "q1": 35.625,
     # 3 x 7/8 x 14 GB
     "q2": 36.75,
-    "q3": "no",
+    # ZeRO-2: reduce-scatter + all-gather = 2 x 63/64 x M, plain DP's all-reduce: the same (a)
+    "q3": "a",
     # buckets of 62.5 ms ready every 50 ms: the last ends at 50 + 4 x 62.5 = 300 ms -> 100 ms exposed
     "q4": 100.0,
     # buckets of 15 ms ready every 37.5 ms: only the last one, 15 ms, is exposed
     "q5": 15.0,
-    # 18.45e9 params over 8: ZeRO-1 5.5 x 18.45 = 101 GB > 80; ZeRO-2 3.75 x 18.45 = 69.2 GB <= 80
+    # lecture quiz 9 with 45 GB of activations, 7e9 params over 8 GPUs of 80 GB:
+    # ZeRO-1 (4 + 1.5) x 7 = 38.5 + 45 = 83.5 > 80; ZeRO-2 (2 + 1.75) x 7 = 26.25 + 45 = 71.25 <= 80
     "q6": "zero-2",
+    # M = 14 GB, N = 8, m = 8: 8 reduce-scatters of 7/8 x 14 = 12.25 GB, plus one all-gather of 12.25 GB
+    "q7": 9 * 12.25,
+    # lecture quiz 4: 70e9 x 16 B / 128 = 8.75 GB
+    "q8": 8.75,
 }
 
 
-def test_four_to_six_questions():
-    assert 4 <= len(lesson.QUESTIONS) <= 6
+def test_six_to_eight_questions():
+    assert 6 <= len(lesson.QUESTIONS) <= 8
 
 
 @pytest.mark.parametrize("name", list(HAND))
@@ -44,8 +50,20 @@ def test_expected_values_equal_the_hand_derivations(name, expect_hand_value):
         (lesson.q2, 24.5, "plain DP's all-reduce"),
         (lesson.q4, 50, "first bucket"),
         (lesson.q4, 62.5, "last bucket alone"),
-        (lesson.q6, "zero-3", "not right"),
+        (lesson.q5, 120, "too high"),  # the whole all-reduce: all but the last bucket hide under backward
+        (lesson.q5, 0.015, "looks like seconds"),
+        (lesson.q3, "b", "is ZeRO-3"),
+        (lesson.q3, "c", "shard for the message"),
+        (lesson.q3, "d", "same bytes twice"),
+        (lesson.q6, "plain dp", "replicates"),
+        (lesson.q6, "zero-1", "not the lowest that fits with 45 GB"),
+        (lesson.q6, "zero-3", "communicates less"),
+        (lesson.q6, "none", "gives up"),
         (lesson.q6, "zero-9", "not one of"),
+        (lesson.q7, 24.5, "no_sync"),  # one all-reduce per step: 2 x 7/8 x 14
+        (lesson.q7, 8 * 24.5, "all-reduces every micro-batch"),
+        (lesson.q8, 1120, "unsharded total"),
+        (lesson.q8, (2 + 14 / 128) * 70, "is ZeRO-2"),
     ],
 )
 def test_wrong_answers_say_why(q, answer, words):
@@ -62,7 +80,7 @@ def test_solution_notebook_answers_every_question_in_the_marker_format(answered_
 
 
 # per-student variants (issue 15): every combination is well-posed, and the wrong-answer feedback follows the numbers
-VARIED = ("q2", "q4", "q5")
+VARIED = ("q2", "q4", "q5", "q7", "q8")
 
 
 @pytest.mark.parametrize("name", VARIED)
@@ -99,3 +117,11 @@ def test_two_seeds_draw_different_numbers():
     assert {lesson_variant("data_parallel_zero", s)["q4"].prompt for s in ("seed-1", "seed-7", "seed-3")} != {
         lesson.q4.prompt
     }
+
+
+def test_quiz_9_variants_by_hand():
+    # 7B over 8 GPUs of 80 GB: ZeRO-1 38.5, ZeRO-2 26.25, ZeRO-3 14 GB of model states
+    # 10 GB of activations: 48.5 fits at ZeRO-1; 60 GB: 86.25 > 80 at ZeRO-2, 74 at ZeRO-3
+    from distlab.lessons.questions import with_params
+
+    assert [with_params(lesson.q6, act_gb=a).expected() for a in (10, 45, 60)] == ["zero-1", "zero-2", "zero-3"]

@@ -1,4 +1,4 @@
-"""Lesson 1's graded questions: the choice question, and q6 from memory.min_gpus_to_fit.
+"""Lesson 1's graded questions: hand-derived values, and feedback for each known mistake.
 
 (tests/grading/test_questions.py checks the answer reading on lesson 1's q2; tests/lessons/test_manifest.py
 that every question has a hint and a computed solution.)
@@ -7,25 +7,19 @@ that every question has a hint and a computed solution.)
 from __future__ import annotations
 
 import doctest
-import math
+
+import pytest
 
 from distlab import memory
-from distlab.lessons.questions import CORRECT, INCORRECT
+from distlab.lessons.questions import INCORRECT
 from distlab.lessons import memory_wall as lesson
 
 
 def test_choice_question():
-    q7 = lesson.q7
-    assert q7.check("No").correct and q7.check(False).correct
-    assert q7.check("yes").status == INCORRECT
-    assert "not one of" in q7.check("maybe").message
-
-
-def test_q6_by_hand():
-    # 70e9 x 16 B = 1,120 GB of model states; ZeRO-3 over N GPUs: 1,120 / N <= 80 needs N >= 14
-    assert lesson.q6.expected() == math.ceil(70e9 * 16 / 80e9) == 14
-    assert lesson.q6.check(14).status == CORRECT and lesson.q6.check(13).status == INCORRECT
-    assert "1,120 GB / N <= 80 GB needs N >= 14" in lesson.q6.solution().text
+    q5 = lesson.q5
+    assert q5.check("B").correct and q5.check("b").correct
+    assert q5.check("a").status == INCORRECT
+    assert "not one of" in q5.check("maybe").message
 
 
 def test_min_gpus_to_fit_worked_example_runs():
@@ -35,3 +29,78 @@ def test_min_gpus_to_fit_worked_example_runs():
     for test in tests:
         runner.run(test)
     assert tests and runner.summarize(verbose=False).failed == 0
+
+
+# issue 18: questions that need reasoning. Hand values, then a wrong answer per known mistake.
+HAND = {
+    # 2 (bf16 weights) + 2 (bf16 gradients) + 4 + 4 + 4 (fp32 master, Adam m and v) = 16
+    "q1": 16,
+    # lecture quiz 0: 7e9 x 16 B = 112 GB on every replica
+    "q2": 112.0,
+    # plain DP replicates: 70e9 x 16 B = 1,120 GB on each of the 64 GPUs
+    "q3": 1120.0,
+    # 80 GB / 16 B = 5e9
+    "q4": 5.0,
+    # lecture quiz 3 as a diagnosis: ZeRO-1 over 8: (2 + 2 + 12/8) x 7e9 = 38.5 GB <= 80; more replicas, a smaller
+    # micro-batch or bf16 gradients leave the 112 GB of model states as they are
+    "q5": "b",
+    # 70e9 x 16 B = 1,120 GB; 1,120 / N <= 80 - 10 = 70 GB needs N >= 16 (exactly 16)
+    "q6": 16,
+    # TE default: bf16 primary weights (16 B, as mixed) plus cached FP8 weight and transpose (2 B): 18 >= 16
+    "q7": "c",
+    # Chen et al. 2016: L/k + k over the divisors k of 64 is smallest at k = 8: 8 + 8 = 16
+    "q8": 16,
+}
+
+
+def test_six_to_eight_questions():
+    assert 6 <= len(lesson.QUESTIONS) <= 8
+
+
+@pytest.mark.parametrize("name", list(HAND))
+def test_expected_values_equal_the_hand_derivations(name, expect_hand_value):
+    expect_hand_value(lesson.QUESTIONS[name], HAND[name])
+
+
+@pytest.mark.parametrize(
+    "name, answer, words",
+    [
+        ("q1", 2, "only the bf16 weights"),
+        ("q1", 4, "not the optimizer"),
+        ("q1", 12, "master copy"),
+        ("q2", 14, "only the bf16 weights"),  # 7e9 x 2 B
+        ("q2", 112e9, "looks like bytes"),
+        ("q3", 1120 / 64, "replicates the whole model"),
+        ("q5", "a", "DP does not reduce memory"),
+        ("q5", "c", "only the activations"),
+        ("q5", "d", "already does"),
+        ("q4", 40, "2 bytes"),  # 80 GB / 2 B
+        ("q6", 14, "no room for the activations"),  # ceil(1,120 / 80)
+        ("q7", "a", "master weights and moments stay fp32"),
+        ("q7", "b", "FP8-primary-weights"),
+        ("q7", "d", "optimizer"),
+        ("q8", 64, "no checkpointing"),
+        ("q8", 8, "only the checkpoints"),
+        ("q8", 17, "too high"),
+    ],
+)
+def test_wrong_answers_say_why(name, answer, words):
+    result = lesson.QUESTIONS[name].check(answer)
+    assert result.status == INCORRECT and result.message.startswith("not yet, because") and words in result.message
+
+
+def test_checkpointing_variants_by_hand():
+    # sqrt(L) segments: L = 16 -> 4 + 4, 36 -> 6 + 6, 100 -> 10 + 10
+    from distlab.lessons.questions import with_params
+
+    for layers, peak in ((16, 8), (36, 12), (100, 20)):
+        assert with_params(lesson.q8, layers=layers).expected() == peak
+
+
+@pytest.mark.parametrize("name", ["q2", "q3", "q4", "q6", "q8"])
+def test_every_variant_is_well_posed(name, assert_well_posed):
+    assert_well_posed(lesson.QUESTIONS[name])
+
+
+def test_solution_notebook_answers_every_question_in_the_marker_format(answered_in_solution):
+    assert answered_in_solution("01_memory_wall.ipynb") == list(lesson.QUESTIONS)

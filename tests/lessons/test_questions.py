@@ -6,9 +6,18 @@ from __future__ import annotations
 import doctest
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from distlab.lessons import questions
-from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED, ChoiceQuestion, NumericQuestion
+from distlab.lessons.questions import (
+    CORRECT,
+    INCORRECT,
+    NOT_ATTEMPTED,
+    ChoiceQuestion,
+    NumericQuestion,
+    SequenceQuestion,
+)
 from distlab.lessons import memory_wall
 
 q2 = memory_wall.q2
@@ -88,3 +97,69 @@ def test_without_params_a_question_is_left_as_written():
 
 def test_the_module_docstring_example_runs():
     assert doctest.testmod(questions).failed == 0
+
+
+# SequenceQuestion (an ordered list of steps) and ChoiceQuestion's per-option feedback (issue 18)
+
+
+SEQ = SequenceQuestion(
+    name="s",
+    params=dict(n=3),
+    prompt="first {n} forwards?",
+    expected=lambda n: [f"F{i}" for i in range(n)],
+    explain=lambda n: "F0 F1 F2",
+    hint_text="count to {n}",
+    feedback=lambda n: {tuple(f"B{i}" for i in range(n)): "lists backwards"},
+)
+
+
+@pytest.mark.parametrize(
+    "answer", [["F0", "F1", "F2"], ("f0", "F1", " F2 "), "F0 F1 F2", "['F0', 'F1', 'F2']", "F0,F1,F2"]
+)
+def test_a_sequence_is_read_from_a_list_a_tuple_or_text(answer):
+    assert SEQ.check(answer).correct and SEQ.prompt == "first 3 forwards?" and SEQ.hint().text == "count to 3"
+
+
+@pytest.mark.parametrize(
+    "answer, words",
+    [
+        (["B0", "B1", "B2"], "lists backwards"),  # a known mistake, in its own words
+        (["F0", "F2", "F1"], "goes wrong at step 2 (F2)"),
+        (["F0"], "has 1 steps"),
+        (3, "type int is not a list"),
+        ([1.5], "type float is not a step"),
+        ([True], "type bool is not a step"),
+    ],
+)
+def test_a_wrong_sequence_says_why(answer, words):
+    result = SEQ.check(answer)
+    assert result.status == INCORRECT and result.message.startswith("not yet, because") and words in result.message
+
+
+def test_choice_feedback_is_per_option_and_formatted_with_params():
+    c = ChoiceQuestion(
+        name="c",
+        params=dict(n=8),
+        prompt="N = {n}: a or b?",
+        options=("a", "b", "c"),
+        expected=lambda n: "a",
+        explain=lambda n: "a",
+        hint_text="h",
+        feedback={"b": "counts {n} twice"},
+    )
+    assert "'b' counts 8 twice" in c.check("b").message and "'c' is not right" in c.check("c").message
+
+
+_ITEM = st.one_of(st.text(max_size=8), st.integers(-5, 5), st.floats(allow_nan=True), st.booleans(), st.none())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(_ITEM, st.lists(_ITEM, max_size=6), st.tuples(_ITEM, _ITEM)))
+def test_any_answer_gets_a_verdict_never_an_exception(answer):
+    result = SEQ.check(answer)
+    assert result.status in (CORRECT, INCORRECT, NOT_ATTEMPTED)
+    if result.status == INCORRECT:
+        assert result.message.startswith("not yet, because")
+    if result.correct:  # only the three forwards, in order, as text or as a list or tuple of text
+        items = answer.replace(",", " ").split() if isinstance(answer, str) else answer
+        assert [str(x).strip().upper() for x in items] == ["F0", "F1", "F2"]
