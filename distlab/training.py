@@ -678,6 +678,8 @@ def step_model_array(
     # flash attention never stores the scores: memory as with selective recomputation's attention core
     stored_code = np.where(np.asarray(flash_attention) & (code == 0), 1, code)
     per_layer = memory.activation_bytes_per_layer_array(model, b, s, tp, sequence_parallel, stored_code, e) / cp
+    if moe is not None:  # the router's and the dispatched copies' tensors (distlab.moe.activations)
+        per_layer = per_layer + moe.routed_activation_extra_array(model, b, s, tp, cp, etp, stored_code, e)
     sched = np.asarray(schedule_code)
     in_flight = in_flight_array(sched, pp, m, v)
     activations = per_layer * layers_stage * in_flight

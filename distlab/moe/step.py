@@ -7,9 +7,10 @@ active_parameters_per_layer = (dense_layers x dense block + moe_layers x active 
 with one pipeline stage this is exactly moe_step_flops' weight count. The attention core keeps
 moe_step_flops' count (2 x keys x (q/k width + v width) per token and layer, banded layers seeing
 min(s, window) keys), written as the dense core's 4 s a d with an effective d. Activations are Korthikanti's
-dense layer with an MLP of the active width (top_k + shared) x expert_ffn (SwiGLU). Stated approximations:
-with pp > 1 every stage gets the average layer (DeepSeek-V3's dense first layers differ from its MoE layers by
-the router only, 0.5%); the dispatched token copies' buffers are not in the activations; the ring attention
+dense layer with an MLP of the active width (top_k + shared) x expert_ffn (SwiGLU), plus what the router and the
+dispatched token copies keep (routed_activation_extra_array: distlab.moe.activations' count of an MoE layer, spread
+over the layers). Stated approximations: with pp > 1 every stage gets the average layer (DeepSeek-V3's dense first
+layers differ from its MoE layers by the router only, 0.5%); the ring attention
 of context parallelism passes K/V of kv_heads x the effective d; the TP collectives of a layer are the dense
 layer's (Megatron's expert-TP all-gather / reduce-scatter of the dispatched tokens replaces the MLP's).
 
@@ -33,6 +34,7 @@ from .._arguments import divisors, short_list
 from ..errors import ConfigurationError
 from .catalog import MOE_MODELS, MoEModel
 from .catalog import model as moe_model
+from .activations import routed_activation_extra_array
 from .cost import ALL_TO_ALLS_PER_LAYER, MAX_GPUS
 
 __all__ = [
@@ -44,6 +46,7 @@ __all__ = [
     "all_to_all_layer_time_array",
     "expert_state_bytes_array",
     "expert_gradient_bytes",
+    "routed_activation_extra_array",
 ]
 
 

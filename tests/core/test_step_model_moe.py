@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from distlab import hardware, mesh, models, moe, planner, training
+from distlab import hardware, memory, mesh, models, moe, planner, training
 from distlab.errors import ConfigurationError
 
 GPU = hardware.Accelerator("toy-gpu", {"bf16": 1e14}, 80e9, 1e12)
@@ -153,7 +153,7 @@ DENSE = models.TransformerModel(
     b=st.sampled_from([1, 2]),
 )
 def test_one_expert_at_ep_1_is_the_dense_path(tp, pp, zero, recompute, b):
-    """A one-expert MoE at ep 1 is the dense SwiGLU model plus its router (h x 1 weights per layer, so L x h more
+    """A one-expert MoE at ep 1 is the dense SwiGLU model plus its router and its dispatched copy (h x 1 weights per layer, so L x h more
     parameters): every part equals the dense path's but for those router weights, which scale the model states and
     the gradient traffic by P_moe / P_dense and add 2 x 3 x h FLOPs per token and layer to the compute."""
     assume(tp * pp <= 8)  # the 8 GPUs of CLUSTER
@@ -171,12 +171,17 @@ def test_one_expert_at_ep_1_is_the_dense_path(tp, pp, zero, recompute, b):
     )
     m, d = training.estimate(ONE, CLUSTER, **kw), training.estimate(DENSE, CLUSTER, **kw)
     assert m.ep_comm_s == 0.0
-    assert (m.tp_comm_s, m.p2p_s, m.cp_comm_s, m.memory.activations_bytes) == (
-        d.tp_comm_s,
-        d.p2p_s,
-        d.cp_comm_s,
-        d.memory.activations_bytes,
-    )
+    assert (m.tp_comm_s, m.p2p_s, m.cp_comm_s) == (d.tp_comm_s, d.p2p_s, d.cp_comm_s)
+    # activations: an MoE layer keeps, beyond the dense SwiGLU layer, its router scores (E = 1) and combine weights
+    # (k = 1) and the dispatched copy's input and output (2 x etp x k x h, etp = tp gathered), per token on the GPU
+    # (b 256 / tp), 2 bytes each; full recomputation keeps the layer input only, as the dense layer
+    stored = "selective" if recompute == "none" else recompute  # estimate's flash attention never keeps scores
+    dense_layer = memory.activation_bytes_per_layer(DENSE, b, 256, tp, tp > 1, stored)
+    moe_layer = moe.moe_activation_bytes(ONE, b, 256, tp=tp, recompute=stored).total
+    extra = 0 if recompute == "full" else b * 256 / tp * (1 + 1 + 2 * tp * 1 * 512) * 2
+    assert moe_layer - dense_layer == extra
+    # both paths multiply their per-layer bytes by the same layers and microbatches in flight
+    assert m.memory.activations_bytes == pytest.approx(d.memory.activations_bytes * moe_layer / dense_layer, rel=1e-12)
     ratio = ONE.parameter_count() / DENSE.parameter_count()
     states = lambda e: e.memory.weights_bytes + e.memory.gradients_bytes + e.memory.optimizer_bytes  # noqa: E731
     assert states(m) == pytest.approx(states(d) * ratio, rel=1e-12)
