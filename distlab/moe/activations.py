@@ -187,10 +187,11 @@ def moe_activation_bytes(
     )
 
 
-def routed_activation_extra_array(model, micro_batch_size, seq_len, tp, cp, etp, recompute_code, element_bytes):
+def routed_activation_extra_array(model, micro_batch_size, seq_len, tp, cp, etp, recompute_code, element_bytes, ep=1):
     """What an MoE layer keeps beyond the dense-shaped layer of the step model (distlab.moe.step: MLP width
-    (top_k + shared) x F), per average layer: moe_layers / layers x T (E + k + 2 etp k h) e, T = s b / (tp cp), and 0
-    with full recomputation. NumPy broadcast, unvalidated: training.step_model_array's fast path. Lesson 10 §4.
+    (top_k + shared) x F), per average layer: moe_layers / layers x T (E + k + 2 etp k L h + 3 k (L - 1) F) e,
+    T = s b / (tp cp), L = model.expert_load(ep) (1 unless the view carries an imbalance or a capacity factor), and
+    0 with full recomputation. NumPy broadcast, unvalidated: training.step_model_array's fast path. Lesson 10 §4.
 
     >>> from distlab.moe.step import step_model
     >>> v = step_model('mixtral-8x7b', 4096)
@@ -200,6 +201,9 @@ def routed_activation_extra_array(model, micro_batch_size, seq_len, tp, cp, etp,
     m = model.moe
     tokens = np.asarray(micro_batch_size, dtype=float) * np.asarray(seq_len, dtype=float)
     tokens = tokens / (np.asarray(tp, dtype=float) * np.asarray(cp, dtype=float))
-    per_token = (m.experts + m.top_k + 2.0 * np.asarray(etp, dtype=float) * m.top_k * m.hidden) * element_bytes
+    load = model.expert_load(ep)
+    copies = m.top_k * load
+    per_token = (m.experts + m.top_k + 2.0 * np.asarray(etp, dtype=float) * copies * m.hidden) * element_bytes
+    per_token = per_token + 3.0 * m.top_k * (load - 1.0) * m.expert_ffn * element_bytes
     kept = m.moe_layers / m.layers * tokens * per_token
     return np.where(np.asarray(recompute_code) == 2, 0.0, kept)

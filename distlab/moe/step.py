@@ -26,11 +26,12 @@ What expert parallelism adds (arrays, unvalidated; checks in check_expert_parall
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from .._arguments import divisors, short_list
+from .._arguments import divisors, real_number, short_list, whole_number
 from ..errors import ConfigurationError
 from .catalog import MOE_MODELS, MoEModel
 from .catalog import model as moe_model
@@ -58,6 +59,63 @@ class MoEStepModel:
     moe: MoEModel
     seq_len: int
     head_dim: float
+    imbalance: float = 1.0  # the busiest EP rank's token copies over the mean (cost.imbalance_factor)
+    capacity_factor: float | None = None  # None: dropless; else every expert's buffer is padded to this capacity
+    max_nodes: int | None = None  # DeepSeek-V3's node-limited routing: at most this many nodes per token
+
+    def expert_load(self, ep):
+        """Token copies the busiest GPU's experts process, over the balanced T k: the capacity factor when one is
+        set (GShard's fixed-size buffers: padded to it, the overflow dropped), else the imbalance, which cannot
+        exceed min(ep, E / k) (with ep = 1 one GPU takes every copy: exactly 1). NumPy broadcast. Lesson 10 §3.
+
+        >>> v = step_model('mixtral-8x7b', 4096, imbalance=1.5)
+        >>> v.expert_load([1, 2, 8]).tolist()
+        [1.0, 1.5, 1.5]
+        """
+        if self.capacity_factor is not None:
+            return np.full(np.shape(ep), float(self.capacity_factor))
+        bound = np.minimum(np.asarray(ep, dtype=float), self.moe.experts / self.moe.top_k)
+        return np.minimum(self.imbalance, bound)
+
+    def busiest_params_per_layer(self, ep):
+        """Active parameters of the average block on the busiest GPU: params_per_layer() with the routed experts'
+        k x expert_params() of the MoE layers x expert_load(ep), what sets the layer's time (Lesson 10 §3).
+
+        >>> v = step_model('mixtral-8x7b', 4096, imbalance=1.5)
+        >>> round(float(v.busiest_params_per_layer(8) - v.params_per_layer()) / 1e6, 1)  # 0.5 x 2 x 176.2M
+        176.2
+        """
+        m = self.moe
+        routed = m.moe_layers / m.layers * m.top_k * float(m.expert_params())
+        return self.params_per_layer() + (self.expert_load(ep) - 1.0) * routed
+
+    def checked(self, ep, etp, gpus_per_node) -> "MoEStepModel":
+        """This view, after checking its routing knobs against one configuration (training.estimate): imbalance
+        at most min(ep, E / k); with max_nodes, the top_k experts fit on max_nodes of the nodes the EP group spans.
+        Lesson 10 §5.
+
+        >>> step_model('mixtral-8x7b', 4096, imbalance=1.5).checked(1, 1, 8)
+        Traceback (most recent call last):
+            ...
+        distlab.errors.ConfigurationError: moe_imbalance=1.5 is more than min(ep, experts / top_k) = 1 (the busiest of ep=1 GPUs takes at most every copy); valid: 1 to 1
+        """
+        m = self.moe
+        high = min(float(ep), m.experts / m.top_k)
+        if self.capacity_factor is None and self.imbalance > high:
+            raise ConfigurationError(
+                f"moe_imbalance={self.imbalance:g} is more than min(ep, experts / top_k) = {high:g} (the busiest of "
+                f"ep={ep} GPUs takes at most every copy); valid: 1 to {high:g}"
+            )
+        if self.max_nodes is not None:
+            nodes = ep / float(ep_members_per_node_array(ep, etp, gpus_per_node))
+            per_node = m.experts / nodes
+            if m.top_k > min(self.max_nodes, nodes) * per_node:
+                raise ConfigurationError(
+                    f"max_nodes_per_token={self.max_nodes}: the top_k={m.top_k} experts of a token do not fit on "
+                    f"{min(self.max_nodes, nodes):g} nodes of {per_node:g} experts; valid: "
+                    f"{math.ceil(m.top_k / per_node)} or more"
+                )
+        return self
 
     @property
     def name(self) -> str:
@@ -124,10 +182,13 @@ def is_moe(model) -> bool:
     return isinstance(model, MoEModel) or (isinstance(model, str) and model.strip().lower() in MOE_MODELS)
 
 
-def step_model(model, seq_len) -> MoEStepModel:
+def step_model(model, seq_len, *, imbalance=1.0, capacity_factor=None, max_nodes=None) -> MoEStepModel:
     """The MoEStepModel of an MoE model at sequence length seq_len: effective head width
     d = (q/k width + v width) / 2 x (mean keys per layer / s) / heads, so that 4 s a d = 2 keys (q/k + v width),
-    moe_step_flops' attention core. Lesson 10 §1.
+    moe_step_flops' attention core. Routing knobs (estimate's moe_imbalance, capacity_factor,
+    max_nodes_per_token): imbalance from 1 to experts / top_k (each configuration clips it at ep, see expert_load);
+    capacity_factor None (dropless) or above 0 up to experts / top_k (a capacity of every token); max_nodes a
+    whole number of nodes, dropless only (as DeepSeek-V3 trains; cost.all_to_all_bytes). Lesson 10 §1, §3, §5.
 
     >>> v = step_model('mixtral-8x7b', 4096)
     >>> v.head_dim, v.ffn, round(v.params_per_layer() / 1e6, 1)  # 32 x 128 query width; 2 x 14336; 41.9M attention + 2 x 176.2M experts + router and norms
@@ -138,7 +199,18 @@ def step_model(model, seq_len) -> MoEStepModel:
     windowed = m.window_layers
     keys = ((m.layers - windowed) * s + windowed * min(s, float(m.sliding_window or s))) / m.layers
     width = (m.attention_width + m.value_width) / 2.0 * keys / s
-    return MoEStepModel(m, int(seq_len), width / m.heads)
+    high = m.experts / m.top_k
+    imbalance = real_number(imbalance, "moe_imbalance", 1.0, high)
+    if capacity_factor is not None:
+        capacity_factor = real_number(capacity_factor, "capacity_factor", 0.0, high, low_open=True)
+    if max_nodes is not None:
+        max_nodes = whole_number(max_nodes, "max_nodes_per_token", 1, MAX_GPUS)
+        if capacity_factor is not None:
+            raise ConfigurationError(
+                "give capacity_factor= or max_nodes_per_token=, not both (node-limited routing is modelled "
+                "dropless, as DeepSeek-V3 trains)"
+            )
+    return MoEStepModel(m, int(seq_len), width / m.heads, imbalance, capacity_factor, max_nodes)
 
 
 def check_expert_parallel(model, gpus, *, tp, cp, pp, ep, etp, sequence_parallel, gpus_per_node) -> tuple[int, int]:
@@ -153,8 +225,6 @@ def check_expert_parallel(model, gpus, *, tp, cp, pp, ep, etp, sequence_parallel
         ...
     distlab.errors.ConfigurationError: ep=3 does not divide the 8 routed experts of mixtral-8x7b; valid ep: 1, 2, 4, 8
     """
-    from .._arguments import whole_number
-
     m = moe_model(model)
     gpus = whole_number(gpus, "gpus", 1, MAX_GPUS)
     tp, cp, pp = (whole_number(v, name, 1, MAX_GPUS) for v, name in ((tp, "tp"), (cp, "cp"), (pp, "pp")))
@@ -218,9 +288,11 @@ def all_to_all_layer_time_array(
 ):
     """Seconds of one MoE layer's all-to-alls for one microbatch on one GPU (forward + backward), dropless and
     uniformly routed: count x max(t_intra, t_inter), count = ALL_TO_ALLS_PER_LAYER (4, 6 with full recompute);
-    send buffer M = tokens x top_k x h x e; p = EP members per node; intra = M (p-1)/ep bytes at
+    send buffer M = tokens x top_k x h x e (with model.capacity_factor the padded E x capacity x h x e); p = EP
+    members per node; intra = M (p-1)/ep bytes at
     (p-1) alpha_intra + intra / B_intra (the pairwise all-to-all), inter = M (ep-p)/ep at (ep-p) alpha_fabric +
-    inter / B_fabric. all_to_all_bytes and all_to_all_time on arrays. Unvalidated. Lesson 10 §5.
+    inter / B_fabric (with model.max_nodes: tokens x h x e x min(max_nodes, ep / p, top_k) (n-1)/n, one copy
+    per remote node of n = ep / p). all_to_all_bytes and all_to_all_time on arrays. Unvalidated. Lesson 10 §5.
 
     Mixtral, one 4,096-token sequence, ep 8 in a node at 450 GB/s, no latency: M = 4096 x 2 x 4096 x 2 B =
     67.1 MB, 7/8 of it over NVLink: 58.7 MB / 450 GB/s = 130.5 us, x 4 all-to-alls = 522 us.
@@ -232,8 +304,16 @@ def all_to_all_layer_time_array(
     m = model.moe
     ep = np.asarray(ep, dtype=float)
     p = ep_members_per_node_array(ep, etp, gpus_per_node)
-    send = np.asarray(tokens, dtype=float) * m.top_k * m.hidden * element_bytes
+    tokens = np.asarray(tokens, dtype=float)
+    send = tokens * m.top_k * m.hidden * element_bytes
+    if model.capacity_factor is not None:  # every expert's buffer padded to its capacity (cost.expert_capacity)
+        capacity = np.maximum(1.0, np.ceil(model.capacity_factor * tokens * m.top_k / m.experts - 1e-9))
+        send = m.experts * capacity * m.hidden * element_bytes
     intra, inter = send * (p - 1.0) / ep, send * (ep - p) / ep
+    if model.max_nodes is not None:  # node-limited routing: one copy per remote node (cost.expected_remote_nodes)
+        nodes = ep / p
+        remote = np.minimum(np.minimum(float(model.max_nodes), nodes), m.top_k) * (nodes - 1.0) / nodes
+        inter = tokens * m.hidden * element_bytes * remote
     t_intra = np.where(p > 1, (p - 1.0) * intra_lat + intra / intra_bw, 0.0)
     t_inter = np.where(ep > p, (ep - p) * inter_lat + inter / inter_bw, 0.0)
     count = np.where(np.asarray(recompute_code) == 2, ALL_TO_ALLS_PER_LAYER["full"], ALL_TO_ALLS_PER_LAYER["none"])
