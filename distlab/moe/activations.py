@@ -40,7 +40,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from .. import memory
-from .._arguments import recompute_mode, whole_number
+from .._arguments import broadcasting, code_array, finite_result, number_array, recompute_mode, whole_number
 from ..errors import ConfigurationError
 from ..memory import RECOMPUTE_MODES
 from ..units import format_bytes
@@ -187,23 +187,29 @@ def moe_activation_bytes(
     )
 
 
+@broadcasting
 def routed_activation_extra_array(model, micro_batch_size, seq_len, tp, cp, etp, recompute_code, element_bytes, ep=1):
     """What an MoE layer keeps beyond the dense-shaped layer of the step model (distlab.moe.step: MLP width
     (top_k + shared) x F), per average layer: moe_layers / layers x T (E + k + 2 etp k L h + 3 k (L - 1) F) e,
     T = s b / (tp cp), L = model.expert_load(ep) (1 unless the view carries an imbalance or a capacity factor), and
-    0 with full recomputation. NumPy broadcast, unvalidated: training.step_model_array's fast path. Lesson 10 §4.
+    0 with full recomputation. NumPy broadcast, inputs checked: training.step_model_array's fast path. Lesson 10 §4.
 
     >>> from distlab.moe.step import step_model
     >>> v = step_model('mixtral-8x7b', 4096)
     >>> float(routed_activation_extra_array(v, 1, 4096, 1, 1, 1, 0, 2.0))  # 4096 x (8 + 2 + 2 x 2 x 4096) x 2 B
     134299648.0
     """
+    if not (hasattr(model, "moe") and hasattr(model, "expert_load")):
+        raise ConfigurationError(f"model={model!r} must be an MoEStepModel (distlab.moe.step.step_model)")
     m = model.moe
-    tokens = np.asarray(micro_batch_size, dtype=float) * np.asarray(seq_len, dtype=float)
-    tokens = tokens / (np.asarray(tp, dtype=float) * np.asarray(cp, dtype=float))
+    b, s = number_array(micro_batch_size, "micro_batch_size", 1.0), number_array(seq_len, "seq_len", 1.0)
+    tp, cp, etp, ep = (number_array(v, n, 1.0) for v, n in ((tp, "tp"), (cp, "cp"), (etp, "etp"), (ep, "ep")))
+    code = code_array(recompute_code, "recompute_code", RECOMPUTE_MODES)
+    element_bytes = number_array(element_bytes, "element_bytes")
+    tokens = b * s / (tp * cp)
     load = model.expert_load(ep)
     copies = m.top_k * load
-    per_token = (m.experts + m.top_k + 2.0 * np.asarray(etp, dtype=float) * copies * m.hidden) * element_bytes
+    per_token = (m.experts + m.top_k + 2.0 * etp * copies * m.hidden) * element_bytes
     per_token = per_token + 3.0 * m.top_k * (load - 1.0) * m.expert_ffn * element_bytes
     kept = m.moe_layers / m.layers * tokens * per_token
-    return np.where(np.asarray(recompute_code) == 2, 0.0, kept)
+    return finite_result("activation bytes", np.where(code == 2, 0.0, kept))

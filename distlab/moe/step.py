@@ -14,7 +14,7 @@ layers differ from its MoE layers by the router only, 0.5%); the ring attention
 of context parallelism passes K/V of kv_heads x the effective d; the TP collectives of a layer are the dense
 layer's (Megatron's expert-TP all-gather / reduce-scatter of the dispatched tokens replaces the MLP's).
 
-What expert parallelism adds (arrays, unvalidated; checks in check_expert_parallel):
+What expert parallelism adds (arrays, each input checked; configurations in check_expert_parallel):
   model states  non-expert weights as a dense model's over tp x pp, replicated over dp x cp; routed experts over
                 etp x ep x pp, replicated over edp = N / (etp ep pp) (expert_parallel_memory's split)
   gradients     non-expert ones reduced over the dense DP group (stride tp), expert ones over the expert DP
@@ -31,12 +31,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._arguments import divisors, real_number, short_list, whole_number
+from .._arguments import (
+    broadcasting,
+    code_array,
+    divisors,
+    finite_result,
+    number_array,
+    real_number,
+    short_list,
+    whole_number,
+)
 from ..errors import ConfigurationError
 from .catalog import MOE_MODELS, MoEModel
 from .catalog import model as moe_model
 from .activations import routed_activation_extra_array
-from .cost import ALL_TO_ALLS_PER_LAYER, MAX_GPUS
+from .cost import ALL_TO_ALLS_PER_LAYER, MAX_GPUS, MAX_SEQ_LEN
 
 __all__ = [
     "MoEStepModel",
@@ -182,6 +191,25 @@ def is_moe(model) -> bool:
     return isinstance(model, MoEModel) or (isinstance(model, str) and model.strip().lower() in MOE_MODELS)
 
 
+def _view(model) -> MoEStepModel:
+    if not isinstance(model, MoEStepModel):
+        raise ConfigurationError(f"model={model!r} must be an MoEStepModel (distlab.moe.step.step_model)")
+    return model
+
+
+def _groups(**values):
+    """Group sizes (ep, etp, tp, pp, ...) as float arrays >= 1, our error naming the first that is not."""
+    return tuple(number_array(v, name, 1.0) for name, v in values.items())
+
+
+def _recipe(recipe):
+    from ..memory import PrecisionRecipe
+
+    if not isinstance(recipe, PrecisionRecipe):
+        raise ConfigurationError(f"recipe={recipe!r} must be a PrecisionRecipe (distlab.memory.precision_recipe)")
+    return recipe
+
+
 def step_model(model, seq_len, *, imbalance=1.0, capacity_factor=None, max_nodes=None) -> MoEStepModel:
     """The MoEStepModel of an MoE model at sequence length seq_len: effective head width
     d = (q/k width + v width) / 2 x (mean keys per layer / s) / heads, so that 4 s a d = 2 keys (q/k + v width),
@@ -195,7 +223,7 @@ def step_model(model, seq_len, *, imbalance=1.0, capacity_factor=None, max_nodes
     (128.0, 28672, 394.3)
     """
     m = moe_model(model)
-    s = float(seq_len)
+    s = float(whole_number(seq_len, "seq_len", 1, MAX_SEQ_LEN))
     windowed = m.window_layers
     keys = ((m.layers - windowed) * s + windowed * min(s, float(m.sliding_window or s))) / m.layers
     width = (m.attention_width + m.value_width) / 2.0 * keys / s
@@ -260,19 +288,20 @@ def check_expert_parallel(model, gpus, *, tp, cp, pp, ep, etp, sequence_parallel
     return ep, etp
 
 
+@broadcasting
 def ep_members_per_node_array(ep, etp, gpus_per_node):
     """EP-group members on one node, min(ep, g / etp) (EP neighbours etp ranks apart; 1 when etp >= g): the closed
     form of cost.ep_members_per_node for etp dividing g and g / etp dividing ep or ep dividing it. NumPy broadcast,
-    unvalidated. Lesson 10 §6.
+    checked. Lesson 10 §6.
 
     >>> ep_members_per_node_array([8, 8, 8, 16], [1, 2, 8, 1], 8).tolist()
     [8.0, 4.0, 1.0, 8.0]
     """
-    ep, etp = np.asarray(ep, dtype=float), np.asarray(etp, dtype=float)
-    g = float(gpus_per_node)
+    ep, etp, g = _groups(ep=ep, etp=etp, gpus_per_node=gpus_per_node)
     return np.where(etp >= g, 1.0, np.minimum(ep, np.floor(g / etp)))
 
 
+@broadcasting
 def all_to_all_layer_time_array(
     model: MoEStepModel,
     tokens,
@@ -292,7 +321,7 @@ def all_to_all_layer_time_array(
     members per node; intra = M (p-1)/ep bytes at
     (p-1) alpha_intra + intra / B_intra (the pairwise all-to-all), inter = M (ep-p)/ep at (ep-p) alpha_fabric +
     inter / B_fabric (with model.max_nodes: tokens x h x e x min(max_nodes, ep / p, top_k) (n-1)/n, one copy
-    per remote node of n = ep / p). all_to_all_bytes and all_to_all_time on arrays. Unvalidated. Lesson 10 §5.
+    per remote node of n = ep / p). all_to_all_bytes and all_to_all_time on arrays. Lesson 10 §5.
 
     Mixtral, one 4,096-token sequence, ep 8 in a node at 450 GB/s, no latency: M = 4096 x 2 x 4096 x 2 B =
     67.1 MB, 7/8 of it over NVLink: 58.7 MB / 450 GB/s = 130.5 us, x 4 all-to-alls = 522 us.
@@ -301,10 +330,13 @@ def all_to_all_layer_time_array(
     >>> round(float(t) * 1e6, 1)
     522.0
     """
-    m = model.moe
-    ep = np.asarray(ep, dtype=float)
+    m = _view(model).moe
+    ep, etp = _groups(ep=ep, etp=etp)
     p = ep_members_per_node_array(ep, etp, gpus_per_node)
-    tokens = np.asarray(tokens, dtype=float)
+    tokens, element_bytes = number_array(tokens, "tokens"), number_array(element_bytes, "element_bytes")
+    intra_lat, inter_lat = number_array(intra_lat, "intra_lat"), number_array(inter_lat, "inter_lat")
+    intra_bw, inter_bw = (number_array(v, n, 1e-300) for v, n in ((intra_bw, "intra_bw"), (inter_bw, "inter_bw")))
+    recompute_code = code_array(recompute_code, "recompute_code", ("none", "selective", "full"))
     send = tokens * m.top_k * m.hidden * element_bytes
     if model.capacity_factor is not None:  # every expert's buffer padded to its capacity (cost.expert_capacity)
         capacity = np.maximum(1.0, np.ceil(model.capacity_factor * tokens * m.top_k / m.experts - 1e-9))
@@ -317,9 +349,10 @@ def all_to_all_layer_time_array(
     t_intra = np.where(p > 1, (p - 1.0) * intra_lat + intra / intra_bw, 0.0)
     t_inter = np.where(ep > p, (ep - p) * inter_lat + inter / inter_bw, 0.0)
     count = np.where(np.asarray(recompute_code) == 2, ALL_TO_ALLS_PER_LAYER["full"], ALL_TO_ALLS_PER_LAYER["none"])
-    return count * np.maximum(t_intra, t_inter)
+    return finite_result("all-to-all time", count * np.maximum(t_intra, t_inter))
 
 
+@broadcasting
 def expert_state_bytes_array(model: MoEStepModel, recipe, memory_recipe, zero, dpc, tp, pp, ep, etp, first_layers):
     """Per-GPU (weights, gradients, optimizer) bytes: the non-expert part over (dp cp, tp, pp) plus the routed
     experts over (edp, etp ep, pp), edp = dp cp tp / (etp ep). zero-paper recipe (memory_recipe None or not an
@@ -327,7 +360,7 @@ def expert_state_bytes_array(model: MoEStepModel, recipe, memory_recipe, zero, d
     which equals this at cp = 1). Engine recipes (memory_recipes.recipe_state_bytes_array): the first stage's
     first_layers non-expert blocks plus the embedding (and with pp = 1 the output layer), and the routed experts of
     min(moe_layers, first_layers) MoE layers (the most any stage holds); DeepSpeed's largest-layer buffer counted
-    with the non-expert part. NumPy broadcast, unvalidated. Lesson 10 §4.
+    with the non-expert part. NumPy broadcast; our error for an invalid input. Lesson 10 §4.
 
     >>> from distlab import memory
     >>> w, g, o = expert_state_bytes_array(step_model('mixtral-8x7b', 4096), memory.precision_recipe('mixed'), None,
@@ -337,9 +370,12 @@ def expert_state_bytes_array(model: MoEStepModel, recipe, memory_recipe, zero, d
     """
     from .. import memory
 
-    m = model.moe
-    tp, pp, ep, etp = (np.asarray(x, dtype=float) for x in (tp, pp, ep, etp))
-    dpc = np.asarray(dpc, dtype=float)
+    m = _view(model).moe
+    recipe = _recipe(recipe)
+    if memory_recipe is not None and not hasattr(memory_recipe, "engine"):
+        raise ConfigurationError(f"memory_recipe={memory_recipe!r} must be None or a distlab.memory_recipes recipe")
+    tp, pp, ep, etp, dpc = _groups(tp=tp, pp=pp, ep=ep, etp=etp, dpc=dpc)
+    first_layers = number_array(first_layers, "first_layers", 1.0)
     edp = dpc * tp / (etp * ep)
     if memory_recipe is None or not memory_recipe.engine:
         dense = memory.model_state_bytes_array(float(m.non_expert_parameter_count()), recipe, zero, dpc, tp, pp)
@@ -363,21 +399,22 @@ def expert_state_bytes_array(model: MoEStepModel, recipe, memory_recipe, zero, d
         expert = recipe_state_bytes_array(
             memory_recipe, moe_first * experts_layer / (etp * ep), experts_layer / (etp * ep), 0.0, zero, edp
         )
-    return tuple(d + x for d, x in zip(dense, expert))
+    return tuple(finite_result("model-state bytes", d + x) for d, x in zip(dense, expert))
 
 
+@broadcasting
 def expert_gradient_bytes(model: MoEStepModel, recipe, tp, pp, ep, etp):
     """(non-expert, expert) gradient bytes per GPU before reduction: P_dense / (tp pp) x e_grad and
-    P_experts / (etp ep pp) x e_grad. NumPy broadcast, unvalidated. Lesson 10 §4.
+    P_experts / (etp ep pp) x e_grad. NumPy broadcast; our error for an invalid input. Lesson 10 §4.
 
     >>> from distlab import memory
     >>> d, x = expert_gradient_bytes(step_model('mixtral-8x7b', 4096), memory.precision_recipe('mixed'), 1, 1, 8, 1)
     >>> round(float(x) / 1e9, 2)  # 45.10e9 expert parameters / 8 x 2 B
     11.27
     """
-    m = model.moe
-    tp, pp, ep, etp = (np.asarray(x, dtype=float) for x in (tp, pp, ep, etp))
-    e = recipe.gradient_bytes
+    m = _view(model).moe
+    tp, pp, ep, etp = _groups(tp=tp, pp=pp, ep=ep, etp=etp)
+    e = _recipe(recipe).gradient_bytes
     return (
         float(m.non_expert_parameter_count()) / (tp * pp) * e,
         float(m.routed_expert_parameter_count()) / (etp * ep * pp) * e,
