@@ -12,7 +12,7 @@ step      an MoE model inside training.estimate / planner.plan: the active-param
 
 from __future__ import annotations
 
-from .activations import MoEActivations, moe_activation_bytes
+from .activations import MoEActivations, moe_activation_bytes, stage_activation_bytes
 from .catalog import ATTENTION_KINDS, MOE_MODELS, MoEModel, model
 from .cost import (
     ALL_TO_ALLS_PER_LAYER,
@@ -67,6 +67,7 @@ __all__ = [
     "moe_step_cost",
     "MoEActivations",
     "moe_activation_bytes",
+    "stage_activation_bytes",
     "MAX_SCORES",
     "RoutingTrace",
     "simulate_routing",

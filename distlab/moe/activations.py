@@ -47,7 +47,7 @@ from ..units import format_bytes
 from .catalog import model as moe_model
 from .cost import MAX_GPUS, MAX_SEQ_LEN, MAX_TOKENS
 
-__all__ = ["MoEActivations", "moe_activation_bytes", "routed_activation_extra_array"]
+__all__ = ["MoEActivations", "moe_activation_bytes", "stage_activation_bytes", "routed_activation_extra_array"]
 
 #: Largest micro-batch the formula accepts (micro_batch_size x seq_len stays <= cost.MAX_TOKENS).
 MAX_MICRO_BATCH = 2**20
@@ -67,10 +67,11 @@ class MoEActivations:
     expert_outputs: float
     shared_experts: float
     recompute: str
+    dense_layer: float = 0.0  # one of the model's dense first layers (MLP of dense_ffn), not in total
 
     def parts(self) -> dict[str, float]:
         """The terms, in the order the forward pass saves them."""
-        return {k: v for k, v in self.__dict__.items() if k != "recompute"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("recompute", "dense_layer")}
 
     @property
     def moe_block(self) -> float:
@@ -136,6 +137,8 @@ def moe_activation_bytes(
     S shared experts, load factor L): router input and norm input 2h, router scores E, combine weights k,
     expert inputs and outputs 2 etp k L h, expert FFN 3 k L F, shared experts 3 S F; plus the attention half of
     distlab.memory.activation_bytes_per_layer. Full recomputation keeps the layer input (h per token) only.
+    dense_layer: one of the model's dense first layers (the same attention half, norm and MLP input, and a SwiGLU
+    MLP of dense_ffn: 3 dense_ffn per token), outside total.
     Korthikanti et al. 2022 §4.1's counting applied to Megatron-Core's MoE layer (see the module docstring).
     Lesson 10 §4.
 
@@ -170,11 +173,15 @@ def moe_activation_bytes(
     h, k, f = m.hidden, m.top_k, m.expert_ffn
     if mode == "full":  # the layer input only, which the dense count already is
         zero = 0.0
-        return MoEActivations(attention_and_mlp, zero, zero, zero, zero, zero, zero, zero, zero, mode)
+        return MoEActivations(
+            attention_and_mlp, zero, zero, zero, zero, zero, zero, zero, zero, mode, dense_layer=attention_and_mlp
+        )
     shared = tokens * 3 * m.shared_experts * f * e
     norm_input = router_input = tokens * h * e
+    attention = attention_and_mlp - norm_input - router_input - shared
     return MoEActivations(
-        attention=attention_and_mlp - norm_input - router_input - shared,
+        dense_layer=attention + norm_input + router_input + tokens * 3 * m.dense_ffn * e,
+        attention=attention,
         norm_input=norm_input,
         router_input=router_input,
         router_scores=tokens * m.experts * e,
@@ -185,6 +192,32 @@ def moe_activation_bytes(
         shared_experts=shared,
         recompute=mode,
     )
+
+
+def stage_activation_bytes(model, micro_batch_size=1, seq_len=None, *, pp=1, in_flight=None, **layer) -> float:
+    """Activation bytes the first pipeline stage of an MoE model keeps: its ceil(layers / pp) layers (the model's
+    dense first layers as dense_layer, the rest as MoE layers, moe_activation_bytes with **layer: tp, cp, ep, etp,
+    recompute, precision, load_factor) x in-flight microbatches (default pp: 1F1B's first stage, Korthikanti et al.
+    2022 §4.2.3). Embedding and logits buffers are not counted, as distlab.memory.training_memory. Lesson 10 §4.
+
+    DeepSeek-V3 on 16 stages with full recomputation: 4 layers (3 dense, 1 MoE) x 16 microbatches of the layer
+    input, 4096 x 7168 x 2 B = 58.7 MB each:
+
+    >>> round(stage_activation_bytes('deepseek-v3', 1, 4096, pp=16, recompute='full') / 1e9, 3)
+    3.758
+    """
+    from ..memory import layers_per_stage
+    from ..units import positive
+
+    m = moe_model(model)
+    pp = whole_number(pp, "pp", 1, MAX_GPUS)
+    stage = layers_per_stage(m.layers, pp)
+    flight = float(pp) if in_flight is None else positive(in_flight, "", "in_flight")
+    if flight > 2**20:
+        raise ConfigurationError(f"in_flight={flight:g} must be at most {2**20:,} microbatches")
+    a = moe_activation_bytes(m, micro_batch_size, seq_len, **layer)
+    dense = min(m.dense_layers, stage)
+    return float((dense * a.dense_layer + (stage - dense) * a.total) * flight)
 
 
 @broadcasting

@@ -111,3 +111,21 @@ def test_step_model_decomposition_equals_the_layer_count(name, b, s, tp, cp, etp
 def test_invalid_inputs_are_our_errors(kwargs, match):
     with pytest.raises(ConfigurationError, match=match):
         moe.moe_activation_bytes("mixtral-8x7b", **kwargs)
+
+
+def test_dense_first_layers_and_the_first_stage():
+    # DeepSeek-V3's 3 dense layers have a SwiGLU MLP of dense_ffn = 18,432 = (8 routed + 1 shared) x 2,048: a dense
+    # layer keeps the MoE layer's count minus exactly the routed extras (scores, combine weights, copies in and out)
+    a = moe.moe_activation_bytes("deepseek-v3", 1, 4096, recompute="selective")
+    assert moe.model("deepseek-v3").dense_ffn == 9 * 2048
+    routed_extra = a.router_scores + a.combine_weights + a.expert_inputs + a.expert_outputs
+    assert a.total - a.dense_layer == routed_extra
+    # 16 stages: the first holds ceil(61 / 16) = 4 layers, 3 dense and 1 MoE, x 16 microbatches in flight (1F1B)
+    stage = moe.stage_activation_bytes("deepseek-v3", 1, 4096, pp=16, recompute="selective")
+    assert stage == pytest.approx((3 * a.dense_layer + a.total) * 16, rel=1e-15)
+    # interleaved-like fraction of microbatches in flight, and an invalid one
+    assert moe.stage_activation_bytes("mixtral-8x7b", 1, 4096, pp=4, in_flight=4.75) == pytest.approx(
+        8 * 4.75 * moe.moe_activation_bytes("mixtral-8x7b", 1, 4096).total, rel=1e-15
+    )
+    with pytest.raises(ConfigurationError, match="in_flight"):
+        moe.stage_activation_bytes("mixtral-8x7b", in_flight=float("nan"))
