@@ -469,15 +469,8 @@ def plan(
         cols = expert_parallel_columns(model, cols, cl.gpus, cl.node.gpus_per_node, rejected)
         routing = dict(imbalance=moe_imbalance, capacity_factor=capacity_factor, max_nodes=max_nodes_per_token)
         core_model, moe_columns = moe_step.step_model(model, s, **routing), dict(ep=cols["ep"], etp=cols["etp"])
-    elif (
-        not (type(moe_imbalance) in (int, float) and moe_imbalance == 1)
-        or capacity_factor is not None
-        or max_nodes_per_token is not None
-    ):
-        raise ConfigurationError(
-            f"moe_imbalance=, capacity_factor= and max_nodes_per_token= apply to mixture-of-experts models; "
-            f"{model.name} is dense (valid: 1, None, None)"
-        )
+    else:
+        moe_step.refuse_routing_for_dense(model.name, moe_imbalance, capacity_factor, max_nodes_per_token)
     out = training.step_model_array(
         core_model,
         **hw,

@@ -1041,16 +1041,8 @@ def estimate(
             f"ep={ep!r}, etp={etp!r}: expert parallelism applies to mixture-of-experts models "
             f"(distlab.moe.MOE_MODELS); {model.name} is dense (valid: ep=1, etp=None)"
         )
-    elif (
-        not (type(moe_imbalance) in (int, float) and moe_imbalance == 1)
-        or capacity_factor is not None
-        or max_nodes_per_token is not None
-    ):
-        raise ConfigurationError(
-            f"moe_imbalance={moe_imbalance!r}, capacity_factor={capacity_factor!r}, max_nodes_per_token="
-            f"{max_nodes_per_token!r}: routing applies to mixture-of-experts models; {model.name} is dense "
-            f"(valid: 1, None, None)"
-        )
+    else:
+        moe_step.refuse_routing_for_dense(model.name, moe_imbalance, capacity_factor, max_nodes_per_token)
     out = step_model_array(
         core_model,
         **hw,

@@ -57,6 +57,7 @@ __all__ = [
     "expert_state_bytes_array",
     "expert_gradient_bytes",
     "routed_activation_extra_array",
+    "refuse_routing_for_dense",
 ]
 
 
@@ -189,6 +190,27 @@ def is_moe(model) -> bool:
     (True, False)
     """
     return isinstance(model, MoEModel) or (isinstance(model, str) and model.strip().lower() in MOE_MODELS)
+
+
+def refuse_routing_for_dense(model_name: str, moe_imbalance, capacity_factor, max_nodes_per_token) -> None:
+    """Our error when a dense model gets MoE routing knobs other than their defaults (1, None, None): estimate's and
+    plan's check. Lesson 10 §3.
+
+    >>> refuse_routing_for_dense('llama2-7b', 1.5, None, None)
+    Traceback (most recent call last):
+        ...
+    distlab.errors.ConfigurationError: moe_imbalance=1.5, capacity_factor=None, max_nodes_per_token=None: routing applies to mixture-of-experts models; llama2-7b is dense (valid: 1, None, None)
+    """
+    if (
+        not (type(moe_imbalance) in (int, float) and moe_imbalance == 1)
+        or capacity_factor is not None
+        or max_nodes_per_token is not None
+    ):
+        raise ConfigurationError(
+            f"moe_imbalance={moe_imbalance!r}, capacity_factor={capacity_factor!r}, max_nodes_per_token="
+            f"{max_nodes_per_token!r}: routing applies to mixture-of-experts models; {model_name} is dense "
+            f"(valid: 1, None, None)"
+        )
 
 
 def _view(model) -> MoEStepModel:

@@ -20,7 +20,7 @@ import functools
 from dataclasses import dataclass
 
 from ._torch import require_torch
-from .activations import SavedTensor
+from .activations import SavedTensorRecorder
 
 
 def tiny_moe_model():
@@ -206,29 +206,11 @@ def measure_moe_activations(model=None, micro_batch_size=2, seq_len=None, seed=0
     predicted = moe_activation_bytes(model, b, s, precision="bf16")
     block = build_moe_block(model, seed).to(torch.bfloat16).train()
     params = {p.untyped_storage().data_ptr() for p in block.parameters()}
-    where = {"op": "?"}
-    found: dict = {}
-
-    def mark(name):
-        where["op"] = name
-
-    def pack(t):
-        storage = t.untyped_storage()
-        key = storage.data_ptr()
-        if key not in params and key not in found:
-            found[key] = SavedTensor(
-                where["op"],
-                tuple(t.shape),
-                str(t.dtype).replace("torch.", ""),
-                storage.nbytes(),
-                storage.nbytes() > t.numel() * t.element_size(),
-            )
-        return t
-
+    recorder = SavedTensorRecorder(params)
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(s, b, model.hidden, dtype=torch.bfloat16, generator=gen, requires_grad=True)
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = block(x, mark)
+    with torch.autograd.graph.saved_tensors_hooks(recorder.pack, lambda t: t):
+        out = block(x, recorder.mark)
     out.float().sum().backward()  # the saved tensors really are what backward needs
     parts = {k: v for k, v in predicted.parts().items() if k != "attention"}
     return MoEActivationMeasurement(
@@ -236,7 +218,7 @@ def measure_moe_activations(model=None, micro_batch_size=2, seq_len=None, seed=0
         micro_batch_size=b,
         seq_len=s,
         top_k=model.top_k,
-        saved=tuple(found.values()),
+        saved=recorder.saved,
         predicted_bytes=predicted.moe_block,
         predicted_parts=parts,
     )
