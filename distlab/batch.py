@@ -1,10 +1,19 @@
-"""Batch size in the large: the linear learning-rate scaling rule and the critical batch size (Lesson 11 §5).
+"""Batch size in the large: the linear learning-rate scaling rule, warm-up, layer-wise trust ratios (LARS, LAMB)
+and the critical batch size (Lesson 11 §5).
 
 More data parallelism means a larger global batch (or smaller microbatches). Two results say how far that helps:
 
 - Goyal et al. 2017, "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour", Sec. 2.1: "when the
   minibatch size is multiplied by k, multiply the learning rate by k" (with a gradual warm-up, Sec. 2.2);
   it held for ResNet-50 on ImageNet up to 8,192 images and broke down beyond (their Fig. 1).
+- Goyal et al. 2017, Sec. 2.2, gradual warm-up: start from the small batch's rate and raise it by a constant
+  amount every iteration until it reaches k times that rate after 5 epochs; then follow the usual schedule.
+- You, Gitman and Ginsburg 2017, "Large Batch Training of Convolutional Networks" (LARS), Algorithm 1: each
+  layer l gets its own local rate lambda_l = eta x ||w_l|| / (||grad L(w_l)|| + beta ||w_l||), eta the trust
+  coefficient (0.001 in the paper), beta the weight decay; it trained AlexNet at batch 8K and ResNet-50 at 32K.
+- You et al. 2019, "Large Batch Optimization for Deep Learning: Training BERT in 76 minutes" (LAMB),
+  Algorithm 2: the same layer-wise idea on Adam's update r = m / (sqrt(v) + eps): the layer moves by
+  eta x phi(||x_l||) / ||r_l + lambda x_l|| x (r_l + lambda x_l), phi the identity in their experiments.
 - McCandlish et al. 2018, "An Empirical Model of Large-Batch Training", Sec. 2-3: with B_noise the gradient
   noise scale, the optimal step size at batch B is eps_max / (1 + B_noise / B) (Eq. 2.7), and reaching a given
   loss takes S = S_min (1 + B_noise / B) steps and E = E_min (1 + B / B_noise) examples (Eq. 2.11,
@@ -19,13 +28,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._arguments import finite_result
 from .errors import ConfigurationError
-from .units import positive
+from .units import non_negative, positive
 
 __all__ = [
     "KAPLAN_B_STAR_TOKENS",
     "KAPLAN_ALPHA_B",
     "scaled_learning_rate",
+    "warmup_learning_rate",
+    "lars_trust_ratio",
+    "lamb_trust_ratio",
     "optimal_learning_rate",
     "steps_and_examples",
     "critical_batch_tokens",
@@ -47,7 +60,71 @@ def scaled_learning_rate(base_lr, base_batch, batch) -> float:
     3.2
     """
     lr = positive(base_lr, "", "base_lr")
-    return lr * positive(batch, "", "batch") / positive(base_batch, "", "base_batch")
+    return finite_result(
+        "scaled_learning_rate", lr * positive(batch, "", "batch") / positive(base_batch, "", "base_batch")
+    )
+
+
+def warmup_learning_rate(step, warmup_steps, peak_lr, start_lr=0.0) -> float:
+    """Goyal et al. 2017's gradual warm-up (Sec. 2.2): the rate rises linearly from start_lr at step 0 to peak_lr at
+    step warmup_steps, and stays at peak_lr after (the decay that follows is the ordinary schedule's). Goyal et al.
+    start at the small batch's rate (0.1) and reach k x 0.1 after 5 epochs. Lesson 11 §5.
+
+    Half way through their warm-up to 3.2 (batch 8,192, k = 32): 0.1 + (3.2 - 0.1) / 2.
+
+    >>> round(warmup_learning_rate(2500, 5000, 3.2, start_lr=0.1), 12)
+    1.65
+    """
+    t = non_negative(step, "", "step")
+    warm = positive(warmup_steps, "", "warmup_steps")
+    peak = positive(peak_lr, "", "peak_lr")
+    start = non_negative(start_lr, "", "start_lr")
+    if start > peak:
+        raise ConfigurationError(
+            f"start_lr={start:g} is above peak_lr={peak:g}: warm-up raises the rate; valid: 0 <= start_lr <= peak_lr"
+        )
+    return peak if t >= warm else finite_result("warm-up learning rate", start + (peak - start) * t / warm)
+
+
+def _norms(weight_norm, other_norm, other: str) -> tuple[float, float]:
+    return non_negative(weight_norm, "", "weight_norm"), non_negative(other_norm, "", other)
+
+
+def lars_trust_ratio(weight_norm, grad_norm, trust_coefficient=0.001, weight_decay=0.0) -> float:
+    """LARS's local learning-rate multiplier of one layer (You, Gitman and Ginsburg 2017, Algorithm 1):
+    lambda = eta x ||w|| / (||g|| + beta x ||w||), eta the trust coefficient, beta the weight decay; the layer's
+    step is the global rate x lambda x (g + beta w). A layer whose gradient is small against its weights gets a
+    larger step, one whose gradient is large a smaller one. With a zero norm there is no ratio: 1 is returned (what
+    implementations commonly do, e.g. for zero-initialised biases). Lesson 11 §5.
+
+    A layer with ||w|| = 1 and ||g|| = 0.01 at eta = 0.001: 0.001 x 1 / 0.01 = 0.1.
+
+    >>> lars_trust_ratio(1.0, 0.01)
+    0.1
+    """
+    w, g = _norms(weight_norm, grad_norm, "grad_norm")
+    eta = positive(trust_coefficient, "", "trust_coefficient")
+    beta = non_negative(weight_decay, "", "weight_decay")
+    if w == 0.0 or g + beta * w == 0.0:
+        return 1.0
+    return finite_result("LARS trust ratio", eta * w / (g + beta * w))
+
+
+def lamb_trust_ratio(weight_norm, update_norm) -> float:
+    """LAMB's layer-wise trust ratio (You et al. 2019, Algorithm 2, phi the identity): ||x|| / ||r + lambda x||,
+    where r + lambda x is the layer's Adam update with weight decay (update_norm is its norm); the layer moves by
+    the global rate x this ratio x (r + lambda x), so every layer's step is the same fraction of its weights.
+    A zero norm returns 1, as implementations commonly do. Lesson 11 §5.
+
+    A layer with ||x|| = 2 whose Adam update has norm 50: 2 / 50.
+
+    >>> lamb_trust_ratio(2.0, 50.0)
+    0.04
+    """
+    x, r = _norms(weight_norm, update_norm, "update_norm")
+    if x == 0.0 or r == 0.0:
+        return 1.0
+    return finite_result("LAMB trust ratio", x / r)
 
 
 def optimal_learning_rate(batch, noise_scale, max_lr) -> float:
@@ -60,7 +137,7 @@ def optimal_learning_rate(batch, noise_scale, max_lr) -> float:
     """
     b = positive(batch, "", "batch")
     noise = positive(noise_scale, "", "noise_scale")
-    return positive(max_lr, "", "max_lr") / (1.0 + noise / b)
+    return finite_result("optimal_learning_rate", positive(max_lr, "", "max_lr") / (1.0 + noise / b))
 
 
 def steps_and_examples(batch, critical_batch, min_steps) -> tuple[float, float]:
@@ -77,7 +154,7 @@ def steps_and_examples(batch, critical_batch, min_steps) -> tuple[float, float]:
     crit = positive(critical_batch, "", "critical_batch")
     s_min = positive(min_steps, "", "min_steps")
     steps = s_min * (1.0 + crit / b)
-    return steps, steps * b
+    return finite_result("steps_and_examples", (steps, steps * b))
 
 
 def critical_batch_tokens(loss) -> float:
@@ -132,4 +209,5 @@ def batch_scaling(base_batch, batch, critical_batch) -> BatchScaling:
     crit = positive(critical_batch, "", "critical_batch")
     s0, e0 = steps_and_examples(b0, crit, 1.0)
     s1, e1 = steps_and_examples(b1, crit, 1.0)
-    return BatchScaling(b0, b1, crit, s0 / s1, e1 / e0)
+    finite_result("batch / base_batch", b1 / b0)
+    return BatchScaling(b0, b1, crit, *finite_result("batch_scaling", (s0 / s1, e1 / e0)))

@@ -4,17 +4,17 @@ A layer's time on one GPU is priced as three parts (Lesson 7 §8):
 
     t = matmul FLOPs / (peak x matmul_efficiency)              the weight matmuls and the logits
       + attention-core FLOPs / (peak x attention_efficiency)   QK^T and AV (4 s a d_head per token forward)
-      + memory_traffic x activation bytes x passes / HBM bandwidth   the element-wise work (norms,
-                                                                 activations, dropout, softmax without
-                                                                 flash attention), memory-bound
+      + memory_traffic x element-wise bytes x passes / HBM bandwidth  the element-wise work (norms,
+                                                                 activations, dropout, RoPE, softmax without
+                                                                 flash attention, the loss), memory-bound
 
 matmul_efficiency = TRAINING_MATMUL_SHARE x the best-shape GEMM rate measured on that GPU (Bekman's MAMF
 microbenchmark, hardware microbenchmarks in distlab/data/published_runs.json). The attention core runs
 at the same matmul efficiency when it is unfused (Megatron-LM 2021-2022: batched GEMMs, the softmax's
 traffic counted in the bytes), and at FLASH_ATTENTION_EFFICIENCY with flash attention (whose scores never
-reach HBM). "activation bytes" is memory.activation_bytes_per_layer: what the layer's element-wise
-operations read and write is proportional to what it stores; passes = 3 (forward, backward x 2), 4 with
-full recomputation.
+reach HBM). "element-wise bytes" are counted kernel by kernel (elementwise_bytes_per_token: what each norm,
+activation, residual add, RoPE and softmax kernel reads and writes, for fused, compiled or eager kernels;
+loss_bytes_per_token for the cross-entropy); passes = 3 (forward, backward x 2), 4 with full recomputation.
 
 Calibration is not validation. Two constants are FITTED, on the calibration set only (Narayanan et al.
 2021 Table 1, the ten Megatron-LM runs from 1.7B to 1T parameters on A100s): TRAINING_MATMUL_SHARE and
@@ -35,6 +35,7 @@ from .errors import ConfigurationError
 
 __all__ = [
     "ATTENTION_KERNELS",
+    "ELEMENTWISE_KERNELS",
     "BEST_GEMM_EFFICIENCY",
     "FALLBACK_GEMM_EFFICIENCY",
     "TRAINING_MATMUL_SHARE",
@@ -45,6 +46,9 @@ __all__ = [
     "compute_model",
     "fixed_compute_model",
     "fit_calibration",
+    "elementwise_bytes_per_token",
+    "elementwise_bytes_array",
+    "loss_bytes_per_token",
     "LINK_BUS_BANDWIDTH",
     "FALLBACK_LINK_SHARE",
     "NVLS_BUS_BANDWIDTH",
@@ -56,6 +60,12 @@ __all__ = [
 #: The attention implementations estimate() knows: 'flash' (FlashAttention, cuDNN/TE fused attention,
 #: PyTorch SDPA: scores never stored) and 'unfused' (Megatron-LM 2021-2022: scores stored, softmax in HBM).
 ATTENTION_KERNELS = ("flash", "unfused")
+#: How the element-wise work between the matmuls runs (elementwise_bytes_per_token counts each one's HBM bytes):
+#: 'fused' (Megatron-LM's fused kernels: LayerNorm/RMSNorm, bias-GeLU, SwiGLU, bias-dropout-add, scale-mask-softmax,
+#: RoPE), 'compiled' (torch.compile's Inductor: one generated kernel per element-wise chain, counted as fused) and
+#: 'eager' (PyTorch eager mode: one kernel per operator, so composite operators such as an RMSNorm computed in fp32,
+#: a complex-number RoPE and SwiGLU's separate SiLU and product each read and write their tensors).
+ELEMENTWISE_KERNELS = ("fused", "compiled", "eager")
 
 #: Best-shape bf16 GEMM rate as a share of the dense peak, per catalog accelerator: Bekman's MAMF
 #: (maximum achievable matmul FLOPS) microbenchmark, the ids in distlab/data/published_runs.json
@@ -67,6 +77,9 @@ BEST_GEMM_EFFICIENCY = {
     "a100-80gb": ("mamf-bf16-a100-sxm", 271.2 / 312),
     "h100-sxm": ("mamf-bf16-h100-sxm", 794.5 / 989),
     "h200": ("mamf-bf16-h100-sxm", 794.5 / 989),
+    # torchtitan's 96 GB HBM2e, 500 W H100 (a validation run's stated part, distlab.validation.run_cluster): the die
+    # of the H100 SXM, so its share of (this part's own) peak
+    "h100-sxm-96gb-hbm2e-500w": ("mamf-bf16-h100-sxm", 794.5 / 989),
     "b200": ("mamf-bf16-b200-sxm", 1745.0 / 2250),
 }
 #: For an accelerator without a published best-shape GEMM figure (h100-pcie, mi300x, a custom one):
@@ -78,9 +91,10 @@ FALLBACK_GEMM_EFFICIENCY = 1745.0 / 2250
 #: training step's matmuls reach (real shapes after tensor parallelism, kernel launches, framework
 #: overhead). Lesson 7 §8.
 TRAINING_MATMUL_SHARE = 0.78
-#: FITTED on the calibration set (fit_calibration): HBM bytes the element-wise operations move per
-#: byte of stored activations, per pass. Lesson 7 §8.
-MEMORY_TRAFFIC = 2.5
+#: FITTED on the calibration set (fit_calibration): the element-wise kernels' HBM time per pass, as a multiple
+#: of their counted forward bytes (elementwise_bytes_per_token) at the datasheet HBM bandwidth; above 1 where
+#: kernels reach less than the datasheet bandwidth or move bytes the count leaves out. Lesson 7 §8.
+MEMORY_TRAFFIC = 1.4
 #: Attention-core efficiency with flash attention, a published microbenchmark, not fitted: FlashAttention-2
 #: reaches 50-73% of the A100's peak (Dao 2023, arXiv 2307.08691, abstract and Sec. 4.1); the low end is
 #: taken for forward + backward (its backward is the slower pass), on every GPU. Lesson 7 §8.
@@ -115,8 +129,8 @@ NVLS_BUS_BANDWIDTH = {"nvlink4": ("nvidia-gtc24-allreduce-busbw-nvlink4-sharp-h1
 NVLS_MIN_GPUS = 5
 
 #: The grids fit_calibration searches (TRAINING_MATMUL_SHARE, MEMORY_TRAFFIC).
-_SHARE_GRID = np.round(np.arange(0.50, 1.0001, 0.02), 2)
-_TRAFFIC_GRID = np.round(np.arange(0.0, 6.0001, 0.5), 2)
+_SHARE_GRID = np.round(np.arange(0.60, 1.0001, 0.02), 2)
+_TRAFFIC_GRID = np.round(np.arange(0.0, 4.0001, 0.2), 2)
 
 
 @dataclass(frozen=True)
@@ -130,6 +144,7 @@ class ComputeModel:
     memory_traffic: float
     attention: str
     calibrated: bool
+    kernels: str = "fused"
 
     def describe(self) -> str:
         """One line for a student: what the compute time assumes."""
@@ -141,7 +156,7 @@ class ComputeModel:
         return (
             f"calibrated: matmuls at {100 * self.matmul_efficiency:.1f}% of peak, attention core at "
             f"{100 * self.attention_efficiency:.1f}% ({self.attention}), element-wise traffic "
-            f"{self.memory_traffic:g} x activation bytes per pass (distlab.efficiency, Lesson 7 §8)"
+            f"{self.memory_traffic:g} x the {self.kernels} kernels' bytes per pass (distlab.efficiency, Lesson 7 §8)"
         )
 
 
@@ -193,7 +208,14 @@ def nvls_bandwidth(link):
     return None if entry is None else entry[1]
 
 
-def compute_model(accelerator, attention="flash", *, share=None, traffic=None) -> ComputeModel:
+def _kernels(kernels) -> str:
+    key = str(kernels).strip().lower()
+    if key not in ELEMENTWISE_KERNELS:
+        raise ConfigurationError(f"kernels={kernels!r}; valid: {', '.join(ELEMENTWISE_KERNELS)}")
+    return key
+
+
+def compute_model(accelerator, attention="flash", *, share=None, traffic=None, kernels="fused") -> ComputeModel:
     """The calibrated compute model for an accelerator: matmuls at TRAINING_MATMUL_SHARE x its best GEMM
     rate; the attention core at that rate when unfused, at FLASH_ATTENTION_EFFICIENCY with flash attention;
     MEMORY_TRAFFIC. share= and traffic= replace the fitted constants (fit_calibration uses them).
@@ -203,7 +225,7 @@ def compute_model(accelerator, attention="flash", *, share=None, traffic=None) -
 
     >>> m = compute_model('a100-80gb', 'unfused')
     >>> round(m.matmul_efficiency, 3), round(m.attention_efficiency, 3), m.memory_traffic
-    (0.678, 0.678, 2.5)
+    (0.678, 0.678, 1.4)
     """
     from .training import check_fraction
     from .units import non_negative
@@ -215,10 +237,10 @@ def compute_model(accelerator, attention="flash", *, share=None, traffic=None) -
         raise ConfigurationError(f"traffic={traffic:g} bytes per stored byte and pass; valid: 0 to 1000")
     matmul = min(1.0, share * best_gemm_efficiency(accelerator))
     core = matmul if kind == "unfused" else FLASH_ATTENTION_EFFICIENCY
-    return ComputeModel(matmul, core, traffic, kind, True)
+    return ComputeModel(matmul, core, traffic, kind, True, _kernels(kernels))
 
 
-def fixed_compute_model(efficiency, attention="flash") -> ComputeModel:
+def fixed_compute_model(efficiency, attention="flash", kernels="fused") -> ComputeModel:
     """The simple model of Lesson 7 §1: every FLOP at one share of peak, no element-wise traffic.
 
     >>> fixed_compute_model(0.5).describe()
@@ -227,7 +249,7 @@ def fixed_compute_model(efficiency, attention="flash") -> ComputeModel:
     from .training import check_fraction
 
     eff = check_fraction(efficiency, "efficiency")
-    return ComputeModel(eff, eff, 0.0, _attention(attention), False)
+    return ComputeModel(eff, eff, 0.0, _attention(attention), False, _kernels(kernels))
 
 
 def fit_calibration() -> dict:
@@ -267,3 +289,117 @@ def _grid_fit() -> dict:
     assert best is not None  # the grids are not empty
     (mean, worst), share, traffic = best
     return dict(share=share, traffic=traffic, mean_abs_error=mean, max_abs_error=worst, runs=[r["id"] for r in runs])
+
+
+def _rotary(model) -> bool:
+    """Whether the model's positions are rotary (RoPE): a recorded rotary base, or no position table with
+    RMSNorm (the Llama family; the catalog's ALiBi models, BLOOM and MPT, use LayerNorm)."""
+    if getattr(model, "rope_theta", None) is not None:
+        return True
+    return int(getattr(model, "position_embeddings", 0)) == 0 and getattr(model, "norm", "") == "rmsnorm"
+
+
+def elementwise_bytes_per_token(
+    model, seq_len, tp=1, sequence_parallel=False, attention="flash", kernels="fused", element_bytes=2.0
+):
+    """HBM bytes the memory-bound element-wise kernels of ONE layer's forward pass move per token, on one GPU,
+    counted kernel by kernel (what each reads and writes; e = element_bytes, fp32 = 4 B). Lesson 7 §8.
+
+    Per token; h-wide tensors divide by tp under sequence parallelism, the others (q = heads x d_head,
+    kv = kv_heads x d_head, f = ffn, the a x s scores) always by tp:
+
+        kernel                       fused / compiled            eager (one kernel per PyTorch operator)
+        norm, x2                     read e h, write e h         LayerNorm the same (one native kernel);
+                                                                 RMSNorm in fp32 (Meta's reference, torchtitan,
+                                                                 torch.rms_norm): to-fp32 e+4, x^2 8, mean 4,
+                                                                 x*rsqrt 8, to-bf16 4+e, *weight 2e: (28 + 4e) h
+        residual add, x2             read 2e h, write e h; dropout's 1-byte mask h more (fused bias-dropout-add;
+                                     eager's separate dropout kernel: 2e h + h)
+        MLP activation               GeLU 2e f; SwiGLU 3e f      SwiGLU: SiLU 2e f + product 3e f = 5e f
+        RoPE (rotary models)         2e (q + kv)                 complex fp32 product: (16 + 2e)(q + kv)
+        GQA K/V repeat (kv < q)      none (read in place)        repeat_kv materialises K and V: 2e (kv + q)
+        unfused attention            softmax 2e a s, dropout (2e + 1) a s, context permute 2e q; flash: none
+
+    The backward moves about twice the forward's bytes (each kernel reads its output gradient and saved input,
+    writes its input gradient): the step model prices 3 passes, 4 with full recomputation, at MEMORY_TRAFFIC x
+    these bytes / HBM bandwidth. 'compiled' (torch.compile) is counted as 'fused'.
+
+    Llama 3.1 8B (h 4096, q 4096, kv 1024, f 14,336), bf16, flash, tp 1: fused 2 x 4e h + 2 x 3e h + 3e f +
+    2e (q + kv) = 81,920 + 86,016 + 20,480 = 188,416 B; eager 2 x 36 h + 2 x 3e h + 5e f + 20 (q + kv) +
+    2e (kv + q) = 344,064 + 143,360 + 102,400 + 20,480 = 610,304 B, 3.2x the fused count.
+
+    >>> int(elementwise_bytes_per_token('llama3.1-8b', 8192)), int(elementwise_bytes_per_token('llama3.1-8b', 8192,
+    ...     kernels='eager'))
+    (188416, 610304)
+    """
+    from .models import model as catalog_model
+
+    if isinstance(model, str):
+        model = catalog_model(model)
+    kind = _kernels(kernels)
+    flash = _attention(attention) == "flash" if isinstance(attention, str) else attention
+    return elementwise_bytes_array(
+        model, seq_len, tp, sequence_parallel, flash, ELEMENTWISE_KERNELS.index(kind), element_bytes
+    )
+
+
+def elementwise_bytes_array(model, seq_len, tp, sequence_parallel, flash, kernels_code, element_bytes):
+    """elementwise_bytes_per_token on NumPy arrays (broadcast; sequence_parallel and flash as 0/1 or booleans): the
+    step model's and the planner's path. kernels_code indexes ELEMENTWISE_KERNELS. Lesson 7 §8.
+
+    >>> from distlab import models
+    >>> float(elementwise_bytes_array(models.model('llama3.1-8b'), 8192, 1, False, True, 2, 2.0))
+    610304.0
+    """
+    from ._arguments import code_array, finite_result, number_array
+    from .units import positive
+
+    if not all(hasattr(model, a) for a in ("hidden", "heads", "ffn", "kv_heads", "dropout", "gated_mlp")):
+        raise ConfigurationError(f"model={model!r} must be a TransformerModel (see distlab.models.model)")
+    seq_len = number_array(seq_len, "seq_len", 1.0)
+    tp = number_array(tp, "tp", 1.0)
+    sequence_parallel = number_array(sequence_parallel, "sequence_parallel")
+    flash = number_array(flash, "flash")
+    kernels_code = code_array(kernels_code, "kernels_code", ELEMENTWISE_KERNELS)
+    e = float(positive(element_bytes, "B", "element_bytes"))
+    h, a, f = float(model.hidden), float(model.heads), float(model.ffn)
+    d = float(getattr(model, "head_dim", model.hidden // model.heads))
+    q, kv = a * d, float(model.kv_heads) * d
+    mask = 1.0 if model.dropout else 0.0
+    eager = np.asarray(kernels_code) == 2
+    tp = np.asarray(tp, dtype=float)
+    sp_div = np.where(np.asarray(sequence_parallel, dtype=bool), tp, 1.0)
+    rms = getattr(model, "norm", "layernorm") == "rmsnorm"
+    norm = np.where(eager & rms, (28.0 + 4.0 * e) * h, 2.0 * e * h)
+    residual = 3.0 * e * h + mask * h + np.where(eager, mask * 2.0 * e * h, 0.0)
+    replicated = 2.0 * norm + 2.0 * residual
+    if model.gated_mlp:
+        activation = np.where(eager, 5.0 * e * f, 3.0 * e * f)
+    else:
+        activation = np.full(np.shape(eager), 2.0 * e * f)
+    rope = np.where(eager, 16.0 + 2.0 * e, 2.0 * e) * (q + kv) if _rotary(model) else 0.0
+    repeat = np.where(eager, 2.0 * e * (kv + q), 0.0) if kv < q else 0.0
+    scores = a * np.asarray(seq_len, dtype=float) * (2.0 * e + (2.0 * e + 1.0) * mask) + 2.0 * e * q
+    split = activation + rope + repeat + np.where(np.asarray(flash, dtype=bool), 0.0, scores)
+    return finite_result("element-wise bytes", replicated / sp_div + split / tp)
+
+
+def loss_bytes_per_token(vocab, element_bytes=2.0) -> float:
+    """HBM bytes the cross-entropy loss moves per token over a vocabulary of V logits (of element_bytes each), forward
+    and backward together, counted kernel by kernel as Megatron-LM's vocab-parallel cross-entropy runs it on fp32
+    logits (PyTorch's F.cross_entropy on upcast logits moves about as much). Lesson 7 §8.
+
+        forward:  upcast (e + 4) V, max 4V, subtract 8V, exp 8V, sum 4V, normalise 8V      = (36 + e) V
+        backward: scale the saved softmax by the loss gradient 8V, cast back (4 + e) V      = (12 + e) V
+
+    Divided by tp (the vocabulary is split over the tensor-parallel GPUs); the step model charges it to the stage
+    holding the logits, at MEMORY_TRAFFIC x these bytes / HBM bandwidth. Llama 3 8B, bf16: 52 x 128,256.
+
+    >>> loss_bytes_per_token(128256)
+    6669312.0
+    """
+    from ._arguments import finite_result
+    from .units import positive
+
+    e, v = positive(element_bytes, "B", "element_bytes"), positive(vocab, "", "vocab")
+    return float(finite_result("loss bytes", (48.0 + 2.0 * e) * v))

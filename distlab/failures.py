@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import hardware, memory
-from ._arguments import param_count
+from ._arguments import broadcasting, finite_result, number_array, param_count
 from .errors import ConfigurationError
 from .units import (
     BYTES_PER_SECOND,
@@ -113,7 +113,7 @@ def job_mtbf(gpus, rate_per_gpu_hour) -> float:
     >>> round(job_mtbf(16384, failure_rate_per_gpu_hour()) / 3600, 2)  # Llama 3: one every 3.09 hours
     3.09
     """
-    return HOUR / (_gpus(gpus) * _rate(rate_per_gpu_hour, allow_zero=False))
+    return finite_result("job_mtbf", HOUR / (_gpus(gpus) * _rate(rate_per_gpu_hour, allow_zero=False)))
 
 
 def _gpus(value) -> int:
@@ -142,7 +142,7 @@ def checkpoint_bytes(model, precision="mixed") -> float:
     """
     p = param_count(model)
     recipe = memory.precision_recipe(precision)
-    return p * (recipe.weight_bytes + recipe.optimizer_bytes)
+    return finite_result("checkpoint_bytes", p * (recipe.weight_bytes + recipe.optimizer_bytes))
 
 
 def checkpoint_seconds(size, storage_bandwidth, *, mode="sync", gpus=1, host_link="pcie5") -> float:
@@ -158,7 +158,7 @@ def checkpoint_seconds(size, storage_bandwidth, *, mode="sync", gpus=1, host_lin
     """
     m = positive(size, "B", "size")
     bw = positive(storage_bandwidth, BYTES_PER_SECOND, "storage_bandwidth")
-    if mode not in CHECKPOINT_MODES:
+    if not isinstance(mode, str) or mode not in CHECKPOINT_MODES:
         raise ConfigurationError(f"mode={mode!r}; valid: {', '.join(CHECKPOINT_MODES)}")
     if mode == "sync":
         out = m / bw
@@ -227,17 +227,23 @@ def goodput(interval_s, checkpoint_s, mtbf_s, restart_s=0.0) -> float:
     return t / (m * math.exp(r / m) * math.expm1((t + d) / m))
 
 
+@broadcasting
 def goodput_array(interval_s, checkpoint_s, mtbf_s, restart_s=0.0):
-    """``goodput`` over NumPy arrays (broadcast), not validated: the widget's curve. Lesson 11 §4.
+    """``goodput`` over NumPy arrays (broadcast): the widget's curve. Times in seconds, finite and >= 0 (intervals
+    and MTBFs > 0); a segment too long to finish before a failure (an overflowing exponential) gives 0. Lesson 11 §4.
 
     >>> goodput_array([600.0, 1200.0], 60, 3 * 3600, 600).round(3).tolist()
     [0.834, 0.849]
     """
-    t = np.asarray(interval_s, dtype=float)
-    m = np.asarray(mtbf_s, dtype=float)
-    r = np.asarray(restart_s, dtype=float)
+    t = number_array(interval_s, "interval_s")
+    d = number_array(checkpoint_s, "checkpoint_s")
+    m = number_array(mtbf_s, "mtbf_s")
+    r = number_array(restart_s, "restart_s")
+    for value, name in ((t, "interval_s"), (m, "mtbf_s")):
+        if np.any(value <= 0):
+            raise ConfigurationError(f"{name} must hold times > 0 s")
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        out = t / (m * np.exp(r / m) * np.expm1((t + np.asarray(checkpoint_s, dtype=float)) / m))
+        out = t / (m * np.exp(r / m) * np.expm1((t + d) / m))
     return np.where(np.isfinite(out), out, 0.0)
 
 
@@ -310,6 +316,10 @@ def checkpoint_plan(
     size = checkpoint_bytes(model, precision)
     bw = positive(storage_bandwidth, BYTES_PER_SECOND, "storage_bandwidth")
     write = size / bw
+    if not write <= MAX_SECONDS:
+        raise ConfigurationError(
+            f"writing a checkpoint of {size:g} B at {bw:g} B/s would take {write:g} s, more than {MAX_SECONDS:g} s"
+        )
     stop = checkpoint_seconds(size, bw, mode=mode, gpus=n, host_link=host_link)
     fixed = _seconds(restart_s, "restart_s", allow_zero=True)
     if mode == "in-memory":
@@ -319,6 +329,11 @@ def checkpoint_plan(
             else positive(network_bandwidth, BYTES_PER_SECOND, "network_bandwidth")
         )
         load = size / n / net
+        if not load <= MAX_SECONDS:
+            raise ConfigurationError(
+                f"loading a checkpoint shard of {size / n:g} B at {net:g} B/s would take {load:g} s, "
+                f"more than {MAX_SECONDS:g} s"
+            )
     else:
         load = write
     restart = fixed + load

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import collectives, flops, memory, models
-from ._arguments import as_cluster, readonly, recompute_mode
+from ._arguments import as_cluster, broadcasting, finite_result, number_array, readonly, recompute_mode
 from .errors import ConfigurationError
 from .units import SECONDS, format_bytes, format_seconds, non_negative, positive, positive_int
 
@@ -70,6 +70,7 @@ SHARDINGS = ("full", "hybrid")
 # ----------------------------------------------------------------------------------------- the fast path
 
 
+@broadcasting
 def layer_by_layer_exposed(
     forward_s, backward_s, gather_s, reduce_scatter_s, layers, prefetch=1, reshard_after_forward=True
 ):
@@ -79,8 +80,9 @@ def layer_by_layer_exposed(
     pipeline depths), each with forward ``forward_s``, backward ``backward_s`` (with any recomputation),
     all-gather ``gather_s`` and gradient reduction ``reduce_scatter_s`` (for HSDP: the reduce-scatter
     plus the all-reduce across replicas). The schedule is the module's (prefetch d, one communication
-    stream in issue order); the result is step end - L (forward + backward). Plain floats or arrays,
-    not validated (the step model's fast path; ``fsdp_timeline`` validates and keeps every event).
+    stream in issue order); the result is step end - L (forward + backward). Plain floats or arrays of
+    finite times >= 0 and whole layer counts >= 1 (the step model's fast path; ``fsdp_timeline`` also
+    keeps every event).
 
     For distlab.training: per microbatch, with t_f / t_b the per-layer forward / backward time on a
     stage and ag / rs the per-layer collective times, ``m * layer_by_layer_exposed(t_f, t_b, ag, rs,
@@ -94,19 +96,62 @@ def layer_by_layer_exposed(
     1.0
     """
     f, b, g, r, n = np.broadcast_arrays(
-        *(np.asarray(x, dtype=float) for x in (forward_s, backward_s, gather_s, reduce_scatter_s, layers))
+        *(
+            _numbers(value, name)
+            for value, name in zip((forward_s, backward_s, gather_s, reduce_scatter_s, layers), _INPUTS)
+        )
     )
-    d, reshard = int(prefetch), bool(reshard_after_forward)
-    out = _closed_form_step(f, b, g, r, n, d, reshard) - n * (f + b)
+    d, reshard = _prefetch(prefetch), _flag(reshard_after_forward, "reshard_after_forward")
+    with np.errstate(over="ignore", invalid="ignore"):  # a sum past 1e308 is refused below, not warned about
+        valid = not f.size or bool(
+            min(f.min(), b.min(), g.min(), r.min()) >= 0
+            and n.min() >= 1
+            and np.isfinite(f + b + g + r + n).all()
+            and (n == np.floor(n)).all()
+        )
+        out = _closed_form_step(f, b, g, r, n, d, reshard) - n * (f + b)
+    if not valid:
+        _refuse_inputs(forward_s, backward_s, gather_s, reduce_scatter_s, layers)
     # the one case without a closed form: prefetch >= 2, resharding, a backward the communication outlasts
     slow = (d >= 2) & reshard & (g + r > b) & (n > 1)
     if np.any(slow):
+        if np.max(n[slow]) > MAX_LAYERS:
+            raise ConfigurationError(
+                f"layers={int(np.max(n[slow]))} is more than {MAX_LAYERS} with prefetch={d} (that schedule is "
+                f"simulated layer by layer); valid: 1..{MAX_LAYERS}"
+            )
         out = np.array(out, dtype=float)
         for count in np.unique(n[slow]):
             pick = slow & (n == count)
             ends = _simulate(f[pick], b[pick], g[pick], r[pick], int(count), d, reshard)["end"]
             out[pick] = ends - count * (f[pick] + b[pick])
+    if not np.isfinite(out).all():
+        finite_result("layer_by_layer_exposed", out)  # raises: the inputs are too far out of range
     return float(out) if np.ndim(out) == 0 else out
+
+
+#: layer_by_layer_exposed's array inputs, in order.
+_INPUTS = ("forward_s", "backward_s", "gather_s", "reduce_scatter_s", "layers")
+
+
+def _numbers(value, name: str) -> np.ndarray:
+    """A float array of `value` when it holds real numbers (checked in one pass afterwards), else our error."""
+    if isinstance(value, (str, bytes)) or value is None:
+        return number_array(value, name)  # raises, naming the parameter
+    array = np.asarray(value)
+    if array.dtype.kind not in "biuf":
+        return number_array(value, name)  # raises
+    return array.astype(float, copy=False)
+
+
+def _refuse_inputs(*values) -> None:
+    """Name the first of layer_by_layer_exposed's inputs that is not finite, negative or not a whole layer count
+    (the one-pass check above found one, or only a sum past 1e308, which the result's check refuses)."""
+    for value, name in zip(values[:4], _INPUTS):
+        number_array(value, name)
+    counts = number_array(values[4], "layers", low=1.0)
+    if np.any(counts != np.floor(counts)):
+        raise ConfigurationError(f"layers={values[4]!r} must hold whole numbers of layers (>= 1)")
 
 
 def _closed_form_step(f, b, g, r, n, d: int, reshard: bool):
@@ -315,8 +360,14 @@ def fsdp_timeline(
         raise ConfigurationError(f"layers={n} is more than {MAX_LAYERS}; valid: 1..{MAX_LAYERS}")
     d = _prefetch(prefetch)
     reshard = _flag(reshard_after_forward, "reshard_after_forward")
-    ev = _simulate(np.float64(f), np.float64(b), np.float64(g), np.float64(r), n, d, reshard)
+    with np.errstate(over="ignore", invalid="ignore"):
+        ev = _simulate(np.float64(f), np.float64(b), np.float64(g), np.float64(r), n, d, reshard)
+    finite_result("fsdp_timeline's step time", ev["end"])
     peak = min(n, d + 1) if reshard else n  # the layer computing + d prefetched; or every layer kept
+
+    def events(key: str) -> np.ndarray:
+        return readonly(np.asarray(ev[key], dtype=float))
+
     return FsdpTimeline(
         n,
         d,
@@ -325,24 +376,19 @@ def fsdp_timeline(
         b,
         g,
         r,
-        *(
-            readonly(np.asarray(ev[k], dtype=float))
-            for k in (
-                "f_start",
-                "f_end",
-                "b_start",
-                "b_end",
-                "ag_start",
-                "ag_end",
-                "bg_start",
-                "bg_end",
-                "rs_start",
-                "rs_end",
-            )
-        ),
-        float(ev["end"]),
-        int(peak),
-        ev["sequence"],
+        f_start=events("f_start"),
+        f_end=events("f_end"),
+        b_start=events("b_start"),
+        b_end=events("b_end"),
+        ag_start=events("ag_start"),
+        ag_end=events("ag_end"),
+        bg_start=events("bg_start"),
+        bg_end=events("bg_end"),
+        rs_start=events("rs_start"),
+        rs_end=events("rs_end"),
+        step_s=float(ev["end"]),
+        peak_gathered=int(peak),
+        sequence=ev["sequence"],
     )
 
 
@@ -450,7 +496,7 @@ def sharding_plan(
     """
     mdl = models.model(model)
     cl = as_cluster(cluster, nodes, fabric)
-    if sharding not in SHARDINGS:
+    if not isinstance(sharding, str) or sharding not in SHARDINGS:
         raise ConfigurationError(f"sharding={sharding!r}; valid: {', '.join(SHARDINGS)}")
     n, per_node = cl.gpus, cl.gpus_per_node
     if sharding == "hybrid" and cl.nodes < 2:

@@ -21,7 +21,6 @@ Conventions that datasheets do not share, fixed here once:
 
 from __future__ import annotations
 
-import math
 import numbers
 import re
 from dataclasses import dataclass
@@ -149,7 +148,7 @@ class Accelerator:
 
     def describe(self) -> str:
         """One line for a student: memory, memory bandwidth and the 16-bit dense peak."""
-        key = "bf16" if "bf16" in self.peak_flops else next(reversed(self.peak_flops))
+        key = "bf16" if "bf16" in self.peak_flops else list(self.peak_flops)[-1]
         return (
             f"{self.name}: {format_bytes(self.memory_bytes)}, {format_rate(self.memory_bandwidth)}, "
             f"{key} {format_rate(self.peak_flops[key], FLOP_PER_SECOND)} dense"
@@ -268,22 +267,28 @@ def _bool_types() -> tuple:
     return (numpy.bool_,)
 
 
+def _below_2_to_1023(value: numbers.Real) -> bool:
+    """|value| < 2**1023: a finite number, not near a float's overflow (an int past a float, 10**400, is not)."""
+    try:
+        return abs(float(value)) < 2**1023
+    except OverflowError:
+        return False
+
+
 def _oversubscription(value) -> float:
     """A ratio >= 1: a number, or a string such as '2:1'."""
     text = value
     if isinstance(value, str):
         match = re.fullmatch(r"\s*([0-9.eE+-]+)\s*(?::\s*([0-9.eE+-]+)\s*)?", value)
         try:
+            if match is None:
+                raise ValueError(value)
             value = float(match.group(1)) / (float(match.group(2)) if match.group(2) else 1.0)
-        except (AttributeError, ValueError, ZeroDivisionError):
+        except (ValueError, ZeroDivisionError):
             raise ConfigurationError(
                 f"oversubscription={text!r} is not a ratio; give a number >= 1 such as 2 or '2:1'"
             ) from None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(float(value) if abs(value) < 2**1023 else math.inf)
-    ):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not _below_2_to_1023(value):
         raise ConfigurationError(f"oversubscription={text!r} must be a finite number >= 1 (1 = non-blocking)")
     if value < 1:
         raise ConfigurationError(
@@ -349,9 +354,15 @@ class Cluster:
         return self.node.intra_link
 
     @property
+    def _fabric(self) -> Link:
+        """The fabric, never None once built (__post_init__ puts the node's NIC in place of None)."""
+        assert self.fabric is not None
+        return self.fabric
+
+    @property
     def port_bandwidth(self) -> float:
         """Per-direction rate of one NIC port on this fabric: min(NIC, fabric) (B/s)."""
-        return min(self.node.nic.bandwidth, self.fabric.bandwidth)
+        return min(self.node.nic.bandwidth, self._fabric.bandwidth)
 
     @property
     def inter_node_bandwidth_per_gpu(self) -> float:
@@ -403,12 +414,12 @@ class Cluster:
             taper += ", rail-optimized"
             if self.oversubscription != 1:
                 return (
-                    f"{self.name} = {self.gpus} x {self.accelerator.name}; fabric {self.fabric.name} ({taper}), "
+                    f"{self.name} = {self.gpus} x {self.accelerator.name}; fabric {self._fabric.name} ({taper}), "
                     f"{format_rate(self.fabric_bandwidth_per_gpu(True))} per GPU along a rail, "
                     f"{format_rate(self.inter_node_bandwidth_per_gpu)} across rails"
                 )
         return (
-            f"{self.name} = {self.gpus} x {self.accelerator.name}; fabric {self.fabric.name} ({taper}), "
+            f"{self.name} = {self.gpus} x {self.accelerator.name}; fabric {self._fabric.name} ({taper}), "
             f"{format_rate(self.inter_node_bandwidth_per_gpu)} per GPU across nodes"
         )
 

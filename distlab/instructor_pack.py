@@ -313,7 +313,7 @@ CHEAT_SHEET: tuple[Formula, ...] = (
         "distlab.training.training_days",
         _ex_days,
         "narayanan2021",
-        "Lesson 7 (not yet used in a lesson)",
+        "Lesson 12 §2",
     ),
     Formula(
         "Slowest of n GPUs",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -94,8 +95,9 @@ class PrecisionRecipe:
     activation_bytes: float
     description: str
     source: str
-    message_bytes: float | None = None
-    compute_precision: str | None = None
+    # None (the default) is replaced in __post_init__: the attributes are always set, hence their types
+    message_bytes: float = None  # type: ignore[assignment]
+    compute_precision: str = None  # type: ignore[assignment]
 
     def __post_init__(self):
         if self.message_bytes is None:
@@ -110,7 +112,7 @@ class PrecisionRecipe:
         return self.weight_bytes + self.gradient_bytes + self.optimizer_bytes
 
 
-_MIXED = dict(
+_MIXED: dict[str, Any] = dict(
     weight_bytes=2,
     gradient_bytes=2,
     optimizer_bytes=12,
@@ -427,21 +429,22 @@ class MemoryBreakdown:
 
     def verdict(self) -> str:
         """'fits, 12.3 GB free' or 'does not fit: 40 GB over the 80 GB of h100-sxm' (or '' without a GPU)."""
-        if self.capacity_bytes is None:
+        capacity, headroom = self.capacity_bytes, self.headroom_bytes
+        if capacity is None or headroom is None:
             return ""
         gpu = f" of {self.gpu_name}" if self.gpu_name else ""
         if self.reserved_bytes:
             gpu += f" less {format_bytes(self.reserved_bytes)} reserved"
         if self.fits:
-            text = f"fits the {format_bytes(self.capacity_bytes)}{gpu}, {format_bytes(self.headroom_bytes)} free"
-            if not self.reserved_bytes and self.headroom_bytes < TIGHT_BYTES:
+            text = f"fits the {format_bytes(capacity)}{gpu}, {format_bytes(headroom)} free"
+            if not self.reserved_bytes and headroom < TIGHT_BYTES:
                 # the ZeRO paper's count reserves nothing; a real engine keeps about this much for itself
                 text += (
                     f" (on paper: a real engine keeps about {format_bytes(TIGHT_BYTES)} for the CUDA context "
                     f"and NCCL buffers, distlab.memory_recipes)"
                 )
             return text
-        return f"does not fit: {format_bytes(-self.headroom_bytes)} over the {format_bytes(self.capacity_bytes)}{gpu}"
+        return f"does not fit: {format_bytes(-headroom)} over the {format_bytes(capacity)}{gpu}"
 
     def summary(self) -> str:
         """A few lines of text: each component, the total, and the verdict."""
@@ -475,7 +478,7 @@ class MemoryBreakdown:
 
     def check(self) -> "MemoryBreakdown":
         """Return self if it fits (or no GPU was given); raise OutOfMemoryError otherwise."""
-        if self.fits is False:
+        if self.capacity_bytes is not None and self.fits is False:
             raise OutOfMemoryError(self.verdict(), needed_bytes=self.total_bytes, capacity_bytes=self.capacity_bytes)
         return self
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from ._arguments import divisors
 from ._catalog import lookup
@@ -138,7 +138,8 @@ class TransformerModel:
     layers: int
     hidden: int
     heads: int
-    kv_heads: Optional[int] = None
+    # None (the default: multi-head attention) is replaced by heads in __post_init__: always an int once built
+    kv_heads: int = None  # type: ignore[assignment]
     ffn: int
     vocab: int
     gated_mlp: bool = False
@@ -307,7 +308,7 @@ def megatron_parameter_count(layers, hidden, vocab, seq_len) -> int:
 
 # --- catalog -----------------------------------------------------------------------------
 
-_LLAMA = dict(
+_LLAMA: dict[str, Any] = dict(
     gated_mlp=True,
     tied_embeddings=False,
     norm="rmsnorm",
@@ -321,8 +322,8 @@ _LLAMA = dict(
 #: 2024, Sec. 3.2.1: RoPE base frequency raised to 500,000); Llama 3.1 "rope_theta": 500000.0 and "rope_scaling":
 #: {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
 #: "original_max_position_embeddings": 8192}.
-_LLAMA2_ROPE = dict(rope_theta=10000.0, rope_scaling=None)
-_LLAMA31_ROPE = dict(rope_theta=500000.0, rope_scaling=RopeScaling())
+_LLAMA2_ROPE: dict[str, Any] = dict(rope_theta=10000.0, rope_scaling=None)
+_LLAMA31_ROPE: dict[str, Any] = dict(rope_theta=500000.0, rope_scaling=RopeScaling())
 
 _LLAMA2_SRC = (
     "Touvron et al. 2023, 'Llama 2: Open Foundation and Fine-Tuned Chat Models', Table 1 "

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import itertools
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -80,7 +81,9 @@ class Plan:
     def row(self, rank: int) -> dict:
         """The configuration at position `rank` of the ranking, as plain numbers."""
         i = int(self.order[rank])
-        out = {name: int(self.columns[name][i]) for name in COLUMNS + MOE_COLUMNS if name in self.columns}
+        out: dict[str, Any] = {
+            name: int(self.columns[name][i]) for name in COLUMNS + MOE_COLUMNS if name in self.columns
+        }
         out["recompute"] = memory.RECOMPUTE_MODES[out.pop("recompute_code")]
         out["schedule"] = training.SCHEDULES[out.pop("schedule_code")]
         out["sequence_parallel"] = bool(out["sequence_parallel"])
@@ -432,13 +435,14 @@ def plan(
     nodes=None,
     attention="flash",
     memory_recipe="zero-paper",
+    kernels="fused",
     moe_imbalance=1.0,
     capacity_factor=None,
     max_nodes_per_token=None,
 ) -> Plan:
     """Evaluate every valid configuration; rank feasible ones first, then by step time.
 
-    efficiency, attention and memory_recipe as in training.estimate (None: the calibrated compute model of
+    efficiency, attention, memory_recipe and kernels as in training.estimate (None: the calibrated compute model of
     distlab.efficiency; a number: every FLOP at that share of peak); only the ZeRO stages the memory recipe's
     engine runs are searched. An MoE model's routing knobs as in training.estimate, for every candidate: the
     imbalance is clipped at min(ep, E / k) (one GPU takes at most every copy). Lesson 7 §5 (search every valid
@@ -454,7 +458,7 @@ def plan(
     model = moe_step.moe_model(model) if is_moe else models.model(model)
     cl = as_cluster(cluster, nodes, fabric)
     batch, s, _ = training.batch_and_sequence(global_batch, seq_len if seq_len is not None else model.seq_len)
-    compute = training.compute_model_for(cl, efficiency, attention)
+    compute = training.compute_model_for(cl, efficiency, attention, kernels=kernels)
     recipe = memory.precision_recipe(precision)
     hw = training.hardware_arguments(cl, recipe, achieved=compute.calibrated)
     peak = hw["peak_flops"]

@@ -371,6 +371,7 @@ def step_model_array(
     balance_stages=False,
     ep=1,
     etp=None,
+    kernels_code=0,
 ) -> dict:
     """Per-step time components (s) and per-GPU memory (bytes) on the busiest (first) pipeline stage.
 
@@ -519,11 +520,20 @@ def step_model_array(
     core_stage = layers_stage * (TRAINING_PASSES * core_fwd + core_again)
     gemm_stage = stage_flops - core_stage
     att_eff = efficiency if attention_efficiency is None else attention_efficiency
-    traffic_layer = memory.activation_bytes_per_layer_array(
-        model, b, s, tp, sequence_parallel, np.where(flash_attention, 1, 0), e
-    )
+    # the element-wise kernels' HBM bytes, counted kernel by kernel (distlab.efficiency; kernels_code indexes
+    # efficiency.ELEMENTWISE_KERNELS: fused, compiled, eager)
+    from .efficiency import elementwise_bytes_array
+
+    traffic_layer = b * s * elementwise_bytes_array(model, s, tp, sequence_parallel, flash_attention, kernels_code, e)
     passes = TRAINING_PASSES + np.where(full, 1.0, 0.0)
     traffic_stage = layers_stage * passes * memory_traffic * traffic_layer / cp
+    # the loss over the vocabulary (fp32 cross-entropy on the logits; efficiency.loss_bytes_per_token), on the stage
+    # holding the logits, forward and backward counted together
+    from .efficiency import loss_bytes_per_token
+
+    traffic_stage = (
+        traffic_stage + logit_share * memory_traffic * b * s / cp * loss_bytes_per_token(model.vocab, e) / tp
+    )
     t_mb = (
         gemm_stage / (tp * peak_flops * efficiency)
         + core_stage / (tp * peak_flops * att_eff)
@@ -918,6 +928,7 @@ def estimate(
     balance_stages=False,
     ep=1,
     etp=None,
+    kernels="fused",
     moe_imbalance=1.0,
     capacity_factor=None,
     max_nodes_per_token=None,
@@ -939,7 +950,9 @@ def estimate(
     (Llama 3's layout; with pp > 2). ep, etp: expert parallelism and expert tensor parallelism (1 or tp; None = tp)
     of a mixture-of-experts model (distlab.moe catalog names such as 'mixtral-8x7b'): compute from the active
     parameters, experts sharded over etp x ep, the all-to-alls as the step-time part 'EP all-to-all'
-    (distlab.moe.step; Lesson 10 §5). moe_imbalance (busiest EP rank's copies / mean, 1 to min(ep, E / k)),
+    (distlab.moe.step; Lesson 10 §5). kernels: how the element-wise work runs, 'fused' (Megatron-LM),
+    'compiled' (torch.compile) or 'eager' (PyTorch eager: more HBM bytes; efficiency.elementwise_bytes_per_token).
+    moe_imbalance (busiest EP rank's copies / mean, 1 to min(ep, E / k)),
     capacity_factor (None: dropless; else padded expert buffers) and max_nodes_per_token (DeepSeek-V3's node limit)
     set the busiest GPU's expert work, activations and all-to-all bytes (distlab.moe.step.MoEStepModel; Lesson 10 §3).
     An infeasible configuration is priced but
@@ -1001,10 +1014,13 @@ def estimate(
     if v > 1 and sched != "interleaved":
         raise ConfigurationError(f"chunks={v} needs schedule='interleaved'")
     if sched == "interleaved":
-        if model.layers < pp * v:
+        # balanced stages (Llama 3): the first chunk may hold only the embedding, the last only the logits and loss
+        ends = 2 if balance_stages and pp > 2 else 0
+        if model.layers + ends < pp * v:
             raise ConfigurationError(
-                f"interleaved: {model.layers} layers cannot fill pp x chunks = {pp * v} chunks "
-                f"(at least one layer each)"
+                f"interleaved: {model.layers} layers"
+                + (" plus the embedding and the logits" if ends else "")
+                + f" cannot fill pp x chunks = {pp * v} chunks (at least one layer each)"
             )
         if m % pp:
             raise ConfigurationError(f"interleaved: microbatches per pipeline m={m} must be a multiple of pp={pp}")
@@ -1016,7 +1032,7 @@ def estimate(
             f"zero={zero} is not a ZeRO stage of memory_recipe={mem_recipe.name!r}; valid: "
             f"{', '.join(str(z) for z in mem_recipe.zero_stages)}"
         )
-    compute = compute_model_for(cl, efficiency, attention, calibration)
+    compute = compute_model_for(cl, efficiency, attention, calibration, kernels)
     eff = compute.matmul_efficiency
     recipe = memory.precision_recipe(precision)
     hw = hardware_arguments(cl, recipe, achieved=compute.calibrated)
@@ -1097,6 +1113,7 @@ def estimate(
         precision=recipe.name,
         efficiency=efficiency if compute.calibrated is False else None,
         attention=compute.attention,
+        kernels=compute.kernels,
         matmul_efficiency=eff,
         tp_overlap=bool(tp_overlap) and sp,
         memory_recipe=mem_recipe.name,
@@ -1129,7 +1146,7 @@ def estimate(
     )
 
 
-def compute_model_for(cl, efficiency=None, attention="flash", calibration=None):
+def compute_model_for(cl, efficiency=None, attention="flash", calibration=None, kernels="fused"):
     """The efficiency.ComputeModel estimate() and plan() price compute with: the calibrated model for the
     cluster's accelerator (efficiency None), or the fixed share of Lesson 7 §1 (a number). Lesson 7 §8.
 
@@ -1141,9 +1158,9 @@ def compute_model_for(cl, efficiency=None, attention="flash", calibration=None):
 
     cl = as_cluster(cl)  # a Cluster, or a node name (one node); anything else is our error
     if efficiency is not None:
-        return fixed_compute_model(efficiency, attention)
+        return fixed_compute_model(efficiency, attention, kernels)
     if calibration is None:
-        return compute_model(cl.accelerator, attention)
+        return compute_model(cl.accelerator, attention, kernels=kernels)
     if not isinstance(calibration, (tuple, list)) or len(calibration) != 2:
         raise ConfigurationError(
             f"calibration={calibration!r} must be a pair (share, traffic), as efficiency.fit_calibration gives"
@@ -1154,6 +1171,7 @@ def compute_model_for(cl, efficiency=None, attention="flash", calibration=None):
         attention,
         share=check_fraction(share, "calibration share"),
         traffic=non_negative(traffic, "", "calibration traffic"),
+        kernels=kernels,
     )
 
 
@@ -1162,9 +1180,9 @@ def compute_arguments(compute) -> dict:
 
     >>> from distlab.efficiency import fixed_compute_model
     >>> sorted(compute_arguments(fixed_compute_model(0.5)))
-    ['attention_efficiency', 'efficiency', 'flash_attention', 'memory_traffic']
+    ['attention_efficiency', 'efficiency', 'flash_attention', 'kernels_code', 'memory_traffic']
     """
-    from .efficiency import ComputeModel
+    from .efficiency import ELEMENTWISE_KERNELS, ComputeModel
 
     if not isinstance(compute, ComputeModel):
         raise ConfigurationError(f"compute={compute!r} must be an efficiency.ComputeModel (see compute_model_for)")
@@ -1173,6 +1191,7 @@ def compute_arguments(compute) -> dict:
         attention_efficiency=compute.attention_efficiency,
         memory_traffic=compute.memory_traffic,
         flash_attention=compute.attention == "flash",
+        kernels_code=ELEMENTWISE_KERNELS.index(compute.kernels),
     )
 
 

@@ -108,14 +108,16 @@ class OOMTriage:
     def summary(self) -> str:
         """The verdict, the single fixes and the ladder as lines of text."""
         b = self.base
-        cap = b.memory.capacity_bytes
+        cap, headroom = b.memory.capacity_bytes, b.memory.headroom_bytes
+        if cap is None or headroom is None:  # estimate() always prices a GPU; a hand-built StepEstimate may not
+            raise ConfigurationError("an OOM triage needs the GPU's capacity: its base estimate has none")
         if self.already_fits:
             return (
                 f"already fits: {format_bytes(b.memory.total_bytes)} of the {format_bytes(cap)} per GPU "
-                f"({format_bytes(b.memory.headroom_bytes)} free); nothing to fix"
+                f"({format_bytes(headroom)} free); nothing to fix"
             )
         lines = [
-            f"needs {format_bytes(b.memory.total_bytes)} per GPU, {format_bytes(-b.memory.headroom_bytes)} over "
+            f"needs {format_bytes(b.memory.total_bytes)} per GPU, {format_bytes(-headroom)} over "
             f"the {format_bytes(cap)}; step {format_seconds(b.step_time_s)}",
             "single fixes (each from the given configuration):",
         ]
@@ -163,12 +165,13 @@ def _micro_batch_note(est: StepEstimate) -> str:
     return f"saves nothing while m <= p: all m = {m} microbatches in flight (p = {p}), b x m = {b * m} either way"
 
 
-def _next_fixes(c: dict, every: bool) -> list[tuple[str, str, dict]]:
+def _next_fixes(c: dict, every: bool) -> list[tuple[str, str, dict | None]]:
     """(kind, words, keyword changes) of the next fix of each kind from configuration c (estimate's config).
 
-    every: all higher recomputation modes and ZeRO stages (single fixes); else only the next one.
+    every: all higher recomputation modes and ZeRO stages (single fixes); else only the next one; the
+    changes of a TP or PP doubling that dp cannot pay for (dp odd) are None.
     """
-    out = []
+    out: list[tuple[str, str, dict | None]] = []
     b = c["micro_batch_size"]
     if b > 1:
         smaller = max(d for d in range(1, b) if b % d == 0)  # keeps B / (dp b) whole
@@ -277,7 +280,7 @@ def oom_triage(model, cluster, **config) -> OOMTriage:
     fixes = []
     for kind, words, change in _next_fixes(base.config, every=True):
         fixes.append(_try_fix(model, cluster, config, kind, words, change, base, base)[1])
-    ladder = []
+    ladder: list[TriageStep] = []
     if not base.fits:
         current, est = config, base
         for kind in TRIAGE_ORDER:

@@ -75,7 +75,7 @@ FLOPS = flop / second
 percent = 0.01 = %
 """
 
-ureg = pint.UnitRegistry(None)
+ureg: pint.UnitRegistry = pint.UnitRegistry(None)
 for _line in _DEFINITIONS.strip().splitlines():
     ureg.define(_line)
 ureg.formatter.default_format = ".4g~P"  # 107.2 GB, not 107.170039808 GB
@@ -230,7 +230,7 @@ def parse_quantity(text: str, name: str = "value"):
             f"unit, such as '80 GB', '900 GB/s', '1.5e9 B' or '3.05 s'"
         )
     try:
-        value = Q_(text)
+        value: pint.Quantity = Q_(text)
     except Exception as exc:  # pint raises several exception types for bad text
         raise UnitError(
             f"{name}={text!r} is not a quantity distlab can read ({exc}); "

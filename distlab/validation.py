@@ -235,13 +235,26 @@ def run_cluster(run_: dict):
     >>> (c.node.name, c.gpus, c.fabric.name)
     ('dgx-a100', 3072, 'ib-hdr')
     """
-    from .hardware import cluster
+    import dataclasses
+
+    from .hardware import Accelerator, cluster, node
 
     run_ = _published(run_)
     c = run_["distlab"]["cluster"]
     if c is None:
         raise ConfigurationError(f"{run_['id']}: no cluster ({run_['distlab']['reason']})")
-    return cluster(c["node"], c["nodes"], c["fabric"])
+    part = c.get("accelerator")
+    if part is None:
+        return cluster(c["node"], c["nodes"], c["fabric"])
+    # a stated GPU the catalog lacks (torchtitan's 96 GB HBM2e, 500 W H100): the catalog node with that part
+    gpu = Accelerator(
+        part["name"],
+        {"bf16": part["bf16_flops"], "fp16": part["bf16_flops"]},
+        memory_bytes=part["memory_bytes"],
+        memory_bandwidth=part["memory_bandwidth"],
+        source=part["source"],
+    )
+    return cluster(dataclasses.replace(node(c["node"]), accelerator=gpu), c["nodes"], c["fabric"])
 
 
 def predict(run_: dict):
@@ -295,7 +308,7 @@ def _errors(rows) -> tuple:
 def _stats(rows) -> dict:
     scored = [r for r in rows if r.status == "predicted"]
     priced = [r for r in rows if r.status in ("predicted", "does not fit")]
-    counts = {}
+    counts: dict[str, int] = {}
     for r in rows:
         counts[r.status] = counts.get(r.status, 0) + 1
     mean, worst, worst_id = _errors(scored)

@@ -56,6 +56,7 @@ FORMULA_MODULES = [
     "distlab.fsdp",
     "distlab.failures",
     "distlab.batch",
+    "distlab.budget",
     "distlab.pipeline.schedules",
     "distlab.pipeline.timeline",
     "distlab.pipeline.closed_form",

@@ -60,6 +60,9 @@ FORMULA_MODULES = (
     "validation",
     "production",
     "export",
+    "fsdp",
+    "failures",
+    "batch",
 )
 #: Seconds a single call may take before it counts as a hang.
 CALL_LIMIT_S = 5
@@ -292,6 +295,11 @@ def bounded(seconds: int = CALL_LIMIT_S):
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
+#: Result fields where NaN is a documented marker of "no such event", not an overflow: an FsdpTimeline's backward
+#: gathers of a layer that is not resharded (the last one; every one without resharding). Infinity is still refused.
+NAN_MARKS = {("FsdpTimeline", "bg_start"), ("FsdpTimeline", "bg_end")}
+
+
 def non_finite(value, depth: int = 0) -> str | None:
     """Where a NaN or infinity sits in a result (None when there is none)."""
     if depth > 4 or value is None or isinstance(value, (str, bytes, bool)):
@@ -323,7 +331,10 @@ def non_finite(value, depth: int = 0) -> str | None:
     fields = getattr(value, "__dataclass_fields__", None)
     if fields:
         for field in fields:
-            where = non_finite(getattr(value, field, None), depth + 1)
+            item = getattr(value, field, None)
+            if (type(value).__name__, field) in NAN_MARKS:
+                item = np.nan_to_num(np.asarray(item, dtype=float), nan=0.0, posinf=np.inf, neginf=-np.inf)
+            where = non_finite(item, depth + 1)
             if where:
                 return f".{field} {where}"
     return None

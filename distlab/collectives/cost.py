@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -457,7 +458,7 @@ def _hierarchical_all_reduce(op, n, m, bw, alpha, *, inter, gpus_per_node) -> Co
 
 #: The formula of each (op, algorithm): f(op, n, m, bandwidth, latency) -> CollectiveCost for n >= 2
 #: (hierarchical also takes inter= and gpus_per_node=). collective_cost validates, then calls one.
-FORMULAS = {
+FORMULAS: dict[tuple[str, str], Callable[..., CollectiveCost]] = {
     ("all-reduce", "ring"): _ring_all_reduce,
     ("all-reduce", "tree"): _tree_all_reduce,
     ("all-reduce", "hierarchical"): _hierarchical_all_reduce,

@@ -144,7 +144,7 @@ def _class_options(args) -> dict:
     """variants= (the roster policy) and identity= (Gradescope's submitter) for grade_notebook."""
     from ..grading import variants
 
-    options = {}
+    options: dict[str, object] = {}
     if args.roster:
         options["variants"] = variants.VariantPolicy(
             variants.load_roster(args.roster, variants.read_secret(args.secret_file))

@@ -104,7 +104,8 @@ def decode(entry: Any, depth: int = 0) -> Any:
             return f"{entry['magnitude']} {entry['units'][:200]}"
         if kind == "seq" and isinstance(entry.get("v"), list):
             items = [decode(x, depth + 1) for x in entry["v"]]
-            container = {"tuple": tuple, "set": set, "frozenset": frozenset}.get(entry.get("kind"), list)
+            containers: dict[Any, type] = {"tuple": tuple, "set": set, "frozenset": frozenset}
+            container = containers.get(entry.get("kind"), list)
             try:
                 return container(items)
             except TypeError:  # unhashable items in a set
@@ -114,9 +115,8 @@ def decode(entry: Any, depth: int = 0) -> Any:
         if kind == "ndarray":
             import numpy as np
 
-            dtype = np.dtype(str(entry.get("dtype"))[:20])
-            if dtype.kind not in "biufc" or dtype.itemsize > 16:  # plain numbers only
-                dtype = None
+            named = np.dtype(str(entry.get("dtype"))[:20])
+            dtype = named if named.kind in "biufc" and named.itemsize <= 16 else None  # plain numbers only
             return np.array(decode(entry.get("v"), depth + 1), dtype=dtype)
         return opaque(entry.get("type", "object"))
     except (ValueError, TypeError, KeyError, OverflowError):

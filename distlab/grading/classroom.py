@@ -102,7 +102,7 @@ def collect(paths) -> list[Submission]:
             if any(part.startswith(".") for part in rel.parts):
                 continue  # .ipynb_checkpoints, hidden folders
             top = rel.parts[0] if len(rel.parts) > 1 else None
-            identity = submitters.get(top, ()) if submitters else ((top,) if top else ())
+            identity = submitters.get(top, ()) if submitters and top else ((top,) if top else ())
             out.append(Submission(nb, f"{root.name}/{rel.as_posix()}", identity))
     if not out:
         raise ConfigurationError("no notebooks to grade")

@@ -280,7 +280,7 @@ def grade_notebook(
     questions = lesson_questions(lesson) if lesson is not None else None
     raw = read_submission(path, grade.problems)
     read = None if raw is None else parse_sources(raw, grade.problems)
-    if read is None:
+    if raw is None or read is None:
         _unreadable(grade, path, questions)
     else:
         metadata, sources = read

@@ -143,7 +143,7 @@ def build_autograder(
 
         script("setup.sh", setup_script(requirement or "/autograder/source/distlab-src"))
         script("run_autograder", run_script(slug, timeout, cell_timeout, bool(roster)))
-        if requirement is None:
+        if requirement is None and root is not None:  # root is found: checked above
             _add_tree(zf, root, "distlab-src")
         if roster:
             zf.write(roster, "roster.csv")

@@ -176,7 +176,10 @@ def build_variants(
     slugs = [manifest.lesson(n).slug for n in lessons] if lessons else list(manifest.graded())
     written = []
     for slug in slugs:
-        source = exercises / manifest.LESSONS[slug].exercise
+        exercise = manifest.LESSONS[slug].exercise
+        if exercise is None:
+            raise ConfigurationError(f"lesson {slug!r} has no exercise notebook: it has no graded questions")
+        source = exercises / exercise
         if not source.is_file():
             raise ConfigurationError(f"no exercise notebook at {source} (run: distlab exercises)")
         nb = nbformat.read(source, as_version=4)

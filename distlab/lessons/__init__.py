@@ -143,6 +143,12 @@ LESSONS: dict[str, Lesson] = {
                 "distlab.widgets.training_at_scale.CheckpointApp",
             ],
         ),
+        _lesson(
+            12,
+            "capstone",
+            modules=["budget", "training", "planner"],
+            apps=["distlab.widgets.training_lab.TrainingLabApp"],
+        ),
     )
 }
 

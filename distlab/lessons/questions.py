@@ -284,7 +284,9 @@ class NumericQuestion:
         if math.isclose(value, want, rel_tol=self.rel_tol, abs_tol=self.abs_tol):
             return CheckResult(self.name, CORRECT, "correct", self.points, self.points)
         reason = "is too high" if value > want else "is too low"
-        for factor, words in self.scale_hint.items():
+        # bind_params has called a scale_hint function already when there are params; without, call it here
+        hints = self.scale_hint(**self.params) if callable(self.scale_hint) else self.scale_hint
+        for factor, words in hints.items():
             if want and math.isclose(value / want, factor, rel_tol=self.rel_tol):
                 reason = words
                 break

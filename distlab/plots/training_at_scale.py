@@ -7,10 +7,14 @@ artists in place. (The pipeline grid itself is distlab.plots.pipeline's.)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence, cast
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
 
 from ._style import BLUE, GREEN, MUTED, ORANGE, PURPLE, RED, finish_axes, nice_ceiling, swatch
 
@@ -64,10 +68,10 @@ class StreamPlot:
     """Two rows of boxes on one time axis: compute (top) and communication (bottom), from the event arrays
     of a distlab.fsdp.FsdpTimeline (passed as plain arrays: f_start, f_end, ..., step_s, compute_s)."""
 
-    ax: object
+    ax: Axes
     boxes: PolyCollection
-    step_line: object
-    ideal_line: object
+    step_line: Line2D
+    ideal_line: Line2D
 
     @property
     def animated_artists(self) -> list:
@@ -91,7 +95,8 @@ class StreamPlot:
             part = _boxes(events[f"{key}_start"], events[f"{key}_end"], y, 0.4)
             parts.append(part)
             colours += [colour] * len(part)
-        self.boxes.set_verts(np.concatenate(parts))  # one (n, 4, 2) array: matplotlib's vectorised path
+        # one (n, 4, 2) array, a sequence of n boxes to matplotlib: its vectorised path
+        self.boxes.set_verts(cast(Sequence[np.ndarray], np.concatenate(parts)))
         self.boxes.set_facecolor(colours)
         step, ideal = float(events["step_s"]), float(events["compute_s"])
         self.step_line.set_xdata([step, step])
@@ -158,10 +163,10 @@ class ContextBars:
     """One row per method: the attention compute (blue), the communication hidden under it (light) and the
     communication left exposed (red), per layer, forward + backward."""
 
-    ax: object
-    compute: object
-    hidden: object
-    exposed: object
+    ax: Axes
+    compute: list[Rectangle]
+    hidden: list[Rectangle]
+    exposed: list[Rectangle]
 
     @property
     def animated_artists(self) -> list:
@@ -239,10 +244,10 @@ def context_figure(labels: list, rows: list, title: str = "", unit: str = "ms", 
 class GoodputCurve:
     """Goodput (%) against the checkpoint interval (minutes, log axis), with the chosen interval marked."""
 
-    ax: object
-    curve: object
-    chosen: object
-    young: object
+    ax: Axes
+    curve: Line2D
+    chosen: Line2D
+    young: Line2D
 
     @property
     def animated_artists(self) -> list:

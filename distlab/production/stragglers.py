@@ -39,7 +39,7 @@ EULER_GAMMA = 0.5772156649015329
 
 _GRID = np.linspace(-12.0, 12.0, 24001)
 _erf = np.frompyfunc(math.erf, 1, 1)
-_PHI = 0.5 * (1.0 + _erf(_GRID / math.sqrt(2.0)).astype(float))
+_PHI = 0.5 * (1.0 + np.asarray(_erf(_GRID / math.sqrt(2.0)), dtype=float))
 #: log Phi(x) on the grid, accurate in both tails: log(erfc(-x/sqrt 2)/2) below 0, log1p(-Q(x)) with
 #: Q(x) = erfc(x/sqrt 2)/2 above (Phi itself rounds to 1 once Q < 1e-16, x > 8.2).
 _LOG_PHI = np.array(

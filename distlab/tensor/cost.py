@@ -363,7 +363,7 @@ def tp_layer_cost(
     peak, gpu_name = _peak(gpu, precision, peak_flops)
     size = tp_message_bytes(b, s, m.hidden, e)
     kwargs = dict(link=link, bandwidth=bandwidth, latency=latency)
-    table = SP_COLLECTIVES if sequence_parallel else TP_COLLECTIVES
+    table: tuple[tuple[str, str], ...] = SP_COLLECTIVES if sequence_parallel else TP_COLLECTIVES
     if mode == "full":  # the recomputed forward repeats the forward collectives
         forward = [entry for entry in table if entry[0].startswith("forward")]
         table = (

@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 from pathlib import Path
 
 
@@ -45,9 +46,9 @@ def main(config: dict) -> None:
                 per_size.append(samples)
             times[n] = per_size
         dist.barrier()
-    gathered = [None] * world if rank == 0 else None
+    gathered: list[Any] | None = [None] * world if rank == 0 else None
     dist.gather_object(times, gathered, dst=0)
-    if rank == 0:
+    if gathered is not None:  # rank 0
         partial = work / "result.json.partial"
         partial.write_text(json.dumps({"times": [{str(k): v for k, v in t.items()} for t in gathered]}))
         partial.replace(work / "result.json")  # appears whole or not at all

@@ -124,7 +124,7 @@ def measure_model_state(
         optimizer = torch.optim.Adam(params, lr=lr)
         _loss(torch, module, inputs, targets).backward()
         optimizer.step()
-        state_tensors = {}
+        state_tensors: dict[str, list] = {}
         for p in params:
             for name, value in optimizer.state[p].items():
                 state_tensors.setdefault(name, []).append(value)

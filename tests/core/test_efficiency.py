@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distlab import efficiency, hardware, training, validation
+from distlab import efficiency, hardware, planner, training, validation
 from distlab.errors import ConfigurationError
 
 
@@ -77,6 +77,56 @@ def test_calibration_overrides_are_checked(share, traffic):
     assert 0 < share <= 1 and traffic >= 0 and model.memory_traffic == traffic
 
 
+def test_element_wise_bytes_by_hand():
+    """GPT 1.7B of Narayanan Table 1 (h 2304, a 24, f 9216, LayerNorm, dropout, learned positions), bf16, s 2048,
+    unfused, fused kernels, tp 1: norms 2 x 2e h = 18,432; residual bias-dropout-add 2 x (3e h + h) = 32,256;
+    GeLU 2e f = 36,864; softmax + dropout a s (2e + (2e + 1)) = 24 x 2048 x 9 = 442,368; context permute 2e q =
+    9,216: 539,136 B per token. Eager: dropout apart, 2 x 2e h = 18,432 more (LayerNorm and GeLU are one native
+    kernel each)."""
+    gpt = validation.run_model(validation.run("narayanan2021-t1-1.7b"))
+    fused = efficiency.elementwise_bytes_per_token(gpt, 2048, attention="unfused")
+    eager = efficiency.elementwise_bytes_per_token(gpt, 2048, attention="unfused", kernels="eager")
+    assert float(fused) == 539_136 and float(eager) == 539_136 + 18_432
+    # tp 2 with sequence parallelism halves every term; flash drops the scores and the permute
+    assert float(efficiency.elementwise_bytes_per_token(gpt, 2048, 2, True, "unfused")) == 539_136 / 2
+    assert float(efficiency.elementwise_bytes_per_token(gpt, 2048, attention="flash")) == 539_136 - 442_368 - 9_216
+    # compiled is counted as fused
+    assert float(efficiency.elementwise_bytes_per_token("llama3.1-8b", 8192, kernels="compiled")) == 188_416
+
+
+def test_eager_minus_compiled_matches_torchtitan():
+    """torchtitan's own H100 tables (Tables 1 and 3) measure eager and torch.compile on the same run; the eager
+    kernels' extra bytes are counted, not fitted, so the predicted gap is a check: within 15% of the measured one."""
+    for gpus in (8, 128):
+        eager = validation.run(f"torchtitan-h100-{gpus}gpu-llama31-8b-eager")
+        compiled = validation.run(f"torchtitan-h100-{gpus}gpu-llama31-8b-compile")
+        measured = validation.measured_step_time(eager) - validation.measured_step_time(compiled)
+        predicted = validation.predict(eager).step_time_s - validation.predict(compiled).step_time_s
+        assert predicted == pytest.approx(measured, rel=0.15)
+
+
+@given(
+    kernels=st.sampled_from(["fused", "eager", "compiled", "Eager", "jit", "", 3]),
+    tp=st.one_of(st.integers(-2, 16), st.just(float("nan"))),
+    seq=st.one_of(st.integers(-1, 10**6), st.just(float("inf"))),
+)
+def test_element_wise_bytes_checks_its_inputs(kernels, tp, seq):
+    try:
+        out = efficiency.elementwise_bytes_per_token("llama2-7b", seq, tp, False, "flash", kernels)
+    except ConfigurationError:
+        return
+    assert str(kernels).lower() in efficiency.ELEMENTWISE_KERNELS and tp >= 1 and seq >= 1 and float(out) > 0
+
+
+def test_eager_kernels_cost_time_and_are_checked():
+    kw = dict(nodes=1, fabric="ib-ndr", global_batch=8, seq_len=4096, zero=3)
+    fused = training.estimate("llama2-7b", "dgx-h100", **kw)
+    eager = training.estimate("llama2-7b", "dgx-h100", kernels="eager", **kw)
+    assert eager.step_time_s > fused.step_time_s and eager.config["kernels"] == "eager"
+    with pytest.raises(ConfigurationError, match="kernels='jit'; valid: fused, compiled, eager"):
+        training.estimate("llama2-7b", "dgx-h100", kernels="jit", **kw)
+
+
 def test_an_unknown_attention_kernel_is_our_error():
     with pytest.raises(ConfigurationError, match="attention='paged'; valid: flash, unfused"):
         training.estimate("llama2-7b", "dgx-h100", nodes=1, global_batch=8, attention="paged")
@@ -92,13 +142,14 @@ def _stats(role, tier=None):
 def test_calibration_accuracy():
     stats = _stats("calibration")
     assert stats["scored"] == 10
-    assert stats["mean_abs_error_percent"] <= 2.5 and stats["max_abs_error_percent"] <= 6.5
+    assert stats["mean_abs_error_percent"] <= 2.0 and stats["max_abs_error_percent"] <= 6.0
 
 
 def test_validation_accuracy_held_at_the_level_reached():
     stats = _stats("validation")
-    assert stats["scored"] >= 40
-    assert stats["mean_abs_error_percent"] <= 9.0
+    assert stats["scored"] >= 42
+    # measured 8.7% over 42 runs, max 24.2% (2026-11-24: kernel-counted element-wise traffic, Llama 3's V = 8)
+    assert stats["mean_abs_error_percent"] <= 9.0 and stats["max_abs_error_percent"] <= 25.0
 
 
 @pytest.mark.xfail(
@@ -109,3 +160,16 @@ def test_validation_accuracy_held_at_the_level_reached():
 def test_the_goal():
     stats = _stats("validation")
     assert stats["mean_abs_error_percent"] <= 5.0 and stats["max_abs_error_percent"] <= 15.0
+
+
+def test_the_planner_prices_eager_kernels_as_estimate_does():
+    """plan(kernels='eager') ranks with the same step model as estimate(kernels='eager'): its best row's time is the
+    estimate of that row's configuration, and no faster than the best with fused kernels."""
+    kw = dict(nodes=2, global_batch=64)
+    eager = planner.plan("llama2-7b", "dgx-h100", kernels="eager", **kw)
+    fused = planner.plan("llama2-7b", "dgx-h100", **kw)
+    best = eager.row(0)
+    names = ("dp", "tp", "pp", "cp", "chunks", "micro_batch_size", "zero", "recompute", "sequence_parallel", "schedule")
+    est = training.estimate("llama2-7b", "dgx-h100", kernels="eager", **kw, **{k: best[k] for k in names if k in best})
+    assert est.step_time_s == pytest.approx(best["step_time_s"], rel=1e-9)
+    assert best["step_time_s"] >= fused.row(0)["step_time_s"]

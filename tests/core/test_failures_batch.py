@@ -125,6 +125,19 @@ def test_linear_scaling_rule_and_critical_batch():
         (lambda: failures.goodput(0, 1, 1), "interval_s"),
         (lambda: batch.critical_batch_tokens(50), "loss=50"),
         (lambda: batch.scaled_learning_rate(0.1, 0, 10), "base_batch"),
+        # the API fuzz test's findings (issue 19): overflow to infinity, strings and dicts in the array path
+        (lambda: batch.scaled_learning_rate(2, 2, 1e308), "not a finite number"),
+        (lambda: batch.steps_and_examples(1e-308, 1, 8), "not a finite number"),
+        (lambda: batch.batch_scaling(1, 1e-308, 2), "not a finite number"),
+        (lambda: failures.checkpoint_bytes(1e308), "not a finite number"),
+        (lambda: failures.job_mtbf(16, 1e-308), "not a finite number"),
+        (lambda: failures.checkpoint_seconds(1e12, 1e12, mode=["sync"]), "mode="),
+        (lambda: failures.checkpoint_plan("llama2-7b", 8, mode="async", storage_bandwidth=1e-300), "more than"),
+        (lambda: failures.goodput_array("900 GB/s", 1, 10), "interval_s"),
+        (lambda: failures.goodput_array(1, {}, 10), "checkpoint_s"),
+        (lambda: failures.goodput_array(1, 1, 0), "mtbf_s"),
+        (lambda: failures.goodput_array(1, 1, 10, -(10**68)), "restart_s"),
+        (lambda: failures.goodput_array([1.0, 2.0], [1.0, 2.0, 3.0], 10), "broadcast"),
     ],
 )
 def test_invalid_inputs_raise_our_errors(call, match):

@@ -208,6 +208,21 @@ def test_summary_names_the_numbers(llama7b_on_4_nodes):
         (lambda: sharding_plan("llama2-7b", "dgx-h100", seq_len=10**8), "too large"),
         (lambda: sharding_plan("llama2-7b", "dgx-h100", recompute="most"), "recompute"),
         (lambda: collectives_per_microbatch(0), "layers"),
+        # the API fuzz test's findings (issue 19): strings, NaN, infinity, 10**68, complex numbers, arrays that do
+        # not broadcast, fractional layers, and a simulated schedule past MAX_LAYERS reached layer_by_layer_exposed
+        (lambda: layer_by_layer_exposed("5 seconds", 1, 1, 1, 4), "forward_s"),
+        (lambda: layer_by_layer_exposed(1, float("nan"), 1, 1, 4), "backward_s"),
+        (lambda: layer_by_layer_exposed(1, 1, float("inf"), 1, 4), "gather_s"),
+        (lambda: layer_by_layer_exposed(1, 1, 1, -(10**68), 4), "reduce_scatter_s"),
+        (lambda: layer_by_layer_exposed(1, 1, 1, 1, 0), "layers"),
+        (lambda: layer_by_layer_exposed(1, 1, 1, 1, 2.5), "whole numbers"),
+        (lambda: layer_by_layer_exposed(1, 1, 1, 1, 4, prefetch=1 + 2j), "prefetch"),
+        (lambda: layer_by_layer_exposed(1, 1, 1, 1, 4, reshard_after_forward=0.5), "reshard_after_forward"),
+        (lambda: layer_by_layer_exposed([1.0, 2.0], [1.0, 2.0, 3.0], 1, 1, 4), "broadcast"),
+        (lambda: layer_by_layer_exposed(1, 1, 2, 2, 2**31, prefetch=2), "more than 1024"),
+        (lambda: layer_by_layer_exposed(1e308, 1e308, 1, 1, 4), "not a finite number"),
+        (lambda: fsdp_timeline(1e308, 1, 1, 1, 4), "not a finite number"),
+        (lambda: sharding_plan("llama2-7b", "dgx-h100", sharding=np.array([1.0, 2.0])), "sharding="),
     ],
 )
 def test_invalid_inputs_raise_our_errors(call, match):

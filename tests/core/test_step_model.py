@@ -302,3 +302,16 @@ def test_balanced_stages_by_hand():
     per_param = 6 + 12 / est.config["dp"]
     first = (7 * model.params_per_layer() + model.embedding_params()) / 8
     assert est.memory.model_states_bytes == pytest.approx(first * per_param, rel=1e-12)
+
+
+def test_balanced_interleaving_may_give_the_ends_their_own_chunk():
+    """Llama 3 (Dubey et al. 2024, Sec. 3.3.2): one layer fewer on the first and last stage 'means that the first
+    model chunk on the first stage has only the embedding, and the last ... only output projection and loss': 126
+    layers + 2 fill pp x v = 16 x 8 = 128 chunks of one layer. Balanced, this is accepted (busiest stage: 8 layers,
+    bubble (pp - 1) / (v m) of the stage time); unbalanced, 126 layers cannot fill 128 chunks."""
+    kw = dict(nodes=2048, fabric="ib-ndr", global_batch=2048, seq_len=8192, tp=8, pp=16, schedule="interleaved")
+    est = training.estimate("llama3.1-405b", "dgx-h100", chunks=8, balance_stages=True, efficiency=0.5, **kw)
+    m = est.microbatches
+    assert m == 16 and est.bubble_s == pytest.approx(15 / (8 * 16) * (est.compute_s + est.tp_comm_s), rel=1e-9)
+    with pytest.raises(ConfigurationError, match="126 layers cannot fill pp x chunks = 128 chunks"):
+        training.estimate("llama3.1-405b", "dgx-h100", chunks=8, efficiency=0.5, **kw)

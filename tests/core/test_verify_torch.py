@@ -195,15 +195,6 @@ def test_ring_model_fits_two_processes(all_reduce):
     assert fit.r2_log > 0.9
 
 
-def test_four_processes_cost_more_than_two_within_the_models_bounds(all_reduce):
-    t2, t4 = all_reduce.times(2)[-1], all_reduce.times(4)[-1]
-    # 64 MiB: the ring with a link per process predicts 2(3)/4 / (2(1)/2) = 1.5x; with 2 cores shared by
-    # 4 processes (all CPU-bound) 3x. Runs here measured 1.7-2.4x. Bounds: 1.2 (1.5 less 20 % noise) to 6
-    # (2x the CPU-bound case, for scheduler overhead on a loaded machine). Not "between the two models":
-    # timing noise on a shared 2-core machine can land a run slightly outside that band.
-    assert 1.2 < t4 / t2 < 6
-
-
 def test_a_failing_worker_stops_the_run_at_once_with_its_reason(monkeypatch):
     # the test hook makes rank 1 raise once the group is joined, while rank 0 waits at a barrier;
     # both time limits are 600 s, so finishing in under 600 s shows nobody waited them out (a logical bound on
