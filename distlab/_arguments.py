@@ -65,6 +65,19 @@ def whole_number(value, name: str, low: int, high: int) -> int:
     return int(value)
 
 
+def real_number(value, name: str, low: float, high: float, low_open: bool = False) -> float:
+    """A finite real number in [low, high] ((low, high] with low_open): True, NaN and strings are not.
+
+    >>> real_number(1.25, "capacity_factor", 0.0, 4.0, low_open=True)
+    1.25
+    """
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    if not (ok and (value > low if low_open else value >= low) and value <= high):
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise ConfigurationError(f"{name}={shown} must be a number {'>' if low_open else '>='} {low:g} and <= {high:g}")
+    return float(value)
+
+
 def zero_stage(zero) -> int:
     """A ZeRO stage, 0 to 3 (True is refused: it is not a stage)."""
     if isinstance(zero, bool) or not isinstance(zero, numbers.Real) or zero not in ZERO_STAGES:

@@ -436,13 +436,17 @@ def plan(
     attention="flash",
     memory_recipe="zero-paper",
     kernels="fused",
+    moe_imbalance=1.0,
+    capacity_factor=None,
+    max_nodes_per_token=None,
 ) -> Plan:
     """Evaluate every valid configuration; rank feasible ones first, then by step time.
 
     efficiency, attention, memory_recipe and kernels as in training.estimate (None: the calibrated compute model of
     distlab.efficiency; a number: every FLOP at that share of peak); only the ZeRO stages the memory recipe's
-    engine runs are searched. Lesson 7 §5 (search every valid
-    configuration).
+    engine runs are searched. An MoE model's routing knobs as in training.estimate, for every candidate: the
+    imbalance is clipped at min(ep, E / k) (one GPU takes at most every copy). Lesson 7 §5 (search every valid
+    configuration), Lesson 10 §3.
 
     >>> p = plan('llama2-7b', 'dgx-h100', nodes=2, global_batch=64)
     >>> p.gpus, len(p.order)  # every configuration enumerate_configurations lists is priced
@@ -467,7 +471,10 @@ def plan(
     core_model, moe_columns = model, {}
     if is_moe:
         cols = expert_parallel_columns(model, cols, cl.gpus, cl.node.gpus_per_node, rejected)
-        core_model, moe_columns = moe_step.step_model(model, s), dict(ep=cols["ep"], etp=cols["etp"])
+        routing = dict(imbalance=moe_imbalance, capacity_factor=capacity_factor, max_nodes=max_nodes_per_token)
+        core_model, moe_columns = moe_step.step_model(model, s, **routing), dict(ep=cols["ep"], etp=cols["etp"])
+    else:
+        moe_step.refuse_routing_for_dense(model.name, moe_imbalance, capacity_factor, max_nodes_per_token)
     out = training.step_model_array(
         core_model,
         **hw,

@@ -495,7 +495,8 @@ def step_model_array(
     logit_share = 1.0  # the logits charged to the pacing stage's microbatch
     tokens_mb = b * s / cp
     width = float(model.heads * model.head_dim)
-    ppl = float(model.params_per_layer())
+    # an MoE model: the busiest GPU's experts (imbalance or capacity factor) set the layer's time
+    ppl = model.busiest_params_per_layer(ep) if isinstance(model, MoEStepModel) else float(model.params_per_layer())
     layer_fwd = layer_forward_flops_array(ppl, width, tokens_mb, s)
     layer_again = recomputed_forward_flops_array(ppl, width, tokens_mb, s, code)
     logits_fwd = logit_forward_flops_array(h, float(model.vocab), tokens_mb)
@@ -688,6 +689,8 @@ def step_model_array(
     # flash attention never stores the scores: memory as with selective recomputation's attention core
     stored_code = np.where(np.asarray(flash_attention) & (code == 0), 1, code)
     per_layer = memory.activation_bytes_per_layer_array(model, b, s, tp, sequence_parallel, stored_code, e) / cp
+    if moe is not None:  # the router's and the dispatched copies' tensors (distlab.moe.activations)
+        per_layer = per_layer + moe.routed_activation_extra_array(model, b, s, tp, cp, etp, stored_code, e, ep)
     sched = np.asarray(schedule_code)
     in_flight = in_flight_array(sched, pp, m, v)
     activations = per_layer * layers_stage * in_flight
@@ -926,6 +929,9 @@ def estimate(
     ep=1,
     etp=None,
     kernels="fused",
+    moe_imbalance=1.0,
+    capacity_factor=None,
+    max_nodes_per_token=None,
 ) -> StepEstimate:
     """Step time breakdown, throughput, MFU/HFU, scaling efficiency and memory of one configuration.
 
@@ -946,6 +952,9 @@ def estimate(
     parameters, experts sharded over etp x ep, the all-to-alls as the step-time part 'EP all-to-all'
     (distlab.moe.step; Lesson 10 §5). kernels: how the element-wise work runs, 'fused' (Megatron-LM),
     'compiled' (torch.compile) or 'eager' (PyTorch eager: more HBM bytes; efficiency.elementwise_bytes_per_token).
+    moe_imbalance (busiest EP rank's copies / mean, 1 to min(ep, E / k)),
+    capacity_factor (None: dropless; else padded expert buffers) and max_nodes_per_token (DeepSeek-V3's node limit)
+    set the busiest GPU's expert work, activations and all-to-all bytes (distlab.moe.step.MoEStepModel; Lesson 10 §3).
     An infeasible configuration is priced but
     flagged (feasible False, explain() says which limit and by how much); invalid ones raise
     ConfigurationError. Lesson 7 §1-§6, §8.
@@ -1029,17 +1038,27 @@ def estimate(
     hw = hardware_arguments(cl, recipe, achieved=compute.calibrated)
     peak = hw["peak_flops"]
     sp = bool(sequence_parallel) and tp > 1
-    core_model, moe_config = model, {}
+    core_model, moe_config, routing = model, {}, {}
     if is_moe:
         ep, etp = moe_step.check_expert_parallel(
             model, cl.gpus, tp=tp, cp=cp, pp=pp, ep=ep, etp=etp, sequence_parallel=sp, gpus_per_node=g
         )
-        core_model, moe_config = moe_step.step_model(model, s), dict(ep=ep, etp=etp)
+        core_model = moe_step.step_model(
+            model, s, imbalance=moe_imbalance, capacity_factor=capacity_factor, max_nodes=max_nodes_per_token
+        ).checked(ep, etp, g)
+        moe_config = dict(ep=ep, etp=etp)
+        routing = dict(
+            moe_imbalance=core_model.imbalance,
+            capacity_factor=core_model.capacity_factor,
+            max_nodes_per_token=core_model.max_nodes,
+        )
     elif not (ep == 1 and etp is None):
         raise ConfigurationError(
             f"ep={ep!r}, etp={etp!r}: expert parallelism applies to mixture-of-experts models "
             f"(distlab.moe.MOE_MODELS); {model.name} is dense (valid: ep=1, etp=None)"
         )
+    else:
+        moe_step.refuse_routing_for_dense(model.name, moe_imbalance, capacity_factor, max_nodes_per_token)
     out = step_model_array(
         core_model,
         **hw,
@@ -1100,6 +1119,7 @@ def estimate(
         memory_recipe=mem_recipe.name,
         balance_stages=bool(balance_stages) and pp > 2,
         **moe_config,
+        **routing,
     )
     return StepEstimate(
         config=config,

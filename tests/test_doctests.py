@@ -41,6 +41,7 @@ FORMULA_MODULES = [
     "distlab.efficiency",
     "distlab.memory_recipes",
     "distlab.mesh",
+    "distlab.moe.activations",
     "distlab.moe.catalog",
     "distlab.moe.cost",
     "distlab.moe.export",

@@ -48,6 +48,12 @@ FORMULA_MODULES = (
     "efficiency",
     "memory_recipes",
     "mesh",
+    "moe.activations",
+    "moe.catalog",
+    "moe.cost",
+    "moe.export",
+    "moe.routing",
+    "moe.step",
     "training",
     "triage",
     "planner",
@@ -117,14 +123,18 @@ HOSTILE = (
 
 
 def _plausible_table():
-    from distlab import hardware, memory, models, pipeline, training
+    import distlab.moe.step  # noqa: F401  (moe.step)
+    from distlab import hardware, memory, memory_recipes, models, moe, pipeline, training
 
     model = models.model("llama2-7b")
+    moe_model = moe.model("qwen3-235b-a22b")
+    moe_view = moe.step.step_model("mixtral-8x7b", 4096, imbalance=1.5)
+    moe_config = moe.moe_config("deepseek-v3", 2048, pp=16, ep=64, global_batch=15360, max_nodes=4)
     cluster = hardware.cluster("dgx-h100", 2)
     estimate = training.estimate("llama2-7b", cluster, global_batch=64, tp=2, pp=2, seq_len=2048)
     small = (1, 2, 4, 8)
     return {
-        "model": ("llama2-7b", "gpt3-175b", model),
+        "model": ("llama2-7b", "gpt3-175b", model, "mixtral-8x7b", "deepseek-v3", moe_model, moe_view),
         "cl": (cluster,),
         "cluster": ("dgx-h100", cluster),
         "estimate": (estimate,),
@@ -200,12 +210,34 @@ def _plausible_table():
         "mode": ("none",),
         "split": ("column", "row"),
         "fmt": ("megatron", "deepspeed"),
-        "config": ({},),
+        "config": ({}, moe_config),
         "orders": (pipeline.gpipe_order(2, 2), [[("F", 0), ("B", 0)], [("F", 0), ("B", 0)]]),
         "fixes": ([],),
         "recipe": (memory.precision_recipe("mixed"),),
         "recompute_code": (0, 1, 2),
         "schedule_code": (0, 1, 2),
+        # distlab.moe
+        "experts": (8, 256),
+        "top_k": (2, 8),
+        "capacity_factor": (1.25, 1.0),
+        "loads": ([1500, 900, 700, 1000], np.array([3.0, 1.0])),
+        "max_nodes": (4, 2),
+        "imbalance": (1.0, 1.5),
+        "load_factor": (1.0, 1.5),
+        "etp": (1, 2),
+        "ep_per_node": (8, 4),
+        "micro_batch": (1, 2),
+        "intra_bytes": (58.7e6,),
+        "inter_bytes": (1e6, 0),
+        "scores": (256, 64),
+        "seed": (0, 1),
+        "skew": (0.0, 1.0),
+        "tokens_per_gpu": (256, 64),
+        "sequence_parallel": (True, False),
+        "memory_recipe": (None, memory_recipes.memory_recipe("megatron")),
+        "dpc": (8, np.array([8.0, 16.0])),
+        "first_layers": (4, 61),
+        "moe_config": (moe_config,),
     }
 
 

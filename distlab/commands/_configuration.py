@@ -127,3 +127,35 @@ def config(args) -> dict:
         memory_recipe=args.memory_recipe,
         balance_stages=args.balance_stages,
     )
+
+
+def add_moe_routing_arguments(cmd) -> None:
+    """--moe-imbalance, --capacity-factor, --max-nodes-per-token (training.estimate's and planner.plan's routing
+    knobs of a mixture-of-experts model)."""
+    cmd.add_argument(
+        "--moe-imbalance",
+        type=float,
+        default=1.0,
+        help="busiest EP rank's token copies over the mean, 1 to min(ep, experts / top_k) (MoE; default 1)",
+    )
+    cmd.add_argument(
+        "--capacity-factor",
+        type=float,
+        default=None,
+        help="expert capacity factor: buffers padded to it, overflow dropped (MoE; default dropless)",
+    )
+    cmd.add_argument(
+        "--max-nodes-per-token",
+        type=int,
+        default=None,
+        help="node-limited routing: at most this many nodes per token, as DeepSeek-V3's 4 (MoE; default no limit)",
+    )
+
+
+def moe_routing(args) -> dict:
+    """The routing keywords of add_moe_routing_arguments."""
+    return dict(
+        moe_imbalance=args.moe_imbalance,
+        capacity_factor=args.capacity_factor,
+        max_nodes_per_token=args.max_nodes_per_token,
+    )

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import json
 
-from ._configuration import add_cluster_arguments, add_config_arguments, cluster, config
+from ._configuration import (
+    add_cluster_arguments,
+    add_config_arguments,
+    add_moe_routing_arguments,
+    cluster,
+    config,
+    moe_routing,
+)
 
 __all__ = ["NAME", "HELP", "add_arguments", "run"]
 
@@ -17,6 +24,7 @@ def add_arguments(cmd) -> None:
     add_config_arguments(cmd)
     cmd.add_argument("--ep", type=int, default=1, help="expert-parallel degree (mixture-of-experts models, default 1)")
     cmd.add_argument("--etp", type=int, default=None, help="expert tensor-parallel degree, 1 or tp (MoE; default tp)")
+    add_moe_routing_arguments(cmd)
     cmd.add_argument(
         "--json",
         action="store_true",
@@ -29,7 +37,7 @@ def run(args) -> int:
     from .. import training
 
     cl = cluster(args)
-    kwargs = dict(config(args), ep=args.ep, etp=args.etp)
+    kwargs = dict(config(args), ep=args.ep, etp=args.etp, **moe_routing(args))
     est = training.estimate(args.model, cl, **kwargs)
     if args.json:
         data = est.to_dict()

@@ -83,7 +83,8 @@ def _moe_models():
 
 
 def _run_moe(args) -> int:
-    """Model states of an MoE model over dp x tp x pp GPUs with experts over ep x etp (distlab.moe)."""
+    """Model states of an MoE model over dp x tp x pp GPUs with experts over ep x etp, and the first stage's
+    activations (distlab.moe)."""
     from .. import memory, moe
     from ..units import format_bytes
 
@@ -93,6 +94,18 @@ def _run_moe(args) -> int:
         args.model, gpus, tp=args.tp, pp=args.pp, ep=args.ep, etp=etp, precision=args.precision, zero=args.zero
     )
     capacity = memory.gpu_capacity(args.gpu)[0] if args.gpu else None
+    activations = moe.stage_activation_bytes(
+        args.model,
+        args.micro_batch_size,
+        args.seq_len,
+        pp=args.pp,
+        tp=args.tp,
+        ep=args.ep,
+        etp=etp,
+        recompute=args.recompute,
+        precision=args.precision,
+    )
+    total = mem.total_bytes + activations
     if args.json:
         data = dict(
             mem.to_dict(),
@@ -104,11 +117,12 @@ def _run_moe(args) -> int:
             etp=etp,
             zero=args.zero,
             precision=args.precision,
-            activations="not included",
+            activations_bytes=activations,
+            total_with_activations_bytes=total,
         )
         if capacity is not None:
             data["capacity_bytes"] = capacity
-            data["fits"] = mem.total_bytes <= capacity
+            data["fits"] = total <= capacity
         print(json.dumps(data, indent=2))
         return 0
     print(
@@ -116,10 +130,11 @@ def _run_moe(args) -> int:
         f"dp={mem.dp} tp={args.tp} pp={args.pp}, experts ep={args.ep} etp={etp} edp={mem.edp}: per GPU"
     )
     print(mem.summary())
-    print("activations are not included for MoE models (distlab.moe counts model states)")
+    print(
+        f"activations {format_bytes(activations)} (first stage, {args.pp} microbatches in flight, recompute "
+        f"{args.recompute}; distlab.moe.stage_activation_bytes); total {format_bytes(total)}"
+    )
     if capacity is not None:
-        verdict = (
-            "fits" if mem.total_bytes <= capacity else f"does not fit: {format_bytes(mem.total_bytes - capacity)} over"
-        )
-        print(f"GPU capacity {format_bytes(capacity)}: model states: {verdict}")
+        verdict = "fits" if total <= capacity else f"does not fit: {format_bytes(total - capacity)} over"
+        print(f"GPU capacity {format_bytes(capacity)}: model states + activations: {verdict}")
     return 0

@@ -11,9 +11,10 @@ HELP = "rank every valid dp x tp x pp configuration (with micro-batch, ZeRO, rec
 
 
 def add_arguments(cmd) -> None:
-    from ._configuration import add_cluster_arguments
+    from ._configuration import add_cluster_arguments, add_moe_routing_arguments
 
     add_cluster_arguments(cmd)
+    add_moe_routing_arguments(cmd)
     cmd.add_argument("--top", type=int, default=10, help="rows to show (default 10)")
     cmd.add_argument(
         "--json",
@@ -26,7 +27,7 @@ def add_arguments(cmd) -> None:
 def run(args) -> int:
     from .. import planner
     from ..errors import ConfigurationError
-    from ._configuration import cluster
+    from ._configuration import cluster, moe_routing
 
     if args.top < 1:
         raise ConfigurationError(f"--top {args.top} must be at least 1")
@@ -39,6 +40,7 @@ def run(args) -> int:
         efficiency=args.efficiency,
         attention=args.attention,
         memory_recipe=args.memory_recipe,
+        **moe_routing(args),
     )
     if args.json:
         print(json.dumps(p.top(args.top), indent=2))

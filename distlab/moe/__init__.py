@@ -4,6 +4,7 @@ catalog   MoEModel, MOE_MODELS, model(): shapes, total and active parameter coun
 cost      FLOPs, capacity and drops, imbalance, memory over EP / expert-DP, all-to-all bytes and time,
           moe_layer_cost (what the step model adds per MoE layer)
 export    moe_config, megatron_moe / torchtitan_moe / deepspeed_moe: engine input for an MoE configuration
+activations  moe_activation_bytes: what an MoE layer keeps for backward, by tensor
 routing   simulate_routing: a seeded router -> top-k -> loads -> capacity -> the all-to-all byte matrix
 step      an MoE model inside training.estimate / planner.plan: the active-parameter view, expert-parallel
           model states and gradients, the all-to-all per layer on arrays (import distlab.moe.step)
@@ -11,6 +12,7 @@ step      an MoE model inside training.estimate / planner.plan: the active-param
 
 from __future__ import annotations
 
+from .activations import MoEActivations, moe_activation_bytes, stage_activation_bytes
 from .catalog import ATTENTION_KINDS, MOE_MODELS, MoEModel, model
 from .cost import (
     ALL_TO_ALLS_PER_LAYER,
@@ -63,6 +65,9 @@ __all__ = [
     "moe_step_flops",
     "MoEStepCost",
     "moe_step_cost",
+    "MoEActivations",
+    "moe_activation_bytes",
+    "stage_activation_bytes",
     "MAX_SCORES",
     "RoutingTrace",
     "simulate_routing",

@@ -88,7 +88,7 @@ def _fraction(value, name: str, low: float = 0.0, high: float = math.inf, low_op
     ok = (
         isinstance(value, (int, float, np.integer, np.floating))
         and not isinstance(value, bool)
-        and math.isfinite(value)
+        and math.isfinite(float(value) if abs(value) < 2**1000 else math.inf)
         and (value > low if low_open else value >= low)
         and value <= high
     )

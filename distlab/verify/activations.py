@@ -35,6 +35,37 @@ class SavedTensor:
     view: bool  # the saved tensor is a view of a larger buffer (nbytes > its own size)
 
 
+class SavedTensorRecorder:
+    """The pack hook of torch.autograd.graph.saved_tensors_hooks that records each distinct storage autograd saves
+    (by untyped_storage().data_ptr(), so views of one buffer count once), leaving out the storages in `params`,
+    with the operation last named by mark(). Lesson 9 §2, Lesson 10 §4."""
+
+    def __init__(self, params: set, op: str = "?"):
+        self.params, self.op = params, op
+        self.found: dict[int, SavedTensor] = {}
+
+    def mark(self, name: str) -> None:
+        self.op = name
+
+    def pack(self, t):
+        storage = t.untyped_storage()
+        key = storage.data_ptr()
+        if key not in self.params and key not in self.found:
+            self.found[key] = SavedTensor(
+                self.op,
+                tuple(t.shape),
+                str(t.dtype).replace("torch.", ""),
+                storage.nbytes(),
+                storage.nbytes() > t.numel() * t.element_size(),
+            )
+        return t
+
+    @property
+    def saved(self) -> tuple:
+        """SavedTensor of each storage, in the order the forward pass saved them."""
+        return tuple(self.found.values())
+
+
 @dataclass(frozen=True)
 class ActivationMeasurement:
     """Bytes saved for backward by one layer, itemised, with distlab's prediction."""
@@ -147,31 +178,13 @@ def measure_activations(
     b, h = int(micro_batch_size), model.hidden
     layer = build_layer(model, dropout, dropout_impl, attention, seed).to(torch.bfloat16).train()
     params = {p.untyped_storage().data_ptr() for p in layer.parameters()}
-    where = {"op": "layer input (checkpoint)" if recompute == "full" else "?"}
-    found: dict = {}
-
-    def mark(name):
-        where["op"] = name
-
-    def pack(t):
-        storage = t.untyped_storage()
-        key = storage.data_ptr()
-        if key not in params and key not in found:
-            found[key] = SavedTensor(
-                where["op"],
-                tuple(t.shape),
-                str(t.dtype).replace("torch.", ""),
-                storage.nbytes(),
-                storage.nbytes() > t.numel() * t.element_size(),
-            )
-        return t
-
+    recorder = SavedTensorRecorder(params, "layer input (checkpoint)" if recompute == "full" else "?")
     x = torch.randn(s, b, h, dtype=torch.bfloat16, generator=torch.Generator().manual_seed(seed), requires_grad=True)
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with torch.autograd.graph.saved_tensors_hooks(recorder.pack, lambda t: t):
         if recompute == "full":
             out = checkpoint_fn()(layer, x, use_reentrant=False)
         else:
-            out = layer(x, recompute, mark)
+            out = layer(x, recompute, recorder.mark)
     out.float().sum().backward()  # the saved tensors really are what backward needs
     checkpoints = 0 if recompute == "none" else 1
     return ActivationMeasurement(
@@ -183,7 +196,7 @@ def measure_activations(
         recompute=recompute,
         dropout_impl=dropout_impl,
         attention=attention,
-        saved=tuple(found.values()),
+        saved=recorder.saved,
         predicted_bytes=activation_bytes_per_layer(model, b, s, recompute=recompute, precision="bf16"),
         rng_state_bytes=checkpoints * torch.get_rng_state().numel(),
         attention_node=layer.attention_node,

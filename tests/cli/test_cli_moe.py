@@ -31,13 +31,26 @@ def test_moe_memory_json_equals_the_library(capsys):
     )
     data = json.loads(capsys.readouterr().out)
     want = moe.expert_parallel_memory("deepseek-v3", 2048, pp=16, ep=64, zero=1)
-    assert data["total_bytes"] == want.total_bytes and data["edp"] == 2 and data["fits"] is True
+    assert data["total_bytes"] == want.total_bytes and data["edp"] == 2
+    # activations: the first stage's ceil(61 / 16) = 4 layers x 16 microbatches in flight; without recomputation
+    # each keeps the 128 heads' 4096 x 4096 softmax output (2 B) alone: 4.3 GB, so 64 x 4.3 GB cannot fit 80 GB
+    assert data["activations_bytes"] > 4 * 16 * 128 * 4096 * 4096 * 2 and data["fits"] is False
+
+
+def test_moe_memory_with_full_recomputation_fits(capsys):
+    args = ["memory", "--model", "deepseek-v3", "--dp", "128", "--pp", "16", "--ep", "64", "--zero", "1"]
+    assert cli.main(args + ["--seq-len", "4096", "--recompute", "full", "--gpu", "h100-sxm", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    # full recomputation keeps each layer's input: 4096 x 7168 x 2 B, x 4 layers x 16 microbatches = 3.76 GB
+    assert data["activations_bytes"] == 4096 * 7168 * 2 * 4 * 16
+    assert data["total_with_activations_bytes"] == data["total_bytes"] + data["activations_bytes"]
+    assert data["fits"] is True
 
 
 def test_moe_memory_text_names_both_groups(capsys):
     assert cli.main(["memory", "--model", "mixtral-8x7b", "--dp", "8", "--ep", "8"]) == 0
     out = capsys.readouterr().out
-    assert "edp=1" in out and "1 experts per MoE layer" in out and "activations are not included" in out
+    assert "edp=1" in out and "1 experts per MoE layer" in out and "activations " in out and "recompute none" in out
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from distlab import hardware, mesh, models, moe, planner, training
+from distlab import hardware, memory, mesh, models, moe, planner, training
 from distlab.errors import ConfigurationError
 
 GPU = hardware.Accelerator("toy-gpu", {"bf16": 1e14}, 80e9, 1e12)
@@ -153,7 +153,7 @@ DENSE = models.TransformerModel(
     b=st.sampled_from([1, 2]),
 )
 def test_one_expert_at_ep_1_is_the_dense_path(tp, pp, zero, recompute, b):
-    """A one-expert MoE at ep 1 is the dense SwiGLU model plus its router (h x 1 weights per layer, so L x h more
+    """A one-expert MoE at ep 1 is the dense SwiGLU model plus its router and its dispatched copy (h x 1 weights per layer, so L x h more
     parameters): every part equals the dense path's but for those router weights, which scale the model states and
     the gradient traffic by P_moe / P_dense and add 2 x 3 x h FLOPs per token and layer to the compute."""
     assume(tp * pp <= 8)  # the 8 GPUs of CLUSTER
@@ -171,12 +171,17 @@ def test_one_expert_at_ep_1_is_the_dense_path(tp, pp, zero, recompute, b):
     )
     m, d = training.estimate(ONE, CLUSTER, **kw), training.estimate(DENSE, CLUSTER, **kw)
     assert m.ep_comm_s == 0.0
-    assert (m.tp_comm_s, m.p2p_s, m.cp_comm_s, m.memory.activations_bytes) == (
-        d.tp_comm_s,
-        d.p2p_s,
-        d.cp_comm_s,
-        d.memory.activations_bytes,
-    )
+    assert (m.tp_comm_s, m.p2p_s, m.cp_comm_s) == (d.tp_comm_s, d.p2p_s, d.cp_comm_s)
+    # activations: an MoE layer keeps, beyond the dense SwiGLU layer, its router scores (E = 1) and combine weights
+    # (k = 1) and the dispatched copy's input and output (2 x etp x k x h, etp = tp gathered), per token on the GPU
+    # (b 256 / tp), 2 bytes each; full recomputation keeps the layer input only, as the dense layer
+    stored = "selective" if recompute == "none" else recompute  # estimate's flash attention never keeps scores
+    dense_layer = memory.activation_bytes_per_layer(DENSE, b, 256, tp, tp > 1, stored)
+    moe_layer = moe.moe_activation_bytes(ONE, b, 256, tp=tp, recompute=stored).total
+    extra = 0 if recompute == "full" else b * 256 / tp * (1 + 1 + 2 * tp * 1 * 512) * 2
+    assert moe_layer - dense_layer == extra
+    # both paths multiply their per-layer bytes by the same layers and microbatches in flight
+    assert m.memory.activations_bytes == pytest.approx(d.memory.activations_bytes * moe_layer / dense_layer, rel=1e-12)
     ratio = ONE.parameter_count() / DENSE.parameter_count()
     states = lambda e: e.memory.weights_bytes + e.memory.gradients_bytes + e.memory.optimizer_bytes  # noqa: E731
     assert states(m) == pytest.approx(states(d) * ratio, rel=1e-12)
@@ -377,3 +382,108 @@ def test_fuzz_planner_searches_only_valid_expert_layouts(name, nodes, batch, seq
     assert np.all(m.experts % ep == 0) and np.all((etp == 1) | (etp == tp)) and np.all(n % (etp * ep * pp) == 0)
     assert np.all(np.isfinite(p.results["step_time_s"])) and np.all(p.results["ep_comm_s"] >= 0)
     assert np.all(p.results["ep_comm_s"][ep == 1] == 0)  # no expert parallelism, no all-to-all
+
+
+# --------------------------------------------------------------------------- routing knobs (Lesson 10 §3, §5)
+
+
+def test_imbalance_slows_the_busiest_gpus_experts_by_hand():
+    # TOY on 8 GPUs, ep 8, m = 1, 50% of peak. The busiest GPU takes 1.5x the copies: its routed-expert forward is
+    # 0.5 x k 2 x 393,216 parameters x 2 FLOP more per token and MoE layer; x 3 passes x 2 layers x 128 tokens
+    base = training.estimate(TOY, CLUSTER, global_batch=8, seq_len=128, ep=8, zero=1, efficiency=0.5)
+    busy = training.estimate(TOY, CLUSTER, global_batch=8, seq_len=128, ep=8, zero=1, efficiency=0.5, moe_imbalance=1.5)
+    extra = 0.5 * 2 * 393_216 * 2 * 3 * 2 * 128 / 5e13
+    assert busy.compute_s - base.compute_s == pytest.approx(extra, rel=1e-9)
+    # MFU counts useful FLOPs: the same model FLOPs over a longer step
+    assert busy.model_flops == base.model_flops and busy.mfu < base.mfu
+    # activations: the busiest GPU keeps 1.5x the copies' inputs, outputs (2 x 2 x 512 x 2 B per token) and SwiGLU
+    # intermediates (2 x 3 x 256 x 2 B): 0.5 x (4,096 + 3,072) B x 128 tokens x 2 MoE layers x 1 in flight
+    assert busy.memory.activations_bytes - base.memory.activations_bytes == 0.5 * (4096 + 3072) * 128 * 2
+    assert busy.ep_comm_s == base.ep_comm_s  # the dispatch sends T k copies either way (moe_layer_cost's model)
+    assert busy.config["moe_imbalance"] == 1.5
+    # ep 1: one GPU takes every copy, so no imbalance is possible
+    with pytest.raises(ConfigurationError, match=r"moe_imbalance=1.5 is more than min\(ep, experts / top_k\) = 1"):
+        training.estimate(TOY, CLUSTER, global_batch=8, seq_len=128, ep=1, moe_imbalance=1.5)
+
+
+@pytest.mark.parametrize("routing", [dict(capacity_factor=1.25), dict(max_nodes=1), dict(capacity_factor=0.5)])
+def test_capacity_and_node_limit_all_to_all_equal_moe_layer_cost(routing):
+    # the independent scalar path (cost.all_to_all_bytes with capacity padding or node-limited routing, timed by
+    # all_to_all_time) x MoE layers x microbatches; EP 32 of Qwen3-235B over 4 nodes
+    cl = hardware.cluster("dgx-h100", 8, "ib-ndr")
+    knobs = dict(capacity_factor=routing.get("capacity_factor"), max_nodes_per_token=routing.get("max_nodes"))
+    e = training.estimate(
+        "qwen3-235b-a22b", cl, global_batch=64, seq_len=4096, pp=2, ep=32, zero=1, efficiency=0.5, **knobs
+    )
+    layer = moe.moe_layer_cost("qwen3-235b-a22b", cl, seq_len=4096, ep=32, **routing)
+    assert e.ep_comm_s == pytest.approx(47 * e.microbatches * layer.all_to_all_time_s, rel=1e-12)  # 94 layers / pp 2
+    base = training.estimate("qwen3-235b-a22b", cl, global_batch=64, seq_len=4096, pp=2, ep=32, zero=1, efficiency=0.5)
+    if "capacity_factor" in routing:  # padded buffers: every GPU runs capacity_factor x the balanced copies
+        c = routing["capacity_factor"]
+        assert (e.compute_s > base.compute_s) == (c > 1) and (e.ep_comm_s > base.ep_comm_s) == (c > 1)
+    else:  # one copy per remote node instead of one per remote expert: 1 x 3/4 of 8 x 3/4
+        assert e.ep_comm_s < base.ep_comm_s and e.compute_s == base.compute_s
+
+
+def test_routing_knobs_default_to_the_dropless_balanced_model():
+    kw = dict(global_batch=8, seq_len=128, ep=8, zero=1, efficiency=0.5)
+    base = training.estimate(TOY, CLUSTER, **kw)
+    same = training.estimate(TOY, CLUSTER, **kw, moe_imbalance=1, capacity_factor=None, max_nodes_per_token=None)
+    assert base.to_dict() == same.to_dict()
+
+
+@pytest.mark.parametrize(
+    "knobs, match",
+    [
+        (dict(moe_imbalance=0.9), r"moe_imbalance=0.9 must be a number >= 1 and <= 4"),
+        (dict(moe_imbalance=float("inf")), "moe_imbalance=inf"),
+        (dict(moe_imbalance="2"), "moe_imbalance='2'"),
+        (dict(capacity_factor=0), r"capacity_factor=0 must be a number > 0 and <= 4"),
+        (dict(capacity_factor=True), "capacity_factor=True"),
+        (dict(max_nodes_per_token=0), "max_nodes_per_token=0 must be a whole number"),
+        (dict(max_nodes_per_token=2, capacity_factor=1.0), "not both"),
+    ],
+)
+def test_routing_knob_errors(knobs, match):
+    with pytest.raises(ConfigurationError, match=match):
+        training.estimate(TOY, CLUSTER, global_batch=8, seq_len=128, ep=8, **knobs)
+    with pytest.raises(ConfigurationError, match=match):
+        planner.plan(TOY, CLUSTER, global_batch=8, seq_len=128, **knobs)
+
+
+def test_routing_knobs_on_a_dense_model_are_our_error():
+    for knobs in (dict(moe_imbalance=2.0), dict(capacity_factor=1.0), dict(max_nodes_per_token=2)):
+        with pytest.raises(ConfigurationError, match="dense"):
+            training.estimate(DENSE, CLUSTER, global_batch=8, seq_len=256, **knobs)
+        with pytest.raises(ConfigurationError, match="dense"):
+            planner.plan(DENSE, CLUSTER, global_batch=8, seq_len=256, **knobs)
+
+
+def test_plan_prices_each_candidate_at_its_clipped_imbalance():
+    # every candidate of the plan equals estimate() of that configuration, the imbalance clipped at min(ep, E / k)
+    p = planner.plan(TOY, CLUSTER, global_batch=8, seq_len=128, efficiency=0.5, moe_imbalance=1.5)
+    for i in p.order[:40:4]:
+        c = {k: v[i] for k, v in p.columns.items()}
+        ep = int(c["ep"])
+        e = training.estimate(
+            TOY,
+            CLUSTER,
+            global_batch=8,
+            seq_len=128,
+            dp=int(c["dp"]),
+            tp=int(c["tp"]),
+            pp=int(c["pp"]),
+            cp=int(c["cp"]),
+            chunks=int(c["chunks"]),
+            micro_batch_size=int(c["micro_batch_size"]),
+            zero=int(c["zero"]),
+            recompute=memory.RECOMPUTE_MODES[int(c["recompute_code"])],
+            sequence_parallel=bool(c["sequence_parallel"]),
+            schedule=training.SCHEDULES[int(c["schedule_code"])],
+            efficiency=0.5,
+            ep=ep,
+            etp=int(c["etp"]),
+            moe_imbalance=min(1.5, ep),
+        )
+        assert float(p.results["step_time_s"][i]) == pytest.approx(e.step_time_s, rel=1e-9)
+        assert float(p.results["memory_bytes"][i]) == pytest.approx(e.memory.total_bytes, rel=1e-9)
