@@ -203,6 +203,9 @@ class LessonApp(widgets.VBox):
     result = None
     error: str | None = None
     renderer: BlitRenderer | None = None
+    #: True when a browser picture (distlab.widgets.browser) shows the text itself: the status panel then
+    #: shows only our message on invalid input.
+    summary_in_picture = False
 
     def __init__(self, children=(), **kwargs):
         super().__init__(children, **kwargs)
@@ -242,7 +245,7 @@ class LessonApp(widgets.VBox):
             self.result, self.error = None, str(exc)
             full = _either(full, self.fade())
             text, kind = self.error, "error"
-        self.status.value = message_html(text, kind)
+        self.status.value = "" if self.summary_in_picture and kind != "error" else message_html(text, kind)
         if full is not None and self.renderer is not None:
             if isinstance(full, str) and full == DATA:
                 self.renderer.refresh(data=True)
