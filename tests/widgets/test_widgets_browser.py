@@ -1,0 +1,82 @@
+"""The pictures drawn in the browser (distlab.widgets.browser): their modules ship as package data, every
+position's data and text are sent at once, and random slider moves (hypothesis) always show a summary that
+equals the app's own for that position, or our message."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from distlab.widgets import browser
+from distlab.widgets.collectives import RingAllReduceApp
+from distlab.widgets.pipeline import BubbleGridApp
+
+NOT_FINITE = re.compile(r"(?<![\w.])[-+]?(nan|inf|infinity)(?![\w])", re.I)
+
+
+def test_modules_are_package_data_with_no_network_import():
+    for cls, name in ((browser.RingPicture, "ring.js"), (browser.TimelinePicture, "timeline.js")):
+        source = cls._esm if isinstance(cls._esm, str) else ""
+        assert source == browser.module_source(name)
+        assert "export default" in source and "function mountPicture" in source
+        # plain modules: nothing imported, nothing fetched
+        assert not re.search(r"^\s*import\s", source, re.M) and "http" not in source.replace("https://", "http")
+        assert "fetch(" not in source
+
+
+def test_show_checks_the_positions_and_clamps_the_value():
+    picture = browser.BrowserPicture()
+    picture.show(1, 3, ["a", "b", "c"], value=2)
+    assert (picture.min, picture.max, picture.value, picture.summary) == (1, 3, 2, "b")
+    picture.value = 99  # like an IntSlider: clamped
+    assert picture.value == 3 and picture.summary == "c"
+    picture.show(10, 11, ["x", "y"], errors=["", "too big"])
+    assert picture.value == 10 and picture.summary == "x"
+    picture.value = 11
+    assert picture.summary == "Cannot compute: too big"
+    with pytest.raises(ValueError, match="3 summaries for the 2 positions"):
+        picture.show(0, 1, ["a", "b", "c"])
+
+
+def _check(app):
+    picture = app.picture
+    assert picture.min <= picture.value <= picture.max
+    assert len(picture.summaries) == len(picture.errors) == picture.max - picture.min + 1
+    if app.error is None:
+        assert picture.summary == app.summary() and not NOT_FINITE.search(picture.summary)
+    else:
+        assert picture.summary == f"Cannot compute: {app.error}"
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_moves_of_the_ring_pictures_controls(data):
+    app = RingAllReduceApp(gpus=data.draw(st.integers(2, 16)))
+    for _ in range(data.draw(st.integers(1, 5))):
+        which = data.draw(st.sampled_from(["step", "gpus", "size", "algorithm"]))
+        if which == "step":
+            app.step.value = data.draw(st.integers(-3, 40))  # clamped to 0..steps
+        elif which == "gpus":
+            app.gpus.value = data.draw(st.integers(2, 16))
+        elif which == "size":
+            app.size.value = data.draw(st.sampled_from(["4 GB", "lots", "-1 GB", "1 TiB", ""]))
+        else:
+            app.algorithm.value = data.draw(st.sampled_from(["ring", "parameter-server"]))
+        _check(app)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_moves_of_the_bubble_grids_controls(data):
+    app = BubbleGridApp(stages=data.draw(st.integers(1, 16)))
+    for _ in range(data.draw(st.integers(1, 4))):
+        which = data.draw(st.sampled_from(["m", "m", "kind", "stages"]))
+        if which == "m":
+            app.microbatches.value = data.draw(st.integers(0, 70))  # clamped to 1..64
+        elif which == "kind":
+            app.kind.value = data.draw(st.sampled_from(["gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"]))
+        else:
+            app.stages.value = data.draw(st.integers(1, 16))
+        _check(app)
