@@ -50,6 +50,24 @@ pytestmark = [
 ]
 
 
+#: A notebook of the apps whose live pictures are drawn in the browser, built as their lessons build them.
+PICTURES = "browser_pictures.ipynb"
+PICTURE_CELLS = [
+    "from distlab.widgets.collectives import RingAllReduceApp\n"
+    'ring = RingAllReduceApp(gpus=4, size="4 GB", link="nvlink4")\nring',
+    'from distlab.widgets.pipeline import BubbleGridApp\ngrid = BubbleGridApp(kind="1f1b", stages=8, microbatches=16)\ngrid',
+]
+
+
+def _write_pictures_notebook(path: Path) -> None:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in PICTURE_CELLS]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -94,6 +112,7 @@ def jupyterlab(tmp_path_factory):
     root = tmp_path / "lab"
     root.mkdir()
     shutil.copy(LESSON, root / LESSON.name)
+    _write_pictures_notebook(root / PICTURES)
     # the settings distlab installs into an environment (what Binder and a regular install see)
     app_settings = tmp_path / "app-settings" / "overrides.d"
     app_settings.mkdir(parents=True)
@@ -279,3 +298,91 @@ def test_voila_serves_the_training_lab_as_an_app(tmp_path):
                     browser.close()
         finally:
             _stop(server)
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_browser_pictures_answer_a_key_press_with_distlabs_numbers(jupyterlab):
+    """The ring animation and the bubble grid (issue 20): run as in their lessons, then, for each picture, one
+    arrow key on its own slider changes the canvas's pixels and the text summary under it becomes what distlab
+    computes for the new position; after the kernel is shut down the pictures still answer (no round trip)."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+    from distlab.widgets.collectives import RingAllReduceApp
+    from distlab.widgets.pipeline import BubbleGridApp
+
+    base, token = jupyterlab
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "browser-pictures.png"
+    ring = RingAllReduceApp(gpus=4, size="4 GB", link="nvlink4")
+    grid = BubbleGridApp(kind="1f1b", stages=8, microbatches=16)
+    expected = {}
+    for t in (1, 2):
+        ring.step.value = t
+        expected[("ring", t)] = _squash(ring.summary())
+    for m in (17, 18):
+        grid.microbatches.value = m
+        expected[("grid", m)] = _squash(grid.summary())
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000}, device_scale_factor=2)
+        page.set_default_timeout(30_000)
+        try:
+            page.goto(f"{base}/lab/tree/{PICTURES}?token={token}")
+            page.locator(".jp-Notebook .jp-Cell").first.wait_for()
+            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
+            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+            pictures = page.locator(".distlab-picture")
+            pictures.nth(1).wait_for(timeout=90_000)
+            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
+            assert page.get_by_text("Error displaying widget").count() == 0
+
+            def press(picture, key, name, value):
+                slider = picture.locator("input.distlab-slider")
+                canvas = picture.locator("canvas")
+                before = canvas.evaluate("c => c.toDataURL()")
+                slider.focus()
+                page.keyboard.press(key)
+                summary = picture.locator(".distlab-summary")
+                try:
+                    page.wait_for_function(
+                        "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
+                        arg=[summary.element_handle(), expected[(name, value)]],
+                        timeout=20_000,
+                    )
+                except sync_api.TimeoutError:
+                    shown = _squash(summary.text_content() or "")
+                    pytest.fail(
+                        f"{name} at {slider.input_value()}: shows {shown!r}, distlab: {expected[(name, value)]!r}"
+                    )
+                assert slider.input_value() == str(value)
+                assert canvas.evaluate("c => c.toDataURL()") != before, f"{name}: the picture did not change"
+                # drawn at the device pixel ratio (2 here): the canvas has twice its CSS pixels
+                w, css = canvas.evaluate("c => [c.width, c.getBoundingClientRect().width]")
+                assert w == round(2 * css)
+
+            ring_picture, grid_picture = pictures.nth(0), pictures.nth(1)
+            ring_picture.scroll_into_view_if_needed()
+            press(ring_picture, "ArrowRight", "ring", 1)
+            grid_picture.scroll_into_view_if_needed()
+            press(grid_picture, "ArrowRight", "grid", 17)
+            grid_picture.screenshot(path=str(ARTIFACTS / "browser-pictures-grid.png"))
+
+            # no kernel: the pictures still answer (every position is already in the browser)
+            page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
+            page.get_by_role("menuitem", name=re.compile(r"^Shut Down Kernel")).first.click()
+            page.wait_for_selector("#jp-main-statusbar >> text=/No Kernel|Unknown/", timeout=30_000)
+            press(ring_picture, "ArrowRight", "ring", 2)
+            press(grid_picture, "ArrowRight", "grid", 18)
+            # the play button is a native button: the keyboard starts it
+            ring_picture.locator("button.distlab-play").focus()
+            page.keyboard.press("Space")
+            page.wait_for_function(
+                "el => el.value === el.max", arg=ring_picture.locator("input.distlab-slider").element_handle()
+            )
+            assert page.get_by_text("Error displaying widget").count() == 0
+        finally:
+            page.screenshot(path=str(shot), full_page=False)
+            browser.close()

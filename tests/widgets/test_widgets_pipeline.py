@@ -13,7 +13,7 @@ from distlab import hardware, models, pipeline
 from matplotlib.colors import to_rgba
 
 from distlab.plots.pipeline import IDEAL_COLOUR, PALETTE, STEP_COLOUR, timeline_codes
-from distlab.widgets.pipeline import APPS, NO_LINK, STAGE_ANALYSIS_KINDS, BubbleGridApp, StageAnalysisApp
+from distlab.widgets.pipeline import APPS, NO_LINK, PENDING, STAGE_ANALYSIS_KINDS, BubbleGridApp, StageAnalysisApp
 
 
 @pytest.fixture(scope="module")
@@ -117,10 +117,22 @@ def test_microbatch_moves_need_no_new_data_and_other_controls_send_it_once():
         assert app.picture.frames["positions"][m - 1][2] == 3 * (m + 7)
         assert app.picture.summary == app.summary()
     assert sent == []
-    app.stages.value = 4  # new physics: every timeline again, once
-    assert sorted(set(sent)) == ["codes", "frames", "summaries", "times"] and len(sent) == 4
+    app.stages.value = 4  # new physics: the current m first (the rest pending), then every timeline
+    assert sorted(set(sent)) == ["codes", "frames", "summaries", "times"] and len(sent) == 8
+    assert all(s != PENDING for s in app.picture.summaries)
     assert app.result.timeline.step_time == 3 * (64 + 3)
     assert all(app.picture.frames["positions"][m - 1][2] == 3 * (m + 3) for m in range(1, 65))
+
+
+def test_the_first_message_after_a_change_holds_the_current_count_and_marks_the_rest_pending():
+    app = BubbleGridApp(kind="1f1b", stages=8, microbatches=30)
+    first = []
+    app.picture.observe(lambda change: first.append(list(change["new"])) if not first else None, names="summaries")
+    app.backward.value = 2.0
+    (summaries,) = first
+    # 1F1B runs B + W as one op: t_F + t_B + t_W = 1 + 2 + 1 = 4 per microbatch; step (m + p - 1) x 4 = 37 x 4 = 148
+    assert summaries[30 - 1] == app.summary() and "step 148 x t_F, ideal 120 x t_F" in summaries[30 - 1]
+    assert [i for i, s in enumerate(summaries) if s != PENDING] == [30 - 1]
 
 
 def test_chunks_only_for_interleaved(app):

@@ -123,6 +123,14 @@ function mountPicture(model, el, draw) {
     summary.textContent = error ? `Cannot compute: ${error}` : (summaries[index] ?? "");
   }
 
+  // The keys a range input and a button use are theirs: JupyterLab binds ArrowLeft/ArrowRight in command mode
+  // (collapse/expand headings) on any focused element that is not editable, a range input included.
+  const OWN_KEYS = new Set(["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End", "PageUp", "PageDown", " ", "Enter"]);
+  for (const control of [slider, play]) {
+    control.addEventListener("keydown", (event) => {
+      if (OWN_KEYS.has(event.key) && !event.shiftKey && !event.ctrlKey && !event.metaKey) event.stopPropagation();
+    });
+  }
   slider.addEventListener("input", () => setValue(Number(slider.value)));
   play.addEventListener("click", () => {
     if (timer !== null) return stop();

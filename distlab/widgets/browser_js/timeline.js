@@ -8,6 +8,7 @@ const STEP_LINE = "#D55E00";
 function drawTimeline(ctx, w, h, model, i) {
   const f = model.get("frames");
   const [first, count, step, ideal] = f.positions[i];
+  if (count === 0) return; // invalid input or still being simulated: the summary says which
   const stages = f.stages;
   const times = typed(model.get("times"), Float32Array);
   const codes = typed(model.get("codes"), Uint8Array);
