@@ -1,7 +1,9 @@
 """A real browser: JupyterLab on localhost, Debian's Chromium driven by Playwright for Python.
 
 Opens lesson 1 (a copy), runs all cells, checks that every widget rendered, moves the GPU-count
-slider and picks a ZeRO stage, and asserts that the status text shown is what distlab computes.
+slider and picks a ZeRO stage, and asserts that the text shown is what distlab computes. The pictures
+drawn in the browser (issue 20: the memory wall, the ring animation, the bubble grid) answer a key on
+their own slider with new pixels and distlab's text, with the kernel running and after it is shut down.
 Playwright's browser download is never used: it drives /usr/bin/chromium (`apt-get install
 chromium`; .ci/run does that). A screenshot is saved in test-artifacts/.
 """
@@ -169,6 +171,7 @@ def test_lesson_runs_renders_widgets_and_the_slider_updates_the_result(jupyterla
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
     from distlab import memory
     from distlab.units import format_bytes
+    from distlab.widgets.common import GPU_COUNTS
     from distlab.widgets.memory_wall import MemoryWallApp
 
     base, token = jupyterlab
@@ -187,15 +190,16 @@ def test_lesson_runs_renders_widgets_and_the_slider_updates_the_result(jupyterla
             page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
             page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
 
-            # the app's status panel: "8 GPUs, ZeRO-3: 13.5 GB per GPU (...)"
+            # the text under the app's picture: "8 GPUs, ZeRO-3: 13.5 GB per GPU (...)"
             status = page.locator(
-                ".widget-html-content", has_text=re.compile(r"GPUs?, (plain DP|ZeRO-\d): .* per GPU")
+                ".distlab-summary", has_text=re.compile(r"GPUs?, (plain DP|ZeRO-\d): .* per GPU")
             ).first
             status.wait_for(timeout=60_000)
             page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
             app = page.locator(".widget-vbox", has=page.locator(".widget-toggle-buttons")).filter(has=status).last
             app.scroll_into_view_if_needed()
-            canvas = app.locator(".jupyter-matplotlib-canvas-div").first
+            picture = app.locator(".distlab-picture").first
+            canvas = picture.locator("canvas").first
             canvas.wait_for(state="attached")
             assert page.get_by_text("Error displaying widget").count() == 0
 
@@ -204,17 +208,18 @@ def test_lesson_runs_renders_widgets_and_the_slider_updates_the_result(jupyterla
                 return box.locator("select").evaluate("s => s.options[s.selectedIndex].text")
 
             model, precision, gpu = dropdown("model"), dropdown("precision"), dropdown("GPU")
-            slider = app.locator(".widget-slider", has=page.locator(".widget-label", has_text="GPUs")).first
-            start = int(slider.locator(".widget-readout").inner_text())
+            slider = picture.locator("input.distlab-slider")
+            readout = picture.locator(".distlab-readout")
+            start = int(readout.inner_text())
             before = " ".join(status.inner_text().split())
+            pixels = canvas.evaluate("c => c.toDataURL()")
 
-            # move the slider with the keyboard (one step right), then pick ZeRO-2
-            slider.locator(".noUi-handle").first.focus()
+            # move the GPU slider with the keyboard (one step right: the next count it offers), then pick ZeRO-2
+            slider.focus()
             page.keyboard.press("ArrowRight")
-            gpus = start + 1
+            gpus = GPU_COUNTS[GPU_COUNTS.index(start) + 1]
             page.wait_for_function(
-                "([el, want]) => el.innerText.trim() === want",
-                arg=[slider.locator(".widget-readout").element_handle(), str(gpus)],
+                "([el, want]) => el.textContent.trim() === want", arg=[readout.element_handle(), str(gpus)]
             )
             app.locator(".widget-toggle-buttons button", has_text="ZeRO-2").click()
 
@@ -232,16 +237,14 @@ def test_lesson_runs_renders_widgets_and_the_slider_updates_the_result(jupyterla
             )
             after = " ".join(status.inner_text().split())
             assert after == expected and after != before
+            assert canvas.evaluate("c => c.toDataURL()") != pixels, "the bars did not change"
             assert page.get_by_text("Error displaying widget").count() == 0
             chart = canvas.evaluate("d => [d.offsetWidth, d.offsetHeight]")
         finally:
             page.screenshot(path=str(shot), full_page=False)
             browser.close()
     print(f"screenshot: {shot}")
-    # The chart must have real size. An ipympl canvas drawn (canvas.draw() or a blit) before it was
-    # displayed inside a container once rendered 0x0 here ("Error setting state: ... drawImage ...
-    # 'broken' state" in the console); distlab.widgets.common.figure_canvas sets
-    # canvas.syncing_data_url = False, which fixed it (it was an xfail until repeated runs rendered).
+    # The chart must have real size (an ipympl canvas once rendered 0x0 here; the bars are a browser picture now).
     assert chart[0] >= 100 and chart[1] >= 100, f"the app's chart rendered {chart[0]}x{chart[1]} px"
 
 

@@ -23,7 +23,16 @@ import ipywidgets as widgets
 import numpy as np
 import traitlets
 
-__all__ = ["module_source", "BrowserPicture", "RingPicture", "TimelinePicture", "ring_frames", "timeline_buffers"]
+__all__ = [
+    "module_source",
+    "BrowserPicture",
+    "SelectionPicture",
+    "RingPicture",
+    "TimelinePicture",
+    "BarsPicture",
+    "ring_frames",
+    "timeline_buffers",
+]
 
 #: The ES module every picture shares; each picture's own module is appended to it.
 COMMON_MODULE = "common.js"
@@ -98,6 +107,48 @@ class BrowserPicture(anywidget.AnyWidget, widgets.ValueWidget):
         return f"Cannot compute: {self.errors[i]}" if self.errors and self.errors[i] else self.summaries[i]
 
 
+class SelectionPicture(BrowserPicture):
+    """A picture whose slider runs over `options` (increasing integers, e.g. distlab.widgets.common.GPU_COUNTS)
+    instead of every integer: `value` is always one of them (a value between two snaps to the nearest, as a
+    slider would), `index` its position; summaries[i] and errors[i] belong to options[i]."""
+
+    options = traitlets.List(traitlets.Int()).tag(sync=True)
+
+    @traitlets.validate("value")
+    def _clamp(self, proposal):
+        if not self.options:
+            return int(proposal["value"])
+        return int(min(self.options, key=lambda o: (abs(o - proposal["value"]), o)))
+
+    @property
+    def index(self) -> int:
+        return self.options.index(self.value)
+
+    @index.setter
+    def index(self, k: int) -> None:
+        self.value = self.options[k]
+
+    def show_options(self, options, summaries, errors=None, frames=None, value=None) -> None:
+        """Replace the options and the data of every option at once; `value` defaults to the current one."""
+        options = [int(o) for o in options]
+        if len(summaries) != len(options):
+            raise ValueError(f"{len(summaries)} summaries for {len(options)} options")
+        with self.hold_sync():
+            self.options = options
+            self.min, self.max = min(options), max(options)
+            if frames is not None:
+                self.frames = frames
+            self.summaries = list(summaries)
+            self.errors = [""] * len(options) if errors is None else list(errors)
+            self.value = self.value if value is None else value
+
+    @property
+    def summary(self) -> str:
+        """The text the browser shows under the picture now: the summary, or our message."""
+        i = self.index
+        return f"Cannot compute: {self.errors[i]}" if self.errors and self.errors[i] else self.summaries[i]
+
+
 class RingPicture(BrowserPicture):
     """Every state of a simulated collective (distlab.collectives): GPU panels of chunk columns, one stripe
     per contributing GPU, the chunks just received outlined and the links that carried a message drawn
@@ -163,3 +214,12 @@ def timeline_buffers(timelines) -> tuple[dict, bytes, bytes]:
     packed_times = np.concatenate(times).tobytes() if times else b""
     packed_codes = np.concatenate(codes).tobytes() if codes else b""
     return {"stages": stages, "positions": positions}, packed_times, packed_codes
+
+
+class BarsPicture(SelectionPicture):
+    """Stacked bars against a capacity line, for every option of the slider (Lesson 1's memory wall).
+
+    frames: {"parts": names, "bars": [option][bar][part] values, "labels": bar names, "unit", "capacity",
+    "capacity_label"}; the y range covers every option, so it stays put while the slider moves."""
+
+    _esm = module_source("bars.js")

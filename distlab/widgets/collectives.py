@@ -22,7 +22,7 @@ from ..errors import DistlabError
 from ..plots.collectives import MAX_PICTURE_GPUS, collective_frames
 from ..units import format_bytes, format_seconds
 from .browser import RingPicture, ring_frames
-from .common import LessonApp
+from .common import LessonApp, attempt
 
 __all__ = ["ALGORITHMS", "simulate", "RingFrame", "describe_state", "RingAllReduceApp", "APPS"]
 
@@ -153,11 +153,9 @@ class RingAllReduceApp(LessonApp):
         """Send the picture every state and the text of every step for the current size and link (our message
         at every step when they are invalid), then update the app's own result."""
         steps = self.trace.steps
-        try:
-            summaries = [self.describe(self.frame(t)) for t in range(steps + 1)]
-            errors = None
-        except DistlabError as exc:
-            summaries, errors = [""] * (steps + 1), [str(exc)] * (steps + 1)
+        outcomes = [attempt(lambda t: self.describe(self.frame(t)), t) for t in range(steps + 1)]
+        summaries = ["" if isinstance(o, DistlabError) else o for o in outcomes]
+        errors = [str(o) if isinstance(o, DistlabError) else "" for o in outcomes]
         self._syncing = True
         try:
             self.picture.show(0, steps, summaries, errors, frames=self._frames, value=step)

@@ -19,6 +19,7 @@ __all__ = [
     "gpu_slider",
     "BlitRenderer",
     "DATA",
+    "attempt",
     "LessonApp",
 ]
 
@@ -178,6 +179,15 @@ def _either(a, b):
     if any(x is not None and not isinstance(x, str) and bool(x) for x in (a, b)):
         return True
     return DATA if any(isinstance(x, str) and x == DATA for x in (a, b)) else False
+
+
+def attempt(compute, *args):
+    """compute(*args), or the DistlabError it raised, returned: how an app computes every position of a browser
+    picture's slider (distlab.widgets.browser), where each invalid position shows our message in its place."""
+    try:
+        return compute(*args)
+    except DistlabError as exc:
+        return exc
 
 
 class LessonApp(widgets.VBox):

@@ -19,7 +19,7 @@ from ..memory import RECOMPUTE_MODES
 from ..plots.pipeline import legend_html, timeline_grid
 from ..units import format_bytes, format_percent, format_rate, format_seconds
 from .browser import TimelinePicture, timeline_buffers
-from .common import BlitRenderer, LessonApp, figure_canvas
+from .common import BlitRenderer, LessonApp, attempt, figure_canvas
 
 __all__ = [
     "MAX_STAGES",
@@ -160,10 +160,7 @@ class BubbleGridApp(LessonApp):
         self._send(results)
 
     def _simulate_or_error(self, m: int):
-        try:
-            return self.simulate(m)
-        except DistlabError as exc:
-            return exc
+        return attempt(self.simulate, m)
 
     def _send(self, results) -> None:
         """Every position's timeline and text to the picture (None: still being simulated)."""

@@ -80,3 +80,37 @@ def test_random_moves_of_the_bubble_grids_controls(data):
         else:
             app.stages.value = data.draw(st.integers(1, 16))
         _check(app)
+
+
+def test_a_selection_picture_runs_over_its_options():
+    picture = browser.SelectionPicture()
+    picture.show_options([1, 2, 4, 8], ["one", "two", "four", "eight"], errors=["", "", "", "too many"], value=4)
+    assert (picture.value, picture.index, picture.summary) == (4, 2, "four")
+    picture.value = 5  # between two options: the nearest
+    assert picture.value == 4
+    picture.index = 3
+    assert picture.value == 8 and picture.summary == "Cannot compute: too many"
+    with pytest.raises(ValueError, match="3 summaries for 4 options"):
+        picture.show_options([1, 2, 4, 8], ["a", "b", "c"])
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_moves_of_the_memory_walls_controls(data):
+    from distlab.widgets.memory_wall import MemoryWallApp
+
+    app = MemoryWallApp()
+    for _ in range(data.draw(st.integers(1, 5))):
+        which = data.draw(st.sampled_from(["gpus", "gpus", "zero", "model"]))
+        if which == "gpus":
+            app.gpus.index = data.draw(st.integers(0, len(app.gpus.options) - 1))
+        elif which == "zero":
+            app.zero.value = data.draw(st.sampled_from([0, 1, 2, 3]))
+        else:
+            app.model.value = data.draw(st.sampled_from(["llama2-7b", "gpt3-175b", "custom size"]))
+        picture = app.picture
+        assert picture.value in picture.options and len(picture.summaries) == len(picture.options)
+        if app.error is None:
+            assert picture.summary == app.summary() and not NOT_FINITE.search(picture.summary)
+        else:
+            assert picture.summary == f"Cannot compute: {app.error}"

@@ -90,10 +90,11 @@ function mountPicture(model, el, draw) {
       canvas.style.width = `${w}px`;
       canvas.style.height = `${h}px`;
     }
+    const options = model.get("options") || []; // a selection picture: the slider runs over these values
     const lo = model.get("min");
     const hi = model.get("max");
     const value = model.get("value");
-    const index = value - lo;
+    const index = options.length ? options.indexOf(value) : value - lo;
     const ctx = canvas.getContext("2d");
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.clearRect(0, 0, w, h);
@@ -110,9 +111,9 @@ function mountPicture(model, el, draw) {
       ctx.fillRect(0, 0, w, h);
     }
     caption.textContent = model.get("description");
-    slider.min = String(lo);
-    slider.max = String(hi);
-    slider.value = String(value);
+    slider.min = String(options.length ? 0 : lo);
+    slider.max = String(options.length ? options.length - 1 : hi);
+    slider.value = String(options.length ? index : value);
     slider.disabled = model.get("disabled");
     slider.setAttribute("aria-valuetext", `${model.get("description")} ${value}`);
     readout.textContent = String(value);
@@ -131,26 +132,40 @@ function mountPicture(model, el, draw) {
       if (OWN_KEYS.has(event.key) && !event.shiftKey && !event.ctrlKey && !event.metaKey) event.stopPropagation();
     });
   }
-  slider.addEventListener("input", () => setValue(Number(slider.value)));
+  // the value at slider position k, and the value after `value` (null at the end)
+  const valueAt = (k) => {
+    const options = model.get("options") || [];
+    return options.length ? options[k] : k;
+  };
+  const next = (value) => {
+    const options = model.get("options") || [];
+    if (options.length) {
+      const k = options.indexOf(value);
+      return k + 1 < options.length ? options[k + 1] : null;
+    }
+    return value < model.get("max") ? value + 1 : null;
+  };
+  const first = () => valueAt(Number(slider.min));
+  slider.addEventListener("input", () => setValue(valueAt(Number(slider.value))));
   play.addEventListener("click", () => {
     if (timer !== null) return stop();
-    if (model.get("value") >= model.get("max")) setValue(model.get("min"));
+    if (next(model.get("value")) === null) setValue(first());
     play.textContent = "\u275A\u275A pause";
     play.setAttribute("aria-pressed", "true");
     timer = setInterval(() => {
-      const v = model.get("value");
-      if (v >= model.get("max")) return stop();
-      setValue(v + 1);
+      const v = next(model.get("value"));
+      if (v === null) return stop();
+      setValue(v);
     }, Math.max(16, model.get("interval_ms")));
   });
   stop();
   model.on("change", paint);
-  model.on("change:min change:max change:frames", stop);
+  model.on("change:min change:max change:options change:frames", stop);
   paint();
   return () => {
     stop();
     model.off("change", paint);
-    model.off("change:min change:max change:frames", stop);
+    model.off("change:min change:max change:options change:frames", stop);
   };
 }
 
