@@ -1,11 +1,12 @@
 """Key press -> changed pixels in a real browser, for the pictures drawn in the browser (issue 20).
 
-JupyterLab on localhost serves a notebook with the ring all-reduce animation (lesson 2) and the bubble grid
-(lesson 4), built as the lessons build them; headless Chromium (/usr/bin/chromium, driven by Playwright) runs
-it. For each picture, 40 arrow-key presses on its own slider: in the page, a keydown listener on the slider
-notes performance.now(); a MutationObserver on the text summary sees the picture's synchronous redraw (the
-canvas and the text are painted in the same input event), and the requestAnimationFrame after it is the frame
-that shows the new pixels: the sample is that frame's time minus the keydown's.
+JupyterLab on localhost serves a notebook with the ring all-reduce animation (lesson 2), the bubble grid
+(lesson 4) and the memory wall (lesson 1), built as the lessons build them; headless Chromium
+(/usr/bin/chromium, driven by Playwright) runs it. For each picture, 40 arrow-key presses on its own slider:
+in the page, a keydown listener on the slider notes performance.now(); a MutationObserver on the text summary
+sees the picture's synchronous redraw (the canvas and the text are painted in the same input event), and the
+requestAnimationFrame after it is the frame that shows the new pixels: the sample is that frame's time minus
+the keydown's.
 
 Run twice: straight to the server, and through a local asyncio TCP proxy that delays every chunk 25 ms each way
 (50 ms round trip), which is what a student on a distant server (Binder) adds to anything that needs the kernel.
@@ -44,7 +45,10 @@ CELLS = [
     'link="nvlink4")\nring',
     'from distlab.widgets.pipeline import BubbleGridApp\ngrid = BubbleGridApp(kind="1f1b", stages=8, '
     "microbatches=16)\ngrid",
+    'from distlab.widgets.memory_wall import MemoryWallApp\nwall = MemoryWallApp(model="llama2-7b", gpus=8, zero=3)\n'
+    "wall",
 ]
+LABELS = ["ring animation: step slider (N = 8)", "bubble grid: m slider (p = 8)", "memory wall: GPU slider"]
 INSTRUMENT = """picture => {
   const slider = picture.querySelector('input.distlab-slider');
   const summary = picture.querySelector('.distlab-summary');
@@ -168,7 +172,7 @@ def _measure(sync_api, base: str, token: str, name: str) -> dict:
             pictures.nth(len(CELLS) - 1).wait_for(timeout=120_000)
             page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
             page.wait_for_timeout(1000)
-            for index, label in enumerate(["ring animation: step slider (N = 8)", "bubble grid: m slider (p = 8)"]):
+            for index, label in enumerate(LABELS):
                 picture = pictures.nth(index)
                 picture.scroll_into_view_if_needed()
                 picture.evaluate(INSTRUMENT)

@@ -249,12 +249,17 @@ def test_lesson_runs_renders_widgets_and_the_slider_updates_the_result(jupyterla
 
 
 @pytest.mark.skipif(not VOILA_APP.exists(), reason="the Voila app's notebook is not in this checkout")
-def test_voila_serves_the_training_lab_as_an_app(tmp_path):
-    """The README's Voila link: the notebook as a standalone page, its widgets rendered, no code shown."""
+@pytest.mark.parametrize("name", [VOILA_APP.name, PICTURES])
+def test_voila_serves_the_training_lab_as_an_app(tmp_path, name):
+    """The README's Voila link: the notebook as a standalone page, its widgets rendered, no code shown; and the
+    pictures drawn in the browser (issue 20) render and answer their slider under Voila too."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
     if shutil.which("voila", path=str(Path(sys.executable).parent)) is None:
         pytest.skip("voila (the lessons extra) is not installed")
-    shutil.copy(VOILA_APP, tmp_path / VOILA_APP.name)
+    if name == PICTURES:
+        _write_pictures_notebook(tmp_path / name)
+    else:
+        shutil.copy(VOILA_APP, tmp_path / name)
     port, token = _free_port(), secrets.token_hex(16)
     log_path = tmp_path / "voila.log"
     with open(log_path, "wb") as log:
@@ -263,7 +268,7 @@ def test_voila_serves_the_training_lab_as_an_app(tmp_path):
                 sys.executable,
                 "-m",
                 "voila",
-                VOILA_APP.name,
+                name,
                 "--no-browser",
                 "--Voila.ip=127.0.0.1",
                 f"--port={port}",
@@ -288,7 +293,8 @@ def test_voila_serves_the_training_lab_as_an_app(tmp_path):
                 page = browser.new_page(viewport={"width": 1400, "height": 1000})
                 try:
                     page.goto(f"http://127.0.0.1:{port}/?token={token}", timeout=90_000)
-                    control = page.locator(".widget-slider, .widget-dropdown").first
+                    wanted = ".distlab-picture canvas" if name == PICTURES else ".widget-slider, .widget-dropdown"
+                    control = page.locator(wanted).first
                     control.wait_for(timeout=90_000)
                     page.wait_for_timeout(1000)
                     control.scroll_into_view_if_needed()
@@ -296,8 +302,18 @@ def test_voila_serves_the_training_lab_as_an_app(tmp_path):
                     # an app, not code: Voila shows no code cells
                     assert page.locator(".jp-InputArea-editor >> visible=true").count() == 0
                     assert "Traceback" not in page.content()
+                    if name == PICTURES:  # the ring's step slider answers in the page
+                        picture = page.locator(".distlab-picture").first
+                        summary = picture.locator(".distlab-summary")
+                        before = summary.text_content()
+                        picture.locator("input.distlab-slider").focus()
+                        page.keyboard.press("ArrowRight")
+                        page.wait_for_function(
+                            "([el, old]) => el.textContent !== old", arg=[summary.element_handle(), before]
+                        )
+                        assert summary.text_content().startswith("Step 1 of 6")
                 finally:
-                    page.screenshot(path=str(ARTIFACTS / "voila-07_training_lab.png"))
+                    page.screenshot(path=str(ARTIFACTS / f"voila-{Path(name).stem}.png"))
                     browser.close()
         finally:
             _stop(server)

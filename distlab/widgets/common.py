@@ -16,6 +16,7 @@ __all__ = [
     "fit_labels",
     "replace_options",
     "GPU_COUNTS",
+    "nearest_gpu_count",
     "gpu_slider",
     "BlitRenderer",
     "DATA",
@@ -153,15 +154,21 @@ def replace_options(app, control, options, value) -> None:
 GPU_COUNTS = (*range(1, 17), *range(24, 65, 8), *(n * k // 4 for n in (64, 128, 256, 512) for k in (5, 6, 7, 8)))
 
 
+def nearest_gpu_count(value: int) -> int:
+    """`value` if GPU_COUNTS offers it, else the nearest count it offers on the log scale."""
+    import math
+
+    if value in GPU_COUNTS:
+        return value
+    return min(GPU_COUNTS, key=lambda n: abs(math.log(n) - math.log(max(1, value))))
+
+
 def gpu_slider(value: int, description: str = "GPUs") -> widgets.SelectionSlider:
     """A slider over GPU_COUNTS (before: a linear 1-1,024 slider, where 1-16 took 1.5% of its width); a value it
     does not offer starts at the nearest count it does, on the log scale."""
-    import math
-
-    start = min(GPU_COUNTS, key=lambda n: abs(math.log(n) - math.log(max(1, value))))
     return widgets.SelectionSlider(
         options=GPU_COUNTS,
-        value=value if value in GPU_COUNTS else start,
+        value=nearest_gpu_count(value),
         description=description,
         continuous_update=True,
     )

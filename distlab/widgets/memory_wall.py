@@ -14,7 +14,7 @@ from ..errors import DistlabError
 from ..plots.memory_wall import LABELS
 from ..units import format_bytes
 from .browser import BarsPicture
-from .common import GPU_COUNTS, LessonApp, attempt, gpu_slider
+from .common import GPU_COUNTS, LessonApp, attempt, nearest_gpu_count
 
 __all__ = ["CUSTOM", "ZERO_LABELS", "PRECISION_OPTIONS", "MemoryWallApp", "APPS"]
 
@@ -67,7 +67,7 @@ class MemoryWallApp(LessonApp):
         )
         self.precision = widgets.Dropdown(options=PRECISION_OPTIONS, value=precision, description="precision")
         self.gpu = widgets.Dropdown(options=list(hardware.ACCELERATORS), value=gpu, description="GPU")
-        start = gpu_slider(gpus, "GPUs").value  # the nearest count the slider offers
+        start = nearest_gpu_count(gpus)  # the nearest count the slider offers
         self.picture = BarsPicture(description="GPUs", width=640, height=320)
         self.picture.show_options(GPU_COUNTS, [""] * len(GPU_COUNTS), value=start)
         self.gpus = self.picture
