@@ -161,6 +161,15 @@ def jupyterlab(tmp_path_factory):
         log.close()
 
 
+def _open_and_run_all(page, url: str) -> None:
+    """Open a notebook in JupyterLab and, once its kernel is idle, Run > Run All Cells, as a student would."""
+    page.goto(url)
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for()
+    page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+
+
 def test_shipped_settings_are_what_jupyterlab_uses(jupyterlab):
     base, token = jupyterlab
     tracker = _get(f"{base}/lab/api/settings/@jupyterlab/notebook-extension:tracker?token={token}")
@@ -182,13 +191,7 @@ def test_lesson_runs_renders_widgets_and_the_slider_updates_the_result(jupyterla
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(30_000)
         try:
-            page.goto(f"{base}/lab/tree/{LESSON.name}?token={token}")
-            page.locator(".jp-Notebook .jp-Cell").first.wait_for()
-            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
-
-            # Run > Run All Cells, as a student would
-            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+            _open_and_run_all(page, f"{base}/lab/tree/{LESSON.name}?token={token}")
 
             # the text under the app's picture: "8 GPUs, ZeRO-3: 13.5 GB per GPU (...)"
             status = page.locator(
@@ -348,11 +351,7 @@ def test_browser_pictures_answer_a_key_press_with_distlabs_numbers(jupyterlab):
         page = browser.new_page(viewport={"width": 1400, "height": 1000}, device_scale_factor=2)
         page.set_default_timeout(30_000)
         try:
-            page.goto(f"{base}/lab/tree/{PICTURES}?token={token}")
-            page.locator(".jp-Notebook .jp-Cell").first.wait_for()
-            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
-            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+            _open_and_run_all(page, f"{base}/lab/tree/{PICTURES}?token={token}")
             pictures = page.locator(".distlab-picture")
             pictures.nth(1).wait_for(timeout=90_000)
             page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)

@@ -43,43 +43,48 @@ def test_show_checks_the_positions_and_clamps_the_value():
 def _check(app):
     picture = app.picture
     assert picture.min <= picture.value <= picture.max
-    assert len(picture.summaries) == len(picture.errors) == picture.max - picture.min + 1
+    positions = len(picture.options) if hasattr(picture, "options") else picture.max - picture.min + 1
+    assert len(picture.summaries) == len(picture.errors) == positions
     if app.error is None:
         assert picture.summary == app.summary() and not NOT_FINITE.search(picture.summary)
     else:
         assert picture.summary == f"Cannot compute: {app.error}"
 
 
+def _fuzz(data, app, moves: dict) -> None:
+    """Random moves (the names of `moves`, each drawing its own value), checking the picture after each."""
+    for _ in range(data.draw(st.integers(1, 5))):
+        moves[data.draw(st.sampled_from(sorted(moves)))](data)
+        _check(app)
+
+
+def _setter(control, attribute, strategy):
+    return lambda data: setattr(control, attribute, data.draw(strategy))
+
+
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_random_moves_of_the_ring_pictures_controls(data):
     app = RingAllReduceApp(gpus=data.draw(st.integers(2, 16)))
-    for _ in range(data.draw(st.integers(1, 5))):
-        which = data.draw(st.sampled_from(["step", "gpus", "size", "algorithm"]))
-        if which == "step":
-            app.step.value = data.draw(st.integers(-3, 40))  # clamped to 0..steps
-        elif which == "gpus":
-            app.gpus.value = data.draw(st.integers(2, 16))
-        elif which == "size":
-            app.size.value = data.draw(st.sampled_from(["4 GB", "lots", "-1 GB", "1 TiB", ""]))
-        else:
-            app.algorithm.value = data.draw(st.sampled_from(["ring", "parameter-server"]))
-        _check(app)
+    moves = {
+        "step": _setter(app.step, "value", st.integers(-3, 40)),  # clamped to 0..steps
+        "gpus": _setter(app.gpus, "value", st.integers(2, 16)),
+        "size": _setter(app.size, "value", st.sampled_from(["4 GB", "lots", "-1 GB", "1 TiB", ""])),
+        "algorithm": _setter(app.algorithm, "value", st.sampled_from(["ring", "parameter-server"])),
+    }
+    _fuzz(data, app, moves)
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_random_moves_of_the_bubble_grids_controls(data):
     app = BubbleGridApp(stages=data.draw(st.integers(1, 16)))
-    for _ in range(data.draw(st.integers(1, 4))):
-        which = data.draw(st.sampled_from(["m", "m", "kind", "stages"]))
-        if which == "m":
-            app.microbatches.value = data.draw(st.integers(0, 70))  # clamped to 1..64
-        elif which == "kind":
-            app.kind.value = data.draw(st.sampled_from(["gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"]))
-        else:
-            app.stages.value = data.draw(st.integers(1, 16))
-        _check(app)
+    moves = {
+        "m": _setter(app.microbatches, "value", st.integers(0, 70)),  # clamped to 1..64
+        "kind": _setter(app.kind, "value", st.sampled_from(["gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"])),
+        "stages": _setter(app.stages, "value", st.integers(1, 16)),
+    }
+    _fuzz(data, app, moves)
 
 
 def test_a_selection_picture_runs_over_its_options():
@@ -100,17 +105,9 @@ def test_random_moves_of_the_memory_walls_controls(data):
     from distlab.widgets.memory_wall import MemoryWallApp
 
     app = MemoryWallApp()
-    for _ in range(data.draw(st.integers(1, 5))):
-        which = data.draw(st.sampled_from(["gpus", "gpus", "zero", "model"]))
-        if which == "gpus":
-            app.gpus.index = data.draw(st.integers(0, len(app.gpus.options) - 1))
-        elif which == "zero":
-            app.zero.value = data.draw(st.sampled_from([0, 1, 2, 3]))
-        else:
-            app.model.value = data.draw(st.sampled_from(["llama2-7b", "gpt3-175b", "custom size"]))
-        picture = app.picture
-        assert picture.value in picture.options and len(picture.summaries) == len(picture.options)
-        if app.error is None:
-            assert picture.summary == app.summary() and not NOT_FINITE.search(picture.summary)
-        else:
-            assert picture.summary == f"Cannot compute: {app.error}"
+    moves = {
+        "gpus": _setter(app.gpus, "index", st.integers(0, len(app.gpus.options) - 1)),
+        "zero": _setter(app.zero, "value", st.sampled_from([0, 1, 2, 3])),
+        "model": _setter(app.model, "value", st.sampled_from(["llama2-7b", "gpt3-175b", "custom size"])),
+    }
+    _fuzz(data, app, moves)
