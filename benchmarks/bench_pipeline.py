@@ -2,13 +2,9 @@
 
 1. distlab.pipeline.schedule("interleaved", 64, 512, 4): 262,144 ops generated and simulated
    (target <= 1 s).
-2. BubbleGridApp: time from a control change to the redrawn figure, median and p95, for a
-   few settings up to p = 16, m = 64 (target <= 16 ms). Each sample sets one control, which
-   runs the observer -> distlab.pipeline (schedule, closed form, activation memory) -> the
-   image of the timeline -> the render: a blit of the image and the two lines when the axes
-   stay the same, a full Agg draw when they change, each followed by the PNG diff ipympl
-   sends to the browser (all synchronous, all inside the timed span). As in
-   bench_memory_widget.py, the front end's "initialized" message is replayed first.
+2. BubbleGridApp, the kernel side (the grid is drawn in the browser since issue 20; key press to
+   pixels is measured in bench_browser_pictures.py): the m slider's echo in the kernel, and the
+   controls that need new physics (all 64 microbatch counts simulated, described and packed).
 """
 
 from __future__ import annotations
@@ -24,84 +20,44 @@ def bench_timeline(n: int = 7) -> dict:
     return stats
 
 
-def bench_widget(n: int = 200) -> dict:
+def bench_widget(n: int = 200, refreshes: int = 12) -> dict:
+    """The bubble grid is drawn in the browser (issue 20; the browser's own timing is bench_browser_pictures.py).
+    Here the kernel side: the m slider's echo (the browser already drew it; the kernel only looks up the result
+    it computed before) and a control that needs new physics (every microbatch count 1..64 simulated, described
+    and packed for the browser, once per change)."""
     from distlab.widgets.pipeline import BubbleGridApp
 
     results = {}
-
-    def app_at(kind, p, m):
-        app = BubbleGridApp(kind=kind, stages=p, microbatches=m)
-        app.canvas._handle_message(app.canvas, {"type": "initialized"}, [])  # what a browser sends first
-        app.fig.canvas.draw()
-        return app
-
-    # m slider at p = 4, 8, 16 (1F1B): m sweeps 33..64, the ranges a student drags through
     for p in (4, 8, 16):
-        app = app_at("1f1b", p, 48)
+        app = BubbleGridApp(kind="1f1b", stages=p, microbatches=48)
         values = list(range(33, 65))
 
         def slide(i, app=app, values=values):
-            app.microbatches.value = values[i % len(values)] if app.microbatches.value != values[i % len(values)] \
-                else values[(i + 1) % len(values)]
+            app.microbatches.value = values[(i + 1) % len(values)]
 
         stats = summarize(repeat(slide, n))
-        results[f"m slider, p={p}"] = stats
-        print(report(f"bubble grid: m slider 33..64, 1f1b, p={p}", stats, 16))
+        results[f"m slider echo, p={p}"] = stats
+        print(report(f"bubble grid: m slider kernel echo, 1f1b, p={p}", stats, 16))
 
-    app = app_at("1f1b", 16, 64)
+    app = BubbleGridApp(kind="1f1b", stages=16, microbatches=64)
     ratios = [0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0]
 
     def ratio(i):
         app.backward.value = ratios[(i + 1) % len(ratios)]
 
-    stats = summarize(repeat(ratio, n))
-    results["B:F slider, p=16, m=64"] = stats
-    print(report("bubble grid: B:F slider, 1f1b, p=16, m=64", stats, 16))
+    stats = summarize(repeat(ratio, refreshes))
+    results["B:F slider (new physics: 64 timelines), p=16"] = stats
+    print(report("bubble grid: B:F change, all 64 m simulated, p=16", stats))
 
-    app = app_at("1f1b", 16, 64)
-    kinds = ["gpipe", "1f1b", "interleaved", "zb-h1"]
-
-    def schedule(i):
-        app.kind.value = kinds[(i + 1) % len(kinds)]
-
-    stats = summarize(repeat(schedule, n))
-    results["schedule toggle, p=16, m=64, v=2"] = stats
-    print(report("bubble grid: schedule toggle, p=16, m=64, v=2", stats, 16))
-
-    app = app_at("1f1b", 8, 64)
+    app = BubbleGridApp(kind="1f1b", stages=8, microbatches=64)
     stages = [2, 4, 8, 16]
 
     def depth(i):
         app.stages.value = stages[(i + 1) % len(stages)]
 
-    stats = summarize(repeat(depth, n))
-    results["p slider 2/4/8/16, m=64"] = stats
-    print(report("bubble grid: p slider 2, 4, 8, 16 (rows change), m=64", stats, 16))
-
-    app = app_at("1f1b", 8, 48)
-
-    def forced(i):
-        app.microbatches.value = 33 + (i % 32) if app.microbatches.value != 33 + (i % 32) else 64
-        app.fig.canvas.draw()
-
-    stats = summarize(repeat(forced, n // 2))
-    results["forced full redraw"] = stats
-    print(report("(reference) m slider p=8 + forced full redraw", stats))
-
-    values = list(range(33, 65))
-    calls = []
-    original = app.renderer.refresh
-    app.renderer.refresh = lambda full=False: calls.append(full)
-
-    def no_render(i):
-        app.microbatches.value = values[i % len(values)] if app.microbatches.value != values[i % len(values)] \
-            else values[(i + 1) % len(values)]
-
-    stats = summarize(repeat(no_render, n))
-    app.renderer.refresh = original
-    results["no render"] = stats
-    print(report("(reference) m slider p=8, model + artists, no render", stats)
-          + f"; full redraws needed: {sum(calls)} of {len(calls)}")
+    stats = summarize(repeat(depth, refreshes))
+    results["p slider 2/4/8/16 (new physics)"] = stats
+    print(report("bubble grid: p change 2, 4, 8, 16, all 64 m simulated", stats))
     return results
 
 
@@ -122,34 +78,20 @@ def bench_panel(n: int = 40) -> dict:
     return stats
 
 
-def bench_after_1f1b(n: int = 200) -> dict:
-    """Lesson 11 §1 in the bubble grid: the schedule toggle over ZB-V, DualPipe and DualPipe-V, and the m
-    slider under DualPipe-V (fused F&B pairs, two chunks per stage: twice the ops of 1F1B)."""
+def bench_after_1f1b(refreshes: int = 8) -> dict:
+    """Lesson 11 §1 in the bubble grid: the schedule toggle over ZB-V, DualPipe and DualPipe-V (new physics: every
+    microbatch count simulated again)."""
     from distlab.widgets.pipeline import BubbleGridApp
 
-    results = {}
     app = BubbleGridApp(kind="zb-v", stages=16, microbatches=64)
-    app.canvas._handle_message(app.canvas, {"type": "initialized"}, [])
-    app.fig.canvas.draw()
     kinds = ["zb-v", "dualpipe", "dualpipe-v", "1f1b"]
 
     def toggle(i):
         app.kind.value = kinds[(i + 1) % len(kinds)]
 
-    stats = summarize(repeat(toggle, n))
-    results["schedule toggle zb-v/dualpipe/dualpipe-v/1f1b, p=16, m=64"] = stats
-    print(report("bubble grid: toggle zb-v, dualpipe, dualpipe-v, 1f1b, p=16, m=64", stats, 16))
-
-    app.kind.value, app.stages.value = "dualpipe-v", 8
-    values = list(range(33, 65))
-
-    def slide(i):
-        app.microbatches.value = values[(i + 1) % len(values)]
-
-    stats = summarize(repeat(slide, n))
-    results["m slider 33..64, dualpipe-v, p=8"] = stats
-    print(report("bubble grid: m slider 33..64, dualpipe-v, p=8", stats, 16))
-    return results
+    stats = summarize(repeat(toggle, refreshes))
+    print(report("bubble grid: toggle zb-v, dualpipe, dualpipe-v, 1f1b, p=16", stats))
+    return {"schedule toggle zb-v/dualpipe/dualpipe-v/1f1b, p=16": stats}
 
 
 def main() -> None:

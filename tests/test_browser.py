@@ -1,7 +1,9 @@
 """A real browser: JupyterLab on localhost, Debian's Chromium driven by Playwright for Python.
 
 Opens lesson 1 (a copy), runs all cells, checks that every widget rendered, moves the GPU-count
-slider and picks a ZeRO stage, and asserts that the status text shown is what distlab computes.
+slider and picks a ZeRO stage, and asserts that the text shown is what distlab computes. The pictures
+drawn in the browser (issue 20: the memory wall, the ring animation, the bubble grid) answer a key on
+their own slider with new pixels and distlab's text, with the kernel running and after it is shut down.
 Playwright's browser download is never used: it drives /usr/bin/chromium (`apt-get install
 chromium`; .ci/run does that). A screenshot is saved in test-artifacts/.
 """
@@ -50,6 +52,24 @@ pytestmark = [
 ]
 
 
+#: A notebook of the apps whose live pictures are drawn in the browser, built as their lessons build them.
+PICTURES = "browser_pictures.ipynb"
+PICTURE_CELLS = [
+    "from distlab.widgets.collectives import RingAllReduceApp\n"
+    'ring = RingAllReduceApp(gpus=4, size="4 GB", link="nvlink4")\nring',
+    'from distlab.widgets.pipeline import BubbleGridApp\ngrid = BubbleGridApp(kind="1f1b", stages=8, microbatches=16)\ngrid',
+]
+
+
+def _write_pictures_notebook(path: Path) -> None:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in PICTURE_CELLS]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -94,6 +114,7 @@ def jupyterlab(tmp_path_factory):
     root = tmp_path / "lab"
     root.mkdir()
     shutil.copy(LESSON, root / LESSON.name)
+    _write_pictures_notebook(root / PICTURES)
     # the settings distlab installs into an environment (what Binder and a regular install see)
     app_settings = tmp_path / "app-settings" / "overrides.d"
     app_settings.mkdir(parents=True)
@@ -140,6 +161,15 @@ def jupyterlab(tmp_path_factory):
         log.close()
 
 
+def _open_and_run_all(page, url: str) -> None:
+    """Open a notebook in JupyterLab and, once its kernel is idle, Run > Run All Cells, as a student would."""
+    page.goto(url)
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for()
+    page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+
+
 def test_shipped_settings_are_what_jupyterlab_uses(jupyterlab):
     base, token = jupyterlab
     tracker = _get(f"{base}/lab/api/settings/@jupyterlab/notebook-extension:tracker?token={token}")
@@ -150,6 +180,7 @@ def test_lesson_runs_renders_widgets_and_the_slider_updates_the_result(jupyterla
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
     from distlab import memory
     from distlab.units import format_bytes
+    from distlab.widgets.common import GPU_COUNTS
     from distlab.widgets.memory_wall import MemoryWallApp
 
     base, token = jupyterlab
@@ -160,23 +191,18 @@ def test_lesson_runs_renders_widgets_and_the_slider_updates_the_result(jupyterla
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(30_000)
         try:
-            page.goto(f"{base}/lab/tree/{LESSON.name}?token={token}")
-            page.locator(".jp-Notebook .jp-Cell").first.wait_for()
-            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
+            _open_and_run_all(page, f"{base}/lab/tree/{LESSON.name}?token={token}")
 
-            # Run > Run All Cells, as a student would
-            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-
-            # the app's status panel: "8 GPUs, ZeRO-3: 13.5 GB per GPU (...)"
+            # the text under the app's picture: "8 GPUs, ZeRO-3: 13.5 GB per GPU (...)"
             status = page.locator(
-                ".widget-html-content", has_text=re.compile(r"GPUs?, (plain DP|ZeRO-\d): .* per GPU")
+                ".distlab-summary", has_text=re.compile(r"GPUs?, (plain DP|ZeRO-\d): .* per GPU")
             ).first
             status.wait_for(timeout=60_000)
             page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
             app = page.locator(".widget-vbox", has=page.locator(".widget-toggle-buttons")).filter(has=status).last
             app.scroll_into_view_if_needed()
-            canvas = app.locator(".jupyter-matplotlib-canvas-div").first
+            picture = app.locator(".distlab-picture").first
+            canvas = picture.locator("canvas").first
             canvas.wait_for(state="attached")
             assert page.get_by_text("Error displaying widget").count() == 0
 
@@ -185,17 +211,18 @@ def test_lesson_runs_renders_widgets_and_the_slider_updates_the_result(jupyterla
                 return box.locator("select").evaluate("s => s.options[s.selectedIndex].text")
 
             model, precision, gpu = dropdown("model"), dropdown("precision"), dropdown("GPU")
-            slider = app.locator(".widget-slider", has=page.locator(".widget-label", has_text="GPUs")).first
-            start = int(slider.locator(".widget-readout").inner_text())
+            slider = picture.locator("input.distlab-slider")
+            readout = picture.locator(".distlab-readout")
+            start = int(readout.inner_text())
             before = " ".join(status.inner_text().split())
+            pixels = canvas.evaluate("c => c.toDataURL()")
 
-            # move the slider with the keyboard (one step right), then pick ZeRO-2
-            slider.locator(".noUi-handle").first.focus()
+            # move the GPU slider with the keyboard (one step right: the next count it offers), then pick ZeRO-2
+            slider.focus()
             page.keyboard.press("ArrowRight")
-            gpus = start + 1
+            gpus = GPU_COUNTS[GPU_COUNTS.index(start) + 1]
             page.wait_for_function(
-                "([el, want]) => el.innerText.trim() === want",
-                arg=[slider.locator(".widget-readout").element_handle(), str(gpus)],
+                "([el, want]) => el.textContent.trim() === want", arg=[readout.element_handle(), str(gpus)]
             )
             app.locator(".widget-toggle-buttons button", has_text="ZeRO-2").click()
 
@@ -213,26 +240,29 @@ def test_lesson_runs_renders_widgets_and_the_slider_updates_the_result(jupyterla
             )
             after = " ".join(status.inner_text().split())
             assert after == expected and after != before
+            assert canvas.evaluate("c => c.toDataURL()") != pixels, "the bars did not change"
             assert page.get_by_text("Error displaying widget").count() == 0
             chart = canvas.evaluate("d => [d.offsetWidth, d.offsetHeight]")
         finally:
             page.screenshot(path=str(shot), full_page=False)
             browser.close()
     print(f"screenshot: {shot}")
-    # The chart must have real size. An ipympl canvas drawn (canvas.draw() or a blit) before it was
-    # displayed inside a container once rendered 0x0 here ("Error setting state: ... drawImage ...
-    # 'broken' state" in the console); distlab.widgets.common.figure_canvas sets
-    # canvas.syncing_data_url = False, which fixed it (it was an xfail until repeated runs rendered).
+    # The chart must have real size (an ipympl canvas once rendered 0x0 here; the bars are a browser picture now).
     assert chart[0] >= 100 and chart[1] >= 100, f"the app's chart rendered {chart[0]}x{chart[1]} px"
 
 
 @pytest.mark.skipif(not VOILA_APP.exists(), reason="the Voila app's notebook is not in this checkout")
-def test_voila_serves_the_training_lab_as_an_app(tmp_path):
-    """The README's Voila link: the notebook as a standalone page, its widgets rendered, no code shown."""
+@pytest.mark.parametrize("name", [VOILA_APP.name, PICTURES])
+def test_voila_serves_the_training_lab_as_an_app(tmp_path, name):
+    """The README's Voila link: the notebook as a standalone page, its widgets rendered, no code shown; and the
+    pictures drawn in the browser (issue 20) render and answer their slider under Voila too."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
     if shutil.which("voila", path=str(Path(sys.executable).parent)) is None:
         pytest.skip("voila (the lessons extra) is not installed")
-    shutil.copy(VOILA_APP, tmp_path / VOILA_APP.name)
+    if name == PICTURES:
+        _write_pictures_notebook(tmp_path / name)
+    else:
+        shutil.copy(VOILA_APP, tmp_path / name)
     port, token = _free_port(), secrets.token_hex(16)
     log_path = tmp_path / "voila.log"
     with open(log_path, "wb") as log:
@@ -241,7 +271,7 @@ def test_voila_serves_the_training_lab_as_an_app(tmp_path):
                 sys.executable,
                 "-m",
                 "voila",
-                VOILA_APP.name,
+                name,
                 "--no-browser",
                 "--Voila.ip=127.0.0.1",
                 f"--port={port}",
@@ -266,7 +296,8 @@ def test_voila_serves_the_training_lab_as_an_app(tmp_path):
                 page = browser.new_page(viewport={"width": 1400, "height": 1000})
                 try:
                     page.goto(f"http://127.0.0.1:{port}/?token={token}", timeout=90_000)
-                    control = page.locator(".widget-slider, .widget-dropdown").first
+                    wanted = ".distlab-picture canvas" if name == PICTURES else ".widget-slider, .widget-dropdown"
+                    control = page.locator(wanted).first
                     control.wait_for(timeout=90_000)
                     page.wait_for_timeout(1000)
                     control.scroll_into_view_if_needed()
@@ -274,8 +305,102 @@ def test_voila_serves_the_training_lab_as_an_app(tmp_path):
                     # an app, not code: Voila shows no code cells
                     assert page.locator(".jp-InputArea-editor >> visible=true").count() == 0
                     assert "Traceback" not in page.content()
+                    if name == PICTURES:  # the ring's step slider answers in the page
+                        picture = page.locator(".distlab-picture").first
+                        summary = picture.locator(".distlab-summary")
+                        before = summary.text_content()
+                        picture.locator("input.distlab-slider").focus()
+                        page.keyboard.press("ArrowRight")
+                        page.wait_for_function(
+                            "([el, old]) => el.textContent !== old", arg=[summary.element_handle(), before]
+                        )
+                        assert summary.text_content().startswith("Step 1 of 6")
                 finally:
-                    page.screenshot(path=str(ARTIFACTS / "voila-07_training_lab.png"))
+                    page.screenshot(path=str(ARTIFACTS / f"voila-{Path(name).stem}.png"))
                     browser.close()
         finally:
             _stop(server)
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_browser_pictures_answer_a_key_press_with_distlabs_numbers(jupyterlab):
+    """The ring animation and the bubble grid (issue 20): run as in their lessons, then, for each picture, one
+    arrow key on its own slider changes the canvas's pixels and the text summary under it becomes what distlab
+    computes for the new position; after the kernel is shut down the pictures still answer (no round trip)."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+    from distlab.widgets.collectives import RingAllReduceApp
+    from distlab.widgets.pipeline import BubbleGridApp
+
+    base, token = jupyterlab
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "browser-pictures.png"
+    ring = RingAllReduceApp(gpus=4, size="4 GB", link="nvlink4")
+    grid = BubbleGridApp(kind="1f1b", stages=8, microbatches=16)
+    expected = {}
+    for t in (1, 2):
+        ring.step.value = t
+        expected[("ring", t)] = _squash(ring.summary())
+    for m in (17, 18):
+        grid.microbatches.value = m
+        expected[("grid", m)] = _squash(grid.summary())
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000}, device_scale_factor=2)
+        page.set_default_timeout(30_000)
+        try:
+            _open_and_run_all(page, f"{base}/lab/tree/{PICTURES}?token={token}")
+            pictures = page.locator(".distlab-picture")
+            pictures.nth(1).wait_for(timeout=90_000)
+            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
+            assert page.get_by_text("Error displaying widget").count() == 0
+
+            def press(picture, key, name, value):
+                slider = picture.locator("input.distlab-slider")
+                canvas = picture.locator("canvas")
+                before = canvas.evaluate("c => c.toDataURL()")
+                slider.focus()
+                page.keyboard.press(key)
+                summary = picture.locator(".distlab-summary")
+                try:
+                    page.wait_for_function(
+                        "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
+                        arg=[summary.element_handle(), expected[(name, value)]],
+                        timeout=20_000,
+                    )
+                except sync_api.TimeoutError:
+                    shown = _squash(summary.text_content() or "")
+                    pytest.fail(
+                        f"{name} at {slider.input_value()}: shows {shown!r}, distlab: {expected[(name, value)]!r}"
+                    )
+                assert slider.input_value() == str(value)
+                assert canvas.evaluate("c => c.toDataURL()") != before, f"{name}: the picture did not change"
+                # drawn at the device pixel ratio (2 here): the canvas has twice its CSS pixels
+                w, css = canvas.evaluate("c => [c.width, c.getBoundingClientRect().width]")
+                assert w == round(2 * css)
+
+            ring_picture, grid_picture = pictures.nth(0), pictures.nth(1)
+            ring_picture.scroll_into_view_if_needed()
+            press(ring_picture, "ArrowRight", "ring", 1)
+            grid_picture.scroll_into_view_if_needed()
+            press(grid_picture, "ArrowRight", "grid", 17)
+            grid_picture.screenshot(path=str(ARTIFACTS / "browser-pictures-grid.png"))
+
+            # no kernel: the pictures still answer (every position is already in the browser)
+            page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
+            page.get_by_role("menuitem", name=re.compile(r"^Shut Down Kernel")).first.click()
+            page.wait_for_selector("#jp-main-statusbar >> text=/No Kernel|Unknown/", timeout=30_000)
+            press(ring_picture, "ArrowRight", "ring", 2)
+            press(grid_picture, "ArrowRight", "grid", 18)
+            # the play button is a native button: the keyboard starts it
+            ring_picture.locator("button.distlab-play").focus()
+            page.keyboard.press("Space")
+            page.wait_for_function(
+                "el => el.value === el.max", arg=ring_picture.locator("input.distlab-slider").element_handle()
+            )
+            assert page.get_by_text("Error displaying widget").count() == 0
+        finally:
+            page.screenshot(path=str(shot), full_page=False)
+            browser.close()

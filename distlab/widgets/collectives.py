@@ -2,9 +2,9 @@
 
 Every picture is a state of distlab.collectives.simulate_ring_all_reduce (or
 simulate_parameter_server): the colours of all states are computed once per GPU count from
-the trace's contributor record, and the step slider (driven by a Play button) only swaps
-colours on the existing artists, redrawn by blitting. Text stays in the HTML panel, out
-of the per-frame render.
+the trace's contributor record and sent to the browser with the text of every step, where the
+picture (distlab.widgets.browser.RingPicture) draws them: its step slider and play button
+need no kernel round trip.
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ import ipywidgets as widgets
 import numpy as np
 
 from .. import collectives, hardware
-from ..plots.collectives import MAX_PICTURE_GPUS, collective_picture
+from ..errors import DistlabError
+from ..plots.collectives import MAX_PICTURE_GPUS, collective_frames
 from ..units import format_bytes, format_seconds
-from .common import BlitRenderer, LessonApp, figure_canvas
+from .browser import RingPicture, ring_frames
+from .common import LessonApp, attempt
 
 __all__ = ["ALGORITHMS", "simulate", "RingFrame", "describe_state", "RingAllReduceApp", "APPS"]
 
@@ -95,8 +97,13 @@ def describe_state(trace, t: int) -> str:
 class RingAllReduceApp(LessonApp):
     """N, algorithm, step (with Play), message size and link -> the animated collective and its cost.
 
-    `result` is the current RingFrame (None on invalid input), `error` our message instead.
+    The picture is drawn in the browser (distlab.widgets.browser.RingPicture): it is sent every state of
+    the simulation and the text of every step at once, so its step slider and play button need no kernel.
+    `step` is that picture's slider. `result` is the current RingFrame (None on invalid input), `error`
+    our message instead.
     """
+
+    summary_in_picture = True
 
     def __init__(self, gpus=4, algorithm="ring", size="4 GB", link="nvlink4", step=0, interval_ms=800):
         self.algorithm = widgets.ToggleButtons(
@@ -105,9 +112,6 @@ class RingAllReduceApp(LessonApp):
         self.gpus = widgets.IntSlider(
             value=gpus, min=2, max=MAX_PICTURE_GPUS, description="GPUs (N)", continuous_update=False
         )
-        self.step = widgets.IntSlider(value=0, min=0, max=2 * (gpus - 1), description="step", continuous_update=True)
-        self.play = widgets.Play(value=0, min=0, max=2 * (gpus - 1), step=1, interval=interval_ms, description="play")
-        self.play_link = widgets.jslink((self.play, "value"), (self.step, "value"))  # runs in the browser
         self.size = widgets.Text(
             value=size, description="size M", continuous_update=False, layout=widgets.Layout(width="200px")
         )
@@ -115,36 +119,25 @@ class RingAllReduceApp(LessonApp):
             options=list(hardware.LINKS), value=link, description="link", layout=widgets.Layout(width="220px")
         )
         self.status = widgets.HTML()
-        self.fig, self.canvas = figure_canvas((4.8, 4.6), dict(left=0.0, right=1.0, bottom=0.0, top=1.0))
-        self.ax = self.fig.add_subplot()
+        self.picture = RingPicture(
+            description="step", playable=True, interval_ms=interval_ms, width=460, height=440, max=2 * (gpus - 1)
+        )
+        self.step = self.picture  # the step slider lives in the picture (in the browser)
         self.result: RingFrame | None = None
         self.error: str | None = None
         self.trace = None
-        self.picture = None
-        self.renderer = BlitRenderer(self.canvas, [])
-        self._fractions = None
         self._cost_cache = (None, None)  # (key, CollectiveCost) of the last valid size and link
-        self._rebuilding = False
         self.algorithm.observe(self._on_structure, names="value")
         self.gpus.observe(self._on_structure, names="value")
-        self.step.observe(self._on_step, names="value")
         self.size.observe(self._on_numbers, names="value")
         self.link.observe(self._on_numbers, names="value")
-        controls = widgets.VBox(
-            [
-                self.algorithm,
-                self.gpus,
-                widgets.HBox([self.play, self.step]),
-                widgets.HBox([self.size, self.link]),
-            ]
-        )
-        super().__init__([controls, self.canvas, self.status])
-        self._rebuild()
-        if step:
-            self.step.value = step
+        controls = widgets.VBox([self.algorithm, self.gpus, widgets.HBox([self.size, self.link])])
+        super().__init__([controls, self.picture, self.status])
+        self._rebuild(step)
+        self.picture.observe(self._on_step, names="value")
 
     # -- the simulation, once per N and algorithm --------------------------------------
-    def _rebuild(self):
+    def _rebuild(self, step: int = 0):
         self.trace = simulate(self.algorithm.value, self.gpus.value)
         trace = self.trace
         busiest = int(trace.server if trace.server is not None else 0)
@@ -153,31 +146,32 @@ class RingAllReduceApp(LessonApp):
         sent, received = trace.bytes_so_far(busiest)
         self._fractions = [(Fraction(int(s), size), Fraction(int(r), size)) for s, r in zip(sent, received)]
         self._captions = [describe_state(trace, t) for t in range(trace.steps + 1)]
-        if self.picture is not None:
-            self.picture.remove()
-        self.picture = collective_picture(self.ax, trace, 0)
-        self.renderer.artists = list(self.picture.animated_artists)
-        for artist in self.renderer.artists:
-            artist.set_animated(True)
-        self._rebuilding = True
+        self._frames = ring_frames(trace, collective_frames(trace))
+        self._show(min(max(step, 0), trace.steps))
+
+    def _show(self, step=None) -> None:
+        """Send the picture every state and the text of every step for the current size and link (our message
+        at every step when they are invalid), then update the app's own result."""
+        steps = self.trace.steps
+        outcomes = [attempt(lambda t: self.describe(self.frame(t)), t) for t in range(steps + 1)]
+        summaries = ["" if isinstance(o, DistlabError) else o for o in outcomes]
+        errors = [str(o) if isinstance(o, DistlabError) else "" for o in outcomes]
+        self._syncing = True
         try:
-            self.step.value = 0
-            self.play.value = 0
-            self.step.max = self.play.max = trace.steps
+            self.picture.show(0, steps, summaries, errors, frames=self._frames, value=step)
         finally:
-            self._rebuilding = False
-        self.update(full=True)
+            self._syncing = False
+        self.update()
 
     def _on_structure(self, change=None):
-        self.play.playing = False
-        self._rebuild()
+        self._rebuild(0)
 
     def _on_step(self, change=None):
-        if not self._rebuilding:
+        if not getattr(self, "_syncing", False):
             self.update()
 
     def _on_numbers(self, change=None):
-        self.update(redraw=False)
+        self._show()
 
     # -- model and view ------------------------------------------------------------------
     def _cost(self):
@@ -191,21 +185,15 @@ class RingAllReduceApp(LessonApp):
             self._cost_cache = (key, cost)
         return self._cost_cache[1]
 
-    def compute(self) -> RingFrame:
-        """The frame for the current controls; raises DistlabError on invalid input."""
-        trace, t = self.trace, self.step.value
+    def frame(self, t: int) -> RingFrame:
+        """The frame after t steps for the current size and link; raises DistlabError on invalid input."""
         cost = self._cost()
         sent, received = self._fractions[t]
-        return RingFrame(trace, t, self._captions[t], cost, self._busiest, sent, received)
+        return RingFrame(self.trace, t, self._captions[t], cost, self._busiest, sent, received)
 
-    def update(self, full: bool = False, redraw: bool = True):
-        """Recolour the picture for the step (blit), then the numbers (LessonApp.update): the picture is the
-        simulation's, valid whatever the size and link say."""
-        if redraw:
-            self.picture.show(self.step.value)
-            if self.renderer is not None:
-                self.renderer.refresh(full=full)
-        super().update()
+    def compute(self) -> RingFrame:
+        """The frame for the current controls; raises DistlabError on invalid input."""
+        return self.frame(self.step.value)
 
     def describe(self, f: RingFrame) -> str:
         """The text under the picture: what happened in this step, bytes so far, and the whole cost."""

@@ -16,9 +16,11 @@ __all__ = [
     "fit_labels",
     "replace_options",
     "GPU_COUNTS",
+    "nearest_gpu_count",
     "gpu_slider",
     "BlitRenderer",
     "DATA",
+    "attempt",
     "LessonApp",
 ]
 
@@ -152,15 +154,21 @@ def replace_options(app, control, options, value) -> None:
 GPU_COUNTS = (*range(1, 17), *range(24, 65, 8), *(n * k // 4 for n in (64, 128, 256, 512) for k in (5, 6, 7, 8)))
 
 
+def nearest_gpu_count(value: int) -> int:
+    """`value` if GPU_COUNTS offers it, else the nearest count it offers on the log scale."""
+    import math
+
+    if value in GPU_COUNTS:
+        return value
+    return min(GPU_COUNTS, key=lambda n: abs(math.log(n) - math.log(max(1, value))))
+
+
 def gpu_slider(value: int, description: str = "GPUs") -> widgets.SelectionSlider:
     """A slider over GPU_COUNTS (before: a linear 1-1,024 slider, where 1-16 took 1.5% of its width); a value it
     does not offer starts at the nearest count it does, on the log scale."""
-    import math
-
-    start = min(GPU_COUNTS, key=lambda n: abs(math.log(n) - math.log(max(1, value))))
     return widgets.SelectionSlider(
         options=GPU_COUNTS,
-        value=value if value in GPU_COUNTS else start,
+        value=nearest_gpu_count(value),
         description=description,
         continuous_update=True,
     )
@@ -178,6 +186,15 @@ def _either(a, b):
     if any(x is not None and not isinstance(x, str) and bool(x) for x in (a, b)):
         return True
     return DATA if any(isinstance(x, str) and x == DATA for x in (a, b)) else False
+
+
+def attempt(compute, *args):
+    """compute(*args), or the DistlabError it raised, returned: how an app computes every position of a browser
+    picture's slider (distlab.widgets.browser), where each invalid position shows our message in its place."""
+    try:
+        return compute(*args)
+    except DistlabError as exc:
+        return exc
 
 
 class LessonApp(widgets.VBox):
@@ -203,6 +220,9 @@ class LessonApp(widgets.VBox):
     result = None
     error: str | None = None
     renderer: BlitRenderer | None = None
+    #: True when a browser picture (distlab.widgets.browser) shows the text itself: the status panel then
+    #: shows only our message on invalid input.
+    summary_in_picture = False
 
     def __init__(self, children=(), **kwargs):
         super().__init__(children, **kwargs)
@@ -242,7 +262,7 @@ class LessonApp(widgets.VBox):
             self.result, self.error = None, str(exc)
             full = _either(full, self.fade())
             text, kind = self.error, "error"
-        self.status.value = message_html(text, kind)
+        self.status.value = "" if self.summary_in_picture and kind != "error" else message_html(text, kind)
         if full is not None and self.renderer is not None:
             if isinstance(full, str) and full == DATA:
                 self.renderer.refresh(data=True)

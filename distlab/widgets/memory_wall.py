@@ -1,13 +1,20 @@
-"""Lesson 1 app: per-GPU training memory as a stacked bar against the GPU's capacity."""
+"""Lesson 1 app: per-GPU training memory as a stacked bar against the GPU's capacity.
+
+The bars are drawn in the browser (distlab.widgets.browser.BarsPicture): the app sends them for every GPU count
+of the slider at once, with the text of each, so dragging the GPU slider needs no kernel round trip; the other
+controls change the physics and send every count again (46 calls of distlab.memory.training_memory).
+"""
 
 from __future__ import annotations
 
 import ipywidgets as widgets
 
 from .. import hardware, memory, models
-from ..plots.memory_wall import legend_html, memory_bars
+from ..errors import DistlabError
+from ..plots.memory_wall import LABELS
 from ..units import format_bytes
-from .common import BlitRenderer, LessonApp, figure_canvas, gpu_slider
+from .browser import BarsPicture
+from .common import GPU_COUNTS, LessonApp, attempt, nearest_gpu_count
 
 __all__ = ["CUSTOM", "ZERO_LABELS", "PRECISION_OPTIONS", "MemoryWallApp", "APPS"]
 
@@ -33,9 +40,11 @@ PRECISION_OPTIONS = _distinct_precisions()
 class MemoryWallApp(LessonApp):
     """Model, precision, GPU type and count, ZeRO stage -> memory bars, summary and fit verdict.
 
-    `result` holds the current MemoryBreakdown (None on invalid input); `error` holds the
-    message shown instead (None when valid).
+    `gpus` is the picture's own slider (in the browser). `result` holds the current MemoryBreakdown (None on
+    invalid input); `error` holds the message shown instead (None when valid).
     """
+
+    summary_in_picture = True
 
     def __init__(
         self,
@@ -58,7 +67,10 @@ class MemoryWallApp(LessonApp):
         )
         self.precision = widgets.Dropdown(options=PRECISION_OPTIONS, value=precision, description="precision")
         self.gpu = widgets.Dropdown(options=list(hardware.ACCELERATORS), value=gpu, description="GPU")
-        self.gpus = gpu_slider(gpus, "GPUs")
+        start = nearest_gpu_count(gpus)  # the nearest count the slider offers
+        self.picture = BarsPicture(description="GPUs", width=640, height=320)
+        self.picture.show_options(GPU_COUNTS, [""] * len(GPU_COUNTS), value=start)
+        self.gpus = self.picture
         self.zero = widgets.ToggleButtons(
             options=ZERO_LABELS, value=zero, description="sharding", style={"button_width": "80px"}
         )
@@ -71,19 +83,15 @@ class MemoryWallApp(LessonApp):
             options=list(memory.RECOMPUTE_MODES), value=recompute, description="recompute", disabled=not activations
         )
         self.status = widgets.HTML()
-        self.fig, self.canvas = figure_canvas((6.4, 3.4), dict(left=0.08, right=0.98, bottom=0.09, top=0.96))
-        self.ax = self.fig.add_subplot()
-        self.bars = memory_bars(self.ax, 2, legend=False)
-        self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists)
         self.result: memory.MemoryBreakdown | None = None
         self.error: str | None = None
         self.single: memory.MemoryBreakdown | None = None
+        self._results: dict = {}  # GPU count -> MemoryBreakdown or DistlabError, for the current other controls
         for control in (
             self.model,
             self.custom_params,
             self.precision,
             self.gpu,
-            self.gpus,
             self.zero,
             self.activations,
             self.recompute,
@@ -93,18 +101,59 @@ class MemoryWallApp(LessonApp):
             [
                 widgets.HBox([self.model, self.custom_params]),
                 widgets.HBox([self.precision, self.gpu]),
-                self.gpus,
                 self.zero,
                 widgets.HBox([self.activations, self.recompute]),
             ]
         )
-        super().__init__([controls, widgets.HTML(legend_html()), self.canvas, self.status])
-        self.update()
+        super().__init__([controls, self.picture, self.status])
+        self._refresh()
+        self.picture.observe(self._on_gpus, names="value")
+
+    _syncing = False
 
     def _on_change(self, change=None):
         self.custom_params.disabled = self.model.value != CUSTOM
         self.custom_params.layout.display = None if self.model.value == CUSTOM else "none"
         self.recompute.disabled = not self.activations.value
+        self._refresh()
+
+    def _on_gpus(self, change=None):
+        if not self._syncing:
+            self.update()
+
+    def _refresh(self) -> None:
+        """Every GPU count of the slider for the other controls: the bars and the text of each, sent at once."""
+        single = attempt(self._breakdown, None)
+        if isinstance(single, DistlabError):
+            self.single, self._results = None, {n: single for n in GPU_COUNTS}
+        else:
+            self.single, self._results = single, {n: attempt(self._breakdown, n) for n in GPU_COUNTS}
+        results = [self._results[n] for n in GPU_COUNTS]
+        valid = [r for r in results if not isinstance(r, DistlabError)]
+        frames = None
+        if valid and self.single is not None:
+            gpu = hardware.accelerator(self.gpu.value)
+            frames = {
+                "parts": [LABELS.get(k, k) for k in self.single.parts()],
+                "bars": [
+                    [_gb(self.single.parts()), _gb(r.parts())] if not isinstance(r, DistlabError) else []
+                    for r in results
+                ],
+                "labels": ["one GPU, no sharding", "each GPU in your setup"],
+                "unit": "GB",
+                "capacity": valid[0].capacity_bytes / 1e9,
+                "capacity_label": f"{gpu.name}: {format_bytes(gpu.memory_bytes)}",
+            }
+        summaries = [
+            "" if isinstance(r, DistlabError) else self._describe(r, n, self.zero.value)
+            for n, r in zip(GPU_COUNTS, results)
+        ]
+        errors = [str(r) if isinstance(r, DistlabError) else "" for r in results]
+        self._syncing = True
+        try:
+            self.picture.show_options(GPU_COUNTS, summaries, errors, frames=frames if frames is not None else {})
+        finally:
+            self._syncing = False
         self.update()
 
     def _model(self):
@@ -112,9 +161,9 @@ class MemoryWallApp(LessonApp):
             return self.custom_params.value * 1e9
         return models.model(self.model.value)
 
-    def compute(self) -> memory.MemoryBreakdown:
-        """Per GPU in the chosen setup (distlab.memory.training_memory); `single` holds the same model on
-        one GPU without sharding, drawn beside it.
+    def _breakdown(self, gpus: int | None) -> memory.MemoryBreakdown:
+        """Per GPU with `gpus` GPUs in the chosen setup (distlab.memory.training_memory); None: the same model on
+        one GPU without sharding (`single`, drawn beside it).
 
         With activations counted, each GPU holds one sequence of the model's context length;
         'selective' recomputation keeps no attention scores, as FlashAttention.
@@ -127,31 +176,35 @@ class MemoryWallApp(LessonApp):
             in_flight_microbatches=1,
         )
         model = self._model()
-        self.single = memory.training_memory(model, **kwargs)
-        return memory.training_memory(model, zero=self.zero.value, dp=self.gpus.value, **kwargs)
+        if gpus is None:
+            return memory.training_memory(model, **kwargs)
+        return memory.training_memory(model, zero=self.zero.value, dp=gpus, **kwargs)
 
-    def render(self, chosen) -> bool:
-        labels = ["one GPU, no sharding", "each GPU in your setup"]
-        gpu = hardware.accelerator(self.gpu.value)
-        return self.bars.update(
-            [self.single.parts(), chosen.parts()],
-            labels,
-            chosen.capacity_bytes,
-            f"{gpu.name}: {format_bytes(gpu.memory_bytes)}",
-        )
-
-    def fade(self) -> bool:
-        return self.bars.update([{}, {}], faded=True)
+    def compute(self) -> memory.MemoryBreakdown:
+        """The breakdown for the current GPU count (computed by _refresh); raises our error on invalid input."""
+        result = self._results.get(self.gpus.value)
+        if result is None:
+            result = self._results[self.gpus.value] = self._breakdown(self.gpus.value)
+        if isinstance(result, DistlabError):
+            raise result
+        return result
 
     def status_kind(self, chosen) -> str:
         return "ok" if chosen.fits else "bad"
 
     def describe(self, bd) -> str:
         """The text under the chart: the per-GPU parts, the total and the verdict."""
+        return self._describe(bd, self.gpus.value, self.zero.value)
+
+    @staticmethod
+    def _describe(bd, gpus: int, z: int) -> str:
         parts = ", ".join(f"{name} {format_bytes(value)}" for name, value in bd.parts().items())
-        z = self.zero.value
-        setup = f"{self.gpus.value} GPU{'s' if self.gpus.value > 1 else ''}, {'plain DP' if z == 0 else f'ZeRO-{z}'}"
+        setup = f"{gpus} GPU{'s' if gpus > 1 else ''}, {'plain DP' if z == 0 else f'ZeRO-{z}'}"
         return f"{setup}: {format_bytes(bd.total_bytes)} per GPU ({parts}) [memory.training_memory]\n{bd.verdict()}"
+
+
+def _gb(parts: dict) -> list[float]:
+    return [value / 1e9 for value in parts.values()]
 
 
 #: The lesson apps of this module (constructible without arguments); the widget fuzz tests use it.

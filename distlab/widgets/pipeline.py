@@ -14,10 +14,12 @@ from dataclasses import dataclass
 import ipywidgets as widgets
 
 from .. import hardware, models, pipeline
+from ..errors import DistlabError
 from ..memory import RECOMPUTE_MODES
 from ..plots.pipeline import legend_html, timeline_grid
 from ..units import format_bytes, format_percent, format_rate, format_seconds
-from .common import BlitRenderer, LessonApp, figure_canvas
+from .browser import TimelinePicture, timeline_buffers
+from .common import BlitRenderer, LessonApp, attempt, figure_canvas
 
 __all__ = [
     "MAX_STAGES",
@@ -36,6 +38,8 @@ MAX_MICROBATCHES = 64
 MAX_CHUNKS = 8
 #: The stage-analysis panel prices the Lesson 4 schedules (those with a closed form).
 STAGE_ANALYSIS_KINDS = tuple(k for k in pipeline.KINDS if k not in pipeline.NO_CLOSED_FORM)
+#: What the grid says at a microbatch count whose timeline is still being simulated (for a moment after a change).
+PENDING = "simulating this microbatch count ..."
 ROWS_NOTE = "rows: stage 0 (top) to stage p-1 (bottom), one GPU each; time runs left to right ({unit})"
 
 
@@ -54,8 +58,12 @@ class BubbleGridApp(LessonApp):
     """Schedule, p, m, v and the F:B:W cost ratio -> the stages x time grid, the bubble and the
     peak activation memory (one microbatch = one sequence of the chosen model).
 
+    The grid is drawn in the browser (distlab.widgets.browser.TimelinePicture), sent the timeline of every
+    microbatch count 1..MAX_MICROBATCHES at once: its microbatch slider (`microbatches`) needs no kernel.
     `result` holds a BubbleGridResult (None on invalid input); `error` the message shown instead.
     """
+
+    summary_in_picture = True
 
     def __init__(
         self,
@@ -68,14 +76,12 @@ class BubbleGridApp(LessonApp):
         model="llama2-7b",
         recompute="selective",
     ):
-        slider = dict(continuous_update=True, layout=widgets.Layout(width="330px"))
+        # new physics (all 64 microbatch counts simulated again) on release, not at every pixel of a drag
+        slider = dict(continuous_update=False, layout=widgets.Layout(width="330px"))
         self.kind = widgets.ToggleButtons(
             options=list(pipeline.KINDS), value=kind, description="schedule", style={"button_width": "92px"}
         )  # "interleaved", "dualpipe-v" whole (rows may wrap)
         self.stages = widgets.IntSlider(value=stages, min=1, max=MAX_STAGES, description="stages p", **slider)
-        self.microbatches = widgets.IntSlider(
-            value=microbatches, min=1, max=MAX_MICROBATCHES, description="micro m", **slider
-        )
         self.chunks = widgets.IntSlider(
             value=chunks, min=1, max=MAX_CHUNKS, description="chunks v", disabled=kind != "interleaved", **slider
         )
@@ -83,7 +89,7 @@ class BubbleGridApp(LessonApp):
             min=0.0,
             max=4.0,
             step=0.25,
-            continuous_update=True,
+            continuous_update=False,
             readout_format=".2f",
             layout=widgets.Layout(width="330px"),
         )
@@ -99,69 +105,100 @@ class BubbleGridApp(LessonApp):
             layout=widgets.Layout(width="330px"),
         )
         self.status = widgets.HTML()
-        self.fig, self.canvas = figure_canvas((7.4, 2.4), dict(left=0.02, right=0.98, bottom=0.11, top=0.98))
-        self.ax = self.fig.add_subplot()
-        self.grid = timeline_grid(self.ax)
-        self.renderer = BlitRenderer(self.canvas, self.grid.animated_artists)
+        self.picture = TimelinePicture(
+            description="micro m", min=1, max=MAX_MICROBATCHES, value=microbatches, width=720, height=240
+        )
+        self.microbatches = self.picture  # the microbatch slider lives in the picture (in the browser)
         self.legend = widgets.HTML(legend_html(rows=ROWS_NOTE.format(unit="one stage's forward of one microbatch = 1")))
         self.result: BubbleGridResult | None = None
         self.error: str | None = None
-        for control in (
-            self.kind,
-            self.stages,
-            self.microbatches,
-            self.chunks,
-            self.backward,
-            self.weight,
-            self.model,
-            self.recompute,
-        ):
+        self._results: list = []  # per microbatch count 1..MAX_MICROBATCHES: a BubbleGridResult or a DistlabError
+        for control in (self.kind, self.stages, self.chunks, self.backward, self.weight, self.model, self.recompute):
             control.observe(self._on_change, names="value")
         controls = widgets.VBox(
             [
                 self.kind,
                 widgets.HBox([self.stages, self.backward]),
-                widgets.HBox([self.microbatches, self.weight]),
-                widgets.HBox([self.chunks, self.model]),
-                widgets.HBox(
-                    [
-                        widgets.HTML(
-                            '<span style="font-size:12px;color:#57606a">F = 1: one stage\'s forward '
-                            "of one microbatch. 1F1B and before run B + W as one "
-                            "backward op.</span>",
-                            layout=widgets.Layout(width="330px"),
-                        ),
-                        self.recompute,
-                    ]
+                widgets.HBox([self.chunks, self.weight]),
+                widgets.HBox([self.model, self.recompute]),
+                widgets.HTML(
+                    '<span style="font-size:12px;color:#57606a">F = 1: one stage\'s forward '
+                    "of one microbatch. 1F1B and before run B + W as one "
+                    "backward op. The microbatch slider m is under the grid.</span>"
                 ),
             ]
         )
-        super().__init__([controls, self.legend, self.canvas, self.status])
-        self.update()
+        super().__init__([controls, self.legend, self.picture, self.status])
+        self._refresh()
+        self.picture.observe(self._on_microbatches, names="value")
 
     def _on_change(self, change=None):
         self.chunks.disabled = self.kind.value != "interleaved"
+        self._refresh()
+
+    def _on_microbatches(self, change=None):
+        if not self._syncing:
+            self.update()
+
+    _syncing = False
+
+    def _refresh(self) -> None:
+        """Simulate every microbatch count of the slider for the other controls (new physics: one kernel call)
+        and send the picture every timeline and the text of each; then update the app's own result.
+
+        In two messages: first the current count alone (the others shown as pending, so the browser never
+        draws a count from the old settings), then all of them (about 0.1-0.4 s of simulation at p = 16)."""
+        results: list = [None] * MAX_MICROBATCHES
+        current = self.microbatches.value
+        results[current - 1] = self._simulate_or_error(current)
+        self._results = results
+        self._send(results)
         self.update()
+        for m in range(1, MAX_MICROBATCHES + 1):
+            if results[m - 1] is None:
+                results[m - 1] = self._simulate_or_error(m)
+        self._send(results)
+
+    def _simulate_or_error(self, m: int):
+        return attempt(self.simulate, m)
+
+    def _send(self, results) -> None:
+        """Every position's timeline and text to the picture (None: still being simulated)."""
+        frames, times, codes = timeline_buffers(
+            [r.timeline if isinstance(r, BubbleGridResult) else None for r in results]
+        )
+        summaries = [
+            self.describe(r) if isinstance(r, BubbleGridResult) else PENDING if r is None else "" for r in results
+        ]
+        errors = [str(r) if isinstance(r, DistlabError) else "" for r in results]
+        self._syncing = True
+        try:
+            self.picture.show(1, MAX_MICROBATCHES, summaries, errors, frames=frames, times=times, codes=codes)
+        finally:
+            self._syncing = False
 
     def compute(self) -> BubbleGridResult:
-        """Simulate the chosen schedule (uniform stages, t_F = 1) and the memory it implies (the
-        model's layers split over the stages as evenly as they go; the grid assumes equal stages)."""
+        """The result for the current microbatch count (simulated by _refresh); raises our error on invalid input."""
+        m = self.microbatches.value
+        if self._results[m - 1] is None:
+            self._results[m - 1] = self._simulate_or_error(m)
+        result = self._results[m - 1]
+        if isinstance(result, DistlabError):
+            raise result
+        return result
+
+    def simulate(self, m: int) -> BubbleGridResult:
+        """Simulate the chosen schedule with m microbatches (uniform stages, t_F = 1) and the memory it implies
+        (the model's layers split over the stages as evenly as they go; the grid assumes equal stages)."""
         kind = self.kind.value
         v = self.chunks.value if kind == "interleaved" else 1
-        p, m = self.stages.value, self.microbatches.value
+        p = self.stages.value
         t_b, t_w = self.backward.value, self.weight.value
         timeline = pipeline.schedule(kind, p, m, v, t_f=1.0, t_b=t_b, t_w=t_w)
         act = pipeline.activation_memory(timeline, self.model.value, recompute=self.recompute.value)
         if kind not in pipeline.NO_CLOSED_FORM:
             return BubbleGridResult(timeline, pipeline.closed_form(kind, p, m, v, 1.0, t_b, t_w), act)
         return BubbleGridResult(timeline, None, act, _published(kind, p, t_b, t_w))
-
-    def render(self, result: BubbleGridResult) -> bool:
-        return self.grid.update(result.timeline)
-
-    def fade(self) -> bool:
-        self.grid.update(None)
-        return False
 
     def describe(self, r: BubbleGridResult) -> str:
         """The numbers under the grid, all read off the simulated timeline (and its closed form)."""

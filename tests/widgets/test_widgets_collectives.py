@@ -38,29 +38,56 @@ def _held_cells(trace, t) -> set:
     return {tuple(int(i) for i in idx) for idx in np.argwhere(trace.holds_matrix(t))}
 
 
+def _sent_cells(picture, t) -> set:
+    """(gpu, chunk, contributor) of every stripe the browser picture is told to colour in state t: bit j of
+    holds[t][g * chunks + c] (decoded here, independently of distlab.widgets.browser)."""
+    f = picture.frames
+    chunks = f["chunks"]
+    return {
+        (i // chunks, i % chunks, j)
+        for i, mask in enumerate(f["holds"][t])
+        for j in range(f["contributors"])
+        if mask >> j & 1
+    }
+
+
 @pytest.mark.parametrize("algorithm, n", [("ring", 2), ("ring", 3), ("ring", 5), ("parameter-server", 4)])
-def test_every_state_draws_exactly_the_traces_contributors(algorithm, n):
+def test_every_state_sent_to_the_browser_is_the_traces_record(algorithm, n):
     app = RingAllReduceApp(gpus=n, algorithm=algorithm)
     trace = app.trace
     assert trace.algorithm == algorithm and trace.gpus == n and trace.steps == 2 * (n - 1)
+    f = app.picture.frames
+    assert len(f["holds"]) == trace.steps + 1 and app.picture.max == trace.steps
+    assert f["server"] == (-1 if trace.server is None else trace.server)
     for t in range(trace.steps + 1):
+        assert _sent_cells(app.picture, t) == _held_cells(trace, t)
+        # the outlined chunks are the ones received in the step just done, from the trace's receive record
+        received = (
+            set()
+            if t == 0
+            else {(g, int(trace.recv_chunk[t - 1, g])) for g in range(n) if trace.recv_from[t - 1, g] >= 0}
+        )
+        assert {tuple(gc) for gc in f["received"][t]} == received
+        busy = (
+            set()
+            if t == 0
+            else {(int(trace.recv_from[t - 1, g]), g) for g in range(n) if trace.recv_from[t - 1, g] >= 0}
+        )
+        assert {tuple(f["pairs"][i]) for i in f["busy"][t]} == busy
+        # the text the browser shows at step t is what the app computes for step t
         app.step.value = t
-        assert _drawn_cells(app.picture) == _held_cells(trace, t)
-        # the outlined chunks are the ones received in the step just done
-        outline = app.picture.outlines.get_paths()[0].vertices
-        received = 0 if t == 0 else int(np.count_nonzero(trace.recv_from[t - 1] >= 0))
-        assert len(outline) // 5 == received
+        assert app.picture.summary == app.summary() == app.picture.summaries[t]
 
 
 def test_ring_story_on_four_gpus():
     # After N-1 = 3 steps GPU i holds chunk i summed over all 4 GPUs; at the end every chunk everywhere.
     app = RingAllReduceApp(gpus=4)
     app.step.value = 3
-    cells = _drawn_cells(app.picture)
+    cells = _sent_cells(app.picture, 3)
     for g in range(4):
         assert {(g, g, j) for j in range(4)} <= cells
     app.step.value = 6
-    assert len(_drawn_cells(app.picture)) == 4 * 4 * 4
+    assert len(_sent_cells(app.picture, 6)) == 4 * 4 * 4
     assert "Done" in app.summary()
 
 
@@ -83,29 +110,36 @@ def test_bytes_so_far_and_whole_cost_match_the_cost_model():
     assert app.result.sent_fraction == 3 and app.result.cost.bytes_sent_per_gpu == pytest.approx(12e9)
 
 
-def test_step_changes_only_recolour_and_blit():
+def test_steps_need_no_new_data_and_a_new_simulation_sends_it_once():
+    # Every state is sent at construction; stepping only moves the slider (no new data for the browser).
     app = RingAllReduceApp(gpus=6)
-    artists = [id(a) for a in app.picture.animated_artists]
-    calls = []
-    app.renderer.refresh = lambda full=False: calls.append(full)
+    sent = []
+    app.picture.observe(lambda change: sent.append(change["name"]), names=["frames", "summaries", "errors"])
     for t in (1, 2, 5, 10, 0):
         app.step.value = t
-    assert calls == [False] * 5
-    assert [id(a) for a in app.picture.animated_artists] == artists  # same artists, new paths
-    assert app.renderer.artists == app.picture.animated_artists
-    app.size.value = "8 GB"  # numbers only: no redraw at all
-    assert calls == [False] * 5
-    app.gpus.value = 7  # a new simulation: new artists, one full redraw, back to the start
-    assert calls[-1] is True and app.step.value == 0 and app.step.max == app.play.max == 12
+    assert sent == []
+    app.size.value = "8 GB"  # numbers only: the text of every step, the same picture
+    assert sent == ["summaries"] and "8 GB" in app.picture.summaries[0]
+    app.gpus.value = 7  # a new simulation: new states, back to the start
+    assert "frames" in sent and app.step.value == 0 and app.step.max == 12 and len(app.picture.frames["holds"]) == 13
 
 
-def test_play_button_drives_the_step_slider():
-    # The Play widget is linked to the slider in the front end (jslink), so playing needs no kernel round trip.
-    app = RingAllReduceApp(gpus=5)
-    assert app.play_link.source == (app.play, "value") and app.play_link.target == (app.step, "value")
-    assert app.play.max == app.step.max == 8 and app.play.min == app.step.min == 0
+def test_play_button_is_in_the_picture():
+    # The play button and the step slider live in the browser picture, so playing needs no kernel round trip.
+    app = RingAllReduceApp(gpus=5, interval_ms=500)
+    assert app.picture.playable and app.picture.interval_ms == 500
+    assert app.step is app.picture and app.step.min == 0 and app.step.max == 8
     app.gpus.value = 3
-    assert app.play.max == app.step.max == 4
+    assert app.step.max == 4
+
+
+def test_invalid_size_shows_our_message_at_every_step():
+    app = RingAllReduceApp(gpus=4)
+    app.size.value = "lots"
+    assert app.error and all(e == app.error for e in app.picture.errors)
+    assert app.picture.summary == f"Cannot compute: {app.error}" and "Cannot compute" in app.status.value
+    app.size.value = "4 GB"
+    assert app.error is None and app.status.value == "" and app.picture.summary == app.summary()
 
 
 SIZES = ["4 GB", "1e9", "0 B", "14GB", "1 TiB", "-1 GB", "4 GB/s", "lots", ""]

@@ -17,7 +17,11 @@ def app():
 
 
 def heights(app, bar):
-    return [app.bars.rects[c][bar].get_height() for c in ("weights", "gradients", "optimizer", "activations")]
+    """The stacked parts (GB) the browser is sent for the current GPU count: weights, gradients, optimizer,
+    activations."""
+    frames = app.picture.frames
+    assert frames["parts"] == ["weights", "gradients", "optimizer states", "activations"]
+    return frames["bars"][app.picture.options.index(app.gpus.value)][bar]
 
 
 def test_initial_state_matches_distlab(app):
@@ -25,18 +29,17 @@ def test_initial_state_matches_distlab(app):
     assert app.error is None
     assert app.result.total_bytes == pytest.approx(want.total_bytes)
     assert sum(heights(app, 1)) == pytest.approx(want.total_bytes / 1e9)
-    assert app.bars.capacity_line.get_ydata()[0] == pytest.approx(80)  # H100 SXM: 80 GB
-    assert "does not fit" in app.status.value
+    assert app.picture.frames["capacity"] == pytest.approx(80)  # H100 SXM: 80 GB
+    assert "does not fit" in app.picture.summary and app.picture.summary == app.summary()
 
 
-def test_zero3_over_8_gpus_fits_and_bars_update_in_place(app):
-    rect_ids = [id(r) for r in app.bars.rects["weights"]]
+def test_zero3_over_8_gpus_fits(app):
     app.gpus.value = 8
     app.zero.value = 3
     want = memory.training_memory("llama2-7b", zero=3, dp=8, count_activations=False)
     assert app.result.total_bytes == pytest.approx(want.total_bytes)
-    assert app.result.fits and "fits" in app.status.value
-    assert [id(r) for r in app.bars.rects["weights"]] == rect_ids  # same artists, updated
+    assert app.result.fits and "fits" in app.picture.summary
+    assert sum(heights(app, 1)) == pytest.approx(want.total_bytes / 1e9)
     # the left bar is always the unsharded single-GPU reference
     assert sum(heights(app, 0)) == pytest.approx(16 * want.config["params"] / 1e9)
 
@@ -98,24 +101,34 @@ def test_any_control_combination_gives_a_result_or_our_message(
     )
     if app.error is None:
         assert math.isfinite(app.result.total_bytes) and app.result.total_bytes > 0
-        assert "nan" not in app.status.value.lower() and "inf " not in app.status.value.lower()
+        text = app.picture.summary.lower()
+        assert text == app.summary().lower() and "nan" not in text and "inf " not in text
     else:
         assert app.result is None and "Cannot compute" in app.status.value
 
 
-def test_continuous_controls_redraw_only_the_bars():
-    # The GPU-count slider and the ZeRO stage must not change the axes, so they take the cheap
-    # blit path (benchmarks/RESULTS.md); a model change may rescale and redraw in full.
-    app = MemoryWallApp(model="llama2-7b")
-    calls = []
-    app.renderer.refresh = lambda full=False: calls.append(full)
+def test_every_gpu_count_is_sent_at_once_and_the_slider_needs_no_new_data():
+    # The GPU slider lives in the browser picture: the bars and text of all 46 counts are sent with the other
+    # controls; moving it sends nothing new, a ZeRO stage or a model sends every count again, once.
+    from distlab.widgets.common import GPU_COUNTS
+
+    app = MemoryWallApp(model="llama2-7b", zero=3)
+    assert app.picture.options == list(GPU_COUNTS) and len(app.picture.summaries) == len(GPU_COUNTS)
+    for n, summary, bars in zip(GPU_COUNTS, app.picture.summaries, app.picture.frames["bars"]):
+        want = memory.training_memory("llama2-7b", zero=3, dp=n, count_activations=False)
+        assert summary.startswith(f"{n} GPU") and sum(bars[1]) == pytest.approx(want.total_bytes / 1e9)
+    sent = []
+    app.picture.observe(lambda change: sent.append(change["name"]), names=["frames", "summaries"])
     for gpus in (2, 3, 64, 1024):
         app.gpus.value = gpus
-    for zero in (1, 2, 3, 0):
-        app.zero.value = zero
-    assert calls == [False] * 8
-    app.model.value = "llama3.1-405b"
-    assert calls[-1] is True
+        assert app.picture.summary == app.summary()
+    assert sent == []
+    app.zero.value = 1
+    assert sorted(sent) == ["frames", "summaries"]
+    app.gpus.value = 5  # not on the slider (1-16 every count): 5 is; 17 is not and snaps to 16
+    assert app.gpus.value == 5
+    app.gpus.value = 17
+    assert app.gpus.value == 16
 
 
 def test_precision_options_are_the_distinct_memory_recipes():

@@ -13,7 +13,7 @@ from distlab import hardware, models, pipeline
 from matplotlib.colors import to_rgba
 
 from distlab.plots.pipeline import IDEAL_COLOUR, PALETTE, STEP_COLOUR, timeline_codes
-from distlab.widgets.pipeline import APPS, NO_LINK, STAGE_ANALYSIS_KINDS, BubbleGridApp, StageAnalysisApp
+from distlab.widgets.pipeline import APPS, NO_LINK, PENDING, STAGE_ANALYSIS_KINDS, BubbleGridApp, StageAnalysisApp
 
 
 @pytest.fixture(scope="module")
@@ -34,14 +34,33 @@ def test_initial_state_matches_distlab(app):
     # the lecture's example: 3/11 idle, 3/8 added, both on the grid and in the closed form
     assert r.timeline.bubble_fraction == pytest.approx(3 / 11)
     assert r.closed_form.bubble_fraction == pytest.approx(3 / 11)
-    assert "bubble: 27.3% of the step idle" in app.status.value and "(closed form 27.3%)" in app.status.value
-    assert "time added over ideal: 37.5%" in app.status.value
+    text = app.picture.summary  # the text the browser shows under the grid
+    assert text == app.summary() and app.status.value == ""
+    assert "bubble: 27.3% of the step idle" in text and "(closed form 27.3%)" in text
+    assert "time added over ideal: 37.5%" in text
     act = pipeline.activation_memory(want, "llama2-7b", recompute="selective")
     assert r.memory.peak_bytes == pytest.approx(act.peak_bytes)
-    assert "peak microbatches in flight per stage: 4, 3, 2, 1" in app.status.value
-    # the picture is this timeline, drawn up to x = 40 (33 x 1.02 rounded up to 1, 1.5, 2, 3, 4 ... x 10^k)
-    assert app.grid.pixels.timeline is r.timeline and app.grid.pixels.x_max == 40.0
-    assert app.grid.pixels.step_time == 33.0 and app.grid.pixels.ideal_time == 24.0
+    assert "peak microbatches in flight per stage: 4, 3, 2, 1" in text
+    # the picture at m = 8 is this timeline: step 33, ideal 24 (each stage computes 8 F + 8 B)
+    first, count, step, ideal = app.picture.frames["positions"][8 - 1]
+    assert (count, step, ideal) == (4 * 8 * 2, 33.0, 24.0)
+    assert _sent_ops(app.picture, 8) == _ops(want)
+
+
+def _sent_ops(picture, m) -> list:
+    """(stage, kind, microbatch parity, start, end) of every op the browser is sent for m microbatches, decoded
+    here from the float32 (start, end) and uint8 (stage, 2 x kind + parity) pairs, independently of distlab."""
+    first, count, _, _ = picture.frames["positions"][m - picture.min]
+    times = np.frombuffer(picture.times, dtype=np.float32).reshape(-1, 2)[first : first + count]
+    codes = np.frombuffer(picture.codes, dtype=np.uint8).reshape(-1, 2)[first : first + count]
+    return sorted((int(s), "FBW"[c // 2], int(c % 2), float(a), float(b)) for (s, c), (a, b) in zip(codes, times))
+
+
+def _ops(timeline) -> list:
+    return sorted(
+        (int(s), str(k), int(mb % 2), float(np.float32(a)), float(np.float32(b)))
+        for s, k, mb, a, b in zip(timeline.stage, timeline.kind, timeline.microbatch, timeline.start, timeline.end)
+    )
 
 
 def test_timeline_codes_by_hand():
@@ -61,15 +80,20 @@ def test_timeline_codes_by_hand():
 
 def test_pixels_follow_the_box_and_put_stage_0_on_top():
     tl = pipeline.schedule("gpipe", 2, 1, t_b=1.0, t_w=0.0)  # stage 0: F0 . . B0; stage 1: . F0 B0 .
-    app = BubbleGridApp(kind="gpipe", stages=2, microbatches=1, backward=1.0, weight=0.0)
-    rgba = app.grid.pixels.pixels(40, 20)  # x range [0, 5): 8 columns per unit
+    from matplotlib.figure import Figure
+
+    from distlab.plots.pipeline import timeline_grid
+
+    grid = timeline_grid(Figure().add_subplot())  # the matplotlib grid (Lesson 4's stage-analysis panel)
+    grid.update(tl)
+    rgba = grid.pixels.pixels(40, 20)  # x range [0, 5): 8 columns per unit
     assert rgba.shape == (20, 40, 4) and rgba.dtype == np.uint8
     # Agg fills from the bottom row: the LAST array rows are the top stage (stage 0)
     top, bottom = rgba[-3], rgba[2]
     assert (top[4] == PALETTE[0]).all() and (bottom[4] == PALETTE[6]).all()  # t = 0.5: F0 on stage 0 only
     assert (bottom[12] == PALETTE[0]).all()  # t = 1.5: F0 on stage 1
     assert (top[36] == PALETTE[7]).all()  # t = 4.5: after the step of 4
-    assert app.result.timeline.step_time == tl.step_time == 4.0
+    assert tl.step_time == 4.0
     # 20 pixel rows, 10 per stage; counted from the top, row 10 (the first of stage 1) turns white:
     # that is array row 20 - 1 - 10 = 9 (away from the two painted lines)
     assert (rgba[9, :16] == PALETTE[8]).all() and not (rgba[10, :16] == PALETTE[8]).all()
@@ -82,23 +106,33 @@ def test_pixels_follow_the_box_and_put_stage_0_on_top():
     ] * 2
 
 
-def test_controls_update_in_place_and_mostly_blit():
+def test_microbatch_moves_need_no_new_data_and_other_controls_send_it_once():
     app = BubbleGridApp(kind="1f1b", stages=8, microbatches=30)
-    pixels = app.grid.pixels
-    calls = []
-    app.renderer.refresh = lambda full=False: calls.append(full)
-    # 1F1B, uniform: step = 3 (m + p - 1). The x range is 1.02 x step rounded up to 150 while
-    # 3 (m + p - 1) x 1.02 lies in (100, 150], i.e. m + p - 1 in 33..49: the axes stay.
-    for m in (31, 26, 42, 35):
+    sent = []
+    app.picture.observe(lambda change: sent.append(change["name"]), names=["frames", "times", "codes", "summaries"])
+    # 1F1B, uniform: step = 3 (m + p - 1) x t_F, for every m the browser holds
+    for m in (31, 26, 42, 35, 1, 64):
         app.microbatches.value = m
         assert app.result.timeline.step_time == 3 * (m + 7)  # p = 8
-    # p changes the rows, which live inside the image: no axis change while the x range holds
-    for p in (4, 12, 14):
-        app.stages.value = p
-    assert calls == [False] * 7
-    assert app.grid.pixels is pixels and app.grid.pixels.x_max == 150.0
-    app.microbatches.value = 64  # step 3 x 77 = 231 -> x range 300: a full redraw
-    assert calls[-1] is True
+        assert app.picture.frames["positions"][m - 1][2] == 3 * (m + 7)
+        assert app.picture.summary == app.summary()
+    assert sent == []
+    app.stages.value = 4  # new physics: the current m first (the rest pending), then every timeline
+    assert sorted(set(sent)) == ["codes", "frames", "summaries", "times"] and len(sent) == 8
+    assert all(s != PENDING for s in app.picture.summaries)
+    assert app.result.timeline.step_time == 3 * (64 + 3)
+    assert all(app.picture.frames["positions"][m - 1][2] == 3 * (m + 3) for m in range(1, 65))
+
+
+def test_the_first_message_after_a_change_holds_the_current_count_and_marks_the_rest_pending():
+    app = BubbleGridApp(kind="1f1b", stages=8, microbatches=30)
+    first = []
+    app.picture.observe(lambda change: first.append(list(change["new"])) if not first else None, names="summaries")
+    app.backward.value = 2.0
+    (summaries,) = first
+    # 1F1B runs B + W as one op: t_F + t_B + t_W = 1 + 2 + 1 = 4 per microbatch; step (m + p - 1) x 4 = 37 x 4 = 148
+    assert summaries[30 - 1] == app.summary() and "step 148 x t_F, ideal 120 x t_F" in summaries[30 - 1]
+    assert [i for i, s in enumerate(summaries) if s != PENDING] == [30 - 1]
 
 
 def test_chunks_only_for_interleaved(app):
@@ -118,9 +152,9 @@ def test_invalid_settings_show_our_message(app):
     app.microbatches.value = 6
     assert app.result is None and "multiple of stages" in app.error
     assert "Cannot compute" in app.status.value and "Traceback" not in app.status.value
-    assert app.grid.pixels.faded and app.grid.pixels.step_time is None
+    assert app.picture.summary == f"Cannot compute: {app.error}" and app.picture.frames["positions"][6 - 1][1] == 0
     app.microbatches.value = 8
-    assert app.error is None and not app.grid.pixels.faded
+    assert app.error is None and app.picture.errors[8 - 1] == "" and app.picture.frames["positions"][8 - 1][1] > 0
     # 16 stages of Llama-2-7B have 2 layers each: 4 chunks cannot split them
     app.stages.value = 16
     app.microbatches.value = 16
@@ -174,8 +208,8 @@ def test_any_control_combination_gives_a_result_or_our_message(kind, p, m, v, ba
         else:  # the schedules after 1F1B (lesson 11) state the papers' figures instead
             assert kind in pipeline.NO_CLOSED_FORM and r.published
         assert math.isfinite(r.memory.peak_bytes) and r.memory.peak_bytes > 0
-        assert _finite_text(app.status.value)
-        assert app.grid.pixels.pixels(64, 16).shape == (16, 64, 4)
+        assert _finite_text(app.summary()) and app.picture.summary == app.summary()
+        assert _sent_ops(app.picture, m) == _ops(r.timeline)
     else:
         assert app.result is None and "Cannot compute" in app.status.value
 
@@ -289,8 +323,8 @@ def test_grid_shows_the_schedules_after_1f1b(kind):
     assert app.error is None and app.result.closed_form is None
     tl = app.result.timeline
     assert tl.schedule == kind and tl.chunks == 2
-    assert app.grid.pixels.pixels(64, 16).shape == (16, 64, 4)
-    text = app.status.value
+    assert _sent_ops(app.picture, 8) == _ops(tl)
+    text = app.picture.summary
     assert "no closed form" in text and "own span" in text
     if kind == "zb-v":  # Qi et al. 2024: no idle inside a stage's span at F = B = W, m >= 2p - 1
         assert "at most 0 x t_F" in text and "Qi et al. 2024" in text

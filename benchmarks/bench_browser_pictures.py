@@ -1,0 +1,247 @@
+"""Key press -> changed pixels in a real browser, for the pictures drawn in the browser (issue 20).
+
+JupyterLab on localhost serves a notebook with the ring all-reduce animation (lesson 2), the bubble grid
+(lesson 4) and the memory wall (lesson 1), built as the lessons build them; headless Chromium
+(/usr/bin/chromium, driven by Playwright) runs it. For each picture, 40 arrow-key presses on its own slider:
+in the page, a keydown listener on the slider notes performance.now(); a MutationObserver on the text summary
+sees the picture's synchronous redraw (the canvas and the text are painted in the same input event), and the
+requestAnimationFrame after it is the frame that shows the new pixels: the sample is that frame's time minus
+the keydown's.
+
+Run twice: straight to the server, and through a local asyncio TCP proxy that delays every chunk 25 ms each way
+(50 ms round trip), which is what a student on a distant server (Binder) adds to anything that needs the kernel.
+Goal (issue 20): median <= 20 ms, p95 <= 33 ms, and the delay changes neither by more than 5 ms.
+
+    python benchmarks/bench_browser_pictures.py       (or: python benchmarks/run.py browser_pictures)
+Skipped with a message when Chromium or Playwright is missing. Nothing here is asserted in tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from _timing import report, summarize
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-sandbox"]
+PRESSES = 40
+DELAY_S = 0.025  # each way
+CELLS = [
+    'from distlab.widgets.collectives import RingAllReduceApp\nring = RingAllReduceApp(gpus=8, size="4 GB", '
+    'link="nvlink4")\nring',
+    'from distlab.widgets.pipeline import BubbleGridApp\ngrid = BubbleGridApp(kind="1f1b", stages=8, '
+    "microbatches=16)\ngrid",
+    'from distlab.widgets.memory_wall import MemoryWallApp\nwall = MemoryWallApp(model="llama2-7b", gpus=8, zero=3)\n'
+    "wall",
+]
+LABELS = ["ring animation: step slider (N = 8)", "bubble grid: m slider (p = 8)", "memory wall: GPU slider"]
+INSTRUMENT = """picture => {
+  const slider = picture.querySelector('input.distlab-slider');
+  const summary = picture.querySelector('.distlab-summary');
+  window.__latency = [];
+  slider.addEventListener('keydown', () => {
+    const t0 = performance.now();
+    const observer = new MutationObserver(() => {
+      observer.disconnect();
+      requestAnimationFrame(() => window.__latency.push(performance.now() - t0));
+    });
+    observer.observe(summary, {childList: true, characterData: true, subtree: true});
+  }, {capture: true});
+}"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class DelayingProxy:
+    """A TCP proxy on 127.0.0.1 that holds every chunk `delay` seconds before passing it on (each direction)."""
+
+    def __init__(self, target_port: int, delay: float):
+        self.target_port, self.delay, self.port = target_port, delay, _free_port()
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        self.ready.wait(10)
+
+    def _run(self):
+        asyncio.set_event_loop(self.loop)
+        server = self.loop.run_until_complete(asyncio.start_server(self._client, "127.0.0.1", self.port))
+        self.ready.set()
+        self.loop.run_forever()
+        server.close()
+
+    async def _pipe(self, reader, writer):
+        queue: asyncio.Queue = asyncio.Queue()
+
+        async def deliver():
+            while True:
+                due, data = await queue.get()
+                if data is None:
+                    break
+                await asyncio.sleep(max(0.0, due - self.loop.time()))
+                writer.write(data)
+                await writer.drain()
+            writer.close()
+
+        sender = asyncio.ensure_future(deliver())
+        try:
+            while data := await reader.read(65536):
+                queue.put_nowait((self.loop.time() + self.delay, data))
+        except ConnectionError:
+            pass
+        queue.put_nowait((0.0, None))
+        await sender
+
+    async def _client(self, reader, writer):
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            writer.close()
+            return
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer), return_exceptions=True)
+
+    def close(self):
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+def _jupyterlab(root: Path, port: int, token: str, log):
+    tmp = root.parent
+    repo = str(Path(__file__).resolve().parents[1])  # this checkout's distlab, whatever the kernel's directory
+    path = os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "JUPYTER_CONFIG_DIR": str(tmp / "config"), "JUPYTER_RUNTIME_DIR": str(tmp / "rt"),
+           "JUPYTER_PLATFORM_DIRS": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1", "--allow-root",
+         f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+         f"--ServerApp.root_dir={root}", f"--LabApp.user_settings_dir={tmp / 'user-settings'}",
+         f"--LabApp.workspaces_dir={tmp / 'workspaces'}", "--LabApp.news_url=",
+         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+
+
+def _wait_up(url: str, seconds: float = 90) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2):  # noqa: S310 - localhost only
+                return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            time.sleep(0.5)
+    raise RuntimeError(f"{url} did not answer")
+
+
+def _measure(sync_api, base: str, token: str, name: str) -> dict:
+    results = {}
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(60_000)
+        try:
+            workspace = name.removesuffix(".ipynb")  # a fresh workspace: nothing restored from the other run
+            page.goto(f"{base}/lab/workspaces/{workspace}/tree/{name}?reset&token={token}")
+            page.locator(".jp-Notebook .jp-Cell").first.wait_for()
+            page.wait_for_timeout(2000)
+            select = page.locator(".jp-Dialog button", has_text="Select")
+            if select.count():  # JupyterLab may ask which kernel: the default one
+                select.first.click()
+            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=90_000)
+            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+            pictures = page.locator(".distlab-picture")
+            pictures.nth(len(CELLS) - 1).wait_for(timeout=120_000)
+            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
+            page.wait_for_timeout(1000)
+            for index, label in enumerate(LABELS):
+                picture = pictures.nth(index)
+                picture.scroll_into_view_if_needed()
+                picture.evaluate(INSTRUMENT)
+                slider = picture.locator("input.distlab-slider")
+                lo, hi = (int(slider.get_attribute(a)) for a in ("min", "max"))
+                slider.focus()
+                for i in range(PRESSES):
+                    value = int(slider.input_value())
+                    key = "ArrowRight" if value < hi and (i // (hi - lo)) % 2 == 0 or value == lo else "ArrowLeft"
+                    page.keyboard.press(key)
+                    page.wait_for_function(f"window.__latency.length >= {i + 1}", timeout=10_000)
+                    page.wait_for_timeout(60)  # one press at a time, as a hand presses
+                samples = page.evaluate("window.__latency")
+                results[label] = summarize([s / 1e3 for s in samples])
+        except Exception:
+            page.screenshot(path=str(Path(tempfile.gettempdir()) / f"distlab-bench-{name}.png"))
+            raise
+        finally:
+            browser.close()
+    return results
+
+
+def main() -> dict:
+    try:
+        from playwright import sync_api
+    except ImportError:
+        print("browser pictures: skipped (playwright is not installed)")
+        return {}
+    if not CHROMIUM.exists():
+        print("browser pictures: skipped (/usr/bin/chromium is not installed)")
+        return {}
+    import nbformat
+
+    tmp = Path(tempfile.mkdtemp(prefix="distlab-bench-browser-"))
+    root = tmp / "lab"
+    root.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in CELLS]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    names = {"direct": "pictures_direct.ipynb", "delayed": "pictures_delayed.ipynb"}
+    for name in names.values():
+        nbformat.write(nb, root / name)
+    port, token = _free_port(), secrets.token_hex(16)
+    out = {}
+    with open(tmp / "jupyterlab.log", "wb") as log:
+        server = _jupyterlab(root, port, token, log)
+        proxy = None
+        try:
+            _wait_up(f"http://127.0.0.1:{port}/api/status?token={token}")
+            print("measuring straight to the server ...", flush=True)
+            out["direct"] = _measure(sync_api, f"http://127.0.0.1:{port}", token, names["direct"])
+            proxy = DelayingProxy(port, DELAY_S)
+            print(f"measuring through the proxy ({2 * DELAY_S * 1e3:.0f} ms round trip added) ...", flush=True)
+            out["delayed"] = _measure(sync_api, f"http://127.0.0.1:{proxy.port}", token, names["delayed"])
+        finally:
+            if proxy is not None:
+                proxy.close()
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=30)
+    shutil.rmtree(tmp, ignore_errors=True)
+    for mode, title in (("direct", "no added delay"), ("delayed", f"{2 * DELAY_S * 1e3:.0f} ms round trip added")):
+        for label, stats in out[mode].items():
+            print(report(f"key -> pixels, {label}, {title}", stats, 20))
+    for label in out["direct"]:
+        d, s = out["direct"][label], out["delayed"][label]
+        print(f"{label}: delay changes the median by {s['median_ms'] - d['median_ms']:+.2f} ms, "
+              f"the p95 by {s['p95_ms'] - d['p95_ms']:+.2f} ms (goal: within 5 ms)")
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""Pictures drawn in the browser (issue 20): anywidget widgets fed with data distlab computes in Python.
+
+The physics stays in Python. A picture is sent the data of EVERY position of its slider at once (the
+ring's every state, a pipeline timeline for every microbatch count), with the text summary of each
+position, so stepping, playing and dragging within the slider's range redraw in the browser with no
+round trip to the kernel; a change that needs new physics (another GPU count, another schedule) goes
+to the kernel once and replaces the data. The drawing code is plain ES modules shipped inside the
+package (distlab/widgets/browser_js/, package data): nothing is fetched from the network and there
+is no JavaScript build step. Their state is ordinary widget state, so a notebook saved with its
+widget state or served by Voila shows them too.
+
+Each picture draws on a canvas at the device's pixel ratio in a colour-blind-safe palette (Okabe &
+Ito 2008), is controlled by a native ``<input type=range>`` and ``<button>`` (keyboard: arrows,
+Home/End, Space), and writes the numbers it shows into an aria-live text summary under it.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import anywidget
+import ipywidgets as widgets
+import numpy as np
+import traitlets
+
+__all__ = [
+    "module_source",
+    "BrowserPicture",
+    "SelectionPicture",
+    "RingPicture",
+    "TimelinePicture",
+    "BarsPicture",
+    "ring_frames",
+    "timeline_buffers",
+]
+
+#: The ES module every picture shares; each picture's own module is appended to it.
+COMMON_MODULE = "common.js"
+
+
+def module_source(name: str) -> str:
+    """The ES module of one picture: the shared part followed by the picture's own (both package data)."""
+    folder = resources.files("distlab.widgets").joinpath("browser_js")
+    return (
+        folder.joinpath(COMMON_MODULE).read_text(encoding="utf-8")
+        + "\n"
+        + folder.joinpath(name).read_text(encoding="utf-8")
+    )
+
+
+class BrowserPicture(anywidget.AnyWidget, widgets.ValueWidget):
+    """A picture with its own slider over the integers min..max (and a play button when `playable`).
+
+    `summaries[i]` is the text shown under the picture at value min + i, `errors[i]` our message
+    there instead ("" when valid: a position whose input is invalid shows a faded picture and the
+    message); `frames` (JSON) and any binary traits of a subclass hold the drawing data of every
+    position. `value` is synced both ways: the browser moves it without the kernel, the kernel sees
+    each move and may set it. Like an IntSlider, a value outside min..max is clamped.
+    """
+
+    value = traitlets.Int(0).tag(sync=True)
+    min = traitlets.Int(0).tag(sync=True)
+    max = traitlets.Int(0).tag(sync=True)
+    description = traitlets.Unicode("").tag(sync=True)
+    alt = traitlets.Unicode("").tag(sync=True)
+    disabled = traitlets.Bool(False).tag(sync=True)
+    playable = traitlets.Bool(False).tag(sync=True)
+    interval_ms = traitlets.Int(800).tag(sync=True)
+    width = traitlets.Int(480).tag(sync=True)
+    height = traitlets.Int(360).tag(sync=True)
+    summaries = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    errors = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    frames = traitlets.Dict().tag(sync=True)
+
+    @traitlets.validate("value")
+    def _clamp(self, proposal):
+        return int(min(max(proposal["value"], self.min), self.max))
+
+    def show(self, lo: int, hi: int, summaries, errors=None, frames=None, value=None, **data) -> None:
+        """Replace the data of every position at once (one message to the browser); `value` (default: the
+        current one, clamped) is where the slider then stands."""
+        summaries = list(summaries)
+        if len(summaries) != hi - lo + 1:
+            raise ValueError(f"{len(summaries)} summaries for the {hi - lo + 1} positions {lo}..{hi}")
+        errors = [""] * len(summaries) if errors is None else list(errors)
+        with self.hold_sync():
+            if lo > self.max:
+                self.max = hi
+                self.min = lo
+            else:
+                self.min = lo
+                self.max = hi
+            for name, array in data.items():
+                setattr(self, name, array)
+            if frames is not None:
+                self.frames = frames
+            self.summaries = summaries
+            self.errors = errors
+            self.value = self.value if value is None else value
+
+    @property
+    def summary(self) -> str:
+        """The text the browser shows under the picture now: the summary, or our message."""
+        i = self.value - self.min
+        if not 0 <= i < len(self.summaries):
+            return ""
+        return f"Cannot compute: {self.errors[i]}" if self.errors and self.errors[i] else self.summaries[i]
+
+
+class SelectionPicture(BrowserPicture):
+    """A picture whose slider runs over `options` (increasing integers, e.g. distlab.widgets.common.GPU_COUNTS)
+    instead of every integer: `value` is always one of them (a value between two snaps to the nearest, as a
+    slider would), `index` its position; summaries[i] and errors[i] belong to options[i]."""
+
+    options = traitlets.List(traitlets.Int()).tag(sync=True)
+
+    @traitlets.validate("value")
+    def _clamp(self, proposal):
+        if not self.options:
+            return int(proposal["value"])
+        return int(min(self.options, key=lambda o: (abs(o - proposal["value"]), o)))
+
+    @property
+    def index(self) -> int:
+        return self.options.index(self.value)
+
+    @index.setter
+    def index(self, k: int) -> None:
+        self.value = self.options[k]
+
+    def show_options(self, options, summaries, errors=None, frames=None, value=None) -> None:
+        """Replace the options and the data of every option at once; `value` defaults to the current one."""
+        options = [int(o) for o in options]
+        if len(summaries) != len(options):
+            raise ValueError(f"{len(summaries)} summaries for {len(options)} options")
+        with self.hold_sync():
+            self.options = options
+            self.min, self.max = min(options), max(options)
+            if frames is not None:
+                self.frames = frames
+            self.summaries = list(summaries)
+            self.errors = [""] * len(options) if errors is None else list(errors)
+            self.value = self.value if value is None else value
+
+    @property
+    def summary(self) -> str:
+        """The text the browser shows under the picture now: the summary, or our message."""
+        i = self.index
+        return f"Cannot compute: {self.errors[i]}" if self.errors and self.errors[i] else self.summaries[i]
+
+
+class RingPicture(BrowserPicture):
+    """Every state of a simulated collective (distlab.collectives): GPU panels of chunk columns, one stripe
+    per contributing GPU, the chunks just received outlined and the links that carried a message drawn
+    black. The slider is the state t (0 = start, steps = end) with a play button."""
+
+    _esm = module_source("ring.js")
+
+
+def ring_frames(trace, frames) -> dict:
+    """The drawing data of every state of `trace`, from its record: `frames` is
+    distlab.plots.collectives.collective_frames(trace). holds[t][g * chunks + c] has bit j set when GPU
+    g's chunk c sums GPU j's data in state t (the contributor record as bit masks)."""
+    holds = np.asarray(frames.holds, dtype=np.int64)  # [t, gpu, chunk, contributor]
+    weights = np.left_shift(np.int64(1), np.arange(holds.shape[-1], dtype=np.int64))
+    masks = (holds * weights).sum(axis=-1).reshape(holds.shape[0], -1)
+    received = [[[int(g), int(c)] for g, c in np.argwhere(frames.received[t])] for t in range(holds.shape[0])]
+    busy = [[int(i) for i in np.nonzero(frames.busy[t])[0]] for t in range(holds.shape[0])]
+    return {
+        "gpus": int(trace.gpus),
+        "chunks": int(trace.n_chunks),
+        "contributors": int(trace.n_contributors),
+        "server": -1 if trace.server is None else int(trace.server),
+        "pairs": [[int(s), int(r)] for s, r in frames.pairs],
+        "holds": masks.tolist(),
+        "received": received,
+        "busy": busy,
+    }
+
+
+#: Kinds of pipeline op, in the order of their colour codes (code = 2 x kind + microbatch parity).
+OP_KINDS = ("F", "B", "W")
+
+
+class TimelinePicture(BrowserPicture):
+    """A pipeline step for every microbatch count: stages x time, forward / backward / weight-gradient ops
+    (odd microbatches lighter), idle time grey, the step's end (solid) and the ideal time (dashed).
+
+    `times` holds float32 (start, end) pairs and `codes` uint8 (stage, 2 x kind + microbatch parity) pairs
+    of every position's ops back to back; frames["positions"][i] = [first op, op count, step, ideal]."""
+
+    _esm = module_source("timeline.js")
+    times = traitlets.Bytes(b"").tag(sync=True)
+    codes = traitlets.Bytes(b"").tag(sync=True)
+
+
+def timeline_buffers(timelines) -> tuple[dict, bytes, bytes]:
+    """(frames, times, codes) for a TimelinePicture from one distlab.pipeline Timeline per position (None where
+    the input is invalid: no ops). Times are in the timeline's own unit (t_F = 1 in Lesson 4's grid)."""
+    positions, times, codes = [], [], []
+    first, stages = 0, 1
+    for tl in timelines:
+        if tl is None:
+            positions.append([first, 0, 1.0, 1.0])
+            continue
+        stages = max(stages, int(tl.stages))
+        kind = np.select([tl.kind == k for k in OP_KINDS], range(len(OP_KINDS)), default=0)
+        code = 2 * kind + (np.asarray(tl.microbatch) % 2)
+        times.append(np.column_stack([tl.start, tl.end]).astype(np.float32).ravel())
+        codes.append(np.column_stack([tl.stage, code]).astype(np.uint8).ravel())
+        count = int(tl.start.size)
+        positions.append([first, count, float(tl.step_time), float(np.max(tl.busy))])
+        first += count
+    packed_times = np.concatenate(times).tobytes() if times else b""
+    packed_codes = np.concatenate(codes).tobytes() if codes else b""
+    return {"stages": stages, "positions": positions}, packed_times, packed_codes
+
+
+class BarsPicture(SelectionPicture):
+    """Stacked bars against a capacity line, for every option of the slider (Lesson 1's memory wall).
+
+    frames: {"parts": names, "bars": [option][bar][part] values, "labels": bar names, "unit", "capacity",
+    "capacity_label"}; the y range covers every option, so it stays put while the slider moves."""
+
+    _esm = module_source("bars.js")

@@ -1,0 +1,86 @@
+// Stacked bars against a capacity line (lesson 1's memory wall): one set of bars per slider position.
+// frames: {parts: [names], bars: [position][bar][part] values, labels: [bar names], unit, capacity,
+//          capacity_label}; the y range holds every position, so it stays put while the slider moves.
+const PART_COLOURS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#F0E442"];
+const CAPACITY = "#D55E00";
+
+function drawBars(ctx, w, h, model, i) {
+  const f = model.get("frames");
+  const bars = f.bars[i];
+  if (!bars) return;
+  let top = f.capacity || 0;
+  for (const position of f.bars) for (const bar of position) top = Math.max(top, bar.reduce((a, b) => a + b, 0));
+  const yMax = niceCeiling(top * 1.05);
+  const left = 56, right = 150, up = 10, bottom = 34;
+  const plotW = w - left - right, plotH = h - up - bottom;
+  const Y = (v) => up + plotH * (1 - v / yMax);
+  ctx.font = "11px var(--jp-ui-font-family, sans-serif)";
+  // y axis: ticks and light grid lines
+  ctx.textAlign = "right";
+  ctx.textBaseline = "middle";
+  const tick = niceStep(yMax, 5);
+  for (let v = 0; v <= yMax + 1e-9; v += tick) {
+    ctx.strokeStyle = "#e5e7eb";
+    ctx.beginPath();
+    ctx.moveTo(left, Y(v));
+    ctx.lineTo(left + plotW, Y(v));
+    ctx.stroke();
+    ctx.fillStyle = TEXT;
+    ctx.fillText(`${+v.toPrecision(6)}`, left - 4, Y(v));
+  }
+  ctx.save();
+  ctx.translate(12, up + plotH / 2);
+  ctx.rotate(-Math.PI / 2);
+  ctx.textAlign = "center";
+  ctx.fillText(`per GPU (${f.unit})`, 0, 0);
+  ctx.restore();
+  // the bars: parts stacked bottom up, the total on top
+  const slot = plotW / bars.length, barW = slot * 0.5;
+  bars.forEach((parts, b) => {
+    const x = left + slot * (b + 0.25);
+    let base = 0;
+    parts.forEach((v, k) => {
+      ctx.fillStyle = PART_COLOURS[k % PART_COLOURS.length];
+      ctx.fillRect(x, Y(base + v), barW, Y(base) - Y(base + v));
+      base += v;
+    });
+    ctx.fillStyle = TEXT;
+    ctx.textAlign = "center";
+    ctx.textBaseline = "bottom";
+    ctx.fillText(`${+base.toPrecision(3)} ${f.unit}`, x + barW / 2, Y(base) - 2);
+    ctx.textBaseline = "top";
+    ctx.fillText(f.labels[b], x + barW / 2, up + plotH + 6);
+  });
+  // the capacity line
+  if (f.capacity) {
+    ctx.strokeStyle = CAPACITY;
+    ctx.lineWidth = 2;
+    ctx.setLineDash([6, 4]);
+    ctx.beginPath();
+    ctx.moveTo(left, Y(f.capacity));
+    ctx.lineTo(left + plotW, Y(f.capacity));
+    ctx.stroke();
+    ctx.setLineDash([]);
+    ctx.lineWidth = 1;
+    ctx.fillStyle = CAPACITY;
+    ctx.textAlign = "right";
+    ctx.textBaseline = "bottom";
+    ctx.fillText(f.capacity_label, left + plotW, Y(f.capacity) - 2);
+  }
+  // legend, right of the plot
+  ctx.textAlign = "left";
+  ctx.textBaseline = "middle";
+  f.parts.forEach((name, k) => {
+    const y = up + 10 + 18 * (f.parts.length - 1 - k);
+    ctx.fillStyle = PART_COLOURS[k % PART_COLOURS.length];
+    ctx.fillRect(left + plotW + 12, y - 6, 12, 12);
+    ctx.fillStyle = TEXT;
+    ctx.fillText(name, left + plotW + 30, y);
+  });
+}
+
+export default {
+  render({ model, el }) {
+    return mountPicture(model, el, drawBars);
+  },
+};

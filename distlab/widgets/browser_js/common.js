@@ -1,0 +1,186 @@
+// distlab browser pictures: the part every picture shares (Python prepends it to each picture's module).
+// Plain ES module text, no build step. The physics is computed in Python; these functions only draw
+// the data they are sent. A picture holds the data of EVERY position of its slider, so stepping,
+// playing and dragging redraw here, in the browser, with no round trip to the kernel.
+
+// Okabe & Ito (2008), "Color Universal Design": eight colours told apart with every common colour-vision
+// deficiency. Beyond eight, the same hues lightened (a second cue, the stripe's row, always says which GPU).
+const OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000"];
+const TEXT = "#1f2328";
+const MUTED = "#57606a";
+
+function lighten(hex, amount) {
+  const n = parseInt(hex.slice(1), 16);
+  const mix = (c) => Math.round(c + (255 - c) * amount);
+  return `rgb(${mix((n >> 16) & 255)}, ${mix((n >> 8) & 255)}, ${mix(n & 255)})`;
+}
+
+function seriesColour(i) {
+  const base = OKABE_ITO[i % OKABE_ITO.length];
+  return i < OKABE_ITO.length ? base : lighten(base, 0.55);
+}
+
+// The smallest of 1, 1.5, 2, 3, 4, 5, 6, 8 x 10^k at or above x (stable axis ranges, as in distlab.plots).
+function niceCeiling(x) {
+  if (!(x > 0)) return 1;
+  const k = Math.floor(Math.log10(x));
+  for (const m of [1, 1.5, 2, 3, 4, 5, 6, 8, 10]) {
+    const v = m * 10 ** k;
+    if (v >= x * (1 - 1e-12)) return v;
+  }
+  return 10 ** (k + 1);
+}
+
+function niceStep(span, count) {
+  const raw = span / Math.max(1, count);
+  const k = Math.floor(Math.log10(raw));
+  for (const m of [1, 2, 2.5, 5, 10]) {
+    if (m * 10 ** k >= raw) return m * 10 ** k;
+  }
+  return 10 ** (k + 1);
+}
+
+function element(tag, attributes, style) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attributes || {})) node.setAttribute(k, v);
+  if (style) node.style.cssText = style;
+  return node;
+}
+
+// Mount a picture: a canvas at the device's pixel ratio, a play button (when the model says playable), a native
+// range input for the position, and a text summary (an aria-live region) of the numbers shown.
+// draw(ctx, width, height, model, index) paints position `index` (0 = the slider's minimum).
+function mountPicture(model, el, draw) {
+  const root = element("div", { class: "distlab-picture" },
+    `font-family: var(--jp-ui-font-family, sans-serif); font-size: 13px; color: ${TEXT}; max-width: 100%`);
+  const canvas = element("canvas", { role: "img", class: "distlab-canvas" }, "display: block");
+  const row = element("div", { class: "distlab-controls" }, "display: flex; align-items: center; gap: 8px; margin: 4px 0");
+  const play = element("button", { type: "button", class: "distlab-play", "aria-pressed": "false" },
+    "min-width: 72px; padding: 2px 8px");
+  const label = element("label", {}, "display: flex; align-items: center; gap: 6px");
+  const caption = element("span", { class: "distlab-label" });
+  const slider = element("input", { type: "range", step: "1", class: "distlab-slider" }, "width: 260px");
+  const readout = element("output", { class: "distlab-readout" }, "min-width: 2.5em; font-variant-numeric: tabular-nums");
+  const summary = element("div", { class: "distlab-summary", role: "status", "aria-live": "polite" },
+    "white-space: pre-wrap; font-family: var(--jp-code-font-family, monospace); font-size: 12px; margin-top: 4px");
+  label.append(caption, slider);
+  row.append(play, label, readout);
+  root.append(row, canvas, summary);
+  el.appendChild(root);
+
+  let timer = null;
+  const stop = () => {
+    if (timer !== null) clearInterval(timer);
+    timer = null;
+    play.textContent = "\u25B6 play";
+    play.setAttribute("aria-pressed", "false");
+  };
+  const setValue = (v) => {
+    model.set("value", v);
+    model.save_changes();
+  };
+
+  function paint() {
+    const w = model.get("width");
+    const h = model.get("height");
+    const dpr = window.devicePixelRatio || 1;
+    if (canvas.width !== Math.round(w * dpr) || canvas.height !== Math.round(h * dpr)) {
+      canvas.width = Math.round(w * dpr);
+      canvas.height = Math.round(h * dpr);
+      canvas.style.width = `${w}px`;
+      canvas.style.height = `${h}px`;
+    }
+    const options = model.get("options") || []; // a selection picture: the slider runs over these values
+    const lo = model.get("min");
+    const hi = model.get("max");
+    const value = model.get("value");
+    const index = options.length ? options.indexOf(value) : value - lo;
+    const ctx = canvas.getContext("2d");
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, w, h);
+    const errors = model.get("errors") || [];
+    const error = errors.length ? errors[Math.min(index, errors.length - 1)] : "";
+    const summaries = model.get("summaries") || [];
+    try {
+      if (index >= 0 && index < summaries.length) draw(ctx, w, h, model, index);
+    } catch (exc) {
+      console.error("distlab picture:", exc);
+    }
+    if (error) {
+      ctx.fillStyle = "rgba(255, 255, 255, 0.75)"; // faded: the picture is not an answer for this input
+      ctx.fillRect(0, 0, w, h);
+    }
+    caption.textContent = model.get("description");
+    slider.min = String(options.length ? 0 : lo);
+    slider.max = String(options.length ? options.length - 1 : hi);
+    slider.value = String(options.length ? index : value);
+    slider.disabled = model.get("disabled");
+    slider.setAttribute("aria-valuetext", `${model.get("description")} ${value}`);
+    readout.textContent = String(value);
+    play.hidden = !model.get("playable");
+    play.disabled = model.get("disabled");
+    canvas.setAttribute("aria-label", model.get("alt") || `${model.get("description")} ${value}`);
+    summary.style.color = error ? "#b3261e" : TEXT;
+    summary.textContent = error ? `Cannot compute: ${error}` : (summaries[index] ?? "");
+  }
+
+  // The keys a range input and a button use are theirs: JupyterLab binds ArrowLeft/ArrowRight in command mode
+  // (collapse/expand headings) on any focused element that is not editable, a range input included.
+  const OWN_KEYS = new Set(["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End", "PageUp", "PageDown", " ", "Enter"]);
+  for (const control of [slider, play]) {
+    control.addEventListener("keydown", (event) => {
+      if (OWN_KEYS.has(event.key) && !event.shiftKey && !event.ctrlKey && !event.metaKey) event.stopPropagation();
+    });
+  }
+  // the value at slider position k, and the value after `value` (null at the end)
+  const valueAt = (k) => {
+    const options = model.get("options") || [];
+    return options.length ? options[k] : k;
+  };
+  const next = (value) => {
+    const options = model.get("options") || [];
+    if (options.length) {
+      const k = options.indexOf(value);
+      return k + 1 < options.length ? options[k + 1] : null;
+    }
+    return value < model.get("max") ? value + 1 : null;
+  };
+  const first = () => valueAt(Number(slider.min));
+  slider.addEventListener("input", () => setValue(valueAt(Number(slider.value))));
+  play.addEventListener("click", () => {
+    if (timer !== null) return stop();
+    if (next(model.get("value")) === null) setValue(first());
+    play.textContent = "\u275A\u275A pause";
+    play.setAttribute("aria-pressed", "true");
+    timer = setInterval(() => {
+      const v = next(model.get("value"));
+      if (v === null) return stop();
+      setValue(v);
+    }, Math.max(16, model.get("interval_ms")));
+  });
+  stop();
+  model.on("change", paint);
+  model.on("change:min change:max change:options change:frames", stop);
+  paint();
+  return () => {
+    stop();
+    model.off("change", paint);
+    model.off("change:min change:max change:options change:frames", stop);
+  };
+}
+
+// Typed views of a binary trait (ipywidgets sends bytes as a DataView), copied once per new buffer.
+const typedCache = new WeakMap();
+function typed(view, Kind) {
+  if (!view || !view.byteLength) return new Kind(0);
+  let entry = typedCache.get(view);
+  if (!entry) {
+    entry = new Map();
+    typedCache.set(view, entry);
+  }
+  if (!entry.has(Kind)) {
+    const bytes = view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength);
+    entry.set(Kind, new Kind(bytes));
+  }
+  return entry.get(Kind);
+}

@@ -1,0 +1,87 @@
+// The ring all-reduce (or parameter server) picture: every state of distlab's simulation record.
+// frames: {gpus, chunks, contributors, server (-1: none), pairs: [[sender, receiver]...],
+//          holds[t][g * chunks + c]: bit j set when GPU g's chunk c already sums GPU j's data,
+//          received[t]: [[g, c]...] chunks received in the step just done, busy[t]: indices into pairs}.
+const EMPTY = "#e9ebee";
+const ARROW_IDLE = "#c7cbd1";
+const ARROW_BUSY = "#111111";
+
+function ringLayout(n, server) {
+  const order = [];
+  for (let g = 0; g < n; g++) if (g !== server) order.push(g);
+  const ring = server < 0 ? n : Math.max(n - 1, 1);
+  const centres = Array.from({ length: n }, () => [0, 0]);
+  order.forEach((g, i) => {
+    const a = Math.PI / 2 - (2 * Math.PI * i) / ring;
+    centres[g] = [Math.cos(a), Math.sin(a)];
+  });
+  const size = ring <= 2 ? 0.5 : Math.min(0.5, 1.25 * Math.sin(Math.PI / ring));
+  return { centres, size };
+}
+
+function drawRing(ctx, w, h, model, t) {
+  const f = model.get("frames");
+  const n = f.gpus, chunks = f.chunks, contributors = f.contributors;
+  const { centres, size } = ringLayout(n, f.server);
+  const scale = Math.min(w, h) / (2 * (1 + size) + 0.35);
+  const X = (x) => w / 2 + x * scale;
+  const Y = (y) => h / 2 - y * scale;
+  const width = size * Math.min(1, chunks / 3);
+  const colW = width / chunks, rowH = size / contributors;
+
+  // arrows first (under the panels): idle grey, busy (a message in the step just done) black with a head
+  const busy = new Set(f.busy[t]);
+  f.pairs.forEach(([s, r], i) => {
+    const [x0, y0] = centres[s], [x1, y1] = centres[r];
+    const dx = x1 - x0, dy = y1 - y0, len = Math.hypot(dx, dy) || 1;
+    const ux = dx / len, uy = dy / len;
+    const off = f.server >= 0 ? 0.04 : 0; // the star's two directions side by side
+    const ox = -uy * off, oy = ux * off;
+    const pad = size * 0.62;
+    const ax = x0 + ux * pad + ox, ay = y0 + uy * pad + oy, bx = x1 - ux * pad + ox, by = y1 - uy * pad + oy;
+    const on = busy.has(i);
+    ctx.strokeStyle = ctx.fillStyle = on ? ARROW_BUSY : ARROW_IDLE;
+    ctx.lineWidth = on ? 2 : 1;
+    ctx.beginPath();
+    ctx.moveTo(X(ax), Y(ay));
+    ctx.lineTo(X(bx), Y(by));
+    ctx.stroke();
+    if (on) {
+      const hx = X(bx), hy = Y(by), angle = Math.atan2(-(by - ay), bx - ax);
+      ctx.beginPath();
+      ctx.moveTo(hx, hy);
+      ctx.lineTo(hx - 9 * Math.cos(angle - 0.4), hy - 9 * Math.sin(angle - 0.4));
+      ctx.lineTo(hx - 9 * Math.cos(angle + 0.4), hy - 9 * Math.sin(angle + 0.4));
+      ctx.closePath();
+      ctx.fill();
+    }
+  });
+
+  const holds = f.holds[t];
+  const received = new Set(f.received[t].map(([g, c]) => g * chunks + c));
+  ctx.font = "11px var(--jp-ui-font-family, sans-serif)";
+  ctx.textAlign = "center";
+  for (let g = 0; g < n; g++) {
+    const [cx, cy] = centres[g];
+    const x0 = cx - width / 2, y0 = cy - size / 2;
+    for (let c = 0; c < chunks; c++) {
+      const mask = holds[g * chunks + c];
+      for (let j = 0; j < contributors; j++) {
+        ctx.fillStyle = (mask >> j) & 1 ? seriesColour(j) : EMPTY;
+        const px = X(x0 + c * colW), py = Y(y0 + (j + 1) * rowH);
+        ctx.fillRect(px, py, colW * scale, rowH * scale + 0.5);
+      }
+      ctx.lineWidth = received.has(g * chunks + c) ? 2.5 : 0.8;
+      ctx.strokeStyle = received.has(g * chunks + c) ? "#111111" : "#9aa0a6";
+      ctx.strokeRect(X(x0 + c * colW), Y(y0 + size), colW * scale, size * scale);
+    }
+    ctx.fillStyle = TEXT;
+    ctx.fillText(g === f.server ? `GPU ${g} (server)` : `GPU ${g}`, X(cx), Y(y0) + 13);
+  }
+}
+
+export default {
+  render({ model, el }) {
+    return mountPicture(model, el, drawRing);
+  },
+};

@@ -1,0 +1,113 @@
+"""The pictures drawn in the browser (distlab.widgets.browser): their modules ship as package data, every
+position's data and text are sent at once, and random slider moves (hypothesis) always show a summary that
+equals the app's own for that position, or our message."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from distlab.widgets import browser
+from distlab.widgets.collectives import RingAllReduceApp
+from distlab.widgets.pipeline import BubbleGridApp
+
+NOT_FINITE = re.compile(r"(?<![\w.])[-+]?(nan|inf|infinity)(?![\w])", re.I)
+
+
+def test_modules_are_package_data_with_no_network_import():
+    for cls, name in ((browser.RingPicture, "ring.js"), (browser.TimelinePicture, "timeline.js")):
+        source = cls._esm if isinstance(cls._esm, str) else ""
+        assert source == browser.module_source(name)
+        assert "export default" in source and "function mountPicture" in source
+        # plain modules: nothing imported, nothing fetched
+        assert not re.search(r"^\s*import\s", source, re.M) and "http" not in source.replace("https://", "http")
+        assert "fetch(" not in source
+
+
+def test_show_checks_the_positions_and_clamps_the_value():
+    picture = browser.BrowserPicture()
+    picture.show(1, 3, ["a", "b", "c"], value=2)
+    assert (picture.min, picture.max, picture.value, picture.summary) == (1, 3, 2, "b")
+    picture.value = 99  # like an IntSlider: clamped
+    assert picture.value == 3 and picture.summary == "c"
+    picture.show(10, 11, ["x", "y"], errors=["", "too big"])
+    assert picture.value == 10 and picture.summary == "x"
+    picture.value = 11
+    assert picture.summary == "Cannot compute: too big"
+    with pytest.raises(ValueError, match="3 summaries for the 2 positions"):
+        picture.show(0, 1, ["a", "b", "c"])
+
+
+def _check(app):
+    picture = app.picture
+    assert picture.min <= picture.value <= picture.max
+    positions = len(picture.options) if hasattr(picture, "options") else picture.max - picture.min + 1
+    assert len(picture.summaries) == len(picture.errors) == positions
+    if app.error is None:
+        assert picture.summary == app.summary() and not NOT_FINITE.search(picture.summary)
+    else:
+        assert picture.summary == f"Cannot compute: {app.error}"
+
+
+def _fuzz(data, app, moves: dict) -> None:
+    """Random moves (the names of `moves`, each drawing its own value), checking the picture after each."""
+    for _ in range(data.draw(st.integers(1, 5))):
+        moves[data.draw(st.sampled_from(sorted(moves)))](data)
+        _check(app)
+
+
+def _setter(control, attribute, strategy):
+    return lambda data: setattr(control, attribute, data.draw(strategy))
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_moves_of_the_ring_pictures_controls(data):
+    app = RingAllReduceApp(gpus=data.draw(st.integers(2, 16)))
+    moves = {
+        "step": _setter(app.step, "value", st.integers(-3, 40)),  # clamped to 0..steps
+        "gpus": _setter(app.gpus, "value", st.integers(2, 16)),
+        "size": _setter(app.size, "value", st.sampled_from(["4 GB", "lots", "-1 GB", "1 TiB", ""])),
+        "algorithm": _setter(app.algorithm, "value", st.sampled_from(["ring", "parameter-server"])),
+    }
+    _fuzz(data, app, moves)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_moves_of_the_bubble_grids_controls(data):
+    app = BubbleGridApp(stages=data.draw(st.integers(1, 16)))
+    moves = {
+        "m": _setter(app.microbatches, "value", st.integers(0, 70)),  # clamped to 1..64
+        "kind": _setter(app.kind, "value", st.sampled_from(["gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"])),
+        "stages": _setter(app.stages, "value", st.integers(1, 16)),
+    }
+    _fuzz(data, app, moves)
+
+
+def test_a_selection_picture_runs_over_its_options():
+    picture = browser.SelectionPicture()
+    picture.show_options([1, 2, 4, 8], ["one", "two", "four", "eight"], errors=["", "", "", "too many"], value=4)
+    assert (picture.value, picture.index, picture.summary) == (4, 2, "four")
+    picture.value = 5  # between two options: the nearest
+    assert picture.value == 4
+    picture.index = 3
+    assert picture.value == 8 and picture.summary == "Cannot compute: too many"
+    with pytest.raises(ValueError, match="3 summaries for 4 options"):
+        picture.show_options([1, 2, 4, 8], ["a", "b", "c"])
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_moves_of_the_memory_walls_controls(data):
+    from distlab.widgets.memory_wall import MemoryWallApp
+
+    app = MemoryWallApp()
+    moves = {
+        "gpus": _setter(app.gpus, "index", st.integers(0, len(app.gpus.options) - 1)),
+        "zero": _setter(app.zero, "value", st.sampled_from([0, 1, 2, 3])),
+        "model": _setter(app.model, "value", st.sampled_from(["llama2-7b", "gpt3-175b", "custom size"])),
+    }
+    _fuzz(data, app, moves)
