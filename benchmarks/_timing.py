@@ -9,8 +9,12 @@ import time
 def summarize(samples_s: list[float]) -> dict:
     ordered = sorted(samples_s)
     p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
-    return {"n": len(ordered), "median_ms": statistics.median(ordered) * 1e3, "p95_ms": p95 * 1e3,
-            "min_ms": ordered[0] * 1e3}
+    return {
+        "n": len(ordered),
+        "median_ms": statistics.median(ordered) * 1e3,
+        "p95_ms": p95 * 1e3,
+        "min_ms": ordered[0] * 1e3,
+    }
 
 
 def repeat(fn, n: int) -> list[float]:
@@ -33,9 +37,30 @@ def repeat_cpu(fn, n: int) -> list[float]:
     return samples
 
 
+def repeat_in_event_loop(fn, n: int, pending) -> tuple[list[float], list[float]]:
+    """fn(i) run n times inside a running asyncio event loop, as a kernel runs a widget's callback: the time until
+    fn returns (the control has answered: the current position is drawn), and then the time until the work it left
+    for the loop's later turns is done (`pending()`: the awaitable it left, or None)."""
+    import asyncio
+
+    async def run():
+        answered, filled = [], []
+        for i in range(n):
+            start = time.perf_counter()
+            fn(i)
+            answered.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            work = pending()
+            if work is not None:
+                await work
+            filled.append(time.perf_counter() - start)
+        return answered, filled
+
+    return asyncio.run(run())
+
+
 def report(name: str, stats: dict, target_ms: float | None = None) -> str:
     verdict = ""
     if target_ms is not None:
         verdict = f"  target <= {target_ms:g} ms: {'met' if stats['median_ms'] <= target_ms else 'MISSED'}"
-    return (f"{name:<48} median {stats['median_ms']:8.2f} ms   p95 {stats['p95_ms']:8.2f} ms   "
-            f"(n={stats['n']}){verdict}")
+    return f"{name:<48} median {stats['median_ms']:8.2f} ms   p95 {stats['p95_ms']:8.2f} ms   (n={stats['n']}){verdict}"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import html
+import time
 from typing import Any
 
 import ipywidgets as widgets
@@ -21,6 +23,11 @@ __all__ = [
     "BlitRenderer",
     "DATA",
     "attempt",
+    "FILL_TURN_S",
+    "event_loop_running",
+    "fill_in_turns",
+    "fill_order",
+    "turn_deadline",
     "LessonApp",
 ]
 
@@ -195,6 +202,58 @@ def attempt(compute, *args):
         return compute(*args)
     except DistlabError as exc:
         return exc
+
+
+#: How long one turn of background filling may hold the kernel (s): below one frame, so a control the student
+#: moves meanwhile waits at most this long.
+FILL_TURN_S = 0.012
+
+
+def event_loop_running() -> bool:
+    """Whether an asyncio event loop runs here (inside a kernel: yes; tests and scripts: no)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def fill_in_turns(step):
+    """Call step() until it returns False: inside a running kernel, one call per turn of its event loop, so the
+    browser's next message is served between two calls (a picture's other positions are filled in after the
+    current one is drawn), returning an asyncio.Future done when step() has returned False; with no running event
+    loop (tests, scripts) all at once, before returning None.
+    """
+    if not event_loop_running():
+        while step():
+            pass
+        return None
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+
+    def turn():
+        try:
+            more = step()
+        except BaseException as exc:  # a bug, not our error (steps catch those): surfaces on the future
+            done.set_exception(exc)
+            return
+        if more:
+            loop.call_soon(turn)
+        else:
+            done.set_result(None)
+
+    loop.call_soon(turn)
+    return done
+
+
+def fill_order(positions, current) -> list:
+    """The positions still to compute, nearest to the current one first (where the slider goes next)."""
+    return sorted(positions, key=lambda p: (abs(p - current), p))
+
+
+def turn_deadline() -> float:
+    """The time.perf_counter() at which one turn of fill_in_turns should hand the kernel back."""
+    return time.perf_counter() + FILL_TURN_S
 
 
 class LessonApp(widgets.VBox):

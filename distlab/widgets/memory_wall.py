@@ -2,10 +2,13 @@
 
 The bars are drawn in the browser (distlab.widgets.browser.BarsPicture): the app sends them for every GPU count
 of the slider at once, with the text of each, so dragging the GPU slider needs no kernel round trip; the other
-controls change the physics and send every count again (46 calls of distlab.memory.training_memory).
+controls change the physics and send every count again (46 calls of distlab.memory.training_memory: the current
+count first, the others in the kernel's later turns).
 """
 
 from __future__ import annotations
+
+import time
 
 import ipywidgets as widgets
 
@@ -14,11 +17,22 @@ from ..errors import DistlabError
 from ..plots.memory_wall import LABELS
 from ..units import format_bytes
 from .browser import BarsPicture
-from .common import GPU_COUNTS, LessonApp, attempt, nearest_gpu_count
+from .common import (
+    GPU_COUNTS,
+    LessonApp,
+    attempt,
+    event_loop_running,
+    fill_in_turns,
+    fill_order,
+    nearest_gpu_count,
+    turn_deadline,
+)
 
-__all__ = ["CUSTOM", "ZERO_LABELS", "PRECISION_OPTIONS", "MemoryWallApp", "APPS"]
+__all__ = ["CUSTOM", "PENDING", "ZERO_LABELS", "PRECISION_OPTIONS", "MemoryWallApp", "APPS"]
 
 CUSTOM = "custom size"
+#: The text under the picture at a GPU count still being priced (in a kernel, for a moment after a change).
+PENDING = "pricing this GPU count ..."
 ZERO_LABELS = [("plain DP", 0), ("ZeRO-1", 1), ("ZeRO-2", 2), ("ZeRO-3", 3)]
 
 
@@ -122,21 +136,54 @@ class MemoryWallApp(LessonApp):
             self.update()
 
     def _refresh(self) -> None:
-        """Every GPU count of the slider for the other controls: the bars and the text of each, sent at once."""
+        """Every GPU count of the slider for the other controls: the bars and the text of each, sent at once.
+
+        The current count is priced and sent first (the others shown as pending); the others follow in turns of
+        the kernel's event loop (common.fill_in_turns), so the control answers after one count."""
         single = attempt(self._breakdown, None)
+        self._generation += 1
+        generation = self._generation
         if isinstance(single, DistlabError):
             self.single, self._results = None, {n: single for n in GPU_COUNTS}
-        else:
-            self.single, self._results = single, {n: attempt(self._breakdown, n) for n in GPU_COUNTS}
-        results = [self._results[n] for n in GPU_COUNTS]
-        valid = [r for r in results if not isinstance(r, DistlabError)]
+            self._send()
+            self.filling = None
+            return
+        current = self.gpus.value
+        self.single, self._results = single, {current: attempt(self._breakdown, current)}
+        if event_loop_running():  # in a kernel: the current count now, the others after (without one: once, below)
+            self._send()
+        pending = fill_order([n for n in GPU_COUNTS if n != current], current)
+
+        def step() -> bool:
+            if generation != self._generation:  # the controls moved again: that refresh fills instead
+                return False
+            deadline = turn_deadline()
+            while pending and time.perf_counter() < deadline:
+                n = pending.pop(0)
+                self._results[n] = attempt(self._breakdown, n)
+            if not pending:
+                self._send()
+            return bool(pending)
+
+        self.filling = fill_in_turns(step)
+
+    _generation = 0
+    #: The background filling of the other GPU counts in a kernel (an asyncio.Future; None when done at once).
+    filling = None
+
+    def _send(self) -> None:
+        """The bars and text of every GPU count computed so far to the picture (PENDING where not yet)."""
+        results = [self._results.get(n) for n in GPU_COUNTS]
+        valid = [r for r in results if r is not None and not isinstance(r, DistlabError)]
         frames = None
         if valid and self.single is not None:
             gpu = hardware.accelerator(self.gpu.value)
             frames = {
                 "parts": [LABELS.get(k, k) for k in self.single.parts()],
                 "bars": [
-                    [_gb(self.single.parts()), _gb(r.parts())] if not isinstance(r, DistlabError) else []
+                    [_gb(self.single.parts()), _gb(r.parts())]
+                    if r is not None and not isinstance(r, DistlabError)
+                    else []
                     for r in results
                 ],
                 "labels": ["one GPU, no sharding", "each GPU in your setup"],
@@ -145,7 +192,7 @@ class MemoryWallApp(LessonApp):
                 "capacity_label": f"{gpu.name}: {format_bytes(gpu.memory_bytes)}",
             }
         summaries = [
-            "" if isinstance(r, DistlabError) else self._describe(r, n, self.zero.value)
+            PENDING if r is None else "" if isinstance(r, DistlabError) else self._describe(r, n, self.zero.value)
             for n, r in zip(GPU_COUNTS, results)
         ]
         errors = [str(r) if isinstance(r, DistlabError) else "" for r in results]

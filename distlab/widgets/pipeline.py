@@ -9,6 +9,7 @@ per-frame render.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import ipywidgets as widgets
@@ -19,7 +20,16 @@ from ..memory import RECOMPUTE_MODES
 from ..plots.pipeline import legend_html, timeline_grid
 from ..units import format_bytes, format_percent, format_rate, format_seconds
 from .browser import TimelinePicture, timeline_buffers
-from .common import BlitRenderer, LessonApp, attempt, figure_canvas
+from .common import (
+    BlitRenderer,
+    LessonApp,
+    attempt,
+    event_loop_running,
+    figure_canvas,
+    fill_in_turns,
+    fill_order,
+    turn_deadline,
+)
 
 __all__ = [
     "MAX_STAGES",
@@ -52,6 +62,10 @@ class BubbleGridResult:
     closed_form: pipeline.ClosedForm | None
     memory: pipeline.StageActivations
     published: str = ""
+
+
+#: How often (s) the bubble grid re-sends the microbatch counts filled so far while it fills the rest.
+PROGRESS_S = 0.15
 
 
 class BubbleGridApp(LessonApp):
@@ -146,18 +160,41 @@ class BubbleGridApp(LessonApp):
         """Simulate every microbatch count of the slider for the other controls (new physics: one kernel call)
         and send the picture every timeline and the text of each; then update the app's own result.
 
-        In two messages: first the current count alone (the others shown as pending, so the browser never
-        draws a count from the old settings), then all of them (about 0.1-0.4 s of simulation at p = 16)."""
+        The current count is simulated and sent first (the others shown as pending, so the browser never draws
+        a count from the old settings); the others follow in turns of the kernel's event loop
+        (common.fill_in_turns: about 0.1-0.7 s of simulation at p = 16, nearest counts first, the picture re-sent
+        after each turn), so the control answers after one simulation and the kernel stays responsive."""
         results: list = [None] * MAX_MICROBATCHES
         current = self.microbatches.value
         results[current - 1] = self._simulate_or_error(current)
         self._results = results
-        self._send(results)
+        if event_loop_running():  # in a kernel: the current count now, the others after (without one: once, below)
+            self._send(results)
         self.update()
-        for m in range(1, MAX_MICROBATCHES + 1):
-            if results[m - 1] is None:
-                results[m - 1] = self._simulate_or_error(m)
-        self._send(results)
+        self._generation += 1
+        generation = self._generation
+        pending = fill_order([m for m in range(1, MAX_MICROBATCHES + 1) if results[m - 1] is None], current)
+
+        last_send = [time.perf_counter()]
+
+        def step() -> bool:
+            if generation != self._generation:  # the controls moved again: that refresh fills instead
+                return False
+            deadline = turn_deadline()
+            while pending and time.perf_counter() < deadline:
+                m = pending.pop(0)
+                if results[m - 1] is None:
+                    results[m - 1] = self._simulate_or_error(m)
+            if not pending or (event_loop_running() and time.perf_counter() > last_send[0] + PROGRESS_S):
+                self._send(results)  # the counts done so far reach the browser every PROGRESS_S, and at the end
+                last_send[0] = time.perf_counter()
+            return bool(pending)
+
+        self.filling = fill_in_turns(step)
+
+    _generation = 0
+    #: The background filling of the other counts in a kernel (an asyncio.Future; None when done at once).
+    filling = None
 
     def _simulate_or_error(self, m: int):
         return attempt(self.simulate, m)

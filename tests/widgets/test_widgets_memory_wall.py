@@ -136,3 +136,28 @@ def test_precision_options_are_the_distinct_memory_recipes():
 
     assert PRECISION_OPTIONS == ["mixed", "fp32", "fp8"]  # bf16 and fp16 store what mixed stores
     assert set(PRECISION_OPTIONS) <= set(memory.PRECISION_RECIPES)
+
+
+def test_in_a_kernel_the_wall_answers_with_the_current_count_and_fills_the_rest_in_later_turns():
+    # Inside a running event loop (as in a kernel) a ZeRO-stage change prices only the slider's current GPU count
+    # before returning; the others read PENDING until the loop's later turns fill them, and then every count equals
+    # what the same change computes at once without an event loop.
+    import asyncio
+
+    from distlab.widgets.memory_wall import PENDING
+
+    reference = MemoryWallApp(model="llama2-7b", zero=2)
+
+    async def run():
+        app = MemoryWallApp(model="llama2-7b", zero=3)
+        app.zero.value = 2
+        answered = list(app.picture.summaries)
+        await app.filling
+        return answered, app
+
+    answered, app = asyncio.run(run())
+    k = app.picture.index
+    assert answered[k] == reference.picture.summaries[k]
+    assert sum(s == PENDING for s in answered) == len(answered) - 1
+    assert app.picture.summaries == reference.picture.summaries
+    assert app.picture.frames == reference.picture.frames

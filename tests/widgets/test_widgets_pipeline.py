@@ -117,19 +117,28 @@ def test_microbatch_moves_need_no_new_data_and_other_controls_send_it_once():
         assert app.picture.frames["positions"][m - 1][2] == 3 * (m + 7)
         assert app.picture.summary == app.summary()
     assert sent == []
-    app.stages.value = 4  # new physics: the current m first (the rest pending), then every timeline
-    assert sorted(set(sent)) == ["codes", "frames", "summaries", "times"] and len(sent) == 8
+    app.stages.value = 4  # new physics, outside a kernel's event loop: every timeline, in one message
+    assert sorted(sent) == ["codes", "frames", "summaries", "times"]
     assert all(s != PENDING for s in app.picture.summaries)
     assert app.result.timeline.step_time == 3 * (64 + 3)
     assert all(app.picture.frames["positions"][m - 1][2] == 3 * (m + 3) for m in range(1, 65))
 
 
 def test_the_first_message_after_a_change_holds_the_current_count_and_marks_the_rest_pending():
-    app = BubbleGridApp(kind="1f1b", stages=8, microbatches=30)
+    # in a kernel (a running event loop): the current count first, the others after, in the loop's later turns
+    import asyncio
+
     first = []
-    app.picture.observe(lambda change: first.append(list(change["new"])) if not first else None, names="summaries")
-    app.backward.value = 2.0
-    (summaries,) = first
+
+    async def run():
+        app = BubbleGridApp(kind="1f1b", stages=8, microbatches=30)
+        app.picture.observe(lambda change: first.append(list(change["new"])) if not first else None, names="summaries")
+        app.backward.value = 2.0
+        await app.filling
+        return app
+
+    app = asyncio.run(run())
+    summaries = first[0]
     # 1F1B runs B + W as one op: t_F + t_B + t_W = 1 + 2 + 1 = 4 per microbatch; step (m + p - 1) x 4 = 37 x 4 = 148
     assert summaries[30 - 1] == app.summary() and "step 148 x t_F, ideal 120 x t_F" in summaries[30 - 1]
     assert [i for i, s in enumerate(summaries) if s != PENDING] == [30 - 1]
@@ -335,3 +344,45 @@ def test_grid_shows_the_schedules_after_1f1b(kind):
 def test_grid_reports_dualpipe_needs_an_even_p():
     app = BubbleGridApp(kind="dualpipe", stages=3, microbatches=8)
     assert app.result is None and "even number of stages" in app.error
+
+
+def test_in_a_kernel_the_grid_answers_with_the_current_count_and_fills_the_rest_in_later_turns():
+    # Inside a running event loop (as in a kernel) a change that needs new physics simulates only the slider's
+    # current count before returning; the other counts are PENDING until the loop's later turns fill them, and
+    # then every position equals what a change made without an event loop computes at once.
+    import asyncio
+
+    reference = BubbleGridApp(kind="zb-v", stages=8, microbatches=20)
+
+    async def run():
+        app = BubbleGridApp(kind="1f1b", stages=8, microbatches=20)
+        app.kind.value = "zb-v"
+        answered = list(app.picture.summaries)
+        await app.filling
+        return answered, list(app.picture.summaries), app
+
+    answered, filled, app = asyncio.run(run())
+    assert answered[20 - 1] == reference.picture.summaries[20 - 1]
+    assert sum(s == PENDING for s in answered) == len(answered) - 1
+    assert filled == reference.picture.summaries
+    assert app.picture.times == reference.picture.times and app.picture.codes == reference.picture.codes
+
+
+def test_a_second_change_abandons_the_first_ones_filling():
+    # two changes before the loop turns: the first change's filling stops at its first turn (its results would
+    # be stale), and the picture ends with the second change's physics at every count
+    import asyncio
+
+    reference = BubbleGridApp(kind="1f1b", stages=4, microbatches=12, backward=2.0)
+
+    async def run():
+        app = BubbleGridApp(kind="1f1b", stages=4, microbatches=12)
+        app.backward.value = 1.5
+        first = app.filling
+        app.backward.value = 2.0
+        await first
+        await app.filling
+        return app
+
+    app = asyncio.run(run())
+    assert app.picture.summaries == reference.picture.summaries
