@@ -301,7 +301,11 @@ class NumericQuestion:
 
 @dataclass(frozen=True)
 class ChoiceQuestion:
-    """A question answered by one of a few options (case-insensitive; yes/no also take True/False)."""
+    """A question answered by one of a few options (case-insensitive; yes/no also take True/False).
+
+    feedback: {wrong option: why it is wrong}, the misconception each wrong option stands for; it is
+    shown (formatted with params) in place of the generic "is not right" when that option is chosen.
+    """
 
     name: str
     prompt: str
@@ -313,6 +317,7 @@ class ChoiceQuestion:
     params: dict = field(default_factory=dict)
     #: {param: choices} a per-student variant may draw from (distlab.lessons.variants); {} keeps params fixed
     variants: dict = field(default_factory=dict)
+    feedback: dict = field(default_factory=dict)
 
     def __post_init__(self):
         bind_params(self)
@@ -343,9 +348,9 @@ class ChoiceQuestion:
             )
         if value == self.expected():
             return CheckResult(self.name, CORRECT, "correct", self.points, self.points)
-        return CheckResult(
-            self.name, INCORRECT, f"not yet, because {value!r} is not right. Hint: {self.hint_text}", 0.0, self.points
-        )
+        why = self.feedback.get(value)
+        reason = f"{value!r} {why.format(**self.params)}" if why else f"{value!r} is not right"
+        return CheckResult(self.name, INCORRECT, f"not yet, because {reason}. Hint: {self.hint_text}", 0.0, self.points)
 
     def hint(self) -> Hint:
         return Hint(self.hint_text)

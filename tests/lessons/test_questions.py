@@ -88,3 +88,22 @@ def test_without_params_a_question_is_left_as_written():
 
 def test_the_module_docstring_example_runs():
     assert doctest.testmod(questions).failed == 0
+
+
+def test_a_wrong_option_gets_the_feedback_of_its_misconception():
+    # each wrong option may carry its own words (formatted with params); others get the generic answer
+    c = ChoiceQuestion(
+        name="c",
+        params=dict(n=8),
+        prompt="{n} GPUs, plain DP: does memory per GPU drop? (yes/no/halves)",
+        options=("yes", "no", "halves"),
+        expected=lambda n: "no",
+        explain=lambda n: "every GPU keeps a replica",
+        hint_text="what does each GPU hold?",
+        feedback={"yes": "assumes the {n} GPUs share the model; plain DP replicates it"},
+    )
+    assert c.check("No").status == CORRECT
+    wrong = c.check("yes")
+    assert wrong.status == INCORRECT and "'yes' assumes the 8 GPUs share the model" in wrong.message
+    assert wrong.message.endswith("Hint: what does each GPU hold?")
+    assert "'halves' is not right" in c.check("halves").message
