@@ -7,9 +7,23 @@ The scenario is lesson 7's: Llama-3.1-70B on 32 DGX H100 nodes (256 GPUs), globa
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Callable
+
 from .. import hardware, production, training, triage
 from ..units import format_bytes, format_seconds
-from .questions import ChoiceQuestion, NumericQuestion
+from .questions import (
+    CORRECT,
+    INCORRECT,
+    NOT_ATTEMPTED,
+    ChoiceQuestion,
+    CheckResult,
+    Hint,
+    NumericQuestion,
+    Solution,
+    bind_params,
+    is_unanswered,
+)
 
 __all__ = [
     "MODEL",
@@ -22,6 +36,8 @@ __all__ = [
     "JITTER_SIGMA",
     "JITTER_VARIANTS",
     "SLOW_VARIANTS",
+    "ORDER_FIXES",
+    "OrderQuestion",
     "QUESTIONS",
 ]
 
@@ -45,6 +61,8 @@ SLOW_FACTOR = 1.2
 SLOW_VARIANTS = dict(slow=(1.1, 1.2, 1.5))
 #: Q5: a long sequence
 LONG_SEQ = 32768
+#: Q7: the single fixes of Q1's configuration to order by the step time they cost, numbered as the prompt lists them
+ORDER_FIXES = {1: "micro_batch_size=2", 2: "selective recomputation", 3: "full recomputation", 4: "pp=8"}
 
 
 def _cluster():
@@ -201,6 +219,97 @@ def _explain_q6() -> str:
     )
 
 
+def _order_costs() -> dict:
+    """{number: step time the fix adds (s)} for ORDER_FIXES, each applied alone to the OOM configuration."""
+    by_change = {s.change: s.time_cost_s for s in _oom().fixes if not s.skipped}
+    return {n: by_change[change] for n, change in ORDER_FIXES.items()}
+
+
+def _q7() -> list:
+    costs = _order_costs()
+    return sorted(costs, key=lambda n: costs[n])
+
+
+def _explain_q7() -> str:
+    costs = _order_costs()
+    rows = ", ".join(f"{n} {ORDER_FIXES[n]} {1e3 * costs[n]:+,.0f} ms" for n in _q7())
+    return (
+        f"cheapest first: {rows}. Halving the micro-batch doubles m, which shrinks the bubble's share (p - 1)/m: the "
+        "step gets faster; selective recomputation reruns only the attention core; pp 8 doubles m but raises the "
+        "bubble (p - 1)/m from 3/8 to 7/16; full recomputation reruns every layer's forward, about a third more compute"
+    )
+
+
+#: misconception of each wrong placement: (fix, where a student puts it wrongly) -> why
+_ORDER_FEEDBACK = {
+    1: "a smaller micro-batch is not a cost here: it doubles the microbatches, which shrinks the bubble's share, "
+    "so it comes first",
+    3: "full recomputation reruns every layer's whole forward, about a third more compute: the most expensive",
+    4: "a deeper pipeline halves dp and so doubles m, but its bubble (p - 1)/m still grows, 3/8 to 7/16 of the "
+    "compute: it costs more than rerunning the attention core",
+}
+
+
+@dataclass(frozen=True)
+class OrderQuestion:
+    """A question answered by an ordering of numbered items (a list such as [2, 1, 3] or the text '2 1 3').
+
+    A wrong order is answered with the misconception behind the first item out of place (feedback).
+    """
+
+    name: str
+    prompt: str
+    expected: Callable[..., list]
+    explain: Callable[..., str]
+    hint_text: str
+    items: tuple = ()
+    feedback: dict = field(default_factory=dict)
+    points: float = 1.0
+    params: dict = field(default_factory=dict)
+    variants: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        bind_params(self)
+
+    def _read(self, answer) -> list:
+        if isinstance(answer, str):
+            tokens = answer.strip().strip("[](){}").replace(",", " ").split() if len(answer) <= 40 else []
+            if not tokens or not all(t.isdigit() and t.isascii() for t in tokens):
+                shown = answer if len(answer) <= 40 else answer[:37] + "..."
+                raise ValueError(f"{shown!r} could not be read as an order (write e.g. [2, 1, 3, 4])")
+            values = [int(t) for t in tokens]
+        elif isinstance(answer, (list, tuple)):
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in answer):
+                raise ValueError("an order is a list of the items' numbers, e.g. [2, 1, 3, 4]")
+            values = list(answer)
+        else:
+            raise ValueError(f"an answer of type {type(answer).__name__} is not an order (write e.g. [2, 1, 3, 4])")
+        if sorted(values) != sorted(self.items):
+            raise ValueError(f"an order names each of {list(self.items)} once")
+        return values
+
+    def check(self, answer=None) -> CheckResult:
+        if is_unanswered(answer):
+            return CheckResult(self.name, NOT_ATTEMPTED, "not attempted", 0.0, self.points)
+        try:
+            values = self._read(answer)
+        except ValueError as unreadable:
+            return CheckResult(self.name, INCORRECT, f"not yet, because {unreadable}", 0.0, self.points)
+        want = list(self.expected())
+        if values == want:
+            return CheckResult(self.name, CORRECT, "correct", self.points, self.points)
+        first = next(v for v, w in zip(values, want) if v != w)
+        wrong = next((self.feedback[n] for n in (first, want[values.index(first)]) if n in self.feedback), None)
+        reason = f"{values} puts {first} at place {values.index(first) + 1}" + (f": {wrong}" if wrong else "")
+        return CheckResult(self.name, INCORRECT, f"not yet, because {reason}. Hint: {self.hint_text}", 0.0, self.points)
+
+    def hint(self) -> Hint:
+        return Hint(self.hint_text)
+
+    def solution(self) -> Solution:
+        return Solution(self.explain())
+
+
 _SETUP = "Llama-3.1-70B on 32 DGX H100 nodes (256 GPUs), global batch 256 x 8,192 tokens"
 
 q1 = ChoiceQuestion(
@@ -306,4 +415,16 @@ q6 = ChoiceQuestion(
     },
 )
 
-QUESTIONS = {q.name: q for q in (q1, q2, q3, q4, q5, q6)}
+q7 = OrderQuestion(
+    name="q7",
+    prompt="Back to q1's configuration. Order these single fixes by the step time each one adds, cheapest first: "
+    "1 micro-batch 2 (more accumulation), 2 selective recomputation, 3 full recomputation, 4 pp 8. "
+    "Answer a list such as [2, 1, 3, 4].",
+    items=tuple(ORDER_FIXES),
+    expected=_q7,
+    explain=_explain_q7,
+    hint_text="for each fix, ask what it computes again or what it adds to the bubble, (p - 1)/m of the compute",
+    feedback=_ORDER_FEEDBACK,
+)
+
+QUESTIONS = {q.name: q for q in (q1, q2, q3, q4, q5, q6, q7)}

@@ -130,8 +130,32 @@ def test_q6_the_ladder_beats_full_recomputation():
     assert "price them" in lesson.q6.check("the same").message
 
 
+def test_q7_orders_the_fixes_by_the_step_time_they_add():
+    base = _estimate(**lesson.OOM_CONFIG)
+    fixes = {
+        1: {"micro_batch_size": 2},
+        2: {"recompute": "selective"},
+        3: {"recompute": "full"},
+        4: {"pp": 8},
+    }
+    cost = {n: _estimate(**{**lesson.OOM_CONFIG, **f}).step_time_s - base.step_time_s for n, f in fixes.items()}
+    # the bubble adds (p - 1)/m of the compute: m = 256 / (8 x 4) = 8 at b = 4; b = 2 gives m = 16 (3/8 -> 3/16);
+    # pp 8 gives dp = 4, m = 16 (3/8 -> 7/16); so the smaller micro-batch saves time and pp 8 costs some
+    assert cost[1] < 0 < cost[4]
+    want = sorted(cost, key=lambda n: cost[n])
+    assert want == [1, 2, 4, 3] == lesson.q7.expected()
+    assert lesson.q7.check("[1, 2, 4, 3]").status == CORRECT and lesson.q7.check((1, 2, 4, 3)).status == CORRECT
+    assert "comes first" in lesson.q7.check([2, 1, 4, 3]).message  # the micro-batch taken for a cost
+    assert "the most expensive" in lesson.q7.check([1, 2, 3, 4]).message  # full recomputation too early
+    assert "bubble (p - 1)/m still grows" in lesson.q7.check([1, 4, 2, 3]).message  # pp 8 taken as cheap
+    for bad, words in (([1, 2, 3], "each of"), ([1, 1, 2, 3], "each of"), ("x", "could not be read"), (True, "bool")):
+        result = lesson.q7.check(bad)
+        assert result.status == INCORRECT and words in result.message, bad
+    assert lesson.q7.check(None).status == NOT_ATTEMPTED
+
+
 def test_all_questions_listed_answerable_and_explained():
-    assert list(lesson.QUESTIONS) == ["q1", "q2", "q3", "q4", "q5", "q6"]
+    assert list(lesson.QUESTIONS) == ["q1", "q2", "q3", "q4", "q5", "q6", "q7"]
     for q in lesson.QUESTIONS.values():
         assert q.check(None).status == NOT_ATTEMPTED
         assert q.check(q.expected()).status == CORRECT
