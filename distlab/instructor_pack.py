@@ -322,7 +322,7 @@ CHEAT_SHEET: tuple[Formula, ...] = (
         "distlab.production.stragglers.expected_max_normal",
         _ex_straggler,
         "tippett1925",
-        "Lesson 8 §6",
+        "Lesson 8b §2",
     ),
 )
 
@@ -360,7 +360,7 @@ def _notebook(repo: Path, lesson):
 
 @dataclass
 class LessonSummary:
-    number: int
+    number: str  # the lesson's label: "8", or "8b" for a split lesson's second part
     slug: str
     notebook: str
     title: str
@@ -385,7 +385,7 @@ def summarise(repo: Path, lesson, syllabus: dict) -> LessonSummary:
     nb = _notebook(repo, lesson)
     if nb is None:
         return LessonSummary(
-            lesson.number,
+            lesson.label,
             lesson.slug,
             lesson.notebook,
             lesson.slug.replace("_", " "),
@@ -400,7 +400,7 @@ def summarise(repo: Path, lesson, syllabus: dict) -> LessonSummary:
     md = _markdown_cells(nb)
     text = "\n\n".join(md)
     title = next((l[2:].strip() for s in md for l in s.splitlines() if l.startswith("# ")), lesson.slug)
-    title = re.sub(r"^Lesson \d+\s*[—:-]\s*", "", title)
+    title = re.sub(r"^Lesson \d+[a-z]?\s*[—:-]\s*", "", title)
     match = re.search(r"By the end[^,]*, you can (.+?\.)(?:\s|$)", text, re.S) or re.search(
         r"By the end[^.]*? you can (.+?\.)(?:\s|$)", text, re.S
     )
@@ -419,7 +419,7 @@ def summarise(repo: Path, lesson, syllabus: dict) -> LessonSummary:
         + questions * syllabus.get("minutes_per_question", 6)
     )
     return LessonSummary(
-        lesson.number,
+        lesson.label,
         lesson.slug,
         lesson.notebook,
         title,
@@ -539,7 +539,8 @@ def _number(value) -> str:
 
 
 def fill_numbers(text: str) -> str:
-    """Replace {{slug.qN}} by the expected answer of that graded question (3 significant figures)."""
+    """Replace {{slug.qN}} by the expected answer of that graded question (3 significant figures; a choice
+    question's option as it is written)."""
 
     def one(m):
         slug, name = m.group(1), m.group(2)
@@ -547,7 +548,8 @@ def fill_numbers(text: str) -> str:
             q = manifest.lesson(slug).load_questions()[name]
         except KeyError:
             raise ConfigurationError(f"instructor pack: {{{{{slug}.{name}}}}} names no graded question") from None
-        return _number(q.expected())
+        want = q.expected()
+        return f"`{want}`" if isinstance(want, str) else _number(want)
 
     return re.sub(r"\{\{\s*(\w+)\.(q\d+)\s*\}\}", one, text)
 
@@ -616,7 +618,7 @@ def syllabus_markdown(repo: Path, summaries: list[LessonSummary], syllabus: dict
 
 def misconceptions_markdown(repo: Path, summaries: list[LessonSummary]) -> str:
     text = fill_numbers(_read_text(repo / "instructor" / "misconceptions.md"))
-    have = {int(n) for n in re.findall(r"^## Lesson (\d+)\s*$", text, re.M)}
+    have = set(re.findall(r"^## Lesson (\d+[a-z]?)\s*$", text, re.M))
     missing = [s for s in summaries if s.number not in have]
     if missing:
         text += "\n## Lessons without a misconception list yet\n\n" + "".join(
@@ -711,7 +713,9 @@ def build(out, repo=".", hide_code: bool = False, slides: bool = True) -> list[P
     if out.exists() and not out.is_dir():
         raise ConfigurationError(f"--out {out}: exists and is not a folder")
     syllabus = _read_toml(repo / "instructor" / "syllabus.toml")
-    summaries = [summarise(repo, l, syllabus) for l in sorted(manifest.LESSONS.values(), key=lambda l: l.number)]
+    summaries = [
+        summarise(repo, l, syllabus) for l in sorted(manifest.LESSONS.values(), key=lambda l: (l.number, l.part))
+    ]
     pages = {
         "syllabus": syllabus_markdown(repo, summaries, syllabus),
         "misconceptions": misconceptions_markdown(repo, summaries),
@@ -728,7 +732,7 @@ def build(out, repo=".", hide_code: bool = False, slides: bool = True) -> list[P
             path.write_text(content, encoding="utf-8")
             written.append(path)
     slide_lines = []
-    for s, lesson in zip(summaries, sorted(manifest.LESSONS.values(), key=lambda l: l.number)):
+    for s, lesson in zip(summaries, sorted(manifest.LESSONS.values(), key=lambda l: (l.number, l.part))):
         if not s.present:
             slide_lines.append(f"- Lesson {s.number}: no notebook yet ({s.notebook})")
             continue

@@ -2,7 +2,7 @@
 
 The lessons that teach the ZeRO paper count its 16 bytes per parameter (mixed-precision Adam: 2 + 2 + 12,
 Rajbhandari et al. 2020, Sec. 3.1): the recipe 'zero-paper', which follows distlab.memory's precision recipes.
-A real engine keeps more, and not all of it shards the same way (Lesson 7 §2, Lesson 8 §5):
+A real engine keeps more, and not all of it shards the same way (Lesson 7 §2, Lesson 8b §1):
 
 * 'megatron' (Megatron-LM, no distributed optimizer): bf16 weights 2 + fp32 main gradients 4 + fp32 master
   weights and Adam 12 = 18 bytes per parameter, nothing sharded over data parallelism (ZeRO-0 only).

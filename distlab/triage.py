@@ -1,4 +1,4 @@
-"""Out-of-memory triage (Lesson 8 §5; the single fixes: Lesson 7): the production ladder of fixes, each priced by re-running
+"""Out-of-memory triage (Lesson 8b §1; the single fixes: Lesson 7): the production ladder of fixes, each priced by re-running
 distlab.training.estimate().
 
 The order (TRIAGE_ORDER): a smaller micro-batch with more gradient accumulation, selective then full
@@ -257,7 +257,7 @@ def oom_triage(model, cluster, **config) -> OOMTriage:
     GPUs). Returns an OOMTriage with the single fixes from the given configuration and the
     cumulative ladder (each rung re-validated; a rung estimate() refuses is recorded as skipped
     with its reason, and its kind is left). Invalid input raises ConfigurationError (from
-    estimate); a configuration that fits gives an empty ladder (already_fits). Lesson 8 §5.
+    estimate); a configuration that fits gives an empty ladder (already_fits). Lesson 8b §1.
 
     Llama 2 7B, pure data parallelism on one DGX H100 node: 16 bytes per parameter (108 GB) of model states
     overflow 80 GB whatever the activations; recomputation cannot help, ZeRO-1 shards the 12 optimizer bytes
@@ -349,7 +349,7 @@ def explain_infeasible(model, cluster, **config) -> list[dict]:
 
 def memory_modes_index(mode) -> int:
     """Position of a recomputation mode in memory.RECOMPUTE_MODES (none 0, selective 1, full 2): the order the
-    triage ladder climbs. Lesson 8 §5.
+    triage ladder climbs. Lesson 8b §1.
 
     >>> memory_modes_index('selective')
     1

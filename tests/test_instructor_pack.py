@@ -17,7 +17,7 @@ from distlab import lessons as manifest
 from distlab.errors import ConfigurationError
 
 ROOT = Path(__file__).resolve().parents[1]
-LESSONS = sorted(manifest.LESSONS.values(), key=lambda l: l.number)
+LESSONS = sorted(manifest.LESSONS.values(), key=lambda l: (l.number, l.part))
 
 
 @pytest.fixture(scope="module")
@@ -56,12 +56,12 @@ def test_every_lesson_is_on_the_syllabus_and_the_misconception_page(pack):
     out, _ = pack
     syllabus, misconceptions = _text(out / "syllabus.md"), _text(out / "misconceptions.md")
     for lesson in LESSONS:
-        assert re.search(rf"^### Lesson {lesson.number}: ", syllabus, re.M), lesson.slug
-        assert re.search(rf"^\| {lesson.number} \| ", syllabus, re.M), lesson.slug
-        assert f"Lesson {lesson.number}" in misconceptions, lesson.slug
+        assert re.search(rf"^### Lesson {lesson.label}: ", syllabus, re.M), lesson.slug
+        assert re.search(rf"^\| {lesson.label} \| ", syllabus, re.M), lesson.slug
+        assert f"Lesson {lesson.label}" in misconceptions, lesson.slug
     for lesson in LESSONS:
         if lesson.number <= 9:  # lessons 1-9 have a written list, not the placeholder
-            assert re.search(rf"^## Lesson {lesson.number}\s*$", misconceptions, re.M), lesson.slug
+            assert re.search(rf"^## Lesson {lesson.label}\s*$", misconceptions, re.M), lesson.slug
 
 
 def test_each_lesson_has_objectives_and_a_time_from_its_notebook(pack):

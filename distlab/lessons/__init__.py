@@ -10,6 +10,8 @@ and the tests (README table, notebooks, widget fuzzing) read it; nothing else li
     (4, 'notebooks/04_pipeline.ipynb')
     >>> lesson("data_parallel").slug  # an older name, still accepted for submitted notebooks
     'data_parallel_zero'
+    >>> LESSONS["failure_triage"].label, LESSONS["failure_triage"].notebook  # a second part keeps 9-11's numbers
+    ('8b', 'notebooks/08b_failure_triage.ipynb')
 
 This module imports nothing from the library: loading the manifest stays cheap.
 """
@@ -28,7 +30,8 @@ class Lesson:
 
     apps are dotted names "distlab.widgets.<module>.<Class>"; questions the dotted name of the
     module holding QUESTIONS (None: a lesson without graded exercises); aliases are older
-    slugs that notebooks submitted before a rename still carry.
+    slugs that notebooks submitted before a rename still carry; part is "" or a letter for the second
+    part of a split lesson (lesson 8b follows lesson 8, and lessons 9-11 keep their numbers).
     """
 
     number: int
@@ -39,6 +42,12 @@ class Lesson:
     apps: tuple[str, ...] = ()
     questions: str | None = None
     aliases: tuple[str, ...] = ()
+    part: str = ""
+
+    @property
+    def label(self) -> str:
+        """The lesson's number as the course writes it: "8", or "8b" for a second part."""
+        return f"{self.number}{self.part}"
 
     def question_module(self):
         """The imported question module (None for a lesson without questions)."""
@@ -59,9 +68,17 @@ class Lesson:
 
 
 def _lesson(
-    number: int, slug: str, *, stem: str | None = None, exercise: bool = True, modules=(), apps=(), aliases=()
+    number: int,
+    slug: str,
+    *,
+    part: str = "",
+    stem: str | None = None,
+    exercise: bool = True,
+    modules=(),
+    apps=(),
+    aliases=(),
 ) -> Lesson:
-    name = f"{number:02d}_{stem or slug}.ipynb"
+    name = f"{number:02d}{part}_{stem or slug}.ipynb"
     return Lesson(
         number,
         slug,
@@ -71,6 +88,7 @@ def _lesson(
         tuple(apps),
         f"{__name__}.{slug}" if exercise else None,
         tuple(aliases),
+        part,
     )
 
 
@@ -115,11 +133,14 @@ LESSONS: dict[str, Lesson] = {
             8,
             "production",
             modules=["production", "dataparallel", "memory", "training"],
-            apps=[
-                "distlab.widgets.production.BucketApp",
-                "distlab.widgets.production.ProductionStepApp",
-                "distlab.widgets.production.TriageApp",
-            ],
+            apps=["distlab.widgets.production.BucketApp"],
+        ),
+        _lesson(
+            8,
+            "failure_triage",
+            part="b",
+            modules=["production", "memory", "training"],
+            apps=["distlab.widgets.production.ProductionStepApp", "distlab.widgets.production.TriageApp"],
         ),
         _lesson(9, "verify_with_pytorch", exercise=False, modules=["verify", "memory", "collectives", "pipeline"]),
         _lesson(

@@ -28,7 +28,19 @@ from .questions import (
     is_unanswered,
 )
 
-__all__ = ["EXAMPLE", "WORKED", "SIXTY_FOUR", "MAX_LIST_CHARS", "read_int_list", "RanksQuestion", "QUESTIONS"]
+__all__ = [
+    "EXAMPLE",
+    "WORKED",
+    "SIXTY_FOUR",
+    "QUIZ8",
+    "QUIZ9",
+    "QUIZ9_OPTIONS",
+    "QUIZ9_HEADROOM_GB",
+    "MAX_LIST_CHARS",
+    "read_int_list",
+    "RanksQuestion",
+    "QUESTIONS",
+]
 
 # Megatron-LM's documented example (megatron/core/parallel_state.py): 16 GPUs, tp=2, pp=4, hence dp=2.
 EXAMPLE = dict(gpus=16, tp=2, pp=4)
@@ -36,6 +48,14 @@ EXAMPLE = dict(gpus=16, tp=2, pp=4)
 WORKED = dict(params=530e9, tp=8, pp=12, dp=21)
 # A 64-GPU layout on 8-GPU nodes, in Megatron's order and reversed.
 SIXTY_FOUR = dict(gpus=64, tp=8, pp=2, gpus_per_node=8)
+# The MIT 6.5940 lecture's quiz 8 (ch. 8): a 13B model on 64 A100 80 GB, ZeRO-3 over the data-parallel group, P = 4,
+# no TP; model states only.
+QUIZ8 = dict(billions=13, gpus=64, pp=4, gpu="a100-80gb")
+# Its quiz 9 (ch. 9): a 7B model on 8 A100 80 GB; the least sharding whose model states leave room for activations.
+QUIZ9 = dict(params=7e9, gpus=8, gpu="a100-80gb")
+QUIZ9_HEADROOM_GB = 10.0
+#: the options of quiz 9, least sharding first (the expected answer is the first that fits)
+QUIZ9_OPTIONS = ("plain dp", "zero-1", "zero-2", "zero-3", "tp 8")
 
 
 def _as_int(value, where: str) -> int:
@@ -281,6 +301,59 @@ def _explain_q6() -> str:
     )
 
 
+def _quiz8(billions=QUIZ8["billions"], pp=QUIZ8["pp"]):
+    dp, params = QUIZ8["gpus"] // pp, billions * 1e9
+    return memory.training_memory(params, zero=3, dp=dp, pp=pp, gpu=QUIZ8["gpu"], count_activations=False)
+
+
+def _q7(billions=QUIZ8["billions"], pp=QUIZ8["pp"]) -> float:
+    return _quiz8(billions, pp).total_bytes / 1e9
+
+
+def _explain_q7(billions=QUIZ8["billions"], pp=QUIZ8["pp"]) -> str:
+    dp, params = QUIZ8["gpus"] // pp, billions * 1e9
+    stage = params / pp
+    return (
+        f"P = {pp} leaves D = 64 / {pp} = {dp} replicas of each stage; a stage holds {params / 1e9:g}e9 / {pp} = "
+        f"{stage / 1e9:.3g}e9 parameters, and ZeRO-3 splits all 16 bytes of each over the D = {dp} GPUs of its "
+        f"data-parallel group: 16 x {stage / 1e9:.3g}e9 / {dp} = {format_bytes(_quiz8(billions, pp).total_bytes)} "
+        f"per GPU, 16 Psi / N with N = P x D = 64 GPUs (the lecture's {16 * params / QUIZ8['gpus'] / 1e9:g} GB)"
+    )
+
+
+def _q7_hints(billions, pp):
+    dp = QUIZ8["gpus"] // pp
+    return {
+        dp: "is a whole stage's 16 bytes per parameter: ZeRO-3 also splits them over the data-parallel group",
+        pp: "is the whole model sharded over the data-parallel group only: the pipeline splits it first",
+    }
+
+
+def _quiz9_state(option: str) -> float:
+    """Model-state bytes per GPU of one option of quiz 9 (7B on 8 GPUs, mixed-precision Adam)."""
+    n, params = QUIZ9["gpus"], QUIZ9["params"]
+    if option == "tp 8":
+        return memory.training_memory(params, tp=n, count_activations=False).total_bytes
+    zero = 0 if option == "plain dp" else int(option[-1])
+    return memory.training_memory(params, zero=zero, dp=n, count_activations=False).total_bytes
+
+
+def _q8() -> str:
+    room = memory.gpu_capacity(QUIZ9["gpu"])[0] - float(QUIZ9_HEADROOM_GB) * 1e9
+    return next(o for o in QUIZ9_OPTIONS if _quiz9_state(o) <= room)
+
+
+def _explain_q8() -> str:
+    rows = ", ".join(f"{o}: {format_bytes(_quiz9_state(o))}" for o in QUIZ9_OPTIONS)
+    return (
+        f"model states per GPU of a 7B model on 8 GPUs ({rows}); plain DP keeps all 16 B x 7e9 = 112 GB on every GPU; "
+        f"ZeRO-1 keeps 2 + 2 + 12/8 = 5.5 B per parameter, about 38.5 GB, and leaves more than "
+        f"{QUIZ9_HEADROOM_GB:g} GB of the 80 GB for activations: the least sharding that fits is {_q8()}. ZeRO-2 "
+        f"and ZeRO-3 fit too but shard more than needed (ZeRO-3 adds half as much traffic again); TP 8 fits, at "
+        f"four all-reduces per layer"
+    )
+
+
 q1 = NumericQuestion(
     name="q1",
     params=dict(tp=4, pp=4, dp=16),
@@ -349,4 +422,40 @@ q6 = RanksQuestion(
     noun="a shape (a list of sizes)",
 )
 
-QUESTIONS = {q.name: q for q in (q1, q2, q3, q4, q5, q6)}
+q7 = NumericQuestion(
+    name="q7",
+    params=dict(billions=QUIZ8["billions"], pp=QUIZ8["pp"]),
+    variants=dict(billions=(7, 13, 34, 70), pp=(2, 4, 16)),  # pp = 8 would make D = P: one ratio, two mistakes
+    prompt="The lecture's quiz 8: a {billions}B-parameter model on 64 A100s (80 GB), ZeRO-3 over the data-parallel "
+    "group, pipeline parallelism with P = {pp}, no tensor parallelism, mixed-precision Adam. Estimate by hand the "
+    "model-state memory per GPU (GB), activations not counted.",
+    expected=_q7,
+    explain=_explain_q7,
+    hint_text="first split the layers over the stages, then see how many GPUs share each stage and what ZeRO-3 "
+    "shards among them",
+    unit="GB",
+    noun="an amount of memory",
+    scale_hint=_q7_hints,
+)
+
+q8 = ChoiceQuestion(
+    name="q8",
+    prompt="The lecture's quiz 9: a 7B model on 8 A100s (80 GB each), mixed-precision Adam. Which is the LEAST "
+    "sharding whose model states leave at least 10 GB per GPU for activations? (" + ", ".join(QUIZ9_OPTIONS) + ")",
+    options=QUIZ9_OPTIONS,
+    expected=_q8,
+    explain=_explain_q8,
+    hint_text="count bytes per parameter for each option: what does each ZeRO stage divide by the 8 GPUs?",
+    feedback={
+        "plain dp": "replicates everything: 16 bytes x 7e9 = 112 GB on every GPU, more than 80 GB (adding GPUs "
+        "to plain data parallelism never lowers the memory per GPU)",
+        "zero-2": "fits, but ZeRO-1 already does: sharding the 12 optimizer bytes alone brings 16 B to 5.5 B per "
+        "parameter; ask for the least sharding",
+        "zero-3": "fits, but shards more than needed: ZeRO-3 gathers the weights before every layer, half as much "
+        "traffic again as plain data parallelism, and ZeRO-1 already fits",
+        "tp 8": "fits, but splits every matmul and adds four all-reduces per layer on the critical path, where "
+        "sharding the optimizer state (no extra traffic) already fits",
+    },
+)
+
+QUESTIONS = {q.name: q for q in (q1, q2, q3, q4, q5, q6, q7, q8)}

@@ -1,13 +1,14 @@
-"""Graded questions of lesson 8, where the step time goes in production. Every expected value is computed
-by distlab.production / distlab.training."""
+"""Graded questions of lesson 8, where the step time goes in production (the network and overlap effects; the
+failures are lesson 8b's, distlab.lessons.failure_triage). Every expected value is computed by distlab.production /
+distlab.training; the prompts give the numbers a by-hand estimate needs, and the hints name no function."""
 
 from __future__ import annotations
 
-from .. import dataparallel, hardware, production, triage
+from .. import dataparallel, hardware, memory, production
 from ..units import format_bytes, format_seconds
 from .questions import ChoiceQuestion, NumericQuestion
 
-__all__ = ["BUCKET_LINKS", "TAPER", "TAPER_VARIANTS", "TRIAGE_CONFIG", "JITTER_VARIANTS", "TRIAGE_OPTIONS", "QUESTIONS"]
+__all__ = ["BUCKET_LINKS", "TAPER", "TAPER_VARIANTS", "CP_VARIANTS", "FP8_OPTIONS", "ZERO3_LAYOUT", "QUESTIONS"]
 
 #: Q1: plain data parallelism of Llama-2-7B on 8 DGX H100 nodes, 4,096 tokens per GPU per step.
 BUCKET_MODEL, BUCKET_DP, BUCKET_TOKENS = "llama2-7b", 64, 4096
@@ -20,22 +21,13 @@ TAPER_VARIANTS = dict(taper=(2, 3, 4))
 _SHARE = {2: "a half", 3: "a third", 4: "a quarter"}
 #: Q5: context parallelism.
 CP_MODEL, CP, CP_FABRIC = "llama3.1-70b", 16, "ib-ndr"
-#: Q6: the triage scenario of the lesson's §5 (stored attention scores: selective recomputation matters).
-TRIAGE_CONFIG = dict(
-    attention="unfused",
-    global_batch=256,
-    seq_len=8192,
-    tp=8,
-    pp=4,
-    micro_batch_size=4,
-    zero=0,
-    recompute="none",
-    sequence_parallel=True,
-)
-#: Q7: jitter.
-JITTER_GPUS, JITTER_SIGMA = 256, 0.05
-#: per-student variants of Q7 (distlab.lessons.variants); whole percents, so the prompt's {sigma:.0%} is exact
-JITTER_VARIANTS = dict(gpus=(16, 64, 256, 1024, 4096), sigma=(0.02, 0.05, 0.1))
+#: Q6: the ZeRO-3 layout of section 2 next to lesson 7's ZeRO-1 one, 3:1 taper without rails
+ZERO1_LAYOUT = dict(tp=8, pp=4, zero=1, recompute="selective", sequence_parallel=True)
+ZERO3_LAYOUT = dict(tp=8, pp=1, zero=3, recompute="full", sequence_parallel=True)
+SCENARIO = dict(global_batch=256, seq_len=8192)
+CP_VARIANTS = dict(cp=(4, 8, 16, 32, 64))
+#: Q4's options: what FP8 training might halve
+FP8_OPTIONS = ("tp-bytes", "model-state", "dp-bytes", "gemm-time")
 
 
 def _sweep():
@@ -82,16 +74,6 @@ def _explain_q2(taper=TAPER):
     )
 
 
-def _q2_hints(taper):
-    nonblocking = production.dp_all_reduce(
-        hardware.cluster("dgx-h100", 4, "ib-ndr"), dataparallel.gradient_bytes(BUCKET_MODEL)
-    ).time_s
-    return {
-        nonblocking / (_q2(taper) / 1e3): f"is the non-blocking time: the {taper}:1 taper leaves {_SHARE[taper]} "
-        "of the fabric's bandwidth per GPU"
-    }
-
-
 def _q3(taper=TAPER):
     return "yes" if _taper(True, "ring", taper).time_s < _taper(False, "ring", taper).time_s else "no"
 
@@ -112,19 +94,63 @@ def _explain_q3(taper=TAPER):
     )
 
 
-def _q4():
-    from .. import memory
+def _q1_numbers():
+    s = _sweep()
+    return s.backward_s, s.latency_s, s.grad_bytes * s.seconds_per_byte
 
-    return memory.precision_recipe("fp8").bytes_per_param
+
+def _q1_hints():
+    s = _sweep()
+    best = s.best_buckets
+    t, lat, ms = _q1_numbers()
+    return {
+        (t / lat) ** 0.5 / best: "is sqrt(T / L), the optimum of the other regime (when the bytes alone outlast "
+        "backward); here T - M s is positive and large: which regime is this?",
+        t / lat / best: "leaves out the bytes: the buckets' M s of transfer also has to fit under backward",
+    }
+
+
+def _q2_numbers(taper=TAPER):
+    r = _taper(False, "hierarchical", 1)
+    return r.intra_s, r.inter_s
+
+
+def _q2_hints_by_hand(taper):
+    intra, inter = _q2_numbers()
+    want = _q2(taper) / 1e3
+    return {
+        (intra + inter) / want: "is the non-blocking time: the taper slows the traffic that crosses the spine",
+        taper * (intra + inter) / want: "slows the NVLink phase too; only the inter-node phase crosses the spine",
+    }
+
+
+def _fp8_ratios() -> dict:
+    """fp8 / bf16 for each quantity of q4's options (distlab's recipes and the H100's peaks)."""
+    fp8, bf16 = memory.precision_recipe("fp8"), memory.precision_recipe("mixed")
+    gpu = hardware.accelerator("h100-sxm")
+    # message_bytes and compute_precision are filled in by the recipe (never None once built)
+    return {
+        "tp-bytes": float(fp8.message_bytes or 0) / float(bf16.message_bytes or 1),
+        "model-state": fp8.bytes_per_param / bf16.bytes_per_param,
+        "dp-bytes": fp8.gradient_bytes / bf16.gradient_bytes,
+        "gemm-time": gpu.peak(bf16.compute_precision or "bf16") / gpu.peak(fp8.compute_precision or "fp8"),
+    }
+
+
+def _q4():
+    halves = [o for o, r in _fp8_ratios().items() if abs(r - 0.5) < 0.01]  # the fp8 peak: 1,979 vs 989.4 TFLOP/s
+    return halves[0] if len(halves) == 1 else "none"
 
 
 def _explain_q4():
-    from .. import memory
-
-    r = memory.precision_recipe("fp8")
+    r = _fp8_ratios()
+    fp8 = memory.precision_recipe("fp8")
     return (
-        f"fp8 weights {r.weight_bytes:g} B + bf16 gradients {r.gradient_bytes:g} B + fp32 master weights and Adam "
-        f"moments {r.optimizer_bytes:g} B = {r.bytes_per_param:g} B per parameter (bf16: 16)"
+        f"fp8 / bf16: TP and pipeline messages x{r['tp-bytes']:g} (matmul outputs and gradients stay bf16); model "
+        f"states {fp8.bytes_per_param:g} / 16 B = x{r['model-state']:.3g} (fp8 weights {fp8.weight_bytes:g} B, "
+        f"bf16 gradients {fp8.gradient_bytes:g} B, fp32 master weights and Adam {fp8.optimizer_bytes:g} B); "
+        f"the DP gradient all-reduce x{r['dp-bytes']:g} (bf16 gradients); matmul time x{r['gemm-time']:.3g} (the "
+        "fp8 dense peak is twice bf16's, an upper bound: softmax and element-wise work stay bf16)"
     )
 
 
@@ -140,80 +166,91 @@ def _explain_q5(cp=CP):
     r = _ring(cp)
     return (
         f"per step the K/V block of a chunk c costs alpha + 2 c x {r.kv_width:g} x 2 B / 50 GB/s; causal attention "
-        f"on it 1/2 x 4 c^2 h / (peak x 0.5); they are equal at c* ~ {r.crossover_seq_len // cp:,} tokens per GPU, "
-        f"i.e. S = {cp} x c* = {r.crossover_seq_len:,}"
+        f"on it 1/2 x 4 c^2 h / (peak x 0.5); without alpha they are equal at c* = w_kv e peak eta / (beta h) = "
+        f"{_ring_by_hand(cp) / cp:,.0f} tokens per GPU, S = {cp} c* = {_ring_by_hand(cp):,.0f}; with the latency "
+        f"the kit finds c* ~ {r.crossover_seq_len // cp:,} tokens per GPU, i.e. S = {cp} x c* = {r.crossover_seq_len:,}"
     )
 
 
-TRIAGE_OPTIONS = ("smaller micro-batch", "selective recomputation", "full recomputation", "zero", "tp", "pp")
+def _ring_by_hand(cp=CP):
+    """The crossover S = cp c* without the latency: 2 c w_kv e / beta = 2 c^2 h / (peak eta)."""
+    from .. import models
+
+    r = _ring(cp)
+    peak = hardware.accelerator("h100-sxm").peak("bf16")
+    return cp * r.kv_width * r.element_bytes * peak * 0.5 / (50e9 * models.model(CP_MODEL).hidden)
 
 
-def _triage():
-    return triage.oom_triage("llama3.1-70b", hardware.cluster("dgx-h100", 32, "ib-ndr"), **TRIAGE_CONFIG)
+def _q5_hints(cp):
+    want, hand = _q5(cp), _ring_by_hand(cp)
+    return {
+        hand / 2 / want: "drops a factor of two: per ring step a chunk sends K and V, and causal attention with "
+        "load-balanced chunks does half the square's work",
+        hand * 8 / want: "sends the full hidden width; with grouped-query attention K and V are only the 8 K/V heads "
+        "wide (1,024)",
+        hand / cp / want: "is the chunk per GPU, c*; the question asks for the whole sequence, cp x c*",
+    }
+
+
+def _network(layout, taper, rails=False):
+    return production.network_step(
+        "llama3.1-70b", nodes=32, oversubscription=taper, rail_optimized=rails, **layout, **SCENARIO
+    )
+
+
+def _mfu_loss(layout, taper=TAPER):
+    return 1 - _network(layout, taper).mfu / _network(layout, 1).mfu
 
 
 def _q6():
-    first = _triage().first_fit
-    if first.kind == "recomputation":
-        return first.change
-    return {"micro-batch": "smaller micro-batch", "ZeRO": "zero", "TP": "tp", "PP": "pp"}[first.kind]
+    z3 = _network(ZERO3_LAYOUT, TAPER)
+    per_mb_comm, per_mb_compute = z3.dp_comm_s / z3.microbatches, z3.compute_s / z3.microbatches
+    return "per-microbatch" if per_mb_comm > per_mb_compute else "bytes"
 
 
 def _explain_q6():
-    t = _triage()
-    rungs = "; ".join(f"{s.change}: {format_bytes(s.memory_per_gpu_bytes)}" for s in t.ladder)
-    return f"given: {format_bytes(t.base.memory.total_bytes)} per GPU; the ladder: {rungs} (first fit: {t.first_fit.change})"
-
-
-def _q7(gpus=JITTER_GPUS, sigma=JITTER_SIGMA):
-    return 100 * (production.expected_slowest(gpus, sigma) - 1)
-
-
-def _explain_q7(gpus=JITTER_GPUS, sigma=JITTER_SIGMA):
-    mu = production.expected_max_normal(gpus)
+    z3 = _network(ZERO3_LAYOUT, TAPER)
     return (
-        f"the slowest of {gpus} GPUs is on average E[max of {gpus} normals] = {mu:.4f} standard "
-        f"deviations above the mean: {100 * sigma:g}% x {mu:.4f} = {100 * sigma * mu:.2f}% slower "
-        f"(the leading term sqrt(2 ln N) = {production.leading_term_max_normal(gpus):.3f} overestimates it)"
+        f"at {TAPER}:1, lesson 7's ZeRO-1 layout loses {100 * _mfu_loss(ZERO1_LAYOUT):.1f}% of its MFU (one "
+        f"gradient all-reduce per step, mostly hidden), the ZeRO-3 layout {100 * _mfu_loss(ZERO3_LAYOUT):.0f}%: it "
+        f"pays its 3M in each of its {z3.microbatches} microbatches, {format_seconds(z3.dp_comm_s / z3.microbatches)}"
+        f" per microbatch against {format_seconds(z3.compute_s / z3.microbatches)} of compute to hide under, so "
+        "most of it is exposed m times per step. 1.5x the bytes alone would cost 1.5x a few percent"
     )
-
-
-def _q7_hints(gpus, sigma):
-    return {
-        production.leading_term_max_normal(gpus)
-        / production.expected_max_normal(
-            gpus
-        ): "uses the leading term sqrt(2 ln N), which overestimates the expected maximum"
-    }
 
 
 q1 = NumericQuestion(
     name="q1",
     prompt=f"Llama-2-7B, plain data parallelism over {BUCKET_DP} GPUs (8 DGX H100, hierarchical all-reduce on NDR), "
-    f"{BUCKET_TOKENS:,} tokens per GPU per step: which bucket count leaves the least exposed communication?",
-    # abs_tol=1: the exposed time is flat within a bucket of the optimum (a fraction of a percent), and a
-    # student's sweep with another max_buckets or rounding of B* may land one count either side
+    f"{BUCKET_TOKENS:,} tokens per GPU per step. Backward takes T = {1e3 * _q1_numbers()[0]:.2f} ms; one bucket's "
+    f"all-reduce costs L = {1e6 * _q1_numbers()[1]:.1f} us of latency, and all the gradients' bytes M s = "
+    f"{1e3 * _q1_numbers()[2]:.2f} ms. Estimate by hand: which bucket count leaves the least exposed communication?",
+    # rel_tol=0.005 (3 buckets either side of 662): the exposed time is flat within a few buckets of the optimum (a
+    # fraction of a percent), and the prompt's rounded T, L and M s move B* by about one bucket
     expected=_q1,
     explain=_explain_q1,
     unit="",
     noun="a number of buckets",
-    rel_tol=0.0,
-    abs_tol=1.0,
-    hint_text="production.bucket_sweep(gradient bytes, backward time, 64, algorithm='hierarchical', ...).best_buckets",
+    rel_tol=0.005,
+    hint_text="the buckets' communication runs on one stream while backward goes on: which count makes all of it "
+    "(B latencies and the bytes) just fill backward, and is that the optimum in this regime?",
+    scale_hint=_q1_hints(),
 )
 
 q2 = NumericQuestion(
     name="q2",
     params=dict(taper=TAPER),
     variants=TAPER_VARIANTS,
-    prompt="Llama-2-7B's gradients (bf16), hierarchical all-reduce over the 32 GPUs of 4 DGX H100 nodes on a {taper}:1 "
-    "oversubscribed NDR fabric without rails: how long, in ms?",
+    prompt="Llama-2-7B's gradients (bf16), hierarchical all-reduce over the 32 GPUs of 4 DGX H100 nodes. On a "
+    f"non-blocking NDR fabric the NVLink phase takes {1e3 * _q2_numbers()[0]:.2f} ms and the inter-node ring "
+    f"{1e3 * _q2_numbers()[1]:.2f} ms. Estimate by hand: on a {{taper}}:1 oversubscribed fabric without rails, how "
+    "long does the all-reduce take, in ms?",
     expected=_q2,
     explain=_explain_q2,
     unit="ms",
     noun="a time",
-    hint_text="production.dp_all_reduce(hardware.cluster('dgx-h100', 4, 'ib-ndr', {taper}), M).time_s",
-    scale_hint=_q2_hints,
+    hint_text="which phase crosses the spine, and how many transfers leave each node at once against its uplinks?",
+    scale_hint=_q2_hints_by_hand,
 )
 
 q3 = ChoiceQuestion(
@@ -226,56 +263,66 @@ q3 = ChoiceQuestion(
     expected=_q3,
     explain=_explain_q3,
     hint_text="which local ranks does a ring hop from node 0 to node 1 join?",
+    feedback={
+        "yes": "assumes rails speed up any ring; a rail joins EQUAL local ranks, and this ring's node-crossing hops "
+        "join local rank 7 to local rank 0",
+    },
 )
 
-q4 = NumericQuestion(
+q4 = ChoiceQuestion(
     name="q4",
-    prompt="distlab's FP8 recipe: model-state bytes per parameter (weights + gradients + optimizer), before sharding?",
+    prompt="Moving a bf16 run to FP8 (Transformer Engine style, distlab's fp8 recipe), which of these halves? "
+    "tp-bytes: the tensor-parallel collectives' bytes; model-state: the model-state bytes per parameter; dp-bytes: "
+    "the data-parallel gradient all-reduce; gemm-time: the matmuls' compute time (at the dense peak).",
+    options=FP8_OPTIONS,
     expected=_q4,
     explain=_explain_q4,
-    unit="",
-    noun="a number of bytes",
-    rel_tol=0.0,
-    hint_text="memory.precision_recipe('fp8'): which of the three parts really drop to 8 bits?",
-    scale_hint={8 / 15: "assumes every byte halves; gradients stay bf16 and the master weights and Adam moments fp32"},
+    hint_text="FP8 is the INPUT format of the matmuls: follow each tensor (inputs, outputs, gradients, master "
+    "weights, Adam moments) and ask which of them is really one byte",
+    feedback={
+        "tp-bytes": "assumes every tensor halves; the matmuls' outputs are bf16, so the row-parallel reductions and the "
+        "backward TP collectives carry 2-byte data",
+        "model-state": "halves only the weights: gradients stay bf16 and the master weights and Adam moments fp32, "
+        "16 to 15 bytes per parameter",
+        "dp-bytes": "the gradients stay bf16: the data-parallel all-reduce moves the same bytes (only a ZeRO "
+        "all-gather of FP8 primary weights shrinks)",
+    },
 )
 
 q5 = NumericQuestion(
     name="q5",
     params=dict(cp=CP),
-    variants=dict(cp=(4, 8, 16, 32, 64)),
-    prompt="Llama-3.1-70B with context parallelism cp = {cp} across nodes (InfiniBand NDR), causal ring attention: the "
-    "shortest sequence (tokens) at which each K/V transfer hides under its attention compute?",
+    variants=CP_VARIANTS,
+    prompt="Llama-3.1-70B (h = 8,192; 8 K/V heads of 128, so w_kv = 1,024), context parallelism cp = {cp} across "
+    "nodes (InfiniBand NDR, 50 GB/s per GPU), causal ring attention with load-balanced chunks, bf16, attention at "
+    "50 % of the H100's 989.4 TFLOP/s. Estimate by hand, ignoring the latency: the shortest sequence (tokens) at "
+    "which each ring step's K/V transfer hides under its attention compute?",
     expected=_q5,
     explain=_explain_q5,
     unit="",
     noun="a number of tokens",
-    hint_text="production.ring_attention_step('llama3.1-70b', seq, {cp}, link='ib-ndr').crossover_seq_len",
+    # the latency the estimate leaves out moves the crossover by about 4.5 % (the kit keeps it)
+    rel_tol=0.06,
+    hint_text="per ring step, write the bytes a GPU sends (K and V of its chunk c) over the bandwidth and the "
+    "attention FLOPs of its query chunk against that chunk over the compute rate; one grows as c, the other as c^2",
+    scale_hint=_q5_hints,
 )
 
 q6 = ChoiceQuestion(
     name="q6",
-    prompt="Llama-3.1-70B on 32 DGX H100, tp 8, pp 4, micro-batch 4, no ZeRO, no recomputation, sequence parallel, "
-    "attention scores stored (no flash attention): "
-    f"which rung of the OOM ladder first fits? ({', '.join(TRIAGE_OPTIONS)})",
-    options=TRIAGE_OPTIONS,
+    prompt="Diagnosis: on a 3:1 oversubscribed fabric (no rails), lesson 7's tp 8 x pp 4 ZeRO-1 layout loses "
+    "a few percent of its MFU, while a tp 8 ZeRO-3 layout with full recomputation loses more than half. Why? "
+    "taper: a 3:1 taper costs about half the FLOPS whatever runs on it; bytes: ZeRO-3 moves 1.5x the bytes of "
+    "ZeRO-1; per-microbatch: ZeRO-3 pays its traffic in every microbatch, longer than the compute it can hide under.",
+    options=("taper", "bytes", "per-microbatch"),
     expected=_q6,
     explain=_explain_q6,
-    hint_text="triage.oom_triage(...).first_fit",
+    hint_text="compare how OFTEN each layout communicates per step with the compute each transfer can hide under",
+    feedback={
+        "taper": "is the reference's rule of thumb: the ZeRO-1 layout on the same fabric loses only a few percent, "
+        "so the taper alone cannot be the cause",
+        "bytes": "1.5x the bytes would cost about 1.5x the ZeRO-1 layout's few percent, not more than half",
+    },
 )
 
-q7 = NumericQuestion(
-    name="q7",
-    params=dict(gpus=JITTER_GPUS, sigma=JITTER_SIGMA),
-    variants=JITTER_VARIANTS,
-    prompt="{gpus} GPUs in one synchronous step, each GPU's step time jittering independently with a "
-    "{sigma:.0%} standard deviation: how much slower (in %) than the mean is the slowest GPU, on average?",
-    expected=_q7,
-    explain=_explain_q7,
-    unit="",
-    noun="a percentage",
-    hint_text="sigma x E[max of N standard normals]: production.expected_max_normal(N)",
-    scale_hint=_q7_hints,
-)
-
-QUESTIONS = {q.name: q for q in (q1, q2, q3, q4, q5, q6, q7)}
+QUESTIONS = {q.name: q for q in (q1, q2, q3, q4, q5, q6)}

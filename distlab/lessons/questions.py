@@ -288,7 +288,9 @@ class NumericQuestion:
         # bind_params has called a scale_hint function already when there are params; without, call it here
         hints = self.scale_hint(**self.params) if callable(self.scale_hint) else self.scale_hint
         for factor, words in hints.items():
-            if want and math.isclose(value / want, factor, rel_tol=self.rel_tol):
+            # the mistake's value, or that value rounded to a whole number (a count worked out by hand)
+            rounded = float(value).is_integer() and abs(value - factor * want) <= 0.5
+            if want and (math.isclose(value / want, factor, rel_tol=self.rel_tol) or rounded):
                 reason = words
                 break
         unit = f" {self.unit}" if self.unit else ""
@@ -304,7 +306,12 @@ class NumericQuestion:
 
 @dataclass(frozen=True)
 class ChoiceQuestion:
-    """A question answered by one of a few options (case-insensitive; yes/no also take True/False)."""
+    """A question answered by one of a few options (case-insensitive; yes/no also take True/False).
+
+    feedback: {wrong option: why it is wrong}, the misconception each wrong option stands for; it is
+    shown (formatted with params; a callable: called) in place of the generic "is not right" when that option
+    is chosen.
+    """
 
     name: str
     prompt: str
@@ -348,7 +355,8 @@ class ChoiceQuestion:
             )
         if value == self.expected():
             return CheckResult(self.name, CORRECT, "correct", self.points, self.points)
-        why = self.feedback.get(value, "is not right").format(**self.params)
+        why = self.feedback.get(value, "is not right")
+        why = why() if callable(why) else why.format(**self.params)  # a callable: words computed when checked
         return CheckResult(
             self.name, INCORRECT, f"not yet, because {value!r} {why}. Hint: {self.hint_text}", 0.0, self.points
         )

@@ -1,4 +1,4 @@
-"""Stragglers: synchronous steps wait for the slowest GPU; the expected maximum of N GPUs' times. Lesson 8 §6."""
+"""Stragglers: synchronous steps wait for the slowest GPU; the expected maximum of N GPUs' times. Lesson 8b §2."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def expected_max_normal(n) -> float:
     rule on [-12, 12], step 0.001), with 1 - Phi^n computed as -expm1(n log Phi(x)) and
     log Phi(x) = log1p(-Q(x)), Q = erfc(x / sqrt 2) / 2, in the upper tail, so the integrand keeps
     its accuracy where Phi rounds to 1 (what matters once n passes ~1e10). n = 1: 0; n = 2:
-    1/sqrt(pi) = 0.5642; n = 1000: 3.2414 (Tippett 1925's tables). n up to MAX_NORMALS (1e15). Lesson 8 §6.
+    1/sqrt(pi) = 0.5642; n = 1000: 3.2414 (Tippett 1925's tables). n up to MAX_NORMALS (1e15). Lesson 8b §2.
 
     >>> round(float(expected_max_normal(2)), 4), round(float(expected_max_normal(1000)), 4)
     (0.5642, 3.2414)
@@ -79,7 +79,7 @@ def _trapezoid(y, x) -> float:
 def leading_term_max_normal(n):
     """sqrt(2 ln n): the leading term of E[max of n standard normals] (extreme-value theory), the
     well-known growth law; it overestimates the expected maximum (n = 1000: 3.72 vs the exact 3.24).
-    NumPy broadcast over whole n >= 1 (anything else raises ConfigurationError). Lesson 8 §6.
+    NumPy broadcast over whole n >= 1 (anything else raises ConfigurationError). Lesson 8b §2.
 
     >>> round(leading_term_max_normal(1000), 2)  # sqrt(2 x 6.9078)
     3.72
@@ -101,7 +101,7 @@ def gumbel_expected_max(n) -> float:
     """Extreme-value approximation of E[max of n standard normals] (n >= 2):
     b_n + gamma a_n with a_n = 1/sqrt(2 ln n), b_n = sqrt(2 ln n) - (ln ln n + ln 4 pi) / (2 sqrt(2 ln n)).
     Its leading term sqrt(2 ln n) is the well-known growth law; the correction matters (n = 1000:
-    sqrt(2 ln n) = 3.72 vs the exact 3.24). Source: Cramer 1946, Sec. 28.6; Embrechts et al. 1997. Lesson 8 §6.
+    sqrt(2 ln n) = 3.72 vs the exact 3.24). Source: Cramer 1946, Sec. 28.6; Embrechts et al. 1997. Lesson 8b §2.
 
     n = 1000: 3.7169 - (1.9326 + 2.5310) / (2 x 3.7169) + 0.5772 / 3.7169 = 3.2718.
 
@@ -142,7 +142,7 @@ def expected_slowest(gpus, sigma=0.0, slow_factor=1.0) -> float:
     GPU i takes (1 + sigma Z_i) of the healthy time (Z_i independent standard normals), GPU 0 k
     times that. P(max <= x) = Phi((x/k - 1)/sigma) Phi((x - 1)/sigma)^(N-1); E = integral of
     (1 - F) over x > 0 (the mass below 0 is negligible for sigma <= 0.25). sigma = 0: k;
-    k = 1: 1 + sigma E[max of N normals]. Lesson 8 §6.
+    k = 1: 1 + sigma E[max of N normals]. Lesson 8b §2.
 
     >>> round(float(expected_slowest(1000, sigma=0.1)), 4), expected_slowest(8, slow_factor=1.5)  # 1 + 0.1 x 3.2414
     (1.3241, 1.5)
@@ -176,7 +176,7 @@ def simulate_slowest(gpus, sigma, *, slow_factor=1.0, steps=1000, seed=0) -> np.
     """Simulated per-step max over GPUs of time / healthy mean (seeded NumPy generator, chunked).
 
     Each step draws 1 + sigma Z for every GPU (GPU 0 times slow_factor) and keeps the maximum;
-    returns one value per step. Compare its mean with expected_slowest. Lesson 8 §6.
+    returns one value per step. Compare its mean with expected_slowest. Lesson 8b §2.
 
     8 GPUs, 5% jitter: expected 1 + 0.05 x 1.4236 = 1.0712 (standard error of 2,000 steps about 0.0007).
 
@@ -263,7 +263,7 @@ def straggler_step(model, cluster, *, slow_factor=1.0, sigma=0.0, **config) -> S
     earlier 1F1B stage costs a little less, its first microbatches hiding in the warm-up): the
     worst placement. Here the compute stretches by E[max over the N GPUs] (expected_slowest);
     communication, the bubble and the optimizer step do not. sigma: each GPU's relative standard
-    deviation per step (independent jitter of m microbatches averages to sigma_mb / sqrt(m)). Lesson 8 §6.
+    deviation per step (independent jitter of m microbatches averages to sigma_mb / sqrt(m)). Lesson 8b §2.
 
     One GPU 1.5x slow, no jitter: the wait is 0.5 x the 0.382 s of compute at a fixed 50% of peak
     (training.estimate's example).

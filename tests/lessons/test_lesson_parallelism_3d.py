@@ -56,9 +56,9 @@ def test_ordered_shape_question():
     assert p3.q6.check("").status == NOT_ATTEMPTED
 
 
-def test_four_to_six_questions():
+def test_six_to_eight_questions():
     # each one has a prompt, hint and solution and starts unanswered: tests/lessons/test_manifest.py
-    assert 4 <= len(p3.QUESTIONS) <= 6
+    assert 6 <= len(p3.QUESTIONS) <= 8
 
 
 # per-student variants (issue 15): q1's T, P, D are drawn; the rank-list questions (RanksQuestion) and the
@@ -117,3 +117,37 @@ def test_q2_q3_variants_name_the_wrong_ranks(seed):
 
 def test_every_q1_variant_is_well_posed(assert_well_posed):
     assert_well_posed(p3.q1)
+
+
+# The lecture's quiz 8 (MIT 6.5940 ch. 8): 13B on 64 A100s, ZeRO-3, P = 4, no TP, model states only.
+def test_q7_quiz_8_by_hand(expect_hand_value):
+    # a stage holds 13e9 / 4 = 3.25e9 parameters; D = 64 / 4 = 16 GPUs share it; ZeRO-3 splits all 16 bytes over them:
+    # 16 x 3.25e9 / 16 = 3.25e9 B = 3.25 GB (= 16 Psi / N with N = 64, the lecture's number)
+    expect_hand_value(p3.q7, 16 * 13e9 / 4 / 16 / 1e9)
+    assert p3.q7.expected() == pytest.approx(3.25)
+    # a whole stage's 16 bytes, not sharded by ZeRO-3: 16 x 3.25e9 = 52 GB
+    assert "ZeRO-3 also splits them" in p3.q7.check(52).message
+    # the whole model over the 16 data-parallel GPUs only: 16 x 13e9 / 16 = 13 GB
+    assert "the pipeline splits it first" in p3.q7.check(13).message
+
+
+def test_every_q7_variant_is_16_psi_over_all_gpus(every_variant, assert_well_posed):
+    for q in every_variant(p3.q7):
+        b, pp = q.params["billions"], q.params["pp"]
+        # ZeRO-3 over D = 64 / pp, pipeline over pp: 16 x (b e9 / pp) / (64 / pp) = 16 b e9 / 64, whatever pp
+        assert q.expected() == pytest.approx(16 * b * 1e9 / 64 / 1e9) and f"{b}B-parameter" in q.prompt
+        assert f"P = {pp}," in q.prompt and f"D = 64 / {pp} = {64 // pp}" in q.explain()
+    assert_well_posed(p3.q7)
+
+
+# The lecture's quiz 9: 7B on 8 A100s, the least sharding that leaves 10 GB for activations.
+def test_q8_quiz_9_least_sharding():
+    # plain DP: 16 x 7e9 = 112 GB > 70 GB; ZeRO-1: (2 + 2 + 12/8) x 7e9 = 38.5 GB <= 70 GB: the first that fits
+    assert 16 * 7e9 > 70e9 >= (2 + 2 + 12 / 8) * 7e9
+    assert p3.q8.expected() == "zero-1" and p3.q8.check("ZeRO-1").status == CORRECT
+    assert "112 GB" in p3.q8.check("plain dp").message
+    # every wrong option has its own words (its misconception), and none of them is the generic "is not right"
+    messages = {o: p3.q8.check(o).message for o in p3.q8.options if o != "zero-1"}
+    assert len(set(messages.values())) == len(messages)
+    assert not any("is not right" in m for m in messages.values())
+    assert "ZeRO-1 already" in messages["zero-3"] and "four all-reduces" in messages["tp 8"]

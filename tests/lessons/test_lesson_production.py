@@ -1,13 +1,15 @@
 """Lesson 8's graded questions: expected values derived independently here, feedback for typical mistakes.
 
+Every question has a tested correct path and a tested wrong-answer path whose feedback names the mistake.
+
 (tests/grading/test_build.py runs every exercise and solution notebook generically.)
 """
 
 from __future__ import annotations
 
 import math
+import re
 
-import numpy as np
 import pytest
 
 from distlab import models
@@ -46,10 +48,18 @@ def test_q1_best_bucket_count_by_brute_force():
         if end - T < best - 1e-15:
             best, best_b = end - T, b
     assert lesson.q1.expected() == best_b == 662  # = floor((T - Ms) / L) = floor(662.1)
-    # one bucket either side is accepted (abs_tol=1): the exposed time is flat there; two off is not
+    # the prompt gives T, L and M s rounded: B* by hand from them is accepted, and three buckets either side
+    # (rel_tol 0.5 %: the exposed time is flat there); four off is not
+    assert f"T = {T * 1e3:.2f} ms" in lesson.q1.prompt and f"M s = {Ms * 1e3:.2f} ms" in lesson.q1.prompt
+    assert f"L = {L * 1e6:.1f} us" in lesson.q1.prompt
+    assert lesson.q1.check(round((231.88e-3 - 111.37e-3) / 182.0e-6)).status == CORRECT
     assert lesson.q1.check("662").status == CORRECT
-    assert lesson.q1.check(663).status == CORRECT and lesson.q1.check(661).status == CORRECT
-    assert lesson.q1.check(664).status == INCORRECT and lesson.q1.check(660).status == INCORRECT
+    assert lesson.q1.check(665).status == CORRECT and lesson.q1.check(659).status == CORRECT
+    assert lesson.q1.check(666).status == INCORRECT and lesson.q1.check(658).status == INCORRECT
+    # sqrt(T / L) = 36 is the other regime's optimum; T / L = 1,274 leaves the bytes out
+    assert "other regime" in lesson.q1.check(round(math.sqrt(T / L))).message
+    assert "leaves out the bytes" in lesson.q1.check(T / L).message
+    assert "bucket_sweep" not in lesson.q1.hint_text
 
 
 def test_q2_tapered_hierarchical_all_reduce():
@@ -61,6 +71,11 @@ def test_q2_tapered_hierarchical_all_reduce():
     nonblocking = 14 * 3.4e-6 + 1.75 * M / 450e9 + 6 * 9.6e-6 + 1.5 * (M / 8) / 50e9
     miss = lesson.q2.check(1e3 * nonblocking)
     assert miss.status == INCORRECT and "non-blocking" in miss.message
+    # by hand from the prompt's two phases: NVLink phase + 3 x the inter-node phase
+    intra, inter = 14 * 3.4e-6 + 1.75 * M / 450e9, 6 * 9.6e-6 + 1.5 * (M / 8) / 50e9
+    assert f"{1e3 * intra:.2f} ms" in lesson.q2.prompt and f"{1e3 * inter:.2f} ms" in lesson.q2.prompt
+    assert lesson.q2.check(1e3 * (intra + 3 * inter)).status == CORRECT
+    assert "NVLink phase too" in lesson.q2.check(3e3 * nonblocking).message
 
 
 def test_q3_rails_do_not_help_a_flat_ring():
@@ -71,12 +86,19 @@ def test_q3_rails_do_not_help_a_flat_ring():
     text = lesson.q3.explain()
     flat, railed = 62 * 9.6e-6 + 62 / 32 * M / 50e9, 62 * 9.6e-6 + 62 / 32 * M / (50e9 / 3)
     assert f"{flat * 1e3:.0f} ms" in text and f"{railed:.3g} s" in text
+    assert "EQUAL local ranks" in lesson.q3.check("yes").message
 
 
-def test_q4_fp8_is_15_bytes_not_8():
-    assert lesson.q4.expected() == 1 + 2 + 12
-    wrong = lesson.q4.check(8)
-    assert wrong.status == INCORRECT and "gradients stay bf16" in wrong.message
+def test_q4_fp8_halves_the_matmul_time_only():
+    # distlab's fp8 recipe: weights 1 B, gradients 2 B, master weights + Adam 12 B = 15 B (bf16: 2 + 2 + 12 = 16);
+    # messages 2 B (matmul outputs are bf16); the H100's dense fp8 peak is twice its bf16 peak (1,979 vs 989.4)
+    assert lesson._fp8_ratios() == pytest.approx(
+        {"tp-bytes": 1.0, "model-state": 15 / 16, "dp-bytes": 1.0, "gemm-time": 989.4 / 1978.9}, rel=1e-3
+    )
+    assert lesson.q4.expected() == "gemm-time" and lesson.q4.check("GEMM-time").status == CORRECT
+    for option, words in (("tp-bytes", "outputs are bf16"), ("model-state", "16 to 15"), ("dp-bytes", "stay bf16")):
+        result = lesson.q4.check(option)
+        assert result.status == INCORRECT and words in result.message, option
 
 
 def test_q5_crossover_from_the_quadratic():
@@ -86,54 +108,32 @@ def test_q5_crossover_from_the_quadratic():
     c = (lam + math.sqrt(lam**2 + 4 * kap * alpha)) / (2 * kap)
     assert lesson.q5.expected() == 16 * math.ceil(c)
     assert 40_000 < lesson.q5.expected() < 43_000
+    # by hand without alpha: c* = lam / kap = 2,474 tokens, S = 16 c* = 39,576: within the 6 % the prompt allows
+    by_hand = 16 * lam / kap
+    assert by_hand == pytest.approx(39_576, rel=1e-3) and lesson.q5.check(by_hand).status == CORRECT
+    assert "drops a factor of two" in lesson.q5.check(by_hand / 2).message
+    assert "grouped-query" in lesson.q5.check(8 * by_hand).message  # w_kv = h = 8,192 instead of 1,024
+    assert "chunk per GPU" in lesson.q5.check(by_hand / 16).message
 
 
-def test_q6_first_fit_rung():
-    assert lesson.q6.expected() == "selective recomputation"
-    assert lesson.q6.check("Selective recomputation").status == CORRECT
-    assert lesson.q6.check("zero").status == INCORRECT
-
-
-def test_q7_expected_max_of_256_normals():
-    # E[max of N normals] by direct numerical integration of x N phi(x) Phi(x)^(N-1): an independent quadrature
-    x = np.linspace(-10, 10, 200001)
-    phi = np.exp(-(x**2) / 2) / math.sqrt(2 * math.pi)
-    Phi = np.cumsum(phi) * (x[1] - x[0])
-    density = 256 * phi * Phi**255
-    mu = float(np.sum(x * density) * (x[1] - x[0]))
-    assert lesson.q7.expected() == pytest.approx(5 * mu, rel=1e-3)  # ~14.1 %
-    lead = lesson.q7.check(5 * math.sqrt(2 * math.log(256)))
-    assert lead.status == INCORRECT and "leading term" in lead.message
+def test_q6_zero3_pays_per_microbatch():
+    # at 3:1 without rails: ZeRO-1 (tp 8 pp 4) loses a few percent, ZeRO-3 (tp 8 pp 1) more than half; ZeRO-3's
+    # per-microbatch traffic is longer than the compute it overlaps (the lesson's section 2 table)
+    assert lesson._mfu_loss(lesson.ZERO1_LAYOUT) < 0.05 < 0.5 < lesson._mfu_loss(lesson.ZERO3_LAYOUT)
+    z3 = lesson._network(lesson.ZERO3_LAYOUT, 3)
+    assert z3.dp_comm_s / z3.microbatches > z3.compute_s / z3.microbatches
+    assert lesson.q6.expected() == "per-microbatch"
+    assert "rule of thumb" in lesson.q6.check("taper").message
+    assert "1.5x the bytes" in lesson.q6.check("bytes").message
 
 
 def test_all_questions_listed_answerable_and_explained():
-    assert list(lesson.QUESTIONS) == ["q1", "q2", "q3", "q4", "q5", "q6", "q7"]
+    assert list(lesson.QUESTIONS) == ["q1", "q2", "q3", "q4", "q5", "q6"]
     for q in lesson.QUESTIONS.values():
         assert q.check(None).status == NOT_ATTEMPTED
         assert q.check(q.expected()).status == CORRECT
         assert q.hint().text and q.solution().text
-
-
-# per-student variants (issue 15): q7's GPU count and jitter are drawn; expectations go through distlab.production
-def test_every_q7_variant_is_sigma_times_the_expected_maximum():
-    import itertools
-
-    from distlab import production
-
-    for gpus, sigma in itertools.product(lesson.q7.variants["gpus"], lesson.q7.variants["sigma"]):
-        q = with_params(lesson.q7, gpus=gpus, sigma=sigma)
-        want = q.expected()
-        assert math.isfinite(want) and want > 0 and q.check(want).correct and q.explain()
-        assert want == pytest.approx(100 * sigma * production.expected_max_normal(gpus), rel=1e-9)
-        assert q.prompt.startswith(f"{gpus} GPUs") and f"a {100 * sigma:g}% standard deviation" in q.prompt
-        assert all(abs(r - 1) > q.rel_tol for r in q.scale_hint)
-
-
-@pytest.mark.parametrize("seed", ["seed-0", "seed-1", "seed-4", "seed-7"])
-def test_q7_variant_names_the_leading_term_mistake(seed):
-    q = lesson_variant("production", seed)["q7"]
-    lead = q.check(100 * q.params["sigma"] * math.sqrt(2 * math.log(q.params["gpus"])))
-    assert lead.status == INCORRECT and "leading term" in lead.message
+        assert not re.search(r"\b[a-z_]+\.[a-z_]+\(", q.hint_text), q.name  # no hint names a call (module.function()
 
 
 # q5's cp is drawn: the chunk crossover c* does not depend on cp, so S* = cp x c*, computed through distlab.production
@@ -145,14 +145,14 @@ def test_every_q5_variant_is_cp_times_the_same_chunk():
         q = with_params(lesson.q5, cp=cp)
         want = production.ring_attention_step(lesson.CP_MODEL, 8192 * cp, cp, link=lesson.CP_FABRIC).crossover_seq_len
         assert q.expected() == want == cp * chunk and q.check(want).correct
-        assert f"cp = {cp} across" in q.prompt and f"S = {cp} x c*" in q.explain() and f"seq, {cp}," in q.hint_text
+        assert f"cp = {cp} across" in q.prompt and f"S = {cp} x c*" in q.explain()
 
 
 @pytest.mark.parametrize("seed", ["seed-0", "seed-1", "seed-4", "seed-7"])
 def test_q5_variant_refuses_the_per_gpu_chunk(seed):
     q = lesson_variant("production", seed)["q5"]
     result = q.check(q.expected() // q.params["cp"])  # c* per GPU instead of S = cp x c*
-    assert result.status == INCORRECT and "too low" in result.message
+    assert result.status == INCORRECT and "chunk per GPU" in result.message
 
 
 # q2 and q3 draw the taper (one draw: "same cluster"); expectations through distlab.production
@@ -169,7 +169,7 @@ def test_every_taper_variant_follows_the_fabric_model():
     for taper in lesson.TAPER_VARIANTS["taper"]:
         q2, q3 = with_params(lesson.q2, taper=taper), with_params(lesson.q3, taper=taper)
         assert q2.expected() == pytest.approx(1e3 * _all_reduce(taper).time_s) and q2.check(q2.expected()).correct
-        assert f"{taper}:1" in q2.prompt and f"'ib-ndr', {taper})" in q2.hint_text and q2.explain()
+        assert f"{taper}:1" in q2.prompt and q2.explain()
         slower_on_rails = _all_reduce(taper, True, "ring").time_s >= _all_reduce(taper, False, "ring").time_s
         assert q3.expected() == ("no" if slower_on_rails else "yes") and f"1/{taper} taper" in q3.explain()
         assert all(abs(r - 1) > q2.rel_tol for r in q2.scale_hint)
@@ -181,9 +181,9 @@ def test_q2_variant_names_the_non_blocking_time(seed):
     assert qs["q2"].params == qs["q3"].params
     taper = qs["q2"].params["taper"]
     result = qs["q2"].check(1e3 * _all_reduce(None).time_s)  # the time without the taper
-    assert result.status == INCORRECT and f"the {taper}:1 taper leaves" in result.message
+    assert result.status == INCORRECT and "non-blocking time" in result.message and f"{taper}:1" in qs["q2"].prompt
 
 
-@pytest.mark.parametrize("name", ["q2", "q5", "q7"])
+@pytest.mark.parametrize("name", ["q1", "q2", "q5"])
 def test_every_variant_is_well_posed(name, assert_well_posed):
     assert_well_posed(lesson.QUESTIONS[name])

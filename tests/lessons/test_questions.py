@@ -163,3 +163,20 @@ def test_any_answer_gets_a_verdict_never_an_exception(answer):
     if result.correct:  # only the three forwards, in order, as text or as a list or tuple of text
         items = answer.replace(",", " ").split() if isinstance(answer, str) else answer
         assert [str(x).strip().upper() for x in items] == ["F0", "F1", "F2"]
+def test_a_wrong_option_gets_the_feedback_of_its_misconception():
+    # each wrong option may carry its own words (formatted with params); others get the generic answer
+    c = ChoiceQuestion(
+        name="c",
+        params=dict(n=8),
+        prompt="{n} GPUs, plain DP: does memory per GPU drop? (yes/no/halves)",
+        options=("yes", "no", "halves"),
+        expected=lambda n: "no",
+        explain=lambda n: "every GPU keeps a replica",
+        hint_text="what does each GPU hold?",
+        feedback={"yes": "assumes the {n} GPUs share the model; plain DP replicates it"},
+    )
+    assert c.check("No").status == CORRECT
+    wrong = c.check("yes")
+    assert wrong.status == INCORRECT and "'yes' assumes the 8 GPUs share the model" in wrong.message
+    assert wrong.message.endswith("Hint: what does each GPU hold?")
+    assert "'halves' is not right" in c.check("halves").message
