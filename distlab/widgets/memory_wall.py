@@ -7,7 +7,7 @@ import ipywidgets as widgets
 from .. import hardware, memory, models
 from ..plots.memory_wall import legend_html, memory_bars
 from ..units import format_bytes
-from .common import BlitRenderer, LessonApp, figure_canvas, gpu_slider
+from .common import BlitRenderer, LessonApp, axes_state, figure_canvas, gpu_slider
 
 __all__ = ["CUSTOM", "ZERO_LABELS", "PRECISION_OPTIONS", "MemoryWallApp", "APPS"]
 
@@ -74,7 +74,7 @@ class MemoryWallApp(LessonApp):
         self.fig, self.canvas = figure_canvas((6.4, 3.4), dict(left=0.08, right=0.98, bottom=0.09, top=0.96))
         self.ax = self.fig.add_subplot()
         self.bars = memory_bars(self.ax, 2, legend=False)
-        self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists)
+        self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists, static_key=lambda: axes_state(self.fig))
         self.result: memory.MemoryBreakdown | None = None
         self.error: str | None = None
         self.single: memory.MemoryBreakdown | None = None
