@@ -118,16 +118,17 @@ class BlitRenderer:
     background and paints the animated artists on top.
 
     `static_key` (optional) is a function naming the state of everything a full draw paints besides
-    those artists (axes_state: the limits and tick labels). The picture of each state is kept (the last
-    STATES_KEPT): when a control returns the axes to a state drawn before (a model picked again, a ZeRO
+    those artists (axes_state: the limits and tick labels). The picture of each state is kept (up to
+    STATES_BYTES): when a control returns the axes to a state drawn before (a model picked again, a ZeRO
     stage whose memory rescales the axis back), refresh(full=True) restores it and repaints the artists
     over it, as a data change, instead of drawing every tick label again. A state seen for the first time
     is a full draw.
     """
 
-    #: Pictures of static states kept per renderer (each is the canvas's RGBA buffer: 0.9 MB for 640 x 340 pixels,
-    #: 3.5 MB on a screen of pixel ratio 2).
-    STATES_KEPT = 8
+    #: Bytes of static-state pictures kept per renderer, the least recently shown dropped first. Each is the
+    #: canvas's RGBA buffer: 0.9 MB for 640 x 340 pixels (38 kept: every model of a dropdown), 3.5 MB on a screen
+    #: of pixel ratio 2 (9 kept).
+    STATES_BYTES = 32 * 2**20
 
     def __init__(self, canvas, artists, data_artists=(), static_key=None):
         self.canvas = canvas
@@ -151,7 +152,8 @@ class BlitRenderer:
             key = self._state()
             self._states.pop(key, None)
             self._states[key] = self._axes
-            while len(self._states) > self.STATES_KEPT:
+            width, height = self.canvas.get_width_height(physical=True)
+            while len(self._states) > max(1, self.STATES_BYTES // (4 * width * height)):
                 self._states.pop(next(iter(self._states)))
         self._paint(self.data_artists)
         self._background = self.canvas.copy_from_bbox(self.canvas.figure.bbox) if self.data_artists else self._axes
@@ -165,12 +167,13 @@ class BlitRenderer:
     def refresh(self, full: bool = False, data: bool = False) -> None:
         kept = None
         if full and self._background is not None and self.static_key is not None:
-            kept = self._states.get(self._state())  # these axes drawn before: repaint the artists over them
+            key = self._state()
+            kept = self._states.pop(key, None)  # these axes drawn before: repaint the artists over them
         if kept is None and (full or self._background is None or self._axes is None):
             self.canvas.draw()
             return
         if kept is not None:
-            self._axes = kept
+            self._axes = self._states[key] = kept  # now the latest used
             for ax in self.canvas.figure.axes:  # what a full draw does first: fit each box to its aspect
                 ax.apply_aspect()
         if kept is not None or (data and self.data_artists):
