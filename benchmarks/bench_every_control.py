@@ -6,7 +6,8 @@ control to the next value it offers (each option of a dropdown or toggle, up to 
 slider, the two states of a checkbox, a few sizes in a text box): observer -> distlab -> artists -> render and
 ipympl's PNG frame, synchronous, after replaying the front end's "initialized" message (bench_memory_widget.py).
 A control disabled in the app's first state is timed in the state that enables it (PREPARE); one left
-disabled is reported as skipped. Lines with (CPU time) count this process's CPU only, which other jobs on a
+disabled is reported as skipped. The collectives app's play button moves the step slider in the browser (jslink):
+in the kernel its value changes nothing. Lines with (CPU time) count this process's CPU only, which other jobs on a
 shared machine inflate less than wall time.
 
     python benchmarks/run.py every_control          # n = 30 per control
@@ -24,6 +25,8 @@ PREPARE = {
     ("MemoryWallApp", "recompute"): ("activations", True),
     ("ZeroMemoryApp", "custom_params"): ("model", "custom size"),
     ("TrainingLabApp", "chunks"): ("schedule", "interleaved"),
+    ("BubbleGridApp", "chunks"): ("kind", "interleaved"),
+    ("StageAnalysisApp", "chunks"): ("kind", "interleaved"),
     ("TrainingLabApp", "ep"): ("model", "mixtral-8x7b"),
     ("TrainingLabApp", "etp"): ("model", "mixtral-8x7b"),
 }
@@ -54,12 +57,16 @@ def controls(app) -> dict:
 
 def offered(w) -> list:
     """The values the benchmark cycles a control through."""
+    import ipywidgets as widgets
+
     if hasattr(w, "options"):
         return [o[1] if isinstance(o, tuple) else o for o in w.options]
     if isinstance(w.value, bool):
         return [False, True]
     if isinstance(w.value, str):
         return TEXT_VALUES
+    if isinstance(w, widgets.FloatLogSlider):  # min and max are exponents
+        return [w.base ** (w.min + (w.max - w.min) * k / 7) for k in range(8)]
     if hasattr(w, "min") and hasattr(w, "max"):
         step = getattr(w, "step", 1) or 1
         count = min(8, int(round((w.max - w.min) / step)) + 1)
