@@ -9,7 +9,8 @@
    bench_memory_widget.py, the front end's "initialized" message is replayed first.
    Tensor-parallel app: TP degree, sequence length, link (the axes never change: always a blit).
    Grid app: pick a GPU and colour-by (recolour the fixed pool of cells: a blit), D slider (the
-   GPU count changes: the cells are rebuilt and the figure fully redrawn).
+   GPU count changes: the cells are rebuilt; a size drawn before is restored from its kept picture, a new one
+   is a full redraw).
    Lines marked (CPU time) repeat some of these in CPU time of this process, which other jobs on a
    shared machine do not inflate.
 """
@@ -91,7 +92,7 @@ def main(n: int = 200) -> None:
 
     print(report("grid app (64 GPUs): pick a GPU -> redrawn figure", summarize(repeat(pick, n)), 16))
     print(report("grid app (64 GPUs): colour by -> redrawn figure", summarize(repeat(colour, n)), 16))
-    print(report("grid app: D slider 64 <-> 80 GPUs (rebuild, full redraw)", summarize(repeat(d_slider, n // 2)), 16))
+    print(report("grid app: D slider 64 <-> 80 GPUs (rebuild; kept size)", summarize(repeat(d_slider, n // 2)), 16))
     print(report("(CPU time) grid app (64 GPUs): pick a GPU", summarize(repeat_cpu(pick, n)), 16))
     print(report("(CPU time) grid app: D slider 64 <-> 80 GPUs", summarize(repeat_cpu(d_slider, n // 2)), 16))
     grid.dp.value, grid.tp.value, grid.pp.value = 16, 8, 4

@@ -60,6 +60,12 @@ def main(n: int = 200) -> None:
     print(report("training lab update: EP size (Mixtral-8x7B)", summarize(repeat(ep, n)), 16))
     print(report("training lab update: expert TP (Mixtral-8x7B)", summarize(repeat(etp, n)), 16))
     app.model.value, app.ep.value, app.etp.value = "llama3.1-70b", 1, None
+    from distlab import hardware, training
+
+    cluster = hardware.cluster("dgx-h100", 32, "ib-ndr")
+    config = app.config()
+    print(report("(reference) one training.estimate (the lab's default)",
+                 summarize(repeat(lambda i: training.estimate("llama3.1-70b", cluster, **config), n))))
     calls = []
     original = app.renderer.refresh
     app.renderer.refresh = lambda full=False: calls.append(full)

@@ -246,7 +246,13 @@ def require_finite(what: str, *values) -> None:
     """Refuse a computed result that overflowed (inputs too far out of range) instead of returning inf or NaN."""
     import numpy as np
 
-    if not all(np.all(np.isfinite(np.asarray(v, dtype=float))) for v in values):
+    def finite(v) -> bool:
+        array = np.asarray(v, dtype=float)
+        if array.ndim == 0:  # a single number: a Python check (np.all costs ~10 us a call)
+            return math.isfinite(float(array))
+        return bool(np.isfinite(array).all())
+
+    if not all(finite(v) for v in values):
         raise ConfigurationError(
             f"{what} is not a finite number: the inputs are too far out of range "
             f"(a bandwidth near 0, or sizes near 1e300)"

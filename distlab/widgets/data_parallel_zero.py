@@ -17,7 +17,7 @@ import numpy as np
 from .. import dataparallel, hardware, memory, models
 from ..plots.data_parallel_zero import STAGE_LABELS, STAGES, legend_html, overlap_axes, zero_memory_axes
 from ..units import format_bytes, format_seconds
-from .common import BlitRenderer, LessonApp, figure_canvas, gpu_slider
+from .common import BlitRenderer, LessonApp, axes_state, figure_canvas, gpu_slider
 
 __all__ = ["CUSTOM", "CURVE_GPUS", "ZeroComparison", "catalog_span", "ZeroMemoryApp", "OverlapApp", "APPS"]
 
@@ -205,7 +205,7 @@ class OverlapApp(LessonApp):
         self.fig, self.canvas = figure_canvas((6.4, 2.4), dict(left=0.17, right=0.97, bottom=0.2, top=0.95))
         self.ax = self.fig.add_subplot()
         self.chart = overlap_axes(self.ax)
-        self.renderer = BlitRenderer(self.canvas, self.chart.animated_artists)
+        self.renderer = BlitRenderer(self.canvas, self.chart.animated_artists, static_key=lambda: axes_state(self.fig))
         self.result: dataparallel.OverlapTimeline | None = None
         self.error: str | None = None
         for control in (self.model, self.gpus, self.fabric, self.backward_ms, self.buckets):

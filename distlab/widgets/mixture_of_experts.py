@@ -26,7 +26,7 @@ from ..plots.mixture_of_experts import (
     time_bars,
 )
 from ..units import format_bytes, format_seconds
-from .common import BlitRenderer, LessonApp, figure_canvas
+from .common import BlitRenderer, LessonApp, axes_state, figure_canvas
 
 __all__ = [
     "EP_SIZES",
@@ -79,7 +79,11 @@ class AllToAllApp(LessonApp):
         )
         self.matrix = byte_matrix(self.fig.add_subplot(1, 2, 1))
         self.loads = load_bars(self.fig.add_subplot(1, 2, 2), max(EP_SIZES))
-        self.renderer = BlitRenderer(self.canvas, self.matrix.animated_artists + self.loads.animated_artists)
+        self.renderer = BlitRenderer(
+            self.canvas,
+            self.matrix.animated_artists + self.loads.animated_artists,
+            static_key=lambda: axes_state(self.fig),  # an EP size shown before: its axes are restored, not redrawn
+        )
         for control in (self.ep, self.experts_per_gpu, self.top_k, self.skew, self.capacity, self.step):
             control.observe(self.update, names="value")
         legend = widgets.HTML(load_legend_html())

@@ -68,7 +68,11 @@ class MeshApp(LessonApp):
         self.fig, self.canvas = figure_canvas((6.6, 3.3), dict(left=0.01, right=0.99, bottom=0.01, top=0.99))
         self.ax = self.fig.add_subplot()
         self.grid = gpu_grid(self.ax)
-        self.renderer = BlitRenderer(self.canvas, self.grid.animated_artists)
+        # the static part (node frames and labels, the limits) follows the grid's size: a size shown before is
+        # restored, not drawn again
+        self.renderer = BlitRenderer(
+            self.canvas, self.grid.animated_artists, static_key=lambda: (self.grid.world, self.grid.gpus_per_node)
+        )
         self.canvas.mpl_connect("button_press_event", self.on_click)
         self.result: mesh.RankLayout | None = None
         self.error: str | None = None

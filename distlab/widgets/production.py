@@ -16,7 +16,7 @@ from ..plots.production import (
     update_triage_bars,
 )
 from ..units import format_bytes, format_seconds
-from .common import BlitRenderer, LessonApp, figure_canvas
+from .common import BlitRenderer, LessonApp, axes_state, figure_canvas
 
 __all__ = [
     "BUCKET_MODELS",
@@ -353,7 +353,7 @@ class TriageApp(LessonApp):
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((7.6, 2.6), dict(left=0.08, right=0.98, bottom=0.12, top=0.95))
         self.bars = triage_bars(self.fig.add_subplot(), legend=False)
-        self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists)
+        self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists, static_key=lambda: axes_state(self.fig))
         self.result = None
         self.error: str | None = None
         for control in (

@@ -10,7 +10,7 @@ from ..moe import step as moe_step
 from ..plots.memory_wall import legend_html as memory_legend_html, memory_bars
 from ..plots.training_lab import legend_html as step_legend_html, step_bars
 from ..units import format_bytes, format_seconds
-from .common import BlitRenderer, LessonApp, figure_canvas, replace_options
+from .common import BlitRenderer, LessonApp, axes_state, figure_canvas, replace_options
 
 __all__ = [
     "FABRICS",
@@ -123,7 +123,11 @@ class TrainingLabApp(LessonApp):
         self.ax_mem.set_xticks([])
         self.time_bars = step_bars(self.ax_time, 1, legend=False)
         self.ax_time.set_yticks([])
-        self.renderer = BlitRenderer(self.canvas, self.mem_bars.animated_artists + self.time_bars.animated_artists)
+        self.renderer = BlitRenderer(
+            self.canvas,
+            self.mem_bars.animated_artists + self.time_bars.animated_artists,
+            static_key=lambda: axes_state(self.fig),  # a rescaled axis seen before is restored, not redrawn
+        )
         self.result: training.StepEstimate | None = None
         self.error: str | None = None
         self._controls = (

@@ -163,6 +163,8 @@ def test_any_answer_gets_a_verdict_never_an_exception(answer):
     if result.correct:  # only the three forwards, in order, as text or as a list or tuple of text
         items = answer.replace(",", " ").split() if isinstance(answer, str) else answer
         assert [str(x).strip().upper() for x in items] == ["F0", "F1", "F2"]
+
+
 def test_a_wrong_option_gets_the_feedback_of_its_misconception():
     # each wrong option may carry its own words (formatted with params); others get the generic answer
     c = ChoiceQuestion(

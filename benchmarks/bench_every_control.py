@@ -1,0 +1,118 @@
+"""Every control of every lesson app: time from a value change to the redrawn figure, median and p95 (issue 19).
+
+The apps come from the lesson manifest (distlab.lessons.LESSONS) and their controls from walking each app's
+widget tree, so an app or control that lands later is timed without editing this file. Each sample moves one
+control to the next value it offers (each option of a dropdown or toggle, up to eight steps spread over a
+slider, the two states of a checkbox, a few sizes in a text box): observer -> distlab -> artists -> render and
+ipympl's PNG frame, synchronous, after replaying the front end's "initialized" message (bench_memory_widget.py).
+A control disabled in the app's first state is timed in the state that enables it (PREPARE); one left
+disabled is reported as skipped. The collectives app's play button moves the step slider in the browser (jslink):
+in the kernel its value changes nothing. Lines with (CPU time) count this process's CPU only, which other jobs on a
+shared machine inflate less than wall time.
+
+    python benchmarks/run.py every_control          # n = 30 per control
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from _timing import repeat, repeat_cpu, report, summarize
+
+#: (app class, control) -> the setting that enables the control (it is disabled in the app's first state).
+PREPARE = {
+    ("MemoryWallApp", "custom_params"): ("model", "custom size"),
+    ("MemoryWallApp", "recompute"): ("activations", True),
+    ("ZeroMemoryApp", "custom_params"): ("model", "custom size"),
+    ("TrainingLabApp", "chunks"): ("schedule", "interleaved"),
+    ("BubbleGridApp", "chunks"): ("kind", "interleaved"),
+    ("StageAnalysisApp", "chunks"): ("kind", "interleaved"),
+    ("TrainingLabApp", "ep"): ("model", "mixtral-8x7b"),
+    ("TrainingLabApp", "etp"): ("model", "mixtral-8x7b"),
+}
+#: Typed into free-text boxes (a size in the collectives app).
+TEXT_VALUES = ["1 GB", "256 MB", "4 GB", "64 MB"]
+
+
+def _walk(widget, out):
+    out.append(widget)
+    for child in getattr(widget, "children", ()) or ():
+        _walk(child, out)
+    return out
+
+
+def controls(app) -> dict:
+    """{attribute name: widget} for the controls a student changes (value widgets that are not output)."""
+    import ipywidgets as widgets
+
+    inside = {id(w) for w in _walk(app, [])}
+    found = {}
+    for name, w in vars(app).items():
+        if name.startswith("_") or id(w) not in inside or w is app:
+            continue
+        if isinstance(w, widgets.ValueWidget) and not isinstance(w, (widgets.HTML, widgets.HTMLMath, widgets.Label)):
+            found[name] = w
+    return found
+
+
+def offered(w) -> list:
+    """The values the benchmark cycles a control through."""
+    import ipywidgets as widgets
+
+    if hasattr(w, "options"):
+        return [o[1] if isinstance(o, tuple) else o for o in w.options]
+    if isinstance(w.value, bool):
+        return [False, True]
+    if isinstance(w.value, str):
+        return TEXT_VALUES
+    if isinstance(w, widgets.FloatLogSlider):  # min and max are exponents
+        return [w.base ** (w.min + (w.max - w.min) * k / 7) for k in range(8)]
+    if hasattr(w, "min") and hasattr(w, "max"):
+        step = getattr(w, "step", 1) or 1
+        count = min(8, int(round((w.max - w.min) / step)) + 1)
+        values = sorted({round((w.min + (w.max - w.min) * k / max(1, count - 1)) / step) * step for k in range(count)})
+        return [type(w.value)(v) for v in values]
+    return [w.value * f for f in (1.0, 1.5, 2.0, 0.5)]  # a free number box
+
+
+def _ready(app):
+    app.canvas._handle_message(app.canvas, {"type": "initialized"}, [])  # what a browser sends first
+    app.fig.canvas.draw()
+    return app
+
+
+def main(n: int = 30) -> None:
+    from distlab.lessons import LESSONS
+
+    seen = set()
+    for lesson in LESSONS.values():
+        for dotted in lesson.apps:
+            module, _, name = dotted.rpartition(".")
+            app_class = getattr(importlib.import_module(module), name)
+            if app_class in seen:
+                continue
+            seen.add(app_class)
+            for control in controls(app_class()):
+                app = _ready(app_class())
+                prepare = PREPARE.get((name, control))
+                if prepare:
+                    setattr(getattr(app, prepare[0]), "value", prepare[1])
+                w = getattr(app, control)
+                if getattr(w, "disabled", False):
+                    print(f"{name}.{control}: skipped (disabled in the app's first state)")
+                    continue
+
+                def move(i, w=w):
+                    values = offered(w)  # read now: some options follow other controls
+                    current = w.value
+                    k = values.index(current) if current in values else -1
+                    w.value = values[(k + 1) % len(values)]
+
+                label = f"{name}.{control}"
+                print(report(label, summarize(repeat(move, n)), 16))
+                print(report(f"(CPU time) {label}", summarize(repeat_cpu(move, n)), 16))
+                app.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""The frames the apps send (widgets/common.py): the PNG frame equals matplotlib's, and a static state restored from
+BlitRenderer's kept pictures shows exactly what a full draw shows (issue 19's speed work must not change a pixel)."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+
+def _ready(app):
+    app.canvas._handle_message(app.canvas, {"type": "initialized"}, [])  # what a browser sends first
+    app.fig.canvas.draw()
+    return app
+
+
+def _pixels(app) -> np.ndarray:
+    return np.asarray(app.canvas.get_renderer().buffer_rgba()).copy()
+
+
+def _decoded(png: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
+
+
+def test_quick_frame_sends_what_matplotlibs_webagg_canvas_sends():
+    # the independent implementation: matplotlib's own FigureCanvasWebAggCore.get_diff_image, run on the same state
+    from matplotlib.backends.backend_webagg_core import FigureCanvasWebAggCore
+
+    from distlab.widgets.training_lab import TrainingLabApp
+
+    app = _ready(TrainingLabApp())
+    canvas = app.canvas
+    for change in (None, "full", "diff"):
+        before = canvas._last_buff.copy()
+        if change == "full":
+            canvas._force_full = True
+        elif change == "diff":
+            app.zero.value = 3  # ZeRO-3: the memory bar changes
+            canvas._last_buff = before  # the frame the update sent is sent again, below, by both
+        state = (canvas._force_full, canvas._last_buff.copy())
+        canvas._png_is_old = True
+        ours, our_mode = canvas.get_diff_image(), canvas._current_image_mode
+        canvas._force_full, canvas._last_buff = state
+        canvas._png_is_old = True
+        theirs, their_mode = FigureCanvasWebAggCore.get_diff_image(canvas), canvas._current_image_mode
+        assert our_mode == their_mode
+        assert np.array_equal(_decoded(ours), _decoded(theirs))
+        if change == "diff":
+            assert our_mode == "diff" and _decoded(ours)[..., 3].any()  # some pixels changed, the rest transparent
+
+
+def _training_lab():
+    from distlab.widgets.training_lab import TrainingLabApp
+
+    return TrainingLabApp(), "zero", [0, 2]
+
+
+def _triage():
+    from distlab.widgets.production import TriageApp
+
+    return TriageApp(), "zero", [1, 0]  # ZeRO-1 needs one rung less: a new x range
+
+
+def _overlap():
+    from distlab.widgets.data_parallel_zero import OverlapApp
+
+    return OverlapApp(), "model", ["gpt3-175b", "llama2-7b"]
+
+
+def _all_to_all():
+    from distlab.widgets.mixture_of_experts import AllToAllApp
+
+    return AllToAllApp(), "ep", [16, 8]
+
+
+def _mesh():
+    from distlab.widgets.parallelism_3d import MeshApp
+
+    return MeshApp(dp=4, tp=4, pp=4), "dp", [5, 4]
+
+
+@pytest.mark.parametrize("make", [_training_lab, _triage, _overlap, _all_to_all, _mesh])
+def test_axes_shown_before_are_restored_and_look_as_a_full_draw(make):
+    app, control, (other, first) = make()
+    _ready(app)
+    widget = getattr(app, control)
+    assert widget.value == first
+    draws = []
+    original = app.canvas.draw
+    app.canvas.draw = lambda: (draws.append(1), original())[1]
+    widget.value = other  # a state not drawn yet: a full draw
+    assert draws == [1]
+    widget.value = first  # back to the first state: restored from the kept picture, no full draw
+    assert draws == [1]
+    restored = _pixels(app)
+    app.canvas.draw = original
+    app.canvas.draw()  # what a full draw of the same state paints
+    assert np.array_equal(restored, _pixels(app))
