@@ -6,6 +6,7 @@ from __future__ import annotations
 import ipywidgets as widgets
 
 from .. import dataparallel, hardware, memory, production, training, triage
+from ..errors import ConfigurationError
 from ..plots.memory_wall import legend_html as memory_legend_html
 from ..plots.production import (
     bucket_legend_html,
@@ -275,8 +276,14 @@ class ProductionStepApp(LessonApp):
             **self.config(),
         )
 
+    def _reference(self) -> training.StepEstimate:
+        """The non-blocking bf16 estimate that compute() keeps beside the step."""
+        if self.reference is None:
+            raise ConfigurationError("no reference estimate yet: compute() sets it with the step")
+        return self.reference
+
     def render(self, step: production.StragglerStep) -> bool:
-        return self.bars.update([self.reference.parts(), step.healthy.parts(), step.parts()])
+        return self.bars.update([self._reference().parts(), step.healthy.parts(), step.parts()])
 
     def fade(self) -> bool:
         return self.bars.update([{}, {}, {}], faded=True)
@@ -286,7 +293,7 @@ class ProductionStepApp(LessonApp):
 
     def describe(self, step: production.StragglerStep) -> str:
         """The text under the bars: configuration, DP and p2p traffic, step times, MFU, memory."""
-        reference, cl = self.reference, self.cluster()
+        reference, cl = self._reference(), self.cluster()
         e = step.healthy
         c = e.config
         lines = [
