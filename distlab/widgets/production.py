@@ -85,7 +85,13 @@ class BucketApp(LessonApp):
         )
         ax1, ax2 = self.fig.subplots(1, 2)
         self.plot = bucket_plot(ax1, ax2)
-        self.renderer = BlitRenderer(self.canvas, self.plot.animated_artists)
+        self.renderer = BlitRenderer(
+            self.canvas,
+            self.plot.animated_artists,
+            static_key=lambda: axes_state(
+                self.fig
+            ),  # log axes seen before (a DP size, tokens) are restored, not redrawn
+        )
         self.result = None
         self.error: str | None = None
         self._sweep_key = None
