@@ -76,6 +76,8 @@ def offered(w) -> list:
 
 
 def _ready(app):
+    if not hasattr(app, "canvas"):  # a picture drawn in the browser (issue 20): the kernel side is what is timed
+        return app
     app.canvas._handle_message(app.canvas, {"type": "initialized"}, [])  # what a browser sends first
     app.fig.canvas.draw()
     return app

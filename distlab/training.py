@@ -11,6 +11,7 @@ Throughput = global batch / step time.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -209,7 +210,8 @@ def batch_and_sequence(global_batch, seq_len, micro_batch_size=1) -> tuple[int, 
         if n > top:
             raise ConfigurationError(f"{name}={value!r} is more than {top:,} {what}")
         values.append(n)
-    return tuple(values)
+    batch, seq, micro = values
+    return batch, seq, micro
 
 
 @broadcasting
@@ -492,7 +494,7 @@ def step_model_array(
     # (uneven chunks allowed: the longest chunk paces its stage)
     layers_stage = np.where(v > 1, v * np.ceil(model.layers / (pp * v)), np.ceil(model.layers / pp))
     first_layers = layers_stage  # the first stage's layers (its activations and, for engines, its weights)
-    logit_share = 1.0  # the logits charged to the pacing stage's microbatch
+    logit_share: float | np.ndarray = 1.0  # the logits charged to the pacing stage's microbatch
     tokens_mb = b * s / cp
     width = float(model.heads * model.head_dim)
     # an MoE model: the busiest GPU's experts (imbalance or capacity factor) set the layer's time
@@ -569,12 +571,13 @@ def step_model_array(
     ring_layer = (cp - 1.0) * np.where(full, 4.0, 3.0) * ring_hop
     core_layer = core_stage / layers_stage / (tp * peak_flops * att_eff)
     cp_mb = np.where(cp > 1, layers_stage * np.maximum(0.0, ring_layer - core_layer), 0.0)
-    moe = None
+    moe: ModuleType | None = None  # distlab.moe.step for an MoE model
     if isinstance(model, MoEStepModel):  # an MoE model: its all-to-alls
-        from .moe import step as moe
+        from .moe import step as moe_step
 
+        moe = moe_step
         etp = tp if etp is None else np.asarray(etp, dtype=float)
-        ep_mb = np.minimum(float(model.moe.moe_layers), layers_stage) * moe.all_to_all_layer_time_array(
+        ep_mb = np.minimum(float(model.moe.moe_layers), layers_stage) * moe_step.all_to_all_layer_time_array(
             model,
             b * s / (tp * cp),
             ep,
@@ -802,6 +805,10 @@ class StepEstimate:
         """Why this configuration cannot run (empty when it can)."""
         reasons = list(self.problems)
         if not self.fits:
+            if self.memory.headroom_bytes is None or self.memory.capacity_bytes is None:
+                raise ConfigurationError(
+                    "memory: this estimate's breakdown has no GPU capacity, so no overflow to explain"
+                )
             reasons.append(
                 f"memory: needs {format_bytes(self.memory.total_bytes)} per GPU, "
                 f"{format_bytes(-self.memory.headroom_bytes)} over the {format_bytes(self.memory.capacity_bytes)}"

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from .._catalog import lookup
 from ..errors import ConfigurationError
@@ -44,14 +44,10 @@ __all__ = ["ATTENTION_KINDS", "MoEModel", "MOE_MODELS", "model"]
 ATTENTION_KINDS = ("gqa", "mla")
 
 
-def _whole(value, name: str, low: int = 0) -> int:
-    ok = (
-        isinstance(value, numbers.Real)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value == int(value)
-        and value >= low
-    )
+def _whole(value: Any, name: str, low: int = 0) -> int:
+    # two steps, so that the type check does not narrow `value` to numbers.Real (whose stub lacks __int__)
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    ok = ok and math.isfinite(value) and value == int(value) and value >= low
     if not ok:
         raise ConfigurationError(f"{name}={value!r} must be a whole number >= {low}")
     return int(value)
@@ -97,8 +93,8 @@ class MoEModel:
     layers: int
     hidden: int
     heads: int
-    kv_heads: Optional[int] = None
-    head_dim: Optional[int] = None
+    kv_heads: int = None  # type: ignore[assignment]  # __post_init__ makes it an int (default: heads)
+    head_dim: int = None  # type: ignore[assignment]  # __post_init__ makes it an int (default: hidden / heads)
     vocab: int
     attention: str = "gqa"
     q_lora_rank: int = 0

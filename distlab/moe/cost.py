@@ -314,7 +314,18 @@ def expert_parallel_memory(model, gpus, *, tp=1, cp=1, pp=1, ep=1, etp=1, precis
     expert = memory.model_state_bytes_array(
         m.routed_expert_parameter_count(), recipe, stage, groups["edp"], etp * ep, pp
     )
-    return ExpertMemory(*(float(x) for x in (*dense, *expert)), groups["dp"], groups["edp"], m.experts // ep)
+    (dense_w, dense_g, dense_o), (expert_w, expert_g, expert_o) = dense, expert
+    return ExpertMemory(
+        float(dense_w),
+        float(dense_g),
+        float(dense_o),
+        float(expert_w),
+        float(expert_g),
+        float(expert_o),
+        groups["dp"],
+        groups["edp"],
+        m.experts // ep,
+    )
 
 
 # --- all-to-all ------------------------------------------------------------------------------
@@ -410,6 +421,8 @@ def all_to_all_bytes(
                 "give capacity_factor= or max_nodes=, not both (node-limited routing is "
                 "modelled dropless, as DeepSeek-V3 trains)"
             )
+        if e is None:  # checked above; this narrows e for the type checker
+            raise ConfigurationError("capacity_factor= needs experts= (routed experts per layer)")
         send = e * expert_capacity(t, e, k, capacity_factor) * h * b
     else:
         send = t * k * h * b

@@ -323,7 +323,7 @@ def torchtitan_moe(config) -> str:
     if c.global_batch % shard:
         raise ConfigurationError(f"global_batch={c.global_batch} is not a multiple of the {shard} data-parallel shards")
     name, flavor = TORCHTITAN_FLAVORS[c.model.name]
-    sections = {
+    sections: dict[str, dict[str, object]] = {
         "model": {"name": name, "flavor": flavor},
         "training": {"seq_len": c.seq_len, "local_batch_size": c.global_batch // shard},
         "parallelism": {

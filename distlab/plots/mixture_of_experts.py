@@ -11,7 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.image import AxesImage
+from matplotlib.lines import Line2D
 
 from ..units import format_seconds
 from ._style import (
@@ -62,8 +65,8 @@ class ByteMatrix:
     """An ep x ep image of the bytes GPU i sends GPU j in one all-to-all; cells not yet delivered (a pairwise
     step later than the one shown) are blank. The image is the animated artist."""
 
-    ax: object
-    image: object = None
+    ax: Axes
+    image: AxesImage = None  # type: ignore[assignment]  # byte_matrix always gives the image
     size: int = 0
 
     @property
@@ -116,11 +119,11 @@ class LoadBars:
     multiples of the mean load on a fixed axis (LOAD_RANGE), with the capacity per GPU as a dashed line and
     the mean (1) dotted. Only the number of bars changes the axes."""
 
-    ax: object
+    ax: Axes
     kept: list = field(default_factory=list)
     dropped: list = field(default_factory=list)
-    capacity_line: object = None
-    mean_line: object = None
+    capacity_line: Line2D = None  # type: ignore[assignment]  # load_bars always gives both lines
+    mean_line: Line2D = None  # type: ignore[assignment]
 
     @property
     def animated_artists(self) -> list:

@@ -406,6 +406,14 @@ class StageAnalysisApp(LessonApp):
     def describe(self, a: pipeline.StageAnalysis) -> str:
         """The analysis in plain text."""
         act = a.activation_bytes
+        step, op, rate, transfer = (
+            a.step_time_s,
+            a.forward_op_time_s,
+            a.required_bandwidth_bytes_per_s,
+            a.transfer_time_s,
+        )
+        if step is None or op is None:  # the app always passes layer_time=, which sets both
+            raise DistlabError("the stage analysis has no times: layer_time= was not given")
         lines = [
             f"{a.stages} stages x {a.microbatches} microbatches ({a.schedule}"
             + (f", v={a.chunks}" if a.chunks > 1 else "")
@@ -414,17 +422,13 @@ class StageAnalysisApp(LessonApp):
             f"activation per microbatch at each boundary: {format_bytes(act)} (b s h x 2 bytes), each way",
             f"one link per step: {format_bytes(a.link_step_bytes)} each way; all boundaries, "
             f"both ways: {format_bytes(a.step_bytes)}",
-            f"bubble: {format_percent(a.bubble_fraction)} of the step idle; step {format_seconds(a.step_time_s)}",
+            f"bubble: {format_percent(a.bubble_fraction)} of the step idle; step {format_seconds(step)}",
         ]
-        if a.required_bandwidth is not None:
+        if rate is not None:
             lines.append(
-                f"bandwidth that hides one send under a forward op of {format_seconds(a.forward_op_time_s)}: "
-                f"{format_rate(a.required_bandwidth_bytes_per_s)} per direction"
-                + (
-                    f"; the link takes {format_seconds(a.transfer_time_s)} per send"
-                    if a.transfer_time is not None
-                    else ""
-                )
+                f"bandwidth that hides one send under a forward op of {format_seconds(op)}: "
+                f"{format_rate(rate)} per direction"
+                + (f"; the link takes {format_seconds(transfer)} per send" if transfer is not None else "")
             )
         if a.warnings:
             lines += [f"warning ({w.code}): {w.message}" for w in a.warnings]

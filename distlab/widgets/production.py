@@ -6,6 +6,7 @@ from __future__ import annotations
 import ipywidgets as widgets
 
 from .. import dataparallel, hardware, memory, production, training, triage
+from ..errors import ConfigurationError
 from ..plots.memory_wall import legend_html as memory_legend_html
 from ..plots.production import (
     bucket_legend_html,
@@ -84,7 +85,13 @@ class BucketApp(LessonApp):
         )
         ax1, ax2 = self.fig.subplots(1, 2)
         self.plot = bucket_plot(ax1, ax2)
-        self.renderer = BlitRenderer(self.canvas, self.plot.animated_artists)
+        self.renderer = BlitRenderer(
+            self.canvas,
+            self.plot.animated_artists,
+            static_key=lambda: axes_state(
+                self.fig
+            ),  # log axes seen before (a DP size, tokens) are restored, not redrawn
+        )
         self.result = None
         self.error: str | None = None
         self._sweep_key = None
@@ -275,8 +282,14 @@ class ProductionStepApp(LessonApp):
             **self.config(),
         )
 
+    def _reference(self) -> training.StepEstimate:
+        """The non-blocking bf16 estimate that compute() keeps beside the step."""
+        if self.reference is None:
+            raise ConfigurationError("no reference estimate yet: compute() sets it with the step")
+        return self.reference
+
     def render(self, step: production.StragglerStep) -> bool:
-        return self.bars.update([self.reference.parts(), step.healthy.parts(), step.parts()])
+        return self.bars.update([self._reference().parts(), step.healthy.parts(), step.parts()])
 
     def fade(self) -> bool:
         return self.bars.update([{}, {}, {}], faded=True)
@@ -286,7 +299,7 @@ class ProductionStepApp(LessonApp):
 
     def describe(self, step: production.StragglerStep) -> str:
         """The text under the bars: configuration, DP and p2p traffic, step times, MFU, memory."""
-        reference, cl = self.reference, self.cluster()
+        reference, cl = self._reference(), self.cluster()
         e = step.healthy
         c = e.config
         lines = [

@@ -103,3 +103,15 @@ def test_sizes_beyond_the_step_models_bounds_are_refused(field, value, words):
     if field != "micro_batch_size":
         with pytest.raises(ConfigurationError, match=words):
             planner.plan("llama2-7b", cluster, global_batch=config["global_batch"], seq_len=config["seq_len"])
+
+
+def test_explain_without_a_gpu_capacity_gives_our_error():
+    # a breakdown without capacity has fits None, so the estimate does not fit; explain() used to format
+    # -None (TypeError) and now says why it cannot give the overflow
+    import dataclasses
+
+    est = training.estimate("llama2-7b", "dgx-h100", dp=8, tp=1, pp=1, global_batch=64, seq_len=4096)
+    blind = dataclasses.replace(est, memory=dataclasses.replace(est.memory, capacity_bytes=None))
+    assert not blind.fits
+    with pytest.raises(ConfigurationError, match="no GPU capacity"):
+        blind.explain()
