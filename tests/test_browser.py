@@ -166,8 +166,21 @@ def _open_and_run_all(page, url: str) -> None:
     page.goto(url)
     page.locator(".jp-Notebook .jp-Cell").first.wait_for()
     page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
-    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+    prompt = page.locator(".jp-Notebook .jp-CodeCell .jp-InputPrompt").first
+    for attempt in range(3):
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+        # the first code cell's prompt leaves "[ ]:" once the kernel takes the cells ("[*]:", then "[1]:"); on a
+        # loaded machine JupyterLab can report Idle before the kernel's session is ready and drop the request
+        try:
+            page.wait_for_function(
+                "el => !/^\\s*\\[ \\]:\\s*$/.test(el.textContent)", arg=prompt.element_handle(), timeout=20_000
+            )
+            return
+        except Exception:
+            if attempt == 2:
+                raise
+            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
 
 
 def test_shipped_settings_are_what_jupyterlab_uses(jupyterlab):
