@@ -76,6 +76,8 @@ def offered(w) -> list:
 
 
 def _ready(app):
+    if not hasattr(app, "canvas"):  # drawn in the browser (distlab.widgets.browser): no figure to render here
+        return app
     app.canvas._handle_message(app.canvas, {"type": "initialized"}, [])  # what a browser sends first
     app.fig.canvas.draw()
     return app

@@ -75,13 +75,7 @@ def _all_to_all():
     return AllToAllApp(), "ep", [16, 8]
 
 
-def _mesh():
-    from distlab.widgets.parallelism_3d import MeshApp
-
-    return MeshApp(dp=4, tp=4, pp=4), "dp", [5, 4]
-
-
-@pytest.mark.parametrize("make", [_training_lab, _triage, _overlap, _all_to_all, _mesh])
+@pytest.mark.parametrize("make", [_training_lab, _triage, _overlap, _all_to_all])
 def test_axes_shown_before_are_restored_and_look_as_a_full_draw(make):
     app, control, (other, first) = make()
     _ready(app)
