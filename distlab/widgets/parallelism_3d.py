@@ -63,7 +63,7 @@ class MeshApp(LessonApp):
         self.colour_by = widgets.ToggleButtons(
             options=COLOUR_BY, value=colour_by, description="colour", style={"button_width": "96px"}
         )
-        self.picture = GridPicture(description="pick GPU", width=660, height=330)
+        self.picture = GridPicture(description="pick GPU", width=GRID_WIDTH, height=GRID_MAX_HEIGHT)
         self.picture.show(0, max(dp * tp * pp - 1, 0), [""] * max(dp * tp * pp, 1), value=picked)
         self.pick = self.picture
         self.status = widgets.HTML()
@@ -144,7 +144,8 @@ class MeshApp(LessonApp):
                 self.picture.show(0, self.pick.max, [""] * count, [str(lay)] * count, frames={})
             elif lay is not None:
                 texts = [self._texts.get(r, PENDING) for r in range(lay.world_size)]
-                self.picture.show(0, lay.world_size - 1, texts, frames=self._frames(lay))
+                frames = self._frames(lay)
+                self.picture.show(0, lay.world_size - 1, texts, frames=frames, height=_fitted_height(frames))
         finally:
             self._syncing = False
         self.update()
@@ -241,6 +242,17 @@ class MeshApp(LessonApp):
             kind = "intra-node link" if len(nodes) == 1 else "inter-node link"
             lines.append(f"  {d.upper()} group {_short(group)}: {where} ({kind})")
         return "\n".join(lines + tail)
+
+
+#: The grid's canvas: its width (px), the most height it takes, the room for node labels (cells) and the legend (px).
+GRID_WIDTH, GRID_MAX_HEIGHT, LABEL_ROOM, LEGEND_PX = 660, 330, 3.2, 30
+
+
+def _fitted_height(frames: dict) -> int:
+    """The canvas height that fits the grid at the scale its width allows (grid.js scales cells to the smaller of
+    the two), so a few nodes leave no empty band under them."""
+    scale = (GRID_WIDTH - 8) / (frames["width"] + LABEL_ROOM)
+    return int(min(GRID_MAX_HEIGHT, max(120, round(scale * frames["height"] + LEGEND_PX + 8))))
 
 
 def _short(group: list, limit: int = 12) -> str:

@@ -155,6 +155,10 @@ def test_a_new_size_sends_a_new_grid():
     assert len(app.picture.frames["x"]) == 32 and len(app.picture.summaries) == 32
     app.gpus_per_node.value = 4
     assert app.picture.frames["gpus_per_node"] == 4 and "8 nodes of 4" in app.picture.summary
+    # the canvas is as tall as the grid needs at the scale its width allows: a few nodes leave no empty band
+    assert app.picture.height < mesh_widgets.GRID_MAX_HEIGHT
+    app.dp.value, app.tp.value, app.pp.value = 8, 8, 8  # 512 GPUs: 128 nodes of 4, as tall as allowed
+    assert app.picture.height == mesh_widgets.GRID_MAX_HEIGHT
 
 
 def test_reversed_order_warns_and_tp_beyond_a_node_warns():
