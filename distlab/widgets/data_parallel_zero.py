@@ -8,7 +8,6 @@ per-bucket timeline of DDP-style overlap and the exposed communication.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import ipywidgets as widgets
@@ -27,11 +26,10 @@ from .common import (
     axes_state,
     event_loop_running,
     figure_canvas,
-    fill_in_turns,
     fill_order,
+    fill_positions,
     gpu_slider,
     nearest_gpu_count,
-    turn_deadline,
 )
 
 __all__ = ["CUSTOM", "PENDING", "ZeroComparison", "ZeroMemoryApp", "OverlapApp", "APPS"]
@@ -134,18 +132,10 @@ class ZeroMemoryApp(LessonApp):
             self._send()
         pending = fill_order([n for n in GPU_COUNTS if n != current], current)
 
-        def step() -> bool:
-            if generation != self._generation:  # the controls moved again: that refresh fills instead
-                return False
-            deadline = turn_deadline()
-            while pending and time.perf_counter() < deadline:
-                n = pending.pop(0)
-                self._results[n] = attempt(self._comparison, n)
-            if not pending:
-                self._send()
-            return bool(pending)
+        def compute(n: int) -> None:
+            self._results[n] = attempt(self._comparison, n)
 
-        self.filling = fill_in_turns(step)
+        self.filling = fill_positions(pending, compute, lambda: generation == self._generation, self._send)
 
     def _send(self) -> None:
         """The bars and text of every GPU count computed so far to the picture (PENDING where not yet)."""

@@ -10,7 +10,6 @@ others follow in the kernel's later turns: common.fill_in_turns); the colour cho
 from __future__ import annotations
 
 import itertools
-import time
 
 import ipywidgets as widgets
 
@@ -18,7 +17,7 @@ from .. import mesh
 from ..errors import ConfigurationError, DistlabError
 from ..plots.parallelism_3d import grid_geometry
 from .browser import GridPicture
-from .common import LessonApp, attempt, event_loop_running, fill_in_turns, fill_order, message_html, turn_deadline
+from .common import LessonApp, attempt, event_loop_running, fill_order, fill_positions, message_html
 
 __all__ = ["MAX_GRID_GPUS", "ORDERS", "COLOUR_BY", "SHOW", "PENDING", "MeshApp", "APPS"]
 
@@ -121,18 +120,10 @@ class MeshApp(LessonApp):
         pending = fill_order([r for r in range(lay.world_size) if r != current], current)
         shared = self._shared_lines(lay)
 
-        def step() -> bool:
-            if generation != self._generation:  # the controls moved again: that refresh fills instead
-                return False
-            deadline = turn_deadline()
-            while pending and time.perf_counter() < deadline:
-                r = pending.pop(0)
-                self._texts[r] = self._describe(lay, r, shared)
-            if not pending:
-                self._send()
-            return bool(pending)
+        def describe(r: int) -> None:
+            self._texts[r] = self._describe(lay, r, shared)
 
-        self.filling = fill_in_turns(step)
+        self.filling = fill_positions(pending, describe, lambda: generation == self._generation, self._send)
 
     def _send(self) -> None:
         """The grid and the text of every GPU described so far to the picture (PENDING where not yet)."""
