@@ -423,6 +423,20 @@ def test_browser_pictures_answer_a_key_press_with_distlabs_numbers(jupyterlab):
             mesh_picture = pictures.nth(3)
             mesh_picture.scroll_into_view_if_needed()
             press(mesh_picture, "ArrowRight", "mesh", 6)
+            # a click on GPU 13's cell picks it: the cell's centre in canvas pixels, computed here from the frames
+            # (scale = the smaller of width and height over the grid's extent plus 3.2 cells of node labels)
+            f = mesh.picture.frames
+            w, h = mesh.picture.width, mesh.picture.height
+            s = min((w - 8) / (f["width"] + 3.2), (h - 22 - 8) / f["height"])
+            mesh_picture.locator("canvas").click(
+                position={"x": 4 + (f["x"][13] + 3.2 + 0.5) * s, "y": 4 + (f["y"][13] + 0.5) * s}
+            )
+            page.wait_for_function(
+                "el => el.textContent.trim() === '13'", arg=mesh_picture.locator(".distlab-readout").element_handle()
+            )
+            mesh.pick.value = 13
+            assert _squash(mesh_picture.locator(".distlab-summary").text_content()) == _squash(mesh.summary())
+            mesh_picture.locator("input.distlab-slider").fill("6")  # back where the key press below starts
             mesh_picture.screenshot(path=str(ARTIFACTS / "browser-pictures-mesh.png"))
 
             # no kernel: the pictures still answer (every position is already in the browser)

@@ -229,7 +229,8 @@ class BarsPicture(SelectionPicture):
 class GridPicture(BrowserPicture):
     """The GPU assignment grid of 3D parallelism (Lesson 6's MeshApp): a cell per GPU, grouped by node, filled by
     the colour-by choice. The slider is the picked GPU (0..world - 1): its TP, DP and PP groups are outlined, each
-    in its colour and dash pattern, and the GPUs outside them faded, all drawn in the browser.
+    in its colour and dash pattern, and the GPUs outside them faded, all drawn in the browser; a click on a cell
+    picks that GPU.
 
     frames: {"x", "y": cell corners per rank (distlab.plots.parallelism_3d.grid_geometry), "width", "height",
     "gpus_per_node", "fill": colour index per rank, "fill_kind": "groups" or "ramp", "fill_count", "colour_by",

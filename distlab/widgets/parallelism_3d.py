@@ -1,10 +1,11 @@
 """Lesson 6 app: the GPU assignment grid of 3D parallelism (D x T x P), computed by distlab.mesh.
 
 Each cell is a GPU, cells are grouped by node, and fills show the groups of the chosen kind. The grid is drawn
-in the browser (distlab.widgets.browser.GridPicture): its slider picks a GPU, whose TP, DP and PP groups are
-outlined. The layout and the text of every GPU are sent at once, so stepping through the GPUs needs no kernel
-round trip; D, T, P, the node size and the order change the layout (the picked GPU's text answers first, the
-others follow in the kernel's later turns: common.fill_in_turns); the colour choice only resends the fills.
+in the browser (distlab.widgets.browser.GridPicture): its slider, or a click on a cell, picks a GPU, whose TP, DP
+and PP groups are outlined. The layout and the text of every GPU are sent at once, so stepping through the GPUs
+needs no kernel round trip; D, T, P, the node size and the order change the layout (the picked GPU's text answers
+first, the others follow in the kernel's later turns: common.fill_in_turns); the colour choice only resends the
+fills.
 """
 
 from __future__ import annotations

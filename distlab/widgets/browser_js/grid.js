@@ -1,6 +1,6 @@
 // The GPU assignment grid of 3D parallelism (lesson 6): one cell per GPU, each node a row of its GPUs on a
 // light frame. The slider is the picked GPU: its TP, DP and PP groups are outlined (a colour AND a dash pattern
-// each), the GPUs outside them faded. The fills follow the colour-by choice the kernel sent.
+// each), the GPUs outside them faded; clicking a cell picks that GPU. The fills follow the colour-by choice the kernel sent.
 // frames: {x, y: cell corners per rank (cell = 1, y down), width, height, gpus_per_node, fill: index per rank,
 //          fill_kind: "groups" | "ramp", fill_count, groups: {tp, dp, pp: group index per rank}, sizes}
 const OUTLINES = [
@@ -17,14 +17,18 @@ function fillColour(f, k) {
   return lighten(seriesColour(k), 0.25);
 }
 
+// Cell units -> canvas pixels: the scale s and the maps X, Y (4 px margin, room for "node k" on the left).
+function gridScale(f, w, h) {
+  const labelRoom = 3.2;
+  const s = Math.min((w - 8) / (f.width + labelRoom), (h - LEGEND_H - 8) / f.height);
+  return { s, X: (v) => 4 + (v + labelRoom) * s, Y: (v) => 4 + v * s };
+}
+
 function drawGrid(ctx, w, h, model, picked) {
   const f = model.get("frames");
   if (!f || !f.x) return;
   const world = f.x.length, g = f.gpus_per_node;
-  const labelRoom = 3.2; // cell units left of the grid for "node k"
-  const s = Math.min((w - 8) / (f.width + labelRoom), (h - LEGEND_H - 8) / f.height);
-  const X = (v) => 4 + (v + labelRoom) * s;
-  const Y = (v) => 4 + v * s;
+  const { s, X, Y } = gridScale(f, w, h);
   ctx.font = `${Math.max(8, Math.min(12, s * 0.42))}px var(--jp-ui-font-family, sans-serif)`;
   // node frames and labels
   const nodes = Math.ceil(world / g);
@@ -93,8 +97,33 @@ function drawGrid(ctx, w, h, model, picked) {
   ctx.fillText(`fills: ${f.colour_by}`, x, y);
 }
 
+// A click on a cell picks that GPU (the slider and the keyboard do the same).
+function pickOnClick(model, canvas) {
+  const onClick = (event) => {
+    const f = model.get("frames");
+    if (!f || !f.x || model.get("disabled")) return;
+    const box = canvas.getBoundingClientRect();
+    const { s, X, Y } = gridScale(f, model.get("width"), model.get("height"));
+    const px = event.clientX - box.left, py = event.clientY - box.top;
+    for (let r = 0; r < f.x.length; r++) {
+      if (px >= X(f.x[r]) && px <= X(f.x[r]) + s && py >= Y(f.y[r]) && py <= Y(f.y[r]) + s) {
+        model.set("value", r);
+        model.save_changes();
+        return;
+      }
+    }
+  };
+  canvas.addEventListener("click", onClick);
+  return () => canvas.removeEventListener("click", onClick);
+}
+
 export default {
   render({ model, el }) {
-    return mountPicture(model, el, drawGrid);
+    const unmount = mountPicture(model, el, drawGrid);
+    const unclick = pickOnClick(model, el.querySelector("canvas.distlab-canvas"));
+    return () => {
+      unclick();
+      unmount();
+    };
   },
 };
