@@ -1,7 +1,7 @@
 """Key press -> changed pixels in a real browser, for the pictures drawn in the browser (issue 20).
 
 JupyterLab on localhost serves a notebook with the ring all-reduce animation (lesson 2), the bubble grid
-(lesson 4) and the memory wall (lesson 1), built as the lessons build them; headless Chromium
+(lesson 4), the memory wall (lesson 1), the ZeRO bars (lesson 3) and the 3D assignment grid (lesson 6), built as the lessons build them; headless Chromium
 (/usr/bin/chromium, driven by Playwright) runs it. For each picture, 40 arrow-key presses on its own slider:
 in the page, a keydown listener on the slider notes performance.now(); a MutationObserver on the text summary
 sees the picture's synchronous redraw (the canvas and the text are painted in the same input event), and the
@@ -47,8 +47,17 @@ CELLS = [
     "microbatches=16)\ngrid",
     'from distlab.widgets.memory_wall import MemoryWallApp\nwall = MemoryWallApp(model="llama2-7b", gpus=8, zero=3)\n'
     "wall",
+    'from distlab.widgets.data_parallel_zero import ZeroMemoryApp\nzero = ZeroMemoryApp(model="llama2-7b", gpus=1)\n'
+    "zero",
+    "from distlab.widgets.parallelism_3d import MeshApp\nmesh = MeshApp(dp=4, tp=4, pp=4, picked=0)\nmesh",
 ]
-LABELS = ["ring animation: step slider (N = 8)", "bubble grid: m slider (p = 8)", "memory wall: GPU slider"]
+LABELS = [
+    "ring animation: step slider (N = 8)",
+    "bubble grid: m slider (p = 8)",
+    "memory wall: GPU slider",
+    "ZeRO bars: GPU slider",
+    "3D assignment grid: pick slider (64 GPUs)",
+]
 INSTRUMENT = """picture => {
   const slider = picture.querySelector('input.distlab-slider');
   const summary = picture.querySelector('.distlab-summary');

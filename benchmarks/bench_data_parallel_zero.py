@@ -1,7 +1,9 @@
 """Lesson 3 apps (ZeroMemoryApp, OverlapApp): time from a control change to the redrawn figure, median and p95.
 
-Every control of both apps: ZeroMemoryApp's model dropdown (the curves and their y range change), GPU type
-(the capacity line), GPU-count slider (the marker, a blit), fabric (the text only) and custom size; OverlapApp's
+Every control of both apps. ZeroMemoryApp's bars are drawn in the browser (issue 20; key press to pixels:
+bench_browser_pictures.py): its GPU-count slider costs the kernel only its echo; the model, GPU type, fabric and
+custom size price every GPU count of the slider, timed inside an event loop as a kernel runs them (the current
+count answered, then the other 45 filled in later turns: widgets.common.fill_in_turns). OverlapApp's
 model, GPU count, fabric, backward time and bucket count. Each sample sets one control; the observer ->
 distlab.memory / distlab.dataparallel -> in-place artist update -> render + ipympl's PNG diff all run inside the
 timed span, after replaying the front end's "initialized" message (bench_memory_widget.py says why).
@@ -9,7 +11,7 @@ timed span, after replaying the front end's "initialized" message (bench_memory_
 
 from __future__ import annotations
 
-from _timing import repeat, report, summarize
+from _timing import repeat, repeat_in_event_loop, report, summarize
 
 
 def main(n: int = 200) -> None:
@@ -17,8 +19,6 @@ def main(n: int = 200) -> None:
     from distlab.widgets.data_parallel_zero import CUSTOM, OverlapApp, ZeroMemoryApp
 
     app = ZeroMemoryApp()
-    app.canvas._handle_message(app.canvas, {"type": "initialized"}, [])  # what a browser sends first
-    app.fig.canvas.draw()
     models = ["llama2-7b", "llama2-70b", "llama3.1-8b", "gpt3-175b"]
     gpus = ["h100-sxm", "a100-80gb", "a100-40gb"]
     fabrics = ["ib-ndr", "ib-hdr", "ethernet-100g"]
@@ -35,16 +35,22 @@ def main(n: int = 200) -> None:
     def fabric(i):
         app.fabric.value = fabrics[(i + 1) % len(fabrics)]
 
-    print(report("ZeRO memory update: model dropdown", summarize(repeat(model, n)), 16))
-    print(report("ZeRO memory update: GPU type dropdown", summarize(repeat(gpu, n)), 16))
-    print(report("ZeRO memory update: GPU-count slider", summarize(repeat(slider, n)), 16))
-    print(report("ZeRO memory update: fabric dropdown", summarize(repeat(fabric, n)), 16))
-    app.model.value = CUSTOM
-
     def size(i):
+        app.model.value = CUSTOM
         app.custom_params.value = 5.0 + (i % 20)
 
-    print(report("ZeRO memory update: custom size (B)", summarize(repeat(size, n)), 16))
+    # the bars are drawn in the browser (issue 20): the slider costs the kernel only its echo; the other controls
+    # price the current count (answered, the target), then the other 45 in the event loop's later turns
+    print(report("ZeRO bars: GPU-count slider, kernel echo", summarize(repeat(slider, n)), 16))
+    for name, change in (
+        ("model dropdown", model),
+        ("GPU type dropdown", gpu),
+        ("fabric dropdown", fabric),
+        ("custom size (B)", size),
+    ):
+        answered, filled = repeat_in_event_loop(change, n // 5, lambda: app.filling)
+        print(report(f"ZeRO bars: {name}: answered", summarize(answered), 16))
+        print(report(f"ZeRO bars: {name}: other 45 counts filled after", summarize(filled)))
 
     overlap = OverlapApp()
     overlap.canvas._handle_message(overlap.canvas, {"type": "initialized"}, [])

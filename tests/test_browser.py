@@ -2,8 +2,9 @@
 
 Opens lesson 1 (a copy), runs all cells, checks that every widget rendered, moves the GPU-count
 slider and picks a ZeRO stage, and asserts that the text shown is what distlab computes. The pictures
-drawn in the browser (issue 20: the memory wall, the ring animation, the bubble grid) answer a key on
-their own slider with new pixels and distlab's text, with the kernel running and after it is shut down.
+drawn in the browser (issue 20: the memory wall, the ring animation, the bubble grid, the ZeRO bars, the
+3D assignment grid) answer a key on their own slider with new pixels and distlab's text, with the kernel
+running and after it is shut down.
 Playwright's browser download is never used: it drives /usr/bin/chromium (`apt-get install
 chromium`; .ci/run does that). A screenshot is saved in test-artifacts/.
 """
@@ -58,6 +59,10 @@ PICTURE_CELLS = [
     "from distlab.widgets.collectives import RingAllReduceApp\n"
     'ring = RingAllReduceApp(gpus=4, size="4 GB", link="nvlink4")\nring',
     'from distlab.widgets.pipeline import BubbleGridApp\ngrid = BubbleGridApp(kind="1f1b", stages=8, microbatches=16)\ngrid',
+    "from distlab.widgets.data_parallel_zero import ZeroMemoryApp\n"
+    'zero = ZeroMemoryApp(model="llama2-7b", gpu="h100-sxm", gpus=8, fabric="ib-ndr")\nzero',
+    "from distlab.widgets.parallelism_3d import MeshApp\n"
+    "mesh = MeshApp(dp=2, tp=2, pp=4, gpus_per_node=8, picked=5)\nmesh",
 ]
 
 
@@ -340,11 +345,13 @@ def _squash(text: str) -> str:
 
 
 def test_browser_pictures_answer_a_key_press_with_distlabs_numbers(jupyterlab):
-    """The ring animation and the bubble grid (issue 20): run as in their lessons, then, for each picture, one
+    """The ring animation, the bubble grid, the ZeRO bars and the 3D assignment grid (issue 20): run as in their lessons, then, for each picture, one
     arrow key on its own slider changes the canvas's pixels and the text summary under it becomes what distlab
     computes for the new position; after the kernel is shut down the pictures still answer (no round trip)."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
     from distlab.widgets.collectives import RingAllReduceApp
+    from distlab.widgets.common import GPU_COUNTS
+    from distlab.widgets.data_parallel_zero import ZeroMemoryApp
     from distlab.widgets.pipeline import BubbleGridApp
 
     base, token = jupyterlab
@@ -359,6 +366,25 @@ def test_browser_pictures_answer_a_key_press_with_distlabs_numbers(jupyterlab):
     for m in (17, 18):
         grid.microbatches.value = m
         expected[("grid", m)] = _squash(grid.summary())
+    zero = ZeroMemoryApp(model="llama2-7b", gpu="h100-sxm", gpus=8, fabric="ib-ndr")
+    for n in (9, 10):  # the slider runs over GPU_COUNTS: its positions are their indices
+        zero.gpus.value = n
+        expected[("zero", n)] = _squash(zero.summary())
+    # the same numbers straight from distlab.memory: ZeRO-3 at 9 GPUs holds 16 bytes x params / 9
+    from distlab import memory
+    from distlab.units import format_bytes
+
+    z3 = memory.training_memory("llama2-7b", zero=3, dp=9, gpu="h100-sxm", count_activations=False).total_bytes
+    assert format_bytes(z3) in expected[("zero", 9)]
+    position = {("zero", n): GPU_COUNTS.index(n) for n in (9, 10)}
+    from distlab.widgets.parallelism_3d import MeshApp
+
+    mesh = MeshApp(dp=2, tp=2, pp=4, gpus_per_node=8, picked=5)
+    for r in (6, 7):
+        mesh.pick.value = r
+        expected[("mesh", r)] = _squash(mesh.summary())
+    # by hand, tp-dp-pp with tp fastest: rank = tp + 2 dp + 4 pp, so GPU 6 = (tp 0, dp 1, pp 1)
+    assert "GPU 6 on node 0: tp rank 0, dp rank 1, pipeline stage 1" in expected[("mesh", 6)]
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000}, device_scale_factor=2)
@@ -367,6 +393,8 @@ def test_browser_pictures_answer_a_key_press_with_distlabs_numbers(jupyterlab):
             _open_and_run_all(page, f"{base}/lab/tree/{PICTURES}?token={token}")
             pictures = page.locator(".distlab-picture")
             pictures.nth(1).wait_for(timeout=90_000)
+            page.locator(".jp-Notebook .jp-Cell").last.scroll_into_view_if_needed()  # a deferred cell renders in view
+            pictures.nth(3).wait_for(timeout=90_000)
             page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
             assert page.get_by_text("Error displaying widget").count() == 0
 
@@ -388,7 +416,8 @@ def test_browser_pictures_answer_a_key_press_with_distlabs_numbers(jupyterlab):
                     pytest.fail(
                         f"{name} at {slider.input_value()}: shows {shown!r}, distlab: {expected[(name, value)]!r}"
                     )
-                assert slider.input_value() == str(value)
+                assert slider.input_value() == str(position.get((name, value), value))
+                assert picture.locator(".distlab-readout").text_content() == str(value)
                 assert canvas.evaluate("c => c.toDataURL()") != before, f"{name}: the picture did not change"
                 # drawn at the device pixel ratio (2 here): the canvas has twice its CSS pixels
                 w, css = canvas.evaluate("c => [c.width, c.getBoundingClientRect().width]")
@@ -400,6 +429,28 @@ def test_browser_pictures_answer_a_key_press_with_distlabs_numbers(jupyterlab):
             grid_picture.scroll_into_view_if_needed()
             press(grid_picture, "ArrowRight", "grid", 17)
             grid_picture.screenshot(path=str(ARTIFACTS / "browser-pictures-grid.png"))
+            zero_picture = pictures.nth(2)
+            zero_picture.scroll_into_view_if_needed()
+            press(zero_picture, "ArrowRight", "zero", 9)
+            zero_picture.screenshot(path=str(ARTIFACTS / "browser-pictures-zero.png"))
+            mesh_picture = pictures.nth(3)
+            mesh_picture.scroll_into_view_if_needed()
+            press(mesh_picture, "ArrowRight", "mesh", 6)
+            # a click on GPU 13's cell picks it: the cell's centre in canvas pixels, computed here from the frames
+            # (scale = the smaller of width and height over the grid's extent plus 3.2 cells of node labels)
+            f = mesh.picture.frames
+            w, h = mesh.picture.width, mesh.picture.height
+            s = min((w - 8) / (f["width"] + 3.2), (h - 22 - 8) / f["height"])
+            mesh_picture.locator("canvas").click(
+                position={"x": 4 + (f["x"][13] + 3.2 + 0.5) * s, "y": 4 + (f["y"][13] + 0.5) * s}
+            )
+            page.wait_for_function(
+                "el => el.textContent.trim() === '13'", arg=mesh_picture.locator(".distlab-readout").element_handle()
+            )
+            mesh.pick.value = 13
+            assert _squash(mesh_picture.locator(".distlab-summary").text_content()) == _squash(mesh.summary())
+            mesh_picture.locator("input.distlab-slider").fill("6")  # back where the key press below starts
+            mesh_picture.screenshot(path=str(ARTIFACTS / "browser-pictures-mesh.png"))
 
             # no kernel: the pictures still answer (every position is already in the browser)
             page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
@@ -407,6 +458,8 @@ def test_browser_pictures_answer_a_key_press_with_distlabs_numbers(jupyterlab):
             page.wait_for_selector("#jp-main-statusbar >> text=/No Kernel|Unknown/", timeout=30_000)
             press(ring_picture, "ArrowRight", "ring", 2)
             press(grid_picture, "ArrowRight", "grid", 18)
+            press(zero_picture, "ArrowRight", "zero", 10)
+            press(mesh_picture, "ArrowRight", "mesh", 7)
             # the play button is a native button: the keyboard starts it
             ring_picture.locator("button.distlab-play").focus()
             page.keyboard.press("Space")

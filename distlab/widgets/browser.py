@@ -30,6 +30,7 @@ __all__ = [
     "RingPicture",
     "TimelinePicture",
     "BarsPicture",
+    "GridPicture",
     "ring_frames",
     "timeline_buffers",
 ]
@@ -223,3 +224,16 @@ class BarsPicture(SelectionPicture):
     "capacity_label"}; the y range covers every option, so it stays put while the slider moves."""
 
     _esm = module_source("bars.js")
+
+
+class GridPicture(BrowserPicture):
+    """The GPU assignment grid of 3D parallelism (Lesson 6's MeshApp): a cell per GPU, grouped by node, filled by
+    the colour-by choice. The slider is the picked GPU (0..world - 1): its TP, DP and PP groups are outlined, each
+    in its colour and dash pattern, and the GPUs outside them faded, all drawn in the browser; a click on a cell
+    picks that GPU.
+
+    frames: {"x", "y": cell corners per rank (distlab.plots.parallelism_3d.grid_geometry), "width", "height",
+    "gpus_per_node", "fill": colour index per rank, "fill_kind": "groups" or "ramp", "fill_count", "colour_by",
+    "groups": {"tp", "dp", "pp": group index per rank}, "sizes": {"tp", "dp", "pp"}}."""
+
+    _esm = module_source("grid.js")

@@ -334,6 +334,24 @@ def fill_in_turns(step):
     return done
 
 
+def fill_positions(pending: list, compute, still_current, send):
+    """fill_in_turns over the positions in `pending` (fill_order: nearest first): each turn calls compute(p) for
+    the next positions until turn_deadline(), send() once all are computed; a turn that finds still_current()
+    False (the controls moved again: a newer refresh fills instead) stops. Returns what fill_in_turns returns."""
+
+    def step() -> bool:
+        if not still_current():
+            return False
+        deadline = turn_deadline()
+        while pending and time.perf_counter() < deadline:
+            compute(pending.pop(0))
+        if not pending:
+            send()
+        return bool(pending)
+
+    return fill_in_turns(step)
+
+
 def fill_order(positions, current) -> list:
     """The positions still to compute, nearest to the current one first (where the slider goes next)."""
     return sorted(positions, key=lambda p: (abs(p - current), p))

@@ -1,30 +1,42 @@
 """Lesson 3 apps: ZeRO memory per GPU against the GPU count, and the gradient all-reduce hidden under backward.
 
 ZeroMemoryApp: model, GPU type and count, fabric -> memory per GPU for plain DP and ZeRO-1/2/3
-(lines against N, with the GPU's capacity), and per stage the bytes each GPU sends per step and
+(stacked bars against the GPU's capacity, drawn in the browser for every GPU count of the slider), and per stage the bytes each GPU sends per step and
 their time on the fabric. OverlapApp: model, GPUs, fabric, backward time and bucket count -> the
 per-bucket timeline of DDP-style overlap and the exposed communication.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import ipywidgets as widgets
-import numpy as np
 
 from .. import dataparallel, hardware, memory, models
-from ..plots.data_parallel_zero import STAGE_LABELS, STAGES, legend_html, overlap_axes, zero_memory_axes
+from ..errors import DistlabError
+from ..plots.data_parallel_zero import STAGE_LABELS, STAGES, overlap_axes
+from ..plots.memory_wall import LABELS
 from ..units import format_bytes, format_seconds
-from .common import BlitRenderer, LessonApp, axes_state, figure_canvas, gpu_slider
+from .browser import BarsPicture
+from .common import (
+    GPU_COUNTS,
+    BlitRenderer,
+    LessonApp,
+    attempt,
+    axes_state,
+    event_loop_running,
+    figure_canvas,
+    fill_order,
+    fill_positions,
+    gpu_slider,
+    nearest_gpu_count,
+)
 
-__all__ = ["CUSTOM", "CURVE_GPUS", "ZeroComparison", "catalog_span", "ZeroMemoryApp", "OverlapApp", "APPS"]
+__all__ = ["CUSTOM", "PENDING", "ZeroComparison", "ZeroMemoryApp", "OverlapApp", "APPS"]
 
 CUSTOM = "custom size"
-#: The GPU counts the curves are drawn at, 1 to 1024: 16 per doubling on the log axis (every whole number up to
-#: 22), where every curve a/N + b is smooth; fewer points than 1 to 1024 draw faster and look the same.
-CURVE_GPUS = np.unique(np.round(2.0 ** np.linspace(0, 10, 161)).astype(int))
+#: The text under the bars at a GPU count still being priced (in a kernel, for a moment after a change).
+PENDING = "pricing this GPU count ..."
 
 
 @dataclass(frozen=True)
@@ -56,22 +68,19 @@ class ZeroComparison:
         return "\n".join(rows)
 
 
-@functools.lru_cache(maxsize=1)
-def catalog_span() -> tuple[float, float]:
-    """(low, high) GB of model states per GPU over every catalog model at 1 to 1,024 GPUs, and every GPU's memory:
-    the y range ZeroMemoryApp keeps, so that picking another model or GPU never rescales the axis."""
-    ends = [dataparallel.memory_per_gpu_curves(name, CURVE_GPUS[[0, -1]]) for name in models.MODELS]
-    low = min(float(curves[3][-1]) for curves in ends)
-    high = max(float(curves[0][0]) for curves in ends)
-    capacities = [hardware.accelerator(name).memory_bytes for name in hardware.ACCELERATORS]
-    return min(low, *capacities) / 1e9, max(high, *capacities) / 1e9
-
-
 class ZeroMemoryApp(LessonApp):
     """Model, GPU type, GPU count and fabric -> memory per GPU for every ZeRO stage, and its communication.
 
-    `result` is a ZeroComparison (None on invalid input), `error` our message instead.
+    The bars are drawn in the browser (distlab.widgets.browser.BarsPicture): one stacked bar per stage (weights,
+    gradients, optimizer states) against the GPU's capacity, sent for every GPU count of the picture's own slider
+    (`gpus`) at once with the text of each, so dragging it needs no kernel round trip. The other controls change
+    the physics: the current count answers first, the others are filled in the kernel's later turns
+    (common.fill_in_turns). `result` is a ZeroComparison (None on invalid input), `error` our message instead.
     """
+
+    summary_in_picture = True
+    #: The parts of distlab.memory.MemoryBreakdown stacked in each bar (model states only: no activations).
+    PARTS = ("weights", "gradients", "optimizer")
 
     def __init__(self, model="llama2-7b", gpu="h100-sxm", gpus=8, fabric="ib-ndr", custom_params_b=7.5):
         self.model = widgets.Dropdown(options=[*models.MODELS, CUSTOM], value=model, description="model")
@@ -83,38 +92,80 @@ class ZeroMemoryApp(LessonApp):
             layout=widgets.Layout(width="180px", display=None if model == CUSTOM else "none"),
         )
         self.gpu = widgets.Dropdown(options=list(hardware.ACCELERATORS), value=gpu, description="GPU")
-        self.gpus = gpu_slider(gpus, "GPUs (N)")
+        self.picture = BarsPicture(description="GPUs (N)", width=640, height=320)
+        self.picture.show_options(GPU_COUNTS, [""] * len(GPU_COUNTS), value=nearest_gpu_count(gpus))
+        self.gpus = self.picture
         self.fabric = widgets.Dropdown(options=list(hardware.LINKS), value=fabric, description="fabric")
         self.status = widgets.HTML()
-        self.fig, self.canvas = figure_canvas((6.4, 3.4), dict(left=0.1, right=0.97, bottom=0.1, top=0.96))
-        self.ax = self.fig.add_subplot()
-        self.chart = zero_memory_axes(self.ax, legend=False)
-        self.chart.y_span = catalog_span()
-        self.chart.label_capacity = False  # named in the legend above the canvas: text is slow to render
-        self.legend = widgets.HTML(legend_html())
-        self.renderer = BlitRenderer(self.canvas, self.chart.animated_artists, self.chart.data_artists)
         self.result: ZeroComparison | None = None
         self.error: str | None = None
-        self._curve_key = None
+        self._results: dict = {}  # GPU count -> ZeroComparison or DistlabError, for the current other controls
         for control in (self.model, self.custom_params, self.gpu, self.fabric):
             control.observe(self._on_change, names="value")
-        self.gpus.observe(self._on_slider, names="value")
-        controls = widgets.VBox(
-            [
-                widgets.HBox([self.model, self.custom_params]),
-                widgets.HBox([self.gpu, self.fabric]),
-                self.gpus,
-            ]
-        )
-        super().__init__([controls, self.legend, self.canvas, self.status])
-        self.update()
+        controls = widgets.VBox([widgets.HBox([self.model, self.custom_params]), widgets.HBox([self.gpu, self.fabric])])
+        super().__init__([controls, self.picture, self.status])
+        self._refresh()
+        self.picture.observe(self._on_gpus, names="value")
+
+    _syncing = False
+    _generation = 0
+    #: The background filling of the other GPU counts in a kernel (an asyncio.Future; None when done at once).
+    filling = None
 
     def _on_change(self, change=None):
         self.custom_params.disabled = self.model.value != CUSTOM
         self.custom_params.layout.display = None if self.model.value == CUSTOM else "none"
-        self.update()
+        self._refresh()
 
-    def _on_slider(self, change=None):
+    def _on_gpus(self, change=None):
+        if not self._syncing:
+            self.update()
+
+    def _refresh(self) -> None:
+        """Every GPU count of the slider for the other controls, sent at once: the current count first (the others
+        shown as PENDING), the others in later turns of the kernel's event loop (at once outside one)."""
+        self._generation += 1
+        generation = self._generation
+        current = self.gpus.value
+        self._results = {current: attempt(self._comparison, current)}
+        if event_loop_running():
+            self._send()
+        pending = fill_order([n for n in GPU_COUNTS if n != current], current)
+
+        def compute(n: int) -> None:
+            self._results[n] = attempt(self._comparison, n)
+
+        self.filling = fill_positions(pending, compute, lambda: generation == self._generation, self._send)
+
+    def _send(self) -> None:
+        """The bars and text of every GPU count computed so far to the picture (PENDING where not yet)."""
+        results = [self._results.get(n) for n in GPU_COUNTS]
+        valid = [r for r in results if isinstance(r, ZeroComparison)]
+        frames: dict = {}
+        if valid:
+            gpu = hardware.accelerator(self.gpu.value)
+            frames = {
+                "parts": [LABELS.get(k, k) for k in self.PARTS],
+                "bars": [
+                    [[r.memory[s].parts()[k] / 1e9 for k in self.PARTS] for s in STAGES]
+                    if isinstance(r, ZeroComparison)
+                    else []
+                    for r in results
+                ],
+                "labels": [STAGE_LABELS[s] for s in STAGES],
+                "unit": "GB",
+                "capacity": gpu.memory_bytes / 1e9,
+                "capacity_label": f"{gpu.name}: {format_bytes(gpu.memory_bytes)}",
+            }
+        summaries = [
+            PENDING if r is None else self.describe(r) if isinstance(r, ZeroComparison) else "" for r in results
+        ]
+        errors = [str(r) if isinstance(r, DistlabError) else "" for r in results]
+        self._syncing = True
+        try:
+            self.picture.show_options(GPU_COUNTS, summaries, errors, frames=frames)
+        finally:
+            self._syncing = False
         self.update()
 
     def _model(self):
@@ -124,40 +175,29 @@ class ZeroMemoryApp(LessonApp):
         m = models.model(self.model.value)
         return m, m.name
 
-    def compute(self) -> ZeroComparison:
-        """Every stage at the chosen GPU count, from distlab.memory and distlab.dataparallel."""
+    def _comparison(self, n: int) -> ZeroComparison:
+        """Every stage at `n` GPUs, from distlab.memory and distlab.dataparallel; raises our error on invalid input."""
         model, name = self._model()
-        n, gpu, fabric = self.gpus.value, self.gpu.value, self.fabric.value
+        gpu, fabric = self.gpu.value, self.fabric.value
         mem = {s: memory.training_memory(model, zero=s, dp=n, gpu=gpu, count_activations=False) for s in STAGES}
         comm = {s: dataparallel.step_communication(model, zero=s, dp=n, link=fabric) for s in STAGES}
         params = mem[0].config["params"]
         return ZeroComparison(name, params, n, hardware.accelerator(gpu).name, hardware.link(fabric).name, mem, comm)
 
-    def render(self, result: ZeroComparison):
-        """Move the marker (blit); when the model or GPU changed, replace the curves too (the data layer: the
-        axis spans every catalog model and GPU, so it stays; a custom size beyond them rescales it)."""
-        full = False
-        key = (result.params, self.gpu.value)
-        if key != self._curve_key:
-            model, _ = self._model()
-            curves = dataparallel.memory_per_gpu_curves(model, CURVE_GPUS)
-            gpu = hardware.accelerator(self.gpu.value)
-            label = f"{gpu.name}: {format_bytes(gpu.memory_bytes)}"
-            full = self.chart.set_curves(CURVE_GPUS, curves, gpu.memory_bytes, label)
-            self.legend.value = legend_html(label)
-            self._curve_key = key
-        self.chart.set_marker(result.gpus, {s: bd.total_bytes for s, bd in result.memory.items()})
-        return full
-
-    def fade(self) -> bool:
-        self.chart.set_marker(self.gpus.value, None)
-        return False
+    def compute(self) -> ZeroComparison:
+        """Every stage at the chosen GPU count (computed by _refresh); raises our error on invalid input."""
+        result = self._results.get(self.gpus.value)
+        if result is None:
+            result = self._results[self.gpus.value] = attempt(self._comparison, self.gpus.value)
+        if isinstance(result, DistlabError):
+            raise result
+        return result
 
     def status_kind(self, result: ZeroComparison) -> str:
         return "ok" if result.smallest_fitting_stage is not None else "bad"
 
     def describe(self, r: ZeroComparison) -> str:
-        """The text under the chart: per stage memory, fit, bytes sent per step and time; the smallest stage that fits."""
+        """The text under the bars: per stage memory, fit, bytes sent per step and time; the smallest stage that fits."""
         m = r.communication[0].gradient_bytes
         head = (
             f"{r.model} ({r.params / 1e9:.2f} B parameters) on {r.gpus} x {r.gpu}, model states only; "

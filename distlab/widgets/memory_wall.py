@@ -8,7 +8,6 @@ count first, the others in the kernel's later turns).
 
 from __future__ import annotations
 
-import time
 
 import ipywidgets as widgets
 
@@ -22,10 +21,9 @@ from .common import (
     LessonApp,
     attempt,
     event_loop_running,
-    fill_in_turns,
     fill_order,
+    fill_positions,
     nearest_gpu_count,
-    turn_deadline,
 )
 
 __all__ = ["CUSTOM", "PENDING", "ZERO_LABELS", "PRECISION_OPTIONS", "MemoryWallApp", "APPS"]
@@ -154,18 +152,10 @@ class MemoryWallApp(LessonApp):
             self._send()
         pending = fill_order([n for n in GPU_COUNTS if n != current], current)
 
-        def step() -> bool:
-            if generation != self._generation:  # the controls moved again: that refresh fills instead
-                return False
-            deadline = turn_deadline()
-            while pending and time.perf_counter() < deadline:
-                n = pending.pop(0)
-                self._results[n] = attempt(self._breakdown, n)
-            if not pending:
-                self._send()
-            return bool(pending)
+        def compute(n: int) -> None:
+            self._results[n] = attempt(self._breakdown, n)
 
-        self.filling = fill_in_turns(step)
+        self.filling = fill_positions(pending, compute, lambda: generation == self._generation, self._send)
 
     _generation = 0
     #: The background filling of the other GPU counts in a kernel (an asyncio.Future; None when done at once).

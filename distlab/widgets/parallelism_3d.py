@@ -1,9 +1,11 @@
 """Lesson 6 app: the GPU assignment grid of 3D parallelism (D x T x P), computed by distlab.mesh.
 
-Each cell is a GPU, cells are grouped by node, and fills show the groups of the chosen kind.
-Pick a GPU (click its cell, or type its number) to outline all its groups. The cells are a
-fixed pool (distlab.plots.parallelism_3d.GpuGrid) rebuilt only when the number of GPUs or the node
-size changes; otherwise a control change only swaps colours and is redrawn by blitting.
+Each cell is a GPU, cells are grouped by node, and fills show the groups of the chosen kind. The grid is drawn
+in the browser (distlab.widgets.browser.GridPicture): its slider, or a click on a cell, picks a GPU, whose TP, DP
+and PP groups are outlined. The layout and the text of every GPU are sent at once, so stepping through the GPUs
+needs no kernel round trip; D, T, P, the node size and the order change the layout (the picked GPU's text answers
+first, the others follow in the kernel's later turns: common.fill_in_turns); the colour choice only resends the
+fills.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import itertools
 import ipywidgets as widgets
 
 from .. import mesh
-from ..errors import ConfigurationError
-from ..plots.parallelism_3d import grid_colours, gpu_grid, legend_html
-from .common import BlitRenderer, LessonApp, figure_canvas
+from ..errors import ConfigurationError, DistlabError
+from ..plots.parallelism_3d import grid_geometry
+from .browser import GridPicture
+from .common import LessonApp, attempt, event_loop_running, fill_order, fill_positions, message_html
 
-__all__ = ["MAX_GRID_GPUS", "ORDERS", "COLOUR_BY", "SHOW", "MeshApp", "APPS"]
+__all__ = ["MAX_GRID_GPUS", "ORDERS", "COLOUR_BY", "SHOW", "PENDING", "MeshApp", "APPS"]
 
 #: Most GPUs the grid draws (cells get smaller than a few pixels beyond).
 MAX_GRID_GPUS = 512
@@ -30,6 +33,8 @@ COLOUR_BY = [
     ("node", "node"),
 ]
 SHOW = ("tp", "dp", "pp")
+#: The text under the grid at a GPU still being described (in a kernel, for a moment after a change).
+PENDING = "describing this GPU ..."
 
 
 def _order_label(order: str) -> str:
@@ -44,11 +49,12 @@ class MeshApp(LessonApp):
     """D, T, P, GPUs per node and the order -> the rank layout drawn as a grid of GPUs by node.
 
     `result` holds the current RankLayout (None on invalid input); `error` our message instead.
-    `pick` selects a GPU (also by clicking its cell); its TP, DP and PP groups are outlined.
+    `pick` (the picture's own slider, in the browser) selects a GPU; its TP, DP and PP groups are outlined.
     """
 
+    summary_in_picture = True
+
     def __init__(self, dp=4, tp=4, pp=4, gpus_per_node=8, order="tp-dp-pp", colour_by="dp", picked=0):
-        self._updating = False
         self.dp = widgets.IntSlider(value=dp, min=1, max=32, description="D (data)")
         self.tp = widgets.IntSlider(value=tp, min=1, max=16, description="T (tensor)")
         self.pp = widgets.IntSlider(value=pp, min=1, max=16, description="P (pipeline)")
@@ -57,54 +63,110 @@ class MeshApp(LessonApp):
         self.colour_by = widgets.ToggleButtons(
             options=COLOUR_BY, value=colour_by, description="colour", style={"button_width": "96px"}
         )
-        self.pick = widgets.BoundedIntText(
-            value=picked,
-            min=0,
-            max=max(dp * tp * pp - 1, 0),
-            description="pick GPU",
-            layout=widgets.Layout(width="180px"),
-        )
+        self.picture = GridPicture(description="pick GPU", width=GRID_WIDTH, height=GRID_MAX_HEIGHT)
+        self.picture.show(0, max(dp * tp * pp - 1, 0), [""] * max(dp * tp * pp, 1), value=picked)
+        self.pick = self.picture
         self.status = widgets.HTML()
-        self.fig, self.canvas = figure_canvas((6.6, 3.3), dict(left=0.01, right=0.99, bottom=0.01, top=0.99))
-        self.ax = self.fig.add_subplot()
-        self.grid = gpu_grid(self.ax)
-        # the static part (node frames and labels, the limits) follows the grid's size: a size shown before is
-        # restored, not drawn again
-        self.renderer = BlitRenderer(
-            self.canvas, self.grid.animated_artists, static_key=lambda: (self.grid.world, self.grid.gpus_per_node)
-        )
-        self.canvas.mpl_connect("button_press_event", self.on_click)
         self.result: mesh.RankLayout | None = None
         self.error: str | None = None
-        for control in (self.dp, self.tp, self.pp, self.gpus_per_node, self.order, self.colour_by, self.pick):
+        self._layout: mesh.RankLayout | DistlabError | None = None
+        self._texts: dict = {}  # rank -> the text under the grid, for the current layout
+        for control in (self.dp, self.tp, self.pp, self.gpus_per_node, self.order):
             control.observe(self._on_change, names="value")
+        self.colour_by.observe(self._on_colour, names="value")
         controls = widgets.VBox(
             [
                 widgets.HBox([self.dp, self.gpus_per_node]),
                 widgets.HBox([self.tp, self.order]),
-                widgets.HBox([self.pp, self.pick]),
+                self.pp,
                 self.colour_by,
             ]
         )
-        super().__init__([controls, widgets.HTML(legend_html(SHOW)), self.canvas, self.status])
-        self.update()
+        super().__init__([controls, self.picture, self.status])
+        self._refresh()
+        self.picture.observe(self._on_pick, names="value")
+
+    _syncing = False
+    _generation = 0
+    #: The background filling of the other GPUs' texts in a kernel (an asyncio.Future; None when done at once).
+    filling = None
 
     # -- events ------------------------------------------------------------------------
     def _on_change(self, change=None):
-        if not self._updating:
+        self._refresh()
+
+    def _on_colour(self, change=None):
+        if isinstance(self._layout, mesh.RankLayout):
+            self._send()
+
+    def _on_pick(self, change=None):
+        if not self._syncing:
             self.update()
 
-    def on_click(self, event) -> None:
-        """Canvas click: pick the GPU under the pointer (a matplotlib button_press_event)."""
-        if self.result is None or event.inaxes is not self.ax:
+    def _refresh(self) -> None:
+        """The layout of the controls and the text of every GPU, sent at once: the picked GPU's text first (the
+        others PENDING), the others in later turns of the kernel's event loop (at once outside one)."""
+        self._generation += 1
+        generation = self._generation
+        lay = self._layout = attempt(self._compute_layout)
+        self._texts = {}
+        if isinstance(lay, DistlabError):
+            self._send()
+            self.filling = None
             return
-        rank = self.grid.cell_at(event.xdata, event.ydata)
-        if rank is not None:
-            self.pick.value = rank
+        current = min(self.pick.value, lay.world_size - 1)
+        self._texts[current] = self._describe(lay, current)
+        if event_loop_running():
+            self._send()
+        pending = fill_order([r for r in range(lay.world_size) if r != current], current)
+        shared = self._shared_lines(lay)
+
+        def describe(r: int) -> None:
+            self._texts[r] = self._describe(lay, r, shared)
+
+        self.filling = fill_positions(pending, describe, lambda: generation == self._generation, self._send)
+
+    def _send(self) -> None:
+        """The grid and the text of every GPU described so far to the picture (PENDING where not yet)."""
+        lay = self._layout
+        self._syncing = True
+        try:
+            if isinstance(lay, DistlabError):
+                count = self.pick.max + 1
+                self.picture.show(0, self.pick.max, [""] * count, [str(lay)] * count, frames={})
+            elif lay is not None:
+                texts = [self._texts.get(r, PENDING) for r in range(lay.world_size)]
+                frames = self._frames(lay)
+                self.picture.show(0, lay.world_size - 1, texts, frames=frames, height=_fitted_height(frames))
+        finally:
+            self._syncing = False
+        self.update()
+
+    def _frames(self, lay: mesh.RankLayout) -> dict:
+        x, y, _, _, width, height = grid_geometry(lay.world_size, lay.gpus_per_node)
+        by = self.colour_by.value
+        if by == "stage":
+            fill, kind, count = lay.coordinate_array("pp"), "ramp", lay.pp
+        elif by == "node":
+            fill, kind, count = lay.node_ids(), "groups", lay.nodes
+        else:
+            fill, kind, count = lay.group_index(by), "groups", lay.world_size // lay.sizes[by]
+        return {
+            "x": x.tolist(),
+            "y": y.tolist(),
+            "width": float(width),
+            "height": float(height),
+            "gpus_per_node": lay.gpus_per_node,
+            "fill": [int(v) for v in fill],
+            "fill_kind": kind,
+            "fill_count": int(count),
+            "colour_by": dict((v, k) for k, v in COLOUR_BY)[by],
+            "groups": {d: [int(v) for v in lay.group_index(d)] for d in SHOW},
+            "sizes": {d: int(lay.sizes[d]) for d in SHOW},
+        }
 
     # -- model -------------------------------------------------------------------------
-    def compute(self) -> mesh.RankLayout:
-        """The RankLayout of the controls (distlab.mesh.layout)."""
+    def _compute_layout(self) -> mesh.RankLayout:
         world = self.dp.value * self.tp.value * self.pp.value
         if world > MAX_GRID_GPUS:
             raise ConfigurationError(
@@ -119,20 +181,18 @@ class MeshApp(LessonApp):
             gpus_per_node=self.gpus_per_node.value,
         )
 
-    def render(self, lay: mesh.RankLayout) -> bool:
-        """Recolour the cells in place (rebuilding them when the size changed): True when rebuilt."""
-        self._updating = True
-        try:
-            self.pick.max = lay.world_size - 1  # clamps the value when the grid shrank
-        finally:
-            self._updating = False
-        rebuilt = self.grid.rebuild(lay.world_size, lay.gpus_per_node)
-        self.grid.update(*grid_colours(lay, self.colour_by.value, self.pick.value, SHOW))
-        return rebuilt
+    def compute(self) -> mesh.RankLayout:
+        """The RankLayout of the controls (distlab.mesh.layout, computed by _refresh); raises our error."""
+        if self._layout is None:
+            self._layout = attempt(self._compute_layout)
+        if isinstance(self._layout, DistlabError):
+            raise self._layout
+        return self._layout
 
-    def fade(self) -> bool:
-        self.grid.hide()
-        return False
+    def update(self, change=None) -> None:
+        super().update(change)
+        if self.result is not None and self.result.warnings():  # the warnings stay in red under the grid
+            self.status.value = message_html("\n".join("warning: " + w for w in self.result.warnings()), "warn")
 
     def status_kind(self, lay: mesh.RankLayout) -> str:
         return "warn" if lay.warnings() else "ok"
@@ -140,11 +200,31 @@ class MeshApp(LessonApp):
     def describe(self, lay: mesh.RankLayout) -> str:
         """The text under the grid: the picked GPU's coordinates and groups, where each kind runs, warnings."""
         r = self.pick.value
+        text = self._texts.get(r)
+        return text if text is not None and lay is self._layout else self._describe(lay, r)
+
+    @staticmethod
+    def _shared_lines(lay: mesh.RankLayout) -> tuple[str, list]:
+        head = (
+            f"{lay.world_size} GPUs = D {lay.dp} x T {lay.tp} x P {lay.pp}, order "
+            f"{'-'.join(d for d in lay.order if d in SHOW)} (leftmost varies fastest), {lay.nodes} "
+            f"node{'s' if lay.nodes > 1 else ''} of {lay.gpus_per_node} [mesh.layout]"
+        )
+        tail = []
+        for d in SHOW:
+            if lay.sizes[d] > 1:
+                crossing = int(lay.crosses_nodes(d).sum())
+                total = lay.world_size // lay.sizes[d]
+                tail.append(f"{d.upper()}: {total} groups of {lay.sizes[d]}, {crossing} cross nodes")
+        tail.extend("warning: " + w for w in lay.warnings())
+        return head, tail
+
+    @classmethod
+    def _describe(cls, lay: mesh.RankLayout, r: int, shared=None) -> str:
+        head, tail = cls._shared_lines(lay) if shared is None else shared
         c = lay.coords(r)
         lines = [
-            f"{lay.world_size} GPUs = D {lay.dp} x T {lay.tp} x P {lay.pp}, order {'-'.join(d for d in lay.order if d in SHOW)} "
-            f"(leftmost varies fastest), {lay.nodes} node{'s' if lay.nodes > 1 else ''} of {lay.gpus_per_node} "
-            "[mesh.layout]",
+            head,
             f"GPU {r} on node {lay.node_of(r)}: tp rank {c['tp']}, dp rank {c['dp']}, pipeline stage {c['pp']}",
         ]
         for d in SHOW:
@@ -153,13 +233,18 @@ class MeshApp(LessonApp):
             where = f"inside node {nodes[0]}" if len(nodes) == 1 else f"across nodes {_ranges(nodes)}"
             kind = "intra-node link" if len(nodes) == 1 else "inter-node link"
             lines.append(f"  {d.upper()} group {_short(group)}: {where} ({kind})")
-        for d in SHOW:
-            if lay.sizes[d] > 1:
-                crossing = int(lay.crosses_nodes(d).sum())
-                total = lay.world_size // lay.sizes[d]
-                lines.append(f"{d.upper()}: {total} groups of {lay.sizes[d]}, {crossing} cross nodes")
-        lines.extend("warning: " + w for w in lay.warnings())
-        return "\n".join(lines)
+        return "\n".join(lines + tail)
+
+
+#: The grid's canvas: its width (px), the most height it takes, the room for node labels (cells) and the legend (px).
+GRID_WIDTH, GRID_MAX_HEIGHT, LABEL_ROOM, LEGEND_PX = 660, 330, 3.2, 30
+
+
+def _fitted_height(frames: dict) -> int:
+    """The canvas height that fits the grid at the scale its width allows (grid.js scales cells to the smaller of
+    the two), so a few nodes leave no empty band under them."""
+    scale = (GRID_WIDTH - 8) / (frames["width"] + LABEL_ROOM)
+    return int(min(GRID_MAX_HEIGHT, max(120, round(scale * frames["height"] + LEGEND_PX + 8))))
 
 
 def _short(group: list, limit: int = 12) -> str:

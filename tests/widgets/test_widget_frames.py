@@ -75,19 +75,13 @@ def _all_to_all():
     return AllToAllApp(), "ep", [16, 8]
 
 
-def _mesh():
-    from distlab.widgets.parallelism_3d import MeshApp
-
-    return MeshApp(dp=4, tp=4, pp=4), "dp", [5, 4]
-
-
 def _buckets():
     from distlab.widgets.production import BucketApp
 
     return BucketApp(), "dp", [8, 64]  # one node on NVLink: the exposed curve falls decades, a new y range
 
 
-@pytest.mark.parametrize("make", [_training_lab, _triage, _overlap, _all_to_all, _mesh, _buckets])
+@pytest.mark.parametrize("make", [_training_lab, _triage, _overlap, _all_to_all, _buckets])
 def test_axes_shown_before_are_restored_and_look_as_a_full_draw(make):
     app, control, (other, first) = make()
     _ready(app)

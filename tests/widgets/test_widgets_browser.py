@@ -17,7 +17,12 @@ NOT_FINITE = re.compile(r"(?<![\w.])[-+]?(nan|inf|infinity)(?![\w])", re.I)
 
 
 def test_modules_are_package_data_with_no_network_import():
-    for cls, name in ((browser.RingPicture, "ring.js"), (browser.TimelinePicture, "timeline.js")):
+    for cls, name in (
+        (browser.RingPicture, "ring.js"),
+        (browser.TimelinePicture, "timeline.js"),
+        (browser.BarsPicture, "bars.js"),
+        (browser.GridPicture, "grid.js"),
+    ):
         source = cls._esm if isinstance(cls._esm, str) else ""
         assert source == browser.module_source(name)
         assert "export default" in source and "function mountPicture" in source
@@ -109,5 +114,39 @@ def test_random_moves_of_the_memory_walls_controls(data):
         "gpus": _setter(app.gpus, "index", st.integers(0, len(app.gpus.options) - 1)),
         "zero": _setter(app.zero, "value", st.sampled_from([0, 1, 2, 3])),
         "model": _setter(app.model, "value", st.sampled_from(["llama2-7b", "gpt3-175b", "custom size"])),
+    }
+    _fuzz(data, app, moves)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_moves_of_the_zero_bars_controls(data):
+    from distlab.widgets.data_parallel_zero import ZeroMemoryApp
+
+    app = ZeroMemoryApp(model="custom size")
+    moves = {
+        "gpus": _setter(app.gpus, "index", st.integers(0, len(app.gpus.options) - 1)),
+        "gpu": _setter(app.gpu, "value", st.sampled_from(["h100-sxm", "a100-40gb", "mi300x"])),
+        "fabric": _setter(app.fabric, "value", st.sampled_from(["ib-ndr", "nvlink4", "ethernet-100g"])),
+        "size": _setter(app.custom_params, "value", st.sampled_from([7.5, 0.0, -1.0, 1e-3, 1e4])),
+        "model": _setter(app.model, "value", st.sampled_from(["llama2-7b", "gpt3-175b", "custom size"])),
+    }
+    _fuzz(data, app, moves)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_moves_of_the_assignment_grids_controls(data):
+    from distlab.widgets.parallelism_3d import COLOUR_BY, ORDERS, MeshApp
+
+    app = MeshApp(dp=data.draw(st.integers(1, 8)), tp=data.draw(st.integers(1, 8)), pp=2)
+    moves = {
+        "pick": _setter(app.pick, "value", st.integers(-3, 600)),  # clamped to 0..world - 1
+        "dp": _setter(app.dp, "value", st.integers(1, 32)),  # beyond 512 GPUs: our message
+        "tp": _setter(app.tp, "value", st.integers(1, 16)),
+        "pp": _setter(app.pp, "value", st.integers(1, 16)),
+        "order": _setter(app.order, "value", st.sampled_from(ORDERS)),
+        "colour": _setter(app.colour_by, "value", st.sampled_from([v for _, v in COLOUR_BY])),
+        "node": _setter(app.gpus_per_node, "value", st.sampled_from([2, 4, 8, 16])),
     }
     _fuzz(data, app, moves)

@@ -8,8 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from distlab import dataparallel, memory, models
-from distlab.widgets.data_parallel_zero import APPS, CUSTOM, CURVE_GPUS, OverlapApp, ZeroMemoryApp
+from distlab import dataparallel, memory
+from distlab.widgets.common import GPU_COUNTS
+from distlab.widgets.data_parallel_zero import APPS, CUSTOM, PENDING, OverlapApp, ZeroMemoryApp
 
 
 @pytest.fixture(scope="module")
@@ -26,42 +27,33 @@ def test_initial_state_matches_distlab(zero_app):
         comm = dataparallel.step_communication("llama2-7b", zero=stage, dp=8, link="ib-ndr")
         assert r.communication[stage].bytes_sent_per_gpu == pytest.approx(comm.bytes_sent_per_gpu)
         assert r.communication[stage].time_s == pytest.approx(comm.time_s)
-        # the dot sits on the line at N = 8, in GB
-        assert zero_app.chart.dots[stage].get_ydata()[0] == pytest.approx(want.total_bytes / 1e9)
-        assert zero_app.chart.lines[stage].get_ydata()[7] == pytest.approx(want.total_bytes / 1e9)
+        # the bar of this stage at N = 8 stacks weights, gradients and optimizer states, in GB
+        bar = zero_app.picture.frames["bars"][zero_app.picture.index][stage]
+        assert bar == pytest.approx([want.parts()[k] / 1e9 for k in ("weights", "gradients", "optimizer")])
+        assert sum(bar) == pytest.approx(want.total_bytes / 1e9)
     # llama2-7b: plain DP 16 x 6.74e9 = 108 GB > 80 GB; ZeRO-1 (4 + 12/8) x 6.74e9 = 37 GB fits
     assert r.smallest_fitting_stage == 1
-    assert zero_app.chart.capacity_line.get_ydata()[0] == pytest.approx(80)
-    assert "smallest stage that fits: ZeRO-1" in zero_app.status.value
+    assert zero_app.picture.frames["capacity"] == pytest.approx(80)
+    assert zero_app.picture.frames["labels"] == ["plain DP", "ZeRO-1", "ZeRO-2", "ZeRO-3"]
+    assert "smallest stage that fits: ZeRO-1" in zero_app.picture.summary
+    assert zero_app.picture.summary == zero_app.summary()
 
 
-def test_lines_are_the_curves_from_dataparallel(zero_app):
-    curves = dataparallel.memory_per_gpu_curves(models.model("llama2-7b"), CURVE_GPUS)
-    for stage in range(4):
-        assert np.allclose(zero_app.chart.lines[stage].get_ydata(), curves[stage] / 1e9)
-    assert np.array_equal(zero_app.chart.lines[0].get_xdata(), CURVE_GPUS)
-
-
-def test_slider_moves_only_the_marker(zero_app):
-    calls = []
-    original = zero_app.renderer.refresh
-    zero_app.renderer.refresh = lambda full=False, data=False: calls.append("data" if data else full)
-    try:
-        for n in (1, 2, 13, 64, 1024, 8):
-            zero_app.gpus.value = n
-            assert zero_app.chart.marker.get_xdata()[0] == n
-        assert calls == [False] * 6
-        ylim = zero_app.ax.get_ylim()
-        zero_app.model.value = "llama2-70b"
-        zero_app.gpu.value = "a100-40gb"
-        # the curves and the capacity line changed, the axis (spanning every catalog model and GPU) did not:
-        # only the data layer is repainted, the axes and tick labels come from the cache
-        assert calls[-2:] == ["data", "data"] and zero_app.ax.get_ylim() == ylim
-        assert "a100-40gb: 40 GB" in zero_app.legend.value
-        zero_app.model.value = "llama2-7b"
-        zero_app.gpu.value = "h100-sxm"
-    finally:
-        zero_app.renderer.refresh = original
+def test_every_gpu_count_is_sent_at_once_and_the_slider_needs_no_new_data(zero_app):
+    frames, summaries = zero_app.picture.frames, list(zero_app.picture.summaries)
+    assert zero_app.picture.options == list(GPU_COUNTS) and len(frames["bars"]) == len(GPU_COUNTS)
+    params = zero_app.result.params  # llama2-7b: 6.74e9
+    for k, n in enumerate(GPU_COUNTS):
+        # ZeRO-3 shards all 16 bytes per parameter (2 + 2 + K = 12, ZeRO paper §5.2): 16 x params / N
+        assert sum(frames["bars"][k][3]) == pytest.approx(16 * params / n / 1e9)
+    for n in (1, 2, 13, 64, 1024, 8):
+        zero_app.gpus.value = n
+        assert zero_app.picture.frames is frames and zero_app.picture.summaries == summaries
+        assert zero_app.result.gpus == n and zero_app.picture.summary == zero_app.summary()
+    zero_app.gpu.value = "a100-40gb"
+    assert zero_app.picture.frames["capacity_label"].endswith(": 40 GB")
+    assert zero_app.picture.frames["capacity"] == pytest.approx(40)
+    zero_app.gpu.value = "h100-sxm"
 
 
 def test_custom_size_and_invalid_input(zero_app):
@@ -73,12 +65,39 @@ def test_custom_size_and_invalid_input(zero_app):
     assert got == pytest.approx([31.40625, 16.640625, 1.875])
     zero_app.custom_params.value = -2
     assert zero_app.result is None and "params must be positive" in zero_app.error
-    assert "Cannot compute" in zero_app.status.value
-    assert not any(dot.get_visible() for dot in zero_app.chart.dots.values())
+    assert zero_app.picture.summary == f"Cannot compute: {zero_app.error}"
+    assert "Cannot compute" in zero_app.status.value and "Traceback" not in zero_app.status.value
+    assert all(zero_app.picture.errors) and zero_app.picture.frames == {}
     zero_app.custom_params.value = 7.5
-    assert zero_app.error is None and all(dot.get_visible() for dot in zero_app.chart.dots.values())
+    assert zero_app.error is None and not any(zero_app.picture.errors)
     zero_app.model.value = "llama2-7b"
     zero_app.gpus.value = 8
+
+
+def test_the_app_shows_in_a_notebook():
+    # a notebook shows a widget through repr(): a method named like one of ipywidgets' own (Widget._compare) once
+    # broke it, and the cell printed a traceback instead of the app
+    assert repr(ZeroMemoryApp()).startswith("ZeroMemoryApp(children=")
+
+
+def test_in_a_kernel_the_zero_bars_answer_with_the_current_count_and_fill_the_rest_in_later_turns():
+    import asyncio
+
+    async def run():
+        app = ZeroMemoryApp(gpus=8)
+        await app.filling
+        app.model.value = "llama2-70b"
+        # answered: the current count priced and sent, every other one pending
+        answered = list(app.picture.summaries)
+        await app.filling
+        return answered, app
+
+    answered, app = asyncio.run(run())
+    k = GPU_COUNTS.index(8)
+    assert answered[k] == app.picture.summaries[k] and "on 8 x" in answered[k]
+    assert all(text == PENDING for i, text in enumerate(answered) if i != k)
+    once = ZeroMemoryApp(model="llama2-70b", gpus=8)  # outside an event loop: all at once
+    assert app.picture.summaries == once.picture.summaries and app.picture.frames == once.picture.frames
 
 
 @pytest.mark.parametrize("model", ["llama2-7b", "gpt3-175b", CUSTOM])
@@ -96,7 +115,7 @@ def test_every_control_combination_gives_a_result_or_our_message(model):
         ]
     for gpu, gpus, fabric, size in grid:
         app.gpu.value, app.gpus.value, app.fabric.value, app.custom_params.value = gpu, gpus, fabric, size
-        text = app.status.value.lower()
+        text = (app.status.value + app.picture.summary).lower()
         if app.error is None:
             for stage in range(4):
                 assert math.isfinite(app.result.memory[stage].total_bytes)

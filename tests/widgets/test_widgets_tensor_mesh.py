@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
-import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from distlab import mesh, tensor
-from distlab.plots.parallelism_3d import HIGHLIGHT_WIDTH
 from distlab.widgets import parallelism_3d as mesh_widgets
 from distlab.widgets import tensor_parallel as tp_widgets
 from distlab.widgets.parallelism_3d import MAX_GRID_GPUS, MeshApp
@@ -114,57 +111,62 @@ def test_any_tp_control_combination_gives_a_result_or_our_message(tp, hidden, se
 # --- lesson 6: the GPU assignment grid ------------------------------------------------------------
 
 
-def edge_widths(app):
-    return np.broadcast_to(app.grid.cells.get_linewidths(), (app.result.world_size,))
+def outlined(app, rank):
+    """The ranks the browser outlines for picked `rank`, per kind: those sharing its group index in the frames sent
+    (decoded here as the grid module does, independently of distlab.mesh.group_of)."""
+    f = app.picture.frames
+    return {d: [r for r, g in enumerate(f["groups"][d]) if g == f["groups"][d][rank]] for d in ("tp", "dp", "pp")}
 
 
 def test_mesh_app_megatron_example_and_picked_groups():
     app = MeshApp(dp=2, tp=2, pp=4, gpus_per_node=8, picked=5)
     lay = app.result
     assert lay.groups("dp").tolist() == mesh.layout(16, tp=2, pp=4).groups("dp").tolist()
-    assert len(app.grid.cells.get_paths()) == 16
-    widths = edge_widths(app)
-    assert widths[5] == HIGHLIGHT_WIDTH["picked"]
-    for d, group in (("tp", [4]), ("dp", [7]), ("pp", [1, 9, 13])):  # GPU 5's groups, minus itself
-        assert all(widths[r] == HIGHLIGHT_WIDTH[d] for r in group)
-    assert widths[0] < 1  # not in any of GPU 5's groups
-    faces = app.grid.cells.get_facecolors()
-    assert faces[0, 3] < 1 and faces[4, 3] == 1  # outsiders faded
-    assert "GPU 5 on node 0: tp rank 1, dp rank 0, pipeline stage 1" in app.status.value
-    assert "PP group [1, 5, 9, 13]: across nodes 0, 1 (inter-node link)" in app.status.value
+    assert len(app.picture.frames["x"]) == 16 and app.picture.max == 15 and app.pick.value == 5
+    # tp-dp-pp, tp fastest: rank = tp + 2 dp + 4 pp; GPU 5 = (tp 1, dp 0, pp 1): TP {4, 5}, DP {5, 7},
+    # PP {1, 5, 9, 13}
+    assert outlined(app, 5) == {"tp": [4, 5], "dp": [5, 7], "pp": [1, 5, 9, 13]}
+    for d in ("tp", "dp", "pp"):
+        assert outlined(app, 5)[d] == lay.group_of(5, d)
+    text = app.picture.summary
+    assert "GPU 5 on node 0: tp rank 1, dp rank 0, pipeline stage 1" in text
+    assert "PP group [1, 5, 9, 13]: across nodes 0, 1 (inter-node link)" in text
+    assert text == app.summary() and app.status.value == ""  # the text is under the picture
 
 
-def test_click_picks_a_gpu_and_colour_change_keeps_the_pool():
+def test_picking_needs_no_new_data_and_colour_change_resends_only_the_fills():
     app = MeshApp(dp=4, tp=4, pp=2)
-    cells = app.grid.cells
-    x, y = app.grid.x[13] + 0.5, app.grid.y[13] + 0.5
-    app.on_click(SimpleNamespace(inaxes=app.ax, xdata=x, ydata=y))
-    assert app.pick.value == 13 and edge_widths(app)[13] == HIGHLIGHT_WIDTH["picked"]
-    app.on_click(SimpleNamespace(inaxes=app.ax, xdata=-50.0, ydata=-50.0))  # outside every cell: no change
-    assert app.pick.value == 13
+    frames, summaries = app.picture.frames, list(app.picture.summaries)
+    for r in (13, 0, 31):
+        app.pick.value = r
+        assert app.picture.frames is frames and app.picture.summaries == summaries
+        assert app.picture.summary == app.summary() and f"GPU {r} on node {r // 8}:" in app.picture.summary
     app.colour_by.value = "tp"
-    faces = app.grid.cells.get_facecolors()[:, :3]
-    assert np.allclose(faces[12], faces[13]) and not np.allclose(faces[13], faces[16])  # same / other TP group
-    assert app.grid.cells is cells
+    fill = app.picture.frames["fill"]
+    assert fill[12] == fill[13] and fill[13] != fill[16]  # same / other TP group (4 consecutive ranks)
+    assert app.picture.summaries == summaries and app.picture.frames["groups"] == frames["groups"]
+    app.colour_by.value = "stage"  # tp-dp-pp: ranks 0-15 stage 0, 16-31 stage 1
+    assert app.picture.frames["fill"] == [0] * 16 + [1] * 16 and app.picture.frames["fill_kind"] == "ramp"
 
 
-def test_grid_is_rebuilt_only_when_the_gpu_count_changes():
+def test_a_new_size_sends_a_new_grid():
     app = MeshApp(dp=2, tp=4, pp=2)
-    calls = []
-    app.renderer.refresh = lambda full=False: calls.append(full)
-    app.pick.value, app.colour_by.value, app.order.value = 3, "pp", "tp-pp-dp"
-    assert calls == [False, False, False]
     app.dp.value = 4  # 4 x 4 x 2 = 32 GPUs
-    assert calls[-1] is True and len(app.grid.cells.get_paths()) == 32
+    assert len(app.picture.frames["x"]) == 32 and len(app.picture.summaries) == 32
     app.gpus_per_node.value = 4
-    assert calls[-1] is True
+    assert app.picture.frames["gpus_per_node"] == 4 and "8 nodes of 4" in app.picture.summary
+    # the canvas is as tall as the grid needs at the scale its width allows: a few nodes leave no empty band
+    assert app.picture.height < mesh_widgets.GRID_MAX_HEIGHT
+    app.dp.value, app.tp.value, app.pp.value = 8, 8, 8  # 512 GPUs: 128 nodes of 4, as tall as allowed
+    assert app.picture.height == mesh_widgets.GRID_MAX_HEIGHT
 
 
 def test_reversed_order_warns_and_tp_beyond_a_node_warns():
     app = MeshApp(dp=2, tp=4, pp=4, order="pp-dp-tp")
     assert "warning: TP leaves the node" in app.status.value and "#b3261e" in app.status.value
+    assert "warning: TP leaves the node" in app.picture.summary
     app.order.value = "tp-dp-pp"
-    assert "warning" not in app.status.value
+    assert "warning" not in app.status.value + app.picture.summary
     app.tp.value = 16
     assert "tp=16 is more than the 8 GPUs of a node" in app.status.value
 
@@ -175,9 +177,28 @@ def test_too_many_gpus_is_our_message_and_pick_is_clamped():
     assert app.error is None and app.pick.value == 63
     app.dp.value = 32  # 2048 GPUs
     assert app.result is None and f"the grid draws at most {MAX_GRID_GPUS}" in app.error
-    assert "Cannot compute" in app.status.value
+    assert "Cannot compute" in app.status.value and "Traceback" not in app.status.value
+    assert app.picture.summary == f"Cannot compute: {app.error}" and app.picture.frames == {}
     app.dp.value, app.pp.value = 1, 4
     assert app.error is None and app.pick.value == 15 and app.pick.max == 15
+
+
+def test_in_a_kernel_the_grid_answers_with_the_picked_gpu_and_fills_the_rest_in_later_turns():
+    import asyncio
+
+    async def run():
+        app = MeshApp(dp=4, tp=4, pp=4, picked=9)
+        await app.filling
+        app.pp.value = 8
+        answered = list(app.picture.summaries)
+        await app.filling
+        return answered, app
+
+    answered, app = asyncio.run(run())
+    assert len(answered) == 128 and "GPU 9 on node 1:" in answered[9] and answered[9] == app.picture.summaries[9]
+    assert all(text == mesh_widgets.PENDING for r, text in enumerate(answered) if r != 9)
+    once = MeshApp(dp=4, tp=4, pp=8, picked=9)  # outside an event loop: all at once
+    assert app.picture.summaries == once.picture.summaries and app.picture.frames == once.picture.frames
 
 
 @settings(max_examples=20, deadline=None)
@@ -196,9 +217,11 @@ def test_any_mesh_control_combination_gives_a_result_or_our_message(dp, tp, pp, 
     )
     if app.error is None:
         assert app.result.world_size == dp * tp * pp <= MAX_GRID_GPUS
-        assert len(app.grid.cells.get_paths()) == app.result.world_size
+        assert len(app.picture.frames["x"]) == len(app.picture.summaries) == app.result.world_size
+        assert app.picture.summary == app.summary()
     else:
         assert app.result is None and "Cannot compute" in app.status.value
+        assert app.picture.summary == f"Cannot compute: {app.error}"
 
 
 @pytest.mark.parametrize("module", [tp_widgets, mesh_widgets])

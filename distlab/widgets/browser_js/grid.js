@@ -1,0 +1,129 @@
+// The GPU assignment grid of 3D parallelism (lesson 6): one cell per GPU, each node a row of its GPUs on a
+// light frame. The slider is the picked GPU: its TP, DP and PP groups are outlined (a colour AND a dash pattern
+// each), the GPUs outside them faded; clicking a cell picks that GPU. The fills follow the colour-by choice the kernel sent.
+// frames: {x, y: cell corners per rank (cell = 1, y down), width, height, gpus_per_node, fill: index per rank,
+//          fill_kind: "groups" | "ramp", fill_count, groups: {tp, dp, pp: group index per rank}, sizes}
+const OUTLINES = [
+  ["tp", "#000000", []],
+  ["dp", "#0072B2", [5, 3]],
+  ["pp", "#D55E00", [2, 2]],
+];
+const NODE_FACE = "#eef1f5";
+const CELL_GAP = 0.12;
+const LEGEND_H = 22;
+
+function fillColour(f, k) {
+  if (f.fill_kind === "ramp") return lighten("#0072B2", 0.85 - 0.75 * (k / Math.max(1, f.fill_count - 1)));
+  return lighten(seriesColour(k), 0.25);
+}
+
+// Cell units -> canvas pixels: the scale s and the maps X, Y (4 px margin, room for "node k" on the left).
+function gridScale(f, w, h) {
+  const labelRoom = 3.2;
+  const s = Math.min((w - 8) / (f.width + labelRoom), (h - LEGEND_H - 8) / f.height);
+  return { s, X: (v) => 4 + (v + labelRoom) * s, Y: (v) => 4 + v * s };
+}
+
+function drawGrid(ctx, w, h, model, picked) {
+  const f = model.get("frames");
+  if (!f || !f.x) return;
+  const world = f.x.length, g = f.gpus_per_node;
+  const { s, X, Y } = gridScale(f, w, h);
+  ctx.font = `${Math.max(8, Math.min(12, s * 0.42))}px var(--jp-ui-font-family, sans-serif)`;
+  // node frames and labels
+  const nodes = Math.ceil(world / g);
+  for (let k = 0; k < nodes; k++) {
+    const first = k * g, count = Math.min(g, world - first);
+    ctx.fillStyle = NODE_FACE;
+    ctx.fillRect(X(f.x[first] - 0.18), Y(f.y[first] - 0.18), (count * (1 + CELL_GAP) - CELL_GAP + 0.36) * s, 1.36 * s);
+    if (nodes <= 32) {
+      ctx.fillStyle = MUTED;
+      ctx.textAlign = "right";
+      ctx.textBaseline = "middle";
+      ctx.fillText(`node ${k}`, X(f.x[first] - 0.4), Y(f.y[first] + 0.5));
+    }
+  }
+  // which of the picked GPU's groups each GPU is in
+  const member = new Array(world).fill(null);
+  for (const [d, colour, dash] of OUTLINES) {
+    if (f.sizes[d] <= 1) continue;
+    const group = f.groups[d];
+    for (let r = 0; r < world; r++) if (group[r] === group[picked]) member[r] = [colour, dash];
+  }
+  // the cells: the picked GPU's groups in full colour, the others faded
+  for (let r = 0; r < world; r++) {
+    ctx.globalAlpha = member[r] || r === picked ? 1 : 0.3;
+    ctx.fillStyle = fillColour(f, f.fill[r]);
+    ctx.fillRect(X(f.x[r]), Y(f.y[r]), s, s);
+  }
+  ctx.globalAlpha = 1;
+  if (world <= 128 && s >= 14) {
+    ctx.fillStyle = TEXT;
+    ctx.textAlign = "center";
+    ctx.textBaseline = "middle";
+    for (let r = 0; r < world; r++) ctx.fillText(String(r), X(f.x[r] + 0.5), Y(f.y[r] + 0.5));
+  }
+  // outlines: each group its colour and dash; the picked GPU a thick black edge
+  ctx.lineWidth = 2;
+  for (let r = 0; r < world; r++) {
+    if (!member[r] || r === picked) continue;
+    ctx.strokeStyle = member[r][0];
+    ctx.setLineDash(member[r][1]);
+    ctx.strokeRect(X(f.x[r]) + 1, Y(f.y[r]) + 1, s - 2, s - 2);
+  }
+  ctx.setLineDash([]);
+  ctx.lineWidth = 3.5;
+  ctx.strokeStyle = "#000000";
+  ctx.strokeRect(X(f.x[picked]) + 1.75, Y(f.y[picked]) + 1.75, s - 3.5, s - 3.5);
+  // legend under the grid
+  ctx.font = "11px var(--jp-ui-font-family, sans-serif)";
+  ctx.textAlign = "left";
+  ctx.textBaseline = "middle";
+  let x = 8;
+  const y = h - LEGEND_H / 2;
+  const item = (text, colour, dash, width) => {
+    ctx.lineWidth = width;
+    ctx.strokeStyle = colour;
+    ctx.setLineDash(dash);
+    ctx.strokeRect(x, y - 6, 12, 12);
+    ctx.setLineDash([]);
+    ctx.fillStyle = TEXT;
+    ctx.fillText(text, x + 17, y);
+    x += 22 + ctx.measureText(text).width + 10;
+  };
+  item(`picked GPU ${picked}`, "#000000", [], 3);
+  for (const [d, colour, dash] of OUTLINES) item(`its ${d.toUpperCase()} group`, colour, dash, 2);
+  ctx.fillStyle = MUTED;
+  ctx.fillText(`fills: ${f.colour_by}`, x, y);
+}
+
+// A click on a cell picks that GPU (the slider and the keyboard do the same).
+function pickOnClick(model, canvas) {
+  const onClick = (event) => {
+    const f = model.get("frames");
+    if (!f || !f.x || model.get("disabled")) return;
+    const box = canvas.getBoundingClientRect();
+    const { s, X, Y } = gridScale(f, model.get("width"), model.get("height"));
+    const px = event.clientX - box.left, py = event.clientY - box.top;
+    for (let r = 0; r < f.x.length; r++) {
+      if (px >= X(f.x[r]) && px <= X(f.x[r]) + s && py >= Y(f.y[r]) && py <= Y(f.y[r]) + s) {
+        model.set("value", r);
+        model.save_changes();
+        return;
+      }
+    }
+  };
+  canvas.addEventListener("click", onClick);
+  return () => canvas.removeEventListener("click", onClick);
+}
+
+export default {
+  render({ model, el }) {
+    const unmount = mountPicture(model, el, drawGrid);
+    const unclick = pickOnClick(model, el.querySelector("canvas.distlab-canvas"));
+    return () => {
+      unclick();
+      unmount();
+    };
+  },
+};
