@@ -160,7 +160,9 @@ q1 = NumericQuestion(
     unit="",
     noun="a number of t_F",
     rel_tol=1e-6,
-    hint_text="pipeline.schedule('1f1b', 8, 16).step_time - pipeline.schedule('zb-v', 8, 16).step_time",
+    hint_text="Count the last stage's idle time in 1F1B (its warm-up and cool-down, each slot F + B + W). Then ask "
+    "which part of it ZB-V's V-shaped placement and split backward still cannot fill: the last stage can only start "
+    "once the first chunk's forward has crossed the stages before it, at half a t_F per chunk stage.",
     scale_hint={
         (P - 1) * 3 / _q1(): "is 1F1B's whole bubble: ZB-V still pays its warm-up offset once per step "
         "(the last stage starts (p-1) chunk forwards late)"
@@ -177,30 +179,47 @@ q2 = NumericQuestion(
     noun="a number of microbatches",
     rel_tol=0.0,
     abs_tol=1e-9,
-    hint_text="pipeline.schedule('dualpipe', 8, 20).peak_in_flight_w",
-    scale_hint={DUAL_P / _q2(): "is 1F1B's peak (p); DualPipe holds one more"},
+    hint_text="Start from 1F1B: its first stage holds p microbatches in flight before its first backward. DualPipe "
+    "feeds microbatches from both ends, each direction filling about half the pipeline; DeepSeek-V3's Table 2 "
+    "compares its activation memory with 1F1B's, and the two model copies double the parameters, not this.",
+    scale_hint={
+        DUAL_P / _q2(): "is 1F1B's peak (p); DualPipe holds one more",
+        2 * DUAL_P / _q2(): "doubles 1F1B's peak for the two directions: each direction fills only about half the "
+        "pipeline; the two model copies double the parameters, not the activations",
+    },
 )
 
 q3 = NumericQuestion(
     name="q3",
-    prompt=f"Llama-2-7B, FSDP (fully_shard, reshard after forward) over all 32 GPUs of {FSDP_NODES} DGX H100 nodes: "
-    "how many GB does one GPU send over the network per microbatch?",
+    prompt=f"Llama-2-7B (32 layers of 202,383,360 parameters each, bf16), FSDP (fully_shard, reshard after forward) "
+    f"over all 32 GPUs of {FSDP_NODES} DGX H100 nodes, ring collectives: how many GB does one GPU send over the "
+    "network per microbatch (count only the layers' collectives)?",
     expected=_q3,
     explain=_explain_q3,
     unit="GB",
     noun="an amount of data",
-    hint_text="fsdp.sharding_plan('llama2-7b', 'dgx-h100', nodes=4).network_sent_bytes",
+    hint_text="List the collectives of one microbatch: an all-gather of each layer before its forward, an "
+    "all-gather before its backward (is any layer's parameters still whole when the backward starts?), and a "
+    "reduce-scatter of each layer's gradients. In a ring of N GPUs each collective sends (N - 1)/N of the layer's "
+    "bytes from every GPU.",
     scale_hint=_q3_hints(),
 )
 
 q4 = ChoiceQuestion(
     name="q4",
-    prompt="Same model and cluster, one sequence per microbatch: which leaves less communication exposed per "
+    prompt="Same model and cluster (NVLink 450 GB/s per GPU inside a node, 50 GB/s per GPU between nodes; one "
+    "layer's forward takes about 4 ms), one sequence per microbatch: which leaves less communication exposed per "
     "microbatch, FSDP over all 32 GPUs or HSDP (shard in a node, replicate across)? (fsdp/hsdp)",
     options=("fsdp", "hsdp"),
     expected=_q4,
     explain=_explain_q4,
-    hint_text="fsdp.compare_sharding('llama2-7b', 'dgx-h100', nodes=4): compare .exposed_s",
+    hint_text="Estimate one layer's all-gather (about 0.4 GB of bf16 parameters) on each fabric and set it "
+    "against the 4 ms of forward it must hide behind. Then ask what HSDP still sends between nodes, and how often.",
+    feedback={
+        "fsdp": "weighs only memory: FSDP's shard is 4x smaller, but every layer's all-gather (about 0.39 GB) then "
+        "crosses the 50 GB/s network, about 8 ms against 4 ms of forward, on every layer; HSDP gathers over NVLink "
+        "(under 1 ms) and sends only a gradient all-reduce of its 1/8 shard between nodes",
+    },
 )
 
 q5 = NumericQuestion(
@@ -213,8 +232,13 @@ q5 = NumericQuestion(
     noun="a degree",
     rel_tol=0.0,
     abs_tol=1e-9,
-    hint_text="production.ulysses_limit('llama3.1-70b', cp, tp=8) is '' when cp works",
-    scale_hint={64 / _q5(): "forgets that tensor parallelism takes the heads first: each TP rank has 64 / 8"},
+    hint_text="Tensor parallelism splits the heads first. Ulysses then gives every GPU of the context-parallel "
+    "group whole query heads of the ones its TP rank holds; K/V heads may be replicated, query heads may not.",
+    scale_hint={
+        64 / _q5(): "forgets that tensor parallelism takes the heads first: each TP rank has 64 / 8",
+        1 / _q5(): "divides the K/V heads: with grouped-query attention the few K/V heads can be replicated across "
+        "the group; it is the query heads that must split whole",
+    },
 )
 
 q6 = NumericQuestion(
@@ -226,9 +250,12 @@ q6 = NumericQuestion(
     unit="",
     noun="a ratio",
     rel_tol=1e-3,
-    hint_text="production.causal_work_per_rank(8, load_balanced=False)",
+    hint_text="Cut the causal score matrix into cp x cp blocks, one block row per GPU. Count the blocks GPU i "
+    "computes (the diagonal block is only half full), then compare the last GPU's count with the average.",
     scale_hint={
-        2 / _q6(): "is the limit for many GPUs; the last rank's own diagonal block is half empty too: 2 - 1/cp"
+        2 / _q6(): "is the limit for many GPUs; the last rank's own diagonal block is half empty too: 2 - 1/cp",
+        1 / _q6(): "assumes equal pieces mean equal work: with a causal mask later queries attend to more keys, so "
+        "the GPU holding the end of the sequence does the most",
     },
 )
 
@@ -240,18 +267,26 @@ q7 = NumericQuestion(
     explain=_explain_q7,
     unit="min",
     noun="a time",
-    hint_text="failures.job_mtbf(131072, failures.failure_rate_per_gpu_hour()) / 60",
+    hint_text="First the failure rate of one GPU per hour from Llama 3's numbers (failures / GPU-hours). A job "
+    "on N GPUs fails at N times that rate; the mean time between failures is one over the job's rate.",
     scale_hint=_q7_hints(),
 )
 
 q8 = NumericQuestion(
     name="q8",
-    prompt=f"Kaplan et al.'s critical batch at a loss of {LOSS_NATS:g} nats: how many million tokens?",
+    prompt=f"Kaplan et al.'s critical batch falls as the loss falls: B_crit(L) = B_* / L^(1/alpha_B), with "
+    f"B_* = 2e8 tokens and alpha_B = 0.21. At a loss of {LOSS_NATS:g} nats, how many million tokens?",
     expected=_q8,
     explain=_explain_q8,
     unit="",
     noun="a number of million tokens",
-    hint_text="batch.critical_batch_tokens(2.0) / 1e6",
+    hint_text="Mind the exponent: it is 1/alpha_B, nearly 5, so the critical batch falls steeply as the loss "
+    "falls. Work in tokens, then convert to millions.",
+    scale_hint={
+        # B_* / L^alpha_B in millions, over the right value
+        (2e8 / LOSS_NATS**0.21 / 1e6) / _q8(): "raises the loss to alpha_B instead of 1/alpha_B",
+        1e6: "is in tokens, not millions of tokens",
+    },
 )
 
 QUESTIONS = {q.name: q for q in (q1, q2, q3, q4, q5, q6, q7, q8)}

@@ -17,6 +17,7 @@ def test_q1_zb_v_saves_the_bubble_but_the_warm_up():
     # 48 t_F from its start (p-1) x 1/2 = 3.5 t_F in: 51.5. Saved 17.5.
     assert lesson.q1.expected() == pytest.approx(69 - 51.5)
     assert lesson.q1.check("17.5").status == CORRECT
+    assert lesson.q1.check((8 - 1) * 3 - (8 - 1) / 2).status == CORRECT  # the hint's path by hand
     miss = lesson.q1.check(21)  # 1F1B's whole bubble (p-1)(F+B+W)
     assert miss.status == INCORRECT and "warm-up" in miss.message
 
@@ -27,6 +28,9 @@ def test_q2_dualpipe_holds_p_plus_one():
     assert lesson.q2.check(9).status == CORRECT
     assert "1F1B's peak" in lesson.q2.check(8).message
     assert lesson.q2.check(10).status == INCORRECT
+    # 2p = 16: one 1F1B pipeline per direction
+    miss = lesson.q2.check(16)
+    assert miss.status == INCORRECT and "two directions" in miss.message
 
 
 def test_q3_fsdp_network_bytes():
@@ -39,14 +43,22 @@ def test_q3_fsdp_network_bytes():
 
 
 def test_q4_hsdp_hides_more():
+    # one layer's gather: 2 B x 202,383,360 x 31/32 = 0.392 GB; at 50 GB/s 7.8 ms > ~4 ms of forward (exposed every
+    # layer); HSDP over NVLink: 2 x 202,383,360 x 7/8 / 450e9 = 0.79 ms, hidden
+    assert 2 * P7.params_per_layer() * 31 / 32 / 50e9 > 4e-3 > 2 * P7.params_per_layer() * 7 / 8 / 450e9
     assert lesson.q4.expected() == "hsdp"
-    assert lesson.q4.check("HSDP").status == CORRECT and lesson.q4.check("fsdp").status == INCORRECT
+    assert lesson.q4.check("HSDP").status == CORRECT
+    miss = lesson.q4.check("fsdp")
+    assert miss.status == INCORRECT and "50 GB/s network" in miss.message
 
 
 def test_q5_ulysses_degree_with_tp():
     # 64 heads / tp 8 = 8 heads per TP rank: cp <= 8 (and 8 divides 8 K/V heads / 8 = 1 replicated evenly)
     assert lesson.q5.expected() == 8
     assert "tensor parallelism takes the heads first" in lesson.q5.check(64).message
+    # 8 K/V heads / tp 8 = 1: the K/V heads are not the bound (they can be replicated)
+    miss = lesson.q5.check(1)
+    assert miss.status == INCORRECT and "K/V heads" in miss.message
 
 
 def test_q6_contiguous_causal_imbalance():
@@ -54,6 +66,10 @@ def test_q6_contiguous_causal_imbalance():
     assert lesson.q6.expected() == pytest.approx(15 / 8)
     assert lesson.q6.check("1.875").status == CORRECT
     assert "2 - 1/cp" in lesson.q6.check(2).message
+    # blocks by hand: the last GPU computes 7 full blocks + half its diagonal = 7.5 of 8 x 8 / 2 = 32; fair = 4
+    assert lesson.q6.check(7.5 / 4).status == CORRECT
+    miss = lesson.q6.check(1)  # equal pieces taken for equal work
+    assert miss.status == INCORRECT and "causal mask" in miss.message
 
 
 def test_q7_mtbf_on_131072_gpus():
@@ -67,7 +83,13 @@ def test_q7_mtbf_on_131072_gpus():
 
 def test_q8_critical_batch():
     assert lesson.q8.expected() == pytest.approx(2e8 / 2 ** (1 / 0.21) / 1e6)
+    # 2^(1/0.21) = 2^4.762 = 27.13: 2e8 / 27.13 = 7.37 million
     assert lesson.q8.check(7.37).status == CORRECT and lesson.q8.check(20).status == INCORRECT
+    # the exponent alpha_B instead of 1/alpha_B: 2e8 / 2^0.21 = 1.729e8 = 172.9 million
+    miss = lesson.q8.check(2e8 / 2**0.21 / 1e6)
+    assert miss.status == INCORRECT and "instead of 1/alpha_B" in miss.message
+    # the tokens typed as millions: 7.37e6
+    assert "in tokens, not millions" in lesson.q8.check(7.3715e6).message
 
 
 def test_every_question_starts_unanswered():
