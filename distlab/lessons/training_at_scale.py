@@ -7,7 +7,7 @@ from .. import batch, failures, fsdp, pipeline, production
 from ..units import format_bytes
 from .questions import ChoiceQuestion, NumericQuestion
 
-__all__ = ["CP_DEGREE", "BIG_GPUS", "LOSS_NATS", "QUESTIONS"]
+__all__ = ["CP_DEGREE", "BIG_GPUS", "LOSS_NATS", "QUESTIONS", "SAVE_S", "BATCH_TOKENS"]
 
 #: Q1: the lesson's pipeline.
 P, M = 8, 16
@@ -19,10 +19,12 @@ FSDP_MODEL, FSDP_NODES = "llama2-7b", 4
 CP_MODEL, CP_TP = "llama3.1-70b", 8
 #: Q6: causal load balancing.
 CP_DEGREE = 8
-#: Q7: a larger cluster at Llama 3's failure rate.
+#: Q7: a larger cluster at Llama 3's failure rate, and its checkpoint's save time (seconds).
 BIG_GPUS = 131072
-#: Q8: the critical batch.
+SAVE_S = 30.0
+#: Q8: the critical batch, and the batch (tokens) that data parallelism doubles.
 LOSS_NATS = 2.0
+BATCH_TOKENS = 4e6
 
 
 def _q1():
@@ -118,37 +120,64 @@ def _explain_q6():
     )
 
 
+def _mtbf_s(interruptions=419):
+    return failures.job_mtbf(BIG_GPUS, failures.failure_rate_per_gpu_hour(interruptions))
+
+
 def _q7():
-    return failures.job_mtbf(BIG_GPUS, failures.failure_rate_per_gpu_hour()) / 60.0
+    return failures.young_interval(SAVE_S, _mtbf_s()) / 60.0
 
 
 def _explain_q7():
     rate = failures.failure_rate_per_gpu_hour()
     return (
         f"Llama 3: 419 unexpected interruptions / (16,384 GPUs x 54 x 24 h) = {rate:.3g} per GPU-hour; on "
-        f"{BIG_GPUS:,} GPUs 1 / (N lambda) = {failures.job_mtbf(BIG_GPUS, rate) / 60:.1f} minutes between failures"
+        f"{BIG_GPUS:,} GPUs 1 / (N lambda) = {_mtbf_s() / 60:.1f} minutes between failures; Young (1974): "
+        f"sqrt(2 x {SAVE_S:g} s x {_mtbf_s():.0f} s) = {_q7():.2f} minutes between checkpoints"
     )
 
 
 def _q7_hints():
-    planned = failures.failure_rate_per_gpu_hour(466) / failures.failure_rate_per_gpu_hour()
     return {
-        1 / planned: "counts all 466 interruptions; 47 of them were planned maintenance, not failures",
-        (BIG_GPUS / 16384) ** 2: "scales the wrong way: more GPUs fail more often, so the time between failures "
-        "shrinks",
+        _mtbf_s() / 60 / _q7(): "is the time between failures itself: checkpoint much more often, every "
+        "sqrt(2 x save time x MTBF)",
+        (_mtbf_s(466) / _mtbf_s()) ** 0.5: "counts all 466 interruptions; 47 of them were planned maintenance, not "
+        "failures",
+        BIG_GPUS / 16384: "scales the wrong way: more GPUs fail more often, so the time between failures shrinks",
+        0.5**0.5: "leaves out the 2 in Young's sqrt(2 x save time x MTBF)",
     }
 
 
+def _steps(batch_tokens):
+    return batch.steps_and_examples(batch_tokens, batch.critical_batch_tokens(LOSS_NATS), 1.0)[0]
+
+
 def _q8():
-    return batch.critical_batch_tokens(LOSS_NATS) / 1e6
+    return _steps(BATCH_TOKENS) / _steps(2 * BATCH_TOKENS)
 
 
 def _explain_q8():
+    crit = batch.critical_batch_tokens(LOSS_NATS)
     return (
         f"Kaplan et al. 2020, Eq. 5.3: B_crit = B_* / L^(1/alpha_B) = 2e8 / {LOSS_NATS:g}^(1/0.21) = "
-        f"{batch.critical_batch_tokens(LOSS_NATS) / 1e6:.2f} million tokens; past it, doubling the batch "
-        f"(more DP) saves ever fewer steps (McCandlish et al. 2018)"
+        f"{crit / 1e6:.2f} million tokens; McCandlish et al. 2018: S = S_min (1 + B_crit / B), so "
+        f"(1 + {crit / BATCH_TOKENS:.3f}) / (1 + {crit / (2 * BATCH_TOKENS):.3f}) = {_q8():.3f} times fewer steps, "
+        f"not 2: the batch is already near the critical one"
     )
+
+
+def _q8_hints():
+    crit_alpha = 2e8 / LOSS_NATS**0.21  # the exponent alpha_B instead of 1/alpha_B
+
+    def ratio(crit):
+        return (1 + crit / BATCH_TOKENS) / (1 + crit / (2 * BATCH_TOKENS))
+
+    return {
+        2 / _q8(): "assumes perfect scaling; doubling the batch halves the steps only far below the critical batch",
+        ratio(crit_alpha) / _q8(): "raises the loss to alpha_B instead of 1/alpha_B: the critical batch comes out "
+        "near 170 million tokens",
+        (2 / 1.5) / _q8(): "takes the batch to be the critical batch; work the critical batch out at this loss",
+    }
 
 
 q1 = NumericQuestion(
@@ -262,31 +291,31 @@ q6 = NumericQuestion(
 q7 = NumericQuestion(
     name="q7",
     prompt=f"At Llama 3's failure rate (419 unexpected interruptions in 54 days on 16,384 GPUs), a job on "
-    f"{BIG_GPUS:,} GPUs fails on average every how many minutes?",
+    f"{BIG_GPUS:,} GPUs stalls {SAVE_S:g} s to save each checkpoint. By Young's rule, how many minutes should "
+    "it train between checkpoints?",
     expected=_q7,
     explain=_explain_q7,
     unit="min",
     noun="a time",
-    hint_text="First the failure rate of one GPU per hour from Llama 3's numbers (failures / GPU-hours). A job "
-    "on N GPUs fails at N times that rate; the mean time between failures is one over the job's rate.",
+    hint_text="Two steps. First the job's mean time between failures: Llama 3's failures per GPU-hour, times "
+    "the GPU count, inverted. Then Young's rule balances the time lost saving against the work lost at a failure.",
     scale_hint=_q7_hints(),
 )
 
 q8 = NumericQuestion(
     name="q8",
     prompt=f"Kaplan et al.'s critical batch falls as the loss falls: B_crit(L) = B_* / L^(1/alpha_B), with "
-    f"B_* = 2e8 tokens and alpha_B = 0.21. At a loss of {LOSS_NATS:g} nats, how many million tokens?",
+    f"B_* = 2e8 tokens and alpha_B = 0.21. A run near a loss of {LOSS_NATS:g} nats trains with "
+    f"{BATCH_TOKENS / 1e6:g} million tokens per step and doubles its data parallelism (and so its batch). The "
+    "steps to a given loss follow S = S_min (1 + B_crit / B): by what factor do they fall?",
     expected=_q8,
     explain=_explain_q8,
     unit="",
-    noun="a number of million tokens",
-    hint_text="Mind the exponent: it is 1/alpha_B, nearly 5, so the critical batch falls steeply as the loss "
-    "falls. Work in tokens, then convert to millions.",
-    scale_hint={
-        # B_* / L^alpha_B in millions, over the right value
-        (2e8 / LOSS_NATS**0.21 / 1e6) / _q8(): "raises the loss to alpha_B instead of 1/alpha_B",
-        1e6: "is in tokens, not millions of tokens",
-    },
+    noun="a factor",
+    rel_tol=0.005,
+    hint_text="First the critical batch at this loss; mind the exponent, 1/alpha_B, nearly 5. Then compare "
+    "the steps at the two batches: only their ratio matters, S_min cancels.",
+    scale_hint=_q8_hints(),
 )
 
 QUESTIONS = {q.name: q for q in (q1, q2, q3, q4, q5, q6, q7, q8)}

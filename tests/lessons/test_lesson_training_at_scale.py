@@ -72,24 +72,37 @@ def test_q6_contiguous_causal_imbalance():
     assert miss.status == INCORRECT and "causal mask" in miss.message
 
 
-def test_q7_mtbf_on_131072_gpus():
-    # 54 x 24 h / 419 x 16384 / 131072 = 0.3866 h = 23.2 min
-    want = 54 * 24 * 60 / 419 * 16384 / 131072
+def test_q7_young_interval_on_131072_gpus():
+    # MTBF: 54 x 24 x 3600 s / 419 x 16384 / 131072 = 1391.9 s (23.2 min); Young: sqrt(2 x 30 x 1391.9) = 289.0 s
+    mtbf_s = 54 * 24 * 3600 / 419 * 16384 / 131072
+    want = (2 * 30 * mtbf_s) ** 0.5 / 60
+    assert want == pytest.approx(4.8164, abs=1e-4)
     assert lesson.q7.expected() == pytest.approx(want)
-    assert lesson.q7.check(f"{want / 60} h").status == CORRECT
-    assert "planned maintenance" in lesson.q7.check(want * 419 / 466).message
-    assert "wrong way" in lesson.q7.check(want * 64).message
+    assert lesson.q7.check(f"{want * 60} s").status == CORRECT
+    assert "time between failures itself" in lesson.q7.check(mtbf_s / 60).message
+    # all 466 interruptions: MTBF x 419/466, interval x sqrt(419/466)
+    assert "planned maintenance" in lesson.q7.check(want * (419 / 466) ** 0.5).message
+    # MTBF x 64 (scaled up by the GPU ratio 8 instead of down): interval x 8
+    assert "wrong way" in lesson.q7.check(want * 8).message
+    miss = lesson.q7.check((30 * mtbf_s) ** 0.5 / 60)  # sqrt(delta M)
+    assert miss.status == INCORRECT and "leaves out the 2" in miss.message
 
 
-def test_q8_critical_batch():
-    assert lesson.q8.expected() == pytest.approx(2e8 / 2 ** (1 / 0.21) / 1e6)
-    # 2^(1/0.21) = 2^4.762 = 27.13: 2e8 / 27.13 = 7.37 million
-    assert lesson.q8.check(7.37).status == CORRECT and lesson.q8.check(20).status == INCORRECT
-    # the exponent alpha_B instead of 1/alpha_B: 2e8 / 2^0.21 = 1.729e8 = 172.9 million
-    miss = lesson.q8.check(2e8 / 2**0.21 / 1e6)
+def test_q8_doubling_a_batch_near_the_critical_one():
+    # B_crit = 2e8 / 2^(1/0.21) = 2e8 / 27.13 = 7.3715e6 tokens; S(4M) / S(8M) = (1 + 1.8429) / (1 + 0.9215) = 1.4796
+    crit = 2e8 / 2 ** (1 / 0.21)
+    want = (1 + crit / 4e6) / (1 + crit / 8e6)
+    assert want == pytest.approx(1.4796, abs=1e-4)
+    assert lesson.q8.expected() == pytest.approx(want)
+    assert lesson.q8.check("1.48").status == CORRECT
+    miss = lesson.q8.check(2)  # perfect scaling
+    assert miss.status == INCORRECT and "perfect scaling" in miss.message
+    # the exponent alpha_B: B_crit = 2e8 / 2^0.21 = 172.9e6, (1 + 43.23) / (1 + 21.61) = 1.956
+    wrong_crit = 2e8 / 2**0.21
+    miss = lesson.q8.check((1 + wrong_crit / 4e6) / (1 + wrong_crit / 8e6))
     assert miss.status == INCORRECT and "instead of 1/alpha_B" in miss.message
-    # the tokens typed as millions: 7.37e6
-    assert "in tokens, not millions" in lesson.q8.check(7.3715e6).message
+    # B = B_crit: (1 + 1) / (1 + 1/2) = 4/3
+    assert "takes the batch to be the critical batch" in lesson.q8.check(4 / 3).message
 
 
 def test_every_question_starts_unanswered():
