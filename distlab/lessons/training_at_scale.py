@@ -44,6 +44,11 @@ def _q2():
     return float(pipeline.schedule("dualpipe", DUAL_P, DUAL_M).peak_in_flight_w.max())
 
 
+def _q2_choice():
+    """The option the simulated peak supports: p + 1 (a), 2p (b), p (c), else (d)."""
+    return {DUAL_P + 1: "a", 2 * DUAL_P: "b", DUAL_P: "c"}.get(int(_q2()), "d")
+
+
 def _explain_q2():
     tl = pipeline.schedule("dualpipe", DUAL_P, DUAL_M)
     return (
@@ -198,23 +203,27 @@ q1 = NumericQuestion(
     },
 )
 
-q2 = NumericQuestion(
+q2 = ChoiceQuestion(
     name="q2",
-    prompt=f"DualPipe on p = {DUAL_P} GPUs with m = {DUAL_M} microbatches: at most how many microbatches' "
-    "activations (of one stage) does a GPU hold?",
-    expected=_q2,
+    prompt=f"Moving from 1F1B to DualPipe on p = {DUAL_P} GPUs with m = {DUAL_M} microbatches, what does the "
+    "busiest GPU hold? (a) activations of p + 1 microbatches instead of p, and twice the parameters; "
+    "(b) activations of 2p microbatches, one full pipeline per direction, and the same parameters; "
+    "(c) activations of p microbatches, as in 1F1B, and twice the parameters; "
+    "(d) activations of about p/2 microbatches, since each direction fills half the pipeline",
+    options=("a", "b", "c", "d"),
+    expected=_q2_choice,
     explain=_explain_q2,
-    unit="",
-    noun="a number of microbatches",
-    rel_tol=0.0,
-    abs_tol=1e-9,
-    hint_text="Start from 1F1B: its first stage holds p microbatches in flight before its first backward. DualPipe "
-    "feeds microbatches from both ends, each direction filling about half the pipeline; DeepSeek-V3's Table 2 "
-    "compares its activation memory with 1F1B's, and the two model copies double the parameters, not this.",
-    scale_hint={
-        DUAL_P / _q2(): "is 1F1B's peak (p); DualPipe holds one more",
-        2 * DUAL_P / _q2(): "doubles 1F1B's peak for the two directions: each direction fills only about half the "
-        "pipeline; the two model copies double the parameters, not the activations",
+    hint_text="Picture each GPU as one stage of two pipelines running in opposite directions, each carrying half "
+    "the microbatches. Add what the two directions keep in flight at once, and recall why DualPipe stores the "
+    "model twice.",
+    feedback={
+        "b": "counts a full 1F1B pipeline per direction: each direction carries only half the microbatches and "
+        "the two warm-ups interleave, so the GPU holds p + 1 in all (DeepSeek-V3, Table 2: PP + 1); and the two "
+        "directions need two copies of the parameters",
+        "c": "keeps 1F1B's peak: overlapping a forward chunk with a backward chunk keeps one more microbatch "
+        "alive (DeepSeek-V3, Table 2: PP + 1)",
+        "d": "halves per direction but forgets that the GPU is a stage of both directions at once: their "
+        "microbatches add up to p + 1",
     },
 )
 

@@ -23,14 +23,14 @@ def test_q1_zb_v_saves_the_bubble_but_the_warm_up():
 
 
 def test_q2_dualpipe_holds_p_plus_one():
-    # DeepSeek-V3 Table 2: activation PP + 1
-    assert lesson.q2.expected() == 9
-    assert lesson.q2.check(9).status == CORRECT
-    assert "1F1B's peak" in lesson.q2.check(8).message
-    assert lesson.q2.check(10).status == INCORRECT
-    # 2p = 16: one 1F1B pipeline per direction
-    miss = lesson.q2.check(16)
-    assert miss.status == INCORRECT and "two directions" in miss.message
+    # DeepSeek-V3 Table 2: DualPipe's activation memory PP + 1 (1F1B: PP) and 2x parameters: 9 at p = 8, option a
+    assert lesson._q2() == 8 + 1
+    assert lesson.q2.expected() == "a"
+    assert lesson.q2.check("A").status == CORRECT
+    miss = lesson.q2.check("b")  # 2p = 16: one 1F1B pipeline per direction
+    assert miss.status == INCORRECT and "full 1F1B pipeline per direction" in miss.message
+    assert "keeps 1F1B's peak" in lesson.q2.check("c").message
+    assert "both directions" in lesson.q2.check("d").message
 
 
 def test_q3_fsdp_network_bytes():
