@@ -7,7 +7,7 @@ from .. import batch, failures, fsdp, pipeline, production
 from ..units import format_bytes
 from .questions import ChoiceQuestion, NumericQuestion
 
-__all__ = ["CP_DEGREE", "BIG_GPUS", "LOSS_NATS", "QUESTIONS"]
+__all__ = ["CP_DEGREE", "BIG_GPUS", "LOSS_NATS", "QUESTIONS", "SAVE_S", "BATCH_TOKENS"]
 
 #: Q1: the lesson's pipeline.
 P, M = 8, 16
@@ -19,10 +19,12 @@ FSDP_MODEL, FSDP_NODES = "llama2-7b", 4
 CP_MODEL, CP_TP = "llama3.1-70b", 8
 #: Q6: causal load balancing.
 CP_DEGREE = 8
-#: Q7: a larger cluster at Llama 3's failure rate.
+#: Q7: a larger cluster at Llama 3's failure rate, and its checkpoint's save time (seconds).
 BIG_GPUS = 131072
-#: Q8: the critical batch.
+SAVE_S = 30.0
+#: Q8: the critical batch, and the batch (tokens) that data parallelism doubles.
 LOSS_NATS = 2.0
+BATCH_TOKENS = 4e6
 
 
 def _q1():
@@ -40,6 +42,11 @@ def _explain_q1():
 
 def _q2():
     return float(pipeline.schedule("dualpipe", DUAL_P, DUAL_M).peak_in_flight_w.max())
+
+
+def _q2_choice():
+    """The option the simulated peak supports: p + 1 (a), 2p (b), p (c), else (d)."""
+    return {DUAL_P + 1: "a", 2 * DUAL_P: "b", DUAL_P: "c"}.get(int(_q2()), "d")
 
 
 def _explain_q2():
@@ -118,37 +125,64 @@ def _explain_q6():
     )
 
 
+def _mtbf_s(interruptions=419):
+    return failures.job_mtbf(BIG_GPUS, failures.failure_rate_per_gpu_hour(interruptions))
+
+
 def _q7():
-    return failures.job_mtbf(BIG_GPUS, failures.failure_rate_per_gpu_hour()) / 60.0
+    return failures.young_interval(SAVE_S, _mtbf_s()) / 60.0
 
 
 def _explain_q7():
     rate = failures.failure_rate_per_gpu_hour()
     return (
         f"Llama 3: 419 unexpected interruptions / (16,384 GPUs x 54 x 24 h) = {rate:.3g} per GPU-hour; on "
-        f"{BIG_GPUS:,} GPUs 1 / (N lambda) = {failures.job_mtbf(BIG_GPUS, rate) / 60:.1f} minutes between failures"
+        f"{BIG_GPUS:,} GPUs 1 / (N lambda) = {_mtbf_s() / 60:.1f} minutes between failures; Young (1974): "
+        f"sqrt(2 x {SAVE_S:g} s x {_mtbf_s():.0f} s) = {_q7():.2f} minutes between checkpoints"
     )
 
 
 def _q7_hints():
-    planned = failures.failure_rate_per_gpu_hour(466) / failures.failure_rate_per_gpu_hour()
     return {
-        1 / planned: "counts all 466 interruptions; 47 of them were planned maintenance, not failures",
-        (BIG_GPUS / 16384) ** 2: "scales the wrong way: more GPUs fail more often, so the time between failures "
-        "shrinks",
+        _mtbf_s() / 60 / _q7(): "is the time between failures itself: checkpoint much more often, every "
+        "sqrt(2 x save time x MTBF)",
+        (_mtbf_s(466) / _mtbf_s()) ** 0.5: "counts all 466 interruptions; 47 of them were planned maintenance, not "
+        "failures",
+        BIG_GPUS / 16384: "scales the wrong way: more GPUs fail more often, so the time between failures shrinks",
+        0.5**0.5: "leaves out the 2 in Young's sqrt(2 x save time x MTBF)",
     }
 
 
+def _steps(batch_tokens):
+    return batch.steps_and_examples(batch_tokens, batch.critical_batch_tokens(LOSS_NATS), 1.0)[0]
+
+
 def _q8():
-    return batch.critical_batch_tokens(LOSS_NATS) / 1e6
+    return _steps(BATCH_TOKENS) / _steps(2 * BATCH_TOKENS)
 
 
 def _explain_q8():
+    crit = batch.critical_batch_tokens(LOSS_NATS)
     return (
         f"Kaplan et al. 2020, Eq. 5.3: B_crit = B_* / L^(1/alpha_B) = 2e8 / {LOSS_NATS:g}^(1/0.21) = "
-        f"{batch.critical_batch_tokens(LOSS_NATS) / 1e6:.2f} million tokens; past it, doubling the batch "
-        f"(more DP) saves ever fewer steps (McCandlish et al. 2018)"
+        f"{crit / 1e6:.2f} million tokens; McCandlish et al. 2018: S = S_min (1 + B_crit / B), so "
+        f"(1 + {crit / BATCH_TOKENS:.3f}) / (1 + {crit / (2 * BATCH_TOKENS):.3f}) = {_q8():.3f} times fewer steps, "
+        f"not 2: the batch is already near the critical one"
     )
+
+
+def _q8_hints():
+    crit_alpha = 2e8 / LOSS_NATS**0.21  # the exponent alpha_B instead of 1/alpha_B
+
+    def ratio(crit):
+        return (1 + crit / BATCH_TOKENS) / (1 + crit / (2 * BATCH_TOKENS))
+
+    return {
+        2 / _q8(): "assumes perfect scaling; doubling the batch halves the steps only far below the critical batch",
+        ratio(crit_alpha) / _q8(): "raises the loss to alpha_B instead of 1/alpha_B: the critical batch comes out "
+        "near 170 million tokens",
+        (2 / 1.5) / _q8(): "takes the batch to be the critical batch; work the critical batch out at this loss",
+    }
 
 
 q1 = NumericQuestion(
@@ -160,47 +194,70 @@ q1 = NumericQuestion(
     unit="",
     noun="a number of t_F",
     rel_tol=1e-6,
-    hint_text="pipeline.schedule('1f1b', 8, 16).step_time - pipeline.schedule('zb-v', 8, 16).step_time",
+    hint_text="Count the last stage's idle time in 1F1B (its warm-up and cool-down, each slot F + B + W). Then ask "
+    "which part of it ZB-V's V-shaped placement and split backward still cannot fill: the last stage can only start "
+    "once the first chunk's forward has crossed the stages before it, at half a t_F per chunk stage.",
     scale_hint={
         (P - 1) * 3 / _q1(): "is 1F1B's whole bubble: ZB-V still pays its warm-up offset once per step "
         "(the last stage starts (p-1) chunk forwards late)"
     },
 )
 
-q2 = NumericQuestion(
+q2 = ChoiceQuestion(
     name="q2",
-    prompt=f"DualPipe on p = {DUAL_P} GPUs with m = {DUAL_M} microbatches: at most how many microbatches' "
-    "activations (of one stage) does a GPU hold?",
-    expected=_q2,
+    prompt=f"Moving from 1F1B to DualPipe on p = {DUAL_P} GPUs with m = {DUAL_M} microbatches, what does the "
+    "busiest GPU hold? (a) activations of p + 1 microbatches instead of p, and twice the parameters; "
+    "(b) activations of 2p microbatches, one full pipeline per direction, and the same parameters; "
+    "(c) activations of p microbatches, as in 1F1B, and twice the parameters; "
+    "(d) activations of about p/2 microbatches, since each direction fills half the pipeline",
+    options=("a", "b", "c", "d"),
+    expected=_q2_choice,
     explain=_explain_q2,
-    unit="",
-    noun="a number of microbatches",
-    rel_tol=0.0,
-    abs_tol=1e-9,
-    hint_text="pipeline.schedule('dualpipe', 8, 20).peak_in_flight_w",
-    scale_hint={DUAL_P / _q2(): "is 1F1B's peak (p); DualPipe holds one more"},
+    hint_text="Picture each GPU as one stage of two pipelines running in opposite directions, each carrying half "
+    "the microbatches. Add what the two directions keep in flight at once, and recall why DualPipe stores the "
+    "model twice.",
+    feedback={
+        "b": "counts a full 1F1B pipeline per direction: each direction carries only half the microbatches and "
+        "the two warm-ups interleave, so the GPU holds p + 1 in all (DeepSeek-V3, Table 2: PP + 1); and the two "
+        "directions need two copies of the parameters",
+        "c": "keeps 1F1B's peak: overlapping a forward chunk with a backward chunk keeps one more microbatch "
+        "alive (DeepSeek-V3, Table 2: PP + 1)",
+        "d": "halves per direction but forgets that the GPU is a stage of both directions at once: their "
+        "microbatches add up to p + 1",
+    },
 )
 
 q3 = NumericQuestion(
     name="q3",
-    prompt=f"Llama-2-7B, FSDP (fully_shard, reshard after forward) over all 32 GPUs of {FSDP_NODES} DGX H100 nodes: "
-    "how many GB does one GPU send over the network per microbatch?",
+    prompt=f"Llama-2-7B (32 layers of 202,383,360 parameters each, bf16), FSDP (fully_shard, reshard after forward) "
+    f"over all 32 GPUs of {FSDP_NODES} DGX H100 nodes, ring collectives: how many GB does one GPU send over the "
+    "network per microbatch (count only the layers' collectives)?",
     expected=_q3,
     explain=_explain_q3,
     unit="GB",
     noun="an amount of data",
-    hint_text="fsdp.sharding_plan('llama2-7b', 'dgx-h100', nodes=4).network_sent_bytes",
+    hint_text="List the collectives of one microbatch: an all-gather of each layer before its forward, an "
+    "all-gather before its backward (is any layer's parameters still whole when the backward starts?), and a "
+    "reduce-scatter of each layer's gradients. In a ring of N GPUs each collective sends (N - 1)/N of the layer's "
+    "bytes from every GPU.",
     scale_hint=_q3_hints(),
 )
 
 q4 = ChoiceQuestion(
     name="q4",
-    prompt="Same model and cluster, one sequence per microbatch: which leaves less communication exposed per "
+    prompt="Same model and cluster (NVLink 450 GB/s per GPU inside a node, 50 GB/s per GPU between nodes; one "
+    "layer's forward takes about 4 ms), one sequence per microbatch: which leaves less communication exposed per "
     "microbatch, FSDP over all 32 GPUs or HSDP (shard in a node, replicate across)? (fsdp/hsdp)",
     options=("fsdp", "hsdp"),
     expected=_q4,
     explain=_explain_q4,
-    hint_text="fsdp.compare_sharding('llama2-7b', 'dgx-h100', nodes=4): compare .exposed_s",
+    hint_text="Estimate one layer's all-gather (about 0.4 GB of bf16 parameters) on each fabric and set it "
+    "against the 4 ms of forward it must hide behind. Then ask what HSDP still sends between nodes, and how often.",
+    feedback={
+        "fsdp": "weighs only memory: FSDP's shard is 4x smaller, but every layer's all-gather (about 0.39 GB) then "
+        "crosses the 50 GB/s network, about 8 ms against 4 ms of forward, on every layer; HSDP gathers over NVLink "
+        "(under 1 ms) and sends only a gradient all-reduce of its 1/8 shard between nodes",
+    },
 )
 
 q5 = NumericQuestion(
@@ -213,8 +270,13 @@ q5 = NumericQuestion(
     noun="a degree",
     rel_tol=0.0,
     abs_tol=1e-9,
-    hint_text="production.ulysses_limit('llama3.1-70b', cp, tp=8) is '' when cp works",
-    scale_hint={64 / _q5(): "forgets that tensor parallelism takes the heads first: each TP rank has 64 / 8"},
+    hint_text="Tensor parallelism splits the heads first. Ulysses then gives every GPU of the context-parallel "
+    "group whole query heads of the ones its TP rank holds; K/V heads may be replicated, query heads may not.",
+    scale_hint={
+        64 / _q5(): "forgets that tensor parallelism takes the heads first: each TP rank has 64 / 8",
+        1 / _q5(): "divides the K/V heads: with grouped-query attention the few K/V heads can be replicated across "
+        "the group; it is the query heads that must split whole",
+    },
 )
 
 q6 = NumericQuestion(
@@ -226,32 +288,43 @@ q6 = NumericQuestion(
     unit="",
     noun="a ratio",
     rel_tol=1e-3,
-    hint_text="production.causal_work_per_rank(8, load_balanced=False)",
+    hint_text="Cut the causal score matrix into cp x cp blocks, one block row per GPU. Count the blocks GPU i "
+    "computes (the diagonal block is only half full), then compare the last GPU's count with the average.",
     scale_hint={
-        2 / _q6(): "is the limit for many GPUs; the last rank's own diagonal block is half empty too: 2 - 1/cp"
+        2 / _q6(): "is the limit for many GPUs; the last rank's own diagonal block is half empty too: 2 - 1/cp",
+        1 / _q6(): "assumes equal pieces mean equal work: with a causal mask later queries attend to more keys, so "
+        "the GPU holding the end of the sequence does the most",
     },
 )
 
 q7 = NumericQuestion(
     name="q7",
     prompt=f"At Llama 3's failure rate (419 unexpected interruptions in 54 days on 16,384 GPUs), a job on "
-    f"{BIG_GPUS:,} GPUs fails on average every how many minutes?",
+    f"{BIG_GPUS:,} GPUs stalls {SAVE_S:g} s to save each checkpoint. By Young's rule, how many minutes should "
+    "it train between checkpoints?",
     expected=_q7,
     explain=_explain_q7,
     unit="min",
     noun="a time",
-    hint_text="failures.job_mtbf(131072, failures.failure_rate_per_gpu_hour()) / 60",
+    hint_text="Two steps. First the job's mean time between failures: Llama 3's failures per GPU-hour, times "
+    "the GPU count, inverted. Then Young's rule balances the time lost saving against the work lost at a failure.",
     scale_hint=_q7_hints(),
 )
 
 q8 = NumericQuestion(
     name="q8",
-    prompt=f"Kaplan et al.'s critical batch at a loss of {LOSS_NATS:g} nats: how many million tokens?",
+    prompt=f"Kaplan et al.'s critical batch falls as the loss falls: B_crit(L) = B_* / L^(1/alpha_B), with "
+    f"B_* = 2e8 tokens and alpha_B = 0.21. A run near a loss of {LOSS_NATS:g} nats trains with "
+    f"{BATCH_TOKENS / 1e6:g} million tokens per step and doubles its data parallelism (and so its batch). The "
+    "steps to a given loss follow S = S_min (1 + B_crit / B): by what factor do they fall?",
     expected=_q8,
     explain=_explain_q8,
     unit="",
-    noun="a number of million tokens",
-    hint_text="batch.critical_batch_tokens(2.0) / 1e6",
+    noun="a factor",
+    rel_tol=0.005,
+    hint_text="First the critical batch at this loss; mind the exponent, 1/alpha_B, nearly 5. Then compare "
+    "the steps at the two batches: only their ratio matters, S_min cancels.",
+    scale_hint=_q8_hints(),
 )
 
 QUESTIONS = {q.name: q for q in (q1, q2, q3, q4, q5, q6, q7, q8)}

@@ -84,9 +84,8 @@ def _names_a_distlab_call(hint: str) -> bool:
     return "distlab." in hint or any(m in modules for m in re.findall(r"\b([a-z_]+)\.[a-z_]+", hint))
 
 
-# Lesson 11's questions were written before issue 18: each hint names the call whose output is the answer.
-# Left for their rewrite as reasoning questions (strict: the mark goes when a hint is fixed).
-_HINTS_NAMING_A_CALL = {("training_at_scale", f"q{i}") for i in range(1, 9)}
+# Questions whose hint still names the call that answers them (strict: the mark goes when a hint is fixed).
+_HINTS_NAMING_A_CALL: set[tuple[str, str]] = set()
 
 
 @pytest.mark.parametrize(
