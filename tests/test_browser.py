@@ -11,6 +11,7 @@ chromium`; .ci/run does that). A screenshot is saved in test-artifacts/.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import os
@@ -166,12 +167,18 @@ def jupyterlab(tmp_path_factory):
         log.close()
 
 
+_WORKSPACES = itertools.count()
+
+
 def _open_and_run_all(page, url: str) -> None:
     """Open a notebook in JupyterLab and, once its kernel is idle, Run > Run All Cells, as a student would."""
-    page.goto(url)
+    # a workspace of its own: JupyterLab would otherwise restore the tabs an earlier test opened, and Run All Cells
+    # could then run a notebook in a hidden tab
+    workspace = f"/lab/workspaces/test-{next(_WORKSPACES)}/tree/"
+    page.goto(url.replace("/lab/tree/", workspace, 1))
     page.locator(".jp-Notebook .jp-Cell").first.wait_for()
     page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
-    prompt = page.locator(".jp-Notebook .jp-CodeCell .jp-InputPrompt").first
+    prompt = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt").first
     for attempt in range(3):
         page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
         page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
