@@ -27,8 +27,24 @@ def add_arguments(cmd) -> None:
     )
 
 
+def _ranked(args, cl):
+    """The planner's ranking for --best (dense and MoE alike): the model, batch, sequence and recipe given."""
+    from .. import planner
+
+    return planner.plan(
+        args.model,
+        cl,
+        global_batch=args.global_batch,
+        seq_len=args.seq,
+        precision=args.precision,
+        efficiency=args.efficiency,
+        attention=args.attention,
+        memory_recipe=args.memory_recipe,
+    )
+
+
 def run(args) -> int:
-    from .. import export, planner, training
+    from .. import export, training
     from ..errors import ConfigurationError
     from ._configuration import cluster, config
 
@@ -48,16 +64,7 @@ def run(args) -> int:
             )
         print(export.export(est, fmt, cl.node.gpus_per_node))
         return 0
-    p = planner.plan(
-        args.model,
-        cl,
-        global_batch=args.global_batch,
-        seq_len=args.seq,
-        precision=args.precision,
-        efficiency=args.efficiency,
-        attention=args.attention,
-        memory_recipe=args.memory_recipe,
-    )
+    p = _ranked(args, cl)
     skipped = 0
     for rank in range(p.feasible_count):  # feasible rows come first in the ranking
         row = p.row(rank)
@@ -134,19 +141,10 @@ def _run_moe(args, cl) -> int:
 
 
 def _best_moe(args, cl) -> int:
-    from .. import moe, planner
+    from .. import moe
     from ..errors import ConfigurationError
 
-    p = planner.plan(
-        args.model,
-        cl,
-        global_batch=args.global_batch,
-        seq_len=args.seq,
-        precision=args.precision,
-        efficiency=args.efficiency,
-        attention=args.attention,
-        memory_recipe=args.memory_recipe,
-    )
+    p = _ranked(args, cl)
     skipped = 0
     for rank in range(p.feasible_count):  # feasible rows come first in the ranking
         row = p.row(rank)
