@@ -408,6 +408,10 @@ class LessonApp(widgets.VBox):
     def status_kind(self, result) -> str:
         return "result"
 
+    def picture_note(self, result) -> str:
+        """For an app whose picture shows its text (summary_in_picture): a warning kept under the picture, or ""."""
+        return ""
+
     def summary(self, result=None) -> str:
         """The text under the picture for `result` (default: the current one; our message when there is none)."""
         result = self.result if result is None else result
@@ -427,7 +431,11 @@ class LessonApp(widgets.VBox):
             self.result, self.error = None, str(exc)
             full = _either(full, self.fade())
             text, kind = self.error, "error"
-        self.status.value = "" if self.summary_in_picture and kind != "error" else message_html(text, kind)
+        if self.summary_in_picture and kind != "error":  # the picture shows the text; only its note stays here
+            note = self.picture_note(self.result)
+            self.status.value = message_html(note, "warn") if note else ""
+        else:
+            self.status.value = message_html(text, kind)
         if full is not None and self.renderer is not None:
             if isinstance(full, str) and full == DATA:
                 self.renderer.refresh(data=True)

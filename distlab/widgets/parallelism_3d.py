@@ -18,7 +18,7 @@ from .. import mesh
 from ..errors import ConfigurationError, DistlabError
 from ..plots.parallelism_3d import grid_geometry
 from .browser import GridPicture
-from .common import LessonApp, attempt, event_loop_running, fill_order, fill_positions, message_html
+from .common import LessonApp, attempt, event_loop_running, fill_order, fill_positions
 
 __all__ = ["MAX_GRID_GPUS", "ORDERS", "COLOUR_BY", "SHOW", "PENDING", "MeshApp", "APPS"]
 
@@ -189,10 +189,9 @@ class MeshApp(LessonApp):
             raise self._layout
         return self._layout
 
-    def update(self, change=None) -> None:
-        super().update(change)
-        if self.result is not None and self.result.warnings():  # the warnings stay in red under the grid
-            self.status.value = message_html("\n".join("warning: " + w for w in self.result.warnings()), "warn")
+    def picture_note(self, lay: mesh.RankLayout) -> str:
+        """The warnings stay in red under the grid (the grid's own text shows the rest)."""
+        return "\n".join("warning: " + w for w in lay.warnings())
 
     def status_kind(self, lay: mesh.RankLayout) -> str:
         return "warn" if lay.warnings() else "ok"
