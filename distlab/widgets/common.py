@@ -334,19 +334,25 @@ def fill_in_turns(step):
     return done
 
 
-def fill_positions(pending: list, compute, still_current, send):
+def fill_positions(pending: list, compute, still_current, send, progress_s: float | None = None):
     """fill_in_turns over the positions in `pending` (fill_order: nearest first): each turn calls compute(p) for
     the next positions until turn_deadline(), send() once all are computed; a turn that finds still_current()
-    False (the controls moved again: a newer refresh fills instead) stops. Returns what fill_in_turns returns."""
+    False (the controls moved again: a newer refresh fills instead) stops. With `progress_s`, inside a running
+    event loop send() also runs every progress_s seconds, so the positions done so far reach the browser.
+    Returns what fill_in_turns returns."""
+    last_send = time.perf_counter()
 
     def step() -> bool:
+        nonlocal last_send
         if not still_current():
             return False
         deadline = turn_deadline()
         while pending and time.perf_counter() < deadline:
             compute(pending.pop(0))
-        if not pending:
+        progress = progress_s is not None and event_loop_running() and time.perf_counter() > last_send + progress_s
+        if not pending or progress:
             send()
+            last_send = time.perf_counter()
         return bool(pending)
 
     return fill_in_turns(step)

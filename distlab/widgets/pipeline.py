@@ -9,7 +9,6 @@ per-frame render.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import ipywidgets as widgets
@@ -26,9 +25,8 @@ from .common import (
     attempt,
     event_loop_running,
     figure_canvas,
-    fill_in_turns,
     fill_order,
-    turn_deadline,
+    fill_positions,
 )
 
 __all__ = [
@@ -175,22 +173,14 @@ class BubbleGridApp(LessonApp):
         generation = self._generation
         pending = fill_order([m for m in range(1, MAX_MICROBATCHES + 1) if results[m - 1] is None], current)
 
-        last_send = [time.perf_counter()]
+        def compute(m: int) -> None:
+            if results[m - 1] is None:  # compute() may have simulated it already, on demand
+                results[m - 1] = self._simulate_or_error(m)
 
-        def step() -> bool:
-            if generation != self._generation:  # the controls moved again: that refresh fills instead
-                return False
-            deadline = turn_deadline()
-            while pending and time.perf_counter() < deadline:
-                m = pending.pop(0)
-                if results[m - 1] is None:
-                    results[m - 1] = self._simulate_or_error(m)
-            if not pending or (event_loop_running() and time.perf_counter() > last_send[0] + PROGRESS_S):
-                self._send(results)  # the counts done so far reach the browser every PROGRESS_S, and at the end
-                last_send[0] = time.perf_counter()
-            return bool(pending)
-
-        self.filling = fill_in_turns(step)
+        # the counts done so far reach the browser every PROGRESS_S, and all of them at the end
+        self.filling = fill_positions(
+            pending, compute, lambda: generation == self._generation, lambda: self._send(results), PROGRESS_S
+        )
 
     _generation = 0
     #: The background filling of the other counts in a kernel (an asyncio.Future; None when done at once).
