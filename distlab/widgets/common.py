@@ -30,6 +30,7 @@ __all__ = [
     "FILL_TURN_S",
     "event_loop_running",
     "fill_in_turns",
+    "finish_cell_fills",
     "fill_order",
     "turn_deadline",
     "LessonApp",
@@ -311,6 +312,10 @@ def fill_in_turns(step):
     browser's next message is served between two calls (a picture's other positions are filled in after the
     current one is drawn), returning an asyncio.Future done when step() has returned False; with no running event
     loop (tests, scripts) all at once, before returning None.
+
+    A fill that a cell started (not a control's callback) is also finished when that cell ends, before the kernel
+    reports the cell done (finish_cell_fills): a notebook executed without a browser (nbconvert --execute, Voila,
+    nbval) then saves every position in its widget state, so an export to HTML shows them with no kernel.
     """
     if not event_loop_running():
         while step():
@@ -320,6 +325,8 @@ def fill_in_turns(step):
     done = loop.create_future()
 
     def turn():
+        if done.done():  # finished at the end of its cell
+            return
         try:
             more = step()
         except BaseException as exc:  # a bug, not our error (steps catch those): surfaces on the future
@@ -331,7 +338,50 @@ def fill_in_turns(step):
             done.set_result(None)
 
     loop.call_soon(turn)
+    if _cell_running():
+        _CELL_FILLS.append((step, done))
     return done
+
+
+#: The fills (step, future) started by the cell the kernel is running, finished by finish_cell_fills at its end.
+_CELL_FILLS: list = []
+
+
+def _cell_running() -> bool:
+    """Whether this code runs for a cell the kernel was asked to execute (not for a control's message), and if so
+    make sure finish_cell_fills runs when the cell ends (an IPython post_run_cell callback)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - ipywidgets needs IPython
+        return False
+    shell = get_ipython()
+    kernel = getattr(shell, "kernel", None)
+    if shell is None or kernel is None:
+        return False
+    parent = kernel.get_parent() or {}
+    if parent.get("header", {}).get("msg_type") != "execute_request":
+        return False
+    if finish_cell_fills not in shell.events.callbacks["post_run_cell"]:
+        shell.events.register("post_run_cell", finish_cell_fills)
+    return True
+
+
+def finish_cell_fills(result=None) -> None:
+    """Run every fill the ending cell started to its end now, in the cell's own time (IPython's post_run_cell):
+    what they send then reaches the kernel's client as part of that cell, whose execution nbconvert and Voila
+    wait for (what later turns send comes after the cell is reported done, and nbconvert does not record it).
+    The cell's picture is already shown; a control moved afterwards is answered in turns as before."""
+    while _CELL_FILLS:
+        step, done = _CELL_FILLS.pop(0)
+        if done.done():
+            continue
+        try:
+            while step():
+                pass
+        except BaseException as exc:  # a bug, not our error (steps catch those): surfaces on the future
+            done.set_exception(exc)
+            continue
+        done.set_result(None)
 
 
 def fill_positions(pending: list, compute, still_current, send, progress_s: float | None = None):

@@ -1,0 +1,114 @@
+"""The pictures drawn in the browser keep working with no kernel (issue 20): a notebook executed without a browser
+(nbconvert --execute, as the committed lessons are) saves, in its widget state, every position each picture's
+slider can reach, so an export to HTML (tests/test_browser.py opens one) shows them all.
+
+In a kernel the positions other than the current one are filled in the event loop's later turns
+(widgets.common.fill_in_turns); nbconvert records only what a cell sends before it is reported done, so a fill
+that a cell started is finished when that cell ends (widgets.common.finish_cell_fills)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+import warnings
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from distlab import widgets
+
+ROOT = Path(__file__).resolve().parents[2]
+STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def _pending_texts() -> set[str]:
+    """What a picture shows at a position not computed yet: the PENDING text of every widget module."""
+    with warnings.catch_warnings():  # the old module names (widgets.mesh, widgets.zero) warn on import
+        warnings.simplefilter("ignore", DeprecationWarning)
+        modules = [importlib.import_module(f"distlab.widgets.{m.name}") for m in pkgutil.iter_modules(widgets.__path__)]
+    return {m.PENDING for m in modules if isinstance(getattr(m, "PENDING", None), str)}
+
+
+PENDING = _pending_texts()
+
+
+def _pictures(nb: dict) -> list[dict]:
+    """The saved state of every browser picture (an anywidget model with per-position summaries) of a notebook."""
+    state = nb.get("metadata", {}).get("widgets", {}).get(STATE, {}).get("state", {})
+    return [m["state"] for m in state.values() if m["model_name"] == "AnyModel" and "summaries" in m["state"]]
+
+
+def _missing_positions(picture: dict) -> list[int]:
+    """The positions (slider values) whose text or drawing data the saved state lacks; [] when it has them all."""
+    values = picture.get("options") or list(range(picture["min"], picture["max"] + 1))
+    summaries, errors, frames = picture["summaries"], picture["errors"], picture["frames"]
+    assert len(summaries) == len(errors) == len(values), "one summary and one error per position"
+    assert picture["value"] in values
+    missing = []
+    for i, value in enumerate(values):
+        text, error = summaries[i], errors[i]
+        drawn = True
+        if not error and "bars" in frames:  # the memory bars (lessons 1 and 3): bars of every GPU count
+            drawn = len(frames["bars"][i]) > 0
+        if not error and "positions" in frames:  # the bubble grid (lesson 4): [first op, op count, step, ideal]
+            drawn = frames["positions"][i][1] > 0
+        if text in PENDING or not (text or error) or not drawn:
+            missing.append(value)
+    return missing
+
+
+def test_pending_texts_are_found():
+    # the four apps that fill in later turns: memory wall, ZeRO bars, bubble grid, 3D grid (two share one text)
+    assert len(PENDING) >= 3 and all(text.endswith("...") for text in PENDING)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")))
+def test_committed_lessons_save_every_position_of_their_pictures(name):
+    nb = json.loads((ROOT / "notebooks" / name).read_text(encoding="utf-8"))
+    for picture in _pictures(nb):
+        assert _missing_positions(picture) == [], f"{name}: {picture['description']!r} saved without these positions"
+
+
+def test_lessons_with_pictures_have_them_in_their_saved_state():
+    # lessons 1, 2, 3, 4 and 6 draw a picture in the browser (issue 20's five): each is saved with the notebook
+    for name in (
+        "01_memory_wall",
+        "02_collectives",
+        "03_data_parallel_zero",
+        "04_pipeline",
+        "06_3d_parallelism",
+    ):
+        nb = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text(encoding="utf-8"))
+        assert len(_pictures(nb)) == 1, name
+
+
+def test_a_notebook_executed_without_a_browser_saves_every_position():
+    # The apps whose other positions a kernel fills in later turns, built in cells as their lessons build them;
+    # the second cell moves a control, as lessons 1 and 3 do, which starts a new fill from that cell.
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(source)
+        for source in (
+            "from distlab.widgets.memory_wall import MemoryWallApp\n"
+            'wall = MemoryWallApp(model="llama2-7b", gpu="h100-sxm", gpus=8, zero=0)\nwall',
+            "wall.zero.value = 3",
+            "from distlab.widgets.data_parallel_zero import ZeroMemoryApp\n"
+            'zero = ZeroMemoryApp(model="llama2-7b", gpu="h100-sxm", gpus=8, fabric="ib-ndr")\nzero',
+            'from distlab.widgets.pipeline import BubbleGridApp\nBubbleGridApp(kind="1f1b", stages=4, microbatches=8)',
+            "from distlab.widgets.parallelism_3d import MeshApp\n"
+            'MeshApp(dp=4, tp=4, pp=4, gpus_per_node=8, colour_by="dp")',
+        )
+    ]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    client = NotebookClient(nb, timeout=120, resources={"metadata": {"path": str(ROOT)}})
+    client.execute()
+    pictures = _pictures(nb)
+    assert len(pictures) == 4
+    for picture in pictures:
+        assert _missing_positions(picture) == [], picture["description"]
+    # the memory wall's text is that of ZeRO-3 (the second cell's change), at every GPU count
+    wall = next(p for p in pictures if p["description"] == "GPUs")
+    assert all("ZeRO-3" in text for text, error in zip(wall["summaries"], wall["errors"]) if not error)
