@@ -4,7 +4,8 @@ Opens lesson 1 (a copy), runs all cells, checks that every widget rendered, move
 slider and picks a ZeRO stage, and asserts that the text shown is what distlab computes. The pictures
 drawn in the browser (issue 20: the memory wall, the ring animation, the bubble grid, the ZeRO bars, the
 3D assignment grid) answer a key on their own slider with new pixels and distlab's text, with the kernel
-running and after it is shut down.
+running and after it is shut down, and in each lesson exported to HTML with its widget state, opened with no kernel
+(the widget front end that page loads from CDNs is served from npm packages, packed with npm: .ci/run has it).
 Playwright's browser download is never used: it drives /usr/bin/chromium (`apt-get install
 chromium`; .ci/run does that). A screenshot is saved in test-artifacts/.
 """
@@ -21,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import time
 import urllib.error
 import urllib.request
@@ -477,3 +479,206 @@ def test_browser_pictures_answer_a_key_press_with_distlabs_numbers(jupyterlab):
         finally:
             page.screenshot(path=str(shot), full_page=False)
             browser.close()
+
+
+# --- A lesson exported to HTML with its widget state, opened with no kernel (issue 20) ---------------------------
+
+#: The lessons whose picture is drawn in the browser, each app built as its lesson builds it and then set as its
+#: later cells set it (the executed notebook, and so its export, shows it so); the slider is the app's `picture`.
+EXPORTED_LESSONS = {
+    "01_memory_wall.ipynb": (
+        "from distlab.widgets.memory_wall import MemoryWallApp\n"
+        'app = MemoryWallApp(model="llama2-7b", gpu="h100-sxm", gpus=8, zero=0)\napp.zero.value = 3'
+    ),
+    "02_collectives.ipynb": (
+        "from distlab.widgets.collectives import RingAllReduceApp\n"
+        'app = RingAllReduceApp(gpus=4, size="4 GB", link="nvlink4")\napp.gpus.value = 8\napp.step.value = 7'
+    ),
+    "03_data_parallel_zero.ipynb": (
+        "from distlab.widgets.data_parallel_zero import ZeroMemoryApp\n"
+        'app = ZeroMemoryApp(model="llama2-7b", gpu="h100-sxm", gpus=8, fabric="ib-ndr")\n'
+        'app.model.value = "llama2-70b"\napp.gpus.value = 16'
+    ),
+    "04_pipeline.ipynb": (
+        "from distlab.widgets.pipeline import BubbleGridApp\n"
+        'app = BubbleGridApp(kind="1f1b", stages=8, microbatches=16)\napp.microbatches.value = 64'
+    ),
+    "06_3d_parallelism.ipynb": (
+        "from distlab.widgets.parallelism_3d import MeshApp\n"
+        'app = MeshApp(dp=4, tp=4, pp=4, gpus_per_node=8, colour_by="dp")\napp.pick.value = 21'
+    ),
+}
+#: Where nbconvert's HTML export loads the widget front end: require.js, then @jupyter-widgets/html-manager, which
+#: loads every other widget module (anywidget's, ipympl's) from a CDN as <name>@<version in the state>/dist/<file>.
+REQUIRE_JS = re.compile(r"https://cdnjs\.cloudflare\.com/ajax/libs/require\.js/[^/]+/require(\.min)?\.js")
+NPM_CDN = re.compile(r"https://(?:cdn\.jsdelivr\.net/npm|unpkg\.com)/(?P<name>(?:@[^/@]+/)?[^/@]+)@[^/]+/(?P<file>.+)")
+#: The versions nbconvert 7's template names (require.js) or asks for as `@*` (html-manager: the one for ipywidgets 8)
+FRONT_END = {"requirejs": "2.1.10", "@jupyter-widgets/html-manager": "1.0.15"}
+
+
+def _saved_widget_state(notebook: Path) -> dict:
+    state = json.loads(notebook.read_text(encoding="utf-8"))["metadata"]["widgets"]
+    return state["application/vnd.jupyter.widget-state+json"]["state"]
+
+
+@pytest.fixture(scope="module")
+def widget_front_end(tmp_path_factory) -> dict:
+    """The npm packages an exported lesson loads from CDNs, packed from the npm registry with npm into a folder this
+    test run creates: {package name: its unpacked folder}. The widget modules are those the lessons' saved state
+    names, at the versions it names (anywidget ~0.11.*, jupyter-matplotlib ^0.12, ...)."""
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.skip(
+            "npm is not installed: the HTML export test serves the widget front end from npm packages "
+            "(apt-get install npm; .ci/run does)"
+        )
+    wanted = dict(FRONT_END)
+    for name in EXPORTED_LESSONS:
+        for model in _saved_widget_state(ROOT / "notebooks" / name).values():
+            if not model["model_module"].startswith("@jupyter-widgets/"):  # html-manager ships those
+                wanted[model["model_module"]] = model["model_module_version"]
+    folder = tmp_path_factory.mktemp("npm")
+    specs = [f"{name}@{version}" for name, version in wanted.items()]
+    try:
+        packed = subprocess.run(
+            [npm, "pack", *specs, "--json", "--pack-destination", str(folder)],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.skip(f"npm pack {' '.join(specs)} did not finish in 300 s (no network to the npm registry?)")
+    if packed.returncode != 0:
+        said = [line for line in packed.stderr.splitlines() if line.startswith("npm error")] or [packed.stderr[-500:]]
+        pytest.skip(f"npm pack {' '.join(specs)} failed (no network to the npm registry?): {' / '.join(said[:3])}")
+    unpacked = {}
+    for package in json.loads(packed.stdout):
+        target = folder / package["filename"].removesuffix(".tgz")
+        with tarfile.open(folder / package["filename"]) as tar:
+            tar.extractall(target, filter="data")
+        unpacked[package["name"]] = target / "package"
+    return unpacked
+
+
+def _serve_front_end(page, packages: dict, refused: list) -> None:
+    """Route the exported page's CDN requests to the npm packages; refuse (and list) every other request off the
+    page's own file, so the test shows the lesson needs nothing else from the network (MathJax is refused)."""
+
+    def handle(route):
+        url = route.request.url
+        if url.startswith(("file:", "blob:", "data:")):
+            return route.continue_()
+        path = None
+        if REQUIRE_JS.fullmatch(url):
+            path = packages["requirejs"] / "require.js"
+        elif (m := NPM_CDN.fullmatch(url)) and m["name"] in packages:
+            path = packages[m["name"]] / m["file"]
+        if path is None or not path.is_file():
+            refused.append(url)
+            return route.abort()
+        kind = "text/javascript" if path.suffix == ".js" else None
+        return route.fulfill(path=str(path), content_type=kind)
+
+    page.route("**/*", handle)
+
+
+@pytest.mark.parametrize("name", sorted(EXPORTED_LESSONS))
+def test_a_lesson_exported_to_html_draws_its_picture_with_no_kernel(tmp_path, widget_front_end, name):
+    """`jupyter nbconvert --to html` of a committed lesson (its widget state embedded), opened in Chromium from
+    the file with no kernel and no server: the picture renders, its text summary is what distlab computes, and
+    its slider, reached with Tab, moves by arrow keys and Home/End to every position the picture can show, each
+    time with new pixels and distlab's text for the new position."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+    assert "jupyter nbconvert --to html notebooks/" in (ROOT / "README.md").read_text(encoding="utf-8")  # as here
+    export = subprocess.run(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--output-dir", str(tmp_path)]
+        + [str(ROOT / "notebooks" / name)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert export.returncode == 0, export.stderr[-3000:]
+    page_file = tmp_path / name.replace(".ipynb", ".html")
+    assert "application/vnd.jupyter.widget-state+json" in page_file.read_text(encoding="utf-8")
+
+    namespace: dict = {}
+    exec(EXPORTED_LESSONS[name], namespace)  # noqa: S102 - the app as the lesson builds it (a constant above)
+    app = namespace["app"]
+    model = app.picture
+    values = list(getattr(model, "options", None) or range(model.min, model.max + 1))
+
+    def expected(value: int) -> str:
+        model.value = value
+        return _squash(app.summary())
+
+    refused: list = []
+    errors: list = []
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000}, device_scale_factor=2)
+        page.set_default_timeout(30_000)
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        _serve_front_end(page, widget_front_end, refused)
+        try:
+            page.goto(page_file.as_uri())
+            picture = page.locator(".distlab-picture")
+            canvas = picture.locator("canvas")
+            try:
+                canvas.wait_for(timeout=60_000)
+            except sync_api.TimeoutError:
+                pytest.fail(f"{name}: no picture in the exported page (requests refused: {refused}; errors: {errors})")
+            assert picture.count() == 1
+            picture.scroll_into_view_if_needed()
+            summary, readout = picture.locator(".distlab-summary"), picture.locator(".distlab-readout")
+            slider = picture.locator("input.distlab-slider")
+            # drawn: a canvas at the device pixel ratio (2 here) with painted pixels
+            width, css, painted = canvas.evaluate(
+                """c => [c.width, c.getBoundingClientRect().width,
+                         c.getContext('2d').getImageData(0, 0, c.width, c.height).data.some((v, i) => i % 4 == 3 && v)]"""
+            )
+            assert css >= 100 and width == round(2 * css) and painted, f"{name}: the picture is not drawn"
+            assert summary.get_attribute("aria-live") == "polite" and summary.get_attribute("role") == "status"
+            start = int(readout.text_content())
+            assert _squash(summary.text_content()) == expected(start), f"{name}: the saved text is not distlab's"
+
+            # the keyboard reaches the slider: Tab from the top of the page
+            page.locator("body").focus()
+            for _ in range(400):
+                page.keyboard.press("Tab")
+                if slider.evaluate("s => document.activeElement === s"):
+                    break
+            else:
+                pytest.fail(f"{name}: Tab never reached the picture's slider")
+
+            def press(key: str, value: int) -> None:
+                before = canvas.evaluate("c => c.toDataURL()")
+                page.keyboard.press(key)
+                want = expected(value)
+                try:
+                    page.wait_for_function(
+                        "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
+                        arg=[summary.element_handle(), want],
+                        timeout=10_000,
+                    )
+                except sync_api.TimeoutError:
+                    pytest.fail(
+                        f"{name}, {key} to {value}: shows {_squash(summary.text_content())!r}, distlab: {want!r}"
+                    )
+                assert readout.text_content() == str(value)
+                assert canvas.evaluate("c => c.toDataURL()") != before, f"{name}, {key}: the picture did not change"
+
+            k = values.index(start)
+            if k + 1 < len(values):
+                press("ArrowRight", values[k + 1])
+            else:
+                press("ArrowLeft", values[k - 1])
+            press("End", values[-1])  # the far ends: positions the kernel filled in after the first
+            press("Home", values[0])
+            assert not errors, errors
+            page.screenshot(path=str(ARTIFACTS / f"export-{Path(name).stem}.png"))
+        finally:
+            browser.close()
+    # nothing else was fetched: what the page asked for beyond the front end is MathJax (the lesson's formulas)
+    assert all("mathjax" in url for url in refused), refused
