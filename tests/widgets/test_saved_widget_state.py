@@ -8,6 +8,7 @@ that a cell started is finished when that cell ends (widgets.common.finish_cell_
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import pkgutil
@@ -16,9 +17,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from hypothesis import given, settings, strategies as st
 from nbclient import NotebookClient
 
 from distlab import widgets
+from distlab.widgets import common
 
 ROOT = Path(__file__).resolve().parents[2]
 STATE = "application/vnd.jupyter.widget-state+json"
@@ -112,3 +115,67 @@ def test_a_notebook_executed_without_a_browser_saves_every_position():
     # the memory wall's text is that of ZeRO-3 (the second cell's change), at every GPU count
     wall = next(p for p in pictures if p["description"] == "GPUs")
     assert all("ZeRO-3" in text for text, error in zip(wall["summaries"], wall["errors"]) if not error)
+
+
+class _Kernel:
+    def __init__(self, msg_type: str):
+        self.msg_type = msg_type
+
+    def get_parent(self):
+        return {"header": {"msg_type": self.msg_type}}
+
+
+class _Events:
+    def __init__(self):
+        self.callbacks: dict = {"post_run_cell": []}
+
+    def register(self, event: str, function) -> None:
+        self.callbacks[event].append(function)
+
+
+class _Shell:
+    """What fill_in_turns asks of IPython: the kernel's current request and the events to register with."""
+
+    def __init__(self, msg_type: str):
+        self.kernel = _Kernel(msg_type)
+        self.events = _Events()
+
+
+@settings(max_examples=25, deadline=None)
+@given(steps=st.integers(1, 40), msg_type=st.sampled_from(["execute_request", "comm_msg"]))
+def test_a_cells_fill_ends_with_the_cell_and_a_controls_fill_in_later_turns(steps, msg_type):
+    # A fill of `steps` turns started in a kernel, by a cell (execute_request) or by a control's message (comm_msg).
+    # When the cell ends (IPython's post_run_cell), a cell's fill is complete before the loop turns again; a
+    # control's is not touched then, and completes in the loop's later turns, one step a turn. Either way step()
+    # runs exactly `steps` times (never again once it has said False).
+    import IPython
+
+    shell = _Shell(msg_type)
+    calls = []
+
+    def step() -> bool:
+        calls.append(1)
+        return len(calls) < steps
+
+    async def cell():
+        done = common.fill_in_turns(step)
+        for callback in shell.events.callbacks["post_run_cell"]:  # what IPython does at the cell's end
+            callback(None)
+        ended = (len(calls), done.done())
+        await done
+        for _ in range(3):  # later turns: nothing more
+            await asyncio.sleep(0)
+        return ended
+
+    original = IPython.get_ipython
+    IPython.get_ipython = lambda: shell
+    try:
+        ended = asyncio.run(cell())
+    finally:
+        IPython.get_ipython = original
+    if msg_type == "execute_request":
+        assert ended == (steps, True)
+        assert shell.events.callbacks["post_run_cell"] == [common.finish_cell_fills]
+    else:
+        assert ended == (0, False) and shell.events.callbacks["post_run_cell"] == []
+    assert len(calls) == steps
