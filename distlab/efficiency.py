@@ -186,7 +186,8 @@ class ComputeModel:
             )
         return (
             f"calibrated: matmuls at {100 * self.matmul_efficiency:.1f}% of peak, attention core at "
-            f"{100 * self.attention_efficiency:.1f}% ({self.attention}), element-wise traffic "
+            f"{100 * self.attention_efficiency:.1f}% ({self.attention}"
+            f"{', causal: masked blocks skipped' if self.attention == 'flash' else ''}), element-wise traffic "
             f"{self.memory_traffic:g} x the {self.kernels} kernels' bytes per pass (distlab.efficiency, Lesson 7 §8)"
         )
 
