@@ -44,7 +44,6 @@ __all__ = [
     "FALLBACK_GEMM_EFFICIENCY",
     "TRAINING_MATMUL_SHARE",
     "MEMORY_TRAFFIC",
-    "FLASH_ATTENTION_EFFICIENCY",
     "FLASH_ATTENTION_RATE",
     "FALLBACK_FLASH_ATTENTION_RATE",
     "FLASH_FORWARD_BACKWARD_WORK",
@@ -123,8 +122,6 @@ FLASH_ATTENTION_RATE = {
 #: For an accelerator without a published flash-attention figure (b200, mi300x, a custom one): the lowest measured
 #: share above (H100's 0.339), so that an unmeasured GPU is not assumed better than every measured one. Lesson 7 §8.
 FALLBACK_FLASH_ATTENTION_RATE = 335.0 / 989.4
-#: The A100 figure, kept under its former name (the rate every GPU was once given). Lesson 7 §8.
-FLASH_ATTENTION_EFFICIENCY = FLASH_ATTENTION_RATE["a100-80gb"][1]
 #: The work a flash-attention kernel executes, per unit of its causal forward FLOPs (Dao 2023, Sec. 4.1: forward
 #: f = 4 s^2 d a, "with causal mask, we divide this number by 2", backward 2.5 f "since there are 2 matmuls in the
 #: forward pass and 5 matmuls in the backward pass, due to recomputation"; flash-attention's
