@@ -11,8 +11,11 @@ A layer's time on one GPU is priced as three parts (Lesson 7 §8):
 matmul_efficiency = TRAINING_MATMUL_SHARE x the best-shape GEMM rate measured on that GPU (Bekman's MAMF
 microbenchmark, hardware microbenchmarks in distlab/data/published_runs.json). The attention core runs
 at the same matmul efficiency when it is unfused (Megatron-LM 2021-2022: batched GEMMs, the softmax's
-traffic counted in the bytes), and at FLASH_ATTENTION_EFFICIENCY with flash attention (whose scores never
-reach HBM). "element-wise bytes" are counted kernel by kernel (elementwise_bytes_per_token: what each norm,
+traffic counted in the bytes: every score is computed, masked or not). With flash attention (whose scores
+never reach HBM) the core is priced as the kernel runs it: a causal kernel skips the masked half of the
+score blocks and its backward recomputes the scores, 3.5 x half the counted forward (flash_attention_work_array),
+at flash_attention_rate(accelerator), FlashAttention-2's measured rate on that GPU (A100 0.50, H100 0.339 of
+peak: the H100 reaches a smaller share of its peak than the A100). "element-wise bytes" are counted kernel by kernel (elementwise_bytes_per_token: what each norm,
 activation, residual add, RoPE and softmax kernel reads and writes, for fused, compiled or eager kernels;
 loss_bytes_per_token for the cross-entropy); passes = 3 (forward, backward x 2), 4 with full recomputation.
 
@@ -20,7 +23,8 @@ Calibration is not validation. Two constants are FITTED, on the calibration set 
 2021 Table 1, the ten Megatron-LM runs from 1.7B to 1T parameters on A100s): TRAINING_MATMUL_SHARE and
 MEMORY_TRAFFIC. fit_calibration() recomputes them from that set (a grid search for the least mean |error|;
 tests/core/test_efficiency.py checks that the stored values are its result). The best-shape GEMM rates and
-the flash-attention figure are published microbenchmarks, not fitted. The accuracy on published runs the
+the flash-attention rates are published microbenchmarks, not fitted (the calibration runs use unfused
+attention, so the flash figures do not enter the fit). The accuracy on published runs the
 fit never saw is `distlab validate` (Lesson 7 §8; recorded in benchmarks/RESULTS.md).
 """
 
@@ -40,7 +44,11 @@ __all__ = [
     "FALLBACK_GEMM_EFFICIENCY",
     "TRAINING_MATMUL_SHARE",
     "MEMORY_TRAFFIC",
-    "FLASH_ATTENTION_EFFICIENCY",
+    "FLASH_ATTENTION_RATE",
+    "FALLBACK_FLASH_ATTENTION_RATE",
+    "FLASH_FORWARD_BACKWARD_WORK",
+    "flash_attention_rate",
+    "flash_attention_work_array",
     "ComputeModel",
     "best_gemm_efficiency",
     "compute_model",
@@ -95,10 +103,30 @@ TRAINING_MATMUL_SHARE = 0.78
 #: of their counted forward bytes (elementwise_bytes_per_token) at the datasheet HBM bandwidth; above 1 where
 #: kernels reach less than the datasheet bandwidth or move bytes the count leaves out. Lesson 7 §8.
 MEMORY_TRAFFIC = 1.4
-#: Attention-core efficiency with flash attention, a published microbenchmark, not fitted: FlashAttention-2
-#: reaches 50-73% of the A100's peak (Dao 2023, arXiv 2307.08691, abstract and Sec. 4.1); the low end is
-#: taken for forward + backward (its backward is the slower pass), on every GPU. Lesson 7 §8.
-FLASH_ATTENTION_EFFICIENCY = 0.5
+#: Attention-core rate with flash attention, per catalog accelerator, as a share of the dense peak: published
+#: microbenchmarks of FlashAttention-2 (what torchtitan's SDPA flash backend and MPT's flash attention run; an engine on
+#: FlashAttention-3 or cuDNN's Hopper kernels is faster on H100), not fitted. The rate is on the paper's own FLOP count
+#: (flash_attention_work_array: with a causal mask the scores are halved, the backward is 2.5 x the forward).
+#: A100: FlashAttention-2 reaches 50-73% of peak (Dao 2023, arXiv 2307.08691, abstract and Sec. 4.1, Figs. 4-6); the
+#: low end is taken (forward + backward, its backward the slower pass, up to 63%; causal and short sequences lowest).
+#: H100: "we obtain up to 335 TFLOPs/s" forward + backward (same paper, Sec. 4.1, Fig. 7), 335 / 989.4 = 0.339, its
+#: best setting (so, if anything, optimistic; Shah et al. 2024, FlashAttention-3, arXiv 2407.08608, abstract: "only 35%
+#: utilization on the H100"). H200 and torchtitan's 96 GB H100 share the H100's die. Lesson 7 §8.
+FLASH_ATTENTION_RATE = {
+    "a100-40gb": ("dao2023-flashattention2-a100", 0.50),
+    "a100-80gb": ("dao2023-flashattention2-a100", 0.50),
+    "h100-sxm": ("dao2023-flashattention2-h100", 335.0 / 989.4),
+    "h200": ("dao2023-flashattention2-h100", 335.0 / 989.4),
+    "h100-sxm-96gb-hbm2e-500w": ("dao2023-flashattention2-h100", 335.0 / 989.4),
+}
+#: For an accelerator without a published flash-attention figure (b200, mi300x, a custom one): the lowest measured
+#: share above (H100's 0.339), so that an unmeasured GPU is not assumed better than every measured one. Lesson 7 §8.
+FALLBACK_FLASH_ATTENTION_RATE = 335.0 / 989.4
+#: The work a flash-attention kernel executes, per unit of its causal forward FLOPs (Dao 2023, Sec. 4.1: forward
+#: f = 4 s^2 d a, "with causal mask, we divide this number by 2", backward 2.5 f "since there are 2 matmuls in the
+#: forward pass and 5 matmuls in the backward pass, due to recomputation"; flash-attention's
+#: benchmarks/benchmark_flash_attention.py counts the same): forward + backward 3.5 f. Lesson 7 §8.
+FLASH_FORWARD_BACKWARD_WORK = 3.5
 
 #: Achieved large-message all-reduce bus bandwidth per catalog link (nccl-tests busbw, ring algorithm), from the
 #: hardware microbenchmarks in distlab/data/published_runs.json (NVIDIA GTC24 S62129, "NCCL Tests Allreduce Bus
@@ -155,7 +183,8 @@ class ComputeModel:
             )
         return (
             f"calibrated: matmuls at {100 * self.matmul_efficiency:.1f}% of peak, attention core at "
-            f"{100 * self.attention_efficiency:.1f}% ({self.attention}), element-wise traffic "
+            f"{100 * self.attention_efficiency:.1f}% ({self.attention}"
+            f"{', causal: masked blocks skipped' if self.attention == 'flash' else ''}), element-wise traffic "
             f"{self.memory_traffic:g} x the {self.kernels} kernels' bytes per pass (distlab.efficiency, Lesson 7 §8)"
         )
 
@@ -179,6 +208,43 @@ def best_gemm_efficiency(accelerator) -> float:
     name = str(getattr(accelerator, "name", accelerator)).strip().lower()
     entry = BEST_GEMM_EFFICIENCY.get(name)
     return FALLBACK_GEMM_EFFICIENCY if entry is None else entry[1]
+
+
+def flash_attention_rate(accelerator) -> float:
+    """Flash attention's forward + backward rate / dense peak on a catalog accelerator (name or Accelerator), on
+    flash-attention's own FLOP count (FLASH_ATTENTION_RATE; FALLBACK_FLASH_ATTENTION_RATE without a figure).
+    Lesson 7 §8.
+
+    >>> flash_attention_rate('a100-80gb'), round(flash_attention_rate('h100-sxm'), 3), round(flash_attention_rate('b200'), 3)
+    (0.5, 0.339, 0.339)
+    """
+    if not isinstance(getattr(accelerator, "name", accelerator), str):
+        raise ConfigurationError(f"accelerator={accelerator!r} must be a catalog accelerator name or an Accelerator")
+    entry = FLASH_ATTENTION_RATE.get(str(getattr(accelerator, "name", accelerator)).strip().lower())
+    return FALLBACK_FLASH_ATTENTION_RATE if entry is None else entry[1]
+
+
+def flash_attention_work_array(core_forward_flops, recomputed):
+    """The FLOPs a causal flash-attention kernel executes for one layer's training step, given the attention core's
+    counted (full, unmasked) forward FLOPs 4 b s^2 a d: it skips the masked half, 2 b s^2 a d, and its backward
+    recomputes the scores, so forward + backward execute FLASH_FORWARD_BACKWARD_WORK = 3.5 x that half, and a
+    recomputed forward (recomputed true) one half more. The step model divides this by flash_attention_rate x peak.
+    Unfused attention (Megatron-LM 2021-2022's scale-mask-softmax) computes every score, masked or not: the counted
+    3 x 4 b s^2 a d. Lesson 7 §8.
+
+    One 8,192-token sequence of Llama 3 8B (32 heads x 128): forward 4 x 8192^2 x 4096 = 1.0995e12 counted; executed
+    3.5 x 0.5498e12 = 1.924e12 (0.58 of the counted 3 x forward), 2.474e12 with a recomputed forward.
+
+    >>> float(flash_attention_work_array(4 * 8192**2 * 4096, False)) / 1e12
+    1.924145348608
+    >>> float(flash_attention_work_array(4 * 8192**2 * 4096, True)) / 1e12
+    2.473901162496
+    """
+    from ._arguments import finite_result, number_array
+
+    half = 0.5 * np.asarray(number_array(core_forward_flops, "core_forward_flops"), dtype=float)
+    again = np.where(np.asarray(number_array(recomputed, "recomputed"), dtype=bool), 1.0, 0.0)
+    return finite_result("flash-attention work", (FLASH_FORWARD_BACKWARD_WORK + again) * half)
 
 
 def achieved_link_share(link) -> float:
@@ -217,7 +283,7 @@ def _kernels(kernels) -> str:
 
 def compute_model(accelerator, attention="flash", *, share=None, traffic=None, kernels="fused") -> ComputeModel:
     """The calibrated compute model for an accelerator: matmuls at TRAINING_MATMUL_SHARE x its best GEMM
-    rate; the attention core at that rate when unfused, at FLASH_ATTENTION_EFFICIENCY with flash attention;
+    rate; the attention core at that rate when unfused, at flash_attention_rate(accelerator) with flash attention;
     MEMORY_TRAFFIC. share= and traffic= replace the fitted constants (fit_calibration uses them).
     Lesson 7 §8.
 
@@ -236,7 +302,7 @@ def compute_model(accelerator, attention="flash", *, share=None, traffic=None, k
     if traffic > 1000:
         raise ConfigurationError(f"traffic={traffic:g} bytes per stored byte and pass; valid: 0 to 1000")
     matmul = min(1.0, share * best_gemm_efficiency(accelerator))
-    core = matmul if kind == "unfused" else FLASH_ATTENTION_EFFICIENCY
+    core = matmul if kind == "unfused" else flash_attention_rate(accelerator)
     return ComputeModel(matmul, core, traffic, kind, True, _kernels(kernels))
 
 

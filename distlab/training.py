@@ -374,6 +374,7 @@ def step_model_array(
     ep=1,
     etp=None,
     kernels_code=0,
+    causal_flash=False,
 ) -> dict:
     """Per-step time components (s) and per-GPU memory (bytes) on the busiest (first) pipeline stage.
 
@@ -536,9 +537,20 @@ def step_model_array(
     traffic_stage = (
         traffic_stage + logit_share * memory_traffic * b * s / cp * loss_bytes_per_token(model.vocab, e) / tp
     )
+    # the calibrated model's flash attention (causal_flash): a causal flash kernel skips the masked half of the
+    # score blocks, and its backward recomputes the scores (QK^T) from the saved log-sum-exp, 2.5 x the forward's
+    # work: it EXECUTES 3.5 x (counted forward / 2) per layer, + 1 x (forward / 2) when recomputed, at the rate
+    # flash-attention's own benchmark quotes on that count (efficiency.flash_attention_work_array)
+    from .efficiency import flash_attention_work_array
+
+    core_time_flops = np.where(
+        np.asarray(causal_flash, dtype=bool),
+        layers_stage * flash_attention_work_array(core_fwd, code != 0),
+        core_stage,
+    )
     t_mb = (
         gemm_stage / (tp * peak_flops * efficiency)
-        + core_stage / (tp * peak_flops * att_eff)
+        + core_time_flops / (tp * peak_flops * att_eff)
         + traffic_stage / hbm_bandwidth
     )
     # the backward's share of t_mb (what the gradient all-reduce can hide behind): 2 forward passes + recompute
@@ -1187,7 +1199,7 @@ def compute_arguments(compute) -> dict:
 
     >>> from distlab.efficiency import fixed_compute_model
     >>> sorted(compute_arguments(fixed_compute_model(0.5)))
-    ['attention_efficiency', 'efficiency', 'flash_attention', 'kernels_code', 'memory_traffic']
+    ['attention_efficiency', 'causal_flash', 'efficiency', 'flash_attention', 'kernels_code', 'memory_traffic']
     """
     from .efficiency import ELEMENTWISE_KERNELS, ComputeModel
 
@@ -1199,6 +1211,7 @@ def compute_arguments(compute) -> dict:
         memory_traffic=compute.memory_traffic,
         flash_attention=compute.attention == "flash",
         kernels_code=ELEMENTWISE_KERNELS.index(compute.kernels),
+        causal_flash=compute.calibrated and compute.attention == "flash",
     )
 
 

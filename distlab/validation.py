@@ -148,8 +148,8 @@ def run(run_id: str) -> dict:
 
 
 def microbenchmarks(role: str = "all") -> list[dict]:
-    """Published hardware microbenchmarks (nccl-tests bus bandwidths, best-shape GEMM efficiency, layer times):
-    role 'calibration', except Korthikanti's layer times (from a validation source: 'reference').
+    """Published hardware microbenchmarks (nccl-tests bus bandwidths, best-shape GEMM efficiency, flash-attention
+    rates, layer times): role 'calibration', except Korthikanti's layer times (from a validation source: 'reference').
 
     Lesson 7 §8.
 

