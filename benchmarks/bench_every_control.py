@@ -11,6 +11,7 @@ in the kernel its value changes nothing. Lines with (CPU time) count this proces
 shared machine inflate less than wall time.
 
     python benchmarks/run.py every_control          # n = 30 per control
+    python benchmarks/bench_every_control.py TrainingLabApp   # the named apps only
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ def _ready(app):
     return app
 
 
-def main(n: int = 30) -> None:
+def main(n: int = 30, only: tuple = ()) -> None:
+    """Time every control of every app (of the apps named in `only` when it is not empty)."""
     from distlab.lessons import LESSONS
 
     seen = set()
@@ -93,7 +95,7 @@ def main(n: int = 30) -> None:
         for dotted in lesson.apps:
             module, _, name = dotted.rpartition(".")
             app_class = getattr(importlib.import_module(module), name)
-            if app_class in seen:
+            if app_class in seen or (only and name not in only):
                 continue
             seen.add(app_class)
             for control in controls(app_class()):
@@ -131,4 +133,6 @@ def main(n: int = 30) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(only=tuple(sys.argv[1:]))
