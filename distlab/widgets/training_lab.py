@@ -43,7 +43,7 @@ EFFICIENCY_OPTIONS = [("calibrated", None)] + [(f"fixed {p}%", p / 100) for p in
 #: The text under the picture at a node count still being priced (in a kernel, for a moment after a change).
 PENDING = "pricing this node count ..."
 #: The memory axis reaches at most this many times the GPU's capacity.
-MEMORY_AXIS = 3
+MEMORY_AXIS = 2
 ZERO_LABELS = [("plain DP", 0), ("ZeRO-1", 1), ("ZeRO-2", 2), ("ZeRO-3", 3)]
 #: Expert parallelism of the mixture-of-experts models (distlab.moe; Lesson 10): EP sizes, and expert TP either
 #: the attention's TP (Megatron's default) or none.
@@ -281,6 +281,18 @@ class TrainingLabApp(LessonApp):
                 "step": [
                     [r.parts().get(p, 0.0) for p in step_parts] if isinstance(r, training.StepEstimate) else []
                     for r in results
+                ],
+                "step_text": [
+                    [format_seconds(r.parts().get(p, 0.0)) for p in step_parts]
+                    if isinstance(r, training.StepEstimate)
+                    else []
+                    for r in results
+                ],
+                "step_total": [
+                    format_seconds(r.step_time_s) if isinstance(r, training.StepEstimate) else "" for r in results
+                ],
+                "memory_total": [
+                    format_bytes(r.memory.total_bytes) if isinstance(r, training.StepEstimate) else "" for r in results
                 ],
                 "fits": [bool(r.fits) if isinstance(r, training.StepEstimate) else False for r in results],
                 "verdict": [_short_verdict(r) if isinstance(r, training.StepEstimate) else "" for r in results],

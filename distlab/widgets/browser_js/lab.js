@@ -1,8 +1,9 @@
 // The training lab's bars (lesson 7): memory per GPU against the GPU's capacity (left), the step-time breakdown
 // (right), for every position of the slider (the node count).
-// frames: {memory_parts: [names], memory: [position][part] GB, memory_top: GB (the axis: the capacity up to 3x it),
+// frames: {memory_parts: [names], memory: [position][part] GB, memory_top: GB (the axis: every total and the capacity, at most 2x it),
 //          capacity: GB, capacity_label, step_parts: [names], step: [position][part] seconds,
-//          fits: [position] bool, verdict: [position] text, gpus: [position] count}
+//          step_text: [position][part] the seconds as text, step_total: [position] text, memory_total: [position]
+//          text, fits: [position] bool, verdict: [position] text, gpus: [position] count}
 // A position still being computed has empty lists: nothing is drawn there (its text says so).
 const MEMORY_COLOURS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7"];
 // step parts, by name (Okabe & Ito; the bubble grey, as idle time is grey in the bubble grid)
@@ -53,12 +54,11 @@ function drawMemory(ctx, f, i, x0, width, h) {
     }
     base += v;
   });
-  if (parts.length) {
-    const cut = base > yMax;
+  if (parts.length && base > yMax) { // cut: an arrow at the top says it goes on
     ctx.fillStyle = TEXT;
     ctx.textAlign = "center";
-    ctx.textBaseline = cut ? "top" : "bottom";
-    ctx.fillText(`${cut ? "\u2191 " : ""}${+base.toPrecision(3)} GB`, barX + barW / 2, cut ? Y(yMax) + 2 : Y(base) - 2);
+    ctx.textBaseline = "top";
+    ctx.fillText("\u2191", barX + barW / 2, Y(yMax) + 2);
   }
   if (f.capacity) {
     ctx.strokeStyle = LAB_CAPACITY;
@@ -78,7 +78,7 @@ function drawMemory(ctx, f, i, x0, width, h) {
     ctx.textAlign = "left";
     ctx.textBaseline = "top";
     ctx.font = "bold 11px var(--jp-ui-font-family, sans-serif)";
-    ctx.fillText(`${fits ? "\u2713" : "\u2717"} ${f.verdict[i]}`, x0 + 4, up + plotH + 6);
+    ctx.fillText(`${fits ? "\u2713" : "\u2717"} ${f.memory_total[i]}: ${f.verdict[i]}`, x0 + 4, up + plotH + 6);
     ctx.font = "11px var(--jp-ui-font-family, sans-serif)";
   }
   // legend: the parts, then the capacity line
@@ -142,7 +142,7 @@ function drawStep(ctx, f, i, x0, width, h) {
     ctx.fillStyle = TEXT;
     ctx.textAlign = "right";
     ctx.textBaseline = "bottom";
-    ctx.fillText(`${+total.toPrecision(3)} s`, Math.min(X(total), left + plotW), barY - 2);
+    ctx.fillText(f.step_total[i], Math.min(X(total), left + plotW), barY - 2);
   }
   // legend, two columns under the axis
   ctx.textAlign = "left";
@@ -156,8 +156,8 @@ function drawStep(ctx, f, i, x0, width, h) {
     ctx.strokeStyle = MUTED;
     ctx.strokeRect(x + 0.5, y - 5.5, 11, 11);
     ctx.fillStyle = TEXT;
-    const v = parts[k];
-    ctx.fillText(v === undefined ? name : `${name} ${+v.toPrecision(3)} s`, x + 17, y);
+    const text = (f.step_text[i] || [])[k];
+    ctx.fillText(text === undefined ? name : `${name} ${text}`, x + 17, y);
   });
 }
 
