@@ -22,7 +22,8 @@ import time
 
 from _timing import repeat, repeat_cpu, repeat_in_event_loop, report, summarize
 
-#: (app class, control) -> the setting that enables the control (it is disabled in the app's first state).
+#: (app class, control) -> the setting that enables the control (it is disabled in the app's first state), or a list
+#: of such settings, made in order.
 PREPARE = {
     ("MemoryWallApp", "custom_params"): ("model", "custom size"),
     ("MemoryWallApp", "recompute"): ("activations", True),
@@ -32,6 +33,8 @@ PREPARE = {
     ("StageAnalysisApp", "chunks"): ("kind", "interleaved"),
     ("TrainingLabApp", "ep"): ("model", "mixtral-8x7b"),
     ("TrainingLabApp", "etp"): ("model", "mixtral-8x7b"),
+    ("TrainingLabApp", "capacity_factor"): ("model", "mixtral-8x7b"),
+    ("TrainingLabApp", "moe_imbalance"): [("model", "mixtral-8x7b"), ("ep", 8)],  # ep = 1 allows only 1
 }
 #: Typed into free-text boxes (a size in the collectives app).
 TEXT_VALUES = ["1 GB", "256 MB", "4 GB", "64 MB"]
@@ -101,8 +104,8 @@ def main(n: int = 30, only: tuple = ()) -> None:
             for control in controls(app_class()):
                 app = _ready(app_class())
                 prepare = PREPARE.get((name, control))
-                if prepare:
-                    setattr(getattr(app, prepare[0]), "value", prepare[1])
+                for attribute, value in [prepare] if isinstance(prepare, tuple) else prepare or []:
+                    setattr(getattr(app, attribute), "value", value)
                 w = getattr(app, control)
                 if getattr(w, "disabled", False):
                     print(f"{name}.{control}: skipped (disabled in the app's first state)")

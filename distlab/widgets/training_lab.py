@@ -30,6 +30,8 @@ __all__ = [
     "ZERO_LABELS",
     "EP_SIZES",
     "ETP_OPTIONS",
+    "IMBALANCES",
+    "CAPACITY_OPTIONS",
     "TrainingLabApp",
     "APPS",
 ]
@@ -49,6 +51,11 @@ ZERO_LABELS = [("plain DP", 0), ("ZeRO-1", 1), ("ZeRO-2", 2), ("ZeRO-3", 3)]
 #: the attention's TP (Megatron's default) or none.
 EP_SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 ETP_OPTIONS = [("= TP", None), ("1", 1)]
+#: The routing knobs of an MoE model (training.estimate's moe_imbalance and capacity_factor; Lesson 10 §3): the
+#: busiest EP rank's token copies over the mean (offered up to min(ep, experts / top_k), its bound), and either
+#: dropless routing or expert buffers padded to a capacity factor (GShard's; the imbalance then does not apply).
+IMBALANCES = [1.0, 1.1, 1.25, 1.5, 2.0]
+CAPACITY_OPTIONS = [("dropless", None), ("1.0", 1.0), ("1.25", 1.25), ("1.5", 1.5), ("2.0", 2.0)]
 
 
 class TrainingLabApp(LessonApp):
@@ -87,6 +94,8 @@ class TrainingLabApp(LessonApp):
         cp=1,
         ep=1,
         etp=None,
+        moe_imbalance=1.0,
+        capacity_factor=None,
     ):
         narrow = widgets.Layout(width="210px")
         # the dense catalog, then the mixture-of-experts one (distlab.moe, Lesson 10)
@@ -138,6 +147,13 @@ class TrainingLabApp(LessonApp):
         # expert parallelism (MoE models only): experts over ep GPUs, each expert's matrices over etp
         self.ep = widgets.Dropdown(options=EP_SIZES, value=ep, description="EP", layout=narrow)
         self.etp = widgets.Dropdown(options=ETP_OPTIONS, value=etp, description="expert TP", layout=narrow)
+        # routing (MoE models only): load imbalance across EP ranks, or a capacity factor (Lesson 10 §3)
+        self.moe_imbalance = widgets.Dropdown(
+            options=IMBALANCES, value=moe_imbalance, description="imbalance", layout=narrow
+        )
+        self.capacity_factor = widgets.Dropdown(
+            options=CAPACITY_OPTIONS, value=capacity_factor, description="capacity", layout=narrow
+        )
         self.status = widgets.HTML()
         self.result: training.StepEstimate | None = None
         self.error: str | None = None
@@ -162,6 +178,8 @@ class TrainingLabApp(LessonApp):
             self.cp,
             self.ep,
             self.etp,
+            self.moe_imbalance,
+            self.capacity_factor,
         )
         for control in self._controls:
             control.observe(self._on_change, names="value")
@@ -176,9 +194,9 @@ class TrainingLabApp(LessonApp):
                 widgets.HBox([self.recompute, self.sequence_parallel, self.efficiency]),
                 widgets.HBox([self.memory_recipe, self.cp]),
                 widgets.HBox([self.ep, self.etp]),
+                widgets.HBox([self.moe_imbalance, self.capacity_factor]),
             ]
         )
-        self.ep.disabled = self.etp.disabled = not moe_step.is_moe(model)
         super().__init__([controls, self.picture, self.status])
         self._syncing = False
         self._sync_controls()
@@ -194,6 +212,15 @@ class TrainingLabApp(LessonApp):
         step = max(1, gpus // (self.tp.value * self.cp.value * self.pp.value)) * self.micro_batch_size.value
         return [b for b in BATCHES if b % step == 0] or [step]
 
+    def valid_imbalances(self) -> list:
+        """The load imbalances the imbalance dropdown offers: IMBALANCES up to min(ep, experts / top_k), the most the
+        busiest of ep ranks can take (distlab.moe.step; with ep = 1 only 1); every one for a dense model."""
+        if not moe_step.is_moe(self.model.value):
+            return list(IMBALANCES)
+        m = moe.model(self.model.value)
+        high = min(float(self.ep.value), m.experts / m.top_k)
+        return [v for v in IMBALANCES if v <= high]
+
     def batch_at(self, nodes: int) -> int:
         """The global batch the lab uses at `nodes`: the batch chosen when that count offers it, else the next
         larger one it offers (what the batch dropdown moves to when the slider goes there)."""
@@ -204,7 +231,14 @@ class TrainingLabApp(LessonApp):
         """Enable what applies (chunks: interleaved only; sequence parallelism: tp > 1), offer valid batches."""
         self.chunks.disabled = self.schedule.value != "interleaved"
         self.sequence_parallel.disabled = self.tp.value == 1
-        self.ep.disabled = self.etp.disabled = not moe_step.is_moe(self.model.value)
+        moe = moe_step.is_moe(self.model.value)
+        self.ep.disabled = self.etp.disabled = self.capacity_factor.disabled = not moe
+        imbalances = self.valid_imbalances()
+        if list(self.moe_imbalance.options) != imbalances:
+            keep = max(v for v in imbalances if v <= self.moe_imbalance.value)
+            replace_options(self, self.moe_imbalance, imbalances, keep)
+        # the imbalance applies to dropless routing (a capacity factor pads every expert's buffer to it instead)
+        self.moe_imbalance.disabled = not moe or self.capacity_factor.value is not None or len(imbalances) == 1
         batches = self.valid_batches()
         if list(self.global_batch.options) != batches:
             replace_options(self, self.global_batch, batches, self.batch_at(self.nodes.value))
@@ -336,7 +370,16 @@ class TrainingLabApp(LessonApp):
             schedule=self.schedule.value,
             efficiency=self.efficiency.value,
             memory_recipe=self.memory_recipe.value,
-            **(dict(ep=self.ep.value, etp=self.etp.value) if moe_step.is_moe(self.model.value) else {}),
+            **(
+                dict(
+                    ep=self.ep.value,
+                    etp=self.etp.value,
+                    moe_imbalance=self.moe_imbalance.value,
+                    capacity_factor=self.capacity_factor.value,
+                )
+                if moe_step.is_moe(self.model.value)
+                else {}
+            ),
         )
 
     def cluster(self, nodes: int | None = None) -> hardware.Cluster:
@@ -374,6 +417,7 @@ class TrainingLabApp(LessonApp):
             + f" x pp={c['pp']}"
             + (f" (v={c['chunks']})" if c["chunks"] > 1 else "")
             + (f", experts over ep={c['ep']} x etp={c['etp']}" if "ep" in c else "")
+            + (_routing(c) if "ep" in c else "")
             + f" = {est.gpus} GPUs; {c['microbatches']} microbatches of {c['micro_batch_size']} per pipeline "
             "[training.estimate]"
         )
@@ -409,6 +453,13 @@ class TrainingLabApp(LessonApp):
                     f"(-{format_bytes(best['saves_bytes'])}) [triage.explain_infeasible]"
                 )
         return "\n".join(lines)
+
+
+def _routing(c: dict) -> str:
+    """How an MoE configuration routes: ' (dropless, busiest EP rank 1.5 x the mean)' or ' (capacity factor 1.25)'."""
+    if c.get("capacity_factor") is not None:
+        return f" (capacity factor {c['capacity_factor']:g})"
+    return f" (dropless, busiest EP rank {c.get('moe_imbalance', 1.0):g} x the mean)"
 
 
 def _short_verdict(est: training.StepEstimate) -> str:

@@ -195,3 +195,33 @@ def test_ep_control_is_the_estimate_and_draws_the_all_to_all(app):
     assert app.result is None and "valid ep: 1, 2, 4, 8" in app.error and "Traceback" not in app.status.value
     app.ep.value, app.etp.value = 1, None
     app.model.value = "llama3.1-70b"
+
+
+def test_moe_routing_knobs_are_the_estimates_and_only_for_moe_models():
+    app = TrainingLabApp()
+    assert app.moe_imbalance.disabled and app.capacity_factor.disabled and "moe_imbalance" not in app.config()
+    app.model.value = "mixtral-8x7b"
+    # ep = 1: one rank takes every copy, so the imbalance is exactly 1 (moe.step: at most min(ep, E / k))
+    assert app.moe_imbalance.options == (1.0,) and app.moe_imbalance.disabled and not app.capacity_factor.disabled
+    app.ep.value = 2  # min(2, 8 experts / top-2 = 4) = 2: imbalances up to 2 offered
+    assert app.moe_imbalance.options == (1.0, 1.1, 1.25, 1.5, 2.0) and not app.moe_imbalance.disabled
+    app.moe_imbalance.value = 1.5
+    want = training.estimate(
+        "mixtral-8x7b", "dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256, seq_len=8192, tp=4, pp=2, zero=2,
+        recompute="selective", sequence_parallel=True, memory_recipe="deepspeed", ep=2, moe_imbalance=1.5,
+    )  # fmt: skip
+    assert app.error is None and app.result.step_time_s == pytest.approx(want.step_time_s, rel=1e-12)
+    assert "(dropless, busiest EP rank 1.5 x the mean)" in app.picture.summary
+    app.moe_imbalance.value = 1.0  # balanced: the busiest rank's experts do less, the step is not slower
+    assert app.result.step_time_s < want.step_time_s
+    # a capacity factor pads every expert's buffer to it: the imbalance no longer applies
+    app.capacity_factor.value = 1.25
+    assert app.moe_imbalance.disabled and "(capacity factor 1.25)" in app.picture.summary
+    padded = training.estimate(
+        "mixtral-8x7b", "dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256, seq_len=8192, tp=4, pp=2, zero=2,
+        recompute="selective", sequence_parallel=True, memory_recipe="deepspeed", ep=2, capacity_factor=1.25,
+    )  # fmt: skip
+    assert app.result.step_time_s == pytest.approx(padded.step_time_s, rel=1e-12)
+    app.ep.value = 1  # back to one rank: the imbalance offered falls back to 1
+    assert app.moe_imbalance.options == (1.0,) and app.moe_imbalance.value == 1.0
+    app.close()
