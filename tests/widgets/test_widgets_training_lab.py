@@ -126,6 +126,8 @@ def test_a_control_answers_after_one_node_count_and_fills_the_rest_in_later_turn
 
     async def run():
         app = TrainingLabApp()
+        # built in a kernel, the first picture holds every count: a notebook saved with its widget state shows them
+        assert PENDING not in app.picture.summaries and app.filling is None
         app.efficiency.value = 0.5  # needs new physics: the current count is priced and sent first
         answered = list(app.picture.summaries)
         await app.filling
