@@ -32,18 +32,7 @@ function drawMemory(ctx, f, i, x0, width, h) {
   ctx.textAlign = "left";
   ctx.textBaseline = "top";
   ctx.fillText("memory per GPU (GB)", x0 + 4, 4);
-  ctx.textAlign = "right";
-  ctx.textBaseline = "middle";
-  const tick = niceStep(yMax, 5);
-  for (let v = 0; v <= yMax + 1e-9; v += tick) {
-    ctx.strokeStyle = "#e5e7eb";
-    ctx.beginPath();
-    ctx.moveTo(left, Y(v));
-    ctx.lineTo(left + plotW, Y(v));
-    ctx.stroke();
-    ctx.fillStyle = TEXT;
-    ctx.fillText(`${+v.toPrecision(6)}`, left - 4, Y(v));
-  }
+  yTicks(ctx, left, plotW, Y, yMax);
   const barX = left + 12, barW = plotW - 24;
   let base = 0;
   parts.forEach((v, k) => {
@@ -61,15 +50,7 @@ function drawMemory(ctx, f, i, x0, width, h) {
     ctx.fillText("\u2191", barX + barW / 2, Y(yMax) + 2);
   }
   if (f.capacity) {
-    ctx.strokeStyle = LAB_CAPACITY;
-    ctx.lineWidth = 2;
-    ctx.setLineDash([6, 4]);
-    ctx.beginPath();
-    ctx.moveTo(left, Y(f.capacity));
-    ctx.lineTo(left + plotW, Y(f.capacity));
-    ctx.stroke();
-    ctx.setLineDash([]);
-    ctx.lineWidth = 1;
+    dashedLine(ctx, left, left + plotW, Y(f.capacity), LAB_CAPACITY);
   }
   // the verdict under the bar: a mark and a word, not the colour alone
   if (parts.length) {
