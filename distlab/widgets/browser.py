@@ -244,9 +244,10 @@ class LabPicture(SelectionPicture):
     """The training lab's bars (Lesson 7's TrainingLabApp): memory per GPU against the GPU's capacity, and the
     step-time breakdown, for every option of the slider (the node count).
 
-    frames: {"memory_parts": names, "memory": [option][part] GB, "memory_top": GB (every total and the capacity, at most 2 x it),
-    "capacity": GB, "capacity_label", "step_parts": names, "step": [option][part] seconds, "step_text": [option][part]
-    and "step_total", "memory_total": [option] the same as text, "fits": [option], "verdict": [option] short text,
-    "gpus": [option] GPU count}; an option not computed yet has empty lists."""
+    frames: {"memory_parts": names, "memory": [option][part] GB, "memory_top": GB (every total and the capacity,
+    at most 2 x it), "capacity": GB, "capacity_label", "step_parts": names, "step": [option][part] seconds,
+    "step_text": [option][part] and "step_total", "memory_total": [option] the same as text, "fits": [option]
+    (memory), "verdict": [option] short text, "runs": [option] (feasible: fits, no other problem), "gpus": [option]
+    GPU count}; an option not computed yet has empty lists."""
 
     _esm = module_source("lab.js")

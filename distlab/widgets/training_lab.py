@@ -339,6 +339,8 @@ class TrainingLabApp(LessonApp):
                 ],
                 "fits": [bool(r.fits) if isinstance(r, training.StepEstimate) else False for r in results],
                 "verdict": [_short_verdict(r) if isinstance(r, training.StepEstimate) else "" for r in results],
+                # fits but cannot run (a pipeline that never fills): said under the verdict, the reason in the text
+                "runs": [bool(r.feasible) if isinstance(r, training.StepEstimate) else False for r in results],
                 "gpus": [r.gpus if isinstance(r, training.StepEstimate) else 0 for r in results],
             }
         summaries, errors = [], []

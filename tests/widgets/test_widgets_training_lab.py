@@ -227,3 +227,12 @@ def test_moe_routing_knobs_are_the_estimates_and_only_for_moe_models():
     app.ep.value = 1  # back to one rank: the imbalance offered falls back to 1
     assert app.moe_imbalance.options == (1.0,) and app.moe_imbalance.value == 1.0
     app.close()
+
+
+def test_a_configuration_that_fits_but_cannot_run_says_so_under_the_bars():
+    # 32 nodes, tp 1 x pp 16: dp = 256 / 16 = 16, so a batch of 16 is m = 16 / 16 = 1 microbatch for 16 stages
+    app = TrainingLabApp(tp=1, pp=16, global_batch=16, zero=3)
+    k = app.picture.index
+    assert app.picture.frames["fits"][k] and not app.picture.frames["runs"][k]
+    assert "NOT FEASIBLE: pipeline: only 1 microbatches per step for 16 stages" in app.picture.summary
+    app.close()

@@ -3,7 +3,8 @@
 // frames: {memory_parts: [names], memory: [position][part] GB, memory_top: GB (the axis: every total and the capacity, at most 2x it),
 //          capacity: GB, capacity_label, step_parts: [names], step: [position][part] seconds,
 //          step_text: [position][part] the seconds as text, step_total: [position] text, memory_total: [position]
-//          text, fits: [position] bool, verdict: [position] text, gpus: [position] count}
+//          text, fits: [position] bool (memory), verdict: [position] text, runs: [position] bool (feasible: fits and
+//          no other problem), gpus: [position] count}
 // A position still being computed has empty lists: nothing is drawn there (its text says so).
 const MEMORY_COLOURS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7"];
 // step parts, by name (Okabe & Ito; the bubble grey, as idle time is grey in the bubble grid)
@@ -23,7 +24,7 @@ const FIT_BAD = "#b3261e";
 
 function drawMemory(ctx, f, i, x0, width, h) {
   const parts = f.memory[i] || [];
-  const left = x0 + 46, up = 24, bottom = 40;
+  const left = x0 + 46, up = 24, bottom = 50;
   const plotW = 70, plotH = h - up - bottom;
   const yMax = niceCeiling((f.memory_top || 1) * 1.08);
   const Y = (v) => up + plotH * (1 - v / yMax);
@@ -60,6 +61,10 @@ function drawMemory(ctx, f, i, x0, width, h) {
     ctx.textBaseline = "top";
     ctx.font = "bold 11px var(--jp-ui-font-family, sans-serif)";
     ctx.fillText(`${fits ? "\u2713" : "\u2717"} ${f.memory_total[i]}: ${f.verdict[i]}`, x0 + 4, up + plotH + 6);
+    if (fits && f.runs && !f.runs[i]) {
+      ctx.fillStyle = FIT_BAD;
+      ctx.fillText("\u2717 cannot run: see the text below", x0 + 4, up + plotH + 21);
+    }
     ctx.font = "11px var(--jp-ui-font-family, sans-serif)";
   }
   // legend: the parts, then the capacity line
