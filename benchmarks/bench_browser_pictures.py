@@ -1,7 +1,8 @@
 """Key press -> changed pixels in a real browser, for the pictures drawn in the browser (issue 20).
 
 JupyterLab on localhost serves a notebook with the ring all-reduce animation (lesson 2), the bubble grid
-(lesson 4), the memory wall (lesson 1), the ZeRO bars (lesson 3) and the 3D assignment grid (lesson 6), built as the lessons build them; headless Chromium
+(lesson 4), the memory wall (lesson 1), the ZeRO bars (lesson 3), the 3D assignment grid (lesson 6) and the training
+lab's bars (lesson 7), built as the lessons build them; headless Chromium
 (/usr/bin/chromium, driven by Playwright) runs it. For each picture, 40 arrow-key presses on its own slider:
 in the page, a keydown listener on the slider notes performance.now(); a MutationObserver on the text summary
 sees the picture's synchronous redraw (the canvas and the text are painted in the same input event), and the
@@ -13,6 +14,7 @@ Run twice: straight to the server, and through a local asyncio TCP proxy that de
 Goal (issue 20): median <= 20 ms, p95 <= 33 ms, and the delay changes neither by more than 5 ms.
 
     python benchmarks/bench_browser_pictures.py       (or: python benchmarks/run.py browser_pictures)
+    python benchmarks/bench_browser_pictures.py "training lab"   # the pictures whose label has these words
 Skipped with a message when Chromium or Playwright is missing. Nothing here is asserted in tests.
 """
 
@@ -50,6 +52,7 @@ CELLS = [
     'from distlab.widgets.data_parallel_zero import ZeroMemoryApp\nzero = ZeroMemoryApp(model="llama2-7b", gpus=1)\n'
     "zero",
     "from distlab.widgets.parallelism_3d import MeshApp\nmesh = MeshApp(dp=4, tp=4, pp=4, picked=0)\nmesh",
+    "from distlab.widgets.training_lab import TrainingLabApp\nlab = TrainingLabApp()\nlab",
 ]
 LABELS = [
     "ring animation: step slider (N = 8)",
@@ -57,6 +60,7 @@ LABELS = [
     "memory wall: GPU slider",
     "ZeRO bars: GPU slider",
     "3D assignment grid: pick slider (64 GPUs)",
+    "training lab: node slider",
 ]
 INSTRUMENT = """picture => {
   const slider = picture.querySelector('input.distlab-slider');
@@ -160,7 +164,7 @@ def _wait_up(url: str, seconds: float = 90) -> None:
     raise RuntimeError(f"{url} did not answer")
 
 
-def _measure(sync_api, base: str, token: str, name: str) -> dict:
+def _measure(sync_api, base: str, token: str, name: str, only: tuple = ()) -> dict:
     results = {}
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
@@ -182,6 +186,8 @@ def _measure(sync_api, base: str, token: str, name: str) -> dict:
             page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
             page.wait_for_timeout(1000)
             for index, label in enumerate(LABELS):
+                if only and not any(word in label for word in only):
+                    continue
                 picture = pictures.nth(index)
                 picture.scroll_into_view_if_needed()
                 picture.evaluate(INSTRUMENT)
@@ -204,7 +210,8 @@ def _measure(sync_api, base: str, token: str, name: str) -> dict:
     return results
 
 
-def main() -> dict:
+def main(only: tuple = ()) -> dict:
+    """Measure every picture (those whose label contains a word of `only` when it is not empty)."""
     try:
         from playwright import sync_api
     except ImportError:
@@ -232,10 +239,10 @@ def main() -> dict:
         try:
             _wait_up(f"http://127.0.0.1:{port}/api/status?token={token}")
             print("measuring straight to the server ...", flush=True)
-            out["direct"] = _measure(sync_api, f"http://127.0.0.1:{port}", token, names["direct"])
+            out["direct"] = _measure(sync_api, f"http://127.0.0.1:{port}", token, names["direct"], only)
             proxy = DelayingProxy(port, DELAY_S)
             print(f"measuring through the proxy ({2 * DELAY_S * 1e3:.0f} ms round trip added) ...", flush=True)
-            out["delayed"] = _measure(sync_api, f"http://127.0.0.1:{proxy.port}", token, names["delayed"])
+            out["delayed"] = _measure(sync_api, f"http://127.0.0.1:{proxy.port}", token, names["delayed"], only)
         finally:
             if proxy is not None:
                 proxy.close()
@@ -253,4 +260,4 @@ def main() -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    main(tuple(sys.argv[1:]))

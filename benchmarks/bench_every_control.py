@@ -11,6 +11,7 @@ in the kernel its value changes nothing. Lines with (CPU time) count this proces
 shared machine inflate less than wall time.
 
     python benchmarks/run.py every_control          # n = 30 per control
+    python benchmarks/bench_every_control.py TrainingLabApp   # the named apps only
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import time
 
 from _timing import repeat, repeat_cpu, repeat_in_event_loop, report, summarize
 
-#: (app class, control) -> the setting that enables the control (it is disabled in the app's first state).
+#: (app class, control) -> the setting that enables the control (it is disabled in the app's first state), or a list
+#: of such settings, made in order.
 PREPARE = {
     ("MemoryWallApp", "custom_params"): ("model", "custom size"),
     ("MemoryWallApp", "recompute"): ("activations", True),
@@ -31,6 +33,8 @@ PREPARE = {
     ("StageAnalysisApp", "chunks"): ("kind", "interleaved"),
     ("TrainingLabApp", "ep"): ("model", "mixtral-8x7b"),
     ("TrainingLabApp", "etp"): ("model", "mixtral-8x7b"),
+    ("TrainingLabApp", "capacity_factor"): ("model", "mixtral-8x7b"),
+    ("TrainingLabApp", "moe_imbalance"): [("model", "mixtral-8x7b"), ("ep", 8)],  # ep = 1 allows only 1
 }
 #: Typed into free-text boxes (a size in the collectives app).
 TEXT_VALUES = ["1 GB", "256 MB", "4 GB", "64 MB"]
@@ -85,7 +89,8 @@ def _ready(app):
     return app
 
 
-def main(n: int = 30) -> None:
+def main(n: int = 30, only: tuple = ()) -> None:
+    """Time every control of every app (of the apps named in `only` when it is not empty)."""
     from distlab.lessons import LESSONS
 
     seen = set()
@@ -93,14 +98,14 @@ def main(n: int = 30) -> None:
         for dotted in lesson.apps:
             module, _, name = dotted.rpartition(".")
             app_class = getattr(importlib.import_module(module), name)
-            if app_class in seen:
+            if app_class in seen or (only and name not in only):
                 continue
             seen.add(app_class)
             for control in controls(app_class()):
                 app = _ready(app_class())
                 prepare = PREPARE.get((name, control))
-                if prepare:
-                    setattr(getattr(app, prepare[0]), "value", prepare[1])
+                for attribute, value in [prepare] if isinstance(prepare, tuple) else prepare or []:
+                    setattr(getattr(app, attribute), "value", value)
                 w = getattr(app, control)
                 if getattr(w, "disabled", False):
                     print(f"{name}.{control}: skipped (disabled in the app's first state)")
@@ -131,4 +136,6 @@ def main(n: int = 30) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(only=tuple(sys.argv[1:]))

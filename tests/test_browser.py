@@ -3,9 +3,10 @@
 Opens lesson 1 (a copy), runs all cells, checks that every widget rendered, moves the GPU-count
 slider and picks a ZeRO stage, and asserts that the text shown is what distlab computes. The pictures
 drawn in the browser (issue 20: the memory wall, the ring animation, the bubble grid, the ZeRO bars, the
-3D assignment grid) answer a key on their own slider with new pixels and distlab's text, with the kernel
-running and after it is shut down, and in each lesson exported to HTML with its widget state, opened with no kernel
-(the widget front end that page loads from CDNs is served from npm packages, packed with npm: .ci/run has it).
+3D assignment grid, the training lab's bars) answer a key on their own slider with new pixels and distlab's text,
+with the kernel running and after it is shut down, and in each lesson exported to HTML with its widget state, opened
+with no kernel (the widget front end that page loads from CDNs is served from npm packages, packed with npm: .ci/run
+has it).
 Playwright's browser download is never used: it drives /usr/bin/chromium (`apt-get install
 chromium`; .ci/run does that). A screenshot is saved in test-artifacts/.
 """
@@ -66,6 +67,7 @@ PICTURE_CELLS = [
     'zero = ZeroMemoryApp(model="llama2-7b", gpu="h100-sxm", gpus=8, fabric="ib-ndr")\nzero',
     "from distlab.widgets.parallelism_3d import MeshApp\n"
     "mesh = MeshApp(dp=2, tp=2, pp=4, gpus_per_node=8, picked=5)\nmesh",
+    "from distlab.widgets.training_lab import TrainingLabApp\nlab = TrainingLabApp()\nlab",
 ]
 
 
@@ -354,7 +356,8 @@ def _squash(text: str) -> str:
 
 
 def test_browser_pictures_answer_a_key_press_with_distlabs_numbers(jupyterlab):
-    """The ring animation, the bubble grid, the ZeRO bars and the 3D assignment grid (issue 20): run as in their lessons, then, for each picture, one
+    """The ring animation, the bubble grid, the ZeRO bars, the 3D assignment grid and the training lab's bars (issue 20):
+    run as in their lessons, then, for each picture, one
     arrow key on its own slider changes the canvas's pixels and the text summary under it becomes what distlab
     computes for the new position; after the kernel is shut down the pictures still answer (no round trip)."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
@@ -381,7 +384,7 @@ def test_browser_pictures_answer_a_key_press_with_distlabs_numbers(jupyterlab):
         expected[("zero", n)] = _squash(zero.summary())
     # the same numbers straight from distlab.memory: ZeRO-3 at 9 GPUs holds 16 bytes x params / 9
     from distlab import memory
-    from distlab.units import format_bytes
+    from distlab.units import format_bytes, format_seconds
 
     z3 = memory.training_memory("llama2-7b", zero=3, dp=9, gpu="h100-sxm", count_activations=False).total_bytes
     assert format_bytes(z3) in expected[("zero", 9)]
@@ -394,6 +397,20 @@ def test_browser_pictures_answer_a_key_press_with_distlabs_numbers(jupyterlab):
         expected[("mesh", r)] = _squash(mesh.summary())
     # by hand, tp-dp-pp with tp fastest: rank = tp + 2 dp + 4 pp, so GPU 6 = (tp 0, dp 1, pp 1)
     assert "GPU 6 on node 0: tp rank 0, dp rank 1, pipeline stage 1" in expected[("mesh", 6)]
+    from distlab import training
+    from distlab.widgets.training_lab import NODE_COUNTS, TrainingLabApp
+
+    lab = TrainingLabApp()
+    for nodes in (64, 128):  # the node slider: 32 -> 64 -> 128
+        lab.nodes.value = nodes
+        expected[("lab", nodes)] = _squash(lab.summary())
+        position[("lab", nodes)] = NODE_COUNTS.index(nodes)
+    # the same step time straight from distlab.training (the lab's defaults at 64 nodes, 512 GPUs)
+    at_64 = training.estimate(
+        "llama3.1-70b", "dgx-h100", nodes=64, fabric="ib-ndr", global_batch=256, seq_len=8192, tp=4, pp=2, zero=2,
+        recompute="selective", sequence_parallel=True, memory_recipe="deepspeed",
+    )  # fmt: skip
+    assert f"step time {format_seconds(at_64.step_time_s)} (" in expected[("lab", 64)]
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000}, device_scale_factor=2)
@@ -403,7 +420,7 @@ def test_browser_pictures_answer_a_key_press_with_distlabs_numbers(jupyterlab):
             pictures = page.locator(".distlab-picture")
             pictures.nth(1).wait_for(timeout=90_000)
             page.locator(".jp-Notebook .jp-Cell").last.scroll_into_view_if_needed()  # a deferred cell renders in view
-            pictures.nth(3).wait_for(timeout=90_000)
+            pictures.nth(4).wait_for(timeout=90_000)
             page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
             assert page.get_by_text("Error displaying widget").count() == 0
 
@@ -460,6 +477,10 @@ def test_browser_pictures_answer_a_key_press_with_distlabs_numbers(jupyterlab):
             assert _squash(mesh_picture.locator(".distlab-summary").text_content()) == _squash(mesh.summary())
             mesh_picture.locator("input.distlab-slider").fill("6")  # back where the key press below starts
             mesh_picture.screenshot(path=str(ARTIFACTS / "browser-pictures-mesh.png"))
+            lab_picture = pictures.nth(4)
+            lab_picture.scroll_into_view_if_needed()
+            press(lab_picture, "ArrowRight", "lab", 64)
+            lab_picture.screenshot(path=str(ARTIFACTS / "browser-pictures-lab.png"))
 
             # no kernel: the pictures still answer (every position is already in the browser)
             page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
@@ -469,6 +490,7 @@ def test_browser_pictures_answer_a_key_press_with_distlabs_numbers(jupyterlab):
             press(grid_picture, "ArrowRight", "grid", 18)
             press(zero_picture, "ArrowRight", "zero", 10)
             press(mesh_picture, "ArrowRight", "mesh", 7)
+            press(lab_picture, "ArrowRight", "lab", 128)
             # the play button is a native button: the keyboard starts it
             ring_picture.locator("button.distlab-play").focus()
             page.keyboard.press("Space")

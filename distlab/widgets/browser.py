@@ -31,6 +31,7 @@ __all__ = [
     "TimelinePicture",
     "BarsPicture",
     "GridPicture",
+    "LabPicture",
     "ring_frames",
     "timeline_buffers",
 ]
@@ -237,3 +238,16 @@ class GridPicture(BrowserPicture):
     "groups": {"tp", "dp", "pp": group index per rank}, "sizes": {"tp", "dp", "pp"}}."""
 
     _esm = module_source("grid.js")
+
+
+class LabPicture(SelectionPicture):
+    """The training lab's bars (Lesson 7's TrainingLabApp): memory per GPU against the GPU's capacity, and the
+    step-time breakdown, for every option of the slider (the node count).
+
+    frames: {"memory_parts": names, "memory": [option][part] GB, "memory_top": GB (every total and the capacity,
+    at most 2 x it), "capacity": GB, "capacity_label", "step_parts": names, "step": [option][part] seconds,
+    "step_text": [option][part] and "step_total", "memory_total": [option] the same as text, "fits": [option]
+    (memory), "verdict": [option] short text, "runs": [option] (feasible: fits, no other problem), "gpus": [option]
+    GPU count}; an option not computed yet has empty lists."""
+
+    _esm = module_source("lab.js")

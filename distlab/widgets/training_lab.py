@@ -7,19 +7,31 @@ import ipywidgets as widgets
 
 from .. import hardware, memory, memory_recipes, models, moe, training, triage
 from ..moe import step as moe_step
-from ..plots.memory_wall import legend_html as memory_legend_html, memory_bars
-from ..plots.training_lab import legend_html as step_legend_html, step_bars
+from ..errors import DistlabError
+from ..plots.memory_wall import COMPONENTS as MEMORY_COMPONENTS, LABELS as MEMORY_LABELS
+from ..plots.training_lab import PARTS as STEP_PARTS
 from ..units import format_bytes, format_seconds
-from .common import BlitRenderer, LessonApp, axes_state, figure_canvas, replace_options
+from .browser import LabPicture
+from .common import (
+    LessonApp,
+    attempt,
+    event_loop_running,
+    fill_order,
+    fill_positions,
+    replace_options,
+)
 
 __all__ = [
     "FABRICS",
     "NODE_COUNTS",
+    "PENDING",
     "BATCHES",
     "SEQS",
     "ZERO_LABELS",
     "EP_SIZES",
     "ETP_OPTIONS",
+    "IMBALANCES",
+    "CAPACITY_OPTIONS",
     "TrainingLabApp",
     "APPS",
 ]
@@ -30,11 +42,20 @@ BATCHES = [8, 16, 32, 64, 128, 256, 512, 1024, 2048]
 SEQS = [1024, 2048, 4096, 8192, 16384]
 #: The compute model: the calibrated one (distlab.efficiency, Lesson 7 §8) or a fixed share of peak (§1).
 EFFICIENCY_OPTIONS = [("calibrated", None)] + [(f"fixed {p}%", p / 100) for p in (30, 40, 50, 60, 70, 80)]
+#: The text under the picture at a node count still being priced (in a kernel, for a moment after a change).
+PENDING = "pricing this node count ..."
+#: The memory axis reaches at most this many times the GPU's capacity.
+MEMORY_AXIS = 2
 ZERO_LABELS = [("plain DP", 0), ("ZeRO-1", 1), ("ZeRO-2", 2), ("ZeRO-3", 3)]
 #: Expert parallelism of the mixture-of-experts models (distlab.moe; Lesson 10): EP sizes, and expert TP either
 #: the attention's TP (Megatron's default) or none.
 EP_SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 ETP_OPTIONS = [("= TP", None), ("1", 1)]
+#: The routing knobs of an MoE model (training.estimate's moe_imbalance and capacity_factor; Lesson 10 §3): the
+#: busiest EP rank's token copies over the mean (offered up to min(ep, experts / top_k), its bound), and either
+#: dropless routing or expert buffers padded to a capacity factor (GShard's; the imbalance then does not apply).
+IMBALANCES = [1.0, 1.1, 1.25, 1.5, 2.0]
+CAPACITY_OPTIONS = [("dropless", None), ("1.0", 1.0), ("1.25", 1.25), ("1.5", 1.5), ("2.0", 2.0)]
 
 
 class TrainingLabApp(LessonApp):
@@ -43,7 +64,14 @@ class TrainingLabApp(LessonApp):
     `result` holds the current StepEstimate (None on invalid input); `error` the message shown
     instead (None when valid). The data-parallel degree is GPUs / (tp x pp); the micro-batch
     size gives the microbatches per pipeline, m = global batch / (dp x micro-batch size).
+
+    The bars are drawn in the browser (distlab.widgets.browser.LabPicture): memory per GPU against the GPU's
+    capacity and the step-time breakdown, sent for every node count of the picture's own slider (`nodes`) at
+    once with the text of each, so moving it needs no kernel round trip. The other controls change the physics:
+    the current count answers first, the others are filled in the kernel's later turns (common.fill_positions).
     """
+
+    summary_in_picture = True
 
     def __init__(
         self,
@@ -66,6 +94,8 @@ class TrainingLabApp(LessonApp):
         cp=1,
         ep=1,
         etp=None,
+        moe_imbalance=1.0,
+        capacity_factor=None,
     ):
         narrow = widgets.Layout(width="210px")
         # the dense catalog, then the mixture-of-experts one (distlab.moe, Lesson 10)
@@ -73,7 +103,10 @@ class TrainingLabApp(LessonApp):
             options=list(models.MODELS) + list(moe.MOE_MODELS), value=model, description="model", layout=narrow
         )
         self.node = widgets.Dropdown(options=list(hardware.NODES), value=node, description="node", layout=narrow)
-        self.nodes = widgets.Dropdown(options=NODE_COUNTS, value=nodes, description="nodes", layout=narrow)
+        # the node count is the picture's own slider, in the browser: every count's bars and text are sent at once
+        self.picture = LabPicture(description="nodes", width=720, height=250)
+        self.picture.show_options(NODE_COUNTS, [""] * len(NODE_COUNTS), value=nodes)
+        self.nodes = self.picture
         self.fabric = widgets.Dropdown(options=FABRICS, value=fabric, description="fabric", layout=narrow)
         self.global_batch = widgets.Dropdown(options=BATCHES, value=global_batch, description="batch", layout=narrow)
         self.seq_len = widgets.Dropdown(options=SEQS, value=seq_len, description="sequence", layout=narrow)
@@ -114,26 +147,21 @@ class TrainingLabApp(LessonApp):
         # expert parallelism (MoE models only): experts over ep GPUs, each expert's matrices over etp
         self.ep = widgets.Dropdown(options=EP_SIZES, value=ep, description="EP", layout=narrow)
         self.etp = widgets.Dropdown(options=ETP_OPTIONS, value=etp, description="expert TP", layout=narrow)
-        self.status = widgets.HTML()
-        self.fig, self.canvas = figure_canvas((7.2, 2.6), dict(left=0.08, right=0.98, bottom=0.2, top=0.95, wspace=0.3))
-        grid = self.fig.add_gridspec(1, 3)
-        self.ax_mem = self.fig.add_subplot(grid[0, 0])
-        self.ax_time = self.fig.add_subplot(grid[0, 1:])
-        self.mem_bars = memory_bars(self.ax_mem, 1, legend=False)
-        self.ax_mem.set_xticks([])
-        self.time_bars = step_bars(self.ax_time, 1, legend=False)
-        self.ax_time.set_yticks([])
-        self.renderer = BlitRenderer(
-            self.canvas,
-            self.mem_bars.animated_artists + self.time_bars.animated_artists,
-            static_key=lambda: axes_state(self.fig),  # a rescaled axis seen before is restored, not redrawn
+        # routing (MoE models only): load imbalance across EP ranks, or a capacity factor (Lesson 10 §3)
+        self.moe_imbalance = widgets.Dropdown(
+            options=IMBALANCES, value=moe_imbalance, description="imbalance", layout=narrow
         )
+        self.capacity_factor = widgets.Dropdown(
+            options=CAPACITY_OPTIONS, value=capacity_factor, description="capacity", layout=narrow
+        )
+        self.status = widgets.HTML()
         self.result: training.StepEstimate | None = None
         self.error: str | None = None
+        self._results: dict = {}  # node count -> StepEstimate or DistlabError, for the current other controls
+        self._texts: dict = {}  # node count -> the text under the picture there
         self._controls = (
             self.model,
             self.node,
-            self.nodes,
             self.fabric,
             self.global_batch,
             self.seq_len,
@@ -150,12 +178,14 @@ class TrainingLabApp(LessonApp):
             self.cp,
             self.ep,
             self.etp,
+            self.moe_imbalance,
+            self.capacity_factor,
         )
         for control in self._controls:
             control.observe(self._on_change, names="value")
         controls = widgets.VBox(
             [
-                widgets.HBox([self.model, self.node, self.nodes]),
+                widgets.HBox([self.model, self.node]),
                 widgets.HBox([self.fabric, self.global_batch, self.seq_len]),
                 self.tp,
                 self.pp,
@@ -164,43 +194,181 @@ class TrainingLabApp(LessonApp):
                 widgets.HBox([self.recompute, self.sequence_parallel, self.efficiency]),
                 widgets.HBox([self.memory_recipe, self.cp]),
                 widgets.HBox([self.ep, self.etp]),
+                widgets.HBox([self.moe_imbalance, self.capacity_factor]),
             ]
         )
-        self.ep.disabled = self.etp.disabled = not moe_step.is_moe(model)
-        legends = widgets.HTML(memory_legend_html() + step_legend_html())
-        super().__init__([controls, legends, self.canvas, self.status])
+        super().__init__([controls, self.picture, self.status])
         self._syncing = False
         self._sync_controls()
-        self.update()
+        self._refresh(at_once=True)  # a notebook saved with its widget state keeps every count (nbconvert, Voila)
+        self.picture.observe(self._on_nodes, names="value")
 
-    def valid_batches(self) -> list:
-        """The global batches the batch dropdown offers: multiples of dp x micro-batch (each replica gets whole
-        microbatches), dp = GPUs / (tp x cp x pp); the smallest such multiple when no listed batch is one."""
-        gpus = hardware.node(self.node.value).gpus_per_node * self.nodes.value
+    def valid_batches(self, nodes: int | None = None) -> list:
+        """The global batches the batch dropdown offers at `nodes` (default: the slider's): multiples of dp x
+        micro-batch (each replica gets whole microbatches), dp = GPUs / (tp x cp x pp); the smallest such multiple
+        when no listed batch is one."""
+        nodes = self.nodes.value if nodes is None else nodes
+        gpus = hardware.node(self.node.value).gpus_per_node * nodes
         step = max(1, gpus // (self.tp.value * self.cp.value * self.pp.value)) * self.micro_batch_size.value
         return [b for b in BATCHES if b % step == 0] or [step]
+
+    def valid_imbalances(self) -> list:
+        """The load imbalances the imbalance dropdown offers: IMBALANCES up to min(ep, experts / top_k), the most the
+        busiest of ep ranks can take (distlab.moe.step; with ep = 1 only 1); every one for a dense model."""
+        if not moe_step.is_moe(self.model.value):
+            return list(IMBALANCES)
+        m = moe.model(self.model.value)
+        high = min(float(self.ep.value), m.experts / m.top_k)
+        return [v for v in IMBALANCES if v <= high]
+
+    def batch_at(self, nodes: int) -> int:
+        """The global batch the lab uses at `nodes`: the batch chosen when that count offers it, else the next
+        larger one it offers (what the batch dropdown moves to when the slider goes there)."""
+        batches = self.valid_batches(nodes)
+        return min((b for b in batches if b >= self.global_batch.value), default=batches[-1])
 
     def _sync_controls(self) -> None:
         """Enable what applies (chunks: interleaved only; sequence parallelism: tp > 1), offer valid batches."""
         self.chunks.disabled = self.schedule.value != "interleaved"
         self.sequence_parallel.disabled = self.tp.value == 1
-        self.ep.disabled = self.etp.disabled = not moe_step.is_moe(self.model.value)
+        moe = moe_step.is_moe(self.model.value)
+        self.ep.disabled = self.etp.disabled = self.capacity_factor.disabled = not moe
+        imbalances = self.valid_imbalances()
+        if list(self.moe_imbalance.options) != imbalances:
+            keep = max(v for v in imbalances if v <= self.moe_imbalance.value)
+            replace_options(self, self.moe_imbalance, imbalances, keep)
+        # the imbalance applies to dropless routing (a capacity factor pads every expert's buffer to it instead)
+        self.moe_imbalance.disabled = not moe or self.capacity_factor.value is not None or len(imbalances) == 1
         batches = self.valid_batches()
         if list(self.global_batch.options) != batches:
-            keep = min((b for b in batches if b >= self.global_batch.value), default=batches[-1])
-            replace_options(self, self.global_batch, batches, keep)
+            replace_options(self, self.global_batch, batches, self.batch_at(self.nodes.value))
 
     def _on_change(self, change=None):
         if self._syncing:
             return
         self._sync_controls()
+        self._refresh()
+
+    def _on_nodes(self, change=None):
+        """The slider moved (in the browser, which has drawn it already): the batch dropdown follows; when its
+        value changed, the other node counts are priced again for it (each count was priced with batch_at)."""
+        if self._syncing:
+            return
+        batch = self.global_batch.value
+        self._sync_controls()
+        if self.global_batch.value != batch:
+            self._refresh()
+        else:
+            self.update()
+
+    _syncing = False
+    _generation = 0
+    #: The background filling of the other node counts in a kernel (an asyncio.Future; None when done at once).
+    filling = None
+
+    def _refresh(self, at_once: bool = False) -> None:
+        """Every node count of the slider for the other controls, sent at once: the current count first (the
+        others shown as PENDING), the others in later turns of the kernel's event loop (at once outside one, or
+        `at_once`: the app's first picture, built before it is shown; a kernel that runs a saved notebook through
+        (nbconvert) records only the widget state sent while the app's own cell runs)."""
+        self._generation += 1
+        generation = self._generation
+        current = self.nodes.value
+        self._results, self._texts = {}, {}
+        self._price(current)
+        if at_once:
+            for n in NODE_COUNTS:
+                if n != current:
+                    self._price(n)
+            self.filling = None
+            self._send()
+            return
+        if event_loop_running():
+            self._send()
+        pending = fill_order([n for n in NODE_COUNTS if n != current], current)
+        self.filling = fill_positions(pending, self._price, lambda: generation == self._generation, self._send)
+
+    def _price(self, nodes: int) -> None:
+        """The estimate and text at `nodes` (our error in place of both on invalid input)."""
+        result = attempt(self._estimate, nodes)
+        self._results[nodes] = result
+        if not isinstance(result, DistlabError):
+            self._texts[nodes] = attempt(self._describe, result, nodes)
+
+    def _send(self) -> None:
+        """The bars and text of every node count priced so far to the picture (PENDING where not yet)."""
+        results = [self._results.get(n) for n in NODE_COUNTS]
+        texts = [self._texts.get(n) for n in NODE_COUNTS]
+        valid = [r for r in results if isinstance(r, training.StepEstimate)]
+        frames: dict = {}
+        if valid:
+            acc = hardware.node(self.node.value).accelerator
+            step_parts = [p for p in STEP_PARTS if any(p in r.parts() for r in valid)]
+            frames = {
+                "memory_parts": [MEMORY_LABELS[k] for k in MEMORY_COMPONENTS],
+                "memory": [
+                    [r.memory.parts()[k] / 1e9 for k in MEMORY_COMPONENTS]
+                    if isinstance(r, training.StepEstimate)
+                    else []
+                    for r in results
+                ],
+                # the axis holds every count's bar up to MEMORY_AXIS x the capacity (one node of a 70B model on
+                # plain DP needs 1 TB: on its scale the capacity line would sit at the floor); taller bars are cut
+                "memory_top": min(
+                    MEMORY_AXIS * acc.memory_bytes, max([acc.memory_bytes] + [r.memory.total_bytes for r in valid])
+                )
+                / 1e9,
+                "capacity": acc.memory_bytes / 1e9,
+                "capacity_label": f"{acc.name}: {format_bytes(acc.memory_bytes)}",
+                "step_parts": step_parts,
+                "step": [
+                    [r.parts().get(p, 0.0) for p in step_parts] if isinstance(r, training.StepEstimate) else []
+                    for r in results
+                ],
+                "step_text": [
+                    [format_seconds(r.parts().get(p, 0.0)) for p in step_parts]
+                    if isinstance(r, training.StepEstimate)
+                    else []
+                    for r in results
+                ],
+                "step_total": [
+                    format_seconds(r.step_time_s) if isinstance(r, training.StepEstimate) else "" for r in results
+                ],
+                "memory_total": [
+                    format_bytes(r.memory.total_bytes) if isinstance(r, training.StepEstimate) else "" for r in results
+                ],
+                "fits": [bool(r.fits) if isinstance(r, training.StepEstimate) else False for r in results],
+                "verdict": [_short_verdict(r) if isinstance(r, training.StepEstimate) else "" for r in results],
+                # fits but cannot run (a pipeline that never fills): said under the verdict, the reason in the text
+                "runs": [bool(r.feasible) if isinstance(r, training.StepEstimate) else False for r in results],
+                "gpus": [r.gpus if isinstance(r, training.StepEstimate) else 0 for r in results],
+            }
+        summaries, errors = [], []
+        for r, text in zip(results, texts):
+            if r is None:
+                summaries.append(PENDING)
+                errors.append("")
+            elif isinstance(r, DistlabError):
+                summaries.append("")
+                errors.append(str(r))
+            elif isinstance(text, DistlabError):
+                summaries.append("")
+                errors.append(str(text))
+            else:
+                summaries.append(text or "")
+                errors.append("")
+        self._syncing = True
+        try:
+            self.picture.show_options(NODE_COUNTS, summaries, errors, frames=frames)
+        finally:
+            self._syncing = False
         self.update()
 
-    def config(self) -> dict:
-        """estimate()'s keyword arguments from the controls."""
+    def config(self, nodes: int | None = None) -> dict:
+        """estimate()'s keyword arguments from the controls (at `nodes`, default the slider's: its batch_at)."""
         interleaved = self.schedule.value == "interleaved"
         return dict(
-            global_batch=self.global_batch.value,
+            global_batch=self.global_batch.value if nodes is None else self.batch_at(nodes),
             seq_len=self.seq_len.value,
             tp=self.tp.value,
             cp=self.cp.value,
@@ -213,33 +381,46 @@ class TrainingLabApp(LessonApp):
             schedule=self.schedule.value,
             efficiency=self.efficiency.value,
             memory_recipe=self.memory_recipe.value,
-            **(dict(ep=self.ep.value, etp=self.etp.value) if moe_step.is_moe(self.model.value) else {}),
+            **(
+                dict(
+                    ep=self.ep.value,
+                    etp=self.etp.value,
+                    moe_imbalance=self.moe_imbalance.value,
+                    capacity_factor=self.capacity_factor.value,
+                )
+                if moe_step.is_moe(self.model.value)
+                else {}
+            ),
         )
 
-    def cluster(self) -> hardware.Cluster:
-        return hardware.cluster(self.node.value, self.nodes.value, self.fabric.value)
+    def cluster(self, nodes: int | None = None) -> hardware.Cluster:
+        return hardware.cluster(self.node.value, self.nodes.value if nodes is None else nodes, self.fabric.value)
+
+    def _estimate(self, nodes: int) -> training.StepEstimate:
+        return training.estimate(self.model.value, self.cluster(nodes), **self.config(nodes))
 
     def compute(self) -> training.StepEstimate:
-        return training.estimate(self.model.value, self.cluster(), **self.config())
-
-    def render(self, est: training.StepEstimate) -> bool:
-        acc = self.cluster().accelerator
-        changed = self.mem_bars.update(
-            [est.memory.parts()], None, acc.memory_bytes, f"{acc.name}: {format_bytes(acc.memory_bytes)}"
-        )
-        changed |= self.time_bars.update([est.parts()])
-        return changed
-
-    def fade(self) -> bool:
-        changed = self.mem_bars.update([{}], faded=True)
-        changed |= self.time_bars.update([{}], faded=True)
-        return changed
+        """The estimate at the slider's node count (priced by _refresh); raises our error on invalid input."""
+        nodes = self.nodes.value
+        if nodes not in self._results:
+            self._price(nodes)
+        result = self._results[nodes]
+        if isinstance(result, DistlabError):
+            raise result
+        return result
 
     def status_kind(self, est: training.StepEstimate) -> str:
         return "ok" if est.feasible else "bad"
 
     def describe(self, est: training.StepEstimate) -> str:
-        """The text under the chart: configuration, step time, MFU, throughput, fit or why not."""
+        """The text under the picture: configuration, step time, MFU, throughput, fit or why not."""
+        nodes = self.nodes.value
+        text = self._texts.get(nodes)
+        if self._results.get(nodes) is est and isinstance(text, str):
+            return text
+        return self._describe(est, nodes)
+
+    def _describe(self, est: training.StepEstimate, nodes: int) -> str:
         c = est.config
         head = (
             f"dp={c['dp']} x tp={c['tp']}"
@@ -247,6 +428,7 @@ class TrainingLabApp(LessonApp):
             + f" x pp={c['pp']}"
             + (f" (v={c['chunks']})" if c["chunks"] > 1 else "")
             + (f", experts over ep={c['ep']} x etp={c['etp']}" if "ep" in c else "")
+            + (_routing(c) if "ep" in c else "")
             + f" = {est.gpus} GPUs; {c['microbatches']} microbatches of {c['micro_batch_size']} per pipeline "
             "[training.estimate]"
         )
@@ -264,7 +446,7 @@ class TrainingLabApp(LessonApp):
             return "\n".join(lines)
         lines.append("NOT FEASIBLE: " + est.explain())
         if not est.fits:
-            fixes = triage.explain_infeasible(self.model.value, self.cluster(), **self.config())
+            fixes = triage.explain_infeasible(self.model.value, self.cluster(nodes), **self.config(nodes))
             good = [f for f in fixes if f["fits"]][:3]
             if good:
                 lines.append(
@@ -282,6 +464,21 @@ class TrainingLabApp(LessonApp):
                     f"(-{format_bytes(best['saves_bytes'])}) [triage.explain_infeasible]"
                 )
         return "\n".join(lines)
+
+
+def _routing(c: dict) -> str:
+    """How an MoE configuration routes: ' (dropless, busiest EP rank 1.5 x the mean)' or ' (capacity factor 1.25)'."""
+    if c.get("capacity_factor") is not None:
+        return f" (capacity factor {c['capacity_factor']:g})"
+    return f" (dropless, busiest EP rank {c.get('moe_imbalance', 1.0):g} x the mean)"
+
+
+def _short_verdict(est: training.StepEstimate) -> str:
+    """The few words under the memory bar: 'fits, 12.3 GB free' or '40 GB over'."""
+    headroom = est.memory.headroom_bytes
+    if headroom is None:
+        return "fits" if est.fits else "does not fit"
+    return f"fits, {format_bytes(headroom)} free" if est.fits else f"{format_bytes(-headroom)} over"
 
 
 #: The lesson apps of this module (constructible without arguments); the widget fuzz tests use it.

@@ -28,16 +28,16 @@ def test_quick_frame_sends_what_matplotlibs_webagg_canvas_sends():
     # the independent implementation: matplotlib's own FigureCanvasWebAggCore.get_diff_image, run on the same state
     from matplotlib.backends.backend_webagg_core import FigureCanvasWebAggCore
 
-    from distlab.widgets.training_lab import TrainingLabApp
+    from distlab.widgets.data_parallel_zero import OverlapApp
 
-    app = _ready(TrainingLabApp())
+    app = _ready(OverlapApp())
     canvas = app.canvas
     for change in (None, "full", "diff"):
         before = canvas._last_buff.copy()
         if change == "full":
             canvas._force_full = True
         elif change == "diff":
-            app.zero.value = 3  # ZeRO-3: the memory bar changes
+            app.buckets.value = 8  # eight buckets: the timeline changes
             canvas._last_buff = before  # the frame the update sent is sent again, below, by both
         state = (canvas._force_full, canvas._last_buff.copy())
         canvas._png_is_old = True
@@ -49,12 +49,6 @@ def test_quick_frame_sends_what_matplotlibs_webagg_canvas_sends():
         assert np.array_equal(_decoded(ours), _decoded(theirs))
         if change == "diff":
             assert our_mode == "diff" and _decoded(ours)[..., 3].any()  # some pixels changed, the rest transparent
-
-
-def _training_lab():
-    from distlab.widgets.training_lab import TrainingLabApp
-
-    return TrainingLabApp(), "zero", [0, 2]
 
 
 def _triage():
@@ -81,7 +75,7 @@ def _buckets():
     return BucketApp(), "dp", [8, 64]  # one node on NVLink: the exposed curve falls decades, a new y range
 
 
-@pytest.mark.parametrize("make", [_training_lab, _triage, _overlap, _all_to_all, _buckets])
+@pytest.mark.parametrize("make", [_triage, _overlap, _all_to_all, _buckets])
 def test_axes_shown_before_are_restored_and_look_as_a_full_draw(make):
     app, control, (other, first) = make()
     _ready(app)

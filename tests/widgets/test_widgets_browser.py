@@ -22,6 +22,7 @@ def test_modules_are_package_data_with_no_network_import():
         (browser.TimelinePicture, "timeline.js"),
         (browser.BarsPicture, "bars.js"),
         (browser.GridPicture, "grid.js"),
+        (browser.LabPicture, "lab.js"),
     ):
         source = cls._esm if isinstance(cls._esm, str) else ""
         assert source == browser.module_source(name)
@@ -150,3 +151,24 @@ def test_random_moves_of_the_assignment_grids_controls(data):
         "node": _setter(app.gpus_per_node, "value", st.sampled_from([2, 4, 8, 16])),
     }
     _fuzz(data, app, moves)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_moves_of_the_training_labs_controls(data):
+    from distlab.widgets.training_lab import TrainingLabApp
+
+    app = TrainingLabApp()
+    moves = {
+        "nodes": _setter(app.nodes, "index", st.integers(0, len(app.nodes.options) - 1)),
+        "model": _setter(app.model, "value", st.sampled_from(["llama3.1-70b", "gpt3-175b", "mixtral-8x7b"])),
+        "tp": _setter(app.tp, "value", st.sampled_from([1, 2, 4, 8])),
+        "pp": _setter(app.pp, "value", st.sampled_from([1, 2, 4, 8, 16])),
+        "zero": _setter(app.zero, "value", st.sampled_from([0, 1, 2, 3])),
+        "micro_batch_size": _setter(app.micro_batch_size, "value", st.sampled_from([1, 2, 4, 8])),
+    }
+    _fuzz(data, app, moves)
+    # every count the slider offers: its text is the app's own there (the batch follows the count as in the app)
+    for n in app.nodes.options:
+        app.nodes.value = n
+        _check(app)

@@ -1,24 +1,31 @@
-"""Headless tests of the lesson 7 training calculator: the numbers are distlab.training's, artists update in place."""
+"""Headless tests of the lesson 7 training calculator: the numbers are distlab.training's, and the bars drawn in the
+browser (distlab.widgets.browser.LabPicture) are sent for every node count of its slider."""
 
 from __future__ import annotations
 
 import pytest
 
 from distlab import training
-from distlab.widgets.training_lab import TrainingLabApp
+from distlab.widgets.training_lab import NODE_COUNTS, TrainingLabApp
 
 
 @pytest.fixture(scope="module")
 def app():
     a = TrainingLabApp()
     yield a
-    import matplotlib.pyplot as plt
-
-    plt.close(a.fig)
+    a.close()
 
 
 def widths(app):
-    return {name: rects[0].get_width() for name, rects in app.time_bars.rects.items()}
+    """The step-time bar at the slider's node count, as sent to the browser: {part: seconds}."""
+    frames = app.picture.frames
+    return dict(zip(frames["step_parts"], frames["step"][app.picture.index]))
+
+
+def memory_bar(app):
+    """The memory bar at the slider's node count, as sent to the browser: {part: GB}."""
+    frames = app.picture.frames
+    return dict(zip(frames["memory_parts"], frames["memory"][app.picture.index]))
 
 
 def test_initial_state_is_the_estimate(app):
@@ -37,22 +44,51 @@ def test_initial_state_is_the_estimate(app):
         memory_recipe="deepspeed",
     )  # the lab's default: an engine's memory, with its reserve
     assert app.error is None and app.result.step_time_s == pytest.approx(want.step_time_s)
-    assert "deepspeed recipe" in app.status.value and "reserved" in app.status.value
+    text = app.picture.summary  # the text under the picture, in the browser
+    assert text == app.summary() and "deepspeed recipe" in text and "reserved" in text
     assert sum(widths(app).values()) == pytest.approx(want.step_time_s)
-    mem = sum(app.mem_bars.rects[c][0].get_height() for c in ("weights", "gradients", "optimizer", "activations"))
-    assert mem == pytest.approx(want.memory.total_bytes / 1e9)
-    assert app.mem_bars.capacity_line.get_ydata()[0] == pytest.approx(80)
-    assert f"MFU {100 * want.mfu:.1f}%" in app.status.value and "fits" in app.status.value
+    assert sum(memory_bar(app).values()) == pytest.approx(want.memory.total_bytes / 1e9)
+    assert app.picture.frames["capacity"] == pytest.approx(80)  # H100 SXM: 80 GB
+    assert f"MFU {100 * want.mfu:.1f}%" in text and "fits" in text
+
+
+def test_every_node_count_is_sent_with_its_own_estimate(app):
+    # the slider's other positions, each the estimate at that count (the batch, 256, is a multiple of every dp here:
+    # dp = 8 n / (tp 4 x pp 2) = n, and 256 % n == 0 for n <= 128)
+    assert app.picture.options == NODE_COUNTS and "" not in app.picture.summaries
+    for n, step, verdict in zip(NODE_COUNTS, app.picture.frames["step"], app.picture.frames["verdict"]):
+        want = training.estimate(
+            "llama3.1-70b", "dgx-h100", nodes=n, fabric="ib-ndr", global_batch=256, seq_len=8192, tp=4, pp=2, zero=2,
+            recompute="selective", sequence_parallel=True, memory_recipe="deepspeed",
+        )  # fmt: skip
+        assert sum(step) == pytest.approx(want.step_time_s, rel=1e-12)
+        assert verdict.startswith("fits") == want.fits
+    app.nodes.value = 8  # the slider moved (in the browser): the text there is the app's own
+    assert app.picture.summary == app.summary() and app.result.gpus == 64
+    app.nodes.value = 32
+
+
+def test_the_batch_follows_the_node_count_as_the_sent_positions_say():
+    # tp = pp = 1 on 8-GPU nodes: dp = 8 n, so at 128 nodes the batch must be a multiple of 1,024 and 256 is not
+    app = TrainingLabApp(tp=1, pp=1, global_batch=256, zero=3)
+    sent = app.picture.summaries[NODE_COUNTS.index(128)]
+    assert "dp=1024 x tp=1 x pp=1 = 1024 GPUs; 1 microbatches" in sent  # priced at batch 1,024 = 1 per replica
+    app.nodes.value = 128  # the slider moved in the browser, which showed `sent`: the kernel agrees
+    assert app.global_batch.value == 1024 and app.summary() == sent == app.picture.summary
+    # the other counts are priced again for batch 1,024: 32 nodes = 256 replicas, 4 microbatches each
+    app.nodes.value = 32
+    assert app.global_batch.value == 1024 and "4 microbatches of 1" in app.picture.summary
+    assert app.picture.summary == TrainingLabApp(tp=1, pp=1, global_batch=1024, zero=3).summary()
+    app.close()
 
 
 def test_infeasible_configuration_says_why_and_what_fits(app):
-    rect = app.time_bars.rects["compute"][0]
     app.zero.value = 0  # 4 x 2 x 32, plain DP: 70B states / 8 x 16 B + activations > 80 GB
     assert not app.result.fits
-    assert "NOT FEASIBLE" in app.status.value and "would fit: ZeRO-" in app.status.value
+    assert "NOT FEASIBLE" in app.picture.summary and "would fit: ZeRO-" in app.picture.summary
     text = app.summary()  # one widget protocol: summary() is the text, as for every app
     assert isinstance(text, str) and "[training.estimate]" in text and "[triage.explain_infeasible]" in text
-    assert app.time_bars.rects["compute"][0] is rect  # same artists, updated
+    assert not app.picture.frames["fits"][app.picture.index] and "over" in app.picture.frames["verdict"][2]
     app.zero.value = 2
 
 
@@ -78,20 +114,30 @@ def test_invalid_combination_shows_our_message(app):
     app.nodes.value = 1  # 8 GPUs cannot hold tp 8 x pp 16
     assert app.result is None and "tp x pp = 8 x 16 = 128 is more than the cluster's 8 GPUs" in app.error
     assert "Cannot compute" in app.status.value and "Traceback" not in app.status.value
+    assert app.picture.summary == f"Cannot compute: {app.error}"
     app.nodes.value = 32
     assert app.error is None
 
 
-def test_efficiency_slider_blits(app):
-    calls = []
-    original = app.renderer.refresh
-    app.renderer.refresh = lambda full=False: calls.append(full) or original(full)
-    try:
-        for value in (0.5, 0.6, None, 0.4):
-            app.efficiency.value = value
-    finally:
-        app.renderer.refresh = original
-    assert calls and not all(calls)  # at least some frames are blits, not full redraws
+def test_a_control_answers_after_one_node_count_and_fills_the_rest_in_later_turns():
+    import asyncio
+
+    from distlab.widgets.training_lab import PENDING
+
+    async def run():
+        app = TrainingLabApp()
+        # built in a kernel, the first picture holds every count: a notebook saved with its widget state shows them
+        assert PENDING not in app.picture.summaries and app.filling is None
+        app.efficiency.value = 0.5  # needs new physics: the current count is priced and sent first
+        answered = list(app.picture.summaries)
+        await app.filling
+        return app, answered
+
+    app, answered = asyncio.run(run())
+    k = app.picture.index
+    assert answered[k] == app.summary() and answered.count(PENDING) == len(NODE_COUNTS) - 1
+    reference = TrainingLabApp(efficiency=0.5)  # outside an event loop: every count at once
+    assert app.picture.summaries == reference.picture.summaries and app.picture.frames == reference.picture.frames
 
 
 def test_moe_models_are_offered_and_ep_is_only_for_them(app):
@@ -146,8 +192,47 @@ def test_ep_control_is_the_estimate_and_draws_the_all_to_all(app):
     assert app.error is None and app.result.step_time_s == pytest.approx(want.step_time_s, rel=1e-12)
     assert want.ep_comm_s > 0
     assert widths(app)["EP all-to-all"] == pytest.approx(want.ep_comm_s)
-    assert "ep=8 x etp=1" in app.status.value and "EP all-to-all" in app.status.value
+    assert "ep=8 x etp=1" in app.picture.summary and "EP all-to-all" in app.picture.summary
     app.ep.value = 256  # Mixtral has 8 experts: our message, naming the valid sizes, in place of the result
     assert app.result is None and "valid ep: 1, 2, 4, 8" in app.error and "Traceback" not in app.status.value
     app.ep.value, app.etp.value = 1, None
     app.model.value = "llama3.1-70b"
+
+
+def test_moe_routing_knobs_are_the_estimates_and_only_for_moe_models():
+    app = TrainingLabApp()
+    assert app.moe_imbalance.disabled and app.capacity_factor.disabled and "moe_imbalance" not in app.config()
+    app.model.value = "mixtral-8x7b"
+    # ep = 1: one rank takes every copy, so the imbalance is exactly 1 (moe.step: at most min(ep, E / k))
+    assert app.moe_imbalance.options == (1.0,) and app.moe_imbalance.disabled and not app.capacity_factor.disabled
+    app.ep.value = 2  # min(2, 8 experts / top-2 = 4) = 2: imbalances up to 2 offered
+    assert app.moe_imbalance.options == (1.0, 1.1, 1.25, 1.5, 2.0) and not app.moe_imbalance.disabled
+    app.moe_imbalance.value = 1.5
+    want = training.estimate(
+        "mixtral-8x7b", "dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256, seq_len=8192, tp=4, pp=2, zero=2,
+        recompute="selective", sequence_parallel=True, memory_recipe="deepspeed", ep=2, moe_imbalance=1.5,
+    )  # fmt: skip
+    assert app.error is None and app.result.step_time_s == pytest.approx(want.step_time_s, rel=1e-12)
+    assert "(dropless, busiest EP rank 1.5 x the mean)" in app.picture.summary
+    app.moe_imbalance.value = 1.0  # balanced: the busiest rank's experts do less, the step is not slower
+    assert app.result.step_time_s < want.step_time_s
+    # a capacity factor pads every expert's buffer to it: the imbalance no longer applies
+    app.capacity_factor.value = 1.25
+    assert app.moe_imbalance.disabled and "(capacity factor 1.25)" in app.picture.summary
+    padded = training.estimate(
+        "mixtral-8x7b", "dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256, seq_len=8192, tp=4, pp=2, zero=2,
+        recompute="selective", sequence_parallel=True, memory_recipe="deepspeed", ep=2, capacity_factor=1.25,
+    )  # fmt: skip
+    assert app.result.step_time_s == pytest.approx(padded.step_time_s, rel=1e-12)
+    app.ep.value = 1  # back to one rank: the imbalance offered falls back to 1
+    assert app.moe_imbalance.options == (1.0,) and app.moe_imbalance.value == 1.0
+    app.close()
+
+
+def test_a_configuration_that_fits_but_cannot_run_says_so_under_the_bars():
+    # 32 nodes, tp 1 x pp 16: dp = 256 / 16 = 16, so a batch of 16 is m = 16 / 16 = 1 microbatch for 16 stages
+    app = TrainingLabApp(tp=1, pp=16, global_batch=16, zero=3)
+    k = app.picture.index
+    assert app.picture.frames["fits"][k] and not app.picture.frames["runs"][k]
+    assert "NOT FEASIBLE: pipeline: only 1 microbatches per step for 16 stages" in app.picture.summary
+    app.close()

@@ -16,18 +16,7 @@ function drawBars(ctx, w, h, model, i) {
   const Y = (v) => up + plotH * (1 - v / yMax);
   ctx.font = "11px var(--jp-ui-font-family, sans-serif)";
   // y axis: ticks and light grid lines
-  ctx.textAlign = "right";
-  ctx.textBaseline = "middle";
-  const tick = niceStep(yMax, 5);
-  for (let v = 0; v <= yMax + 1e-9; v += tick) {
-    ctx.strokeStyle = "#e5e7eb";
-    ctx.beginPath();
-    ctx.moveTo(left, Y(v));
-    ctx.lineTo(left + plotW, Y(v));
-    ctx.stroke();
-    ctx.fillStyle = TEXT;
-    ctx.fillText(`${+v.toPrecision(6)}`, left - 4, Y(v));
-  }
+  yTicks(ctx, left, plotW, Y, yMax);
   ctx.save();
   ctx.translate(12, up + plotH / 2);
   ctx.rotate(-Math.PI / 2);
@@ -53,15 +42,7 @@ function drawBars(ctx, w, h, model, i) {
   });
   // the capacity line
   if (f.capacity) {
-    ctx.strokeStyle = CAPACITY;
-    ctx.lineWidth = 2;
-    ctx.setLineDash([6, 4]);
-    ctx.beginPath();
-    ctx.moveTo(left, Y(f.capacity));
-    ctx.lineTo(left + plotW, Y(f.capacity));
-    ctx.stroke();
-    ctx.setLineDash([]);
-    ctx.lineWidth = 1;
+    dashedLine(ctx, left, left + plotW, Y(f.capacity), CAPACITY);
     ctx.fillStyle = CAPACITY;
     ctx.textAlign = "right";
     ctx.textBaseline = "bottom";

@@ -40,6 +40,35 @@ function niceStep(span, count) {
   return 10 ** (k + 1);
 }
 
+// A y axis of a plot whose x runs from `left` over `plotW` pixels: ticks at a nice step, light grid lines, labels.
+function yTicks(ctx, left, plotW, Y, yMax) {
+  ctx.textAlign = "right";
+  ctx.textBaseline = "middle";
+  const tick = niceStep(yMax, 5);
+  for (let v = 0; v <= yMax + 1e-9; v += tick) {
+    ctx.strokeStyle = "#e5e7eb";
+    ctx.beginPath();
+    ctx.moveTo(left, Y(v));
+    ctx.lineTo(left + plotW, Y(v));
+    ctx.stroke();
+    ctx.fillStyle = TEXT;
+    ctx.fillText(`${+v.toPrecision(6)}`, left - 4, Y(v));
+  }
+}
+
+// A horizontal dashed line (a GPU's capacity) from x0 to x1 at height y.
+function dashedLine(ctx, x0, x1, y, colour) {
+  ctx.strokeStyle = colour;
+  ctx.lineWidth = 2;
+  ctx.setLineDash([6, 4]);
+  ctx.beginPath();
+  ctx.moveTo(x0, y);
+  ctx.lineTo(x1, y);
+  ctx.stroke();
+  ctx.setLineDash([]);
+  ctx.lineWidth = 1;
+}
+
 function element(tag, attributes, style) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attributes || {})) node.setAttribute(k, v);

@@ -1,0 +1,162 @@
+// The training lab's bars (lesson 7): memory per GPU against the GPU's capacity (left), the step-time breakdown
+// (right), for every position of the slider (the node count).
+// frames: {memory_parts: [names], memory: [position][part] GB, memory_top: GB (the axis: every total and the capacity, at most 2x it),
+//          capacity: GB, capacity_label, step_parts: [names], step: [position][part] seconds,
+//          step_text: [position][part] the seconds as text, step_total: [position] text, memory_total: [position]
+//          text, fits: [position] bool (memory), verdict: [position] text, runs: [position] bool (feasible: fits and
+//          no other problem), gpus: [position] count}
+// A position still being computed has empty lists: nothing is drawn there (its text says so).
+const MEMORY_COLOURS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7"];
+// step parts, by name (Okabe & Ito; the bubble grey, as idle time is grey in the bubble grid)
+const STEP_COLOURS = {
+  "compute": "#0072B2",
+  "TP communication": "#E69F00",
+  "CP communication (exposed)": "#CC79A7",
+  "EP all-to-all": "#56B4E9",
+  "pipeline bubble": "#BBBBBB",
+  "pipeline p2p": "#F0E442",
+  "DP communication (exposed)": "#D55E00",
+  "optimizer step": "#009E73",
+};
+const LAB_CAPACITY = "#D55E00";
+const FIT_GOOD = "#1a7f37";
+const FIT_BAD = "#b3261e";
+
+function drawMemory(ctx, f, i, x0, width, h) {
+  const parts = f.memory[i] || [];
+  const left = x0 + 46, up = 24, bottom = 50;
+  const plotW = 70, plotH = h - up - bottom;
+  const yMax = niceCeiling((f.memory_top || 1) * 1.08);
+  const Y = (v) => up + plotH * (1 - v / yMax);
+  ctx.font = "11px var(--jp-ui-font-family, sans-serif)";
+  ctx.fillStyle = TEXT;
+  ctx.textAlign = "left";
+  ctx.textBaseline = "top";
+  ctx.fillText("memory per GPU (GB)", x0 + 4, 4);
+  yTicks(ctx, left, plotW, Y, yMax);
+  const barX = left + 12, barW = plotW - 24;
+  let base = 0;
+  parts.forEach((v, k) => {
+    const top = Math.min(base + v, yMax); // a bar taller than the axis is cut at its top (the total says how tall)
+    if (top > base) {
+      ctx.fillStyle = MEMORY_COLOURS[k % MEMORY_COLOURS.length];
+      ctx.fillRect(barX, Y(top), barW, Y(base) - Y(top));
+    }
+    base += v;
+  });
+  if (parts.length && base > yMax) { // cut: an arrow at the top says it goes on
+    ctx.fillStyle = TEXT;
+    ctx.textAlign = "center";
+    ctx.textBaseline = "top";
+    ctx.fillText("\u2191", barX + barW / 2, Y(yMax) + 2);
+  }
+  if (f.capacity) {
+    dashedLine(ctx, left, left + plotW, Y(f.capacity), LAB_CAPACITY);
+  }
+  // the verdict under the bar: a mark and a word, not the colour alone
+  if (parts.length) {
+    const fits = f.fits[i];
+    ctx.fillStyle = fits ? FIT_GOOD : FIT_BAD;
+    ctx.textAlign = "left";
+    ctx.textBaseline = "top";
+    ctx.font = "bold 11px var(--jp-ui-font-family, sans-serif)";
+    ctx.fillText(`${fits ? "\u2713" : "\u2717"} ${f.memory_total[i]}: ${f.verdict[i]}`, x0 + 4, up + plotH + 6);
+    if (fits && f.runs && !f.runs[i]) {
+      ctx.fillStyle = FIT_BAD;
+      ctx.fillText("\u2717 cannot run: see the text below", x0 + 4, up + plotH + 21);
+    }
+    ctx.font = "11px var(--jp-ui-font-family, sans-serif)";
+  }
+  // legend: the parts, then the capacity line
+  ctx.textAlign = "left";
+  ctx.textBaseline = "middle";
+  const lx = left + plotW + 10;
+  f.memory_parts.forEach((name, k) => {
+    const y = up + 8 + 17 * (f.memory_parts.length - 1 - k);
+    ctx.fillStyle = MEMORY_COLOURS[k % MEMORY_COLOURS.length];
+    ctx.fillRect(lx, y - 6, 12, 12);
+    ctx.fillStyle = TEXT;
+    ctx.fillText(name, lx + 17, y);
+  });
+  const cy = up + 8 + 17 * f.memory_parts.length;
+  ctx.strokeStyle = LAB_CAPACITY;
+  ctx.lineWidth = 2;
+  ctx.setLineDash([4, 3]);
+  ctx.beginPath();
+  ctx.moveTo(lx, cy);
+  ctx.lineTo(lx + 12, cy);
+  ctx.stroke();
+  ctx.setLineDash([]);
+  ctx.lineWidth = 1;
+  ctx.fillStyle = LAB_CAPACITY;
+  ctx.fillText(f.capacity_label || "GPU memory", lx + 17, cy);
+}
+
+function drawStep(ctx, f, i, x0, width, h) {
+  const parts = f.step[i] || [];
+  const left = x0 + 8, right = 12, up = 24;
+  const plotW = width - 8 - right;
+  const total = parts.reduce((a, b) => a + b, 0);
+  const xMax = niceCeiling((total || 1) * 1.05);
+  const X = (v) => left + plotW * (v / xMax);
+  const barY = up + 18, barH = 34, axisY = barY + barH + 10;
+  ctx.font = "11px var(--jp-ui-font-family, sans-serif)";
+  ctx.fillStyle = TEXT;
+  ctx.textAlign = "left";
+  ctx.textBaseline = "top";
+  const gpus = f.gpus[i];
+  ctx.fillText(`step time, seconds${gpus ? ` (${gpus} GPUs)` : ""}`, left, 4);
+  // x axis: ticks and light grid lines (the axis follows the step: 1 node and 128 differ a hundredfold)
+  const tick = niceStep(xMax, 5);
+  ctx.textAlign = "center";
+  for (let v = 0; v <= xMax + 1e-12; v += tick) {
+    ctx.strokeStyle = "#e5e7eb";
+    ctx.beginPath();
+    ctx.moveTo(X(v), barY - 6);
+    ctx.lineTo(X(v), axisY);
+    ctx.stroke();
+    ctx.fillStyle = TEXT;
+    ctx.fillText(`${+v.toPrecision(4)}`, X(v), axisY + 2);
+  }
+  let base = 0;
+  parts.forEach((v, k) => {
+    ctx.fillStyle = STEP_COLOURS[f.step_parts[k]] || seriesColour(k);
+    ctx.fillRect(X(base), barY, X(base + v) - X(base), barH);
+    base += v;
+  });
+  if (parts.length) {
+    ctx.fillStyle = TEXT;
+    ctx.textAlign = "right";
+    ctx.textBaseline = "bottom";
+    ctx.fillText(f.step_total[i], Math.min(X(total), left + plotW), barY - 2);
+  }
+  // legend, two columns under the axis
+  ctx.textAlign = "left";
+  ctx.textBaseline = "middle";
+  const rows = Math.ceil(f.step_parts.length / 2);
+  f.step_parts.forEach((name, k) => {
+    const col = Math.floor(k / rows), row = k % rows;
+    const x = left + col * (plotW / 2), y = axisY + 28 + 17 * row;
+    ctx.fillStyle = STEP_COLOURS[name] || seriesColour(k);
+    ctx.fillRect(x, y - 6, 12, 12);
+    ctx.strokeStyle = MUTED;
+    ctx.strokeRect(x + 0.5, y - 5.5, 11, 11);
+    ctx.fillStyle = TEXT;
+    const text = (f.step_text[i] || [])[k];
+    ctx.fillText(text === undefined ? name : `${name} ${text}`, x + 17, y);
+  });
+}
+
+function drawLab(ctx, w, h, model, i) {
+  const f = model.get("frames");
+  if (!f || !f.memory) return;
+  const split = 250;
+  drawMemory(ctx, f, i, 0, split, h);
+  drawStep(ctx, f, i, split, w - split, h);
+}
+
+export default {
+  render({ model, el }) {
+    return mountPicture(model, el, drawLab);
+  },
+};
