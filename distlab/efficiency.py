@@ -9,7 +9,11 @@ A layer's time on one GPU is priced as three parts (Lesson 7 §8):
                                                                  flash attention, the loss), memory-bound
 
 matmul_efficiency = TRAINING_MATMUL_SHARE x the best-shape GEMM rate measured on that GPU (Bekman's MAMF
-microbenchmark, hardware microbenchmarks in distlab/data/published_runs.json). The attention core runs
+microbenchmark, hardware microbenchmarks in distlab/data/published_runs.json), and each weight GEMM (QKV, attention
+output, the MLP's, the logits; MoE experts on their own tokens) runs at that x its shape factor
+(gemm_shape_factor_array: tile and wave quantisation of its output over the GPU's SMs, and the roofline of its
+arithmetic intensity; NVIDIA's Matrix Multiplication Background User's Guide), on the shapes after tensor and
+sequence parallelism (layer_gemm_slowdown_array). gemm_efficiency(accelerator, m, n, k) is one GEMM's share of peak. The attention core runs
 at the same matmul efficiency when it is unfused (Megatron-LM 2021-2022: batched GEMMs, the softmax's
 traffic counted in the bytes: every score is computed, masked or not). With flash attention (whose scores
 never reach HBM) the core is priced as the kernel runs it: a causal kernel skips the masked half of the
@@ -50,7 +54,12 @@ __all__ = [
     "flash_attention_rate",
     "flash_attention_work_array",
     "ComputeModel",
+    "GEMM_SMS",
+    "GEMM_TILES",
     "best_gemm_efficiency",
+    "gemm_efficiency",
+    "gemm_shape_factor_array",
+    "layer_gemm_slowdown_array",
     "compute_model",
     "fixed_compute_model",
     "fit_calibration",
@@ -95,10 +104,33 @@ BEST_GEMM_EFFICIENCY = {
 #: every measured one. Lesson 7 §8.
 FALLBACK_GEMM_EFFICIENCY = 1745.0 / 2250
 
+#: Streaming multiprocessors per catalog accelerator, the SMs a GEMM's output tiles are spread over (one wave = one
+#: tile per SM): A100 108 (NVIDIA A100 Tensor Core GPU Architecture whitepaper, 2020, "108 SMs"; the Matrix
+#: Multiplication Background User's Guide's wave-quantisation example uses the same 108), H100 SXM5 132 (NVIDIA H100
+#: Tensor Core GPU Architecture whitepaper, 2022, "132 SMs" for the SXM5 part; the H200 and torchtitan's 96 GB H100
+#: share the die), B200 148 (NVIDIA Blackwell datasheets: 148 SMs over two dies, an assumption for the B200's GEMMs as
+#: one device). An accelerator without a count (h100-pcie, mi300x, a custom one) gets no wave quantisation, only the
+#: roofline. Lesson 7 §8.
+GEMM_SMS = {
+    "a100-40gb": 108,
+    "a100-80gb": 108,
+    "h100-sxm": 132,
+    "h200": 132,
+    "h100-sxm-96gb-hbm2e-500w": 132,
+    "b200": 148,
+}
+#: The output tiles (rows x columns of C per thread block) the model lets cuBLAS choose from, largest first: 256 x 128
+#: is the tile of the Matrix Multiplication Background User's Guide's quantisation examples on A100 (cuBLAS's and
+#: CUTLASS's largest bf16 tiles on Ampere and Hopper are this size, 128 x 256 in their names), and cuBLAS's heuristics
+#: pick smaller tiles for small outputs (the guide, "Tile Quantization"). A smaller tile reuses each operand element
+#: over fewer outputs, tm tn / (tm + tn) FLOPs per element loaded, so it is assumed to run at that reuse relative to
+#: the largest tile (128 x 128: 0.75; 128 x 64: 0.5); an assumption from first principles, not a measurement.
+GEMM_TILES = ((256, 128), (128, 128), (128, 64))
+
 #: FITTED on the calibration set (fit_calibration): the share of the best-shape GEMM rate that a
-#: training step's matmuls reach (real shapes after tensor parallelism, kernel launches, framework
-#: overhead). Lesson 7 §8.
-TRAINING_MATMUL_SHARE = 0.78
+#: training step's matmuls reach beyond their shape (gemm_efficiency prices the shape: tile and wave quantisation
+#: and the roofline; this share is kernel launches, framework overhead, clocks). Lesson 7 §8.
+TRAINING_MATMUL_SHARE = 0.82
 #: FITTED on the calibration set (fit_calibration): the element-wise kernels' HBM time per pass, as a multiple
 #: of their counted forward bytes (elementwise_bytes_per_token) at the datasheet HBM bandwidth; above 1 where
 #: kernels reach less than the datasheet bandwidth or move bytes the count leaves out. Lesson 7 §8.
@@ -173,6 +205,8 @@ class ComputeModel:
     attention: str
     calibrated: bool
     kernels: str = "fused"
+    gemm_sms: int | None = None  # SMs for the GEMM shape factor (gemm_shape_factor_array); None: no shape factor
+    best_gemm: float = 1.0  # the best-shape GEMM rate / peak, the roofline's compute roof
 
     def describe(self) -> str:
         """One line for a student: what the compute time assumes."""
@@ -182,7 +216,8 @@ class ComputeModel:
                 f"element-wise work not priced ({self.attention} attention for memory)"
             )
         return (
-            f"calibrated: matmuls at {100 * self.matmul_efficiency:.1f}% of peak, attention core at "
+            f"calibrated: matmuls at {100 * self.matmul_efficiency:.1f}% of peak"
+            f"{' x their shape factor (gemm_efficiency)' if self.gemm_sms is not None else ''}, attention core at "
             f"{100 * self.attention_efficiency:.1f}% ({self.attention}"
             f"{', causal: masked blocks skipped' if self.attention == 'flash' else ''}), element-wise traffic "
             f"{self.memory_traffic:g} x the {self.kernels} kernels' bytes per pass (distlab.efficiency, Lesson 7 §8)"
@@ -284,14 +319,15 @@ def _kernels(kernels) -> str:
 def compute_model(accelerator, attention="flash", *, share=None, traffic=None, kernels="fused") -> ComputeModel:
     """The calibrated compute model for an accelerator: matmuls at TRAINING_MATMUL_SHARE x its best GEMM
     rate; the attention core at that rate when unfused, at flash_attention_rate(accelerator) with flash attention;
-    MEMORY_TRAFFIC. share= and traffic= replace the fitted constants (fit_calibration uses them).
+    MEMORY_TRAFFIC. share= and traffic= replace the fitted constants (fit_calibration uses them). The step model
+    slows each weight GEMM further by its shape (gemm_sms: the SMs of GEMM_SMS; best_gemm: the roofline's compute roof).
     Lesson 7 §8.
 
-    A100: 0.78 x 271.2 / 312 = 0.678 of peak for matmuls.
+    A100: 0.82 x 271.2 / 312 = 0.713 of peak for matmuls of the best shape.
 
     >>> m = compute_model('a100-80gb', 'unfused')
-    >>> round(m.matmul_efficiency, 3), round(m.attention_efficiency, 3), m.memory_traffic
-    (0.678, 0.678, 1.4)
+    >>> round(m.matmul_efficiency, 3), round(m.attention_efficiency, 3), m.memory_traffic, m.gemm_sms
+    (0.713, 0.713, 1.4, 108)
     """
     from .training import check_fraction
     from .units import non_negative
@@ -303,7 +339,167 @@ def compute_model(accelerator, attention="flash", *, share=None, traffic=None, k
         raise ConfigurationError(f"traffic={traffic:g} bytes per stored byte and pass; valid: 0 to 1000")
     matmul = min(1.0, share * best_gemm_efficiency(accelerator))
     core = matmul if kind == "unfused" else flash_attention_rate(accelerator)
-    return ComputeModel(matmul, core, traffic, kind, True, _kernels(kernels))
+    sms = GEMM_SMS.get(str(getattr(accelerator, "name", accelerator)).strip().lower())
+    return ComputeModel(matmul, core, traffic, kind, True, _kernels(kernels), sms, best_gemm_efficiency(accelerator))
+
+
+def gemm_shape_factor_array(m, n, k, sms, ridge):
+    """The share of its best-shape rate a GEMM of shape (m x k) @ (k x n) reaches on a GPU of `sms` SMs whose
+    best-shape rate over HBM bandwidth is `ridge` FLOP/B (NumPy broadcast; bf16 operands). Lesson 7 §8.
+
+    Two first-principles losses (NVIDIA, Matrix Multiplication Background User's Guide, "Dimension Quantization
+    Effects": tile and wave quantisation; and its "Math and Memory Bounds" roofline):
+
+        wave(T)  = m n / (waves x sms x tm tn),  waves = ceil(ceil(m / tm) ceil(n / tn) / sms)
+                   (the useful share of the tiles the SMs compute: partial tiles and the last, partial wave idle),
+                   for each tile T = tm x tn of GEMM_TILES in both orientations, times its operand reuse relative
+                   to the largest tile; the best tile is taken, as cuBLAS's heuristic picks one
+        roofline = (2 m n k / (2 (m k + k n + m n)) bytes) / ridge   (arithmetic intensity over the ridge point)
+        factor   = min(max over tiles of wave, roofline)              time = max(compute, memory)
+
+    sms None or 0: no wave quantisation (an accelerator without an SM count). 0 < factor <= 1.
+
+    A100 (108 SMs), 2048 x 2048 (k 4096): 256 x 128 tiles, 8 x 16 = 128 tiles = 2 waves of 108 (the second 20 of
+    108 full), 2048^2 / (2 x 108 x 256 x 128) = 0.593; 128 x 128 tiles: 16 x 16 = 256 = 3 waves, 4,194,304 /
+    (3 x 108 x 16,384) = 0.790, x 0.75 = 0.593; 128 x 64: 512 tiles = 5 waves, 4,194,304 / (5 x 108 x 8192) = 0.948 x
+    0.5 = 0.474. Best 0.593; the roofline (intensity 2048 x 2048 x 4096 / (2 x 2048 x 4096 + 2048^2) = 819 FLOP/B
+    against a ridge of 271.2e12 / 2.039e12 = 133) does not bind.
+
+    >>> round(float(gemm_shape_factor_array(2048, 2048, 4096, 108, 271.2e12 / 2.039e12)), 3)
+    0.593
+    """
+    from ._arguments import finite_result, number_array, real_number
+
+    m, n, k = (number_array(x, name, 1.0) for x, name in ((m, "m"), (n, "n"), (k, "k")))
+    ridge = number_array(ridge, "ridge", 1e-9)
+    sms = None if sms is None or sms == 0 else real_number(sms, "sms", 1.0, 100_000.0)
+    return finite_result("GEMM shape factor", _shape_factor(m, n, k, sms, ridge))
+
+
+def _shape_factor(m, n, k, sms, ridge):
+    """gemm_shape_factor_array on checked arrays (the step model's path)."""
+    roof = m * n * k / (m * k + k * n + m * n) / ridge
+    if sms is None:
+        return np.minimum(1.0, roof)
+    top_m, top_n = GEMM_TILES[0]
+    top_reuse = top_m * top_n / (top_m + top_n)
+    wave = 0.0
+    for tm, tn in GEMM_TILES:
+        reuse = tm * tn / (tm + tn) / top_reuse
+        for rows, cols in ((tm, tn), (tn, tm)):
+            waves = np.ceil(np.ceil(m / rows) * np.ceil(n / cols) / sms)
+            wave = np.maximum(wave, reuse * m * n / (waves * sms * rows * cols))
+    return np.minimum(wave, roof)
+
+
+def gemm_efficiency(accelerator, m, n, k) -> float:
+    """The share of the dense bf16 peak one GEMM, (m x k) @ (k x n), reaches on a catalog accelerator (name or
+    Accelerator): best_gemm_efficiency x gemm_shape_factor_array (tile and wave quantisation over GEMM_SMS SMs, and the
+    roofline at the accelerator's HBM bandwidth). The step model prices every weight GEMM with this factor, times the
+    fitted TRAINING_MATMUL_SHARE. Lesson 7 §8.
+
+    H100 SXM (132 SMs, 794.5 of 989.4 TFLOP/s best): 8192^3 fills 32 x 64 = 2048 tiles of 256 x 128 in 16 waves
+    (2112 slots): 2048 / 2112 = 0.970, x 0.803 = 0.779. A Llama-3-70B MLP down projection split over tp 8 is as large;
+    a 1,024-token microbatch's 1024 x 1024 x 1024 GEMM: 4 x 8 = 32 tiles (of 132 SMs), 128 x 64 tiles 8 x 16 = 128 at 0.5
+    reuse: 128 / 132 x 0.5 = 0.485, x 0.803 = 0.389.
+
+    >>> round(gemm_efficiency('h100-sxm', 8192, 8192, 8192), 3), round(gemm_efficiency('h100-sxm', 1024, 1024, 1024), 3)
+    (0.779, 0.389)
+    """
+    from .hardware import accelerator as catalog_accelerator
+
+    if not isinstance(getattr(accelerator, "name", accelerator), str):
+        raise ConfigurationError(f"accelerator={accelerator!r} must be a catalog accelerator name or an Accelerator")
+    acc = catalog_accelerator(accelerator) if isinstance(accelerator, str) else accelerator
+    for value, name in ((m, "m"), (n, "n"), (k, "k")):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise ConfigurationError(f"{name}={value!r} must be a number of rows or columns, 1 to 1e9")
+        if not 1 <= value <= 1e9:
+            raise ConfigurationError(f"{name}={value!r}; valid: 1 to 1e9")
+    best = best_gemm_efficiency(acc)
+    ridge = best * acc.peak("bf16") / acc.memory_bandwidth
+    factor = gemm_shape_factor_array(m, n, k, GEMM_SMS.get(acc.name.strip().lower()), ridge)
+    return float(best * factor)
+
+
+def layer_gemm_slowdown_array(model, tokens, tp, sms, ridge, ep=1, etp=None):
+    """1 / the FLOP-weighted shape factor of one layer's weight GEMMs (forward, and the backward's input- and
+    weight-gradient GEMMs, each as often), and of the logits, on one GPU: (layer, logits). NumPy broadcast over
+    tokens (b s / cp per microbatch), tp, ep, etp. Lesson 7 §8.
+
+    Shapes (forward m x n x k; q = heads x d_head, kv = kv_heads x d_head, f = ffn, g = 2 for a gated MLP):
+        QKV T x (q + 2 kv) / tp x h; attention output T x h x q / tp; MLP up T x g f / tp x h; down T x h x f / tp;
+        logits T x V / tp x h. Sequence parallelism gathers the full T before each. The backward's input gradient
+        is T x k x n, its weight gradient k x n x T (the tokens are the reduction). An MoE layer's routed experts
+        (distlab.moe.step.MoEStepModel) run per expert on ep x T x top_k x load / E tokens (load:
+        expert_load(ep)), split over etp; shared experts on all T. The weights are each GEMM's FLOPs.
+
+    >>> from distlab import models
+    >>> layer, logits = layer_gemm_slowdown_array(models.model('llama3.1-8b'), 8192, 1, 132, 237.0)
+    >>> round(float(layer), 3), round(float(logits), 3)
+    (1.028, 1.012)
+    """
+    from ._arguments import finite_result, number_array, real_number
+
+    if not all(hasattr(model, a) for a in ("hidden", "heads", "ffn", "kv_heads", "vocab", "gated_mlp")):
+        raise ConfigurationError(f"model={model!r} must be a TransformerModel (see distlab.models.model)")
+    tokens, tp = number_array(tokens, "tokens", 1.0), number_array(tp, "tp", 1.0)
+    ep = number_array(ep, "ep", 1.0)
+    etp = None if etp is None else number_array(etp, "etp", 1.0)
+    ridge = number_array(ridge, "ridge", 1e-9)
+    sms = None if sms is None or sms == 0 else real_number(sms, "sms", 1.0, 100_000.0)
+    shape = np.broadcast_shapes(np.shape(tokens), np.shape(tp), np.shape(ep), np.shape(etp))
+    if int(np.prod(shape)) > 64 and np.ndim(ridge) == 0 and max(np.max(tp), np.max(ep)) < 65536:
+        # the planner's arrays: a few distinct GEMM shapes among many configurations, priced once each (one complex key
+        # per configuration: tokens, and tp, ep, etp packed exactly below 2^48)
+        split = np.zeros(shape) if etp is None else np.minimum(etp, 65535.0)
+        key = np.broadcast_to(tokens, shape) + 1j * ((np.asarray(tp) * 65536.0 + ep) * 65536.0 + split)
+        _, first, inverse = np.unique(key.ravel(), return_index=True, return_inverse=True)
+        pick = [np.broadcast_to(x, shape).ravel()[first] for x in (tokens, tp, ep)]
+        layer, logits = _layer_slowdown(
+            model,
+            pick[0],
+            pick[1],
+            sms,
+            ridge,
+            pick[2],
+            None if etp is None else np.broadcast_to(etp, shape).ravel()[first],
+        )
+        inverse = np.ravel(inverse)
+        return layer[inverse].reshape(shape), logits[inverse].reshape(shape)
+    layer, logits = _layer_slowdown(model, tokens, tp, sms, ridge, ep, etp)
+    return finite_result("GEMM slowdown", layer), finite_result("GEMM slowdown", logits)
+
+
+def _layer_slowdown(model, tokens, tp, sms, ridge, ep, etp):
+    """layer_gemm_slowdown_array on checked arrays (its shapes as the docstring there lists them)."""
+    h = float(model.hidden)
+    d = float(getattr(model, "head_dim", model.hidden // model.heads))
+    q, kv = float(model.heads) * d, float(model.kv_heads) * d
+    g = 2.0 if model.gated_mlp else 1.0
+
+    def slow(m, n, k):  # mean over the three passes of 1 / factor
+        f = _shape_factor
+        return (1.0 / f(m, n, k, sms, ridge) + 1.0 / f(m, k, n, sms, ridge) + 1.0 / f(k, n, m, sms, ridge)) / 3.0
+
+    parts = [(q + 2.0 * kv) * h, q * h]
+    slows = [slow(tokens, (q + 2.0 * kv) / tp, h), slow(tokens, h, q / tp)]
+    moe = getattr(model, "moe", None)
+    if moe is None:
+        f = float(model.ffn)
+        parts += [g * f * h, f * h]
+        slows += [slow(tokens, g * f / tp, h), slow(tokens, h, f / tp)]
+    else:
+        ef = float(moe.expert_ffn)
+        split = tp if etp is None else etp
+        routed = np.maximum(1.0, np.asarray(ep, dtype=float) * tokens * moe.top_k * model.expert_load(ep) / moe.experts)
+        parts += [moe.top_k * g * ef * h, moe.top_k * ef * h]
+        slows += [slow(routed, g * ef / split, h), slow(routed, h, ef / split)]
+        if moe.shared_experts:
+            parts += [moe.shared_experts * g * ef * h, moe.shared_experts * ef * h]
+            slows += [slow(tokens, moe.shared_experts * g * ef / tp, h), slow(tokens, h, moe.shared_experts * ef / tp)]
+    layer = sum(w * x for w, x in zip(parts, slows)) / sum(parts)
+    return layer, slow(tokens, float(model.vocab) / tp, h)
 
 
 def fixed_compute_model(efficiency, attention="flash", kernels="fused") -> ComputeModel:

@@ -375,6 +375,8 @@ def step_model_array(
     etp=None,
     kernels_code=0,
     causal_flash=False,
+    gemm_sms=None,
+    best_gemm=1.0,
 ) -> dict:
     """Per-step time components (s) and per-GPU memory (bytes) on the busiest (first) pipeline stage.
 
@@ -383,7 +385,9 @@ def step_model_array(
                         / (peak x efficiency)
                  layer forward = 2 x params_per_layer + 4 s a d_head; recomputed forward: none 0,
                  selective the attention core 4 s a d_head, full the layer forward; logits 2 h V
-                 (vocabulary-parallel over tp). The logits run on the last stage; the model charges them
+                 (vocabulary-parallel over tp); with gemm_sms (the calibrated model), each weight GEMM and the
+                 logits at efficiency x its shape factor (efficiency.layer_gemm_slowdown_array: tile and wave
+                 quantisation over gemm_sms SMs, roofline at best_gemm x peak / hbm_bandwidth). The logits run on the last stage; the model charges them
                  to the busiest stage's per-microbatch time (with pp = 1 it is the one stage; with pp > 1
                  the last stage, whose ceil(layers/pp) layers plus logits make it the slowest), and the
                  bubble below is priced with that same stage time
@@ -548,8 +552,20 @@ def step_model_array(
         layers_stage * flash_attention_work_array(core_fwd, code != 0),
         core_stage,
     )
+    # each weight GEMM at its shape's share of the best-shape rate (efficiency.layer_gemm_slowdown_array): the layers'
+    # GEMMs and the logits weighted by their own slowdowns
+    gemm_time_flops = gemm_stage
+    if gemm_sms is not None:
+        from .efficiency import layer_gemm_slowdown_array
+
+        gemm_etp = None if etp is None else np.asarray(etp, dtype=float)
+        slow_layer, slow_logits = layer_gemm_slowdown_array(
+            model, tokens_mb, tp, float(gemm_sms), peak_flops * best_gemm / hbm_bandwidth, ep, gemm_etp
+        )
+        logit_gemm = logit_share * TRAINING_PASSES * logits_fwd
+        gemm_time_flops = (gemm_stage - logit_gemm) * slow_layer + logit_gemm * slow_logits
     t_mb = (
-        gemm_stage / (tp * peak_flops * efficiency)
+        gemm_time_flops / (tp * peak_flops * efficiency)
         + core_time_flops / (tp * peak_flops * att_eff)
         + traffic_stage / hbm_bandwidth
     )
@@ -567,7 +583,7 @@ def step_model_array(
     # TP communication overlap (Transformer Engine's userbuffers, Megatron-Core --tp-comm-overlap, with sequence
     # parallelism): each reduce-scatter / all-gather runs in chunks under the matmul beside it; what exceeds the
     # stage's matmul time stays exposed
-    matmul_mb = gemm_stage / (tp * peak_flops * efficiency)
+    matmul_mb = gemm_time_flops / (tp * peak_flops * efficiency)
     tp_mb = np.where(
         np.asarray(tp_overlap, dtype=bool) & np.asarray(sequence_parallel, dtype=bool),
         np.maximum(0.0, tp_mb - matmul_mb),
@@ -1199,7 +1215,7 @@ def compute_arguments(compute) -> dict:
 
     >>> from distlab.efficiency import fixed_compute_model
     >>> sorted(compute_arguments(fixed_compute_model(0.5)))
-    ['attention_efficiency', 'causal_flash', 'efficiency', 'flash_attention', 'kernels_code', 'memory_traffic']
+    ['attention_efficiency', 'best_gemm', 'causal_flash', 'efficiency', 'flash_attention', 'gemm_sms', 'kernels_code', 'memory_traffic']
     """
     from .efficiency import ELEMENTWISE_KERNELS, ComputeModel
 
@@ -1212,6 +1228,8 @@ def compute_arguments(compute) -> dict:
         flash_attention=compute.attention == "flash",
         kernels_code=ELEMENTWISE_KERNELS.index(compute.kernels),
         causal_flash=compute.calibrated and compute.attention == "flash",
+        gemm_sms=compute.gemm_sms,
+        best_gemm=compute.best_gemm,
     )
 
 

@@ -221,16 +221,18 @@ def backward_time(
 
     Llama-2-7B, 4,096 tokens (one sequence) on an H100 SXM (989.4 TFLOP/s bf16, 3.35 TB/s), calibrated:
     matmuls (weights and logits) 32 x 3 x 2 x 202,383,360 + 3 x 2 x 4096 x 32000 = 39,644,037,120 FLOP per
-    token at 0.78 x 794.5 / 989 = 62.66% of peak: 0.2619 s; the causal flash-attention core executes 32 x 3.5 x
+    token at 0.82 x 794.5 / 989 = 65.87% of peak, slowed by their shapes (efficiency.layer_gemm_slowdown_array: 4096-row
+    GEMMs on 132 SMs lose 1.03-5.5% to wave quantisation; x 1.0277 for the layers, 1.0258 for the logits): 0.2560 s;
+    the causal flash-attention core executes 32 x 3.5 x
     (4 x 4096 x 4096) / 2 = 3,758,096,384 FLOP per token (efficiency.flash_attention_work_array) at
     FlashAttention-2's 335 TFLOP/s on H100: 0.0459 s; element-wise traffic (fused kernels,
     efficiency.elementwise_bytes_per_token) 32 layers x 3 passes x 1.4 x 180,736 B x 4096 / 3.35 TB/s = 0.0297 s
-    plus the loss, 1.4 x 52 x 32,000 B x 4096 / 3.35 TB/s = 0.0028 s; backward = 2/3 x 0.3404 s = 0.2269 s (the
+    plus the loss, 1.4 x 52 x 32,000 B x 4096 / 3.35 TB/s = 0.0028 s; backward = 2/3 x 0.3345 s = 0.2230 s (the
     flash core's own backward is 2.5 of its 3.5, so 2/3 undercounts it by 2 ms here). The fixed 50%: 4 x 6.738e9 x
     4096 / (989.4 TFLOP/s x 0.5) = 0.2232 s.
 
     >>> round(backward_time('llama2-7b', 4096), 4), round(backward_time('llama2-7b', 4096, efficiency=0.5), 4)
-    (0.2269, 0.2232)
+    (0.223, 0.2232)
     """
     from .. import efficiency as compute_models, flops, models
 
