@@ -461,6 +461,35 @@ class ShardingPlan:
         )
 
 
+def _calibrated_layer_times(mdl, accelerator, recipe, b, s, mode):
+    """One layer's forward and backward time on one GPU (no TP) under the calibrated compute model of
+    distlab.efficiency, as training.step_model_array prices them: the weight GEMMs at the matmul rate x their shape
+    slowdown (forward 1, backward 2 of the 3 passes), the causal flash-attention core (forward half the counted
+    4 b s^2 a d, backward 2.5 x that), the element-wise kernels' HBM traffic (forward 1, backward 2 passes); a full
+    recomputation adds the forward to the backward, a selective one the attention core's forward."""
+    from . import efficiency as compute_models
+
+    compute = compute_models.compute_model(accelerator, "flash")
+    peak = accelerator.peak(recipe.compute_precision)
+    hbm = accelerator.memory_bandwidth
+    tokens = float(b * s)
+    width = float(mdl.heads * mdl.head_dim)
+    core_fwd = tokens * 4.0 * s * width
+    gemm_fwd = float(flops.layer_forward_flops_array(float(mdl.params_per_layer()), width, tokens, s)) - core_fwd
+    slow, _ = compute_models.layer_gemm_slowdown_array(
+        mdl, tokens, 1.0, compute.gemm_sms, compute.best_gemm * peak / hbm
+    )
+    gemm = gemm_fwd * float(slow) / (peak * compute.matmul_efficiency)
+    core = 0.5 * core_fwd / (peak * compute.attention_efficiency)  # the causal kernel's forward
+    kernels = compute_models.ELEMENTWISE_KERNELS.index(compute.kernels)
+    traffic = float(compute_models.elementwise_bytes_array(mdl, s, 1.0, False, True, kernels, recipe.activation_bytes))
+    elementwise = compute.memory_traffic * tokens * traffic / hbm
+    t_f = gemm + core + elementwise
+    again = {"none": 0.0, "selective": core, "full": t_f}[mode]
+    t_b = 2.0 * gemm + (compute_models.FLASH_FORWARD_BACKWARD_WORK - 1.0) * core + 2.0 * elementwise + again
+    return t_f, t_b
+
+
 def sharding_plan(
     model,
     cluster,
@@ -471,7 +500,7 @@ def sharding_plan(
     micro_batch_size=1,
     seq_len=None,
     precision="mixed",
-    efficiency=0.5,
+    efficiency=None,
     prefetch=1,
     reshard_after_forward=True,
     recompute="none",
@@ -483,8 +512,11 @@ def sharding_plan(
     precision recipe: 2 / 2 for mixed). full: AG of w P_l and RS of g P_l over all N GPUs, priced as a
     ring at the network bandwidth per GPU when N spans nodes (cluster.inter_node_bandwidth_per_gpu, the
     fabric's latency), else over NVLink. hybrid: AG and RS over the g GPUs of a node (NVLink), then a
-    ring all-reduce of the g P_l / g shard across the R nodes (same local rank). Compute per layer:
-    distlab.flops' forward FLOPs of b s tokens / (peak x efficiency), backward 2x, plus the recomputed
+    ring all-reduce of the g P_l / g shard across the R nodes (same local rank). Compute per layer, efficiency None
+    (default): the calibrated compute model the step model uses (distlab.efficiency: weight GEMMs at the fitted share
+    of the GPU's best GEMM rate x their shape factor, the causal flash-attention core at its measured rate, the
+    element-wise HBM traffic), backward 2 of the 3 passes (the flash core 2.5 of its 3.5); a number: Lesson 7 §1's
+    fixed share of peak on distlab.flops' forward FLOPs of b s tokens, backward 2x. Plus the recomputed
     forward (full: the whole layer; selective: the attention core). Traffic per microbatch per GPU:
     ring AG / RS send (n-1)/n of the buffer, all-reduce 2(n-1)/n (Lesson 2).
 
@@ -514,9 +546,10 @@ def sharding_plan(
         raise ConfigurationError(
             f"seq_len={s} or micro_batch_size={b} too large (at most 10,000,000 tokens, 4096 sequences)"
         )
-    eff = positive(efficiency, "", "efficiency")
-    if eff > 1:
-        raise ConfigurationError(f"efficiency={efficiency!r} is a fraction of peak; valid: 0 < efficiency <= 1")
+    if efficiency is not None:
+        eff = positive(efficiency, "", "efficiency")
+        if eff > 1:
+            raise ConfigurationError(f"efficiency={efficiency!r} is a fraction of peak; valid: 0 < efficiency <= 1")
     P = float(mdl.params_per_layer())
     w_bytes, g_bytes = float(recipe.weight_bytes), float(recipe.gradient_bytes)
 
@@ -524,9 +557,12 @@ def sharding_plan(
     fwd_flops = float(flops.layer_forward_flops_array(P, width, b * s, s))
     code = ("none", "selective", "full").index(mode)
     re_flops = float(flops.recomputed_forward_flops_array(P, width, b * s, s, code))
-    rate = cl.accelerator.peak(recipe.compute_precision) * eff
-    t_f = fwd_flops / rate
-    t_b = (2.0 * fwd_flops + re_flops) / rate
+    if efficiency is None:
+        t_f, t_b = _calibrated_layer_times(mdl, cl.accelerator, recipe, b, s, mode)
+    else:
+        rate = cl.accelerator.peak(recipe.compute_precision) * eff
+        t_f = fwd_flops / rate
+        t_b = (2.0 * fwd_flops + re_flops) / rate
 
     intra = cl.intra_link
     fabric_bw, fabric_lat = cl.inter_node_bandwidth_per_gpu, cl.fabric.latency

@@ -276,3 +276,31 @@ def test_collective_counts_are_whole_or_our_error(layers, reshard, replicas):
         return
     assert all(isinstance(v, int) and v >= 0 for v in counts.values())
     assert counts["reduce-scatter"] == layers and counts["all-gather"] in (layers, 2 * layers - 1)
+
+
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+def test_default_compute_is_the_step_models(recompute):
+    """efficiency None prices a layer as training.estimate does (distlab.efficiency's calibrated model): on one DGX H100,
+    ZeRO-3, one 4,096-token sequence per GPU, the step model's compute is the 32 layers' forward + backward plus the
+    logits: 3 x 2 h V tokens at 0.82 x 794.5 / 989 of peak, slowed by their shape (4096 x 32,000 on 132 SMs: 4000 tiles
+    of 256 x 128 in 31 waves, 1 / f = 4092 / 4000 forward and weight gradient, 33 / 32 input gradient), and the loss's
+    1.4 x 52 V bytes per token at 3.35 TB/s (tests/core/test_production.py derives the same terms)."""
+    from distlab import training
+
+    plan = sharding_plan("llama2-7b", "dgx-h100", nodes=1, seq_len=4096, recompute=recompute)
+    est = training.estimate(
+        "llama2-7b",
+        hardware.cluster("dgx-h100", 1, "ib-ndr"),
+        global_batch=8,
+        seq_len=4096,
+        zero=3,
+        recompute=recompute,
+    )
+    logit_slow = (2 * 4092 / 4000 + 33 / 32) / 3
+    logits = 3 * 2 * 4096 * 32_000 * 4096 * logit_slow / (989.4e12 * 0.82 * 794.5 / 989)
+    loss = 1.4 * 52 * 32_000 * 4096 / 3.35e12
+    layers = 32 * (plan.timeline.forward_s + plan.timeline.backward_s)
+    assert est.compute_s == pytest.approx(layers + logits + loss, rel=1e-12)
+    # a number keeps Lesson 7 §1's fixed share: forward = the layer's FLOPs / (peak x efficiency)
+    fixed = sharding_plan("llama2-7b", "dgx-h100", nodes=1, seq_len=4096, recompute=recompute, efficiency=0.5)
+    assert fixed.timeline.forward_s == pytest.approx(4096 * (2 * 202_383_360 + 4 * 4096 * 4096) / (0.5 * 989.4e12))
