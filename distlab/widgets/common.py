@@ -11,7 +11,7 @@ from typing import Any
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
-from ..errors import DistlabError
+from ..errors import ConfigurationError, DistlabError
 
 __all__ = [
     "figure_canvas",
@@ -242,6 +242,27 @@ def replace_options(app, control, options, value) -> None:
         control.value = value
     finally:
         app._syncing = False
+
+
+def offered(value, name: str, options) -> None:
+    """Raise our error naming `name` and the values a control offers when an app is built with `value` not among
+    `options` (a list of values, or of (label, value) pairs), instead of a traitlets error or a silent snap."""
+    values = [o[1] if isinstance(o, tuple) else o for o in options]
+    if not any(value is v or (type(value) is type(v) and value == v) or _same_number(value, v) for v in values):
+        shown = ", ".join(repr(v) for v in values)
+        raise ConfigurationError(f"{name}={value!r} is not offered by this app; valid: {shown}")
+
+
+def _same_number(a, b) -> bool:
+    """Equal numbers of either int or float type (8 and 8.0), never a bool (True is not 1 here)."""
+    numbers = (int, float)
+    return (
+        isinstance(a, numbers)
+        and isinstance(b, numbers)
+        and not isinstance(a, bool)
+        and not isinstance(b, bool)
+        and a == b
+    )
 
 
 #: The GPU counts a GPU slider offers, 1 to 1,024, about evenly on a log scale: every count up to 16, whole
