@@ -11,12 +11,13 @@ in the kernel its value changes nothing. Lines with (CPU time) count this proces
 shared machine inflate less than wall time.
 
     python benchmarks/run.py every_control          # n = 30 per control
+    DISTLAB_BENCH_APPS=TriageApp,BucketApp python benchmarks/run.py every_control   # these apps only
 """
 
 from __future__ import annotations
 
 import importlib
-
+import os
 import time
 
 from _timing import repeat, repeat_cpu, repeat_in_event_loop, report, summarize
@@ -85,15 +86,18 @@ def _ready(app):
     return app
 
 
-def main(n: int = 30) -> None:
+def main(n: int = 30, apps: str | None = None) -> None:
+    """Time every control of every app, or of the apps named in `apps` (comma-separated class names; default: the
+    DISTLAB_BENCH_APPS environment variable, else every app): one app at a time on a shared machine."""
     from distlab.lessons import LESSONS
 
+    wanted = {a for a in (apps or os.environ.get("DISTLAB_BENCH_APPS", "")).split(",") if a}
     seen = set()
     for lesson in LESSONS.values():
         for dotted in lesson.apps:
             module, _, name = dotted.rpartition(".")
             app_class = getattr(importlib.import_module(module), name)
-            if app_class in seen:
+            if app_class in seen or (wanted and name not in wanted):
                 continue
             seen.add(app_class)
             for control in controls(app_class()):

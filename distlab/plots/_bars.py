@@ -26,6 +26,13 @@ MEMORY_LABELS = {
 }
 
 
+def set_alpha(artist, alpha: float) -> None:
+    """artist.set_alpha(alpha) unless it has that alpha already (a patch's set_alpha recomputes its colours: about
+    25 us, and a chart of a hundred bars sets them on every frame)."""
+    if artist.get_alpha() != alpha:
+        artist.set_alpha(alpha)
+
+
 @dataclass
 class MemoryBars:
     """Artists of a stacked memory bar chart, updated in place by `update` (no redraw from scratch)."""
@@ -75,7 +82,7 @@ class MemoryBars:
                 rect = self.rects[component][index]
                 rect.set_y(bottom)
                 rect.set_height(height)
-                rect.set_alpha(FADED_ALPHA if faded else 1.0)
+                set_alpha(rect, FADED_ALPHA if faded else 1.0)
                 rect.set_visible(height != 0.0)  # an empty part paints nothing: skip it (~0.2 ms a patch)
                 bottom += height
             total_bytes = sum(bar_parts.values())
@@ -201,7 +208,7 @@ class StepBars:
                 rect = self.rects[name][index]
                 rect.set_x(left)
                 rect.set_width(width)
-                rect.set_alpha(FADED_ALPHA if faded else 1.0)
+                set_alpha(rect, FADED_ALPHA if faded else 1.0)
                 rect.set_visible(width != 0.0)  # an empty part paints nothing: skip it
                 left += width
             right = max(right, left)

@@ -11,7 +11,7 @@ from typing import Any
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
-from ..errors import DistlabError
+from ..errors import ConfigurationError, DistlabError
 
 __all__ = [
     "figure_canvas",
@@ -27,6 +27,7 @@ __all__ = [
     "axes_state",
     "DATA",
     "attempt",
+    "remembered",
     "FILL_TURN_S",
     "event_loop_running",
     "fill_in_turns",
@@ -290,6 +291,42 @@ def attempt(compute, *args):
         return compute(*args)
     except DistlabError as exc:
         return exc
+
+
+def remembered(maxsize: int):
+    """A decorator: the function (a pure library call; its arguments hashable) memoised on its arguments in a
+    least-recently-used table of at most `maxsize` entries, shared by every instance of an app and every control
+    (a configuration visited again, whichever control led there, is not recomputed). Our error is remembered
+    too and raised again; any other exception is not remembered. The wrapper's `cache_len()` is the number kept and
+    `cache_clear()` empties the table. Callers get the same result object each time: results must be treated as
+    read-only (the library's are frozen dataclasses)."""
+    from collections import OrderedDict
+
+    if maxsize < 1:
+        raise ConfigurationError(f"maxsize={maxsize}: must be at least 1")
+
+    def decorate(function):
+        table: OrderedDict = OrderedDict()
+
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            key = (args, tuple(sorted(kwargs.items())))
+            if key in table:
+                table.move_to_end(key)
+                value = table[key]
+            else:
+                value = table[key] = attempt(functools.partial(function, *args, **kwargs))
+                while len(table) > maxsize:
+                    table.popitem(last=False)
+            if isinstance(value, DistlabError):
+                raise value.with_traceback(None)
+            return value
+
+        wrapper.cache_len = table.__len__  # type: ignore[attr-defined]
+        wrapper.cache_clear = table.clear  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate
 
 
 #: How long one turn of background filling may hold the kernel (s): below one frame, so a control the student

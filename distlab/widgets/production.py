@@ -17,7 +17,7 @@ from ..plots.production import (
     update_triage_bars,
 )
 from ..units import format_bytes, format_seconds
-from .common import BlitRenderer, LessonApp, axes_state, figure_canvas
+from .common import BlitRenderer, LessonApp, axes_state, figure_canvas, remembered
 
 __all__ = [
     "BUCKET_MODELS",
@@ -29,6 +29,7 @@ __all__ = [
     "BucketApp",
     "NODE_COUNTS",
     "PRODUCTION_FABRICS",
+    "REMEMBERED",
     "ProductionStepApp",
     "TRIAGE_MODELS",
     "TriageApp",
@@ -169,6 +170,28 @@ class BucketApp(LessonApp):
 
 NODE_COUNTS = [4, 8, 16, 32, 64, 128]
 PRODUCTION_FABRICS = ["ethernet-100g", "ethernet-400g", "ib-hdr", "ib-ndr"]
+#: Configurations whose results the lesson 8 apps keep (each a few kB; shared by every app and control).
+REMEMBERED = 256
+
+
+@remembered(REMEMBERED)
+def _estimate(model, cluster, config: tuple) -> training.StepEstimate:
+    # training.estimate, remembered per configuration: a configuration seen before is not priced again
+    return training.estimate(model, cluster, **dict(config))
+
+
+@remembered(REMEMBERED)
+def _straggler_step(model, cluster, slow_factor, sigma, precision, config: tuple) -> production.StragglerStep:
+    # production.straggler_step, remembered per configuration
+    return production.straggler_step(
+        model, cluster, slow_factor=slow_factor, sigma=sigma, precision=precision, **dict(config)
+    )
+
+
+@remembered(REMEMBERED)
+def _oom_triage(model, cluster, config: tuple) -> triage.OOMTriage:
+    # triage.oom_triage, remembered per configuration (a ladder prices about a dozen configurations)
+    return triage.oom_triage(model, cluster, **dict(config))
 
 
 class ProductionStepApp(LessonApp):
@@ -219,7 +242,8 @@ class ProductionStepApp(LessonApp):
         ax = self.fig.add_subplot()
         self.bars = production_bars(ax, 3, legend=False)
         ax.set_yticks(range(3), ["non-blocking, bf16", "this fabric", "with stragglers"])
-        self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists)
+        # a node count shown before rescales the step-time axis back: its axes are restored, not redrawn
+        self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists, static_key=lambda: axes_state(self.fig))
         self.result = None
         self.error: str | None = None
         self.reference: training.StepEstimate | None = None
@@ -270,16 +294,12 @@ class ProductionStepApp(LessonApp):
     def compute(self) -> production.StragglerStep:
         """The step on this fabric and precision with stragglers (production.straggler_step); `reference` holds
         the non-blocking bf16 estimate (training.estimate) drawn above it."""
-        self.reference = training.estimate(
-            self.MODEL, hardware.cluster("dgx-h100", self.nodes.value, self.fabric.value), **self.config()
+        config = tuple(sorted(self.config().items()))
+        self.reference = _estimate(
+            self.MODEL, hardware.cluster("dgx-h100", self.nodes.value, self.fabric.value), config
         )
-        return production.straggler_step(
-            self.MODEL,
-            self.cluster(),
-            slow_factor=self.slow.value,
-            sigma=self.jitter.value,
-            precision=self.precision.value,
-            **self.config(),
+        return _straggler_step(
+            self.MODEL, self.cluster(), self.slow.value, self.jitter.value, self.precision.value, config
         )
 
     def _reference(self) -> training.StepEstimate:
@@ -412,7 +432,7 @@ class TriageApp(LessonApp):
 
     def compute(self) -> triage.OOMTriage:
         cl = hardware.cluster("dgx-h100", self.nodes.value, "ib-ndr")
-        return triage.oom_triage(self.model.value, cl, **self.config())
+        return _oom_triage(self.model.value, cl, tuple(sorted(self.config().items())))
 
     def render(self, result: triage.OOMTriage) -> bool:
         return update_triage_bars(self.bars, result, "80 GB")

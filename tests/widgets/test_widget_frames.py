@@ -81,7 +81,21 @@ def _buckets():
     return BucketApp(), "dp", [8, 64]  # one node on NVLink: the exposed curve falls decades, a new y range
 
 
-@pytest.mark.parametrize("make", [_training_lab, _triage, _overlap, _all_to_all, _buckets])
+def _production_step():
+    from distlab.widgets.production import ProductionStepApp
+
+    return ProductionStepApp(), "nodes", [4, 32]  # 4 nodes: a longer step, a new time range
+
+
+def _stage_analysis():
+    from distlab.widgets.pipeline import StageAnalysisApp
+
+    return StageAnalysisApp(), "stages", [1, 4]  # one stage: no bubble, a shorter step, a new time range
+
+
+@pytest.mark.parametrize(
+    "make", [_training_lab, _triage, _overlap, _all_to_all, _buckets, _production_step, _stage_analysis]
+)
 def test_axes_shown_before_are_restored_and_look_as_a_full_draw(make):
     app, control, (other, first) = make()
     _ready(app)

@@ -1,0 +1,145 @@
+"""widgets.common.remembered (issue 19's speed work): the lesson apps keep their library results per configuration.
+A remembered result must equal the uncached library call, the table must stay bounded, and our errors must come
+back as they were raised."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from distlab import hardware, models, pipeline, production, training, triage
+from distlab.errors import ConfigurationError, DistlabError
+from distlab.widgets.common import remembered
+from distlab.widgets.pipeline import StageAnalysisApp
+from distlab.widgets.production import ProductionStepApp, TriageApp
+
+
+def _same(a, b) -> bool:
+    """Equal field by field, NumPy arrays element by element (NaN equal to NaN): an independent comparison of a
+    remembered result with a fresh one (dataclass == is ambiguous on arrays)."""
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        return type(a) is type(b) and all(_same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(np.asarray(a), np.asarray(b), equal_nan=np.asarray(a).dtype.kind == "f")
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float) and a != a:
+        return b != b
+    return a == b
+
+
+def test_remembered_computes_each_configuration_once_and_stays_bounded():
+    calls = []
+
+    @remembered(3)
+    def square(x, offset=0):
+        calls.append((x, offset))
+        return x * x + offset
+
+    assert [square(x) for x in (1, 2, 3, 1, 2, 3)] == [1, 4, 9, 1, 4, 9]
+    assert calls == [(1, 0), (2, 0), (3, 0)]  # the second round is remembered
+    assert square(2, offset=1) == 5 and square(2, offset=1) == 5  # keywords are part of the key
+    assert len(calls) == 4 and square.cache_len() == 3  # 4 configurations seen, at most 3 kept
+    # least recently used dropped first: 1 was used before 3 and (2, 1); 2 (offset 0) was just dropped
+    square(3)
+    assert len(calls) == 4
+    square(1)
+    assert calls[-1] == (1, 0) and square.cache_len() == 3
+    for x in range(100):
+        square(x)
+    assert square.cache_len() == 3
+    square.cache_clear()
+    assert square.cache_len() == 0
+
+
+def test_remembered_raises_our_error_again_and_does_not_keep_others():
+    calls = []
+
+    @remembered(4)
+    def check(x):
+        calls.append(x)
+        if x < 0:
+            raise ConfigurationError(f"x={x} must be at least 0")
+        if x == 0:
+            raise ZeroDivisionError("a bug, not a refused input")
+        return 1 / x
+
+    for _ in range(2):
+        with pytest.raises(ConfigurationError, match="x=-1 must be at least 0"):
+            check(-1)
+    assert calls == [-1]  # our error is remembered: the configuration is not computed again
+    for _ in range(2):
+        with pytest.raises(ZeroDivisionError):
+            check(0)
+    assert calls == [-1, 0, 0]  # anything else is not remembered
+    with pytest.raises(ConfigurationError):
+        remembered(0)
+
+
+def test_triage_app_results_equal_the_uncached_library_call():
+    app = TriageApp()
+    try:
+        for tp, pp, zero in [(8, 4, 0), (4, 4, 1), (8, 4, 0), (8, 2, 3)]:
+            app.tp.value, app.pp.value, app.zero.value = tp, pp, zero
+            fresh = triage.oom_triage("llama3.1-70b", hardware.cluster("dgx-h100", 32, "ib-ndr"), **app.config())
+            assert _same(app.result, fresh) and app.result == fresh
+    finally:
+        plt.close(app.fig)
+
+
+def test_production_step_app_results_equal_the_uncached_library_calls():
+    app = ProductionStepApp()
+    try:
+        for nodes, slow in [(32, 1.0), (8, 1.3), (32, 1.0), (8, 1.3)]:
+            app.nodes.value, app.slow.value = nodes, slow
+            cl = hardware.cluster("dgx-h100", nodes, "ib-ndr")
+            fresh = production.straggler_step(
+                app.MODEL, app.cluster(), slow_factor=slow, sigma=0.0, precision="mixed", **app.config()
+            )
+            assert _same(app.result, fresh)
+            assert _same(app.reference, training.estimate(app.MODEL, cl, **app.config()))
+    finally:
+        plt.close(app.fig)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    model=st.sampled_from(["llama2-70b", "llama2-7b", "gpt3-175b"]),
+    stages=st.integers(1, 16),
+    microbatches=st.integers(1, 64),
+    max_bubble=st.floats(1.0, 90.0),
+)
+def test_stage_analysis_app_results_equal_the_uncached_library_call(model, stages, microbatches, max_bubble):
+    app = StageAnalysisApp()
+    try:
+        for _ in range(2):  # the second time from the table
+            app.model.value, app.stages.value, app.microbatches.value = model, stages, microbatches
+            app.max_bubble.value = max_bubble
+            m = models.model(model)
+            try:
+                fresh = pipeline.analyze_stages(
+                    m.layers,
+                    stages,
+                    microbatches,
+                    seq_len=m.seq_len,
+                    hidden=m.hidden,
+                    micro_batch_size=1,
+                    layer_time="2.0 ms",
+                    schedule="1f1b",
+                    chunks=1,
+                    link=hardware.link("ib-ndr"),
+                    max_bubble=app.max_bubble.value / 100.0,
+                )
+            except DistlabError as exc:
+                assert app.result is None and app.error == str(exc)
+                continue
+            assert app.error is None and _same(app.result, fresh)
+    finally:
+        plt.close(app.fig)
