@@ -90,6 +90,7 @@ def main(n: int = 30, apps: str | None = None) -> None:
     """Time every control of every app, or of the apps named in `apps` (comma-separated class names; default: the
     DISTLAB_BENCH_APPS environment variable, else every app): one app at a time on a shared machine."""
     from distlab.lessons import LESSONS
+    from distlab.widgets.common import forget_remembered
 
     wanted = {a for a in (apps or os.environ.get("DISTLAB_BENCH_APPS", "")).split(",") if a}
     seen = set()
@@ -118,8 +119,19 @@ def main(n: int = 30, apps: str | None = None) -> None:
 
                 label = f"{name}.{control}"
                 if hasattr(app, "canvas"):
+                    # every configuration a first visit for each control's cycle (results are remembered per
+                    # configuration across apps and controls: widgets.common.remembered)
+                    forget_remembered()
                     print(report(label, summarize(repeat(move, n)), 16))
+                    forget_remembered()
                     print(report(f"(CPU time) {label}", summarize(repeat_cpu(move, n)), 16))
+                    if control in getattr(app, "prepared_controls", ()):
+                        # in a kernel: after each change the neighbouring values' results are computed in idle
+                        # turns (LessonApp.prepare_neighbours) before the next change, as when a student pauses
+                        forget_remembered()
+                        answered, prepared = repeat_in_event_loop(move, n, lambda app=app: app.preparing)
+                        print(report(f"{label} (in a kernel, neighbours prepared)", summarize(answered), 16))
+                        print(report(f"{label} (the neighbours prepared, in idle turns)", summarize(prepared)))
                     app.close()
                     continue
                 # a picture drawn in the browser: timed inside an event loop, as the kernel runs the callback; a

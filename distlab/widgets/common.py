@@ -28,11 +28,13 @@ __all__ = [
     "DATA",
     "attempt",
     "remembered",
+    "forget_remembered",
     "FILL_TURN_S",
     "event_loop_running",
     "fill_in_turns",
     "fill_order",
     "turn_deadline",
+    "neighbour_values",
     "LessonApp",
 ]
 
@@ -293,6 +295,16 @@ def attempt(compute, *args):
         return exc
 
 
+#: The clear() of every table made by remembered (forget_remembered empties them all).
+_TABLE_CLEARS: list = []
+
+
+def forget_remembered() -> None:
+    """Empty every remembered table (a benchmark times first visits; memory handed back)."""
+    for clear in _TABLE_CLEARS:
+        clear()
+
+
 def remembered(maxsize: int):
     """A decorator: the function (a pure library call; its arguments hashable) memoised on its arguments in a
     least-recently-used table of at most `maxsize` entries, shared by every instance of an app and every control
@@ -324,6 +336,7 @@ def remembered(maxsize: int):
 
         wrapper.cache_len = table.__len__  # type: ignore[attr-defined]
         wrapper.cache_clear = table.clear  # type: ignore[attr-defined]
+        _TABLE_CLEARS.append(table.clear)
         return wrapper
 
     return decorate
@@ -405,6 +418,27 @@ def turn_deadline() -> float:
     return time.perf_counter() + FILL_TURN_S
 
 
+def neighbour_values(widget) -> list:
+    """The values next to a control's current one, where a student moves it next: the options either side (a
+    dropdown, toggle buttons, a selection slider), a checkbox's other state, a slider's value one step either side
+    inside its range; none for a disabled control or a text box."""
+    if getattr(widget, "disabled", False):
+        return []
+    value = widget.value
+    if hasattr(widget, "options"):
+        values = [o[1] if isinstance(o, tuple) else o for o in widget.options]
+        if value not in values:
+            return []
+        k = values.index(value)
+        return [values[i] for i in (k + 1, k - 1) if 0 <= i < len(values)]
+    if isinstance(value, bool):
+        return [not value]
+    if isinstance(widget, (widgets.IntSlider, widgets.FloatSlider)):
+        step = widget.step or 1
+        return [v for v in (value + step, value - step) if widget.min <= v <= widget.max]
+    return []
+
+
 class LessonApp(widgets.VBox):
     """The template every lesson app shares: controls -> compute() -> render(result) -> summary(result).
 
@@ -420,6 +454,12 @@ class LessonApp(widgets.VBox):
     - optionally `fade() -> bool | None` (the picture on invalid input; default: left as it is) and
       `status_kind(result)` ('result', 'ok' or 'bad': the colour of the text; 'warn': only its warning lines red).
 
+    An app whose compute() is `compute_for(self.values())` over a remembered library call may name its controls in
+    `prepared_controls`: inside a kernel, after each change the results of every neighbouring value of those
+    controls (neighbour_values) are computed in later turns of the event loop (fill_positions, one at a time,
+    abandoned when a control moves again), so the student's next move finds its result remembered. Nothing is
+    drawn or sent meanwhile; outside an event loop (tests, scripts) nothing is prepared.
+
     `result` is the current result (None on invalid input); `error` is our message, shown in place of
     the result (None when valid). A DistlabError from compute, render or describe never reaches the
     student as a traceback: `update` catches it here, once for every app.
@@ -431,6 +471,11 @@ class LessonApp(widgets.VBox):
     #: True when a browser picture (distlab.widgets.browser) shows the text itself: the status panel then
     #: shows only our message on invalid input.
     summary_in_picture = False
+    #: Controls (attribute names) whose neighbouring values' results are prepared in idle kernel turns.
+    prepared_controls: tuple[str, ...] = ()
+    #: The preparation under way in a kernel (an asyncio.Future; None when none).
+    preparing = None
+    _preparation = 0
 
     def __init__(self, children=(), **kwargs):
         super().__init__(children, **kwargs)
@@ -438,6 +483,34 @@ class LessonApp(widgets.VBox):
 
     def compute(self):
         raise NotImplementedError
+
+    def values(self) -> dict:
+        """{control name: value} of the prepared controls (what compute_for reads)."""
+        return {name: getattr(self, name).value for name in self.prepared_controls}
+
+    def compute_for(self, values: dict):
+        """The result for these control values (an app with prepared_controls computes through it)."""
+        raise NotImplementedError
+
+    def prepare_neighbours(self) -> None:
+        """Inside a running kernel: compute, in later turns, the result of every neighbouring value of each
+        prepared control (abandoned when update runs again); outside an event loop: nothing."""
+        if not self.prepared_controls or not event_loop_running():
+            return
+        self._preparation += 1
+        generation = self._preparation
+        current = self.values()
+        pending = [
+            {**current, name: value}
+            for name in self.prepared_controls
+            for value in neighbour_values(getattr(self, name))
+        ]
+        self.preparing = fill_positions(
+            pending,
+            lambda values: attempt(self.compute_for, values),
+            lambda: generation == self._preparation,
+            lambda: None,
+        )
 
     def render(self, result) -> bool | None:
         return None
@@ -484,3 +557,4 @@ class LessonApp(widgets.VBox):
                 self.renderer.refresh(data=True)
             else:
                 self.renderer.refresh(full=bool(full))
+        self.prepare_neighbours()

@@ -371,22 +371,38 @@ class StageAnalysisApp(LessonApp):
         self.chunks.disabled = self.kind.value != "interleaved"
         self.update()
 
+    prepared_controls = (
+        "model",
+        "kind",
+        "stages",
+        "microbatches",
+        "micro_batch_size",
+        "chunks",
+        "layer_time",
+        "link",
+        "max_bubble",
+    )
+
     def compute(self) -> pipeline.StageAnalysis:
-        m = models.model(self.model.value)
-        kind = self.kind.value
-        link = None if self.link.value == NO_LINK else hardware.link(self.link.value)
+        return self.compute_for(self.values())
+
+    def compute_for(self, values: dict) -> pipeline.StageAnalysis:
+        """pipeline.analyze_stages of these control values (remembered per configuration)."""
+        m = models.model(values["model"])
+        kind = values["kind"]
+        link = None if values["link"] == NO_LINK else hardware.link(values["link"])
         return _analyze_stages(
             m.layers,
-            self.stages.value,
-            self.microbatches.value,
+            values["stages"],
+            values["microbatches"],
             seq_len=m.seq_len,
             hidden=m.hidden,
-            micro_batch_size=self.micro_batch_size.value,
-            layer_time=f"{self.layer_time.value!r} ms",
+            micro_batch_size=values["micro_batch_size"],
+            layer_time=f"{values['layer_time']!r} ms",
             schedule=kind,
-            chunks=self.chunks.value if kind == "interleaved" else 1,
+            chunks=values["chunks"] if kind == "interleaved" else 1,
             link=link,
-            max_bubble=self.max_bubble.value / 100.0,
+            max_bubble=values["max_bubble"] / 100.0,
         )
 
     def render(self, result: pipeline.StageAnalysis) -> bool:

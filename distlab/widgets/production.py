@@ -274,33 +274,41 @@ class ProductionStepApp(LessonApp):
         )
         self.update()
 
-    def config(self) -> dict:
+    prepared_controls = ("nodes", "fabric", "tp", "pp", "oversubscription", "rail", "precision", "slow", "jitter")
+
+    def config(self, values: dict | None = None) -> dict:
+        """estimate()'s keywords for the controls (default: their current values)."""
+        v = self.values() if values is None else values
         return dict(
             global_batch=256,
             seq_len=8192,
-            tp=self.tp.value,
-            pp=self.pp.value,
+            tp=v["tp"],
+            pp=v["pp"],
             zero=1,
             recompute="selective",
             sequence_parallel=True,
         )
 
-    def cluster(self) -> hardware.Cluster:
+    def cluster(self, values: dict | None = None) -> hardware.Cluster:
         """The chosen fabric with its taper and rails (hardware.cluster)."""
-        return hardware.cluster(
-            "dgx-h100", self.nodes.value, self.fabric.value, self.oversubscription.value, self.rail.value
-        )
+        v = self.values() if values is None else values
+        return hardware.cluster("dgx-h100", v["nodes"], v["fabric"], v["oversubscription"], v["rail"])
 
     def compute(self) -> production.StragglerStep:
         """The step on this fabric and precision with stragglers (production.straggler_step); `reference` holds
         the non-blocking bf16 estimate (training.estimate) drawn above it."""
-        config = tuple(sorted(self.config().items()))
-        self.reference = _estimate(
-            self.MODEL, hardware.cluster("dgx-h100", self.nodes.value, self.fabric.value), config
+        self.reference, step = self.compute_for(self.values())
+        return step
+
+    def compute_for(self, values: dict) -> tuple:
+        """(the non-blocking bf16 estimate, the straggler step) of these control values (remembered per
+        configuration)."""
+        config = tuple(sorted(self.config(values).items()))
+        reference = _estimate(self.MODEL, hardware.cluster("dgx-h100", values["nodes"], values["fabric"]), config)
+        step = _straggler_step(
+            self.MODEL, self.cluster(values), values["slow"], values["jitter"], values["precision"], config
         )
-        return _straggler_step(
-            self.MODEL, self.cluster(), self.slow.value, self.jitter.value, self.precision.value, config
-        )
+        return reference, step
 
     def _reference(self) -> training.StepEstimate:
         """The non-blocking bf16 estimate that compute() keeps beside the step."""
@@ -418,21 +426,39 @@ class TriageApp(LessonApp):
         )
         self.update()
 
-    def config(self) -> dict:
+    prepared_controls = (
+        "model",
+        "nodes",
+        "seq_len",
+        "tp",
+        "pp",
+        "micro_batch_size",
+        "zero",
+        "recompute",
+        "sequence_parallel",
+    )
+
+    def config(self, values: dict | None = None) -> dict:
+        """estimate()'s keywords for the controls (default: their current values)."""
+        v = self.values() if values is None else values
         return dict(
             global_batch=256,
-            seq_len=self.seq_len.value,
-            tp=self.tp.value,
-            pp=self.pp.value,
-            micro_batch_size=self.micro_batch_size.value,
-            zero=self.zero.value,
-            recompute=self.recompute.value,
-            sequence_parallel=self.sequence_parallel.value,
+            seq_len=v["seq_len"],
+            tp=v["tp"],
+            pp=v["pp"],
+            micro_batch_size=v["micro_batch_size"],
+            zero=v["zero"],
+            recompute=v["recompute"],
+            sequence_parallel=v["sequence_parallel"],
         )
 
     def compute(self) -> triage.OOMTriage:
-        cl = hardware.cluster("dgx-h100", self.nodes.value, "ib-ndr")
-        return _oom_triage(self.model.value, cl, tuple(sorted(self.config().items())))
+        return self.compute_for(self.values())
+
+    def compute_for(self, values: dict) -> triage.OOMTriage:
+        """triage.oom_triage of these control values (remembered per configuration)."""
+        cl = hardware.cluster("dgx-h100", values["nodes"], "ib-ndr")
+        return _oom_triage(values["model"], cl, tuple(sorted(self.config(values).items())))
 
     def render(self, result: triage.OOMTriage) -> bool:
         return update_triage_bars(self.bars, result, "80 GB")

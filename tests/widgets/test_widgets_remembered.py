@@ -143,3 +143,66 @@ def test_stage_analysis_app_results_equal_the_uncached_library_call(model, stage
             assert app.error is None and _same(app.result, fresh)
     finally:
         plt.close(app.fig)
+
+
+def test_neighbour_values_are_the_values_either_side():
+    import ipywidgets as widgets
+
+    from distlab.widgets.common import neighbour_values
+
+    assert neighbour_values(widgets.Dropdown(options=[1, 2, 4, 8], value=4)) == [8, 2]
+    assert neighbour_values(widgets.Dropdown(options=[1, 2, 4, 8], value=1)) == [2]
+    assert neighbour_values(widgets.ToggleButtons(options=[("plain DP", 0), ("ZeRO-1", 1)], value=1)) == [0]
+    assert neighbour_values(widgets.Checkbox(value=True)) == [False]
+    assert neighbour_values(widgets.IntSlider(value=16, min=1, max=16)) == [15]
+    assert neighbour_values(widgets.FloatSlider(value=20.0, min=1.0, max=90.0, step=1.0)) == [21.0, 19.0]
+    assert neighbour_values(widgets.IntSlider(value=3, min=1, max=16, disabled=True)) == []
+    assert neighbour_values(widgets.BoundedFloatText(value=2.0)) == []
+
+
+def test_in_a_kernel_the_neighbouring_configurations_are_prepared_in_idle_turns(monkeypatch):
+    import asyncio
+
+    calls = []
+    real = triage.oom_triage
+
+    def counted(model, cluster, **config):
+        calls.append((model, cluster.nodes, config["tp"], config["pp"]))
+        return real(model, cluster, **config)
+
+    monkeypatch.setattr(triage, "oom_triage", counted)
+    from distlab.widgets.common import forget_remembered
+
+    forget_remembered()
+    app = TriageApp()  # outside an event loop: nothing prepared
+    assert app.preparing is None and len(calls) == 1
+
+    async def student():
+        app.tp.value = 4  # answered now; its neighbours computed in later turns
+        assert len(calls) == 2
+        await app.preparing
+        # the neighbours of tp=4, pp=4, 32 nodes, llama3.1-70b, seq 8192, micro-batch 4, plain DP, no recomputation,
+        # sequence parallel: one or two values of each of the nine controls, less tp=8 (the first configuration,
+        # remembered already)
+        prepared = len(calls) - 2
+        assert prepared == sum(len(neighbour_values_of(app, name)) for name in app.prepared_controls) - 1
+        app.tp.value = 8  # a neighbour of tp=4: remembered, not computed again
+        assert len(calls) == 2 + prepared
+        app.pp.value = 2  # a newer change abandons the preparation under way
+        first = app.preparing
+        app.pp.value = 8
+        await first
+        await app.preparing
+        return prepared
+
+    try:
+        prepared = asyncio.run(student())
+    finally:
+        plt.close(app.fig)
+    assert prepared >= 9
+
+
+def neighbour_values_of(app, name):
+    from distlab.widgets.common import neighbour_values
+
+    return neighbour_values(getattr(app, name))
