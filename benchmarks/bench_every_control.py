@@ -90,6 +90,7 @@ def main(n: int = 30, apps: str | None = None) -> None:
     """Time every control of every app, or of the apps named in `apps` (comma-separated class names; default: the
     DISTLAB_BENCH_APPS environment variable, else every app): one app at a time on a shared machine."""
     from distlab.lessons import LESSONS
+    from distlab.widgets import common
     from distlab.widgets.common import forget_remembered
 
     wanted = {a for a in (apps or os.environ.get("DISTLAB_BENCH_APPS", "")).split(",") if a}
@@ -128,8 +129,12 @@ def main(n: int = 30, apps: str | None = None) -> None:
                     if control in getattr(app, "prepared_controls", ()):
                         # in a kernel: after each change the neighbouring values' results are computed in idle
                         # turns (LessonApp.prepare_neighbours) before the next change, as when a student pauses
+                        # (the controls' rest before preparing, PREPARE_AFTER_S, set to 0: the next change is timed
+                        # after the preparation, and its time is the work alone)
                         forget_remembered()
+                        common.PREPARE_AFTER_S, rest = 0.0, common.PREPARE_AFTER_S
                         answered, prepared = repeat_in_event_loop(move, n, lambda app=app: app.preparing)
+                        common.PREPARE_AFTER_S = rest
                         print(report(f"{label} (in a kernel, neighbours prepared)", summarize(answered), 16))
                         print(report(f"{label} (the neighbours prepared, in idle turns)", summarize(prepared)))
                     app.close()

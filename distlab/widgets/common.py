@@ -30,6 +30,7 @@ __all__ = [
     "remembered",
     "forget_remembered",
     "FILL_TURN_S",
+    "PREPARE_AFTER_S",
     "event_loop_running",
     "fill_in_turns",
     "fill_order",
@@ -197,6 +198,42 @@ class BlitRenderer:
         self._paint(self.artists)
         self.canvas.blit(self.canvas.figure.bbox)
 
+    def prepare(self, show, back) -> bool:
+        """Keep the static picture of another state without showing it: show() moves the artists and axes there (as
+        the app's render does), a full draw into the canvas's buffer keeps its picture (nothing is sent), back()
+        moves them back; the axes limits, the buffer and the current background are put back as they were. For a
+        later refresh(full=True) into that state: a restore instead of a full draw. Returns whether a picture was
+        drawn. If back() does not return the axes exactly to their state, the next refresh draws in full."""
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        if self.static_key is None or self._background is None or self._axes is None:
+            return False
+        figure = self.canvas.figure
+        axes = [
+            (ax, ax.get_xlim(), ax.get_ylim(), ax.get_autoscalex_on(), ax.get_autoscaley_on()) for ax in figure.axes
+        ]
+        here = self._state()
+        pixels = self.canvas.copy_from_bbox(figure.bbox)
+        kept_axes, background = self._axes, self._background
+        drawn = False
+        try:
+            show()
+            if self._state() not in self._states:
+                FigureCanvasAgg.draw(self.canvas)  # the buffer only: ipympl's draw would send it to the browser
+                drawn = True
+        finally:
+            for ax, xlim, ylim, autox, autoy in axes:
+                ax.set_xlim(xlim)
+                ax.set_ylim(ylim)
+                ax.set_autoscalex_on(autox)
+                ax.set_autoscaley_on(autoy)
+            back()
+            self._axes, self._background = kept_axes, background
+            self.canvas.restore_region(pixels)
+            if self._state() != here:
+                self._background = None
+        return drawn
+
 
 def axes_state(figure) -> tuple:
     """A BlitRenderer static_key for figures whose full draw changes only with the axes: every axes' limits,
@@ -347,6 +384,11 @@ def remembered(maxsize: int):
 FILL_TURN_S = 0.012
 
 
+#: How long (s) the controls must rest before an app prepares its neighbouring values (LessonApp.prepare_neighbours):
+#: a slider being dragged sends a value every few tens of milliseconds and prepares nothing.
+PREPARE_AFTER_S = 0.2
+
+
 def event_loop_running() -> bool:
     """Whether an asyncio event loop runs here (inside a kernel: yes; tests and scripts: no)."""
     try:
@@ -473,6 +515,9 @@ class LessonApp(widgets.VBox):
     summary_in_picture = False
     #: Controls (attribute names) whose neighbouring values' results are prepared in idle kernel turns.
     prepared_controls: tuple[str, ...] = ()
+    #: Whether preparing a neighbour also draws the picture of its axes (BlitRenderer.prepare), so a first visit
+    #: to a new axes state restores it instead of drawing in full; render(compute_for(values)) must draw it.
+    prepared_pictures = False
     #: The preparation under way in a kernel (an asyncio.Future; None when none).
     preparing = None
     _preparation = 0
@@ -492,25 +537,52 @@ class LessonApp(widgets.VBox):
         """The result for these control values (an app with prepared_controls computes through it)."""
         raise NotImplementedError
 
-    def prepare_neighbours(self) -> None:
-        """Inside a running kernel: compute, in later turns, the result of every neighbouring value of each
-        prepared control (abandoned when update runs again); outside an event loop: nothing."""
+    def prepare_neighbours(self, change=None) -> None:
+        """Inside a running kernel, once the controls have rested PREPARE_AFTER_S: compute, one per later turn, the
+        result of every neighbouring value of each prepared control, the control just changed (`change`'s owner)
+        first; abandoned when update runs again (a slider dragged prepares nothing). Outside an event loop:
+        nothing. `preparing` is a future done when the preparation has ended."""
         if not self.prepared_controls or not event_loop_running():
             return
         self._preparation += 1
         generation = self._preparation
         current = self.values()
-        pending = [
-            {**current, name: value}
-            for name in self.prepared_controls
-            for value in neighbour_values(getattr(self, name))
-        ]
-        self.preparing = fill_positions(
-            pending,
-            lambda values: attempt(self.compute_for, values),
-            lambda: generation == self._preparation,
-            lambda: None,
-        )
+        moved = change.get("owner") if isinstance(change, dict) else None
+        names = sorted(self.prepared_controls, key=lambda name: getattr(self, name) is not moved)
+        pending = [{**current, name: value} for name in names for value in neighbour_values(getattr(self, name))]
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+
+        def finish(filling) -> None:
+            if done.done():
+                return
+            error = filling.exception()
+            if error is not None:
+                done.set_exception(error)
+            else:
+                done.set_result(None)
+
+        def start() -> None:
+            if generation != self._preparation:  # moved again meanwhile: a newer preparation follows
+                done.set_result(None)
+                return
+            filling = fill_positions(pending, self._prepare, lambda: generation == self._preparation, lambda: None)
+            filling.add_done_callback(finish)
+
+        loop.call_later(PREPARE_AFTER_S, start)
+        self.preparing = done
+
+    def _prepare(self, values: dict) -> None:
+        # one neighbour: its result remembered; with prepared_pictures, the picture of its axes kept too
+        result = attempt(self.compute_for, values)
+        current = self.result
+        if not self.prepared_pictures or isinstance(result, DistlabError) or current is None or self.renderer is None:
+            return
+
+        def back():
+            self.render(current)
+
+        self.renderer.prepare(lambda: attempt(self.render, result), back)
 
     def render(self, result) -> bool | None:
         return None
@@ -557,4 +629,4 @@ class LessonApp(widgets.VBox):
                 self.renderer.refresh(data=True)
             else:
                 self.renderer.refresh(full=bool(full))
-        self.prepare_neighbours()
+        self.prepare_neighbours(change)

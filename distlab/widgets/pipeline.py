@@ -371,6 +371,7 @@ class StageAnalysisApp(LessonApp):
         self.chunks.disabled = self.kind.value != "interleaved"
         self.update()
 
+    prepared_pictures = True
     prepared_controls = (
         "model",
         "kind",

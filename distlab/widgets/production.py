@@ -53,6 +53,18 @@ def bucket_cost_kwargs(dp: int, fabric: str, algorithm: str) -> dict:
     return dict(link=fabric)
 
 
+@remembered(64)
+def _bucket_sweep(model, fabric, algorithm, dp, tokens) -> production.BucketSweep:
+    # production.bucket_sweep of the bucket app's controls, remembered per configuration (2,000 counts each)
+    return production.bucket_sweep(
+        dataparallel.gradient_bytes(model),
+        production.backward_time(model, tokens),
+        dp,
+        max_buckets=MAX_BUCKETS,
+        **bucket_cost_kwargs(dp, fabric, algorithm),
+    )
+
+
 class BucketApp(LessonApp):
     """Gradient bucketing: every bucket count's exposed communication (production.bucket_sweep) and one
     count's timeline. Plain data parallelism on DGX H100 nodes: each GPU all-reduces the whole model's
@@ -95,8 +107,6 @@ class BucketApp(LessonApp):
         )
         self.result = None
         self.error: str | None = None
-        self._sweep_key = None
-        self._sweep = None
         self._drawn_sweep = None
         for control in (self.model, self.link, self.algorithm, self.dp, self.tokens, self.buckets):
             control.observe(self.update, names="value")
@@ -113,26 +123,22 @@ class BucketApp(LessonApp):
         )
         self.update()
 
-    def sweep(self) -> production.BucketSweep:
-        """The BucketSweep of the model, fabric and DP degree (cached: the bucket slider only picks a count)."""
-        key = (self.model.value, self.link.value, self.algorithm.value, self.dp.value, self.tokens.value)
-        if key != self._sweep_key:
-            grad = dataparallel.gradient_bytes(self.model.value)
-            backward = production.backward_time(self.model.value, self.tokens.value)
-            self._sweep = production.bucket_sweep(
-                grad,
-                backward,
-                self.dp.value,
-                max_buckets=MAX_BUCKETS,
-                **bucket_cost_kwargs(self.dp.value, self.link.value, self.algorithm.value),
-            )
-            self._sweep_key = key
-        return self._sweep
+    prepared_pictures = True
+    prepared_controls = ("model", "link", "algorithm", "dp", "tokens", "buckets")
+
+    def sweep(self, values: dict | None = None) -> production.BucketSweep:
+        """The BucketSweep of the model, fabric and DP degree (remembered: the bucket slider only picks a count)."""
+        v = self.values() if values is None else values
+        return _bucket_sweep(v["model"], v["link"], v["algorithm"], v["dp"], v["tokens"])
 
     def compute(self) -> tuple:
         """(sweep, timeline of the chosen bucket count), from production.bucket_sweep."""
-        sweep = self.sweep()
-        return sweep, sweep.timeline(self.buckets.value)
+        return self.compute_for(self.values())
+
+    def compute_for(self, values: dict) -> tuple:
+        """(sweep, timeline) for these control values."""
+        sweep = self.sweep(values)
+        return sweep, sweep.timeline(values["buckets"])
 
     def render(self, result) -> bool:
         sweep, timeline = result
@@ -426,6 +432,7 @@ class TriageApp(LessonApp):
         )
         self.update()
 
+    prepared_pictures = True
     prepared_controls = (
         "model",
         "nodes",

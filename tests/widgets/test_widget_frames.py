@@ -112,3 +112,67 @@ def test_axes_shown_before_are_restored_and_look_as_a_full_draw(make):
     app.canvas.draw = original
     app.canvas.draw()  # what a full draw of the same state paints
     assert np.array_equal(restored, _pixels(app))
+
+
+def _triage_neighbour():
+    app, control, (other, _) = _triage()
+    return app, control, other  # ZeRO-1, a neighbour of plain DP: a new x range
+
+
+def _stage_analysis_neighbour():
+    app, _, _ = _stage_analysis()
+    return app, "stages", 3  # a neighbour of 4 stages: a new time range
+
+
+def _buckets_neighbour():
+    app, control, _ = _buckets()
+    return app, control, 256  # a neighbour of DP 64: new axes ranges
+
+
+def _all_to_all_neighbour():
+    app, control, (other, _) = _all_to_all()
+    return app, control, other  # EP 16, a neighbour of EP 8: a larger matrix
+
+
+def _overlap_neighbour():
+    from distlab.widgets.data_parallel_zero import OverlapApp
+
+    app = OverlapApp()
+    values = [o for o in app.model.options]
+    return app, "model", values[values.index(app.model.value) + 1]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [_triage_neighbour, _stage_analysis_neighbour, _buckets_neighbour, _all_to_all_neighbour, _overlap_neighbour],
+)
+def test_pictures_prepared_in_idle_turns_change_nothing_shown_and_look_as_a_full_draw(make):
+    # inside a kernel the apps draw their neighbouring axes states in idle turns (LessonApp.prepared_pictures): the
+    # buffer the browser is sent from, the artists and the axes must be as before, and moving to the neighbour must
+    # restore a picture that is pixel for pixel a full draw
+    import asyncio
+
+    from distlab.widgets.common import forget_remembered
+
+    forget_remembered()
+    app, control, neighbour = make()
+    _ready(app)
+    shown = _pixels(app)
+    draws = []
+    original = app.canvas.draw
+    app.canvas.draw = lambda: (draws.append(1), original())[1]
+
+    async def prepare():
+        app.prepare_neighbours()
+        await app.preparing
+
+    asyncio.run(prepare())
+    assert np.array_equal(_pixels(app), shown)  # nothing shown changed
+    app.renderer.refresh()  # a blit of the current state: what the next frame would show
+    assert np.array_equal(_pixels(app), shown)
+    getattr(app, control).value = neighbour
+    assert draws == []  # the new axes state was prepared: restored, no full draw
+    restored = _pixels(app)
+    app.canvas.draw = original
+    app.canvas.draw()
+    assert np.array_equal(restored, _pixels(app))

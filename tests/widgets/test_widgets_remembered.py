@@ -188,11 +188,14 @@ def test_in_a_kernel_the_neighbouring_configurations_are_prepared_in_idle_turns(
         assert prepared == sum(len(neighbour_values_of(app, name)) for name in app.prepared_controls) - 1
         app.tp.value = 8  # a neighbour of tp=4: remembered, not computed again
         assert len(calls) == 2 + prepared
-        app.pp.value = 2  # a newer change abandons the preparation under way
+        app.pp.value = 2  # moved again before the controls rested: that preparation never starts
         first = app.preparing
         app.pp.value = 8
+        before = len(calls)
         await first
+        assert len(calls) == before
         await app.preparing
+        assert len(calls) > before  # the neighbours of the last state, prepared
         return prepared
 
     try:
