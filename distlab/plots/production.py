@@ -229,6 +229,7 @@ def update_triage_bars(bars, triage, capacity_label: str = "") -> bool:
     changed = ax.get_ylim() != before or ax.get_xlim() != before_x
     for text in bars.totals:  # numbers go in the text panel: 19 labels would collide
         text.set_text("")
+        text.set_visible(False)  # an empty text draws nothing, but placing it costs ~0.1 ms a frame
     for index, step in enumerate(triage.ladder[:LADDER_BARS], start=1):
         alpha = 0.3 if step.skipped else 1.0
         for rects in bars.rects.values():

@@ -280,6 +280,8 @@ class ProductionStepApp(LessonApp):
         )
         self.update()
 
+    #: a neighbour's picture is drawn with the current reference bar: kept under the axes state it gives
+    prepared_pictures = True
     prepared_controls = ("nodes", "fabric", "tp", "pp", "oversubscription", "rail", "precision", "slow", "jitter")
 
     def config(self, values: dict | None = None) -> dict:
@@ -303,18 +305,24 @@ class ProductionStepApp(LessonApp):
     def compute(self) -> production.StragglerStep:
         """The step on this fabric and precision with stragglers (production.straggler_step); `reference` holds
         the non-blocking bf16 estimate (training.estimate) drawn above it."""
-        self.reference, step = self.compute_for(self.values())
+        values = self.values()
+        step = self.compute_for(values)
+        self.reference = self.reference_for(values)
         return step
 
-    def compute_for(self, values: dict) -> tuple:
-        """(the non-blocking bf16 estimate, the straggler step) of these control values (remembered per
-        configuration)."""
+    def reference_for(self, values: dict) -> training.StepEstimate:
+        """The non-blocking bf16 estimate of these control values (remembered per configuration)."""
         config = tuple(sorted(self.config(values).items()))
-        reference = _estimate(self.MODEL, hardware.cluster("dgx-h100", values["nodes"], values["fabric"]), config)
-        step = _straggler_step(
+        return _estimate(self.MODEL, hardware.cluster("dgx-h100", values["nodes"], values["fabric"]), config)
+
+    def compute_for(self, values: dict) -> production.StragglerStep:
+        """The straggler step of these control values (remembered per configuration; its non-blocking bf16
+        reference is priced and remembered with it)."""
+        self.reference_for(values)
+        config = tuple(sorted(self.config(values).items()))
+        return _straggler_step(
             self.MODEL, self.cluster(values), values["slow"], values["jitter"], values["precision"], config
         )
-        return reference, step
 
     def _reference(self) -> training.StepEstimate:
         """The non-blocking bf16 estimate that compute() keeps beside the step."""

@@ -124,6 +124,11 @@ def _stage_analysis_neighbour():
     return app, "stages", 3  # a neighbour of 4 stages: a new time range
 
 
+def _production_step_neighbour():
+    app, control, _ = _production_step()
+    return app, control, 16  # a neighbour of 32 nodes: a longer step, a new time range
+
+
 def _buckets_neighbour():
     app, control, _ = _buckets()
     return app, control, 256  # a neighbour of DP 64: new axes ranges
@@ -144,7 +149,14 @@ def _overlap_neighbour():
 
 @pytest.mark.parametrize(
     "make",
-    [_triage_neighbour, _stage_analysis_neighbour, _buckets_neighbour, _all_to_all_neighbour, _overlap_neighbour],
+    [
+        _triage_neighbour,
+        _stage_analysis_neighbour,
+        _production_step_neighbour,
+        _buckets_neighbour,
+        _all_to_all_neighbour,
+        _overlap_neighbour,
+    ],
 )
 def test_pictures_prepared_in_idle_turns_change_nothing_shown_and_look_as_a_full_draw(make):
     # inside a kernel the apps draw their neighbouring axes states in idle turns (LessonApp.prepared_pictures): the
