@@ -90,8 +90,14 @@ def main(n: int = 30, apps: str | None = None) -> None:
     """Time every control of every app, or of the apps named in `apps` (comma-separated class names; default: the
     DISTLAB_BENCH_APPS environment variable, else every app): one app at a time on a shared machine."""
     from distlab.lessons import LESSONS
+    from distlab.pipeline import stages
     from distlab.widgets import common
-    from distlab.widgets.common import forget_remembered
+
+    def forget_remembered():
+        """Every configuration a first visit: the apps' remembered results (widgets.common.remembered) and the
+        stage analysis's remembered alternatives (pipeline.stages, functools.lru_cache) forgotten."""
+        common.forget_remembered()
+        stages._bubble_for.cache_clear()
 
     wanted = {a for a in (apps or os.environ.get("DISTLAB_BENCH_APPS", "")).split(",") if a}
     seen = set()

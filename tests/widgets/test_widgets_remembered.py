@@ -209,3 +209,23 @@ def neighbour_values_of(app, name):
     from distlab.widgets.common import neighbour_values
 
     return neighbour_values(getattr(app, name))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    kind=st.sampled_from(["1f1b", "gpipe", "interleaved", "zb-h1", "naive"]),
+    p=st.integers(1, 8),
+    m=st.integers(1, 32),
+    v=st.sampled_from([1, 2]),
+    p2p=st.sampled_from([0.0, 1e-4]),
+)
+def test_the_stage_analysis_alternatives_remembered_equal_a_fresh_simulation(kind, p, m, v, p2p):
+    # pipeline.stages remembers the bubble of each alternative it simulates (functools.lru_cache): the remembered
+    # value is the fresh one, and the table is bounded
+    from distlab.pipeline import stages
+
+    args = (kind, p, m, v, 40, 2e-3, 2.0, p2p)
+    remembered_value = stages._bubble_for(*args)
+    assert stages._bubble_for(*args) == remembered_value
+    assert stages._bubble_for.__wrapped__(*args) == remembered_value
+    assert stages._bubble_for.cache_info().maxsize == 4096
