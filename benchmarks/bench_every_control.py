@@ -8,7 +8,10 @@ ipympl's PNG frame, synchronous, after replaying the front end's "initialized" m
 A control disabled in the app's first state is timed in the state that enables it (PREPARE); one left
 disabled is reported as skipped. The collectives app's play button moves the step slider in the browser (jslink):
 in the kernel its value changes nothing. Lines with (CPU time) count this process's CPU only, which other jobs on a
-shared machine inflate less than wall time.
+shared machine inflate less than wall time. Each control starts with nothing remembered (widgets.common.remembered,
+pipeline.stages' alternatives): a value a cycle visits first is a first visit. An app that prepares its neighbouring
+values in idle kernel turns (LessonApp.prepared_controls) is also timed inside an event loop, the preparation done
+before the next change (a student who pauses), and the preparation itself apart.
 
     python benchmarks/run.py every_control          # n = 30 per control
     DISTLAB_BENCH_APPS=TriageApp,BucketApp python benchmarks/run.py every_control   # these apps only
