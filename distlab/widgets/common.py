@@ -360,6 +360,10 @@ def remembered(maxsize: int):
         @functools.wraps(function)
         def wrapper(*args, **kwargs):
             key = (args, tuple(sorted(kwargs.items())))
+            try:
+                hash(key)
+            except TypeError:  # an argument that cannot be a key (a list): computed, not remembered
+                return function(*args, **kwargs)
             if key in table:
                 table.move_to_end(key)
                 value = table[key]

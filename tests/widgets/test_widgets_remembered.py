@@ -58,6 +58,14 @@ def test_remembered_computes_each_configuration_once_and_stays_bounded():
     square.cache_clear()
     assert square.cache_len() == 0
 
+    @remembered(2)
+    def total(values):
+        calls.append(values)
+        return sum(values)
+
+    assert total([1, 2]) == 3 and total([1, 2]) == 3  # a list cannot be a key: computed each time, not kept
+    assert total.cache_len() == 0 and calls[-2:] == [[1, 2], [1, 2]]
+
 
 def test_remembered_raises_our_error_again_and_does_not_keep_others():
     calls = []
