@@ -188,3 +188,55 @@ def test_pictures_prepared_in_idle_turns_change_nothing_shown_and_look_as_a_full
     app.canvas.draw = original
     app.canvas.draw()
     assert np.array_equal(restored, _pixels(app))
+
+
+def _session_apps():
+    from distlab.widgets.data_parallel_zero import OverlapApp
+    from distlab.widgets.mixture_of_experts import AllToAllApp
+    from distlab.widgets.pipeline import StageAnalysisApp
+    from distlab.widgets.production import BucketApp, ProductionStepApp, TriageApp
+
+    return [TriageApp, ProductionStepApp, StageAnalysisApp, BucketApp, OverlapApp, AllToAllApp]
+
+
+@pytest.mark.parametrize("app_class", _session_apps(), ids=lambda c: c.__name__)
+def test_a_kernel_session_with_prepared_pictures_shows_what_a_full_draw_shows(app_class):
+    # a seeded student: a dozen moves of random controls to random values, pausing (the neighbours prepared) after
+    # most; after each move the picture shown must be what a full draw of that state paints, whatever pictures the
+    # idle turns drew and put back before (the axes keep ranges by history: a fresh app is no reference)
+    import asyncio
+    import random
+
+    from distlab.widgets.common import PREPARE_AFTER_S, forget_remembered, neighbour_values
+
+    assert PREPARE_AFTER_S > 0
+    forget_remembered()
+    app = _ready(app_class())
+    rng = random.Random(19)
+
+    def options(name):
+        w = getattr(app, name)
+        if hasattr(w, "options"):
+            return [o[1] if isinstance(o, tuple) else o for o in w.options]
+        return neighbour_values(w) or [w.value]
+
+    async def session():
+        for move in range(12):
+            name = rng.choice(app.prepared_controls)
+            if getattr(getattr(app, name), "disabled", False):
+                continue
+            getattr(app, name).value = rng.choice(options(name))
+            shown = _pixels(app)
+            app.canvas.draw()  # a full draw of the same state
+            assert np.array_equal(shown, _pixels(app)), f"move {move}: {name}"
+            if rng.random() < 0.75 and app.preparing is not None:
+                await app.preparing
+
+    import distlab.widgets.common as common
+
+    rest, common.PREPARE_AFTER_S = common.PREPARE_AFTER_S, 0.0
+    try:
+        asyncio.run(session())
+    finally:
+        common.PREPARE_AFTER_S = rest
+        app.close()
