@@ -500,11 +500,14 @@ class LessonApp(widgets.VBox):
     - optionally `fade() -> bool | None` (the picture on invalid input; default: left as it is) and
       `status_kind(result)` ('result', 'ok' or 'bad': the colour of the text; 'warn': only its warning lines red).
 
-    An app whose compute() is `compute_for(self.values())` over a remembered library call may name its controls in
-    `prepared_controls`: inside a kernel, after each change the results of every neighbouring value of those
-    controls (neighbour_values) are computed in later turns of the event loop (fill_positions, one at a time,
-    abandoned when a control moves again), so the student's next move finds its result remembered. Nothing is
-    drawn or sent meanwhile; outside an event loop (tests, scripts) nothing is prepared.
+    An app whose compute() is `compute_for(self.values())` (over a remembered library call where it is slow) may
+    name its controls in `prepared_controls`: inside a kernel, once the controls have rested PREPARE_AFTER_S after a
+    change, the result of every neighbouring value of those controls (neighbour_values) is computed in later turns
+    of the event loop (fill_positions: each turn at most FILL_TURN_S plus one neighbour; abandoned when a control
+    moves again), so the student's next move finds its result remembered. With `prepared_pictures`, the axes of
+    each neighbour's new axes state are also drawn into the canvas's buffer and kept (BlitRenderer.prepare), so the
+    move restores them instead of drawing in full. Nothing is sent meanwhile; outside an event loop (tests,
+    scripts) nothing is prepared.
 
     `result` is the current result (None on invalid input); `error` is our message, shown in place of
     the result (None when valid). A DistlabError from compute, render or describe never reaches the
