@@ -8,16 +8,20 @@ ipympl's PNG frame, synchronous, after replaying the front end's "initialized" m
 A control disabled in the app's first state is timed in the state that enables it (PREPARE); one left
 disabled is reported as skipped. The collectives app's play button moves the step slider in the browser (jslink):
 in the kernel its value changes nothing. Lines with (CPU time) count this process's CPU only, which other jobs on a
-shared machine inflate less than wall time.
+shared machine inflate less than wall time. Each control starts with nothing remembered (widgets.common.remembered,
+pipeline.stages' alternatives): a value a cycle visits first is a first visit. An app that prepares its neighbouring
+values in idle kernel turns (LessonApp.prepared_controls) is also timed inside an event loop, the preparation done
+before the next change (a student who pauses), and the preparation itself apart.
 
     python benchmarks/run.py every_control          # n = 30 per control
-    python benchmarks/bench_every_control.py TrainingLabApp   # the named apps only
+    python benchmarks/bench_every_control.py TrainingLabApp TriageApp   # the named apps only
+    DISTLAB_BENCH_APPS=TriageApp,BucketApp python benchmarks/run.py every_control   # these apps only
 """
 
 from __future__ import annotations
 
 import importlib
-
+import os
 import time
 
 from _timing import repeat, repeat_cpu, repeat_in_event_loop, report, summarize
@@ -89,16 +93,26 @@ def _ready(app):
     return app
 
 
-def main(n: int = 30, only: tuple = ()) -> None:
-    """Time every control of every app (of the apps named in `only` when it is not empty)."""
+def main(n: int = 30, apps: str | None = None) -> None:
+    """Time every control of every app, or of the apps named in `apps` (comma-separated class names; default: the
+    DISTLAB_BENCH_APPS environment variable, else every app): one app at a time on a shared machine."""
     from distlab.lessons import LESSONS
+    from distlab.pipeline import stages
+    from distlab.widgets import common
 
+    def forget_remembered():
+        """Every configuration a first visit: the apps' remembered results (widgets.common.remembered) and the
+        stage analysis's remembered alternatives (pipeline.stages, functools.lru_cache) forgotten."""
+        common.forget_remembered()
+        stages._bubble_for.cache_clear()
+
+    wanted = {a for a in (apps or os.environ.get("DISTLAB_BENCH_APPS", "")).split(",") if a}
     seen = set()
     for lesson in LESSONS.values():
         for dotted in lesson.apps:
             module, _, name = dotted.rpartition(".")
             app_class = getattr(importlib.import_module(module), name)
-            if app_class in seen or (only and name not in only):
+            if app_class in seen or (wanted and name not in wanted):
                 continue
             seen.add(app_class)
             for control in controls(app_class()):
@@ -119,8 +133,23 @@ def main(n: int = 30, only: tuple = ()) -> None:
 
                 label = f"{name}.{control}"
                 if hasattr(app, "canvas"):
+                    # every configuration a first visit for each control's cycle (results are remembered per
+                    # configuration across apps and controls: widgets.common.remembered)
+                    forget_remembered()
                     print(report(label, summarize(repeat(move, n)), 16))
+                    forget_remembered()
                     print(report(f"(CPU time) {label}", summarize(repeat_cpu(move, n)), 16))
+                    if control in getattr(app, "prepared_controls", ()):
+                        # in a kernel: after each change the neighbouring values' results are computed in idle
+                        # turns (LessonApp.prepare_neighbours) before the next change, as when a student pauses
+                        # (the controls' rest before preparing, PREPARE_AFTER_S, set to 0: the next change is timed
+                        # after the preparation, and its time is the work alone)
+                        forget_remembered()
+                        common.PREPARE_AFTER_S, rest = 0.0, common.PREPARE_AFTER_S
+                        answered, prepared = repeat_in_event_loop(move, n, lambda app=app: app.preparing)
+                        common.PREPARE_AFTER_S = rest
+                        print(report(f"{label} (in a kernel, neighbours prepared)", summarize(answered), 16))
+                        print(report(f"{label} (the neighbours prepared, in idle turns)", summarize(prepared)))
                     app.close()
                     continue
                 # a picture drawn in the browser: timed inside an event loop, as the kernel runs the callback; a
@@ -138,4 +167,4 @@ def main(n: int = 30, only: tuple = ()) -> None:
 if __name__ == "__main__":
     import sys
 
-    main(only=tuple(sys.argv[1:]))
+    main(apps=",".join(sys.argv[1:]) or None)

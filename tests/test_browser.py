@@ -529,6 +529,7 @@ EXPORTED_LESSONS = {
         "from distlab.widgets.parallelism_3d import MeshApp\n"
         'app = MeshApp(dp=4, tp=4, pp=4, gpus_per_node=8, colour_by="dp")\napp.pick.value = 21'
     ),
+    "07_training_lab.ipynb": "from distlab.widgets.training_lab import TrainingLabApp\napp = TrainingLabApp()",
 }
 #: Where nbconvert's HTML export loads the widget front end: require.js, then @jupyter-widgets/html-manager, which
 #: loads every other widget module (anywidget's, ipympl's) from a CDN as <name>@<version in the state>/dist/<file>.

@@ -7,6 +7,7 @@ gradient), e = ``element_bytes``. Sources: Narayanan et al. 2021 (Sec. 2.2, 4.1)
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -175,8 +176,12 @@ class StageAnalysis:
 MAX_SUGGESTION_OPS = 50_000
 
 
+@functools.lru_cache(maxsize=4096)
 def _bubble_for(kind, p, m, v, layers, layer_time, backward_factor, p2p):
     """Bubble fraction of an alternative configuration (None if invalid or too large to simulate).
+
+    Remembered per configuration (a pure function of its scalar arguments; 4,096 floats at most): an analysis
+    simulates a dozen alternatives, and the stage-analysis panel's neighbouring settings share most of them.
 
     Even stages without p2p latency use the closed form, which the simulator matches exactly
     there (tests/core/test_pipeline.py); otherwise the step is simulated, up to MAX_SUGGESTION_OPS ops.

@@ -26,6 +26,13 @@ MEMORY_LABELS = {
 }
 
 
+def set_alpha(artist, alpha: float) -> None:
+    """artist.set_alpha(alpha) unless it has that alpha already (a patch's set_alpha recomputes its colours: about
+    25 us, and a chart of a hundred bars sets them on every frame)."""
+    if artist.get_alpha() != alpha:
+        artist.set_alpha(alpha)
+
+
 @dataclass
 class MemoryBars:
     """Artists of a stacked memory bar chart, updated in place by `update` (no redraw from scratch)."""
@@ -60,9 +67,11 @@ class MemoryBars:
         full redraw is needed; False when only the animated bars and totals moved.
         """
         ax = self.ax
+        # the x tick labels change only when new labels are given (update never moves the x range): reading them
+        # makes matplotlib place every tick, so they are compared only then
         before = (
             ax.get_ylim(),
-            [t.get_text() for t in ax.get_xticklabels()],
+            [t.get_text() for t in ax.get_xticklabels()] if labels is not None else None,
             self.capacity_line.get_ydata()[0],
             self.capacity_line.get_visible(),
             self.capacity_text.get_text(),
@@ -75,7 +84,7 @@ class MemoryBars:
                 rect = self.rects[component][index]
                 rect.set_y(bottom)
                 rect.set_height(height)
-                rect.set_alpha(FADED_ALPHA if faded else 1.0)
+                set_alpha(rect, FADED_ALPHA if faded else 1.0)
                 rect.set_visible(height != 0.0)  # an empty part paints nothing: skip it (~0.2 ms a patch)
                 bottom += height
             total_bytes = sum(bar_parts.values())
@@ -99,7 +108,7 @@ class MemoryBars:
             ax.set_ylim(0, nice_ceiling(top * 1.12))
         after = (
             ax.get_ylim(),
-            [t.get_text() for t in ax.get_xticklabels()],
+            [t.get_text() for t in ax.get_xticklabels()] if labels is not None else None,
             self.capacity_line.get_ydata()[0],
             self.capacity_line.get_visible(),
             self.capacity_text.get_text(),
@@ -192,7 +201,9 @@ class StepBars:
         """parts: one {component: seconds} per bar (bar 0 at the top). Returns True when the axes changed
         (a full redraw is needed), False when only the bars moved."""
         ax = self.ax
-        before = (ax.get_xlim(), [t.get_text() for t in ax.get_yticklabels()])
+        # the y tick labels change only when new labels are given (update never moves the y range)
+        labelled = labels is not None
+        before = (ax.get_xlim(), [t.get_text() for t in ax.get_yticklabels()] if labelled else None)
         right = 0.0
         for index, bar_parts in enumerate(parts):
             left = 0.0
@@ -201,7 +212,7 @@ class StepBars:
                 rect = self.rects[name][index]
                 rect.set_x(left)
                 rect.set_width(width)
-                rect.set_alpha(FADED_ALPHA if faded else 1.0)
+                set_alpha(rect, FADED_ALPHA if faded else 1.0)
                 rect.set_visible(width != 0.0)  # an empty part paints nothing: skip it
                 left += width
             right = max(right, left)
@@ -211,7 +222,7 @@ class StepBars:
             limit = ax.get_xlim()[1]
             if not 0.4 * limit <= right * 1.05 <= limit:  # keep the axis while the bars fit it well: blits only
                 ax.set_xlim(0, nice_ceiling(right * 1.05))
-        return before != (ax.get_xlim(), [t.get_text() for t in ax.get_yticklabels()])
+        return before != (ax.get_xlim(), [t.get_text() for t in ax.get_yticklabels()] if labelled else None)
 
 
 def step_bars(

@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..units import format_bytes
-from ._bars import STEP_COLOURS, STEP_PARTS, memory_bars, step_bars, step_legend_html
+from ._bars import STEP_COLOURS, STEP_PARTS, memory_bars, set_alpha, step_bars, step_legend_html
 from ._style import BLUE, GOOD, GREEN, MUTED, ORANGE, PURPLE, RED, finish_axes, nice_ceiling, swatch
 
 __all__ = [
@@ -229,10 +229,11 @@ def update_triage_bars(bars, triage, capacity_label: str = "") -> bool:
     changed = ax.get_ylim() != before or ax.get_xlim() != before_x
     for text in bars.totals:  # numbers go in the text panel: 19 labels would collide
         text.set_text("")
+        text.set_visible(False)  # an empty text draws nothing, but placing it costs ~0.1 ms a frame
     for index, step in enumerate(triage.ladder[:LADDER_BARS], start=1):
         alpha = 0.3 if step.skipped else 1.0
         for rects in bars.rects.values():
-            rects[index].set_alpha(alpha)
+            set_alpha(rects[index], alpha)
     return changed
 
 

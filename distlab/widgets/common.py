@@ -11,7 +11,7 @@ from typing import Any
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
-from ..errors import DistlabError
+from ..errors import ConfigurationError, DistlabError
 
 __all__ = [
     "figure_canvas",
@@ -27,12 +27,16 @@ __all__ = [
     "axes_state",
     "DATA",
     "attempt",
+    "remembered",
+    "forget_remembered",
     "FILL_TURN_S",
+    "PREPARE_AFTER_S",
     "event_loop_running",
     "fill_in_turns",
     "finish_cell_fills",
     "fill_order",
     "turn_deadline",
+    "neighbour_values",
     "LessonApp",
 ]
 
@@ -195,6 +199,42 @@ class BlitRenderer:
         self._paint(self.artists)
         self.canvas.blit(self.canvas.figure.bbox)
 
+    def prepare(self, show, back) -> bool:
+        """Keep the static picture of another state without showing it: show() moves the artists and axes there (as
+        the app's render does), a full draw into the canvas's buffer keeps its picture (nothing is sent), back()
+        moves them back; the axes limits, the buffer and the current background are put back as they were. For a
+        later refresh(full=True) into that state: a restore instead of a full draw. Returns whether a picture was
+        drawn. If back() does not return the axes exactly to their state, the next refresh draws in full."""
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        if self.static_key is None or self._background is None or self._axes is None:
+            return False
+        figure = self.canvas.figure
+        axes = [
+            (ax, ax.get_xlim(), ax.get_ylim(), ax.get_autoscalex_on(), ax.get_autoscaley_on()) for ax in figure.axes
+        ]
+        here = self._state()
+        pixels = self.canvas.copy_from_bbox(figure.bbox)
+        kept_axes, background = self._axes, self._background
+        drawn = False
+        try:
+            show()
+            if self._state() not in self._states:
+                FigureCanvasAgg.draw(self.canvas)  # the buffer only: ipympl's draw would send it to the browser
+                drawn = True
+        finally:
+            for ax, xlim, ylim, autox, autoy in axes:
+                ax.set_xlim(xlim)
+                ax.set_ylim(ylim)
+                ax.set_autoscalex_on(autox)
+                ax.set_autoscaley_on(autoy)
+            back()
+            self._axes, self._background = kept_axes, background
+            self.canvas.restore_region(pixels)
+            if self._state() != here:
+                self._background = None
+        return drawn
+
 
 def axes_state(figure) -> tuple:
     """A BlitRenderer static_key for figures whose full draw changes only with the axes: every axes' limits,
@@ -242,6 +282,27 @@ def replace_options(app, control, options, value) -> None:
         control.value = value
     finally:
         app._syncing = False
+
+
+def offered(value, name: str, options) -> None:
+    """Raise our error naming `name` and the values a control offers when an app is built with `value` not among
+    `options` (a list of values, or of (label, value) pairs), instead of a traitlets error or a silent snap."""
+    values = [o[1] if isinstance(o, tuple) else o for o in options]
+    if not any(value is v or (type(value) is type(v) and value == v) or _same_number(value, v) for v in values):
+        shown = ", ".join(repr(v) for v in values)
+        raise ConfigurationError(f"{name}={value!r} is not offered by this app; valid: {shown}")
+
+
+def _same_number(a, b) -> bool:
+    """Equal numbers of either int or float type (8 and 8.0), never a bool (True is not 1 here)."""
+    numbers = (int, float)
+    return (
+        isinstance(a, numbers)
+        and isinstance(b, numbers)
+        and not isinstance(a, bool)
+        and not isinstance(b, bool)
+        and a == b
+    )
 
 
 #: The GPU counts a GPU slider offers, 1 to 1,024, about evenly on a log scale: every count up to 16, whole
@@ -293,9 +354,65 @@ def attempt(compute, *args):
         return exc
 
 
+#: The clear() of every table made by remembered (forget_remembered empties them all).
+_TABLE_CLEARS: list = []
+
+
+def forget_remembered() -> None:
+    """Empty every remembered table (a benchmark times first visits; memory handed back)."""
+    for clear in _TABLE_CLEARS:
+        clear()
+
+
+def remembered(maxsize: int):
+    """A decorator: the function (a pure library call; its arguments hashable) memoised on its arguments in a
+    least-recently-used table of at most `maxsize` entries, shared by every instance of an app and every control
+    (a configuration visited again, whichever control led there, is not recomputed). Our error is remembered
+    too and raised again; any other exception is not remembered. The wrapper's `cache_len()` is the number kept and
+    `cache_clear()` empties the table. Callers get the same result object each time: results must be treated as
+    read-only (the library's are frozen dataclasses)."""
+    from collections import OrderedDict
+
+    if maxsize < 1:
+        raise ConfigurationError(f"maxsize={maxsize}: must be at least 1")
+
+    def decorate(function):
+        table: OrderedDict = OrderedDict()
+
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            key = (args, tuple(sorted(kwargs.items())))
+            try:
+                hash(key)
+            except TypeError:  # an argument that cannot be a key (a list): computed, not remembered
+                return function(*args, **kwargs)
+            if key in table:
+                table.move_to_end(key)
+                value = table[key]
+            else:
+                value = table[key] = attempt(functools.partial(function, *args, **kwargs))
+                while len(table) > maxsize:
+                    table.popitem(last=False)
+            if isinstance(value, DistlabError):
+                raise value.with_traceback(None)
+            return value
+
+        wrapper.cache_len = table.__len__  # type: ignore[attr-defined]
+        wrapper.cache_clear = table.clear  # type: ignore[attr-defined]
+        _TABLE_CLEARS.append(table.clear)
+        return wrapper
+
+    return decorate
+
+
 #: How long one turn of background filling may hold the kernel (s): below one frame, so a control the student
 #: moves meanwhile waits at most this long.
 FILL_TURN_S = 0.012
+
+
+#: How long (s) the controls must rest before an app prepares its neighbouring values (LessonApp.prepare_neighbours):
+#: a slider being dragged sends a value every few tens of milliseconds and prepares nothing.
+PREPARE_AFTER_S = 0.2
 
 
 def event_loop_running() -> bool:
@@ -418,6 +535,27 @@ def turn_deadline() -> float:
     return time.perf_counter() + FILL_TURN_S
 
 
+def neighbour_values(widget) -> list:
+    """The values next to a control's current one, where a student moves it next: the options either side (a
+    dropdown, toggle buttons, a selection slider), a checkbox's other state, a slider's value one step either side
+    inside its range; none for a disabled control or a text box."""
+    if getattr(widget, "disabled", False):
+        return []
+    value = widget.value
+    if hasattr(widget, "options"):
+        values = [o[1] if isinstance(o, tuple) else o for o in widget.options]
+        if value not in values:
+            return []
+        k = values.index(value)
+        return [values[i] for i in (k + 1, k - 1) if 0 <= i < len(values)]
+    if isinstance(value, bool):
+        return [not value]
+    if isinstance(widget, (widgets.IntSlider, widgets.FloatSlider)):
+        step = widget.step or 1
+        return [v for v in (value + step, value - step) if widget.min <= v <= widget.max]
+    return []
+
+
 class LessonApp(widgets.VBox):
     """The template every lesson app shares: controls -> compute() -> render(result) -> summary(result).
 
@@ -433,6 +571,15 @@ class LessonApp(widgets.VBox):
     - optionally `fade() -> bool | None` (the picture on invalid input; default: left as it is) and
       `status_kind(result)` ('result', 'ok' or 'bad': the colour of the text; 'warn': only its warning lines red).
 
+    An app whose compute() is `compute_for(self.values())` (over a remembered library call where it is slow) may
+    name its controls in `prepared_controls`: inside a kernel, once the controls have rested PREPARE_AFTER_S after a
+    change, the result of every neighbouring value of those controls (neighbour_values) is computed in later turns
+    of the event loop (fill_positions: each turn at most FILL_TURN_S plus one neighbour; abandoned when a control
+    moves again), so the student's next move finds its result remembered. With `prepared_pictures`, the axes of
+    each neighbour's new axes state are also drawn into the canvas's buffer and kept (BlitRenderer.prepare), so the
+    move restores them instead of drawing in full. Nothing is sent meanwhile; outside an event loop (tests,
+    scripts) nothing is prepared.
+
     `result` is the current result (None on invalid input); `error` is our message, shown in place of
     the result (None when valid). A DistlabError from compute, render or describe never reaches the
     student as a traceback: `update` catches it here, once for every app.
@@ -444,6 +591,14 @@ class LessonApp(widgets.VBox):
     #: True when a browser picture (distlab.widgets.browser) shows the text itself: the status panel then
     #: shows only our message on invalid input.
     summary_in_picture = False
+    #: Controls (attribute names) whose neighbouring values' results are prepared in idle kernel turns.
+    prepared_controls: tuple[str, ...] = ()
+    #: Whether preparing a neighbour also draws the picture of its axes (BlitRenderer.prepare), so a first visit
+    #: to a new axes state restores it instead of drawing in full; render(compute_for(values)) must draw it.
+    prepared_pictures = False
+    #: The preparation under way in a kernel (an asyncio.Future; None when none).
+    preparing = None
+    _preparation = 0
 
     def __init__(self, children=(), **kwargs):
         super().__init__(children, **kwargs)
@@ -451,6 +606,61 @@ class LessonApp(widgets.VBox):
 
     def compute(self):
         raise NotImplementedError
+
+    def values(self) -> dict:
+        """{control name: value} of the prepared controls (what compute_for reads)."""
+        return {name: getattr(self, name).value for name in self.prepared_controls}
+
+    def compute_for(self, values: dict):
+        """The result for these control values (an app with prepared_controls computes through it)."""
+        raise NotImplementedError
+
+    def prepare_neighbours(self, change=None) -> None:
+        """Inside a running kernel, once the controls have rested PREPARE_AFTER_S: compute, one per later turn, the
+        result of every neighbouring value of each prepared control, the control just changed (`change`'s owner)
+        first; abandoned when update runs again (a slider dragged prepares nothing). Outside an event loop:
+        nothing. `preparing` is a future done when the preparation has ended."""
+        if not self.prepared_controls or not event_loop_running():
+            return
+        self._preparation += 1
+        generation = self._preparation
+        current = self.values()
+        moved = change.get("owner") if isinstance(change, dict) else None
+        names = sorted(self.prepared_controls, key=lambda name: getattr(self, name) is not moved)
+        pending = [{**current, name: value} for name in names for value in neighbour_values(getattr(self, name))]
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+
+        def finish(filling) -> None:
+            if done.done():
+                return
+            error = filling.exception()
+            if error is not None:
+                done.set_exception(error)
+            else:
+                done.set_result(None)
+
+        def start() -> None:
+            if generation != self._preparation:  # moved again meanwhile: a newer preparation follows
+                done.set_result(None)
+                return
+            filling = fill_positions(pending, self._prepare, lambda: generation == self._preparation, lambda: None)
+            filling.add_done_callback(finish)
+
+        loop.call_later(PREPARE_AFTER_S, start)
+        self.preparing = done
+
+    def _prepare(self, values: dict) -> None:
+        # one neighbour: its result remembered; with prepared_pictures, the picture of its axes kept too
+        result = attempt(self.compute_for, values)
+        current = self.result
+        if not self.prepared_pictures or isinstance(result, DistlabError) or current is None or self.renderer is None:
+            return
+
+        def back():
+            self.render(current)
+
+        self.renderer.prepare(lambda: attempt(self.render, result), back)
 
     def render(self, result) -> bool | None:
         return None
@@ -497,3 +707,4 @@ class LessonApp(widgets.VBox):
                 self.renderer.refresh(data=True)
             else:
                 self.renderer.refresh(full=bool(full))
+        self.prepare_neighbours(change)

@@ -263,11 +263,18 @@ class OverlapApp(LessonApp):
     def _on_change(self, change=None):
         self.update()
 
+    prepared_pictures = True
+    prepared_controls = ("model", "gpus", "fabric", "backward_ms", "buckets")
+
     def compute(self) -> dataparallel.OverlapTimeline:
         """The per-bucket timeline from distlab.dataparallel.bucketed_overlap."""
-        m = dataparallel.gradient_bytes(self.model.value)
+        return self.compute_for(self.values())
+
+    def compute_for(self, values: dict) -> dataparallel.OverlapTimeline:
+        """dataparallel.bucketed_overlap for these control values."""
+        m = dataparallel.gradient_bytes(values["model"])
         return dataparallel.bucketed_overlap(
-            m, self.backward_ms.value / 1e3, self.gpus.value, buckets=self.buckets.value, link=self.fabric.value
+            m, values["backward_ms"] / 1e3, values["gpus"], buckets=values["buckets"], link=values["fabric"]
         )
 
     def render(self, timeline: dataparallel.OverlapTimeline) -> bool:

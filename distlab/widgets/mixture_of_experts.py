@@ -103,16 +103,24 @@ class AllToAllApp(LessonApp):
         )
         self.update()
 
+    prepared_pictures = True
+    #: the step only changes what is drawn: its neighbours need no preparing
+    prepared_controls = ("ep", "experts_per_gpu", "top_k", "skew", "capacity")
+
     def compute(self) -> moe.RoutingTrace:
         """distlab.moe.simulate_routing for the controls (the step only changes what is drawn)."""
+        return self.compute_for(self.values())
+
+    def compute_for(self, values: dict) -> moe.RoutingTrace:
+        """distlab.moe.simulate_routing for these control values."""
         return moe.simulate_routing(
             self.tokens_per_gpu,
-            self.ep.value * self.experts_per_gpu.value,
-            self.top_k.value,
-            self.ep.value,
+            values["ep"] * values["experts_per_gpu"],
+            values["top_k"],
+            values["ep"],
             hidden=HIDDEN,
-            skew=self.skew.value,
-            capacity_factor=self.capacity.value,
+            skew=values["skew"],
+            capacity_factor=values["capacity"],
         )
 
     def _delivered(self, ep: int) -> np.ndarray:

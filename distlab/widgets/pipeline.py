@@ -23,10 +23,12 @@ from .common import (
     BlitRenderer,
     LessonApp,
     attempt,
+    axes_state,
     event_loop_running,
     figure_canvas,
     fill_order,
     fill_positions,
+    remembered,
 )
 
 __all__ = [
@@ -49,6 +51,9 @@ STAGE_ANALYSIS_KINDS = tuple(k for k in pipeline.KINDS if k not in pipeline.NO_C
 #: What the grid says at a microbatch count whose timeline is still being simulated (for a moment after a change).
 PENDING = "simulating this microbatch count ..."
 ROWS_NOTE = "rows: stage 0 (top) to stage p-1 (bottom), one GPU each; time runs left to right ({unit})"
+#: pipeline.analyze_stages remembered per configuration (the stage-analysis panel's; its warnings simulate
+#: dozens of alternatives), shared by every panel and control: a configuration seen before is not analysed again.
+_analyze_stages = remembered(256)(pipeline.analyze_stages)
 
 
 @dataclass(frozen=True)
@@ -333,7 +338,8 @@ class StageAnalysisApp(LessonApp):
         self.fig, self.canvas = figure_canvas((7.4, 2.0), dict(left=0.02, right=0.98, bottom=0.13, top=0.98))
         self.ax = self.fig.add_subplot()
         self.grid = timeline_grid(self.ax)
-        self.renderer = BlitRenderer(self.canvas, self.grid.animated_artists)
+        # a time range shown before (a stage count picked again) is restored, not redrawn
+        self.renderer = BlitRenderer(self.canvas, self.grid.animated_artists, static_key=lambda: axes_state(self.fig))
         self.result: pipeline.StageAnalysis | None = None
         self.error: str | None = None
         for control in (
@@ -365,22 +371,39 @@ class StageAnalysisApp(LessonApp):
         self.chunks.disabled = self.kind.value != "interleaved"
         self.update()
 
+    prepared_pictures = True
+    prepared_controls = (
+        "model",
+        "kind",
+        "stages",
+        "microbatches",
+        "micro_batch_size",
+        "chunks",
+        "layer_time",
+        "link",
+        "max_bubble",
+    )
+
     def compute(self) -> pipeline.StageAnalysis:
-        m = models.model(self.model.value)
-        kind = self.kind.value
-        link = None if self.link.value == NO_LINK else hardware.link(self.link.value)
-        return pipeline.analyze_stages(
+        return self.compute_for(self.values())
+
+    def compute_for(self, values: dict) -> pipeline.StageAnalysis:
+        """pipeline.analyze_stages of these control values (remembered per configuration)."""
+        m = models.model(values["model"])
+        kind = values["kind"]
+        link = None if values["link"] == NO_LINK else hardware.link(values["link"])
+        return _analyze_stages(
             m.layers,
-            self.stages.value,
-            self.microbatches.value,
+            values["stages"],
+            values["microbatches"],
             seq_len=m.seq_len,
             hidden=m.hidden,
-            micro_batch_size=self.micro_batch_size.value,
-            layer_time=f"{self.layer_time.value!r} ms",
+            micro_batch_size=values["micro_batch_size"],
+            layer_time=f"{values['layer_time']!r} ms",
             schedule=kind,
-            chunks=self.chunks.value if kind == "interleaved" else 1,
+            chunks=values["chunks"] if kind == "interleaved" else 1,
             link=link,
-            max_bubble=self.max_bubble.value / 100.0,
+            max_bubble=values["max_bubble"] / 100.0,
         )
 
     def render(self, result: pipeline.StageAnalysis) -> bool:

@@ -17,7 +17,7 @@ from ..plots.production import (
     update_triage_bars,
 )
 from ..units import format_bytes, format_seconds
-from .common import BlitRenderer, LessonApp, axes_state, figure_canvas
+from .common import BlitRenderer, LessonApp, axes_state, figure_canvas, remembered
 
 __all__ = [
     "BUCKET_MODELS",
@@ -29,6 +29,7 @@ __all__ = [
     "BucketApp",
     "NODE_COUNTS",
     "PRODUCTION_FABRICS",
+    "REMEMBERED",
     "ProductionStepApp",
     "TRIAGE_MODELS",
     "TriageApp",
@@ -50,6 +51,18 @@ def bucket_cost_kwargs(dp: int, fabric: str, algorithm: str) -> dict:
     if algorithm == "hierarchical":
         return dict(link="nvlink4", algorithm="hierarchical", gpus_per_node=8, inter_link=fabric)
     return dict(link=fabric)
+
+
+@remembered(64)
+def _bucket_sweep(model, fabric, algorithm, dp, tokens) -> production.BucketSweep:
+    # production.bucket_sweep of the bucket app's controls, remembered per configuration (2,000 counts each)
+    return production.bucket_sweep(
+        dataparallel.gradient_bytes(model),
+        production.backward_time(model, tokens),
+        dp,
+        max_buckets=MAX_BUCKETS,
+        **bucket_cost_kwargs(dp, fabric, algorithm),
+    )
 
 
 class BucketApp(LessonApp):
@@ -94,8 +107,6 @@ class BucketApp(LessonApp):
         )
         self.result = None
         self.error: str | None = None
-        self._sweep_key = None
-        self._sweep = None
         self._drawn_sweep = None
         for control in (self.model, self.link, self.algorithm, self.dp, self.tokens, self.buckets):
             control.observe(self.update, names="value")
@@ -112,26 +123,22 @@ class BucketApp(LessonApp):
         )
         self.update()
 
-    def sweep(self) -> production.BucketSweep:
-        """The BucketSweep of the model, fabric and DP degree (cached: the bucket slider only picks a count)."""
-        key = (self.model.value, self.link.value, self.algorithm.value, self.dp.value, self.tokens.value)
-        if key != self._sweep_key:
-            grad = dataparallel.gradient_bytes(self.model.value)
-            backward = production.backward_time(self.model.value, self.tokens.value)
-            self._sweep = production.bucket_sweep(
-                grad,
-                backward,
-                self.dp.value,
-                max_buckets=MAX_BUCKETS,
-                **bucket_cost_kwargs(self.dp.value, self.link.value, self.algorithm.value),
-            )
-            self._sweep_key = key
-        return self._sweep
+    prepared_pictures = True
+    prepared_controls = ("model", "link", "algorithm", "dp", "tokens", "buckets")
+
+    def sweep(self, values: dict | None = None) -> production.BucketSweep:
+        """The BucketSweep of the model, fabric and DP degree (remembered: the bucket slider only picks a count)."""
+        v = self.values() if values is None else values
+        return _bucket_sweep(v["model"], v["link"], v["algorithm"], v["dp"], v["tokens"])
 
     def compute(self) -> tuple:
         """(sweep, timeline of the chosen bucket count), from production.bucket_sweep."""
-        sweep = self.sweep()
-        return sweep, sweep.timeline(self.buckets.value)
+        return self.compute_for(self.values())
+
+    def compute_for(self, values: dict) -> tuple:
+        """(sweep, timeline) for these control values."""
+        sweep = self.sweep(values)
+        return sweep, sweep.timeline(values["buckets"])
 
     def render(self, result) -> bool:
         sweep, timeline = result
@@ -169,6 +176,28 @@ class BucketApp(LessonApp):
 
 NODE_COUNTS = [4, 8, 16, 32, 64, 128]
 PRODUCTION_FABRICS = ["ethernet-100g", "ethernet-400g", "ib-hdr", "ib-ndr"]
+#: Configurations whose results the lesson 8 apps keep (each a few kB; shared by every app and control).
+REMEMBERED = 256
+
+
+@remembered(REMEMBERED)
+def _estimate(model, cluster, config: tuple) -> training.StepEstimate:
+    # training.estimate, remembered per configuration: a configuration seen before is not priced again
+    return training.estimate(model, cluster, **dict(config))
+
+
+@remembered(REMEMBERED)
+def _straggler_step(model, cluster, slow_factor, sigma, precision, config: tuple) -> production.StragglerStep:
+    # production.straggler_step, remembered per configuration
+    return production.straggler_step(
+        model, cluster, slow_factor=slow_factor, sigma=sigma, precision=precision, **dict(config)
+    )
+
+
+@remembered(REMEMBERED)
+def _oom_triage(model, cluster, config: tuple) -> triage.OOMTriage:
+    # triage.oom_triage, remembered per configuration (a ladder prices about a dozen configurations)
+    return triage.oom_triage(model, cluster, **dict(config))
 
 
 class ProductionStepApp(LessonApp):
@@ -219,7 +248,8 @@ class ProductionStepApp(LessonApp):
         ax = self.fig.add_subplot()
         self.bars = production_bars(ax, 3, legend=False)
         ax.set_yticks(range(3), ["non-blocking, bf16", "this fabric", "with stragglers"])
-        self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists)
+        # a node count shown before rescales the step-time axis back: its axes are restored, not redrawn
+        self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists, static_key=lambda: axes_state(self.fig))
         self.result = None
         self.error: str | None = None
         self.reference: training.StepEstimate | None = None
@@ -250,36 +280,48 @@ class ProductionStepApp(LessonApp):
         )
         self.update()
 
-    def config(self) -> dict:
+    #: a neighbour's picture is drawn with the current reference bar: kept under the axes state it gives
+    prepared_pictures = True
+    prepared_controls = ("nodes", "fabric", "tp", "pp", "oversubscription", "rail", "precision", "slow", "jitter")
+
+    def config(self, values: dict | None = None) -> dict:
+        """estimate()'s keywords for the controls (default: their current values)."""
+        v = self.values() if values is None else values
         return dict(
             global_batch=256,
             seq_len=8192,
-            tp=self.tp.value,
-            pp=self.pp.value,
+            tp=v["tp"],
+            pp=v["pp"],
             zero=1,
             recompute="selective",
             sequence_parallel=True,
         )
 
-    def cluster(self) -> hardware.Cluster:
+    def cluster(self, values: dict | None = None) -> hardware.Cluster:
         """The chosen fabric with its taper and rails (hardware.cluster)."""
-        return hardware.cluster(
-            "dgx-h100", self.nodes.value, self.fabric.value, self.oversubscription.value, self.rail.value
-        )
+        v = self.values() if values is None else values
+        return hardware.cluster("dgx-h100", v["nodes"], v["fabric"], v["oversubscription"], v["rail"])
 
     def compute(self) -> production.StragglerStep:
         """The step on this fabric and precision with stragglers (production.straggler_step); `reference` holds
         the non-blocking bf16 estimate (training.estimate) drawn above it."""
-        self.reference = training.estimate(
-            self.MODEL, hardware.cluster("dgx-h100", self.nodes.value, self.fabric.value), **self.config()
-        )
-        return production.straggler_step(
-            self.MODEL,
-            self.cluster(),
-            slow_factor=self.slow.value,
-            sigma=self.jitter.value,
-            precision=self.precision.value,
-            **self.config(),
+        values = self.values()
+        step = self.compute_for(values)
+        self.reference = self.reference_for(values)
+        return step
+
+    def reference_for(self, values: dict) -> training.StepEstimate:
+        """The non-blocking bf16 estimate of these control values (remembered per configuration)."""
+        config = tuple(sorted(self.config(values).items()))
+        return _estimate(self.MODEL, hardware.cluster("dgx-h100", values["nodes"], values["fabric"]), config)
+
+    def compute_for(self, values: dict) -> production.StragglerStep:
+        """The straggler step of these control values (remembered per configuration; its non-blocking bf16
+        reference is priced and remembered with it)."""
+        self.reference_for(values)
+        config = tuple(sorted(self.config(values).items()))
+        return _straggler_step(
+            self.MODEL, self.cluster(values), values["slow"], values["jitter"], values["precision"], config
         )
 
     def _reference(self) -> training.StepEstimate:
@@ -398,21 +440,40 @@ class TriageApp(LessonApp):
         )
         self.update()
 
-    def config(self) -> dict:
+    prepared_pictures = True
+    prepared_controls = (
+        "model",
+        "nodes",
+        "seq_len",
+        "tp",
+        "pp",
+        "micro_batch_size",
+        "zero",
+        "recompute",
+        "sequence_parallel",
+    )
+
+    def config(self, values: dict | None = None) -> dict:
+        """estimate()'s keywords for the controls (default: their current values)."""
+        v = self.values() if values is None else values
         return dict(
             global_batch=256,
-            seq_len=self.seq_len.value,
-            tp=self.tp.value,
-            pp=self.pp.value,
-            micro_batch_size=self.micro_batch_size.value,
-            zero=self.zero.value,
-            recompute=self.recompute.value,
-            sequence_parallel=self.sequence_parallel.value,
+            seq_len=v["seq_len"],
+            tp=v["tp"],
+            pp=v["pp"],
+            micro_batch_size=v["micro_batch_size"],
+            zero=v["zero"],
+            recompute=v["recompute"],
+            sequence_parallel=v["sequence_parallel"],
         )
 
     def compute(self) -> triage.OOMTriage:
-        cl = hardware.cluster("dgx-h100", self.nodes.value, "ib-ndr")
-        return triage.oom_triage(self.model.value, cl, **self.config())
+        return self.compute_for(self.values())
+
+    def compute_for(self, values: dict) -> triage.OOMTriage:
+        """triage.oom_triage of these control values (remembered per configuration)."""
+        cl = hardware.cluster("dgx-h100", values["nodes"], "ib-ndr")
+        return _oom_triage(values["model"], cl, tuple(sorted(self.config(values).items())))
 
     def render(self, result: triage.OOMTriage) -> bool:
         return update_triage_bars(self.bars, result, "80 GB")

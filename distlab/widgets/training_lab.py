@@ -7,7 +7,7 @@ import ipywidgets as widgets
 
 from .. import hardware, memory, memory_recipes, models, moe, training, triage
 from ..moe import step as moe_step
-from ..errors import DistlabError
+from ..errors import ConfigurationError, DistlabError
 from ..plots.memory_wall import COMPONENTS as MEMORY_COMPONENTS, LABELS as MEMORY_LABELS
 from ..plots.training_lab import PARTS as STEP_PARTS
 from ..units import format_bytes, format_seconds
@@ -18,6 +18,7 @@ from .common import (
     event_loop_running,
     fill_order,
     fill_positions,
+    offered,
     replace_options,
 )
 
@@ -27,6 +28,11 @@ __all__ = [
     "PENDING",
     "BATCHES",
     "SEQS",
+    "TP_SIZES",
+    "PP_SIZES",
+    "CP_SIZES",
+    "MICRO_BATCHES",
+    "CHUNKS",
     "ZERO_LABELS",
     "EP_SIZES",
     "ETP_OPTIONS",
@@ -46,6 +52,11 @@ EFFICIENCY_OPTIONS = [("calibrated", None)] + [(f"fixed {p}%", p / 100) for p in
 PENDING = "pricing this node count ..."
 #: The memory axis reaches at most this many times the GPU's capacity.
 MEMORY_AXIS = 2
+TP_SIZES = [1, 2, 4, 8]
+PP_SIZES = [1, 2, 4, 8, 16]
+CP_SIZES = [1, 2, 4, 8, 16]
+MICRO_BATCHES = [1, 2, 4, 8]
+CHUNKS = [1, 2, 4, 5, 10, 20]
 ZERO_LABELS = [("plain DP", 0), ("ZeRO-1", 1), ("ZeRO-2", 2), ("ZeRO-3", 3)]
 #: Expert parallelism of the mixture-of-experts models (distlab.moe; Lesson 10): EP sizes, and expert TP either
 #: the attention's TP (Megatron's default) or none.
@@ -97,6 +108,29 @@ class TrainingLabApp(LessonApp):
         moe_imbalance=1.0,
         capacity_factor=None,
     ):
+        for name, value, options in (
+            ("model", model, list(models.MODELS) + list(moe.MOE_MODELS)),
+            ("node", node, list(hardware.NODES)),
+            ("nodes", nodes, NODE_COUNTS),
+            ("fabric", fabric, FABRICS),
+            ("global_batch", global_batch, BATCHES),
+            ("seq_len", seq_len, SEQS),
+            ("tp", tp, TP_SIZES),
+            ("pp", pp, PP_SIZES),
+            ("cp", cp, CP_SIZES),
+            ("micro_batch_size", micro_batch_size, MICRO_BATCHES),
+            ("chunks", chunks, CHUNKS),
+            ("schedule", schedule, list(training.SCHEDULES)),
+            ("zero", zero, ZERO_LABELS),
+            ("recompute", recompute, list(memory.RECOMPUTE_MODES)),
+            ("efficiency", efficiency, EFFICIENCY_OPTIONS),
+            ("memory_recipe", memory_recipe, list(memory_recipes.MEMORY_RECIPES)),
+            ("ep", ep, EP_SIZES),
+            ("etp", etp, ETP_OPTIONS),
+            ("moe_imbalance", moe_imbalance, IMBALANCES),
+            ("capacity_factor", capacity_factor, CAPACITY_OPTIONS),
+        ):
+            offered(value, name, options)
         narrow = widgets.Layout(width="210px")
         # the dense catalog, then the mixture-of-experts one (distlab.moe, Lesson 10)
         self.model = widgets.Dropdown(
@@ -110,23 +144,17 @@ class TrainingLabApp(LessonApp):
         self.fabric = widgets.Dropdown(options=FABRICS, value=fabric, description="fabric", layout=narrow)
         self.global_batch = widgets.Dropdown(options=BATCHES, value=global_batch, description="batch", layout=narrow)
         self.seq_len = widgets.Dropdown(options=SEQS, value=seq_len, description="sequence", layout=narrow)
-        self.tp = widgets.ToggleButtons(
-            options=[1, 2, 4, 8], value=tp, description="TP", style={"button_width": "40px"}
-        )
-        self.pp = widgets.ToggleButtons(
-            options=[1, 2, 4, 8, 16], value=pp, description="PP", style={"button_width": "40px"}
-        )
+        self.tp = widgets.ToggleButtons(options=TP_SIZES, value=tp, description="TP", style={"button_width": "40px"})
+        self.pp = widgets.ToggleButtons(options=PP_SIZES, value=pp, description="PP", style={"button_width": "40px"})
         # context parallelism by ring attention (training.estimate's cp): each GPU holds s / cp of a sequence
-        self.cp = widgets.Dropdown(options=[1, 2, 4, 8, 16], value=cp, description="CP", layout=narrow)
+        self.cp = widgets.Dropdown(options=CP_SIZES, value=cp, description="CP", layout=narrow)
         self.micro_batch_size = widgets.Dropdown(
-            options=[1, 2, 4, 8], value=micro_batch_size, description="micro-batch", layout=narrow
+            options=MICRO_BATCHES, value=micro_batch_size, description="micro-batch", layout=narrow
         )
         self.schedule = widgets.Dropdown(
             options=list(training.SCHEDULES), value=schedule, description="schedule", layout=narrow
         )
-        self.chunks = widgets.Dropdown(
-            options=[1, 2, 4, 5, 10, 20], value=chunks, description="chunks v", layout=narrow
-        )
+        self.chunks = widgets.Dropdown(options=CHUNKS, value=chunks, description="chunks v", layout=narrow)
         self.zero = widgets.ToggleButtons(
             options=ZERO_LABELS, value=zero, description="sharding", style={"button_width": "70px"}
         )
@@ -155,6 +183,9 @@ class TrainingLabApp(LessonApp):
             options=CAPACITY_OPTIONS, value=capacity_factor, description="capacity", layout=narrow
         )
         self.status = widgets.HTML()
+        # the batch the student chose (the dropdown's value may be larger at a node count that does not offer it:
+        # batch_at); every count is priced from this one, so moving the slider and back gives the same numbers
+        self._chosen_batch = global_batch
         self.result: training.StepEstimate | None = None
         self.error: str | None = None
         self._results: dict = {}  # node count -> StepEstimate or DistlabError, for the current other controls
@@ -199,6 +230,11 @@ class TrainingLabApp(LessonApp):
         )
         super().__init__([controls, self.picture, self.status])
         self._syncing = False
+        if moe_imbalance not in self.valid_imbalances():
+            raise ConfigurationError(
+                f"moe_imbalance={moe_imbalance!r} is more than the busiest of ep={ep} ranks can take with "
+                f"{model}'s routing; valid: " + ", ".join(f"{v:g}" for v in self.valid_imbalances())
+            )
         self._sync_controls()
         self._refresh(at_once=True)  # a notebook saved with its widget state keeps every count (nbconvert, Voila)
         self.picture.observe(self._on_nodes, names="value")
@@ -222,10 +258,11 @@ class TrainingLabApp(LessonApp):
         return [v for v in IMBALANCES if v <= high]
 
     def batch_at(self, nodes: int) -> int:
-        """The global batch the lab uses at `nodes`: the batch chosen when that count offers it, else the next
-        larger one it offers (what the batch dropdown moves to when the slider goes there)."""
+        """The global batch the lab uses at `nodes`: the batch the student chose when that count offers it, else
+        the next larger one it offers (what the batch dropdown shows when the slider goes there). It depends on the
+        chosen batch only, not on where the slider has been: moving to 128 nodes and back keeps the numbers."""
         batches = self.valid_batches(nodes)
-        return min((b for b in batches if b >= self.global_batch.value), default=batches[-1])
+        return min((b for b in batches if b >= self._chosen_batch), default=batches[-1])
 
     def _sync_controls(self) -> None:
         """Enable what applies (chunks: interleaved only; sequence parallelism: tp > 1), offer valid batches."""
@@ -246,20 +283,18 @@ class TrainingLabApp(LessonApp):
     def _on_change(self, change=None):
         if self._syncing:
             return
+        if change is not None and change.get("owner") is self.global_batch:
+            self._chosen_batch = change["new"]
         self._sync_controls()
         self._refresh()
 
     def _on_nodes(self, change=None):
-        """The slider moved (in the browser, which has drawn it already): the batch dropdown follows; when its
-        value changed, the other node counts are priced again for it (each count was priced with batch_at)."""
+        """The slider moved (in the browser, which has drawn it already): the batch dropdown follows (batch_at);
+        nothing is priced again, as every count was priced with its batch_at."""
         if self._syncing:
             return
-        batch = self.global_batch.value
         self._sync_controls()
-        if self.global_batch.value != batch:
-            self._refresh()
-        else:
-            self.update()
+        self.update()
 
     _syncing = False
     _generation = 0
@@ -303,6 +338,7 @@ class TrainingLabApp(LessonApp):
         frames: dict = {}
         if valid:
             acc = hardware.node(self.node.value).accelerator
+            reserved = valid[0].memory.reserved_bytes
             step_parts = [p for p in STEP_PARTS if any(p in r.parts() for r in valid)]
             frames = {
                 "memory_parts": [MEMORY_LABELS[k] for k in MEMORY_COMPONENTS],
@@ -320,6 +356,11 @@ class TrainingLabApp(LessonApp):
                 / 1e9,
                 "capacity": acc.memory_bytes / 1e9,
                 "capacity_label": f"{acc.name}: {format_bytes(acc.memory_bytes)}",
+                # what the verdict compares with: the capacity less the recipe's reserve (CUDA context, NCCL
+                # buffers; distlab.memory_recipes), drawn as its own line so that a bar between the two reads "over"
+                "usable": (acc.memory_bytes - reserved) / 1e9 if reserved else None,
+                "usable_label": f"usable: {format_bytes(acc.memory_bytes - reserved)} "
+                f"({format_bytes(reserved)} reserved)",
                 "step_parts": step_parts,
                 "step": [
                     [r.parts().get(p, 0.0) for p in step_parts] if isinstance(r, training.StepEstimate) else []
@@ -429,7 +470,9 @@ class TrainingLabApp(LessonApp):
             + (f" (v={c['chunks']})" if c["chunks"] > 1 else "")
             + (f", experts over ep={c['ep']} x etp={c['etp']}" if "ep" in c else "")
             + (_routing(c) if "ep" in c else "")
-            + f" = {est.gpus} GPUs; {c['microbatches']} microbatches of {c['micro_batch_size']} per pipeline "
+            + f" = {est.gpus} GPUs; global batch {c['global_batch']}: {c['microbatches']} "
+            + ("microbatch" if c["microbatches"] == 1 else "microbatches")
+            + f" of {c['micro_batch_size']} per pipeline "
             "[training.estimate]"
         )
         parts = ", ".join(f"{name} {format_seconds(value)}" for name, value in est.parts().items() if value > 0)

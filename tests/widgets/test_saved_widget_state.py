@@ -21,7 +21,7 @@ from hypothesis import given, settings, strategies as st
 from nbclient import NotebookClient
 
 from distlab import widgets
-from distlab.widgets import common
+from distlab.widgets import browser, common
 
 ROOT = Path(__file__).resolve().parents[2]
 STATE = "application/vnd.jupyter.widget-state+json"
@@ -36,6 +36,10 @@ def _pending_texts() -> set[str]:
 
 
 PENDING = _pending_texts()
+#: The pictures' own modules (common.js is prepended to each by browser.module_source).
+_MODULE_FILES = sorted(
+    p.name for p in (ROOT / "distlab" / "widgets" / "browser_js").glob("*.js") if p.name != browser.COMMON_MODULE
+)
 
 
 def _pictures(nb: dict) -> list[dict]:
@@ -58,6 +62,8 @@ def _missing_positions(picture: dict) -> list[int]:
             drawn = len(frames["bars"][i]) > 0
         if not error and "positions" in frames:  # the bubble grid (lesson 4): [first op, op count, step, ideal]
             drawn = frames["positions"][i][1] > 0
+        if not error and "step" in frames:  # the training lab (lesson 7): memory and step-time bars of every count
+            drawn = len(frames["memory"][i]) > 0 and len(frames["step"][i]) > 0
         if text in PENDING or not (text or error) or not drawn:
             missing.append(value)
     return missing
@@ -76,16 +82,23 @@ def test_committed_lessons_save_every_position_of_their_pictures(name):
 
 
 def test_lessons_with_pictures_have_them_in_their_saved_state():
-    # lessons 1, 2, 3, 4 and 6 draw a picture in the browser (issue 20's five): each is saved with the notebook
+    # lessons 1, 2, 3, 4 and 6 draw a picture in the browser (issue 20's five), and lesson 7 its lab's bars (lesson
+    # 12 builds the same lab): each is saved with the notebook, with the module the package ships today (an export
+    # runs the saved module, so a notebook saved before a fix to the drawing code would show the old drawing)
     for name in (
         "01_memory_wall",
         "02_collectives",
         "03_data_parallel_zero",
         "04_pipeline",
         "06_3d_parallelism",
+        "07_training_lab",
+        "12_capstone",
     ):
         nb = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text(encoding="utf-8"))
-        assert len(_pictures(nb)) == 1, name
+        pictures = _pictures(nb)
+        assert len(pictures) == 1, name
+        shipped = {browser.module_source(module) for module in _MODULE_FILES}
+        assert pictures[0]["_esm"] in shipped, f"{name}: saved with drawing code the package no longer ships"
 
 
 def test_a_notebook_executed_without_a_browser_saves_every_position():

@@ -75,7 +75,19 @@ def _buckets():
     return BucketApp(), "dp", [8, 64]  # one node on NVLink: the exposed curve falls decades, a new y range
 
 
-@pytest.mark.parametrize("make", [_triage, _overlap, _all_to_all, _buckets])
+def _production_step():
+    from distlab.widgets.production import ProductionStepApp
+
+    return ProductionStepApp(), "nodes", [4, 32]  # 4 nodes: a longer step, a new time range
+
+
+def _stage_analysis():
+    from distlab.widgets.pipeline import StageAnalysisApp
+
+    return StageAnalysisApp(), "stages", [1, 4]  # one stage: no bubble, a shorter step, a new time range
+
+
+@pytest.mark.parametrize("make", [_triage, _overlap, _all_to_all, _buckets, _production_step, _stage_analysis])
 def test_axes_shown_before_are_restored_and_look_as_a_full_draw(make):
     app, control, (other, first) = make()
     _ready(app)
@@ -92,3 +104,131 @@ def test_axes_shown_before_are_restored_and_look_as_a_full_draw(make):
     app.canvas.draw = original
     app.canvas.draw()  # what a full draw of the same state paints
     assert np.array_equal(restored, _pixels(app))
+
+
+def _triage_neighbour():
+    app, control, (other, _) = _triage()
+    return app, control, other  # ZeRO-1, a neighbour of plain DP: a new x range
+
+
+def _stage_analysis_neighbour():
+    app, _, _ = _stage_analysis()
+    return app, "stages", 3  # a neighbour of 4 stages: a new time range
+
+
+def _production_step_neighbour():
+    app, control, _ = _production_step()
+    return app, control, 16  # a neighbour of 32 nodes: a longer step, a new time range
+
+
+def _buckets_neighbour():
+    app, control, _ = _buckets()
+    return app, control, 256  # a neighbour of DP 64: new axes ranges
+
+
+def _all_to_all_neighbour():
+    app, control, (other, _) = _all_to_all()
+    return app, control, other  # EP 16, a neighbour of EP 8: a larger matrix
+
+
+def _overlap_neighbour():
+    from distlab.widgets.data_parallel_zero import OverlapApp
+
+    app = OverlapApp()
+    values = [o for o in app.model.options]
+    return app, "model", values[values.index(app.model.value) + 1]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        _triage_neighbour,
+        _stage_analysis_neighbour,
+        _production_step_neighbour,
+        _buckets_neighbour,
+        _all_to_all_neighbour,
+        _overlap_neighbour,
+    ],
+)
+def test_pictures_prepared_in_idle_turns_change_nothing_shown_and_look_as_a_full_draw(make):
+    # inside a kernel the apps draw their neighbouring axes states in idle turns (LessonApp.prepared_pictures): the
+    # buffer the browser is sent from, the artists and the axes must be as before, and moving to the neighbour must
+    # restore a picture that is pixel for pixel a full draw
+    import asyncio
+
+    from distlab.widgets.common import forget_remembered
+
+    forget_remembered()
+    app, control, neighbour = make()
+    _ready(app)
+    shown = _pixels(app)
+    draws = []
+    original = app.canvas.draw
+    app.canvas.draw = lambda: (draws.append(1), original())[1]
+
+    async def prepare():
+        app.prepare_neighbours()
+        await app.preparing
+
+    asyncio.run(prepare())
+    assert np.array_equal(_pixels(app), shown)  # nothing shown changed
+    app.renderer.refresh()  # a blit of the current state: what the next frame would show
+    assert np.array_equal(_pixels(app), shown)
+    getattr(app, control).value = neighbour
+    assert draws == []  # the new axes state was prepared: restored, no full draw
+    restored = _pixels(app)
+    app.canvas.draw = original
+    app.canvas.draw()
+    assert np.array_equal(restored, _pixels(app))
+
+
+def _session_apps():
+    from distlab.widgets.data_parallel_zero import OverlapApp
+    from distlab.widgets.mixture_of_experts import AllToAllApp
+    from distlab.widgets.pipeline import StageAnalysisApp
+    from distlab.widgets.production import BucketApp, ProductionStepApp, TriageApp
+
+    return [TriageApp, ProductionStepApp, StageAnalysisApp, BucketApp, OverlapApp, AllToAllApp]
+
+
+@pytest.mark.parametrize("app_class", _session_apps(), ids=lambda c: c.__name__)
+def test_a_kernel_session_with_prepared_pictures_shows_what_a_full_draw_shows(app_class):
+    # a seeded student: a dozen moves of random controls to random values, pausing (the neighbours prepared) after
+    # most; after each move the picture shown must be what a full draw of that state paints, whatever pictures the
+    # idle turns drew and put back before (the axes keep ranges by history: a fresh app is no reference)
+    import asyncio
+    import random
+
+    from distlab.widgets.common import PREPARE_AFTER_S, forget_remembered, neighbour_values
+
+    assert PREPARE_AFTER_S > 0
+    forget_remembered()
+    app = _ready(app_class())
+    rng = random.Random(19)
+
+    def options(name):
+        w = getattr(app, name)
+        if hasattr(w, "options"):
+            return [o[1] if isinstance(o, tuple) else o for o in w.options]
+        return neighbour_values(w) or [w.value]
+
+    async def session():
+        for move in range(12):
+            name = rng.choice(app.prepared_controls)
+            if getattr(getattr(app, name), "disabled", False):
+                continue
+            getattr(app, name).value = rng.choice(options(name))
+            shown = _pixels(app)
+            app.canvas.draw()  # a full draw of the same state
+            assert np.array_equal(shown, _pixels(app)), f"move {move}: {name}"
+            if rng.random() < 0.75 and app.preparing is not None:
+                await app.preparing
+
+    import distlab.widgets.common as common
+
+    rest, common.PREPARE_AFTER_S = common.PREPARE_AFTER_S, 0.0
+    try:
+        asyncio.run(session())
+    finally:
+        common.PREPARE_AFTER_S = rest
+        app.close()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from distlab.errors import ConfigurationError
+
 from distlab import training
 from distlab.widgets.training_lab import NODE_COUNTS, TrainingLabApp
 
@@ -71,14 +73,49 @@ def test_every_node_count_is_sent_with_its_own_estimate(app):
 def test_the_batch_follows_the_node_count_as_the_sent_positions_say():
     # tp = pp = 1 on 8-GPU nodes: dp = 8 n, so at 128 nodes the batch must be a multiple of 1,024 and 256 is not
     app = TrainingLabApp(tp=1, pp=1, global_batch=256, zero=3)
+    at_32 = app.picture.summary
     sent = app.picture.summaries[NODE_COUNTS.index(128)]
-    assert "dp=1024 x tp=1 x pp=1 = 1024 GPUs; 1 microbatches" in sent  # priced at batch 1,024 = 1 per replica
+    # priced at batch 1,024 = 1 sequence per replica, and the text says which batch
+    assert "dp=1024 x tp=1 x pp=1 = 1024 GPUs; global batch 1024: 1 microbatch of 1" in sent
     app.nodes.value = 128  # the slider moved in the browser, which showed `sent`: the kernel agrees
     assert app.global_batch.value == 1024 and app.summary() == sent == app.picture.summary
-    # the other counts are priced again for batch 1,024: 32 nodes = 256 replicas, 4 microbatches each
+    # back to 32 nodes: the batch the student chose (256 = 256 replicas x 1) comes back, and so do the numbers;
+    # nothing was priced again, so an exported page (no kernel) and a kernel show the same at every position
     app.nodes.value = 32
-    assert app.global_batch.value == 1024 and "4 microbatches of 1" in app.picture.summary
-    assert app.picture.summary == TrainingLabApp(tp=1, pp=1, global_batch=1024, zero=3).summary()
+    assert app.global_batch.value == 256 and "global batch 256: 1 microbatch of 1" in app.picture.summary
+    assert app.picture.summary == at_32 == TrainingLabApp(tp=1, pp=1, global_batch=256, zero=3).summary()
+    # choosing a batch in the dropdown prices every count from it: 32 nodes, batch 1,024 = 4 per replica
+    app.global_batch.value = 1024
+    assert "global batch 1024: 4 microbatches of 1" in app.picture.summary
+    app.nodes.value = 128
+    app.nodes.value = 32
+    assert app.global_batch.value == 1024
+    app.close()
+
+
+def test_values_the_lab_does_not_offer_raise_our_error_naming_them():
+    # a node count the slider does not offer, an imbalance above min(ep, E / k) = min(1, 8 / 2) = 1 for Mixtral
+    # at ep 1, an unlisted capacity factor and TP degree: our error, never a silent snap or a traitlets error
+    for kwargs, words in (
+        (dict(nodes=48), "nodes=48"),
+        (dict(model="mixtral-8x7b", moe_imbalance=2.0), "moe_imbalance=2.0"),
+        (dict(capacity_factor=1.1), "capacity_factor=1.1"),
+        (dict(tp=3), "tp=3"),
+    ):
+        with pytest.raises(ConfigurationError, match=words.replace(".", r"\.")) as info:
+            TrainingLabApp(**kwargs)
+        assert "valid: " in str(info.value)
+
+
+def test_the_memory_bar_shows_the_line_its_verdict_compares_with():
+    # deepspeed's recipe reserves 2 GB of the H100's 80 GB (distlab.memory_recipes): a bar at 79.8 GB is under the
+    # capacity line but over the usable 78 GB line, and the verdict says "over"
+    app = TrainingLabApp(nodes=4, zero=2, tp=4, pp=2, seq_len=2048, micro_batch_size=2)
+    frames, i = app.picture.frames, app.picture.index
+    reserved = app.result.memory.reserved_bytes
+    assert reserved == 2e9 and frames["usable"] == pytest.approx(80 - 2)
+    assert frames["capacity"] * 1e9 > app.result.memory.total_bytes > frames["usable"] * 1e9
+    assert not frames["fits"][i] and "over" in frames["verdict"][i]
     app.close()
 
 

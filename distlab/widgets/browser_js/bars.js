@@ -14,7 +14,7 @@ function drawBars(ctx, w, h, model, i) {
   const left = 56, right = 150, up = 10, bottom = 34;
   const plotW = w - left - right, plotH = h - up - bottom;
   const Y = (v) => up + plotH * (1 - v / yMax);
-  ctx.font = "11px var(--jp-ui-font-family, sans-serif)";
+  ctx.font = uiFont(11);
   // y axis: ticks and light grid lines
   yTicks(ctx, left, plotW, Y, yMax);
   ctx.save();

@@ -7,6 +7,14 @@
 // deficiency. Beyond eight, the same hues lightened (a second cue, the stripe's row, always says which GPU).
 const OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000"];
 const TEXT = "#1f2328";
+// The canvas's font family: a canvas font cannot name a CSS variable (a font string with var() is ignored and the
+// canvas keeps 10px sans-serif), so mountPicture reads JupyterLab's --jp-ui-font-family from the page once.
+let UI_FONT_FAMILY = "sans-serif";
+
+// A canvas font string: uiFont(11) is "11px <family>", uiFont(11, true) its bold.
+function uiFont(px, bold) {
+  return `${bold ? "bold " : ""}${px}px ${UI_FONT_FAMILY}`;
+}
 const MUTED = "#57606a";
 
 function lighten(hex, amount) {
@@ -80,6 +88,8 @@ function element(tag, attributes, style) {
 // range input for the position, and a text summary (an aria-live region) of the numbers shown.
 // draw(ctx, width, height, model, index) paints position `index` (0 = the slider's minimum).
 function mountPicture(model, el, draw) {
+  const family = getComputedStyle(el).getPropertyValue("--jp-ui-font-family").trim();
+  if (family) UI_FONT_FAMILY = family;
   const root = element("div", { class: "distlab-picture" },
     `font-family: var(--jp-ui-font-family, sans-serif); font-size: 13px; color: ${TEXT}; max-width: 100%`);
   const canvas = element("canvas", { role: "img", class: "distlab-canvas" }, "display: block");

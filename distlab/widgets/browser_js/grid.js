@@ -29,7 +29,7 @@ function drawGrid(ctx, w, h, model, picked) {
   if (!f || !f.x) return;
   const world = f.x.length, g = f.gpus_per_node;
   const { s, X, Y } = gridScale(f, w, h);
-  ctx.font = `${Math.max(8, Math.min(12, s * 0.42))}px var(--jp-ui-font-family, sans-serif)`;
+  ctx.font = uiFont(Math.max(8, Math.min(12, s * 0.42)));
   // node frames and labels
   const nodes = Math.ceil(world / g);
   for (let k = 0; k < nodes; k++) {
@@ -76,7 +76,7 @@ function drawGrid(ctx, w, h, model, picked) {
   ctx.strokeStyle = "#000000";
   ctx.strokeRect(X(f.x[picked]) + 1.75, Y(f.y[picked]) + 1.75, s - 3.5, s - 3.5);
   // legend under the grid
-  ctx.font = "11px var(--jp-ui-font-family, sans-serif)";
+  ctx.font = uiFont(11);
   ctx.textAlign = "left";
   ctx.textBaseline = "middle";
   let x = 8;

@@ -1,7 +1,8 @@
 // The training lab's bars (lesson 7): memory per GPU against the GPU's capacity (left), the step-time breakdown
 // (right), for every position of the slider (the node count).
 // frames: {memory_parts: [names], memory: [position][part] GB, memory_top: GB (the axis: every total and the capacity, at most 2x it),
-//          capacity: GB, capacity_label, step_parts: [names], step: [position][part] seconds,
+//          capacity: GB, capacity_label, usable: GB or null (the capacity less the recipe's reserve, what the
+//          verdict compares with), usable_label, step_parts: [names], step: [position][part] seconds,
 //          step_text: [position][part] the seconds as text, step_total: [position] text, memory_total: [position]
 //          text, fits: [position] bool (memory), verdict: [position] text, runs: [position] bool (feasible: fits and
 //          no other problem), gpus: [position] count}
@@ -28,7 +29,7 @@ function drawMemory(ctx, f, i, x0, width, h) {
   const plotW = 70, plotH = h - up - bottom;
   const yMax = niceCeiling((f.memory_top || 1) * 1.08);
   const Y = (v) => up + plotH * (1 - v / yMax);
-  ctx.font = "11px var(--jp-ui-font-family, sans-serif)";
+  ctx.font = uiFont(11);
   ctx.fillStyle = TEXT;
   ctx.textAlign = "left";
   ctx.textBaseline = "top";
@@ -53,19 +54,22 @@ function drawMemory(ctx, f, i, x0, width, h) {
   if (f.capacity) {
     dashedLine(ctx, left, left + plotW, Y(f.capacity), LAB_CAPACITY);
   }
+  if (f.usable) { // the verdict's line: a bar between it and the capacity is over, though under the capacity
+    dashedLine(ctx, left, left + plotW, Y(f.usable), MUTED);
+  }
   // the verdict under the bar: a mark and a word, not the colour alone
   if (parts.length) {
     const fits = f.fits[i];
     ctx.fillStyle = fits ? FIT_GOOD : FIT_BAD;
     ctx.textAlign = "left";
     ctx.textBaseline = "top";
-    ctx.font = "bold 11px var(--jp-ui-font-family, sans-serif)";
+    ctx.font = uiFont(11, true);
     ctx.fillText(`${fits ? "\u2713" : "\u2717"} ${f.memory_total[i]}: ${f.verdict[i]}`, x0 + 4, up + plotH + 6);
     if (fits && f.runs && !f.runs[i]) {
       ctx.fillStyle = FIT_BAD;
       ctx.fillText("\u2717 cannot run: see the text below", x0 + 4, up + plotH + 21);
     }
-    ctx.font = "11px var(--jp-ui-font-family, sans-serif)";
+    ctx.font = uiFont(11);
   }
   // legend: the parts, then the capacity line
   ctx.textAlign = "left";
@@ -78,18 +82,22 @@ function drawMemory(ctx, f, i, x0, width, h) {
     ctx.fillStyle = TEXT;
     ctx.fillText(name, lx + 17, y);
   });
-  const cy = up + 8 + 17 * f.memory_parts.length;
-  ctx.strokeStyle = LAB_CAPACITY;
-  ctx.lineWidth = 2;
-  ctx.setLineDash([4, 3]);
-  ctx.beginPath();
-  ctx.moveTo(lx, cy);
-  ctx.lineTo(lx + 12, cy);
-  ctx.stroke();
-  ctx.setLineDash([]);
-  ctx.lineWidth = 1;
-  ctx.fillStyle = LAB_CAPACITY;
-  ctx.fillText(f.capacity_label || "GPU memory", lx + 17, cy);
+  const lines = [[LAB_CAPACITY, f.capacity_label || "GPU memory"]];
+  if (f.usable) lines.push([MUTED, f.usable_label]);
+  lines.forEach(([colour, label], k) => {
+    const cy = up + 8 + 17 * (f.memory_parts.length + k);
+    ctx.strokeStyle = colour;
+    ctx.lineWidth = 2;
+    ctx.setLineDash([4, 3]);
+    ctx.beginPath();
+    ctx.moveTo(lx, cy);
+    ctx.lineTo(lx + 12, cy);
+    ctx.stroke();
+    ctx.setLineDash([]);
+    ctx.lineWidth = 1;
+    ctx.fillStyle = colour;
+    ctx.fillText(label, lx + 17, cy);
+  });
 }
 
 function drawStep(ctx, f, i, x0, width, h) {
@@ -100,7 +108,7 @@ function drawStep(ctx, f, i, x0, width, h) {
   const xMax = niceCeiling((total || 1) * 1.05);
   const X = (v) => left + plotW * (v / xMax);
   const barY = up + 18, barH = 34, axisY = barY + barH + 10;
-  ctx.font = "11px var(--jp-ui-font-family, sans-serif)";
+  ctx.font = uiFont(11);
   ctx.fillStyle = TEXT;
   ctx.textAlign = "left";
   ctx.textBaseline = "top";

@@ -59,7 +59,7 @@ function drawRing(ctx, w, h, model, t) {
 
   const holds = f.holds[t];
   const received = new Set(f.received[t].map(([g, c]) => g * chunks + c));
-  ctx.font = "11px var(--jp-ui-font-family, sans-serif)";
+  ctx.font = uiFont(11);
   ctx.textAlign = "center";
   for (let g = 0; g < n; g++) {
     const [cx, cy] = centres[g];

@@ -53,7 +53,7 @@ function drawTimeline(ctx, w, h, model, i) {
   ctx.setLineDash([]);
 
   ctx.fillStyle = TEXT;
-  ctx.font = "11px var(--jp-ui-font-family, sans-serif)";
+  ctx.font = uiFont(11);
   ctx.textAlign = "right";
   ctx.textBaseline = "middle";
   const every = Math.ceil(stages / Math.max(1, Math.floor(plotH / 13)));

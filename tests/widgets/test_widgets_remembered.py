@@ -1,0 +1,239 @@
+"""widgets.common.remembered (issue 19's speed work): the lesson apps keep their library results per configuration.
+A remembered result must equal the uncached library call, the table must stay bounded, and our errors must come
+back as they were raised."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from distlab import hardware, models, pipeline, production, training, triage
+from distlab.errors import ConfigurationError, DistlabError
+from distlab.widgets.common import remembered
+from distlab.widgets.pipeline import StageAnalysisApp
+from distlab.widgets.production import ProductionStepApp, TriageApp
+
+
+def _same(a, b) -> bool:
+    """Equal field by field, NumPy arrays element by element (NaN equal to NaN): an independent comparison of a
+    remembered result with a fresh one (dataclass == is ambiguous on arrays)."""
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        return type(a) is type(b) and all(_same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(np.asarray(a), np.asarray(b), equal_nan=np.asarray(a).dtype.kind == "f")
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float) and a != a:
+        return b != b
+    return a == b
+
+
+def test_remembered_computes_each_configuration_once_and_stays_bounded():
+    calls = []
+
+    @remembered(3)
+    def square(x, offset=0):
+        calls.append((x, offset))
+        return x * x + offset
+
+    assert [square(x) for x in (1, 2, 3, 1, 2, 3)] == [1, 4, 9, 1, 4, 9]
+    assert calls == [(1, 0), (2, 0), (3, 0)]  # the second round is remembered
+    assert square(2, offset=1) == 5 and square(2, offset=1) == 5  # keywords are part of the key
+    assert len(calls) == 4 and square.cache_len() == 3  # 4 configurations seen, at most 3 kept
+    # least recently used dropped first: 1 was used before 3 and (2, 1); 2 (offset 0) was just dropped
+    square(3)
+    assert len(calls) == 4
+    square(1)
+    assert calls[-1] == (1, 0) and square.cache_len() == 3
+    for x in range(100):
+        square(x)
+    assert square.cache_len() == 3
+    square.cache_clear()
+    assert square.cache_len() == 0
+
+    @remembered(2)
+    def total(values):
+        calls.append(values)
+        return sum(values)
+
+    assert total([1, 2]) == 3 and total([1, 2]) == 3  # a list cannot be a key: computed each time, not kept
+    assert total.cache_len() == 0 and calls[-2:] == [[1, 2], [1, 2]]
+
+
+def test_remembered_raises_our_error_again_and_does_not_keep_others():
+    calls = []
+
+    @remembered(4)
+    def check(x):
+        calls.append(x)
+        if x < 0:
+            raise ConfigurationError(f"x={x} must be at least 0")
+        if x == 0:
+            raise ZeroDivisionError("a bug, not a refused input")
+        return 1 / x
+
+    for _ in range(2):
+        with pytest.raises(ConfigurationError, match="x=-1 must be at least 0"):
+            check(-1)
+    assert calls == [-1]  # our error is remembered: the configuration is not computed again
+    for _ in range(2):
+        with pytest.raises(ZeroDivisionError):
+            check(0)
+    assert calls == [-1, 0, 0]  # anything else is not remembered
+    with pytest.raises(ConfigurationError):
+        remembered(0)
+
+
+def test_triage_app_results_equal_the_uncached_library_call():
+    app = TriageApp()
+    try:
+        for tp, pp, zero in [(8, 4, 0), (4, 4, 1), (8, 4, 0), (8, 2, 3)]:
+            app.tp.value, app.pp.value, app.zero.value = tp, pp, zero
+            fresh = triage.oom_triage("llama3.1-70b", hardware.cluster("dgx-h100", 32, "ib-ndr"), **app.config())
+            assert _same(app.result, fresh) and app.result == fresh
+    finally:
+        plt.close(app.fig)
+
+
+def test_production_step_app_results_equal_the_uncached_library_calls():
+    app = ProductionStepApp()
+    try:
+        for nodes, slow in [(32, 1.0), (8, 1.3), (32, 1.0), (8, 1.3)]:
+            app.nodes.value, app.slow.value = nodes, slow
+            cl = hardware.cluster("dgx-h100", nodes, "ib-ndr")
+            fresh = production.straggler_step(
+                app.MODEL, app.cluster(), slow_factor=slow, sigma=0.0, precision="mixed", **app.config()
+            )
+            assert _same(app.result, fresh)
+            assert _same(app.reference, training.estimate(app.MODEL, cl, **app.config()))
+    finally:
+        plt.close(app.fig)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    model=st.sampled_from(["llama2-70b", "llama2-7b", "gpt3-175b"]),
+    stages=st.integers(1, 16),
+    microbatches=st.integers(1, 64),
+    max_bubble=st.floats(1.0, 90.0),
+)
+def test_stage_analysis_app_results_equal_the_uncached_library_call(model, stages, microbatches, max_bubble):
+    app = StageAnalysisApp()
+    try:
+        for _ in range(2):  # the second time from the table
+            app.model.value, app.stages.value, app.microbatches.value = model, stages, microbatches
+            app.max_bubble.value = max_bubble
+            m = models.model(model)
+            try:
+                fresh = pipeline.analyze_stages(
+                    m.layers,
+                    stages,
+                    microbatches,
+                    seq_len=m.seq_len,
+                    hidden=m.hidden,
+                    micro_batch_size=1,
+                    layer_time="2.0 ms",
+                    schedule="1f1b",
+                    chunks=1,
+                    link=hardware.link("ib-ndr"),
+                    max_bubble=app.max_bubble.value / 100.0,
+                )
+            except DistlabError as exc:
+                assert app.result is None and app.error == str(exc)
+                continue
+            assert app.error is None and _same(app.result, fresh)
+    finally:
+        plt.close(app.fig)
+
+
+def test_neighbour_values_are_the_values_either_side():
+    import ipywidgets as widgets
+
+    from distlab.widgets.common import neighbour_values
+
+    assert neighbour_values(widgets.Dropdown(options=[1, 2, 4, 8], value=4)) == [8, 2]
+    assert neighbour_values(widgets.Dropdown(options=[1, 2, 4, 8], value=1)) == [2]
+    assert neighbour_values(widgets.ToggleButtons(options=[("plain DP", 0), ("ZeRO-1", 1)], value=1)) == [0]
+    assert neighbour_values(widgets.Checkbox(value=True)) == [False]
+    assert neighbour_values(widgets.IntSlider(value=16, min=1, max=16)) == [15]
+    assert neighbour_values(widgets.FloatSlider(value=20.0, min=1.0, max=90.0, step=1.0)) == [21.0, 19.0]
+    assert neighbour_values(widgets.IntSlider(value=3, min=1, max=16, disabled=True)) == []
+    assert neighbour_values(widgets.BoundedFloatText(value=2.0)) == []
+
+
+def test_in_a_kernel_the_neighbouring_configurations_are_prepared_in_idle_turns(monkeypatch):
+    import asyncio
+
+    calls = []
+    real = triage.oom_triage
+
+    def counted(model, cluster, **config):
+        calls.append((model, cluster.nodes, config["tp"], config["pp"]))
+        return real(model, cluster, **config)
+
+    monkeypatch.setattr(triage, "oom_triage", counted)
+    from distlab.widgets.common import forget_remembered
+
+    forget_remembered()
+    app = TriageApp()  # outside an event loop: nothing prepared
+    assert app.preparing is None and len(calls) == 1
+
+    async def student():
+        app.tp.value = 4  # answered now; its neighbours computed in later turns
+        assert len(calls) == 2
+        await app.preparing
+        # the neighbours of tp=4, pp=4, 32 nodes, llama3.1-70b, seq 8192, micro-batch 4, plain DP, no recomputation,
+        # sequence parallel: one or two values of each of the nine controls, less tp=8 (the first configuration,
+        # remembered already)
+        prepared = len(calls) - 2
+        assert prepared == sum(len(neighbour_values_of(app, name)) for name in app.prepared_controls) - 1
+        app.tp.value = 8  # a neighbour of tp=4: remembered, not computed again
+        assert len(calls) == 2 + prepared
+        app.pp.value = 2  # moved again before the controls rested: that preparation never starts
+        first = app.preparing
+        app.pp.value = 8
+        before = len(calls)
+        await first
+        assert len(calls) == before
+        await app.preparing
+        assert len(calls) > before  # the neighbours of the last state, prepared
+        return prepared
+
+    try:
+        prepared = asyncio.run(student())
+    finally:
+        plt.close(app.fig)
+    assert prepared >= 9
+
+
+def neighbour_values_of(app, name):
+    from distlab.widgets.common import neighbour_values
+
+    return neighbour_values(getattr(app, name))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    kind=st.sampled_from(["1f1b", "gpipe", "interleaved", "zb-h1", "naive"]),
+    p=st.integers(1, 8),
+    m=st.integers(1, 32),
+    v=st.sampled_from([1, 2]),
+    p2p=st.sampled_from([0.0, 1e-4]),
+)
+def test_the_stage_analysis_alternatives_remembered_equal_a_fresh_simulation(kind, p, m, v, p2p):
+    # pipeline.stages remembers the bubble of each alternative it simulates (functools.lru_cache): the remembered
+    # value is the fresh one, and the table is bounded
+    from distlab.pipeline import stages
+
+    args = (kind, p, m, v, 40, 2e-3, 2.0, p2p)
+    remembered_value = stages._bubble_for(*args)
+    assert stages._bubble_for(*args) == remembered_value
+    assert stages._bubble_for.__wrapped__(*args) == remembered_value
+    assert stages._bubble_for.cache_info().maxsize == 4096
