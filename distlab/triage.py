@@ -247,6 +247,14 @@ def _try_fix(model, cluster, config, kind, words, change, before, base):
 MAX_LADDER_RUNGS = 64
 
 
+def _single_fixes(model, cluster, config: dict, base) -> list[TriageStep]:
+    """Each fix of TRIAGE_ORDER applied alone to `config` (whose estimate is `base`), priced by estimate()."""
+    return [
+        _try_fix(model, cluster, config, kind, words, change, base, base)[1]
+        for kind, words, change in _next_fixes(base.config, every=True)
+    ]
+
+
 def oom_triage(model, cluster, **config) -> OOMTriage:
     """Out-of-memory triage: the fixes production tries, in order, each priced by re-running estimate().
 
@@ -277,9 +285,7 @@ def oom_triage(model, cluster, **config) -> OOMTriage:
     estimate_config(config)
     base = estimate(model, cluster, **config)
     config = dict(config)
-    fixes = []
-    for kind, words, change in _next_fixes(base.config, every=True):
-        fixes.append(_try_fix(model, cluster, config, kind, words, change, base, base)[1])
+    fixes = _single_fixes(model, cluster, config, base)
     ladder: list[TriageStep] = []
     if not base.fits:
         current, est = config, base
@@ -323,12 +329,13 @@ def explain_infeasible(model, cluster, **config) -> list[dict]:
     ['ZeRO-3', 'ZeRO-2', 'ZeRO-1', 'tp=2', 'pp=2']
     """
     estimate_config(config)
-    triage = oom_triage(model, cluster, **config)
-    if triage.already_fits:
+    base = estimate(model, cluster, **config)
+    if base.fits:
         return []
+    # the single fixes only (oom_triage's `fixes`): the ladder, which climbs them one on another, is not needed here
     base_keys = set(config)
     fixes = []
-    for f in triage.fixes:
+    for f in _single_fixes(model, cluster, dict(config), base):
         if f.skipped:
             continue
         change = {k: v for k, v in f.config.items() if k not in base_keys or config[k] != v}

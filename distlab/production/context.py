@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import collectives, hardware, memory, tensor, training
+from ..efficiency import flash_attention_rate
 from ..errors import ConfigurationError
 from ..units import (
     format_bytes,
@@ -23,13 +24,23 @@ __all__ = ["RingAttentionStep", "ring_attention_step"]
 # 4. Context parallelism: does the K/V transfer hide under attention compute?
 
 
+def _attention_rate(accelerator, efficiency) -> float:
+    """The attention core's share of peak: `efficiency` when given (a fraction in (0, 1]), else flash attention's
+    measured rate on that GPU (distlab.efficiency.flash_attention_rate: FlashAttention-2, A100 0.50, H100 0.339 of
+    peak), the rate the step model prices the same kernel at. Lessons 8 §4 and 11 §3."""
+    if efficiency is None:
+        return flash_attention_rate(accelerator)
+    return training.check_fraction(efficiency, "efficiency")
+
+
 @dataclass(frozen=True)
 class RingAttentionStep:
     """One ring-attention step of one layer's forward pass on one GPU (bytes, FLOPs, seconds).
 
     chunk = s / cp tokens per GPU; kv_block_bytes = 2 b chunk kv_width e (K and V of the block
     passed on); comm_s its send-recv time; attention_flops = 4 b chunk^2 h / tp (x 1/2 causal,
-    load-balanced); compute_s = FLOPs / (peak x efficiency); exposed_s = max(0, comm - compute);
+    load-balanced); compute_s = FLOPs / (peak x efficiency), efficiency flash attention's measured rate on the
+    GPU unless given (_attention_rate); exposed_s = max(0, comm - compute);
     crossover_seq_len: the shortest sequence (a multiple of cp) at which the transfer hides.
     """
 
@@ -84,7 +95,7 @@ def ring_attention_step(
     bandwidth=None,
     latency=None,
     gpu="h100-sxm",
-    efficiency=0.5,
+    efficiency=None,
     causal=True,
 ) -> RingAttentionStep:
     """Per ring step: K/V block transfer vs the attention compute it overlaps (Liu et al. 2023, Ring Attention).
@@ -127,10 +138,10 @@ def ring_attention_step(
         raise ConfigurationError(
             f"cp={n} does not divide seq_len={s}: each GPU holds s / cp tokens; pick seq_len a multiple of {n}"
         )
-    eff = training.check_fraction(efficiency, "efficiency")
     recipe = memory.precision_recipe(precision)
     e = float(recipe.activation_bytes)
     acc = hardware.accelerator(gpu)
+    eff = _attention_rate(acc, efficiency)
     peak = acc.peak(recipe.compute_precision)
     kv_width = max(mdl.kv_heads / t, 1.0) * mdl.head_dim
     c = s // n
@@ -272,7 +283,7 @@ def context_parallel_layer(
     bandwidth=None,
     latency=None,
     gpu="h100-sxm",
-    efficiency=0.5,
+    efficiency=None,
 ) -> ContextParallelLayer:
     """Price one layer's attention under context parallelism: ring (load-balanced or not) or Ulysses. Lesson 11 §3.
 
@@ -325,8 +336,9 @@ def context_parallel_layer(
     ) * memory.layers_per_stage(mdl.layers, p)
     recipe = memory.precision_recipe(precision)
     e = float(recipe.activation_bytes)
-    eff = training.check_fraction(efficiency, "efficiency")
-    peak = hardware.accelerator(gpu).peak(recipe.compute_precision)
+    acc = hardware.accelerator(gpu)
+    eff = _attention_rate(acc, efficiency)
+    peak = acc.peak(recipe.compute_precision)
     kv_heads = max(mdl.kv_heads // t, 1)
     total_flops = 3.0 * 0.5 * 4.0 * b * float(s) * s * mdl.hidden / t  # forward + backward (2x), causal
     if method == "ring":

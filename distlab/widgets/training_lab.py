@@ -19,6 +19,7 @@ from .common import (
     fill_order,
     fill_positions,
     offered,
+    remembered,
     replace_options,
 )
 
@@ -67,6 +68,12 @@ ETP_OPTIONS = [("= TP", None), ("1", 1)]
 #: dropless routing or expert buffers padded to a capacity factor (GShard's; the imbalance then does not apply).
 IMBALANCES = [1.0, 1.1, 1.25, 1.5, 2.0]
 CAPACITY_OPTIONS = [("dropless", None), ("1.0", 1.0), ("1.25", 1.25), ("1.5", 1.5), ("2.0", 2.0)]
+
+
+#: The library calls of the lab, remembered per configuration (widgets.common.remembered): a configuration visited
+#: again, whichever control led there, is not priced again.
+_estimate = remembered(256)(training.estimate)
+_explain_infeasible = remembered(64)(triage.explain_infeasible)
 
 
 class TrainingLabApp(LessonApp):
@@ -438,7 +445,7 @@ class TrainingLabApp(LessonApp):
         return hardware.cluster(self.node.value, self.nodes.value if nodes is None else nodes, self.fabric.value)
 
     def _estimate(self, nodes: int) -> training.StepEstimate:
-        return training.estimate(self.model.value, self.cluster(nodes), **self.config(nodes))
+        return _estimate(self.model.value, self.cluster(nodes), **self.config(nodes))
 
     def compute(self) -> training.StepEstimate:
         """The estimate at the slider's node count (priced by _refresh); raises our error on invalid input."""
@@ -489,7 +496,7 @@ class TrainingLabApp(LessonApp):
             return "\n".join(lines)
         lines.append("NOT FEASIBLE: " + est.explain())
         if not est.fits:
-            fixes = triage.explain_infeasible(self.model.value, self.cluster(nodes), **self.config(nodes))
+            fixes = _explain_infeasible(self.model.value, self.cluster(nodes), **self.config(nodes))
             good = [f for f in fixes if f["fits"]][:3]
             if good:
                 lines.append(

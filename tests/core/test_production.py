@@ -405,11 +405,15 @@ def test_fp8_activations_with_dropout_are_more_than_half():
 def test_ring_attention_hand_values():
     # Llama-3.1-70B, S = 131,072, cp = 16: chunk 8,192 tokens; K/V width 8 heads x 128 = 1,024;
     # block = 2 x 8192 x 1024 x 2 B = 33.55 MB; NVLink: 3.4 us + 33.55 MB / 450 GB/s = 78.0 us.
-    # causal, load-balanced: 1/2 x 4 x 8192^2 x 8192 = 1.0995e12 FLOP at 494.7 TFLOP/s = 2.2226 ms.
+    # causal, load-balanced: 1/2 x 4 x 8192^2 x 8192 = 1.0995e12 FLOP at flash attention's measured H100 rate,
+    # 335 TFLOP/s (FlashAttention-2, Dao 2023 Sec. 4.1; distlab.efficiency.FLASH_ATTENTION_RATE) = 3.2821 ms.
     r = production.ring_attention_step("llama3.1-70b", 131072, 16)
     assert r.kv_block_bytes == 2 * 8192 * 1024 * 2
     assert r.comm_s == pytest.approx(3.4e-6 + 2 * 8192 * 1024 * 2 / 450e9, rel=1e-12)
-    assert r.compute_s == pytest.approx(0.5 * 4 * 8192**3 / (989.4e12 * 0.5), rel=1e-12)
+    assert r.compute_s == pytest.approx(0.5 * 4 * 8192**3 / 335e12, rel=1e-12)
+    # a rate given explicitly replaces it: at half of the 989.4 TFLOP/s peak, 2.2226 ms
+    half = production.ring_attention_step("llama3.1-70b", 131072, 16, efficiency=0.5)
+    assert half.compute_s == pytest.approx(0.5 * 4 * 8192**3 / (989.4e12 * 0.5), rel=1e-12)
     assert r.hidden and r.exposed_s == 0
     # the crossover: hidden at S*, not one chunk-per-GPU shorter
     assert production.ring_attention_step("llama3.1-70b", r.crossover_seq_len, 16).hidden
