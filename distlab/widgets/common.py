@@ -381,7 +381,12 @@ def remembered(maxsize: int):
 
         @functools.wraps(function)
         def wrapper(*args, **kwargs):
-            key = (args, tuple(sorted(kwargs.items())))
+            # each argument with its type: True, 1 and 1.0 hash alike, but our checks treat them apart (tp=True is
+            # refused, tp=1 is not), so they are different calls
+            key = (
+                tuple((type(a), a) for a in args),
+                tuple((k, type(v), v) for k, v in sorted(kwargs.items(), key=lambda item: item[0])),
+            )
             try:
                 hash(key)
             except TypeError:  # an argument that cannot be a key (a list): computed, not remembered
@@ -596,9 +601,16 @@ class LessonApp(widgets.VBox):
     #: Whether preparing a neighbour also draws the picture of its axes (BlitRenderer.prepare), so a first visit
     #: to a new axes state restores it instead of drawing in full; render(compute_for(values)) must draw it.
     prepared_pictures = False
+    #: Controls (attribute names) that change only what is drawn, not any result: moving one prepares nothing new.
+    drawing_controls: tuple[str, ...] = ()
     #: The preparation under way in a kernel (an asyncio.Future; None when none).
     preparing = None
     _preparation = 0
+
+    def close(self) -> None:
+        """Close the app's widgets; a preparation under way stops at its next turn."""
+        self._preparation += 1
+        super().close()
 
     def __init__(self, children=(), **kwargs):
         super().__init__(children, **kwargs)
@@ -622,10 +634,12 @@ class LessonApp(widgets.VBox):
         nothing. `preparing` is a future done when the preparation has ended."""
         if not self.prepared_controls or not event_loop_running():
             return
+        moved = change.get("owner") if isinstance(change, dict) else None
+        if moved is not None and any(moved is getattr(self, name) for name in self.drawing_controls):
+            return  # the neighbours prepared for the other controls still hold (a newer change would restart them)
         self._preparation += 1
         generation = self._preparation
         current = self.values()
-        moved = change.get("owner") if isinstance(change, dict) else None
         names = sorted(self.prepared_controls, key=lambda name: getattr(self, name) is not moved)
         pending = [{**current, name: value} for name in names for value in neighbour_values(getattr(self, name))]
         loop = asyncio.get_running_loop()

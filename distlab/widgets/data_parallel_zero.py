@@ -261,7 +261,7 @@ class OverlapApp(LessonApp):
         self.update()
 
     def _on_change(self, change=None):
-        self.update()
+        self.update(change)
 
     prepared_pictures = True
     prepared_controls = ("model", "gpus", "fabric", "backward_ms", "buckets")

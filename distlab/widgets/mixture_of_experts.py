@@ -104,8 +104,9 @@ class AllToAllApp(LessonApp):
         self.update()
 
     prepared_pictures = True
-    #: the step only changes what is drawn: its neighbours need no preparing
+    #: the step only changes what is drawn: its neighbours need no preparing, and moving it prepares nothing new
     prepared_controls = ("ep", "experts_per_gpu", "top_k", "skew", "capacity")
+    drawing_controls = ("step",)
 
     def compute(self) -> moe.RoutingTrace:
         """distlab.moe.simulate_routing for the controls (the step only changes what is drawn)."""

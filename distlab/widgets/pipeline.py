@@ -369,7 +369,7 @@ class StageAnalysisApp(LessonApp):
 
     def _on_change(self, change=None):
         self.chunks.disabled = self.kind.value != "interleaved"
-        self.update()
+        self.update(change)
 
     prepared_pictures = True
     prepared_controls = (

@@ -237,3 +237,48 @@ def test_the_stage_analysis_alternatives_remembered_equal_a_fresh_simulation(kin
     assert stages._bubble_for(*args) == remembered_value
     assert stages._bubble_for.__wrapped__(*args) == remembered_value
     assert stages._bubble_for.cache_info().maxsize == 4096
+
+
+def test_remembered_tells_true_one_and_one_point_zero_apart():
+    # True == 1 == 1.0 and they hash alike, but the library refuses tp=True and takes tp=1: three different calls
+    from distlab.widgets.common import remembered
+
+    @remembered(8)
+    def kind(value, *, other=0):
+        return type(value).__name__, type(other).__name__
+
+    assert [kind(1), kind(True), kind(1.0)] == [("int", "int"), ("bool", "int"), ("float", "int")]
+    assert [kind(1, other=True), kind(1, other=1)] == [("int", "bool"), ("int", "int")]
+    assert kind.cache_len() == 5
+
+
+def test_a_closed_app_stops_preparing_and_a_drawing_control_prepares_nothing(monkeypatch):
+    import asyncio
+
+    from distlab.widgets.common import forget_remembered
+    from distlab.widgets.mixture_of_experts import AllToAllApp
+
+    forget_remembered()
+    app = AllToAllApp()
+    calls = []
+    real = app.compute_for
+    monkeypatch.setattr(app, "compute_for", lambda values: calls.append(values) or real(values))
+
+    async def student():
+        app.ep.value = 4  # answered (one call), its neighbours prepared in later turns
+        await app.preparing
+        prepared = len(calls) - 1
+        assert prepared >= 5  # ep 2 and 8, and the other controls' neighbours
+        app.step.value = 3  # the pairwise step changes only the drawing: answered, nothing prepared again
+        await asyncio.sleep(0.5)
+        assert len(calls) == prepared + 2
+        app.skew.value = 0.5
+        preparing = app.preparing
+        app.close()  # closed before the controls rested: the preparation never runs
+        await preparing
+        assert len(calls) == prepared + 3
+
+    try:
+        asyncio.run(student())
+    finally:
+        plt.close(app.fig)
