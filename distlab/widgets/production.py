@@ -69,7 +69,7 @@ class BucketApp(LessonApp):
     """Gradient bucketing: every bucket count's exposed communication (production.bucket_sweep) and one
     count's timeline. Plain data parallelism on DGX H100 nodes: each GPU all-reduces the whole model's
     bf16 gradients over `dp` GPUs (NVLink inside a node; across nodes hierarchical or one flat ring on the
-    fabric), while backward (production.backward_time, 4 x params x tokens at 50% of the bf16 peak)
+    fabric), while backward (production.backward_time: 2/3 of the step model's calibrated compute, distlab.efficiency)
     produces them.
 
     `result` holds (sweep, timeline); `error` the message shown instead.
