@@ -243,7 +243,7 @@ class TrainingLabApp(LessonApp):
                 f"{model}'s routing; valid: " + ", ".join(f"{v:g}" for v in self.valid_imbalances())
             )
         self._sync_controls()
-        self._refresh(at_once=True)  # a notebook saved with its widget state keeps every count (nbconvert, Voila)
+        self._refresh()
         self.picture.observe(self._on_nodes, names="value")
 
     def valid_batches(self, nodes: int | None = None) -> list:
@@ -308,23 +308,16 @@ class TrainingLabApp(LessonApp):
     #: The background filling of the other node counts in a kernel (an asyncio.Future; None when done at once).
     filling = None
 
-    def _refresh(self, at_once: bool = False) -> None:
-        """Every node count of the slider for the other controls, sent at once: the current count first (the
-        others shown as PENDING), the others in later turns of the kernel's event loop (at once outside one, or
-        `at_once`: the app's first picture, built before it is shown; a kernel that runs a saved notebook through
-        (nbconvert) records only the widget state sent while the app's own cell runs)."""
+    def _refresh(self) -> None:
+        """Every node count of the slider for the other controls: the current count first (the others shown as
+        PENDING), the others in later turns of the kernel's event loop (at once outside one). A fill the app's own
+        cell starts is finished when that cell ends (common.finish_cell_fills), so a saved notebook keeps every
+        count (nbconvert, Voila, an export to HTML)."""
         self._generation += 1
         generation = self._generation
         current = self.nodes.value
         self._results, self._texts = {}, {}
         self._price(current)
-        if at_once:
-            for n in NODE_COUNTS:
-                if n != current:
-                    self._price(n)
-            self.filling = None
-            self._send()
-            return
         if event_loop_running():
             self._send()
         pending = fill_order([n for n in NODE_COUNTS if n != current], current)

@@ -116,13 +116,14 @@ def test_a_notebook_executed_without_a_browser_saves_every_position():
             'from distlab.widgets.pipeline import BubbleGridApp\nBubbleGridApp(kind="1f1b", stages=4, microbatches=8)',
             "from distlab.widgets.parallelism_3d import MeshApp\n"
             'MeshApp(dp=4, tp=4, pp=4, gpus_per_node=8, colour_by="dp")',
+            "from distlab.widgets.training_lab import TrainingLabApp\nTrainingLabApp()",
         )
     ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     client = NotebookClient(nb, timeout=120, resources={"metadata": {"path": str(ROOT)}})
     client.execute()
     pictures = _pictures(nb)
-    assert len(pictures) == 4
+    assert len(pictures) == 5
     for picture in pictures:
         assert _missing_positions(picture) == [], picture["description"]
     # the memory wall's text is that of ZeRO-3 (the second cell's change), at every GPU count
