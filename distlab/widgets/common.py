@@ -28,6 +28,7 @@ __all__ = [
     "DATA",
     "attempt",
     "remembered",
+    "remembered_estimate",
     "forget_remembered",
     "FILL_TURN_S",
     "PREPARE_AFTER_S",
@@ -408,6 +409,15 @@ def remembered(maxsize: int):
         return wrapper
 
     return decorate
+
+
+@remembered(256)
+def remembered_estimate(model, cluster, **config):
+    """training.estimate remembered per configuration, one table shared by every app that prices steps (the
+    training lab, the production-step app): a configuration any of them priced is not priced again."""
+    from .. import training
+
+    return training.estimate(model, cluster, **config)
 
 
 #: How long one turn of background filling may hold the kernel (s): below one frame, so a control the student

@@ -17,7 +17,7 @@ from ..plots.production import (
     update_triage_bars,
 )
 from ..units import format_bytes, format_seconds
-from .common import BlitRenderer, LessonApp, axes_state, figure_canvas, remembered
+from .common import BlitRenderer, LessonApp, axes_state, figure_canvas, remembered, remembered_estimate
 
 __all__ = [
     "BUCKET_MODELS",
@@ -181,12 +181,6 @@ REMEMBERED = 256
 
 
 @remembered(REMEMBERED)
-def _estimate(model, cluster, config: tuple) -> training.StepEstimate:
-    # training.estimate, remembered per configuration: a configuration seen before is not priced again
-    return training.estimate(model, cluster, **dict(config))
-
-
-@remembered(REMEMBERED)
 def _straggler_step(model, cluster, slow_factor, sigma, precision, config: tuple) -> production.StragglerStep:
     # production.straggler_step, remembered per configuration
     return production.straggler_step(
@@ -312,8 +306,8 @@ class ProductionStepApp(LessonApp):
 
     def reference_for(self, values: dict) -> training.StepEstimate:
         """The non-blocking bf16 estimate of these control values (remembered per configuration)."""
-        config = tuple(sorted(self.config(values).items()))
-        return _estimate(self.MODEL, hardware.cluster("dgx-h100", values["nodes"], values["fabric"]), config)
+        cluster = hardware.cluster("dgx-h100", values["nodes"], values["fabric"])
+        return remembered_estimate(self.MODEL, cluster, **self.config(values))
 
     def compute_for(self, values: dict) -> production.StragglerStep:
         """The straggler step of these control values (remembered per configuration; its non-blocking bf16

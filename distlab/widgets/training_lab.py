@@ -20,6 +20,7 @@ from .common import (
     fill_positions,
     offered,
     remembered,
+    remembered_estimate,
     replace_options,
 )
 
@@ -70,9 +71,8 @@ IMBALANCES = [1.0, 1.1, 1.25, 1.5, 2.0]
 CAPACITY_OPTIONS = [("dropless", None), ("1.0", 1.0), ("1.25", 1.25), ("1.5", 1.5), ("2.0", 2.0)]
 
 
-#: The library calls of the lab, remembered per configuration (widgets.common.remembered): a configuration visited
-#: again, whichever control led there, is not priced again.
-_estimate = remembered(256)(training.estimate)
+#: The lab's fixes for a configuration that does not fit, remembered per configuration (widgets.common.remembered;
+#: its estimates go through common.remembered_estimate): a configuration visited again is not priced again.
 _explain_infeasible = remembered(64)(triage.explain_infeasible)
 
 
@@ -438,7 +438,7 @@ class TrainingLabApp(LessonApp):
         return hardware.cluster(self.node.value, self.nodes.value if nodes is None else nodes, self.fabric.value)
 
     def _estimate(self, nodes: int) -> training.StepEstimate:
-        return _estimate(self.model.value, self.cluster(nodes), **self.config(nodes))
+        return remembered_estimate(self.model.value, self.cluster(nodes), **self.config(nodes))
 
     def compute(self) -> training.StepEstimate:
         """The estimate at the slider's node count (priced by _refresh); raises our error on invalid input."""
