@@ -101,8 +101,9 @@ class Solution:
 
 class Question:
     """What every question type shares (a mixin of methods; each type is a frozen dataclass with name, points,
-    hint_text and explain): check() reads the answer (the type's _read: ValueError in words when it cannot) and
-    judges it (the type's _judge: None when correct, else the reason), and hint() and solution()."""
+    hint_text and explain): check() reads the answer (the type's _read: ValueError in words when it cannot; any other
+    exception of a hostile object becomes a reason too) and judges it (the type's _judge: None when correct, else
+    the reason), and hint() and solution()."""
 
     name: str
     points: float
@@ -113,6 +114,7 @@ class Question:
         raise NotImplementedError
 
     def _judge(self, value) -> str | None:
+        """None (or "") when the answer read is correct, else the reason it is not."""
         raise NotImplementedError
 
     def check(self, answer=None) -> CheckResult:
@@ -123,8 +125,18 @@ class Question:
             value = self._read(answer)
         except ValueError as unreadable:
             return CheckResult(self.name, INCORRECT, f"not yet, because {unreadable}", 0.0, self.points)
+        except Exception as exc:  # an object that cannot even be iterated or compared: a reason, not a crash
+            noun = getattr(self, "noun", "")
+            return CheckResult(
+                self.name,
+                INCORRECT,
+                f"not yet, because an answer of type {type(answer).__name__} could not be read"
+                f"{' as ' + noun if noun else ''} ({type(exc).__name__})",
+                0.0,
+                self.points,
+            )
         reason = self._judge(value)
-        if reason is None:
+        if not reason:
             return CheckResult(self.name, CORRECT, "correct", self.points, self.points)
         return CheckResult(self.name, INCORRECT, f"not yet, because {reason}. Hint: {self.hint_text}", 0.0, self.points)
 
