@@ -57,7 +57,8 @@ COLOURS = {**STEP_COLOURS, WAIT: "#8c564b"}
 # Bucketing: exposed communication against the bucket count, and one count's timeline
 
 #: The timeline's time axis ends at this many backward passes: 76% of the bucket app's (configuration, count) pairs
-#: end their all-reduce within it (a flat ring over 64 GPUs ends near 2.5); the rest run off its edge, marked.
+#: end their all-reduce within it (lesson 8's flat ring of 64 GPUs over IB NDR ends near 2.5 at its best count); the
+#: rest run off its edge, marked there.
 BUCKET_TIME_SPAN = 3.0
 
 

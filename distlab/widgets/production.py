@@ -43,8 +43,8 @@ DPS = [8, 16, 64, 256]
 TOKENS = [2048, 4096, 8192, 16384, 32768, 65536]
 MAX_BUCKETS = 2000
 #: The exposed-communication axis (s): the whole decades that hold every offered configuration's curve, from 74 us
-#: (Llama-2-7B on one node's NVLink at its best count) to 13.7 s (Llama-2-13B, one flat ring of 256 GPUs over
-#: 100G Ethernet at 2,000 buckets); tests/widgets/test_widgets_production.py computes them all.
+#: (Llama-2-7B, 4,096 tokens, on one node's NVLink at 2,000 buckets) to 13.7 s (Llama-2-13B, 2,048 tokens, one flat
+#: ring of 256 GPUs over 100G Ethernet at 2,000 buckets); tests/widgets/test_widgets_production.py computes them all.
 EXPOSED_RANGE_S = (1e-5, 1e2)
 
 
