@@ -17,7 +17,7 @@ from ..plots.production import (
     update_triage_bars,
 )
 from ..units import format_bytes, format_seconds
-from .common import BlitRenderer, LessonApp, axes_state, figure_canvas, remembered, remembered_estimate
+from .common import DATA, BlitRenderer, LessonApp, axes_state, figure_canvas, remembered, remembered_estimate
 
 __all__ = [
     "BUCKET_MODELS",
@@ -25,6 +25,7 @@ __all__ = [
     "DPS",
     "TOKENS",
     "MAX_BUCKETS",
+    "EXPOSED_RANGE_S",
     "bucket_cost_kwargs",
     "BucketApp",
     "NODE_COUNTS",
@@ -41,6 +42,10 @@ BUCKET_FABRICS = ["ib-ndr", "ib-hdr", "ethernet-100g"]
 DPS = [8, 16, 64, 256]
 TOKENS = [2048, 4096, 8192, 16384, 32768, 65536]
 MAX_BUCKETS = 2000
+#: The exposed-communication axis (s): the whole decades that hold every offered configuration's curve, from 74 us
+#: (Llama-2-7B, 4,096 tokens, on one node's NVLink at 2,000 buckets) to 13.7 s (Llama-2-13B, 2,048 tokens, one flat
+#: ring of 256 GPUs over 100G Ethernet at 2,000 buckets); tests/widgets/test_widgets_production.py computes them all.
+EXPOSED_RANGE_S = (1e-5, 1e2)
 
 
 def bucket_cost_kwargs(dp: int, fabric: str, algorithm: str) -> dict:
@@ -94,17 +99,12 @@ class BucketApp(LessonApp):
         )
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas(
-            (7.6, 2.7), dict(left=0.09, right=0.98, bottom=0.17, top=0.95, wspace=0.32)
+            (7.6, 2.7), dict(left=0.115, right=0.98, bottom=0.17, top=0.95, wspace=0.33)
         )
         ax1, ax2 = self.fig.subplots(1, 2)
-        self.plot = bucket_plot(ax1, ax2)
-        self.renderer = BlitRenderer(
-            self.canvas,
-            self.plot.animated_artists,
-            static_key=lambda: axes_state(
-                self.fig
-            ),  # log axes seen before (a DP size, tokens) are restored, not redrawn
-        )
+        self.plot = bucket_plot(ax1, ax2, EXPOSED_RANGE_S, MAX_BUCKETS)
+        # fixed axes: no control redraws them; a new sweep repaints its curve over them, a count its timeline
+        self.renderer = BlitRenderer(self.canvas, self.plot.animated_artists, data_artists=self.plot.sweep_artists)
         self.result = None
         self.error: str | None = None
         self._drawn_sweep = None
@@ -123,7 +123,6 @@ class BucketApp(LessonApp):
         )
         self.update()
 
-    prepared_pictures = True
     prepared_controls = ("model", "link", "algorithm", "dp", "tokens", "buckets")
 
     def sweep(self, values: dict | None = None) -> production.BucketSweep:
@@ -140,19 +139,20 @@ class BucketApp(LessonApp):
         sweep = self.sweep(values)
         return sweep, sweep.timeline(values["buckets"])
 
-    def render(self, result) -> bool:
+    def render(self, result):
         sweep, timeline = result
-        rescaled = False
-        if sweep is not self._drawn_sweep:
-            rescaled = self.plot.set_sweep(sweep)
-            self._drawn_sweep = sweep
-        grew = self.plot.set_buckets(sweep, timeline)
-        return rescaled or grew
+        self.plot.set_buckets(sweep, timeline)
+        if sweep is self._drawn_sweep:
+            return False
+        self.plot.set_sweep(sweep)
+        self._drawn_sweep = sweep
+        return DATA
 
     def describe(self, result) -> str:
         """The text under the plots (every number from production.bucket_sweep)."""
         sweep, timeline = result
         here = sweep.at(timeline.buckets)
+        end = float(timeline.end_s[-1])
         ddp = min(sweep.ddp_default_buckets(), MAX_BUCKETS)
         where = (
             "NVLink, one node"
@@ -166,7 +166,8 @@ class BucketApp(LessonApp):
             f"{timeline.buckets} buckets of {format_bytes(here['bucket_bytes'])}: each pays "
             f"{format_seconds(sweep.latency_s)} of latency and moves bytes at {100 * here['bandwidth_share']:.0f}% of the "
             f"link's rate; {format_seconds(here['comm_total_s'])} of communication, {format_seconds(here['exposed_s'])} "
-            f"exposed",
+            f"exposed: the all-reduce ends {format_seconds(end)} after backward starts ({end / sweep.backward_s:.2f}x "
+            f"backward)",
             f"best: {sweep.best_buckets} buckets of {format_bytes(sweep.best_bucket_bytes)}, "
             f"{format_seconds(sweep.best_exposed_s)} exposed; PyTorch DDP's 25 MiB buckets ({ddp}): "
             f"{format_seconds(sweep.at(ddp)['exposed_s'])} exposed",

@@ -69,12 +69,6 @@ def _all_to_all():
     return AllToAllApp(), "ep", [16, 8]
 
 
-def _buckets():
-    from distlab.widgets.production import BucketApp
-
-    return BucketApp(), "dp", [8, 64]  # one node on NVLink: the exposed curve falls decades, a new y range
-
-
 def _production_step():
     from distlab.widgets.production import ProductionStepApp
 
@@ -87,7 +81,7 @@ def _stage_analysis():
     return StageAnalysisApp(), "stages", [1, 4]  # one stage: no bubble, a shorter step, a new time range
 
 
-@pytest.mark.parametrize("make", [_triage, _overlap, _all_to_all, _buckets, _production_step, _stage_analysis])
+@pytest.mark.parametrize("make", [_triage, _overlap, _all_to_all, _production_step, _stage_analysis])
 def test_axes_shown_before_are_restored_and_look_as_a_full_draw(make):
     app, control, (other, first) = make()
     _ready(app)
@@ -121,11 +115,6 @@ def _production_step_neighbour():
     return app, control, 16  # a neighbour of 32 nodes: a longer step, a new time range
 
 
-def _buckets_neighbour():
-    app, control, _ = _buckets()
-    return app, control, 256  # a neighbour of DP 64: new axes ranges
-
-
 def _all_to_all_neighbour():
     app, control, (other, _) = _all_to_all()
     return app, control, other  # EP 16, a neighbour of EP 8: a larger matrix
@@ -145,7 +134,6 @@ def _overlap_neighbour():
         _triage_neighbour,
         _stage_analysis_neighbour,
         _production_step_neighbour,
-        _buckets_neighbour,
         _all_to_all_neighbour,
         _overlap_neighbour,
     ],
