@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 
 from ..units import format_bytes
 from ._bars import (
+    MEMORY_COLOURS,
     MEMORY_COMPONENTS,
     MEMORY_LABELS,
     STEP_COLOURS,
@@ -23,7 +24,19 @@ from ._bars import (
     step_bars,
     step_legend_html,
 )
-from ._style import BLUE, GOOD, GREEN, MUTED, ORANGE, PURPLE, RED, finish_axes, nice_ceiling, swatch
+from ._style import (
+    BLUE,
+    CAPACITY_COLOUR,
+    GOOD,
+    GREEN,
+    MUTED,
+    ORANGE,
+    PURPLE,
+    RED,
+    finish_axes,
+    nice_ceiling,
+    swatch,
+)
 
 __all__ = [
     "EXPOSED_COLOUR",
@@ -312,6 +325,8 @@ def ladder_frames(triage, capacity_label: str = "") -> dict:
         "capacity_label": capacity_label or f"{format_bytes(memory.capacity_bytes)}\n{memory.gpu_name}",
         "mark": [mark],
         "unit": "GB",
+        "colours": [MEMORY_COLOURS[c] for c in MEMORY_COMPONENTS],
+        "capacity_colour": CAPACITY_COLOUR,
     }
 
 

@@ -430,8 +430,8 @@ class TriageApp(LessonApp):
                 self.zero,
                 widgets.HTML(
                     memory_legend_html() + '<div style="font-size:12px">bars: the given configuration, '
-                    "then each rung of the ladder, each on top of the previous (faded: skipped; &#9650;: cut at "
-                    "twice the GPU's memory, its total in the text)</div>"
+                    "then each rung of the ladder, each on top of the previous (faded: skipped; &#9650;: taller than "
+                    "the axis, which ends near twice the GPU's memory: its total is in the text)</div>"
                 ),
                 self.picture,
                 self.status,

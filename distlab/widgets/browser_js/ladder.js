@@ -5,9 +5,9 @@
 // frames: {parts: [names], bars: [[bar][part] GB]], labels: [bar names], faded: [[bar] bool] (a skipped rung),
 //          totals: [[bar] text], clipped: [[bar] bool] (taller than the axis: cut, marked with a triangle),
 //          top: GB (the axis: every total and the capacity, at most twice it, rounded up), capacity: GB,
-//          capacity_label (lines split by "\n"), mark: [[bar, text]] (the first rung that fits), unit}
-const LADDER_COLOURS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7"];
-const LADDER_CAPACITY = "#D55E00";
+//          capacity_label (lines split by "\n"), mark: [[bar, text]] (the first rung that fits), unit,
+//          colours: [one per part], capacity_colour (distlab.plots' colours: the lesson's static ladder and the
+//          legend above the picture use the same)}
 const LADDER_FIT = "#1a7f37";
 const SKIPPED_ALPHA = 0.3;
 
@@ -46,7 +46,7 @@ function drawLadder(ctx, w, h, model, i) {
     parts.forEach((v, k) => {
       const lo = Y(base), hi = Y(base + v); // cut at the axis's top
       if (lo > hi) {
-        ctx.fillStyle = LADDER_COLOURS[k % LADDER_COLOURS.length];
+        ctx.fillStyle = f.colours[k % f.colours.length];
         ctx.fillRect(x, hi, barW, lo - hi);
       }
       base += v;
@@ -84,8 +84,8 @@ function drawLadder(ctx, w, h, model, i) {
   // the capacity line over the bars, its label (one line per "\n") right of the plot
   if (f.capacity) {
     const y = Y(f.capacity);
-    dashedLine(ctx, left, left + plotW, y, LADDER_CAPACITY);
-    ctx.fillStyle = LADDER_CAPACITY;
+    dashedLine(ctx, left, left + plotW, y, f.capacity_colour);
+    ctx.fillStyle = f.capacity_colour;
     ctx.textAlign = "left";
     ctx.textBaseline = "middle";
     const lines = String(f.capacity_label || "").split("\n");
