@@ -5,7 +5,7 @@ slider and picks a ZeRO stage, and asserts that the text shown is what distlab c
 drawn in the browser (issue 20: the memory wall, the ring animation, the bubble grid, the ZeRO bars, the
 3D assignment grid, the training lab's bars) answer a key on their own slider with new pixels and distlab's text,
 with the kernel running and after it is shut down, and in each lesson exported to HTML with its widget state, opened
-with no kernel (the widget front end that page loads from CDNs is served from npm packages, packed with npm: .ci/run
+with no kernel (lesson 8b's triage ladder, a picture of one position, shows its saved ladder and no slider) (the widget front end that page loads from CDNs is served from npm packages, packed with npm: .ci/run
 has it).
 Playwright's browser download is never used: it drives /usr/bin/chromium (`apt-get install
 chromium`; .ci/run does that). A screenshot is saved in test-artifacts/.
