@@ -503,6 +503,62 @@ def test_browser_pictures_answer_a_key_press_with_distlabs_numbers(jupyterlab):
             browser.close()
 
 
+def test_the_triage_ladder_answers_a_kernel_control_with_a_new_ladder(jupyterlab):
+    """Lesson 8b's triage ladder (a picture of one position, no slider): a click on a control in JupyterLab sends the
+    new ladder from the kernel in one message, and the picture redraws it with distlab's text."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+    from distlab.widgets.production import TriageApp
+
+    base, token = jupyterlab
+    app = TriageApp()
+    start = _squash(app.summary())
+    app.zero.value = 1
+    want = _squash(app.summary())
+    # the text is oom_triage's: ZeRO-1 given, the ladder starts from it (a change the kernel had to price)
+    assert want != start and "ZeRO-1" not in [s.change for s in app.result.ladder]
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("from distlab.widgets.production import TriageApp\nTriageApp()")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    request = urllib.request.Request(
+        f"{base}/api/contents/ladder.ipynb?token={token}",
+        data=json.dumps({"type": "notebook", "content": json.loads(nbformat.writes(nb))}).encode(),
+        method="PUT",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10):  # noqa: S310 - localhost only
+        pass
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000}, device_scale_factor=2)
+        page.set_default_timeout(30_000)
+        try:
+            _open_and_run_all(page, f"{base}/lab/tree/ladder.ipynb?token={token}")
+            picture = page.locator(".distlab-picture")
+            picture.wait_for(timeout=90_000)
+            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
+            summary, canvas = picture.locator(".distlab-summary"), picture.locator("canvas")
+            assert _squash(summary.text_content()) == start
+            assert not picture.locator("input.distlab-slider").is_visible()  # one position: no slider
+            before = canvas.evaluate("c => c.toDataURL()")
+            page.get_by_role("button", name="ZeRO-1", exact=True).click()
+            try:
+                page.wait_for_function(
+                    "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
+                    arg=[summary.element_handle(), want],
+                    timeout=20_000,
+                )
+            except sync_api.TimeoutError:
+                pytest.fail(f"after ZeRO-1 the ladder shows {_squash(summary.text_content())!r}, distlab: {want!r}")
+            assert canvas.evaluate("c => c.toDataURL()") != before, "the ladder's picture did not change"
+            assert page.get_by_text("Error displaying widget").count() == 0
+            picture.screenshot(path=str(ARTIFACTS / "browser-triage-ladder.png"))
+        finally:
+            browser.close()
+
+
 # --- A lesson exported to HTML with its widget state, opened with no kernel (issue 20) ---------------------------
 
 #: The lessons whose picture is drawn in the browser, each app built as its lesson builds it and then set as its

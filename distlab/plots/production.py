@@ -287,8 +287,9 @@ def triage_figure(triage, title: str = "") -> Figure:
     return fig
 
 
-#: The ladder drawn in the browser (ladder_frames) cuts its memory axis at this many times the GPU's capacity: the
-#: rungs near the capacity line stay readable beside a given configuration that needs terabytes.
+#: The ladder drawn in the browser (ladder_frames) ends its memory axis near this many times the GPU's capacity,
+#: whatever the ladder: the capacity line stays put from one ladder to the next, so a move's bars compare with the
+#: last's, and the rungs near the line stay readable beside a given configuration that needs terabytes.
 LADDER_CLIP = 2.0
 
 
@@ -296,9 +297,9 @@ def ladder_frames(triage, capacity_label: str = "") -> dict:
     """The drawing data of an OOMTriage for distlab.widgets.browser.LadderPicture (one position): the given
     configuration and the first LADDER_BARS rungs, stacked memory per GPU in GB (10^9 bytes) by part.
 
-    The memory axis ends at `top`: the tallest bar or the capacity, at most LADDER_CLIP x the capacity, times 1.08
-    and rounded up (nice_ceiling); a taller bar is cut there and marked (`clipped`; its total is in `totals` and in
-    the summary). Skipped rungs are `faded`; the first rung that fits (or the given configuration, when it fits
+    The memory axis ends at `top`, fixed by the capacity alone: LADDER_CLIP x the capacity x 1.08, rounded up
+    (nice_ceiling; 200 GB for an 80 GB GPU); a taller bar is cut there and marked (`clipped`; its total is in
+    `totals` and in the summary). Skipped rungs are `faded`; the first rung that fits (or the given configuration, when it fits
     already) is marked. `capacity_label`: the capacity line's label, one line per "\\n" (default: the GPU's
     memory and name)."""
     memory = triage.base.memory
@@ -307,8 +308,7 @@ def ladder_frames(triage, capacity_label: str = "") -> dict:
     bars = [[b.parts().get(c, 0.0) / 1e9 for c in MEMORY_COMPONENTS] for b in breakdowns]
     sums = [sum(b.parts().values()) for b in breakdowns]
     capacity = memory.capacity_bytes / 1e9
-    highest = max(max(sums) / 1e9, capacity)
-    top = nice_ceiling(min(highest, LADDER_CLIP * capacity) * 1.08)
+    top = nice_ceiling(LADDER_CLIP * capacity * 1.08)
     if triage.already_fits:
         mark = [[0, "fits"]]
     else:

@@ -1,10 +1,10 @@
 // The OOM triage ladder (lesson 8b's TriageApp): memory per GPU of the given configuration and of each rung of the
 // ladder of fixes, stacked by part, against the GPU's capacity. One position (no slider): each new ladder comes in
-// one message and is drawn here, so its axes (exactly its bars on x, a range fixed by the capacity on y) cost the
-// kernel nothing.
+// one message and is drawn here, so its axes (exactly its bars on x; on y a range fixed by the capacity, so the
+// capacity line stays put from one ladder to the next) cost the kernel nothing.
 // frames: {parts: [names], bars: [[bar][part] GB]], labels: [bar names], faded: [[bar] bool] (a skipped rung),
 //          totals: [[bar] text], clipped: [[bar] bool] (taller than the axis: cut, marked with a triangle),
-//          top: GB (the axis: every total and the capacity, at most twice it, rounded up), capacity: GB,
+//          top: GB (the axis: fixed by the capacity, about twice it), capacity: GB,
 //          capacity_label (lines split by "\n"), mark: [[bar, text]] (the first rung that fits), unit,
 //          colours: [one per part], capacity_colour (distlab.plots' colours: the lesson's static ladder and the
 //          legend above the picture use the same)}
