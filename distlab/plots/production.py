@@ -15,8 +15,30 @@ from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
 
 from ..errors import ConfigurationError
 from ..units import format_bytes, format_seconds
-from ._bars import STEP_COLOURS, STEP_PARTS, memory_bars, set_alpha, step_bars, step_legend_html
-from ._style import BLUE, GOOD, GREEN, MUTED, ORANGE, PURPLE, RED, finish_axes, swatch
+from ._bars import (
+    MEMORY_COLOURS,
+    MEMORY_COMPONENTS,
+    MEMORY_LABELS,
+    STEP_COLOURS,
+    STEP_PARTS,
+    memory_bars,
+    set_alpha,
+    step_bars,
+    step_legend_html,
+)
+from ._style import (
+    BLUE,
+    CAPACITY_COLOUR,
+    GOOD,
+    GREEN,
+    MUTED,
+    ORANGE,
+    PURPLE,
+    RED,
+    finish_axes,
+    nice_ceiling,
+    swatch,
+)
 
 __all__ = [
     "EXPOSED_COLOUR",
@@ -39,6 +61,8 @@ __all__ = [
     "triage_bars",
     "update_triage_bars",
     "triage_figure",
+    "LADDER_CLIP",
+    "ladder_frames",
     "ring_attention_figure",
     "straggler_figure",
 ]
@@ -311,6 +335,49 @@ def triage_figure(triage, title: str = "") -> Figure:
     if title:
         ax.set_title(title, fontsize=11)
     return fig
+
+
+#: The ladder drawn in the browser (ladder_frames) ends its memory axis near this many times the GPU's capacity,
+#: whatever the ladder: the capacity line stays put from one ladder to the next, so a move's bars compare with the
+#: last's, and the rungs near the line stay readable beside a given configuration that needs terabytes.
+LADDER_CLIP = 2.0
+
+
+def ladder_frames(triage, capacity_label: str = "") -> dict:
+    """The drawing data of an OOMTriage for distlab.widgets.browser.LadderPicture (one position): the given
+    configuration and the first LADDER_BARS rungs, stacked memory per GPU in GB (10^9 bytes) by part.
+
+    The memory axis ends at `top`, fixed by the capacity alone: LADDER_CLIP x the capacity x 1.08, rounded up
+    (nice_ceiling; 200 GB for an 80 GB GPU); a taller bar is cut there and marked (`clipped`; its total is in
+    `totals` and in the summary). Skipped rungs are `faded`; the first rung that fits (or the given configuration, when it fits
+    already) is marked. `capacity_label`: the capacity line's label, one line per "\\n" (default: the GPU's
+    memory and name)."""
+    memory = triage.base.memory
+    rungs = triage.ladder[:LADDER_BARS]
+    breakdowns = [memory] + [s.estimate.memory for s in rungs]
+    bars = [[b.parts().get(c, 0.0) / 1e9 for c in MEMORY_COMPONENTS] for b in breakdowns]
+    sums = [sum(b.parts().values()) for b in breakdowns]
+    capacity = memory.capacity_bytes / 1e9
+    top = nice_ceiling(LADDER_CLIP * capacity * 1.08)
+    if triage.already_fits:
+        mark = [[0, "fits"]]
+    else:
+        mark = [[k, "first fit"] for k, s in enumerate(rungs, start=1) if s is triage.first_fit]
+    return {
+        "parts": [MEMORY_LABELS[c] for c in MEMORY_COMPONENTS],
+        "bars": [bars],
+        "labels": ["given"] + [f"{k} {s.change}" for k, s in enumerate(rungs, start=1)],
+        "faded": [[False] + [bool(s.skipped) for s in rungs]],
+        "totals": [[format_bytes(total) for total in sums]],
+        "clipped": [[total / 1e9 > top for total in sums]],
+        "top": top,
+        "capacity": capacity,
+        "capacity_label": capacity_label or f"{format_bytes(memory.capacity_bytes)}\n{memory.gpu_name}",
+        "mark": [mark],
+        "unit": "GB",
+        "colours": [MEMORY_COLOURS[c] for c in MEMORY_COMPONENTS],
+        "capacity_colour": CAPACITY_COLOUR,
+    }
 
 
 # ----------------------------------------------------------------------------------------

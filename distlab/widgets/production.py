@@ -11,12 +11,12 @@ from ..plots.memory_wall import legend_html as memory_legend_html
 from ..plots.production import (
     bucket_legend_html,
     bucket_plot,
+    ladder_frames,
     production_bars,
     production_legend_html,
-    triage_bars,
-    update_triage_bars,
 )
 from ..units import format_bytes, format_seconds
+from .browser import LadderPicture
 from .common import DATA, BlitRenderer, LessonApp, axes_state, figure_canvas, remembered, remembered_estimate
 
 __all__ = [
@@ -359,7 +359,13 @@ TRIAGE_MODELS = ["llama3.1-70b", "llama2-70b", "llama3.1-8b", "gpt3-175b", "llam
 
 class TriageApp(LessonApp):
     """OOM triage: the given configuration and the ladder of fixes in production order
-    (triage.oom_triage), each rung priced by training.estimate(). `result` is the OOMTriage."""
+    (triage.oom_triage), each rung priced by training.estimate(). `result` is the OOMTriage.
+
+    The bars are drawn in the browser (distlab.widgets.browser.LadderPicture): each ladder goes in one message
+    (plots.production.ladder_frames) with its text, so a change costs the kernel the triage and that message, not a
+    matplotlib redraw of axes that follow the ladder's length and height."""
+
+    summary_in_picture = True
 
     def __init__(
         self,
@@ -401,9 +407,7 @@ class TriageApp(LessonApp):
             value=sequence_parallel, description="sequence parallel", layout=narrow
         )
         self.status = widgets.HTML()
-        self.fig, self.canvas = figure_canvas((7.6, 2.6), dict(left=0.08, right=0.98, bottom=0.12, top=0.95))
-        self.bars = triage_bars(self.fig.add_subplot(), legend=False)
-        self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists, static_key=lambda: axes_state(self.fig))
+        self.picture = LadderPicture(description="OOM ladder", width=720, height=330)
         self.result = None
         self.error: str | None = None
         for control in (
@@ -427,15 +431,16 @@ class TriageApp(LessonApp):
                 self.zero,
                 widgets.HTML(
                     memory_legend_html() + '<div style="font-size:12px">bars: the given configuration, '
-                    "then each rung of the ladder (faded: skipped)</div>"
+                    "then each rung of the ladder, each on top of the previous (faded: skipped; &#9650;: taller than "
+                    "the axis, which ends near twice the GPU's memory: its total is in the text)</div>"
                 ),
-                self.canvas,
+                self.picture,
                 self.status,
             ]
         )
         self.update()
 
-    prepared_pictures = True
+    #: the triage of each neighbouring value is remembered in idle kernel turns (the picture costs nothing to draw)
     prepared_controls = (
         "model",
         "nodes",
@@ -470,11 +475,13 @@ class TriageApp(LessonApp):
         cl = hardware.cluster("dgx-h100", values["nodes"], "ib-ndr")
         return _oom_triage(values["model"], cl, tuple(sorted(self.config(values).items())))
 
-    def render(self, result: triage.OOMTriage) -> bool:
-        return update_triage_bars(self.bars, result, "80 GB")
+    def render(self, result: triage.OOMTriage) -> None:
+        """The ladder's bars and its text to the browser, in one message."""
+        self.picture.show(0, 0, [self.describe(result)], frames=ladder_frames(result), value=0)
 
-    def fade(self) -> bool:
-        return self.bars.update([{}] * len(self.bars.totals), faded=True)
+    def fade(self) -> None:
+        """Our message in place of the text; the last ladder stays, faded (the browser fades a position in error)."""
+        self.picture.show(0, 0, [""], errors=[self.error or ""], value=0)
 
     def status_kind(self, result: triage.OOMTriage) -> str:
         return "ok" if result.already_fits or result.first_fit is not None else "bad"

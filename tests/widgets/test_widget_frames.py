@@ -51,12 +51,6 @@ def test_quick_frame_sends_what_matplotlibs_webagg_canvas_sends():
             assert our_mode == "diff" and _decoded(ours)[..., 3].any()  # some pixels changed, the rest transparent
 
 
-def _triage():
-    from distlab.widgets.production import TriageApp
-
-    return TriageApp(), "zero", [1, 0]  # ZeRO-1 needs one rung less: a new x range
-
-
 def _overlap():
     from distlab.widgets.data_parallel_zero import OverlapApp
 
@@ -81,7 +75,9 @@ def _stage_analysis():
     return StageAnalysisApp(), "stages", [1, 4]  # one stage: no bubble, a shorter step, a new time range
 
 
-@pytest.mark.parametrize("make", [_triage, _overlap, _all_to_all, _production_step, _stage_analysis])
+# (the triage ladder, lesson 8b, is drawn in the browser: distlab.widgets.browser.LadderPicture; the bucket
+# app's axes never change)
+@pytest.mark.parametrize("make", [_overlap, _all_to_all, _production_step, _stage_analysis])
 def test_axes_shown_before_are_restored_and_look_as_a_full_draw(make):
     app, control, (other, first) = make()
     _ready(app)
@@ -98,11 +94,6 @@ def test_axes_shown_before_are_restored_and_look_as_a_full_draw(make):
     app.canvas.draw = original
     app.canvas.draw()  # what a full draw of the same state paints
     assert np.array_equal(restored, _pixels(app))
-
-
-def _triage_neighbour():
-    app, control, (other, _) = _triage()
-    return app, control, other  # ZeRO-1, a neighbour of plain DP: a new x range
 
 
 def _stage_analysis_neighbour():
@@ -131,7 +122,6 @@ def _overlap_neighbour():
 @pytest.mark.parametrize(
     "make",
     [
-        _triage_neighbour,
         _stage_analysis_neighbour,
         _production_step_neighbour,
         _all_to_all_neighbour,
@@ -174,9 +164,9 @@ def _session_apps():
     from distlab.widgets.data_parallel_zero import OverlapApp
     from distlab.widgets.mixture_of_experts import AllToAllApp
     from distlab.widgets.pipeline import StageAnalysisApp
-    from distlab.widgets.production import BucketApp, ProductionStepApp, TriageApp
+    from distlab.widgets.production import BucketApp, ProductionStepApp
 
-    return [TriageApp, ProductionStepApp, StageAnalysisApp, BucketApp, OverlapApp, AllToAllApp]
+    return [ProductionStepApp, StageAnalysisApp, BucketApp, OverlapApp, AllToAllApp]
 
 
 @pytest.mark.parametrize("app_class", _session_apps(), ids=lambda c: c.__name__)

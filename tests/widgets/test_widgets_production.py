@@ -213,9 +213,8 @@ def test_production_app_taper_rails_fp8_and_stragglers(close):
     assert f"MFU {100 * app.result.mfu:.1f}%" in app.status.value
 
 
-def test_triage_app_ladder_bars(close):
+def test_triage_app_ladder_bars():
     app = TriageApp()
-    close(app)
     want = triage.oom_triage(
         "llama3.1-70b",
         hardware.cluster("dgx-h100", 32, "ib-ndr"),
@@ -227,23 +226,29 @@ def test_triage_app_ladder_bars(close):
         sequence_parallel=True,
     )
     assert [s.change for s in app.result.ladder] == [s.change for s in want.ladder]
-    heights = [
-        sum(app.bars.rects[c][i].get_height() for c in ("weights", "gradients", "optimizer", "activations"))
-        for i in range(len(want.ladder) + 1)
-    ]
-    assert heights == pytest.approx(
+    # the browser draws the bars it is sent: the given configuration and one bar per rung, no empty slot after the
+    # last rung (before: at least 4 slots were shown), each the sum of its parts
+    frames = app.picture.frames
+    (bars,) = frames["bars"]
+    assert len(bars) == len(frames["labels"]) == len(want.ladder) + 1
+    assert [sum(bar) for bar in bars] == pytest.approx(
         [want.base.memory.total_bytes / 1e9] + [s.memory_per_gpu_bytes / 1e9 for s in want.ladder]
     )
+    # 125 GB given, 80.2 GB and 57.8 GB after the rungs, 80 GB of H100: the axis, fixed by the capacity, ends at
+    # 2 x 80 x 1.08 = 172.8 GB rounded up to 200 GB (1, 1.5, 2, 3, 4, 5, 6, 8 x 10^k); nothing is cut
+    assert frames["top"] == 200 and frames["capacity"] == 80 and frames["clipped"] == [[False] * len(bars)]
     # flash attention (the default) stores no scores: the ladder skips selective recomputation, and a
-    # smaller micro-batch is the first rung that fits
+    # smaller micro-batch is the first rung that fits: marked on its bar
     assert "selective recomputation" not in [s.change for s in want.ladder]
-    assert want.first_fit is not None and f"first fit: {want.first_fit.change}" in app.status.value
-    # the axis ends at the last rung: no empty slot after it (before: at least 4 slots were shown)
-    assert app.bars.ax.get_xlim() == pytest.approx((-0.6, len(want.ladder) + 0.6))
+    assert want.first_fit is not None and f"first fit: {want.first_fit.change}" in app.picture.summary
+    assert frames["mark"] == [[[want.ladder.index(want.first_fit) + 1, "first fit"]]]
+    assert app.picture.summary == app.summary() and app.picture.errors == [""]
     app.recompute.value = "selective"
     app.zero.value = 1
     app.micro_batch_size.value = 1
-    assert app.result.already_fits and "already fits" in app.status.value
+    assert app.result.already_fits and "already fits" in app.picture.summary
+    assert len(app.picture.frames["bars"][0]) == 1 and app.picture.frames["mark"] == [[[0, "fits"]]]
+    app.close()
 
 
 def test_production_app_invalid_shows_our_message(close):
@@ -258,10 +263,14 @@ def test_production_app_invalid_shows_our_message(close):
     assert app.error is None
 
 
-def test_triage_app_invalid_shows_our_message(close):
+def test_triage_app_invalid_shows_our_message():
     app = TriageApp()
-    close(app)
     app.nodes.value = 4
     app.pp.value = 8
     assert app.result is None and "tp x pp = 8 x 8 = 64 is more than the cluster's 32 GPUs" in app.error
     assert "Traceback" not in app.status.value
+    # the picture fades (the browser fades a position in error) and shows our message in place of its text
+    assert app.picture.errors == [app.error] and app.picture.summary == f"Cannot compute: {app.error}"
+    app.pp.value = 4
+    assert app.error is None and app.picture.errors == [""]
+    app.close()
