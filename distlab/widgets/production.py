@@ -182,17 +182,15 @@ REMEMBERED = 256
 
 
 @remembered(REMEMBERED)
-def _straggler_step(model, cluster, slow_factor, sigma, precision, config: tuple) -> production.StragglerStep:
-    # production.straggler_step, remembered per configuration
-    return production.straggler_step(
-        model, cluster, slow_factor=slow_factor, sigma=sigma, precision=precision, **dict(config)
-    )
+def _straggler_step(model, cluster, **config) -> production.StragglerStep:
+    # production.straggler_step, remembered per configuration (the keyword arguments are the key)
+    return production.straggler_step(model, cluster, **config)
 
 
 @remembered(REMEMBERED)
-def _oom_triage(model, cluster, config: tuple) -> triage.OOMTriage:
+def _oom_triage(model, cluster, **config) -> triage.OOMTriage:
     # triage.oom_triage, remembered per configuration (a ladder prices about a dozen configurations)
-    return triage.oom_triage(model, cluster, **dict(config))
+    return triage.oom_triage(model, cluster, **config)
 
 
 class ProductionStepApp(LessonApp):
@@ -314,9 +312,13 @@ class ProductionStepApp(LessonApp):
         """The straggler step of these control values (remembered per configuration; its non-blocking bf16
         reference is priced and remembered with it)."""
         self.reference_for(values)
-        config = tuple(sorted(self.config(values).items()))
         return _straggler_step(
-            self.MODEL, self.cluster(values), values["slow"], values["jitter"], values["precision"], config
+            self.MODEL,
+            self.cluster(values),
+            slow_factor=values["slow"],
+            sigma=values["jitter"],
+            precision=values["precision"],
+            **self.config(values),
         )
 
     def _reference(self) -> training.StepEstimate:
@@ -473,7 +475,7 @@ class TriageApp(LessonApp):
     def compute_for(self, values: dict) -> triage.OOMTriage:
         """triage.oom_triage of these control values (remembered per configuration)."""
         cl = hardware.cluster("dgx-h100", values["nodes"], "ib-ndr")
-        return _oom_triage(values["model"], cl, tuple(sorted(self.config(values).items())))
+        return _oom_triage(values["model"], cl, **self.config(values))
 
     def render(self, result: triage.OOMTriage) -> None:
         """The ladder's bars and its text to the browser, in one message."""
