@@ -5,7 +5,7 @@ slider and picks a ZeRO stage, and asserts that the text shown is what distlab c
 drawn in the browser (issue 20: the memory wall, the ring animation, the bubble grid, the ZeRO bars, the
 3D assignment grid, the training lab's bars) answer a key on their own slider with new pixels and distlab's text,
 with the kernel running and after it is shut down, and in each lesson exported to HTML with its widget state, opened
-with no kernel (the widget front end that page loads from CDNs is served from npm packages, packed with npm: .ci/run
+with no kernel (lesson 8b's triage ladder, a picture of one position, shows its saved ladder and no slider) (the widget front end that page loads from CDNs is served from npm packages, packed with npm: .ci/run
 has it).
 Playwright's browser download is never used: it drives /usr/bin/chromium (`apt-get install
 chromium`; .ci/run does that). A screenshot is saved in test-artifacts/.
@@ -503,6 +503,62 @@ def test_browser_pictures_answer_a_key_press_with_distlabs_numbers(jupyterlab):
             browser.close()
 
 
+def test_the_triage_ladder_answers_a_kernel_control_with_a_new_ladder(jupyterlab):
+    """Lesson 8b's triage ladder (a picture of one position, no slider): a click on a control in JupyterLab sends the
+    new ladder from the kernel in one message, and the picture redraws it with distlab's text."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+    from distlab.widgets.production import TriageApp
+
+    base, token = jupyterlab
+    app = TriageApp()
+    start = _squash(app.summary())
+    app.zero.value = 1
+    want = _squash(app.summary())
+    # the text is oom_triage's: ZeRO-1 given, the ladder starts from it (a change the kernel had to price)
+    assert want != start and "ZeRO-1" not in [s.change for s in app.result.ladder]
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("from distlab.widgets.production import TriageApp\nTriageApp()")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    request = urllib.request.Request(
+        f"{base}/api/contents/ladder.ipynb?token={token}",
+        data=json.dumps({"type": "notebook", "content": json.loads(nbformat.writes(nb))}).encode(),
+        method="PUT",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10):  # noqa: S310 - localhost only
+        pass
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000}, device_scale_factor=2)
+        page.set_default_timeout(30_000)
+        try:
+            _open_and_run_all(page, f"{base}/lab/tree/ladder.ipynb?token={token}")
+            picture = page.locator(".distlab-picture")
+            picture.wait_for(timeout=90_000)
+            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
+            summary, canvas = picture.locator(".distlab-summary"), picture.locator("canvas")
+            assert _squash(summary.text_content()) == start
+            assert not picture.locator("input.distlab-slider").is_visible()  # one position: no slider
+            before = canvas.evaluate("c => c.toDataURL()")
+            page.get_by_role("button", name="ZeRO-1", exact=True).click()
+            try:
+                page.wait_for_function(
+                    "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
+                    arg=[summary.element_handle(), want],
+                    timeout=20_000,
+                )
+            except sync_api.TimeoutError:
+                pytest.fail(f"after ZeRO-1 the ladder shows {_squash(summary.text_content())!r}, distlab: {want!r}")
+            assert canvas.evaluate("c => c.toDataURL()") != before, "the ladder's picture did not change"
+            assert page.get_by_text("Error displaying widget").count() == 0
+            picture.screenshot(path=str(ARTIFACTS / "browser-triage-ladder.png"))
+        finally:
+            browser.close()
+
+
 # --- A lesson exported to HTML with its widget state, opened with no kernel (issue 20) ---------------------------
 
 #: The lessons whose picture is drawn in the browser, each app built as its lesson builds it and then set as its
@@ -530,6 +586,8 @@ EXPORTED_LESSONS = {
         'app = MeshApp(dp=4, tp=4, pp=4, gpus_per_node=8, colour_by="dp")\napp.pick.value = 21'
     ),
     "07_training_lab.ipynb": "from distlab.widgets.training_lab import TrainingLabApp\napp = TrainingLabApp()",
+    # one position (no slider): its controls are the kernel's, so the export shows the saved ladder only
+    "08b_failure_triage.ipynb": "from distlab.widgets.production import TriageApp\napp = TriageApp()",
 }
 #: Where nbconvert's HTML export loads the widget front end: require.js, then @jupyter-widgets/html-manager, which
 #: loads every other widget module (anywidget's, ipympl's) from a CDN as <name>@<version in the state>/dist/<file>.
@@ -611,7 +669,7 @@ def test_a_lesson_exported_to_html_draws_its_picture_with_no_kernel(tmp_path, wi
     """`jupyter nbconvert --to html` of a committed lesson (its widget state embedded), opened in Chromium from
     the file with no kernel and no server: the picture renders, its text summary is what distlab computes, and
     its slider, reached with Tab, moves by arrow keys and Home/End to every position the picture can show, each
-    time with new pixels and distlab's text for the new position."""
+    time with new pixels and distlab's text for the new position (a picture of one position: no slider shown)."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
     assert "jupyter nbconvert --to html notebooks/" in (ROOT / "README.md").read_text(encoding="utf-8")  # as here
     export = subprocess.run(
@@ -665,6 +723,12 @@ def test_a_lesson_exported_to_html_draws_its_picture_with_no_kernel(tmp_path, wi
             assert summary.get_attribute("aria-live") == "polite" and summary.get_attribute("role") == "status"
             start = int(readout.text_content())
             assert _squash(summary.text_content()) == expected(start), f"{name}: the saved text is not distlab's"
+            if len(values) == 1:  # a picture of one position (the triage ladder) shows no slider: nothing to move
+                assert not slider.is_visible() and not picture.locator("button.distlab-play").is_visible()
+                assert not errors, errors
+                assert all("mathjax" in url for url in refused), refused  # as below: nothing else was fetched
+                page.screenshot(path=str(ARTIFACTS / f"export-{Path(name).stem}.png"))
+                return
 
             # the keyboard reaches the slider: Tab from the top of the page
             page.locator("body").focus()

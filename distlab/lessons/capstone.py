@@ -18,16 +18,12 @@ from .. import budget, hardware, models, training
 from ..errors import DistlabError
 from ..units import format_bytes
 from .questions import (
-    CORRECT,
+    Question,
     INCORRECT,
-    NOT_ATTEMPTED,
     ChoiceQuestion,
     CheckResult,
-    Hint,
     NumericQuestion,
-    Solution,
     bind_params,
-    is_unanswered,
 )
 
 __all__ = [
@@ -181,7 +177,7 @@ def _defence_numbers(layout: dict) -> dict:
 
 
 @dataclass(frozen=True)
-class LayoutQuestion:
+class LayoutQuestion(Question):
     """A design question answered by a layout (a dict of LAYOUT_KEYS settings). Correct when the layout is valid,
     fits memory with the scenario's recipe, and trains TOKENS tokens within BUDGET_DAYS days. defend=True: the
     answer is {'layout': {...}, 'days': ..., 'cost_usd': ..., 'memory_gb': ...} and each number must also be
@@ -200,7 +196,8 @@ class LayoutQuestion:
     def __post_init__(self):
         bind_params(self)
 
-    def _judge(self, answer) -> str:
+    def _read(self, answer) -> str:
+        """The verdict on the layout ("" when it meets the brief): reading a plan means pricing it."""
         if not self.defend:
             return _verdict(read_layout(answer))
         if not isinstance(answer, dict) or "layout" not in answer:
@@ -228,30 +225,8 @@ class LayoutQuestion:
                 )
         return ""
 
-    def check(self, answer=None) -> CheckResult:
-        if is_unanswered(answer):
-            return CheckResult(self.name, NOT_ATTEMPTED, "not attempted", 0.0, self.points)
-        try:
-            reason = self._judge(answer)
-        except ValueError as unreadable:
-            return CheckResult(self.name, INCORRECT, f"not yet, because {unreadable}", 0.0, self.points)
-        except Exception as exc:  # an object that cannot even be read: a reason, not a crash
-            return CheckResult(
-                self.name,
-                INCORRECT,
-                f"not yet, because an answer of type {type(answer).__name__} could not be read ({type(exc).__name__})",
-                0.0,
-                self.points,
-            )
-        if not reason:
-            return CheckResult(self.name, CORRECT, "correct", self.points, self.points)
-        return CheckResult(self.name, INCORRECT, f"not yet, because {reason}. Hint: {self.hint_text}", 0.0, self.points)
-
-    def hint(self) -> Hint:
-        return Hint(self.hint_text)
-
-    def solution(self) -> Solution:
-        return Solution(self.explain())
+    def _judge(self, reason: str) -> str | None:
+        return reason
 
 
 @dataclass(frozen=True)

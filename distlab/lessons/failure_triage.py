@@ -13,16 +13,10 @@ from typing import Callable
 from .. import hardware, production, training, triage
 from ..units import format_bytes, format_seconds
 from .questions import (
-    CORRECT,
-    INCORRECT,
-    NOT_ATTEMPTED,
     ChoiceQuestion,
-    CheckResult,
-    Hint,
     NumericQuestion,
-    Solution,
+    Question,
     bind_params,
-    is_unanswered,
 )
 
 __all__ = [
@@ -251,7 +245,7 @@ _ORDER_FEEDBACK = {
 
 
 @dataclass(frozen=True)
-class OrderQuestion:
+class OrderQuestion(Question):
     """A question answered by an ordering of numbered items (a list such as [2, 1, 3] or the text '2 1 3').
 
     A wrong order is answered with the misconception behind the first item out of place (feedback).
@@ -288,26 +282,13 @@ class OrderQuestion:
             raise ValueError(f"an order names each of {list(self.items)} once")
         return values
 
-    def check(self, answer=None) -> CheckResult:
-        if is_unanswered(answer):
-            return CheckResult(self.name, NOT_ATTEMPTED, "not attempted", 0.0, self.points)
-        try:
-            values = self._read(answer)
-        except ValueError as unreadable:
-            return CheckResult(self.name, INCORRECT, f"not yet, because {unreadable}", 0.0, self.points)
+    def _judge(self, values: list) -> str | None:
         want = list(self.expected())
         if values == want:
-            return CheckResult(self.name, CORRECT, "correct", self.points, self.points)
+            return None
         first = next(v for v, w in zip(values, want) if v != w)
         wrong = next((self.feedback[n] for n in (first, want[values.index(first)]) if n in self.feedback), None)
-        reason = f"{values} puts {first} at place {values.index(first) + 1}" + (f": {wrong}" if wrong else "")
-        return CheckResult(self.name, INCORRECT, f"not yet, because {reason}. Hint: {self.hint_text}", 0.0, self.points)
-
-    def hint(self) -> Hint:
-        return Hint(self.hint_text)
-
-    def solution(self) -> Solution:
-        return Solution(self.explain())
+        return f"{values} puts {first} at place {values.index(first) + 1}" + (f": {wrong}" if wrong else "")
 
 
 _SETUP = "Llama-3.1-70B on 32 DGX H100 nodes (256 GPUs), global batch 256 x 8,192 tokens"

@@ -16,16 +16,10 @@ from ..units import format_bytes
 from dataclasses import field
 
 from .questions import (
-    CORRECT,
-    INCORRECT,
-    NOT_ATTEMPTED,
+    Question,
     ChoiceQuestion,
-    CheckResult,
-    Hint,
     NumericQuestion,
-    Solution,
     bind_params,
-    is_unanswered,
 )
 
 __all__ = [
@@ -111,7 +105,7 @@ def read_int_list(text: str, max_chars: int = MAX_LIST_CHARS) -> list[int] | Non
 
 
 @dataclass(frozen=True)
-class RanksQuestion:
+class RanksQuestion(Question):
     """A question answered by a list of whole numbers: GPU ranks of a group (any order, ordered=False)
     or a shape (ordered=True). Accepts a list, tuple, set, range, 1-D NumPy array, or a string such
     as '5, 7' or '[5, 7]'."""
@@ -151,25 +145,10 @@ class RanksQuestion:
             raise ValueError(f"{answer!r} is one number, not {self.noun} (write e.g. [5, 7])")
         raise ValueError(f"an answer of type {type(answer).__name__} is not {self.noun}")
 
-    def check(self, answer=None) -> CheckResult:
-        if is_unanswered(answer):
-            return CheckResult(self.name, NOT_ATTEMPTED, "not attempted", 0.0, self.points)
-        try:
-            values = self._read(answer)
-        except ValueError as unreadable:
-            return CheckResult(self.name, INCORRECT, f"not yet, because {unreadable}", 0.0, self.points)
-        except Exception as exc:  # an object that cannot even be iterated or compared: a reason, not a crash
-            return CheckResult(
-                self.name,
-                INCORRECT,
-                f"not yet, because an answer of type {type(answer).__name__} "
-                f"could not be read as {self.noun} ({type(exc).__name__})",
-                0.0,
-                self.points,
-            )
+    def _judge(self, values: list) -> str | None:
         want = [int(v) for v in self.expected()]
         if (values == want) if self.ordered else (sorted(values) == sorted(want)):
-            return CheckResult(self.name, CORRECT, "correct", self.points, self.points)
+            return None
         shown = "[" + ", ".join(map(str, values)) + "]"
         if self.ordered:
             import math
@@ -195,14 +174,7 @@ class RanksQuestion:
                     + (" which does not belong" if len(extra) == 1 else " which do not belong")
                 )
             reason = " and ".join(parts)
-        message = f"not yet, because {shown} {reason}. Hint: {self.hint_text}"
-        return CheckResult(self.name, INCORRECT, message, 0.0, self.points)
-
-    def hint(self) -> Hint:
-        return Hint(self.hint_text)
-
-    def solution(self) -> Solution:
-        return Solution(self.explain())
+        return f"{shown} {reason}"
 
 
 def _example():

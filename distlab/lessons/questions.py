@@ -38,6 +38,7 @@ __all__ = [
     "bind_params",
     "with_params",
     "plain_number_text",
+    "Question",
     "NumericQuestion",
     "ChoiceQuestion",
     "SequenceQuestion",
@@ -96,6 +97,54 @@ class Solution:
 
     def __repr__(self) -> str:
         return f"Solution: {self.text}"
+
+
+class Question:
+    """What every question type shares (a mixin of methods; each type is a frozen dataclass with name, points,
+    hint_text and explain): check() reads the answer (the type's _read: ValueError in words when it cannot; any other
+    exception of a hostile object becomes a reason too) and judges it (the type's _judge: None when correct, else
+    the reason), and hint() and solution()."""
+
+    name: str
+    points: float
+    hint_text: str
+    explain: Callable[..., str]
+
+    def _read(self, answer):
+        raise NotImplementedError
+
+    def _judge(self, value) -> str | None:
+        """None (or "") when the answer read is correct, else the reason it is not."""
+        raise NotImplementedError
+
+    def check(self, answer=None) -> CheckResult:
+        """Compare an answer with the value distlab computes: not attempted, correct, or "not yet" with the reason."""
+        if is_unanswered(answer):
+            return CheckResult(self.name, NOT_ATTEMPTED, "not attempted", 0.0, self.points)
+        try:
+            value = self._read(answer)
+        except ValueError as unreadable:
+            return CheckResult(self.name, INCORRECT, f"not yet, because {unreadable}", 0.0, self.points)
+        except Exception as exc:  # an object that cannot even be iterated or compared: a reason, not a crash
+            noun = getattr(self, "noun", "")
+            return CheckResult(
+                self.name,
+                INCORRECT,
+                f"not yet, because an answer of type {type(answer).__name__} could not be read"
+                f"{' as ' + noun if noun else ''} ({type(exc).__name__})",
+                0.0,
+                self.points,
+            )
+        reason = self._judge(value)
+        if not reason:
+            return CheckResult(self.name, CORRECT, "correct", self.points, self.points)
+        return CheckResult(self.name, INCORRECT, f"not yet, because {reason}. Hint: {self.hint_text}", 0.0, self.points)
+
+    def hint(self) -> Hint:
+        return Hint(self.hint_text)
+
+    def solution(self) -> Solution:
+        return Solution(self.explain())
 
 
 def is_unanswered(answer) -> bool:
@@ -196,7 +245,7 @@ def plain_number_text(text: str, noun: str = "a number") -> str:
 
 
 @dataclass(frozen=True)
-class NumericQuestion:
+class NumericQuestion(Question):
     """A question whose answer is a number in `unit` (a pint unit string, '' for a pure number).
 
     expected() computes the answer with distlab; explain() returns the worked derivation
@@ -273,17 +322,10 @@ class NumericQuestion:
             raise ValueError(f"{value} is not a finite number")
         return value
 
-    def check(self, answer=None) -> CheckResult:
-        """Compare an answer with the value distlab computes."""
-        if is_unanswered(answer):
-            return CheckResult(self.name, NOT_ATTEMPTED, "not attempted", 0.0, self.points)
-        try:
-            value = self._read(answer)
-        except ValueError as unreadable:
-            return CheckResult(self.name, INCORRECT, f"not yet, because {unreadable}", 0.0, self.points)
+    def _judge(self, value: float) -> str | None:
         want = float(self.expected())
         if math.isclose(value, want, rel_tol=self.rel_tol, abs_tol=self.abs_tol):
-            return CheckResult(self.name, CORRECT, "correct", self.points, self.points)
+            return None
         reason = "is too high" if value > want else "is too low"
         # bind_params has called a scale_hint function already when there are params; without, call it here
         hints = self.scale_hint(**self.params) if callable(self.scale_hint) else self.scale_hint
@@ -294,18 +336,11 @@ class NumericQuestion:
                 reason = words
                 break
         unit = f" {self.unit}" if self.unit else ""
-        message = f"not yet, because {value:g}{unit} {reason}. Hint: {self.hint_text}"
-        return CheckResult(self.name, INCORRECT, message, 0.0, self.points)
-
-    def hint(self) -> Hint:
-        return Hint(self.hint_text)
-
-    def solution(self) -> Solution:
-        return Solution(self.explain())
+        return f"{value:g}{unit} {reason}"
 
 
 @dataclass(frozen=True)
-class ChoiceQuestion:
+class ChoiceQuestion(Question):
     """A question answered by one of a few options (case-insensitive; yes/no also take True/False).
 
     feedback: {wrong option: why it is wrong}, the misconception each wrong option stands for; it is
@@ -329,47 +364,28 @@ class ChoiceQuestion:
     def __post_init__(self):
         bind_params(self)
 
-    def _normalise(self, answer) -> str:
+    def _read(self, answer) -> str:
         if answer is True:
             return "yes"
         if answer is False:
             return "no"
         if not isinstance(answer, str):  # an option is a word: no str() of arbitrary objects
             raise ValueError(f"an answer of type {type(answer).__name__} is not one of: {', '.join(self.options)}")
-        return str.__str__(answer)[:200].strip().lower()
-
-    def check(self, answer=None) -> CheckResult:
-        if is_unanswered(answer):
-            return CheckResult(self.name, NOT_ATTEMPTED, "not attempted", 0.0, self.points)
-        try:
-            value = self._normalise(answer)
-        except ValueError as unreadable:
-            return CheckResult(self.name, INCORRECT, f"not yet, because {unreadable}", 0.0, self.points)
+        value = str.__str__(answer)[:200].strip().lower()
         if value not in self.options:
-            return CheckResult(
-                self.name,
-                INCORRECT,
-                f"not yet, because {value!r} is not one of: {', '.join(self.options)}",
-                0.0,
-                self.points,
-            )
+            raise ValueError(f"{value!r} is not one of: {', '.join(self.options)}")
+        return value
+
+    def _judge(self, value: str) -> str | None:
         if value == self.expected():
-            return CheckResult(self.name, CORRECT, "correct", self.points, self.points)
+            return None
         why = self.feedback.get(value, "is not right")
         why = why() if callable(why) else why.format(**self.params)  # a callable: words computed when checked
-        return CheckResult(
-            self.name, INCORRECT, f"not yet, because {value!r} {why}. Hint: {self.hint_text}", 0.0, self.points
-        )
-
-    def hint(self) -> Hint:
-        return Hint(self.hint_text)
-
-    def solution(self) -> Solution:
-        return Solution(self.explain())
+        return f"{value!r} {why}"
 
 
 @dataclass(frozen=True)
-class SequenceQuestion:
+class SequenceQuestion(Question):
     """A question answered by an ordered list of short tokens: a schedule such as ['F0', 'F1', 'B0', ...] or
     chunk indices [1, 0, 3]. A string of tokens separated by spaces or commas is read too.
 
@@ -407,16 +423,10 @@ class SequenceQuestion:
             tokens.append(str.__str__(item).strip().upper() if isinstance(item, str) else str(int(item)))
         return tuple(tokens)
 
-    def check(self, answer=None) -> CheckResult:
-        if is_unanswered(answer):
-            return CheckResult(self.name, NOT_ATTEMPTED, "not attempted", 0.0, self.points)
-        try:
-            got = self._read(answer)
-        except ValueError as unreadable:
-            return CheckResult(self.name, INCORRECT, f"not yet, because {unreadable}", 0.0, self.points)
+    def _judge(self, got: tuple) -> str | None:
         want = tuple(str(t).upper() for t in self.expected())
         if got == want:
-            return CheckResult(self.name, CORRECT, "correct", self.points, self.points)
+            return None
         known = {
             tuple(str(t).upper() for t in k): v
             for k, v in (self.feedback(**self.params) if self.feedback else {}).items()
@@ -428,10 +438,4 @@ class SequenceQuestion:
         else:
             first = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
             why = f"goes wrong at step {first + 1} ({got[first]})"
-        return CheckResult(self.name, INCORRECT, f"not yet, because it {why}. Hint: {self.hint_text}", 0.0, self.points)
-
-    def hint(self) -> Hint:
-        return Hint(self.hint_text)
-
-    def solution(self) -> Solution:
-        return Solution(self.explain())
+        return f"it {why}"

@@ -11,16 +11,10 @@ from typing import Callable
 from .. import flops, models, training
 from ..units import format_bytes, format_seconds
 from .questions import (
-    CORRECT,
-    INCORRECT,
-    NOT_ATTEMPTED,
     ChoiceQuestion,
-    CheckResult,
-    Hint,
     NumericQuestion,
-    Solution,
+    Question,
     bind_params,
-    is_unanswered,
 )
 
 __all__ = ["CONFIG", "DESIGN", "EX1_AS_WRITTEN", "EX1_FITTED", "DesignQuestion", "QUESTIONS"]
@@ -239,7 +233,7 @@ def _explain_q8():
 
 
 @dataclass(frozen=True)
-class DesignQuestion:
+class DesignQuestion(Question):
     """A design task answered by a layout [tp, pp]: any layout that meets the constraints is correct.
 
     The check prices the student's own layout with the step model and says which constraint it misses
@@ -259,25 +253,11 @@ class DesignQuestion:
     def __post_init__(self):
         bind_params(self)
 
-    def check(self, answer=None) -> CheckResult:
-        if is_unanswered(answer):
-            return CheckResult(self.name, NOT_ATTEMPTED, "not attempted", 0.0, self.points)
-        try:
-            values = _read_layout(answer)
-        except ValueError as unreadable:
-            return CheckResult(self.name, INCORRECT, f"not yet, because {unreadable}", 0.0, self.points)
-        message = _design_feedback(values)
-        if message is None:
-            return CheckResult(self.name, CORRECT, "correct", self.points, self.points)
-        return CheckResult(
-            self.name, INCORRECT, f"not yet, because {message}. Hint: {self.hint_text}", 0.0, self.points
-        )
+    def _read(self, answer) -> tuple[int, int]:
+        return _read_layout(answer)
 
-    def hint(self) -> Hint:
-        return Hint(self.hint_text)
-
-    def solution(self) -> Solution:
-        return Solution(self.explain())
+    def _judge(self, values: tuple[int, int]) -> str | None:
+        return _design_feedback(values)
 
 
 def _read_layout(answer) -> tuple[int, int]:

@@ -5,16 +5,40 @@ the widgets update the artists in place.
 
 from __future__ import annotations
 
-from typing import Any
-
+import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
 
-from ..units import format_bytes
-from ._bars import STEP_COLOURS, STEP_PARTS, memory_bars, set_alpha, step_bars, step_legend_html
-from ._style import BLUE, GOOD, GREEN, MUTED, ORANGE, PURPLE, RED, finish_axes, nice_ceiling, swatch
+from ..errors import ConfigurationError
+from ..units import format_bytes, format_seconds
+from ._bars import (
+    MEMORY_COLOURS,
+    MEMORY_COMPONENTS,
+    MEMORY_LABELS,
+    STEP_COLOURS,
+    STEP_PARTS,
+    memory_bars,
+    set_alpha,
+    step_bars,
+    step_legend_html,
+)
+from ._style import (
+    BLUE,
+    CAPACITY_COLOUR,
+    GOOD,
+    GREEN,
+    MUTED,
+    ORANGE,
+    PURPLE,
+    RED,
+    finish_axes,
+    nice_ceiling,
+    swatch,
+)
 
 __all__ = [
     "EXPOSED_COLOUR",
@@ -24,9 +48,11 @@ __all__ = [
     "WAIT",
     "PARTS",
     "COLOURS",
+    "BUCKET_TIME_SPAN",
     "BucketPlot",
     "bucket_plot",
     "bucket_legend_html",
+    "exposed_decades",
     "bucket_figure",
     "production_bars",
     "production_legend_html",
@@ -35,6 +61,8 @@ __all__ = [
     "triage_bars",
     "update_triage_bars",
     "triage_figure",
+    "LADDER_CLIP",
+    "ladder_frames",
     "ring_attention_figure",
     "straggler_figure",
 ]
@@ -52,89 +80,124 @@ COLOURS = {**STEP_COLOURS, WAIT: "#8c564b"}
 # ----------------------------------------------------------------------------------------
 # Bucketing: exposed communication against the bucket count, and one count's timeline
 
+#: The timeline's time axis ends at this many backward passes: 76% of the bucket app's (configuration, count) pairs
+#: end their all-reduce within it (lesson 8's flat ring of 64 GPUs over IB NDR ends near 2.5 at its best count); the
+#: rest run off its edge, marked there.
+BUCKET_TIME_SPAN = 3.0
+
 
 @dataclass
 class BucketPlot:
-    """The U-curve (exposed vs bucket count, log-log) and the timeline of one bucket count."""
+    """The U-curve (exposed vs bucket count, log-log) and the timeline of one bucket count, on axes whose ranges
+    bucket_plot fixes: set_sweep and set_buckets move artists only, never an axis. The timeline is normalised:
+    time in backward passes (backward ends at 1), the gradients as a share of all of them; a count whose
+    all-reduce ends past the time axis runs off its edge, marked there with where it ends."""
 
     ax_curve: Any
     ax_time: Any
+    time_span: float = BUCKET_TIME_SPAN
     curve: Any = None
     best: Any = None
     current: Any = None
     ready: Any = None
     done: Any = None
     backward_line: Any = None
+    off_edge: Any = None
+    off_edge_text: Any = None
 
     @property
     def animated_artists(self) -> list:
-        return [self.curve, self.best, self.ready, self.backward_line, self.current, self.done]
+        """What a bucket count moves (the sweep's curve and best count are sweep_artists)."""
+        return [self.current, self.done, self.off_edge, self.off_edge_text]
 
-    def set_sweep(self, sweep) -> bool:
-        """The whole curve and the best count. Axes keep their range while the data fill it well (whole
-        decades on the curve, 40-100 % of the time and gradient axes): True when a range changed."""
-        before = (self.ax_curve.get_xlim(), self.ax_curve.get_ylim(), self.ax_time.get_xlim(), self.ax_time.get_ylim())
+    @property
+    def sweep_artists(self) -> list:
+        """What a new sweep (model, fabric, algorithm, DP size, tokens) moves."""
+        return [self.curve, self.best]
+
+    def set_sweep(self, sweep) -> None:
+        """The whole curve and the best count (the axes keep their ranges)."""
         self.curve.set_data(sweep.buckets, sweep.exposed_s)
         self.best.set_data([sweep.best_buckets], [sweep.best_exposed_s])
-        self.ax_curve.set_xlim(1, sweep.buckets[-1])
-        low, high = float(sweep.exposed_s.min()), float(sweep.exposed_s.max())
-        y0, y1 = self.ax_curve.get_ylim()
-        if not (y0 <= low and high <= y1 and y1 / y0 <= 1e5):  # keep up to five decades that hold the curve
-            import math
 
-            self.ax_curve.set_ylim(10.0 ** math.floor(math.log10(low / 1.5)), 10.0 ** math.ceil(math.log10(high * 1.5)))
-        need = 1e3 * max(sweep.backward_s + sweep.exposed_s[0], 1.3 * sweep.backward_s)
-        if not 0.4 * self.ax_time.get_xlim()[1] <= need <= self.ax_time.get_xlim()[1]:
-            self.ax_time.set_xlim(0, nice_ceiling(need))
-        gb = sweep.grad_bytes / 1e9
-        if not 0.4 * self.ax_time.get_ylim()[1] <= gb <= self.ax_time.get_ylim()[1]:
-            self.ax_time.set_ylim(0, nice_ceiling(gb * 1.05))
-        self.ready.set_data([0, 1e3 * sweep.backward_s], [0, gb])
-        self.backward_line.set_xdata([1e3 * sweep.backward_s] * 2)
-        return before != (
-            self.ax_curve.get_xlim(),
-            self.ax_curve.get_ylim(),
-            self.ax_time.get_xlim(),
-            self.ax_time.get_ylim(),
-        )
-
-    def set_buckets(self, sweep, timeline) -> bool:
-        """Mark one bucket count on the curve; its timeline: gradients all-reduced so far (GB) over time (ms).
-        Returns True when the time axis had to grow (a full redraw)."""
+    def set_buckets(self, sweep, timeline) -> None:
+        """Mark one bucket count on the curve; its timeline: the share of the gradients all-reduced so far over the
+        time from the start of backward in backward passes. Past the time axis: a marker at its edge says where
+        the all-reduce ends."""
+        if sweep.backward_s <= 0:
+            raise ConfigurationError(
+                f"backward_time={sweep.backward_s:g} s: the timeline is drawn in units of backward, which must be > 0"
+            )
         point = sweep.at(timeline.buckets)
         self.current.set_data([timeline.buckets], [point["exposed_s"]])
-        done = np.cumsum(timeline.bucket_bytes) / 1e9
-        x = np.repeat(1e3 * np.concatenate([[0.0], timeline.end_s]), 2)[1:-1] if timeline.buckets else [0.0]
-        y = np.repeat(np.concatenate([[0.0], done]), 2)[:-2] if timeline.buckets else [0.0]
-        if timeline.buckets:
-            x = np.concatenate([x, [1e3 * timeline.end_s[-1]]])
-            y = np.concatenate([y, [done[-1]]])
+        ends = np.asarray(timeline.end_s, dtype=float) / sweep.backward_s
+        done = 100.0 * np.cumsum(timeline.bucket_bytes) / sweep.grad_bytes
+        # a staircase: flat until a bucket's all-reduce ends, then up by its share
+        x = np.concatenate([[0.0], np.repeat(ends, 2)])
+        y = np.concatenate([[0.0, 0.0], np.repeat(done, 2)[:-1]])
         self.done.set_data(x, y)
-        end = 1e3 * (float(timeline.end_s[-1]) if timeline.buckets else 0.0)
-        if end > self.ax_time.get_xlim()[1]:
-            self.ax_time.set_xlim(0, nice_ceiling(end * 1.05))
-            return True
-        return False
+        end = float(ends[-1])
+        beyond = end > self.time_span
+        self.off_edge.set_visible(beyond)
+        self.off_edge_text.set_visible(beyond)
+        if beyond:
+            at_edge = float(y[np.searchsorted(x, self.time_span, side="right") - 1])
+            self.off_edge.set_data([self.time_span], [at_edge])
+            self.off_edge_text.set_position((self.time_span, at_edge + (6 if at_edge < 80 else -6)))
+            self.off_edge_text.set_verticalalignment("bottom" if at_edge < 80 else "top")
+            self.off_edge_text.set_text(f"all-reduce ends at\n{end:.1f}× backward")
 
 
-def bucket_plot(ax_curve, ax_time, labels: bool = True) -> BucketPlot:
-    """Empty bucket axes; fill with set_sweep and set_buckets."""
-    p = BucketPlot(ax_curve, ax_time)
+def bucket_plot(
+    ax_curve,
+    ax_time,
+    exposed_range: tuple[float, float] = (1e-5, 1e2),
+    max_buckets: int = 2000,
+    time_span: float = BUCKET_TIME_SPAN,
+    labels: bool = True,
+) -> BucketPlot:
+    """Bucket axes of fixed ranges: exposed communication from exposed_range[0] to exposed_range[1] seconds (whole
+    decades, each labelled in plain units: "1 ms", "10 s") over 1..max_buckets buckets, and the timeline over 0 to
+    time_span backward passes, 0-100 % of the gradients. Fill with set_sweep and set_buckets."""
+    p = BucketPlot(ax_curve, ax_time, time_span=time_span)
     (p.curve,) = ax_curve.plot([], [], color=EXPOSED_COLOUR, linewidth=1.5)
-    (p.best,) = ax_curve.plot([], [], "*", color=BEST_COLOUR, markersize=12)
-    (p.current,) = ax_curve.plot([], [], "o", color="black", markersize=6)
+    (p.best,) = ax_curve.plot([], [], "*", color=BEST_COLOUR, markersize=12, clip_on=False)
+    (p.current,) = ax_curve.plot([], [], "o", color="black", markersize=6, clip_on=False)
     ax_curve.set_xscale("log")
     ax_curve.set_yscale("log")
-    (p.ready,) = ax_time.plot([], [], color=READY_COLOUR, linewidth=1.5)
+    ax_curve.set_xlim(1, max_buckets)
+    ax_curve.set_ylim(*exposed_range)
+    low, high = (round(math.log10(v)) for v in exposed_range)
+    decades = [10.0**k for k in range(low, high + 1)]
+    ax_curve.yaxis.set_major_locator(FixedLocator(decades))
+    ax_curve.yaxis.set_major_formatter(FixedFormatter([format_seconds(v) for v in decades]))
+    counts = [10**k for k in range(math.floor(math.log10(max_buckets)) + 1)]
+    ax_curve.xaxis.set_major_locator(FixedLocator(counts))
+    ax_curve.xaxis.set_major_formatter(FixedFormatter([f"{c:,}" for c in counts]))
+    for axis in (ax_curve.xaxis, ax_curve.yaxis):
+        axis.set_minor_locator(NullLocator())
+    ax_curve.tick_params(labelsize=8)
+    # the gradients backward has produced: all of them by its end (x = 1)
+    (p.ready,) = ax_time.plot([0, 1], [0, 100], color=READY_COLOUR, linewidth=1.5)
     (p.done,) = ax_time.plot([], [], color=DONE_COLOUR, linewidth=1.5)
-    p.backward_line = ax_time.axvline(0, color=MUTED, linestyle=":", linewidth=1)
+    p.backward_line = ax_time.axvline(1, color=MUTED, linestyle=":", linewidth=1)
+    (p.off_edge,) = ax_time.plot([], [], ">", color=DONE_COLOUR, markersize=7, clip_on=False, visible=False)
+    p.off_edge_text = ax_time.text(
+        time_span, 0, "", ha="right", va="bottom", fontsize=8, color=DONE_COLOUR, visible=False
+    )
+    ax_time.set_xlim(0, time_span)
+    ax_time.set_ylim(0, 100)
+    ax_time.xaxis.set_major_locator(FixedLocator(list(range(math.floor(time_span) + 1))))
+    ax_time.yaxis.set_major_locator(FixedLocator([0, 25, 50, 75, 100]))
+    ax_time.yaxis.set_major_formatter(FixedFormatter(["0%", "25%", "50%", "75%", "100%"]))
+    ax_time.tick_params(labelsize=8)
     for ax in (ax_curve, ax_time):
         ax.spines[["top", "right"]].set_visible(False)
     if labels:
-        ax_curve.set_xlabel("buckets")
-        ax_curve.set_ylabel("exposed communication (s)")
-        ax_time.set_xlabel("time from the start of backward (ms)")
-        ax_time.set_ylabel("gradients (GB)")
+        ax_curve.set_xlabel("buckets", fontsize=9)
+        ax_curve.set_ylabel("exposed communication", fontsize=9)
+        ax_time.set_xlabel("time from backward's start (backward = 1)", fontsize=9)
+        ax_time.set_ylabel("share of the gradients", fontsize=9)
     return p
 
 
@@ -144,18 +207,29 @@ def bucket_legend_html() -> str:
         + swatch(EXPOSED_COLOUR, "exposed", "line")
         + swatch(BEST_COLOUR, "best count", "dot")
         + swatch("black", "this count", "dot")
-        + "<br><b>right</b>: gradients over time"
+        + "<br><b>right</b>: gradients over time, in backward passes"
         + swatch(READY_COLOUR, "produced by backward", "line")
         + swatch(DONE_COLOUR, "all-reduced", "line")
         + f' <span style="color:{MUTED}">&#8942; backward ends</span></div>'
     )
 
 
+def exposed_decades(*sweeps) -> tuple[float, float]:
+    """The whole decades (s) that hold every sweep's exposed communication: 10^floor(log10 min) to
+    10^ceil(log10 max) (one decade when the curve is flat on a power of ten)."""
+    low = min(float(np.min(s.exposed_s)) for s in sweeps)
+    high = max(float(np.max(s.exposed_s)) for s in sweeps)
+    if low <= 0:
+        raise ConfigurationError("a sweep with no exposed communication at some count has no log-scale picture")
+    bottom, top = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    return 10.0**bottom, 10.0 ** max(top, bottom + 1)
+
+
 def bucket_figure(sweep, timeline, title: str = "") -> Figure:
-    """A static figure of bucket_plot for a sweep and one count's timeline."""
+    """A static figure of bucket_plot for a sweep (its curve's whole decades) and one count's timeline."""
     fig = Figure(figsize=(7.6, 3.0), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2)
-    p = bucket_plot(ax1, ax2)
+    p = bucket_plot(ax1, ax2, exposed_decades(sweep), int(sweep.buckets[-1]))
     p.set_sweep(sweep)
     p.set_buckets(sweep, timeline)
     p.curve.set_label("exposed")
@@ -261,6 +335,49 @@ def triage_figure(triage, title: str = "") -> Figure:
     if title:
         ax.set_title(title, fontsize=11)
     return fig
+
+
+#: The ladder drawn in the browser (ladder_frames) ends its memory axis near this many times the GPU's capacity,
+#: whatever the ladder: the capacity line stays put from one ladder to the next, so a move's bars compare with the
+#: last's, and the rungs near the line stay readable beside a given configuration that needs terabytes.
+LADDER_CLIP = 2.0
+
+
+def ladder_frames(triage, capacity_label: str = "") -> dict:
+    """The drawing data of an OOMTriage for distlab.widgets.browser.LadderPicture (one position): the given
+    configuration and the first LADDER_BARS rungs, stacked memory per GPU in GB (10^9 bytes) by part.
+
+    The memory axis ends at `top`, fixed by the capacity alone: LADDER_CLIP x the capacity x 1.08, rounded up
+    (nice_ceiling; 200 GB for an 80 GB GPU); a taller bar is cut there and marked (`clipped`; its total is in
+    `totals` and in the summary). Skipped rungs are `faded`; the first rung that fits (or the given configuration, when it fits
+    already) is marked. `capacity_label`: the capacity line's label, one line per "\\n" (default: the GPU's
+    memory and name)."""
+    memory = triage.base.memory
+    rungs = triage.ladder[:LADDER_BARS]
+    breakdowns = [memory] + [s.estimate.memory for s in rungs]
+    bars = [[b.parts().get(c, 0.0) / 1e9 for c in MEMORY_COMPONENTS] for b in breakdowns]
+    sums = [sum(b.parts().values()) for b in breakdowns]
+    capacity = memory.capacity_bytes / 1e9
+    top = nice_ceiling(LADDER_CLIP * capacity * 1.08)
+    if triage.already_fits:
+        mark = [[0, "fits"]]
+    else:
+        mark = [[k, "first fit"] for k, s in enumerate(rungs, start=1) if s is triage.first_fit]
+    return {
+        "parts": [MEMORY_LABELS[c] for c in MEMORY_COMPONENTS],
+        "bars": [bars],
+        "labels": ["given"] + [f"{k} {s.change}" for k, s in enumerate(rungs, start=1)],
+        "faded": [[False] + [bool(s.skipped) for s in rungs]],
+        "totals": [[format_bytes(total) for total in sums]],
+        "clipped": [[total / 1e9 > top for total in sums]],
+        "top": top,
+        "capacity": capacity,
+        "capacity_label": capacity_label or f"{format_bytes(memory.capacity_bytes)}\n{memory.gpu_name}",
+        "mark": [mark],
+        "unit": "GB",
+        "colours": [MEMORY_COLOURS[c] for c in MEMORY_COMPONENTS],
+        "capacity_colour": CAPACITY_COLOUR,
+    }
 
 
 # ----------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ __all__ = [
     "BarsPicture",
     "GridPicture",
     "LabPicture",
+    "LadderPicture",
     "ring_frames",
     "timeline_buffers",
 ]
@@ -157,6 +158,16 @@ class RingPicture(BrowserPicture):
     black. The slider is the state t (0 = start, steps = end) with a play button."""
 
     _esm = module_source("ring.js")
+
+
+class LadderPicture(BrowserPicture):
+    """The OOM triage ladder (Lesson 8b's TriageApp): memory per GPU of the given configuration and of each rung,
+    stacked by part, against the GPU's capacity. One position, so no slider: the app's controls send each ladder
+    in one message (show(0, 0, ...)) and the browser draws it, axes included.
+
+    frames: distlab.plots.production.ladder_frames(triage) wrapped in one position ({"bars": [bars], ...})."""
+
+    _esm = module_source("ladder.js")
 
 
 def ring_frames(trace, frames) -> dict:

@@ -11,13 +11,13 @@ from ..plots.memory_wall import legend_html as memory_legend_html
 from ..plots.production import (
     bucket_legend_html,
     bucket_plot,
+    ladder_frames,
     production_bars,
     production_legend_html,
-    triage_bars,
-    update_triage_bars,
 )
 from ..units import format_bytes, format_seconds
-from .common import BlitRenderer, LessonApp, axes_state, figure_canvas, remembered, remembered_estimate
+from .browser import LadderPicture
+from .common import DATA, BlitRenderer, LessonApp, axes_state, figure_canvas, remembered, remembered_estimate
 
 __all__ = [
     "BUCKET_MODELS",
@@ -25,6 +25,7 @@ __all__ = [
     "DPS",
     "TOKENS",
     "MAX_BUCKETS",
+    "EXPOSED_RANGE_S",
     "bucket_cost_kwargs",
     "BucketApp",
     "NODE_COUNTS",
@@ -41,6 +42,10 @@ BUCKET_FABRICS = ["ib-ndr", "ib-hdr", "ethernet-100g"]
 DPS = [8, 16, 64, 256]
 TOKENS = [2048, 4096, 8192, 16384, 32768, 65536]
 MAX_BUCKETS = 2000
+#: The exposed-communication axis (s): the whole decades that hold every offered configuration's curve, from 74 us
+#: (Llama-2-7B, 4,096 tokens, on one node's NVLink at 2,000 buckets) to 13.7 s (Llama-2-13B, 2,048 tokens, one flat
+#: ring of 256 GPUs over 100G Ethernet at 2,000 buckets); tests/widgets/test_widgets_production.py computes them all.
+EXPOSED_RANGE_S = (1e-5, 1e2)
 
 
 def bucket_cost_kwargs(dp: int, fabric: str, algorithm: str) -> dict:
@@ -94,17 +99,12 @@ class BucketApp(LessonApp):
         )
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas(
-            (7.6, 2.7), dict(left=0.09, right=0.98, bottom=0.17, top=0.95, wspace=0.32)
+            (7.6, 2.7), dict(left=0.115, right=0.98, bottom=0.17, top=0.95, wspace=0.33)
         )
         ax1, ax2 = self.fig.subplots(1, 2)
-        self.plot = bucket_plot(ax1, ax2)
-        self.renderer = BlitRenderer(
-            self.canvas,
-            self.plot.animated_artists,
-            static_key=lambda: axes_state(
-                self.fig
-            ),  # log axes seen before (a DP size, tokens) are restored, not redrawn
-        )
+        self.plot = bucket_plot(ax1, ax2, EXPOSED_RANGE_S, MAX_BUCKETS)
+        # fixed axes: no control redraws them; a new sweep repaints its curve over them, a count its timeline
+        self.renderer = BlitRenderer(self.canvas, self.plot.animated_artists, data_artists=self.plot.sweep_artists)
         self.result = None
         self.error: str | None = None
         self._drawn_sweep = None
@@ -123,7 +123,6 @@ class BucketApp(LessonApp):
         )
         self.update()
 
-    prepared_pictures = True
     prepared_controls = ("model", "link", "algorithm", "dp", "tokens", "buckets")
 
     def sweep(self, values: dict | None = None) -> production.BucketSweep:
@@ -140,19 +139,20 @@ class BucketApp(LessonApp):
         sweep = self.sweep(values)
         return sweep, sweep.timeline(values["buckets"])
 
-    def render(self, result) -> bool:
+    def render(self, result):
         sweep, timeline = result
-        rescaled = False
-        if sweep is not self._drawn_sweep:
-            rescaled = self.plot.set_sweep(sweep)
-            self._drawn_sweep = sweep
-        grew = self.plot.set_buckets(sweep, timeline)
-        return rescaled or grew
+        self.plot.set_buckets(sweep, timeline)
+        if sweep is self._drawn_sweep:
+            return False
+        self.plot.set_sweep(sweep)
+        self._drawn_sweep = sweep
+        return DATA
 
     def describe(self, result) -> str:
         """The text under the plots (every number from production.bucket_sweep)."""
         sweep, timeline = result
         here = sweep.at(timeline.buckets)
+        end = float(timeline.end_s[-1])
         ddp = min(sweep.ddp_default_buckets(), MAX_BUCKETS)
         where = (
             "NVLink, one node"
@@ -166,7 +166,8 @@ class BucketApp(LessonApp):
             f"{timeline.buckets} buckets of {format_bytes(here['bucket_bytes'])}: each pays "
             f"{format_seconds(sweep.latency_s)} of latency and moves bytes at {100 * here['bandwidth_share']:.0f}% of the "
             f"link's rate; {format_seconds(here['comm_total_s'])} of communication, {format_seconds(here['exposed_s'])} "
-            f"exposed",
+            f"exposed: the all-reduce ends {format_seconds(end)} after backward starts ({end / sweep.backward_s:.2f}x "
+            f"backward)",
             f"best: {sweep.best_buckets} buckets of {format_bytes(sweep.best_bucket_bytes)}, "
             f"{format_seconds(sweep.best_exposed_s)} exposed; PyTorch DDP's 25 MiB buckets ({ddp}): "
             f"{format_seconds(sweep.at(ddp)['exposed_s'])} exposed",
@@ -358,7 +359,13 @@ TRIAGE_MODELS = ["llama3.1-70b", "llama2-70b", "llama3.1-8b", "gpt3-175b", "llam
 
 class TriageApp(LessonApp):
     """OOM triage: the given configuration and the ladder of fixes in production order
-    (triage.oom_triage), each rung priced by training.estimate(). `result` is the OOMTriage."""
+    (triage.oom_triage), each rung priced by training.estimate(). `result` is the OOMTriage.
+
+    The bars are drawn in the browser (distlab.widgets.browser.LadderPicture): each ladder goes in one message
+    (plots.production.ladder_frames) with its text, so a change costs the kernel the triage and that message, not a
+    matplotlib redraw of axes that follow the ladder's length and height."""
+
+    summary_in_picture = True
 
     def __init__(
         self,
@@ -400,9 +407,7 @@ class TriageApp(LessonApp):
             value=sequence_parallel, description="sequence parallel", layout=narrow
         )
         self.status = widgets.HTML()
-        self.fig, self.canvas = figure_canvas((7.6, 2.6), dict(left=0.08, right=0.98, bottom=0.12, top=0.95))
-        self.bars = triage_bars(self.fig.add_subplot(), legend=False)
-        self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists, static_key=lambda: axes_state(self.fig))
+        self.picture = LadderPicture(description="OOM ladder", width=720, height=330)
         self.result = None
         self.error: str | None = None
         for control in (
@@ -426,15 +431,16 @@ class TriageApp(LessonApp):
                 self.zero,
                 widgets.HTML(
                     memory_legend_html() + '<div style="font-size:12px">bars: the given configuration, '
-                    "then each rung of the ladder (faded: skipped)</div>"
+                    "then each rung of the ladder, each on top of the previous (faded: skipped; &#9650;: taller than "
+                    "the axis, which ends near twice the GPU's memory: its total is in the text)</div>"
                 ),
-                self.canvas,
+                self.picture,
                 self.status,
             ]
         )
         self.update()
 
-    prepared_pictures = True
+    #: the triage of each neighbouring value is remembered in idle kernel turns (the picture costs nothing to draw)
     prepared_controls = (
         "model",
         "nodes",
@@ -469,11 +475,13 @@ class TriageApp(LessonApp):
         cl = hardware.cluster("dgx-h100", values["nodes"], "ib-ndr")
         return _oom_triage(values["model"], cl, tuple(sorted(self.config(values).items())))
 
-    def render(self, result: triage.OOMTriage) -> bool:
-        return update_triage_bars(self.bars, result, "80 GB")
+    def render(self, result: triage.OOMTriage) -> None:
+        """The ladder's bars and its text to the browser, in one message."""
+        self.picture.show(0, 0, [self.describe(result)], frames=ladder_frames(result), value=0)
 
-    def fade(self) -> bool:
-        return self.bars.update([{}] * len(self.bars.totals), faded=True)
+    def fade(self) -> None:
+        """Our message in place of the text; the last ladder stays, faded (the browser fades a position in error)."""
+        self.picture.show(0, 0, [""], errors=[self.error or ""], value=0)
 
     def status_kind(self, result: triage.OOMTriage) -> str:
         return "ok" if result.already_fits or result.first_fit is not None else "bad"

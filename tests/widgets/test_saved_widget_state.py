@@ -83,8 +83,9 @@ def test_committed_lessons_save_every_position_of_their_pictures(name):
 
 def test_lessons_with_pictures_have_them_in_their_saved_state():
     # lessons 1, 2, 3, 4 and 6 draw a picture in the browser (issue 20's five), and lesson 7 its lab's bars (lesson
-    # 12 builds the same lab): each is saved with the notebook, with the module the package ships today (an export
-    # runs the saved module, so a notebook saved before a fix to the drawing code would show the old drawing)
+    # 12 builds the same lab), and lesson 8b its triage ladder: each is saved with the notebook, with the module the
+    # package ships today (an export runs the saved module, so a notebook saved before a fix to the drawing code would
+    # show the old drawing)
     for name in (
         "01_memory_wall",
         "02_collectives",
@@ -92,6 +93,7 @@ def test_lessons_with_pictures_have_them_in_their_saved_state():
         "04_pipeline",
         "06_3d_parallelism",
         "07_training_lab",
+        "08b_failure_triage",
         "12_capstone",
     ):
         nb = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text(encoding="utf-8"))

@@ -51,25 +51,16 @@ def test_quick_frame_sends_what_matplotlibs_webagg_canvas_sends():
             assert our_mode == "diff" and _decoded(ours)[..., 3].any()  # some pixels changed, the rest transparent
 
 
-def _triage():
-    from distlab.widgets.production import TriageApp
-
-    return TriageApp(), "zero", [1, 0]  # ZeRO-1 needs one rung less: a new x range
-
-
-def _buckets():
-    from distlab.widgets.production import BucketApp
-
-    return BucketApp(), "dp", [8, 64]  # one node on NVLink: the exposed curve falls decades, a new y range
-
-
 def _production_step():
     from distlab.widgets.production import ProductionStepApp
 
     return ProductionStepApp(), "nodes", [4, 32]  # 4 nodes: a longer step, a new time range
 
 
-@pytest.mark.parametrize("make", [_triage, _buckets, _production_step])
+# (the triage ladder, lesson 8b, is drawn in the browser: distlab.widgets.browser.LadderPicture; the bucket
+# app's axes never change; the overlap, all-to-all and stage-analysis apps draw their changing ticks:
+# test_apps_with_drawn_ticks_never_redraw_in_full_and_blit_what_a_full_draw_paints)
+@pytest.mark.parametrize("make", [_production_step])
 def test_axes_shown_before_are_restored_and_look_as_a_full_draw(make):
     app, control, (other, first) = make()
     _ready(app)
@@ -139,27 +130,15 @@ def test_apps_with_drawn_ticks_never_redraw_in_full_and_blit_what_a_full_draw_pa
     app.close()
 
 
-def _triage_neighbour():
-    app, control, (other, _) = _triage()
-    return app, control, other  # ZeRO-1, a neighbour of plain DP: a new x range
-
-
 def _production_step_neighbour():
     app, control, _ = _production_step()
     return app, control, 16  # a neighbour of 32 nodes: a longer step, a new time range
 
 
-def _buckets_neighbour():
-    app, control, _ = _buckets()
-    return app, control, 256  # a neighbour of DP 64: new axes ranges
-
-
 @pytest.mark.parametrize(
     "make",
     [
-        _triage_neighbour,
         _production_step_neighbour,
-        _buckets_neighbour,
     ],
 )
 def test_pictures_prepared_in_idle_turns_change_nothing_shown_and_look_as_a_full_draw(make):
@@ -198,9 +177,9 @@ def _session_apps():
     from distlab.widgets.data_parallel_zero import OverlapApp
     from distlab.widgets.mixture_of_experts import AllToAllApp
     from distlab.widgets.pipeline import StageAnalysisApp
-    from distlab.widgets.production import BucketApp, ProductionStepApp, TriageApp
+    from distlab.widgets.production import BucketApp, ProductionStepApp
 
-    return [TriageApp, ProductionStepApp, StageAnalysisApp, BucketApp, OverlapApp, AllToAllApp]
+    return [ProductionStepApp, StageAnalysisApp, BucketApp, OverlapApp, AllToAllApp]
 
 
 @pytest.mark.parametrize("app_class", _session_apps(), ids=lambda c: c.__name__)

@@ -23,6 +23,7 @@ def test_modules_are_package_data_with_no_network_import():
         (browser.BarsPicture, "bars.js"),
         (browser.GridPicture, "grid.js"),
         (browser.LabPicture, "lab.js"),
+        (browser.LadderPicture, "ladder.js"),
     ):
         source = cls._esm if isinstance(cls._esm, str) else ""
         assert source == browser.module_source(name)
@@ -182,6 +183,63 @@ def test_random_moves_of_the_training_labs_controls(data):
             )
             i = app.nodes.options.index(n)
             assert sum(app.picture.frames["step"][i]) == pytest.approx(fresh.step_time_s, rel=1e-9)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_moves_of_the_triage_ladders_controls(data):
+    from distlab.widgets.production import TRIAGE_MODELS, TriageApp
+
+    app = TriageApp()
+
+    def offered(control):
+        return st.sampled_from([o[1] if isinstance(o, tuple) else o for o in control.options])
+
+    moves = {
+        name: _setter(getattr(app, name), "value", offered(getattr(app, name)))
+        for name in app.prepared_controls
+        if name not in ("model", "sequence_parallel")
+    }
+    moves["model"] = _setter(app.model, "value", st.sampled_from(TRIAGE_MODELS))
+    moves["sequence_parallel"] = _setter(app.sequence_parallel, "value", st.booleans())
+    _fuzz(data, app, moves)
+    _check_ladder(app)
+    app.close()
+
+
+def _check_ladder(app):
+    """The ladder sent to the browser: one bar for the given configuration and one per rung (no empty slot), every
+    bar inside the axis or cut and marked, the capacity line inside it."""
+    if app.error is not None:
+        assert app.picture.errors == [app.error]
+        return
+    f = app.picture.frames
+    (bars,) = f["bars"]
+    (clipped,) = f["clipped"]
+    ladder = app.result.ladder
+    assert len(bars) == len(f["labels"]) == len(f["totals"][0]) == len(f["faded"][0]) == len(ladder) + 1
+    assert f["faded"][0] == [False] + [bool(s.skipped) for s in ladder]
+    # the axis, whatever the ladder: twice the 80 GB capacity x 1.08 = 172.8 GB, rounded up to 1, 1.5, 2, 3, 4, 5,
+    # 6 or 8 x 10^k: 200 GB, so the capacity line stays 80 / 200 = 40% of the way up
+    assert f["capacity"] == 80 and f["top"] == 200
+    for bar, cut in zip(bars, clipped):
+        assert cut == (sum(bar) > f["top"])  # inside the axis, or cut there and marked
+
+
+def test_a_ladder_far_over_the_gpu_is_cut_at_twice_its_memory():
+    # GPT-3 175B with tp = pp = 1 on 4 nodes, 16,384 tokens, micro-batch 8, no recomputation: terabytes per GPU
+    from distlab.widgets.production import TriageApp
+
+    app = TriageApp(model="gpt3-175b", nodes=4, seq_len=16384, tp=1, pp=1, micro_batch_size=8, zero=0)
+    f = app.picture.frames
+    totals = [sum(bar) for bar in f["bars"][0]]
+    assert totals[0] > 1000  # GB: the given configuration needs terabytes
+    # 2 x 80 GB x 1.08 = 172.8 GB, rounded up: 200 GB; the bars above it are cut and marked, the others not
+    assert f["top"] == 200
+    assert f["clipped"][0] == [t > 200 for t in totals] and f["clipped"][0][0]
+    assert f["mark"] == [[[k + 1, "first fit"] for k, s in enumerate(app.result.ladder) if s is app.result.first_fit]]
+    _check_ladder(app)
+    app.close()
 
 
 def test_no_canvas_font_names_a_css_variable():

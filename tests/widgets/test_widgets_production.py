@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from distlab import dataparallel, hardware, production, training, triage
-from distlab.widgets.production import BucketApp, ProductionStepApp, TriageApp
+from distlab.plots.production import BUCKET_TIME_SPAN, bucket_figure, exposed_decades
+from distlab.units import format_seconds
+from distlab.widgets.common import axes_state
+from distlab.widgets.production import (
+    BUCKET_FABRICS,
+    BUCKET_MODELS,
+    DPS,
+    EXPOSED_RANGE_S,
+    TOKENS,
+    BucketApp,
+    ProductionStepApp,
+    TriageApp,
+    _bucket_sweep,
+)
 
 
 @pytest.fixture
@@ -42,9 +58,106 @@ def test_bucket_app_shows_the_sweep_and_the_timeline(close):
     app.buckets.value = want.best_buckets
     assert app.plot.done is line and app.plot.current.get_xdata()[0] == want.best_buckets
     assert app.result[1].exposed_s == pytest.approx(want.best_exposed_s, rel=1e-9)
-    # the all-reduced curve ends at M when the last bucket's all-reduce ends
-    assert app.plot.done.get_ydata()[-1] == pytest.approx(grad / 1e9)
-    assert app.plot.done.get_xdata()[-1] == pytest.approx(1e3 * app.result[1].end_s[-1])
+    # the all-reduced curve reaches 100 % of the gradients when the last bucket's all-reduce ends, in backward passes
+    assert app.plot.done.get_ydata()[-1] == pytest.approx(100)
+    assert app.plot.done.get_xdata()[-1] == pytest.approx(app.result[1].end_s[-1] / want.backward_s)
+    # four equal buckets: a staircase of 25 % steps, each at its all-reduce's end (time / backward)
+    app.buckets.value = 4
+    ends = app.result[1].end_s / want.backward_s
+    np.testing.assert_allclose(app.plot.done.get_xdata(), [0, *np.repeat(ends, 2)])
+    np.testing.assert_allclose(app.plot.done.get_ydata(), [0, 0, 25, 25, 50, 50, 75, 75, 100])
+    assert not app.plot.off_edge.get_visible()  # it ends within the time axis
+    # the text under the plots keeps the absolute numbers: 4 buckets end T + exposed after backward starts
+    assert f"ends {format_seconds(want.backward_s + want.at(4)['exposed_s'])} after backward starts" in app.status.value
+
+
+def test_bucket_axes_hold_every_offered_configuration():
+    # every sweep the app offers (4 models x 3 fabrics x 2 algorithms x 4 DP sizes x 6 token counts), computed: its
+    # exposed communication lies inside the fixed axis, and the axis is no wider than the whole decades it needs
+    # (the lowest and the highest decade are both reached); exposed >= one bucket's time > 0: a log axis holds it
+    low, high = EXPOSED_RANGE_S
+    lowest, highest = np.inf, 0.0
+    for values in itertools.product(BUCKET_MODELS, BUCKET_FABRICS, ("hierarchical", "ring"), DPS, TOKENS):
+        sweep = _bucket_sweep(*values)
+        assert sweep.latency_s > 0 and np.all(sweep.exposed_s >= sweep.per_bucket_s - 1e-15)
+        lowest, highest = min(lowest, sweep.exposed_s.min()), max(highest, sweep.exposed_s.max())
+    assert low <= lowest < 10 * low and high / 10 < highest <= high
+
+
+def test_bucket_controls_never_redraw_the_axes(close):
+    # fixed axes: every control's every value is a blit (a new sweep repaints only its curve over the kept axes), the
+    # axes and tick labels never change, and what is shown is pixel for pixel what a full draw paints
+    app = BucketApp()
+    close(app)
+    app.canvas._handle_message(app.canvas, {"type": "initialized"}, [])
+    app.fig.canvas.draw()
+    axes = axes_state(app.fig)
+    draws = []
+    original = app.canvas.draw
+    app.canvas.draw = lambda: (draws.append(1), original())[1]
+    for control, options in (
+        (app.model, BUCKET_MODELS),
+        (app.link, BUCKET_FABRICS),
+        (app.algorithm, ["ring", "hierarchical", "ring"]),
+        (app.dp, DPS),
+        (app.tokens, [*TOKENS, 2048]),
+        (app.buckets, [1, 7, 300, 2000, 1]),
+    ):
+        for value in options:
+            control.value = value
+            assert axes_state(app.fig) == axes
+    assert draws == []
+    # the last state, one bucket on a flat ring of 256 GPUs over 100G Ethernet after 2,048 tokens' backward: the
+    # all-reduce runs off the time axis
+    assert app.plot.off_edge.get_visible() and app.plot.off_edge_text.get_visible()
+    shown = np.asarray(app.canvas.get_renderer().buffer_rgba()).copy()
+    app.canvas.draw = original
+    app.canvas.draw()
+    assert np.array_equal(shown, np.asarray(app.canvas.get_renderer().buffer_rgba()))
+
+
+def test_bucket_timeline_past_the_time_axis_is_marked_at_its_edge(close):
+    # one flat ring of 64 GPUs over IB NDR, one bucket: it starts when backward ends and runs comm(1), so it ends at
+    # 1 + comm(1) / T backward passes, past the axis's BUCKET_TIME_SPAN; nothing is all-reduced before, so the line
+    # leaves the axis at 0 %, and the marker there says where it ends
+    app = BucketApp(algorithm="ring", buckets=1)
+    close(app)
+    sweep = app.result[0]
+    end = 1 + sweep.comm_total_s[0] / sweep.backward_s
+    assert end > BUCKET_TIME_SPAN
+    assert app.plot.off_edge.get_visible()
+    assert list(app.plot.off_edge.get_xdata()) == [BUCKET_TIME_SPAN] and list(app.plot.off_edge.get_ydata()) == [0]
+    assert app.plot.off_edge_text.get_text() == f"all-reduce ends at\n{end:.1f}× backward"
+    app.algorithm.value = "hierarchical"  # 112 ms in one piece after 223 ms of backward: ends at 1.5, on the axis
+    assert not app.plot.off_edge.get_visible() and not app.plot.off_edge_text.get_visible()
+
+
+def test_bucket_figure_draws_its_own_decades(close):
+    sweep = production.bucket_sweep(1e9, 0.1, 8, bandwidth=100e9, latency=1e-5)
+    # the docstring's sweep: one bucket leaves L + M s = 0.14 ms + 17.5 ms exposed (the most), the best 0.17 ms (the
+    # least): the decades 100 us .. 100 ms
+    assert exposed_decades(sweep) == pytest.approx((1e-4, 1e-1))
+    fig = bucket_figure(sweep, sweep.timeline(16))
+    ax = fig.axes[0]
+    assert ax.get_ylim() == pytest.approx((1e-4, 1e-1)) and ax.get_xlim() == pytest.approx((1, 1024))
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["100 µs", "1 ms", "10 ms", "100 ms"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    grad=st.floats(1e3, 1e13),
+    backward=st.floats(0, 100),
+    latency=st.floats(1e-7, 1e-2),
+    bandwidth=st.floats(1e8, 1e12),
+    top=st.integers(1, 300),
+)
+def test_exposed_decades_are_the_whole_decades_that_hold_the_curve(grad, backward, latency, bandwidth, top):
+    sweep = production.bucket_sweep(grad, backward, 8, max_buckets=top, bandwidth=bandwidth, latency=latency)
+    low, high = exposed_decades(sweep)
+    for edge in (low, high):
+        assert np.log10(edge) == pytest.approx(round(np.log10(edge)))
+    assert low <= sweep.exposed_s.min() < 10 * low * (1 + 1e-12)
+    assert high >= sweep.exposed_s.max() and (high / 10 < sweep.exposed_s.max() * (1 + 1e-12) or high == 10 * low)
 
 
 def test_bucket_slider_blits_and_ring_is_slower(close):
@@ -100,9 +213,8 @@ def test_production_app_taper_rails_fp8_and_stragglers(close):
     assert f"MFU {100 * app.result.mfu:.1f}%" in app.status.value
 
 
-def test_triage_app_ladder_bars(close):
+def test_triage_app_ladder_bars():
     app = TriageApp()
-    close(app)
     want = triage.oom_triage(
         "llama3.1-70b",
         hardware.cluster("dgx-h100", 32, "ib-ndr"),
@@ -114,23 +226,29 @@ def test_triage_app_ladder_bars(close):
         sequence_parallel=True,
     )
     assert [s.change for s in app.result.ladder] == [s.change for s in want.ladder]
-    heights = [
-        sum(app.bars.rects[c][i].get_height() for c in ("weights", "gradients", "optimizer", "activations"))
-        for i in range(len(want.ladder) + 1)
-    ]
-    assert heights == pytest.approx(
+    # the browser draws the bars it is sent: the given configuration and one bar per rung, no empty slot after the
+    # last rung (before: at least 4 slots were shown), each the sum of its parts
+    frames = app.picture.frames
+    (bars,) = frames["bars"]
+    assert len(bars) == len(frames["labels"]) == len(want.ladder) + 1
+    assert [sum(bar) for bar in bars] == pytest.approx(
         [want.base.memory.total_bytes / 1e9] + [s.memory_per_gpu_bytes / 1e9 for s in want.ladder]
     )
+    # 125 GB given, 80.2 GB and 57.8 GB after the rungs, 80 GB of H100: the axis, fixed by the capacity, ends at
+    # 2 x 80 x 1.08 = 172.8 GB rounded up to 200 GB (1, 1.5, 2, 3, 4, 5, 6, 8 x 10^k); nothing is cut
+    assert frames["top"] == 200 and frames["capacity"] == 80 and frames["clipped"] == [[False] * len(bars)]
     # flash attention (the default) stores no scores: the ladder skips selective recomputation, and a
-    # smaller micro-batch is the first rung that fits
+    # smaller micro-batch is the first rung that fits: marked on its bar
     assert "selective recomputation" not in [s.change for s in want.ladder]
-    assert want.first_fit is not None and f"first fit: {want.first_fit.change}" in app.status.value
-    # the axis ends at the last rung: no empty slot after it (before: at least 4 slots were shown)
-    assert app.bars.ax.get_xlim() == pytest.approx((-0.6, len(want.ladder) + 0.6))
+    assert want.first_fit is not None and f"first fit: {want.first_fit.change}" in app.picture.summary
+    assert frames["mark"] == [[[want.ladder.index(want.first_fit) + 1, "first fit"]]]
+    assert app.picture.summary == app.summary() and app.picture.errors == [""]
     app.recompute.value = "selective"
     app.zero.value = 1
     app.micro_batch_size.value = 1
-    assert app.result.already_fits and "already fits" in app.status.value
+    assert app.result.already_fits and "already fits" in app.picture.summary
+    assert len(app.picture.frames["bars"][0]) == 1 and app.picture.frames["mark"] == [[[0, "fits"]]]
+    app.close()
 
 
 def test_production_app_invalid_shows_our_message(close):
@@ -145,10 +263,14 @@ def test_production_app_invalid_shows_our_message(close):
     assert app.error is None
 
 
-def test_triage_app_invalid_shows_our_message(close):
+def test_triage_app_invalid_shows_our_message():
     app = TriageApp()
-    close(app)
     app.nodes.value = 4
     app.pp.value = 8
     assert app.result is None and "tp x pp = 8 x 8 = 64 is more than the cluster's 32 GPUs" in app.error
     assert "Traceback" not in app.status.value
+    # the picture fades (the browser fades a position in error) and shows our message in place of its text
+    assert app.picture.errors == [app.error] and app.picture.summary == f"Cannot compute: {app.error}"
+    app.pp.value = 4
+    assert app.error is None and app.picture.errors == [""]
+    app.close()

@@ -99,7 +99,7 @@ def test_triage_app_results_equal_the_uncached_library_call():
             fresh = triage.oom_triage("llama3.1-70b", hardware.cluster("dgx-h100", 32, "ib-ndr"), **app.config())
             assert _same(app.result, fresh) and app.result == fresh
     finally:
-        plt.close(app.fig)
+        app.close()
 
 
 def test_production_step_app_results_equal_the_uncached_library_calls():
@@ -209,7 +209,7 @@ def test_in_a_kernel_the_neighbouring_configurations_are_prepared_in_idle_turns(
     try:
         prepared = asyncio.run(student())
     finally:
-        plt.close(app.fig)
+        app.close()
     assert prepared >= 9
 
 
