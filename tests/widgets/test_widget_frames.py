@@ -104,6 +104,30 @@ def _fixed_axes_cases():
     ]
 
 
+def _assert_shown_inside(app) -> None:
+    """The data inside the range the drawn ticks label, and the ticks inside the axes."""
+    from distlab.widgets.data_parallel_zero import OverlapApp
+    from distlab.widgets.mixture_of_experts import AllToAllApp
+
+    if app.result is None:  # our message instead (a layer time of 0): the last picture, faded
+        assert app.error
+        return
+    if isinstance(app, AllToAllApp):  # every GPU of the group has its row, column and bar
+        ep = app.result.ep
+        assert np.asarray(app.matrix.image.get_array()).shape == (ep, ep)
+        assert sum(bar.get_visible() for bar in app.loads.kept) == ep
+        ticks = [*app.matrix.ticks, app.loads.ticks]
+    elif isinstance(app, OverlapApp):  # the last all-reduce and the backward end inside the range (ms)
+        t = app.result
+        assert max(t.backward_s, float(np.max(t.end_s))) * 1e3 <= app.chart.x_max
+        ticks = [app.chart.ticks]
+    else:  # the stage analysis: the step inside the grid's range
+        assert app.grid.pixels.step_time <= app.grid.pixels.x_max
+        ticks = [app.grid.ticks]
+    for drawn in ticks:
+        assert drawn.fractions and all(0.0 <= f <= 1.0 for f in drawn.fractions)
+
+
 @pytest.mark.parametrize("app_class, names", _fixed_axes_cases(), ids=lambda c: getattr(c, "__name__", ""))
 def test_apps_with_drawn_ticks_never_redraw_in_full_and_blit_what_a_full_draw_paints(app_class, names):
     # issue 19: these apps' axes keep fixed limits and draw their changing ticks (the EP group's GPU numbers, the
@@ -123,6 +147,7 @@ def test_apps_with_drawn_ticks_never_redraw_in_full_and_blit_what_a_full_draw_pa
             widget.value = value
             assert draws == [], f"{name}={value!r}: a full draw"
             assert axes_state(app.fig) == state, f"{name}={value!r}: the axes changed"
+            _assert_shown_inside(app)
             blitted = _pixels(app)
             original()
             assert np.array_equal(blitted, _pixels(app)), f"{name}={value!r}"
