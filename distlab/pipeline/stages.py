@@ -324,10 +324,11 @@ def _suggest_microbatches(st: _Setting):
     else:
         guess = max(st.m + 1, math.ceil((st.p - 1) * (1 - st.max_bubble) / (st.max_bubble * st.v) - 1e-9))
         candidates = [guess * 2**k for k in range(6)]
-    if st.schedule == "interleaved":
-        candidates = [c for c in candidates if c % st.p == 0] or (
-            [] if st.batch is not None else [st.p * math.ceil(c / st.p) for c in candidates]
-        )
+    if st.schedule == "interleaved":  # whole multiples of p: the batch's divisors that are, or each rounded up
+        if st.batch is not None:
+            candidates = [c for c in candidates if c % st.p == 0]
+        else:
+            candidates = sorted({st.p * math.ceil(c / st.p) for c in candidates})
     found = _pick(candidates, lambda c: st.bubble_of(m=c), st)
     if found and st.batch is None and found[1] <= st.max_bubble and found[0] != candidates[0]:
         fails = max(c for c in candidates if c < found[0])
