@@ -259,21 +259,59 @@ def _suggest_pipelining(st: _Setting):
     )
 
 
+#: Up to this many steps between a failing and a meeting microbatch count, the fewest that meets is found exactly.
+_EXACT_MICROBATCH_STEPS = 64
+
+
 def _fewest_microbatches(st: _Setting, fails: int, meets: tuple[int, float], step: int):
     """Between a microbatch count that fails the threshold and one that meets it, the fewest that meets
-    it: six halvings (exact up to 64 steps apart, within 1/64 of the interval beyond; the bubble falls
-    as m grows)."""
+    it (the bubble falls as m grows). Up to _EXACT_MICROBATCH_STEPS steps apart: exactly. The first count tried is
+    where bubble = A + c / (m + (p - 1) / v) through the two known counts reaches max_bubble (the closed form,
+    (p - 1) / (v m + p - 1), plus a floor A for what p2p latency adds per microbatch), then one count at a time
+    towards the limit (two tries when the guess is within one), then halvings until the two are neighbours.
+    Farther apart: six halvings, within 1/64 of the interval."""
     lo, hi, best = fails // step, meets[0] // step, meets
-    for _ in range(6):
-        if hi - lo <= 1:
-            break
-        mid = (lo + hi) // 2
-        value = st.bubble_of(m=mid * step)
-        if value is not None and value <= st.max_bubble:
-            hi, best = mid, (mid * step, value)
+    if hi - lo > _EXACT_MICROBATCH_STEPS:
+        for _ in range(6):
+            if hi - lo <= 1:
+                break
+            mid = (lo + hi) // 2
+            value = st.bubble_of(m=mid * step)
+            if value is not None and value <= st.max_bubble:
+                hi, best = mid, (mid * step, value)
+            else:
+                lo = mid
+        return best
+    probe = _modelled_microbatches(st, lo * step, st.bubble_of(m=lo * step), meets)
+    probe = None if probe is None else round(probe / step)
+    tries = 0
+    while hi - lo > 1:
+        if probe is None or not lo < probe < hi:
+            probe = (lo + hi) // 2
+        value = st.bubble_of(m=probe * step)
+        met = value is not None and value <= st.max_bubble
+        if met:
+            hi, best = probe, (probe * step, value)
         else:
-            lo = mid
+            lo = probe
+        tries += 1
+        probe = (probe - 1 if met else probe + 1) if tries < 3 else None
     return best
+
+
+def _modelled_microbatches(st: _Setting, low: int, low_bubble, meets: tuple[int, float]):
+    """The m where bubble = A + c / (m + (p - 1) / v), fitted through (low, low_bubble) and meets, reaches
+    max_bubble (None when the fit does not cross it): a first guess for _fewest_microbatches."""
+    high, high_bubble = meets
+    if low_bubble is None or not high_bubble <= st.max_bubble < low_bubble:
+        return None
+    d = (st.p - 1) / st.v
+    x_low, x_high = 1 / (low + d), 1 / (high + d)
+    c = (low_bubble - high_bubble) / (x_low - x_high)
+    floor = low_bubble - c * x_low
+    if c <= 0 or st.max_bubble <= floor:
+        return None
+    return c / (st.max_bubble - floor) - d
 
 
 def _suggest_microbatches(st: _Setting):
@@ -286,10 +324,11 @@ def _suggest_microbatches(st: _Setting):
     else:
         guess = max(st.m + 1, math.ceil((st.p - 1) * (1 - st.max_bubble) / (st.max_bubble * st.v) - 1e-9))
         candidates = [guess * 2**k for k in range(6)]
-    if st.schedule == "interleaved":
-        candidates = [c for c in candidates if c % st.p == 0] or (
-            [] if st.batch is not None else [st.p * math.ceil(c / st.p) for c in candidates]
-        )
+    if st.schedule == "interleaved":  # whole multiples of p: the batch's divisors that are, or each rounded up
+        if st.batch is not None:
+            candidates = [c for c in candidates if c % st.p == 0]
+        else:
+            candidates = sorted({st.p * math.ceil(c / st.p) for c in candidates})
     found = _pick(candidates, lambda c: st.bubble_of(m=c), st)
     if found and st.batch is None and found[1] <= st.max_bubble and found[0] != candidates[0]:
         fails = max(c for c in candidates if c < found[0])

@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
 from ..units import format_bytes, format_seconds
+from ._ticks import DrawnTicks, drawn_ticks, nice_ticks
 from ._style import BLUE, CAPACITY_COLOUR, GREEN, GREY, ORANGE, RED, nice_ceiling, swatch
 
 __all__ = [
@@ -196,37 +197,54 @@ def zero_memory_figure(
 
 @dataclass
 class OverlapChart:
-    """Two lanes on a time axis: backward compute (one segment per bucket) and the buckets' communication."""
+    """Two lanes on a time axis: backward compute (one segment per bucket) and the buckets' communication.
+
+    With `ticks` (a widget's chart, overlap_axes(ax, fixed=True)) the x axis keeps the fixed limits 0 to 1, the
+    times are drawn as fractions of the range shown and the time ticks are drawn ticks (plots._ticks): a new
+    range is a blit, not a full redraw."""
 
     ax: Any
-    compute: Any = None  # PolyCollection, built in __post_init__
+    compute: Any = None  # PolyCollection, built in overlap_axes
     comm: Any = None
     exposed: Any = None
     backward_end: Any = None
+    ticks: DrawnTicks | None = None
+    #: the time range shown (ms): the x axis's right end
+    x_max: float = 1.0
 
     @property
     def animated_artists(self) -> list:
-        return [self.compute, self.comm, self.exposed, self.backward_end]
+        return [self.compute, self.comm, self.exposed, self.backward_end, *([self.ticks] if self.ticks else [])]
 
     def update(self, timeline) -> bool:
-        """Draw an OverlapTimeline (times shown in ms). Returns True when the time axis changed."""
+        """Draw an OverlapTimeline (times shown in ms). Returns True when the axes changed (a new time range
+        without drawn ticks)."""
         before = self.ax.get_xlim()
-        ms = 1e3
-        ready = np.asarray(timeline.ready_s) * ms
-        begin = np.concatenate(([0.0], ready[:-1]))
-        self.compute.set_verts(_bars(begin, ready, 1.0))
-        self.compute.set_facecolor([COMPUTE_COLOURS[i % 2] for i in range(len(ready))])
-        start, end = np.asarray(timeline.start_s) * ms, np.asarray(timeline.end_s) * ms
-        self.comm.set_verts(_bars(start, end, 0.0))
-        self.comm.set_facecolor([COMM_COLOURS[i % 2] for i in range(len(start))])
-        backward = timeline.backward_s * ms
-        exposed = timeline.exposed_s * ms
-        self.exposed.set_verts(
-            _bars(np.array([backward]), np.array([backward + exposed]), 0.0, height=0.7) if exposed > 0 else []
-        )
-        self.backward_end.set_xdata([backward, backward])
+        ready = np.asarray(timeline.ready_s) * 1e3
+        start, end = np.asarray(timeline.start_s) * 1e3, np.asarray(timeline.end_s) * 1e3
+        backward = timeline.backward_s * 1e3
+        exposed = timeline.exposed_s * 1e3
         finish = max(backward, float(end[-1]) if len(end) else 0.0)
-        self.ax.set_xlim(0, nice_ceiling(max(finish, 1e-9) * 1.05))
+        x_max = nice_ceiling(max(finish, 1e-9) * 1.05)
+        # with drawn ticks the axis runs from 0 to 1: each time is drawn as its fraction of the range
+        scale = 1.0 / x_max if self.ticks is not None else 1.0
+        begin = np.concatenate(([0.0], ready[:-1]))
+        self.compute.set_verts(_bars(begin * scale, ready * scale, 1.0))
+        self.compute.set_facecolor([COMPUTE_COLOURS[i % 2] for i in range(len(ready))])
+        self.comm.set_verts(_bars(start * scale, end * scale, 0.0))
+        self.comm.set_facecolor([COMM_COLOURS[i % 2] for i in range(len(start))])
+        self.exposed.set_verts(
+            _bars(np.array([backward * scale]), np.array([(backward + exposed) * scale]), 0.0, height=0.7)
+            if exposed > 0
+            else []
+        )
+        self.backward_end.set_xdata([backward * scale, backward * scale])
+        self.x_max = x_max
+        if self.ticks is not None:
+            values, labels = nice_ticks(x_max)
+            self.ticks.set_ticks([v / x_max for v in values], labels)
+            return False
+        self.ax.set_xlim(0, x_max)
         return before != self.ax.get_xlim()
 
 
@@ -235,8 +253,9 @@ def _bars(begin, end, lane: float, height: float = 0.6) -> list:
     return [[(b, lo), (e, lo), (e, hi), (b, hi)] for b, e in zip(begin, end)]
 
 
-def overlap_axes(ax, labels: bool = True) -> OverlapChart:
-    """Empty overlap lanes; fill with OverlapChart.update(timeline)."""
+def overlap_axes(ax, labels: bool = True, fixed: bool = False) -> OverlapChart:
+    """Empty overlap lanes; fill with OverlapChart.update(timeline). fixed: the x axis keeps fixed limits and
+    its time ticks are drawn ticks, so no time range changes the axes (for a widget)."""
     chart = OverlapChart(ax)
     chart.compute = PolyCollection([], edgecolors="white", linewidths=0.8)
     chart.comm = PolyCollection([], edgecolors="white", linewidths=0.8)
@@ -250,6 +269,9 @@ def overlap_axes(ax, labels: bool = True) -> OverlapChart:
     ax.tick_params(axis="y", length=0)
     if labels:
         ax.set_xlabel("time from the start of backward (ms)")
+    if fixed:
+        ax.set_xlim(0.0, 1.0)
+        chart.ticks = drawn_ticks(ax, "x", labelsize=None)  # matplotlib's tick label size, as before
     return chart
 
 

@@ -17,6 +17,7 @@ from matplotlib.image import AxesImage
 from matplotlib.lines import Line2D
 
 from ..units import format_seconds
+from ._ticks import DrawnTicks, drawn_ticks
 from ._style import (
     BLUE,
     CAPACITY_COLOUR,
@@ -63,31 +64,41 @@ TIME_RANGE = (1e-5, 10.0)
 @dataclass
 class ByteMatrix:
     """An ep x ep image of the bytes GPU i sends GPU j in one all-to-all; cells not yet delivered (a pairwise
-    step later than the one shown) are blank. The image is the animated artist."""
+    step later than the one shown) are blank. The image is the animated artist.
+
+    With `ticks` (a widget's matrix, byte_matrix(ax, fixed=True)), the image fills a fixed unit square whatever
+    the EP size and the GPU numbers are drawn ticks (plots._ticks) that move with the image: a new EP size
+    leaves the axes as they are (a blit, not a full redraw)."""
 
     ax: Axes
     image: AxesImage = None  # type: ignore[assignment]  # byte_matrix always gives the image
     size: int = 0
+    #: (x ticks, y ticks) drawn with the image (a widget's fixed square), or None: the axes' own ticks
+    ticks: tuple | None = None
 
     @property
     def animated_artists(self) -> list:
-        return [self.image]
+        return [self.image, *(self.ticks or ())]
 
     def update(self, matrix, delivered=None, faded: bool = False) -> bool:
         """matrix: (ep, ep) bytes; delivered: a boolean mask of the cells sent so far (None: all).
-        Returns True when the matrix size changed (new axes limits and ticks: a full redraw)."""
+        Returns True when the axes changed (a new matrix size without drawn ticks: a full redraw)."""
         data = np.asarray(matrix, dtype=float) / 1e6
         shown = np.where(delivered, data, np.nan) if delivered is not None else data
         n = data.shape[0]
-        full = n != self.size
-        if full:
+        full = n != self.size and self.ticks is None
+        if n != self.size:
             self.size = n
-            self.image.set_extent((-0.5, n - 0.5, n - 0.5, -0.5))
-            self.ax.set_xlim(-0.5, n - 0.5)
-            self.ax.set_ylim(n - 0.5, -0.5)
-            ticks = range(0, n, max(1, n // 8))
-            self.ax.set_xticks(list(ticks))
-            self.ax.set_yticks(list(ticks))
+            ticks = list(range(0, n, max(1, n // 8)))
+            if self.ticks is None:
+                self.image.set_extent((-0.5, n - 0.5, n - 0.5, -0.5))
+                self.ax.set_xlim(-0.5, n - 0.5)
+                self.ax.set_ylim(n - 0.5, -0.5)
+                self.ax.set_xticks(ticks)
+                self.ax.set_yticks(ticks)
+            else:  # the unit square, GPU i's cell from i/n to (i + 1)/n, row 0 on top
+                self.ticks[0].set_ticks([(i + 0.5) / n for i in ticks], ticks)
+                self.ticks[1].set_ticks([1 - (i + 0.5) / n for i in ticks], ticks)
         top = float(np.nanmax(data)) if np.isfinite(data).any() and np.nanmax(data) > 0 else 1.0
         clim = nice_ceiling(top)
         if self.image.get_clim()[1] != clim:
@@ -97,13 +108,20 @@ class ByteMatrix:
         return full
 
 
-def byte_matrix(ax) -> ByteMatrix:
-    """The byte-matrix artists on `ax` (rows: sending GPU, columns: receiving GPU, colour: MB)."""
+def byte_matrix(ax, fixed: bool = False) -> ByteMatrix:
+    """The byte-matrix artists on `ax` (rows: sending GPU, columns: receiving GPU, colour: MB). fixed: the
+    matrix fills a unit square with drawn GPU ticks, so no EP size changes the axes (for a widget)."""
     image = ax.imshow(np.zeros((1, 1)), cmap="Blues", vmin=0.0, vmax=1.0, interpolation="nearest")
     ax.set_xlabel("to GPU", fontsize=9)
     ax.set_ylabel("from GPU", fontsize=9)
     ax.tick_params(labelsize=8)
-    return ByteMatrix(ax, image, 0)
+    ticks = None
+    if fixed:
+        image.set_extent((0.0, 1.0, 1.0, 0.0))
+        ax.set_xlim(0.0, 1.0)
+        ax.set_ylim(1.0, 0.0)
+        ticks = (drawn_ticks(ax, "x"), drawn_ticks(ax, "y"))
+    return ByteMatrix(ax, image, 0, ticks)
 
 
 # --------------------------------------------------------------------------- load per GPU against capacity
@@ -117,21 +135,24 @@ LOAD_RANGE = (0.0, 5.0)
 class LoadBars:
     """One bar per GPU of the EP group: token copies its experts accept (green) and drop (red, stacked), in
     multiples of the mean load on a fixed axis (LOAD_RANGE), with the capacity per GPU as a dashed line and
-    the mean (1) dotted. Only the number of bars changes the axes."""
+    the mean (1) dotted. The bars share a fixed x range (0 to 1, GPU i's slot from i/n to (i + 1)/n) and the
+    GPU numbers are drawn ticks (plots._ticks): no number of GPUs changes the axes."""
 
     ax: Axes
     kept: list = field(default_factory=list)
     dropped: list = field(default_factory=list)
     capacity_line: Line2D = None  # type: ignore[assignment]  # load_bars always gives both lines
     mean_line: Line2D = None  # type: ignore[assignment]
+    ticks: DrawnTicks = None  # type: ignore[assignment]  # load_bars always gives them
+    size: int = 0
 
     @property
     def animated_artists(self) -> list:
-        return list(self.kept) + list(self.dropped) + [self.capacity_line]
+        return list(self.kept) + list(self.dropped) + [self.capacity_line, self.ticks]
 
     def update(self, kept, dropped, capacity=None, mean=None, faded: bool = False) -> bool:
         """kept, dropped: copies per GPU; capacity: copies a GPU accepts (None: dropless); mean: copies per GPU
-        on average. Returns True when the number of GPUs changed (new x range: a full redraw)."""
+        on average. Returns False: the axes never change (the bars and ticks are animated)."""
         kept = np.asarray(kept, dtype=float)
         dropped = np.asarray(dropped, dtype=float)
         n = kept.size
@@ -142,6 +163,9 @@ class LoadBars:
             bar.set_visible(visible)
             drop.set_visible(visible)
             if visible:
+                for artist in (bar, drop):
+                    artist.set_x((i + 0.1) / n)
+                    artist.set_width(0.8 / n)
                 k = min(kept[i] * scale, top)
                 bar.set_height(k)
                 drop.set_y(k)
@@ -152,24 +176,28 @@ class LoadBars:
         if capacity is not None:
             level = min(capacity * scale, top)
             self.capacity_line.set_ydata([level, level])
-        before = self.ax.get_xlim()
-        self.ax.set_xlim(-0.6, n - 0.4)
-        return self.ax.get_xlim() != before
+        if n != self.size:
+            self.size = n
+            labelled = list(range(0, n, max(1, n // 8)))
+            self.ticks.set_ticks([(i + 0.5) / n for i in labelled], labelled)
+        return False
 
 
 def load_bars(ax, n_max: int) -> LoadBars:
-    """Load-bar artists for up to n_max GPUs on `ax` (y: copies / mean, fixed range LOAD_RANGE)."""
+    """Load-bar artists for up to n_max GPUs on `ax` (y: copies / mean, fixed range LOAD_RANGE; x: a fixed 0 to 1
+    shared by the GPUs shown, numbered by drawn ticks)."""
     x = np.arange(n_max)
-    kept = list(ax.bar(x, np.zeros(n_max), color=LOAD_COLOUR, width=0.8))
-    dropped = list(ax.bar(x, np.zeros(n_max), color=DROP_COLOUR, width=0.8))
+    kept = list(ax.bar(x, np.zeros(n_max), color=LOAD_COLOUR, width=0.8, align="edge"))
+    dropped = list(ax.bar(x, np.zeros(n_max), color=DROP_COLOUR, width=0.8, align="edge"))
     capacity = ax.axhline(0.0, color=CAPACITY_COLOUR, linestyle="--", linewidth=1.2)
     mean = ax.axhline(1.0, color=GREY, linestyle=":", linewidth=1.2)
+    ax.set_xlim(0.0, 1.0)
     ax.set_ylim(*LOAD_RANGE)
     ax.set_xlabel("GPU of the EP group", fontsize=9)
     ax.set_ylabel("token copies / mean", fontsize=9)
     ax.tick_params(labelsize=8)
     ax.spines[["top", "right"]].set_visible(False)
-    return LoadBars(ax, kept, dropped, capacity, mean)
+    return LoadBars(ax, kept, dropped, capacity, mean, drawn_ticks(ax, "x"))
 
 
 # --------------------------------------------------------------------------- all-to-all time, intra vs inter

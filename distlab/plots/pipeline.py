@@ -16,6 +16,7 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
 from ..units import format_bytes
+from ._ticks import DrawnTicks, drawn_ticks, nice_ticks
 from ._style import BLUE, BROWN, CAPACITY_COLOUR, GREEN, MUTED, ORANGE, PURPLE, RED, TEXT_COLOUR, nice_ceiling, swatch
 
 __all__ = [
@@ -190,30 +191,37 @@ class TimelineGrid:
 
     ax: Any
     pixels: TimelinePixels
+    #: the time ticks drawn with the grid (timeline_grid(ax, fixed=True)), or None: the axes' own ticks
+    ticks: DrawnTicks | None = None
 
     @property
     def animated_artists(self) -> list:
-        return [self.pixels]
+        return [self.pixels, *([self.ticks] if self.ticks is not None else [])]
 
     def update(self, timeline=None, faded: bool = False, x_max: float | None = None) -> bool:
         """Show `timeline` (or fade the current picture when None/faded). Returns True when the
-        static part (the x range) changed, i.e. a full redraw is needed. x_max: the x range to use
-        (default: the step time rounded up as above)."""
+        static part (the x range, without drawn ticks) changed, i.e. a full redraw is needed. x_max: the x range
+        to use (default: the step time rounded up as above)."""
         ax = self.ax
         if timeline is None or faded:
             self.pixels.faded = True
             self.pixels.stale = True
             return False
-        before = ax.get_xlim()
         x_max = nice_ceiling(timeline.step_time * 1.02) if x_max is None else float(x_max)
         self.pixels.set_timeline(timeline, x_max)
+        if self.ticks is not None:  # the image spans the box whatever the range: only the ticks follow it
+            values, labels = nice_ticks(x_max)
+            self.ticks.set_ticks([v / x_max for v in values], labels)
+            return False
+        before = ax.get_xlim()
         ax.set_xlim(0.0, x_max)
         return ax.get_xlim() != before
 
 
-def timeline_grid(ax) -> TimelineGrid:
+def timeline_grid(ax, fixed: bool = False) -> TimelineGrid:
     """Create an empty stages x time grid on `ax` (no y ticks: the rows are in the image, stage 0
-    on top; the axis labels belong in the caller's HTML); fill it with TimelineGrid.update."""
+    on top; the axis labels belong in the caller's HTML); fill it with TimelineGrid.update. fixed: the time
+    ticks are drawn ticks (plots._ticks) over fixed limits, so no time range changes the axes."""
     from matplotlib.ticker import MaxNLocator
 
     pixels = TimelinePixels(ax)
@@ -224,7 +232,7 @@ def timeline_grid(ax) -> TimelineGrid:
     ax.xaxis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10]))
     ax.tick_params(axis="x", labelsize=8)
     ax.spines[["top", "right"]].set_visible(False)
-    return TimelineGrid(ax, pixels)
+    return TimelineGrid(ax, pixels, drawn_ticks(ax, "x", labelsize=8) if fixed else None)
 
 
 def legend_html(split: bool = True, rows: str = "") -> str:

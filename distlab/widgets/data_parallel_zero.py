@@ -244,7 +244,7 @@ class OverlapApp(LessonApp):
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((6.4, 2.4), dict(left=0.17, right=0.97, bottom=0.2, top=0.95))
         self.ax = self.fig.add_subplot()
-        self.chart = overlap_axes(self.ax)
+        self.chart = overlap_axes(self.ax, fixed=True)
         self.renderer = BlitRenderer(self.canvas, self.chart.animated_artists, static_key=lambda: axes_state(self.fig))
         self.result: dataparallel.OverlapTimeline | None = None
         self.error: str | None = None
@@ -263,7 +263,8 @@ class OverlapApp(LessonApp):
     def _on_change(self, change=None):
         self.update(change)
 
-    prepared_pictures = True
+    #: no control changes the axes (the time ticks are drawn ticks over fixed limits): only results to prepare
+    prepared_pictures = False
     prepared_controls = ("model", "gpus", "fabric", "backward_ms", "buckets")
 
     def compute(self) -> dataparallel.OverlapTimeline:

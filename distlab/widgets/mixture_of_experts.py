@@ -77,12 +77,13 @@ class AllToAllApp(LessonApp):
         self.fig, self.canvas = figure_canvas(
             (6.2, 2.5), dict(left=0.08, right=0.98, bottom=0.18, top=0.95, wspace=0.3)
         )
-        self.matrix = byte_matrix(self.fig.add_subplot(1, 2, 1))
+        self.matrix = byte_matrix(self.fig.add_subplot(1, 2, 1), fixed=True)
         self.loads = load_bars(self.fig.add_subplot(1, 2, 2), max(EP_SIZES))
+        self.loads.ticks.remember(range(max(EP_SIZES)))  # every GPU number, once (the matrix's ticks share them)
         self.renderer = BlitRenderer(
             self.canvas,
             self.matrix.animated_artists + self.loads.animated_artists,
-            static_key=lambda: axes_state(self.fig),  # an EP size shown before: its axes are restored, not redrawn
+            static_key=lambda: axes_state(self.fig),  # one state: the EP size moves only animated artists
         )
         for control in (self.ep, self.experts_per_gpu, self.top_k, self.skew, self.capacity, self.step):
             control.observe(self.update, names="value")
@@ -103,7 +104,9 @@ class AllToAllApp(LessonApp):
         )
         self.update()
 
-    prepared_pictures = True
+    #: no EP size changes the axes (the matrix fills a fixed square, the bars a fixed range, the GPU numbers are
+    #: drawn ticks): there are no pictures to prepare, only the neighbours' routing results
+    prepared_pictures = False
     #: the step only changes what is drawn: its neighbours need no preparing, and moving it prepares nothing new
     prepared_controls = ("ep", "experts_per_gpu", "top_k", "skew", "capacity")
     drawing_controls = ("step",)

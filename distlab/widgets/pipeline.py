@@ -337,8 +337,7 @@ class StageAnalysisApp(LessonApp):
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((7.4, 2.0), dict(left=0.02, right=0.98, bottom=0.13, top=0.98))
         self.ax = self.fig.add_subplot()
-        self.grid = timeline_grid(self.ax)
-        # a time range shown before (a stage count picked again) is restored, not redrawn
+        self.grid = timeline_grid(self.ax, fixed=True)  # a new time range moves only the drawn ticks
         self.renderer = BlitRenderer(self.canvas, self.grid.animated_artists, static_key=lambda: axes_state(self.fig))
         self.result: pipeline.StageAnalysis | None = None
         self.error: str | None = None
@@ -371,7 +370,8 @@ class StageAnalysisApp(LessonApp):
         self.chunks.disabled = self.kind.value != "interleaved"
         self.update(change)
 
-    prepared_pictures = True
+    #: no control changes the axes (the time ticks are drawn ticks over fixed limits): only results to prepare
+    prepared_pictures = False
     prepared_controls = (
         "model",
         "kind",

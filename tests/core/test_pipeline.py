@@ -559,6 +559,50 @@ def test_microbatch_suggestion_is_the_fewest_that_meet_the_limit():
     assert warning.values["alt_microbatches_bubble"] == pytest.approx(bubble(m))
 
 
+@pytest.mark.parametrize("schedule_name", ["1f1b", "gpipe", "interleaved"])
+@pytest.mark.parametrize("link", ["ib-ndr", "ethernet-100g"])
+def test_microbatch_suggestion_is_the_fewest_that_meet_the_limit_across_the_panel(schedule_name, link):
+    # the search (a modelled first guess, then one count at a time, then halvings) must land where halving did:
+    # the count that meets the limit with the next smaller count (p fewer when interleaved, whose counts are
+    # multiples of p) failing it, each checked by its own analysis; Llama-2-70B as the Lesson 4 panel shows it,
+    # 2 ms per layer's forward, 8 microbatches (2p interleaved, 2 chunks)
+    interleaved = schedule_name == "interleaved"
+    checked = 0
+    for p in (3, 5, 8, 10, 12, 14, 16):
+        for max_bubble in (0.2, 0.1):
+            if interleaved and 80 % (2 * p):
+                continue
+            kw = dict(
+                model="llama2-70b",
+                micro_batch_size=1,
+                layer_time="2 ms",
+                schedule=schedule_name,
+                chunks=2 if interleaved else 1,
+                link=link,
+                max_bubble=max_bubble,
+            )
+            m = 2 * p if interleaved else 8
+            warnings = [w for w in analyze_stages(pp=p, microbatches=m, **kw).warnings if w.code == "bubble"]
+            if not warnings or "alt_microbatches" not in warnings[0].values:
+                continue
+            found, bubble = warnings[0].values["alt_microbatches"], warnings[0].values["alt_microbatches_bubble"]
+            if bubble > max_bubble:  # no count meets it (uneven stages): the best one is offered
+                continue
+            assert analyze_stages(pp=p, microbatches=found, **kw).bubble_fraction == pytest.approx(bubble)
+            assert bubble <= max_bubble
+            # the candidates: the closed form's m for the limit, (p - 1)(1 - limit) / (limit v), and its doublings
+            # (interleaved: each rounded up to a multiple of p); the fewest is exact when the two around it are at
+            # most 64 steps apart (farther: six halvings, within 1/64)
+            step, v = (p, 2) if interleaved else (1, 1)
+            guess = max(m + 1, math.ceil((p - 1) * (1 - max_bubble) / (max_bubble * v) - 1e-9))
+            candidates = [step * math.ceil(guess * 2**k / step) for k in range(6)]
+            below, above = [c for c in candidates if c < found], [c for c in candidates if c >= found]
+            if above and (not below or (above[0] - below[-1]) // step <= 64) and found - step > m:
+                assert analyze_stages(pp=p, microbatches=found - step, **kw).bubble_fraction > max_bubble
+                checked += 1
+    assert checked >= 3  # the grid reaches the search, not only the first candidates
+
+
 # --------------------------------------------------------------------------- step time with a bubble
 
 
