@@ -13,6 +13,7 @@ from matplotlib.ticker import MaxNLocator
 
 from ..units import format_bytes
 from ._style import BLUE, BROWN, CAPACITY_COLOUR, FADED_ALPHA, GREEN, ORANGE, PURPLE, RED, nice_ceiling, swatch
+from ._ticks import DrawnTicks, drawn_ticks, nice_ticks
 
 # --------------------------------------------------------------------------- memory per GPU
 
@@ -187,48 +188,67 @@ STEP_COLOURS = {
 
 @dataclass
 class StepBars:
-    """Horizontal stacked bars of the step-time components, updated in place by `update`."""
+    """Horizontal stacked bars of the step-time components, updated in place by `update`.
+
+    With `ticks` (step_bars(..., fixed=True), for a widget) the x axis keeps the fixed limits 0 to 1, each bar is
+    drawn as its fraction of the range shown (`x_max` seconds) and the time ticks are drawn ticks (plots._ticks):
+    a new range is a blit, not a full redraw."""
 
     ax: Any
     rects: dict = field(default_factory=dict)  # part -> list of Rectangle, one per bar
     names: tuple = STEP_PARTS  # the parts, in stacking order
+    ticks: DrawnTicks | None = None
+    #: the time range shown (s): the x axis's right end
+    x_max: float = 1.0
 
     @property
     def animated_artists(self) -> list:
-        return [r for rects in self.rects.values() for r in rects]
+        return [r for rects in self.rects.values() for r in rects] + ([self.ticks] if self.ticks else [])
 
     def update(self, parts: list[dict], labels: list[str] | None = None, faded: bool = False) -> bool:
         """parts: one {component: seconds} per bar (bar 0 at the top). Returns True when the axes changed
-        (a full redraw is needed), False when only the bars moved."""
+        (a full redraw is needed), False when only the bars (and drawn ticks) moved."""
         ax = self.ax
         # the y tick labels change only when new labels are given (update never moves the y range)
         labelled = labels is not None
         before = (ax.get_xlim(), [t.get_text() for t in ax.get_yticklabels()] if labelled else None)
-        right = 0.0
+        totals = [sum(float(bar_parts.get(name, 0.0)) for name in self.names) for bar_parts in parts]
+        right = max(totals, default=0.0)
+        limit = self.x_max if self.ticks is not None else ax.get_xlim()[1]
+        if not faded and right > 0 and not 0.4 * limit <= right * 1.05 <= limit:
+            limit = nice_ceiling(right * 1.05)  # else keep the range while the bars fill it well: blits only
+        self.x_max = limit
+        scale = 1.0 / self.x_max if self.ticks is not None else 1.0
         for index, bar_parts in enumerate(parts):
             left = 0.0
             for name in self.names:
                 width = float(bar_parts.get(name, 0.0))
                 rect = self.rects[name][index]
-                rect.set_x(left)
-                rect.set_width(width)
+                rect.set_x(left * scale)
+                rect.set_width(width * scale)
                 set_alpha(rect, FADED_ALPHA if faded else 1.0)
                 rect.set_visible(width != 0.0)  # an empty part paints nothing: skip it
                 left += width
-            right = max(right, left)
         if labels is not None:
             ax.set_yticks(range(len(labels)), labels)
-        if not faded and right > 0:
-            limit = ax.get_xlim()[1]
-            if not 0.4 * limit <= right * 1.05 <= limit:  # keep the axis while the bars fit it well: blits only
-                ax.set_xlim(0, nice_ceiling(right * 1.05))
+        if self.ticks is not None:
+            values, tick_labels = nice_ticks(self.x_max, nbins=5)
+            self.ticks.set_ticks([v / self.x_max for v in values], tick_labels)
+        elif ax.get_xlim()[1] != limit:
+            ax.set_xlim(0, limit)
         return before != (ax.get_xlim(), [t.get_text() for t in ax.get_yticklabels()] if labelled else None)
 
 
 def step_bars(
-    ax, n_bars: int, legend: bool = True, parts: tuple = STEP_PARTS, colours: dict = STEP_COLOURS
+    ax,
+    n_bars: int,
+    legend: bool = True,
+    parts: tuple = STEP_PARTS,
+    colours: dict = STEP_COLOURS,
+    fixed: bool = False,
 ) -> StepBars:
-    """n_bars empty horizontal stacked bars (bar 0 on top) of `parts`; fill them with update()."""
+    """n_bars empty horizontal stacked bars (bar 0 on top) of `parts`; fill them with update(). fixed: the x axis
+    keeps fixed limits and its time ticks are drawn ticks, so no step time changes the axes (for a widget)."""
     bars = StepBars(ax, names=tuple(parts))
     positions = list(range(n_bars))
     for name in parts:
@@ -238,6 +258,9 @@ def step_bars(
     ax.set_xlabel("seconds per training step")
     ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
     ax.spines[["top", "right"]].set_visible(False)
+    if fixed:
+        ax.set_xlim(0.0, 1.0)
+        bars.ticks = drawn_ticks(ax, "x", labelsize=None)  # matplotlib's tick label size
     if legend:
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3, fontsize=8, frameon=False)
     return bars

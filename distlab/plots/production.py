@@ -248,9 +248,10 @@ def bucket_figure(sweep, timeline, title: str = "") -> Figure:
 # Production step bars: step components plus the wait for the slowest GPU
 
 
-def production_bars(ax, n_bars: int, legend: bool = True):
-    """The shared step bars (plots/_bars.py) with the straggler wait as one more part."""
-    return step_bars(ax, n_bars, legend, PARTS, COLOURS)
+def production_bars(ax, n_bars: int, legend: bool = True, fixed: bool = False):
+    """The shared step bars (plots/_bars.py) with the straggler wait as one more part (fixed: drawn time ticks over
+    fixed axis limits, for a widget)."""
+    return step_bars(ax, n_bars, legend, PARTS, COLOURS, fixed)
 
 
 def production_legend_html() -> str:

@@ -200,42 +200,6 @@ class BlitRenderer:
         self._paint(self.artists)
         self.canvas.blit(self.canvas.figure.bbox)
 
-    def prepare(self, show, back) -> bool:
-        """Keep the static picture of another state without showing it: show() moves the artists and axes there (as
-        the app's render does), a full draw into the canvas's buffer keeps its picture (nothing is sent), back()
-        moves them back; the axes limits, the buffer and the current background are put back as they were. For a
-        later refresh(full=True) into that state: a restore instead of a full draw. Returns whether a picture was
-        drawn. If back() does not return the axes exactly to their state, the next refresh draws in full."""
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-        if self.static_key is None or self._background is None or self._axes is None:
-            return False
-        figure = self.canvas.figure
-        axes = [
-            (ax, ax.get_xlim(), ax.get_ylim(), ax.get_autoscalex_on(), ax.get_autoscaley_on()) for ax in figure.axes
-        ]
-        here = self._state()
-        pixels = self.canvas.copy_from_bbox(figure.bbox)
-        kept_axes, background = self._axes, self._background
-        drawn = False
-        try:
-            show()
-            if self._state() not in self._states:
-                FigureCanvasAgg.draw(self.canvas)  # the buffer only: ipympl's draw would send it to the browser
-                drawn = True
-        finally:
-            for ax, xlim, ylim, autox, autoy in axes:
-                ax.set_xlim(xlim)
-                ax.set_ylim(ylim)
-                ax.set_autoscalex_on(autox)
-                ax.set_autoscaley_on(autoy)
-            back()
-            self._axes, self._background = kept_axes, background
-            self.canvas.restore_region(pixels)
-            if self._state() != here:
-                self._background = None
-        return drawn
-
 
 def axes_state(figure) -> tuple:
     """A BlitRenderer static_key for figures whose full draw changes only with the axes: every axes' limits,
@@ -590,10 +554,9 @@ class LessonApp(widgets.VBox):
     name its controls in `prepared_controls`: inside a kernel, once the controls have rested PREPARE_AFTER_S after a
     change, the result of every neighbouring value of those controls (neighbour_values) is computed in later turns
     of the event loop (fill_positions: each turn at most FILL_TURN_S plus one neighbour; abandoned when a control
-    moves again), so the student's next move finds its result remembered. With `prepared_pictures`, the axes of
-    each neighbour's new axes state are also drawn into the canvas's buffer and kept (BlitRenderer.prepare), so the
-    move restores them instead of drawing in full. Nothing is sent meanwhile; outside an event loop (tests,
-    scripts) nothing is prepared.
+    moves again), so the student's next move finds its result remembered (pictures need no preparing: every app
+    keeps fixed axes or draws in the browser, so a move is a blit). Nothing is sent meanwhile; outside an event
+    loop (tests, scripts) nothing is prepared.
 
     `result` is the current result (None on invalid input); `error` is our message, shown in place of
     the result (None when valid). A DistlabError from compute, render or describe never reaches the
@@ -608,9 +571,6 @@ class LessonApp(widgets.VBox):
     summary_in_picture = False
     #: Controls (attribute names) whose neighbouring values' results are prepared in idle kernel turns.
     prepared_controls: tuple[str, ...] = ()
-    #: Whether preparing a neighbour also draws the picture of its axes (BlitRenderer.prepare), so a first visit
-    #: to a new axes state restores it instead of drawing in full; render(compute_for(values)) must draw it.
-    prepared_pictures = False
     #: Controls (attribute names) that change only what is drawn, not any result: moving one prepares nothing new.
     drawing_controls: tuple[str, ...] = ()
     #: The preparation under way in a kernel (an asyncio.Future; None when none).
@@ -675,16 +635,8 @@ class LessonApp(widgets.VBox):
         self.preparing = done
 
     def _prepare(self, values: dict) -> None:
-        # one neighbour: its result remembered; with prepared_pictures, the picture of its axes kept too
-        result = attempt(self.compute_for, values)
-        current = self.result
-        if not self.prepared_pictures or isinstance(result, DistlabError) or current is None or self.renderer is None:
-            return
-
-        def back():
-            self.render(current)
-
-        self.renderer.prepare(lambda: attempt(self.render, result), back)
+        # one neighbour: its result remembered (our error too)
+        attempt(self.compute_for, values)
 
     def render(self, result) -> bool | None:
         return None

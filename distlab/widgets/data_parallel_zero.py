@@ -263,8 +263,7 @@ class OverlapApp(LessonApp):
     def _on_change(self, change=None):
         self.update(change)
 
-    #: no control changes the axes (the time ticks are drawn ticks over fixed limits): only results to prepare
-    prepared_pictures = False
+    # no control changes the axes (the time ticks are drawn ticks over fixed limits): only results are prepared
     prepared_controls = ("model", "gpus", "fabric", "backward_ms", "buckets")
 
     def compute(self) -> dataparallel.OverlapTimeline:

@@ -104,9 +104,8 @@ class AllToAllApp(LessonApp):
         )
         self.update()
 
-    #: no EP size changes the axes (the matrix fills a fixed square, the bars a fixed range, the GPU numbers are
-    #: drawn ticks): there are no pictures to prepare, only the neighbours' routing results
-    prepared_pictures = False
+    # no EP size changes the axes (the matrix fills a fixed square, the bars a fixed range, the GPU numbers are
+    # drawn ticks): only the neighbours' routing results are prepared
     #: the step only changes what is drawn: its neighbours need no preparing, and moving it prepares nothing new
     prepared_controls = ("ep", "experts_per_gpu", "top_k", "skew", "capacity")
     drawing_controls = ("step",)

@@ -370,8 +370,7 @@ class StageAnalysisApp(LessonApp):
         self.chunks.disabled = self.kind.value != "interleaved"
         self.update(change)
 
-    #: no control changes the axes (the time ticks are drawn ticks over fixed limits): only results to prepare
-    prepared_pictures = False
+    # no control changes the axes (the time ticks are drawn ticks over fixed limits): only results are prepared
     prepared_controls = (
         "model",
         "kind",

@@ -239,9 +239,9 @@ class ProductionStepApp(LessonApp):
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((7.6, 1.9), dict(left=0.2, right=0.97, bottom=0.27, top=0.95))
         ax = self.fig.add_subplot()
-        self.bars = production_bars(ax, 3, legend=False)
+        # the step-time axis keeps fixed limits and draws its time ticks with the bars: no control redraws the axes
+        self.bars = production_bars(ax, 3, legend=False, fixed=True)
         ax.set_yticks(range(3), ["non-blocking, bf16", "this fabric", "with stragglers"])
-        # a node count shown before rescales the step-time axis back: its axes are restored, not redrawn
         self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists, static_key=lambda: axes_state(self.fig))
         self.result = None
         self.error: str | None = None
@@ -273,8 +273,6 @@ class ProductionStepApp(LessonApp):
         )
         self.update()
 
-    #: a neighbour's picture is drawn with the current reference bar: kept under the axes state it gives
-    prepared_pictures = True
     prepared_controls = ("nodes", "fabric", "tp", "pp", "oversubscription", "rail", "precision", "slow", "jitter")
 
     def config(self, values: dict | None = None) -> dict:

@@ -1,5 +1,6 @@
-"""The frames the apps send (widgets/common.py): the PNG frame equals matplotlib's, and a static state restored from
-BlitRenderer's kept pictures shows exactly what a full draw shows (issue 19's speed work must not change a pixel)."""
+"""The frames the apps send (widgets/common.py): the PNG frame equals matplotlib's, a static state restored from
+BlitRenderer's kept pictures shows exactly what a full draw shows, and the apps with fixed axes never draw in full
+(issue 19's speed work must not change a pixel)."""
 
 from __future__ import annotations
 
@@ -51,31 +52,33 @@ def test_quick_frame_sends_what_matplotlibs_webagg_canvas_sends():
             assert our_mode == "diff" and _decoded(ours)[..., 3].any()  # some pixels changed, the rest transparent
 
 
-def _production_step():
-    from distlab.widgets.production import ProductionStepApp
+def test_a_static_state_shown_before_is_restored_and_looks_as_a_full_draw():
+    # BlitRenderer keeps the static picture of each axes state (static_key): going back to one is a restore, not a
+    # full draw, and paints what a full draw paints. No lesson app changes its axes any more (fixed ranges, drawn
+    # ticks, or a picture drawn in the browser), so a figure of two axes states stands in for one.
+    from types import SimpleNamespace
 
-    return ProductionStepApp(), "nodes", [4, 32]  # 4 nodes: a longer step, a new time range
+    from distlab.widgets.common import BlitRenderer, axes_state, figure_canvas
 
-
-# (the triage ladder, lesson 8b, is drawn in the browser: distlab.widgets.browser.LadderPicture; the bucket
-# app's axes never change; the overlap, all-to-all and stage-analysis apps draw their changing ticks:
-# test_apps_with_drawn_ticks_never_redraw_in_full_and_blit_what_a_full_draw_paints)
-@pytest.mark.parametrize("make", [_production_step])
-def test_axes_shown_before_are_restored_and_look_as_a_full_draw(make):
-    app, control, (other, first) = make()
-    _ready(app)
-    widget = getattr(app, control)
-    assert widget.value == first
+    fig, canvas = figure_canvas((4.0, 2.0), dict(left=0.15, right=0.95, bottom=0.2, top=0.95))
+    ax = fig.add_subplot()
+    (line,) = ax.plot([0, 1], [0, 1])
+    ax.set_xlim(0, 1)
+    renderer = BlitRenderer(canvas, [line], static_key=lambda: axes_state(fig))
+    app = _ready(SimpleNamespace(canvas=canvas, fig=fig))
     draws = []
-    original = app.canvas.draw
-    app.canvas.draw = lambda: (draws.append(1), original())[1]
-    widget.value = other  # a state not drawn yet: a full draw
+    original = canvas.draw
+    canvas.draw = lambda: (draws.append(1), original())[1]
+    ax.set_xlim(0, 10)  # a state not drawn yet: a full draw
+    renderer.refresh(full=True)
     assert draws == [1]
-    widget.value = first  # back to the first state: restored from the kept picture, no full draw
+    ax.set_xlim(0, 1)  # back to the first state: restored from the kept picture, no full draw
+    line.set_ydata([1, 0])
+    renderer.refresh(full=True)
     assert draws == [1]
     restored = _pixels(app)
-    app.canvas.draw = original
-    app.canvas.draw()  # what a full draw of the same state paints
+    canvas.draw = original
+    canvas.draw()  # what a full draw of the same state paints
     assert np.array_equal(restored, _pixels(app))
 
 
@@ -86,6 +89,8 @@ def _offered(widget) -> list:
 
     if hasattr(widget, "options"):
         return [o[1] if isinstance(o, tuple) else o for o in widget.options]
+    if isinstance(widget, widgets.Checkbox):
+        return [False, True]
     if isinstance(widget, widgets.IntSlider):
         return list(range(widget.min, widget.max + 1, widget.step))
     low, high = widget.min, widget.max
@@ -96,8 +101,10 @@ def _fixed_axes_cases():
     from distlab.widgets.data_parallel_zero import OverlapApp
     from distlab.widgets.mixture_of_experts import AllToAllApp
     from distlab.widgets.pipeline import StageAnalysisApp
+    from distlab.widgets.production import ProductionStepApp
 
     return [
+        (ProductionStepApp, ("nodes", "fabric", "tp", "pp", "oversubscription", "rail", "precision", "slow", "jitter")),
         (AllToAllApp, ("ep", "experts_per_gpu", "top_k", "capacity")),
         (OverlapApp, ("model", "fabric", "gpus", "buckets", "backward_ms")),
         (StageAnalysisApp, ("stages", "micro_batch_size", "model", "kind", "link", "microbatches", "layer_time")),
@@ -108,9 +115,17 @@ def _assert_shown_inside(app) -> None:
     """The data inside the range the drawn ticks label, and the ticks inside the axes."""
     from distlab.widgets.data_parallel_zero import OverlapApp
     from distlab.widgets.mixture_of_experts import AllToAllApp
+    from distlab.widgets.production import ProductionStepApp
 
     if app.result is None:  # our message instead (a layer time of 0): the last picture, faded
         assert app.error
+        return
+    if isinstance(app, ProductionStepApp):  # each bar ends inside the time range (s) the ticks label
+        ends = [r.get_x() + r.get_width() for rects in app.bars.rects.values() for r in rects if r.get_visible()]
+        assert max(ends) <= 1.0 + 1e-9
+        assert app.result.step_time_s <= app.bars.x_max
+        for drawn in [app.bars.ticks]:
+            assert drawn.fractions and all(0.0 <= f <= 1.0 for f in drawn.fractions)
         return
     if isinstance(app, AllToAllApp):  # every GPU of the group has its row, column and bar
         ep = app.result.ep
@@ -155,49 +170,6 @@ def test_apps_with_drawn_ticks_never_redraw_in_full_and_blit_what_a_full_draw_pa
     app.close()
 
 
-def _production_step_neighbour():
-    app, control, _ = _production_step()
-    return app, control, 16  # a neighbour of 32 nodes: a longer step, a new time range
-
-
-@pytest.mark.parametrize(
-    "make",
-    [
-        _production_step_neighbour,
-    ],
-)
-def test_pictures_prepared_in_idle_turns_change_nothing_shown_and_look_as_a_full_draw(make):
-    # inside a kernel the apps draw their neighbouring axes states in idle turns (LessonApp.prepared_pictures): the
-    # buffer the browser is sent from, the artists and the axes must be as before, and moving to the neighbour must
-    # restore a picture that is pixel for pixel a full draw
-    import asyncio
-
-    from distlab.widgets.common import forget_remembered
-
-    forget_remembered()
-    app, control, neighbour = make()
-    _ready(app)
-    shown = _pixels(app)
-    draws = []
-    original = app.canvas.draw
-    app.canvas.draw = lambda: (draws.append(1), original())[1]
-
-    async def prepare():
-        app.prepare_neighbours()
-        await app.preparing
-
-    asyncio.run(prepare())
-    assert np.array_equal(_pixels(app), shown)  # nothing shown changed
-    app.renderer.refresh()  # a blit of the current state: what the next frame would show
-    assert np.array_equal(_pixels(app), shown)
-    getattr(app, control).value = neighbour
-    assert draws == []  # the new axes state was prepared: restored, no full draw
-    restored = _pixels(app)
-    app.canvas.draw = original
-    app.canvas.draw()
-    assert np.array_equal(restored, _pixels(app))
-
-
 def _session_apps():
     from distlab.widgets.data_parallel_zero import OverlapApp
     from distlab.widgets.mixture_of_experts import AllToAllApp
@@ -208,10 +180,10 @@ def _session_apps():
 
 
 @pytest.mark.parametrize("app_class", _session_apps(), ids=lambda c: c.__name__)
-def test_a_kernel_session_with_prepared_pictures_shows_what_a_full_draw_shows(app_class):
+def test_a_kernel_session_with_prepared_neighbours_shows_what_a_full_draw_shows(app_class):
     # a seeded student: a dozen moves of random controls to random values, pausing (the neighbours prepared) after
-    # most; after each move the picture shown must be what a full draw of that state paints, whatever pictures the
-    # idle turns drew and put back before (the axes keep ranges by history: a fresh app is no reference)
+    # most; after each move the picture shown must be what a full draw of that state paints, whatever the idle
+    # turns computed before (some ranges are kept by history: a fresh app is no reference)
     import asyncio
     import random
 
