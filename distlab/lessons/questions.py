@@ -149,7 +149,7 @@ class Question:
 
 def is_unanswered(answer) -> bool:
     """True for what a fresh exercise holds: None, ..., or an empty string."""
-    return answer is None or answer is Ellipsis or (isinstance(answer, str) and not answer.strip())
+    return answer is None or answer is Ellipsis or (isinstance(answer, str) and not str.strip(answer))
 
 
 def bind_params(question) -> None:
@@ -365,13 +365,12 @@ class ChoiceQuestion(Question):
         bind_params(self)
 
     def _read(self, answer) -> str:
-        if answer is True:
-            return "yes"
-        if answer is False:
-            return "no"
-        if not isinstance(answer, str):  # an option is a word: no str() of arbitrary objects
+        if isinstance(answer, bool):
+            value = "yes" if answer else "no"
+        elif not isinstance(answer, str):  # an option is a word: no str() of arbitrary objects
             raise ValueError(f"an answer of type {type(answer).__name__} is not one of: {', '.join(self.options)}")
-        value = str.__str__(answer)[:200].strip().lower()
+        else:
+            value = str.__str__(answer)[:200].strip().lower()
         if value not in self.options:
             raise ValueError(f"{value!r} is not one of: {', '.join(self.options)}")
         return value

@@ -145,7 +145,7 @@ class BucketPlot:
             self.off_edge.set_data([self.time_span], [at_edge])
             self.off_edge_text.set_position((self.time_span, at_edge + (6 if at_edge < 80 else -6)))
             self.off_edge_text.set_verticalalignment("bottom" if at_edge < 80 else "top")
-            self.off_edge_text.set_text(f"all-reduce ends at\n{end:.1f}× backward")
+            self.off_edge_text.set_text(f"all-reduce ends at\n{end:.2f}× backward")
 
 
 def bucket_plot(

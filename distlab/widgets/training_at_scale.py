@@ -86,7 +86,7 @@ class ScheduleApp(LessonApp):
         self.weight = widgets.FloatSlider(value=weight, min=0.0, description="W : F", **ratio)
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((7.4, 2.2), dict(left=0.02, right=0.98, bottom=0.12, top=0.98))
-        self.grid = timeline_grid(self.fig.add_subplot())
+        self.grid = timeline_grid(self.fig.add_subplot(), fixed=True)  # a new time range moves only the drawn ticks
         self.renderer = BlitRenderer(self.canvas, self.grid.animated_artists)
         for control in (self.kind, self.stages, self.microbatches, self.backward, self.weight):
             control.observe(self.update, names="value")
@@ -111,7 +111,7 @@ class ScheduleApp(LessonApp):
         return chosen, base
 
     def render(self, result) -> bool:
-        # the x range: the step rounded up to a power of two, so slider drags rarely change the axes
+        # the x range: the step rounded up to a power of two (drawn ticks over fixed axes: never a full redraw)
         return self.grid.update(result[0], x_max=2.0 ** np.ceil(np.log2(result[0].step_time * 1.02)))
 
     def fade(self) -> bool:

@@ -55,7 +55,8 @@ def test_quick_frame_sends_what_matplotlibs_webagg_canvas_sends():
 def test_a_static_state_shown_before_is_restored_and_looks_as_a_full_draw():
     # BlitRenderer keeps the static picture of each axes state (static_key): going back to one is a restore, not a
     # full draw, and paints what a full draw paints. No lesson app changes its axes any more (fixed ranges, drawn
-    # ticks, or a picture drawn in the browser), so a figure of two axes states stands in for one.
+    # ticks, or a picture drawn in the browser: test_no_control_of_any_app_redraws_its_axes), so a figure of two
+    # axes states stands in for one.
     from types import SimpleNamespace
 
     from distlab.widgets.common import BlitRenderer, axes_state, figure_canvas
@@ -102,9 +103,11 @@ def _fixed_axes_cases():
     from distlab.widgets.mixture_of_experts import AllToAllApp
     from distlab.widgets.pipeline import StageAnalysisApp
     from distlab.widgets.production import ProductionStepApp
+    from distlab.widgets.training_at_scale import ScheduleApp
 
     return [
         (ProductionStepApp, ("nodes", "fabric", "tp", "pp", "oversubscription", "rail", "precision", "slow", "jitter")),
+        (ScheduleApp, ("kind", "stages", "microbatches", "backward", "weight")),
         (AllToAllApp, ("ep", "experts_per_gpu", "top_k", "capacity")),
         (OverlapApp, ("model", "fabric", "gpus", "buckets", "backward_ms")),
         (StageAnalysisApp, ("stages", "micro_batch_size", "model", "kind", "link", "microbatches", "layer_time")),
@@ -220,3 +223,70 @@ def test_a_kernel_session_with_prepared_neighbours_shows_what_a_full_draw_shows(
     finally:
         common.PREPARE_AFTER_S = rest
         app.close()
+
+
+def _lesson_apps():
+    import importlib
+
+    from distlab.lessons import LESSONS
+
+    found = []
+    for lesson in LESSONS.values():
+        for dotted in lesson.apps:
+            module, _, name = dotted.rpartition(".")
+            app_class = getattr(importlib.import_module(module), name)
+            if app_class not in found:
+                found.append(app_class)
+    return found
+
+
+def _controls(app) -> dict:
+    """{attribute: widget} of the app's value widgets a student changes (inside its tree; not text outputs)."""
+    import ipywidgets as widgets
+
+    def walk(widget, out):
+        out.append(id(widget))
+        for child in getattr(widget, "children", ()) or ():
+            walk(child, out)
+        return out
+
+    inside = set(walk(app, []))
+    return {
+        name: w
+        for name, w in vars(app).items()
+        if not name.startswith("_")
+        and id(w) in inside
+        and w is not app
+        and isinstance(w, widgets.ValueWidget)
+        and not isinstance(w, (widgets.HTML, widgets.HTMLMath, widgets.Label))
+    }
+
+
+@pytest.mark.parametrize("app_class", _lesson_apps(), ids=lambda c: c.__name__)
+def test_no_control_of_any_app_redraws_its_axes(app_class):
+    # issue 19: every control of every lesson app drawn with matplotlib is a blit at every value it offers (up to
+    # twelve spread over a long slider): the axes keep fixed limits (or draw their changing ticks), so no value
+    # costs a full redraw, in a kernel or in a script. An app drawn in the browser has no matplotlib axes at all.
+    from distlab.widgets.browser import BrowserPicture
+
+    app = app_class()
+    if not hasattr(app, "canvas"):  # drawn in the browser: no matplotlib axes at all, a picture widget instead
+        assert not hasattr(app, "fig")
+        assert any(isinstance(w, BrowserPicture) for w in vars(app).values())
+        app.close()
+        return
+    _ready(app)
+    draws = []
+    original = app.canvas.draw
+    app.canvas.draw = lambda: (draws.append(1), original())[1]
+    for name, widget in _controls(app).items():
+        values = _offered(widget)
+        values = [values[round(k * (len(values) - 1) / 11)] for k in range(12)] if len(values) > 12 else values
+        first = widget.value
+        for value in values:
+            if getattr(widget, "disabled", False):
+                break
+            widget.value = value
+            assert draws == [], f"{name}={value!r}: a full draw"
+        widget.value = first
+    app.close()

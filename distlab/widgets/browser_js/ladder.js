@@ -18,15 +18,16 @@ function drawLadder(ctx, w, h, model, i) {
   const faded = (f.faded || [])[i] || [];
   const totals = (f.totals || [])[i] || [];
   const clipped = (f.clipped || [])[i] || [];
-  const yMax = f.top;
+  const yMax = f.top > 0 ? f.top : 1;
   ctx.font = uiFont(11);
   // x: exactly one slot per bar (no empty slot after the last rung); the labels turn when they do not fit a slot
   const left = 56, right = 76, up = 30; // the capacity's label right of the plot, clear of every bar and mark
   const slot = (w - left - right) / bars.length;
-  const widest = Math.max(...f.labels.map((s) => ctx.measureText(s).width));
+  const labels = bars.map((_, b) => String((f.labels || [])[b] ?? ""));
+  const widest = Math.max(...labels.map((s) => ctx.measureText(s).width));
   const turned = widest > slot * 0.92;
   const ANGLE = Math.PI / 5; // 36 degrees
-  const bottom = turned ? 14 + widest * Math.sin(ANGLE) + 8 : 24;
+  const bottom = Math.min(turned ? 14 + widest * Math.sin(ANGLE) + 8 : 24, (h - up) / 2); // a plot left above long names
   const plotW = w - left - right, plotH = h - up - bottom;
   const Y = (v) => up + plotH * (1 - Math.min(v, yMax) / yMax);
   yTicks(ctx, left, plotW, Y, yMax);
@@ -38,49 +39,53 @@ function drawLadder(ctx, w, h, model, i) {
   ctx.fillText(`memory per GPU (${f.unit})`, 0, 0);
   ctx.restore();
   const barW = Math.min(slot * 0.6, 90);
-  const showTotals = Math.max(...totals.map((s) => ctx.measureText(s).width)) <= slot * 0.98;
-  bars.forEach((parts, b) => {
-    const x = left + slot * b + (slot - barW) / 2, centre = x + barW / 2;
-    ctx.globalAlpha = faded[b] ? SKIPPED_ALPHA : 1;
-    let base = 0;
-    parts.forEach((v, k) => {
-      const lo = Y(base), hi = Y(base + v); // cut at the axis's top
-      if (lo > hi) {
-        ctx.fillStyle = f.colours[k % f.colours.length];
-        ctx.fillRect(x, hi, barW, lo - hi);
+  const showTotals = Math.max(0, ...totals.map((s) => ctx.measureText(String(s ?? "")).width)) <= slot * 0.98;
+  try {
+    bars.forEach((parts, b) => {
+      const x = left + slot * b + (slot - barW) / 2, centre = x + barW / 2;
+      ctx.globalAlpha = faded[b] ? SKIPPED_ALPHA : 1;
+      let base = 0;
+      parts.forEach((v, k) => {
+        const lo = Y(base), hi = Y(base + v); // cut at the axis's top
+        if (lo > hi) {
+          ctx.fillStyle = f.colours[k % f.colours.length];
+          ctx.fillRect(x, hi, barW, lo - hi);
+        }
+        base += v;
+      });
+      ctx.fillStyle = TEXT;
+      let above = Y(base) - 2;
+      if (clipped[b]) { // a bar taller than the axis: a triangle on its cut top (its total in the text below)
+        ctx.beginPath();
+        ctx.moveTo(centre - 5, up - 2);
+        ctx.lineTo(centre + 5, up - 2);
+        ctx.lineTo(centre, up - 10);
+        ctx.closePath();
+        ctx.fill();
+        above = up - 11;
       }
-      base += v;
+      ctx.textAlign = "center";
+      ctx.textBaseline = "bottom";
+      if (showTotals) ctx.fillText(String(totals[b] ?? ""), centre, above);
+      // the rung's name under it
+      ctx.fillStyle = faded[b] ? MUTED : TEXT;
+      if (turned) {
+        ctx.save();
+        ctx.translate(centre, up + plotH + 6);
+        ctx.rotate(-ANGLE);
+        ctx.textAlign = "right";
+        ctx.textBaseline = "middle";
+        ctx.fillText(labels[b], 0, 0);
+        ctx.restore();
+      } else {
+        ctx.textBaseline = "top";
+        ctx.fillText(labels[b], centre, up + plotH + 6);
+      }
+      ctx.globalAlpha = 1;
     });
-    ctx.fillStyle = TEXT;
-    let above = Y(base) - 2;
-    if (clipped[b]) { // a bar taller than the axis: a triangle on its cut top (its total in the text below)
-      ctx.beginPath();
-      ctx.moveTo(centre - 5, up - 2);
-      ctx.lineTo(centre + 5, up - 2);
-      ctx.lineTo(centre, up - 10);
-      ctx.closePath();
-      ctx.fill();
-      above = up - 11;
-    }
-    ctx.textAlign = "center";
-    ctx.textBaseline = "bottom";
-    if (showTotals) ctx.fillText(totals[b], centre, above);
-    // the rung's name under it
-    ctx.fillStyle = faded[b] ? MUTED : TEXT;
-    if (turned) {
-      ctx.save();
-      ctx.translate(centre, up + plotH + 6);
-      ctx.rotate(-ANGLE);
-      ctx.textAlign = "right";
-      ctx.textBaseline = "middle";
-      ctx.fillText(f.labels[b], 0, 0);
-      ctx.restore();
-    } else {
-      ctx.textBaseline = "top";
-      ctx.fillText(f.labels[b], centre, up + plotH + 6);
-    }
-    ctx.globalAlpha = 1;
-  });
+  } finally {
+    ctx.globalAlpha = 1; // a bar that failed to draw leaves no fading behind (the error overlay is drawn after)
+  }
   // the capacity line over the bars, its label (one line per "\n") right of the plot
   if (f.capacity) {
     const y = Y(f.capacity);
