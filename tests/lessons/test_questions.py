@@ -182,3 +182,30 @@ def test_a_wrong_option_gets_the_feedback_of_its_misconception():
     assert wrong.status == INCORRECT and "'yes' assumes the 8 GPUs share the model" in wrong.message
     assert wrong.message.endswith("Hint: what does each GPU hold?")
     assert "'halves' is not right" in c.check("halves").message
+
+
+def test_a_yes_no_answer_to_a_question_without_yes_or_no_is_not_one_of_its_options():
+    # True reads as "yes"; where "yes" is no option the student is told the options (no hint: the answer is not
+    # an option at all), not that "yes" is a wrong option
+    c = ChoiceQuestion(
+        name="c", prompt="which?", options=("a", "b"), expected=lambda: "a", explain=lambda: "a", hint_text="h"
+    )
+    assert c.check(True).message == "not yet, because 'yes' is not one of: a, b"
+    assert c.check("B").message == "not yet, because 'b' is not right. Hint: h"
+    yes_no = ChoiceQuestion(
+        name="y", prompt="?", options=("yes", "no"), expected=lambda: "no", explain=lambda: "no", hint_text="h"
+    )
+    assert yes_no.check(False).correct and yes_no.check(True).message == "not yet, because 'yes' is not right. Hint: h"
+
+
+def test_a_hostile_string_answer_is_read_not_obeyed():
+    # a str subclass whose methods raise: the empty-answer test and the reading use str's own methods
+    class Hostile(str):
+        def strip(self, *args):
+            raise RuntimeError("boom")
+
+        def lower(self):
+            raise RuntimeError("boom")
+
+    assert q2.check(Hostile("112 GB")).correct
+    assert questions.is_unanswered(Hostile("   "))
