@@ -284,32 +284,22 @@ def triage_bars(ax, legend: bool = True):
     return bars
 
 
-def update_triage_bars(bars, triage, capacity_label: str = "") -> bool:
-    """Fill the bars from an OOMTriage (skipped rungs show the configuration they were tried on).
-    Returns True when a full redraw is needed."""
+def update_triage_bars(bars, triage, capacity_label: str = "") -> None:
+    """Fill the bars from an OOMTriage (skipped rungs show the configuration they were tried on, faded), on exactly
+    the rungs the ladder has (no empty slot after its last rung). For the static figure; the widget draws the
+    ladder in the browser (ladder_frames)."""
     parts = [triage.base.memory.parts()]
     parts += [s.estimate.memory.parts() for s in triage.ladder[:LADDER_BARS]]
     parts += [{}] * (LADDER_BARS + 1 - len(parts))
-    ax = bars.ax
-    before = ax.get_ylim()
-    before_x = ax.get_xlim()
     bars.update(parts, None, triage.base.memory.capacity_bytes, capacity_label)
-    top = max(max(sum(p.values()) for p in parts), triage.base.memory.capacity_bytes) / 1e9 * 1.12
-    if before[1] > 1 and 0.4 * before[1] <= top <= before[1]:  # keep the range while the bars fill it well
-        ax.set_ylim(before)
-    # show exactly the rungs the ladder has (before: at least 4 slots, which left an empty slot after a short
-    # ladder's last rung); the ticks of the slots outside the range are not drawn
-    ax.set_xlim(-0.6, len(triage.ladder[:LADDER_BARS]) + 0.6)
-    # the bars, the capacity line and its label are animated: only new axis ranges need a full redraw
-    changed = ax.get_ylim() != before or ax.get_xlim() != before_x
-    for text in bars.totals:  # numbers go in the text panel: 19 labels would collide
+    bars.ax.set_xlim(-0.6, len(triage.ladder[:LADDER_BARS]) + 0.6)  # the ticks of slots outside it are not drawn
+    for text in bars.totals:  # numbers go in the text under the figure: 19 labels would collide
         text.set_text("")
-        text.set_visible(False)  # an empty text draws nothing, but placing it costs ~0.1 ms a frame
+        text.set_visible(False)
     for index, step in enumerate(triage.ladder[:LADDER_BARS], start=1):
         alpha = 0.3 if step.skipped else 1.0
         for rects in bars.rects.values():
             set_alpha(rects[index], alpha)
-    return changed
 
 
 def triage_figure(triage, title: str = "") -> Figure:

@@ -127,7 +127,7 @@ def test_bucket_timeline_past_the_time_axis_is_marked_at_its_edge(close):
     assert end > BUCKET_TIME_SPAN
     assert app.plot.off_edge.get_visible()
     assert list(app.plot.off_edge.get_xdata()) == [BUCKET_TIME_SPAN] and list(app.plot.off_edge.get_ydata()) == [0]
-    assert app.plot.off_edge_text.get_text() == f"all-reduce ends at\n{end:.1f}× backward"
+    assert app.plot.off_edge_text.get_text() == f"all-reduce ends at\n{end:.2f}× backward"
     app.algorithm.value = "hierarchical"  # 112 ms in one piece after 223 ms of backward: ends at 1.5, on the axis
     assert not app.plot.off_edge.get_visible() and not app.plot.off_edge_text.get_visible()
 
