@@ -720,6 +720,14 @@ def test_a_lesson_exported_to_html_draws_its_picture_with_no_kernel(tmp_path, wi
                          c.getContext('2d').getImageData(0, 0, c.width, c.height).data.some((v, i) => i % 4 == 3 && v)]"""
             )
             assert css >= 100 and width == round(2 * css) and painted, f"{name}: the picture is not drawn"
+            # every toggle button shows its whole text (ipywidgets cuts a longer one to "plain ...": issue 19's polish;
+            # widgets.common.fit_labels sizes them)
+            cut = page.evaluate(
+                """() => [...document.querySelectorAll('.widget-toggle-button')]
+                        .filter(b => b.scrollWidth > b.clientWidth + 1).map(b => b.textContent.trim())"""
+            )
+            buttons = page.locator(".widget-toggle-button").count()
+            assert not cut, f"{name}: toggle buttons cut off: {cut} ({buttons} buttons)"
             assert summary.get_attribute("aria-live") == "polite" and summary.get_attribute("role") == "status"
             start = int(readout.text_content())
             assert _squash(summary.text_content()) == expected(start), f"{name}: the saved text is not distlab's"

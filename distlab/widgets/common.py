@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import html
+import math
 import time
 from typing import Any
 
 import ipywidgets as widgets
+import traitlets
 from matplotlib.figure import Figure
 
 from ..errors import ConfigurationError, DistlabError
@@ -19,6 +21,7 @@ __all__ = [
     "quick_frame",
     "message_html",
     "fit_labels",
+    "OptionalDropdown",
     "replace_options",
     "GPU_COUNTS",
     "nearest_gpu_count",
@@ -219,11 +222,30 @@ def axes_state(figure) -> tuple:
 
 #: The longest description ipywidgets' default label width (about 80 px) shows whole.
 SHORT_LABEL = 9
+#: A toggle button's room around its text (px): ipywidgets' button padding and border. Measured in Chromium with
+#: JupyterLab's 13 px UI font: "plain DP" (54 px of text in DejaVu Sans) is cut to "plain ..." at 70 px, whole at 80.
+BUTTON_PADDING_PX = 26
+#: The font a button's text is measured in: DejaVu Sans (matplotlib's own, wider than the usual system UI fonts) at
+#: JupyterLab's widget font size.
+BUTTON_FONT_PX = 13
+
+
+@functools.lru_cache(maxsize=512)
+def text_width_px(text: str, size_px: float = BUTTON_FONT_PX) -> float:
+    """The width (px) of `text` in DejaVu Sans at size_px (matplotlib's font metrics at 72 dpi: 1 pt = 1 px)."""
+    from matplotlib.backends.backend_agg import RendererAgg
+    from matplotlib.font_manager import FontProperties
+
+    width, _, _ = RendererAgg(1, 1, 72).get_text_width_height_descent(
+        text, FontProperties(family="DejaVu Sans", size=size_px), ismath=False
+    )
+    return float(width)
 
 
 def fit_labels(widget) -> None:
     """Give every control under `widget` whose description is longer than SHORT_LABEL characters a label as wide
-    as its text (ipywidgets cuts longer ones: "max bubb…", "interle…")."""
+    as its text (ipywidgets cuts longer ones: "max bubb…", "interle…"), and every toggle button room for its
+    widest option's text (ipywidgets cuts it too: "plain …", "pipeline s…")."""
     for child in [widget, *getattr(widget, "children", ())]:
         if child is not widget:
             fit_labels(child)
@@ -236,6 +258,40 @@ def fit_labels(widget) -> None:
             and not style.description_width
         ):
             style.description_width = "initial"
+        if isinstance(child, widgets.ToggleButtons) and child.options:
+            labels = [option[0] if isinstance(option, tuple) else str(option) for option in child.options]
+            need = math.ceil(max(text_width_px(str(label)) for label in labels)) + BUTTON_PADDING_PX
+            given = str(style.button_width or "")
+            if not given.endswith("px") or float(given[:-2]) < need:
+                style.button_width = f"{need}px"
+
+
+class OptionalDropdown(widgets.Dropdown):
+    """A Dropdown one of whose options stands for None ("dropless", "no limit", "calibrated", "= TP").
+
+    ipywidgets reads a None value as "nothing selected": the box shows blank, and picking that option in the browser
+    blanks it again. Here None selects its own option, so the student sees its label."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._select_none()
+
+    def _select_none(self) -> None:
+        choices = list(self._options_values)
+        if self.value is None and None in choices:  # setting the same index again changes nothing
+            self.index = choices.index(None)
+
+    @traitlets.observe("value")
+    def _propagate_value(self, change):
+        # as ipywidgets' _Selection, except that None is an option's value, not "no selection"
+        if change.new is None:
+            index = self._options_values.index(None) if None in self._options_values else None
+        elif self.index is not None and self.equals(self._options_values[self.index], change.new):
+            index = self.index
+        else:
+            index = self._options_values.index(change.new)
+        if self.index != index:
+            self.index = index
 
 
 def replace_options(app, control, options, value) -> None:

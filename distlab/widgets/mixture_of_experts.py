@@ -26,7 +26,7 @@ from ..plots.mixture_of_experts import (
     time_bars,
 )
 from ..units import format_bytes, format_seconds
-from .common import BlitRenderer, LessonApp, axes_state, figure_canvas
+from .common import BlitRenderer, LessonApp, OptionalDropdown, axes_state, figure_canvas
 
 __all__ = [
     "EP_SIZES",
@@ -71,7 +71,7 @@ class AllToAllApp(LessonApp):
         )
         self.top_k = widgets.SelectionSlider(options=TOP_K, value=top_k, description="top-k")
         self.skew = widgets.FloatSlider(value=skew, min=0.0, max=3.0, step=0.25, description="router skew")
-        self.capacity = widgets.Dropdown(options=CAPACITIES, value=capacity, description="capacity")
+        self.capacity = OptionalDropdown(options=CAPACITIES, value=capacity, description="capacity")
         self.step = widgets.IntSlider(value=step, min=0, max=15, description="pairwise step")
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas(
@@ -206,7 +206,7 @@ class ImbalanceApp(_ExpertModelBase):
         self.model = widgets.Dropdown(options=MODELS, value=model, description="model")
         self.ep = widgets.SelectionSlider(options=_ep_choices(model), value=ep, description="EP size")
         self.skew = widgets.FloatSlider(value=skew, min=0.0, max=3.0, step=0.25, description="router skew")
-        self.capacity = widgets.Dropdown(options=CAPACITIES, value=capacity, description="capacity")
+        self.capacity = OptionalDropdown(options=CAPACITIES, value=capacity, description="capacity")
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((6.4, 2.0), dict(left=0.27, right=0.9, bottom=0.2, top=0.95))
         self.bars = time_bars(
@@ -301,7 +301,7 @@ class PlacementApp(_ExpertModelBase):
         self.model = widgets.Dropdown(options=MODELS, value=model, description="model")
         self.ep = widgets.SelectionSlider(options=_ep_choices(model), value=ep, description="EP size")
         self.etp = widgets.SelectionSlider(options=(1, 2, 4, 8), value=etp, description="expert TP")
-        self.max_nodes = widgets.Dropdown(
+        self.max_nodes = OptionalDropdown(
             options=(("no limit", None), ("1", 1), ("2", 2), ("4", 4), ("8", 8)),
             value=max_nodes,
             description="node limit",

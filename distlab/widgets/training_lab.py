@@ -14,6 +14,7 @@ from ..units import format_bytes, format_seconds
 from .browser import LabPicture
 from .common import (
     LessonApp,
+    OptionalDropdown,
     attempt,
     event_loop_running,
     fill_order,
@@ -172,7 +173,7 @@ class TrainingLabApp(LessonApp):
             value=sequence_parallel, description="sequence parallel", layout=narrow
         )
         # None: the calibrated compute model (distlab.efficiency, Lesson 7 §8); a number: Lesson 7 §1's fixed share
-        self.efficiency = widgets.Dropdown(
+        self.efficiency = OptionalDropdown(
             options=EFFICIENCY_OPTIONS, value=efficiency, description="compute", layout=narrow
         )
         # an engine's memory, not the ZeRO paper's minimum: DeepSpeed runs every ZeRO stage (distlab.memory_recipes)
@@ -181,12 +182,12 @@ class TrainingLabApp(LessonApp):
         )
         # expert parallelism (MoE models only): experts over ep GPUs, each expert's matrices over etp
         self.ep = widgets.Dropdown(options=EP_SIZES, value=ep, description="EP", layout=narrow)
-        self.etp = widgets.Dropdown(options=ETP_OPTIONS, value=etp, description="expert TP", layout=narrow)
+        self.etp = OptionalDropdown(options=ETP_OPTIONS, value=etp, description="expert TP", layout=narrow)
         # routing (MoE models only): load imbalance across EP ranks, or a capacity factor (Lesson 10 §3)
         self.moe_imbalance = widgets.Dropdown(
             options=IMBALANCES, value=moe_imbalance, description="imbalance", layout=narrow
         )
-        self.capacity_factor = widgets.Dropdown(
+        self.capacity_factor = OptionalDropdown(
             options=CAPACITY_OPTIONS, value=capacity_factor, description="capacity", layout=narrow
         )
         self.status = widgets.HTML()

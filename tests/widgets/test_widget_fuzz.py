@@ -324,6 +324,40 @@ def test_every_offered_control_value_gives_a_result(module, app_class):
     assert not failures, "\n".join(failures[:20])
 
 
+@pytest.mark.parametrize("module, app_class", APPS)
+def test_every_selection_shows_the_option_chosen(module, app_class):
+    """A dropdown, toggle or selection slider shows its chosen option at construction and after each option is
+    picked. ipywidgets reads an option whose value is None ("dropless", "no limit", "calibrated") as no selection
+    and shows a blank box (the training lab's compute, expert TP and capacity, the MoE apps' capacity and node
+    limit did): such a control must be a widgets.common.OptionalDropdown."""
+    if isinstance(app_class, Exception):
+        raise AssertionError(f"{module} does not import") from app_class
+    app = app_class()
+    blank = []
+    try:
+        for w in controls(app):
+            if not isinstance(w, widgets.widget_selection._Selection):
+                continue
+            name = w.description or type(w).__name__
+            if w.index is None:
+                blank.append(f"{name}: blank at construction (value {w.value!r})")
+                continue
+            start = w.index
+            for i, option in enumerate(w.options):
+                w.index = i  # what the browser sends when the student picks it (the box shows options[index])
+                label = option[0] if isinstance(option, tuple) else str(option)
+                if w.index != i:
+                    blank.append(f"{name}: picking {label!r} shows index {w.index!r}")
+            w.index = start
+    finally:
+        fig = getattr(app, "fig", None)
+        if fig is not None:
+            import matplotlib.pyplot as plt
+
+            plt.close(fig)
+    assert not blank, "\n".join(blank)
+
+
 def test_a_custom_size_box_is_shown_only_for_the_custom_model():
     # before: a greyed "size (B) 7.5" stood beside llama2-70b, as if it were that model's size
     from distlab.widgets.data_parallel_zero import ZeroMemoryApp
@@ -371,6 +405,16 @@ def test_no_label_is_cut_off(module, app_class):
                 and hasattr(w.style, "description_width")
             ):
                 assert w.style.description_width, f"{description!r} would be cut off"
+            if isinstance(w, widgets.ToggleButtons):
+                # a button's text in DejaVu Sans at 13 px plus 26 px of padding: in Chromium, "plain DP" (54 px of
+                # text) was cut to "plain ..." at 70 px and shown whole at 80 (tests/test_browser.py checks every
+                # button of the exported lessons in the browser itself)
+                from distlab.widgets.common import text_width_px
+
+                room = float(str(w.style.button_width).removesuffix("px"))
+                for option in w.options:
+                    label = str(option[0] if isinstance(option, tuple) else option)
+                    assert text_width_px(label) + 26 <= room, f"{w.description}: {label!r} would be cut off"
     finally:
         fig = getattr(app, "fig", None)
         if fig is not None:
