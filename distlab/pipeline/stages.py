@@ -32,7 +32,7 @@ from ..units import (
 )
 from .closed_form import bubble_fraction, closed_form
 from .schedules import _check_layout, _kind, _raw_orders, check_microbatches
-from .timeline import Timeline, _simulate_raw
+from .timeline import MAX_TIME_RATIO, Timeline, _simulate_raw
 
 __all__ = [
     "MAX_SUGGESTION_OPS",
@@ -591,6 +591,12 @@ def analyze_stages(
     half = t_f * factor / 2.0
     transfer = None if bw is None else lat + act / bw
     p2p = transfer if transfer is not None and layer_time is not None else 0.0
+    if p2p > MAX_TIME_RATIO * float(t_f.min()):
+        raise ConfigurationError(
+            f"layer_time={unit_time:g} s is too small to simulate: a stage's forward ({float(t_f.min()):g} s) would "
+            f"be more than {MAX_TIME_RATIO:g} x shorter than one transfer between stages ({p2p:g} s); use a "
+            "realistic layer time"
+        )
     timeline = _simulate_raw(_raw_orders(name, p, m, v), p, v, t_f, half, half, p2p, name, m=m)
 
     boundaries = p * v - 1 if p > 1 else 0  # chunk boundaries inside one GPU send nothing

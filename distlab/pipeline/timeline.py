@@ -43,7 +43,7 @@ from .schedules import (
     placement,
 )
 
-__all__ = ["Timeline", "simulate", "schedule"]
+__all__ = ["MAX_TIME_RATIO", "Timeline", "simulate", "schedule"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -404,8 +404,20 @@ def _peak_in_flight(kind, release: int, offsets, lengths, v: int) -> np.ndarray:
     return np.maximum.reduceat(per_stage, offsets[:-1]) / v
 
 
+#: The most the longest time of a step (an op, or the p2p latency) may exceed the shortest forward op: beyond it the
+#: step's ratios (bubble, overhead = step / busiest stage - 1) leave float range or lose every digit.
+MAX_TIME_RATIO = 1e12
+
+
 def _simulate_raw(raw, p, v, t_f, t_b, t_w, p2p, schedule, m=None, where="loop") -> Timeline:
     """Simulate per-stage raw orders (see schedules._raw_orders) with per-stage durations."""
+    shortest = float(np.min(t_f))
+    longest = max(float(np.max(t_f)), float(np.max(t_b)), float(np.max(t_w)), float(p2p))
+    if not shortest > 0 or longest > MAX_TIME_RATIO * shortest:
+        raise ConfigurationError(
+            f"t_f={shortest:g} against a longest time of {longest:g} (t_b, t_w or p2p): a step's times may differ "
+            f"by at most {MAX_TIME_RATIO:g} x; use times in one realistic unit (t_f = 1, or seconds)"
+        )
     lengths, offsets, stage, kind, mb, chunk, pos, length, m, split, table = _op_table(raw, p, v, m, where)
     dep, lat = _dependencies(table, stage, kind, mb, pos, length, m, p2p)
     t_b_op = t_b if split else t_b + t_w

@@ -754,3 +754,21 @@ def test_stage_analysis_refuses_a_layer_time_too_small_to_price():
     # found by the widget fuzz test: a forward of 2e-302 ns made the needed bandwidth infinite
     with pytest.raises(ConfigurationError, match="too small to price"):
         __import__("distlab.pipeline").pipeline.analyze_stages(32, 4, 8, seq_len=2048, hidden=4096, layer_time=2e-311)
+
+
+def test_times_too_far_apart_to_simulate_are_refused_by_name():
+    # a forward op of 5e-324 (the smallest float) beside a p2p latency of 1 ms: the step / busiest-stage ratio
+    # overflowed to inf (issue 19: never an infinity); times up to MAX_TIME_RATIO apart still simulate
+    from distlab import pipeline
+    from distlab.pipeline.timeline import MAX_TIME_RATIO
+
+    with pytest.raises(ConfigurationError, match=r"t_f=4\.94066e-324 .* at most 1e\+12 x"):
+        pipeline.schedule("1f1b", 4, 8, t_f=5e-324, t_b=5e-324, t_w=5e-324, p2p=1e-3)
+    edge = pipeline.schedule("1f1b", 2, 2, t_f=1.0, t_b=1.0, t_w=0.0, p2p=MAX_TIME_RATIO)
+    # with p = 2 the step's critical path crosses the boundary at least twice (F0 to stage 1, B0 back to stage 0),
+    # each crossing one p2p latency L: step >= 2 L
+    assert math.isfinite(edge.overhead) and edge.step_time > 2 * MAX_TIME_RATIO
+    with pytest.raises(ConfigurationError, match=r"layer_time=1e-300 s is too small to simulate"):
+        pipeline.analyze_stages(
+            32, 4, 8, seq_len=4096, hidden=4096, micro_batch_size=1, layer_time="1e-300 s", link="nvlink4"
+        )
