@@ -135,44 +135,22 @@ class BlitRenderer:
     labels are not drawn again, the slowest part of a full draw), caches the result as the new
     background and paints the animated artists on top.
 
-    `static_key` (optional) is a function naming the state of everything a full draw paints besides
-    those artists (axes_state: the limits and tick labels). The picture of each state is kept (up to
-    STATES_BYTES): when a control returns the axes to a state drawn before (a model picked again, a ZeRO
-    stage whose memory rescales the axis back), refresh(full=True) restores it and repaints the artists
-    over it, as a data change, instead of drawing every tick label again. A state seen for the first time
-    is a full draw.
+    No lesson app changes its axes on a control (fixed ranges, drawn ticks: plots._ticks), so a full draw happens
+    only when the app is built or the canvas is resized.
     """
 
-    #: Bytes of static-state pictures kept per renderer, the least recently shown dropped first. Each is the
-    #: canvas's RGBA buffer: 0.9 MB for 640 x 340 pixels (38 kept: every model of a dropdown), 3.5 MB on a screen
-    #: of pixel ratio 2 (9 kept).
-    STATES_BYTES = 32 * 2**20
-
-    def __init__(self, canvas, artists, data_artists=(), static_key=None):
+    def __init__(self, canvas, artists, data_artists=()):
         self.canvas = canvas
         self.artists = list(artists)
         self.data_artists = list(data_artists)
-        self.static_key = static_key
-        self._states: dict = {}
         self._axes = None
         self._background = None
         for artist in self.artists + self.data_artists:
             artist.set_animated(True)
         canvas.mpl_connect("draw_event", self._on_draw)
 
-    def _state(self):
-        # the canvas size in pixels (it changes with the browser's pixel ratio) and what the app names
-        return tuple(self.canvas.figure.bbox.bounds), self.static_key()
-
     def _on_draw(self, event=None):
         self._axes = self.canvas.copy_from_bbox(self.canvas.figure.bbox)
-        if self.static_key is not None:
-            key = self._state()
-            self._states.pop(key, None)
-            self._states[key] = self._axes
-            width, height = self.canvas.get_width_height(physical=True)
-            while len(self._states) > max(1, self.STATES_BYTES // (4 * width * height)):
-                self._states.pop(next(iter(self._states)))
         self._paint(self.data_artists)
         self._background = self.canvas.copy_from_bbox(self.canvas.figure.bbox) if self.data_artists else self._axes
         self._paint(self.artists)
@@ -183,18 +161,10 @@ class BlitRenderer:
             figure.draw_artist(artist)
 
     def refresh(self, full: bool = False, data: bool = False) -> None:
-        kept = None
-        if full and self._background is not None and self.static_key is not None:
-            key = self._state()
-            kept = self._states.pop(key, None)  # these axes drawn before: repaint the artists over them
-        if kept is None and (full or self._background is None or self._axes is None):
+        if full or self._background is None or self._axes is None:
             self.canvas.draw()
             return
-        if kept is not None:
-            self._axes = self._states[key] = kept  # now the latest used
-            for ax in self.canvas.figure.axes:  # what a full draw does first: fit each box to its aspect
-                ax.apply_aspect()
-        if kept is not None or (data and self.data_artists):
+        if data and self.data_artists:
             self.canvas.restore_region(self._axes)
             self._paint(self.data_artists)
             self._background = self.canvas.copy_from_bbox(self.canvas.figure.bbox) if self.data_artists else self._axes
@@ -205,8 +175,8 @@ class BlitRenderer:
 
 
 def axes_state(figure) -> tuple:
-    """A BlitRenderer static_key for figures whose full draw changes only with the axes: every axes' limits,
-    scales and tick labels (the artists that move are the renderer's)."""
+    """Every axes' limits, scales and tick labels: what a full draw paints besides the animated artists (the
+    widget tests compare it before and after a control moves: no control changes the axes)."""
     return tuple(
         (
             ax.get_xlim(),

@@ -23,7 +23,6 @@ from .common import (
     BlitRenderer,
     LessonApp,
     attempt,
-    axes_state,
     event_loop_running,
     figure_canvas,
     fill_order,
@@ -245,7 +244,7 @@ class OverlapApp(LessonApp):
         self.fig, self.canvas = figure_canvas((6.4, 2.4), dict(left=0.17, right=0.97, bottom=0.2, top=0.95))
         self.ax = self.fig.add_subplot()
         self.chart = overlap_axes(self.ax, fixed=True)
-        self.renderer = BlitRenderer(self.canvas, self.chart.animated_artists, static_key=lambda: axes_state(self.fig))
+        self.renderer = BlitRenderer(self.canvas, self.chart.animated_artists)
         self.result: dataparallel.OverlapTimeline | None = None
         self.error: str | None = None
         for control in (self.model, self.gpus, self.fabric, self.backward_ms, self.buckets):

@@ -26,7 +26,7 @@ from ..plots.mixture_of_experts import (
     time_bars,
 )
 from ..units import format_bytes, format_seconds
-from .common import BlitRenderer, LessonApp, OptionalDropdown, axes_state, figure_canvas
+from .common import BlitRenderer, LessonApp, OptionalDropdown, figure_canvas
 
 __all__ = [
     "EP_SIZES",
@@ -80,11 +80,7 @@ class AllToAllApp(LessonApp):
         self.matrix = byte_matrix(self.fig.add_subplot(1, 2, 1), fixed=True)
         self.loads = load_bars(self.fig.add_subplot(1, 2, 2), max(EP_SIZES))
         self.loads.ticks.remember(range(max(EP_SIZES)))  # every GPU number, once (the matrix's ticks share them)
-        self.renderer = BlitRenderer(
-            self.canvas,
-            self.matrix.animated_artists + self.loads.animated_artists,
-            static_key=lambda: axes_state(self.fig),  # one state: the EP size moves only animated artists
-        )
+        self.renderer = BlitRenderer(self.canvas, self.matrix.animated_artists + self.loads.animated_artists)
         for control in (self.ep, self.experts_per_gpu, self.top_k, self.skew, self.capacity, self.step):
             control.observe(self.update, names="value")
         legend = widgets.HTML(load_legend_html())

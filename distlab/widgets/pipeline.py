@@ -23,7 +23,6 @@ from .common import (
     BlitRenderer,
     LessonApp,
     attempt,
-    axes_state,
     event_loop_running,
     figure_canvas,
     fill_order,
@@ -338,7 +337,7 @@ class StageAnalysisApp(LessonApp):
         self.fig, self.canvas = figure_canvas((7.4, 2.0), dict(left=0.02, right=0.98, bottom=0.13, top=0.98))
         self.ax = self.fig.add_subplot()
         self.grid = timeline_grid(self.ax, fixed=True)  # a new time range moves only the drawn ticks
-        self.renderer = BlitRenderer(self.canvas, self.grid.animated_artists, static_key=lambda: axes_state(self.fig))
+        self.renderer = BlitRenderer(self.canvas, self.grid.animated_artists)
         self.result: pipeline.StageAnalysis | None = None
         self.error: str | None = None
         for control in (

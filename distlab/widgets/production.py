@@ -17,7 +17,7 @@ from ..plots.production import (
 )
 from ..units import format_bytes, format_seconds
 from .browser import LadderPicture
-from .common import DATA, BlitRenderer, LessonApp, axes_state, figure_canvas, remembered, remembered_estimate
+from .common import DATA, BlitRenderer, LessonApp, figure_canvas, remembered, remembered_estimate
 
 __all__ = [
     "BUCKET_MODELS",
@@ -242,7 +242,7 @@ class ProductionStepApp(LessonApp):
         # the step-time axis keeps fixed limits and draws its time ticks with the bars: no control redraws the axes
         self.bars = production_bars(ax, 3, legend=False, fixed=True)
         ax.set_yticks(range(3), ["non-blocking, bf16", "this fabric", "with stragglers"])
-        self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists, static_key=lambda: axes_state(self.fig))
+        self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists)
         self.result = None
         self.error: str | None = None
         self.reference: training.StepEstimate | None = None

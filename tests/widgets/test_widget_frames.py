@@ -1,6 +1,5 @@
-"""The frames the apps send (widgets/common.py): the PNG frame equals matplotlib's, a static state restored from
-BlitRenderer's kept pictures shows exactly what a full draw shows, and the apps with fixed axes never draw in full
-(issue 19's speed work must not change a pixel)."""
+"""The frames the apps send (widgets/common.py): the PNG frame equals matplotlib's, a blitted picture shows exactly
+what a full draw shows, and no control of any app draws in full (issue 19's speed work must not change a pixel)."""
 
 from __future__ import annotations
 
@@ -50,37 +49,6 @@ def test_quick_frame_sends_what_matplotlibs_webagg_canvas_sends():
         assert np.array_equal(_decoded(ours), _decoded(theirs))
         if change == "diff":
             assert our_mode == "diff" and _decoded(ours)[..., 3].any()  # some pixels changed, the rest transparent
-
-
-def test_a_static_state_shown_before_is_restored_and_looks_as_a_full_draw():
-    # BlitRenderer keeps the static picture of each axes state (static_key): going back to one is a restore, not a
-    # full draw, and paints what a full draw paints. No lesson app changes its axes any more (fixed ranges, drawn
-    # ticks, or a picture drawn in the browser: test_no_control_of_any_app_redraws_its_axes), so a figure of two
-    # axes states stands in for one.
-    from types import SimpleNamespace
-
-    from distlab.widgets.common import BlitRenderer, axes_state, figure_canvas
-
-    fig, canvas = figure_canvas((4.0, 2.0), dict(left=0.15, right=0.95, bottom=0.2, top=0.95))
-    ax = fig.add_subplot()
-    (line,) = ax.plot([0, 1], [0, 1])
-    ax.set_xlim(0, 1)
-    renderer = BlitRenderer(canvas, [line], static_key=lambda: axes_state(fig))
-    app = _ready(SimpleNamespace(canvas=canvas, fig=fig))
-    draws = []
-    original = canvas.draw
-    canvas.draw = lambda: (draws.append(1), original())[1]
-    ax.set_xlim(0, 10)  # a state not drawn yet: a full draw
-    renderer.refresh(full=True)
-    assert draws == [1]
-    ax.set_xlim(0, 1)  # back to the first state: restored from the kept picture, no full draw
-    line.set_ydata([1, 0])
-    renderer.refresh(full=True)
-    assert draws == [1]
-    restored = _pixels(app)
-    canvas.draw = original
-    canvas.draw()  # what a full draw of the same state paints
-    assert np.array_equal(restored, _pixels(app))
 
 
 def _offered(widget) -> list:
