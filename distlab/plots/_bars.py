@@ -13,7 +13,7 @@ from matplotlib.ticker import MaxNLocator
 
 from ..units import format_bytes
 from ._style import BLUE, BROWN, CAPACITY_COLOUR, FADED_ALPHA, GREEN, ORANGE, PURPLE, RED, nice_ceiling, swatch
-from ._ticks import DrawnTicks, drawn_ticks, nice_ticks
+from ._ticks import DrawnTicks, drawn_ticks
 
 # --------------------------------------------------------------------------- memory per GPU
 
@@ -232,8 +232,7 @@ class StepBars:
         if labels is not None:
             ax.set_yticks(range(len(labels)), labels)
         if self.ticks is not None:
-            values, tick_labels = nice_ticks(self.x_max, nbins=5)
-            self.ticks.set_ticks([v / self.x_max for v in values], tick_labels)
+            self.ticks.set_range(self.x_max, nbins=5)
         elif ax.get_xlim()[1] != limit:
             ax.set_xlim(0, limit)
         return before != (ax.get_xlim(), [t.get_text() for t in ax.get_yticklabels()] if labelled else None)

@@ -83,6 +83,12 @@ class DrawnTicks(Artist):
         self.stale = self.stale or changed
         return changed
 
+    def set_range(self, top: float, nbins: int = 6) -> bool:
+        """Ticks for a range from 0 to `top` drawn over the whole side: nice_ticks(top, nbins), each at its
+        fraction of the range. Returns whether they changed."""
+        values, labels = nice_ticks(top, nbins)
+        return self.set_ticks([v / top for v in values], labels)
+
     def remember(self, labels) -> None:
         """Rasterise these labels now, at the figure's current resolution (an app that knows the labels it will
         show, GPU numbers, pays for them once when it is built instead of on a first visit)."""

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
 from ..units import format_bytes, format_seconds
-from ._ticks import DrawnTicks, drawn_ticks, nice_ticks
+from ._ticks import DrawnTicks, drawn_ticks
 from ._style import BLUE, CAPACITY_COLOUR, GREEN, GREY, ORANGE, RED, nice_ceiling, swatch
 
 __all__ = [
@@ -241,8 +241,7 @@ class OverlapChart:
         self.backward_end.set_xdata([backward * scale, backward * scale])
         self.x_max = x_max
         if self.ticks is not None:
-            values, labels = nice_ticks(x_max)
-            self.ticks.set_ticks([v / x_max for v in values], labels)
+            self.ticks.set_range(x_max)
             return False
         self.ax.set_xlim(0, x_max)
         return before != self.ax.get_xlim()

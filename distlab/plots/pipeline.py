@@ -16,7 +16,7 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
 from ..units import format_bytes
-from ._ticks import DrawnTicks, drawn_ticks, nice_ticks
+from ._ticks import DrawnTicks, drawn_ticks
 from ._style import BLUE, BROWN, CAPACITY_COLOUR, GREEN, MUTED, ORANGE, PURPLE, RED, TEXT_COLOUR, nice_ceiling, swatch
 
 __all__ = [
@@ -210,8 +210,7 @@ class TimelineGrid:
         x_max = nice_ceiling(timeline.step_time * 1.02) if x_max is None else float(x_max)
         self.pixels.set_timeline(timeline, x_max)
         if self.ticks is not None:  # the image spans the box whatever the range: only the ticks follow it
-            values, labels = nice_ticks(x_max)
-            self.ticks.set_ticks([v / x_max for v in values], labels)
+            self.ticks.set_range(x_max)
             return False
         before = ax.get_xlim()
         ax.set_xlim(0.0, x_max)

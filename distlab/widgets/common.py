@@ -244,22 +244,20 @@ class OptionalDropdown(widgets.Dropdown):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._select_none()
+        self.index = self._index_of(self.value)  # a None value given: no change event has selected its option
 
-    def _select_none(self) -> None:
+    def _index_of(self, value):
         choices = list(self._options_values)
-        if self.value is None and None in choices:  # setting the same index again changes nothing
-            self.index = choices.index(None)
+        if value is None:
+            return choices.index(None) if None in choices else None
+        if self.index is not None and self.equals(choices[self.index], value):
+            return self.index
+        return choices.index(value)
 
     @traitlets.observe("value")
     def _propagate_value(self, change):
         # as ipywidgets' _Selection, except that None is an option's value, not "no selection"
-        if change.new is None:
-            index = self._options_values.index(None) if None in self._options_values else None
-        elif self.index is not None and self.equals(self._options_values[self.index], change.new):
-            index = self.index
-        else:
-            index = self._options_values.index(change.new)
+        index = self._index_of(change.new)
         if self.index != index:
             self.index = index
 
