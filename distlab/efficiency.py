@@ -8,6 +8,9 @@ A layer's time on one GPU is priced as three parts (Lesson 7 §8):
                                                                  activations, dropout, RoPE, softmax without
                                                                  flash attention, the loss), memory-bound
 
+and the compute that runs beside communication it hides is OVERLAP_SLOWDOWN (18.9%, Lee et al. 2025) slower: the
+step model adds that share of the hidden communication as "overlap slowdown" (training.step_model_array).
+
 matmul_efficiency = TRAINING_MATMUL_SHARE x the best-shape GEMM rate measured on that GPU (Bekman's MAMF
 microbenchmark, hardware microbenchmarks in distlab/data/published_runs.json), and each weight GEMM (QKV, attention
 output, the MLP's, the logits; MoE experts on their own tokens) runs at that x its shape factor
@@ -26,8 +29,8 @@ loss_bytes_per_token for the cross-entropy); passes = 3 (forward, backward x 2),
 Calibration is not validation. Two constants are FITTED, on the calibration set only (Narayanan et al.
 2021 Table 1, the ten Megatron-LM runs from 1.7B to 1T parameters on A100s): TRAINING_MATMUL_SHARE and
 MEMORY_TRAFFIC. fit_calibration() recomputes them from that set (a grid search for the least mean |error|;
-tests/core/test_efficiency.py checks that the stored values are its result). The best-shape GEMM rates and
-the flash-attention rates are published microbenchmarks, not fitted (the calibration runs use unfused
+tests/core/test_efficiency.py checks that the stored values are its result). The best-shape GEMM rates,
+the flash-attention rates and the overlap slowdown are published microbenchmarks, not fitted (the calibration runs use unfused
 attention, so the flash figures do not enter the fit). The accuracy on published runs the
 fit never saw is `distlab validate` (Lesson 7 §8; recorded in benchmarks/RESULTS.md).
 """
@@ -51,6 +54,7 @@ __all__ = [
     "FLASH_ATTENTION_RATE",
     "FALLBACK_FLASH_ATTENTION_RATE",
     "FLASH_FORWARD_BACKWARD_WORK",
+    "OVERLAP_SLOWDOWN",
     "flash_attention_rate",
     "flash_attention_work_array",
     "ComputeModel",
@@ -160,6 +164,19 @@ FALLBACK_FLASH_ATTENTION_RATE = 335.0 / 989.4
 #: benchmarks/benchmark_flash_attention.py counts the same): forward + backward 3.5 f. Lesson 7 §8.
 FLASH_FORWARD_BACKWARD_WORK = 3.5
 
+#: Compute slowed by the communication it hides: while a collective runs beside compute, NCCL's kernels hold SMs (one
+#: thread block per channel) and share HBM bandwidth, so the overlapped compute kernels run slower than alone. Lee et
+#: al. 2025 (arXiv 2507.03114, abstract) measured "an average computational slowdown of 18.9%, with a maximum of
+#: 40.0%" for compute overlapped with communication, against the same compute with no communication beside it, over
+#: GPT and Llama training on 4 A100s, H100s, MI250s and MI210s. One mechanism in numbers: an H100 all-gather kernel of
+#: 24 thread blocks beside a GEMM sized for 132 SMs (NVIDIA developer forum, "Compute-Communication Overlap Causes
+#: Severe GEMM Performance Degradation because of Tail Effect", an nsys profile) takes 24 / 132 = 18% of the SMs.
+#: The calibrated step model charges this share of the communication it prices as hidden (DP/FSDP traffic under
+#: the backward and forward, TP traffic under its matmuls with tp_overlap, ring attention's transfers under the
+#: attention core) as extra compute time, "overlap slowdown" (training.step_model_array); not fitted: a published
+#: average, the same on every GPU (an assumption: the paper's per-GPU figures are not in its abstract). Lesson 7 §8.
+OVERLAP_SLOWDOWN = ("lee2025-overlap-compute-slowdown", 0.189)
+
 #: Achieved large-message all-reduce bus bandwidth per catalog link (nccl-tests busbw, ring algorithm), from the
 #: hardware microbenchmarks in distlab/data/published_runs.json (NVIDIA GTC24 S62129, "NCCL Tests Allreduce Bus
 #: Bandwidth"): NVLink3 (A100) 232 of 300 GB/s, NVLink4 (H100) 370 of 450, PCIe Gen4 24, Gen5 48, 200 Gb RDMA
@@ -207,6 +224,7 @@ class ComputeModel:
     kernels: str = "fused"
     gemm_sms: int | None = None  # SMs for the GEMM shape factor (gemm_shape_factor_array); None: no shape factor
     best_gemm: float = 1.0  # the best-shape GEMM rate / peak, the roofline's compute roof
+    overlap_slowdown: float = 0.0  # compute time added per second of hidden communication (OVERLAP_SLOWDOWN)
 
     def describe(self) -> str:
         """One line for a student: what the compute time assumes."""
@@ -220,7 +238,13 @@ class ComputeModel:
             f"{' x their shape factor (gemm_efficiency)' if self.gemm_sms is not None else ''}, attention core at "
             f"{100 * self.attention_efficiency:.1f}% ({self.attention}"
             f"{', causal: masked blocks skipped' if self.attention == 'flash' else ''}), element-wise traffic "
-            f"{self.memory_traffic:g} x the {self.kernels} kernels' bytes per pass (distlab.efficiency, Lesson 7 §8)"
+            f"{self.memory_traffic:g} x the {self.kernels} kernels' bytes per pass"
+            + (
+                f", compute beside hidden communication {100 * self.overlap_slowdown:.1f}% slower"
+                if self.overlap_slowdown
+                else ""
+            )
+            + " (distlab.efficiency, Lesson 7 §8)"
         )
 
 
@@ -340,7 +364,17 @@ def compute_model(accelerator, attention="flash", *, share=None, traffic=None, k
     matmul = min(1.0, share * best_gemm_efficiency(accelerator))
     core = matmul if kind == "unfused" else flash_attention_rate(accelerator)
     sms = GEMM_SMS.get(str(getattr(accelerator, "name", accelerator)).strip().lower())
-    return ComputeModel(matmul, core, traffic, kind, True, _kernels(kernels), sms, best_gemm_efficiency(accelerator))
+    return ComputeModel(
+        matmul,
+        core,
+        traffic,
+        kind,
+        True,
+        _kernels(kernels),
+        sms,
+        best_gemm_efficiency(accelerator),
+        OVERLAP_SLOWDOWN[1],
+    )
 
 
 def gemm_shape_factor_array(m, n, k, sms, ridge):

@@ -19,6 +19,8 @@ in issue order is that sum):
 
 Exposed communication = step end - compute (Lesson 3's max(0, comm - overlapping compute), per layer).
 The first gather is never hidden; a gather longer than the compute it overlaps shows the difference.
+The timeline draws hidden traffic as free, to show the schedule; the step model (training.estimate) adds on top
+its overlap slowdown, the compute beside the hidden traffic running efficiency.OVERLAP_SLOWDOWN (18.9%) slower.
 
 HSDP (hybrid sharding): shard within a node of g GPUs over NVLink and replicate across the R = N / g
 nodes: per layer AG and RS run over NVLink, and the reduce-scattered shard (1/g of the layer's

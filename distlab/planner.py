@@ -22,6 +22,7 @@ import numpy as np
 
 from ._arguments import as_cluster, divisors
 from . import flops, memory, memory_recipes, models, training
+from .efficiency import OVERLAP_SLOWDOWN
 from .errors import ConfigurationError
 from ._arguments import whole_number
 from .mesh import MAX_WORLD_SIZE
@@ -183,8 +184,9 @@ class Plan:
     def deciding_assumption(self, a=0, b=1) -> "DecidingAssumption":
         """Which modelling assumption decides between the configurations ranked a and b: of their step-time
         components (COMPONENTS; differences b minus a, summing to the step-time difference) and the
-        data-parallel traffic the model prices as hidden behind compute (dp_comm - dp_exposed: free in the
-        step time, and the full amount if the overlap assumption fails), the one whose difference is the
+        data-parallel traffic the model prices as hidden behind compute (dp_comm - dp_exposed: in the
+        step time only as its overlap slowdown, so the rest, 1 - OVERLAP_SLOWDOWN of it, is at stake if the overlap
+        assumption fails), the one whose difference is the
         largest in size, with the assumption behind it. Lesson 7 §8.
 
         >>> p = plan('llama2-7b', 'dgx-h100', nodes=2, global_batch=64)
@@ -196,7 +198,9 @@ class Plan:
         res = self.results
         diffs = {name: float(res[key][ib] - res[key][ia]) for key, (name, _) in COMPONENTS.items() if key in res}
         hidden = [float(res["dp_comm_s"][i] - res["dp_exposed_s"][i]) for i in (ia, ib)]
-        at_stake = {**diffs, HIDDEN_DP[0]: hidden[1] - hidden[0]}
+        # the step time already holds OVERLAP_SLOWDOWN of the hidden traffic (the overlap slowdown component): at stake
+        # beyond it, the rest, were the traffic exposed
+        at_stake = {**diffs, HIDDEN_DP[0]: (1.0 - OVERLAP_SLOWDOWN[1]) * (hidden[1] - hidden[0])}
         name = max(at_stake, key=lambda c: abs(at_stake[c]))
         assumption = dict((*COMPONENTS.values(), HIDDEN_DP))[name]
         if name == "compute" and self.extra.get("calibrated") is False:
@@ -226,6 +230,11 @@ COMPONENTS = {
         "compute",
         "the calibrated matmul efficiency and element-wise memory traffic (distlab.efficiency), "
         "what recomputation re-runs, and the logits charged to the busiest pipeline stage",
+    ),
+    "overlap_s": (
+        "overlap slowdown",
+        f"compute beside the communication it hides runs {100 * OVERLAP_SLOWDOWN[1]:.1f}% slower "
+        "(efficiency.OVERLAP_SLOWDOWN, Lee et al. 2025)",
     ),
     "tp_comm_s": (
         "TP communication",
@@ -258,8 +267,9 @@ COMPONENTS = {
     ),
     "optimizer_s": ("optimizer step", "the optimizer step is memory-bound at HBM bandwidth"),
 }
-#: The data-parallel traffic the step model prices as hidden behind compute (dp_comm_s - dp_exposed_s): zero in
-#: the step time, so only its size says how much rests on the overlap assumption.
+#: The data-parallel traffic the step model prices as hidden behind compute (dp_comm_s - dp_exposed_s): in the step
+#: time only as its overlap slowdown (efficiency.OVERLAP_SLOWDOWN of it), so its size says how much rests on the
+#: overlap assumption (all of it, were the traffic exposed).
 HIDDEN_DP = ("DP communication priced as hidden", COMPONENTS["dp_exposed_s"][1])
 FIXED_COMPUTE_ASSUMPTION = (
     "the fixed matmul efficiency (every FLOP at one share of peak; efficiency=None calibrates it)"

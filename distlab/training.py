@@ -377,6 +377,7 @@ def step_model_array(
     causal_flash=False,
     gemm_sms=None,
     best_gemm=1.0,
+    overlap_slowdown=0.0,
 ) -> dict:
     """Per-step time components (s) and per-GPU memory (bytes) on the busiest (first) pipeline stage.
 
@@ -426,6 +427,13 @@ def step_model_array(
                  ranks (equal_local_ranks_array), else at cross_rail_bw (every GPU of a node sends at
                  once: the full taper either way; for the flat ring of a group that splits unevenly over
                  nodes this is an upper bound on the time, since fewer of its hops leave a node at once)
+    overlap    = overlap_slowdown x the communication priced as hidden: compute runs slower beside the collectives
+                 it hides (efficiency.OVERLAP_SLOWDOWN, Lee et al. 2025: 18.9% on average; 0 for the fixed model).
+                 Hidden = dp_comm - dp_exposed (with DP replicas), the TP traffic under its matmuls with tp_overlap,
+                 ring attention's transfers under the attention core; the TP and CP share per microbatch is in the
+                 stage time the bubble is priced with. At most overlap_slowdown x compute (a slowdown of compute
+                 time: no more compute is slowed than the step runs). Steady-state pipeline sends, hidden too, are
+                 left out (one activation per microbatch and stage boundary, small beside the rest)
     optimizer  = (2 x optimizer + gradient + weight bytes of the shard) / HBM bandwidth (memory-bound Adam)
     Memory: distlab.memory's array cores; in-flight microbatches on the first stage
     (distlab.pipeline.in_flight_array, the simulator's peak_in_flight): GPipe m, 1F1B min(p, m),
@@ -584,11 +592,9 @@ def step_model_array(
     # parallelism): each reduce-scatter / all-gather runs in chunks under the matmul beside it; what exceeds the
     # stage's matmul time stays exposed
     matmul_mb = gemm_time_flops / (tp * peak_flops * efficiency)
-    tp_mb = np.where(
-        np.asarray(tp_overlap, dtype=bool) & np.asarray(sequence_parallel, dtype=bool),
-        np.maximum(0.0, tp_mb - matmul_mb),
-        tp_mb,
-    )
+    tp_overlapped = np.asarray(tp_overlap, dtype=bool) & np.asarray(sequence_parallel, dtype=bool)
+    tp_hidden_mb = np.where(tp_overlapped, np.minimum(tp_mb, matmul_mb), 0.0)
+    tp_mb = np.where(tp_overlapped, np.maximum(0.0, tp_mb - matmul_mb), tp_mb)
     # ring attention (Liu et al. 2023; Megatron-Core's context parallelism): per layer and microbatch, cp - 1 K/V
     # blocks of b (s / cp) x 2 kv_dim x e / tp bytes pass around the ring in the forward, K/V and their gradients in
     # the backward (2 (cp - 1) more; one more pass with full recomputation), each step overlapped with the
@@ -599,6 +605,11 @@ def step_model_array(
     ring_layer = (cp - 1.0) * np.where(full, 4.0, 3.0) * ring_hop
     core_layer = core_stage / layers_stage / (tp * peak_flops * att_eff)
     cp_mb = np.where(cp > 1, layers_stage * np.maximum(0.0, ring_layer - core_layer), 0.0)
+    cp_hidden_mb = np.where(cp > 1, layers_stage * np.minimum(ring_layer, core_layer), 0.0)
+    # compute beside the communication it hides runs overlap_slowdown slower (efficiency.OVERLAP_SLOWDOWN); a slowdown
+    # of compute time, so of no more compute than the microbatch has
+    overlapped_mb = np.minimum(tp_hidden_mb + cp_hidden_mb, t_mb)
+    overlap_mb = overlap_slowdown * overlapped_mb
     moe: ModuleType | None = None  # distlab.moe.step for an MoE model
     if isinstance(model, MoEStepModel):  # an MoE model: its all-to-alls
         from .moe import step as moe_step
@@ -620,7 +631,7 @@ def step_model_array(
         )
     else:
         ep_mb = 0.0
-    stage_mb = t_mb + tp_mb + cp_mb + ep_mb
+    stage_mb = t_mb + tp_mb + cp_mb + ep_mb + overlap_mb
     compute = m * t_mb
     tp_comm = m * tp_mb
     cp_comm = m * cp_mb
@@ -715,6 +726,8 @@ def step_model_array(
     )
     exposed = np.select([zero >= 3, zero == 2, zero == 1], [m * zero3_mb, zero2, zero1], ddp)
     dp_exposed = np.where(replicas > 1, exposed, 0.0)
+    dp_hidden = np.where(replicas > 1, np.maximum(0.0, dp_time - exposed), 0.0)
+    overlap = m * overlap_mb + overlap_slowdown * np.minimum(dp_hidden, np.maximum(0.0, compute - m * overlapped_mb))
     optimizer = (2.0 * o + g + w) / hbm_bandwidth
 
     # flash attention never stores the scores: memory as with selective recomputation's attention core
@@ -733,7 +746,9 @@ def step_model_array(
             activations,
         )
 
-    step = finite_result("step time", compute + tp_comm + cp_comm + ep_comm + bubble + p2p + dp_exposed + optimizer)
+    step = finite_result(
+        "step time", compute + overlap + tp_comm + cp_comm + ep_comm + bubble + p2p + dp_exposed + optimizer
+    )
     finite_result("memory per GPU", w + g + o + activations)
     return dict(
         microbatches=m,
@@ -745,6 +760,7 @@ def step_model_array(
         p2p_s=p2p,
         dp_comm_s=dp_time,
         dp_exposed_s=dp_exposed,
+        overlap_s=overlap,
         optimizer_s=optimizer,
         step_time_s=step,
         weights_bytes=w,
@@ -780,6 +796,7 @@ class StepEstimate:
     compute_model: Any = None  # distlab.efficiency.ComputeModel
     cp_comm_s: float = 0.0  # context parallelism's exposed ring-attention traffic
     ep_comm_s: float = 0.0  # expert parallelism's all-to-alls (MoE models)
+    overlap_s: float = 0.0  # compute slowed by the communication it hides (efficiency.OVERLAP_SLOWDOWN)
 
     @property
     def fits(self) -> bool:
@@ -816,7 +833,10 @@ class StepEstimate:
 
     def parts(self) -> dict:
         """Step-time components in seconds, in stacking order."""
-        parts = {"compute": self.compute_s, "TP communication": self.tp_comm_s}
+        parts = {"compute": self.compute_s}
+        if self.overlap_s:
+            parts["overlap slowdown"] = self.overlap_s
+        parts["TP communication"] = self.tp_comm_s
         if self.cp_comm_s:
             parts["CP communication (exposed)"] = self.cp_comm_s
         if self.ep_comm_s:
@@ -875,6 +895,7 @@ class StepEstimate:
             "microbatches": self.microbatches,
             "breakdown_s": {
                 "compute": self.compute_s,
+                "overlap_slowdown": self.overlap_s,
                 "tp_comm": self.tp_comm_s,
                 "cp_comm": self.cp_comm_s,
                 "ep_comm": self.ep_comm_s,
@@ -1166,6 +1187,7 @@ def estimate(
         p2p_s=float(out["p2p_s"]),
         dp_comm_s=float(out["dp_comm_s"]),
         dp_exposed_s=float(out["dp_exposed_s"]),
+        overlap_s=float(out["overlap_s"]),
         optimizer_s=float(out["optimizer_s"]),
         step_time_s=float(out["step_time_s"]),
         microbatches=m,
@@ -1215,7 +1237,7 @@ def compute_arguments(compute) -> dict:
 
     >>> from distlab.efficiency import fixed_compute_model
     >>> sorted(compute_arguments(fixed_compute_model(0.5)))
-    ['attention_efficiency', 'best_gemm', 'causal_flash', 'efficiency', 'flash_attention', 'gemm_sms', 'kernels_code', 'memory_traffic']
+    ['attention_efficiency', 'best_gemm', 'causal_flash', 'efficiency', 'flash_attention', 'gemm_sms', 'kernels_code', 'memory_traffic', 'overlap_slowdown']
     """
     from .efficiency import ELEMENTWISE_KERNELS, ComputeModel
 
@@ -1230,6 +1252,7 @@ def compute_arguments(compute) -> dict:
         causal_flash=compute.calibrated and compute.attention == "flash",
         gemm_sms=compute.gemm_sms,
         best_gemm=compute.best_gemm,
+        overlap_slowdown=compute.overlap_slowdown,
     )
 
 

@@ -150,8 +150,8 @@ def _explain_q4(slow=SLOW_FACTOR) -> str:
     h = _healthy()
     return (
         f"the slow GPU stretches its TP group and so its pipeline stage: with m = {h.microbatches} microbatches the "
-        f"step adds (k - 1) x m x t_stage = ({slow:g} - 1) x {format_seconds(h.compute_s)} of compute; the bubble, "
-        f"communication and optimizer step do not stretch: {format_seconds(h.step_time_s)} + "
+        f"step adds (k - 1) x m x t_stage = ({slow:g} - 1) x {format_seconds(h.compute_s)} of compute; the bubble, the "
+        f"overlap slowdown, communication and optimizer step do not stretch: {format_seconds(h.step_time_s)} + "
         f"{format_seconds((slow - 1) * h.compute_s)} = {format_seconds(_q4(slow))}"
     )
 
@@ -352,7 +352,7 @@ q4 = NumericQuestion(
     params=dict(slow=SLOW_FACTOR),
     variants=SLOW_VARIANTS,
     prompt=f"Lesson 7's layout: the healthy step takes {_HEALTHY.step_time_s:.3f} s, of which "
-    f"{_HEALTHY.compute_s:.3f} s is compute (the rest: TP communication, bubble, p2p, exposed DP, optimizer). One "
+    f"{_HEALTHY.compute_s:.3f} s is compute (the rest: overlap slowdown, TP communication, bubble, p2p, exposed DP, optimizer). One "
     "GPU runs {slow}x slow. Estimate by hand: the step time, in s?",
     expected=_q4,
     explain=_explain_q4,

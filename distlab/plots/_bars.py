@@ -166,6 +166,7 @@ def memory_legend_html() -> str:
 #: StepEstimate.parts() keys, in stacking order, with their colours.
 STEP_PARTS = (
     "compute",
+    "overlap slowdown",
     "TP communication",
     "CP communication (exposed)",
     "EP all-to-all",
@@ -176,6 +177,7 @@ STEP_PARTS = (
 )
 STEP_COLOURS = {
     "compute": BLUE,
+    "overlap slowdown": "#7fb2d5",  # a lighter blue: compute, slowed by the communication it hides
     "TP communication": ORANGE,
     "CP communication (exposed)": "#cc79a7",
     "EP all-to-all": "#56b4e9",

@@ -1,4 +1,4 @@
-"""Step-time breakdown bars: compute, TP communication, bubble, p2p, exposed DP communication, optimizer.
+"""Step-time breakdown bars: compute, overlap slowdown, TP communication, bubble, p2p, exposed DP communication, optimizer.
 
 Data in (StepEstimate.parts(): seconds per component), artists out; the widget updates them in place.
 The bars themselves are in plots/_bars.py, shared with lesson 8.

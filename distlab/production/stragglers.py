@@ -262,7 +262,8 @@ def straggler_step(model, cluster, *, slow_factor=1.0, sigma=0.0, **config) -> S
     slow stage sits, and for 1F1B when it is the last stage (distlab.pipeline's simulator; a slow
     earlier 1F1B stage costs a little less, its first microbatches hiding in the warm-up): the
     worst placement. Here the compute stretches by E[max over the N GPUs] (expected_slowest);
-    communication, the bubble and the optimizer step do not. sigma: each GPU's relative standard
+    communication, the overlap slowdown (a share of the communication's time), the bubble and the optimizer step do
+    not. sigma: each GPU's relative standard
     deviation per step (independent jitter of m microbatches averages to sigma_mb / sqrt(m)). Lesson 8b §2.
 
     One GPU 1.5x slow, no jitter: the wait is 0.5 x the 0.382 s of compute at a fixed 50% of peak

@@ -37,6 +37,17 @@ def test_best_gemm_figures_are_the_microbenchmarks():
     assert efficiency.best_gemm_efficiency("mi300x") == efficiency.FALLBACK_GEMM_EFFICIENCY
 
 
+def test_overlap_slowdown_is_the_microbenchmark():
+    """OVERLAP_SLOWDOWN is Lee et al. 2025's average compute slowdown beside communication, as the data file records
+    it; the calibrated model carries it, the fixed model of Lesson 7 §1 does not."""
+    bench = {m["id"]: m for m in validation.microbenchmarks("calibration")}
+    bench_id, share = efficiency.OVERLAP_SLOWDOWN
+    assert bench[bench_id]["kind"] == "overlap_slowdown"
+    assert share == bench[bench_id]["measured"]["average_compute_slowdown"] == 0.189
+    assert efficiency.compute_model("h100-sxm").overlap_slowdown == share
+    assert efficiency.fixed_compute_model(0.5).overlap_slowdown == 0.0
+
+
 def test_flash_attention_figures_are_the_microbenchmarks():
     """Each flash-attention rate is the data file's FlashAttention-2 figure: A100 the low end of 50-73% of 312,
     H100 335 of 989.4 TFLOP/s (Dao 2023, Sec. 4.1); a GPU without a figure gets the lowest (H100's)."""
@@ -187,7 +198,9 @@ def test_calibration_accuracy():
     assert stats["scored"] == 10
     # measured 2.0% / 6.3% (76B) since each GEMM is priced by its shape (2026-11-24); 1.8% / 5.4% before. The refit
     # share (0.78 -> 0.82) cannot absorb that the shape slowdowns differ run to run (tp 1-8, 3.1-7.0% here)
-    assert stats["mean_abs_error_percent"] <= 2.1 and stats["max_abs_error_percent"] <= 6.5
+    # 2026-11-24, compute beside hidden communication 18.9% slower (efficiency.OVERLAP_SLOWDOWN, not fitted; the DDP
+    # all-reduce these runs overlap with the last backward): 2.1% / 5.9% (76B), the refit constants unchanged
+    assert stats["mean_abs_error_percent"] <= 2.2 and stats["max_abs_error_percent"] <= 6.0
 
 
 def test_validation_accuracy_held_at_the_level_reached():
@@ -202,7 +215,11 @@ def test_validation_accuracy_held_at_the_level_reached():
     # 0.78 -> 0.82 to match the calibration runs' 3-7% shape slowdown (Megatron-LM, tp 2-8 on 108-SM A100s); the
     # FSDP runs at tp 1 (MPT, torchtitan) slow by only 0.2-2.5%, so they moved 2-4 points faster, and the H100 ones were
     # already too fast: MPT 7B at 512 GPUs -25.1% -> -26.7%, the max (benchmarks/RESULTS.md)
-    assert stats["mean_abs_error_percent"] <= 9.0 and stats["max_abs_error_percent"] <= 27.0
+    # 2026-11-24, compute beside the communication it hides 18.9% slower (efficiency.OVERLAP_SLOWDOWN, Lee et al. 2025,
+    # a published average, not fitted): 7.7% / 23.0%. Every run whose communication the model hides moved slower: the
+    # FSDP runs by their gathers' share (MPT 7B at 512 GPUs -26.7% -> -23.0%, still the max), Megatron-Core on H100 with
+    # --tp-comm-overlap by its TP traffic (462B -> +4.4%)
+    assert stats["mean_abs_error_percent"] <= 7.8 and stats["max_abs_error_percent"] <= 23.1
 
 
 @pytest.mark.xfail(
