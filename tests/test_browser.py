@@ -777,3 +777,92 @@ def test_a_lesson_exported_to_html_draws_its_picture_with_no_kernel(tmp_path, wi
             browser.close()
     # nothing else was fetched: what the page asked for beyond the front end is MathJax (the lesson's formulas)
     assert all("mathjax" in url for url in refused), refused
+
+
+def _ladder_variants(frames: dict) -> dict:
+    """The triage app's ladder, and ladders its code never sends but a picture must survive: {name: frames}."""
+    one = lambda key: frames[key][0]  # noqa: E731 - the one position's list
+    n = len(one("bars"))
+    long_names = [f"{k} a change with a long name that cannot fit under its bar ({k})" for k in range(12)]
+    return {
+        "the app's ladder": frames,
+        "one bar": {
+            **frames,
+            **{k: [one(k)[:1]] for k in ("bars", "labels", "faded", "totals", "clipped")},
+            "mark": [[[0, "fits"]]],
+        },
+        "twelve rungs with long names": {
+            **frames,
+            "bars": [[one("bars")[0]] * 12],
+            "labels": long_names,
+            "faded": [[k % 3 == 0 for k in range(12)]],
+            "totals": [["9.99 TB"] * 12],
+            "clipped": [[False] * 12],
+            "mark": [[[11, "first fit"]]],
+        },
+        "a bar a million times the axis": {
+            **frames,
+            "bars": [[[1e6] + one("bars")[0][1:]] + one("bars")[1:]],
+            "clipped": [[True] + one("clipped")[1:]],
+        },
+        "a mark past the last bar": {**frames, "mark": [[[n + 5, "first fit"]]]},
+        "no optional lists, no capacity": {
+            "bars": frames["bars"],
+            "colours": frames["colours"],
+            "unit": "GB",
+            "top": 0,
+            "capacity": 0,
+        },
+        "an empty ladder": {**frames, "bars": [[]], "labels": [], "mark": [[]]},
+    }
+
+
+def test_the_triage_ladder_draws_any_ladder_without_an_error():
+    """ladder.js, run alone in Chromium on ladders the app never sends (one bar, twelve long names, a bar far over the
+    axis, a mark past the last bar, no optional lists, none at all): no error (neither thrown nor caught by the
+    picture's paint), and ink on the canvas wherever there is a bar."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+    from distlab.widgets.browser import module_source
+    from distlab.widgets.production import TriageApp
+
+    picture = TriageApp().picture
+    state = {name: getattr(picture, name) for name in (
+        "description", "disabled", "alt", "playable", "interval_ms", "width", "height", "min", "max", "value",
+        "summaries", "errors",
+    )}  # fmt: skip
+    page_script = """async ([source, state, variants]) => {
+        const url = URL.createObjectURL(new Blob([source], {type: "text/javascript"}));
+        const picture = (await import(url)).default;
+        const drawn = {};
+        for (const [name, frames] of Object.entries(variants)) {
+            const values = {...state, frames};
+            const model = {get: (k) => values[k], set: (k, v) => { values[k] = v; }, save_changes() {},
+                           on() {}, off() {}};
+            const el = document.createElement("div");
+            document.body.appendChild(el);
+            picture.render({model, el});
+            const canvas = el.querySelector("canvas");
+            const pixels = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data;
+            let ink = 0;
+            for (let k = 3; k < pixels.length; k += 4) if (pixels[k] > 0) ink += 1;
+            drawn[name] = ink;
+        }
+        return drawn;
+    }"""
+    variants = _ladder_variants(picture.frames)
+    messages: list = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 900, "height": 600})
+            page.on("pageerror", lambda exc: messages.append(f"thrown: {exc}"))
+            page.on("console", lambda msg: messages.append(msg.text) if msg.type == "error" else None)
+            page.set_content("<!doctype html><html><body></body></html>")
+            drawn = page.evaluate(page_script, [module_source("ladder.js"), state, variants])
+        finally:
+            browser.close()
+    assert not messages, messages
+    assert set(drawn) == set(variants)
+    for name, ink in drawn.items():
+        # an empty ladder draws nothing; any other leaves its axis, bars and names on the canvas
+        assert (ink == 0) if name == "an empty ladder" else (ink > 2000), (name, ink)

@@ -98,6 +98,7 @@ function drawLadder(ctx, w, h, model, i) {
   }
   // the first rung that fits: a check mark and a word over it (not the colour alone)
   for (const [b, text] of (f.mark || [])[i] || []) {
+    if (!Array.isArray(bars[b])) continue; // a mark past the last bar has nothing to stand on
     const centre = left + slot * (b + 0.5);
     ctx.font = uiFont(11, true);
     ctx.textAlign = "center";
