@@ -13,6 +13,7 @@ chromium`; .ci/run does that). A screenshot is saved in test-artifacts/.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
@@ -55,6 +56,14 @@ pytestmark = [
         reason="Debian's chromium is not installed (/usr/bin/chromium); apt-get install chromium (.ci/run does)",
     ),
 ]
+
+
+@contextlib.contextmanager
+def _chromium(sync_api):
+    """Debian's Chromium, headless, launched by Playwright (never Playwright's own download); the caller closes it,
+    and leaving the block stops Playwright."""
+    with sync_api.sync_playwright() as p:
+        yield p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
 
 
 #: A notebook of the apps whose live pictures are drawn in the browser, built as their lessons build them.
@@ -215,8 +224,7 @@ def test_lesson_runs_renders_widgets_and_the_slider_updates_the_result(jupyterla
     base, token = jupyterlab
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "browser-01_memory_wall.png"
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+    with _chromium(sync_api) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(30_000)
         try:
@@ -320,8 +328,7 @@ def test_voila_serves_the_training_lab_as_an_app(tmp_path, name):
         try:
             _wait_until_up(server, f"http://127.0.0.1:{port}/?token={token}", log_path)
             ARTIFACTS.mkdir(exist_ok=True)
-            with sync_api.sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+            with _chromium(sync_api) as browser:
                 page = browser.new_page(viewport={"width": 1400, "height": 1000})
                 try:
                     page.goto(f"http://127.0.0.1:{port}/?token={token}", timeout=90_000)
@@ -411,8 +418,7 @@ def test_browser_pictures_answer_a_key_press_with_distlabs_numbers(jupyterlab):
         recompute="selective", sequence_parallel=True, memory_recipe="deepspeed",
     )  # fmt: skip
     assert f"step time {format_seconds(at_64.step_time_s)} (" in expected[("lab", 64)]
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+    with _chromium(sync_api) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 1000}, device_scale_factor=2)
         page.set_default_timeout(30_000)
         try:
@@ -530,8 +536,7 @@ def test_the_triage_ladder_answers_a_kernel_control_with_a_new_ladder(jupyterlab
     with urllib.request.urlopen(request, timeout=10):  # noqa: S310 - localhost only
         pass
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+    with _chromium(sync_api) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 1000}, device_scale_factor=2)
         page.set_default_timeout(30_000)
         try:
@@ -696,8 +701,7 @@ def test_a_lesson_exported_to_html_draws_its_picture_with_no_kernel(tmp_path, wi
     refused: list = []
     errors: list = []
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+    with _chromium(sync_api) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 1000}, device_scale_factor=2)
         page.set_default_timeout(30_000)
         page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -851,8 +855,7 @@ def test_the_triage_ladder_draws_any_ladder_without_an_error():
     }"""
     variants = _ladder_variants(picture.frames)
     messages: list = []
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+    with _chromium(sync_api) as browser:
         try:
             page = browser.new_page(viewport={"width": 900, "height": 600})
             page.on("pageerror", lambda exc: messages.append(f"thrown: {exc}"))
