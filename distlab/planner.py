@@ -185,8 +185,8 @@ class Plan:
         """Which modelling assumption decides between the configurations ranked a and b: of their step-time
         components (COMPONENTS; differences b minus a, summing to the step-time difference) and the
         data-parallel traffic the model prices as hidden behind compute (dp_comm - dp_exposed: in the
-        step time only as its overlap slowdown, so the rest, 1 - OVERLAP_SLOWDOWN of it, is at stake if the overlap
-        assumption fails), the one whose difference is the
+        step time only as its overlap slowdown, so the rest, 1 - OVERLAP_SLOWDOWN of it with the calibrated model,
+        all of it with a fixed efficiency, is at stake if the overlap assumption fails), the one whose difference is the
         largest in size, with the assumption behind it. Lesson 7 §8.
 
         >>> p = plan('llama2-7b', 'dgx-h100', nodes=2, global_batch=64)
@@ -198,9 +198,10 @@ class Plan:
         res = self.results
         diffs = {name: float(res[key][ib] - res[key][ia]) for key, (name, _) in COMPONENTS.items() if key in res}
         hidden = [float(res["dp_comm_s"][i] - res["dp_exposed_s"][i]) for i in (ia, ib)]
-        # the step time already holds OVERLAP_SLOWDOWN of the hidden traffic (the overlap slowdown component): at stake
-        # beyond it, the rest, were the traffic exposed
-        at_stake = {**diffs, HIDDEN_DP[0]: (1.0 - OVERLAP_SLOWDOWN[1]) * (hidden[1] - hidden[0])}
+        # the step time already holds the compute model's overlap slowdown of the hidden traffic (the calibrated
+        # model's OVERLAP_SLOWDOWN; none with a fixed efficiency): at stake beyond it, the rest, were it exposed
+        held = self.extra.get("overlap_slowdown", OVERLAP_SLOWDOWN[1])
+        at_stake = {**diffs, HIDDEN_DP[0]: (1.0 - held) * (hidden[1] - hidden[0])}
         name = max(at_stake, key=lambda c: abs(at_stake[c]))
         assumption = dict((*COMPONENTS.values(), HIDDEN_DP))[name]
         if name == "compute" and self.extra.get("calibrated") is False:
@@ -519,5 +520,5 @@ def plan(
         rejected=rejected,
         gpus=cl.gpus,
         model_name=model.name,
-        extra={"calibrated": compute.calibrated},
+        extra={"calibrated": compute.calibrated, "overlap_slowdown": compute.overlap_slowdown},
     )

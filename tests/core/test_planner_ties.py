@@ -78,6 +78,10 @@ def test_traffic_priced_as_hidden_can_decide():
     assert d.hidden_dp_s == pytest.approx((3.0, 0.2))
     assert d.differences_s["compute"] == pytest.approx(0.2) and d.memory_difference_bytes == pytest.approx(20e9)
     assert "20 GB more" in d.text()
+    # priced with a fixed efficiency (Lesson 7 §1), the step time holds none of the hidden traffic: all 2.8 s at stake
+    fixed = synthetic_plan([{"compute_s": 10}, {"compute_s": 10.2}], dp_comm=[3.0, 0.2], memory=[50e9, 70e9])
+    fixed.extra.update(calibrated=False, overlap_slowdown=0.0)
+    assert fixed.deciding_assumption(0, 1).difference_s == pytest.approx(-2.8)
 
 
 def test_ties_on_the_lesson_7_scenario_are_feasible_and_within_the_band():
