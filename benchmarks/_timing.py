@@ -1,9 +1,61 @@
-"""Tiny timing helpers shared by the benchmarks: median and p95 of repeated measurements."""
+"""Tiny timing helpers shared by the benchmarks: median and p95 of repeated measurements, each figure compared with
+the one last recorded in RESULTS.md (its "Recorded figures" table, which `run.py --record` rewrites)."""
 
 from __future__ import annotations
 
+import os
+import re
 import statistics
 import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+BEGIN, END = "<!-- recorded figures: begin -->", "<!-- recorded figures: end -->"
+
+#: a figure this much above its record is reported as a regression (repeated runs here vary by about 10%)
+SLOWER_BY = 0.15
+
+#: every figure printed in this process: name -> (value, unit), for `run.py --record`
+MEASURED: dict[str, tuple[float, str]] = {}
+
+
+def load() -> float:
+    """The machine's load average over the last minute (what `uptime` shows first)."""
+    return os.getloadavg()[0]
+
+
+def recorded(results: Path = RESULTS) -> dict[str, dict]:
+    """The figures in RESULTS.md's recorded table: name -> {value, unit, date, commit, load}."""
+    text = results.read_text(encoding="utf-8") if results.exists() else ""
+    if BEGIN not in text:
+        return {}
+    table = text.split(BEGIN, 1)[1].split(END, 1)[0]
+    figures = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 6 or not re.fullmatch(r"[0-9.]+", cells[1]):
+            continue  # the header, its rule, or prose
+        name = cells[0].strip("`")
+        figures[name] = {"value": float(cells[1]), "unit": cells[2], "date": cells[3], "commit": cells[4],
+                         "load": cells[5]}
+    return figures
+
+
+def against_record(name: str, value: float, unit: str, figures: dict[str, dict] | None = None) -> str:
+    """`value` (lower is better) beside the figure recorded for `name`, with the load then and now; a figure more
+    than SLOWER_BY above its record says REGRESSION. Empty when nothing is recorded for `name`."""
+    MEASURED[name] = (value, unit)
+    rec = (recorded() if figures is None else figures).get(name)
+    if rec is None or rec["unit"] != unit or rec["value"] <= 0:
+        return ""
+    change = value / rec["value"] - 1
+    where = (f"recorded {rec['value']:g} {unit} on {rec['date']} at {rec['commit']}, load {rec['load']}; "
+             f"load now {load():.2f}")
+    if change > SLOWER_BY:
+        return f"  REGRESSION: {change:.0%} slower than recorded ({where})"
+    if change > 0:
+        return f"  {change:.0%} slower than recorded, within {SLOWER_BY:.0%} ({where})"
+    return f"  {-change:.0%} faster than recorded ({where})"
 
 
 def summarize(samples_s: list[float]) -> dict:
@@ -64,4 +116,30 @@ def report(name: str, stats: dict, target_ms: float | None = None) -> str:
     verdict = ""
     if target_ms is not None:
         verdict = f"  target <= {target_ms:g} ms: {'met' if stats['median_ms'] <= target_ms else 'MISSED'}"
-    return f"{name:<48} median {stats['median_ms']:8.2f} ms   p95 {stats['p95_ms']:8.2f} ms   (n={stats['n']}){verdict}"
+    return (f"{name:<48} median {stats['median_ms']:8.2f} ms   p95 {stats['p95_ms']:8.2f} ms   (n={stats['n']}){verdict}"
+            + against_record(name, round(stats["median_ms"], 3), "ms median"))
+
+
+def record(measured: dict[str, tuple[float, str]], date: str, commit: str, load_then: float,
+           results: Path = RESULTS) -> None:
+    """Write `measured` into RESULTS.md's recorded table (a new row per name, or the row of that name replaced)."""
+    text = results.read_text(encoding="utf-8")
+    if BEGIN not in text:
+        text = text.rstrip("\n") + (
+            "\n\n## Recorded figures (what each benchmark compares itself with)\n\n"
+            "The last figure `benchmarks/run.py --record` wrote for each benchmark, with the date, the commit and the\n"
+            "load average when it was measured. A benchmark prints its figure beside the recorded one and says\n"
+            f"REGRESSION when it is more than {SLOWER_BY:.0%} slower. Reproduce one at its commit: "
+            "`git checkout COMMIT && .venv/bin/python benchmarks/run.py NAME` on a machine whose load is as low.\n\n"
+            f"{BEGIN}\n{END}\n")
+    head, rest = text.split(BEGIN, 1)
+    table, tail = rest.split(END, 1)
+    rows = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and re.fullmatch(r"[0-9.]+", cells[1]):
+            rows[cells[0].strip("`")] = line.strip()
+    for name, (value, unit) in measured.items():
+        rows[name] = f"| `{name}` | {value:g} | {unit} | {date} | {commit} | {load_then:.2f} |"
+    lines = ["| benchmark | figure | unit | date | commit | load |", "|---|---|---|---|---|---|", *rows.values()]
+    results.write_text(head + BEGIN + "\n" + "\n".join(lines) + "\n" + END + tail, encoding="utf-8")

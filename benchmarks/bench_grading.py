@@ -19,6 +19,8 @@ import threading
 import time
 from pathlib import Path
 
+from _timing import against_record
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -88,8 +90,11 @@ def main(n: int | None = None) -> None:
         left = len(_descendants(me)) - before
         full = sum(g.score == g.max_score for g in report.notebooks)
         print(f"grading a class of {n} notebooks: {n / elapsed:.2f} notebooks/s ({elapsed / n:.2f} s each, "
-              f"{elapsed:.1f} s in all), {full}/{n} full marks")
-        print(f"  grader peak RSS {peak['grader'] / 1024:.0f} MiB (ru_maxrss "
+              f"{elapsed:.1f} s in all), {full}/{n} full marks"
+              + against_record(f"grading a class of {n}: time per notebook", round(elapsed / n, 3), "s"))
+        print(f"  grader peak RSS {peak['grader'] / 1024:.0f} MiB"
+              + against_record(f"grading a class of {n}: grader peak RSS", round(peak["grader"] / 1024), "MiB")
+              + "\n  (ru_maxrss "
               f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB); kernels' peak RSS together "
               f"{peak['kernels'] / 1024:.0f} MiB, at most {peak['processes']} child process(es) at once; "
               f"{left} left behind after the run")
