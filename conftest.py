@@ -1,12 +1,10 @@
 """Repository-wide pytest hooks: lessons that need PyTorch skip cleanly, with the reason, without it;
-where every test must run (CI sets DISTLAB_REQUIRE_ALL_TESTS=1), a skipped test fails the run; and under
-pytest-xdist (addopts runs `-n auto --dist loadgroup`) the tests that must share one process stay in one worker.
+where every test must run (CI sets DISTLAB_REQUIRE_ALL_TESTS=1), a skipped test fails the run (under pytest-xdist
+too: the workers' reports, skips at collection included, reach this process's terminal reporter).
 
 (tests/conftest.py holds the test settings; this file sits at the root because nbval collects
 notebooks/ too, which tests/conftest.py does not reach.)
 """
-
-from __future__ import annotations
 
 import os
 
@@ -20,32 +18,7 @@ REQUIRE_ALL_TESTS = os.environ.get("DISTLAB_REQUIRE_ALL_TESTS") == "1"
 TORCH_NOTEBOOKS = {"09_verify_with_pytorch.ipynb"}
 
 
-def _worker_group(item) -> str | None:
-    """The xdist group an item must share a worker with, or None (any worker will do).
-
-    A notebook's cells share one kernel (nbval starts it for the file): all of them run in one worker, in order.
-    Tests that use a module-scoped fixture (a JupyterLab or Voila server, a PyTorch run) go with the rest of their
-    module, so the fixture is built once, not once per worker.
-    """
-    module = item.nodeid.split("::")[0]  # the file, relative to the root (solutions/ and notebooks/ share names)
-    if item.path.suffix == ".ipynb":
-        return module
-    fixtures = getattr(item, "_fixtureinfo", None)
-    if fixtures is not None:
-        for defs in fixtures.name2fixturedefs.values():
-            if defs and defs[-1].scope == "module":
-                return module
-    return None
-
-
-# tryfirst: xdist reads the groups in its own collection hook, which would otherwise run before this one
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        group = _worker_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
-
     from distlab.verify import TORCH_MESSAGE, torch_available
 
     if torch_available():  # imports torch: a broken install skips too, with the reason

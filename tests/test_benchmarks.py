@@ -23,8 +23,9 @@ def timing(monkeypatch):
 
 def test_help_prints_help_and_runs_nothing():
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(BENCHMARKS / "run.py"), "--help"], capture_output=True, text=True,
-                          cwd=ROOT, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "run.py"), "--help"], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
     assert proc.returncode == 0 and proc.stdout.startswith("usage: benchmarks/run.py")
     # every benchmark is listed with its summary, and none ran: no "== name" header, no figure
     for path in BENCHMARKS.glob("bench_*.py"):
@@ -34,8 +35,9 @@ def test_help_prints_help_and_runs_nothing():
 
 
 def test_an_unknown_name_is_refused_with_the_known_ones():
-    proc = subprocess.run([sys.executable, str(BENCHMARKS / "run.py"), "plannr"], capture_output=True, text=True,
-                          cwd=ROOT, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "run.py"), "plannr"], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
     assert proc.returncode == 2 and "unknown benchmark(s) plannr" in proc.stderr and "planner" in proc.stderr
     assert proc.stdout == ""
 
@@ -43,12 +45,16 @@ def test_an_unknown_name_is_refused_with_the_known_ones():
 def test_a_figure_is_compared_with_its_record_and_the_load_is_named(timing, tmp_path, monkeypatch):
     results = tmp_path / "RESULTS.md"
     results.write_text("# Benchmark results\n\nprose | with | a | pipe | or | two\n")
-    timing.record({"planner, 52956 configurations": (60.0, "ms median")}, "2026-11-28", "abc1234", 0.4,
-                  results=results)
+    timing.record({"planner, 52956 configurations": (60.0, "ms median")}, "2026-11-28", "abc1234", 0.4, results=results)
     timing.record({"import distlab": (2.0, "ms median")}, "2026-11-29", "def5678", 1.5, results=results)
     figures = timing.recorded(results)
     assert figures["planner, 52956 configurations"] == {
-        "value": 60.0, "unit": "ms median", "date": "2026-11-28", "commit": "abc1234", "load": "0.40"}
+        "value": 60.0,
+        "unit": "ms median",
+        "date": "2026-11-28",
+        "commit": "abc1234",
+        "load": "0.40",
+    }
     assert set(figures) == {"planner, 52956 configurations", "import distlab"}  # the prose row is not a figure
     monkeypatch.setattr(timing, "load", lambda: 3.25)
     # 72 / 60 = 1.2: 20% slower, past the 15% allowed
@@ -57,9 +63,11 @@ def test_a_figure_is_compared_with_its_record_and_the_load_is_named(timing, tmp_
     assert "load 0.40; load now 3.25" in said and "abc1234" in said
     # 66 / 60 = 1.1: slower, within the noise; 45 / 60 = 0.75: 25% faster
     assert "10% slower than recorded, within 15%" in timing.against_record(
-        "planner, 52956 configurations", 66.0, "ms median", figures)
+        "planner, 52956 configurations", 66.0, "ms median", figures
+    )
     assert "25% faster than recorded" in timing.against_record(
-        "planner, 52956 configurations", 45.0, "ms median", figures)
+        "planner, 52956 configurations", 45.0, "ms median", figures
+    )
     # nothing recorded under that name, or in another unit: nothing to compare
     assert timing.against_record("planner, 1 configuration", 45.0, "ms median", figures) == ""
     assert timing.against_record("import distlab", 2.0, "MiB", figures) == ""
@@ -71,7 +79,10 @@ def test_a_figure_is_compared_with_its_record_and_the_load_is_named(timing, tmp_
 
 
 def test_the_report_line_carries_the_comparison(timing, monkeypatch):
-    monkeypatch.setattr(timing, "recorded", lambda results=None: {
-        "x": {"value": 10.0, "unit": "ms median", "date": "d", "commit": "c", "load": "0.10"}})
+    monkeypatch.setattr(
+        timing,
+        "recorded",
+        lambda results=None: {"x": {"value": 10.0, "unit": "ms median", "date": "d", "commit": "c", "load": "0.10"}},
+    )
     line = timing.report("x", {"n": 3, "median_ms": 13.0, "p95_ms": 14.0, "min_ms": 12.0})
     assert "REGRESSION: 30% slower than recorded" in line and "load now" in line
