@@ -26,6 +26,8 @@ from .answers import MAX_ANSWER_CHARS, parse_answers
 
 __all__ = [
     "MAX_OUTPUT_CHARS",
+    "MAX_NOTEBOOK_OUTPUT_CHARS",
+    "MAX_PROBLEMS",
     "MAX_MESSAGE_BYTES",
     "SECRET_PARTS",
     "DEFAULT_PROCESS_LIMIT",
@@ -33,6 +35,18 @@ __all__ = [
     "COLLECT_SOURCE",
     "bwrap_available",
     "bwrap_prefix",
+    "SANDBOX_TMP",
+    "SANDBOX_WORK",
+    "SANDBOX_VIEW",
+    "SANDBOX_SUBMISSION",
+    "DEFAULT_DISK_QUOTA",
+    "KERNEL_UID_BASE",
+    "KERNEL_UID_SPAN",
+    "SandboxWorld",
+    "kernel_uid_for_run",
+    "sandbox_env",
+    "STARTER",
+    "starter_prefix",
     "LIMITER",
     "limits_prefix",
     "kernel_manager",
@@ -45,6 +59,11 @@ __all__ = [
 
 #: per cell, at most this much output is kept in the grading process (a print loop cannot fill memory)
 MAX_OUTPUT_CHARS = 200_000
+#: per notebook, at most this much student output is kept in the grading process (20,000 cells printing
+#: 200 kB each keep 2 MB, not 4 GB); a cell's output is dropped as soon as its errors and answers are read
+MAX_NOTEBOOK_OUTPUT_CHARS = 2_000_000
+#: at most this many problems are reported for one notebook (the rest are counted)
+MAX_PROBLEMS = 50
 #: a message from the kernel larger than this is dropped by zmq before it is read (print('y' * 10**9))
 MAX_MESSAGE_BYTES = 8 * 2**20
 #: reading a file whose path contains one of these is refused in the kernel: the lessons' sources (the
@@ -68,84 +87,253 @@ def bwrap_available() -> bool:
         return False
     try:
         with tempfile.TemporaryDirectory(prefix="distlab-bwrap-") as base:
-            work = Path(base) / "work"
-            work.mkdir()
-            done = subprocess.run([*bwrap_prefix(work, Path(base)), "true"], capture_output=True, timeout=20)
+            world = SandboxWorld(Path(base), kernel_uid=0)
+            done = subprocess.run(
+                [*bwrap_prefix(world), world.python, "-I", "-S", "-c", "pass"],
+                capture_output=True,
+                timeout=20,
+                env=_bwrap_env(),
+            )
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == 0
+
+
+#: inside the sandbox: the private temporary folder (a size-limited tmpfs), the working copy in it, the
+#: student view of distlab, and where the submitted file is bound read-only for the starter to copy
+SANDBOX_TMP = "/tmp"
+SANDBOX_WORK = "/tmp/work"
+SANDBOX_VIEW = "/opt/distlab-view"
+SANDBOX_SUBMISSION = "/run/distlab/submission.ipynb"
+#: size of the kernel's private /tmp: the working copy and every temporary file together (bytes)
+DEFAULT_DISK_QUOTA = 256 * 2**20
+#: a grader running as root starts each kernel as a fresh user id from this range (never a real account;
+#: each run its own, so RLIMIT_NPROC counts only that kernel's processes and threads)
+KERNEL_UID_BASE = 0x4000_0000
+KERNEL_UID_SPAN = 0x1000_0000
+
+
+class SandboxWorld:
+    """What one kernel's sandbox is made of: its private host folder `base` and the user it runs as.
+
+    base/ipc holds the connection file and the kernel's unix sockets (bound into the sandbox at the
+    same path; the grader takes the folder back once the kernel is up, see lock()); base/submission.ipynb
+    is the copy the starter puts into the working copy. kernel_uid: the user id the kernel runs as (0:
+    stay as the grader, when it is not root).
+    """
+
+    def __init__(self, base: Path, kernel_uid: int, disk_quota: int = DEFAULT_DISK_QUOTA):
+        from .student_view import student_view
+
+        self.base = Path(base)
+        self.ipc = self.base / "ipc"
+        self.ipc.mkdir(mode=0o700, exist_ok=True)
+        self.kernel_uid = int(kernel_uid)
+        self.disk_quota = int(disk_quota)
+        self.view = student_view()
+        self.python = os.path.realpath(sys.executable)
+        if self.kernel_uid:
+            os.chown(self.ipc, self.kernel_uid, self.kernel_uid)
+
+    def hand_over(self, connection_file: Path) -> None:
+        """Let the kernel's user read the connection file (written by the grader with mode 0600)."""
+        if self.kernel_uid and connection_file.exists():
+            os.chown(connection_file, self.kernel_uid, self.kernel_uid)
+
+    def lock(self) -> None:
+        """Once the kernel's sockets exist: the kernel's user may no longer create or grow files in base."""
+        if not self.kernel_uid:
+            return
+        for path in [self.ipc, *self.ipc.iterdir()]:
+            os.chown(path, 0, 0, follow_symlinks=False)
+        os.chmod(self.ipc, 0o755)
+
+
+def _bwrap_env() -> dict:
+    """bubblewrap's own environment (it passes none of it on: --clearenv)."""
+    return {"PATH": os.defpath, "LANG": "C.UTF-8"}
+
+
+def kernel_uid_for_run() -> int:
+    """A fresh unprivileged user id for one kernel when the grader is root, else 0 (the kernel stays the grader)."""
+    return KERNEL_UID_BASE + secrets.randbelow(KERNEL_UID_SPAN) if os.geteuid() == 0 else 0
+
+
+def _runtime_binds() -> list[str]:
+    """Read-only binds of the Python runtime, the system libraries it links, fonts, and the environment's packages.
+
+    The runtime: exactly sys.base_prefix. A virtual environment: its pyvenv.cfg, its python (a link to the
+    runtime's) and its site-packages folders, never the folder around them (a venv inside a checkout does
+    not bring the checkout). Any distlab package found in them is covered by the student view.
+    """
+    import site
+
+    args: list[str] = []
+    runtime = os.path.realpath(sys.base_prefix)
+    args += ["--ro-bind", runtime, runtime]
+    for lib in ("/usr/lib", "/usr/lib64", "/usr/lib32", "/lib", "/lib64", "/lib32"):
+        if os.path.islink(lib):
+            args += ["--symlink", os.readlink(lib), lib]
+        elif os.path.isdir(lib):
+            args += ["--ro-bind", lib, lib]
+    for shared in ("/usr/share/fonts", "/usr/share/zoneinfo"):
+        if os.path.isdir(shared):
+            args += ["--ro-bind", shared, shared]
+    if os.path.realpath(sys.prefix) != runtime:
+        cfg = os.path.join(sys.prefix, "pyvenv.cfg")
+        if os.path.isfile(cfg):
+            args += ["--ro-bind", cfg, cfg]
+        args += ["--symlink", os.path.realpath(sys.executable), sys.executable]
+    sites = [*site.getsitepackages()]
+    if site.ENABLE_USER_SITE and site.USER_SITE:
+        sites.append(site.USER_SITE)
+    for folder in dict.fromkeys(os.path.realpath(p) for p in sites):
+        if not os.path.isdir(folder):
+            continue
+        if not _under(folder, runtime):
+            args += ["--ro-bind", folder, folder]
+    for folder in dict.fromkeys(os.path.realpath(p) for p in sites):
+        if os.path.isdir(os.path.join(folder, "distlab")):
+            args += ["--ro-bind", "{view}/distlab", os.path.join(folder, "distlab")]
+    return args
+
+
+def sandbox_env(world: SandboxWorld) -> dict:
+    """The kernel's whole environment in the sandbox (an allow-list: nothing of the grader's is passed on)."""
+    return {
+        "PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin",
+        "HOME": SANDBOX_WORK,
+        "LANG": "C.UTF-8",
+        "TMPDIR": SANDBOX_WORK + "/.tmp",
+        "IPYTHONDIR": SANDBOX_WORK + "/.ipython",
+        "MPLCONFIGDIR": SANDBOX_WORK + "/.matplotlib",
+        "MPLBACKEND": "agg",
+        "PYTHONPATH": SANDBOX_VIEW,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+    }
 
 
 def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def _needed_paths() -> list[str]:
-    """The folders the kernel must read: the interpreter, its environment, and where distlab and sys.path live."""
-    import distlab
+_TAKES_TWO = {"--ro-bind", "--bind", "--symlink"}
+_TAKES_ONE = {"--dev", "--proc", "--tmpfs", "--dir"}
 
-    found = [
-        sys.prefix,
-        sys.base_prefix,
-        sys.exec_prefix,
-        os.path.dirname(os.path.realpath(sys.executable)),
-        os.path.dirname(os.path.dirname(os.path.abspath(distlab.__file__))),
-        *(p for p in sys.path if p),
-        *os.environ.get("PYTHONPATH", "").split(os.pathsep),
-    ]
-    out = []
-    for p in found:
-        p = os.path.realpath(p) if p else ""
-        if p and os.path.isdir(p) and p not in out:
-            out.append(p)
+
+def _with_folders(mounts: list[str]) -> list[str]:
+    """`mounts` with --dir (mode 0755) before each mount for every folder above its mount point not made yet:
+    bubblewrap would make them mode 0700 (then the kernel's user could not reach the runtime under /root)."""
+    out: list[str] = []
+    made: set[str] = {"/"}
+    i = 0
+    while i < len(mounts):
+        option = mounts[i]
+        width = 3 if option in _TAKES_TWO else 2 if option in _TAKES_ONE or option in ("--perms", "--size") else 1
+        step = mounts[i : i + width]
+        if option in _TAKES_TWO or option in _TAKES_ONE:
+            target = step[-1]
+            parts = target.strip("/").split("/")[:-1]
+            for n in range(1, len(parts) + 1):
+                folder = "/" + "/".join(parts[:n])
+                if folder not in made:
+                    out += ["--perms", "0755", "--dir", folder]
+                    made.add(folder)
+            if option == "--tmpfs":  # a fresh file system: what was made under it is gone
+                made = {f for f in made if not _under(f, target) or f == target}
+            made.add(target)
+        out += step
+        i += width
     return out
 
 
-def bwrap_prefix(work: Path, base: Path | None = None) -> list[str]:
-    """bubblewrap: the whole file system read-only, no network, the temporary folders private, `base` writable.
+def bwrap_prefix(world: SandboxWorld) -> list[str]:
+    """bubblewrap by allow-list: an empty root in which only what the kernel needs exists.
 
-    Private process, IPC, network and host-name namespaces: the kernel sees no other process
-    (it cannot reach the host's writable root through /proc/<pid>/root, signal the grader or
-    share its memory) and has no network (the grader talks to it over unix sockets in `base`,
-    jupyter's "ipc" transport). The system temporary folders are empty tmpfs, so a kernel
-    cannot see another grading run's folder, connection file or sockets; only `base` (this
-    run's private folder, holding `work`) is bound back, plus the interpreter, its environment
-    and distlab when they live under a temporary folder. A new session (no terminal to inject
-    keystrokes into) and no capabilities.
+    Read-only: the Python runtime (sys.base_prefix), the system libraries, fonts, the environment's
+    site-packages (_runtime_binds) and the student view of distlab (student_view). Writable: a private
+    /tmp of `world.disk_quota` bytes (tmpfs) holding the working copy, and base/ipc (sockets; locked once
+    the kernel is up). /dev minimal, /proc of the kernel's own process namespace; the root itself is then
+    remounted read-only. Private process, IPC, network, host-name and cgroup namespaces; a new session; it
+    dies with the grader; an environment from an allow-list only (--clearenv, sandbox_env). As root,
+    every capability is dropped but the three the starter (STARTER) needs to become the kernel's
+    unprivileged user, which it then loses with them.
     """
-    base = work if base is None else base
-    hidden = []
-    for folder in {tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"}:
-        real = os.path.realpath(folder)
-        if os.path.isdir(real) and real != "/" and real not in hidden:
-            hidden.append(real)
-    args = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev"]
-    for folder in sorted(hidden, key=len):
-        args += ["--tmpfs", folder]
-    for needed in _needed_paths():
-        if any(_under(needed, h) for h in hidden) and not _under(needed, str(base)):
-            args += ["--ro-bind", needed, needed]
+    args = [shutil.which("bwrap") or "bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net"]
+    args += ["--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv"]
+    for key, value in sandbox_env(world).items():
+        args += ["--setenv", key, value]
+    view = str(world.view)
+    mounts = [a.replace("{view}", view) for a in _runtime_binds()]
+    mounts += ["--ro-bind", view, SANDBOX_VIEW]
+    mounts += ["--dev", "/dev", "--proc", "/proc"]
+    mounts += ["--perms", "1777", "--size", str(world.disk_quota), "--tmpfs", SANDBOX_TMP]
+    mounts += ["--bind", str(world.ipc), str(world.ipc)]
+    submission = world.base / "submission.ipynb"
+    if submission.exists():
+        mounts += ["--ro-bind", str(submission), SANDBOX_SUBMISSION]
+    args += _with_folders(mounts)
+    args += ["--remount-ro", "/", "--chdir", "/"]
+    if os.geteuid() == 0:
+        args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_CHOWN"]
+    return [*args, "--"]
+
+
+#: the sandbox's first process (as root, it holds CAP_SETUID, CAP_SETGID and CAP_CHOWN only): makes the
+#: working copy, copies the submission into it, sets the resource limits, becomes the kernel's user (losing
+#: every capability; bubblewrap has set no_new_privs, so none can come back) and execs the kernel
+STARTER = (
+    "import os, resource, shutil, sys\n"
+    "uid, limits, source, work = int(sys.argv[1]), sys.argv[2:6], sys.argv[6], sys.argv[7]\n"
+    "made = [work + sub for sub in ('', '/.tmp', '/.ipython', '/.matplotlib')]\n"
+    "for folder in made:\n"
+    "    os.makedirs(folder, mode=0o700, exist_ok=True)\n"
+    "if os.path.exists(source):\n"
+    "    made.append(shutil.copyfile(source, work + '/submission.ipynb'))\n"
+    "for path in reversed(made):\n"
+    "    os.chown(path, uid, uid) if uid else None\n"
+    "for name, value in zip(('RLIMIT_AS', 'RLIMIT_NPROC', 'RLIMIT_FSIZE', 'RLIMIT_CPU'), limits):\n"
+    "    if int(value) > 0:\n"
+    "        resource.setrlimit(getattr(resource, name), (int(value), int(value)))\n"
+    "if uid:\n"
+    "    os.setgroups([])\n"
+    "    os.setresgid(uid, uid, uid)\n"
+    "    os.setresuid(uid, uid, uid)\n"
+    "    if os.getuid() != uid or os.geteuid() != uid:\n"
+    "        sys.exit('could not become the kernel user')\n"
+    "os.umask(0o077)\n"
+    "os.chdir(work)\n"
+    "os.execv(sys.argv[9], sys.argv[9:])\n"
+)
+
+
+def starter_prefix(
+    world: SandboxWorld,
+    memory_limit: int | None,
+    processes: int | None,
+    file_size_limit: int | None,
+    cpu_seconds: int | None,
+) -> list[str]:
+    """bwrap_prefix(world) and the starter: what runs before the kernel's own command line."""
+    if processes:
+        # a fresh user id runs nothing yet; staying the grader's user, its current tasks count too
+        nproc = int(processes) + (0 if world.kernel_uid else _tasks_of_this_user())
+    else:
+        nproc = 0
+    values = [int(memory_limit or 0), nproc, int(file_size_limit or 0), int(cpu_seconds or 0)]
     return [
-        *args,
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-net",
-        "--proc",
-        "/proc",
-        "--bind",
-        str(base),
-        str(base),
-        "--chdir",
-        str(work),
-        "--new-session",
-        "--cap-drop",
-        "ALL",
-        "--die-with-parent",
-        # in its own process namespace the kernel's parent is pid 1, which ipykernel's parent
-        # poller takes for "the parent died": no poller (--die-with-parent does its job)
-        "--unsetenv",
-        "JPY_PARENT_PID",
+        *bwrap_prefix(world),
+        world.python,
+        "-I",
+        "-S",
+        "-c",
+        STARTER,
+        str(world.kernel_uid),
+        *map(str, values),
+        SANDBOX_SUBMISSION,
+        SANDBOX_WORK,
+        "--",
     ]
 
 
@@ -182,13 +370,14 @@ def limits_prefix(
     return [sys.executable, "-S", "-c", LIMITER, *map(str, values), "--"]
 
 
-def kernel_manager(argv_prefix=(), connection_file: Path | None = None, context=None):
+def kernel_manager(argv_prefix=(), connection_file: Path | None = None, context=None, before_launch=None):
     """An AsyncKernelManager whose every kernel name is ipykernel on this interpreter, after `argv_prefix`.
 
     (As nbval's --nbval-current-env: the kernel runs in this environment, whatever the
     notebook's kernelspec says.) argv_prefix: e.g. bwrap_prefix(work). With a connection_file,
     the kernel listens on unix sockets next to it (jupyter's "ipc" transport: no network, and
-    only who can reach that private folder can connect); context: the zmq context to use.
+    only who can reach that private folder can connect); context: the zmq context to use;
+    before_launch(connection_file): called once the connection file is written, before the kernel starts.
     """
     import ipykernel.kernelspec
     from jupyter_client import AsyncKernelManager
@@ -214,7 +403,14 @@ def kernel_manager(argv_prefix=(), connection_file: Path | None = None, context=
     )
     if context is not None:
         extra["context"] = context
-    return AsyncKernelManager(kernel_name="python3", kernel_spec_manager=GradingKernels(), **extra)
+
+    class GradingKernelManager(AsyncKernelManager):
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            if before_launch is not None:
+                before_launch(Path(self.connection_file))
+            return await super()._async_launch_kernel(kernel_cmd, **kw)
+
+    return GradingKernelManager(kernel_name="python3", kernel_spec_manager=GradingKernels(), **extra)
 
 
 def _client_class():
@@ -224,6 +420,9 @@ def _client_class():
         """Keeps only stdout and errors of each cell (at most MAX_OUTPUT_CHARS), and notes timeouts."""
 
         timed_out_cells: set = set()
+        #: characters of student output still kept for this notebook; private cells (answers) are not counted
+        notebook_budget: int = MAX_NOTEBOOK_OUTPUT_CHARS
+        private: bool = False
 
         async def _async_handle_timeout(self, timeout, cell=None):
             if cell is not None:
@@ -235,7 +434,12 @@ def _client_class():
             content = msg.get("content", {})
             if kind == "stream" and content.get("name") == "stdout":
                 kept = sum(len(o.get("text", "")) for o in outs if o.get("output_type") == "stream")
-                text = str(content.get("text", ""))[: max(0, MAX_OUTPUT_CHARS - kept)]
+                room = MAX_OUTPUT_CHARS - kept
+                if not self.private:
+                    room = min(room, self.notebook_budget)
+                text = str(content.get("text", ""))[: max(0, room)]
+                if not self.private:
+                    self.notebook_budget -= len(text)
                 if text:
                     if outs and outs[-1].get("output_type") == "stream":
                         outs[-1]["text"] += text
@@ -260,17 +464,25 @@ def _client_class():
 
 
 def kernel_env(work: Path) -> dict:
-    """The kernel's environment: this one, with its temporary and IPython folders inside the working copy."""
-    env = dict(os.environ)
-    env.update(
-        {
-            "TMPDIR": str(work / ".tmp"),
-            "IPYTHONDIR": str(work / ".ipython"),
-            "PYTHONDONTWRITEBYTECODE": "1",
-        }
-    )
-    env.pop("PYTHONSTARTUP", None)
-    return env
+    """The kernel's environment outside bubblewrap ("container", "trusted"): an allow-list, never the grader's.
+
+    Its temporary, IPython and matplotlib folders lie inside the working copy; the student view of
+    distlab comes first on its path (the answer key is not imported into the kernel).
+    """
+    from .student_view import student_view
+
+    return {
+        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.defpath,
+        "HOME": str(work),
+        "LANG": "C.UTF-8",
+        "TMPDIR": str(work / ".tmp"),
+        "IPYTHONDIR": str(work / ".ipython"),
+        "MPLCONFIGDIR": str(work / ".matplotlib"),
+        "MPLBACKEND": "agg",
+        "PYTHONPATH": str(student_view()),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+    }
 
 
 # --------------------------------------------------------------------------------------
@@ -338,21 +550,47 @@ def _error(cell):
     return next((o for o in cell.outputs if o.get("output_type") == "error"), None)
 
 
+def _kill_user(uid: int) -> int:
+    """SIGKILL every process of user `uid` (a kernel's own user id, never a real account); how many there were."""
+    killed = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    os.kill(int(entry), signal.SIGKILL)
+                    killed += 1
+            except OSError:
+                pass
+    return killed
+
+
 class _Kernel:
     """One kernel and the notebook only the grader sees; each cell gets min(its limit, the time left)."""
 
-    def __init__(self, work: Path, sandbox: str, timeout: float, cell_timeout: float, limits: list[str]):
+    def __init__(self, base: Path, work: Path, sandbox: str, timeout: float, cell_timeout: float, limits: tuple):
         import nbformat.v4 as v4
         import zmq.asyncio
 
-        self.work, self.timeout, self.cell_timeout = work, timeout, cell_timeout
+        self.timeout, self.cell_timeout = timeout, cell_timeout
         self.deadline = time.monotonic() + timeout
         self.nb = v4.new_notebook()
-        prefix = [*limits, *(bwrap_prefix(work, work.parent) if sandbox == "bwrap" else [])]
+        self.world: SandboxWorld | None = None
+        if sandbox == "bwrap":
+            self.world = SandboxWorld(base, kernel_uid_for_run())
+            # the kernel's own paths; bubblewrap itself starts in the private host folder
+            self.work, cwd, self.env = Path(SANDBOX_WORK), base, _bwrap_env()
+            prefix = starter_prefix(self.world, *limits)
+            connection = self.world.ipc / "kernel.json"
+        else:
+            self.work, cwd, self.env = work, work, kernel_env(work)
+            prefix = limits_prefix(*limits)
+            connection = base / "kernel.json"
         # a context of our own: its sockets drop any message over MAX_MESSAGE_BYTES before it is read
         self.context = zmq.asyncio.Context()
         self.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
-        km = kernel_manager(prefix, work.parent / "kernel.json", self.context)
+        km = kernel_manager(
+            prefix, connection, self.context, before_launch=self.world.hand_over if self.world else None
+        )
         km.client = functools.partial(km.client, context=self.context)  # the client's sockets too
         self.client = _client_class()(
             self.nb,
@@ -367,7 +605,7 @@ class _Kernel:
             raise_on_iopub_timeout=False,
             shutdown_kernel="immediate",
             record_timing=False,
-            resources={"metadata": {"path": str(work)}},
+            resources={"metadata": {"path": str(cwd)}},
         )
 
     def _cell_limit(self, cell):
@@ -380,8 +618,10 @@ class _Kernel:
         try:
             # the kernel's own stdout/stderr (startup warnings) are not the student's output: drop them
             with self.client.setup_kernel(
-                env=kernel_env(self.work), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cleanup_kc=True
+                env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cleanup_kc=True
             ):
+                if self.world is not None:  # the sockets exist: no more files in the private host folder
+                    self.world.lock()
                 yield self
         finally:
             self.stop()
@@ -406,16 +646,25 @@ class _Kernel:
                 process.wait(timeout=10)
             except Exception:
                 pass
+        if self.world is not None and self.world.kernel_uid:
+            _kill_user(self.world.kernel_uid)
         self.context.destroy(linger=0)
 
     def run(self, source: str, limit: float | None = None, history: bool = True):
+        """Execute one cell (the notebook holds only it meanwhile); private cells (history=False) are not
+        counted against the notebook's output budget."""
         import nbformat.v4 as v4
 
         cell = v4.new_code_cell(source)
         if limit is not None:
             cell.metadata["distlab_timeout"] = limit
-        self.nb.cells.append(cell)
-        self.client.execute_cell(cell, len(self.nb.cells) - 1, store_history=history)
+        self.nb.cells = [cell]
+        self.client.private = not history
+        self.client.timed_out_cells = set()  # ids of cells already freed may come back: only this one counts
+        try:
+            self.client.execute_cell(cell, 0, store_history=history)
+        finally:
+            self.nb.cells = []
         return cell
 
     def timed_out(self, cell) -> bool:
@@ -478,6 +727,7 @@ def _collect(kernel: _Kernel, nonce: str, answer_names: list[str], number: int, 
         problems.append(f"the kernel stopped after code cell {number}; the cells after it did not run")
         return _STOP
     answers = parse_answers(_stdout(collected), nonce)
+    collected.outputs = []
     if answers is None and timed_out:
         problems.append(
             f"the kernel did not respond after code cell {number} was interrupted; the cells after it did not run"
@@ -502,15 +752,16 @@ def run_in_kernel(
 ) -> dict | None:
     """Execute the student's cells; return the last answer snapshot (None if none could be read).
 
-    `work` lies in a private folder of this run (work.parent), which holds the connection file and
-    the kernel's sockets. sandbox: "bwrap" (run under bwrap_prefix), else the kernel runs as is
-    ("container", "trusted"). The kernel gets resource limits (limits_prefix; CPU seconds: the
+    `work` lies in a private folder of this run (work.parent), which holds the submitted file, the
+    connection file and the kernel's sockets. sandbox: "bwrap" (the kernel runs in SandboxWorld under
+    starter_prefix, its working copy in the sandbox's private /tmp; `work` is not used), else the kernel
+    runs as is in `work` ("container", "trusted"). The kernel gets resource limits (limits_prefix; CPU seconds: the
     notebook's time limit plus a minute) and is ended, with every process it started, on return.
     """
     nonce = secrets.token_hex(16)
     cpu = int(min(timeout, 10**7)) + 60
     kernel = _Kernel(
-        work, sandbox, timeout, cell_timeout, limits_prefix(memory_limit, process_limit, file_size_limit, cpu)
+        work.parent, work, sandbox, timeout, cell_timeout, (memory_limit, process_limit, file_size_limit, cpu)
     )
     snapshot = None
     unreadable = False
@@ -528,7 +779,9 @@ def run_in_kernel(
             cell = _run_student_cell(kernel, number, source, problems)
             if cell is None:
                 break
-            answers = _collect(kernel, nonce, answer_names, number, kernel.timed_out(cell), problems)
+            timed_out = kernel.timed_out(cell)
+            cell.outputs = []  # read: its errors are in problems
+            answers = _collect(kernel, nonce, answer_names, number, timed_out, problems)
             if answers is _STOP:
                 break
             if answers is not None:
@@ -539,4 +792,6 @@ def run_in_kernel(
                     f"the answers could not be read after code cell {number} "
                     f"(`{first_line(source)}`); the answers read before it count"
                 )
+    if len(problems) > MAX_PROBLEMS:  # 20,000 failing cells make one line, not 20,000
+        problems[MAX_PROBLEMS - 1 :] = [f"... and {len(problems) - MAX_PROBLEMS + 1} more problems"]
     return snapshot
