@@ -30,7 +30,10 @@ from distlab.grading.student_view import student_view
 
 from test_grade import ANSWERS, IMPORTS, ROOT, statuses, write_notebook
 
-pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap (apt-get install bubblewrap) is not here")
+pytestmark = [
+    pytest.mark.notebook,
+    pytest.mark.skipif(not bwrap_available(), reason="bubblewrap (apt-get install bubblewrap) is not here"),
+]
 
 #: the real lesson 1 question module, in the grader's checkout or installation
 REAL_LESSON = Path(distlab.__file__).resolve().parent / "lessons" / "memory_wall.py"
