@@ -274,7 +274,9 @@ def bwrap_prefix(world: SandboxWorld) -> list[str]:
     if submission.exists():
         mounts += ["--ro-bind", str(submission), SANDBOX_SUBMISSION]
     args += _with_folders(mounts)
-    args += ["--remount-ro", "/", "--chdir", "/"]
+    # /dev is a tmpfs of its own: read-only too (device nodes still work), or a kernel running as the grader's
+    # user could fill memory through it
+    args += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", "/"]
     if os.geteuid() == 0:
         args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_CHOWN"]
     return [*args, "--"]

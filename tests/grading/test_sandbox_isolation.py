@@ -230,7 +230,7 @@ grader, port, ipc = GRADER, PORT, IPC
 writes = []
 for path in ("/escape", "/usr/lib/escape", "/opt/distlab-view/escape", "/opt/distlab-view/distlab/lessons/memory_wall.py",
              os.path.dirname(os.__file__) + "/escape", ipc + "/escape", ipc + "/kernel.json",
-             os.path.dirname(ipc) + "/escape", "/proc/1/root/escape"):
+             os.path.dirname(ipc) + "/escape", "/proc/1/root/escape", "/dev/escape", "/dev/shm/escape"):
     try:
         with open(path, "a") as f:
             f.write("x")
