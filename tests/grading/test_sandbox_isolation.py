@@ -39,8 +39,10 @@ pytestmark = [
 REAL_LESSON = Path(distlab.__file__).resolve().parent / "lessons" / "memory_wall.py"
 
 
-def probe(code: str, *, audit_hook: bool = False, process_limit: int | None = 256, timeout: float = 120) -> dict:
-    """Run `code` in one bubblewrap kernel; it leaves a dict in `answer_x`, returned here (with the problems)."""
+def probe(
+    code: str, *, audit_hook: bool = False, process_limit: int | None = 256, timeout: float = 120, sandbox="bwrap"
+) -> dict:
+    """Run `code` in one kernel (bubblewrap unless told); it leaves a dict in `answer_x`, returned here."""
     base = Path(tempfile.mkdtemp(prefix="distlab-probe-"))
     (base / "work" / ".tmp").mkdir(parents=True)  # what the old kernel needed: the probe runs on both
     (base / "submission.ipynb").write_text("{}")
@@ -52,7 +54,7 @@ def probe(code: str, *, audit_hook: bool = False, process_limit: int | None = 25
             answer_names=["answer_x"],
             timeout=timeout,
             cell_timeout=timeout,
-            sandbox="bwrap",
+            sandbox=sandbox,
             memory_limit=8 * 2**30,
             file_size_limit=64 * 2**20,
             problems=problems,
@@ -489,3 +491,18 @@ def test_huge_output_keeps_the_grader_small(tmp_path):
     loud_kb, small_kb = peak_kb(loud), peak_kb(small)
     assert (loud_kb - small_kb) / 1024 < 30, f"the grader grew by {(loud_kb - small_kb) / 1024:.0f} MB"
     assert loud_kb / 1024 < 200, f"the grader peaked at {loud_kb / 1024:.0f} MB"  # the issue's bound
+
+
+def test_outside_bubblewrap_the_kernel_still_gets_the_student_view_and_an_allow_listed_environment(monkeypatch):
+    # old kernel ("container", as Gradescope's autograder runs it): a copy of the grader's environment with the
+    # secret, and the real lesson module (its answer key withheld only after import, by the kernel itself)
+    monkeypatch.setenv("DISTLAB_VARIANT_SECRET", "s3cret-of-the-instructor")
+    code = (
+        "import os, distlab.lessons.memory_wall as m\n"
+        "answer_x = {'file': m.__file__, 'secret': os.environ.get('DISTLAB_VARIANT_SECRET', ''), "
+        "'stub': type(m.q1).__name__}\n"
+    )
+    found = probe(code, sandbox="container", audit_hook=True)
+    assert found["secret"] == ""
+    assert found["stub"] == "QuestionStub"
+    assert found["file"].startswith(str(student_view()))
