@@ -40,7 +40,7 @@ The sandbox, and what it does not do
 Untrusted notebooks are graded only inside an operating-system sandbox:
 
 * **bubblewrap** (``sandbox="auto"``/``"bwrap"``, the default; refused, not weakened, where the
-  ``bwrap`` program cannot run): the kernel's world is built by allow-list (kernel.bwrap_prefix).
+  ``bwrap`` program cannot run): the kernel's world is built by allow-list (sandbox.bwrap_prefix).
   Nothing of the host exists in it but, read-only, the Python runtime (``sys.base_prefix``), the
   system libraries, fonts, the environment's site-packages (a virtual environment's own folder,
   never the checkout around it) and the **student view** of distlab (student_view: the lessons'

@@ -10,7 +10,7 @@ build(dest) writes a copy of the installed distlab package into `dest` in which
 * the grader itself (distlab.grading, distlab.commands, the CLI) and the deprecated aliases of the grader
   (distlab.course.grade, distlab.course.build) are absent.
 The formula modules stay: using them is what the lessons teach. student_view() builds it once per process
-(in a private temporary folder, removed at exit); kernel.bwrap_prefix binds it read-only in the sandbox.
+(in a private temporary folder, removed at exit); sandbox.bwrap_prefix binds it read-only in the sandbox.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import distlab
-from distlab.grading import grade, kernel
+from distlab.grading import grade, sandbox
 from distlab.grading.kernel import bwrap_available, run_in_kernel
 from distlab.grading.student_view import student_view
 
@@ -40,7 +40,7 @@ REAL_LESSON = Path(distlab.__file__).resolve().parent / "lessons" / "memory_wall
 
 
 def probe(
-    code: str, *, audit_hook: bool = False, process_limit: int | None = 256, timeout: float = 120, sandbox="bwrap"
+    code: str, *, audit_hook: bool = False, process_limit: int | None = 256, timeout: float = 120, mode="bwrap"
 ) -> dict:
     """Run `code` in one kernel (bubblewrap unless told); it leaves a dict in `answer_x`, returned here."""
     base = Path(tempfile.mkdtemp(prefix="distlab-probe-"))
@@ -54,7 +54,7 @@ def probe(
             answer_names=["answer_x"],
             timeout=timeout,
             cell_timeout=timeout,
-            sandbox=sandbox,
+            sandbox=mode,
             memory_limit=8 * 2**30,
             file_size_limit=64 * 2**20,
             problems=problems,
@@ -213,7 +213,7 @@ def test_the_kernel_environment_is_an_allow_list_without_the_secret(read_attacks
     # old kernel: a copy of the grader's environment, DISTLAB_VARIANT_SECRET included
     assert read_attacks["secret"] == ""
     assert "DISTLAB_VARIANT_SECRET" not in read_attacks["env"]
-    allowed = set(kernel.sandbox_env(kernel.SandboxWorld.__new__(kernel.SandboxWorld)))
+    allowed = set(sandbox.sandbox_env(sandbox.SandboxWorld.__new__(sandbox.SandboxWorld)))
     # ipykernel and IPython add their own (PWD from bubblewrap's chdir, TERM, PAGER, ...): none is the grader's
     grader_only = set(os.environ) - allowed - {"PWD", "TERM", "PAGER", "GIT_PAGER", "CLICOLOR", "FORCE_COLOR"}
     assert not grader_only & set(read_attacks["env"])
@@ -222,7 +222,7 @@ def test_the_kernel_environment_is_an_allow_list_without_the_secret(read_attacks
 @pytest.mark.skipif(os.geteuid() != 0, reason="the grader runs as root only here")
 def test_a_root_grader_runs_the_kernel_as_an_unprivileged_user(read_attacks):
     # old kernel: uid 0 with the grader's capabilities bounded only by bwrap's --cap-drop
-    assert read_attacks["uid"] >= kernel.KERNEL_UID_BASE
+    assert read_attacks["uid"] >= sandbox.KERNEL_UID_BASE
 
 
 WRITE_ATTACKS = r"""
@@ -326,7 +326,7 @@ def test_the_copy_and_temporary_files_share_one_disk_quota_off_the_host_disk():
         """
     )
     found = probe(code)
-    assert found["written"] <= kernel.DEFAULT_DISK_QUOTA + 64 * 2**20  # /dev/shm: bubblewrap's own small tmpfs
+    assert found["written"] <= sandbox.DEFAULT_DISK_QUOTA  # /dev and /dev/shm are read-only
 
 
 def _kernel_users() -> list[int]:
@@ -337,7 +337,7 @@ def _kernel_users() -> list[int]:
                 uid = os.stat(f"/proc/{entry}").st_uid
             except OSError:
                 continue
-            if kernel.KERNEL_UID_BASE <= uid < kernel.KERNEL_UID_BASE + kernel.KERNEL_UID_SPAN:
+            if sandbox.KERNEL_UID_BASE <= uid < sandbox.KERNEL_UID_BASE + sandbox.KERNEL_UID_SPAN:
                 out.append(int(entry))
     return out
 
@@ -382,7 +382,7 @@ def test_the_answer_key_never_enters_the_kernel():
     # old kernel: imported the real distlab.lessons.memory_wall and removed expected/explain afterwards (the
     # source file, its helpers' code objects and the variants' templates stayed reachable)
     found = probe(STUDENT_VIEW)
-    assert found["file"].startswith(kernel.SANDBOX_VIEW)
+    assert found["file"].startswith(sandbox.SANDBOX_VIEW)
     assert found["expected"] is False
     assert found["helpers"] == []
     assert found["check"] == "checked by the grader after the notebook has run"
@@ -502,7 +502,7 @@ def test_outside_bubblewrap_the_kernel_still_gets_the_student_view_and_an_allow_
         "answer_x = {'file': m.__file__, 'secret': os.environ.get('DISTLAB_VARIANT_SECRET', ''), "
         "'stub': type(m.q1).__name__}\n"
     )
-    found = probe(code, sandbox="container", audit_hook=True)
+    found = probe(code, mode="container", audit_hook=True)
     assert found["secret"] == ""
     assert found["stub"] == "QuestionStub"
     assert found["file"].startswith(str(student_view()))
