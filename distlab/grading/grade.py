@@ -40,11 +40,20 @@ The sandbox, and what it does not do
 Untrusted notebooks are graded only inside an operating-system sandbox:
 
 * **bubblewrap** (``sandbox="auto"``/``"bwrap"``, the default; refused, not weakened, where the
-  ``bwrap`` program cannot run): ``/`` read-only; the system temporary folders (``/tmp``,
-  ``$TMPDIR``, ``/var/tmp``, ``/dev/shm``) empty, so no other grading run's folder, connection
-  file or socket is visible; only this run's private folder writable; private process, IPC,
-  host-name and **network** namespaces (no network at all: the grader talks to the kernel over
-  unix sockets in the private folder, jupyter's "ipc" transport); a new session, no capabilities.
+  ``bwrap`` program cannot run): the kernel's world is built by allow-list (sandbox.bwrap_prefix).
+  Nothing of the host exists in it but, read-only, the Python runtime (``sys.base_prefix``), the
+  system libraries, fonts, the environment's site-packages (a virtual environment's own folder,
+  never the checkout around it) and the **student view** of distlab (student_view: the lessons'
+  questions as stubs, the grader left out); writable, a private ``/tmp`` of 256 MB (tmpfs: the
+  working copy and every temporary file share it; nothing reaches the host's disk) and, until the
+  kernel is up, the folder of its unix sockets; ``/dev`` minimal, ``/proc`` of its own process
+  namespace. Home folders, ``/etc``, the checkout, ``tests/``, ``solutions/``, ``.git``, course
+  folders, rosters and keys give "no such file" whatever path, descriptor or C call is used.
+  Private process, IPC, host-name, cgroup and **network** namespaces (the grader talks to the kernel
+  over those unix sockets, jupyter's "ipc" transport); a new session; it dies with the grader; an
+  environment from an allow-list (never the grader's: no ``DISTLAB_VARIANT_SECRET``). A grader
+  running as root starts the kernel as a fresh unprivileged user id of its own (so the process limit
+  holds, and every capability is gone); a grader that is not root runs it as itself.
 * ``sandbox="container"`` (``--container``): the caller says it already runs in a throw-away
   container (Gradescope); no bubblewrap, everything else below.
 * ``sandbox="trusted"`` (``--trusted``; ``"audit"`` is its old name): the audit hook only, for
@@ -52,17 +61,20 @@ Untrusted notebooks are graded only inside an operating-system sandbox:
 
 Always: resource limits on every kernel, set before it starts (address space, processes and
 threads, file size, CPU seconds); the kernel and its whole process group are killed as soon as
-its notebook is done; what a cell prints is capped in the kernel and any message over 8 MB is
-dropped by zmq unread; the submitted file is read once and must be a regular file (no symbolic
+its notebook is done; what a cell prints is capped in the kernel, any message over 8 MB is
+dropped by zmq unread, the grader keeps at most 2 MB of a notebook's output and drops each cell's
+output once its errors and answers are read; the submitted file is read once and must be a regular file (no symbolic
 link, FIFO or device) of at most 32 MB; the checks run here under a time limit.
 
-**The answer key stays out of the kernel**: the expected values are computed only here. In the
-kernel the lessons' questions keep their prompt, hint and params, but expected(), explain(),
-solution() and check() only say that the grader checks, the lesson modules' own functions are
-deleted, and reading the lessons' sources, the solutions or a .git folder is refused. (distlab's
-formula modules stay importable: using them is what the lessons teach.)
+**The answer key never enters the kernel**: the expected values are computed only here. In every
+mode the kernel imports the student view of distlab (distlab.grading.student_view), whose lesson
+modules hold question stubs (prompt, hint, params, unit, options; check() says the grader checks,
+solution() is withheld) and no code that computes an expected value, an explanation or feedback.
+(distlab's formula modules stay importable: using them is what the lessons teach.) Outside
+bubblewrap the real package still lies on the disk; the audit hook refuses reading it.
 
-**A Python audit hook** (always, installed before any student code) refuses writes, deletions,
+**A Python audit hook** (always, installed before any student code; a second layer: under
+bubblewrap nothing depends on it) refuses writes, deletions,
 renames, links and permission changes outside the working copy (symlinks and ``..``
 resolved with C functions bound at install time; relative write paths with ``..`` and new
 symbolic links refused, since the ``open`` event carries no ``dir_fd``), unix sockets bound
@@ -217,8 +229,10 @@ def _run(raw: bytes, sources: list[str], questions: dict, problems: list[str], *
     base = Path(tempfile.mkdtemp(prefix="distlab-grade-"))
     work = base / "work"
     try:
-        (work / ".tmp").mkdir(parents=True)
-        (work / "submission.ipynb").write_bytes(raw)
+        (base / "submission.ipynb").write_bytes(raw)  # bubblewrap: copied into the sandbox's own working copy
+        if options.get("sandbox") != "bwrap":
+            (work / ".tmp").mkdir(parents=True)
+            (work / "submission.ipynb").write_bytes(raw)
         try:
             answers = run_in_kernel(
                 sources, work, answer_names=[f"{ANSWER_PREFIX}{q}" for q in questions], problems=problems, **options

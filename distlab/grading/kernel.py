@@ -1,4 +1,5 @@
-"""Running a notebook's cells in a fresh kernel of this Python environment (nbclient), optionally under bubblewrap.
+"""Running a notebook's cells in a fresh kernel of this Python environment (nbclient), optionally under bubblewrap
+(the sandbox itself: distlab.grading.sandbox).
 
 kernel_manager() is the one kernel-spec manager of the package (the tests run notebooks with it
 too). run_in_kernel() is the grading run: install the sandbox (kernel_side.install_sandbox), then
@@ -12,20 +13,32 @@ import functools
 import inspect
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 from . import kernel_side
 from .answers import MAX_ANSWER_CHARS, parse_answers
+from .sandbox import (  # bwrap_available, bwrap_prefix, LIMITER and limits_prefix: still importable from here
+    LIMITER,
+    SANDBOX_WORK,
+    SandboxWorld,
+    bwrap_available,
+    bwrap_env,
+    bwrap_prefix,
+    kernel_uid_for_run,
+    kill_user,
+    limits_prefix,
+    starter_prefix,
+)
 
 __all__ = [
     "MAX_OUTPUT_CHARS",
+    "MAX_NOTEBOOK_OUTPUT_CHARS",
+    "MAX_PROBLEMS",
     "MAX_MESSAGE_BYTES",
     "SECRET_PARTS",
     "DEFAULT_PROCESS_LIMIT",
@@ -45,6 +58,11 @@ __all__ = [
 
 #: per cell, at most this much output is kept in the grading process (a print loop cannot fill memory)
 MAX_OUTPUT_CHARS = 200_000
+#: per notebook, at most this much student output is kept in the grading process (20,000 cells printing
+#: 200 kB each keep 2 MB, not 4 GB); a cell's output is dropped as soon as its errors and answers are read
+MAX_NOTEBOOK_OUTPUT_CHARS = 2_000_000
+#: at most this many problems are reported for one notebook (the rest are counted)
+MAX_PROBLEMS = 50
 #: a message from the kernel larger than this is dropped by zmq before it is read (print('y' * 10**9))
 MAX_MESSAGE_BYTES = 8 * 2**20
 #: reading a file whose path contains one of these is refused in the kernel: the lessons' sources (the
@@ -57,138 +75,14 @@ SANDBOX_SOURCE = inspect.getsource(kernel_side.install_sandbox)
 COLLECT_SOURCE = inspect.getsource(kernel_side.collect_answers)
 
 
-# --------------------------------------------------------------------------------------
-# bubblewrap and the kernel
-# --------------------------------------------------------------------------------------
-
-
-def bwrap_available() -> bool:
-    """True when the bubblewrap program exists and can create the sandbox (with every namespace) here."""
-    if not shutil.which("bwrap"):
-        return False
-    try:
-        with tempfile.TemporaryDirectory(prefix="distlab-bwrap-") as base:
-            work = Path(base) / "work"
-            work.mkdir()
-            done = subprocess.run([*bwrap_prefix(work, Path(base)), "true"], capture_output=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0
-
-
-def _under(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
-
-
-def _needed_paths() -> list[str]:
-    """The folders the kernel must read: the interpreter, its environment, and where distlab and sys.path live."""
-    import distlab
-
-    found = [
-        sys.prefix,
-        sys.base_prefix,
-        sys.exec_prefix,
-        os.path.dirname(os.path.realpath(sys.executable)),
-        os.path.dirname(os.path.dirname(os.path.abspath(distlab.__file__))),
-        *(p for p in sys.path if p),
-        *os.environ.get("PYTHONPATH", "").split(os.pathsep),
-    ]
-    out = []
-    for p in found:
-        p = os.path.realpath(p) if p else ""
-        if p and os.path.isdir(p) and p not in out:
-            out.append(p)
-    return out
-
-
-def bwrap_prefix(work: Path, base: Path | None = None) -> list[str]:
-    """bubblewrap: the whole file system read-only, no network, the temporary folders private, `base` writable.
-
-    Private process, IPC, network and host-name namespaces: the kernel sees no other process
-    (it cannot reach the host's writable root through /proc/<pid>/root, signal the grader or
-    share its memory) and has no network (the grader talks to it over unix sockets in `base`,
-    jupyter's "ipc" transport). The system temporary folders are empty tmpfs, so a kernel
-    cannot see another grading run's folder, connection file or sockets; only `base` (this
-    run's private folder, holding `work`) is bound back, plus the interpreter, its environment
-    and distlab when they live under a temporary folder. A new session (no terminal to inject
-    keystrokes into) and no capabilities.
-    """
-    base = work if base is None else base
-    hidden = []
-    for folder in {tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"}:
-        real = os.path.realpath(folder)
-        if os.path.isdir(real) and real != "/" and real not in hidden:
-            hidden.append(real)
-    args = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev"]
-    for folder in sorted(hidden, key=len):
-        args += ["--tmpfs", folder]
-    for needed in _needed_paths():
-        if any(_under(needed, h) for h in hidden) and not _under(needed, str(base)):
-            args += ["--ro-bind", needed, needed]
-    return [
-        *args,
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-net",
-        "--proc",
-        "/proc",
-        "--bind",
-        str(base),
-        str(base),
-        "--chdir",
-        str(work),
-        "--new-session",
-        "--cap-drop",
-        "ALL",
-        "--die-with-parent",
-        # in its own process namespace the kernel's parent is pid 1, which ipykernel's parent
-        # poller takes for "the parent died": no poller (--die-with-parent does its job)
-        "--unsetenv",
-        "JPY_PARENT_PID",
-    ]
-
-
-#: sets the resource limits of the process, then becomes the rest of its command line (inherited by bwrap and the kernel)
-LIMITER = (
-    "import os, resource, sys\n"
-    "for name, value in zip(('RLIMIT_AS', 'RLIMIT_NPROC', 'RLIMIT_FSIZE', 'RLIMIT_CPU'), sys.argv[1:5]):\n"
-    "    if int(value) > 0:\n"
-    "        resource.setrlimit(getattr(resource, name), (int(value), int(value)))\n"
-    "os.execvp(sys.argv[6], sys.argv[6:])\n"
-)
-
-
-def _tasks_of_this_user() -> int:
-    """How many processes and threads this user runs now (RLIMIT_NPROC counts them all)."""
-    uid, count = os.getuid(), 0
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.stat(f"/proc/{entry}").st_uid == uid:
-                    count += len(os.listdir(f"/proc/{entry}/task"))
-            except OSError:
-                pass
-    return count
-
-
-def limits_prefix(
-    memory_limit: int | None, processes: int | None, file_size_limit: int | None, cpu_seconds: int | None
-) -> list[str]:
-    """A command prefix that caps address space, processes (threads included, beyond this user's current
-    ones), file size and CPU seconds of what follows (0 or None: no limit)."""
-    nproc = _tasks_of_this_user() + int(processes) if processes else 0
-    values = [int(memory_limit or 0), nproc, int(file_size_limit or 0), int(cpu_seconds or 0)]
-    return [sys.executable, "-S", "-c", LIMITER, *map(str, values), "--"]
-
-
-def kernel_manager(argv_prefix=(), connection_file: Path | None = None, context=None):
+def kernel_manager(argv_prefix=(), connection_file: Path | None = None, context=None, before_launch=None):
     """An AsyncKernelManager whose every kernel name is ipykernel on this interpreter, after `argv_prefix`.
 
     (As nbval's --nbval-current-env: the kernel runs in this environment, whatever the
     notebook's kernelspec says.) argv_prefix: e.g. bwrap_prefix(work). With a connection_file,
     the kernel listens on unix sockets next to it (jupyter's "ipc" transport: no network, and
-    only who can reach that private folder can connect); context: the zmq context to use.
+    only who can reach that private folder can connect); context: the zmq context to use;
+    before_launch(connection_file): called once the connection file is written, before the kernel starts.
     """
     import ipykernel.kernelspec
     from jupyter_client import AsyncKernelManager
@@ -214,7 +108,14 @@ def kernel_manager(argv_prefix=(), connection_file: Path | None = None, context=
     )
     if context is not None:
         extra["context"] = context
-    return AsyncKernelManager(kernel_name="python3", kernel_spec_manager=GradingKernels(), **extra)
+
+    class GradingKernelManager(AsyncKernelManager):
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            if before_launch is not None:
+                before_launch(Path(self.connection_file))
+            return await super()._async_launch_kernel(kernel_cmd, **kw)
+
+    return GradingKernelManager(kernel_name="python3", kernel_spec_manager=GradingKernels(), **extra)
 
 
 def _client_class():
@@ -224,6 +125,9 @@ def _client_class():
         """Keeps only stdout and errors of each cell (at most MAX_OUTPUT_CHARS), and notes timeouts."""
 
         timed_out_cells: set = set()
+        #: characters of student output still kept for this notebook; private cells (answers) are not counted
+        notebook_budget: int = MAX_NOTEBOOK_OUTPUT_CHARS
+        private: bool = False
 
         async def _async_handle_timeout(self, timeout, cell=None):
             if cell is not None:
@@ -235,7 +139,12 @@ def _client_class():
             content = msg.get("content", {})
             if kind == "stream" and content.get("name") == "stdout":
                 kept = sum(len(o.get("text", "")) for o in outs if o.get("output_type") == "stream")
-                text = str(content.get("text", ""))[: max(0, MAX_OUTPUT_CHARS - kept)]
+                room = MAX_OUTPUT_CHARS - kept
+                if not self.private:
+                    room = min(room, self.notebook_budget)
+                text = str(content.get("text", ""))[: max(0, room)]
+                if not self.private:
+                    self.notebook_budget -= len(text)
                 if text:
                     if outs and outs[-1].get("output_type") == "stream":
                         outs[-1]["text"] += text
@@ -260,17 +169,25 @@ def _client_class():
 
 
 def kernel_env(work: Path) -> dict:
-    """The kernel's environment: this one, with its temporary and IPython folders inside the working copy."""
-    env = dict(os.environ)
-    env.update(
-        {
-            "TMPDIR": str(work / ".tmp"),
-            "IPYTHONDIR": str(work / ".ipython"),
-            "PYTHONDONTWRITEBYTECODE": "1",
-        }
-    )
-    env.pop("PYTHONSTARTUP", None)
-    return env
+    """The kernel's environment outside bubblewrap ("container", "trusted"): an allow-list, never the grader's.
+
+    Its temporary, IPython and matplotlib folders lie inside the working copy; the student view of
+    distlab comes first on its path (the answer key is not imported into the kernel).
+    """
+    from .student_view import student_view
+
+    return {
+        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.defpath,
+        "HOME": str(work),
+        "LANG": "C.UTF-8",
+        "TMPDIR": str(work / ".tmp"),
+        "IPYTHONDIR": str(work / ".ipython"),
+        "MPLCONFIGDIR": str(work / ".matplotlib"),
+        "MPLBACKEND": "agg",
+        "PYTHONPATH": str(student_view()),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+    }
 
 
 # --------------------------------------------------------------------------------------
@@ -341,18 +258,30 @@ def _error(cell):
 class _Kernel:
     """One kernel and the notebook only the grader sees; each cell gets min(its limit, the time left)."""
 
-    def __init__(self, work: Path, sandbox: str, timeout: float, cell_timeout: float, limits: list[str]):
+    def __init__(self, base: Path, work: Path, sandbox: str, timeout: float, cell_timeout: float, limits: tuple):
         import nbformat.v4 as v4
         import zmq.asyncio
 
-        self.work, self.timeout, self.cell_timeout = work, timeout, cell_timeout
+        self.timeout, self.cell_timeout = timeout, cell_timeout
         self.deadline = time.monotonic() + timeout
         self.nb = v4.new_notebook()
-        prefix = [*limits, *(bwrap_prefix(work, work.parent) if sandbox == "bwrap" else [])]
+        self.world: SandboxWorld | None = None
+        if sandbox == "bwrap":
+            self.world = SandboxWorld(base, kernel_uid_for_run())
+            # the kernel's own paths; bubblewrap itself starts in the private host folder
+            self.work, cwd, self.env = Path(SANDBOX_WORK), base, bwrap_env()
+            prefix = starter_prefix(self.world, *limits)
+            connection = self.world.ipc / "kernel.json"
+        else:
+            self.work, cwd, self.env = work, work, kernel_env(work)
+            prefix = limits_prefix(*limits)
+            connection = base / "kernel.json"
         # a context of our own: its sockets drop any message over MAX_MESSAGE_BYTES before it is read
         self.context = zmq.asyncio.Context()
         self.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
-        km = kernel_manager(prefix, work.parent / "kernel.json", self.context)
+        km = kernel_manager(
+            prefix, connection, self.context, before_launch=self.world.hand_over if self.world else None
+        )
         km.client = functools.partial(km.client, context=self.context)  # the client's sockets too
         self.client = _client_class()(
             self.nb,
@@ -367,7 +296,7 @@ class _Kernel:
             raise_on_iopub_timeout=False,
             shutdown_kernel="immediate",
             record_timing=False,
-            resources={"metadata": {"path": str(work)}},
+            resources={"metadata": {"path": str(cwd)}},
         )
 
     def _cell_limit(self, cell):
@@ -380,8 +309,10 @@ class _Kernel:
         try:
             # the kernel's own stdout/stderr (startup warnings) are not the student's output: drop them
             with self.client.setup_kernel(
-                env=kernel_env(self.work), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cleanup_kc=True
+                env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cleanup_kc=True
             ):
+                if self.world is not None:  # the sockets exist: no more files in the private host folder
+                    self.world.lock()
                 yield self
         finally:
             self.stop()
@@ -406,16 +337,25 @@ class _Kernel:
                 process.wait(timeout=10)
             except Exception:
                 pass
+        if self.world is not None and self.world.kernel_uid:
+            kill_user(self.world.kernel_uid)
         self.context.destroy(linger=0)
 
     def run(self, source: str, limit: float | None = None, history: bool = True):
+        """Execute one cell (the notebook holds only it meanwhile); private cells (history=False) are not
+        counted against the notebook's output budget."""
         import nbformat.v4 as v4
 
         cell = v4.new_code_cell(source)
         if limit is not None:
             cell.metadata["distlab_timeout"] = limit
-        self.nb.cells.append(cell)
-        self.client.execute_cell(cell, len(self.nb.cells) - 1, store_history=history)
+        self.nb.cells = [cell]
+        self.client.private = not history
+        self.client.timed_out_cells = set()  # ids of cells already freed may come back: only this one counts
+        try:
+            self.client.execute_cell(cell, 0, store_history=history)
+        finally:
+            self.nb.cells = []
         return cell
 
     def timed_out(self, cell) -> bool:
@@ -478,6 +418,7 @@ def _collect(kernel: _Kernel, nonce: str, answer_names: list[str], number: int, 
         problems.append(f"the kernel stopped after code cell {number}; the cells after it did not run")
         return _STOP
     answers = parse_answers(_stdout(collected), nonce)
+    collected.outputs = []
     if answers is None and timed_out:
         problems.append(
             f"the kernel did not respond after code cell {number} was interrupted; the cells after it did not run"
@@ -502,15 +443,16 @@ def run_in_kernel(
 ) -> dict | None:
     """Execute the student's cells; return the last answer snapshot (None if none could be read).
 
-    `work` lies in a private folder of this run (work.parent), which holds the connection file and
-    the kernel's sockets. sandbox: "bwrap" (run under bwrap_prefix), else the kernel runs as is
-    ("container", "trusted"). The kernel gets resource limits (limits_prefix; CPU seconds: the
+    `work` lies in a private folder of this run (work.parent), which holds the submitted file, the
+    connection file and the kernel's sockets. sandbox: "bwrap" (the kernel runs in SandboxWorld under
+    starter_prefix, its working copy in the sandbox's private /tmp; `work` is not used), else the kernel
+    runs as is in `work` ("container", "trusted"). The kernel gets resource limits (limits_prefix; CPU seconds: the
     notebook's time limit plus a minute) and is ended, with every process it started, on return.
     """
     nonce = secrets.token_hex(16)
     cpu = int(min(timeout, 10**7)) + 60
     kernel = _Kernel(
-        work, sandbox, timeout, cell_timeout, limits_prefix(memory_limit, process_limit, file_size_limit, cpu)
+        work.parent, work, sandbox, timeout, cell_timeout, (memory_limit, process_limit, file_size_limit, cpu)
     )
     snapshot = None
     unreadable = False
@@ -528,7 +470,9 @@ def run_in_kernel(
             cell = _run_student_cell(kernel, number, source, problems)
             if cell is None:
                 break
-            answers = _collect(kernel, nonce, answer_names, number, kernel.timed_out(cell), problems)
+            timed_out = kernel.timed_out(cell)
+            cell.outputs = []  # read: its errors are in problems
+            answers = _collect(kernel, nonce, answer_names, number, timed_out, problems)
             if answers is _STOP:
                 break
             if answers is not None:
@@ -539,4 +483,6 @@ def run_in_kernel(
                     f"the answers could not be read after code cell {number} "
                     f"(`{first_line(source)}`); the answers read before it count"
                 )
+    if len(problems) > MAX_PROBLEMS:  # 20,000 failing cells make one line, not 20,000
+        problems[MAX_PROBLEMS - 1 :] = [f"... and {len(problems) - MAX_PROBLEMS + 1} more problems"]
     return snapshot

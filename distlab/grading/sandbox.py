@@ -1,0 +1,345 @@
+"""The kernel's sandbox: bubblewrap by allow-list, the user it runs as, and its resource limits.
+
+SandboxWorld is one kernel's world (its private host folder, the fresh unprivileged user id a root
+grader gives it, its disk quota); bwrap_prefix() is the bubblewrap command line that builds it and
+starter_prefix() adds the starter that sets the limits and becomes that user before the kernel starts.
+limits_prefix() caps a kernel that runs without bubblewrap ("container", "trusted"). Which paths exist,
+which are writable and why: bwrap_prefix's docstring; distlab.grading.grade says what each mode protects.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+__all__ = [
+    "SANDBOX_TMP",
+    "SANDBOX_WORK",
+    "SANDBOX_VIEW",
+    "SANDBOX_SUBMISSION",
+    "DEFAULT_DISK_QUOTA",
+    "KERNEL_UID_BASE",
+    "KERNEL_UID_SPAN",
+    "bwrap_available",
+    "SandboxWorld",
+    "bwrap_env",
+    "kernel_uid_for_run",
+    "sandbox_env",
+    "bwrap_prefix",
+    "STARTER",
+    "starter_prefix",
+    "LIMITER",
+    "limits_prefix",
+    "kill_user",
+]
+
+
+def bwrap_available() -> bool:
+    """True when the bubblewrap program exists and can create the sandbox (with every namespace) here."""
+    if not shutil.which("bwrap"):
+        return False
+    try:
+        with tempfile.TemporaryDirectory(prefix="distlab-bwrap-") as base:
+            world = SandboxWorld(Path(base), kernel_uid=0)
+            done = subprocess.run(
+                [*bwrap_prefix(world), world.python, "-I", "-S", "-c", "pass"],
+                capture_output=True,
+                timeout=20,
+                env=bwrap_env(),
+            )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+#: inside the sandbox: the private temporary folder (a size-limited tmpfs), the working copy in it, the
+#: student view of distlab, and where the submitted file is bound read-only for the starter to copy
+SANDBOX_TMP = "/tmp"
+SANDBOX_WORK = "/tmp/work"
+SANDBOX_VIEW = "/opt/distlab-view"
+SANDBOX_SUBMISSION = "/run/distlab/submission.ipynb"
+#: size of the kernel's private /tmp: the working copy and every temporary file together (bytes)
+DEFAULT_DISK_QUOTA = 256 * 2**20
+#: a grader running as root starts each kernel as a fresh user id from this range (never a real account;
+#: each run its own, so RLIMIT_NPROC counts only that kernel's processes and threads)
+KERNEL_UID_BASE = 0x4000_0000
+KERNEL_UID_SPAN = 0x1000_0000
+
+
+class SandboxWorld:
+    """What one kernel's sandbox is made of: its private host folder `base` and the user it runs as.
+
+    base/ipc holds the connection file and the kernel's unix sockets (bound into the sandbox at the
+    same path; the grader takes the folder back once the kernel is up, see lock()); base/submission.ipynb
+    is the copy the starter puts into the working copy. kernel_uid: the user id the kernel runs as (0:
+    stay as the grader, when it is not root).
+    """
+
+    def __init__(self, base: Path, kernel_uid: int, disk_quota: int = DEFAULT_DISK_QUOTA):
+        from .student_view import student_view
+
+        self.base = Path(base)
+        self.ipc = self.base / "ipc"
+        self.ipc.mkdir(mode=0o700, exist_ok=True)
+        self.kernel_uid = int(kernel_uid)
+        self.disk_quota = int(disk_quota)
+        self.view = student_view()
+        self.python = os.path.realpath(sys.executable)
+        if self.kernel_uid:
+            os.chown(self.ipc, self.kernel_uid, self.kernel_uid)
+
+    def hand_over(self, connection_file: Path) -> None:
+        """Let the kernel's user read the connection file (written by the grader with mode 0600)."""
+        if self.kernel_uid and connection_file.exists():
+            os.chown(connection_file, self.kernel_uid, self.kernel_uid)
+
+    def lock(self) -> None:
+        """Once the kernel's sockets exist: the kernel's user may no longer create or grow files in base."""
+        if not self.kernel_uid:
+            return
+        for path in [self.ipc, *self.ipc.iterdir()]:
+            os.chown(path, 0, 0, follow_symlinks=False)
+        os.chmod(self.ipc, 0o755)
+
+
+def bwrap_env() -> dict:
+    """bubblewrap's own environment (it passes none of it on: --clearenv)."""
+    return {"PATH": os.defpath, "LANG": "C.UTF-8"}
+
+
+def kernel_uid_for_run() -> int:
+    """A fresh unprivileged user id for one kernel when the grader is root, else 0 (the kernel stays the grader)."""
+    return KERNEL_UID_BASE + secrets.randbelow(KERNEL_UID_SPAN) if os.geteuid() == 0 else 0
+
+
+def _runtime_binds() -> list[str]:
+    """Read-only binds of the Python runtime, the system libraries it links, fonts, and the environment's packages.
+
+    The runtime: exactly sys.base_prefix. A virtual environment: its pyvenv.cfg, its python (a link to the
+    runtime's) and its site-packages folders, never the folder around them (a venv inside a checkout does
+    not bring the checkout). Any distlab package found in them is covered by the student view.
+    """
+    import site
+
+    args: list[str] = []
+    runtime = os.path.realpath(sys.base_prefix)
+    args += ["--ro-bind", runtime, runtime]
+    for lib in ("/usr/lib", "/usr/lib64", "/usr/lib32", "/lib", "/lib64", "/lib32"):
+        if os.path.islink(lib):
+            args += ["--symlink", os.readlink(lib), lib]
+        elif os.path.isdir(lib):
+            args += ["--ro-bind", lib, lib]
+    for shared in ("/usr/share/fonts", "/usr/share/zoneinfo"):
+        if os.path.isdir(shared):
+            args += ["--ro-bind", shared, shared]
+    if os.path.realpath(sys.prefix) != runtime:
+        cfg = os.path.join(sys.prefix, "pyvenv.cfg")
+        if os.path.isfile(cfg):
+            args += ["--ro-bind", cfg, cfg]
+        args += ["--symlink", os.path.realpath(sys.executable), sys.executable]
+    sites = [*site.getsitepackages()]
+    if site.ENABLE_USER_SITE and site.USER_SITE:
+        sites.append(site.USER_SITE)
+    for folder in dict.fromkeys(os.path.realpath(p) for p in sites):
+        if not os.path.isdir(folder):
+            continue
+        if not _under(folder, runtime):
+            args += ["--ro-bind", folder, folder]
+    for folder in dict.fromkeys(os.path.realpath(p) for p in sites):
+        if os.path.isdir(os.path.join(folder, "distlab")):
+            args += ["--ro-bind", "{view}/distlab", os.path.join(folder, "distlab")]
+    return args
+
+
+def sandbox_env(world: SandboxWorld) -> dict:
+    """The kernel's whole environment in the sandbox (an allow-list: nothing of the grader's is passed on)."""
+    return {
+        "PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin",
+        "HOME": SANDBOX_WORK,
+        "LANG": "C.UTF-8",
+        "TMPDIR": SANDBOX_WORK + "/.tmp",
+        "IPYTHONDIR": SANDBOX_WORK + "/.ipython",
+        "MPLCONFIGDIR": SANDBOX_WORK + "/.matplotlib",
+        "MPLBACKEND": "agg",
+        "PYTHONPATH": SANDBOX_VIEW,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+    }
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+_TAKES_TWO = {"--ro-bind", "--bind", "--symlink"}
+_TAKES_ONE = {"--dev", "--proc", "--tmpfs", "--dir"}
+
+
+def _with_folders(mounts: list[str]) -> list[str]:
+    """`mounts` with --dir (mode 0755) before each mount for every folder above its mount point not made yet:
+    bubblewrap would make them mode 0700 (then the kernel's user could not reach the runtime under /root)."""
+    out: list[str] = []
+    made: set[str] = {"/"}
+    i = 0
+    while i < len(mounts):
+        option = mounts[i]
+        width = 3 if option in _TAKES_TWO else 2 if option in _TAKES_ONE or option in ("--perms", "--size") else 1
+        step = mounts[i : i + width]
+        if option in _TAKES_TWO or option in _TAKES_ONE:
+            target = step[-1]
+            parts = target.strip("/").split("/")[:-1]
+            for n in range(1, len(parts) + 1):
+                folder = "/" + "/".join(parts[:n])
+                if folder not in made:
+                    out += ["--perms", "0755", "--dir", folder]
+                    made.add(folder)
+            if option == "--tmpfs":  # a fresh file system: what was made under it is gone
+                made = {f for f in made if not _under(f, target) or f == target}
+            made.add(target)
+        out += step
+        i += width
+    return out
+
+
+def bwrap_prefix(world: SandboxWorld) -> list[str]:
+    """bubblewrap by allow-list: an empty root in which only what the kernel needs exists.
+
+    Read-only: the Python runtime (sys.base_prefix), the system libraries, fonts, the environment's
+    site-packages (_runtime_binds) and the student view of distlab (student_view). Writable: a private
+    /tmp of `world.disk_quota` bytes (tmpfs) holding the working copy, and base/ipc (sockets; locked once
+    the kernel is up). /dev minimal, /proc of the kernel's own process namespace; the root itself is then
+    remounted read-only. Private process, IPC, network, host-name and cgroup namespaces; a new session; it
+    dies with the grader; an environment from an allow-list only (--clearenv, sandbox_env). As root,
+    every capability is dropped but the three the starter (STARTER) needs to become the kernel's
+    unprivileged user, which it then loses with them.
+    """
+    args = [shutil.which("bwrap") or "bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net"]
+    args += ["--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv"]
+    for key, value in sandbox_env(world).items():
+        args += ["--setenv", key, value]
+    view = str(world.view)
+    mounts = [a.replace("{view}", view) for a in _runtime_binds()]
+    mounts += ["--ro-bind", view, SANDBOX_VIEW]
+    mounts += ["--dev", "/dev", "--proc", "/proc"]
+    mounts += ["--perms", "1777", "--size", str(world.disk_quota), "--tmpfs", SANDBOX_TMP]
+    mounts += ["--bind", str(world.ipc), str(world.ipc)]
+    submission = world.base / "submission.ipynb"
+    if submission.exists():
+        mounts += ["--ro-bind", str(submission), SANDBOX_SUBMISSION]
+    args += _with_folders(mounts)
+    # /dev is a tmpfs of its own: read-only too (device nodes still work), or a kernel running as the grader's
+    # user could fill memory through it
+    args += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", "/"]
+    if os.geteuid() == 0:
+        args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_CHOWN"]
+    return [*args, "--"]
+
+
+#: the sandbox's first process (as root, it holds CAP_SETUID, CAP_SETGID and CAP_CHOWN only): makes the
+#: working copy, copies the submission into it, sets the resource limits, becomes the kernel's user (losing
+#: every capability; bubblewrap has set no_new_privs, so none can come back) and execs the kernel
+STARTER = (
+    "import os, resource, shutil, sys\n"
+    "uid, limits, source, work = int(sys.argv[1]), sys.argv[2:6], sys.argv[6], sys.argv[7]\n"
+    "made = [work + sub for sub in ('', '/.tmp', '/.ipython', '/.matplotlib')]\n"
+    "for folder in made:\n"
+    "    os.makedirs(folder, mode=0o700, exist_ok=True)\n"
+    "if os.path.exists(source):\n"
+    "    made.append(shutil.copyfile(source, work + '/submission.ipynb'))\n"
+    "for path in reversed(made):\n"
+    "    os.chown(path, uid, uid) if uid else None\n"
+    "for name, value in zip(('RLIMIT_AS', 'RLIMIT_NPROC', 'RLIMIT_FSIZE', 'RLIMIT_CPU'), limits):\n"
+    "    if int(value) > 0:\n"
+    "        resource.setrlimit(getattr(resource, name), (int(value), int(value)))\n"
+    "if uid:\n"
+    "    os.setgroups([])\n"
+    "    os.setresgid(uid, uid, uid)\n"
+    "    os.setresuid(uid, uid, uid)\n"
+    "    if os.getuid() != uid or os.geteuid() != uid:\n"
+    "        sys.exit('could not become the kernel user')\n"
+    "os.umask(0o077)\n"
+    "os.chdir(work)\n"
+    "os.execv(sys.argv[9], sys.argv[9:])\n"
+)
+
+
+def starter_prefix(
+    world: SandboxWorld,
+    memory_limit: int | None,
+    processes: int | None,
+    file_size_limit: int | None,
+    cpu_seconds: int | None,
+) -> list[str]:
+    """bwrap_prefix(world) and the starter: what runs before the kernel's own command line."""
+    if processes:
+        # a fresh user id runs nothing yet; staying the grader's user, its current tasks count too
+        nproc = int(processes) + (0 if world.kernel_uid else _tasks_of_this_user())
+    else:
+        nproc = 0
+    values = [int(memory_limit or 0), nproc, int(file_size_limit or 0), int(cpu_seconds or 0)]
+    return [
+        *bwrap_prefix(world),
+        world.python,
+        "-I",
+        "-S",
+        "-c",
+        STARTER,
+        str(world.kernel_uid),
+        *map(str, values),
+        SANDBOX_SUBMISSION,
+        SANDBOX_WORK,
+        "--",
+    ]
+
+
+#: sets the resource limits of the process, then becomes the rest of its command line (inherited by bwrap and the kernel)
+LIMITER = (
+    "import os, resource, sys\n"
+    "for name, value in zip(('RLIMIT_AS', 'RLIMIT_NPROC', 'RLIMIT_FSIZE', 'RLIMIT_CPU'), sys.argv[1:5]):\n"
+    "    if int(value) > 0:\n"
+    "        resource.setrlimit(getattr(resource, name), (int(value), int(value)))\n"
+    "os.execvp(sys.argv[6], sys.argv[6:])\n"
+)
+
+
+def _tasks_of_this_user() -> int:
+    """How many processes and threads this user runs now (RLIMIT_NPROC counts them all)."""
+    uid, count = os.getuid(), 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    count += len(os.listdir(f"/proc/{entry}/task"))
+            except OSError:
+                pass
+    return count
+
+
+def limits_prefix(
+    memory_limit: int | None, processes: int | None, file_size_limit: int | None, cpu_seconds: int | None
+) -> list[str]:
+    """A command prefix that caps address space, processes (threads included, beyond this user's current
+    ones), file size and CPU seconds of what follows (0 or None: no limit)."""
+    nproc = _tasks_of_this_user() + int(processes) if processes else 0
+    values = [int(memory_limit or 0), nproc, int(file_size_limit or 0), int(cpu_seconds or 0)]
+    return [sys.executable, "-S", "-c", LIMITER, *map(str, values), "--"]
+
+
+def kill_user(uid: int) -> int:
+    """SIGKILL every process of user `uid` (a kernel's own user id, never a real account); how many there were."""
+    killed = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    os.kill(int(entry), signal.SIGKILL)
+                    killed += 1
+            except OSError:
+                pass
+    return killed
