@@ -111,6 +111,13 @@ def run(args) -> int:
             "lesson must come from the assignment, not from the submitted notebook; "
             f"lessons: {', '.join(discover.lesson_names())}"
         )
+    if args.sandbox in ("trusted", "audit"):
+        from ..grading.classroom import TRUSTED_CLASS
+
+        folders = [n for n in args.notebooks if Path(n).is_dir()]
+        given = [f"--out {args.out}"] * bool(args.out) + [f"--roster {args.roster}"] * bool(args.roster)
+        if folders or given:
+            raise ConfigurationError(f"{TRUSTED_CLASS} (given: {', '.join([*folders[:3], *given])})")
     options = dict(
         lesson=args.lesson,
         timeout=args.timeout,

@@ -180,8 +180,7 @@ def test_the_cli_grades_a_class_with_variants(tmp_path, capsys):
                 str(roster_csv),
                 "--secret-file",
                 str(secret),
-                "--sandbox",
-                "audit",
+                "--container",
                 "--no-progress",
             ]
         )
