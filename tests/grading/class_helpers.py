@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from distlab.lessons.variants import lesson_variant
 
@@ -36,3 +43,51 @@ def solve(path: Path, slug: str, seed: str | None, wrong: tuple = ()) -> Path:
         cell["source"] = source
     path.write_text(json.dumps(nb))
     return path
+
+
+#: the unprivileged user the container tests run the notebook as: an id no account uses, so ending "every
+#: process of this user" ends only what the test started
+KERNEL_ID = "61234:61234"
+
+
+@functools.lru_cache(maxsize=1)
+def unprivileged_python() -> str | None:
+    """A Python with distlab's grading packages that KERNEL_ID can run, or None (not root, no setpriv, none found).
+
+    sys.executable, or $DISTLAB_TEST_UNPRIVILEGED_PYTHON where the test environment lies in a folder only root
+    can enter (a virtual environment under /root, say).
+    """
+    if os.geteuid() != 0 or not shutil.which("setpriv") or not shutil.which("unshare"):
+        return None
+    uid, gid = KERNEL_ID.split(":")
+    for candidate in (os.environ.get("DISTLAB_TEST_UNPRIVILEGED_PYTHON"), sys.executable):
+        if not candidate:
+            continue
+        probe = subprocess.run(
+            ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "env", "-i", f"PYTHONPATH={ROOT}"]
+            + [candidate, "-c", "import distlab.grading.grade, nbclient, ipykernel, zmq"],
+            capture_output=True,
+            timeout=120,
+        )
+        if probe.returncode == 0:
+            return candidate
+    return None
+
+
+def autograder_env(root: Path, **extra) -> dict:
+    """The environment run_autograder gets in the tests: the autograder root, the Python, the kernel user."""
+    return {
+        **os.environ,
+        "DISTLAB_AUTOGRADER_ROOT": str(root),
+        "DISTLAB_PYTHON": unprivileged_python() or sys.executable,
+        "DISTLAB_KERNEL_USER": KERNEL_ID,
+        "PYTHONPATH": str(ROOT),
+        **extra,
+    }
+
+
+needs_unprivileged_python = pytest.mark.skipif(
+    unprivileged_python() is None,
+    reason="the container mode runs the notebook as another user: needs root, setpriv and unshare, and a Python "
+    "with distlab's grading packages that user can run (set DISTLAB_TEST_UNPRIVILEGED_PYTHON)",
+)

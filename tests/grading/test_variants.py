@@ -158,9 +158,7 @@ def test_a_forged_seed_is_refused(class_notebooks, tmp_path):
     nb = json.loads(forged.read_text())
     nb["metadata"]["distlab"]["variant"]["seed"] = "0000000000000000"  # an easy seed, picked by the student
     forged.write_text(json.dumps(nb))
-    grade = grade_notebook(
-        forged, lesson="memory_wall", variants=_policy(tmp_path), identity="alice", sandbox="audit"
-    )
+    grade = grade_notebook(forged, lesson="memory_wall", variants=_policy(tmp_path), identity="alice", sandbox="audit")
     assert grade.score == 0 and any(p.startswith("refused") and "seed" in p for p in grade.problems)
     assert all(q.status == "not attempted" for q in grade.questions)
 
