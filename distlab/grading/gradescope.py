@@ -70,7 +70,8 @@ MAX_ANSWERS_BYTES = 16 * 2**20
 RUNTIME = ("nbclient", "nbformat", "ipykernel")
 FALLBACK = (
     '{"score": 0, "output": "The autograder could not grade this submission. Upload the exercise notebook '
-    '(.ipynb) of this lesson; if it was, tell your instructor (the log has the reason).", "tests": []}'
+    '(.ipynb) of this lesson; if it was, tell your instructor (the log has the reason).", "tests": [], '
+    '"stdout_visibility": "hidden"}'
 )
 
 

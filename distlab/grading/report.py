@@ -178,6 +178,8 @@ class GradeReport:
             "execution_time": round(sum(n.seconds for n in self.notebooks), 1),
             "output": "\n".join(lines),
             "tests": tests,
+            # the autograder's log (stdout) stays the instructor's: what a notebook prints never reaches students
+            "stdout_visibility": "hidden",
         }
 
     def table(self) -> str:

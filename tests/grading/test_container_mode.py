@@ -247,3 +247,4 @@ def test_feedback_echoes_only_a_short_escaped_excerpt_of_student_text():
     out = GradeReport([NotebookGrade("x.ipynb", "memory_wall", [grade], ["B\x1b" * 5_000] * 80)]).to_gradescope()
     assert "\x1b" not in json.dumps(out, ensure_ascii=False) and "\n" not in out["tests"][0]["output"]
     assert len(out["output"]) < 60 * 500 and "and 30 more problems" in out["output"]
+    assert out["stdout_visibility"] == "hidden"  # the autograder's log is the instructor's, never the student's
