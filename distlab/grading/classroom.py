@@ -51,6 +51,7 @@ __all__ = [
     "Submission",
     "read_gradescope_export",
     "TRUSTED_CLASS",
+    "CONTAINER_CLASS",
     "journal_key",
     "text_cell",
     "shared_students",
@@ -74,6 +75,13 @@ TRUSTED_CLASS = (
     "audit hook only, so a student's notebook could read the answer key, classmates' notebooks, the roster and "
     "the secret, and write into the output folder; grade a class with bubblewrap (the default) or inside a "
     "throw-away container (--container)"
+)
+#: why --container never grades a class either
+CONTAINER_CLASS = (
+    "--container does not grade a class (--out): it runs each kernel as the grader's own user, trusting the "
+    "container to be thrown away after one submission (as the generated Gradescope autograder does); a whole class "
+    "in one container would let one student's notebook read classmates' notebooks and write the output folder; "
+    "grade a class with bubblewrap (the default)"
 )
 JOURNAL, CSV_FILE, JSON_FILE, SUMMARY_TXT, SUMMARY_CSV, HISTOGRAM = (
     "journal.jsonl",
@@ -494,10 +502,12 @@ def grade_class(paths, out, *, progress: bool = True, stream=None, grade_one=Non
 
     options go to grade_notebook (lesson, timeout, sandbox, variants, ...). grade_one replaces
     grade_notebook (for tests). Ctrl-C stops after writing what is done; run again to continue.
-    A class is never graded with sandbox="trusted" (see TRUSTED_CLASS).
+    A class is never graded with sandbox="trusted" or "container" (see TRUSTED_CLASS, CONTAINER_CLASS).
     """
     if options.get("sandbox") in ("trusted", "audit"):
         raise ConfigurationError(TRUSTED_CLASS)
+    if options.get("sandbox") == "container":
+        raise ConfigurationError(CONTAINER_CLASS)
     if grade_one is None:
         from .grade import grade_notebook as grade_one
     out = Path(out)

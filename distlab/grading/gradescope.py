@@ -199,6 +199,8 @@ def pick_notebook(paths, lesson: str) -> tuple[Path | None, list[Path]]:
     for root in map(Path, paths):
         if root.is_dir() and not root.is_symlink():
             for nb in root.rglob("*.ipynb"):
+                if nb.is_dir() and not nb.is_symlink():
+                    continue  # a folder named like a notebook
                 if not any(part.startswith(".") for part in nb.relative_to(root).parts):
                     found.append(nb)
         else:

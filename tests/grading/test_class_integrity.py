@@ -236,3 +236,11 @@ def test_trusted_refuses_class_grading_and_says_why(tmp_path, capsys):
     assert not (tmp_path / "g").exists()
     with pytest.raises(ConfigurationError, match="does not grade a class"):
         classroom.grade_class([tmp_path / "class"], tmp_path / "g", sandbox="trusted", grade_one=_grader([]))
+
+
+def test_container_mode_refuses_class_grading_too(tmp_path):
+    # one container for a whole class runs every kernel as the grader's user: one notebook could read the others
+    _notebook(tmp_path / "class" / "a" / "01_memory_wall.ipynb")
+    with pytest.raises(ConfigurationError, match="--container does not grade a class"):
+        classroom.grade_class([tmp_path / "class"], tmp_path / "g", sandbox="container", grade_one=_grader([]))
+    assert not (tmp_path / "g").exists()

@@ -179,7 +179,6 @@ def test_the_cli_grades_a_class_with_variants(tmp_path, capsys):
                 str(roster_csv),
                 "--secret-file",
                 str(secret),
-                "--container",
                 "--no-progress",
             ]
         )

@@ -155,6 +155,7 @@ def test_the_lessons_notebook_is_picked_by_name(tmp_path):
     for name in ("notes.ipynb", "01_memory_wall (1).ipynb", "01_memory_wall.ipynb", "deep/01_memory_wall.ipynb"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("{}")
+    (tmp_path / "a" / "01_memory_wall.ipynb").mkdir(parents=True)  # a folder named like the notebook: skipped
     chosen, ignored = gradescope.pick_notebook([tmp_path], "memory_wall")
     assert chosen == tmp_path / "01_memory_wall.ipynb"
     assert [p.relative_to(tmp_path).as_posix() for p in ignored] == [
