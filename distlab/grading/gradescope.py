@@ -149,7 +149,7 @@ else
   KUID=$(id -u "$KERNEL_USER" 2> /dev/null) && KGID=$(id -g "$KERNEL_USER" 2> /dev/null) ||
     fail "no user $KERNEL_USER to run the notebook as (setup.sh creates it); nothing was run as root"
 fi
-[ "$KUID" != 0 ] || fail "refusing to run the notebook as root"
+[ "$KUID" != 0 ] && [ "$KGID" != 0 ] || fail "refusing to run the notebook as root or in root's group"
 PRIVATE=$(mktemp -d) && SHARED=$(mktemp -d) || fail "no temporary folder"
 trap 'rm -rf "$PRIVATE" "$SHARED"' EXIT
 chmod 755 "$SHARED"

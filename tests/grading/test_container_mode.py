@@ -190,6 +190,13 @@ def test_without_the_kernel_user_nothing_runs_as_root(tmp_path):
     done = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True)
     result = json.loads((root / "results" / "results.json").read_text())
     assert done.returncode == 0 and result["score"] == 0 and "no user no-such-user-distlab" in done.stderr
+    for ids in ("0:0", "61234:0"):
+        env = autograder_env(root, DISTLAB_KERNEL_USER=ids)
+        done = subprocess.run(
+            ["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True
+        )
+        assert "refusing to run the notebook as root" in done.stderr
+        assert json.loads((root / "results" / "results.json").read_text())["score"] == 0
 
 
 # ---- what crosses from the unprivileged phase to root's -------------------------------------------------------
