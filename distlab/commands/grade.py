@@ -67,6 +67,24 @@ def add_arguments(parser) -> None:
         help="write Gradescope's results.json (needs --lesson: the assignment names the lesson)",
     )
     parser.add_argument("--quiet", action="store_true", help="do not print the table")
+    container = parser.add_argument_group("one submission in a container (the generated Gradescope run_autograder)")
+    container.add_argument(
+        "--one-notebook",
+        action="store_true",
+        help="grade only the lesson's notebook among those given (by name: the exercise's file name first); "
+        "the others are listed and ignored (needs --lesson)",
+    )
+    container.add_argument(
+        "--answers-out",
+        metavar="FILE",
+        help="with --container: run the notebook and write only its answers to FILE (- for standard output; the unprivileged phase)",
+    )
+    container.add_argument(
+        "--answers-from",
+        metavar="FILE",
+        help="with --container: check the answers in FILE (written by --answers-out) instead of running "
+        "the notebook (root's phase); FILE is read as untrusted data",
+    )
     classroom = parser.add_argument_group("a class (distlab.grading.classroom, distlab.grading.variants)")
     classroom.add_argument(
         "--out",
@@ -111,6 +129,13 @@ def run(args) -> int:
             "lesson must come from the assignment, not from the submitted notebook; "
             f"lessons: {', '.join(discover.lesson_names())}"
         )
+    if args.sandbox in ("trusted", "audit"):
+        from ..grading.classroom import TRUSTED_CLASS
+
+        folders = [n for n in args.notebooks if Path(n).is_dir()]
+        given = [f"--out {args.out}"] * bool(args.out) + [f"--roster {args.roster}"] * bool(args.roster)
+        if folders or given:
+            raise ConfigurationError(f"{TRUSTED_CLASS} (given: {', '.join([*folders[:3], *given])})")
     options = dict(
         lesson=args.lesson,
         timeout=args.timeout,
@@ -118,6 +143,8 @@ def run(args) -> int:
         sandbox=args.sandbox,
         **_class_options(args),
     )
+    if args.one_notebook or args.answers_out or args.answers_from:
+        return _one_submission(args, options)
     if args.out:
         from ..grading import classroom
 
@@ -132,11 +159,60 @@ def run(args) -> int:
         report = grade.grade_notebooks(args.notebooks, **options)
         if not args.quiet:
             print(report.table(), end="")
+    _write(args, report)
+    return 0
+
+
+def _write(args, report) -> None:
     for target, data in ((args.json, report.to_json), (args.gradescope, report.to_gradescope)):
         if target:
             path = Path(target)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(data(), indent=2) + "\n", encoding="utf-8")
+
+
+def _one_submission(args, options: dict) -> int:
+    """One submission, one notebook (Gradescope): --one-notebook, and the container's two phases."""
+    from ..errors import ConfigurationError
+    from ..grading import gradescope, grade
+    from ..grading.report import GradeReport, excerpt, printable
+
+    if (args.answers_out or args.answers_from) and args.sandbox != "container":
+        raise ConfigurationError("--answers-out and --answers-from are the two phases of --container grading")
+    if args.answers_out and args.answers_from:
+        raise ConfigurationError("--answers-out (the notebook's run) and --answers-from (the check) are two runs")
+    if args.out:
+        raise ConfigurationError("--one-notebook, --answers-out and --answers-from grade one submission, not --out")
+    if not args.lesson:
+        raise ConfigurationError("one notebook per submission needs --lesson NAME: the assignment names the lesson")
+    if args.one_notebook:
+        chosen, ignored = gradescope.pick_notebook(args.notebooks, args.lesson)
+        if chosen is None:
+            raise ConfigurationError("no notebook (.ipynb) was submitted")
+    elif len(args.notebooks) == 1 and not Path(args.notebooks[0]).is_dir():
+        chosen, ignored = Path(args.notebooks[0]), []
+    else:
+        raise ConfigurationError("--answers-out and --answers-from take one notebook (or --one-notebook)")
+    recorder = gradescope.AnswerRecorder() if args.answers_out else None
+    if recorder is not None:
+        options["run"] = recorder
+    elif args.answers_from:
+        options["run"] = gradescope.AnswerReader(args.answers_from)
+    graded = grade.grade_notebook(chosen, **options)
+    if ignored:
+        names = ", ".join(printable(excerpt(p.name, 60)) for p in ignored[:10])
+        more = f" and {len(ignored) - 10} more" if len(ignored) > 10 else ""
+        graded.problems.append(
+            f"graded {printable(excerpt(chosen.name, 60))} only (one notebook per submission, the lesson's by "
+            f"name); ignored: {names}{more}"
+        )
+    if recorder is not None:
+        recorder.write(args.answers_out)
+        return 0
+    report = GradeReport([graded])
+    if not args.quiet:
+        print(report.table(), end="")
+    _write(args, report)
     return 0
 
 

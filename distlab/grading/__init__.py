@@ -13,7 +13,8 @@ lessons declare live in distlab.lessons.questions, one layer down).
     classroom    grading a class: folders and exports, a resumable journal, CSV/JSON/Gradescope, summary, histogram
     gradescope   the autograder zip Gradescope's containers run (setup.sh, run_autograder)
 
-Importing this package imports none of them.
+Importing this package imports none of them. What each mode (bubblewrap, container, trusted) guarantees against
+a hostile notebook, and what not: instructor/grading-threat-model.md (the threat model).
 """
 
 __all__ = []

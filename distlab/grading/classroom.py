@@ -7,7 +7,15 @@ Every notebook is graded in its own fresh kernel (distlab.grading.grade.grade_no
 one finishes its grade is appended to ``grades/journal.jsonl`` (flushed and synced) and
 ``grades/results.csv`` is rewritten from the journal, so a crash or Ctrl-C loses nothing; a
 re-run skips every notebook already in the journal with the same content (a resubmitted file is
-graded again). At the end: ``results.json`` (the JSON of distlab grade --json), ``gradescope/``
+graded again). Each journal line carries an HMAC-SHA256 of its record under a random key the grader
+keeps in ``grades/.journal.key`` (mode 0600; no kernel ever sees the output folder): a line that
+fails it (forged, edited, cut short) is not trusted, and its notebook is graded again.
+
+One row per notebook, keyed by its path relative to the common folder of what was given
+(``s1/x.ipynb`` and ``s2/x.ipynb`` are two rows); a notebook given twice is refused. Two
+notebooks that resolve to one student are both flagged (``flagged`` in results.csv, a problem
+in results.json), never merged. CSV cells that a spreadsheet would read as a formula (starting
+with ``= + - @``, tab, CR or LF) are written as text. At the end: ``results.json`` (the JSON of distlab grade --json), ``gradescope/``
 (one Gradescope results.json per notebook), ``summary.txt`` and ``summary.csv`` (per question:
 correct, wrong, not attempted, mean points) and ``histogram.png`` (scores and per-question
 correct shares, matplotlib).
@@ -16,13 +24,17 @@ Which student a notebook belongs to (for per-student variants, distlab.grading.v
 Gradescope export (a folder with ``submission_metadata.yml``) the submitter listed for its
 ``submission_N`` folder; in a folder of per-student folders (``submitted/<student>/x.ipynb``,
 as nbgrader and ``distlab exercises --variants`` lay them out) the folder's name; otherwise the
-student the notebook's own metadata names (checked against the roster).
+notebook names no student and, with a roster, is refused (the notebook's own metadata is never
+trusted to say whose it is). The export is read with a safe YAML loader (yaml.safe_load's rules:
+plain data only; Ruby tags read as plain data) and ids come only from its ``:sid:`` and
+``:email:`` fields, never from free text.
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
+import hmac
 import io
 import json
 import os
@@ -38,6 +50,11 @@ from .report import GradeReport, NotebookGrade, QuestionGrade
 __all__ = [
     "Submission",
     "read_gradescope_export",
+    "TRUSTED_CLASS",
+    "CONTAINER_CLASS",
+    "journal_key",
+    "text_cell",
+    "shared_students",
     "collect",
     "file_digest",
     "grade_from_dict",
@@ -51,6 +68,21 @@ __all__ = [
     "grade_class",
 ]
 
+JOURNAL_KEY = ".journal.key"
+#: why --trusted never grades a class
+TRUSTED_CLASS = (
+    "--trusted does not grade a class (a folder, --out or --roster): it runs each notebook with the Python "
+    "audit hook only, so a student's notebook could read the answer key, classmates' notebooks, the roster and "
+    "the secret, and write into the output folder; grade a class with bubblewrap (the default) or inside a "
+    "throw-away container (--container)"
+)
+#: why --container never grades a class either
+CONTAINER_CLASS = (
+    "--container does not grade a class (--out): it runs each kernel as the grader's own user, trusting the "
+    "container to be thrown away after one submission (as the generated Gradescope autograder does); a whole class "
+    "in one container would let one student's notebook read classmates' notebooks and write the output folder; "
+    "grade a class with bubblewrap (the default)"
+)
 JOURNAL, CSV_FILE, JSON_FILE, SUMMARY_TXT, SUMMARY_CSV, HISTOGRAM = (
     "journal.jsonl",
     "results.csv",
@@ -70,30 +102,86 @@ class Submission:
     identity: tuple = ()
 
 
-def read_gradescope_export(path: Path) -> dict[str, tuple]:
-    """{submission folder: (sid, email, ...)} from a Gradescope export's submission_metadata.yml.
+def _yaml_loader():
+    """yaml.SafeLoader that reads any tag (Gradescope writes Ruby ones) as the plain data under it."""
+    try:
+        import yaml
+    except ImportError:  # jupyter_server (jupyterlab, the test extra) depends on it
+        raise ConfigurationError(
+            "reading a Gradescope export's submission_metadata.yml needs PyYAML: pip install pyyaml"
+        ) from None
 
-    Read line by line (the file is YAML with Ruby-style ``:sid:`` keys), so no YAML library is needed.
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def plain(loader, _suffix, node):
+        if isinstance(node, yaml.MappingNode):
+            return loader.construct_mapping(node, deep=True)
+        if isinstance(node, yaml.SequenceNode):
+            return loader.construct_sequence(node, deep=True)
+        return loader.construct_scalar(node)
+
+    Loader.add_multi_constructor("!", plain)
+    Loader.add_multi_constructor("tag:", plain)
+    return yaml, Loader
+
+
+def _field(entry: dict, name: str):
+    """entry[':name'] (Gradescope's Ruby symbol keys) or entry['name']."""
+    for key in (f":{name}", name, f":{name}:"):
+        if key in entry:
+            return entry[key]
+    return None
+
+
+def read_gradescope_export(path: Path) -> dict[str, tuple]:
+    """{submission folder: (sid, email, ...) of each submitter} from a Gradescope export's submission_metadata.yml.
+
+    Parsed with a safe YAML loader; ids are only the ``:sid:`` and ``:email:`` values of the
+    ``:submitters:`` list (a string or a number each), so a name holding a newline and
+    ``:sid: victim`` stays a name. A file that is not such YAML is refused with the reason.
     """
-    found: dict[str, list] = {}
-    current = None
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        if line and not line[0].isspace() and line.rstrip().endswith(":"):
-            current = line.rstrip()[:-1].strip().strip("'\"")
-            found[current] = []
-        elif current is not None:
-            key, _, value = line.strip().lstrip("- ").partition(": ")
-            if key.strip(":") in ("sid", "email") and value.strip().strip("'\""):
-                found[current].append(value.strip().strip("'\""))
-    return {k: tuple(v) for k, v in found.items()}
+    yaml, loader = _yaml_loader()
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8", errors="replace"), Loader=loader)  # noqa: S506 (safe)
+    except (yaml.YAMLError, OSError, RecursionError) as exc:
+        raise ConfigurationError(f"{path}: not a readable Gradescope submission_metadata.yml ({exc!s:.200})") from None
+    if not isinstance(data, dict):
+        raise ConfigurationError(f"{path}: a Gradescope submission_metadata.yml maps submission folders to metadata")
+    found: dict[str, tuple] = {}
+    for folder, meta in data.items():
+        ids: list[str] = []
+        people = _field(meta, "submitters") if isinstance(meta, dict) else None
+        for person in people if isinstance(people, list) else []:
+            if not isinstance(person, dict):
+                continue
+            for name in ("sid", "email"):
+                value = _field(person, name)
+                if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value).strip():
+                    ids.append(str(value).strip())
+        found[str(folder)] = tuple(ids)
+    return found
+
+
+def _key(path: str, base: str) -> str:
+    return Path(os.path.relpath(path, base)).as_posix()
 
 
 def collect(paths) -> list[Submission]:
-    """The notebooks under `paths` (files or folders, searched recursively; checkpoints skipped), sorted."""
+    """The notebooks under `paths` (files or folders, searched recursively; checkpoints skipped), sorted.
+
+    Each is keyed by its path relative to the folder that holds everything given, so files of the
+    same name in different folders are different rows; a notebook given twice is refused.
+    """
+    given = [os.path.abspath(p) for p in map(str, paths)]
+    if not given:
+        raise ConfigurationError("no notebooks to grade")
+    base = os.path.commonpath([os.path.dirname(p) for p in given])
     out: list[Submission] = []
-    for root in map(Path, paths):
+    for path in given:
+        root = Path(path)
         if not root.is_dir() or root.is_symlink():  # a file, or anything else: grade_notebook says what it is
-            out.append(Submission(root, root.name))
+            out.append(Submission(root, _key(path, base)))
             continue
         export = root / "submission_metadata.yml"
         submitters = read_gradescope_export(export) if export.is_file() else {}
@@ -103,9 +191,18 @@ def collect(paths) -> list[Submission]:
                 continue  # .ipynb_checkpoints, hidden folders
             top = rel.parts[0] if len(rel.parts) > 1 else None
             identity = submitters.get(top, ()) if submitters and top else ((top,) if top else ())
-            out.append(Submission(nb, f"{root.name}/{rel.as_posix()}", identity))
+            out.append(Submission(nb, _key(str(nb), base), identity))
     if not out:
         raise ConfigurationError("no notebooks to grade")
+    seen: dict[str, str] = {}
+    for s in out:
+        real = os.path.realpath(s.path) if s.path.is_file() and not s.path.is_symlink() else s.key
+        for name in {s.key, real}:
+            if name in seen:
+                raise ConfigurationError(
+                    f"{s.key}: given twice (also as {seen[name]}); give each notebook once, so it gets one row"
+                )
+            seen[name] = s.key
     return out
 
 
@@ -143,22 +240,48 @@ def grade_from_dict(data: dict) -> NotebookGrade:
     )
 
 
-def read_journal(path: Path) -> dict[str, dict]:
-    """{key: last record} from a journal; a line cut short by a crash is ignored."""
+def journal_key(out: Path) -> bytes:
+    """The journal's HMAC key: 32 random bytes in out/.journal.key, created with mode 0600 on first use."""
+    path = Path(out) / JOURNAL_KEY
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except FileExistsError:
+        fd = -1
+    if fd < 0:
+        key = b"" if path.is_symlink() else path.read_bytes()
+        if len(key) != 32:
+            raise ConfigurationError(f"{path} is not a journal key written by distlab: remove it and the journal")
+        return key
+    key = os.urandom(32)
+    with os.fdopen(fd, "wb") as f:
+        f.write(key)
+    return key
+
+
+def _mac(key: bytes, record: dict) -> str:
+    body = json.dumps(record, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+    return hmac.new(key, body.encode("ascii"), hashlib.sha256).hexdigest()
+
+
+def read_journal(path: Path, key: bytes) -> dict[str, dict]:
+    """{key: last record} from a journal; a line whose HMAC does not verify (forged, edited, cut short) is ignored."""
     records: dict[str, dict] = {}
     if path.is_file():
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                record = json.loads(line)
-                records[record["key"]] = record
-            except (ValueError, KeyError, TypeError):
-                continue
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                try:
+                    entry = json.loads(line)
+                    record, mac = entry["record"], entry["mac"]
+                    if isinstance(mac, str) and hmac.compare_digest(mac, _mac(key, record)):
+                        records[record["key"]] = record
+                except (ValueError, KeyError, TypeError):
+                    continue
     return records
 
 
-def _append(path: Path, record: dict) -> None:
+def _append(path: Path, record: dict, key: bytes) -> None:
     with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record, ensure_ascii=True) + "\n")
+        f.write(json.dumps({"record": record, "mac": _mac(key, record)}, ensure_ascii=True) + "\n")
         f.flush()
         os.fsync(f.fileno())
 
@@ -169,16 +292,53 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def text_cell(value):
+    """A CSV cell a spreadsheet shows as text: a string starting with = + - @, tab, CR or LF gets a leading '.
+
+    (OWASP's advice on CSV injection: such a cell is read as a formula.)
+
+    >>> [text_cell(v) for v in ("=1+1", "\\tx", "ok", -1.5)]
+    ["'=1+1", "'\\tx", 'ok', -1.5]
+    """
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r", "\n"):
+        return "'" + value
+    return value
+
+
+def _student(record: dict) -> str:
+    """Whose notebook a record is: the roster id it was graded for, else the identity the submission gave."""
+    student = record["grade"].get("student") or ""
+    if student:
+        return str(student)
+    identity = record.get("identity") or []
+    return str(identity[0]) if identity else ""
+
+
+def shared_students(records: list[dict]) -> dict[str, list[str]]:
+    """{notebook key: the other keys of its student} for every student with more than one notebook per lesson."""
+    groups: dict[tuple, list[str]] = {}
+    for r in records:
+        student = _student(r)
+        if student:
+            groups.setdefault((student, r["grade"].get("lesson") or ""), []).append(r["key"])
+    return {k: [o for o in keys if o != k] for keys in groups.values() if len(keys) > 1 for k in keys}
+
+
+def _flag(keys: list[str]) -> str:
+    return f"flagged: the same student also submitted {', '.join(keys)}; each is graded on its own, not merged"
+
+
 def results_csv(records: list[dict]) -> str:
-    """One row per notebook: key, student, lesson, score, max_score, each question's points, problems."""
+    """One row per notebook: key, student, lesson, score, max_score, each question's points, problems, flagged."""
     names = []
     for r in records:
         for q in r["grade"].get("questions", []):
             if q["question"] not in names:
                 names.append(q["question"])
+    flags = shared_students(records)
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["notebook", "student", "lesson", "score", "max_score", *names, "seconds", "problems"])
+    writer.writerow(["notebook", "student", "lesson", "score", "max_score", *names, "seconds", "problems", "flagged"])
     for r in records:
         g = r["grade"]
         points = {q["question"]: q["points"] for q in g.get("questions", [])}
@@ -191,9 +351,9 @@ def results_csv(records: list[dict]) -> str:
             *(points.get(n, "") for n in names),
             g.get("seconds", ""),
             " | ".join(" ".join(str(p).split()) for p in g.get("problems", [])),
+            _flag(flags[r["key"]]) if r["key"] in flags else "",
         ]
-        # a cell that starts with = + - @ is a formula in a spreadsheet: quote it as text
-        writer.writerow([f"'{c}" if isinstance(c, str) and c[:1] and c[0] in "=+-@" else c for c in row])
+        writer.writerow([text_cell(c) for c in row])
     return out.getvalue()
 
 
@@ -302,6 +462,10 @@ class Progress:
 def write_outputs(out: Path, records: list[dict]) -> GradeReport:
     """results.json, gradescope/, summary.txt, summary.csv, histogram.png from the journal's records."""
     grades = [grade_from_dict(r["grade"]) for r in records]
+    flags = shared_students(records)
+    for r, g in zip(records, grades):
+        if r["key"] in flags:
+            g.problems.append(_flag(flags[r["key"]]))
     report = GradeReport(grades)
     _write_atomic(out / JSON_FILE, json.dumps(report.to_json(), indent=2) + "\n")
     folder = out / "gradescope"
@@ -326,7 +490,7 @@ def write_outputs(out: Path, records: list[dict]) -> GradeReport:
         ],
     )
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({k: text_cell(v) for k, v in row.items()} for row in rows)
     _write_atomic(out / SUMMARY_CSV, buf.getvalue())
     if grades:
         plot_histogram(grades, out / HISTOGRAM)
@@ -338,14 +502,20 @@ def grade_class(paths, out, *, progress: bool = True, stream=None, grade_one=Non
 
     options go to grade_notebook (lesson, timeout, sandbox, variants, ...). grade_one replaces
     grade_notebook (for tests). Ctrl-C stops after writing what is done; run again to continue.
+    A class is never graded with sandbox="trusted" or "container" (see TRUSTED_CLASS, CONTAINER_CLASS).
     """
+    if options.get("sandbox") in ("trusted", "audit"):
+        raise ConfigurationError(TRUSTED_CLASS)
+    if options.get("sandbox") == "container":
+        raise ConfigurationError(CONTAINER_CLASS)
     if grade_one is None:
         from .grade import grade_notebook as grade_one
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     journal = out / JOURNAL
     submissions = collect(paths)
-    done = read_journal(journal)
+    key = journal_key(out)
+    done = read_journal(journal, key)
     bar = Progress(len(submissions), stream) if progress else None
     todo = []
     for s in submissions:
@@ -361,7 +531,7 @@ def grade_class(paths, out, *, progress: bool = True, stream=None, grade_one=Non
             digest = file_digest(s.path)
             grade = grade_one(s.path, identity=s.identity or None, **options)
             done[s.key] = {"key": s.key, "sha256": digest, "identity": list(s.identity), "grade": grade.to_dict()}
-            _append(journal, done[s.key])
+            _append(journal, done[s.key], key)
             _write_atomic(out / CSV_FILE, results_csv([done[x.key] for x in submissions if x.key in done]))
             if bar:
                 bar.update(finished + count, count, s.key)

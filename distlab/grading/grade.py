@@ -117,6 +117,7 @@ __all__ = [
     "check_limits",
     "grade_notebook",
     "grade_notebooks",
+    "run_notebook",
 ]
 
 DEFAULT_TIMEOUT = 300.0
@@ -261,6 +262,7 @@ def grade_notebook(
     _audit_hook: bool = True,
     variants=None,
     identity=None,
+    run=None,
 ) -> NotebookGrade:
     """Grade one notebook file; never raises for anything the file contains.
 
@@ -273,7 +275,8 @@ def grade_notebook(
     lesson then gets zero. (_audit_hook=False is for testing the bubblewrap layer alone.)
     variants: a distlab.grading.variants.VariantPolicy (with the class roster) choosing each
     student's numbers; identity: the student as the submission platform names them (an id, an e-mail, or
-    several of them).
+    several of them). run: what gets the answers (default run_notebook, a fresh kernel; the container
+    mode's two phases replace it, distlab.grading.gradescope).
     """
     from .variants import VariantPolicy
 
@@ -305,7 +308,7 @@ def grade_notebook(
             grade.problems.append("the notebook has no code cells")
             grade.questions = not_attempted(questions)
         elif questions is not None:
-            answers = _run(
+            answers = (run or _run)(
                 raw,
                 sources,
                 questions,
@@ -334,3 +337,7 @@ def grade_notebooks(paths, **options) -> GradeReport:
     if not files:
         raise ConfigurationError("no notebooks to grade")
     return GradeReport([grade_notebook(f, **options) for f in files])
+
+
+#: the answers of a notebook's cells, run in a fresh kernel (what grade_notebook's run= replaces)
+run_notebook = _run

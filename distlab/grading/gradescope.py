@@ -6,30 +6,72 @@ submission runs ``run_autograder`` with the student's files in ``/autograder/sub
 reads ``/autograder/results/results.json``. Ours installs distlab (bundled from this source tree,
 or a pip requirement) and calls ``distlab grade --container`` on the submission, with the
 submitter from ``/autograder/submission_metadata.json`` and, for per-student variants, the
-roster and the instructor secret packed in the zip (students never see the autograder's
-files). If grading fails the script still writes a results.json that says so.
+roster and the instructor secret packed in the zip. If grading fails the script still writes a
+results.json that says so.
+
+Container mode, in two phases (the boundary is a user id, not a list of forbidden things):
+
+1. As the unprivileged user ``distlab-kernel`` (setup.sh creates it; ``setpriv``, no groups, no new
+   privileges, an environment built from nothing), in a new network namespace where the container
+   permits one (``unshare --net``; where it does not, the log says so and the notebook has the
+   container's network): ``distlab grade --container --answers-out`` runs the one notebook and
+   writes only its answers, as plain data, to a pipe into a file only root can read (at most
+   16 MB). This user can read neither ``/autograder/source`` (the roster, the secret, the
+   autograder), ``submission_metadata.json``, nor anything root keeps, and cannot write
+   ``/autograder/results``; every process it left is then killed. It gets no roster and no secret.
+2. As root: ``distlab grade --container --answers-from`` reads those answers (untrusted data,
+   decoded by distlab.grading.answers.decode as the kernel's own), checks them against the
+   student's variant (roster, secret, the submitter from the metadata) and writes results.json.
+
+Exactly one notebook is graded per submission (pick_notebook: the lesson's, by name; the others
+are listed and ignored), so a score never exceeds the lesson's maximum.
 
 For tests the paths come from environment variables: DISTLAB_AUTOGRADER_ROOT (default
-/autograder), DISTLAB_AUTOGRADER_SOURCE (default $ROOT/source) and DISTLAB_PYTHON (the Python
-with distlab, default the virtual environment setup.sh makes).
+/autograder), DISTLAB_AUTOGRADER_SOURCE (default $ROOT/source), DISTLAB_PYTHON (the Python
+with distlab, default the virtual environment setup.sh makes) and DISTLAB_KERNEL_USER (a user
+name, or ``uid:gid``; default distlab-kernel).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shlex
 import zipfile
 from pathlib import Path
 
 from .. import lessons as manifest
 from ..errors import ConfigurationError
+from .answers import OpaqueAnswer, decode
+from .discover import canonical, lesson_from_name
+from .report import MAX_PROBLEMS, PROBLEM_CHARS, excerpt
 
-__all__ = ["VENV", "RUNTIME", "FALLBACK", "project_root", "setup_script", "run_script", "build_autograder"]
+__all__ = [
+    "VENV",
+    "KERNEL_USER",
+    "MAX_ANSWERS_BYTES",
+    "RUNTIME",
+    "FALLBACK",
+    "project_root",
+    "setup_script",
+    "run_script",
+    "build_autograder",
+    "pick_notebook",
+    "encode",
+    "AnswerRecorder",
+    "AnswerReader",
+]
 
 VENV = "/opt/distlab-venv"
+#: the unprivileged user the student's notebook runs as in the container
+KERNEL_USER = "distlab-kernel"
+#: the most the unprivileged phase may hand to the grader, bytes
+MAX_ANSWERS_BYTES = 16 * 2**20
 RUNTIME = ("nbclient", "nbformat", "ipykernel")
 FALLBACK = (
     '{"score": 0, "output": "The autograder could not grade this submission. Upload the exercise notebook '
-    '(.ipynb) of this lesson; if it was, tell your instructor (the log has the reason).", "tests": []}'
+    '(.ipynb) of this lesson; if it was, tell your instructor (the log has the reason).", "tests": [], '
+    '"stdout_visibility": "hidden"}'
 )
 
 
@@ -54,15 +96,24 @@ python3 -m venv {VENV}
 {VENV}/bin/pip install --quiet --upgrade pip
 {VENV}/bin/pip install --quiet {requirement} {" ".join(RUNTIME)}
 {VENV}/bin/python -m distlab grade --help > /dev/null
+# the student's notebook runs as this user: no home, no login, no group of root's
+id -u {KERNEL_USER} > /dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin {KERNEL_USER}
+command -v setpriv > /dev/null && command -v unshare > /dev/null  # util-linux: both are needed
+# the autograder's files (the roster, the secret) are root's alone
+chmod -R go-rwx /autograder/source
 """
 
 
 def run_script(lesson: str, timeout: float, cell_timeout: float, variants: bool) -> str:
-    """run_autograder: grade /autograder/submission into /autograder/results/results.json (paths overridable)."""
-    args = [
+    """run_autograder: grade /autograder/submission into /autograder/results/results.json (paths overridable).
+
+    The notebook runs as an unprivileged user without network; root checks its answers (see the module docstring).
+    """
+    common = [
         "grade",
         "--container",
         "--quiet",
+        "--one-notebook",
         "--lesson",
         lesson,
         "--timeout",
@@ -72,26 +123,191 @@ def run_script(lesson: str, timeout: float, cell_timeout: float, variants: bool)
     ]
     variant_args = '\nargs+=(--roster "$SOURCE/roster.csv" --secret-file "$SOURCE/variant_secret")' if variants else ""
     return f"""#!/usr/bin/env bash
-# Gradescope runs this for every submission; it must leave results/results.json behind.
+# Gradescope runs this as root for every submission; it must leave results/results.json behind.
 set -uo pipefail
 ROOT="${{DISTLAB_AUTOGRADER_ROOT:-/autograder}}"
 SOURCE="${{DISTLAB_AUTOGRADER_SOURCE:-$ROOT/source}}"
 PYTHON="${{DISTLAB_PYTHON:-{VENV}/bin/python}}"
+KERNEL_USER="${{DISTLAB_KERNEL_USER:-{KERNEL_USER}}}"
 RESULTS="$ROOT/results/results.json"
+FALLBACK={shlex.quote(FALLBACK)}
+umask 077
 mkdir -p "$ROOT/results"
+chmod 755 "$ROOT/results"
 rm -f "$RESULTS"
-args=({" ".join(shlex.quote(a) for a in args)} --gradescope "$RESULTS")
+fail() {{
+  echo "$1" >&2
+  printf '%s\\n' "$FALLBACK" > "$RESULTS"
+  exit 0
+}}
+# the roster, the secret and the submitter are root's alone
+chmod -R go-rwx "$SOURCE" 2> /dev/null
+[ -f "$ROOT/submission_metadata.json" ] && chmod go-rwx "$ROOT/submission_metadata.json"
+if [[ "$KERNEL_USER" =~ ^[0-9]+:[0-9]+$ ]]; then
+  KUID="${{KERNEL_USER%%:*}}" KGID="${{KERNEL_USER##*:}}"
+else
+  KUID=$(id -u "$KERNEL_USER" 2> /dev/null) && KGID=$(id -g "$KERNEL_USER" 2> /dev/null) ||
+    fail "no user $KERNEL_USER to run the notebook as (setup.sh creates it); nothing was run as root"
+fi
+[ "$KUID" != 0 ] && [ "$KGID" != 0 ] || fail "refusing to run the notebook as root or in root's group"
+PRIVATE=$(mktemp -d) && SHARED=$(mktemp -d) || fail "no temporary folder"
+trap 'rm -rf "$PRIVATE" "$SHARED"' EXIT
+chmod 755 "$SHARED"
+# a root-owned, read-only copy of the upload for the unprivileged phase (links stay links: refused when graded)
+cp -R "$ROOT/submission" "$SHARED/submission" 2> /dev/null
+chmod -R u=rwX,go=rX "$SHARED/submission"
+mkdir -m 700 "$SHARED/home" "$SHARED/tmp" && chown "$KUID:$KGID" "$SHARED/home" "$SHARED/tmp"
+common=({" ".join(shlex.quote(a) for a in common)})
+NET=(unshare --net)
+if ! unshare --net true 2> /dev/null; then
+  NET=()
+  echo "note: this container does not allow a new network namespace (unshare --net); the notebook runs with its network" >&2
+fi
+# phase 1, unprivileged: run the notebook; only its answers come back, through a pipe into a root-only file
+"${{NET[@]}}" setpriv --reuid="$KUID" --regid="$KGID" --clear-groups --no-new-privs \
+  env -i PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 HOME="$SHARED/home" TMPDIR="$SHARED/tmp" \
+  ${{PYTHONPATH:+PYTHONPATH="$PYTHONPATH"}} \
+  "$PYTHON" -m distlab "${{common[@]}}" --answers-out - "$SHARED/submission" \
+  2> /dev/null | head -c {MAX_ANSWERS_BYTES} > "$PRIVATE/answers.json"
+# whatever that user left running ends now
+setpriv --reuid="$KUID" --regid="$KGID" --clear-groups kill -KILL -1 2> /dev/null
+# phase 2, root: check the answers against the student's own numbers
+args=("${{common[@]}}" --answers-from "$PRIVATE/answers.json" --gradescope "$RESULTS")
 if [ -f "$ROOT/submission_metadata.json" ]; then
   args+=(--submission-metadata "$ROOT/submission_metadata.json")
 fi{variant_args}
-"$PYTHON" -m distlab "${{args[@]}}" "$ROOT/submission"
+env -u DISTLAB_VARIANT_SECRET "$PYTHON" -m distlab "${{args[@]}}" "$SHARED/submission"
 status=$?
 if [ ! -s "$RESULTS" ]; then
-  echo "distlab grade exited with status $status and wrote no results" >&2
-  printf '%s\\n' {shlex.quote(FALLBACK)} > "$RESULTS"
+  fail "distlab grade exited with status $status and wrote no results"
 fi
 exit 0
 """
+
+
+def pick_notebook(paths, lesson: str) -> tuple[Path | None, list[Path]]:
+    """(the one notebook to grade, the others) among the .ipynb files under `paths`.
+
+    The lesson's exercise file name first (01_memory_wall.ipynb), then a name naming the lesson
+    (memory_wall (1).ipynb), then any notebook; within each, the shallowest, then by name. Only
+    the first is graded: two uploaded copies of a half-solved notebook are not added up.
+    """
+    slug = canonical(lesson)
+    entry = manifest.LESSONS.get(slug)
+    exercise = (entry.exercise or "") if entry is not None else ""
+    found: list[Path] = []
+    for root in map(Path, paths):
+        if root.is_dir() and not root.is_symlink():
+            for nb in root.rglob("*.ipynb"):
+                if nb.is_dir() and not nb.is_symlink():
+                    continue  # a folder named like a notebook
+                if not any(part.startswith(".") for part in nb.relative_to(root).parts):
+                    found.append(nb)
+        else:
+            found.append(root)
+
+    def rank(nb: Path):
+        tier = 0 if nb.name == exercise else 1 if lesson_from_name(nb.name) == slug else 2
+        return (tier, len(nb.parts), nb.as_posix())
+
+    found.sort(key=rank)
+    return (found[0] if found else None), found[1:]
+
+
+def encode(value, depth: int = 0):
+    """The JSON form (distlab.grading.answers.decode's input) of an answer as decode gave it: decode(encode(a)) == a."""
+    if depth > 8:
+        return {"t": "opaque", "type": "object"}
+    if value is None:
+        return {"t": "none"}
+    if value is Ellipsis:
+        return {"t": "ellipsis"}
+    if isinstance(value, bool):
+        return {"t": "bool", "v": value}
+    if isinstance(value, int):
+        return {"t": "int", "v": str(value)}
+    if isinstance(value, float):
+        return {"t": "float", "v": repr(value)}
+    if isinstance(value, str):
+        return {"t": "str", "v": value}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        kind = {tuple: "tuple", set: "set", frozenset: "frozenset"}.get(type(value), "list")
+        return {"t": "seq", "kind": kind, "v": [encode(x, depth + 1) for x in value]}
+    if isinstance(value, dict):
+        return {"t": "dict", "v": [[encode(k, depth + 1), encode(x, depth + 1)] for k, x in value.items()]}
+    if isinstance(value, OpaqueAnswer):
+        return {"t": "opaque", "type": value.type_name}
+    if type(value).__name__ == "ndarray":
+        return {"t": "ndarray", "dtype": str(value.dtype), "v": encode(value.tolist(), depth + 1)}
+    return {"t": "opaque", "type": type(value).__name__}
+
+
+class AnswerRecorder:
+    """grade_notebook's run= for the unprivileged phase: runs the kernel, keeps the answers and problems to write."""
+
+    def __init__(self):
+        self.answers: dict | None = None
+        self.problems: list[str] = []
+
+    def __call__(self, raw, sources, questions, problems, **options):
+        from .grade import run_notebook
+
+        before = len(problems)
+        answers = run_notebook(raw, sources, questions, problems, **options)
+        self.answers, self.problems = answers, list(problems[before:])  # what the run said, not the choice of lesson
+        return answers
+
+    def write(self, path) -> None:
+        data = {
+            "answers": None if self.answers is None else {k: encode(v) for k, v in self.answers.items()},
+            "problems": self.problems[:MAX_PROBLEMS],
+        }
+        text = json.dumps(data, ensure_ascii=True)
+        if str(path) == "-":  # the pipe to root's phase
+            import sys
+
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            return
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+
+
+class AnswerReader:
+    """grade_notebook's run= for root's phase: the answers the unprivileged phase wrote, read as untrusted data.
+
+    At most MAX_ANSWERS_BYTES are read, without following a link; only the lesson's answer names
+    are kept, each decoded as the kernel's own output is; its problems are kept as short excerpts.
+    """
+
+    def __init__(self, path):
+        self.path = Path(path)
+
+    def _load(self):
+        try:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+            with os.fdopen(fd, "rb") as f:
+                data = json.loads(f.read(MAX_ANSWERS_BYTES + 1)[:MAX_ANSWERS_BYTES])
+        except (OSError, ValueError, RecursionError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def __call__(self, raw, sources, questions, problems, **options):
+        from .answers import ANSWER_PREFIX
+
+        data = self._load()
+        if data is None:
+            problems.append("no answers came back from the notebook's run (it ended without writing them)")
+            return {}
+        found = data.get("problems")
+        for p in found[:MAX_PROBLEMS] if isinstance(found, list) else []:
+            problems.append(excerpt(p, PROBLEM_CHARS))
+        answers = data.get("answers")
+        if not isinstance(answers, dict):
+            problems.append("no answers could be read from the kernel")
+            return {}
+        names = {f"{ANSWER_PREFIX}{q}" for q in questions}
+        return {k: decode(v) for k, v in answers.items() if k in names}
 
 
 def _add_tree(zf: zipfile.ZipFile, root: Path, prefix: str) -> None:

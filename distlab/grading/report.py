@@ -5,7 +5,23 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-__all__ = ["AUDIT_ONLY_WARNING", "printable", "QuestionGrade", "NotebookGrade", "GradeReport"]
+__all__ = [
+    "AUDIT_ONLY_WARNING",
+    "FEEDBACK_CHARS",
+    "PROBLEM_CHARS",
+    "MAX_PROBLEMS",
+    "printable",
+    "excerpt",
+    "QuestionGrade",
+    "NotebookGrade",
+    "GradeReport",
+]
+
+#: the longest feedback kept per question (the checks' own text is at most ~370 characters; the rest is
+#: room for a short excerpt of the student's answer)
+FEEDBACK_CHARS = 600
+#: the longest problem kept, and how many problems a notebook keeps (the rest are counted)
+PROBLEM_CHARS, MAX_PROBLEMS = 400, 50
 
 AUDIT_ONLY_WARNING = (
     "warning: graded as TRUSTED notebooks (--trusted: the Python audit hook only), which is not an "
@@ -29,6 +45,24 @@ def printable(text) -> str:
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
+def excerpt(text, limit: int) -> str:
+    """`text` cut to `limit` characters, saying how many were left out (student text is never echoed whole).
+
+    >>> excerpt("x" * 10, 4)
+    'xxxx... (6 more characters)'
+    """
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def _problems(problems, show=str) -> list[str]:
+    """The first MAX_PROBLEMS problems, each shown (show: str, or printable for text) and cut to PROBLEM_CHARS."""
+    kept = [excerpt(show(p), PROBLEM_CHARS) for p in list(problems)[:MAX_PROBLEMS]]
+    if len(problems) > MAX_PROBLEMS:
+        kept.append(f"... and {len(problems) - MAX_PROBLEMS} more problems")
+    return kept
+
+
 @dataclasses.dataclass
 class QuestionGrade:
     """The grade of one question: its status, points and the check's feedback."""
@@ -39,6 +73,9 @@ class QuestionGrade:
     max_points: float
     feedback: str
     prompt: str = ""
+
+    def __post_init__(self):
+        self.feedback = excerpt(self.feedback, FEEDBACK_CHARS)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -73,7 +110,7 @@ class NotebookGrade:
             "lesson": self.lesson,
             "score": self.score,
             "max_score": self.max_score,
-            "problems": list(self.problems),
+            "problems": _problems(self.problems),
             "lesson_from": self.lesson_from,
             "sandbox": self.sandbox,
             "seconds": round(self.seconds, 2),
@@ -121,26 +158,28 @@ class GradeReport:
         tests = []
         for n in self.notebooks:
             for q in n.questions:
-                prefix = f"{Path(n.path).name} " if several else ""
+                prefix = f"{excerpt(Path(n.path).name, 80)} " if several else ""
                 tests.append(
                     {
                         "name": printable(f"{prefix}{q.question}" + (f": {q.prompt}" if q.prompt else "")),
                         "score": q.points,
                         "max_score": q.max_points,
                         "status": "passed" if q.points >= q.max_points and q.max_points > 0 else "failed",
-                        "output": printable(q.feedback),
+                        "output": excerpt(printable(q.feedback), FEEDBACK_CHARS),
                     }
                 )
         lines = []
         for n in self.notebooks:
-            head = f"{printable(Path(n.path).name)}: {_fmt(n.score)}/{_fmt(n.max_score)}"
+            head = f"{printable(excerpt(Path(n.path).name, 80))}: {_fmt(n.score)}/{_fmt(n.max_score)}"
             lines.append(head + (f" (lesson {printable(n.lesson)})" if n.lesson else ""))
-            lines.extend(f"  - {printable(p)}" for p in n.problems)
+            lines.extend(f"  - {p}" for p in _problems(n.problems, printable))
         return {
             "score": self.score,
             "execution_time": round(sum(n.seconds for n in self.notebooks), 1),
             "output": "\n".join(lines),
             "tests": tests,
+            # the autograder's log (stdout) stays the instructor's: what a notebook prints never reaches students
+            "stdout_visibility": "hidden",
         }
 
     def table(self) -> str:
@@ -157,10 +196,10 @@ class GradeReport:
                 out.append(f"  {'question':<{width}}  {'points':>7}  {'status':<13}  feedback")
                 for q in n.questions:
                     points = f"{_fmt(q.points)}/{_fmt(q.max_points)}"
-                    feedback = printable(" ".join(q.feedback.split()))
+                    feedback = excerpt(printable(" ".join(q.feedback.split())), FEEDBACK_CHARS)
                     out.append(f"  {q.question:<{width}}  {points:>7}  {q.status:<13}  {feedback}")
-            for p in n.problems:
-                out.append(f"  ! {printable(p)}")
+            for p in _problems(n.problems, printable):
+                out.append(f"  ! {p}")
             out.append("")
         if len(self.notebooks) > 1:
             out.append(f"total: {_fmt(self.score)}/{_fmt(self.max_score)}")

@@ -203,7 +203,8 @@ class VariantPolicy:
     """Which questions a notebook is graded against: its student's variant, checked against the roster.
 
     With a roster: the student is the one the platform names (``identity``: Gradescope's
-    submitter, the export folder) or else the one in the notebook; the seed is recomputed from the
+    submitter, the export's submitter, the per-student folder), never the one the notebook names
+    (a submission without an identity is refused); the seed is recomputed from the
     roster and the secret, and a notebook carrying any other seed is refused (no points). A
     student not on the roster is refused. Without a roster, a variant notebook is graded with
     the seed it carries, marked unverified. A notebook without a variant is graded as written.
@@ -214,7 +215,6 @@ class VariantPolicy:
 
     def __call__(self, grade, metadata, questions: dict, identity=None) -> dict | None:
         found = notebook_variant(metadata)
-        claimed = found.get("student") if found else None
         seed = found.get("seed") if found else None
         if self.roster is None:
             if found is None:
@@ -227,13 +227,14 @@ class VariantPolicy:
             )
             return lesson_variant(grade.lesson, seed)
         given = [identity] if isinstance(identity, str) else list(identity or ())
-        student = self.roster.find(*given) if given else self.roster.find(claimed)
+        student = self.roster.find(*given) if given else None  # never the student the notebook claims to be
         if student is None:
-            who = " / ".join(map(str, given)) or claimed
+            who = " / ".join(map(str, given))
             grade.problems.append(
                 f"refused: student {str(who)[:80]!r} is not on the roster"
                 if who
-                else "refused: the notebook names no student and the submission none either"
+                else "refused: the submission names no student (grade per-student folders named by roster id, "
+                "a Gradescope export, or give --submission-metadata); the notebook's own claim is not trusted"
             )
             grade.questions = not_attempted(questions, "not graded (student not on the roster)")
             return None

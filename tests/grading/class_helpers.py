@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from distlab.lessons.variants import lesson_variant
 
@@ -36,3 +43,63 @@ def solve(path: Path, slug: str, seed: str | None, wrong: tuple = ()) -> Path:
         cell["source"] = source
     path.write_text(json.dumps(nb))
     return path
+
+
+#: the unprivileged user the container tests run the notebook as: an id no account uses, so ending "every
+#: process of this user" ends only what the test started
+KERNEL_ID = "61234:61234"
+
+
+@functools.lru_cache(maxsize=1)
+def unprivileged_python() -> tuple[str, str] | None:
+    """(a Python with distlab's grading packages that KERNEL_ID can run, its PYTHONPATH), or None.
+
+    None: not root, or no setpriv/unshare, or no such Python. Tried in order: $DISTLAB_TEST_UNPRIVILEGED_PYTHON;
+    this interpreter; the system's python3.X of the same version with this environment's site-packages (for a
+    virtual environment whose base interpreter lies in a folder only root can enter, such as pyenv's under /root).
+    """
+    if os.geteuid() != 0 or not shutil.which("setpriv") or not shutil.which("unshare"):
+        return None
+    uid, gid = KERNEL_ID.split(":")
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    packages = os.pathsep.join(p for p in sys.path if p.endswith("site-packages"))
+    candidates = [
+        (os.environ.get("DISTLAB_TEST_UNPRIVILEGED_PYTHON"), str(ROOT)),
+        (sys.executable, str(ROOT)),
+        (f"/usr/bin/{version}", os.pathsep.join([str(ROOT), packages])),
+        (f"/usr/local/bin/{version}", os.pathsep.join([str(ROOT), packages])),
+    ]
+    for python, path in candidates:
+        if not python or not os.path.exists(python):
+            continue
+        probe = subprocess.run(
+            ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "env", "-i", f"PYTHONPATH={path}"]
+            + [python, "-c", "import distlab.grading.grade, nbclient, ipykernel, zmq"],
+            capture_output=True,
+            timeout=120,
+        )
+        if probe.returncode == 0:
+            return python, path
+    return None
+
+
+def autograder_env(root: Path, **extra) -> dict:
+    """The environment run_autograder gets in the tests: the autograder root, the Python, the kernel user."""
+    python, path = unprivileged_python() or (sys.executable, str(ROOT))
+    return {
+        **os.environ,
+        "DISTLAB_AUTOGRADER_ROOT": str(root),
+        "DISTLAB_PYTHON": python,
+        "DISTLAB_KERNEL_USER": KERNEL_ID,
+        "PYTHONPATH": path,
+        "MPLCONFIGDIR": str(root / "mpl"),
+        **extra,
+    }
+
+
+needs_unprivileged_python = pytest.mark.skipif(
+    unprivileged_python() is None,
+    reason="the container mode runs the notebook as another user: needs root, setpriv and unshare, and a Python "
+    "with distlab's grading packages that user can run (this one, the system's python3.X with this environment's "
+    "packages, or $DISTLAB_TEST_UNPRIVILEGED_PYTHON)",
+)

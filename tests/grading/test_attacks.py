@@ -257,7 +257,7 @@ def test_the_text_report_escapes_what_the_kernel_produced():
     assert text.count("\n") == 4 and not any(line.startswith("/x.ipynb") for line in text.splitlines())
     assert not any(c in text for c in "\x1b\r\x00\ud800\u202e")
     gs = rep.to_gradescope()
-    assert set(gs) == {"score", "execution_time", "output", "tests"}  # the same shape
+    assert set(gs) == {"score", "execution_time", "output", "tests", "stdout_visibility"}  # the same shape
     assert "\x1b" not in gs["output"] and "\x1b" not in gs["tests"][0]["output"]
     assert json.loads(json.dumps(rep.to_json()))["notebooks"][0]["problems"][0].startswith("raised Err\x1b")
 

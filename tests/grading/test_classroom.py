@@ -8,12 +8,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import zipfile
 
 import pytest
 
-from class_helpers import ROOT, SECRET, solve, write_roster
+from class_helpers import ROOT, SECRET, autograder_env, needs_unprivileged_python, solve, write_roster
 from distlab.grading import classroom, gradescope, variants
 from distlab.grading.report import NotebookGrade, QuestionGrade
 
@@ -180,8 +179,6 @@ def test_the_cli_grades_a_class_with_variants(tmp_path, capsys):
                 str(roster_csv),
                 "--secret-file",
                 str(secret),
-                "--sandbox",
-                "audit",
                 "--no-progress",
             ]
         )
@@ -208,18 +205,14 @@ def _autograder(tmp_path, **options):
 
 
 def _run_autograder(root):
-    env = {
-        **os.environ,
-        "DISTLAB_AUTOGRADER_ROOT": str(root),
-        "DISTLAB_PYTHON": sys.executable,
-        "PYTHONPATH": str(ROOT),
-    }
+    env = autograder_env(root)
     subprocess.run(
         ["bash", str(root / "source" / "run_autograder")], env=env, check=True, timeout=300, capture_output=True
     )
     return json.loads((root / "results" / "results.json").read_text())
 
 
+@needs_unprivileged_python
 def test_the_gradescope_run_script_grades_a_submission_laid_out_as_gradescope_does(tmp_path):
     roster_csv, secret = write_roster(tmp_path, ids=("alice", "bob"))
     root = _autograder(tmp_path, roster=roster_csv, secret_file=secret)
@@ -246,6 +239,7 @@ def test_the_gradescope_run_script_writes_results_even_when_grading_fails(tmp_pa
     assert result["score"] == 0 and "could not grade" in result["output"] and result["tests"] == []
 
 
+@needs_unprivileged_python
 def test_the_gradescope_run_script_refuses_a_classmates_notebook(tmp_path):
     roster_csv, secret = write_roster(tmp_path, ids=("alice", "bob"))
     root = _autograder(tmp_path, roster=roster_csv, secret_file=secret)

@@ -158,7 +158,7 @@ def test_a_forged_seed_is_refused(class_notebooks, tmp_path):
     nb = json.loads(forged.read_text())
     nb["metadata"]["distlab"]["variant"]["seed"] = "0000000000000000"  # an easy seed, picked by the student
     forged.write_text(json.dumps(nb))
-    grade = grade_notebook(forged, lesson="memory_wall", variants=_policy(tmp_path), sandbox="audit")
+    grade = grade_notebook(forged, lesson="memory_wall", variants=_policy(tmp_path), identity="alice", sandbox="audit")
     assert grade.score == 0 and any(p.startswith("refused") and "seed" in p for p in grade.problems)
     assert all(q.status == "not attempted" for q in grade.questions)
 
@@ -179,14 +179,14 @@ def test_a_copied_notebook_is_refused_for_the_student_who_submits_it(class_noteb
 def test_the_issued_seed_grades_full_marks_and_other_numbers_fail(class_notebooks, tmp_path):
     roster, paths = class_notebooks
     alice = solve(paths["alice"], "memory_wall", roster.seed("memory_wall", "alice"))
-    grade = grade_notebook(alice, lesson="memory_wall", variants=_policy(tmp_path), sandbox="audit")
+    grade = grade_notebook(alice, lesson="memory_wall", variants=_policy(tmp_path), identity="alice", sandbox="audit")
     assert (grade.score, grade.max_score, grade.student) == (8.0, 8.0, "alice")
     # the cell that rebinds the questions to her numbers runs in the sandboxed kernel without a problem
     # (distlab.lessons.variants is imported before the sandbox hides the lessons' sources)
     assert grade.problems == [], grade.problems
     # bob answers with the textbook numbers (the self-study lesson's), not his own: the varied questions fail
     bob = solve(paths["bob"], "memory_wall", None)
-    grade = grade_notebook(bob, lesson="memory_wall", variants=_policy(tmp_path), sandbox="audit")
+    grade = grade_notebook(bob, lesson="memory_wall", variants=_policy(tmp_path), identity="bob", sandbox="audit")
     mine = lesson_variant("memory_wall", roster.seed("memory_wall", "bob"))
     differs = {n for n, q in mine.items() if q.expected() != getattr(memory_wall, n).expected()}
     assert differs and {q.question for q in grade.questions if q.status != "correct"} == differs

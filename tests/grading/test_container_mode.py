@@ -1,0 +1,258 @@
+"""Container mode (issue 28): the generated Gradescope autograder, run against a fake /autograder tree.
+
+run_autograder runs here as root, the notebook as an unprivileged id (class_helpers.KERNEL_ID) without network,
+exactly as it does in Gradescope's container; each attack below succeeded on the autograder before the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from class_helpers import KERNEL_ID, ROOT, SECRET, autograder_env, needs_unprivileged_python, solve, write_roster
+from distlab.grading import gradescope, variants
+from distlab.grading.answers import OpaqueAnswer, decode, opaque
+from distlab.grading.report import FEEDBACK_CHARS, GradeReport, NotebookGrade, QuestionGrade
+from distlab.lessons.variants import lesson_variant
+
+
+@pytest.fixture
+def autograder():
+    """(root, roster): a fake /autograder tree as Gradescope lays it out, world-traversable as /autograder is."""
+    base = Path(tempfile.mkdtemp(prefix="distlab-autograder-test-"))
+    os.chmod(base, 0o755)
+    try:
+        roster_csv, secret = write_roster(base, ids=("alice", "bob"))
+        zip_path = gradescope.build_autograder(
+            "memory_wall", base / "autograder.zip", timeout=120, roster=roster_csv, secret_file=secret
+        )
+        root = base / "autograder"
+        with zipfile.ZipFile(zip_path) as zf:
+            zf.extractall(root / "source")
+        (root / "submission").mkdir()
+        (root / "submission_metadata.json").write_text(json.dumps({"users": [{"email": "bob@uni.example"}]}))
+        roster = variants.load_roster(roster_csv, SECRET)
+        variants.build_variants(roster, ROOT / "exercises", base / "v", ["memory_wall"])
+        yield root, roster
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _run(root, **env):
+    done = subprocess.run(
+        ["bash", str(root / "source" / "run_autograder")],
+        env=autograder_env(root, **env),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads((root / "results" / "results.json").read_text()), done.stdout + done.stderr
+
+
+def _bobs(root, roster, wrong=()):
+    """Bob's own variant notebook, solved with his numbers (but `wrong`)."""
+    return solve(
+        root.parent / "v" / "bob" / "01_memory_wall.ipynb", "memory_wall", roster.seed("memory_wall", "bob"), wrong
+    )
+
+
+def _append_cell(path: Path, source: str) -> Path:
+    nb = json.loads(path.read_text())
+    nb["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": source})
+    path.write_text(json.dumps(nb))
+    return path
+
+
+def _processes_of(uid: int) -> list[str]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and os.stat(f"/proc/{entry}").st_uid == uid:
+                found.append(entry)
+        except OSError:
+            pass
+    return found
+
+
+ATTACK = """
+import os, pathlib, socket
+root = pathlib.Path({root!r})
+got = []
+for name in ("source/variant_secret", "source/roster.csv", "submission_metadata.json", "source/run_autograder"):
+    try:
+        got.append(name + "=" + (root / name).read_text())
+    except OSError:
+        pass
+for name in ("results/results.json", "results/extra.json"):
+    try:
+        (root / name).write_text('{{"score": 100, "output": "forged", "tests": []}}')
+        got.append("wrote " + name)
+    except OSError:
+        pass
+if os.geteuid() == 0:
+    got.append("root")
+if os.environ.get("DISTLAB_VARIANT_SECRET"):
+    got.append("env=" + os.environ["DISTLAB_VARIANT_SECRET"])
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=3).close()
+    got.append("network")
+except OSError:
+    pass
+if got:
+    answer_q1 = " | ".join(got)  # echoed in the feedback if anything leaked
+try:
+    import subprocess
+    subprocess.Popen(["sleep", "600"], start_new_session=True)  # left running on purpose
+except Exception:
+    pass
+"""
+
+
+@needs_unprivileged_python
+def test_the_notebook_runs_unprivileged_reads_no_secret_writes_no_results_and_has_no_network(autograder):
+    root, roster = autograder
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    try:
+        notebook = _append_cell(_bobs(root, roster), ATTACK.format(root=str(root), port=port))
+        shutil.copy(notebook, root / "submission" / "01_memory_wall.ipynb")
+        result, log = _run(root, DISTLAB_VARIANT_SECRET=SECRET.decode())
+    finally:
+        listener.close()
+    # every attack failed, so bob's own answers stand: full marks, and q1 is his number, not a leak
+    assert result["score"] == 8.0, result
+    text = json.dumps(result) + log
+    assert SECRET.decode() not in text and "alice@uni.example" not in text and "forged" not in text
+    assert not (root / "results" / "extra.json").exists()
+    assert _processes_of(int(KERNEL_ID.split(":")[0])) == []  # the sleep it left behind was ended
+
+
+@needs_unprivileged_python
+def test_two_uploaded_halves_do_not_add_up_to_full_marks(autograder):
+    root, roster = autograder
+    first = _bobs(root, roster, wrong=("q5", "q6", "q7", "q8"))
+    shutil.copy(first, root / "submission" / "01_memory_wall.ipynb")
+    second = _bobs(root, roster, wrong=("q1", "q2", "q3", "q4"))
+    shutil.copy(second, root / "submission" / "01_memory_wall (1).ipynb")
+    result, _ = _run(root)
+    assert result["score"] == 4.0 and len(result["tests"]) == 8  # one notebook: at most the lesson's 8
+    assert "ignored: 01_memory_wall (1).ipynb" in result["output"]
+
+
+def test_the_lessons_notebook_is_picked_by_name(tmp_path):
+    for name in ("notes.ipynb", "01_memory_wall (1).ipynb", "01_memory_wall.ipynb", "deep/01_memory_wall.ipynb"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("{}")
+    (tmp_path / "a" / "01_memory_wall.ipynb").mkdir(parents=True)  # a folder named like the notebook: skipped
+    chosen, ignored = gradescope.pick_notebook([tmp_path], "memory_wall")
+    assert chosen == tmp_path / "01_memory_wall.ipynb"
+    assert [p.relative_to(tmp_path).as_posix() for p in ignored] == [
+        "deep/01_memory_wall.ipynb",
+        "01_memory_wall (1).ipynb",
+        "notes.ipynb",
+    ]
+    (tmp_path / "01_memory_wall.ipynb").unlink()
+    (tmp_path / "deep" / "01_memory_wall.ipynb").unlink()
+    assert gradescope.pick_notebook([tmp_path], "memory_wall")[0] == tmp_path / "01_memory_wall (1).ipynb"
+    assert gradescope.pick_notebook([tmp_path / "deep"], "memory_wall") == (None, [])
+
+
+def test_the_generated_scripts_drop_privileges_and_keep_the_secret_root_only():
+    script = gradescope.run_script("memory_wall", 300, 60, variants=True)
+    setup = gradescope.setup_script("distlab")
+    assert "setpriv --reuid=" in script and "--no-new-privs" in script and "env -i" in script
+    assert "unshare --net" in script and "kill -KILL -1" in script
+    assert "env -u DISTLAB_VARIANT_SECRET" in script and "--answers-from" in script and "--one-notebook" in script
+    assert 'chmod -R go-rwx "$SOURCE"' in script
+    assert "useradd --system" in setup and "chmod -R go-rwx /autograder/source" in setup
+
+
+def test_without_the_kernel_user_nothing_runs_as_root(tmp_path):
+    zip_path = gradescope.build_autograder("memory_wall", tmp_path / "autograder.zip", timeout=60)
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(zip_path) as zf:
+        zf.extractall(root / "source")
+    (root / "submission").mkdir()
+    (root / "submission" / "01_memory_wall.ipynb").write_text("{}")
+    env = autograder_env(root, DISTLAB_KERNEL_USER="no-such-user-distlab")
+    done = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True)
+    result = json.loads((root / "results" / "results.json").read_text())
+    assert done.returncode == 0 and result["score"] == 0 and "no user no-such-user-distlab" in done.stderr
+    for ids in ("0:0", "61234:0"):
+        env = autograder_env(root, DISTLAB_KERNEL_USER=ids)
+        done = subprocess.run(
+            ["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True
+        )
+        assert "refusing to run the notebook as root" in done.stderr
+        assert json.loads((root / "results" / "results.json").read_text())["score"] == 0
+
+
+# ---- what crosses from the unprivileged phase to root's -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, ..., True, 3, -2.5, float("inf"), "12 GB", [1, (2, 3)], {"a": {1, 2}}, frozenset({4}), opaque("list")],
+)
+def test_answers_cross_as_plain_data_and_decode_as_the_kernels_own(value):
+    back = decode(json.loads(json.dumps(gradescope.encode(value))))
+    if isinstance(value, OpaqueAnswer):
+        assert type(back).__name__ == "list" and repr(back) == repr(value)
+    else:
+        assert back == value and type(back) is type(value)
+
+
+def test_an_array_answer_crosses_too():
+    back = decode(gradescope.encode(np.array([1.5, 2.5])))
+    assert isinstance(back, np.ndarray) and back.tolist() == [1.5, 2.5]
+
+
+def test_root_reads_the_answers_file_as_untrusted_data(tmp_path):
+    questions = lesson_variant("memory_wall", None)
+    secret = tmp_path / "variant_secret"
+    secret.write_bytes(SECRET)
+    link = tmp_path / "answers.json"
+    link.symlink_to(secret)  # planted by the unprivileged phase: never followed
+    problems: list[str] = []
+    assert gradescope.AnswerReader(link)(b"", [], questions, problems) == {}
+    assert problems and SECRET.decode() not in " ".join(problems)
+    answers = tmp_path / "real.json"
+    answers.write_text(
+        json.dumps(
+            {
+                "answers": {"answer_q1": {"t": "int", "v": "16"}, "answer_nope": {"t": "str", "v": "x"}},
+                "problems": ["y" * 10_000] * 100,
+            }
+        )
+    )
+    problems = []
+    read = gradescope.AnswerReader(answers)(b"", [], questions, problems)
+    assert read == {"answer_q1": 16}  # only the lesson's answer names
+    assert len(problems) == 50 and all(len(p) < 500 for p in problems)
+
+
+# ---- feedback ---------------------------------------------------------------------------------------------------
+
+
+def test_feedback_echoes_only_a_short_escaped_excerpt_of_student_text():
+    # the attack: a check that quotes the answer (a choice, a unit) echoed up to 10,000 characters of it, with
+    # terminal escapes and newlines, into the student-visible output; and 20,000 cells' problems
+    echoed = "not yet, because " + repr("\x1b[2J\nscore: 8/8 for alice\n" + "A" * 10_000) + " is not one of: a, b"
+    grade = QuestionGrade("q1", "incorrect", 0.0, 1.0, echoed, "p")
+    assert len(grade.feedback) <= FEEDBACK_CHARS + 40 and grade.feedback.endswith("more characters)")
+    out = GradeReport([NotebookGrade("x.ipynb", "memory_wall", [grade], ["B\x1b" * 5_000] * 80)]).to_gradescope()
+    assert "\x1b" not in json.dumps(out, ensure_ascii=False) and "\n" not in out["tests"][0]["output"]
+    assert len(out["output"]) < 60 * 500 and "and 30 more problems" in out["output"]
+    assert out["stdout_visibility"] == "hidden"  # the autograder's log is the instructor's, never the student's
