@@ -117,6 +117,9 @@ __all__ = [
     "MEGATRON_FSDP_STRATEGIES",
     "MEGATRON_ROPE_SCALING_FIXED",
     "TORCHTITAN_ROPE",
+    "ENGINE_RECIPES",
+    "engine_recipe",
+    "engine_recipes",
     "megatron_flags",
     "megatron",
     "parse_megatron",
@@ -141,6 +144,76 @@ TORCHTITAN_ROPE = {"llama3": (500000.0, "llama3", 8.0, 1.0, 4.0, 8192)}
 MEGATRON_ROPE_SCALING_FIXED = (1.0, 4.0, 8192)
 #: ZeRO stage -> Megatron-FSDP --data-parallel-sharding-strategy (Megatron-LM docs, "Megatron-FSDP").
 MEGATRON_FSDP_STRATEGIES = {0: "no_shard", 1: "optim", 2: "optim_grads", 3: "optim_grads_params"}
+
+
+#: Engine -> its memory-recipe families (distlab.memory_recipes), each {ZeRO stage: recipe}: the bytes the
+#: engine really keeps, which export plans and checks a configuration with. The first family is the engine's
+#: default: Megatron-LM keeps fp32 main gradients with --bf16; its second family is --grad-reduce-in-bf16, as
+#: NVIDIA's performance recipes run. Lesson 7 §7.
+ENGINE_RECIPES = {
+    "megatron": (
+        {0: "megatron", 1: "megatron-distributed-optimizer", 2: "megatron-fsdp", 3: "megatron-fsdp"},
+        {0: "megatron-bf16-grads", 1: "megatron-distributed-optimizer-bf16-grads"},
+    ),
+    "deepspeed": ({0: "deepspeed", 1: "deepspeed", 2: "deepspeed", 3: "deepspeed"},),
+    "torchtitan": ({0: "fsdp2", 2: "fsdp2", 3: "fsdp2"},),
+}
+#: The recipes whose gradients Megatron-LM keeps in bf16: its --grad-reduce-in-bf16 switch.
+MEGATRON_BF16_GRADS = frozenset(ENGINE_RECIPES["megatron"][1].values())
+
+
+def _engine_family(fmt, memory_recipe=None) -> dict:
+    key = str(fmt).strip().lower()
+    if key not in ENGINE_RECIPES:
+        raise ConfigurationError(f"format={fmt!r}; valid: {', '.join(FORMATS)}")
+    families = ENGINE_RECIPES[key]
+    name = getattr(memory_recipe, "name", memory_recipe)
+    if name is None or str(name).strip().lower() == "zero-paper":
+        return families[0]
+    name = str(name).strip().lower()
+    for family in families:
+        if name in family.values():
+            return family
+    valid = sorted({r for family in families for r in family.values()})
+    raise ConfigurationError(
+        f"memory_recipe={name!r} is not what {key} keeps per parameter; valid for {key}: {', '.join(valid)} "
+        "(or leave it out: the engine's default)"
+    )
+
+
+def engine_recipes(fmt, memory_recipe=None) -> tuple:
+    """The memory recipes engine `fmt` runs (one family: memory_recipe's, else the engine's default), in ZeRO
+    order, each once: what `distlab export --best` plans with. memory_recipe None or 'zero-paper' (the
+    teaching count) means the engine's default. Lesson 7 §7.
+
+    >>> engine_recipes('megatron')
+    ('megatron', 'megatron-distributed-optimizer', 'megatron-fsdp')
+    >>> engine_recipes('megatron', 'megatron-bf16-grads')
+    ('megatron-bf16-grads', 'megatron-distributed-optimizer-bf16-grads')
+    """
+    family = _engine_family(fmt, memory_recipe)
+    return tuple(dict.fromkeys(family[z] for z in sorted(family)))
+
+
+def engine_recipe(fmt, zero, memory_recipe=None) -> str:
+    """The memory recipe engine `fmt` keeps at ZeRO stage `zero` (of memory_recipe's family, else the default
+    family): what a configuration exported to it must fit with. Lesson 7 §7.
+
+    >>> engine_recipe('megatron', 1)
+    'megatron-distributed-optimizer'
+    >>> engine_recipe('torchtitan', 1)
+    Traceback (most recent call last):
+        ...
+    distlab.errors.ConfigurationError: zero=1: torchtitan runs ZeRO stages 0, 2, 3 ...
+    """
+    family = _engine_family(fmt, memory_recipe)
+    if zero not in family:
+        stages = ", ".join(str(z) for z in sorted(family))
+        raise ConfigurationError(
+            f"zero={zero}: {str(fmt).strip().lower()} runs ZeRO stages {stages} with memory recipe "
+            f"{family[min(family)]!r} and its family"
+        )
+    return family[zero]
 
 
 def _config(estimate) -> dict:
@@ -275,6 +348,8 @@ def megatron_flags(estimate) -> list[str]:
         flags += ["--recompute-granularity", "selective"]
     elif c["recompute"] == "full":
         flags += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
+    if c.get("memory_recipe") in MEGATRON_BF16_GRADS:
+        flags.append("--grad-reduce-in-bf16")
     if c["zero"] == 1:
         flags.append("--use-distributed-optimizer")
     elif c["zero"] >= 2:
@@ -418,6 +493,7 @@ def _parse_megatron_words(words: list) -> dict:
         global_batch=int(values["--global-batch-size"]),
         seq_len=int(values["--seq-length"]),
         zero=zero,
+        grad_reduce_in_bf16="--grad-reduce-in-bf16" in switches,
         recompute=values.get("--recompute-granularity", "none"),
         sequence_parallel="--sequence-parallel" in switches,
         model=model,

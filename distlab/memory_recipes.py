@@ -10,6 +10,21 @@ A real engine keeps more, and not all of it shards the same way (Lesson 7 §2, L
   (ZeRO-1 only). Both from Megatron-LM's megatron/training/theoretical_memory_usage.py,
   num_bytes_per_parameter: "18 if not args.use_distributed_optimizer else 6 + (12 / data_parallel_size)"
   (NVIDIA/Megatron-LM at d98e8a6, 2026-08-22).
+* 'megatron-bf16-grads' and 'megatron-distributed-optimizer-bf16-grads': the same with gradients kept and
+  reduced in bf16 (2 bytes, not 4): 16 and 4 + 12 / d bytes per parameter. Megatron-LM keeps fp32 main
+  gradients with --bf16 unless --grad-reduce-in-bf16 is given (megatron/training/arguments.py at d98e8a6,
+  "bfloat16 requires gradient accumulation and all-reduce to be done in fp32" otherwise); NVIDIA's own
+  performance recipes set grad_reduce_in_fp32=False (Megatron-Bridge perf_recipes/_common.py,
+  "_perf_precision ... Always sets grad_reduce_in_fp32=False"; NeMo 2 scripts/performance/helpers.py,
+  set_precision_configs, for every compute dtype since 2025-04-15). The 4 + 12 / d is derived by the
+  accounting of Megatron's distributed-optimizer table (docs/user-guide/features/dist_optimizer.md: bf16
+  params with fp32 grads 6 + 12 / d), with the gradient's 4 bytes replaced by 2; the table itself has no row
+  for bf16 gradients.
+* 'megatron-fsdp' (Megatron-LM's Megatron-FSDP, --use-megatron-fsdp, ZeRO-2 = optim_grads, ZeRO-3 =
+  optim_grads_params): Megatron's 18 bytes per parameter (bf16 weights 2, fp32 main gradients 4, fp32 main
+  weights and Adam 12), sharded from the stage its strategy names, plus at ZeRO-3 the bf16 copies of the
+  layer being computed and the one prefetched (2 x 2 bytes per parameter of a layer), counted as for FSDP2.
+  Derived by Megatron's own accounting above: Megatron-LM publishes no byte table for Megatron-FSDP.
 * 'deepspeed': fp16/bf16 weights 2 (sharded at ZeRO-3), 16-bit gradients 2 (sharded at ZeRO-2), and 16 bytes
   of fp32 weights, fp32 gradients and Adam moments (sharded from ZeRO-1): ZeRO-2 = 2 + 18 / d; ZeRO-3 = 18 / d in
   all (2 + 2 + 14) plus a gather buffer of 4 bytes per parameter of the largest layer, as DeepSpeed's own estimators count
@@ -113,6 +128,45 @@ MEMORY_RECIPES = {
             1,
             reserve_bytes=RESERVE_BYTES,
             description="Megatron-LM's distributed optimizer: 6 + 12/d B per parameter",
+        ),
+        MemoryRecipe(
+            "megatron-bf16-grads",
+            (0,),
+            2.0,
+            2.0,
+            12.0,
+            9,
+            9,
+            9,
+            reserve_bytes=RESERVE_BYTES,
+            description="Megatron-LM with --grad-reduce-in-bf16, no distributed optimizer: 16 B per parameter",
+        ),
+        MemoryRecipe(
+            "megatron-distributed-optimizer-bf16-grads",
+            (1,),
+            2.0,
+            2.0,
+            12.0,
+            9,
+            9,
+            1,
+            reserve_bytes=RESERVE_BYTES,
+            description="Megatron-LM's distributed optimizer with --grad-reduce-in-bf16 (NVIDIA's performance "
+            "recipes): 4 + 12/d B per parameter",
+        ),
+        MemoryRecipe(
+            "megatron-fsdp",
+            (2, 3),
+            2.0,
+            4.0,
+            12.0,
+            3,
+            2,
+            1,
+            gather_bytes=2.0,
+            gather_layers=2.0,
+            reserve_bytes=RESERVE_BYTES,
+            description="Megatron-FSDP (ZeRO-2/3 on Megatron-LM): 18 B per parameter, sharded; derived",
         ),
         MemoryRecipe(
             "deepspeed",

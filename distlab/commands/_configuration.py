@@ -29,7 +29,8 @@ def add_cluster_arguments(cmd) -> None:
         "--memory-recipe",
         default="zero-paper",
         help="what the engine keeps per parameter: zero-paper (default, 16 B), megatron, "
-        "megatron-distributed-optimizer, deepspeed, fsdp2 (distlab.memory_recipes)",
+        "megatron-distributed-optimizer, megatron-bf16-grads, megatron-distributed-optimizer-bf16-grads, "
+        "megatron-fsdp, deepspeed, fsdp2 (distlab.memory_recipes); export plans with the engine's own",
     )
     cmd.add_argument(
         "--attention",

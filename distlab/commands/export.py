@@ -22,25 +22,66 @@ def add_arguments(cmd) -> None:
     cmd.add_argument(
         "--best",
         action="store_true",
-        help="export the planner's fastest feasible configuration that the engine can express "
-        "(the configuration options are then ignored)",
+        help="export the planner's fastest configuration that the engine can express and that fits with the "
+        "engine's own memory recipe (the configuration options are then ignored)",
     )
 
 
-def _ranked(args, cl):
-    """The planner's ranking for --best (dense and MoE alike): the model, batch, sequence and recipe given."""
-    from .. import planner
+def _estimate(args, cl, row, recipe):
+    from .. import training
 
-    return planner.plan(
+    return training.estimate(
         args.model,
         cl,
         global_batch=args.global_batch,
         seq_len=args.seq,
+        **{k: row[k] for k in _DEGREES},
         precision=args.precision,
         efficiency=args.efficiency,
         attention=args.attention,
-        memory_recipe=args.memory_recipe,
+        memory_recipe=recipe,
     )
+
+
+#: The planner's columns that make a configuration (with the model, batch, sequence and recipe).
+_DEGREES = (
+    "dp",
+    "tp",
+    "cp",
+    "pp",
+    "chunks",
+    "micro_batch_size",
+    "zero",
+    "recompute",
+    "sequence_parallel",
+    "schedule",
+)
+
+
+def _candidates(args, cl, fmt):
+    """Every feasible configuration of the planner under each memory recipe the engine runs (distlab.export.
+    engine_recipes), fastest first: (step time, rank, recipe, row). The engine's recipe, never the teaching one,
+    decides what fits, so --best cannot write a layout the engine's own recipe refuses."""
+    from .. import export, planner
+
+    rows, total, fitting = [], 0, 0
+    for recipe in export.engine_recipes(fmt, args.memory_recipe):
+        p = planner.plan(
+            args.model,
+            cl,
+            global_batch=args.global_batch,
+            seq_len=args.seq,
+            precision=args.precision,
+            efficiency=args.efficiency,
+            attention=args.attention,
+            memory_recipe=recipe,
+        )
+        total, fitting = total + len(p), fitting + p.feasible_count
+        for rank in range(p.feasible_count):  # feasible rows come first in the ranking
+            row = p.row(rank)
+            rows.append((row["step_time_s"], len(rows), recipe, row))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    return rows, total, fitting
 
 
 def run(args) -> int:
@@ -57,41 +98,24 @@ def run(args) -> int:
     if fmt not in export.FORMATS:
         raise ConfigurationError(f"--format {args.format!r}; valid: {', '.join(export.FORMATS)}")
     if not args.best:
-        est = training.estimate(args.model, cl, **config(args))
+        given = config(args)
+        given["memory_recipe"] = export.engine_recipe(fmt, given.get("zero", 0), args.memory_recipe)
+        est = training.estimate(args.model, cl, **given)
         if not est.feasible:
             raise ConfigurationError(
-                f"this configuration cannot run: {est.explain()}; see `distlab estimate` for fixes, or use --best"
+                f"this configuration cannot run with {fmt}'s memory recipe {given['memory_recipe']!r}: "
+                f"{est.explain()}; see `distlab estimate` for fixes, or use --best"
             )
         print(export.export(est, fmt, cl.node.gpus_per_node))
         return 0
-    p = _ranked(args, cl)
+    rows, total, fitting = _candidates(args, cl, fmt)
     skipped = 0
-    for rank in range(p.feasible_count):  # feasible rows come first in the ranking
-        row = p.row(rank)
-        est = training.estimate(
-            args.model,
-            cl,
-            global_batch=args.global_batch,
-            seq_len=args.seq,
-            dp=row["dp"],
-            tp=row["tp"],
-            cp=row["cp"],
-            pp=row["pp"],
-            chunks=row["chunks"],
-            micro_batch_size=row["micro_batch_size"],
-            zero=row["zero"],
-            recompute=row["recompute"],
-            sequence_parallel=row["sequence_parallel"],
-            schedule=row["schedule"],
-            precision=args.precision,
-            efficiency=args.efficiency,
-            attention=args.attention,
-            memory_recipe=args.memory_recipe,
-        )
+    for _, _, recipe, row in rows:
+        est = _estimate(args, cl, row, recipe)
         try:
             text = export.export(est, fmt, cl.node.gpus_per_node)
         except ConfigurationError:
-            skipped += 1  # e.g. ZeRO-1 for torchtitan: the next row
+            skipped += 1  # e.g. ZeRO-2 with a pipeline for DeepSpeed: the next row
             continue
         if skipped:
             import sys
@@ -100,7 +124,8 @@ def run(args) -> int:
         print(text)
         return 0
     raise ConfigurationError(
-        f"no feasible configuration that {fmt} can express ({p.feasible_count} of {len(p)} fit in memory)"
+        f"no feasible configuration that {fmt} can express ({fitting} of {total} fit in memory with "
+        f"{fmt}'s memory recipes: {', '.join(export.engine_recipes(fmt, args.memory_recipe))})"
     )
 
 
@@ -144,10 +169,10 @@ def _best_moe(args, cl) -> int:
     from .. import moe
     from ..errors import ConfigurationError
 
-    p = _ranked(args, cl)
+    fmt = str(args.format).strip().lower()
+    rows, total, fitting = _candidates(args, cl, fmt)
     skipped = 0
-    for rank in range(p.feasible_count):  # feasible rows come first in the ranking
-        row = p.row(rank)
+    for rank, (_, _, recipe, row) in enumerate(rows):
         if row["cp"] > 1:
             skipped += 1
             continue
@@ -175,7 +200,8 @@ def _best_moe(args, cl) -> int:
         if skipped:
             print(f"# {skipped} faster configuration(s) skipped: {args.format} cannot express them", file=sys.stderr)
         print(
-            f"# planner row {rank + 1}: ZeRO-{row['zero']}, recompute {row['recompute']}, {row['schedule']}"
+            f"# planner row {rank + 1}: ZeRO-{row['zero']} ({recipe}), recompute {row['recompute']}, "
+            f"{row['schedule']}"
             + (f" v={row['chunks']}" if row["chunks"] > 1 else "")
             + " (set these in the engine too)",
             file=sys.stderr,
@@ -183,5 +209,6 @@ def _best_moe(args, cl) -> int:
         print(text)
         return 0
     raise ConfigurationError(
-        f"no feasible MoE configuration that {args.format} can express ({p.feasible_count} of {len(p)} fit in memory)"
+        f"no feasible MoE configuration that {args.format} can express ({fitting} of {total} fit in memory with "
+        f"{fmt}'s memory recipes)"
     )

@@ -1,0 +1,156 @@
+"""`distlab export` plans and checks with the engine's own memory recipe (issue 30): it never writes a layout
+that the recipe of the engine it writes for refuses, and --memory-recipe can only name one of that engine's."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from distlab import cli, export, hardware, training
+
+LESSON7 = ["--model", "llama3.1-70b", "--gpus", "256", "--global-batch", "256", "--seq", "8192"]
+
+
+def _exported(monkeypatch, argv):
+    """Run the CLI, keeping every estimate handed to export.export (the one written is the last)."""
+    seen = []
+    real = export.export
+
+    def keep(est, fmt, gpus_per_node=8):
+        seen.append(est)
+        return real(est, fmt, gpus_per_node)
+
+    monkeypatch.setattr(export, "export", keep)
+    return cli.main(argv), seen
+
+
+def _recheck_megatron(text, model, nodes, global_batch, seq):
+    """Read the written Megatron line back and price it again with Megatron's recipe for its ZeRO stage and
+    gradient precision: independent of how export chose it."""
+    back = export.parse_megatron(text)
+    family = "megatron-bf16-grads" if back["grad_reduce_in_bf16"] else None
+    recipe = export.engine_recipe("megatron", back["zero"], family)
+    return training.estimate(
+        model,
+        hardware.cluster("dgx-h100", nodes, "ib-ndr"),
+        global_batch=global_batch,
+        seq_len=seq,
+        dp=back["dp"],
+        tp=back["tp"],
+        cp=back["cp"],
+        pp=back["pp"],
+        chunks=back["chunks"],
+        micro_batch_size=back["micro_batch_size"],
+        zero=back["zero"],
+        recompute=back["recompute"],
+        sequence_parallel=back["sequence_parallel"],
+        schedule="interleaved" if back["chunks"] > 1 else "1f1b",
+        memory_recipe=recipe,
+    )
+
+
+def test_best_megatron_line_fits_megatrons_own_recipe(capsys):
+    """The issue's case: lesson 7's scenario. Planned with the 16 B/parameter teaching count, --best wrote
+    dp 16 x tp 4 x cp 2 x pp 2 (v 20), ZeRO-1, no recompute: with --use-distributed-optimizer Megatron keeps
+    6 + 12/16 = 6.75 B per parameter, not 2 + 2 + 12/16 = 4.75, and the layout needed 79.3 GB of the 78 GB
+    usable. Read back and re-priced with Megatron's recipe, the written line must fit."""
+    assert cli.main(["export", "--format", "megatron", "--best", *LESSON7]) == 0
+    est = _recheck_megatron(capsys.readouterr().out, "llama3.1-70b", 32, 256, 8192)
+    assert est.feasible, est.explain()
+
+
+def test_bf16_gradients_write_megatrons_switch_and_fit_with_it(capsys):
+    assert (
+        cli.main(["export", "--format", "megatron", "--best", "--memory-recipe", "megatron-bf16-grads", *LESSON7]) == 0
+    )
+    text = capsys.readouterr().out
+    assert "--grad-reduce-in-bf16" in text
+    assert _recheck_megatron(text, "llama3.1-70b", 32, 256, 8192).feasible
+
+
+def test_bf16_gradient_recipe_bytes_by_hand():
+    """Distributed optimizer with bf16 gradients on d = 8: 2 (bf16 weights) + 2 (bf16 gradients) + 12/8
+    (fp32 main weights and Adam, sharded) = 5.5 B per parameter; fp32 gradients: 6 + 12/8 = 7.5."""
+    from distlab.memory_recipes import memory_recipe, recipe_state_bytes_array
+
+    for name, per_param in (
+        ("megatron-distributed-optimizer-bf16-grads", 5.5),
+        ("megatron-distributed-optimizer", 7.5),
+    ):
+        w, g, o = recipe_state_bytes_array(memory_recipe(name), 7e9, 0, 0, 1, 8)
+        assert float(w + g + o) / 7e9 == pytest.approx(per_param)
+
+
+@pytest.mark.parametrize(
+    "fmt, recipe, words",
+    [
+        ("torchtitan", "megatron", "is not what torchtitan keeps per parameter"),
+        ("megatron", "fsdp2", "valid for megatron: megatron, megatron-bf16-grads"),
+        ("deepspeed", "megatron-distributed-optimizer", "valid for deepspeed: deepspeed"),
+    ],
+)
+def test_a_recipe_of_another_engine_is_refused_by_name(fmt, recipe, words, capsys):
+    assert cli.main(["export", "--format", fmt, "--best", "--memory-recipe", recipe, *LESSON7]) == 2
+    assert words in capsys.readouterr().err
+
+
+def test_a_given_layout_over_the_engines_recipe_is_refused(capsys):
+    """The layout --best wrote before (ZeRO-1, no recompute): fits the teaching count (the planner's default),
+    not Megatron's distributed optimizer."""
+    layout = ["--dp", "16", "--tp", "4", "--cp", "2", "--pp", "2", "--chunks", "20", "--schedule", "interleaved"]
+    layout += ["--micro-batch-size", "1", "--zero", "1", "--recompute", "none", "--sequence-parallel"]
+    fits_teaching = training.estimate(
+        "llama3.1-70b",
+        "dgx-h100",
+        nodes=32,
+        fabric="ib-ndr",
+        global_batch=256,
+        seq_len=8192,
+        dp=16,
+        tp=4,
+        cp=2,
+        pp=2,
+        chunks=20,
+        schedule="interleaved",
+        micro_batch_size=1,
+        zero=1,
+        recompute="none",
+        sequence_parallel=True,
+    )
+    assert fits_teaching.feasible
+    assert cli.main(["export", "--format", "megatron", *LESSON7, *layout]) == 2
+    err = capsys.readouterr().err
+    assert "memory recipe 'megatron-distributed-optimizer'" in err and "over" in err
+
+
+MODELS = ("llama2-7b", "llama3.1-8b", "llama2-13b", "llama3.1-70b")
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    model=st.sampled_from(MODELS),
+    nodes=st.sampled_from((1, 2, 4, 8, 16)),
+    global_batch=st.sampled_from((32, 128, 512)),
+    seq=st.sampled_from((2048, 4096, 8192)),
+    fmt=st.sampled_from(export.FORMATS),
+    bf16_grads=st.booleans(),
+)
+def test_export_best_never_writes_a_layout_its_engines_recipe_refuses(
+    monkeypatch, capsys, model, nodes, global_batch, seq, fmt, bf16_grads
+):
+    recipe = ["--memory-recipe", "megatron-bf16-grads"] if fmt == "megatron" and bf16_grads else []
+    argv = ["export", "--format", fmt, "--best", "--model", model, "--gpus", str(8 * nodes)]
+    argv += ["--global-batch", str(global_batch), "--seq", str(seq), *recipe]
+    with monkeypatch.context() as m:
+        code, seen = _exported(m, argv)
+    out, err = capsys.readouterr()
+    if code != 0:  # nothing fits, or nothing the engine can express: our error, naming the engine's recipes
+        assert code == 2 and "Traceback" not in err and f"{fmt}'s memory recipes" in err
+        return
+    est = seen[-1]
+    family = recipe[1] if recipe else None
+    assert est.config["memory_recipe"] == export.engine_recipe(fmt, est.config["zero"], family)
+    assert est.feasible, est.explain()
+    if fmt == "megatron":
+        assert _recheck_megatron(out, model, nodes, global_batch, seq).feasible
