@@ -728,6 +728,8 @@ def step_model_array(
         optimizer_bytes=o,
         activations_bytes=activations,
         memory_bytes=w + g + o + activations,
+        layer_forward_s=f_layer,  # one layer's forward and backward per microbatch (the stage's share, averaged)
+        layer_backward_s=b_layer,  # over its layers: what ZeRO-3's per-layer collectives hide under (Lesson 11 §2)
     )
 
 
