@@ -331,7 +331,7 @@ q7 = NumericQuestion(
 
 q8 = NumericQuestion(
     name="q8",
-    prompt=f"Kaplan et al.'s critical batch falls as the loss falls: B_crit(L) = B_* / L^(1/alpha_B), with "
+    prompt=f"Kaplan et al.'s critical batch grows as the loss falls (Sec. 5.1): B_crit(L) = B_* / L^(1/alpha_B), with "
     f"B_* = 2e8 tokens and alpha_B = 0.21. A run near a loss of {LOSS_NATS:g} nats trains with "
     f"{BATCH_TOKENS / 1e6:g} million tokens per step and doubles its data parallelism (and so its batch). The "
     "steps to a given loss follow S = S_min (1 + B_crit / B): by what factor do they fall?",
