@@ -34,6 +34,7 @@ from .placed import (
     PlacedCollective,
     equal_local_ranks_array,
     flat_ring_strawman_time,
+    hierarchical_parts,
     placed_all_to_all_time_array,
     placed_collective,
     placed_time_array,

@@ -439,9 +439,9 @@ def all_to_all_bytes(
 def all_to_all_time(intra_bytes, inter_bytes, ep, cluster, *, ep_per_node=None) -> float:
     """Seconds of one all-to-all: the NVLink part and the network part run at once; the slower sets the time.
 
-    intra: distlab.collectives' pairwise all-to-all over the p GPUs of a node ((p-1) steps of alpha plus
-    bytes / the node's link bandwidth); inter: (ep - p) alpha_fabric + bytes / the fabric bandwidth per GPU
-    when every GPU sends (Cluster.inter_node_bandwidth_per_gpu). Lesson 10 §5.
+    distlab.collectives.placed_all_to_all_time_array: intra, the pairwise all-to-all over the p GPUs of a node
+    ((p-1) steps of alpha plus bytes / the node's link bandwidth); inter: (ep - p) alpha_fabric + bytes / the fabric
+    bandwidth per GPU when every GPU sends (Cluster.inter_node_bandwidth_per_gpu). Lesson 10 §5.
 
     >>> from distlab import hardware
     >>> c = hardware.cluster('dgx-h100', 8)
@@ -457,14 +457,18 @@ def all_to_all_time(intra_bytes, inter_bytes, ep, cluster, *, ep_per_node=None) 
         raise ConfigurationError(f"ep_per_node={p} is more than the {c.gpus_per_node} GPUs of a {c.node.name} node")
     intra = positive(intra_bytes, "B", "intra_bytes") if intra_bytes else 0.0
     inter = positive(inter_bytes, "B", "inter_bytes") if inter_bytes else 0.0
-    t_intra = 0.0  # no bytes, no messages: a part with nothing to send costs nothing
-    if p > 1 and intra > 0:
-        # the pairwise formula's send buffer M' with (p-1)/p M' = intra
-        t_intra = collectives.collective_cost("all-to-all", intra * p / (p - 1), p, link=c.intra_link).time_s
-    t_inter = 0.0
-    if ep > p and inter > 0:
-        t_inter = (ep - p) * c.fabric.latency + inter / c.inter_node_bandwidth_per_gpu
-    return max(t_intra, t_inter)
+    # the placed all-to-all (collectives.placed_all_to_all_time_array); a part with nothing to send sends no message
+    time = collectives.placed_all_to_all_time_array(
+        intra,
+        inter,
+        ep,
+        p,
+        c.intra_link.bandwidth,
+        c.intra_link.latency if intra > 0 else 0.0,
+        c.inter_node_bandwidth_per_gpu,
+        c.fabric.latency if inter > 0 else 0.0,
+    )
+    return float(time)
 
 
 def ep_members_per_node(*, etp=1, ep=1, gpus_per_node=8) -> int:

@@ -700,6 +700,10 @@ def _all_finite(obj, depth=0) -> bool:
         return math.isfinite(float(obj))
     if isinstance(obj, np.ndarray):
         return obj.dtype.kind not in "fc" or bool(np.all(np.isfinite(obj)))
+    if isinstance(obj, production.ShardingPlan):
+        # its FSDP timeline marks events that do not happen (the last layer's backward gather) with NaN
+        numbers = (obj.memory_bytes, obj.network_sent_bytes, obj.nvlink_sent_bytes, obj.exposed_s, obj.timeline.step_s)
+        return all(math.isfinite(v) for v in numbers)
     if dataclasses.is_dataclass(obj):
         return all(_all_finite(getattr(obj, f.name), depth + 1) for f in dataclasses.fields(obj))
     if isinstance(obj, dict):
