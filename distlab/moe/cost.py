@@ -59,6 +59,7 @@ __all__ = [
     "expert_capacity",
     "dropped_tokens",
     "imbalance_factor",
+    "busiest_expert_load",
     "expert_groups",
     "ExpertMemory",
     "expert_parallel_memory",
@@ -206,6 +207,27 @@ def imbalance_factor(loads, ep=1) -> float:
     per_gpu = array.reshape(ep, -1).sum(axis=1)
     mean = per_gpu.mean()
     return float(per_gpu.max() / mean) if mean > 0 else 1.0
+
+
+def busiest_expert_load(imbalance, capacity_factor, ep, experts, top_k):
+    """Token copies the busiest GPU's experts process, over the balanced T k: what sets an MoE layer's expert time.
+
+    With a capacity factor c (GShard's fixed-size expert buffers, Lepikhin et al. 2021, Sec. 2.2) every expert's
+    buffer is padded to its capacity and the overflow dropped, so every GPU, the busiest too, computes exactly c
+    times the balanced work, whatever the router's skew: c (not the busiest GPU's kept copies over the mean of the
+    kept copies, which counts the padding as free). Dropless: the imbalance (busiest GPU's copies over the mean,
+    imbalance_factor or the routing simulation), at most min(ep, E / k) (with ep = 1 one GPU takes every copy).
+    NumPy broadcast over ep. The step model (moe.step.MoEStepModel.expert_load) and lesson 10 §3's app call it.
+
+    >>> busiest_expert_load(1.66, 1.25, 8, 8, 2), busiest_expert_load(1.66, None, [1, 8], 8, 2).tolist()
+    (1.25, [1.0, 1.66])
+    """
+    if capacity_factor is not None:
+        shape = np.shape(ep)
+        return np.full(shape, float(capacity_factor)) if shape else float(capacity_factor)
+    bound = np.minimum(np.asarray(ep, dtype=float), experts / top_k)
+    load = np.minimum(float(imbalance), bound)
+    return load if np.ndim(load) else float(load)
 
 
 def _ep_divides(ep, experts: int) -> int:
@@ -540,8 +562,9 @@ def moe_layer_cost(
     Tokens per GPU T = micro_batch x seq_len / (tp x cp) (sequence parallelism, which Megatron requires with
     MoE and TP). Routed-expert FLOPs, balanced: each GPU sends T k token copies and, on average, receives and
     processes as many: 3 x 2 x 3 h f_e x T x k (with expert TP, etp GPUs share a copy's f_e columns and
-    gather etp times the copies: the same). The busiest GPU does `imbalance` times that
-    (distlab.moe.imbalance_factor, or the routing simulation); full recomputation adds a forward. Attention,
+    gather etp times the copies: the same). The busiest GPU does busiest_expert_load times that: with a
+    capacity_factor exactly that factor (buffers padded to capacity), else `imbalance` (distlab.moe.imbalance_factor,
+    or the routing simulation); full recomputation adds a forward. Attention,
     router and shared experts are the dense part of the layer (distlab.flops counts them).
     All-to-alls: ALL_TO_ALLS_PER_LAYER[recompute] of all_to_all_bytes each, timed by all_to_all_time. EP
     members per node p come from Megatron's expert rank layout (distlab.mesh.expert_layout: EP neighbours are
@@ -563,7 +586,9 @@ def moe_layer_cost(
     if (b * s) % (tp * cp):
         raise ConfigurationError(f"tp x cp = {tp * cp} does not divide the {b * s} tokens of a microbatch")
     mode = recompute_mode(recompute)
-    skew = _fraction(imbalance, "imbalance", 1.0, float(ep))
+    skew = busiest_expert_load(
+        _fraction(imbalance, "imbalance", 1.0, float(ep)), capacity_factor, ep, m.experts, m.top_k
+    )
     p = ep_members_per_node(etp=etp, ep=ep, gpus_per_node=c.gpus_per_node)
     t = b * s // (tp * cp)
     one = all_to_all_bytes(

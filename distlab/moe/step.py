@@ -46,7 +46,7 @@ from ..errors import ConfigurationError
 from .catalog import MOE_MODELS, MoEModel
 from .catalog import model as moe_model
 from .activations import routed_activation_extra_array
-from .cost import ALL_TO_ALLS_PER_LAYER, MAX_GPUS, MAX_SEQ_LEN
+from .cost import ALL_TO_ALLS_PER_LAYER, MAX_GPUS, MAX_SEQ_LEN, busiest_expert_load
 
 __all__ = [
     "MoEStepModel",
@@ -75,18 +75,15 @@ class MoEStepModel:
     max_nodes: int | None = None  # DeepSeek-V3's node-limited routing: at most this many nodes per token
 
     def expert_load(self, ep):
-        """Token copies the busiest GPU's experts process, over the balanced T k: the capacity factor when one is
-        set (GShard's fixed-size buffers: padded to it, the overflow dropped), else the imbalance, which cannot
-        exceed min(ep, E / k) (with ep = 1 one GPU takes every copy: exactly 1). NumPy broadcast. Lesson 10 §3.
+        """Token copies the busiest GPU's experts process, over the balanced T k: cost.busiest_expert_load (the
+        capacity factor when one is set, else the imbalance, at most min(ep, E / k)). NumPy broadcast. Lesson 10 §3.
 
         >>> v = step_model('mixtral-8x7b', 4096, imbalance=1.5)
         >>> v.expert_load([1, 2, 8]).tolist()
         [1.0, 1.5, 1.5]
         """
-        if self.capacity_factor is not None:
-            return np.full(np.shape(ep), float(self.capacity_factor))
-        bound = np.minimum(np.asarray(ep, dtype=float), self.moe.experts / self.moe.top_k)
-        return np.minimum(self.imbalance, bound)
+        load = busiest_expert_load(self.imbalance, self.capacity_factor, ep, self.moe.experts, self.moe.top_k)
+        return np.asarray(load, dtype=float)
 
     def busiest_params_per_layer(self, ep):
         """Active parameters of the average block on the busiest GPU: params_per_layer() with the routed experts'
