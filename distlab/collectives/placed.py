@@ -110,15 +110,20 @@ def equal_local_ranks_array(n, stride, gpus_per_node):
 
 @broadcasting
 def _all_reduce_time(size, n, stride, gpus_per_node, intra_bw, intra_lat, inter_bw, inter_lat):
-    """All-reduce time of the placed group (module doc), every algorithm computed and the right one picked."""
-    local, nodes, code = placement_array(n, stride, gpus_per_node)
+    """All-reduce time of the placed group (module doc), every algorithm computed and the right one picked (the
+    rules of placement_array, inlined: the planner's hot path)."""
     n = number_array(n, "n", low=1.0)
+    stride = number_array(stride, "stride", low=1.0)
+    g = float(positive_int(gpus_per_node, "gpus_per_node"))
+    local = np.minimum(np.where(stride >= g, 1.0, np.clip(np.floor(g / stride), 1.0, None)), n)
+    span = n * stride
     inside = ring_all_reduce_time(size, n, intra_bw, intra_lat)
     hierarchical = ring_all_reduce_time(size, local, intra_bw, intra_lat) + ring_all_reduce_time(
-        np.asarray(size, dtype=float) / local, nodes, inter_bw, inter_lat
+        np.asarray(size, dtype=float) / local, n / local, inter_bw, inter_lat
     )
     uneven = ring_all_reduce_time(size, n, inter_bw, inter_lat)
-    return np.where(code <= 1, inside, np.where(code == 4, uneven, hierarchical))
+    even = (stride >= g) | (np.mod(span, g) == 0)
+    return np.where(span <= g, inside, np.where(even, hierarchical, uneven))
 
 
 def placed_time_array(op, size, n, stride, gpus_per_node, intra_bw, intra_lat, inter_bw, inter_lat):
