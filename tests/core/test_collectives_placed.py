@@ -121,3 +121,17 @@ def test_bad_input_gets_our_error(call):
 def test_exported_from_collectives():
     assert collectives.placed_collective is placed.placed_collective
     assert issubclass(ConfigurationError, DistlabError)
+
+
+@pytest.mark.parametrize("nodes", [2, 4, 16])
+def test_lesson_2_hierarchical_closed_form_is_the_placed_collective(nodes):
+    # lesson 2 §6 prices the hierarchical all-reduce with collective_cost's closed form (NVLink 4 inside, NDR across);
+    # the placed collective on the same DGX H100 nodes must give the same time and bytes
+    M = 14 * GB
+    closed = collectives.collective_cost(
+        "all-reduce", M, 8 * nodes, algorithm="hierarchical", link="nvlink4", gpus_per_node=8, inter_link="ib-ndr"
+    )
+    ours = placed.placed_collective("all-reduce", M, 8 * nodes, hardware.cluster("dgx-h100", nodes, "ib-ndr"))
+    assert ours.algorithm == "hierarchical"
+    assert ours.time_s == pytest.approx(closed.time_s, rel=1e-12)
+    assert ours.intra_sent_bytes + ours.inter_sent_bytes == pytest.approx(closed.bytes_sent_per_gpu, rel=1e-12)
