@@ -217,7 +217,7 @@ def busiest_expert_load(imbalance, capacity_factor, ep, experts, top_k):
     times the balanced work, whatever the router's skew: c (not the busiest GPU's kept copies over the mean of the
     kept copies, which counts the padding as free). Dropless: the imbalance (busiest GPU's copies over the mean,
     imbalance_factor or the routing simulation), at most min(ep, E / k) (with ep = 1 one GPU takes every copy).
-    NumPy broadcast over ep. The step model (moe.step.MoEStepModel.expert_load) and lesson 10 §3's app call it.
+    NumPy broadcast over ep. The step model (moe.step.MoEStepModel.expert_load) and the capacity app call it. Lesson 10 §3.
 
     >>> busiest_expert_load(1.66, 1.25, 8, 8, 2), busiest_expert_load(1.66, None, [1, 8], 8, 2).tolist()
     (1.25, [1.0, 1.66])
