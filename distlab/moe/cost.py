@@ -44,6 +44,7 @@ from .. import collectives, flops, memory, mesh
 from .._arguments import (
     as_cluster,
     divisors,
+    number_array,
     recompute_mode,
     short_list,
     whole_number,
@@ -222,11 +223,12 @@ def busiest_expert_load(imbalance, capacity_factor, ep, experts, top_k):
     >>> busiest_expert_load(1.66, 1.25, 8, 8, 2), busiest_expert_load(1.66, None, [1, 8], 8, 2).tolist()
     (1.25, [1.0, 1.66])
     """
+    ep = number_array(ep, "ep", low=1.0)
     if capacity_factor is not None:
-        shape = np.shape(ep)
-        return np.full(shape, float(capacity_factor)) if shape else float(capacity_factor)
-    bound = np.minimum(np.asarray(ep, dtype=float), experts / top_k)
-    load = np.minimum(float(imbalance), bound)
+        factor = _fraction(capacity_factor, "capacity_factor", 0.0, low_open=True)
+        return np.full(ep.shape, factor) if ep.shape else factor
+    ratio = whole_number(experts, "experts", 1, MAX_EXPERTS) / whole_number(top_k, "top_k", 1, MAX_EXPERTS)
+    load = np.minimum(_fraction(imbalance, "imbalance", 1.0), np.minimum(ep, ratio))
     return load if np.ndim(load) else float(load)
 
 
