@@ -22,16 +22,9 @@ The first gather is never hidden; a gather longer than the compute it overlaps s
 The timeline draws hidden traffic as free, to show the schedule; the step model (training.estimate) adds on top
 its overlap slowdown, the compute beside the hidden traffic running efficiency.OVERLAP_SLOWDOWN (18.9%) slower.
 
-HSDP (hybrid sharding): shard within a node of g GPUs over NVLink and replicate across the R = N / g
-nodes: per layer AG and RS run over NVLink, and the reduce-scattered shard (1/g of the layer's
-gradients) is all-reduced across the R replicas over the network. ZeRO-3 / FSDP over all N GPUs runs
-every AG and RS over the network.
-
-Collective times come from distlab.collectives (ring, alpha-beta) with the links of distlab.hardware;
-compute from distlab.flops at the peak of distlab.hardware x ``efficiency``. Memory per GPU: the sharded
-model state (distlab.memory, ZeRO-3 over the shard group: 16 B/param for mixed precision, the same total
-as FSDP2's fp32 parameters, gradients and Adam moments, 4 + 4 + 8) plus the gathered 16-bit copies in
-flight. Sources: Zhao et al. 2023, "PyTorch FSDP" (VLDB), Sec. 3-4 (hybrid sharding, prefetching, rate
+The timeline takes the layer's compute and collective times as numbers; FSDP and HSDP of a model on a cluster
+(the step model's layer, the placed collectives of distlab.collectives) are priced by
+distlab.production.sharding_plan. Sources: Zhao et al. 2023, "PyTorch FSDP" (VLDB), Sec. 3-4 (hybrid sharding, prefetching, rate
 limiting); the FSDP2 docs (torch.distributed.fsdp.fully_shard: reshard_after_forward, HSDP with a 2-D
 DeviceMesh); Rajbhandari et al. 2020 (ZeRO), Sec. 7.2.2 (ZeRO-3 moves 3M per step); torchtitan
 (fsdp_reshard_after_forward, the last block left unsharded).
@@ -43,10 +36,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import collectives, flops, memory, models
-from ._arguments import as_cluster, broadcasting, finite_result, number_array, readonly, recompute_mode
+from ._arguments import broadcasting, finite_result, number_array, readonly
 from .errors import ConfigurationError
-from .units import SECONDS, format_bytes, format_seconds, non_negative, positive, positive_int
+from .units import SECONDS, format_seconds, non_negative, positive, positive_int
 
 __all__ = [
     "MAX_LAYERS",
@@ -56,9 +48,6 @@ __all__ = [
     "collectives_per_microbatch",
     "FsdpTimeline",
     "fsdp_timeline",
-    "ShardingPlan",
-    "sharding_plan",
-    "compare_sharding",
 ]
 
 #: Most layers a timeline simulates (the largest catalog models have 126).
@@ -404,230 +393,3 @@ def _flag(value, name: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise ConfigurationError(f"{name}={value!r} must be True or False")
     return bool(value)
-
-
-# ----------------------------------------------------------------------------------------- FSDP vs HSDP
-
-
-@dataclass(frozen=True)
-class ShardingPlan:
-    """FSDP (``sharding='full'``) or HSDP (``'hybrid'``) of a model on a cluster: per GPU, per microbatch.
-
-    Bytes are per GPU (GB = 1e9 B in text); ``*_sent_bytes`` count what one GPU sends per microbatch
-    over NVLink and over the network; times in seconds. ``shard`` is the shard group's size (N or g),
-    ``replicas`` the copies (1 or N / g). Lesson 11 §2.
-    """
-
-    model: str
-    sharding: str
-    gpus: int
-    shard: int
-    replicas: int
-    layers: int
-    params_per_layer: float
-    state_bytes: float  # sharded weights + gradients + optimizer state (ZeRO-3 over the shard group)
-    gathered_bytes: float  # peak 16-bit copies of gathered layers (and one layer's unsharded gradients)
-    nvlink_sent_bytes: float
-    network_sent_bytes: float
-    gather_s: float
-    reduce_s: float
-    timeline: FsdpTimeline
-
-    @property
-    def memory_bytes(self) -> float:
-        """Model state + gathered copies per GPU (activations not counted)."""
-        return self.state_bytes + self.gathered_bytes
-
-    @property
-    def exposed_s(self) -> float:
-        return self.timeline.exposed_s
-
-    def summary(self) -> str:
-        """A few lines: memory, traffic, timeline. Lesson 11 §2."""
-        kind = (
-            f"FSDP over all {self.gpus} GPUs"
-            if self.sharding == "full"
-            else f"HSDP: shard over {self.shard} GPUs of a node, {self.replicas} replicas"
-        )
-        return "\n".join(
-            [
-                f"{self.model}, {kind}",
-                f"memory per GPU: {format_bytes(self.state_bytes)} sharded state + {format_bytes(self.gathered_bytes)} "
-                f"gathered = {format_bytes(self.memory_bytes)} (activations not counted)",
-                f"sent per GPU per microbatch: {format_bytes(self.nvlink_sent_bytes)} over NVLink, "
-                f"{format_bytes(self.network_sent_bytes)} over the network",
-                f"per layer: gather {format_seconds(self.gather_s)}, gradient reduction {format_seconds(self.reduce_s)}, "
-                f"forward {format_seconds(self.timeline.forward_s)}, backward {format_seconds(self.timeline.backward_s)}",
-                self.timeline.summary(),
-            ]
-        )
-
-
-def _calibrated_layer_times(mdl, accelerator, recipe, b, s, mode):
-    """One layer's forward and backward time on one GPU (no TP) under the calibrated compute model of
-    distlab.efficiency, as training.step_model_array prices them: the weight GEMMs at the matmul rate x their shape
-    slowdown (forward 1, backward 2 of the 3 passes), the causal flash-attention core (forward half the counted
-    4 b s^2 a d, backward 2.5 x that), the element-wise kernels' HBM traffic (forward 1, backward 2 passes); a full
-    recomputation adds the forward to the backward, a selective one the attention core's forward."""
-    from . import efficiency as compute_models
-
-    compute = compute_models.compute_model(accelerator, "flash")
-    peak = accelerator.peak(recipe.compute_precision)
-    hbm = accelerator.memory_bandwidth
-    tokens = float(b * s)
-    width = float(mdl.heads * mdl.head_dim)
-    core_fwd = tokens * 4.0 * s * width
-    gemm_fwd = float(flops.layer_forward_flops_array(float(mdl.params_per_layer()), width, tokens, s)) - core_fwd
-    slow, _ = compute_models.layer_gemm_slowdown_array(
-        mdl, tokens, 1.0, compute.gemm_sms, compute.best_gemm * peak / hbm
-    )
-    gemm = gemm_fwd * float(slow) / (peak * compute.matmul_efficiency)
-    core = 0.5 * core_fwd / (peak * compute.attention_efficiency)  # the causal kernel's forward
-    kernels = compute_models.ELEMENTWISE_KERNELS.index(compute.kernels)
-    traffic = float(compute_models.elementwise_bytes_array(mdl, s, 1.0, False, True, kernels, recipe.activation_bytes))
-    elementwise = compute.memory_traffic * tokens * traffic / hbm
-    t_f = gemm + core + elementwise
-    again = {"none": 0.0, "selective": core, "full": t_f}[mode]
-    t_b = 2.0 * gemm + (compute_models.FLASH_FORWARD_BACKWARD_WORK - 1.0) * core + 2.0 * elementwise + again
-    return t_f, t_b
-
-
-def sharding_plan(
-    model,
-    cluster,
-    *,
-    sharding="full",
-    nodes=None,
-    fabric=None,
-    micro_batch_size=1,
-    seq_len=None,
-    precision="mixed",
-    efficiency=None,
-    prefetch=1,
-    reshard_after_forward=True,
-    recompute="none",
-) -> ShardingPlan:
-    """Price FSDP or HSDP of `model` on `cluster` (a hardware.Cluster or a node name with ``nodes``).
-    Lesson 11 §2.
-
-    Per layer, P_l parameters (models: params_per_layer), w / g bytes per weight / gradient (the
-    precision recipe: 2 / 2 for mixed). full: AG of w P_l and RS of g P_l over all N GPUs, priced as a
-    ring at the network bandwidth per GPU when N spans nodes (cluster.inter_node_bandwidth_per_gpu, the
-    fabric's latency), else over NVLink. hybrid: AG and RS over the g GPUs of a node (NVLink), then a
-    ring all-reduce of the g P_l / g shard across the R nodes (same local rank). Compute per layer, efficiency None
-    (default): the calibrated compute model the step model uses (distlab.efficiency: weight GEMMs at the fitted share
-    of the GPU's best GEMM rate x their shape factor, the causal flash-attention core at its measured rate, the
-    element-wise HBM traffic), backward 2 of the 3 passes (the flash core 2.5 of its 3.5); a number: Lesson 7 §1's
-    fixed share of peak on distlab.flops' forward FLOPs of b s tokens, backward 2x. Plus the recomputed
-    forward (full: the whole layer; selective: the attention core). Traffic per microbatch per GPU:
-    ring AG / RS send (n-1)/n of the buffer, all-reduce 2(n-1)/n (Lesson 2).
-
-    Llama 2 7B on 4 DGX H100 nodes, FSDP over 32 GPUs: state 16 B x 6.74e9 / 32 = 3.37 GB per GPU.
-
-    >>> plan = sharding_plan("llama2-7b", "dgx-h100", nodes=4)
-    >>> round(plan.state_bytes / 1e9, 2), plan.shard, plan.replicas
-    (3.37, 32, 1)
-    """
-    mdl = models.model(model)
-    cl = as_cluster(cluster, nodes, fabric)
-    if not isinstance(sharding, str) or sharding not in SHARDINGS:
-        raise ConfigurationError(f"sharding={sharding!r}; valid: {', '.join(SHARDINGS)}")
-    n, per_node = cl.gpus, cl.gpus_per_node
-    if sharding == "hybrid" and cl.nodes < 2:
-        raise ConfigurationError(
-            f"sharding='hybrid' replicates across nodes, but the cluster has {cl.nodes} node; "
-            f"use nodes >= 2 or sharding='full'"
-        )
-    shard = n if sharding == "full" else per_node
-    replicas = n // shard
-    recipe = memory.precision_recipe(precision)
-    mode = recompute_mode(recompute)
-    b = positive_int(micro_batch_size, "micro_batch_size")
-    s = mdl.seq_len if seq_len is None else positive_int(seq_len, "seq_len")
-    if s > 10_000_000 or b > 4096:
-        raise ConfigurationError(
-            f"seq_len={s} or micro_batch_size={b} too large (at most 10,000,000 tokens, 4096 sequences)"
-        )
-    if efficiency is not None:
-        eff = positive(efficiency, "", "efficiency")
-        if eff > 1:
-            raise ConfigurationError(f"efficiency={efficiency!r} is a fraction of peak; valid: 0 < efficiency <= 1")
-    P = float(mdl.params_per_layer())
-    w_bytes, g_bytes = float(recipe.weight_bytes), float(recipe.gradient_bytes)
-
-    width = mdl.heads * mdl.head_dim
-    fwd_flops = float(flops.layer_forward_flops_array(P, width, b * s, s))
-    code = ("none", "selective", "full").index(mode)
-    re_flops = float(flops.recomputed_forward_flops_array(P, width, b * s, s, code))
-    if efficiency is None:
-        t_f, t_b = _calibrated_layer_times(mdl, cl.accelerator, recipe, b, s, mode)
-    else:
-        rate = cl.accelerator.peak(recipe.compute_precision) * eff
-        t_f = fwd_flops / rate
-        t_b = (2.0 * fwd_flops + re_flops) / rate
-
-    intra = cl.intra_link
-    fabric_bw, fabric_lat = cl.inter_node_bandwidth_per_gpu, cl.fabric.latency
-    if sharding == "full" and cl.nodes > 1:
-        bw, lat = fabric_bw, fabric_lat
-    else:
-        bw, lat = intra.bandwidth, intra.latency
-    ag = collectives.collective_cost("all-gather", w_bytes * P, shard, bandwidth=bw, latency=lat)
-    rs = collectives.collective_cost("reduce-scatter", g_bytes * P, shard, bandwidth=bw, latency=lat)
-    reduce_s = rs.time_s
-    ar_sent = 0.0
-    if replicas > 1:
-        ar = collectives.collective_cost(
-            "all-reduce",
-            g_bytes * P / shard,
-            replicas,
-            bandwidth=cl.fabric_bandwidth_per_gpu(same_local_rank=True),
-            latency=fabric_lat,
-        )
-        reduce_s += ar.time_s
-        ar_sent = ar.bytes_sent_per_gpu
-    tl = fsdp_timeline(
-        t_f, t_b, ag.time_s, reduce_s, mdl.layers, prefetch=prefetch, reshard_after_forward=reshard_after_forward
-    )
-    gathers = mdl.layers + int(np.isfinite(tl.bg_start).sum())
-    collective_sent = gathers * ag.bytes_sent_per_gpu + mdl.layers * rs.bytes_sent_per_gpu
-    over_network = sharding == "full" and cl.nodes > 1
-    nvlink_sent = 0.0 if over_network else collective_sent
-    network_sent = (collective_sent if over_network else 0.0) + mdl.layers * ar_sent
-
-    total = float(mdl.parameter_count())
-    state = sum(memory.model_state_bytes(total, recipe, zero=3, dp=shard))
-    gathered = w_bytes * P * tl.peak_gathered + g_bytes * P  # gathered layers + one layer's unsharded gradients
-    return ShardingPlan(
-        mdl.name,
-        sharding,
-        n,
-        shard,
-        replicas,
-        mdl.layers,
-        P,
-        state,
-        gathered,
-        nvlink_sent,
-        network_sent,
-        ag.time_s,
-        reduce_s,
-        tl,
-    )
-
-
-def compare_sharding(model, cluster, **kwargs) -> tuple[ShardingPlan, ShardingPlan]:
-    """(FSDP over all GPUs, HSDP within nodes) of the same model on the same cluster. Lesson 11 §2.
-
-    HSDP keeps N/g times FSDP's sharded state per GPU (sharded over the g GPUs of a node, not all N) and
-    sends the network only the all-reduce of a 1/g shard, 2(R-1)/R x 2P/g bytes per microbatch, instead
-    of FSDP's 3 (N-1)/N x 2P (ZeRO's 3M with resharding; mixed precision, P parameters).
-
-    >>> full, hybrid = compare_sharding("llama2-7b", "dgx-h100", nodes=4)
-    >>> hybrid.network_sent_bytes < full.network_sent_bytes and hybrid.state_bytes > full.state_bytes
-    True
-    """
-    return (
-        sharding_plan(model, cluster, sharding="full", **kwargs),
-        sharding_plan(model, cluster, sharding="hybrid", **kwargs),
-    )

@@ -214,48 +214,21 @@ def batch_and_sequence(global_batch, seq_len, micro_batch_size=1) -> tuple[int, 
     return batch, seq, micro
 
 
-@broadcasting
 def group_all_reduce_time_array(size_bytes, n, stride, gpus_per_node, intra_bw, intra_lat, inter_bw, inter_lat):
-    """All-reduce time of the first rank group of n members spaced `stride` apart (ranks 0, stride, ...,
-    (n-1) stride: the DP group of the first pipeline stage), placed on nodes of g GPUs (stride divides g
-    or is a multiple of it, as tp does).
-
-    A group that fits in one node (n x stride <= g) runs a ring on the intra-node link. When every node
-    it touches holds the same number of its members (span n x stride a multiple of g, or stride >= g)
-    the hierarchical algorithm (DESIGN.md): intra-node reduce-scatter and all-gather over the
-    l = g / stride members a node holds (together one ring all-reduce over l GPUs) plus an inter-node
-    ring all-reduce of M / l over the n / l nodes; with stride >= g every member sits on its own node
-    (l = 1): a flat ring on the fabric. Otherwise (e.g. 3 nodes of 8, stride 1, n = 12: 8 members on
-    node 0, 4 on node 1) there is no whole number of nodes to run the inter-node ring over:
-    production.dp_all_reduce refuses the hierarchical algorithm there, and this prices what remains,
-    one flat ring through the members in rank order, every step as slow as its slowest (fabric) hop:
-    2(n-1)(inter_lat + M / (n inter_bw)) (distlab.collectives.ring_all_reduce_time, the same formula
-    as dp_all_reduce(algorithm='ring')). Placement follows the rank layout (distlab.mesh), not an
-    assumption. Arrays, unvalidated. Lesson 7 §3 (and Lesson 8 §2).
-
-    One node of 8 at 100 GB/s: 2 x 7 x 1.6 GB / (8 x 100 GB/s) = 28 ms; two nodes (hierarchical): the same
-    28 ms inside each node, plus a 2-node ring of 1.6 GB / 8 at 50 GB/s: 2 x 1 x 0.2 GB / (2 x 50 GB/s) = 4 ms.
+    """All-reduce time of the rank groups of n members spaced `stride` apart (the DP group: stride tp) on nodes of
+    g GPUs: distlab.collectives.placed_time_array('all-reduce', ...), the one home of a collective on a placed
+    group (a ring inside a node, hierarchical across nodes, a fabric ring for an uneven split). Arrays,
+    unvalidated. Lesson 7 §3 (and Lesson 8 §2).
 
     >>> t = group_all_reduce_time_array(1.6e9, [8, 16], 1, 8, 100e9, 0.0, 50e9, 0.0)
     >>> [round(float(x), 6) for x in t]
     [0.028, 0.032]
     """
-    from .collectives import ring_all_reduce_time
+    from .collectives.placed import placed_time_array
 
-    n = number_array(n, "n", low=1.0)
-    stride = number_array(stride, "stride", low=1.0)
-    g = float(positive_int(gpus_per_node, "gpus_per_node"))
-    local = np.where(stride >= g, 1.0, np.clip(np.floor(g / stride), 1.0, None))
-    local = np.minimum(local, n)
-    span = n * stride
-    inside = span <= g
-    even = (stride >= g) | (np.mod(span, g) == 0)
-    flat = ring_all_reduce_time(size_bytes, n, intra_bw, intra_lat)
-    hierarchical = ring_all_reduce_time(size_bytes, local, intra_bw, intra_lat) + ring_all_reduce_time(
-        np.asarray(size_bytes, dtype=float) / local, n / local, inter_bw, inter_lat
+    return placed_time_array(
+        "all-reduce", size_bytes, n, stride, gpus_per_node, intra_bw, intra_lat, inter_bw, inter_lat
     )
-    fabric_ring = ring_all_reduce_time(size_bytes, n, inter_bw, inter_lat)
-    return finite_result("all-reduce time", np.where(inside, flat, np.where(even, hierarchical, fabric_ring)))
 
 
 @broadcasting
@@ -276,29 +249,16 @@ def p2p_message_bytes(micro_batch_size, seq_len, hidden, tp, element_bytes):
     )
 
 
-@broadcasting
 def equal_local_ranks_array(n, stride, gpus_per_node):
-    """Whether the inter-node traffic of every group of n ranks spaced `stride` apart joins GPUs of EQUAL
-    local rank, in the hierarchical all-reduce (member j of a node talks to member j of the others).
-
-    The groups of one dimension of the rank order tp-cp-ep-dp-pp (DP: stride tp, n = dp) start at
-    j + s x n x stride (j < stride). Every node then holds the same local ranks of every group when
-    the stride is a multiple of the node size g (one member per node, all at local rank j), or the
-    span n x stride is a multiple of g (each node holds g / stride members at local ranks j, j +
-    stride, ...), or the span divides g (every group inside one node: no inter-node traffic at all).
-    Otherwise some group straddles node boundaries at different local ranks (e.g. 3 nodes of 8,
-    tp = 1, dp = 12: the first group holds all of node 0 and local ranks 0-3 of node 1), so its
-    inter-node traffic crosses the spine even on a rail-optimized fabric. NumPy broadcast, unvalidated.
-    Lesson 8 §2.
+    """Whether the inter-node traffic of every group of n ranks spaced `stride` apart joins GPUs of EQUAL local
+    rank: distlab.collectives.placed.equal_local_ranks_array (the placed collective's rule). Lesson 8 §2.
 
     >>> equal_local_ranks_array([12, 16], 1, 8).tolist()  # dp 12 straddles nodes of 8; dp 16 fills two
     [False, True]
     """
-    n = number_array(n, "n", low=1.0)
-    stride = number_array(stride, "stride", low=1.0)
-    g = float(positive_int(gpus_per_node, "gpus_per_node"))
-    span = finite_result("group span", n * stride)
-    return (np.mod(stride, g) == 0) | (np.mod(span, g) == 0) | (np.mod(g, span) == 0)
+    from .collectives.placed import equal_local_ranks_array as placed_rule
+
+    return placed_rule(n, stride, gpus_per_node)
 
 
 @broadcasting
@@ -768,6 +728,8 @@ def step_model_array(
         optimizer_bytes=o,
         activations_bytes=activations,
         memory_bytes=w + g + o + activations,
+        layer_forward_s=f_layer,  # one layer's forward and backward per microbatch (the stage's share, averaged)
+        layer_backward_s=b_layer,  # over its layers: what ZeRO-3's per-layer collectives hide under (Lesson 11 §2)
     )
 
 

@@ -3,15 +3,17 @@
 - distlab.collectives.cost: the alpha-beta closed forms (collective_cost, one formula per (op,
   algorithm) in FORMULAS), ring_all_reduce_time, and the nccl-tests bandwidth conventions
   (algorithm_bandwidth, bus_bandwidth, bus_factor).
+- distlab.collectives.placed: a collective on a placed group (ranks on nodes, the node's links, the
+  fabric): the time NCCL's algorithm takes and which algorithm (placed_collective, placed_time_array).
 - distlab.collectives.simulate: CollectiveTrace and the simulate_* functions, which move real
   NumPy data between simulated GPUs and record every send.
 
-Every public name of both is importable from here: `collectives.collective_cost(...)`.
+Every public name of the three is importable from here: `collectives.collective_cost(...)`.
 """
 
 from __future__ import annotations
 
-from . import cost, simulate
+from . import cost, placed, simulate
 from .cost import (
     ALGORITHMS,
     FORMULAS,
@@ -26,6 +28,18 @@ from .cost import (
     latency_bandwidth_crossover,
     ring_all_reduce_time,
 )
+from .placed import (
+    PLACED_OPS,
+    PLACEMENTS,
+    PlacedCollective,
+    equal_local_ranks_array,
+    flat_ring_strawman_time,
+    hierarchical_parts,
+    placed_all_to_all_time_array,
+    placed_collective,
+    placed_time_array,
+    placement_array,
+)
 from .simulate import (
     MAX_TRACE_ENTRIES,
     CollectiveTrace,
@@ -35,4 +49,4 @@ from .simulate import (
     simulate_ring_all_reduce,
 )
 
-__all__ = [*cost.__all__, *simulate.__all__]
+__all__ = [*cost.__all__, *placed.__all__, *simulate.__all__]

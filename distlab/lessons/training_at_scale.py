@@ -3,7 +3,7 @@ failures and checkpoints, the batch in the large. Every expected value is comput
 
 from __future__ import annotations
 
-from .. import batch, failures, fsdp, pipeline, production
+from .. import batch, collectives, failures, models, pipeline, production
 from ..units import format_bytes
 from .questions import ChoiceQuestion, NumericQuestion
 
@@ -58,46 +58,60 @@ def _explain_q2():
     )
 
 
-def _plans():
-    return fsdp.compare_sharding(FSDP_MODEL, "dgx-h100", nodes=FSDP_NODES)
+def _plans(prefetch=1):
+    return production.compare_sharding(FSDP_MODEL, "dgx-h100", nodes=FSDP_NODES, prefetch=prefetch)
+
+
+def _layer_gather():
+    """One real layer's bf16 all-gather over the 32 GPUs, as NCCL places it (collectives.placed_collective)."""
+    layer = 2.0 * models.model(FSDP_MODEL).params_per_layer()
+    return collectives.placed_collective("all-gather", layer, 8 * FSDP_NODES, "dgx-h100", nodes=FSDP_NODES)
 
 
 def _q3():
-    return _plans()[0].network_sent_bytes / 1e9
+    layers = models.model(FSDP_MODEL).layers
+    return (3 * layers - 1) * _layer_gather().inter_sent_bytes / 1e9
 
 
 def _explain_q3():
-    full = _plans()[0]
+    layers, ag = models.model(FSDP_MODEL).layers, _layer_gather()
     return (
-        f"{full.layers} forward all-gathers + {full.layers - 1} backward all-gathers (the last layer is kept) + "
-        f"{full.layers} reduce-scatters, each of one layer's bf16 bytes (2 x {full.params_per_layer:,.0f}), each "
-        f"sending 31/32 of it: {format_bytes(full.network_sent_bytes)} (ZeRO-3's 3M per microbatch)"
+        f"{layers} forward all-gathers + {layers - 1} backward all-gathers (the last layer is kept) + {layers} "
+        f"reduce-scatters of one layer's {format_bytes(ag.size_bytes)}; each runs {ag.algorithm}: 7/8 of the layer "
+        f"over NVLink inside the node, then each GPU sends 3/4 of its 1/8 share to the other 3 nodes through its own "
+        f"NIC ({format_bytes(ag.inter_sent_bytes)}): {3 * layers - 1} x {format_bytes(ag.inter_sent_bytes)} = "
+        f"{_q3():.3g} GB (a flat ring through every GPU's NIC would send 31/32 of every layer: about 10x more)"
     )
 
 
 def _q3_hints():
-    layers = _plans()[0].layers
-    # L gathers + L reduce-scatters instead of (2L - 1) + L
+    layers = models.model(FSDP_MODEL).layers
+    layer = 2.0 * models.model(FSDP_MODEL).params_per_layer()
+    flat = (3 * layers - 1) * 31 / 32 * layer / 1e9
     return {
+        # L gathers + L reduce-scatters instead of (2L - 1) + L
         2 * layers / (3 * layers - 1): "leaves out the backward all-gathers: with reshard_after_forward (FSDP2's "
-        "default) each layer's parameters are freed after its forward and gathered "
-        "again for its backward"
+        "default) each layer's parameters are freed after its forward and gathered again for its backward",
+        flat / _q3(): "prices a flat ring through all 32 GPUs, every step through each GPU's own NIC: NCCL runs the "
+        "ring inside each node over NVLink and sends only each GPU's 1/8 share between nodes, the node's 8 NICs "
+        "together",
     }
 
 
 def _q4():
-    full, hybrid = _plans()
+    full, hybrid = _plans(prefetch=0)
+    if abs(hybrid.exposed_s - full.exposed_s) <= 1e-9 * full.exposed_s:
+        return "same"
     return "hsdp" if hybrid.exposed_s < full.exposed_s else "fsdp"
 
 
 def _explain_q4():
-    full, hybrid = _plans()
+    full, hybrid = _plans(prefetch=0)
     return (
-        f"FSDP gathers every layer across 4 nodes at 50 GB/s per GPU ({full.gather_s * 1e3:.2f} ms per layer against "
-        f"{full.timeline.forward_s * 1e3:.2f} ms of forward): {full.exposed_s * 1e3:.0f} ms exposed; HSDP gathers over "
-        f"NVLink ({hybrid.gather_s * 1e3:.2f} ms) and all-reduces a 1/8 shard across nodes: "
-        f"{hybrid.exposed_s * 1e3:.1f} ms exposed, at {format_bytes(hybrid.state_bytes)} instead of "
-        f"{format_bytes(full.state_bytes)} of sharded state per GPU"
+        f"without prefetch every gather is exposed: FSDP's gathers run hierarchically, NVLink then the network "
+        f"({full.gather_s * 1e3:.2f} ms per layer), HSDP's stay on NVLink ({hybrid.gather_s * 1e3:.2f} ms); "
+        f"exposed per microbatch {full.exposed_s * 1e3:.0f} ms (FSDP) against {hybrid.exposed_s * 1e3:.0f} ms (HSDP), "
+        f"at {format_bytes(hybrid.state_bytes)} instead of {format_bytes(full.state_bytes)} of sharded state per GPU"
     )
 
 
@@ -230,33 +244,37 @@ q2 = ChoiceQuestion(
 q3 = NumericQuestion(
     name="q3",
     prompt=f"Llama-2-7B (32 layers of 202,383,360 parameters each, bf16), FSDP (fully_shard, reshard after forward) "
-    f"over all 32 GPUs of {FSDP_NODES} DGX H100 nodes, ring collectives: how many GB does one GPU send over the "
-    "network per microbatch (count only the layers' collectives)?",
+    f"over all 32 GPUs of {FSDP_NODES} DGX H100 nodes, with the collectives NCCL runs there (a ring over NVLink "
+    "inside each node, then a ring between the nodes): how many GB does one GPU send over the network per "
+    "microbatch (count only the layers' collectives)?",
     expected=_q3,
     explain=_explain_q3,
     unit="GB",
     noun="an amount of data",
     hint_text="List the collectives of one microbatch: an all-gather of each layer before its forward, an "
     "all-gather before its backward (is any layer's parameters still whole when the backward starts?), and a "
-    "reduce-scatter of each layer's gradients. In a ring of N GPUs each collective sends (N - 1)/N of the layer's "
-    "bytes from every GPU.",
+    "reduce-scatter of each layer's gradients. Inside a node the 8 GPUs first gather (or reduce) over NVLink; "
+    "only each GPU's 1/8 share travels between the nodes, in a ring of 4 that sends (4 - 1)/4 of it.",
     scale_hint=_q3_hints(),
 )
 
 q4 = ChoiceQuestion(
     name="q4",
-    prompt="Same model and cluster (NVLink 450 GB/s per GPU inside a node, 50 GB/s per GPU between nodes; one "
-    "layer's forward takes about 4 ms), one sequence per microbatch: which leaves less communication exposed per "
-    "microbatch, FSDP over all 32 GPUs or HSDP (shard in a node, replicate across)? (fsdp/hsdp)",
-    options=("fsdp", "hsdp"),
+    prompt="Same model and cluster (NVLink 450 GB/s per GPU inside a node, 50 GB/s per GPU between nodes), one "
+    "sequence per microbatch, but with prefetch 0 (no layer's gather issued ahead of time): which leaves less "
+    "communication exposed per microbatch, FSDP over all 32 GPUs or HSDP (shard in a node, replicate across), or "
+    "the same? (fsdp/hsdp/same)",
+    options=("fsdp", "hsdp", "same"),
     expected=_q4,
     explain=_explain_q4,
-    hint_text="Estimate one layer's all-gather (about 0.4 GB of bf16 parameters) on each fabric and set it "
-    "against the 4 ms of forward it must hide behind. Then ask what HSDP still sends between nodes, and how often.",
+    hint_text="Without prefetch each layer waits for its own gather. Where does each gather run: FSDP's across "
+    "the nodes too (hierarchically, NVLink then the network), HSDP's on NVLink only?",
     feedback={
-        "fsdp": "weighs only memory: FSDP's shard is 4x smaller, but every layer's all-gather (about 0.39 GB) then "
-        "crosses the 50 GB/s network, about 8 ms against 4 ms of forward, on every layer; HSDP gathers over NVLink "
-        "(under 1 ms) and sends only a gradient all-reduce of its 1/8 shard between nodes",
+        "fsdp": "weighs only memory: FSDP's shard is 4x smaller, but each of its gathers also crosses the network, "
+        "and without prefetch every gather is waited for",
+        "same": "holds with prefetch 1, where only the first gather and the last reduction show (and FSDP's "
+        "network share of a gather and a reduce-scatter equals HSDP's all-reduce of the shard); without prefetch "
+        "every gather shows, and FSDP's cross the network",
     },
 )
 
@@ -313,7 +331,7 @@ q7 = NumericQuestion(
 
 q8 = NumericQuestion(
     name="q8",
-    prompt=f"Kaplan et al.'s critical batch falls as the loss falls: B_crit(L) = B_* / L^(1/alpha_B), with "
+    prompt=f"Kaplan et al.'s critical batch grows as the loss falls (Sec. 5.1): B_crit(L) = B_* / L^(1/alpha_B), with "
     f"B_* = 2e8 tokens and alpha_B = 0.21. A run near a loss of {LOSS_NATS:g} nats trains with "
     f"{BATCH_TOKENS / 1e6:g} million tokens per step and doubles its data parallelism (and so its batch). The "
     "steps to a given loss follow S = S_min (1 + B_crit / B): by what factor do they fall?",

@@ -44,6 +44,7 @@ from .. import collectives, flops, memory, mesh
 from .._arguments import (
     as_cluster,
     divisors,
+    number_array,
     recompute_mode,
     short_list,
     whole_number,
@@ -59,6 +60,7 @@ __all__ = [
     "expert_capacity",
     "dropped_tokens",
     "imbalance_factor",
+    "busiest_expert_load",
     "expert_groups",
     "ExpertMemory",
     "expert_parallel_memory",
@@ -206,6 +208,28 @@ def imbalance_factor(loads, ep=1) -> float:
     per_gpu = array.reshape(ep, -1).sum(axis=1)
     mean = per_gpu.mean()
     return float(per_gpu.max() / mean) if mean > 0 else 1.0
+
+
+def busiest_expert_load(imbalance, capacity_factor, ep, experts, top_k):
+    """Token copies the busiest GPU's experts process, over the balanced T k: what sets an MoE layer's expert time.
+
+    With a capacity factor c (GShard's fixed-size expert buffers, Lepikhin et al. 2021, Sec. 2.2) every expert's
+    buffer is padded to its capacity and the overflow dropped, so every GPU, the busiest too, computes exactly c
+    times the balanced work, whatever the router's skew: c (not the busiest GPU's kept copies over the mean of the
+    kept copies, which counts the padding as free). Dropless: the imbalance (busiest GPU's copies over the mean,
+    imbalance_factor or the routing simulation), at most min(ep, E / k) (with ep = 1 one GPU takes every copy).
+    NumPy broadcast over ep. The step model (moe.step.MoEStepModel.expert_load) and the capacity app call it. Lesson 10 §3.
+
+    >>> busiest_expert_load(1.66, 1.25, 8, 8, 2), busiest_expert_load(1.66, None, [1, 8], 8, 2).tolist()
+    (1.25, [1.0, 1.66])
+    """
+    ep = number_array(ep, "ep", low=1.0)
+    if capacity_factor is not None:
+        factor = _fraction(capacity_factor, "capacity_factor", 0.0, low_open=True)
+        return np.full(ep.shape, factor) if ep.shape else factor
+    ratio = whole_number(experts, "experts", 1, MAX_EXPERTS) / whole_number(top_k, "top_k", 1, MAX_EXPERTS)
+    load = np.minimum(_fraction(imbalance, "imbalance", 1.0), np.minimum(ep, ratio))
+    return load if np.ndim(load) else float(load)
 
 
 def _ep_divides(ep, experts: int) -> int:
@@ -439,9 +463,9 @@ def all_to_all_bytes(
 def all_to_all_time(intra_bytes, inter_bytes, ep, cluster, *, ep_per_node=None) -> float:
     """Seconds of one all-to-all: the NVLink part and the network part run at once; the slower sets the time.
 
-    intra: distlab.collectives' pairwise all-to-all over the p GPUs of a node ((p-1) steps of alpha plus
-    bytes / the node's link bandwidth); inter: (ep - p) alpha_fabric + bytes / the fabric bandwidth per GPU
-    when every GPU sends (Cluster.inter_node_bandwidth_per_gpu). Lesson 10 §5.
+    distlab.collectives.placed_all_to_all_time_array: intra, the pairwise all-to-all over the p GPUs of a node
+    ((p-1) steps of alpha plus bytes / the node's link bandwidth); inter: (ep - p) alpha_fabric + bytes / the fabric
+    bandwidth per GPU when every GPU sends (Cluster.inter_node_bandwidth_per_gpu). Lesson 10 §5.
 
     >>> from distlab import hardware
     >>> c = hardware.cluster('dgx-h100', 8)
@@ -457,14 +481,18 @@ def all_to_all_time(intra_bytes, inter_bytes, ep, cluster, *, ep_per_node=None) 
         raise ConfigurationError(f"ep_per_node={p} is more than the {c.gpus_per_node} GPUs of a {c.node.name} node")
     intra = positive(intra_bytes, "B", "intra_bytes") if intra_bytes else 0.0
     inter = positive(inter_bytes, "B", "inter_bytes") if inter_bytes else 0.0
-    t_intra = 0.0  # no bytes, no messages: a part with nothing to send costs nothing
-    if p > 1 and intra > 0:
-        # the pairwise formula's send buffer M' with (p-1)/p M' = intra
-        t_intra = collectives.collective_cost("all-to-all", intra * p / (p - 1), p, link=c.intra_link).time_s
-    t_inter = 0.0
-    if ep > p and inter > 0:
-        t_inter = (ep - p) * c.fabric.latency + inter / c.inter_node_bandwidth_per_gpu
-    return max(t_intra, t_inter)
+    # the placed all-to-all (collectives.placed_all_to_all_time_array); a part with nothing to send sends no message
+    time = collectives.placed_all_to_all_time_array(
+        intra,
+        inter,
+        ep,
+        p,
+        c.intra_link.bandwidth,
+        c.intra_link.latency if intra > 0 else 0.0,
+        c.inter_node_bandwidth_per_gpu,
+        c.fabric.latency if inter > 0 else 0.0,
+    )
+    return float(time)
 
 
 def ep_members_per_node(*, etp=1, ep=1, gpus_per_node=8) -> int:
@@ -536,8 +564,9 @@ def moe_layer_cost(
     Tokens per GPU T = micro_batch x seq_len / (tp x cp) (sequence parallelism, which Megatron requires with
     MoE and TP). Routed-expert FLOPs, balanced: each GPU sends T k token copies and, on average, receives and
     processes as many: 3 x 2 x 3 h f_e x T x k (with expert TP, etp GPUs share a copy's f_e columns and
-    gather etp times the copies: the same). The busiest GPU does `imbalance` times that
-    (distlab.moe.imbalance_factor, or the routing simulation); full recomputation adds a forward. Attention,
+    gather etp times the copies: the same). The busiest GPU does busiest_expert_load times that: with a
+    capacity_factor exactly that factor (buffers padded to capacity), else `imbalance` (distlab.moe.imbalance_factor,
+    or the routing simulation); full recomputation adds a forward. Attention,
     router and shared experts are the dense part of the layer (distlab.flops counts them).
     All-to-alls: ALL_TO_ALLS_PER_LAYER[recompute] of all_to_all_bytes each, timed by all_to_all_time. EP
     members per node p come from Megatron's expert rank layout (distlab.mesh.expert_layout: EP neighbours are
@@ -559,7 +588,9 @@ def moe_layer_cost(
     if (b * s) % (tp * cp):
         raise ConfigurationError(f"tp x cp = {tp * cp} does not divide the {b * s} tokens of a microbatch")
     mode = recompute_mode(recompute)
-    skew = _fraction(imbalance, "imbalance", 1.0, float(ep))
+    skew = busiest_expert_load(
+        _fraction(imbalance, "imbalance", 1.0, float(ep)), capacity_factor, ep, m.experts, m.top_k
+    )
     p = ep_members_per_node(etp=etp, ep=ep, gpus_per_node=c.gpus_per_node)
     t = b * s // (tp * cp)
     one = all_to_all_bytes(

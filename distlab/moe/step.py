@@ -41,11 +41,12 @@ from .._arguments import (
     short_list,
     whole_number,
 )
+from ..collectives.placed import placed_all_to_all_time_array
 from ..errors import ConfigurationError
 from .catalog import MOE_MODELS, MoEModel
 from .catalog import model as moe_model
 from .activations import routed_activation_extra_array
-from .cost import ALL_TO_ALLS_PER_LAYER, MAX_GPUS, MAX_SEQ_LEN
+from .cost import ALL_TO_ALLS_PER_LAYER, MAX_GPUS, MAX_SEQ_LEN, busiest_expert_load
 
 __all__ = [
     "MoEStepModel",
@@ -74,18 +75,15 @@ class MoEStepModel:
     max_nodes: int | None = None  # DeepSeek-V3's node-limited routing: at most this many nodes per token
 
     def expert_load(self, ep):
-        """Token copies the busiest GPU's experts process, over the balanced T k: the capacity factor when one is
-        set (GShard's fixed-size buffers: padded to it, the overflow dropped), else the imbalance, which cannot
-        exceed min(ep, E / k) (with ep = 1 one GPU takes every copy: exactly 1). NumPy broadcast. Lesson 10 §3.
+        """Token copies the busiest GPU's experts process, over the balanced T k: cost.busiest_expert_load (the
+        capacity factor when one is set, else the imbalance, at most min(ep, E / k)). NumPy broadcast. Lesson 10 §3.
 
         >>> v = step_model('mixtral-8x7b', 4096, imbalance=1.5)
         >>> v.expert_load([1, 2, 8]).tolist()
         [1.0, 1.5, 1.5]
         """
-        if self.capacity_factor is not None:
-            return np.full(np.shape(ep), float(self.capacity_factor))
-        bound = np.minimum(np.asarray(ep, dtype=float), self.moe.experts / self.moe.top_k)
-        return np.minimum(self.imbalance, bound)
+        load = busiest_expert_load(self.imbalance, self.capacity_factor, ep, self.moe.experts, self.moe.top_k)
+        return np.asarray(load, dtype=float)
 
     def busiest_params_per_layer(self, ep):
         """Active parameters of the average block on the busiest GPU: params_per_layer() with the routed experts'
@@ -343,7 +341,8 @@ def all_to_all_layer_time_array(
     members per node; intra = M (p-1)/ep bytes at
     (p-1) alpha_intra + intra / B_intra (the pairwise all-to-all), inter = M (ep-p)/ep at (ep-p) alpha_fabric +
     inter / B_fabric (with model.max_nodes: tokens x h x e x min(max_nodes, ep / p, top_k) (n-1)/n, one copy
-    per remote node of n = ep / p). all_to_all_bytes and all_to_all_time on arrays. Lesson 10 §5.
+    per remote node of n = ep / p). all_to_all_bytes and all_to_all_time on arrays; the time is
+    collectives.placed_all_to_all_time_array's. Lesson 10 §5.
 
     Mixtral, one 4,096-token sequence, ep 8 in a node at 450 GB/s, no latency: M = 4096 x 2 x 4096 x 2 B =
     67.1 MB, 7/8 of it over NVLink: 58.7 MB / 450 GB/s = 130.5 us, x 4 all-to-alls = 522 us.
@@ -368,10 +367,9 @@ def all_to_all_layer_time_array(
         nodes = ep / p
         remote = np.minimum(np.minimum(float(model.max_nodes), nodes), m.top_k) * (nodes - 1.0) / nodes
         inter = tokens * m.hidden * element_bytes * remote
-    t_intra = np.where(p > 1, (p - 1.0) * intra_lat + intra / intra_bw, 0.0)
-    t_inter = np.where(ep > p, (ep - p) * inter_lat + inter / inter_bw, 0.0)
+    one = placed_all_to_all_time_array(intra, inter, ep, p, intra_bw, intra_lat, inter_bw, inter_lat)
     count = np.where(np.asarray(recompute_code) == 2, ALL_TO_ALLS_PER_LAYER["full"], ALL_TO_ALLS_PER_LAYER["none"])
-    return finite_result("all-to-all time", count * np.maximum(t_intra, t_inter))
+    return finite_result("all-to-all time", count * one)
 
 
 @broadcasting

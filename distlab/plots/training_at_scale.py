@@ -140,15 +140,10 @@ def stream_figure(events: dict, title: str = "", unit: str = "ms", width: float 
     for artist in plot.animated_artists:
         artist.set_animated(False)
     ax.set_xlabel(f"time ({unit})", fontsize=9)
-    handles = [ax.bar([0], [0], color=c, label=name) for name, c in STREAM_PARTS]
-    ax.legend(
-        handles=[h[0] for h in handles],
-        fontsize=7,
-        frameon=False,
-        ncols=3,
-        loc="upper center",
-        bbox_to_anchor=(0.5, -0.35),
-    )
+    # proxy patches carry the names (a bar's own patch is labelled '_nolegend_'); the legend sits outside the axes,
+    # below them, where constrained layout makes room for it
+    handles = [Rectangle((0, 0), 1, 1, color=c, label=name) for name, c in STREAM_PARTS]
+    fig.legend(handles=handles, fontsize=7, frameon=False, ncols=len(handles), loc="outside lower center")
     if title:
         ax.set_title(title, fontsize=10)
     return fig

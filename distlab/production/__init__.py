@@ -40,6 +40,11 @@ from .network import (  # noqa: F401 (re-exported)
     dp_all_reduce,
     network_step,
 )
+from .sharding import (  # noqa: F401 (re-exported)
+    ShardingPlan,
+    compare_sharding,
+    sharding_plan,
+)
 from .fp8 import (  # noqa: F401 (re-exported)
     FP8Comparison,
     fp8_comparison,
@@ -74,6 +79,9 @@ __all__ = [
     "DPAllReduce",
     "dp_all_reduce",
     "network_step",
+    "ShardingPlan",
+    "sharding_plan",
+    "compare_sharding",
     "FP8Comparison",
     "fp8_comparison",
     "RingAttentionStep",

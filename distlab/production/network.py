@@ -96,11 +96,12 @@ def dp_all_reduce(
     """Time of one DP group's all-reduce of `size` bytes, its members taken from the rank layout.
 
     The layout is distlab.mesh.layout(tp, pp, dp = GPUs / (tp pp), order) on the cluster's nodes.
-    'hierarchical' (as in distlab.collectives.collective_cost): ring all-reduce over the l members a node holds on the intra-node
-    link, plus a ring all-reduce of M / l over the n / l nodes, in which member j of every node
+    'hierarchical' (collectives.hierarchical_parts, the placed collective's algorithm): ring all-reduce over the
+    l members a node holds on the intra-node link, plus a ring all-reduce of M / l over the n / l nodes, in which member j of every node
     talks to member j of the others; whether those share a local rank follows from the layout
     (in the default order: training.equal_local_ranks_array, the rule the step model uses).
-    'ring': one ring through the members in rank order; every ring step moves M / N on every hop
+    'ring' (collectives.flat_ring_strawman_time, the strawman NCCL does not run): one ring through the members in
+    rank order; every ring step moves M / N on every hop
     at once and lasts as long as its slowest hop, so T = 2(N-1)(alpha + M / (N B_slowest)); a hop
     from the last member of one node to the first of the next joins DIFFERENT local ranks when
     l > 1. Fabric bandwidth per transfer: Cluster.fabric_bandwidth_per_gpu(same_local_rank, f)
@@ -156,8 +157,9 @@ def dp_all_reduce(
             aligned = all(np.array_equal(p, per_node[0]) for p in per_node)
         k = len(nodes_used)
         bw = cl.fabric_bandwidth_per_gpu(same_local_rank=aligned, flows_per_node=max(flows, 1))
-        intra_s = collectives.ring_all_reduce_time(size, l, intra.bandwidth, intra.latency)
-        inter_s = collectives.ring_all_reduce_time(size / l, k, bw, inter.latency) if k > 1 else 0.0
+        intra_s, inter_s = collectives.hierarchical_parts(
+            "all-reduce", size, l, k, intra.bandwidth, intra.latency, bw, inter.latency
+        )
         require_finite("dp_all_reduce's time", intra_s, inter_s, intra_s + inter_s)
         return DPAllReduce(
             algorithm,
@@ -180,7 +182,7 @@ def dp_all_reduce(
         return DPAllReduce(algorithm, size, tuple(members.tolist()), n, 1, True, 0, 0.0, float(t), 0.0, float(t))
     aligned = bool(np.all((nxt % g)[crossing] == local[crossing]))
     bw = cl.fabric_bandwidth_per_gpu(same_local_rank=aligned, flows_per_node=flows)
-    t = collectives.ring_all_reduce_time(size, n, bw, inter.latency)
+    t = collectives.flat_ring_strawman_time("all-reduce", size, n, bw, inter.latency)
     require_finite("dp_all_reduce's time", t)
     l = max(len(p) for p in per_node)
     return DPAllReduce(

@@ -269,8 +269,14 @@ class ImbalanceApp(_ExpertModelBase):
             f"{m.name}: {m.experts} experts, top-{m.top_k}, on {tr.ep} GPUs ({m.experts // tr.ep} per GPU); "
             f"simulated {tr.tokens_per_gpu} tokens per GPU [moe.simulate_routing, seed {tr.seed}]",
             f"busiest expert x{tr.expert_imbalance:.2f}, busiest GPU x{tr.imbalance:.2f} the mean "
-            f"[moe.imbalance_factor]: the layer's expert GEMMs take "
-            f"{format_seconds(layer.expert_flops / r['peak'])} instead of "
+            f"[moe.imbalance_factor]"
+            + (
+                ""
+                if tr.capacity is None
+                else f" of the copies kept; padded to capacity every GPU computes x{layer.imbalance:g} the balanced "
+                "work [moe.busiest_expert_load]"
+            )
+            + f": the layer's expert GEMMs take {format_seconds(layer.expert_flops / r['peak'])} instead of "
             f"{format_seconds(layer.balanced_expert_flops / r['peak'])} [moe.moe_layer_cost]",
         ]
         if tr.capacity is None:

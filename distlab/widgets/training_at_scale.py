@@ -157,7 +157,7 @@ def _events(tl: fsdp.FsdpTimeline, scale: float = 1e3) -> dict:
 
 class FsdpApp(LessonApp):
     """FSDP (shard over every GPU) or HSDP (shard within a node, replicate across) of a model on DGX H100 nodes:
-    one microbatch's compute and communication streams, layer by layer (distlab.fsdp.sharding_plan).
+    one microbatch's compute and communication streams, layer by layer (distlab.production.sharding_plan).
 
     `result` holds (plan, the other sharding's plan); `error` the message shown instead.
     """
@@ -205,7 +205,7 @@ class FsdpApp(LessonApp):
         self.update()
 
     def _plan(self, sharding):
-        return fsdp.sharding_plan(
+        return production.sharding_plan(
             self.model.value,
             "dgx-h100",
             nodes=self.nodes.value,
@@ -235,7 +235,7 @@ class FsdpApp(LessonApp):
 
     def describe(self, result) -> str:
         plan, other = result
-        lines = [plan.summary() + " [fsdp.sharding_plan]"]
+        lines = [plan.summary() + " [production.sharding_plan]"]
         if other is not None:
             name = "HSDP" if other.sharding == "hybrid" else "FSDP"
             lines.append(

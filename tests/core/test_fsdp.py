@@ -10,16 +10,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from distlab import collectives, hardware, memory, models
+from distlab import hardware, memory, models
 from distlab.errors import ConfigurationError, DistlabError
 from distlab.fsdp import (
     MAX_PREFETCH,
     collectives_per_microbatch,
-    compare_sharding,
     fsdp_timeline,
     layer_by_layer_exposed,
-    sharding_plan,
 )
+from distlab.production import compare_sharding, sharding_plan
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 times = st.floats(0.01, 5.0, allow_nan=False, allow_infinity=False)
@@ -136,51 +135,66 @@ def test_state_and_gathered_memory(llama7b_on_4_nodes):
     assert full.gathered_bytes == pytest.approx(2 * layer * 2 + 2 * layer)
 
 
-def test_traffic_is_zero_3s_3m_and_hsdp_sends_the_network_a_shards_all_reduce(llama7b_on_4_nodes):
+def test_traffic_placed_as_nccl_runs_it_and_hsdp_sends_the_network_a_shards_all_reduce(llama7b_on_4_nodes):
     full, hybrid = llama7b_on_4_nodes
     m = models.model("llama2-7b")
-    L, layer = m.layers, m.params_per_layer()
-    # FSDP: (2L - 1) gathers and L reduce-scatters of 2 x layer bytes, each sending 31/32 of it: ZeRO's 3M
-    # per microbatch (Rajbhandari et al. 2020, Sec. 7.2.2) less the last layer's backward gather
-    assert full.network_sent_bytes == pytest.approx((2 * L - 1 + L) * 31 / 32 * 2 * layer)
-    assert full.nvlink_sent_bytes == 0
+    L = m.layers
+    layer = 2 * m.parameter_count() / L  # the step model's layer in bf16: the embedding and output spread over L
+    assert full.layer_bytes == pytest.approx(layer)
+    # FSDP: (2L - 1) gathers and L reduce-scatters per microbatch (ZeRO's 3M less the last layer's backward gather,
+    # Rajbhandari et al. 2020, Sec. 7.2.2), each hierarchical as NCCL runs it: a ring of 8 on NVLink sends 7/8 of
+    # the layer; the ring of 4 nodes sends 3/4 of each GPU's 1/8 share through that GPU's own NIC
+    assert full.algorithm == "hierarchical"
+    assert full.nvlink_sent_bytes == pytest.approx((2 * L - 1 + L) * 7 / 8 * layer)
+    assert full.network_sent_bytes == pytest.approx((2 * L - 1 + L) * 3 / 4 * layer / 8)
     # HSDP: gathers and reduce-scatters over the 8 GPUs of a node; the network carries only the ring
-    # all-reduce of the 1/8 shard across 4 nodes: 2 x 3/4 x 2 x layer / 8 per layer
-    assert hybrid.nvlink_sent_bytes == pytest.approx((2 * L - 1 + L) * 7 / 8 * 2 * layer)
-    assert hybrid.network_sent_bytes == pytest.approx(L * 2 * 3 / 4 * 2 * layer / 8)
-    # (95 x 31/32) / (32 x 2 x 3/4 / 8) = 92.03 / 6: HSDP sends the network 15x less per microbatch
-    assert full.network_sent_bytes / hybrid.network_sent_bytes == pytest.approx(95 * 31 / 32 / 6)
+    # all-reduce of the 1/8 shard across 4 nodes: 2 x 3/4 x layer / 8 per layer
+    assert hybrid.nvlink_sent_bytes == pytest.approx((2 * L - 1 + L) * 7 / 8 * layer)
+    assert hybrid.network_sent_bytes == pytest.approx(L * 2 * 3 / 4 * layer / 8)
+    # (95 x 3/4) / (32 x 2 x 3/4) = 95 / 64: FSDP's gathers send the network only half again what HSDP's
+    # all-reduces do (the flat ring through each GPU's NIC, the strawman, would send 95 x 31/32 x layer: 10x more)
+    assert full.network_sent_bytes / hybrid.network_sent_bytes == pytest.approx(95 / 64)
 
 
-def test_collective_times_come_from_distlab_collectives(llama7b_on_4_nodes):
-    full, hybrid = llama7b_on_4_nodes
-    layer = models.model("llama2-7b").params_per_layer()
-    cl = hardware.cluster("dgx-h100", 4)
-    ag = collectives.collective_cost(
-        "all-gather", 2 * layer, 32, bandwidth=cl.inter_node_bandwidth_per_gpu, latency=cl.fabric.latency
-    )
-    assert full.gather_s == pytest.approx(ag.time_s)
+def test_collective_times_by_hand_at_line_rate():
+    # a fixed efficiency prices the links at line rate (the calibrated model at their achieved shares): NVLink 4
+    # 450 GB/s per direction and 3.4 us, NDR 50 GB/s per GPU and 9.6 us; one layer M = 2 P / L bytes
+    full, hybrid = compare_sharding("llama2-7b", "dgx-h100", nodes=4, efficiency=0.5)
+    m = models.model("llama2-7b")
+    M = 2 * m.parameter_count() / m.layers
     nv = hardware.link("nvlink4")
-    ag8 = collectives.collective_cost("all-gather", 2 * layer, 8, link=nv)
-    rs8 = collectives.collective_cost("reduce-scatter", 2 * layer, 8, link=nv)
-    ar = collectives.collective_cost(
-        "all-reduce", 2 * layer / 8, 4, bandwidth=cl.fabric_bandwidth_per_gpu(True), latency=cl.fabric.latency
-    )
-    assert hybrid.gather_s == pytest.approx(ag8.time_s)
-    assert hybrid.reduce_s == pytest.approx(rs8.time_s + ar.time_s)
-    # and HSDP hides what FSDP cannot: its gathers run over NVLink
-    assert hybrid.exposed_s < full.exposed_s
+    cl = hardware.cluster("dgx-h100", 4)
+    x_bw, x_lat = cl.fabric_bandwidth_per_gpu(same_local_rank=True), cl.fabric.latency
+    assert (nv.bandwidth, x_bw) == (450e9, 50e9)
+    inside = 7 * (nv.latency + M / (8 * nv.bandwidth))  # ring all-gather over the 8 GPUs of a node
+    across = 3 * (x_lat + M / 8 / (4 * x_bw))  # ring all-gather of the 1/8 share over the 4 nodes
+    assert full.gather_s == pytest.approx(inside + across, rel=1e-12)
+    assert full.reduce_s == pytest.approx(inside + across, rel=1e-12)
+    assert hybrid.gather_s == pytest.approx(inside, rel=1e-12)
+    shard_all_reduce = 2 * 3 * (x_lat + M / 8 / (4 * x_bw))  # ring all-reduce of the 1/8 shard over 4 replicas
+    assert hybrid.reduce_s == pytest.approx(inside + shard_all_reduce, rel=1e-12)
+    # with one layer of prefetch both expose the first gather and the last reduction only, and FSDP's
+    # reduce-scatter + all-gather between nodes is exactly HSDP's shard all-reduce: the same exposed time
+    assert full.exposed_s == pytest.approx(hybrid.exposed_s, rel=1e-12)
+    assert full.exposed_s == pytest.approx(full.gather_s + full.reduce_s, rel=1e-12)
+    # without prefetch every gather shows, and FSDP's cross the network too: HSDP exposes less
+    f0, h0 = compare_sharding("llama2-7b", "dgx-h100", nodes=4, efficiency=0.5, prefetch=0)
+    assert h0.exposed_s < f0.exposed_s
 
 
 def test_one_node_full_sharding_uses_nvlink():
     plan = sharding_plan("llama2-7b", "dgx-h100", nodes=1)
     assert plan.network_sent_bytes == 0 and plan.nvlink_sent_bytes > 0 and plan.replicas == 1
+    assert plan.algorithm == "ring"
 
 
 def test_recomputation_lengthens_the_backward_not_the_traffic():
-    plain = sharding_plan("llama2-7b", "dgx-h100", nodes=2)
-    full = sharding_plan("llama2-7b", "dgx-h100", nodes=2, recompute="full")
-    assert full.timeline.backward_s == pytest.approx(plain.timeline.backward_s + plain.timeline.forward_s)
+    # full recomputation adds one layer's forward (not the logits, spread over the layers in the forward) to the
+    # backward: 4096 x (2 x 202,383,360 + 4 x 4096 x 4096) FLOP at half of 989.4 TFLOP/s
+    plain = sharding_plan("llama2-7b", "dgx-h100", nodes=2, efficiency=0.5, seq_len=4096)
+    full = sharding_plan("llama2-7b", "dgx-h100", nodes=2, recompute="full", efficiency=0.5, seq_len=4096)
+    layer_forward = 4096 * (2 * 202_383_360 + 4 * 4096 * 4096) / (0.5 * 989.4e12)
+    assert full.timeline.backward_s == pytest.approx(plain.timeline.backward_s + layer_forward, rel=1e-12)
     assert full.network_sent_bytes == plain.network_sent_bytes
 
 
@@ -279,12 +293,10 @@ def test_collective_counts_are_whole_or_our_error(layers, reshard, replicas):
 
 
 @pytest.mark.parametrize("recompute", ["none", "selective", "full"])
-def test_default_compute_is_the_step_models(recompute):
-    """efficiency None prices a layer as training.estimate does (distlab.efficiency's calibrated model): on one DGX H100,
-    ZeRO-3, one 4,096-token sequence per GPU, the step model's compute is the 32 layers' forward + backward plus the
-    logits: 3 x 2 h V tokens at 0.82 x 794.5 / 989 of peak, slowed by their shape (4096 x 32,000 on 132 SMs: 4000 tiles
-    of 256 x 128 in 31 waves, 1 / f = 4092 / 4000 forward and weight gradient, 33 / 32 input gradient), and the loss's
-    1.4 x 52 V bytes per token at 3.35 TB/s (tests/core/test_production.py derives the same terms)."""
+def test_compute_is_the_step_models(recompute):
+    """A layer's compute is the step model's own (training.step_model_array's per-layer forward and backward, no
+    second pricing beside it): on one DGX H100 node, ZeRO-3, one 4,096-token sequence per GPU, the 32 layers'
+    forward + backward are the step model's whole compute."""
     from distlab import training
 
     plan = sharding_plan("llama2-7b", "dgx-h100", nodes=1, seq_len=4096, recompute=recompute)
@@ -296,11 +308,10 @@ def test_default_compute_is_the_step_models(recompute):
         zero=3,
         recompute=recompute,
     )
-    logit_slow = (2 * 4092 / 4000 + 33 / 32) / 3
-    logits = 3 * 2 * 4096 * 32_000 * 4096 * logit_slow / (989.4e12 * 0.82 * 794.5 / 989)
-    loss = 1.4 * 52 * 32_000 * 4096 / 3.35e12
     layers = 32 * (plan.timeline.forward_s + plan.timeline.backward_s)
-    assert est.compute_s == pytest.approx(layers + logits + loss, rel=1e-12)
-    # a number keeps Lesson 7 §1's fixed share: forward = the layer's FLOPs / (peak x efficiency)
+    assert est.compute_s == pytest.approx(layers, rel=1e-12)
+    # a number keeps Lesson 7 §1's fixed share: forward = the layer's FLOPs plus its share of the logits' (2 h V per
+    # token, over 32 layers) / (peak x efficiency)
     fixed = sharding_plan("llama2-7b", "dgx-h100", nodes=1, seq_len=4096, recompute=recompute, efficiency=0.5)
-    assert fixed.timeline.forward_s == pytest.approx(4096 * (2 * 202_383_360 + 4 * 4096 * 4096) / (0.5 * 989.4e12))
+    per_token = 2 * 202_383_360 + 4 * 4096 * 4096 + 2 * 4096 * 32_000 / 32
+    assert fixed.timeline.forward_s == pytest.approx(4096 * per_token / (0.5 * 989.4e12), rel=1e-12)

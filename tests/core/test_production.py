@@ -700,6 +700,10 @@ def _all_finite(obj, depth=0) -> bool:
         return math.isfinite(float(obj))
     if isinstance(obj, np.ndarray):
         return obj.dtype.kind not in "fc" or bool(np.all(np.isfinite(obj)))
+    if isinstance(obj, production.ShardingPlan):
+        # its FSDP timeline marks events that do not happen (the last layer's backward gather) with NaN
+        numbers = (obj.memory_bytes, obj.network_sent_bytes, obj.nvlink_sent_bytes, obj.exposed_s, obj.timeline.step_s)
+        return all(math.isfinite(v) for v in numbers)
     if dataclasses.is_dataclass(obj):
         return all(_all_finite(getattr(obj, f.name), depth + 1) for f in dataclasses.fields(obj))
     if isinstance(obj, dict):
@@ -771,6 +775,21 @@ _PUBLIC = {
         ),
     ),
     "ulysses_limit": (production.ulysses_limit, dict(model="llama3.1-8b", cp=8, tp=1)),
+    "sharding_plan": (
+        production.sharding_plan,
+        dict(
+            model="llama2-7b",
+            cluster="dgx-h100",
+            sharding="full",
+            nodes=2,
+            micro_batch_size=1,
+            seq_len=2048,
+            efficiency=0.5,
+            prefetch=1,
+            recompute="none",
+        ),
+    ),
+    "compare_sharding": (production.compare_sharding, dict(model="llama2-7b", cluster="dgx-h100", nodes=2)),
     "expected_max_normal": (production.expected_max_normal, dict(n=64)),
     "gumbel_expected_max": (production.gumbel_expected_max, dict(n=64)),
     "leading_term_max_normal": (production.leading_term_max_normal, dict(n=64)),

@@ -85,3 +85,10 @@ def test_typical_mistakes_get_specific_feedback(question, answer, words):
 
 def test_solution_notebook_answers_every_question(answered_in_solution):
     assert answered_in_solution("10_mixture_of_experts.ipynb") == list(lesson.QUESTIONS)
+
+
+def test_q6_explanation_prices_attention_and_names_fp8():
+    # lesson 10 §1 (moe_step_flops at 4K): DeepSeek-V3 computes 281.2 GFLOP per token against 6 x 36.63e9 = 219.8:
+    # 1.28x, so attention adds about 0.28 x 34.3 % = 10 points, not "a few"; and its GEMMs ran mostly in FP8
+    text = str(lesson.q6.solution())
+    assert "1.28 x 6N" in text and "about 10 points" in text and "FP8" in text

@@ -32,6 +32,16 @@ def test_stream_figure_has_one_box_per_event():
     # 4 forwards + 4 backwards + 4 forward gathers + 3 backward gathers + 4 reductions
     assert len(boxes.get_paths()) == 19
     assert fig.axes[0].get_xlim() == (0.0, 15.0)  # nice ceiling of 13 x 1.02
+    # the legend names every part (lesson 11 showed '_nolegend_' six times) and covers no bar
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    (legend,) = fig.legends
+    names = [t.get_text() for t in legend.get_texts()]
+    assert names and not any(n.startswith("_") for n in names)
+    renderer = canvas.get_renderer()
+    assert not legend.get_window_extent(renderer).overlaps(fig.axes[0].get_window_extent(renderer))
 
 
 def test_context_and_goodput_and_schedule_figures():

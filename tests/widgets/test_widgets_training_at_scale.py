@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distlab import failures, fsdp, pipeline, production
+from distlab import failures, pipeline, production
 from distlab.widgets.training_at_scale import APPS, CheckpointApp, ContextApp, FsdpApp, ScheduleApp
 
 
@@ -36,7 +36,7 @@ def test_schedule_app_slider_keeps_the_axes_most_of_the_time():
 def test_fsdp_app_is_sharding_plan():
     app = FsdpApp(model="llama2-7b", nodes=4, sharding="full")
     plan, other = app.result
-    want = fsdp.sharding_plan("llama2-7b", "dgx-h100", nodes=4)
+    want = production.sharding_plan("llama2-7b", "dgx-h100", nodes=4)
     assert plan.exposed_s == want.exposed_s and plan.network_sent_bytes == want.network_sent_bytes
     assert other.sharding == "hybrid" and "HSDP on the same cluster" in app.summary()
     app.nodes.value = 1

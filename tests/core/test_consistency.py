@@ -1,0 +1,141 @@
+"""One physics, one home (issue 29): where a lesson app shows a quantity the step model also computes, the two are
+the same number for the same configuration, over a grid of configurations.
+
+Each test builds the app's number the way the app does (the function its widget calls) and the step model's with
+training.estimate, and asks for equality to 1e-12 relative: no tolerance hides a second formula.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from distlab import dataparallel, hardware, models, moe, pipeline, production, tensor, training
+
+EXACT = 1e-12
+
+
+# --------------------------------------------------------------------------- lesson 11 §2: FSDP exposed time
+
+
+@pytest.mark.parametrize(
+    "model, nodes, efficiency",
+    list(itertools.product(["llama2-7b", "llama3.1-8b", "llama2-13b"], [1, 2, 4, 16], [None, 0.5])),
+)
+def test_fsdp_app_exposes_what_the_step_model_exposes(model, nodes, efficiency):
+    # lesson 11's FsdpApp prices production.sharding_plan; the step model prices ZeRO-3 over the same dp = N GPUs
+    # with one microbatch of one sequence per GPU. Before issue 29 the app sent every GPU's ring through its own NIC
+    # (Llama-2-7B on 4 nodes: 450 ms exposed) while the step model exposed 3.74 ms
+    cl = hardware.cluster("dgx-h100", nodes, "ib-ndr")
+    plan = production.sharding_plan(model, cl, seq_len=4096, efficiency=efficiency)
+    est = training.estimate(model, cl, global_batch=cl.gpus, seq_len=4096, zero=3, efficiency=efficiency)
+    assert est.microbatches == 1
+    assert plan.exposed_s == pytest.approx(est.dp_exposed_s, rel=EXACT)
+    # the traffic too: (2L - 1) gathers + L reduce-scatters of one layer, each half an all-reduce
+    L = models.model(model).layers
+    assert (2 * L - 1) * plan.gather_s + L * plan.reduce_s == pytest.approx(est.dp_comm_s, rel=EXACT)
+    # and the compute: the 32 layers' forward and backward are the step model's compute
+    assert L * (plan.timeline.forward_s + plan.timeline.backward_s) == pytest.approx(est.compute_s, rel=EXACT)
+
+
+# --------------------------------------------------------------------------- lesson 10 §3: expert time, capacity
+
+
+@pytest.mark.parametrize("skew, capacity", list(itertools.product([0.0, 1.0, 2.0], [None, 1.0, 1.25, 2.0])))
+def test_capacity_app_prices_the_busiest_gpu_as_the_step_model(skew, capacity):
+    from distlab.widgets.mixture_of_experts import SEQ_LEN, ImbalanceApp
+
+    app = ImbalanceApp(model="mixtral-8x7b", ep=8, skew=skew, capacity=capacity)
+    layer = app.result["layer"]
+    view = moe.step.step_model(
+        "mixtral-8x7b", SEQ_LEN, imbalance=min(app.result["trace"].imbalance, 4.0), capacity_factor=capacity
+    )
+    load = float(view.expert_load(8))
+    assert layer.expert_flops / layer.balanced_expert_flops == pytest.approx(load, rel=EXACT)
+    if capacity is not None:
+        # padded to capacity, the busiest GPU does exactly the capacity factor times the balanced work (before
+        # issue 29, skew 1 and capacity 1.25 gave x1.66: the busiest kept copies over the mean of the KEPT copies)
+        assert load == capacity
+
+
+def test_capacity_app_and_estimate_agree_on_the_expert_time():
+    # the step model's compute with capacity_factor 1.25 against dropless balanced routing: the routed experts' part
+    # of the layer grows by exactly 0.25 x (balanced expert FLOPs); the app's layer shows the same 1.25
+    cl = hardware.cluster("dgx-h100", 1, "ib-ndr")
+    kw = dict(global_batch=8, seq_len=4096, ep=8, tp=1, efficiency=0.5)
+    padded = training.estimate("mixtral-8x7b", cl, capacity_factor=1.25, **kw)
+    even = training.estimate("mixtral-8x7b", cl, **kw)
+    layer = moe.moe_layer_cost("mixtral-8x7b", cl, seq_len=4096, ep=8, capacity_factor=1.25, imbalance=1.66)
+    peak = cl.accelerator.peak("bf16")
+    m = moe.model("mixtral-8x7b")
+    extra = 0.25 * layer.balanced_expert_flops * m.moe_layers / (peak * 0.5)
+    assert padded.compute_s - even.compute_s == pytest.approx(extra, rel=1e-9)
+    assert layer.expert_flops == pytest.approx(1.25 * layer.balanced_expert_flops, rel=EXACT)
+
+
+# --------------------------------------------------------------------------- lesson 3: ZeRO traffic per step
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2])
+@pytest.mark.parametrize("model", ["llama2-7b", "llama2-13b", "megatron-gpt-1.7b"])
+def test_zero_traffic_app_equals_the_step_model_in_a_node(zero, model):
+    # lesson 3's ZeroMemoryApp: dataparallel.step_communication on one link; the step model on one DGX H100 node
+    # (dp 8 on NVLink 4 at line rate with a fixed efficiency), one micro-batch per step
+    cl = hardware.cluster("dgx-h100", 1, "ib-ndr")
+    est = training.estimate(model, cl, global_batch=8, seq_len=2048, zero=zero, efficiency=0.5)
+    app = dataparallel.step_communication(model, zero=zero, dp=8, link="nvlink4")
+    assert app.time_s == pytest.approx(est.dp_comm_s, rel=EXACT)
+
+
+@pytest.mark.parametrize("micro", [2, 8])
+def test_zero2_reduces_every_microbatch_in_both(micro):
+    # lesson 3 cell 15: ZeRO-2 reduce-scatters every micro-batch and all-gathers once: (m + 1)/2 times DDP's bytes
+    cl = hardware.cluster("dgx-h100", 1, "ib-ndr")
+    kw = dict(global_batch=8 * micro, seq_len=2048, efficiency=0.5)
+    zero2 = training.estimate("llama2-7b", cl, zero=2, **kw)
+    ddp = training.estimate("llama2-7b", cl, zero=0, **kw)
+    assert zero2.dp_comm_s == pytest.approx((micro + 1) / 2 * ddp.dp_comm_s, rel=EXACT)
+
+
+def test_zero3_step_model_counts_layer_by_layer():
+    # the one named difference: lesson 3's app counts ZeRO-3 as the ZeRO paper does, three whole-model collectives
+    # (3 x half an all-reduce of M); the step model runs them layer by layer as FSDP does, 3L - 1 collectives of M / L
+    # (the last layer is not gathered again), each paying its 7 ring latencies: (3L - 1) (7 alpha + 7/8 M / (L B))
+    cl = hardware.cluster("dgx-h100", 1, "ib-ndr")
+    est = training.estimate("llama2-7b", cl, global_batch=8, seq_len=2048, zero=3, efficiency=0.5)
+    app = dataparallel.step_communication("llama2-7b", zero=3, dp=8, link="nvlink4")
+    nv = hardware.link("nvlink4")
+    L, M = 32, 2 * models.model("llama2-7b").parameter_count()
+    assert app.time_s == pytest.approx(3 * (7 * nv.latency + 7 / 8 * M / nv.bandwidth), rel=EXACT)
+    assert est.dp_comm_s == pytest.approx((3 * L - 1) * (7 * nv.latency + 7 / 8 * M / L / nv.bandwidth), rel=EXACT)
+
+
+# --------------------------------------------------------------------------- lesson 5: TP traffic
+
+
+@pytest.mark.parametrize(
+    "tp, sp, recompute", list(itertools.product([2, 4, 8], [False, True], ["none", "selective", "full"]))
+)
+def test_tp_app_equals_the_step_model(tp, sp, recompute):
+    # lesson 5's TensorParallelApp shows tensor.tp_layer_cost's per-layer, per-microbatch TP time
+    cl = hardware.cluster("dgx-h100", 1, "ib-ndr")
+    est = training.estimate(
+        "llama2-7b", cl, global_batch=8, seq_len=4096, tp=tp, efficiency=0.5, sequence_parallel=sp, recompute=recompute
+    )
+    app = tensor.tp_layer_cost("llama2-7b", tp, seq_len=4096, sequence_parallel=sp, recompute=recompute)
+    assert app.comm_time_s == pytest.approx(est.tp_comm_s / est.microbatches / 32, rel=EXACT)
+
+
+# --------------------------------------------------------------------------- lesson 4: the bubble
+
+
+@pytest.mark.parametrize("pp, gb", list(itertools.product([2, 4, 8], [16, 64, 256])))
+def test_bubble_app_equals_the_step_model(pp, gb):
+    # lesson 4's BubbleGridApp shows pipeline.closed_form's overhead (bubble over ideal compute, (p-1)/m for 1F1B);
+    # the step model's bubble over its compute, with nothing else in the stage time (no TP, CP or EP)
+    cl = hardware.cluster("dgx-h100", 1, "ib-ndr")
+    dp = 8 // pp
+    est = training.estimate("llama2-7b", cl, global_batch=gb, seq_len=2048, pp=pp, dp=dp, efficiency=0.5)
+    app = pipeline.closed_form("1f1b", pp, est.microbatches, 1, 1.0, 2.0, 0.0)
+    assert app.overhead == pytest.approx(est.bubble_s / est.compute_s, rel=EXACT)
