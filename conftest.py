@@ -6,7 +6,9 @@ too: the workers' reports, skips at collection included, reach this process's te
 notebooks/ too, which tests/conftest.py does not reach.)
 """
 
+import functools
 import os
+from pathlib import Path
 
 import pytest
 
@@ -14,11 +16,76 @@ import pytest
 #: that silently did not run (a missing install, a broken sandbox), and the run must fail
 REQUIRE_ALL_TESTS = os.environ.get("DISTLAB_REQUIRE_ALL_TESTS") == "1"
 
+#: Outside the fast tier (`pytest -m "not slow" tests`, README's For contributors), besides every notebook and every
+#: test marked `notebook` or `browser`: the grading sandboxes (each test starts kernels), the browser and Voila
+#: tests, PyTorch's multi-process runs, the linters (mypy alone takes a minute or two), the fuzzing of every app and
+#: CLI subcommand, the frame-by-frame redraw checks, the instructor pack's build and the install checks.
+SLOW_PATHS = (
+    "tests/grading/",
+    "tests/test_browser.py",
+    "tests/test_lint.py",
+    "tests/test_fuzz_api.py",
+    "tests/test_instructor_pack.py",
+    "tests/test_binder.py",
+    "tests/test_first_run.py",
+    "tests/widgets/test_widget_fuzz.py",
+    "tests/widgets/test_widget_frames.py",
+    "tests/core/test_verify_torch.py",
+    "tests/core/test_verify_sharding_torch.py",
+    "tests/core/test_verify_all_to_all.py",
+    "tests/core/test_verify_moe_torch.py",
+)
+
 #: Notebooks whose cells import torch (through distlab.verify).
 TORCH_NOTEBOOKS = {"09_verify_with_pytorch.ipynb"}
 
 
+@functools.cache
+def _shares_module_fixtures(path: Path) -> bool:
+    """Whether a test module defines a module- or class-scoped fixture (a JupyterLab server, a PyTorch run)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return any(f"scope={q}{s}{q}" in text for q in "\"'" for s in ("module", "class"))
+
+
+def _work_unit(rootpath: Path, nodeid: str) -> str:
+    """What an xdist worker must run as one piece: a notebook's cells (they share the kernel nbval starts for the
+    file; run apart, a later cell meets a kernel without the earlier ones' names), a module that shares a fixture
+    (run apart, each worker would build it again), else the test alone."""
+    path = nodeid.split("::", 1)[0]
+    if path.endswith(".ipynb") or _shares_module_fixtures(rootpath / path):
+        return path
+    return nodeid
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`-n N` (its --dist load) as xdist's load scheduling, but by the work units of _work_unit: the largest units
+    (notebooks, the browser tests) start first and single tests fill the workers' remaining time. (xdist_group marks
+    would say this per test, but pytest-xdist 3.8 writes them into item._nodeid, which pytest 9 no longer reads.)"""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkUnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _work_unit(config.rootpath, nodeid)
+
+    return WorkUnitScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if (
+            item.path.suffix == ".ipynb"
+            or item.nodeid.startswith(SLOW_PATHS)
+            or item.get_closest_marker("notebook")
+            or item.get_closest_marker("browser")
+        ):
+            item.add_marker(pytest.mark.slow)
+
     from distlab.verify import TORCH_MESSAGE, torch_available
 
     if torch_available():  # imports torch: a broken install skips too, with the reason

@@ -1,0 +1,104 @@
+"""The suite runs on every core (pytest-xdist, addopts -n auto): the repository's conftest.py, copied beside a tiny
+suite in a temporary folder, run with two workers. A notebook's cells run in one worker, in order (nbval's kernel is
+per file); a module with a module-scoped fixture runs in one worker (the fixture is built once); with
+DISTLAB_REQUIRE_ALL_TESTS=1 a skip, at collection or in a test, still fails the run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.slow  # each test runs pytest with two workers (and one a kernel)
+
+SHARED = """
+import os, pytest
+
+@pytest.fixture(scope="module")
+def built():
+    # counts how often the module's fixture is built, across workers
+    with open(os.environ["BUILT_MARKER"], "a") as f:
+        f.write(os.environ.get("PYTEST_XDIST_WORKER", "main") + "\\n")
+    return 1
+"""
+
+
+def _suite(tmp_path: Path, files: dict[str, str]) -> Path:
+    shutil.copy(ROOT / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+def _pytest(folder: Path, *args: str, require_all: bool = False) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "DISTLAB_REQUIRE_ALL_TESTS"}
+    env["BUILT_MARKER"] = str(folder / "built")
+    if require_all:
+        env["DISTLAB_REQUIRE_ALL_TESTS"] = "1"
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "-v", *args],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_a_notebooks_cells_run_in_one_worker_in_order(tmp_path):
+    # each cell reads the name the cell before it defined: run on two workers, a cell without its predecessor
+    # raises NameError (109 cells failed so in the suite before the cells were kept together)
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell("x0 = 0")]
+    nb.cells += [nbformat.v4.new_code_cell(f"x{i} = x{i - 1} + 1") for i in range(1, 12)]
+    nb.cells += [nbformat.v4.new_code_cell("x11", execution_count=13)]
+    nb.cells[-1].outputs = [nbformat.v4.new_output("execute_result", {"text/plain": "11"}, execution_count=13)]
+    nbformat.write(nb, tmp_path / "chain.ipynb")
+    # plain tests beside it, so that both workers have work
+    plain = "".join(f"def test_{i}():\n    pass\n\n" for i in range(20))
+    folder = _suite(tmp_path, {"test_plain.py": plain})
+    proc = _pytest(folder, "--nbval", "--nbval-current-env", "chain.ipynb", "test_plain.py")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "33 passed" in proc.stdout
+    # (xdist's verbose lines name a cell "chain::ipynb::Cell 3")
+    cells = [line.split()[0] for line in proc.stdout.splitlines() if "::Cell " in line and "PASSED" in line]
+    assert len(cells) == 13 and len(set(cells)) == 1, cells
+
+
+def test_a_module_sharing_a_fixture_runs_in_one_worker_and_builds_it_once(tmp_path):
+    tests = SHARED + "".join(f"def test_{i}(built):\n    assert built == 1\n\n" for i in range(12))
+    plain = "".join(f"def test_{i}():\n    pass\n\n" for i in range(12))
+    folder = _suite(tmp_path, {"test_shared.py": tests, "test_plain.py": plain})
+    proc = _pytest(folder)
+    assert proc.returncode == 0 and "24 passed" in proc.stdout, proc.stdout[-3000:]
+    built = (tmp_path / "built").read_text().split()
+    assert len(built) == 1, built  # one build: every test of the module ran in one worker
+    # and the plain tests were spread: both workers ran some
+    workers = {line.split()[0] for line in proc.stdout.splitlines() if "PASSED" in line}
+    assert workers == {"[gw0]", "[gw1]"}, workers
+
+
+@pytest.mark.parametrize("where", ["collection", "test"])
+def test_a_skip_fails_the_run_where_every_test_must_run(tmp_path, where):
+    skipping = (
+        'import pytest\npytest.importorskip("no_such_module_here")\n\ndef test_x():\n    pass\n'
+        if where == "collection"
+        else 'import pytest\n\ndef test_x():\n    pytest.skip("not here")\n'
+    )
+    plain = "".join(f"def test_{i}():\n    pass\n\n" for i in range(6))
+    folder = _suite(tmp_path, {"test_skipping.py": skipping, "test_plain.py": plain})
+    proc = _pytest(folder, require_all=True)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert "DISTLAB_REQUIRE_ALL_TESTS=1: 1 test(s) skipped, so this run fails" in proc.stdout
+    # without the variable the same run passes, the skip reported as one
+    proc = _pytest(folder)
+    assert proc.returncode == 0 and "1 skipped" in proc.stdout, proc.stdout[-3000:]
