@@ -200,3 +200,23 @@ def test_ci_installs_the_browser_and_the_sandbox_before_the_tests():
     markers = " ".join(PYPROJECT["tool"]["pytest"]["ini_options"]["markers"])
     assert "browser:" in markers
 
+
+def test_voila_shows_each_output_as_it_runs(monkeypatch):
+    # the README's `voila notebooks/07_training_lab.ipynb` and Binder's Voila (a Jupyter Server extension) both read
+    # voila.json from the folder they start in, the checkout's root: Voila sends the page at once and shows each
+    # cell's output as soon as it has run, so lesson 7's app appears before the cells after it have run (issue 32)
+    server_extension = pytest.importorskip(
+        "voila.server_extension", reason="voila (the lessons extra) is not installed"
+    )
+    app_module = pytest.importorskip("voila.app")
+    assert json.loads((ROOT / "voila.json").read_text(encoding="utf-8")) == {
+        "VoilaConfiguration": {"progressive_rendering": True}
+    }
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(ROOT / "no-such-folder"))
+    monkeypatch.delenv("JUPYTER_CONFIG_PATH", raising=False)
+    config = server_extension.load_config_file()  # Binder's
+    assert config is not None and config.VoilaConfiguration.progressive_rendering is True
+    app = app_module.Voila()  # the standalone app's search path: the folder it starts in, then Jupyter's
+    app.load_config_file("voila", path=app.config_file_paths)
+    assert app.config.VoilaConfiguration.progressive_rendering is True

@@ -37,6 +37,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = ROOT / "test-artifacts"
 LESSON = ROOT / "notebooks" / "01_memory_wall.ipynb"
 VOILA_APP = ROOT / "notebooks" / "07_training_lab.ipynb"  # the README's Voila link
+VOILA_CONFIG = ROOT / "voila.json"  # read by Voila (and Binder's Voila server extension) from the folder it starts in
 SETTINGS = ROOT / "share" / "jupyter" / "lab" / "settings" / "overrides.d" / "distlab.json"
 # Flags seen to work here for headless Chromium on a machine with no network and no screen
 CHROMIUM_ARGS = [
@@ -300,6 +301,8 @@ def test_voila_serves_the_training_lab_as_an_app(tmp_path, name):
         _write_pictures_notebook(tmp_path / name)
     else:
         shutil.copy(VOILA_APP, tmp_path / name)
+    # the configuration the README's command reads from the folder Voila starts in (progressive rendering)
+    shutil.copy(VOILA_CONFIG, tmp_path / VOILA_CONFIG.name)
     port, token = _free_port(), secrets.token_hex(16)
     log_path = tmp_path / "voila.log"
     with open(log_path, "wb") as log:
@@ -341,6 +344,22 @@ def test_voila_serves_the_training_lab_as_an_app(tmp_path, name):
                     # an app, not code: Voila shows no code cells
                     assert page.locator(".jp-InputArea-editor >> visible=true").count() == 0
                     assert "Traceback" not in page.content()
+                    if name == VOILA_APP.name:  # the kernel answers a control (Voila's preheated kernel is live)
+                        from distlab.widgets.training_lab import TrainingLabApp
+
+                        lab = TrainingLabApp()
+                        lab.seq_len.value = 4096
+                        want = _squash(lab.summary())
+                        summary = page.locator(".distlab-picture .distlab-summary").first
+                        sequence = page.locator(
+                            ".widget-dropdown", has=page.locator(".widget-label", has_text=re.compile(r"^sequence$"))
+                        ).locator("select")
+                        sequence.select_option(label="4096")
+                        page.wait_for_function(
+                            "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
+                            arg=[summary.element_handle(), want],
+                            timeout=90_000,
+                        )
                     if name == PICTURES:  # the ring's step slider answers in the page
                         picture = page.locator(".distlab-picture").first
                         summary = picture.locator(".distlab-summary")
