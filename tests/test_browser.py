@@ -1001,3 +1001,73 @@ def test_keyboard_steps_a_lesson_apps_dropdown_and_toggle_in_jupyterlab(jupyterl
         finally:
             page.screenshot(path=str(ARTIFACTS / "browser-keyboard.png"), full_page=False)
             browser.close()
+
+
+def test_keyboard_moves_an_ipywidgets_slider_of_a_lesson_app_in_jupyterlab(jupyterlab):
+    """Sliders from the keyboard too (issue 32): lesson 2's ring app in JupyterLab, its GPU-count slider (ipywidgets'
+    handle) focused; ArrowRight and ArrowUp each add one GPU, ArrowDown takes one off (ArrowUp/ArrowDown are also
+    JupyterLab's command-mode keys), and the text under the picture is distlab's for each count."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+    from distlab.widgets.collectives import RingAllReduceApp
+
+    base, token = jupyterlab
+    app = RingAllReduceApp(gpus=4, size="4 GB", link="nvlink4")
+    want = {}
+    for n in (4, 5, 6):
+        app.gpus.value = n
+        want[n] = _squash(app.summary())
+    assert len(set(want.values())) == 3
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            'from distlab.widgets.collectives import RingAllReduceApp\nRingAllReduceApp(gpus=4, size="4 GB", '
+            'link="nvlink4")'
+        ),
+        nbformat.v4.new_markdown_cell("the end"),
+    ]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    request = urllib.request.Request(
+        f"{base}/api/contents/keyboard-slider.ipynb?token={token}",
+        data=json.dumps({"type": "notebook", "content": json.loads(nbformat.writes(nb))}).encode(),
+        method="PUT",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10):  # noqa: S310 - localhost only
+        pass
+    with _chromium(sync_api) as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(30_000)
+        try:
+            _open_and_run_all(page, f"{base}/lab/tree/keyboard-slider.ipynb?token={token}")
+            summary = page.locator(".distlab-picture .distlab-summary")
+            summary.wait_for(timeout=90_000)
+            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
+            cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
+            assert cells.count() == 2
+            slider = page.locator(".widget-slider", has=page.locator(".widget-label", has_text="GPUs (N)"))
+            handle = slider.locator("[role=slider], .noUi-handle").first
+            readout = slider.locator(".widget-readout")
+
+            def shows(n: int) -> None:
+                try:
+                    page.wait_for_function(
+                        "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
+                        arg=[summary.element_handle(), want[n]],
+                        timeout=30_000,
+                    )
+                except sync_api.TimeoutError:
+                    pytest.fail(f"at {n} GPUs: shows {_squash(summary.text_content())!r}, distlab: {want[n]!r}")
+                assert readout.text_content().strip() == str(n)
+
+            shows(4)
+            handle.focus()
+            for key, n in (("ArrowRight", 5), ("ArrowUp", 6), ("ArrowDown", 5)):
+                page.keyboard.press(key)
+                shows(n)
+                assert handle.evaluate("h => document.activeElement === h"), f"{key}: the slider lost the focus"
+            assert cells.count() == 2 and page.get_by_text("Error displaying widget").count() == 0
+        finally:
+            page.screenshot(path=str(ARTIFACTS / "browser-keyboard-slider.png"), full_page=False)
+            browser.close()
