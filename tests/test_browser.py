@@ -998,6 +998,11 @@ def test_keyboard_steps_a_lesson_apps_dropdown_and_toggle_in_jupyterlab(jupyterl
             shows("tp")
             assert "mod-active" in (eight.get_attribute("class") or "")
             assert cells.count() == 3 and page.get_by_text("Error displaying widget").count() == 0
+            # the notebook's own keys still work off the outputs: on the first cell, ArrowDown moves to the next
+            cells.first.click()
+            page.wait_for_function("c => c.classList.contains('jp-mod-active')", arg=cells.first.element_handle())
+            page.keyboard.press("ArrowDown")
+            page.wait_for_function("c => c.classList.contains('jp-mod-active')", arg=cells.nth(1).element_handle())
         finally:
             page.screenshot(path=str(ARTIFACTS / "browser-keyboard.png"), full_page=False)
             browser.close()
