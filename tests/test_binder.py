@@ -81,9 +81,53 @@ def test_environment_installs_distlab_from_the_repository_and_pins_nothing(envir
             assert "==" not in spec and not re.search(r"(?<![<>=!])=(?!=)", spec), spec
 
 
-def test_settings_file_sets_windowing_mode_defer():
+#: The selector of JupyterLab's command-mode shortcuts (notebook-extension:tracker), and distlab's for the keys a
+#: focused control uses: the same, but not on an element inside a cell's output (a widget's dropdown, button, slider)
+COMMAND_MODE = ".jp-Notebook.jp-mod-commandMode:not(.jp-mod-readWrite) :focus"
+OFF_OUTPUTS = COMMAND_MODE + ":not(.jp-OutputArea-output *)"
+
+
+def test_settings_file_sets_windowing_mode_defer_and_rescopes_shortcuts():
     data = json.loads(SETTINGS.read_text(encoding="utf-8"))
-    assert data == {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "defer"}}
+    assert set(data) == {"@jupyterlab/notebook-extension:tracker", "@jupyterlab/shortcuts-extension:shortcuts"}
+    assert data["@jupyterlab/notebook-extension:tracker"] == {"windowingMode": "defer"}
+    shortcuts = data["@jupyterlab/shortcuts-extension:shortcuts"]["shortcuts"]
+    # each entry is a pair: JupyterLab's binding disabled, the same command and keys bound off outputs
+    disabled = [s for s in shortcuts if s.get("disabled")]
+    enabled = [s for s in shortcuts if not s.get("disabled")]
+    assert disabled and len(disabled) == len(enabled)
+    assert {s["selector"] for s in disabled} == {COMMAND_MODE} and {s["selector"] for s in enabled} == {OFF_OUTPUTS}
+    key = lambda s: (s["command"], tuple(s["keys"]))  # noqa: E731
+    assert sorted(map(key, disabled)) == sorted(map(key, enabled))
+
+
+def _keys_a_control_uses(keys: list) -> bool:
+    """A binding of keys a focused control types or steps with: every keystroke a key alone or with Shift (letters
+    jump a dropdown to an option, arrows, Home and End step it or a slider, Enter presses a button)."""
+    return bool(keys) and all(k and all(part == "Shift" for part in k.split()[:-1]) for k in keys)
+
+
+def test_every_command_mode_key_a_control_uses_is_off_outputs():
+    # read JupyterLab's own bindings: a JupyterLab that adds one (or changes a selector) fails here
+    from jupyterlab.commands import get_app_dir
+
+    schema = Path(get_app_dir()) / "schemas" / "@jupyterlab" / "notebook-extension" / "tracker.json"
+    if not schema.is_file():
+        pytest.skip("JupyterLab's schemas are not installed here")
+    bindings = json.loads(schema.read_text(encoding="utf-8"))["jupyter.lab.shortcuts"]
+    wanted = sorted(
+        (b["command"], tuple(b["keys"]))
+        for b in bindings
+        if b["selector"] == COMMAND_MODE and _keys_a_control_uses(b["keys"])
+    )
+    # ArrowUp/ArrowDown move the cell cursor (the issue), X cuts a cell, D D deletes one
+    for binding in [("notebook:move-cursor-down", ("ArrowDown",)), ("notebook:cut-cell", ("X",))]:
+        assert binding in wanted
+    assert ("notebook:delete-cell", ("D", "D")) in wanted and ("notebook:run-cell", ("Accel Enter",)) not in wanted
+    data = json.loads(SETTINGS.read_text(encoding="utf-8"))
+    shortcuts = data["@jupyterlab/shortcuts-extension:shortcuts"]["shortcuts"]
+    moved = sorted((s["command"], tuple(s["keys"])) for s in shortcuts if s["selector"] == OFF_OUTPUTS)
+    assert moved == wanted
 
 
 def test_settings_are_installed_where_jupyterlab_reads_them():
@@ -155,3 +199,24 @@ def test_ci_installs_the_browser_and_the_sandbox_before_the_tests():
     assert install < ci.index(".venv/bin/python -m pytest")
     markers = " ".join(PYPROJECT["tool"]["pytest"]["ini_options"]["markers"])
     assert "browser:" in markers
+
+
+def test_voila_shows_each_output_as_it_runs(monkeypatch):
+    # the README's `voila notebooks/07_training_lab.ipynb` and Binder's Voila (a Jupyter Server extension) both read
+    # voila.json from the folder they start in, the checkout's root: Voila sends the page at once and shows each
+    # cell's output as soon as it has run, so lesson 7's app appears before the cells after it have run (issue 32)
+    server_extension = pytest.importorskip(
+        "voila.server_extension", reason="voila (the lessons extra) is not installed"
+    )
+    app_module = pytest.importorskip("voila.app")
+    assert json.loads((ROOT / "voila.json").read_text(encoding="utf-8")) == {
+        "VoilaConfiguration": {"progressive_rendering": True}
+    }
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(ROOT / "no-such-folder"))
+    monkeypatch.delenv("JUPYTER_CONFIG_PATH", raising=False)
+    config = server_extension.load_config_file()  # Binder's
+    assert config is not None and config.VoilaConfiguration.progressive_rendering is True
+    app = app_module.Voila()  # the standalone app's search path: the folder it starts in, then Jupyter's
+    app.load_config_file("voila", path=app.config_file_paths)
+    assert app.config.VoilaConfiguration.progressive_rendering is True

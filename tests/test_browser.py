@@ -37,6 +37,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = ROOT / "test-artifacts"
 LESSON = ROOT / "notebooks" / "01_memory_wall.ipynb"
 VOILA_APP = ROOT / "notebooks" / "07_training_lab.ipynb"  # the README's Voila link
+VOILA_CONFIG = ROOT / "voila.json"  # read by Voila (and Binder's Voila server extension) from the folder it starts in
 SETTINGS = ROOT / "share" / "jupyter" / "lab" / "settings" / "overrides.d" / "distlab.json"
 # Flags seen to work here for headless Chromium on a machine with no network and no screen
 CHROMIUM_ARGS = [
@@ -300,6 +301,8 @@ def test_voila_serves_the_training_lab_as_an_app(tmp_path, name):
         _write_pictures_notebook(tmp_path / name)
     else:
         shutil.copy(VOILA_APP, tmp_path / name)
+    # the configuration the README's command reads from the folder Voila starts in (progressive rendering)
+    shutil.copy(VOILA_CONFIG, tmp_path / VOILA_CONFIG.name)
     port, token = _free_port(), secrets.token_hex(16)
     log_path = tmp_path / "voila.log"
     with open(log_path, "wb") as log:
@@ -341,6 +344,22 @@ def test_voila_serves_the_training_lab_as_an_app(tmp_path, name):
                     # an app, not code: Voila shows no code cells
                     assert page.locator(".jp-InputArea-editor >> visible=true").count() == 0
                     assert "Traceback" not in page.content()
+                    if name == VOILA_APP.name:  # the kernel answers a control (Voila's preheated kernel is live)
+                        from distlab.widgets.training_lab import TrainingLabApp
+
+                        lab = TrainingLabApp()
+                        lab.seq_len.value = 4096
+                        want = _squash(lab.summary())
+                        summary = page.locator(".distlab-picture .distlab-summary").first
+                        sequence = page.locator(
+                            ".widget-dropdown", has=page.locator(".widget-label", has_text=re.compile(r"^sequence$"))
+                        ).locator("select")
+                        sequence.select_option(label="4096")
+                        page.wait_for_function(
+                            "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
+                            arg=[summary.element_handle(), want],
+                            timeout=90_000,
+                        )
                     if name == PICTURES:  # the ring's step slider answers in the page
                         picture = page.locator(".distlab-picture").first
                         summary = picture.locator(".distlab-summary")
@@ -869,3 +888,191 @@ def test_the_triage_ladder_draws_any_ladder_without_an_error():
     for name, ink in drawn.items():
         # an empty ladder draws nothing; any other leaves its axis, bars and names on the canvas
         assert (ink == 0) if name == "an empty ladder" else (ink > 2000), (name, ink)
+
+
+def test_keyboard_steps_a_lesson_apps_dropdown_and_toggle_in_jupyterlab(jupyterlab):
+    """Every control from the keyboard (issue 32): in JupyterLab, with the settings distlab ships, the training lab
+    (lesson 7) is reached with Tab from its first control; ArrowDown and ArrowUp on its sequence dropdown step the
+    sequence length (JupyterLab's command-mode shortcuts would take the keys and move the cell cursor instead: the settings
+    keep them off controls inside an output), and Space on a TP toggle button picks it; each time the text under the
+    picture becomes what distlab computes, and the notebook's cells stay as they were."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+    from distlab.widgets.training_lab import SEQS, TrainingLabApp
+
+    base, token = jupyterlab
+    app = TrainingLabApp()
+    start_seq = app.seq_len.value
+    next_seq = SEQS[SEQS.index(start_seq) + 1]  # the dropdown lists SEQS in order
+    want = {"start": _squash(app.summary())}
+    app.seq_len.value = next_seq
+    want["sequence"] = _squash(app.summary())
+    app.seq_len.value = start_seq
+    app.tp.value = 8
+    want["tp"] = _squash(app.summary())
+    assert len(set(want.values())) == 3, "the three states must read differently for the test to see a change"
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# keyboard"),
+        nbformat.v4.new_code_cell("from distlab.widgets.training_lab import TrainingLabApp\nTrainingLabApp()"),
+        nbformat.v4.new_markdown_cell("the end"),
+    ]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    request = urllib.request.Request(
+        f"{base}/api/contents/keyboard.ipynb?token={token}",
+        data=json.dumps({"type": "notebook", "content": json.loads(nbformat.writes(nb))}).encode(),
+        method="PUT",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10):  # noqa: S310 - localhost only
+        pass
+    ARTIFACTS.mkdir(exist_ok=True)
+    with _chromium(sync_api) as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(30_000)
+        try:
+            _open_and_run_all(page, f"{base}/lab/tree/keyboard.ipynb?token={token}")
+            summary = page.locator(".distlab-picture .distlab-summary")
+            summary.wait_for(timeout=90_000)
+            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
+
+            def shows(key: str) -> None:
+                try:
+                    page.wait_for_function(
+                        "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
+                        arg=[summary.element_handle(), want[key]],
+                        timeout=30_000,
+                    )
+                except sync_api.TimeoutError:
+                    pytest.fail(f"after {key}: shows {_squash(summary.text_content())!r}, distlab: {want[key]!r}")
+
+            shows("start")
+            cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
+            active = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell.jp-mod-active"
+            assert cells.count() == 3
+            dropdowns = page.locator(".widget-dropdown select")
+            model, sequence = (
+                dropdowns.nth(0),
+                page.locator(
+                    ".widget-dropdown", has=page.locator(".widget-label", has_text=re.compile(r"^sequence$"))
+                ).locator("select"),
+            )
+            # a click on the model dropdown's label focuses the dropdown (without opening it), then Tab moves on
+            page.locator(".widget-dropdown .widget-label", has_text=re.compile(r"^model$")).click()
+            assert model.evaluate("s => document.activeElement === s"), "the label did not focus the model dropdown"
+            for _ in range(10):  # on to the sequence dropdown (model, node, fabric, batch, sequence)
+                if sequence.evaluate("s => document.activeElement === s"):
+                    break
+                page.keyboard.press("Tab")
+            else:
+                pytest.fail("Tab never reached the sequence dropdown")
+            cell_before = page.locator(active).evaluate("c => [...c.parentNode.children].indexOf(c)")
+            page.keyboard.press("ArrowDown")
+            shown = lambda: sequence.evaluate("s => s.options[s.selectedIndex].text")  # noqa: E731
+            assert shown() == str(next_seq), f"ArrowDown left the sequence at {shown()}"
+            shows("sequence")
+            assert sequence.evaluate("s => document.activeElement === s"), "the dropdown lost the focus"
+            page.keyboard.press("ArrowUp")
+            assert shown() == str(start_seq)
+            shows("start")
+            # letters are the dropdown's too (it jumps to an option by its first letter): X would cut the cell, D D
+            # delete it, A add one above; no option starts with them, so nothing changes
+            for key in ("x", "d", "d", "a"):
+                page.keyboard.press(key)
+            assert shown() == str(start_seq)
+            # the notebook did not move its cursor, add, cut or change a cell meanwhile
+            assert page.locator(active).evaluate("c => [...c.parentNode.children].indexOf(c)") == cell_before
+            assert cells.count() == 3
+            # Tab on to the TP toggle's "8" and press it with Space
+            eight = page.locator(
+                ".widget-toggle-buttons", has=page.locator(".widget-label", has_text=re.compile(r"^TP$"))
+            ).get_by_role("button", name="8", exact=True)
+            for _ in range(20):
+                if eight.evaluate("b => document.activeElement === b"):
+                    break
+                page.keyboard.press("Tab")
+            else:
+                pytest.fail("Tab never reached the TP toggle's 8")
+            page.keyboard.press("Space")
+            shows("tp")
+            assert "mod-active" in (eight.get_attribute("class") or "")
+            assert cells.count() == 3 and page.get_by_text("Error displaying widget").count() == 0
+            # the notebook's own keys still work off the outputs: on the first cell, ArrowDown moves to the next
+            cells.first.click()
+            page.wait_for_function("c => c.classList.contains('jp-mod-active')", arg=cells.first.element_handle())
+            page.keyboard.press("ArrowDown")
+            page.wait_for_function("c => c.classList.contains('jp-mod-active')", arg=cells.nth(1).element_handle())
+        finally:
+            page.screenshot(path=str(ARTIFACTS / "browser-keyboard.png"), full_page=False)
+            browser.close()
+
+
+def test_keyboard_moves_an_ipywidgets_slider_of_a_lesson_app_in_jupyterlab(jupyterlab):
+    """Sliders from the keyboard too (issue 32): lesson 2's ring app in JupyterLab, its GPU-count slider (ipywidgets'
+    handle) focused; ArrowRight and ArrowUp each add one GPU, ArrowDown takes one off (ArrowUp/ArrowDown are also
+    JupyterLab's command-mode keys), and the text under the picture is distlab's for each count."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+    from distlab.widgets.collectives import RingAllReduceApp
+
+    base, token = jupyterlab
+    app = RingAllReduceApp(gpus=4, size="4 GB", link="nvlink4")
+    want = {}
+    for n in (4, 5, 6):
+        app.gpus.value = n
+        want[n] = _squash(app.summary())
+    assert len(set(want.values())) == 3
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            'from distlab.widgets.collectives import RingAllReduceApp\nRingAllReduceApp(gpus=4, size="4 GB", '
+            'link="nvlink4")'
+        ),
+        nbformat.v4.new_markdown_cell("the end"),
+    ]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    request = urllib.request.Request(
+        f"{base}/api/contents/keyboard-slider.ipynb?token={token}",
+        data=json.dumps({"type": "notebook", "content": json.loads(nbformat.writes(nb))}).encode(),
+        method="PUT",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10):  # noqa: S310 - localhost only
+        pass
+    with _chromium(sync_api) as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(30_000)
+        try:
+            _open_and_run_all(page, f"{base}/lab/tree/keyboard-slider.ipynb?token={token}")
+            summary = page.locator(".distlab-picture .distlab-summary")
+            summary.wait_for(timeout=90_000)
+            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
+            cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
+            assert cells.count() == 2
+            slider = page.locator(".widget-slider", has=page.locator(".widget-label", has_text="GPUs (N)"))
+            handle = slider.locator("[role=slider], .noUi-handle").first
+            readout = slider.locator(".widget-readout")
+
+            def shows(n: int) -> None:
+                try:
+                    page.wait_for_function(
+                        "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
+                        arg=[summary.element_handle(), want[n]],
+                        timeout=30_000,
+                    )
+                except sync_api.TimeoutError:
+                    pytest.fail(f"at {n} GPUs: shows {_squash(summary.text_content())!r}, distlab: {want[n]!r}")
+                assert readout.text_content().strip() == str(n)
+
+            shows(4)
+            handle.focus()
+            for key, n in (("ArrowRight", 5), ("ArrowUp", 6), ("ArrowDown", 5)):
+                page.keyboard.press(key)
+                shows(n)
+                assert handle.evaluate("h => document.activeElement === h"), f"{key}: the slider lost the focus"
+            assert cells.count() == 2 and page.get_by_text("Error displaying widget").count() == 0
+        finally:
+            page.screenshot(path=str(ARTIFACTS / "browser-keyboard-slider.png"), full_page=False)
+            browser.close()
