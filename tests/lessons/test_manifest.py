@@ -38,8 +38,8 @@ def test_every_question_module_is_in_the_manifest():
     modules = sorted(
         p.stem
         for p in (ROOT / "distlab" / "lessons").glob("*.py")
-        if p.stem not in ("__init__", "questions", "variants")
-    )  # the shared question types and their per-student variants
+        if p.stem not in ("__init__", "questions", "variants", "stub")
+    )  # the shared question types, their per-student variants, and the answer-free stubs a graded kernel imports
     assert sorted(e.questions.rsplit(".", 1)[1] for e in LESSONS.values() if e.questions) == modules
     for entry in LESSONS.values():
         if entry.questions:
