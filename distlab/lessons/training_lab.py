@@ -25,6 +25,8 @@ CONFIG = dict(tp=8, pp=8, micro_batch_size=1, zero=1, recompute="selective", seq
 #: per-student variants (distlab.lessons.variants): questions declaring the same choices draw the same numbers;
 #: every batch divides over every dp the pipeline depths leave (256 / (8 x pp)), and 80 layers over every pp
 BATCH_VARIANTS, SEQ_VARIANTS, PP_VARIANTS = (128, 256, 512), (2048, 4096, 8192), (2, 4, 8, 16)
+#: q1 and q4 ask about other numbers than the ones the lesson works (batch 256; pp = 8)
+Q1_BATCH, Q4_PP = 512, 4
 
 
 def _estimate(fabric="ib-ndr", batch=BATCH, seq=SEQ, **config):
@@ -73,8 +75,7 @@ def _explain_q3(pp=CONFIG["pp"]):
     )
 
 
-#: the peer tutorial's exercise 1 (MLSys-im, "Predict before you observe"): the two layouts of 256 GPUs, as the tutorial
-#: writes them (no ZeRO, no recomputation), then each with the memory savings that make it fit
+#: two layouts of 256 GPUs as they are often first written (no ZeRO, no recomputation), then each with the memory savings that make it fit
 EX1_AS_WRITTEN = {"dp256": dict(dp=256), "dp32-tp4-pp2": dict(dp=32, tp=4, pp=2)}
 EX1_FITTED = {
     "dp256": dict(dp=256, zero=3, recompute="full"),
@@ -103,7 +104,7 @@ def _explain_ex1_as_written():
             f"{format_bytes(bd.activations_bytes)} = {format_bytes(bd.total_bytes)} per GPU"
         )
     return (
-        "; ".join(parts) + ". Neither fits 80 GB as written: the tutorial's step times price layouts that cannot "
+        "; ".join(parts) + ". Neither fits 80 GB as written: a step time for either prices a layout that cannot "
         "run. dp = 256 replicates 16 B x 70.6e9 = 1.13 TB of model states; tp 4 x pp 2 divides them by 8 only"
     )
 
@@ -330,7 +331,7 @@ def _q3_hints(pp):
 
 q1 = NumericQuestion(
     name="q1",
-    params=dict(batch=BATCH, seq=SEQ),
+    params=dict(batch=Q1_BATCH, seq=SEQ),
     variants=dict(batch=BATCH_VARIANTS, seq=SEQ_VARIANTS),
     prompt=_SETUP_FIELDS + ": model FLOPs of one training step, in EFLOP (10^18 FLOP)?",
     expected=_q1,
@@ -349,8 +350,8 @@ q1 = NumericQuestion(
 
 q2 = ChoiceQuestion(
     name="q2",
-    prompt="The peer tutorial's exercise 1, part 1: " + _SETUP + ". As the tutorial writes them (no ZeRO, no "
-    "recomputation), which layout fits the 80 GB of an H100: dp256 (tp = pp = 1), dp32-tp4-pp2, both, or neither?",
+    prompt="Two layouts as they are often first written: " + _SETUP + ". Without ZeRO or "
+    "recomputation, which layout fits the 80 GB of an H100: dp256 (tp = pp = 1), dp32-tp4-pp2, both, or neither?",
     options=("dp256", "dp32-tp4-pp2", "both", "neither"),
     expected=_ex1_as_written,
     explain=_explain_ex1_as_written,
@@ -366,7 +367,7 @@ q2 = ChoiceQuestion(
 
 q3 = ChoiceQuestion(
     name="q3",
-    prompt="Exercise 1, part 2: make each fit. dp256 with ZeRO-3 and full recomputation; dp32-tp4-pp2 with ZeRO-1, "
+    prompt="q2's layouts, made to fit: dp256 with ZeRO-3 and full recomputation; dp32-tp4-pp2 with ZeRO-1, "
     "full recomputation and sequence parallelism (both fit). On InfiniBand NDR, which has the shorter step: dp256, "
     "dp32-tp4-pp2, or a tie (closer than the model's error)? Predict, then check.",
     options=("dp256", "dp32-tp4-pp2", "tie"),
@@ -385,7 +386,7 @@ q3 = ChoiceQuestion(
 
 q4 = NumericQuestion(
     name="q4",
-    params=dict(pp=CONFIG["pp"]),
+    params=dict(pp=Q4_PP),
     variants=dict(pp=PP_VARIANTS),
     prompt=_SETUP + ", tp = 8, pp = {pp}, micro-batch 1: the time the pipeline bubble adds to the ideal compute, in %?",
     expected=_q3,
@@ -402,8 +403,8 @@ q5 = NumericQuestion(
     name="q5",
     params=dict(pp=CONFIG["pp"]),
     prompt=_SETUP + ", tp = 8, pp = {pp}, micro-batch 1, ZeRO-1, selective recomputation, sequence parallel, "
-    f"InfiniBand NDR: the step model gives {_REFERENCE_STEP:.3f} s per step. By hand, from q1's FLOPs and this "
-    "step time: the MFU, in %? (An H100 SXM's dense bf16 peak: 989.4 TFLOP/s.)",
+    f"InfiniBand NDR: the step model gives {_REFERENCE_STEP:.3f} s per step. By hand, from this step's model FLOPs (q1's "
+    f"count, at {BATCH} x {SEQ} tokens) and this step time: the MFU, in %? (An H100 SXM's dense bf16 peak: 989.4 TFLOP/s.)",
     expected=_q5,
     explain=_explain_q5,
     unit="",

@@ -29,14 +29,15 @@ def _estimate(batch=lesson.BATCH, seq=lesson.SEQ, **config):
 def test_q1_is_palm_model_flops():
     # PaLM (App. B) per token: 6 x (80 layers x 855,654,400 + 128,256 x 8192) + 12 x 80 x 64 x 128 x 8192
     # = 6 x 69,503,025,152 + 64,424,509,440 = 417,018,150,912 + 64,424,509,440 = 481,442,660,352 FLOP;
-    # x 2,097,152 tokens = 1.0097e18 FLOP = 1.010 EFLOP (6PT: 0.888 EFLOP, attention left out)
+    # x 2,097,152 tokens = 1.0097e18 FLOP = 1.010 EFLOP (6PT: 0.888 EFLOP, attention left out), which the lesson
+    # prints; q1 asks a batch of 512: x 4,194,304 tokens = 2.019 EFLOP
     m = models.model("llama3.1-70b")
     assert m.params_per_layer() == 855_654_400 and m.vocab == 128_256 and m.heads * m.head_dim == 8192
     per_token = 6 * (80 * 855_654_400 + 128_256 * 8192) + 12 * 80 * 64 * 128 * 8192
     assert per_token == PER_TOKEN
-    assert lesson.q1.expected() == pytest.approx(per_token * TOKENS / 1e18, rel=1e-12)
-    assert lesson.q1.check(f"{per_token * TOKENS / 1e15} PFLOP").status == CORRECT
-    wrong = lesson.q1.check(6 * P * TOKENS / 1e18)
+    assert lesson.q1.expected() == pytest.approx(per_token * 2 * TOKENS / 1e18, rel=1e-12)
+    assert lesson.q1.check(f"{per_token * 2 * TOKENS / 1e15} PFLOP").status == CORRECT
+    wrong = lesson.q1.check(6 * P * 2 * TOKENS / 1e18)
     assert wrong.status == INCORRECT and "leaves attention out" in wrong.message
     assert "step_flops" not in lesson.q1.hint_text  # the hint guides; it does not name the answering call
 
@@ -68,9 +69,9 @@ def test_q3_exercise_1_once_both_fit():
 
 
 def test_q4_bubble_added_is_p_minus_1_over_m():
-    # dp = 256 / (8 x 8) = 4; m = 256 / (4 x 1) = 64; (8 - 1) / 64 = 10.9375 %
-    assert lesson.q4.expected() == pytest.approx(100 * 7 / 64, rel=1e-12)
-    idle = lesson.q4.check(100 * 7 / 71)  # the idle share (p-1)/(m+p-1), not the time added
+    # pp = 4 (the lesson's table works pp = 8): dp = 256 / (8 x 4) = 8; m = 256 / (8 x 1) = 32; (4 - 1) / 32 = 9.375 %
+    assert lesson.q4.expected() == pytest.approx(100 * 3 / 32, rel=1e-12)
+    idle = lesson.q4.check(100 * 3 / 35)  # the idle share (p-1)/(m+p-1), not the time added
     assert idle.status == INCORRECT and "idle share" in idle.message
 
 
