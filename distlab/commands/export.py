@@ -10,15 +10,15 @@ HELP = "write a configuration (given, or --best from the planner) for Megatron-L
 
 def add_arguments(cmd) -> None:
     from ..export import FORMATS
-    from ._configuration import add_cluster_arguments, add_config_arguments
+    from ._configuration import add_cluster_arguments, add_config_arguments, add_moe_routing_arguments, hidden_alias
 
     cmd.add_argument("--format", required=True, help=f"engine: {', '.join(FORMATS)}")
     add_cluster_arguments(cmd)
     add_config_arguments(cmd)
     cmd.add_argument("--ep", type=int, default=1, help="expert-parallel degree (MoE models, distlab.moe)")
     cmd.add_argument("--etp", type=int, default=None, help="expert tensor-parallel degree (MoE; default tp)")
-    cmd.add_argument("--capacity-factor", type=float, default=None, help="MoE capacity factor (default dropless)")
-    cmd.add_argument("--max-nodes", type=int, default=None, help="MoE node-limited routing: nodes per token")
+    add_moe_routing_arguments(cmd)
+    hidden_alias(cmd, "--max-nodes", dest="max_nodes_per_token", type=int)  # the name before --max-nodes-per-token
     cmd.add_argument(
         "--best",
         action="store_true",
@@ -28,18 +28,21 @@ def add_arguments(cmd) -> None:
 
 
 def _ranked(args, cl):
-    """The planner's ranking for --best (dense and MoE alike): the model, batch, sequence and recipe given."""
+    """The planner's ranking for --best (dense and MoE alike): the model, batch, sequence, recipe and (MoE) routing
+    given."""
     from .. import planner
+    from ._configuration import moe_routing
 
     return planner.plan(
         args.model,
         cl,
         global_batch=args.global_batch,
-        seq_len=args.seq,
+        seq_len=args.seq_len,
         precision=args.precision,
         efficiency=args.efficiency,
         attention=args.attention,
         memory_recipe=args.memory_recipe,
+        **(moe_routing(args) if str(args.model).strip().lower() in _moe_models() else {}),
     )
 
 
@@ -51,8 +54,16 @@ def run(args) -> int:
     cl = cluster(args)
     if str(args.model).strip().lower() in _moe_models():
         return _run_moe(args, cl)
-    if args.ep != 1 or args.etp is not None or args.capacity_factor is not None or args.max_nodes is not None:
-        raise ConfigurationError("--ep, --etp, --capacity-factor and --max-nodes apply to mixture-of-experts models")
+    if (
+        args.ep != 1
+        or args.etp is not None
+        or args.capacity_factor is not None
+        or args.max_nodes_per_token is not None
+        or args.moe_imbalance != 1.0
+    ):
+        raise ConfigurationError(
+            "--ep, --etp, --moe-imbalance, --capacity-factor and --max-nodes-per-token apply to mixture-of-experts models"
+        )
     fmt = str(args.format).strip().lower()
     if fmt not in export.FORMATS:
         raise ConfigurationError(f"--format {args.format!r}; valid: {', '.join(export.FORMATS)}")
@@ -72,7 +83,7 @@ def run(args) -> int:
             args.model,
             cl,
             global_batch=args.global_batch,
-            seq_len=args.seq,
+            seq_len=args.seq_len,
             dp=row["dp"],
             tp=row["tp"],
             cp=row["cp"],
@@ -129,9 +140,9 @@ def _run_moe(args, cl) -> int:
         etp=args.etp,
         micro_batch=args.micro_batch_size or 1,
         global_batch=args.global_batch,
-        seq_len=args.seq,
+        seq_len=args.seq_len,
         capacity_factor=args.capacity_factor,
-        max_nodes=args.max_nodes,
+        max_nodes=args.max_nodes_per_token,
         gpus_per_node=cl.gpus_per_node,
     )
     if dp is not None and dp != config.dp:
@@ -161,9 +172,9 @@ def _best_moe(args, cl) -> int:
                 etp=row["etp"],
                 micro_batch=row["micro_batch_size"],
                 global_batch=args.global_batch,
-                seq_len=args.seq,
+                seq_len=args.seq_len,
                 capacity_factor=args.capacity_factor,
-                max_nodes=args.max_nodes,
+                max_nodes=args.max_nodes_per_token,
                 gpus_per_node=cl.gpus_per_node,
             )
             text = moe.export_moe(config, args.format)
