@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import importlib
 import re
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10: the same parser as the tomli package (the instructor extra installs it)
@@ -181,7 +182,9 @@ def _ex_capacity():
 def _ex_remote_nodes():
     free = _fn("distlab.moe.cost.expected_remote_nodes")(256, 8, 8)
     limited = _fn("distlab.moe.cost.expected_remote_nodes")(256, 8, 8, max_nodes=4)
-    return f"DeepSeek-V3, 256 experts, top-8 on 8 nodes: {free:.2f} remote nodes per token; at most 4 nodes: {limited:.2f}"
+    return (
+        f"DeepSeek-V3, 256 experts, top-8 on 8 nodes: {free:.2f} remote nodes per token; at most 4 nodes: {limited:.2f}"
+    )
 
 
 def _ex_young():
