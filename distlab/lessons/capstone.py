@@ -363,16 +363,33 @@ def _change_days(name: str) -> float:
     return _budget(dict(LAYOUT_A, **CHANGES[name])).days
 
 
+def _band() -> float:
+    """The step model's validated error band, a fraction (planner.error_band_percent; lesson 7 section 8)."""
+    from .. import planner
+
+    return planner.error_band_percent() / 100
+
+
 def _q7():
-    within = [name for name in CHANGES if _change_days(name) <= BUDGET_DAYS]
-    return within[0] if len(within) == 1 else "(no single answer)"
+    # a gain the model can vouch for: the change's run is shorter than layout A's by more than the error band
+    beyond = [name for name in CHANGES if _change_days(name) < (1 - _band()) * _q7_days_a()]
+    return beyond[0] if len(beyond) == 1 else "(no single answer)"
+
+
+def _q7_days_a() -> float:
+    return _budget(LAYOUT_A).days
 
 
 def _explain_q7():
-    days = ", ".join(f"{name}: {_change_days(name):.1f}" for name in CHANGES)
+    a = _q7_days_a()
+    days = ", ".join(f"{name}: {_change_days(name):.1f} ({100 * (1 - _change_days(name) / a):+.1f}%)" for name in CHANGES)
+    step_a = scenario_estimate(LAYOUT_A)
+    step_b = scenario_estimate(dict(LAYOUT_A, **CHANGES["tp4-pp8-interleaved"]))
     return (
-        f"days to train: {days}. Only halving tp (the TP all-reduces drop from 3.49 s to 1.45 s a step) while "
-        f"deepening the interleaved pipeline to keep memory in bounds meets {BUDGET_DAYS:g} days"
+        f"layout A takes {a:.1f} days; days to train and the gain on A: {days}. Only halving tp (the TP all-reduces "
+        f"drop from {step_a.tp_comm_s:.2f} s to {step_b.tp_comm_s:.2f} s a step) while deepening the interleaved "
+        f"pipeline to keep memory in bounds gains more than the model's {100 * _band():.1f}% error band; "
+        "interleaving alone gains less than the band, a coin toss the model cannot call"
     )
 
 
@@ -468,15 +485,17 @@ q6 = NumericQuestion(
 
 q7 = ReasonedChoice(
     name="q7",
-    prompt="Layout A misses the budget. Which single change brings it within "
-    f"{BUDGET_DAYS:g} days? ({', '.join(CHANGES)})",
+    prompt=f"Layout A misses the {BUDGET_DAYS:g}-day budget. Which single change shortens its run by more than the "
+    f"step model's validated error band ({100 * _band():.1f}%, lesson 7 section 8), a gain the model can vouch for? "
+    f"({', '.join(CHANGES)})",
     options=tuple(CHANGES),
     expected=_q7,
     explain=_explain_q7,
     hint_text="find the part of A's step that grows with tp and is not compute, and change what it depends on",
     feedback={
         "interleave": _feedback(
-            "interleave", "the bubble was not the problem (under 5% of the step); the TP all-reduces stay"
+            "interleave",
+            "a gain smaller than the model's error band (the bubble was under 5% of the step); the TP all-reduces stay",
         ),
         "deeper-pipeline": _feedback(
             "deeper-pipeline", "more stages add bubble and leave the TP all-reduces where they were"

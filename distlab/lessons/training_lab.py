@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .. import flops, models, training
+from .. import flops, models, planner, training
 from ..units import format_bytes, format_seconds
 from .questions import (
     ChoiceQuestion,
@@ -83,7 +83,10 @@ EX1_FITTED = {
 }
 #: the design task: fixed knobs (the student picks tp and pp), the headroom asked for, and the tie band
 DESIGN = dict(zero=1, recompute="selective", sequence_parallel=True, micro_batch_size=1)
-DESIGN_TP, DESIGN_PP, DESIGN_FREE_GB, DESIGN_BAND = (1, 2, 4, 8), (1, 2, 4, 8, 16), 10.0, 0.05
+#: the band is the step model's validated error (planner.error_band_percent, lesson 7 section 8): layouts closer than
+#: that to the fastest are ties the model cannot rank, so any of them is accepted
+DESIGN_TP, DESIGN_PP, DESIGN_FREE_GB = (1, 2, 4, 8), (1, 2, 4, 8, 16), 10.0
+DESIGN_BAND = planner.error_band_percent() / 100
 #: tokens of the time-to-train question (Llama 2 was trained on 2 T tokens: Touvron et al. 2023, Sec. 2.2)
 TRAIN_TOKENS = 2e12
 
@@ -192,7 +195,8 @@ def _explain_q6():
     return (
         f"the layouts that leave {DESIGN_FREE_GB:g} GB free, fastest first: {rows}. The fastest is tp {best[0]} "
         f"pp {best[1]}: TP inside the node costs less than the bubble a pipeline adds at this batch; any layout "
-        f"within {100 * DESIGN_BAND:g}% of it is accepted (the model cannot rank closer ones, section 8)"
+        f"within {100 * DESIGN_BAND:.1f}% of it, the model's validated error band, is accepted (the model cannot rank "
+        "closer ones, section 8)"
     )
 
 
@@ -379,8 +383,8 @@ q3 = ChoiceQuestion(
         "dp32-tp4-pp2": "counts ZeRO-3's traffic (3M per step, 1.5x plain DP) as exposed; on NDR its per-layer "
         "gathers hide under the layers' compute, while the 3D layout pays a bubble of (p - 1)/m = 1/8 of its "
         "compute and four TP all-reduces per layer on the critical path",
-        "tie": "is not what the parts say: the two steps differ by about a quarter, far more than the model's ~9 % "
-        "mean error on runs it was not fitted to (section 8)",
+        "tie": f"is not what the parts say: the two steps differ by about a quarter, three times the model's "
+        f"{planner.error_band_percent():.1f}% validated error band (section 8)",
     },
 )
 
@@ -418,7 +422,8 @@ q6 = DesignQuestion(
     name="q6",
     prompt=_SETUP + f", ZeRO-1, selective recomputation, sequence parallelism, micro-batch 1, InfiniBand NDR. Design: "
     f"choose [tp, pp] (tp in {list(DESIGN_TP)}, pp in {list(DESIGN_PP)}) that leaves at least {DESIGN_FREE_GB:g} GB "
-    f"of each GPU's 80 GB free and whose step is within {100 * DESIGN_BAND:g}% of the fastest layout that does. "
+    f"of each GPU's 80 GB free and whose step is within {100 * DESIGN_BAND:.1f}% (the model's validated error band) of the "
+    "fastest layout that does. "
     "Justify it with the memory and the step parts.",
     expected=_q6,
     explain=_explain_q6,
