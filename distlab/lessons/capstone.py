@@ -382,7 +382,9 @@ def _q7_days_a() -> float:
 
 def _explain_q7():
     a = _q7_days_a()
-    days = ", ".join(f"{name}: {_change_days(name):.1f} ({100 * (1 - _change_days(name) / a):+.1f}%)" for name in CHANGES)
+    days = ", ".join(
+        f"{name}: {_change_days(name):.1f} ({100 * (1 - _change_days(name) / a):+.1f}%)" for name in CHANGES
+    )
     step_a = scenario_estimate(LAYOUT_A)
     step_b = scenario_estimate(dict(LAYOUT_A, **CHANGES["tp4-pp8-interleaved"]))
     return (
