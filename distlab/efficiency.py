@@ -407,7 +407,9 @@ def gemm_shape_factor_array(m, n, k, sms, ridge):
     m, n, k = (number_array(x, name, 1.0) for x, name in ((m, "m"), (n, "n"), (k, "k")))
     ridge = number_array(ridge, "ridge", 1e-9)
     sms = None if sms is None or sms == 0 else real_number(sms, "sms", 1.0, 100_000.0)
-    return finite_result("GEMM shape factor", _shape_factor(m, n, k, sms, ridge))
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below, not printed as a warning
+        factor = _shape_factor(m, n, k, sms, ridge)
+    return finite_result("GEMM shape factor", factor)
 
 
 def _shape_factor(m, n, k, sms, ridge):

@@ -17,7 +17,11 @@ from __future__ import annotations
 import html
 import importlib
 import re
-import tomllib
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser as the tomli package (the instructor extra installs it)
+    import tomli as tomllib  # type: ignore[no-redef]
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -170,6 +174,30 @@ def _ex_straggler():
     return f"256 GPUs: E[max] = {e:.3f} sigma; with 5 % jitter the step is {e * 5:.1f} % slower than the mean"
 
 
+def _ex_capacity():
+    c = _fn("distlab.moe.cost.expert_capacity")(4096, 8, 2, 1.25)
+    return f"4,096 tokens, 8 experts, top-2, capacity factor 1.25: {c:,} token copies per expert"
+
+
+def _ex_remote_nodes():
+    free = _fn("distlab.moe.cost.expected_remote_nodes")(256, 8, 8)
+    limited = _fn("distlab.moe.cost.expected_remote_nodes")(256, 8, 8, max_nodes=4)
+    return (
+        f"DeepSeek-V3, 256 experts, top-8 on 8 nodes: {free:.2f} remote nodes per token; at most 4 nodes: {limited:.2f}"
+    )
+
+
+def _ex_young():
+    mtbf = _fn("distlab.failures.job_mtbf")(131072, _fn("distlab.failures.failure_rate_per_gpu_hour")())
+    t = _fn("distlab.failures.young_interval")(60.0, mtbf)
+    return f"131,072 GPUs at Llama 3's failure rate: MTBF {mtbf / 60:.1f} min; 60 s checkpoints every {t / 60:.1f} min"
+
+
+def _ex_critical_batch():
+    b = _fn("distlab.batch.critical_batch_tokens")(2.0)
+    return f"at a loss of 2 nats: {b / 1e6:.2f} M tokens"
+
+
 CHEAT_SHEET: tuple[Formula, ...] = (
     Formula(
         "Model states, mixed precision with Adam",
@@ -280,7 +308,7 @@ CHEAT_SHEET: tuple[Formula, ...] = (
         "Lesson 5 §7",
     ),
     Formula(
-        "Model FLOPs per step",
+        "Model FLOPs per step, the 6PT rule of thumb (no attention; the step model counts it: flops.step_flops)",
         "6 x parameters x tokens",
         "FLOP",
         "distlab.training.model_flops",
@@ -323,6 +351,42 @@ CHEAT_SHEET: tuple[Formula, ...] = (
         _ex_straggler,
         "tippett1925",
         "Lesson 8b §2",
+    ),
+    Formula(
+        "Expert capacity",
+        "ceil(capacity factor x tokens x top_k / experts)",
+        "token copies per expert",
+        "distlab.moe.cost.expert_capacity",
+        _ex_capacity,
+        "lepikhin2021",
+        "Lesson 10 §3",
+    ),
+    Formula(
+        "Remote nodes a token's experts reach",
+        "n (1 - C(E - E/n, k) / C(E, k)) (n-1)/n without a limit; M (n-1)/n with node-limited routing to M nodes",
+        "nodes per token",
+        "distlab.moe.cost.expected_remote_nodes",
+        _ex_remote_nodes,
+        "deepseek2024",
+        "Lesson 10 §5",
+    ),
+    Formula(
+        "Job MTBF and Young's checkpoint interval",
+        "MTBF = 1 / (N lambda); interval = sqrt(2 x checkpoint time x MTBF)",
+        "s",
+        "distlab.failures.young_interval",
+        _ex_young,
+        "young1974",
+        "Lesson 11 §4",
+    ),
+    Formula(
+        "Critical batch",
+        "B_crit = B_* / L^(1/alpha_B), B_* = 2e8 tokens, alpha_B = 0.21",
+        "tokens",
+        "distlab.batch.critical_batch_tokens",
+        _ex_critical_batch,
+        "kaplan2020",
+        "Lesson 11 §5",
     ),
 )
 

@@ -212,7 +212,11 @@ def model_state_bytes_array(params, recipe: PrecisionRecipe, zero, dp, tp, pp):
     weights = recipe.weight_bytes * shard / np.where(zero >= 3, dp, 1.0)
     gradients = recipe.gradient_bytes * shard / np.where(zero >= 2, dp, 1.0)
     optimizer = recipe.optimizer_bytes * shard / np.where(zero >= 1, dp, 1.0)
-    return weights, gradients, optimizer
+    return (
+        finite_result("weight bytes per GPU", weights),
+        finite_result("gradient bytes per GPU", gradients),
+        finite_result("optimizer bytes per GPU", optimizer),
+    )
 
 
 def max_trainable_params(capacity, precision="mixed", zero=0, dp=1) -> float:

@@ -819,9 +819,16 @@ class StepEstimate:
                 raise ConfigurationError(
                     "memory: this estimate's breakdown has no GPU capacity, so no overflow to explain"
                 )
+            reserve = self.memory.reserved_bytes
             reasons.append(
                 f"memory: needs {format_bytes(self.memory.total_bytes)} per GPU, "
                 f"{format_bytes(-self.memory.headroom_bytes)} over the {format_bytes(self.memory.capacity_bytes)}"
+                # the headroom counts the recipe's reserve (199 GB needs 121 GB more than 80 GB less 2 GB reserved)
+                + (
+                    f" less {format_bytes(reserve)} reserved (CUDA context and communication buffers)"
+                    if reserve
+                    else ""
+                )
             )
         return "; ".join(reasons)
 

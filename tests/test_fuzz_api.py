@@ -345,20 +345,43 @@ def non_finite(value, depth: int = 0) -> str | None:
     return None
 
 
+def _escaped(caught) -> str | None:
+    """The first warning a student would see printed above our answer or error (NumPy's overflow RuntimeWarning,
+    a UserWarning); deprecations inside libraries are not the student's."""
+    for w in caught:
+        if not issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning)):
+            return f"a {w.category.__name__} escaped ({str(w.message)[:120]})"
+    return None
+
+
 def check_call(func, kwargs: dict) -> str | None:
-    """Call func(**kwargs); a description of the broken contract, or None when it held."""
+    """Call func(**kwargs); a description of the broken contract, or None when it held (a result with no NaN or
+    infinity, or our error; and no warning printed on the way: a student sees our message only)."""
     try:
-        with bounded(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with bounded(), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             result = func(**kwargs)
     except DistlabError as exc:
-        return None if str(exc).strip() else f"{type(exc).__name__} with an empty message"
+        return _escaped(caught) or (None if str(exc).strip() else f"{type(exc).__name__} with an empty message")
     except CallTimedOut as exc:
         return f"hang: {exc}"
     except BaseException as exc:  # noqa: BLE001 - anything else breaks the contract
         return f"{type(exc).__name__}: {str(exc)[:200]}"
+    escaped = _escaped(caught)
+    if escaped:
+        return escaped
     where = non_finite(result)
     return f"returned a non-finite number: {where}" if where else None
+
+
+def test_no_warning_reaches_the_student_before_our_error():
+    # the two calls of issue 31: NumPy's overflow RuntimeWarning was printed above our error
+    from distlab import collectives, memory
+
+    assert check_call(memory.training_memory, dict(model=1e308, dp=3)) is None
+    assert check_call(collectives.collective_cost, dict(op="all-reduce", size=1e9, gpus=8, bandwidth=1e-308)) is None
+    # the check itself sees a warning
+    assert "RuntimeWarning" in check_call(lambda: np.float64(1e308) * 10, {})
 
 
 def describe(name: str, kwargs: dict) -> str:

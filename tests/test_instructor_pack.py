@@ -197,3 +197,50 @@ def test_the_command_line_builds_and_reports_our_errors(tmp_path):
     assert proc.returncode == 2 and "distlab: error: --out" in proc.stderr and "Traceback" not in proc.stderr
     proc = run("--repo", str(tmp_path), "--out", str(tmp_path / "p2"))
     assert proc.returncode == 2 and "not a distlab repository" in proc.stderr
+
+
+def test_every_lesson_after_the_first_says_what_it_builds_on():
+    # issue 31: lessons 10 and 11 read "builds on: -" (instructor/syllabus.toml had no entry for them)
+    syllabus = instructor_pack._read_toml(ROOT / "instructor" / "syllabus.toml")
+    missing = [
+        lesson.label
+        for lesson in LESSONS
+        if lesson.number > 1 and not syllabus.get("lessons", {}).get(lesson.slug, {}).get("builds_on")
+    ]
+    assert not missing, f"lessons without builds_on: {missing}"
+
+
+def test_the_glossary_and_the_cheat_sheet_cover_every_graded_lesson():
+    # issue 31: neither had a lesson 10 or 11 term; every lesson with graded questions has at least one of each
+    glossary = _text(ROOT / "instructor" / "glossary.md")
+    sheet_lessons = {row.lesson.split(" §")[0] for row in instructor_pack.CHEAT_SHEET}
+    for lesson in LESSONS:
+        if not lesson.questions or lesson.slug == "capstone":  # the capstone introduces no new term
+            continue
+        assert re.search(rf"Lesson {lesson.label}\b", glossary), f"no glossary term of lesson {lesson.label}"
+        if lesson.number in (10, 11):
+            assert f"Lesson {lesson.label}" in sheet_lessons, f"no cheat-sheet formula of lesson {lesson.label}"
+
+
+def test_the_lesson_11_misconceptions_name_the_mtbf_and_the_critical_batch_rightly():
+    # 4.82 min is Young's checkpoint interval (q7), not how often the job fails (its MTBF, 23.2 min); 1.48 is the
+    # step factor of doubling the batch (q8), not the critical batch (7.37 M tokens at 2 nats)
+    from distlab import batch, failures
+    from distlab.lessons import training_at_scale as l11
+
+    text = _text(ROOT / "instructor" / "misconceptions.md")
+    mtbf_min = failures.job_mtbf(131072, failures.failure_rate_per_gpu_hour()) / 60
+    assert f"every {mtbf_min:.1f} minutes" in text and "fails every\n  {{training_at_scale.q7}}" not in text
+    assert f"{batch.critical_batch_tokens(2.0) / 1e6:.2f} M tokens" in text
+    assert "{{training_at_scale.q8}} M tokens" not in text
+    assert l11.q7.expected() < mtbf_min  # the interval is shorter than the time between failures
+
+
+def test_instructor_pack_without_nbconvert_is_our_error(monkeypatch, capsys, tmp_path):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "nbconvert" else real(name, *a))
+    assert cli.main(["instructor-pack", "--out", str(tmp_path / "pack"), "--no-slides"]) == 2
+    err = capsys.readouterr().err
+    assert "nbconvert" in err and "distlab[instructor]" in err and "Traceback" not in err

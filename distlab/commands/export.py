@@ -10,15 +10,15 @@ HELP = "write a configuration (given, or --best from the planner) for Megatron-L
 
 def add_arguments(cmd) -> None:
     from ..export import FORMATS
-    from ._configuration import add_cluster_arguments, add_config_arguments
+    from ._configuration import add_cluster_arguments, add_config_arguments, add_moe_routing_arguments, hidden_alias
 
     cmd.add_argument("--format", required=True, help=f"engine: {', '.join(FORMATS)}")
     add_cluster_arguments(cmd)
     add_config_arguments(cmd)
     cmd.add_argument("--ep", type=int, default=1, help="expert-parallel degree (MoE models, distlab.moe)")
     cmd.add_argument("--etp", type=int, default=None, help="expert tensor-parallel degree (MoE; default tp)")
-    cmd.add_argument("--capacity-factor", type=float, default=None, help="MoE capacity factor (default dropless)")
-    cmd.add_argument("--max-nodes", type=int, default=None, help="MoE node-limited routing: nodes per token")
+    add_moe_routing_arguments(cmd)
+    hidden_alias(cmd, "--max-nodes", dest="max_nodes_per_token", type=int)  # the name before --max-nodes-per-token
     cmd.add_argument(
         "--best",
         action="store_true",
@@ -34,7 +34,7 @@ def _estimate(args, cl, row, recipe):
         args.model,
         cl,
         global_batch=args.global_batch,
-        seq_len=args.seq,
+        seq_len=args.seq_len,
         **{k: row[k] for k in _DEGREES},
         precision=args.precision,
         efficiency=args.efficiency,
@@ -63,6 +63,7 @@ def _candidates(args, cl, fmt):
     engine_recipes), fastest first: (step time, rank, recipe, row). The engine's recipe, never the teaching one,
     decides what fits, so --best cannot write a layout the engine's own recipe refuses."""
     from .. import export, planner
+    from ._configuration import moe_routing
 
     rows, total, fitting = [], 0, 0
     for recipe in export.engine_recipes(fmt, args.memory_recipe):
@@ -70,11 +71,12 @@ def _candidates(args, cl, fmt):
             args.model,
             cl,
             global_batch=args.global_batch,
-            seq_len=args.seq,
+            seq_len=args.seq_len,
             precision=args.precision,
             efficiency=args.efficiency,
             attention=args.attention,
             memory_recipe=recipe,
+            **(moe_routing(args) if str(args.model).strip().lower() in _moe_models() else {}),
         )
         total, fitting = total + len(p), fitting + p.feasible_count
         for rank in range(p.feasible_count):  # feasible rows come first in the ranking
@@ -92,8 +94,16 @@ def run(args) -> int:
     cl = cluster(args)
     if str(args.model).strip().lower() in _moe_models():
         return _run_moe(args, cl)
-    if args.ep != 1 or args.etp is not None or args.capacity_factor is not None or args.max_nodes is not None:
-        raise ConfigurationError("--ep, --etp, --capacity-factor and --max-nodes apply to mixture-of-experts models")
+    if (
+        args.ep != 1
+        or args.etp is not None
+        or args.capacity_factor is not None
+        or args.max_nodes_per_token is not None
+        or args.moe_imbalance != 1.0
+    ):
+        raise ConfigurationError(
+            "--ep, --etp, --moe-imbalance, --capacity-factor and --max-nodes-per-token apply to mixture-of-experts models"
+        )
     fmt = str(args.format).strip().lower()
     if fmt not in export.FORMATS:
         raise ConfigurationError(f"--format {args.format!r}; valid: {', '.join(export.FORMATS)}")
@@ -154,9 +164,9 @@ def _run_moe(args, cl) -> int:
         etp=args.etp,
         micro_batch=args.micro_batch_size or 1,
         global_batch=args.global_batch,
-        seq_len=args.seq,
+        seq_len=args.seq_len,
         capacity_factor=args.capacity_factor,
-        max_nodes=args.max_nodes,
+        max_nodes=args.max_nodes_per_token,
         gpus_per_node=cl.gpus_per_node,
     )
     if dp is not None and dp != config.dp:
@@ -186,9 +196,9 @@ def _best_moe(args, cl) -> int:
                 etp=row["etp"],
                 micro_batch=row["micro_batch_size"],
                 global_batch=args.global_batch,
-                seq_len=args.seq,
+                seq_len=args.seq_len,
                 capacity_factor=args.capacity_factor,
-                max_nodes=args.max_nodes,
+                max_nodes=args.max_nodes_per_token,
                 gpus_per_node=cl.gpus_per_node,
             )
             text = moe.export_moe(config, args.format)

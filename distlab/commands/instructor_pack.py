@@ -19,7 +19,17 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    import importlib.util
+
     from .. import instructor_pack
+    from ..errors import ConfigurationError
+
+    missing = [name for name in ("nbformat", "nbconvert") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ConfigurationError(
+            f"the instructor pack reads and converts notebooks with {' and '.join(missing)}, which this environment "
+            "lacks: pip install 'distlab[instructor]' (or '.[instructor]' in a checkout)"
+        )
 
     written = instructor_pack.build(args.out, repo=args.repo, hide_code=args.hide_code, slides=not args.no_slides)
     slides = sum(1 for p in written if p.name.endswith(".slides.html"))

@@ -35,7 +35,7 @@ def run(args) -> int:
         args.model,
         cluster(args),
         global_batch=args.global_batch,
-        seq_len=args.seq,
+        seq_len=args.seq_len,
         precision=args.precision,
         efficiency=args.efficiency,
         attention=args.attention,

@@ -31,6 +31,7 @@ __all__ = [
     "BUDGET_DAYS",
     "TOKENS",
     "LAYOUT_A",
+    "LAYOUT_B",
     "CHANGES",
     "LAYOUT_KEYS",
     "scenario_estimate",
@@ -59,6 +60,11 @@ BUDGET_DAYS = 50.0
 #: Layout A: Megatron-LM's usual start for a 70B model (TP across the node's NVLink, a 4-stage 1F1B pipeline,
 #: selective recomputation, sequence parallelism, one sequence per microbatch).
 LAYOUT_A = dict(tp=8, pp=4, recompute="selective", sequence_parallel=True)
+#: Layout B, which q4-q6 ask about (the lesson works layout A): the same with two sequences per microbatch.
+LAYOUT_B = dict(LAYOUT_A, micro_batch_size=2)
+#: q1 and q2 ask about a follow-up run (the lesson works the scenario's 10^12 tokens in 50 days): twice the tokens
+#: in 60 days.
+FOLLOW_UP_TOKENS, FOLLOW_UP_TOKENS_TEXT, FOLLOW_UP_DAYS = 2e12, "2 x 10^12", 60.0
 #: Q7: four single changes to layout A.
 CHANGES: dict[str, dict[str, Any]] = {
     "interleave": dict(schedule="interleaved", chunks=5),
@@ -250,26 +256,27 @@ class ReasonedChoice(ChoiceQuestion):
 
 
 def _q1():
-    return budget.required_tokens_per_s(TOKENS, BUDGET_DAYS)
+    return budget.required_tokens_per_s(FOLLOW_UP_TOKENS, FOLLOW_UP_DAYS)
 
 
 def _explain_q1():
     return (
-        f"{TOKENS_TEXT} tokens / ({BUDGET_DAYS:g} days x 86,400 s) = {_q1():,.0f} tokens/s for the whole cluster, "
+        f"{FOLLOW_UP_TOKENS_TEXT} tokens / ({FOLLOW_UP_DAYS:g} days x 86,400 s) = {_q1():,.0f} tokens/s for the whole "
+        "cluster, "
         f"{_q1() / _gpus():,.0f} per GPU, {_q1() / SCENARIO['seq_len']:.1f} sequences/s"
     )
 
 
 def _q2():
-    return 100 * budget.required_share_of_peak(_params(), TOKENS, _gpus(), BUDGET_DAYS, _peak())
+    return 100 * budget.required_share_of_peak(_params(), FOLLOW_UP_TOKENS, _gpus(), FOLLOW_UP_DAYS, _peak())
 
 
 def _explain_q2():
-    flops = training.model_flops(_params(), TOKENS)
+    flops = training.model_flops(_params(), FOLLOW_UP_TOKENS)
     return (
-        f"6 N D = 6 x {_params() / 1e9:.2f}e9 x {TOKENS_TEXT} = {flops:.3e} FLOPs; {_gpus()} GPUs x "
-        f"{_peak() / 1e12:.1f} TFLOP/s (dense bf16) x {BUDGET_DAYS:g} x 86,400 s = "
-        f"{_gpus() * _peak() * BUDGET_DAYS * 86400:.4e} FLOPs available: {_q2():.1f}% of peak. 6ND counts no "
+        f"6 N D = 6 x {_params() / 1e9:.2f}e9 x {FOLLOW_UP_TOKENS_TEXT} = {flops:.3e} FLOPs; {_gpus()} GPUs x "
+        f"{_peak() / 1e12:.1f} TFLOP/s (dense bf16) x {FOLLOW_UP_DAYS:g} x 86,400 s = "
+        f"{_gpus() * _peak() * FOLLOW_UP_DAYS * 86400:.4e} FLOPs available: {_q2():.1f}% of peak. 6ND counts no "
         f"attention, so the step model's MFU (which does) must be higher than this"
     )
 
@@ -288,11 +295,11 @@ def _explain_q3():
 
 
 def _q4():
-    return _budget(LAYOUT_A).days
+    return _budget(LAYOUT_B).days
 
 
 def _explain_q4():
-    step = scenario_estimate(LAYOUT_A)
+    step = scenario_estimate(LAYOUT_B)
     return (
         f"a step of {SCENARIO['global_batch']} x {SCENARIO['seq_len']:,} = {step.tokens_per_step:,.0f} tokens takes "
         f"{step.step_time_s:.2f} s: {step.tokens_per_s:,.0f} tokens/s; {TOKENS_TEXT} / that / 86,400 = {_q4():.1f} "
@@ -301,7 +308,7 @@ def _explain_q4():
 
 
 def _q4_hints():
-    step = scenario_estimate(LAYOUT_A)
+    step = scenario_estimate(LAYOUT_B)
     six_n = training.FLOPS_PER_PARAM_TOKEN * _params() * step.tokens_per_step / step.model_flops
     return {
         six_n: "prices 6ND at the layout's MFU; MFU counts attention and the logits too, which 6ND leaves out "
@@ -312,11 +319,11 @@ def _q4_hints():
 
 
 def _q5():
-    return _budget(LAYOUT_A).cost_usd / 1e3
+    return _budget(LAYOUT_B).cost_usd / 1e3
 
 
 def _explain_q5():
-    b = _budget(LAYOUT_A)
+    b = _budget(LAYOUT_B)
     return (
         f"{b.gpus} GPUs x {b.days:.2f} days x 24 h = {b.gpu_hours:,.0f} GPU-hours; x ${b.price_per_gpu_hour:g} "
         f"(the assumed price, distlab.budget) = ${b.cost_usd:,.0f}"
@@ -333,12 +340,12 @@ def _q5_hints():
 
 
 def _q6():
-    step = scenario_estimate(LAYOUT_A)
+    step = scenario_estimate(LAYOUT_B)
     return 100 * step.tp_comm_s / step.step_time_s
 
 
 def _explain_q6():
-    step = scenario_estimate(LAYOUT_A)
+    step = scenario_estimate(LAYOUT_B)
     return (
         f"TP communication {step.tp_comm_s:.2f} s of a {step.step_time_s:.2f} s step = {_q6():.1f}% (the pipeline "
         f"bubble is {100 * step.bubble_s / step.step_time_s:.1f}%, exposed DP traffic "
@@ -348,7 +355,7 @@ def _explain_q6():
 
 
 def _q6_hints():
-    step = scenario_estimate(LAYOUT_A)
+    step = scenario_estimate(LAYOUT_B)
     return {step.step_time_s / step.compute_s: "divides by the compute time; the share is of the whole step"}
 
 
@@ -356,16 +363,35 @@ def _change_days(name: str) -> float:
     return _budget(dict(LAYOUT_A, **CHANGES[name])).days
 
 
+def _band() -> float:
+    """The step model's validated error band, a fraction (planner.error_band_percent; lesson 7 section 8)."""
+    from .. import planner
+
+    return planner.error_band_percent() / 100
+
+
 def _q7():
-    within = [name for name in CHANGES if _change_days(name) <= BUDGET_DAYS]
-    return within[0] if len(within) == 1 else "(no single answer)"
+    # a gain the model can vouch for: the change's run is shorter than layout A's by more than the error band
+    beyond = [name for name in CHANGES if _change_days(name) < (1 - _band()) * _q7_days_a()]
+    return beyond[0] if len(beyond) == 1 else "(no single answer)"
+
+
+def _q7_days_a() -> float:
+    return _budget(LAYOUT_A).days
 
 
 def _explain_q7():
-    days = ", ".join(f"{name}: {_change_days(name):.1f}" for name in CHANGES)
+    a = _q7_days_a()
+    days = ", ".join(
+        f"{name}: {_change_days(name):.1f} ({100 * (1 - _change_days(name) / a):+.1f}%)" for name in CHANGES
+    )
+    step_a = scenario_estimate(LAYOUT_A)
+    step_b = scenario_estimate(dict(LAYOUT_A, **CHANGES["tp4-pp8-interleaved"]))
     return (
-        f"days to train: {days}. Only halving tp (the TP all-reduces drop from 3.49 s to 1.45 s a step) while "
-        f"deepening the interleaved pipeline to keep memory in bounds meets {BUDGET_DAYS:g} days"
+        f"layout A takes {a:.1f} days; days to train and the gain on A: {days}. Only halving tp (the TP all-reduces "
+        f"drop from {step_a.tp_comm_s:.2f} s to {step_b.tp_comm_s:.2f} s a step) while deepening the interleaved "
+        f"pipeline to keep memory in bounds gains more than the model's {100 * _band():.1f}% error band; "
+        "interleaving alone gains less than the band, a coin toss the model cannot call"
     )
 
 
@@ -375,7 +401,7 @@ def _feedback(name: str, words: str) -> Callable[[], str]:
 
 q1 = NumericQuestion(
     name="q1",
-    prompt=f"Budget: {TOKENS_TEXT} tokens in {BUDGET_DAYS:g} days. What throughput, in tokens per second for the whole "
+    prompt=f"A follow-up run on the same cluster: {FOLLOW_UP_TOKENS_TEXT} tokens in {FOLLOW_UP_DAYS:g} days. What throughput, in tokens per second for the whole "
     "cluster, must the plan reach? (a plain number)",
     expected=_q1,
     explain=_explain_q1,
@@ -386,7 +412,7 @@ q1 = NumericQuestion(
     scale_hint={
         1 / _gpus(): "is per GPU; the question asks for the whole cluster",
         1 / SCENARIO["seq_len"]: "counts sequences, not tokens",
-        24.0: "divides by 50 x 3,600 s; a day has 24 hours of 3,600 s",
+        24.0: f"divides by {FOLLOW_UP_DAYS:g} x 3,600 s; a day has 24 hours of 3,600 s",
         3600.0: "is per hour; the question asks per second",
     },
 )
@@ -394,8 +420,8 @@ q1 = NumericQuestion(
 q2 = NumericQuestion(
     name="q2",
     prompt=f"Estimate by hand with the 6ND rule: what share of an H100's dense bf16 peak (%) must each of the "
-    f"{_gpus()} GPUs sustain to train Llama-3.1-70B ({_params() / 1e9:.2f} B parameters) on {TOKENS_TEXT} tokens "
-    f"in {BUDGET_DAYS:g} days?",
+    f"{_gpus()} GPUs sustain to train Llama-3.1-70B ({_params() / 1e9:.2f} B parameters) on "
+    f"{FOLLOW_UP_TOKENS_TEXT} tokens in {FOLLOW_UP_DAYS:g} days (q1's follow-up run)?",
     expected=_q2,
     explain=_explain_q2,
     unit="%",
@@ -422,8 +448,8 @@ q3 = LayoutQuestion(
 
 q4 = NumericQuestion(
     name="q4",
-    prompt="Layout A (tp = 8, pp = 4, 1F1B, selective recomputation, sequence parallelism, one sequence per "
-    f"microbatch): how many days does it take to train on {TOKENS_TEXT} tokens?",
+    prompt="Layout B (tp = 8, pp = 4, 1F1B, selective recomputation, sequence parallelism, two sequences per "
+    f"microbatch; the lesson works layout A, with one): how many days does it take to train on {TOKENS_TEXT} tokens?",
     expected=_q4,
     explain=_explain_q4,
     unit="day",
@@ -436,7 +462,7 @@ q4 = NumericQuestion(
 
 q5 = NumericQuestion(
     name="q5",
-    prompt="Layout A's whole run: what does it cost, in thousands of US dollars, at the kit's stated price per "
+    prompt="Layout B's whole run: what does it cost, in thousands of US dollars, at the kit's stated price per "
     f"GPU-hour (${budget.PRICE_PER_GPU_HOUR_USD:g})?",
     expected=_q5,
     explain=_explain_q5,
@@ -449,7 +475,7 @@ q5 = NumericQuestion(
 
 q6 = NumericQuestion(
     name="q6",
-    prompt="What share of layout A's step time (%) is tensor-parallel communication?",
+    prompt="What share of layout B's step time (%) is tensor-parallel communication?",
     expected=_q6,
     explain=_explain_q6,
     unit="%",
@@ -461,15 +487,17 @@ q6 = NumericQuestion(
 
 q7 = ReasonedChoice(
     name="q7",
-    prompt="Layout A misses the budget. Which single change brings it within "
-    f"{BUDGET_DAYS:g} days? ({', '.join(CHANGES)})",
+    prompt=f"Layout A misses the {BUDGET_DAYS:g}-day budget. Which single change shortens its run by more than the "
+    f"step model's validated error band ({100 * _band():.1f}%, lesson 7 section 8), a gain the model can vouch for? "
+    f"({', '.join(CHANGES)})",
     options=tuple(CHANGES),
     expected=_q7,
     explain=_explain_q7,
     hint_text="find the part of A's step that grows with tp and is not compute, and change what it depends on",
     feedback={
         "interleave": _feedback(
-            "interleave", "the bubble was not the problem (under 5% of the step); the TP all-reduces stay"
+            "interleave",
+            "a gain smaller than the model's error band (the bubble was under 5% of the step); the TP all-reduces stay",
         ),
         "deeper-pipeline": _feedback(
             "deeper-pipeline", "more stages add bubble and leave the TP all-reduces where they were"

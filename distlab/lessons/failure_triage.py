@@ -52,6 +52,8 @@ JITTER_GPUS, JITTER_SIGMA = 256, 0.05
 JITTER_VARIANTS = dict(gpus=(16, 64, 256, 1024, 4096), sigma=(0.02, 0.05, 0.1))
 #: Q4: one slow GPU
 SLOW_FACTOR = 1.2
+#: q3 and q4 ask about other numbers than the ones the lesson works (256 GPUs; a GPU 1.2x slow)
+Q3_GPUS, Q4_SLOW = 1024, 1.5
 SLOW_VARIANTS = dict(slow=(1.1, 1.2, 1.5))
 #: Q5: a long sequence
 LONG_SEQ = 32768
@@ -332,7 +334,7 @@ q2 = ChoiceQuestion(
 
 q3 = NumericQuestion(
     name="q3",
-    params=dict(gpus=JITTER_GPUS, sigma=JITTER_SIGMA),
+    params=dict(gpus=Q3_GPUS, sigma=JITTER_SIGMA),
     variants=JITTER_VARIANTS,
     prompt="{gpus} GPUs in one synchronous step, each GPU's step time jittering independently with a "
     "{sigma:.0%} standard deviation: how much slower (in %) than the mean is the slowest GPU, on average?",
@@ -349,7 +351,7 @@ _HEALTHY = _healthy()
 
 q4 = NumericQuestion(
     name="q4",
-    params=dict(slow=SLOW_FACTOR),
+    params=dict(slow=Q4_SLOW),
     variants=SLOW_VARIANTS,
     prompt=f"Lesson 7's layout: the healthy step takes {_HEALTHY.step_time_s:.3f} s, of which "
     f"{_HEALTHY.compute_s:.3f} s is compute (the rest: overlap slowdown, TP communication, bubble, p2p, exposed DP, optimizer). One "

@@ -152,9 +152,9 @@ q1 = NumericQuestion(
 
 q2 = NumericQuestion(
     name="q2",
-    params=dict(billions=7),
+    params=dict(billions=13),
     variants=dict(billions=(1.3, 3, 7, 13, 30, 34, 70)),
-    prompt="Lecture quiz 0: a {billions:g}B model is trained with Adam in mixed precision under naive data "
+    prompt="A {billions:g}B model is trained with Adam in mixed precision under naive data "
     "parallelism (each GPU holds the full model). How much model-state memory (GB) does each GPU need?",
     expected=_state_gb,
     explain=_explain_q2,
@@ -166,7 +166,7 @@ q2 = NumericQuestion(
 
 q3 = NumericQuestion(
     name="q3",
-    params=dict(billions=70, dp=64),
+    params=dict(billions=30, dp=64),
     variants=dict(billions=(13, 30, 70, 175), dp=(8, 16, 32, 64, 128)),
     prompt="Plain data parallelism over {dp} GPUs, {billions:g}B model: how much model-state memory (GB) does EACH "
     "GPU need?",
@@ -183,7 +183,7 @@ q3 = NumericQuestion(
 
 q4 = NumericQuestion(
     name="q4",
-    params=dict(gpu_gb=80),
+    params=dict(gpu_gb=48),
     variants=dict(gpu_gb=(16, 24, 40, 48, 80, 141)),
     prompt="Estimate: what is the largest model (in billions of parameters) whose model states fit one {gpu_gb:g} "
     "GB GPU?",
@@ -201,7 +201,7 @@ q4 = NumericQuestion(
 q5 = ChoiceQuestion(
     name="q5",
     params=dict(billions=7, dp=8, gpu_gb=80),
-    prompt="Diagnosis (lecture quiz 3): DDP on {dp} x {gpu_gb:g} GB GPUs, a {billions:g}B model, Adam in mixed "
+    prompt="Diagnosis: DDP on {dp} x {gpu_gb:g} GB GPUs, a {billions:g}B model, Adam in mixed "
     "precision; every GPU runs out of memory before the first step. A colleague says 'just add more GPUs'. Which "
     "change makes the model states fit? (a) 8x more GPUs, same DDP; (b) shard the optimizer states over the {dp} "
     "GPUs (ZeRO-1); (c) halve the micro-batch; (d) keep the gradients in bf16. Answer a, b, c or d.",

@@ -40,6 +40,8 @@ __all__ = [
 EXAMPLE = dict(gpus=16, tp=2, pp=4)
 # The MIT 6.5940 worked example: a 530B model, T=8, P=12, D=21 (2,016 GPUs), ZeRO-1.
 WORKED = dict(params=530e9, tp=8, pp=12, dp=21)
+# q4: the same model and layout with twice the data-parallel groups (the lesson works D = 21)
+Q4 = dict(WORKED, dp=42)
 # A 64-GPU layout on 8-GPU nodes, in Megatron's order and reversed.
 SIXTY_FOUR = dict(gpus=64, tp=8, pp=2, gpus_per_node=8)
 # The MIT 6.5940 lecture's quiz 8 (ch. 8): a 13B model on 64 A100 80 GB, ZeRO-3 over the data-parallel group, P = 4,
@@ -218,7 +220,7 @@ def _explain_q3(rank=6) -> str:
 
 
 def _worked():
-    return memory.training_memory(WORKED["params"], zero=1, dp=WORKED["dp"], tp=WORKED["tp"], pp=WORKED["pp"])
+    return memory.training_memory(Q4["params"], zero=1, dp=Q4["dp"], tp=Q4["tp"], pp=Q4["pp"])
 
 
 def _q4() -> float:
@@ -227,8 +229,8 @@ def _q4() -> float:
 
 def _explain_q4() -> str:
     bd = _worked()
-    t, p, d = WORKED["tp"], WORKED["pp"], WORKED["dp"]
-    shard = WORKED["params"] / (t * p)
+    t, p, d = Q4["tp"], Q4["pp"], Q4["dp"]
+    shard = Q4["params"] / (t * p)
     return (
         f"Each GPU owns 530e9 / ({t} x {p}) = {shard / 1e9:.2f}e9 parameters; ZeRO-1 keeps weights and gradients "
         f"(2 + 2 bytes) and a 1/{d} share of the 12 optimizer bytes: {shard / 1e9:.2f}e9 x (4 + 12/{d}) = "
@@ -328,7 +330,7 @@ def _explain_q8() -> str:
 
 q1 = NumericQuestion(
     name="q1",
-    params=dict(tp=4, pp=4, dp=16),
+    params=dict(tp=8, pp=4, dp=32),
     variants=dict(tp=(2, 4, 8), pp=(2, 4, 8, 12), dp=(4, 8, 16, 32)),
     prompt="A cluster uses 3D parallelism with T={tp} (tensor), P={pp} (pipeline) and D={dp} (data). How many GPUs "
     "does it need?",
@@ -363,8 +365,9 @@ q3 = RanksQuestion(
 
 q4 = NumericQuestion(
     name="q4",
-    prompt="The lecture's worked example: a 530B model with T=8, P=12, D=21 and ZeRO-1 (mixed precision, Adam). "
-    "Model-state memory per GPU, in GB?",
+    prompt=f"The lesson's 530B model with T={Q4['tp']}, P={Q4['pp']} and twice the data-parallel groups, "
+    f"D={Q4['dp']} ({Q4['tp'] * Q4['pp'] * Q4['dp']:,} GPUs), with ZeRO-1 (mixed precision, Adam). Model-state memory "
+    "per GPU, in GB?",
     expected=_q4,
     explain=_explain_q4,
     hint_text="TP and PP divide all parameters; ZeRO-1 also divides the 12 optimizer bytes by D",
@@ -398,7 +401,7 @@ q7 = NumericQuestion(
     name="q7",
     params=dict(billions=QUIZ8["billions"], pp=QUIZ8["pp"]),
     variants=dict(billions=(7, 13, 34, 70), pp=(2, 4, 16)),  # pp = 8 would make D = P: one ratio, two mistakes
-    prompt="The lecture's quiz 8: a {billions}B-parameter model on 64 A100s (80 GB), ZeRO-3 over the data-parallel "
+    prompt="MIT 6.5940's quiz 8 (ch. 8): a {billions}B-parameter model on 64 A100s (80 GB), ZeRO-3 over the data-parallel "
     "group, pipeline parallelism with P = {pp}, no tensor parallelism, mixed-precision Adam. Estimate by hand the "
     "model-state memory per GPU (GB), activations not counted.",
     expected=_q7,
@@ -412,7 +415,7 @@ q7 = NumericQuestion(
 
 q8 = ChoiceQuestion(
     name="q8",
-    prompt="The lecture's quiz 9: a 7B model on 8 A100s (80 GB each), mixed-precision Adam. Which is the LEAST "
+    prompt="MIT 6.5940's quiz 9 (ch. 9): a 7B model on 8 A100s (80 GB each), mixed-precision Adam. Which is the LEAST "
     "sharding whose model states leave at least 10 GB per GPU for activations? (" + ", ".join(QUIZ9_OPTIONS) + ")",
     options=QUIZ9_OPTIONS,
     expected=_q8,

@@ -15,15 +15,15 @@ __all__ = ["Q1", "Q2", "Q3", "Q5", "Q6", "QUESTIONS"]
 _PERCENT_HINT = {0.01: "looks like a fraction; give it in percent (27.3 means 27.3 %)"}
 _BYTES_HINT = {1e9: "looks like bytes, but plain numbers are read in GB (write '17e9 B' or 17)"}
 
-# q1: GPipe, the lecture's quiz 5 (a 32-layer model, P = 4, m = 12)
-Q1 = dict(p=4, m=12)
-# q2: the peer tutorial's exercise 3
+# q1: GPipe (a 32-layer model, P = 8, m = 12; the lesson works P = 4)
+Q1 = dict(p=8, m=12)
+# q2: the smallest m for a bubble under a limit
 Q2 = dict(p=8, limit=0.10)
-# q3, q4: Llama-2-7B, one 4,096-token sequence per microbatch, selective recomputation
-Q3 = dict(model="llama2-7b", p=4, m=32, recompute="selective")
+# q3, q4: Llama-2-13B (the lesson works Llama-2-7B), one 4,096-token sequence per microbatch, selective recomputation
+Q3 = dict(model="llama2-13b", p=4, m=32, recompute="selective")
 # q5: interleaved 1F1B
-Q5 = dict(p=4, m=8, v=2)
-# q6: the peer tutorial's table: Llama-3.1-70B, 256 GPUs, global batch 256 sequences, TP = 1
+Q5 = dict(p=4, m=16, v=2)
+# q6: Llama-3.1-70B, 256 GPUs, global batch 256 sequences, TP = 1
 Q6 = dict(gpus=256, batch=256, pp=8)
 
 
@@ -226,7 +226,7 @@ q1 = NumericQuestion(
     name="q1",
     params=Q1,
     variants=dict(p=(2, 4, 8, 16), m=(4, 8, 12, 16, 32)),
-    prompt="Lecture quiz 5: a 32-layer model is split over P = {p} pipeline stages (GPipe) with m = {m} "
+    prompt="A 32-layer model is split over P = {p} pipeline stages (GPipe) with m = {m} "
     "microbatches. What share of the step (%) is idle, all stages together (the bubble fraction)?",
     expected=_q1,
     explain=_explain_q1,
@@ -254,7 +254,7 @@ q2 = NumericQuestion(
 q3 = NumericQuestion(
     name="q3",
     params=Q3,
-    prompt="Llama-2-7B over p = {p} stages (8 layers each), m = {m} microbatches of one 4,096-token sequence, "
+    prompt="Llama-2-13B (40 layers) over p = {p} stages (10 layers each), m = {m} microbatches of one 4,096-token sequence, "
     "{recompute} recomputation, 1F1B: how much activation memory (GB) does the busiest stage hold at its peak?",
     expected=_peak_gb("1f1b"),
     explain=_explain("1f1b"),
@@ -293,7 +293,7 @@ q5 = NumericQuestion(
 q6 = NumericQuestion(
     name="q6",
     params=Q6,
-    prompt="The peer tutorial's table: Llama-3.1-70B on {gpus} GPUs, global batch {batch} sequences, TP = 1, "
+    prompt="Llama-3.1-70B on {gpus} GPUs, global batch {batch} sequences, TP = 1, "
     "PP = {pp}. What is the largest number of microbatches a pipeline can run per step?",
     expected=_q6,
     explain=_explain_q6,

@@ -10,10 +10,14 @@ from .questions import ChoiceQuestion, NumericQuestion
 __all__ = ["RING", "Q1_VARIANTS", "LAYER_VARIANTS", "SP_VARIANTS", "RING_VARIANTS", "QUESTIONS"]
 
 # The setups the questions use (named once, so prompts and answers agree).
-Q1_MODEL, Q1_TP = "llama2-7b", 4  # d_model 4096, 32 heads of 128: the MIT 6.5940 quiz
+Q1_MODEL, Q1_TP = "llama2-7b", 8  # d_model 4096, 32 heads of 128 (the MIT 6.5940 quiz asks t = 4; the lesson works it)
 LAYER_MODEL, LAYER_TP, LAYER_SEQ = "llama2-7b", 8, 4096  # one microbatch of one 4,096-token sequence
+#: q2 and q3 ask about a sequence twice as long as the one the lesson works (LAYER_SEQ)
+QUESTION_SEQ = 8192
 SP_MODEL, SP_TP, SP_SEQ = "gpt3-175b", 8, 2048
 RING = dict(seq_len=131072, cp=64, hidden=8192, precision="fp8")  # the bandwidth modeler's example
+#: q5 asks about a sequence twice as long as the example the lesson works
+Q5_RING = dict(RING, seq_len=262144)
 #: per-student variants (distlab.lessons.variants): every tp divides the 32 heads of llama2-7b and the 96 of
 #: gpt3-175b; q2 and q3 ("the same layer") declare the same choices, so they draw the same numbers
 Q1_VARIANTS = dict(tp=(2, 4, 8, 16))
@@ -224,7 +228,7 @@ q1 = NumericQuestion(
 
 q2 = NumericQuestion(
     name="q2",
-    params=dict(tp=LAYER_TP, seq=LAYER_SEQ),
+    params=dict(tp=LAYER_TP, seq=QUESTION_SEQ),
     variants=LAYER_VARIANTS,
     prompt=LAYER_MODEL + ", tp={tp}, one microbatch of one {seq}-token sequence, bf16 activations: how many "
     "MB does each GPU send for the TP all-reduces of ONE layer in training (forward and backward)?",
@@ -249,7 +253,7 @@ def _bandwidth_only_share(tp=LAYER_TP, seq=LAYER_SEQ) -> float:
 
 q3 = NumericQuestion(
     name="q3",
-    params=dict(tp=LAYER_TP, seq=LAYER_SEQ),
+    params=dict(tp=LAYER_TP, seq=QUESTION_SEQ),
     variants=LAYER_VARIANTS,
     prompt="The same layer with its TP group spread over nodes on InfiniBand NDR (ib-ndr: 50 GB/s per direction, "
     "alpha 9.6 us): how long (ms) do the layer's 4 TP all-reduces take?",
@@ -287,7 +291,7 @@ q4 = ChoiceQuestion(
 
 q5 = NumericQuestion(
     name="q5",
-    params=RING,
+    params=Q5_RING,
     variants=RING_VARIANTS,
     prompt="Ring attention (context parallelism): a {seq_len:,}-token sequence over {cp} GPUs, hidden {hidden}, FP8 "
     "(1 byte). "

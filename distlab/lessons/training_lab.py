@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .. import flops, models, training
+from .. import flops, models, planner, training
 from ..units import format_bytes, format_seconds
 from .questions import (
     ChoiceQuestion,
@@ -25,6 +25,8 @@ CONFIG = dict(tp=8, pp=8, micro_batch_size=1, zero=1, recompute="selective", seq
 #: per-student variants (distlab.lessons.variants): questions declaring the same choices draw the same numbers;
 #: every batch divides over every dp the pipeline depths leave (256 / (8 x pp)), and 80 layers over every pp
 BATCH_VARIANTS, SEQ_VARIANTS, PP_VARIANTS = (128, 256, 512), (2048, 4096, 8192), (2, 4, 8, 16)
+#: q1 and q4 ask about other numbers than the ones the lesson works (batch 256; pp = 8)
+Q1_BATCH, Q4_PP = 512, 4
 
 
 def _estimate(fabric="ib-ndr", batch=BATCH, seq=SEQ, **config):
@@ -73,8 +75,7 @@ def _explain_q3(pp=CONFIG["pp"]):
     )
 
 
-#: the peer tutorial's exercise 1 (MLSys-im, "Predict before you observe"): the two layouts of 256 GPUs, as the tutorial
-#: writes them (no ZeRO, no recomputation), then each with the memory savings that make it fit
+#: two layouts of 256 GPUs as they are often first written (no ZeRO, no recomputation), then each with the memory savings that make it fit
 EX1_AS_WRITTEN = {"dp256": dict(dp=256), "dp32-tp4-pp2": dict(dp=32, tp=4, pp=2)}
 EX1_FITTED = {
     "dp256": dict(dp=256, zero=3, recompute="full"),
@@ -82,7 +83,10 @@ EX1_FITTED = {
 }
 #: the design task: fixed knobs (the student picks tp and pp), the headroom asked for, and the tie band
 DESIGN = dict(zero=1, recompute="selective", sequence_parallel=True, micro_batch_size=1)
-DESIGN_TP, DESIGN_PP, DESIGN_FREE_GB, DESIGN_BAND = (1, 2, 4, 8), (1, 2, 4, 8, 16), 10.0, 0.05
+#: the band is the step model's validated error (planner.error_band_percent, lesson 7 section 8): layouts closer than
+#: that to the fastest are ties the model cannot rank, so any of them is accepted
+DESIGN_TP, DESIGN_PP, DESIGN_FREE_GB = (1, 2, 4, 8), (1, 2, 4, 8, 16), 10.0
+DESIGN_BAND = planner.error_band_percent() / 100
 #: tokens of the time-to-train question (Llama 2 was trained on 2 T tokens: Touvron et al. 2023, Sec. 2.2)
 TRAIN_TOKENS = 2e12
 
@@ -103,7 +107,7 @@ def _explain_ex1_as_written():
             f"{format_bytes(bd.activations_bytes)} = {format_bytes(bd.total_bytes)} per GPU"
         )
     return (
-        "; ".join(parts) + ". Neither fits 80 GB as written: the tutorial's step times price layouts that cannot "
+        "; ".join(parts) + ". Neither fits 80 GB as written: a step time for either prices a layout that cannot "
         "run. dp = 256 replicates 16 B x 70.6e9 = 1.13 TB of model states; tp 4 x pp 2 divides them by 8 only"
     )
 
@@ -191,7 +195,8 @@ def _explain_q6():
     return (
         f"the layouts that leave {DESIGN_FREE_GB:g} GB free, fastest first: {rows}. The fastest is tp {best[0]} "
         f"pp {best[1]}: TP inside the node costs less than the bubble a pipeline adds at this batch; any layout "
-        f"within {100 * DESIGN_BAND:g}% of it is accepted (the model cannot rank closer ones, section 8)"
+        f"within {100 * DESIGN_BAND:.1f}% of it, the model's validated error band, is accepted (the model cannot rank "
+        "closer ones, section 8)"
     )
 
 
@@ -330,7 +335,7 @@ def _q3_hints(pp):
 
 q1 = NumericQuestion(
     name="q1",
-    params=dict(batch=BATCH, seq=SEQ),
+    params=dict(batch=Q1_BATCH, seq=SEQ),
     variants=dict(batch=BATCH_VARIANTS, seq=SEQ_VARIANTS),
     prompt=_SETUP_FIELDS + ": model FLOPs of one training step, in EFLOP (10^18 FLOP)?",
     expected=_q1,
@@ -349,8 +354,8 @@ q1 = NumericQuestion(
 
 q2 = ChoiceQuestion(
     name="q2",
-    prompt="The peer tutorial's exercise 1, part 1: " + _SETUP + ". As the tutorial writes them (no ZeRO, no "
-    "recomputation), which layout fits the 80 GB of an H100: dp256 (tp = pp = 1), dp32-tp4-pp2, both, or neither?",
+    prompt="Two layouts as they are often first written: " + _SETUP + ". Without ZeRO or "
+    "recomputation, which layout fits the 80 GB of an H100: dp256 (tp = pp = 1), dp32-tp4-pp2, both, or neither?",
     options=("dp256", "dp32-tp4-pp2", "both", "neither"),
     expected=_ex1_as_written,
     explain=_explain_ex1_as_written,
@@ -366,7 +371,7 @@ q2 = ChoiceQuestion(
 
 q3 = ChoiceQuestion(
     name="q3",
-    prompt="Exercise 1, part 2: make each fit. dp256 with ZeRO-3 and full recomputation; dp32-tp4-pp2 with ZeRO-1, "
+    prompt="q2's layouts, made to fit: dp256 with ZeRO-3 and full recomputation; dp32-tp4-pp2 with ZeRO-1, "
     "full recomputation and sequence parallelism (both fit). On InfiniBand NDR, which has the shorter step: dp256, "
     "dp32-tp4-pp2, or a tie (closer than the model's error)? Predict, then check.",
     options=("dp256", "dp32-tp4-pp2", "tie"),
@@ -378,14 +383,14 @@ q3 = ChoiceQuestion(
         "dp32-tp4-pp2": "counts ZeRO-3's traffic (3M per step, 1.5x plain DP) as exposed; on NDR its per-layer "
         "gathers hide under the layers' compute, while the 3D layout pays a bubble of (p - 1)/m = 1/8 of its "
         "compute and four TP all-reduces per layer on the critical path",
-        "tie": "is not what the parts say: the two steps differ by about a quarter, far more than the model's ~9 % "
-        "mean error on runs it was not fitted to (section 8)",
+        "tie": f"is not what the parts say: the two steps differ by about a quarter, three times the model's "
+        f"{planner.error_band_percent():.1f}% validated error band (section 8)",
     },
 )
 
 q4 = NumericQuestion(
     name="q4",
-    params=dict(pp=CONFIG["pp"]),
+    params=dict(pp=Q4_PP),
     variants=dict(pp=PP_VARIANTS),
     prompt=_SETUP + ", tp = 8, pp = {pp}, micro-batch 1: the time the pipeline bubble adds to the ideal compute, in %?",
     expected=_q3,
@@ -402,8 +407,8 @@ q5 = NumericQuestion(
     name="q5",
     params=dict(pp=CONFIG["pp"]),
     prompt=_SETUP + ", tp = 8, pp = {pp}, micro-batch 1, ZeRO-1, selective recomputation, sequence parallel, "
-    f"InfiniBand NDR: the step model gives {_REFERENCE_STEP:.3f} s per step. By hand, from q1's FLOPs and this "
-    "step time: the MFU, in %? (An H100 SXM's dense bf16 peak: 989.4 TFLOP/s.)",
+    f"InfiniBand NDR: the step model gives {_REFERENCE_STEP:.3f} s per step. By hand, from this step's model FLOPs (q1's "
+    f"count, at {BATCH} x {SEQ} tokens) and this step time: the MFU, in %? (An H100 SXM's dense bf16 peak: 989.4 TFLOP/s.)",
     expected=_q5,
     explain=_explain_q5,
     unit="",
@@ -417,7 +422,8 @@ q6 = DesignQuestion(
     name="q6",
     prompt=_SETUP + f", ZeRO-1, selective recomputation, sequence parallelism, micro-batch 1, InfiniBand NDR. Design: "
     f"choose [tp, pp] (tp in {list(DESIGN_TP)}, pp in {list(DESIGN_PP)}) that leaves at least {DESIGN_FREE_GB:g} GB "
-    f"of each GPU's 80 GB free and whose step is within {100 * DESIGN_BAND:g}% of the fastest layout that does. "
+    f"of each GPU's 80 GB free and whose step is within {100 * DESIGN_BAND:.1f}% (the model's validated error band) of the "
+    "fastest layout that does. "
     "Justify it with the memory and the step parts.",
     expected=_q6,
     explain=_explain_q6,

@@ -226,7 +226,12 @@ def timeline_buffers(timelines) -> tuple[dict, bytes, bytes]:
         first += count
     packed_times = np.concatenate(times).tobytes() if times else b""
     packed_codes = np.concatenate(codes).tobytes() if codes else b""
-    return {"stages": stages, "positions": positions}, packed_times, packed_codes
+    from ..plots.pipeline import COLOURS, IDLE_COLOUR, STEP_COLOUR
+
+    # the colours of the legend (plots.pipeline.legend_html), so the picture draws what the legend names (issue 31:
+    # the browser grid drew Okabe-Ito colours under a legend in the plots' palette)
+    colours = {"kinds": [COLOURS[k] for k in OP_KINDS], "idle": IDLE_COLOUR, "step": STEP_COLOUR}
+    return {"stages": stages, "positions": positions, "colours": colours}, packed_times, packed_codes
 
 
 class BarsPicture(SelectionPicture):

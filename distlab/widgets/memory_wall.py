@@ -168,10 +168,17 @@ class MemoryWallApp(LessonApp):
         frames = None
         if valid and self.single is not None:
             gpu = hardware.accelerator(self.gpu.value)
+            # only the parts the setup counts: activations left out are 0 B, and a legend entry for them named a
+            # colour the picture does not draw (issue 31); the last part is the one left out, so colours stay put
+            counted = [k for k, v in self.single.parts().items() if v > 0]
+
+            def kept(parts: dict) -> dict:
+                return {k: parts[k] for k in counted}
+
             frames = {
-                "parts": [LABELS.get(k, k) for k in self.single.parts()],
+                "parts": [LABELS.get(k, k) for k in counted],
                 "bars": [
-                    [_gb(self.single.parts()), _gb(r.parts())]
+                    [_gb(kept(self.single.parts())), _gb(kept(r.parts()))]
                     if r is not None and not isinstance(r, DistlabError)
                     else []
                     for r in results

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import ipywidgets as widgets
+import numpy as np
 
 from .. import hardware, models, pipeline
 from ..errors import DistlabError
@@ -50,6 +51,14 @@ STAGE_ANALYSIS_KINDS = tuple(k for k in pipeline.KINDS if k not in pipeline.NO_C
 #: What the grid says at a microbatch count whose timeline is still being simulated (for a moment after a change).
 PENDING = "simulating this microbatch count ..."
 ROWS_NOTE = "rows: stage 0 (top) to stage p-1 (bottom), one GPU each; time runs left to right ({unit})"
+
+
+def _draws_weight_gradients(timeline) -> bool:
+    """True when the timeline has W ops (a split backward: ZB-H1, ZB-V, DualPipe): the legend lists W only then,
+    so that it names no colour the grid does not draw (issue 31)."""
+    return bool(np.any(np.asarray(timeline.kind).astype(str) == "W"))
+
+
 #: pipeline.analyze_stages remembered per configuration (the stage-analysis panel's; its warnings simulate
 #: dozens of alternatives), shared by every panel and control: a configuration seen before is not analysed again.
 _analyze_stages = remembered(256)(pipeline.analyze_stages)
@@ -125,7 +134,7 @@ class BubbleGridApp(LessonApp):
             description="micro m", min=1, max=MAX_MICROBATCHES, value=microbatches, width=720, height=240
         )
         self.microbatches = self.picture  # the microbatch slider lives in the picture (in the browser)
-        self.legend = widgets.HTML(legend_html(rows=ROWS_NOTE.format(unit="one stage's forward of one microbatch = 1")))
+        self.legend = widgets.HTML(self._legend(split=True))
         self.result: BubbleGridResult | None = None
         self.error: str | None = None
         self._results: list = []  # per microbatch count 1..MAX_MICROBATCHES: a BubbleGridResult or a DistlabError
@@ -169,6 +178,8 @@ class BubbleGridApp(LessonApp):
         results: list = [None] * MAX_MICROBATCHES
         current = self.microbatches.value
         results[current - 1] = self._simulate_or_error(current)
+        if isinstance(results[current - 1], BubbleGridResult):  # the schedule decides whether W ops are drawn
+            self.legend.value = self._legend(_draws_weight_gradients(results[current - 1].timeline))
         self._results = results
         if event_loop_running():  # in a kernel: the current count now, the others after (without one: once, below)
             self._send(results)
@@ -185,6 +196,10 @@ class BubbleGridApp(LessonApp):
         self.filling = fill_positions(
             pending, compute, lambda: generation == self._generation, lambda: self._send(results), PROGRESS_S
         )
+
+    @staticmethod
+    def _legend(split: bool) -> str:
+        return legend_html(split=split, rows=ROWS_NOTE.format(unit="one stage's forward of one microbatch = 1"))
 
     _generation = 0
     #: The background filling of the other counts in a kernel (an asyncio.Future; None when done at once).
@@ -361,8 +376,8 @@ class StageAnalysisApp(LessonApp):
                 self.max_bubble,
             ]
         )
-        legend = legend_html(split=True, rows=ROWS_NOTE.format(unit="ms; gaps between ops are activation sends"))
-        super().__init__([controls, widgets.HTML(legend), self.canvas, self.status])
+        self.legend = widgets.HTML(self._legend(split=True))
+        super().__init__([controls, self.legend, self.canvas, self.status])
         self.update()
 
     def _on_change(self, change=None):
@@ -404,7 +419,14 @@ class StageAnalysisApp(LessonApp):
             max_bubble=values["max_bubble"] / 100.0,
         )
 
+    @staticmethod
+    def _legend(split: bool) -> str:
+        return legend_html(split=split, rows=ROWS_NOTE.format(unit="ms; gaps between ops are activation sends"))
+
     def render(self, result: pipeline.StageAnalysis) -> bool:
+        legend = self._legend(_draws_weight_gradients(result.timeline))
+        if self.legend.value != legend:
+            self.legend.value = legend
         return self.grid.update(_in_ms(result.timeline))
 
     def fade(self) -> bool:

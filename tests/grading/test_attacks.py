@@ -188,7 +188,9 @@ def test_a_percent_is_not_a_physical_quantity(qid, q):
 
 
 def test_a_decimal_comma_is_refused_with_a_hint():
-    q2 = LESSONS["memory_wall"].load_questions()["q2"]  # 112 GB
+    from distlab.lessons.questions import with_params
+
+    q2 = with_params(LESSONS["memory_wall"].load_questions()["q2"], billions=7)  # 7e9 x 16 B = 112 GB
     for text in ("11,2 GB", "0,112 TB", "1,12,0 GB", "112,0 GB"):
         result = q2.check(text)
         assert result.status == INCORRECT and "point" in result.message, (text, result.message)
@@ -342,7 +344,7 @@ def test_huge_output_is_dropped_before_it_is_read(tmp_path):
     cells = [
         IMPORTS,
         ANSWERS["q1"],
-        "answer_q2 = '112 GB'\nprint('y' * 300_000_000)",
+        "answer_q2 = '208 GB'\nprint('y' * 300_000_000)",
         "for _ in range(20):\n    print('z' * 10_000_000)",
         ANSWERS["q3"],
     ]

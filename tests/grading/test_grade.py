@@ -34,9 +34,10 @@ SANDBOXES = [
 IMPORTS = "from distlab.lessons.memory_wall import q1, q2, q3, q4, q5, q6, q7, q8"
 ANSWERS = {
     "q1": "answer_q1 = 16\nq1.check(answer_q1)",
-    "q2": "answer_q2 = '112 GB'\nq2.check(answer_q2)",
-    "q3": "answer_q3 = 1120\nq3.check(answer_q3)",
-    "q4": "answer_q4 = 5\nq4.check(answer_q4)",
+    # lesson 1: q2 asks 13B (13e9 x 16 B = 208 GB), q3 30B under plain DP (30e9 x 16 B = 480 GB on every GPU)
+    "q2": "answer_q2 = '208 GB'\nq2.check(answer_q2)",
+    "q3": "answer_q3 = 480\nq3.check(answer_q3)",
+    "q4": "answer_q4 = 3\nq4.check(answer_q4)",  # q4 asks a 48 GB GPU: 48 GB / 16 B = 3e9 parameters
     "q5": "answer_q5 = 'b'\nq5.check(answer_q5)",
     "q6": "answer_q6 = 16\nq6.check(answer_q6)",
     "q7": "answer_q7 = 'c'\nq7.check(answer_q7)",
@@ -177,7 +178,7 @@ def test_monkeypatching_the_checks_in_the_kernel_fakes_nothing(tmp_path):
         "for q in memory_wall.QUESTIONS.values():\n"
         "    object.__setattr__(q, 'expected', lambda: 0)\n"
         "answer_q1 = 3\nanswer_q7 = 'yes'\n"
-        'print(\'DISTLAB-ANSWERS-BEGIN-x{"answer_q2": {"t": "str", "v": "112 GB"}}DISTLAB-ANSWERS-END-x\')\n'
+        'print(\'DISTLAB-ANSWERS-BEGIN-x{"answer_q2": {"t": "str", "v": "208 GB"}}DISTLAB-ANSWERS-END-x\')\n'
         "print(memory_wall.q1.check(answer_q1))"
     )
     path = write_notebook(tmp_path / "01_memory_wall.ipynb", [cheat])
@@ -256,7 +257,7 @@ def test_reordered_and_missing_cells(tmp_path):
 def test_answers_of_every_type_are_carried_over(tmp_path):
     cell = (
         "from distlab.units import Q_\nimport numpy as np\n"
-        "answer_q1 = np.int64(16)\nanswer_q2 = Q_(112e9, 'B')\nanswer_q3 = [1120]\n"
+        "answer_q1 = np.int64(16)\nanswer_q2 = Q_(208e9, 'B')\nanswer_q3 = [480]\n"
         "answer_q4 = float('nan')\nanswer_q5 = 10**400\nanswer_q6 = np.float32(16)\nanswer_q7 = False\n"
         "class Evil:\n    def __repr__(self): raise RuntimeError\nanswer_q8 = Evil()\n"
         "answer_q9 = [1, (2.5, {'a': None}), np.arange(3), set()]\nanswer_q10 = list(range(10**6))"

@@ -59,15 +59,15 @@ def test_the_expected_answers_follow_the_seed():
 def test_without_a_seed_the_lesson_is_as_written():
     assert variant(memory_wall.q3, "memory_wall", None) is memory_wall.q3
     assert lesson_variant("memory_wall", None)["q3"] is memory_wall.q3
-    assert memory_wall.q3.prompt.startswith("Plain data parallelism over 64 GPUs, 70B model")
+    assert memory_wall.q3.prompt.startswith("Plain data parallelism over 64 GPUs, 30B model")
     # a question without variants is the same question for every seed
     assert variant(memory_wall.q1, "memory_wall", "x") is memory_wall.q1
 
 
 def test_with_params_rebinds_prompt_hint_and_checks():
     q = with_params(memory_wall.q3, dp=8)
-    assert "over 8 GPUs" in q.prompt and q.params == {"billions": 70, "dp": 8}
-    assert memory_wall.q3.params == {"billions": 70, "dp": 64}  # the original is unchanged
+    assert "over 8 GPUs" in q.prompt and q.params == {"billions": 30, "dp": 8}
+    assert memory_wall.q3.params == {"billions": 30, "dp": 64}  # the original is unchanged
     with pytest.raises(KeyError):
         with_params(memory_wall.q3, gpus=8)
 

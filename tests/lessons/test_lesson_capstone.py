@@ -22,8 +22,11 @@ GPUS = 32 * 8
 H100_BF16 = 989.4e12  # dense; NVIDIA's 1,979 TFLOP/s is with 2:4 sparsity
 
 
+FOLLOW_UP_SECONDS = 60 * 86400  # q1 and q2: a follow-up run of 2e12 tokens in 60 days (the lesson works 1e12 in 50)
+
+
 def test_q1_throughput_the_budget_demands(expect_hand_value):
-    want = 1e12 / SECONDS  # 231,481.48 tokens/s
+    want = 2e12 / FOLLOW_UP_SECONDS  # 385,802.47 tokens/s (the lesson's 1e12 / 50 days: 231,481.48)
     expect_hand_value(lesson.q1, want)
     assert "per GPU" in lesson.q1.check(want / GPUS).message
     assert "sequences" in lesson.q1.check(want / 8192).message
@@ -32,7 +35,7 @@ def test_q1_throughput_the_budget_demands(expect_hand_value):
 
 def test_q2_share_of_peak_by_6nd(expect_hand_value):
     assert PARAMS == 70_553_706_496
-    want = 100 * 6 * PARAMS * 1e12 / (GPUS * H100_BF16 * SECONDS)  # 38.69 %
+    want = 100 * 6 * PARAMS * 2e12 / (GPUS * H100_BF16 * FOLLOW_UP_SECONDS)  # 64.48 % (the lesson's: 38.69 %)
     expect_hand_value(lesson.q2, want)
     assert "8 N D" in lesson.q2.check(want * 8 / 6).message
     assert "sparsity" in lesson.q2.check(want / 2).message
@@ -66,20 +69,22 @@ def test_q3_wrong_layouts_are_told_what_they_miss(answer, words):
     assert result.status == INCORRECT and words in result.message, result.message
 
 
-def test_q4_days_of_layout_a(expect_hand_value):
-    step = lesson.scenario_estimate(lesson.LAYOUT_A)
+def test_q4_days_of_layout_b(expect_hand_value):
+    # layout B: layout A (which the lesson works) with two sequences per microbatch
+    assert lesson.LAYOUT_B == dict(lesson.LAYOUT_A, micro_batch_size=2)
+    step = lesson.scenario_estimate(lesson.LAYOUT_B)
     want = 1e12 / (TOKENS_PER_STEP / step.step_time_s) / 86400  # 54.0 days
     expect_hand_value(lesson.q4, want)
     assert 50 < want < 60  # misses the budget: the premise of Q6-Q7
     assert lesson.q4.check(f"{want * 24} h").status == CORRECT
     assert "hours, not days" in lesson.q4.check(want * 24).message
-    # 6ND at A's MFU: 6 N x tokens / (GPUs x MFU x peak), short by the attention and logits share
+    # 6ND at B's MFU: 6 N x tokens / (GPUs x MFU x peak), short by the attention and logits share
     six_nd = 6 * PARAMS * 1e12 / (GPUS * step.mfu * H100_BF16) / 86400
     assert six_nd < want
     assert "6ND" in lesson.q4.check(six_nd).message
 
 
-def test_q5_cost_of_layout_a(expect_hand_value):
+def test_q5_cost_of_layout_b(expect_hand_value):
     days = lesson.q4.expected()
     want = GPUS * days * 24 * 2.0 / 1e3  # thousand $ at the stated 2 $ per GPU-hour: about 663
     expect_hand_value(lesson.q5, want)
@@ -88,20 +93,29 @@ def test_q5_cost_of_layout_a(expect_hand_value):
     assert "days, not hours" in lesson.q5.check(want / 24).message
 
 
-def test_q6_tp_share_of_layout_a(expect_hand_value):
-    step = lesson.scenario_estimate(lesson.LAYOUT_A)
+def test_q6_tp_share_of_layout_b(expect_hand_value):
+    step = lesson.scenario_estimate(lesson.LAYOUT_B)
     assert sum(step.parts().values()) == pytest.approx(step.step_time_s)  # the parts make up the step
     want = 100 * step.tp_comm_s / step.step_time_s
     expect_hand_value(lesson.q6, want)
-    assert want > 100 * step.bubble_s / step.step_time_s  # TP, not the bubble, is A's largest non-compute part
+    assert want > 100 * step.bubble_s / step.step_time_s  # TP, not the bubble, is B's largest non-compute part
     assert "compute time" in lesson.q6.check(100 * step.tp_comm_s / step.compute_s).message
 
 
-def test_q7_only_halving_tp_meets_the_budget():
+def test_q7_only_halving_tp_gains_more_than_the_error_band():
+    # issue 31: "within 50 days" graded 47.4 against 50.5 days, a difference inside the model's 7.7 % band. Now: the
+    # change whose run is shorter than layout A's by more than the band
+    from distlab import planner
+
+    a = lesson._budget(lesson.LAYOUT_A).days
+    band = planner.error_band_percent() / 100
+    gains = {name: 1 - lesson._change_days(name) / a for name in lesson.CHANGES}
+    assert [name for name, g in gains.items() if g > band] == ["tp4-pp8-interleaved"]
+    assert 0 < gains["interleave"] < band  # the gain the band blurs
     assert lesson.q7.expected() == "tp4-pp8-interleaved"
     assert lesson.q7.check("TP4-PP8-Interleaved ").status == CORRECT
     for option, words in (
-        ("interleave", "bubble was not the problem"),
+        ("interleave", "smaller than the model's error band"),
         ("deeper-pipeline", "more stages"),
         ("full-recompute", "spending time"),
     ):

@@ -64,16 +64,23 @@ def test_q2_halving_saves_nothing_when_every_microbatch_is_in_flight():
     assert "every microbatch is in flight" in lesson.q2.check("yes").message
 
 
-def test_q3_expected_max_of_256_normals():
-    # E[max of N normals] by direct numerical integration of x N phi(x) Phi(x)^(N-1): an independent quadrature
+def _expected_max_of_normals(n: int) -> float:
+    """E[max of n standard normals] by direct numerical integration of x n phi(x) Phi(x)^(n-1): an independent
+    quadrature."""
     x = np.linspace(-10, 10, 200001)
     phi = np.exp(-(x**2) / 2) / math.sqrt(2 * math.pi)
     Phi = np.cumsum(phi) * (x[1] - x[0])
-    density = 256 * phi * Phi**255
-    mu = float(np.sum(x * density) * (x[1] - x[0]))
-    assert lesson.q3.expected() == pytest.approx(5 * mu, rel=1e-3)  # ~14.1 %
-    assert lesson.q3.check(5 * 2.8269).status == CORRECT  # the lesson's table value
-    lead = lesson.q3.check(5 * math.sqrt(2 * math.log(256)))
+    density = n * phi * Phi ** (n - 1)
+    return float(np.sum(x * density) * (x[1] - x[0]))
+
+
+def test_q3_expected_max_of_1024_normals():
+    # q3 asks 1,024 GPUs (the lesson works 256: 2.8269, its table value); E[max of 1,024] = 3.2414, 16.2 %
+    assert lesson.q3.expected() == pytest.approx(5 * _expected_max_of_normals(1024), rel=1e-3)
+    worked = with_params(lesson.q3, gpus=256)
+    assert worked.expected() == pytest.approx(5 * _expected_max_of_normals(256), rel=1e-3)  # ~14.1 %
+    assert worked.check(5 * 2.8269).status == CORRECT
+    lead = worked.check(5 * math.sqrt(2 * math.log(256)))
     assert lead.status == INCORRECT and "leading term" in lead.message
 
 
@@ -105,7 +112,8 @@ def test_q4_one_slow_gpu_adds_k_minus_1_of_the_compute():
         assert "stretches the whole step" in q.check(slow * healthy.step_time_s).message
         assert "1/256 share" in q.check(healthy.step_time_s + (slow - 1) * healthy.compute_s / 256).message
     lesson_q4 = lesson.q4
-    assert lesson_q4.expected() == pytest.approx(healthy.step_time_s + 0.2 * healthy.compute_s, rel=1e-9)
+    # q4 asks a GPU 1.5x slow (the lesson works 1.2x)
+    assert lesson_q4.expected() == pytest.approx(healthy.step_time_s + 0.5 * healthy.compute_s, rel=1e-9)
 
 
 def test_q5_deeper_pipeline_keeps_the_activations():

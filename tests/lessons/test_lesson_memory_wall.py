@@ -35,13 +35,13 @@ def test_min_gpus_to_fit_worked_example_runs():
 HAND = {
     # 2 (bf16 weights) + 2 (bf16 gradients) + 4 + 4 + 4 (fp32 master, Adam m and v) = 16
     "q1": 16,
-    # lecture quiz 0: 7e9 x 16 B = 112 GB on every replica
-    "q2": 112.0,
-    # plain DP replicates: 70e9 x 16 B = 1,120 GB on each of the 64 GPUs
-    "q3": 1120.0,
-    # 80 GB / 16 B = 5e9
-    "q4": 5.0,
-    # lecture quiz 3 as a diagnosis: ZeRO-1 over 8: (2 + 2 + 12/8) x 7e9 = 38.5 GB <= 80; more replicas, a smaller
+    # 13e9 x 16 B = 208 GB on every replica (the lesson works 7B: 112 GB)
+    "q2": 208.0,
+    # plain DP replicates: 30e9 x 16 B = 480 GB on each of the 64 GPUs (the lesson works 70B)
+    "q3": 480.0,
+    # 48 GB / 16 B = 3e9 (the lesson prints 80 GB: 5e9)
+    "q4": 3.0,
+    # MIT 6.5940's quiz 3 as a diagnosis: ZeRO-1 over 8: (2 + 2 + 12/8) x 7e9 = 38.5 GB <= 80; more replicas, a smaller
     # micro-batch or bf16 gradients leave the 112 GB of model states as they are
     "q5": "b",
     # 70e9 x 16 B = 1,120 GB; 1,120 / N <= 80 - 10 = 70 GB needs N >= 16 (exactly 16)
@@ -68,13 +68,13 @@ def test_expected_values_equal_the_hand_derivations(name, expect_hand_value):
         ("q1", 2, "only the bf16 weights"),
         ("q1", 4, "not the optimizer"),
         ("q1", 12, "master copy"),
-        ("q2", 14, "only the bf16 weights"),  # 7e9 x 2 B
-        ("q2", 112e9, "looks like bytes"),
-        ("q3", 1120 / 64, "replicates the whole model"),
+        ("q2", 26, "only the bf16 weights"),  # 13e9 x 2 B
+        ("q2", 208e9, "looks like bytes"),
+        ("q3", 480 / 64, "replicates the whole model"),
         ("q5", "a", "DP does not reduce memory"),
         ("q5", "c", "only the activations"),
         ("q5", "d", "already does"),
-        ("q4", 40, "2 bytes"),  # 80 GB / 2 B
+        ("q4", 24, "2 bytes"),  # 48 GB / 2 B
         ("q6", 14, "no room for the activations"),  # ceil(1,120 / 80)
         ("q7", "a", "master weights and moments stay fp32"),
         ("q7", "b", "FP8-primary-weights"),

@@ -12,11 +12,11 @@ from distlab.lessons import parallelism_3d as p3
 
 
 def test_lesson_6_expected_values_by_hand():
-    assert p3.q1.expected() == 256  # 16 x 4 x 4 (MIT 6.5940 quiz)
+    assert p3.q1.expected() == 1024  # 8 x 4 x 32 (MIT 6.5940's quiz asks 4 x 4 x 16 = 256, which the lesson works)
     assert p3.q2.expected() == [5, 7] and p3.q3.expected() == [2, 6, 10, 14]  # Megatron-LM docstring
-    # q4: 530e9 / 96 x (2 + 2 + 12/21) B; the lecture rounds it to "about 25 GB"
-    assert p3.q4.expected() == pytest.approx(530e9 / 96 * (4 + 12 / 21) / 1e9)
-    assert round(p3.q4.expected()) == 25
+    # q4: the lesson's 530B example with D = 42: 530e9 / 96 x (2 + 2 + 12/42) B = 23.66 GB (D = 21 gives 25.24 GB)
+    assert p3.q4.expected() == pytest.approx(530e9 / 96 * (4 + 12 / 42) / 1e9)
+    assert round(p3.q4.expected(), 2) == 23.66
     assert p3.q5.expected() == "inter-node"
     assert p3.q6.expected() == [4, 2, 2]
 

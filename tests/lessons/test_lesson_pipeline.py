@@ -18,19 +18,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # one layer of Llama-2-7B, one 4,096-token sequence, selective recomputation (Korthikanti et al. 2022)
 PER_LAYER = memory.activation_bytes_per_layer(models.model("llama2-7b"), 1, 4096, recompute="selective")
+# the same for Llama-2-13B (h = 5120, f = 13824, 40 layers), which q3 and q4 ask about (the lesson works 7B)
+PER_LAYER_13B = memory.activation_bytes_per_layer(models.model("llama2-13b"), 1, 4096, recompute="selective")
 
 # (question, hand-derived value)
 HAND = [
-    # lecture quiz 5, GPipe p = 4, m = 12: (p-1)/(m+p-1) = 3/15 = 20 %
-    (lesson.q1, 100 * 3 / 15),
+    # GPipe p = 8, m = 12: (p-1)/(m+p-1) = 7/19 = 36.8 % (the lesson works p = 4: 3/15 = 20 %)
+    (lesson.q1, 100 * 7 / 19),
     # 7/(m+7) < 0.1  <=>  m > 63, and m = 63 gives exactly 10 %
     (lesson.q2, 64),
-    # 1F1B: stage 0 holds p = 4 microbatches of its 32/4 = 8 layers
-    (lesson.q3, PER_LAYER * 8 * 4 / 1e9),
+    # 1F1B: stage 0 holds p = 4 microbatches of its 40/4 = 10 layers
+    (lesson.q3, PER_LAYER_13B * 10 * 4 / 1e9),
     # GPipe: all m = 32 microbatches
-    (lesson.q4, PER_LAYER * 8 * 32 / 1e9),
-    # interleaved: (p-1)/(v m) = 3/16
-    (lesson.q5, 100 * 3 / 16),
+    (lesson.q4, PER_LAYER_13B * 10 * 32 / 1e9),
+    # interleaved, m = 16: (p-1)/(v m) = 3/32
+    (lesson.q5, 100 * 3 / 32),
     # 256 GPUs / PP 8 = 32 pipelines; 256 sequences / 32 = 8 per pipeline
     (lesson.q6, 8),
     # 1F1B, p = 4, m = 6, stage 1: p - s - 1 = 2 warm-up forwards, then F/B pairs, then 2 drain backwards
@@ -66,18 +68,18 @@ def test_per_layer_activations_by_hand():
 @pytest.mark.parametrize(
     "question, answer, words",
     [
-        (lesson.q1, 0.2, "looks like a fraction"),
-        (lesson.q1, 25.0, "time added over ideal compute"),  # (p-1)/m = 3/12
-        (lesson.q1, 75.0, "naive model parallelism"),  # (p-1)/p
+        (lesson.q1, 7 / 19, "looks like a fraction"),
+        (lesson.q1, 100 * 7 / 12, "time added over ideal compute"),  # (p-1)/m = 7/12
+        (lesson.q1, 87.5, "naive model parallelism"),  # (p-1)/p = 7/8
         (lesson.q2, 63, "exactly 10%"),
         (lesson.q2, 65, "too high"),
-        (lesson.q3, PER_LAYER * 8 * 32 / 1e9, "GPipe's figure"),
-        (lesson.q3, PER_LAYER * 8 / 1e9, "counts one microbatch"),
-        (lesson.q3, PER_LAYER * 32 * 4 / 1e9, "counts all 32 layers"),
-        (lesson.q3, PER_LAYER * 8 * 4, "looks like bytes"),
-        (lesson.q4, PER_LAYER * 8 * 4 / 1e9, "1F1B's figure"),
-        (lesson.q5, 37.5, "plain 1F1B"),
-        (lesson.q5, 100 * 3 / 19, "idle share of the step"),
+        (lesson.q3, PER_LAYER_13B * 10 * 32 / 1e9, "GPipe's figure"),
+        (lesson.q3, PER_LAYER_13B * 10 / 1e9, "counts one microbatch"),
+        (lesson.q3, PER_LAYER_13B * 40 * 4 / 1e9, "counts all 40 layers"),
+        (lesson.q3, PER_LAYER_13B * 10 * 4, "looks like bytes"),
+        (lesson.q4, PER_LAYER_13B * 10 * 4 / 1e9, "1F1B's figure"),
+        (lesson.q5, 100 * 3 / 16, "plain 1F1B"),  # (p-1)/m = 3/16
+        (lesson.q5, 100 * 3 / 35, "idle share of the step"),  # (p-1)/(v m + p - 1) = 3/35
         (lesson.q6, 16, "half a sequence"),
         (lesson.q6, 32, "too high"),
         (lesson.q7, "F0 F1 F2 F3 F4 F5 B0 B1 B2 B3 B4 B5", "GPipe's order"),
@@ -96,14 +98,16 @@ def test_typical_mistakes_get_specific_feedback(question, answer, words):
 
 @pytest.mark.parametrize("answer", ["20 %", "20.1", 20, "0.2 * 100"])
 def test_percent_answers_with_or_without_units(answer):
-    # 20.1 is within the 1 % tolerance of 20
-    assert lesson.q1.check(answer).status == CORRECT
+    # the lesson's worked case, p = 4, m = 12: 3/15 = 20 %; 20.1 is within the 1 % tolerance of 20
+    from distlab.lessons.questions import with_params
+
+    assert with_params(lesson.q1, p=4).check(answer).status == CORRECT
 
 
 def test_memory_answers_with_units():
-    gb = PER_LAYER * 8 * 4 / 1e9
+    gb = PER_LAYER_13B * 10 * 4 / 1e9
     assert lesson.q3.check(f"{gb} GB").correct
-    assert lesson.q3.check(f"{PER_LAYER * 32:.6g} B").correct
+    assert lesson.q3.check(f"{PER_LAYER_13B * 40:.6g} B").correct
     assert "not an amount of memory" in lesson.q3.check("17 GB/s").message
 
 

@@ -40,12 +40,12 @@ def test_choice_questions_right_and_wrong(question, right, wrong):
 
 
 def test_lesson_6_q4_530b_zero1_by_hand():
-    # 530e9 parameters / (T P = 8 x 12 = 96) = 5.5208e9 per GPU; ZeRO-1 over D = 21: 2 + 2 + 12/21 = 4.5714 B each:
-    # 25.24 GB (the lecture's "about 25 GB")
-    per_gpu_gb = 530e9 / 96 * (2 + 2 + 12 / 21) / 1e9
-    assert per_gpu_gb == pytest.approx(25.238, abs=1e-3)
+    # 530e9 parameters / (T P = 8 x 12 = 96) = 5.5208e9 per GPU; ZeRO-1 over D = 42 (the lesson works D = 21):
+    # 2 + 2 + 12/42 = 4.2857 B each: 23.66 GB
+    per_gpu_gb = 530e9 / 96 * (2 + 2 + 12 / 42) / 1e9
+    assert per_gpu_gb == pytest.approx(23.661, abs=1e-3)
     assert p3.q4.check(per_gpu_gb).status == CORRECT
-    assert p3.q4.check("25.24 GB").status == CORRECT
+    assert p3.q4.check("23.66 GB").status == CORRECT
     # forgetting ZeRO-1 (16 B per parameter): 5.5208e9 x 16 = 88.3 GB
     assert p3.q4.check(530e9 / 96 * 16 / 1e9).status == INCORRECT
     # the bytes typed as a plain number

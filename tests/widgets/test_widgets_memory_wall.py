@@ -17,10 +17,11 @@ def app():
 
 
 def heights(app, bar):
-    """The stacked parts (GB) the browser is sent for the current GPU count: weights, gradients, optimizer,
-    activations."""
+    """The stacked parts (GB) the browser is sent for the current GPU count: weights, gradients, optimizer, and
+    activations when they are counted."""
     frames = app.picture.frames
-    assert frames["parts"] == ["weights", "gradients", "optimizer states", "activations"]
+    counted = ["activations"] if app.activations.value else []
+    assert frames["parts"] == ["weights", "gradients", "optimizer states", *counted]
     return frames["bars"][app.picture.options.index(app.gpus.value)][bar]
 
 
@@ -161,3 +162,14 @@ def test_in_a_kernel_the_wall_answers_with_the_current_count_and_fills_the_rest_
     assert sum(s == PENDING for s in answered) == len(answered) - 1
     assert app.picture.summaries == reference.picture.summaries
     assert app.picture.frames == reference.picture.frames
+
+
+def test_the_legend_names_only_parts_the_bars_draw():
+    # issue 31: with activations not counted the legend still listed "activations", a colour no bar drew
+    app = MemoryWallApp()
+    assert not app.activations.value and "activations" not in app.picture.frames["parts"]
+    for frames_app in (app, MemoryWallApp(activations=True)):
+        frames = frames_app.picture.frames
+        for k, name in enumerate(frames["parts"]):
+            assert any(bar[k] > 0 for position in frames["bars"] for bar in position), name
+    assert "activations" in MemoryWallApp(activations=True).picture.frames["parts"]

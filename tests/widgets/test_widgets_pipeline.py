@@ -386,3 +386,35 @@ def test_a_second_change_abandons_the_first_ones_filling():
 
     app = asyncio.run(run())
     assert app.picture.summaries == reference.picture.summaries
+
+
+@pytest.mark.parametrize("kind", ["gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"])
+def test_the_legend_lists_weight_gradients_only_when_the_grid_draws_them(kind):
+    # issue 31: the legend always listed "weight gradient (W)", a colour 1F1B's grid never draws
+    from distlab.widgets.pipeline import BubbleGridApp, StageAnalysisApp
+
+    grid = BubbleGridApp()
+    if kind not in [o if isinstance(o, str) else o[1] for o in grid.kind.options]:
+        pytest.skip(f"{kind} is not offered by the bubble grid")
+    grid.kind.value = kind
+    draws_w = bool(np.any(np.asarray(grid.result.timeline.kind).astype(str) == "W"))
+    assert draws_w == (kind in ("zb-h1", "zb-v"))
+    assert ("weight gradient (W)" in grid.legend.value) == draws_w
+    stages = StageAnalysisApp()
+    if kind in [o if isinstance(o, str) else o[1] for o in stages.kind.options]:
+        stages.kind.value = kind
+        if stages.error is None:
+            assert ("weight gradient (W)" in stages.legend.value) == (kind in ("zb-h1", "zb-v"))
+
+
+def test_the_browser_grid_draws_the_colours_its_legend_names():
+    # issue 31: the grid (timeline.js) drew Okabe-Ito colours under a legend in the plots' palette; the kernel now
+    # sends the legend's colours with the frames, and the picture draws those
+    from distlab.plots.pipeline import legend_html
+    from distlab.widgets.pipeline import BubbleGridApp
+
+    app = BubbleGridApp(kind="zb-h1")
+    frames = app.picture.frames
+    legend = legend_html(split=True)
+    for colour in (*frames["colours"]["kinds"], frames["colours"]["idle"], frames["colours"]["step"]):
+        assert colour.lower() in legend.lower(), colour

@@ -229,3 +229,13 @@ def test_apps_listed_for_the_fuzz_tests_build_without_arguments(module):
     for app_class in module.APPS:
         app = app_class()
         assert app.error is None and app.result is not None
+
+
+def test_a_tp_layer_slower_to_communicate_than_to_compute_is_a_result_not_an_error():
+    # issue 31: on ib-ndr the text turned red (the colour of our errors) although nothing is wrong
+    from distlab.widgets.tensor_parallel import TensorParallelApp
+
+    app = TensorParallelApp()
+    app.link.value = "ib-ndr"
+    assert app.error is None and app.result.ratio > 1
+    assert "#b3261e" not in app.status.value

@@ -12,9 +12,15 @@ const NODE_FACE = "#eef1f5";
 const CELL_GAP = 0.12;
 const LEGEND_H = 22;
 
+// Group fills: one colour per group, never two groups in one colour, and light enough for the dark rank numbers.
+// Up to 7 groups: Okabe-Ito's colours without its black (black lightened is a dark grey under black text); more:
+// hues spaced evenly round the wheel, alternately lighter, so neighbours differ (16 DP groups ran out of colours).
+const GROUP_COLOURS = OKABE_ITO.filter((c) => c !== "#000000");
+
 function fillColour(f, k) {
   if (f.fill_kind === "ramp") return lighten("#0072B2", 0.85 - 0.75 * (k / Math.max(1, f.fill_count - 1)));
-  return lighten(seriesColour(k), 0.25);
+  if (f.fill_count <= GROUP_COLOURS.length) return lighten(GROUP_COLOURS[k], 0.25);
+  return `hsl(${Math.round((360 * k) / f.fill_count)}, 65%, ${k % 2 ? 70 : 80}%)`;
 }
 
 // Cell units -> canvas pixels: the scale s and the maps X, Y (4 px margin, room for "node k" on the left).

@@ -84,8 +84,11 @@ function drawMemory(ctx, f, i, x0, width, h) {
   });
   const lines = [[LAB_CAPACITY, f.capacity_label || "GPU memory"]];
   if (f.usable) lines.push([MUTED, f.usable_label]);
-  lines.forEach(([colour, label], k) => {
-    const cy = up + 8 + 17 * (f.memory_parts.length + k);
+  // a label's parenthesis goes on a line of its own: the column ends where the step picture begins ("usable: 78 GB
+  // (2 GB reserved)" on one line ran over "compute 7.02 s")
+  let row = f.memory_parts.length;
+  lines.forEach(([colour, label]) => {
+    const cy = up + 8 + 17 * row;
     ctx.strokeStyle = colour;
     ctx.lineWidth = 2;
     ctx.setLineDash([4, 3]);
@@ -96,7 +99,13 @@ function drawMemory(ctx, f, i, x0, width, h) {
     ctx.setLineDash([]);
     ctx.lineWidth = 1;
     ctx.fillStyle = colour;
-    ctx.fillText(label, lx + 17, cy);
+    const cut = label.indexOf(" (");
+    ctx.fillText(cut > 0 ? label.slice(0, cut) : label, lx + 17, cy);
+    row += 1;
+    if (cut > 0) {
+      ctx.fillText(label.slice(cut + 1), lx + 17, up + 8 + 17 * row);
+      row += 1;
+    }
   });
 }
 

@@ -17,9 +17,10 @@ function drawTimeline(ctx, w, h, model, i) {
   const xMax = niceCeiling(step * 1.02);
   const X = (x) => left + (x / xMax) * plotW;
   const rowH = plotH / stages;
-  const palette = KIND_COLOURS.flatMap((c) => [c, lighten(c, 0.3)]);
+  const colours = f.colours || { kinds: KIND_COLOURS, idle: IDLE, step: STEP_LINE }; // the legend's, from the kernel
+  const palette = colours.kinds.flatMap((c) => [c, lighten(c, 0.3)]);
 
-  ctx.fillStyle = IDLE;
+  ctx.fillStyle = colours.idle;
   ctx.fillRect(X(0), top, X(step) - X(0), plotH);
   for (let k = first; k < first + count; k++) {
     const s = codes[2 * k], code = codes[2 * k + 1];
@@ -38,7 +39,7 @@ function drawTimeline(ctx, w, h, model, i) {
     ctx.stroke();
   }
   ctx.lineWidth = 2;
-  ctx.strokeStyle = STEP_LINE;
+  ctx.strokeStyle = colours.step;
   ctx.beginPath();
   ctx.moveTo(X(step), top);
   ctx.lineTo(X(step), top + plotH);
