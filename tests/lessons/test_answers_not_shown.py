@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: lessons whose notebooks another branch rewrites (their graded answers are shown today); the lead removes
 #: them from this list after merging that branch
-OWNED_ELSEWHERE = {"collectives", "data_parallel_zero", "production", "mixture_of_experts", "training_at_scale"}
+OWNED_ELSEWHERE = {"collectives", "data_parallel_zero", "production", "mixture_of_experts"}
 
 #: a number (1,120 or 33.6 or 12,582,912) and the word after it, which may be a unit
 NUMBER = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?![\d,]\d)\s?(%|[A-Za-zµ$/]+(?:/s)?)?")
