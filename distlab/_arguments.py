@@ -85,6 +85,18 @@ def zero_stage(zero) -> int:
     return int(float(zero))
 
 
+def check_fraction(value, name: str) -> float:
+    """A fraction in (0, 1], such as an achievable share of peak; ConfigurationError otherwise. Lesson 7 §6.
+
+    >>> check_fraction(0.5, 'efficiency')
+    0.5
+    """
+    number = positive(value, "", name)
+    if number > 1:
+        raise ConfigurationError(f"{name}={number:g} must be a fraction in (0, 1] (e.g. 0.5 for 50% of peak)")
+    return number
+
+
 def recompute_mode(mode) -> str:
     """An activation recomputation mode: 'none' (also None), 'selective' or 'full'.
 
