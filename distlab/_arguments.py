@@ -110,17 +110,6 @@ def recompute_mode(mode) -> str:
     return mode.strip().lower()
 
 
-def param_count(model) -> float:
-    """Parameter count of a model (a catalog name or anything with .parameter_count()) or of a plain number."""
-    if isinstance(model, str):
-        from . import models
-
-        return float(models.model(model).parameter_count())
-    if hasattr(model, "parameter_count"):
-        return float(model.parameter_count())
-    return positive(model, "", "params")
-
-
 def link_parameters(link, bandwidth, latency, prefix: str = "") -> tuple[float, float]:
     """(bandwidth B/s per direction, latency s) from a link object or name, or explicit values.
 
@@ -311,17 +300,47 @@ def _shown(value) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+#: The keywords of training.estimate() besides model and cluster, in its order (estimate_config checks against them;
+#: tests/core/test_training.py ties them to estimate's signature).
+ESTIMATE_KEYWORDS = (
+    "global_batch",
+    "seq_len",
+    "dp",
+    "tp",
+    "pp",
+    "chunks",
+    "micro_batch_size",
+    "zero",
+    "recompute",
+    "sequence_parallel",
+    "schedule",
+    "precision",
+    "efficiency",
+    "attention",
+    "fabric",
+    "nodes",
+    "calibration",
+    "tp_overlap",
+    "memory_recipe",
+    "cp",
+    "balance_stages",
+    "ep",
+    "etp",
+    "kernels",
+    "moe_imbalance",
+    "capacity_factor",
+    "max_nodes_per_token",
+)
+
+
 def estimate_config(config: dict) -> dict:
     """Keyword arguments for training.estimate() passed through **config: refuse an unknown keyword or a
     missing global_batch with our error (Python's own is a TypeError naming no valid keyword)."""
-    import inspect
-
-    from .training import estimate
-
-    valid = [name for name in inspect.signature(estimate).parameters if name not in ("model", "cluster")]
-    unknown = [name for name in config if name not in valid]
+    unknown = [name for name in config if name not in ESTIMATE_KEYWORDS]
     if unknown:
-        raise ConfigurationError(f"{unknown[0]}= is not a keyword of training.estimate(); valid: {', '.join(valid)}")
+        raise ConfigurationError(
+            f"{unknown[0]}= is not a keyword of training.estimate(); valid: {', '.join(ESTIMATE_KEYWORDS)}"
+        )
     if "global_batch" not in config:
         raise ConfigurationError("global_batch= is required: the sequences per step, e.g. global_batch=512")
     return config

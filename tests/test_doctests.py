@@ -68,6 +68,7 @@ FORMULA_MODULES = [
     "distlab.triage",
     "distlab.step.placement",
     "distlab.step.terms",
+    "distlab.calibration",
 ]
 
 LESSON_LINK = re.compile(r"Lesson \d+[a-z]? §\d+")  # 8b: the second part of lesson 8
