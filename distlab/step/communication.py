@@ -74,11 +74,11 @@ def ep_term(c: StepConfig, r: dict) -> dict:
 
 def bubble_term(c: StepConfig, r: dict) -> dict:
     """pipeline bubble = (p - 1) / (v m) x m x the stage time per microbatch (compute, TP, CP, EP and their overlap
-    slowdown): distlab.pipeline.bubble_overhead_array, the simulator's bubble for uniform stages. Lesson 4 §3."""
-    stage_mb = (
-        r["compute_mb"] + r["tp_mb"] + r["cp_mb"] + r["ep_mb"] + c.overlap_slowdown * overlapped_per_microbatch(c, r)
-    )
-    return dict(bubble_s=bubble_overhead_array(c.pp, c.m, c.v) * c.m * stage_mb)
+    slowdown): distlab.pipeline.bubble_overhead_array, the simulator's bubble for uniform stages. Also returns
+    overlapped_mb, the compute per microbatch beside hidden TP and CP traffic (the overlap term reads it). Lesson 4 §3."""
+    overlapped = overlapped_per_microbatch(c, r)
+    stage_mb = r["compute_mb"] + r["tp_mb"] + r["cp_mb"] + r["ep_mb"] + c.overlap_slowdown * overlapped
+    return dict(bubble_s=bubble_overhead_array(c.pp, c.m, c.v) * c.m * stage_mb, overlapped_mb=overlapped)
 
 
 def p2p_term(c: StepConfig, r: dict) -> dict:

@@ -27,23 +27,12 @@ __all__ = [
 ]
 
 
-def _core_forward(c: StepConfig):
-    """The attention core's counted forward FLOPs per microbatch and layer (QK^T and AV: 4 s a d_head per token)."""
-    return c.tokens_mb * 4.0 * c.s * c.width
-
-
-def _core_stage(c: StepConfig):
-    """The attention core's counted FLOPs of the busiest stage: 3 passes, plus the forward again when recomputed."""
-    core_fwd = _core_forward(c)
-    return c.layers_stage * (TRAINING_PASSES * core_fwd + np.where(c.code == 0, 0.0, core_fwd))
-
-
 def matmul_seconds(c: StepConfig):
     """Seconds per microbatch of the busiest stage's weight GEMMs and logits: their FLOPs (the stage's FLOPs less the
     attention core) / (tp x peak x matmul efficiency); with gemm_sms (the calibrated model) each GEMM at its shape
     factor (efficiency.layer_gemm_slowdown_array: tile and wave quantisation, roofline), the logits at theirs.
     Lesson 7 §1, §8."""
-    gemm = c.stage_flops - _core_stage(c)
+    gemm = c.stage_flops - c.core_stage
     if c.gemm_sms is not None:
         slow_layer, slow_logits = layer_gemm_slowdown_array(
             c.model, c.tokens_mb, c.tp, c.gemm_sms, c.peak * c.best_gemm / c.hbm, c.ep, c.etp
@@ -59,14 +48,13 @@ def attention_core_seconds(c: StepConfig):
     causal flash attention executes efficiency.flash_attention_work_array's FLOPs instead (masked half skipped,
     scores recomputed in the backward). The per-layer counted core is what ring attention's transfers hide under.
     Lesson 7 §8."""
-    core_stage = _core_stage(c)
     executed = np.where(
         np.asarray(c.causal_flash, dtype=bool),
-        c.layers_stage * flash_attention_work_array(_core_forward(c), c.code != 0),
-        core_stage,
+        c.layers_stage * flash_attention_work_array(c.core_fwd, c.code != 0),
+        c.core_stage,
     )
     rate = c.tp * c.peak * c.attention_efficiency
-    return executed / rate, core_stage / c.layers_stage / rate
+    return executed / rate, c.core_stage / c.layers_stage / rate
 
 
 def elementwise_seconds(c: StepConfig):
@@ -98,7 +86,8 @@ def compute_term(c: StepConfig, r: dict) -> dict:
 
 
 def overlapped_per_microbatch(c: StepConfig, r: dict):
-    """The seconds of a microbatch's compute that run beside hidden TP and CP traffic (at most t_mb)."""
+    """The seconds of a microbatch's compute that run beside hidden TP and CP traffic (at most t_mb): the bubble term
+    returns it as overlapped_mb (its stage time holds the slowdown of it) and the overlap term reads it there."""
     return np.minimum(r["tp_hidden_mb"] + r["cp_hidden_mb"], r["compute_mb"])
 
 
@@ -108,7 +97,7 @@ def overlap_term(c: StepConfig, r: dict) -> dict:
     Hidden: the TP traffic under its matmuls (tp_overlap), ring attention's transfers under the attention core (per
     microbatch, also in the bubble's stage time) and the DP traffic not exposed; never more than overlap_slowdown x
     the compute. Steady-state pipeline sends are left out (small). Lesson 7 §8."""
-    overlapped = overlapped_per_microbatch(c, r)
+    overlapped = r["overlapped_mb"]
     rest = np.maximum(0.0, r["compute_s"] - c.m * overlapped)
     return dict(
         overlap_s=c.m * (c.overlap_slowdown * overlapped) + c.overlap_slowdown * np.minimum(r["dp_hidden_s"], rest)

@@ -122,6 +122,9 @@ class StepConfig:
     layers_stage: np.ndarray
     first_layers: np.ndarray
     logit_share: Any
+    stage_flops: np.ndarray  # the busiest stage's FLOPs per microbatch: layers x (3 forwards + recompute) + logits
+    core_fwd: np.ndarray  # the attention core's counted forward FLOPs per microbatch and layer (4 b s^2 a d / cp)
+    core_stage: np.ndarray  # the stage's counted attention-core FLOPs: 3 passes, + 1 forward when recomputed
 
     @property
     def e(self) -> float:
@@ -132,13 +135,6 @@ class StepConfig:
     def e_msg(self) -> float:
         """Bytes per element of a message (PrecisionRecipe.message_bytes)."""
         return self.recipe.message_bytes
-
-    @property
-    def stage_flops(self):
-        """The busiest stage's FLOPs per token of a microbatch: layers x (3 forwards + recompute) + logits."""
-        return self.layers_stage * (TRAINING_PASSES * self.layer_fwd + self.layer_again) + (
-            self.logit_share * TRAINING_PASSES * self.logits_fwd
-        )
 
 
 def _stages(model, pp, v, balance_stages, layer_fwd, layer_again, logits_fwd):
@@ -272,6 +268,7 @@ def _layout(a: dict) -> dict:
     layer_fwd = layer_forward_flops_array(ppl, width, tokens_mb, s)
     layer_again = recomputed_forward_flops_array(ppl, width, tokens_mb, s, code)
     logits_fwd = logit_forward_flops_array(float(model.hidden), float(model.vocab), tokens_mb)
+    core_fwd = tokens_mb * 4.0 * s * width  # QK^T and AV: 4 s a d_head per token
     balance = bool(a["balance_stages"])
     layers_stage, first_layers, logit_share = _stages(model, pp, v, balance, layer_fwd, layer_again, logits_fwd)
     return dict(
@@ -303,4 +300,8 @@ def _layout(a: dict) -> dict:
         layers_stage=layers_stage,
         first_layers=first_layers,
         logit_share=logit_share,
+        stage_flops=layers_stage * (TRAINING_PASSES * layer_fwd + layer_again)
+        + logit_share * TRAINING_PASSES * logits_fwd,
+        core_fwd=core_fwd,
+        core_stage=layers_stage * (TRAINING_PASSES * core_fwd + np.where(code == 0, 0.0, core_fwd)),
     )
