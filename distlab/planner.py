@@ -452,18 +452,9 @@ def plan(
         **hw,
         global_batch=batch,
         seq_len=s,
-        dp=cols["dp"],
-        tp=cols["tp"],
-        pp=cols["pp"],
-        chunks=cols["chunks"],
-        micro_batch_size=cols["micro_batch_size"],
-        zero=cols["zero"],
-        recompute_code=cols["recompute_code"],
-        sequence_parallel=cols["sequence_parallel"],
-        schedule_code=cols["schedule_code"],
+        **{name: cols[name] for name in COLUMNS},  # the columns are step_model_array's keywords
         **training.compute_arguments(compute),
         memory_recipe=mem_recipe,
-        cp=cols["cp"],
         **moe_columns,
     )
     # MFU by PaLM's definition (distlab.flops: weights, attention, logits; no recomputation), as estimate()
