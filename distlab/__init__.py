@@ -28,6 +28,7 @@ _SUBMODULES = (
     "tensor",
     "mesh",
     "moe",
+    "step_parts",
     "step",
     "training",
     "triage",

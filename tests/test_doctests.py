@@ -67,6 +67,7 @@ FORMULA_MODULES = [
     "distlab.training",
     "distlab.triage",
     "distlab.step.placement",
+    "distlab.step_parts",
     "distlab.step.terms",
     "distlab.calibration",
 ]

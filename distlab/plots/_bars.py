@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from matplotlib.ticker import MaxNLocator
 
-from ..step.terms import TERMS
+from ..step_parts import STEP_PARTS as _PARTS
 from ..units import format_bytes
 from ._style import BLUE, CAPACITY_COLOUR, FADED_ALPHA, GREEN, ORANGE, PURPLE, nice_ceiling, swatch
 from ._ticks import DrawnTicks, drawn_ticks
@@ -164,9 +164,10 @@ def memory_legend_html() -> str:
 
 # --------------------------------------------------------------------------- step time
 
-#: StepEstimate.parts() keys, in stacking order, with their colours: the labels of distlab.step.TERMS.
-STEP_PARTS = tuple(t.label for t in TERMS)
-STEP_COLOURS = {t.label: t.colour for t in TERMS}
+#: StepEstimate.parts() keys, in stacking order, with their colours: the labels of distlab.step_parts.STEP_PARTS
+#: (the table of distlab.step.TERMS).
+STEP_PARTS = tuple(p.label for p in _PARTS)
+STEP_COLOURS = {p.label: p.colour for p in _PARTS}
 
 
 @dataclass

@@ -1,9 +1,10 @@
 """The step model as a list of named terms, and their composition, step_model_array.
 
-TERMS is the one list of the step time's parts: each Term has the key of its seconds in step_model_array's result,
-the label students see (StepEstimate.parts(), the training lab's bars, the planner's components), its colour, the
-modelling assumption that prices it (planner.Plan.deciding_assumption names it) and the function computing it.
-Adding an effect means adding a term here (and its function beside the physics it prices). Lesson 7 §1.
+TERMS is the one list of the step time's parts: each Term has its StepPart (distlab.step_parts: the key of its seconds
+in step_model_array's result, the label students see in StepEstimate.parts(), the training lab's bars and the
+planner's components, its colour), the modelling assumption that prices it (planner.Plan.deciding_assumption names it)
+and the function computing it. Adding an effect means adding a part to step_parts.STEP_PARTS and its term here (its
+function beside the physics it prices). Lesson 7 §1.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .._arguments import broadcasting, finite_result
+from ..errors import ConfigurationError
 from ..efficiency import OVERLAP_SLOWDOWN
+from ..step_parts import STEP_PARTS, StepPart, step_part
 from .communication import bubble_term, cp_term, ep_term, p2p_term, tp_term
 from .compute import compute_term, optimizer_term, overlap_term
 from .config import step_config
@@ -25,91 +28,80 @@ __all__ = ["Term", "TERMS", "term", "step_model_array"]
 
 @dataclass(frozen=True)
 class Term:
-    """One part of the step time: key (of its seconds in step_model_array's result), label, colour, the assumption
-    that prices it, the function (StepConfig, results so far) -> its arrays, and whether a zero is still shown."""
+    """One part of the step time: its StepPart (key of its seconds in step_model_array's result, label, colour;
+    distlab.step_parts), the assumption that prices it, and the function (StepConfig, results so far) -> its arrays."""
 
-    key: str
-    label: str
-    colour: str
+    part: StepPart
     assumption: str
     function: Callable
-    shown_when_zero: bool = True
+
+    @property
+    def key(self) -> str:
+        return self.part.key
+
+    @property
+    def label(self) -> str:
+        return self.part.label
+
+    @property
+    def colour(self) -> str:
+        return self.part.colour
+
+    @property
+    def shown_when_zero(self) -> bool:
+        return self.part.shown_when_zero
 
 
-#: The step time's parts, in stacking order (the colours are the plots' palette, distlab.plots._style).
+#: The step time's parts (distlab.step_parts.STEP_PARTS, in stacking order), each with its assumption and function.
 TERMS = (
     Term(
-        "compute_s",
-        "compute",
-        "#4c72b0",
+        step_part("compute_s"),
         "the calibrated matmul efficiency and element-wise memory traffic (distlab.efficiency), "
         "what recomputation re-runs, and the logits charged to the busiest pipeline stage",
         compute_term,
     ),
     Term(
-        "overlap_s",
-        "overlap slowdown",
-        "#7fb2d5",  # a lighter blue: compute, slowed by the communication it hides
+        step_part("overlap_s"),
         f"compute beside the communication it hides runs {100 * OVERLAP_SLOWDOWN[1]:.1f}% slower "
         "(efficiency.OVERLAP_SLOWDOWN, Lee et al. 2025)",
         overlap_term,
-        shown_when_zero=False,
     ),
     Term(
-        "tp_comm_s",
-        "TP communication",
-        "#dd8452",
+        step_part("tp_comm_s"),
         "TP communication sits on the critical path (overlapped with the matmuls only "
         "with tp_overlap, which the planner does not search)",
         tp_term,
     ),
     Term(
-        "cp_comm_s",
-        "CP communication (exposed)",
-        "#cc79a7",
+        step_part("cp_comm_s"),
         "ring attention's K/V transfers hide under the attention core they overlap; only the excess is exposed",
         cp_term,
-        shown_when_zero=False,
     ),
     Term(
-        "ep_comm_s",
-        "EP all-to-all",
-        "#56b4e9",
+        step_part("ep_comm_s"),
         "the MoE all-to-alls of uniformly routed tokens sit on the critical path (not "
         "overlapped with compute), at the achieved NVLink and cross-rail fabric rates",
         ep_term,
-        shown_when_zero=False,
     ),
     Term(
-        "bubble_s",
-        "pipeline bubble",
-        "#c9c9c9",
+        step_part("bubble_s"),
         "the pipeline schedule and microbatch count (bubble (p - 1) / (v m) of the busiest stage's time)",
         bubble_term,
     ),
     Term(
-        "p2p_s",
-        "pipeline p2p",
-        "#937860",
+        step_part("p2p_s"),
         "only the fill and drain sends of the pipeline are exposed (steady-state sends hide behind compute)",
         p2p_term,
     ),
     Term(
-        "dp_exposed_s",
-        "DP communication (exposed)",
-        "#c44e52",
+        step_part("dp_exposed_s"),
         "how much of the data-parallel traffic hides behind compute (the gradient reduction behind the backward, "
         "ZeRO's parameter gathers behind the forward; ZeRO-3 layer by layer with one layer of prefetch)",
         dp_term,
     ),
-    Term(
-        "optimizer_s",
-        "optimizer step",
-        "#55a868",
-        "the optimizer step is memory-bound at HBM bandwidth",
-        optimizer_term,
-    ),
+    Term(step_part("optimizer_s"), "the optimizer step is memory-bound at HBM bandwidth", optimizer_term),
 )
+assert tuple(t.part for t in TERMS) == STEP_PARTS  # every part has its term, in the table's order
 
 
 def term(key: str) -> Term:
@@ -121,7 +113,7 @@ def term(key: str) -> Term:
     for t in TERMS:
         if t.key == key:
             return t
-    raise KeyError(key)
+    raise ConfigurationError(f"key={key!r} is not a step-time part; valid: {', '.join(p.key for p in STEP_PARTS)}")
 
 
 #: The order the terms are computed in: each reads what those before it return (the TP and CP terms the compute's

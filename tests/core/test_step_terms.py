@@ -8,6 +8,7 @@ import pytest
 from distlab import hardware, memory, models, planner, step, training
 from distlab.plots import _bars
 from distlab.step.terms import ORDER, RESULTS
+from distlab.step_parts import STEP_PARTS
 
 NDR = dict(nodes=32, global_batch=256, seq_len=8192)
 LESSON7_CONFIG = dict(tp=8, pp=4, micro_batch_size=1, zero=1, recompute="selective", sequence_parallel=True)
@@ -18,6 +19,7 @@ def test_terms_are_distinct_and_each_is_computed():
     assert len(set(keys)) == len(keys) == 9
     assert len({t.label for t in step.TERMS}) == len({t.colour for t in step.TERMS}) == 9
     assert {t.function for t in step.TERMS} <= set(ORDER)
+    assert tuple(t.part for t in step.TERMS) == STEP_PARTS  # the plots' table (data only) is the terms' own
     assert set(keys) <= set(RESULTS)
 
 
