@@ -85,6 +85,18 @@ def zero_stage(zero) -> int:
     return int(float(zero))
 
 
+def check_fraction(value, name: str) -> float:
+    """A fraction in (0, 1], such as an achievable share of peak; ConfigurationError otherwise. Lesson 7 §6.
+
+    >>> check_fraction(0.5, 'efficiency')
+    0.5
+    """
+    number = positive(value, "", name)
+    if number > 1:
+        raise ConfigurationError(f"{name}={number:g} must be a fraction in (0, 1] (e.g. 0.5 for 50% of peak)")
+    return number
+
+
 def recompute_mode(mode) -> str:
     """An activation recomputation mode: 'none' (also None), 'selective' or 'full'.
 
@@ -96,17 +108,6 @@ def recompute_mode(mode) -> str:
     if not isinstance(mode, str) or mode.strip().lower() not in RECOMPUTE_MODES:
         raise ConfigurationError(f"recompute={mode!r} is not a recomputation mode; valid: none, selective, full")
     return mode.strip().lower()
-
-
-def param_count(model) -> float:
-    """Parameter count of a model (a catalog name or anything with .parameter_count()) or of a plain number."""
-    if isinstance(model, str):
-        from . import models
-
-        return float(models.model(model).parameter_count())
-    if hasattr(model, "parameter_count"):
-        return float(model.parameter_count())
-    return positive(model, "", "params")
 
 
 def link_parameters(link, bandwidth, latency, prefix: str = "") -> tuple[float, float]:
@@ -299,17 +300,47 @@ def _shown(value) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+#: The keywords of training.estimate() besides model and cluster, in its order (estimate_config checks against them;
+#: tests/core/test_training.py ties them to estimate's signature).
+ESTIMATE_KEYWORDS = (
+    "global_batch",
+    "seq_len",
+    "dp",
+    "tp",
+    "pp",
+    "chunks",
+    "micro_batch_size",
+    "zero",
+    "recompute",
+    "sequence_parallel",
+    "schedule",
+    "precision",
+    "efficiency",
+    "attention",
+    "fabric",
+    "nodes",
+    "calibration",
+    "tp_overlap",
+    "memory_recipe",
+    "cp",
+    "balance_stages",
+    "ep",
+    "etp",
+    "kernels",
+    "moe_imbalance",
+    "capacity_factor",
+    "max_nodes_per_token",
+)
+
+
 def estimate_config(config: dict) -> dict:
     """Keyword arguments for training.estimate() passed through **config: refuse an unknown keyword or a
     missing global_batch with our error (Python's own is a TypeError naming no valid keyword)."""
-    import inspect
-
-    from .training import estimate
-
-    valid = [name for name in inspect.signature(estimate).parameters if name not in ("model", "cluster")]
-    unknown = [name for name in config if name not in valid]
+    unknown = [name for name in config if name not in ESTIMATE_KEYWORDS]
     if unknown:
-        raise ConfigurationError(f"{unknown[0]}= is not a keyword of training.estimate(); valid: {', '.join(valid)}")
+        raise ConfigurationError(
+            f"{unknown[0]}= is not a keyword of training.estimate(); valid: {', '.join(ESTIMATE_KEYWORDS)}"
+        )
     if "global_batch" not in config:
         raise ConfigurationError("global_batch= is required: the sequences per step, e.g. global_batch=512")
     return config

@@ -51,11 +51,11 @@ from ._arguments import (
     whole_number,
     finite_result,
     number_array,
-    param_count,
     renamed_keyword,
     zero_stage,
 )
 from . import collectives, memory
+from .models import param_count
 from .errors import ConfigurationError
 from .units import (
     BYTES,

@@ -28,7 +28,7 @@ loss_bytes_per_token for the cross-entropy); passes = 3 (forward, backward x 2),
 
 Calibration is not validation. Two constants are FITTED, on the calibration set only (Narayanan et al.
 2021 Table 1, the ten Megatron-LM runs from 1.7B to 1T parameters on A100s): TRAINING_MATMUL_SHARE and
-MEMORY_TRAFFIC. fit_calibration() recomputes them from that set (a grid search for the least mean |error|;
+MEMORY_TRAFFIC. distlab.calibration.fit_calibration() recomputes them from that set (a grid search for the least mean |error|;
 tests/core/test_efficiency.py checks that the stored values are its result). The best-shape GEMM rates,
 the flash-attention rates and the overlap slowdown are published microbenchmarks, not fitted (the calibration runs use unfused
 attention, so the flash figures do not enter the fit). The accuracy on published runs the
@@ -37,7 +37,6 @@ fit never saw is `distlab validate` (Lesson 7 §8; recorded in benchmarks/RESULT
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,7 +65,6 @@ __all__ = [
     "layer_gemm_slowdown_array",
     "compute_model",
     "fixed_compute_model",
-    "fit_calibration",
     "elementwise_bytes_per_token",
     "elementwise_bytes_array",
     "loss_bytes_per_token",
@@ -204,10 +202,6 @@ FALLBACK_LINK_SHARE = 48 / 50
 #: on the same machine). Lesson 7 §8.
 NVLS_BUS_BANDWIDTH = {"nvlink4": ("nvidia-gtc24-allreduce-busbw-nvlink4-sharp-h100", 480e9)}
 NVLS_MIN_GPUS = 5
-
-#: The grids fit_calibration searches (TRAINING_MATMUL_SHARE, MEMORY_TRAFFIC).
-_SHARE_GRID = np.round(np.arange(0.60, 1.0001, 0.02), 2)
-_TRAFFIC_GRID = np.round(np.arange(0.0, 4.0001, 0.2), 2)
 
 
 @dataclass(frozen=True)
@@ -353,7 +347,7 @@ def compute_model(accelerator, attention="flash", *, share=None, traffic=None, k
     >>> round(m.matmul_efficiency, 3), round(m.attention_efficiency, 3), m.memory_traffic, m.gemm_sms
     (0.713, 0.713, 1.4, 108)
     """
-    from .training import check_fraction
+    from ._arguments import check_fraction
     from .units import non_negative
 
     kind = _attention(attention)
@@ -544,49 +538,18 @@ def fixed_compute_model(efficiency, attention="flash", kernels="fused") -> Compu
     >>> fixed_compute_model(0.5).describe()
     'fixed efficiency: every FLOP at 50% of peak, element-wise work not priced (flash attention for memory)'
     """
-    from .training import check_fraction
+    from ._arguments import check_fraction
 
     eff = check_fraction(efficiency, "efficiency")
     return ComputeModel(eff, eff, 0.0, _attention(attention), False, _kernels(kernels))
 
 
 def fit_calibration() -> dict:
-    """Refit TRAINING_MATMUL_SHARE and MEMORY_TRAFFIC on the calibration set only (Narayanan et al. 2021
-    Table 1): the grid point with the least mean |step-time error|. Returns share, traffic, the mean and
-    max |error| there, and the run ids used. Slow (hundreds of estimates); the stored constants are its
-    result (tests check). Lesson 7 §8.
+    """distlab.calibration.fit_calibration (moved there, above the step model it fits). Kept here, without a warning,
+    for lesson 7 §8's notebook, which calls it by this name until it is edited. Lesson 7 §8."""
+    from .calibration import fit_calibration as fit
 
-    >>> fit = fit_calibration()
-    >>> (fit["share"], fit["traffic"]) == (TRAINING_MATMUL_SHARE, MEMORY_TRAFFIC)
-    True
-    """
-    return dict(_grid_fit())
-
-
-@functools.lru_cache(maxsize=1)
-def _grid_fit() -> dict:
-    """fit_calibration's grid search, computed once per process."""
-    from . import validation
-    from .training import estimate
-
-    runs = [r for r in validation.load_runs("calibration") if r["distlab"]["expressible"]]
-    prepared = []
-    for r in runs:
-        measured = validation.measured_step_time(r)
-        prepared.append((validation.run_model(r), validation.run_cluster(r), r["distlab"]["estimate"], measured))
-    best = None
-    for share in _SHARE_GRID:
-        for traffic in _TRAFFIC_GRID:
-            errors = []
-            for model, cluster, kwargs, measured in prepared:
-                est = estimate(model, cluster, **kwargs, calibration=(float(share), float(traffic)))
-                errors.append(abs(est.step_time_s / measured - 1.0))
-            score = (float(np.mean(errors)), float(np.max(errors)))
-            if best is None or score < best[0]:
-                best = (score, float(share), float(traffic))
-    assert best is not None  # the grids are not empty
-    (mean, worst), share, traffic = best
-    return dict(share=share, traffic=traffic, mean_abs_error=mean, max_abs_error=worst, runs=[r["id"] for r in runs])
+    return fit()
 
 
 def _rotary(model) -> bool:

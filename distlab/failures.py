@@ -32,7 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import hardware, memory
-from ._arguments import broadcasting, finite_result, number_array, param_count
+from ._arguments import broadcasting, finite_result, number_array
+from .models import param_count
 from .errors import ConfigurationError
 from .units import (
     BYTES_PER_SECOND,

@@ -28,7 +28,6 @@ from ._arguments import (
     flag,
     finite_result,
     number_array,
-    param_count,
     recompute_mode,
     renamed_attribute,
     zero_stage,
@@ -36,6 +35,7 @@ from ._arguments import (
 from ._catalog import lookup
 from .errors import ConfigurationError, OutOfMemoryError
 from .hardware import PRECISIONS as PEAK_PRECISIONS
+from .models import param_count
 from .units import BYTES, Q_, format_bytes, gigabytes_property, positive, positive_int
 
 

@@ -27,9 +27,10 @@ from typing import Any, Optional
 from ._arguments import divisors
 from ._catalog import lookup
 from .errors import ConfigurationError, UnknownNameError
-from .units import positive_int
+from .units import positive, positive_int
 
 __all__ = [
+    "param_count",
     "NORMS",
     "RopeScaling",
     "TransformerModel",
@@ -521,3 +522,17 @@ def model(name) -> TransformerModel:
                 f"not by the dense formulas"
             )
     return lookup(MODELS, name, "model")
+
+
+def param_count(value) -> float:
+    """Parameter count of a model (a catalog name or anything with .parameter_count()) or of a plain number.
+    Lesson 1 §1.
+
+    >>> param_count('llama2-7b') == model('llama2-7b').parameter_count(), param_count(7e9)
+    (True, 7000000000.0)
+    """
+    if isinstance(value, str):
+        return float(model(value).parameter_count())
+    if hasattr(value, "parameter_count"):
+        return float(value.parameter_count())
+    return positive(value, "", "params")

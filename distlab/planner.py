@@ -26,6 +26,7 @@ from .efficiency import OVERLAP_SLOWDOWN
 from .errors import ConfigurationError
 from ._arguments import whole_number
 from .mesh import MAX_WORLD_SIZE
+from .step.terms import TERMS
 from .units import non_negative, positive_int
 
 __all__ = [
@@ -224,50 +225,10 @@ class Plan:
         )
 
 
-#: The step-time components of Plan.results (training.step_model_array), each with its name and the modelling
-#: assumption that prices it (Lesson 7 §1-§3, §8). deciding_assumption names the one that separates two rows most.
-COMPONENTS = {
-    "compute_s": (
-        "compute",
-        "the calibrated matmul efficiency and element-wise memory traffic (distlab.efficiency), "
-        "what recomputation re-runs, and the logits charged to the busiest pipeline stage",
-    ),
-    "overlap_s": (
-        "overlap slowdown",
-        f"compute beside the communication it hides runs {100 * OVERLAP_SLOWDOWN[1]:.1f}% slower "
-        "(efficiency.OVERLAP_SLOWDOWN, Lee et al. 2025)",
-    ),
-    "tp_comm_s": (
-        "TP communication",
-        "TP communication sits on the critical path (overlapped with the matmuls only "
-        "with tp_overlap, which the planner does not search)",
-    ),
-    "ep_comm_s": (
-        "EP all-to-all",
-        "the MoE all-to-alls of uniformly routed tokens sit on the critical path (not "
-        "overlapped with compute), at the achieved NVLink and cross-rail fabric rates",
-    ),
-    "cp_comm_s": (
-        "CP communication (exposed)",
-        "ring attention's K/V transfers hide under the attention core they overlap; only the excess is exposed",
-    ),
-    "bubble_s": (
-        "pipeline bubble",
-        "the pipeline schedule and microbatch count (bubble (p - 1) / (v m) of the busiest stage's time)",
-    ),
-    "p2p_s": (
-        "pipeline p2p",
-        "only the fill and drain sends of the pipeline are exposed (steady-state sends hide behind compute)",
-    ),
-    "dp_exposed_s": (
-        "exposed DP communication",
-        "how much of the data-parallel traffic hides behind compute "
-        "(the gradient reduction behind the backward, ZeRO's parameter "
-        "gathers behind the forward; ZeRO-3 layer by layer with one layer "
-        "of prefetch)",
-    ),
-    "optimizer_s": ("optimizer step", "the optimizer step is memory-bound at HBM bandwidth"),
-}
+#: The step-time components of Plan.results (training.step_model_array): the terms of distlab.step.TERMS, each with
+#: its label and the modelling assumption that prices it (Lesson 7 §1-§3, §8). deciding_assumption names the one that
+#: separates two rows most.
+COMPONENTS = {t.key: (t.label, t.assumption) for t in TERMS}
 #: The data-parallel traffic the step model prices as hidden behind compute (dp_comm_s - dp_exposed_s): in the step
 #: time only as its overlap slowdown (efficiency.OVERLAP_SLOWDOWN of it), so its size says how much rests on the
 #: overlap assumption (all of it, were the traffic exposed).
@@ -491,18 +452,9 @@ def plan(
         **hw,
         global_batch=batch,
         seq_len=s,
-        dp=cols["dp"],
-        tp=cols["tp"],
-        pp=cols["pp"],
-        chunks=cols["chunks"],
-        micro_batch_size=cols["micro_batch_size"],
-        zero=cols["zero"],
-        recompute_code=cols["recompute_code"],
-        sequence_parallel=cols["sequence_parallel"],
-        schedule_code=cols["schedule_code"],
+        **{name: cols[name] for name in COLUMNS},  # the columns are step_model_array's keywords
         **training.compute_arguments(compute),
         memory_recipe=mem_recipe,
-        cp=cols["cp"],
         **moe_columns,
     )
     # MFU by PaLM's definition (distlab.flops: weights, attention, logits; no recomputation), as estimate()

@@ -66,6 +66,10 @@ FORMULA_MODULES = [
     "distlab.tensor",
     "distlab.training",
     "distlab.triage",
+    "distlab.step.placement",
+    "distlab.step_parts",
+    "distlab.step.terms",
+    "distlab.calibration",
 ]
 
 LESSON_LINK = re.compile(r"Lesson \d+[a-z]? §\d+")  # 8b: the second part of lesson 8

@@ -34,7 +34,7 @@ def add_arguments(cmd) -> None:
 
 
 def run(args) -> int:
-    from .. import training
+    from .. import training, triage
 
     cl = cluster(args)
     kwargs = dict(config(args), ep=args.ep, etp=args.etp, **moe_routing(args))
@@ -42,7 +42,7 @@ def run(args) -> int:
     if args.json:
         data = est.to_dict()
         if not est.fits:
-            data["fixes"] = training.explain_infeasible(args.model, cl, **kwargs)
+            data["fixes"] = triage.explain_infeasible(args.model, cl, **kwargs)
         print(json.dumps(data, indent=2))
         return 0
     c = est.config
@@ -57,5 +57,5 @@ def run(args) -> int:
     print(est.summary())
     if not est.fits:
         print("single changes that would save memory:")
-        print(training.format_fixes(training.explain_infeasible(args.model, cl, **kwargs)))
+        print(triage.format_fixes(triage.explain_infeasible(args.model, cl, **kwargs)))
     return 0

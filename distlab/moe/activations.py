@@ -88,14 +88,13 @@ class MoEActivations:
 
 def _shared_view(m, seq_len: int):
     """The step model's shape with only the shared experts as its MLP: what distlab.memory counts for the attention
-    half, the two norm inputs, the MLP input and the shared experts."""
-    from .step import step_model
-
-    view = step_model(m, seq_len)
+    half, the two norm inputs, the MLP input and the shared experts. Its hidden, heads and kv_heads are those of
+    step.step_model(m, seq_len) (MLA attends with one key/value head per query head; a test keeps them equal); read
+    here from the catalog, since step imports this module."""
     return SimpleNamespace(
-        hidden=view.hidden,
-        heads=view.heads,
-        kv_heads=view.kv_heads,
+        hidden=m.hidden,
+        heads=m.heads,
+        kv_heads=m.heads if m.attention == "mla" else int(m.kv_heads or m.heads),
         ffn=m.shared_experts * m.expert_ffn,
         dropout=False,
         gated_mlp=True,

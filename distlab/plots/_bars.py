@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 
 from matplotlib.ticker import MaxNLocator
 
+from ..step_parts import STEP_PARTS as _PARTS
 from ..units import format_bytes
-from ._style import BLUE, BROWN, CAPACITY_COLOUR, FADED_ALPHA, GREEN, ORANGE, PURPLE, RED, nice_ceiling, swatch
+from ._style import BLUE, CAPACITY_COLOUR, FADED_ALPHA, GREEN, ORANGE, PURPLE, nice_ceiling, swatch
 from ._ticks import DrawnTicks, drawn_ticks
 
 # --------------------------------------------------------------------------- memory per GPU
@@ -163,29 +164,10 @@ def memory_legend_html() -> str:
 
 # --------------------------------------------------------------------------- step time
 
-#: StepEstimate.parts() keys, in stacking order, with their colours.
-STEP_PARTS = (
-    "compute",
-    "overlap slowdown",
-    "TP communication",
-    "CP communication (exposed)",
-    "EP all-to-all",
-    "pipeline bubble",
-    "pipeline p2p",
-    "DP communication (exposed)",
-    "optimizer step",
-)
-STEP_COLOURS = {
-    "compute": BLUE,
-    "overlap slowdown": "#7fb2d5",  # a lighter blue: compute, slowed by the communication it hides
-    "TP communication": ORANGE,
-    "CP communication (exposed)": "#cc79a7",
-    "EP all-to-all": "#56b4e9",
-    "pipeline bubble": "#c9c9c9",
-    "pipeline p2p": BROWN,
-    "DP communication (exposed)": RED,
-    "optimizer step": GREEN,
-}
+#: StepEstimate.parts() keys, in stacking order, with their colours: the labels of distlab.step_parts.STEP_PARTS
+#: (the table of distlab.step.TERMS).
+STEP_PARTS = tuple(p.label for p in _PARTS)
+STEP_COLOURS = {p.label: p.colour for p in _PARTS}
 
 
 @dataclass

@@ -7,13 +7,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distlab import efficiency, hardware, planner, training, validation
+from distlab import calibration, efficiency, hardware, planner, training, validation
 from distlab.errors import ConfigurationError
 
 
 @pytest.fixture(scope="module")
 def fit():
-    return efficiency.fit_calibration()
+    return calibration.fit_calibration()
 
 
 def test_the_stored_constants_are_the_calibration_fit(fit):

@@ -129,3 +129,14 @@ def test_dense_first_layers_and_the_first_stage():
     )
     with pytest.raises(ConfigurationError, match="in_flight"):
         moe.stage_activation_bytes("mixtral-8x7b", in_flight=float("nan"))
+
+
+@pytest.mark.parametrize("name", sorted(moe.MOE_MODELS))
+def test_the_shared_view_has_the_step_models_attention_shape(name):
+    """moe.activations reads the attention shape from the catalog (moe.step imports it, so it cannot import moe.step
+    back): the same hidden, heads and kv_heads as moe.step.step_model's view (MLA: one key/value head per query)."""
+    from distlab.moe.activations import _shared_view
+
+    m = moe.model(name)
+    view, shared = step_model(m, 4096), _shared_view(m, 4096)
+    assert (shared.hidden, shared.heads, shared.kv_heads) == (view.hidden, view.heads, view.kv_heads)

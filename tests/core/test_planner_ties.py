@@ -60,7 +60,7 @@ def test_ties_and_deciding_component_by_construction():
     assert [r["dp"] for r in p.ties(1, band_percent=10)] == [1, 2, 3]
     assert p.tie_count(0, band_percent=0) == 1  # a zero band ties a row with itself only
     d = p.deciding_assumption(0, 1)
-    assert d.component == "exposed DP communication" and d.difference_s == pytest.approx(0.5)
+    assert d.component == "DP communication (exposed)" and d.difference_s == pytest.approx(0.5)
     assert "hides behind compute" in d.assumption and "ZeRO-3" in d.assumption
     assert d.step_time_difference_s == pytest.approx(0.5)
     d = p.deciding_assumption(0, 2)

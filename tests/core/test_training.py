@@ -115,3 +115,12 @@ def test_explain_without_a_gpu_capacity_gives_our_error():
     assert not blind.fits
     with pytest.raises(ConfigurationError, match="no GPU capacity"):
         blind.explain()
+
+
+def test_estimate_config_knows_estimates_keywords():
+    """_arguments.ESTIMATE_KEYWORDS (what estimate_config accepts, below the step model) is estimate()'s signature."""
+    import inspect
+
+    from distlab._arguments import ESTIMATE_KEYWORDS
+
+    assert ESTIMATE_KEYWORDS == tuple(inspect.signature(training.estimate).parameters)[2:]

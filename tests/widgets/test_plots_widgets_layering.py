@@ -17,8 +17,9 @@ import distlab.plots
 import distlab.widgets
 
 PACKAGE = Path(distlab.plots.__file__).resolve().parents[1]
-#: The distlab modules a plot may import: formatting and the error types, nothing that computes.
-PLOT_MAY_IMPORT = {"units", "errors"}
+#: The distlab modules a plot may import: formatting, the error types and the table of the step time's parts (labels
+#: and colours, data only), nothing that computes.
+PLOT_MAY_IMPORT = {"units", "errors", "step_parts"}
 
 
 def _relative_imports(path: Path):

@@ -1,0 +1,99 @@
+"""The step model's model-parallel communication terms: TP collectives, ring attention's K/V transfers (CP), the
+MoE all-to-alls (EP), and the pipeline's bubble and p2p sends. Each takes the StepConfig and the results of the terms
+before it; the formulas are distlab.tensor's, distlab.pipeline's and distlab.moe.step's. Lesson 7 §1-§4, Lesson 10 §5.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import tensor
+from ..efficiency import NVLS_MIN_GPUS
+from ..pipeline.closed_form import bubble_overhead_array
+from .compute import overlapped_per_microbatch
+from .config import StepConfig
+from .placement import p2p_message_bytes, pipeline_crossings_array
+
+__all__ = ["tp_term", "cp_term", "ep_term", "bubble_term", "p2p_term"]
+
+
+def tp_term(c: StepConfig, r: dict) -> dict:
+    """TP communication = m x layers/stage x the ring time of 4 collectives of b s h e_msg / cp bytes over tp GPUs (6
+    with full recomputation; distlab.tensor.tp_comm_time), on the critical path. NCCL runs a TP all-reduce of >=
+    NVLS_MIN_GPUS GPUs on NVLS where the node has it (sequence parallelism's reduce-scatter/all-gather stay on the
+    ring). With tp_overlap and sequence parallelism (Megatron-Core --tp-comm-overlap) only what exceeds the stage's
+    matmul time is exposed; tp_hidden_mb is the rest. Lesson 7 §2, Lesson 5."""
+    sp = np.asarray(c.sequence_parallel, dtype=bool)
+    msg = tensor.tp_message_bytes(c.b, c.s, float(c.model.hidden), c.e_msg) / c.cp
+    bw = c.intra_bw if c.nvls_bw is None else np.where((c.tp >= NVLS_MIN_GPUS) & ~sp, c.nvls_bw, c.intra_bw)
+    tp_mb = c.layers_stage * tensor.tp_comm_time(msg, c.tp, bw, c.intra_lat, np.where(c.full, 6, 4))
+    overlapped = np.asarray(c.tp_overlap, dtype=bool) & sp
+    hidden = np.where(overlapped, np.minimum(tp_mb, r["matmul_mb"]), 0.0)
+    tp_mb = np.where(overlapped, np.maximum(0.0, tp_mb - r["matmul_mb"]), tp_mb)
+    return dict(tp_comm_s=c.m * tp_mb, tp_mb=tp_mb, tp_hidden_mb=hidden)
+
+
+def cp_term(c: StepConfig, r: dict) -> dict:
+    """CP communication (exposed) = m x layers x max(0, ring attention's K/V traffic - the attention core it
+    overlaps): per layer and microbatch 3 (cp - 1) block transfers (4 (cp - 1) with full recomputation) of
+    b (s / cp) 2 kv_dim e_msg / tp bytes, on NVLink when tp x cp fits a node, else the fabric (Liu et al. 2023,
+    Ring Attention; Megatron-Core context parallelism). cp_hidden_mb: what hides under the core. Lesson 8 §4."""
+    kv_block = c.b * c.s / c.cp * 2.0 * float(c.model.kv_heads * c.model.head_dim) * c.e_msg / c.tp
+    hop = np.where(c.tp * c.cp <= c.g, kv_block / c.intra_bw + c.intra_lat, kv_block / c.inter_bw + c.inter_lat)
+    ring = (c.cp - 1.0) * np.where(c.full, 4.0, 3.0) * hop
+    core = r["core_layer_s"]
+    cp_mb = np.where(c.cp > 1, c.layers_stage * np.maximum(0.0, ring - core), 0.0)
+    hidden = np.where(c.cp > 1, c.layers_stage * np.minimum(ring, core), 0.0)
+    return dict(cp_comm_s=c.m * cp_mb, cp_mb=cp_mb, cp_hidden_mb=hidden)
+
+
+def ep_term(c: StepConfig, r: dict) -> dict:
+    """EP all-to-all = m x the MoE layers on the stage x one layer's all-to-alls (distlab.moe.step.
+    all_to_all_layer_time_array, the fabric at the cross-rail rate), on the critical path of every microbatch (so
+    also in the bubble's stage time); 0 for a dense model. Lesson 10 §5."""
+    if not c.moe:
+        return dict(ep_comm_s=0.0 * r["compute_s"], ep_mb=0.0)
+    from ..moe import step as moe_step
+
+    layer = moe_step.all_to_all_layer_time_array(
+        c.model,
+        c.b * c.s / (c.tp * c.cp),
+        c.ep,
+        c.etp_moe,
+        c.code,
+        c.e_msg,
+        c.g,
+        c.intra_bw,
+        c.intra_lat,
+        c.cross,
+        c.inter_lat,
+    )
+    ep_mb = np.minimum(float(c.model.moe.moe_layers), c.layers_stage) * layer
+    return dict(ep_comm_s=c.m * ep_mb + 0.0 * r["compute_s"], ep_mb=ep_mb)
+
+
+def bubble_term(c: StepConfig, r: dict) -> dict:
+    """pipeline bubble = (p - 1) / (v m) x m x the stage time per microbatch (compute, TP, CP, EP and their overlap
+    slowdown): distlab.pipeline.bubble_overhead_array, the simulator's bubble for uniform stages. Also returns
+    overlapped_mb, the compute per microbatch beside hidden TP and CP traffic (the overlap term reads it). Lesson 4 §3."""
+    overlapped = overlapped_per_microbatch(c, r)
+    stage_mb = r["compute_mb"] + r["tp_mb"] + r["cp_mb"] + r["ep_mb"] + c.overlap_slowdown * overlapped
+    return dict(bubble_s=bubble_overhead_array(c.pp, c.m, c.v) * c.m * stage_mb, overlapped_mb=overlapped)
+
+
+def p2p_term(c: StepConfig, r: dict) -> dict:
+    """pipeline p2p = the 2 (pp v - 1) sends on the fill and drain path (interleaving multiplies the hops by v,
+    Narayanan et al. 2021 Sec. 2.2.2) of b s h e_msg / (tp cp) bytes (scatter-gather, Sec. 4.1). Each of the pp - 1
+    stage boundaries is priced where it lies (pipeline_crossings_array): NVLink inside a node, else the fabric at
+    inter_bw when the stride tp cp dp is a multiple of the node size (equal local ranks), cross-rail otherwise; the
+    v - 1 wrap-around hops (last stage to first) likewise. Steady-state sends overlap with compute. Lesson 7 §4."""
+    g, pp = c.g, c.pp
+    stride = c.tp * c.cp * c.dp
+    msg = p2p_message_bytes(c.b, c.s, float(c.model.hidden), c.tp, c.e_msg) / c.cp
+    crossing = pipeline_crossings_array(pp, stride, g)
+    fabric_hop = msg / np.where(np.mod(stride, g) == 0, c.inter_bw, c.cross) + c.inter_lat
+    nvlink_hop = msg / c.intra_bw + c.intra_lat
+    wrap_bw = np.where(np.mod(stride * (pp - 1.0), g) == 0, c.inter_bw, c.cross)
+    wrap_hop = np.where(stride * pp <= g, nvlink_hop, msg / wrap_bw + c.inter_lat)
+    one_way = c.v * ((pp - 1.0 - crossing) * nvlink_hop + crossing * fabric_hop) + (c.v - 1.0) * wrap_hop
+    return dict(p2p_s=np.where(pp > 1, 2.0 * one_way, 0.0))

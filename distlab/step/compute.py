@@ -1,0 +1,110 @@
+"""The step model's compute terms: the busiest stage's compute per microbatch by part (the weight matmuls, the
+attention core, the element-wise traffic), the overlap slowdown, and the optimizer step. Each takes the StepConfig
+(and the results of the terms before it) and returns NumPy arrays. The constants and formulas they use are
+distlab.efficiency's and distlab.flops'. Lesson 7 §1, §8.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..efficiency import (
+    elementwise_bytes_array,
+    flash_attention_work_array,
+    layer_gemm_slowdown_array,
+    loss_bytes_per_token,
+)
+from ..flops import TRAINING_PASSES
+from .config import StepConfig
+
+__all__ = [
+    "matmul_seconds",
+    "attention_core_seconds",
+    "elementwise_seconds",
+    "compute_term",
+    "overlap_term",
+    "optimizer_term",
+]
+
+
+def matmul_seconds(c: StepConfig):
+    """Seconds per microbatch of the busiest stage's weight GEMMs and logits: their FLOPs (the stage's FLOPs less the
+    attention core) / (tp x peak x matmul efficiency); with gemm_sms (the calibrated model) each GEMM at its shape
+    factor (efficiency.layer_gemm_slowdown_array: tile and wave quantisation, roofline), the logits at theirs.
+    Lesson 7 §1, §8."""
+    gemm = c.stage_flops - c.core_stage
+    if c.gemm_sms is not None:
+        slow_layer, slow_logits = layer_gemm_slowdown_array(
+            c.model, c.tokens_mb, c.tp, c.gemm_sms, c.peak * c.best_gemm / c.hbm, c.ep, c.etp
+        )
+        logit_gemm = c.logit_share * TRAINING_PASSES * c.logits_fwd
+        gemm = (gemm - logit_gemm) * slow_layer + logit_gemm * slow_logits
+    return gemm / (c.tp * c.peak * c.efficiency)
+
+
+def attention_core_seconds(c: StepConfig):
+    """(seconds per microbatch of the stage's attention core, seconds of one layer's counted core): the counted
+    core (3 x 4 b s^2 a d per layer, + 1 recomputed) at attention_efficiency x peak / tp; the calibrated model's
+    causal flash attention executes efficiency.flash_attention_work_array's FLOPs instead (masked half skipped,
+    scores recomputed in the backward). The per-layer counted core is what ring attention's transfers hide under.
+    Lesson 7 §8."""
+    executed = np.where(
+        np.asarray(c.causal_flash, dtype=bool),
+        c.layers_stage * flash_attention_work_array(c.core_fwd, c.code != 0),
+        c.core_stage,
+    )
+    rate = c.tp * c.peak * c.attention_efficiency
+    return executed / rate, c.core_stage / c.layers_stage / rate
+
+
+def elementwise_seconds(c: StepConfig):
+    """Seconds per microbatch of the memory-bound element-wise kernels: memory_traffic x their HBM bytes counted
+    kernel by kernel (efficiency.elementwise_bytes_array) x passes (3, 4 with full recomputation) / HBM bandwidth,
+    plus the cross-entropy loss on the stage holding the logits (efficiency.loss_bytes_per_token, split over tp).
+    Lesson 7 §8."""
+    b, s, e = c.b, c.s, c.e
+    per_layer = b * s * elementwise_bytes_array(c.model, s, c.tp, c.sequence_parallel, c.flash, c.kernels_code, e)
+    passes = TRAINING_PASSES + np.where(c.full, 1.0, 0.0)
+    traffic = c.layers_stage * passes * c.memory_traffic * per_layer / c.cp
+    loss = c.logit_share * c.memory_traffic * b * s / c.cp * loss_bytes_per_token(c.model.vocab, e) / c.tp
+    return (traffic + loss) / c.hbm
+
+
+def compute_term(c: StepConfig, r: dict) -> dict:
+    """compute = m x t_mb, the busiest stage's compute per microbatch by part: matmuls + attention core + element-wise
+    traffic (above). Also returns for the terms after it: compute_mb (t_mb), matmul_mb, core_layer_s (one layer's
+    counted core), backward_share (the backward's share of t_mb: 2 forwards + recompute of 3 + recompute, what the
+    gradient reduction hides behind). Lesson 7 §1, §8."""
+    matmul = matmul_seconds(c)
+    core, core_layer = attention_core_seconds(c)
+    t_mb = matmul + core + elementwise_seconds(c)
+    stage_flops = c.stage_flops
+    backward = (stage_flops - c.layers_stage * c.layer_fwd - c.logit_share * c.logits_fwd) / stage_flops
+    return dict(
+        compute_s=c.m * t_mb, compute_mb=t_mb, matmul_mb=matmul, core_layer_s=core_layer, backward_share=backward
+    )
+
+
+def overlapped_per_microbatch(c: StepConfig, r: dict):
+    """The seconds of a microbatch's compute that run beside hidden TP and CP traffic (at most t_mb): the bubble term
+    returns it as overlapped_mb (its stage time holds the slowdown of it) and the overlap term reads it there."""
+    return np.minimum(r["tp_hidden_mb"] + r["cp_hidden_mb"], r["compute_mb"])
+
+
+def overlap_term(c: StepConfig, r: dict) -> dict:
+    """overlap slowdown = overlap_slowdown x the communication priced as hidden: compute beside the collectives it
+    hides runs slower (efficiency.OVERLAP_SLOWDOWN, Lee et al. 2025: 18.9% on average; 0 for the fixed model).
+    Hidden: the TP traffic under its matmuls (tp_overlap), ring attention's transfers under the attention core (per
+    microbatch, also in the bubble's stage time) and the DP traffic not exposed; never more than overlap_slowdown x
+    the compute. Steady-state pipeline sends are left out (small). Lesson 7 §8."""
+    overlapped = r["overlapped_mb"]
+    rest = np.maximum(0.0, r["compute_s"] - c.m * overlapped)
+    return dict(
+        overlap_s=c.m * (c.overlap_slowdown * overlapped) + c.overlap_slowdown * np.minimum(r["dp_hidden_s"], rest)
+    )
+
+
+def optimizer_term(c: StepConfig, r: dict) -> dict:
+    """optimizer step = (2 x optimizer + gradient + weight bytes of the GPU's shard) / HBM bandwidth (a memory-bound
+    Adam: read and write the states, read the gradients and weights). Lesson 7 §1."""
+    return dict(optimizer_s=(2.0 * r["optimizer_bytes"] + r["gradients_bytes"] + r["weights_bytes"]) / c.hbm)

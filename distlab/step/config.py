@@ -1,0 +1,307 @@
+"""The step model's configuration record: one configuration (estimate) or many (the planner's columns) as NumPy
+arrays, checked once, with the quantities every term reads (microbatches, the busiest stage's layers, FLOPs per
+token). Every term of distlab.step takes a StepConfig. Lesson 7 §1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._arguments import RECOMPUTE_MODES, check_fraction, code_array, number_array
+from ..errors import ConfigurationError
+from ..flops import (
+    TRAINING_PASSES,
+    layer_forward_flops_array,
+    logit_forward_flops_array,
+    recomputed_forward_flops_array,
+)
+from ..units import FLOP_PER_SECOND, SECONDS, non_negative, positive, positive_int
+
+__all__ = [
+    "SCHEDULES",
+    "MAX_SEQ_LEN",
+    "MAX_MICRO_BATCH",
+    "MAX_GLOBAL_BATCH",
+    "MAX_STAGES",
+    "batch_and_sequence",
+    "StepConfig",
+    "step_config",
+]
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved")
+
+#: Longest sequence (tokens), largest micro-batch and global batch (sequences) the step model accepts: far
+#: beyond any real run, small enough that every product of them (b x s x h, 6 x P x B x s FLOPs) stays a
+#: finite float.
+MAX_SEQ_LEN = 2**30
+MAX_MICRO_BATCH = 2**20
+MAX_GLOBAL_BATCH = 2**40
+#: Most pipeline stages the array helpers accept (every stage holds at least one layer; no model has this many).
+MAX_STAGES = 2**16
+
+
+def batch_and_sequence(global_batch, seq_len, micro_batch_size=1) -> tuple[int, int, int]:
+    """(global_batch, seq_len, micro_batch_size) as whole numbers within the step model's bounds. Lesson 7 §1.
+
+    >>> batch_and_sequence(512, 4096.0)
+    (512, 4096, 1)
+    """
+    values = []
+    for value, name, top, what in (
+        (global_batch, "global_batch", MAX_GLOBAL_BATCH, "sequences"),
+        (seq_len, "seq_len", MAX_SEQ_LEN, "tokens"),
+        (micro_batch_size, "micro_batch_size", MAX_MICRO_BATCH, "sequences"),
+    ):
+        n = positive_int(value, name)
+        if n > top:
+            raise ConfigurationError(f"{name}={value!r} is more than {top:,} {what}")
+        values.append(n)
+    batch, seq, micro = values
+    return batch, seq, micro
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    """One or many configurations as the step model's terms read them: NumPy arrays (broadcast together) in SI
+    units, checked once by step_config. Hardware: g GPUs per node, links (B/s, s), peak FLOP/s, HBM B/s. Layout:
+    dp, tp, pp, cp, v chunks, b micro-batch, m microbatches per pipeline, dpc = dp x cp (the ranks holding the same
+    weights). Per token of a microbatch (tokens_mb = b s / cp): layer_fwd, layer_again (recomputed), logits_fwd
+    FLOPs (distlab.flops). The busiest stage: layers_stage (pacing), first_layers (memory), logit_share (the logits
+    charged to the pacing stage). Lesson 7 §1."""
+
+    model: Any  # a TransformerModel, or distlab.moe.step.MoEStepModel
+    recipe: Any  # memory.PrecisionRecipe
+    memory_recipe: Any  # memory_recipes.MemoryRecipe or None (the ZeRO paper's count)
+    g: int
+    intra_bw: float
+    intra_lat: float
+    inter_bw: float
+    inter_lat: float
+    cross: float  # the fabric share between different local ranks (cross_rail_bw; inter_bw without rails)
+    nvls_bw: float | None
+    peak: float
+    hbm: float
+    efficiency: float
+    attention_efficiency: float
+    memory_traffic: float
+    flash: Any
+    kernels_code: Any
+    causal_flash: Any
+    gemm_sms: float | None
+    best_gemm: float
+    overlap_slowdown: float
+    tp_overlap: Any
+    bucket_bytes: float
+    s: float
+    dp: np.ndarray
+    tp: np.ndarray
+    pp: np.ndarray
+    cp: np.ndarray
+    v: np.ndarray
+    b: np.ndarray
+    code: np.ndarray  # recomputation: RECOMPUTE_MODES index
+    full: np.ndarray  # full recomputation
+    sequence_parallel: Any
+    schedule_code: Any
+    zero: np.ndarray
+    ep: Any
+    etp: Any  # as given (None: etp = tp)
+    etp_moe: Any  # etp, or tp where not given (an MoE model's expert tensor parallelism)
+    balance_stages: bool
+    moe: bool  # model is an MoEStepModel
+    m: np.ndarray
+    dpc: np.ndarray
+    tokens_mb: np.ndarray
+    width: float
+    layer_fwd: np.ndarray
+    layer_again: np.ndarray
+    logits_fwd: np.ndarray
+    layers_stage: np.ndarray
+    first_layers: np.ndarray
+    logit_share: Any
+    stage_flops: np.ndarray  # the busiest stage's FLOPs per microbatch: layers x (3 forwards + recompute) + logits
+    core_fwd: np.ndarray  # the attention core's counted forward FLOPs per microbatch and layer (4 b s^2 a d / cp)
+    core_stage: np.ndarray  # the stage's counted attention-core FLOPs: 3 passes, + 1 forward when recomputed
+
+    @property
+    def e(self) -> float:
+        """Bytes per stored activation element."""
+        return self.recipe.activation_bytes
+
+    @property
+    def e_msg(self) -> float:
+        """Bytes per element of a message (PrecisionRecipe.message_bytes)."""
+        return self.recipe.message_bytes
+
+
+def _stages(model, pp, v, balance_stages, layer_fwd, layer_again, logits_fwd):
+    """(layers_stage, first_layers, logit_share): the busiest stage holds ceil(L / pp) layers (interleaved: v chunks
+    of ceil(L / (pp v)); the longest chunk paces its stage) and the logits. Balanced (Llama 3, Dubey et al. 2024,
+    Sec. 3.3.2; pp > 2): the first and last stage hold one layer fewer; the middle ones mid = ceil((L + 2) / pp)
+    (v x ceil((L + 2) / (pp v))); a middle stage paces unless the logits outweigh a layer."""
+    layers_stage = np.where(v > 1, v * np.ceil(model.layers / (pp * v)), np.ceil(model.layers / pp))
+    if not balance_stages:
+        return layers_stage, layers_stage, 1.0
+    mid = np.where(v > 1, v * np.ceil((model.layers + 2.0) / (pp * v)), np.ceil((model.layers + 2.0) / pp))
+    last_paces = logits_fwd > TRAINING_PASSES * layer_fwd + layer_again
+    balanced = pp > 2
+    return (
+        np.where(balanced, np.where(last_paces, mid - 1.0, mid), layers_stage),
+        np.where(balanced, mid - 1.0, layers_stage),
+        np.where(balanced, np.where(last_paces, 1.0, 0.0), 1.0),
+    )
+
+
+def step_config(
+    model,
+    *,
+    gpus_per_node,
+    intra_bw,
+    intra_lat,
+    inter_bw,
+    inter_lat,
+    peak_flops,
+    hbm_bandwidth,
+    recipe,
+    global_batch,
+    seq_len,
+    dp,
+    tp,
+    pp,
+    chunks,
+    micro_batch_size,
+    zero,
+    recompute_code,
+    sequence_parallel,
+    schedule_code,
+    efficiency,
+    bucket_bytes=None,
+    cross_rail_bw=None,
+    attention_efficiency=None,
+    flash_attention=False,
+    memory_traffic=0.0,
+    nvls_bw=None,
+    tp_overlap=False,
+    memory_recipe=None,
+    cp=1,
+    balance_stages=False,
+    ep=1,
+    etp=None,
+    kernels_code=0,
+    causal_flash=False,
+    gemm_sms=None,
+    best_gemm=1.0,
+    overlap_slowdown=0.0,
+) -> StepConfig:
+    """The StepConfig of step_model_array's keywords (see there), checked: numbers in range, codes known, the
+    model a catalog TransformerModel (or name) or an MoEStepModel. Lesson 7 §1."""
+    a = dict(locals())
+    return StepConfig(**_hardware(a), **_compute(a), **_layout(a))
+
+
+def _hardware(a: dict) -> dict:
+    """The StepConfig's hardware fields of step_config's arguments, checked."""
+    from .. import memory
+    from ..dataparallel import DDP_BUCKET_BYTES
+
+    if not isinstance(a["recipe"], memory.PrecisionRecipe):
+        raise ConfigurationError(f"recipe={a['recipe']!r} must be a PrecisionRecipe (distlab.memory.precision_recipe)")
+    inter_bw = positive(a["inter_bw"], "B/s", "inter_bw")
+    cross = a["cross_rail_bw"]
+    return dict(
+        recipe=a["recipe"],
+        memory_recipe=a["memory_recipe"],
+        g=positive_int(a["gpus_per_node"], "gpus_per_node", high=MAX_STAGES),
+        intra_bw=positive(a["intra_bw"], "B/s", "intra_bw"),
+        intra_lat=non_negative(a["intra_lat"], SECONDS, "intra_lat"),
+        inter_bw=inter_bw,
+        inter_lat=non_negative(a["inter_lat"], SECONDS, "inter_lat"),
+        cross=inter_bw if cross is None else positive(cross, "B/s", "cross_rail_bw"),
+        nvls_bw=a["nvls_bw"],
+        peak=positive(a["peak_flops"], FLOP_PER_SECOND, "peak_flops"),
+        hbm=positive(a["hbm_bandwidth"], "B/s", "hbm_bandwidth"),
+        bucket_bytes=DDP_BUCKET_BYTES
+        if a["bucket_bytes"] is None
+        else positive(a["bucket_bytes"], "B", "bucket_bytes"),
+    )
+
+
+def _compute(a: dict) -> dict:
+    """The StepConfig's compute-model fields (training.compute_arguments' keywords)."""
+    efficiency = check_fraction(a["efficiency"], "efficiency")
+    attention = a["attention_efficiency"]
+    keys = ("memory_traffic", "kernels_code", "causal_flash", "best_gemm", "overlap_slowdown", "tp_overlap")
+    return dict(
+        efficiency=efficiency,
+        attention_efficiency=efficiency if attention is None else attention,
+        flash=a["flash_attention"],
+        gemm_sms=None if a["gemm_sms"] is None else float(a["gemm_sms"]),
+        **{k: a[k] for k in keys},
+    )
+
+
+def _layout(a: dict) -> dict:
+    """The StepConfig's model, layout and per-token FLOP fields of step_config's arguments, checked."""
+    from ..models import model as catalog_model
+    from ..moe.step import MoEStepModel
+
+    moe = isinstance(a["model"], MoEStepModel)  # an MoE model comes as distlab.moe.step's view of it
+    model: Any = a["model"] if moe else catalog_model(a["model"])
+    global_batch, seq_len, _ = batch_and_sequence(a["global_batch"], a["seq_len"])
+    for name in ("dp", "tp", "pp", "chunks", "micro_batch_size"):
+        number_array(a[name], name, low=1.0)
+    number_array(a["sequence_parallel"], "sequence_parallel")
+    code_array(a["recompute_code"], "recompute_code", RECOMPUTE_MODES)
+    dp, tp, pp, cp, v, b = (
+        np.asarray(a[k], dtype=float) for k in ("dp", "tp", "pp", "cp", "chunks", "micro_batch_size")
+    )
+    code = np.asarray(a["recompute_code"])
+    s = float(seq_len)
+    tokens_mb = b * s / cp
+    width = float(model.heads * model.head_dim)
+    ep, etp = a["ep"], a["etp"]
+    # an MoE model: the busiest GPU's experts (imbalance or capacity factor) set the layer's time
+    ppl = model.busiest_params_per_layer(ep) if moe else float(model.params_per_layer())
+    layer_fwd = layer_forward_flops_array(ppl, width, tokens_mb, s)
+    layer_again = recomputed_forward_flops_array(ppl, width, tokens_mb, s, code)
+    logits_fwd = logit_forward_flops_array(float(model.hidden), float(model.vocab), tokens_mb)
+    core_fwd = tokens_mb * 4.0 * s * width  # QK^T and AV: 4 s a d_head per token
+    balance = bool(a["balance_stages"])
+    layers_stage, first_layers, logit_share = _stages(model, pp, v, balance, layer_fwd, layer_again, logits_fwd)
+    return dict(
+        model=model,
+        s=s,
+        dp=dp,
+        tp=tp,
+        pp=pp,
+        cp=cp,
+        v=v,
+        b=b,
+        code=code,
+        full=code == 2,
+        sequence_parallel=a["sequence_parallel"],
+        schedule_code=a["schedule_code"],
+        zero=np.asarray(a["zero"]),
+        ep=ep,
+        etp=None if etp is None else np.asarray(etp, dtype=float),
+        etp_moe=tp if etp is None else np.asarray(etp, dtype=float),
+        balance_stages=balance,
+        moe=moe,
+        m=np.asarray(global_batch, dtype=float) / (dp * b),
+        dpc=dp * cp,
+        tokens_mb=tokens_mb,
+        width=width,
+        layer_fwd=layer_fwd,
+        layer_again=layer_again,
+        logits_fwd=logits_fwd,
+        layers_stage=layers_stage,
+        first_layers=first_layers,
+        logit_share=logit_share,
+        stage_flops=layers_stage * (TRAINING_PASSES * layer_fwd + layer_again)
+        + logit_share * TRAINING_PASSES * logits_fwd,
+        core_fwd=core_fwd,
+        core_stage=layers_stage * (TRAINING_PASSES * core_fwd + np.where(code == 0, 0.0, core_fwd)),
+    )

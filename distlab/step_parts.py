@@ -1,0 +1,51 @@
+"""The step time's parts as a table: key, label and colour of each, in stacking order. Data only (no computation), so
+that the plots can draw the parts without importing the step model; distlab.step.TERMS pairs each part with the
+assumption that prices it and the function computing it. Lesson 7 §1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import ConfigurationError
+
+__all__ = ["StepPart", "STEP_PARTS", "step_part"]
+
+
+@dataclass(frozen=True)
+class StepPart:
+    """One part of the step time: key (of its seconds in training.step_model_array's result and a StepEstimate's
+    attribute), label (what students see), colour (the plots' palette, distlab.plots._style), and whether a zero is
+    still shown (False: a part that is zero for every configuration of its kind, such as a dense model's EP
+    all-to-all, is left out of StepEstimate.parts())."""
+
+    key: str
+    label: str
+    colour: str
+    shown_when_zero: bool = True
+
+
+#: The step time's parts, in stacking order.
+STEP_PARTS = (
+    StepPart("compute_s", "compute", "#4c72b0"),
+    StepPart("overlap_s", "overlap slowdown", "#7fb2d5", False),  # a lighter blue: compute slowed by hidden traffic
+    StepPart("tp_comm_s", "TP communication", "#dd8452"),
+    StepPart("cp_comm_s", "CP communication (exposed)", "#cc79a7", False),
+    StepPart("ep_comm_s", "EP all-to-all", "#56b4e9", False),
+    StepPart("bubble_s", "pipeline bubble", "#c9c9c9"),
+    StepPart("p2p_s", "pipeline p2p", "#937860"),
+    StepPart("dp_exposed_s", "DP communication (exposed)", "#c44e52"),
+    StepPart("optimizer_s", "optimizer step", "#55a868"),
+)
+
+
+def step_part(key: str) -> StepPart:
+    """The StepPart of a key ('compute_s', ...). Lesson 7 §1.
+
+    >>> step_part('bubble_s').label
+    'pipeline bubble'
+    """
+    for part in STEP_PARTS:
+        if part.key == key:
+            return part
+    raise ConfigurationError(f"key={key!r} is not a step-time part; valid: {', '.join(p.key for p in STEP_PARTS)}")
