@@ -221,13 +221,25 @@ def _remove_tree(path: Path) -> None:
     shutil.rmtree(path, onerror=retry)
 
 
+#: The longest folder the kernel's unix sockets may live in: a socket's path holds at most 107 bytes (sun_path),
+#: and the kernel's sockets are named <folder>/ipc/kernel-<n>.
+MAX_SOCKET_FOLDER = 80
+
+
+def _short_temp() -> str | None:
+    """The temporary folder for a grading run's private folder: the usual one (TMPDIR), unless it is too long for
+    the kernel's unix sockets (e.g. pytest's per-worker folders), then /tmp."""
+    usual = tempfile.gettempdir()
+    return None if len(os.fsencode(usual)) <= MAX_SOCKET_FOLDER - len("/distlab-grade-XXXXXXXX") else "/tmp"
+
+
 def _run(raw: bytes, sources: list[str], questions: dict, problems: list[str], **options) -> dict:
     """The answers of the notebook's cells, run in a fresh kernel in a temporary copy ({} if none were read).
 
     The copy lives in a private folder of this run (mode 0700), which also holds the kernel's
     connection file and sockets; the folder is removed afterwards.
     """
-    base = Path(tempfile.mkdtemp(prefix="distlab-grade-"))
+    base = Path(tempfile.mkdtemp(prefix="distlab-grade-", dir=_short_temp()))
     work = base / "work"
     try:
         (base / "submission.ipynb").write_bytes(raw)  # bubblewrap: copied into the sandbox's own working copy
