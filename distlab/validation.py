@@ -27,6 +27,9 @@ from importlib import resources
 from .errors import ConfigurationError, DistlabError
 
 __all__ = [
+    "ErrorBand",
+    "error_band",
+    "MIN_BAND_RUNS",
     "ROLES",
     "MEASURED_FORMULAS",
     "ComparisonRow",
@@ -392,3 +395,85 @@ def compare(role: str = "validation") -> Comparison:
     tier_names = sorted({x.tier for x in rows if x.role == "validation"})
     tiers = {t: _stats([x for x in rows if x.role == "validation" and x.tier == t]) for t in tier_names}
     return Comparison(rows=rows, summary=summary, tiers=tiers)
+
+
+#: The fewest validation runs an error band is the mean of: with fewer runs of the kind asked for, the kind widens
+#: (the GPU family's runs in any precision, then every validation run) and the band says so.
+MIN_BAND_RUNS = 3
+
+
+@dataclass(frozen=True)
+class ErrorBand:
+    """The step model's error band for a kind of run: the mean |step-time error| (percent) over `runs` validation
+    runs (published, never fitted to), `scope` saying which in words, and `matched` whether runs of the kind asked
+    for (GPU family and precision) exist; if not, the band is borrowed from wider runs and says so."""
+
+    percent: float
+    runs: int
+    scope: str
+    matched: bool
+
+    def short(self) -> str:
+        """One line for an app: '±9.9%: mean |error| on 23 published H100 runs in mixed precision'."""
+        return f"±{self.percent:.1f}%: {self.scope.split(', never fitted to')[0]}" + (
+            "" if self.matched else " (none of this kind validated yet)"
+        )
+
+    def around(self, seconds: float) -> str:
+        """'8.1 s ± 0.62 s' for a predicted step time."""
+        from .units import format_seconds
+
+        return f"{format_seconds(seconds)} ± {format_seconds(seconds * self.percent / 100.0)}"
+
+
+def _family(name: str) -> str:
+    """A GPU's family for the error band: the catalog name's first word ('h100' of 'h100-sxm' and of torchtitan's
+    stated 'h100-96gb-500w' part)."""
+    return str(name).strip().lower().split("-")[0]
+
+
+@functools.lru_cache(maxsize=1)
+def _scored_validation_runs() -> tuple:
+    """(GPU family, precision, |error| %) of every validation run priced and fitting, computed once per process."""
+    scored = []
+    by_id = {r["id"]: r for r in load_runs("validation")}
+    for row in compare("validation").rows:
+        if row.status != "predicted" or row.error_percent is None:
+            continue
+        run_ = by_id[row.id]
+        precision = str(run_["distlab"]["estimate"].get("precision", "mixed"))
+        scored.append((_family(run_cluster(run_).accelerator.name), precision, abs(row.error_percent)))
+    return tuple(scored)
+
+
+def error_band(accelerator: str, precision: str = "mixed") -> ErrorBand:
+    """The step model's validated error for runs like this one: the mean |step-time error| of training.estimate()
+    out of the box on the validation runs (published, never fitted to) of the same GPU family and precision; with
+    fewer than MIN_BAND_RUNS of those, the family's runs in any precision, then every validation run, and the
+    scope says the kind asked for has not been validated. `distlab estimate`, the training lab and the capstone
+    print a step time with it. Lesson 7 §8.
+
+    >>> band = error_band("h100-sxm")
+    >>> band.matched and band.runs >= MIN_BAND_RUNS and 0 < band.percent < 50
+    True
+    >>> error_band("h100-sxm", "fp8").matched  # no published FP8 run is in the validation set yet
+    False
+    """
+    if not isinstance(accelerator, str) or not accelerator.strip():
+        raise ConfigurationError(f"accelerator={accelerator!r} must be a GPU's catalog name such as 'h100-sxm'")
+    if not isinstance(precision, str) or not precision.strip():
+        raise ConfigurationError(f"precision={precision!r} must be a precision recipe's name such as 'mixed'")
+    family, precision = _family(accelerator), precision.strip().lower()
+    runs = _scored_validation_runs()
+    kinds = (
+        ([e for f, p, e in runs if f == family and p == precision], f"{family.upper()} runs in {precision} precision"),
+        ([e for f, p, e in runs if f == family], f"{family.upper()} runs in any precision"),
+        ([e for _, _, e in runs], "validation runs of every GPU and precision"),
+    )
+    for i, (errors, words) in enumerate(kinds):
+        if len(errors) >= MIN_BAND_RUNS:
+            scope = f"mean |error| on {len(errors)} published {words}, never fitted to (`distlab validate`)"
+            if i:
+                scope += f"; no {family.upper()} run in {precision} precision has been validated yet"
+            return ErrorBand(sum(errors) / len(errors), len(errors), scope, i == 0)
+    raise ConfigurationError("the validation set has too few priced runs for an error band")  # pragma: no cover

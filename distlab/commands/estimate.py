@@ -34,13 +34,17 @@ def add_arguments(cmd) -> None:
 
 
 def run(args) -> int:
-    from .. import training, triage
+    from .. import training, triage, validation
 
     cl = cluster(args)
     kwargs = dict(config(args), ep=args.ep, etp=args.etp, **moe_routing(args))
     est = training.estimate(args.model, cl, **kwargs)
+    band = validation.error_band(cl.accelerator.name, est.config["precision"])
     if args.json:
         data = est.to_dict()
+        data["error_band_percent"] = band.percent
+        data["error_band_runs"] = band.runs
+        data["error_band_scope"] = band.scope
         if not est.fits:
             data["fixes"] = triage.explain_infeasible(args.model, cl, **kwargs)
         print(json.dumps(data, indent=2))
@@ -55,6 +59,7 @@ def run(args) -> int:
         f"recompute {c['recompute']}, {c['schedule']}" + (", sequence parallel" if c["sequence_parallel"] else "")
     )
     print(est.summary())
+    print(f"step time {band.around(est.step_time_s)}: the model's error band, {band.scope}")
     if not est.fits:
         print("single changes that would save memory:")
         print(triage.format_fixes(triage.explain_infeasible(args.model, cl, **kwargs)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
-from .. import hardware, memory, memory_recipes, models, moe, training, triage
+from .. import hardware, memory, memory_recipes, models, moe, training, triage, validation
 from ..moe import step as moe_step
 from ..errors import ConfigurationError, DistlabError
 from ..plots.memory_wall import COMPONENTS as MEMORY_COMPONENTS, LABELS as MEMORY_LABELS
@@ -480,6 +480,8 @@ class TrainingLabApp(LessonApp):
         lines = [
             head,
             f"step time {format_seconds(est.step_time_s)} ({parts})",
+            "the model's error band "
+            + validation.error_band(self.cluster(nodes).accelerator.name, c["precision"]).short(),
             f"MFU {100 * est.mfu:.1f}%, {est.tokens_per_s:,.0f} tokens/s, {est.samples_per_s:.3g} samples/s; "
             f"scaling efficiency {100 * est.scaling_efficiency:.1f}%",
             f"memory per GPU {format_bytes(est.memory.total_bytes)} ({c['memory_recipe']} recipe): "
