@@ -116,3 +116,111 @@ def test_redteam_kernel_cannot_take_host_ptys():
     sandboxes on the machine get none while it runs. Grading needs no terminal."""
     found = probe(PTYS, audit_hook=True)
     assert found["pty"] != "opened", found
+
+
+def _spawn_helper(helper: str) -> str:
+    """Kernel code: start a fresh python (no audit hook) on `helper` via a re-created fork_exec; answer_x = its JSON."""
+    return (
+        "import sys, os, _imp, importlib.util, json\n"
+        "spec = importlib.util.spec_from_file_location('zz._posixsubprocess', sys.modules['_posixsubprocess'].__file__)\n"
+        "fork_exec = _imp.create_dynamic(spec).fork_exec\n"
+        "r, w = os.pipe()\n"
+        "er, ew = os.pipe()\n"
+        f"fork_exec([sys.executable.encode(), b'-c', {helper!r}.encode(), str(w).encode()], [sys.executable.encode()],"
+        " False, (w,), None, None, -1, -1, -1, -1, -1, -1, er, ew, False, False, -1, None, None, -1, -1, None, False)\n"
+        "os.close(w)\n"
+        "data = b''\n"
+        "while True:\n"
+        "    c = os.read(r, 65536)\n"
+        "    if not c:\n"
+        "        break\n"
+        "    data += c\n"
+        "answer_x = json.loads(data or b'{}')\n"
+    )
+
+
+# a child makes a user + mount namespace (the parent writes its uid/gid maps), mounts a tmpfs of its own and fills it
+USERNS_TMPFS = r'''
+import ctypes, os, json, sys
+W = int(sys.argv[1])
+a = {}
+c2p_r, c2p_w = os.pipe(); p2c_r, p2c_w = os.pipe(); res_r, res_w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    b = {"written_MB": 0}
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        b["unshare"] = libc.unshare(0x10000000 | 0x00020000)  # CLONE_NEWUSER | CLONE_NEWNS
+        os.write(c2p_w, b"U"); os.read(p2c_r, 1)
+        os.makedirs("/tmp/work/m", exist_ok=True)
+        b["mount"] = libc.mount(b"none", b"/tmp/work/m", b"tmpfs", 0, b"size=2g")
+        chunk = b"x" * 2**20
+        for k in range(8):
+            with open("/tmp/work/m/big%d" % k, "wb") as f:
+                for n in range(50):
+                    f.write(chunk)
+                b["written_MB"] += f.tell() // 2**20
+    except BaseException as e:
+        b["err"] = repr(e)
+    os.write(res_w, json.dumps(b).encode()); os._exit(0)
+os.read(c2p_r, 1)
+for f, v in (("setgroups", "deny"), ("uid_map", "0 %d 1" % os.getuid()), ("gid_map", "0 %d 1" % os.getgid())):
+    try:
+        fd = os.open("/proc/%d/%s" % (pid, f), os.O_WRONLY); os.write(fd, v.encode()); os.close(fd)
+    except OSError as e:
+        a[f] = repr(e)
+os.write(p2c_w, b"G"); os.close(res_w)
+data = b""
+while True:
+    c = os.read(res_r, 65536)
+    if not c:
+        break
+    data += c
+a.update(json.loads(data or b"{}"))
+os.write(W, json.dumps(a).encode())
+'''
+
+
+def test_redteam_a_user_namespace_tmpfs_escapes_the_disk_quota():
+    """The kernel may create user namespaces: 'root' there, it mounts a tmpfs of any size and fills the host's RAM
+    past the 256 MB quota and RLIMIT_AS (400 MB written here; size=2g accepted)."""
+    found = probe(_spawn_helper(USERNS_TMPFS), audit_hook=True)
+    assert found.get("unshare") != 0 and found.get("written_MB", 0) <= 256, found
+
+
+GRADER_RSS = r'''
+import resource, shutil, sys, tempfile
+from pathlib import Path
+from distlab.grading.kernel import run_in_kernel
+base = Path(tempfile.mkdtemp(prefix="distlab-redteam-"))
+(base / "submission.ipynb").write_text("{}")
+try:
+    run_in_kernel([sys.argv[1]], base / "work", answer_names=["answer_x"], timeout=120, cell_timeout=120,
+                  sandbox="bwrap", memory_limit=8 * 2**30, file_size_limit=64 * 2**20, problems=[], process_limit=256)
+finally:
+    shutil.rmtree(base, ignore_errors=True)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+'''
+
+# each iopub message stays under the 8 MB zmq limit, but 7.6 MB of "{}, " is 1.9 million dicts once jupyter_client
+# has parsed it in the grader (about 50 bytes of grader memory per byte sent); non-stream messages are then dropped
+DICT_FLOOD = r'''
+k = get_ipython().kernel
+big = [{}] * 1_900_000
+for i in range(10):
+    k.session.send(k.iopub_socket, "display_data", {"data": {"text/plain": big}, "metadata": {}, "transient": {}},
+                   parent=k.get_parent("shell"))
+answer_x = 1
+'''
+
+
+def test_redteam_small_iopub_messages_do_not_balloon_the_grader():
+    import subprocess
+    import sys
+
+    def peak(code):
+        done = subprocess.run([sys.executable, "-c", GRADER_RSS, code], capture_output=True, text=True, timeout=300)
+        return int(done.stdout.split()[-1])
+
+    quiet, loud = peak("answer_x = 1"), peak(DICT_FLOOD)
+    assert loud - quiet < 100, (quiet, loud)  # MiB
