@@ -224,3 +224,24 @@ def test_redteam_small_iopub_messages_do_not_balloon_the_grader():
 
     quiet, loud = peak("answer_x = 1"), peak(DICT_FLOOD)
     assert loud - quiet < 100, (quiet, loud)  # MiB
+
+
+def test_redteam_a_file_name_that_is_not_utf8_does_not_stop_the_class(tmp_path):
+    """A student's upload named b'\\xff\\xfe.ipynb' (a Gradescope export keeps the name) makes results.csv unwritable
+    (UnicodeEncodeError on the surrogates): the run crashes, and every re-run crashes again on the journal's row."""
+    import subprocess
+    import sys
+
+    sub = tmp_path / "sub"
+    (sub / "s1").mkdir(parents=True)
+    (sub / "s2").mkdir()
+    with open(bytes(sub / "s1") + b"/\xff\xfe.ipynb", "wb") as f:
+        f.write(b'{"cells": [], "metadata": {}}')
+    (sub / "s2" / "01_memory_wall.ipynb").write_text('{"cells": [], "metadata": {}}')
+    out = tmp_path / "grades"
+    done = subprocess.run(
+        [sys.executable, "-m", "distlab", "grade", str(sub), "--lesson", "memory_wall", "--out", str(out),
+         "--timeout", "60"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0 and (out / "results.csv").is_file(), done.stderr[-600:]
