@@ -19,6 +19,7 @@ pytestmark = [
     pytest.mark.skipif(not bwrap_available(), reason="bubblewrap (apt-get install bubblewrap) is not here"),
 ]
 
+
 def probe(code: str, *, audit_hook: bool = True, memory_limit: int = 8 * 2**30, timeout: float = 120) -> dict:
     """Run `code` in one bubblewrap kernel (as test_sandbox_isolation.probe, with a memory limit of choice)."""
     base = Path(tempfile.mkdtemp(prefix="distlab-redteam-"))
@@ -26,8 +27,16 @@ def probe(code: str, *, audit_hook: bool = True, memory_limit: int = 8 * 2**30, 
     problems: list[str] = []
     try:
         snapshot = run_in_kernel(
-            [code], base / "work", answer_names=["answer_x"], timeout=timeout, cell_timeout=timeout, sandbox="bwrap",
-            memory_limit=memory_limit, file_size_limit=64 * 2**20, problems=problems, audit_hook=audit_hook,
+            [code],
+            base / "work",
+            answer_names=["answer_x"],
+            timeout=timeout,
+            cell_timeout=timeout,
+            sandbox="bwrap",
+            memory_limit=memory_limit,
+            file_size_limit=64 * 2**20,
+            problems=problems,
+            audit_hook=audit_hook,
             process_limit=256,
         )
     finally:
@@ -39,7 +48,7 @@ def probe(code: str, *, audit_hook: bool = True, memory_limit: int = 8 * 2**30, 
 
 # _imp.create_dynamic under another name ("zz._posixsubprocess") raises an "import" event the hook does not
 # refuse and yields a fresh fork_exec; each child execs a fresh python (its own RLIMIT_AS) and touches 400 MiB
-FORK_AND_FILL = r'''
+FORK_AND_FILL = r"""
 import sys, os, _imp, importlib.util
 answer_x = {"kids": 0, "total_rss": 0}
 try:
@@ -64,7 +73,7 @@ try:
     answer_x = {"kids": len(kids), "total_rss": sum(rss(p) for p in [*kids, os.getpid()])}
 except BaseException as exc:
     answer_x["error"] = repr(exc)[:300]
-'''
+"""
 
 
 def test_redteam_processes_escape_the_memory_limit_even_with_the_audit_hook():
@@ -77,7 +86,7 @@ def test_redteam_processes_escape_the_memory_limit_even_with_the_audit_hook():
 
 # empty files use no tmpfs block: the 256 MB quota never counts them, but each costs ~1 KB of kernel memory
 # (inode + dentry); tmpfs's default nr_inodes is half the host's RAM pages (3 million here: ~3.7 GB)
-SMALL_FILES = r'''
+SMALL_FILES = r"""
 import os
 os.mkdir("/tmp/work/f")
 n, err = 0, None
@@ -89,7 +98,7 @@ except OSError as exc:
     err = repr(exc)
 st = os.statvfs("/tmp")
 answer_x = {"files": n, "err": err, "inodes": st.f_files, "blocks": st.f_blocks * st.f_frsize}
-'''
+"""
 
 
 def test_redteam_empty_files_escape_the_disk_quota_as_kernel_memory():
@@ -98,7 +107,7 @@ def test_redteam_empty_files_escape_the_disk_quota_as_kernel_memory():
     assert found["files"] < found["blocks"] // 4096, found
 
 
-PTYS = r'''
+PTYS = r"""
 import os
 answer_x = {}
 try:
@@ -107,7 +116,7 @@ try:
     answer_x["host_ptys_in_use"] = open("/proc/sys/kernel/pty/nr").read().strip()
 except OSError as exc:
     answer_x["pty"] = exc.strerror
-'''
+"""
 
 
 def test_redteam_kernel_cannot_take_host_ptys():
@@ -140,7 +149,7 @@ def _spawn_helper(helper: str) -> str:
 
 
 # a child makes a user + mount namespace (the parent writes its uid/gid maps), mounts a tmpfs of its own and fills it
-USERNS_TMPFS = r'''
+USERNS_TMPFS = r"""
 import ctypes, os, json, sys
 W = int(sys.argv[1])
 a = {}
@@ -178,7 +187,7 @@ while True:
     data += c
 a.update(json.loads(data or b"{}"))
 os.write(W, json.dumps(a).encode())
-'''
+"""
 
 
 def test_redteam_a_user_namespace_tmpfs_escapes_the_disk_quota():
@@ -188,7 +197,7 @@ def test_redteam_a_user_namespace_tmpfs_escapes_the_disk_quota():
     assert found.get("unshare") != 0 and found.get("written_MB", 0) <= 256, found
 
 
-GRADER_RSS = r'''
+GRADER_RSS = r"""
 import resource, shutil, sys, tempfile
 from pathlib import Path
 from distlab.grading.kernel import run_in_kernel
@@ -200,18 +209,18 @@ try:
 finally:
     shutil.rmtree(base, ignore_errors=True)
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
-'''
+"""
 
 # each iopub message stays under the 8 MB zmq limit, but 7.6 MB of "{}, " is 1.9 million dicts once jupyter_client
 # has parsed it in the grader (about 50 bytes of grader memory per byte sent); non-stream messages are then dropped
-DICT_FLOOD = r'''
+DICT_FLOOD = r"""
 k = get_ipython().kernel
 big = [{}] * 1_900_000
 for i in range(10):
     k.session.send(k.iopub_socket, "display_data", {"data": {"text/plain": big}, "metadata": {}, "transient": {}},
                    parent=k.get_parent("shell"))
 answer_x = 1
-'''
+"""
 
 
 def test_redteam_small_iopub_messages_do_not_balloon_the_grader():
@@ -240,8 +249,21 @@ def test_redteam_a_file_name_that_is_not_utf8_does_not_stop_the_class(tmp_path):
     (sub / "s2" / "01_memory_wall.ipynb").write_text('{"cells": [], "metadata": {}}')
     out = tmp_path / "grades"
     done = subprocess.run(
-        [sys.executable, "-m", "distlab", "grade", str(sub), "--lesson", "memory_wall", "--out", str(out),
-         "--timeout", "60"],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "distlab",
+            "grade",
+            str(sub),
+            "--lesson",
+            "memory_wall",
+            "--out",
+            str(out),
+            "--timeout",
+            "60",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0 and (out / "results.csv").is_file(), done.stderr[-600:]
