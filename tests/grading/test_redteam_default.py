@@ -267,3 +267,30 @@ def test_redteam_a_file_name_that_is_not_utf8_does_not_stop_the_class(tmp_path):
         timeout=600,
     )
     assert done.returncode == 0 and (out / "results.csv").is_file(), done.stderr[-600:]
+
+
+# nbclient mimics a front end: a comm_open for an Output widget is kept (with its whole state) in comm_objects until
+# the notebook ends; GradingClient overrides output() but not handle_comm_msg. 40 x 7 MB messages keep ~300 MB in
+# the grader; a notebook's 300 s send ~1,200 of them (8 GB), and a state of "{}, " keeps ~370 MB per message
+COMM_FLOOD = r"""
+import uuid
+k = get_ipython().kernel
+pad = "x" * (7 * 2**20)
+for i in range(40):
+    state = {"_model_module": "@jupyter-widgets/output", "_model_name": "OutputModel", "outputs": [], "pad": pad}
+    k.session.send(k.iopub_socket, "comm_open", {"comm_id": uuid.uuid4().hex, "target_name": "jupyter.widget",
+                   "data": {"state": state, "buffer_paths": []}}, parent=k.get_parent("shell"))
+answer_x = 1
+"""
+
+
+def test_redteam_widget_comm_messages_are_not_kept_by_the_grader():
+    import subprocess
+    import sys
+
+    def peak(code):
+        done = subprocess.run([sys.executable, "-c", GRADER_RSS, code], capture_output=True, text=True, timeout=300)
+        return int(done.stdout.split()[-1])
+
+    quiet, loud = peak("answer_x = 1"), peak(COMM_FLOOD)
+    assert loud - quiet < 100, (quiet, loud)  # MiB
