@@ -294,3 +294,19 @@ def test_redteam_widget_comm_messages_are_not_kept_by_the_grader():
 
     quiet, loud = peak("answer_x = 1"), peak(COMM_FLOOD)
     assert loud - quiet < 100, (quiet, loud)  # MiB
+
+
+def test_redteam_a_file_name_cannot_write_terminal_escapes_into_the_progress_bar(tmp_path):
+    """Progress.update prints the last 40 characters of the notebook's key raw: a name holding ESC sequences
+    clears the instructor's screen, forges progress lines, or (OSC 52) writes the instructor's clipboard."""
+    import io
+
+    from distlab.grading import classroom
+
+    sub = tmp_path / "sub" / "s1"
+    sub.mkdir(parents=True)
+    name = "\x1b[2J\x1b]52;c;ZWNobyBwd25lZA==\x07.ipynb"
+    (sub / name).write_text('{"cells": [], "metadata": {}}')
+    stream = io.StringIO()
+    classroom.grade_class([tmp_path / "sub"], tmp_path / "grades", stream=stream, lesson="memory_wall")
+    assert "\x1b[2J" not in stream.getvalue() and "\x1b]52" not in stream.getvalue(), repr(stream.getvalue())
