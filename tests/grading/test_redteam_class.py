@@ -1,0 +1,148 @@
+"""Red team, class grading with a roster (issue 28): attacks of a hostile class on `distlab grade --out`.
+
+Each test asserts the secure behaviour and FAILS while the hole it reproduces exists. Where the attack is on the
+class runner (not on the kernel), the kernel is replaced by a stand-in (grade_one, or grade_notebook's run=), as in
+test_class_integrity.py.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+
+import pytest
+
+from class_helpers import SECRET, write_roster
+from distlab.grading import classroom, variants
+from distlab.grading.grade import grade_notebook
+from distlab.grading.kernel import bwrap_available
+from distlab.grading.report import NotebookGrade, QuestionGrade
+
+pytestmark = [
+    pytest.mark.notebook,
+    pytest.mark.skipif(not bwrap_available(), reason="bubblewrap (apt-get install bubblewrap) is not here"),
+]
+
+
+def _grader(calls=None):
+    """A grade_notebook stand-in: one question, no points; the student is the first identity given."""
+
+    def grade_one(path, identity=None, **options):
+        if calls is not None:
+            calls.append(str(path))
+        return NotebookGrade(
+            str(path),
+            "memory_wall",
+            [QuestionGrade("q1", "incorrect", 0.0, 1.0, "fb", "p")],
+            [],
+            sandbox="bwrap",
+            student=(identity or ("",))[0],
+        )
+
+    return grade_one
+
+
+def _notebook(path, text="{}"):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+# ---- (e) a file name crashes the whole class run, on every re-run --------------------------------------------
+
+
+def test_a_file_name_that_is_not_utf8_does_not_crash_the_class_run(tmp_path, monkeypatch):
+    # the attack: a student names the notebook with a byte that is not UTF-8 (b"\xff"); the key keeps it as a
+    # lone surrogate, the journal line is written (ASCII JSON), then results.csv (UTF-8) raises
+    # UnicodeEncodeError: the run stops with a traceback, results.json/summary are never written for anybody,
+    # and every re-run reads the same journal line and crashes again
+    _notebook(tmp_path / "submitted" / "alice" / "01_memory_wall.ipynb")
+    bob = tmp_path / "submitted" / "bob"
+    bob.mkdir(parents=True)
+    with open(os.path.join(os.fsencode(bob), b"01_memory_wall\xff.ipynb"), "w") as f:
+        f.write("{}")
+    monkeypatch.chdir(tmp_path)
+    for _run in range(2):  # the first run, and the re-run that resumes from the journal
+        report = classroom.grade_class(["submitted"], tmp_path / "g", progress=False, grade_one=_grader())
+        assert len(report.notebooks) == 2
+        assert (tmp_path / "g" / "results.json").is_file()
+        rows = list(csv.reader(io.StringIO((tmp_path / "g" / "results.csv").read_text(encoding="utf-8"))))
+        assert len(rows) == 3
+
+
+# ---- (a) grades from a run without the roster survive the re-run with it ------------------------------------
+
+
+def test_a_rerun_with_the_roster_does_not_keep_a_grade_given_without_it(tmp_path, monkeypatch):
+    # the attack: mallory hands in bob's notebook (bob's seed, bob's answers). The instructor first runs the class
+    # without --roster (variants are then graded with the seed they carry, "not verified": mallory gets full
+    # marks), then runs the same command with --roster --secret-file into the same --out. The journal does not
+    # record what a grade was graded under, so mallory's notebook is "already graded" and skipped: her full
+    # marks stay, although a fresh run with the roster refuses the borrowed seed.
+    roster_csv, secret = write_roster(tmp_path, ("alice", "bob", "mallory"))
+    roster = variants.load_roster(roster_csv, variants.read_secret(secret))
+    bob_seed = roster.seed("memory_wall", "bob")
+    nb = {
+        "cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": "x = 1"}],
+        "metadata": {"distlab": {"lesson": "memory_wall", "variant": {"student": "bob", "seed": bob_seed}}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    for student in ("bob", "mallory"):
+        _notebook(tmp_path / "submitted" / student / "01_memory_wall.ipynb", json.dumps(nb))
+
+    def run(raw, sources, questions, problems, **options):  # every answer right for the numbers graded against
+        return {f"answer_{name}": q.expected() for name, q in questions.items()}
+
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "grades"
+    options = dict(progress=False, lesson="memory_wall", run=run)
+    first = classroom.grade_class(["submitted"], out, **options)  # without the roster
+    assert {g.path.split("/")[-2]: g.score for g in first.notebooks} == {"bob": 8.0, "mallory": 8.0}
+    fresh = classroom.grade_class(
+        ["submitted"], tmp_path / "fresh", variants=variants.VariantPolicy(roster), **options
+    )  # what the roster says
+    assert {g.path.split("/")[-2]: g.score for g in fresh.notebooks} == {"bob": 8.0, "mallory": 0.0}
+    again = classroom.grade_class(["submitted"], out, variants=variants.VariantPolicy(roster), **options)
+    scores = {g.path.split("/")[-2]: g.score for g in again.notebooks}
+    assert scores["mallory"] == 0.0, "the re-run with the roster kept the grade given without it"
+    assert any(str(p).startswith("refused") for g in again.notebooks if "mallory" in g.path for p in g.problems)
+
+
+# ---- (c) one student's Gradescope results overwrite another's ------------------------------------------------
+
+
+def test_two_notebooks_never_share_a_gradescope_results_file(tmp_path, monkeypatch):
+    # the attack: gradescope/<first 8 hex digits of sha256(key)>-<stem>.json; 32 bits of hash, and the student
+    # chooses the folders and file name inside their submission: with the same stem as the victim's notebook,
+    # ~2^32 tries (minutes of CPU) find a path whose file name equals the victim's, and the later row's results
+    # overwrite the earlier one (here two keys found in 2^16 tries, the birthday bound)
+    for student in ("s8935", "s50344"):  # sha256("submitted/<s>/01_memory_wall.ipynb") both start 3b272a33
+        _notebook(tmp_path / "submitted" / student / "01_memory_wall.ipynb", json.dumps({"who": student}))
+    monkeypatch.chdir(tmp_path)
+    report = classroom.grade_class(["submitted"], tmp_path / "g", progress=False, grade_one=_grader())
+    assert len(report.notebooks) == 2
+    assert len(os.listdir(tmp_path / "g" / "gradescope")) == 2, "one notebook's gradescope results were overwritten"
+
+
+# ---- (f) terminal control sequences from a file name reach the instructor's terminal -------------------------
+
+
+def test_the_progress_bar_writes_no_control_characters_from_a_file_name(tmp_path, monkeypatch):
+    # the attack: a notebook named "\x1b]0;pwned\x07\x1b[2J.ipynb" (OSC: retitle the terminal; with OSC 52 it
+    # writes the instructor's clipboard; CSI 2J clears the screen, hiding earlier lines): the progress bar
+    # printed the last 40 characters of the key raw on stderr
+    _notebook(tmp_path / "submitted" / "alice" / "\x1b]0;pwned\x07\x1b[2J.ipynb")
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    for stream in (Terminal(), io.StringIO()):
+        monkeypatch.chdir(tmp_path)
+        out = tmp_path / f"g{id(stream)}"
+        classroom.grade_class(["submitted"], out, progress=True, stream=stream, grade_one=_grader())
+        text = stream.getvalue()
+        assert "\x1b]" not in text and "\x07" not in text and "\x1b[2J" not in text
