@@ -146,3 +146,69 @@ def test_the_progress_bar_writes_no_control_characters_from_a_file_name(tmp_path
         classroom.grade_class(["submitted"], out, progress=True, stream=stream, grade_one=_grader())
         text = stream.getvalue()
         assert "\x1b]" not in text and "\x07" not in text and "\x1b[2J" not in text
+
+
+# ---- (e) a huge (sparse) file holds the class run for hours, before any size check -----------------------------
+
+
+def test_the_class_run_never_reads_more_of_a_file_than_a_notebook_may_have(tmp_path, monkeypatch):
+    # the attack: the student's "notebook" is a sparse file of terabytes (no disk used; or a zip bomb of zeros
+    # unpacked into the export). grade_class hashes every file whole (file_digest) before read_submission's
+    # 32 MB check, twice per run and again on every re-run: 8 GiB took 109 s to hash here, 1 TB takes hours,
+    # during which nobody else is graded
+    from distlab.grading.submission import MAX_NOTEBOOK_BYTES
+
+    big = tmp_path / "submitted" / "mallory" / "01_memory_wall.ipynb"
+    big.parent.mkdir(parents=True)
+    with open(big, "wb") as f:
+        f.truncate(2**40)  # 1 TiB, sparse
+    _notebook(tmp_path / "submitted" / "alice" / "01_memory_wall.ipynb")
+    read = [0]
+    real_open = open
+
+    class Counting:
+        def __init__(self, f):
+            self.f = f
+
+        def read(self, n=-1):
+            data = self.f.read(n)
+            read[0] += len(data)
+            if read[0] > 4 * MAX_NOTEBOOK_BYTES:
+                raise RuntimeError(f"the class runner read {read[0]} bytes of one submission")
+            return data
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    def counting_open(path, mode="r", *args, **kwargs):
+        f = real_open(path, mode, *args, **kwargs)
+        return Counting(f) if "b" in mode and "r" in mode and str(path).endswith(".ipynb") else f
+
+    monkeypatch.setattr(classroom, "open", counting_open, raising=False)
+    monkeypatch.chdir(tmp_path)
+    report = classroom.grade_class(["submitted"], tmp_path / "g", progress=False, grade_one=_grader())
+    assert len(report.notebooks) == 2
+
+
+# ---- (e) one student's upload set multiplies the class run's time ---------------------------------------------
+
+
+def test_one_student_cannot_make_the_class_run_a_kernel_per_uploaded_file(tmp_path, monkeypatch):
+    # the attack: the upload set is the student's (a Gradescope export, a per-student folder): 40 copies of a
+    # notebook whose cells sleep until the per-notebook limit (300 s by default) are 40 kernels, 3 h 20 min of
+    # the class run; 1,000 files are 83 hours. Every *.ipynb is graded (flagged, "never merged"); nothing bounds
+    # the kernels one student's folder costs (the Gradescope autograder grades one notebook per submission)
+    for i in range(40):
+        _notebook(tmp_path / "submitted" / "mallory" / f"copy{i:02d}" / "01_memory_wall.ipynb", json.dumps({"i": i}))
+    _notebook(tmp_path / "submitted" / "alice" / "01_memory_wall.ipynb")
+    calls = []
+    monkeypatch.chdir(tmp_path)
+    classroom.grade_class(["submitted"], tmp_path / "g", progress=False, grade_one=_grader(calls))
+    mallory = [c for c in calls if "/mallory/" in c]
+    assert len(mallory) < 40, f"{len(mallory)} kernels for one student's folder"
