@@ -212,3 +212,33 @@ def test_one_student_cannot_make_the_class_run_a_kernel_per_uploaded_file(tmp_pa
     classroom.grade_class(["submitted"], tmp_path / "g", progress=False, grade_one=_grader(calls))
     mallory = [c for c in calls if "/mallory/" in c]
     assert len(mallory) < 40, f"{len(mallory)} kernels for one student's folder"
+
+
+# ---- (a) the journal records the digest of bytes that were not the ones graded ------------------------------
+
+
+def test_the_journal_keeps_the_digest_of_the_bytes_that_were_graded(tmp_path, monkeypatch):
+    # the attack (a notebook the student can still write while the class is graded, e.g. a hub's home folder):
+    # grade_class hashes the file, then grade_notebook opens it again. The student swaps in copied work between
+    # the two and puts their own file back afterwards: the journal says "graded" for the digest of their own
+    # file with the grade of the copied work, so every re-run skips it, and the file an instructor reviews for
+    # plagiarism is not the one that earned the points
+    own, copied = json.dumps({"work": "own"}), json.dumps({"work": "copied"})
+    nb = _notebook(tmp_path / "submitted" / "mallory" / "01_memory_wall.ipynb", own)
+    calls = []
+
+    def grade_one(path, identity=None, **options):
+        calls.append(str(path))
+        if len(calls) == 1:
+            nb.write_text(copied)  # the swap, after the runner hashed the file
+        points = 1.0 if "copied" in path.read_text() else 0.0
+        nb.write_text(own)  # and back
+        return NotebookGrade(
+            str(path), "memory_wall", [QuestionGrade("q1", "correct" if points else "incorrect", points, 1.0, "fb", "p")],
+            [], sandbox="bwrap", student=(identity or ("",))[0],
+        )
+
+    monkeypatch.chdir(tmp_path)
+    classroom.grade_class(["submitted"], tmp_path / "g", progress=False, grade_one=grade_one)
+    report = classroom.grade_class(["submitted"], tmp_path / "g", progress=False, grade_one=grade_one)
+    assert report.notebooks[0].score == 0.0, "the grade of bytes no longer in the file was kept on the re-run"
