@@ -242,3 +242,28 @@ def test_the_journal_keeps_the_digest_of_the_bytes_that_were_graded(tmp_path, mo
     classroom.grade_class(["submitted"], tmp_path / "g", progress=False, grade_one=grade_one)
     report = classroom.grade_class(["submitted"], tmp_path / "g", progress=False, grade_one=grade_one)
     assert report.notebooks[0].score == 0.0, "the grade of bytes no longer in the file was kept on the re-run"
+
+
+# ---- (a) a submitter's e-mail that only looks like a classmate's resolves to that classmate -------------------
+
+
+@pytest.mark.parametrize(
+    "email",
+    ["\u212aate@uni.example", "kate@uni.example\u3000", "\u00a0kate@uni.example", "kate@uni.example\x85"],
+    ids=["kelvin-sign", "ideographic-space", "no-break-space", "next-line"],
+)
+def test_an_email_that_only_looks_like_a_classmates_is_not_theirs(tmp_path, email):
+    # the attack: the export's :email: is the submitter's account e-mail (the student's choice, where the
+    # platform accepts non-ASCII addresses). Roster.find compares str.lower() and str.strip() of it: the KELVIN
+    # SIGN (U+212A) lowers to an ASCII "k", and Unicode spaces (U+3000, U+00A0, U+0085) are stripped, so
+    # "\u212aate@uni.example" is graded as kate, with kate's seed, filed under kate
+    roster_csv, secret = write_roster(tmp_path, ("kate", "mallory"))
+    roster = variants.load_roster(roster_csv, SECRET)
+    export = tmp_path / "export"
+    _notebook(export / "submission_1" / "01_memory_wall.ipynb")
+    (export / "submission_metadata.yml").write_text(
+        "submission_1:\n  :submitters:\n  - :name: Mallory\n    :email: " + json.dumps(email) + "\n",
+        encoding="utf-8",
+    )
+    ids = classroom.read_gradescope_export(export / "submission_metadata.yml")["submission_1"]
+    assert roster.find(*ids) != "kate", f"{email!r} was taken for kate"
