@@ -267,3 +267,27 @@ def test_an_email_that_only_looks_like_a_classmates_is_not_theirs(tmp_path, emai
     )
     ids = classroom.read_gradescope_export(export / "submission_metadata.yml")["submission_1"]
     assert roster.find(*ids) != "kate", f"{email!r} was taken for kate"
+
+
+# ---- (e) a lone surrogate in the variant seed crashes grade_notebook, and with it the class run -----------------
+
+
+def test_a_seed_with_a_lone_surrogate_does_not_crash_the_class_run(tmp_path, monkeypatch):
+    # the attack: metadata.distlab.variant.seed = "\ud800" (a JSON escape, valid JSON). Without --roster the seed
+    # is used as written: lesson_variant() hashes f"...{seed}...".encode() and raises UnicodeEncodeError out of
+    # grade_notebook ("never raises for anything the file contains"); the class run stops at this notebook, the
+    # ones after it are never graded, and every re-run stops there again
+    nb = {
+        "cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": "x = 1"}],
+        "metadata": {"distlab": {"lesson": "memory_wall", "variant": {"student": "mallory", "seed": "\ud800"}}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    _notebook(tmp_path / "submitted" / "mallory" / "01_memory_wall.ipynb", json.dumps(nb))  # ASCII: "\\ud800"
+    _notebook(tmp_path / "submitted" / "zoe" / "01_memory_wall.ipynb", json.dumps({**nb, "metadata": {}}))
+    monkeypatch.chdir(tmp_path)
+    report = classroom.grade_class(
+        ["submitted"], tmp_path / "g", progress=False, lesson="memory_wall", run=lambda *a, **k: {}
+    )
+    assert len(report.notebooks) == 2
+    assert (tmp_path / "g" / "results.json").is_file()
