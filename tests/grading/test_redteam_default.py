@@ -6,6 +6,7 @@ Python audit hook ON (the full attack as a student would send it).
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -310,3 +311,23 @@ def test_redteam_a_file_name_cannot_write_terminal_escapes_into_the_progress_bar
     stream = io.StringIO()
     classroom.grade_class([tmp_path / "sub"], tmp_path / "grades", stream=stream, lesson="memory_wall")
     assert "\x1b[2J" not in stream.getvalue() and "\x1b]52" not in stream.getvalue(), repr(stream.getvalue())
+
+
+BASE_SITE = r"""
+import os, site, sys
+answer_x = {"listing": sorted(os.listdir(p))[:5] for p in site.getsitepackages([sys.base_prefix]) if os.path.isdir(p)}
+"""
+
+
+def test_the_runtimes_own_site_packages_are_empty_in_the_kernel():
+    """The runtime (sys.base_prefix) is bound whole, so its own site-packages were readable: a distlab installed
+    there (pip install distlab, then a venv for grading) is the answer key. Only the environment's packages count."""
+    import site
+    import sys
+
+    ours = {os.path.realpath(p) for p in site.getsitepackages()}
+    base = [os.path.realpath(p) for p in site.getsitepackages([sys.base_prefix]) if os.path.isdir(p)]
+    if not base or set(base) <= ours:
+        pytest.skip("this environment uses the runtime's own site-packages")
+    found = probe(BASE_SITE, audit_hook=True)
+    assert found.get("listing", []) == [], found
