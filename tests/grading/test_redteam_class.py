@@ -291,3 +291,22 @@ def test_a_seed_with_a_lone_surrogate_does_not_crash_the_class_run(tmp_path, mon
     )
     assert len(report.notebooks) == 2
     assert (tmp_path / "g" / "results.json").is_file()
+
+
+# ---- (a) a subfolder named after a classmate files the notebook under the classmate ---------------------------
+
+
+def test_a_subfolder_named_after_a_classmate_does_not_make_the_notebook_theirs(tmp_path, monkeypatch):
+    # the attack: the instructor gives the per-student folders one by one (distlab grade submitted/* --out ...
+    # --roster ...). Each given folder is then its own root, so the "per-student folder" becomes the first folder
+    # INSIDE it: alice's and bob's notebooks name nobody (refused), and mallory's submitted/mallory/bob/x.ipynb,
+    # a folder of her own upload set, is graded as bob's, with bob's seed, filed under bob (seen with the real
+    # CLI: the only row of student bob is mallory's notebook)
+    for rel in ("alice/01_memory_wall.ipynb", "bob/01_memory_wall.ipynb", "mallory/bob/01_memory_wall.ipynb"):
+        _notebook(tmp_path / "submitted" / rel)
+    monkeypatch.chdir(tmp_path)
+    report = classroom.grade_class(
+        ["submitted/alice", "submitted/bob", "submitted/mallory"], tmp_path / "g", progress=False, grade_one=_grader()
+    )
+    owner = {g.path.split("submitted/")[1]: g.student for g in report.notebooks}
+    assert owner["mallory/bob/01_memory_wall.ipynb"] != "bob", "mallory's notebook was filed under bob"
