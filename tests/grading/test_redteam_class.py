@@ -310,3 +310,17 @@ def test_a_subfolder_named_after_a_classmate_does_not_make_the_notebook_theirs(t
     )
     owner = {g.path.split("submitted/")[1]: g.student for g in report.notebooks}
     assert owner["mallory/bob/01_memory_wall.ipynb"] != "bob", "mallory's notebook was filed under bob"
+
+
+def test_a_submission_metadata_yml_a_student_uploads_names_nobody(tmp_path, monkeypatch):
+    # the attack (same invocation, submitted/* given one by one): mallory uploads her own submission_metadata.yml
+    # ("x: {:submitters: [{:sid: bob}]}") and x/01_memory_wall.ipynb; her folder is read as a Gradescope export
+    # and her notebook is filed under bob
+    _notebook(tmp_path / "submitted" / "alice" / "01_memory_wall.ipynb")
+    _notebook(tmp_path / "submitted" / "mallory" / "x" / "01_memory_wall.ipynb")
+    (tmp_path / "submitted" / "mallory" / "submission_metadata.yml").write_text("x:\n  :submitters:\n  - :sid: bob\n")
+    monkeypatch.chdir(tmp_path)
+    report = classroom.grade_class(
+        ["submitted/alice", "submitted/mallory"], tmp_path / "g", progress=False, grade_one=_grader()
+    )
+    assert all(g.student != "bob" for g in report.notebooks), "a student's own YAML filed her notebook under bob"
