@@ -16,7 +16,6 @@ import pytest
 
 from class_helpers import SECRET, write_roster
 from distlab.grading import classroom, variants
-from distlab.grading.grade import grade_notebook
 from distlab.grading.kernel import bwrap_available
 from distlab.grading.report import NotebookGrade, QuestionGrade
 
@@ -234,8 +233,12 @@ def test_the_journal_keeps_the_digest_of_the_bytes_that_were_graded(tmp_path, mo
         points = 1.0 if "copied" in path.read_text() else 0.0
         nb.write_text(own)  # and back
         return NotebookGrade(
-            str(path), "memory_wall", [QuestionGrade("q1", "correct" if points else "incorrect", points, 1.0, "fb", "p")],
-            [], sandbox="bwrap", student=(identity or ("",))[0],
+            str(path),
+            "memory_wall",
+            [QuestionGrade("q1", "correct" if points else "incorrect", points, 1.0, "fb", "p")],
+            [],
+            sandbox="bwrap",
+            student=(identity or ("",))[0],
         )
 
     monkeypatch.chdir(tmp_path)
