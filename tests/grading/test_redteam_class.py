@@ -16,7 +16,6 @@ import pytest
 
 from class_helpers import SECRET, write_roster
 from distlab.grading import classroom, variants
-from distlab.grading.grade import grade_notebook
 from distlab.grading.kernel import bwrap_available
 from distlab.grading.report import NotebookGrade, QuestionGrade
 
@@ -234,8 +233,12 @@ def test_the_journal_keeps_the_digest_of_the_bytes_that_were_graded(tmp_path, mo
         points = 1.0 if "copied" in path.read_text() else 0.0
         nb.write_text(own)  # and back
         return NotebookGrade(
-            str(path), "memory_wall", [QuestionGrade("q1", "correct" if points else "incorrect", points, 1.0, "fb", "p")],
-            [], sandbox="bwrap", student=(identity or ("",))[0],
+            str(path),
+            "memory_wall",
+            [QuestionGrade("q1", "correct" if points else "incorrect", points, 1.0, "fb", "p")],
+            [],
+            sandbox="bwrap",
+            student=(identity or ("",))[0],
         )
 
     monkeypatch.chdir(tmp_path)
@@ -291,3 +294,36 @@ def test_a_seed_with_a_lone_surrogate_does_not_crash_the_class_run(tmp_path, mon
     )
     assert len(report.notebooks) == 2
     assert (tmp_path / "g" / "results.json").is_file()
+
+
+# ---- (a) a subfolder named after a classmate files the notebook under the classmate ---------------------------
+
+
+def test_a_subfolder_named_after_a_classmate_does_not_make_the_notebook_theirs(tmp_path, monkeypatch):
+    # the attack: the instructor gives the per-student folders one by one (distlab grade submitted/* --out ...
+    # --roster ...). Each given folder is then its own root, so the "per-student folder" becomes the first folder
+    # INSIDE it: alice's and bob's notebooks name nobody (refused), and mallory's submitted/mallory/bob/x.ipynb,
+    # a folder of her own upload set, is graded as bob's, with bob's seed, filed under bob (seen with the real
+    # CLI: the only row of student bob is mallory's notebook)
+    for rel in ("alice/01_memory_wall.ipynb", "bob/01_memory_wall.ipynb", "mallory/bob/01_memory_wall.ipynb"):
+        _notebook(tmp_path / "submitted" / rel)
+    monkeypatch.chdir(tmp_path)
+    report = classroom.grade_class(
+        ["submitted/alice", "submitted/bob", "submitted/mallory"], tmp_path / "g", progress=False, grade_one=_grader()
+    )
+    owner = {g.path.split("submitted/")[1]: g.student for g in report.notebooks}
+    assert owner["mallory/bob/01_memory_wall.ipynb"] != "bob", "mallory's notebook was filed under bob"
+
+
+def test_a_submission_metadata_yml_a_student_uploads_names_nobody(tmp_path, monkeypatch):
+    # the attack (same invocation, submitted/* given one by one): mallory uploads her own submission_metadata.yml
+    # ("x: {:submitters: [{:sid: bob}]}") and x/01_memory_wall.ipynb; her folder is read as a Gradescope export
+    # and her notebook is filed under bob
+    _notebook(tmp_path / "submitted" / "alice" / "01_memory_wall.ipynb")
+    _notebook(tmp_path / "submitted" / "mallory" / "x" / "01_memory_wall.ipynb")
+    (tmp_path / "submitted" / "mallory" / "submission_metadata.yml").write_text("x:\n  :submitters:\n  - :sid: bob\n")
+    monkeypatch.chdir(tmp_path)
+    report = classroom.grade_class(
+        ["submitted/alice", "submitted/mallory"], tmp_path / "g", progress=False, grade_one=_grader()
+    )
+    assert all(g.student != "bob" for g in report.notebooks), "a student's own YAML filed her notebook under bob"
