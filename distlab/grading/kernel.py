@@ -428,7 +428,10 @@ class _Kernel:
             except Exception:
                 pass
         if self.world is not None and self.world.kernel_uid:
-            kill_user(self.world.kernel_uid)
+            # until none is left (an exiting process stays listed until its parent reaps it): 2 s at most
+            waited = time.monotonic() + 2
+            while kill_user(self.world.kernel_uid) and time.monotonic() < waited:
+                time.sleep(0.05)
         if self.world is not None and self.world.cgroups is not None:
             self.world.cgroups.remove()
         self.context.destroy(linger=0)

@@ -130,11 +130,16 @@ class KernelCgroups:
                 continue
             self.folders.append(folder)
             try:
-                for file, value in values:
+                for n, (file, value) in enumerate(values):
                     path = os.path.join(folder, file)
-                    if value and (os.path.exists(path) or file == "pids.max"):
-                        with open(path, "w") as f:
-                            f.write(str(int(value)))
+                    if value and (os.path.exists(path) or n == 0):
+                        try:
+                            with open(path, "w") as f:
+                                f.write(str(int(value)))
+                        except OSError:
+                            if n == 0:
+                                raise
+                            # memory+swap not accounted here: the memory limit alone
             except OSError:
                 continue  # the limit could not be set: the folder is removed, the kernel does not join it
             self.procs.append(os.path.join(folder, "cgroup.procs"))
