@@ -38,7 +38,10 @@ import hmac
 import io
 import json
 import os
+import re
+import stat
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,14 +160,34 @@ def read_gradescope_export(path: Path) -> dict[str, tuple]:
                 continue
             for name in ("sid", "email"):
                 value = _field(person, name)
-                if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value).strip():
-                    ids.append(str(value).strip())
+                if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value).strip(" \t\r\n"):
+                    ids.append(str(value).strip(" \t\r\n"))  # ASCII spaces only: see variants._plain
         found[str(folder)] = tuple(ids)
     return found
 
 
 def _key(path: str, base: str) -> str:
-    return Path(os.path.relpath(path, base)).as_posix()
+    """The notebook's row name: its path relative to `base`, as text that always encodes (a byte of the name that
+    is not UTF-8 becomes \\xNN, a backslash \\\\: two different names never get one key)."""
+    rel = Path(os.path.relpath(path, base)).as_posix().replace("\\", "\\\\")
+    return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def shown(text: str) -> str:
+    """`text` with every character that is not printable (terminal control sequences, a lone surrogate) escaped."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape", "backslashreplace").decode() for ch in text)
+
+
+def policy_of(options: dict) -> str:
+    """A digest of what a grade depends on besides the file: the lesson and the variant policy (with a roster:
+    its students and seeds, through a digest of the secret). A journal record graded under another is graded again."""
+    policy = options.get("variants")
+    roster = getattr(policy, "roster", None)
+    parts = [str(options.get("lesson"))]
+    if roster is not None:
+        parts += ["roster", hashlib.sha256(b"distlab-roster|" + roster.secret).hexdigest()]
+        parts += [json.dumps(roster.students, sort_keys=True, default=str)]
+    return hashlib.sha256("\n".join(parts).encode("utf-8", "backslashreplace")).hexdigest()
 
 
 def collect(paths) -> list[Submission]:
@@ -183,14 +206,20 @@ def collect(paths) -> list[Submission]:
         if not root.is_dir() or root.is_symlink():  # a file, or anything else: grade_notebook says what it is
             out.append(Submission(root, _key(path, base)))
             continue
+        # one folder given: a class (its subfolders are the students', or a Gradescope export); several
+        # folders given (submitted/*): each is one student's folder, whatever it holds (a subfolder or a
+        # submission_metadata.yml inside it is the student's own upload, never an identity)
         export = root / "submission_metadata.yml"
-        submitters = read_gradescope_export(export) if export.is_file() else {}
+        submitters = read_gradescope_export(export) if len(given) == 1 and export.is_file() else {}
         for nb in sorted(root.rglob("*.ipynb")):
             rel = nb.relative_to(root)
             if any(part.startswith(".") for part in rel.parts):
                 continue  # .ipynb_checkpoints, hidden folders
             top = rel.parts[0] if len(rel.parts) > 1 else None
-            identity = submitters.get(top, ()) if submitters and top else ((top,) if top else ())
+            if len(given) > 1:
+                identity: tuple = (root.name,)
+            else:
+                identity = submitters.get(top, ()) if submitters and top else ((top,) if top else ())
             out.append(Submission(nb, _key(str(nb), base), identity))
     if not out:
         raise ConfigurationError("no notebooks to grade")
@@ -206,18 +235,36 @@ def collect(paths) -> list[Submission]:
     return out
 
 
-def file_digest(path: Path) -> str:
-    """SHA-256 of the file (a regular file only; anything else gets a digest of its name, and is graded)."""
+def read_once(path: Path) -> bytes | None:
+    """The file's bytes, read once and at most MAX_NOTEBOOK_BYTES + 1 of them: None for anything but a regular
+    file (a link, a FIFO, a device) or one over MAX_NOTEBOOK_BYTES (a sparse terabyte is never read through)."""
+    from .submission import MAX_NOTEBOOK_BYTES
+
     try:
-        if not path.is_file() or path.is_symlink():
-            return "not-a-file"
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        return h.hexdigest()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
-        return "unreadable"
+        return None
+    with open(fd, "rb") as f:
+        try:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_NOTEBOOK_BYTES:
+                return None
+            data = f.read(MAX_NOTEBOOK_BYTES + 1)
+        except OSError:
+            return None
+    return data if len(data) <= MAX_NOTEBOOK_BYTES else None
+
+
+def file_digest(path: Path, data: bytes | None = None) -> str:
+    """SHA-256 of the bytes graded (read_once); "not-a-file" or "too-large:SIZE" for a file not graded from its bytes."""
+    data = read_once(path) if data is None else data
+    if data is None:
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return "unreadable"
+        return f"too-large:{info.st_size}" if stat.S_ISREG(info.st_mode) else "not-a-file"
+    return hashlib.sha256(data).hexdigest()
 
 
 def grade_from_dict(data: dict) -> NotebookGrade:
@@ -450,7 +497,7 @@ class Progress:
         bar = "#" * filled + "." * (self.width - filled)
         line = (
             f"[{bar}] {done}/{self.total}  {rate:.1f} s/notebook  ETA {int(eta // 60)}:{int(eta % 60):02d}  "
-            f"{label[-40:]}"
+            f"{shown(label)[-40:]}"
         )
         tty = getattr(self.stream, "isatty", lambda: False)()
         self.stream.write(("\r" + line + "\x1b[K") if tty else line + "\n")
@@ -471,7 +518,9 @@ def write_outputs(out: Path, records: list[dict]) -> GradeReport:
     folder = out / "gradescope"
     folder.mkdir(exist_ok=True)
     for r, g in zip(records, grades):
-        name = hashlib.sha256(r["key"].encode()).hexdigest()[:8] + "-" + Path(r["key"]).stem[:60] + ".json"
+        # 128 bits of the key's digest (no two keys share a file) and the name's safe characters (to find it)
+        stem = re.sub(r"[^A-Za-z0-9._-]", "_", Path(r["key"]).stem)[:60]
+        name = hashlib.sha256(r["key"].encode("utf-8", "backslashreplace")).hexdigest()[:32] + "-" + stem + ".json"
         _write_atomic(folder / name, json.dumps(GradeReport([g]).to_gradescope(), indent=2) + "\n")
     _write_atomic(out / SUMMARY_TXT, summary_text(grades))
     rows = question_summary(grades)
@@ -497,6 +546,28 @@ def write_outputs(out: Path, records: list[dict]) -> GradeReport:
     return report
 
 
+#: notebooks graded per student (a folder, an export's submitter) in one class run: with --lesson, two
+#: copies are already flagged (never merged); without it, a folder may hold one notebook per lesson. The rest
+#: get a row saying so, without a kernel (one student's upload set cannot multiply the run's time)
+MAX_PER_STUDENT_WITH_LESSON = 3
+MAX_PER_STUDENT = 24
+
+
+def _grade_bytes(grade_one, s: Submission, data: bytes | None, options: dict) -> NotebookGrade:
+    """Grade the bytes read once (a private copy with the same file and folder name: the file may change meanwhile and
+    the journal keeps the digest of what was graded); a file not read (not regular, too large) as it is."""
+    if data is None:
+        return grade_one(s.path, identity=s.identity or None, **options)
+    with tempfile.TemporaryDirectory(prefix="distlab-class-") as tmp:
+        copy = Path(tmp) / (s.path.parent.name or "notebook") / s.path.name  # its folder's name too
+        copy.parent.mkdir()
+        with open(os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+            f.write(data)
+        grade = grade_one(copy, identity=s.identity or None, **options)
+    grade.path = str(s.path)
+    return grade
+
+
 def grade_class(paths, out, *, progress: bool = True, stream=None, grade_one=None, **options) -> GradeReport:
     """Grade every notebook under `paths` into folder `out`, resuming a run that was interrupted.
 
@@ -516,21 +587,48 @@ def grade_class(paths, out, *, progress: bool = True, stream=None, grade_one=Non
     submissions = collect(paths)
     key = journal_key(out)
     done = read_journal(journal, key)
+    policy = policy_of(options)
     bar = Progress(len(submissions), stream) if progress else None
     todo = []
     for s in submissions:
         record = done.get(s.key)
-        if record is None or record.get("sha256") != file_digest(s.path):
+        if record is None or record.get("sha256") != file_digest(s.path) or record.get("policy") != policy:
             todo.append(s)
     finished = len(submissions) - len(todo)
     if bar and finished:
         bar.stream.write(f"{finished} notebook(s) already graded in {journal}: skipped\n")
     interrupted = False
+    per_student: dict[tuple, int] = {}
+    most = MAX_PER_STUDENT_WITH_LESSON if options.get("lesson") else MAX_PER_STUDENT
+    for s in submissions:
+        if s.identity:
+            per_student[s.identity] = per_student.get(s.identity, 0) + 1
+    seen: dict[tuple, int] = {}
     try:
         for count, s in enumerate(todo, 1):
-            digest = file_digest(s.path)
-            grade = grade_one(s.path, identity=s.identity or None, **options)
-            done[s.key] = {"key": s.key, "sha256": digest, "identity": list(s.identity), "grade": grade.to_dict()}
+            seen[s.identity] = seen.get(s.identity, 0) + 1
+            data = read_once(s.path)
+            digest = file_digest(s.path, data)
+            if s.identity and seen[s.identity] > most:
+                grade = NotebookGrade(
+                    str(s.path),
+                    options.get("lesson"),
+                    [],
+                    [
+                        f"not graded: {per_student[s.identity]} notebooks are filed under "
+                        f"{shown(' / '.join(map(str, s.identity)))[:80]}; at most {most} are graded per student"
+                    ],
+                    sandbox=str(options.get("sandbox") or ""),
+                )
+            else:
+                grade = _grade_bytes(grade_one, s, data, options)
+            done[s.key] = {
+                "key": s.key,
+                "sha256": digest,
+                "policy": policy,
+                "identity": list(s.identity),
+                "grade": grade.to_dict(),
+            }
             _append(journal, done[s.key], key)
             _write_atomic(out / CSV_FILE, results_csv([done[x.key] for x in submissions if x.key in done]))
             if bar:
