@@ -38,6 +38,7 @@ import hmac
 import io
 import json
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -164,7 +165,27 @@ def read_gradescope_export(path: Path) -> dict[str, tuple]:
 
 
 def _key(path: str, base: str) -> str:
-    return Path(os.path.relpath(path, base)).as_posix()
+    """The notebook's row name: its path relative to `base`, as text that always encodes (a byte of the name that
+    is not UTF-8 becomes \\xNN, a backslash \\\\: two different names never get one key)."""
+    rel = Path(os.path.relpath(path, base)).as_posix().replace("\\", "\\\\")
+    return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def shown(text: str) -> str:
+    """`text` with every character that is not printable (terminal control sequences, a lone surrogate) escaped."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape", "backslashreplace").decode() for ch in text)
+
+
+def policy_of(options: dict) -> str:
+    """A digest of what a grade depends on besides the file: the lesson and the variant policy (with a roster:
+    its students and seeds, through a digest of the secret). A journal record graded under another is graded again."""
+    policy = options.get("variants")
+    roster = getattr(policy, "roster", None)
+    parts = [str(options.get("lesson"))]
+    if roster is not None:
+        parts += ["roster", hashlib.sha256(b"distlab-roster|" + roster.secret).hexdigest()]
+        parts += [json.dumps(roster.students, sort_keys=True, default=str)]
+    return hashlib.sha256("\n".join(parts).encode("utf-8", "backslashreplace")).hexdigest()
 
 
 def collect(paths) -> list[Submission]:
@@ -450,7 +471,7 @@ class Progress:
         bar = "#" * filled + "." * (self.width - filled)
         line = (
             f"[{bar}] {done}/{self.total}  {rate:.1f} s/notebook  ETA {int(eta // 60)}:{int(eta % 60):02d}  "
-            f"{label[-40:]}"
+            f"{shown(label)[-40:]}"
         )
         tty = getattr(self.stream, "isatty", lambda: False)()
         self.stream.write(("\r" + line + "\x1b[K") if tty else line + "\n")
@@ -471,7 +492,9 @@ def write_outputs(out: Path, records: list[dict]) -> GradeReport:
     folder = out / "gradescope"
     folder.mkdir(exist_ok=True)
     for r, g in zip(records, grades):
-        name = hashlib.sha256(r["key"].encode()).hexdigest()[:8] + "-" + Path(r["key"]).stem[:60] + ".json"
+        # 128 bits of the key's digest (no two keys share a file) and the name's safe characters (to find it)
+        stem = re.sub(r"[^A-Za-z0-9._-]", "_", Path(r["key"]).stem)[:60]
+        name = hashlib.sha256(r["key"].encode("utf-8", "backslashreplace")).hexdigest()[:32] + "-" + stem + ".json"
         _write_atomic(folder / name, json.dumps(GradeReport([g]).to_gradescope(), indent=2) + "\n")
     _write_atomic(out / SUMMARY_TXT, summary_text(grades))
     rows = question_summary(grades)
@@ -516,11 +539,12 @@ def grade_class(paths, out, *, progress: bool = True, stream=None, grade_one=Non
     submissions = collect(paths)
     key = journal_key(out)
     done = read_journal(journal, key)
+    policy = policy_of(options)
     bar = Progress(len(submissions), stream) if progress else None
     todo = []
     for s in submissions:
         record = done.get(s.key)
-        if record is None or record.get("sha256") != file_digest(s.path):
+        if record is None or record.get("sha256") != file_digest(s.path) or record.get("policy") != policy:
             todo.append(s)
     finished = len(submissions) - len(todo)
     if bar and finished:
@@ -530,7 +554,13 @@ def grade_class(paths, out, *, progress: bool = True, stream=None, grade_one=Non
         for count, s in enumerate(todo, 1):
             digest = file_digest(s.path)
             grade = grade_one(s.path, identity=s.identity or None, **options)
-            done[s.key] = {"key": s.key, "sha256": digest, "identity": list(s.identity), "grade": grade.to_dict()}
+            done[s.key] = {
+                "key": s.key,
+                "sha256": digest,
+                "policy": policy,
+                "identity": list(s.identity),
+                "grade": grade.to_dict(),
+            }
             _append(journal, done[s.key], key)
             _write_atomic(out / CSV_FILE, results_csv([done[x.key] for x in submissions if x.key in done]))
             if bar:

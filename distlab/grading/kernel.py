@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -25,6 +26,7 @@ from .answers import MAX_ANSWER_CHARS, parse_answers
 from .sandbox import (  # bwrap_available, bwrap_prefix, LIMITER and limits_prefix: still importable from here
     LIMITER,
     SANDBOX_WORK,
+    KernelCgroups,
     SandboxWorld,
     bwrap_available,
     bwrap_env,
@@ -40,6 +42,11 @@ __all__ = [
     "MAX_NOTEBOOK_OUTPUT_CHARS",
     "MAX_PROBLEMS",
     "MAX_MESSAGE_BYTES",
+    "KEPT_MESSAGES",
+    "MAX_CONTAINERS",
+    "MAX_PART_BYTES",
+    "json_containers",
+    "grading_session",
     "SECRET_PARTS",
     "DEFAULT_PROCESS_LIMIT",
     "SANDBOX_SOURCE",
@@ -75,6 +82,79 @@ SANDBOX_SOURCE = inspect.getsource(kernel_side.install_sandbox)
 COLLECT_SOURCE = inspect.getsource(kernel_side.collect_answers)
 
 
+#: message types the grader decodes (what nbclient needs to run a cell and what the grade reads); any other
+#: (display data, widgets' comm messages, ...) is dropped before its content is decoded
+KEPT_MESSAGES = frozenset(
+    {
+        "status",
+        "stream",
+        "error",
+        "execute_input",
+        "execute_reply",
+        "kernel_info_reply",
+        "clear_output",
+        "shutdown_reply",
+        "interrupt_reply",
+    }
+)
+#: a message part (header, metadata, content) holding more JSON objects and arrays than this is not decoded:
+#: "{}, " sent 1.9 million times is 7.6 MB on the wire and ~100 MB of dicts once decoded
+MAX_CONTAINERS = 64
+#: size of any part but a stream's text that the grader decodes (bytes)
+MAX_PART_BYTES = 64 * 2**10
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+
+
+def json_containers(raw: bytes) -> int:
+    """How many JSON objects and arrays `raw` holds (brackets outside strings), read before decoding it."""
+    stripped = _JSON_STRING.sub(b"", raw)
+    return stripped.count(b"{") + stripped.count(b"[")
+
+
+def _bounded(raw: bytes, limit: int = MAX_PART_BYTES) -> bool:
+    return len(raw) <= limit and json_containers(raw) <= MAX_CONTAINERS
+
+
+def grading_session():
+    """A jupyter_client Session that decodes only what the grader reads, within bounds (KEPT_MESSAGES,
+    MAX_CONTAINERS, MAX_PART_BYTES; a stream's text up to MAX_MESSAGE_BYTES): the grader's memory per message
+    is bounded by the message's size, whatever the kernel sends. Anything else arrives as "distlab_dropped"
+    with empty content (nbclient ignores it)."""
+    from jupyter_client.session import Session
+
+    def dropped() -> dict:
+        header = {"msg_type": "distlab_dropped", "msg_id": "", "session": "", "username": "", "version": "5.3"}
+        return {
+            "header": header,
+            "msg_id": "",
+            "msg_type": "distlab_dropped",
+            "parent_header": {},
+            "metadata": {},
+            "content": {},
+            "buffers": [],
+        }
+
+    class GradingSession(Session):
+        def deserialize(self, msg_list, content=True, copy=True):
+            frames = [bytes(getattr(f, "bytes", f)) for f in msg_list[:5]]
+            if len(frames) < 5 or not all(_bounded(f) for f in frames[1:4]):
+                return dropped()
+            message = super().deserialize(frames, content=False, copy=True)
+            body, kind = frames[4], message["msg_type"]
+            limit = MAX_MESSAGE_BYTES if kind == "stream" else MAX_PART_BYTES
+            if not content or kind not in KEPT_MESSAGES or not _bounded(body, limit):
+                return dropped() if content else message
+            decoded = self.unpack(body)
+            if not isinstance(decoded, dict) or (
+                kind == "status" and not isinstance(decoded.get("execution_state"), str)
+            ):
+                return dropped()
+            message["content"] = decoded
+            return message
+
+    return GradingSession()
+
+
 def kernel_manager(argv_prefix=(), connection_file: Path | None = None, context=None, before_launch=None):
     """An AsyncKernelManager whose every kernel name is ipykernel on this interpreter, after `argv_prefix`.
 
@@ -108,6 +188,7 @@ def kernel_manager(argv_prefix=(), connection_file: Path | None = None, context=
     )
     if context is not None:
         extra["context"] = context
+        extra["session"] = grading_session()  # the grading run (a context of its own): bounded decoding
 
     class GradingKernelManager(AsyncKernelManager):
         async def _async_launch_kernel(self, kernel_cmd, **kw):
@@ -267,7 +348,9 @@ class _Kernel:
         self.nb = v4.new_notebook()
         self.world: SandboxWorld | None = None
         if sandbox == "bwrap":
-            self.world = SandboxWorld(base, kernel_uid_for_run())
+            # memory of all the kernel's processes together, and their number: one cgroup each (a root grader)
+            cgroups = KernelCgroups("distlab-kernel-" + secrets.token_hex(8), limits[0], limits[1])
+            self.world = SandboxWorld(base, kernel_uid_for_run(), cgroups=cgroups)
             # the kernel's own paths; bubblewrap itself starts in the private host folder
             self.work, cwd, self.env = Path(SANDBOX_WORK), base, bwrap_env()
             prefix = starter_prefix(self.world, *limits)
@@ -339,6 +422,8 @@ class _Kernel:
                 pass
         if self.world is not None and self.world.kernel_uid:
             kill_user(self.world.kernel_uid)
+        if self.world is not None and self.world.cgroups is not None:
+            self.world.cgroups.remove()
         self.context.destroy(linger=0)
 
     def run(self, source: str, limit: float | None = None, history: bool = True):

@@ -23,6 +23,10 @@ __all__ = [
     "SANDBOX_WORK",
     "SANDBOX_VIEW",
     "SANDBOX_SUBMISSION",
+    "SANDBOX_CGROUPS",
+    "DEFAULT_INODES",
+    "KernelCgroups",
+    "seccomp_program",
     "DEFAULT_DISK_QUOTA",
     "KERNEL_UID_BASE",
     "KERNEL_UID_SPAN",
@@ -72,6 +76,126 @@ KERNEL_UID_BASE = 0x4000_0000
 KERNEL_UID_SPAN = 0x1000_0000
 
 
+#: inodes (files, folders, links) the private /tmp may hold: an empty file costs no block of the quota but
+#: about a kilobyte of kernel memory, so their number is capped too (root grader only: see STARTER)
+DEFAULT_INODES = 16_384
+#: inside the sandbox: the cgroup files the starter writes "0" to, joining the kernel's cgroups before it execs
+SANDBOX_CGROUPS = "/run/distlab/cgroup"
+#: cgroup v1 hierarchies a root grader makes a cgroup in per kernel (memory and memory+swap of all its
+#: processes together; its number of processes and threads)
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+
+def _own_cgroup(controller: str) -> str | None:
+    """This process's cgroup path in the v1 hierarchy of `controller` (None: no such hierarchy)."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            for line in f:
+                _, names, path = line.rstrip("\n").split(":", 2)
+                if controller in names.split(","):
+                    return path
+    except OSError:
+        return None
+    return None
+
+
+class KernelCgroups:
+    """One kernel's cgroups (v1 memory and pids, made under the grader's own), removed by remove().
+
+    memory.limit_in_bytes (and memory.memsw.limit_in_bytes where swap is accounted) caps the memory of
+    every process of the kernel together, where RLIMIT_AS caps each one; pids.max caps its processes and
+    threads. `procs` lists the cgroup.procs files the starter joins. Empty where no cgroup could be made
+    (not root, no writable v1 hierarchy): the kernel then has its rlimits only.
+    """
+
+    def __init__(self, name: str, memory_limit: int | None, processes: int | None):
+        self.folders: list[str] = []
+        self.procs: list[str] = []
+        settings = {
+            "memory": [("memory.limit_in_bytes", memory_limit), ("memory.memsw.limit_in_bytes", memory_limit)],
+            "pids": [("pids.max", processes)],
+        }
+        if os.geteuid() != 0:
+            return
+        for controller, values in settings.items():
+            if not any(v for _, v in values):
+                continue
+            own = _own_cgroup(controller)
+            if own is None:
+                continue
+            folder = os.path.join(CGROUP_ROOT, controller, own.lstrip("/"), name)
+            try:
+                os.mkdir(folder, 0o755)
+            except OSError:
+                continue
+            self.folders.append(folder)
+            try:
+                for file, value in values:
+                    path = os.path.join(folder, file)
+                    if value and (os.path.exists(path) or file == "pids.max"):
+                        with open(path, "w") as f:
+                            f.write(str(int(value)))
+            except OSError:
+                continue  # the limit could not be set: the folder is removed, the kernel does not join it
+            self.procs.append(os.path.join(folder, "cgroup.procs"))
+
+    def remove(self) -> None:
+        """Remove the kernel's cgroups (once its processes are gone; a few tries while they exit)."""
+        import time
+
+        for folder in self.folders:
+            for _ in range(50):
+                try:
+                    os.rmdir(folder)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.1)
+        self.folders = []
+
+
+#: syscall numbers (unshare, clone, clone3) and the seccomp audit architecture, per machine
+_SECCOMP_ARCH = {"x86_64": (272, 56, 435, 0xC000003E), "aarch64": (97, 220, 435, 0xC00000B7)}
+
+
+def seccomp_program() -> bytes:
+    """A seccomp BPF program (struct sock_filter[]) that refuses new user namespaces: unshare() fails with
+    EPERM, clone() with CLONE_NEWUSER fails with EPERM, clone3() (whose flags a filter cannot read) with
+    ENOSYS (the C library then uses clone()); another architecture's syscalls (x32) are refused. b"" on a
+    machine this does not know. Without a user namespace an unprivileged kernel cannot mount (a tmpfs past
+    its quota) nor gain capabilities."""
+    import platform
+    import struct
+
+    known = _SECCOMP_ARCH.get(platform.machine())
+    if known is None:
+        return b""
+    unshare, clone, clone3, arch = known
+    ld_w_abs, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, errno = 0x7FFF0000, 0x00050000
+    eperm, enosys = errno | 1, errno | 38
+    prog = [
+        (ld_w_abs, 0, 0, 4),  # 0: the architecture
+        (jeq, 1, 0, arch),  # 1: ours: go on
+        (ret, 0, 0, eperm),  # 2
+        (ld_w_abs, 0, 0, 0),  # 3: the syscall number
+        (jge, 0, 1, 0x40000000),  # 4: x32 ABI
+        (ret, 0, 0, eperm),  # 5
+        (jeq, 0, 1, unshare),  # 6
+        (ret, 0, 0, eperm),  # 7
+        (jeq, 0, 1, clone3),  # 8
+        (ret, 0, 0, enosys),  # 9
+        (jeq, 1, 0, clone),  # 10
+        (ret, 0, 0, allow),  # 11
+        (ld_w_abs, 0, 0, 16),  # 12: clone's flags (low 32 bits of args[0])
+        (jset, 0, 1, 0x10000000),  # 13: CLONE_NEWUSER
+        (ret, 0, 0, eperm),  # 14
+        (ret, 0, 0, allow),  # 15
+    ]
+    return b"".join(struct.pack("=HBBI", *op) for op in prog)
+
+
 class SandboxWorld:
     """What one kernel's sandbox is made of: its private host folder `base` and the user it runs as.
 
@@ -81,9 +205,11 @@ class SandboxWorld:
     stay as the grader, when it is not root).
     """
 
-    def __init__(self, base: Path, kernel_uid: int, disk_quota: int = DEFAULT_DISK_QUOTA):
+    def __init__(self, base: Path, kernel_uid: int, disk_quota: int = DEFAULT_DISK_QUOTA, cgroups=None):
         from .student_view import student_view
 
+        #: the kernel's KernelCgroups (None or empty: rlimits only)
+        self.cgroups = cgroups
         self.base = Path(base)
         self.ipc = self.base / "ipc"
         self.ipc.mkdir(mode=0o700, exist_ok=True)
@@ -121,7 +247,8 @@ def kernel_uid_for_run() -> int:
 def _runtime_binds() -> list[str]:
     """Read-only binds of the Python runtime, the system libraries it links, fonts, and the environment's packages.
 
-    The runtime: exactly sys.base_prefix. A virtual environment: its pyvenv.cfg, its python (a link to the
+    The runtime: exactly sys.base_prefix, its own site-packages hidden (empty) unless the environment
+    uses them. A virtual environment: its pyvenv.cfg, its python (a link to the
     runtime's) and its site-packages folders, never the folder around them (a venv inside a checkout does
     not bring the checkout). Any distlab package found in them is covered by the student view.
     """
@@ -146,11 +273,17 @@ def _runtime_binds() -> list[str]:
     sites = [*site.getsitepackages()]
     if site.ENABLE_USER_SITE and site.USER_SITE:
         sites.append(site.USER_SITE)
-    for folder in dict.fromkeys(os.path.realpath(p) for p in sites):
+    ours = dict.fromkeys(os.path.realpath(p) for p in sites)
+    for folder in ours:
         if not os.path.isdir(folder):
             continue
         if not _under(folder, runtime):
             args += ["--ro-bind", folder, folder]
+    # the runtime's own site-packages (a distlab installed there holds the answer key) are empty folders
+    # unless the environment uses them: only the standard library of the runtime is bound
+    for folder in dict.fromkeys(os.path.realpath(p) for p in site.getsitepackages([sys.base_prefix])):
+        if os.path.isdir(folder) and folder not in ours and _under(folder, runtime):
+            args += ["--perms", "0555", "--size", "4096", "--tmpfs", folder]
     for folder in dict.fromkeys(os.path.realpath(p) for p in sites):
         if os.path.isdir(os.path.join(folder, "distlab")):
             args += ["--ro-bind", "{view}/distlab", os.path.join(folder, "distlab")]
@@ -177,7 +310,7 @@ def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-_TAKES_TWO = {"--ro-bind", "--bind", "--symlink"}
+_TAKES_TWO = {"--ro-bind", "--bind", "--dev-bind", "--symlink"}
 _TAKES_ONE = {"--dev", "--proc", "--tmpfs", "--dir"}
 
 
@@ -186,11 +319,16 @@ def _with_folders(mounts: list[str]) -> list[str]:
     bubblewrap would make them mode 0700 (then the kernel's user could not reach the runtime under /root)."""
     out: list[str] = []
     made: set[str] = {"/"}
+    pending: list[str] = []  # --perms / --size: they belong to the next mount, after the folders made for it
     i = 0
     while i < len(mounts):
         option = mounts[i]
         width = 3 if option in _TAKES_TWO else 2 if option in _TAKES_ONE or option in ("--perms", "--size") else 1
         step = mounts[i : i + width]
+        if option in ("--perms", "--size"):
+            pending += step
+            i += width
+            continue
         if option in _TAKES_TWO or option in _TAKES_ONE:
             target = step[-1]
             parts = target.strip("/").split("/")[:-1]
@@ -202,7 +340,8 @@ def _with_folders(mounts: list[str]) -> list[str]:
             if option == "--tmpfs":  # a fresh file system: what was made under it is gone
                 made = {f for f in made if not _under(f, target) or f == target}
             made.add(target)
-        out += step
+        out += pending + step
+        pending = []
         i += width
     return out
 
@@ -217,7 +356,9 @@ def bwrap_prefix(world: SandboxWorld) -> list[str]:
     remounted read-only. Private process, IPC, network, host-name and cgroup namespaces; a new session; it
     dies with the grader; an environment from an allow-list only (--clearenv, sandbox_env). As root,
     every capability is dropped but the three the starter (STARTER) needs to become the kernel's
-    unprivileged user, which it then loses with them.
+    unprivileged user, which it then loses with them (and CAP_SYS_ADMIN, which it uses once to cap the
+    inodes of /tmp). /dev holds null, zero, full, random and urandom only. The kernel's cgroup.procs
+    files (KernelCgroups) are bound for the starter to join.
     """
     args = [shutil.which("bwrap") or "bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net"]
     args += ["--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv"]
@@ -226,27 +367,47 @@ def bwrap_prefix(world: SandboxWorld) -> list[str]:
     view = str(world.view)
     mounts = [a.replace("{view}", view) for a in _runtime_binds()]
     mounts += ["--ro-bind", view, SANDBOX_VIEW]
-    mounts += ["--dev", "/dev", "--proc", "/proc"]
+    # /dev: only the devices a Python program reads, no terminals (/dev/pts, /dev/ptmx: the host's ptys are
+    # counted host-wide, kernel.pty.nr) and no /dev/shm
+    mounts += ["--perms", "0755", "--size", str(2**20), "--tmpfs", "/dev"]
+    for device in ("null", "zero", "full", "random", "urandom"):
+        mounts += ["--dev-bind", "/dev/" + device, "/dev/" + device]
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1")):
+        mounts += ["--symlink", target, "/dev/" + name]
+    mounts += ["--symlink", "/proc/self/fd/2", "/dev/stderr", "--proc", "/proc"]
     mounts += ["--perms", "1777", "--size", str(world.disk_quota), "--tmpfs", SANDBOX_TMP]
     mounts += ["--bind", str(world.ipc), str(world.ipc)]
     submission = world.base / "submission.ipynb"
     if submission.exists():
         mounts += ["--ro-bind", str(submission), SANDBOX_SUBMISSION]
+    for n, procs in enumerate(world.cgroups.procs if world.cgroups else []):
+        mounts += ["--bind", procs, f"{SANDBOX_CGROUPS}/{n}"]
     args += _with_folders(mounts)
     # /dev is a tmpfs of its own: read-only too (device nodes still work), or a kernel running as the grader's
     # user could fill memory through it
     args += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", "/"]
     if os.geteuid() == 0:
         args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_CHOWN"]
+        args += ["--cap-add", "CAP_SYS_ADMIN"]  # the starter's remount of /tmp with an inode limit
     return [*args, "--"]
 
 
-#: the sandbox's first process (as root, it holds CAP_SETUID, CAP_SETGID and CAP_CHOWN only): makes the
-#: working copy, copies the submission into it, sets the resource limits, becomes the kernel's user (losing
-#: every capability; bubblewrap has set no_new_privs, so none can come back) and execs the kernel
+#: the sandbox's first process (as root, it holds CAP_SETUID, CAP_SETGID, CAP_CHOWN and CAP_SYS_ADMIN only):
+#: joins the kernel's cgroups, remounts /tmp with an inode limit (root only), makes the working copy, copies
+#: the submission into it, sets the resource limits, becomes the kernel's user (losing every capability;
+#: bubblewrap has set no_new_privs, so none can come back), installs the seccomp filter (seccomp_program:
+#: no user namespaces) and execs the kernel
 STARTER = (
-    "import os, resource, shutil, sys\n"
+    "import ctypes, os, resource, shutil, sys\n"
     "uid, limits, source, work = int(sys.argv[1]), sys.argv[2:6], sys.argv[6], sys.argv[7]\n"
+    "inodes, quota, bpf, groups = int(sys.argv[8]), int(sys.argv[9]), bytes.fromhex(sys.argv[10]), sys.argv[11]\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "for name in (sorted(os.listdir(groups)) if os.path.isdir(groups) else []):\n"
+    "    with open(os.path.join(groups, name), 'w') as f:\n"
+    "        f.write('0')\n"
+    "if inodes and libc.mount(b'tmpfs', b'/tmp', b'tmpfs', 0x20 | 0x2 | 0x4,\n"
+    "                         b'size=%d,nr_inodes=%d,mode=1777' % (quota, inodes)) != 0:\n"
+    "    sys.exit('could not limit the inodes of /tmp: ' + os.strerror(ctypes.get_errno()))\n"
     "made = [work + sub for sub in ('', '/.tmp', '/.ipython', '/.matplotlib')]\n"
     "for folder in made:\n"
     "    os.makedirs(folder, mode=0o700, exist_ok=True)\n"
@@ -263,9 +424,16 @@ STARTER = (
     "    os.setresuid(uid, uid, uid)\n"
     "    if os.getuid() != uid or os.geteuid() != uid:\n"
     "        sys.exit('could not become the kernel user')\n"
+    "if bpf:\n"
+    "    class Prog(ctypes.Structure):\n"
+    "        _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_char_p)]\n"
+    "    prog = Prog(len(bpf) // 8, bpf)\n"
+    "    libc.prctl(38, 1, 0, 0, 0)\n"
+    "    if libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:\n"
+    "        sys.exit('could not install the seccomp filter: ' + os.strerror(ctypes.get_errno()))\n"
     "os.umask(0o077)\n"
     "os.chdir(work)\n"
-    "os.execv(sys.argv[9], sys.argv[9:])\n"
+    "os.execv(sys.argv[13], sys.argv[13:])\n"
 )
 
 
@@ -294,6 +462,10 @@ def starter_prefix(
         *map(str, values),
         SANDBOX_SUBMISSION,
         SANDBOX_WORK,
+        str(DEFAULT_INODES if world.kernel_uid else 0),
+        str(world.disk_quota),
+        seccomp_program().hex(),
+        SANDBOX_CGROUPS,
         "--",
     ]
 
