@@ -54,6 +54,13 @@ class Roster:
         if not secret:
             raise ConfigurationError(f"variants need an instructor secret (--secret-file FILE or ${SECRET_ENV})")
         self.students, self.secret = dict(students), bytes(secret)
+        for sid, row in self.students.items():
+            for what, value in (("id", sid), ("email", row.get("email", ""))):
+                if not _ascii_id(str(value or "x")):
+                    raise ConfigurationError(
+                        f"roster: student {ascii(sid)}'s {what} {ascii(value)} is not plain ASCII (letters, digits, "
+                        "punctuation, no spaces or control characters): ids and e-mails are compared byte for byte"
+                    )
         self._by_email = {
             str(r.get("email", "")).strip().lower(): sid for sid, r in self.students.items() if r.get("email")
         }
@@ -65,11 +72,18 @@ class Roster:
         return hmac.new(self.secret, message, hashlib.sha256).hexdigest()[:16]
 
     def find(self, *identities) -> str | None:
-        """The roster id of the first identity (id or e-mail, as the LMS reports them) that is on the roster."""
+        """The roster id of the first identity (id or e-mail, as the LMS reports them) that is on the roster.
+
+        Compared as ASCII only: ASCII spaces around it are dropped and an e-mail's ASCII letters lowered; an
+        identity holding anything else (a KELVIN SIGN that str.lower() makes a "k", a no-break space) matches
+        nobody, so it never becomes a classmate's.
+        """
         for identity in identities:
             if not identity:
                 continue
-            identity = str(identity).strip()
+            identity = str(identity).strip(" \t\r\n\f\v")
+            if not _ascii_id(identity):
+                continue
             if identity in self.students:
                 return identity
             if identity.lower() in self._by_email:
@@ -77,6 +91,11 @@ class Roster:
             if identity in self._by_folder:  # the folder build_variants wrote for the student
                 return self._by_folder[identity]
         return None
+
+
+def _ascii_id(text: str) -> bool:
+    """Whether `text` is a non-empty run of printable ASCII without spaces (what ids and e-mails are made of)."""
+    return bool(text) and text.isascii() and text.isprintable() and " " not in text
 
 
 def folder_name(student: str) -> str:
@@ -196,7 +215,13 @@ def notebook_variant(metadata) -> dict | None:
     """The ``distlab.variant`` block of a notebook's metadata ({student, seed, release}), or None."""
     meta = metadata.get("distlab") if isinstance(metadata, dict) else None
     found = meta.get("variant") if isinstance(meta, dict) else None
-    return found if isinstance(found, dict) else None
+    if not isinstance(found, dict):
+        return None
+    # its strings as text that always encodes: a JSON "\ud800" escape becomes U+FFFD (it can still be refused)
+    return {
+        k: v.encode("utf-8", "surrogatepass").decode("utf-8", "replace") if isinstance(v, str) else v
+        for k, v in found.items()
+    }
 
 
 class VariantPolicy:

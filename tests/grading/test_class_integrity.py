@@ -73,21 +73,30 @@ def test_a_notebook_given_twice_is_refused(tmp_path, monkeypatch):
 
 
 def test_two_notebooks_of_one_student_are_both_flagged_never_merged(tmp_path):
-    # alice's folder holds her notebook and a copy: two rows, each flagged, each with its own score
+    # alice's folder holds her notebook and a copy: two rows, each flagged, never summed. One kernel per student
+    # and lesson (test_redteam_class: an upload set must not multiply the kernels): the exercise's own file name
+    # is graded, the copy is listed with no points and the reason
     _notebook(tmp_path / "class" / "alice" / "01_memory_wall.ipynb", '{"a": 1}')
     _notebook(tmp_path / "class" / "alice" / "01_memory_wall (1).ipynb", '{"a": 2}')
     _notebook(tmp_path / "class" / "bob" / "01_memory_wall.ipynb", '{"b": 1}')
-    report = classroom.grade_class([tmp_path / "class"], tmp_path / "g", progress=False, grade_one=_grader([], 1.0))
+    calls: list = []
+    report = classroom.grade_class([tmp_path / "class"], tmp_path / "g", progress=False, grade_one=_grader(calls, 1.0))
+    assert len(calls) == 2  # alice's 01_memory_wall.ipynb and bob's
     rows = {r["notebook"]: r for r in csv.DictReader((tmp_path / "g" / "results.csv").open())}
     assert len(rows) == 3
     flagged = {k for k, r in rows.items() if r["flagged"]}
     assert flagged == {"class/alice/01_memory_wall.ipynb", "class/alice/01_memory_wall (1).ipynb"}
-    assert all(r["score"] == "1.0" for r in rows.values())  # not summed into one row of 2
+    assert {k: r["score"] for k, r in rows.items()} == {
+        "class/alice/01_memory_wall.ipynb": "1.0",
+        "class/alice/01_memory_wall (1).ipynb": "0.0",  # not run, not summed into alice's row
+        "class/bob/01_memory_wall.ipynb": "1.0",
+    }
     data = json.loads((tmp_path / "g" / "results.json").read_text())
     problems = {n["path"].split("class/")[1]: n["problems"] for n in data["notebooks"]}
     assert any(p.startswith("flagged") for p in problems["alice/01_memory_wall.ipynb"])
+    assert any(p.startswith("refused to run") for p in problems["alice/01_memory_wall (1).ipynb"])
     assert problems["bob/01_memory_wall.ipynb"] == []
-    assert report.score == 3.0
+    assert report.score == 2.0
 
 
 # ---- identity -----------------------------------------------------------------------------------------------
@@ -106,13 +115,13 @@ def test_a_name_with_a_newline_and_a_sid_does_not_file_the_grade_under_another_s
         "    :email: mallory@uni.example\n"
         "  :created_at: 2026-11-01 10:00:00.000000000 +00:00\n"
     )
-    [found] = classroom.collect([export])
+    [found] = classroom.collect([export], export=True)
     assert found.identity == ("111", "mallory@uni.example")
     # a literal block holding a line that looks like a key stays a name, too
     (export / "submission_metadata.yml").write_text(
         "submission_1:\n  :submitters:\n  - :name: |\n      Mallory\n      :sid: victim\n    :sid: 111\n"
     )
-    assert classroom.collect([export])[0].identity == ("111",)
+    assert classroom.collect([export], export=True)[0].identity == ("111",)
 
 
 def test_a_ruby_tagged_export_is_read_as_plain_data_and_a_broken_one_is_refused(tmp_path):
@@ -121,10 +130,10 @@ def test_a_ruby_tagged_export_is_read_as_plain_data_and_a_broken_one_is_refused(
     (export / "submission_metadata.yml").write_text(
         "submission_1:\n  :submitters:\n  - :sid: '7'\n  :score: !ruby/object:BigDecimal 18:0.1e1\n"
     )
-    assert classroom.collect([export])[0].identity == ("7",)
+    assert classroom.collect([export], export=True)[0].identity == ("7",)
     (export / "submission_metadata.yml").write_text("submission_1: [unclosed\n")
     with pytest.raises(ConfigurationError, match="submission_metadata.yml"):
-        classroom.collect([export])
+        classroom.collect([export], export=True)
 
 
 def test_with_a_roster_the_notebook_never_says_whose_it_is(tmp_path):
