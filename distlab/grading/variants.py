@@ -61,9 +61,7 @@ class Roster:
                         f"roster: student {ascii(sid)}'s {what} {ascii(value)} is not plain ASCII (letters, digits, "
                         "punctuation, no spaces or control characters): ids and e-mails are compared byte for byte"
                     )
-        self._by_email = {
-            str(r.get("email", "")).strip().lower(): sid for sid, r in self.students.items() if r.get("email")
-        }
+        self._by_email = {_plain(r.get("email", "")): sid for sid, r in self.students.items() if r.get("email")}
         self._by_folder = {folder_name(sid): sid for sid in self.students}
 
     def seed(self, lesson: str, student: str) -> str:
@@ -81,16 +79,26 @@ class Roster:
         for identity in identities:
             if not identity:
                 continue
-            identity = str(identity).strip(" \t\r\n\f\v")
+            identity = str(identity).strip(_ASCII_SPACE)
             if not _ascii_id(identity):
                 continue
             if identity in self.students:
                 return identity
-            if identity.lower() in self._by_email:
-                return self._by_email[identity.lower()]
+            if _plain(identity) in self._by_email:
+                return self._by_email[_plain(identity)]
             if identity in self._by_folder:  # the folder build_variants wrote for the student
                 return self._by_folder[identity]
         return None
+
+
+_ASCII_SPACE = " \t\r\n"
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _plain(email) -> str:
+    """An e-mail as compared: ASCII spaces stripped, ASCII letters lowered, nothing else changed (str.lower()
+    makes the KELVIN SIGN a "k", str.strip() drops Unicode spaces: a look-alike would become a classmate's)."""
+    return str(email).strip(_ASCII_SPACE).translate(_ASCII_LOWER)
 
 
 def _ascii_id(text: str) -> bool:
@@ -246,6 +254,9 @@ class VariantPolicy:
                 return questions
             if not isinstance(seed, str) or not seed:
                 grade.problems.append("the notebook's variant has no seed; graded as written")
+                return questions
+            if len(seed) > 64 or not seed.isprintable() or not seed.isascii():
+                grade.problems.append("the notebook's variant seed is not one distlab writes; graded as written")
                 return questions
             grade.problems.append(
                 f"variant seed {seed[:32]!r} not verified (grade with --roster and the instructor secret to check it)"
