@@ -59,7 +59,7 @@ class Roster:
                 if not _ascii_id(str(value or "x")):
                     raise ConfigurationError(
                         f"roster: student {ascii(sid)}'s {what} {ascii(value)} is not plain ASCII (letters, digits, "
-                        "punctuation, no spaces or control characters): ids and e-mails are compared byte for byte"
+                        "punctuation, spaces; no control characters): ids and e-mails are compared byte for byte"
                     )
         self._by_email = {_plain(r.get("email", "")): sid for sid, r in self.students.items() if r.get("email")}
         self._by_folder = {folder_name(sid): sid for sid in self.students}
@@ -102,8 +102,8 @@ def _plain(email) -> str:
 
 
 def _ascii_id(text: str) -> bool:
-    """Whether `text` is a non-empty run of printable ASCII without spaces (what ids and e-mails are made of)."""
-    return bool(text) and text.isascii() and text.isprintable() and " " not in text
+    """Whether `text` is non-empty printable ASCII (no control characters, nothing a look-alike could hide in)."""
+    return bool(text) and text.isascii() and text.isprintable()
 
 
 def folder_name(student: str) -> str:
