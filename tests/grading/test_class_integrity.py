@@ -7,6 +7,7 @@ The grader is replaced by a stand-in (grade_one) where the attack is on the runn
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
 import stat
@@ -253,3 +254,74 @@ def test_container_mode_refuses_class_grading_too(tmp_path):
     with pytest.raises(ConfigurationError, match="--container does not grade a class"):
         classroom.grade_class([tmp_path / "class"], tmp_path / "g", sandbox="container", grade_one=_grader([]))
     assert not (tmp_path / "g").exists()
+
+
+# ---- the class run's own robustness (red team, class mode: #30, #1's handler, the policy, stale files) ---------
+
+
+def test_submission_metadata_with_out_is_our_error_not_a_type_error(tmp_path, capsys):
+    # the red team's #30: --submission-metadata with --out passed identity= twice to grade_notebook (TypeError,
+    # a traceback); one submitter for a whole class makes no sense, so it is refused with the reason
+    from distlab.cli import main
+
+    nb = _notebook(tmp_path / "class" / "a" / "01_memory_wall.ipynb")
+    meta = tmp_path / "submission_metadata.json"
+    meta.write_text(json.dumps({"users": [{"email": "a@uni.example", "id": 1}]}))
+    code = main(["grade", str(nb), "--out", str(tmp_path / "g"), "--submission-metadata", str(meta)])
+    assert code == 2
+    assert "--submission-metadata" in capsys.readouterr().err
+    with pytest.raises(ConfigurationError, match="not one identity for all"):
+        classroom.grade_class([nb], tmp_path / "g2", identity=("a",), grade_one=_grader([]))
+
+
+def test_a_notebook_whose_grading_fails_is_a_row_with_the_reason_and_the_class_goes_on(tmp_path):
+    # grade_notebook "never raises for anything the file contains"; should a file still find a way (the red team
+    # found two: a non-UTF-8 name and a seed with a lone surrogate), that notebook gets a row saying why and the
+    # notebooks after it are graded
+    for s in ("a", "b", "c"):
+        _notebook(tmp_path / "class" / s / "01_memory_wall.ipynb", json.dumps({"who": s}))
+    inner = _grader([], 1.0)
+
+    def grade_one(path, identity=None, **options):
+        if identity == ("b",):
+            raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
+        return inner(path, identity=identity, **options)
+
+    report = classroom.grade_class([tmp_path / "class"], tmp_path / "g", progress=False, grade_one=grade_one)
+    problems = {g.path.split("class/")[1]: g.problems for g in report.notebooks}
+    assert len(problems) == 3 and report.score == 2.0  # a and c graded (1 point each), b none
+    assert problems["b/01_memory_wall.ipynb"][0].startswith("could not be graded (UnicodeEncodeError")
+    assert (tmp_path / "g" / "results.json").is_file()
+
+
+def test_a_grade_given_under_other_limits_or_sandbox_is_graded_again(tmp_path):
+    # the journal record's policy: the same file graded with another time limit (or sandbox) is not "done"
+    _notebook(tmp_path / "class" / "a" / "01_memory_wall.ipynb")
+    calls: list = []
+    for timeout, expected in ((300.0, 1), (300.0, 0), (30.0, 1), (30.0, 0)):
+        before = len(calls)
+        classroom.grade_class(
+            [tmp_path / "class"], tmp_path / "g", progress=False, timeout=timeout, grade_one=_grader(calls)
+        )
+        assert len(calls) - before == expected, (timeout, expected)
+
+
+def test_a_roster_id_or_email_that_is_not_ascii_is_refused(tmp_path):
+    # compared byte for byte (Roster.find): a roster holding a look-alike is the instructor's error, said so
+    roster = tmp_path / "roster.csv"
+    for row in ("k\u0430te,kate@uni.example", "kate,\u212aate@uni.example"):
+        roster.write_text("id,email\n" + row + "\n", encoding="utf-8")
+        with pytest.raises(ConfigurationError, match="not plain ASCII"):
+            variants.load_roster(roster, SECRET)
+
+
+def test_gradescope_files_of_notebooks_no_longer_given_are_removed(tmp_path):
+    # gradescope/ is rebuilt on each run (each file created with O_EXCL, named by the key's full SHA-256)
+    for s in ("a", "b"):
+        _notebook(tmp_path / "class" / s / "01_memory_wall.ipynb")
+    classroom.grade_class([tmp_path / "class"], tmp_path / "g", progress=False, grade_one=_grader([]))
+    assert len(os.listdir(tmp_path / "g" / "gradescope")) == 2
+    os.remove(tmp_path / "class" / "b" / "01_memory_wall.ipynb")
+    classroom.grade_class([tmp_path / "class"], tmp_path / "g", progress=False, grade_one=_grader([]))
+    [name] = os.listdir(tmp_path / "g" / "gradescope")
+    assert name.split("-")[0] == hashlib.sha256(b"class/a/01_memory_wall.ipynb").hexdigest()
