@@ -20,14 +20,15 @@ with ``= + - @``, tab, CR or LF) are written as text. At the end: ``results.json
 correct, wrong, not attempted, mean points) and ``histogram.png`` (scores and per-question
 correct shares, matplotlib).
 
-Which student a notebook belongs to (for per-student variants, distlab.grading.variants): in a
-Gradescope export (a folder with ``submission_metadata.yml``) the submitter listed for its
-``submission_N`` folder; in a folder of per-student folders (``submitted/<student>/x.ipynb``,
-as nbgrader and ``distlab exercises --variants`` lay them out) the folder's name; otherwise the
-notebook names no student and, with a roster, is refused (the notebook's own metadata is never
-trusted to say whose it is). The export is read with a safe YAML loader (yaml.safe_load's rules:
-plain data only; Ruby tags read as plain data) and ids come only from its ``:sid:`` and
-``:email:`` fields, never from free text.
+Which student a notebook belongs to (for per-student variants, distlab.grading.variants): the first folder
+under what the instructor named (the one folder given, else the common folder of all given; nbgrader and
+``distlab exercises --variants`` lay them out as ``submitted/<student>/x.ipynb``), never a folder inside a
+student's upload; with ``export=True`` (``--export``) the one folder given is a Gradescope export and its
+``submission_metadata.yml`` names the submitter of each ``submission_N`` folder (no other such file is read);
+otherwise the notebook names no student and, with a roster, is refused (the notebook's own metadata is never
+trusted to say whose it is). The export is read with a safe YAML loader (yaml.safe_load's rules: plain data
+only; Ruby tags read as plain data) and ids come only from its ``:sid:`` and ``:email:`` fields, never from free
+text. One kernel per student and lesson (one_per_student); each file is read once and those bytes graded.
 """
 
 from __future__ import annotations
