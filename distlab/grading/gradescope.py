@@ -121,6 +121,7 @@ def run_script(lesson: str, timeout: float, cell_timeout: float, variants: bool)
         "--cell-timeout",
         f"{cell_timeout:g}",
     ]
+    phase_limit = int(timeout) + 120  # the notebook's own limit, and its kernel's start and the grader's
     variant_args = '\nargs+=(--roster "$SOURCE/roster.csv" --secret-file "$SOURCE/variant_secret")' if variants else ""
     return f"""#!/usr/bin/env bash
 # Gradescope runs this as root for every submission; it must leave results/results.json behind.
@@ -163,14 +164,27 @@ if ! unshare --net true 2> /dev/null; then
   NET=()
   echo "note: this container does not allow a new network namespace (unshare --net); the notebook runs with its network" >&2
 fi
-# phase 1, unprivileged: run the notebook; only its answers come back, through a pipe into a root-only file
-"${{NET[@]}}" setpriv --reuid="$KUID" --regid="$KGID" --clear-groups --no-new-privs \
+# phase 1, unprivileged: run the notebook; only its answers come back, through a pipe (a FIFO in a root-only
+# folder) into a root-only file. The phase ends when its grader exits or after {phase_limit} s, whatever its
+# processes do (one that holds the pipe open, or stops the grader): its user's processes are then killed,
+# which closes the pipe
+mkfifo -m 600 "$PRIVATE/pipe" || fail "no pipe"
+head -c {MAX_ANSWERS_BYTES} < "$PRIVATE/pipe" > "$PRIVATE/answers.json" &
+READER=$!
+timeout -s KILL {phase_limit} "${{NET[@]}}" setpriv --reuid="$KUID" --regid="$KGID" --clear-groups --no-new-privs \
   env -i PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 HOME="$SHARED/home" TMPDIR="$SHARED/tmp" \
   ${{PYTHONPATH:+PYTHONPATH="$PYTHONPATH"}} \
   "$PYTHON" -m distlab "${{common[@]}}" --answers-out - "$SHARED/submission" \
-  2> /dev/null | head -c {MAX_ANSWERS_BYTES} > "$PRIVATE/answers.json"
-# whatever that user left running ends now
+  2> /dev/null > "$PRIVATE/pipe"
+# whatever that user left running ends now, and what it wrote in the shared temporary folders goes (other
+# folders of the image that every user may write are not swept: see the threat model)
 setpriv --reuid="$KUID" --regid="$KGID" --clear-groups kill -KILL -1 2> /dev/null
+sleep 1
+setpriv --reuid="$KUID" --regid="$KGID" --clear-groups kill -KILL -1 2> /dev/null
+wait "$READER"
+for shared in /tmp /var/tmp /dev/shm; do
+  [ -d "$shared" ] && find "$shared" -xdev -user "$KUID" -not -path "$SHARED/*" -delete 2> /dev/null
+done
 # phase 2, root: check the answers against the student's own numbers
 args=("${{common[@]}}" --answers-from "$PRIVATE/answers.json" --gradescope "$RESULTS")
 if [ -f "$ROOT/submission_metadata.json" ]; then
@@ -317,6 +331,13 @@ def _add_tree(zf: zipfile.ZipFile, root: Path, prefix: str) -> None:
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         if (root / name).is_file():
             zf.write(root / name, f"{prefix}/{name}")
+    import tomllib  # the data files pyproject.toml installs: without them pip install of the bundle fails
+
+    config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    for files in config.get("tool", {}).get("setuptools", {}).get("data-files", {}).values():
+        for name in files:
+            if (root / name).is_file():
+                zf.write(root / name, f"{prefix}/{name}")
 
 
 def build_autograder(

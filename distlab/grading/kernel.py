@@ -265,10 +265,17 @@ def kernel_env(work: Path) -> dict:
         "IPYTHONDIR": str(work / ".ipython"),
         "MPLCONFIGDIR": str(work / ".matplotlib"),
         "MPLBACKEND": "agg",
-        "PYTHONPATH": str(student_view()),
+        "PYTHONPATH": os.pathsep.join([str(student_view()), *_package_folders()]),
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONNOUSERSITE": "1",
     }
+
+
+def _package_folders() -> list[str]:
+    """The site-packages folders the grader was given on its PYTHONPATH (a system Python running an environment's
+    packages): the kernel needs them too. Never any other folder of it (a checkout holds the answer key)."""
+    given = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    return [p for p in given if os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")]
 
 
 # --------------------------------------------------------------------------------------
