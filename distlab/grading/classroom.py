@@ -51,7 +51,7 @@ from .. import __version__
 from .. import lessons as manifest
 from ..errors import ConfigurationError
 from ..lessons.questions import CORRECT, NOT_ATTEMPTED
-from .discover import canonical, lesson_from_name
+from .discover import canonical, lesson_from_name, lesson_questions
 from .report import GradeReport, NotebookGrade, QuestionGrade, excerpt, printable
 from .submission import read_submission
 
@@ -681,6 +681,8 @@ def grade_class(
     journal = out / JOURNAL
     submissions = collect(paths, export=export)
     lesson = options.get("lesson")
+    if lesson is not None:
+        lesson_questions(lesson)  # the instructor's typo is our error, once, before anything is graded
     ignored = one_per_student(submissions, lesson)
     key = journal_key(out)
     done = read_journal(journal, key)
@@ -719,8 +721,6 @@ def grade_class(
                     grade = grade_one(s.path, identity=s.identity or None, **options)
                 else:
                     grade = _grade_bytes(grade_one, s, data, private, options)
-            except (KeyboardInterrupt, ConfigurationError):
-                raise  # Ctrl-C; the instructor's own mistake (an unknown --lesson) stops the run with our error
             except Exception as exc:  # one bad file yields a row with the reason, never aborts the class
                 grade = _failed_grade(s, lesson, f"{type(exc).__name__}: {exc}")
             done[s.key] = {

@@ -325,3 +325,19 @@ def test_gradescope_files_of_notebooks_no_longer_given_are_removed(tmp_path):
     classroom.grade_class([tmp_path / "class"], tmp_path / "g", progress=False, grade_one=_grader([]))
     [name] = os.listdir(tmp_path / "g" / "gradescope")
     assert name.split("-")[0] == hashlib.sha256(b"class/a/01_memory_wall.ipynb").hexdigest()
+
+
+def test_an_unknown_lesson_is_our_error_once_and_a_configuration_error_from_one_notebook_is_its_row(tmp_path):
+    for s in ("a", "b"):
+        _notebook(tmp_path / "class" / s / "01_memory_wall.ipynb")
+    with pytest.raises(ConfigurationError, match="not a graded lesson"):
+        classroom.grade_class([tmp_path / "class"], tmp_path / "g", lesson="no_such_lesson", grade_one=_grader([]))
+    inner = _grader([], 1.0)
+
+    def grade_one(path, identity=None, **options):  # e.g. a lesson module the notebook names fails to import
+        if identity == ("a",):
+            raise ConfigurationError("distlab.lessons.x could not be imported")
+        return inner(path, identity=identity, **options)
+
+    report = classroom.grade_class([tmp_path / "class"], tmp_path / "g", progress=False, grade_one=grade_one)
+    assert [len(g.problems) for g in report.notebooks] == [1, 0] and report.score == 1.0
