@@ -109,6 +109,12 @@ def add_arguments(parser) -> None:
         metavar="FILE",
         help="Gradescope's submission_metadata.json: the submitter whose variant is graded",
     )
+    classroom.add_argument(
+        "--export",
+        action="store_true",
+        help="with --out: the one folder given is a Gradescope export; its submission_metadata.yml names the "
+        "submitters of each submission_N folder (no other submission_metadata.yml is read: a student can upload one)",
+    )
     classroom.add_argument("--no-progress", action="store_true", help="no progress bar (with --out)")
 
 
@@ -136,6 +142,13 @@ def run(args) -> int:
         given = [f"--out {args.out}"] * bool(args.out) + [f"--roster {args.roster}"] * bool(args.roster)
         if folders or given:
             raise ConfigurationError(f"{TRUSTED_CLASS} (given: {', '.join([*folders[:3], *given])})")
+    if args.out and args.submission_metadata:
+        raise ConfigurationError(
+            "--submission-metadata names the submitter of one Gradescope submission, not a class (--out): in a "
+            "class each notebook's student is its folder's name, or the export's submitter with --export"
+        )
+    if args.export and not args.out:
+        raise ConfigurationError("--export reads a Gradescope export for a class: give --out DIR too")
     options = dict(
         lesson=args.lesson,
         timeout=args.timeout,
@@ -149,7 +162,9 @@ def run(args) -> int:
         from ..grading import classroom
 
         try:
-            report = classroom.grade_class(args.notebooks, args.out, progress=not args.no_progress, **options)
+            report = classroom.grade_class(
+                args.notebooks, args.out, progress=not args.no_progress, export=args.export, **options
+            )
         except KeyboardInterrupt as stop:
             print(f"distlab: {stop}", file=sys.stderr)
             return 130

@@ -20,14 +20,15 @@ with ``= + - @``, tab, CR or LF) are written as text. At the end: ``results.json
 correct, wrong, not attempted, mean points) and ``histogram.png`` (scores and per-question
 correct shares, matplotlib).
 
-Which student a notebook belongs to (for per-student variants, distlab.grading.variants): in a
-Gradescope export (a folder with ``submission_metadata.yml``) the submitter listed for its
-``submission_N`` folder; in a folder of per-student folders (``submitted/<student>/x.ipynb``,
-as nbgrader and ``distlab exercises --variants`` lay them out) the folder's name; otherwise the
-notebook names no student and, with a roster, is refused (the notebook's own metadata is never
-trusted to say whose it is). The export is read with a safe YAML loader (yaml.safe_load's rules:
-plain data only; Ruby tags read as plain data) and ids come only from its ``:sid:`` and
-``:email:`` fields, never from free text.
+Which student a notebook belongs to (for per-student variants, distlab.grading.variants): the first folder
+under what the instructor named (the one folder given, else the common folder of all given; nbgrader and
+``distlab exercises --variants`` lay them out as ``submitted/<student>/x.ipynb``), never a folder inside a
+student's upload; with ``export=True`` (``--export``) the one folder given is a Gradescope export and its
+``submission_metadata.yml`` names the submitter of each ``submission_N`` folder (no other such file is read);
+otherwise the notebook names no student and, with a roster, is refused (the notebook's own metadata is never
+trusted to say whose it is). The export is read with a safe YAML loader (yaml.safe_load's rules: plain data
+only; Ruby tags read as plain data) and ids come only from its ``:sid:`` and ``:email:`` fields, never from free
+text. One kernel per student and lesson (one_per_student); each file is read once and those bytes graded.
 """
 
 from __future__ import annotations
@@ -39,16 +40,20 @@ import io
 import json
 import os
 import re
-import stat
+import shutil
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import __version__
+from .. import lessons as manifest
 from ..errors import ConfigurationError
 from ..lessons.questions import CORRECT, NOT_ATTEMPTED
-from .report import GradeReport, NotebookGrade, QuestionGrade
+from .discover import canonical, lesson_from_name, lesson_questions
+from .report import GradeReport, NotebookGrade, QuestionGrade, excerpt, printable
+from .submission import read_submission
 
 __all__ = [
     "Submission",
@@ -59,6 +64,7 @@ __all__ = [
     "text_cell",
     "shared_students",
     "collect",
+    "one_per_student",
     "file_digest",
     "grade_from_dict",
     "read_journal",
@@ -72,6 +78,8 @@ __all__ = [
 ]
 
 JOURNAL_KEY = ".journal.key"
+#: the digest of what read_submission refuses (a link, a FIFO, a file past the size limit): graded without a kernel
+NOT_A_FILE = "not-a-file"
 #: why --trusted never grades a class
 TRUSTED_CLASS = (
     "--trusted does not grade a class (a folder, --out or --roster): it runs each notebook with the Python "
@@ -103,6 +111,8 @@ class Submission:
     path: Path
     key: str
     identity: tuple = ()
+    #: the per-student folder it came from (the first folder under what the instructor named), "" for none
+    folder: str = ""
 
 
 def _yaml_loader():
@@ -137,12 +147,18 @@ def _field(entry: dict, name: str):
     return None
 
 
+def _clean_id(text: str) -> str:
+    """An id as read from an export: ASCII spaces around it dropped (no other characters: a no-break space or an
+    ideographic space stays, so the id matches nobody) and lone surrogates made U+FFFD (it always encodes)."""
+    return text.strip(" \t\r\n\f\v").encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
 def read_gradescope_export(path: Path) -> dict[str, tuple]:
     """{submission folder: (sid, email, ...) of each submitter} from a Gradescope export's submission_metadata.yml.
 
     Parsed with a safe YAML loader; ids are only the ``:sid:`` and ``:email:`` values of the
     ``:submitters:`` list (a string or a number each), so a name holding a newline and
-    ``:sid: victim`` stays a name. A file that is not such YAML is refused with the reason.
+    ``:sid: victim`` stays a name; only ASCII spaces are stripped (Roster.find matches ASCII ids only). A file that is not such YAML is refused with the reason.
     """
     yaml, loader = _yaml_loader()
     try:
@@ -160,8 +176,10 @@ def read_gradescope_export(path: Path) -> dict[str, tuple]:
                 continue
             for name in ("sid", "email"):
                 value = _field(person, name)
-                if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value).strip(" \t\r\n"):
-                    ids.append(str(value).strip(" \t\r\n"))  # ASCII spaces only: see variants._plain
+                if isinstance(value, (str, int)) and not isinstance(value, bool):
+                    value = _clean_id(str(value))
+                    if value:
+                        ids.append(value)
         found[str(folder)] = tuple(ids)
     return found
 
@@ -178,49 +196,73 @@ def shown(text: str) -> str:
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape", "backslashreplace").decode() for ch in text)
 
 
+#: the grading options a journal record's policy covers (a change to any of them grades the class again)
+_POLICY_OPTIONS = ("lesson", "sandbox", "timeout", "cell_timeout", "memory_limit", "file_size_limit", "process_limit")
+
+
 def policy_of(options: dict) -> str:
-    """A digest of what a grade depends on besides the file: the lesson and the variant policy (with a roster:
-    its students and seeds, through a digest of the secret). A journal record graded under another is graded again."""
-    policy = options.get("variants")
-    roster = getattr(policy, "roster", None)
-    parts = [str(options.get("lesson"))]
+    """A fingerprint of how a grade was given besides the file: the lesson, the sandbox and its limits, the distlab
+    version, the rule of one notebook per student and lesson, and the variant policy (with a roster: a digest of
+    its students and a keyed digest of the secret, HMAC(secret, "journal"), which says nothing about the secret).
+    It is part of each journal record (so under the journal's HMAC); a record graded under another is graded again."""
+    parts: dict[str, object] = {name: str(options.get(name)) for name in _POLICY_OPTIONS}
+    parts.update(distlab=__version__, rule="one notebook per student and lesson")
+    roster = getattr(options.get("variants"), "roster", None)
     if roster is not None:
-        parts += ["roster", hashlib.sha256(b"distlab-roster|" + roster.secret).hexdigest()]
-        parts += [json.dumps(roster.students, sort_keys=True, default=str)]
-    return hashlib.sha256("\n".join(parts).encode("utf-8", "backslashreplace")).hexdigest()
+        parts["secret"] = hmac.new(roster.secret, b"journal", hashlib.sha256).hexdigest()
+        parts["students"] = hashlib.sha256(
+            json.dumps(roster.students, sort_keys=True, default=str, ensure_ascii=True).encode("ascii")
+        ).hexdigest()
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=True).encode("ascii")).hexdigest()
 
 
-def collect(paths) -> list[Submission]:
+def collect(paths, export: bool = False) -> list[Submission]:
     """The notebooks under `paths` (files or folders, searched recursively; checkpoints skipped), sorted.
 
     Each is keyed by its path relative to the folder that holds everything given, so files of the
-    same name in different folders are different rows; a notebook given twice is refused.
+    same name in different folders are different rows; a notebook given twice is refused. Its student
+    folder is the first folder under what the instructor named (the one folder given, else the common
+    folder of all given): ``submitted`` or ``submitted/*`` both make ``alice`` of ``submitted/alice/x.ipynb``,
+    and a folder inside a student's upload (``submitted/mallory/bob/``) never names anybody.
+    export=True: the one folder given is a Gradescope export, and its submission_metadata.yml names the
+    submitters of each ``submission_N`` folder; no other submission_metadata.yml is ever read (a student
+    can upload one).
     """
     given = [os.path.abspath(p) for p in map(str, paths)]
     if not given:
         raise ConfigurationError("no notebooks to grade")
     base = os.path.commonpath([os.path.dirname(p) for p in given])
+    single_folder = len(given) == 1 and os.path.isdir(given[0]) and not os.path.islink(given[0])
+    anchor = given[0] if single_folder else os.path.commonpath(given) if len(given) > 1 else os.path.dirname(given[0])
+    submitters: dict[str, tuple] = {}
+    if export:
+        if not single_folder:
+            raise ConfigurationError(
+                f"--export names one folder, a Gradescope export (given: {len(given)} path(s)); "
+                "grade each export on its own"
+            )
+        metadata = Path(anchor) / "submission_metadata.yml"
+        if not metadata.is_file() or metadata.is_symlink():
+            raise ConfigurationError(f"{metadata}: no submission_metadata.yml, so {anchor} is not a Gradescope export")
+        submitters = read_gradescope_export(metadata)
     out: list[Submission] = []
+
+    def add(nb: Path) -> None:
+        rel = Path(os.path.relpath(nb, anchor)).parts
+        top = rel[0] if len(rel) > 1 and rel[0] not in ("..", ".") else ""
+        identity = submitters.get(top, ()) if export else ((top,) if top else ())
+        out.append(Submission(nb, _key(str(nb), base), identity, top))
+
     for path in given:
         root = Path(path)
         if not root.is_dir() or root.is_symlink():  # a file, or anything else: grade_notebook says what it is
-            out.append(Submission(root, _key(path, base)))
+            add(root)
             continue
-        # one folder given: a class (its subfolders are the students', or a Gradescope export); several
-        # folders given (submitted/*): each is one student's folder, whatever it holds (a subfolder or a
-        # submission_metadata.yml inside it is the student's own upload, never an identity)
-        export = root / "submission_metadata.yml"
-        submitters = read_gradescope_export(export) if len(given) == 1 and export.is_file() else {}
         for nb in sorted(root.rglob("*.ipynb")):
             rel = nb.relative_to(root)
             if any(part.startswith(".") for part in rel.parts):
                 continue  # .ipynb_checkpoints, hidden folders
-            top = rel.parts[0] if len(rel.parts) > 1 else None
-            if len(given) > 1:
-                identity: tuple = (root.name,)
-            else:
-                identity = submitters.get(top, ()) if submitters and top else ((top,) if top else ())
-            out.append(Submission(nb, _key(str(nb), base), identity))
+            add(nb)
     if not out:
         raise ConfigurationError("no notebooks to grade")
     seen: dict[str, str] = {}
@@ -235,36 +277,39 @@ def collect(paths) -> list[Submission]:
     return out
 
 
-def read_once(path: Path) -> bytes | None:
-    """The file's bytes, read once and at most MAX_NOTEBOOK_BYTES + 1 of them: None for anything but a regular
-    file (a link, a FIFO, a device) or one over MAX_NOTEBOOK_BYTES (a sparse terabyte is never read through)."""
-    from .submission import MAX_NOTEBOOK_BYTES
+def one_per_student(submissions: list[Submission], lesson: str | None) -> dict[str, Submission]:
+    """{key of each notebook not graded: the notebook graded in its place}: one kernel per student and lesson.
 
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with open(fd, "rb") as f:
-        try:
-            info = os.fstat(f.fileno())
-            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_NOTEBOOK_BYTES:
-                return None
-            data = f.read(MAX_NOTEBOOK_BYTES + 1)
-        except OSError:
-            return None
-    return data if len(data) <= MAX_NOTEBOOK_BYTES else None
+    Within a student folder, the notebooks of one lesson (--lesson, else the lesson their file name names; a
+    name naming none is a group of its own) get one kernel: the lesson's exercise file name first, then a name
+    naming the lesson, the shallowest, then by name (as the Gradescope autograder picks one per submission).
+    A student's upload set therefore never multiplies the class run's kernels. Notebooks given outside a student
+    folder are each graded.
+    """
+    groups: dict[tuple, list[Submission]] = {}
+    for s in submissions:
+        if s.folder:
+            found = canonical(lesson) if lesson else lesson_from_name(s.path.name)
+            groups.setdefault((s.folder, found), []).append(s)
+
+    def rank(slug, s: Submission):
+        entry = manifest.LESSONS.get(slug) if slug else None
+        exercise = (getattr(entry, "exercise", None) or "") if entry is not None else ""
+        tier = 0 if exercise and s.path.name == exercise else 1 if slug and lesson_from_name(s.path.name) == slug else 2
+        return (tier, len(s.path.parts), s.key)
+
+    ignored: dict[str, Submission] = {}
+    for (_folder, slug), group in groups.items():
+        chosen, *rest = sorted(group, key=lambda s: rank(slug, s))
+        ignored.update((s.key, chosen) for s in rest)
+    return ignored
 
 
-def file_digest(path: Path, data: bytes | None = None) -> str:
-    """SHA-256 of the bytes graded (read_once); "not-a-file" or "too-large:SIZE" for a file not graded from its bytes."""
-    data = read_once(path) if data is None else data
-    if data is None:
-        try:
-            info = os.lstat(path)
-        except OSError:
-            return "unreadable"
-        return f"too-large:{info.st_size}" if stat.S_ISREG(info.st_mode) else "not-a-file"
-    return hashlib.sha256(data).hexdigest()
+def file_digest(path: Path) -> str:
+    """SHA-256 of the file as read_submission reads it (a regular file under the notebook size limit, opened with
+    O_NOFOLLOW, never read past the limit); anything else gets NOT_A_FILE."""
+    data = read_submission(path, [])
+    return NOT_A_FILE if data is None else hashlib.sha256(data).hexdigest()
 
 
 def grade_from_dict(data: dict) -> NotebookGrade:
@@ -335,7 +380,7 @@ def _append(path: Path, record: dict, key: bytes) -> None:
 
 def _write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    tmp.write_text(text, encoding="utf-8", errors="backslashreplace")  # a lone surrogate cannot stop the run
     os.replace(tmp, path)
 
 
@@ -506,6 +551,31 @@ class Progress:
         self.stream.flush()
 
 
+def _write_gradescope(folder: Path, records: list[dict], grades: list[NotebookGrade]) -> None:
+    """folder/<sha256 of the key>-<safe stem>.json per notebook: built in a new folder (every file created with
+    O_EXCL: two rows never share a file, a collision is refused), then put in place of the old one (files of
+    notebooks no longer given go with it)."""
+    new = Path(tempfile.mkdtemp(prefix=".gradescope-", dir=folder.parent))
+    for r, g in zip(records, grades):
+        stem = re.sub(r"[^A-Za-z0-9._-]", "_", Path(r["key"]).stem)[:60]
+        name = hashlib.sha256(r["key"].encode("utf-8", "backslashreplace")).hexdigest() + "-" + stem + ".json"
+        try:
+            fd = os.open(new / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        except FileExistsError:
+            shutil.rmtree(new, ignore_errors=True)
+            raise ConfigurationError(f"gradescope/{name}: two notebooks would share this results file") from None
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
+            f.write(json.dumps(GradeReport([g]).to_gradescope(), indent=2) + "\n")
+    os.chmod(new, 0o755)
+    old = folder.with_name(new.name + ".old")
+    if folder.is_dir() and not folder.is_symlink():
+        os.replace(folder, old)
+    elif folder.exists() or folder.is_symlink():
+        folder.unlink()
+    os.replace(new, folder)
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def write_outputs(out: Path, records: list[dict]) -> GradeReport:
     """results.json, gradescope/, summary.txt, summary.csv, histogram.png from the journal's records."""
     grades = [grade_from_dict(r["grade"]) for r in records]
@@ -515,13 +585,7 @@ def write_outputs(out: Path, records: list[dict]) -> GradeReport:
             g.problems.append(_flag(flags[r["key"]]))
     report = GradeReport(grades)
     _write_atomic(out / JSON_FILE, json.dumps(report.to_json(), indent=2) + "\n")
-    folder = out / "gradescope"
-    folder.mkdir(exist_ok=True)
-    for r, g in zip(records, grades):
-        # 128 bits of the key's digest (no two keys share a file) and the name's safe characters (to find it)
-        stem = re.sub(r"[^A-Za-z0-9._-]", "_", Path(r["key"]).stem)[:60]
-        name = hashlib.sha256(r["key"].encode("utf-8", "backslashreplace")).hexdigest()[:32] + "-" + stem + ".json"
-        _write_atomic(folder / name, json.dumps(GradeReport([g]).to_gradescope(), indent=2) + "\n")
+    _write_gradescope(out / "gradescope", records, grades)
     _write_atomic(out / SUMMARY_TXT, summary_text(grades))
     rows = question_summary(grades)
     buf = io.StringIO()
@@ -546,82 +610,119 @@ def write_outputs(out: Path, records: list[dict]) -> GradeReport:
     return report
 
 
-#: notebooks graded per student (a folder, an export's submitter) in one class run: with --lesson, two
-#: copies are already flagged (never merged); without it, a folder may hold one notebook per lesson. The rest
-#: get a row saying so, without a kernel (one student's upload set cannot multiply the run's time)
-MAX_PER_STUDENT_WITH_LESSON = 3
-MAX_PER_STUDENT = 24
+def _ignored_grade(s: Submission, chosen: Submission, lesson: str | None) -> NotebookGrade:
+    """The row of a notebook not run (one kernel per student and lesson): no points, and which one was graded."""
+    found = canonical(lesson) if lesson else lesson_from_name(s.path.name)
+    return NotebookGrade(
+        str(s.path),
+        found,
+        [],
+        [
+            f"refused to run: one notebook per student and lesson is graded (no points here), and "
+            f"{printable(excerpt(chosen.key, 120))} was graded in its place"
+        ],
+        lesson_from="--lesson" if lesson else "file name" if found else "",
+    )
 
 
-def _grade_bytes(grade_one, s: Submission, data: bytes | None, options: dict) -> NotebookGrade:
-    """Grade the bytes read once (a private copy with the same file and folder name: the file may change meanwhile and
-    the journal keeps the digest of what was graded); a file not read (not regular, too large) as it is."""
-    if data is None:
-        return grade_one(s.path, identity=s.identity or None, **options)
-    with tempfile.TemporaryDirectory(prefix="distlab-class-") as tmp:
-        copy = Path(tmp) / (s.path.parent.name or "notebook") / s.path.name  # its folder's name too
-        copy.parent.mkdir()
-        with open(os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+def _failed_grade(s: Submission, lesson: str | None, why: str) -> NotebookGrade:
+    """The row of a notebook whose grading failed (a bug of ours, a file it could not handle): no points, the reason."""
+    return NotebookGrade(
+        str(s.path),
+        canonical(lesson) if lesson else lesson_from_name(s.path.name),
+        [],
+        [f"could not be graded ({printable(excerpt(why, 300))}); the rest of the class was graded"],
+    )
+
+
+def _grade_bytes(grade_one, s: Submission, data: bytes, private: Path, options: dict) -> NotebookGrade:
+    """Grade exactly `data` (the bytes read and hashed): through a private copy (mode 0600, same file and folder
+    name, in a folder only the grader can reach), so the student's file changing after it was read changes nothing."""
+    folder = private / hashlib.sha256(s.key.encode("utf-8", "backslashreplace")).hexdigest() / s.path.parent.name
+    folder.mkdir(mode=0o700, parents=True)
+    copy = folder / s.path.name
+    fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
             f.write(data)
         grade = grade_one(copy, identity=s.identity or None, **options)
+    finally:
+        shutil.rmtree(folder.parent, ignore_errors=True)
     grade.path = str(s.path)
     return grade
 
 
-def grade_class(paths, out, *, progress: bool = True, stream=None, grade_one=None, **options) -> GradeReport:
+def grade_class(
+    paths, out, *, progress: bool = True, stream=None, grade_one=None, export: bool = False, **options
+) -> GradeReport:
     """Grade every notebook under `paths` into folder `out`, resuming a run that was interrupted.
 
     options go to grade_notebook (lesson, timeout, sandbox, variants, ...). grade_one replaces
-    grade_notebook (for tests). Ctrl-C stops after writing what is done; run again to continue.
+    grade_notebook (for tests). export=True: the one folder given is a Gradescope export (see collect).
+    Ctrl-C stops after writing what is done; run again to continue.
+    Each submission is read once (read_submission: O_NOFOLLOW, refused past the size limit unread), hashed,
+    and those bytes are graded; one kernel per student and lesson (one_per_student); a notebook whose grading
+    fails gets a row with the reason and the class goes on.
     A class is never graded with sandbox="trusted" or "container" (see TRUSTED_CLASS, CONTAINER_CLASS).
     """
     if options.get("sandbox") in ("trusted", "audit"):
         raise ConfigurationError(TRUSTED_CLASS)
     if options.get("sandbox") == "container":
         raise ConfigurationError(CONTAINER_CLASS)
+    if "identity" in options:
+        raise ConfigurationError(
+            "a class run takes each notebook's student from its folder or the export (--export), not one "
+            "identity for all (--submission-metadata is Gradescope's, for one submission)"
+        )
     if grade_one is None:
         from .grade import grade_notebook as grade_one
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     journal = out / JOURNAL
-    submissions = collect(paths)
+    submissions = collect(paths, export=export)
+    lesson = options.get("lesson")
+    if lesson is not None:
+        lesson_questions(lesson)  # the instructor's typo is our error, once, before anything is graded
+    ignored = one_per_student(submissions, lesson)
     key = journal_key(out)
     done = read_journal(journal, key)
     policy = policy_of(options)
-    bar = Progress(len(submissions), stream) if progress else None
+    for s in submissions:
+        if s.key in ignored:
+            done[s.key] = {
+                "key": s.key,
+                "sha256": "",
+                "policy": policy,
+                "identity": list(s.identity),
+                "grade": _ignored_grade(s, ignored[s.key], lesson).to_dict(),
+            }
+    graded = [s for s in submissions if s.key not in ignored]
+    bar = Progress(len(graded), stream) if progress else None
+    read: dict[str, tuple] = {}
     todo = []
-    for s in submissions:
+    for s in graded:
+        problems: list[str] = []
+        data = read_submission(s.path, problems)  # once: refused unread when too large, never through a link
+        digest = NOT_A_FILE if data is None else hashlib.sha256(data).hexdigest()
         record = done.get(s.key)
-        if record is None or record.get("sha256") != file_digest(s.path) or record.get("policy") != policy:
+        if record is None or record.get("sha256") != digest or record.get("policy") != policy:
             todo.append(s)
-    finished = len(submissions) - len(todo)
+            read[s.key] = (data, digest)
+    finished = len(graded) - len(todo)
     if bar and finished:
-        bar.stream.write(f"{finished} notebook(s) already graded in {journal}: skipped\n")
+        bar.stream.write(f"{finished} notebook(s) already graded in {shown(str(journal))}: skipped\n")
     interrupted = False
-    per_student: dict[tuple, int] = {}
-    most = MAX_PER_STUDENT_WITH_LESSON if options.get("lesson") else MAX_PER_STUDENT
-    for s in submissions:
-        if s.identity:
-            per_student[s.identity] = per_student.get(s.identity, 0) + 1
-    seen: dict[tuple, int] = {}
+    private = Path(tempfile.mkdtemp(prefix="distlab-class-"))  # mode 0700: the grader's alone
     try:
         for count, s in enumerate(todo, 1):
-            seen[s.identity] = seen.get(s.identity, 0) + 1
-            data = read_once(s.path)
-            digest = file_digest(s.path, data)
-            if s.identity and seen[s.identity] > most:
-                grade = NotebookGrade(
-                    str(s.path),
-                    options.get("lesson"),
-                    [],
-                    [
-                        f"not graded: {per_student[s.identity]} notebooks are filed under "
-                        f"{shown(' / '.join(map(str, s.identity)))[:80]}; at most {most} are graded per student"
-                    ],
-                    sandbox=str(options.get("sandbox") or ""),
-                )
-            else:
-                grade = _grade_bytes(grade_one, s, data, options)
+            data, digest = read.pop(s.key)
+            try:
+                if data is None:  # grade_notebook refuses it again, by fstat, without reading it
+                    grade = grade_one(s.path, identity=s.identity or None, **options)
+                else:
+                    grade = _grade_bytes(grade_one, s, data, private, options)
+            except Exception as exc:  # one bad file yields a row with the reason, never aborts the class
+                grade = _failed_grade(s, lesson, f"{type(exc).__name__}: {exc}")
             done[s.key] = {
                 "key": s.key,
                 "sha256": digest,
@@ -635,6 +736,8 @@ def grade_class(paths, out, *, progress: bool = True, stream=None, grade_one=Non
                 bar.update(finished + count, count, s.key)
     except KeyboardInterrupt:
         interrupted = True
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
     records = [done[s.key] for s in submissions if s.key in done]
     _write_atomic(out / CSV_FILE, results_csv(records))
     report = write_outputs(out, records)

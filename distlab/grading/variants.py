@@ -54,6 +54,13 @@ class Roster:
         if not secret:
             raise ConfigurationError(f"variants need an instructor secret (--secret-file FILE or ${SECRET_ENV})")
         self.students, self.secret = dict(students), bytes(secret)
+        for sid, row in self.students.items():
+            for what, value in (("id", sid), ("email", row.get("email", ""))):
+                if not _ascii_id(str(value or "x")):
+                    raise ConfigurationError(
+                        f"roster: student {ascii(sid)}'s {what} {ascii(value)} is not plain ASCII (letters, digits, "
+                        "punctuation, spaces; no control characters): ids and e-mails are compared byte for byte"
+                    )
         self._by_email = {_plain(r.get("email", "")): sid for sid, r in self.students.items() if r.get("email")}
         self._by_folder = {folder_name(sid): sid for sid in self.students}
 
@@ -63,11 +70,18 @@ class Roster:
         return hmac.new(self.secret, message, hashlib.sha256).hexdigest()[:16]
 
     def find(self, *identities) -> str | None:
-        """The roster id of the first identity (id or e-mail, as the LMS reports them) that is on the roster."""
+        """The roster id of the first identity (id or e-mail, as the LMS reports them) that is on the roster.
+
+        Compared as ASCII only: ASCII spaces around it are dropped and an e-mail's ASCII letters lowered; an
+        identity holding anything else (a KELVIN SIGN that str.lower() makes a "k", a no-break space) matches
+        nobody, so it never becomes a classmate's.
+        """
         for identity in identities:
             if not identity:
                 continue
             identity = str(identity).strip(_ASCII_SPACE)
+            if not _ascii_id(identity):
+                continue
             if identity in self.students:
                 return identity
             if _plain(identity) in self._by_email:
@@ -85,6 +99,11 @@ def _plain(email) -> str:
     """An e-mail as compared: ASCII spaces stripped, ASCII letters lowered, nothing else changed (str.lower()
     makes the KELVIN SIGN a "k", str.strip() drops Unicode spaces: a look-alike would become a classmate's)."""
     return str(email).strip(_ASCII_SPACE).translate(_ASCII_LOWER)
+
+
+def _ascii_id(text: str) -> bool:
+    """Whether `text` is non-empty printable ASCII (no control characters, nothing a look-alike could hide in)."""
+    return bool(text) and text.isascii() and text.isprintable()
 
 
 def folder_name(student: str) -> str:
@@ -204,7 +223,13 @@ def notebook_variant(metadata) -> dict | None:
     """The ``distlab.variant`` block of a notebook's metadata ({student, seed, release}), or None."""
     meta = metadata.get("distlab") if isinstance(metadata, dict) else None
     found = meta.get("variant") if isinstance(meta, dict) else None
-    return found if isinstance(found, dict) else None
+    if not isinstance(found, dict):
+        return None
+    # its strings as text that always encodes: a JSON "\ud800" escape becomes U+FFFD (it can still be refused)
+    return {
+        k: v.encode("utf-8", "surrogatepass").decode("utf-8", "replace") if isinstance(v, str) else v
+        for k, v in found.items()
+    }
 
 
 class VariantPolicy:

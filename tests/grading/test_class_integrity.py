@@ -7,6 +7,7 @@ The grader is replaced by a stand-in (grade_one) where the attack is on the runn
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
 import stat
@@ -73,21 +74,30 @@ def test_a_notebook_given_twice_is_refused(tmp_path, monkeypatch):
 
 
 def test_two_notebooks_of_one_student_are_both_flagged_never_merged(tmp_path):
-    # alice's folder holds her notebook and a copy: two rows, each flagged, each with its own score
+    # alice's folder holds her notebook and a copy: two rows, each flagged, never summed. One kernel per student
+    # and lesson (test_redteam_class: an upload set must not multiply the kernels): the exercise's own file name
+    # is graded, the copy is listed with no points and the reason
     _notebook(tmp_path / "class" / "alice" / "01_memory_wall.ipynb", '{"a": 1}')
     _notebook(tmp_path / "class" / "alice" / "01_memory_wall (1).ipynb", '{"a": 2}')
     _notebook(tmp_path / "class" / "bob" / "01_memory_wall.ipynb", '{"b": 1}')
-    report = classroom.grade_class([tmp_path / "class"], tmp_path / "g", progress=False, grade_one=_grader([], 1.0))
+    calls: list = []
+    report = classroom.grade_class([tmp_path / "class"], tmp_path / "g", progress=False, grade_one=_grader(calls, 1.0))
+    assert len(calls) == 2  # alice's 01_memory_wall.ipynb and bob's
     rows = {r["notebook"]: r for r in csv.DictReader((tmp_path / "g" / "results.csv").open())}
     assert len(rows) == 3
     flagged = {k for k, r in rows.items() if r["flagged"]}
     assert flagged == {"class/alice/01_memory_wall.ipynb", "class/alice/01_memory_wall (1).ipynb"}
-    assert all(r["score"] == "1.0" for r in rows.values())  # not summed into one row of 2
+    assert {k: r["score"] for k, r in rows.items()} == {
+        "class/alice/01_memory_wall.ipynb": "1.0",
+        "class/alice/01_memory_wall (1).ipynb": "0.0",  # not run, not summed into alice's row
+        "class/bob/01_memory_wall.ipynb": "1.0",
+    }
     data = json.loads((tmp_path / "g" / "results.json").read_text())
     problems = {n["path"].split("class/")[1]: n["problems"] for n in data["notebooks"]}
     assert any(p.startswith("flagged") for p in problems["alice/01_memory_wall.ipynb"])
+    assert any(p.startswith("refused to run") for p in problems["alice/01_memory_wall (1).ipynb"])
     assert problems["bob/01_memory_wall.ipynb"] == []
-    assert report.score == 3.0
+    assert report.score == 2.0
 
 
 # ---- identity -----------------------------------------------------------------------------------------------
@@ -106,13 +116,13 @@ def test_a_name_with_a_newline_and_a_sid_does_not_file_the_grade_under_another_s
         "    :email: mallory@uni.example\n"
         "  :created_at: 2026-11-01 10:00:00.000000000 +00:00\n"
     )
-    [found] = classroom.collect([export])
+    [found] = classroom.collect([export], export=True)
     assert found.identity == ("111", "mallory@uni.example")
     # a literal block holding a line that looks like a key stays a name, too
     (export / "submission_metadata.yml").write_text(
         "submission_1:\n  :submitters:\n  - :name: |\n      Mallory\n      :sid: victim\n    :sid: 111\n"
     )
-    assert classroom.collect([export])[0].identity == ("111",)
+    assert classroom.collect([export], export=True)[0].identity == ("111",)
 
 
 def test_a_ruby_tagged_export_is_read_as_plain_data_and_a_broken_one_is_refused(tmp_path):
@@ -121,10 +131,10 @@ def test_a_ruby_tagged_export_is_read_as_plain_data_and_a_broken_one_is_refused(
     (export / "submission_metadata.yml").write_text(
         "submission_1:\n  :submitters:\n  - :sid: '7'\n  :score: !ruby/object:BigDecimal 18:0.1e1\n"
     )
-    assert classroom.collect([export])[0].identity == ("7",)
+    assert classroom.collect([export], export=True)[0].identity == ("7",)
     (export / "submission_metadata.yml").write_text("submission_1: [unclosed\n")
     with pytest.raises(ConfigurationError, match="submission_metadata.yml"):
-        classroom.collect([export])
+        classroom.collect([export], export=True)
 
 
 def test_with_a_roster_the_notebook_never_says_whose_it_is(tmp_path):
@@ -244,3 +254,90 @@ def test_container_mode_refuses_class_grading_too(tmp_path):
     with pytest.raises(ConfigurationError, match="--container does not grade a class"):
         classroom.grade_class([tmp_path / "class"], tmp_path / "g", sandbox="container", grade_one=_grader([]))
     assert not (tmp_path / "g").exists()
+
+
+# ---- the class run's own robustness (red team, class mode: #30, #1's handler, the policy, stale files) ---------
+
+
+def test_submission_metadata_with_out_is_our_error_not_a_type_error(tmp_path, capsys):
+    # the red team's #30: --submission-metadata with --out passed identity= twice to grade_notebook (TypeError,
+    # a traceback); one submitter for a whole class makes no sense, so it is refused with the reason
+    from distlab.cli import main
+
+    nb = _notebook(tmp_path / "class" / "a" / "01_memory_wall.ipynb")
+    meta = tmp_path / "submission_metadata.json"
+    meta.write_text(json.dumps({"users": [{"email": "a@uni.example", "id": 1}]}))
+    code = main(["grade", str(nb), "--out", str(tmp_path / "g"), "--submission-metadata", str(meta)])
+    assert code == 2
+    assert "--submission-metadata" in capsys.readouterr().err
+    with pytest.raises(ConfigurationError, match="not one identity for all"):
+        classroom.grade_class([nb], tmp_path / "g2", identity=("a",), grade_one=_grader([]))
+
+
+def test_a_notebook_whose_grading_fails_is_a_row_with_the_reason_and_the_class_goes_on(tmp_path):
+    # grade_notebook "never raises for anything the file contains"; should a file still find a way (the red team
+    # found two: a non-UTF-8 name and a seed with a lone surrogate), that notebook gets a row saying why and the
+    # notebooks after it are graded
+    for s in ("a", "b", "c"):
+        _notebook(tmp_path / "class" / s / "01_memory_wall.ipynb", json.dumps({"who": s}))
+    inner = _grader([], 1.0)
+
+    def grade_one(path, identity=None, **options):
+        if identity == ("b",):
+            raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
+        return inner(path, identity=identity, **options)
+
+    report = classroom.grade_class([tmp_path / "class"], tmp_path / "g", progress=False, grade_one=grade_one)
+    problems = {g.path.split("class/")[1]: g.problems for g in report.notebooks}
+    assert len(problems) == 3 and report.score == 2.0  # a and c graded (1 point each), b none
+    assert problems["b/01_memory_wall.ipynb"][0].startswith("could not be graded (UnicodeEncodeError")
+    assert (tmp_path / "g" / "results.json").is_file()
+
+
+def test_a_grade_given_under_other_limits_or_sandbox_is_graded_again(tmp_path):
+    # the journal record's policy: the same file graded with another time limit (or sandbox) is not "done"
+    _notebook(tmp_path / "class" / "a" / "01_memory_wall.ipynb")
+    calls: list = []
+    for timeout, expected in ((300.0, 1), (300.0, 0), (30.0, 1), (30.0, 0)):
+        before = len(calls)
+        classroom.grade_class(
+            [tmp_path / "class"], tmp_path / "g", progress=False, timeout=timeout, grade_one=_grader(calls)
+        )
+        assert len(calls) - before == expected, (timeout, expected)
+
+
+def test_a_roster_id_or_email_that_is_not_ascii_is_refused(tmp_path):
+    # compared byte for byte (Roster.find): a roster holding a look-alike is the instructor's error, said so
+    roster = tmp_path / "roster.csv"
+    for row in ("k\u0430te,kate@uni.example", "kate,\u212aate@uni.example"):
+        roster.write_text("id,email\n" + row + "\n", encoding="utf-8")
+        with pytest.raises(ConfigurationError, match="not plain ASCII"):
+            variants.load_roster(roster, SECRET)
+
+
+def test_gradescope_files_of_notebooks_no_longer_given_are_removed(tmp_path):
+    # gradescope/ is rebuilt on each run (each file created with O_EXCL, named by the key's full SHA-256)
+    for s in ("a", "b"):
+        _notebook(tmp_path / "class" / s / "01_memory_wall.ipynb")
+    classroom.grade_class([tmp_path / "class"], tmp_path / "g", progress=False, grade_one=_grader([]))
+    assert len(os.listdir(tmp_path / "g" / "gradescope")) == 2
+    os.remove(tmp_path / "class" / "b" / "01_memory_wall.ipynb")
+    classroom.grade_class([tmp_path / "class"], tmp_path / "g", progress=False, grade_one=_grader([]))
+    [name] = os.listdir(tmp_path / "g" / "gradescope")
+    assert name.split("-")[0] == hashlib.sha256(b"class/a/01_memory_wall.ipynb").hexdigest()
+
+
+def test_an_unknown_lesson_is_our_error_once_and_a_configuration_error_from_one_notebook_is_its_row(tmp_path):
+    for s in ("a", "b"):
+        _notebook(tmp_path / "class" / s / "01_memory_wall.ipynb")
+    with pytest.raises(ConfigurationError, match="not a graded lesson"):
+        classroom.grade_class([tmp_path / "class"], tmp_path / "g", lesson="no_such_lesson", grade_one=_grader([]))
+    inner = _grader([], 1.0)
+
+    def grade_one(path, identity=None, **options):  # e.g. a lesson module the notebook names fails to import
+        if identity == ("a",):
+            raise ConfigurationError("distlab.lessons.x could not be imported")
+        return inner(path, identity=identity, **options)
+
+    report = classroom.grade_class([tmp_path / "class"], tmp_path / "g", progress=False, grade_one=grade_one)
+    assert [len(g.problems) for g in report.notebooks] == [1, 0] and report.score == 1.0

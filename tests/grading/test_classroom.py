@@ -133,7 +133,7 @@ def test_a_gradescope_export_names_each_submitter(tmp_path):
         "  :created_at: 2026-11-01\nsubmission_2:\n  :submitters:\n  - :name: Ben\n    :sid: '222'\n"
         "    :email: ben@uni.example\n"
     )
-    found = classroom.collect([export])
+    found = classroom.collect([export], export=True)
     assert [(s.key, s.identity) for s in found] == [
         ("export/submission_1/01_memory_wall.ipynb", ("111", "ann@uni.example")),
         ("export/submission_2/01_memory_wall.ipynb", ("222", "ben@uni.example")),
