@@ -343,10 +343,22 @@ class AnswerReader:
         return {k: decode(v) for k, v in answers.items() if k in names}
 
 
+def _data_files(root: Path) -> list[str]:
+    """The files pyproject.toml's [tool.setuptools.data-files] installs (pip fails when one is missing)."""
+    import tomllib
+
+    config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    data = config.get("tool", {}).get("setuptools", {}).get("data-files", {})
+    return sorted({str(f) for files in data.values() for f in files})
+
+
 def _add_tree(zf: zipfile.ZipFile, root: Path, prefix: str) -> None:
+    """The source tree pip installs in setup.sh: the package, pyproject.toml and every data file it names."""
     for path in sorted((root / "distlab").rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
             zf.write(path, f"{prefix}/{path.relative_to(root).as_posix()}")
+    for name in _data_files(root):
+        zf.write(root / name, f"{prefix}/{name}")
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         if (root / name).is_file():
             zf.write(root / name, f"{prefix}/{name}")
