@@ -9,19 +9,24 @@ submitter from ``/autograder/submission_metadata.json`` and, for per-student var
 roster and the instructor secret packed in the zip. If grading fails the script still writes a
 results.json that says so.
 
-Container mode, in two phases (the boundary is a user id, not a list of forbidden things):
+Container mode, in two phases (the boundary is a user id and namespaces, not a list of forbidden things):
 
-1. As the unprivileged user ``distlab-kernel`` (setup.sh creates it; ``setpriv``, no groups, no new
-   privileges, an environment built from nothing), in a new network namespace where the container
-   permits one (``unshare --net``; where it does not, the log says so and the notebook has the
-   container's network): ``distlab grade --container --answers-out`` runs the one notebook and
-   writes only its answers, as plain data, to a pipe into a file only root can read (at most
-   16 MB). This user can read neither ``/autograder/source`` (the roster, the secret, the
-   autograder), ``submission_metadata.json``, nor anything root keeps, and cannot write
-   ``/autograder/results``; every process it left is then killed. It gets no roster and no secret.
+1. Root, given no roster and no secret, runs ``distlab grade --container --answers-out`` with
+   DISTLAB_KERNEL_IDS set: the grader stays root and starts only the notebook's kernel as the
+   unprivileged user ``distlab-kernel`` (setup.sh creates it; ``setpriv``, no groups, no new
+   privileges, an environment built from nothing, the student view of distlab on its path; setup.sh
+   makes the installed distlab package, the answer key, root's alone). The kernel's user can neither
+   signal the grader nor read ``/autograder/source`` (the roster, the secret, the autograder),
+   ``submission_metadata.json`` or anything root keeps, nor write ``/autograder/results``. The phase
+   runs under ``timeout -s KILL`` in new pid, mount and network namespaces where the container
+   permits them (``unshare``; where it does not, the log says so): size-limited private tmpfs on
+   /tmp, /var/tmp and /dev/shm, and every process of the notebook is killed when the grader ends.
+   The answers are written, as plain data, to a file root opened; what the kernel's user left
+   running or in the temporary folders is then removed.
 2. As root: ``distlab grade --container --answers-from`` reads those answers (untrusted data,
-   decoded by distlab.grading.answers.decode as the kernel's own), checks them against the
-   student's variant (roster, secret, the submitter from the metadata) and writes results.json.
+   decoded by distlab.grading.answers.decode as the kernel's own, at most 16 MB), checks them
+   against the student's variant (roster, secret, the submitter from the metadata) and writes
+   results.json.
 
 Exactly one notebook is graded per submission (pick_notebook: the lesson's, by name; the others
 are listed and ignored), so a score never exceeds the lesson's maximum.
@@ -53,6 +58,7 @@ __all__ = [
     "RUNTIME",
     "FALLBACK",
     "project_root",
+    "lock_answer_key",
     "setup_script",
     "run_script",
     "build_autograder",
@@ -67,6 +73,8 @@ VENV = "/opt/distlab-venv"
 KERNEL_USER = "distlab-kernel"
 #: the most the unprivileged phase may hand to the grader, bytes
 MAX_ANSWERS_BYTES = 16 * 2**20
+#: the size of each private temporary folder (/tmp, /var/tmp, /dev/shm) of the notebook's run (tmpfs)
+TMP_SIZE = "512m"
 RUNTIME = ("nbclient", "nbformat", "ipykernel")
 FALLBACK = (
     '{"score": 0, "output": "The autograder could not grade this submission. Upload the exercise notebook '
@@ -84,6 +92,16 @@ def project_root() -> Path | None:
     return None
 
 
+def lock_answer_key(venv: str) -> str:
+    """The shell line (in setup.sh) that makes the distlab package installed in `venv` root's alone (mode 0700).
+
+    The grader (root) imports it; the kernel's user cannot read it, so not the lessons' answer key either:
+    the kernel imports the student view the grader builds.
+    """
+    python = shlex.quote(f"{venv}/bin/python")
+    return f"chmod 700 \"$({python} -I -c 'import distlab, os; print(os.path.dirname(distlab.__file__))')\""
+
+
 def setup_script(requirement: str) -> str:
     """setup.sh: Python, a virtual environment, distlab and the kernel machinery."""
     return f"""#!/usr/bin/env bash
@@ -98,7 +116,9 @@ python3 -m venv {VENV}
 {VENV}/bin/python -m distlab grade --help > /dev/null
 # the student's notebook runs as this user: no home, no login, no group of root's
 id -u {KERNEL_USER} > /dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin {KERNEL_USER}
-command -v setpriv > /dev/null && command -v unshare > /dev/null  # util-linux: both are needed
+command -v setpriv > /dev/null && command -v unshare > /dev/null && command -v timeout > /dev/null
+# the answer key (the installed distlab) is root's alone: the kernel imports the student view the grader builds
+{lock_answer_key(VENV)}
 # the autograder's files (the roster, the secret) are root's alone
 chmod -R go-rwx /autograder/source
 """
@@ -121,7 +141,7 @@ def run_script(lesson: str, timeout: float, cell_timeout: float, variants: bool)
         "--cell-timeout",
         f"{cell_timeout:g}",
     ]
-    phase_limit = int(timeout) + 120  # the notebook's own limit, and its kernel's start and the grader's
+    phase1_limit = int(timeout) + 180  # the notebook's time, the kernel's start (120 s) and a margin
     variant_args = '\nargs+=(--roster "$SOURCE/roster.csv" --secret-file "$SOURCE/variant_secret")' if variants else ""
     return f"""#!/usr/bin/env bash
 # Gradescope runs this as root for every submission; it must leave results/results.json behind.
@@ -151,46 +171,49 @@ else
     fail "no user $KERNEL_USER to run the notebook as (setup.sh creates it); nothing was run as root"
 fi
 [ "$KUID" != 0 ] && [ "$KGID" != 0 ] || fail "refusing to run the notebook as root or in root's group"
-PRIVATE=$(mktemp -d) && SHARED=$(mktemp -d) || fail "no temporary folder"
-trap 'rm -rf "$PRIVATE" "$SHARED"' EXIT
-chmod 755 "$SHARED"
-# a root-owned, read-only copy of the upload for the unprivileged phase (links stay links: refused when graded)
-cp -R "$ROOT/submission" "$SHARED/submission" 2> /dev/null
-chmod -R u=rwX,go=rX "$SHARED/submission"
-mkdir -m 700 "$SHARED/home" "$SHARED/tmp" && chown "$KUID:$KGID" "$SHARED/home" "$SHARED/tmp"
+PRIVATE=$(mktemp -d "$ROOT/.distlab.XXXXXX") || fail "no private folder"
+trap 'rm -rf "$PRIVATE"' EXIT
+# root's own copy of the upload (links stay links: refused when graded)
+cp -R "$ROOT/submission" "$PRIVATE/submission" 2> /dev/null
 common=({" ".join(shlex.quote(a) for a in common)})
-NET=(unshare --net)
-if ! unshare --net true 2> /dev/null; then
-  NET=()
+# phase 1: the grader (root, no roster, no secret) runs the notebook's kernel as the unprivileged user, in new
+# pid, mount and network namespaces: size-limited private /tmp, /var/tmp, /dev/shm, and when the namespace's
+# first process ends (the grader is done, or the time is up) every process in it is killed
+ISOLATE=(unshare --pid --fork --kill-child --mount --mount-proc --propagation private)
+PRIVATE_MOUNTS=1
+if ! "${{ISOLATE[@]}}" true 2> /dev/null; then
+  ISOLATE=() PRIVATE_MOUNTS=
+  echo "note: this container does not allow new pid and mount namespaces (unshare); the notebook shares /tmp" >&2
+fi
+if unshare --net true 2> /dev/null; then
+  ISOLATE=("${{ISOLATE[@]:-unshare}}" --net)
+else
   echo "note: this container does not allow a new network namespace (unshare --net); the notebook runs with its network" >&2
 fi
-# phase 1, unprivileged: run the notebook; only its answers come back, through a pipe (a FIFO in a root-only
-# folder) into a root-only file. The phase ends when its grader exits or after {phase_limit} s, whatever its
-# processes do (one that holds the pipe open, or stops the grader): its user's processes are then killed,
-# which closes the pipe
-mkfifo -m 600 "$PRIVATE/pipe" || fail "no pipe"
-head -c {MAX_ANSWERS_BYTES} < "$PRIVATE/pipe" > "$PRIVATE/answers.json" &
-READER=$!
-timeout -s KILL {phase_limit} "${{NET[@]}}" setpriv --reuid="$KUID" --regid="$KGID" --clear-groups --no-new-privs \
-  env -i PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 HOME="$SHARED/home" TMPDIR="$SHARED/tmp" \
-  ${{PYTHONPATH:+PYTHONPATH="$PYTHONPATH"}} \
-  "$PYTHON" -m distlab "${{common[@]}}" --answers-out - "$SHARED/submission" \
-  2> /dev/null > "$PRIVATE/pipe"
-# whatever that user left running ends now, and what it wrote in the shared temporary folders goes (other
-# folders of the image that every user may write are not swept: see the threat model)
-setpriv --reuid="$KUID" --regid="$KGID" --clear-groups kill -KILL -1 2> /dev/null
-sleep 1
-setpriv --reuid="$KUID" --regid="$KGID" --clear-groups kill -KILL -1 2> /dev/null
-wait "$READER"
-for shared in /tmp /var/tmp /dev/shm; do
-  [ -d "$shared" ] && find "$shared" -xdev -user "$KUID" -not -path "$SHARED/*" -delete 2> /dev/null
+PHASE1='
+cd "$1" && shift || exit 1  # the upload, reached from here even where /tmp is mounted over it
+for d in /tmp /var/tmp /dev/shm; do
+  case ":$PYTHON:${{PYTHONPATH:-}}:" in *:"$d"/*)
+    echo "note: $d stays shared: the grader'"'"'s Python lies in it (what the notebook leaves there is deleted after)" >&2
+    continue ;;
+  esac
+  if [ -n "$PRIVATE_MOUNTS" ] && [ -d "$d" ]; then mount -t tmpfs -o size={TMP_SIZE},mode=1777,nosuid,nodev tmpfs "$d" || exit 1; fi
 done
+exec env -i PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 HOME=/tmp TMPDIR=/tmp MPLBACKEND=agg \\
+  DISTLAB_KERNEL_IDS="$KUID:$KGID" ${{PYTHONPATH:+PYTHONPATH="$PYTHONPATH"}} "$PYTHON" -m distlab "$@"'
+PRIVATE_MOUNTS="$PRIVATE_MOUNTS" KUID="$KUID" KGID="$KGID" PYTHON="$PYTHON" \\
+  timeout -s KILL {phase1_limit} "${{ISOLATE[@]}}" bash -c "$PHASE1" phase1 \\
+  "$PRIVATE/submission" "${{common[@]}}" --answers-out - . > "$PRIVATE/answers.json" 2> "$PRIVATE/phase1.log"
+head -c 4000 "$PRIVATE/phase1.log" >&2  # the grader's own messages (the log is the instructor's)
+# whatever that user left running ends now, and what it left in the shared temporary folders (no namespaces)
+setpriv --reuid="$KUID" --regid="$KGID" --clear-groups kill -KILL -1 2> /dev/null
+find /tmp /var/tmp /dev/shm -xdev -user "$KUID" -delete 2> /dev/null
 # phase 2, root: check the answers against the student's own numbers
 args=("${{common[@]}}" --answers-from "$PRIVATE/answers.json" --gradescope "$RESULTS")
 if [ -f "$ROOT/submission_metadata.json" ]; then
   args+=(--submission-metadata "$ROOT/submission_metadata.json")
 fi{variant_args}
-env -u DISTLAB_VARIANT_SECRET "$PYTHON" -m distlab "${{args[@]}}" "$SHARED/submission"
+env -u DISTLAB_VARIANT_SECRET -u DISTLAB_KERNEL_IDS "$PYTHON" -m distlab "${{args[@]}}" "$PRIVATE/submission"
 status=$?
 if [ ! -s "$RESULTS" ]; then
   fail "distlab grade exited with status $status and wrote no results"
@@ -324,20 +347,25 @@ class AnswerReader:
         return {k: decode(v) for k, v in answers.items() if k in names}
 
 
+def _data_files(root: Path) -> list[str]:
+    """The files pyproject.toml's [tool.setuptools.data-files] installs (pip fails when one is missing)."""
+    import tomllib
+
+    config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    data = config.get("tool", {}).get("setuptools", {}).get("data-files", {})
+    return sorted({str(f) for files in data.values() for f in files})
+
+
 def _add_tree(zf: zipfile.ZipFile, root: Path, prefix: str) -> None:
+    """The source tree pip installs in setup.sh: the package, pyproject.toml and every data file it names."""
     for path in sorted((root / "distlab").rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
             zf.write(path, f"{prefix}/{path.relative_to(root).as_posix()}")
+    for name in _data_files(root):
+        zf.write(root / name, f"{prefix}/{name}")
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         if (root / name).is_file():
             zf.write(root / name, f"{prefix}/{name}")
-    import tomllib  # the data files pyproject.toml installs: without them pip install of the bundle fails
-
-    config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
-    for files in config.get("tool", {}).get("setuptools", {}).get("data-files", {}).values():
-        for name in files:
-            if (root / name).is_file():
-                zf.write(root / name, f"{prefix}/{name}")
 
 
 def build_autograder(

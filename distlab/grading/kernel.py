@@ -278,6 +278,47 @@ def _package_folders() -> list[str]:
     return [p for p in given if os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")]
 
 
+def container_kernel_ids() -> tuple[int, int] | None:
+    """(uid, gid) the kernel runs as in container mode, from $DISTLAB_KERNEL_IDS ("uid:gid", set by the generated
+    run_autograder when it runs the grader as root), or None: the kernel stays the grader's user.
+
+    Root (uid or gid 0) is refused; so is a grader that is not root (it could not switch users).
+    """
+    text = os.environ.get("DISTLAB_KERNEL_IDS", "")
+    if not text:
+        return None
+    uid, _, gid = text.partition(":")
+    if not (uid.isdigit() and gid.isdigit()) or int(uid) == 0 or int(gid) == 0 or os.geteuid() != 0:
+        raise RuntimeError(f"DISTLAB_KERNEL_IDS must be uid:gid of an unprivileged user, set by root, not {text!r}")
+    return int(uid), int(gid)
+
+
+def runtime_packages() -> list[str]:
+    """The grader's site-packages folders (the kernel's runtime: ipykernel, numpy...), for a kernel of another user.
+
+    The distlab package in them (the answer key) is root's alone in the container (setup.sh makes it mode 0700);
+    the kernel imports the student view, which comes first on its path.
+    """
+    return [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
+
+
+def _chown(path: Path, ids: tuple[int, int]) -> None:
+    os.chown(path, *ids, follow_symlinks=False)
+
+
+def _hand_to_kernel_user(base: Path, work: Path, uid: int, gid: int) -> Path:
+    """Give the kernel's user its working copy and a folder for its sockets; returns the connection file's path.
+
+    base (the grader's private folder) becomes traversable, not listable; base/ipc and the copy are the user's.
+    """
+    os.chmod(base, 0o711)
+    ipc = base / "ipc"
+    ipc.mkdir(mode=0o700)
+    for path in [ipc, work, *work.rglob("*")]:
+        os.chown(path, uid, gid, follow_symlinks=False)
+    return ipc / "kernel.json"
+
+
 # --------------------------------------------------------------------------------------
 # the private cells
 # --------------------------------------------------------------------------------------
@@ -354,6 +395,7 @@ class _Kernel:
         self.deadline = time.monotonic() + timeout
         self.nb = v4.new_notebook()
         self.world: SandboxWorld | None = None
+        self.kernel_ids: tuple[int, int] | None = None
         if sandbox == "bwrap":
             # memory of all the kernel's processes together, and their number: one cgroup each (a root grader)
             cgroups = KernelCgroups("distlab-kernel-" + secrets.token_hex(8), limits[0], limits[1])
@@ -366,12 +408,22 @@ class _Kernel:
             self.work, cwd, self.env = work, work, kernel_env(work)
             prefix = limits_prefix(*limits)
             connection = base / "kernel.json"
+            self.kernel_ids = container_kernel_ids() if sandbox == "container" else None
+            if self.kernel_ids is not None:  # the kernel alone runs as the unprivileged user; the grader stays
+                connection = _hand_to_kernel_user(base, work, *self.kernel_ids)
+                self.env["PYTHONPATH"] = os.pathsep.join([self.env["PYTHONPATH"], *runtime_packages()])
+                uid, gid = self.kernel_ids
+                prefix += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs"]
         # a context of our own: its sockets drop any message over MAX_MESSAGE_BYTES before it is read
         self.context = zmq.asyncio.Context()
         self.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
-        km = kernel_manager(
-            prefix, connection, self.context, before_launch=self.world.hand_over if self.world else None
-        )
+        if self.world is not None:
+            before_launch = self.world.hand_over
+        elif self.kernel_ids is not None:
+            before_launch = functools.partial(_chown, ids=self.kernel_ids)
+        else:
+            before_launch = None
+        km = kernel_manager(prefix, connection, self.context, before_launch=before_launch)
         km.client = functools.partial(km.client, context=self.context)  # the client's sockets too
         self.client = _client_class()(
             self.nb,
@@ -434,6 +486,8 @@ class _Kernel:
                 time.sleep(0.05)
         if self.world is not None and self.world.cgroups is not None:
             self.world.cgroups.remove()
+        if self.kernel_ids is not None:
+            kill_user(self.kernel_ids[0])
         self.context.destroy(linger=0)
 
     def run(self, source: str, limit: float | None = None, history: bool = True):

@@ -172,11 +172,32 @@ def test_the_lessons_notebook_is_picked_by_name(tmp_path):
 def test_the_generated_scripts_drop_privileges_and_keep_the_secret_root_only():
     script = gradescope.run_script("memory_wall", 300, 60, variants=True)
     setup = gradescope.setup_script("distlab")
-    assert "setpriv --reuid=" in script and "--no-new-privs" in script and "env -i" in script
+    assert "setpriv --reuid=" in script and "env -i" in script and 'DISTLAB_KERNEL_IDS="$KUID:$KGID"' in script
     assert "unshare --net" in script and "kill -KILL -1" in script
+    # phase 1 is killed at its time limit, in its own pid and mount namespaces with private temporary folders
+    assert "timeout -s KILL 480 " in script and "--pid --fork --kill-child --mount" in script  # 300 s + 180
+    assert "for d in /tmp /var/tmp /dev/shm" in script and "mount -t tmpfs -o size=512m" in script
     assert "env -u DISTLAB_VARIANT_SECRET" in script and "--answers-from" in script and "--one-notebook" in script
     assert 'chmod -R go-rwx "$SOURCE"' in script
     assert "useradd --system" in setup and "chmod -R go-rwx /autograder/source" in setup
+    assert "chmod 700 \"$(/opt/distlab-venv/bin/python -I -c 'import distlab, os" in setup  # the answer key: root's
+
+
+def test_the_kernel_user_is_never_root(monkeypatch):
+    from distlab.grading.kernel import container_kernel_ids
+
+    monkeypatch.delenv("DISTLAB_KERNEL_IDS", raising=False)
+    assert container_kernel_ids() is None  # not set: the kernel stays the grader's user (distlab grade by hand)
+    for bad in ("0:0", "61234:0", "0:61234", "abc", "61234"):
+        monkeypatch.setenv("DISTLAB_KERNEL_IDS", bad)
+        with pytest.raises(RuntimeError, match="DISTLAB_KERNEL_IDS"):
+            container_kernel_ids()
+    monkeypatch.setenv("DISTLAB_KERNEL_IDS", "61234:61235")
+    if os.geteuid() == 0:
+        assert container_kernel_ids() == (61234, 61235)
+    else:
+        with pytest.raises(RuntimeError):  # only root can start the kernel as another user
+            container_kernel_ids()
 
 
 def test_without_the_kernel_user_nothing_runs_as_root(tmp_path):

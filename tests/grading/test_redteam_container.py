@@ -18,6 +18,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import zipfile
@@ -25,7 +26,15 @@ from pathlib import Path
 
 import pytest
 
-from class_helpers import ROOT, SECRET, autograder_env, needs_unprivileged_python, solve, write_roster
+from class_helpers import (
+    ROOT,
+    SECRET,
+    autograder_env,
+    needs_unprivileged_python,
+    solve,
+    unprivileged_python,
+    write_roster,
+)
 from distlab.grading import gradescope, variants
 from distlab.grading.sandbox import kill_user
 
@@ -155,12 +164,26 @@ def _submit(root: Path, seed: str, cells: list[str], solved: bool) -> None:
     (root / "submission" / "01_memory_wall.ipynb").write_text(json.dumps(nb))
 
 
-def _run(root: Path, limit: float):
+def _container_python(folder: Path) -> str:
+    """A Python laid out as setup.sh lays out the container's: distlab installed in its virtual environment's
+    site-packages (readable by everyone, as pip leaves it), then setup.sh's own line run on it
+    (gradescope.lock_answer_key). Its runtime packages are this environment's (a .pth file), not reinstalled."""
+    python = unprivileged_python()[0]  # needs_unprivileged_python: found
+    venv = folder / "venv"  # outside /tmp: the notebook's run has its own /tmp, as /opt/distlab-venv is outside it
+    subprocess.run([python, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next(venv.glob("lib/python*/site-packages"))
+    (site / "runtime.pth").write_text("\n".join(p for p in sys.path if p.endswith("site-packages")) + "\n")
+    shutil.copytree(ROOT / "distlab", site / "distlab", ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(["bash", "-c", gradescope.lock_answer_key(str(venv))], check=True)
+    return str(venv / "bin" / "python")
+
+
+def _run(root: Path, limit: float, **env):
     """(results.json or None, seconds): run_autograder in its own session, everything it left killed afterwards."""
     started = time.monotonic()
     proc = subprocess.Popen(
         ["bash", str(root / "source" / "run_autograder")],
-        env=autograder_env(root, DISTLAB_KERNEL_USER=OWN_KERNEL_ID),
+        env=autograder_env(root, DISTLAB_KERNEL_USER=OWN_KERNEL_ID, **env),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -191,36 +214,28 @@ def base():
         shutil.rmtree(folder, ignore_errors=True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (issue 28): in container mode the unprivileged phase's grader imports the real lessons, so they "
-    "lie readable by the kernel's user; the fix is a phase-1 grader that needs only question stubs",
-)
 def test_a_blank_notebook_cannot_read_the_installed_answer_key_for_full_marks(base):
     # the real lesson modules (every expected value's code) lie readable by distlab-kernel in the container's
     # site-packages, since the unprivileged phase's grader imports them to build the student view
+    # (the grader's Python is installed as setup.sh installs it: the installed package is where the key lies)
     root, seed = _autograder(base, timeout=120)
     _submit(root, seed, [ESCAPE, KEY_HUNT.replace("SEED", repr(seed))], solved=False)
-    result, _ = _run(root, limit=300)
+    outside = Path(tempfile.mkdtemp(prefix="distlab-redteam-venv-", dir="/opt"))
+    try:
+        os.chmod(outside, 0o755)
+        python = _container_python(outside)
+        result, _ = _run(root, limit=300, DISTLAB_PYTHON=python, PYTHONPATH="")
+        # the control: the same autograder and Python grade the solved notebook 8/8 (so the 0 is the attack's)
+        _submit(root, seed, [], solved=True)
+        solved, _ = _run(root, limit=300, DISTLAB_PYTHON=python, PYTHONPATH="")
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
+    assert solved is not None and solved["score"] == 8.0, solved
     assert result is not None
     assert result["score"] == 0.0, "a notebook without one typed answer scored from the answer key on the disk"
 
 
-@pytest.mark.parametrize(
-    "how",
-    [
-        "hold-the-pipe",
-        pytest.param(
-            "stop-the-grader",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="open (issue 28): the unprivileged phase's grader runs as the kernel's own user, which may "
-                "signal it; run_autograder now ends the phase after its time limit and writes results, but the "
-                "stopped grader read no answers",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("how", sorted(HANG))
 def test_a_notebook_cannot_keep_the_autograder_from_writing_results(base, how):
     root, seed = _autograder(base, timeout=30)
     _submit(root, seed, [ESCAPE, HANG[how]], solved=True)
