@@ -47,7 +47,16 @@ def solve(path: Path, slug: str, seed: str | None, wrong: tuple = ()) -> Path:
 
 #: the unprivileged user the container tests run the notebook as: an id no account uses, so ending "every
 #: process of this user" ends only what the test started
-KERNEL_ID = "61234:61234"
+def worker_number() -> int:
+    """pytest-xdist's worker number (gw0 -> 0), 0 in a plain run."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else 0
+
+
+#: The unprivileged id the container tests run the notebook as: one per xdist worker, since run_autograder ends
+#: "every process of that user" (kill -KILL -1), which would end another worker's kernel of the same id.
+KERNEL_UID = 61234 + 16 * worker_number()
+KERNEL_ID = f"{KERNEL_UID}:{KERNEL_UID}"
 
 
 @functools.lru_cache(maxsize=1)

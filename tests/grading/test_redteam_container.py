@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from class_helpers import (
+    worker_number,
     ROOT,
     SECRET,
     autograder_env,
@@ -42,7 +43,7 @@ pytestmark = [pytest.mark.notebook, needs_unprivileged_python]
 
 #: the kernel user of these tests only (not class_helpers.KERNEL_ID, which other tests share): ending "every
 #: process of this user" after an attack ends only what these tests started
-KERNEL_UID = 61777
+KERNEL_UID = 61777 + 16 * worker_number()  # one per xdist worker, as class_helpers.KERNEL_ID
 OWN_KERNEL_ID = f"{KERNEL_UID}:{KERNEL_UID}"
 
 #: the audit-hook escape (see the module docstring): _dirfd(path) opens any folder, _read/_write work from it,
