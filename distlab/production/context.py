@@ -10,6 +10,7 @@ import numpy as np
 from .. import collectives, hardware, memory, tensor, training
 from ..efficiency import flash_attention_rate
 from ..errors import ConfigurationError
+from ..step.communication import ring_attention_exposure
 from ..units import (
     format_bytes,
     format_seconds,
@@ -290,7 +291,8 @@ def context_parallel_layer(
     Ring (Liu et al. 2023; Megatron-Core CP): cp - 1 steps forward, each sending the K/V block
     2 b (s/cp) w_kv e to the next GPU while computing against the block held (``ring_attention_step``);
     the backward sends K, V and their gradients, twice the bytes against twice the FLOPs, so its exposure
-    is twice the forward's. w_kv = kv_heads/tp x head_dim: grouped-query attention shrinks the ring.
+    is twice the forward's; full recomputation runs the forward's ring again. Each transfer hides only under its
+    own step's compute (distlab.step.communication.ring_attention_exposure, which the step model's CP term calls). w_kv = kv_heads/tp x head_dim: grouped-query attention shrinks the ring.
     Without load balancing the ring waits for the busiest rank (``causal_work_per_rank``).
     Ulysses (Jacobs et al. 2023, "DeepSpeed Ulysses", Sec. 3): four all-to-alls per layer forward
     (Q, K, V from sequence to head shards, the output back), of b (s/cp) x width x e each, width h/tp for
@@ -362,9 +364,9 @@ def context_parallel_layer(
         imbalance = float(shares.max() * n)
         compute = total_flops * float(shares.max()) / (peak * eff)
         per_step_compute = compute / 3.0 / n  # the forward's share, one of the cp blocks
-        forward_exposed = (n - 1) * max(0.0, step.comm_s - per_step_compute)
-        sent = 3.0 * (n - 1) * step.kv_block_bytes
-        comm = 3.0 * (n - 1) * step.comm_s
+        transfers = 4.0 if recompute == "full" else 3.0  # full recomputation runs the forward's ring again
+        comm, exposed, _ = (float(x) for x in ring_attention_exposure(step.comm_s, per_step_compute, n, transfers))
+        sent = transfers * (n - 1) * step.kv_block_bytes
         return ContextParallelLayer(
             "ring",
             mdl.name,
@@ -376,7 +378,7 @@ def context_parallel_layer(
             sent,
             comm,
             compute,
-            3.0 * forward_exposed,
+            exposed,
             2.0 * step.kv_block_bytes,
             activation,
             imbalance,

@@ -139,3 +139,45 @@ def test_bubble_app_equals_the_step_model(pp, gb):
     est = training.estimate("llama2-7b", cl, global_batch=gb, seq_len=2048, pp=pp, dp=dp, efficiency=0.5)
     app = pipeline.closed_form("1f1b", pp, est.microbatches, 1, 1.0, 2.0, 0.0)
     assert app.overhead == pytest.approx(est.bubble_s / est.compute_s, rel=EXACT)
+
+
+# --------------------------------------------------------------------------- lessons 8 §4, 11 §3: context parallelism
+
+
+@pytest.mark.parametrize(
+    "model, tp, cp, seq_len, recompute",
+    list(itertools.product(["llama2-7b", "llama3.1-8b"], [1, 2], [2, 4], [4096, 32768], ["selective", "full"])),
+)
+def test_cp_app_exposes_what_the_step_model_exposes(model, tp, cp, seq_len, recompute):
+    # lesson 11's ContextApp shows production.context_parallel_layer (load-balanced ring); the step model's CP term
+    # for the same layer, one microbatch, tp x cp in one DGX H100 node. Both call step.communication.
+    # ring_attention_exposure. The calibrated step model runs NVLink at its achieved share and causal flash
+    # attention at flash_attention_rate, the app's default rate; the app is given the same link rate. Before: the step
+    # model set the whole ring's traffic against the whole layer's counted core (Llama-2-7B, tp 2, cp 4, 4K: 0 us
+    # exposed per layer) while the app set each transfer against its own step's block (83 us at line rate)
+    from distlab.efficiency import achieved_link_share
+
+    cl = hardware.cluster("dgx-h100", 1, "ib-ndr")
+    nv = hardware.link("nvlink4")
+    dp = 8 // (tp * cp)
+    est = training.estimate(model, cl, global_batch=dp, seq_len=seq_len, tp=tp, cp=cp, recompute=recompute)
+    assert est.microbatches == 1
+    app = production.context_parallel_layer(
+        model, seq_len, cp, tp=tp, recompute=recompute, bandwidth=achieved_link_share(nv) * nv.bandwidth
+    )
+    layers = models.model(model).layers
+    assert app.exposed_s == pytest.approx(est.cp_comm_s / layers, rel=EXACT)
+
+
+def test_cp_exposure_is_per_ring_step():
+    # a transfer hides only under its own step's block: 9 transfers (3 (cp - 1), cp = 4) of 22 us, each against 13 us
+    # of compute, expose 9 x (22 - 13) = 81 us and hide 9 x 13 = 117 us. Set against the whole layer instead
+    # (9 x 22 = 198 us against 3 x 4 x 13 = 156 us) only 42 us would show: a step cannot compute on a block it has not
+    # received yet
+    from distlab.step.communication import ring_attention_exposure
+
+    comm, exposed, hidden = ring_attention_exposure(22e-6, 13e-6, 4, 3)
+    assert comm == pytest.approx(198e-6) and exposed == pytest.approx(81e-6) and hidden == pytest.approx(117e-6)
+    # full recomputation sends the forward's blocks again: 4 (cp - 1) transfers
+    assert ring_attention_exposure(22e-6, 13e-6, 4, 4)[1] == pytest.approx(108e-6)
+    assert ring_attention_exposure(10e-6, 13e-6, 8, 3)[1] == 0.0
