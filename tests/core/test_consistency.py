@@ -181,3 +181,50 @@ def test_cp_exposure_is_per_ring_step():
     # full recomputation sends the forward's blocks again: 4 (cp - 1) transfers
     assert ring_attention_exposure(22e-6, 13e-6, 4, 4)[1] == pytest.approx(108e-6)
     assert ring_attention_exposure(10e-6, 13e-6, 8, 3)[1] == 0.0
+
+
+# --------------------------------------------------------------------------- lesson 4 §7: pipeline p2p sends
+
+
+@pytest.mark.parametrize(
+    "model, nodes, pp, chunks, micro",
+    [
+        (model, nodes, pp, chunks, micro)
+        for model, (nodes, pp), chunks, micro in itertools.product(
+            ["llama2-7b", "llama3.1-8b"], [(1, 2), (1, 4), (2, 2), (4, 4), (8, 8)], [1, 2], [1, 2]
+        )
+    ],
+)
+def test_p2p_app_send_is_the_step_models_hop(model, nodes, pp, chunks, micro):
+    # lesson 4's StageAnalysisApp shows pipeline.analyze_stages' time of one activation send (alpha + b s h e / B on
+    # the link chosen); the step model's p2p term is 2 (pp v - 1) such hops on the fill and drain path (Narayanan et
+    # al. 2021 Sec. 2.2.2). tp 1, cp 1 (no scatter-gather split), the DP replicas of a stage side by side: with one
+    # node the stages are dp = 8 / pp GPUs apart on NVLink 4, with pp nodes each boundary (and interleaving's
+    # wrap-around) crosses the fabric at one NDR NIC per GPU; line rates (a fixed efficiency)
+    cl = hardware.cluster("dgx-h100", nodes, "ib-ndr")
+    dp = cl.gpus // pp
+    est = training.estimate(
+        model,
+        cl,
+        global_batch=dp * micro * 8 * pp,
+        micro_batch_size=micro,
+        seq_len=2048,
+        pp=pp,
+        dp=dp,
+        schedule="interleaved" if chunks > 1 else "1f1b",
+        chunks=chunks,
+        efficiency=0.5,
+    )
+    link = "nvlink4" if nodes == 1 else "ib-ndr"
+    app = pipeline.analyze_stages(
+        pp=pp,
+        microbatches=est.microbatches,
+        model=model,
+        micro_batch_size=micro,
+        seq_len=2048,
+        layer_time=1e-3,
+        link=link,
+        chunks=chunks,
+        schedule="interleaved" if chunks > 1 else "1f1b",
+    )
+    assert est.p2p_s == pytest.approx(2 * (pp * chunks - 1) * app.transfer_time_s, rel=EXACT)
