@@ -149,7 +149,8 @@ class StepCommunication:
     gradient_bytes is M; volume_bytes the paper's volume (2 M or 3 M); bytes_sent_per_gpu what a
     GPU really sends over the ring (volume x (N-1)/N); time_s the alpha-beta time of the
     phases one after another (None when no link was given); phases the CollectiveCost of each
-    collective, named as in STEP_COLLECTIVES. Lesson 3 §4.
+    collective, named as in STEP_COLLECTIVES. ZeRO-3 priced layer by layer (layers given): each phase is one
+    layer's collective and phase_counts says how many run (L, L - 1, L). Lesson 3 §4.
     """
 
     zero: int
@@ -161,6 +162,8 @@ class StepCommunication:
     phases: tuple
     phase_names: tuple
     link: str | None = None
+    layers: int | None = None
+    phase_counts: tuple = ()
 
     @property
     def volume_factor(self) -> int:
@@ -172,10 +175,13 @@ class StepCommunication:
 
     def to_dict(self) -> dict:
         """Plain numbers and strings (JSON-ready): the fields plus stage and volume_factor; each phase's
-        dict carries its name (from phase_names)."""
+        dict carries its name (from phase_names) and how many times it runs."""
         data = dataclasses.asdict(self)
         del data["phase_names"]
-        phases = [dict(cost.to_dict(), name=name) for name, cost in zip(self.phase_names, self.phases)]
+        counts = self.phase_counts or (1,) * len(self.phases)
+        phases = [
+            dict(cost.to_dict(), name=name, count=k) for name, cost, k in zip(self.phase_names, self.phases, counts)
+        ]
         return dict(data, stage=self.stage, volume_factor=self.volume_factor, phases=phases)
 
     def __str__(self) -> str:
@@ -186,11 +192,24 @@ class StepCommunication:
         )
         if self.time_s is not None:
             text += f", {format_seconds(self.time_s)}" + (f" on {self.link}" if self.link else "")
+        if self.layers is not None:
+            text += f" ({3 * self.layers - 1} collectives of one layer's M / {self.layers})"
         return text
 
 
 def step_communication(
-    model, *, zero=0, dp, precision="mixed", tp=1, pp=1, link=None, bandwidth=None, latency=None, algorithm=None
+    model,
+    *,
+    zero=0,
+    dp,
+    precision="mixed",
+    tp=1,
+    pp=1,
+    link=None,
+    bandwidth=None,
+    latency=None,
+    algorithm=None,
+    layers=None,
 ) -> StepCommunication:
     """The communication of one data-parallel training step with ZeRO stage `zero` over `dp` GPUs.
 
@@ -201,7 +220,11 @@ def step_communication(
     the phases' times are added; the whole step's worth of each collective is counted as one
     message (engines split it per bucket or layer, which adds latency terms). `algorithm`
     applies to plain DP's all-reduce only (None: ring). Without a link, time_s is None and the
-    phases are priced on a 1 B/s link with no latency: read only their bytes. Lesson 3 §4.
+    phases are priced on a 1 B/s link with no latency: read only their bytes. With `layers` (L), ZeRO-3 runs as
+    FSDP and the step model run it (distlab.step.data_parallel.dp_term): per layer an all-gather for the forward,
+    one for the backward (not for the last layer, still gathered) and a reduce-scatter, 3L - 1 collectives of M / L,
+    each paying its own ring latency: (3L - 1) ((N-1) alpha + (N-1)/N M / (L B)) instead of 3 ((N-1) alpha +
+    (N-1)/N M / B). Lesson 3 §4.
 
     >>> comm = step_communication(7e9, zero=3, dp=8)
     >>> comm.volume_bytes, comm.bytes_sent_per_gpu  # 3 M, and 3 x 7/8 x M over the ring
@@ -212,10 +235,13 @@ def step_communication(
     m = gradient_bytes(model, precision, positive_int(tp, "tp"), positive_int(pp, "pp"))
     timed = link is not None or bandwidth is not None
     kwargs = dict(link=link, bandwidth=bandwidth, latency=latency) if timed else dict(bandwidth=1.0, latency=0.0)
+    per_layer = stage == 3 and layers is not None
+    count = positive_int(layers, "layers") if per_layer else 1
+    counts = (count, count - 1, count) if per_layer else (1,) * len(STEP_COLLECTIVES[stage])
     names, costs = [], []
     for name, op in STEP_COLLECTIVES[stage]:
         algo = algorithm if op == "all-reduce" else None
-        costs.append(collectives.collective_cost(op, m, n, algorithm=algo, **kwargs))
+        costs.append(collectives.collective_cost(op, m / count, n, algorithm=algo, **kwargs))
         names.append(name)
     link_name = getattr(link, "name", None)
     if isinstance(link, str):
@@ -227,11 +253,13 @@ def step_communication(
         dp=n,
         gradient_bytes=m,
         volume_bytes=volume_factor(stage) * m,
-        bytes_sent_per_gpu=float(sum(c.bytes_sent_per_gpu for c in costs)),
-        time_s=float(sum(c.time_s for c in costs)) if timed else None,
+        bytes_sent_per_gpu=float(sum(k * c.bytes_sent_per_gpu for k, c in zip(counts, costs))),
+        time_s=float(sum(k * c.time_s for k, c in zip(counts, costs))) if timed else None,
         phases=tuple(costs),
         phase_names=tuple(names),
         link=link_name,
+        layers=count if per_layer else None,
+        phase_counts=counts,
     )
 
 

@@ -10,6 +10,7 @@ import numpy as np
 from .. import collectives, hardware, memory, tensor, training
 from ..efficiency import flash_attention_rate
 from ..errors import ConfigurationError
+from ..step.communication import ring_attention_exposure
 from ..units import (
     format_bytes,
     format_seconds,
@@ -290,7 +291,9 @@ def context_parallel_layer(
     Ring (Liu et al. 2023; Megatron-Core CP): cp - 1 steps forward, each sending the K/V block
     2 b (s/cp) w_kv e to the next GPU while computing against the block held (``ring_attention_step``);
     the backward sends K, V and their gradients, twice the bytes against twice the FLOPs, so its exposure
-    is twice the forward's. w_kv = kv_heads/tp x head_dim: grouped-query attention shrinks the ring.
+    is twice the forward's; full recomputation runs the forward's ring again. Each transfer hides only under its
+    own step's compute (distlab.step.communication.ring_attention_exposure, which the step model's CP term calls).
+    w_kv = kv_heads/tp x head_dim: grouped-query attention shrinks the ring.
     Without load balancing the ring waits for the busiest rank (``causal_work_per_rank``).
     Ulysses (Jacobs et al. 2023, "DeepSpeed Ulysses", Sec. 3): four all-to-alls per layer forward
     (Q, K, V from sequence to head shards, the output back), of b (s/cp) x width x e each, width h/tp for
@@ -339,60 +342,48 @@ def context_parallel_layer(
     acc = hardware.accelerator(gpu)
     eff = _attention_rate(acc, efficiency)
     peak = acc.peak(recipe.compute_precision)
-    kv_heads = max(mdl.kv_heads // t, 1)
     total_flops = 3.0 * 0.5 * 4.0 * b * float(s) * s * mdl.hidden / t  # forward + backward (2x), causal
+    links = dict(link=link, bandwidth=bandwidth, latency=latency)
     if method == "ring":
-        if n < 2:
-            raise ConfigurationError("cp=1: one GPU per sequence has no ring; context parallelism needs cp >= 2")
-        step = ring_attention_step(
-            mdl,
-            s,
-            n,
-            micro_batch_size=b,
-            tp=t,
-            precision=precision,
-            link=link,
-            bandwidth=bandwidth,
-            latency=latency,
-            gpu=gpu,
-            efficiency=eff,
-            causal=True,
-        )
-        shares = causal_work_per_rank(n, load_balanced)
-        imbalance = float(shares.max() * n)
-        compute = total_flops * float(shares.max()) / (peak * eff)
-        per_step_compute = compute / 3.0 / n  # the forward's share, one of the cp blocks
-        forward_exposed = (n - 1) * max(0.0, step.comm_s - per_step_compute)
-        sent = 3.0 * (n - 1) * step.kv_block_bytes
-        comm = 3.0 * (n - 1) * step.comm_s
-        return ContextParallelLayer(
-            "ring",
-            mdl.name,
-            s,
-            n,
-            b,
-            t,
-            step.kv_width,
-            sent,
-            comm,
-            compute,
-            3.0 * forward_exposed,
-            2.0 * step.kv_block_bytes,
-            activation,
-            imbalance,
-        )
-    kv_width = max(kv_heads, n) * mdl.head_dim
+        ring = dict(precision=precision, gpu=gpu, efficiency=eff, load_balanced=load_balanced, recompute=recompute)
+        return _ring_layer(mdl, s, n, b, t, total_flops, peak * eff, activation, links, **ring)
+    return _ulysses_layer(mdl, s, n, b, t, e, total_flops, peak * eff, activation, links)
+
+
+def _ring_layer(
+    mdl, s, n, b, t, flops, rate, activation, links, *, precision, gpu, efficiency, load_balanced, recompute
+):
+    """context_parallel_layer's ring: the busiest rank's share of `flops` (the layer's causal attention, forward
+    and backward) at `rate` FLOP/s, (cp - 1) transfers per pass priced by ring_attention_exposure."""
+    if n < 2:
+        raise ConfigurationError("cp=1: one GPU per sequence has no ring; context parallelism needs cp >= 2")
+    step = ring_attention_step(
+        mdl, s, n, micro_batch_size=b, tp=t, precision=precision, gpu=gpu, efficiency=efficiency, causal=True, **links
+    )
+    shares = causal_work_per_rank(n, load_balanced)
+    imbalance = float(shares.max() * n)
+    compute = flops * float(shares.max()) / rate
+    per_step_compute = compute / 3.0 / n  # the forward's share, one of the cp blocks
+    transfers = 4.0 if recompute == "full" else 3.0  # full recomputation runs the forward's ring again
+    comm, exposed, _ = (float(x) for x in ring_attention_exposure(step.comm_s, per_step_compute, n, transfers))
+    sent = transfers * (n - 1) * step.kv_block_bytes
+    buffer = 2.0 * step.kv_block_bytes
+    return ContextParallelLayer(
+        "ring", mdl.name, s, n, b, t, step.kv_width, sent, comm, compute, exposed, buffer, activation, imbalance
+    )
+
+
+def _ulysses_layer(mdl, s, n, b, t, e, flops, rate, activation, links):
+    """context_parallel_layer's Ulysses: 4 all-to-alls forward and 4 backward, all exposed; compute `flops` / cp at
+    `rate` FLOP/s (every GPU has whole heads)."""
+    local = s // n
+    kv_width = max(max(mdl.kv_heads // t, 1), n) * mdl.head_dim
     q_width = mdl.hidden / t
     sizes = [b * local * w * e for w in (q_width, kv_width, kv_width, q_width)]
-    costs = [
-        collectives.collective_cost("all-to-all", size, n, link=link, bandwidth=bandwidth, latency=latency)
-        if n > 1
-        else None
-        for size in sizes
-    ]
+    costs = [collectives.collective_cost("all-to-all", size, n, **links) if n > 1 else None for size in sizes]
     sent = 2.0 * sum(c.bytes_sent_per_gpu for c in costs if c is not None)
     comm = 2.0 * sum(c.time_s for c in costs if c is not None)
-    compute = total_flops / n / (peak * eff)
+    compute = flops / n / rate
     buffer = b * float(s) * (q_width + 2 * kv_width) / n * e
     require_finite("context_parallel_layer", sent, comm, compute)
     return ContextParallelLayer(

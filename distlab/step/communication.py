@@ -14,7 +14,7 @@ from .compute import overlapped_per_microbatch
 from .config import StepConfig
 from .placement import p2p_message_bytes, pipeline_crossings_array
 
-__all__ = ["tp_term", "cp_term", "ep_term", "bubble_term", "p2p_term"]
+__all__ = ["tp_term", "ring_attention_exposure", "cp_term", "ep_term", "bubble_term", "p2p_term"]
 
 
 def tp_term(c: StepConfig, r: dict) -> dict:
@@ -33,17 +33,41 @@ def tp_term(c: StepConfig, r: dict) -> dict:
     return dict(tp_comm_s=c.m * tp_mb, tp_mb=tp_mb, tp_hidden_mb=hidden)
 
 
+def ring_attention_exposure(block_comm_s, block_compute_s, cp, transfers_per_step):
+    """One layer's ring attention on one GPU per microbatch: (comm, exposed, hidden) seconds. Each of the cp - 1
+    ring steps passes a K/V block on (block_comm_s) while the GPU computes attention on the block it holds
+    (block_compute_s, the forward's per block); the next step needs the block received, so a transfer hides only
+    under its own step's compute, never under another's (Liu et al. 2023, Ring Attention, Sec. 3: the overlap holds
+    while a block's compute outlasts its transfer). transfers_per_step: 3 (the forward's K/V; the backward's K/V and
+    their gradients, twice the bytes against twice the FLOPs), 4 with full recomputation (the forward runs again).
+    comm = t (cp - 1) block_comm; exposed = t (cp - 1) max(0, block_comm - block_compute); hidden = comm - exposed.
+    production.context_parallel_layer (lessons 8 §4, 11 §3) and the step model's cp_term both call it.
+
+    cp = 4, 3 transfers per step: 9 transfers of 22 us, each against a 13 us block, expose 9 x 9 = 81 us.
+
+    >>> [round(float(t) * 1e6, 6) for t in ring_attention_exposure(22e-6, 13e-6, 4, 3)]  # comm, exposed, hidden (us)
+    [198.0, 81.0, 117.0]
+    """
+    steps = np.asarray(transfers_per_step, dtype=float) * (np.asarray(cp, dtype=float) - 1.0)
+    comm = steps * block_comm_s
+    exposed = steps * np.maximum(0.0, np.asarray(block_comm_s, dtype=float) - block_compute_s)
+    return comm, exposed, comm - exposed
+
+
 def cp_term(c: StepConfig, r: dict) -> dict:
-    """CP communication (exposed) = m x layers x max(0, ring attention's K/V traffic - the attention core it
-    overlaps): per layer and microbatch 3 (cp - 1) block transfers (4 (cp - 1) with full recomputation) of
-    b (s / cp) 2 kv_dim e_msg / tp bytes, on NVLink when tp x cp fits a node, else the fabric (Liu et al. 2023,
-    Ring Attention; Megatron-Core context parallelism). cp_hidden_mb: what hides under the core. Lesson 8 §4."""
+    """CP communication (exposed) = m x layers x ring_attention_exposure: per layer and microbatch 3 (cp - 1) block
+    transfers (4 (cp - 1) with full recomputation) of b (s / cp) 2 kv_dim e_msg / tp bytes, on NVLink when tp x cp
+    fits a node, else the fabric, each against the attention core of one block: the forward's core on the GPU's
+    tokens / cp (load-balanced causal chunks, Megatron-Core context parallelism: every rank and step does the same
+    work), half of it where the calibrated model's causal flash attention skips the masked half. cp_hidden_mb: what
+    hides. Lesson 8 §4."""
     kv_block = c.b * c.s / c.cp * 2.0 * float(c.model.kv_heads * c.model.head_dim) * c.e_msg / c.tp
     hop = np.where(c.tp * c.cp <= c.g, kv_block / c.intra_bw + c.intra_lat, kv_block / c.inter_bw + c.inter_lat)
-    ring = (c.cp - 1.0) * np.where(c.full, 4.0, 3.0) * hop
-    core = r["core_layer_s"]
-    cp_mb = np.where(c.cp > 1, c.layers_stage * np.maximum(0.0, ring - core), 0.0)
-    hidden = np.where(c.cp > 1, c.layers_stage * np.minimum(ring, core), 0.0)
+    executed = np.where(np.asarray(c.causal_flash, dtype=bool), 0.5, 1.0) * c.core_fwd / c.cp
+    block = executed / (c.tp * c.peak * c.attention_efficiency)
+    _, exposed, hidden = ring_attention_exposure(hop, block, c.cp, np.where(c.full, 4.0, 3.0))
+    cp_mb = np.where(c.cp > 1, c.layers_stage * exposed, 0.0)
+    hidden = np.where(c.cp > 1, c.layers_stage * hidden, 0.0)
     return dict(cp_comm_s=c.m * cp_mb, cp_mb=cp_mb, cp_hidden_mb=hidden)
 
 

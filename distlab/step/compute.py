@@ -46,8 +46,7 @@ def attention_core_seconds(c: StepConfig):
     """(seconds per microbatch of the stage's attention core, seconds of one layer's counted core): the counted
     core (3 x 4 b s^2 a d per layer, + 1 recomputed) at attention_efficiency x peak / tp; the calibrated model's
     causal flash attention executes efficiency.flash_attention_work_array's FLOPs instead (masked half skipped,
-    scores recomputed in the backward). The per-layer counted core is what ring attention's transfers hide under.
-    Lesson 7 §8."""
+    scores recomputed in the backward). Lesson 7 §8."""
     executed = np.where(
         np.asarray(c.causal_flash, dtype=bool),
         c.layers_stage * flash_attention_work_array(c.core_fwd, c.code != 0),

@@ -253,10 +253,13 @@ class ContextApp(LessonApp):
     """Context parallelism for one layer's attention: ring (load-balanced and contiguous) against Ulysses,
     compute against exposed communication (production.compare_context_parallel).
 
+    The link defaults to the lesson's DGX H100 cluster's fabric, InfiniBand NDR: cp = 8 x tp = 8 is 64 GPUs, eight
+    nodes of 8, so the ring's neighbours sit on different nodes (NVLink between all 64 needs an NVL72-class rack).
+
     `result` holds {method: ContextParallelLayer or the reason it cannot run}; `error` the message shown instead.
     """
 
-    def __init__(self, model="llama3.1-70b", seq_len=131072, cp=8, tp=8, link="nvlink4"):
+    def __init__(self, model="llama3.1-70b", seq_len=131072, cp=8, tp=8, link="ib-ndr"):
         narrow = widgets.Layout(width="230px")
         self.model = widgets.Dropdown(options=CP_MODELS, value=model, description="model", layout=narrow)
         self.seq_len = widgets.Dropdown(options=SEQ_LENS, value=seq_len, description="tokens", layout=narrow)

@@ -77,15 +77,24 @@ def test_capacity_app_and_estimate_agree_on_the_expert_time():
 # --------------------------------------------------------------------------- lesson 3: ZeRO traffic per step
 
 
-@pytest.mark.parametrize("zero", [0, 1, 2])
+@pytest.mark.parametrize("zero", [0, 1, 2, 3])
 @pytest.mark.parametrize("model", ["llama2-7b", "llama2-13b", "megatron-gpt-1.7b"])
-def test_zero_traffic_app_equals_the_step_model_in_a_node(zero, model):
-    # lesson 3's ZeroMemoryApp: dataparallel.step_communication on one link; the step model on one DGX H100 node
-    # (dp 8 on NVLink 4 at line rate with a fixed efficiency), one micro-batch per step
+@pytest.mark.parametrize("dp", [2, 4, 8])
+def test_zero_traffic_app_equals_the_step_model_in_a_node(zero, model, dp):
+    # lesson 3's ZeroMemoryApp: dataparallel.step_communication on one link, ZeRO-3 layer by layer (layers=L, what
+    # the app passes for a catalog model); the step model on one DGX H100 node (dp GPUs on NVLink 4 at line rate with
+    # a fixed efficiency, tp the rest of the node), one micro-batch per step
+    from distlab.widgets.data_parallel_zero import ZeroMemoryApp
+
     cl = hardware.cluster("dgx-h100", 1, "ib-ndr")
-    est = training.estimate(model, cl, global_batch=8, seq_len=2048, zero=zero, efficiency=0.5)
-    app = dataparallel.step_communication(model, zero=zero, dp=8, link="nvlink4")
+    tp = 8 // dp  # the rest of the node is tensor parallel: each DP group reduces M / tp on NVLink
+    est = training.estimate(model, cl, global_batch=dp, seq_len=2048, dp=dp, tp=tp, zero=zero, efficiency=0.5)
+    layers = models.model(model).layers
+    app = dataparallel.step_communication(model, zero=zero, dp=dp, tp=tp, link="nvlink4", layers=layers)
     assert app.time_s == pytest.approx(est.dp_comm_s, rel=EXACT)
+    if dp == 8 and zero == 3:  # and the app itself shows that number
+        shown = ZeroMemoryApp(model=model, gpus=8, fabric="nvlink4").result.communication[3]
+        assert shown.time_s == app.time_s
 
 
 @pytest.mark.parametrize("micro", [2, 8])
@@ -98,17 +107,24 @@ def test_zero2_reduces_every_microbatch_in_both(micro):
     assert zero2.dp_comm_s == pytest.approx((micro + 1) / 2 * ddp.dp_comm_s, rel=EXACT)
 
 
-def test_zero3_step_model_counts_layer_by_layer():
-    # the one named difference: lesson 3's app counts ZeRO-3 as the ZeRO paper does, three whole-model collectives
-    # (3 x half an all-reduce of M); the step model runs them layer by layer as FSDP does, 3L - 1 collectives of M / L
-    # (the last layer is not gathered again), each paying its 7 ring latencies: (3L - 1) (7 alpha + 7/8 M / (L B))
+def test_zero3_counts_layer_by_layer():
+    # ZeRO-3 as FSDP runs it: 3L - 1 collectives of M / L (the last layer is not gathered again for the backward),
+    # each paying its 7 ring latencies: (3L - 1) (7 alpha + 7/8 M / (L B)). The ZeRO paper's count, three
+    # whole-model collectives 3 (7 alpha + 7/8 M / B), stays what step_communication prices without layers (lesson
+    # 3's custom model). Llama-2-7B on NVLink 4: 78.69 ms as three collectives, 80.06 ms layer by layer
     cl = hardware.cluster("dgx-h100", 1, "ib-ndr")
     est = training.estimate("llama2-7b", cl, global_batch=8, seq_len=2048, zero=3, efficiency=0.5)
-    app = dataparallel.step_communication("llama2-7b", zero=3, dp=8, link="nvlink4")
+    whole = dataparallel.step_communication("llama2-7b", zero=3, dp=8, link="nvlink4")
+    layered = dataparallel.step_communication("llama2-7b", zero=3, dp=8, link="nvlink4", layers=32)
     nv = hardware.link("nvlink4")
     L, M = 32, 2 * models.model("llama2-7b").parameter_count()
-    assert app.time_s == pytest.approx(3 * (7 * nv.latency + 7 / 8 * M / nv.bandwidth), rel=EXACT)
-    assert est.dp_comm_s == pytest.approx((3 * L - 1) * (7 * nv.latency + 7 / 8 * M / L / nv.bandwidth), rel=EXACT)
+    assert whole.time_s == pytest.approx(3 * (7 * nv.latency + 7 / 8 * M / nv.bandwidth), rel=EXACT)
+    expected = (3 * L - 1) * (7 * nv.latency + 7 / 8 * M / L / nv.bandwidth)
+    assert layered.time_s == pytest.approx(expected, rel=EXACT)
+    assert est.dp_comm_s == pytest.approx(expected, rel=EXACT)
+    assert layered.bytes_sent_per_gpu == pytest.approx((3 * L - 1) * 7 / 8 * M / L, rel=EXACT)
+    assert layered.phase_counts == (32, 31, 32)
+    assert round(whole.time_s * 1e3, 2) == 78.69 and round(layered.time_s * 1e3, 2) == 80.06
 
 
 # --------------------------------------------------------------------------- lesson 5: TP traffic
@@ -139,3 +155,92 @@ def test_bubble_app_equals_the_step_model(pp, gb):
     est = training.estimate("llama2-7b", cl, global_batch=gb, seq_len=2048, pp=pp, dp=dp, efficiency=0.5)
     app = pipeline.closed_form("1f1b", pp, est.microbatches, 1, 1.0, 2.0, 0.0)
     assert app.overhead == pytest.approx(est.bubble_s / est.compute_s, rel=EXACT)
+
+
+# --------------------------------------------------------------------------- lessons 8 §4, 11 §3: context parallelism
+
+
+@pytest.mark.parametrize(
+    "model, tp, cp, seq_len, recompute",
+    list(itertools.product(["llama2-7b", "llama3.1-8b"], [1, 2], [2, 4], [4096, 32768], ["selective", "full"])),
+)
+def test_cp_app_exposes_what_the_step_model_exposes(model, tp, cp, seq_len, recompute):
+    # lesson 11's ContextApp shows production.context_parallel_layer (load-balanced ring); the step model's CP term
+    # for the same layer, one microbatch, tp x cp in one DGX H100 node. Both call step.communication.
+    # ring_attention_exposure. The calibrated step model runs NVLink at its achieved share and causal flash
+    # attention at flash_attention_rate, the app's default rate; the app is given the same link rate. Before: the step
+    # model set the whole ring's traffic against the whole layer's counted core (Llama-2-7B, tp 2, cp 4, 4K: 0 us
+    # exposed per layer) while the app set each transfer against its own step's block (83 us at line rate)
+    from distlab.efficiency import achieved_link_share
+
+    cl = hardware.cluster("dgx-h100", 1, "ib-ndr")
+    nv = hardware.link("nvlink4")
+    dp = 8 // (tp * cp)
+    est = training.estimate(model, cl, global_batch=dp, seq_len=seq_len, tp=tp, cp=cp, recompute=recompute)
+    assert est.microbatches == 1
+    app = production.context_parallel_layer(
+        model, seq_len, cp, tp=tp, recompute=recompute, bandwidth=achieved_link_share(nv) * nv.bandwidth
+    )
+    layers = models.model(model).layers
+    assert app.exposed_s == pytest.approx(est.cp_comm_s / layers, rel=EXACT)
+
+
+def test_cp_exposure_is_per_ring_step():
+    # a transfer hides only under its own step's block: 9 transfers (3 (cp - 1), cp = 4) of 22 us, each against 13 us
+    # of compute, expose 9 x (22 - 13) = 81 us and hide 9 x 13 = 117 us. Set against the whole layer instead
+    # (9 x 22 = 198 us against 3 x 4 x 13 = 156 us) only 42 us would show: a step cannot compute on a block it has not
+    # received yet
+    from distlab.step.communication import ring_attention_exposure
+
+    comm, exposed, hidden = ring_attention_exposure(22e-6, 13e-6, 4, 3)
+    assert comm == pytest.approx(198e-6) and exposed == pytest.approx(81e-6) and hidden == pytest.approx(117e-6)
+    # full recomputation sends the forward's blocks again: 4 (cp - 1) transfers
+    assert ring_attention_exposure(22e-6, 13e-6, 4, 4)[1] == pytest.approx(108e-6)
+    assert ring_attention_exposure(10e-6, 13e-6, 8, 3)[1] == 0.0
+
+
+# --------------------------------------------------------------------------- lesson 4 §7: pipeline p2p sends
+
+
+@pytest.mark.parametrize(
+    "model, nodes, pp, chunks, micro",
+    [
+        (model, nodes, pp, chunks, micro)
+        for model, (nodes, pp), chunks, micro in itertools.product(
+            ["llama2-7b", "llama3.1-8b"], [(1, 2), (1, 4), (2, 2), (4, 4), (8, 8)], [1, 2], [1, 2]
+        )
+    ],
+)
+def test_p2p_app_send_is_the_step_models_hop(model, nodes, pp, chunks, micro):
+    # lesson 4's StageAnalysisApp shows pipeline.analyze_stages' time of one activation send (alpha + b s h e / B on
+    # the link chosen); the step model's p2p term is 2 (pp v - 1) such hops on the fill and drain path (Narayanan et
+    # al. 2021 Sec. 2.2.2). tp 1, cp 1 (no scatter-gather split), the DP replicas of a stage side by side: with one
+    # node the stages are dp = 8 / pp GPUs apart on NVLink 4, with pp nodes each boundary (and interleaving's
+    # wrap-around) crosses the fabric at one NDR NIC per GPU; line rates (a fixed efficiency)
+    cl = hardware.cluster("dgx-h100", nodes, "ib-ndr")
+    dp = cl.gpus // pp
+    est = training.estimate(
+        model,
+        cl,
+        global_batch=dp * micro * 8 * pp,
+        micro_batch_size=micro,
+        seq_len=2048,
+        pp=pp,
+        dp=dp,
+        schedule="interleaved" if chunks > 1 else "1f1b",
+        chunks=chunks,
+        efficiency=0.5,
+    )
+    link = "nvlink4" if nodes == 1 else "ib-ndr"
+    app = pipeline.analyze_stages(
+        pp=pp,
+        microbatches=est.microbatches,
+        model=model,
+        micro_batch_size=micro,
+        seq_len=2048,
+        layer_time=1e-3,
+        link=link,
+        chunks=chunks,
+        schedule="interleaved" if chunks > 1 else "1f1b",
+    )
+    assert est.p2p_s == pytest.approx(2 * (pp * chunks - 1) * app.transfer_time_s, rel=EXACT)

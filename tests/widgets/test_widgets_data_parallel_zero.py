@@ -24,7 +24,8 @@ def test_initial_state_matches_distlab(zero_app):
     for stage in range(4):
         want = memory.training_memory("llama2-7b", zero=stage, dp=8, gpu="h100-sxm", count_activations=False)
         assert r.memory[stage].total_bytes == pytest.approx(want.total_bytes)
-        comm = dataparallel.step_communication("llama2-7b", zero=stage, dp=8, link="ib-ndr")
+        # ZeRO-3 layer by layer over Llama-2-7B's 32 layers, as the step model prices it
+        comm = dataparallel.step_communication("llama2-7b", zero=stage, dp=8, link="ib-ndr", layers=32)
         assert r.communication[stage].bytes_sent_per_gpu == pytest.approx(comm.bytes_sent_per_gpu)
         assert r.communication[stage].time_s == pytest.approx(comm.time_s)
         # the bar of this stage at N = 8 stacks weights, gradients and optimizer states, in GB

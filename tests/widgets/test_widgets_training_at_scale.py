@@ -48,7 +48,9 @@ def test_fsdp_app_is_sharding_plan():
 
 def test_context_app_is_compare_context_parallel():
     app = ContextApp(model="llama3.1-70b", seq_len=131072, cp=8, tp=8)
-    want = production.compare_context_parallel("llama3.1-70b", 131072, 8, tp=8)
+    # cp 8 x tp 8 = 64 GPUs: eight DGX H100 nodes, so the default link is their fabric, InfiniBand NDR
+    assert app.link.value == "ib-ndr"
+    want = production.compare_context_parallel("llama3.1-70b", 131072, 8, tp=8, link="ib-ndr")
     assert [r.exposed_s for r in app.result.values()] == [r.exposed_s for r in want.values()]
     # bars in units of the balanced compute: ring 1, contiguous ring 2 - 1/8, Ulysses 1 with its all-to-alls exposed
     widths = [bar.get_width() for bar in app.bars.compute]
