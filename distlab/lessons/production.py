@@ -211,20 +211,27 @@ def _mfu_loss(layout, taper=TAPER):
     return 1 - _network(layout, taper).mfu / _network(layout, 1).mfu
 
 
+#: Q6: the ZeRO-3 layout on a 2:1 taper (the lesson's table prices 1:1 and 3:1), and the ranges it offers (%)
+Q6_TAPER = 2
+Q6_RANGES = {"under-10": (0, 10), "10-25": (10, 25), "25-50": (25, 50), "over-50": (50, 100)}
+
+
 def _q6():
-    z3 = _network(ZERO3_LAYOUT, TAPER)
-    per_mb_comm, per_mb_compute = z3.dp_comm_s / z3.microbatches, z3.compute_s / z3.microbatches
-    return "per-microbatch" if per_mb_comm > per_mb_compute else "bytes"
+    loss = 100 * _mfu_loss(ZERO3_LAYOUT, Q6_TAPER)
+    return next(name for name, (low, high) in Q6_RANGES.items() if low <= loss < high)
 
 
 def _explain_q6():
-    z3 = _network(ZERO3_LAYOUT, TAPER)
+    z3, z3_flat = _network(ZERO3_LAYOUT, Q6_TAPER), _network(ZERO3_LAYOUT, 1)
+    m = z3.microbatches
     return (
-        f"at {TAPER}:1, lesson 7's ZeRO-1 layout loses {100 * _mfu_loss(ZERO1_LAYOUT):.1f}% of its MFU (one "
-        f"gradient all-reduce per step, mostly hidden), the ZeRO-3 layout {100 * _mfu_loss(ZERO3_LAYOUT):.0f}%: it "
-        f"pays its 3M in each of its {z3.microbatches} microbatches, {format_seconds(z3.dp_comm_s / z3.microbatches)}"
-        f" per microbatch against {format_seconds(z3.compute_s / z3.microbatches)} of compute to hide under, so "
-        "most of it is exposed m times per step. 1.5x the bytes alone would cost 1.5x a few percent"
+        f"the taper slows only the inter-node phase, so from the lesson's 1:1 and 3:1 rows the DP traffic at "
+        f"{Q6_TAPER}:1 is {format_seconds(z3.dp_comm_s)} per step, {format_seconds(z3.dp_comm_s / m)} per "
+        f"microbatch against {format_seconds(z3.compute_s / m)} of compute to hide under: about "
+        f"{format_seconds(z3.dp_exposed_s)} exposed per step, a step of {format_seconds(z3.step_time_s)} against "
+        f"{format_seconds(z3_flat.step_time_s)} on the non-blocking fabric: {100 * _mfu_loss(ZERO3_LAYOUT, Q6_TAPER):.1f}% "
+        f"of the MFU lost ({100 * _mfu_loss(ZERO3_LAYOUT):.0f}% at {TAPER}:1). Lesson 7's ZeRO-1 layout loses "
+        f"{100 * _mfu_loss(ZERO1_LAYOUT, Q6_TAPER):.1f}% at {Q6_TAPER}:1: it communicates once per step"
     )
 
 
@@ -320,18 +327,21 @@ q5 = NumericQuestion(
 
 q6 = ChoiceQuestion(
     name="q6",
-    prompt="Diagnosis: on a 3:1 oversubscribed fabric (no rails), lesson 7's tp 8 x pp 4 ZeRO-1 layout loses "
-    "a few percent of its MFU, while a tp 8 ZeRO-3 layout with full recomputation loses more than half. Why? "
-    "taper: a 3:1 taper costs about half the FLOPS whatever runs on it; bytes: ZeRO-3 moves 1.5x the bytes of "
-    "ZeRO-1; per-microbatch: ZeRO-3 pays its traffic in every microbatch, longer than the compute it can hide under.",
-    options=("taper", "bytes", "per-microbatch"),
+    prompt=f"Section 2's tp 8 ZeRO-3 layout with full recomputation (Llama-3.1-70B on 32 DGX H100 nodes) on a "
+    f"{Q6_TAPER}:1 oversubscribed fabric without rails: how much of its MFU does it lose against the non-blocking "
+    "fabric? under-10: less than 10 %; 10-25; 25-50; over-50: more than half.",
+    options=tuple(Q6_RANGES),
     expected=_q6,
     explain=_explain_q6,
-    hint_text="compare how OFTEN each layout communicates per step with the compute each transfer can hide under",
+    hint_text="the taper slows only the inter-node phase: split the table's 1:1 and 3:1 DP traffic into a part that "
+    "stays and a part that scales, then compare each microbatch's traffic with the compute it can hide under",
     feedback={
-        "taper": "is the reference's rule of thumb: the ZeRO-1 layout on the same fabric loses only a few percent, "
-        "so the taper alone cannot be the cause",
-        "bytes": "1.5x the bytes would cost about 1.5x the ZeRO-1 layout's few percent, not more than half",
+        "over-50": "is the 3:1 row's loss: at 2:1 the inter-node phase takes 2/3 as long, so each microbatch's "
+        "traffic outlasts its compute by about half as much",
+        "under-10": "would hold if the traffic still hid under the compute; per microbatch it is about twice as "
+        "long as the compute it overlaps",
+        "10-25": "counts too little of the traffic as exposed: all of it beyond each microbatch's compute waits, "
+        "in every microbatch",
     },
 )
 
