@@ -121,7 +121,7 @@ class ScheduleApp(LessonApp):
     def describe(self, result) -> str:
         tl, base = result
         lines = [
-            f"{tl.summary()} [pipeline.schedule]",
+            f"{tl.summary(time_unit='t_F')} [pipeline.schedule]",  # op times in t_F (t_f = 1), not seconds
             "                 idle inside a stage's span (t_F)   step (t_F)   peak in flight (until W)",
         ]
         for name, t in ((tl.schedule, tl), ("1f1b", base)):
