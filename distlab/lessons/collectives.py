@@ -17,9 +17,11 @@ def _ring(size, gpus, link=None):
     return collectives.collective_cost("all-reduce", size, gpus, link=link)
 
 
-#: q1, q2: a 4 GB gradient over 8 GPUs; q3, q6: 7B bf16 gradients (14 GB) over 8 GPUs
+#: q1, q2: a 4 GB gradient over 8 GPUs; q3, q6: 13B bf16 gradients (26 GB) over 8 GPUs (the lesson works 7B's 14 GB)
 SMALL = dict(gb=4, n=8)
-LARGE = dict(gb=14, n=8)
+LARGE = dict(gb=26, n=8)
+#: q4: the crossover of a 16-GPU ring on InfiniBand NDR (the lesson works 8 GPUs)
+Q4_GPUS = 16
 #: per-student variants (distlab.lessons.variants): the same choices in q1 and q2 (q3 and q6) draw the same number
 SMALL_VARIANTS = dict(gb=(2, 4, 6, 8, 12))
 LARGE_VARIANTS = dict(n=(2, 4, 8))
@@ -71,14 +73,14 @@ def _explain_q3(gb, n):
 
 
 def _q4():
-    return collectives.latency_bandwidth_crossover("all-reduce", 8, link="ib-ndr") / 1e6
+    return collectives.latency_bandwidth_crossover("all-reduce", Q4_GPUS, link="ib-ndr") / 1e6
 
 
 def _explain_q4():
     link = hardware.link("ib-ndr")
-    m = collectives.latency_bandwidth_crossover("all-reduce", 8, link="ib-ndr")
+    m = collectives.latency_bandwidth_crossover("all-reduce", Q4_GPUS, link="ib-ndr")
     return (
-        f"2(N-1) alpha = 2(N-1)/N x M / B gives M = N x alpha x B = 8 x {link.latency * 1e6:g} us x "
+        f"2(N-1) alpha = 2(N-1)/N x M / B gives M = N x alpha x B = {Q4_GPUS} x {link.latency * 1e6:g} us x "
         f"{link.bandwidth / 1e9:g} GB/s = {format_bytes(m)}: smaller messages are latency-bound, "
         f"larger ones bandwidth-bound"
     )
@@ -189,7 +191,7 @@ q3 = NumericQuestion(
     name="q3",
     params=LARGE,
     variants=LARGE_VARIANTS,
-    prompt="How long (ms) does a ring all-reduce of {gb:g} GB (7B bf16 gradients) over {n} GPUs take on NVLink 4?",
+    prompt="How long (ms) does a ring all-reduce of {gb:g} GB (13B bf16 gradients) over {n} GPUs take on NVLink 4?",
     expected=_q3,
     explain=_explain_q3,
     hint_text="time = 2(N-1) alpha + 2(N-1)/N x M / B, with B the per-direction bandwidth of the link",
@@ -203,7 +205,7 @@ q3 = NumericQuestion(
 
 q4 = NumericQuestion(
     name="q4",
-    prompt="Ring all-reduce over 8 GPUs on InfiniBand NDR: above which message size (MB) does bandwidth dominate latency?",
+    prompt=f"Ring all-reduce over {Q4_GPUS} GPUs on InfiniBand NDR: above which message size (MB) does bandwidth dominate latency?",
     expected=_q4,
     explain=_explain_q4,
     hint_text="set the latency term 2(N-1) alpha equal to the bandwidth term 2(N-1)/N x M / B and solve for M",
@@ -243,7 +245,7 @@ q6 = NumericQuestion(
 
 q7 = ChoiceQuestion(
     name="q7",
-    prompt="Lecture quiz 1: in data parallelism each GPU computes gradients on its own shard of the batch. Which "
+    prompt="In data parallelism each GPU computes gradients on its own shard of the batch. Which "
     "primitive leaves every GPU with the full-batch gradient, so all models take the same step? (a) broadcast; "
     "(b) all-reduce; (c) all-gather; (d) reduce-scatter; (e) all-to-all. Answer a-e.",
     options=("a", "b", "c", "d", "e"),

@@ -27,7 +27,7 @@ def _explain_q1(billions, dp):
         f"ZeRO-1 keeps full bf16 weights and gradients (2 + 2 bytes x {billions:g}e9 = "
         f"{format_bytes(bd.weights_bytes + bd.gradients_bytes)}) and 1/{dp} of the 12-byte optimizer states "
         f"(12 x {billions:g}e9 / {dp} = {format_bytes(bd.optimizer_bytes)}): {format_bytes(bd.total_bytes)} "
-        f"(ZeRO paper, Table 1: 35.6 GB)"
+        f"(the ZeRO paper's Table 1 lists the 7.5B, 128B and 1T models at 1 to 1,024 GPUs)"
     )
 
 
@@ -143,7 +143,7 @@ def _explain_q5(backward_ms, comm_ms, buckets):
     )
 
 
-#: lecture quiz 9 (a 7B model on 8 x A100 80 GB), with the activations a chosen micro-batch keeps
+#: MIT 6.5940's quiz 9 (a 7B model on 8 x A100 80 GB), with the activations a chosen micro-batch keeps
 Q6 = dict(billions=7, dp=8, gpu_gb=80, act_gb=45)
 
 
@@ -224,7 +224,7 @@ def _explain_q8(billions, dp):
 
 q1 = NumericQuestion(
     name="q1",
-    params=dict(billions=7.5, dp=16),
+    params=dict(billions=128, dp=16),
     prompt="ZeRO paper check: {billions:g}B parameters, ZeRO-1 (optimizer states sharded), {dp} GPUs. "
     "Model states per GPU (GB)?",
     expected=_q1,
@@ -237,7 +237,7 @@ q1 = NumericQuestion(
 
 q2 = NumericQuestion(
     name="q2",
-    params=dict(billions=7, dp=8),
+    params=dict(billions=13, dp=16),
     variants=dict(billions=(1.3, 3, 7, 13, 30), dp=(4, 8, 16, 64)),
     prompt="{billions:g}B parameters, bf16 gradients, ZeRO-3 over {dp} GPUs: how many GB does each GPU send per "
     "training step?",
@@ -303,8 +303,8 @@ q6 = ChoiceQuestion(
     name="q6",
     params=Q6,
     variants=dict(act_gb=(10, 45, 60)),
-    prompt="Design (lecture quiz 9, with activations): a {billions:g}B model on {dp} x A100 {gpu_gb:g} GB, Adam in "
-    "mixed precision. The micro-batch you need keeps {act_gb:g} GB of activations per GPU. What is the least "
+    prompt="Design (MIT 6.5940's quiz 9, ch. 9, with activations): a {billions:g}B model on {dp} x A100 "
+    "{gpu_gb:g} GB, Adam in mixed precision. The micro-batch you need keeps {act_gb:g} GB of activations per GPU. What is the least "
     "sharding that fits? (plain dp, zero-1, zero-2, zero-3, none)",
     options=_STAGE_OPTIONS,
     expected=_q6,
@@ -340,7 +340,7 @@ q8 = NumericQuestion(
     name="q8",
     params=dict(billions=70, dp=128),
     variants=dict(billions=(13, 70, 175), dp=(64, 128, 256)),
-    prompt="Lecture quiz 4: a {billions:g}B model with ZeRO-3 on N = {dp} GPUs. How much memory (GB) do the model "
+    prompt="A {billions:g}B model with ZeRO-3 on N = {dp} GPUs. How much memory (GB) do the model "
     "states (weights, gradients, Adam; 16 bytes per parameter) take on each GPU?",
     expected=_q8,
     explain=_explain_q8,

@@ -18,8 +18,9 @@ Q1 = dict(model="deepseek-v3", gpus=2048, pp=16, budget_gb=40)
 Q2 = dict(loads=(1900, 500, 700, 900, 1200, 800, 600, 1400), ep=4, balanced_ms=10.0)
 # q3: Mixtral-8x7B on DGX H100 nodes with expert tensor parallelism
 Q3 = dict(model="mixtral-8x7b", etp=2, gpus_per_node=8)
-# q4: DeepSeek-V3, one 4,096-token microbatch per GPU, EP 64 over 8 nodes, bf16, no node limit
-Q4 = dict(model="deepseek-v3", tokens=4096, ep=64, per_node=8)
+# q4: DeepSeek-V3, one 8,192-token microbatch per GPU (two sequences of 4,096; the lesson works one), EP 64 over
+# 8 nodes, bf16, no node limit
+Q4 = dict(model="deepseek-v3", tokens=8192, ep=64, per_node=8)
 # q5: Mixtral-like layer with a capacity factor
 Q5 = dict(tokens=4096, experts=8, top_k=2, capacity_factor=1.25)
 # q6: DeepSeek-V3's pre-training: 14.8T tokens in 2.664M H800 GPU-hours (report Table 1, Sec. 1)

@@ -10,17 +10,18 @@ from .questions import ChoiceQuestion, NumericQuestion
 
 __all__ = ["BUCKET_LINKS", "TAPER", "TAPER_VARIANTS", "CP_VARIANTS", "FP8_OPTIONS", "ZERO3_LAYOUT", "QUESTIONS"]
 
-#: Q1: plain data parallelism of Llama-2-7B on 8 DGX H100 nodes, 4,096 tokens per GPU per step.
-BUCKET_MODEL, BUCKET_DP, BUCKET_TOKENS = "llama2-7b", 64, 4096
+#: Q1: plain data parallelism of Llama-2-7B on 8 DGX H100 nodes, 8,192 tokens per GPU per step (the lesson sweeps 4,096).
+BUCKET_MODEL, BUCKET_DP, BUCKET_TOKENS = "llama2-7b", 64, 8192
 BUCKET_LINKS = dict(link="nvlink4", algorithm="hierarchical", gpus_per_node=8, inter_link="ib-ndr")
-#: Q2, Q3: the same gradients over 4 DGX H100 nodes on a 3:1 tapered NDR fabric.
+#: Q2, Q3: Llama-2-13B's gradients over 4 DGX H100 nodes on a 3:1 tapered NDR fabric (the lesson prices 7B's).
+TAPER_MODEL = "llama2-13b"
 TAPER = 3
 #: per-student variants of Q2 and Q3 (the same choices, so "same cluster" is one draw); the flat ring is slower on
 #: rails at every one of them (tests/lessons/test_lesson_production.py)
 TAPER_VARIANTS = dict(taper=(2, 3, 4))
 _SHARE = {2: "a half", 3: "a third", 4: "a quarter"}
-#: Q5: context parallelism.
-CP_MODEL, CP, CP_FABRIC = "llama3.1-70b", 16, "ib-ndr"
+#: Q5: context parallelism of Llama-3.1-8B (the lesson works Llama-3.1-70B, whose crossover it prints)
+CP_MODEL, CP, CP_FABRIC = "llama3.1-8b", 16, "ib-ndr"
 #: Q6: the ZeRO-3 layout of section 2 next to lesson 7's ZeRO-1 one, 3:1 taper without rails
 ZERO1_LAYOUT = dict(tp=8, pp=4, zero=1, recompute="selective", sequence_parallel=True)
 ZERO3_LAYOUT = dict(tp=8, pp=1, zero=3, recompute="full", sequence_parallel=True)
@@ -58,7 +59,7 @@ def _explain_q1():
 
 def _taper(rails: bool, algorithm: str, taper=TAPER):
     cl = hardware.cluster("dgx-h100", 4, "ib-ndr", taper, rails)
-    return production.dp_all_reduce(cl, dataparallel.gradient_bytes(BUCKET_MODEL), algorithm=algorithm)
+    return production.dp_all_reduce(cl, dataparallel.gradient_bytes(TAPER_MODEL), algorithm=algorithm)
 
 
 def _q2(taper=TAPER):
@@ -182,12 +183,19 @@ def _ring_by_hand(cp=CP):
     return cp * r.kv_width * r.element_bytes * peak * eta / (50e9 * models.model(CP_MODEL).hidden)
 
 
+def _hidden_over_kv():
+    from .. import models
+
+    return models.model(CP_MODEL).hidden / _ring().kv_width
+
+
 def _q5_hints(cp):
     want, hand = _q5(cp), _ring_by_hand(cp)
+    full_width = hand * _hidden_over_kv()
     return {
         hand / 2 / want: "drops a factor of two: per ring step a chunk sends K and V, and causal attention with "
         "load-balanced chunks does half the square's work",
-        hand * 8 / want: "sends the full hidden width; with grouped-query attention K and V are only the 8 K/V heads "
+        full_width / want: "sends the full hidden width; with grouped-query attention K and V are only the 8 K/V heads "
         "wide (1,024)",
         hand / cp / want: "is the chunk per GPU, c*; the question asks for the whole sequence, cp x c*",
     }
@@ -203,20 +211,27 @@ def _mfu_loss(layout, taper=TAPER):
     return 1 - _network(layout, taper).mfu / _network(layout, 1).mfu
 
 
+#: Q6: the ZeRO-3 layout on a 2:1 taper (the lesson's table prices 1:1 and 3:1), and the ranges it offers (%)
+Q6_TAPER = 2
+Q6_RANGES = {"under-10": (0, 10), "10-25": (10, 25), "25-50": (25, 50), "over-50": (50, 100)}
+
+
 def _q6():
-    z3 = _network(ZERO3_LAYOUT, TAPER)
-    per_mb_comm, per_mb_compute = z3.dp_comm_s / z3.microbatches, z3.compute_s / z3.microbatches
-    return "per-microbatch" if per_mb_comm > per_mb_compute else "bytes"
+    loss = 100 * _mfu_loss(ZERO3_LAYOUT, Q6_TAPER)
+    return next(name for name, (low, high) in Q6_RANGES.items() if low <= loss < high)
 
 
 def _explain_q6():
-    z3 = _network(ZERO3_LAYOUT, TAPER)
+    z3, z3_flat = _network(ZERO3_LAYOUT, Q6_TAPER), _network(ZERO3_LAYOUT, 1)
+    m = z3.microbatches
     return (
-        f"at {TAPER}:1, lesson 7's ZeRO-1 layout loses {100 * _mfu_loss(ZERO1_LAYOUT):.1f}% of its MFU (one "
-        f"gradient all-reduce per step, mostly hidden), the ZeRO-3 layout {100 * _mfu_loss(ZERO3_LAYOUT):.0f}%: it "
-        f"pays its 3M in each of its {z3.microbatches} microbatches, {format_seconds(z3.dp_comm_s / z3.microbatches)}"
-        f" per microbatch against {format_seconds(z3.compute_s / z3.microbatches)} of compute to hide under, so "
-        "most of it is exposed m times per step. 1.5x the bytes alone would cost 1.5x a few percent"
+        f"the taper slows only the inter-node phase, so from the lesson's 1:1 and 3:1 rows the DP traffic at "
+        f"{Q6_TAPER}:1 is {format_seconds(z3.dp_comm_s)} per step, {format_seconds(z3.dp_comm_s / m)} per "
+        f"microbatch against {format_seconds(z3.compute_s / m)} of compute to hide under: about "
+        f"{format_seconds(z3.dp_exposed_s)} exposed per step, a step of {format_seconds(z3.step_time_s)} against "
+        f"{format_seconds(z3_flat.step_time_s)} on the non-blocking fabric: {100 * _mfu_loss(ZERO3_LAYOUT, Q6_TAPER):.1f}% "
+        f"of the MFU lost ({100 * _mfu_loss(ZERO3_LAYOUT):.0f}% at {TAPER}:1). Lesson 7's ZeRO-1 layout loses "
+        f"{100 * _mfu_loss(ZERO1_LAYOUT, Q6_TAPER):.1f}% at {Q6_TAPER}:1: it communicates once per step"
     )
 
 
@@ -242,7 +257,7 @@ q2 = NumericQuestion(
     name="q2",
     params=dict(taper=TAPER),
     variants=TAPER_VARIANTS,
-    prompt="Llama-2-7B's gradients (bf16), hierarchical all-reduce over the 32 GPUs of 4 DGX H100 nodes. On a "
+    prompt="Llama-2-13B's gradients (bf16), hierarchical all-reduce over the 32 GPUs of 4 DGX H100 nodes. On a "
     f"non-blocking NDR fabric the NVLink phase takes {1e3 * _q2_numbers()[0]:.2f} ms and the inter-node ring "
     f"{1e3 * _q2_numbers()[1]:.2f} ms. Estimate by hand: on a {{taper}}:1 oversubscribed fabric without rails, how "
     "long does the all-reduce take, in ms?",
@@ -294,7 +309,7 @@ q5 = NumericQuestion(
     name="q5",
     params=dict(cp=CP),
     variants=CP_VARIANTS,
-    prompt="Llama-3.1-70B (h = 8,192; 8 K/V heads of 128, so w_kv = 1,024), context parallelism cp = {cp} across "
+    prompt="Llama-3.1-8B (h = 4,096; 8 K/V heads of 128, so w_kv = 1,024), context parallelism cp = {cp} across "
     "nodes (InfiniBand NDR, 50 GB/s per GPU), causal ring attention with load-balanced chunks, bf16, attention at "
     "335 TFLOP/s (FlashAttention-2's measured rate on the H100, a third of its 989.4 TFLOP/s peak). Estimate by hand, ignoring the latency: the shortest sequence (tokens) at "
     "which each ring step's K/V transfer hides under its attention compute?",
@@ -302,8 +317,8 @@ q5 = NumericQuestion(
     explain=_explain_q5,
     unit="",
     noun="a number of tokens",
-    # the latency the estimate leaves out moves the crossover by about 6.6 % at cp = 16 (the kit keeps it):
-    # c* = 1,675 tokens without it, 1,785 with alpha = 9.6 us (tests/lessons/test_lesson_production.py)
+    # the latency the estimate leaves out moves the crossover by about 3.4 % (the kit keeps it): c* = 3,350 tokens
+    # without it, 3,464 with alpha = 9.6 us (tests/lessons/test_lesson_production.py)
     rel_tol=0.08,
     hint_text="per ring step, write the bytes a GPU sends (K and V of its chunk c) over the bandwidth and the "
     "attention FLOPs of its query chunk against that chunk over the compute rate; one grows as c, the other as c^2",
@@ -312,18 +327,21 @@ q5 = NumericQuestion(
 
 q6 = ChoiceQuestion(
     name="q6",
-    prompt="Diagnosis: on a 3:1 oversubscribed fabric (no rails), lesson 7's tp 8 x pp 4 ZeRO-1 layout loses "
-    "a few percent of its MFU, while a tp 8 ZeRO-3 layout with full recomputation loses more than half. Why? "
-    "taper: a 3:1 taper costs about half the FLOPS whatever runs on it; bytes: ZeRO-3 moves 1.5x the bytes of "
-    "ZeRO-1; per-microbatch: ZeRO-3 pays its traffic in every microbatch, longer than the compute it can hide under.",
-    options=("taper", "bytes", "per-microbatch"),
+    prompt=f"Section 2's tp 8 ZeRO-3 layout with full recomputation (Llama-3.1-70B on 32 DGX H100 nodes) on a "
+    f"{Q6_TAPER}:1 oversubscribed fabric without rails: how much of its MFU does it lose against the non-blocking "
+    "fabric? under-10: less than 10 %; 10-25; 25-50; over-50: more than half.",
+    options=tuple(Q6_RANGES),
     expected=_q6,
     explain=_explain_q6,
-    hint_text="compare how OFTEN each layout communicates per step with the compute each transfer can hide under",
+    hint_text="the taper slows only the inter-node phase: split the table's 1:1 and 3:1 DP traffic into a part that "
+    "stays and a part that scales, then compare each microbatch's traffic with the compute it can hide under",
     feedback={
-        "taper": "is the reference's rule of thumb: the ZeRO-1 layout on the same fabric loses only a few percent, "
-        "so the taper alone cannot be the cause",
-        "bytes": "1.5x the bytes would cost about 1.5x the ZeRO-1 layout's few percent, not more than half",
+        "over-50": "is the 3:1 row's loss: at 2:1 the inter-node phase takes 2/3 as long, so each microbatch's "
+        "traffic outlasts its compute by about half as much",
+        "under-10": "would hold if the traffic still hid under the compute; per microbatch it is about twice as "
+        "long as the compute it overlaps",
+        "10-25": "counts too little of the traffic as exposed: all of it beyond each microbatch's compute waits, "
+        "in every microbatch",
     },
 )
 

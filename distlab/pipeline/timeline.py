@@ -173,16 +173,20 @@ class Timeline:
         """Pipeline depth p (the same as ``stages``)."""
         return self.stages
 
-    def summary(self) -> str:
+    def summary(self, time_unit: str | None = None) -> str:
         """The headline numbers as one line of text (``to_dict()`` gives them as plain numbers). Lesson 4 §3.
+        The step is in seconds, or in `time_unit` when the op times were given in another unit (t_F = 1).
 
         >>> schedule("gpipe", 4, 8).summary()
         'gpipe, p = 4, m = 8: step 33 s, bubble 27.27%, overhead 37.50%, peak in flight 8'
+        >>> schedule("gpipe", 4, 8).summary(time_unit="t_F")
+        'gpipe, p = 4, m = 8: step 33 t_F, bubble 27.27%, overhead 37.50%, peak in flight 8'
         """
+        step = format_seconds(self.step_time) if time_unit is None else f"{self.step_time:.4g} {time_unit}"
         return (
             f"{self.schedule}, p = {self.stages}, m = {self.microbatches}"
             + (f", v = {self.chunks}" if self.chunks > 1 else "")
-            + f": step {format_seconds(self.step_time)}, bubble {100.0 * self.bubble_fraction:.2f}%, "
+            + f": step {step}, bubble {100.0 * self.bubble_fraction:.2f}%, "
             f"overhead {100.0 * self.overhead:.2f}%, peak in flight {float(self.peak_in_flight.max()):g}"
         )
 

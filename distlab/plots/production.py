@@ -254,8 +254,10 @@ def production_bars(ax, n_bars: int, legend: bool = True, fixed: bool = False):
     return step_bars(ax, n_bars, legend, PARTS, COLOURS, fixed)
 
 
-def production_legend_html() -> str:
-    return step_legend_html(PARTS, COLOURS)
+def production_legend_html(drawn=None) -> str:
+    """The step legend; with `drawn` (part names), only those, so that it names no colour the bars do not draw
+    (issue 31)."""
+    return step_legend_html(tuple(p for p in PARTS if drawn is None or p in drawn), COLOURS)
 
 
 def production_figure(parts: list[dict], labels: list[str], title: str = "") -> Figure:

@@ -237,8 +237,9 @@ def timeline_buffers(timelines) -> tuple[dict, bytes, bytes]:
 class BarsPicture(SelectionPicture):
     """Stacked bars against a capacity line, for every option of the slider (Lesson 1's memory wall).
 
-    frames: {"parts": names, "bars": [option][bar][part] values, "labels": bar names, "unit", "capacity",
-    "capacity_label"}; the y range covers every option, so it stays put while the slider moves."""
+    frames: {"parts": names, "bars": [option][bar][part] values, "labels": bar names, "totals": [option][bar] each
+    bar's total as the text writes it, "unit", "capacity", "capacity_label"}; the y range covers every option, so it
+    stays put while the slider moves. The capacity line is named in the legend, not over the bars."""
 
     _esm = module_source("bars.js")
 

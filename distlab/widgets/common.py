@@ -21,6 +21,7 @@ __all__ = [
     "quick_frame",
     "message_html",
     "fit_labels",
+    "dropdown_width_px",
     "OptionalDropdown",
     "replace_options",
     "GPU_COUNTS",
@@ -195,6 +196,10 @@ SHORT_LABEL = 9
 #: A toggle button's room around its text (px): ipywidgets' button padding and border. Measured in Chromium with
 #: JupyterLab's 13 px UI font: "plain DP" (54 px of text in DejaVu Sans) is cut to "plain ..." at 70 px, whole at 80.
 BUTTON_PADDING_PX = 26
+#: A dropdown's room around its option's text (px): the select's padding, border and arrow in JupyterLab's theme.
+DROPDOWN_PADDING_PX = 48
+#: ipywidgets' label width (--jp-widgets-inline-label-width) and a control's default width (--jp-widgets-inline-width)
+LABEL_PX, CONTROL_PX = 80, 300
 #: The font a button's text is measured in: DejaVu Sans (matplotlib's own, wider than the usual system UI fonts) at
 #: JupyterLab's widget font size.
 BUTTON_FONT_PX = 13
@@ -212,10 +217,19 @@ def text_width_px(text: str, size_px: float = BUTTON_FONT_PX) -> float:
     return float(width)
 
 
+def dropdown_width_px(control: widgets.Dropdown) -> int:
+    """The width (px) a dropdown needs to show its label and its widest option whole."""
+    style: Any = control.style
+    label = LABEL_PX if not style.description_width else math.ceil(text_width_px(control.description)) + 12
+    widest = max(text_width_px(str(option)) for option in control._options_labels)
+    return label + math.ceil(widest) + DROPDOWN_PADDING_PX
+
+
 def fit_labels(widget) -> None:
     """Give every control under `widget` whose description is longer than SHORT_LABEL characters a label as wide
-    as its text (ipywidgets cuts longer ones: "max bubb…", "interle…"), and every toggle button room for its
-    widest option's text (ipywidgets cuts it too: "plain …", "pipeline s…")."""
+    as its text (ipywidgets cuts longer ones: "max bubb…", "interle…"), every toggle button room for its
+    widest option's text (ipywidgets cuts it too: "plain …", "pipeline s…"), and every dropdown room for its
+    widest option ("ethernet-1…", "megatron-dist…": issue 31)."""
     for child in [widget, *getattr(widget, "children", ())]:
         if child is not widget:
             fit_labels(child)
@@ -234,6 +248,13 @@ def fit_labels(widget) -> None:
             given = str(style.button_width or "")
             if not given.endswith("px") or float(given[:-2]) < need:
                 style.button_width = f"{need}px"
+        if isinstance(child, widgets.Dropdown) and child.options:
+            need = dropdown_width_px(child)
+            given = str(child.layout.width or f"{CONTROL_PX}px")
+            if given.endswith("px") and float(given[:-2]) < need:
+                # a copy: apps share one Layout between controls ("narrow"), which keep their own widths
+                state = {k: v for k, v in child.layout.get_state().items() if not k.startswith("_") and v is not None}
+                child.layout = widgets.Layout(**{**state, "width": f"{need}px"})
 
 
 class OptionalDropdown(widgets.Dropdown):

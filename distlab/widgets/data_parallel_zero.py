@@ -152,6 +152,13 @@ class ZeroMemoryApp(LessonApp):
                     for r in results
                 ],
                 "labels": [STAGE_LABELS[s] for s in STAGES],
+                # each bar's total as the text writes it (1.19 TB, not 1190 GB: issue 31)
+                "totals": [
+                    [format_bytes(sum(r.memory[s].parts()[k] for k in self.PARTS)) for s in STAGES]
+                    if isinstance(r, ZeroComparison)
+                    else []
+                    for r in results
+                ],
                 "unit": "GB",
                 "capacity": gpu.memory_bytes / 1e9,
                 "capacity_label": f"{gpu.name}: {format_bytes(gpu.memory_bytes)}",

@@ -184,6 +184,13 @@ class MemoryWallApp(LessonApp):
                     for r in results
                 ],
                 "labels": ["one GPU, no sharding", "each GPU in your setup"],
+                # each bar's total as the text writes it (1.19 TB, not 1190 GB: issue 31)
+                "totals": [
+                    [format_bytes(sum(kept(self.single.parts()).values())), format_bytes(sum(kept(r.parts()).values()))]
+                    if r is not None and not isinstance(r, DistlabError)
+                    else []
+                    for r in results
+                ],
                 "unit": "GB",
                 "capacity": valid[0].capacity_bytes / 1e9,
                 "capacity_label": f"{gpu.name}: {format_bytes(gpu.memory_bytes)}",

@@ -238,6 +238,7 @@ class ProductionStepApp(LessonApp):
         )
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((7.6, 1.9), dict(left=0.2, right=0.97, bottom=0.27, top=0.95))
+        self.legend = widgets.HTML(production_legend_html())  # then only the parts drawn (render)
         ax = self.fig.add_subplot()
         # the step-time axis keeps fixed limits and draws its time ticks with the bars: no control redraws the axes
         self.bars = production_bars(ax, 3, legend=False, fixed=True)
@@ -266,7 +267,7 @@ class ProductionStepApp(LessonApp):
                 self.pp,
                 widgets.HBox([self.oversubscription, self.precision]),
                 widgets.HBox([self.slow, self.jitter]),
-                widgets.HTML(production_legend_html()),
+                self.legend,
                 self.canvas,
                 self.status,
             ]
@@ -326,7 +327,10 @@ class ProductionStepApp(LessonApp):
         return self.reference
 
     def render(self, step: production.StragglerStep) -> bool:
-        return self.bars.update([self._reference().parts(), step.healthy.parts(), step.parts()])
+        parts = [self._reference().parts(), step.healthy.parts(), step.parts()]
+        # the legend names the parts some bar draws (a CP or EP part of 0 s is no colour on the chart: issue 31)
+        self.legend.value = production_legend_html({name for bar in parts for name, v in bar.items() if v > 0})
+        return self.bars.update(parts)
 
     def fade(self) -> bool:
         return self.bars.update([{}, {}, {}], faded=True)

@@ -90,7 +90,8 @@ class ScheduleApp(LessonApp):
         self.renderer = BlitRenderer(self.canvas, self.grid.animated_artists)
         for control in (self.kind, self.stages, self.microbatches, self.backward, self.weight):
             control.observe(self.update, names="value")
-        legend = widgets.HTML(legend_html(rows="rows: stage 0 (top) to p-1; time in t_F, one stage's forward"))
+        self.legend = widgets.HTML(self._legend(True))
+        legend = self.legend
         super().__init__(
             [
                 self.kind,
@@ -110,7 +111,15 @@ class ScheduleApp(LessonApp):
         base = chosen if self.kind.value == "1f1b" else pipeline.schedule("1f1b", p, m, t_f=1.0, t_b=b, t_w=w)
         return chosen, base
 
+    @staticmethod
+    def _legend(split: bool) -> str:
+        return legend_html(split=split, rows="rows: stage 0 (top) to p-1; time in t_F, one stage's forward")
+
     def render(self, result) -> bool:
+        # W is listed only when the schedule splits the backward (1F1B draws none: issue 31), as lesson 4's grid does
+        from .pipeline import _draws_weight_gradients
+
+        self.legend.value = self._legend(_draws_weight_gradients(result[0]))
         # the x range: the step rounded up to a power of two (drawn ticks over fixed axes: never a full redraw)
         return self.grid.update(result[0], x_max=2.0 ** np.ceil(np.log2(result[0].step_time * 1.02)))
 
@@ -121,7 +130,7 @@ class ScheduleApp(LessonApp):
     def describe(self, result) -> str:
         tl, base = result
         lines = [
-            f"{tl.summary()} [pipeline.schedule]",
+            f"{tl.summary(time_unit='t_F')} [pipeline.schedule]",  # op times in t_F (t_f = 1), not seconds
             "                 idle inside a stage's span (t_F)   step (t_F)   peak in flight (until W)",
         ]
         for name, t in ((tl.schedule, tl), ("1f1b", base)):

@@ -21,10 +21,6 @@ from distlab.lessons.questions import NumericQuestion
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: lessons whose notebooks another branch rewrites (their graded answers are shown today); the lead removes
-#: them from this list after merging that branch
-OWNED_ELSEWHERE = {"collectives", "data_parallel_zero", "production", "mixture_of_experts"}
-
 #: a number (1,120 or 33.6 or 12,582,912) and the word after it, which may be a unit
 NUMBER = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?![\d,]\d)\s?(%|[A-Za-zµ$/]+(?:/s)?)?")
 #: units a lesson writes, in pint's spelling where it differs
@@ -109,16 +105,7 @@ def test_the_search_finds_an_answer_at_the_notebooks_rounding():
 
 @pytest.mark.parametrize(
     "slug",
-    [
-        pytest.param(
-            slug,
-            marks=pytest.mark.xfail(strict=True, reason="owned by the physics2 branch")
-            if slug in OWNED_ELSEWHERE
-            else (),
-        )
-        for slug, lesson in LESSONS.items()
-        if lesson.questions
-    ],
+    [slug for slug, lesson in LESSONS.items() if lesson.questions],
 )
 def test_no_graded_answer_is_printed_in_its_lesson(slug):
     found = hits(slug)

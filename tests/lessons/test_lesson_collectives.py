@@ -23,14 +23,14 @@ HAND = {
     "q1": 7.0,
     # the server sends M back to each of N-1 = 7 workers: 7 x 4 GB
     "q2": 28.0,
-    # 14 x 3.4 us + 24.5 GB / 450 GB/s = 0.0476 ms + 54.444 ms
-    "q3": ring_time(14e9, 8, 450e9, 3.4e-6) * 1e3,
-    # M* = N alpha B = 8 x 9.6 us x 50 GB/s = 3.84 MB
-    "q4": 3.84,
+    # 13B bf16 gradients, 26 GB: 14 x 3.4 us + 2 x 7/8 x 26 GB / 450 GB/s = 0.0476 ms + 101.111 ms
+    "q3": ring_time(26e9, 8, 450e9, 3.4e-6) * 1e3,
+    # 16 GPUs: M* = N alpha B = 16 x 9.6 us x 50 GB/s = 7.68 MB
+    "q4": 7.68,
     # 2(N-1)/N: 1.75 at N = 8, 1.97 at N = 64: about the same, just under 2 (b)
     "q5": "b",
-    "q6": ring_time(14e9, 8, 50e9, 9.6e-6) / ring_time(14e9, 8, 450e9, 3.4e-6),
-    # lecture quiz 1: the gradient sum on every GPU is an all-reduce (b)
+    "q6": ring_time(26e9, 8, 50e9, 9.6e-6) / ring_time(26e9, 8, 450e9, 3.4e-6),
+    # the gradient sum on every GPU is an all-reduce (b)
     "q7": "b",
     # GPU 2 of 4 sends chunk 1 first (given), then forwards what it received, one index lower each step:
     # reduce-scatter 1, 0, 3 (it then owns the full sum of chunk 2); all-gather 2, 1, 0
@@ -53,8 +53,8 @@ def test_expected_values_equal_the_hand_derivations(name, expect_hand_value):
         (lesson.q1, 8, "2 x M"),  # forgot the (N-1)/N
         (lesson.q1, 4, "count both phases"),
         (lesson.q1, 7e9, "looks like bytes"),
-        (lesson.q3, ring_time(14e9, 8, 900e9, 3.4e-6) * 1e3, "both directions"),  # the datasheet's 900 GB/s
-        (lesson.q4, 3.84e6, "looks like bytes"),
+        (lesson.q3, ring_time(26e9, 8, 900e9, 3.4e-6) * 1e3, "both directions"),  # the datasheet's 900 GB/s
+        (lesson.q4, 7.68e6, "looks like bytes"),
         (lesson.q2, 32, "counts N workers"),  # N x M = 8 x 4 GB: the server is one of the 8
         (lesson.q6, 1.0, "too low"),  # the same time on both links
         (lesson.q5, "a", "parameter server"),
@@ -79,7 +79,7 @@ def test_wrong_answers_say_why(q, answer, words):
 
 def test_answers_with_units():
     assert lesson.q1.check("7e9 B").correct and lesson.q1.check("7000 MB").correct
-    assert lesson.q3.check("0.0545 s").correct and lesson.q4.check("3840 kB").correct
+    assert lesson.q3.check("0.1012 s").correct and lesson.q4.check("7680 kB").correct
 
 
 def test_solution_notebook_answers_every_question_in_the_marker_format(answered_in_solution):

@@ -13,10 +13,10 @@ from distlab.lessons.variants import lesson_variant
 from distlab.lessons import data_parallel_zero as lesson
 
 HAND = {
-    # (2 + 2 + 12/16) x 7.5e9 B = 35.625 GB (ZeRO paper, Table 1: 35.6)
-    "q1": 35.625,
-    # 3 x 7/8 x 14 GB
-    "q2": 36.75,
+    # (2 + 2 + 12/16) x 128e9 B = 4.75 x 128 = 608 GB (the ZeRO paper's Table 1 formula, its 128B model)
+    "q1": 608.0,
+    # 13B on 16 GPUs: 3 x 15/16 x 26 GB = 73.125 GB
+    "q2": 73.125,
     # ZeRO-2: reduce-scatter + all-gather = 2 x 63/64 x M, plain DP's all-reduce: the same (a)
     "q3": "a",
     # buckets of 62.5 ms ready every 50 ms: the last ends at 50 + 4 x 62.5 = 300 ms -> 100 ms exposed
@@ -45,9 +45,9 @@ def test_expected_values_equal_the_hand_derivations(name, expect_hand_value):
 @pytest.mark.parametrize(
     "q, answer, words",
     [
-        (lesson.q1, 120, "plain DP"),
-        (lesson.q2, 42, "large-N volume"),
-        (lesson.q2, 24.5, "plain DP's all-reduce"),
+        (lesson.q1, 2048, "plain DP"),  # 16 x 128e9 B
+        (lesson.q2, 78, "large-N volume"),  # 3 x 26 GB
+        (lesson.q2, 48.75, "plain DP's all-reduce"),  # 2 x 15/16 x 26 GB
         (lesson.q4, 50, "first bucket"),
         (lesson.q4, 62.5, "last bucket alone"),
         (lesson.q5, 120, "too high"),  # the whole all-reduce: all but the last bucket hide under backward

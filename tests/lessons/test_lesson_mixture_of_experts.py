@@ -25,8 +25,8 @@ HAND = [
     (lesson.q2, 12.0),
     # etp x ep <= 8 GPUs of a node with etp = 2
     (lesson.q3, 4),
-    # 4 all-to-alls x 4096 x 8 x 7168 x 2 B x 56/64, in GB
-    (lesson.q4, 4 * 4096 * 8 * 7168 * 2 * 56 / 64 / 1e9),
+    # 4 all-to-alls x 8192 x 8 x 7168 x 2 B x 56/64, in GB
+    (lesson.q4, 4 * 8192 * 8 * 7168 * 2 * 56 / 64 / 1e9),
     # ceil(1.25 x 4096 x 2 / 8)
     (lesson.q5, 1280),
     # 6 x 36,625,618,432 x 14.8e12 / (2.664e6 h x 3600 s x 989.4e12 FLOP/s), in percent
@@ -65,11 +65,11 @@ def test_every_variant_is_well_posed(question, assert_well_posed):
         (lesson.q2, 19.0, "busiest EXPERT"),
         (lesson.q2, 10 / 1.2, "divides by the imbalance"),
         (lesson.q3, 8, "expert-TP ranks sit between EP neighbours"),
-        (lesson.q4, 4096 * 8 * 7168 * 2 * 56 / 64 / 1e9, "is one all-to-all"),
-        (lesson.q4, 2 * 4096 * 8 * 7168 * 2 * 56 / 64 / 1e9, "counts the forward only"),
-        (lesson.q4, 4 * 4096 * 7168 * 2 * 56 / 64 / 1e9, "top-8 experts"),
-        (lesson.q4, 4 * 4096 * 8 * 7168 * 2 * 63 / 64 / 1e9, "share the node"),
-        (lesson.q4, 4 * 4096 * 8 * 7168 * 2 * 56 / 64, "looks like bytes"),
+        (lesson.q4, 8192 * 8 * 7168 * 2 * 56 / 64 / 1e9, "is one all-to-all"),
+        (lesson.q4, 2 * 8192 * 8 * 7168 * 2 * 56 / 64 / 1e9, "counts the forward only"),
+        (lesson.q4, 4 * 8192 * 7168 * 2 * 56 / 64 / 1e9, "top-8 experts"),
+        (lesson.q4, 4 * 8192 * 8 * 7168 * 2 * 63 / 64 / 1e9, "share the node"),
+        (lesson.q4, 4 * 8192 * 8 * 7168 * 2 * 56 / 64, "looks like bytes"),
         (lesson.q5, 640, "counts tokens, not copies"),
         (lesson.q5, 1024, "the capacity factor adds the slack"),
         (lesson.q5, 10240, "divide them among the experts"),

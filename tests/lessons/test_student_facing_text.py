@@ -19,17 +19,6 @@ AUTHORING = re.compile(
     re.IGNORECASE,
 )
 
-#: notebooks another branch rewrites (their text holds such words today); the lead removes them after merging it
-OWNED_ELSEWHERE = {
-    "notebooks/02_collectives",
-    "notebooks/03_data_parallel_zero",
-    "notebooks/08_production",
-    "solutions/02_collectives",
-    "solutions/03_data_parallel_zero",
-    "exercises/02_collectives",
-    "exercises/03_data_parallel_zero",
-}
-
 
 def _texts(path: Path):
     for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
@@ -57,16 +46,7 @@ NOTEBOOKS = sorted(p for folder in ("notebooks", "solutions", "exercises") for p
 
 @pytest.mark.parametrize(
     "path",
-    [
-        pytest.param(
-            p,
-            id=f"{p.parent.name}/{p.stem}",
-            marks=pytest.mark.xfail(strict=True, reason="owned by the physics2 branch")
-            if f"{p.parent.name}/{p.stem}" in OWNED_ELSEWHERE
-            else (),
-        )
-        for p in NOTEBOOKS
-    ],
+    [pytest.param(p, id=f"{p.parent.name}/{p.stem}") for p in NOTEBOOKS],
 )
 def test_no_authoring_language(path):
     found = authoring_phrases(path)

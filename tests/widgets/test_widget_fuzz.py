@@ -415,6 +415,18 @@ def test_no_label_is_cut_off(module, app_class):
                 for option in w.options:
                     label = str(option[0] if isinstance(option, tuple) else option)
                     assert text_width_px(label) + 26 <= room, f"{w.description}: {label!r} would be cut off"
+            if isinstance(w, widgets.Dropdown) and w.options:
+                # a dropdown's label (80 px, or its text when wider), its widest option in DejaVu Sans at 13 px and
+                # 48 px of padding and arrow: at 210 px lesson 7's fabric showed 'ethernet-1...' and its memory
+                # dropdown 'megatron-dist...' (issue 31); ipywidgets' default width is 300 px
+                from distlab.widgets.common import text_width_px
+
+                room = float(str(w.layout.width or "300px").removesuffix("px"))
+                label = 80 if not w.style.description_width else text_width_px(w.description) + 12
+                for option in w._options_labels:
+                    assert label + text_width_px(str(option)) + 48 <= room + 1, (
+                        f"{w.description}: {option!r} would be cut off in {room:g} px"
+                    )
     finally:
         fig = getattr(app, "fig", None)
         if fig is not None:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from distlab import dataparallel, memory
+from distlab.units import format_bytes
 from distlab.widgets.common import GPU_COUNTS
 from distlab.widgets.data_parallel_zero import APPS, CUSTOM, PENDING, OverlapApp, ZeroMemoryApp
 
@@ -187,3 +188,10 @@ def test_apps_construct_without_arguments():
     for cls in APPS:
         app = cls()
         assert app.error is None and app.result is not None
+
+
+def test_bar_totals_are_written_as_the_text_writes_them(zero_app):
+    # each stage's bar carries its total in format_bytes' form (the text's), not the browser's own 3 digits of GB
+    frames = zero_app.picture.frames
+    for bars, written in zip(frames["bars"], frames["totals"]):
+        assert written == [format_bytes(sum(bar) * 1e9) for bar in bars]

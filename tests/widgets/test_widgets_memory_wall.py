@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from distlab import memory
+from distlab.units import format_bytes
 from distlab.widgets.memory_wall import CUSTOM, MemoryWallApp
 
 
@@ -173,3 +174,15 @@ def test_the_legend_names_only_parts_the_bars_draw():
         for k, name in enumerate(frames["parts"]):
             assert any(bar[k] > 0 for position in frames["bars"] for bar in position), name
     assert "activations" in MemoryWallApp(activations=True).picture.frames["parts"]
+
+
+def test_bar_totals_are_written_as_the_text_writes_them():
+    # issue 31: a 70B model's states on one GPU were '1190 GB' on the bar (the browser wrote GB with 3 digits) and
+    # '1.19 TB' in the text. Llama-2-70B: 68.98e9 x 16 B = 1.10 TB, written '1.1 TB' on the bars as in the text
+    app = MemoryWallApp(model="llama2-70b", gpu="h100-sxm", gpus=1, zero=0)
+    i = app.picture.options.index(app.gpus.value)
+    totals = app.picture.frames["totals"][i]
+    assert totals[0] == totals[1] and totals[0].endswith(" TB") and f"{totals[0]} per GPU" in app.picture.summary
+    for n, bars, written in zip(app.picture.options, app.picture.frames["bars"], app.picture.frames["totals"]):
+        want = memory.training_memory("llama2-70b", dp=n, count_activations=False).total_bytes
+        assert written[1] == format_bytes(want) and sum(bars[1]) == pytest.approx(want / 1e9)

@@ -18,6 +18,8 @@ def test_schedule_app_is_the_simulator():
     # ZB-V: no idle inside a span, step 25.5, peak 4; 1F1B: (p-1)(F+B+W) = 9 idle, step 33, peak 4
     assert "  zb-v                      0                 25.5            4" in app.summary()
     assert "  1f1b                      9                   33            4" in app.summary()
+    # the op times are in t_F (t_f = 1): the headline says 'step 25.5 t_F', not seconds (issue 31: 'step 25.5 s')
+    assert "step 25.5 t_F" in app.summary() and " s," not in app.summary().splitlines()[0]
     app.kind.value = "dualpipe"
     app.stages.value = 3  # DualPipe needs an even p: our message
     assert app.result is None and "even number of stages" in app.error

@@ -1,6 +1,8 @@
 // Stacked bars against a capacity line (lesson 1's memory wall): one set of bars per slider position.
-// frames: {parts: [names], bars: [position][bar][part] values, labels: [bar names], unit, capacity,
-//          capacity_label}; the y range holds every position, so it stays put while the slider moves.
+// frames: {parts: [names], bars: [position][bar][part] values, labels: [bar names], totals: [position][bar] each
+//          bar's total as the text writes it, unit, capacity, capacity_label}; the y range holds every position, so
+//          it stays put while the slider moves. The capacity line is named in the legend: a label on the line ran
+//          over the bars that reach it.
 const PART_COLOURS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#F0E442"];
 const CAPACITY = "#D55E00";
 
@@ -36,19 +38,17 @@ function drawBars(ctx, w, h, model, i) {
     ctx.fillStyle = TEXT;
     ctx.textAlign = "center";
     ctx.textBaseline = "bottom";
-    ctx.fillText(`${+base.toPrecision(3)} ${f.unit}`, x + barW / 2, Y(base) - 2);
+    const total = (f.totals && f.totals[i] && f.totals[i][b]) || `${+base.toPrecision(3)} ${f.unit}`;
+    // above the bar, or above the capacity line where the line would cross the text (a bar just under it)
+    let y = Y(base) - 2;
+    if (f.capacity && y - 13 < Y(f.capacity) && Y(f.capacity) < y + 2) y = Y(f.capacity) - 3;
+    ctx.fillText(total, x + barW / 2, y);
     ctx.textBaseline = "top";
     ctx.fillText(f.labels[b], x + barW / 2, up + plotH + 6);
   });
   // the capacity line
-  if (f.capacity) {
-    dashedLine(ctx, left, left + plotW, Y(f.capacity), CAPACITY);
-    ctx.fillStyle = CAPACITY;
-    ctx.textAlign = "right";
-    ctx.textBaseline = "bottom";
-    ctx.fillText(f.capacity_label, left + plotW, Y(f.capacity) - 2);
-  }
-  // legend, right of the plot
+  if (f.capacity) dashedLine(ctx, left, left + plotW, Y(f.capacity), CAPACITY);
+  // legend, right of the plot: the parts, then the capacity line (a dashed sample and its label)
   ctx.textAlign = "left";
   ctx.textBaseline = "middle";
   f.parts.forEach((name, k) => {
@@ -58,6 +58,12 @@ function drawBars(ctx, w, h, model, i) {
     ctx.fillStyle = TEXT;
     ctx.fillText(name, left + plotW + 30, y);
   });
+  if (f.capacity) {
+    const y = up + 10 + 18 * f.parts.length;
+    dashedLine(ctx, left + plotW + 8, left + plotW + 26, y, CAPACITY);
+    ctx.fillStyle = CAPACITY;
+    ctx.fillText(f.capacity_label, left + plotW + 30, y);
+  }
 }
 
 export default {

@@ -1,0 +1,255 @@
+"""The matplotlib figures the lesson apps draw read right (issue 31), at the app's default and at every value each
+of its dropdowns and toggle buttons offers (one control moved at a time, from the default):
+
+- no legend names a part '_nolegend_' or '_child0' (matplotlib's names for unlabelled artists: lesson 11's FSDP
+  legend read '_nolegend_' six times);
+- every colour a legend shows is drawn in the figure (lesson 4's legend showed colours the grid did not draw);
+- no text leaves the figure, and no two texts the app places (annotations, titles, legends) overlap.
+
+The apps are found through the lessons (distlab.lessons: each lesson's apps); an app that draws in the browser
+(no matplotlib figure) is another test's (tests/widgets/test_widgets_browser.py)."""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+import ipywidgets as widgets
+import matplotlib.colors as mcolors
+import numpy as np
+import pytest
+from matplotlib.collections import Collection
+from matplotlib.image import AxesImage
+from matplotlib.legend import Legend
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.text import Text
+
+from distlab.lessons import LESSONS
+
+
+def _apps():
+    seen = []
+    for lesson in LESSONS.values():
+        for dotted in lesson.apps:
+            module, _, name = dotted.rpartition(".")
+            app = getattr(importlib.import_module(module), name)
+            if app not in seen:
+                seen.append(app)
+    return seen
+
+
+def _walk(widget):
+    yield widget
+    for child in getattr(widget, "children", ()) or ():
+        yield from _walk(child)
+
+
+def _choices(app):
+    """(control, value) for every option of every dropdown and toggle button, the default's excluded."""
+    for w in _walk(app):
+        if isinstance(w, (widgets.Dropdown, widgets.ToggleButtons)) and not w.disabled:
+            for value in [v[1] if isinstance(v, tuple) else v for v in w.options]:
+                if value != w.value:
+                    yield w, value
+
+
+def _rgba(colour) -> tuple | None:
+    try:
+        rgba = mcolors.to_rgba(colour)
+    except (TypeError, ValueError):
+        return None
+    return None if rgba[3] == 0 else tuple(round(c, 3) for c in rgba[:3])
+
+
+def _drawn_colours(fig) -> set:
+    colours: set = set()
+    for ax in fig.axes:
+        for artist in ax.get_children():
+            if not artist.get_visible():
+                continue
+            if isinstance(artist, Patch):
+                colours |= {_rgba(artist.get_facecolor()), _rgba(artist.get_edgecolor())}
+            elif isinstance(artist, Line2D):
+                colours.add(_rgba(artist.get_color()))
+            elif isinstance(artist, Collection):
+                for c in [*np.atleast_2d(artist.get_facecolor()), *np.atleast_2d(artist.get_edgecolor())]:
+                    colours.add(_rgba(c) if len(c) else None)
+            elif hasattr(artist, "pixels"):  # distlab's timeline grid: one RGBA image of its palette
+                colours |= _image_colours(artist.pixels(400, 80))
+            elif isinstance(artist, AxesImage):
+                data = artist.get_array()
+                rgba = data if data is not None and data.ndim == 3 else artist.to_rgba(data, bytes=True)
+                colours |= _image_colours(np.asarray(rgba))
+    return colours - {None}
+
+
+def _image_colours(rgba: np.ndarray) -> set:
+    rgba = np.asarray(rgba)
+    if rgba.dtype != np.uint8:
+        rgba = np.round(np.clip(rgba, 0, 1) * 255).astype(np.uint8)
+    flat = np.unique(rgba.reshape(-1, rgba.shape[-1]), axis=0)
+    return {tuple(round(c / 255, 3) for c in px[:3]) for px in flat if len(px) < 4 or px[3] > 0}
+
+
+#: an HTML legend's entries: a swatch (background or border colour) and the label after it
+SWATCH = re.compile(r"(?:background|border:[\d.]+px solid)\s*:?\s*(#[0-9a-fA-F]{6})[^>]*></span>([^<]*)")
+
+
+def html_legend_problems(app, drawn: set) -> list[str]:
+    """The swatches of the app's HTML legends (widgets beside the canvas) whose colour the figure does not draw."""
+    found = []
+    for w in _walk(app):
+        if isinstance(w, widgets.HTML) and w is not getattr(app, "status", None):
+            for colour, label in SWATCH.findall(w.value):
+                if _rgba(colour) not in drawn:
+                    found.append(f"legend colour of {label.strip()!r} {colour} is not drawn")
+    return found
+
+
+def _legend_entries(legend: Legend):
+    for handle, text in zip(legend.legend_handles, legend.get_texts()):
+        if isinstance(handle, Patch):
+            colour = _rgba(handle.get_facecolor())
+        elif isinstance(handle, Line2D):
+            colour = _rgba(handle.get_color())
+        elif isinstance(handle, Collection) and len(handle.get_facecolor()):
+            colour = _rgba(handle.get_facecolor()[0])
+        else:
+            colour = None
+        yield text.get_text(), colour
+
+
+def _legends(fig):
+    return [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+
+
+def _placed_texts(fig):
+    """The texts the app places itself: annotations and titles of the axes, the figure's texts, legend frames."""
+    for ax in fig.axes:
+        for t in [*ax.texts, ax.title, ax._left_title, ax._right_title]:
+            if t.get_visible() and t.get_text().strip():
+                yield t
+    for t in fig.texts:
+        if t.get_visible() and t.get_text().strip():
+            yield t
+
+
+def problems(fig) -> list[str]:
+    found = []
+    renderer = fig._get_renderer()
+    fig.draw_without_rendering()
+    frame = fig.bbox
+    drawn = _drawn_colours(fig)
+    for legend in _legends(fig):
+        if not legend.get_visible():
+            continue
+        for label, colour in _legend_entries(legend):
+            if label.startswith("_"):
+                found.append(f"legend label {label!r}")
+            elif colour is not None and colour not in drawn:
+                found.append(f"legend colour of {label!r} {colour} is not drawn")
+        box = legend.get_window_extent(renderer)
+        if box.x0 < frame.x0 - 1 or box.x1 > frame.x1 + 1 or box.y0 < frame.y0 - 1 or box.y1 > frame.y1 + 1:
+            found.append("a legend leaves the figure")
+    texts: list[Text] = list(_placed_texts(fig))
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    for t, box in zip(texts, boxes):
+        if box.x0 < frame.x0 - 1 or box.x1 > frame.x1 + 1 or box.y0 < frame.y0 - 1 or box.y1 > frame.y1 + 1:
+            found.append(f"text {t.get_text()!r} leaves the figure")
+    legend_boxes = [lg.get_window_extent(renderer) for lg in _legends(fig) if lg.get_visible()]
+    for i, (a, box_a) in enumerate(zip(texts, boxes)):
+        for b, box_b in zip(texts[i + 1 :], boxes[i + 1 :]):
+            if box_a.width and box_b.width and box_a.shrunk(0.95, 0.8).overlaps(box_b.shrunk(0.95, 0.8)):
+                found.append(f"texts {a.get_text()!r} and {b.get_text()!r} overlap")
+        for box_l in legend_boxes:
+            if box_a.width and box_a.shrunk(0.95, 0.8).overlaps(box_l):
+                found.append(f"text {a.get_text()!r} runs over a legend")
+    return found
+
+
+def _drawn_by_matplotlib(app_class) -> bool:
+    import matplotlib.pyplot as plt
+
+    app = app_class()
+    fig = getattr(app, "fig", None)
+    if fig is not None:
+        plt.close(fig)
+    return fig is not None
+
+
+APPS = [app for app in _apps() if _drawn_by_matplotlib(app)]
+
+
+def test_the_figures_of_lessons_8_8b_10_11_are_checked():
+    names = {a.__name__ for a in APPS}
+    assert {"BucketApp", "ProductionStepApp", "AllToAllApp", "FsdpApp", "ScheduleApp"} <= names, names
+
+
+@pytest.mark.parametrize("app_class", APPS, ids=lambda a: f"{a.__module__.rsplit('.', 1)[1]}.{a.__name__}")
+def test_figures_read_right_at_every_offered_value(app_class):
+    import matplotlib.pyplot as plt
+
+    app = app_class()
+    fig = app.fig
+    try:
+
+        def check() -> list[str]:
+            return problems(fig) + html_legend_problems(app, _drawn_colours(fig))
+
+        found = [f"default: {p}" for p in check()] if app.error is None else []
+        for control, value in list(_choices(app)):
+            default = control.value
+            control.value = value
+            if app.error is None:
+                found += [f"{control.description} = {value!r}: {p}" for p in check()]
+            control.value = default
+        assert not found, f"{app_class.__name__}: " + "; ".join(dict.fromkeys(found))
+    finally:
+        plt.close(fig)
+
+
+def test_the_checks_find_each_defect():
+    # a figure with each defect the issue found, made by hand: a legend handle whose label is matplotlib's
+    # '_nolegend_' (lesson 11's), a legend colour no bar has (lesson 4's), two annotations on top of each other
+    # (lesson 7's 'usable: 78 GB' on 'compute 7.02 s') and one outside the figure
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(4, 3))
+    ax = fig.add_subplot()
+    (bar,) = ax.bar([0], [1], color="#0072B2")
+    ax.legend(handles=[bar, Patch(color="#D55E00", label="weights")], loc="upper right")
+    ax.text(0.1, 0.5, "compute 7.02 s", transform=ax.transAxes)
+    ax.text(0.12, 0.5, "usable: 78 GB", transform=ax.transAxes)
+    ax.text(1.5, 0.5, "off the edge", transform=ax.transAxes)
+    found = problems(fig)
+    assert any("'_nolegend_'" in p or "'_child" in p for p in found), found
+    assert any("'weights'" in p and "not drawn" in p for p in found), found
+    assert any("overlap" in p and "compute 7.02 s" in p for p in found), found
+    assert any("'off the edge' leaves the figure" in p for p in found), found
+    ax.clear()
+    ax.bar([0], [1], color="#0072B2", label="weights")
+    ax.legend(loc="upper right")
+    assert problems(fig) == []
+
+
+def test_the_html_legends_are_read():
+    # the apps' legends are HTML beside the canvas: the swatch pattern must find their entries, or the colour
+    # check above would pass on nothing (ProductionStepApp lists its drawn parts, ScheduleApp F, B, W and idle)
+    import matplotlib.pyplot as plt
+
+    read = {}
+    for app_class in APPS:
+        app = app_class()
+        try:
+            read[app_class.__name__] = [
+                label.strip() for w in _walk(app) if isinstance(w, widgets.HTML) for _, label in SWATCH.findall(w.value)
+            ]
+        finally:
+            plt.close(app.fig)
+    assert read["ScheduleApp"] == ["forward (F)", "backward (B)", "weight gradient (W)", "idle (bubble)"], read
+    assert "compute" in read["ProductionStepApp"] and "EP all-to-all" not in read["ProductionStepApp"], read
+    assert sum(map(len, read.values())) >= 30, read
