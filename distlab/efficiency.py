@@ -544,14 +544,6 @@ def fixed_compute_model(efficiency, attention="flash", kernels="fused") -> Compu
     return ComputeModel(eff, eff, 0.0, _attention(attention), False, _kernels(kernels))
 
 
-def fit_calibration() -> dict:
-    """distlab.calibration.fit_calibration (moved there, above the step model it fits). Kept here, without a warning,
-    for lesson 7 §8's notebook, which calls it by this name until it is edited. Lesson 7 §8."""
-    from .calibration import fit_calibration as fit
-
-    return fit()
-
-
 def _rotary(model) -> bool:
     """Whether the model's positions are rotary (RoPE): a recorded rotary base, or no position table with
     RMSNorm (the Llama family; the catalog's ALiBi models, BLOOM and MPT, use LayerNorm)."""

@@ -109,10 +109,7 @@ def test_the_rule_catches_a_private_import(tmp_path, monkeypatch):
 
 #: Upward imports kept on purpose, each with why, until the reason goes (the test below also fails when one is no
 #: longer there, so the allowance cannot outlive it).
-ALLOWED_UPWARD = {
-    ("distlab.efficiency", "distlab.calibration"): "efficiency.fit_calibration forwards to calibration.fit_calibration "
-    "for lesson 7 §8's notebook cell, which calls it by its old name until the notebook is edited",
-}
+ALLOWED_UPWARD: dict = {}
 
 
 def _type_checking_nodes(tree) -> set:

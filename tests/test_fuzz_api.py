@@ -77,7 +77,7 @@ def public_functions() -> dict[str, object]:
         module = importlib.import_module(f"distlab.{module_name}")
         for name in module.__all__:
             value = getattr(module, name)
-            # a function without parameters receives no hostile input; efficiency.fit_calibration (a grid search
+            # a function without parameters receives no hostile input; calibration.fit_calibration (a grid search
             # of seconds) is one, tested by tests/core/test_efficiency.py
             if inspect.isfunction(value) and id(value) not in seen and inspect.signature(value).parameters:
                 seen.add(id(value))
