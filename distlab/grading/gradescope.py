@@ -192,8 +192,10 @@ else
 fi
 PHASE1='
 cd "$1" && shift || exit 1  # the upload, reached from here even where /tmp is mounted over it
+# every folder the grader'"'"'s Python imports from (its path files included), not only $PYTHON and $PYTHONPATH
+USED=":$PYTHON:${{PYTHONPATH:-}}:$("$PYTHON" -c "import sys; print(chr(58).join(sys.path))" 2> /dev/null):"
 for d in /tmp /var/tmp /dev/shm; do
-  case ":$PYTHON:${{PYTHONPATH:-}}:" in *:"$d"/*)
+  case "$USED" in *:"$d"/*)
     echo "note: $d stays shared: the grader'"'"'s Python lies in it (what the notebook leaves there is deleted after)" >&2
     continue ;;
   esac

@@ -370,7 +370,10 @@ def bwrap_prefix(world: SandboxWorld) -> list[str]:
     for key, value in sandbox_env(world).items():
         args += ["--setenv", key, value]
     view = str(world.view)
-    mounts = [a.replace("{view}", view) for a in _runtime_binds()]
+    # the private /tmp first: what is bound below it afterwards (a checkout or environment under /tmp, as a CI
+    # clone may be) is then bound on top of it, not hidden under it
+    mounts = ["--perms", "1777", "--size", str(world.disk_quota), "--tmpfs", SANDBOX_TMP]
+    mounts += [a.replace("{view}", view) for a in _runtime_binds()]
     mounts += ["--ro-bind", view, SANDBOX_VIEW]
     # /dev: only the devices a Python program reads, no terminals (/dev/pts, /dev/ptmx: the host's ptys are
     # counted host-wide, kernel.pty.nr) and no /dev/shm
@@ -380,7 +383,6 @@ def bwrap_prefix(world: SandboxWorld) -> list[str]:
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1")):
         mounts += ["--symlink", target, "/dev/" + name]
     mounts += ["--symlink", "/proc/self/fd/2", "/dev/stderr", "--proc", "/proc"]
-    mounts += ["--perms", "1777", "--size", str(world.disk_quota), "--tmpfs", SANDBOX_TMP]
     mounts += ["--bind", str(world.ipc), str(world.ipc)]
     submission = world.base / "submission.ipynb"
     if submission.exists():
