@@ -27,20 +27,22 @@ def add_arguments(cmd) -> None:
     )
 
 
-def _estimate(args, cl, row, recipe):
-    from .. import training
-
-    return training.estimate(
-        args.model,
-        cl,
+def _given(args, recipe) -> dict:
+    """What --best plans and prices every configuration with: the batch, sequence, compute model and recipe."""
+    return dict(
         global_batch=args.global_batch,
         seq_len=args.seq_len,
-        **{k: row[k] for k in _DEGREES},
         precision=args.precision,
         efficiency=args.efficiency,
         attention=args.attention,
         memory_recipe=recipe,
     )
+
+
+def _estimate(args, cl, row, recipe):
+    from .. import training
+
+    return training.estimate(args.model, cl, **{k: row[k] for k in _DEGREES}, **_given(args, recipe))
 
 
 #: The planner's columns that make a configuration (with the model, batch, sequence and recipe).
@@ -67,17 +69,8 @@ def _candidates(args, cl, fmt):
 
     rows, total, fitting = [], 0, 0
     for recipe in export.engine_recipes(fmt, args.memory_recipe):
-        p = planner.plan(
-            args.model,
-            cl,
-            global_batch=args.global_batch,
-            seq_len=args.seq_len,
-            precision=args.precision,
-            efficiency=args.efficiency,
-            attention=args.attention,
-            memory_recipe=recipe,
-            **(moe_routing(args) if str(args.model).strip().lower() in _moe_models() else {}),
-        )
+        routing = moe_routing(args) if str(args.model).strip().lower() in _moe_models() else {}
+        p = planner.plan(args.model, cl, **_given(args, recipe), **routing)
         total, fitting = total + len(p), fitting + p.feasible_count
         for rank in range(p.feasible_count):  # feasible rows come first in the ranking
             row = p.row(rank)
