@@ -43,17 +43,17 @@ def matmul_seconds(c: StepConfig):
 
 
 def attention_core_seconds(c: StepConfig):
-    """(seconds per microbatch of the stage's attention core, seconds of one layer's counted core): the counted
-    core (3 x 4 b s^2 a d per layer, + 1 recomputed) at attention_efficiency x peak / tp; the calibrated model's
-    causal flash attention executes efficiency.flash_attention_work_array's FLOPs instead (masked half skipped,
-    scores recomputed in the backward). Lesson 7 §8."""
+    """Seconds per microbatch of the stage's attention core: the counted core (3 x 4 b s^2 a d per layer, + 1
+    recomputed) at attention_efficiency x peak / tp; the calibrated model's causal flash attention executes
+    efficiency.flash_attention_work_array's FLOPs instead (masked half skipped, scores recomputed in the backward).
+    Lesson 7 §8."""
     executed = np.where(
         np.asarray(c.causal_flash, dtype=bool),
         c.layers_stage * flash_attention_work_array(c.core_fwd, c.code != 0),
         c.core_stage,
     )
     rate = c.tp * c.peak * c.attention_efficiency
-    return executed / rate, c.core_stage / c.layers_stage / rate
+    return executed / rate
 
 
 def elementwise_seconds(c: StepConfig):
@@ -71,17 +71,14 @@ def elementwise_seconds(c: StepConfig):
 
 def compute_term(c: StepConfig, r: dict) -> dict:
     """compute = m x t_mb, the busiest stage's compute per microbatch by part: matmuls + attention core + element-wise
-    traffic (above). Also returns for the terms after it: compute_mb (t_mb), matmul_mb, core_layer_s (one layer's
-    counted core), backward_share (the backward's share of t_mb: 2 forwards + recompute of 3 + recompute, what the
+    traffic (above). Also returns for the terms after it: compute_mb (t_mb), matmul_mb, backward_share (the backward's share of t_mb: 2 forwards + recompute of 3 + recompute, what the
     gradient reduction hides behind). Lesson 7 §1, §8."""
     matmul = matmul_seconds(c)
-    core, core_layer = attention_core_seconds(c)
+    core = attention_core_seconds(c)
     t_mb = matmul + core + elementwise_seconds(c)
     stage_flops = c.stage_flops
     backward = (stage_flops - c.layers_stage * c.layer_fwd - c.logit_share * c.logits_fwd) / stage_flops
-    return dict(
-        compute_s=c.m * t_mb, compute_mb=t_mb, matmul_mb=matmul, core_layer_s=core_layer, backward_share=backward
-    )
+    return dict(compute_s=c.m * t_mb, compute_mb=t_mb, matmul_mb=matmul, backward_share=backward)
 
 
 def overlapped_per_microbatch(c: StepConfig, r: dict):
