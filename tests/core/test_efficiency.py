@@ -205,7 +205,7 @@ def test_calibration_accuracy():
 
 def test_validation_accuracy_held_at_the_level_reached():
     stats = _stats("validation")
-    assert stats["scored"] >= 42
+    assert stats["scored"] >= 50
     # measured 8.8% over 42 runs, max 25.1% (2026-11-24: flash attention priced as the causal kernel runs it, at
     # FlashAttention-2's measured rate per GPU). Before it: 8.7% / 24.2%. The A100 runs with flash attention moved
     # toward the measurements (the 9 on A100: mean |error| 10.2% -> 6.4%, max 20.1% -> 10.7%); every H100 run was and is
@@ -222,7 +222,9 @@ def test_validation_accuracy_held_at_the_level_reached():
     # 2026-11-28, attention kernels named (distlab.attention_kernels; each engine's own: Megatron-Core cuDNN, FSDP2
     # sdpa = FlashAttention-2 by sequence length): 7.8% / 22.3%. Megatron-Core on H100 moved faster (1.7B -13.4% ->
     # -18.5%), the FSDP runs slower (MPT 7B at 512 GPUs -23.0% -> -22.3%)
-    assert stats["mean_abs_error_percent"] <= 7.9 and stats["max_abs_error_percent"] <= 22.3
+    # 2026-11-28, NVIDIA's DGX Cloud recipes added (dgxc-benchmarking, 5 bf16 + 5 FP8 on the same layouts, H100):
+    # 7.7% / 22.3% over 50 scored runs (the FP8 ones -1.6% to -13.2%; two bf16 ones over memory, not scored)
+    assert stats["mean_abs_error_percent"] <= 7.7 and stats["max_abs_error_percent"] <= 22.3
 
 
 @pytest.mark.xfail(
