@@ -54,8 +54,8 @@ from .elementwise import (
     ATTENTION_KERNELS,
     ELEMENTWISE_KERNELS,
     FP8_CAST_BYTES,
-    _attention,
-    _kernels,
+    attention_name,
+    kernels_name,
     elementwise_bytes_array,
     elementwise_bytes_per_token,
     loss_bytes_per_token,
@@ -327,7 +327,7 @@ def compute_model(
     from ._arguments import check_fraction
     from .units import non_negative
 
-    kind = _attention(attention)
+    kind = attention_name(attention)
     share = TRAINING_MATMUL_SHARE if share is None else check_fraction(share, "share")
     traffic = MEMORY_TRAFFIC if traffic is None else non_negative(traffic, "", "traffic")
     if traffic > 1000:
@@ -345,7 +345,7 @@ def compute_model(
         traffic,
         kind,
         True,
-        _kernels(kernels),
+        kernels_name(kernels),
         sms,
         best_gemm_efficiency(accelerator),
         OVERLAP_SLOWDOWN[1],
@@ -362,7 +362,7 @@ def compute_model(
 def attention_kernel_for(attention, kernel):
     """The attention kernel of an attention kind: kernel checked (distlab.attention_kernels) with flash attention;
     None with unfused attention, which runs no flash kernel (a kernel other than None or 'flash' is refused)."""
-    if _attention(attention) == "unfused":
+    if attention_name(attention) == "unfused":
         if kernel not in (None, "flash"):
             raise ConfigurationError(
                 f"attention_kernel={kernel!r} names a flash-attention kernel; attention='unfused' runs none "
@@ -555,4 +555,4 @@ def fixed_compute_model(efficiency, attention="flash", kernels="fused") -> Compu
     from ._arguments import check_fraction
 
     eff = check_fraction(efficiency, "efficiency")
-    return ComputeModel(eff, eff, 0.0, _attention(attention), False, _kernels(kernels))
+    return ComputeModel(eff, eff, 0.0, attention_name(attention), False, kernels_name(kernels))

@@ -32,14 +32,14 @@ ATTENTION_KERNELS = ("flash", "unfused")
 ELEMENTWISE_KERNELS = ("fused", "compiled", "eager")
 
 
-def _attention(attention) -> str:
+def attention_name(attention) -> str:
     key = str(attention).strip().lower()
     if key not in ATTENTION_KERNELS:
         raise ConfigurationError(f"attention={attention!r}; valid: {', '.join(ATTENTION_KERNELS)}")
     return key
 
 
-def _kernels(kernels) -> str:
+def kernels_name(kernels) -> str:
     key = str(kernels).strip().lower()
     if key not in ELEMENTWISE_KERNELS:
         raise ConfigurationError(f"kernels={kernels!r}; valid: {', '.join(ELEMENTWISE_KERNELS)}")
@@ -91,8 +91,8 @@ def elementwise_bytes_per_token(
 
     if isinstance(model, str):
         model = catalog_model(model)
-    kind = _kernels(kernels)
-    flash = _attention(attention) == "flash" if isinstance(attention, str) else attention
+    kind = kernels_name(kernels)
+    flash = attention_name(attention) == "flash" if isinstance(attention, str) else attention
     return elementwise_bytes_array(
         model, seq_len, tp, sequence_parallel, flash, ELEMENTWISE_KERNELS.index(kind), element_bytes
     )

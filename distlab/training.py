@@ -190,6 +190,7 @@ class StepEstimate:
     cp_comm_s: float = 0.0  # context parallelism's exposed ring-attention traffic
     ep_comm_s: float = 0.0  # expert parallelism's all-to-alls (MoE models)
     overlap_s: float = 0.0  # compute slowed by the communication it hides (efficiency.OVERLAP_SLOWDOWN)
+    power_note: str = ""  # a power cap distlab does not model (hardware.Accelerator.power_note)
 
     @property
     def fits(self) -> bool:
@@ -266,9 +267,24 @@ class StepEstimate:
         lines.append(f"memory per GPU {format_bytes(self.memory.total_bytes)}: {self.memory.verdict()}")
         if self.compute_model is not None:
             lines.append("compute " + self.compute_model.describe())
+        lines.extend(self.notes())
         if not self.feasible:
             lines.append("NOT FEASIBLE: " + self.explain())
         return "\n".join(lines)
+
+    def notes(self) -> list:
+        """What the step time assumes beyond the compute line: an FP8 recipe's GEMM rate and scaling, a power cap
+        distlab does not model (hardware.Accelerator.power_note)."""
+        out = []
+        cm = self.compute_model
+        if self.config.get("fp8_scaling") and cm is not None and cm.fp8_matmul_efficiency is not None:
+            out.append(
+                f"FP8: only the weight GEMMs at {100 * cm.fp8_matmul_efficiency:.1f}% of the FP8 peak (x their shape "
+                f"factor), {cm.fp8_scaling} scaling's casts in the element-wise traffic; the rest at 16-bit rates"
+            )
+        if self.power_note:
+            out.append(self.power_note)
+        return out
 
     def breakdown(self) -> dict:
         """Every step-time term in seconds under its short name (the key without '_s'; the DP traffic in total,
@@ -403,10 +419,9 @@ def estimate(
     last stage hold one layer fewer (Llama 3; pp > 2). ep, etp: expert and expert tensor parallelism (etp 1 or tp)
     of an MoE model (Lesson 10 §5); moe_imbalance, capacity_factor and max_nodes_per_token its routing (Lesson 10
     §3). kernels: 'fused', 'compiled' or 'eager' element-wise kernels. An infeasible configuration is priced but
-    flagged (explain() says which limit and by how much); invalid ones raise ConfigurationError. Lesson 7 §1-§6, §8.
+    flagged (explain() says why); invalid ones raise ConfigurationError. Lesson 7 §1-§6, §8.
 
-    Llama 2 7B on one DGX H100 node, dp 8, at a fixed 50% of peak: 46.09 GFLOP per token x 4096 / (989.4 TFLOP/s x
-    0.5) = 0.382 s per GPU; 16 B per parameter (108 GB) do not fit 80 GB (Lesson 7 §2).
+    Llama 2 7B, one DGX H100, dp 8, 50% of peak: 46.09 GFLOP/token x 4096 / 494.7 TFLOP/s = 0.382 s; 108 GB > 80 GB.
 
     >>> est = estimate('llama2-7b', 'dgx-h100', nodes=1, fabric='ib-ndr', global_batch=8, seq_len=4096, efficiency=0.5)
     >>> est.config['dp'], round(est.compute_s, 3), est.fits
@@ -537,6 +552,7 @@ def _priced(model, core_model, cl, config, compute, mem_recipe, flags) -> StepEs
         memory=bd,
         problems=tuple(problems),
         compute_model=compute,
+        power_note=cl.accelerator.power_note(),
     )
 
 
