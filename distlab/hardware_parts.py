@@ -5,7 +5,6 @@ catalogs, nodes and clusters and re-exports these; its docstring states the conv
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -52,7 +51,7 @@ def _power(acc) -> None:
         value = getattr(acc, field)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 1 <= value <= 100_000:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value <= 100_000:
             raise ConfigurationError(f"{field}={value!r} for {acc.name}: watts, 1 to 100,000")
         object.__setattr__(acc, field, float(value))
     if acc.power_limit_w is None:

@@ -190,3 +190,31 @@ def test_fp8_gemm_figure_is_the_microbenchmark():
         measured = bench[bench_id]["measured"]
         assert share == pytest.approx(measured["mamf_tflops"] / measured["peak_tflops"])
         assert bench[bench_id]["kind"] == "gemm_efficiency"
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.one_of(st.floats(allow_nan=True), st.integers(-10, 10**6), st.text(max_size=4), st.booleans()))
+def test_bad_power_figures_get_our_error(bad):
+    """tdp_w and power_limit_w are watts, 1 to 100,000 (the limit at most the TDP); anything else is our error
+    naming the field."""
+    from distlab import hardware
+
+    base = hardware.accelerator("h100-sxm")
+    ok = isinstance(bad, (int, float)) and not isinstance(bad, bool) and 1 <= bad <= 700
+    for field in ("tdp_w", "power_limit_w"):
+        kw = dict(tdp_w=700.0, power_limit_w=None) | {field: bad}
+        if ok or (
+            field == "tdp_w" and isinstance(bad, (int, float)) and not isinstance(bad, bool) and 1 <= bad <= 100_000
+        ):
+            continue
+        with pytest.raises(ConfigurationError, match="power_limit_w|tdp_w"):
+            hardware.Accelerator("x", dict(base.peak_flops), base.memory_bytes, base.memory_bandwidth, **kw)
+
+
+def test_power_cap_is_reported_not_modelled():
+    """torchtitan's H100s ran at 500 W of 700 W: validate lists them, the estimate says the cap is not modelled."""
+    capped = validation.power_capped_runs()
+    assert capped and all(r.startswith("torchtitan-h100") for r in capped)
+    est = validation.predict(validation.run(capped[0]))
+    assert "does not model the cap" in est.summary()
+    assert "power-capped" not in _llama8b("mixed").summary()
