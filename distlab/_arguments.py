@@ -330,6 +330,8 @@ ESTIMATE_KEYWORDS = (
     "moe_imbalance",
     "capacity_factor",
     "max_nodes_per_token",
+    "attention_kernel",
+    "fp8_scaling",
 )
 
 

@@ -41,6 +41,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .attention_kernels import (
+    FALLBACK_FLASH_ATTENTION_RATE,
+    FLASH_ATTENTION_RATE,
+    FLASH_FORWARD_BACKWARD_WORK,
+    attention_kernel,
+    flash_attention_rate,
+    flash_attention_work_array,
+    kernel_rate_table,
+)
+from .elementwise import (
+    ATTENTION_KERNELS,
+    ELEMENTWISE_KERNELS,
+    FP8_CAST_BYTES,
+    attention_name,
+    kernels_name,
+    elementwise_bytes_array,
+    elementwise_bytes_per_token,
+    loss_bytes_per_token,
+)
+from .elementwise import fp8_scaling as fp8_scaling_name
 from .errors import ConfigurationError
 
 __all__ = [
@@ -48,6 +68,9 @@ __all__ = [
     "ELEMENTWISE_KERNELS",
     "BEST_GEMM_EFFICIENCY",
     "FALLBACK_GEMM_EFFICIENCY",
+    "BEST_FP8_GEMM_EFFICIENCY",
+    "FALLBACK_FP8_GEMM_EFFICIENCY",
+    "best_fp8_gemm_efficiency",
     "TRAINING_MATMUL_SHARE",
     "MEMORY_TRAFFIC",
     "FLASH_ATTENTION_RATE",
@@ -76,16 +99,6 @@ __all__ = [
     "nvls_bandwidth",
 ]
 
-#: The attention implementations estimate() knows: 'flash' (FlashAttention, cuDNN/TE fused attention,
-#: PyTorch SDPA: scores never stored) and 'unfused' (Megatron-LM 2021-2022: scores stored, softmax in HBM).
-ATTENTION_KERNELS = ("flash", "unfused")
-#: How the element-wise work between the matmuls runs (elementwise_bytes_per_token counts each one's HBM bytes):
-#: 'fused' (Megatron-LM's fused kernels: LayerNorm/RMSNorm, bias-GeLU, SwiGLU, bias-dropout-add, scale-mask-softmax,
-#: RoPE), 'compiled' (torch.compile's Inductor: one generated kernel per element-wise chain, counted as fused) and
-#: 'eager' (PyTorch eager mode: one kernel per operator, so composite operators such as an RMSNorm computed in fp32,
-#: a complex-number RoPE and SwiGLU's separate SiLU and product each read and write their tensors).
-ELEMENTWISE_KERNELS = ("fused", "compiled", "eager")
-
 #: Best-shape bf16 GEMM rate as a share of the dense peak, per catalog accelerator: Bekman's MAMF
 #: (maximum achievable matmul FLOPS) microbenchmark, the ids in distlab/data/published_runs.json
 #: "microbenchmarks" (A100 SXM 271.2 of 312 TFLOP/s; H100 SXM 794.5 of 989; B200 1745 of 2250).
@@ -105,6 +118,20 @@ BEST_GEMM_EFFICIENCY = {
 #: the lowest measured above (B200's 0.776), so that an unmeasured GPU is not assumed better than
 #: every measured one. Lesson 7 §8.
 FALLBACK_GEMM_EFFICIENCY = 1745.0 / 2250
+
+#: Best-shape FP8 GEMM rate as a share of the dense FP8 peak: Bekman's MAMF table (the data file's
+#: "mamf-fp8-h100-sxm": H100 SXM 1,402.6 of 1,979 TFLOP/s, 70.9%, against BF16's 80.3%: FP8 GEMMs run further from
+#: their peak). The H100's die (H200, torchtitan's 96 GB part) is given its figure, as for bf16. Only the GEMMs of an
+#: FP8 recipe run at it; the attention core, the element-wise work and the optimizer stay at 16-bit rates (the step
+#: model, distlab.step.compute). Lesson 7 §8.
+BEST_FP8_GEMM_EFFICIENCY = {
+    "h100-sxm": ("mamf-fp8-h100-sxm", 1402.6 / 1979),
+    "h200": ("mamf-fp8-h100-sxm", 1402.6 / 1979),
+    "h100-sxm-96gb-hbm2e-500w": ("mamf-fp8-h100-sxm", 1402.6 / 1979),
+}
+#: For an accelerator without a published FP8 figure: the H100's (the only one measured), lower than every measured
+#: bf16 share, so that no GPU is assumed to reach more of its FP8 peak than the one measured. Lesson 7 §8.
+FALLBACK_FP8_GEMM_EFFICIENCY = 1402.6 / 1979
 
 #: Streaming multiprocessors per catalog accelerator, the SMs a GEMM's output tiles are spread over (one wave = one
 #: tile per SM): A100 108 (NVIDIA A100 Tensor Core GPU Architecture whitepaper, 2020, "108 SMs"; the Matrix
@@ -137,31 +164,6 @@ TRAINING_MATMUL_SHARE = 0.82
 #: of their counted forward bytes (elementwise_bytes_per_token) at the datasheet HBM bandwidth; above 1 where
 #: kernels reach less than the datasheet bandwidth or move bytes the count leaves out. Lesson 7 §8.
 MEMORY_TRAFFIC = 1.4
-#: Attention-core rate with flash attention, per catalog accelerator, as a share of the dense peak: published
-#: microbenchmarks of FlashAttention-2 (what torchtitan's SDPA flash backend and MPT's flash attention run; an engine on
-#: FlashAttention-3 or cuDNN's Hopper kernels is faster on H100), not fitted. The rate is on the paper's own FLOP count
-#: (flash_attention_work_array: with a causal mask the scores are halved, the backward is 2.5 x the forward).
-#: A100: FlashAttention-2 reaches 50-73% of peak (Dao 2023, arXiv 2307.08691, abstract and Sec. 4.1, Figs. 4-6); the
-#: low end is taken (forward + backward, its backward the slower pass, up to 63%; causal and short sequences lowest).
-#: H100: "we obtain up to 335 TFLOPs/s" forward + backward (same paper, Sec. 4.1, Fig. 7), 335 / 989.4 = 0.339, its
-#: best setting (so, if anything, optimistic; Shah et al. 2024, FlashAttention-3, arXiv 2407.08608, abstract: "only 35%
-#: utilization on the H100"). H200 and torchtitan's 96 GB H100 share the H100's die. Lesson 7 §8.
-FLASH_ATTENTION_RATE = {
-    "a100-40gb": ("dao2023-flashattention2-a100", 0.50),
-    "a100-80gb": ("dao2023-flashattention2-a100", 0.50),
-    "h100-sxm": ("dao2023-flashattention2-h100", 335.0 / 989.4),
-    "h200": ("dao2023-flashattention2-h100", 335.0 / 989.4),
-    "h100-sxm-96gb-hbm2e-500w": ("dao2023-flashattention2-h100", 335.0 / 989.4),
-}
-#: For an accelerator without a published flash-attention figure (b200, mi300x, a custom one): the lowest measured
-#: share above (H100's 0.339), so that an unmeasured GPU is not assumed better than every measured one. Lesson 7 §8.
-FALLBACK_FLASH_ATTENTION_RATE = 335.0 / 989.4
-#: The work a flash-attention kernel executes, per unit of its causal forward FLOPs (Dao 2023, Sec. 4.1: forward
-#: f = 4 s^2 d a, "with causal mask, we divide this number by 2", backward 2.5 f "since there are 2 matmuls in the
-#: forward pass and 5 matmuls in the backward pass, due to recomputation"; flash-attention's
-#: benchmarks/benchmark_flash_attention.py counts the same): forward + backward 3.5 f. Lesson 7 §8.
-FLASH_FORWARD_BACKWARD_WORK = 3.5
-
 #: Compute slowed by the communication it hides: while a collective runs beside compute, NCCL's kernels hold SMs (one
 #: thread block per channel) and share HBM bandwidth, so the overlapped compute kernels run slower than alone. Lee et
 #: al. 2025 (arXiv 2507.03114, abstract) measured "an average computational slowdown of 18.9%, with a maximum of
@@ -219,6 +221,13 @@ class ComputeModel:
     gemm_sms: int | None = None  # SMs for the GEMM shape factor (gemm_shape_factor_array); None: no shape factor
     best_gemm: float = 1.0  # the best-shape GEMM rate / peak, the roofline's compute roof
     overlap_slowdown: float = 0.0  # compute time added per second of hidden communication (OVERLAP_SLOWDOWN)
+    attention_kernel: str | None = None  # distlab.attention_kernels name (flash attention; None: unfused)
+    attention_table: tuple | None = None  # (seq lens, forward, backward shares of peak); None: attention_efficiency
+    kernel_note: str = ""  # why a kernel's rate is a fallback (kernel_rate_table), shown by describe()
+    fp8_matmul_efficiency: float | None = None  # an FP8 recipe's GEMMs: share of the FP8 peak (None: matmul_efficiency)
+    fp8_best_gemm: float | None = None  # the best-shape FP8 GEMM rate / FP8 peak (None: best_gemm)
+    fp8_scaling: str = "delayed"  # elementwise.FP8_SCALING: the cast overhead of an FP8 recipe
+    fp8_cast_bytes: float = 0.0  # HBM bytes per cast element (elementwise.FP8_CAST_BYTES; 0: casts not priced)
 
     def describe(self) -> str:
         """One line for a student: what the compute time assumes."""
@@ -229,9 +238,17 @@ class ComputeModel:
             )
         return (
             f"calibrated: matmuls at {100 * self.matmul_efficiency:.1f}% of peak"
-            f"{' x their shape factor (gemm_efficiency)' if self.gemm_sms is not None else ''}, attention core at "
-            f"{100 * self.attention_efficiency:.1f}% ({self.attention}"
-            f"{', causal: masked blocks skipped' if self.attention == 'flash' else ''}), element-wise traffic "
+            f"{' x their shape factor (gemm_efficiency)' if self.gemm_sms is not None else ''}"
+            + ", attention core at "
+            + (
+                f"the {self.attention_kernel} kernel's measured rate by sequence length and direction"
+                if self.attention_table is not None
+                else f"{100 * self.attention_efficiency:.1f}%"
+            )
+            + f" ({self.attention}"
+            + (f", kernel {self.attention_kernel}" if self.attention_kernel else "")
+            + (f"; {self.kernel_note}" if self.kernel_note else "")
+            + f"{', causal: masked blocks skipped' if self.attention == 'flash' else ''}), element-wise traffic "
             f"{self.memory_traffic:g} x the {self.kernels} kernels' bytes per pass"
             + (
                 f", compute beside hidden communication {100 * self.overlap_slowdown:.1f}% slower"
@@ -240,13 +257,6 @@ class ComputeModel:
             )
             + " (distlab.efficiency, Lesson 7 §8)"
         )
-
-
-def _attention(attention) -> str:
-    key = str(attention).strip().lower()
-    if key not in ATTENTION_KERNELS:
-        raise ConfigurationError(f"attention={attention!r}; valid: {', '.join(ATTENTION_KERNELS)}")
-    return key
 
 
 def best_gemm_efficiency(accelerator) -> float:
@@ -261,43 +271,6 @@ def best_gemm_efficiency(accelerator) -> float:
     name = str(getattr(accelerator, "name", accelerator)).strip().lower()
     entry = BEST_GEMM_EFFICIENCY.get(name)
     return FALLBACK_GEMM_EFFICIENCY if entry is None else entry[1]
-
-
-def flash_attention_rate(accelerator) -> float:
-    """Flash attention's forward + backward rate / dense peak on a catalog accelerator (name or Accelerator), on
-    flash-attention's own FLOP count (FLASH_ATTENTION_RATE; FALLBACK_FLASH_ATTENTION_RATE without a figure).
-    Lesson 7 §8.
-
-    >>> flash_attention_rate('a100-80gb'), round(flash_attention_rate('h100-sxm'), 3), round(flash_attention_rate('b200'), 3)
-    (0.5, 0.339, 0.339)
-    """
-    if not isinstance(getattr(accelerator, "name", accelerator), str):
-        raise ConfigurationError(f"accelerator={accelerator!r} must be a catalog accelerator name or an Accelerator")
-    entry = FLASH_ATTENTION_RATE.get(str(getattr(accelerator, "name", accelerator)).strip().lower())
-    return FALLBACK_FLASH_ATTENTION_RATE if entry is None else entry[1]
-
-
-def flash_attention_work_array(core_forward_flops, recomputed):
-    """The FLOPs a causal flash-attention kernel executes for one layer's training step, given the attention core's
-    counted (full, unmasked) forward FLOPs 4 b s^2 a d: it skips the masked half, 2 b s^2 a d, and its backward
-    recomputes the scores, so forward + backward execute FLASH_FORWARD_BACKWARD_WORK = 3.5 x that half, and a
-    recomputed forward (recomputed true) one half more. The step model divides this by flash_attention_rate x peak.
-    Unfused attention (Megatron-LM 2021-2022's scale-mask-softmax) computes every score, masked or not: the counted
-    3 x 4 b s^2 a d. Lesson 7 §8.
-
-    One 8,192-token sequence of Llama 3 8B (32 heads x 128): forward 4 x 8192^2 x 4096 = 1.0995e12 counted; executed
-    3.5 x 0.5498e12 = 1.924e12 (0.58 of the counted 3 x forward), 2.474e12 with a recomputed forward.
-
-    >>> float(flash_attention_work_array(4 * 8192**2 * 4096, False)) / 1e12
-    1.924145348608
-    >>> float(flash_attention_work_array(4 * 8192**2 * 4096, True)) / 1e12
-    2.473901162496
-    """
-    from ._arguments import finite_result, number_array
-
-    half = 0.5 * np.asarray(number_array(core_forward_flops, "core_forward_flops"), dtype=float)
-    again = np.where(np.asarray(number_array(recomputed, "recomputed"), dtype=bool), 1.0, 0.0)
-    return finite_result("flash-attention work", (FLASH_FORWARD_BACKWARD_WORK + again) * half)
 
 
 def achieved_link_share(link) -> float:
@@ -327,19 +300,23 @@ def nvls_bandwidth(link):
     return None if entry is None else entry[1]
 
 
-def _kernels(kernels) -> str:
-    key = str(kernels).strip().lower()
-    if key not in ELEMENTWISE_KERNELS:
-        raise ConfigurationError(f"kernels={kernels!r}; valid: {', '.join(ELEMENTWISE_KERNELS)}")
-    return key
-
-
-def compute_model(accelerator, attention="flash", *, share=None, traffic=None, kernels="fused") -> ComputeModel:
+def compute_model(
+    accelerator,
+    attention="flash",
+    *,
+    share=None,
+    traffic=None,
+    kernels="fused",
+    attention_kernel="flash",
+    fp8_scaling="delayed",
+) -> ComputeModel:
     """The calibrated compute model for an accelerator: matmuls at TRAINING_MATMUL_SHARE x its best GEMM
     rate; the attention core at that rate when unfused, at flash_attention_rate(accelerator) with flash attention;
     MEMORY_TRAFFIC. share= and traffic= replace the fitted constants (fit_calibration uses them). The step model
     slows each weight GEMM further by its shape (gemm_sms: the SMs of GEMM_SMS; best_gemm: the roofline's compute roof).
-    Lesson 7 §8.
+    With flash attention the core runs at attention_kernel's measured rates (distlab.attention_kernels; 'flash':
+    flash_attention_rate). An FP8 recipe's GEMMs run at share x best_fp8_gemm_efficiency of the FP8 peak, its casts
+    move FP8_CAST_BYTES[fp8_scaling] per element (distlab.elementwise.fp8_cast_bytes_array). Lesson 7 §8.
 
     A100: 0.82 x 271.2 / 312 = 0.713 of peak for matmuls of the best shape.
 
@@ -350,7 +327,7 @@ def compute_model(accelerator, attention="flash", *, share=None, traffic=None, k
     from ._arguments import check_fraction
     from .units import non_negative
 
-    kind = _attention(attention)
+    kind = attention_name(attention)
     share = TRAINING_MATMUL_SHARE if share is None else check_fraction(share, "share")
     traffic = MEMORY_TRAFFIC if traffic is None else non_negative(traffic, "", "traffic")
     if traffic > 1000:
@@ -358,17 +335,54 @@ def compute_model(accelerator, attention="flash", *, share=None, traffic=None, k
     matmul = min(1.0, share * best_gemm_efficiency(accelerator))
     core = matmul if kind == "unfused" else flash_attention_rate(accelerator)
     sms = GEMM_SMS.get(str(getattr(accelerator, "name", accelerator)).strip().lower())
+    kernel = attention_kernel_for(kind, attention_kernel)
+    table, note = (None, "") if kernel is None else kernel_rate_table(accelerator, kernel)
+    scaling = fp8_scaling_name(fp8_scaling)
+    fp8_best = best_fp8_gemm_efficiency(accelerator)
     return ComputeModel(
         matmul,
         core,
         traffic,
         kind,
         True,
-        _kernels(kernels),
+        kernels_name(kernels),
         sms,
         best_gemm_efficiency(accelerator),
         OVERLAP_SLOWDOWN[1],
+        kernel,
+        table,
+        note,
+        min(1.0, share * fp8_best),
+        fp8_best,
+        scaling,
+        FP8_CAST_BYTES[scaling],
     )
+
+
+def attention_kernel_for(attention, kernel):
+    """The attention kernel of an attention kind: kernel checked (distlab.attention_kernels) with flash attention;
+    None with unfused attention, which runs no flash kernel (a kernel other than None or 'flash' is refused)."""
+    if attention_name(attention) == "unfused":
+        if kernel not in (None, "flash"):
+            raise ConfigurationError(
+                f"attention_kernel={kernel!r} names a flash-attention kernel; attention='unfused' runs none "
+                "(valid: attention_kernel=None)"
+            )
+        return None
+    return attention_kernel("flash" if kernel is None else kernel)
+
+
+def best_fp8_gemm_efficiency(accelerator) -> float:
+    """Best-shape FP8 GEMM rate / dense FP8 peak of a catalog accelerator (name or Accelerator): BEST_FP8_GEMM_EFFICIENCY,
+    FALLBACK_FP8_GEMM_EFFICIENCY without a figure. Lesson 7 §8.
+
+    >>> round(best_fp8_gemm_efficiency('h100-sxm'), 3), round(best_fp8_gemm_efficiency('b200'), 3)
+    (0.709, 0.709)
+    """
+    if not isinstance(getattr(accelerator, "name", accelerator), str):
+        raise ConfigurationError(f"accelerator={accelerator!r} must be a catalog accelerator name or an Accelerator")
+    entry = BEST_FP8_GEMM_EFFICIENCY.get(str(getattr(accelerator, "name", accelerator)).strip().lower())
+    return FALLBACK_FP8_GEMM_EFFICIENCY if entry is None else entry[1]
 
 
 def gemm_shape_factor_array(m, n, k, sms, ridge):
@@ -541,118 +555,4 @@ def fixed_compute_model(efficiency, attention="flash", kernels="fused") -> Compu
     from ._arguments import check_fraction
 
     eff = check_fraction(efficiency, "efficiency")
-    return ComputeModel(eff, eff, 0.0, _attention(attention), False, _kernels(kernels))
-
-
-def _rotary(model) -> bool:
-    """Whether the model's positions are rotary (RoPE): a recorded rotary base, or no position table with
-    RMSNorm (the Llama family; the catalog's ALiBi models, BLOOM and MPT, use LayerNorm)."""
-    if getattr(model, "rope_theta", None) is not None:
-        return True
-    return int(getattr(model, "position_embeddings", 0)) == 0 and getattr(model, "norm", "") == "rmsnorm"
-
-
-def elementwise_bytes_per_token(
-    model, seq_len, tp=1, sequence_parallel=False, attention="flash", kernels="fused", element_bytes=2.0
-):
-    """HBM bytes the memory-bound element-wise kernels of ONE layer's forward pass move per token, on one GPU,
-    counted kernel by kernel (what each reads and writes; e = element_bytes, fp32 = 4 B). Lesson 7 §8.
-
-    Per token; h-wide tensors divide by tp under sequence parallelism, the others (q = heads x d_head,
-    kv = kv_heads x d_head, f = ffn, the a x s scores) always by tp:
-
-        kernel                       fused / compiled            eager (one kernel per PyTorch operator)
-        norm, x2                     read e h, write e h         LayerNorm the same (one native kernel);
-                                                                 RMSNorm in fp32 (Meta's reference, torchtitan,
-                                                                 torch.rms_norm): to-fp32 e+4, x^2 8, mean 4,
-                                                                 x*rsqrt 8, to-bf16 4+e, *weight 2e: (28 + 4e) h
-        residual add, x2             read 2e h, write e h; dropout's 1-byte mask h more (fused bias-dropout-add;
-                                     eager's separate dropout kernel: 2e h + h)
-        MLP activation               GeLU 2e f; SwiGLU 3e f      SwiGLU: SiLU 2e f + product 3e f = 5e f
-        RoPE (rotary models)         2e (q + kv)                 complex fp32 product: (16 + 2e)(q + kv)
-        GQA K/V repeat (kv < q)      none (read in place)        repeat_kv materialises K and V: 2e (kv + q)
-        unfused attention            softmax 2e a s, dropout (2e + 1) a s, context permute 2e q; flash: none
-
-    The backward moves about twice the forward's bytes (each kernel reads its output gradient and saved input,
-    writes its input gradient): the step model prices 3 passes, 4 with full recomputation, at MEMORY_TRAFFIC x
-    these bytes / HBM bandwidth. 'compiled' (torch.compile) is counted as 'fused'.
-
-    Llama 3.1 8B (h 4096, q 4096, kv 1024, f 14,336), bf16, flash, tp 1: fused 2 x 4e h + 2 x 3e h + 3e f +
-    2e (q + kv) = 81,920 + 86,016 + 20,480 = 188,416 B; eager 2 x 36 h + 2 x 3e h + 5e f + 20 (q + kv) +
-    2e (kv + q) = 344,064 + 143,360 + 102,400 + 20,480 = 610,304 B, 3.2x the fused count.
-
-    >>> int(elementwise_bytes_per_token('llama3.1-8b', 8192)), int(elementwise_bytes_per_token('llama3.1-8b', 8192,
-    ...     kernels='eager'))
-    (188416, 610304)
-    """
-    from .models import model as catalog_model
-
-    if isinstance(model, str):
-        model = catalog_model(model)
-    kind = _kernels(kernels)
-    flash = _attention(attention) == "flash" if isinstance(attention, str) else attention
-    return elementwise_bytes_array(
-        model, seq_len, tp, sequence_parallel, flash, ELEMENTWISE_KERNELS.index(kind), element_bytes
-    )
-
-
-def elementwise_bytes_array(model, seq_len, tp, sequence_parallel, flash, kernels_code, element_bytes):
-    """elementwise_bytes_per_token on NumPy arrays (broadcast; sequence_parallel and flash as 0/1 or booleans): the
-    step model's and the planner's path. kernels_code indexes ELEMENTWISE_KERNELS. Lesson 7 §8.
-
-    >>> from distlab import models
-    >>> float(elementwise_bytes_array(models.model('llama3.1-8b'), 8192, 1, False, True, 2, 2.0))
-    610304.0
-    """
-    from ._arguments import code_array, finite_result, number_array
-    from .units import positive
-
-    if not all(hasattr(model, a) for a in ("hidden", "heads", "ffn", "kv_heads", "dropout", "gated_mlp")):
-        raise ConfigurationError(f"model={model!r} must be a TransformerModel (see distlab.models.model)")
-    seq_len = number_array(seq_len, "seq_len", 1.0)
-    tp = number_array(tp, "tp", 1.0)
-    sequence_parallel = number_array(sequence_parallel, "sequence_parallel")
-    flash = number_array(flash, "flash")
-    kernels_code = code_array(kernels_code, "kernels_code", ELEMENTWISE_KERNELS)
-    e = float(positive(element_bytes, "B", "element_bytes"))
-    h, a, f = float(model.hidden), float(model.heads), float(model.ffn)
-    d = float(getattr(model, "head_dim", model.hidden // model.heads))
-    q, kv = a * d, float(model.kv_heads) * d
-    mask = 1.0 if model.dropout else 0.0
-    eager = np.asarray(kernels_code) == 2
-    tp = np.asarray(tp, dtype=float)
-    sp_div = np.where(np.asarray(sequence_parallel, dtype=bool), tp, 1.0)
-    rms = getattr(model, "norm", "layernorm") == "rmsnorm"
-    norm = np.where(eager & rms, (28.0 + 4.0 * e) * h, 2.0 * e * h)
-    residual = 3.0 * e * h + mask * h + np.where(eager, mask * 2.0 * e * h, 0.0)
-    replicated = 2.0 * norm + 2.0 * residual
-    if model.gated_mlp:
-        activation = np.where(eager, 5.0 * e * f, 3.0 * e * f)
-    else:
-        activation = np.full(np.shape(eager), 2.0 * e * f)
-    rope = np.where(eager, 16.0 + 2.0 * e, 2.0 * e) * (q + kv) if _rotary(model) else 0.0
-    repeat = np.where(eager, 2.0 * e * (kv + q), 0.0) if kv < q else 0.0
-    scores = a * np.asarray(seq_len, dtype=float) * (2.0 * e + (2.0 * e + 1.0) * mask) + 2.0 * e * q
-    split = activation + rope + repeat + np.where(np.asarray(flash, dtype=bool), 0.0, scores)
-    return finite_result("element-wise bytes", replicated / sp_div + split / tp)
-
-
-def loss_bytes_per_token(vocab, element_bytes=2.0) -> float:
-    """HBM bytes the cross-entropy loss moves per token over a vocabulary of V logits (of element_bytes each), forward
-    and backward together, counted kernel by kernel as Megatron-LM's vocab-parallel cross-entropy runs it on fp32
-    logits (PyTorch's F.cross_entropy on upcast logits moves about as much). Lesson 7 §8.
-
-        forward:  upcast (e + 4) V, max 4V, subtract 8V, exp 8V, sum 4V, normalise 8V      = (36 + e) V
-        backward: scale the saved softmax by the loss gradient 8V, cast back (4 + e) V      = (12 + e) V
-
-    Divided by tp (the vocabulary is split over the tensor-parallel GPUs); the step model charges it to the stage
-    holding the logits, at MEMORY_TRAFFIC x these bytes / HBM bandwidth. Llama 3 8B, bf16: 52 x 128,256.
-
-    >>> loss_bytes_per_token(128256)
-    6669312.0
-    """
-    from ._arguments import finite_result
-    from .units import positive
-
-    e, v = positive(element_bytes, "B", "element_bytes"), positive(vocab, "", "vocab")
-    return float(finite_result("loss bytes", (48.0 + 2.0 * e) * v))
+    return ComputeModel(eff, eff, 0.0, attention_name(attention), False, kernels_name(kernels))

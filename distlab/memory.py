@@ -84,8 +84,11 @@ class PrecisionRecipe:
     K/V blocks context parallelism passes around its ring). message_bytes: bytes per element of the
     activations and activation gradients that tensor-parallel collectives and pipeline sends carry
     (default: activation_bytes). compute_precision: the distlab.hardware peak the matmuls run at
-    (default: the recipe's name when it is a hardware precision, else 'bf16'). Both defaults keep
-    recipes built with the original six fields working unchanged.
+    (default: the recipe's name when it is a hardware precision, else 'bf16'). elementwise_bytes: bytes per
+    element the element-wise kernels (norms, activations, residual adds, the loss) read and write (default:
+    activation_bytes). core_precision: the peak the attention core runs at (default: compute_precision; 'bf16'
+    for an FP8 one: FP8 recipes cast only the weight GEMMs' inputs, Lesson 7 §8). The defaults keep recipes built
+    with the original six fields working unchanged.
     """
 
     name: str
@@ -98,6 +101,8 @@ class PrecisionRecipe:
     # None (the default) is replaced in __post_init__: the attributes are always set, hence their types
     message_bytes: float = None  # type: ignore[assignment]
     compute_precision: str = None  # type: ignore[assignment]
+    elementwise_bytes: float = None  # type: ignore[assignment]
+    core_precision: str = None  # type: ignore[assignment]
 
     def __post_init__(self):
         if self.message_bytes is None:
@@ -105,6 +110,11 @@ class PrecisionRecipe:
         if self.compute_precision is None:
             name = str(self.name).strip().lower()
             object.__setattr__(self, "compute_precision", name if name in PEAK_PRECISIONS else "bf16")
+        if self.elementwise_bytes is None:
+            object.__setattr__(self, "elementwise_bytes", self.activation_bytes)
+        if self.core_precision is None:
+            fp8 = self.compute_precision == "fp8"
+            object.__setattr__(self, "core_precision", "bf16" if fp8 else self.compute_precision)
 
     @property
     def bytes_per_param(self) -> float:
@@ -143,6 +153,11 @@ PRECISION_RECIPES = {
         activation_bytes=1,
         message_bytes=2,
         compute_precision="fp8",
+        elementwise_bytes=2,
+        core_precision="bf16",
+        # Only the weight GEMMs run in FP8: Transformer Engine's norms, activations, residual adds, attention core
+        # and loss read and write bf16 (elementwise_bytes = 2; the casts into FP8 are priced apart, distlab.elementwise
+        # .fp8_cast_bytes_array), and the attention core runs at the bf16 peak (core_precision).
         # FP8 is the input format of the GEMMs: their outputs are bf16, so the row-parallel all-reduce /
         # reduce-scatter sums bf16, backward TP collectives carry bf16 gradients and pipeline stages send the
         # bf16 residual stream and its gradient (message_bytes = 2). Saved activations at 1 byte is distlab's

@@ -430,7 +430,7 @@ def plan(
     model = moe_step.moe_model(model) if is_moe else models.model(model)
     cl = as_cluster(cluster, nodes, fabric)
     batch, s, _ = training.batch_and_sequence(global_batch, seq_len if seq_len is not None else model.seq_len)
-    compute = training.compute_model_for(cl, efficiency, attention, kernels=kernels)
+    compute = training.compute_model_for(cl, efficiency, attention, kernels=kernels, memory_recipe=memory_recipe)
     recipe = memory.precision_recipe(precision)
     hw = training.hardware_arguments(cl, recipe, achieved=compute.calibrated)
     peak = hw["peak_flops"]

@@ -190,6 +190,7 @@ class StepEstimate:
     cp_comm_s: float = 0.0  # context parallelism's exposed ring-attention traffic
     ep_comm_s: float = 0.0  # expert parallelism's all-to-alls (MoE models)
     overlap_s: float = 0.0  # compute slowed by the communication it hides (efficiency.OVERLAP_SLOWDOWN)
+    power_note: str = ""  # a power cap distlab does not model (hardware.Accelerator.power_note)
 
     @property
     def fits(self) -> bool:
@@ -266,9 +267,24 @@ class StepEstimate:
         lines.append(f"memory per GPU {format_bytes(self.memory.total_bytes)}: {self.memory.verdict()}")
         if self.compute_model is not None:
             lines.append("compute " + self.compute_model.describe())
+        lines.extend(self.notes())
         if not self.feasible:
             lines.append("NOT FEASIBLE: " + self.explain())
         return "\n".join(lines)
+
+    def notes(self) -> list:
+        """What the step time assumes beyond the compute line: an FP8 recipe's GEMM rate and scaling, a power cap
+        distlab does not model (hardware.Accelerator.power_note)."""
+        out = []
+        cm = self.compute_model
+        if self.config.get("fp8_scaling") and cm is not None and cm.fp8_matmul_efficiency is not None:
+            out.append(
+                f"FP8: only the weight GEMMs at {100 * cm.fp8_matmul_efficiency:.1f}% of the FP8 peak (x their shape "
+                f"factor), {cm.fp8_scaling} scaling's casts in the element-wise traffic; the rest at 16-bit rates"
+            )
+        if self.power_note:
+            out.append(self.power_note)
+        return out
 
     def breakdown(self) -> dict:
         """Every step-time term in seconds under its short name (the key without '_s'; the DP traffic in total,
@@ -315,7 +331,8 @@ def hardware_arguments(cl, recipe, achieved=False) -> dict:
     traffic stays on one rail and escapes the spine's oversubscription. cross_rail_bw is the share
     of traffic between different local ranks, which crosses the spine. Both with every GPU of a
     node sending at once (hardware.Cluster.fabric_bandwidth_per_gpu with f = g): without rails
-    both are inter_node_bandwidth_per_gpu. The peak is recipe.compute_precision's. achieved=True (the
+    both are inter_node_bandwidth_per_gpu. The peak is recipe.compute_precision's (the weight GEMMs'), core_peak_flops
+    recipe.core_precision's (the attention core's: bf16 for FP8). achieved=True (the
     calibrated model, Lesson 7 §8): every link at its measured share of line rate
     (efficiency.achieved_link_share) and nvls_bw, NCCL's NVLS all-reduce rate where the node has it
     (efficiency.nvls_bandwidth); False: line rates, no NVLS. Lesson 7 §3.
@@ -345,6 +362,7 @@ def hardware_arguments(cl, recipe, achieved=False) -> dict:
         cross_rail_bw=fabric * cl.fabric_bandwidth_per_gpu(same_local_rank=False),
         inter_lat=cl.fabric.latency,
         peak_flops=cl.accelerator.peak(compute),
+        core_peak_flops=cl.accelerator.peak(recipe.core_precision),
         hbm_bandwidth=cl.accelerator.memory_bandwidth,
         recipe=recipe,
         nvls_bw=nvls,
@@ -382,6 +400,8 @@ def estimate(
     moe_imbalance=1.0,
     capacity_factor=None,
     max_nodes_per_token=None,
+    attention_kernel=None,
+    fp8_scaling="delayed",
 ) -> StepEstimate:
     """Step time by term (distlab.step.TERMS), throughput, MFU/HFU, scaling efficiency and memory of one configuration.
 
@@ -390,20 +410,18 @@ def estimate(
     parallelism by ring attention (the sequence splits into 2 cp load-balanced chunks). efficiency: None (default)
     prices compute with the calibrated model of distlab.efficiency (Lesson 7 §8); a number in (0, 1] is the simple
     model of Lesson 7 §1, every FLOP at that share of the dense peak. attention: 'flash' or 'unfused' (Megatron-LM
-    2021-2022). calibration: (share, traffic) replacing the two fitted constants (distlab.calibration uses it).
-    tp_overlap: sequence parallelism's collectives overlap the matmuls (Megatron-Core --tp-comm-overlap).
-    memory_recipe: 'zero-paper' (16 B per parameter) or an engine's ('megatron', 'megatron-distributed-optimizer',
-    'deepspeed', 'fsdp2'; distlab.memory_recipes, with a reserve of each GPU). balance_stages: the first and last
-    stage hold one layer fewer (Llama 3; pp > 2). ep, etp: expert and expert tensor parallelism (etp 1 or tp; None =
-    tp) of an MoE model (Lesson 10 §5). kernels: 'fused', 'compiled' or 'eager' element-wise kernels
-    (efficiency.elementwise_bytes_per_token). moe_imbalance (1 to min(ep, E / k)), capacity_factor (None: dropless)
-    and max_nodes_per_token set the busiest GPU's expert work (distlab.moe.step.MoEStepModel; Lesson 10 §3). An
-    infeasible configuration is priced but flagged (feasible False, explain() says which limit and by how much);
-    invalid ones raise ConfigurationError. Lesson 7 §1-§6, §8.
+    2021-2022); attention_kernel: the flash kernel (distlab.attention_kernels: 'flash', 'fa2', 'fa3', 'cudnn',
+    'sdpa'; None: the memory recipe's engine's). precision 'fp8': the weight GEMMs at the FP8 GEMM rate, the rest at
+    16-bit, the casts by fp8_scaling ('delayed', 'current', 'blockwise'; distlab.elementwise). calibration: (share,
+    traffic) replacing the two fitted constants. tp_overlap: sequence parallelism's collectives overlap the matmuls
+    (Megatron-Core --tp-comm-overlap). memory_recipe: 'zero-paper' (16 B per parameter) or an engine's ('megatron',
+    'megatron-distributed-optimizer', 'deepspeed', 'fsdp2'; distlab.memory_recipes). balance_stages: the first and
+    last stage hold one layer fewer (Llama 3; pp > 2). ep, etp: expert and expert tensor parallelism (etp 1 or tp)
+    of an MoE model (Lesson 10 §5); moe_imbalance, capacity_factor and max_nodes_per_token its routing (Lesson 10
+    §3). kernels: 'fused', 'compiled' or 'eager' element-wise kernels. An infeasible configuration is priced but
+    flagged (explain() says why); invalid ones raise ConfigurationError. Lesson 7 §1-§6, §8.
 
-    Llama 2 7B on one DGX H100 node, pure data parallelism, at a fixed 50% of peak: compute 46.09 GFLOP per token
-    x 4096 / (989.4 TFLOP/s x 0.5) = 0.382 s per GPU; 16 bytes per parameter of model states alone (108 GB) do not
-    fit 80 GB (Lesson 7 §2).
+    Llama 2 7B, one DGX H100, dp 8, 50% of peak: 46.09 GFLOP/token x 4096 / 494.7 TFLOP/s = 0.382 s; 108 GB > 80 GB.
 
     >>> est = estimate('llama2-7b', 'dgx-h100', nodes=1, fabric='ib-ndr', global_batch=8, seq_len=4096, efficiency=0.5)
     >>> est.config['dp'], round(est.compute_s, 3), est.fits
@@ -412,29 +430,42 @@ def estimate(
     from . import memory, models
     from .moe import step as moe_step
 
-    is_moe = moe_step.is_moe(model)
-    model = moe_step.moe_model(model) if is_moe else models.model(model)
+    model = moe_step.moe_model(model) if moe_step.is_moe(model) else models.model(model)
     cl = as_cluster(cluster, nodes, fabric)
     dp, tp, pp, cp = check_layout(model, cl, dp, tp, pp, cp)
     shape = check_batch(model, global_batch, seq_len, micro_batch_size, chunks, schedule, dp, pp, cp, balance_stages)
-    mode = memory.recompute_mode(recompute)
     mem_recipe, zero = check_memory_recipe(memory_recipe, zero)
-    compute = compute_model_for(cl, efficiency, attention, calibration, kernels)
+    named = dict(attention_kernel=attention_kernel, fp8_scaling=fp8_scaling, memory_recipe=mem_recipe)
+    compute = compute_model_for(cl, efficiency, attention, calibration, kernels, **named)
     recipe = memory.precision_recipe(precision)
     sp = bool(sequence_parallel) and tp > 1
     asked = dict(moe_imbalance=moe_imbalance, capacity_factor=capacity_factor, max_nodes_per_token=max_nodes_per_token)
     core_model, experts, routing = _expert_view(model, cl, shape["s"], tp, cp, pp, ep, etp, sp, asked)
-    # the configuration as priced, in the order to_dict() reports it
-    config = dict(model=model.name, gpus=cl.gpus, global_batch=shape["batch"], seq_len=shape["s"], dp=dp, tp=tp)
-    config.update(cp=cp, pp=pp, chunks=shape["v"], micro_batch_size=shape["b"], microbatches=shape["m"], zero=zero)
-    config.update(recompute=mode, sequence_parallel=sp, schedule=shape["schedule"], precision=recipe.name)
+    layout = dict(dp=dp, tp=tp, cp=cp, pp=pp, zero=zero, recompute=memory.recompute_mode(recompute), sp=sp)
+    config = _record(model, cl, shape, layout, recipe, compute, efficiency, mem_recipe, tp_overlap, balance_stages)
+    config.update(**experts, **routing)
+    flags = dict(tp_overlap=bool(tp_overlap), balance_stages=bool(balance_stages))
+    return _priced(model, core_model, cl, config, compute, mem_recipe, flags)
+
+
+def _record(model, cl, shape, layout, recipe, compute, efficiency, mem_recipe, tp_overlap, balance_stages) -> dict:
+    """The configuration as estimate() prices it, in the order to_dict() reports it."""
+    sp, pp = layout["sp"], layout["pp"]
+    config = dict(model=model.name, gpus=cl.gpus, global_batch=shape["batch"], seq_len=shape["s"])
+    config.update(dp=layout["dp"], tp=layout["tp"], cp=layout["cp"], pp=pp, chunks=shape["v"])
+    config.update(micro_batch_size=shape["b"], microbatches=shape["m"], zero=layout["zero"])
+    config.update(
+        recompute=layout["recompute"], sequence_parallel=sp, schedule=shape["schedule"], precision=recipe.name
+    )
     config.update(efficiency=efficiency if compute.calibrated is False else None, attention=compute.attention)
+    config.update(attention_kernel=compute.attention_kernel)
+    if recipe.compute_precision == "fp8":
+        config.update(fp8_scaling=compute.fp8_scaling)
     config.update(
         kernels=compute.kernels, matmul_efficiency=compute.matmul_efficiency, tp_overlap=bool(tp_overlap) and sp
     )
-    config.update(memory_recipe=mem_recipe.name, balance_stages=bool(balance_stages) and pp > 2, **experts, **routing)
-    flags = dict(tp_overlap=bool(tp_overlap), balance_stages=bool(balance_stages))
-    return _priced(model, core_model, cl, config, compute, mem_recipe, flags)
+    config.update(memory_recipe=mem_recipe.name, balance_stages=bool(balance_stages) and pp > 2)
+    return config
 
 
 def _expert_view(model, cl, s, tp, cp, pp, ep, etp, sp, routing) -> tuple:
@@ -521,24 +552,41 @@ def _priced(model, core_model, cl, config, compute, mem_recipe, flags) -> StepEs
         memory=bd,
         problems=tuple(problems),
         compute_model=compute,
+        power_note=cl.accelerator.power_note(),
     )
 
 
-def compute_model_for(cl, efficiency=None, attention="flash", calibration=None, kernels="fused"):
+def compute_model_for(
+    cl,
+    efficiency=None,
+    attention="flash",
+    calibration=None,
+    kernels="fused",
+    *,
+    attention_kernel=None,
+    fp8_scaling="delayed",
+    memory_recipe=None,
+):
     """The efficiency.ComputeModel estimate() and plan() price compute with: the calibrated model for the
-    cluster's accelerator (efficiency None), or the fixed share of Lesson 7 §1 (a number). Lesson 7 §8.
+    cluster's accelerator (efficiency None), or the fixed share of Lesson 7 §1 (a number). attention_kernel None:
+    the kernel the memory recipe's engine runs (attention_kernels.default_attention_kernel). Lesson 7 §8.
 
     >>> from distlab import hardware
     >>> compute_model_for(hardware.cluster('dgx-a100', 1, 'ib-hdr'), 0.5).matmul_efficiency
     0.5
     """
-    from .efficiency import compute_model, fixed_compute_model
+    from .attention_kernels import default_attention_kernel
+    from .efficiency import attention_kernel_for, compute_model, fixed_compute_model, fp8_scaling_name
 
     cl = as_cluster(cl)  # a Cluster, or a node name (one node); anything else is our error
+    if attention_kernel is None and attention == "flash":
+        attention_kernel = default_attention_kernel("zero-paper" if memory_recipe is None else memory_recipe)
+    named = dict(kernels=kernels, attention_kernel=attention_kernel, fp8_scaling=fp8_scaling)
     if efficiency is not None:
+        attention_kernel_for(attention, attention_kernel), fp8_scaling_name(fp8_scaling)  # checked, not priced
         return fixed_compute_model(efficiency, attention, kernels)
     if calibration is None:
-        return compute_model(cl.accelerator, attention, kernels=kernels)
+        return compute_model(cl.accelerator, attention, **named)
     if not isinstance(calibration, (tuple, list)) or len(calibration) != 2:
         raise ConfigurationError(
             f"calibration={calibration!r} must be a pair (share, traffic), as calibration.fit_calibration gives"
@@ -549,7 +597,7 @@ def compute_model_for(cl, efficiency=None, attention="flash", calibration=None, 
         attention,
         share=check_fraction(share, "calibration share"),
         traffic=non_negative(traffic, "", "calibration traffic"),
-        kernels=kernels,
+        **named,
     )
 
 
@@ -558,7 +606,7 @@ def compute_arguments(compute) -> dict:
 
     >>> from distlab.efficiency import fixed_compute_model
     >>> sorted(compute_arguments(fixed_compute_model(0.5)))
-    ['attention_efficiency', 'best_gemm', 'causal_flash', 'efficiency', 'flash_attention', 'gemm_sms', 'kernels_code', 'memory_traffic', 'overlap_slowdown']
+    ['attention_efficiency', 'attention_table', 'best_gemm', 'causal_flash', 'efficiency', 'flash_attention', 'fp8_best_gemm', 'fp8_cast_bytes', 'fp8_efficiency', 'gemm_sms', 'kernels_code', 'memory_traffic', 'overlap_slowdown']
     """
     from .efficiency import ELEMENTWISE_KERNELS, ComputeModel
 
@@ -574,4 +622,8 @@ def compute_arguments(compute) -> dict:
         gemm_sms=compute.gemm_sms,
         best_gemm=compute.best_gemm,
         overlap_slowdown=compute.overlap_slowdown,
+        attention_table=compute.attention_table,
+        fp8_efficiency=compute.fp8_matmul_efficiency,
+        fp8_best_gemm=compute.fp8_best_gemm,
+        fp8_cast_bytes=compute.fp8_cast_bytes,
     )

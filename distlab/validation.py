@@ -41,6 +41,7 @@ __all__ = [
     "run_model",
     "run_cluster",
     "predict",
+    "power_capped_runs",
     "compare",
 ]
 
@@ -256,8 +257,25 @@ def run_cluster(run_: dict):
         memory_bytes=part["memory_bytes"],
         memory_bandwidth=part["memory_bandwidth"],
         source=part["source"],
+        tdp_w=part.get("tdp_w"),
+        power_limit_w=part.get("power_limit_w"),
     )
     return cluster(dataclasses.replace(node(c["node"]), accelerator=gpu), c["nodes"], c["fabric"])
+
+
+def power_capped_runs(role: str = "validation") -> list:
+    """The ids of the expressible runs of a role whose GPU ran below its TDP (hardware.Accelerator.power_capped):
+    distlab does not model a power cap, `distlab validate` lists them. Lesson 7 §8.
+
+    >>> [r for r in power_capped_runs() if r.startswith("torchtitan-h100")][:1]
+    ['torchtitan-h100-128gpu-llama31-405b-bf16']
+    """
+    out = []
+    for run_ in load_runs(role):
+        if run_["distlab"]["expressible"] and run_["distlab"]["cluster"] is not None:
+            if run_cluster(run_).accelerator.power_capped:
+                out.append(run_["id"])
+    return out
 
 
 def predict(run_: dict):
@@ -456,7 +474,9 @@ def error_band(accelerator: str, precision: str = "mixed") -> ErrorBand:
     >>> band = error_band("h100-sxm")
     >>> band.matched and band.runs >= MIN_BAND_RUNS and 0 < band.percent < 50
     True
-    >>> error_band("h100-sxm", "fp8").matched  # no published FP8 run is in the validation set yet
+    >>> error_band("h100-sxm", "fp8").runs  # NVIDIA's DGX Cloud FP8 recipes (dgxc-benchmarking)
+    5
+    >>> error_band("a100-80gb", "fp8").matched  # no A100 runs in FP8 (the A100 has no FP8)
     False
     """
     if not isinstance(accelerator, str) or not accelerator.strip():

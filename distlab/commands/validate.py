@@ -91,6 +91,12 @@ def run(args) -> int:
         error = "-" if r.error_percent is None else f"{r.error_percent:+.1f}%"
         status = r.status if r.status == "predicted" else f"{r.status}: {r.reason}"
         print(f"{r.id:<{width}}  {_seconds(r.measured_s):>10}  {_seconds(r.predicted_s):>11}  {error:>7}  {status}")
+    capped = validation.power_capped_runs(args.role)
+    if capped:
+        print(
+            f"power-capped ({len(capped)} runs: {', '.join(capped)}): their GPUs ran below the part's TDP; distlab "
+            "does not model the cap (no published measurement of its effect on step time), so their error includes it"
+        )
     print()
     for role, stats in comparison.summary.items():
         print(_summary_line(role, stats))

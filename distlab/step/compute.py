@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..efficiency import (
-    elementwise_bytes_array,
-    flash_attention_work_array,
-    layer_gemm_slowdown_array,
-    loss_bytes_per_token,
-)
+from ..attention_kernels import FLASH_FORWARD_BACKWARD_WORK, flash_attention_work_array, kernel_rates
+from ..efficiency import layer_gemm_slowdown_array
+from ..elementwise import elementwise_bytes_array, fp8_cast_bytes_array, loss_bytes_per_token
 from ..flops import TRAINING_PASSES
 from .config import StepConfig
 
@@ -34,9 +31,9 @@ def matmul_seconds(c: StepConfig):
     Lesson 7 §1, §8."""
     gemm = c.stage_flops - c.core_stage
     if c.gemm_sms is not None:
-        slow_layer, slow_logits = layer_gemm_slowdown_array(
-            c.model, c.tokens_mb, c.tp, c.gemm_sms, c.peak * c.best_gemm / c.hbm, c.ep, c.etp
-        )
+        # the roofline's ridge at 2-byte operands (gemm_shape_factor_array); FP8 operands are 1 byte: half the ridge
+        ridge = c.peak * c.best_gemm / c.hbm * (0.5 if c.fp8 else 1.0)
+        slow_layer, slow_logits = layer_gemm_slowdown_array(c.model, c.tokens_mb, c.tp, c.gemm_sms, ridge, c.ep, c.etp)
         logit_gemm = c.logit_share * TRAINING_PASSES * c.logits_fwd
         gemm = (gemm - logit_gemm) * slow_layer + logit_gemm * slow_logits
     return gemm / (c.tp * c.peak * c.efficiency)
@@ -44,27 +41,37 @@ def matmul_seconds(c: StepConfig):
 
 def attention_core_seconds(c: StepConfig):
     """Seconds per microbatch of the stage's attention core: the counted core (3 x 4 b s^2 a d per layer, + 1
-    recomputed) at attention_efficiency x peak / tp; the calibrated model's causal flash attention executes
-    efficiency.flash_attention_work_array's FLOPs instead (masked half skipped, scores recomputed in the backward).
-    Lesson 7 §8."""
-    executed = np.where(
-        np.asarray(c.causal_flash, dtype=bool),
-        c.layers_stage * flash_attention_work_array(c.core_fwd, c.code != 0),
-        c.core_stage,
-    )
-    rate = c.tp * c.peak * c.attention_efficiency
-    return executed / rate
+    recomputed) at attention_efficiency x core peak / tp (the 16-bit peak for an FP8 recipe); the calibrated model's
+    causal flash attention executes attention_kernels.flash_attention_work_array's FLOPs instead (masked half skipped,
+    scores recomputed in the backward). With a named kernel's rates (attention_table: attention_kernels.kernel_rates at
+    the sequence length) the forward (1, + 1 recomputed, x half the counted forward) runs at the forward rate and the
+    backward (2.5 x half) at the backward rate. Lesson 7 §8."""
+    causal = np.asarray(c.causal_flash, dtype=bool)
+    executed = np.where(causal, c.layers_stage * flash_attention_work_array(c.core_fwd, c.code != 0), c.core_stage)
+    rate = c.tp * c.core_peak * c.attention_efficiency
+    if c.attention_table is None:
+        return executed / rate
+    forward, backward = kernel_rates(c.attention_table, c.s)
+    half = 0.5 * c.layers_stage * c.core_fwd
+    again = np.where(c.code != 0, 1.0, 0.0)
+    kernel = half * ((1.0 + again) / forward + (FLASH_FORWARD_BACKWARD_WORK - 1.0) / backward) / (c.tp * c.core_peak)
+    return np.where(causal, kernel, executed / rate)
 
 
 def elementwise_seconds(c: StepConfig):
     """Seconds per microbatch of the memory-bound element-wise kernels: memory_traffic x their HBM bytes counted
-    kernel by kernel (efficiency.elementwise_bytes_array) x passes (3, 4 with full recomputation) / HBM bandwidth,
-    plus the cross-entropy loss on the stage holding the logits (efficiency.loss_bytes_per_token, split over tp).
-    Lesson 7 §8."""
-    b, s, e = c.b, c.s, c.e
+    kernel by kernel (elementwise.elementwise_bytes_array, at the recipe's elementwise_bytes: 2 for FP8) x passes (3,
+    4 with full recomputation) / HBM bandwidth, plus an FP8 recipe's casts (elementwise.fp8_cast_bytes_array: the
+    forward's once, twice with full recomputation, the backward's once) and the cross-entropy loss on the stage
+    holding the logits (elementwise.loss_bytes_per_token, split over tp). Lesson 7 §8."""
+    b, s, e = c.b, c.s, c.e_elementwise
     per_layer = b * s * elementwise_bytes_array(c.model, s, c.tp, c.sequence_parallel, c.flash, c.kernels_code, e)
     passes = TRAINING_PASSES + np.where(c.full, 1.0, 0.0)
     traffic = c.layers_stage * passes * c.memory_traffic * per_layer / c.cp
+    if c.fp8:  # FP8 casts: the forward's (again with full recomputation) and the backward's, per token
+        forward, backward = fp8_cast_bytes_array(c.model, c.tp, c.sequence_parallel, c.cast_bytes)
+        casts = (1.0 + np.where(c.full, 1.0, 0.0)) * forward + backward
+        traffic = traffic + c.layers_stage * c.memory_traffic * b * s * casts / c.cp
     loss = c.logit_share * c.memory_traffic * b * s / c.cp * loss_bytes_per_token(c.model.vocab, e) / c.tp
     return (traffic + loss) / c.hbm
 

@@ -82,7 +82,8 @@ class StepConfig:
     inter_lat: float
     cross: float  # the fabric share between different local ranks (cross_rail_bw; inter_bw without rails)
     nvls_bw: float | None
-    peak: float
+    peak: float  # the dense peak of the precision the weight GEMMs run in (recipe.compute_precision)
+    core_peak: float  # the peak of the attention core (16-bit for an FP8 recipe; else peak)
     hbm: float
     efficiency: float
     attention_efficiency: float
@@ -93,6 +94,9 @@ class StepConfig:
     gemm_sms: float | None
     best_gemm: float
     overlap_slowdown: float
+    attention_table: tuple | None  # a kernel's (seq lens, forward, backward shares of peak); None: attention_efficiency
+    fp8: bool  # the GEMMs run in FP8 (recipe.compute_precision)
+    cast_bytes: float  # FP8 cast bytes per element (elementwise.FP8_CAST_BYTES; 0 when not FP8)
     tp_overlap: Any
     bucket_bytes: float
     s: float
@@ -130,6 +134,11 @@ class StepConfig:
     def e(self) -> float:
         """Bytes per stored activation element."""
         return self.recipe.activation_bytes
+
+    @property
+    def e_elementwise(self) -> float:
+        """Bytes per element the element-wise kernels read and write (PrecisionRecipe.elementwise_bytes)."""
+        return self.recipe.elementwise_bytes
 
     @property
     def e_msg(self) -> float:
@@ -195,6 +204,11 @@ def step_config(
     gemm_sms=None,
     best_gemm=1.0,
     overlap_slowdown=0.0,
+    core_peak_flops=None,
+    attention_table=None,
+    fp8_efficiency=None,
+    fp8_best_gemm=None,
+    fp8_cast_bytes=0.0,
 ) -> StepConfig:
     """The StepConfig of step_model_array's keywords (see there), checked: numbers in range, codes known, the
     model a catalog TransformerModel (or name) or an MoEStepModel. Lesson 7 §1."""
@@ -222,6 +236,9 @@ def _hardware(a: dict) -> dict:
         cross=inter_bw if cross is None else positive(cross, "B/s", "cross_rail_bw"),
         nvls_bw=a["nvls_bw"],
         peak=positive(a["peak_flops"], FLOP_PER_SECOND, "peak_flops"),
+        core_peak=positive(
+            a["peak_flops" if a["core_peak_flops"] is None else "core_peak_flops"], FLOP_PER_SECOND, "core_peak_flops"
+        ),
         hbm=positive(a["hbm_bandwidth"], "B/s", "hbm_bandwidth"),
         bucket_bytes=DDP_BUCKET_BYTES
         if a["bucket_bytes"] is None
@@ -233,12 +250,21 @@ def _compute(a: dict) -> dict:
     """The StepConfig's compute-model fields (training.compute_arguments' keywords)."""
     efficiency = check_fraction(a["efficiency"], "efficiency")
     attention = a["attention_efficiency"]
-    keys = ("memory_traffic", "kernels_code", "causal_flash", "best_gemm", "overlap_slowdown", "tp_overlap")
+    keys = ("memory_traffic", "kernels_code", "causal_flash", "overlap_slowdown", "tp_overlap", "attention_table")
+    # an FP8 recipe: the weight GEMMs at the FP8 GEMM rate (efficiency.BEST_FP8_GEMM_EFFICIENCY), the rest at 16-bit
+    fp8 = getattr(a["recipe"], "compute_precision", None) == "fp8"
+    gemm, best = efficiency, a["best_gemm"]
+    if fp8 and a["fp8_efficiency"] is not None:
+        gemm = check_fraction(a["fp8_efficiency"], "fp8_efficiency")
+        best = check_fraction(a["fp8_best_gemm"], "fp8_best_gemm")
     return dict(
-        efficiency=efficiency,
+        efficiency=gemm,
         attention_efficiency=efficiency if attention is None else attention,
         flash=a["flash_attention"],
         gemm_sms=None if a["gemm_sms"] is None else float(a["gemm_sms"]),
+        best_gemm=best,
+        fp8=fp8,
+        cast_bytes=non_negative(a["fp8_cast_bytes"], "B", "fp8_cast_bytes") if fp8 else 0.0,
         **{k: a[k] for k in keys},
     )
 

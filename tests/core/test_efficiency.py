@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distlab import calibration, efficiency, hardware, planner, training, validation
+from distlab import attention_kernels, calibration, efficiency, hardware, planner, training, validation
 from distlab.errors import ConfigurationError
 
 
@@ -75,7 +75,7 @@ def test_flash_attention_time_by_hand(monkeypatch):
     base = training.estimate("llama2-7b", "dgx-h100", **kw)
     unfused = training.estimate("llama2-7b", "dgx-h100", attention="unfused", **kw)
     fast = dict(efficiency.FLASH_ATTENTION_RATE, **{"h100-sxm": ("test", 2 * 335 / 989.4)})
-    monkeypatch.setattr(efficiency, "FLASH_ATTENTION_RATE", fast)
+    monkeypatch.setattr(attention_kernels, "FLASH_ATTENTION_RATE", fast)  # its home since the kernels were named
     faster = training.estimate("llama2-7b", "dgx-h100", **kw)
     assert base.compute_s - faster.compute_s == pytest.approx(core / 2, rel=1e-9)
     assert training.estimate("llama2-7b", "dgx-h100", attention="unfused", **kw).compute_s == unfused.compute_s
@@ -205,7 +205,7 @@ def test_calibration_accuracy():
 
 def test_validation_accuracy_held_at_the_level_reached():
     stats = _stats("validation")
-    assert stats["scored"] >= 42
+    assert stats["scored"] >= 50
     # measured 8.8% over 42 runs, max 25.1% (2026-11-24: flash attention priced as the causal kernel runs it, at
     # FlashAttention-2's measured rate per GPU). Before it: 8.7% / 24.2%. The A100 runs with flash attention moved
     # toward the measurements (the 9 on A100: mean |error| 10.2% -> 6.4%, max 20.1% -> 10.7%); every H100 run was and is
@@ -219,7 +219,12 @@ def test_validation_accuracy_held_at_the_level_reached():
     # a published average, not fitted): 7.7% / 23.0%. Every run whose communication the model hides moved slower: the
     # FSDP runs by their gathers' share (MPT 7B at 512 GPUs -26.7% -> -23.0%, still the max), Megatron-Core on H100 with
     # --tp-comm-overlap by its TP traffic (462B -> +4.4%)
-    assert stats["mean_abs_error_percent"] <= 7.8 and stats["max_abs_error_percent"] <= 23.1
+    # 2026-11-28, attention kernels named (distlab.attention_kernels; each engine's own: Megatron-Core cuDNN, FSDP2
+    # sdpa = FlashAttention-2 by sequence length): 7.8% / 22.3%. Megatron-Core on H100 moved faster (1.7B -13.4% ->
+    # -18.5%), the FSDP runs slower (MPT 7B at 512 GPUs -23.0% -> -22.3%)
+    # 2026-11-28, NVIDIA's DGX Cloud recipes added (dgxc-benchmarking, 5 bf16 + 5 FP8 on the same layouts, H100):
+    # 7.7% / 22.3% over 50 scored runs (the FP8 ones -1.6% to -13.2%; two bf16 ones over memory, not scored)
+    assert stats["mean_abs_error_percent"] <= 7.7 and stats["max_abs_error_percent"] <= 22.3
 
 
 @pytest.mark.xfail(

@@ -1,0 +1,195 @@
+"""Attention kernels: the rate the attention core runs at, by kernel, GPU, sequence length and direction.
+
+The step model prices the attention core (QK^T and AV) with flash attention as the kernel executes it
+(flash_attention_work_array: a causal kernel skips the masked half; its backward, 2.5 x the forward, recomputes the
+scores) at the kernel's measured rate on the GPU, a share of the dense 16-bit peak. The kernels distlab knows
+(ATTENTION_KERNEL_NAMES):
+
+    flash   FlashAttention-2's best forward + backward figure on each GPU (Dao 2023; FLASH_ATTENTION_RATE), one rate for
+            every sequence length: distlab's model before the kernels were named, kept as the default of an engine
+            without a stated kernel
+    fa2     FlashAttention-2, by sequence length and direction
+    sdpa    PyTorch's scaled_dot_product_attention with its flash backend (FlashAttention-2's kernels): fa2's rates
+    cudnn   cuDNN's fused attention (what Transformer Engine runs for Megatron-Core and NeMo on H100)
+    fa3     FlashAttention-3 (Hopper only)
+
+fa2, cudnn and fa3 rates are Shah et al. 2024 (FlashAttention-3, arXiv 2407.08608) Fig. 5 (forward, causal, head dim
+128) and Fig. 6 (backward, head dim 128) on an H100 80GB SXM5, BF16, at 512-16k tokens (KERNEL_RATES; the figures'
+bar labels, published_runs.json microbenchmarks "shah2024-fa3-*"), read by sequence length (kernel_rates: linear in
+log2 s between the measured lengths, the end values beyond them). A GPU without a published figure for a kernel (the
+A100 has no FA3 or cuDNN Hopper kernels; B200, MI300X) falls back to its 'flash' rate, and kernel_rates says so.
+Engines default to the kernel they run (ENGINE_KERNELS). Lesson 7 §8.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import ConfigurationError
+
+__all__ = [
+    "ATTENTION_KERNEL_NAMES",
+    "ENGINE_KERNELS",
+    "KERNEL_RATES",
+    "KERNEL_SEQ_LENS",
+    "FLASH_ATTENTION_RATE",
+    "FALLBACK_FLASH_ATTENTION_RATE",
+    "FLASH_FORWARD_BACKWARD_WORK",
+    "attention_kernel",
+    "default_attention_kernel",
+    "kernel_rates",
+    "kernel_rate_table",
+    "flash_attention_rate",
+    "flash_attention_work_array",
+]
+
+#: The attention kernels estimate(attention_kernel=...) takes (module docstring).
+ATTENTION_KERNEL_NAMES = ("flash", "fa2", "fa3", "cudnn", "sdpa")
+#: The kernel each engine (memory_recipes name) runs when none is given: Megatron-Core and NeMo use Transformer
+#: Engine's cuDNN fused attention on H100 (NVTE_FUSED_ATTN=1 in NVIDIA's DGX Cloud recipes, dgxc-benchmarking
+#: nemotron/configure.sh at 1b9bb6b3); torchtitan's FSDP2 calls torch.nn.functional.scaled_dot_product_attention
+#: (sdpa: the flash backend); DeepSpeed and the ZeRO paper's count state no kernel: 'flash'.
+ENGINE_KERNELS = {
+    "megatron": "cudnn",
+    "megatron-distributed-optimizer": "cudnn",
+    "fsdp2": "sdpa",
+}
+#: The sequence lengths of Shah et al. 2024 Figs. 5-6 (batch x seqlen = 16k tokens, hidden 2048, head dim 128).
+KERNEL_SEQ_LENS = (512, 1024, 2048, 4096, 8192, 16384)
+#: TFLOP/s (forward with a causal mask, backward) per kernel on the H100 80GB SXM5, head dim 128, BF16, at
+#: KERNEL_SEQ_LENS: Shah et al. 2024 Fig. 5 (causal panel, head dim 128) and Fig. 6 (head dim 128; the paper's
+#: backward figure has no causal panel: its rates are applied to the causal backward, an assumption). On the papers'
+#: FLOP count (causal forward 2 s^2 a d, backward 2.5 x that). sdpa runs FlashAttention-2's kernels. The H100's die
+#: (h200, torchtitan's 96 GB part) takes the same share of its own peak (an assumption, as for the GEMMs).
+_H100_KERNELS = {
+    "fa2": ("shah2024-fa3-fig5-6-h100-hd128-fa2", (191, 260, 298, 319, 333, 335), (214, 260, 291, 310, 318, 322)),
+    "cudnn": ("shah2024-fa3-fig5-6-h100-hd128-cudnn", (315, 410, 484, 518, 529, 539), (305, 408, 465, 499, 518, 516)),
+    "fa3": ("shah2024-fa3-fig5-6-h100-hd128-fa3", (292, 423, 521, 579, 602, 616), (316, 424, 501, 542, 559, 561)),
+}
+_H100_KERNELS["sdpa"] = _H100_KERNELS["fa2"]
+#: The figures' peak, the H100 SXM5's dense BF16 989.4 TFLOP/s (hardware catalog): rates are stored as its share.
+_FIGURE_PEAK_TFLOPS = 989.4
+KERNEL_RATES = {name: _H100_KERNELS for name in ("h100-sxm", "h200", "h100-sxm-96gb-hbm2e-500w")}
+#: Attention-core rate with flash attention, per catalog accelerator, as a share of the dense peak: published
+#: microbenchmarks of FlashAttention-2 (what torchtitan's SDPA flash backend and MPT's flash attention run; an engine on
+#: FlashAttention-3 or cuDNN's Hopper kernels is faster on H100), not fitted. The rate is on the paper's own FLOP count
+#: (flash_attention_work_array: with a causal mask the scores are halved, the backward is 2.5 x the forward).
+#: A100: FlashAttention-2 reaches 50-73% of peak (Dao 2023, arXiv 2307.08691, abstract and Sec. 4.1, Figs. 4-6); the
+#: low end is taken (forward + backward, its backward the slower pass, up to 63%; causal and short sequences lowest).
+#: H100: "we obtain up to 335 TFLOPs/s" forward + backward (same paper, Sec. 4.1, Fig. 7), 335 / 989.4 = 0.339, its
+#: best setting (so, if anything, optimistic; Shah et al. 2024, FlashAttention-3, arXiv 2407.08608, abstract: "only 35%
+#: utilization on the H100"). H200 and torchtitan's 96 GB H100 share the H100's die. Lesson 7 §8.
+FLASH_ATTENTION_RATE = {
+    "a100-40gb": ("dao2023-flashattention2-a100", 0.50),
+    "a100-80gb": ("dao2023-flashattention2-a100", 0.50),
+    "h100-sxm": ("dao2023-flashattention2-h100", 335.0 / 989.4),
+    "h200": ("dao2023-flashattention2-h100", 335.0 / 989.4),
+    "h100-sxm-96gb-hbm2e-500w": ("dao2023-flashattention2-h100", 335.0 / 989.4),
+}
+#: For an accelerator without a published flash-attention figure (b200, mi300x, a custom one): the lowest measured
+#: share above (H100's 0.339), so that an unmeasured GPU is not assumed better than every measured one. Lesson 7 §8.
+FALLBACK_FLASH_ATTENTION_RATE = 335.0 / 989.4
+#: The work a flash-attention kernel executes, per unit of its causal forward FLOPs (Dao 2023, Sec. 4.1: forward
+#: f = 4 s^2 d a, "with causal mask, we divide this number by 2", backward 2.5 f "since there are 2 matmuls in the
+#: forward pass and 5 matmuls in the backward pass, due to recomputation"; flash-attention's
+#: benchmarks/benchmark_flash_attention.py counts the same): forward + backward 3.5 f. Lesson 7 §8.
+FLASH_FORWARD_BACKWARD_WORK = 3.5
+
+
+def flash_attention_rate(accelerator) -> float:
+    """Flash attention's forward + backward rate / dense peak on a catalog accelerator (name or Accelerator), on
+    flash-attention's own FLOP count (FLASH_ATTENTION_RATE; FALLBACK_FLASH_ATTENTION_RATE without a figure).
+    Lesson 7 §8.
+
+    >>> flash_attention_rate('a100-80gb'), round(flash_attention_rate('h100-sxm'), 3), round(flash_attention_rate('b200'), 3)
+    (0.5, 0.339, 0.339)
+    """
+    if not isinstance(getattr(accelerator, "name", accelerator), str):
+        raise ConfigurationError(f"accelerator={accelerator!r} must be a catalog accelerator name or an Accelerator")
+    entry = FLASH_ATTENTION_RATE.get(str(getattr(accelerator, "name", accelerator)).strip().lower())
+    return FALLBACK_FLASH_ATTENTION_RATE if entry is None else entry[1]
+
+
+def flash_attention_work_array(core_forward_flops, recomputed):
+    """The FLOPs a causal flash-attention kernel executes for one layer's training step, given the attention core's
+    counted (full, unmasked) forward FLOPs 4 b s^2 a d: it skips the masked half, 2 b s^2 a d, and its backward
+    recomputes the scores, so forward + backward execute FLASH_FORWARD_BACKWARD_WORK = 3.5 x that half, and a
+    recomputed forward (recomputed true) one half more. The step model divides this by flash_attention_rate x peak.
+    Unfused attention (Megatron-LM 2021-2022's scale-mask-softmax) computes every score, masked or not: the counted
+    3 x 4 b s^2 a d. Lesson 7 §8.
+
+    One 8,192-token sequence of Llama 3 8B (32 heads x 128): forward 4 x 8192^2 x 4096 = 1.0995e12 counted; executed
+    3.5 x 0.5498e12 = 1.924e12 (0.58 of the counted 3 x forward), 2.474e12 with a recomputed forward.
+
+    >>> float(flash_attention_work_array(4 * 8192**2 * 4096, False)) / 1e12
+    1.924145348608
+    >>> float(flash_attention_work_array(4 * 8192**2 * 4096, True)) / 1e12
+    2.473901162496
+    """
+    from ._arguments import finite_result, number_array
+
+    half = 0.5 * np.asarray(number_array(core_forward_flops, "core_forward_flops"), dtype=float)
+    again = np.where(np.asarray(number_array(recomputed, "recomputed"), dtype=bool), 1.0, 0.0)
+    return finite_result("flash-attention work", (FLASH_FORWARD_BACKWARD_WORK + again) * half)
+
+
+def attention_kernel(name) -> str:
+    """The attention kernel's name, checked against ATTENTION_KERNEL_NAMES (our error naming the valid ones)."""
+    key = name.strip().lower() if isinstance(name, str) else None
+    if key not in ATTENTION_KERNEL_NAMES:
+        raise ConfigurationError(f"attention_kernel={name!r}; valid: {', '.join(ATTENTION_KERNEL_NAMES)}")
+    return key
+
+
+def default_attention_kernel(memory_recipe) -> str:
+    """The kernel an engine runs when none is given (ENGINE_KERNELS by memory-recipe name; 'flash' otherwise).
+
+    >>> default_attention_kernel('megatron'), default_attention_kernel('fsdp2'), default_attention_kernel('zero-paper')
+    ('cudnn', 'sdpa', 'flash')
+    """
+    name = str(getattr(memory_recipe, "name", memory_recipe)).strip().lower()
+    return ENGINE_KERNELS.get(name, "flash")
+
+
+def kernel_rate_table(accelerator, kernel):
+    """(table, note) for a kernel on a catalog accelerator (name or Accelerator): table = (sequence lengths, forward
+    shares, backward shares of the dense 16-bit peak) from KERNEL_RATES, or None where the kernel is 'flash' or
+    the GPU has no published figure for it; note says which figure is used (empty for a measured one). Lesson 7 §8.
+
+    >>> table, note = kernel_rate_table('h100-sxm', 'cudnn')
+    >>> round(table[1][2], 3), round(table[2][2], 3), note  # 484 and 465 of 989.4 TFLOP/s at 2,048 tokens
+    (0.489, 0.47, '')
+    >>> kernel_rate_table('a100-80gb', 'fa3')[1]
+    "no published fa3 rate on a100-80gb: FlashAttention-2's measured 50.0% of peak used (distlab.attention_kernels)"
+    """
+    if not isinstance(getattr(accelerator, "name", accelerator), str):
+        raise ConfigurationError(f"accelerator={accelerator!r} must be a catalog accelerator name or an Accelerator")
+    name = str(getattr(accelerator, "name", accelerator)).strip().lower()
+    kernel = attention_kernel(kernel)
+    entry = KERNEL_RATES.get(name, {}).get(kernel)
+    if entry is not None:
+        _, forward, backward = entry
+        shares = [tuple(x / _FIGURE_PEAK_TFLOPS for x in rates) for rates in (forward, backward)]
+        return (KERNEL_SEQ_LENS, shares[0], shares[1]), ""
+    if kernel == "flash":
+        return None, ""
+    return None, (
+        f"no published {kernel} rate on {name}: FlashAttention-2's measured {100 * flash_attention_rate(name):.1f}% "
+        "of peak used (distlab.attention_kernels)"
+    )
+
+
+def kernel_rates(table, seq_len):
+    """(forward, backward) shares of peak of a kernel_rate_table at seq_len tokens (NumPy broadcast): linear in log2
+    of the sequence length between the measured lengths, the end values beyond them. Lesson 7 §8.
+
+    >>> t, _ = kernel_rate_table('h100-sxm', 'fa3')
+    >>> [round(float(x) * 989.4) for x in kernel_rates(t, 8192)], [round(float(x) * 989.4) for x in kernel_rates(t, 3000)]
+    ([602, 559], [553, 524])
+    """
+    from ._arguments import number_array
+
+    seqs, forward, backward = table
+    x = np.log2(np.asarray(number_array(seq_len, "seq_len", 1.0), dtype=float))
+    grid = np.log2(np.asarray(seqs, dtype=float))
+    return np.interp(x, grid, forward), np.interp(x, grid, backward)

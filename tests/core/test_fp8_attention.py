@@ -1,0 +1,220 @@
+"""FP8 as a compute dimension (only the weight GEMMs at the FP8 GEMM rate; casts priced per scaling recipe) and
+attention kernels as a named choice (rates by sequence length and direction): distlab.efficiency,
+distlab.elementwise, distlab.attention_kernels, the step model's compute terms. Issue 30."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from distlab import attention_kernels, efficiency, elementwise, training, validation
+from distlab.errors import ConfigurationError
+
+H100 = dict(nodes=1, fabric="ib-ndr")
+
+
+def _llama8b(precision, **kw):
+    """Llama 3.1 8B on one DGX H100, dp 8, one 2,048-token sequence per GPU, no recompute, zero-paper recipe."""
+    args = dict(global_batch=8, seq_len=2048, zero=1, precision=precision, **H100)
+    return training.estimate("llama3.1-8b", "dgx-h100", **{**args, **kw})
+
+
+def test_fp8_step_decomposition_by_hand():
+    """Llama 3.1 8B (h 4096, q 4096, kv 1024, f 14,336, gated, 32 layers, V 128,256), b 1, s 2048, tp 1.
+    FP8 changes three things against bf16, each derived here:
+    1. GEMMs: the weight-GEMM time scales by (bf16 peak x bf16 best share) / (fp8 peak x fp8 best share) =
+       (989.4 x 794.5/989) / (1978.9 x 1402.6/1979) = 794.8 / 1402.5 = 0.5667 -- before the shape factor, whose
+       roofline ridge halves with 1-byte operands (a GEMM this large, 2048 tokens, stays compute-bound: the factor is
+       the same within 1e-9 as the wave quantisation does not depend on the precision).
+    2. attention core: at the bf16 peak in both, so its time is the same.
+    3. element-wise: the same bytes at 2 B per element (fp8's elementwise_bytes = 2), plus the casts: per token and
+       layer forward (2 x 4096 + 4096 + 14,336) x 4 B = 106,496, backward (6144 + 4096 + 28,672 + 4096) x 4 =
+       172,032 (delayed, 4 B per element), 278,528 B; x 32 layers x 2048 tokens x MEMORY_TRAFFIC 1.4 / 3.35 TB/s
+       = 7.628 ms."""
+    bf16, fp8 = _llama8b("mixed"), _llama8b("fp8")
+    matmul = lambda e: e.compute_s - _core(e) - _elementwise(e)  # noqa: E731
+    ratio = (989.4e12 * 794.5 / 989) / (1978.9e12 * 1402.6 / 1979)
+    assert ratio == pytest.approx(0.5667, abs=1e-4)
+    assert matmul(fp8) / matmul(bf16) == pytest.approx(ratio, rel=1e-6)
+    assert _core(fp8) == pytest.approx(_core(bf16), rel=1e-12)
+    casts = 278_528 * 32 * 2048 * 1.4 / 3.35e12
+    assert casts == pytest.approx(7.628e-3, rel=1e-3)
+    assert _elementwise(fp8) - _elementwise(bf16) == pytest.approx(casts, rel=1e-9)
+
+
+def _stage(e):
+    """The StepConfig of an estimate's configuration (the same keywords estimate passes)."""
+    from distlab import hardware, memory
+    from distlab.step.config import step_config
+
+    cl = hardware.cluster("dgx-h100", 1, "ib-ndr")
+    c = e.config
+    recipe = memory.precision_recipe(c["precision"])
+    hw = training.hardware_arguments(cl, recipe, achieved=True)
+    return step_config(
+        c["model"],
+        **hw,
+        global_batch=c["global_batch"],
+        seq_len=c["seq_len"],
+        dp=c["dp"],
+        tp=c["tp"],
+        pp=c["pp"],
+        chunks=c["chunks"],
+        micro_batch_size=c["micro_batch_size"],
+        zero=c["zero"],
+        recompute_code=0,
+        sequence_parallel=False,
+        schedule_code=1,
+        **training.compute_arguments(e.compute_model),
+    )
+
+
+def _core(e):
+    from distlab.step import compute
+
+    return float(e.config["microbatches"] * compute.attention_core_seconds(_stage(e)))
+
+
+def _elementwise(e):
+    from distlab.step import compute
+
+    return float(e.config["microbatches"] * compute.elementwise_seconds(_stage(e)))
+
+
+@pytest.mark.parametrize("scaling, bytes_", [("delayed", 4.0), ("current", 6.0), ("blockwise", 4.0 + 8 / 128)])
+def test_fp8_scaling_recipes_price_their_cast_bytes(scaling, bytes_):
+    """Current scaling reads each tensor once more than delayed (6 vs 4 B per element); blockwise writes a scale per
+    128 elements per copy; the difference in step time is the cast bytes' difference x the cast elements."""
+    base = _llama8b("fp8")
+    other = _llama8b("fp8", fp8_scaling=scaling)
+    elements = 278_528 / 4.0 * 32 * 2048  # cast elements per microbatch (test above)
+    assert other.compute_s - base.compute_s == pytest.approx((bytes_ - 4.0) * elements * 1.4 / 3.35e12, abs=1e-12)
+    assert other.config["fp8_scaling"] == scaling
+
+
+def test_bf16_ignores_the_fp8_scaling():
+    assert _llama8b("mixed", fp8_scaling="current").step_time_s == _llama8b("mixed").step_time_s
+
+
+def _dgxc_pairs():
+    runs = {r["id"]: r for r in validation.load_runs("validation") if r["id"].startswith("dgxc-h100-")}
+    pairs = []
+    for rid, r in runs.items():
+        if rid.endswith("-bf16"):
+            pairs.append((r, runs[rid.removesuffix("-bf16") + "-fp8"]))
+    return pairs
+
+
+def test_fp8_speedup_band_against_the_published_pairs():
+    """NVIDIA's DGX Cloud recipes (dgxc-benchmarking, H100, NeMo 24.12) publish bf16 and FP8 step times on the same
+    layouts: measured speed-ups 1.35x (Llama 3.1 8B) to 1.59x (405B). Before FP8 was a compute dimension distlab
+    divided all compute by the FP8 peak (1.8-1.9x); now each predicted speed-up is within 0.12 of the measured one and
+    all stay below 1.65x."""
+    pairs = _dgxc_pairs()
+    assert len(pairs) == 5
+    for bf16, fp8 in pairs:
+        measured = bf16["distlab"]["measured_step_time"]["seconds"] / fp8["distlab"]["measured_step_time"]["seconds"]
+        predicted = validation.predict(bf16).step_time_s / validation.predict(fp8).step_time_s
+        assert 1.3 < measured < 1.65
+        assert abs(predicted - measured) < 0.13, (bf16["id"], predicted, measured)
+        assert predicted < 1.65
+
+
+def test_kernel_rates_read_back_by_sequence_length():
+    """Shah et al. 2024 Figs. 5-6 (H100 SXM5, head dim 128) as stored in the data file, read back at the measured
+    lengths exactly and between them linearly in log2 s: cuDNN at 2k forward 484, backward 465 TFLOP/s; FA3 at 8k 602
+    / 559; halfway (in log2) between 4k and 8k FA2 forward (319 + 333) / 2 = 326."""
+    bench = {m["id"]: m for m in validation.microbenchmarks("calibration")}
+    for kernel in ("fa2", "cudnn", "fa3"):
+        m = bench[f"shah2024-fa3-fig5-6-h100-hd128-{kernel}"]["measured"]
+        table, note = attention_kernels.kernel_rate_table("h100-sxm", kernel)
+        assert note == "" and list(table[0]) == m["seq_len"]
+        for s, fw, bw in zip(m["seq_len"], m["forward_causal_tflops"], m["backward_tflops"]):
+            forward, backward = attention_kernels.kernel_rates(table, s)
+            assert (float(forward) * 989.4, float(backward) * 989.4) == pytest.approx((fw, bw), rel=1e-12)
+    fa2, _ = attention_kernels.kernel_rate_table("h100-sxm", "fa2")
+    assert float(attention_kernels.kernel_rates(fa2, 4096 * 2**0.5)[0]) * 989.4 == pytest.approx(326.0)
+    assert attention_kernels.kernel_rate_table("h100-sxm", "sdpa")[0] == fa2
+
+
+def test_kernel_choice_moves_only_the_attention_core():
+    """cuDNN is faster than FA2 at every measured length: the compute term falls, nothing else moves; the fallback
+    on a GPU without a published figure says so."""
+    fa2, cudnn = (_llama8b("mixed", attention_kernel=k) for k in ("fa2", "cudnn"))
+    assert cudnn.compute_s < fa2.compute_s
+    assert cudnn.dp_comm_s == fa2.dp_comm_s and cudnn.optimizer_s == fa2.optimizer_s
+    a100 = training.estimate(
+        "llama3.1-8b",
+        "dgx-a100",
+        nodes=1,
+        fabric="ib-hdr",
+        global_batch=8,
+        seq_len=2048,
+        zero=1,
+        attention_kernel="fa3",
+    )
+    assert "no published fa3 rate on a100-80gb" in a100.compute_model.describe()
+    assert "kernel fa3" in a100.compute_model.describe()
+
+
+def test_engines_default_to_their_kernel():
+    megatron = _llama8b("mixed", memory_recipe="megatron-distributed-optimizer")
+    fsdp = _llama8b("mixed", memory_recipe="fsdp2", zero=3)
+    assert megatron.config["attention_kernel"] == "cudnn" and fsdp.config["attention_kernel"] == "sdpa"
+    assert _llama8b("mixed").config["attention_kernel"] == "flash"
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.one_of(st.text(max_size=8), st.integers(), st.none().map(lambda _: 3.5)))
+def test_bad_kernel_and_scaling_get_our_error(bad):
+    if (
+        isinstance(bad, str)
+        and bad.strip().lower() in attention_kernels.ATTENTION_KERNEL_NAMES + elementwise.FP8_SCALING
+    ):
+        return
+    with pytest.raises(ConfigurationError, match="attention_kernel=.*valid: flash, fa2, fa3, cudnn, sdpa"):
+        _llama8b("mixed", attention_kernel=bad)
+    with pytest.raises(ConfigurationError, match="fp8_scaling=.*valid: delayed, current, blockwise"):
+        _llama8b("fp8", fp8_scaling=bad)
+
+
+def test_unfused_attention_refuses_a_flash_kernel():
+    with pytest.raises(ConfigurationError, match="attention_kernel='fa3'.*unfused"):
+        _llama8b("mixed", attention="unfused", attention_kernel="fa3")
+
+
+def test_fp8_gemm_figure_is_the_microbenchmark():
+    bench = {m["id"]: m for m in validation.microbenchmarks("calibration")}
+    for bench_id, share in efficiency.BEST_FP8_GEMM_EFFICIENCY.values():
+        measured = bench[bench_id]["measured"]
+        assert share == pytest.approx(measured["mamf_tflops"] / measured["peak_tflops"])
+        assert bench[bench_id]["kind"] == "gemm_efficiency"
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.one_of(st.floats(allow_nan=True), st.integers(-10, 10**6), st.text(max_size=4), st.booleans()))
+def test_bad_power_figures_get_our_error(bad):
+    """tdp_w and power_limit_w are watts, 1 to 100,000 (the limit at most the TDP); anything else is our error
+    naming the field."""
+    from distlab import hardware
+
+    base = hardware.accelerator("h100-sxm")
+    ok = isinstance(bad, (int, float)) and not isinstance(bad, bool) and 1 <= bad <= 700
+    for field in ("tdp_w", "power_limit_w"):
+        kw = dict(tdp_w=700.0, power_limit_w=None) | {field: bad}
+        if ok or (
+            field == "tdp_w" and isinstance(bad, (int, float)) and not isinstance(bad, bool) and 1 <= bad <= 100_000
+        ):
+            continue
+        with pytest.raises(ConfigurationError, match="power_limit_w|tdp_w"):
+            hardware.Accelerator("x", dict(base.peak_flops), base.memory_bytes, base.memory_bandwidth, **kw)
+
+
+def test_power_cap_is_reported_not_modelled():
+    """torchtitan's H100s ran at 500 W of 700 W: validate lists them, the estimate says the cap is not modelled."""
+    capped = validation.power_capped_runs()
+    assert capped and all(r.startswith("torchtitan-h100") for r in capped)
+    est = validation.predict(validation.run(capped[0]))
+    assert "does not model the cap" in est.summary()
+    assert "power-capped" not in _llama8b("mixed").summary()
