@@ -150,9 +150,19 @@ def _explain_q4():
         f"fp8 / bf16: TP and pipeline messages x{r['tp-bytes']:g} (matmul outputs and gradients stay bf16); model "
         f"states {fp8.bytes_per_param:g} / 16 B = x{r['model-state']:.3g} (fp8 weights {fp8.weight_bytes:g} B, "
         f"bf16 gradients {fp8.gradient_bytes:g} B, fp32 master weights and Adam {fp8.optimizer_bytes:g} B); "
-        f"the DP gradient all-reduce x{r['dp-bytes']:g} (bf16 gradients); matmul time x{r['gemm-time']:.3g} (the "
-        "fp8 dense peak is twice bf16's, an upper bound: softmax and element-wise work stay bf16)"
+        f"the DP gradient all-reduce x{r['dp-bytes']:g} (bf16 gradients); matmul time x{r['gemm-time']:.3g} at the "
+        f"dense peaks, an upper bound: at the rates GEMMs reach (Bekman's MAMF) it is x{_achieved_gemm_ratio():.2f}, "
+        "and attention, the element-wise work and the casts stay 16-bit"
     )
+
+
+def _achieved_gemm_ratio() -> float:
+    """fp8 / bf16 weight-GEMM time on an H100 at the rates the step model prices them with: the bf16 and FP8
+    peaks times the calibrated compute model's matmul shares (efficiency.compute_model). Lesson 8 §3."""
+    gpu = hardware.accelerator("h100-sxm")
+    cm = efficiency.compute_model(gpu, "flash")
+    fp8_share = cm.fp8_matmul_efficiency or cm.matmul_efficiency
+    return (gpu.peak("bf16") * cm.matmul_efficiency) / (gpu.peak("fp8") * fp8_share)
 
 
 def _ring(cp=CP):
