@@ -330,6 +330,7 @@ ESTIMATE_KEYWORDS = (
     "moe_imbalance",
     "capacity_factor",
     "max_nodes_per_token",
+    "zero3_collectives",
 )
 
 

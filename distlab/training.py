@@ -38,6 +38,7 @@ from .step.placement import (
     pipeline_crossings_array,
 )
 from .step.checks import check_batch, check_layout, check_memory_recipe
+from .step.data_parallel import zero3_collectives_per_layer
 from .step.terms import TERMS, step_model_array
 from .units import FLOP_PER_SECOND, SECONDS, format_bytes, format_seconds, non_negative, positive, positive_int
 
@@ -382,6 +383,7 @@ def estimate(
     moe_imbalance=1.0,
     capacity_factor=None,
     max_nodes_per_token=None,
+    zero3_collectives="layer",
 ) -> StepEstimate:
     """Step time by term (distlab.step.TERMS), throughput, MFU/HFU, scaling efficiency and memory of one configuration.
 
@@ -397,7 +399,9 @@ def estimate(
     stage hold one layer fewer (Llama 3; pp > 2). ep, etp: expert and expert tensor parallelism (etp 1 or tp; None =
     tp) of an MoE model (Lesson 10 §5). kernels: 'fused', 'compiled' or 'eager' element-wise kernels
     (efficiency.elementwise_bytes_per_token). moe_imbalance (1 to min(ep, E / k)), capacity_factor (None: dropless)
-    and max_nodes_per_token set the busiest GPU's expert work (distlab.moe.step.MoEStepModel; Lesson 10 §3). An
+    and max_nodes_per_token set the busiest GPU's expert work (distlab.moe.step.MoEStepModel; Lesson 10 §3).
+    zero3_collectives: 'layer' (one flat-buffer collective per layer: FSDP2, Megatron) or 'tensor' (one per parameter
+    tensor, DeepSpeed ZeRO-3 as of 2021; step.data_parallel.ZERO3_COLLECTIVES). An
     infeasible configuration is priced but flagged (feasible False, explain() says which limit and by how much);
     invalid ones raise ConfigurationError. Lesson 7 §1-§6, §8.
 
@@ -433,7 +437,10 @@ def estimate(
         kernels=compute.kernels, matmul_efficiency=compute.matmul_efficiency, tp_overlap=bool(tp_overlap) and sp
     )
     config.update(memory_recipe=mem_recipe.name, balance_stages=bool(balance_stages) and pp > 2, **experts, **routing)
-    flags = dict(tp_overlap=bool(tp_overlap), balance_stages=bool(balance_stages))
+    flags: dict[str, Any] = dict(tp_overlap=bool(tp_overlap), balance_stages=bool(balance_stages))
+    if zero3_collectives != "layer":  # the default adds nothing to the record: estimates without it stay as they were
+        config["zero3_collectives"] = zero3_collectives
+        flags["zero3_tensors"] = zero3_collectives_per_layer(model, zero3_collectives)
     return _priced(model, core_model, cl, config, compute, mem_recipe, flags)
 
 

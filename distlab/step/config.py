@@ -94,6 +94,7 @@ class StepConfig:
     best_gemm: float
     overlap_slowdown: float
     tp_overlap: Any
+    zero3_tensors: float  # ZeRO-3 collectives per layer and gather: 1 (flat buffer), the layer's tensors (per tensor)
     bucket_bytes: float
     s: float
     dp: np.ndarray
@@ -195,6 +196,7 @@ def step_config(
     gemm_sms=None,
     best_gemm=1.0,
     overlap_slowdown=0.0,
+    zero3_tensors=1.0,
 ) -> StepConfig:
     """The StepConfig of step_model_array's keywords (see there), checked: numbers in range, codes known, the
     model a catalog TransformerModel (or name) or an MoEStepModel. Lesson 7 §1."""
@@ -234,11 +236,13 @@ def _compute(a: dict) -> dict:
     efficiency = check_fraction(a["efficiency"], "efficiency")
     attention = a["attention_efficiency"]
     keys = ("memory_traffic", "kernels_code", "causal_flash", "best_gemm", "overlap_slowdown", "tp_overlap")
+    a["zero3_tensors"] = positive(a["zero3_tensors"], "", "zero3_tensors")
     return dict(
         efficiency=efficiency,
         attention_efficiency=efficiency if attention is None else attention,
         flash=a["flash_attention"],
         gemm_sms=None if a["gemm_sms"] is None else float(a["gemm_sms"]),
+        zero3_tensors=a["zero3_tensors"],
         **{k: a[k] for k in keys},
     )
 
