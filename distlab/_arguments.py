@@ -332,6 +332,7 @@ ESTIMATE_KEYWORDS = (
     "max_nodes_per_token",
     "attention_kernel",
     "fp8_scaling",
+    "zero3_collectives",
 )
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ._arguments import as_cluster, divisors
-from . import flops, memory, memory_recipes, models, training
+from . import flops, memory, memory_recipes, models, training, validation
 from .efficiency import OVERLAP_SLOWDOWN
 from .errors import ConfigurationError
 from ._arguments import whole_number
@@ -80,6 +80,13 @@ class Plan:
     def feasible_count(self) -> int:
         return int(self.feasible.sum())
 
+    @property
+    def band_percent(self) -> float:
+        """The error band (%) two configurations of this plan tie within: validation.error_band of the plan's GPU
+        and precision (the mean |step-time error| on published runs like these), else error_band_percent()."""
+        band = self.extra.get("band")
+        return error_band_percent() if band is None else float(band.percent)
+
     def row(self, rank: int) -> dict:
         """The configuration at position `rank` of the ranking, as plain numbers."""
         i = int(self.order[rank])
@@ -117,7 +124,7 @@ class Plan:
 
     def table(self, k: int = 10, ties: bool = False) -> str:
         """The first k rows of the ranking. ties=True adds a first column '≈' marking the feasible rows whose step
-        time lies within the model's error band of the fastest's (tie_count(0) of them; error_band_percent())."""
+        time lies within the model's error band of the fastest's (tie_count(0) of them; band_percent)."""
         mark = ties
         tied = self.tie_count(0) if mark and self.feasible_count else 0
         experts = "ep" in self.columns
@@ -151,7 +158,7 @@ class Plan:
         return whole_number(rank, f"{name} (a feasible row)", 0, self.feasible_count - 1)
 
     def _tie_range(self, rank: int, band_percent) -> tuple[int, int]:
-        band = error_band_percent() if band_percent is None else non_negative(band_percent, "", "band_percent")
+        band = self.band_percent if band_percent is None else non_negative(band_percent, "", "band_percent")
         # feasible rows come first, sorted by step time: the ties of a row are one contiguous run of ranks
         times = self.results["step_time_s"][self.order[: self.feasible_count]]
         t = times[rank]
@@ -160,7 +167,7 @@ class Plan:
 
     def tie_count(self, rank=0, band_percent=None) -> int:
         """How many feasible configurations (the row itself included) lie within the error band of row `rank`'s
-        step time: |t - t_rank| <= band / 100 x t_rank (band: error_band_percent(), or band_percent).
+        step time: |t - t_rank| <= band / 100 x t_rank (band: the plan's band_percent, or band_percent).
         Lesson 7 §8."""
         lo, hi = self._tie_range(self._feasible_rank(rank), band_percent)
         return hi - lo
@@ -169,8 +176,8 @@ class Plan:
         """The feasible configurations whose step time lies within the model's error band of row `rank`'s,
         |t - t_rank| <= band / 100 x t_rank, in rank order (the row itself included; at most k of them).
         The model cannot tell them apart: their order is decided by an assumption (deciding_assumption),
-        not by the data. band: error_band_percent() (the validation set's mean |step-time error|), or
-        band_percent. Lesson 7 §8.
+        not by the data. band: the plan's band_percent (validation.error_band of its GPU and precision: the
+        mean |step-time error| on published runs like these), or band_percent. Lesson 7 §8.
 
         >>> p = plan('llama2-7b', 'dgx-h100', nodes=2, global_batch=64)
         >>> ties = p.ties(0)  # the fastest and every feasible row within the band of it: a prefix of the ranking
@@ -472,5 +479,9 @@ def plan(
         rejected=rejected,
         gpus=cl.gpus,
         model_name=model.name,
-        extra={"calibrated": compute.calibrated, "overlap_slowdown": compute.overlap_slowdown},
+        extra={
+            "calibrated": compute.calibrated,
+            "overlap_slowdown": compute.overlap_slowdown,
+            "band": validation.error_band(cl.accelerator.name, recipe.name),
+        },
     )

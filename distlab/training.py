@@ -38,6 +38,7 @@ from .step.placement import (
     pipeline_crossings_array,
 )
 from .step.checks import check_batch, check_layout, check_memory_recipe
+from .step.data_parallel import zero3_collectives_per_layer
 from .step.terms import TERMS, step_model_array
 from .units import FLOP_PER_SECOND, SECONDS, format_bytes, format_seconds, non_negative, positive, positive_int
 
@@ -402,6 +403,7 @@ def estimate(
     max_nodes_per_token=None,
     attention_kernel=None,
     fp8_scaling="delayed",
+    zero3_collectives="layer",
 ) -> StepEstimate:
     """Step time by term (distlab.step.TERMS), throughput, MFU/HFU, scaling efficiency and memory of one configuration.
 
@@ -419,7 +421,9 @@ def estimate(
     last stage hold one layer fewer (Llama 3; pp > 2). ep, etp: expert and expert tensor parallelism (etp 1 or tp)
     of an MoE model (Lesson 10 §5); moe_imbalance, capacity_factor and max_nodes_per_token its routing (Lesson 10
     §3). kernels: 'fused', 'compiled' or 'eager' element-wise kernels. An infeasible configuration is priced but
-    flagged (explain() says why); invalid ones raise ConfigurationError. Lesson 7 §1-§6, §8.
+    flagged (explain() says why); invalid ones raise ConfigurationError. zero3_collectives: 'layer' (one flat-buffer
+    collective per layer: FSDP2, Megatron) or 'tensor' (one per parameter tensor, DeepSpeed ZeRO-3 as of 2021;
+    step.data_parallel.ZERO3_COLLECTIVES). Lesson 7 §1-§6, §8.
 
     Llama 2 7B, one DGX H100, dp 8, 50% of peak: 46.09 GFLOP/token x 4096 / 494.7 TFLOP/s = 0.382 s; 108 GB > 80 GB.
 
@@ -444,7 +448,10 @@ def estimate(
     layout = dict(dp=dp, tp=tp, cp=cp, pp=pp, zero=zero, recompute=memory.recompute_mode(recompute), sp=sp)
     config = _record(model, cl, shape, layout, recipe, compute, efficiency, mem_recipe, tp_overlap, balance_stages)
     config.update(**experts, **routing)
-    flags = dict(tp_overlap=bool(tp_overlap), balance_stages=bool(balance_stages))
+    flags: dict[str, Any] = dict(tp_overlap=bool(tp_overlap), balance_stages=bool(balance_stages))
+    if zero3_collectives != "layer":  # the default adds nothing to the record: estimates without it stay as they were
+        config["zero3_collectives"] = zero3_collectives
+        flags["zero3_tensors"] = zero3_collectives_per_layer(model, zero3_collectives)
     return _priced(model, core_model, cl, config, compute, mem_recipe, flags)
 
 

@@ -38,6 +38,7 @@ from .placed import (
     placed_all_to_all_time_array,
     placed_collective,
     placed_time_array,
+    ring_latency_array,
     placement_array,
 )
 from .simulate import (

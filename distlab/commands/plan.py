@@ -57,14 +57,13 @@ def run(args) -> int:
 def ties_report(p) -> str:
     """The error band, how many configurations tie with the fastest, and what decides between the fastest and
     the fastest tie with other (dp, tp, pp) degrees (else the runner-up tie)."""
-    from .. import planner
     from ..units import format_seconds
 
-    band = planner.error_band_percent()
+    band = p.band_percent
     count = p.tie_count(0)
     lines = [
         f"≈: within the model's error band of ±{band:.1f}% of the fastest (its mean |step-time error| on "
-        f"validation runs it never saw; `distlab validate`): {count} tied configuration"
+        f"validation runs like these it never saw; `distlab validate`): {count} tied configuration"
         + ("s" if count != 1 else "")
         + "; the model cannot rank them"
         + (

@@ -125,7 +125,10 @@ def _explain_ex1_fitted():
         out.append(f"{name} ({format_bytes(e.memory.total_bytes)} per GPU): {format_seconds(e.step_time_s)} = {parts}")
     return (
         "; ".join(out) + ". ZeRO-3's per-layer gathers and reduce-scatters hide under compute on NDR, while the "
-        "3D layout pays its bubble (p - 1)/m = 1/8 of the compute and four TP all-reduces per layer in full"
+        "3D layout pays its bubble (p - 1)/m = 1/8 of the compute and four TP all-reduces per layer in full. "
+        f"Gathered tensor by tensor over all 256 GPUs (DeepSpeed's ZeRO-3 of 2021, zero3_collectives='tensor'), each "
+        f"collective pays a ring's latency: {format_seconds(_estimate(**EX1_FITTED['dp256'], zero3_collectives='tensor').step_time_s)}, "
+        "still the faster (section 8: the 2021 runs measured slower still)"
     )
 
 
@@ -371,7 +374,8 @@ q2 = ChoiceQuestion(
 
 q3 = ChoiceQuestion(
     name="q3",
-    prompt="q2's layouts, made to fit: dp256 with ZeRO-3 and full recomputation; dp32-tp4-pp2 with ZeRO-1, "
+    prompt="q2's layouts, made to fit: dp256 with ZeRO-3 (one flat-buffer gather per layer, as FSDP2 runs it) and "
+    "full recomputation; dp32-tp4-pp2 with ZeRO-1, "
     "full recomputation and sequence parallelism (both fit). On InfiniBand NDR, which has the shorter step: dp256, "
     "dp32-tp4-pp2, or a tie (closer than the model's error)? Predict, then check.",
     options=("dp256", "dp32-tp4-pp2", "tie"),

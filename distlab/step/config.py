@@ -98,6 +98,7 @@ class StepConfig:
     fp8: bool  # the GEMMs run in FP8 (recipe.compute_precision)
     cast_bytes: float  # FP8 cast bytes per element (elementwise.FP8_CAST_BYTES; 0 when not FP8)
     tp_overlap: Any
+    zero3_tensors: float  # ZeRO-3 collectives per layer and gather: 1 (flat buffer), the layer's tensors (per tensor)
     bucket_bytes: float
     s: float
     dp: np.ndarray
@@ -209,6 +210,7 @@ def step_config(
     fp8_efficiency=None,
     fp8_best_gemm=None,
     fp8_cast_bytes=0.0,
+    zero3_tensors=1.0,
 ) -> StepConfig:
     """The StepConfig of step_model_array's keywords (see there), checked: numbers in range, codes known, the
     model a catalog TransformerModel (or name) or an MoEStepModel. Lesson 7 §1."""
@@ -251,6 +253,7 @@ def _compute(a: dict) -> dict:
     efficiency = check_fraction(a["efficiency"], "efficiency")
     attention = a["attention_efficiency"]
     keys = ("memory_traffic", "kernels_code", "causal_flash", "overlap_slowdown", "tp_overlap", "attention_table")
+    a["zero3_tensors"] = positive(a["zero3_tensors"], "", "zero3_tensors")
     # an FP8 recipe: the weight GEMMs at the FP8 GEMM rate (efficiency.BEST_FP8_GEMM_EFFICIENCY), the rest at 16-bit
     fp8 = getattr(a["recipe"], "compute_precision", None) == "fp8"
     gemm, best = efficiency, a["best_gemm"]
@@ -265,6 +268,7 @@ def _compute(a: dict) -> dict:
         best_gemm=best,
         fp8=fp8,
         cast_bytes=non_negative(a["fp8_cast_bytes"], "B", "fp8_cast_bytes") if fp8 else 0.0,
+        zero3_tensors=a["zero3_tensors"],
         **{k: a[k] for k in keys},
     )
 

@@ -8,12 +8,40 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..collectives.placed import ring_latency_array
 from ..dataparallel import exposed_communication_time
+from ..errors import ConfigurationError
 from ..fsdp import layer_by_layer_exposed
 from .config import StepConfig
 from .placement import equal_local_ranks_array, group_all_reduce_time_array
 
-__all__ = ["dp_term"]
+__all__ = ["ZERO3_COLLECTIVES", "zero3_collectives_per_layer", "dp_term"]
+
+#: How ZeRO-3/FSDP issues a layer's parameter gathers and gradient reductions. 'layer': one collective on a flat
+#: buffer of the layer's parameters (FSDP2's foreach all-gather per FSDP unit, Megatron's distributed-optimizer
+#: buckets, DeepSpeed's coalesced gathers of later versions). 'tensor': one collective per parameter tensor, each
+#: over all the DP ranks (DeepSpeed ZeRO-3 as Narayanan et al. 2021 Table 2 ran it, ZeRO-Infinity era), so every
+#: tensor pays the ring's latency (collectives.placed.ring_latency_array).
+ZERO3_COLLECTIVES = ("layer", "tensor")
+
+
+def zero3_collectives_per_layer(model, granularity="layer") -> float:
+    """Collectives per layer and gather (or reduction) of ZeRO-3: 1 for 'layer' (a flat buffer); for 'tensor' the
+    layer's parameter tensors, counted as Megatron's GPT block holds them: a fused QKV and an output projection,
+    2 MLP matrices (3 gated), each with a bias where the model has biases, and 2 norms (weight, + bias for
+    LayerNorm). GPT-3 175B: (2 + 2) x 2 + 2 x 2 = 12; Llama: 2 + 3 + 2 = 7. Lesson 7 §3.
+
+    >>> from distlab import models
+    >>> zero3_collectives_per_layer(models.model('llama2-7b'), 'tensor'), zero3_collectives_per_layer('x', 'layer')
+    (7.0, 1.0)
+    """
+    if granularity not in ZERO3_COLLECTIVES:
+        raise ConfigurationError(f"zero3_collectives={granularity!r}; valid: {', '.join(ZERO3_COLLECTIVES)}")
+    if granularity == "layer":
+        return 1.0
+    linear = 2 + (3 if getattr(model, "gated_mlp", False) else 2)
+    norms = 2 * (2 if getattr(model, "norm", "layernorm") == "layernorm" else 1)
+    return float(linear * (2 if getattr(model, "biases", False) else 1) + norms)
 
 
 def _gradient_groups(c: StepConfig):
@@ -54,7 +82,9 @@ def dp_term(c: StepConfig, r: dict) -> dict:
     its backward, one all-gather. ZeRO-3 (FSDP): per microbatch and layer an all-gather for the forward, one for the
     backward (not for the last layer, kept unsharded) and a reduce-scatter, (3 L - 1) halves of the layer's shard
     (Rajbhandari et al. 2020, Sec. 7.2.2), exposed as distlab.fsdp.layer_by_layer_exposed (one layer of prefetch).
-    No replicas: nothing. Lesson 3, Lesson 7 §3."""
+    Per parameter tensor (zero3_tensors = k > 1 collectives per layer, DeepSpeed 2021) each layer's gather and
+    reduction also pays k - 1 more ring latencies over all dp x cp ranks (ring_latency_array): the flat buffer's
+    one is in the placed time already. No replicas: nothing. Lesson 3, Lesson 7 §3."""
     grad, expert, replicas, all_reduce_of = _gradient_groups(c)
     m, layers, zero = c.m, c.layers_stage, c.zero
     all_reduce = all_reduce_of(grad, expert)
@@ -67,6 +97,9 @@ def dp_term(c: StepConfig, r: dict) -> dict:
     zero1 = exposed_communication_time(half, backward, buckets) + gather_once
     zero2 = m * exposed_communication_time(half, backward, buckets) + gather_once
     layer_half = 0.5 * all_reduce_of(grad / layers, expert / layers)
+    if np.any(np.asarray(c.zero3_tensors) > 1.0):  # per-tensor collectives: k - 1 more latencies over all ranks
+        latency = ring_latency_array(c.dpc, c.tp, c.g, c.intra_lat, c.inter_lat)
+        layer_half = layer_half + (np.asarray(c.zero3_tensors) - 1.0) * latency
     zero3_mb = layer_by_layer_exposed(
         forward / layers, backward / layers, layer_half, layer_half, layers, prefetch=1, reshard_after_forward=True
     )

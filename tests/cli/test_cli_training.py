@@ -121,7 +121,7 @@ def test_plan_json_is_the_planner_ranking(capsys):
 def test_plan_prints_the_error_band_the_ties_and_what_decides(capsys):
     code, out, _ = run(capsys, "plan", *CLUSTER, "--top", "3")
     p = planner.plan("llama3.1-70b", "dgx-h100", nodes=4, fabric="ib-ndr", global_batch=64, seq_len=2048)
-    band = planner.error_band_percent()
+    band = p.band_percent  # the band of H100 runs in mixed precision (validation.error_band), not the whole set's
     assert code == 0 and f"±{band:.1f}%" in out and f"{p.tie_count(0)} tied configuration" in out
     tied = p.tie_count(0)
     marked = [line.startswith("≈") for line in out.splitlines()[2:5]]
