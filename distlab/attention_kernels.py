@@ -52,6 +52,9 @@ ATTENTION_KERNEL_NAMES = ("flash", "fa2", "fa3", "cudnn", "sdpa")
 ENGINE_KERNELS = {
     "megatron": "cudnn",
     "megatron-distributed-optimizer": "cudnn",
+    "megatron-bf16-grads": "cudnn",
+    "megatron-distributed-optimizer-bf16-grads": "cudnn",
+    "megatron-fsdp": "cudnn",
     "fsdp2": "sdpa",
 }
 #: The sequence lengths of Shah et al. 2024 Figs. 5-6 (batch x seqlen = 16k tokens, hidden 2048, head dim 128).

@@ -218,3 +218,17 @@ def test_power_cap_is_reported_not_modelled():
     est = validation.predict(validation.run(capped[0]))
     assert "does not model the cap" in est.summary()
     assert "power-capped" not in _llama8b("mixed").summary()
+
+
+def test_every_engine_recipe_defaults_to_its_engines_kernel():
+    """Each memory recipe export writes for an engine (export.ENGINE_RECIPES) runs that engine's attention kernel by
+    default: every Megatron recipe (bf16 gradient buffers and Megatron-FSDP included) Transformer Engine's cuDNN
+    attention, torchtitan's FSDP2 sdpa. A Megatron recipe missing from the table would silently price FA2's rate."""
+    from distlab import export
+    from distlab.attention_kernels import default_attention_kernel
+
+    want = {"megatron": "cudnn", "torchtitan": "sdpa", "deepspeed": "flash"}
+    for engine, tables in export.ENGINE_RECIPES.items():
+        for table in tables:
+            for recipe in table.values():
+                assert default_attention_kernel(recipe) == want[engine], (engine, recipe)
