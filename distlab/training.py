@@ -10,7 +10,7 @@ Throughput = global batch / step time.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 
@@ -192,6 +192,9 @@ class StepEstimate:
     ep_comm_s: float = 0.0  # expert parallelism's all-to-alls (MoE models)
     overlap_s: float = 0.0  # compute slowed by the communication it hides (efficiency.OVERLAP_SLOWDOWN)
     power_note: str = ""  # a power cap distlab does not model (hardware.Accelerator.power_note)
+    # (the model as step_model_array reads it, the keywords it priced this configuration with): calibration.py
+    # re-prices the same configuration with other fitted constants in one vectorised call
+    step_inputs: Any = field(default=None, repr=False, compare=False)
 
     @property
     def fits(self) -> bool:
@@ -515,8 +518,7 @@ def _priced(model, core_model, cl, config, compute, mem_recipe, flags) -> StepEs
     layout = {
         k: config[k] for k in ("dp", "tp", "cp", "pp", "chunks", "micro_batch_size", "zero", "ep", "etp") if k in config
     }
-    out = step_model_array(
-        core_model,
+    keywords = dict(
         **hw,
         **layout,
         global_batch=config["global_batch"],
@@ -528,6 +530,7 @@ def _priced(model, core_model, cl, config, compute, mem_recipe, flags) -> StepEs
         memory_recipe=mem_recipe,
         **flags,
     )
+    out = step_model_array(core_model, **keywords)
     bd = memory.MemoryBreakdown(
         float(out["weights_bytes"]),
         float(out["gradients_bytes"]),
@@ -560,6 +563,7 @@ def _priced(model, core_model, cl, config, compute, mem_recipe, flags) -> StepEs
         problems=tuple(problems),
         compute_model=compute,
         power_note=cl.accelerator.power_note(),
+        step_inputs=(core_model, keywords),
     )
 
 

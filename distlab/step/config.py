@@ -250,7 +250,7 @@ def _hardware(a: dict) -> dict:
 
 def _compute(a: dict) -> dict:
     """The StepConfig's compute-model fields (training.compute_arguments' keywords)."""
-    efficiency = check_fraction(a["efficiency"], "efficiency")
+    efficiency = _fractions(a["efficiency"], "efficiency")
     attention = a["attention_efficiency"]
     keys = ("memory_traffic", "kernels_code", "causal_flash", "overlap_slowdown", "tp_overlap", "attention_table")
     a["zero3_tensors"] = positive(a["zero3_tensors"], "", "zero3_tensors")
@@ -271,6 +271,17 @@ def _compute(a: dict) -> dict:
         zero3_tensors=a["zero3_tensors"],
         **{k: a[k] for k in keys},
     )
+
+
+def _fractions(value, name: str):
+    """check_fraction for a number, or for an array of them (calibration.fit_calibration prices one configuration
+    at every grid point in one call): each entry in (0, 1]."""
+    if np.ndim(value) == 0:
+        return check_fraction(value, name)
+    array = number_array(value, name)
+    if not bool(np.logical_and(array > 0, array <= 1).all()):
+        raise ConfigurationError(f"{name} must hold fractions in (0, 1] (e.g. 0.5 for 50% of peak)")
+    return array
 
 
 def _layout(a: dict) -> dict:
