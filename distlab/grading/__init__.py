@@ -6,6 +6,7 @@ lessons declare live in distlab.lessons.questions, one layer down).
     submission   reading a submitted notebook leniently
     kernel_side  the sandbox and the answer collector, run inside the student's kernel
     kernel       bubblewrap, the kernel manager, running the cells
+    messages     reading the kernel's messages within bounds
     answers      decoding and checking the answers, in the grading process
     report       QuestionGrade, NotebookGrade, GradeReport (table, JSON, Gradescope)
     grade        grade_notebook / grade_notebooks: the orchestration
