@@ -83,8 +83,8 @@ MAX_PROBLEMS = 50
 SECRET_PARTS = ("/distlab/lessons/", "/solutions/", "/.git/")
 #: threads and processes a kernel may add (ipykernel and numpy start a few dozen threads)
 DEFAULT_PROCESS_LIMIT = 256
-#: the source the kernel compiles: the real functions of kernel_side
-SANDBOX_SOURCE = inspect.getsource(kernel_side.install_sandbox)
+#: the source the kernel compiles: the real functions of kernel_side (install_sandbox and each step it calls)
+SANDBOX_SOURCE = "\n\n".join(inspect.getsource(function) for function in kernel_side.SANDBOX)
 COLLECT_SOURCE = inspect.getsource(kernel_side.collect_answers)
 
 
@@ -260,7 +260,7 @@ def _hand_to_kernel_user(base: Path, work: Path, uid: int, gid: int) -> Path:
 def sandbox_cell(
     work: Path, nonce: str, memory_limit: int | None, fsize_limit: int | None, audit_hook: bool = True
 ) -> str:
-    """The private first cell: compile kernel_side.install_sandbox in a private namespace and run it."""
+    """The private first cell: compile kernel_side.install_sandbox (and its steps) in a private namespace and run it."""
     args = repr(
         [
             [str(work)],
