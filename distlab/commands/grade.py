@@ -13,6 +13,15 @@ HELP = "grade exercise notebooks: run each in a fresh sandboxed kernel, check it
 
 
 def add_arguments(parser) -> None:
+    """The options of distlab grade, in the order --help lists them."""
+    _run_arguments(parser)
+    _output_arguments(parser)
+    _container_arguments(parser)
+    _class_arguments(parser)
+
+
+def _run_arguments(parser) -> None:
+    """What to grade and how: the notebooks, the lesson, the time limits and the sandbox."""
     from ..grading import grade
 
     parser.add_argument(
@@ -60,6 +69,10 @@ def add_arguments(parser) -> None:
         help="the notebooks are trusted: the Python audit hook only, no operating-system sandbox "
         "(named so in the report)",
     )
+
+
+def _output_arguments(parser) -> None:
+    """What the run writes: JSON, Gradescope's results.json, the table."""
     parser.add_argument("--json", metavar="FILE", help="write the JSON summary (score, max_score, questions)")
     parser.add_argument(
         "--gradescope",
@@ -67,6 +80,10 @@ def add_arguments(parser) -> None:
         help="write Gradescope's results.json (needs --lesson: the assignment names the lesson)",
     )
     parser.add_argument("--quiet", action="store_true", help="do not print the table")
+
+
+def _container_arguments(parser) -> None:
+    """One submission in a container: the generated Gradescope run_autograder's two phases."""
     container = parser.add_argument_group("one submission in a container (the generated Gradescope run_autograder)")
     container.add_argument(
         "--one-notebook",
@@ -85,6 +102,10 @@ def add_arguments(parser) -> None:
         help="with --container: check the answers in FILE (written by --answers-out) instead of running "
         "the notebook (root's phase); FILE is read as untrusted data",
     )
+
+
+def _class_arguments(parser) -> None:
+    """A class: the output folder, the roster and its secret, the submitter, a Gradescope export."""
     classroom = parser.add_argument_group("a class (distlab.grading.classroom, distlab.grading.variants)")
     classroom.add_argument(
         "--out",

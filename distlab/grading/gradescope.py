@@ -142,7 +142,12 @@ def run_script(lesson: str, timeout: float, cell_timeout: float, variants: bool)
         f"{cell_timeout:g}",
     ]
     phase1_limit = int(timeout) + 180  # the notebook's time, the kernel's start (120 s) and a margin
-    variant_args = '\nargs+=(--roster "$SOURCE/roster.csv" --secret-file "$SOURCE/variant_secret")' if variants else ""
+    return _script_start(common) + _phase_one(phase1_limit) + _phase_two(variants)
+
+
+def _script_start(common: list[str]) -> str:
+    """run_autograder's start: its paths, the fallback result, the kernel's user (never root), root's private copy
+    of the upload, and the arguments both phases share (`common`)."""
     return f"""#!/usr/bin/env bash
 # Gradescope runs this as root for every submission; it must leave results/results.json behind.
 set -uo pipefail
@@ -176,7 +181,13 @@ trap 'rm -rf "$PRIVATE"' EXIT
 # root's own copy of the upload (links stay links: refused when graded)
 cp -R "$ROOT/submission" "$PRIVATE/submission" 2> /dev/null
 common=({" ".join(shlex.quote(a) for a in common)})
-# phase 1: the grader (root, no roster, no secret) runs the notebook's kernel as the unprivileged user, in new
+"""
+
+
+def _phase_one(limit: int) -> str:
+    """Phase 1: the notebook runs as the unprivileged user in new pid, mount and network namespaces (where the
+    container allows them), killed after `limit` seconds; then whatever that user left is killed and deleted."""
+    return f"""# phase 1: the grader (root, no roster, no secret) runs the notebook's kernel as the unprivileged user, in new
 # pid, mount and network namespaces: size-limited private /tmp, /var/tmp, /dev/shm, and when the namespace's
 # first process ends (the grader is done, or the time is up) every process in it is killed
 ISOLATE=(unshare --pid --fork --kill-child --mount --mount-proc --propagation private)
@@ -204,13 +215,19 @@ done
 exec env -i PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 HOME=/tmp TMPDIR=/tmp MPLBACKEND=agg \\
   DISTLAB_KERNEL_IDS="$KUID:$KGID" ${{PYTHONPATH:+PYTHONPATH="$PYTHONPATH"}} "$PYTHON" -m distlab "$@"'
 PRIVATE_MOUNTS="$PRIVATE_MOUNTS" KUID="$KUID" KGID="$KGID" PYTHON="$PYTHON" \\
-  timeout -s KILL {phase1_limit} "${{ISOLATE[@]}}" bash -c "$PHASE1" phase1 \\
+  timeout -s KILL {limit} "${{ISOLATE[@]}}" bash -c "$PHASE1" phase1 \\
   "$PRIVATE/submission" "${{common[@]}}" --answers-out - . > "$PRIVATE/answers.json" 2> "$PRIVATE/phase1.log"
 head -c 4000 "$PRIVATE/phase1.log" >&2  # the grader's own messages (the log is the instructor's)
 # whatever that user left running ends now, and what it left in the shared temporary folders (no namespaces)
 setpriv --reuid="$KUID" --regid="$KGID" --clear-groups kill -KILL -1 2> /dev/null
 find /tmp /var/tmp /dev/shm -xdev -user "$KUID" -delete 2> /dev/null
-# phase 2, root: check the answers against the student's own numbers
+"""
+
+
+def _phase_two(variants: bool) -> str:
+    """Phase 2, root: check the answers phase 1 wrote (with the roster and the secret when `variants`)."""
+    variant_args = '\nargs+=(--roster "$SOURCE/roster.csv" --secret-file "$SOURCE/variant_secret")' if variants else ""
+    return f"""# phase 2, root: check the answers against the student's own numbers
 args=("${{common[@]}}" --answers-from "$PRIVATE/answers.json" --gradescope "$RESULTS")
 if [ -f "$ROOT/submission_metadata.json" ]; then
   args+=(--submission-metadata "$ROOT/submission_metadata.json")

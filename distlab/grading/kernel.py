@@ -4,7 +4,8 @@
 kernel_manager() is the one kernel-spec manager of the package (the tests run notebooks with it
 too). run_in_kernel() is the grading run: install the sandbox (kernel_side.install_sandbox), then
 every student cell with its time limit, each followed by a private cell that prints the answers
-(kernel_side.collect_answers) between nonce markers; it returns the last snapshot read.
+(kernel_side.collect_answers) between nonce markers; it returns the last snapshot read. The kernel's
+messages are decoded within bounds (distlab.grading.messages).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-import re
 import secrets
 import signal
 import subprocess
@@ -23,6 +23,14 @@ from pathlib import Path
 
 from . import kernel_side
 from .answers import MAX_ANSWER_CHARS, parse_answers
+from .messages import (  # the bounded decoding of the kernel's messages: still importable from here
+    KEPT_MESSAGES,
+    MAX_CONTAINERS,
+    MAX_MESSAGE_BYTES,
+    MAX_PART_BYTES,
+    grading_session,
+    json_containers,
+)
 from .sandbox import (  # bwrap_available, bwrap_prefix, LIMITER and limits_prefix: still importable from here
     LIMITER,
     SANDBOX_WORK,
@@ -70,89 +78,14 @@ MAX_OUTPUT_CHARS = 200_000
 MAX_NOTEBOOK_OUTPUT_CHARS = 2_000_000
 #: at most this many problems are reported for one notebook (the rest are counted)
 MAX_PROBLEMS = 50
-#: a message from the kernel larger than this is dropped by zmq before it is read (print('y' * 10**9))
-MAX_MESSAGE_BYTES = 8 * 2**20
 #: reading a file whose path contains one of these is refused in the kernel: the lessons' sources (the
 #: expected values' formulas), the solution notebooks, and git's copies of both
 SECRET_PARTS = ("/distlab/lessons/", "/solutions/", "/.git/")
 #: threads and processes a kernel may add (ipykernel and numpy start a few dozen threads)
 DEFAULT_PROCESS_LIMIT = 256
-#: the source the kernel compiles: the real functions of kernel_side
-SANDBOX_SOURCE = inspect.getsource(kernel_side.install_sandbox)
+#: the source the kernel compiles: the real functions of kernel_side (install_sandbox and each step it calls)
+SANDBOX_SOURCE = "\n\n".join(inspect.getsource(function) for function in kernel_side.SANDBOX)
 COLLECT_SOURCE = inspect.getsource(kernel_side.collect_answers)
-
-
-#: message types the grader decodes (what nbclient needs to run a cell and what the grade reads); any other
-#: (display data, widgets' comm messages, ...) is dropped before its content is decoded
-KEPT_MESSAGES = frozenset(
-    {
-        "status",
-        "stream",
-        "error",
-        "execute_input",
-        "execute_reply",
-        "kernel_info_reply",
-        "clear_output",
-        "shutdown_reply",
-        "interrupt_reply",
-    }
-)
-#: a message part (header, metadata, content) holding more JSON objects and arrays than this is not decoded:
-#: "{}, " sent 1.9 million times is 7.6 MB on the wire and ~100 MB of dicts once decoded
-MAX_CONTAINERS = 64
-#: size of any part but a stream's text that the grader decodes (bytes)
-MAX_PART_BYTES = 64 * 2**10
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
-
-
-def json_containers(raw: bytes) -> int:
-    """How many JSON objects and arrays `raw` holds (brackets outside strings), read before decoding it."""
-    stripped = _JSON_STRING.sub(b"", raw)
-    return stripped.count(b"{") + stripped.count(b"[")
-
-
-def _bounded(raw: bytes, limit: int = MAX_PART_BYTES) -> bool:
-    return len(raw) <= limit and json_containers(raw) <= MAX_CONTAINERS
-
-
-def grading_session():
-    """A jupyter_client Session that decodes only what the grader reads, within bounds (KEPT_MESSAGES,
-    MAX_CONTAINERS, MAX_PART_BYTES; a stream's text up to MAX_MESSAGE_BYTES): the grader's memory per message
-    is bounded by the message's size, whatever the kernel sends. Anything else arrives as "distlab_dropped"
-    with empty content (nbclient ignores it)."""
-    from jupyter_client.session import Session
-
-    def dropped() -> dict:
-        header = {"msg_type": "distlab_dropped", "msg_id": "", "session": "", "username": "", "version": "5.3"}
-        return {
-            "header": header,
-            "msg_id": "",
-            "msg_type": "distlab_dropped",
-            "parent_header": {},
-            "metadata": {},
-            "content": {},
-            "buffers": [],
-        }
-
-    class GradingSession(Session):
-        def deserialize(self, msg_list, content=True, copy=True):
-            frames = [bytes(getattr(f, "bytes", f)) for f in msg_list[:5]]
-            if len(frames) < 5 or not all(_bounded(f) for f in frames[1:4]):
-                return dropped()
-            message = super().deserialize(frames, content=False, copy=True)
-            body, kind = frames[4], message["msg_type"]
-            limit = MAX_MESSAGE_BYTES if kind == "stream" else MAX_PART_BYTES
-            if not content or kind not in KEPT_MESSAGES or not _bounded(body, limit):
-                return dropped() if content else message
-            decoded = self.unpack(body)
-            if not isinstance(decoded, dict) or (
-                kind == "status" and not isinstance(decoded.get("execution_state"), str)
-            ):
-                return dropped()
-            message["content"] = decoded
-            return message
-
-    return GradingSession()
 
 
 def kernel_manager(argv_prefix=(), connection_file: Path | None = None, context=None, before_launch=None):
@@ -327,7 +260,7 @@ def _hand_to_kernel_user(base: Path, work: Path, uid: int, gid: int) -> Path:
 def sandbox_cell(
     work: Path, nonce: str, memory_limit: int | None, fsize_limit: int | None, audit_hook: bool = True
 ) -> str:
-    """The private first cell: compile kernel_side.install_sandbox in a private namespace and run it."""
+    """The private first cell: compile kernel_side.install_sandbox (and its steps) in a private namespace and run it."""
     args = repr(
         [
             [str(work)],

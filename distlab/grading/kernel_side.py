@@ -2,10 +2,14 @@
 
 The grader never imports this module into the kernel: it sends the source of each function
 (inspect.getsource), which the kernel compiles into a private namespace, so the code is the
-same as what a reader, a linter and the tests see here. Hence the rules:
+same as what a reader, a linter and the tests see here. install_sandbox runs the steps below
+in order (SANDBOX: the functions whose source the kernel gets), each a function of its own:
+preload_modules, cap_output, withhold_answer_key, limit_resources, remove_unaudited_calls, then
+the audit hook (path_resolver, path_checks, event_tables, audit_hook). Hence the rules:
 
 * each function is self-contained: it imports what it needs inside its body, and this module
-  has no imports or globals the functions could rely on;
+  has no imports or globals the functions could rely on (install_sandbox calls the steps, all
+  defined in the same private namespace, before any student code runs);
 * everything the audit hook uses is bound as a default argument at definition time (C
   builtins, frozensets, tuples), so student code cannot change its behaviour by monkeypatching
   modules or builtins; the hook and its helpers read no globals and have no closures
@@ -13,7 +17,8 @@ same as what a reader, a linter and the tests see here. Hence the rules:
   these functions is refused once the hook is installed.
 """
 
-__all__ = ["install_sandbox", "collect_answers"]
+
+__all__ = ["install_sandbox", "collect_answers", "SANDBOX"]
 
 
 def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, install_hook=True,
@@ -28,8 +33,23 @@ def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, inst
     reading files whose path contains one of `secret_parts` (the lessons' sources, the solutions)
     is then refused, so the key cannot be loaded again.
     """
-    import posix, sys
-    # Import what kernels and lessons use while writing caches and loading libraries is still allowed.
+    import sys
+    preload_modules()
+    cap_output(out_limit)
+    if withhold:
+        withhold_answer_key()
+    limit_resources(memory_limit, fsize_limit)
+    remove_unaudited_calls()
+    resolve = path_resolver()
+    inside, relative_up, secret, is_dir_outside = path_checks(resolve, roots, allowed_files, secret_parts)
+    hook = audit_hook(event_tables(), resolve, inside, is_dir_outside, relative_up, secret)
+    if install_hook:
+        sys.addaudithook(hook)
+    print("DISTLAB-SANDBOX-READY-" + nonce)
+
+
+def preload_modules():
+    """Import what kernels and lessons use while writing caches and loading libraries is still allowed."""
     for name in ("ctypes", "ctypes.util", "subprocess", "numpy", "pint", "matplotlib", "matplotlib.pyplot",
                  "matplotlib.font_manager", "ipywidgets", "ipympl", "distlab", "distlab.units",
                  "distlab.lessons.questions", "distlab.lessons", "distlab.lessons.variants"):
@@ -37,6 +57,10 @@ def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, inst
             __import__(name)
         except Exception:
             pass
+
+
+def cap_output(out_limit):
+    """Cap what a cell prints at `out_limit` characters, on the kernel's session."""
     # what a cell prints is capped here, when it becomes a message (the grader keeps 200,000 characters per
     # cell anyway): print('y' * 10**9) costs no memory outside the kernel and loses no answers. The budget is
     # refilled when a cell starts (its execute_input message). IPython swaps sys.stdout.write around every
@@ -64,56 +88,63 @@ def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, inst
         session.send = send
     except Exception:
         pass
-    if withhold:
+
+
+def withhold_answer_key():
+    """Take the answer key out of every lesson's question module (see install_sandbox's `withhold`)."""
+    try:
+        from distlab.lessons import LESSONS
+        from distlab.lessons.questions import NOT_ATTEMPTED, CheckResult, Solution
+    except Exception:
+        LESSONS = {}
+    for lesson in list(LESSONS.values()):
         try:
-            from distlab.lessons import LESSONS
-            from distlab.lessons.questions import NOT_ATTEMPTED, CheckResult, Solution
+            module = lesson.question_module()
         except Exception:
-            LESSONS = {}
-        for lesson in list(LESSONS.values()):
-            try:
-                module = lesson.question_module()
-            except Exception:
+            continue
+        if module is None:
+            continue
+        for q in list(getattr(module, "QUESTIONS", {}).values()):
+            if type(q).__name__ == "QuestionStub":  # the student view's: nothing to withhold
                 continue
-            if module is None:
-                continue
-            for q in list(getattr(module, "QUESTIONS", {}).values()):
-                if type(q).__name__ == "QuestionStub":  # the student view's: nothing to withhold
-                    continue
-                def check(answer=None, _q=q, _r=CheckResult, _s=NOT_ATTEMPTED):
-                    return _r(_q.name, _s, "checked by the grader after the notebook has run", 0.0, _q.points)
+            def check(answer=None, _q=q, _r=CheckResult, _s=NOT_ATTEMPTED):
+                return _r(_q.name, _s, "checked by the grader after the notebook has run", 0.0, _q.points)
 
-                def withheld(*args, **kwargs):
-                    raise PermissionError("distlab grading sandbox: the answer key is not available while grading")
+            def withheld(*args, **kwargs):
+                raise PermissionError("distlab grading sandbox: the answer key is not available while grading")
 
-                for attr, value in (("check", check), ("expected", withheld), ("explain", withheld),
-                                    ("solution", lambda _S=Solution: _S("withheld while grading")),
-                                    ("unbound", {}), ("feedback", {})):  # the templates a variant copy would re-bind,
-                                    # and the per-mistake feedback (it names every wrong option): gone too
-                    try:
-                        object.__setattr__(q, attr, value)
-                    except Exception:
-                        pass
-            for attr, value in list(vars(module).items()):
-                if callable(value) and getattr(value, "__module__", None) == module.__name__ \
-                        and not isinstance(value, type):
-                    try:
-                        delattr(module, attr)
-                    except Exception:
-                        pass
-        # A per-student notebook rebinds its questions to its own numbers (distlab.lessons.variants.personal):
-        # while grading, that returns the withheld questions above (the grader checks with the student's seed).
-        try:
-            import distlab.lessons.variants as variants_module
+            for attr, value in (("check", check), ("expected", withheld), ("explain", withheld),
+                                ("solution", lambda _S=Solution: _S("withheld while grading")),
+                                ("unbound", {}), ("feedback", {})):  # the templates a variant copy would re-bind,
+                                # and the per-mistake feedback (it names every wrong option): gone too
+                try:
+                    object.__setattr__(q, attr, value)
+                except Exception:
+                    pass
+        for attr, value in list(vars(module).items()):
+            if callable(value) and getattr(value, "__module__", None) == module.__name__ \
+                    and not isinstance(value, type):
+                try:
+                    delattr(module, attr)
+                except Exception:
+                    pass
+    # A per-student notebook rebinds its questions to its own numbers (distlab.lessons.variants.personal):
+    # while grading, that returns the withheld questions above (the grader checks with the student's seed).
+    try:
+        import distlab.lessons.variants as variants_module
 
-            def personal(lesson, names, seed=None, release=None, _lessons=LESSONS):
-                questions = getattr(_lessons[lesson].question_module(), "QUESTIONS", {})
-                picked = [questions[name] for name in names.split()]
-                return tuple(picked) if len(picked) != 1 else picked[0]
+        def personal(lesson, names, seed=None, release=None, _lessons=LESSONS):
+            questions = getattr(_lessons[lesson].question_module(), "QUESTIONS", {})
+            picked = [questions[name] for name in names.split()]
+            return tuple(picked) if len(picked) != 1 else picked[0]
 
-            variants_module.personal = personal
-        except Exception:
-            pass
+        variants_module.personal = personal
+    except Exception:
+        pass
+
+
+def limit_resources(memory_limit, fsize_limit):
+    """Cap the address space and the size of written files (bytes, 0: no limit)."""
     try:
         import resource
         if memory_limit:
@@ -122,6 +153,11 @@ def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, inst
             resource.setrlimit(resource.RLIMIT_FSIZE, (fsize_limit, fsize_limit))
     except Exception:
         pass
+
+
+def remove_unaudited_calls():
+    """Take away the calls that create processes or files, or signal processes, without an audit event."""
+    import posix
     # The one call that creates processes without an audit event: take it away (re-importing is refused below).
     try:
         import _posixsubprocess
@@ -153,6 +189,10 @@ def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, inst
             except Exception:
                 pass
 
+
+def path_resolver():
+    """resolve(path, dir_fd=None): a path's absolute form from C calls only (bound as default arguments)."""
+    import posix
     import pathlib
 
     def resolve(path, dir_fd=None, _lstat=posix.lstat, _readlink=posix.readlink, _getcwd=posix.getcwd,
@@ -202,7 +242,12 @@ def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, inst
             else:
                 out.append(c)
         return "/" + "/".join(out)
+    return resolve
 
+
+def path_checks(resolve, roots, allowed_files, secret_parts):
+    """(inside, relative_up, secret, is_dir_outside): the audit hook's questions about a path."""
+    import pathlib, posix
     roots_t = tuple(resolve(r) for r in roots)
     files_t = frozenset(resolve(f) for f in allowed_files)
 
@@ -252,7 +297,12 @@ def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, inst
         except _OSError:
             return False
         return not _inside(path)
+    return inside, relative_up, secret, is_dir_outside
 
+
+def event_tables():
+    """The audit events the hook refuses or checks, grouped by where their paths are, and the writing flags."""
+    import posix
     blocked = frozenset((
         "os.system", "os.exec", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.startfile",
         "subprocess.Popen", "pty.spawn", "signal.pthread_kill", "sys.settrace",
@@ -272,6 +322,13 @@ def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, inst
                            "_testinternalcapi", "_xxsubinterpreters", "_xxinterpchannels", "_lsprof",
                            "posix", "os", "signal", "_signal", "readline"))
     write_flags = posix.O_WRONLY | posix.O_RDWR | posix.O_CREAT | posix.O_TRUNC | posix.O_APPEND
+    return blocked, fd_at_1, fd_at_2, fd_at_3, no_fd, two_paths, dest_only, no_import, write_flags
+
+
+def audit_hook(tables, resolve, inside, is_dir_outside, relative_up, secret):
+    """The audit hook: refuses writes outside the allowed paths, reading the answer key, new processes..."""
+    import posix
+    blocked, fd_at_1, fd_at_2, fd_at_3, no_fd, two_paths, dest_only, no_import, write_flags = tables
 
     def hook(event, args, _blocked=blocked, _fd1=fd_at_1, _fd2=fd_at_2, _fd3=fd_at_3, _no_fd=no_fd,
              _two=two_paths, _dest=dest_only,
@@ -333,9 +390,8 @@ def install_sandbox(roots, allowed_files, memory_limit, fsize_limit, nonce, inst
 
     # the hook's last default: the ids of its own functions, whose code and defaults may then not change
     hook.__defaults__ = hook.__defaults__[:-1] + (frozenset(map(id, (hook, resolve, inside, is_dir_outside, relative_up, secret))),)
-    if install_hook:
-        sys.addaudithook(hook)
-    print("DISTLAB-SANDBOX-READY-" + nonce)
+    return hook
+
 
 
 def collect_answers(ns, nonce, names, max_chars, budget, max_items=100000, max_depth=6):
@@ -403,3 +459,8 @@ def collect_answers(ns, nonce, names, max_chars, budget, max_items=100000, max_d
     text = "{" + ", ".join(json.dumps(k) + ": " + v for k, v in out.items()) + "}"
     sys.stdout.write("\n" + "DISTLAB-ANSWERS-BEGIN-" + nonce + text + "DISTLAB-ANSWERS-END-" + nonce + "\n")
     sys.stdout.flush()
+
+
+#: what the kernel compiles to install the sandbox: install_sandbox and every step it calls
+SANDBOX = (install_sandbox, preload_modules, cap_output, withhold_answer_key, limit_resources,
+           remove_unaudited_calls, path_resolver, path_checks, event_tables, audit_hook)

@@ -22,17 +22,32 @@ def _code_objects(code):
             yield from _code_objects(const)
 
 
+def _functions(source):
+    """{name: code object} of the functions `source` defines at its top level."""
+    top = compile(source, "<sandbox>", "exec")
+    return {c.co_name: c for c in top.co_consts if isinstance(c, types.CodeType)}
+
+
+def _loaded_globals(code):
+    return {
+        i.argval
+        for c in _code_objects(code)
+        for i in dis.get_instructions(c)
+        if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")
+    }
+
+
 def test_sandbox_hook_reads_no_globals_and_has_no_closures():
     # Student code can rebind module globals and builtins (and cell contents); the hook and
     # its helpers must use only what they bound as default arguments when they were defined.
-    top = compile(kernel.SANDBOX_SOURCE, "<sandbox>", "exec")
-    install = next(c for c in top.co_consts if isinstance(c, types.CodeType))
     inner = [
         c
-        for c in install.co_consts
-        if isinstance(c, types.CodeType) and c.co_name in ("resolve", "inside", "is_dir_outside", "hook")
+        for step in _functions(kernel.SANDBOX_SOURCE).values()
+        for c in step.co_consts
+        if isinstance(c, types.CodeType)
+        and c.co_name in ("resolve", "inside", "is_dir_outside", "relative_up", "secret", "hook")
     ]
-    assert len(inner) == 4
+    assert sorted(c.co_name for c in inner) == ["hook", "inside", "is_dir_outside", "relative_up", "resolve", "secret"]
     for fn in inner:
         for code in _code_objects(fn):
             assert not code.co_freevars, (code.co_name, code.co_freevars)
@@ -40,13 +55,27 @@ def test_sandbox_hook_reads_no_globals_and_has_no_closures():
             assert not ops & {"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_CLASSDEREF"}, (code.co_name, ops)
 
 
+def test_the_kernel_gets_every_step_install_sandbox_calls():
+    # install_sandbox runs its steps by name in the kernel's private namespace: each must be in the source sent,
+    # and the steps themselves call nothing but builtins (the namespace holds nothing else)
+    import builtins
+
+    steps = _functions(kernel.SANDBOX_SOURCE)
+    assert set(steps) == {f.__name__ for f in kernel_side.SANDBOX}
+    assert _loaded_globals(steps["install_sandbox"]) - set(dir(builtins)) == set(steps) - {"install_sandbox"}
+    for name, code in steps.items():
+        if name != "install_sandbox":
+            assert _loaded_globals(code) <= set(dir(builtins)), (name, _loaded_globals(code) - set(dir(builtins)))
+
+
 def test_the_kernel_gets_the_source_of_the_real_functions():
     assert kernel.SANDBOX_SOURCE.startswith("def install_sandbox(")
     assert kernel.COLLECT_SOURCE.startswith("def collect_answers(")
-    for source, name in ((kernel.SANDBOX_SOURCE, "install_sandbox"), (kernel.COLLECT_SOURCE, "collect_answers")):
+    sandbox = {f.__name__ for f in kernel_side.SANDBOX}
+    for source, names in ((kernel.SANDBOX_SOURCE, sandbox), (kernel.COLLECT_SOURCE, {"collect_answers"})):
         namespace = {}
-        exec(compile(source, "<kernel>", "exec"), namespace)  # defines the function, runs nothing
-        assert set(namespace) - {"__builtins__"} == {name}
+        exec(compile(source, "<kernel>", "exec"), namespace)  # defines the functions, runs nothing
+        assert set(namespace) - {"__builtins__"} == names
     assert "'install_sandbox'" in kernel.sandbox_cell(Path("/w"), "n", None, None)
     assert "'collect_answers'" in kernel.collect_cell("n", ["answer_q1"])
 

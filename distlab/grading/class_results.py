@@ -1,0 +1,256 @@
+"""What a class run writes besides its journal (distlab.grading.classroom): results.csv, results.json, gradescope/,
+summary.txt, summary.csv and histogram.png.
+
+One row per notebook. Two notebooks that resolve to one student are both flagged (``flagged`` in results.csv, a
+problem in results.json), never merged. CSV cells that a spreadsheet would read as a formula (starting with
+``= + - @``, tab, CR or LF) are written as text. ``results.json`` is the JSON of distlab grade --json,
+``gradescope/`` one Gradescope results.json per notebook, ``summary.txt`` and ``summary.csv`` per question:
+correct, wrong, not attempted, mean points, and ``histogram.png`` the scores and per-question correct shares
+(matplotlib).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from ..errors import ConfigurationError
+from ..lessons.questions import CORRECT, NOT_ATTEMPTED
+from .journal import grade_from_dict
+from .report import GradeReport, NotebookGrade
+
+__all__ = [
+    "CSV_FILE",
+    "JSON_FILE",
+    "SUMMARY_TXT",
+    "SUMMARY_CSV",
+    "HISTOGRAM",
+    "text_cell",
+    "shared_students",
+    "results_csv",
+    "question_summary",
+    "summary_text",
+    "plot_histogram",
+    "write_outputs",
+]
+
+CSV_FILE, JSON_FILE, SUMMARY_TXT, SUMMARY_CSV, HISTOGRAM = (
+    "results.csv",
+    "results.json",
+    "summary.txt",
+    "summary.csv",
+    "histogram.png",
+)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8", errors="backslashreplace")  # a lone surrogate cannot stop the run
+    os.replace(tmp, path)
+
+
+def text_cell(value):
+    """A CSV cell a spreadsheet shows as text: a string starting with = + - @, tab, CR or LF gets a leading '.
+
+    (OWASP's advice on CSV injection: such a cell is read as a formula.)
+
+    >>> [text_cell(v) for v in ("=1+1", "\\tx", "ok", -1.5)]
+    ["'=1+1", "'\\tx", 'ok', -1.5]
+    """
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r", "\n"):
+        return "'" + value
+    return value
+
+
+def _student(record: dict) -> str:
+    """Whose notebook a record is: the roster id it was graded for, else the identity the submission gave."""
+    student = record["grade"].get("student") or ""
+    if student:
+        return str(student)
+    identity = record.get("identity") or []
+    return str(identity[0]) if identity else ""
+
+
+def shared_students(records: list[dict]) -> dict[str, list[str]]:
+    """{notebook key: the other keys of its student} for every student with more than one notebook per lesson."""
+    groups: dict[tuple, list[str]] = {}
+    for r in records:
+        student = _student(r)
+        if student:
+            groups.setdefault((student, r["grade"].get("lesson") or ""), []).append(r["key"])
+    return {k: [o for o in keys if o != k] for keys in groups.values() if len(keys) > 1 for k in keys}
+
+
+def _flag(keys: list[str]) -> str:
+    return f"flagged: the same student also submitted {', '.join(keys)}; each is graded on its own, not merged"
+
+
+def results_csv(records: list[dict]) -> str:
+    """One row per notebook: key, student, lesson, score, max_score, each question's points, problems, flagged."""
+    names = []
+    for r in records:
+        for q in r["grade"].get("questions", []):
+            if q["question"] not in names:
+                names.append(q["question"])
+    flags = shared_students(records)
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["notebook", "student", "lesson", "score", "max_score", *names, "seconds", "problems", "flagged"])
+    for r in records:
+        g = r["grade"]
+        points = {q["question"]: q["points"] for q in g.get("questions", [])}
+        row = [
+            r["key"],
+            g.get("student") or " ".join(r.get("identity", [])),
+            g.get("lesson") or "",
+            g["score"],
+            g["max_score"],
+            *(points.get(n, "") for n in names),
+            g.get("seconds", ""),
+            " | ".join(" ".join(str(p).split()) for p in g.get("problems", [])),
+            _flag(flags[r["key"]]) if r["key"] in flags else "",
+        ]
+        writer.writerow([text_cell(c) for c in row])
+    return out.getvalue()
+
+
+def question_summary(grades: list[NotebookGrade]) -> list[dict]:
+    """Per (lesson, question): notebooks, correct, wrong, not attempted, mean points, max points."""
+    table: dict[tuple, dict] = {}
+    for g in grades:
+        for q in g.questions:
+            row = table.setdefault(
+                (g.lesson or "?", q.question),
+                dict(
+                    lesson=g.lesson or "?",
+                    question=q.question,
+                    notebooks=0,
+                    correct=0,
+                    wrong=0,
+                    not_attempted=0,
+                    points=0.0,
+                    max_points=q.max_points,
+                ),
+            )
+            row["notebooks"] += 1
+            row["points"] += q.points
+            key = "correct" if q.status == CORRECT else "not_attempted" if q.status == NOT_ATTEMPTED else "wrong"
+            row[key] += 1
+    rows = []
+    for row in table.values():
+        row["mean_points"] = round(row.pop("points") / row["notebooks"], 3)
+        rows.append(row)
+    return rows
+
+
+def summary_text(grades: list[NotebookGrade]) -> str:
+    rows = question_summary(grades)
+    scores = [g.score / g.max_score for g in grades if g.max_score]
+    out = [
+        f"{len(grades)} notebook(s); mean score {100 * sum(scores) / len(scores):.1f}%"
+        if scores
+        else f"{len(grades)} notebook(s); none could be scored",
+        "",
+        f"{'lesson':<20} {'question':<9} {'correct':>8} {'wrong':>6} {'not att.':>8} {'mean':>6}",
+    ]
+    for r in rows:
+        out.append(
+            f"{r['lesson']:<20} {r['question']:<9} {r['correct']:>8} {r['wrong']:>6} {r['not_attempted']:>8} "
+            f"{r['mean_points']:>6g}"
+        )
+    refused = [g for g in grades if any(str(p).startswith("refused") for p in g.problems)]
+    if refused:
+        out += ["", f"{len(refused)} notebook(s) refused (see their problems in results.csv)"]
+    return "\n".join(out) + "\n"
+
+
+def plot_histogram(grades: list[NotebookGrade], target: Path) -> Path:
+    """Save the score histogram and the per-question correct shares as one figure (matplotlib, no display)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    scores = [100 * g.score / g.max_score for g in grades if g.max_score]
+    rows = question_summary(grades)
+    fig = Figure(figsize=(10, 4))
+    left, right = fig.subplots(1, 2)
+    left.hist(scores, bins=[i * 10 for i in range(11)], color="#4c72b0", edgecolor="white")
+    left.set(xlabel="score (%)", ylabel="notebooks", title=f"Scores ({len(scores)} notebooks)", xlim=(0, 100))
+    left.yaxis.get_major_locator().set_params(integer=True)
+    labels = [
+        f"{r['question']}" if len({x["lesson"] for x in rows}) == 1 else f"{r['lesson'][:8]}:{r['question']}"
+        for r in rows
+    ]
+    right.bar(labels, [100 * r["correct"] / r["notebooks"] for r in rows], color="#55a868")
+    right.set(ylabel="correct (%)", title="Correct, per question", ylim=(0, 100))
+    right.tick_params(axis="x", labelrotation=45)
+    fig.tight_layout()
+    fig.savefig(target, dpi=100)
+    return target
+
+
+def _write_gradescope(folder: Path, records: list[dict], grades: list[NotebookGrade]) -> None:
+    """folder/<sha256 of the key>-<safe stem>.json per notebook: built in a new folder (every file created with
+    O_EXCL: two rows never share a file, a collision is refused), then put in place of the old one (files of
+    notebooks no longer given go with it)."""
+    new = Path(tempfile.mkdtemp(prefix=".gradescope-", dir=folder.parent))
+    for r, g in zip(records, grades):
+        stem = re.sub(r"[^A-Za-z0-9._-]", "_", Path(r["key"]).stem)[:60]
+        name = hashlib.sha256(r["key"].encode("utf-8", "backslashreplace")).hexdigest() + "-" + stem + ".json"
+        try:
+            fd = os.open(new / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        except FileExistsError:
+            shutil.rmtree(new, ignore_errors=True)
+            raise ConfigurationError(f"gradescope/{name}: two notebooks would share this results file") from None
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
+            f.write(json.dumps(GradeReport([g]).to_gradescope(), indent=2) + "\n")
+    os.chmod(new, 0o755)
+    old = folder.with_name(new.name + ".old")
+    if folder.is_dir() and not folder.is_symlink():
+        os.replace(folder, old)
+    elif folder.exists() or folder.is_symlink():
+        folder.unlink()
+    os.replace(new, folder)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def write_outputs(out: Path, records: list[dict]) -> GradeReport:
+    """results.json, gradescope/, summary.txt, summary.csv, histogram.png from the journal's records."""
+    grades = [grade_from_dict(r["grade"]) for r in records]
+    flags = shared_students(records)
+    for r, g in zip(records, grades):
+        if r["key"] in flags:
+            g.problems.append(_flag(flags[r["key"]]))
+    report = GradeReport(grades)
+    _write_atomic(out / JSON_FILE, json.dumps(report.to_json(), indent=2) + "\n")
+    _write_gradescope(out / "gradescope", records, grades)
+    _write_atomic(out / SUMMARY_TXT, summary_text(grades))
+    rows = question_summary(grades)
+    buf = io.StringIO()
+    writer = csv.DictWriter(
+        buf,
+        fieldnames=[
+            "lesson",
+            "question",
+            "notebooks",
+            "correct",
+            "wrong",
+            "not_attempted",
+            "mean_points",
+            "max_points",
+        ],
+    )
+    writer.writeheader()
+    writer.writerows({k: text_cell(v) for k, v in row.items()} for row in rows)
+    _write_atomic(out / SUMMARY_CSV, buf.getvalue())
+    if grades:
+        plot_histogram(grades, out / HISTOGRAM)
+    return report

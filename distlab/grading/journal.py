@@ -1,0 +1,132 @@
+"""A class run's journal: one HMAC-signed record per graded notebook, so an interrupted run resumes.
+
+As each notebook finishes its grade is appended to ``grades/journal.jsonl`` (flushed and synced); a re-run
+skips every notebook already in the journal with the same content (a resubmitted file is graded again) and the
+same policy (policy_of). Each journal line carries an HMAC-SHA256 of its record under a random key the grader
+keeps in ``grades/.journal.key`` (mode 0600; no kernel ever sees the output folder): a line that fails it
+(forged, edited, cut short) is not trusted, and its notebook is graded again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+from pathlib import Path
+
+from .. import __version__
+from ..errors import ConfigurationError
+from .report import NotebookGrade, QuestionGrade
+from .submission import read_submission
+
+__all__ = [
+    "JOURNAL",
+    "JOURNAL_KEY",
+    "NOT_A_FILE",
+    "policy_of",
+    "file_digest",
+    "grade_from_dict",
+    "journal_key",
+    "read_journal",
+]
+
+JOURNAL = "journal.jsonl"
+JOURNAL_KEY = ".journal.key"
+
+
+#: the digest of what read_submission refuses (a link, a FIFO, a file past the size limit): graded without a kernel
+NOT_A_FILE = "not-a-file"
+
+
+#: the grading options a journal record's policy covers (a change to any of them grades the class again)
+_POLICY_OPTIONS = ("lesson", "sandbox", "timeout", "cell_timeout", "memory_limit", "file_size_limit", "process_limit")
+
+
+def policy_of(options: dict) -> str:
+    """A fingerprint of how a grade was given besides the file: the lesson, the sandbox and its limits, the distlab
+    version, the rule of one notebook per student and lesson, and the variant policy (with a roster: a digest of
+    its students and a keyed digest of the secret, HMAC(secret, "journal"), which says nothing about the secret).
+    It is part of each journal record (so under the journal's HMAC); a record graded under another is graded again."""
+    parts: dict[str, object] = {name: str(options.get(name)) for name in _POLICY_OPTIONS}
+    parts.update(distlab=__version__, rule="one notebook per student and lesson")
+    roster = getattr(options.get("variants"), "roster", None)
+    if roster is not None:
+        parts["secret"] = hmac.new(roster.secret, b"journal", hashlib.sha256).hexdigest()
+        parts["students"] = hashlib.sha256(
+            json.dumps(roster.students, sort_keys=True, default=str, ensure_ascii=True).encode("ascii")
+        ).hexdigest()
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=True).encode("ascii")).hexdigest()
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of the file as read_submission reads it (a regular file under the notebook size limit, opened with
+    O_NOFOLLOW, never read past the limit); anything else gets NOT_A_FILE."""
+    data = read_submission(path, [])
+    return NOT_A_FILE if data is None else hashlib.sha256(data).hexdigest()
+
+
+def grade_from_dict(data: dict) -> NotebookGrade:
+    """A NotebookGrade back from its to_dict() (as the journal keeps it)."""
+    questions = [
+        QuestionGrade(
+            q["question"], q["status"], float(q["points"]), float(q["max_points"]), q["feedback"], q.get("prompt", "")
+        )
+        for q in data.get("questions", [])
+    ]
+    return NotebookGrade(
+        data["path"],
+        data.get("lesson"),
+        questions,
+        list(data.get("problems", [])),
+        sandbox=data.get("sandbox", ""),
+        seconds=float(data.get("seconds", 0.0)),
+        lesson_from=data.get("lesson_from", ""),
+        student=data.get("student", ""),
+    )
+
+
+def journal_key(out: Path) -> bytes:
+    """The journal's HMAC key: 32 random bytes in out/.journal.key, created with mode 0600 on first use."""
+    path = Path(out) / JOURNAL_KEY
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except FileExistsError:
+        fd = -1
+    if fd < 0:
+        key = b"" if path.is_symlink() else path.read_bytes()
+        if len(key) != 32:
+            raise ConfigurationError(f"{path} is not a journal key written by distlab: remove it and the journal")
+        return key
+    key = os.urandom(32)
+    with os.fdopen(fd, "wb") as f:
+        f.write(key)
+    return key
+
+
+def _mac(key: bytes, record: dict) -> str:
+    body = json.dumps(record, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+    return hmac.new(key, body.encode("ascii"), hashlib.sha256).hexdigest()
+
+
+def read_journal(path: Path, key: bytes) -> dict[str, dict]:
+    """{key: last record} from a journal; a line whose HMAC does not verify (forged, edited, cut short) is ignored."""
+    records: dict[str, dict] = {}
+    if path.is_file():
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                try:
+                    entry = json.loads(line)
+                    record, mac = entry["record"], entry["mac"]
+                    if isinstance(mac, str) and hmac.compare_digest(mac, _mac(key, record)):
+                        records[record["key"]] = record
+                except (ValueError, KeyError, TypeError):
+                    continue
+    return records
+
+
+def _append(path: Path, record: dict, key: bytes) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"record": record, "mac": _mac(key, record)}, ensure_ascii=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())

@@ -1,0 +1,92 @@
+"""Reading the kernel's messages within bounds: the grader's memory per message is bounded by the message's size,
+whatever the kernel sends (distlab.grading.kernel runs the kernel with grading_session() and a zmq context whose
+sockets drop any message over MAX_MESSAGE_BYTES before it is read).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "KEPT_MESSAGES",
+    "MAX_CONTAINERS",
+    "MAX_PART_BYTES",
+    "json_containers",
+    "grading_session",
+]
+
+#: a message from the kernel larger than this is dropped by zmq before it is read (print('y' * 10**9))
+MAX_MESSAGE_BYTES = 8 * 2**20
+
+#: message types the grader decodes (what nbclient needs to run a cell and what the grade reads); any other
+#: (display data, widgets' comm messages, ...) is dropped before its content is decoded
+KEPT_MESSAGES = frozenset(
+    {
+        "status",
+        "stream",
+        "error",
+        "execute_input",
+        "execute_reply",
+        "kernel_info_reply",
+        "clear_output",
+        "shutdown_reply",
+        "interrupt_reply",
+    }
+)
+#: a message part (header, metadata, content) holding more JSON objects and arrays than this is not decoded:
+#: "{}, " sent 1.9 million times is 7.6 MB on the wire and ~100 MB of dicts once decoded
+MAX_CONTAINERS = 64
+#: size of any part but a stream's text that the grader decodes (bytes)
+MAX_PART_BYTES = 64 * 2**10
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+
+
+def json_containers(raw: bytes) -> int:
+    """How many JSON objects and arrays `raw` holds (brackets outside strings), read before decoding it."""
+    stripped = _JSON_STRING.sub(b"", raw)
+    return stripped.count(b"{") + stripped.count(b"[")
+
+
+def _bounded(raw: bytes, limit: int = MAX_PART_BYTES) -> bool:
+    return len(raw) <= limit and json_containers(raw) <= MAX_CONTAINERS
+
+
+def grading_session():
+    """A jupyter_client Session that decodes only what the grader reads, within bounds (KEPT_MESSAGES,
+    MAX_CONTAINERS, MAX_PART_BYTES; a stream's text up to MAX_MESSAGE_BYTES): the grader's memory per message
+    is bounded by the message's size, whatever the kernel sends. Anything else arrives as "distlab_dropped"
+    with empty content (nbclient ignores it)."""
+    from jupyter_client.session import Session
+
+    def dropped() -> dict:
+        header = {"msg_type": "distlab_dropped", "msg_id": "", "session": "", "username": "", "version": "5.3"}
+        return {
+            "header": header,
+            "msg_id": "",
+            "msg_type": "distlab_dropped",
+            "parent_header": {},
+            "metadata": {},
+            "content": {},
+            "buffers": [],
+        }
+
+    class GradingSession(Session):
+        def deserialize(self, msg_list, content=True, copy=True):
+            frames = [bytes(getattr(f, "bytes", f)) for f in msg_list[:5]]
+            if len(frames) < 5 or not all(_bounded(f) for f in frames[1:4]):
+                return dropped()
+            message = super().deserialize(frames, content=False, copy=True)
+            body, kind = frames[4], message["msg_type"]
+            limit = MAX_MESSAGE_BYTES if kind == "stream" else MAX_PART_BYTES
+            if not content or kind not in KEPT_MESSAGES or not _bounded(body, limit):
+                return dropped() if content else message
+            decoded = self.unpack(body)
+            if not isinstance(decoded, dict) or (
+                kind == "status" and not isinstance(decoded.get("execution_state"), str)
+            ):
+                return dropped()
+            message["content"] = decoded
+            return message
+
+    return GradingSession()
