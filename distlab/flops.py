@@ -29,8 +29,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._arguments import broadcasting, RECOMPUTE_MODES, code_array, finite_result, number_array, recompute_mode
-from .units import positive_int
+from ._arguments import (
+    RECOMPUTE_MODES,
+    broadcasting,
+    code_array,
+    finite_result,
+    number_array,
+    recompute_mode,
+    renamed_keyword,
+)
+from .units import FLOP_PER_SECOND, SECONDS, positive, positive_int
 
 __all__ = [
     "TRAINING_PASSES",
@@ -40,6 +48,14 @@ __all__ = [
     "logit_forward_flops_array",
     "step_flops",
     "model_flops_per_token",
+    "FLOPS_PER_PARAM_TOKEN",
+    "FLOPS_PER_PARAM_TOKEN_FULL_RECOMPUTE",
+    "model_flops",
+    "forward_time",
+    "hardware_flops",
+    "megatron_flops_per_iteration",
+    "training_days",
+    "mfu",
 ]
 
 #: Forward + backward, in forward passes: the backward computes gradients of inputs and of weights, 2 x forward.
@@ -192,3 +208,94 @@ def model_flops_per_token(model, seq_len=None) -> float:
     m = _model(model)
     s = positive_int(seq_len if seq_len is not None else m.seq_len, "seq_len")
     return step_flops(m, 1, s).model_flops / s
+
+
+#: Training FLOPs per parameter per token: forward 2, backward 4 (weight and input gradients).
+FLOPS_PER_PARAM_TOKEN = 6.0
+#: With full recomputation the forward runs again during backward: 2 + 2 + 4.
+FLOPS_PER_PARAM_TOKEN_FULL_RECOMPUTE = 8.0
+
+
+def model_flops(params, tokens) -> float:
+    """Model FLOPs of one training step: 6 x params x tokens (tokens = global batch x sequence length).
+
+    The 6PT rule of thumb (Kaplan et al. 2020, Sec. 2.1): it leaves attention out. estimate() and
+    MFU count with distlab.flops.step_flops. Lesson 7 §1 (and Lesson 4 §4).
+
+    >>> model_flops(1e9, 1000)  # 6 x 1e9 x 1e3
+    6000000000000.0
+    """
+    return finite_result(
+        "model FLOPs", FLOPS_PER_PARAM_TOKEN * positive(params, "", "params") * positive(tokens, "", "tokens")
+    )
+
+
+def forward_time(params, tokens, peak_flops) -> float:
+    """Seconds of one forward pass at peak: 2 x params x tokens / peak FLOP/s, the forward third of
+    6PT (Kaplan et al. 2020). With one layer's parameters and one microbatch's tokens it is the
+    layer_time of pipeline.analyze_stages. Lesson 4 §7.
+
+    >>> forward_time(1e9, 1000, 1e15)  # 2e12 FLOPs at 1 PFLOP/s
+    0.002
+    """
+    return finite_result(
+        "forward time", model_flops(params, tokens) / 3 / positive(peak_flops, FLOP_PER_SECOND, "peak_flops")
+    )
+
+
+def hardware_flops(params, tokens, recompute="none") -> float:
+    """FLOPs the GPUs execute: 6PT, or 8PT with full recomputation (selective recomputation of
+    attention scores adds no parameter FLOPs in this model). Narayanan et al. 2021, Sec. 5.1. The rule
+    of thumb; estimate() and HFU count with distlab.flops.step_flops (attention, logits, recompute by mode).
+    Lesson 7 §1.
+
+    >>> hardware_flops(1e9, 1000, recompute='full')  # 8 x 1e9 x 1e3
+    8000000000000.0
+    """
+    factor = FLOPS_PER_PARAM_TOKEN_FULL_RECOMPUTE if recompute_mode(recompute) == "full" else FLOPS_PER_PARAM_TOKEN
+    return finite_result("hardware FLOPs", factor * positive(params, "", "params") * positive(tokens, "", "tokens"))
+
+
+@renamed_keyword(batch="global_batch")
+def megatron_flops_per_iteration(global_batch, seq_len, layers, hidden, vocab) -> float:
+    """Narayanan et al. 2021, Eq. 3 (full recomputation, attention and logits included):
+    F = 96 B s l h^2 (1 + s / (6 h) + V / (16 l h)), B the global batch. Lesson 7 §1.
+
+    >>> round(megatron_flops_per_iteration(1536, 2048, 96, 12288, 51200) / 1e18, 2)  # GPT-3 175B, batch 1536
+    4.51
+    """
+    b = positive_int(global_batch, "global_batch")
+    s = positive_int(seq_len, "seq_len")
+    l = positive_int(layers, "layers")
+    h = positive_int(hidden, "hidden")
+    v = positive_int(vocab, "vocab")
+    return finite_result("FLOPs per iteration", 96.0 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h)))
+
+
+def training_days(params, tokens, gpus, flops_per_gpu, recompute="full") -> float:
+    """End-to-end training time in days: factor x T x P / (n X), factor 8 with full
+    recomputation (Narayanan et al. 2021, Eq. 4), 6 without. Lesson 7 §1.
+
+    >>> round(training_days(175e9, 300e9, 1024, 140e12))  # GPT-3 on 1,024 A100s at 140 TFLOP/s: Sec. 5.1's 34 days
+    34
+    """
+    seconds = hardware_flops(params, tokens, recompute) / (
+        positive_int(gpus, "gpus") * positive(flops_per_gpu, FLOP_PER_SECOND, "flops_per_gpu")
+    )
+    return finite_result("training days", seconds / 86400.0)
+
+
+def mfu(model_flops_per_step, step_time, gpus, peak_flops) -> float:
+    """Model FLOPs utilisation = model FLOPs / (step time x GPUs x peak FLOP/s per GPU).
+
+    Chowdhery et al. 2022 (PaLM), App. B. Lesson 7 §1.
+
+    >>> mfu(6e12, 2.0, 4, 1e12)  # 6e12 / (2 s x 4 GPUs x 1e12 FLOP/s)
+    0.75
+    """
+    value = positive(model_flops_per_step, "FLOP", "model_flops") / (
+        positive(step_time, SECONDS, "step_time")
+        * positive_int(gpus, "gpus")
+        * positive(peak_flops, FLOP_PER_SECOND, "peak_flops")
+    )
+    return finite_result("MFU", value)

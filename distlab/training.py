@@ -17,12 +17,19 @@ from typing import TYPE_CHECKING, Any
 from ._arguments import (
     as_cluster,
     check_fraction,
-    finite_result,
-    recompute_mode,
-    renamed_keyword,
 )
 from .errors import ConfigurationError
-from .flops import step_flops
+from .flops import (
+    FLOPS_PER_PARAM_TOKEN,
+    FLOPS_PER_PARAM_TOKEN_FULL_RECOMPUTE,
+    forward_time,
+    hardware_flops,
+    megatron_flops_per_iteration,
+    mfu,
+    model_flops,
+    step_flops,
+    training_days,
+)
 from .step.config import (
     MAX_GLOBAL_BATCH,
     MAX_MICRO_BATCH,
@@ -40,7 +47,7 @@ from .step.placement import (
 from .step.checks import check_batch, check_layout, check_memory_recipe
 from .step.data_parallel import zero3_collectives_per_layer
 from .step.terms import TERMS, step_model_array
-from .units import FLOP_PER_SECOND, SECONDS, format_bytes, format_seconds, non_negative, positive, positive_int
+from .units import format_bytes, format_seconds, non_negative
 
 if TYPE_CHECKING:
     from .memory import MemoryBreakdown
@@ -73,96 +80,6 @@ __all__ = [
     "TERMS",
     "MAX_STAGES",
 ]
-
-#: Training FLOPs per parameter per token: forward 2, backward 4 (weight and input gradients).
-FLOPS_PER_PARAM_TOKEN = 6.0
-#: With full recomputation the forward runs again during backward: 2 + 2 + 4.
-FLOPS_PER_PARAM_TOKEN_FULL_RECOMPUTE = 8.0
-
-
-def model_flops(params, tokens) -> float:
-    """Model FLOPs of one training step: 6 x params x tokens (tokens = global batch x sequence length).
-
-    The 6PT rule of thumb (Kaplan et al. 2020, Sec. 2.1): it leaves attention out. estimate() and
-    MFU count with distlab.flops.step_flops. Lesson 7 §1 (and Lesson 4 §4).
-
-    >>> model_flops(1e9, 1000)  # 6 x 1e9 x 1e3
-    6000000000000.0
-    """
-    return finite_result(
-        "model FLOPs", FLOPS_PER_PARAM_TOKEN * positive(params, "", "params") * positive(tokens, "", "tokens")
-    )
-
-
-def forward_time(params, tokens, peak_flops) -> float:
-    """Seconds of one forward pass at peak: 2 x params x tokens / peak FLOP/s, the forward third of
-    6PT (Kaplan et al. 2020). With one layer's parameters and one microbatch's tokens it is the
-    layer_time of pipeline.analyze_stages. Lesson 4 §7.
-
-    >>> forward_time(1e9, 1000, 1e15)  # 2e12 FLOPs at 1 PFLOP/s
-    0.002
-    """
-    return finite_result(
-        "forward time", model_flops(params, tokens) / 3 / positive(peak_flops, FLOP_PER_SECOND, "peak_flops")
-    )
-
-
-def hardware_flops(params, tokens, recompute="none") -> float:
-    """FLOPs the GPUs execute: 6PT, or 8PT with full recomputation (selective recomputation of
-    attention scores adds no parameter FLOPs in this model). Narayanan et al. 2021, Sec. 5.1. The rule
-    of thumb; estimate() and HFU count with distlab.flops.step_flops (attention, logits, recompute by mode).
-    Lesson 7 §1.
-
-    >>> hardware_flops(1e9, 1000, recompute='full')  # 8 x 1e9 x 1e3
-    8000000000000.0
-    """
-    factor = FLOPS_PER_PARAM_TOKEN_FULL_RECOMPUTE if recompute_mode(recompute) == "full" else FLOPS_PER_PARAM_TOKEN
-    return finite_result("hardware FLOPs", factor * positive(params, "", "params") * positive(tokens, "", "tokens"))
-
-
-@renamed_keyword(batch="global_batch")
-def megatron_flops_per_iteration(global_batch, seq_len, layers, hidden, vocab) -> float:
-    """Narayanan et al. 2021, Eq. 3 (full recomputation, attention and logits included):
-    F = 96 B s l h^2 (1 + s / (6 h) + V / (16 l h)), B the global batch. Lesson 7 §1.
-
-    >>> round(megatron_flops_per_iteration(1536, 2048, 96, 12288, 51200) / 1e18, 2)  # GPT-3 175B, batch 1536
-    4.51
-    """
-    b = positive_int(global_batch, "global_batch")
-    s = positive_int(seq_len, "seq_len")
-    l = positive_int(layers, "layers")
-    h = positive_int(hidden, "hidden")
-    v = positive_int(vocab, "vocab")
-    return finite_result("FLOPs per iteration", 96.0 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h)))
-
-
-def training_days(params, tokens, gpus, flops_per_gpu, recompute="full") -> float:
-    """End-to-end training time in days: factor x T x P / (n X), factor 8 with full
-    recomputation (Narayanan et al. 2021, Eq. 4), 6 without. Lesson 7 §1.
-
-    >>> round(training_days(175e9, 300e9, 1024, 140e12))  # GPT-3 on 1,024 A100s at 140 TFLOP/s: Sec. 5.1's 34 days
-    34
-    """
-    seconds = hardware_flops(params, tokens, recompute) / (
-        positive_int(gpus, "gpus") * positive(flops_per_gpu, FLOP_PER_SECOND, "flops_per_gpu")
-    )
-    return finite_result("training days", seconds / 86400.0)
-
-
-def mfu(model_flops_per_step, step_time, gpus, peak_flops) -> float:
-    """Model FLOPs utilisation = model FLOPs / (step time x GPUs x peak FLOP/s per GPU).
-
-    Chowdhery et al. 2022 (PaLM), App. B. Lesson 7 §1.
-
-    >>> mfu(6e12, 2.0, 4, 1e12)  # 6e12 / (2 s x 4 GPUs x 1e12 FLOP/s)
-    0.75
-    """
-    value = positive(model_flops_per_step, "FLOP", "model_flops") / (
-        positive(step_time, SECONDS, "step_time")
-        * positive_int(gpus, "gpus")
-        * positive(peak_flops, FLOP_PER_SECOND, "peak_flops")
-    )
-    return finite_result("MFU", value)
 
 
 @dataclass(frozen=True)
