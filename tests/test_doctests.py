@@ -37,6 +37,7 @@ FORMULA_MODULES = [
     "distlab.hardware",
     "distlab.models",
     "distlab.memory",
+    "distlab.precision",
     "distlab.flops",
     "distlab.efficiency",
     "distlab.memory_recipes",
