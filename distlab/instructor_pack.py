@@ -175,13 +175,13 @@ def _ex_straggler():
 
 
 def _ex_capacity():
-    c = _fn("distlab.moe.cost.expert_capacity")(4096, 8, 2, 1.25)
+    c = _fn("distlab.moe.capacity.expert_capacity")(4096, 8, 2, 1.25)
     return f"4,096 tokens, 8 experts, top-2, capacity factor 1.25: {c:,} token copies per expert"
 
 
 def _ex_remote_nodes():
-    free = _fn("distlab.moe.cost.expected_remote_nodes")(256, 8, 8)
-    limited = _fn("distlab.moe.cost.expected_remote_nodes")(256, 8, 8, max_nodes=4)
+    free = _fn("distlab.moe.all_to_all.expected_remote_nodes")(256, 8, 8)
+    limited = _fn("distlab.moe.all_to_all.expected_remote_nodes")(256, 8, 8, max_nodes=4)
     return (
         f"DeepSeek-V3, 256 experts, top-8 on 8 nodes: {free:.2f} remote nodes per token; at most 4 nodes: {limited:.2f}"
     )
@@ -356,7 +356,7 @@ CHEAT_SHEET: tuple[Formula, ...] = (
         "Expert capacity",
         "ceil(capacity factor x tokens x top_k / experts)",
         "token copies per expert",
-        "distlab.moe.cost.expert_capacity",
+        "distlab.moe.capacity.expert_capacity",
         _ex_capacity,
         "lepikhin2021",
         "Lesson 10 §3",
@@ -365,7 +365,7 @@ CHEAT_SHEET: tuple[Formula, ...] = (
         "Remote nodes a token's experts reach",
         "n (1 - C(E - E/n, k) / C(E, k)) (n-1)/n without a limit; M (n-1)/n with node-limited routing to M nodes",
         "nodes per token",
-        "distlab.moe.cost.expected_remote_nodes",
+        "distlab.moe.all_to_all.expected_remote_nodes",
         _ex_remote_nodes,
         "deepseek2024",
         "Lesson 10 §5",

@@ -44,6 +44,8 @@ FORMULA_MODULES = [
     "distlab.mesh",
     "distlab.moe.activations",
     "distlab.moe.catalog",
+    "distlab.moe.capacity",
+    "distlab.moe.all_to_all",
     "distlab.moe.cost",
     "distlab.moe.export",
     "distlab.moe.routing",

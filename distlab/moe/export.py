@@ -39,14 +39,9 @@ from .._arguments import whole_number
 from ..errors import ConfigurationError
 from .catalog import MoEModel
 from .catalog import model as moe_model
-from .cost import (
-    MAX_GPUS,
-    MAX_SEQ_LEN,
-    MAX_TOKENS,
-    ep_members_per_node,
-    expert_capacity,
-    expert_groups,
-)
+from .all_to_all import ep_members_per_node
+from .capacity import MAX_GPUS, MAX_SEQ_LEN, MAX_TOKENS, expert_capacity
+from .cost import expert_groups
 
 __all__ = [
     "FORMATS",

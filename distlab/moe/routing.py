@@ -28,7 +28,7 @@ import numpy as np
 from .._arguments import readonly, whole_number
 from ..errors import ConfigurationError
 from ..units import positive
-from .cost import expert_capacity, imbalance_factor
+from .capacity import expert_capacity, imbalance_factor
 
 __all__ = ["MAX_SCORES", "RoutingTrace", "simulate_routing"]
 
