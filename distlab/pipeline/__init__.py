@@ -8,7 +8,8 @@ are numbered from 0. The schedule kind is ``schedule`` (one of KINDS).
   dualpipe, dualpipe-v), PLACEMENTS (where a microbatch goes next: loop, v, dual);
 - ``timeline``: Timeline, simulate, schedule (the simulator: the ground truth of the bubble);
 - ``closed_form``: the bubble formulas, and their array versions the step model (distlab.training) uses;
-- ``stages``: split_layers, boundary_message_bytes, analyze_stages and its warnings;
+- ``layers``: split_layers, boundary_message_bytes;
+- ``stages``: analyze_stages; ``advice``: its warnings with computed alternatives;
 - ``memory``: StageActivations, activation_memory.
 
 Sources: GPipe (Huang et al. 2019); 1F1B = PipeDream-Flush and interleaved 1F1B (Narayanan et al. 2021,
@@ -49,15 +50,9 @@ from .schedules import (
     dualpipe_v_order,
     placement,
 )
-from .stages import (
-    MAX_SUGGESTION_OPS,
-    PipelineWarning,
-    StageAnalysis,
-    activation_bytes,
-    analyze_stages,
-    boundary_message_bytes,
-    split_layers,
-)
+from .advice import MAX_SUGGESTION_OPS, PipelineWarning
+from .layers import activation_bytes, boundary_message_bytes, split_layers
+from .stages import StageAnalysis, analyze_stages
 from .timeline import Timeline, schedule, simulate
 
 __all__ = [

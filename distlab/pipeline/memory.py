@@ -16,7 +16,7 @@ from .._arguments import renamed_keyword
 from ..errors import ConfigurationError
 from ..units import Q_, format_bytes, positive, positive_int
 from .schedules import MAX_SCHEDULE_OPS
-from .stages import split_layers
+from .layers import split_layers
 from .timeline import Timeline
 
 __all__ = ["StageActivations", "activation_memory"]
