@@ -60,6 +60,7 @@ FORMULA_MODULES = [
     "distlab.failures",
     "distlab.batch",
     "distlab.budget",
+    "distlab.pipeline.layout",
     "distlab.pipeline.schedules",
     "distlab.pipeline.timeline",
     "distlab.pipeline.closed_form",

@@ -20,7 +20,8 @@ from ..errors import ConfigurationError
 from ..units import format_bytes, format_percent, format_rate, format_seconds
 from .closed_form import bubble_fraction, closed_form
 from .layers import split_layers
-from .schedules import _check_layout, _raw_orders
+from .layout import _check_layout
+from .schedules import _raw_orders
 from .timeline import _simulate_raw
 
 __all__ = ["MAX_SUGGESTION_OPS", "PipelineWarning"]

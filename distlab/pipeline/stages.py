@@ -25,7 +25,8 @@ from ..units import (
 )
 from .advice import MAX_SUGGESTION_OPS, PipelineWarning, _Setting, _stage_warnings
 from .layers import boundary_message_bytes, split_layers
-from .schedules import _check_layout, _kind, _raw_orders, check_microbatches
+from .layout import _check_layout, _kind, check_microbatches
+from .schedules import _raw_orders
 from .timeline import MAX_TIME_RATIO, Timeline, _simulate_raw
 
 __all__ = [
