@@ -53,6 +53,7 @@ FORMULA_MODULES = [
     "distlab.planner",
     "distlab.export",
     "distlab.validation",
+    "distlab.collectives.algorithms",
     "distlab.collectives.cost",
     "distlab.collectives.simulate",
     "distlab.dataparallel",

@@ -39,7 +39,8 @@ import numpy as np
 from .._arguments import broadcasting, finite_result, number_array
 from ..errors import ConfigurationError
 from ..units import BYTES, format_bytes, format_seconds, non_negative, positive_int
-from .cost import _normalise_op, ring_all_reduce_time
+from .algorithms import ring_all_reduce_time
+from .cost import _normalise_op
 
 __all__ = [
     "PLACED_OPS",
