@@ -97,14 +97,14 @@ def main(n: int = 30, apps: str | None = None) -> None:
     """Time every control of every app, or of the apps named in `apps` (comma-separated class names; default: the
     DISTLAB_BENCH_APPS environment variable, else every app): one app at a time on a shared machine."""
     from distlab.lessons import LESSONS
-    from distlab.pipeline import stages
+    from distlab.pipeline import advice
     from distlab.widgets import common
 
     def forget_remembered():
         """Every configuration a first visit: the apps' remembered results (widgets.common.remembered) and the
-        stage analysis's remembered alternatives (pipeline.stages, functools.lru_cache) forgotten."""
+        stage analysis's remembered alternatives (pipeline.advice, functools.lru_cache) forgotten."""
         common.forget_remembered()
-        stages._bubble_for.cache_clear()
+        advice._bubble_for.cache_clear()
 
     wanted = {a for a in (apps or os.environ.get("DISTLAB_BENCH_APPS", "")).split(",") if a}
     seen = set()
@@ -119,7 +119,7 @@ def main(n: int = 30, apps: str | None = None) -> None:
                 app = _ready(app_class())
                 prepare = PREPARE.get((name, control))
                 for attribute, value in [prepare] if isinstance(prepare, tuple) else prepare or []:
-                    setattr(getattr(app, attribute), "value", value)
+                    getattr(app, attribute).value = value
                 w = getattr(app, control)
                 if getattr(w, "disabled", False):
                     print(f"{name}.{control}: skipped (disabled in the app's first state)")

@@ -50,6 +50,8 @@ FORMULA_MODULES = (
     "mesh",
     "moe.activations",
     "moe.catalog",
+    "moe.capacity",
+    "moe.all_to_all",
     "moe.cost",
     "moe.export",
     "moe.routing",

@@ -65,7 +65,7 @@ def test_every_lesson_is_on_the_syllabus_and_the_misconception_page(pack):
 
 
 def test_each_lesson_has_objectives_and_a_time_from_its_notebook(pack):
-    syllabus = instructor_pack._read_toml(ROOT / "instructor" / "syllabus.toml")
+    syllabus = instructor_pack.sources._read_toml(ROOT / "instructor" / "syllabus.toml")
     for lesson in LESSONS:
         s = instructor_pack.summarise(ROOT, lesson, syllabus)
         if not (ROOT / lesson.notebook).is_file():
@@ -148,7 +148,7 @@ def test_cheat_sheet_examples_are_the_derived_numbers(pack):
 
 def test_an_unknown_function_on_the_cheat_sheet_is_our_error():
     with pytest.raises(ConfigurationError, match="not a distlab function"):
-        instructor_pack._fn("distlab.memory.no_such_formula")
+        instructor_pack.cheat_sheet._fn("distlab.memory.no_such_formula")
 
 
 def test_the_bibliography_covers_every_citation_the_scan_finds(pack):
@@ -201,7 +201,7 @@ def test_the_command_line_builds_and_reports_our_errors(tmp_path):
 
 def test_every_lesson_after_the_first_says_what_it_builds_on():
     # issue 31: lessons 10 and 11 read "builds on: -" (instructor/syllabus.toml had no entry for them)
-    syllabus = instructor_pack._read_toml(ROOT / "instructor" / "syllabus.toml")
+    syllabus = instructor_pack.sources._read_toml(ROOT / "instructor" / "syllabus.toml")
     missing = [
         lesson.label
         for lesson in LESSONS

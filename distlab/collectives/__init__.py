@@ -1,7 +1,7 @@
 """Collective communication (Lesson 2, notebooks/02_collectives.ipynb): costs and a step-by-step simulation.
 
-- distlab.collectives.cost: the alpha-beta closed forms (collective_cost, one formula per (op,
-  algorithm) in FORMULAS), ring_all_reduce_time, and the nccl-tests bandwidth conventions
+- distlab.collectives.cost: the alpha-beta closed forms (collective_cost; one formula per (op,
+  algorithm) in FORMULAS and ring_all_reduce_time live in distlab.collectives.algorithms), and the nccl-tests bandwidth conventions
   (algorithm_bandwidth, bus_bandwidth, bus_factor).
 - distlab.collectives.placed: a collective on a placed group (ranks on nodes, the node's links, the
   fabric): the time NCCL's algorithm takes and which algorithm (placed_collective, placed_time_array).

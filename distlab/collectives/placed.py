@@ -39,7 +39,8 @@ import numpy as np
 from .._arguments import broadcasting, finite_result, number_array
 from ..errors import ConfigurationError
 from ..units import BYTES, format_bytes, format_seconds, non_negative, positive_int
-from .cost import _normalise_op, ring_all_reduce_time
+from .algorithms import ring_all_reduce_time
+from .cost import _normalise_op
 
 __all__ = [
     "PLACED_OPS",
@@ -135,7 +136,7 @@ def ring_latency_array(n, stride, gpus_per_node, intra_lat, inter_lat):
     node (alpha): (n - nodes) alpha + (nodes - 1) alpha_x, nodes = n / l (placement_array). This is NCCL's own
     ring latency model (src/graph/tuning.cc: intra-node steps at the NVLink latency, nNodes - 1 network steps).
     The hierarchical time of placed_time_array counts only the l - 1 steps inside a node, the right count for a
-    large message whose node-local phase runs once. DeepSpeed ZeRO-3 (2021) gathered every parameter tensor on
+    large message whose node-local phase runs once. DeepSpeed ZeRO-3 as Narayanan et al. 2021 ran it (Table 2) gathered every parameter tensor on
     its own collective over all ranks, so each paid this (step.data_parallel). NumPy broadcast. Lesson 7 §3.
 
     384 ranks on 48 nodes of 8, 3.4 us on NVLink and 9.6 us across: 336 x 3.4 + 47 x 9.6 = 1,593.6 us.

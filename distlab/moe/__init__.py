@@ -1,8 +1,9 @@
 """Mixture-of-experts models and expert parallelism (Lesson 10).
 
 catalog   MoEModel, MOE_MODELS, model(): shapes, total and active parameter counts, sources
-cost      FLOPs, capacity and drops, imbalance, memory over EP / expert-DP, all-to-all bytes and time,
-          moe_layer_cost (what the step model adds per MoE layer)
+capacity  expert capacity, dropped tokens, load imbalance (and the bounds every MoE formula accepts)
+all_to_all  the all-to-all's bytes per GPU (intra- and inter-node) and time, EP members per node
+cost      FLOPs, memory over EP / expert-DP, moe_layer_cost (what the step model adds per MoE layer)
 export    moe_config, megatron_moe / torchtitan_moe / deepspeed_moe: engine input for an MoE configuration
 activations  moe_activation_bytes: what an MoE layer keeps for backward, by tensor
 routing   simulate_routing: a seeded router -> top-k -> loads -> capacity -> the all-to-all byte matrix
@@ -14,21 +15,15 @@ from __future__ import annotations
 
 from .activations import MoEActivations, moe_activation_bytes, stage_activation_bytes
 from .catalog import ATTENTION_KINDS, MOE_MODELS, MoEModel, model
+from .all_to_all import all_to_all_bytes, all_to_all_time, ep_members_per_node, expected_remote_nodes
+from .capacity import busiest_expert_load, dropped_tokens, expert_capacity, imbalance_factor
 from .cost import (
     ALL_TO_ALLS_PER_LAYER,
     ExpertMemory,
     MoELayerCost,
     MoEStepCost,
-    all_to_all_bytes,
-    all_to_all_time,
-    dropped_tokens,
-    ep_members_per_node,
-    expected_remote_nodes,
-    expert_capacity,
     expert_groups,
     expert_parallel_memory,
-    imbalance_factor,
-    busiest_expert_load,
     moe_layer_cost,
     moe_step_cost,
     moe_step_flops,

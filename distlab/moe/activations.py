@@ -45,11 +45,11 @@ from ..errors import ConfigurationError
 from ..memory import RECOMPUTE_MODES
 from ..units import format_bytes
 from .catalog import model as moe_model
-from .cost import MAX_GPUS, MAX_SEQ_LEN, MAX_TOKENS
+from .capacity import MAX_GPUS, MAX_SEQ_LEN, MAX_TOKENS
 
 __all__ = ["MoEActivations", "moe_activation_bytes", "stage_activation_bytes", "routed_activation_extra_array"]
 
-#: Largest micro-batch the formula accepts (micro_batch_size x seq_len stays <= cost.MAX_TOKENS).
+#: Largest micro-batch the formula accepts (micro_batch_size x seq_len stays <= capacity.MAX_TOKENS).
 MAX_MICRO_BATCH = 2**20
 
 

@@ -39,14 +39,9 @@ from .._arguments import whole_number
 from ..errors import ConfigurationError
 from .catalog import MoEModel
 from .catalog import model as moe_model
-from .cost import (
-    MAX_GPUS,
-    MAX_SEQ_LEN,
-    MAX_TOKENS,
-    ep_members_per_node,
-    expert_capacity,
-    expert_groups,
-)
+from .all_to_all import ep_members_per_node
+from .capacity import MAX_GPUS, MAX_SEQ_LEN, MAX_TOKENS, expert_capacity
+from .cost import expert_groups
 
 __all__ = [
     "FORMATS",
@@ -180,6 +175,11 @@ def megatron_moe_flags(config) -> list[str]:
         raise ConfigurationError(
             f"{m.name}: Megatron-LM's --disable-bias-linear switches the biases of attention and MLP together"
         )
+    return _megatron_model_flags(m, c) + _megatron_parallel_flags(c) + _megatron_expert_flags(m, c)
+
+
+def _megatron_model_flags(m, c) -> list[str]:
+    """The model's shape, attention, norms, embeddings and positions (Megatron-LM pretrain_gpt.py arguments)."""
     flags = [
         "--num-layers",
         str(m.layers),
@@ -230,7 +230,12 @@ def megatron_moe_flags(config) -> list[str]:
         "--padded-vocab-size",
         str(-(-m.vocab // c.tp) * c.tp),
     ]
-    flags += ["--tensor-model-parallel-size", str(c.tp), "--pipeline-model-parallel-size", str(c.pp)]
+    return flags
+
+
+def _megatron_parallel_flags(c) -> list[str]:
+    """Tensor/pipeline parallelism, batch, sequence, optimizer and precision arguments."""
+    flags = ["--tensor-model-parallel-size", str(c.tp), "--pipeline-model-parallel-size", str(c.pp)]
     if c.tp > 1:
         flags.append("--sequence-parallel")  # required with MoE and TP (Megatron-Core MoE docs)
     flags += [
@@ -243,7 +248,12 @@ def megatron_moe_flags(config) -> list[str]:
         "--use-distributed-optimizer",
         "--bf16",
     ]
-    flags += [
+    return flags
+
+
+def _megatron_expert_flags(m, c) -> list[str]:
+    """The MoE arguments: experts, router, expert parallelism, dispatcher, shared experts, capacity, node limit."""
+    flags = [
         "--num-experts",
         str(m.experts),
         "--moe-ffn-hidden-size",

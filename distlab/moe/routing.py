@@ -28,7 +28,7 @@ import numpy as np
 from .._arguments import readonly, whole_number
 from ..errors import ConfigurationError
 from ..units import positive
-from .cost import expert_capacity, imbalance_factor
+from .capacity import expert_capacity, imbalance_factor
 
 __all__ = ["MAX_SCORES", "RoutingTrace", "simulate_routing"]
 
@@ -175,6 +175,43 @@ def simulate_routing(
     >>> int(tr.load.sum()), tr.dropped, float(tr.bytes_matrix.sum()) == 1024 * 2 * 16 * 2
     (2048, 0, True)
     """
+    t, e, k, ep, h, b, p, limit = _checked(
+        tokens_per_gpu, experts, top_k, ep, hidden, element_bytes, skew, ep_per_node, max_nodes
+    )
+    seed = whole_number(seed, "seed", 0, 2**32 - 1)
+    capacity = None if capacity_factor is None else expert_capacity(t, e, k, capacity_factor)
+
+    popularity, noise = _router_noise(seed, t * ep, e)
+    choices = _top_k(noise + np.float32(skew) * popularity, k, ep // p, limit)
+    source = (np.arange(t * ep) // t).astype(np.int32)
+    demand = np.bincount(choices.ravel(), minlength=e)
+    kept = _kept(choices, source, e, capacity)
+    load = np.bincount(choices[kept], minlength=e)
+    matrix, node_bytes = _bytes_sent(choices, source, t, e, ep, p, h * b, capacity, limit)
+    return RoutingTrace(
+        t,
+        e,
+        k,
+        ep,
+        p,
+        h,
+        b,
+        float(skew),
+        capacity,
+        limit,
+        seed,
+        readonly(choices),
+        readonly(source),
+        readonly(kept),
+        readonly(demand),
+        readonly(load),
+        readonly(matrix),
+        readonly(node_bytes) if node_bytes is not None else None,
+    )
+
+
+def _checked(tokens_per_gpu, experts, top_k, ep, hidden, element_bytes, skew, ep_per_node, max_nodes):
+    """(t, e, k, ep, h, b, p, max_nodes or None), validated in the order simulate_routing documents."""
     t = whole_number(tokens_per_gpu, "tokens_per_gpu", 1, MAX_SCORES)
     e = whole_number(experts, "experts", 1, 4096)
     k = whole_number(top_k, "top_k", 1, e)
@@ -203,68 +240,54 @@ def simulate_routing(
                 f"top_k={k} experts do not fit on max_nodes={limit} nodes of {e // nodes} "
                 f"experts; valid max_nodes: {math.ceil(k / (e // nodes))} to {nodes}"
             )
-    seed = whole_number(seed, "seed", 0, 2**32 - 1)
-    capacity = None if capacity_factor is None else expert_capacity(t, e, k, capacity_factor)
+    return t, e, k, ep, h, b, p, limit
 
-    popularity, noise = _router_noise(seed, t * ep, e)
-    scores = noise + np.float32(skew) * popularity
+
+def _top_k(scores: np.ndarray, k: int, nodes: int, limit) -> np.ndarray:
+    """Each token's k highest-scoring experts; with a node limit M < nodes, only among the M nodes whose best
+    ceil(k/M) scores sum highest (DeepSeek-V3 report Sec. 2.1.2). `scores` (tokens x experts) is overwritten."""
+    tokens, e = scores.shape
     per_node = e // nodes
     if limit is not None and limit < nodes:
         best = math.ceil(k / limit)
-        grouped = scores.reshape(t * ep, nodes, per_node)
+        grouped = scores.reshape(tokens, nodes, per_node)
         node_score = -np.partition(-grouped, best - 1, axis=2)[:, :, :best].sum(axis=2)
         chosen_nodes = np.argpartition(-node_score, limit - 1, axis=1)[:, :limit]
-        mask = np.ones((t * ep, nodes), dtype=bool)
-        mask[np.arange(t * ep)[:, None], chosen_nodes] = False
+        mask = np.ones((tokens, nodes), dtype=bool)
+        mask[np.arange(tokens)[:, None], chosen_nodes] = False
         scores[np.repeat(mask, per_node, axis=1)] = -np.inf
-    choices = np.argpartition(scores, e - k, axis=1)[:, e - k :].astype(np.int32)
-    source = (np.arange(t * ep) // t).astype(np.int32)
+    return np.argpartition(scores, e - k, axis=1)[:, e - k :].astype(np.int32)
 
-    gpu_of_expert = np.arange(e) // (e // ep)
-    demand = np.bincount(choices.ravel(), minlength=e)
+
+def _kept(choices: np.ndarray, source: np.ndarray, e: int, capacity) -> np.ndarray:
+    """Which token copies an expert accepts: all (dropless), else the first `capacity` from each source GPU in
+    token order."""
     if capacity is None:
-        kept = np.ones_like(choices, dtype=bool)
-    else:
-        key = (np.repeat(source, k) * e + choices.ravel()).astype(np.int64)
-        order = np.argsort(key, kind="stable")  # token order inside each (source GPU, expert)
-        sorted_key = key[order]
-        starts = np.searchsorted(sorted_key, sorted_key, side="left")
-        rank = np.empty_like(order)
-        rank[order] = np.arange(order.size) - starts
-        kept = (rank < capacity).reshape(choices.shape)
-    load = np.bincount(choices[kept], minlength=e)
+        return np.ones_like(choices, dtype=bool)
+    k = choices.shape[1]
+    key = (np.repeat(source, k) * e + choices.ravel()).astype(np.int64)
+    order = np.argsort(key, kind="stable")  # token order inside each (source GPU, expert)
+    sorted_key = key[order]
+    starts = np.searchsorted(sorted_key, sorted_key, side="left")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size) - starts
+    return (rank < capacity).reshape(choices.shape)
 
-    row_bytes = h * b
+
+def _bytes_sent(choices, source, t, e, ep, p, row_bytes, capacity, limit):
+    """(ep x ep bytes from each GPU to each GPU; with a node limit, the bytes from each GPU to each node)."""
+    k = choices.shape[1]
+    gpu_of_expert = np.arange(e) // (e // ep)
     if capacity is None:
         dst = gpu_of_expert[choices]
         pair = np.repeat(source, k).astype(np.int64) * ep + dst.ravel()
         matrix = np.bincount(pair, minlength=ep * ep).reshape(ep, ep) * row_bytes
     else:
         matrix = np.full((ep, ep), (e // ep) * capacity * row_bytes)
-    node_bytes = None
-    if limit is not None:
-        node_of_choice = gpu_of_expert[choices] // p
-        hit = np.zeros((t * ep, nodes), dtype=bool)
-        hit[np.repeat(np.arange(t * ep), k), node_of_choice.ravel()] = True
-        per_source = np.add.reduceat(hit.astype(float), np.arange(0, t * ep, t), axis=0)
-        node_bytes = per_source * row_bytes
-    return RoutingTrace(
-        t,
-        e,
-        k,
-        ep,
-        p,
-        h,
-        b,
-        float(skew),
-        capacity,
-        limit,
-        seed,
-        readonly(choices),
-        readonly(source),
-        readonly(kept),
-        readonly(demand),
-        readonly(load),
-        readonly(matrix),
-        readonly(node_bytes) if node_bytes is not None else None,
-    )
+    if limit is None:
+        return matrix, None
+    node_of_choice = gpu_of_expert[choices] // p
+    hit = np.zeros((t * ep, ep // p), dtype=bool)
+    hit[np.repeat(np.arange(t * ep), k), node_of_choice.ravel()] = True
+    per_source = np.add.reduceat(hit.astype(float), np.arange(0, t * ep, t), axis=0)
+    return matrix, per_source * row_bytes

@@ -46,7 +46,8 @@ from ..errors import ConfigurationError
 from .catalog import MOE_MODELS, MoEModel
 from .catalog import model as moe_model
 from .activations import routed_activation_extra_array
-from .cost import ALL_TO_ALLS_PER_LAYER, MAX_GPUS, MAX_SEQ_LEN, busiest_expert_load
+from .capacity import MAX_GPUS, MAX_SEQ_LEN, busiest_expert_load
+from .cost import ALL_TO_ALLS_PER_LAYER
 
 __all__ = [
     "MoEStepModel",

@@ -4,11 +4,14 @@ Conventions: p = ``pp`` (GPUs in one pipeline; "stages" in the lesson's words), 
 step, v = ``chunks`` (model chunks per stage, interleaved schedule only); stages, microbatches and chunks
 are numbered from 0. The schedule kind is ``schedule`` (one of KINDS).
 
-- ``schedules``: Op, KINDS, the op orders (naive, gpipe, 1f1b, interleaved, zb-h1, and Lesson 11's zb-v,
-  dualpipe, dualpipe-v), PLACEMENTS (where a microbatch goes next: loop, v, dual);
+- ``layout``: KINDS, PLACEMENTS (where a microbatch goes next: loop, v, dual), check_microbatches,
+  samples_per_pipeline, the layout checks;
+- ``schedules``: Op, the op orders (naive, gpipe, 1f1b, interleaved, zb-h1, and Lesson 11's zb-v,
+  dualpipe, dualpipe-v);
 - ``timeline``: Timeline, simulate, schedule (the simulator: the ground truth of the bubble);
 - ``closed_form``: the bubble formulas, and their array versions the step model (distlab.training) uses;
-- ``stages``: split_layers, boundary_message_bytes, analyze_stages and its warnings;
+- ``layers``: split_layers, boundary_message_bytes;
+- ``stages``: analyze_stages; ``advice``: its warnings with computed alternatives;
 - ``memory``: StageActivations, activation_memory.
 
 Sources: GPipe (Huang et al. 2019); 1F1B = PipeDream-Flush and interleaved 1F1B (Narayanan et al. 2021,
@@ -32,32 +35,22 @@ from .closed_form import (
     dualpipe_bubble_time,
 )
 from .memory import StageActivations, activation_memory
+from .layout import KINDS, PLACEMENTS, check_microbatches, placement, samples_per_pipeline
 from .schedules import (
-    KINDS,
-    PLACEMENTS,
     Op,
-    check_microbatches,
     gpipe_order,
     interleaved_order,
     naive_order,
     one_f_one_b_order,
-    samples_per_pipeline,
     stage_orders,
     zb_h1_order,
     zb_v_order,
     dualpipe_order,
     dualpipe_v_order,
-    placement,
 )
-from .stages import (
-    MAX_SUGGESTION_OPS,
-    PipelineWarning,
-    StageAnalysis,
-    activation_bytes,
-    analyze_stages,
-    boundary_message_bytes,
-    split_layers,
-)
+from .advice import MAX_SUGGESTION_OPS, PipelineWarning
+from .layers import activation_bytes, boundary_message_bytes, split_layers
+from .stages import StageAnalysis, analyze_stages
 from .timeline import Timeline, schedule, simulate
 
 __all__ = [

@@ -15,7 +15,7 @@ import numpy as np
 from .._arguments import broadcasting, code_array, finite_result, number_array, renamed_keyword
 from ..errors import ConfigurationError
 from ..units import SECONDS, non_negative, positive, positive_int
-from .schedules import _check_layout, _kind, check_microbatches
+from .layout import _check_layout, _kind, check_microbatches
 
 __all__ = [
     "ARRAY_SCHEDULES",

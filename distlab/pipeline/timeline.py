@@ -31,14 +31,16 @@ from .schedules import (
     _KIND_LETTERS,
     _LETTER_CODES,
     _W,
+    Op,
+    _raw_orders,
+)
+from .layout import (
     MAX_SCHEDULE_OPS,
     PLACEMENTS,
-    Op,
     _check_layout,
     _chunks_of,
     _kind,
     _per_stage,
-    _raw_orders,
     check_microbatches,
     placement,
 )

@@ -196,6 +196,61 @@ def collective_picture(ax, trace, t: int = 0, labels: bool = True) -> Collective
     n, chunks, contributors = trace.gpus, trace.n_chunks, trace.n_contributors
     centres, angles, order, size = _layout(trace)
     width = size * min(1.0, chunks / 3)  # a lone chunk column is drawn narrower than a full panel
+    column_rects, stripe_rects, y0 = _panel_rects(centres, size, width, n, chunks, contributors)
+
+    idle_edges = _EDGE_IDLE if n <= 8 else "none"
+    columns = PolyCollection(
+        cast(Any, column_rects.reshape(-1, 4, 2)), facecolors=EMPTY, edgecolors=idle_edges, linewidths=0.6
+    )
+    ax.add_collection(columns)
+    arrows = [_arrow(trace, centres, angles, size, width, s, r) for s, r in frames.pairs]
+    arrow_lines, arrow_heads = [a for a, _ in arrows], [h for _, h in arrows]
+    idle_lines = PathCollection([_lines(arrow_lines)], facecolors="none", edgecolors=[_ARROW_IDLE], linewidths=1.0)
+    idle_heads = PathCollection([_compound(arrow_heads)], facecolors=[_ARROW_IDLE], edgecolors="none")
+    ax.add_collection(idle_lines)
+    ax.add_collection(idle_heads)
+
+    colours = gpu_colours(contributors)
+    paths = _state_paths(trace, frames, _received_marks(column_rects, y0, n), stripe_rects, arrow_lines, arrow_heads)
+    # axis-aligned rectangles: snapped to whole pixels they stay crisp and rasterise about twice as fast
+    stripe_coll = PathCollection(paths[t][0], facecolors=colours, edgecolors="none", linewidths=0, snap=True)
+    if n <= 8:
+        outline_coll = PathCollection(
+            [paths[t][1]], facecolors="none", edgecolors=[_EDGE_NEW], linewidths=2.2, snap=True
+        )
+    else:
+        outline_coll = PathCollection([paths[t][1]], facecolors=[_EDGE_NEW], edgecolors="none", snap=True)
+    busy_lines = PathCollection([paths[t][2]], facecolors="none", edgecolors=[_ARROW_BUSY], linewidths=1.8)
+    busy_heads = PathCollection([paths[t][3]], facecolors=[_ARROW_BUSY], edgecolors="none")
+    for artist in (stripe_coll, outline_coll, busy_lines, busy_heads):
+        ax.add_collection(artist, autolim=False)
+    texts = _gpu_labels(ax, trace, centres, size, colours) if labels else []
+    ax.set_xlim(-1.62, 1.62)
+    ax.set_ylim(-1.55, 1.55)
+    ax.set_aspect("equal")
+    ax.set_axis_off()
+    picture = CollectivePicture(
+        ax,
+        trace,
+        frames,
+        stripe_rects,
+        column_rects,
+        stripe_coll,
+        outline_coll,
+        busy_lines,
+        busy_heads,
+        [columns, idle_lines, idle_heads],
+        texts,
+        t,
+        paths,
+    )
+    picture.show(t)
+    return picture
+
+
+def _panel_rects(centres, size, width, n: int, chunks: int, contributors: int):
+    """(column rectangles (gpus, chunks, 4, 2), stripe rectangles (gpus, chunks, contributors, 4, 2), column bottoms):
+    each GPU panel split into one column per chunk, each column into one stripe per contributing GPU."""
     col_w = width / chunks
     row_h = size / contributors
     gap = col_w * 0.12
@@ -218,26 +273,22 @@ def collective_picture(ax, trace, t: int = 0, labels: bool = True) -> Collective
         ],
         axis=3,
     )
+    return column_rects, stripe_rects, y0
 
-    idle_edges = _EDGE_IDLE if n <= 8 else "none"
-    columns = PolyCollection(
-        cast(Any, column_rects.reshape(-1, 4, 2)), facecolors=EMPTY, edgecolors=idle_edges, linewidths=0.6
-    )
-    ax.add_collection(columns)
-    arrows = [_arrow(trace, centres, angles, size, width, s, r) for s, r in frames.pairs]
-    arrow_lines, arrow_heads = [a for a, _ in arrows], [h for _, h in arrows]
-    idle_lines = PathCollection([_lines(arrow_lines)], facecolors="none", edgecolors=[_ARROW_IDLE], linewidths=1.0)
-    idle_heads = PathCollection([_compound(arrow_heads)], facecolors=[_ARROW_IDLE], edgecolors="none")
-    ax.add_collection(idle_lines)
-    ax.add_collection(idle_heads)
 
+def _received_marks(column_rects, y0, n: int):
+    """What marks a chunk just received: its column's outline (n <= 8), else a bar under the column."""
     if n <= 8:  # outline the chunks just received
-        marks = column_rects
-    else:  # columns a few pixels wide: a bar under each chunk just received, which hides no stripe
-        below = column_rects.copy()
-        below[..., 1] = np.where(below[..., 1] > y0[..., None], y0[..., None] - 0.015, y0[..., None] - 0.05)
-        marks = below
-    colours = gpu_colours(contributors)
+        return column_rects
+    # columns a few pixels wide: a bar under each chunk just received, which hides no stripe
+    below = column_rects.copy()
+    below[..., 1] = np.where(below[..., 1] > y0[..., None], y0[..., None] - 0.015, y0[..., None] - 0.05)
+    return below
+
+
+def _state_paths(trace, frames, marks, stripe_rects, arrow_lines, arrow_heads) -> list:
+    """Per state: (the stripes each contributor's data fills, the received marks, the busy arrows' lines, heads)."""
+    contributors = trace.n_contributors
     paths = []
     for state in range(trace.steps + 1):
         held = frames.holds[state]
@@ -247,55 +298,28 @@ def collective_picture(ax, trace, t: int = 0, labels: bool = True) -> Collective
         paths.append(
             (stripes, outline, _lines([arrow_lines[i] for i in busy]), _compound([arrow_heads[i] for i in busy]))
         )
-    # axis-aligned rectangles: snapped to whole pixels they stay crisp and rasterise about twice as fast
-    stripe_coll = PathCollection(paths[t][0], facecolors=colours, edgecolors="none", linewidths=0, snap=True)
-    if n <= 8:
-        outline_coll = PathCollection(
-            [paths[t][1]], facecolors="none", edgecolors=[_EDGE_NEW], linewidths=2.2, snap=True
-        )
-    else:
-        outline_coll = PathCollection([paths[t][1]], facecolors=[_EDGE_NEW], edgecolors="none", snap=True)
-    busy_lines = PathCollection([paths[t][2]], facecolors="none", edgecolors=[_ARROW_BUSY], linewidths=1.8)
-    busy_heads = PathCollection([paths[t][3]], facecolors=[_ARROW_BUSY], edgecolors="none")
-    for artist in (stripe_coll, outline_coll, busy_lines, busy_heads):
-        ax.add_collection(artist, autolim=False)
+    return paths
+
+
+def _gpu_labels(ax, trace, centres, size, colours) -> list:
+    """'GPU g' beside each panel, outward from the ring's centre (the server's below its panel)."""
+    n = trace.gpus
     texts = []
-    if labels:
-        fontsize = 9 if n <= 8 else 7
-        for g in range(n):
-            if trace.server is not None and g == trace.server:
-                pos, ha, va = centres[g] - (0, size / 2 + 0.04), "center", "top"
-                text = f"GPU {g}\n(server)"
-            else:
-                direction = centres[g] / max(np.linalg.norm(centres[g]), 1e-9)
-                pos = centres[g] + direction * (size / 2 + 0.05)
-                ha = "center" if abs(direction[0]) < 0.35 else ("left" if direction[0] > 0 else "right")
-                va = "center" if abs(direction[1]) < 0.35 else ("bottom" if direction[1] > 0 else "top")
-                text = f"GPU {g}"
-            texts.append(
-                ax.text(pos[0], pos[1], text, ha=ha, va=va, fontsize=fontsize, color=colours[g], fontweight="bold")
-            )
-    ax.set_xlim(-1.62, 1.62)
-    ax.set_ylim(-1.55, 1.55)
-    ax.set_aspect("equal")
-    ax.set_axis_off()
-    picture = CollectivePicture(
-        ax,
-        trace,
-        frames,
-        stripe_rects,
-        column_rects,
-        stripe_coll,
-        outline_coll,
-        busy_lines,
-        busy_heads,
-        [columns, idle_lines, idle_heads],
-        texts,
-        t,
-        paths,
-    )
-    picture.show(t)
-    return picture
+    fontsize = 9 if n <= 8 else 7
+    for g in range(n):
+        if trace.server is not None and g == trace.server:
+            pos, ha, va = centres[g] - (0, size / 2 + 0.04), "center", "top"
+            text = f"GPU {g}\n(server)"
+        else:
+            direction = centres[g] / max(np.linalg.norm(centres[g]), 1e-9)
+            pos = centres[g] + direction * (size / 2 + 0.05)
+            ha = "center" if abs(direction[0]) < 0.35 else ("left" if direction[0] > 0 else "right")
+            va = "center" if abs(direction[1]) < 0.35 else ("bottom" if direction[1] > 0 else "top")
+            text = f"GPU {g}"
+        texts.append(
+            ax.text(pos[0], pos[1], text, ha=ha, va=va, fontsize=fontsize, color=colours[g], fontweight="bold")
+        )
+    return texts
 
 
 def _arrow(trace, centres, angles, size, width, sender, receiver):

@@ -138,42 +138,53 @@ def dp_all_reduce(
     members = groups[index]
     node = members // g
     local = members % g
-    intra, inter = cl.intra_link, cl.fabric
-    nodes_used = np.unique(node)
-    per_node = [local[node == k] for k in nodes_used]
-    n = members.size
+    per_node = [local[node == k] for k in np.unique(node)]  # each used node's local ranks, in node order
     flows = _flows_per_node(groups, g, algorithm)
     if algorithm == "hierarchical":
-        counts = {len(p) for p in per_node}
-        if len(counts) != 1:
-            raise ConfigurationError(
-                f"the DP group {members.tolist()[:8]}... holds {sorted(counts)} members on different nodes; the "
-                f"hierarchical all-reduce needs the same number on each: use algorithm='ring'"
-            )
-        l = counts.pop()
-        if order == mesh.DEFAULT_ORDER:
-            aligned = bool(training.equal_local_ranks_array(dp, tp, g))
-        else:
-            aligned = all(np.array_equal(p, per_node[0]) for p in per_node)
-        k = len(nodes_used)
-        bw = cl.fabric_bandwidth_per_gpu(same_local_rank=aligned, flows_per_node=max(flows, 1))
-        intra_s, inter_s = collectives.hierarchical_parts(
-            "all-reduce", size, l, k, intra.bandwidth, intra.latency, bw, inter.latency
+        return _hierarchical(cl, size, members, per_node, flows, order == mesh.DEFAULT_ORDER, dp, tp)
+    return _flat_ring(cl, size, members, per_node, flows)
+
+
+def _hierarchical(cl, size: float, members, per_node: list, flows: int, default_order: bool, dp: int, tp: int):
+    """dp_all_reduce's 'hierarchical' algorithm: a ring over each node's l members, then a ring of M / l across
+    the k nodes at the fabric bandwidth of (aligned local ranks?, flows per node)."""
+    algorithm, intra, inter = "hierarchical", cl.intra_link, cl.fabric
+    counts = {len(p) for p in per_node}
+    if len(counts) != 1:
+        raise ConfigurationError(
+            f"the DP group {members.tolist()[:8]}... holds {sorted(counts)} members on different nodes; the "
+            f"hierarchical all-reduce needs the same number on each: use algorithm='ring'"
         )
-        require_finite("dp_all_reduce's time", intra_s, inter_s, intra_s + inter_s)
-        return DPAllReduce(
-            algorithm,
-            size,
-            tuple(members.tolist()),
-            l,
-            k,
-            aligned,
-            flows if k > 1 else 0,
-            bw if k > 1 else 0.0,
-            float(intra_s),
-            float(inter_s),
-            float(intra_s + inter_s),
-        )
+    l = counts.pop()
+    if default_order:
+        aligned = bool(training.equal_local_ranks_array(dp, tp, cl.gpus_per_node))
+    else:
+        aligned = all(np.array_equal(p, per_node[0]) for p in per_node)
+    k = len(per_node)
+    bw = cl.fabric_bandwidth_per_gpu(same_local_rank=aligned, flows_per_node=max(flows, 1))
+    intra_s, inter_s = collectives.hierarchical_parts(
+        "all-reduce", size, l, k, intra.bandwidth, intra.latency, bw, inter.latency
+    )
+    require_finite("dp_all_reduce's time", intra_s, inter_s, intra_s + inter_s)
+    return DPAllReduce(
+        algorithm,
+        size,
+        tuple(members.tolist()),
+        l,
+        k,
+        aligned,
+        flows if k > 1 else 0,
+        bw if k > 1 else 0.0,
+        float(intra_s),
+        float(inter_s),
+        float(intra_s + inter_s),
+    )
+
+
+def _flat_ring(cl, size: float, members, per_node: list, flows: int):
+    """dp_all_reduce's 'ring' strawman: one ring through the members in rank order, as slow as its slowest hop."""
+    algorithm, intra, inter, g = "ring", cl.intra_link, cl.fabric, cl.gpus_per_node
+    node, local, n = members // g, members % g, members.size
     nxt = np.roll(members, -1)
     crossing = (nxt // g) != node
     if n == 1 or not crossing.any():
@@ -186,7 +197,7 @@ def dp_all_reduce(
     require_finite("dp_all_reduce's time", t)
     l = max(len(p) for p in per_node)
     return DPAllReduce(
-        algorithm, size, tuple(members.tolist()), l, len(nodes_used), aligned, flows, bw, 0.0, float(t), float(t)
+        algorithm, size, tuple(members.tolist()), l, len(per_node), aligned, flows, bw, 0.0, float(t), float(t)
     )
 
 

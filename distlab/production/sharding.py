@@ -146,41 +146,13 @@ def sharding_plan(
     >>> round(plan.state_bytes / 1e9, 2), plan.shard, plan.replicas, plan.algorithm
     (3.37, 32, 1, 'hierarchical')
     """
-    mdl = models.model(model)
-    cl = as_cluster(cluster, nodes, fabric)
-    if not isinstance(sharding, str) or sharding not in SHARDINGS:
-        raise ConfigurationError(f"sharding={sharding!r}; valid: {', '.join(SHARDINGS)}")
-    n, per_node = cl.gpus, cl.gpus_per_node
-    if sharding == "hybrid" and cl.nodes < 2:
-        raise ConfigurationError(
-            f"sharding='hybrid' replicates across nodes, but the cluster has {cl.nodes} node; "
-            f"use nodes >= 2 or sharding='full'"
-        )
-    shard = n if sharding == "full" else per_node
-    replicas = n // shard
-    recipe = memory.precision_recipe(precision)
-    mode = recompute_mode(recompute)
-    b = positive_int(micro_batch_size, "micro_batch_size")
-    s = mdl.seq_len if seq_len is None else positive_int(seq_len, "seq_len")
-    if s > 10_000_000 or b > 4096:
-        raise ConfigurationError(
-            f"seq_len={s} or micro_batch_size={b} too large (at most 10,000,000 tokens, 4096 sequences)"
-        )
-    if efficiency is not None:
-        eff = positive(efficiency, "", "efficiency")
-        if eff > 1:
-            raise ConfigurationError(f"efficiency={efficiency!r} is a fraction of peak; valid: 0 < efficiency <= 1")
+    mdl, cl, shard, recipe, mode, b, s = _checked(
+        model, cluster, nodes, fabric, sharding, precision, recompute, micro_batch_size, seq_len, efficiency
+    )
+    n, replicas = cl.gpus, cl.gpus // shard
     t_f, t_b, achieved = _step_model_layer(mdl, cl, recipe, n, b, s, mode, efficiency)
     layer_bytes = float(mdl.parameter_count()) / mdl.layers * recipe.gradient_bytes
-
-    ag = placed_collective("all-gather", layer_bytes, shard, cl, achieved=achieved)
-    rs = placed_collective("reduce-scatter", layer_bytes, shard, cl, achieved=achieved)
-    reduce_s = rs.time_s
-    ar_sent = 0.0
-    if replicas > 1:
-        ar = placed_collective("all-reduce", layer_bytes / shard, replicas, cl, stride=shard, achieved=achieved)
-        reduce_s += ar.time_s
-        ar_sent = ar.inter_sent_bytes
+    ag, rs, reduce_s, ar_sent = _layer_collectives(layer_bytes, shard, replicas, cl, achieved)
     tl = fsdp_timeline(
         t_f, t_b, ag.time_s, reduce_s, mdl.layers, prefetch=prefetch, reshard_after_forward=reshard_after_forward
     )
@@ -211,6 +183,48 @@ def sharding_plan(
         ag.algorithm,
         layer_bytes,
     )
+
+
+def _checked(model, cluster, nodes, fabric, sharding, precision, recompute, micro_batch_size, seq_len, efficiency):
+    """(model, cluster, shard size, precision recipe, recompute mode, b, s), checked in sharding_plan's order."""
+    mdl = models.model(model)
+    cl = as_cluster(cluster, nodes, fabric)
+    if not isinstance(sharding, str) or sharding not in SHARDINGS:
+        raise ConfigurationError(f"sharding={sharding!r}; valid: {', '.join(SHARDINGS)}")
+    n, per_node = cl.gpus, cl.gpus_per_node
+    if sharding == "hybrid" and cl.nodes < 2:
+        raise ConfigurationError(
+            f"sharding='hybrid' replicates across nodes, but the cluster has {cl.nodes} node; "
+            f"use nodes >= 2 or sharding='full'"
+        )
+    shard = n if sharding == "full" else per_node
+    recipe = memory.precision_recipe(precision)
+    mode = recompute_mode(recompute)
+    b = positive_int(micro_batch_size, "micro_batch_size")
+    s = mdl.seq_len if seq_len is None else positive_int(seq_len, "seq_len")
+    if s > 10_000_000 or b > 4096:
+        raise ConfigurationError(
+            f"seq_len={s} or micro_batch_size={b} too large (at most 10,000,000 tokens, 4096 sequences)"
+        )
+    if efficiency is not None:
+        eff = positive(efficiency, "", "efficiency")
+        if eff > 1:
+            raise ConfigurationError(f"efficiency={efficiency!r} is a fraction of peak; valid: 0 < efficiency <= 1")
+    return mdl, cl, shard, recipe, mode, b, s
+
+
+def _layer_collectives(layer_bytes: float, shard: int, replicas: int, cl, achieved):
+    """One layer's placed all-gather and reduce-scatter over the shard group, the reduce time (with HSDP's
+    all-reduce of M / shard across the replicas, stride shard), and that all-reduce's network bytes."""
+    ag = placed_collective("all-gather", layer_bytes, shard, cl, achieved=achieved)
+    rs = placed_collective("reduce-scatter", layer_bytes, shard, cl, achieved=achieved)
+    reduce_s = rs.time_s
+    ar_sent = 0.0
+    if replicas > 1:
+        ar = placed_collective("all-reduce", layer_bytes / shard, replicas, cl, stride=shard, achieved=achieved)
+        reduce_s += ar.time_s
+        ar_sent = ar.inter_sent_bytes
+    return ag, rs, reduce_s, ar_sent
 
 
 def compare_sharding(model, cluster, **kwargs) -> tuple[ShardingPlan, ShardingPlan]:

@@ -82,7 +82,7 @@ def dp_term(c: StepConfig, r: dict) -> dict:
     its backward, one all-gather. ZeRO-3 (FSDP): per microbatch and layer an all-gather for the forward, one for the
     backward (not for the last layer, kept unsharded) and a reduce-scatter, (3 L - 1) halves of the layer's shard
     (Rajbhandari et al. 2020, Sec. 7.2.2), exposed as distlab.fsdp.layer_by_layer_exposed (one layer of prefetch).
-    Per parameter tensor (zero3_tensors = k > 1 collectives per layer, DeepSpeed 2021) each layer's gather and
+    Per parameter tensor (zero3_tensors = k > 1 collectives per layer: DeepSpeed ZeRO-3 as Narayanan et al. 2021 Table 2 ran it) each layer's gather and
     reduction also pays k - 1 more ring latencies over all dp x cp ranks (ring_latency_array): the flat buffer's
     one is in the placed time already. No replicas: nothing. Lesson 3, Lesson 7 §3."""
     grad, expert, replicas, all_reduce_of = _gradient_groups(c)

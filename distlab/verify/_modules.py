@@ -26,6 +26,7 @@ def _noop(_name):
 
 @functools.lru_cache(maxsize=None)
 def _classes():
+    """(Block, GPT, checkpoint): the torch modules, defined on first use (torch is imported then)."""
     torch = require_torch()
     from torch import nn
     from torch.nn import functional as F
@@ -38,38 +39,14 @@ def _classes():
             raise ConfigurationError("norm='rmsnorm' needs torch >= 2.4 (nn.RMSNorm); valid here: layernorm")
         return nn.RMSNorm(model.hidden)
 
-    class Block(nn.Module):
-        """One transformer layer: LN, QKV, attention core, out-proj, dropout, add; LN, MLP, dropout, add."""
+    Block = _block_class(torch, nn, F, checkpoint, norm)
+    return Block, _gpt_class(torch, nn, Block, norm), checkpoint
 
-        def __init__(self, model, p_drop, dropout_impl="native", attention="math"):
-            super().__init__()
-            h, f = model.hidden, model.ffn
-            self.heads, self.kv_heads, self.head_dim = model.heads, model.kv_heads, model.head_dim
-            self.gated = model.gated_mlp
-            self.p_drop = p_drop if model.dropout else 0.0
-            self.dropout_impl, self.attention = dropout_impl, attention
-            self.attention_node = ""  # autograd node of the last F.scaled_dot_product_attention output
-            self.ln1 = norm(model)
-            # One fused projection, laid out per key/value group as [q_1 .. q_r, k, v] (Megatron-LM),
-            # so that q, k and v are views of its output: h*h + 2*h*kv weights (+ h + 2kv biases).
-            self.qkv = nn.Linear(h, h + 2 * model.kv_dim, bias=model.biases)
-            self.proj = nn.Linear(h, h, bias=model.biases)
-            self.ln2 = norm(model)
-            if self.gated:
-                self.gate = nn.Linear(h, f, bias=model.biases)
-                self.up = nn.Linear(h, f, bias=model.biases)
-            else:
-                self.fc1 = nn.Linear(h, f, bias=model.biases)
-            self.fc2 = nn.Linear(f, h, bias=model.biases)
 
-        def _drop(self, x):
-            if not (self.training and self.p_drop > 0):
-                return x
-            if self.dropout_impl == "native":
-                # What F.dropout runs on a GPU: a fused kernel whose backward keeps a bool mask (1 byte).
-                return torch.native_dropout(x, self.p_drop, True)[0]
-            return F.dropout(x, self.p_drop, True)
+def _attention_core_class(torch, F):
+    """Block's attention core: the fused QKV output split into heads, then Q K^T, softmax, dropout, x V (or SDPA)."""
 
+    class AttentionCore:
         def _split(self, qkv):
             s, b = qkv.shape[0], qkv.shape[1]
             a, g, d = self.heads, self.kv_heads, self.head_dim
@@ -109,6 +86,44 @@ def _classes():
             mark("attention x V")
             return torch.bmm(probs, v)
 
+    return AttentionCore
+
+
+def _block_class(torch, nn, F, checkpoint, norm):
+    """The Block class: one transformer layer (its attention core from _attention_core_class)."""
+
+    class Block(nn.Module, _attention_core_class(torch, F)):
+        """One transformer layer: LN, QKV, attention core, out-proj, dropout, add; LN, MLP, dropout, add."""
+
+        def __init__(self, model, p_drop, dropout_impl="native", attention="math"):
+            super().__init__()
+            h, f = model.hidden, model.ffn
+            self.heads, self.kv_heads, self.head_dim = model.heads, model.kv_heads, model.head_dim
+            self.gated = model.gated_mlp
+            self.p_drop = p_drop if model.dropout else 0.0
+            self.dropout_impl, self.attention = dropout_impl, attention
+            self.attention_node = ""  # autograd node of the last F.scaled_dot_product_attention output
+            self.ln1 = norm(model)
+            # One fused projection, laid out per key/value group as [q_1 .. q_r, k, v] (Megatron-LM),
+            # so that q, k and v are views of its output: h*h + 2*h*kv weights (+ h + 2kv biases).
+            self.qkv = nn.Linear(h, h + 2 * model.kv_dim, bias=model.biases)
+            self.proj = nn.Linear(h, h, bias=model.biases)
+            self.ln2 = norm(model)
+            if self.gated:
+                self.gate = nn.Linear(h, f, bias=model.biases)
+                self.up = nn.Linear(h, f, bias=model.biases)
+            else:
+                self.fc1 = nn.Linear(h, f, bias=model.biases)
+            self.fc2 = nn.Linear(f, h, bias=model.biases)
+
+        def _drop(self, x):
+            if not (self.training and self.p_drop > 0):
+                return x
+            if self.dropout_impl == "native":
+                # What F.dropout runs on a GPU: a fused kernel whose backward keeps a bool mask (1 byte).
+                return torch.native_dropout(x, self.p_drop, True)[0]
+            return F.dropout(x, self.p_drop, True)
+
         def forward(self, x, recompute="none", mark=_noop):
             s, b, h = x.shape
             mark("LayerNorm 1")
@@ -140,6 +155,12 @@ def _classes():
             mark("dropout after MLP")
             return x + self._drop(y)
 
+    return Block
+
+
+def _gpt_class(torch, nn, Block, norm):
+    """The GPT class: embeddings, `model.layers` Blocks, final norm, output layer."""
+
     class GPT(nn.Module):
         """Token (and learned position) embeddings, blocks, final norm, output layer (tied or not)."""
 
@@ -161,7 +182,7 @@ def _classes():
             weight = self.tok.weight if self.head is None else self.head.weight
             return x @ weight.t()
 
-    return Block, GPT, checkpoint
+    return GPT
 
 
 def build_gpt(model, dropout=0.1, seed=0):

@@ -84,8 +84,15 @@ class MoEActivationMeasurement:
 
 @functools.lru_cache(maxsize=None)
 def _classes():
+    """The MoEBlock class, defined on first use (torch is imported then)."""
     torch = require_torch()
     from torch import nn
+
+    return _moe_block_class(torch, nn, *_fused_functions(torch))
+
+
+def _fused_functions(torch):
+    """(FusedRMSNorm, FusedSwiGLU): autograd functions that save what Megatron's fused kernels save."""
 
     def wide(t):  # fp32, or float64 when checking gradients
         return t.to(torch.promote_types(t.dtype, torch.float32))
@@ -125,6 +132,12 @@ def _classes():
             sig, g = torch.sigmoid(gate), wide(grad)
             dgate = g * up * sig * (1 + gate * (1 - sig))
             return torch.cat([dgate, g * gate * sig], dim=-1).to(gate_up.dtype)
+
+    return FusedRMSNorm, FusedSwiGLU
+
+
+def _moe_block_class(torch, nn, FusedRMSNorm, FusedSwiGLU):
+    """The MoEBlock class: Megatron-Core's MoE MLP on one process, each saved tensor's op marked."""
 
     class MoEBlock(nn.Module):
         """RMSNorm, router, top-k, dispatch, SwiGLU experts, weighted combine, shared experts, residual."""

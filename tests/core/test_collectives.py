@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from distlab import collectives as C
-from distlab.collectives import cost as collective_formulas
+from distlab.collectives import algorithms as collective_algorithms
 from distlab.errors import ConfigurationError, DistlabError, UnitError, UnknownNameError
 from distlab.units import Q_
 
@@ -173,10 +173,12 @@ def test_double_binary_tree_structure():
             interior.append(children > 0)
         # a rank is interior in at most one of the two trees (what makes it "full bandwidth")
         assert not np.any(interior[0] & interior[1])
-        units, _ = collective_formulas._double_tree_load(n)
+        units, _ = collective_algorithms._double_tree_load(n)
         if n >= 4:
             assert units == 4  # 2M, the value used beyond 2^16 GPUs without building the trees
-    assert collective_formulas._double_tree_load(2**16 + 1)[0] == collective_formulas._double_tree_load(2**16)[0] == 4
+    assert (
+        collective_algorithms._double_tree_load(2**16 + 1)[0] == collective_algorithms._double_tree_load(2**16)[0] == 4
+    )
 
 
 def test_hierarchical_two_nodes_of_eight():

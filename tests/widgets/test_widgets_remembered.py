@@ -228,15 +228,15 @@ def neighbour_values_of(app, name):
     p2p=st.sampled_from([0.0, 1e-4]),
 )
 def test_the_stage_analysis_alternatives_remembered_equal_a_fresh_simulation(kind, p, m, v, p2p):
-    # pipeline.stages remembers the bubble of each alternative it simulates (functools.lru_cache): the remembered
+    # pipeline.advice remembers the bubble of each alternative it simulates (functools.lru_cache): the remembered
     # value is the fresh one, and the table is bounded
-    from distlab.pipeline import stages
+    from distlab.pipeline import advice
 
     args = (kind, p, m, v, 40, 2e-3, 2.0, p2p)
-    remembered_value = stages._bubble_for(*args)
-    assert stages._bubble_for(*args) == remembered_value
-    assert stages._bubble_for.__wrapped__(*args) == remembered_value
-    assert stages._bubble_for.cache_info().maxsize == 4096
+    remembered_value = advice._bubble_for(*args)
+    assert advice._bubble_for(*args) == remembered_value
+    assert advice._bubble_for.__wrapped__(*args) == remembered_value
+    assert advice._bubble_for.cache_info().maxsize == 4096
 
 
 def test_remembered_tells_true_one_and_one_point_zero_apart():
