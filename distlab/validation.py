@@ -356,9 +356,15 @@ class Comparison:
     rows: tuple
     summary: dict
     tiers: dict
+    groups: dict | None = None  # validation runs split by "gpu", "precision" and "engine" (split_validation)
 
     def to_dict(self) -> dict:
-        return {"rows": [r.to_dict() for r in self.rows], "summary": self.summary, "tiers": self.tiers}
+        return {
+            "rows": [r.to_dict() for r in self.rows],
+            "summary": self.summary,
+            "tiers": self.tiers,
+            "groups": self.groups,
+        }
 
 
 def _row(run_: dict) -> ComparisonRow:
@@ -412,7 +418,40 @@ def compare(role: str = "validation") -> Comparison:
     summary = {r: _stats([x for x in rows if x.role == r]) for r in ROLES if any(x.role == r for x in rows)}
     tier_names = sorted({x.tier for x in rows if x.role == "validation"})
     tiers = {t: _stats([x for x in rows if x.role == "validation" and x.tier == t]) for t in tier_names}
-    return Comparison(rows=rows, summary=summary, tiers=tiers)
+    return Comparison(rows=rows, summary=summary, tiers=tiers, groups=split_validation(rows))
+
+
+#: The engine a run's memory recipe stands for (split_validation): the 16 B/param ZeRO-paper recipe is what the
+#: papers of 2021-2022 (Megatron-LM, DeepSpeed) and the runs that state no engine are mapped with.
+RECIPE_ENGINES = {"megatron": "megatron/nemo", "deepspeed": "deepspeed", "fsdp2": "fsdp", "zero-paper": "zero-paper"}
+
+
+def run_kind(run_: dict) -> dict:
+    """A run's GPU family, precision and engine (by its memory recipe: RECIPE_ENGINES), as split_validation groups
+    it. Lesson 7 §8.
+
+    >>> run_kind(run("dgxc-h100-llama31-8b-8gpu-fp8"))
+    {'gpu': 'h100', 'precision': 'fp8', 'engine': 'megatron/nemo'}
+    """
+    given = run_["distlab"]["estimate"]
+    recipe = str(given.get("memory_recipe", "zero-paper"))
+    engine = next((e for prefix, e in RECIPE_ENGINES.items() if recipe.startswith(prefix)), recipe)
+    gpu = _family(run_cluster(run_).accelerator.name) if run_["distlab"]["cluster"] is not None else "unstated"
+    return {"gpu": gpu, "precision": str(given.get("precision", "mixed")), "engine": engine}
+
+
+def split_validation(rows) -> dict:
+    """The validation rows' statistics (as compare()'s summary) split by GPU family, by precision and by engine:
+    {"gpu": {"a100": stats, ...}, "precision": {...}, "engine": {...}}. Issue 30 asks the accuracy reported so."""
+    by_id = {r["id"]: r for r in load_runs("validation")}
+    kinds = {
+        x.id: run_kind(by_id[x.id]) for x in rows if x.role == "validation" and by_id[x.id]["distlab"]["expressible"]
+    }
+    out: dict = {}
+    for key in ("gpu", "precision", "engine"):
+        values = sorted({k[key] for k in kinds.values()})
+        out[key] = {v: _stats([x for x in rows if x.id in kinds and kinds[x.id][key] == v]) for v in values}
+    return out
 
 
 #: The fewest validation runs an error band is the mean of: with fewer runs of the kind asked for, the kind widens

@@ -102,6 +102,9 @@ def run(args) -> int:
         print(_summary_line(role, stats))
     for tier, stats in comparison.tiers.items():
         print("  validation, " + _summary_line(tier, stats))
+    for key, words in (("gpu", "GPU"), ("precision", "precision"), ("engine", "engine (by memory recipe)")):
+        for value, stats in (comparison.groups or {}).get(key, {}).items():
+            print(f"  validation by {words}, " + _summary_line(value, stats))
     print()
     print("sources:")
     for s in sources:

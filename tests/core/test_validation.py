@@ -210,3 +210,30 @@ def test_plot_draws_every_priced_row(tmp_path):
     fig.savefig(tmp_path / "validation.png")
     assert cli.main(["validate", "--role", "calibration", "--plot", str(tmp_path / "cli.png")]) == 0
     assert (tmp_path / "cli.png").stat().st_size > 0
+
+
+def test_the_validation_split_by_gpu_precision_and_engine_recounts_the_rows():
+    """Issue 30 asks the accuracy split by GPU, precision and engine. Recount each group from the rows and the data
+    file (the engine read from the run's memory_recipe by hand): same runs, same mean |error|; every scored
+    validation row lands in exactly one group of each split."""
+    c = validation.compare("validation")
+    data = {r["id"]: r for r in validation.load_runs("validation")}
+    scored = [r for r in c.rows if r.status == "predicted"]
+
+    def engine(run_id):
+        recipe = data[run_id]["distlab"]["estimate"].get("memory_recipe", "zero-paper")
+        return "megatron/nemo" if recipe.startswith("megatron") else {"fsdp2": "fsdp"}.get(recipe, recipe)
+
+    def precision(run_id):
+        return data[run_id]["distlab"]["estimate"].get("precision", "mixed")
+
+    for key, of in (("engine", engine), ("precision", precision)):
+        groups = c.groups[key]
+        assert sum(g["scored"] for g in groups.values()) == len(scored)
+        for value, stats in groups.items():
+            errors = [abs(r.error_percent) for r in scored if of(r.id) == value]
+            assert stats["scored"] == len(errors)
+            if errors:
+                assert stats["mean_abs_error_percent"] == pytest.approx(sum(errors) / len(errors), rel=1e-12)
+    assert set(c.groups["gpu"]) >= {"a100", "h100"} and set(c.groups["precision"]) >= {"mixed", "fp8"}
+    assert sum(g["scored"] for g in c.groups["gpu"].values()) == len(scored)
