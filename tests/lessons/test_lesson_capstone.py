@@ -209,3 +209,32 @@ def test_any_layout_or_plan_gets_a_verdict_in_words(layout, number):
             step = lesson.assignment_estimate(lesson.read_layout(layout))
             days = 1e12 / step.tokens_per_s / 86400
             assert step.feasible and days * (1 + lesson._band()) <= lesson.ASSIGNMENT_DAYS
+
+
+def test_the_grading_stub_carries_the_brief_and_no_answer():
+    # a graded kernel imports distlab.lessons.capstone as stubs (distlab.grading.student_view): the exercise's
+    # imports (the brief's constants, q1..q8) must exist there, q1's variant params must travel, and no expected
+    # value may
+    import ast
+    import json
+    from pathlib import Path
+
+    from distlab.grading.student_view import stub_source
+
+    source = stub_source("capstone")
+    exercise = json.loads((Path(__file__).resolve().parents[2] / "exercises" / "12_capstone.ipynb").read_text())
+    imported = {
+        alias.name
+        for cell in exercise["cells"]
+        if cell["cell_type"] == "code"
+        for node in ast.walk(ast.parse("".join(cell["source"])))
+        if isinstance(node, ast.ImportFrom) and node.module == "distlab.lessons.capstone"
+        for alias in node.names
+    }
+    assert {"ASSIGNMENT", "LAYOUT_B", "DENSE_HABIT", "MOE_CHANGES", "q8"} <= imported
+    for name in imported:
+        assert f"\n{name} = " in source, name
+    assert f"\nASSIGNMENT = {lesson.ASSIGNMENT!r}" in source
+    assert "'q1': QuestionStub(" in source and "params={'tokens_b': 1000, 'days': 48}" in source
+    for q in (lesson.q1, lesson.q2, lesson.q4, lesson.q5, lesson.q6):
+        assert repr(q.expected()) not in source and f"{q.expected():.4g}" not in source, q.name
