@@ -1,5 +1,5 @@
 """Batch size in the large: the linear learning-rate scaling rule, warm-up, layer-wise trust ratios (LARS, LAMB)
-and the critical batch size (Lesson 11 §5).
+and the critical batch size (Lesson 11b §3).
 
 More data parallelism means a larger global batch (or smaller microbatches). Two results say how far that helps:
 
@@ -52,7 +52,7 @@ KAPLAN_ALPHA_B = 0.21
 
 
 def scaled_learning_rate(base_lr, base_batch, batch) -> float:
-    """Goyal et al. 2017's linear scaling rule: lr = base_lr x batch / base_batch. Lesson 11 §5.
+    """Goyal et al. 2017's linear scaling rule: lr = base_lr x batch / base_batch. Lesson 11b §3.
 
     Their reference: 0.1 for 256 images, so 3.2 for 8,192.
 
@@ -68,7 +68,7 @@ def scaled_learning_rate(base_lr, base_batch, batch) -> float:
 def warmup_learning_rate(step, warmup_steps, peak_lr, start_lr=0.0) -> float:
     """Goyal et al. 2017's gradual warm-up (Sec. 2.2): the rate rises linearly from start_lr at step 0 to peak_lr at
     step warmup_steps, and stays at peak_lr after (the decay that follows is the ordinary schedule's). Goyal et al.
-    start at the small batch's rate (0.1) and reach k x 0.1 after 5 epochs. Lesson 11 §5.
+    start at the small batch's rate (0.1) and reach k x 0.1 after 5 epochs. Lesson 11b §3.
 
     Half way through their warm-up to 3.2 (batch 8,192, k = 32): 0.1 + (3.2 - 0.1) / 2.
 
@@ -95,7 +95,7 @@ def lars_trust_ratio(weight_norm, grad_norm, trust_coefficient=0.001, weight_dec
     lambda = eta x ||w|| / (||g|| + beta x ||w||), eta the trust coefficient, beta the weight decay; the layer's
     step is the global rate x lambda x (g + beta w). A layer whose gradient is small against its weights gets a
     larger step, one whose gradient is large a smaller one. With a zero norm there is no ratio: 1 is returned (what
-    implementations commonly do, e.g. for zero-initialised biases). Lesson 11 §5.
+    implementations commonly do, e.g. for zero-initialised biases). Lesson 11b §3.
 
     A layer with ||w|| = 1 and ||g|| = 0.01 at eta = 0.001: 0.001 x 1 / 0.01 = 0.1.
 
@@ -114,7 +114,7 @@ def lamb_trust_ratio(weight_norm, update_norm) -> float:
     """LAMB's layer-wise trust ratio (You et al. 2019, Algorithm 2, phi the identity): ||x|| / ||r + lambda x||,
     where r + lambda x is the layer's Adam update with weight decay (update_norm is its norm); the layer moves by
     the global rate x this ratio x (r + lambda x), so every layer's step is the same fraction of its weights.
-    A zero norm returns 1, as implementations commonly do. Lesson 11 §5.
+    A zero norm returns 1, as implementations commonly do. Lesson 11b §3.
 
     A layer with ||x|| = 2 whose Adam update has norm 50: 2 / 50.
 
@@ -128,7 +128,7 @@ def lamb_trust_ratio(weight_norm, update_norm) -> float:
 
 
 def optimal_learning_rate(batch, noise_scale, max_lr) -> float:
-    """McCandlish et al. 2018, Eq. 2.7: eps_opt(B) = eps_max / (1 + B_noise / B). Lesson 11 §5.
+    """McCandlish et al. 2018, Eq. 2.7: eps_opt(B) = eps_max / (1 + B_noise / B). Lesson 11b §3.
 
     Linear in B while B << B_noise (the scaling rule), flat at eps_max once B >> B_noise.
 
@@ -143,7 +143,7 @@ def optimal_learning_rate(batch, noise_scale, max_lr) -> float:
 def steps_and_examples(batch, critical_batch, min_steps) -> tuple[float, float]:
     """(steps, examples) to reach a fixed loss at batch B (McCandlish et al. 2018, Eq. 2.11, with
     B_noise = B_crit = E_min / S_min): S = S_min (1 + B_crit / B), E = S x B = E_min (1 + B / B_crit).
-    Lesson 11 §5.
+    Lesson 11b §3.
 
     At B = B_crit: twice the fewest steps and twice the fewest examples.
 
@@ -159,7 +159,7 @@ def steps_and_examples(batch, critical_batch, min_steps) -> tuple[float, float]:
 
 def critical_batch_tokens(loss) -> float:
     """Kaplan et al. 2020, Eq. 5.3: B_crit(L) ~ B_* / L^(1/alpha_B), in tokens, L the loss in nats (> 0).
-    Lesson 11 §5.
+    Lesson 11b §3.
 
     >>> round(critical_batch_tokens(2.0) / 1e6, 2)  # 2e8 / 2^(1/0.21) = 2e8 / 27.1: 7.4 million tokens
     7.37
@@ -174,7 +174,7 @@ def critical_batch_tokens(loss) -> float:
 
 @dataclass(frozen=True)
 class BatchScaling:
-    """What growing the global batch by data parallelism buys (McCandlish et al. 2018). Lesson 11 §5.
+    """What growing the global batch by data parallelism buys (McCandlish et al. 2018). Lesson 11b §3.
 
     ``speedup`` = S(base) / S(batch): fewer steps; ``compute_cost`` = E(batch) / E(base): more examples;
     ``efficiency`` = speedup / (batch / base_batch): 1 is perfect (linear) scaling."""
@@ -199,7 +199,7 @@ class BatchScaling:
 
 def batch_scaling(base_batch, batch, critical_batch) -> BatchScaling:
     """Steps saved and compute spent going from base_batch to batch (McCandlish et al. 2018, Eq. 2.11). The
-    limit of "more DP": past the critical batch each doubling saves ever fewer steps. Lesson 11 §5.
+    limit of "more DP": past the critical batch each doubling saves ever fewer steps. Lesson 11b §3.
 
     >>> batch_scaling(1e6, 4e6, 4e6).speedup  # (1 + 4) / (1 + 1)
     2.5

@@ -1,5 +1,5 @@
 """Failures and checkpoints at scale: interruptions, checkpoint size and time, the optimal interval, goodput
-(Lesson 11 §4).
+(Lesson 11b §2).
 
 A synchronous job stops when any of its N GPUs (or their hosts, links, switches) fails. With failures
 independent at a rate lambda per GPU, the job's failures arrive at N lambda: mean time between failures
@@ -82,7 +82,7 @@ CHECKPOINT_MODES = ("sync", "async", "in-memory")
 
 
 def failure_rate_per_gpu_hour(interruptions=LLAMA3["unexpected"], gpus=LLAMA3["gpus"], days=LLAMA3["days"]) -> float:
-    """Failures per GPU per hour observed: interruptions / (gpus x hours). Lesson 11 §4.
+    """Failures per GPU per hour observed: interruptions / (gpus x hours). Lesson 11b §2.
 
     Llama 3's 419 unexpected interruptions in 54 days on 16,384 GPUs: 419 / (16384 x 1296 h) = 1.97e-5 per
     GPU-hour, one failure per GPU in about 50,700 hours (5.8 years).
@@ -97,7 +97,7 @@ def failure_rate_per_gpu_hour(interruptions=LLAMA3["unexpected"], gpus=LLAMA3["g
 
 
 def expected_interruptions(gpus, days, rate_per_gpu_hour) -> float:
-    """Expected failures of a job: gpus x hours x rate (independent failures). Lesson 11 §4.
+    """Expected failures of a job: gpus x hours x rate (independent failures). Lesson 11b §2.
 
     >>> round(expected_interruptions(16384, 54, failure_rate_per_gpu_hour()))  # back to Llama 3's 419
     419
@@ -109,7 +109,7 @@ def expected_interruptions(gpus, days, rate_per_gpu_hour) -> float:
 
 
 def job_mtbf(gpus, rate_per_gpu_hour) -> float:
-    """Mean time between failures of a job on `gpus` GPUs, seconds: 1 / (N lambda). Lesson 11 §4.
+    """Mean time between failures of a job on `gpus` GPUs, seconds: 1 / (N lambda). Lesson 11b §2.
 
     >>> round(job_mtbf(16384, failure_rate_per_gpu_hour()) / 3600, 2)  # Llama 3: one every 3.09 hours
     3.09
@@ -136,7 +136,7 @@ def _rate(value, allow_zero=True) -> float:
 
 def checkpoint_bytes(model, precision="mixed") -> float:
     """Bytes of a full checkpoint: (weight + optimizer bytes) x params (distlab.memory's recipe; gradients
-    are not saved). Lesson 11 §4.
+    are not saved). Lesson 11b §2.
 
     >>> checkpoint_bytes(405e9) / 1e12  # 405B, mixed-precision Adam: 14 B per parameter
     5.67
@@ -147,7 +147,7 @@ def checkpoint_bytes(model, precision="mixed") -> float:
 
 
 def checkpoint_seconds(size, storage_bandwidth, *, mode="sync", gpus=1, host_link="pcie5") -> float:
-    """Seconds training stops to take a checkpoint of `size` bytes. Lesson 11 §4.
+    """Seconds training stops to take a checkpoint of `size` bytes. Lesson 11b §2.
 
     sync: size / storage_bandwidth (all GPUs write their shards at once; the storage is the limit).
     async and in-memory: each GPU copies its shard size / gpus to host memory over ``host_link``
@@ -183,7 +183,7 @@ def _seconds(value, name: str, allow_zero: bool = False) -> float:
 
 
 def young_interval(checkpoint_s, mtbf_s) -> float:
-    """Young's optimal checkpoint interval, seconds: sqrt(2 delta M) (Young 1974, CACM 17(9)). Lesson 11 §4.
+    """Young's optimal checkpoint interval, seconds: sqrt(2 delta M) (Young 1974, CACM 17(9)). Lesson 11b §2.
 
     >>> round(young_interval(60, 3 * 3600), 1)  # 1-minute checkpoints, a failure every 3 hours: 19 minutes
     1138.4
@@ -195,7 +195,7 @@ def young_interval(checkpoint_s, mtbf_s) -> float:
 
 def daly_interval(checkpoint_s, mtbf_s) -> float:
     """Daly's optimal checkpoint interval, seconds (Daly 2006, FGCS 22(3), Eq. 37): for delta < 2M,
-    sqrt(2 delta M) (1 + sqrt(delta / (2M)) / 3 + delta / (18 M)) - delta; else M. Lesson 11 §4.
+    sqrt(2 delta M) (1 + sqrt(delta / (2M)) / 3 + delta / (18 M)) - delta; else M. Lesson 11b §2.
 
     >>> round(daly_interval(60, 3 * 3600))  # 1138.4 x (1 + 0.0176 + 0.0003) - 60
     1099
@@ -210,7 +210,7 @@ def daly_interval(checkpoint_s, mtbf_s) -> float:
 
 def goodput(interval_s, checkpoint_s, mtbf_s, restart_s=0.0) -> float:
     """Useful share of wall time with checkpoints every ``interval_s`` (Daly 2006's complete model,
-    exponential failures): tau / (M e^{R/M} (e^{(tau + delta)/M} - 1)). Lesson 11 §4.
+    exponential failures): tau / (M e^{R/M} (e^{(tau + delta)/M} - 1)). Lesson 11b §2.
 
     No failures (M -> infinity) gives tau / (tau + delta); to first order in 1/M it is
     1 - delta/tau - (tau/2 + R)/M.
@@ -231,7 +231,7 @@ def goodput(interval_s, checkpoint_s, mtbf_s, restart_s=0.0) -> float:
 @broadcasting
 def goodput_array(interval_s, checkpoint_s, mtbf_s, restart_s=0.0):
     """``goodput`` over NumPy arrays (broadcast): the widget's curve. Times in seconds, finite and >= 0 (intervals
-    and MTBFs > 0); a segment too long to finish before a failure (an overflowing exponential) gives 0. Lesson 11 §4.
+    and MTBFs > 0); a segment too long to finish before a failure (an overflowing exponential) gives 0. Lesson 11b §2.
 
     >>> goodput_array([600.0, 1200.0], 60, 3 * 3600, 600).round(3).tolist()
     [0.834, 0.849]
@@ -251,7 +251,7 @@ def goodput_array(interval_s, checkpoint_s, mtbf_s, restart_s=0.0):
 @dataclass(frozen=True)
 class CheckpointPlan:
     """Checkpointing a job: sizes in bytes, times in seconds. ``interval_s`` is Daly's optimum (and at least
-    the background write for async / in-memory). Lesson 11 §4."""
+    the background write for async / in-memory). Lesson 11b §2."""
 
     gpus: int
     mode: str
@@ -266,7 +266,7 @@ class CheckpointPlan:
     failures_per_day: float
 
     def summary(self) -> str:
-        """A few lines. Lesson 11 §4."""
+        """A few lines. Lesson 11b §2."""
         return "\n".join(
             [
                 f"{self.gpus:,} GPUs at {self.rate_per_gpu_hour:.3g} failures per GPU-hour: a failure every "
@@ -300,7 +300,7 @@ def checkpoint_plan(
     host_link="pcie5",
     network_bandwidth=None,
 ) -> CheckpointPlan:
-    """Interval and goodput of checkpointing `model` on `gpus` GPUs. Lesson 11 §4.
+    """Interval and goodput of checkpointing `model` on `gpus` GPUs. Lesson 11b §2.
 
     rate_per_gpu_hour defaults to Llama 3's (failure_rate_per_gpu_hour()); storage_bandwidth to Tectonic's
     2 TB/s sustained. restart_s: the fixed part of a restart (detection, rescheduling, process start),

@@ -223,17 +223,17 @@ def test_the_glossary_and_the_cheat_sheet_cover_every_graded_lesson():
 
 
 def test_the_lesson_11_misconceptions_name_the_mtbf_and_the_critical_batch_rightly():
-    # 4.82 min is Young's checkpoint interval (q7), not how often the job fails (its MTBF, 23.2 min); 1.48 is the
-    # step factor of doubling the batch (q8), not the critical batch (7.37 M tokens at 2 nats)
+    # 4.82 min is Young's checkpoint interval (11b q3), not how often the job fails (its MTBF, 23.2 min); 1.48 is the
+    # step factor of doubling the batch (11b q4), not the critical batch (7.37 M tokens at 2 nats)
     from distlab import batch, failures
-    from distlab.lessons import training_at_scale as l11
+    from distlab.lessons import long_runs as l11b
 
     text = _text(ROOT / "instructor" / "misconceptions.md")
     mtbf_min = failures.job_mtbf(131072, failures.failure_rate_per_gpu_hour()) / 60
-    assert f"every {mtbf_min:.1f} minutes" in text and "fails every\n  {{training_at_scale.q7}}" not in text
+    assert f"every {mtbf_min:.1f} minutes" in text and "fails every\n  {{long_runs.q3}}" not in text
     assert f"{batch.critical_batch_tokens(2.0) / 1e6:.2f} M tokens" in text
-    assert "{{training_at_scale.q8}} M tokens" not in text
-    assert l11.q7.expected() < mtbf_min  # the interval is shorter than the time between failures
+    assert "{{long_runs.q4}} M tokens" not in text
+    assert l11b.q3.expected() < mtbf_min  # the interval is shorter than the time between failures
 
 
 def test_instructor_pack_without_nbconvert_is_our_error(monkeypatch, capsys, tmp_path):

@@ -28,7 +28,21 @@ from ..lessons import LESSONS
 __all__ = ["SHARED", "REMOVED", "stub_source", "build", "student_view"]
 
 #: setup constants of a lesson module that its exercise notebook imports (literal data, no answers)
-SHARED = {"capstone": ("SCENARIO", "BUDGET_DAYS", "TOKENS", "LAYOUT_A", "LAYOUT_B")}
+SHARED = {
+    "capstone": (
+        "SCENARIO",
+        "BUDGET_DAYS",
+        "TOKENS",
+        "LAYOUT_A",
+        "CHANGES",
+        "ASSIGNMENT",
+        "ASSIGNMENT_DAYS",
+        "ASSIGNMENT_TOKENS",
+        "DENSE_HABIT",
+        "LAYOUT_B",
+        "MOE_CHANGES",
+    )
+}
 #: paths (relative to the package) left out of the view: the grader, the CLI, and aliases that import the grader
 REMOVED = ("grading", "commands", "cli.py", "__main__.py", "course/grade.py", "course/build.py")
 

@@ -145,6 +145,14 @@ def _ex_young():
     return f"131,072 GPUs at Llama 3's failure rate: MTBF {mtbf / 60:.1f} min; 60 s checkpoints every {t / 60:.1f} min"
 
 
+def _ex_fsdp_collectives():
+    n = _fn("distlab.fsdp.collectives_per_microbatch")(32)
+    return (
+        f"Llama-2-7B (32 layers), FSDP2 resharding after forward: {n['all-gather']} all-gathers, "
+        f"{n['reduce-scatter']} reduce-scatters"
+    )
+
+
 def _ex_critical_batch():
     b = _fn("distlab.batch.critical_batch_tokens")(2.0)
     return f"at a loss of 2 nats: {b / 1e6:.2f} M tokens"
@@ -323,13 +331,22 @@ CHEAT_SHEET: tuple[Formula, ...] = (
         "Lesson 10 §5",
     ),
     Formula(
+        "FSDP collectives per microbatch",
+        "all-gathers: L forward + (L - 1) backward with reshard after forward; reduce-scatters: L",
+        "collectives",
+        "distlab.fsdp.collectives_per_microbatch",
+        _ex_fsdp_collectives,
+        "zhao2023",
+        "Lesson 11 §2",
+    ),
+    Formula(
         "Job MTBF and Young's checkpoint interval",
         "MTBF = 1 / (N lambda); interval = sqrt(2 x checkpoint time x MTBF)",
         "s",
         "distlab.failures.young_interval",
         _ex_young,
         "young1974",
-        "Lesson 11 §4",
+        "Lesson 11b §2",
     ),
     Formula(
         "Critical batch",
@@ -338,6 +355,6 @@ CHEAT_SHEET: tuple[Formula, ...] = (
         "distlab.batch.critical_batch_tokens",
         _ex_critical_batch,
         "kaplan2020",
-        "Lesson 11 §5",
+        "Lesson 11b §3",
     ),
 )

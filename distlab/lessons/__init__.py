@@ -12,6 +12,8 @@ and the tests (README table, notebooks, widget fuzzing) read it; nothing else li
     'data_parallel_zero'
     >>> LESSONS["failure_triage"].label, LESSONS["failure_triage"].notebook  # a second part keeps 9-11's numbers
     ('8b', 'notebooks/08b_failure_triage.ipynb')
+    >>> LESSONS["long_runs"].label, LESSONS["long_runs"].notebook  # lesson 11's second part
+    ('11b', 'notebooks/11b_long_runs.ipynb')
 
 This module imports nothing from the library: loading the manifest stays cheap.
 """
@@ -31,7 +33,7 @@ class Lesson:
     apps are dotted names "distlab.widgets.<module>.<Class>"; questions the dotted name of the
     module holding QUESTIONS (None: a lesson without graded exercises); aliases are older
     slugs that notebooks submitted before a rename still carry; part is "" or a letter for the second
-    part of a split lesson (lesson 8b follows lesson 8, and lessons 9-11 keep their numbers).
+    part of a split lesson (lesson 8b follows lesson 8, and lessons 9-11 keep their numbers; 11b follows 11).
     """
 
     number: int
@@ -156,13 +158,15 @@ LESSONS: dict[str, Lesson] = {
         _lesson(
             11,
             "training_at_scale",
-            modules=["pipeline", "fsdp", "production", "failures", "batch"],
-            apps=[
-                "distlab.widgets.training_at_scale.ScheduleApp",
-                "distlab.widgets.training_at_scale.FsdpApp",
-                "distlab.widgets.training_at_scale.ContextApp",
-                "distlab.widgets.training_at_scale.CheckpointApp",
-            ],
+            modules=["pipeline", "fsdp", "production"],
+            apps=["distlab.widgets.training_at_scale.ScheduleApp", "distlab.widgets.training_at_scale.FsdpApp"],
+        ),
+        _lesson(
+            11,
+            "long_runs",
+            part="b",
+            modules=["production", "failures", "batch"],
+            apps=["distlab.widgets.training_at_scale.ContextApp", "distlab.widgets.training_at_scale.CheckpointApp"],
         ),
         _lesson(
             12,

@@ -1,10 +1,14 @@
-"""Graded questions of lesson 12, the capstone: plan the training of Llama-3.1-70B on 256 H100s within a budget of
-time, GPU-hours and memory, and defend the plan with the kit's numbers. Every expected value is computed by
-distlab (training.estimate, the step model of Lesson 7; distlab.budget for days and dollars); nothing is typed in.
+"""Graded questions of lesson 12, the capstone. The lesson plans Llama-3.1-70B on 256 H100s (SCENARIO, worked in the
+notebook); the questions hand the student an unseen brief (ASSIGNMENT): a mixture-of-experts model, Mixtral-8x7B, on
+16 DGX A100 nodes over InfiniBand HDR, to plan with the same tools. Every expected value is computed by distlab
+(training.estimate, the step model of Lesson 7; distlab.budget for days and dollars; validation.error_band for the
+model's validated error); nothing is typed in, and none is printed in the lesson.
 
-Two answers are layouts, checked by LayoutQuestion (defined here: a layout answer is particular to this lesson):
-a dict of the settings a Megatron-LM run chooses. Any layout that is valid, fits memory with the kit's recipe and
-finishes within the budget is correct; a wrong one is told which of the three it misses, and by how much.
+A plan must finish within the budget by more than the model's error band (ErrorBand, Lesson 7 §8): a predicted time
+inside the band of the deadline is a coin toss the model cannot call, so no answer turns on such a difference. Two
+answers are layouts, checked by LayoutQuestion (defined here: a layout answer is particular to this lesson): any
+layout that is valid, fits memory with the brief's recipe and finishes with that margin is correct; a wrong one is
+told which it misses, and by how much.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .. import budget, hardware, models, training
+from .. import budget, hardware, moe, training, validation
 from ..errors import DistlabError
 from ..units import format_bytes
 from .questions import (
@@ -31,17 +35,24 @@ __all__ = [
     "BUDGET_DAYS",
     "TOKENS",
     "LAYOUT_A",
-    "LAYOUT_B",
     "CHANGES",
+    "ASSIGNMENT",
+    "ASSIGNMENT_TOKENS",
+    "ASSIGNMENT_DAYS",
+    "DENSE_HABIT",
+    "LAYOUT_B",
+    "MOE_CHANGES",
     "LAYOUT_KEYS",
+    "error_band",
     "scenario_estimate",
+    "assignment_estimate",
     "read_layout",
     "LayoutQuestion",
     "QUESTIONS",
 ]
 
-#: The cluster and the run: Llama-3.1-70B, 32 DGX H100 nodes on InfiniBand NDR, a global batch of 512 sequences of
-#: 8,192 tokens (4.2 M tokens, about Llama 3's 4 M early in pre-training: Llama Team 2024, Sec. 3.4.1), memory
+#: The lesson's cluster and run: Llama-3.1-70B, 32 DGX H100 nodes on InfiniBand NDR, a global batch of 512 sequences
+#: of 8,192 tokens (4.2 M tokens, about Llama 3's 4 M early in pre-training: Llama Team 2024, Sec. 3.4.1), memory
 #: counted with Megatron-LM's distributed optimizer (ZeRO-1, 2 GB per GPU kept in reserve; distlab.memory_recipes).
 SCENARIO: dict[str, Any] = dict(
     model="llama3.1-70b",
@@ -53,50 +64,106 @@ SCENARIO: dict[str, Any] = dict(
     memory_recipe="megatron-distributed-optimizer",
     zero=1,
 )
-#: The budget: one trillion tokens in at most 50 days of the whole cluster.
+#: The lesson's budget: one trillion tokens in at most 50 days of the whole cluster.
 TOKENS = 1e12
-TOKENS_TEXT = "10^12"
 BUDGET_DAYS = 50.0
 #: Layout A: Megatron-LM's usual start for a 70B model (TP across the node's NVLink, a 4-stage 1F1B pipeline,
 #: selective recomputation, sequence parallelism, one sequence per microbatch).
 LAYOUT_A = dict(tp=8, pp=4, recompute="selective", sequence_parallel=True)
-#: Layout B, which q4-q6 ask about (the lesson works layout A): the same with two sequences per microbatch.
-LAYOUT_B = dict(LAYOUT_A, micro_batch_size=2)
-#: q1 and q2 ask about a follow-up run (the lesson works the scenario's 10^12 tokens in 50 days): twice the tokens
-#: in 60 days.
-FOLLOW_UP_TOKENS, FOLLOW_UP_TOKENS_TEXT, FOLLOW_UP_DAYS = 2e12, "2 x 10^12", 60.0
-#: Q7: four single changes to layout A.
+#: The lesson's §4: four single changes to layout A.
 CHANGES: dict[str, dict[str, Any]] = {
     "interleave": dict(schedule="interleaved", chunks=5),
     "deeper-pipeline": dict(pp=8),
     "full-recompute": dict(recompute="full"),
     "tp4-pp8-interleaved": dict(tp=4, pp=8, schedule="interleaved", chunks=5),
 }
-#: the settings a layout answer may give (the cluster, batch and memory recipe are the scenario's)
-LAYOUT_KEYS = ("tp", "pp", "cp", "chunks", "micro_batch_size", "schedule", "recompute", "sequence_parallel")
+
+# --- the assignment: what the questions ask about (the lesson never prices it) ------------------------------------
+
+#: The brief the questions hand out: Mixtral-8x7B (Jiang et al. 2024, arXiv 2401.04088: 8 experts, top-2, 46.7 B
+#: parameters, 12.9 B active) on 16 DGX A100 nodes (128 A100-80GB) over InfiniBand HDR, a global batch of 1,024
+#: sequences of 4,096 tokens, Megatron-LM's distributed optimizer.
+ASSIGNMENT: dict[str, Any] = dict(
+    model="mixtral-8x7b",
+    cluster="dgx-a100",
+    nodes=16,
+    fabric="ib-hdr",
+    global_batch=1024,
+    seq_len=4096,
+    memory_recipe="megatron-distributed-optimizer",
+    zero=1,
+)
+ASSIGNMENT_TOKENS = 1e12
+ASSIGNMENT_TOKENS_TEXT = "10^12"
+ASSIGNMENT_DAYS = 48.0
+#: The dense habit: layout A's recipe carried over (TP across the node's NVLink, no expert parallelism).
+DENSE_HABIT = dict(tp=8, recompute="selective", sequence_parallel=True)
+#: Layout B, which q4-q6 price: tp = 4 with the 8 experts spread over 8 GPUs (expert parallelism, Lesson 10).
+LAYOUT_B = dict(tp=4, ep=8, recompute="selective", sequence_parallel=True)
+#: q7: single changes to the dense habit.
+MOE_CHANGES: dict[str, dict[str, Any]] = {
+    "ep8": dict(ep=8),
+    "tp4-pp2": dict(tp=4, pp=2),
+    "tp4-ep8": dict(tp=4, ep=8),
+    "tp2-ep8": dict(tp=2, ep=8),
+    "full-recompute": dict(recompute="full"),
+}
+#: the settings a layout answer may give (the cluster, batch and memory recipe are the brief's)
+LAYOUT_KEYS = (
+    "tp",
+    "pp",
+    "cp",
+    "ep",
+    "etp",
+    "chunks",
+    "micro_batch_size",
+    "schedule",
+    "recompute",
+    "sequence_parallel",
+)
+
+
+def error_band(scenario: dict) -> validation.ErrorBand:
+    """The step model's validated error for runs like `scenario`'s (its GPU in mixed precision): validation.error_band,
+    what `distlab estimate` prints beside a step time. Lesson 7 §8."""
+    return validation.error_band(hardware.node(scenario["cluster"]).accelerator.name, "mixed")
 
 
 def scenario_estimate(layout: dict) -> training.StepEstimate:
-    """The step model's estimate of `layout` (a dict of LAYOUT_KEYS settings) in the capstone's scenario:
-    training.estimate(**SCENARIO, **layout), which is what a notebook writes (the grading sandbox removes this
-    module's functions)."""
+    """The step model's estimate of `layout` in the lesson's scenario: training.estimate(**SCENARIO, **layout)."""
     return training.estimate(**SCENARIO, **layout)
 
 
+def assignment_estimate(layout: dict) -> training.StepEstimate:
+    """The step model's estimate of `layout` (a dict of LAYOUT_KEYS settings) in the assignment:
+    training.estimate(**ASSIGNMENT, **layout), which is what a notebook writes (the grading sandbox removes this
+    module's functions)."""
+    return training.estimate(**ASSIGNMENT, **layout)
+
+
 def _budget(layout: dict) -> budget.TrainingBudget:
-    return budget.training_budget(scenario_estimate(layout), TOKENS)
+    return budget.training_budget(assignment_estimate(layout), ASSIGNMENT_TOKENS)
+
+
+def _band() -> float:
+    """The assignment's error band, a fraction."""
+    return error_band(ASSIGNMENT).percent / 100
 
 
 def _gpus() -> int:
-    return SCENARIO["nodes"] * hardware.node(SCENARIO["cluster"]).gpus_per_node
+    return ASSIGNMENT["nodes"] * hardware.node(ASSIGNMENT["cluster"]).gpus_per_node
 
 
 def _peak() -> float:
-    return hardware.node(SCENARIO["cluster"]).accelerator.peak("bf16")
+    return hardware.node(ASSIGNMENT["cluster"]).accelerator.peak("bf16")
 
 
-def _params() -> float:
-    return models.model(SCENARIO["model"]).parameter_count()
+def _active() -> int:
+    return moe.model(ASSIGNMENT["model"]).active_parameter_count()
+
+
+def _total() -> int:
+    return moe.model(ASSIGNMENT["model"]).parameter_count()
 
 
 # --- layout answers -----------------------------------------------------------------------------------------------
@@ -123,13 +190,13 @@ def read_layout(answer) -> dict:
     """The layout a student wrote: a dict of LAYOUT_KEYS settings (others take the step model's defaults); a
     ValueError in words for anything else.
 
-    >>> read_layout({"tp": 8, "pp": 4.0, "recompute": "selective"})
-    {'tp': 8, 'pp': 4, 'recompute': 'selective'}
+    >>> read_layout({"tp": 2, "ep": 8.0, "recompute": "selective"})
+    {'tp': 2, 'ep': 8, 'recompute': 'selective'}
     """
     if not isinstance(answer, dict):
         raise ValueError(
             f"an answer of type {type(answer).__name__} is not a layout; write a dict such as "
-            "{'tp': 8, 'pp': 4, 'recompute': 'selective', 'sequence_parallel': True}"
+            "{'tp': 2, 'ep': 8, 'recompute': 'selective', 'sequence_parallel': True}"
         )
     if "zero" in answer and answer["zero"] != 1:
         raise ValueError("Megatron's distributed optimizer is ZeRO-1: leave 'zero' out (or write 1)")
@@ -145,9 +212,10 @@ def read_layout(answer) -> dict:
 
 
 def _verdict(layout: dict) -> str:
-    """'' when the layout is valid, fits memory and meets the time budget; otherwise the reason in words."""
+    """'' when the layout is valid, fits memory and finishes within the budget by more than the error band;
+    otherwise the reason in words."""
     try:
-        step = scenario_estimate(layout)
+        step = assignment_estimate(layout)
     except DistlabError as invalid:
         return f"the layout is not valid: {invalid}"
     if not step.fits:
@@ -160,34 +228,39 @@ def _verdict(layout: dict) -> str:
         )
     if step.problems:
         return "the layout cannot run: " + "; ".join(step.problems)
-    days = budget.days_to_train(TOKENS, step.tokens_per_s)
-    if days > BUDGET_DAYS:
-        parts = step.parts()
-        biggest = max((k for k in parts if k != "compute"), key=parts.__getitem__)
+    days = budget.days_to_train(ASSIGNMENT_TOKENS, step.tokens_per_s)
+    if days * (1 + _band()) <= ASSIGNMENT_DAYS:
+        return ""
+    if days <= ASSIGNMENT_DAYS:
         return (
-            f"the layout fits but takes {days:.1f} days, over the {BUDGET_DAYS:g}-day budget; after compute its "
-            f"largest part is {biggest} ({100 * parts[biggest] / step.step_time_s:.0f}% of the step)"
+            f"the layout fits and the model predicts {days:.1f} days, but that is only "
+            f"{100 * (1 - days / ASSIGNMENT_DAYS):.1f}% under the {ASSIGNMENT_DAYS:g}-day budget, inside the model's "
+            f"±{100 * _band():.1f}% error band: a coin toss the model cannot call"
         )
-    return ""
+    parts = step.parts()
+    biggest = max((k for k in parts if k != "compute"), key=parts.__getitem__)
+    return (
+        f"the layout fits but takes {days:.1f} days, over the {ASSIGNMENT_DAYS:g}-day budget; after compute its "
+        f"largest part is {biggest} ({100 * parts[biggest] / step.step_time_s:.0f}% of the step)"
+    )
 
 
-#: the numbers a defended plan states, and their tolerance (relative)
+#: the numbers a defended plan states, and their tolerance (relative: a recomputation, not a prediction)
 DEFENCE_KEYS = {"days": "days to train", "cost_usd": "cost in dollars", "memory_gb": "memory per GPU in GB"}
 DEFENCE_TOLERANCE = 0.03
 
 
 def _defence_numbers(layout: dict) -> dict:
-    step = scenario_estimate(layout)
-    b = budget.training_budget(step, TOKENS)
+    step = assignment_estimate(layout)
+    b = budget.training_budget(step, ASSIGNMENT_TOKENS)
     return {"days": b.days, "cost_usd": b.cost_usd, "memory_gb": step.memory.total_bytes / 1e9}
 
 
 @dataclass(frozen=True)
 class LayoutQuestion(Question):
-    """A design question answered by a layout (a dict of LAYOUT_KEYS settings). Correct when the layout is valid,
-    fits memory with the scenario's recipe, and trains TOKENS tokens within BUDGET_DAYS days. defend=True: the
-    answer is {'layout': {...}, 'days': ..., 'cost_usd': ..., 'memory_gb': ...} and each number must also be
-    the kit's for that layout (within DEFENCE_TOLERANCE)."""
+    """A design question answered by a layout (a dict of LAYOUT_KEYS settings): correct when it is valid, fits memory
+    with the assignment's recipe and trains ASSIGNMENT_TOKENS within ASSIGNMENT_DAYS by more than the error band.
+    defend=True: {'layout': ..., 'days', 'cost_usd', 'memory_gb'}, each number the kit's within DEFENCE_TOLERANCE."""
 
     name: str
     prompt: str
@@ -252,45 +325,57 @@ class ReasonedChoice(ChoiceQuestion):
         return result
 
 
-# --- the questions ------------------------------------------------------------------------------------------------
+#: q1 and q2: a run of the assignment's cluster, in billions of tokens and days (the brief's by default; a
+#: per-student variant draws others)
+RUN = dict(tokens_b=1000, days=48)
+RUN_VARIANTS = dict(tokens_b=(800, 1000, 1500), days=(40, 48, 60))
 
 
-def _q1():
-    return budget.required_tokens_per_s(FOLLOW_UP_TOKENS, FOLLOW_UP_DAYS)
+def _q1(tokens_b, days):
+    return budget.required_tokens_per_s(tokens_b * 1e9, days)
 
 
-def _explain_q1():
+def _explain_q1(tokens_b, days):
+    need = _q1(tokens_b, days)
     return (
-        f"{FOLLOW_UP_TOKENS_TEXT} tokens / ({FOLLOW_UP_DAYS:g} days x 86,400 s) = {_q1():,.0f} tokens/s for the whole "
-        "cluster, "
-        f"{_q1() / _gpus():,.0f} per GPU, {_q1() / SCENARIO['seq_len']:.1f} sequences/s"
+        f"{tokens_b:,} x 10^9 tokens / ({days:g} days x 86,400 s) = {need:,.0f} tokens/s for the whole cluster, "
+        f"{need / _gpus():,.0f} per GPU, {need / ASSIGNMENT['seq_len']:.1f} sequences/s"
     )
 
 
-def _q2():
-    return 100 * budget.required_share_of_peak(_params(), FOLLOW_UP_TOKENS, _gpus(), FOLLOW_UP_DAYS, _peak())
+def _q2(tokens_b, days):
+    return 100 * budget.required_share_of_peak(_active(), tokens_b * 1e9, _gpus(), days, _peak())
 
 
-def _explain_q2():
-    flops = training.model_flops(_params(), FOLLOW_UP_TOKENS)
+def _explain_q2(tokens_b, days):
+    flops = training.model_flops(_active(), tokens_b * 1e9)
     return (
-        f"6 N D = 6 x {_params() / 1e9:.2f}e9 x {FOLLOW_UP_TOKENS_TEXT} = {flops:.3e} FLOPs; {_gpus()} GPUs x "
-        f"{_peak() / 1e12:.1f} TFLOP/s (dense bf16) x {FOLLOW_UP_DAYS:g} x 86,400 s = "
-        f"{_gpus() * _peak() * FOLLOW_UP_DAYS * 86400:.4e} FLOPs available: {_q2():.1f}% of peak. 6ND counts no "
-        f"attention, so the step model's MFU (which does) must be higher than this"
+        f"a token passes through 2 of the 8 experts of each layer: N = {_active() / 1e9:.2f} B active parameters "
+        f"(of {_total() / 1e9:.1f} B); 6 N D = {flops:.3e} FLOPs; {_gpus()} GPUs x {_peak() / 1e12:.0f} TFLOP/s "
+        f"(A100 dense bf16) x {days:g} x 86,400 s: {_q2(tokens_b, days):.1f}% of peak"
     )
+
+
+def _q2_hints():
+    return {
+        _total() / _active(): "counts every expert: a token runs through only top-2 of the 8 experts of a layer, so "
+        "6ND takes the active parameters",
+        8 / 6: "counts 8 N D: recomputation is hardware work, not the model FLOPs a budget is made of",
+        0.5: "uses the datasheet's 624 TFLOP/s, which assumes 2:4 sparsity; the dense bf16 peak is half of it",
+    }
 
 
 def _q3():
-    return dict(LAYOUT_A, **CHANGES["tp4-pp8-interleaved"])
+    return dict(DENSE_HABIT, **MOE_CHANGES["tp2-ep8"])
 
 
 def _explain_q3():
-    layout = _q3()
-    b = _budget(layout)
+    layout, band = _q3(), _band()
+    days = _budget(layout).days
     return (
-        f"one answer: {layout}: {b.days:.1f} days. Any layout that fits and finishes in {BUDGET_DAYS:g} days is "
-        f"right; the planner's fastest is about 10% under the budget (Lesson 7's planner over the same scenario)"
+        f"one answer: {layout}: {days:.1f} days, x (1 + {100 * band:.1f}%) = {days * (1 + band):.1f} <= "
+        f"{ASSIGNMENT_DAYS:g}. Any layout that fits and finishes with that margin is right: expert parallelism "
+        "keeps the experts whole on their GPUs, so tp can shrink and its all-reduces with it"
     )
 
 
@@ -299,21 +384,21 @@ def _q4():
 
 
 def _explain_q4():
-    step = scenario_estimate(LAYOUT_B)
+    step = assignment_estimate(LAYOUT_B)
     return (
-        f"a step of {SCENARIO['global_batch']} x {SCENARIO['seq_len']:,} = {step.tokens_per_step:,.0f} tokens takes "
-        f"{step.step_time_s:.2f} s: {step.tokens_per_s:,.0f} tokens/s; {TOKENS_TEXT} / that / 86,400 = {_q4():.1f} "
-        f"days, {_q4() - BUDGET_DAYS:.1f} over the budget"
+        f"a step of {ASSIGNMENT['global_batch']:,} x {ASSIGNMENT['seq_len']:,} = {step.tokens_per_step:,.0f} tokens "
+        f"takes {error_band(ASSIGNMENT).around(step.step_time_s)}: {step.tokens_per_s:,.0f} tokens/s; "
+        f"{ASSIGNMENT_TOKENS_TEXT} / that / 86,400 = {_q4():.1f} days"
     )
 
 
 def _q4_hints():
-    step = scenario_estimate(LAYOUT_B)
-    six_n = training.FLOPS_PER_PARAM_TOKEN * _params() * step.tokens_per_step / step.model_flops
+    step = assignment_estimate(LAYOUT_B)
+    six_n = training.FLOPS_PER_PARAM_TOKEN * _active() * step.tokens_per_step / step.model_flops
     return {
         six_n: "prices 6ND at the layout's MFU; MFU counts attention and the logits too, which 6ND leaves out "
         "(divide the tokens by the tokens per second instead)",
-        1 / SCENARIO["seq_len"]: "counts sequences as tokens: a step holds global batch x sequence length tokens",
+        1 / ASSIGNMENT["seq_len"]: "counts sequences as tokens: a step holds global batch x sequence length tokens",
         24.0: "is in hours, not days",
     }
 
@@ -331,7 +416,7 @@ def _explain_q5():
 
 
 def _q5_hints():
-    gpus_per_node = hardware.node(SCENARIO["cluster"]).gpus_per_node
+    gpus_per_node = hardware.node(ASSIGNMENT["cluster"]).gpus_per_node
     return {
         1 / gpus_per_node: "prices node-hours: every one of the 8 GPUs of a node is paid for",
         1 / _gpus(): "prices one GPU; the job holds all of them for the whole run",
@@ -340,58 +425,41 @@ def _q5_hints():
 
 
 def _q6():
-    step = scenario_estimate(LAYOUT_B)
-    return 100 * step.tp_comm_s / step.step_time_s
+    step = assignment_estimate(LAYOUT_B)
+    return 100 * step.ep_comm_s / step.step_time_s
 
 
 def _explain_q6():
-    step = scenario_estimate(LAYOUT_B)
+    step = assignment_estimate(LAYOUT_B)
     return (
-        f"TP communication {step.tp_comm_s:.2f} s of a {step.step_time_s:.2f} s step = {_q6():.1f}% (the pipeline "
-        f"bubble is {100 * step.bubble_s / step.step_time_s:.1f}%, exposed DP traffic "
-        f"{100 * step.dp_exposed_s / step.step_time_s:.2f}%): the all-reduces of tp = 8, 4 per layer per microbatch "
-        f"on the critical path, are what the layout must cut"
+        f"the expert all-to-alls (dispatch and combine, forward and backward) take {step.ep_comm_s:.2f} s of a "
+        f"{step.step_time_s:.2f} s step = {_q6():.1f}%, more than the TP all-reduces "
+        f"({100 * step.tp_comm_s / step.step_time_s:.1f}%): the part of the step that expert parallelism adds "
+        "(Lesson 10), and the largest after compute"
     )
 
 
 def _q6_hints():
-    step = scenario_estimate(LAYOUT_B)
+    step = assignment_estimate(LAYOUT_B)
     return {step.step_time_s / step.compute_s: "divides by the compute time; the share is of the whole step"}
 
 
 def _change_days(name: str) -> float:
-    return _budget(dict(LAYOUT_A, **CHANGES[name])).days
-
-
-def _band() -> float:
-    """The step model's validated error band, a fraction (planner.error_band_percent; lesson 7 section 8)."""
-    from .. import planner
-
-    return planner.error_band_percent() / 100
+    return _budget(dict(DENSE_HABIT, **MOE_CHANGES[name])).days
 
 
 def _q7():
-    # a gain the model can vouch for: the change's run is shorter than layout A's by more than the error band
-    beyond = [name for name in CHANGES if _change_days(name) < (1 - _band()) * _q7_days_a()]
-    return beyond[0] if len(beyond) == 1 else "(no single answer)"
-
-
-def _q7_days_a() -> float:
-    return _budget(LAYOUT_A).days
+    # the change the model can vouch for: its run, even at the top of the error band, meets the budget
+    clear = [name for name in MOE_CHANGES if _change_days(name) * (1 + _band()) <= ASSIGNMENT_DAYS]
+    return clear[0] if len(clear) == 1 else "(no single answer)"
 
 
 def _explain_q7():
-    a = _q7_days_a()
-    days = ", ".join(
-        f"{name}: {_change_days(name):.1f} ({100 * (1 - _change_days(name) / a):+.1f}%)" for name in CHANGES
-    )
-    step_a = scenario_estimate(LAYOUT_A)
-    step_b = scenario_estimate(dict(LAYOUT_A, **CHANGES["tp4-pp8-interleaved"]))
+    days = ", ".join(f"{name}: {_change_days(name):.1f}" for name in MOE_CHANGES)
     return (
-        f"layout A takes {a:.1f} days; days to train and the gain on A: {days}. Only halving tp (the TP all-reduces "
-        f"drop from {step_a.tp_comm_s:.2f} s to {step_b.tp_comm_s:.2f} s a step) while deepening the interleaved "
-        f"pipeline to keep memory in bounds gains more than the model's {100 * _band():.1f}% error band; "
-        "interleaving alone gains less than the band, a coin toss the model cannot call"
+        f"the dense habit takes {_budget(DENSE_HABIT).days:.1f} days; with each change: {days}. Only tp2-ep8 meets "
+        f"the {ASSIGNMENT_DAYS:g} days with a margin larger than the model's ±{100 * _band():.1f}% band; tp4-ep8 "
+        "lands inside the band of the deadline, a coin toss the model cannot call"
     )
 
 
@@ -401,8 +469,9 @@ def _feedback(name: str, words: str) -> Callable[[], str]:
 
 q1 = NumericQuestion(
     name="q1",
-    prompt=f"A follow-up run on the same cluster: {FOLLOW_UP_TOKENS_TEXT} tokens in {FOLLOW_UP_DAYS:g} days. What throughput, in tokens per second for the whole "
-    "cluster, must the plan reach? (a plain number)",
+    prompt="The assignment's cluster (16 DGX A100 nodes) is to train Mixtral-8x7B on {tokens_b:,} billion tokens in "
+    "{days:g} days. What throughput, in tokens per second for the whole cluster, must the plan reach? (a plain "
+    "number)",
     expected=_q1,
     explain=_explain_q1,
     unit="",
@@ -411,45 +480,49 @@ q1 = NumericQuestion(
     hint_text="a day has 86,400 seconds; the budget is for the cluster, not one GPU",
     scale_hint={
         1 / _gpus(): "is per GPU; the question asks for the whole cluster",
-        1 / SCENARIO["seq_len"]: "counts sequences, not tokens",
-        24.0: f"divides by {FOLLOW_UP_DAYS:g} x 3,600 s; a day has 24 hours of 3,600 s",
+        1 / ASSIGNMENT["seq_len"]: "counts sequences, not tokens",
+        24.0: "divides by days x 3,600 s; a day has 24 hours of 3,600 s",
         3600.0: "is per hour; the question asks per second",
     },
+    params=RUN,
+    variants=RUN_VARIANTS,
 )
 
 q2 = NumericQuestion(
     name="q2",
-    prompt=f"Estimate by hand with the 6ND rule: what share of an H100's dense bf16 peak (%) must each of the "
-    f"{_gpus()} GPUs sustain to train Llama-3.1-70B ({_params() / 1e9:.2f} B parameters) on "
-    f"{FOLLOW_UP_TOKENS_TEXT} tokens in {FOLLOW_UP_DAYS:g} days (q1's follow-up run)?",
+    prompt=f"Estimate by hand with the 6ND rule: what share of an A100's dense bf16 peak (%) must each of the "
+    f"{_gpus()} GPUs sustain to train Mixtral-8x7B ({_total() / 1e9:.1f} B parameters in all) on "
+    "{tokens_b:,} billion tokens in {days:g} days (q1's run)?",
     expected=_q2,
     explain=_explain_q2,
     unit="%",
     noun="a share of peak",
     rel_tol=0.01,
-    hint_text="count the FLOPs of a forward and a backward pass per parameter per token, then divide by what the "
-    "cluster can do in the budget at its dense peak",
-    scale_hint={
-        8 / 6: "counts 8 N D: recomputation is hardware work, not the model FLOPs a budget is made of",
-        0.5: "uses the datasheet's 1,979 TFLOP/s, which assumes 2:4 sparsity; the dense bf16 peak is half of it",
-    },
+    hint_text="count the FLOPs of a forward and a backward pass per parameter a token actually uses, then divide "
+    "by what the cluster can do in the budget at its dense peak",
+    scale_hint=_q2_hints(),
+    params=RUN,
+    variants=RUN_VARIANTS,
 )
 
 q3 = LayoutQuestion(
     name="q3",
-    prompt=f"Design: choose a layout for the scenario (Llama-3.1-70B, 32 DGX H100 nodes, batch 512 x 8,192, "
-    f"Megatron's distributed optimizer) that fits memory and trains {TOKENS_TEXT} tokens within {BUDGET_DAYS:g} "
-    "days. Answer a dict of tp, pp, cp, chunks, micro_batch_size, schedule, recompute, sequence_parallel.",
+    prompt=f"Design: choose a layout for the assignment (Mixtral-8x7B, 16 DGX A100 nodes on InfiniBand HDR, batch "
+    f"1,024 x 4,096, Megatron's distributed optimizer) that fits memory and trains {ASSIGNMENT_TOKENS_TEXT} tokens "
+    f"within {ASSIGNMENT_DAYS:g} days even at the top of the step model's error band for A100 runs (predicted days "
+    "x (1 + band) within the budget). Answer a dict of tp, pp, cp, ep, etp, chunks, micro_batch_size, schedule, "
+    "recompute, sequence_parallel.",
     expected=_q3,
     explain=_explain_q3,
-    hint_text="start from the layout whose largest non-compute part is smallest: that part decides; keep memory "
-    "in bounds by sharding the model deeper when you shard it narrower",
+    hint_text="find the largest non-compute part of a first layout's step and cut what it depends on; an MoE "
+    "model's experts can be spread over GPUs whole, which lets the tensor-parallel degree shrink",
 )
 
 q4 = NumericQuestion(
     name="q4",
-    prompt="Layout B (tp = 8, pp = 4, 1F1B, selective recomputation, sequence parallelism, two sequences per "
-    f"microbatch; the lesson works layout A, with one): how many days does it take to train on {TOKENS_TEXT} tokens?",
+    prompt="Layout B for the assignment (tp = 4, ep = 8: the 8 experts on 8 GPUs, 1F1B without a pipeline, "
+    f"selective recomputation, sequence parallelism): how many days does it take to train on {ASSIGNMENT_TOKENS_TEXT} "
+    "tokens?",
     expected=_q4,
     explain=_explain_q4,
     unit="day",
@@ -475,7 +548,7 @@ q5 = NumericQuestion(
 
 q6 = NumericQuestion(
     name="q6",
-    prompt="What share of layout B's step time (%) is tensor-parallel communication?",
+    prompt="What share of layout B's step time (%) is the expert-parallel all-to-all?",
     expected=_q6,
     explain=_explain_q6,
     unit="%",
@@ -487,20 +560,20 @@ q6 = NumericQuestion(
 
 q7 = ReasonedChoice(
     name="q7",
-    prompt=f"Layout A misses the {BUDGET_DAYS:g}-day budget. Which single change shortens its run by more than the "
-    f"step model's validated error band ({100 * _band():.1f}%, lesson 7 section 8), a gain the model can vouch for? "
-    f"({', '.join(CHANGES)})",
-    options=tuple(CHANGES),
+    prompt="The dense habit (layout A's recipe carried over: tp = 8 across each node, no expert parallelism, "
+    f"selective recomputation, sequence parallelism) misses the {ASSIGNMENT_DAYS:g}-day budget. Which single change "
+    "makes it finish within the budget even at the top of the step model's error band for A100 runs? "
+    f"({', '.join(MOE_CHANGES)})",
+    options=tuple(MOE_CHANGES),
     expected=_q7,
     explain=_explain_q7,
-    hint_text="find the part of A's step that grows with tp and is not compute, and change what it depends on",
+    hint_text="price each change and compare its days, stretched by the error band, with the budget; a run just "
+    "under the deadline is not a plan",
     feedback={
-        "interleave": _feedback(
-            "interleave",
-            "a gain smaller than the model's error band (the bubble was under 5% of the step); the TP all-reduces stay",
-        ),
-        "deeper-pipeline": _feedback(
-            "deeper-pipeline", "more stages add bubble and leave the TP all-reduces where they were"
+        "ep8": _feedback("ep8", "spreading the experts alone leaves the tp = 8 all-reduces and adds the all-to-all"),
+        "tp4-pp2": _feedback("tp4-pp2", "halving tp helps, but every GPU still computes all 8 experts' tokens"),
+        "tp4-ep8": _feedback(
+            "tp4-ep8", "under the budget by less than the model's error band: a coin toss the model cannot call"
         ),
         "full-recompute": _feedback(
             "full-recompute",
@@ -511,14 +584,15 @@ q7 = ReasonedChoice(
 
 q8 = LayoutQuestion(
     name="q8",
-    prompt="Defend a plan: a dict {'layout': {...}, 'days': ..., 'cost_usd': ..., 'memory_gb': ...} whose layout "
-    f"meets the budget and whose numbers are the kit's for it (within {100 * DEFENCE_TOLERANCE:g}%).",
+    prompt="Defend a plan for the assignment: a dict {'layout': {...}, 'days': ..., 'cost_usd': ..., 'memory_gb': "
+    "...} whose layout meets q3's brief and whose numbers are the kit's for it (within "
+    f"{100 * DEFENCE_TOLERANCE:g}%).",
     expected=lambda: {"layout": _q3(), **_defence_numbers(_q3())},
     explain=lambda: (
         "the layout of Q3 with its numbers: " + ", ".join(f"{k} {v:,.4g}" for k, v in _defence_numbers(_q3()).items())
     ),
-    hint_text="compute each number from the step model's answer for your layout: days from its throughput, dollars from the "
-    "GPU-hours at the stated price, memory from its breakdown",
+    hint_text="compute each number from the step model's answer for your layout: days from its throughput, dollars "
+    "from the GPU-hours at the stated price, memory from its breakdown",
     defend=True,
 )
 

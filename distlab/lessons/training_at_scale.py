@@ -1,13 +1,13 @@
-"""Graded questions of lesson 11, training at scale: the schedules after 1F1B, FSDP and HSDP, long context,
-failures and checkpoints, the batch in the large. Every expected value is computed by distlab."""
+"""Graded questions of lesson 11, training at scale: the schedules after 1F1B, and FSDP and HSDP layer by layer (lesson
+11b, long_runs, asks about long context, failures and the batch). Every expected value is computed by distlab."""
 
 from __future__ import annotations
 
-from .. import batch, collectives, failures, models, pipeline, production
+from .. import collectives, models, pipeline, production
 from ..units import format_bytes
 from .questions import ChoiceQuestion, NumericQuestion
 
-__all__ = ["CP_DEGREE", "BIG_GPUS", "LOSS_NATS", "QUESTIONS", "SAVE_S", "BATCH_TOKENS"]
+__all__ = ["QUESTIONS"]
 
 #: Q1: the lesson's pipeline.
 P, M = 8, 16
@@ -15,16 +15,6 @@ P, M = 8, 16
 DUAL_P, DUAL_M = 8, 20
 #: Q3, Q4: Llama-2-7B on 4 DGX H100 nodes.
 FSDP_MODEL, FSDP_NODES = "llama2-7b", 4
-#: Q5: Ulysses with tensor parallelism.
-CP_MODEL, CP_TP = "llama3.1-70b", 8
-#: Q6: causal load balancing.
-CP_DEGREE = 8
-#: Q7: a larger cluster at Llama 3's failure rate, and its checkpoint's save time (seconds).
-BIG_GPUS = 131072
-SAVE_S = 30.0
-#: Q8: the critical batch, and the batch (tokens) that data parallelism doubles.
-LOSS_NATS = 2.0
-BATCH_TOKENS = 4e6
 
 
 def _q1():
@@ -115,90 +105,6 @@ def _explain_q4():
     )
 
 
-def _q5():
-    return max(cp for cp in range(1, 1025) if not production.ulysses_limit(CP_MODEL, cp, CP_TP))
-
-
-def _explain_q5():
-    return (
-        f"Ulysses gives each GPU whole heads of the ones its TP rank holds: 64 heads / tp {CP_TP} = "
-        f"{64 // CP_TP} per TP rank, so cp <= {64 // CP_TP}; the ring has no such limit"
-    )
-
-
-def _q6():
-    return float(production.causal_work_per_rank(CP_DEGREE, load_balanced=False).max() * CP_DEGREE)
-
-
-def _explain_q6():
-    shares = production.causal_work_per_rank(CP_DEGREE, load_balanced=False)
-    return (
-        f"with 2cp = {2 * CP_DEGREE} chunks, the last rank's two hold keys after everyone else's: "
-        f"{float(shares.max()):.4f} of the work = (2cp - 1)/cp^2, {float(shares.max()) * CP_DEGREE:.4f} = 2 - 1/cp "
-        f"times the fair 1/cp; the zig-zag layout gives every rank exactly 1/cp"
-    )
-
-
-def _mtbf_s(interruptions=419):
-    return failures.job_mtbf(BIG_GPUS, failures.failure_rate_per_gpu_hour(interruptions))
-
-
-def _q7():
-    return failures.young_interval(SAVE_S, _mtbf_s()) / 60.0
-
-
-def _explain_q7():
-    rate = failures.failure_rate_per_gpu_hour()
-    return (
-        f"Llama 3: 419 unexpected interruptions / (16,384 GPUs x 54 x 24 h) = {rate:.3g} per GPU-hour; on "
-        f"{BIG_GPUS:,} GPUs 1 / (N lambda) = {_mtbf_s() / 60:.1f} minutes between failures; Young (1974): "
-        f"sqrt(2 x {SAVE_S:g} s x {_mtbf_s():.0f} s) = {_q7():.2f} minutes between checkpoints"
-    )
-
-
-def _q7_hints():
-    return {
-        _mtbf_s() / 60 / _q7(): "is the time between failures itself: checkpoint much more often, every "
-        "sqrt(2 x save time x MTBF)",
-        (_mtbf_s(466) / _mtbf_s()) ** 0.5: "counts all 466 interruptions; 47 of them were planned maintenance, not "
-        "failures",
-        BIG_GPUS / 16384: "scales the wrong way: more GPUs fail more often, so the time between failures shrinks",
-        0.5**0.5: "leaves out the 2 in Young's sqrt(2 x save time x MTBF)",
-    }
-
-
-def _steps(batch_tokens):
-    return batch.steps_and_examples(batch_tokens, batch.critical_batch_tokens(LOSS_NATS), 1.0)[0]
-
-
-def _q8():
-    return _steps(BATCH_TOKENS) / _steps(2 * BATCH_TOKENS)
-
-
-def _explain_q8():
-    crit = batch.critical_batch_tokens(LOSS_NATS)
-    return (
-        f"Kaplan et al. 2020, Eq. 5.3: B_crit = B_* / L^(1/alpha_B) = 2e8 / {LOSS_NATS:g}^(1/0.21) = "
-        f"{crit / 1e6:.2f} million tokens; McCandlish et al. 2018: S = S_min (1 + B_crit / B), so "
-        f"(1 + {crit / BATCH_TOKENS:.3f}) / (1 + {crit / (2 * BATCH_TOKENS):.3f}) = {_q8():.3f} times fewer steps, "
-        f"not 2: the batch is already near the critical one"
-    )
-
-
-def _q8_hints():
-    crit_alpha = 2e8 / LOSS_NATS**0.21  # the exponent alpha_B instead of 1/alpha_B
-
-    def ratio(crit):
-        return (1 + crit / BATCH_TOKENS) / (1 + crit / (2 * BATCH_TOKENS))
-
-    return {
-        2 / _q8(): "assumes perfect scaling; doubling the batch halves the steps only far below the critical batch",
-        ratio(crit_alpha) / _q8(): "raises the loss to alpha_B instead of 1/alpha_B: the critical batch comes out "
-        "near 170 million tokens",
-        (2 / 1.5) / _q8(): "takes the batch to be the critical batch; work the critical batch out at this loss",
-    }
-
-
 q1 = NumericQuestion(
     name="q1",
     prompt=f"p = {P} stages, m = {M} microbatches, t_F = t_B = t_W = 1: how many t_F shorter is a ZB-V step than a "
@@ -278,71 +184,4 @@ q4 = ChoiceQuestion(
     },
 )
 
-q5 = NumericQuestion(
-    name="q5",
-    prompt=f"Llama-3.1-70B (64 query heads, 8 K/V heads) with tensor parallelism tp = {CP_TP}: the largest "
-    "DeepSpeed-Ulysses context-parallel degree?",
-    expected=_q5,
-    explain=_explain_q5,
-    unit="",
-    noun="a degree",
-    rel_tol=0.0,
-    abs_tol=1e-9,
-    hint_text="Tensor parallelism splits the heads first. Ulysses then gives every GPU of the context-parallel "
-    "group whole query heads of the ones its TP rank holds; K/V heads may be replicated, query heads may not.",
-    scale_hint={
-        64 / _q5(): "forgets that tensor parallelism takes the heads first: each TP rank has 64 / 8",
-        1 / _q5(): "divides the K/V heads: with grouped-query attention the few K/V heads can be replicated across "
-        "the group; it is the query heads that must split whole",
-    },
-)
-
-q6 = NumericQuestion(
-    name="q6",
-    prompt=f"Causal ring attention over cp = {CP_DEGREE} GPUs with the sequence cut into contiguous pieces: the "
-    "busiest GPU does how many times its fair share (1/cp) of the attention work?",
-    expected=_q6,
-    explain=_explain_q6,
-    unit="",
-    noun="a ratio",
-    rel_tol=1e-3,
-    hint_text="Cut the causal score matrix into cp x cp blocks, one block row per GPU. Count the blocks GPU i "
-    "computes (the diagonal block is only half full), then compare the last GPU's count with the average.",
-    scale_hint={
-        2 / _q6(): "is the limit for many GPUs; the last rank's own diagonal block is half empty too: 2 - 1/cp",
-        1 / _q6(): "assumes equal pieces mean equal work: with a causal mask later queries attend to more keys, so "
-        "the GPU holding the end of the sequence does the most",
-    },
-)
-
-q7 = NumericQuestion(
-    name="q7",
-    prompt=f"At Llama 3's failure rate (419 unexpected interruptions in 54 days on 16,384 GPUs), a job on "
-    f"{BIG_GPUS:,} GPUs stalls {SAVE_S:g} s to save each checkpoint. By Young's rule, how many minutes should "
-    "it train between checkpoints?",
-    expected=_q7,
-    explain=_explain_q7,
-    unit="min",
-    noun="a time",
-    hint_text="Two steps. First the job's mean time between failures: Llama 3's failures per GPU-hour, times "
-    "the GPU count, inverted. Then Young's rule balances the time lost saving against the work lost at a failure.",
-    scale_hint=_q7_hints(),
-)
-
-q8 = NumericQuestion(
-    name="q8",
-    prompt=f"Kaplan et al.'s critical batch grows as the loss falls (Sec. 5.1): B_crit(L) = B_* / L^(1/alpha_B), with "
-    f"B_* = 2e8 tokens and alpha_B = 0.21. A run near a loss of {LOSS_NATS:g} nats trains with "
-    f"{BATCH_TOKENS / 1e6:g} million tokens per step and doubles its data parallelism (and so its batch). The "
-    "steps to a given loss follow S = S_min (1 + B_crit / B): by what factor do they fall?",
-    expected=_q8,
-    explain=_explain_q8,
-    unit="",
-    noun="a factor",
-    rel_tol=0.005,
-    hint_text="First the critical batch at this loss; mind the exponent, 1/alpha_B, nearly 5. Then compare "
-    "the steps at the two batches: only their ratio matters, S_min cancels.",
-    scale_hint=_q8_hints(),
-)
-
-QUESTIONS = {q.name: q for q in (q1, q2, q3, q4, q5, q6, q7, q8)}
+QUESTIONS = {q.name: q for q in (q1, q2, q3, q4)}

@@ -16,7 +16,7 @@ Lesson 8's formulas, built on the physics below them (imports point downward onl
   two runs of distlab.training.estimate and distlab.memory's precision recipes.
 - Context parallelism (ring attention, Liu et al. 2023; Megatron-Core context parallelism):
   per ring step a GPU sends a K/V block to its neighbour while it computes attention of its
-  query chunk against the block it holds; the transfer hides when it is shorter. Lesson 11 §3 adds causal load
+  query chunk against the block it holds; the transfer hides when it is shorter. Lesson 11b §1 adds causal load
   balancing (zig-zag chunks), the backward ring, DeepSpeed-Ulysses' all-to-alls and the memory per GPU.
 - OOM triage: distlab.triage.oom_triage.
 - Stragglers: synchronous data parallelism waits for the slowest GPU every step; the expected

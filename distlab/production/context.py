@@ -162,7 +162,7 @@ def ring_attention_step(
 
 
 # ----------------------------------------------------------------------------------------
-# Lesson 11 §3: long context. Ring attention with causal load balancing, DeepSpeed-Ulysses, and what fits.
+# Lesson 11b §1: long context. Ring attention with causal load balancing, DeepSpeed-Ulysses, and what fits.
 
 #: Context-parallel methods: 'ring' (K/V blocks passed around a ring, Liu et al. 2023) and 'ulysses'
 #: (all-to-all from sequence shards to head shards and back, Jacobs et al. 2023).
@@ -176,7 +176,7 @@ def _yes_no(value, name: str) -> bool:
 
 
 def causal_work_per_rank(cp, load_balanced=True) -> np.ndarray:
-    """Each rank's share of one layer's causal attention work under ring attention (sums to 1). Lesson 11 §3.
+    """Each rank's share of one layer's causal attention work under ring attention (sums to 1). Lesson 11b §1.
 
     The sequence is cut into 2 cp equal chunks. Contiguous layout: rank r holds chunks 2r and 2r+1.
     Load-balanced ("zig-zag", Megatron-Core's context parallelism, Brandon et al. 2023 "Striped
@@ -211,7 +211,7 @@ class ContextParallelLayer:
     of its all-to-alls, which the attention waits for); ``buffer_bytes`` the extra memory the method
     holds (ring: the double-buffered K/V block, 4 b (s/cp) w_kv e; Ulysses: the head-sharded Q, K, V of
     the whole sequence); ``activation_bytes`` the activations of all the GPU's layers (distlab.memory
-    at the local sequence s/cp); ``imbalance`` = busiest rank's causal work / the fair share. Lesson 11 §3.
+    at the local sequence s/cp); ``imbalance`` = busiest rank's causal work / the fair share. Lesson 11b §1.
     """
 
     method: str
@@ -230,7 +230,7 @@ class ContextParallelLayer:
     imbalance: float
 
     def summary(self) -> str:
-        """One line. Lesson 11 §3."""
+        """One line. Lesson 11b §1."""
         return (
             f"{self.method} over cp={self.cp}, S={self.seq_len:,} ({self.seq_len // self.cp:,} tokens per GPU): "
             f"{format_bytes(self.sent_bytes)} sent per layer, {format_seconds(self.comm_s)} against "
@@ -240,7 +240,7 @@ class ContextParallelLayer:
 
 
 def ulysses_limit(model, cp, tp=1) -> str:
-    """Why Ulysses cannot run at this degree ('' when it can). Lesson 11 §3.
+    """Why Ulysses cannot run at this degree ('' when it can). Lesson 11b §1.
 
     DeepSpeed-Ulysses (Jacobs et al. 2023, Sec. 3) gives each of the cp GPUs whole attention heads:
     cp must divide the query heads left after tensor parallelism, heads / tp. With grouped-query
@@ -286,7 +286,7 @@ def context_parallel_layer(
     gpu="h100-sxm",
     efficiency=None,
 ) -> ContextParallelLayer:
-    """Price one layer's attention under context parallelism: ring (load-balanced or not) or Ulysses. Lesson 11 §3.
+    """Price one layer's attention under context parallelism: ring (load-balanced or not) or Ulysses. Lesson 11b §1.
 
     Ring (Liu et al. 2023; Megatron-Core CP): cp - 1 steps forward, each sending the K/V block
     2 b (s/cp) w_kv e to the next GPU while computing against the block held (``ring_attention_step``);
@@ -393,7 +393,7 @@ def _ulysses_layer(mdl, s, n, b, t, e, flops, rate, activation, links):
 
 def compare_context_parallel(model, seq_len, cp, **kwargs) -> dict:
     """Ring (load-balanced), ring (contiguous) and Ulysses at the same degree: {name: layer or the reason it
-    cannot run}. Lesson 11 §3.
+    cannot run}. Lesson 11b §1.
 
     >>> out = compare_context_parallel("llama3.1-70b", 131072, 128)
     >>> sorted(out), isinstance(out["ulysses"], str)

@@ -1,4 +1,4 @@
-"""Lesson 11 §5: distlab.batch's gradual warm-up (Goyal et al. 2017, Sec. 2.2) and the layer-wise trust ratios of
+"""Lesson 11b §3: distlab.batch's gradual warm-up (Goyal et al. 2017, Sec. 2.2) and the layer-wise trust ratios of
 LARS (You, Gitman and Ginsburg 2017, Algorithm 1) and LAMB (You et al. 2019, Algorithm 2). Values derived by hand in the
 comments; invariants by hypothesis."""
 

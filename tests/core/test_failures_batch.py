@@ -1,4 +1,4 @@
-"""Lesson 11 §4-§5: distlab.failures (interruptions, checkpoints, Young/Daly, goodput) and distlab.batch (the
+"""Lesson 11b §2-§3: distlab.failures (interruptions, checkpoints, Young/Daly, goodput) and distlab.batch (the
 linear scaling rule and the critical batch). Published figures cited; derivations in the comments."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Lesson 11 §3: context parallelism by ring attention (with causal load balancing) and by DeepSpeed-Ulysses
+"""Lesson 11b §1: context parallelism by ring attention (with causal load balancing) and by DeepSpeed-Ulysses
 (distlab.production.context). Values derived by hand in the comments."""
 
 from __future__ import annotations

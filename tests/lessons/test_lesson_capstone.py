@@ -1,5 +1,5 @@
-"""Lesson 12's graded questions (the capstone): expected values derived by hand here from the scenario's published
-figures, the correct path and the feedback for the typical mistakes of each (tests/grading runs every exercise and
+"""Lesson 12's graded questions (the capstone, on the unseen assignment): expected values derived by hand here from
+the assignment's published figures, the correct path and the feedback for the typical mistakes of each (tests/grading runs every exercise and
 solution notebook generically)."""
 
 from __future__ import annotations
@@ -11,51 +11,83 @@ from hypothesis import strategies as st
 from distlab.lessons import capstone as lesson
 from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
 
-# Llama-3.1-70B by hand (Llama Team 2024, Table 3; HF config.json): 80 layers, h = 8192, FFN 28672, 8 K/V heads of
-# 128. Per layer: Q and O 2 x 8192^2 + K and V 2 x 8192 x 1024 = 150,994,944; gated MLP 3 x 8192 x 28672 =
-# 704,643,072; two RMSNorms 16,384: 855,654,400; x 80 = 68,452,352,000; embedding and output (untied)
-# 2 x 128256 x 8192 = 2,101,346,304; final norm 8,192. Total 70,553,706,496.
-PARAMS = 80 * (2 * 8192**2 + 2 * 8192 * 1024 + 3 * 8192 * 28672 + 2 * 8192) + 2 * 128256 * 8192 + 8192
-SECONDS = 50 * 86400  # the budget
-TOKENS_PER_STEP = 512 * 8192
-GPUS = 32 * 8
-H100_BF16 = 989.4e12  # dense; NVIDIA's 1,979 TFLOP/s is with 2:4 sparsity
+# Mixtral-8x7B by hand (Jiang et al. 2024, arXiv 2401.04088, Table 1; HF config.json): 32 layers, h = 4096, 32
+# query heads and 8 K/V heads of 128, 8 experts of a gated MLP 4096 -> 14336, top-2, vocabulary 32,000, untied.
+# Per layer: attention Q and O 2 x 4096^2 + K and V 2 x 4096 x 1024 = 41,943,040; one expert 3 x 4096 x 14336 =
+# 176,160,768; router 4096 x 8 = 32,768; two RMSNorms 8,192. Active per layer (2 experts): 394,305,536; x 32 =
+# 12,617,777,152; + embedding and output 2 x 32000 x 4096 = 262,144,000; + final norm 4,096: 12,879,925,248.
+LAYER_ACTIVE = 2 * 4096**2 + 2 * 4096 * 1024 + 2 * 3 * 4096 * 14336 + 4096 * 8 + 2 * 4096
+ACTIVE = 32 * LAYER_ACTIVE + 2 * 32000 * 4096 + 4096
+TOTAL = ACTIVE + 32 * 6 * 3 * 4096 * 14336  # + the 6 experts a token does not use: 46,702,792,704
+TOKENS_PER_STEP = 1024 * 4096
+GPUS = 16 * 8
+A100_BF16 = 312e12  # dense (NVIDIA A100 datasheet: 624 TFLOP/s is with 2:4 sparsity)
+SECONDS = 48 * 86400  # the assignment's budget
 
 
-FOLLOW_UP_SECONDS = 60 * 86400  # q1 and q2: a follow-up run of 2e12 tokens in 60 days (the lesson works 1e12 in 50)
+def test_the_assignment_is_not_the_lessons_scenario():
+    # issue 31: the capstone re-ran lesson 7's tools on lesson 7's scenario. The questions now ask about another
+    # model (a mixture of experts), another GPU and another fabric
+    for key in ("model", "cluster", "fabric"):
+        assert lesson.ASSIGNMENT[key] != lesson.SCENARIO[key]
+    assert ACTIVE == 12_879_925_248 and TOTAL == 46_702_792_704
 
 
 def test_q1_throughput_the_budget_demands(expect_hand_value):
-    want = 2e12 / FOLLOW_UP_SECONDS  # 385,802.47 tokens/s (the lesson's 1e12 / 50 days: 231,481.48)
+    want = 1e12 / SECONDS  # 241,126.5 tokens/s
     expect_hand_value(lesson.q1, want)
     assert "per GPU" in lesson.q1.check(want / GPUS).message
-    assert "sequences" in lesson.q1.check(want / 8192).message
+    assert "sequences" in lesson.q1.check(want / 4096).message
     assert "24 hours" in lesson.q1.check(want * 24).message
 
 
-def test_q2_share_of_peak_by_6nd(expect_hand_value):
-    assert PARAMS == 70_553_706_496
-    want = 100 * 6 * PARAMS * 2e12 / (GPUS * H100_BF16 * FOLLOW_UP_SECONDS)  # 64.48 % (the lesson's: 38.69 %)
+def test_q1_and_q2_follow_a_students_variant():
+    from distlab.lessons.variants import draw, variant
+
+    seeds = [f"s-{i}" for i in range(40)]
+    picks = {tuple(sorted(draw(lesson.q1, "capstone", s).items())) for s in seeds}
+    assert len(picks) > 1  # the seeds draw other runs
+    for seed in seeds[:5]:
+        q1, q2 = variant(lesson.q1, "capstone", seed), variant(lesson.q2, "capstone", seed)
+        assert q1.params == q2.params  # q2 is "q1's run"
+        tokens, days = q1.params["tokens_b"] * 1e9, q1.params["days"]
+        assert f"{q1.params['tokens_b']:,} billion tokens in {days:g} days" in q1.prompt
+        assert q1.check(tokens / (days * 86400)).status == CORRECT
+        assert q2.check(100 * 6 * ACTIVE * tokens / (GPUS * A100_BF16 * days * 86400)).status == CORRECT
+
+
+def test_q2_share_of_peak_by_6nd_of_the_active_parameters(expect_hand_value):
+    want = 100 * 6 * ACTIVE * 1e12 / (GPUS * A100_BF16 * SECONDS)  # 46.66 %
     expect_hand_value(lesson.q2, want)
+    assert "active parameters" in lesson.q2.check(want * TOTAL / ACTIVE).message  # all 46.7 B: 169 %
     assert "8 N D" in lesson.q2.check(want * 8 / 6).message
     assert "sparsity" in lesson.q2.check(want / 2).message
-    assert lesson.q2.check(want * 1.2).status == INCORRECT
 
 
-def test_q3_any_layout_within_budget_is_correct():
-    assert lesson.q3.check(lesson.q3.expected()).status == CORRECT
-    # a different correct layout: the planner's kind, tp 4 with context parallelism 2, no recomputation
-    other = {"tp": 4, "cp": 2, "pp": 4, "schedule": "interleaved", "chunks": 10, "recompute": "none"}
-    assert lesson.q3.check(other).status == CORRECT
-    assert lesson.q3.check(dict(other, zero=1.0)).status == CORRECT  # ZeRO-1 may be written out
+def _days(layout):
+    return 1e12 / (TOKENS_PER_STEP / lesson.assignment_estimate(layout).step_time_s) / 86400
+
+
+def test_q3_a_layout_must_finish_within_the_budget_by_more_than_the_error_band():
+    from distlab import validation
+
+    band = validation.error_band("a100-80gb", "mixed").percent / 100
+    assert band == lesson._band()
+    answer = lesson.q3.expected()
+    assert lesson.q3.check(answer).status == CORRECT and _days(answer) * (1 + band) <= 48
+    assert lesson.q3.check(dict(answer, zero=1.0)).status == CORRECT  # ZeRO-1 may be written out
+    # layout B: under 48 days, but inside the band of the deadline; graded "not yet", with the reason
+    assert _days(lesson.LAYOUT_B) < 48 < _days(lesson.LAYOUT_B) * (1 + band)
+    result = lesson.q3.check(lesson.LAYOUT_B)
+    assert result.status == INCORRECT and "error band" in result.message and "coin toss" in result.message
 
 
 @pytest.mark.parametrize(
     "answer, words",
     [
-        (lesson.LAYOUT_A, "over the 50-day budget"),  # fits, 54 days
-        ({"tp": 1}, "does not fit"),  # pure DP: 606 GB per GPU
-        ({"tp": 3}, "not valid"),  # 3 does not divide 256
+        (lesson.DENSE_HABIT, "over the 48-day budget"),  # fits, 62.6 days
+        ({"tp": 1}, "does not fit"),  # pure DP: every GPU holds all 46.7 B parameters' states
+        ({"tp": 3}, "not valid"),  # 3 does not divide 128
         ({"tp": 8, "pp": 4, "zero": 3}, "ZeRO-1"),  # the distributed optimizer is ZeRO-1
         ({"tp": 8, "layers": 4}, "not a layout setting"),
         ({"tp": 8.5}, "whole number"),
@@ -70,53 +102,46 @@ def test_q3_wrong_layouts_are_told_what_they_miss(answer, words):
 
 
 def test_q4_days_of_layout_b(expect_hand_value):
-    # layout B: layout A (which the lesson works) with two sequences per microbatch
-    assert lesson.LAYOUT_B == dict(lesson.LAYOUT_A, micro_batch_size=2)
-    step = lesson.scenario_estimate(lesson.LAYOUT_B)
-    want = 1e12 / (TOKENS_PER_STEP / step.step_time_s) / 86400  # 54.0 days
+    step = lesson.assignment_estimate(lesson.LAYOUT_B)
+    want = 1e12 / (TOKENS_PER_STEP / step.step_time_s) / 86400  # 47.9 days
     expect_hand_value(lesson.q4, want)
-    assert 50 < want < 60  # misses the budget: the premise of Q6-Q7
     assert lesson.q4.check(f"{want * 24} h").status == CORRECT
     assert "hours, not days" in lesson.q4.check(want * 24).message
-    # 6ND at B's MFU: 6 N x tokens / (GPUs x MFU x peak), short by the attention and logits share
-    six_nd = 6 * PARAMS * 1e12 / (GPUS * step.mfu * H100_BF16) / 86400
+    six_nd = 6 * ACTIVE * 1e12 / (GPUS * step.mfu * A100_BF16) / 86400  # 6ND at B's MFU, short by attention
     assert six_nd < want
     assert "6ND" in lesson.q4.check(six_nd).message
 
 
 def test_q5_cost_of_layout_b(expect_hand_value):
     days = lesson.q4.expected()
-    want = GPUS * days * 24 * 2.0 / 1e3  # thousand $ at the stated 2 $ per GPU-hour: about 663
+    want = GPUS * days * 24 * 2.0 / 1e3  # thousand $ at the stated 2 $ per GPU-hour: about 295
     expect_hand_value(lesson.q5, want)
     assert "node-hours" in lesson.q5.check(want / 8).message
     assert "one GPU" in lesson.q5.check(want / GPUS).message
     assert "days, not hours" in lesson.q5.check(want / 24).message
 
 
-def test_q6_tp_share_of_layout_b(expect_hand_value):
-    step = lesson.scenario_estimate(lesson.LAYOUT_B)
+def test_q6_expert_all_to_all_share_of_layout_b(expect_hand_value):
+    step = lesson.assignment_estimate(lesson.LAYOUT_B)
     assert sum(step.parts().values()) == pytest.approx(step.step_time_s)  # the parts make up the step
-    want = 100 * step.tp_comm_s / step.step_time_s
+    want = 100 * step.ep_comm_s / step.step_time_s
     expect_hand_value(lesson.q6, want)
-    assert want > 100 * step.bubble_s / step.step_time_s  # TP, not the bubble, is B's largest non-compute part
-    assert "compute time" in lesson.q6.check(100 * step.tp_comm_s / step.compute_s).message
+    assert step.ep_comm_s > step.tp_comm_s  # the all-to-all, not TP, is B's largest non-compute part
+    assert "compute time" in lesson.q6.check(100 * step.ep_comm_s / step.compute_s).message
 
 
-def test_q7_only_halving_tp_gains_more_than_the_error_band():
-    # issue 31: "within 50 days" graded 47.4 against 50.5 days, a difference inside the model's 7.7 % band. Now: the
-    # change whose run is shorter than layout A's by more than the band
-    from distlab import planner
-
-    a = lesson._budget(lesson.LAYOUT_A).days
-    band = planner.error_band_percent() / 100
-    gains = {name: 1 - lesson._change_days(name) / a for name in lesson.CHANGES}
-    assert [name for name, g in gains.items() if g > band] == ["tp4-pp8-interleaved"]
-    assert 0 < gains["interleave"] < band  # the gain the band blurs
-    assert lesson.q7.expected() == "tp4-pp8-interleaved"
-    assert lesson.q7.check("TP4-PP8-Interleaved ").status == CORRECT
+def test_q7_only_one_change_meets_the_budget_beyond_the_error_band():
+    band = lesson._band()
+    days = {name: _days(dict(lesson.DENSE_HABIT, **c)) for name, c in lesson.MOE_CHANGES.items()}
+    assert _days(lesson.DENSE_HABIT) > 48  # the dense habit misses
+    assert [name for name, d in days.items() if d * (1 + band) <= 48] == ["tp2-ep8"]
+    assert days["tp4-ep8"] < 48 < days["tp4-ep8"] * (1 + band)  # under the deadline, inside the band
+    assert lesson.q7.expected() == "tp2-ep8"
+    assert lesson.q7.check("TP2-EP8 ").status == CORRECT
     for option, words in (
-        ("interleave", "smaller than the model's error band"),
-        ("deeper-pipeline", "more stages"),
+        ("tp4-ep8", "error band"),
+        ("ep8", "tp = 8 all-reduces"),
+        ("tp4-pp2", "all 8 experts"),
         ("full-recompute", "spending time"),
     ):
         result = lesson.q7.check(option)
@@ -127,7 +152,7 @@ def test_q7_only_halving_tp_gains_more_than_the_error_band():
 def test_q8_a_defence_is_graded_on_its_numbers():
     plan = lesson.q8.expected()
     assert lesson.q8.check(plan).status == CORRECT
-    step = lesson.scenario_estimate(plan["layout"])
+    step = lesson.assignment_estimate(plan["layout"])
     days = 1e12 / (TOKENS_PER_STEP / step.step_time_s) / 86400
     assert plan["days"] == pytest.approx(days) and plan["cost_usd"] == pytest.approx(GPUS * days * 24 * 2.0)
     assert plan["memory_gb"] == pytest.approx(step.memory.total_bytes / 1e9)
@@ -135,8 +160,9 @@ def test_q8_a_defence_is_graded_on_its_numbers():
     assert low.status == INCORRECT and "days to train stated" in low.message and "too low" in low.message
     assert "too high" in lesson.q8.check(dict(plan, cost_usd=plan["cost_usd"] * 8)).message
     assert "memory per GPU" in lesson.q8.check(dict(plan, memory_gb=80)).message
-    slow = lesson.q8.check(dict(plan, layout=lesson.LAYOUT_A))
-    assert "over the 50-day budget" in slow.message
+    slow = lesson.q8.check(dict(plan, layout=lesson.DENSE_HABIT))
+    assert "over the 48-day budget" in slow.message
+    assert "coin toss" in lesson.q8.check(dict(plan, layout=lesson.LAYOUT_B)).message
     assert "states no cost_usd" in lesson.q8.check({"layout": plan["layout"], "days": 1, "memory_gb": 1}).message
     assert "not a number" in lesson.q8.check(dict(plan, days="many")).message
     assert "not a defended plan" in lesson.q8.check(plan["layout"]).message
@@ -180,5 +206,35 @@ def test_any_layout_or_plan_gets_a_verdict_in_words(layout, number):
         assert result.status in (CORRECT, INCORRECT)
         assert result.status == CORRECT or result.message.startswith("not yet, because ") and len(result.message) > 20
         if result.status == CORRECT:  # a correct layout meets all three limits, by the step model's own numbers
-            step = lesson.scenario_estimate(lesson.read_layout(layout))
-            assert step.feasible and 1e12 / step.tokens_per_s / 86400 <= lesson.BUDGET_DAYS
+            step = lesson.assignment_estimate(lesson.read_layout(layout))
+            days = 1e12 / step.tokens_per_s / 86400
+            assert step.feasible and days * (1 + lesson._band()) <= lesson.ASSIGNMENT_DAYS
+
+
+def test_the_grading_stub_carries_the_brief_and_no_answer():
+    # a graded kernel imports distlab.lessons.capstone as stubs (distlab.grading.student_view): the exercise's
+    # imports (the brief's constants, q1..q8) must exist there, q1's variant params must travel, and no expected
+    # value may
+    import ast
+    import json
+    from pathlib import Path
+
+    from distlab.grading.student_view import stub_source
+
+    source = stub_source("capstone")
+    exercise = json.loads((Path(__file__).resolve().parents[2] / "exercises" / "12_capstone.ipynb").read_text())
+    imported = {
+        alias.name
+        for cell in exercise["cells"]
+        if cell["cell_type"] == "code"
+        for node in ast.walk(ast.parse("".join(cell["source"])))
+        if isinstance(node, ast.ImportFrom) and node.module == "distlab.lessons.capstone"
+        for alias in node.names
+    }
+    assert {"ASSIGNMENT", "LAYOUT_B", "DENSE_HABIT", "MOE_CHANGES", "q8"} <= imported
+    for name in imported:
+        assert f"\n{name} = " in source, name
+    assert f"\nASSIGNMENT = {lesson.ASSIGNMENT!r}" in source
+    assert "'q1': QuestionStub(" in source and "params={'tokens_b': 1000, 'days': 48}" in source
+    for q in (lesson.q1, lesson.q2, lesson.q4, lesson.q5, lesson.q6):
+        assert repr(q.expected()) not in source and f"{q.expected():.4g}" not in source, q.name

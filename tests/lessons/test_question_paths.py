@@ -11,7 +11,7 @@ import pytest
 from distlab.lessons import LESSONS, graded
 from distlab.lessons import parallelism_3d as p3
 from distlab.lessons import tensor_parallel as tpq
-from distlab.lessons import training_at_scale as tas
+from distlab.lessons import long_runs as l11b
 from distlab.lessons.questions import CORRECT, INCORRECT
 
 
@@ -52,12 +52,12 @@ def test_lesson_6_q4_530b_zero1_by_hand():
     assert "looks like bytes" in p3.q4.check(per_gpu_gb * 1e9).message
 
 
-def test_lesson_11_q5_ulysses_degree_by_hand():
+def test_lesson_11b_q1_ulysses_degree_by_hand():
     # Llama-3.1-70B has 64 query heads; tensor parallelism tp = 8 leaves 64 / 8 = 8 on each rank, and Ulysses
     # splits a rank's heads over the context-parallel group: cp = 8 at most (16 would leave half a head)
-    assert tas.CP_TP == 8
-    assert tas.q5.check(64 // tas.CP_TP).status == CORRECT
-    assert tas.q5.check(16).status == INCORRECT
+    assert l11b.CP_TP == 8
+    assert l11b.q1.check(64 // l11b.CP_TP).status == CORRECT
+    assert l11b.q1.check(16).status == INCORRECT
 
 
 def _names_a_distlab_call(hint: str) -> bool:
