@@ -63,6 +63,12 @@ def deepspeed_config(estimate) -> dict:
             "precision='fp8': the DeepSpeed config has no fp8 switch (fp8 comes from Transformer "
             "Engine in the model code); export to megatron instead"
         )
+    if c.get("tp_overlap_method"):
+        raise ConfigurationError(
+            f"tp_overlap={c['tp_overlap_method']!r}: DeepSpeed's AutoTP runs its TP collectives on the critical path "
+            "(no overlap switch in the config); leave tp_overlap off, or export to megatron (userbuffers) or "
+            "torchtitan (async-tp)"
+        )
     out = {
         "train_batch_size": c["global_batch"],
         "train_micro_batch_size_per_gpu": c["micro_batch_size"],

@@ -140,6 +140,18 @@ def _megatron_model_flags(model, tp: int, seq_len: int) -> list[str]:
     return flags
 
 
+def _megatron_tp_overlap_flags(c: dict) -> list[str]:
+    """--tp-comm-overlap (ModelParallelConfig.tp_comm_overlap: Transformer Engine's userbuffers; validate_args asserts
+    sequence parallelism with it) for tp_overlap 'userbuffers'; our error for PyTorch's async TP."""
+    method = c.get("tp_overlap_method")
+    if method == "async-tp":
+        raise ConfigurationError(
+            "tp_overlap='async-tp': PyTorch's async TP runs in torchtitan; Megatron-LM overlaps TP communication "
+            "with --tp-comm-overlap (tp_overlap='userbuffers'), or export to torchtitan"
+        )
+    return ["--tp-comm-overlap"] if method == "userbuffers" else []
+
+
 def megatron_flags(estimate) -> list[str]:
     """Megatron-LM pretrain_gpt.py arguments for this configuration: the model, then parallelism and batch.
 
@@ -182,6 +194,7 @@ def megatron_flags(estimate) -> list[str]:
     ]
     if c["sequence_parallel"]:
         flags.append("--sequence-parallel")
+    flags += _megatron_tp_overlap_flags(c)
     if c["recompute"] == "selective":
         flags += ["--recompute-granularity", "selective"]
     elif c["recompute"] == "full":
@@ -324,6 +337,7 @@ def _parse_megatron_words(words: list) -> dict:
         grad_reduce_in_bf16="--grad-reduce-in-bf16" in switches,
         recompute=values.get("--recompute-granularity", "none"),
         sequence_parallel="--sequence-parallel" in switches,
+        tp_overlap="--tp-comm-overlap" in switches,
         model=model,
         kv_channels=int(values.get("--kv-channels", hidden // heads)),
     )

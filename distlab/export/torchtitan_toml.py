@@ -95,6 +95,11 @@ def _torchtitan_checks(c: dict) -> None:
             "precision='fp16': torchtitan's mixed precision is bfloat16 or float32; use "
             "precision='bf16', or export to megatron or deepspeed"
         )
+    if c.get("tp_overlap_method") == "userbuffers":
+        raise ConfigurationError(
+            "tp_overlap='userbuffers': Transformer Engine's userbuffers overlap is Megatron-LM's --tp-comm-overlap; "
+            "torchtitan overlaps TP with async TP (tp_overlap='async-tp'), or export to megatron"
+        )
 
 
 def _rope(model) -> tuple:
@@ -129,7 +134,10 @@ def _parallelism(c: dict, model) -> dict:
     }
     if sharded:
         parallelism["fsdp_reshard_after_forward"] = "always" if c["zero"] == 3 else "never"
-    parallelism |= {"tensor_parallel_degree": c["tp"], "pipeline_parallel_degree": pp}
+    parallelism["tensor_parallel_degree"] = c["tp"]
+    if c.get("tp_overlap_method") == "async-tp":  # "currently only effective when compile is enabled": [compile]
+        parallelism["enable_async_tensor_parallel"] = True
+    parallelism["pipeline_parallel_degree"] = pp
     if c.get("cp", 1) > 1:
         parallelism["context_parallel_degree"] = c["cp"]
     if pp > 1:
@@ -210,6 +218,8 @@ def torchtitan(estimate) -> str:
         *_model_lines(c, model),
     ]
     sections = {"parallelism": _parallelism(c, model), "training": training, "activation_checkpoint": checkpoint}
+    if c.get("tp_overlap_method") == "async-tp":  # job_config.py: async TP is "only effective when compile is enabled"
+        sections["compile"] = {"enable": True}
     for name, items in sections.items():
         lines += ["", f"[{name}]"] + [f"{key} = {_toml_value(value)}" for key, value in items.items()]
     if c["recompute"] == "selective":

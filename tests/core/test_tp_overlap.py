@@ -8,7 +8,9 @@ import dataclasses
 
 import pytest
 
-from distlab import training, validation
+import tomllib
+
+from distlab import export, training, validation
 from distlab.errors import ConfigurationError
 from distlab.tp_overlap import TP_OVERLAP_NAMES, hidden_share_array, tp_overlap_method
 
@@ -39,6 +41,7 @@ def test_true_is_the_engines_method_and_false_is_none():
     assert tp_overlap_method(True, "megatron-distributed-optimizer") == "userbuffers"
     assert tp_overlap_method(True, "fsdp2") == "async-tp"
     assert tp_overlap_method(True, "zero-paper") == "userbuffers"
+    assert tp_overlap_method(True, "deepspeed") == "none"  # DeepSpeed's AutoTP has no TP overlap
     assert tp_overlap_method(False, "fsdp2") == tp_overlap_method("NONE") == "none"
     fsdp2 = dict(memory_recipe="fsdp2", zero=3)
     assert _tp_comm(8, True, **fsdp2).config["tp_overlap_method"] == "async-tp"
@@ -117,3 +120,27 @@ def test_overlapped_validation_runs_are_closer_than_with_everything_hidden():
     scored = [abs(r.error_percent) for r in rows if r.status == "predicted"]
     assert len(scored) == 17
     assert sum(scored) / len(scored) < 7.0
+
+
+def test_export_writes_the_method_its_engine_runs_and_refuses_the_others():
+    # Megatron-LM: --tp-comm-overlap (userbuffers), read back by parse_megatron; torchtitan: [parallelism]
+    # enable_async_tensor_parallel with [compile] enable (async TP is "only effective when compile is enabled",
+    # job_config.py); each refuses the other's method, and DeepSpeed any
+    kw = dict(nodes=2, global_batch=64, tp=4, pp=1, sequence_parallel=True)
+    megatron = training.estimate("llama3.1-8b", "dgx-h100", zero=1, tp_overlap="userbuffers", **kw)
+    line = export.megatron(megatron)
+    assert "--tp-comm-overlap" in line.split() and export.parse_megatron(line)["tp_overlap"] is True
+    plain = training.estimate("llama3.1-8b", "dgx-h100", zero=1, **kw)
+    assert export.parse_megatron(export.megatron(plain))["tp_overlap"] is False
+    titan = training.estimate("llama3.1-8b", "dgx-h100", zero=3, memory_recipe="fsdp2", tp_overlap=True, **kw)
+    toml = tomllib.loads(export.torchtitan(titan))
+    assert toml["parallelism"]["enable_async_tensor_parallel"] is True and toml["compile"] == {"enable": True}
+    sharded = training.estimate("llama3.1-8b", "dgx-h100", zero=3, memory_recipe="fsdp2", **kw)
+    assert "enable_async_tensor_parallel" not in tomllib.loads(export.torchtitan(sharded))["parallelism"]
+    with pytest.raises(ConfigurationError, match="async TP runs in torchtitan"):
+        export.megatron(titan)
+    with pytest.raises(ConfigurationError, match="--tp-comm-overlap; torchtitan overlaps TP with async TP"):
+        export.torchtitan(training.estimate("llama3.1-8b", "dgx-h100", zero=3, tp_overlap="userbuffers", **kw))
+    deepspeed = training.estimate("llama3.1-8b", "dgx-h100", zero=1, tp_overlap="userbuffers", **kw)
+    with pytest.raises(ConfigurationError, match="DeepSpeed's AutoTP runs its TP collectives on the critical path"):
+        export.deepspeed(deepspeed)
