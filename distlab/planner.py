@@ -22,11 +22,13 @@ import numpy as np
 
 from ._arguments import as_cluster, divisors
 from . import flops, memory, memory_recipes, models, training, validation
-from .efficiency import OVERLAP_SLOWDOWN
+from .efficiency import OVERLAP_SLOWDOWN, fp8_scaling_name
 from .errors import ConfigurationError
 from ._arguments import whole_number
 from .mesh import MAX_WORLD_SIZE
+from .step.data_parallel import zero3_collectives_per_layer
 from .step.terms import TERMS
+from .tp_overlap import TP_OVERLAP_NAMES, tp_overlap_method
 from .units import non_negative, positive_int
 
 __all__ = [
@@ -418,12 +420,17 @@ def plan(
     moe_imbalance=1.0,
     capacity_factor=None,
     max_nodes_per_token=None,
+    attention_kernel=None,
+    fp8_scaling="delayed",
+    zero3_collectives="layer",
+    tp_overlap=False,
 ) -> Plan:
     """Evaluate every valid configuration; rank feasible ones first, then by step time.
 
-    efficiency, attention, memory_recipe and kernels as in training.estimate (None: the calibrated compute model of
-    distlab.efficiency; a number: every FLOP at that share of peak); only the ZeRO stages the memory recipe's
-    engine runs are searched. An MoE model's routing knobs as in training.estimate, for every candidate: the
+    efficiency, attention, memory_recipe, kernels, attention_kernel (None: the memory recipe's engine's), fp8_scaling,
+    zero3_collectives and tp_overlap (for the candidates with sequence parallelism; True: the engine's method) as
+    in training.estimate (None: the calibrated compute model of distlab.efficiency; a number: every FLOP at that
+    share of peak); only the ZeRO stages the memory recipe's engine runs are searched. An MoE model's routing knobs as in training.estimate, for every candidate: the
     imbalance is clipped at min(ep, E / k) (one GPU takes at most every copy). Lesson 7 §5 (search every valid
     configuration), Lesson 10 §3.
 
@@ -437,11 +444,17 @@ def plan(
     model = moe_step.moe_model(model) if is_moe else models.model(model)
     cl = as_cluster(cluster, nodes, fabric)
     batch, s, _ = training.batch_and_sequence(global_batch, seq_len if seq_len is not None else model.seq_len)
-    compute = training.compute_model_for(cl, efficiency, attention, kernels=kernels, memory_recipe=memory_recipe)
+    named = dict(attention_kernel=attention_kernel, fp8_scaling=fp8_scaling, memory_recipe=memory_recipe)
+    compute = training.compute_model_for(cl, efficiency, attention, kernels=kernels, **named)
     recipe = memory.precision_recipe(precision)
     hw = training.hardware_arguments(cl, recipe, achieved=compute.calibrated)
     peak = hw["peak_flops"]
     mem_recipe = memory_recipes.memory_recipe(memory_recipe)
+    method = tp_overlap_method(tp_overlap, mem_recipe)
+    options = dict(
+        zero3_tensors=zero3_collectives_per_layer(model, zero3_collectives),
+        tp_overlap=TP_OVERLAP_NAMES.index(method),
+    )
     cols, rejected = enumerate_configurations(model, cl.gpus, cl.node.gpus_per_node, batch, s)
     keep = np.isin(cols["zero"], mem_recipe.zero_stages)
     if not keep.all():
@@ -462,6 +475,7 @@ def plan(
         **{name: cols[name] for name in COLUMNS},  # the columns are step_model_array's keywords
         **training.compute_arguments(compute),
         memory_recipe=mem_recipe,
+        **options,
         **moe_columns,
     )
     # MFU by PaLM's definition (distlab.flops: weights, attention, logits; no recomputation), as estimate()
@@ -482,6 +496,10 @@ def plan(
         extra={
             "calibrated": compute.calibrated,
             "overlap_slowdown": compute.overlap_slowdown,
+            "attention_kernel": compute.attention_kernel,
+            "fp8_scaling": fp8_scaling_name(fp8_scaling),
+            "zero3_collectives": zero3_collectives,
+            "tp_overlap_method": method,
             "band": validation.error_band(cl.accelerator.name, recipe.name),
         },
     )

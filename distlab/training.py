@@ -47,6 +47,8 @@ from .step.placement import (
 from .step.checks import check_batch, check_layout, check_memory_recipe
 from .step.data_parallel import zero3_collectives_per_layer
 from .step.terms import TERMS, step_model_array
+from .tp_overlap import TP_OVERLAP_NAMES, tp_overlap_method
+from .tp_overlap import note as tp_overlap_note
 from .units import format_bytes, format_seconds, non_negative
 
 if TYPE_CHECKING:
@@ -194,8 +196,9 @@ class StepEstimate:
         return "\n".join(lines)
 
     def notes(self) -> list:
-        """What the step time assumes beyond the compute line: an FP8 recipe's GEMM rate and scaling, a power cap
-        distlab does not model (hardware.Accelerator.power_note)."""
+        """What the step time assumes beyond the compute line: an FP8 recipe's GEMM rate and scaling, the TP overlap
+        method's hidden share (distlab.tp_overlap.note), a power cap distlab does not model
+        (hardware.Accelerator.power_note)."""
         out = []
         cm = self.compute_model
         if self.config.get("fp8_scaling") and cm is not None and cm.fp8_matmul_efficiency is not None:
@@ -203,6 +206,8 @@ class StepEstimate:
                 f"FP8: only the weight GEMMs at {100 * cm.fp8_matmul_efficiency:.1f}% of the FP8 peak (x their shape "
                 f"factor), {cm.fp8_scaling} scaling's casts in the element-wise traffic; the rest at 16-bit rates"
             )
+        if self.config.get("tp_overlap_method"):
+            out.append(tp_overlap_note(self.config["tp_overlap_method"], self.config["tp"]))
         if self.power_note:
             out.append(self.power_note)
         return out
@@ -336,7 +341,8 @@ def estimate(
     'sdpa'; None: the memory recipe's engine's). precision 'fp8': the weight GEMMs at the FP8 GEMM rate, the rest at
     16-bit, the casts by fp8_scaling ('delayed', 'current', 'blockwise'; distlab.elementwise). calibration: (share,
     traffic) replacing the two fitted constants. tp_overlap: sequence parallelism's collectives overlap the matmuls
-    (Megatron-Core --tp-comm-overlap). memory_recipe: 'zero-paper' (16 B per parameter) or an engine's ('megatron',
+    by a method (distlab.tp_overlap: 'none', 'userbuffers' = Megatron-Core --tp-comm-overlap, 'async-tp' = PyTorch
+    async TP; True: the memory recipe's engine's), hiding (tp - 1) / tp of what fits under the matmuls. memory_recipe: 'zero-paper' (16 B per parameter) or an engine's ('megatron',
     'megatron-distributed-optimizer', 'deepspeed', 'fsdp2'; distlab.memory_recipes). balance_stages: the first and
     last stage hold one layer fewer (Llama 3; pp > 2). ep, etp: expert and expert tensor parallelism (etp 1 or tp)
     of an MoE model (Lesson 10 §5); moe_imbalance, capacity_factor and max_nodes_per_token its routing (Lesson 10
@@ -366,9 +372,10 @@ def estimate(
     asked = dict(moe_imbalance=moe_imbalance, capacity_factor=capacity_factor, max_nodes_per_token=max_nodes_per_token)
     core_model, experts, routing = _expert_view(model, cl, shape["s"], tp, cp, pp, ep, etp, sp, asked)
     layout = dict(dp=dp, tp=tp, cp=cp, pp=pp, zero=zero, recompute=memory.recompute_mode(recompute), sp=sp)
-    config = _record(model, cl, shape, layout, recipe, compute, efficiency, mem_recipe, tp_overlap, balance_stages)
+    method = tp_overlap_method(tp_overlap, mem_recipe) if sp else tp_overlap_method(tp_overlap) and "none"
+    config = _record(model, cl, shape, layout, recipe, compute, efficiency, mem_recipe, method, balance_stages)
     config.update(**experts, **routing)
-    flags: dict[str, Any] = dict(tp_overlap=bool(tp_overlap), balance_stages=bool(balance_stages))
+    flags: dict[str, Any] = dict(tp_overlap=TP_OVERLAP_NAMES.index(method), balance_stages=bool(balance_stages))
     if zero3_collectives != "layer":  # the default adds nothing to the record: estimates without it stay as they were
         config["zero3_collectives"] = zero3_collectives
         flags["zero3_tensors"] = zero3_collectives_per_layer(model, zero3_collectives)
@@ -388,9 +395,9 @@ def _record(model, cl, shape, layout, recipe, compute, efficiency, mem_recipe, t
     config.update(attention_kernel=compute.attention_kernel)
     if recipe.compute_precision == "fp8":
         config.update(fp8_scaling=compute.fp8_scaling)
-    config.update(
-        kernels=compute.kernels, matmul_efficiency=compute.matmul_efficiency, tp_overlap=bool(tp_overlap) and sp
-    )
+    config.update(kernels=compute.kernels, matmul_efficiency=compute.matmul_efficiency, tp_overlap=tp_overlap != "none")
+    if tp_overlap != "none":  # the method is named only where one runs: estimates without it stay as they were
+        config.update(tp_overlap_method=tp_overlap)
     config.update(memory_recipe=mem_recipe.name, balance_stages=bool(balance_stages) and pp > 2)
     return config
 

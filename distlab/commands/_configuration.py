@@ -5,7 +5,11 @@ Not a subcommand (cli.py skips modules whose name starts with an underscore).
 
 from __future__ import annotations
 
+from ..attention_kernels import ATTENTION_KERNEL_NAMES
+from ..elementwise import FP8_SCALING
 from ..errors import ConfigurationError
+from ..step.data_parallel import ZERO3_COLLECTIVES
+from ..tp_overlap import TP_OVERLAP_NAMES
 
 
 def add_cluster_arguments(cmd) -> None:
@@ -63,11 +67,72 @@ def add_config_arguments(cmd, required: bool = True) -> None:
         action="store_true",
         help="first and last pipeline stage one layer fewer, for the embedding and logits (Llama 3)",
     )
+    add_tp_overlap_argument(cmd)
+
+
+def add_tp_overlap_argument(cmd) -> None:
+    """--tp-overlap [METHOD] (estimate, plan, export, triage)."""
     cmd.add_argument(
         "--tp-overlap",
-        action="store_true",
-        help="overlap the TP collectives of sequence parallelism with the matmuls (Megatron-Core --tp-comm-overlap)",
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="METHOD",
+        help="overlap the TP collectives of sequence parallelism with the matmuls: alone, the memory recipe's "
+        "engine's method (async-tp for fsdp2, else userbuffers = Megatron-Core --tp-comm-overlap); or "
+        "none, userbuffers, async-tp (distlab.tp_overlap)",
     )
+
+
+def add_compute_arguments(cmd) -> None:
+    """--attention-kernel, --fp8-scaling, --zero3-collectives: training.estimate's and planner.plan's named compute
+    choices (estimate, plan, export), checked by compute_options."""
+    cmd.add_argument(
+        "--attention-kernel",
+        default=None,
+        help="flash-attention kernel whose measured rates price the attention core: "
+        f"{', '.join(ATTENTION_KERNEL_NAMES)} (distlab.attention_kernels; default: the memory recipe's engine's, "
+        "e.g. cudnn for Megatron, sdpa for FSDP2, flash otherwise)",
+    )
+    cmd.add_argument(
+        "--fp8-scaling",
+        default="delayed",
+        help=f"with --precision fp8: how tensors are scaled before the FP8 cast: {', '.join(FP8_SCALING)} "
+        "(default delayed, NeMo/Megatron's; distlab.elementwise)",
+    )
+    cmd.add_argument(
+        "--zero3-collectives",
+        default="layer",
+        help="ZeRO-3's gathers and reductions: layer (default; one flat buffer per layer, FSDP2 and Megatron) or "
+        "tensor (one per parameter tensor, DeepSpeed ZeRO-3 as of 2021)",
+    )
+
+
+def _choice(value, flag: str, valid) -> str:
+    """value, lower-cased, if it is one of valid; else our error naming the flag and the valid values."""
+    key = value.strip().lower() if isinstance(value, str) else ""
+    if key not in valid:
+        raise ConfigurationError(f"{flag} {value!r}; valid: {', '.join(valid)}")
+    return key
+
+
+def compute_options(args) -> dict:
+    """training.estimate's and planner.plan's attention_kernel, fp8_scaling and zero3_collectives from
+    add_compute_arguments, each checked against its valid values (our error names the flag)."""
+    kernel = args.attention_kernel
+    return dict(
+        attention_kernel=None if kernel is None else _choice(kernel, "--attention-kernel", ATTENTION_KERNEL_NAMES),
+        fp8_scaling=_choice(args.fp8_scaling, "--fp8-scaling", FP8_SCALING),
+        zero3_collectives=_choice(args.zero3_collectives, "--zero3-collectives", ZERO3_COLLECTIVES),
+    )
+
+
+def tp_overlap(args):
+    """estimate()'s tp_overlap of --tp-overlap: False (absent), True (alone: the engine's method) or a method name."""
+    value = args.tp_overlap
+    if value is True or value is False:
+        return value
+    return _choice(value, "--tp-overlap", TP_OVERLAP_NAMES)
 
 
 def cluster(args):
@@ -125,7 +190,7 @@ def config(args) -> dict:
         precision=args.precision,
         efficiency=args.efficiency,
         attention=args.attention,
-        tp_overlap=args.tp_overlap,
+        tp_overlap=tp_overlap(args),
         memory_recipe=args.memory_recipe,
         balance_stages=args.balance_stages,
     )

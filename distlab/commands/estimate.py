@@ -6,9 +6,11 @@ import json
 
 from ._configuration import (
     add_cluster_arguments,
+    add_compute_arguments,
     add_config_arguments,
     add_moe_routing_arguments,
     cluster,
+    compute_options,
     config,
     moe_routing,
 )
@@ -25,19 +27,7 @@ def add_arguments(cmd) -> None:
     cmd.add_argument("--ep", type=int, default=1, help="expert-parallel degree (mixture-of-experts models, default 1)")
     cmd.add_argument("--etp", type=int, default=None, help="expert tensor-parallel degree, 1 or tp (MoE; default tp)")
     add_moe_routing_arguments(cmd)
-    cmd.add_argument(
-        "--attention-kernel",
-        default=None,
-        choices=("flash", "fa2", "fa3", "cudnn", "sdpa"),
-        help="flash-attention kernel whose measured rates price the attention core (distlab.attention_kernels; "
-        "default: the memory recipe's engine's, e.g. cudnn for Megatron, sdpa for FSDP2, flash otherwise)",
-    )
-    cmd.add_argument(
-        "--fp8-scaling",
-        default="delayed",
-        choices=("delayed", "current", "blockwise"),
-        help="with --precision fp8: how tensors are scaled before the FP8 cast (default delayed, NeMo/Megatron's)",
-    )
+    add_compute_arguments(cmd)
     cmd.add_argument(
         "--json",
         action="store_true",
@@ -51,7 +41,7 @@ def run(args) -> int:
 
     cl = cluster(args)
     kwargs = dict(config(args), ep=args.ep, etp=args.etp, **moe_routing(args))
-    kwargs.update(attention_kernel=args.attention_kernel, fp8_scaling=args.fp8_scaling)
+    kwargs.update(compute_options(args))
     est = training.estimate(args.model, cl, **kwargs)
     band = validation.error_band(cl.accelerator.name, est.config["precision"])
     if args.json:

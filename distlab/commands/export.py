@@ -10,11 +10,18 @@ HELP = "write a configuration (given, or --best from the planner) for Megatron-L
 
 def add_arguments(cmd) -> None:
     from ..export import FORMATS
-    from ._configuration import add_cluster_arguments, add_config_arguments, add_moe_routing_arguments, hidden_alias
+    from ._configuration import (
+        add_cluster_arguments,
+        add_compute_arguments,
+        add_config_arguments,
+        add_moe_routing_arguments,
+        hidden_alias,
+    )
 
     cmd.add_argument("--format", required=True, help=f"engine: {', '.join(FORMATS)}")
     add_cluster_arguments(cmd)
     add_config_arguments(cmd)
+    add_compute_arguments(cmd)
     cmd.add_argument("--ep", type=int, default=1, help="expert-parallel degree (MoE models, distlab.moe)")
     cmd.add_argument("--etp", type=int, default=None, help="expert tensor-parallel degree (MoE; default tp)")
     add_moe_routing_arguments(cmd)
@@ -29,6 +36,8 @@ def add_arguments(cmd) -> None:
 
 def _given(args, recipe) -> dict:
     """What --best plans and prices every configuration with: the batch, sequence, compute model and recipe."""
+    from ._configuration import compute_options, tp_overlap
+
     return dict(
         global_batch=args.global_batch,
         seq_len=args.seq_len,
@@ -36,6 +45,8 @@ def _given(args, recipe) -> dict:
         efficiency=args.efficiency,
         attention=args.attention,
         memory_recipe=recipe,
+        tp_overlap=tp_overlap(args),
+        **compute_options(args),
     )
 
 
@@ -82,7 +93,7 @@ def _candidates(args, cl, fmt):
 def run(args) -> int:
     from .. import export, training
     from ..errors import ConfigurationError
-    from ._configuration import cluster, config
+    from ._configuration import cluster, compute_options, config
 
     cl = cluster(args)
     if str(args.model).strip().lower() in _moe_models():
@@ -101,7 +112,7 @@ def run(args) -> int:
     if fmt not in export.FORMATS:
         raise ConfigurationError(f"--format {args.format!r}; valid: {', '.join(export.FORMATS)}")
     if not args.best:
-        given = config(args)
+        given = dict(config(args), **compute_options(args))
         given["memory_recipe"] = export.engine_recipe(fmt, given.get("zero", 0), args.memory_recipe)
         est = training.estimate(args.model, cl, **given)
         if not est.feasible:

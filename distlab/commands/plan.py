@@ -11,9 +11,16 @@ HELP = "rank every valid dp x tp x pp configuration (with micro-batch, ZeRO, rec
 
 
 def add_arguments(cmd) -> None:
-    from ._configuration import add_cluster_arguments, add_moe_routing_arguments
+    from ._configuration import (
+        add_cluster_arguments,
+        add_compute_arguments,
+        add_moe_routing_arguments,
+        add_tp_overlap_argument,
+    )
 
     add_cluster_arguments(cmd)
+    add_compute_arguments(cmd)
+    add_tp_overlap_argument(cmd)
     add_moe_routing_arguments(cmd)
     cmd.add_argument("--top", type=int, default=10, help="rows to show (default 10)")
     cmd.add_argument(
@@ -27,7 +34,7 @@ def add_arguments(cmd) -> None:
 def run(args) -> int:
     from .. import planner
     from ..errors import ConfigurationError
-    from ._configuration import cluster, moe_routing
+    from ._configuration import cluster, compute_options, moe_routing, tp_overlap
 
     if args.top < 1:
         raise ConfigurationError(f"--top {args.top} must be at least 1")
@@ -40,6 +47,8 @@ def run(args) -> int:
         efficiency=args.efficiency,
         attention=args.attention,
         memory_recipe=args.memory_recipe,
+        tp_overlap=tp_overlap(args),
+        **compute_options(args),
         **moe_routing(args),
     )
     if args.json:

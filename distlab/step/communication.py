@@ -10,6 +10,7 @@ import numpy as np
 from .. import tensor
 from ..efficiency import NVLS_MIN_GPUS
 from ..pipeline.closed_form import bubble_overhead_array
+from ..tp_overlap import hidden_share_array
 from .compute import overlapped_per_microbatch
 from .config import StepConfig
 from .placement import p2p_message_bytes, pipeline_crossings_array
@@ -21,15 +22,17 @@ def tp_term(c: StepConfig, r: dict) -> dict:
     """TP communication = m x layers/stage x the ring time of 4 collectives of b s h e_msg / cp bytes over tp GPUs (6
     with full recomputation; distlab.tensor.tp_comm_time), on the critical path. NCCL runs a TP all-reduce of >=
     NVLS_MIN_GPUS GPUs on NVLS where the node has it (sequence parallelism's reduce-scatter/all-gather stay on the
-    ring). With tp_overlap and sequence parallelism (Megatron-Core --tp-comm-overlap) only what exceeds the stage's
-    matmul time is exposed; tp_hidden_mb is the rest. Lesson 7 §2, Lesson 5."""
+    ring). With a TP overlap method (c.tp_overlap: distlab.tp_overlap) and sequence parallelism, the method's share
+    of the traffic that fits under the stage's matmul time hides: hidden = share x min(TP time, matmul time), share
+    (tp - 1) / tp (tp_overlap.hidden_share_array); the rest is exposed. tp_hidden_mb is the hidden part (the overlap
+    term charges the compute beside it). Lesson 7 §2, Lesson 5."""
     sp = np.asarray(c.sequence_parallel, dtype=bool)
     msg = tensor.tp_message_bytes(c.b, c.s, float(c.model.hidden), c.e_msg) / c.cp
     bw = c.intra_bw if c.nvls_bw is None else np.where((c.tp >= NVLS_MIN_GPUS) & ~sp, c.nvls_bw, c.intra_bw)
     tp_mb = c.layers_stage * tensor.tp_comm_time(msg, c.tp, bw, c.intra_lat, np.where(c.full, 6, 4))
-    overlapped = np.asarray(c.tp_overlap, dtype=bool) & sp
-    hidden = np.where(overlapped, np.minimum(tp_mb, r["matmul_mb"]), 0.0)
-    tp_mb = np.where(overlapped, np.maximum(0.0, tp_mb - r["matmul_mb"]), tp_mb)
+    share = np.where(sp, hidden_share_array(c.tp_overlap, c.tp), 0.0)
+    hidden = share * np.minimum(tp_mb, r["matmul_mb"])
+    tp_mb = tp_mb - hidden
     return dict(tp_comm_s=c.m * tp_mb, tp_mb=tp_mb, tp_hidden_mb=hidden)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from .._arguments import RECOMPUTE_MODES, check_fraction, code_array, number_array
 from ..errors import ConfigurationError
+from ..tp_overlap import TP_OVERLAP_NAMES
 from ..flops import (
     TRAINING_PASSES,
     layer_forward_flops_array,
@@ -97,7 +98,7 @@ class StepConfig:
     attention_table: tuple | None  # a kernel's (seq lens, forward, backward shares of peak); None: attention_efficiency
     fp8: bool  # the GEMMs run in FP8 (recipe.compute_precision)
     cast_bytes: float  # FP8 cast bytes per element (elementwise.FP8_CAST_BYTES; 0 when not FP8)
-    tp_overlap: Any
+    tp_overlap: Any  # the TP overlap method's code (distlab.tp_overlap.TP_OVERLAP_NAMES; bool True: userbuffers)
     zero3_tensors: float  # ZeRO-3 collectives per layer and gather: 1 (flat buffer), the layer's tensors (per tensor)
     bucket_bytes: float
     s: float
@@ -252,7 +253,7 @@ def _compute(a: dict) -> dict:
     """The StepConfig's compute-model fields (training.compute_arguments' keywords)."""
     efficiency = _fractions(a["efficiency"], "efficiency")
     attention = a["attention_efficiency"]
-    keys = ("memory_traffic", "kernels_code", "causal_flash", "overlap_slowdown", "tp_overlap", "attention_table")
+    keys = ("memory_traffic", "kernels_code", "causal_flash", "overlap_slowdown", "attention_table")
     a["zero3_tensors"] = positive(a["zero3_tensors"], "", "zero3_tensors")
     # an FP8 recipe: the weight GEMMs at the FP8 GEMM rate (efficiency.BEST_FP8_GEMM_EFFICIENCY), the rest at 16-bit
     fp8 = getattr(a["recipe"], "compute_precision", None) == "fp8"
@@ -269,6 +270,7 @@ def _compute(a: dict) -> dict:
         fp8=fp8,
         cast_bytes=non_negative(a["fp8_cast_bytes"], "B", "fp8_cast_bytes") if fp8 else 0.0,
         zero3_tensors=a["zero3_tensors"],
+        tp_overlap=code_array(a["tp_overlap"], "tp_overlap", TP_OVERLAP_NAMES),
         **{k: a[k] for k in keys},
     )
 

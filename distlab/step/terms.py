@@ -68,8 +68,8 @@ TERMS = (
     ),
     Term(
         step_part("tp_comm_s"),
-        "TP communication sits on the critical path (overlapped with the matmuls only "
-        "with tp_overlap, which the planner does not search)",
+        "TP communication sits on the critical path (with a tp_overlap method, (tp - 1) / tp of what fits "
+        "under the matmuls hides: a conservative reading of the method, no measured share; distlab.tp_overlap)",
         tp_term,
     ),
     Term(

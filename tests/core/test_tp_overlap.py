@@ -1,0 +1,146 @@
+"""TP overlap as a share by method (issue 30): 'none', 'userbuffers' (Megatron-Core --tp-comm-overlap), 'async-tp'
+(PyTorch async TP) hide (tp - 1) / tp of the TP traffic that fits under the matmuls, not all of it; validated, never
+fitted, against torchtitan's measured async-TP speed-ups."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import tomllib
+
+from distlab import export, training, validation
+from distlab.errors import ConfigurationError
+from distlab.tp_overlap import TP_OVERLAP_NAMES, hidden_share_array, tp_overlap_method
+
+LAYOUT = dict(nodes=4, fabric="ib-ndr", global_batch=64, seq_len=8192, pp=1, sequence_parallel=True)
+
+
+def _tp_comm(tp, method, **kw):
+    est = training.estimate("llama3.1-70b", "dgx-h100", tp=tp, tp_overlap=method, **LAYOUT, **kw)
+    return est
+
+
+@pytest.mark.parametrize("tp", [2, 4, 8])
+@pytest.mark.parametrize("method", ["userbuffers", "async-tp"])
+def test_a_method_exposes_one_of_tp_chunks(tp, method):
+    # exposed = TP time - (tp - 1) / tp x min(TP time, matmul time); where the TP time is below the matmul time (the
+    # guard: under a third of the compute, whose matmuls are most of it) what stays exposed is TP time / tp
+    # (tp 2: 1/2, tp 4: 1/4, tp 8: 1/8); before the methods were named tp_overlap hid all of it (0 exposed)
+    plain = _tp_comm(tp, "none")
+    assert plain.tp_comm_s < plain.compute_s / 3
+    overlapped = _tp_comm(tp, method)
+    assert overlapped.tp_comm_s == pytest.approx(plain.tp_comm_s / tp, rel=1e-9)
+    assert overlapped.config["tp_overlap"] is True and overlapped.config["tp_overlap_method"] == method
+
+
+def test_true_is_the_engines_method_and_false_is_none():
+    # Megatron's recipes run userbuffers, torchtitan's FSDP2 async TP; the ZeRO paper's count keeps what
+    # tp_overlap=True always meant (Megatron-Core --tp-comm-overlap)
+    assert tp_overlap_method(True, "megatron-distributed-optimizer") == "userbuffers"
+    assert tp_overlap_method(True, "fsdp2") == "async-tp"
+    assert tp_overlap_method(True, "zero-paper") == "userbuffers"
+    assert tp_overlap_method(True, "deepspeed") == "none"  # DeepSpeed's AutoTP has no TP overlap
+    assert tp_overlap_method(False, "fsdp2") == tp_overlap_method("NONE") == "none"
+    fsdp2 = dict(memory_recipe="fsdp2", zero=3)
+    assert _tp_comm(8, True, **fsdp2).config["tp_overlap_method"] == "async-tp"
+    assert _tp_comm(8, True).step_time_s == _tp_comm(8, "userbuffers").step_time_s
+    # without sequence parallelism there is nothing to overlap: the record says so
+    est = training.estimate("llama3.1-70b", "dgx-h100", tp=8, tp_overlap=True, **{**LAYOUT, "sequence_parallel": False})
+    assert est.config["tp_overlap"] is False and "tp_overlap_method" not in est.config
+
+
+@pytest.mark.parametrize("bad", ["nvlink", "async_tp", 2, None, 0.5])
+def test_a_bad_method_is_our_error_naming_the_valid_ones(bad):
+    with pytest.raises(ConfigurationError) as info:
+        _tp_comm(8, bad)
+    text = str(info.value)
+    assert "tp_overlap=" in text and all(repr(n) in text for n in TP_OVERLAP_NAMES)
+
+
+def test_the_share_and_the_note_say_it_is_not_measured():
+    # (tp - 1) / tp: tp 8 -> 0.875, tp 2 -> 0.5; 'none' hides nothing
+    assert [float(x) for x in hidden_share_array([0, 1, 2, 1], [8, 8, 8, 2])] == [0.0, 0.875, 0.875, 0.5]
+    notes = " ".join(_tp_comm(8, "async-tp").notes())
+    assert "async-tp" in notes and "87.5%" in notes and "no published measurement" in notes
+    assert not any("TP overlap" in n for n in _tp_comm(8, "none").notes())
+
+
+#: torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md (pytorch/torchtitan at 2887250), bfloat16 rows:
+#: Llama 3 70B on 256 H100s, FSDP 32 x TP 8, full AC, local batch 16: 597.3 -> 652.4 tokens/s/GPU (1.09x);
+#: Llama 3 8B on 64 H100s, FSDP 8 x TP 8, per-op SAC, local batch 12: 4378 -> 4809.4 (1.10x). Same Grand Teton
+#: H100s (96 GB HBM2e, 500 W) as the validation set's torchtitan runs; sequence length not stated: torchtitan's
+#: default 8,192; the local batch is one micro-batch (no gradient accumulation stated). Validation: never fitted.
+TORCHTITAN_ASYNC_TP = {
+    "70b": ("torchtitan-a100-64gpu-llama3-70b-full", 32, 16, "full", 652.4 / 597.3),
+    "8b": ("torchtitan-h100-128gpu-llama31-8b-compile", 8, 12, "selective", 4809.4 / 4378),
+}
+
+
+def _async_tp_speedup(key):
+    shape_run, fsdp, local, recompute, _ = TORCHTITAN_ASYNC_TP[key]
+    part = validation.run("torchtitan-h100-128gpu-llama31-8b-compile")  # the runs' own 500 W H100 nodes
+    cluster = dataclasses.replace(validation.run_cluster(part), nodes=fsdp)
+    model = validation.run_model(validation.run(shape_run))
+    kw = dict(global_batch=fsdp * local, seq_len=8192, dp=fsdp, tp=8, pp=1, zero=3, micro_batch_size=local)
+    kw.update(sequence_parallel=True, recompute=recompute, memory_recipe="fsdp2")
+    plain, overlapped = (training.estimate(model, cluster, tp_overlap=m, **kw) for m in ("none", "async-tp"))
+    band = validation.error_band(cluster.accelerator.name, "mixed").percent
+    return plain.step_time_s / overlapped.step_time_s, band
+
+
+def test_async_tp_speedup_on_torchtitans_70b_layout_is_within_the_h100_band():
+    # predicted 1.166x against the measured 1.092x: +6.8%, inside the ±8.4% H100 band (all TP hidden: 1.19x)
+    speedup, band = _async_tp_speedup("70b")
+    measured = TORCHTITAN_ASYNC_TP["70b"][-1]
+    assert abs(100 * (speedup / measured - 1)) <= band
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="predicted 1.202x against torchtitan's measured 1.099x (+9.4%), outside the ±8.4% H100 band: the model "
+    "prices this layout's vanilla TP 35% faster than measured (5,900 against 4,378 tokens/s/GPU; 500 W cap not "
+    "modelled), so TP traffic is too large a share of its step; the share hidden is not fitted to close it",
+)
+def test_async_tp_speedup_on_torchtitans_8b_layout_is_within_the_h100_band():
+    speedup, band = _async_tp_speedup("8b")
+    measured = TORCHTITAN_ASYNC_TP["8b"][-1]
+    assert abs(100 * (speedup / measured - 1)) <= band
+
+
+def test_overlapped_validation_runs_are_closer_than_with_everything_hidden():
+    # the 17 validation mappings with tp_overlap (Megatron-Core r0.8, dgxc 70B/405B/175B/15B): mean |error| 7.0%
+    # with all TP traffic hidden (main at 233a402); the share must not make them worse on average
+    rows = [
+        validation._row(r)
+        for r in validation.load_runs("validation")
+        if (r["distlab"].get("estimate") or {}).get("tp_overlap")
+    ]
+    scored = [abs(r.error_percent) for r in rows if r.status == "predicted"]
+    assert len(scored) == 17
+    assert sum(scored) / len(scored) < 7.0
+
+
+def test_export_writes_the_method_its_engine_runs_and_refuses_the_others():
+    # Megatron-LM: --tp-comm-overlap (userbuffers), read back by parse_megatron; torchtitan: [parallelism]
+    # enable_async_tensor_parallel with [compile] enable (async TP is "only effective when compile is enabled",
+    # job_config.py); each refuses the other's method, and DeepSpeed any
+    kw = dict(nodes=2, global_batch=64, tp=4, pp=1, sequence_parallel=True)
+    megatron = training.estimate("llama3.1-8b", "dgx-h100", zero=1, tp_overlap="userbuffers", **kw)
+    line = export.megatron(megatron)
+    assert "--tp-comm-overlap" in line.split() and export.parse_megatron(line)["tp_overlap"] is True
+    plain = training.estimate("llama3.1-8b", "dgx-h100", zero=1, **kw)
+    assert export.parse_megatron(export.megatron(plain))["tp_overlap"] is False
+    titan = training.estimate("llama3.1-8b", "dgx-h100", zero=3, memory_recipe="fsdp2", tp_overlap=True, **kw)
+    toml = tomllib.loads(export.torchtitan(titan))
+    assert toml["parallelism"]["enable_async_tensor_parallel"] is True and toml["compile"] == {"enable": True}
+    sharded = training.estimate("llama3.1-8b", "dgx-h100", zero=3, memory_recipe="fsdp2", **kw)
+    assert "enable_async_tensor_parallel" not in tomllib.loads(export.torchtitan(sharded))["parallelism"]
+    with pytest.raises(ConfigurationError, match="async TP runs in torchtitan"):
+        export.megatron(titan)
+    with pytest.raises(ConfigurationError, match="--tp-comm-overlap; torchtitan overlaps TP with async TP"):
+        export.torchtitan(training.estimate("llama3.1-8b", "dgx-h100", zero=3, tp_overlap="userbuffers", **kw))
+    deepspeed = training.estimate("llama3.1-8b", "dgx-h100", zero=1, tp_overlap="userbuffers", **kw)
+    with pytest.raises(ConfigurationError, match="DeepSpeed's AutoTP runs its TP collectives on the critical path"):
+        export.deepspeed(deepspeed)
