@@ -9,6 +9,8 @@ from .hardware_parts import Accelerator, Link
 # ---------------------------------------------------------------------------------------
 # Catalogs. Figures: T = 1e12, P = 1e15 FLOP/s; GB = 1e9 bytes.
 
+__all__ = ["ACCELERATORS", "LINKS"]
+
 _SPARSE = "NVIDIA prints tensor-core figures with 2:4 sparsity; the dense figure stored here is half of that"
 
 _A100_FLOPS = {

@@ -23,6 +23,8 @@ from .units import (
 )
 
 #: Precision keys a peak FLOP/s figure may carry, widest first.
+__all__ = ["PRECISIONS", "LINK_KINDS", "Accelerator", "Link", "text_field"]
+
 PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4")
 #: Kinds of link.
 LINK_KINDS = ("intra-node", "inter-node")
