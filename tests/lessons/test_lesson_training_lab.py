@@ -100,7 +100,7 @@ def test_q6_design_accepts_any_layout_that_meets_both_constraints():
             if e.memory.capacity_bytes - e.memory.total_bytes >= 10e9:
                 ok[tp, pp] = e.step_time_s
     fastest = min(ok.values())
-    # within the step model's validated error band of the fastest (7.4 %, planner.error_band_percent): a tie
+    # within the step model's validated error band of the fastest (7.0 %, planner.error_band_percent): a tie
     from distlab import planner
 
     accepted = {k for k, t in ok.items() if t <= (1 + planner.error_band_percent() / 100) * fastest}
