@@ -65,7 +65,9 @@ def test_only_the_lesson_app_base_catches_distlab_errors(path):
         if isinstance(node, ast.ExceptHandler) and "DistlabError" in ast.unparse(node.type or ast.Name("BaseException"))
     ]
     if path.name == "common.py":
-        assert len(catches) == 2  # LessonApp.update, and attempt() for the positions of a browser picture
+        assert len(catches) == 1  # LessonApp.update
+    elif path.name == "filling.py":
+        assert len(catches) == 1  # attempt(): the positions of a browser picture, remembered results
     else:
         assert not catches, f"{path.name}:{catches}: an app catches DistlabError itself; LessonApp.update does"
 

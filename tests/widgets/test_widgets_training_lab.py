@@ -150,7 +150,7 @@ def test_invalid_combination_shows_our_message(app):
     app.pp.value = 16
     app.nodes.value = 1  # 8 GPUs cannot hold tp 8 x pp 16
     assert app.result is None and "tp x pp = 8 x 16 = 128 is more than the cluster's 8 GPUs" in app.error
-    assert "Cannot compute" in app.status.value and "Traceback" not in app.status.value
+    assert app.shown_texts() == [f"Cannot compute: {app.error}"] and "Traceback" not in app.status.value
     assert app.picture.summary == f"Cannot compute: {app.error}"
     app.nodes.value = 32
     assert app.error is None
