@@ -3,6 +3,8 @@ memory per GPU, step-time breakdown, MFU, throughput, and why a configuration do
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import ipywidgets as widgets
 
 from .. import hardware, memory, memory_recipes, models, moe, training, triage, validation
@@ -363,19 +365,13 @@ class TrainingLabApp(LessonApp):
                 "usable_label": f"usable: {format_bytes(acc.memory_bytes - reserved)} "
                 f"({format_bytes(reserved)} reserved)",
                 "step_parts": step_parts,
-                "step": [
-                    [r.parts().get(p, 0.0) for p in step_parts] if isinstance(r, training.StepEstimate) else []
-                    for r in results
-                ],
+                # no step-time bar for a layout that cannot run (over memory, or a pipeline that never fills): a
+                # step it will never take is no answer (issue 31); the picture says so in its place
+                "step": [[r.parts().get(p, 0.0) for p in step_parts] if _runs(r) else [] for r in results],
                 "step_text": [
-                    [format_seconds(r.parts().get(p, 0.0)) for p in step_parts]
-                    if isinstance(r, training.StepEstimate)
-                    else []
-                    for r in results
+                    [format_seconds(r.parts().get(p, 0.0)) for p in step_parts] if _runs(r) else [] for r in results
                 ],
-                "step_total": [
-                    format_seconds(r.step_time_s) if isinstance(r, training.StepEstimate) else "" for r in results
-                ],
+                "step_total": [format_seconds(r.step_time_s) if _runs(r) else "" for r in results],
                 "memory_total": [
                     format_bytes(r.memory.total_bytes) if isinstance(r, training.StepEstimate) else "" for r in results
                 ],
@@ -510,6 +506,12 @@ class TrainingLabApp(LessonApp):
                     f"(-{format_bytes(best['saves_bytes'])}) [triage.explain_infeasible]"
                 )
         return "\n".join(lines)
+
+
+def _runs(result) -> TypeGuard[training.StepEstimate]:
+    """Whether `result` is an estimate of a layout that runs (fits in memory, no other problem): only such a
+    layout gets a step-time bar."""
+    return isinstance(result, training.StepEstimate) and bool(result.feasible)
 
 
 def _routing(c: dict) -> str:
