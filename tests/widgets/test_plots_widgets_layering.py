@@ -2,8 +2,8 @@
 
 Plots draw data they are given: a plot module imports no other lesson's plot module (only the shared
 plots/_style.py and plots/_bars.py) and no distlab module that computes (only units' formatting and
-errors). Widgets share one update template: only widgets/common.py catches DistlabError, and every
-lesson app subclasses LessonApp.
+errors). Widgets share one update template: only widgets/common.py (LessonApp.update) and widgets/filling.py
+(attempt) catch DistlabError, and every lesson app subclasses LessonApp.
 """
 
 from __future__ import annotations

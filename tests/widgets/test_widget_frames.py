@@ -1,4 +1,4 @@
-"""The frames the apps send (widgets/common.py): the PNG frame equals matplotlib's, a blitted picture shows exactly
+"""The frames the apps send (widgets/canvas.py): the PNG frame equals matplotlib's, a blitted picture shows exactly
 what a full draw shows, and no control of any app draws in full (issue 19's speed work must not change a pixel)."""
 
 from __future__ import annotations
