@@ -509,7 +509,9 @@ class TrainingLabApp(LessonApp):
         parts = ", ".join(f"{name} {format_seconds(value)}" for name, value in est.parts().items() if value > 0)
         lines = [
             head,
-            f"step time {format_seconds(est.step_time_s)} ({parts})",
+            # a layout that cannot run takes no step: its time is what it would take (the picture draws no bar)
+            ("step time" if est.feasible else "step time, were it to run,")
+            + f" {format_seconds(est.step_time_s)} ({parts})",
             "the model's error band "
             + validation.error_band(self.cluster(nodes).accelerator.name, c["precision"]).short(),
             f"MFU {100 * est.mfu:.1f}%, {est.tokens_per_s:,.0f} tokens/s, {est.samples_per_s:.3g} samples/s; "
