@@ -890,6 +890,61 @@ def test_the_triage_ladder_draws_any_ladder_without_an_error():
         assert (ink == 0) if name == "an empty ladder" else (ink > 2000), (name, ink)
 
 
+def test_a_picture_at_an_invalid_position_shows_our_message_once_and_no_canvas():
+    """Issue 31 ("errors print twice above blank space"): common.js, run in Chromium on the memory wall's picture at a
+    custom size of -1 B parameters, hides the canvas and writes our message once where the summary goes; at a valid
+    position the canvas is shown again and the summary is the result's."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+    from distlab.widgets.browser import module_source
+    from distlab.widgets.memory_wall import MemoryWallApp
+
+    app = MemoryWallApp(model="llama2-70b")
+    valid = app.picture.summary
+    app.model.value = "custom size"
+    app.custom_params.value = -1.0
+    assert app.error and app.shown_texts() == [f"Cannot compute: {app.error}"]
+
+    def state():
+        names = ("description", "disabled", "alt", "playable", "interval_ms", "width", "height", "min", "max", "value")
+        return {
+            **{name: getattr(app.picture, name) for name in names},
+            **{name: getattr(app.picture, name) for name in ("options", "summaries", "errors", "frames")},
+        }
+
+    invalid_state = state()
+    app.model.value = "llama2-70b"
+    assert app.error is None and app.picture.summary == valid
+    page_script = """async ([source, states]) => {
+        const url = URL.createObjectURL(new Blob([source], {type: "text/javascript"}));
+        const picture = (await import(url)).default;
+        const seen = [];
+        for (const values of states) {
+            const model = {get: (k) => values[k], set: (k, v) => { values[k] = v; }, save_changes() {},
+                           on() {}, off() {}};
+            const el = document.createElement("div");
+            document.body.appendChild(el);
+            picture.render({model, el});
+            const canvas = el.querySelector("canvas");
+            seen.push({shown: getComputedStyle(canvas).display !== "none" && canvas.offsetHeight > 0,
+                       text: el.querySelector(".distlab-summary").textContent, page: el.textContent});
+        }
+        return seen;
+    }"""
+    messages: list = []
+    with _chromium(sync_api) as browser:
+        try:
+            page = browser.new_page(viewport={"width": 900, "height": 600})
+            page.on("pageerror", lambda exc: messages.append(f"thrown: {exc}"))
+            page.set_content("<!doctype html><html><body></body></html>")
+            invalid, ok = page.evaluate(page_script, [module_source("bars.js"), [invalid_state, state()]])
+        finally:
+            browser.close()
+    assert not messages, messages
+    message = f"Cannot compute: {invalid_state['errors'][invalid_state['options'].index(invalid_state['value'])]}"
+    assert not invalid["shown"] and invalid["text"] == message and invalid["page"].count("Cannot compute") == 1
+    assert ok["shown"] and ok["text"] == valid and "Cannot compute" not in ok["page"]
+
+
 def test_keyboard_steps_a_lesson_apps_dropdown_and_toggle_in_jupyterlab(jupyterlab):
     """Every control from the keyboard (issue 32): in JupyterLab, with the settings distlab ships, the training lab
     (lesson 7) is reached with Tab from its first control; ArrowDown and ArrowUp on its sequence dropdown step the

@@ -39,9 +39,10 @@ MODEL = "llama3.1-70b"
 SCENARIO = dict(global_batch=256, seq_len=8192)
 #: lesson 7's feasible configuration (tp 8 x pp 4, ZeRO-1, selective recomputation)
 CONFIG = dict(tp=8, pp=4, zero=1, recompute="selective", sequence_parallel=True)
-#: Q1, Q6: the out-of-memory configuration of the lesson's section 1 (attention scores stored, as Megatron-LM did
-#: before flash attention and as Korthikanti et al. 2022 measured)
-OOM_CONFIG = dict(tp=8, pp=4, micro_batch_size=4, zero=0, recompute="none", sequence_parallel=True, attention="unfused")
+#: Q1, Q6, Q7: an out-of-memory configuration (attention scores stored, as Megatron-LM did before flash attention and
+#: as Korthikanti et al. 2022 measured). Not the lesson's own (its section 1 prices tp 8 x pp 4 with micro-batch 4,
+#: where only full recomputation fits): twice the stages and half the micro-batch, so a student prices it (issue 31)
+OOM_CONFIG = dict(tp=8, pp=8, micro_batch_size=2, zero=0, recompute="none", sequence_parallel=True, attention="unfused")
 #: Q1's options: one change each, from the OOM configuration
 FIX_OPTIONS = ("smaller micro-batch", "selective recomputation", "full recomputation", "zero", "pp")
 _KIND = {"micro-batch": "smaller micro-batch", "ZeRO": "zero", "PP": "pp", "TP": "tp"}
@@ -58,7 +59,7 @@ SLOW_VARIANTS = dict(slow=(1.1, 1.2, 1.5))
 #: Q5: a long sequence
 LONG_SEQ = 32768
 #: Q7: the single fixes of Q1's configuration to order by the step time they cost, numbered as the prompt lists them
-ORDER_FIXES = {1: "micro_batch_size=2", 2: "selective recomputation", 3: "full recomputation", 4: "pp=8"}
+ORDER_FIXES = {1: "micro_batch_size=1", 2: "selective recomputation", 3: "full recomputation", 4: "ZeRO-3"}
 
 
 def _cluster():
@@ -88,8 +89,9 @@ def _explain_q1() -> str:
     return (
         f"given: {format_bytes(t.base.memory.total_bytes)} per GPU, of which activations "
         f"{format_bytes(t.base.memory.activations_bytes)}: the stored attention scores (5 a s / h of each token's "
-        f"34 + 5 a s / h bytes per hidden unit: 320 of 354 at s = 8,192) dominate. Single fixes: {fixes}. Only "
-        f"{_q1()} brings it under 80 GB; the ladder (each rung on the previous) gets there more cheaply"
+        f"34 + 5 a s / h bytes per hidden unit: 320 of 354 at s = 8,192) dominate. Single fixes: {fixes}. The "
+        f"cheapest that brings it under 80 GB: {_q1()}; the ladder (each rung on the previous) gets there more "
+        "cheaply still"
     )
 
 
@@ -190,28 +192,29 @@ def _explain_q5() -> str:
 
 
 def _ways():
-    full = training.estimate(MODEL, _cluster(), **{**OOM_CONFIG, "recompute": "full"}, **SCENARIO)
+    """(selective recomputation alone, the ladder's micro-batch 1 + selective recomputation) on Q1's configuration."""
+    selective = training.estimate(MODEL, _cluster(), **{**OOM_CONFIG, "recompute": "selective"}, **SCENARIO)
     ladder = training.estimate(
         MODEL, _cluster(), **{**OOM_CONFIG, "micro_batch_size": 1, "recompute": "selective"}, **SCENARIO
     )
-    return full, ladder
+    return selective, ladder
 
 
 def _q6() -> str:
-    full, ladder = _ways()
-    if abs(full.step_time_s / ladder.step_time_s - 1) < 0.05:
+    selective, ladder = _ways()
+    if abs(selective.step_time_s / ladder.step_time_s - 1) < 0.05:
         return "the same"
-    return "micro-batch 1 + selective" if ladder.step_time_s < full.step_time_s else "full recomputation"
+    return "micro-batch 1 + selective" if ladder.step_time_s < selective.step_time_s else "selective alone"
 
 
 def _explain_q6() -> str:
-    full, ladder = _ways()
+    selective, ladder = _ways()
     return (
-        f"full recomputation alone: {format_bytes(full.memory.total_bytes)}, {format_seconds(full.step_time_s)} per "
-        f"step (every layer's forward runs twice); micro-batch 1 with selective recomputation: "
-        f"{format_bytes(ladder.memory.total_bytes)}, {format_seconds(ladder.step_time_s)} (only the attention core "
-        f"reruns, and m = {ladder.microbatches} microbatches shrink the bubble's share). Both fit; the second is "
-        f"{100 * (full.step_time_s / ladder.step_time_s - 1):.0f}% faster"
+        f"selective recomputation alone: {format_bytes(selective.memory.total_bytes)}, "
+        f"{format_seconds(selective.step_time_s)} per step with m = {selective.microbatches} microbatches; with "
+        f"micro-batch 1 as well: {format_bytes(ladder.memory.total_bytes)}, {format_seconds(ladder.step_time_s)}. Both "
+        f"fit; halving the micro-batch doubles m, so the bubble (p - 1)/m of the compute halves: the second is "
+        f"{100 * (selective.step_time_s / ladder.step_time_s - 1):.0f}% faster"
     )
 
 
@@ -229,10 +232,13 @@ def _q7() -> list:
 def _explain_q7() -> str:
     costs = _order_costs()
     rows = ", ".join(f"{n} {ORDER_FIXES[n]} {1e3 * costs[n]:+,.0f} ms" for n in _q7())
+    m = training.estimate(MODEL, _cluster(), **OOM_CONFIG, **SCENARIO).microbatches
     return (
-        f"cheapest first: {rows}. Halving the micro-batch doubles m, which shrinks the bubble's share (p - 1)/m: the "
-        "step gets faster; selective recomputation reruns only the attention core; pp 8 doubles m but raises the "
-        "bubble (p - 1)/m from 3/8 to 7/16; full recomputation reruns every layer's forward, about a third more compute"
+        f"cheapest first: {rows}. Halving the micro-batch doubles m (from {m}), which shrinks the bubble's share "
+        "(p - 1)/m: the step gets faster; selective recomputation reruns only the attention core; ZeRO-3 gathers "
+        f"every layer's weights again for each of the {m} microbatches' forward and backward, and even hidden behind "
+        "the compute that traffic slows it; full recomputation reruns every layer's forward, about a third more "
+        "compute"
     )
 
 
@@ -241,8 +247,9 @@ _ORDER_FEEDBACK = {
     1: "a smaller micro-batch is not a cost here: it doubles the microbatches, which shrinks the bubble's share, "
     "so it comes first",
     3: "full recomputation reruns every layer's whole forward, about a third more compute: the most expensive",
-    4: "a deeper pipeline halves dp and so doubles m, but its bubble (p - 1)/m still grows, 3/8 to 7/16 of the "
-    "compute: it costs more than rerunning the attention core",
+    4: "ZeRO-3 is not free: it gathers every layer's weights again for each microbatch's forward and backward, "
+    "and with many microbatches that traffic, even overlapped, slows the compute more than rerunning the "
+    "attention core",
 }
 
 
@@ -297,20 +304,21 @@ _SETUP = "Llama-3.1-70B on 32 DGX H100 nodes (256 GPUs), global batch 256 x 8,19
 
 q1 = ChoiceQuestion(
     name="q1",
-    prompt=f"Diagnosis: {_SETUP}, tp 8, pp 4, micro-batch 4, no ZeRO, no recomputation, sequence parallel, attention "
+    prompt=f"Diagnosis: {_SETUP}, tp 8, pp 8, micro-batch 2, no ZeRO, no recomputation, sequence parallel, attention "
     f"scores stored (no flash attention). The job dies with CUDA out of memory; per GPU it needs {_oom_breakdown()}. "
-    f"Which ONE change, applied alone, brings it under 80 GB? ({', '.join(FIX_OPTIONS)})",
+    "Which ONE change, applied alone, brings it under 80 GB at the smallest cost in step time? "
+    f"({', '.join(FIX_OPTIONS)})",
     options=FIX_OPTIONS,
     expected=_q1,
     explain=_explain_q1,
     hint_text="find the part that dominates, then ask what each change divides: which term of the activations "
-    "grows with the sequence, and which change removes the rest too?",
+    "grows with the sequence, is removing it enough here, and what does each change compute again?",
     feedback={
-        "smaller micro-batch": "halves the activations in flight (the pipeline holds p = 4 microbatches either way): "
-        "hundreds of GB still remain",
-        "selective recomputation": "removes the stored attention scores, most of the activations, but the rest of "
-        "each layer's activations for 4 sequences still exceeds 80 GB",
-        "zero": "shards only the model states, a few tens of GB here: tp x pp already split them 32 ways; the "
+        "smaller micro-batch": "halves the activations in flight (the pipeline holds p = 8 microbatches either way): "
+        "the stored attention scores of the rest still exceed 80 GB",
+        "full recomputation": "fits, but reruns every layer's whole forward, about a third more compute; removing the "
+        "stored attention scores alone, most of the activations, is enough here and reruns only the attention core",
+        "zero": "shards only the model states, which tp x pp already split 64 ways: even ZeRO-3 saves little; the "
         "activations are the problem",
         "pp": "cuts the layers per GPU, but with 1F1B the first stage keeps p microbatches in flight: the "
         "activations stay",
@@ -383,30 +391,30 @@ q5 = ChoiceQuestion(
 
 q6 = ChoiceQuestion(
     name="q6",
-    prompt="Back to q1's configuration: two ways to fit are full recomputation alone, or micro-batch 1 with "
-    "selective recomputation (the ladder). Which has the shorter step? (full recomputation, micro-batch 1 + "
-    "selective, the same)",
-    options=("full recomputation", "micro-batch 1 + selective", "the same"),
+    prompt="Back to q1's configuration: selective recomputation alone fits, and so does the ladder's micro-batch 1 "
+    "with selective recomputation. Which has the shorter step? (selective alone, micro-batch 1 + selective, the same)",
+    options=("selective alone", "micro-batch 1 + selective", "the same"),
     expected=_q6,
     explain=_explain_q6,
-    hint_text="what does each one compute again, and what does a smaller micro-batch do to the number of "
+    hint_text="both rerun the same attention core; what does a smaller micro-batch do to the number of "
     "microbatches, and so to the bubble?",
     feedback={
-        "full recomputation": "one change looks simpler, but it runs every layer's forward again, about a third "
-        "more compute; selective recomputation reruns only the attention core",
-        "the same": "both fit, but they pay different compute: price them",
+        "selective alone": "one change looks simpler, but halving the micro-batch doubles the microbatches m, and the "
+        "bubble is (p - 1)/m of the compute: with p = 8 it is a large share",
+        "the same": "both fit and both rerun the attention core, but their bubbles differ: price them",
     },
 )
 
 q7 = OrderQuestion(
     name="q7",
     prompt="Back to q1's configuration. Order these single fixes by the step time each one adds, cheapest first: "
-    "1 micro-batch 2 (more accumulation), 2 selective recomputation, 3 full recomputation, 4 pp 8. "
+    "1 micro-batch 1 (more accumulation), 2 selective recomputation, 3 full recomputation, 4 ZeRO-3. "
     "Answer a list such as [2, 1, 3, 4].",
     items=tuple(ORDER_FIXES),
     expected=_q7,
     explain=_explain_q7,
-    hint_text="for each fix, ask what it computes again or what it adds to the bubble, (p - 1)/m of the compute",
+    hint_text="for each fix, ask what it computes again, what it sends for every microbatch, or what it does to the "
+    "bubble, (p - 1)/m of the compute",
     feedback=_ORDER_FEEDBACK,
 )
 

@@ -55,7 +55,7 @@ class BrowserPicture(anywidget.AnyWidget, widgets.ValueWidget):
     """A picture with its own slider over the integers min..max (and a play button when `playable`).
 
     `summaries[i]` is the text shown under the picture at value min + i, `errors[i]` our message
-    there instead ("" when valid: a position whose input is invalid shows a faded picture and the
+    there instead ("" when valid: a position whose input is invalid hides the canvas and shows the
     message); `frames` (JSON) and any binary traits of a subclass hold the drawing data of every
     position. `value` is synced both ways: the browser moves it without the kernel, the kernel sees
     each move and may set it. Like an IntSlider, a value outside min..max is clamped.
@@ -101,6 +101,19 @@ class BrowserPicture(anywidget.AnyWidget, widgets.ValueWidget):
             self.errors = errors
             self.value = self.value if value is None else value
 
+    def _position(self) -> int:
+        """The index of the current value in summaries and errors."""
+        return self.value - self.min
+
+    def show_error(self, message: str) -> None:
+        """Our message at the current position (LessonApp.update, when the app's result there is our error): the
+        browser shows it in place of the summary and hides the canvas. Nothing is sent when it is there already."""
+        i = self._position()
+        errors = list(self.errors) + [""] * (len(self.summaries) - len(self.errors))
+        if 0 <= i < len(errors) and errors[i] != message:
+            errors[i] = message
+            self.errors = errors
+
     @property
     def summary(self) -> str:
         """The text the browser shows under the picture now: the summary, or our message."""
@@ -108,6 +121,13 @@ class BrowserPicture(anywidget.AnyWidget, widgets.ValueWidget):
         if not 0 <= i < len(self.summaries):
             return ""
         return f"Cannot compute: {self.errors[i]}" if self.errors and self.errors[i] else self.summaries[i]
+
+    @property
+    def canvas_shown(self) -> bool:
+        """Whether the browser shows the canvas now: not at a position with our message (common.js hides it
+        there, so the message stands where the picture would be, with no blank space above it)."""
+        i = self.value - self.min
+        return not (self.errors and 0 <= i < len(self.errors) and self.errors[i])
 
 
 class SelectionPicture(BrowserPicture):
@@ -131,6 +151,9 @@ class SelectionPicture(BrowserPicture):
     def index(self, k: int) -> None:
         self.value = self.options[k]
 
+    def _position(self) -> int:
+        return self.index
+
     def show_options(self, options, summaries, errors=None, frames=None, value=None) -> None:
         """Replace the options and the data of every option at once; `value` defaults to the current one."""
         options = [int(o) for o in options]
@@ -150,6 +173,12 @@ class SelectionPicture(BrowserPicture):
         """The text the browser shows under the picture now: the summary, or our message."""
         i = self.index
         return f"Cannot compute: {self.errors[i]}" if self.errors and self.errors[i] else self.summaries[i]
+
+    @property
+    def canvas_shown(self) -> bool:
+        """Whether the browser shows the canvas now: not at a position with our message (common.js hides it
+        there, so the message stands where the picture would be, with no blank space above it)."""
+        return not (self.errors and 0 <= self.index < len(self.errors) and self.errors[self.index])
 
 
 class RingPicture(BrowserPicture):

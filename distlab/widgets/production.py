@@ -193,6 +193,11 @@ def _oom_triage(model, cluster, **config) -> triage.OOMTriage:
     return triage.oom_triage(model, cluster, **config)
 
 
+#: What a row of the production-step chart says in place of the bar of a layout that cannot run, and its colour.
+NO_STEP = "cannot run (see the text): no step time"
+NO_STEP_COLOUR = "#b3261e"
+
+
 class ProductionStepApp(LessonApp):
     """Where a production step's time goes: Llama-3.1-70B, global batch 256 x 8,192 tokens on DGX H100 nodes,
     ZeRO-1, selective recomputation, sequence parallelism; fabric taper (k:1) and rails, bf16 or FP8, one
@@ -243,7 +248,12 @@ class ProductionStepApp(LessonApp):
         # the step-time axis keeps fixed limits and draws its time ticks with the bars: no control redraws the axes
         self.bars = production_bars(ax, 3, legend=False, fixed=True)
         ax.set_yticks(range(3), ["non-blocking, bf16", "this fabric", "with stragglers"])
-        self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists)
+        # in place of the bar of a layout that cannot run (render): no step time for a step never taken
+        self.notes = [
+            ax.text(0.01, row, NO_STEP, va="center", fontsize=8, color=NO_STEP_COLOUR, visible=False)
+            for row in range(3)
+        ]
+        self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists + self.notes)
         self.result = None
         self.error: str | None = None
         self.reference: training.StepEstimate | None = None
@@ -327,12 +337,20 @@ class ProductionStepApp(LessonApp):
         return self.reference
 
     def render(self, step: production.StragglerStep) -> bool:
-        parts = [self._reference().parts(), step.healthy.parts(), step.parts()]
+        # a layout that cannot run (over memory, or a pipeline that never fills) draws no bar (issue 31): a note
+        runs = [self._reference().feasible, step.healthy.feasible, step.healthy.feasible]
+        parts = [
+            bar if ok else {} for bar, ok in zip([self._reference().parts(), step.healthy.parts(), step.parts()], runs)
+        ]
+        for note, ok in zip(self.notes, runs):
+            note.set_visible(not ok)
         # the legend names the parts some bar draws (a CP or EP part of 0 s is no colour on the chart: issue 31)
         self.legend.value = production_legend_html({name for bar in parts for name, v in bar.items() if v > 0})
         return self.bars.update(parts)
 
     def fade(self) -> bool:
+        for note in self.notes:
+            note.set_visible(False)
         return self.bars.update([{}, {}, {}], faded=True)
 
     def status_kind(self, step: production.StragglerStep) -> str:

@@ -3,6 +3,8 @@ memory per GPU, step-time breakdown, MFU, throughput, and why a configuration do
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import ipywidgets as widgets
 
 from .. import hardware, memory, memory_recipes, models, moe, training, triage, validation
@@ -77,6 +79,33 @@ CAPACITY_OPTIONS = [("dropless", None), ("1.0", 1.0), ("1.25", 1.25), ("1.5", 1.
 _explain_infeasible = remembered(64)(triage.explain_infeasible)
 
 
+def _check_offered(**values) -> None:
+    """Our error naming the first argument whose value the lab's controls do not offer (common.offered)."""
+    for name, options in (
+        ("model", list(models.MODELS) + list(moe.MOE_MODELS)),
+        ("node", list(hardware.NODES)),
+        ("nodes", NODE_COUNTS),
+        ("fabric", FABRICS),
+        ("global_batch", BATCHES),
+        ("seq_len", SEQS),
+        ("tp", TP_SIZES),
+        ("pp", PP_SIZES),
+        ("cp", CP_SIZES),
+        ("micro_batch_size", MICRO_BATCHES),
+        ("chunks", CHUNKS),
+        ("schedule", list(training.SCHEDULES)),
+        ("zero", ZERO_LABELS),
+        ("recompute", list(memory.RECOMPUTE_MODES)),
+        ("efficiency", EFFICIENCY_OPTIONS),
+        ("memory_recipe", list(memory_recipes.MEMORY_RECIPES)),
+        ("ep", EP_SIZES),
+        ("etp", ETP_OPTIONS),
+        ("moe_imbalance", IMBALANCES),
+        ("capacity_factor", CAPACITY_OPTIONS),
+    ):
+        offered(values[name], name, options)
+
+
 class TrainingLabApp(LessonApp):
     """The training calculator: every number from distlab.training.estimate (and triage.explain_infeasible).
 
@@ -116,80 +145,18 @@ class TrainingLabApp(LessonApp):
         moe_imbalance=1.0,
         capacity_factor=None,
     ):
-        for name, value, options in (
-            ("model", model, list(models.MODELS) + list(moe.MOE_MODELS)),
-            ("node", node, list(hardware.NODES)),
-            ("nodes", nodes, NODE_COUNTS),
-            ("fabric", fabric, FABRICS),
-            ("global_batch", global_batch, BATCHES),
-            ("seq_len", seq_len, SEQS),
-            ("tp", tp, TP_SIZES),
-            ("pp", pp, PP_SIZES),
-            ("cp", cp, CP_SIZES),
-            ("micro_batch_size", micro_batch_size, MICRO_BATCHES),
-            ("chunks", chunks, CHUNKS),
-            ("schedule", schedule, list(training.SCHEDULES)),
-            ("zero", zero, ZERO_LABELS),
-            ("recompute", recompute, list(memory.RECOMPUTE_MODES)),
-            ("efficiency", efficiency, EFFICIENCY_OPTIONS),
-            ("memory_recipe", memory_recipe, list(memory_recipes.MEMORY_RECIPES)),
-            ("ep", ep, EP_SIZES),
-            ("etp", etp, ETP_OPTIONS),
-            ("moe_imbalance", moe_imbalance, IMBALANCES),
-            ("capacity_factor", capacity_factor, CAPACITY_OPTIONS),
-        ):
-            offered(value, name, options)
-        narrow = widgets.Layout(width="210px")
-        # the dense catalog, then the mixture-of-experts one (distlab.moe, Lesson 10)
-        self.model = widgets.Dropdown(
-            options=list(models.MODELS) + list(moe.MOE_MODELS), value=model, description="model", layout=narrow
-        )
-        self.node = widgets.Dropdown(options=list(hardware.NODES), value=node, description="node", layout=narrow)
-        # the node count is the picture's own slider, in the browser: every count's bars and text are sent at once
-        self.picture = LabPicture(description="nodes", width=720, height=250)
-        self.picture.show_options(NODE_COUNTS, [""] * len(NODE_COUNTS), value=nodes)
-        self.nodes = self.picture
-        self.fabric = widgets.Dropdown(options=FABRICS, value=fabric, description="fabric", layout=narrow)
-        self.global_batch = widgets.Dropdown(options=BATCHES, value=global_batch, description="batch", layout=narrow)
-        self.seq_len = widgets.Dropdown(options=SEQS, value=seq_len, description="sequence", layout=narrow)
-        self.tp = widgets.ToggleButtons(options=TP_SIZES, value=tp, description="TP", style={"button_width": "40px"})
-        self.pp = widgets.ToggleButtons(options=PP_SIZES, value=pp, description="PP", style={"button_width": "40px"})
-        # context parallelism by ring attention (training.estimate's cp): each GPU holds s / cp of a sequence
-        self.cp = widgets.Dropdown(options=CP_SIZES, value=cp, description="CP", layout=narrow)
-        self.micro_batch_size = widgets.Dropdown(
-            options=MICRO_BATCHES, value=micro_batch_size, description="micro-batch", layout=narrow
-        )
-        self.schedule = widgets.Dropdown(
-            options=list(training.SCHEDULES), value=schedule, description="schedule", layout=narrow
-        )
-        self.chunks = widgets.Dropdown(options=CHUNKS, value=chunks, description="chunks v", layout=narrow)
-        self.zero = widgets.ToggleButtons(
-            options=ZERO_LABELS, value=zero, description="sharding", style={"button_width": "70px"}
-        )
-        self.recompute = widgets.Dropdown(
-            options=list(memory.RECOMPUTE_MODES), value=recompute, description="recompute", layout=narrow
-        )
-        self.sequence_parallel = widgets.Checkbox(
-            value=sequence_parallel, description="sequence parallel", layout=narrow
-        )
-        # None: the calibrated compute model (distlab.efficiency, Lesson 7 §8); a number: Lesson 7 §1's fixed share
-        self.efficiency = OptionalDropdown(
-            options=EFFICIENCY_OPTIONS, value=efficiency, description="compute", layout=narrow
-        )
-        # an engine's memory, not the ZeRO paper's minimum: DeepSpeed runs every ZeRO stage (distlab.memory_recipes)
-        self.memory_recipe = widgets.Dropdown(
-            options=list(memory_recipes.MEMORY_RECIPES), value=memory_recipe, description="memory", layout=narrow
-        )
-        # expert parallelism (MoE models only): experts over ep GPUs, each expert's matrices over etp
-        self.ep = widgets.Dropdown(options=EP_SIZES, value=ep, description="EP", layout=narrow)
-        self.etp = OptionalDropdown(options=ETP_OPTIONS, value=etp, description="expert TP", layout=narrow)
-        # routing (MoE models only): load imbalance across EP ranks, or a capacity factor (Lesson 10 §3)
-        self.moe_imbalance = widgets.Dropdown(
-            options=IMBALANCES, value=moe_imbalance, description="imbalance", layout=narrow
-        )
-        self.capacity_factor = OptionalDropdown(
-            options=CAPACITY_OPTIONS, value=capacity_factor, description="capacity", layout=narrow
-        )
+        _check_offered(
+            model=model, node=node, nodes=nodes, fabric=fabric, global_batch=global_batch, seq_len=seq_len, tp=tp,
+            pp=pp, cp=cp, micro_batch_size=micro_batch_size, chunks=chunks, schedule=schedule, zero=zero,
+            recompute=recompute, efficiency=efficiency, memory_recipe=memory_recipe, ep=ep, etp=etp,
+            moe_imbalance=moe_imbalance, capacity_factor=capacity_factor,
+        )  # fmt: skip
+        self._make_controls(
+            model=model, node=node, nodes=nodes, fabric=fabric, global_batch=global_batch, seq_len=seq_len, tp=tp,
+            pp=pp, cp=cp, micro_batch_size=micro_batch_size, chunks=chunks, schedule=schedule, zero=zero,
+            recompute=recompute, sequence_parallel=sequence_parallel, efficiency=efficiency,
+            memory_recipe=memory_recipe, ep=ep, etp=etp, moe_imbalance=moe_imbalance, capacity_factor=capacity_factor,
+        )  # fmt: skip
         self.status = widgets.HTML()
         # the batch the student chose (the dropdown's value may be larger at a node count that does not offer it:
         # batch_at); every count is priced from this one, so moving the slider and back gives the same numbers
@@ -198,6 +165,84 @@ class TrainingLabApp(LessonApp):
         self.error: str | None = None
         self._results: dict = {}  # node count -> StepEstimate or DistlabError, for the current other controls
         self._texts: dict = {}  # node count -> the text under the picture there
+        for control in self._controls:
+            control.observe(self._on_change, names="value")
+        super().__init__([self._layout(), self.picture, self.status])
+        self._syncing = False
+        if moe_imbalance not in self.valid_imbalances():
+            raise ConfigurationError(
+                f"moe_imbalance={moe_imbalance!r} is more than the busiest of ep={ep} ranks can take with "
+                f"{model}'s routing; valid: " + ", ".join(f"{v:g}" for v in self.valid_imbalances())
+            )
+        self._sync_controls()
+        self._refresh()
+        self.picture.observe(self._on_nodes, names="value")
+
+    def _make_controls(self, **v) -> None:
+        """The controls at the values `v` (__init__'s arguments), and the picture whose own slider is the node count:
+        the model, the cluster, the batch and the parallel layout here, the rest in _make_memory_controls."""
+        narrow = widgets.Layout(width="210px")
+        # the dense catalog, then the mixture-of-experts one (distlab.moe, Lesson 10)
+        self.model = widgets.Dropdown(
+            options=list(models.MODELS) + list(moe.MOE_MODELS), value=v["model"], description="model", layout=narrow
+        )
+        self.node = widgets.Dropdown(options=list(hardware.NODES), value=v["node"], description="node", layout=narrow)
+        # the node count is the picture's own slider, in the browser: every count's bars and text are sent at once
+        self.picture = LabPicture(description="nodes", width=720, height=250)
+        self.picture.show_options(NODE_COUNTS, [""] * len(NODE_COUNTS), value=v["nodes"])
+        self.nodes = self.picture
+        self.fabric = widgets.Dropdown(options=FABRICS, value=v["fabric"], description="fabric", layout=narrow)
+        self.global_batch = widgets.Dropdown(
+            options=BATCHES, value=v["global_batch"], description="batch", layout=narrow
+        )
+        self.seq_len = widgets.Dropdown(options=SEQS, value=v["seq_len"], description="sequence", layout=narrow)
+        self.tp = widgets.ToggleButtons(
+            options=TP_SIZES, value=v["tp"], description="TP", style={"button_width": "40px"}
+        )
+        self.pp = widgets.ToggleButtons(
+            options=PP_SIZES, value=v["pp"], description="PP", style={"button_width": "40px"}
+        )
+        # context parallelism by ring attention (training.estimate's cp): each GPU holds s / cp of a sequence
+        self.cp = widgets.Dropdown(options=CP_SIZES, value=v["cp"], description="CP", layout=narrow)
+        self.micro_batch_size = widgets.Dropdown(
+            options=MICRO_BATCHES, value=v["micro_batch_size"], description="micro-batch", layout=narrow
+        )
+        self.schedule = widgets.Dropdown(
+            options=list(training.SCHEDULES), value=v["schedule"], description="schedule", layout=narrow
+        )
+        self.chunks = widgets.Dropdown(options=CHUNKS, value=v["chunks"], description="chunks v", layout=narrow)
+        self._make_memory_controls(narrow, **v)
+
+    def _make_memory_controls(self, narrow, **v) -> None:
+        """The controls of memory, compute model and expert routing at the values `v`, and the tuple of every control
+        the physics reads (_controls)."""
+        self.zero = widgets.ToggleButtons(
+            options=ZERO_LABELS, value=v["zero"], description="sharding", style={"button_width": "70px"}
+        )
+        self.recompute = widgets.Dropdown(
+            options=list(memory.RECOMPUTE_MODES), value=v["recompute"], description="recompute", layout=narrow
+        )
+        self.sequence_parallel = widgets.Checkbox(
+            value=v["sequence_parallel"], description="sequence parallel", layout=narrow
+        )
+        # None: the calibrated compute model (distlab.efficiency, Lesson 7 §8); a number: Lesson 7 §1's fixed share
+        self.efficiency = OptionalDropdown(
+            options=EFFICIENCY_OPTIONS, value=v["efficiency"], description="compute", layout=narrow
+        )
+        # an engine's memory, not the ZeRO paper's minimum: DeepSpeed runs every ZeRO stage (distlab.memory_recipes)
+        self.memory_recipe = widgets.Dropdown(
+            options=list(memory_recipes.MEMORY_RECIPES), value=v["memory_recipe"], description="memory", layout=narrow
+        )
+        # expert parallelism (MoE models only): experts over ep GPUs, each expert's matrices over etp
+        self.ep = widgets.Dropdown(options=EP_SIZES, value=v["ep"], description="EP", layout=narrow)
+        self.etp = OptionalDropdown(options=ETP_OPTIONS, value=v["etp"], description="expert TP", layout=narrow)
+        # routing (MoE models only): load imbalance across EP ranks, or a capacity factor (Lesson 10 §3)
+        self.moe_imbalance = widgets.Dropdown(
+            options=IMBALANCES, value=v["moe_imbalance"], description="imbalance", layout=narrow
+        )
+        self.capacity_factor = OptionalDropdown(
+            options=CAPACITY_OPTIONS, value=v["capacity_factor"], description="capacity", layout=narrow
+        )
         self._controls = (
             self.model,
             self.node,
@@ -220,9 +265,10 @@ class TrainingLabApp(LessonApp):
             self.moe_imbalance,
             self.capacity_factor,
         )
-        for control in self._controls:
-            control.observe(self._on_change, names="value")
-        controls = widgets.VBox(
+
+    def _layout(self) -> widgets.VBox:
+        """The controls, in rows: model and cluster, batch, the parallel layout, memory and routing."""
+        return widgets.VBox(
             [
                 widgets.HBox([self.model, self.node]),
                 widgets.HBox([self.fabric, self.global_batch, self.seq_len]),
@@ -236,16 +282,6 @@ class TrainingLabApp(LessonApp):
                 widgets.HBox([self.moe_imbalance, self.capacity_factor]),
             ]
         )
-        super().__init__([controls, self.picture, self.status])
-        self._syncing = False
-        if moe_imbalance not in self.valid_imbalances():
-            raise ConfigurationError(
-                f"moe_imbalance={moe_imbalance!r} is more than the busiest of ep={ep} ranks can take with "
-                f"{model}'s routing; valid: " + ", ".join(f"{v:g}" for v in self.valid_imbalances())
-            )
-        self._sync_controls()
-        self._refresh()
-        self.picture.observe(self._on_nodes, names="value")
 
     def valid_batches(self, nodes: int | None = None) -> list:
         """The global batches the batch dropdown offers at `nodes` (default: the slider's): multiples of dp x
@@ -363,19 +399,13 @@ class TrainingLabApp(LessonApp):
                 "usable_label": f"usable: {format_bytes(acc.memory_bytes - reserved)} "
                 f"({format_bytes(reserved)} reserved)",
                 "step_parts": step_parts,
-                "step": [
-                    [r.parts().get(p, 0.0) for p in step_parts] if isinstance(r, training.StepEstimate) else []
-                    for r in results
-                ],
+                # no step-time bar for a layout that cannot run (over memory, or a pipeline that never fills): a
+                # step it will never take is no answer (issue 31); the picture says so in its place
+                "step": [[r.parts().get(p, 0.0) for p in step_parts] if _runs(r) else [] for r in results],
                 "step_text": [
-                    [format_seconds(r.parts().get(p, 0.0)) for p in step_parts]
-                    if isinstance(r, training.StepEstimate)
-                    else []
-                    for r in results
+                    [format_seconds(r.parts().get(p, 0.0)) for p in step_parts] if _runs(r) else [] for r in results
                 ],
-                "step_total": [
-                    format_seconds(r.step_time_s) if isinstance(r, training.StepEstimate) else "" for r in results
-                ],
+                "step_total": [format_seconds(r.step_time_s) if _runs(r) else "" for r in results],
                 "memory_total": [
                     format_bytes(r.memory.total_bytes) if isinstance(r, training.StepEstimate) else "" for r in results
                 ],
@@ -479,7 +509,9 @@ class TrainingLabApp(LessonApp):
         parts = ", ".join(f"{name} {format_seconds(value)}" for name, value in est.parts().items() if value > 0)
         lines = [
             head,
-            f"step time {format_seconds(est.step_time_s)} ({parts})",
+            # a layout that cannot run takes no step: its time is what it would take (the picture draws no bar)
+            ("step time" if est.feasible else "step time, were it to run,")
+            + f" {format_seconds(est.step_time_s)} ({parts})",
             "the model's error band "
             + validation.error_band(self.cluster(nodes).accelerator.name, c["precision"]).short(),
             f"MFU {100 * est.mfu:.1f}%, {est.tokens_per_s:,.0f} tokens/s, {est.samples_per_s:.3g} samples/s; "
@@ -510,6 +542,12 @@ class TrainingLabApp(LessonApp):
                     f"(-{format_bytes(best['saves_bytes'])}) [triage.explain_infeasible]"
                 )
         return "\n".join(lines)
+
+
+def _runs(result) -> TypeGuard[training.StepEstimate]:
+    """Whether `result` is an estimate of a layout that runs (fits in memory, no other problem): only such a
+    layout gets a step-time bar."""
+    return isinstance(result, training.StepEstimate) and bool(result.feasible)
 
 
 def _routing(c: dict) -> str:

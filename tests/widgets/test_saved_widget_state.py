@@ -63,7 +63,8 @@ def _missing_positions(picture: dict) -> list[int]:
         if not error and "positions" in frames:  # the bubble grid (lesson 4): [first op, op count, step, ideal]
             drawn = frames["positions"][i][1] > 0
         if not error and "step" in frames:  # the training lab (lesson 7): memory and step-time bars of every count
-            drawn = len(frames["memory"][i]) > 0 and len(frames["step"][i]) > 0
+            # (no step-time bar where the layout cannot run: issue 31)
+            drawn = len(frames["memory"][i]) > 0 and (len(frames["step"][i]) > 0 or not frames["runs"][i])
         if text in PENDING or not (text or error) or not drawn:
             missing.append(value)
     return missing

@@ -182,7 +182,10 @@ def test_random_moves_of_the_training_labs_controls(data):
                 app.model.value, app.cluster(n), **{**app.config(), "global_batch": app.global_batch.value}
             )
             i = app.nodes.options.index(n)
-            assert sum(app.picture.frames["step"][i]) == pytest.approx(fresh.step_time_s, rel=1e-9)
+            if fresh.feasible:
+                assert sum(app.picture.frames["step"][i]) == pytest.approx(fresh.step_time_s, rel=1e-9)
+            else:  # a layout that cannot run draws no step-time bar (issue 31)
+                assert app.picture.frames["step"][i] == []
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -68,7 +68,7 @@ def test_custom_size_and_invalid_input(zero_app):
     zero_app.custom_params.value = -2
     assert zero_app.result is None and "params must be positive" in zero_app.error
     assert zero_app.picture.summary == f"Cannot compute: {zero_app.error}"
-    assert "Cannot compute" in zero_app.status.value and "Traceback" not in zero_app.status.value
+    assert zero_app.shown_texts() == [f"Cannot compute: {zero_app.error}"] and "Traceback" not in zero_app.status.value
     assert all(zero_app.picture.errors) and zero_app.picture.frames == {}
     zero_app.custom_params.value = 7.5
     assert zero_app.error is None and not any(zero_app.picture.errors)

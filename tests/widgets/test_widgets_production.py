@@ -259,7 +259,7 @@ def test_production_app_invalid_shows_our_message(close):
     app.pp.value = 8  # 4 nodes = 32 GPUs cannot hold tp 8 x pp 8
     assert app.result is None and "tp x pp = 8 x 8 = 64 is more than the cluster's 32 GPUs" in app.error
     assert "dp x tp x pp = 0" not in app.error
-    assert "Cannot compute" in app.status.value and "Traceback" not in app.status.value
+    assert app.shown_texts() == [f"Cannot compute: {app.error}"] and "Traceback" not in app.status.value
     app.pp.value = 4
     assert app.error is None
 

@@ -145,10 +145,9 @@ function mountPicture(model, el, draw) {
     } catch (exc) {
       console.error("distlab picture:", exc);
     }
-    if (error) {
-      ctx.fillStyle = "rgba(255, 255, 255, 0.75)"; // faded: the picture is not an answer for this input
-      ctx.fillRect(0, 0, w, h);
-    }
+    // no picture at an invalid position: our message (the summary below) stands where it would be, once, with no
+    // blank or faded canvas above it (issue 31)
+    canvas.style.display = error ? "none" : "block";
     caption.textContent = model.get("description");
     slider.min = String(options.length ? 0 : lo);
     slider.max = String(options.length ? options.length - 1 : hi);

@@ -6,7 +6,8 @@
 //          step_text: [position][part] the seconds as text, step_total: [position] text, memory_total: [position]
 //          text, fits: [position] bool (memory), verdict: [position] text, runs: [position] bool (feasible: fits and
 //          no other problem), gpus: [position] count}
-// A position still being computed has empty lists: nothing is drawn there (its text says so).
+// A position still being computed has empty lists: nothing is drawn there (its text says so). A position that cannot
+// run (runs false) has its memory but empty step lists: no step-time bar, a note in its place.
 const MEMORY_COLOURS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7"];
 // step parts, by name (Okabe & Ito; the bubble grey, as idle time is grey in the bubble grid)
 const STEP_COLOURS = {
@@ -123,6 +124,13 @@ function drawStep(ctx, f, i, x0, width, h) {
   ctx.textBaseline = "top";
   const gpus = f.gpus[i];
   ctx.fillText(`step time, seconds${gpus ? ` (${gpus} GPUs)` : ""}`, left, 4);
+  if (!parts.length && (f.memory[i] || []).length) { // priced, but it cannot run: no bar for a step never taken
+    ctx.fillStyle = FIT_BAD;
+    ctx.font = uiFont(11, true);
+    ctx.fillText("\u2717 no step time: this layout cannot run (see the text below)", left, up + 24);
+    ctx.font = uiFont(11);
+    return;
+  }
   // x axis: ticks and light grid lines (the axis follows the step: 1 node and 128 differ a hundredfold)
   const tick = niceStep(xMax, 5);
   ctx.textAlign = "center";

@@ -1,0 +1,196 @@
+"""The controls of a lesson app: labels and dropdowns wide enough for their text, a dropdown with a None option,
+options replaced without a spurious update, the GPU-count slider, and the values next to a control's own."""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import ipywidgets as widgets
+import traitlets
+
+from ..errors import ConfigurationError
+
+__all__ = [
+    "SHORT_LABEL",
+    "text_width_px",
+    "dropdown_width_px",
+    "fit_labels",
+    "OptionalDropdown",
+    "replace_options",
+    "offered",
+    "GPU_COUNTS",
+    "nearest_gpu_count",
+    "gpu_slider",
+    "neighbour_values",
+]
+
+
+#: The longest description ipywidgets' default label width (about 80 px) shows whole.
+SHORT_LABEL = 9
+#: A toggle button's room around its text (px): ipywidgets' button padding and border. Measured in Chromium with
+#: JupyterLab's 13 px UI font: "plain DP" (54 px of text in DejaVu Sans) is cut to "plain ..." at 70 px, whole at 80.
+BUTTON_PADDING_PX = 26
+#: A dropdown's room around its option's text (px): the select's padding, border and arrow in JupyterLab's theme.
+DROPDOWN_PADDING_PX = 48
+#: ipywidgets' label width (--jp-widgets-inline-label-width) and a control's default width (--jp-widgets-inline-width)
+LABEL_PX, CONTROL_PX = 80, 300
+#: The font a button's text is measured in: DejaVu Sans (matplotlib's own, wider than the usual system UI fonts) at
+#: JupyterLab's widget font size.
+BUTTON_FONT_PX = 13
+
+
+@functools.lru_cache(maxsize=512)
+def text_width_px(text: str, size_px: float = BUTTON_FONT_PX) -> float:
+    """The width (px) of `text` in DejaVu Sans at size_px (matplotlib's font metrics at 72 dpi: 1 pt = 1 px)."""
+    from matplotlib.backends.backend_agg import RendererAgg
+    from matplotlib.font_manager import FontProperties
+
+    width, _, _ = RendererAgg(1, 1, 72).get_text_width_height_descent(
+        text, FontProperties(family="DejaVu Sans", size=size_px), ismath=False
+    )
+    return float(width)
+
+
+def dropdown_width_px(control: widgets.Dropdown) -> int:
+    """The width (px) a dropdown needs to show its label and its widest option whole."""
+    style: Any = control.style
+    label = LABEL_PX if not style.description_width else math.ceil(text_width_px(control.description)) + 12
+    widest = max(text_width_px(str(option)) for option in control._options_labels)
+    return label + math.ceil(widest) + DROPDOWN_PADDING_PX
+
+
+def fit_labels(widget) -> None:
+    """Give every control under `widget` whose description is longer than SHORT_LABEL characters a label as wide
+    as its text (ipywidgets cuts longer ones: "max bubb…", "interle…"), every toggle button room for its
+    widest option's text (ipywidgets cuts it too: "plain …", "pipeline s…"), and every dropdown room for its
+    widest option ("ethernet-1…", "megatron-dist…": issue 31)."""
+    for child in [widget, *getattr(widget, "children", ())]:
+        if child is not widget:
+            fit_labels(child)
+        description = getattr(child, "description", "")
+        style: Any = getattr(child, "style", None)
+        if (
+            isinstance(description, str)
+            and len(description) > SHORT_LABEL
+            and hasattr(style, "description_width")
+            and not style.description_width
+        ):
+            style.description_width = "initial"
+        if isinstance(child, widgets.ToggleButtons) and child.options:
+            labels = [option[0] if isinstance(option, tuple) else str(option) for option in child.options]
+            need = math.ceil(max(text_width_px(str(label)) for label in labels)) + BUTTON_PADDING_PX
+            given = str(style.button_width or "")
+            if not given.endswith("px") or float(given[:-2]) < need:
+                style.button_width = f"{need}px"
+        if isinstance(child, widgets.Dropdown) and child.options:
+            need = dropdown_width_px(child)
+            given = str(child.layout.width or f"{CONTROL_PX}px")
+            if given.endswith("px") and float(given[:-2]) < need:
+                # a copy: apps share one Layout between controls ("narrow"), which keep their own widths
+                state = {k: v for k, v in child.layout.get_state().items() if not k.startswith("_") and v is not None}
+                child.layout = widgets.Layout(**{**state, "width": f"{need}px"})
+
+
+class OptionalDropdown(widgets.Dropdown):
+    """A Dropdown one of whose options stands for None ("dropless", "no limit", "calibrated", "= TP").
+
+    ipywidgets reads a None value as "nothing selected": the box shows blank, and picking that option in the browser
+    blanks it again. Here None selects its own option, so the student sees its label."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.index = self._index_of(self.value)  # a None value given: no change event has selected its option
+
+    def _index_of(self, value):
+        choices = list(self._options_values)
+        if value is None:
+            return choices.index(None) if None in choices else None
+        if self.index is not None and self.equals(choices[self.index], value):
+            return self.index
+        return choices.index(value)
+
+    @traitlets.observe("value")
+    def _propagate_value(self, change):
+        # as ipywidgets' _Selection, except that None is an option's value, not "no selection"
+        index = self._index_of(change.new)
+        if self.index != index:
+            self.index = index
+
+
+def replace_options(app, control, options, value) -> None:
+    """Give a selection control of `app` new options and a value, without app.update() running in between
+    (the app's observer returns while app._syncing is set: ipywidgets picks a value of its own first)."""
+    app._syncing = True
+    try:
+        control.options = options
+        control.value = value
+    finally:
+        app._syncing = False
+
+
+def offered(value, name: str, options) -> None:
+    """Raise our error naming `name` and the values a control offers when an app is built with `value` not among
+    `options` (a list of values, or of (label, value) pairs), instead of a traitlets error or a silent snap."""
+    values = [o[1] if isinstance(o, tuple) else o for o in options]
+    if not any(value is v or (type(value) is type(v) and value == v) or _same_number(value, v) for v in values):
+        shown = ", ".join(repr(v) for v in values)
+        raise ConfigurationError(f"{name}={value!r} is not offered by this app; valid: {shown}")
+
+
+def _same_number(a, b) -> bool:
+    """Equal numbers of either int or float type (8 and 8.0), never a bool (True is not 1 here)."""
+    numbers = (int, float)
+    return (
+        isinstance(a, numbers)
+        and isinstance(b, numbers)
+        and not isinstance(a, bool)
+        and not isinstance(b, bool)
+        and a == b
+    )
+
+
+#: The GPU counts a GPU slider offers, 1 to 1,024, about evenly on a log scale: every count up to 16, whole
+#: 8-GPU nodes to 64, then four per doubling (every power of two among them), so small counts get as much of the
+#: slider as large ones.
+GPU_COUNTS = (*range(1, 17), *range(24, 65, 8), *(n * k // 4 for n in (64, 128, 256, 512) for k in (5, 6, 7, 8)))
+
+
+def nearest_gpu_count(value: int) -> int:
+    """`value` if GPU_COUNTS offers it, else the nearest count it offers on the log scale."""
+    if value in GPU_COUNTS:
+        return value
+    return min(GPU_COUNTS, key=lambda n: abs(math.log(n) - math.log(max(1, value))))
+
+
+def gpu_slider(value: int, description: str = "GPUs") -> widgets.SelectionSlider:
+    """A slider over GPU_COUNTS (before: a linear 1-1,024 slider, where 1-16 took 1.5% of its width); a value it
+    does not offer starts at the nearest count it does, on the log scale."""
+    return widgets.SelectionSlider(
+        options=GPU_COUNTS,
+        value=nearest_gpu_count(value),
+        description=description,
+        continuous_update=True,
+    )
+
+
+def neighbour_values(widget) -> list:
+    """The values next to a control's current one, where a student moves it next: the options either side (a
+    dropdown, toggle buttons, a selection slider), a checkbox's other state, a slider's value one step either side
+    inside its range; none for a disabled control or a text box."""
+    if getattr(widget, "disabled", False):
+        return []
+    value = widget.value
+    if hasattr(widget, "options"):
+        values = [o[1] if isinstance(o, tuple) else o for o in widget.options]
+        if value not in values:
+            return []
+        k = values.index(value)
+        return [values[i] for i in (k + 1, k - 1) if 0 <= i < len(values)]
+    if isinstance(value, bool):
+        return [not value]
+    if isinstance(widget, (widgets.IntSlider, widgets.FloatSlider)):
+        step = widget.step or 1
+        return [v for v in (value + step, value - step) if widget.min <= v <= widget.max]
+    return []
