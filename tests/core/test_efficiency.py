@@ -224,7 +224,9 @@ def test_validation_accuracy_held_at_the_level_reached():
     # -18.5%), the FSDP runs slower (MPT 7B at 512 GPUs -23.0% -> -22.3%)
     # 2026-11-28, NVIDIA's DGX Cloud recipes added (dgxc-benchmarking, 5 bf16 + 5 FP8 on the same layouts, H100):
     # 7.7% / 22.3% over 50 scored runs (the FP8 ones -1.6% to -13.2%; two bf16 ones over memory, not scored)
-    assert stats["mean_abs_error_percent"] <= 7.7 and stats["max_abs_error_percent"] <= 22.3
+    # then mapped with their bf16 gradient buffers (grad_sync_dtype: bf16) and every Megatron recipe on cuDNN
+    # attention: 7.4% / 22.3% over 52; TP overlap hiding (tp - 1) / tp of what fits (tp_overlap.py): 7.0% / 22.3%
+    assert stats["mean_abs_error_percent"] <= 7.0 and stats["max_abs_error_percent"] <= 22.3
 
 
 @pytest.mark.xfail(
