@@ -16,15 +16,16 @@ text. One kernel per student and lesson (one_per_student).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import Counter
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import lessons as manifest
 from ..errors import ConfigurationError
-from .discover import canonical, lesson_from_name
+from .discover import canonical, identify_lesson, lesson_from_name
+from .submission import parse_sources, read_submission
 
 __all__ = [
     "MAX_DEPTH",
@@ -33,6 +34,7 @@ __all__ = [
     "Submission",
     "read_gradescope_export",
     "collect",
+    "lesson_of",
     "one_per_student",
 ]
 
@@ -292,22 +294,50 @@ def _with_notes(out, notes, anchor: str, base: str, submitters) -> list[Submissi
     return with_notes
 
 
-def one_per_student(submissions: list[Submission], lesson: str | None) -> dict[str, Submission]:
-    """{key of each notebook not graded: the notebook graded in its place}: one kernel per student and lesson.
+def lesson_of(s: Submission) -> tuple[str | None, str | None]:
+    """(the lesson notebook `s` is, as grade_notebook finds it: metadata, else file name, else imports; the lesson
+    its file name names). The file is read (read_submission) and parsed as data only; unreadable: its name's."""
+    named = lesson_from_name(s.path.name)
+    data = read_submission(s.path, [])
+    parsed = None if data is None else parse_sources(data, [])
+    if parsed is None:
+        return named, named
+    return identify_lesson(parsed[0], s.path.name, parsed[1])[0], named
 
-    Within a student folder, the notebooks of one lesson (--lesson, else the lesson their file name names; a
-    name naming none is a group of its own) get one kernel: the lesson's exercise file name first, then a name
-    naming the lesson, the shallowest, then by name (as the Gradescope autograder picks one per submission).
-    A student's upload set therefore never multiplies the class run's kernels. Notebooks given outside a student
-    folder are each graded.
+
+def _mismatch(found: str | None, named: str | None, lesson: str | None) -> str:
+    """Why a notebook is not run (its lesson is not the one it is graded as, or its name says another), or ""."""
+    if lesson and found is not None and found != canonical(lesson):
+        return f"not run: this notebook is lesson {found!r}, not {canonical(lesson)!r} (--lesson); no points here"
+    if not lesson and found is not None and named is not None and found != named:
+        return (
+            f"not run: its file name names lesson {named!r} but the notebook is lesson {found!r} (its "
+            "metadata); one kernel per student and lesson, so a copy under another lesson's name is not graded"
+        )
+    return ""
+
+
+def one_per_student(submissions: list[Submission], lesson: str | None) -> dict[str, Submission | str]:
+    """{key of each notebook not graded: the notebook graded in its place, or why it is not run}: one kernel per
+    student and lesson.
+
+    Within a student folder each notebook's lesson is the one it really is (lesson_of: --lesson, else its
+    metadata, file name or imports, as grade_notebook decides); a notebook whose lesson is not --lesson, or whose
+    file name names another lesson than its metadata, is not run (a row saying why). The notebooks of one lesson
+    get one kernel: the lesson's exercise file name first, then a name naming the lesson, the shallowest, then by
+    name (as the Gradescope autograder picks one per submission). A student's upload set therefore never
+    multiplies the class run's kernels. Notebooks given outside a student folder are each graded.
     """
     groups: dict[tuple, list[Submission]] = {}
+    ignored: dict[str, Submission | str] = {}
     for s in submissions:
         if s.folder and s.notebook:
-            found = canonical(lesson) if lesson else lesson_from_name(s.path.name)
-            groups.setdefault((s.folder, found), []).append(s)
-
-    ignored: dict[str, Submission] = {}
+            found, named = lesson_of(s)
+            why = _mismatch(found, named, lesson)
+            if why:
+                ignored[s.key] = why
+            else:
+                groups.setdefault((s.folder, canonical(lesson) if lesson else found), []).append(s)
     for (_folder, slug), group in groups.items():
         chosen, *rest = sorted(group, key=lambda s: _likely(s, slug))
         ignored.update((s.key, chosen) for s in rest)

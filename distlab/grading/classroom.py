@@ -41,6 +41,7 @@ from .class_results import _write_atomic
 from .class_submissions import (  # which notebooks and whose: still importable from here
     Submission,
     collect,
+    lesson_of,
     one_per_student,
     read_gradescope_export,
 )
@@ -132,18 +133,22 @@ class Progress:
         self.stream.flush()
 
 
-def _ignored_grade(s: Submission, chosen: Submission, lesson: str | None) -> NotebookGrade:
-    """The row of a notebook not run (one kernel per student and lesson): no points, and which one was graded."""
-    found = canonical(lesson) if lesson else lesson_from_name(s.path.name)
+def _ignored_grade(s: Submission, chosen: Submission | str, lesson: str | None) -> NotebookGrade:
+    """The row of a notebook not run (one kernel per student and lesson): no points, and which one was graded in
+    its place, or why it is not run (chosen: the reason; its lesson is another than the one it is graded as)."""
+    if isinstance(chosen, str):
+        found, named = lesson_of(s)
+        return NotebookGrade(str(s.path), found or named, [], [chosen], lesson_from="notebook metadata")
+    found = canonical(lesson) if lesson else lesson_of(s)[0]
     return NotebookGrade(
         str(s.path),
         found,
         [],
         [
             f"refused to run: one notebook per student and lesson is graded (no points here), and "
-            f"{printable(excerpt(chosen.key, 120))} was graded in its place"
+            f"{shown(chosen.key, 120)} was graded in its place"
         ],
-        lesson_from="--lesson" if lesson else "file name" if found else "",
+        lesson_from="--lesson" if lesson else "notebook" if found else "",
     )
 
 

@@ -496,3 +496,31 @@ def test_a_killed_class_run_leaves_no_copy_of_a_notebook_behind_after_the_next_r
     )
     assert copies() == []
     assert [p.name for p in temp.iterdir() if p.name.startswith("distlab-class-")] == []
+
+
+def test_without_lesson_one_notebook_under_other_lessons_names_is_one_kernel(tmp_path, monkeypatch):
+    # attack 04: graded without --lesson, mallory's one memory_wall notebook copied under 9 other lessons' file
+    # names got 10 kernels and 10 memory_wall rows (grouped by file name, graded by metadata), and the summary
+    # counted her 10 times. Now a notebook's lesson is the one it really is (metadata) AND its name: a copy whose
+    # name names another lesson is not run; the statistics count one notebook per student and lesson
+    from distlab.grading.discover import lesson_from_name
+
+    names = ["02_collectives", "04_pipeline", "05_tensor_parallel", "08_production", "10_mixture_of_experts"]
+    assert all(lesson_from_name(n + ".ipynb") not in (None, "memory_wall") for n in names)  # each names a lesson
+    text = json.dumps({"metadata": {"distlab": {"lesson": "memory_wall"}}, "cells": [], "nbformat": 4})
+    _notebook(tmp_path / "submitted" / "alice" / "01_memory_wall.ipynb", text)
+    for name in ["01_memory_wall", *names, "scratch"]:
+        _notebook(tmp_path / "submitted" / "mallory" / f"{name}.ipynb", text)
+    monkeypatch.chdir(tmp_path)
+    calls = []
+    classroom.grade_class(["submitted"], tmp_path / "g", progress=False, grade_one=_grader(calls))
+    assert sorted(os.path.basename(c) for c in calls) == ["01_memory_wall.ipynb", "01_memory_wall.ipynb"]
+    rows = {r[0]: r for r in _rows(tmp_path / "g")[1:]}
+    assert len(rows) == 8
+    for name in names:
+        assert "not run: its file name names lesson" in rows[f"submitted/mallory/{name}.ipynb"][-2]
+    assert "refused to run" in rows["submitted/mallory/scratch.ipynb"][-2]
+    summary = (tmp_path / "g" / "summary.txt").read_text()
+    # 8 rows; 2 scored (alice's and mallory's 01_memory_wall, 0/1 each): mean 0%, two students counted
+    assert summary.startswith("8 notebook(s); mean score 0.0% (2 student-lesson(s), one notebook each)")
+    assert ["memory_wall", "q1", "0", "2", "0", "0"] in [line.split() for line in summary.splitlines()]
