@@ -100,7 +100,8 @@ def _clean_id(text: str) -> str:
 
 
 def read_gradescope_export(path: Path) -> dict[str, tuple]:
-    """{submission folder: (sid, email, ...) of each submitter} from a Gradescope export's submission_metadata.yml.
+    """{submission folder: (sid, email) of its submitter, or ((sid, email), ...) one per submitter of a group
+    submission} from a Gradescope export's submission_metadata.yml.
 
     Parsed with a safe YAML loader; ids are only the ``:sid:`` and ``:email:`` values of the
     ``:submitters:`` list (a string or a number each), so a name holding a newline and
@@ -115,18 +116,23 @@ def read_gradescope_export(path: Path) -> dict[str, tuple]:
         raise ConfigurationError(f"{path}: a Gradescope submission_metadata.yml maps submission folders to metadata")
     found: dict[str, tuple] = {}
     for folder, meta in data.items():
-        ids: list[str] = []
+        group: list[tuple] = []
         people = _field(meta, "submitters") if isinstance(meta, dict) else None
         for person in people if isinstance(people, list) else []:
             if not isinstance(person, dict):
                 continue
+            ids = []
             for name in ("sid", "email"):
                 value = _field(person, name)
                 if isinstance(value, (str, int)) and not isinstance(value, bool):
                     value = _clean_id(str(value))
                     if value:
                         ids.append(value)
-        found[str(folder)] = tuple(ids)
+            if ids:
+                group.append(tuple(ids))
+        # one submitter: their ids; a group: one tuple of ids per submitter (VariantPolicy grades it for the one
+        # whose variant it carries, never for the first named)
+        found[str(folder)] = group[0] if len(group) == 1 else tuple(group)
     return found
 
 

@@ -524,3 +524,52 @@ def test_without_lesson_one_notebook_under_other_lessons_names_is_one_kernel(tmp
     # 8 rows; 2 scored (alice's and mallory's 01_memory_wall, 0/1 each): mean 0%, two students counted
     assert summary.startswith("8 notebook(s); mean score 0.0% (2 student-lesson(s), one notebook each)")
     assert ["memory_wall", "q1", "0", "2", "0", "0"] in [line.split() for line in summary.splitlines()]
+
+
+def test_a_group_submission_is_graded_for_the_submitter_whose_variant_it_carries(tmp_path, monkeypatch):
+    # attack 08: with --export, mallory's upload is a group submission listing bob first, then mallory. It was
+    # filed under bob (the first submitter on the roster), refused as "bob's seed mismatch" (a 0 that accuses bob),
+    # bob's real row was flagged as a duplicate, and mallory got no row. Now it is graded once, for the submitter
+    # whose issued seed it carries (mallory), and its row names every submitter
+    roster_csv, secret = write_roster(tmp_path, ("bob", "mallory"))
+    roster = variants.load_roster(roster_csv, SECRET)
+    export = tmp_path / "export"
+    for i, sid in enumerate(("bob", "mallory"), 1):
+        nb = {
+            "cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": "x=1"}],
+            "metadata": {
+                "distlab": {
+                    "lesson": "memory_wall",
+                    "variant": {"student": sid, "seed": roster.seed("memory_wall", sid)},
+                }
+            },
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        }
+        _notebook(export / f"submission_{i}" / "01_memory_wall.ipynb", json.dumps(nb))
+    (export / "submission_metadata.yml").write_text(
+        "submission_1:\n  :submitters:\n  - :name: Bob\n    :sid: bob\n    :email: bob@uni.example\n"
+        "submission_2:\n  :submitters:\n  - :name: Bob\n    :sid: bob\n    :email: bob@uni.example\n"
+        "  - :name: Mallory\n    :sid: mallory\n    :email: mallory@uni.example\n"
+    )
+    report = classroom.grade_class(
+        [export],
+        tmp_path / "g",
+        progress=False,
+        export=True,
+        lesson="memory_wall",
+        variants=variants.VariantPolicy(roster),
+        run=lambda *a, **k: {},
+    )
+    rows = {r[0]: r for r in _rows(tmp_path / "g")[1:]}
+    bob, group = rows["export/submission_1/01_memory_wall.ipynb"], rows["export/submission_2/01_memory_wall.ipynb"]
+    assert (bob[1], group[1]) == ("bob", "mallory")
+    assert "refused" not in group[-2] and "a group submission of bob, mallory: graded once, for 'mallory'" in group[-2]
+    assert bob[-1] == group[-1] == ""  # two students: nobody flagged as a duplicate
+    assert [g.student for g in report.notebooks] == ["bob", "mallory"]
+    # a group whose notebook carries a seed issued to none of its submitters is refused, never filed under one
+    grade = NotebookGrade("x", "memory_wall", [], [])
+    policy = variants.VariantPolicy(roster)
+    meta = {"distlab": {"variant": {"seed": "0" * 16}}}
+    assert policy(grade, meta, {}, (("bob",), ("mallory",))) is None
+    assert grade.student == "" and "not the one issued to any of them" in grade.problems[-1]
