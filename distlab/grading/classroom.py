@@ -4,8 +4,8 @@
     classroom.grade_class(["submissions/"], "grades/", lesson="memory_wall")
 
 Every notebook is graded in its own fresh kernel (distlab.grading.grade.grade_notebook). As each
-one finishes its grade is appended to ``grades/journal.jsonl`` (flushed and synced) and
-``grades/results.csv`` is rewritten from the journal, so a crash or Ctrl-C loses nothing; a
+one finishes its grade is appended to ``grades/journal.jsonl`` (flushed and synced; ``grades/results.csv`` is
+rewritten at most every CSV_EVERY seconds and at the end), so a crash or Ctrl-C loses nothing; a
 re-run skips every notebook already in the journal with the same content (a resubmitted file is
 graded again). The journal's lines are signed (HMAC) with a key only the grader holds: distlab.grading.journal.
 
@@ -13,7 +13,9 @@ Which notebooks, and whose (one row per notebook; a notebook given twice is refu
 first folder under what the instructor named, or the submitter a Gradescope export names; one kernel per
 student and lesson): distlab.grading.class_submissions. What the run writes (results.csv with notebooks of one
 student flagged, never merged, and spreadsheet formulas written as text; results.json, gradescope/, summary.txt,
-summary.csv, histogram.png): distlab.grading.class_results. Each file is read once and those bytes graded.
+summary.csv, histogram.png): distlab.grading.class_results. Each file is read once for grading and those bytes
+graded. Every private copy lies in the run's folder (distlab.grading.scratch.run_folder), removed at the end or,
+after a killed run, by the next.
 """
 
 from __future__ import annotations
