@@ -189,8 +189,8 @@ def run(args) -> int:
         except KeyboardInterrupt as stop:
             print(f"distlab: {stop}", file=sys.stderr)
             return 130
-        if not args.quiet:
-            print(classroom.summary_text(report.notebooks), end="")
+        if not args.quiet:  # summary.txt as written: one notebook per student and lesson counted
+            print((Path(args.out) / classroom.SUMMARY_TXT).read_text(encoding="utf-8"), end="")
     else:
         report = grade.grade_notebooks(args.notebooks, **options)
         if not args.quiet:

@@ -24,7 +24,7 @@ from pathlib import Path
 from ..errors import ConfigurationError
 from ..lessons.questions import CORRECT, NOT_ATTEMPTED
 from .journal import grade_from_dict
-from .report import GradeReport, NotebookGrade
+from .report import MAX_PROBLEMS, PROBLEM_CHARS, GradeReport, NotebookGrade, shown
 
 __all__ = [
     "CSV_FILE",
@@ -36,6 +36,7 @@ __all__ = [
     "shared_students",
     "results_csv",
     "question_summary",
+    "per_student",
     "summary_text",
     "plot_histogram",
     "write_outputs",
@@ -75,21 +76,43 @@ def _student(record: dict) -> str:
     if student:
         return str(student)
     identity = record.get("identity") or []
-    return str(identity[0]) if identity else ""
+    first = identity[0] if identity else ""
+    return str(first[0] if isinstance(first, (list, tuple)) and first else first)
 
 
-def shared_students(records: list[dict]) -> dict[str, list[str]]:
-    """{notebook key: the other keys of its student} for every student with more than one notebook per lesson."""
+def _identity_text(record: dict) -> str:
+    """The ids a submission named (a group's submitters each), as one line of text."""
+    people = record.get("identity") or []
+    return " ".join(" ".join(map(str, p)) if isinstance(p, (list, tuple)) else str(p) for p in people)
+
+
+def shared_students(records: list[dict]) -> dict[str, str]:
+    """{notebook key: its flag} for every student with more than one notebook per lesson: the flag names at most
+    FLAG_NAMES of the student's other notebooks (escaped, cut) and counts the rest, so its length, and the cost of
+    all flags, grow linearly with the number of records, never quadratically."""
     groups: dict[tuple, list[str]] = {}
     for r in records:
         student = _student(r)
         if student:
             groups.setdefault((student, r["grade"].get("lesson") or ""), []).append(r["key"])
-    return {k: [o for o in keys if o != k] for keys in groups.values() if len(keys) > 1 for k in keys}
+    flags: dict[str, str] = {}
+    for keys in groups.values():
+        if len(keys) > 1:
+            for k in keys:
+                others = [o for o in keys[: FLAG_NAMES + 1] if o != k][:FLAG_NAMES]
+                flags[k] = _flag(others, len(keys) - 1)
+    return flags
 
 
-def _flag(keys: list[str]) -> str:
-    return f"flagged: the same student also submitted {', '.join(keys)}; each is graded on its own, not merged"
+#: the other notebooks a flag names (the rest are counted): a flag's length is bounded whatever a student uploads
+FLAG_NAMES = 5
+
+
+def _flag(named: list[str], count: int) -> str:
+    """The flag of a notebook whose student also submitted `count` others, `named` among them (escaped)."""
+    text = ", ".join(shown(k, 120) for k in named)
+    more = f" and {count - len(named)} more" if count > len(named) else ""
+    return f"flagged: the same student also submitted {text}{more}; each is graded on its own, not merged"
 
 
 def results_csv(records: list[dict]) -> str:
@@ -107,15 +130,15 @@ def results_csv(records: list[dict]) -> str:
         g = r["grade"]
         points = {q["question"]: q["points"] for q in g.get("questions", [])}
         row = [
-            r["key"],
-            g.get("student") or " ".join(r.get("identity", [])),
-            g.get("lesson") or "",
+            shown(r["key"], 300),
+            shown(g.get("student") or _identity_text(r), 200),
+            shown(g.get("lesson") or "", 80),
             g["score"],
             g["max_score"],
             *(points.get(n, "") for n in names),
             g.get("seconds", ""),
-            " | ".join(" ".join(str(p).split()) for p in g.get("problems", [])),
-            _flag(flags[r["key"]]) if r["key"] in flags else "",
+            " | ".join(shown(" ".join(str(p).split()), PROBLEM_CHARS) for p in g.get("problems", [])[:MAX_PROBLEMS]),
+            flags.get(r["key"], ""),
         ]
         writer.writerow([text_cell(c) for c in row])
     return out.getvalue()
@@ -150,11 +173,27 @@ def question_summary(grades: list[NotebookGrade]) -> list[dict]:
     return rows
 
 
-def summary_text(grades: list[NotebookGrade]) -> str:
-    rows = question_summary(grades)
-    scores = [g.score / g.max_score for g in grades if g.max_score]
+def per_student(grades: list[NotebookGrade], students: list[str]) -> list[NotebookGrade]:
+    """The grades the class statistics count: one per student and lesson (the first scored one), so a student's
+    extra notebooks (copies under other names, rows not run) never weigh more than one. students[i] is whose
+    grades[i] is ("" when unknown: that notebook counts on its own)."""
+    kept: dict[tuple, NotebookGrade] = {}
+    for i, (g, student) in enumerate(zip(grades, students)):
+        who = ("student", student) if student else ("notebook", i)
+        if g.max_score and (who, g.lesson) not in kept:
+            kept[(who, g.lesson)] = g
+    return list(kept.values())
+
+
+def summary_text(grades: list[NotebookGrade], students: list[str] | None = None) -> str:
+    """The class summary: how many notebooks, the mean score and the per-question table. With `students` (whose
+    each grade is), the statistics count one notebook per student and lesson (per_student)."""
+    counted = [g for g in grades if g.max_score] if students is None else per_student(grades, students)
+    rows = question_summary(counted)
+    scores = [g.score / g.max_score for g in counted]
+    who = "" if students is None else f" ({len(counted)} student-lesson(s), one notebook each)"
     out = [
-        f"{len(grades)} notebook(s); mean score {100 * sum(scores) / len(scores):.1f}%"
+        f"{len(grades)} notebook(s); mean score {100 * sum(scores) / len(scores):.1f}%{who}"
         if scores
         else f"{len(grades)} notebook(s); none could be scored",
         "",
@@ -162,8 +201,8 @@ def summary_text(grades: list[NotebookGrade]) -> str:
     ]
     for r in rows:
         out.append(
-            f"{r['lesson']:<20} {r['question']:<9} {r['correct']:>8} {r['wrong']:>6} {r['not_attempted']:>8} "
-            f"{r['mean_points']:>6g}"
+            f"{shown(r['lesson'], 20):<20} {shown(r['question'], 9):<9} {r['correct']:>8} {r['wrong']:>6} "
+            f"{r['not_attempted']:>8} {r['mean_points']:>6g}"
         )
     refused = [g for g in grades if any(str(p).startswith("refused") for p in g.problems)]
     if refused:
@@ -228,12 +267,14 @@ def write_outputs(out: Path, records: list[dict]) -> GradeReport:
     flags = shared_students(records)
     for r, g in zip(records, grades):
         if r["key"] in flags:
-            g.problems.append(_flag(flags[r["key"]]))
+            g.problems.append(flags[r["key"]])
     report = GradeReport(grades)
     _write_atomic(out / JSON_FILE, json.dumps(report.to_json(), indent=2) + "\n")
     _write_gradescope(out / "gradescope", records, grades)
-    _write_atomic(out / SUMMARY_TXT, summary_text(grades))
-    rows = question_summary(grades)
+    students = [_student(r) for r in records]
+    _write_atomic(out / SUMMARY_TXT, summary_text(grades, students))
+    counted = per_student(grades, students)
+    rows = question_summary(counted)
     buf = io.StringIO()
     writer = csv.DictWriter(
         buf,
@@ -252,5 +293,5 @@ def write_outputs(out: Path, records: list[dict]) -> GradeReport:
     writer.writerows({k: text_cell(v) for k, v in row.items()} for row in rows)
     _write_atomic(out / SUMMARY_CSV, buf.getvalue())
     if grades:
-        plot_histogram(grades, out / HISTOGRAM)
+        plot_histogram(counted, out / HISTOGRAM)
     return report

@@ -16,15 +16,34 @@ text. One kernel per student and lesson (one_per_student).
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import lessons as manifest
 from ..errors import ConfigurationError
-from .discover import canonical, lesson_from_name
+from .discover import canonical, identify_lesson, lesson_from_name
+from .submission import parse_sources, read_submission
 
-__all__ = ["Submission", "read_gradescope_export", "collect", "one_per_student"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_ENTRIES",
+    "MAX_CANDIDATES",
+    "Submission",
+    "read_gradescope_export",
+    "collect",
+    "lesson_of",
+    "one_per_student",
+]
+
+#: folders below what the instructor named that the walk enters (submitted/<student>/<16 levels>)
+MAX_DEPTH = 16
+#: files and folders the walk reads per student folder (and in the folder given itself)
+MAX_ENTRIES = 20_000
+#: a student's notebooks that become rows (the likeliest; the others are counted in one flag of that student)
+MAX_CANDIDATES = 20
 
 
 @dataclass(frozen=True)
@@ -36,6 +55,10 @@ class Submission:
     identity: tuple = ()
     #: the per-student folder it came from (the first folder under what the instructor named), "" for none
     folder: str = ""
+    #: what the walk could not search in that student's folder (too deep, unreadable, too many files), for its rows
+    notes: tuple = ()
+    #: False for the row of a student folder in which no notebook could be found (but the walk had notes)
+    notebook: bool = True
 
 
 def _yaml_loader():
@@ -77,7 +100,8 @@ def _clean_id(text: str) -> str:
 
 
 def read_gradescope_export(path: Path) -> dict[str, tuple]:
-    """{submission folder: (sid, email, ...) of each submitter} from a Gradescope export's submission_metadata.yml.
+    """{submission folder: (sid, email) of its submitter, or ((sid, email), ...) one per submitter of a group
+    submission} from a Gradescope export's submission_metadata.yml.
 
     Parsed with a safe YAML loader; ids are only the ``:sid:`` and ``:email:`` values of the
     ``:submitters:`` list (a string or a number each), so a name holding a newline and
@@ -92,18 +116,23 @@ def read_gradescope_export(path: Path) -> dict[str, tuple]:
         raise ConfigurationError(f"{path}: a Gradescope submission_metadata.yml maps submission folders to metadata")
     found: dict[str, tuple] = {}
     for folder, meta in data.items():
-        ids: list[str] = []
+        group: list[tuple] = []
         people = _field(meta, "submitters") if isinstance(meta, dict) else None
         for person in people if isinstance(people, list) else []:
             if not isinstance(person, dict):
                 continue
+            ids = []
             for name in ("sid", "email"):
                 value = _field(person, name)
                 if isinstance(value, (str, int)) and not isinstance(value, bool):
                     value = _clean_id(str(value))
                     if value:
                         ids.append(value)
-        found[str(folder)] = tuple(ids)
+            if ids:
+                group.append(tuple(ids))
+        # one submitter: their ids; a group: one tuple of ids per submitter (VariantPolicy grades it for the one
+        # whose variant it carries, never for the first named)
+        found[str(folder)] = group[0] if len(group) == 1 else tuple(group)
     return found
 
 
@@ -114,7 +143,7 @@ def _key(path: str, base: str) -> str:
     return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def collect(paths, export: bool = False) -> list[Submission]:
+def collect(paths, export: bool = False, lesson: str | None = None) -> list[Submission]:
     """The notebooks under `paths` (files or folders, searched recursively; checkpoints skipped), sorted.
 
     Each is keyed by its path relative to the folder that holds everything given, so files of the
@@ -125,6 +154,9 @@ def collect(paths, export: bool = False) -> list[Submission]:
     export=True: the one folder given is a Gradescope export, and its submission_metadata.yml names the
     submitters of each ``submission_N`` folder; no other submission_metadata.yml is ever read (a student
     can upload one).
+    The walk is bounded (MAX_DEPTH, MAX_ENTRIES; errors noted per student folder, see _walk) and at most
+    MAX_CANDIDATES notebooks of one student folder become rows (the likeliest for `lesson`); what was left out
+    is in that folder's Submission.notes, and a folder with notes but no notebook gets a row of its own.
     """
     given = [os.path.abspath(p) for p in map(str, paths)]
     if not given:
@@ -151,21 +183,20 @@ def collect(paths, export: bool = False) -> list[Submission]:
         identity = submitters.get(top, ()) if export else ((top,) if top else ())
         out.append(Submission(nb, _key(str(nb), base), identity, top))
 
+    notes: dict[str, Counter] = {}
     for path in given:
-        root = Path(path)
-        if not root.is_dir() or root.is_symlink():  # a file, or anything else: grade_notebook says what it is
-            add(root)
+        if not os.path.isdir(path) or os.path.islink(path):  # a file, or anything else: grade_notebook says what
+            add(Path(path))
             continue
-        for nb in sorted(root.rglob("*.ipynb")):
-            rel = nb.relative_to(root)
-            if any(part.startswith(".") for part in rel.parts):
-                continue  # .ipynb_checkpoints, hidden folders
-            add(nb)
-    if not out:
+        for nb in _walk(path, anchor, notes):
+            add(Path(nb))
+    out = _bounded(out, notes, lesson)
+    if not out and not notes:
         raise ConfigurationError("no notebooks to grade")
+    out = _with_notes(out, notes, anchor, base, submitters if export else None)
     seen: dict[str, str] = {}
     for s in out:
-        real = os.path.realpath(s.path) if s.path.is_file() and not s.path.is_symlink() else s.key
+        real = os.path.realpath(s.path) if s.notebook and _regular(s.path) else s.key
         for name in {s.key, real}:
             if name in seen:
                 raise ConfigurationError(
@@ -175,29 +206,145 @@ def collect(paths, export: bool = False) -> list[Submission]:
     return out
 
 
-def one_per_student(submissions: list[Submission], lesson: str | None) -> dict[str, Submission]:
-    """{key of each notebook not graded: the notebook graded in its place}: one kernel per student and lesson.
+def _regular(path: Path) -> bool:
+    """Whether `path` is a regular file, not a link (False where it cannot be told: a name too long, ...)."""
+    try:
+        return path.is_file() and not path.is_symlink()
+    except OSError:
+        return False
 
-    Within a student folder, the notebooks of one lesson (--lesson, else the lesson their file name names; a
-    name naming none is a group of its own) get one kernel: the lesson's exercise file name first, then a name
-    naming the lesson, the shallowest, then by name (as the Gradescope autograder picks one per submission).
-    A student's upload set therefore never multiplies the class run's kernels. Notebooks given outside a student
-    folder are each graded.
+
+def _top(folder: str, anchor: str) -> str:
+    """The student folder `folder` lies in: the first part of its path under `anchor` ("" for anchor itself)."""
+    rel = os.path.relpath(folder, anchor)
+    return "" if rel in (".", "") or rel.startswith("..") else rel.split(os.sep, 1)[0]
+
+
+def _walk(root: str, anchor: str, notes: dict[str, Counter]) -> list[str]:
+    """The *.ipynb files under `root` (no hidden file or folder, no link followed), read iteratively with os.scandir:
+    at most MAX_DEPTH folders deep and MAX_ENTRIES entries per student folder. Whatever is not searched (too deep,
+    unreadable, past the budget) is counted in notes[student folder], never raised."""
+    found: list[str] = []
+    spent: Counter = Counter()
+    stack = [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        top = _top(folder, anchor)
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    spent[top] += 1
+                    if spent[top] > MAX_ENTRIES:
+                        notes.setdefault(top, Counter())[
+                            f"more than {MAX_ENTRIES:,} files and folders: the rest of them was not searched"
+                        ] = 1
+                        break
+                    if entry.name.startswith("."):
+                        continue  # .ipynb_checkpoints, hidden files and folders
+                    try:
+                        is_dir = entry.is_dir(follow_symlinks=False)
+                    except OSError as exc:
+                        notes.setdefault(top, Counter())[f"an entry could not be read ({exc.strerror or exc})"] += 1
+                        continue
+                    if is_dir and depth + 1 > MAX_DEPTH:
+                        notes.setdefault(top, Counter())[
+                            f"a folder deeper than {MAX_DEPTH} levels was not searched"
+                        ] += 1
+                    elif is_dir:
+                        stack.append((entry.path, depth + 1))
+                    elif entry.name.endswith(".ipynb"):
+                        found.append(entry.path)
+        except OSError as exc:  # a name too long, a folder that cannot be read: noted for that student only
+            notes.setdefault(top, Counter())[f"a folder could not be read ({exc.strerror or exc})"] += 1
+    return sorted(found)
+
+
+def _likely(s: Submission, lesson: str | None = None) -> tuple:
+    """How likely `s` is the notebook to grade, lowest first: the exercise file name (of `lesson`, else of any
+    lesson), then a name naming that lesson (any lesson), the shallowest, then by key."""
+    slug = canonical(lesson) if lesson else lesson_from_name(s.path.name)
+    entry = manifest.LESSONS.get(slug) if slug else None
+    exercise = (getattr(entry, "exercise", None) or "") if entry is not None else ""
+    tier = 0 if exercise and s.path.name == exercise else 1 if slug and lesson_from_name(s.path.name) == slug else 2
+    return (tier, len(s.path.parts), s.key)
+
+
+def _bounded(out: list[Submission], notes: dict[str, Counter], lesson: str | None) -> list[Submission]:
+    """At most MAX_CANDIDATES notebooks per student folder (the likeliest); the others are counted in one note."""
+    per: dict[str, list[Submission]] = {}
+    for s in out:
+        per.setdefault(s.folder, []).append(s)
+    kept = []
+    for folder, group in per.items():
+        if folder and len(group) > MAX_CANDIDATES:
+            group = sorted(group, key=lambda s: _likely(s, lesson))
+            notes.setdefault(folder, Counter())[
+                f"{len(group) - MAX_CANDIDATES} more notebook(s) in this upload were not considered (only the "
+                f"{MAX_CANDIDATES} likeliest are: an exercise file name, a name naming a lesson, the shallowest)"
+            ] = 1
+            group = group[:MAX_CANDIDATES]
+        kept += group
+    return sorted(kept, key=lambda s: s.path)
+
+
+def _with_notes(out, notes, anchor: str, base: str, submitters) -> list[Submission]:
+    """`out` with each student folder's notes on its rows; a folder with notes but no notebook gets a row of its
+    own (notebook=False), so what could not be searched is always said."""
+    text = {top: tuple(f"{m} ({n} times)" if n > 1 else m for m, n in c.items()) for top, c in notes.items()}
+    with_notes = [dataclasses.replace(s, notes=text.get(s.folder, ())) for s in out]
+    have = {s.folder for s in out}
+    for top in sorted(set(text) - have):
+        path = os.path.join(anchor, top) if top else anchor
+        identity = (submitters.get(top, ()) if submitters is not None else (top,)) if top else ()
+        with_notes.append(Submission(Path(path), _key(path, base) + "/", identity, top, text[top], False))
+    return with_notes
+
+
+def lesson_of(s: Submission) -> tuple[str | None, str | None]:
+    """(the lesson notebook `s` is, as grade_notebook finds it: metadata, else file name, else imports; the lesson
+    its file name names). The file is read (read_submission) and parsed as data only; unreadable: its name's."""
+    named = lesson_from_name(s.path.name)
+    data = read_submission(s.path, [])
+    parsed = None if data is None else parse_sources(data, [])
+    if parsed is None:
+        return named, named
+    return identify_lesson(parsed[0], s.path.name, parsed[1])[0], named
+
+
+def _mismatch(found: str | None, named: str | None, lesson: str | None) -> str:
+    """Why a notebook is not run (its lesson is not the one it is graded as, or its name says another), or ""."""
+    if lesson and found is not None and found != canonical(lesson):
+        return f"not run: this notebook is lesson {found!r}, not {canonical(lesson)!r} (--lesson); no points here"
+    if not lesson and found is not None and named is not None and found != named:
+        return (
+            f"not run: its file name names lesson {named!r} but the notebook is lesson {found!r} (its "
+            "metadata); one kernel per student and lesson, so a copy under another lesson's name is not graded"
+        )
+    return ""
+
+
+def one_per_student(submissions: list[Submission], lesson: str | None) -> dict[str, Submission | str]:
+    """{key of each notebook not graded: the notebook graded in its place, or why it is not run}: one kernel per
+    student and lesson.
+
+    Within a student folder each notebook's lesson is the one it really is (lesson_of: --lesson, else its
+    metadata, file name or imports, as grade_notebook decides); a notebook whose lesson is not --lesson, or whose
+    file name names another lesson than its metadata, is not run (a row saying why). The notebooks of one lesson
+    get one kernel: the lesson's exercise file name first, then a name naming the lesson, the shallowest, then by
+    name (as the Gradescope autograder picks one per submission). A student's upload set therefore never
+    multiplies the class run's kernels. Notebooks given outside a student folder are each graded.
     """
     groups: dict[tuple, list[Submission]] = {}
+    ignored: dict[str, Submission | str] = {}
     for s in submissions:
-        if s.folder:
-            found = canonical(lesson) if lesson else lesson_from_name(s.path.name)
-            groups.setdefault((s.folder, found), []).append(s)
-
-    def rank(slug, s: Submission):
-        entry = manifest.LESSONS.get(slug) if slug else None
-        exercise = (getattr(entry, "exercise", None) or "") if entry is not None else ""
-        tier = 0 if exercise and s.path.name == exercise else 1 if slug and lesson_from_name(s.path.name) == slug else 2
-        return (tier, len(s.path.parts), s.key)
-
-    ignored: dict[str, Submission] = {}
+        if s.folder and s.notebook:
+            found, named = lesson_of(s)
+            why = _mismatch(found, named, lesson)
+            if why:
+                ignored[s.key] = why
+            else:
+                groups.setdefault((s.folder, canonical(lesson) if lesson else found), []).append(s)
     for (_folder, slug), group in groups.items():
-        chosen, *rest = sorted(group, key=lambda s: rank(slug, s))
+        chosen, *rest = sorted(group, key=lambda s: _likely(s, slug))
         ignored.update((s.key, chosen) for s in rest)
     return ignored

@@ -4,8 +4,8 @@
     classroom.grade_class(["submissions/"], "grades/", lesson="memory_wall")
 
 Every notebook is graded in its own fresh kernel (distlab.grading.grade.grade_notebook). As each
-one finishes its grade is appended to ``grades/journal.jsonl`` (flushed and synced) and
-``grades/results.csv`` is rewritten from the journal, so a crash or Ctrl-C loses nothing; a
+one finishes its grade is appended to ``grades/journal.jsonl`` (flushed and synced; ``grades/results.csv`` is
+rewritten at most every CSV_EVERY seconds and at the end), so a crash or Ctrl-C loses nothing; a
 re-run skips every notebook already in the journal with the same content (a resubmitted file is
 graded again). The journal's lines are signed (HMAC) with a key only the grader holds: distlab.grading.journal.
 
@@ -13,7 +13,9 @@ Which notebooks, and whose (one row per notebook; a notebook given twice is refu
 first folder under what the instructor named, or the submitter a Gradescope export names; one kernel per
 student and lesson): distlab.grading.class_submissions. What the run writes (results.csv with notebooks of one
 student flagged, never merged, and spreadsheet formulas written as text; results.json, gradescope/, summary.txt,
-summary.csv, histogram.png): distlab.grading.class_results. Each file is read once and those bytes graded.
+summary.csv, histogram.png): distlab.grading.class_results. Each file is read once for grading and those bytes
+graded. Every private copy lies in the run's folder (distlab.grading.scratch.run_folder), removed at the end or,
+after a killed run, by the next.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ import hashlib
 import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from .class_results import _write_atomic
 from .class_submissions import (  # which notebooks and whose: still importable from here
     Submission,
     collect,
+    lesson_of,
     one_per_student,
     read_gradescope_export,
 )
@@ -57,7 +59,8 @@ from .journal import (  # the resumable journal: still importable from here
     read_journal,
 )
 from .journal import _append
-from .report import GradeReport, NotebookGrade, excerpt, printable
+from .report import GradeReport, NotebookGrade, excerpt, printable, shown
+from .scratch import run_folder
 from .submission import read_submission
 
 __all__ = [
@@ -101,9 +104,9 @@ CONTAINER_CLASS = (
 )
 
 
-def shown(text: str) -> str:
-    """`text` with every character that is not printable (terminal control sequences, a lone surrogate) escaped."""
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape", "backslashreplace").decode() for ch in text)
+#: seconds between two rewrites of results.csv while a class is graded (it is always written at the end; the
+#: journal, appended after every notebook, is what an interrupted run resumes from)
+CSV_EVERY = 30.0
 
 
 class Progress:
@@ -123,7 +126,7 @@ class Progress:
         bar = "#" * filled + "." * (self.width - filled)
         line = (
             f"[{bar}] {done}/{self.total}  {rate:.1f} s/notebook  ETA {int(eta // 60)}:{int(eta % 60):02d}  "
-            f"{shown(label)[-40:]}"
+            f"{shown(label, 200)[-40:]}"
         )
         tty = getattr(self.stream, "isatty", lambda: False)()
         self.stream.write(("\r" + line + "\x1b[K") if tty else line + "\n")
@@ -132,18 +135,22 @@ class Progress:
         self.stream.flush()
 
 
-def _ignored_grade(s: Submission, chosen: Submission, lesson: str | None) -> NotebookGrade:
-    """The row of a notebook not run (one kernel per student and lesson): no points, and which one was graded."""
-    found = canonical(lesson) if lesson else lesson_from_name(s.path.name)
+def _ignored_grade(s: Submission, chosen: Submission | str, lesson: str | None) -> NotebookGrade:
+    """The row of a notebook not run (one kernel per student and lesson): no points, and which one was graded in
+    its place, or why it is not run (chosen: the reason; its lesson is another than the one it is graded as)."""
+    if isinstance(chosen, str):
+        found, named = lesson_of(s)
+        return NotebookGrade(str(s.path), found or named, [], [chosen], lesson_from="notebook metadata")
+    found = canonical(lesson) if lesson else lesson_of(s)[0]
     return NotebookGrade(
         str(s.path),
         found,
         [],
         [
             f"refused to run: one notebook per student and lesson is graded (no points here), and "
-            f"{printable(excerpt(chosen.key, 120))} was graded in its place"
+            f"{shown(chosen.key, 120)} was graded in its place"
         ],
-        lesson_from="--lesson" if lesson else "file name" if found else "",
+        lesson_from="--lesson" if lesson else "notebook" if found else "",
     )
 
 
@@ -198,20 +205,26 @@ def _record(s: Submission, digest: str, policy: str, grade: NotebookGrade) -> di
     }
 
 
-def _changed(graded: list[Submission], done: dict[str, dict], policy: str) -> tuple[list[Submission], dict]:
-    """(the notebooks to grade, {key: (bytes read, digest)}): those with no journal record of the same bytes and
-    policy. Each file is read here once (read_submission: refused unread when too large, never through a link)."""
-    read: dict[str, tuple] = {}
-    todo = []
-    for s in graded:
-        problems: list[str] = []
-        data = read_submission(s.path, problems)  # once: refused unread when too large, never through a link
-        digest = NOT_A_FILE if data is None else hashlib.sha256(data).hexdigest()
-        record = done.get(s.key)
-        if record is None or record.get("sha256") != digest or record.get("policy") != policy:
-            todo.append(s)
-            read[s.key] = (data, digest)
-    return todo, read
+def _read(s: Submission) -> tuple[bytes | None, str]:
+    """(bytes read, their digest): the file read once (read_submission: refused unread when too large, never
+    through a link), NOT_A_FILE for what it refuses."""
+    data = read_submission(s.path, [])
+    return data, NOT_A_FILE if data is None else hashlib.sha256(data).hexdigest()
+
+
+def _folder_grade(s: Submission) -> NotebookGrade:
+    """The row of a student folder in which no notebook could be found, saying what could not be searched."""
+    return NotebookGrade(str(s.path), None, [], ["no notebook could be found in this upload"])
+
+
+def _noted(record: dict, s: Submission) -> dict:
+    """`record` as the outputs show it: with what the walk could not search in its student's folder (s.notes) among
+    its problems (never in the journal: the walk is redone on every run)."""
+    if not s.notes:
+        return record
+    grade = dict(record["grade"])
+    grade["problems"] = [*grade.get("problems", []), *(f"in this student's folder: {n}" for n in s.notes)]
+    return {**record, "grade": grade}
 
 
 def _grade_submission(grade_one, s: Submission, data, private: Path, options: dict, lesson) -> NotebookGrade:
@@ -244,43 +257,52 @@ def grade_class(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     journal = out / JOURNAL
-    submissions = collect(paths, export=export)
     lesson = options.get("lesson")
     if lesson is not None:
         lesson_questions(lesson)  # the instructor's typo is our error, once, before anything is graded
+    submissions = collect(paths, export=export, lesson=lesson)
     ignored = one_per_student(submissions, lesson)
     key = journal_key(out)
     done = read_journal(journal, key)
     policy = policy_of(options)
     for s in submissions:
-        if s.key in ignored:
+        if not s.notebook:
+            done[s.key] = _record(s, "", policy, _folder_grade(s))
+        elif s.key in ignored:
             done[s.key] = _record(s, "", policy, _ignored_grade(s, ignored[s.key], lesson))
-    graded = [s for s in submissions if s.key not in ignored]
+    graded = [s for s in submissions if s.notebook and s.key not in ignored]
+
+    def records() -> list[dict]:
+        return [_noted(done[s.key], s) for s in submissions if s.key in done]
+
     bar = Progress(len(graded), stream) if progress else None
-    todo, read = _changed(graded, done, policy)
-    finished = len(graded) - len(todo)
-    if bar and finished:
-        bar.stream.write(f"{finished} notebook(s) already graded in {shown(str(journal))}: skipped\n")
-    interrupted = False
-    private = Path(tempfile.mkdtemp(prefix="distlab-class-"))  # mode 0700: the grader's alone
-    try:
-        for count, s in enumerate(todo, 1):
-            data, digest = read.pop(s.key)
-            done[s.key] = _record(s, digest, policy, _grade_submission(grade_one, s, data, private, options, lesson))
-            _append(journal, done[s.key], key)
-            _write_atomic(out / CSV_FILE, results_csv([done[x.key] for x in submissions if x.key in done]))
-            if bar:
-                bar.update(finished + count, count, s.key)
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        shutil.rmtree(private, ignore_errors=True)
-    records = [done[s.key] for s in submissions if s.key in done]
-    _write_atomic(out / CSV_FILE, results_csv(records))
-    report = write_outputs(out, records)
+    interrupted, skipped, written = False, 0, time.monotonic()
+    with run_folder() as private:  # mode 0700, the grader's alone; removed at the end, or by the next run
+        try:
+            for count, s in enumerate(graded, 1):
+                data, digest = _read(s)  # one notebook's bytes at a time: the grader's memory does not grow
+                record = done.get(s.key)
+                if record is not None and record.get("sha256") == digest and record.get("policy") == policy:
+                    skipped += 1
+                else:
+                    grade = _grade_submission(grade_one, s, data, private, options, lesson)
+                    done[s.key] = _record(s, digest, policy, grade)
+                    _append(journal, done[s.key], key)
+                if time.monotonic() - written > CSV_EVERY:  # at bounded cost: the journal is what resumes
+                    _write_atomic(out / CSV_FILE, results_csv(records()))
+                    written = time.monotonic()
+                if bar:
+                    bar.update(count, count - skipped, s.key)
+        except KeyboardInterrupt:
+            interrupted = True
+    if bar and skipped:
+        bar.stream.write(f"{skipped} notebook(s) already graded in {shown(str(journal))}: skipped\n")
+    final = records()
+    _write_atomic(out / CSV_FILE, results_csv(final))
+    report = write_outputs(out, final)
     if interrupted:
         raise KeyboardInterrupt(
-            f"interrupted after {len(records)} of {len(submissions)} notebooks; "
+            f"interrupted after {len(final)} of {len(submissions)} notebooks; "
             f"grades so far are in {out}; run the same command again to continue"
         )
     return report

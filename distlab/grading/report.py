@@ -12,6 +12,7 @@ __all__ = [
     "MAX_PROBLEMS",
     "printable",
     "excerpt",
+    "shown",
     "QuestionGrade",
     "NotebookGrade",
     "GradeReport",
@@ -53,6 +54,26 @@ def excerpt(text, limit: int) -> str:
     """
     text = str(text)
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def shown(text, limit: int = PROBLEM_CHARS) -> str:
+    """Untrusted text (from a notebook, its file name, its kernel) as a short escaped excerpt on one line: at most
+    `limit` characters of it are kept, then escaped (printable: control, format/bidirectional characters, newlines
+    and lone surrogates become visible escapes such as \\x1b), and the result is cut to `limit` again.
+
+    The one function every human-readable output of the grader (results.csv, summary.txt, the progress bar)
+    shows such text through; the cost is bounded by `limit` whatever the text's size.
+
+    >>> shown("\\x1b[2Jok\\n\\u202e", 40)
+    '\\\\x1b[2Jok\\\\n\\\\u202e'
+    >>> shown("x" * 10, 4)
+    'xxxx... (10 characters in all)'
+    """
+    text = str(text)
+    head = printable(text[:limit])
+    if len(text) <= limit and len(head) <= limit:
+        return head
+    return f"{head[:limit]}... ({len(text)} characters in all)"
 
 
 def _problems(problems, show=str) -> list[str]:

@@ -24,6 +24,7 @@ import threading
 from pathlib import Path
 
 from ..lessons import LESSONS
+from . import scratch
 
 __all__ = ["SHARED", "REMOVED", "stub_source", "build", "student_view"]
 
@@ -143,6 +144,7 @@ def build(dest: Path) -> Path:
 
 _LOCK = threading.Lock()
 _BUILT: list[Path] = []
+_HELD: list = []
 
 
 def _remove(folder: Path) -> None:
@@ -158,7 +160,8 @@ def student_view() -> Path:
     """The student view of this process (built on first use into a private temporary folder)."""
     with _LOCK:
         if not _BUILT:
-            folder = Path(tempfile.mkdtemp(prefix="distlab-view-"))
+            folder = Path(tempfile.mkdtemp(prefix="distlab-view-", dir=scratch.outer_temp()))
+            _HELD.append(scratch.hold(folder))  # a process killed leaves it unlocked: the next run removes it
             atexit.register(_remove, folder)
             os.chmod(folder, 0o755)
             _BUILT.append(build(folder / "view"))

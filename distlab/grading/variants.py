@@ -262,7 +262,10 @@ class VariantPolicy:
                 f"variant seed {seed[:32]!r} not verified (grade with --roster and the instructor secret to check it)"
             )
             return lesson_variant(grade.lesson, seed)
-        given = [identity] if isinstance(identity, str) else list(identity or ())
+        people = _people(identity)
+        if len(people) > 1:  # a group submission: graded once, for the submitter whose variant it carries
+            return self._group(grade, found, seed, questions, people)
+        given = list(people[0]) if people else []
         student = self.roster.find(*given) if given else None  # never the student the notebook claims to be
         if student is None:
             who = " / ".join(map(str, given))
@@ -289,9 +292,53 @@ class VariantPolicy:
             )
         return lesson_variant(grade.lesson, issued)
 
+    def _group(self, grade, found, seed, questions: dict, people: list[tuple]) -> dict | None:
+        """A group submission (several submitters): graded once, for the submitter on the roster whose issued seed
+        the notebook carries (never filed under the first one named); a submitter not on the roster, or a seed
+        issued to none of them, is said; the problem names every submitter."""
+        assert self.roster is not None
+        found_ids = [self.roster.find(*p) for p in people]
+        names = ", ".join(sid or repr(" / ".join(p)[:80]) for sid, p in zip(found_ids, people))
+        on_roster = [sid for sid in found_ids if sid]
+        for sid, p in zip(found_ids, people):
+            if sid is None:
+                grade.problems.append(f"group submission: submitter {' / '.join(p)[:80]!r} is not on the roster")
+        if found is not None:
+            matched = [sid for sid in on_roster if hmac.compare_digest(str(seed), self.roster.seed(grade.lesson, sid))]
+        else:
+            matched = on_roster[:1]
+        if not matched:
+            grade.problems.append(
+                f"refused: a group submission of {names}, and the notebook's variant seed is not the one issued to "
+                "any of them"
+                if on_roster
+                else f"refused: no submitter of this group submission ({names}) is on the roster"
+            )
+            grade.questions = not_attempted(questions, "not graded (no submitter's variant)")
+            return None
+        student = grade.student = matched[0]
+        grade.problems.append(
+            f"a group submission of {names}: graded once, for {student!r}"
+            + (" (the variant it carries)" if found is not None else " (the notebook carries no variant)")
+        )
+        return lesson_variant(grade.lesson, self.roster.seed(grade.lesson, student))
+
+
+def _people(identity) -> list[tuple]:
+    """The submitters `identity` names, each a tuple of ids (an id, an e-mail): a string or a flat tuple of ids is
+    one person; a tuple of tuples (a Gradescope export's group submission) is one person each."""
+    if isinstance(identity, str):
+        return [(identity,)]
+    given = list(identity or ())
+    if given and all(isinstance(p, (list, tuple)) for p in given):
+        return [tuple(str(i) for i in p) for p in given if p]
+    return [tuple(given)] if given else []
+
 
 def submitter(path) -> tuple:
-    """(sid, email, id) of each user in Gradescope's submission_metadata.json, the ones present; () if unreadable."""
+    """(sid, email, id) of the user in Gradescope's submission_metadata.json, the ones present; for a group
+    submission one such tuple per user (VariantPolicy grades it for the one whose variant it carries); () if
+    unreadable."""
     import json
 
     try:
@@ -302,5 +349,7 @@ def submitter(path) -> tuple:
     found = []
     for user in users if isinstance(users, list) else []:
         if isinstance(user, dict):
-            found += [str(user[k]) for k in ("sid", "email", "id") if user.get(k) not in (None, "")]
-    return tuple(found)
+            ids = tuple(str(user[k]) for k in ("sid", "email", "id") if user.get(k) not in (None, ""))
+            if ids:
+                found.append(ids)
+    return found[0] if len(found) == 1 else tuple(found)

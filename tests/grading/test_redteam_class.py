@@ -327,3 +327,249 @@ def test_a_submission_metadata_yml_a_student_uploads_names_nobody(tmp_path, monk
         ["submitted/alice", "submitted/mallory"], tmp_path / "g", progress=False, grade_one=_grader()
     )
     assert all(g.student != "bob" for g in report.notebooks), "a student's own YAML filed her notebook under bob"
+
+
+# ---- round 2 (/work/redteam/class): the walk, one upload's size, escapes, leftovers ----------------------------
+
+
+def _rows(out):
+    return list(csv.reader(io.StringIO((out / "results.csv").read_text(encoding="utf-8"))))
+
+
+def test_a_folder_nested_deeper_than_python_recursion_grades_the_rest_of_the_class(tmp_path, monkeypatch):
+    # attack 02: mallory's upload holds a/a/a/... 1,200 folders deep (2.4 kB of path, under PATH_MAX) with a
+    # notebook at the bottom; the recursive walk (Path.rglob) raised RecursionError out of collect(): rc 1, no
+    # results.csv, nobody in the class graded, on every re-run
+    _notebook(tmp_path / "submitted" / "alice" / "01_memory_wall.ipynb")
+    deep = tmp_path / "submitted" / "mallory"
+    deep.mkdir(parents=True)
+    monkeypatch.chdir(deep)
+    for _ in range(1200):  # relative mkdir/chdir: each call's path stays short
+        os.mkdir("a")
+        os.chdir("a")
+    with open("x.ipynb", "w") as f:
+        f.write("{}")
+    monkeypatch.chdir(tmp_path)
+    calls = []
+    try:
+        classroom.grade_class(["submitted"], tmp_path / "g", progress=False, grade_one=_grader(calls))
+    finally:
+        _remove_deep(deep, "a")  # shutil.rmtree recurses too: pytest could not remove it
+    rows = _rows(tmp_path / "g")
+    assert [r[0] for r in rows[1:]] == ["submitted/alice/01_memory_wall.ipynb", "submitted/mallory/"]
+    assert "deeper than 16 levels" in rows[2][-2]  # the student whose folder was not searched is told why
+    assert len(calls) == 1
+
+
+def _remove_deep(top, name):
+    """Remove top/name/name/... however deep, without recursion (relative paths stay short)."""
+    here = os.getcwd()
+    os.chdir(top)
+    depth = 0
+    while os.path.isdir(name):
+        os.chdir(name)
+        depth += 1
+    for entry in os.listdir("."):
+        os.unlink(entry)
+    for _ in range(depth):
+        os.chdir("..")
+        os.rmdir(name)
+    os.chdir(here)
+
+
+def test_a_path_too_long_to_open_is_noted_on_that_student_and_the_class_is_graded(tmp_path, monkeypatch):
+    # attack 03: 20 folders of 250-character names (5 kB of path, past PATH_MAX at depth 17): os.scandir raised
+    # ENAMETOOLONG, which rglob does not ignore: the whole class run stopped. With the depth bound raised past 20,
+    # the walk meets the error itself: it is a note on mallory's row, never a crash
+    from distlab.grading import class_submissions
+
+    monkeypatch.setattr(class_submissions, "MAX_DEPTH", 64, raising=False)
+    _notebook(tmp_path / "submitted" / "alice" / "01_memory_wall.ipynb")
+    _notebook(tmp_path / "submitted" / "mallory" / "01_memory_wall.ipynb")
+    monkeypatch.chdir(tmp_path / "submitted" / "mallory")
+    for _ in range(20):
+        os.mkdir("b" * 250)
+        os.chdir("b" * 250)
+    monkeypatch.chdir(tmp_path)
+    calls = []
+    classroom.grade_class(["submitted"], tmp_path / "g", progress=False, grade_one=_grader(calls))
+    rows = _rows(tmp_path / "g")
+    assert [r[0] for r in rows[1:]] == [
+        "submitted/alice/01_memory_wall.ipynb",
+        "submitted/mallory/01_memory_wall.ipynb",
+    ]
+    assert "could not be read (File name too long)" in rows[2][-2]
+    assert len(calls) == 2
+
+
+def test_thousands_of_files_in_one_upload_cost_the_class_run_a_bounded_amount(tmp_path, monkeypatch):
+    # attack 05: 3,000 empty *.ipynb files beside mallory's notebook were 3,001 rows, each "flagged" with the list
+    # of all 3,000 others (N^2: results.csv ~ 360 MB, the grader 748 MB; 20,000 files: 9.75 GB, killed). Now at
+    # most MAX_CANDIDATES of one student's notebooks are rows, the rest counted in one note, and a flag names at
+    # most FLAG_NAMES others: results.csv grows with the class, not with what one student uploads
+    from distlab.grading import class_results, class_submissions
+
+    _notebook(tmp_path / "submitted" / "alice" / "01_memory_wall.ipynb")
+    mallory = _notebook(tmp_path / "submitted" / "mallory" / "01_memory_wall.ipynb").parent
+    for i in range(3000):
+        (mallory / f"z{i:06d}.ipynb").touch()
+    monkeypatch.chdir(tmp_path)
+    calls = []
+    classroom.grade_class(["submitted"], tmp_path / "g", progress=False, grade_one=_grader(calls), lesson="memory_wall")
+    rows = _rows(tmp_path / "g")
+    keep = getattr(class_submissions, "MAX_CANDIDATES", 20)
+    assert len(rows) == 1 + 1 + keep  # header, alice, mallory's 20 likeliest
+    assert rows[2][0] == "submitted/mallory/01_memory_wall.ipynb"  # the exercise file name is among them, graded
+    assert len(calls) == 2  # one kernel for alice, one for mallory
+    # 3,001 notebooks - 20 kept = 2,981 counted in one note; 20 - 1 - FLAG_NAMES (5) = 14 more in each flag
+    assert "2981 more notebook(s) in this upload were not considered" in rows[2][-2]
+    assert rows[2][-1].endswith("and 14 more; each is graded on its own, not merged")
+    assert getattr(class_results, "FLAG_NAMES", 5) == 5
+    assert max(len(c) for r in rows for c in r) < 3000
+    assert (tmp_path / "g" / "results.csv").stat().st_size < 100_000
+
+
+def test_notebook_text_and_file_names_reach_no_output_with_control_characters(tmp_path, monkeypatch):
+    # attacks 15 and 16: an exception message with ESC/BEL/OSC (clear the screen, print "ALL CORRECT", retitle
+    # the window), a class name with U+202E, and a file name with ESC and a newline ("...\nbob,8.ipynb") reached
+    # results.csv raw: `cat results.csv` ran them, and line-based tools read a row of bob. Every text output now
+    # shows them through report.shown (escaped, one line, cut)
+    evil = "\x1b[2J\x1b[H\x1b[32mALL CORRECT\x1b]0;pwned\x07\nbob,memory_wall,8.0"
+    _notebook(tmp_path / "submitted" / "alice" / "01_memory_wall.ipynb")
+    mallory = tmp_path / "submitted" / "mallory"
+    _notebook(mallory / "\x1b[2J\x1b[31m01_memory_wall\nbob,8.ipynb")
+
+    def grade_one(path, identity=None, **options):
+        grade = _grader()(path, identity=identity, **options)
+        grade.problems = [f"code cell 2 (`# {evil}`) raised \x1b[2JEvil\u202e: {evil}"]
+        grade.questions[0].feedback = evil
+        return grade
+
+    monkeypatch.chdir(tmp_path)
+    stream = io.StringIO()
+    classroom.grade_class(["submitted"], tmp_path / "g", stream=stream, grade_one=grade_one)
+    out = tmp_path / "g"
+    texts = {name: (out / name).read_text(encoding="utf-8") for name in ("results.csv", "summary.txt", "summary.csv")}
+    texts["progress"] = stream.getvalue()
+    for name, text in texts.items():
+        bad = {c for c in text if not c.isprintable() and c != "\n"}
+        assert not bad, f"{name} holds {bad}"
+    lines = texts["results.csv"].splitlines()
+    assert len(lines) == 3 and not any(line.startswith("bob") for line in lines)  # one physical line per row
+    assert "\\x1b[2J\\x1b[31m01_memory_wall\\nbob,8.ipynb" in lines[2]
+    for path in (out / "gradescope").iterdir():
+        shown = json.loads(path.read_text())["output"]
+        assert all(c.isprintable() or c == "\n" for c in shown)
+
+
+def test_a_killed_class_run_leaves_no_copy_of_a_notebook_behind_after_the_next_run(tmp_path):
+    # leftovers (attacks 05, 18): a grader killed by `timeout` left /tmp/distlab-class-* (holding a student's
+    # notebook copy) behind for ever. Now every private folder of a run lies in one locked run folder: a killed
+    # run's (its lock free) is removed when the next run starts; one still held (another run) is never touched
+    import subprocess
+    import sys
+    import textwrap
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    _notebook(tmp_path / "submitted" / "alice" / "01_memory_wall.ipynb", '{"secret-work": 1}')
+    killed = textwrap.dedent(
+        """
+        import os, signal, sys
+        from distlab.grading import classroom
+        def grade_one(path, identity=None, **options):
+            os.kill(os.getpid(), signal.SIGKILL)  # killed while the copy exists
+        classroom.grade_class([sys.argv[1]], sys.argv[2], progress=False, grade_one=grade_one)
+        """
+    )
+    env = {**os.environ, "TMPDIR": str(temp)}
+    run = subprocess.run([sys.executable, "-c", killed, str(tmp_path / "submitted"), str(tmp_path / "g")], env=env)
+    assert run.returncode == -9
+
+    def copies():
+        return [p for p in temp.rglob("*") if p.is_file() and "secret-work" in p.read_text(errors="replace")]
+
+    assert copies()  # the killed run left its private copy
+    again = "import sys; from distlab.grading import classroom; classroom.grade_class([sys.argv[1]], sys.argv[2], progress=False, grade_one=lambda p, identity=None, **o: __import__('distlab.grading.report', fromlist=['x']).NotebookGrade(str(p), None, [], []))"
+    subprocess.run(
+        [sys.executable, "-c", again, str(tmp_path / "submitted"), str(tmp_path / "g2")], env=env, check=True
+    )
+    assert copies() == []
+    assert [p.name for p in temp.iterdir() if p.name.startswith("distlab-class-")] == []
+
+
+def test_without_lesson_one_notebook_under_other_lessons_names_is_one_kernel(tmp_path, monkeypatch):
+    # attack 04: graded without --lesson, mallory's one memory_wall notebook copied under 9 other lessons' file
+    # names got 10 kernels and 10 memory_wall rows (grouped by file name, graded by metadata), and the summary
+    # counted her 10 times. Now a notebook's lesson is the one it really is (metadata) AND its name: a copy whose
+    # name names another lesson is not run; the statistics count one notebook per student and lesson
+    from distlab.grading.discover import lesson_from_name
+
+    names = ["02_collectives", "04_pipeline", "05_tensor_parallel", "08_production", "10_mixture_of_experts"]
+    assert all(lesson_from_name(n + ".ipynb") not in (None, "memory_wall") for n in names)  # each names a lesson
+    text = json.dumps({"metadata": {"distlab": {"lesson": "memory_wall"}}, "cells": [], "nbformat": 4})
+    _notebook(tmp_path / "submitted" / "alice" / "01_memory_wall.ipynb", text)
+    for name in ["01_memory_wall", *names, "scratch"]:
+        _notebook(tmp_path / "submitted" / "mallory" / f"{name}.ipynb", text)
+    monkeypatch.chdir(tmp_path)
+    calls = []
+    classroom.grade_class(["submitted"], tmp_path / "g", progress=False, grade_one=_grader(calls))
+    assert sorted(os.path.basename(c) for c in calls) == ["01_memory_wall.ipynb", "01_memory_wall.ipynb"]
+    rows = {r[0]: r for r in _rows(tmp_path / "g")[1:]}
+    assert len(rows) == 8
+    for name in names:
+        assert "not run: its file name names lesson" in rows[f"submitted/mallory/{name}.ipynb"][-2]
+    assert "refused to run" in rows["submitted/mallory/scratch.ipynb"][-2]
+    summary = (tmp_path / "g" / "summary.txt").read_text()
+    # 8 rows; 2 scored (alice's and mallory's 01_memory_wall, 0/1 each): mean 0%, two students counted
+    assert summary.startswith("8 notebook(s); mean score 0.0% (2 student-lesson(s), one notebook each)")
+    assert ["memory_wall", "q1", "0", "2", "0", "0"] in [line.split() for line in summary.splitlines()]
+
+
+def test_a_group_submission_is_graded_for_the_submitter_whose_variant_it_carries(tmp_path, monkeypatch):
+    # attack 08: with --export, mallory's upload is a group submission listing bob first, then mallory. It was
+    # filed under bob (the first submitter on the roster), refused as "bob's seed mismatch" (a 0 that accuses bob),
+    # bob's real row was flagged as a duplicate, and mallory got no row. Now it is graded once, for the submitter
+    # whose issued seed it carries (mallory), and its row names every submitter
+    roster_csv, secret = write_roster(tmp_path, ("bob", "mallory"))
+    roster = variants.load_roster(roster_csv, SECRET)
+    export = tmp_path / "export"
+    for i, sid in enumerate(("bob", "mallory"), 1):
+        nb = {
+            "cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": "x=1"}],
+            "metadata": {
+                "distlab": {
+                    "lesson": "memory_wall",
+                    "variant": {"student": sid, "seed": roster.seed("memory_wall", sid)},
+                }
+            },
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        }
+        _notebook(export / f"submission_{i}" / "01_memory_wall.ipynb", json.dumps(nb))
+    (export / "submission_metadata.yml").write_text(
+        "submission_1:\n  :submitters:\n  - :name: Bob\n    :sid: bob\n    :email: bob@uni.example\n"
+        "submission_2:\n  :submitters:\n  - :name: Bob\n    :sid: bob\n    :email: bob@uni.example\n"
+        "  - :name: Mallory\n    :sid: mallory\n    :email: mallory@uni.example\n"
+    )
+    report = classroom.grade_class(
+        [export],
+        tmp_path / "g",
+        progress=False,
+        export=True,
+        lesson="memory_wall",
+        variants=variants.VariantPolicy(roster),
+        run=lambda *a, **k: {},
+    )
+    rows = {r[0]: r for r in _rows(tmp_path / "g")[1:]}
+    bob, group = rows["export/submission_1/01_memory_wall.ipynb"], rows["export/submission_2/01_memory_wall.ipynb"]
+    assert (bob[1], group[1]) == ("bob", "mallory")
+    assert "refused" not in group[-2] and "a group submission of bob, mallory: graded once, for 'mallory'" in group[-2]
+    assert bob[-1] == group[-1] == ""  # two students: nobody flagged as a duplicate
+    assert [g.student for g in report.notebooks] == ["bob", "mallory"]
+    # a group whose notebook carries a seed issued to none of its submitters is refused, never filed under one
+    grade = NotebookGrade("x", "memory_wall", [], [])
+    policy = variants.VariantPolicy(roster)
+    meta = {"distlab": {"variant": {"seed": "0" * 16}}}
+    assert policy(grade, meta, {}, (("bob",), ("mallory",))) is None
+    assert grade.student == "" and "not the one issued to any of them" in grade.problems[-1]
