@@ -28,6 +28,9 @@ Container mode, in two phases (the boundary is a user id and namespaces, not a l
    against the student's variant (roster, secret, the submitter from the metadata) and writes
    results.json.
 
+Root's Python never has a folder the upload controls on its path: both phases run it isolated (``python -I``,
+see BOOT) from ``/``, with a fixed PATH, and name root's copy of the upload only as an argument.
+
 Exactly one notebook is graded per submission (pick_notebook: the lesson's, by name; the others
 are listed and ignored), so a score never exceeds the lesson's maximum.
 
@@ -76,6 +79,12 @@ MAX_ANSWERS_BYTES = 16 * 2**20
 #: the size of each private temporary folder (/tmp, /var/tmp, /dev/shm) of the notebook's run (tmpfs)
 TMP_SIZE = "512m"
 RUNTIME = ("nbclient", "nbformat", "ipykernel")
+#: how root's Python starts distlab in run_autograder: `python -I -c BOOT PYTHONPATH ARGS...` (isolated, so no folder
+#: the upload controls is ever on its path; the given PYTHONPATH's absolute folders first, as -I ignores it)
+BOOT = (
+    "import runpy, sys; sys.path[:0] = [p for p in sys.argv.pop(1).split(':') if p.startswith('/')]; "
+    "runpy.run_module('distlab', run_name='__main__', alter_sys=True)"
+)
 FALLBACK = (
     '{"score": 0, "output": "The autograder could not grade this submission. Upload the exercise notebook '
     '(.ipynb) of this lesson; if it was, tell your instructor (the log has the reason).", "tests": [], '
@@ -113,7 +122,7 @@ apt-get install -y -qq python3 python3-pip python3-venv > /dev/null
 python3 -m venv {VENV}
 {VENV}/bin/pip install --quiet --upgrade pip
 {VENV}/bin/pip install --quiet {requirement} {" ".join(RUNTIME)}
-{VENV}/bin/python -m distlab grade --help > /dev/null
+{VENV}/bin/python -I -m distlab grade --help > /dev/null
 # the student's notebook runs as this user: no home, no login, no group of root's
 id -u {KERNEL_USER} > /dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin {KERNEL_USER}
 command -v setpriv > /dev/null && command -v unshare > /dev/null && command -v timeout > /dev/null
@@ -155,9 +164,17 @@ ROOT="${{DISTLAB_AUTOGRADER_ROOT:-/autograder}}"
 SOURCE="${{DISTLAB_AUTOGRADER_SOURCE:-$ROOT/source}}"
 PYTHON="${{DISTLAB_PYTHON:-{VENV}/bin/python}}"
 KERNEL_USER="${{DISTLAB_KERNEL_USER:-{KERNEL_USER}}}"
+ROOT=$(realpath -m -- "$ROOT") SOURCE=$(realpath -m -- "$SOURCE")
 RESULTS="$ROOT/results/results.json"
 FALLBACK={shlex.quote(FALLBACK)}
 umask 077
+# nothing of the upload is ever on a path: commands from the system's folders only, and from / (the upload's copy
+# is an argument, never the current folder)
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+cd / || exit 1
+# root's Python runs isolated (-I: neither the current folder, the script's, the user's site-packages nor any PYTHON*
+# variable reaches its path); the instructor's PYTHONPATH (absolute folders only) is put in front of it by hand
+BOOT={shlex.quote(BOOT)}
 mkdir -p "$ROOT/results"
 chmod 755 "$ROOT/results"
 rm -f "$RESULTS"
@@ -202,21 +219,28 @@ else
   echo "note: this container does not allow a new network namespace (unshare --net); the notebook runs with its network" >&2
 fi
 PHASE1='
-cd "$1" && shift || exit 1  # the upload, reached from here even where /tmp is mounted over it
+UPLOAD="$1" && shift && cd / || exit 1
+exec 3< "$UPLOAD" || exit 1  # held open: reached below even where /tmp is mounted over it
 # every folder the grader'"'"'s Python imports from (its path files included), not only $PYTHON and $PYTHONPATH
-USED=":$PYTHON:${{PYTHONPATH:-}}:$("$PYTHON" -c "import sys; print(chr(58).join(sys.path))" 2> /dev/null):"
+USED=":$PYTHON:${{PYTHONPATH:-}}:$("$PYTHON" -I -c "import sys; print(chr(58).join(sys.path))" 2> /dev/null):"
 for d in /tmp /var/tmp /dev/shm; do
   case "$USED" in *:"$d"/*)
     echo "note: $d stays shared: the grader'"'"'s Python lies in it (what the notebook leaves there is deleted after)" >&2
     continue ;;
   esac
-  if [ -n "$PRIVATE_MOUNTS" ] && [ -d "$d" ]; then mount -t tmpfs -o size={TMP_SIZE},mode=1777,nosuid,nodev tmpfs "$d" || exit 1; fi
+  [ -n "$PRIVATE_MOUNTS" ] && [ -d "$d" ] || continue
+  mount -t tmpfs -o size={TMP_SIZE},mode=1777,nosuid,nodev tmpfs "$d" || exit 1
+  case "$UPLOAD" in "$d"/*)  # root'"'"'s copy of the upload lay under it: reached through the open folder
+    mkdir -m 700 "$d/.upload" && mount --bind /proc/self/fd/3 "$d/.upload" && UPLOAD="$d/.upload" || exit 1 ;;
+  esac
 done
+exec 3<&-
 exec env -i PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 HOME=/tmp TMPDIR=/tmp MPLBACKEND=agg \\
-  DISTLAB_KERNEL_IDS="$KUID:$KGID" ${{PYTHONPATH:+PYTHONPATH="$PYTHONPATH"}} "$PYTHON" -m distlab "$@"'
-PRIVATE_MOUNTS="$PRIVATE_MOUNTS" KUID="$KUID" KGID="$KGID" PYTHON="$PYTHON" \\
+  DISTLAB_KERNEL_IDS="$KUID:$KGID" ${{PYTHONPATH:+PYTHONPATH="$PYTHONPATH"}} \\
+  "$PYTHON" -I -c "$BOOT" "${{PYTHONPATH:-}}" "$@" "$UPLOAD"'
+PRIVATE_MOUNTS="$PRIVATE_MOUNTS" KUID="$KUID" KGID="$KGID" PYTHON="$PYTHON" BOOT="$BOOT" \\
   timeout -s KILL {limit} "${{ISOLATE[@]}}" bash -c "$PHASE1" phase1 \\
-  "$PRIVATE/submission" "${{common[@]}}" --answers-out - . > "$PRIVATE/answers.json" 2> "$PRIVATE/phase1.log"
+  "$PRIVATE/submission" "${{common[@]}}" --answers-out - > "$PRIVATE/answers.json" 2> "$PRIVATE/phase1.log"
 head -c 4000 "$PRIVATE/phase1.log" >&2  # the grader's own messages (the log is the instructor's)
 # whatever that user left running ends now, and what it left in the shared temporary folders (no namespaces)
 setpriv --reuid="$KUID" --regid="$KGID" --clear-groups kill -KILL -1 2> /dev/null
@@ -232,7 +256,8 @@ args=("${{common[@]}}" --answers-from "$PRIVATE/answers.json" --gradescope "$RES
 if [ -f "$ROOT/submission_metadata.json" ]; then
   args+=(--submission-metadata "$ROOT/submission_metadata.json")
 fi{variant_args}
-env -u DISTLAB_VARIANT_SECRET -u DISTLAB_KERNEL_IDS "$PYTHON" -m distlab "${{args[@]}}" "$PRIVATE/submission"
+env -u DISTLAB_VARIANT_SECRET -u DISTLAB_KERNEL_IDS "$PYTHON" -I -c "$BOOT" "${{PYTHONPATH:-}}" "${{args[@]}}" \\
+  "$PRIVATE/submission"
 status=$?
 if [ ! -s "$RESULTS" ]; then
   fail "distlab grade exited with status $status and wrote no results"

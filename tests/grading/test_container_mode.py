@@ -277,3 +277,51 @@ def test_feedback_echoes_only_a_short_escaped_excerpt_of_student_text():
     assert "\x1b" not in json.dumps(out, ensure_ascii=False) and "\n" not in out["tests"][0]["output"]
     assert len(out["output"]) < 60 * 500 and "and 30 more problems" in out["output"]
     assert out["stdout_visibility"] == "hidden"  # the autograder's log is the instructor's, never the student's
+
+
+# ---- nothing of the upload runs as root ------------------------------------------------------------------------
+
+#: files an upload set may carry to get code run by root's Python or shell (each, if run, leaves a mark)
+SHADOWS = {
+    "distlab/__init__.py": "",
+    "distlab/__main__.py": "{mark}('distlab')",
+    "sitecustomize.py": "{mark}('sitecustomize')",
+    "usercustomize.py": "{mark}('usercustomize')",
+    "runpy.py": "{mark}('runpy')",
+    "json.py": "{mark}('json')",
+    "argparse.py": "{mark}('argparse')",
+    "zz-upload.pth": "import os; {mark}('pth')",
+}
+FAKE_PYTHON = "#!/bin/sh\ntouch {folder}/$(basename $0)\n"
+
+
+@needs_unprivileged_python
+@pytest.mark.parametrize("namespaces", [True, False], ids=["namespaces", "no-namespaces"])
+def test_nothing_in_the_upload_runs_as_root(autograder, namespaces):
+    # the attack (red team 04 and 16): run_autograder's phase 1 ran `cd <root's copy of the upload>` and then
+    # `python -m distlab` as root, so the upload's distlab/__main__.py ran as uid 0 (secret, roster, full marks);
+    # a container without namespaces (Gradescope's Docker: no CAP_SYS_ADMIN) changed nothing
+    root, roster = autograder
+    marks = root.parent / "marks"
+    marks.mkdir()
+    mark = f"(lambda n: open({str(marks)!r} + '/' + n, 'w').close())"
+    for name, text in SHADOWS.items():
+        (root / "submission" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / "submission" / name).write_text(text.format(mark=mark) + "\n")
+    for name in ("python", "python3", "bash", "setpriv", "unshare", "env", "timeout"):
+        (root / "submission" / name).write_text(FAKE_PYTHON.format(folder=marks))
+        (root / "submission" / name).chmod(0o755)
+    shutil.copy(_bobs(root, roster), root / "submission" / "01_memory_wall.ipynb")
+    prefix = [] if namespaces else ["setpriv", "--bounding-set", "-sys_admin"]  # unshare is refused then
+    done = subprocess.run(
+        [*prefix, "bash", str(root / "source" / "run_autograder")],
+        env=autograder_env(root),
+        cwd=root / "submission",  # even started from the upload
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert sorted(os.listdir(marks)) == [], done.stderr
+    assert ("does not allow new pid and mount namespaces" in done.stderr) is not namespaces
+    result = json.loads((root / "results" / "results.json").read_text())
+    assert result["score"] == 8.0, (result, done.stderr)  # bob's own notebook, graded by distlab's own grader
