@@ -53,6 +53,7 @@ from ..errors import ConfigurationError
 from .answers import OpaqueAnswer, decode
 from .discover import canonical, lesson_from_name
 from .report import MAX_PROBLEMS, PROBLEM_CHARS, excerpt
+from .sandbox import DEFAULT_INODES
 
 __all__ = [
     "VENV",
@@ -78,6 +79,8 @@ KERNEL_USER = "distlab-kernel"
 MAX_ANSWERS_BYTES = 16 * 2**20
 #: the size of each private temporary folder (/tmp, /var/tmp, /dev/shm) of the notebook's run (tmpfs)
 TMP_SIZE = "512m"
+#: and its inodes (each costs kernel memory no size limit counts), as bubblewrap's private /tmp
+TMP_INODES = DEFAULT_INODES
 RUNTIME = ("nbclient", "nbformat", "ipykernel")
 #: how root's Python starts distlab in run_autograder: `python -I -c BOOT PYTHONPATH ARGS...` (isolated, so no folder
 #: the upload controls is ever on its path; the given PYTHONPATH's absolute folders first, as -I ignores it)
@@ -205,7 +208,7 @@ def _phase_one(limit: int) -> str:
     """Phase 1: the notebook runs as the unprivileged user in new pid, mount and network namespaces (where the
     container allows them), killed after `limit` seconds; then whatever that user left is killed and deleted."""
     return f"""# phase 1: the grader (root, no roster, no secret) runs the notebook's kernel as the unprivileged user, in new
-# pid, mount and network namespaces: size-limited private /tmp, /var/tmp, /dev/shm, and when the namespace's
+# pid, mount and network namespaces: size- and inode-limited private /tmp, /var/tmp, /dev/shm, and when the namespace's
 # first process ends (the grader is done, or the time is up) every process in it is killed
 ISOLATE=(unshare --pid --fork --kill-child --mount --mount-proc --propagation private)
 PRIVATE_MOUNTS=1
@@ -229,7 +232,7 @@ for d in /tmp /var/tmp /dev/shm; do
     continue ;;
   esac
   [ -n "$PRIVATE_MOUNTS" ] && [ -d "$d" ] || continue
-  mount -t tmpfs -o size={TMP_SIZE},mode=1777,nosuid,nodev tmpfs "$d" || exit 1
+  mount -t tmpfs -o size={TMP_SIZE},nr_inodes={TMP_INODES},mode=1777,nosuid,nodev tmpfs "$d" || exit 1
   case "$UPLOAD" in "$d"/*)  # root'"'"'s copy of the upload lay under it: reached through the open folder
     mkdir -m 700 "$d/.upload" && mount --bind /proc/self/fd/3 "$d/.upload" && UPLOAD="$d/.upload" || exit 1 ;;
   esac

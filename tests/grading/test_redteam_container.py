@@ -136,6 +136,31 @@ import time; time.sleep(2)
 """
 
 
+#: run_autograder as Gradescope's usual Docker container runs it: root without CAP_SYS_ADMIN (unshare is refused)
+NO_NAMESPACES = ("setpriv", "--bounding-set", "-sys_admin")
+
+#: creates files in each private temporary folder until refused; q1 is wrong unless each refused one by 20,000
+INODES = r"""
+_prog = '''
+import os
+most = 0
+for d in ("/tmp", "/var/tmp", "/dev/shm"):
+    n = 0
+    try:
+        while n < 20000:
+            os.close(os.open("%s/distlab-inode-%d" % (d, n), os.O_CREAT | os.O_WRONLY, 0o600))
+            n += 1
+    except OSError:
+        pass
+    most = max(most, n)
+open("inodes.txt", "w").write(str(most))
+'''
+os.waitpid(_spawn([sys.executable, "-c", _prog]), 0)
+if int(open("inodes.txt").read()) >= 20000:
+    answer_q1 = "no inode limit"
+"""
+
+
 def _autograder(base: Path, timeout: float):
     """A fake /autograder (as tests/grading/test_container_mode.py lays it out); returns (root, bob's seed)."""
     os.chmod(base, 0o755)
@@ -179,11 +204,13 @@ def _container_python(folder: Path) -> str:
     return str(venv / "bin" / "python")
 
 
-def _run(root: Path, limit: float, **env):
-    """(results.json or None, seconds): run_autograder in its own session, everything it left killed afterwards."""
+def _run(root: Path, limit: float, prefix=(), **env):
+    """(results.json or None, seconds): run_autograder in its own session, everything it left killed afterwards.
+
+    prefix: what runs it (NO_NAMESPACES: as in a container that forbids new namespaces)."""
     started = time.monotonic()
     proc = subprocess.Popen(
-        ["bash", str(root / "source" / "run_autograder")],
+        [*prefix, "bash", str(root / "source" / "run_autograder")],
         env=autograder_env(root, DISTLAB_KERNEL_USER=OWN_KERNEL_ID, **env),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -274,3 +301,13 @@ def test_the_bundled_source_holds_every_file_its_install_needs(tmp_path, lesson)
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"].get("data-files", {})
     missing = [f for files in data.values() for f in files if f"distlab-src/{f}" not in names]
     assert missing == []
+
+
+def test_the_private_temporary_folders_have_an_inode_limit(base):
+    # the attack (red team 13): /tmp, /var/tmp and /dev/shm were tmpfs of 512 MB but without nr_inodes: a million
+    # empty files grew the host's unswappable kernel memory (Slab) by 1 GB. Now each holds at most 16,384 inodes
+    # (DEFAULT_INODES, as bubblewrap's /tmp), so the 20,000th file is refused in each
+    root, seed = _autograder(base, timeout=120)
+    _submit(root, seed, [ESCAPE, INODES], solved=True)
+    result, _ = _run(root, limit=300)
+    assert result is not None and result["score"] == 8.0, "a private temporary folder took 20,000 inodes"
