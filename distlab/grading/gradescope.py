@@ -19,8 +19,9 @@ Container mode, in two phases (the boundary is a user id and namespaces, not a l
    signal the grader nor read ``/autograder/source`` (the roster, the secret, the autograder),
    ``submission_metadata.json`` or anything root keeps, nor write ``/autograder/results``. The phase
    runs under ``timeout -s KILL`` in new pid, mount and network namespaces where the container
-   permits them (``unshare``; where it does not, the log says so): size-limited private tmpfs on
-   /tmp, /var/tmp and /dev/shm, and every process of the notebook is killed when the grader ends.
+   permits them (``unshare``; where it does not, the log says so): size- and inode-limited private
+   tmpfs on /tmp, /var/tmp and /dev/shm, every other file system read-only, and every process of
+   the notebook is killed when the grader ends.
    The answers are written, as plain data, to a file root opened; what the kernel's user left
    running or in the temporary folders is then removed.
 2. As root: ``distlab grade --container --answers-from`` reads those answers (untrusted data,
@@ -208,13 +209,14 @@ def _phase_one(limit: int) -> str:
     """Phase 1: the notebook runs as the unprivileged user in new pid, mount and network namespaces (where the
     container allows them), killed after `limit` seconds; then whatever that user left is killed and deleted."""
     return f"""# phase 1: the grader (root, no roster, no secret) runs the notebook's kernel as the unprivileged user, in new
-# pid, mount and network namespaces: size- and inode-limited private /tmp, /var/tmp, /dev/shm, and when the namespace's
-# first process ends (the grader is done, or the time is up) every process in it is killed
+# pid, mount and network namespaces: every file system read-only but size- and inode-limited private /tmp,
+# /var/tmp, /dev/shm; and when the namespace's first process ends (the grader is done, or the time is up) every
+# process in it is killed
 ISOLATE=(unshare --pid --fork --kill-child --mount --mount-proc --propagation private)
 PRIVATE_MOUNTS=1
 if ! "${{ISOLATE[@]}}" true 2> /dev/null; then
   ISOLATE=() PRIVATE_MOUNTS=
-  echo "note: this container does not allow new pid and mount namespaces (unshare); the notebook shares /tmp" >&2
+  echo "note: this container does not allow new pid and mount namespaces (unshare); the notebook can write its world-writable folders (what it leaves there is deleted after)" >&2
 fi
 if unshare --net true 2> /dev/null; then
   ISOLATE=("${{ISOLATE[@]:-unshare}}" --net)
@@ -226,11 +228,24 @@ UPLOAD="$1" && shift && cd / || exit 1
 exec 3< "$UPLOAD" || exit 1  # held open: reached below even where /tmp is mounted over it
 # every folder the grader'"'"'s Python imports from (its path files included), not only $PYTHON and $PYTHONPATH
 USED=":$PYTHON:${{PYTHONPATH:-}}:$("$PYTHON" -I -c "import sys; print(chr(58).join(sys.path))" 2> /dev/null):"
+SHARED=:
 for d in /tmp /var/tmp /dev/shm; do
   case "$USED" in *:"$d"/*)
     echo "note: $d stays shared: the grader'"'"'s Python lies in it (what the notebook leaves there is deleted after)" >&2
-    continue ;;
+    [ -n "$PRIVATE_MOUNTS" ] && {{ mount --bind "$d" "$d" || exit 1; }}  # its own mount: stays writable below
+    SHARED="$SHARED$d:" ;;
   esac
+done
+if [ -n "$PRIVATE_MOUNTS" ]; then  # every file system read-only: no world-writable folder (/run/lock...) is left
+  while read -r _ mnt _; do
+    mnt=$(printf "%b" "$mnt")
+    case "$mnt" in /proc | /proc/*) continue ;; esac
+    case "$SHARED" in *:"$mnt":*) continue ;; esac
+    mount -o remount,bind,ro "$mnt" 2> /dev/null || echo "note: $mnt stays writable (not made read-only)" >&2
+  done < /proc/self/mounts
+fi
+for d in /tmp /var/tmp /dev/shm; do
+  case "$SHARED" in *:"$d":*) continue ;; esac
   [ -n "$PRIVATE_MOUNTS" ] && [ -d "$d" ] || continue
   mount -t tmpfs -o size={TMP_SIZE},nr_inodes={TMP_INODES},mode=1777,nosuid,nodev tmpfs "$d" || exit 1
   case "$UPLOAD" in "$d"/*)  # root'"'"'s copy of the upload lay under it: reached through the open folder
@@ -245,9 +260,16 @@ PRIVATE_MOUNTS="$PRIVATE_MOUNTS" KUID="$KUID" KGID="$KGID" PYTHON="$PYTHON" BOOT
   timeout -s KILL {limit} "${{ISOLATE[@]}}" bash -c "$PHASE1" phase1 \\
   "$PRIVATE/submission" "${{common[@]}}" --answers-out - > "$PRIVATE/answers.json" 2> "$PRIVATE/phase1.log"
 head -c 4000 "$PRIVATE/phase1.log" >&2  # the grader's own messages (the log is the instructor's)
-# whatever that user left running ends now, and what it left in the shared temporary folders (no namespaces)
+# whatever that user left running ends now, and whatever it left where it could write
 setpriv --reuid="$KUID" --regid="$KGID" --clear-groups kill -KILL -1 2> /dev/null
-find /tmp /var/tmp /dev/shm -xdev -user "$KUID" -delete 2> /dev/null
+if [ -n "$PRIVATE_MOUNTS" ]; then
+  find /tmp /var/tmp /dev/shm -xdev -user "$KUID" -delete 2> /dev/null  # the shared ones (see above)
+else  # no namespaces: every file system it could write (kernel ones aside), each searched once
+  awk '$3 !~ /^(proc|sysfs|cgroup2?|devpts|securityfs|debugfs|tracefs|bpf|pstore|fusectl|configfs|binfmt_misc|autofs)$/ {{print $2}}' \\
+    /proc/self/mounts | while read -r mnt; do
+    find "$(printf "%b" "$mnt")" -xdev -user "$KUID" -delete 2> /dev/null
+  done
+fi
 """
 
 

@@ -160,6 +160,19 @@ if int(open("inodes.txt").read()) >= 20000:
     answer_q1 = "no inode limit"
 """
 
+#: writes a file at each of PATHS (in world-writable folders the script was never told of)
+WORLD = r"""
+_prog = '''
+import sys
+for p in sys.argv[1:]:
+    try:
+        open(p, "w").write("x")
+    except OSError:
+        pass
+'''
+os.waitpid(_spawn([sys.executable, "-c", _prog, *PATHS]), 0)
+"""
+
 
 def _autograder(base: Path, timeout: float):
     """A fake /autograder (as tests/grading/test_container_mode.py lays it out); returns (root, bob's seed)."""
@@ -311,3 +324,28 @@ def test_the_private_temporary_folders_have_an_inode_limit(base):
     _submit(root, seed, [ESCAPE, INODES], solved=True)
     result, _ = _run(root, limit=300)
     assert result is not None and result["score"] == 8.0, "a private temporary folder took 20,000 inodes"
+
+
+@pytest.mark.parametrize("prefix", [(), NO_NAMESPACES], ids=["namespaces", "no-namespaces"])
+def test_no_world_writable_folder_keeps_what_the_notebook_wrote(base, prefix):
+    # the attack (red team 05): /run/lock (world-writable, not one of the three private tmpfs) took 721 MB of the
+    # host's disk, left after the run. The boundary is not a list of folders: the notebook writes into a
+    # world-writable folder the script has never heard of (made here) and into /run/lock; with namespaces every
+    # file system is read-only to it, without them what its user left is deleted after phase 1
+    name = f"distlab-redteam-world-{secrets.token_hex(6)}"
+    world = Path(tempfile.mkdtemp(prefix="distlab-redteam-world-", dir="/opt"))  # outside /tmp: the host's disk
+    os.chmod(world, 0o1777)
+    paths = [str(world / name), f"/run/lock/{name}", f"/var/lock/{name}"]
+    try:
+        root, seed = _autograder(base, timeout=120)
+        _submit(root, seed, [ESCAPE, WORLD.replace("PATHS", repr(paths))], solved=True)
+        result, _ = _run(root, limit=300, prefix=prefix)
+        assert result is not None and result["score"] == 8.0
+        assert [p for p in paths if os.path.exists(p)] == [], "a file of the notebook's user outlived its grading"
+    finally:
+        shutil.rmtree(world, ignore_errors=True)
+        for p in paths[1:]:
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
