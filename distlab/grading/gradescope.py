@@ -20,8 +20,9 @@ Container mode, in two phases (the boundary is a user id and namespaces, not a l
    ``submission_metadata.json`` or anything root keeps, nor write ``/autograder/results``. The phase
    runs under ``timeout -s KILL`` in new pid, mount and network namespaces where the container
    permits them (``unshare``; where it does not, the log says so): size- and inode-limited private
-   tmpfs on /tmp, /var/tmp and /dev/shm, every other file system read-only, and every process of
-   the notebook is killed when the grader ends.
+   tmpfs on /tmp, /var/tmp and /dev/shm, every other file system read-only, a private IPC namespace,
+   and every process of the notebook is killed when the grader ends (where there is no IPC
+   namespace, the user's System V IPC objects are removed after).
    The answers are written, as plain data, to a file root opened; what the kernel's user left
    running or in the temporary folders is then removed.
 2. As root: ``distlab grade --container --answers-from`` reads those answers (untrusted data,
@@ -206,17 +207,23 @@ common=({" ".join(shlex.quote(a) for a in common)})
 
 
 def _phase_one(limit: int) -> str:
-    """Phase 1: the notebook runs as the unprivileged user in new pid, mount and network namespaces (where the
+    """Phase 1: the notebook runs as the unprivileged user in new pid, mount, IPC and network namespaces (where the
     container allows them), killed after `limit` seconds; then whatever that user left is killed and deleted."""
     return f"""# phase 1: the grader (root, no roster, no secret) runs the notebook's kernel as the unprivileged user, in new
-# pid, mount and network namespaces: every file system read-only but size- and inode-limited private /tmp,
+# pid, mount, IPC and network namespaces: every file system read-only but size- and inode-limited private /tmp,
 # /var/tmp, /dev/shm; and when the namespace's first process ends (the grader is done, or the time is up) every
-# process in it is killed
+# process in it is killed and its System V IPC objects vanish
 ISOLATE=(unshare --pid --fork --kill-child --mount --mount-proc --propagation private)
-PRIVATE_MOUNTS=1
+PRIVATE_MOUNTS=1 PRIVATE_IPC=1
 if ! "${{ISOLATE[@]}}" true 2> /dev/null; then
   ISOLATE=() PRIVATE_MOUNTS=
   echo "note: this container does not allow new pid and mount namespaces (unshare); the notebook can write its world-writable folders (what it leaves there is deleted after)" >&2
+fi
+if unshare --ipc true 2> /dev/null; then
+  ISOLATE=("${{ISOLATE[@]:-unshare}}" --ipc)
+else
+  PRIVATE_IPC=
+  echo "note: this container does not allow a new IPC namespace (unshare --ipc); the notebook's System V IPC objects are removed after" >&2
 fi
 if unshare --net true 2> /dev/null; then
   ISOLATE=("${{ISOLATE[@]:-unshare}}" --net)
@@ -268,6 +275,14 @@ else  # no namespaces: every file system it could write (kernel ones aside), eac
   awk '$3 !~ /^(proc|sysfs|cgroup2?|devpts|securityfs|debugfs|tracefs|bpf|pstore|fusectl|configfs|binfmt_misc|autofs)$/ {{print $2}}' \\
     /proc/self/mounts | while read -r mnt; do
     find "$(printf "%b" "$mnt")" -xdev -user "$KUID" -delete 2> /dev/null
+  done
+fi
+if [ -z "$PRIVATE_IPC" ]; then  # its System V shared memory, message queues and semaphores
+  for kind in shm:-m msg:-q sem:-s; do
+    awk -v uid="$KUID" 'NR == 1 {{for (i = 1; i <= NF; i++) col[$i] = i; next}} $col["uid"] == uid || $col["cuid"] == uid {{print $2}}' \\
+      "/proc/sysvipc/${{kind%%:*}}" 2> /dev/null | while read -r id; do
+      setpriv --reuid="$KUID" --regid="$KGID" --clear-groups ipcrm "${{kind#*:}}" "$id" 2> /dev/null  # as its owner
+    done
   done
 fi
 """

@@ -173,6 +173,30 @@ for p in sys.argv[1:]:
 os.waitpid(_spawn([sys.executable, "-c", _prog, *PATHS]), 0)
 """
 
+#: System V shared memory (1 MB), a message queue and a semaphore set (IPC_PRIVATE, IPC_CREAT), left behind
+SYSV = r"""
+_prog = '''
+import ctypes
+libc = ctypes.CDLL(None)
+libc.shmget(0, 1 << 20, 0o1600)
+libc.msgget(0, 0o1600)
+libc.semget(0, 1, 0o1600)
+'''
+os.waitpid(_spawn([sys.executable, "-c", _prog]), 0)
+"""
+
+
+def _sysv_of(uid: int) -> list[str]:
+    """The System V IPC objects ("kind:id") user `uid` owns or created, from /proc/sysvipc."""
+    found = []
+    for kind in ("shm", "msg", "sem"):
+        with open(f"/proc/sysvipc/{kind}") as f:
+            head, *rows = [line.split() for line in f]
+        for row in rows:
+            if str(uid) in (row[head.index("uid")], row[head.index("cuid")]):
+                found.append(f"{kind}:{row[1]}")
+    return found
+
 
 def _autograder(base: Path, timeout: float):
     """A fake /autograder (as tests/grading/test_container_mode.py lays it out); returns (root, bob's seed)."""
@@ -349,3 +373,21 @@ def test_no_world_writable_folder_keeps_what_the_notebook_wrote(base, prefix):
                 os.unlink(p)
             except OSError:
                 pass
+
+
+@pytest.mark.parametrize("prefix", [(), NO_NAMESPACES], ids=["namespaces", "no-namespaces"])
+def test_no_system_v_ipc_object_outlives_the_grading(base, prefix):
+    # the attack (red team 06): the IPC namespace was the container's, so a 768 MB SysV segment (nattch 0) stayed
+    # resident after run_autograder returned. With namespaces the notebook gets its own IPC namespace (its
+    # objects vanish with it); without, its user's objects are removed after phase 1
+    assert _sysv_of(KERNEL_UID) == []
+    root, seed = _autograder(base, timeout=120)
+    _submit(root, seed, [ESCAPE, SYSV], solved=True)
+    try:
+        result, _ = _run(root, limit=300, prefix=prefix)
+        assert result is not None and result["score"] == 8.0
+        assert _sysv_of(KERNEL_UID) == [], "System V IPC objects of the notebook's user outlived its grading"
+    finally:
+        for found in _sysv_of(KERNEL_UID):
+            kind, ident = found.split(":")
+            subprocess.run(["ipcrm", {"shm": "-m", "msg": "-q", "sem": "-s"}[kind], ident], check=False)
