@@ -34,7 +34,9 @@ Root's Python never has a folder the upload controls on its path: both phases ru
 see BOOT) from ``/``, with a fixed PATH, and name root's copy of the upload only as an argument.
 
 Exactly one notebook is graded per submission (pick_notebook: the lesson's, by name; the others
-are listed and ignored), so a score never exceeds the lesson's maximum.
+are listed and ignored), so a score never exceeds the lesson's maximum. Root copies at most
+PICK_COPIES notebooks of the upload (the lesson's first, PICK_DEPTH folders deep at most) and
+pick_notebook's walk is bounded too, so an upload's size or shape cannot crash or stall the run.
 
 For tests the paths come from environment variables: DISTLAB_AUTOGRADER_ROOT (default
 /autograder), DISTLAB_AUTOGRADER_SOURCE (default $ROOT/source), DISTLAB_PYTHON (the Python
@@ -49,6 +51,7 @@ import os
 import shlex
 import zipfile
 from pathlib import Path
+from typing import NamedTuple
 
 from .. import lessons as manifest
 from ..errors import ConfigurationError
@@ -69,6 +72,7 @@ __all__ = [
     "run_script",
     "build_autograder",
     "pick_notebook",
+    "Pick",
     "encode",
     "AnswerRecorder",
     "AnswerReader",
@@ -79,6 +83,11 @@ VENV = "/opt/distlab-venv"
 KERNEL_USER = "distlab-kernel"
 #: the most the unprivileged phase may hand to the grader, bytes
 MAX_ANSWERS_BYTES = 16 * 2**20
+#: how far pick_notebook reads an upload set: folders below its top, directory entries in all
+PICK_DEPTH = 8
+PICK_ENTRIES = 10_000
+#: how many notebooks of an upload set root copies for grading (the lesson's by name first, then the shallowest)
+PICK_COPIES = 100
 #: the size of each private temporary folder (/tmp, /var/tmp, /dev/shm) of the notebook's run (tmpfs)
 TMP_SIZE = "512m"
 #: and its inodes (each costs kernel memory no size limit counts), as bubblewrap's private /tmp
@@ -156,7 +165,7 @@ def run_script(lesson: str, timeout: float, cell_timeout: float, variants: bool)
         f"{cell_timeout:g}",
     ]
     phase1_limit = int(timeout) + 180  # the notebook's time, the kernel's start (120 s) and a margin
-    return _script_start(common) + _phase_one(phase1_limit) + _phase_two(variants)
+    return _script_start(common) + _copy_upload(lesson) + _phase_one(phase1_limit) + _phase_two(variants)
 
 
 def _script_start(common: list[str]) -> str:
@@ -200,9 +209,23 @@ fi
 [ "$KUID" != 0 ] && [ "$KGID" != 0 ] || fail "refusing to run the notebook as root or in root's group"
 PRIVATE=$(mktemp -d "$ROOT/.distlab.XXXXXX") || fail "no private folder"
 trap 'rm -rf "$PRIVATE"' EXIT
-# root's own copy of the upload (links stay links: refused when graded)
-cp -R "$ROOT/submission" "$PRIVATE/submission" 2> /dev/null
 common=({" ".join(shlex.quote(a) for a in common)})
+"""
+
+
+def _copy_upload(lesson: str) -> str:
+    """Root's own copy of the upload's notebooks, bounded whatever its shape: at most PICK_COPIES of them (the
+    lesson's exercise file name first, then names naming the lesson, then the shallowest), PICK_DEPTH folders deep
+    at most, no dot-folder; files and links only (a link stays a link: refused when graded)."""
+    entry = manifest.LESSONS.get(canonical(lesson))
+    exercise = shlex.quote((entry.exercise or "") if entry is not None else "")
+    named = shlex.quote(f"*{canonical(lesson)}*.ipynb")
+    return f"""# root's own copy of the upload's notebooks (at most {PICK_COPIES}, the lesson's by name first): an upload's size
+# and shape (300,000 files, a folder 1,200 deep) cost little; pick_notebook then reads only this copy
+mkdir "$PRIVATE/submission" || fail "no private folder"
+(cd "$ROOT/submission" && find . -mindepth 1 -maxdepth {PICK_DEPTH + 1} -name '.*' -prune -o \\( -type f -o -type l \\) \\
+  \\( -name {exercise} -printf '0 %d %p\\0' -o -iname {named} -printf '1 %d %p\\0' -o -name '*.ipynb' -printf '2 %d %p\\0' \\) |
+  sort -z -k1,1n -k2,2n | head -z -n {PICK_COPIES} | cut -z -d ' ' -f 3- | xargs -0 -r cp -P --parents -t "$PRIVATE/submission") 2> /dev/null
 """
 
 
@@ -306,24 +329,61 @@ exit 0
 """
 
 
-def pick_notebook(paths, lesson: str) -> tuple[Path | None, list[Path]]:
-    """(the one notebook to grade, the others) among the .ipynb files under `paths`.
+class Pick(NamedTuple):
+    """pick_notebook's answer: the notebook to grade (None: none found), the others, and whether all was read."""
+
+    chosen: Path | None
+    ignored: list[Path]
+    complete: bool
+
+
+def _notebooks(root: Path) -> tuple[list[Path], bool]:
+    """The .ipynb entries (not folders) under `root` and whether all of it was read: an iterative walk (os.scandir),
+    shallowest first, down PICK_DEPTH folders at most, reading PICK_ENTRIES entries at most. Links are not followed
+    and dot-folders not entered, so an upload's shape (deep, wide, looping) costs bounded time and memory."""
+    found: list[Path] = []
+    level, read = [root], 0
+    for _ in range(PICK_DEPTH + 1):
+        below: list[Path] = []
+        for folder in level:
+            try:
+                with os.scandir(folder) as entries:
+                    for entry in entries:
+                        read += 1
+                        if read > PICK_ENTRIES:
+                            return found, False
+                        if entry.name.startswith("."):
+                            continue
+                        if entry.is_dir(follow_symlinks=False):
+                            below.append(Path(entry.path))
+                        elif entry.name.endswith(".ipynb"):
+                            found.append(Path(entry.path))
+            except OSError:
+                continue
+        if not below:
+            return found, True
+        level = below
+    return found, False  # folders deeper than PICK_DEPTH were not read
+
+
+def pick_notebook(paths, lesson: str) -> Pick:
+    """The one notebook to grade among the .ipynb files under `paths`, the others, and whether all was read.
 
     The lesson's exercise file name first (01_memory_wall.ipynb), then a name naming the lesson
     (memory_wall (1).ipynb), then any notebook; within each, the shallowest, then by name. Only
-    the first is graded: two uploaded copies of a half-solved notebook are not added up.
+    the first is graded: two uploaded copies of a half-solved notebook are not added up. Folders
+    are read by _notebooks (bounded depth and entries).
     """
     slug = canonical(lesson)
     entry = manifest.LESSONS.get(slug)
     exercise = (entry.exercise or "") if entry is not None else ""
     found: list[Path] = []
+    complete = True
     for root in map(Path, paths):
         if root.is_dir() and not root.is_symlink():
-            for nb in root.rglob("*.ipynb"):
-                if nb.is_dir() and not nb.is_symlink():
-                    continue  # a folder named like a notebook
-                if not any(part.startswith(".") for part in nb.relative_to(root).parts):
-                    found.append(nb)
+            more, whole = _notebooks(root)
+            found += more
+            complete = complete and whole
         else:
             found.append(root)
 
@@ -332,7 +392,7 @@ def pick_notebook(paths, lesson: str) -> tuple[Path | None, list[Path]]:
         return (tier, len(nb.parts), nb.as_posix())
 
     found.sort(key=rank)
-    return (found[0] if found else None), found[1:]
+    return Pick(found[0] if found else None, found[1:], complete)
 
 
 def encode(value, depth: int = 0):

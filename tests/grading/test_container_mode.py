@@ -156,7 +156,8 @@ def test_the_lessons_notebook_is_picked_by_name(tmp_path):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("{}")
     (tmp_path / "a" / "01_memory_wall.ipynb").mkdir(parents=True)  # a folder named like the notebook: skipped
-    chosen, ignored = gradescope.pick_notebook([tmp_path], "memory_wall")
+    chosen, ignored, complete = gradescope.pick_notebook([tmp_path], "memory_wall")
+    assert complete
     assert chosen == tmp_path / "01_memory_wall.ipynb"
     assert [p.relative_to(tmp_path).as_posix() for p in ignored] == [
         "deep/01_memory_wall.ipynb",
@@ -166,7 +167,59 @@ def test_the_lessons_notebook_is_picked_by_name(tmp_path):
     (tmp_path / "01_memory_wall.ipynb").unlink()
     (tmp_path / "deep" / "01_memory_wall.ipynb").unlink()
     assert gradescope.pick_notebook([tmp_path], "memory_wall")[0] == tmp_path / "01_memory_wall (1).ipynb"
-    assert gradescope.pick_notebook([tmp_path / "deep"], "memory_wall") == (None, [])
+    assert gradescope.pick_notebook([tmp_path / "deep"], "memory_wall") == (None, [], True)
+
+
+def _deep(folder: Path, depth: int) -> Path:
+    """A chain of `depth` nested folders d/d/d/... under `folder` (made one at a time: no recursion), its bottom."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", dir_fd=fd)
+            fd, up = os.open("d", os.O_RDONLY, dir_fd=fd), fd
+            os.close(up)
+    finally:
+        os.close(fd)
+    return folder.joinpath(*["d"] * depth)
+
+
+def test_an_uploads_shape_cannot_crash_or_stall_the_pick(tmp_path, monkeypatch):
+    # the attacks (red team 11, 18): a chain of 1,200 nested folders next to the notebook made pick_notebook's
+    # rglob raise RecursionError (the run crashed and told the student to upload the notebook they had uploaded);
+    # 300,000 decoy notebooks were all listed and sorted (minutes, 230 MB). The walk is iterative and bounded:
+    # PICK_DEPTH folders deep, PICK_ENTRIES entries read (lowered here to 50 so that 200 decoys exceed it)
+    (tmp_path / "01_memory_wall.ipynb").write_text("{}")
+    (_deep(tmp_path, 1_200) / "x.ipynb").write_text("{}")
+    try:
+        chosen, ignored, complete = gradescope.pick_notebook([tmp_path], "memory_wall")
+    finally:
+        subprocess.run(["rm", "-rf", str(tmp_path / "d")], check=True)  # shutil.rmtree recurses
+    assert chosen == tmp_path / "01_memory_wall.ipynb" and ignored == [] and not complete  # the deep one unread
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(200):
+        (many / f"n{i:03d}.ipynb").write_text("{}")
+    monkeypatch.setattr(gradescope, "PICK_ENTRIES", 50, raising=False)
+    chosen, ignored, complete = gradescope.pick_notebook([tmp_path], "memory_wall")
+    assert chosen == tmp_path / "01_memory_wall.ipynb" and len(ignored) < 50 and not complete
+
+
+@needs_unprivileged_python
+def test_an_uploads_shape_does_not_keep_its_notebook_from_being_graded(autograder):
+    # the same attacks through run_autograder: root copies at most PICK_COPIES notebooks (the lesson's first),
+    # PICK_DEPTH folders deep, instead of the whole upload (cp -R), and grades the lesson's notebook
+    root, roster = autograder
+    shutil.copy(_bobs(root, roster), root / "submission" / "01_memory_wall.ipynb")
+    (_deep(root / "submission", 1_200) / "x.ipynb").write_text("{}")
+    for i in range(150):
+        (root / "submission" / f"n{i:03d}.ipynb").write_text("{}")
+    try:
+        result, _ = _run(root)
+    finally:
+        subprocess.run(["rm", "-rf", str(root / "submission" / "d")], check=True)  # shutil.rmtree recurses
+    assert result["score"] == 8.0, result
+    # the ignored ones listed: ten by name, then how many more of the copied ones (100 copied: 1 graded, 99 not)
+    assert "n009.ipynb and 89 more" in result["output"], result["output"]
 
 
 def test_the_generated_scripts_drop_privileges_and_keep_the_secret_root_only():
