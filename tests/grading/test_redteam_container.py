@@ -186,6 +186,21 @@ os.waitpid(_spawn([sys.executable, "-c", _prog]), 0)
 """
 
 
+#: a new user namespace (unshare(CLONE_NEWUSER)) and ptrace(PTRACE_TRACEME), from a process without the audit hook;
+#: q1 is wrong if either succeeds
+NAMESPACE = r"""
+_prog = '''
+import ctypes
+libc = ctypes.CDLL(None)
+done = [name for name, ok in (("userns", libc.unshare(0x10000000) == 0), ("ptrace", libc.ptrace(0, 0, 0, 0) == 0)) if ok]
+open("escaped.txt", "w").write(" ".join(done))
+'''
+os.waitpid(_spawn([sys.executable, "-c", _prog]), 0)
+if open("escaped.txt").read():
+    answer_q1 = "escaped: " + open("escaped.txt").read()
+"""
+
+
 def _sysv_of(uid: int) -> list[str]:
     """The System V IPC objects ("kind:id") user `uid` owns or created, from /proc/sysvipc."""
     found = []
@@ -391,3 +406,15 @@ def test_no_system_v_ipc_object_outlives_the_grading(base, prefix):
         for found in _sysv_of(KERNEL_UID):
             kind, ident = found.split(":")
             subprocess.run(["ipcrm", {"shm": "-m", "msg": "-q", "sem": "-s"}[kind], ident], check=False)
+
+
+def test_the_kernel_can_neither_make_a_user_namespace_nor_ptrace(base):
+    # the attack (red team 03): in container mode no seccomp filter was installed, so the kernel's user (past the
+    # audit hook) made a new user namespace (unshare(CLONE_NEWUSER)), in which it holds every capability (mounts,
+    # the kernel's namespaced attack surface). Now the filter bubblewrap's kernels get is installed here too; it
+    # also refuses ptrace (PTRACE_TRACEME stands for any use)
+    root, seed = _autograder(base, timeout=120)
+    _submit(root, seed, [ESCAPE, NAMESPACE], solved=True)
+    result, _ = _run(root, limit=300)
+    assert result is not None
+    assert result["score"] == 8.0, [t["output"] for t in result["tests"] if t["score"] == 0]
