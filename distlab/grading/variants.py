@@ -263,6 +263,20 @@ class VariantPolicy:
             )
             return lesson_variant(grade.lesson, seed)
         given = [identity] if isinstance(identity, str) else list(identity or ())
+        named: dict[
+            str | None, object
+        ] = {}  # each roster student the platform's ids name, with the first id that names them
+        for one in given:
+            named.setdefault(self.roster.find(one), one)
+        named.pop(None, None)
+        if len(named) > 1:  # a sid and an e-mail of two classmates: never one of them picked silently
+            ids = ", ".join(repr(str(one)[:80]) for one in named.values())
+            grade.problems.append(
+                f"refused: the submitter's ids ({ids}) name {len(named)} different students of the roster; "
+                "graded against nobody's numbers: the instructor decides whose they are"
+            )
+            grade.questions = not_attempted(questions, "not graded (the submitter's ids name several students)")
+            return None
         student = self.roster.find(*given) if given else None  # never the student the notebook claims to be
         if student is None:
             who = " / ".join(map(str, given))
