@@ -222,11 +222,11 @@ def _one_submission(args, options: dict) -> int:
     if not args.lesson:
         raise ConfigurationError("one notebook per submission needs --lesson NAME: the assignment names the lesson")
     if args.one_notebook:
-        chosen, ignored = gradescope.pick_notebook(args.notebooks, args.lesson)
+        chosen, ignored, complete = gradescope.pick_notebook(args.notebooks, args.lesson)
         if chosen is None:
             raise ConfigurationError("no notebook (.ipynb) was submitted")
     elif len(args.notebooks) == 1 and not Path(args.notebooks[0]).is_dir():
-        chosen, ignored = Path(args.notebooks[0]), []
+        chosen, ignored, complete = Path(args.notebooks[0]), [], True
     else:
         raise ConfigurationError("--answers-out and --answers-from take one notebook (or --one-notebook)")
     recorder = gradescope.AnswerRecorder() if args.answers_out else None
@@ -241,6 +241,11 @@ def _one_submission(args, options: dict) -> int:
         graded.problems.append(
             f"graded {printable(excerpt(chosen.name, 60))} only (one notebook per submission, the lesson's by "
             f"name); ignored: {names}{more}"
+        )
+    if not complete:
+        graded.problems.append(
+            f"the upload was read only {gradescope.PICK_DEPTH} folders deep and {gradescope.PICK_ENTRIES:,} entries "
+            "in all: put the lesson's notebook at the top of the upload"
         )
     if recorder is not None:
         recorder.write(args.answers_out)

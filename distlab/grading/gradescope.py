@@ -19,8 +19,10 @@ Container mode, in two phases (the boundary is a user id and namespaces, not a l
    signal the grader nor read ``/autograder/source`` (the roster, the secret, the autograder),
    ``submission_metadata.json`` or anything root keeps, nor write ``/autograder/results``. The phase
    runs under ``timeout -s KILL`` in new pid, mount and network namespaces where the container
-   permits them (``unshare``; where it does not, the log says so): size-limited private tmpfs on
-   /tmp, /var/tmp and /dev/shm, and every process of the notebook is killed when the grader ends.
+   permits them (``unshare``; where it does not, the log says so): size- and inode-limited private
+   tmpfs on /tmp, /var/tmp and /dev/shm, every other file system read-only, a private IPC namespace,
+   and every process of the notebook is killed when the grader ends (where there is no IPC
+   namespace, the user's System V IPC objects are removed after).
    The answers are written, as plain data, to a file root opened; what the kernel's user left
    running or in the temporary folders is then removed.
 2. As root: ``distlab grade --container --answers-from`` reads those answers (untrusted data,
@@ -28,8 +30,13 @@ Container mode, in two phases (the boundary is a user id and namespaces, not a l
    against the student's variant (roster, secret, the submitter from the metadata) and writes
    results.json.
 
+Root's Python never has a folder the upload controls on its path: both phases run it isolated (``python -I``,
+see BOOT) from ``/``, with a fixed PATH, and name root's copy of the upload only as an argument.
+
 Exactly one notebook is graded per submission (pick_notebook: the lesson's, by name; the others
-are listed and ignored), so a score never exceeds the lesson's maximum.
+are listed and ignored), so a score never exceeds the lesson's maximum. Root copies at most
+PICK_COPIES notebooks of the upload (the lesson's first, PICK_DEPTH folders deep at most) and
+pick_notebook's walk is bounded too, so an upload's size or shape cannot crash or stall the run.
 
 For tests the paths come from environment variables: DISTLAB_AUTOGRADER_ROOT (default
 /autograder), DISTLAB_AUTOGRADER_SOURCE (default $ROOT/source), DISTLAB_PYTHON (the Python
@@ -44,12 +51,14 @@ import os
 import shlex
 import zipfile
 from pathlib import Path
+from typing import NamedTuple
 
 from .. import lessons as manifest
 from ..errors import ConfigurationError
 from .answers import OpaqueAnswer, decode
 from .discover import canonical, lesson_from_name
 from .report import MAX_PROBLEMS, PROBLEM_CHARS, excerpt
+from .sandbox import DEFAULT_INODES
 
 __all__ = [
     "VENV",
@@ -63,6 +72,7 @@ __all__ = [
     "run_script",
     "build_autograder",
     "pick_notebook",
+    "Pick",
     "encode",
     "AnswerRecorder",
     "AnswerReader",
@@ -73,9 +83,22 @@ VENV = "/opt/distlab-venv"
 KERNEL_USER = "distlab-kernel"
 #: the most the unprivileged phase may hand to the grader, bytes
 MAX_ANSWERS_BYTES = 16 * 2**20
+#: how far pick_notebook reads an upload set: folders below its top, directory entries in all
+PICK_DEPTH = 8
+PICK_ENTRIES = 10_000
+#: how many notebooks of an upload set root copies for grading (the lesson's by name first, then the shallowest)
+PICK_COPIES = 100
 #: the size of each private temporary folder (/tmp, /var/tmp, /dev/shm) of the notebook's run (tmpfs)
 TMP_SIZE = "512m"
+#: and its inodes (each costs kernel memory no size limit counts), as bubblewrap's private /tmp
+TMP_INODES = DEFAULT_INODES
 RUNTIME = ("nbclient", "nbformat", "ipykernel")
+#: how root's Python starts distlab in run_autograder: `python -I -c BOOT PYTHONPATH ARGS...` (isolated, so no folder
+#: the upload controls is ever on its path; the given PYTHONPATH's absolute folders first, as -I ignores it)
+BOOT = (
+    "import runpy, sys; sys.path[:0] = [p for p in sys.argv.pop(1).split(':') if p.startswith('/')]; "
+    "runpy.run_module('distlab', run_name='__main__', alter_sys=True)"
+)
 FALLBACK = (
     '{"score": 0, "output": "The autograder could not grade this submission. Upload the exercise notebook '
     '(.ipynb) of this lesson; if it was, tell your instructor (the log has the reason).", "tests": [], '
@@ -113,7 +136,7 @@ apt-get install -y -qq python3 python3-pip python3-venv > /dev/null
 python3 -m venv {VENV}
 {VENV}/bin/pip install --quiet --upgrade pip
 {VENV}/bin/pip install --quiet {requirement} {" ".join(RUNTIME)}
-{VENV}/bin/python -m distlab grade --help > /dev/null
+{VENV}/bin/python -I -m distlab grade --help > /dev/null
 # the student's notebook runs as this user: no home, no login, no group of root's
 id -u {KERNEL_USER} > /dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin {KERNEL_USER}
 command -v setpriv > /dev/null && command -v unshare > /dev/null && command -v timeout > /dev/null
@@ -142,7 +165,7 @@ def run_script(lesson: str, timeout: float, cell_timeout: float, variants: bool)
         f"{cell_timeout:g}",
     ]
     phase1_limit = int(timeout) + 180  # the notebook's time, the kernel's start (120 s) and a margin
-    return _script_start(common) + _phase_one(phase1_limit) + _phase_two(variants)
+    return _script_start(common) + _copy_upload(lesson) + _phase_one(phase1_limit) + _phase_two(variants)
 
 
 def _script_start(common: list[str]) -> str:
@@ -155,9 +178,17 @@ ROOT="${{DISTLAB_AUTOGRADER_ROOT:-/autograder}}"
 SOURCE="${{DISTLAB_AUTOGRADER_SOURCE:-$ROOT/source}}"
 PYTHON="${{DISTLAB_PYTHON:-{VENV}/bin/python}}"
 KERNEL_USER="${{DISTLAB_KERNEL_USER:-{KERNEL_USER}}}"
+ROOT=$(realpath -m -- "$ROOT") SOURCE=$(realpath -m -- "$SOURCE")
 RESULTS="$ROOT/results/results.json"
 FALLBACK={shlex.quote(FALLBACK)}
 umask 077
+# nothing of the upload is ever on a path: commands from the system's folders only, and from / (the upload's copy
+# is an argument, never the current folder)
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+cd / || exit 1
+# root's Python runs isolated (-I: neither the current folder, the script's, the user's site-packages nor any PYTHON*
+# variable reaches its path); the instructor's PYTHONPATH (absolute folders only) is put in front of it by hand
+BOOT={shlex.quote(BOOT)}
 mkdir -p "$ROOT/results"
 chmod 755 "$ROOT/results"
 rm -f "$RESULTS"
@@ -178,23 +209,44 @@ fi
 [ "$KUID" != 0 ] && [ "$KGID" != 0 ] || fail "refusing to run the notebook as root or in root's group"
 PRIVATE=$(mktemp -d "$ROOT/.distlab.XXXXXX") || fail "no private folder"
 trap 'rm -rf "$PRIVATE"' EXIT
-# root's own copy of the upload (links stay links: refused when graded)
-cp -R "$ROOT/submission" "$PRIVATE/submission" 2> /dev/null
 common=({" ".join(shlex.quote(a) for a in common)})
 """
 
 
+def _copy_upload(lesson: str) -> str:
+    """Root's own copy of the upload's notebooks, bounded whatever its shape: at most PICK_COPIES of them (the
+    lesson's exercise file name first, then names naming the lesson, then the shallowest), PICK_DEPTH folders deep
+    at most, no dot-folder; files and links only (a link stays a link: refused when graded)."""
+    entry = manifest.LESSONS.get(canonical(lesson))
+    exercise = shlex.quote((entry.exercise or "") if entry is not None else "")
+    named = shlex.quote(f"*{canonical(lesson)}*.ipynb")
+    return f"""# root's own copy of the upload's notebooks (at most {PICK_COPIES}, the lesson's by name first): an upload's size
+# and shape (300,000 files, a folder 1,200 deep) cost little; pick_notebook then reads only this copy
+mkdir "$PRIVATE/submission" || fail "no private folder"
+(cd "$ROOT/submission" && find . -mindepth 1 -maxdepth {PICK_DEPTH + 1} -name '.*' -prune -o \\( -type f -o -type l \\) \\
+  \\( -name {exercise} -printf '0 %d %p\\0' -o -iname {named} -printf '1 %d %p\\0' -o -name '*.ipynb' -printf '2 %d %p\\0' \\) |
+  sort -z -k1,1n -k2,2n | head -z -n {PICK_COPIES} | cut -z -d ' ' -f 3- | xargs -0 -r cp -P --parents -t "$PRIVATE/submission") 2> /dev/null
+"""
+
+
 def _phase_one(limit: int) -> str:
-    """Phase 1: the notebook runs as the unprivileged user in new pid, mount and network namespaces (where the
+    """Phase 1: the notebook runs as the unprivileged user in new pid, mount, IPC and network namespaces (where the
     container allows them), killed after `limit` seconds; then whatever that user left is killed and deleted."""
     return f"""# phase 1: the grader (root, no roster, no secret) runs the notebook's kernel as the unprivileged user, in new
-# pid, mount and network namespaces: size-limited private /tmp, /var/tmp, /dev/shm, and when the namespace's
-# first process ends (the grader is done, or the time is up) every process in it is killed
+# pid, mount, IPC and network namespaces: every file system read-only but size- and inode-limited private /tmp,
+# /var/tmp, /dev/shm; and when the namespace's first process ends (the grader is done, or the time is up) every
+# process in it is killed and its System V IPC objects vanish
 ISOLATE=(unshare --pid --fork --kill-child --mount --mount-proc --propagation private)
-PRIVATE_MOUNTS=1
+PRIVATE_MOUNTS=1 PRIVATE_IPC=1
 if ! "${{ISOLATE[@]}}" true 2> /dev/null; then
   ISOLATE=() PRIVATE_MOUNTS=
-  echo "note: this container does not allow new pid and mount namespaces (unshare); the notebook shares /tmp" >&2
+  echo "note: this container does not allow new pid and mount namespaces (unshare); the notebook can write its world-writable folders (what it leaves there is deleted after)" >&2
+fi
+if unshare --ipc true 2> /dev/null; then
+  ISOLATE=("${{ISOLATE[@]:-unshare}}" --ipc)
+else
+  PRIVATE_IPC=
+  echo "note: this container does not allow a new IPC namespace (unshare --ipc); the notebook's System V IPC objects are removed after" >&2
 fi
 if unshare --net true 2> /dev/null; then
   ISOLATE=("${{ISOLATE[@]:-unshare}}" --net)
@@ -202,25 +254,60 @@ else
   echo "note: this container does not allow a new network namespace (unshare --net); the notebook runs with its network" >&2
 fi
 PHASE1='
-cd "$1" && shift || exit 1  # the upload, reached from here even where /tmp is mounted over it
+UPLOAD="$1" && shift && cd / || exit 1
+exec 3< "$UPLOAD" || exit 1  # held open: reached below even where /tmp is mounted over it
 # every folder the grader'"'"'s Python imports from (its path files included), not only $PYTHON and $PYTHONPATH
-USED=":$PYTHON:${{PYTHONPATH:-}}:$("$PYTHON" -c "import sys; print(chr(58).join(sys.path))" 2> /dev/null):"
+USED=":$PYTHON:${{PYTHONPATH:-}}:$("$PYTHON" -I -c "import sys; print(chr(58).join(sys.path))" 2> /dev/null):"
+SHARED=:
 for d in /tmp /var/tmp /dev/shm; do
   case "$USED" in *:"$d"/*)
     echo "note: $d stays shared: the grader'"'"'s Python lies in it (what the notebook leaves there is deleted after)" >&2
-    continue ;;
+    [ -n "$PRIVATE_MOUNTS" ] && {{ mount --bind "$d" "$d" || exit 1; }}  # its own mount: stays writable below
+    SHARED="$SHARED$d:" ;;
   esac
-  if [ -n "$PRIVATE_MOUNTS" ] && [ -d "$d" ]; then mount -t tmpfs -o size={TMP_SIZE},mode=1777,nosuid,nodev tmpfs "$d" || exit 1; fi
 done
+if [ -n "$PRIVATE_MOUNTS" ]; then  # every file system read-only: no world-writable folder (/run/lock...) is left
+  while read -r _ mnt _; do
+    mnt=$(printf "%b" "$mnt")
+    case "$mnt" in /proc | /proc/*) continue ;; esac
+    case "$SHARED" in *:"$mnt":*) continue ;; esac
+    mount -o remount,bind,ro "$mnt" 2> /dev/null || echo "note: $mnt stays writable (not made read-only)" >&2
+  done < /proc/self/mounts
+fi
+for d in /tmp /var/tmp /dev/shm; do
+  case "$SHARED" in *:"$d":*) continue ;; esac
+  [ -n "$PRIVATE_MOUNTS" ] && [ -d "$d" ] || continue
+  mount -t tmpfs -o size={TMP_SIZE},nr_inodes={TMP_INODES},mode=1777,nosuid,nodev tmpfs "$d" || exit 1
+  case "$UPLOAD" in "$d"/*)  # root'"'"'s copy of the upload lay under it: reached through the open folder
+    mkdir -m 700 "$d/.upload" && mount --bind /proc/self/fd/3 "$d/.upload" && UPLOAD="$d/.upload" || exit 1 ;;
+  esac
+done
+exec 3<&-
 exec env -i PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 HOME=/tmp TMPDIR=/tmp MPLBACKEND=agg \\
-  DISTLAB_KERNEL_IDS="$KUID:$KGID" ${{PYTHONPATH:+PYTHONPATH="$PYTHONPATH"}} "$PYTHON" -m distlab "$@"'
-PRIVATE_MOUNTS="$PRIVATE_MOUNTS" KUID="$KUID" KGID="$KGID" PYTHON="$PYTHON" \\
+  DISTLAB_KERNEL_IDS="$KUID:$KGID" ${{PYTHONPATH:+PYTHONPATH="$PYTHONPATH"}} \\
+  "$PYTHON" -I -c "$BOOT" "${{PYTHONPATH:-}}" "$@" "$UPLOAD"'
+PRIVATE_MOUNTS="$PRIVATE_MOUNTS" KUID="$KUID" KGID="$KGID" PYTHON="$PYTHON" BOOT="$BOOT" \\
   timeout -s KILL {limit} "${{ISOLATE[@]}}" bash -c "$PHASE1" phase1 \\
-  "$PRIVATE/submission" "${{common[@]}}" --answers-out - . > "$PRIVATE/answers.json" 2> "$PRIVATE/phase1.log"
+  "$PRIVATE/submission" "${{common[@]}}" --answers-out - > "$PRIVATE/answers.json" 2> "$PRIVATE/phase1.log"
 head -c 4000 "$PRIVATE/phase1.log" >&2  # the grader's own messages (the log is the instructor's)
-# whatever that user left running ends now, and what it left in the shared temporary folders (no namespaces)
+# whatever that user left running ends now, and whatever it left where it could write
 setpriv --reuid="$KUID" --regid="$KGID" --clear-groups kill -KILL -1 2> /dev/null
-find /tmp /var/tmp /dev/shm -xdev -user "$KUID" -delete 2> /dev/null
+if [ -n "$PRIVATE_MOUNTS" ]; then
+  find /tmp /var/tmp /dev/shm -xdev -user "$KUID" -delete 2> /dev/null  # the shared ones (see above)
+else  # no namespaces: every file system it could write (kernel ones aside), each searched once
+  awk '$3 !~ /^(proc|sysfs|cgroup2?|devpts|securityfs|debugfs|tracefs|bpf|pstore|fusectl|configfs|binfmt_misc|autofs)$/ {{print $2}}' \\
+    /proc/self/mounts | while read -r mnt; do
+    find "$(printf "%b" "$mnt")" -xdev -user "$KUID" -delete 2> /dev/null
+  done
+fi
+if [ -z "$PRIVATE_IPC" ]; then  # its System V shared memory, message queues and semaphores
+  for kind in shm:-m msg:-q sem:-s; do
+    awk -v uid="$KUID" 'NR == 1 {{for (i = 1; i <= NF; i++) col[$i] = i; next}} $col["uid"] == uid || $col["cuid"] == uid {{print $2}}' \\
+      "/proc/sysvipc/${{kind%%:*}}" 2> /dev/null | while read -r id; do
+      setpriv --reuid="$KUID" --regid="$KGID" --clear-groups ipcrm "${{kind#*:}}" "$id" 2> /dev/null  # as its owner
+    done
+  done
+fi
 """
 
 
@@ -232,7 +319,8 @@ args=("${{common[@]}}" --answers-from "$PRIVATE/answers.json" --gradescope "$RES
 if [ -f "$ROOT/submission_metadata.json" ]; then
   args+=(--submission-metadata "$ROOT/submission_metadata.json")
 fi{variant_args}
-env -u DISTLAB_VARIANT_SECRET -u DISTLAB_KERNEL_IDS "$PYTHON" -m distlab "${{args[@]}}" "$PRIVATE/submission"
+env -u DISTLAB_VARIANT_SECRET -u DISTLAB_KERNEL_IDS "$PYTHON" -I -c "$BOOT" "${{PYTHONPATH:-}}" "${{args[@]}}" \\
+  "$PRIVATE/submission"
 status=$?
 if [ ! -s "$RESULTS" ]; then
   fail "distlab grade exited with status $status and wrote no results"
@@ -241,24 +329,61 @@ exit 0
 """
 
 
-def pick_notebook(paths, lesson: str) -> tuple[Path | None, list[Path]]:
-    """(the one notebook to grade, the others) among the .ipynb files under `paths`.
+class Pick(NamedTuple):
+    """pick_notebook's answer: the notebook to grade (None: none found), the others, and whether all was read."""
+
+    chosen: Path | None
+    ignored: list[Path]
+    complete: bool
+
+
+def _notebooks(root: Path) -> tuple[list[Path], bool]:
+    """The .ipynb entries (not folders) under `root` and whether all of it was read: an iterative walk (os.scandir),
+    shallowest first, down PICK_DEPTH folders at most, reading PICK_ENTRIES entries at most. Links are not followed
+    and dot-folders not entered, so an upload's shape (deep, wide, looping) costs bounded time and memory."""
+    found: list[Path] = []
+    level, read = [root], 0
+    for _ in range(PICK_DEPTH + 1):
+        below: list[Path] = []
+        for folder in level:
+            try:
+                with os.scandir(folder) as entries:
+                    for entry in entries:
+                        read += 1
+                        if read > PICK_ENTRIES:
+                            return found, False
+                        if entry.name.startswith("."):
+                            continue
+                        if entry.is_dir(follow_symlinks=False):
+                            below.append(Path(entry.path))
+                        elif entry.name.endswith(".ipynb"):
+                            found.append(Path(entry.path))
+            except OSError:
+                continue
+        if not below:
+            return found, True
+        level = below
+    return found, False  # folders deeper than PICK_DEPTH were not read
+
+
+def pick_notebook(paths, lesson: str) -> Pick:
+    """The one notebook to grade among the .ipynb files under `paths`, the others, and whether all was read.
 
     The lesson's exercise file name first (01_memory_wall.ipynb), then a name naming the lesson
     (memory_wall (1).ipynb), then any notebook; within each, the shallowest, then by name. Only
-    the first is graded: two uploaded copies of a half-solved notebook are not added up.
+    the first is graded: two uploaded copies of a half-solved notebook are not added up. Folders
+    are read by _notebooks (bounded depth and entries).
     """
     slug = canonical(lesson)
     entry = manifest.LESSONS.get(slug)
     exercise = (entry.exercise or "") if entry is not None else ""
     found: list[Path] = []
+    complete = True
     for root in map(Path, paths):
         if root.is_dir() and not root.is_symlink():
-            for nb in root.rglob("*.ipynb"):
-                if nb.is_dir() and not nb.is_symlink():
-                    continue  # a folder named like a notebook
-                if not any(part.startswith(".") for part in nb.relative_to(root).parts):
-                    found.append(nb)
+            more, whole = _notebooks(root)
+            found += more
+            complete = complete and whole
         else:
             found.append(root)
 
@@ -267,7 +392,7 @@ def pick_notebook(paths, lesson: str) -> tuple[Path | None, list[Path]]:
         return (tier, len(nb.parts), nb.as_posix())
 
     found.sort(key=rank)
-    return (found[0] if found else None), found[1:]
+    return Pick(found[0] if found else None, found[1:], complete)
 
 
 def encode(value, depth: int = 0):

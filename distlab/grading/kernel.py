@@ -42,6 +42,7 @@ from .sandbox import (  # bwrap_available, bwrap_prefix, LIMITER and limits_pref
     kernel_uid_for_run,
     kill_user,
     limits_prefix,
+    seccomp_prefix,
     starter_prefix,
 )
 
@@ -347,6 +348,7 @@ class _Kernel:
                 self.env["PYTHONPATH"] = os.pathsep.join([self.env["PYTHONPATH"], *runtime_packages()])
                 uid, gid = self.kernel_ids
                 prefix += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs"]
+                prefix += seccomp_prefix()  # as bubblewrap's kernel: no user namespaces, no ptrace
         # a context of our own: its sockets drop any message over MAX_MESSAGE_BYTES before it is read
         self.context = zmq.asyncio.Context()
         self.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)

@@ -27,6 +27,7 @@ __all__ = [
     "DEFAULT_INODES",
     "KernelCgroups",
     "seccomp_program",
+    "seccomp_prefix",
     "DEFAULT_DISK_QUOTA",
     "KERNEL_UID_BASE",
     "KERNEL_UID_SPAN",
@@ -160,13 +161,13 @@ class KernelCgroups:
         self.folders = []
 
 
-#: syscall numbers (unshare, clone, clone3) and the seccomp audit architecture, per machine
-_SECCOMP_ARCH = {"x86_64": (272, 56, 435, 0xC000003E), "aarch64": (97, 220, 435, 0xC00000B7)}
+#: syscall numbers (unshare, clone, clone3, ptrace) and the seccomp audit architecture, per machine
+_SECCOMP_ARCH = {"x86_64": (272, 56, 435, 101, 0xC000003E), "aarch64": (97, 220, 435, 117, 0xC00000B7)}
 
 
 def seccomp_program() -> bytes:
-    """A seccomp BPF program (struct sock_filter[]) that refuses new user namespaces: unshare() fails with
-    EPERM, clone() with CLONE_NEWUSER fails with EPERM, clone3() (whose flags a filter cannot read) with
+    """A seccomp BPF program (struct sock_filter[]) that refuses new user namespaces and ptrace: unshare() and
+    ptrace() fail with EPERM, clone() with CLONE_NEWUSER fails with EPERM, clone3() (whose flags a filter cannot read) with
     ENOSYS (the C library then uses clone()); another architecture's syscalls (x32) are refused. b"" on a
     machine this does not know. Without a user namespace an unprivileged kernel cannot mount (a tmpfs past
     its quota) nor gain capabilities."""
@@ -176,7 +177,7 @@ def seccomp_program() -> bytes:
     known = _SECCOMP_ARCH.get(platform.machine())
     if known is None:
         return b""
-    unshare, clone, clone3, arch = known
+    unshare, clone, clone3, ptrace, arch = known
     ld_w_abs, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
     allow, errno = 0x7FFF0000, 0x00050000
     eperm, enosys = errno | 1, errno | 38
@@ -189,14 +190,16 @@ def seccomp_program() -> bytes:
         (ret, 0, 0, eperm),  # 5
         (jeq, 0, 1, unshare),  # 6
         (ret, 0, 0, eperm),  # 7
-        (jeq, 0, 1, clone3),  # 8
-        (ret, 0, 0, enosys),  # 9
-        (jeq, 1, 0, clone),  # 10
-        (ret, 0, 0, allow),  # 11
-        (ld_w_abs, 0, 0, 16),  # 12: clone's flags (low 32 bits of args[0])
-        (jset, 0, 1, 0x10000000),  # 13: CLONE_NEWUSER
-        (ret, 0, 0, eperm),  # 14
-        (ret, 0, 0, allow),  # 15
+        (jeq, 0, 1, ptrace),  # 8
+        (ret, 0, 0, eperm),  # 9
+        (jeq, 0, 1, clone3),  # 10
+        (ret, 0, 0, enosys),  # 11
+        (jeq, 1, 0, clone),  # 12
+        (ret, 0, 0, allow),  # 13
+        (ld_w_abs, 0, 0, 16),  # 14: clone's flags (low 32 bits of args[0])
+        (jset, 0, 1, 0x10000000),  # 15: CLONE_NEWUSER
+        (ret, 0, 0, eperm),  # 16
+        (ret, 0, 0, allow),  # 17
     ]
     return b"".join(struct.pack("=HBBI", *op) for op in prog)
 
@@ -442,6 +445,28 @@ STARTER = (
     "os.chdir(work)\n"
     "os.execv(sys.argv[13], sys.argv[13:])\n"
 )
+
+
+#: installs the seccomp filter (seccomp_program, in hex) on itself, then becomes the rest of its command line: for a
+#: kernel outside bubblewrap that already runs as its unprivileged user with no new privileges (container mode)
+SECCOMP_EXEC = (
+    "import ctypes, os, sys\n"
+    "bpf = bytes.fromhex(sys.argv[1])\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "class Prog(ctypes.Structure):\n"
+    "    _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_char_p)]\n"
+    "prog = Prog(len(bpf) // 8, bpf)\n"
+    "if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:\n"
+    "    sys.exit('could not install the seccomp filter: ' + os.strerror(ctypes.get_errno()))\n"
+    "os.execvp(sys.argv[3], sys.argv[3:])\n"
+)
+
+
+def seccomp_prefix() -> list[str]:
+    """A command prefix that installs seccomp_program (no user namespaces, no ptrace) on what follows; [] on a
+    machine seccomp_program does not know."""
+    program = seccomp_program()
+    return [sys.executable, "-I", "-S", "-c", SECCOMP_EXEC, program.hex(), "--"] if program else []
 
 
 def starter_prefix(

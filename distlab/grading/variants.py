@@ -266,6 +266,20 @@ class VariantPolicy:
         if len(people) > 1:  # a group submission: graded once, for the submitter whose variant it carries
             return self._group(grade, found, seed, questions, people)
         given = list(people[0]) if people else []
+        named: dict[
+            str | None, object
+        ] = {}  # each roster student the platform's ids name, with the first id that names them
+        for one in given:
+            named.setdefault(self.roster.find(one), one)
+        named.pop(None, None)
+        if len(named) > 1:  # a sid and an e-mail of two classmates: never one of them picked silently
+            ids = ", ".join(repr(str(one)[:80]) for one in named.values())
+            grade.problems.append(
+                f"refused: the submitter's ids ({ids}) name {len(named)} different students of the roster; "
+                "graded against nobody's numbers: the instructor decides whose they are"
+            )
+            grade.questions = not_attempted(questions, "not graded (the submitter's ids name several students)")
+            return None
         student = self.roster.find(*given) if given else None  # never the student the notebook claims to be
         if student is None:
             who = " / ".join(map(str, given))

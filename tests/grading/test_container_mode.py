@@ -156,7 +156,8 @@ def test_the_lessons_notebook_is_picked_by_name(tmp_path):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("{}")
     (tmp_path / "a" / "01_memory_wall.ipynb").mkdir(parents=True)  # a folder named like the notebook: skipped
-    chosen, ignored = gradescope.pick_notebook([tmp_path], "memory_wall")
+    chosen, ignored, complete = gradescope.pick_notebook([tmp_path], "memory_wall")
+    assert complete
     assert chosen == tmp_path / "01_memory_wall.ipynb"
     assert [p.relative_to(tmp_path).as_posix() for p in ignored] == [
         "deep/01_memory_wall.ipynb",
@@ -166,7 +167,59 @@ def test_the_lessons_notebook_is_picked_by_name(tmp_path):
     (tmp_path / "01_memory_wall.ipynb").unlink()
     (tmp_path / "deep" / "01_memory_wall.ipynb").unlink()
     assert gradescope.pick_notebook([tmp_path], "memory_wall")[0] == tmp_path / "01_memory_wall (1).ipynb"
-    assert gradescope.pick_notebook([tmp_path / "deep"], "memory_wall") == (None, [])
+    assert gradescope.pick_notebook([tmp_path / "deep"], "memory_wall") == (None, [], True)
+
+
+def _deep(folder: Path, depth: int) -> Path:
+    """A chain of `depth` nested folders d/d/d/... under `folder` (made one at a time: no recursion), its bottom."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", dir_fd=fd)
+            fd, up = os.open("d", os.O_RDONLY, dir_fd=fd), fd
+            os.close(up)
+    finally:
+        os.close(fd)
+    return folder.joinpath(*["d"] * depth)
+
+
+def test_an_uploads_shape_cannot_crash_or_stall_the_pick(tmp_path, monkeypatch):
+    # the attacks (red team 11, 18): a chain of 1,200 nested folders next to the notebook made pick_notebook's
+    # rglob raise RecursionError (the run crashed and told the student to upload the notebook they had uploaded);
+    # 300,000 decoy notebooks were all listed and sorted (minutes, 230 MB). The walk is iterative and bounded:
+    # PICK_DEPTH folders deep, PICK_ENTRIES entries read (lowered here to 50 so that 200 decoys exceed it)
+    (tmp_path / "01_memory_wall.ipynb").write_text("{}")
+    (_deep(tmp_path, 1_200) / "x.ipynb").write_text("{}")
+    try:
+        chosen, ignored, complete = gradescope.pick_notebook([tmp_path], "memory_wall")
+    finally:
+        subprocess.run(["rm", "-rf", str(tmp_path / "d")], check=True)  # shutil.rmtree recurses
+    assert chosen == tmp_path / "01_memory_wall.ipynb" and ignored == [] and not complete  # the deep one unread
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(200):
+        (many / f"n{i:03d}.ipynb").write_text("{}")
+    monkeypatch.setattr(gradescope, "PICK_ENTRIES", 50, raising=False)
+    chosen, ignored, complete = gradescope.pick_notebook([tmp_path], "memory_wall")
+    assert chosen == tmp_path / "01_memory_wall.ipynb" and len(ignored) < 50 and not complete
+
+
+@needs_unprivileged_python
+def test_an_uploads_shape_does_not_keep_its_notebook_from_being_graded(autograder):
+    # the same attacks through run_autograder: root copies at most PICK_COPIES notebooks (the lesson's first),
+    # PICK_DEPTH folders deep, instead of the whole upload (cp -R), and grades the lesson's notebook
+    root, roster = autograder
+    shutil.copy(_bobs(root, roster), root / "submission" / "01_memory_wall.ipynb")
+    (_deep(root / "submission", 1_200) / "x.ipynb").write_text("{}")
+    for i in range(150):
+        (root / "submission" / f"n{i:03d}.ipynb").write_text("{}")
+    try:
+        result, _ = _run(root)
+    finally:
+        subprocess.run(["rm", "-rf", str(root / "submission" / "d")], check=True)  # shutil.rmtree recurses
+    assert result["score"] == 8.0, result
+    # the ignored ones listed: ten by name, then how many more of the copied ones (100 copied: 1 graded, 99 not)
+    assert "n009.ipynb and 89 more" in result["output"], result["output"]
 
 
 def test_the_generated_scripts_drop_privileges_and_keep_the_secret_root_only():
@@ -277,3 +330,51 @@ def test_feedback_echoes_only_a_short_escaped_excerpt_of_student_text():
     assert "\x1b" not in json.dumps(out, ensure_ascii=False) and "\n" not in out["tests"][0]["output"]
     assert len(out["output"]) < 60 * 500 and "and 30 more problems" in out["output"]
     assert out["stdout_visibility"] == "hidden"  # the autograder's log is the instructor's, never the student's
+
+
+# ---- nothing of the upload runs as root ------------------------------------------------------------------------
+
+#: files an upload set may carry to get code run by root's Python or shell (each, if run, leaves a mark)
+SHADOWS = {
+    "distlab/__init__.py": "",
+    "distlab/__main__.py": "{mark}('distlab')",
+    "sitecustomize.py": "{mark}('sitecustomize')",
+    "usercustomize.py": "{mark}('usercustomize')",
+    "runpy.py": "{mark}('runpy')",
+    "json.py": "{mark}('json')",
+    "argparse.py": "{mark}('argparse')",
+    "zz-upload.pth": "import os; {mark}('pth')",
+}
+FAKE_PYTHON = "#!/bin/sh\ntouch {folder}/$(basename $0)\n"
+
+
+@needs_unprivileged_python
+@pytest.mark.parametrize("namespaces", [True, False], ids=["namespaces", "no-namespaces"])
+def test_nothing_in_the_upload_runs_as_root(autograder, namespaces):
+    # the attack (red team 04 and 16): run_autograder's phase 1 ran `cd <root's copy of the upload>` and then
+    # `python -m distlab` as root, so the upload's distlab/__main__.py ran as uid 0 (secret, roster, full marks);
+    # a container without namespaces (Gradescope's Docker: no CAP_SYS_ADMIN) changed nothing
+    root, roster = autograder
+    marks = root.parent / "marks"
+    marks.mkdir()
+    mark = f"(lambda n: open({str(marks)!r} + '/' + n, 'w').close())"
+    for name, text in SHADOWS.items():
+        (root / "submission" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / "submission" / name).write_text(text.format(mark=mark) + "\n")
+    for name in ("python", "python3", "bash", "setpriv", "unshare", "env", "timeout"):
+        (root / "submission" / name).write_text(FAKE_PYTHON.format(folder=marks))
+        (root / "submission" / name).chmod(0o755)
+    shutil.copy(_bobs(root, roster), root / "submission" / "01_memory_wall.ipynb")
+    prefix = [] if namespaces else ["setpriv", "--bounding-set", "-sys_admin"]  # unshare is refused then
+    done = subprocess.run(
+        [*prefix, "bash", str(root / "source" / "run_autograder")],
+        env=autograder_env(root),
+        cwd=root / "submission",  # even started from the upload
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert sorted(os.listdir(marks)) == [], done.stderr
+    assert ("does not allow new pid and mount namespaces" in done.stderr) is not namespaces
+    result = json.loads((root / "results" / "results.json").read_text())
+    assert result["score"] == 8.0, (result, done.stderr)  # bob's own notebook, graded by distlab's own grader

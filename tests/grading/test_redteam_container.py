@@ -136,6 +136,83 @@ import time; time.sleep(2)
 """
 
 
+#: run_autograder as Gradescope's usual Docker container runs it: root without CAP_SYS_ADMIN (unshare is refused)
+NO_NAMESPACES = ("setpriv", "--bounding-set", "-sys_admin")
+
+#: creates files in each private temporary folder until refused; q1 is wrong unless each refused one by 20,000
+INODES = r"""
+_prog = '''
+import os
+most = 0
+for d in ("/tmp", "/var/tmp", "/dev/shm"):
+    n = 0
+    try:
+        while n < 20000:
+            os.close(os.open("%s/distlab-inode-%d" % (d, n), os.O_CREAT | os.O_WRONLY, 0o600))
+            n += 1
+    except OSError:
+        pass
+    most = max(most, n)
+open("inodes.txt", "w").write(str(most))
+'''
+os.waitpid(_spawn([sys.executable, "-c", _prog]), 0)
+if int(open("inodes.txt").read()) >= 20000:
+    answer_q1 = "no inode limit"
+"""
+
+#: writes a file at each of PATHS (in world-writable folders the script was never told of)
+WORLD = r"""
+_prog = '''
+import sys
+for p in sys.argv[1:]:
+    try:
+        open(p, "w").write("x")
+    except OSError:
+        pass
+'''
+os.waitpid(_spawn([sys.executable, "-c", _prog, *PATHS]), 0)
+"""
+
+#: System V shared memory (1 MB), a message queue and a semaphore set (IPC_PRIVATE, IPC_CREAT), left behind
+SYSV = r"""
+_prog = '''
+import ctypes
+libc = ctypes.CDLL(None)
+libc.shmget(0, 1 << 20, 0o1600)
+libc.msgget(0, 0o1600)
+libc.semget(0, 1, 0o1600)
+'''
+os.waitpid(_spawn([sys.executable, "-c", _prog]), 0)
+"""
+
+
+#: a new user namespace (unshare(CLONE_NEWUSER)) and ptrace(PTRACE_TRACEME), from a process without the audit hook;
+#: q1 is wrong if either succeeds
+NAMESPACE = r"""
+_prog = '''
+import ctypes
+libc = ctypes.CDLL(None)
+done = [name for name, ok in (("userns", libc.unshare(0x10000000) == 0), ("ptrace", libc.ptrace(0, 0, 0, 0) == 0)) if ok]
+open("escaped.txt", "w").write(" ".join(done))
+'''
+os.waitpid(_spawn([sys.executable, "-c", _prog]), 0)
+if open("escaped.txt").read():
+    answer_q1 = "escaped: " + open("escaped.txt").read()
+"""
+
+
+def _sysv_of(uid: int) -> list[str]:
+    """The System V IPC objects ("kind:id") user `uid` owns or created, from /proc/sysvipc."""
+    found = []
+    for kind in ("shm", "msg", "sem"):
+        with open(f"/proc/sysvipc/{kind}") as f:
+            head, *rows = [line.split() for line in f]
+        for row in rows:
+            if str(uid) in (row[head.index("uid")], row[head.index("cuid")]):
+                found.append(f"{kind}:{row[1]}")
+    return found
+
+
 def _autograder(base: Path, timeout: float):
     """A fake /autograder (as tests/grading/test_container_mode.py lays it out); returns (root, bob's seed)."""
     os.chmod(base, 0o755)
@@ -179,11 +256,13 @@ def _container_python(folder: Path) -> str:
     return str(venv / "bin" / "python")
 
 
-def _run(root: Path, limit: float, **env):
-    """(results.json or None, seconds): run_autograder in its own session, everything it left killed afterwards."""
+def _run(root: Path, limit: float, prefix=(), **env):
+    """(results.json or None, seconds): run_autograder in its own session, everything it left killed afterwards.
+
+    prefix: what runs it (NO_NAMESPACES: as in a container that forbids new namespaces)."""
     started = time.monotonic()
     proc = subprocess.Popen(
-        ["bash", str(root / "source" / "run_autograder")],
+        [*prefix, "bash", str(root / "source" / "run_autograder")],
         env=autograder_env(root, DISTLAB_KERNEL_USER=OWN_KERNEL_ID, **env),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -274,3 +353,68 @@ def test_the_bundled_source_holds_every_file_its_install_needs(tmp_path, lesson)
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"].get("data-files", {})
     missing = [f for files in data.values() for f in files if f"distlab-src/{f}" not in names]
     assert missing == []
+
+
+def test_the_private_temporary_folders_have_an_inode_limit(base):
+    # the attack (red team 13): /tmp, /var/tmp and /dev/shm were tmpfs of 512 MB but without nr_inodes: a million
+    # empty files grew the host's unswappable kernel memory (Slab) by 1 GB. Now each holds at most 16,384 inodes
+    # (DEFAULT_INODES, as bubblewrap's /tmp), so the 20,000th file is refused in each
+    root, seed = _autograder(base, timeout=120)
+    _submit(root, seed, [ESCAPE, INODES], solved=True)
+    result, _ = _run(root, limit=300)
+    assert result is not None and result["score"] == 8.0, "a private temporary folder took 20,000 inodes"
+
+
+@pytest.mark.parametrize("prefix", [(), NO_NAMESPACES], ids=["namespaces", "no-namespaces"])
+def test_no_world_writable_folder_keeps_what_the_notebook_wrote(base, prefix):
+    # the attack (red team 05): /run/lock (world-writable, not one of the three private tmpfs) took 721 MB of the
+    # host's disk, left after the run. The boundary is not a list of folders: the notebook writes into a
+    # world-writable folder the script has never heard of (made here) and into /run/lock; with namespaces every
+    # file system is read-only to it, without them what its user left is deleted after phase 1
+    name = f"distlab-redteam-world-{secrets.token_hex(6)}"
+    world = Path(tempfile.mkdtemp(prefix="distlab-redteam-world-", dir="/opt"))  # outside /tmp: the host's disk
+    os.chmod(world, 0o1777)
+    paths = [str(world / name), f"/run/lock/{name}", f"/var/lock/{name}"]
+    try:
+        root, seed = _autograder(base, timeout=120)
+        _submit(root, seed, [ESCAPE, WORLD.replace("PATHS", repr(paths))], solved=True)
+        result, _ = _run(root, limit=300, prefix=prefix)
+        assert result is not None and result["score"] == 8.0
+        assert [p for p in paths if os.path.exists(p)] == [], "a file of the notebook's user outlived its grading"
+    finally:
+        shutil.rmtree(world, ignore_errors=True)
+        for p in paths[1:]:
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+
+
+@pytest.mark.parametrize("prefix", [(), NO_NAMESPACES], ids=["namespaces", "no-namespaces"])
+def test_no_system_v_ipc_object_outlives_the_grading(base, prefix):
+    # the attack (red team 06): the IPC namespace was the container's, so a 768 MB SysV segment (nattch 0) stayed
+    # resident after run_autograder returned. With namespaces the notebook gets its own IPC namespace (its
+    # objects vanish with it); without, its user's objects are removed after phase 1
+    assert _sysv_of(KERNEL_UID) == []
+    root, seed = _autograder(base, timeout=120)
+    _submit(root, seed, [ESCAPE, SYSV], solved=True)
+    try:
+        result, _ = _run(root, limit=300, prefix=prefix)
+        assert result is not None and result["score"] == 8.0
+        assert _sysv_of(KERNEL_UID) == [], "System V IPC objects of the notebook's user outlived its grading"
+    finally:
+        for found in _sysv_of(KERNEL_UID):
+            kind, ident = found.split(":")
+            subprocess.run(["ipcrm", {"shm": "-m", "msg": "-q", "sem": "-s"}[kind], ident], check=False)
+
+
+def test_the_kernel_can_neither_make_a_user_namespace_nor_ptrace(base):
+    # the attack (red team 03): in container mode no seccomp filter was installed, so the kernel's user (past the
+    # audit hook) made a new user namespace (unshare(CLONE_NEWUSER)), in which it holds every capability (mounts,
+    # the kernel's namespaced attack surface). Now the filter bubblewrap's kernels get is installed here too; it
+    # also refuses ptrace (PTRACE_TRACEME stands for any use)
+    root, seed = _autograder(base, timeout=120)
+    _submit(root, seed, [ESCAPE, NAMESPACE], solved=True)
+    result, _ = _run(root, limit=300)
+    assert result is not None
+    assert result["score"] == 8.0, [t["output"] for t in result["tests"] if t["score"] == 0]

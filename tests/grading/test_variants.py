@@ -240,3 +240,32 @@ def test_the_cli_builds_variants(tmp_path, capsys, monkeypatch):
         == 2
     )
     assert "not an ISO date" in capsys.readouterr().err
+
+
+def test_a_submitter_whose_sid_and_email_name_two_students_is_refused_and_flagged(class_notebooks, tmp_path):
+    # the attack (red team 12): submission_metadata.json's user had sid "alice" and e-mail mallory's own; Roster.find
+    # took the first id on the roster, so mallory was silently graded against alice's numbers (a classmate's
+    # worked answers would score). Two ids naming two roster students are now refused and said so
+    roster, paths = class_notebooks
+    solve(paths["alice"], "memory_wall", roster.seed("memory_wall", "alice"))
+    metadata = tmp_path / "submission_metadata.json"
+    metadata.write_text(json.dumps({"users": [{"email": "bob@uni.example", "name": "Bob", "sid": "alice"}]}))
+    grade = grade_notebook(
+        paths["alice"],
+        lesson="memory_wall",
+        variants=_policy(tmp_path),
+        identity=variants.submitter(metadata),
+        sandbox="audit",
+    )
+    assert grade.score == 0 and grade.student == ""
+    assert any("'alice', 'bob@uni.example'" in p and "2 different students" in p for p in grade.problems)
+    # ids that all name one student (her id and her e-mail) are hers, as before
+    metadata.write_text(json.dumps({"users": [{"email": "alice@uni.example", "sid": "alice"}]}))
+    same = grade_notebook(
+        paths["alice"],
+        lesson="memory_wall",
+        variants=_policy(tmp_path),
+        identity=variants.submitter(metadata),
+        sandbox="audit",
+    )
+    assert (same.score, same.student) == (8.0, "alice")
