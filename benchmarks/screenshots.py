@@ -11,12 +11,17 @@ each of two control changes in the first app)."""
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: JupyterLab's "Would you like to get notified about official Jupyter news?" toast covers the bottom-right corner of
+#: every page; answering "never" in the user settings keeps it away (the server reads overrides.d only at launch).
+NEWS_PLUGIN, NO_NEWS = "@jupyterlab/apputils-extension:notification", {"fetchNews": "false", "checkForUpdates": False}
 sys.path.insert(0, str(ROOT / "tests"))
 
 
@@ -39,6 +44,7 @@ def shoot(lessons: list[str], out: Path, wait_s: float = 240) -> list[Path]:
         fixture = tb.jupyterlab.__wrapped__(factory)  # the generator under pytest's fixture decorator
         base, token = next(fixture)
         lab = next(p for p in root.iterdir() if p.name.startswith("jupyterlab")) / "lab"
+        _no_news(base, token)
         for nb in notebooks:
             shutil.copy(nb, lab / nb.name)
         try:
@@ -74,11 +80,23 @@ def shoot(lessons: list[str], out: Path, wait_s: float = 240) -> list[Path]:
     return written
 
 
+def _no_news(base: str, token: str) -> None:
+    request = urllib.request.Request(
+        f"{base}/lab/api/settings/{NEWS_PLUGIN}?token={token}",
+        data=json.dumps({"raw": json.dumps(NO_NEWS)}).encode(),
+        method="PUT",
+        headers={"Content-Type": "application/json"},
+    )
+    urllib.request.urlopen(request, timeout=30).close()
+
+
 def _move_two_controls(page, app, out: Path, stem: str) -> list[Path]:
-    """Pick the second option of the first two dropdowns (or press ArrowRight on sliders) and capture the app."""
+    """Pick the last option of the first two dropdowns (or press ArrowRight on sliders) and capture the app."""
     shots = []
     selects = app.locator("select")
-    sliders = app.locator("input[type=range], .widget-slider .slider-container")
+    # the focusable part of an ipywidgets 8 slider is its handle (noUiSlider); its container takes no key presses,
+    # which sent ArrowRight to the notebook instead of the slider
+    sliders = app.locator("input[type=range], .widget-slider .noUi-handle")
     moves = []
     for i in range(min(selects.count(), 2)):
         moves.append(("select", selects.nth(i)))

@@ -13,8 +13,10 @@ __all__ = ["QUESTIONS"]
 P, M = 8, 16
 #: Q2: DualPipe's memory.
 DUAL_P, DUAL_M = 8, 20
-#: Q3, Q4: Llama-2-7B on 4 DGX H100 nodes.
+#: Q3: Llama-2-7B on 4 DGX H100 nodes, the lesson's example.
 FSDP_MODEL, FSDP_NODES = "llama2-7b", 4
+#: Q4: a model and cluster the lesson does not price (Llama-2-13B on 8 nodes), so that its numbers are the student's.
+Q4_MODEL, Q4_NODES = "llama2-13b", 8
 
 
 def _q1():
@@ -88,19 +90,26 @@ def _q3_hints():
     }
 
 
+def _q4_plans():
+    return production.compare_sharding(Q4_MODEL, "dgx-h100", nodes=Q4_NODES, prefetch=0)
+
+
 def _q4():
-    full, hybrid = _plans(prefetch=0)
+    full, hybrid = _q4_plans()
     if abs(hybrid.exposed_s - full.exposed_s) <= 1e-9 * full.exposed_s:
         return "same"
     return "hsdp" if hybrid.exposed_s < full.exposed_s else "fsdp"
 
 
 def _explain_q4():
-    full, hybrid = _plans(prefetch=0)
+    full, hybrid = _q4_plans()
+    n = full.layers
     return (
-        f"without prefetch every gather is exposed: FSDP's gathers run hierarchically, NVLink then the network "
-        f"({full.gather_s * 1e3:.2f} ms per layer), HSDP's stay on NVLink ({hybrid.gather_s * 1e3:.2f} ms); "
-        f"exposed per microbatch {full.exposed_s * 1e3:.0f} ms (FSDP) against {hybrid.exposed_s * 1e3:.0f} ms (HSDP), "
+        f"without prefetch nothing overlaps: exposed = (2L - 1) gathers + L gradient reductions, L = {n}. FSDP's "
+        f"gathers and reduce-scatters run hierarchically, NVLink then the network ({full.gather_s * 1e3:.2f} ms "
+        f"and {full.reduce_s * 1e3:.2f} ms per layer); HSDP's gathers stay on NVLink ({hybrid.gather_s * 1e3:.2f} "
+        f"ms) but its reduction adds an all-reduce of the 1/8 shard across the nodes ({hybrid.reduce_s * 1e3:.2f} "
+        f"ms): {full.exposed_s * 1e3:.0f} ms (FSDP) against {hybrid.exposed_s * 1e3:.0f} ms (HSDP) per microbatch, "
         f"at {format_bytes(hybrid.state_bytes)} instead of {format_bytes(full.state_bytes)} of sharded state per GPU"
     )
 
@@ -166,18 +175,22 @@ q3 = NumericQuestion(
 
 q4 = ChoiceQuestion(
     name="q4",
-    prompt="Same model and cluster (NVLink 450 GB/s per GPU inside a node, 50 GB/s per GPU between nodes), one "
-    "sequence per microbatch, but with prefetch 0 (no layer's gather issued ahead of time): which leaves less "
-    "communication exposed per microbatch, FSDP over all 32 GPUs or HSDP (shard in a node, replicate across), or "
-    "the same? (fsdp/hsdp/same)",
+    prompt="Llama-2-13B (40 layers of 317,204,480 parameters each, bf16) on 8 DGX H100 nodes, 64 GPUs (NVLink "
+    "450 GB/s per GPU inside a node, 50 GB/s per GPU between nodes), one sequence per microbatch, reshard after "
+    "forward, with prefetch 0 (no collective issued ahead of time, so none overlaps the compute): which leaves less "
+    "communication exposed per microbatch, FSDP over all 64 GPUs or HSDP (shard in a node, replicate across the "
+    "8 nodes), or the same? (fsdp/hsdp/same)",
     options=("fsdp", "hsdp", "same"),
     expected=_q4,
     explain=_explain_q4,
-    hint_text="Without prefetch each layer waits for its own gather. Where does each gather run: FSDP's across "
-    "the nodes too (hierarchically, NVLink then the network), HSDP's on NVLink only?",
+    hint_text="Without prefetch each layer waits for its gathers (one before its forward, one before its "
+    "backward, except the last layer's) and for its gradient reduction. Price one of each for both: FSDP's run "
+    "over NVLink, then its 1/8 share in a ring of 8 nodes; HSDP's gather stays on NVLink, but its reduction adds "
+    "an all-reduce of the 1/8 gradient shard across the 8 nodes. Then add them up.",
     feedback={
-        "fsdp": "weighs only memory: FSDP's shard is 4x smaller, but each of its gathers also crosses the network, "
-        "and without prefetch every gather is waited for",
+        "fsdp": "counts only the gradient reduction, where HSDP's all-reduce across the nodes costs more than FSDP's "
+        "reduce-scatter; but there are 2L - 1 gathers against L reductions, and each FSDP gather crosses the "
+        "network",
         "same": "holds with prefetch 1, where only the first gather and the last reduction show (and FSDP's "
         "network share of a gather and a reduce-scatter equals HSDP's all-reduce of the shard); without prefetch "
         "every gather shows, and FSDP's cross the network",

@@ -197,7 +197,7 @@ class MeshApp(LessonApp):
         return "warn" if lay.warnings() else "ok"
 
     def describe(self, lay: mesh.RankLayout) -> str:
-        """The text under the grid: the picked GPU's coordinates and groups, where each kind runs, warnings."""
+        """The grid's text: the picked GPU's coordinates and groups, where each kind runs (warnings: picture_note)."""
         r = self.pick.value
         text = self._texts.get(r)
         return text if text is not None and lay is self._layout else self._describe(lay, r)
@@ -215,8 +215,7 @@ class MeshApp(LessonApp):
                 crossing = int(lay.crosses_nodes(d).sum())
                 total = lay.world_size // lay.sizes[d]
                 tail.append(f"{d.upper()}: {total} groups of {lay.sizes[d]}, {crossing} cross nodes")
-        tail.extend("warning: " + w for w in lay.warnings())
-        return head, tail
+        return head, tail  # the warnings are the picture's note, in red under it (picture_note), once
 
     @classmethod
     def _describe(cls, lay: mesh.RankLayout, r: int, shared=None) -> str:

@@ -232,3 +232,15 @@ def test_every_engine_recipe_defaults_to_its_engines_kernel():
         for table in tables:
             for recipe in table.values():
                 assert default_attention_kernel(recipe) == want[engine], (engine, recipe)
+
+
+def test_a_gpu_without_a_flash_attention_figure_says_it_borrows_the_h100s():
+    # issue 31: the training lab on hgx-b200 printed "attention core at 33.9%" as if measured on the B200; 33.9% is
+    # 335 / 989.4, FlashAttention-2 on the H100 (Dao 2023, Sec. 4.1), FLASH_ATTENTION_RATE has no b200 entry
+    from distlab import efficiency
+
+    b200 = efficiency.compute_model("b200", attention="flash").describe()
+    assert "33.9%" in b200 and "the H100's FlashAttention-2" in b200 and "borrowed" in b200
+    assert "no published flash-attention figure on b200" in b200
+    # a measured GPU says nothing of the kind
+    assert "borrowed" not in efficiency.compute_model("h100-sxm", attention="flash").describe()

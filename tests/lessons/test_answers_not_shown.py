@@ -173,10 +173,9 @@ def test_the_deciding_quantities_are_read_from_the_explanation():
     assert _quantities("the second is 9% faster, 13.5 s per step") == [(13.5, "s")]
 
 
-#: Lessons whose choice questions this check finds decided in the lesson today, each named in issue 31 ("L11 Q3,
-#: Q4; L12 Q4-Q7") and left to the helper who owns that lesson: expected to fail until its questions change (strict:
-#: the mark itself fails once they pass).
-DECIDED_TODAY = {"training_at_scale": "q4"}
+#: Lessons whose choice questions this check finds decided in the lesson, expected to fail until their questions
+#: change (strict: the mark itself fails once they pass). Empty since lesson 11's q4 moved to Llama-2-13B on 8 nodes.
+DECIDED_TODAY: dict[str, str] = {}
 
 
 @pytest.mark.parametrize(

@@ -103,22 +103,10 @@ def test_every_citation_the_text_asks_for_is_in_the_bibliography():
 
 NOTEBOOKS = sorted(p for folder in ("notebooks", "solutions", "exercises") for p in (ROOT / folder).glob("*.ipynb"))
 
-#: Lessons whose text still has authoring language or a source named without its citation (issue 31): their
-#: owners fix them; strict, so each entry must be removed when its lesson is fixed.
-AUTHORING_TODO = {
-    "notebooks/02_collectives": "cell 11: 'kept for the reference's sake' (a strawman kept for a document the student cannot open)",
-    "notebooks/08b_failure_triage": "cell 8: '**Correction of a seed.**' heading",
-}
-SOURCES_TODO = {
-    "notebooks/01_memory_wall": "cell 26: 'Course notes, calculators and articles' and the bullets' '(an online parallelism "
-    "calculator)', '(an article on production training)' without the Modeler's title or Naren 2026",
-    "notebooks/02_collectives": "cell 28: 'Course notes and articles', 'An article on production training' without "
-    "Naren 2026 or MIT 6.5940",
-    "notebooks/04_pipeline": "cells 6, 15, 29, 33, 35: 'the lecture's example', 'found in tutorials', 'the calculator's' "
-    "without MIT 6.5940, Janapa Reddi 2026 or the Modeler's title in the cell",
-    "notebooks/06_3d_parallelism": "cells 15 and 23: 'The lecture's rule', 'The lecture's \"≈ 25 GB\"' without MIT 6.5940",
-    "notebooks/08b_failure_triage": "cell 8: 'The production article's post-mortem' without Naren 2026",
-}
+#: Lessons whose text still has authoring language or a source named without its citation: strict xfails, so an
+#: entry must be removed when its lesson is fixed (empty since issue 31's lessons were fixed).
+AUTHORING_TODO: dict[str, str] = {}
+SOURCES_TODO: dict[str, str] = {}
 
 
 def _params(todo: dict[str, str]):

@@ -23,9 +23,18 @@ function lighten(hex, amount) {
   return `rgb(${mix((n >> 16) & 255)}, ${mix((n >> 8) & 255)}, ${mix(n & 255)})`;
 }
 
+// One colour per series (a GPU of the ring, a part of a bar), never black: the pictures draw their outlines and busy
+// arrows in black (the ring's GPU 7 was black, so "holds GPU 7's data" and "just received" looked alike). Seven
+// Okabe-Ito colours, the same seven lightened, then two of Tol's (2021) muted scheme: 16 distinct colours.
+const SERIES_COLOURS = [
+  ...OKABE_ITO.filter((c) => c !== "#000000"),
+  ...OKABE_ITO.filter((c) => c !== "#000000").map((c) => lighten(c, 0.55)),
+  "#882255",
+  "#44AA99",
+];
+
 function seriesColour(i) {
-  const base = OKABE_ITO[i % OKABE_ITO.length];
-  return i < OKABE_ITO.length ? base : lighten(base, 0.55);
+  return SERIES_COLOURS[i % SERIES_COLOURS.length];
 }
 
 // The smallest of 1, 1.5, 2, 3, 4, 5, 6, 8 x 10^k at or above x (stable axis ranges, as in distlab.plots).
