@@ -294,6 +294,10 @@ class LabPicture(SelectionPicture):
     at most 2 x it), "capacity": GB, "capacity_label", "step_parts": names, "step": [option][part] seconds,
     "step_text": [option][part] and "step_total", "memory_total": [option] the same as text, "fits": [option]
     (memory), "verdict": [option] short text, "runs": [option] (feasible: fits, no other problem), "gpus": [option]
-    GPU count}; an option not computed yet has empty lists."""
+    GPU count}; an option not computed yet has empty lists.
+
+    `controls`: the app's control widgets whose state keys the browser's cache of the states one change away
+    (distlab.widgets.prefetch, issue 32): a change of one of them to a cached state redraws here at once."""
 
     _esm = module_source("lab.js")
+    controls = traitlets.List(traitlets.Instance(widgets.Widget)).tag(sync=True, **widgets.widget_serialization)
