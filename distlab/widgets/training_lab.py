@@ -365,14 +365,18 @@ class TrainingLabApp(LessonApp):
         the control just moved first (distlab.widgets.prefetch); nothing when a newer change has come."""
         if generation != self._generation or not event_loop_running() or self.picture.comm is None:
             return
+        self.prefetcher.start(state_key(self._controls), self.neighbour_jobs())
+
+    def neighbour_jobs(self) -> list:
+        """[(the browser's key, the state)] of every state one control change away (neighbour_values), the control
+        just moved first."""
         s = self.state()
         names = sorted(CONTROLS, key=lambda name: getattr(self, name) is not self._moved)
-        jobs = [
+        return [
             (state_key(self._controls, (getattr(self, name), v)), data.neighbour_state(s, name, v))
             for name in names
             for v in neighbour_values(getattr(self, name))
         ]
-        self.prefetcher.start(state_key(self._controls), jobs)
 
     def _price(self, nodes: int) -> None:
         """The estimate and text at `nodes` (our error in place of both on invalid input)."""
