@@ -880,7 +880,7 @@ def test_the_triage_ladder_draws_any_ladder_without_an_error():
             page.on("pageerror", lambda exc: messages.append(f"thrown: {exc}"))
             page.on("console", lambda msg: messages.append(msg.text) if msg.type == "error" else None)
             page.set_content("<!doctype html><html><body></body></html>")
-            drawn = page.evaluate(page_script, [module_source("ladder.js"), state, variants])
+            drawn = page.evaluate(page_script, [module_source("prefetch.js", "ladder.js"), state, variants])
         finally:
             browser.close()
     assert not messages, messages

@@ -21,7 +21,7 @@ from collections import OrderedDict
 
 from .filling import event_loop_running, turn_deadline
 
-__all__ = ["BROWSER_LIMIT", "KERNEL_LIMIT", "control_label", "state_key", "table_key", "Prefetcher"]
+__all__ = ["BROWSER_LIMIT", "KERNEL_LIMIT", "control_label", "state_key", "values_key", "table_key", "Prefetcher"]
 
 #: States one change away that the browser holds (the most neighbours a lab state has is 2 per control).
 BROWSER_LIMIT = 64
@@ -48,6 +48,11 @@ def state_key(controls, changed=None) -> str:
     return SEPARATOR.join(
         control_label(w, changed[1]) if changed is not None and w is changed[0] else control_label(w) for w in controls
     )
+
+
+def values_key(controls: dict, values: dict) -> str:
+    """The browser's key of the controls {name: widget} at `values` {name: value} (every control named)."""
+    return SEPARATOR.join(control_label(widget, values[name]) for name, widget in controls.items())
 
 
 def table_key(state: dict) -> tuple:

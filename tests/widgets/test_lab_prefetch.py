@@ -116,3 +116,32 @@ def test_no_prefetch_turn_holds_the_kernel_and_a_prefetched_change_is_shown_comp
     longest, total = asyncio.run(run())
     assert longest < 0.15, f"a turn held the loop {longest:.3f} s"
     assert total > 3 * longest
+
+
+def test_the_triage_ladders_prefetched_are_what_the_app_shows_after_that_change():
+    # lesson 8b's triage ladder (issue 32): each neighbouring state's ladder goes to the browser's cache under the key
+    # of the labels its controls then show; an independent path, a second app with that control really changed,
+    # must show the same text, message and ladder (a payload with our message keeps the last ladder: no frames)
+    from distlab.widgets.production import TriageApp
+
+    app = TriageApp()
+    sent: list = []
+    app.picture.send = sent.append
+    controls = app._prefetched_controls()
+    checked = 0
+    for name in app.prepared_controls:
+        for value in neighbour_values(getattr(app, name)):
+            values = {**app.values(), name: value}
+            app._prepare(values)
+            assert sent[-1]["prefetch"] == prefetch.values_key(controls, values)
+            other = TriageApp()
+            getattr(other, name).value = value
+            shown = {"summaries": list(other.picture.summaries), "errors": list(other.picture.errors)}
+            if "frames" in sent[-1]["payload"]:
+                shown["frames"] = dict(other.picture.frames)
+            assert sent[-1]["payload"] == shown, (name, value)
+            other.close()
+            checked += 1
+    # every control has a neighbour here: 2 for each dropdown and toggle not at an end, 1 for the checkbox
+    assert checked >= len(app.prepared_controls)
+    app.close()
