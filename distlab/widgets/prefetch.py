@@ -97,6 +97,14 @@ class Prefetcher:
         """Abandon the fill under way (a control moved: a newer one follows)."""
         self.generation += 1
 
+    def forget(self) -> None:
+        """A change has reached the kernel: abandon the fill, and have the browser drop its cache before the app
+        moves any of its controls itself (new options for a dropdown arrive as options, then index: in between, the
+        browser's key could name a neighbour the student never picked). The next start fills it again."""
+        self.stop()
+        if event_loop_running():
+            self.picture.send({"prefetch_base": "", "limit": BROWSER_LIMIT})
+
     def _turns(self, base: str, jobs: list):
         """The fill as a step function: each call runs until turn_deadline, returns whether work is left."""
         self.generation += 1

@@ -313,6 +313,7 @@ class TrainingLabApp(LessonApp):
     def _on_change(self, change=None):
         if self._syncing:
             return
+        self.prefetcher.forget()
         if change is not None and change.get("owner") is self.global_batch:
             self._chosen_batch = change["new"]
         self._moved = change.get("owner") if change is not None else None
@@ -325,6 +326,7 @@ class TrainingLabApp(LessonApp):
         batch dropdown's neighbours are those at the new count)."""
         if self._syncing:
             return
+        self.prefetcher.forget()
         self._sync_controls()
         self.update()
         self._prefetch(self._generation)

@@ -104,9 +104,11 @@ def test_no_prefetch_turn_holds_the_kernel_and_a_prefetched_change_is_shown_comp
             assert time.perf_counter() - begin < 120
         total = time.perf_counter() - begin
         jobs = app.neighbour_jobs()
-        assert len(sent) == 1 + len(jobs)
+        # the browser told to drop its cache when the change arrived, and again when the fill starts; then each job
+        assert [m["prefetch_base"] for m in sent[:2]] == ["", prefetch.state_key(app._controls)]
+        assert len(sent) == 2 + len(jobs)
         # the fabric's own neighbours first (the control just moved): ib-ndr, the only one the right of ib-xdr
-        assert sent[1]["prefetch"] == prefetch.state_key(app._controls, (app.fabric, "ib-ndr"))
+        assert sent[2]["prefetch"] == prefetch.state_key(app._controls, (app.fabric, "ib-ndr"))
         # a change into a prefetched state: every node count shown at once, in the change's own turn
         app.tp.value = 8
         assert PENDING not in app.picture.summaries and app.filling is None

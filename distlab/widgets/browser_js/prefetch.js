@@ -55,10 +55,13 @@ function prefetching(model, root) {
     }
     count();
   };
-  const onControl = () => {
+  const onControl = (changed) => {
     const k = key();
     if (k === last) return;
     last = k;
+    // a change the kernel made (ipywidgets applies the kernel's state under _state_lock): the kernel's own data
+    // follows; only the student's changes are looked up
+    if (changed && changed._state_lock) return;
     const hit = cache.get(k);
     if (hit === undefined) return;
     shown = hit;
