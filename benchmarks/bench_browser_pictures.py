@@ -77,6 +77,41 @@ INSTRUMENT = """picture => {
 }"""
 
 
+#: The training lab's controls timed (issue 32), by their description: each change is answered from the browser's
+#: cache of the states one change away (distlab.widgets.prefetch) when the kernel has refilled it since the last one.
+#: PAUSE_S apart (a student's pause), and, for the first dropdown, FILL_PAUSE_S apart too (a second change while the
+#: kernel is still refilling: its latency).
+LAB_DROPDOWNS = ["model", "node", "fabric", "batch", "sequence", "micro-batch", "schedule", "recompute", "compute",
+                 "memory", "CP"]
+LAB_TOGGLES = ["TP", "PP", "sharding"]
+LAB_CHECKBOXES = ["sequence parallel"]
+LAB_PRESSES = 20
+PAUSE_S = 0.5
+FILL_PAUSE_S = 0.1
+#: in the page: the time from a control's change (capture phase: before the widget handles it) to the frame after
+#: the picture's text changes; and whether the picture drew it from its cache (lab.js counts data-cache-hits)
+INSTRUMENT_CONTROL = """([control, summary, holder]) => {
+  if (window.__uninstrument) window.__uninstrument();  // one listener at a time: each change timed once
+  window.__latency = [];
+  window.__hits = [];
+  const start = () => {
+    const t0 = performance.now();
+    const hits = Number(holder.getAttribute('data-cache-hits') || 0);
+    const observer = new MutationObserver(() => {
+      observer.disconnect();
+      requestAnimationFrame(() => {
+        window.__latency.push(performance.now() - t0);
+        window.__hits.push(Number(holder.getAttribute('data-cache-hits') || 0) > hits);
+      });
+    });
+    observer.observe(summary, {childList: true, characterData: true, subtree: true});
+  };
+  const kind = control.tagName === 'SELECT' ? 'change' : 'click';
+  control.addEventListener(kind, start, {capture: true});
+  window.__uninstrument = () => control.removeEventListener(kind, start, {capture: true});
+}"""
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -202,11 +237,89 @@ def _measure(sync_api, base: str, token: str, name: str, only: tuple = ()) -> di
                     page.wait_for_timeout(60)  # one press at a time, as a hand presses
                 samples = page.evaluate("window.__latency")
                 results[label] = summarize([s / 1e3 for s in samples])
+            if not only or any("training lab" in word or word in "training lab" for word in only):
+                results.update(_measure_lab_controls(page, pictures.nth(len(CELLS) - 1)))
         except Exception:
             page.screenshot(path=str(Path(tempfile.gettempdir()) / f"distlab-bench-{name}.png"))
             raise
         finally:
             browser.close()
+    return results
+
+
+def _labelled(page, scope, kind: str, label: str):
+    """The ipywidgets control of class `kind` inside `scope` whose description is exactly `label`."""
+    import re
+
+    return scope.locator(kind).filter(has=page.locator("label", has_text=re.compile(f"^{re.escape(label)}$"))).first
+
+
+def _time_changes(page, control, picture, change, pause_s: float) -> dict:
+    """LAB_PRESSES changes made by change(i), pause_s apart: latency summary and the share drawn from the cache."""
+    holder = page.locator("[data-prefetched]").last.element_handle()
+    summary = picture.locator(".distlab-summary").element_handle()
+    page.evaluate(INSTRUMENT_CONTROL, [control.element_handle(), summary, holder])
+    for i in range(LAB_PRESSES):
+        page.wait_for_timeout(pause_s * 1e3)
+        change(i)
+        page.wait_for_function(f"window.__latency.length >= {i + 1}", timeout=15_000)
+    stats = summarize([s / 1e3 for s in page.evaluate("window.__latency")])
+    hits = page.evaluate("window.__hits")
+    stats["from_cache"] = f"{sum(hits)}/{len(hits)}"
+    return stats
+
+
+def _visible_pair(page, select, picture):
+    """(a neighbouring option whose picture differs from the current one's, the current option), or None: a change
+    that changes nothing on screen (a faster fabric whose communication is hidden anyway) has no pixels to time."""
+    options = select.locator("option").all_text_contents()
+    k = options.index(select.evaluate("s => s.options[s.selectedIndex].text"))
+    summary = picture.locator(".distlab-summary")
+    for j in (k + 1, k - 1):
+        if not 0 <= j < len(options):
+            continue
+        before = summary.text_content()
+        select.select_option(label=options[j])
+        try:
+            page.wait_for_function("([el, t]) => el.textContent !== t", arg=[summary.element_handle(), before],
+                                   timeout=8_000)
+            changed = True
+        except Exception:
+            changed = False
+        select.select_option(label=options[k])
+        page.wait_for_timeout(1000)
+        if changed:
+            return options[j], options[k]
+    return None
+
+
+def _measure_lab_controls(page, picture) -> dict:
+    """Change -> changed pixels for every enabled control of the training lab, alternating between its value and a
+    neighbouring one (a select's option either side, the next toggle button, the checkbox)."""
+    results = {}
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(len(CELLS) - 1)  # the lab's: the other apps have a model too
+    for name in LAB_DROPDOWNS:
+        select = _labelled(page, cell, ".widget-dropdown", name).locator("select")
+        pair = _visible_pair(page, select, picture)
+        if pair is None:
+            print(f"training lab: {name} dropdown: no neighbouring option changes the picture here; skipped")
+            continue
+        pauses = (PAUSE_S, FILL_PAUSE_S) if name == LAB_DROPDOWNS[0] else (PAUSE_S,)
+        for pause in pauses:
+            label = f"training lab: {name} dropdown" + (" (during the refill)" if pause == FILL_PAUSE_S else "")
+            results[label] = _time_changes(page, select, picture, lambda i: select.select_option(label=pair[i % 2]),
+                                           pause)
+    for name in LAB_TOGGLES:
+        group = _labelled(page, cell, ".widget-toggle-buttons", name)
+        buttons = group.locator("button")
+        texts = buttons.all_text_contents()
+        k = next(i for i in range(buttons.count()) if "mod-active" in (buttons.nth(i).get_attribute("class") or ""))
+        pair = (k + 1 if k + 1 < len(texts) else k - 1, k)
+        results[f"training lab: {name} toggle"] = _time_changes(
+            page, group, picture, lambda i: buttons.nth(pair[i % 2]).click(), PAUSE_S)
+    for name in LAB_CHECKBOXES:
+        box = _labelled(page, cell, ".widget-checkbox", name).locator("input")
+        results[f"training lab: {name} checkbox"] = _time_changes(page, box, picture, lambda i: box.click(), PAUSE_S)
     return results
 
 
@@ -251,7 +364,8 @@ def main(only: tuple = ()) -> dict:
     shutil.rmtree(tmp, ignore_errors=True)
     for mode, title in (("direct", "no added delay"), ("delayed", f"{2 * DELAY_S * 1e3:.0f} ms round trip added")):
         for label, stats in out[mode].items():
-            print(report(f"key -> pixels, {label}, {title}", stats, 20))
+            cached = f"  (drawn from the cache: {stats['from_cache']})" if "from_cache" in stats else ""
+            print(report(f"key -> pixels, {label}, {title}", stats, 20) + cached)
     for label in out["direct"]:
         d, s = out["direct"][label], out["delayed"][label]
         print(f"{label}: delay changes the median by {s['median_ms'] - d['median_ms']:+.2f} ms, "

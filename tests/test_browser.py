@@ -880,7 +880,7 @@ def test_the_triage_ladder_draws_any_ladder_without_an_error():
             page.on("pageerror", lambda exc: messages.append(f"thrown: {exc}"))
             page.on("console", lambda msg: messages.append(msg.text) if msg.type == "error" else None)
             page.set_content("<!doctype html><html><body></body></html>")
-            drawn = page.evaluate(page_script, [module_source("ladder.js"), state, variants])
+            drawn = page.evaluate(page_script, [module_source("prefetch.js", "ladder.js"), state, variants])
         finally:
             browser.close()
     assert not messages, messages
@@ -1130,4 +1130,65 @@ def test_keyboard_moves_an_ipywidgets_slider_of_a_lesson_app_in_jupyterlab(jupyt
             assert cells.count() == 2 and page.get_by_text("Error displaying widget").count() == 0
         finally:
             page.screenshot(path=str(ARTIFACTS / "browser-keyboard-slider.png"), full_page=False)
+            browser.close()
+
+
+def test_a_prefetched_change_of_the_training_lab_redraws_with_no_kernel(jupyterlab):
+    """Every control answered in the browser (issue 32): once the kernel has prefetched the training lab's states one
+    control change away (the picture counts them in data-prefetched), the kernel is shut down; picking the next sequence
+    length in its dropdown then redraws the canvas and writes the text distlab computes for it, from the browser's
+    cache alone (no kernel to ask)."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+    import nbformat
+
+    from distlab.widgets.training_lab import TrainingLabApp
+
+    app = TrainingLabApp()
+    neighbours = len(app.neighbour_jobs())
+    before = _squash(app.summary())
+    app.seq_len.value = 16384  # 8192's neighbour in SEQS
+    want = _squash(app.summary())
+    assert want != before
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("from distlab.widgets.training_lab import TrainingLabApp\nTrainingLabApp()")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    base, token = jupyterlab
+    request = urllib.request.Request(
+        f"{base}/api/contents/prefetch.ipynb?token={token}",
+        data=json.dumps({"type": "notebook", "content": json.loads(nbformat.writes(nb))}).encode(),
+        method="PUT",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10):  # noqa: S310 - localhost only
+        pass
+    with _chromium(sync_api) as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(30_000)
+        try:
+            _open_and_run_all(page, f"{base}/lab/tree/prefetch.ipynb?token={token}")
+            holder = page.locator("[data-prefetched]")
+            holder.wait_for(timeout=90_000)
+            page.wait_for_function(
+                "([el, n]) => Number(el.getAttribute('data-prefetched')) >= n",
+                arg=[holder.element_handle(), neighbours],
+                timeout=90_000,
+            )
+            summary = page.locator(".distlab-picture .distlab-summary")
+            assert _squash(summary.text_content() or "") == before
+            canvas = page.locator(".distlab-picture canvas")
+            pixels = canvas.evaluate("c => c.toDataURL()")
+            page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
+            page.get_by_role("menuitem", name=re.compile(r"^Shut Down Kernel")).first.click()
+            page.wait_for_selector("#jp-main-statusbar >> text=/No Kernel|Unknown/", timeout=30_000)
+            page.locator(".widget-dropdown", has_text="sequence").locator("select").select_option("16384")
+            page.wait_for_function(
+                "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
+                arg=[summary.element_handle(), want],
+                timeout=10_000,
+            )
+            assert holder.get_attribute("data-drawn-from") == "cache"
+            assert canvas.evaluate("c => c.toDataURL()") != pixels
+        finally:
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "browser-prefetch.png"), full_page=False)
             browser.close()

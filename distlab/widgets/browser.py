@@ -41,14 +41,21 @@ __all__ = [
 COMMON_MODULE = "common.js"
 
 
-def module_source(name: str) -> str:
-    """The ES module of one picture: the shared part followed by the picture's own (both package data)."""
+#: The browser's cache of the states one control change away (issue 32), put before the module of a picture whose
+#: app's other controls change its data (the training lab, the triage ladder).
+PREFETCH_MODULE = "prefetch.js"
+
+
+def module_source(*names: str) -> str:
+    """The ES module of one picture: the shared part followed by the named parts (the picture's own last; all
+    package data)."""
     folder = resources.files("distlab.widgets").joinpath("browser_js")
-    return (
-        folder.joinpath(COMMON_MODULE).read_text(encoding="utf-8")
-        + "\n"
-        + folder.joinpath(name).read_text(encoding="utf-8")
-    )
+    return "\n".join(folder.joinpath(name).read_text(encoding="utf-8") for name in (COMMON_MODULE, *names))
+
+
+def _controls_trait():
+    """The app's control widgets whose labels key the browser's cache (browser_js/prefetch.js)."""
+    return traitlets.List(traitlets.Instance(widgets.Widget)).tag(sync=True, **widgets.widget_serialization)
 
 
 class BrowserPicture(anywidget.AnyWidget, widgets.ValueWidget):
@@ -194,9 +201,11 @@ class LadderPicture(BrowserPicture):
     stacked by part, against the GPU's capacity. One position, so no slider: the app's controls send each ladder
     in one message (show(0, 0, ...)) and the browser draws it, axes included.
 
-    frames: distlab.plots.production.ladder_frames(triage) wrapped in one position ({"bars": [bars], ...})."""
+    frames: distlab.plots.production.ladder_frames(triage) wrapped in one position ({"bars": [bars], ...}).
+    `controls`: the app's controls, whose neighbouring states' ladders the browser caches (distlab.widgets.prefetch)."""
 
-    _esm = module_source("ladder.js")
+    _esm = module_source(PREFETCH_MODULE, "ladder.js")
+    controls = _controls_trait()
 
 
 def ring_frames(trace, frames) -> dict:
@@ -294,6 +303,10 @@ class LabPicture(SelectionPicture):
     at most 2 x it), "capacity": GB, "capacity_label", "step_parts": names, "step": [option][part] seconds,
     "step_text": [option][part] and "step_total", "memory_total": [option] the same as text, "fits": [option]
     (memory), "verdict": [option] short text, "runs": [option] (feasible: fits, no other problem), "gpus": [option]
-    GPU count}; an option not computed yet has empty lists."""
+    GPU count}; an option not computed yet has empty lists.
 
-    _esm = module_source("lab.js")
+    `controls`: the app's control widgets whose state keys the browser's cache of the states one change away
+    (distlab.widgets.prefetch, issue 32): a change of one of them to a cached state redraws here at once."""
+
+    _esm = module_source(PREFETCH_MODULE, "lab.js")
+    controls = _controls_trait()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipywidgets as widgets
 
 from .. import dataparallel, hardware, memory, production, training, triage
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, DistlabError
 from ..plots.memory_wall import legend_html as memory_legend_html
 from ..plots.production import (
     bucket_legend_html,
@@ -17,7 +17,17 @@ from ..plots.production import (
 )
 from ..units import format_bytes, format_seconds
 from .browser import LadderPicture
-from .common import DATA, BlitRenderer, LessonApp, figure_canvas, remembered, remembered_estimate
+from .common import (
+    DATA,
+    BlitRenderer,
+    LessonApp,
+    attempt,
+    event_loop_running,
+    figure_canvas,
+    remembered,
+    remembered_estimate,
+)
+from .prefetch import BROWSER_LIMIT, values_key
 
 __all__ = [
     "BUCKET_MODELS",
@@ -460,9 +470,12 @@ class TriageApp(LessonApp):
                 self.status,
             ]
         )
+        # the browser's cache of the ladders one change away (issue 32): ladder.js watches these controls
+        self.picture.controls = [getattr(self, name) for name in self.prepared_controls]
         self.update()
 
-    #: the triage of each neighbouring value is remembered in idle kernel turns (the picture costs nothing to draw)
+    #: the triage of each neighbouring value is remembered in idle kernel turns, and its ladder sent to the browser's
+    #: cache (distlab.widgets.prefetch): a change to a neighbouring value is drawn there with no round trip
     prepared_controls = (
         "model",
         "nodes",
@@ -499,7 +512,31 @@ class TriageApp(LessonApp):
 
     def render(self, result: triage.OOMTriage) -> None:
         """The ladder's bars and its text to the browser, in one message."""
-        self.picture.show(0, 0, [self.describe(result)], frames=ladder_frames(result), value=0)
+        shown = self.payload(result)
+        self.picture.show(0, 0, shown["summaries"], frames=shown["frames"], value=0)
+
+    def payload(self, result) -> dict:
+        """What the picture shows for `result` (an OOMTriage, or our error: the message, the last ladder kept):
+        {"summaries", "errors"[, "frames"]}, as render and fade send it."""
+        if isinstance(result, DistlabError):
+            return {"summaries": [""], "errors": [str(result)]}
+        return {"summaries": [self.describe(result)], "errors": [""], "frames": ladder_frames(result)}
+
+    def prepare_neighbours(self, change=None) -> None:
+        """LessonApp's, and first, in a kernel, the browser told the state whose neighbours follow (it drops the
+        ones it holds: distlab.widgets.prefetch)."""
+        if event_loop_running() and self.picture.comm is not None:
+            key = values_key(self._prefetched_controls(), self.values())
+            self.picture.send({"prefetch_base": key, "limit": BROWSER_LIMIT})
+        super().prepare_neighbours(change)
+
+    def _prepare(self, values: dict) -> None:
+        """One neighbour: its triage remembered, and its ladder sent to the browser's cache under its key."""
+        shown = self.payload(attempt(self.compute_for, values))
+        self.picture.send({"prefetch": values_key(self._prefetched_controls(), values), "payload": shown})
+
+    def _prefetched_controls(self) -> dict:
+        return {name: getattr(self, name) for name in self.prepared_controls}
 
     def fade(self) -> None:
         """Our message in place of the text; the last ladder stays, faded (the browser fades a position in error)."""

@@ -100,7 +100,9 @@ def test_lessons_with_pictures_have_them_in_their_saved_state():
         nb = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text(encoding="utf-8"))
         pictures = _pictures(nb)
         assert len(pictures) == 1, name
-        shipped = {browser.module_source(module) for module in _MODULE_FILES}
+        shipped = {browser.module_source(module) for module in _MODULE_FILES} | {
+            browser.module_source(browser.PREFETCH_MODULE, module) for module in _MODULE_FILES
+        }
         assert pictures[0]["_esm"] in shipped, f"{name}: saved with drawing code the package no longer ships"
 
 

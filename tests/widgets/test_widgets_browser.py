@@ -26,7 +26,9 @@ def test_modules_are_package_data_with_no_network_import():
         (browser.LadderPicture, "ladder.js"),
     ):
         source = cls._esm if isinstance(cls._esm, str) else ""
-        assert source == browser.module_source(name)
+        # the lab and the ladder also hold the browser's cache of the states one change away (issue 32)
+        parts = (browser.PREFETCH_MODULE, name) if name in ("lab.js", "ladder.js") else (name,)
+        assert source == browser.module_source(*parts)
         assert "export default" in source and "function mountPicture" in source
         # plain modules: nothing imported, nothing fetched
         assert not re.search(r"^\s*import\s", source, re.M) and "http" not in source.replace("https://", "http")

@@ -182,6 +182,11 @@ function drawLab(ctx, w, h, model, i) {
 
 export default {
   render({ model, el }) {
-    return mountPicture(model, el, drawLab);
+    const { view, stop } = prefetching(model, el);
+    const unmount = mountPicture(view, el, drawLab);
+    return () => {
+      unmount();
+      stop();
+    };
   },
 };

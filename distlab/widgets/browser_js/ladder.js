@@ -115,9 +115,13 @@ function drawLadder(ctx, w, h, model, i) {
 
 export default {
   render({ model, el }) {
-    const done = mountPicture(model, el, drawLadder);
+    const { view, stop } = prefetching(model, el);
+    const done = mountPicture(view, el, drawLadder);
     // one position: no slider, no play button (the controls above the picture change the ladder)
     for (const row of el.querySelectorAll(".distlab-controls")) row.style.display = "none";
-    return done;
+    return () => {
+      done();
+      stop();
+    };
   },
 };

@@ -1,0 +1,92 @@
+// The browser's cache of the states one control change away (issue 32; distlab.widgets.prefetch), shared by the
+// pictures of apps whose other controls change their data (the training lab, the triage ladder): the kernel sends
+// {prefetch_base, limit} after each change, then {prefetch: key, payload: {summaries, errors, frames}} per neighbouring
+// state. The key is the labels the app's controls (the `controls` trait) show, joined by \x1f (a checkbox: 1 or 0).
+// A change of a control to a cached state redraws at once from the payload, shown over the model's own data until
+// the kernel sends its data (the same, computed by the same functions); any other change waits for the kernel.
+// A payload without frames keeps the picture's frames (our message in place of the text: the picture hides them).
+const KEY_SEPARATOR = "\x1f";
+
+function controlLabel(m) {
+  const labels = m.get("_options_labels");
+  if (labels !== undefined) {
+    const index = m.get("index");
+    return index === null || index === undefined ? "" : String(labels[index]);
+  }
+  return m.get("value") ? "1" : "0";
+}
+
+// {view, stop}: `view` reads the model through the cached payload drawn last (mountPicture paints from it); `stop`
+// removes the listeners. The element `root` carries data-prefetched (states held) and data-cache-hits (changes drawn
+// from the cache) for tests and the browser benchmark.
+function prefetching(model, root) {
+  const cache = new Map();
+  let limit = 64;
+  let shown = null; // the payload drawn over the model's data since the last change from the kernel
+  const painters = [];
+  let controls = [];
+  let last = null;
+  let hits = 0; // changes drawn from the cache (data-cache-hits: the browser benchmark reads it)
+  const key = () => controls.map(controlLabel).join(KEY_SEPARATOR);
+  const count = () => root.setAttribute("data-prefetched", String(cache.size));
+  const view = {
+    get: (name) => (shown !== null && name in shown ? shown[name] : model.get(name)),
+    set: (...args) => model.set(...args),
+    save_changes: () => model.save_changes(),
+    on: (name, callback) => {
+      model.on(name, callback);
+      if (name === "change") painters.push(callback);
+    },
+    off: (name, callback) => {
+      model.off(name, callback);
+      const k = painters.indexOf(callback);
+      if (k >= 0) painters.splice(k, 1);
+    },
+  };
+  const fromKernel = () => { shown = null; };
+  const onMessage = (msg) => {
+    if (msg && msg.prefetch_base !== undefined) {
+      cache.clear();
+      limit = msg.limit || limit;
+    } else if (msg && msg.prefetch !== undefined) {
+      cache.delete(msg.prefetch);
+      cache.set(msg.prefetch, msg.payload);
+      while (cache.size > limit) cache.delete(cache.keys().next().value);
+    }
+    count();
+  };
+  const onControl = (changed) => {
+    const k = key();
+    if (k === last) return;
+    last = k;
+    // a change the kernel made (ipywidgets applies the kernel's state under _state_lock): the kernel's own data
+    // follows; only the student's changes are looked up
+    if (changed && changed._state_lock) return;
+    const hit = cache.get(k);
+    if (hit === undefined) return;
+    shown = hit;
+    hits += 1;
+    root.setAttribute("data-drawn-from", "cache");
+    root.setAttribute("data-cache-hits", String(hits));
+    painters.forEach((paint) => paint());
+  };
+  // registered before the picture's own painter: the kernel's data replaces the cached one before it paints
+  model.on("change:frames change:summaries change:errors", fromKernel);
+  model.on("msg:custom", onMessage);
+  const refs = model.get("controls") || [];
+  Promise.all(refs.map((ref) => model.widget_manager.get_model(String(ref).replace(/^IPY_MODEL_/, ""))))
+    .then((models) => {
+      controls = models;
+      last = key();
+      controls.forEach((m) => m.on("change", onControl));
+    })
+    .catch((exc) => console.warn("distlab picture: controls not found, no cache", exc));
+  count();
+  const stop = () => {
+    model.off("change:frames change:summaries change:errors", fromKernel);
+    model.off("msg:custom", onMessage);
+    controls.forEach((m) => m.off("change", onControl));
+  };
+  return { view, stop };
+}
+

@@ -1,0 +1,178 @@
+"""The browser's cache of the states one control change away (issue 32: every control answered in the browser).
+
+After each change an app's kernel computes, in idle turns of its event loop, the picture's data of every state one
+change of one control away (each dropdown's and toggle's neighbouring options, a checkbox's other value), the
+control just moved first, and sends each to the browser picture in a custom message as soon as it is ready. The
+picture (browser_js/lab.js) keys them by the labels its control widgets show; a change whose state is there redraws
+in the browser at once, with no round trip, and the kernel then confirms it (the same data) and refills around the
+new state. A state not there falls back to the kernel, as before.
+
+A turn holds the kernel at most FILL_TURN_S plus one step of the app's generator (one node count, a few ms), so
+the next message (the student's next key press) waits at most that long. The browser keeps only the latest
+neighbourhood (at most BROWSER_LIMIT states); the kernel remembers the last KERNEL_LIMIT states it priced, so a
+change into one of them is shown complete at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+
+from .filling import event_loop_running, turn_deadline
+
+__all__ = ["BROWSER_LIMIT", "KERNEL_LIMIT", "control_label", "state_key", "values_key", "table_key", "Prefetcher"]
+
+#: States one change away that the browser holds (the most neighbours a lab state has is 2 per control).
+BROWSER_LIMIT = 64
+#: States whose picture data the kernel remembers (a change into one is shown complete at once).
+KERNEL_LIMIT = 128
+#: Separates the labels of a browser key (no label of a control contains it).
+SEPARATOR = "\x1f"
+_CURRENT = object()
+
+
+def control_label(widget, value=_CURRENT) -> str:
+    """What the browser's copy of `widget` shows at `value` (default: its value): a selection's option label (its
+    model's _options_labels[index], which browser_js/lab.js reads), or "1"/"0" for a checkbox."""
+    value = widget.value if value is _CURRENT else value
+    if not hasattr(widget, "_options_labels"):
+        return "1" if value else "0"
+    values = list(widget._options_values)
+    k = next(i for i, v in enumerate(values) if v is value or (v is not None and value is not None and v == value))
+    return str(widget._options_labels[k])
+
+
+def state_key(controls, changed=None) -> str:
+    """The browser's key of the controls' state, with `changed` = (widget, value) set instead of its value."""
+    return SEPARATOR.join(
+        control_label(w, changed[1]) if changed is not None and w is changed[0] else control_label(w) for w in controls
+    )
+
+
+def values_key(controls: dict, values: dict) -> str:
+    """The browser's key of the controls {name: widget} at `values` {name: value} (every control named)."""
+    return SEPARATOR.join(control_label(widget, values[name]) for name, widget in controls.items())
+
+
+def table_key(state: dict) -> tuple:
+    """A hashable key of a state {name: value} (each value with its type: True, 1 and 1.0 are different values)."""
+    return tuple((name, type(v).__name__, v) for name, v in sorted(state.items()))
+
+
+class Prefetcher:
+    """Computes the picture data of neighbouring states in idle turns and sends each to `picture` (a BrowserPicture)
+    as {"prefetch": browser key, "payload": data}, after {"prefetch_base": the current key, "limit": BROWSER_LIMIT}.
+
+    `steps(state)` is the app's generator: one short step per next(), its return value the picture's data. `table`
+    holds the data of the last KERNEL_LIMIT states priced (table_key -> data); `sent` the browser keys sent since the
+    last start; `longest_turn_s` the longest turn so far. `future` is done when the fill has ended (None outside an
+    event loop, where start does nothing and run_all computes everything at once)."""
+
+    def __init__(self, picture, steps) -> None:
+        self.picture = picture
+        self.steps = steps
+        self.table: OrderedDict = OrderedDict()
+        self.generation = 0
+        self.sent: list[str] = []
+        self.future: asyncio.Future | None = None
+        self.longest_turn_s = 0.0
+        self.ready_s: float | None = None  # seconds from start to every neighbour sent (the last fill)
+
+    def lookup(self, state: dict):
+        """The data remembered for `state`, or None."""
+        key = table_key(state)
+        if key in self.table:
+            self.table.move_to_end(key)
+            return self.table[key]
+        return None
+
+    def remember(self, state: dict, data: dict) -> None:
+        self.table[table_key(state)] = data
+        self.table.move_to_end(table_key(state))
+        while len(self.table) > KERNEL_LIMIT:
+            self.table.popitem(last=False)
+
+    def stop(self) -> None:
+        """Abandon the fill under way (a control moved: a newer one follows)."""
+        self.generation += 1
+
+    def forget(self) -> None:
+        """A change has reached the kernel: abandon the fill, and have the browser drop its cache before the app
+        moves any of its controls itself (new options for a dropdown arrive as options, then index: in between, the
+        browser's key could name a neighbour the student never picked). The next start fills it again."""
+        self.stop()
+        if event_loop_running():
+            self.picture.send({"prefetch_base": "", "limit": BROWSER_LIMIT})
+
+    def _turns(self, base: str, jobs: list):
+        """The fill as a step function: each call runs until turn_deadline, returns whether work is left."""
+        self.generation += 1
+        generation = self.generation
+        jobs = list(jobs)
+        self.sent = []
+        self.picture.send({"prefetch_base": base, "limit": BROWSER_LIMIT})
+        current: list = []  # [key, state, generator] of the neighbour being priced
+        started = time.perf_counter()
+
+        def step() -> bool:
+            if generation != self.generation:
+                return False
+            begin = time.perf_counter()
+            deadline = turn_deadline()
+            while (jobs or current) and time.perf_counter() < deadline:
+                if not current:
+                    key, state = jobs.pop(0)
+                    data = self.lookup(state)
+                    if data is not None:
+                        self._send(key, data)
+                        continue
+                    current[:] = [key, state, self.steps(state)]
+                try:
+                    next(current[2])
+                except StopIteration as done:
+                    self.remember(current[1], done.value)
+                    self._send(current[0], done.value)
+                    current.clear()
+            self.longest_turn_s = max(self.longest_turn_s, time.perf_counter() - begin)
+            more = bool(jobs or current)
+            if not more:
+                self.ready_s = time.perf_counter() - started
+            return more
+
+        return step
+
+    def _send(self, key: str, data: dict) -> None:
+        self.sent.append(key)
+        self.picture.send({"prefetch": key, "payload": data})
+
+    def start(self, base: str, jobs: list) -> None:
+        """Inside a running event loop: price `jobs` ([(browser key, state)], nearest first) one turn at a time,
+        each turn at most FILL_TURN_S plus one step, sending each as it is done; abandons the fill under way.
+        Outside one: nothing. (Not finished at the end of a cell, unlike filling.fill_in_turns: the student's first
+        picture never waits for it.)"""
+        if not event_loop_running():
+            return
+        step = self._turns(base, jobs)
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+
+        def turn() -> None:
+            try:
+                more = step()
+            except BaseException as exc:  # a bug, not our error (the app's steps catch those)
+                done.set_exception(exc)
+                return
+            if more:
+                loop.call_soon(turn)
+            else:
+                done.set_result(None)
+
+        loop.call_soon(turn)
+        self.future = done
+
+    def run_all(self, base: str, jobs: list) -> None:
+        """Price and send every job now (tests, and a state priced outside an event loop)."""
+        step = self._turns(base, jobs)
+        while step():
+            pass

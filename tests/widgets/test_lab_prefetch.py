@@ -1,0 +1,149 @@
+"""The training lab's prefetch (issue 32): the states one control change away are priced in the kernel's idle turns
+and sent to the browser's cache; what is sent for a state is what the app shows there; the caches are bounded; the
+fill never holds the kernel for more than a turn."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+from distlab.widgets import prefetch
+from distlab.widgets.common import neighbour_values
+from distlab.widgets.training_lab import PENDING, TrainingLabApp
+from distlab.widgets.training_lab_data import CONTROLS
+
+
+def _shown(app) -> dict:
+    p = app.picture
+    return {"summaries": list(p.summaries), "errors": list(p.errors), "frames": dict(p.frames)}
+
+
+def _walk(seed: int) -> list:
+    """A reproducible random walk from the default lab: (control name, value) moves, one of them the batch and one
+    the node slider (so the batch shown and the batch chosen can differ: the state the browser cannot see)."""
+    rng = random.Random(seed)
+    app = TrainingLabApp()
+    moves = []
+    for name in rng.sample([c for c in CONTROLS if c not in ("global_batch", "chunks")], 3) + ["global_batch"]:
+        values = neighbour_values(getattr(app, name))
+        if values:
+            moves.append((name, rng.choice(values)))
+            getattr(app, name).value = moves[-1][1]
+    moves.append(("nodes", rng.choice([n for n in app.picture.options if n != app.nodes.value])))
+    app.nodes.value = moves[-1][1]
+    app.close()
+    return moves
+
+
+def _app_after(moves) -> TrainingLabApp:
+    app = TrainingLabApp()
+    for name, value in moves:
+        getattr(app, name).value = value
+    return app
+
+
+def test_prefetched_payload_is_what_the_app_shows_after_that_change():
+    # an independent path: a second app, walked to the same state, then the control really changed (the app's own
+    # _on_change, _sync_controls and fill, outside an event loop: every node count at once); the payload the first
+    # app's prefetch sent under that change's browser key must be the same summaries, errors and frames
+    checked = 0
+    for seed in (1, 2, 3):
+        moves = _walk(seed)
+        app = _app_after(moves)
+        sent: list = []
+        app.picture.send = sent.append  # the messages to the browser
+        jobs = app.neighbour_jobs()
+        app.prefetcher.run_all("base", jobs)
+        assert sent[0] == {"prefetch_base": "base", "limit": prefetch.BROWSER_LIMIT}
+        payloads = {m["prefetch"]: m["payload"] for m in sent[1:]}
+        assert len(payloads) == len(jobs)
+        rng = random.Random(seed)
+        names = [n for n in CONTROLS if neighbour_values(getattr(app, n))]
+        for name in rng.sample(names, 4) + ["global_batch"]:
+            value = rng.choice(neighbour_values(getattr(app, name)))
+            key = prefetch.state_key(app._controls, (getattr(app, name), value))
+            other = _app_after(moves)
+            getattr(other, name).value = value
+            assert payloads[key] == _shown(other), (seed, moves, name, value)
+            assert PENDING not in payloads[key]["summaries"]
+            other.close()
+            checked += 1
+        app.close()
+    assert checked == 15
+
+
+def test_the_caches_are_bounded():
+    # the kernel's table keeps the last KERNEL_LIMIT states (least recently used out first); the browser is told its
+    # limit, and no state has more neighbours than it holds (at most 2 per control: the options either side)
+    app = TrainingLabApp()
+    table = app.prefetcher
+    for k in range(prefetch.KERNEL_LIMIT + 10):
+        table.remember({"k": k}, {"n": k})
+    assert len(table.table) == prefetch.KERNEL_LIMIT
+    assert table.lookup({"k": 9}) is None and table.lookup({"k": 10}) == {"n": 10}
+    assert 2 * len(CONTROLS) <= prefetch.BROWSER_LIMIT
+    assert 0 < len(app.neighbour_jobs()) <= 2 * len(CONTROLS)
+    app.close()
+
+
+def test_no_prefetch_turn_holds_the_kernel_and_a_prefetched_change_is_shown_complete():
+    # inside an event loop (as in a kernel): a change starts the fill of the other node counts, then the prefetch of
+    # every neighbouring state, which takes many turns; a probe that yields to the loop meanwhile never waits long
+    # (a prefetch run in one go would hold it for the whole neighbourhood, over a second here)
+    async def run():
+        app = TrainingLabApp()
+        sent: list = []
+        app.picture.send = sent.append
+        app.fabric.value = "ib-xdr"
+        longest, begin = 0.0, time.perf_counter()
+        while app.prefetcher.future is None or not app.prefetcher.future.done():
+            t = time.perf_counter()
+            await asyncio.sleep(0)
+            longest = max(longest, time.perf_counter() - t)
+            assert time.perf_counter() - begin < 120
+        total = time.perf_counter() - begin
+        jobs = app.neighbour_jobs()
+        # the browser told to drop its cache when the change arrived, and again when the fill starts; then each job
+        assert [m["prefetch_base"] for m in sent[:2]] == ["", prefetch.state_key(app._controls)]
+        assert len(sent) == 2 + len(jobs)
+        # the fabric's own neighbours first (the control just moved): ib-ndr, the only one the right of ib-xdr
+        assert sent[2]["prefetch"] == prefetch.state_key(app._controls, (app.fabric, "ib-ndr"))
+        # a change into a prefetched state: every node count shown at once, in the change's own turn
+        app.tp.value = 8
+        assert PENDING not in app.picture.summaries and app.filling is None
+        app.close()
+        return longest, total
+
+    longest, total = asyncio.run(run())
+    assert longest < 0.15, f"a turn held the loop {longest:.3f} s"
+    assert total > 3 * longest
+
+
+def test_the_triage_ladders_prefetched_are_what_the_app_shows_after_that_change():
+    # lesson 8b's triage ladder (issue 32): each neighbouring state's ladder goes to the browser's cache under the key
+    # of the labels its controls then show; an independent path, a second app with that control really changed,
+    # must show the same text, message and ladder (a payload with our message keeps the last ladder: no frames)
+    from distlab.widgets.production import TriageApp
+
+    app = TriageApp()
+    sent: list = []
+    app.picture.send = sent.append
+    controls = app._prefetched_controls()
+    checked = 0
+    for name in app.prepared_controls:
+        for value in neighbour_values(getattr(app, name)):
+            values = {**app.values(), name: value}
+            app._prepare(values)
+            assert sent[-1]["prefetch"] == prefetch.values_key(controls, values)
+            other = TriageApp()
+            getattr(other, name).value = value
+            shown = {"summaries": list(other.picture.summaries), "errors": list(other.picture.errors)}
+            if "frames" in sent[-1]["payload"]:
+                shown["frames"] = dict(other.picture.frames)
+            assert sent[-1]["payload"] == shown, (name, value)
+            other.close()
+            checked += 1
+    # every control has a neighbour here: 2 for each dropdown and toggle not at an end, 1 for the checkbox
+    assert checked >= len(app.prepared_controls)
+    app.close()
