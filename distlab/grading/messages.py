@@ -39,12 +39,18 @@ KEPT_MESSAGES = frozenset(
 MAX_CONTAINERS = 64
 #: size of any part but a stream's text that the grader decodes (bytes)
 MAX_PART_BYTES = 64 * 2**10
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+#: a JSON string once its escapes are gone (no quote inside: nothing to backtrack), or an unterminated one
+_JSON_STRING = re.compile(rb'"[^"]*(?:"|\Z)')
 
 
 def json_containers(raw: bytes) -> int:
-    """How many JSON objects and arrays `raw` holds (brackets outside strings), read before decoding it."""
-    stripped = _JSON_STRING.sub(b"", raw)
+    """How many JSON objects and arrays `raw` holds (brackets outside strings), read before decoding it.
+
+    Linear time whatever `raw` holds (a kernel controls it): escaped backslashes, then escaped quotes are removed
+    with bytes.replace (escapes pair from the left, as JSON reads them), so no string holds a quote any more and
+    one regex without alternatives or nested repeats removes the strings."""
+    unescaped = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    stripped = _JSON_STRING.sub(b"", unescaped)
     return stripped.count(b"{") + stripped.count(b"[")
 
 
