@@ -17,6 +17,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -76,6 +77,9 @@ MAX_OUTPUT_CHARS = 200_000
 #: per notebook, at most this much student output is kept in the grading process (20,000 cells printing
 #: 200 kB each keep 2 MB, not 4 GB); a cell's output is dropped as soon as its errors and answers are read
 MAX_NOTEBOOK_OUTPUT_CHARS = 2_000_000
+#: seconds past the notebook's time limit after which its kernel is killed whatever the grader's message loop does
+#: (the last answers are read within it: the private cell after a cell gets at most 15 s)
+HARD_DEADLINE_GRACE = 20.0
 #: at most this many problems are reported for one notebook (the rest are counted)
 MAX_PROBLEMS = 50
 #: reading a file whose path contains one of these is refused in the kernel: the lessons' sources (the
@@ -380,7 +384,14 @@ class _Kernel:
 
     @contextmanager
     def started(self):
-        """The kernel, running; when the block ends it is shut down and its whole process group killed."""
+        """The kernel, running; when the block ends it is shut down and its whole process group killed.
+
+        A watchdog thread kills the kernel HARD_DEADLINE_GRACE seconds after the notebook's time limit, outside the
+        message loop: a kernel that keeps sending messages (nbclient looks at a cell's deadline only when none
+        arrives) or a message the grader takes long to read cannot keep the notebook running."""
+        watchdog = threading.Timer(max(0.0, self.deadline + HARD_DEADLINE_GRACE - time.monotonic()), self.kill)
+        watchdog.daemon = True
+        watchdog.start()
         try:
             # the kernel's own stdout/stderr (startup warnings) are not the student's output: drop them
             with self.client.setup_kernel(
@@ -390,10 +401,18 @@ class _Kernel:
                     self.world.lock()
                 yield self
         finally:
+            watchdog.cancel()
             self.stop()
 
-    def stop(self) -> None:
-        """Kill what is left of the kernel's process group (it has its own session) and close our sockets."""
+    #: set once the watchdog has killed the kernel at the notebook's hard deadline
+    killed_at_deadline = False
+
+    def kill(self) -> None:
+        """The watchdog: SIGKILL the kernel's whole process tree (bubblewrap and everything in its namespaces)."""
+        self.killed_at_deadline = True
+        self._kill_processes()
+
+    def _kill_processes(self) -> None:
         km = self.client.km
         provisioner = getattr(km, "provisioner", None) if km is not None else None
         group = getattr(provisioner, "pgid", None)
@@ -417,10 +436,14 @@ class _Kernel:
             waited = time.monotonic() + 2
             while kill_user(self.world.kernel_uid) and time.monotonic() < waited:
                 time.sleep(0.05)
-        if self.world is not None and self.world.cgroups is not None:
-            self.world.cgroups.remove()
         if self.kernel_ids is not None:
             kill_user(self.kernel_ids[0])
+
+    def stop(self) -> None:
+        """Kill what is left of the kernel's process group (it has its own session) and close our sockets."""
+        self._kill_processes()
+        if self.world is not None and self.world.cgroups is not None:
+            self.world.cgroups.remove()
         self.context.destroy(linger=0)
 
     def run(self, source: str, limit: float | None = None, history: bool = True):
@@ -456,29 +479,40 @@ def _install_sandbox(kernel: _Kernel, nonce: str, memory_limit, file_size_limit,
         )
 
 
+_INTERRUPTED = " and was interrupted (an infinite loop?)"
+
+
+def _deadline_problem(kernel: _Kernel, number: int) -> str:
+    return (
+        f"the notebook's time limit ({kernel.timeout:g} s) was reached while code cell {number} ran, and its kernel "
+        "was stopped; the cells after it did not run"
+    )
+
+
 def _run_student_cell(kernel: _Kernel, number: int, source: str, problems: list[str]):
     """Run one student cell; note in `problems` what went wrong. None when the cells after it cannot run."""
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     try:
         cell = kernel.run(source)
-    except DeadKernelError:
-        problems.append(
-            f"the kernel stopped (crashed, exited or ran out of memory) in code cell {number} "
-            f"(`{first_line(source)}`); the cells after it did not run"
-        )
-        return None
-    except CellTimeoutError:
-        problems.append(
-            f"code cell {number} did not finish and could not be interrupted; the cells after it did not run"
-        )
+    except (DeadKernelError, CellTimeoutError) as exc:
+        if kernel.killed_at_deadline:
+            problems.append(_deadline_problem(kernel, number))
+        elif isinstance(exc, CellTimeoutError):
+            problems.append(
+                f"code cell {number} did not finish and could not be interrupted; the cells after it did not run"
+            )
+        else:
+            problems.append(
+                f"the kernel stopped (crashed, exited or ran out of memory) in code cell {number} "
+                f"(`{first_line(source)}`); the cells after it did not run"
+            )
         return None
     err = _error(cell)
     if kernel.timed_out(cell):
         problems.append(
             f"code cell {number} (`{first_line(source)}`) ran longer than its time limit "
-            f"({min(kernel.cell_timeout, kernel.timeout):g} s) and was "
-            "interrupted (an infinite loop?)"
+            f"({min(kernel.cell_timeout, kernel.timeout):g} s)" + _INTERRUPTED
         )
     elif err is not None:
         problems.append(
@@ -497,13 +531,22 @@ def _collect(kernel: _Kernel, nonce: str, answer_names: list[str], number: int, 
     try:
         collected = kernel.run(collect_cell(nonce, answer_names), limit=15 if not timed_out else 5, history=False)
     except (DeadKernelError, CellTimeoutError):
-        problems.append(f"the kernel stopped after code cell {number}; the cells after it did not run")
+        problems.append(
+            _deadline_problem(kernel, number)
+            if kernel.killed_at_deadline
+            else f"the kernel stopped after code cell {number}; the cells after it did not run"
+        )
         return _STOP
     answers = parse_answers(_stdout(collected), nonce)
     collected.outputs = []
     if answers is None and timed_out:
+        # the interrupt did not work: say so, not "was interrupted" (18-ignore-interrupt-timelimit)
+        for n, text in enumerate(problems):
+            if text.startswith(f"code cell {number} (") and text.endswith(_INTERRUPTED):
+                problems[n] = text[: -len(_INTERRUPTED)] + " and did not stop when interrupted"
         problems.append(
-            f"the kernel did not respond after code cell {number} was interrupted; the cells after it did not run"
+            f"the kernel did not respond after code cell {number} ran past its time limit, and was stopped; "
+            "the cells after it did not run"
         )
         return _STOP
     return answers
