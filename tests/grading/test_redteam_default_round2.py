@@ -81,3 +81,47 @@ def test_redteam_a_kernel_flooding_its_shell_socket_is_killed_at_the_notebook_de
     run_bwrap(["answer_x = 1", SHELL_FLOOD], tmp_path, problems, timeout=10, cell_timeout=5)
     # the hard deadline: the notebook's 10 s + HARD_DEADLINE_GRACE (20 s), plus the kernel's start and the kill (< 20 s)
     assert time.monotonic() - started < 10 + 20 + 20, problems
+
+
+# the grader's own peak memory (VmHWM, MiB) and problems after grading the notebook argv[1] as `distlab grade` does
+GRADE_PEAK = r"""
+import json, sys
+from distlab.grading import grade
+result = grade.grade_notebook(sys.argv[1], lesson="memory_wall", timeout=60, cell_timeout=30)
+peak = int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) // 1024
+print(json.dumps({"peak": peak, "problems": result.problems, "score": result.score}))
+"""
+
+
+def grade_in_child(path: Path) -> dict:
+    import json
+
+    done = subprocess.run([sys.executable, "-c", GRADE_PEAK, str(path)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@needs_bwrap
+def test_redteam_a_notebook_of_ten_million_empty_lists_is_refused_as_too_big(tmp_path):
+    # 06-submission-json-memory: a valid 30 MB notebook (under the 32 MB cap) whose metadata holds 10 million "[]":
+    # json.loads made 10 million lists, 840 MB of grader memory (the issue's limit: 200 MB)
+    path = tmp_path / "01_memory_wall.ipynb"
+    path.write_bytes(b'{"cells": [], "metadata": {"x": [' + b"[]," * 10_000_000 + b'[]]}, "nbformat": 4}')
+    found = grade_in_child(path)
+    assert found["peak"] < 200, found
+    assert any("too big" in p for p in found["problems"]), found
+
+
+@needs_bwrap
+def test_redteam_a_thirty_megabyte_cell_is_refused_as_too_big(tmp_path):
+    # 23-one-huge-cell: one code cell "answer_q1 = 16" + a 30 MB comment: the grader held it several times over
+    # (243 MB) and the answer was lost with only "the answers could not be read"; now it is refused, and says why
+    import json
+
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None}
+    cell["source"] = ["answer_q1 = 16\n", "# " + "x" * 30_000_000 + "\n"]
+    path = tmp_path / "01_memory_wall.ipynb"
+    path.write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    found = grade_in_child(path)
+    assert found["peak"] < 200, found
+    assert any("too big" in p for p in found["problems"]), found
