@@ -93,7 +93,7 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -210,15 +210,62 @@ def _choose_questions(grade: NotebookGrade, found: str | None, how: str, questio
     return questions
 
 
-def _remove_tree(path: Path) -> None:
-    def retry(func, p, _exc):
-        try:
-            os.chmod(p, 0o700)
-            func(p)
-        except OSError:
-            pass
+#: folders deeper than this below a run's private folder are not entered by _remove_tree (reported instead)
+_MAX_DEPTH = 256
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
-    shutil.rmtree(path, onerror=retry)
+
+def _make_ours(parent: int, name: str) -> None:
+    """chmod 0700 the folder `name` in `parent` without following a link (Linux: an O_PATH descriptor of it)."""
+    if not hasattr(os, "O_PATH"):  # no O_PATH (not Linux): by name, just after lstat said it is a folder
+        os.chmod(name, 0o700, dir_fd=parent)
+        return
+    handle = os.open(name, os.O_PATH | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), dir_fd=parent)
+    try:
+        if not stat.S_ISDIR(os.fstat(handle).st_mode):
+            raise OSError("changed while it was removed")
+        os.chmod(f"/proc/self/fd/{handle}", 0o700)
+    finally:
+        os.close(handle)
+
+
+def _remove_entry(parent: int, name: str, depth: int, left: list[str]) -> None:
+    """Remove `name` in the folder open as `parent`, never following a link: a folder is made ours and opened with
+    O_NOFOLLOW relative to its parent, and emptied the same way; what fails is named in `left`."""
+    try:
+        if not stat.S_ISDIR(os.lstat(name, dir_fd=parent).st_mode):
+            os.unlink(name, dir_fd=parent)  # a file or a link: unlinking needs only the folder, never follows
+            return
+        if depth > _MAX_DEPTH:
+            raise OSError(f"more than {_MAX_DEPTH} folders deep")
+        # made ours first (a folder of mode 000 cannot be opened to read): through an O_PATH descriptor of that very
+        # folder (O_NOFOLLOW: a link put in its place is not followed), chmod'ed by its /proc/self/fd name
+        _make_ours(parent, name)
+        fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+        try:
+            for entry in os.listdir(fd):
+                _remove_entry(fd, entry, depth + 1, left)
+        finally:
+            os.close(fd)
+        os.rmdir(name, dir_fd=parent)
+    except OSError as exc:
+        left.append(f"{name}: {exc.strerror or exc}"[:200])
+
+
+def _remove_tree(path: Path) -> list[str]:
+    """Remove a run's private folder whatever its kernel left in it; never follows a link, never raises.
+
+    Returns what could not be removed (a few names with the reason), empty when all is gone."""
+    left: list[str] = []
+    try:
+        parent = os.open(path.parent, _DIR_FLAGS)
+    except OSError as exc:
+        return [f"{path.parent}: {exc.strerror or exc}"]
+    try:
+        _remove_entry(parent, path.name, 0, left)
+    finally:
+        os.close(parent)
+    return left
 
 
 #: The longest folder the kernel's unix sockets may live in: a socket's path holds at most 107 bytes (sun_path),
@@ -254,7 +301,9 @@ def _run(raw: bytes, sources: list[str], questions: dict, problems: list[str], *
             problems.append(f"the notebook could not be run: {type(exc).__name__}: {str(exc)[:300]}")
             answers = None
     finally:
-        _remove_tree(base)
+        left = _remove_tree(base)
+        if left:  # the instructor's to clean up: said, never a crash
+            problems.append(f"the grader could not remove all of {base}: {'; '.join(left[:3])}")
     if answers is None:
         problems.append("no answers could be read from the kernel")
         answers = {}

@@ -125,3 +125,66 @@ def test_redteam_a_thirty_megabyte_cell_is_refused_as_too_big(tmp_path):
     found = grade_in_child(path)
     assert found["peak"] < 200, found
     assert any("too big" in p for p in found["problems"]), found
+
+
+def _as_unprivileged(function, uid: int) -> int:
+    """Run function() in a forked child as user `uid` (when we are root; else as ourselves); its exit status."""
+    import os
+
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+            function()
+            code = 0
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def test_redteam_the_cleanup_never_follows_a_link_and_never_crashes():
+    # 14-nonroot-cleanup-follows-symlink and 19-nonroot-cleanup-crash: what a kernel of a non-root grader left in
+    # the run's folder: d/ (mode 0555) holding a link to a file of the grading user and a file; x/ (mode 000)
+    # holding a file. shutil.rmtree's retry chmodded through the link (the victim's mode 0644 -> 0700) and called
+    # os.open(p) without flags (TypeError: the grader crashed, the next notebook never graded).
+    import os
+
+    from class_helpers import KERNEL_UID
+    from distlab.grading.grade import _remove_tree
+
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="distlab-cleanup-", dir="/tmp"))  # reachable by the unprivileged user
+    if os.geteuid() == 0:
+        os.chown(folder, KERNEL_UID, KERNEL_UID)
+    victim, base = folder / "victim.txt", folder / "distlab-grade-x"
+    results = folder / "left.txt"
+
+    def plant_then_remove():
+        victim.write_text("mine")
+        victim.chmod(0o644)
+        for folder in ("d", "x"):
+            (base / "ipc" / folder).mkdir(parents=True)
+            (base / "ipc" / folder / "keep.bin").write_bytes(b"k" * 1000)
+        (base / "ipc" / "d" / "l").symlink_to(victim)
+        (base / "ipc" / "d").chmod(0o555)
+        (base / "ipc" / "x").chmod(0o000)
+        results.write_text(repr(_remove_tree(base)))
+
+    try:
+        assert _as_unprivileged(plant_then_remove, KERNEL_UID) == 0
+        assert oct(victim.stat().st_mode & 0o777) == oct(0o644)
+        assert not base.exists() and results.read_text() == "[]"
+    finally:
+        for path in base.rglob("*") if base.exists() else []:
+            path.chmod(0o700) if path.is_dir() and not path.is_symlink() else None
+        shutil.rmtree(folder)
