@@ -160,43 +160,50 @@ class KernelCgroups:
         self.folders = []
 
 
-#: syscall numbers (unshare, clone, clone3) and the seccomp audit architecture, per machine
-_SECCOMP_ARCH = {"x86_64": (272, 56, 435, 0xC000003E), "aarch64": (97, 220, 435, 0xC00000B7)}
+#: syscall numbers (unshare, clone, clone3, ptrace, process_vm_readv, process_vm_writev) and the seccomp audit
+#: architecture, per machine
+_SECCOMP_ARCH = {
+    "x86_64": (272, 56, 435, (101, 310, 311), 0xC000003E),
+    "aarch64": (97, 220, 435, (117, 270, 271), 0xC00000B7),
+}
 
 
 def seccomp_program() -> bytes:
-    """A seccomp BPF program (struct sock_filter[]) that refuses new user namespaces: unshare() fails with
-    EPERM, clone() with CLONE_NEWUSER fails with EPERM, clone3() (whose flags a filter cannot read) with
-    ENOSYS (the C library then uses clone()); another architecture's syscalls (x32) are refused. b"" on a
-    machine this does not know. Without a user namespace an unprivileged kernel cannot mount (a tmpfs past
-    its quota) nor gain capabilities."""
+    """A seccomp BPF program (struct sock_filter[]) that refuses new user namespaces and reaching into another
+    process: unshare(), ptrace(), process_vm_readv() and process_vm_writev() fail with EPERM, clone() with
+    CLONE_NEWUSER fails with EPERM, clone3() (whose flags a filter cannot read) with ENOSYS (the C library then
+    uses clone()); another architecture's syscalls (x32) are refused. b"" on a machine this does not know.
+    Without a user namespace an unprivileged kernel cannot mount (a tmpfs past its quota) nor gain capabilities;
+    without ptrace it cannot drive a process of the sandbox that has no filter (21-nonroot-ptrace-bwrap-init)."""
     import platform
     import struct
 
     known = _SECCOMP_ARCH.get(platform.machine())
     if known is None:
         return b""
-    unshare, clone, clone3, arch = known
+    unshare, clone, clone3, reach, arch = known
     ld_w_abs, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
     allow, errno = 0x7FFF0000, 0x00050000
     eperm, enosys = errno | 1, errno | 38
     prog = [
-        (ld_w_abs, 0, 0, 4),  # 0: the architecture
-        (jeq, 1, 0, arch),  # 1: ours: go on
-        (ret, 0, 0, eperm),  # 2
-        (ld_w_abs, 0, 0, 0),  # 3: the syscall number
-        (jge, 0, 1, 0x40000000),  # 4: x32 ABI
-        (ret, 0, 0, eperm),  # 5
-        (jeq, 0, 1, unshare),  # 6
-        (ret, 0, 0, eperm),  # 7
-        (jeq, 0, 1, clone3),  # 8
-        (ret, 0, 0, enosys),  # 9
-        (jeq, 1, 0, clone),  # 10
-        (ret, 0, 0, allow),  # 11
-        (ld_w_abs, 0, 0, 16),  # 12: clone's flags (low 32 bits of args[0])
-        (jset, 0, 1, 0x10000000),  # 13: CLONE_NEWUSER
-        (ret, 0, 0, eperm),  # 14
-        (ret, 0, 0, allow),  # 15
+        (ld_w_abs, 0, 0, 4),  # the architecture
+        (jeq, 1, 0, arch),  # ours: go on
+        (ret, 0, 0, eperm),
+        (ld_w_abs, 0, 0, 0),  # the syscall number
+        (jge, 0, 1, 0x40000000),  # x32 ABI
+        (ret, 0, 0, eperm),
+    ]
+    for number in (unshare, *reach):
+        prog += [(jeq, 0, 1, number), (ret, 0, 0, eperm)]
+    prog += [
+        (jeq, 0, 1, clone3),
+        (ret, 0, 0, enosys),
+        (jeq, 1, 0, clone),
+        (ret, 0, 0, allow),
+        (ld_w_abs, 0, 0, 16),  # clone's flags (low 32 bits of args[0])
+        (jset, 0, 1, 0x10000000),  # CLONE_NEWUSER
+        (ret, 0, 0, eperm),
+        (ret, 0, 0, allow),
     ]
     return b"".join(struct.pack("=HBBI", *op) for op in prog)
 
@@ -367,6 +374,11 @@ def bwrap_prefix(world: SandboxWorld) -> list[str]:
     """
     args = [shutil.which("bwrap") or "bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net"]
     args += ["--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv"]
+    # no init of bubblewrap's in the sandbox: the starter is process 1, then the kernel. bubblewrap's init has no
+    # seccomp filter and runs as the kernel's user (a grader that is not root): the kernel could drive it (ptrace,
+    # /proc/1/mem) into a user namespace with every capability. Now every process there descends from the starter
+    # and carries its filter.
+    args += ["--as-pid-1"]
     for key, value in sandbox_env(world).items():
         args += ["--setenv", key, value]
     view = str(world.view)
