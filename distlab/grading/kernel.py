@@ -34,6 +34,7 @@ from .messages import (  # the bounded decoding of the kernel's messages: still 
 )
 from .sandbox import (  # bwrap_available, bwrap_prefix, LIMITER and limits_prefix: still importable from here
     LIMITER,
+    SANDBOX_IPC,
     SANDBOX_WORK,
     KernelCgroups,
     SandboxWorld,
@@ -92,7 +93,9 @@ SANDBOX_SOURCE = "\n\n".join(inspect.getsource(function) for function in kernel_
 COLLECT_SOURCE = inspect.getsource(kernel_side.collect_answers)
 
 
-def kernel_manager(argv_prefix=(), connection_file: Path | None = None, context=None, before_launch=None):
+def kernel_manager(
+    argv_prefix=(), connection_file: Path | None = None, context=None, before_launch=None, ip=None, after_launch=None
+):
     """An AsyncKernelManager whose every kernel name is ipykernel on this interpreter, after `argv_prefix`.
 
     (As nbval's --nbval-current-env: the kernel runs in this environment, whatever the
@@ -100,6 +103,8 @@ def kernel_manager(argv_prefix=(), connection_file: Path | None = None, context=
     the kernel listens on unix sockets next to it (jupyter's "ipc" transport: no network, and
     only who can reach that private folder can connect); context: the zmq context to use;
     before_launch(connection_file): called once the connection file is written, before the kernel starts.
+    ip: the sockets' path prefix the kernel binds (default: beside the connection file); after_launch(pid of the
+    launched process): returns the prefix the grader connects to (the sandbox's sockets seen from here).
     """
     import ipykernel.kernelspec
     from jupyter_client import AsyncKernelManager
@@ -121,7 +126,11 @@ def kernel_manager(argv_prefix=(), connection_file: Path | None = None, context=
     extra = (
         {}
         if connection_file is None
-        else {"connection_file": str(connection_file), "transport": "ipc", "ip": str(connection_file.parent / "kernel")}
+        else {
+            "connection_file": str(connection_file),
+            "transport": "ipc",
+            "ip": ip or str(connection_file.parent / "kernel"),
+        }
     )
     if context is not None:
         extra["context"] = context
@@ -131,7 +140,10 @@ def kernel_manager(argv_prefix=(), connection_file: Path | None = None, context=
         async def _async_launch_kernel(self, kernel_cmd, **kw):
             if before_launch is not None:
                 before_launch(Path(self.connection_file))
-            return await super()._async_launch_kernel(kernel_cmd, **kw)
+            launched = await super()._async_launch_kernel(kernel_cmd, **kw)
+            if after_launch is not None:  # the file is written: from now on the grader's own view of the sockets
+                self.ip = after_launch(self.provisioner.process.pid)
+            return launched
 
     return GradingKernelManager(kernel_name="python3", kernel_spec_manager=GradingKernels(), **extra)
 
@@ -360,7 +372,14 @@ class _Kernel:
             before_launch = functools.partial(_chown, ids=self.kernel_ids)
         else:
             before_launch = None
-        km = kernel_manager(prefix, connection, self.context, before_launch=before_launch)
+        km = kernel_manager(
+            prefix,
+            connection,
+            self.context,
+            before_launch=before_launch,
+            ip=SANDBOX_IPC + "/kernel" if self.world is not None else None,
+            after_launch=SandboxWorld.socket_prefix if self.world is not None else None,
+        )
         km.client = functools.partial(km.client, context=self.context)  # the client's sockets too
         self.client = _client_class()(
             self.nb,
@@ -397,8 +416,6 @@ class _Kernel:
             with self.client.setup_kernel(
                 env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cleanup_kc=True
             ):
-                if self.world is not None:  # the sockets exist: no more files in the private host folder
-                    self.world.lock()
                 yield self
         finally:
             watchdog.cancel()

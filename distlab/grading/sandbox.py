@@ -23,6 +23,7 @@ __all__ = [
     "SANDBOX_WORK",
     "SANDBOX_VIEW",
     "SANDBOX_SUBMISSION",
+    "SANDBOX_IPC",
     "SANDBOX_CGROUPS",
     "DEFAULT_INODES",
     "KernelCgroups",
@@ -68,6 +69,10 @@ SANDBOX_TMP = "/tmp"
 SANDBOX_WORK = "/tmp/work"
 SANDBOX_VIEW = "/opt/distlab-view"
 SANDBOX_SUBMISSION = "/run/distlab/submission.ipynb"
+#: inside the sandbox: the folder of the kernel's unix sockets (a tmpfs of SANDBOX_IPC_BYTES, the kernel's user's);
+#: the grader reaches them through /proc/<the sandbox's process 1>/root (SandboxWorld.socket_prefix)
+SANDBOX_IPC = "/run/distlab/ipc"
+SANDBOX_IPC_BYTES = 64 * 2**10
 #: size of the kernel's private /tmp: the working copy and every temporary file together (bytes)
 DEFAULT_DISK_QUOTA = 256 * 2**20
 #: a grader running as root starts each kernel as a fresh user id from this range (never a real account;
@@ -211,9 +216,10 @@ def seccomp_program() -> bytes:
 class SandboxWorld:
     """What one kernel's sandbox is made of: its private host folder `base` and the user it runs as.
 
-    base/ipc holds the connection file and the kernel's unix sockets (bound into the sandbox at the
-    same path; the grader takes the folder back once the kernel is up, see lock()); base/submission.ipynb
-    is the copy the starter puts into the working copy. kernel_uid: the user id the kernel runs as (0:
+    base/ipc holds the connection file (bound read-only into the sandbox at the same path); the kernel's
+    unix sockets lie in a tmpfs of the sandbox (SANDBOX_IPC), reached from here through /proc (socket_prefix):
+    nothing of the host's disk is writable by the kernel. base/submission.ipynb is the copy the starter puts
+    into the working copy. kernel_uid: the user id the kernel runs as (0:
     stay as the grader, when it is not root).
     """
 
@@ -237,13 +243,24 @@ class SandboxWorld:
         if self.kernel_uid and connection_file.exists():
             os.chown(connection_file, self.kernel_uid, self.kernel_uid)
 
-    def lock(self) -> None:
-        """Once the kernel's sockets exist: the kernel's user may no longer create or grow files in base."""
-        if not self.kernel_uid:
-            return
-        for path in [self.ipc, *self.ipc.iterdir()]:
-            os.chown(path, 0, 0, follow_symlinks=False)
-        os.chmod(self.ipc, 0o755)
+    @staticmethod
+    def socket_prefix(bwrap_pid: int, wait: float = 20.0) -> str:
+        """The kernel's socket path prefix (jupyter's "ip" for the ipc transport) as seen from here: SANDBOX_IPC
+        under the root of the sandbox's process 1, the one child of bubblewrap (process `bwrap_pid`)."""
+        import time
+
+        until = time.monotonic() + wait
+        while True:
+            try:
+                with open(f"/proc/{bwrap_pid}/task/{bwrap_pid}/children") as f:
+                    children = f.read().split()
+            except OSError:
+                children = []
+            if children:
+                return f"/proc/{children[0]}/root{SANDBOX_IPC}/kernel"
+            if time.monotonic() > until:
+                raise RuntimeError("the sandbox did not start (bubblewrap has no process 1)")
+            time.sleep(0.02)
 
 
 def bwrap_env() -> dict:
@@ -256,11 +273,16 @@ def kernel_uid_for_run() -> int:
     return KERNEL_UID_BASE + secrets.randbelow(KERNEL_UID_SPAN) if os.geteuid() == 0 else 0
 
 
+#: the system libraries' folders, bound read-only (or their links made) in every sandbox
+_SYSTEM_LIBS = ("/usr/lib", "/usr/lib64", "/usr/lib32", "/lib", "/lib64", "/lib32")
+
+
 def _runtime_binds() -> list[str]:
     """Read-only binds of the Python runtime, the system libraries it links, fonts, and the environment's packages.
 
-    The runtime: exactly sys.base_prefix, its own site-packages hidden (empty) unless the environment
-    uses them. A virtual environment: its pyvenv.cfg, its python (a link to the
+    The runtime: its interpreter, standard library and the files of it this process has mapped (libpython),
+    never its whole prefix (a distribution's Python has sys.base_prefix /usr: /usr/local, /usr/src and /usr/share
+    would come with it); its own site-packages hidden (empty) unless the environment uses them. A virtual environment: its pyvenv.cfg, its python (a link to the
     runtime's) and its site-packages folders, never the folder around them (a venv inside a checkout does
     not bring the checkout). Any distlab package found in them is covered by the student view.
     """
@@ -268,8 +290,9 @@ def _runtime_binds() -> list[str]:
 
     args: list[str] = []
     runtime = os.path.realpath(sys.base_prefix)
-    args += ["--ro-bind", runtime, runtime]
-    for lib in ("/usr/lib", "/usr/lib64", "/usr/lib32", "/lib", "/lib64", "/lib32"):
+    for path in _runtime_files(runtime):
+        args += ["--ro-bind", path, path]
+    for lib in _SYSTEM_LIBS:
         if os.path.islink(lib):
             args += ["--symlink", os.readlink(lib), lib]
         elif os.path.isdir(lib):
@@ -300,6 +323,29 @@ def _runtime_binds() -> list[str]:
         if os.path.isdir(os.path.join(folder, "distlab")):
             args += ["--ro-bind", "{view}/distlab", os.path.join(folder, "distlab")]
     return args
+
+
+def _runtime_files(runtime: str) -> list[str]:
+    """The Python runtime's own files: the interpreter, the standard library (and its extension modules' folder),
+    and what of `runtime` this process has mapped (libpython). Real paths, each once, outermost first."""
+    import sysconfig
+
+    paths = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_exec_prefix})
+    found = [getattr(sys, "_base_executable", "") or sys.executable, sys.executable]
+    found += [paths["stdlib"], paths["platstdlib"], os.path.join(paths["stdlib"], "lib-dynload")]
+    try:
+        with open("/proc/self/maps") as maps:
+            found += [line.split(None, 5)[5].strip() for line in maps if line.count(" /") and len(line.split()) > 5]
+    except OSError:
+        pass
+    real = sorted({os.path.realpath(p) for p in found if p and os.path.exists(p)}, key=len)
+    kept: list[str] = []
+    for path in real:
+        if any(_under(path, lib) for lib in _SYSTEM_LIBS):
+            continue  # bound with the system libraries
+        if _under(path, runtime) and not any(_under(path, k) for k in kept):
+            kept.append(path)
+    return kept
 
 
 def sandbox_env(world: SandboxWorld) -> dict:
@@ -363,8 +409,8 @@ def bwrap_prefix(world: SandboxWorld) -> list[str]:
 
     Read-only: the Python runtime (sys.base_prefix), the system libraries, fonts, the environment's
     site-packages (_runtime_binds) and the student view of distlab (student_view). Writable: a private
-    /tmp of `world.disk_quota` bytes (tmpfs) holding the working copy, and base/ipc (sockets; locked once
-    the kernel is up). /dev minimal, /proc of the kernel's own process namespace; the root itself is then
+    /tmp of `world.disk_quota` bytes (tmpfs) holding the working copy, and SANDBOX_IPC (a tmpfs of
+    SANDBOX_IPC_BYTES for the kernel's sockets); no folder of the host's disk. /dev minimal, /proc of the kernel's own process namespace; the root itself is then
     remounted read-only. Private process, IPC, network, host-name and cgroup namespaces; a new session; it
     dies with the grader; an environment from an allow-list only (--clearenv, sandbox_env). As root,
     every capability is dropped but the three the starter (STARTER) needs to become the kernel's
@@ -395,7 +441,8 @@ def bwrap_prefix(world: SandboxWorld) -> list[str]:
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1")):
         mounts += ["--symlink", target, "/dev/" + name]
     mounts += ["--symlink", "/proc/self/fd/2", "/dev/stderr", "--proc", "/proc"]
-    mounts += ["--bind", str(world.ipc), str(world.ipc)]
+    mounts += ["--ro-bind", str(world.ipc), str(world.ipc)]  # the connection file, read-only
+    mounts += ["--perms", "0700", "--size", str(SANDBOX_IPC_BYTES), "--tmpfs", SANDBOX_IPC]
     submission = world.base / "submission.ipynb"
     if submission.exists():
         mounts += ["--ro-bind", str(submission), SANDBOX_SUBMISSION]
@@ -405,6 +452,12 @@ def bwrap_prefix(world: SandboxWorld) -> list[str]:
     # /dev is a tmpfs of its own: read-only too (device nodes still work), or a kernel running as the grader's
     # user could fill memory through it
     args += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", "/"]
+    # the empty folders over the runtime's own site-packages: read-only too (their owner is the kernel's user when
+    # the grader is not root: it could chmod them and write)
+    hidden = [mounts[i + 1] for i, a in enumerate(mounts) if a == "--tmpfs"]
+    for folder in hidden:
+        if folder not in (SANDBOX_TMP, "/dev", SANDBOX_IPC):
+            args += ["--remount-ro", folder]
     if os.geteuid() == 0:
         args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_CHOWN"]
         args += ["--cap-add", "CAP_SYS_ADMIN"]  # the starter's remount of /tmp with an inode limit
@@ -427,6 +480,10 @@ STARTER = (
     "if inodes and libc.mount(b'tmpfs', b'/tmp', b'tmpfs', 0x20 | 0x2 | 0x4,\n"
     "                         b'size=%d,nr_inodes=%d,mode=1777' % (quota, inodes)) != 0:\n"
     "    sys.exit('could not limit the inodes of /tmp: ' + os.strerror(ctypes.get_errno()))\n"
+    "if inodes and libc.mount(b'tmpfs', b'/run/distlab/ipc', b'tmpfs', 0x20 | 0x2 | 0x4 | 0x8,\n"
+    "                         b'size=65536,nr_inodes=64,mode=0700') != 0:\n"
+    "    sys.exit('could not limit the inodes of the socket folder: ' + os.strerror(ctypes.get_errno()))\n"
+    "os.chown('/run/distlab/ipc', uid, uid) if uid else None\n"
     "made = [work + sub for sub in ('', '/.tmp', '/.ipython', '/.matplotlib')]\n"
     "for folder in made:\n"
     "    os.makedirs(folder, mode=0o700, exist_ok=True)\n"

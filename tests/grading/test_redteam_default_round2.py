@@ -221,3 +221,28 @@ def test_redteam_every_process_of_the_sandbox_has_the_seccomp_filter_and_ptrace_
     assert {pid: mode for pid, mode in found.items() if pid.isdigit() and mode != "2"} == {}, found
     if "ptrace" in found:  # cffi installed (it raises no audit event): attaching to process 1 fails with EPERM
         assert (found["ptrace"], found["errno"]) == (-1, 1), found
+
+
+# 05-nonroot-host-disk-write: base/ipc (the kernel's sockets), on the host's disk, was bound read-write into the
+# sandbox and taken back only by a root grader; a non-root grader's kernel wrote 721 MB there, past the 256 MB quota.
+# By construction now: every mount the kernel can write is a size-limited tmpfs of the sandbox.
+WRITABLE_MOUNTS = r"""
+import os
+answer_x = []
+for line in open("/proc/self/mountinfo"):
+    fields = line.split()
+    mount_point, options = fields[4], fields[5].split(",")
+    fstype, source_options = line.split(" - ")[1].split()[0], line.split(" - ")[1].split()[-1].split(",")
+    if "rw" in options and os.path.isdir(mount_point):  # a folder: files can be made in it (not /dev/null)
+        answer_x.append([mount_point, fstype, [o for o in source_options if o.startswith("size=")]])
+"""
+
+
+@needs_bwrap
+def test_redteam_every_writable_mount_of_the_sandbox_is_a_size_limited_tmpfs(tmp_path):
+    problems: list[str] = []
+    found = (run_bwrap([WRITABLE_MOUNTS], tmp_path, problems) or {}).get("answer_x")
+    assert isinstance(found, list) and found, (found, problems)
+    found = [m for m in found if m[1] != "proc"]  # /proc: no file can be made in it
+    assert [m for m in found if m[1] != "tmpfs" or not m[2]] == [], found
+    assert {m[0] for m in found} <= {"/tmp", "/run/distlab/ipc"}, found
