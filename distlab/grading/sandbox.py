@@ -330,7 +330,9 @@ def _runtime_files(runtime: str) -> list[str]:
     and what of `runtime` this process has mapped (libpython). Real paths, each once, outermost first."""
     import sysconfig
 
-    paths = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_exec_prefix})
+    bases = {"base": sys.base_prefix, "installed_base": sys.base_prefix}
+    bases.update(platbase=sys.base_exec_prefix, installed_platbase=sys.base_exec_prefix)
+    paths = sysconfig.get_paths(vars=bases)
     found = [getattr(sys, "_base_executable", "") or sys.executable, sys.executable]
     found += [paths["stdlib"], paths["platstdlib"], os.path.join(paths["stdlib"], "lib-dynload")]
     try:

@@ -246,3 +246,18 @@ def test_redteam_every_writable_mount_of_the_sandbox_is_a_size_limited_tmpfs(tmp
     found = [m for m in found if m[1] != "proc"]  # /proc: no file can be made in it
     assert [m for m in found if m[1] != "tmpfs" or not m[2]] == [], found
     assert {m[0] for m in found} <= {"/tmp", "/run/distlab/ipc"}, found
+
+
+def test_redteam_a_distribution_python_does_not_bring_all_of_usr(monkeypatch):
+    # 20-system-python-binds-all-usr: with a virtual environment of Debian's /usr/bin/python3, sys.base_prefix is
+    # /usr and the whole of it was bound "as the runtime": a course folder under /usr/local/share was readable.
+    # Only the runtime's own files may be bound: the interpreter, its standard library, what this process mapped.
+    from distlab.grading import sandbox
+
+    monkeypatch.setattr(sys, "base_prefix", "/usr")
+    monkeypatch.setattr(sys, "base_exec_prefix", "/usr")
+    monkeypatch.setattr(sys, "_base_executable", "/usr/bin/python3", raising=False)
+    args = sandbox._runtime_binds()
+    sources = [args[i + 1] for i, a in enumerate(args) if a in ("--ro-bind", "--bind")]
+    for secret in ("/usr/local/share/course/course.key", "/usr/src/checkout/tests", "/usr/share/doc/x"):
+        assert [s for s in sources if secret.startswith(s.rstrip("/") + "/")] == [], (secret, sources)
