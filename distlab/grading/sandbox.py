@@ -422,10 +422,11 @@ def bwrap_prefix(world: SandboxWorld) -> list[str]:
     """
     args = [shutil.which("bwrap") or "bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net"]
     args += ["--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv"]
-    # no init of bubblewrap's in the sandbox: the starter is process 1, then the kernel. bubblewrap's init has no
-    # seccomp filter and runs as the kernel's user (a grader that is not root): the kernel could drive it (ptrace,
-    # /proc/1/mem) into a user namespace with every capability. Now every process there descends from the starter
-    # and carries its filter.
+    # no init of bubblewrap's in the sandbox: the starter is process 1 (filtered, non-dumpable) and the kernel its
+    # child. bubblewrap's init has no seccomp filter and runs as the kernel's user (a grader that is not root): the
+    # kernel could drive it (ptrace, /proc/1/mem) into a user namespace with every capability. Now every process
+    # there carries the starter's filter. (The kernel is not process 1 itself: kill(-1), which ipykernel's
+    # interrupt sends to its process group 1, never reaches process 1.)
     args += ["--as-pid-1"]
     for key, value in sandbox_env(world).items():
         args += ["--setenv", key, value]
@@ -470,7 +471,8 @@ def bwrap_prefix(world: SandboxWorld) -> list[str]:
 #: joins the kernel's cgroups, remounts /tmp with an inode limit (root only), makes the working copy, copies
 #: the submission into it, sets the resource limits, becomes the kernel's user (losing every capability;
 #: bubblewrap has set no_new_privs, so none can come back), installs the seccomp filter (seccomp_program:
-#: no user namespaces) and execs the kernel
+#: no user namespaces, no ptrace), makes itself non-dumpable (its /proc/1/mem closed to the kernel), and forks
+#: the kernel; it stays process 1 of the sandbox (bwrap --as-pid-1), reaping orphans until the kernel exits
 STARTER = (
     "import ctypes, os, resource, shutil, sys\n"
     "uid, limits, source, work = int(sys.argv[1]), sys.argv[2:6], sys.argv[6], sys.argv[7]\n"
@@ -509,9 +511,19 @@ STARTER = (
     "    libc.prctl(38, 1, 0, 0, 0)\n"
     "    if libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:\n"
     "        sys.exit('could not install the seccomp filter: ' + os.strerror(ctypes.get_errno()))\n"
-    "os.umask(0o077)\n"
-    "os.chdir(work)\n"
-    "os.execv(sys.argv[13], sys.argv[13:])\n"
+    "libc.prctl(4, 0, 0, 0, 0)\n"
+    "kernel = os.fork()\n"
+    "if kernel == 0:\n"
+    "    os.umask(0o077)\n"
+    "    os.chdir(work)\n"
+    "    os.execv(sys.argv[13], sys.argv[13:])\n"
+    "while True:\n"
+    "    try:\n"
+    "        pid, status = os.wait()\n"
+    "    except ChildProcessError:\n"
+    "        os._exit(0)\n"
+    "    if pid == kernel:\n"
+    "        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)\n"
 )
 
 
