@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import kernel_side
+from .relay import Relay
 from .answers import MAX_ANSWER_CHARS, parse_answers
 from .messages import (  # the bounded decoding of the kernel's messages: still importable from here
     KEPT_MESSAGES,
@@ -81,6 +82,11 @@ MAX_NOTEBOOK_OUTPUT_CHARS = 2_000_000
 #: seconds past the notebook's time limit after which its kernel is killed whatever the grader's message loop does
 #: (the last answers are read within it: the private cell after a cell gets at most 15 s)
 HARD_DEADLINE_GRACE = 20.0
+#: the largest message a bubblewrap kernel may send, all frames together (a stream's text and four small parts);
+#: the relay drops a larger one whole before the grader's zmq receives any of it
+MAX_RELAYED_BYTES = MAX_MESSAGE_BYTES + 4 * MAX_PART_BYTES + 2**16
+#: messages the grader's zmq sockets queue at most, each (the rest wait in the relay and the kernel)
+RECEIVE_QUEUE = 8
 #: at most this many problems are reported for one notebook (the rest are counted)
 MAX_PROBLEMS = 50
 #: reading a file whose path contains one of these is refused in the kernel: the lessons' sources (the
@@ -103,8 +109,8 @@ def kernel_manager(
     the kernel listens on unix sockets next to it (jupyter's "ipc" transport: no network, and
     only who can reach that private folder can connect); context: the zmq context to use;
     before_launch(connection_file): called once the connection file is written, before the kernel starts.
-    ip: the sockets' path prefix the kernel binds (default: beside the connection file); after_launch(pid of the
-    launched process): returns the prefix the grader connects to (the sandbox's sockets seen from here).
+    ip: the sockets' path prefix the kernel binds (default: beside the connection file); after_launch(the kernel
+    manager, launched): returns the prefix the grader connects to (the sandbox's sockets seen from here).
     """
     import ipykernel.kernelspec
     from jupyter_client import AsyncKernelManager
@@ -142,7 +148,7 @@ def kernel_manager(
                 before_launch(Path(self.connection_file))
             launched = await super()._async_launch_kernel(kernel_cmd, **kw)
             if after_launch is not None:  # the file is written: from now on the grader's own view of the sockets
-                self.ip = after_launch(self.provisioner.process.pid)
+                self.ip = after_launch(self)
             return launched
 
     return GradingKernelManager(kernel_name="python3", kernel_spec_manager=GradingKernels(), **extra)
@@ -363,9 +369,12 @@ class _Kernel:
                 self.env["PYTHONPATH"] = os.pathsep.join([self.env["PYTHONPATH"], *runtime_packages()])
                 uid, gid = self.kernel_ids
                 prefix += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs"]
-        # a context of our own: its sockets drop any message over MAX_MESSAGE_BYTES before it is read
+        # a context of our own: its sockets drop any frame over MAX_MESSAGE_BYTES before it is read, and queue few
+        # messages (a bubblewrap kernel's wait in the relay, then in the kernel: its memory, not the grader's)
         self.context = zmq.asyncio.Context()
         self.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+        self.context.setsockopt(zmq.RCVHWM, RECEIVE_QUEUE)
+        self.relay: Relay | None = None
         if self.world is not None:
             before_launch = self.world.hand_over
         elif self.kernel_ids is not None:
@@ -378,7 +387,7 @@ class _Kernel:
             self.context,
             before_launch=before_launch,
             ip=SANDBOX_IPC + "/kernel" if self.world is not None else None,
-            after_launch=SandboxWorld.socket_prefix if self.world is not None else None,
+            after_launch=self._relay if self.world is not None else None,
         )
         km.client = functools.partial(km.client, context=self.context)  # the client's sockets too
         self.client = _client_class()(
@@ -396,6 +405,15 @@ class _Kernel:
             record_timing=False,
             resources={"metadata": {"path": str(cwd)}},
         )
+
+    def _relay(self, km) -> str:
+        """The kernel is launched: relay its sockets (in the sandbox, seen through /proc) to sockets of base/relay,
+        every message it sends bounded (relay.Relay); returns the prefix the grader connects to."""
+        assert self.world is not None
+        target = SandboxWorld.socket_prefix(km.provisioner.process.pid)
+        ports = [km.shell_port, km.iopub_port, km.stdin_port, km.hb_port, km.control_port]
+        self.relay = Relay(self.world.base / "relay", target, ports, MAX_RELAYED_BYTES)
+        return self.relay.prefix
 
     def _cell_limit(self, cell):
         limit = cell.metadata.get("distlab_timeout", self.cell_timeout)
@@ -462,6 +480,8 @@ class _Kernel:
         if self.world is not None and self.world.cgroups is not None:
             self.world.cgroups.remove()
         self.context.destroy(linger=0)
+        if self.relay is not None:
+            self.relay.close()
 
     def run(self, source: str, limit: float | None = None, history: bool = True):
         """Execute one cell (the notebook holds only it meanwhile); private cells (history=False) are not

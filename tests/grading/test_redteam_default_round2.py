@@ -203,6 +203,11 @@ for pid in sorted(p for p in os.listdir("/proc") if p.isdigit()):
     except OSError:
         pass
 try:
+    open("/proc/1/mem", "rb").close()
+    answer_x["mem"] = "opened"
+except OSError as exc:
+    answer_x["mem"] = type(exc).__name__
+try:
     import cffi
     ffi = cffi.FFI()
     ffi.cdef("long ptrace(long request, int pid, void *addr, void *data);")
@@ -219,6 +224,7 @@ def test_redteam_every_process_of_the_sandbox_has_the_seccomp_filter_and_ptrace_
     found = (run_bwrap([EVERY_PROCESS_FILTERED], tmp_path, problems) or {}).get("answer_x")
     assert isinstance(found, dict) and "1" in found, (found, problems)
     assert {pid: mode for pid, mode in found.items() if pid.isdigit() and mode != "2"} == {}, found
+    assert found["mem"] == "PermissionError", found  # process 1 is not dumpable: its memory is not the kernel's
     if "ptrace" in found:  # cffi installed (it raises no audit event): attaching to process 1 fails with EPERM
         assert (found["ptrace"], found["errno"]) == (-1, 1), found
 
@@ -261,3 +267,44 @@ def test_redteam_a_distribution_python_does_not_bring_all_of_usr(monkeypatch):
     sources = [args[i + 1] for i, a in enumerate(args) if a in ("--ro-bind", "--bind")]
     for secret in ("/usr/local/share/course/course.key", "/usr/src/checkout/tests", "/usr/share/doc/x"):
         assert [s for s in sources if secret.startswith(s.rstrip("/") + "/")] == [], (secret, sources)
+
+
+# the grader's own peak memory (VmHWM, MiB) after running the cells argv[1:] in one bubblewrap kernel
+KERNEL_PEAK = r"""
+import shutil, sys, tempfile
+from pathlib import Path
+from distlab.grading.kernel import run_in_kernel
+base = Path(tempfile.mkdtemp(prefix="distlab-redteam-"))
+(base / "submission.ipynb").write_text("{}")
+problems = []
+try:
+    snapshot = run_in_kernel(sys.argv[1:], base / "work", answer_names=["answer_x"], timeout=120, cell_timeout=60,
+                             sandbox="bwrap", memory_limit=8 * 2**30, file_size_limit=64 * 2**20, problems=problems)
+finally:
+    shutil.rmtree(base, ignore_errors=True)
+print(problems, snapshot)
+print(int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) // 1024)
+"""
+
+# 02-multipart-frames-memory and 26-many-tiny-frames: one iopub message of 60 extra frames of 7 MB (each under zmq's
+# 8 MB MAXMSGSIZE, which bounds a frame, not a message) or of 3 million 1-byte frames: libzmq receives a multipart
+# message whole before its first frame can be read; the grader reached 527 MB and 325 MB (the issue's limit: 200 MB)
+BIG_FRAMES = r"""
+k = get_ipython().kernel
+k.session.send(k.iopub_socket, "stream", {"name": "stdout", "text": "hi"}, parent=k.get_parent("shell"),
+               buffers=[b"x" * (7 * 2**20)] * 60)
+"""
+TINY_FRAMES = BIG_FRAMES.replace('[b"x" * (7 * 2**20)] * 60', '[b"x"] * 3_000_000')
+
+
+@needs_bwrap
+@pytest.mark.parametrize("flood", [BIG_FRAMES, TINY_FRAMES], ids=["60-frames-of-7MB", "3M-frames-of-1B"])
+def test_redteam_one_message_of_many_frames_does_not_reach_the_grader(flood):
+    done = subprocess.run(
+        [sys.executable, "-c", KERNEL_PEAK, flood + "\nanswer_x = 1", "answer_x = 2"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.split()[-1]) < 200, done.stdout
