@@ -536,8 +536,12 @@ def starter_prefix(
 ) -> list[str]:
     """bwrap_prefix(world) and the starter: what runs before the kernel's own command line."""
     if processes:
-        # a fresh user id runs nothing yet; staying the grader's user, its current tasks count too
-        nproc = int(processes) + (0 if world.kernel_uid else _tasks_of_this_user())
+        # a fresh user id runs nothing yet. Staying the grader's user, the kernel runs in bubblewrap's user namespace,
+        # where Linux >= 5.14 counts RLIMIT_NPROC from 0 (per namespace and user): the grader's tasks must not be
+        # added (24-nonroot-nproc-userns: 256 + 600 of them let the kernel fork 850); older kernels count every
+        # task of the user, so there they are
+        own_count = world.kernel_uid or _linux_at_least(5, 14)
+        nproc = int(processes) + (0 if own_count else _tasks_of_this_user())
     else:
         nproc = 0
     values = [int(memory_limit or 0), nproc, int(file_size_limit or 0), int(cpu_seconds or 0)]
@@ -568,6 +572,15 @@ LIMITER = (
     "        resource.setrlimit(getattr(resource, name), (int(value), int(value)))\n"
     "os.execvp(sys.argv[6], sys.argv[6:])\n"
 )
+
+
+def _linux_at_least(major: int, minor: int) -> bool:
+    """Whether this runs on Linux `major`.`minor` or later (platform.release(), e.g. "6.1.0-18-amd64")."""
+    import platform
+    import re
+
+    found = re.match(r"(\d+)\.(\d+)", platform.release())
+    return found is not None and (int(found[1]), int(found[2])) >= (major, minor)
 
 
 def _tasks_of_this_user() -> int:

@@ -308,3 +308,22 @@ def test_redteam_one_message_of_many_frames_does_not_reach_the_grader(flood):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert int(done.stdout.split()[-1]) < 200, done.stdout
+
+
+def test_redteam_a_non_root_kernel_may_add_only_its_own_processes(tmp_path):
+    # 24-nonroot-nproc-userns: a non-root grader's kernel runs in bubblewrap's user namespace, where Linux >= 5.14
+    # counts RLIMIT_NPROC from 0 (per namespace and user); the limit was 256 + every task the user already ran
+    # (606 + 256), so the kernel forked 850 children. There the limit must be the 256 alone. (The live attack needs a
+    # non-root grader: re-run /work/redteam/default/24-nonroot-nproc-userns; it forked 244 of 900 after this fix.)
+    from distlab.grading import sandbox
+
+    import platform
+    import re
+
+    release = re.match(r"(\d+)\.(\d+)", platform.release())
+    if release is None or (int(release[1]), int(release[2])) < (5, 14):
+        pytest.skip("Linux < 5.14 counts every task of the user: the grader's are added there, as documented")
+    world = sandbox.SandboxWorld(tmp_path, kernel_uid=0)
+    prefix = sandbox.starter_prefix(world, 2**30, 256, 2**26, 100)
+    limits = prefix[prefix.index(sandbox.STARTER) + 2 : prefix.index(sandbox.STARTER) + 6]
+    assert limits == [str(2**30), "256", str(2**26), "100"], limits
