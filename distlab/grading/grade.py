@@ -41,12 +41,13 @@ Untrusted notebooks are graded only inside an operating-system sandbox:
 
 * **bubblewrap** (``sandbox="auto"``/``"bwrap"``, the default; refused, not weakened, where the
   ``bwrap`` program cannot run): the kernel's world is built by allow-list (sandbox.bwrap_prefix).
-  Nothing of the host exists in it but, read-only, the Python runtime (``sys.base_prefix``), the
+  Nothing of the host exists in it but, read-only, the Python runtime's own files (never its whole prefix), the
   system libraries, fonts, the environment's site-packages (a virtual environment's own folder,
   never the checkout around it) and the **student view** of distlab (student_view: the lessons'
   questions as stubs, the grader left out); writable, a private ``/tmp`` of 256 MB (tmpfs: the
-  working copy and every temporary file share it; nothing reaches the host's disk) and, until the
-  kernel is up, the folder of its unix sockets; ``/dev`` minimal, ``/proc`` of its own process
+  working copy and every temporary file share it; nothing reaches the host's disk) and a 64 kB
+  tmpfs for its unix sockets (the grader reaches them through /proc and a bounded relay, relay.py);
+  process 1 is the starter (seccomp-filtered, not dumpable); ``/dev`` minimal, ``/proc`` of its own process
   namespace. Home folders, ``/etc``, the checkout, ``tests/``, ``solutions/``, ``.git``, course
   folders, rosters and keys give "no such file" whatever path, descriptor or C call is used.
   Private process, IPC, host-name, cgroup and **network** namespaces (the grader talks to the kernel
@@ -61,10 +62,10 @@ Untrusted notebooks are graded only inside an operating-system sandbox:
 
 Always: resource limits on every kernel, set before it starts (address space, processes and
 threads, file size, CPU seconds); the kernel and its whole process group are killed as soon as
-its notebook is done; what a cell prints is capped in the kernel, any message over 8 MB is
-dropped by zmq unread, the grader keeps at most 2 MB of a notebook's output and drops each cell's
+its notebook is done, or (a watchdog outside the message loop) 20 s after its time limit whatever
+it sends; what a cell prints is capped in the kernel, any message over 8 MB is dropped unread, the grader keeps at most 2 MB of a notebook's output and drops each cell's
 output once its errors and answers are read; the submitted file is read once and must be a regular file (no symbolic
-link, FIFO or device) of at most 32 MB; the checks run here under a time limit.
+link, FIFO or device) of at most 32 MB, 50,000 JSON objects and arrays and 2 MB of code; the checks run here under a time limit.
 
 **The answer key never enters the kernel**: the expected values are computed only here. In every
 mode the kernel imports the student view of distlab (distlab.grading.student_view), whose lesson
