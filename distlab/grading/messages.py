@@ -92,12 +92,15 @@ def grading_session():
             frames = [bytes(getattr(f, "bytes", f)) for f in msg_list[:5]]
             if len(frames) < 5 or not all(_bounded(f) for f in frames[1:4]):
                 return dropped()
-            message = super().deserialize(frames, content=False, copy=True)
-            body, kind = frames[4], message["msg_type"]
-            limit = MAX_MESSAGE_BYTES if kind == "stream" else MAX_PART_BYTES
-            if not content or kind not in KEPT_MESSAGES or not _bounded(body, limit):
-                return dropped() if content else message
-            decoded = self.unpack(body)
+            try:  # a part that is not JSON (or not UTF-8) is dropped like any other the grader does not read
+                message = super().deserialize(frames, content=False, copy=True)
+                body, kind = frames[4], message["msg_type"]
+                limit = MAX_MESSAGE_BYTES if kind == "stream" else MAX_PART_BYTES
+                if not content or kind not in KEPT_MESSAGES or not _bounded(body, limit):
+                    return dropped() if content else message
+                decoded = self.unpack(body)
+            except (ValueError, TypeError, KeyError, RecursionError):
+                return dropped()
             if not isinstance(decoded, dict) or (
                 kind == "status" and not isinstance(decoded.get("execution_state"), str)
             ):

@@ -327,3 +327,21 @@ def test_redteam_a_non_root_kernel_may_add_only_its_own_processes(tmp_path):
     prefix = sandbox.starter_prefix(world, 2**30, 256, 2**26, 100)
     limits = prefix[prefix.index(sandbox.STARTER) + 2 : prefix.index(sandbox.STARTER) + 6]
     assert limits == [str(2**30), "256", str(2**26), "100"], limits
+
+
+# 04-regex-redos-grader-hang, end to end: the 2 MB unterminated string as a stream message's content. Once the count
+# was linear, its decoding raised JSONDecodeError through nbclient and the whole notebook "could not be run" (the
+# answer set before it lost): a part that is not JSON is dropped like any other the grader does not read.
+UNTERMINATED_STREAM = r"""
+k = get_ipython().kernel
+k.session.send(k.iopub_socket, "stream", b'"' + b'\\"' * 10**6, parent=k.get_parent("shell"))
+"""
+
+
+@needs_bwrap
+def test_redteam_a_stream_message_that_is_not_json_is_dropped(tmp_path):
+    problems: list[str] = []
+    started = time.monotonic()
+    snapshot = run_bwrap(["answer_x = 16", UNTERMINATED_STREAM, "answer_x = 17"], tmp_path, problems, timeout=60)
+    assert (snapshot or {}).get("answer_x") == 17 and problems == [], (snapshot, problems)
+    assert time.monotonic() - started < 60
