@@ -266,6 +266,8 @@ def _class_options(args) -> dict:
         options["variants"] = variants.VariantPolicy(
             variants.load_roster(args.roster, variants.read_secret(args.secret_file))
         )
+    elif args.secret_file:  # variants are in use: never ignored (a notebook without one is refused)
+        options["variants"] = variants.VariantPolicy(secret=variants.read_secret(args.secret_file))
     if args.submission_metadata:
         # no readable submitter: refused when a roster is given, never the student the notebook claims to be
         options["identity"] = variants.submitter(args.submission_metadata) or ("(no submitter in the metadata)",)

@@ -41,12 +41,13 @@ Untrusted notebooks are graded only inside an operating-system sandbox:
 
 * **bubblewrap** (``sandbox="auto"``/``"bwrap"``, the default; refused, not weakened, where the
   ``bwrap`` program cannot run): the kernel's world is built by allow-list (sandbox.bwrap_prefix).
-  Nothing of the host exists in it but, read-only, the Python runtime (``sys.base_prefix``), the
+  Nothing of the host exists in it but, read-only, the Python runtime's own files (never its whole prefix), the
   system libraries, fonts, the environment's site-packages (a virtual environment's own folder,
   never the checkout around it) and the **student view** of distlab (student_view: the lessons'
   questions as stubs, the grader left out); writable, a private ``/tmp`` of 256 MB (tmpfs: the
-  working copy and every temporary file share it; nothing reaches the host's disk) and, until the
-  kernel is up, the folder of its unix sockets; ``/dev`` minimal, ``/proc`` of its own process
+  working copy and every temporary file share it; nothing reaches the host's disk) and a 64 kB
+  tmpfs for its unix sockets (the grader reaches them through /proc and a bounded relay, relay.py);
+  process 1 is the starter (seccomp-filtered, not dumpable); ``/dev`` minimal, ``/proc`` of its own process
   namespace. Home folders, ``/etc``, the checkout, ``tests/``, ``solutions/``, ``.git``, course
   folders, rosters and keys give "no such file" whatever path, descriptor or C call is used.
   Private process, IPC, host-name, cgroup and **network** namespaces (the grader talks to the kernel
@@ -61,10 +62,10 @@ Untrusted notebooks are graded only inside an operating-system sandbox:
 
 Always: resource limits on every kernel, set before it starts (address space, processes and
 threads, file size, CPU seconds); the kernel and its whole process group are killed as soon as
-its notebook is done; what a cell prints is capped in the kernel, any message over 8 MB is
-dropped by zmq unread, the grader keeps at most 2 MB of a notebook's output and drops each cell's
+its notebook is done, or (a watchdog outside the message loop) 20 s after its time limit whatever
+it sends; what a cell prints is capped in the kernel, any message over 8 MB is dropped unread, the grader keeps at most 2 MB of a notebook's output and drops each cell's
 output once its errors and answers are read; the submitted file is read once and must be a regular file (no symbolic
-link, FIFO or device) of at most 32 MB; the checks run here under a time limit.
+link, FIFO or device) of at most 32 MB, 50,000 JSON objects and arrays and 2 MB of code; the checks run here under a time limit.
 
 **The answer key never enters the kernel**: the expected values are computed only here. In every
 mode the kernel imports the student view of distlab (distlab.grading.student_view), whose lesson
@@ -93,7 +94,7 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -210,15 +211,62 @@ def _choose_questions(grade: NotebookGrade, found: str | None, how: str, questio
     return questions
 
 
-def _remove_tree(path: Path) -> None:
-    def retry(func, p, _exc):
-        try:
-            os.chmod(p, 0o700)
-            func(p)
-        except OSError:
-            pass
+#: folders deeper than this below a run's private folder are not entered by _remove_tree (reported instead)
+_MAX_DEPTH = 256
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
-    shutil.rmtree(path, onerror=retry)
+
+def _make_ours(parent: int, name: str) -> None:
+    """chmod 0700 the folder `name` in `parent` without following a link (Linux: an O_PATH descriptor of it)."""
+    if not hasattr(os, "O_PATH"):  # no O_PATH (not Linux): by name, just after lstat said it is a folder
+        os.chmod(name, 0o700, dir_fd=parent)
+        return
+    handle = os.open(name, os.O_PATH | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), dir_fd=parent)
+    try:
+        if not stat.S_ISDIR(os.fstat(handle).st_mode):
+            raise OSError("changed while it was removed")
+        os.chmod(f"/proc/self/fd/{handle}", 0o700)
+    finally:
+        os.close(handle)
+
+
+def _remove_entry(parent: int, name: str, depth: int, left: list[str]) -> None:
+    """Remove `name` in the folder open as `parent`, never following a link: a folder is made ours and opened with
+    O_NOFOLLOW relative to its parent, and emptied the same way; what fails is named in `left`."""
+    try:
+        if not stat.S_ISDIR(os.lstat(name, dir_fd=parent).st_mode):
+            os.unlink(name, dir_fd=parent)  # a file or a link: unlinking needs only the folder, never follows
+            return
+        if depth > _MAX_DEPTH:
+            raise OSError(f"more than {_MAX_DEPTH} folders deep")
+        # made ours first (a folder of mode 000 cannot be opened to read): through an O_PATH descriptor of that very
+        # folder (O_NOFOLLOW: a link put in its place is not followed), chmod'ed by its /proc/self/fd name
+        _make_ours(parent, name)
+        fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+        try:
+            for entry in os.listdir(fd):
+                _remove_entry(fd, entry, depth + 1, left)
+        finally:
+            os.close(fd)
+        os.rmdir(name, dir_fd=parent)
+    except OSError as exc:
+        left.append(f"{name}: {exc.strerror or exc}"[:200])
+
+
+def _remove_tree(path: Path) -> list[str]:
+    """Remove a run's private folder whatever its kernel left in it; never follows a link, never raises.
+
+    Returns what could not be removed (a few names with the reason), empty when all is gone."""
+    left: list[str] = []
+    try:
+        parent = os.open(path.parent, _DIR_FLAGS)
+    except OSError as exc:
+        return [f"{path.parent}: {exc.strerror or exc}"]
+    try:
+        _remove_entry(parent, path.name, 0, left)
+    finally:
+        os.close(parent)
+    return left
 
 
 #: The longest folder the kernel's unix sockets may live in: a socket's path holds at most 107 bytes (sun_path),
@@ -254,7 +302,9 @@ def _run(raw: bytes, sources: list[str], questions: dict, problems: list[str], *
             problems.append(f"the notebook could not be run: {type(exc).__name__}: {str(exc)[:300]}")
             answers = None
     finally:
-        _remove_tree(base)
+        left = _remove_tree(base)
+        if left:  # the instructor's to clean up: said, never a crash
+            problems.append(f"the grader could not remove all of {base}: {'; '.join(left[:3])}")
     if answers is None:
         problems.append("no answers could be read from the kernel")
         answers = {}

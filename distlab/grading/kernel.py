@@ -16,12 +16,20 @@ import os
 import secrets
 import signal
 import subprocess
-import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 from . import kernel_side
+from .kernel_user import (  # the kernel outside bubblewrap: still importable from here
+    _chown,
+    _hand_to_kernel_user,
+    container_kernel_ids,
+    kernel_env,
+    runtime_packages,
+)
+from .relay import Relay
 from .answers import MAX_ANSWER_CHARS, parse_answers
 from .messages import (  # the bounded decoding of the kernel's messages: still importable from here
     KEPT_MESSAGES,
@@ -33,6 +41,7 @@ from .messages import (  # the bounded decoding of the kernel's messages: still 
 )
 from .sandbox import (  # bwrap_available, bwrap_prefix, LIMITER and limits_prefix: still importable from here
     LIMITER,
+    SANDBOX_IPC,
     SANDBOX_WORK,
     KernelCgroups,
     SandboxWorld,
@@ -77,6 +86,14 @@ MAX_OUTPUT_CHARS = 200_000
 #: per notebook, at most this much student output is kept in the grading process (20,000 cells printing
 #: 200 kB each keep 2 MB, not 4 GB); a cell's output is dropped as soon as its errors and answers are read
 MAX_NOTEBOOK_OUTPUT_CHARS = 2_000_000
+#: seconds past the notebook's time limit after which its kernel is killed whatever the grader's message loop does
+#: (the last answers are read within it: the private cell after a cell gets at most 15 s)
+HARD_DEADLINE_GRACE = 20.0
+#: the largest message a bubblewrap kernel may send, all frames together (a stream's text and four small parts);
+#: the relay drops a larger one whole before the grader's zmq receives any of it
+MAX_RELAYED_BYTES = MAX_MESSAGE_BYTES + 4 * MAX_PART_BYTES + 2**16
+#: messages the grader's zmq sockets queue at most, each (the rest wait in the relay and the kernel)
+RECEIVE_QUEUE = 8
 #: at most this many problems are reported for one notebook (the rest are counted)
 MAX_PROBLEMS = 50
 #: reading a file whose path contains one of these is refused in the kernel: the lessons' sources (the
@@ -89,7 +106,9 @@ SANDBOX_SOURCE = "\n\n".join(inspect.getsource(function) for function in kernel_
 COLLECT_SOURCE = inspect.getsource(kernel_side.collect_answers)
 
 
-def kernel_manager(argv_prefix=(), connection_file: Path | None = None, context=None, before_launch=None):
+def kernel_manager(
+    argv_prefix=(), connection_file: Path | None = None, context=None, before_launch=None, ip=None, after_launch=None
+):
     """An AsyncKernelManager whose every kernel name is ipykernel on this interpreter, after `argv_prefix`.
 
     (As nbval's --nbval-current-env: the kernel runs in this environment, whatever the
@@ -97,6 +116,8 @@ def kernel_manager(argv_prefix=(), connection_file: Path | None = None, context=
     the kernel listens on unix sockets next to it (jupyter's "ipc" transport: no network, and
     only who can reach that private folder can connect); context: the zmq context to use;
     before_launch(connection_file): called once the connection file is written, before the kernel starts.
+    ip: the sockets' path prefix the kernel binds (default: beside the connection file); after_launch(the kernel
+    manager, launched): returns the prefix the grader connects to (the sandbox's sockets seen from here).
     """
     import ipykernel.kernelspec
     from jupyter_client import AsyncKernelManager
@@ -118,7 +139,11 @@ def kernel_manager(argv_prefix=(), connection_file: Path | None = None, context=
     extra = (
         {}
         if connection_file is None
-        else {"connection_file": str(connection_file), "transport": "ipc", "ip": str(connection_file.parent / "kernel")}
+        else {
+            "connection_file": str(connection_file),
+            "transport": "ipc",
+            "ip": ip or str(connection_file.parent / "kernel"),
+        }
     )
     if context is not None:
         extra["context"] = context
@@ -128,7 +153,10 @@ def kernel_manager(argv_prefix=(), connection_file: Path | None = None, context=
         async def _async_launch_kernel(self, kernel_cmd, **kw):
             if before_launch is not None:
                 before_launch(Path(self.connection_file))
-            return await super()._async_launch_kernel(kernel_cmd, **kw)
+            launched = await super()._async_launch_kernel(kernel_cmd, **kw)
+            if after_launch is not None:  # the file is written: from now on the grader's own view of the sockets
+                self.ip = after_launch(self)
+            return launched
 
     return GradingKernelManager(kernel_name="python3", kernel_spec_manager=GradingKernels(), **extra)
 
@@ -181,76 +209,6 @@ def _client_class():
             return None
 
     return GradingClient
-
-
-def kernel_env(work: Path) -> dict:
-    """The kernel's environment outside bubblewrap ("container", "trusted"): an allow-list, never the grader's.
-
-    Its temporary, IPython and matplotlib folders lie inside the working copy; the student view of
-    distlab comes first on its path (the answer key is not imported into the kernel).
-    """
-    from .student_view import student_view
-
-    return {
-        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.defpath,
-        "HOME": str(work),
-        "LANG": "C.UTF-8",
-        "TMPDIR": str(work / ".tmp"),
-        "IPYTHONDIR": str(work / ".ipython"),
-        "MPLCONFIGDIR": str(work / ".matplotlib"),
-        "MPLBACKEND": "agg",
-        "PYTHONPATH": os.pathsep.join([str(student_view()), *_package_folders()]),
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONNOUSERSITE": "1",
-    }
-
-
-def _package_folders() -> list[str]:
-    """The site-packages folders the grader was given on its PYTHONPATH (a system Python running an environment's
-    packages): the kernel needs them too. Never any other folder of it (a checkout holds the answer key)."""
-    given = os.environ.get("PYTHONPATH", "").split(os.pathsep)
-    return [p for p in given if os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")]
-
-
-def container_kernel_ids() -> tuple[int, int] | None:
-    """(uid, gid) the kernel runs as in container mode, from $DISTLAB_KERNEL_IDS ("uid:gid", set by the generated
-    run_autograder when it runs the grader as root), or None: the kernel stays the grader's user.
-
-    Root (uid or gid 0) is refused; so is a grader that is not root (it could not switch users).
-    """
-    text = os.environ.get("DISTLAB_KERNEL_IDS", "")
-    if not text:
-        return None
-    uid, _, gid = text.partition(":")
-    if not (uid.isdigit() and gid.isdigit()) or int(uid) == 0 or int(gid) == 0 or os.geteuid() != 0:
-        raise RuntimeError(f"DISTLAB_KERNEL_IDS must be uid:gid of an unprivileged user, set by root, not {text!r}")
-    return int(uid), int(gid)
-
-
-def runtime_packages() -> list[str]:
-    """The grader's site-packages folders (the kernel's runtime: ipykernel, numpy...), for a kernel of another user.
-
-    The distlab package in them (the answer key) is root's alone in the container (setup.sh makes it mode 0700);
-    the kernel imports the student view, which comes first on its path.
-    """
-    return [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
-
-
-def _chown(path: Path, ids: tuple[int, int]) -> None:
-    os.chown(path, *ids, follow_symlinks=False)
-
-
-def _hand_to_kernel_user(base: Path, work: Path, uid: int, gid: int) -> Path:
-    """Give the kernel's user its working copy and a folder for its sockets; returns the connection file's path.
-
-    base (the grader's private folder) becomes traversable, not listable; base/ipc and the copy are the user's.
-    """
-    os.chmod(base, 0o711)
-    ipc = base / "ipc"
-    ipc.mkdir(mode=0o700)
-    for path in [ipc, work, *work.rglob("*")]:
-        os.chown(path, uid, gid, follow_symlinks=False)
-    return ipc / "kernel.json"
 
 
 # --------------------------------------------------------------------------------------
@@ -349,16 +307,26 @@ class _Kernel:
                 uid, gid = self.kernel_ids
                 prefix += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs"]
                 prefix += seccomp_prefix()  # as bubblewrap's kernel: no user namespaces, no ptrace
-        # a context of our own: its sockets drop any message over MAX_MESSAGE_BYTES before it is read
+        # a context of our own: its sockets drop any frame over MAX_MESSAGE_BYTES before it is read, and queue few
+        # messages (a bubblewrap kernel's wait in the relay, then in the kernel: its memory, not the grader's)
         self.context = zmq.asyncio.Context()
         self.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+        self.context.setsockopt(zmq.RCVHWM, RECEIVE_QUEUE)
+        self.relay: Relay | None = None
         if self.world is not None:
             before_launch = self.world.hand_over
         elif self.kernel_ids is not None:
             before_launch = functools.partial(_chown, ids=self.kernel_ids)
         else:
             before_launch = None
-        km = kernel_manager(prefix, connection, self.context, before_launch=before_launch)
+        km = kernel_manager(
+            prefix,
+            connection,
+            self.context,
+            before_launch=before_launch,
+            ip=SANDBOX_IPC + "/kernel" if self.world is not None else None,
+            after_launch=self._relay if self.world is not None else None,
+        )
         km.client = functools.partial(km.client, context=self.context)  # the client's sockets too
         self.client = _client_class()(
             self.nb,
@@ -376,26 +344,48 @@ class _Kernel:
             resources={"metadata": {"path": str(cwd)}},
         )
 
+    def _relay(self, km) -> str:
+        """The kernel is launched: relay its sockets (in the sandbox, seen through /proc) to sockets of base/relay,
+        every message it sends bounded (relay.Relay); returns the prefix the grader connects to."""
+        assert self.world is not None
+        target = SandboxWorld.socket_prefix(km.provisioner.process.pid)
+        ports = [km.shell_port, km.iopub_port, km.stdin_port, km.hb_port, km.control_port]
+        self.relay = Relay(self.world.base / "relay", target, ports, MAX_RELAYED_BYTES)
+        return self.relay.prefix
+
     def _cell_limit(self, cell):
         limit = cell.metadata.get("distlab_timeout", self.cell_timeout)
         return max(1, int(min(limit, self.deadline - time.monotonic()) + 0.999))
 
     @contextmanager
     def started(self):
-        """The kernel, running; when the block ends it is shut down and its whole process group killed."""
+        """The kernel, running; when the block ends it is shut down and its whole process group killed.
+
+        A watchdog thread kills the kernel HARD_DEADLINE_GRACE seconds after the notebook's time limit, outside the
+        message loop: a kernel that keeps sending messages (nbclient looks at a cell's deadline only when none
+        arrives) or a message the grader takes long to read cannot keep the notebook running."""
+        watchdog = threading.Timer(max(0.0, self.deadline + HARD_DEADLINE_GRACE - time.monotonic()), self.kill)
+        watchdog.daemon = True
+        watchdog.start()
         try:
             # the kernel's own stdout/stderr (startup warnings) are not the student's output: drop them
             with self.client.setup_kernel(
                 env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cleanup_kc=True
             ):
-                if self.world is not None:  # the sockets exist: no more files in the private host folder
-                    self.world.lock()
                 yield self
         finally:
+            watchdog.cancel()
             self.stop()
 
-    def stop(self) -> None:
-        """Kill what is left of the kernel's process group (it has its own session) and close our sockets."""
+    #: set once the watchdog has killed the kernel at the notebook's hard deadline
+    killed_at_deadline = False
+
+    def kill(self) -> None:
+        """The watchdog: SIGKILL the kernel's whole process tree (bubblewrap and everything in its namespaces)."""
+        self.killed_at_deadline = True
+        self._kill_processes()
+
+    def _kill_processes(self) -> None:
         km = self.client.km
         provisioner = getattr(km, "provisioner", None) if km is not None else None
         group = getattr(provisioner, "pgid", None)
@@ -419,11 +409,17 @@ class _Kernel:
             waited = time.monotonic() + 2
             while kill_user(self.world.kernel_uid) and time.monotonic() < waited:
                 time.sleep(0.05)
-        if self.world is not None and self.world.cgroups is not None:
-            self.world.cgroups.remove()
         if self.kernel_ids is not None:
             kill_user(self.kernel_ids[0])
+
+    def stop(self) -> None:
+        """Kill what is left of the kernel's process group (it has its own session) and close our sockets."""
+        self._kill_processes()
+        if self.world is not None and self.world.cgroups is not None:
+            self.world.cgroups.remove()
         self.context.destroy(linger=0)
+        if self.relay is not None:
+            self.relay.close()
 
     def run(self, source: str, limit: float | None = None, history: bool = True):
         """Execute one cell (the notebook holds only it meanwhile); private cells (history=False) are not
@@ -458,29 +454,40 @@ def _install_sandbox(kernel: _Kernel, nonce: str, memory_limit, file_size_limit,
         )
 
 
+_INTERRUPTED = " and was interrupted (an infinite loop?)"
+
+
+def _deadline_problem(kernel: _Kernel, number: int) -> str:
+    return (
+        f"the notebook's time limit ({kernel.timeout:g} s) was reached while code cell {number} ran, and its kernel "
+        "was stopped; the cells after it did not run"
+    )
+
+
 def _run_student_cell(kernel: _Kernel, number: int, source: str, problems: list[str]):
     """Run one student cell; note in `problems` what went wrong. None when the cells after it cannot run."""
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     try:
         cell = kernel.run(source)
-    except DeadKernelError:
-        problems.append(
-            f"the kernel stopped (crashed, exited or ran out of memory) in code cell {number} "
-            f"(`{first_line(source)}`); the cells after it did not run"
-        )
-        return None
-    except CellTimeoutError:
-        problems.append(
-            f"code cell {number} did not finish and could not be interrupted; the cells after it did not run"
-        )
+    except (DeadKernelError, CellTimeoutError) as exc:
+        if kernel.killed_at_deadline:
+            problems.append(_deadline_problem(kernel, number))
+        elif isinstance(exc, CellTimeoutError):
+            problems.append(
+                f"code cell {number} did not finish and could not be interrupted; the cells after it did not run"
+            )
+        else:
+            problems.append(
+                f"the kernel stopped (crashed, exited or ran out of memory) in code cell {number} "
+                f"(`{first_line(source)}`); the cells after it did not run"
+            )
         return None
     err = _error(cell)
     if kernel.timed_out(cell):
         problems.append(
             f"code cell {number} (`{first_line(source)}`) ran longer than its time limit "
-            f"({min(kernel.cell_timeout, kernel.timeout):g} s) and was "
-            "interrupted (an infinite loop?)"
+            f"({min(kernel.cell_timeout, kernel.timeout):g} s)" + _INTERRUPTED
         )
     elif err is not None:
         problems.append(
@@ -499,13 +506,22 @@ def _collect(kernel: _Kernel, nonce: str, answer_names: list[str], number: int, 
     try:
         collected = kernel.run(collect_cell(nonce, answer_names), limit=15 if not timed_out else 5, history=False)
     except (DeadKernelError, CellTimeoutError):
-        problems.append(f"the kernel stopped after code cell {number}; the cells after it did not run")
+        problems.append(
+            _deadline_problem(kernel, number)
+            if kernel.killed_at_deadline
+            else f"the kernel stopped after code cell {number}; the cells after it did not run"
+        )
         return _STOP
     answers = parse_answers(_stdout(collected), nonce)
     collected.outputs = []
     if answers is None and timed_out:
+        # the interrupt did not work: say so, not "was interrupted" (18-ignore-interrupt-timelimit)
+        for n, text in enumerate(problems):
+            if text.startswith(f"code cell {number} (") and text.endswith(_INTERRUPTED):
+                problems[n] = text[: -len(_INTERRUPTED)] + " and did not stop when interrupted"
         problems.append(
-            f"the kernel did not respond after code cell {number} was interrupted; the cells after it did not run"
+            f"the kernel did not respond after code cell {number} ran past its time limit, and was stopped; "
+            "the cells after it did not run"
         )
         return _STOP
     return answers

@@ -39,13 +39,29 @@ KEPT_MESSAGES = frozenset(
 MAX_CONTAINERS = 64
 #: size of any part but a stream's text that the grader decodes (bytes)
 MAX_PART_BYTES = 64 * 2**10
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+#: a JSON string once its escapes are gone (no quote inside: nothing to backtrack), or an unterminated one
+_JSON_STRING = re.compile(rb'"[^"]*(?:"|\Z)')
+#: json_containers reads its input in pieces of this many bytes (its memory: a few pieces, whatever the input's size)
+_PIECE = 2**20
 
 
 def json_containers(raw: bytes) -> int:
-    """How many JSON objects and arrays `raw` holds (brackets outside strings), read before decoding it."""
-    stripped = _JSON_STRING.sub(b"", raw)
-    return stripped.count(b"{") + stripped.count(b"[")
+    """How many JSON objects and arrays `raw` holds (brackets outside strings), read before decoding it.
+
+    Linear time and memory of a few _PIECE-sized pieces whatever `raw` holds (a kernel or a student controls it):
+    in each piece, escaped backslashes, then escaped quotes are removed with bytes.replace (escapes pair from the
+    left, as JSON reads them; an odd run of backslashes at a piece's end leaves one to the next piece), so no string holds a
+    quote any more and one regex without alternatives or nested repeats removes the strings."""
+    view, count, in_string, carry = memoryview(raw), 0, False, b""
+    for start in range(0, len(raw), _PIECE):
+        piece = carry + bytes(view[start : start + _PIECE])
+        kept = piece.rstrip(b"\\") if start + _PIECE < len(raw) else piece
+        carry = b"\\" * ((len(piece) - len(kept)) % 2)  # pairs of them are escaped backslashes: only one may stay
+        unescaped = (b'"' if in_string else b"") + kept.replace(b"\\\\", b"").replace(b'\\"', b"")
+        in_string = unescaped.count(b'"') % 2 == 1
+        stripped = _JSON_STRING.sub(b"", unescaped)
+        count += stripped.count(b"{") + stripped.count(b"[")
+    return count
 
 
 def _bounded(raw: bytes, limit: int = MAX_PART_BYTES) -> bool:
@@ -76,12 +92,15 @@ def grading_session():
             frames = [bytes(getattr(f, "bytes", f)) for f in msg_list[:5]]
             if len(frames) < 5 or not all(_bounded(f) for f in frames[1:4]):
                 return dropped()
-            message = super().deserialize(frames, content=False, copy=True)
-            body, kind = frames[4], message["msg_type"]
-            limit = MAX_MESSAGE_BYTES if kind == "stream" else MAX_PART_BYTES
-            if not content or kind not in KEPT_MESSAGES or not _bounded(body, limit):
-                return dropped() if content else message
-            decoded = self.unpack(body)
+            try:  # a part that is not JSON (or not UTF-8) is dropped like any other the grader does not read
+                message = super().deserialize(frames, content=False, copy=True)
+                body, kind = frames[4], message["msg_type"]
+                limit = MAX_MESSAGE_BYTES if kind == "stream" else MAX_PART_BYTES
+                if not content or kind not in KEPT_MESSAGES or not _bounded(body, limit):
+                    return dropped() if content else message
+                decoded = self.unpack(body)
+            except (ValueError, TypeError, KeyError, RecursionError):
+                return dropped()
             if not isinstance(decoded, dict) or (
                 kind == "status" and not isinstance(decoded.get("execution_state"), str)
             ):

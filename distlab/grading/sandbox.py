@@ -18,11 +18,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .cgroups import KernelCgroups  # still importable from here
+
 __all__ = [
     "SANDBOX_TMP",
     "SANDBOX_WORK",
     "SANDBOX_VIEW",
     "SANDBOX_SUBMISSION",
+    "SANDBOX_IPC",
     "SANDBOX_CGROUPS",
     "DEFAULT_INODES",
     "KernelCgroups",
@@ -69,6 +72,10 @@ SANDBOX_TMP = "/tmp"
 SANDBOX_WORK = "/tmp/work"
 SANDBOX_VIEW = "/opt/distlab-view"
 SANDBOX_SUBMISSION = "/run/distlab/submission.ipynb"
+#: inside the sandbox: the folder of the kernel's unix sockets (a tmpfs of SANDBOX_IPC_BYTES, the kernel's user's);
+#: the grader reaches them through /proc/<the sandbox's process 1>/root (SandboxWorld.socket_prefix)
+SANDBOX_IPC = "/run/distlab/ipc"
+SANDBOX_IPC_BYTES = 64 * 2**10
 #: size of the kernel's private /tmp: the working copy and every temporary file together (bytes)
 DEFAULT_DISK_QUOTA = 256 * 2**20
 #: a grader running as root starts each kernel as a fresh user id from this range (never a real account;
@@ -82,124 +89,50 @@ KERNEL_UID_SPAN = 0x1000_0000
 DEFAULT_INODES = 16_384
 #: inside the sandbox: the cgroup files the starter writes "0" to, joining the kernel's cgroups before it execs
 SANDBOX_CGROUPS = "/run/distlab/cgroup"
-#: cgroup v1 hierarchies a root grader makes a cgroup in per kernel (memory and memory+swap of all its
-#: processes together; its number of processes and threads)
-CGROUP_ROOT = "/sys/fs/cgroup"
-
-
-def _own_cgroup(controller: str) -> str | None:
-    """This process's cgroup path in the v1 hierarchy of `controller` (None: no such hierarchy)."""
-    try:
-        with open("/proc/self/cgroup") as f:
-            for line in f:
-                _, names, path = line.rstrip("\n").split(":", 2)
-                if controller in names.split(","):
-                    return path
-    except OSError:
-        return None
-    return None
-
-
-class KernelCgroups:
-    """One kernel's cgroups (v1 memory and pids, made under the grader's own), removed by remove().
-
-    memory.limit_in_bytes (and memory.memsw.limit_in_bytes where swap is accounted) caps the memory of
-    every process of the kernel together, where RLIMIT_AS caps each one; pids.max caps its processes and
-    threads. `procs` lists the cgroup.procs files the starter joins. Empty where no cgroup could be made
-    (not root, no writable v1 hierarchy): the kernel then has its rlimits only.
-    """
-
-    def __init__(self, name: str, memory_limit: int | None, processes: int | None):
-        self.folders: list[str] = []
-        self.procs: list[str] = []
-        settings = {
-            "memory": [("memory.limit_in_bytes", memory_limit), ("memory.memsw.limit_in_bytes", memory_limit)],
-            "pids": [("pids.max", processes)],
-        }
-        if os.geteuid() != 0:
-            return
-        for controller, values in settings.items():
-            if not any(v for _, v in values):
-                continue
-            own = _own_cgroup(controller)
-            if own is None:
-                continue
-            folder = os.path.join(CGROUP_ROOT, controller, own.lstrip("/"), name)
-            try:
-                os.mkdir(folder, 0o755)
-            except OSError:
-                continue
-            self.folders.append(folder)
-            try:
-                for n, (file, value) in enumerate(values):
-                    path = os.path.join(folder, file)
-                    if value and (os.path.exists(path) or n == 0):
-                        try:
-                            with open(path, "w") as f:
-                                f.write(str(int(value)))
-                        except OSError:
-                            if n == 0:
-                                raise
-                            # memory+swap not accounted here: the memory limit alone
-            except OSError:
-                continue  # the limit could not be set: the folder is removed, the kernel does not join it
-            self.procs.append(os.path.join(folder, "cgroup.procs"))
-
-    def remove(self) -> None:
-        """Remove the kernel's cgroups (once its processes are gone; a few tries while they exit)."""
-        import time
-
-        for folder in self.folders:
-            for _ in range(50):
-                try:
-                    os.rmdir(folder)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.1)
-        self.folders = []
-
-
-#: syscall numbers (unshare, clone, clone3, ptrace) and the seccomp audit architecture, per machine
-_SECCOMP_ARCH = {"x86_64": (272, 56, 435, 101, 0xC000003E), "aarch64": (97, 220, 435, 117, 0xC00000B7)}
+#: syscall numbers (unshare, clone, clone3, ptrace, process_vm_readv, process_vm_writev) and the seccomp audit
+#: architecture, per machine
+_SECCOMP_ARCH = {
+    "x86_64": (272, 56, 435, (101, 310, 311), 0xC000003E),
+    "aarch64": (97, 220, 435, (117, 270, 271), 0xC00000B7),
+}
 
 
 def seccomp_program() -> bytes:
-    """A seccomp BPF program (struct sock_filter[]) that refuses new user namespaces and ptrace: unshare() and
-    ptrace() fail with EPERM, clone() with CLONE_NEWUSER fails with EPERM, clone3() (whose flags a filter cannot read) with
-    ENOSYS (the C library then uses clone()); another architecture's syscalls (x32) are refused. b"" on a
-    machine this does not know. Without a user namespace an unprivileged kernel cannot mount (a tmpfs past
-    its quota) nor gain capabilities."""
+    """A seccomp BPF program (struct sock_filter[]) that refuses new user namespaces and reaching into another
+    process: unshare(), ptrace(), process_vm_readv() and process_vm_writev() fail with EPERM, clone() with
+    CLONE_NEWUSER fails with EPERM, clone3() (whose flags a filter cannot read) with ENOSYS (the C library then
+    uses clone()); another architecture's syscalls (x32) are refused. b"" on a machine this does not know.
+    Without a user namespace an unprivileged kernel cannot mount (a tmpfs past its quota) nor gain capabilities;
+    without ptrace it cannot drive a process of the sandbox that has no filter (21-nonroot-ptrace-bwrap-init)."""
     import platform
     import struct
 
     known = _SECCOMP_ARCH.get(platform.machine())
     if known is None:
         return b""
-    unshare, clone, clone3, ptrace, arch = known
+    unshare, clone, clone3, reach, arch = known
     ld_w_abs, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
     allow, errno = 0x7FFF0000, 0x00050000
     eperm, enosys = errno | 1, errno | 38
     prog = [
-        (ld_w_abs, 0, 0, 4),  # 0: the architecture
-        (jeq, 1, 0, arch),  # 1: ours: go on
-        (ret, 0, 0, eperm),  # 2
-        (ld_w_abs, 0, 0, 0),  # 3: the syscall number
-        (jge, 0, 1, 0x40000000),  # 4: x32 ABI
-        (ret, 0, 0, eperm),  # 5
-        (jeq, 0, 1, unshare),  # 6
-        (ret, 0, 0, eperm),  # 7
-        (jeq, 0, 1, ptrace),  # 8
-        (ret, 0, 0, eperm),  # 9
-        (jeq, 0, 1, clone3),  # 10
-        (ret, 0, 0, enosys),  # 11
-        (jeq, 1, 0, clone),  # 12
-        (ret, 0, 0, allow),  # 13
-        (ld_w_abs, 0, 0, 16),  # 14: clone's flags (low 32 bits of args[0])
-        (jset, 0, 1, 0x10000000),  # 15: CLONE_NEWUSER
-        (ret, 0, 0, eperm),  # 16
-        (ret, 0, 0, allow),  # 17
+        (ld_w_abs, 0, 0, 4),  # the architecture
+        (jeq, 1, 0, arch),  # ours: go on
+        (ret, 0, 0, eperm),
+        (ld_w_abs, 0, 0, 0),  # the syscall number
+        (jge, 0, 1, 0x40000000),  # x32 ABI
+        (ret, 0, 0, eperm),
+    ]
+    for number in (unshare, *reach):
+        prog += [(jeq, 0, 1, number), (ret, 0, 0, eperm)]
+    prog += [
+        (jeq, 0, 1, clone3),
+        (ret, 0, 0, enosys),
+        (jeq, 1, 0, clone),
+        (ret, 0, 0, allow),
+        (ld_w_abs, 0, 0, 16),  # clone's flags (low 32 bits of args[0])
+        (jset, 0, 1, 0x10000000),  # CLONE_NEWUSER
+        (ret, 0, 0, eperm),
+        (ret, 0, 0, allow),
     ]
     return b"".join(struct.pack("=HBBI", *op) for op in prog)
 
@@ -207,9 +140,10 @@ def seccomp_program() -> bytes:
 class SandboxWorld:
     """What one kernel's sandbox is made of: its private host folder `base` and the user it runs as.
 
-    base/ipc holds the connection file and the kernel's unix sockets (bound into the sandbox at the
-    same path; the grader takes the folder back once the kernel is up, see lock()); base/submission.ipynb
-    is the copy the starter puts into the working copy. kernel_uid: the user id the kernel runs as (0:
+    base/ipc holds the connection file (bound read-only into the sandbox at the same path); the kernel's
+    unix sockets lie in a tmpfs of the sandbox (SANDBOX_IPC), reached from here through /proc (socket_prefix):
+    nothing of the host's disk is writable by the kernel. base/submission.ipynb is the copy the starter puts
+    into the working copy. kernel_uid: the user id the kernel runs as (0:
     stay as the grader, when it is not root).
     """
 
@@ -233,13 +167,24 @@ class SandboxWorld:
         if self.kernel_uid and connection_file.exists():
             os.chown(connection_file, self.kernel_uid, self.kernel_uid)
 
-    def lock(self) -> None:
-        """Once the kernel's sockets exist: the kernel's user may no longer create or grow files in base."""
-        if not self.kernel_uid:
-            return
-        for path in [self.ipc, *self.ipc.iterdir()]:
-            os.chown(path, 0, 0, follow_symlinks=False)
-        os.chmod(self.ipc, 0o755)
+    @staticmethod
+    def socket_prefix(bwrap_pid: int, wait: float = 20.0) -> str:
+        """The kernel's socket path prefix (jupyter's "ip" for the ipc transport) as seen from here: SANDBOX_IPC
+        under the root of the sandbox's process 1, the one child of bubblewrap (process `bwrap_pid`)."""
+        import time
+
+        until = time.monotonic() + wait
+        while True:
+            try:
+                with open(f"/proc/{bwrap_pid}/task/{bwrap_pid}/children") as f:
+                    children = f.read().split()
+            except OSError:
+                children = []
+            if children:
+                return f"/proc/{children[0]}/root{SANDBOX_IPC}/kernel"
+            if time.monotonic() > until:
+                raise RuntimeError("the sandbox did not start (bubblewrap has no process 1)")
+            time.sleep(0.02)
 
 
 def bwrap_env() -> dict:
@@ -252,11 +197,16 @@ def kernel_uid_for_run() -> int:
     return KERNEL_UID_BASE + secrets.randbelow(KERNEL_UID_SPAN) if os.geteuid() == 0 else 0
 
 
+#: the system libraries' folders, bound read-only (or their links made) in every sandbox
+_SYSTEM_LIBS = ("/usr/lib", "/usr/lib64", "/usr/lib32", "/lib", "/lib64", "/lib32")
+
+
 def _runtime_binds() -> list[str]:
     """Read-only binds of the Python runtime, the system libraries it links, fonts, and the environment's packages.
 
-    The runtime: exactly sys.base_prefix, its own site-packages hidden (empty) unless the environment
-    uses them. A virtual environment: its pyvenv.cfg, its python (a link to the
+    The runtime: its interpreter, standard library and the files of it this process has mapped (libpython),
+    never its whole prefix (a distribution's Python has sys.base_prefix /usr: /usr/local, /usr/src and /usr/share
+    would come with it); its own site-packages hidden (empty) unless the environment uses them. A virtual environment: its pyvenv.cfg, its python (a link to the
     runtime's) and its site-packages folders, never the folder around them (a venv inside a checkout does
     not bring the checkout). Any distlab package found in them is covered by the student view.
     """
@@ -264,8 +214,9 @@ def _runtime_binds() -> list[str]:
 
     args: list[str] = []
     runtime = os.path.realpath(sys.base_prefix)
-    args += ["--ro-bind", runtime, runtime]
-    for lib in ("/usr/lib", "/usr/lib64", "/usr/lib32", "/lib", "/lib64", "/lib32"):
+    for path in _runtime_files(runtime):
+        args += ["--ro-bind", path, path]
+    for lib in _SYSTEM_LIBS:
         if os.path.islink(lib):
             args += ["--symlink", os.readlink(lib), lib]
         elif os.path.isdir(lib):
@@ -296,6 +247,31 @@ def _runtime_binds() -> list[str]:
         if os.path.isdir(os.path.join(folder, "distlab")):
             args += ["--ro-bind", "{view}/distlab", os.path.join(folder, "distlab")]
     return args
+
+
+def _runtime_files(runtime: str) -> list[str]:
+    """The Python runtime's own files: the interpreter, the standard library (and its extension modules' folder),
+    and what of `runtime` this process has mapped (libpython). Real paths, each once, outermost first."""
+    import sysconfig
+
+    bases = {"base": sys.base_prefix, "installed_base": sys.base_prefix}
+    bases.update(platbase=sys.base_exec_prefix, installed_platbase=sys.base_exec_prefix)
+    paths = sysconfig.get_paths(vars=bases)
+    found = [getattr(sys, "_base_executable", "") or sys.executable, sys.executable]
+    found += [paths["stdlib"], paths["platstdlib"], os.path.join(paths["stdlib"], "lib-dynload")]
+    try:
+        with open("/proc/self/maps") as maps:
+            found += [line.split(None, 5)[5].strip() for line in maps if line.count(" /") and len(line.split()) > 5]
+    except OSError:
+        pass
+    real = sorted({os.path.realpath(p) for p in found if p and os.path.exists(p)}, key=len)
+    kept: list[str] = []
+    for path in real:
+        if any(_under(path, lib) for lib in _SYSTEM_LIBS):
+            continue  # bound with the system libraries
+        if _under(path, runtime) and not any(_under(path, k) for k in kept):
+            kept.append(path)
+    return kept
 
 
 def sandbox_env(world: SandboxWorld) -> dict:
@@ -359,8 +335,8 @@ def bwrap_prefix(world: SandboxWorld) -> list[str]:
 
     Read-only: the Python runtime (sys.base_prefix), the system libraries, fonts, the environment's
     site-packages (_runtime_binds) and the student view of distlab (student_view). Writable: a private
-    /tmp of `world.disk_quota` bytes (tmpfs) holding the working copy, and base/ipc (sockets; locked once
-    the kernel is up). /dev minimal, /proc of the kernel's own process namespace; the root itself is then
+    /tmp of `world.disk_quota` bytes (tmpfs) holding the working copy, and SANDBOX_IPC (a tmpfs of
+    SANDBOX_IPC_BYTES for the kernel's sockets); no folder of the host's disk. /dev minimal, /proc of the kernel's own process namespace; the root itself is then
     remounted read-only. Private process, IPC, network, host-name and cgroup namespaces; a new session; it
     dies with the grader; an environment from an allow-list only (--clearenv, sandbox_env). As root,
     every capability is dropped but the three the starter (STARTER) needs to become the kernel's
@@ -370,6 +346,12 @@ def bwrap_prefix(world: SandboxWorld) -> list[str]:
     """
     args = [shutil.which("bwrap") or "bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net"]
     args += ["--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv"]
+    # no init of bubblewrap's in the sandbox: the starter is process 1 (filtered, non-dumpable) and the kernel its
+    # child. bubblewrap's init has no seccomp filter and runs as the kernel's user (a grader that is not root): the
+    # kernel could drive it (ptrace, /proc/1/mem) into a user namespace with every capability. Now every process
+    # there carries the starter's filter. (The kernel is not process 1 itself: kill(-1), which ipykernel's
+    # interrupt sends to its process group 1, never reaches process 1.)
+    args += ["--as-pid-1"]
     for key, value in sandbox_env(world).items():
         args += ["--setenv", key, value]
     view = str(world.view)
@@ -386,7 +368,8 @@ def bwrap_prefix(world: SandboxWorld) -> list[str]:
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1")):
         mounts += ["--symlink", target, "/dev/" + name]
     mounts += ["--symlink", "/proc/self/fd/2", "/dev/stderr", "--proc", "/proc"]
-    mounts += ["--bind", str(world.ipc), str(world.ipc)]
+    mounts += ["--ro-bind", str(world.ipc), str(world.ipc)]  # the connection file, read-only
+    mounts += ["--perms", "0700", "--size", str(SANDBOX_IPC_BYTES), "--tmpfs", SANDBOX_IPC]
     submission = world.base / "submission.ipynb"
     if submission.exists():
         mounts += ["--ro-bind", str(submission), SANDBOX_SUBMISSION]
@@ -396,6 +379,12 @@ def bwrap_prefix(world: SandboxWorld) -> list[str]:
     # /dev is a tmpfs of its own: read-only too (device nodes still work), or a kernel running as the grader's
     # user could fill memory through it
     args += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", "/"]
+    # the empty folders over the runtime's own site-packages: read-only too (their owner is the kernel's user when
+    # the grader is not root: it could chmod them and write)
+    hidden = [mounts[i + 1] for i, a in enumerate(mounts) if a == "--tmpfs"]
+    for folder in hidden:
+        if folder not in (SANDBOX_TMP, "/dev", SANDBOX_IPC):
+            args += ["--remount-ro", folder]
     if os.geteuid() == 0:
         args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_CHOWN"]
         args += ["--cap-add", "CAP_SYS_ADMIN"]  # the starter's remount of /tmp with an inode limit
@@ -406,7 +395,8 @@ def bwrap_prefix(world: SandboxWorld) -> list[str]:
 #: joins the kernel's cgroups, remounts /tmp with an inode limit (root only), makes the working copy, copies
 #: the submission into it, sets the resource limits, becomes the kernel's user (losing every capability;
 #: bubblewrap has set no_new_privs, so none can come back), installs the seccomp filter (seccomp_program:
-#: no user namespaces) and execs the kernel
+#: no user namespaces, no ptrace), makes itself non-dumpable (its /proc/1/mem closed to the kernel), and forks
+#: the kernel; it stays process 1 of the sandbox (bwrap --as-pid-1), reaping orphans until the kernel exits
 STARTER = (
     "import ctypes, os, resource, shutil, sys\n"
     "uid, limits, source, work = int(sys.argv[1]), sys.argv[2:6], sys.argv[6], sys.argv[7]\n"
@@ -418,6 +408,10 @@ STARTER = (
     "if inodes and libc.mount(b'tmpfs', b'/tmp', b'tmpfs', 0x20 | 0x2 | 0x4,\n"
     "                         b'size=%d,nr_inodes=%d,mode=1777' % (quota, inodes)) != 0:\n"
     "    sys.exit('could not limit the inodes of /tmp: ' + os.strerror(ctypes.get_errno()))\n"
+    "if inodes and libc.mount(b'tmpfs', b'/run/distlab/ipc', b'tmpfs', 0x20 | 0x2 | 0x4 | 0x8,\n"
+    "                         b'size=65536,nr_inodes=64,mode=0700') != 0:\n"
+    "    sys.exit('could not limit the inodes of the socket folder: ' + os.strerror(ctypes.get_errno()))\n"
+    "os.chown('/run/distlab/ipc', uid, uid) if uid else None\n"
     "made = [work + sub for sub in ('', '/.tmp', '/.ipython', '/.matplotlib')]\n"
     "for folder in made:\n"
     "    os.makedirs(folder, mode=0o700, exist_ok=True)\n"
@@ -441,9 +435,19 @@ STARTER = (
     "    libc.prctl(38, 1, 0, 0, 0)\n"
     "    if libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:\n"
     "        sys.exit('could not install the seccomp filter: ' + os.strerror(ctypes.get_errno()))\n"
-    "os.umask(0o077)\n"
-    "os.chdir(work)\n"
-    "os.execv(sys.argv[13], sys.argv[13:])\n"
+    "libc.prctl(4, 0, 0, 0, 0)\n"
+    "kernel = os.fork()\n"
+    "if kernel == 0:\n"
+    "    os.umask(0o077)\n"
+    "    os.chdir(work)\n"
+    "    os.execv(sys.argv[13], sys.argv[13:])\n"
+    "while True:\n"
+    "    try:\n"
+    "        pid, status = os.wait()\n"
+    "    except ChildProcessError:\n"
+    "        os._exit(0)\n"
+    "    if pid == kernel:\n"
+    "        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)\n"
 )
 
 
@@ -478,8 +482,12 @@ def starter_prefix(
 ) -> list[str]:
     """bwrap_prefix(world) and the starter: what runs before the kernel's own command line."""
     if processes:
-        # a fresh user id runs nothing yet; staying the grader's user, its current tasks count too
-        nproc = int(processes) + (0 if world.kernel_uid else _tasks_of_this_user())
+        # a fresh user id runs nothing yet. Staying the grader's user, the kernel runs in bubblewrap's user namespace,
+        # where Linux >= 5.14 counts RLIMIT_NPROC from 0 (per namespace and user): the grader's tasks must not be
+        # added (24-nonroot-nproc-userns: 256 + 600 of them let the kernel fork 850); older kernels count every
+        # task of the user, so there they are
+        own_count = world.kernel_uid or _linux_at_least(5, 14)
+        nproc = int(processes) + (0 if own_count else _tasks_of_this_user())
     else:
         nproc = 0
     values = [int(memory_limit or 0), nproc, int(file_size_limit or 0), int(cpu_seconds or 0)]
@@ -510,6 +518,15 @@ LIMITER = (
     "        resource.setrlimit(getattr(resource, name), (int(value), int(value)))\n"
     "os.execvp(sys.argv[6], sys.argv[6:])\n"
 )
+
+
+def _linux_at_least(major: int, minor: int) -> bool:
+    """Whether this runs on Linux `major`.`minor` or later (platform.release(), e.g. "6.1.0-18-amd64")."""
+    import platform
+    import re
+
+    found = re.match(r"(\d+)\.(\d+)", platform.release())
+    return found is not None and (int(found[1]), int(found[2])) >= (major, minor)
 
 
 def _tasks_of_this_user() -> int:

@@ -12,10 +12,25 @@ import stat
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MAX_NOTEBOOK_BYTES", "read_submission", "read_sources", "parse_sources"]
+from .messages import json_containers
+
+__all__ = [
+    "MAX_NOTEBOOK_BYTES",
+    "MAX_NOTEBOOK_CONTAINERS",
+    "MAX_CODE_CHARS",
+    "read_submission",
+    "read_sources",
+    "parse_sources",
+]
 
 #: a submitted notebook larger than this is refused (exercise notebooks with their plots are a few MB)
 MAX_NOTEBOOK_BYTES = 32 * 2**20
+#: a notebook holding more JSON objects and arrays than this is refused before it is decoded (the largest lesson
+#: notebook holds 647; 10 million "[]" in 30 MB took the grader to 840 MB once decoded)
+MAX_NOTEBOOK_CONTAINERS = 50_000
+#: the code cells of a notebook may hold this many characters together (the lessons' code is under 100 kB; a 30 MB
+#: cell is sent to the kernel and held by the grader several times over)
+MAX_CODE_CHARS = 2 * 2**20
 
 
 def read_submission(path: Path, problems: list[str], limit: int = MAX_NOTEBOOK_BYTES) -> bytes | None:
@@ -78,8 +93,19 @@ def read_sources(path: Path, problems: list[str]) -> tuple[Any, list[str]] | Non
 
 def parse_sources(raw: bytes, problems: list[str]) -> tuple[Any, list[str]] | None:
     """(notebook metadata, code-cell sources) from the bytes of a notebook, or None when nothing is usable."""
+    containers = json_containers(raw)
+    if containers > MAX_NOTEBOOK_CONTAINERS:
+        problems.append(
+            f"the notebook is too big to grade: it holds {containers:,} JSON objects and lists, more than the "
+            f"{MAX_NOTEBOOK_CONTAINERS:,} a notebook may have (the lessons' notebooks hold under 1,000); submit the "
+            "exercise notebook itself"
+        )
+        return None
     try:
-        data = json.loads(raw.decode("utf-8", errors="replace"))
+        try:
+            data = json.loads(raw)  # bytes: no decoded copy of the whole file
+        except UnicodeDecodeError:
+            data = json.loads(raw.decode("utf-8", errors="replace"))
     except (ValueError, RecursionError) as exc:
         problems.append(
             f"the file is not a valid notebook (not JSON: {str(exc)[:200]}); "
@@ -89,18 +115,24 @@ def parse_sources(raw: bytes, problems: list[str]) -> tuple[Any, list[str]] | No
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         problems.append("the file is JSON but not a notebook (no list of cells)")
         return None
-    sources = []
-    skipped = 0
+    sources: list[str] = []
+    skipped = code = 0
     for cell in data["cells"]:
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         source = cell.get("source", "")
-        if isinstance(source, list) and all(isinstance(s, str) for s in source):
-            source = "".join(source)
-        if not isinstance(source, str):
+        parts = source if isinstance(source, list) else [source]
+        if not all(isinstance(s, str) for s in parts):
             skipped += 1
             continue
-        sources.append(_clean(source))
+        code += sum(map(len, parts))
+        if code > MAX_CODE_CHARS:  # before the parts are joined: no further copy of a huge cell
+            problems.append(
+                f"the notebook is too big to grade: its code cells hold more than the {MAX_CODE_CHARS / 2**20:g} MB "
+                "of text they may have together; remove what is not your answers and submit again"
+            )
+            return None
+        sources.append(_clean("".join(parts)))
     if skipped:
         problems.append(f"{skipped} code cell(s) had no readable source and were skipped")
     return data.get("metadata"), sources

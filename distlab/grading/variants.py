@@ -239,16 +239,22 @@ class VariantPolicy:
     submitter, the export's submitter, the per-student folder), never the one the notebook names
     (a submission without an identity is refused); the seed is recomputed from the
     roster and the secret, and a notebook carrying any other seed is refused (no points). A
-    student not on the roster is refused. Without a roster, a variant notebook is graded with
-    the seed it carries, marked unverified. A notebook without a variant is graded as written.
+    student not on the roster is refused. Without a roster but with the instructor's secret
+    (``--secret-file``: variants are in use), a notebook without a variant is refused (the public
+    notebooks carry the default numbers) and a variant's seed must be the one issued to the student it
+    names. Without either, a variant notebook is graded with the seed it carries, marked unverified,
+    and a notebook without a variant is graded as written.
     """
 
-    def __init__(self, roster: Roster | None = None):
+    def __init__(self, roster: Roster | None = None, secret: bytes | None = None):
         self.roster = roster
+        self.signer = roster if roster is not None else Roster({}, secret) if secret else None
 
     def __call__(self, grade, metadata, questions: dict, identity=None) -> dict | None:
         found = notebook_variant(metadata)
         seed = found.get("seed") if found else None
+        if self.roster is None and self.signer is not None:
+            return self._signed_only(grade, found, questions)
         if self.roster is None:
             if found is None:
                 return questions
@@ -347,6 +353,33 @@ def _people(identity) -> list[tuple]:
     if given and all(isinstance(p, (list, tuple)) for p in given):
         return [tuple(str(i) for i in p) for p in given if p]
     return [tuple(given)] if given else []
+
+    def _signed_only(self, grade, found: dict | None, questions: dict) -> dict | None:
+        """The secret without a roster: the variant must be one issued (its seed signs the student it names); the
+        submitter is not checked (that needs the roster)."""
+        assert self.signer is not None
+        claimed = found.get("student") if found else None
+        if found is None or not isinstance(claimed, str) or not _ascii_id(claimed) or len(claimed) > 200:
+            grade.problems.append(
+                "refused: per-student variants are graded (--secret-file) and this notebook carries no variant of a "
+                "student (the public and self-study notebooks have the default numbers); submit your own exercise "
+                "notebook"
+            )
+            grade.questions = not_attempted(questions, "not graded (no per-student variant)")
+            return None
+        issued = self.signer.seed(grade.lesson, claimed)
+        if found.get("seed") != issued:
+            grade.problems.append(
+                f"refused: the notebook's variant seed is not the one issued to student {claimed!r}; submit your own "
+                "exercise notebook"
+            )
+            grade.questions = not_attempted(questions, "not graded (forged or foreign variant seed)")
+            return None
+        grade.problems.append(
+            f"the variant of student {claimed!r} (its seed checked with the secret; who submitted it is checked "
+            "only with --roster)"
+        )
+        return lesson_variant(grade.lesson, issued)
 
 
 def submitter(path) -> tuple:

@@ -231,6 +231,8 @@ def test_an_uninterruptible_loop_is_stopped_by_the_time_limits(tmp_path):
     assert statuses(result)["q1"] == CORRECT and statuses(result)["q2"] == NOT_ATTEMPTED
     assert result.seconds < 40
     assert any("did not respond" in p for p in result.problems), result.problems
+    # 18-ignore-interrupt-timelimit: the kernel was stopped, not interrupted: the report must not say it was
+    assert not any("was interrupted" in p for p in result.problems), result.problems
 
 
 @pytest.mark.notebook

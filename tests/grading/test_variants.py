@@ -269,3 +269,35 @@ def test_a_submitter_whose_sid_and_email_name_two_students_is_refused_and_flagge
         sandbox="audit",
     )
     assert (same.score, same.student) == (8.0, "alice")
+
+
+def test_with_the_secret_a_notebook_without_a_variant_is_refused_not_graded_with_the_default_numbers(
+    class_notebooks, tmp_path
+):
+    # 03-variant-stripped-public-solution: graded with --secret-file (variants in use) but no --roster, the public
+    # solution notebook (no variant block: the default numbers, public answers) scored 8/8 without a word, and the
+    # secret was silently ignored. Now it is refused; a genuine variant is checked against the seed it names.
+    from distlab.cli import main
+
+    roster, paths = class_notebooks
+    _, secret = write_roster(tmp_path)
+    public = tmp_path / "public" / "01_memory_wall.ipynb"
+    public.parent.mkdir()
+    shutil.copy(ROOT / "solutions" / "01_memory_wall.ipynb", public)
+    out = tmp_path / "public.json"
+    args = ["grade", str(public), "--lesson", "memory_wall", "--secret-file", str(secret), "--trusted"]
+    assert main([*args, "--json", str(out)]) == 0
+    found = json.loads(out.read_text())
+    assert found["score"] == 0 and any("refused" in p for n in found["notebooks"] for p in n["problems"]), found
+    # alice's own variant, solved with her numbers: graded with them, the check named in the report
+    solve(paths["alice"], "memory_wall", roster.seed("memory_wall", "alice"))
+    args[1] = str(paths["alice"])
+    assert main([*args, "--json", str(out)]) == 0
+    found = json.loads(out.read_text())
+    assert found["score"] == 8, found
+    # the same notebook with its seed changed to an easy one is refused
+    nb = json.loads(paths["alice"].read_text())
+    nb["metadata"]["distlab"]["variant"]["seed"] = "0000000000000000"
+    paths["alice"].write_text(json.dumps(nb))
+    assert main([*args, "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["score"] == 0

@@ -1,0 +1,87 @@
+"""One kernel's cgroups (v1 memory and pids), made by a root grader under its own and removed afterwards: they cap
+all of the kernel's processes together (distlab.grading.sandbox's starter joins them before the kernel starts).
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["CGROUP_ROOT", "KernelCgroups"]
+
+#: cgroup v1 hierarchies a root grader makes a cgroup in per kernel (memory and memory+swap of all its
+#: processes together; its number of processes and threads)
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+
+def _own_cgroup(controller: str) -> str | None:
+    """This process's cgroup path in the v1 hierarchy of `controller` (None: no such hierarchy)."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            for line in f:
+                _, names, path = line.rstrip("\n").split(":", 2)
+                if controller in names.split(","):
+                    return path
+    except OSError:
+        return None
+    return None
+
+
+class KernelCgroups:
+    """One kernel's cgroups (v1 memory and pids, made under the grader's own), removed by remove().
+
+    memory.limit_in_bytes (and memory.memsw.limit_in_bytes where swap is accounted) caps the memory of
+    every process of the kernel together, where RLIMIT_AS caps each one; pids.max caps its processes and
+    threads. `procs` lists the cgroup.procs files the starter joins. Empty where no cgroup could be made
+    (not root, no writable v1 hierarchy): the kernel then has its rlimits only.
+    """
+
+    def __init__(self, name: str, memory_limit: int | None, processes: int | None):
+        self.folders: list[str] = []
+        self.procs: list[str] = []
+        settings = {
+            "memory": [("memory.limit_in_bytes", memory_limit), ("memory.memsw.limit_in_bytes", memory_limit)],
+            "pids": [("pids.max", processes)],
+        }
+        if os.geteuid() != 0:
+            return
+        for controller, values in settings.items():
+            if not any(v for _, v in values):
+                continue
+            own = _own_cgroup(controller)
+            if own is None:
+                continue
+            folder = os.path.join(CGROUP_ROOT, controller, own.lstrip("/"), name)
+            try:
+                os.mkdir(folder, 0o755)
+            except OSError:
+                continue
+            self.folders.append(folder)
+            try:
+                for n, (file, value) in enumerate(values):
+                    path = os.path.join(folder, file)
+                    if value and (os.path.exists(path) or n == 0):
+                        try:
+                            with open(path, "w") as f:
+                                f.write(str(int(value)))
+                        except OSError:
+                            if n == 0:
+                                raise
+                            # memory+swap not accounted here: the memory limit alone
+            except OSError:
+                continue  # the limit could not be set: the folder is removed, the kernel does not join it
+            self.procs.append(os.path.join(folder, "cgroup.procs"))
+
+    def remove(self) -> None:
+        """Remove the kernel's cgroups (once its processes are gone; a few tries while they exit)."""
+        import time
+
+        for folder in self.folders:
+            for _ in range(50):
+                try:
+                    os.rmdir(folder)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.1)
+        self.folders = []
