@@ -343,17 +343,6 @@ class VariantPolicy:
         )
         return lesson_variant(grade.lesson, self.roster.seed(grade.lesson, student))
 
-
-def _people(identity) -> list[tuple]:
-    """The submitters `identity` names, each a tuple of ids (an id, an e-mail): a string or a flat tuple of ids is
-    one person; a tuple of tuples (a Gradescope export's group submission) is one person each."""
-    if isinstance(identity, str):
-        return [(identity,)]
-    given = list(identity or ())
-    if given and all(isinstance(p, (list, tuple)) for p in given):
-        return [tuple(str(i) for i in p) for p in given if p]
-    return [tuple(given)] if given else []
-
     def _signed_only(self, grade, found: dict | None, questions: dict) -> dict | None:
         """The secret without a roster: the variant must be one issued (its seed signs the student it names); the
         submitter is not checked (that needs the roster)."""
@@ -380,6 +369,17 @@ def _people(identity) -> list[tuple]:
             "only with --roster)"
         )
         return lesson_variant(grade.lesson, issued)
+
+
+def _people(identity) -> list[tuple]:
+    """The submitters `identity` names, each a tuple of ids (an id, an e-mail): a string or a flat tuple of ids is
+    one person; a tuple of tuples (a Gradescope export's group submission) is one person each."""
+    if isinstance(identity, str):
+        return [(identity,)]
+    given = list(identity or ())
+    if given and all(isinstance(p, (list, tuple)) for p in given):
+        return [tuple(str(i) for i in p) for p in given if p]
+    return [tuple(given)] if given else []
 
 
 def submitter(path) -> tuple:
