@@ -455,18 +455,8 @@ def plan(
         zero3_tensors=zero3_collectives_per_layer(model, zero3_collectives),
         tp_overlap=TP_OVERLAP_NAMES.index(method),
     )
-    cols, rejected = enumerate_configurations(model, cl.gpus, cl.node.gpus_per_node, batch, s)
-    keep = np.isin(cols["zero"], mem_recipe.zero_stages)
-    if not keep.all():
-        rejected["ZeRO stage the engine does not run"] = int((~keep).sum())
-        cols = {name: column[keep] for name, column in cols.items()}
-    core_model, moe_columns = model, {}
-    if is_moe:
-        cols = expert_parallel_columns(model, cols, cl.gpus, cl.node.gpus_per_node, rejected)
-        routing = dict(imbalance=moe_imbalance, capacity_factor=capacity_factor, max_nodes=max_nodes_per_token)
-        core_model, moe_columns = moe_step.step_model(model, s, **routing), dict(ep=cols["ep"], etp=cols["etp"])
-    else:
-        moe_step.refuse_routing_for_dense(model.name, moe_imbalance, capacity_factor, max_nodes_per_token)
+    routing = dict(imbalance=moe_imbalance, capacity_factor=capacity_factor, max_nodes=max_nodes_per_token)
+    cols, rejected, core_model, moe_columns = _candidates(model, cl, batch, s, mem_recipe, routing)
     out = training.step_model_array(
         core_model,
         **hw,
@@ -485,21 +475,27 @@ def plan(
     fills = ~((cols["pp"] > 1) & (out["microbatches"] < cols["pp"]))
     feasible = fits & fills
     order = np.lexsort((out["step_time_s"], ~feasible))
-    return Plan(
-        columns=cols,
-        results=out,
-        feasible=feasible,
-        order=order,
-        rejected=rejected,
-        gpus=cl.gpus,
-        model_name=model.name,
-        extra={
-            "calibrated": compute.calibrated,
-            "overlap_slowdown": compute.overlap_slowdown,
-            "attention_kernel": compute.attention_kernel,
-            "fp8_scaling": fp8_scaling_name(fp8_scaling),
-            "zero3_collectives": zero3_collectives,
-            "tp_overlap_method": method,
-            "band": validation.error_band(cl.accelerator.name, recipe.name),
-        },
-    )
+    extra = dict(calibrated=compute.calibrated, overlap_slowdown=compute.overlap_slowdown)
+    extra.update(attention_kernel=compute.attention_kernel, fp8_scaling=fp8_scaling_name(fp8_scaling))
+    extra.update(zero3_collectives=zero3_collectives, tp_overlap_method=method)
+    extra.update(band=validation.error_band(cl.accelerator.name, recipe.name))
+    return Plan(cols, out, feasible, order, rejected, cl.gpus, model.name, extra)
+
+
+def _candidates(model, cl, batch: int, s: int, mem_recipe, routing: dict) -> tuple:
+    """(columns, rejected counts, the model as step_model_array reads it, the MoE columns) of plan(): every valid
+    layout (enumerate_configurations) whose ZeRO stage the memory recipe's engine runs, with expert parallelism for
+    an MoE model (its routing knobs for every candidate); a dense model refuses routing knobs. Lesson 7 §5."""
+    from .moe import step as moe_step
+
+    cols, rejected = enumerate_configurations(model, cl.gpus, cl.node.gpus_per_node, batch, s)
+    keep = np.isin(cols["zero"], mem_recipe.zero_stages)
+    if not keep.all():
+        rejected["ZeRO stage the engine does not run"] = int((~keep).sum())
+        cols = {name: column[keep] for name, column in cols.items()}
+    if not moe_step.is_moe(model):
+        moe_step.refuse_routing_for_dense(model.name, *routing.values())
+        return cols, rejected, model, {}
+    cols = expert_parallel_columns(model, cols, cl.gpus, cl.node.gpus_per_node, rejected)
+    core_model = moe_step.step_model(model, s, **routing)
+    return cols, rejected, core_model, dict(ep=cols["ep"], etp=cols["etp"])

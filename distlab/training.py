@@ -332,24 +332,23 @@ def estimate(
 ) -> StepEstimate:
     """Step time by term (distlab.step.TERMS), throughput, MFU/HFU, scaling efficiency and memory of one configuration.
 
-    model: a TransformerModel or catalog name (an MoE one from distlab.moe, e.g. 'mixtral-8x7b'); cluster: a
-    hardware.Cluster, or a node name with nodes= and fabric=. dp defaults to GPUs / (tp x cp x pp); cp: context
-    parallelism by ring attention (the sequence splits into 2 cp load-balanced chunks). efficiency: None (default)
-    prices compute with the calibrated model of distlab.efficiency (Lesson 7 §8); a number in (0, 1] is the simple
-    model of Lesson 7 §1, every FLOP at that share of the dense peak. attention: 'flash' or 'unfused' (Megatron-LM
-    2021-2022); attention_kernel: the flash kernel (distlab.attention_kernels: 'flash', 'fa2', 'fa3', 'cudnn',
-    'sdpa'; None: the memory recipe's engine's). precision 'fp8': the weight GEMMs at the FP8 GEMM rate, the rest at
-    16-bit, the casts by fp8_scaling ('delayed', 'current', 'blockwise'; distlab.elementwise). calibration: (share,
-    traffic) replacing the two fitted constants. tp_overlap: sequence parallelism's collectives overlap the matmuls
-    by a method (distlab.tp_overlap: 'none', 'userbuffers' = Megatron-Core --tp-comm-overlap, 'async-tp' = PyTorch
-    async TP; True: the memory recipe's engine's), hiding (tp - 1) / tp of what fits under the matmuls. memory_recipe: 'zero-paper' (16 B per parameter) or an engine's ('megatron',
-    'megatron-distributed-optimizer', 'deepspeed', 'fsdp2'; distlab.memory_recipes). balance_stages: the first and
-    last stage hold one layer fewer (Llama 3; pp > 2). ep, etp: expert and expert tensor parallelism (etp 1 or tp)
-    of an MoE model (Lesson 10 §5); moe_imbalance, capacity_factor and max_nodes_per_token its routing (Lesson 10
-    §3). kernels: 'fused', 'compiled' or 'eager' element-wise kernels. An infeasible configuration is priced but
-    flagged (explain() says why); invalid ones raise ConfigurationError. zero3_collectives: 'layer' (one flat-buffer
-    collective per layer: FSDP2, Megatron) or 'tensor' (one per parameter tensor, DeepSpeed ZeRO-3 as of 2021;
-    step.data_parallel.ZERO3_COLLECTIVES). Lesson 7 §1-§6, §8.
+    model: a TransformerModel or catalog name (an MoE one: distlab.moe); cluster: a hardware.Cluster, or a node name
+    with nodes= and fabric=. dp defaults to GPUs / (tp x cp x pp); cp: context parallelism by ring attention (the
+    sequence splits into 2 cp load-balanced chunks). efficiency: None (default) prices compute with the calibrated model
+    of distlab.efficiency; a number in (0, 1] is the simple model of Lesson 7 §1, every FLOP at that share of the dense
+    peak. attention: 'flash' or 'unfused'; attention_kernel: the flash kernel (distlab.attention_kernels: 'flash',
+    'fa2', 'fa3', 'cudnn', 'sdpa'; None: the memory recipe's engine's). precision 'fp8': the weight GEMMs at the FP8
+    GEMM rate, the rest at 16-bit, the casts by fp8_scaling ('delayed', 'current', 'blockwise'; distlab.elementwise).
+    calibration: (share, traffic) replacing the two fitted constants. tp_overlap: sequence parallelism's collectives
+    overlap the matmuls by a method (distlab.tp_overlap: 'none', 'userbuffers' = Megatron-Core --tp-comm-overlap,
+    'async-tp' = PyTorch async TP; True: the memory recipe's engine's), hiding (tp - 1) / tp of what fits under the
+    matmuls. memory_recipe: 'zero-paper' (16 B per parameter) or an engine's ('megatron',
+    'megatron-distributed-optimizer', 'deepspeed', 'fsdp2'; distlab.memory_recipes). balance_stages: the first and last
+    stage hold one layer fewer (pp > 2). ep, etp: expert and expert tensor parallelism (etp 1 or tp) of an MoE model
+    (Lesson 10 §5); moe_imbalance, capacity_factor and max_nodes_per_token its routing (Lesson 10 §3). kernels: 'fused',
+    'compiled' or 'eager' element-wise kernels. An infeasible configuration is priced but flagged (explain() says why);
+    invalid ones raise ConfigurationError. zero3_collectives: 'layer' (a flat buffer per layer: FSDP2, Megatron) or
+    'tensor' (one per parameter tensor, DeepSpeed ZeRO-3 of 2021; data_parallel.ZERO3_COLLECTIVES). Lesson 7 §1-§8.
 
     Llama 2 7B, one DGX H100, dp 8, 50% of peak: 46.09 GFLOP/token x 4096 / 494.7 TFLOP/s = 0.382 s; 108 GB > 80 GB.
 
@@ -367,19 +366,25 @@ def estimate(
     mem_recipe, zero = check_memory_recipe(memory_recipe, zero)
     named = dict(attention_kernel=attention_kernel, fp8_scaling=fp8_scaling, memory_recipe=mem_recipe)
     compute = compute_model_for(cl, efficiency, attention, calibration, kernels, **named)
-    recipe = memory.precision_recipe(precision)
-    sp = bool(sequence_parallel) and tp > 1
+    recipe, sp = memory.precision_recipe(precision), bool(sequence_parallel) and tp > 1
     asked = dict(moe_imbalance=moe_imbalance, capacity_factor=capacity_factor, max_nodes_per_token=max_nodes_per_token)
     core_model, experts, routing = _expert_view(model, cl, shape["s"], tp, cp, pp, ep, etp, sp, asked)
     layout = dict(dp=dp, tp=tp, cp=cp, pp=pp, zero=zero, recompute=memory.recompute_mode(recompute), sp=sp)
     method = tp_overlap_method(tp_overlap, mem_recipe) if sp else tp_overlap_method(tp_overlap) and "none"
     config = _record(model, cl, shape, layout, recipe, compute, efficiency, mem_recipe, method, balance_stages)
     config.update(**experts, **routing)
+    flags = _flags(model, config, method, balance_stages, zero3_collectives)
+    return _priced(model, core_model, cl, config, compute, mem_recipe, flags)
+
+
+def _flags(model, config: dict, method: str, balance_stages, zero3_collectives) -> dict:
+    """step_model_array's switches of an estimate (TP overlap method, balanced stages, ZeRO-3 collectives per layer);
+    a ZeRO-3 granularity other than the default is added to the configuration record too."""
     flags: dict[str, Any] = dict(tp_overlap=TP_OVERLAP_NAMES.index(method), balance_stages=bool(balance_stages))
     if zero3_collectives != "layer":  # the default adds nothing to the record: estimates without it stay as they were
         config["zero3_collectives"] = zero3_collectives
         flags["zero3_tensors"] = zero3_collectives_per_layer(model, zero3_collectives)
-    return _priced(model, core_model, cl, config, compute, mem_recipe, flags)
+    return flags
 
 
 def _record(model, cl, shape, layout, recipe, compute, efficiency, mem_recipe, tp_overlap, balance_stages) -> dict:
