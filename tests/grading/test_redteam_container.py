@@ -144,7 +144,7 @@ INODES = r"""
 _prog = '''
 import os
 most = 0
-for d in ("/tmp", "/var/tmp", "/dev/shm"):
+for d in DIRS:
     n = 0
     try:
         while n < 20000:
@@ -359,10 +359,15 @@ def test_the_private_temporary_folders_have_an_inode_limit(base):
     # the attack (red team 13): /tmp, /var/tmp and /dev/shm were tmpfs of 512 MB but without nr_inodes: a million
     # empty files grew the host's unswappable kernel memory (Slab) by 1 GB. Now each holds at most 16,384 inodes
     # (DEFAULT_INODES, as bubblewrap's /tmp), so the 20,000th file is refused in each
+    # A folder the grader's Python imports from stays shared (run_autograder says so; the threat model documents
+    # it): a checkout under /tmp (a CI clone in mktemp -d) keeps /tmp shared, so only the private ones are tried
+    used = [p for p in [sys.executable, *sys.path, *os.environ.get("PYTHONPATH", "").split(":")] if p]
+    private = [d for d in ("/tmp", "/var/tmp", "/dev/shm") if not any(p.startswith(d + "/") for p in used)]
+    assert private, "every temporary folder is shared with the grader's Python here: nothing to test"
     root, seed = _autograder(base, timeout=120)
-    _submit(root, seed, [ESCAPE, INODES], solved=True)
+    _submit(root, seed, [ESCAPE, INODES.replace("DIRS", repr(tuple(private)))], solved=True)
     result, _ = _run(root, limit=300)
-    assert result is not None and result["score"] == 8.0, "a private temporary folder took 20,000 inodes"
+    assert result is not None and result["score"] == 8.0, f"a private temporary folder of {private} took 20,000 inodes"
 
 
 @pytest.mark.parametrize("prefix", [(), NO_NAMESPACES], ids=["namespaces", "no-namespaces"])
