@@ -184,6 +184,21 @@ def jupyterlab(tmp_path_factory):
 _WORKSPACES = itertools.count()
 
 
+def _upload_notebook(base: str, token: str, name: str, nb) -> None:
+    """Save notebook `nb` as `name` in the running JupyterLab through its contents API (a python3 kernel)."""
+    import nbformat
+
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    request = urllib.request.Request(
+        f"{base}/api/contents/{name}?token={token}",
+        data=json.dumps({"type": "notebook", "content": json.loads(nbformat.writes(nb))}).encode(),
+        method="PUT",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10):  # noqa: S310 - localhost only
+        pass
+
+
 def _open_and_run_all(page, url: str) -> None:
     """Open a notebook in JupyterLab and, once its kernel is idle, Run > Run All Cells, as a student would."""
     # a workspace of its own: JupyterLab would otherwise restore the tabs an earlier test opened, and Run All Cells
@@ -545,15 +560,7 @@ def test_the_triage_ladder_answers_a_kernel_control_with_a_new_ladder(jupyterlab
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("from distlab.widgets.production import TriageApp\nTriageApp()")]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    request = urllib.request.Request(
-        f"{base}/api/contents/ladder.ipynb?token={token}",
-        data=json.dumps({"type": "notebook", "content": json.loads(nbformat.writes(nb))}).encode(),
-        method="PUT",
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10):  # noqa: S310 - localhost only
-        pass
+    _upload_notebook(base, token, "ladder.ipynb", nb)
     ARTIFACTS.mkdir(exist_ok=True)
     with _chromium(sync_api) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 1000}, device_scale_factor=2)
@@ -973,15 +980,7 @@ def test_keyboard_steps_a_lesson_apps_dropdown_and_toggle_in_jupyterlab(jupyterl
         nbformat.v4.new_code_cell("from distlab.widgets.training_lab import TrainingLabApp\nTrainingLabApp()"),
         nbformat.v4.new_markdown_cell("the end"),
     ]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    request = urllib.request.Request(
-        f"{base}/api/contents/keyboard.ipynb?token={token}",
-        data=json.dumps({"type": "notebook", "content": json.loads(nbformat.writes(nb))}).encode(),
-        method="PUT",
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10):  # noqa: S310 - localhost only
-        pass
+    _upload_notebook(base, token, "keyboard.ipynb", nb)
     ARTIFACTS.mkdir(exist_ok=True)
     with _chromium(sync_api) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -1087,15 +1086,7 @@ def test_keyboard_moves_an_ipywidgets_slider_of_a_lesson_app_in_jupyterlab(jupyt
         ),
         nbformat.v4.new_markdown_cell("the end"),
     ]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    request = urllib.request.Request(
-        f"{base}/api/contents/keyboard-slider.ipynb?token={token}",
-        data=json.dumps({"type": "notebook", "content": json.loads(nbformat.writes(nb))}).encode(),
-        method="PUT",
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10):  # noqa: S310 - localhost only
-        pass
+    _upload_notebook(base, token, "keyboard-slider.ipynb", nb)
     with _chromium(sync_api) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(30_000)
@@ -1151,16 +1142,8 @@ def test_a_prefetched_change_of_the_training_lab_redraws_with_no_kernel(jupyterl
     assert want != before
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("from distlab.widgets.training_lab import TrainingLabApp\nTrainingLabApp()")]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     base, token = jupyterlab
-    request = urllib.request.Request(
-        f"{base}/api/contents/prefetch.ipynb?token={token}",
-        data=json.dumps({"type": "notebook", "content": json.loads(nbformat.writes(nb))}).encode(),
-        method="PUT",
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10):  # noqa: S310 - localhost only
-        pass
+    _upload_notebook(base, token, "prefetch.ipynb", nb)
     with _chromium(sync_api) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(30_000)
