@@ -325,7 +325,7 @@ class _Kernel:
             self.context,
             before_launch=before_launch,
             ip=SANDBOX_IPC + "/kernel" if self.world is not None else None,
-            after_launch=self._relay if self.world is not None else None,
+            after_launch=self._relay if self.world is not None or self.kernel_ids is not None else None,
         )
         km.client = functools.partial(km.client, context=self.context)  # the client's sockets too
         self.client = _client_class()(
@@ -345,12 +345,16 @@ class _Kernel:
         )
 
     def _relay(self, km) -> str:
-        """The kernel is launched: relay its sockets (in the sandbox, seen through /proc) to sockets of base/relay,
-        every message it sends bounded (relay.Relay); returns the prefix the grader connects to."""
-        assert self.world is not None
-        target = SandboxWorld.socket_prefix(km.provisioner.process.pid)
+        """The kernel is launched: relay its sockets to sockets of a folder only the grader reaches, every message
+        it sends bounded (relay.Relay); returns the prefix the grader connects to. A bubblewrap kernel's sockets are
+        seen through /proc; a container kernel's lie in the folder its user owns (base/ipc), where the grader
+        would otherwise read them directly (an iopub flood took the grader to 525 MB: container 02)."""
+        if self.world is not None:
+            target, folder = SandboxWorld.socket_prefix(km.provisioner.process.pid), self.world.base / "relay"
+        else:
+            target, folder = str(km.ip), Path(km.connection_file).parent.parent / "relay"
         ports = [km.shell_port, km.iopub_port, km.stdin_port, km.hb_port, km.control_port]
-        self.relay = Relay(self.world.base / "relay", target, ports, MAX_RELAYED_BYTES)
+        self.relay = Relay(folder, target, ports, MAX_RELAYED_BYTES)
         return self.relay.prefix
 
     def _cell_limit(self, cell):
@@ -441,6 +445,10 @@ class _Kernel:
     def timed_out(self, cell) -> bool:
         return id(cell) in self.client.timed_out_cells
 
+    def dropped(self) -> int:
+        """How many of the kernel's messages the relay has dropped as too large so far (0 without a relay)."""
+        return self.relay.dropped[0] if self.relay is not None else 0
+
 
 def _install_sandbox(kernel: _Kernel, nonce: str, memory_limit, file_size_limit, audit_hook: bool) -> None:
     boot = kernel.run(
@@ -468,6 +476,7 @@ def _run_student_cell(kernel: _Kernel, number: int, source: str, problems: list[
     """Run one student cell; note in `problems` what went wrong. None when the cells after it cannot run."""
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
+    dropped = kernel.dropped()
     try:
         cell = kernel.run(source)
     except (DeadKernelError, CellTimeoutError) as exc:
@@ -484,7 +493,15 @@ def _run_student_cell(kernel: _Kernel, number: int, source: str, problems: list[
             )
         return None
     err = _error(cell)
-    if kernel.timed_out(cell):
+    if kernel.timed_out(cell) and kernel.dropped() > dropped:
+        # its reply was among them (a 7 MB exception is sent twice, as the error and in the reply): not a loop
+        problems.append(
+            f"code cell {number} (`{first_line(source)}`) sent a message larger than the grader accepts "
+            f"({MAX_RELAYED_BYTES // 2**20} MB: an exception or an output that large), which was dropped with the "
+            f"cell's result; the cell counts as unfinished after its time limit "
+            f"({min(kernel.cell_timeout, kernel.timeout):g} s)"
+        )
+    elif kernel.timed_out(cell):
         problems.append(
             f"code cell {number} (`{first_line(source)}`) ran longer than its time limit "
             f"({min(kernel.cell_timeout, kernel.timeout):g} s)" + _INTERRUPTED

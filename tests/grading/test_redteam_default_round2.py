@@ -345,3 +345,17 @@ def test_redteam_a_stream_message_that_is_not_json_is_dropped(tmp_path):
     snapshot = run_bwrap(["answer_x = 16", UNTERMINATED_STREAM, "answer_x = 17"], tmp_path, problems, timeout=60)
     assert (snapshot or {}).get("answer_x") == 17 and problems == [], (snapshot, problems)
     assert time.monotonic() - started < 60
+
+
+@needs_bwrap
+def test_an_exception_too_large_to_send_is_reported_as_such_not_as_a_loop(tmp_path):
+    # a 7 MB exception is sent twice (the error on iopub, the execute_reply on shell: evalue and traceback), over the
+    # relay's MAX_RELAYED_BYTES, so both are dropped and the cell waits for its time limit; the student was told
+    # "was interrupted (an infinite loop?)". The grading must go on to the next cell either way. (15 s: IPython takes
+    # seconds to format a 7 MB traceback on a loaded machine; a cell stopped before that is a real time-out.)
+    problems: list[str] = []
+    snapshot = run_bwrap(['raise ValueError("x" * 7_000_000)', "answer_x = 2"], tmp_path, problems, cell_timeout=15)
+    assert snapshot is not None and snapshot["answer_x"] == 2, (snapshot, problems)
+    text = " ".join(problems)
+    assert "infinite loop" not in text, problems
+    assert "larger than the grader accepts" in text, problems
