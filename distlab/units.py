@@ -98,9 +98,21 @@ def _registry() -> pint.UnitRegistry:
     return registry
 
 
-def Q_(*args: Any, **kwargs: Any) -> pint.Quantity:
-    """A Quantity of distlab's registry: Q_(80, 'GB'), Q_('900 GB/s') (ureg.Quantity, the registry built on first use)."""
-    return _registry().Quantity(*args, **kwargs)
+class _Quantity:
+    """Q_: the Quantity class of distlab's registry (ureg.Quantity), standing in for it until the registry is built,
+    on the first call: Q_(80, 'GB'), Q_('900 GB/s'); isinstance(x, Q_) and Q_'s attributes read ureg.Quantity's."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> pint.Quantity:
+        return _registry().Quantity(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_registry().Quantity, name)
+
+    def __instancecheck__(self, value: Any) -> bool:
+        return _is_quantity(value) and isinstance(value, _registry().Quantity)
+
+
+Q_ = _Quantity()
 
 
 def __getattr__(name: str) -> Any:
