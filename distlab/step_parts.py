@@ -1,8 +1,8 @@
 """The step time's parts as a table: key, label and colour of each, in stacking order, and the memory per GPU's parts
-(MemoryBreakdown.parts()' keys and labels). Data only (no computation, no matplotlib), so that the plots and the
-browser pictures' data (widgets/training_lab_data.py) name the parts without importing the step model or a plotting
-library; distlab.step.TERMS pairs each part with the
-assumption that prices it and the function computing it. Lesson 7 §1.
+(the keys of MemoryBreakdown.parts() and their labels). Data only (no computation, no matplotlib), so that the plots
+and the browser pictures' data (widgets/training_lab_data.py) name the parts without importing the step model or a
+plotting library; distlab.step.TERMS pairs each part with the assumption that prices it and the function computing it.
+Lessons 1 and 7 §1.
 """
 
 from __future__ import annotations
