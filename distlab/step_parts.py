@@ -1,6 +1,8 @@
-"""The step time's parts as a table: key, label and colour of each, in stacking order. Data only (no computation), so
-that the plots can draw the parts without importing the step model; distlab.step.TERMS pairs each part with the
-assumption that prices it and the function computing it. Lesson 7 §1.
+"""The step time's parts as a table: key, label and colour of each, in stacking order, and the memory per GPU's parts
+(the keys of MemoryBreakdown.parts() and their labels). Data only (no computation, no matplotlib), so that the plots
+and the browser pictures' data (widgets/training_lab_data.py) name the parts without importing the step model or a
+plotting library; distlab.step.TERMS pairs each part with the assumption that prices it and the function computing it.
+Lessons 1 and 7 §1.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from dataclasses import dataclass
 
 from .errors import ConfigurationError
 
-__all__ = ["StepPart", "STEP_PARTS", "step_part"]
+__all__ = ["MEMORY_COMPONENTS", "MEMORY_LABELS", "StepPart", "STEP_LABELS", "STEP_PARTS", "step_part"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,17 @@ STEP_PARTS = (
     StepPart("dp_exposed_s", "DP communication (exposed)", "#c44e52"),
     StepPart("optimizer_s", "optimizer step", "#55a868"),
 )
+#: StepEstimate.parts() keys, in stacking order: the labels of STEP_PARTS.
+STEP_LABELS = tuple(p.label for p in STEP_PARTS)
+
+#: MemoryBreakdown.parts() keys, in stacking order, and the label students see for each (lessons 1, 7, 8).
+MEMORY_COMPONENTS = ("weights", "gradients", "optimizer", "activations")
+MEMORY_LABELS = {
+    "weights": "weights",
+    "gradients": "gradients",
+    "optimizer": "optimizer states",
+    "activations": "activations",
+}
 
 
 def step_part(key: str) -> StepPart:

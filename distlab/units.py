@@ -7,20 +7,25 @@ at the boundary.
 
 pint's default registry treats bytes as dimensionless and reads "Gb" as gilbert, so
 distlab builds a small registry of its own with information and computation as
-dimensions.
+dimensions. The registry is built on first use (pint's import and the registry take 0.15-0.3 s, and code that only
+formats numbers, such as Lesson 7's app, never needs them; issue 32): `ureg` and `Q_` read as before.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
+import sys
+from typing import TYPE_CHECKING, Any
 
-import pint
+if TYPE_CHECKING:
+    import pint
 
 from .errors import ConfigurationError, UnitError
 
 __all__ = [
-    "ureg",
+    "ureg",  # noqa: F822 - built on first use (module __getattr__)
     "Q_",
     "BYTES",
     "BYTES_PER_SECOND",
@@ -75,11 +80,52 @@ FLOPS = flop / second
 percent = 0.01 = %
 """
 
-ureg: pint.UnitRegistry = pint.UnitRegistry(None)
-for _line in _DEFINITIONS.strip().splitlines():
-    ureg.define(_line)
-ureg.formatter.default_format = ".4g~P"  # 107.2 GB, not 107.170039808 GB
-Q_ = ureg.Quantity
+
+def _pint():
+    """The pint module, imported on first use (a heavy third-party import)."""
+    import pint
+
+    return pint
+
+
+@functools.cache
+def _registry() -> pint.UnitRegistry:
+    """distlab's one registry (_DEFINITIONS), built on first use."""
+    registry = _pint().UnitRegistry(None)
+    for line in _DEFINITIONS.strip().splitlines():
+        registry.define(line)
+    registry.formatter.default_format = ".4g~P"  # 107.2 GB, not 107.170039808 GB
+    return registry
+
+
+class _Quantity:
+    """Q_: the Quantity class of distlab's registry (ureg.Quantity), standing in for it until the registry is built,
+    on the first call: Q_(80, 'GB'), Q_('900 GB/s'); isinstance(x, Q_) and Q_'s attributes read ureg.Quantity's."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> pint.Quantity:
+        return _registry().Quantity(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_registry().Quantity, name)
+
+    def __instancecheck__(self, value: Any) -> bool:
+        return _is_quantity(value) and isinstance(value, _registry().Quantity)
+
+
+Q_ = _Quantity()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ureg":  # the registry, built on first use
+        return _registry()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _is_quantity(value) -> bool:
+    """Whether `value` is a pint Quantity (none exists before pint is imported, so this never imports it)."""
+    pint = sys.modules.get("pint")
+    return pint is not None and isinstance(value, pint.Quantity)
+
 
 #: Base units in which plain numbers are read and in which hot paths compute.
 BYTES = "B"
@@ -236,7 +282,7 @@ def parse_quantity(text: str, name: str = "value"):
             f"{name}={text!r} is not a quantity distlab can read ({exc}); "
             f"expected something like '80 GB', '900 GB/s' or '400 Gb/s'"
         ) from None
-    magnitude = value.magnitude if isinstance(value, pint.Quantity) else value
+    magnitude = value.magnitude if _is_quantity(value) else value
     if not isinstance(magnitude, numbers.Real) or not math.isfinite(magnitude):
         raise UnitError(f"{name}={text!r} is not a finite quantity; expected something like '80 GB'")
     return value
@@ -277,9 +323,9 @@ def to_base(value, unit: str, name: str = "value") -> float:
         return _as_float(value, name)
     if isinstance(value, str):
         value = parse_quantity(value, name)
-        if not isinstance(value, pint.Quantity):  # a bare number in a string
+        if not _is_quantity(value):  # a bare number in a string
             return _as_float(value, name)
-    if isinstance(value, pint.Quantity):
+    if _is_quantity(value):
         if not isinstance(value.magnitude, numbers.Real) or isinstance(value.magnitude, bool):
             raise UnitError(f"{name}={_short(value)} must be a single real number with its unit")
         try:
@@ -290,7 +336,7 @@ def to_base(value, unit: str, name: str = "value") -> float:
             return _as_float(value.to("").magnitude, name)
         try:
             magnitude = value.to(unit).magnitude
-        except pint.DimensionalityError:
+        except _pint().DimensionalityError:
             raise UnitError(f"{name}={value:.4g~P} has the wrong dimension: expected a quantity in {unit}") from None
         return _as_float(magnitude, name)
     raise UnitError(f"{name}={_short(value)} (type {type(value).__name__}) is not a number, a quantity or a string")
@@ -366,7 +412,7 @@ def quantity(value: float, unit: str) -> pint.Quantity:
 def _unit(unit) -> pint.Unit:
     """A unit of distlab's registry, by name ('GB', 'B/s'); our error for anything else."""
     try:
-        return ureg.Unit(unit)
+        return _registry().Unit(unit)
     except Exception:  # pint raises several exception types for a bad unit name
         raise UnitError(f"unit={_short(unit)} is not a unit distlab knows (such as 'B', 'GB', 's', 'B/s')") from None
 

@@ -256,6 +256,27 @@ def test_import_distlab_stays_light():
     assert out == "[]"
 
 
+def test_lesson_7s_app_imports_neither_matplotlib_nor_pint():
+    """Voila's lesson 7 shows its app first (issue 32): importing the app loads no plotting library (its picture is
+    drawn in the browser) and building it at its default state needs no pint registry (it formats plain floats).
+    Only the controls' label widths (controls.text_width_px, matplotlib's font metrics) load matplotlib, when built."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from distlab.widgets.training_lab import TrainingLabApp; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'matplotlib', 'pint'})); "
+        "TrainingLabApp(); print(sorted({m.split('.')[0] for m in sys.modules} & {'matplotlib', 'pint'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["[]", "['matplotlib']"]
+
+    # the registry is still one, built on first use, and reads quantities as before
+    code = "from distlab import units; from distlab.units import ureg, Q_; print(units.ureg is ureg, Q_('400 Gb/s').to('GB/s'))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "True 50 GB/s"  # 400 Gb/s / 8 bits per byte = 50 GB/s
+
+
 # ------------------------------------------------------------------------------------------ sizes (issue 29)
 
 #: a module of at most this many lines, a function (docstring included, decorators not) of at most this many

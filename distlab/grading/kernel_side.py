@@ -57,6 +57,12 @@ def preload_modules():
             __import__(name)
         except Exception:
             pass
+    import sys
+
+    try:  # distlab builds its pint registry on first use: build it while loading is still allowed
+        sys.modules["distlab.units"].Q_(1, "B")
+    except Exception:
+        pass
 
 
 def cap_output(out_limit):

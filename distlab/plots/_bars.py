@@ -11,21 +11,15 @@ from dataclasses import dataclass, field
 
 from matplotlib.ticker import MaxNLocator
 
-from ..step_parts import STEP_PARTS as _PARTS
+from ..step_parts import MEMORY_COMPONENTS, MEMORY_LABELS, STEP_LABELS, STEP_PARTS as _PARTS
 from ..units import format_bytes
 from ._style import BLUE, CAPACITY_COLOUR, FADED_ALPHA, GREEN, ORANGE, PURPLE, nice_ceiling, swatch
 from ._ticks import DrawnTicks, drawn_ticks
 
 # --------------------------------------------------------------------------- memory per GPU
 
-MEMORY_COMPONENTS = ("weights", "gradients", "optimizer", "activations")
+# MEMORY_COMPONENTS and MEMORY_LABELS: distlab.step_parts (data only, read without matplotlib by the browser pictures)
 MEMORY_COLOURS = {"weights": BLUE, "gradients": ORANGE, "optimizer": GREEN, "activations": PURPLE}
-MEMORY_LABELS = {
-    "weights": "weights",
-    "gradients": "gradients",
-    "optimizer": "optimizer states",
-    "activations": "activations",
-}
 
 
 def set_alpha(artist, alpha: float) -> None:
@@ -166,7 +160,7 @@ def memory_legend_html() -> str:
 
 #: StepEstimate.parts() keys, in stacking order, with their colours: the labels of distlab.step_parts.STEP_PARTS
 #: (the table of distlab.step.TERMS).
-STEP_PARTS = tuple(p.label for p in _PARTS)
+STEP_PARTS = STEP_LABELS
 STEP_COLOURS = {p.label: p.colour for p in _PARTS}
 
 

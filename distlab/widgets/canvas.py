@@ -4,10 +4,12 @@ renderer that repaints only the artists a control moves (distlab.widgets.common.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
-from matplotlib.figure import Figure
+
+if TYPE_CHECKING:  # matplotlib is imported when a figure is made: an app drawn in the browser never needs it
+    from matplotlib.figure import Figure
 
 __all__ = ["figure_canvas", "FRAME_COMPRESSION", "quick_frame", "BlitRenderer", "axes_state", "DATA"]
 
@@ -19,6 +21,7 @@ def figure_canvas(figsize=(6.4, 3.6), margins=None) -> tuple[Figure, widgets.DOM
     layout engine) keep each redraw cheap.
     """
     from ipympl.backend_nbagg import new_figure_manager_given_figure
+    from matplotlib.figure import Figure
 
     fig = Figure(figsize=figsize)
     fig.subplots_adjust(**(margins or dict(left=0.1, right=0.98, bottom=0.1, top=0.95)))

@@ -15,8 +15,7 @@ from typing import TypeGuard
 from .. import hardware, moe, training, triage, validation
 from ..errors import DistlabError
 from ..moe import step as moe_step
-from ..plots.memory_wall import COMPONENTS as MEMORY_COMPONENTS, LABELS as MEMORY_LABELS
-from ..plots.training_lab import PARTS as STEP_PARTS
+from ..step_parts import MEMORY_COMPONENTS, MEMORY_LABELS, STEP_LABELS as STEP_PARTS
 from ..units import format_bytes, format_seconds
 from .filling import attempt, remembered, remembered_estimate
 
