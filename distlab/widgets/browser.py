@@ -42,7 +42,7 @@ COMMON_MODULE = "common.js"
 
 
 #: The browser's cache of the states one control change away (issue 32), put before the module of a picture whose
-#: app's other controls change its data (the training lab, the triage ladder).
+#: app's other controls change its data (the training lab, the triage ladder, the memory wall's bars).
 PREFETCH_MODULE = "prefetch.js"
 
 
@@ -277,9 +277,13 @@ class BarsPicture(SelectionPicture):
 
     frames: {"parts": names, "bars": [option][bar][part] values, "labels": bar names, "totals": [option][bar] each
     bar's total as the text writes it, "unit", "capacity", "capacity_label"}; the y range covers every option, so it
-    stays put while the slider moves. The capacity line is named in the legend, not over the bars."""
+    stays put while the slider moves. The capacity line is named in the legend, not over the bars.
 
-    _esm = module_source("bars.js")
+    `controls`: the app's controls whose neighbouring states' bars the browser caches (distlab.widgets.prefetch,
+    issue 32; empty: no cache)."""
+
+    _esm = module_source(PREFETCH_MODULE, "bars.js")
+    controls = _controls_trait()
 
 
 class GridPicture(BrowserPicture):
