@@ -1,7 +1,6 @@
 // The browser's cache of the states one control change away (issue 32; distlab.widgets.prefetch), shared by the
-// pictures of apps whose other controls change their data (the training lab, the triage ladder, the memory wall's
-// bars): the kernel sends {prefetch_base, limit} after each change, then
-// {prefetch: key, payload: {summaries, errors, frames}} per neighbouring
+// pictures of apps whose other controls change their data (the training lab, the triage ladder): the kernel sends
+// {prefetch_base, limit} after each change, then {prefetch: key, payload: {summaries, errors, frames}} per neighbouring
 // state. The key is the labels the app's controls (the `controls` trait) show, joined by \x1f (a checkbox: 1 or 0).
 // A change of a control to a cached state redraws at once from the payload, shown over the model's own data until
 // the kernel sends its data (the same, computed by the same functions); any other change waits for the kernel.
