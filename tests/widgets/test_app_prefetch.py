@@ -12,6 +12,8 @@ import time
 import pytest
 
 from distlab.widgets import prefetch
+from distlab.widgets.data_parallel_zero import PENDING as ZERO_PENDING
+from distlab.widgets.data_parallel_zero import ZERO_CONTROLS, ZeroMemoryApp
 from distlab.widgets.common import neighbour_values
 from distlab.widgets.memory_wall import CONTROLS as WALL_CONTROLS
 from distlab.widgets.memory_wall import PENDING as WALL_PENDING
@@ -21,6 +23,7 @@ from distlab.widgets.memory_wall import MemoryWallApp
 #: in the event-loop test and its new value)
 APPS = {
     "memory wall": (MemoryWallApp, WALL_CONTROLS, WALL_PENDING, ("precision", "fp32")),
+    "ZeRO bars": (ZeroMemoryApp, ZERO_CONTROLS, ZERO_PENDING, ("fabric", "ib-xdr")),
 }
 
 
