@@ -13,8 +13,8 @@ Run twice: straight to the server, and through a local asyncio TCP proxy that de
 (50 ms round trip), which is what a student on a distant server (Binder) adds to anything that needs the kernel.
 Goal (issue 20): median <= 20 ms, p95 <= 33 ms, and the delay changes neither by more than 5 ms.
 
-Then every dropdown, toggle and checkbox of the apps in CONTROL_APPS (the memory wall, the ZeRO bars, the training lab,
-the triage ladder; issue 32): 20 changes each, alternating between a value and its neighbour, change event (capture phase) to
+Then every dropdown, toggle, checkbox and ipywidgets slider of the apps in CONTROL_APPS (the ring, the memory wall,
+the ZeRO bars, the training lab, the triage ladder; issue 32): 20 changes each, alternating between a value and its neighbour, change event (capture phase) to
 the frame after the picture's text changes, with the share drawn from the browser's cache. Goal (issue 32): median
 <= 20 ms, p95 <= 33 ms, and the delay moves neither by more than 3 ms.
 
@@ -85,10 +85,12 @@ INSTRUMENT = """picture => {
 
 #: The apps whose other controls are timed (issue 32), by the description of each control: each change is answered
 #: from the browser's cache of the states one change away (distlab.widgets.prefetch) when the kernel has refilled it
-#: since the last one. (app label, its cell's index in CELLS, dropdowns, toggles, checkboxes.) PAUSE_S apart (a
+#: since the last one. (app label, its cell's index in CELLS, dropdowns, toggles, checkboxes[, ipywidgets sliders:
+#: ArrowRight and ArrowLeft in turn on the focused handle].) PAUSE_S apart (a
 #: student's pause), and, for each app's first dropdown, FILL_PAUSE_S apart too (a second change while the kernel is
 #: still refilling: its latency).
 CONTROL_APPS = [
+    ("ring", 0, ["link"], ["algorithm"], [], ["GPUs (N)"]),
     ("memory wall", 2, ["model", "precision", "GPU", "recompute"], ["sharding"],
      ["count activations (1 sequence per GPU)"]),
     ("ZeRO bars", 3, ["model", "GPU", "fabric"], [], []),
@@ -118,7 +120,8 @@ INSTRUMENT_CONTROL = """([control, summary, holder]) => {
     });
     observer.observe(summary, {childList: true, characterData: true, subtree: true});
   };
-  const kind = control.tagName === 'SELECT' ? 'change' : 'click';
+  const slider = control.getAttribute('role') === 'slider' || control.classList.contains('noUi-handle');
+  const kind = control.tagName === 'SELECT' ? 'change' : slider ? 'keydown' : 'click';
   control.addEventListener(kind, start, {capture: true});
   window.__uninstrument = () => control.removeEventListener(kind, start, {capture: true});
 }"""
@@ -306,7 +309,7 @@ def _visible_pair(page, select, picture):
     return None
 
 
-def _measure_controls(page, app: str, index: int, picture, dropdowns, toggles, checkboxes) -> dict:
+def _measure_controls(page, app: str, index: int, picture, dropdowns, toggles, checkboxes, sliders=()) -> dict:
     """Change -> changed pixels for every enabled control of the app in cell `index`, alternating between its value
     and a neighbouring one (a select's option either side, the next toggle button, the checkbox)."""
     results = {}
@@ -334,6 +337,11 @@ def _measure_controls(page, app: str, index: int, picture, dropdowns, toggles, c
     for name in checkboxes:
         box = _labelled(page, cell, ".widget-checkbox", name).locator("input")
         results[f"{app}: {name} checkbox"] = _time_changes(page, box, picture, lambda i: box.click(), PAUSE_S)
+    for name in sliders:
+        handle = _labelled(page, cell, ".widget-slider", name).locator("[role=slider], .noUi-handle").first
+        handle.focus()
+        results[f"{app}: {name} slider (keyboard)"] = _time_changes(
+            page, handle, picture, lambda i: page.keyboard.press("ArrowLeft" if i % 2 else "ArrowRight"), PAUSE_S)
     return results
 
 

@@ -943,7 +943,9 @@ def test_a_picture_at_an_invalid_position_shows_our_message_once_and_no_canvas()
             page = browser.new_page(viewport={"width": 900, "height": 600})
             page.on("pageerror", lambda exc: messages.append(f"thrown: {exc}"))
             page.set_content("<!doctype html><html><body></body></html>")
-            invalid, ok = page.evaluate(page_script, [module_source("bars.js"), [invalid_state, state()]])
+            invalid, ok = page.evaluate(
+                page_script, [module_source("prefetch.js", "bars.js"), [invalid_state, state()]]
+            )
         finally:
             browser.close()
     assert not messages, messages

@@ -44,10 +44,13 @@ _CURRENT = object()
 
 def control_label(widget, value=_CURRENT) -> str:
     """What the browser's copy of `widget` shows at `value` (default: its value): a selection's option label (its
-    model's _options_labels[index], which browser_js/lab.js reads), or "1"/"0" for a checkbox."""
+    model's _options_labels[index], which browser_js/prefetch.js reads), "1"/"0" for a checkbox, or the number of a
+    slider (as JavaScript's String writes an integer)."""
     value = widget.value if value is _CURRENT else value
     if not hasattr(widget, "_options_labels"):
-        return "1" if value else "0"
+        if isinstance(value, bool):
+            return "1" if value else "0"
+        return str(value)
     values = list(widget._options_values)
     k = next(i for i, v in enumerate(values) if v is value or (v is not None and value is not None and v == value))
     return str(widget._options_labels[k])
