@@ -14,7 +14,7 @@ Run twice: straight to the server, and through a local asyncio TCP proxy that de
 Goal (issue 20): median <= 20 ms, p95 <= 33 ms, and the delay changes neither by more than 5 ms.
 
 Then every dropdown, toggle, checkbox and ipywidgets slider of the apps in CONTROL_APPS (the ring, the memory wall,
-the ZeRO bars, the training lab, the triage ladder; issue 32): 20 changes each, alternating between a value and its neighbour, change event (capture phase) to
+the ZeRO bars, the 3D grid, the training lab, the triage ladder; issue 32): 20 changes each, alternating between a value and its neighbour, change event (capture phase) to
 the frame after the picture's text changes, with the share drawn from the browser's cache. Goal (issue 32): median
 <= 20 ms, p95 <= 33 ms, and the delay moves neither by more than 3 ms.
 
@@ -94,6 +94,7 @@ CONTROL_APPS = [
     ("memory wall", 2, ["model", "precision", "GPU", "recompute"], ["sharding"],
      ["count activations (1 sequence per GPU)"]),
     ("ZeRO bars", 3, ["model", "GPU", "fabric"], [], []),
+    ("3D grid", 4, ["GPUs/node", "order"], ["colour"], [], ["D (data)", "T (tensor)", "P (pipeline)"]),
     ("training lab", 5, ["model", "node", "fabric", "batch", "sequence", "micro-batch", "schedule", "recompute",
                          "compute", "memory", "CP"], ["TP", "PP", "sharding"], ["sequence parallel"]),
     ("triage ladder", 6, ["model", "nodes", "sequence", "micro-batch", "recompute"], ["TP", "PP", "sharding"],

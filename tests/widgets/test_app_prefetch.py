@@ -151,3 +151,34 @@ def test_no_prefetch_turn_holds_the_kernel_and_a_prefetched_change_is_shown_comp
     longest, turn = asyncio.run(run())
     assert longest < 0.15, f"a turn held the loop {longest:.3f} s"
     assert turn < 0.15
+
+
+def test_the_triage_ladder_prepares_its_neighbours_from_the_next_turn():
+    # lesson 8b's ladder has no slider to drag, so nothing waits for the controls to rest (PREPARE_AFTER_S): the
+    # preparation of the neighbours is scheduled with no delay, and the browser's cache is refilled before a second
+    # change 0.1 s later (the browser benchmark's "during the refill" row)
+    from distlab.widgets.common import PREPARE_AFTER_S
+    from distlab.widgets.production import TriageApp
+
+    async def run():
+        loop = asyncio.get_running_loop()
+        delays: list = []
+        later = loop.call_later
+
+        def recording(delay, callback, *args, **kwargs):
+            delays.append(delay)
+            return later(delay, callback, *args, **kwargs)
+
+        app = TriageApp()
+        app.picture.send = lambda msg: None
+        loop.call_later = recording  # type: ignore[method-assign]
+        try:
+            app.zero.value = 1
+        finally:
+            loop.call_later = later  # type: ignore[method-assign]
+        await app.preparing
+        app.close()
+        return delays
+
+    assert PREPARE_AFTER_S > 0
+    assert asyncio.run(run()) == [0.0]
