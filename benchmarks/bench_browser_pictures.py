@@ -2,7 +2,7 @@
 
 JupyterLab on localhost serves a notebook with the ring all-reduce animation (lesson 2), the bubble grid
 (lesson 4), the memory wall (lesson 1), the ZeRO bars (lesson 3), the 3D assignment grid (lesson 6) and the training
-lab's bars (lesson 7), built as the lessons build them; headless Chromium
+lab's bars (lesson 7) and the triage ladder (lesson 8b), built as the lessons build them; headless Chromium
 (/usr/bin/chromium, driven by Playwright) runs it. For each picture, 40 arrow-key presses on its own slider:
 in the page, a keydown listener on the slider notes performance.now(); a MutationObserver on the text summary
 sees the picture's synchronous redraw (the canvas and the text are painted in the same input event), and the
@@ -12,6 +12,11 @@ the keydown's.
 Run twice: straight to the server, and through a local asyncio TCP proxy that delays every chunk 25 ms each way
 (50 ms round trip), which is what a student on a distant server (Binder) adds to anything that needs the kernel.
 Goal (issue 20): median <= 20 ms, p95 <= 33 ms, and the delay changes neither by more than 5 ms.
+
+Then every dropdown, toggle, checkbox and ipywidgets slider of the apps in CONTROL_APPS (the ring, the memory wall,
+the ZeRO bars, the 3D grid, the training lab, the triage ladder; issue 32): 20 changes each, alternating between a value and its neighbour, change event (capture phase) to
+the frame after the picture's text changes, with the share drawn from the browser's cache. Goal (issue 32): median
+<= 20 ms, p95 <= 33 ms, and the delay moves neither by more than 3 ms.
 
     python benchmarks/bench_browser_pictures.py       (or: python benchmarks/run.py browser_pictures)
     python benchmarks/bench_browser_pictures.py "training lab"   # the pictures whose label has these words
@@ -47,12 +52,13 @@ CELLS = [
     'link="nvlink4")\nring',
     'from distlab.widgets.pipeline import BubbleGridApp\ngrid = BubbleGridApp(kind="1f1b", stages=8, '
     "microbatches=16)\ngrid",
-    'from distlab.widgets.memory_wall import MemoryWallApp\nwall = MemoryWallApp(model="llama2-7b", gpus=8, zero=3)\n'
-    "wall",
+    'from distlab.widgets.memory_wall import MemoryWallApp\nwall = MemoryWallApp(model="llama2-7b", gpus=8, zero=3, '
+    'activations=True)\nwall',
     'from distlab.widgets.data_parallel_zero import ZeroMemoryApp\nzero = ZeroMemoryApp(model="llama2-7b", gpus=1)\n'
     "zero",
     "from distlab.widgets.parallelism_3d import MeshApp\nmesh = MeshApp(dp=4, tp=4, pp=4, picked=0)\nmesh",
     "from distlab.widgets.training_lab import TrainingLabApp\nlab = TrainingLabApp()\nlab",
+    "from distlab.widgets.production import TriageApp\ntriage = TriageApp()\ntriage",
 ]
 LABELS = [
     "ring animation: step slider (N = 8)",
@@ -61,7 +67,7 @@ LABELS = [
     "ZeRO bars: GPU slider",
     "3D assignment grid: pick slider (64 GPUs)",
     "training lab: node slider",
-]
+]  # the triage ladder (the last cell) has no slider: its controls only
 INSTRUMENT = """picture => {
   const slider = picture.querySelector('input.distlab-slider');
   const summary = picture.querySelector('.distlab-summary');
@@ -77,14 +83,23 @@ INSTRUMENT = """picture => {
 }"""
 
 
-#: The training lab's controls timed (issue 32), by their description: each change is answered from the browser's
-#: cache of the states one change away (distlab.widgets.prefetch) when the kernel has refilled it since the last one.
-#: PAUSE_S apart (a student's pause), and, for the first dropdown, FILL_PAUSE_S apart too (a second change while the
-#: kernel is still refilling: its latency).
-LAB_DROPDOWNS = ["model", "node", "fabric", "batch", "sequence", "micro-batch", "schedule", "recompute", "compute",
-                 "memory", "CP"]
-LAB_TOGGLES = ["TP", "PP", "sharding"]
-LAB_CHECKBOXES = ["sequence parallel"]
+#: The apps whose other controls are timed (issue 32), by the description of each control: each change is answered
+#: from the browser's cache of the states one change away (distlab.widgets.prefetch) when the kernel has refilled it
+#: since the last one. (app label, its cell's index in CELLS, dropdowns, toggles, checkboxes[, ipywidgets sliders:
+#: ArrowRight and ArrowLeft in turn on the focused handle].) PAUSE_S apart (a
+#: student's pause), and, for each app's first dropdown, FILL_PAUSE_S apart too (a second change while the kernel is
+#: still refilling: its latency).
+CONTROL_APPS = [
+    ("ring", 0, ["link"], ["algorithm"], [], ["GPUs (N)"]),
+    ("memory wall", 2, ["model", "precision", "GPU", "recompute"], ["sharding"],
+     ["count activations (1 sequence per GPU)"]),
+    ("ZeRO bars", 3, ["model", "GPU", "fabric"], [], []),
+    ("3D grid", 4, ["GPUs/node", "order"], ["colour"], [], ["D (data)", "T (tensor)", "P (pipeline)"]),
+    ("training lab", 5, ["model", "node", "fabric", "batch", "sequence", "micro-batch", "schedule", "recompute",
+                         "compute", "memory", "CP"], ["TP", "PP", "sharding"], ["sequence parallel"]),
+    ("triage ladder", 6, ["model", "nodes", "sequence", "micro-batch", "recompute"], ["TP", "PP", "sharding"],
+     ["sequence parallel"]),
+]
 LAB_PRESSES = 20
 PAUSE_S = 0.5
 FILL_PAUSE_S = 0.1
@@ -106,7 +121,8 @@ INSTRUMENT_CONTROL = """([control, summary, holder]) => {
     });
     observer.observe(summary, {childList: true, characterData: true, subtree: true});
   };
-  const kind = control.tagName === 'SELECT' ? 'change' : 'click';
+  const slider = control.getAttribute('role') === 'slider' || control.classList.contains('noUi-handle');
+  const kind = control.tagName === 'SELECT' ? 'change' : slider ? 'keydown' : 'click';
   control.addEventListener(kind, start, {capture: true});
   window.__uninstrument = () => control.removeEventListener(kind, start, {capture: true});
 }"""
@@ -237,8 +253,9 @@ def _measure(sync_api, base: str, token: str, name: str, only: tuple = ()) -> di
                     page.wait_for_timeout(60)  # one press at a time, as a hand presses
                 samples = page.evaluate("window.__latency")
                 results[label] = summarize([s / 1e3 for s in samples])
-            if not only or any("training lab" in word or word in "training lab" for word in only):
-                results.update(_measure_lab_controls(page, pictures.nth(len(CELLS) - 1)))
+            for app, index, *controls in CONTROL_APPS:
+                if not only or any(word in app or app in word for word in only):
+                    results.update(_measure_controls(page, app, index, pictures.nth(index), *controls))
         except Exception:
             page.screenshot(path=str(Path(tempfile.gettempdir()) / f"distlab-bench-{name}.png"))
             raise
@@ -256,7 +273,7 @@ def _labelled(page, scope, kind: str, label: str):
 
 def _time_changes(page, control, picture, change, pause_s: float) -> dict:
     """LAB_PRESSES changes made by change(i), pause_s apart: latency summary and the share drawn from the cache."""
-    holder = page.locator("[data-prefetched]").last.element_handle()
+    holder = picture.locator("xpath=..").element_handle()  # the widget's element: prefetch.js marks it
     summary = picture.locator(".distlab-summary").element_handle()
     page.evaluate(INSTRUMENT_CONTROL, [control.element_handle(), summary, holder])
     for i in range(LAB_PRESSES):
@@ -293,33 +310,39 @@ def _visible_pair(page, select, picture):
     return None
 
 
-def _measure_lab_controls(page, picture) -> dict:
-    """Change -> changed pixels for every enabled control of the training lab, alternating between its value and a
-    neighbouring one (a select's option either side, the next toggle button, the checkbox)."""
+def _measure_controls(page, app: str, index: int, picture, dropdowns, toggles, checkboxes, sliders=()) -> dict:
+    """Change -> changed pixels for every enabled control of the app in cell `index`, alternating between its value
+    and a neighbouring one (a select's option either side, the next toggle button, the checkbox)."""
     results = {}
-    cell = page.locator(".jp-Notebook .jp-Cell").nth(len(CELLS) - 1)  # the lab's: the other apps have a model too
-    for name in LAB_DROPDOWNS:
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)  # the app's own: the other apps have a model too
+    picture.scroll_into_view_if_needed()
+    for name in dropdowns:
         select = _labelled(page, cell, ".widget-dropdown", name).locator("select")
         pair = _visible_pair(page, select, picture)
         if pair is None:
-            print(f"training lab: {name} dropdown: no neighbouring option changes the picture here; skipped")
+            print(f"{app}: {name} dropdown: no neighbouring option changes the picture here; skipped")
             continue
-        pauses = (PAUSE_S, FILL_PAUSE_S) if name == LAB_DROPDOWNS[0] else (PAUSE_S,)
+        pauses = (PAUSE_S, FILL_PAUSE_S) if name == dropdowns[0] else (PAUSE_S,)
         for pause in pauses:
-            label = f"training lab: {name} dropdown" + (" (during the refill)" if pause == FILL_PAUSE_S else "")
+            label = f"{app}: {name} dropdown" + (" (during the refill)" if pause == FILL_PAUSE_S else "")
             results[label] = _time_changes(page, select, picture, lambda i: select.select_option(label=pair[i % 2]),
                                            pause)
-    for name in LAB_TOGGLES:
+    for name in toggles:
         group = _labelled(page, cell, ".widget-toggle-buttons", name)
         buttons = group.locator("button")
         texts = buttons.all_text_contents()
         k = next(i for i in range(buttons.count()) if "mod-active" in (buttons.nth(i).get_attribute("class") or ""))
         pair = (k + 1 if k + 1 < len(texts) else k - 1, k)
-        results[f"training lab: {name} toggle"] = _time_changes(
+        results[f"{app}: {name} toggle"] = _time_changes(
             page, group, picture, lambda i: buttons.nth(pair[i % 2]).click(), PAUSE_S)
-    for name in LAB_CHECKBOXES:
+    for name in checkboxes:
         box = _labelled(page, cell, ".widget-checkbox", name).locator("input")
-        results[f"training lab: {name} checkbox"] = _time_changes(page, box, picture, lambda i: box.click(), PAUSE_S)
+        results[f"{app}: {name} checkbox"] = _time_changes(page, box, picture, lambda i: box.click(), PAUSE_S)
+    for name in sliders:
+        handle = _labelled(page, cell, ".widget-slider", name).locator("[role=slider], .noUi-handle").first
+        handle.focus()
+        results[f"{app}: {name} slider (keyboard)"] = _time_changes(
+            page, handle, picture, lambda i: page.keyboard.press("ArrowLeft" if i % 2 else "ArrowRight"), PAUSE_S)
     return results
 
 

@@ -943,7 +943,9 @@ def test_a_picture_at_an_invalid_position_shows_our_message_once_and_no_canvas()
             page = browser.new_page(viewport={"width": 900, "height": 600})
             page.on("pageerror", lambda exc: messages.append(f"thrown: {exc}"))
             page.set_content("<!doctype html><html><body></body></html>")
-            invalid, ok = page.evaluate(page_script, [module_source("bars.js"), [invalid_state, state()]])
+            invalid, ok = page.evaluate(
+                page_script, [module_source("prefetch.js", "bars.js"), [invalid_state, state()]]
+            )
         finally:
             browser.close()
     assert not messages, messages
@@ -1174,4 +1176,94 @@ def test_a_prefetched_change_of_the_training_lab_redraws_with_no_kernel(jupyterl
         finally:
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "browser-prefetch.png"), full_page=False)
+            browser.close()
+
+
+#: The apps whose cached change is checked with no kernel (issue 32): (the cell that builds the app, the dropdown
+#: changed: its description and the option picked); _app_for builds the same app here for distlab's text.
+#: The ring's link changes its text, not its drawing (the canvas is checked for the others).
+SAME_CANVAS = ("ring",)
+CACHED_CHANGES = {
+    "memory wall": (
+        'from distlab.widgets.memory_wall import MemoryWallApp\nMemoryWallApp(model="llama2-7b", gpus=8, zero=0)',
+        ("precision", "fp32"),
+    ),
+    "triage ladder": ("from distlab.widgets.production import TriageApp\nTriageApp()", ("sequence", "16384")),
+    "ring": (
+        'from distlab.widgets.collectives import RingAllReduceApp\nRingAllReduceApp(gpus=8, size="4 GB", link="nvlink4")',
+        ("link", "nvlink5"),
+    ),
+}
+
+
+def _app_for(name: str):
+    """The app of CACHED_CHANGES[name], built as its cell builds it."""
+    from distlab.widgets.collectives import RingAllReduceApp
+    from distlab.widgets.memory_wall import MemoryWallApp
+    from distlab.widgets.production import TriageApp
+
+    if name == "ring":
+        return RingAllReduceApp(gpus=8, size="4 GB", link="nvlink4")
+    return MemoryWallApp(model="llama2-7b", gpus=8, zero=0) if name == "memory wall" else TriageApp()
+
+
+@pytest.mark.parametrize("name", sorted(CACHED_CHANGES))
+def test_a_prefetched_change_of_a_lesson_app_redraws_with_no_kernel(jupyterlab, name):
+    """Every control answered in the browser (issue 32), for lesson 1's memory wall, lesson 2's ring and lesson 8b's
+    triage ladder: once the kernel has prefetched the states one control change away (the picture counts them in
+    data-prefetched), the kernel is shut down; picking a neighbouring option of a dropdown then redraws the picture
+    (the canvas too where it changes: a new link changes only the ring's text) and writes the text distlab computes
+    for it, from the browser's cache alone (no kernel to ask)."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+    import nbformat
+
+    from distlab.widgets.common import neighbour_values
+
+    cell, (label, option) = CACHED_CHANGES[name]
+    app = _app_for(name)
+    keyed = [getattr(app, c) for c in getattr(app, "prepared_controls", ())] or list(app.picture.controls)
+    neighbours = sum(len(neighbour_values(w)) for w in keyed)
+    before = _squash(app.summary())
+    control = next(w for w in keyed if w.description == label)
+    control.value = next(v for v in neighbour_values(control) if str(v) == option)
+    want = _squash(app.summary())
+    assert want != before
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(cell)]
+    base, token = jupyterlab
+    notebook = f"prefetch-{name.replace(' ', '-')}.ipynb"
+    _upload_notebook(base, token, notebook, nb)
+    with _chromium(sync_api) as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(30_000)
+        try:
+            _open_and_run_all(page, f"{base}/lab/tree/{notebook}?token={token}")
+            holder = page.locator("[data-prefetched]")
+            holder.wait_for(timeout=90_000)
+            page.wait_for_function(
+                "([el, n]) => Number(el.getAttribute('data-prefetched')) >= n",
+                arg=[holder.element_handle(), neighbours],
+                timeout=90_000,
+            )
+            summary = page.locator(".distlab-picture .distlab-summary")
+            assert _squash(summary.text_content() or "") == before
+            canvas = page.locator(".distlab-picture canvas")
+            pixels = canvas.evaluate("c => c.toDataURL()")
+            page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
+            page.get_by_role("menuitem", name=re.compile(r"^Shut Down Kernel")).first.click()
+            page.wait_for_selector("#jp-main-statusbar >> text=/No Kernel|Unknown/", timeout=30_000)
+            dropdown = page.locator(
+                ".widget-dropdown", has=page.locator(".widget-label", has_text=re.compile(f"^{label}$"))
+            )
+            dropdown.locator("select").select_option(label=option)
+            page.wait_for_function(
+                "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
+                arg=[summary.element_handle(), want],
+                timeout=10_000,
+            )
+            assert holder.get_attribute("data-drawn-from") == "cache"
+            assert (canvas.evaluate("c => c.toDataURL()") == pixels) == (name in SAME_CANVAS)
+        finally:
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / f"browser-prefetch-{name.replace(' ', '-')}.png"), full_page=False)
             browser.close()

@@ -42,7 +42,8 @@ COMMON_MODULE = "common.js"
 
 
 #: The browser's cache of the states one control change away (issue 32), put before the module of a picture whose
-#: app's other controls change its data (the training lab, the triage ladder).
+#: app's other controls change its data (the training lab, the triage ladder, lessons 1-3's bars and ring, lesson 6's
+#: grid).
 PREFETCH_MODULE = "prefetch.js"
 
 
@@ -191,9 +192,12 @@ class SelectionPicture(BrowserPicture):
 class RingPicture(BrowserPicture):
     """Every state of a simulated collective (distlab.collectives): GPU panels of chunk columns, one stripe
     per contributing GPU, the chunks just received outlined and the links that carried a message drawn
-    black. The slider is the state t (0 = start, steps = end) with a play button."""
+    black. The slider is the state t (0 = start, steps = end) with a play button.
 
-    _esm = module_source("ring.js")
+    `controls`: the app's controls whose neighbouring states the browser caches (distlab.widgets.prefetch, issue 32)."""
+
+    _esm = module_source(PREFETCH_MODULE, "ring.js")
+    controls = _controls_trait()
 
 
 class LadderPicture(BrowserPicture):
@@ -277,9 +281,13 @@ class BarsPicture(SelectionPicture):
 
     frames: {"parts": names, "bars": [option][bar][part] values, "labels": bar names, "totals": [option][bar] each
     bar's total as the text writes it, "unit", "capacity", "capacity_label"}; the y range covers every option, so it
-    stays put while the slider moves. The capacity line is named in the legend, not over the bars."""
+    stays put while the slider moves. The capacity line is named in the legend, not over the bars.
 
-    _esm = module_source("bars.js")
+    `controls`: the app's controls whose neighbouring states' bars the browser caches (distlab.widgets.prefetch,
+    issue 32; empty: no cache)."""
+
+    _esm = module_source(PREFETCH_MODULE, "bars.js")
+    controls = _controls_trait()
 
 
 class GridPicture(BrowserPicture):
@@ -290,9 +298,12 @@ class GridPicture(BrowserPicture):
 
     frames: {"x", "y": cell corners per rank (distlab.plots.parallelism_3d.grid_geometry), "width", "height",
     "gpus_per_node", "fill": colour index per rank, "fill_kind": "groups" or "ramp", "fill_count", "colour_by",
-    "groups": {"tp", "dp", "pp": group index per rank}, "sizes": {"tp", "dp", "pp"}}."""
+    "groups": {"tp", "dp", "pp": group index per rank}, "sizes": {"tp", "dp", "pp"}}.
 
-    _esm = module_source("grid.js")
+    `controls`: the app's controls whose neighbouring states the browser caches (distlab.widgets.prefetch, issue 32)."""
+
+    _esm = module_source(PREFETCH_MODULE, "grid.js")
+    controls = _controls_trait()
 
 
 class LabPicture(SelectionPicture):

@@ -140,6 +140,8 @@ class LessonApp(widgets.VBox):
     prepared_controls: tuple[str, ...] = ()
     #: Controls (attribute names) that change only what is drawn, not any result: moving one prepares nothing new.
     drawing_controls: tuple[str, ...] = ()
+    #: Seconds the controls rest before preparing (None: PREPARE_AFTER_S); 0 for an app with no slider to drag.
+    prepare_after_s: float | None = None
     #: The preparation under way in a kernel (an asyncio.Future; None when none).
     preparing = None
     _preparation = 0
@@ -198,7 +200,7 @@ class LessonApp(widgets.VBox):
             filling = fill_positions(pending, self._prepare, lambda: generation == self._preparation, lambda: None)
             filling.add_done_callback(finish)
 
-        loop.call_later(PREPARE_AFTER_S, start)
+        loop.call_later(PREPARE_AFTER_S if self.prepare_after_s is None else self.prepare_after_s, start)
         self.preparing = done
 
     def _prepare(self, values: dict) -> None:

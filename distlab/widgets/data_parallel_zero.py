@@ -30,8 +30,21 @@ from .common import (
     gpu_slider,
     nearest_gpu_count,
 )
+from .prefetch import Prefetcher
 
-__all__ = ["CUSTOM", "PENDING", "ZeroComparison", "ZeroMemoryApp", "OverlapApp", "APPS"]
+__all__ = [
+    "CUSTOM",
+    "PENDING",
+    "ZeroComparison",
+    "ZERO_CONTROLS",
+    "zero_comparison",
+    "describe_comparison",
+    "zero_picture_data",
+    "zero_payload_steps",
+    "ZeroMemoryApp",
+    "OverlapApp",
+    "APPS",
+]
 
 CUSTOM = "custom size"
 #: The text under the bars at a GPU count still being priced (in a kernel, for a moment after a change).
@@ -67,6 +80,96 @@ class ZeroComparison:
         return "\n".join(rows)
 
 
+#: ZeroMemoryApp's controls whose labels key the browser's cache (distlab.widgets.prefetch, issue 32), in the
+#: picture's order; a state is these values and the custom size ("custom_params", a text box: not a key).
+ZERO_CONTROLS = ("model", "gpu", "fabric")
+#: The parts of distlab.memory.MemoryBreakdown stacked in each bar (model states only: no activations).
+ZERO_PARTS = ("weights", "gradients", "optimizer")
+
+
+def zero_comparison(s: dict, n: int) -> ZeroComparison:
+    """Every stage at `n` GPUs in state `s`, from distlab.memory and distlab.dataparallel; raises our error on
+    invalid input."""
+    if s["model"] == CUSTOM:
+        model, name = s["custom_params"] * 1e9, f"custom {s['custom_params']:g}B"
+    else:
+        model = models.model(s["model"])
+        name = model.name
+    gpu, fabric = s["gpu"], s["fabric"]
+    mem = {z: memory.training_memory(model, zero=z, dp=n, gpu=gpu, count_activations=False) for z in STAGES}
+    layers = getattr(model, "layers", None)  # ZeRO-3 layer by layer, as the step model runs it (custom: 3 x M)
+    comm = {z: dataparallel.step_communication(model, zero=z, dp=n, link=fabric, layers=layers) for z in STAGES}
+    params = mem[0].config["params"]
+    return ZeroComparison(name, params, n, hardware.accelerator(gpu).name, hardware.link(fabric).name, mem, comm)
+
+
+def describe_comparison(r: ZeroComparison) -> str:
+    """The text under the bars: per stage memory, fit, bytes sent per step and time; the smallest stage that fits."""
+    m = r.communication[0].gradient_bytes
+    head = (
+        f"{r.model} ({r.params / 1e9:.2f} B parameters) on {r.gpus} x {r.gpu}, model states only; "
+        f"gradients M = {format_bytes(m)}\n"
+        "[memory/GPU: memory.training_memory; sent and time: dataparallel.step_communication]"
+    )
+    fits = r.smallest_fitting_stage
+    verdict = (
+        "no stage fits: add GPUs, or shard further with tensor and pipeline parallelism"
+        if fits is None
+        else f"smallest stage that fits: {STAGE_LABELS[fits]}"
+    )
+    z3 = r.communication[3]
+    if z3.layers is not None:
+        verdict += (
+            f"\nZeRO-3 runs layer by layer, as the step model does: {3 * z3.layers - 1} collectives of M / "
+            f"{z3.layers} (no backward gather of the last layer), each paying the ring's latency"
+        )
+    return f"{head}\n{r.table()}\n{verdict}"
+
+
+def zero_picture_data(s: dict, results: dict) -> dict:
+    """What ZeroMemoryApp's picture shows in state `s`: {"summaries", "errors", "frames"} for every GPU count, from
+    `results` {count: ZeroComparison or our error; PENDING where absent}."""
+    ordered = [results.get(n) for n in GPU_COUNTS]
+    frames: dict = {}
+    if any(isinstance(r, ZeroComparison) for r in ordered):
+        gpu = hardware.accelerator(s["gpu"])
+        frames = {
+            "parts": [LABELS.get(k, k) for k in ZERO_PARTS],
+            "bars": [
+                [[r.memory[z].parts()[k] / 1e9 for k in ZERO_PARTS] for z in STAGES]
+                if isinstance(r, ZeroComparison)
+                else []
+                for r in ordered
+            ],
+            "labels": [STAGE_LABELS[z] for z in STAGES],
+            # each bar's total as the text writes it (1.19 TB, not 1190 GB: issue 31)
+            "totals": [
+                [format_bytes(sum(r.memory[z].parts()[k] for k in ZERO_PARTS)) for z in STAGES]
+                if isinstance(r, ZeroComparison)
+                else []
+                for r in ordered
+            ],
+            "unit": "GB",
+            "capacity": gpu.memory_bytes / 1e9,
+            "capacity_label": f"{gpu.name}: {format_bytes(gpu.memory_bytes)}",
+        }
+    summaries = [
+        PENDING if r is None else describe_comparison(r) if isinstance(r, ZeroComparison) else "" for r in ordered
+    ]
+    errors = [str(r) if isinstance(r, DistlabError) else "" for r in ordered]
+    return {"summaries": summaries, "errors": errors, "frames": frames}
+
+
+def zero_payload_steps(s: dict):
+    """A generator computing state `s` one GPU count per step (distlab.widgets.prefetch runs it in the kernel's idle
+    turns); its return value is zero_picture_data with every count."""
+    results = {}
+    for n in GPU_COUNTS:
+        results[n] = attempt(zero_comparison, s, n)
+        yield n
+    return zero_picture_data(s, results)
+
+
 class ZeroMemoryApp(LessonApp):
     """Model, GPU type, GPU count and fabric -> memory per GPU for every ZeRO stage, and its communication.
 
@@ -74,12 +177,13 @@ class ZeroMemoryApp(LessonApp):
     gradients, optimizer states) against the GPU's capacity, sent for every GPU count of the picture's own slider
     (`gpus`) at once with the text of each, so dragging it needs no kernel round trip. The other controls change
     the physics: the current count answers first, the others are filled in the kernel's later turns
-    (common.fill_in_turns). `result` is a ZeroComparison (None on invalid input), `error` our message instead.
+    (common.fill_in_turns); the states one dropdown change away are then prefetched into the browser
+    (distlab.widgets.prefetch, issue 32). `result` is a ZeroComparison (None on invalid input), `error` our message
+    instead.
     """
 
     summary_in_picture = True
-    #: The parts of distlab.memory.MemoryBreakdown stacked in each bar (model states only: no activations).
-    PARTS = ("weights", "gradients", "optimizer")
+    PARTS = ZERO_PARTS
 
     def __init__(self, model="llama2-7b", gpu="h100-sxm", gpus=8, fabric="ib-ndr", custom_params_b=7.5):
         self.model = widgets.Dropdown(options=[*models.MODELS, CUSTOM], value=model, description="model")
@@ -101,6 +205,9 @@ class ZeroMemoryApp(LessonApp):
         self._results: dict = {}  # GPU count -> ZeroComparison or DistlabError, for the current other controls
         for control in (self.model, self.custom_params, self.gpu, self.fabric):
             control.observe(self._on_change, names="value")
+        # the browser's cache of the states one change away (issue 32): bars.js watches these controls
+        self.picture.controls = [getattr(self, name) for name in ZERO_CONTROLS]
+        self.prefetcher = Prefetcher(self.picture, zero_payload_steps)
         controls = widgets.VBox([widgets.HBox([self.model, self.custom_params]), widgets.HBox([self.gpu, self.fabric])])
         super().__init__([controls, self.picture, self.status])
         self._refresh()
@@ -108,10 +215,27 @@ class ZeroMemoryApp(LessonApp):
 
     _syncing = False
     _generation = 0
+    _moved = None
     #: The background filling of the other GPU counts in a kernel (an asyncio.Future; None when done at once).
     filling = None
 
+    def close(self) -> None:
+        """Close the app's widgets; a fill or prefetch under way stops at its next turn."""
+        self._generation += 1
+        if "prefetcher" in self.__dict__:
+            self.prefetcher.stop()
+        super().close()
+
+    def state(self) -> dict:
+        """The controls' values and the custom size: what the picture shows depends on these (and the GPU count)."""
+        return {
+            **{name: getattr(self, name).value for name in ZERO_CONTROLS},
+            "custom_params": self.custom_params.value,
+        }
+
     def _on_change(self, change=None):
+        self.prefetcher.forget()
+        self._moved = change.get("owner") if change is not None else None
         self.custom_params.disabled = self.model.value != CUSTOM
         self.custom_params.layout.display = None if self.model.value == CUSTOM else "none"
         self._refresh()
@@ -121,75 +245,61 @@ class ZeroMemoryApp(LessonApp):
             self.update()
 
     def _refresh(self) -> None:
-        """Every GPU count of the slider for the other controls, sent at once: the current count first (the others
-        shown as PENDING), the others in later turns of the kernel's event loop (at once outside one)."""
+        """Every GPU count of the slider for the other controls, sent at once: a state the kernel has computed
+        already (prefetched, or shown before) complete at once; otherwise the current count first (the others shown
+        as PENDING), the others in later turns of the kernel's event loop (at once outside one). Then, in a kernel,
+        the states one control change away are prefetched into the browser (_prefetch)."""
         self._generation += 1
         generation = self._generation
+        self.prefetcher.stop()
+        s = self.state()
+        known = self.prefetcher.lookup(s)
+        if known is not None:
+            self._results, self.filling = {}, None
+            self._show(known)
+            self._prefetch(generation)
+            return
         current = self.gpus.value
-        self._results = {current: attempt(self._comparison, current)}
+        self._results = {current: attempt(zero_comparison, s, current)}
         if event_loop_running():
             self._send()
         pending = fill_order([n for n in GPU_COUNTS if n != current], current)
 
         def compute(n: int) -> None:
-            self._results[n] = attempt(self._comparison, n)
+            self._results[n] = attempt(zero_comparison, s, n)
 
         self.filling = fill_positions(pending, compute, lambda: generation == self._generation, self._send)
+        if self.filling is not None:
+            self.filling.add_done_callback(lambda _: self._prefetch(generation))
+        else:
+            self._prefetch(generation)
+
+    def _prefetch(self, generation: int) -> None:
+        """In a kernel: the picture data of every state one control change away, sent to the browser in idle turns,
+        the control just moved first (distlab.widgets.prefetch); nothing when a newer change has come."""
+        if generation == self._generation:
+            controls = {name: getattr(self, name) for name in ZERO_CONTROLS}
+            self.prefetcher.start_around(controls, self.state(), self._moved)
 
     def _send(self) -> None:
-        """The bars and text of every GPU count computed so far to the picture (PENDING where not yet)."""
-        results = [self._results.get(n) for n in GPU_COUNTS]
-        valid = [r for r in results if isinstance(r, ZeroComparison)]
-        frames: dict = {}
-        if valid:
-            gpu = hardware.accelerator(self.gpu.value)
-            frames = {
-                "parts": [LABELS.get(k, k) for k in self.PARTS],
-                "bars": [
-                    [[r.memory[s].parts()[k] / 1e9 for k in self.PARTS] for s in STAGES]
-                    if isinstance(r, ZeroComparison)
-                    else []
-                    for r in results
-                ],
-                "labels": [STAGE_LABELS[s] for s in STAGES],
-                # each bar's total as the text writes it (1.19 TB, not 1190 GB: issue 31)
-                "totals": [
-                    [format_bytes(sum(r.memory[s].parts()[k] for k in self.PARTS)) for s in STAGES]
-                    if isinstance(r, ZeroComparison)
-                    else []
-                    for r in results
-                ],
-                "unit": "GB",
-                "capacity": gpu.memory_bytes / 1e9,
-                "capacity_label": f"{gpu.name}: {format_bytes(gpu.memory_bytes)}",
-            }
-        summaries = [
-            PENDING if r is None else self.describe(r) if isinstance(r, ZeroComparison) else "" for r in results
-        ]
-        errors = [str(r) if isinstance(r, DistlabError) else "" for r in results]
+        """The bars and text of every GPU count computed so far to the picture (PENDING where not yet); once every
+        count is computed, the kernel remembers them (a change back here is shown complete at once)."""
+        shown = zero_picture_data(self.state(), self._results)
+        if len(self._results) == len(GPU_COUNTS):
+            self.prefetcher.remember(self.state(), shown)
+        self._show(shown)
+
+    def _show(self, shown: dict) -> None:
         self._syncing = True
         try:
-            self.picture.show_options(GPU_COUNTS, summaries, errors, frames=frames)
+            self.picture.show_options(GPU_COUNTS, shown["summaries"], shown["errors"], frames=shown["frames"])
         finally:
             self._syncing = False
         self.update()
 
-    def _model(self):
-        if self.model.value == CUSTOM:
-            value = self.custom_params.value
-            return value * 1e9, f"custom {value:g}B"
-        m = models.model(self.model.value)
-        return m, m.name
-
     def _comparison(self, n: int) -> ZeroComparison:
-        """Every stage at `n` GPUs, from distlab.memory and distlab.dataparallel; raises our error on invalid input."""
-        model, name = self._model()
-        gpu, fabric = self.gpu.value, self.fabric.value
-        mem = {s: memory.training_memory(model, zero=s, dp=n, gpu=gpu, count_activations=False) for s in STAGES}
-        layers = getattr(model, "layers", None)  # ZeRO-3 layer by layer, as the step model runs it (custom: 3 x M)
-        comm = {s: dataparallel.step_communication(model, zero=s, dp=n, link=fabric, layers=layers) for s in STAGES}
-        params = mem[0].config["params"]
-        return ZeroComparison(name, params, n, hardware.accelerator(gpu).name, hardware.link(fabric).name, mem, comm)
+        """zero_comparison in the controls' state."""
+        return zero_comparison(self.state(), n)
 
     def compute(self) -> ZeroComparison:
         """Every stage at the chosen GPU count (computed by _refresh); raises our error on invalid input."""
@@ -204,26 +314,8 @@ class ZeroMemoryApp(LessonApp):
         return "ok" if result.smallest_fitting_stage is not None else "bad"
 
     def describe(self, r: ZeroComparison) -> str:
-        """The text under the bars: per stage memory, fit, bytes sent per step and time; the smallest stage that fits."""
-        m = r.communication[0].gradient_bytes
-        head = (
-            f"{r.model} ({r.params / 1e9:.2f} B parameters) on {r.gpus} x {r.gpu}, model states only; "
-            f"gradients M = {format_bytes(m)}\n"
-            "[memory/GPU: memory.training_memory; sent and time: dataparallel.step_communication]"
-        )
-        fits = r.smallest_fitting_stage
-        verdict = (
-            "no stage fits: add GPUs, or shard further with tensor and pipeline parallelism"
-            if fits is None
-            else f"smallest stage that fits: {STAGE_LABELS[fits]}"
-        )
-        z3 = r.communication[3]
-        if z3.layers is not None:
-            verdict += (
-                f"\nZeRO-3 runs layer by layer, as the step model does: {3 * z3.layers - 1} collectives of M / "
-                f"{z3.layers} (no backward gather of the last layer), each paying the ring's latency"
-            )
-        return f"{head}\n{r.table()}\n{verdict}"
+        """describe_comparison: the text under the bars."""
+        return describe_comparison(r)
 
 
 #: The words under the timeline for each OverlapTimeline.exposure.

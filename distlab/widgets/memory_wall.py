@@ -3,7 +3,9 @@
 The bars are drawn in the browser (distlab.widgets.browser.BarsPicture): the app sends them for every GPU count
 of the slider at once, with the text of each, so dragging the GPU slider needs no kernel round trip; the other
 controls change the physics and send every count again (46 calls of distlab.memory.training_memory: the current
-count first, the others in the kernel's later turns).
+count first, the others in the kernel's later turns). The pictures of every state one dropdown, toggle or checkbox
+change away are computed in the kernel's idle turns and held by the browser (distlab.widgets.prefetch, issue 32),
+so such a change redraws there at once and the kernel confirms it.
 """
 
 from __future__ import annotations
@@ -25,8 +27,21 @@ from .common import (
     fill_positions,
     nearest_gpu_count,
 )
+from .prefetch import Prefetcher
 
-__all__ = ["CUSTOM", "PENDING", "ZERO_LABELS", "PRECISION_OPTIONS", "MemoryWallApp", "APPS"]
+__all__ = [
+    "CUSTOM",
+    "PENDING",
+    "ZERO_LABELS",
+    "PRECISION_OPTIONS",
+    "CONTROLS",
+    "model_of",
+    "breakdown",
+    "picture_data",
+    "payload_steps",
+    "MemoryWallApp",
+    "APPS",
+]
 
 CUSTOM = "custom size"
 #: The text under the picture at a GPU count still being priced (in a kernel, for a moment after a change).
@@ -47,6 +62,101 @@ def _distinct_precisions() -> list[str]:
 
 
 PRECISION_OPTIONS = _distinct_precisions()
+
+
+#: The app's controls whose labels key the browser's cache (distlab.widgets.prefetch), in the picture's order. A
+#: state is these values and the custom size ("custom_params", a text box: not a key; the cache is refilled after it
+#: changes).
+CONTROLS = ("model", "precision", "gpu", "zero", "activations", "recompute")
+
+
+def model_of(s: dict):
+    """The model state `s` names (a parameter count for the custom size)."""
+    return s["custom_params"] * 1e9 if s["model"] == CUSTOM else models.model(s["model"])
+
+
+def breakdown(s: dict, gpus: int | None) -> memory.MemoryBreakdown:
+    """Per GPU with `gpus` GPUs in state `s` (distlab.memory.training_memory); None: the same model on one GPU
+    without sharding (drawn beside it).
+
+    With activations counted, each GPU holds one sequence of the model's context length; 'selective' recomputation
+    keeps no attention scores, as FlashAttention.
+    """
+    kwargs = dict(
+        precision=s["precision"],
+        gpu=s["gpu"],
+        recompute=s["recompute"],
+        count_activations=s["activations"],
+        in_flight_microbatches=1,
+    )
+    model = model_of(s)
+    if gpus is None:
+        return memory.training_memory(model, **kwargs)
+    return memory.training_memory(model, zero=s["zero"], dp=gpus, **kwargs)
+
+
+def picture_data(s: dict, single, results: dict) -> dict:
+    """What the picture shows in state `s`: {"summaries", "errors", "frames"} for every GPU count, from `single` (the
+    one-GPU breakdown, or None when it is our error) and `results` {count: breakdown or our error; PENDING where
+    absent}."""
+    ordered = [results.get(n) for n in GPU_COUNTS]
+    valid = [r for r in ordered if r is not None and not isinstance(r, DistlabError)]
+    frames: dict = {}
+    if valid and single is not None:
+        gpu = hardware.accelerator(s["gpu"])
+        # only the parts the setup counts: activations left out are 0 B, and a legend entry for them named a
+        # colour the picture does not draw (issue 31); the last part is the one left out, so colours stay put
+        counted = [k for k, v in single.parts().items() if v > 0]
+
+        def kept(parts: dict) -> dict:
+            return {k: parts[k] for k in counted}
+
+        frames = {
+            "parts": [LABELS.get(k, k) for k in counted],
+            "bars": [
+                [_gb(kept(single.parts())), _gb(kept(r.parts()))]
+                if r is not None and not isinstance(r, DistlabError)
+                else []
+                for r in ordered
+            ],
+            "labels": ["one GPU, no sharding", "each GPU in your setup"],
+            # each bar's total as the text writes it (1.19 TB, not 1190 GB: issue 31)
+            "totals": [
+                [format_bytes(sum(kept(single.parts()).values())), format_bytes(sum(kept(r.parts()).values()))]
+                if r is not None and not isinstance(r, DistlabError)
+                else []
+                for r in ordered
+            ],
+            "unit": "GB",
+            "capacity": valid[0].capacity_bytes / 1e9,
+            "capacity_label": f"{gpu.name}: {format_bytes(gpu.memory_bytes)}",
+        }
+    summaries = [
+        PENDING if r is None else "" if isinstance(r, DistlabError) else _describe(r, n, s["zero"])
+        for n, r in zip(GPU_COUNTS, ordered)
+    ]
+    errors = [str(r) if isinstance(r, DistlabError) else "" for r in ordered]
+    return {"summaries": summaries, "errors": errors, "frames": frames}
+
+
+def payload_steps(s: dict):
+    """A generator computing state `s` one GPU count per step (distlab.widgets.prefetch runs it in the kernel's idle
+    turns); its return value is picture_data with every count."""
+    single = attempt(breakdown, s, None)
+    if isinstance(single, DistlabError):
+        return picture_data(s, None, {n: single for n in GPU_COUNTS})
+    results = {}
+    for n in GPU_COUNTS:
+        results[n] = attempt(breakdown, s, n)
+        yield n
+    return picture_data(s, single, results)
+
+
+def _describe(bd, gpus: int, z: int) -> str:
+    """The text under the chart: the per-GPU parts, the total and the verdict."""
+    parts = ", ".join(f"{name} {format_bytes(value)}" for name, value in bd.parts().items())
+    setup = f"{gpus} GPU{'s' if gpus > 1 else ''}, {'plain DP' if z == 0 else f'ZeRO-{z}'}"
+    return f"{setup}: {format_bytes(bd.total_bytes)} per GPU ({parts}) [memory.training_memory]\n{bd.verdict()}"
 
 
 class MemoryWallApp(LessonApp):
@@ -109,6 +219,9 @@ class MemoryWallApp(LessonApp):
             self.recompute,
         ):
             control.observe(self._on_change, names="value")
+        # the browser's cache of the states one change away (issue 32): bars.js watches these controls
+        self.picture.controls = [getattr(self, name) for name in CONTROLS]
+        self.prefetcher = Prefetcher(self.picture, payload_steps)
         controls = widgets.VBox(
             [
                 widgets.HBox([self.model, self.custom_params]),
@@ -122,8 +235,22 @@ class MemoryWallApp(LessonApp):
         self.picture.observe(self._on_gpus, names="value")
 
     _syncing = False
+    _moved = None
+
+    def close(self) -> None:
+        """Close the app's widgets; a fill or prefetch under way stops at its next turn."""
+        self._generation += 1
+        if "prefetcher" in self.__dict__:
+            self.prefetcher.stop()
+        super().close()
+
+    def state(self) -> dict:
+        """The controls' values and the custom size: what the picture shows depends on these (and the GPU count)."""
+        return {**{name: getattr(self, name).value for name in CONTROLS}, "custom_params": self.custom_params.value}
 
     def _on_change(self, change=None):
+        self.prefetcher.forget()
+        self._moved = change.get("owner") if change is not None else None
         self.custom_params.disabled = self.model.value != CUSTOM
         self.custom_params.layout.display = None if self.model.value == CUSTOM else "none"
         self.recompute.disabled = not self.activations.value
@@ -136,100 +263,72 @@ class MemoryWallApp(LessonApp):
     def _refresh(self) -> None:
         """Every GPU count of the slider for the other controls: the bars and the text of each, sent at once.
 
-        The current count is priced and sent first (the others shown as pending); the others follow in turns of
-        the kernel's event loop (common.fill_in_turns), so the control answers after one count."""
-        single = attempt(self._breakdown, None)
+        A state the kernel has computed already (prefetched, or shown before) is sent complete at once. Otherwise
+        the current count is computed and sent first (the others shown as pending); the others follow in turns of
+        the kernel's event loop (common.fill_in_turns), so the control answers after one count. Then, in a kernel,
+        the states one control change away are prefetched into the browser (_prefetch)."""
+        s = self.state()
+        single = attempt(breakdown, s, None)
         self._generation += 1
         generation = self._generation
-        if isinstance(single, DistlabError):
-            self.single, self._results = None, {n: single for n in GPU_COUNTS}
-            self._send()
+        self.prefetcher.stop()
+        known = self.prefetcher.lookup(s)
+        if isinstance(single, DistlabError) or known is not None:
+            self.single = None if isinstance(single, DistlabError) else single
+            self._results = {n: single for n in GPU_COUNTS} if self.single is None else {}
             self.filling = None
+            self._show(known if known is not None else picture_data(s, None, self._results))
+            self._prefetch(generation)
             return
         current = self.gpus.value
-        self.single, self._results = single, {current: attempt(self._breakdown, current)}
+        self.single, self._results = single, {current: attempt(breakdown, s, current)}
         if event_loop_running():  # in a kernel: the current count now, the others after (without one: once, below)
             self._send()
         pending = fill_order([n for n in GPU_COUNTS if n != current], current)
 
         def compute(n: int) -> None:
-            self._results[n] = attempt(self._breakdown, n)
+            self._results[n] = attempt(breakdown, s, n)
 
         self.filling = fill_positions(pending, compute, lambda: generation == self._generation, self._send)
+        if self.filling is not None:
+            self.filling.add_done_callback(lambda _: self._prefetch(generation))
+        else:
+            self._prefetch(generation)
 
     _generation = 0
     #: The background filling of the other GPU counts in a kernel (an asyncio.Future; None when done at once).
     filling = None
 
+    def _prefetch(self, generation: int) -> None:
+        """In a kernel: the picture data of every state one control change away, sent to the browser in idle turns,
+        the control just moved first (distlab.widgets.prefetch); nothing when a newer change has come."""
+        if generation == self._generation:
+            controls = {name: getattr(self, name) for name in CONTROLS}
+            self.prefetcher.start_around(controls, self.state(), self._moved)
+
     def _send(self) -> None:
-        """The bars and text of every GPU count computed so far to the picture (PENDING where not yet)."""
-        results = [self._results.get(n) for n in GPU_COUNTS]
-        valid = [r for r in results if r is not None and not isinstance(r, DistlabError)]
-        frames = None
-        if valid and self.single is not None:
-            gpu = hardware.accelerator(self.gpu.value)
-            # only the parts the setup counts: activations left out are 0 B, and a legend entry for them named a
-            # colour the picture does not draw (issue 31); the last part is the one left out, so colours stay put
-            counted = [k for k, v in self.single.parts().items() if v > 0]
+        """The bars and text of every GPU count computed so far to the picture (PENDING where not yet); once every
+        count is computed, the kernel remembers them (a change back here is shown complete at once)."""
+        shown = picture_data(self.state(), self.single, self._results)
+        if len(self._results) == len(GPU_COUNTS):
+            self.prefetcher.remember(self.state(), shown)
+        self._show(shown)
 
-            def kept(parts: dict) -> dict:
-                return {k: parts[k] for k in counted}
-
-            frames = {
-                "parts": [LABELS.get(k, k) for k in counted],
-                "bars": [
-                    [_gb(kept(self.single.parts())), _gb(kept(r.parts()))]
-                    if r is not None and not isinstance(r, DistlabError)
-                    else []
-                    for r in results
-                ],
-                "labels": ["one GPU, no sharding", "each GPU in your setup"],
-                # each bar's total as the text writes it (1.19 TB, not 1190 GB: issue 31)
-                "totals": [
-                    [format_bytes(sum(kept(self.single.parts()).values())), format_bytes(sum(kept(r.parts()).values()))]
-                    if r is not None and not isinstance(r, DistlabError)
-                    else []
-                    for r in results
-                ],
-                "unit": "GB",
-                "capacity": valid[0].capacity_bytes / 1e9,
-                "capacity_label": f"{gpu.name}: {format_bytes(gpu.memory_bytes)}",
-            }
-        summaries = [
-            PENDING if r is None else "" if isinstance(r, DistlabError) else self._describe(r, n, self.zero.value)
-            for n, r in zip(GPU_COUNTS, results)
-        ]
-        errors = [str(r) if isinstance(r, DistlabError) else "" for r in results]
+    def _show(self, shown: dict) -> None:
         self._syncing = True
         try:
-            self.picture.show_options(GPU_COUNTS, summaries, errors, frames=frames if frames is not None else {})
+            self.picture.show_options(GPU_COUNTS, shown["summaries"], shown["errors"], frames=shown["frames"])
         finally:
             self._syncing = False
         self.update()
 
     def _model(self):
-        if self.model.value == CUSTOM:
-            return self.custom_params.value * 1e9
-        return models.model(self.model.value)
+        """The model the controls name (a parameter count for the custom size)."""
+        return model_of(self.state())
 
     def _breakdown(self, gpus: int | None) -> memory.MemoryBreakdown:
-        """Per GPU with `gpus` GPUs in the chosen setup (distlab.memory.training_memory); None: the same model on
-        one GPU without sharding (`single`, drawn beside it).
-
-        With activations counted, each GPU holds one sequence of the model's context length;
-        'selective' recomputation keeps no attention scores, as FlashAttention.
-        """
-        kwargs = dict(
-            precision=self.precision.value,
-            gpu=self.gpu.value,
-            recompute=self.recompute.value,
-            count_activations=self.activations.value,
-            in_flight_microbatches=1,
-        )
-        model = self._model()
-        if gpus is None:
-            return memory.training_memory(model, **kwargs)
-        return memory.training_memory(model, zero=self.zero.value, dp=gpus, **kwargs)
+        """breakdown() in the controls' state."""
+        return breakdown(self.state(), gpus)
 
     def compute(self) -> memory.MemoryBreakdown:
         """The breakdown for the current GPU count (computed by _refresh); raises our error on invalid input."""
@@ -245,13 +344,7 @@ class MemoryWallApp(LessonApp):
 
     def describe(self, bd) -> str:
         """The text under the chart: the per-GPU parts, the total and the verdict."""
-        return self._describe(bd, self.gpus.value, self.zero.value)
-
-    @staticmethod
-    def _describe(bd, gpus: int, z: int) -> str:
-        parts = ", ".join(f"{name} {format_bytes(value)}" for name, value in bd.parts().items())
-        setup = f"{gpus} GPU{'s' if gpus > 1 else ''}, {'plain DP' if z == 0 else f'ZeRO-{z}'}"
-        return f"{setup}: {format_bytes(bd.total_bytes)} per GPU ({parts}) [memory.training_memory]\n{bd.verdict()}"
+        return _describe(bd, self.gpus.value, self.zero.value)
 
 
 def _gb(parts: dict) -> list[float]:

@@ -5,7 +5,9 @@ in the browser (distlab.widgets.browser.GridPicture): its slider, or a click on 
 and PP groups are outlined. The layout and the text of every GPU are sent at once, so stepping through the GPUs
 needs no kernel round trip; D, T, P, the node size and the order change the layout (the picked GPU's text answers
 first, the others follow in the kernel's later turns: common.fill_in_turns); the colour choice only resends the
-fills.
+fills. The pictures of every state one change of D, T, P, the node size, the order or the colour away are computed
+in the kernel's idle turns and held by the browser (distlab.widgets.prefetch, issue 32), so such a change redraws
+there at once and the kernel confirms it (the layout's warnings, under the grid, come with the kernel's answer).
 """
 
 from __future__ import annotations
@@ -19,8 +21,21 @@ from ..errors import ConfigurationError, DistlabError
 from ..plots.parallelism_3d import grid_geometry
 from .browser import GridPicture
 from .common import LessonApp, attempt, event_loop_running, fill_order, fill_positions
+from .prefetch import Prefetcher
 
-__all__ = ["MAX_GRID_GPUS", "ORDERS", "COLOUR_BY", "SHOW", "PENDING", "MeshApp", "APPS"]
+__all__ = [
+    "MAX_GRID_GPUS",
+    "ORDERS",
+    "COLOUR_BY",
+    "SHOW",
+    "PENDING",
+    "MESH_CONTROLS",
+    "mesh_layout",
+    "mesh_frames",
+    "mesh_payload_steps",
+    "MeshApp",
+    "APPS",
+]
 
 #: Most GPUs the grid draws (cells get smaller than a few pixels beyond).
 MAX_GRID_GPUS = 512
@@ -35,6 +50,73 @@ COLOUR_BY = [
 SHOW = ("tp", "dp", "pp")
 #: The text under the grid at a GPU still being described (in a kernel, for a moment after a change).
 PENDING = "describing this GPU ..."
+
+
+#: MeshApp's controls whose labels key the browser's cache (distlab.widgets.prefetch, issue 32), in the picture's
+#: order; a state is these values and "pick_max" (the grid's last GPU now: an invalid layout keeps the slider's range).
+MESH_CONTROLS = ("dp", "tp", "pp", "gpus_per_node", "order", "colour_by")
+#: GPUs described per step of mesh_payload_steps (about a millisecond).
+RANKS_PER_STEP = 32
+
+
+def mesh_layout(s: dict) -> mesh.RankLayout:
+    """The RankLayout of state `s` (distlab.mesh.layout); our error beyond MAX_GRID_GPUS."""
+    world = s["dp"] * s["tp"] * s["pp"]
+    if world > MAX_GRID_GPUS:
+        raise ConfigurationError(
+            f"D x T x P = {s['dp']} x {s['tp']} x {s['pp']} = {world} GPUs; the grid draws at "
+            f"most {MAX_GRID_GPUS} (distlab.mesh.layout computes any size)"
+        )
+    return mesh.layout(dp=s["dp"], tp=s["tp"], pp=s["pp"], order=s["order"], gpus_per_node=s["gpus_per_node"])
+
+
+def mesh_frames(lay: mesh.RankLayout, by: str) -> dict:
+    """The grid's drawing data (distlab.widgets.browser.GridPicture) of `lay`, cells filled by `by`."""
+    x, y, _, _, width, height = grid_geometry(lay.world_size, lay.gpus_per_node)
+    if by == "stage":
+        fill, kind, count = lay.coordinate_array("pp"), "ramp", lay.pp
+    elif by == "node":
+        fill, kind, count = lay.node_ids(), "groups", lay.nodes
+    else:
+        fill, kind, count = lay.group_index(by), "groups", lay.world_size // lay.sizes[by]
+    return {
+        "x": x.tolist(),
+        "y": y.tolist(),
+        "width": float(width),
+        "height": float(height),
+        "gpus_per_node": lay.gpus_per_node,
+        "fill": [int(v) for v in fill],
+        "fill_kind": kind,
+        "fill_count": int(count),
+        "colour_by": dict((v, k) for k, v in COLOUR_BY)[by],
+        "groups": {d: [int(v) for v in lay.group_index(d)] for d in SHOW},
+        "sizes": {d: int(lay.sizes[d]) for d in SHOW},
+    }
+
+
+def mesh_payload_steps(s: dict):
+    """A generator computing what the grid shows in state `s`, RANKS_PER_STEP GPUs' texts per step
+    (distlab.widgets.prefetch runs it in the kernel's idle turns): {"summaries", "errors", "frames", "min", "max"} and
+    the canvas "height" (an invalid layout: our message at every position of the slider as it is, the height kept)."""
+    lay = attempt(mesh_layout, s)
+    if isinstance(lay, DistlabError):
+        count = s["pick_max"] + 1
+        return {"summaries": [""] * count, "errors": [str(lay)] * count, "frames": {}, "min": 0, "max": count - 1}
+    shared = MeshApp._shared_lines(lay)
+    texts = []
+    for r in range(lay.world_size):
+        texts.append(MeshApp._describe(lay, r, shared))
+        if len(texts) % RANKS_PER_STEP == 0:
+            yield r
+    frames = mesh_frames(lay, s["colour_by"])
+    return {
+        "summaries": texts,
+        "errors": [""] * lay.world_size,
+        "frames": frames,
+        "min": 0,
+        "max": lay.world_size - 1,
+        "height": _fitted_height(frames),
+    }
 
 
 def _order_label(order: str) -> str:
@@ -74,6 +156,9 @@ class MeshApp(LessonApp):
         for control in (self.dp, self.tp, self.pp, self.gpus_per_node, self.order):
             control.observe(self._on_change, names="value")
         self.colour_by.observe(self._on_colour, names="value")
+        # the browser's cache of the states one change away (issue 32): grid.js watches these controls
+        self.picture.controls = [getattr(self, name) for name in MESH_CONTROLS]
+        self.prefetcher = Prefetcher(self.picture, mesh_payload_steps)
         controls = widgets.VBox(
             [
                 widgets.HBox([self.dp, self.gpus_per_node]),
@@ -88,16 +173,34 @@ class MeshApp(LessonApp):
 
     _syncing = False
     _generation = 0
+    _moved = None
     #: The background filling of the other GPUs' texts in a kernel (an asyncio.Future; None when done at once).
     filling = None
 
+    def close(self) -> None:
+        """Close the app's widgets; a fill or prefetch under way stops at its next turn."""
+        self._generation += 1
+        if "prefetcher" in self.__dict__:
+            self.prefetcher.stop()
+        super().close()
+
+    def state(self) -> dict:
+        """The controls' values and the slider's last GPU: what the grid shows depends on these (and the pick)."""
+        return {**{name: getattr(self, name).value for name in MESH_CONTROLS}, "pick_max": self.pick.max}
+
     # -- events ------------------------------------------------------------------------
     def _on_change(self, change=None):
+        self.prefetcher.forget()
+        self._moved = change.get("owner") if change is not None else None
         self._refresh()
 
     def _on_colour(self, change=None):
+        self.prefetcher.forget()
+        self._moved = change.get("owner") if change is not None else None
         if isinstance(self._layout, mesh.RankLayout):
             self._send()
+        if self.filling is None or self.filling.done():  # else: the fill's end prefetches around the new colour
+            self._prefetch(self._generation)
 
     def _on_pick(self, change=None):
         if not self._syncing:
@@ -105,14 +208,23 @@ class MeshApp(LessonApp):
 
     def _refresh(self) -> None:
         """The layout of the controls and the text of every GPU, sent at once: the picked GPU's text first (the
-        others PENDING), the others in later turns of the kernel's event loop (at once outside one)."""
+        others PENDING), the others in later turns of the kernel's event loop (at once outside one). Then, in a
+        kernel, the states one control change away are prefetched into the browser (_prefetch)."""
         self._generation += 1
         generation = self._generation
+        self.prefetcher.stop()
         lay = self._layout = attempt(self._compute_layout)
         self._texts = {}
+        known = self.prefetcher.lookup(self.state())
+        if known is not None:  # computed already (prefetched, or shown before): every GPU's text at once
+            self.filling = None
+            self._show(known)
+            self._prefetch(generation)
+            return
         if isinstance(lay, DistlabError):
             self._send()
             self.filling = None
+            self._prefetch(generation)
             return
         current = min(self.pick.value, lay.world_size - 1)
         self._texts[current] = self._describe(lay, current)
@@ -125,61 +237,49 @@ class MeshApp(LessonApp):
             self._texts[r] = self._describe(lay, r, shared)
 
         self.filling = fill_positions(pending, describe, lambda: generation == self._generation, self._send)
+        if self.filling is not None:
+            self.filling.add_done_callback(lambda _: self._prefetch(generation))
+        else:
+            self._prefetch(generation)
+
+    def _prefetch(self, generation: int) -> None:
+        """In a kernel: the picture data of every state one control change away, sent to the browser in idle turns,
+        the control just moved first (distlab.widgets.prefetch); nothing when a newer change has come."""
+        if generation == self._generation:
+            controls = {name: getattr(self, name) for name in MESH_CONTROLS}
+            self.prefetcher.start_around(controls, self.state(), self._moved)
 
     def _send(self) -> None:
-        """The grid and the text of every GPU described so far to the picture (PENDING where not yet)."""
+        """The grid and the text of every GPU described so far to the picture (PENDING where not yet); once every
+        GPU is described, the kernel remembers them (a change back here is shown complete at once)."""
         lay = self._layout
+        if isinstance(lay, DistlabError):
+            count = self.pick.max + 1
+            self._show({"summaries": [""] * count, "errors": [str(lay)] * count, "frames": {}, "max": count - 1})
+        elif lay is not None:
+            texts = [self._texts.get(r, PENDING) for r in range(lay.world_size)]
+            frames = self._frames(lay)
+            shown = {"summaries": texts, "frames": frames, "max": lay.world_size - 1, "height": _fitted_height(frames)}
+            if len(self._texts) == lay.world_size:
+                self.prefetcher.remember(self.state(), {**shown, "errors": [""] * lay.world_size, "min": 0})
+            self._show(shown)
+
+    def _show(self, shown: dict) -> None:
+        """The picture's positions 0..shown["max"] with these texts (and messages, frames, height)."""
         self._syncing = True
         try:
-            if isinstance(lay, DistlabError):
-                count = self.pick.max + 1
-                self.picture.show(0, self.pick.max, [""] * count, [str(lay)] * count, frames={})
-            elif lay is not None:
-                texts = [self._texts.get(r, PENDING) for r in range(lay.world_size)]
-                frames = self._frames(lay)
-                self.picture.show(0, lay.world_size - 1, texts, frames=frames, height=_fitted_height(frames))
+            extra = {"height": shown["height"]} if "height" in shown else {}
+            self.picture.show(0, shown["max"], shown["summaries"], shown.get("errors"), frames=shown["frames"], **extra)
         finally:
             self._syncing = False
         self.update()
 
     def _frames(self, lay: mesh.RankLayout) -> dict:
-        x, y, _, _, width, height = grid_geometry(lay.world_size, lay.gpus_per_node)
-        by = self.colour_by.value
-        if by == "stage":
-            fill, kind, count = lay.coordinate_array("pp"), "ramp", lay.pp
-        elif by == "node":
-            fill, kind, count = lay.node_ids(), "groups", lay.nodes
-        else:
-            fill, kind, count = lay.group_index(by), "groups", lay.world_size // lay.sizes[by]
-        return {
-            "x": x.tolist(),
-            "y": y.tolist(),
-            "width": float(width),
-            "height": float(height),
-            "gpus_per_node": lay.gpus_per_node,
-            "fill": [int(v) for v in fill],
-            "fill_kind": kind,
-            "fill_count": int(count),
-            "colour_by": dict((v, k) for k, v in COLOUR_BY)[by],
-            "groups": {d: [int(v) for v in lay.group_index(d)] for d in SHOW},
-            "sizes": {d: int(lay.sizes[d]) for d in SHOW},
-        }
+        return mesh_frames(lay, self.colour_by.value)
 
     # -- model -------------------------------------------------------------------------
     def _compute_layout(self) -> mesh.RankLayout:
-        world = self.dp.value * self.tp.value * self.pp.value
-        if world > MAX_GRID_GPUS:
-            raise ConfigurationError(
-                f"D x T x P = {self.dp.value} x {self.tp.value} x {self.pp.value} = {world} GPUs; the grid draws at "
-                f"most {MAX_GRID_GPUS} (distlab.mesh.layout computes any size)"
-            )
-        return mesh.layout(
-            dp=self.dp.value,
-            tp=self.tp.value,
-            pp=self.pp.value,
-            order=self.order.value,
-            gpus_per_node=self.gpus_per_node.value,
-        )
+        return mesh_layout(self.state())
 
     def compute(self) -> mesh.RankLayout:
         """The RankLayout of the controls (distlab.mesh.layout, computed by _refresh); raises our error."""

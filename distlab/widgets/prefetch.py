@@ -19,9 +19,19 @@ import asyncio
 import time
 from collections import OrderedDict
 
+from .controls import neighbour_values
 from .filling import event_loop_running, turn_deadline
 
-__all__ = ["BROWSER_LIMIT", "KERNEL_LIMIT", "control_label", "state_key", "values_key", "table_key", "Prefetcher"]
+__all__ = [
+    "BROWSER_LIMIT",
+    "KERNEL_LIMIT",
+    "control_label",
+    "state_key",
+    "values_key",
+    "table_key",
+    "neighbour_jobs",
+    "Prefetcher",
+]
 
 #: States one change away that the browser holds (the most neighbours a lab state has is 2 per control).
 BROWSER_LIMIT = 64
@@ -34,10 +44,13 @@ _CURRENT = object()
 
 def control_label(widget, value=_CURRENT) -> str:
     """What the browser's copy of `widget` shows at `value` (default: its value): a selection's option label (its
-    model's _options_labels[index], which browser_js/lab.js reads), or "1"/"0" for a checkbox."""
+    model's _options_labels[index], which browser_js/prefetch.js reads), "1"/"0" for a checkbox, or the number of a
+    slider (as JavaScript's String writes an integer)."""
     value = widget.value if value is _CURRENT else value
     if not hasattr(widget, "_options_labels"):
-        return "1" if value else "0"
+        if isinstance(value, bool):
+            return "1" if value else "0"
+        return str(value)
     values = list(widget._options_values)
     k = next(i for i, v in enumerate(values) if v is value or (v is not None and value is not None and v == value))
     return str(widget._options_labels[k])
@@ -58,6 +71,20 @@ def values_key(controls: dict, values: dict) -> str:
 def table_key(state: dict) -> tuple:
     """A hashable key of a state {name: value} (each value with its type: True, 1 and 1.0 are different values)."""
     return tuple((name, type(v).__name__, v) for name, v in sorted(state.items()))
+
+
+def neighbour_jobs(controls: dict, state: dict, moved=None, neighbour=None) -> list:
+    """[(the browser's key, the state)] of every state one change of one of `controls` ({name: widget}) away from
+    `state` ({name: value}, every control named; other entries, such as a text box's value, kept as they are): each
+    control's neighbour_values, the widget `moved` (the control just changed) first. `neighbour(state, name, value)`
+    is the state after that change (default: `state` with only that value changed)."""
+    names = sorted(controls, key=lambda name: controls[name] is not moved)
+    jobs = []
+    for name in names:
+        for value in neighbour_values(controls[name]):
+            after = {**state, name: value} if neighbour is None else neighbour(state, name, value)
+            jobs.append((values_key(controls, after), after))
+    return jobs
 
 
 class Prefetcher:
@@ -170,6 +197,13 @@ class Prefetcher:
 
         loop.call_soon(turn)
         self.future = done
+
+    def start_around(self, controls: dict, state: dict, moved=None, neighbour=None) -> None:
+        """In a kernel, with the picture shown: start the fill of every state one change of `controls` away from
+        `state` (neighbour_jobs, the widget `moved` first). Outside one, or before the picture has a comm: nothing."""
+        if not event_loop_running() or self.picture.comm is None:
+            return
+        self.start(values_key(controls, state), neighbour_jobs(controls, state, moved, neighbour))
 
     def run_all(self, base: str, jobs: list) -> None:
         """Price and send every job now (tests, and a state priced outside an event loop)."""

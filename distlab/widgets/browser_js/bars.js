@@ -68,6 +68,11 @@ function drawBars(ctx, w, h, model, i) {
 
 export default {
   render({ model, el }) {
-    return mountPicture(model, el, drawBars);
+    const { view, stop } = prefetching(model, el);
+    const unmount = mountPicture(view, el, drawBars);
+    return () => {
+      unmount();
+      stop();
+    };
   },
 };

@@ -125,11 +125,13 @@ function pickOnClick(model, canvas) {
 
 export default {
   render({ model, el }) {
-    const unmount = mountPicture(model, el, drawGrid);
-    const unclick = pickOnClick(model, el.querySelector("canvas.distlab-canvas"));
+    const { view, stop } = prefetching(model, el);
+    const unmount = mountPicture(view, el, drawGrid);
+    const unclick = pickOnClick(view, el.querySelector("canvas.distlab-canvas"));
     return () => {
       unclick();
       unmount();
+      stop();
     };
   },
 };

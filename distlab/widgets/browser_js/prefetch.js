@@ -1,7 +1,8 @@
 // The browser's cache of the states one control change away (issue 32; distlab.widgets.prefetch), shared by the
-// pictures of apps whose other controls change their data (the training lab, the triage ladder): the kernel sends
-// {prefetch_base, limit} after each change, then {prefetch: key, payload: {summaries, errors, frames}} per neighbouring
-// state. The key is the labels the app's controls (the `controls` trait) show, joined by \x1f (a checkbox: 1 or 0).
+// pictures of apps whose other controls change their data (the training lab, the triage ladder, lessons 1-3, 6): the
+// kernel sends {prefetch_base, limit} after each change, then {prefetch: key, payload: {summaries, errors, frames}}
+// (and, where the change moves the picture's slider, min, max, value and height) per neighbouring state. The key is the
+// labels the app's controls (the `controls` trait) show, joined by \x1f (a checkbox: 1 or 0; a slider: its number).
 // A change of a control to a cached state redraws at once from the payload, shown over the model's own data until
 // the kernel sends its data (the same, computed by the same functions); any other change waits for the kernel.
 // A payload without frames keeps the picture's frames (our message in place of the text: the picture hides them).
@@ -13,7 +14,8 @@ function controlLabel(m) {
     const index = m.get("index");
     return index === null || index === undefined ? "" : String(labels[index]);
   }
-  return m.get("value") ? "1" : "0";
+  const value = m.get("value");
+  return typeof value === "boolean" ? (value ? "1" : "0") : String(value); // a checkbox, or a slider's number
 }
 
 // {view, stop}: `view` reads the model through the cached payload drawn last (mountPicture paints from it); `stop`
@@ -30,8 +32,22 @@ function prefetching(model, root) {
   const key = () => controls.map(controlLabel).join(KEY_SEPARATOR);
   const count = () => root.setAttribute("data-prefetched", String(cache.size));
   const view = {
-    get: (name) => (shown !== null && name in shown ? shown[name] : model.get(name)),
-    set: (...args) => model.set(...args),
+    get: (name) => {
+      if (shown === null) return model.get(name);
+      if (name in shown) return shown[name];
+      // a payload with a new slider range (the grid after a new D, T or P): the value clamped into it, as the
+      // kernel's BrowserPicture clamps it
+      if (name === "value" && "max" in shown) return Math.min(Math.max(model.get(name), shown.min ?? 0), shown.max);
+      return model.get(name);
+    },
+    // the browser moves a value the cached payload holds (the ring's step after a new GPU count): its own from now on
+    set: (name, ...rest) => {
+      if (shown !== null && typeof name === "string" && name in shown) {
+        shown = { ...shown };
+        delete shown[name];
+      }
+      model.set(name, ...rest);
+    },
     save_changes: () => model.save_changes(),
     on: (name, callback) => {
       model.on(name, callback);

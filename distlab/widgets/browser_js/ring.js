@@ -82,6 +82,11 @@ function drawRing(ctx, w, h, model, t) {
 
 export default {
   render({ model, el }) {
-    return mountPicture(model, el, drawRing);
+    const { view, stop } = prefetching(model, el);
+    const unmount = mountPicture(view, el, drawRing);
+    return () => {
+      unmount();
+      stop();
+    };
   },
 };

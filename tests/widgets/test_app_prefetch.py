@@ -1,0 +1,184 @@
+"""The lesson apps' prefetch (issue 32: every control answered in the browser), app by app: the states one dropdown,
+toggle or checkbox change away are computed in the kernel's idle turns and sent to the browser's cache; what is sent
+for a state is what the app shows after that change; the caches are bounded; the fill never holds the kernel for
+more than a turn, and a change into a prefetched state is shown complete at once."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+import pytest
+
+from distlab.widgets import prefetch
+from distlab.widgets.collectives import RING_CONTROLS, RingAllReduceApp, ring_neighbour
+from distlab.widgets.data_parallel_zero import PENDING as ZERO_PENDING
+from distlab.widgets.data_parallel_zero import ZERO_CONTROLS, ZeroMemoryApp
+from distlab.widgets.common import neighbour_values
+from distlab.widgets.parallelism_3d import MESH_CONTROLS, MeshApp
+from distlab.widgets.parallelism_3d import PENDING as MESH_PENDING
+from distlab.widgets.memory_wall import CONTROLS as WALL_CONTROLS
+from distlab.widgets.memory_wall import PENDING as WALL_PENDING
+from distlab.widgets.memory_wall import MemoryWallApp
+
+#: app name -> (the app's class, its keyed controls, the text of a position still being computed, a control to change
+#: in the event-loop test and its new value, the app's state after one change (None: only that value changes))
+APPS = {
+    "memory wall": (MemoryWallApp, WALL_CONTROLS, WALL_PENDING, ("precision", "fp32"), None),
+    "ZeRO bars": (ZeroMemoryApp, ZERO_CONTROLS, ZERO_PENDING, ("fabric", "ib-xdr"), None),
+    # the ring computes every step at once (no pending text): a new GPU count also resets the step slider
+    "ring": (RingAllReduceApp, RING_CONTROLS, "pending", ("gpus", 5), ring_neighbour),
+    # the grid: a new D, T or P also moves the pick slider's range and the canvas height
+    "3D grid": (MeshApp, MESH_CONTROLS, MESH_PENDING, ("tp", 2), None),
+}
+#: what every payload carries (a payload may carry more: the ring's slider range and step after a new GPU count)
+DRAWN = ("summaries", "errors", "frames")
+
+
+def _shown(app, keys=DRAWN) -> dict:
+    """The picture's traits named in `keys`, as the kernel shows them now."""
+    p = app.picture
+    value = {"summaries": list, "errors": list, "frames": dict}  # the rest as they are: min, max, value, height
+    return {k: value.get(k, lambda v: v)(getattr(p, k)) for k in keys}
+
+
+def _jobs(app, controls, neighbour, moved=None) -> list:
+    return prefetch.neighbour_jobs({n: getattr(app, n) for n in controls}, app.state(), moved, neighbour)
+
+
+def _walk(kind, controls, seed: int) -> list:
+    """A reproducible random walk of three control changes from the app's default state: (name, value) moves."""
+    rng = random.Random(seed)
+    app = kind()
+    moves = []
+    for _ in range(3):
+        name = rng.choice([n for n in controls if neighbour_values(getattr(app, n))])
+        moves.append((name, rng.choice(neighbour_values(getattr(app, name)))))
+        getattr(app, name).value = moves[-1][1]
+    app.close()
+    return moves
+
+
+def _app_after(kind, moves):
+    app = kind()
+    for name, value in moves:
+        getattr(app, name).value = value
+    return app
+
+
+@pytest.mark.parametrize("name", list(APPS))
+def test_prefetched_payload_is_what_the_app_shows_after_that_change(name):
+    # an independent path: a second app walked to the same state, then the control really changed (the app's own
+    # _on_change and fill, outside an event loop: every position at once); the payload the first app's prefetch
+    # sent under that change's browser key must be the same summaries, errors and frames, none of them pending
+    kind, controls, pending, _, neighbour = APPS[name]
+    checked = 0
+    for seed in (1, 2, 3):
+        moves = _walk(kind, controls, seed)
+        app = _app_after(kind, moves)
+        sent: list = []
+        app.picture.send = sent.append  # the messages to the browser
+        keyed = {n: getattr(app, n) for n in controls}
+        jobs = _jobs(app, controls, neighbour)
+        app.prefetcher.run_all("base", jobs)
+        assert sent[0] == {"prefetch_base": "base", "limit": prefetch.BROWSER_LIMIT}
+        payloads = {m["prefetch"]: m["payload"] for m in sent[1:]}
+        assert len(payloads) == len(jobs) > 0
+        rng = random.Random(seed)
+        names = [n for n in controls if neighbour_values(getattr(app, n))]
+        for control in rng.sample(names, min(4, len(names))):
+            value = rng.choice(neighbour_values(getattr(app, control)))
+            key = prefetch.state_key(list(keyed.values()), (getattr(app, control), value))
+            other = _app_after(kind, moves)
+            getattr(other, control).value = value
+            assert set(DRAWN) <= set(payloads[key])
+            assert payloads[key] == _shown(other, payloads[key]), (seed, moves, control, value)
+            assert pending not in payloads[key]["summaries"]
+            other.close()
+            checked += 1
+        app.close()
+    assert checked >= 6
+
+
+@pytest.mark.parametrize("name", list(APPS))
+def test_the_browser_is_sent_no_more_states_than_it_holds(name):
+    # one state per neighbouring value of each keyed control: at most 2 per control (the options either side), all
+    # distinct keys, within the browser's limit; the picture's controls are the keyed ones, in the key's order
+    kind, controls, _, _, neighbour = APPS[name]
+    app = kind()
+    keyed = {n: getattr(app, n) for n in controls}
+    jobs = _jobs(app, controls, neighbour)
+    assert 0 < len(jobs) <= 2 * len(controls) <= prefetch.BROWSER_LIMIT
+    assert len({key for key, _ in jobs}) == len(jobs)
+    assert list(app.picture.controls) == list(keyed.values())
+    app.close()
+
+
+@pytest.mark.parametrize("name", list(APPS))
+def test_no_prefetch_turn_holds_the_kernel_and_a_prefetched_change_is_shown_complete(name):
+    # inside an event loop (as in a kernel): a change starts the fill of the other positions, then the prefetch of
+    # every neighbouring state, which takes many turns; a probe that yields to the loop meanwhile never waits long
+    kind, controls, pending, (control, value), neighbour = APPS[name]
+
+    async def run():
+        app = kind()
+        sent: list = []
+        app.picture.send = sent.append
+        getattr(app, control).value = value
+        longest, begin = 0.0, time.perf_counter()
+        while app.prefetcher.future is None or not app.prefetcher.future.done():
+            t = time.perf_counter()
+            await asyncio.sleep(0)
+            longest = max(longest, time.perf_counter() - t)
+            assert time.perf_counter() - begin < 120
+        keyed = {n: getattr(app, n) for n in controls}
+        jobs = _jobs(app, controls, neighbour, getattr(app, control))
+        # the browser told to drop its cache when the change arrived, and again when the fill starts; then each job,
+        # the changed control's own neighbours first
+        assert [m["prefetch_base"] for m in sent[:2]] == ["", prefetch.state_key(list(keyed.values()))]
+        assert [m["prefetch"] for m in sent[2:]] == [key for key, _ in jobs]
+        assert sent[2]["prefetch"] == jobs[0][0] and jobs[0][1][control] != value
+        # a change into a prefetched state: every position shown at once, in the change's own turn
+        other, to = next((n, v) for n in controls if n != control for v in neighbour_values(getattr(app, n)))
+        getattr(app, other).value = to
+        assert pending not in app.picture.summaries and getattr(app, "filling", None) is None
+        payload = next(m["payload"] for m in sent if m.get("prefetch") == prefetch.state_key(list(keyed.values())))
+        assert _shown(app, payload) == payload
+        app.close()
+        return longest, app.prefetcher.longest_turn_s
+
+    longest, turn = asyncio.run(run())
+    assert longest < 0.15, f"a turn held the loop {longest:.3f} s"
+    assert turn < 0.15
+
+
+def test_the_triage_ladder_prepares_its_neighbours_from_the_next_turn():
+    # lesson 8b's ladder has no slider to drag, so nothing waits for the controls to rest (PREPARE_AFTER_S): the
+    # preparation of the neighbours is scheduled with no delay, and the browser's cache is refilled before a second
+    # change 0.1 s later (the browser benchmark's "during the refill" row)
+    from distlab.widgets.common import PREPARE_AFTER_S
+    from distlab.widgets.production import TriageApp
+
+    async def run():
+        loop = asyncio.get_running_loop()
+        delays: list = []
+        later = loop.call_later
+
+        def recording(delay, callback, *args, **kwargs):
+            delays.append(delay)
+            return later(delay, callback, *args, **kwargs)
+
+        app = TriageApp()
+        app.picture.send = lambda msg: None
+        loop.call_later = recording  # type: ignore[method-assign]
+        try:
+            app.zero.value = 1
+        finally:
+            loop.call_later = later  # type: ignore[method-assign]
+        await app.preparing
+        app.close()
+        return delays
+
+    assert PREPARE_AFTER_S > 0
+    assert asyncio.run(run()) == [0.0]
