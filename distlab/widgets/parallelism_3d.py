@@ -218,6 +218,8 @@ class MeshApp(LessonApp):
         known = self.prefetcher.lookup(self.state())
         if known is not None:  # computed already (prefetched, or shown before): every GPU's text at once
             self.filling = None
+            if isinstance(lay, mesh.RankLayout):  # kept, as a fill keeps them: a new colour resends these texts
+                self._texts = dict(enumerate(known["summaries"]))
             self._show(known)
             self._prefetch(generation)
             return

@@ -11,6 +11,7 @@ from distlab import mesh, tensor
 from distlab.widgets import parallelism_3d as mesh_widgets
 from distlab.widgets import tensor_parallel as tp_widgets
 from distlab.widgets.parallelism_3d import MAX_GRID_GPUS, MeshApp
+from distlab.widgets.parallelism_3d import PENDING as MESH_PENDING
 from distlab.widgets.tensor_parallel import TensorParallelApp, gpt_layer
 
 # --- lesson 5: tensor parallelism ----------------------------------------------------------------
@@ -147,6 +148,20 @@ def test_picking_needs_no_new_data_and_colour_change_resends_only_the_fills():
     assert app.picture.summaries == summaries and app.picture.frames["groups"] == frames["groups"]
     app.colour_by.value = "stage"  # tp-dp-pp: ranks 0-15 stage 0, 16-31 stage 1
     assert app.picture.frames["fill"] == [0] * 16 + [1] * 16 and app.picture.frames["fill_kind"] == "ramp"
+
+
+def test_a_new_colour_after_a_change_back_to_a_remembered_layout_keeps_every_gpus_text():
+    """Issue 31 (screenshots of lesson 6): GPUs/node 8 -> 16 -> 8 (the second layout remembered: shown complete at
+    once), then a new colour: the grid's text stayed "describing this GPU ..." for every GPU, with nothing left to
+    fill it. The text does not depend on the colour, so it is the text shown before the colour change."""
+    app = MeshApp(dp=4, tp=4, pp=4, gpus_per_node=8, colour_by="dp")
+    summaries = list(app.picture.summaries)
+    app.gpus_per_node.value = 16
+    app.gpus_per_node.value = 8
+    app.colour_by.value = "pp"
+    assert list(app.picture.summaries) == summaries
+    assert MESH_PENDING not in app.picture.summaries
+    assert app.shown_texts()[0] == summaries[0]
 
 
 def test_a_new_size_sends_a_new_grid():
