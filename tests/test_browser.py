@@ -1267,3 +1267,65 @@ def test_a_prefetched_change_of_a_lesson_app_redraws_with_no_kernel(jupyterlab, 
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / f"browser-prefetch-{name.replace(' ', '-')}.png"), full_page=False)
             browser.close()
+
+
+def test_a_cached_change_of_the_grid_shows_the_warnings_of_its_new_layout(jupyterlab):
+    """Issue 31 (screenshots of lesson 6's grid after a change drawn from the browser's cache, issue 32): the grid and
+    its text followed the change at once, but the layout's warnings, written by the kernel under the picture, did not
+    (with the kernel busy or gone, none at all). With tp=8 on nodes of 8 GPUs there is no warning; GPUs/node 4, a
+    neighbouring option, puts each TP group of 8 across two nodes of 4: distlab's warning (mesh.RankLayout.warnings)
+    must be shown with the new grid, with no kernel to ask."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+    import nbformat
+
+    from distlab import mesh
+    from distlab.widgets.parallelism_3d import MESH_CONTROLS, MeshApp
+    from distlab.widgets.common import neighbour_values
+
+    app = MeshApp(dp=2, tp=8, pp=2, gpus_per_node=8)
+    assert mesh.layout(dp=2, tp=8, pp=2, gpus_per_node=8).warnings() == []
+    neighbours = sum(len(neighbour_values(getattr(app, n))) for n in MESH_CONTROLS)
+    warning = mesh.layout(dp=2, tp=8, pp=2, gpus_per_node=4).warnings()[0]
+    assert warning.startswith("TP leaves the node")
+    app.gpus_per_node.value = 4
+    want = _squash(app.picture.summary)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "from distlab.widgets.parallelism_3d import MeshApp\nMeshApp(dp=2, tp=8, pp=2, gpus_per_node=8)"
+        )
+    ]
+    base, token = jupyterlab
+    _upload_notebook(base, token, "prefetch-grid-warning.ipynb", nb)
+    with _chromium(sync_api) as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(30_000)
+        try:
+            _open_and_run_all(page, f"{base}/lab/tree/prefetch-grid-warning.ipynb?token={token}")
+            holder = page.locator("[data-prefetched]")
+            holder.wait_for(timeout=90_000)
+            page.wait_for_function(
+                "([el, n]) => Number(el.getAttribute('data-prefetched')) >= n",
+                arg=[holder.element_handle(), neighbours],
+                timeout=90_000,
+            )
+            output = page.locator(".jp-OutputArea-output").first
+            assert "TP leaves the node" not in output.inner_text()
+            page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
+            page.get_by_role("menuitem", name=re.compile(r"^Shut Down Kernel")).first.click()
+            page.wait_for_selector("#jp-main-statusbar >> text=/No Kernel|Unknown/", timeout=30_000)
+            dropdown = page.locator(".widget-dropdown", has=page.locator(".widget-label", has_text="GPUs/node"))
+            dropdown.locator("select").select_option(label="4")
+            summary = page.locator(".distlab-picture .distlab-summary")
+            page.wait_for_function(
+                "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
+                arg=[summary.element_handle(), want],
+                timeout=10_000,
+            )
+            assert holder.get_attribute("data-drawn-from") == "cache"
+            page.wait_for_timeout(500)
+            assert _squash("warning: " + warning) in _squash(output.inner_text())
+        finally:
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "browser-prefetch-grid-warning.png"), full_page=False)
+            browser.close()

@@ -91,6 +91,9 @@ def mesh_frames(lay: mesh.RankLayout, by: str) -> dict:
         "colour_by": dict((v, k) for k, v in COLOUR_BY)[by],
         "groups": {d: [int(v) for v in lay.group_index(d)] for d in SHOW},
         "sizes": {d: int(lay.sizes[d]) for d in SHOW},
+        # the layout's warnings, in red under the grid's text (grid.js): with the grid, so a change the browser
+        # draws from its cache shows its own warnings at once (issue 31: they waited for the kernel)
+        "note": "\n".join("warning: " + w for w in lay.warnings()),
     }
 
 
@@ -292,8 +295,14 @@ class MeshApp(LessonApp):
         return self._layout
 
     def picture_note(self, lay: mesh.RankLayout) -> str:
-        """The warnings stay in red under the grid (the grid's own text shows the rest)."""
-        return "\n".join("warning: " + w for w in lay.warnings())
+        """Nothing in the status panel: the grid draws the layout's warnings in red under its text (mesh_frames'
+        "note"), so a change drawn from the browser's cache carries them."""
+        return ""
+
+    def shown_texts(self) -> list[str]:
+        """LessonApp's, and the warnings the grid shows under its text (none at a position with our message)."""
+        note = "" if self.error is not None else self.picture.frames.get("note", "")
+        return super().shown_texts() + ([note] if note else [])
 
     def status_kind(self, lay: mesh.RankLayout) -> str:
         return "warn" if lay.warnings() else "ok"

@@ -123,12 +123,34 @@ function pickOnClick(model, canvas) {
   return () => canvas.removeEventListener("click", onClick);
 }
 
+// The layout's warnings (frames.note), in red under the grid's text; none at a position with our message. Drawn
+// from the frames, so a change the browser draws from its cache shows its own warnings at once.
+function warningNote(model, root) {
+  const note = element("div", { class: "distlab-note", role: "note" },
+    "white-space: pre-wrap; font-family: var(--jp-code-font-family, monospace); font-size: 12px; margin-top: 4px; " +
+    "color: #b3261e");
+  root.append(note);
+  const show = () => {
+    const errors = model.get("errors") || [];
+    const index = model.get("value") - model.get("min");
+    const error = errors.length ? errors[Math.min(Math.max(index, 0), errors.length - 1)] : "";
+    const text = error ? "" : ((model.get("frames") || {}).note || "");
+    note.textContent = text;
+    note.hidden = !text;
+  };
+  model.on("change", show);
+  show();
+  return () => model.off("change", show);
+}
+
 export default {
   render({ model, el }) {
     const { view, stop } = prefetching(model, el);
     const unmount = mountPicture(view, el, drawGrid);
+    const unnote = warningNote(view, el.querySelector(".distlab-picture"));
     const unclick = pickOnClick(view, el.querySelector("canvas.distlab-canvas"));
     return () => {
+      unnote();
       unclick();
       unmount();
       stop();
