@@ -6,12 +6,17 @@ Every question has a tested correct path and a tested wrong-answer path whose fe
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import pytest
 
 from distlab import models, training, validation
 from distlab.lessons import training_lab as lesson
 from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED, with_params
 from distlab.lessons.variants import lesson_variant
+from distlab.widgets.training_lab import TrainingLabApp
 
 P = models.model("llama3.1-70b").parameter_count()
 TOKENS = 256 * 8192
@@ -193,3 +198,30 @@ def test_the_variant_pipelines_are_feasible():
     for pp in lesson.PP_VARIANTS:
         assert _estimate(**{**lesson.CONFIG, "pp": pp}).feasible
         assert with_params(lesson.q4, pp=pp).explain()
+
+
+#: The lab's two-letter control labels and what each splits (the lesson's own terms: §1, §5 and Lesson 10).
+ABBREVIATIONS = {
+    "TP": "tensor parallelism",
+    "PP": "pipeline parallelism",
+    "CP": "context parallelism",
+    "EP": "expert parallelism",
+}
+
+
+def test_the_paragraph_above_the_lab_explains_its_two_letter_controls():
+    """Issue 31 (lesson 7 in Voila, its first screen): the lesson opens with the lab, before any theory, so the
+    paragraph just above it is all a visitor has read. It named none of the lab's two-letter controls; now it must say
+    what each one (read off the app's own labels) splits, and what the charts and the nodes slider show."""
+    nb = json.loads((Path(__file__).resolve().parents[2] / "notebooks" / "07_training_lab.ipynb").read_text("utf-8"))
+    cells = nb["cells"]
+    k = next(i for i, c in enumerate(cells) if c["cell_type"] == "code" and "TrainingLabApp()" in "".join(c["source"]))
+    above = " ".join("".join(cells[k - 1]["source"]).split())
+    app = TrainingLabApp()
+    labels = {w.description for w in app._controls if re.fullmatch(r"[A-Z]{2}", w.description)}
+    app.close()
+    assert labels == set(ABBREVIATIONS)
+    for label in sorted(labels):
+        assert f"**{label}** ({ABBREVIATIONS[label]}" in above, label
+    for shown in ("memory per GPU", "step time", "MFU", "**nodes** slider"):
+        assert shown in above, shown
