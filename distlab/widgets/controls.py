@@ -24,6 +24,8 @@ __all__ = [
     "nearest_gpu_count",
     "gpu_slider",
     "neighbour_values",
+    "CUSTOM_SIZE",
+    "custom_size_params",
 ]
 
 
@@ -194,3 +196,15 @@ def neighbour_values(widget) -> list:
         step = widget.step or 1
         return [v for v in (value + step, value - step) if widget.min <= v <= widget.max]
     return []
+
+
+#: The description of the custom model size box of lessons 1 and 3 (billions of parameters).
+CUSTOM_SIZE = "size (B)"
+
+
+def custom_size_params(billions: float) -> float:
+    """The parameter count of the custom model size box (lessons 1 and 3: billions of parameters), or our error naming
+    the box and the number typed in it (issue 31: "params must be positive, got -5e+09" beside a box holding -5)."""
+    if not (isinstance(billions, (int, float)) and math.isfinite(billions) and billions > 0):
+        raise ConfigurationError(f"{CUSTOM_SIZE} must be a positive number of billions of parameters, got {billions:g}")
+    return billions * 1e9

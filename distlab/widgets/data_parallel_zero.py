@@ -30,6 +30,7 @@ from .common import (
     gpu_slider,
     nearest_gpu_count,
 )
+from .controls import CUSTOM_SIZE, custom_size_params
 from .prefetch import Prefetcher
 
 __all__ = [
@@ -91,7 +92,7 @@ def zero_comparison(s: dict, n: int) -> ZeroComparison:
     """Every stage at `n` GPUs in state `s`, from distlab.memory and distlab.dataparallel; raises our error on
     invalid input."""
     if s["model"] == CUSTOM:
-        model, name = s["custom_params"] * 1e9, f"custom {s['custom_params']:g}B"
+        model, name = custom_size_params(s["custom_params"]), f"custom {s['custom_params']:g}B"
     else:
         model = models.model(s["model"])
         name = model.name
@@ -190,7 +191,7 @@ class ZeroMemoryApp(LessonApp):
         # shown only for the custom model: a greyed "size (B) 7.5" beside llama2-70b read as that model's size
         self.custom_params = widgets.FloatText(
             value=custom_params_b,
-            description="size (B)",
+            description=CUSTOM_SIZE,
             disabled=model != CUSTOM,
             layout=widgets.Layout(width="180px", display=None if model == CUSTOM else "none"),
         )

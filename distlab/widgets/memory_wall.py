@@ -27,6 +27,7 @@ from .common import (
     fill_positions,
     nearest_gpu_count,
 )
+from .controls import CUSTOM_SIZE, custom_size_params
 from .prefetch import Prefetcher
 
 __all__ = [
@@ -72,7 +73,7 @@ CONTROLS = ("model", "precision", "gpu", "zero", "activations", "recompute")
 
 def model_of(s: dict):
     """The model state `s` names (a parameter count for the custom size)."""
-    return s["custom_params"] * 1e9 if s["model"] == CUSTOM else models.model(s["model"])
+    return custom_size_params(s["custom_params"]) if s["model"] == CUSTOM else models.model(s["model"])
 
 
 def breakdown(s: dict, gpus: int | None) -> memory.MemoryBreakdown:
@@ -183,7 +184,7 @@ class MemoryWallApp(LessonApp):
         # shown only for the custom model: a greyed "size (B) 7.5" beside llama2-70b read as that model's size
         self.custom_params = widgets.FloatText(
             value=custom_params_b,
-            description="size (B)",
+            description=CUSTOM_SIZE,
             disabled=model != CUSTOM,
             layout=widgets.Layout(width="180px", display=None if model == CUSTOM else "none"),
         )

@@ -21,7 +21,7 @@ from distlab.lessons import LESSONS
 #: An invalid state of each app, reached by setting its controls (attribute, value) in this order; each found by
 #: trying the values the controls offer, one control then pairs of them (the error each gives in the comment).
 INVALID = {
-    # custom model of -1 B parameters: "params must be positive"
+    # custom model of -1 B parameters: "size (B) must be a positive number of billions of parameters"
     "MemoryWallApp": [("model", "custom size"), ("custom_params", -1.0)],
     "ZeroMemoryApp": [("model", "custom size"), ("custom_params", -1.0)],
     # a size that is no quantity: "size='abc' is not a quantity distlab can read"

@@ -66,7 +66,7 @@ def test_custom_size_and_invalid_input(zero_app):
     got = [zero_app.result.memory[s].total_bytes / 1e9 for s in (1, 2, 3)]
     assert got == pytest.approx([31.40625, 16.640625, 1.875])
     zero_app.custom_params.value = -2
-    assert zero_app.result is None and "params must be positive" in zero_app.error
+    assert zero_app.result is None and "size (B) must be a positive number" in zero_app.error
     assert zero_app.picture.summary == f"Cannot compute: {zero_app.error}"
     assert zero_app.shown_texts() == [f"Cannot compute: {zero_app.error}"] and "Traceback" not in zero_app.status.value
     assert all(zero_app.picture.errors) and zero_app.picture.frames == {}

@@ -60,7 +60,7 @@ def test_custom_size_and_invalid_input_shows_our_message(app):
     app.custom_params.value = 70
     assert app.result.total_bytes == pytest.approx(1120e9)
     app.custom_params.value = -5
-    assert app.result is None and "params must be positive" in app.error
+    assert app.result is None and "size (B) must be a positive number" in app.error
     assert app.shown_texts() == [f"Cannot compute: {app.error}"] and "Traceback" not in app.status.value
     app.custom_params.value = 7
     assert app.error is None and app.result.total_bytes == pytest.approx(112e9)
@@ -186,3 +186,22 @@ def test_bar_totals_are_written_as_the_text_writes_them():
     for n, bars, written in zip(app.picture.options, app.picture.frames["bars"], app.picture.frames["totals"]):
         want = memory.training_memory("llama2-70b", dp=n, count_activations=False).total_bytes
         assert written[1] == format_bytes(want) and sum(bars[1]) == pytest.approx(want / 1e9)
+
+
+@pytest.mark.parametrize("kind", ["memory wall", "ZeRO bars"])
+@pytest.mark.parametrize("typed", [-5, 0])
+def test_a_custom_size_that_is_not_positive_is_our_message_in_the_boxs_own_units(kind, typed):
+    """Issue 31 (screenshots of lessons 1 and 3): -5 typed in the "size (B)" box, in billions of parameters, read
+    "params must be positive, got -5e+09": a name and a unit the student never typed. The message names the box and
+    repeats its number."""
+    from distlab.widgets.data_parallel_zero import ZeroMemoryApp
+    from distlab.widgets.memory_wall import CUSTOM
+
+    app = MemoryWallApp(model="llama2-7b") if kind == "memory wall" else ZeroMemoryApp(model="llama2-7b")
+    app.model.value = CUSTOM
+    app.custom_params.value = typed
+    assert app.custom_params.description == "size (B)"
+    assert app.shown_texts() == [
+        f"Cannot compute: size (B) must be a positive number of billions of parameters, got {typed}"
+    ]
+    app.close()
