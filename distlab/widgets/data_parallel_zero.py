@@ -91,6 +91,7 @@ ZERO_PARTS = ("weights", "gradients", "optimizer")
 def zero_comparison(s: dict, n: int) -> ZeroComparison:
     """Every stage at `n` GPUs in state `s`, from distlab.memory and distlab.dataparallel; raises our error on
     invalid input."""
+    model: float | models.TransformerModel
     if s["model"] == CUSTOM:
         model, name = custom_size_params(s["custom_params"]), f"custom {s['custom_params']:g}B"
     else:
