@@ -210,6 +210,9 @@ class LadderPicture(BrowserPicture):
 
     _esm = module_source(PREFETCH_MODULE, "ladder.js")
     controls = _controls_trait()
+    #: The ladder's legend (HTML distlab writes), shown above the bars and hidden with them at our message (issue 31:
+    #: a legend outside the picture stayed above "Cannot compute", also when the browser drew that state from its cache).
+    legend = traitlets.Unicode("").tag(sync=True)
 
 
 def ring_frames(trace, frames) -> dict:

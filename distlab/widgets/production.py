@@ -461,14 +461,15 @@ class TriageApp(LessonApp):
                 self.pp,
                 widgets.HBox([self.micro_batch_size, self.recompute, self.sequence_parallel]),
                 self.zero,
-                widgets.HTML(
-                    memory_legend_html() + '<div style="font-size:12px">bars: the given configuration, '
-                    "then each rung of the ladder, each on top of the previous (faded: skipped; &#9650;: taller than "
-                    "the axis, which ends near twice the GPU's memory: its total is in the text)</div>"
-                ),
                 self.picture,
                 self.status,
             ]
+        )
+        # the legend inside the picture: hidden with the bars at our message (ladder.js)
+        self.picture.legend = (
+            memory_legend_html() + '<div style="font-size:12px">bars: the given configuration, '
+            "then each rung of the ladder, each on top of the previous (faded: skipped; &#9650;: taller than "
+            "the axis, which ends near twice the GPU's memory: its total is in the text)</div>"
         )
         # the browser's cache of the ladders one change away (issue 32): ladder.js watches these controls
         self.picture.controls = [getattr(self, name) for name in self.prepared_controls]

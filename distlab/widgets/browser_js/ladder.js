@@ -119,7 +119,18 @@ export default {
     const done = mountPicture(view, el, drawLadder);
     // one position: no slider, no play button (the controls above the picture change the ladder)
     for (const row of el.querySelectorAll(".distlab-controls")) row.style.display = "none";
+    // the legend (model.legend, HTML distlab writes) above the bars, hidden with them at our message
+    const legend = element("div", { class: "distlab-legend" }, "font-size: 12px; margin: 2px 0 4px");
+    const canvas = el.querySelector("canvas.distlab-canvas");
+    canvas.parentNode.insertBefore(legend, canvas);
+    const showLegend = () => {
+      legend.innerHTML = view.get("legend") || "";
+      legend.hidden = Boolean((view.get("errors") || [])[0]) || !legend.innerHTML;
+    };
+    view.on("change", showLegend);
+    showLegend();
     return () => {
+      view.off("change", showLegend);
       done();
       stop();
     };
