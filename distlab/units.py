@@ -257,11 +257,17 @@ def _quantity_shape_ok(text: str) -> bool:
         i = k
 
 
-def parse_quantity(text: str, name: str = "value"):
+#: Examples of a quantity in each unit distlab reads, for our message on text it cannot read (issue 31: a size box
+#: was told to write '900 GB/s').
+EXAMPLES = {"B": "'4 GB', '80 GiB' or '1.5e9 B'", "B/s": "'900 GB/s' or '400 Gb/s'", "s": "'3.05 s' or '20 ms'"}
+DEFAULT_EXAMPLES = "'80 GB', '900 GB/s' or '400 Gb/s'"
+
+
+def parse_quantity(text: str, name: str = "value", examples: str = DEFAULT_EXAMPLES):
     """Read a string such as "900 GB/s", "3.05 s" or "0.27 * 100" with distlab's registry.
 
     Returns a pint Quantity, or a plain number for a string without units. Raises UnitError
-    for anything else: powers ("2**10 GB"), brackets, calls.
+    for anything else: powers ("2**10 GB"), brackets, calls; its message offers `examples`.
 
     >>> parse_quantity('900 GB/s')
     <Quantity(900.0, 'gigabyte / second')>
@@ -278,9 +284,13 @@ def parse_quantity(text: str, name: str = "value"):
     try:
         value: pint.Quantity = Q_(text)
     except Exception as exc:  # pint raises several exception types for bad text
+        if isinstance(exc, _pint().UndefinedUnitError):  # pint's own words ("... the unit registry") name its internals
+            unknown = exc.unit_names if isinstance(exc.unit_names, str) else ", ".join(exc.unit_names)
+            detail = f"{unknown!r} is not a unit"
+        else:
+            detail = str(exc)
         raise UnitError(
-            f"{name}={text!r} is not a quantity distlab can read ({exc}); "
-            f"expected something like '80 GB', '900 GB/s' or '400 Gb/s'"
+            f"{name}={text!r} is not a quantity distlab can read ({detail}); expected something like {examples}"
         ) from None
     magnitude = value.magnitude if _is_quantity(value) else value
     if not isinstance(magnitude, numbers.Real) or not math.isfinite(magnitude):
@@ -322,7 +332,7 @@ def to_base(value, unit: str, name: str = "value") -> float:
     if isinstance(value, numbers.Real):
         return _as_float(value, name)
     if isinstance(value, str):
-        value = parse_quantity(value, name)
+        value = parse_quantity(value, name, EXAMPLES.get(unit, DEFAULT_EXAMPLES))
         if not _is_quantity(value):  # a bare number in a string
             return _as_float(value, name)
     if _is_quantity(value):

@@ -134,3 +134,26 @@ def test_ambiguous_terms_are_refused_in_one_pass(terms):
 
 def test_format_percent():
     assert [units.format_percent(x) for x in (0.0987, 0.0, 1.0, 0.27272727)] == ["9.9%", "0.0%", "100.0%", "27.3%"]
+
+
+@pytest.mark.parametrize(
+    ("text", "unit", "examples"),
+    [
+        ("four gigs", "B", "'4 GB', '80 GiB' or '1.5e9 B'"),
+        ("3 parsecs/s", "B/s", "'900 GB/s' or '400 Gb/s'"),
+        ("2 fortnights", "s", "'3.05 s' or '20 ms'"),
+    ],
+)
+def test_unreadable_text_is_offered_examples_in_the_unit_asked_for(text, unit, examples):
+    """Issue 31 (screenshot of lesson 2's ring, "four gigs" in its size box): the message offered '900 GB/s' and
+    '400 Gb/s' (bandwidths) for a size, and quoted pint's internals ("not defined in the unit registry"). Each example
+    offered is itself read in that unit (checked below), and the word pint could not read is named."""
+    with pytest.raises(UnitError) as caught:
+        units.to_base(text, unit, "size")
+    message = str(caught.value)
+    unknown = text.split()[0] if unit == "B" else text.split()[1].split("/")[0]
+    assert message == (
+        f"size={text!r} is not a quantity distlab can read ({unknown!r} is not a unit); expected something like {examples}"
+    )
+    for example in examples.replace(" or ", ", ").split(", "):
+        assert units.to_base(example.strip("'"), unit) > 0
