@@ -55,7 +55,7 @@ from typing import NamedTuple
 
 from .. import lessons as manifest
 from ..errors import ConfigurationError
-from .answers import OpaqueAnswer, decode
+from .answers import OpaqueAnswer, decode_answers
 from .discover import canonical, lesson_from_name
 from .report import MAX_PROBLEMS, PROBLEM_CHARS, excerpt
 from .sandbox import DEFAULT_INODES
@@ -488,7 +488,7 @@ class AnswerReader:
             problems.append("no answers could be read from the kernel")
             return {}
         names = {f"{ANSWER_PREFIX}{q}" for q in questions}
-        return {k: decode(v) for k, v in answers.items() if k in names}
+        return decode_answers(answers, names)
 
 
 def _data_files(root: Path) -> list[str]:

@@ -529,7 +529,7 @@ def _collect(kernel: _Kernel, nonce: str, answer_names: list[str], number: int, 
             else f"the kernel stopped after code cell {number}; the cells after it did not run"
         )
         return _STOP
-    answers = parse_answers(_stdout(collected), nonce)
+    answers = parse_answers(_stdout(collected), nonce, set(answer_names))
     collected.outputs = []
     if answers is None and timed_out:
         # the interrupt did not work: say so, not "was interrupted" (18-ignore-interrupt-timelimit)
