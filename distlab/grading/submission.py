@@ -12,22 +12,29 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from .messages import json_containers
+from .messages import json_counts
 
 __all__ = [
     "MAX_NOTEBOOK_BYTES",
     "MAX_NOTEBOOK_CONTAINERS",
+    "MAX_NOTEBOOK_VALUES",
     "MAX_CODE_CHARS",
     "read_submission",
     "read_sources",
     "parse_sources",
 ]
 
-#: a submitted notebook larger than this is refused (exercise notebooks with their plots are a few MB)
-MAX_NOTEBOOK_BYTES = 32 * 2**20
+#: a submitted notebook larger than this is refused (the largest lesson notebook, executed with its plots, is 0.9 MB).
+#: Decoding a notebook of n bytes takes up to ~9 n (the file as text, 4 bytes a character once it holds one emoji,
+#: and its strings again): 72 MB at 8 MB; at 32 MB a 31 MB notebook took the grader to 748 MB (default/06)
+MAX_NOTEBOOK_BYTES = 8 * 2**20
 #: a notebook holding more JSON objects and arrays than this is refused before it is decoded (the largest lesson
 #: notebook holds 647; 10 million "[]" in 30 MB took the grader to 840 MB once decoded)
 MAX_NOTEBOOK_CONTAINERS = 50_000
+#: a notebook holding more JSON values than this (scalars and keys included) is refused before it is decoded: the
+#: largest lesson notebook, executed, holds 7,800; 8.4 million "1.5" in one array (449 MB) or 6.5 million one-character
+#: strings (748 MB) were one container each
+MAX_NOTEBOOK_VALUES = 100_000
 #: the code cells of a notebook may hold this many characters together (the lessons' code is under 100 kB; a 30 MB
 #: cell is sent to the kernel and held by the grader several times over)
 MAX_CODE_CHARS = 2 * 2**20
@@ -54,8 +61,9 @@ def read_submission(path: Path, problems: list[str], limit: int = MAX_NOTEBOOK_B
             return None
         if info.st_size > limit:
             problems.append(
-                f"the file is {info.st_size / 2**20:.1f} MB, more than the {limit / 2**20:g} MB a "
-                "notebook may have: clear its outputs (Edit > Clear Outputs of All Cells) and submit again"
+                f"the notebook is too big to grade: the file is {info.st_size / 2**20:.1f} MB, more than the "
+                f"{limit / 2**20:g} MB a notebook may have: clear its outputs (Edit > Clear Outputs of All Cells) "
+                "and submit again"
             )
             return None
         chunks, size = [], 0
@@ -66,7 +74,7 @@ def read_submission(path: Path, problems: list[str], limit: int = MAX_NOTEBOOK_B
             chunks.append(chunk)
             size += len(chunk)
         if size > limit:  # it grew while we read
-            problems.append(f"the file is more than the {limit / 2**20:g} MB a notebook may have")
+            problems.append(f"the notebook is too big to grade: more than the {limit / 2**20:g} MB it may have")
             return None
         return b"".join(chunks)
     except OSError as exc:
@@ -91,21 +99,43 @@ def read_sources(path: Path, problems: list[str]) -> tuple[Any, list[str]] | Non
     return None if raw is None else parse_sources(raw, problems)
 
 
-def parse_sources(raw: bytes, problems: list[str]) -> tuple[Any, list[str]] | None:
-    """(notebook metadata, code-cell sources) from the bytes of a notebook, or None when nothing is usable."""
-    containers = json_containers(raw)
-    if containers > MAX_NOTEBOOK_CONTAINERS:
+#: byte-order marks (UTF-8, UTF-32, UTF-16): json.loads would read a file starting with one in that encoding
+_BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")
+
+
+def _too_big(raw: bytes, problems: list[str]) -> bool:
+    """Refuse (a problem, True) a notebook that is not UTF-8 or would decode to too much: checked on the bytes, in
+    one linear pass (messages.json_counts), before json.loads makes a single object."""
+    if raw.startswith(_BOMS) or b"\x00" in raw:  # UTF-16/32 hold NUL bytes; JSON text never does
         problems.append(
-            f"the notebook is too big to grade: it holds {containers:,} JSON objects and lists, more than the "
-            f"{MAX_NOTEBOOK_CONTAINERS:,} a notebook may have (the lessons' notebooks hold under 1,000); submit the "
-            "exercise notebook itself"
+            "the file is not UTF-8 text (it starts with a byte-order mark or holds NUL bytes: UTF-16 or UTF-32?); "
+            "save the notebook from Jupyter, which writes UTF-8, and submit again"
         )
+        return True
+    counts = json_counts(raw)
+    if counts.containers > MAX_NOTEBOOK_CONTAINERS or counts.values > MAX_NOTEBOOK_VALUES:
+        problems.append(
+            f"the notebook is too big to grade: it holds {counts.containers:,} JSON objects and lists and up to "
+            f"{counts.values:,} values, more than the {MAX_NOTEBOOK_CONTAINERS:,} and {MAX_NOTEBOOK_VALUES:,} a "
+            "notebook may have (the lessons' notebooks hold under 1,000 and 10,000); submit the exercise notebook "
+            "itself"
+        )
+        return True
+    return False
+
+
+def parse_sources(raw: bytes, problems: list[str]) -> tuple[Any, list[str]] | None:
+    """(notebook metadata, code-cell sources) from the bytes of a notebook, or None when nothing is usable.
+
+    Bounded by construction: UTF-8 only, at most MAX_NOTEBOOK_VALUES values (_too_big) in at most
+    MAX_NOTEBOOK_BYTES, so what json.loads makes is bounded whatever the file holds."""
+    if _too_big(raw, problems):
         return None
     try:
-        try:
-            data = json.loads(raw)  # bytes: no decoded copy of the whole file
-        except UnicodeDecodeError:
-            data = json.loads(raw.decode("utf-8", errors="replace"))
+        data = json.loads(raw)  # bytes, UTF-8 (_too_big): no decoded copy of the whole file is kept
+    except UnicodeDecodeError:
+        problems.append("the file is not UTF-8 text; save the notebook from Jupyter, which writes UTF-8")
+        return None
     except (ValueError, RecursionError) as exc:
         problems.append(
             f"the file is not a valid notebook (not JSON: {str(exc)[:200]}); "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from distlab.grading import answers
 
@@ -96,3 +97,91 @@ def test_only_the_lessons_answer_names_are_decoded():
     block = {f"answer_junk{i}": {"t": "int", "v": "1"} for i in range(100)} | {"answer_q1": {"t": "int", "v": "16"}}
     assert answers.parse_answers(snapshot("n", block), "n", {"answer_q1"}) == {"answer_q1": 16}
     assert len(answers.parse_answers(snapshot("n", block), "n")) == answers.MAX_ANSWERS
+
+
+# default/05-stream-json-string-amplification: a signed "stream" message whose content (under the 8 MB a stream may
+# have, 2 of the 64 objects and arrays) holds 1.68 million one-character strings; each decodes to a 76-byte str
+# plus an 8-byte list slot: 141 MB per message, 461 MB for three. Now a part of more than MAX_VALUES (4,096) values
+# is dropped unread. Here 1.2 million strings (7.2 MB, under MAX_MESSAGE_BYTES): main decodes it (~100 MB).
+def test_redteam_a_stream_message_of_a_million_strings_is_dropped_unread():
+    from distlab.grading.messages import MAX_MESSAGE_BYTES, grading_session
+
+    session = grading_session()
+    frames = session.serialize(session.msg("stream", {"name": "stdout", "text": "x", "pad": ["\u0100"] * 1_200_000}))
+    assert len(frames[-1]) < MAX_MESSAGE_BYTES  # within every size bound
+    assert session.deserialize(frames[1:])["msg_type"] == "distlab_dropped"
+    # an ordinary stream message of the same size still arrives: one 7 MB string is 5 values
+    frames = session.serialize(session.msg("stream", {"name": "stdout", "text": "x" * 7_000_000}))
+    assert session.deserialize(frames[1:])["content"]["text"] == "x" * 7_000_000
+
+
+def parse_peak(path: Path) -> tuple[int, list[str], bool]:
+    """(MB the peak memory grew by, problems, parsed?) reading and parsing the notebook at `path` in a fresh Python,
+    as the grader does (read_submission, parse_sources)."""
+    setup = "from pathlib import Path\nfrom distlab.grading.submission import parse_sources, read_submission\np = []"
+    run = f"raw = read_submission(Path({str(path)!r}), p)\nok = raw is not None and parse_sources(raw, p) is not None"
+    code = PEAK.format(setup=setup, run=run) + "import json\nprint(json.dumps([p, ok]))\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    grown, found = done.stdout.splitlines()[-2:]
+    problems, ok = json.loads(found)
+    return int(grown), problems, ok
+
+
+HEAD = b'{"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "source": "answer_q1 = 16"}], "nbformat": 4, '
+
+
+# container/05-notebook-number-array-grader-memory and class/11-one-array-of-floats-memory: one array of 8.4 million
+# "1.5" (32 MB, 3 JSON containers) became 8.4 million floats, 449 MB per read; default/06-submission-string-
+# amplification: 6.5 million one-character strings "Ā" (31 MB, 6 containers) became 748 MB. Every value is now
+# counted before json.loads (at most MAX_NOTEBOOK_VALUES, 100,000). Here 1.7 million of each in under 8 MB: main
+# decodes them (~60 and ~140 MB); now refused as too big, having made nothing.
+def test_redteam_a_notebook_of_millions_of_numbers_or_strings_is_refused_before_decoding(tmp_path):
+    for item in (b"1.5", '"\u0100"'.encode()):
+        path = tmp_path / "01_memory_wall.ipynb"
+        path.write_bytes(HEAD + b'"metadata": {"pad": [' + b",".join([item] * 1_700_000) + b"]}}")
+        grown, problems, ok = parse_peak(path)
+        assert not ok and any("too big" in p for p in problems), problems
+        assert grown < 40, grown
+
+
+# The largest file accepted: a string of ASCII and one emoji, which makes the whole decoded file 4 bytes a character,
+# and its string again: ~9 bytes of memory per byte of file. At the old 32 MB cap that is 288 MB; at 8 MB, 72 MB.
+def test_the_largest_notebook_accepted_decodes_within_a_hundred_megabytes(tmp_path):
+    from distlab.grading.submission import MAX_NOTEBOOK_BYTES
+
+    path = tmp_path / "01_memory_wall.ipynb"
+    pad = b"x" * (MAX_NOTEBOOK_BYTES - 200) + "\U0001f600".encode()
+    path.write_bytes(HEAD + b'"metadata": {"pad": "' + pad + b'"}}')
+    grown, problems, ok = parse_peak(path)
+    assert ok, problems
+    assert grown < 100, grown
+
+
+# class/09-utf16-container-count-bypass: a UTF-16-LE notebook whose metadata holds one escaped quote (5c 00 22 00:
+# the byte-level counter missed the escape and flipped its string parity) counted 7 containers for 3.5 million "[]"
+# (json.loads reads UTF-16 and UTF-32 by itself): 390 MB. Now anything but UTF-8 is refused, byte-order marks too.
+# Here 60,000 lists (over MAX_NOTEBOOK_CONTAINERS, 50,000) that main counts as 2 and accepts.
+def test_redteam_a_utf16_or_bom_notebook_is_refused_as_not_utf8(tmp_path):
+    text = '{"metadata": {"x\\"y": 1}, "nbformat": 4, "cells": [' + "[], " * 60_000 + "[]]}"
+    path = tmp_path / "01_memory_wall.ipynb"
+    for raw in (text.encode("utf-16-le"), text.encode("utf-32"), b"\xef\xbb\xbf" + HEAD + b'"metadata": {}}'):
+        path.write_bytes(raw)
+        grown, problems, ok = parse_peak(path)
+        assert not ok and any("not UTF-8" in p for p in problems), problems
+
+
+# class/01-huge-lesson-name-memory: metadata.distlab.lesson of 1.97 million U+E0001 (7.5 MB) was echoed whole (its
+# repr: 20 MB) in the problem "this notebook belongs to lesson ...", the row's lesson and the Gradescope output:
+# 333 MB of grader memory, a 70.8 MB results.json. Now it is read as a 60-character escaped excerpt. No kernel runs.
+def test_redteam_a_huge_lesson_name_is_echoed_as_a_short_excerpt(tmp_path):
+    from distlab.grading.grade import grade_notebook
+
+    path = tmp_path / "x.ipynb"
+    name = json.dumps("\U000e0001" * 200_000).encode()  # 1.2 MB of escapes, 800 kB as text
+    path.write_bytes(HEAD + b'"metadata": {"distlab": {"lesson": ' + name + b"}}}")
+    for lesson in ("memory_wall", None):
+        grade = grade_notebook(path, lesson=lesson, sandbox="trusted")
+        # main: a problem of 2,000,149 characters (the name's repr), kept for the whole run
+        assert grade.problems and max(len(p) for p in grade.problems) < 1_000, [len(p) for p in grade.problems]
+        assert len(str(grade.lesson)) < 200
+        assert grade.problems and not grade.questions or all(q.points == 0 for q in grade.questions)
