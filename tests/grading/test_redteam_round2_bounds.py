@@ -12,14 +12,17 @@ from pathlib import Path
 
 from distlab.grading import answers
 
-#: a child process prints how many MB its peak resident size grew by while running a snippet (ru_maxrss is in kB
-#: on Linux); the snippet's inputs are prepared before the baseline is taken
+#: a child process prints how many MB its peak resident size grew by while running a snippet (VmHWM, the peak of
+#: its own memory since exec; ru_maxrss would carry the parent's peak over exec); the inputs are prepared first
 PEAK = """
-import resource, sys
+import sys
+def hwm():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
 {setup}
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = hwm()
 {run}
-print(round((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024))
+print(round((hwm() - before) / 1024))
 """
 
 
@@ -134,7 +137,7 @@ HEAD = b'{"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "source
 # "1.5" (32 MB, 3 JSON containers) became 8.4 million floats, 449 MB per read; default/06-submission-string-
 # amplification: 6.5 million one-character strings "Ā" (31 MB, 6 containers) became 748 MB. Every value is now
 # counted before json.loads (at most MAX_NOTEBOOK_VALUES, 100,000). Here 1.7 million of each in under 8 MB: main
-# decodes them (~60 and ~140 MB); now refused as too big, having made nothing.
+# decodes them; now refused as too big, having made nothing.
 def test_redteam_a_notebook_of_millions_of_numbers_or_strings_is_refused_before_decoding(tmp_path):
     for item in (b"1.5", '"\u0100"'.encode()):
         path = tmp_path / "01_memory_wall.ipynb"
@@ -145,7 +148,8 @@ def test_redteam_a_notebook_of_millions_of_numbers_or_strings_is_refused_before_
 
 
 # The largest file accepted: a string of ASCII and one emoji, which makes the whole decoded file 4 bytes a character,
-# and its string again: ~9 bytes of memory per byte of file. At the old 32 MB cap that is 288 MB; at 8 MB, 72 MB.
+# and its string again: ~9 bytes of memory per byte of file. Measured (VmHWM): 288 MB at the old 32 MB cap, 72 MB at
+# 8 MB.
 def test_the_largest_notebook_accepted_decodes_within_a_hundred_megabytes(tmp_path):
     from distlab.grading.submission import MAX_NOTEBOOK_BYTES
 
@@ -185,3 +189,15 @@ def test_redteam_a_huge_lesson_name_is_echoed_as_a_short_excerpt(tmp_path):
         assert grade.problems and max(len(p) for p in grade.problems) < 1_000, [len(p) for p in grade.problems]
         assert len(str(grade.lesson)) < 200
         assert grade.problems and not grade.questions or all(q.points == 0 for q in grade.questions)
+
+
+# container/01 and /13's second phase: root's grader decodes answers.json (up to 16 MB) again. A file of 3 million
+# bare "1.5" (12 MB) became 3 million floats (~100 MB) in json.loads before anything looked at it; its values are now
+# counted first (gradescope.MAX_ANSWERS_VALUES) and such a file reads as "no answers".
+def test_redteam_an_answers_file_of_millions_of_numbers_is_not_decoded(tmp_path):
+    path = tmp_path / "answers.json"
+    path.write_bytes(b'{"answers": {}, "problems": [' + b",".join([b"1.5"] * 3_000_000) + b"]}")
+    setup = "from distlab.grading.gradescope import AnswerReader\nfrom distlab.grading.discover import lesson_questions"
+    setup += f"\nq = lesson_questions('memory_wall')\np = []\nreader = AnswerReader({str(path)!r})"
+    grown = peak_growth_mb(setup, "assert reader(b'', [], q, p) == {}, p")
+    assert grown < 30, grown  # main: 139 MB, now 14
