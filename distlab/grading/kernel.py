@@ -178,35 +178,40 @@ def _client_class():
             return await super()._async_handle_timeout(timeout, cell)
 
         def output(self, outs, msg, display_id, cell_index):
+            """Keep a cell's stdout (at most MAX_OUTPUT_CHARS, and the notebook's budget) and its first error (its
+            ename and evalue cut, charged to the same budgets); anything else, and every later error, is dropped:
+            a cell holds at most three outputs whatever its kernel sends (400,000 error messages took the
+            grader to 278 MB: default/09, container/18)."""
             kind = msg["msg_type"]
             content = msg.get("content", {})
             if kind == "stream" and content.get("name") == "stdout":
-                kept = sum(len(o.get("text", "")) for o in outs if o.get("output_type") == "stream")
-                room = MAX_OUTPUT_CHARS - kept
-                if not self.private:
-                    room = min(room, self.notebook_budget)
-                text = str(content.get("text", ""))[: max(0, room)]
-                if not self.private:
-                    self.notebook_budget -= len(text)
-                if text:
-                    if outs and outs[-1].get("output_type") == "stream":
-                        outs[-1]["text"] += text
-                    else:
-                        from nbformat.v4 import new_output
-
-                        outs.append(new_output("stream", name="stdout", text=text))
-            elif kind == "error":
-                from nbformat.v4 import new_output
-
-                outs.append(
-                    new_output(
-                        "error",
-                        ename=str(content.get("ename", "Error"))[:200],
-                        evalue=str(content.get("evalue", ""))[:1000],
-                        traceback=[],
-                    )
-                )
+                self._keep(outs, "stream", str(content.get("text", "")))
+            elif kind == "error" and not any(o.get("output_type") == "error" for o in outs):
+                self._keep(outs, "error", str(content.get("ename", "Error"))[:200], str(content.get("evalue", "")))
             return None
+
+        def _keep(self, outs, kind: str, text: str, evalue: str = "") -> None:
+            """Append `text` (a stream's) or an error (`text` its name) to `outs`, within the budgets."""
+            from nbformat.v4 import new_output
+
+            kept = sum(len(o.get("text", "")) + len(o.get("evalue", "")) + len(o.get("ename", "")) for o in outs)
+            room = MAX_OUTPUT_CHARS - kept
+            if not self.private:
+                room = min(room, self.notebook_budget)
+            if kind == "error":
+                evalue = evalue[: max(0, min(1000, room - len(text)))]
+                size = len(text) + len(evalue)
+            else:
+                text = text[: max(0, room)]
+                size = len(text)
+            if not self.private:
+                self.notebook_budget -= size
+            if kind == "error":
+                outs.append(new_output("error", ename=text, evalue=evalue, traceback=[]))
+            elif text and outs and outs[-1].get("output_type") == "stream":
+                outs[-1]["text"] += text
+            elif text:
+                outs.append(new_output("stream", name="stdout", text=text))
 
     return GradingClient
 

@@ -201,3 +201,25 @@ def test_redteam_an_answers_file_of_millions_of_numbers_is_not_decoded(tmp_path)
     setup += f"\nq = lesson_questions('memory_wall')\np = []\nreader = AnswerReader({str(path)!r})"
     grown = peak_growth_mb(setup, "assert reader(b'', [], q, p) == {}, p")
     assert grown < 30, grown  # main: 139 MB, now 14
+
+
+# default/09-error-output-flood and container/18-error-output-flood-grader-memory: one cell sent 400,000 small "error"
+# messages (ename 200 characters, evalue 1,000; each within every per-message bound) and the grader appended each as
+# an output of the cell, kept until the cell ended: 278 MB (bubblewrap), 429 MB (container). Now a cell keeps its
+# first error only, charged to the same budgets as its stdout: at most 3 outputs whatever the kernel sends.
+def test_redteam_a_flood_of_error_messages_keeps_one_error_per_cell():
+    import nbformat.v4 as v4
+
+    from distlab.grading.kernel import MAX_OUTPUT_CHARS, _client_class
+
+    client = _client_class()(v4.new_notebook())
+    error = {"msg_type": "error", "content": {"ename": "E" * 200, "evalue": "v" * 1000, "traceback": []}}
+    stdout = {"msg_type": "stream", "content": {"name": "stdout", "text": "x" * 1000}}
+    outs: list = []
+    for _ in range(5_000):  # main: 5,000 error outputs (10,000 outputs in all) for this one cell
+        client.output(outs, error, None, 0)
+        client.output(outs, stdout, None, 0)
+    assert len(outs) <= 3, len(outs)
+    assert [o["output_type"] for o in outs].count("error") == 1
+    kept = sum(len(o.get("text", "")) + len(o.get("ename", "")) + len(o.get("evalue", "")) for o in outs)
+    assert kept <= MAX_OUTPUT_CHARS  # 200,000 characters: the per-cell budget counts the error too
