@@ -36,6 +36,9 @@ from .messages import (  # the bounded decoding of the kernel's messages: still 
     MAX_CONTAINERS,
     MAX_MESSAGE_BYTES,
     MAX_PART_BYTES,
+    READ_QUEUE,
+    UNREAD_MESSAGE_BYTES,
+    grading_client_class,
     grading_session,
     json_containers,
 )
@@ -92,8 +95,8 @@ HARD_DEADLINE_GRACE = 20.0
 #: the largest message a bubblewrap kernel may send, all frames together (a stream's text and four small parts);
 #: the relay drops a larger one whole before the grader's zmq receives any of it
 MAX_RELAYED_BYTES = MAX_MESSAGE_BYTES + 4 * MAX_PART_BYTES + 2**16
-#: messages the grader's zmq sockets queue at most, each (the rest wait in the relay and the kernel)
-RECEIVE_QUEUE = 8
+#: messages the grader's shell and iopub sockets queue at most, each (messages.READ_QUEUE; the others queue 1)
+RECEIVE_QUEUE = READ_QUEUE
 #: at most this many problems are reported for one notebook (the rest are counted)
 MAX_PROBLEMS = 50
 #: reading a file whose path contains one of these is refused in the kernel: the lessons' sources (the
@@ -148,6 +151,7 @@ def kernel_manager(
     if context is not None:
         extra["context"] = context
         extra["session"] = grading_session()  # the grading run (a context of its own): bounded decoding
+        extra["client_factory"] = grading_client_class()  # and bounded queues per channel
 
     class GradingKernelManager(AsyncKernelManager):
         async def _async_launch_kernel(self, kernel_cmd, **kw):
@@ -312,11 +316,12 @@ class _Kernel:
                 uid, gid = self.kernel_ids
                 prefix += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs"]
                 prefix += seccomp_prefix()  # as bubblewrap's kernel: no user namespaces, no ptrace
-        # a context of our own: its sockets drop any frame over MAX_MESSAGE_BYTES before it is read, and queue few
-        # messages (a bubblewrap kernel's wait in the relay, then in the kernel: its memory, not the grader's)
-        self.context = zmq.asyncio.Context()
-        self.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
-        self.context.setsockopt(zmq.RCVHWM, RECEIVE_QUEUE)
+        # a context of our own: its sockets drop any frame over MAX_MESSAGE_BYTES (UNREAD_MESSAGE_BYTES where the grader
+        # reads nothing) before it is read, and queue few messages (a bubblewrap kernel's wait in the relay, then in
+        # the kernel: its memory, not the grader's)
+        self.context = zmq.asyncio.Context()  # the defaults: sockets the grader does not read (grading_client_class)
+        self.context.setsockopt(zmq.MAXMSGSIZE, UNREAD_MESSAGE_BYTES)
+        self.context.setsockopt(zmq.RCVHWM, 1)
         self.relay: Relay | None = None
         if self.world is not None:
             before_launch = self.world.hand_over

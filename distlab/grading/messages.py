@@ -18,6 +18,10 @@ __all__ = [
     "json_counts",
     "json_containers",
     "grading_session",
+    "READ_CHANNELS",
+    "READ_QUEUE",
+    "UNREAD_MESSAGE_BYTES",
+    "grading_client_class",
 ]
 
 #: a message from the kernel larger than this is dropped by zmq before it is read (print('y' * 10**9))
@@ -139,3 +143,39 @@ def grading_session():
             return message
 
     return GradingSession()
+
+
+#: the channels the grader reads while a cell runs (nbclient): replies on shell, output on iopub
+READ_CHANNELS = frozenset({"shell", "iopub"})
+#: messages each socket of a READ_CHANNELS queues at most (each up to MAX_MESSAGE_BYTES: 2 x 8 MB; the rest wait
+#: in the relay and the kernel)
+READ_QUEUE = 2
+#: a frame larger than this on any other socket (stdin, control, heartbeat: the grader sends there, or reads a
+#: 4-byte pong) ends that connection; each such socket queues one message. 8 messages of 8.4 MB per unread
+#: socket held 222 MB in the grader until the kernel was shut down (default/02)
+UNREAD_MESSAGE_BYTES = MAX_PART_BYTES
+
+
+def grading_client_class():
+    """An AsyncKernelClient whose shell and iopub sockets take messages up to MAX_MESSAGE_BYTES and queue READ_QUEUE
+    of them; its other sockets (and the kernel manager's control socket) get the grading context's defaults, set by
+    distlab.grading.kernel: UNREAD_MESSAGE_BYTES and a queue of 1. So all the grader's zmq queues together hold at
+    most ~2 x 2 x 8 MB plus a message being received per socket, whatever the kernel sends on which channel."""
+    import zmq
+    from jupyter_client.asynchronous import AsyncKernelClient
+    from jupyter_client.connect import channel_socket_types
+
+    class GradingKernelClient(AsyncKernelClient):
+        def _create_connected_socket(self, channel, identity=None):
+            if channel not in READ_CHANNELS:
+                return super()._create_connected_socket(channel, identity)
+            sock = self.context.socket(channel_socket_types[channel])
+            sock.linger = 1000
+            sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)  # before connect: libzmq copies them then
+            sock.setsockopt(zmq.RCVHWM, READ_QUEUE)
+            if identity:
+                sock.identity = identity
+            sock.connect(self._make_url(channel))
+            return sock
+
+    return GradingKernelClient

@@ -10,7 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from distlab.grading import answers
+from distlab.grading.kernel import bwrap_available
+
+needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap (apt-get install bubblewrap) is not here")
 
 #: a child process prints how many MB its peak resident size grew by while running a snippet (VmHWM, the peak of
 #: its own memory since exec; ru_maxrss would carry the parent's peak over exec); the inputs are prepared first
@@ -30,7 +35,7 @@ def peak_growth_mb(setup: str, run: str) -> int:
     """MB the peak memory of a fresh Python grew by while `run` ran (after `setup`)."""
     code = PEAK.format(setup=setup, run=run)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
-    return int(done.stdout.split()[-1])
+    return int(done.stdout.split()[-1])  # the snippet's own output comes before
 
 
 def snapshot(nonce: str, block: dict) -> str:
@@ -223,3 +228,41 @@ def test_redteam_a_flood_of_error_messages_keeps_one_error_per_cell():
     assert [o["output_type"] for o in outs].count("error") == 1
     kept = sum(len(o.get("text", "")) + len(o.get("ename", "")) + len(o.get("evalue", "")) for o in outs)
     assert kept <= MAX_OUTPUT_CHARS  # 200,000 characters: the per-cell budget counts the error too
+
+
+UNREAD = """
+import time
+k = get_ipython().kernel
+ident = [k.get_parent()["header"]["session"].encode()]  # the grader's session id: its DEALER sockets' identity
+big = "x" * (8 * 2**20 - 4096)  # one content frame under the 8 MB MAXMSGSIZE and the relay's bound
+for sock in (k.stdin_socket, getattr(k, "control_socket", None)) * 2:
+    for i in range(8):
+        if sock is not None:
+            k.session.send(sock, "input_request", {"prompt": big, "password": False}, ident=ident)
+time.sleep(2)
+answer_q1 = 16
+"""
+RUN_UNREAD = """
+from pathlib import Path
+from distlab.grading.kernel import run_in_kernel
+import nbclient, zmq, jupyter_client, ipykernel  # imported before the baseline
+base = Path({base!r})
+(base / "submission.ipynb").write_text("{{}}")
+p = []
+"""
+
+
+# default/02-unread-channels-queue-memory: the kernel sent 8 MB messages on the stdin and control channels (addressed
+# to the grader's session id), which the grader never reads: each socket queued 8 of them until the kernel was shut
+# down, 222 MB of grader memory. Now the sockets the grader does not read take frames of 64 kB at most and queue one;
+# shell and iopub queue 2. Here 2 x 8 messages on each of stdin and control: the run grew the grader by 113 MB on
+# main, 43 MB now (27 MB without the messages).
+@needs_bwrap
+def test_redteam_messages_on_channels_the_grader_never_reads_are_not_queued(tmp_path):
+    setup = RUN_UNREAD.format(base=str(tmp_path))
+    run = (
+        f"got = run_in_kernel([{UNREAD!r}], base / 'work', answer_names=['answer_q1'], timeout=60, cell_timeout=30,"
+        " sandbox='bwrap', memory_limit=8 * 2**30, file_size_limit=64 * 2**20, problems=p)\n"
+        "assert got == {'answer_q1': 16}, (got, p)"
+    )
+    assert peak_growth_mb(setup, run) < 60
