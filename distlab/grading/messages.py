@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
+    "MAX_STREAM_BYTES",
     "KEPT_MESSAGES",
     "MAX_CONTAINERS",
     "MAX_PART_BYTES",
@@ -26,6 +27,10 @@ __all__ = [
 
 #: a message from the kernel larger than this is dropped by zmq before it is read (print('y' * 10**9))
 MAX_MESSAGE_BYTES = 8 * 2**20
+#: a stream message (printed text) whose content is larger than this is dropped unread: an 8 MB one of ASCII and one
+#: emoji decodes to 32 MB of text twice (the JSON and the string: the grader grew by 64 MB for one message), and the
+#: grader keeps 200,000 characters per cell at most (the answers, printed as escaped ASCII, fit in 0.4 MB)
+MAX_STREAM_BYTES = 2**20
 
 #: message types the grader decodes (what nbclient needs to run a cell and what the grade reads); any other
 #: (display data, widgets' comm messages, ...) is dropped before its content is decoded
@@ -104,7 +109,7 @@ def _bounded(raw: bytes, limit: int = MAX_PART_BYTES) -> bool:
 
 def grading_session():
     """A jupyter_client Session that decodes only what the grader reads, within bounds (KEPT_MESSAGES,
-    MAX_CONTAINERS, MAX_VALUES, MAX_PART_BYTES; a stream's text up to MAX_MESSAGE_BYTES): the grader's memory per message
+    MAX_CONTAINERS, MAX_VALUES, MAX_PART_BYTES; a stream's text up to MAX_STREAM_BYTES): the grader's memory per message
     is bounded by the message's size, whatever the kernel sends. Anything else arrives as "distlab_dropped"
     with empty content (nbclient ignores it)."""
     from jupyter_client.session import Session
@@ -129,7 +134,7 @@ def grading_session():
             try:  # a part that is not JSON (or not UTF-8) is dropped like any other the grader does not read
                 message = super().deserialize(frames, content=False, copy=True)
                 body, kind = frames[4], message["msg_type"]
-                limit = MAX_MESSAGE_BYTES if kind == "stream" else MAX_PART_BYTES
+                limit = MAX_STREAM_BYTES if kind == "stream" else MAX_PART_BYTES
                 if not content or kind not in KEPT_MESSAGES or not _bounded(body, limit):
                     return dropped() if content else message
                 decoded = self.unpack(body)

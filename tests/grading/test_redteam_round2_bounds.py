@@ -107,20 +107,23 @@ def test_only_the_lessons_answer_names_are_decoded():
     assert len(answers.parse_answers(snapshot("n", block), "n")) == answers.MAX_ANSWERS
 
 
-# default/05-stream-json-string-amplification: a signed "stream" message whose content (under the 8 MB a stream may
+# default/05-stream-json-string-amplification: a signed "stream" message whose content (under the 8 MB a stream might
 # have, 2 of the 64 objects and arrays) holds 1.68 million one-character strings; each decodes to a 76-byte str
 # plus an 8-byte list slot: 141 MB per message, 461 MB for three. Now a part of more than MAX_VALUES (4,096) values
-# is dropped unread. Here 1.2 million strings (7.2 MB, under MAX_MESSAGE_BYTES): main decodes it (~100 MB).
-def test_redteam_a_stream_message_of_a_million_strings_is_dropped_unread():
-    from distlab.grading.messages import MAX_MESSAGE_BYTES, grading_session
+# is dropped unread, and a stream's content may be 1 MB (8 MB of ASCII and one emoji decoded to 32 MB twice: the
+# grader grew by 64 MB for that one message). Here 200,000 strings in 0.8 MB: main decodes them.
+def test_redteam_a_stream_message_of_many_strings_is_dropped_unread():
+    from distlab.grading.messages import grading_session
 
     session = grading_session()
-    frames = session.serialize(session.msg("stream", {"name": "stdout", "text": "x", "pad": ["\u0100"] * 1_200_000}))
-    assert len(frames[-1]) < MAX_MESSAGE_BYTES  # within every size bound
+    frames = session.serialize(session.msg("stream", {"name": "stdout", "text": "x", "pad": ["a"] * 200_000}))
+    assert len(frames[-1]) < 2**20  # within every size bound
     assert session.deserialize(frames[1:])["msg_type"] == "distlab_dropped"
-    # an ordinary stream message of the same size still arrives: one 7 MB string is 5 values
-    frames = session.serialize(session.msg("stream", {"name": "stdout", "text": "x" * 7_000_000}))
-    assert session.deserialize(frames[1:])["content"]["text"] == "x" * 7_000_000
+    # an ordinary stream message of 0.9 MB still arrives: one string is 5 values; one of 7 MB does not (main: it did)
+    frames = session.serialize(session.msg("stream", {"name": "stdout", "text": "x" * 900_000}))
+    assert session.deserialize(frames[1:])["content"]["text"] == "x" * 900_000
+    frames = session.serialize(session.msg("stream", {"name": "stdout", "text": "x" * 7_000_000 + "\U0001f600"}))
+    assert session.deserialize(frames[1:])["msg_type"] == "distlab_dropped"
 
 
 def parse_peak(path: Path) -> tuple[int, list[str], bool]:
