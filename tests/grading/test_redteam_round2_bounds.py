@@ -111,7 +111,9 @@ def test_only_the_lessons_answer_names_are_decoded():
 # have, 2 of the 64 objects and arrays) holds 1.68 million one-character strings; each decodes to a 76-byte str
 # plus an 8-byte list slot: 141 MB per message, 461 MB for three. Now a part of more than MAX_VALUES (4,096) values
 # is dropped unread, and a stream's content may be 1 MB (8 MB of ASCII and one emoji decoded to 32 MB twice: the
-# grader grew by 64 MB for that one message). Here 200,000 strings in 0.8 MB: main decodes them.
+# grader grew by 64 MB for that one message). Here 200,000 strings in 0.8 MB: main decodes them. The same hole:
+# class/18-stream-content-float-array (20 messages of 1.5 M floats, 252 MB) and redteam3 container/01-stream-element-
+# flood-grader-memory (8 messages of 1.54 M "ab", 375 MB).
 def test_redteam_a_stream_message_of_many_strings_is_dropped_unread():
     from distlab.grading.messages import grading_session
 
@@ -172,7 +174,8 @@ def test_the_largest_notebook_accepted_decodes_within_a_hundred_megabytes(tmp_pa
 # class/09-utf16-container-count-bypass: a UTF-16-LE notebook whose metadata holds one escaped quote (5c 00 22 00:
 # the byte-level counter missed the escape and flipped its string parity) counted 7 containers for 3.5 million "[]"
 # (json.loads reads UTF-16 and UTF-32 by itself): 390 MB. Now anything but UTF-8 is refused, byte-order marks too.
-# Here 60,000 lists (over MAX_NOTEBOOK_CONTAINERS, 50,000) that main counts as 2 and accepts.
+# Here 60,000 lists (over MAX_NOTEBOOK_CONTAINERS, 50,000) that main counts as 2 and accepts. The same hole:
+# default/20-utf16-notebook-hides-containers (a "Ģ", bytes 22 01, hid 5.4 million lists: 539 MB).
 def test_redteam_a_utf16_or_bom_notebook_is_refused_as_not_utf8(tmp_path):
     text = '{"metadata": {"x\\"y": 1}, "nbformat": 4, "cells": [' + "[], " * 60_000 + "[]]}"
     path = tmp_path / "01_memory_wall.ipynb"
@@ -257,7 +260,7 @@ p = []
 
 # default/02-unread-channels-queue-memory: the kernel sent 8 MB messages on the stdin and control channels (addressed
 # to the grader's session id), which the grader never reads: each socket queued 8 of them until the kernel was shut
-# down, 222 MB of grader memory. Now the sockets the grader does not read take frames of 64 kB at most and queue one;
+# down, 222 MB of grader memory (class/16-unread-channel-queues: 10 + 10 such messages, 264 MB). Now the sockets the grader does not read take frames of 64 kB at most and queue one;
 # shell and iopub queue 2. Here 2 x 8 messages on each of stdin and control: the run grew the grader by 113 MB on
 # main, 43 MB now (27 MB without the messages).
 @needs_bwrap
