@@ -260,8 +260,8 @@ p = []
 
 # default/02-unread-channels-queue-memory: the kernel sent 8 MB messages on the stdin and control channels (addressed
 # to the grader's session id), which the grader never reads: each socket queued 8 of them until the kernel was shut
-# down, 222 MB of grader memory (class/16-unread-channel-queues: 10 + 10 such messages, 264 MB). Now the sockets the grader does not read take frames of 64 kB at most and queue one;
-# shell and iopub queue 2. Here 2 x 8 messages on each of stdin and control: the run grew the grader by 113 MB on
+# down, 222 MB of grader memory (class/16-unread-channel-queues: 10 + 10 such messages, 264 MB). Now the sockets the
+# grader does not read take frames of 64 kB at most and queue one; shell and iopub queue 2. Here 2 x 8 messages on each of stdin and control: the run grew the grader by 113 MB on
 # main, 43 MB now (27 MB without the messages).
 @needs_bwrap
 def test_redteam_messages_on_channels_the_grader_never_reads_are_not_queued(tmp_path):
