@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -18,16 +19,26 @@ __all__ = [
     "MAX_NOTEBOOK_BYTES",
     "MAX_NOTEBOOK_CONTAINERS",
     "MAX_NOTEBOOK_VALUES",
+    "MAX_NOTEBOOK_DECODED_BYTES",
+    "decoded_bytes",
     "MAX_CODE_CHARS",
     "read_submission",
     "read_sources",
     "parse_sources",
 ]
 
-#: a submitted notebook larger than this is refused (the largest lesson notebook, executed with its plots, is 0.9 MB).
-#: Decoding a notebook of n bytes takes up to ~9 n (the file as text, 4 bytes a character once it holds one emoji,
-#: and its strings again): 72 MB at 8 MB; at 32 MB a 31 MB notebook took the grader to 748 MB (default/06)
+#: a submitted notebook larger than this is refused (the largest lesson notebook, executed with its plots, is 0.9 MB;
+#: at 32 MB a 31 MB notebook took the grader to 748 MB: default/06)
 MAX_NOTEBOOK_BYTES = 8 * 2**20
+#: decoding a notebook of n bytes takes up to n (1 + 2 w): the file as text and its strings again, w bytes a character
+#: (Python's str: 1, 2 from U+0100, 4 from U+10000 on: one emoji makes the whole text 4 bytes a character, 72 MB for
+#: 8 MB). A notebook whose n (1 + 2 w) is over this is refused: 40 MB, so 8 MB of text up to U+FFFF, 4.4 MB with an
+#: emoji
+MAX_NOTEBOOK_DECODED_BYTES = 40 * 2**20
+#: a character past U+FFFF (UTF-8's 4-byte lead, or a JSON surrogate escape), and one past U+00FF (a 2- or 3-byte
+#: lead from U+0100 on, or a \u escape of one); either may over-count (an escaped backslash before "u"), never under
+_ASTRAL = re.compile(rb"[\xf0-\xf4]|\\u[dD][89abAB]")
+_WIDE = re.compile(rb"[\xc4-\xef]|\\u(?:0[1-9a-fA-F]|[1-9a-fA-F])")
 #: a notebook holding more JSON objects and arrays than this is refused before it is decoded (the largest lesson
 #: notebook holds 647; 10 million "[]" in 30 MB took the grader to 840 MB once decoded)
 MAX_NOTEBOOK_CONTAINERS = 50_000
@@ -103,6 +114,13 @@ def read_sources(path: Path, problems: list[str]) -> tuple[Any, list[str]] | Non
 _BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")
 
 
+def decoded_bytes(raw: bytes) -> int:
+    """Bytes json.loads(raw) takes at most for text: len(raw) (1 + 2 w), w the widest character's size in a Python
+    str (MAX_NOTEBOOK_DECODED_BYTES); two linear regex searches."""
+    width = 4 if _ASTRAL.search(raw) else 2 if _WIDE.search(raw) else 1
+    return len(raw) * (1 + 2 * width)
+
+
 def _too_big(raw: bytes, problems: list[str]) -> bool:
     """Refuse (a problem, True) a notebook that is not UTF-8 or would decode to too much: checked on the bytes, in
     one linear pass (messages.json_counts), before json.loads makes a single object."""
@@ -119,6 +137,14 @@ def _too_big(raw: bytes, problems: list[str]) -> bool:
             f"{counts.values:,} values, more than the {MAX_NOTEBOOK_CONTAINERS:,} and {MAX_NOTEBOOK_VALUES:,} a "
             "notebook may have (the lessons' notebooks hold under 1,000 and 10,000); submit the exercise notebook "
             "itself"
+        )
+        return True
+    decoded = decoded_bytes(raw)
+    if decoded > MAX_NOTEBOOK_DECODED_BYTES:
+        problems.append(
+            f"the notebook is too big to grade: its text would take {decoded / 2**20:.0f} MB once decoded, more than "
+            f"the {MAX_NOTEBOOK_DECODED_BYTES / 2**20:g} MB a notebook may (emoji and other characters past U+FFFF "
+            "take 4 bytes each); clear its outputs (Edit > Clear Outputs of All Cells) and submit again"
         )
         return True
     return False
