@@ -134,6 +134,9 @@ def _array_bytes(value: Any) -> int:
         item = todo.pop()
         if isinstance(item, (list, tuple)):
             todo.extend(item)
+        elif hasattr(item, "nbytes") and hasattr(item, "size"):  # an array decoded inside: its own elements
+            leaves += int(item.size)
+            width = max(width, int(item.nbytes) // max(1, int(item.size)))
         else:
             leaves += 1
             if isinstance(item, str):

@@ -83,6 +83,10 @@ def test_redteam_an_array_of_one_long_string_is_not_widened_to_megabytes():
     entry = {"t": "ndarray", "dtype": "<U10000", "v": {"t": "seq", "kind": "list", "v": items}}
     value = answers.decode(entry)
     assert isinstance(value, answers.OpaqueAnswer) or value.nbytes <= 2**20  # 1 MB
+    # arrays inside an array count with their own elements: 3 x 10 strings of 9,000 characters, 3 x 360 kB
+    inner = {"t": "ndarray", "dtype": "x", "v": {"t": "seq", "v": [{"t": "str", "v": "w" * 9000}] * 10}}
+    value = answers.decode({"t": "ndarray", "dtype": "x", "v": {"t": "seq", "v": [inner] * 3}})
+    assert isinstance(value, answers.OpaqueAnswer) or value.nbytes <= 2**20
     # a real array of numbers still decodes: 3 float64 = 24 bytes
     numbers = {"t": "seq", "kind": "list", "v": [{"t": "float", "v": "1.5"}] * 3}
     assert answers.decode({"t": "ndarray", "dtype": "float64", "v": numbers}).tolist() == [1.5, 1.5, 1.5]
