@@ -25,7 +25,13 @@ __all__ = [
     "time_limit",
     "OpaqueAnswer",
     "opaque",
+    "MAX_OPAQUE_CLASSES",
+    "MAX_ANSWER_VALUES",
+    "MAX_ANSWER_TEXT",
+    "MAX_ARRAY_BYTES",
+    "MAX_ANSWERS",
     "decode",
+    "decode_answers",
     "parse_answers",
     "check_answers",
     "not_attempted",
@@ -74,57 +80,143 @@ class OpaqueAnswer:
     __str__ = __repr__
 
 
+#: at most this many distinct OpaqueAnswer subclasses are made in a process (one per type name, reused); any other
+#: name gets the class "object": a class costs ~1 kB, and one per value took the grader to 657 MB (class/04)
+MAX_OPAQUE_CLASSES = 64
+_OPAQUE_CLASSES: dict[str, type] = {}
+
+
 def opaque(type_name: str):
     """An OpaqueAnswer whose class is named after the type, so checks say "an answer of type list ..."."""
-    name = re.sub(r"\W", "_", str(type_name))[:60] or "object"
-    cls = type(name, (OpaqueAnswer,), {})  # check messages say "an answer of type list is not ..."
+    name = re.sub(r"\W", "_", str(type_name)[:60]) or "object"
+    cls = _OPAQUE_CLASSES.get(name)
+    if cls is None:
+        if len(_OPAQUE_CLASSES) >= MAX_OPAQUE_CLASSES:
+            name = "object"
+        cls = _OPAQUE_CLASSES.setdefault(name, type(name, (OpaqueAnswer,), {}))
     return cls(str(type_name)[:60])
 
 
-def decode(entry: Any, depth: int = 0) -> Any:
-    """One answer from its JSON encoding (kernel_side.collect_answers); anything malformed becomes opaque."""
+#: one answer decodes to at most this many values (numbers, strings, containers...) and this many characters of
+#: text; a larger one is opaque ("too large"). A real answer holds a few dozen values; the kernel's answer text is
+#: at most MAX_OUTPUT_CHARS (200,000) per cell, and 99,000 one-byte items once took the grader to 350 MB
+MAX_ANSWER_VALUES = 4_096
+MAX_ANSWER_TEXT = 100_000
+#: an array answer may take at most this many bytes once built (elements x item size, counted before numpy
+#: builds it: 8,501 strings, one of 10,000 characters, make a 340 MB '<U10000' array)
+MAX_ARRAY_BYTES = 2**20
+#: a snapshot holds at most this many answers (the lessons ask under 20 questions)
+MAX_ANSWERS = 64
+
+
+class _TooLarge(Exception):
+    """The answer being decoded is past MAX_ANSWER_VALUES or MAX_ANSWER_TEXT."""
+
+
+class _Budget:
+    """What is left of one answer's values and characters (decode counts every value it makes)."""
+
+    def __init__(self, values: int = MAX_ANSWER_VALUES, text: int = MAX_ANSWER_TEXT):
+        self.values, self.text = values, text
+
+    def take(self, values: int = 1, text: int = 0) -> None:
+        self.values -= values
+        self.text -= text
+        if self.values < 0 or self.text < 0:
+            raise _TooLarge
+
+
+def _array_bytes(value: Any) -> int:
+    """Bytes of np.array(value) at most: its leaves times the widest one (4 bytes a character for text, else 16).
+    `value` was decoded within a budget, so this walk is short."""
+    leaves, width, todo = 0, 16, [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, (list, tuple)):
+            todo.extend(item)
+        elif hasattr(item, "nbytes") and hasattr(item, "size"):  # an array decoded inside: its own elements
+            leaves += int(item.size)
+            width = max(width, int(item.nbytes) // max(1, int(item.size)))
+        else:
+            leaves += 1
+            if isinstance(item, str):
+                width = max(width, 4 * len(item))
+    return leaves * width
+
+
+def _decode_array(entry: dict, budget: _Budget, depth: int) -> Any:
+    import numpy as np
+
+    named = np.dtype(str(entry.get("dtype"))[:20])
+    dtype = named if named.kind in "biufc" and named.itemsize <= 16 else None  # plain numbers only
+    items = _decode(entry.get("v"), budget, depth + 1)
+    if _array_bytes(items) > MAX_ARRAY_BYTES:
+        return opaque("ndarray")
+    return np.array(items, dtype=dtype)
+
+
+def _decode(entry: Any, budget: _Budget, depth: int) -> Any:
+    budget.take()
     if not isinstance(entry, dict) or depth > 8:
         return opaque("unknown")
-    kind = entry.get("t")
+    kind, value = entry.get("t"), entry.get("v")
+    if kind == "none":
+        return None
+    if kind == "ellipsis":
+        return Ellipsis
+    if kind == "bool":
+        return value if isinstance(value, bool) else opaque("bool")
+    if kind in ("str", "int", "float") and isinstance(value, str):
+        text = value[:MAX_ANSWER_CHARS]
+        budget.take(0, len(text))
+        return text if kind == "str" else int(text) if kind == "int" else float(text)
+    magnitude, units = entry.get("magnitude"), entry.get("units")
+    if kind == "quantity" and isinstance(magnitude, str) and isinstance(units, str):
+        float(magnitude[:100])  # a number, or this raises
+        budget.take(0, len(magnitude[:100]) + len(units[:200]))
+        return f"{magnitude[:100]} {units[:200]}"
+    if kind == "seq" and isinstance(value, list):
+        items = [_decode(x, budget, depth + 1) for x in value]
+        containers: dict[Any, type] = {"tuple": tuple, "set": set, "frozenset": frozenset}
+        try:
+            return containers.get(entry.get("kind"), list)(items)
+        except TypeError:  # unhashable items in a set
+            return items
+    if kind == "dict" and isinstance(value, list):
+        pairs = [x if isinstance(x, list) and len(x) == 2 else (None, None) for x in value]
+        return {_decode(k, budget, depth + 1): _decode(x, budget, depth + 1) for k, x in pairs}
+    if kind == "ndarray":
+        return _decode_array(entry, budget, depth)
+    return opaque(str(entry.get("type", "object")))
+
+
+def decode(entry: Any, depth: int = 0) -> Any:
+    """One answer from its JSON encoding (kernel_side.collect_answers); anything malformed becomes opaque.
+
+    Bounded by construction: at most MAX_ANSWER_VALUES values and MAX_ANSWER_TEXT characters are made (past them
+    the answer is opaque "too large"), an array is built only under MAX_ARRAY_BYTES, and whatever the entry holds
+    (numpy raises SyntaxError for some dtype strings) nothing but an opaque answer comes out of a failure."""
     try:
-        if kind == "none":
-            return None
-        if kind == "ellipsis":
-            return Ellipsis
-        if kind == "bool":
-            return bool(entry["v"]) if isinstance(entry.get("v"), bool) else opaque("bool")
-        if kind == "str" and isinstance(entry.get("v"), str):
-            return entry["v"][:MAX_ANSWER_CHARS]
-        if kind == "int" and isinstance(entry.get("v"), str):
-            return int(entry["v"])
-        if kind == "float" and isinstance(entry.get("v"), str):
-            return float(entry["v"])
-        if kind == "quantity" and isinstance(entry.get("magnitude"), str) and isinstance(entry.get("units"), str):
-            float(entry["magnitude"])  # a number, or this raises
-            return f"{entry['magnitude']} {entry['units'][:200]}"
-        if kind == "seq" and isinstance(entry.get("v"), list):
-            items = [decode(x, depth + 1) for x in entry["v"]]
-            containers: dict[Any, type] = {"tuple": tuple, "set": set, "frozenset": frozenset}
-            container = containers.get(entry.get("kind"), list)
-            try:
-                return container(items)
-            except TypeError:  # unhashable items in a set
-                return items
-        if kind == "dict" and isinstance(entry.get("v"), list):
-            return {decode(k, depth + 1): decode(x, depth + 1) for k, x in entry["v"]}
-        if kind == "ndarray":
-            import numpy as np
-
-            named = np.dtype(str(entry.get("dtype"))[:20])
-            dtype = named if named.kind in "biufc" and named.itemsize <= 16 else None  # plain numbers only
-            return np.array(decode(entry.get("v"), depth + 1), dtype=dtype)
-        return opaque(entry.get("type", "object"))
-    except (ValueError, TypeError, KeyError, OverflowError):
-        return opaque(str(entry.get("type", kind)))
+        return _decode(entry, _Budget(), depth)
+    except _TooLarge:
+        return opaque("too large")
+    except Exception as exc:  # noqa: BLE001 -- any failure to read an untrusted answer makes it opaque
+        kind = entry.get("type", entry.get("t")) if isinstance(entry, dict) else None
+        return opaque(str(kind if isinstance(kind, str) else type(exc).__name__))
 
 
-def parse_answers(text: str, nonce: str) -> dict | None:
-    """The answers printed between the nonce markers in `text`, decoded; None when there are none."""
+def decode_answers(data: Any, names=None) -> dict:
+    """The answers of a snapshot ({answer_q1: encoding, ...}), each decoded (decode); only `names` when given, and
+    at most MAX_ANSWERS of them."""
+    if not isinstance(data, dict):
+        return {}
+    keys = [k for k in data if isinstance(k, str) and (names is None or k in names)]
+    return {k: decode(data[k]) for k in keys[:MAX_ANSWERS]}
+
+
+def parse_answers(text: str, nonce: str, names=None) -> dict | None:
+    """The answers printed between the nonce markers in `text`, decoded (decode_answers: only `names` when
+    given); None when there are none."""
     begin, end = f"DISTLAB-ANSWERS-BEGIN-{nonce}", f"DISTLAB-ANSWERS-END-{nonce}"
     start = text.rfind(begin)
     if start < 0:
@@ -138,7 +230,7 @@ def parse_answers(text: str, nonce: str) -> dict | None:
         return None
     if not isinstance(data, dict):
         return None
-    return {str(k): decode(v) for k, v in data.items() if isinstance(k, str)}
+    return decode_answers(data, names)
 
 
 def check_answers(questions: dict, answers: dict) -> list[QuestionGrade]:

@@ -15,6 +15,7 @@ from typing import Any, Iterable
 
 from .. import lessons as manifest
 from ..errors import ConfigurationError
+from .report import shown
 
 __all__ = [
     "lesson_names",
@@ -107,13 +108,20 @@ def lesson_from_imports(sources: list[str], names: Iterable[str] | None = None) 
     return None
 
 
+#: a lesson name read from a notebook's metadata is kept as a short escaped excerpt of this many characters (the
+#: lessons' names are under 30): a 7.5 MB name was echoed whole in problems, results.json and Gradescope's output,
+#: 333 MB of grader memory (class/01)
+MAX_LESSON_NAME = 60
+
+
 def identify_lesson(metadata: Any, filename: str, sources: list[str]) -> tuple[str | None, str]:
-    """(lesson, how it was found): notebook metadata, then file name, then imports."""
+    """(lesson, how it was found): notebook metadata (a short escaped excerpt, report.shown), then file name, then
+    imports."""
     if isinstance(metadata, dict):
         meta = metadata.get("distlab")
         lesson = meta.get("lesson") if isinstance(meta, dict) else None
         if isinstance(lesson, str) and lesson:
-            return canonical(lesson), "notebook metadata"
+            return canonical(shown(lesson, MAX_LESSON_NAME)), "notebook metadata"
     lesson = lesson_from_name(filename)
     if lesson:
         return lesson, "file name"

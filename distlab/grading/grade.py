@@ -63,9 +63,9 @@ Untrusted notebooks are graded only inside an operating-system sandbox:
 Always: resource limits on every kernel, set before it starts (address space, processes and
 threads, file size, CPU seconds); the kernel and its whole process group are killed as soon as
 its notebook is done, or (a watchdog outside the message loop) 20 s after its time limit whatever
-it sends; what a cell prints is capped in the kernel, any message over 8 MB is dropped unread, the grader keeps at most 2 MB of a notebook's output and drops each cell's
+it sends; what a cell prints is capped in the kernel, any message over 8 MB (a printed text over 1 MB) is dropped unread, the grader keeps at most 2 MB of a notebook's output and drops each cell's
 output once its errors and answers are read; the submitted file is read once and must be a regular file (no symbolic
-link, FIFO or device) of at most 32 MB, 50,000 JSON objects and arrays and 2 MB of code; the checks run here under a time limit.
+link, FIFO or device) of at most 8 MB (UTF-8), 50,000 JSON objects and arrays, 100,000 JSON values and 2 MB of code; the checks run here under a time limit.
 
 **The answer key never enters the kernel**: the expected values are computed only here. In every
 mode the kernel imports the student view of distlab (distlab.grading.student_view), whose lesson

@@ -55,7 +55,8 @@ from typing import NamedTuple
 
 from .. import lessons as manifest
 from ..errors import ConfigurationError
-from .answers import OpaqueAnswer, decode
+from .answers import MAX_ANSWER_VALUES, OpaqueAnswer, decode_answers
+from .messages import json_counts
 from .discover import canonical, lesson_from_name
 from .report import MAX_PROBLEMS, PROBLEM_CHARS, excerpt
 from .sandbox import DEFAULT_INODES
@@ -83,6 +84,10 @@ VENV = "/opt/distlab-venv"
 KERNEL_USER = "distlab-kernel"
 #: the most the unprivileged phase may hand to the grader, bytes
 MAX_ANSWERS_BYTES = 16 * 2**20
+#: the JSON values answers.json may hold (counted before it is decoded): 5 per decoded value ({"t": .., "v": ..}),
+#: MAX_ANSWER_VALUES for each of 16 answers (the lessons ask fewer questions), and the problems; a file of
+#: millions of bare numbers is never decoded (~30 MB at most, each value a Python object)
+MAX_ANSWERS_VALUES = 5 * MAX_ANSWER_VALUES * 16 + 10_000
 #: how far pick_notebook reads an upload set: folders below its top, directory entries in all
 PICK_DEPTH = 8
 PICK_ENTRIES = 10_000
@@ -468,7 +473,10 @@ class AnswerReader:
         try:
             fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
             with os.fdopen(fd, "rb") as f:
-                data = json.loads(f.read(MAX_ANSWERS_BYTES + 1)[:MAX_ANSWERS_BYTES])
+                raw = f.read(MAX_ANSWERS_BYTES + 1)[:MAX_ANSWERS_BYTES]
+            if json_counts(raw).values > MAX_ANSWERS_VALUES:  # counted before a single object is made
+                return None
+            data = json.loads(raw)
         except (OSError, ValueError, RecursionError):
             return None
         return data if isinstance(data, dict) else None
@@ -488,7 +496,7 @@ class AnswerReader:
             problems.append("no answers could be read from the kernel")
             return {}
         names = {f"{ANSWER_PREFIX}{q}" for q in questions}
-        return {k: decode(v) for k, v in answers.items() if k in names}
+        return decode_answers(answers, names)
 
 
 def _data_files(root: Path) -> list[str]:

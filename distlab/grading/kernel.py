@@ -36,6 +36,9 @@ from .messages import (  # the bounded decoding of the kernel's messages: still 
     MAX_CONTAINERS,
     MAX_MESSAGE_BYTES,
     MAX_PART_BYTES,
+    READ_QUEUE,
+    UNREAD_MESSAGE_BYTES,
+    grading_client_class,
     grading_session,
     json_containers,
 )
@@ -92,8 +95,8 @@ HARD_DEADLINE_GRACE = 20.0
 #: the largest message a bubblewrap kernel may send, all frames together (a stream's text and four small parts);
 #: the relay drops a larger one whole before the grader's zmq receives any of it
 MAX_RELAYED_BYTES = MAX_MESSAGE_BYTES + 4 * MAX_PART_BYTES + 2**16
-#: messages the grader's zmq sockets queue at most, each (the rest wait in the relay and the kernel)
-RECEIVE_QUEUE = 8
+#: messages the grader's shell and iopub sockets queue at most, each (messages.READ_QUEUE; the others queue 1)
+RECEIVE_QUEUE = READ_QUEUE
 #: at most this many problems are reported for one notebook (the rest are counted)
 MAX_PROBLEMS = 50
 #: reading a file whose path contains one of these is refused in the kernel: the lessons' sources (the
@@ -148,6 +151,7 @@ def kernel_manager(
     if context is not None:
         extra["context"] = context
         extra["session"] = grading_session()  # the grading run (a context of its own): bounded decoding
+        extra["client_factory"] = grading_client_class()  # and bounded queues per channel
 
     class GradingKernelManager(AsyncKernelManager):
         async def _async_launch_kernel(self, kernel_cmd, **kw):
@@ -178,35 +182,40 @@ def _client_class():
             return await super()._async_handle_timeout(timeout, cell)
 
         def output(self, outs, msg, display_id, cell_index):
+            """Keep a cell's stdout (at most MAX_OUTPUT_CHARS, and the notebook's budget) and its first error (its
+            ename and evalue cut, charged to the same budgets); anything else, and every later error, is dropped:
+            a cell holds at most three outputs whatever its kernel sends (400,000 error messages took the
+            grader to 278 MB: default/09, container/18)."""
             kind = msg["msg_type"]
             content = msg.get("content", {})
             if kind == "stream" and content.get("name") == "stdout":
-                kept = sum(len(o.get("text", "")) for o in outs if o.get("output_type") == "stream")
-                room = MAX_OUTPUT_CHARS - kept
-                if not self.private:
-                    room = min(room, self.notebook_budget)
-                text = str(content.get("text", ""))[: max(0, room)]
-                if not self.private:
-                    self.notebook_budget -= len(text)
-                if text:
-                    if outs and outs[-1].get("output_type") == "stream":
-                        outs[-1]["text"] += text
-                    else:
-                        from nbformat.v4 import new_output
-
-                        outs.append(new_output("stream", name="stdout", text=text))
-            elif kind == "error":
-                from nbformat.v4 import new_output
-
-                outs.append(
-                    new_output(
-                        "error",
-                        ename=str(content.get("ename", "Error"))[:200],
-                        evalue=str(content.get("evalue", ""))[:1000],
-                        traceback=[],
-                    )
-                )
+                self._keep(outs, "stream", str(content.get("text", "")))
+            elif kind == "error" and not any(o.get("output_type") == "error" for o in outs):
+                self._keep(outs, "error", str(content.get("ename", "Error"))[:200], str(content.get("evalue", "")))
             return None
+
+        def _keep(self, outs, kind: str, text: str, evalue: str = "") -> None:
+            """Append `text` (a stream's) or an error (`text` its name) to `outs`, within the budgets."""
+            from nbformat.v4 import new_output
+
+            kept = sum(len(o.get("text", "")) + len(o.get("evalue", "")) + len(o.get("ename", "")) for o in outs)
+            room = MAX_OUTPUT_CHARS - kept
+            if not self.private:
+                room = min(room, self.notebook_budget)
+            if kind == "error":
+                evalue = evalue[: max(0, min(1000, room - len(text)))]
+                size = len(text) + len(evalue)
+            else:
+                text = text[: max(0, room)]
+                size = len(text)
+            if not self.private:
+                self.notebook_budget -= size
+            if kind == "error":
+                outs.append(new_output("error", ename=text, evalue=evalue, traceback=[]))
+            elif text and outs and outs[-1].get("output_type") == "stream":
+                outs[-1]["text"] += text
+            elif text:
+                outs.append(new_output("stream", name="stdout", text=text))
 
     return GradingClient
 
@@ -307,11 +316,12 @@ class _Kernel:
                 uid, gid = self.kernel_ids
                 prefix += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs"]
                 prefix += seccomp_prefix()  # as bubblewrap's kernel: no user namespaces, no ptrace
-        # a context of our own: its sockets drop any frame over MAX_MESSAGE_BYTES before it is read, and queue few
-        # messages (a bubblewrap kernel's wait in the relay, then in the kernel: its memory, not the grader's)
-        self.context = zmq.asyncio.Context()
-        self.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
-        self.context.setsockopt(zmq.RCVHWM, RECEIVE_QUEUE)
+        # a context of our own: its sockets drop any frame over MAX_MESSAGE_BYTES (UNREAD_MESSAGE_BYTES where the grader
+        # reads nothing) before it is read, and queue few messages (a bubblewrap kernel's wait in the relay, then in
+        # the kernel: its memory, not the grader's)
+        self.context = zmq.asyncio.Context()  # the defaults: sockets the grader does not read (grading_client_class)
+        self.context.setsockopt(zmq.MAXMSGSIZE, UNREAD_MESSAGE_BYTES)
+        self.context.setsockopt(zmq.RCVHWM, 1)
         self.relay: Relay | None = None
         if self.world is not None:
             before_launch = self.world.hand_over
@@ -529,7 +539,7 @@ def _collect(kernel: _Kernel, nonce: str, answer_names: list[str], number: int, 
             else f"the kernel stopped after code cell {number}; the cells after it did not run"
         )
         return _STOP
-    answers = parse_answers(_stdout(collected), nonce)
+    answers = parse_answers(_stdout(collected), nonce, set(answer_names))
     collected.outputs = []
     if answers is None and timed_out:
         # the interrupt did not work: say so, not "was interrupted" (18-ignore-interrupt-timelimit)

@@ -6,18 +6,31 @@ sockets drop any message over MAX_MESSAGE_BYTES before it is read).
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
+    "MAX_STREAM_BYTES",
     "KEPT_MESSAGES",
     "MAX_CONTAINERS",
     "MAX_PART_BYTES",
+    "MAX_VALUES",
+    "JsonCounts",
+    "json_counts",
     "json_containers",
     "grading_session",
+    "READ_CHANNELS",
+    "READ_QUEUE",
+    "UNREAD_MESSAGE_BYTES",
+    "grading_client_class",
 ]
 
 #: a message from the kernel larger than this is dropped by zmq before it is read (print('y' * 10**9))
 MAX_MESSAGE_BYTES = 8 * 2**20
+#: a stream message (printed text) whose content is larger than this is dropped unread: an 8 MB one of ASCII and one
+#: emoji decodes to 32 MB of text twice (the JSON and the string: the grader grew by 64 MB for one message), and the
+#: grader keeps 200,000 characters per cell at most (the answers, printed as escaped ASCII, fit in 0.4 MB)
+MAX_STREAM_BYTES = 2**20
 
 #: message types the grader decodes (what nbclient needs to run a cell and what the grade reads); any other
 #: (display data, widgets' comm messages, ...) is dropped before its content is decoded
@@ -37,6 +50,10 @@ KEPT_MESSAGES = frozenset(
 #: a message part (header, metadata, content) holding more JSON objects and arrays than this is not decoded:
 #: "{}, " sent 1.9 million times is 7.6 MB on the wire and ~100 MB of dicts once decoded
 MAX_CONTAINERS = 64
+#: a message part holding more JSON values than this (scalars and keys included) is not decoded either: an 8 MB
+#: stream message of 1.68 million one-character strings decodes to 141 MB of str objects (default/05); the
+#: messages the grader reads hold a few dozen (an error's traceback: a string per frame)
+MAX_VALUES = 4_096
 #: size of any part but a stream's text that the grader decodes (bytes)
 MAX_PART_BYTES = 64 * 2**10
 #: a JSON string once its escapes are gone (no quote inside: nothing to backtrack), or an unterminated one
@@ -45,14 +62,25 @@ _JSON_STRING = re.compile(rb'"[^"]*(?:"|\Z)')
 _PIECE = 2**20
 
 
-def json_containers(raw: bytes) -> int:
-    """How many JSON objects and arrays `raw` holds (brackets outside strings), read before decoding it.
+class JsonCounts(NamedTuple):
+    """What a JSON text holds, counted before it is decoded (json_counts)."""
 
-    Linear time and memory of a few _PIECE-sized pieces whatever `raw` holds (a kernel or a student controls it):
-    in each piece, escaped backslashes, then escaped quotes are removed with bytes.replace (escapes pair from the
-    left, as JSON reads them; an odd run of backslashes at a piece's end leaves one to the next piece), so no string holds a
-    quote any more and one regex without alternatives or nested repeats removes the strings."""
-    view, count, in_string, carry = memoryview(raw), 0, False, b""
+    containers: int  #: objects and arrays
+    values: int  #: every value and key, scalars included (an upper bound: 1 + the , : [ { outside strings)
+    string_bytes: int  #: bytes inside strings, quotes and escapes included
+
+
+def json_counts(raw: bytes) -> JsonCounts:
+    """How many JSON objects and arrays, values, and bytes of strings `raw` holds, read before decoding it.
+
+    Every value but the first follows a `,` `:` `[` or `{` outside strings, so 1 + their count bounds the values
+    (keys included) whatever `raw` holds. Read as UTF-8 (its multi-byte characters never hold an ASCII byte); the
+    caller refuses any other encoding. Linear time and memory of a few _PIECE-sized pieces whatever `raw` holds (a
+    kernel or a student controls it): in each piece, escaped backslashes, then escaped quotes are removed with
+    bytes.replace (escapes pair from the left, as JSON reads them; an odd run of backslashes at a piece's end
+    leaves one to the next piece), so no string holds a quote any more and one regex without alternatives or
+    nested repeats removes the strings."""
+    view, containers, values, outside, in_string, carry = memoryview(raw), 0, 1, 0, False, b""
     for start in range(0, len(raw), _PIECE):
         piece = carry + bytes(view[start : start + _PIECE])
         kept = piece.rstrip(b"\\") if start + _PIECE < len(raw) else piece
@@ -60,17 +88,28 @@ def json_containers(raw: bytes) -> int:
         unescaped = (b'"' if in_string else b"") + kept.replace(b"\\\\", b"").replace(b'\\"', b"")
         in_string = unescaped.count(b'"') % 2 == 1
         stripped = _JSON_STRING.sub(b"", unescaped)
-        count += stripped.count(b"{") + stripped.count(b"[")
-    return count
+        outside += len(stripped)
+        containers += stripped.count(b"{") + stripped.count(b"[")
+        values += stripped.count(b",") + stripped.count(b":") + stripped.count(b"{") + stripped.count(b"[")
+    return JsonCounts(containers, values, len(raw) - outside)
+
+
+def json_containers(raw: bytes) -> int:
+    """How many JSON objects and arrays `raw` holds (brackets outside strings), read before decoding it
+    (json_counts)."""
+    return json_counts(raw).containers
 
 
 def _bounded(raw: bytes, limit: int = MAX_PART_BYTES) -> bool:
-    return len(raw) <= limit and json_containers(raw) <= MAX_CONTAINERS
+    if len(raw) > limit:
+        return False
+    counts = json_counts(raw)
+    return counts.containers <= MAX_CONTAINERS and counts.values <= MAX_VALUES
 
 
 def grading_session():
     """A jupyter_client Session that decodes only what the grader reads, within bounds (KEPT_MESSAGES,
-    MAX_CONTAINERS, MAX_PART_BYTES; a stream's text up to MAX_MESSAGE_BYTES): the grader's memory per message
+    MAX_CONTAINERS, MAX_VALUES, MAX_PART_BYTES; a stream's text up to MAX_STREAM_BYTES): the grader's memory per message
     is bounded by the message's size, whatever the kernel sends. Anything else arrives as "distlab_dropped"
     with empty content (nbclient ignores it)."""
     from jupyter_client.session import Session
@@ -95,7 +134,7 @@ def grading_session():
             try:  # a part that is not JSON (or not UTF-8) is dropped like any other the grader does not read
                 message = super().deserialize(frames, content=False, copy=True)
                 body, kind = frames[4], message["msg_type"]
-                limit = MAX_MESSAGE_BYTES if kind == "stream" else MAX_PART_BYTES
+                limit = MAX_STREAM_BYTES if kind == "stream" else MAX_PART_BYTES
                 if not content or kind not in KEPT_MESSAGES or not _bounded(body, limit):
                     return dropped() if content else message
                 decoded = self.unpack(body)
@@ -109,3 +148,39 @@ def grading_session():
             return message
 
     return GradingSession()
+
+
+#: the channels the grader reads while a cell runs (nbclient): replies on shell, output on iopub
+READ_CHANNELS = frozenset({"shell", "iopub"})
+#: messages each socket of a READ_CHANNELS queues at most (each up to MAX_MESSAGE_BYTES: 2 x 8 MB; the rest wait
+#: in the relay and the kernel)
+READ_QUEUE = 2
+#: a frame larger than this on any other socket (stdin, control, heartbeat: the grader sends there, or reads a
+#: 4-byte pong) ends that connection; each such socket queues one message. 8 messages of 8.4 MB per unread
+#: socket held 222 MB in the grader until the kernel was shut down (default/02)
+UNREAD_MESSAGE_BYTES = MAX_PART_BYTES
+
+
+def grading_client_class():
+    """An AsyncKernelClient whose shell and iopub sockets take messages up to MAX_MESSAGE_BYTES and queue READ_QUEUE
+    of them; its other sockets (and the kernel manager's control socket) get the grading context's defaults, set by
+    distlab.grading.kernel: UNREAD_MESSAGE_BYTES and a queue of 1. So all the grader's zmq queues together hold at
+    most ~2 x 2 x 8 MB plus a message being received per socket, whatever the kernel sends on which channel."""
+    import zmq
+    from jupyter_client.asynchronous import AsyncKernelClient
+    from jupyter_client.connect import channel_socket_types
+
+    class GradingKernelClient(AsyncKernelClient):
+        def _create_connected_socket(self, channel, identity=None):
+            if channel not in READ_CHANNELS:
+                return super()._create_connected_socket(channel, identity)
+            sock = self.context.socket(channel_socket_types[channel])
+            sock.linger = 1000
+            sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)  # before connect: libzmq copies them then
+            sock.setsockopt(zmq.RCVHWM, READ_QUEUE)
+            if identity:
+                sock.identity = identity
+            sock.connect(self._make_url(channel))
+            return sock
+
+    return GradingKernelClient
