@@ -367,7 +367,7 @@ def bwrap_prefix(world: SandboxWorld) -> list[str]:
     /tmp of `world.disk_quota` bytes (tmpfs) holding the working copy, and SANDBOX_IPC (a tmpfs of
     SANDBOX_IPC_BYTES for the kernel's sockets); no folder of the host's disk. /dev minimal, /proc of the kernel's own process namespace; the root itself is then
     remounted read-only. Private process, IPC, network, host-name and cgroup namespaces; a new session; it
-    dies with the grader; an environment from an allow-list only (--clearenv, sandbox_env). As root,
+    dies with the grader (--die-with-parent, kept by the starter: see STARTER); an environment from an allow-list only (--clearenv, sandbox_env). As root,
     every capability is dropped but the three the starter (STARTER) needs to become the kernel's
     unprivileged user, which it then loses with them (and CAP_SYS_ADMIN, which it uses once to cap the
     inodes of /tmp). /dev holds null, zero, full, random and urandom only. The kernel's cgroup.procs
