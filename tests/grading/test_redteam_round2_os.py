@@ -334,6 +334,33 @@ def test_the_relay_connects_only_to_a_socket_of_the_kernels_user(tmp_path):
         listener.close()
 
 
+def test_the_relay_does_not_follow_a_link_even_to_a_socket_of_the_right_user(tmp_path):
+    # class/05 and default/19 in container mode, where the kernel's socket folder (base/ipc) is its user's too: a link
+    # there to any socket is refused even with no peer check asked (the relay built as the old one was): it opens the
+    # name O_NOFOLLOW and needs a socket, not a link
+    kernel_folder, relay_folder, elsewhere = tmp_path / "ipc", tmp_path / "relay", tmp_path / "host"
+    kernel_folder.mkdir()
+    elsewhere.mkdir()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(elsewhere / "service.sock"))
+    listener.listen(8)
+    listener.settimeout(1)
+    os.symlink(elsewhere / "service.sock", kernel_folder / "kernel-5")
+    relay = Relay(relay_folder, str(kernel_folder / "kernel"), [5], 2**20)
+    try:
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        client.connect(relay.prefix + "-5")
+        client.settimeout(2)
+        assert _received(client) == b"", "the relay kept a connection through a link"
+        with pytest.raises(TimeoutError):
+            listener.accept()  # nothing connected to the socket behind the link
+        assert relay.refused == 1
+        client.close()
+    finally:
+        relay.close()
+        listener.close()
+
+
 GRADE_SLEEPING = r"""
 import sys, tempfile
 from pathlib import Path
