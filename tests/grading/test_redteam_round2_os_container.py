@@ -133,3 +133,50 @@ def test_without_namespaces_keys_memfds_and_files_stay_bounded(folder):
     assert result is not None
     escaped = _escaped(result)
     assert not any(item in escaped for item in ("keyring", "memfd", "file")), escaped
+
+
+#: the kernel's stdin socket becomes a link to the relay's own listener (its folder is the kernel user's; the relay's
+#: lies beside it, base/relay), then ipykernel's stdin socket is closed so that the grader's zmq reconnects
+SELF_LOOP = r"""
+import json, time
+from ipykernel.connect import get_connection_file
+_info = json.load(open(get_connection_file()))
+_path = "%s-%d" % (_info["ip"], _info["stdin_port"])
+_relay = os.path.join(os.path.dirname(os.path.dirname(_info["ip"])), "relay", "kernel-%d" % _info["stdin_port"])
+os.waitpid(_spawn(["/bin/ln", "-sfn", _relay, _path]), 0)
+get_ipython().kernel.stdin_socket.close(linger=0)
+time.sleep(10)
+"""
+
+
+def _most_descriptors(marker: str, stop: threading.Event, most: list[int]) -> None:
+    """Until `stop`: the most descriptors any process whose command line holds `marker` had open (most[0])."""
+    while not stop.is_set():
+        for entry in os.listdir("/proc"):
+            try:
+                if entry.isdigit() and marker in open(f"/proc/{entry}/cmdline", "rb").read().decode(errors="replace"):
+                    most[0] = max(most[0], len(os.listdir(f"/proc/{entry}/fd")))
+            except OSError:
+                continue
+        stop.wait(0.2)
+
+
+@pytest.mark.parametrize("prefix", [(), NO_NAMESPACES], ids=["namespaces", "no-namespaces"])
+def test_a_link_to_the_relays_own_listener_does_not_loop_the_root_grader(folder, prefix):
+    # red team 3, container/05-relay-connects-to-itself and /08 (without namespaces): the stdin socket's path became a
+    # link to the relay's own listener; the relay (root, phase 1) connected through it to itself, again and again:
+    # 19,995 descriptors (RLIMIT_NOFILE 20,000) and 447 MB in ~20 s. (/03 and /04: a raw listener or a root-only
+    # socket behind the path: 797 leaked descriptors, 33 root connections.) Run here under a 1,024-descriptor cap; the
+    # phase-1 grader (`--answers-out`) holds ~60 when grading normally
+    root, seed = _autograder(folder, timeout=120)
+    _submit(root, seed, [ESCAPE, SELF_LOOP], solved=True)
+    stop, most = threading.Event(), [0]
+    watcher = threading.Thread(target=_most_descriptors, args=(str(root), stop, most), daemon=True)
+    watcher.start()
+    try:
+        result, _ = _run(root, limit=300, prefix=("prlimit", "--nofile=1024", "--", *prefix))
+    finally:
+        stop.set()
+        watcher.join()
+    assert result is not None and result["score"] == 8.0, _escaped(result)
+    assert 0 < most[0] < 200, most
