@@ -320,11 +320,11 @@ def test_the_relay_connects_only_to_a_socket_of_the_kernels_user(tmp_path):
     try:
         client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         client.connect(relay.prefix + "-5")
-        client.settimeout(2)
+        client.settimeout(20)  # a loaded machine
         client.sendall(b"\xff" + bytes(9) + b"\x7f")  # the start of a ZMTP greeting
         assert _received(client) == b"", "the relay kept a connection it could not check"
         checked, _ = listener.accept()
-        checked.settimeout(2)
+        checked.settimeout(20)
         assert _received(checked) == b"", "the grader's bytes reached a socket that is not the kernel's"
         checked.close()
         assert relay.refused == 1
@@ -350,7 +350,7 @@ def test_the_relay_does_not_follow_a_link_even_to_a_socket_of_the_right_user(tmp
     try:
         client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         client.connect(relay.prefix + "-5")
-        client.settimeout(2)
+        client.settimeout(20)  # a loaded machine
         assert _received(client) == b"", "the relay kept a connection through a link"
         with pytest.raises(TimeoutError):
             listener.accept()  # nothing connected to the socket behind the link
