@@ -59,7 +59,7 @@ from .answers import MAX_ANSWER_VALUES, OpaqueAnswer, decode_answers
 from .messages import json_counts
 from .discover import canonical, lesson_from_name
 from .report import MAX_PROBLEMS, PROBLEM_CHARS, excerpt
-from .sandbox import DEFAULT_INODES
+from .sandbox import DEFAULT_INODES, IPC_LIMITS
 
 __all__ = [
     "VENV",
@@ -236,7 +236,11 @@ mkdir "$PRIVATE/submission" || fail "no private folder"
 
 def _phase_one(limit: int) -> str:
     """Phase 1: the notebook runs as the unprivileged user in new pid, mount, IPC and network namespaces (where the
-    container allows them), killed after `limit` seconds; then whatever that user left is killed and deleted."""
+    container allows them), killed after `limit` seconds; then whatever that user left is killed and deleted.
+    With private mounts, /dev is a private minimal one (null, zero, full, random, urandom: no terminal, since every
+    pty is drawn from one host-wide pool, container/06) and /run, /var/run are empty (the host's path sockets there
+    are unreachable: container/19); with a private IPC namespace, its limits are IPC_LIMITS (container/11)."""
+    ipc = " ".join(f"{name}={value.replace(' ', ':')}" for name, value in IPC_LIMITS)
     return f"""# phase 1: the grader (root, no roster, no secret) runs the notebook's kernel as the unprivileged user, in new
 # pid, mount, IPC and network namespaces: every file system read-only but size- and inode-limited private /tmp,
 # /var/tmp, /dev/shm; and when the namespace's first process ends (the grader is done, or the time is up) every
@@ -279,6 +283,22 @@ if [ -n "$PRIVATE_MOUNTS" ]; then  # every file system read-only: no world-writa
     mount -o remount,bind,ro "$mnt" 2> /dev/null || echo "note: $mnt stays writable (not made read-only)" >&2
   done < /proc/self/mounts
 fi
+if [ -n "$PRIVATE_MOUNTS" ]; then  # a private /dev without terminals (the host'"'"'s ptys are one pool), empty /run
+  exec 4<> /dev/null 5<> /dev/zero 6<> /dev/full 7< /dev/random 8< /dev/urandom || exit 1
+  case "$SHARED" in *:/dev/shm:*) exec 9< /dev/shm || exit 1 ;; esac
+  mount -t tmpfs -o size=64k,nr_inodes=64,mode=755,nosuid,nodev,noexec tmpfs /dev || exit 1
+  for dev in 4:null 5:zero 6:full 7:random 8:urandom; do
+    : > "/dev/${{dev#*:}}" && mount --bind "/proc/self/fd/${{dev%%:*}}" "/dev/${{dev#*:}}" || exit 1
+  done
+  ln -s /proc/self/fd /dev/fd && ln -s fd/0 /dev/stdin && ln -s fd/1 /dev/stdout && ln -s fd/2 /dev/stderr || exit 1
+  mkdir /dev/shm && case "$SHARED" in *:/dev/shm:*) mount --bind /proc/self/fd/9 /dev/shm || exit 1 ;; esac
+  exec 4>&- 5>&- 6>&- 7<&- 8<&- 9<&-
+  mount -o remount,bind,ro /dev || exit 1
+  for d in /run /var/run; do
+    [ -d "$d" ] && [ ! -L "$d" ] || continue
+    mount -t tmpfs -o ro,size=4k,nr_inodes=16,mode=755,nosuid,nodev,noexec tmpfs "$d" || exit 1
+  done
+fi
 for d in /tmp /var/tmp /dev/shm; do
   case "$SHARED" in *:"$d":*) continue ;; esac
   [ -n "$PRIVATE_MOUNTS" ] && [ -d "$d" ] || continue
@@ -288,10 +308,16 @@ for d in /tmp /var/tmp /dev/shm; do
   esac
 done
 exec 3<&-
+if [ -n "$PRIVATE_IPC" ]; then  # the private IPC namespace'"'"'s limits, root'"'"'s to set before the kernel runs
+  for item in $IPC_LIMITS; do
+    value=${{item#*=}} && printf "%s" "${{value//:/ }}" > "/proc/sys/${{item%%=*}}" ||
+      echo "note: the IPC limit ${{item%%=*}} could not be set" >&2
+  done
+fi
 exec env -i PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 HOME=/tmp TMPDIR=/tmp MPLBACKEND=agg \\
   DISTLAB_KERNEL_IDS="$KUID:$KGID" ${{PYTHONPATH:+PYTHONPATH="$PYTHONPATH"}} \\
   "$PYTHON" -I -c "$BOOT" "${{PYTHONPATH:-}}" "$@" "$UPLOAD"'
-PRIVATE_MOUNTS="$PRIVATE_MOUNTS" KUID="$KUID" KGID="$KGID" PYTHON="$PYTHON" BOOT="$BOOT" \\
+PRIVATE_MOUNTS="$PRIVATE_MOUNTS" PRIVATE_IPC="$PRIVATE_IPC" IPC_LIMITS={shlex.quote(ipc)} KUID="$KUID" KGID="$KGID" PYTHON="$PYTHON" BOOT="$BOOT" \\
   timeout -s KILL {limit} "${{ISOLATE[@]}}" bash -c "$PHASE1" phase1 \\
   "$PRIVATE/submission" "${{common[@]}}" --answers-out - > "$PRIVATE/answers.json" 2> "$PRIVATE/phase1.log"
 head -c 4000 "$PRIVATE/phase1.log" >&2  # the grader's own messages (the log is the instructor's)

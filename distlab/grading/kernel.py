@@ -358,13 +358,18 @@ class _Kernel:
         """The kernel is launched: relay its sockets to sockets of a folder only the grader reaches, every message
         it sends bounded (relay.Relay); returns the prefix the grader connects to. A bubblewrap kernel's sockets are
         seen through /proc; a container kernel's lie in the folder its user owns (base/ipc), where the grader
-        would otherwise read them directly (an iopub flood took the grader to 525 MB: container 02)."""
-        if self.world is not None:
-            target, folder = SandboxWorld.socket_prefix(km.provisioner.process.pid), self.world.base / "relay"
-        else:
-            target, folder = str(km.ip), Path(km.connection_file).parent.parent / "relay"
+        would otherwise read them directly (an iopub flood took the grader to 525 MB: container 02). The relay
+        connects only to a socket of the kernel's (its user; for bubblewrap, its pid namespace too)."""
         ports = [km.shell_port, km.iopub_port, km.stdin_port, km.hb_port, km.control_port]
-        self.relay = Relay(folder, target, ports, MAX_RELAYED_BYTES)
+        if self.world is not None:  # the peer: the kernel's user, in the sandbox's pid namespace
+            init = SandboxWorld.process_one(km.provisioner.process.pid)
+            target, folder = SandboxWorld.socket_prefix(init), self.world.base / "relay"
+            uid = self.world.kernel_uid or os.getuid()
+            self.relay = Relay(folder, target, ports, MAX_RELAYED_BYTES, peer_uid=uid, namespace_of=init)
+        else:  # the kernel's unprivileged user (kernel_ids: this is called only with them)
+            target, folder = str(km.ip), Path(km.connection_file).parent.parent / "relay"
+            peer = self.kernel_ids[0] if self.kernel_ids is not None else None
+            self.relay = Relay(folder, target, ports, MAX_RELAYED_BYTES, peer_uid=peer)
         return self.relay.prefix
 
     def _cell_limit(self, cell):

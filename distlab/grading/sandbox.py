@@ -28,6 +28,8 @@ __all__ = [
     "SANDBOX_IPC",
     "SANDBOX_CGROUPS",
     "DEFAULT_INODES",
+    "KERNEL_OPEN_FILES",
+    "IPC_LIMITS",
     "KernelCgroups",
     "seccomp_program",
     "seccomp_prefix",
@@ -89,11 +91,27 @@ KERNEL_UID_SPAN = 0x1000_0000
 DEFAULT_INODES = 16_384
 #: inside the sandbox: the cgroup files the starter writes "0" to, joining the kernel's cgroups before it execs
 SANDBOX_CGROUPS = "/run/distlab/cgroup"
-#: syscall numbers (unshare, clone, clone3, ptrace, process_vm_readv, process_vm_writev) and the seccomp audit
-#: architecture, per machine
+#: files each kernel process may hold open (RLIMIT_NOFILE, soft and hard): ipykernel with numpy and matplotlib holds
+#: 63; the default 20,000 x 256 processes was 5 million entries of the host's file table, twice fs.file-max
+#: (red team round 2, container/08: 76,000 held by 4 processes). 256 x 256 processes = 65,536 at most
+KERNEL_OPEN_FILES = 256
+#: the private IPC namespace's limits, set by a root starter before the kernel runs (sysctl name, value): at most 16
+#: System V shared memory segments of 16 MiB in all (shmall counts 4 kB pages), 16 message queues of 16 kB, 32
+#: semaphore sets of 32. Linux's defaults let one segment pin memory no rlimit counts (container/11)
+IPC_LIMITS = (
+    ("kernel/shmmax", str(16 * 2**20)),
+    ("kernel/shmall", str(16 * 2**20 // 4096)),
+    ("kernel/shmmni", "16"),
+    ("kernel/msgmnb", "16384"),
+    ("kernel/msgmni", "16"),
+    ("kernel/sem", "32 1024 32 32"),
+)
+#: syscall numbers (unshare, clone, clone3, ptrace, process_vm_readv, process_vm_writev), the seccomp audit
+#: architecture, and the calls that answer ENOSYS (add_key, request_key, keyctl, memfd_create, inotify_init1 and
+#: on x86-64 inotify_init), per machine
 _SECCOMP_ARCH = {
-    "x86_64": (272, 56, 435, (101, 310, 311), 0xC000003E),
-    "aarch64": (97, 220, 435, (117, 270, 271), 0xC00000B7),
+    "x86_64": (272, 56, 435, (101, 310, 311), 0xC000003E, (248, 249, 250, 319, 294, 253)),
+    "aarch64": (97, 220, 435, (117, 270, 271), 0xC00000B7, (217, 218, 219, 279, 26)),
 }
 
 
@@ -103,14 +121,20 @@ def seccomp_program() -> bytes:
     CLONE_NEWUSER fails with EPERM, clone3() (whose flags a filter cannot read) with ENOSYS (the C library then
     uses clone()); another architecture's syscalls (x32) are refused. b"" on a machine this does not know.
     Without a user namespace an unprivileged kernel cannot mount (a tmpfs past its quota) nor gain capabilities;
-    without ptrace it cannot drive a process of the sandbox that has no filter (21-nonroot-ptrace-bwrap-init)."""
+    without ptrace it cannot drive a process of the sandbox that has no filter (21-nonroot-ptrace-bwrap-init).
+    The kernel keyrings (add_key, request_key, keyctl) and memfd_create answer ENOSYS, as on a system without
+    them: keys belong to a user id of the host's, outside every namespace, so they outlived the run (red team
+    round 2, default/03, container/04) and the grader's session keyring was read through them (default/11); a
+    memfd's pages are counted by no rlimit nor tmpfs size (container/11: 640 MB under a 256 MB RLIMIT_AS). inotify
+    answers ENOSYS too: a watch on a folder bound into the sandbox reported what host processes opened there
+    (default/18: 2,823 opens of the grader's environment seen in 40 s)."""
     import platform
     import struct
 
     known = _SECCOMP_ARCH.get(platform.machine())
     if known is None:
         return b""
-    unshare, clone, clone3, reach, arch = known
+    unshare, clone, clone3, reach, arch, absent = known
     ld_w_abs, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
     allow, errno = 0x7FFF0000, 0x00050000
     eperm, enosys = errno | 1, errno | 38
@@ -124,9 +148,9 @@ def seccomp_program() -> bytes:
     ]
     for number in (unshare, *reach):
         prog += [(jeq, 0, 1, number), (ret, 0, 0, eperm)]
+    for number in (clone3, *absent):
+        prog += [(jeq, 0, 1, number), (ret, 0, 0, enosys)]
     prog += [
-        (jeq, 0, 1, clone3),
-        (ret, 0, 0, enosys),
         (jeq, 1, 0, clone),
         (ret, 0, 0, allow),
         (ld_w_abs, 0, 0, 16),  # clone's flags (low 32 bits of args[0])
@@ -168,9 +192,8 @@ class SandboxWorld:
             os.chown(connection_file, self.kernel_uid, self.kernel_uid)
 
     @staticmethod
-    def socket_prefix(bwrap_pid: int, wait: float = 20.0) -> str:
-        """The kernel's socket path prefix (jupyter's "ip" for the ipc transport) as seen from here: SANDBOX_IPC
-        under the root of the sandbox's process 1, the one child of bubblewrap (process `bwrap_pid`)."""
+    def process_one(bwrap_pid: int, wait: float = 20.0) -> int:
+        """The sandbox's process 1 (as seen from here): the one child of bubblewrap (process `bwrap_pid`)."""
         import time
 
         until = time.monotonic() + wait
@@ -181,10 +204,16 @@ class SandboxWorld:
             except OSError:
                 children = []
             if children:
-                return f"/proc/{children[0]}/root{SANDBOX_IPC}/kernel"
+                return int(children[0])
             if time.monotonic() > until:
                 raise RuntimeError("the sandbox did not start (bubblewrap has no process 1)")
             time.sleep(0.02)
+
+    @staticmethod
+    def socket_prefix(process_one: int) -> str:
+        """The kernel's socket path prefix (jupyter's "ip" for the ipc transport) as seen from here: SANDBOX_IPC
+        under the root of the sandbox's process 1 (process_one)."""
+        return f"/proc/{process_one}/root{SANDBOX_IPC}/kernel"
 
 
 def bwrap_env() -> dict:
@@ -338,7 +367,7 @@ def bwrap_prefix(world: SandboxWorld) -> list[str]:
     /tmp of `world.disk_quota` bytes (tmpfs) holding the working copy, and SANDBOX_IPC (a tmpfs of
     SANDBOX_IPC_BYTES for the kernel's sockets); no folder of the host's disk. /dev minimal, /proc of the kernel's own process namespace; the root itself is then
     remounted read-only. Private process, IPC, network, host-name and cgroup namespaces; a new session; it
-    dies with the grader; an environment from an allow-list only (--clearenv, sandbox_env). As root,
+    dies with the grader (--die-with-parent, kept by the starter: see STARTER); an environment from an allow-list only (--clearenv, sandbox_env). As root,
     every capability is dropped but the three the starter (STARTER) needs to become the kernel's
     unprivileged user, which it then loses with them (and CAP_SYS_ADMIN, which it uses once to cap the
     inodes of /tmp). /dev holds null, zero, full, random and urandom only. The kernel's cgroup.procs
@@ -392,16 +421,35 @@ def bwrap_prefix(world: SandboxWorld) -> list[str]:
 
 
 #: the sandbox's first process (as root, it holds CAP_SETUID, CAP_SETGID, CAP_CHOWN and CAP_SYS_ADMIN only):
+#: sets the IPC namespace's limits (IPC_LIMITS, root only; through a fresh /proc where bubblewrap's is read-only),
 #: joins the kernel's cgroups, remounts /tmp with an inode limit (root only), makes the working copy, copies
-#: the submission into it, sets the resource limits, becomes the kernel's user (losing every capability;
-#: bubblewrap has set no_new_privs, so none can come back), installs the seccomp filter (seccomp_program:
-#: no user namespaces, no ptrace), makes itself non-dumpable (its /proc/1/mem closed to the kernel), and forks
-#: the kernel; it stays process 1 of the sandbox (bwrap --as-pid-1), reaping orphans until the kernel exits
+#: the submission into it, sets the resource limits, asks to be killed when bubblewrap dies (PR_SET_PDEATHSIG), and
+#: forks the kernel, which becomes the kernel's user (losing every capability; bubblewrap has set no_new_privs, so
+#: none can come back), installs the seccomp filter (seccomp_program) and execs. Process 1 keeps its user id, so
+#: the parent-death signal holds (Linux clears it on a change of user, and bubblewrap, which has dropped its
+#: capabilities, may not signal another user: default/12, a killed root grader left the sandbox running), drops
+#: every capability, installs the filter, makes itself non-dumpable (its /proc/1/mem closed to the kernel, whose
+#: user differs anyway) and stays process 1 of the sandbox (bwrap --as-pid-1), reaping orphans until the kernel
+#: exits; when it dies the kernel's whole pid namespace dies with it
 STARTER = (
     "import ctypes, os, resource, shutil, sys\n"
-    "uid, limits, source, work = int(sys.argv[1]), sys.argv[2:6], sys.argv[6], sys.argv[7]\n"
-    "inodes, quota, bpf, groups = int(sys.argv[8]), int(sys.argv[9]), bytes.fromhex(sys.argv[10]), sys.argv[11]\n"
+    "uid, limits, source, work = int(sys.argv[1]), sys.argv[2:7], sys.argv[7], sys.argv[8]\n"
+    "inodes, quota, bpf, groups = int(sys.argv[9]), int(sys.argv[10]), bytes.fromhex(sys.argv[11]), sys.argv[12]\n"
+    "ipc = [item.split('=') for item in sys.argv[13].split(',') if item]\n"
     "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "def sysctl(proc):\n"
+    "    for name, value in ipc:\n"
+    "        with open(proc + '/sys/' + name, 'w') as f:\n"
+    "            f.write(value.replace(':', ' '))\n"
+    "try:\n"
+    "    sysctl('/proc')\n"
+    "except OSError:\n"
+    "    os.mkdir('/tmp/.proc', 0o700)\n"
+    "    if libc.mount(b'proc', b'/tmp/.proc', b'proc', 0x2 | 0x4 | 0x8, None) != 0:\n"
+    "        sys.exit('could not set the IPC limits: ' + os.strerror(ctypes.get_errno()))\n"
+    "    sysctl('/tmp/.proc')\n"
+    "    libc.umount2(b'/tmp/.proc', 2)\n"
+    "    os.rmdir('/tmp/.proc')\n"
     "for name in (sorted(os.listdir(groups)) if os.path.isdir(groups) else []):\n"
     "    with open(os.path.join(groups, name), 'w') as f:\n"
     "        f.write('0')\n"
@@ -419,28 +467,36 @@ STARTER = (
     "    made.append(shutil.copyfile(source, work + '/submission.ipynb'))\n"
     "for path in reversed(made):\n"
     "    os.chown(path, uid, uid) if uid else None\n"
-    "for name, value in zip(('RLIMIT_AS', 'RLIMIT_NPROC', 'RLIMIT_FSIZE', 'RLIMIT_CPU'), limits):\n"
+    "for name, value in zip(('RLIMIT_AS', 'RLIMIT_NPROC', 'RLIMIT_FSIZE', 'RLIMIT_CPU', 'RLIMIT_NOFILE'), limits):\n"
     "    if int(value) > 0:\n"
     "        resource.setrlimit(getattr(resource, name), (int(value), int(value)))\n"
-    "if uid:\n"
-    "    os.setgroups([])\n"
-    "    os.setresgid(uid, uid, uid)\n"
-    "    os.setresuid(uid, uid, uid)\n"
-    "    if os.getuid() != uid or os.geteuid() != uid:\n"
-    "        sys.exit('could not become the kernel user')\n"
-    "if bpf:\n"
-    "    class Prog(ctypes.Structure):\n"
-    "        _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_char_p)]\n"
+    "class Prog(ctypes.Structure):\n"
+    "    _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_char_p)]\n"
+    "def confine():\n"
     "    prog = Prog(len(bpf) // 8, bpf)\n"
     "    libc.prctl(38, 1, 0, 0, 0)\n"
-    "    if libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:\n"
+    "    if bpf and libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:\n"
     "        sys.exit('could not install the seccomp filter: ' + os.strerror(ctypes.get_errno()))\n"
-    "libc.prctl(4, 0, 0, 0, 0)\n"
+    "libc.prctl(1, 9, 0, 0, 0)\n"
     "kernel = os.fork()\n"
     "if kernel == 0:\n"
+    "    if uid:\n"
+    "        os.setgroups([])\n"
+    "        os.setresgid(uid, uid, uid)\n"
+    "        os.setresuid(uid, uid, uid)\n"
+    "        if os.getuid() != uid or os.geteuid() != uid:\n"
+    "            sys.exit('could not become the kernel user')\n"
+    "    confine()\n"
     "    os.umask(0o077)\n"
     "    os.chdir(work)\n"
-    "    os.execv(sys.argv[13], sys.argv[13:])\n"
+    "    os.execv(sys.argv[15], sys.argv[15:])\n"
+    "class Head(ctypes.Structure):\n"
+    "    _fields_ = [('version', ctypes.c_uint32), ('pid', ctypes.c_int)]\n"
+    "if libc.capset(ctypes.byref(Head(0x20080522, 0)), (ctypes.c_uint32 * 6)()) != 0:\n"
+    "    os.kill(kernel, 9)\n"
+    "    sys.exit('could not drop the capabilities: ' + os.strerror(ctypes.get_errno()))\n"
+    "confine()\n"
+    "libc.prctl(4, 0, 0, 0, 0)\n"
     "while True:\n"
     "    try:\n"
     "        pid, status = os.wait()\n"
@@ -451,8 +507,9 @@ STARTER = (
 )
 
 
-#: installs the seccomp filter (seccomp_program, in hex) on itself, then becomes the rest of its command line: for a
-#: kernel outside bubblewrap that already runs as its unprivileged user with no new privileges (container mode)
+#: installs the seccomp filter (seccomp_program, in hex) on itself, asks to be killed when its parent (the grader)
+#: dies (PR_SET_PDEATHSIG, kept across exec), then becomes the rest of its command line: for a kernel outside
+#: bubblewrap that already runs as its unprivileged user with no new privileges (container mode)
 SECCOMP_EXEC = (
     "import ctypes, os, sys\n"
     "bpf = bytes.fromhex(sys.argv[1])\n"
@@ -462,6 +519,7 @@ SECCOMP_EXEC = (
     "prog = Prog(len(bpf) // 8, bpf)\n"
     "if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:\n"
     "    sys.exit('could not install the seccomp filter: ' + os.strerror(ctypes.get_errno()))\n"
+    "libc.prctl(1, 9, 0, 0, 0)\n"
     "os.execvp(sys.argv[3], sys.argv[3:])\n"
 )
 
@@ -490,7 +548,9 @@ def starter_prefix(
         nproc = int(processes) + (0 if own_count else _tasks_of_this_user())
     else:
         nproc = 0
-    values = [int(memory_limit or 0), nproc, int(file_size_limit or 0), int(cpu_seconds or 0)]
+    values = [int(memory_limit or 0), nproc, int(file_size_limit or 0), int(cpu_seconds or 0), KERNEL_OPEN_FILES]
+    # a root grader sets the limits of the sandbox's IPC namespace (the kernel's user could not)
+    ipc = ",".join(f"{name}={value.replace(' ', ':')}" for name, value in IPC_LIMITS) if world.kernel_uid else ""
     return [
         *bwrap_prefix(world),
         world.python,
@@ -506,6 +566,7 @@ def starter_prefix(
         str(world.disk_quota),
         seccomp_program().hex(),
         SANDBOX_CGROUPS,
+        ipc,
         "--",
     ]
 
@@ -513,10 +574,10 @@ def starter_prefix(
 #: sets the resource limits of the process, then becomes the rest of its command line (inherited by bwrap and the kernel)
 LIMITER = (
     "import os, resource, sys\n"
-    "for name, value in zip(('RLIMIT_AS', 'RLIMIT_NPROC', 'RLIMIT_FSIZE', 'RLIMIT_CPU'), sys.argv[1:5]):\n"
+    "for name, value in zip(('RLIMIT_AS', 'RLIMIT_NPROC', 'RLIMIT_FSIZE', 'RLIMIT_CPU', 'RLIMIT_NOFILE'), sys.argv[1:6]):\n"
     "    if int(value) > 0:\n"
     "        resource.setrlimit(getattr(resource, name), (int(value), int(value)))\n"
-    "os.execvp(sys.argv[6], sys.argv[6:])\n"
+    "os.execvp(sys.argv[7], sys.argv[7:])\n"
 )
 
 
@@ -546,9 +607,9 @@ def limits_prefix(
     memory_limit: int | None, processes: int | None, file_size_limit: int | None, cpu_seconds: int | None
 ) -> list[str]:
     """A command prefix that caps address space, processes (threads included, beyond this user's current
-    ones), file size and CPU seconds of what follows (0 or None: no limit)."""
+    ones), file size and CPU seconds of what follows (0 or None: no limit), and its open files (KERNEL_OPEN_FILES)."""
     nproc = _tasks_of_this_user() + int(processes) if processes else 0
-    values = [int(memory_limit or 0), nproc, int(file_size_limit or 0), int(cpu_seconds or 0)]
+    values = [int(memory_limit or 0), nproc, int(file_size_limit or 0), int(cpu_seconds or 0), KERNEL_OPEN_FILES]
     return [sys.executable, "-S", "-c", LIMITER, *map(str, values), "--"]
 
 
