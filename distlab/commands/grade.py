@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -258,16 +259,24 @@ def _one_submission(args, options: dict) -> int:
 
 
 def _class_options(args) -> dict:
-    """variants= (the roster policy) and identity= (Gradescope's submitter) for grade_notebook."""
+    """variants= (the roster policy) and identity= (Gradescope's submitter) for grade_notebook.
+
+    The instructor secret given either documented way (--secret-file, or $DISTLAB_VARIANT_SECRET) puts variants in
+    use: a notebook without one is refused (signed-only without --roster). Without any secret a variant notebook is
+    refused too (its seed cannot be checked), except in the container's unprivileged phase (--answers-out), which
+    only records answers and whose check (--answers-from) is given the roster and the secret."""
     from ..grading import variants
 
     options: dict[str, object] = {}
+    has_secret = bool(args.secret_file) or bool(os.environ.get(variants.SECRET_ENV))
     if args.roster:
         options["variants"] = variants.VariantPolicy(
             variants.load_roster(args.roster, variants.read_secret(args.secret_file))
         )
-    elif args.secret_file:  # variants are in use: never ignored (a notebook without one is refused)
+    elif has_secret:  # variants are in use: never ignored (a notebook without one is refused)
         options["variants"] = variants.VariantPolicy(secret=variants.read_secret(args.secret_file))
+    elif not args.answers_out:
+        options["variants"] = variants.VariantPolicy(unverified=False)
     if args.submission_metadata:
         # no readable submitter: refused when a roster is given, never the student the notebook claims to be
         options["identity"] = variants.submitter(args.submission_metadata) or ("(no submitter in the metadata)",)

@@ -1,0 +1,164 @@
+"""Red team, second round (issue 28): whose grade, which score, what the docs promise.
+
+Each test reproduces an attack of /work/redteam2/<mode>/NN-name and asserts the secure behaviour; each FAILS on
+the code the attack succeeded against. The kernel is replaced by a stand-in (grade_notebook's run=, or
+distlab.grading.grade._run for the CLI) that answers what the test says: the attacks are on whose numbers a
+notebook is graded against and what is written, not on the kernel.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from class_helpers import SECRET, write_roster
+from distlab.cli import main
+from distlab.grading import grade as grade_module
+from distlab.grading import variants
+from distlab.grading.grade import grade_notebook
+from distlab.lessons.variants import lesson_variant
+
+IDS = ("alice", "bob", "mallory")
+
+
+def _notebook(path: Path, variant: dict | None = None) -> Path:
+    """A memory_wall exercise notebook (one code cell; the stand-in kernel answers), with `variant` in its metadata."""
+    meta: dict = {"lesson": "memory_wall", **({"variant": variant} if variant is not None else {})}
+    nb = {
+        "cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": "x = 1"}],
+        "metadata": {"distlab": meta},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(nb))
+    return path
+
+
+def _answers(seed: str | None):
+    """A stand-in kernel whose notebook answers every question right for `seed` (None: the public numbers)."""
+    expected = {f"answer_{n}": q.expected() for n, q in lesson_variant("memory_wall", seed).items()}
+
+    def run(raw, sources, questions, problems, **options):
+        return dict(expected)
+
+    return run
+
+
+@pytest.fixture
+def roster(tmp_path):
+    roster_csv, secret = write_roster(tmp_path, IDS)
+    return variants.load_roster(roster_csv, variants.read_secret(secret))
+
+
+# ---- default/04-env-secret-ignored -------------------------------------------------------------------------------
+
+
+def test_the_secret_in_the_environment_is_used_as_the_secret_file_is(tmp_path, monkeypatch, roster):
+    # default/04-env-secret-ignored: with the course key in $DISTLAB_VARIANT_SECRET (README: "or set
+    # DISTLAB_VARIANT_SECRET"), `distlab grade alice/01_memory_wall.ipynb --lesson memory_wall` graded alice's upload
+    # of the PUBLIC solution (textbook numbers, no variant block) 8/8 with no problem line, although her own numbers
+    # differ on 5 of 8 questions. The environment's secret now puts variants in use exactly as --secret-file does.
+    monkeypatch.setenv(variants.SECRET_ENV, SECRET.decode())
+    public = _notebook(tmp_path / "alice" / "01_memory_wall.ipynb")
+    out = tmp_path / "out.json"
+    monkeypatch.setattr(grade_module, "_run", _answers(None))
+    assert main(["grade", str(public), "--lesson", "memory_wall", "--trusted", "--json", str(out), "--quiet"]) == 0
+    found = json.loads(out.read_text())
+    assert found["score"] == 0, found
+    assert any(p.startswith("refused") for p in found["notebooks"][0]["problems"]), found
+    # alice's own variant, answered with her numbers: graded with them (the seed checked with the env's secret)
+    seed = roster.seed("memory_wall", "alice")
+    mine = _notebook(tmp_path / "alice2" / "01_memory_wall.ipynb", {"student": "alice", "seed": seed})
+    monkeypatch.setattr(grade_module, "_run", _answers(seed))
+    assert main(["grade", str(mine), "--lesson", "memory_wall", "--trusted", "--json", str(out), "--quiet"]) == 0
+    assert json.loads(out.read_text())["score"] == 8
+
+
+def test_a_variant_notebook_graded_without_any_secret_is_refused_not_trusted(tmp_path, monkeypatch):
+    # default/04-env-secret-ignored (the same hole, no secret at all): a variant notebook was graded against the seed
+    # IT carries ("not verified"), so a student who writes an easy seed (or a classmate's) chose the numbers graded.
+    # The seed 0000000000000000 below is nobody's issued seed; answered for it, it scored 8/8 on the old code.
+    monkeypatch.delenv(variants.SECRET_ENV, raising=False)
+    forged = _notebook(tmp_path / "01_memory_wall.ipynb", {"student": "alice", "seed": "0000000000000000"})
+    out = tmp_path / "out.json"
+    monkeypatch.setattr(grade_module, "_run", _answers("0000000000000000"))
+    assert main(["grade", str(forged), "--lesson", "memory_wall", "--trusted", "--json", str(out), "--quiet"]) == 0
+    found = json.loads(out.read_text())
+    assert found["score"] == 0, found
+    assert any("no instructor secret" in p for p in found["notebooks"][0]["problems"]), found
+
+
+# ---- default/08-group-seed-nonascii-crash ------------------------------------------------------------------------
+
+
+def test_a_non_ascii_seed_in_a_group_submission_is_a_problem_not_a_traceback(tmp_path, roster):
+    # default/08-group-seed-nonascii-crash: metadata.distlab.variant.seed "é" in a group submission (alice and bob)
+    # raised "TypeError: comparing strings with non-ASCII characters is not supported" out of hmac.compare_digest:
+    # a traceback, no JSON, the other notebooks of the command line not graded. Now: refused, no points.
+    nb = _notebook(tmp_path / "01_memory_wall.ipynb", {"student": "alice", "seed": "é"})
+    grade = grade_notebook(
+        nb,
+        lesson="memory_wall",
+        variants=variants.VariantPolicy(roster),
+        identity=(("alice",), ("bob",)),
+        run=_answers(None),
+    )
+    assert grade.score == 0 and grade.student == ""
+    assert any("not the one issued to any of them" in p for p in grade.problems), grade.problems
+
+
+# ---- container/15-group-sid-email-mismatch-unrefused, class/07-group-ids-conflict-not-checked -----------------
+
+
+@pytest.mark.parametrize("carries", ["nothing", "alice's seed"])
+def test_a_group_submitter_whose_ids_name_two_students_is_refused(tmp_path, roster, carries):
+    # container/15 and class/07: users[0] = {sid "alice", email mallory's}: alone it is refused ("name 2 different
+    # students"); in a group with bob, _group took Roster.find's first match and graded "once, for 'alice'" against
+    # alice's numbers (q3: 32 GPUs, 13B), mallory's name gone from the output. Refused as for one submitter now.
+    seed = roster.seed("memory_wall", "alice")
+    nb = _notebook(
+        tmp_path / "01_memory_wall.ipynb", {"student": "alice", "seed": seed} if carries != "nothing" else None
+    )
+    grade = grade_notebook(
+        nb,
+        lesson="memory_wall",
+        variants=variants.VariantPolicy(roster),
+        identity=(("alice", "mallory@uni.example"), ("bob", "bob@uni.example")),
+        run=_answers(seed),
+    )
+    assert grade.score == 0 and grade.student == "", (grade.score, grade.student, grade.problems)
+    assert any("'alice', 'mallory@uni.example'" in p and "2 different students" in p for p in grade.problems)
+
+
+# ---- container/07-group-no-variant-first-named (and class/07's second half) --------------------------------------
+
+
+def test_a_group_notebook_without_a_variant_is_filed_under_nobody(tmp_path, roster):
+    # container/07-group-no-variant-first-named: users [alice, mallory], the public exercise (no variant block):
+    # "graded once, for 'alice' (the notebook carries no variant)" -- the first one named, whose numbers then showed
+    # in the feedback (q3: 32 GPUs, 13B; mallory's own: 8 GPUs, 175B). Whose numbers it answers is not known: refused.
+    nb = _notebook(tmp_path / "01_memory_wall.ipynb")
+    for order in ((("alice",), ("mallory",)), (("mallory",), ("alice",))):
+        grade = grade_notebook(
+            nb,
+            lesson="memory_wall",
+            variants=variants.VariantPolicy(roster),
+            identity=order,
+            run=_answers(roster.seed("memory_wall", order[0][0])),
+        )
+        assert grade.score == 0 and grade.student == "", (grade.score, grade.student, grade.problems)
+        assert any(p.startswith("refused: a group submission of") and "no variant" in p for p in grade.problems)
+    # a group notebook carrying one member's issued seed is still graded once, for that member (either order)
+    seed = roster.seed("memory_wall", "mallory")
+    mine = _notebook(tmp_path / "m" / "01_memory_wall.ipynb", {"student": "mallory", "seed": seed})
+    grade = grade_notebook(
+        mine,
+        lesson="memory_wall",
+        variants=variants.VariantPolicy(roster),
+        identity=(("alice",), ("mallory",)),
+        run=_answers(seed),
+    )
+    assert (grade.score, grade.student) == (8.0, "mallory")
