@@ -162,3 +162,75 @@ def test_a_group_notebook_without_a_variant_is_filed_under_nobody(tmp_path, rost
         run=_answers(seed),
     )
     assert (grade.score, grade.student) == (8.0, "mallory")
+
+
+# ---- default/14-gradescope-results-sum ---------------------------------------------------------------------------
+
+
+def test_a_gradescope_result_is_one_submission_and_never_above_the_maximum(tmp_path, monkeypatch):
+    # default/14-gradescope-results-sum: the README's `distlab grade submissions/*.ipynb --lesson memory_wall
+    # --gradescope results.json` on one upload set holding the same notebook three times ("01_memory_wall.ipynb",
+    # "01_memory_wall (1).ipynb", "01_memory_wall-Copy1.ipynb") wrote "score": 24.0 with 24 tests: 3 x 8 of an
+    # 8-point assignment. Several notebooks with --gradescope are now refused before grading; one is <= its maximum.
+    from distlab.errors import ConfigurationError
+    from distlab.grading.report import GradeReport, NotebookGrade, QuestionGrade
+
+    names = ("01_memory_wall.ipynb", "01_memory_wall (1).ipynb", "01_memory_wall-Copy1.ipynb")
+    paths = [str(_notebook(tmp_path / "submission" / n)) for n in names]
+    monkeypatch.setattr(grade_module, "_run", _answers(None))
+    results = tmp_path / "results.json"
+    args = ["grade", *paths, "--lesson", "memory_wall", "--trusted", "--quiet", "--gradescope", str(results)]
+    assert main(args) == 2 and not results.exists()
+    assert main([*args[:2], *args[4:]]) == 0  # one notebook: its own 8 of 8
+    assert json.loads(results.read_text())["score"] == 8.0
+    # the report itself refuses to sum notebooks, and clamps a score to the questions' maximum (0 <= score <= 8)
+    q = QuestionGrade("q1", "correct", 1.0, 1.0, "")
+    with pytest.raises(ConfigurationError, match="one submission"):
+        GradeReport(
+            [NotebookGrade("a", "memory_wall", [q], []), NotebookGrade("b", "memory_wall", [q], [])]
+        ).to_gradescope()
+    over = GradeReport([NotebookGrade("a", "memory_wall", [QuestionGrade("q1", "correct", 3.0, 1.0, "")], [])])
+    assert over.to_gradescope()["score"] == 1.0
+
+
+# ---- default/16-filename-option-injection ------------------------------------------------------------------------
+
+
+def _cli(folder: Path, line: str):
+    """`line` run by bash in `folder` with distlab on PATH (the instructor's shell expands the glob)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    return subprocess.run(["bash", "-c", line], cwd=folder, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_a_file_named_like_an_option_does_not_rewrite_the_command_line(tmp_path):
+    # default/16-filename-option-injection: mallory uploads "--gradescope=bob.ipynb"; `distlab grade *.ipynb --lesson
+    # memory_wall` in the flat folder expanded to "--gradescope=bob.ipynb alice.ipynb bob.ipynb ...", argparse took the
+    # first as --gradescope, and results.json was written OVER bob.ipynb (his work gone). Now an option whose value
+    # names a notebook, or an option given twice, is refused (rc 2, nothing written), and `--` keeps names as names.
+    folder = tmp_path / "flat"
+    folder.mkdir()
+    for name in ("alice.ipynb", "bob.ipynb", "--gradescope=bob.ipynb", "--json=alice.ipynb"):
+        (folder / name).write_text(f"the work of {name}")
+    before = {p.name: p.read_text() for p in folder.iterdir()}
+    done = _cli(folder, "distlab grade *.ipynb --lesson memory_wall --trusted --quiet")
+    assert done.returncode == 2 and "names a notebook" in done.stderr, (done.returncode, done.stderr[-500:])
+    done = _cli(folder, "distlab grade --lesson memory_wall --trusted --json out.json --json=x.json alice.ipynb")
+    assert done.returncode == 2 and "given twice" in done.stderr, done.stderr[-500:]
+    done = _cli(folder, "distlab grade --lesson memory_wall --trusted --quiet --json bob.ipynb -- alice.ipynb")
+    assert done.returncode == 2, done.stderr[-500:]
+    done = _cli(folder, "distlab grade --lesson memory_wall --trusted --quiet --js out.json -- alice.ipynb")
+    assert done.returncode == 2, "an abbreviated option is no option"
+    assert {p.name: p.read_text() for p in folder.iterdir()} == before  # nobody's file was written
+    # an output that is one of the inputs is refused, with or without the .ipynb suffix
+    (folder / "grades").write_text("not mine")
+    done = _cli(folder, "distlab grade --lesson memory_wall --trusted --quiet --json grades -- grades")
+    assert done.returncode == 2 and "one of the notebooks to grade" in done.stderr, done.stderr[-500:]
+    # the README's form: `--` before the glob grades every file as a notebook, the odd names too
+    done = _cli(folder, "distlab grade --lesson memory_wall --trusted --quiet --json out.json -- *.ipynb")
+    assert done.returncode == 0, done.stderr[-500:]
+    assert len(json.loads((folder / "out.json").read_text())["notebooks"]) == 4
+    assert all((folder / n).read_text() == t for n, t in before.items())
