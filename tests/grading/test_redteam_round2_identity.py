@@ -234,3 +234,49 @@ def test_a_file_named_like_an_option_does_not_rewrite_the_command_line(tmp_path)
     assert done.returncode == 0, done.stderr[-500:]
     assert len(json.loads((folder / "out.json").read_text())["notebooks"]) == 4
     assert all((folder / n).read_text() == t for n, t in before.items())
+
+
+# ---- class/03-journal-ignores-identity ---------------------------------------------------------------------------
+
+
+def _export(folder: Path, roster, groups: dict[str, list[str]]) -> Path:
+    """A Gradescope export: submission_N/01_memory_wall.ipynb carrying its first submitter's issued variant, and a
+    submission_metadata.yml naming `groups` {folder: [submitter ids]}."""
+    lines = []
+    for name, people in groups.items():
+        seed = roster.seed("memory_wall", people[0])
+        _notebook(folder / name / "01_memory_wall.ipynb", {"student": people[0], "seed": seed})
+        lines.append(f"{name}:\n  :submitters:\n")
+        lines += [f"  - :name: {p}\n    :sid: {p}\n    :email: {p}@uni.example\n" for p in people]
+    (folder / "submission_metadata.yml").write_text("".join(lines))
+    return folder
+
+
+def _right(raw, sources, questions, problems, **options):
+    """A stand-in kernel: every answer right for the numbers the notebook is graded against."""
+    return {f"answer_{name}": q.expected() for name, q in questions.items()}
+
+
+def test_a_rerun_with_another_identity_grades_again(tmp_path, roster):
+    # class/03-journal-ignores-identity: the journal skipped a notebook with the same bytes and policy, and neither
+    # --export nor whose the notebook is were part of that. A: a first run without --export refused all six
+    # students ("student 'submission_N' is not on the roster", 0/8); the right command with --export into the same
+    # --out regraded nothing (all still 0/8). B: mallory added bob to her submission_6 as a group member (no new
+    # bytes); the re-run kept "student mallory", no problem, bob nowhere. Both are graded again now.
+    from distlab.grading import classroom
+
+    export = _export(tmp_path / "export", roster, {"submission_1": ["alice"], "submission_2": ["mallory"]})
+    out = tmp_path / "grades"
+    options = dict(progress=False, lesson="memory_wall", variants=variants.VariantPolicy(roster), run=_right)
+    first = classroom.grade_class([export], out, **options)  # A: without --export
+    assert [g.score for g in first.notebooks] == [0.0, 0.0]
+    again = classroom.grade_class([export], out, export=True, **options)
+    assert [(g.student, g.score) for g in again.notebooks] == [("alice", 8.0), ("mallory", 8.0)]
+    _export(export, roster, {"submission_1": ["alice"], "submission_2": ["mallory", "bob"]})  # B: same bytes
+    group = classroom.grade_class([export], out, export=True, **options)
+    problems = group.notebooks[1].problems
+    assert any("a group submission of mallory, bob" in p for p in problems), problems
+    # nothing changed: the journal's records are kept (the stand-in kernel would be called again otherwise)
+    calls = []
+    classroom.grade_class([export], out, export=True, **{**options, "run": lambda *a, **k: calls.append(1) or {}})
+    assert calls == []
