@@ -42,6 +42,7 @@ from .class_results import (  # the outputs of a class run: still importable fro
 from .class_results import _write_atomic
 from .class_submissions import (  # which notebooks and whose: still importable from here
     Submission,
+    absent_students,
     collect,
     lesson_of,
     one_per_student,
@@ -262,6 +263,9 @@ def grade_class(
     if lesson is not None:
         lesson_questions(lesson)  # the instructor's typo is our error, once, before anything is graded
     submissions = collect(paths, export=export, lesson=lesson)
+    roster = getattr(options.get("variants"), "roster", None)
+    if roster is not None:  # every roster student gets a row, one who submitted nothing too
+        submissions += absent_students(roster, submissions)
     ignored = one_per_student(submissions, lesson)
     key = journal_key(out)
     done = read_journal(journal, key)

@@ -39,6 +39,7 @@ __all__ = [
     "build_variants",
     "notebook_variant",
     "VariantPolicy",
+    "students_of",
     "submitter",
 ]
 
@@ -396,6 +397,11 @@ class VariantPolicy:
             "only with --roster)"
         )
         return lesson_variant(grade.lesson, issued)
+
+
+def students_of(roster: Roster, identity) -> set[str]:
+    """The roster students a submission's identity names (each submitter of a group; every id of each)."""
+    return {sid for person in _people(identity) for sid in _named(roster, person)}
 
 
 def _named(roster: Roster, ids) -> dict:

@@ -280,3 +280,49 @@ def test_a_rerun_with_another_identity_grades_again(tmp_path, roster):
     calls = []
     classroom.grade_class([export], out, export=True, **{**options, "run": lambda *a, **k: calls.append(1) or {}})
     assert calls == []
+
+
+# ---- class/10-student-without-row --------------------------------------------------------------------------------
+
+
+def test_every_roster_student_and_every_student_folder_gets_a_row(tmp_path, roster):
+    # class/10-student-without-row: mallory's folder held her notebook only as 01_memory_wall.IPYNB (the walk's
+    # ".ipynb" test was case-sensitive), .01_memory_wall.ipynb and .ipynb_checkpoints/01_memory_wall.ipynb (hidden,
+    # skipped), and an empty folder zed_empty_upload was given: rc 0, 5 rows for 7 folders, no row for mallory nor
+    # zed, and the summary's class statistics silently left her out. Now .IPYNB is graded, an empty or hidden-only
+    # folder gets a row saying what was seen, and a roster student with no submission at all (bob) gets a row.
+    from distlab.grading import classroom
+
+    submitted = tmp_path / "submitted"
+    alice = _notebook(submitted / "alice" / "01_memory_wall.ipynb", {"student": "alice", "seed": "x"})
+    mallory = submitted / "mallory"
+    mallory.mkdir(parents=True)
+    (mallory / "01_memory_wall.IPYNB").write_text(alice.read_text())
+    (mallory / ".01_memory_wall.ipynb").write_text(alice.read_text())
+    (mallory / ".ipynb_checkpoints").mkdir()
+    (submitted / "zed_empty_upload").mkdir()
+    hidden = submitted / "carol"  # not on this roster: a folder whose only notebook is hidden
+    hidden.mkdir()
+    (hidden / ".01_memory_wall.ipynb").write_text(alice.read_text())
+    (hidden / "notes.txt").write_text("x")
+    report = classroom.grade_class(
+        [submitted],
+        tmp_path / "g",
+        progress=False,
+        lesson="memory_wall",
+        variants=variants.VariantPolicy(roster),
+        run=_right,
+    )
+    rows = {g.path: g for g in report.notebooks}
+    assert str(mallory / "01_memory_wall.IPYNB") in rows  # graded (refused: its seed is alice's, not hers)
+    assert rows[str(mallory / "01_memory_wall.IPYNB")].student == "mallory"
+    empty = next(g for p, g in rows.items() if "zed_empty_upload" in p)
+    assert any("no notebook (.ipynb) found in this folder; seen: nothing" in p for p in empty.problems), empty
+    carol = next(g for p, g in rows.items() if p.endswith("carol"))
+    assert any("1 hidden file(s) or folder(s), not searched, 1 other file(s)" in p for p in carol.problems), carol
+    bob = next(g for p, g in rows.items() if "bob" in p)  # on the roster, nothing submitted
+    assert any("no notebook found for this roster student" in p for p in bob.problems), bob
+    csv_text = (tmp_path / "g" / "results.csv").read_text()
+    assert "(roster) bob" in csv_text and "zed_empty_upload" in csv_text and "mallory" in csv_text
+    # alice, mallory (.IPYNB), zed, carol, bob: 5 rows, one per folder and roster student
+    assert len(report.notebooks) == 5, sorted(rows)
