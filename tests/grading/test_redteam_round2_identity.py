@@ -326,3 +326,34 @@ def test_every_roster_student_and_every_student_folder_gets_a_row(tmp_path, rost
     assert "(roster) bob" in csv_text and "zed_empty_upload" in csv_text and "mallory" in csv_text
     # alice, mallory (.IPYNB), zed, carol, bob: 5 rows, one per folder and roster student
     assert len(report.notebooks) == 5, sorted(rows)
+
+
+# ---- class/02-release-date-bypass, class/08-copy-classmate-answers: what the docs promise ------------------------
+
+
+def test_the_readme_states_what_variants_and_release_dates_do():
+    # class/02-release-date-bypass: the README said "--release withholds qN.solution() until that date", but the
+    # installed package gives any seed's answers (peek.py read q2 544.0 GB ... q8 12 of her 2099-released variant).
+    # class/08-copy-classmate-answers: "answers cannot be copied", but only questions that declare variants differ
+    # (lesson 1: q1, q5, q7 fixed; a classmate's answers scored 4.22/8 on average). The docs now say exactly that;
+    # the facts they state are checked here against the lessons.
+    from distlab import lessons as manifest
+    from distlab.lessons.variants import personal
+
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    assert "answers cannot be copied" not in readme
+    fixed = [n for n, q in lesson_variant("memory_wall", None).items() if not getattr(q, "variants", None)]
+    assert fixed == ["q1", "q5", "q7"] and "in lesson 1 q1, q5 and q7" in readme
+    without = sorted(
+        manifest.LESSONS[s].exercise.split("_")[0]
+        for s in manifest.graded()
+        if not any(getattr(q, "variants", None) for q in lesson_variant(s, None).values())
+    )
+    assert without == ["11", "11b"] and "in every graded lesson except lessons 11 and 11b" in readme
+    # "The answer key is not secret from the student": a variant released in 2099 is withheld in the notebook's
+    # rebound question, and the package computes the same expected answer for the seed (as peek.py did)
+    seed = "0123456789abcdef"
+    q2 = personal("memory_wall", "q2", seed=seed, release="2099-01-01")  # one name: the question itself
+    assert "released on 2099-01-01" in str(q2.solution())
+    assert lesson_variant("memory_wall", seed)["q2"].expected() is not None
+    assert "not access control" in readme and "by the student's own clock" in readme
