@@ -378,7 +378,7 @@ class VariantPolicy:
         claimed = found.get("student") if found else None
         if found is None or not isinstance(claimed, str) or not _ascii_id(claimed) or len(claimed) > 200:
             grade.problems.append(
-                "refused: per-student variants are graded (--secret-file) and this notebook carries no variant of a "
+                "refused: per-student variants are graded (the instructor secret is given) and this notebook carries no variant of a "
                 "student (the public and self-study notebooks have the default numbers); submit your own exercise "
                 "notebook"
             )

@@ -268,10 +268,14 @@ def test_a_rerun_with_another_identity_grades_again(tmp_path, roster):
     export = _export(tmp_path / "export", roster, {"submission_1": ["alice"], "submission_2": ["mallory"]})
     out = tmp_path / "grades"
     options = dict(progress=False, lesson="memory_wall", variants=variants.VariantPolicy(roster), run=_right)
+
+    def graded(report):  # the notebooks' rows (each roster student without a submission gets a row too)
+        return [(g.student, g.score) for g in report.notebooks if "(no submission" not in g.path]
+
     first = classroom.grade_class([export], out, **options)  # A: without --export
-    assert [g.score for g in first.notebooks] == [0.0, 0.0]
+    assert graded(first) == [("", 0.0), ("", 0.0)]
     again = classroom.grade_class([export], out, export=True, **options)
-    assert [(g.student, g.score) for g in again.notebooks] == [("alice", 8.0), ("mallory", 8.0)]
+    assert graded(again) == [("alice", 8.0), ("mallory", 8.0)]
     _export(export, roster, {"submission_1": ["alice"], "submission_2": ["mallory", "bob"]})  # B: same bytes
     group = classroom.grade_class([export], out, export=True, **options)
     problems = group.notebooks[1].problems
@@ -357,3 +361,22 @@ def test_the_readme_states_what_variants_and_release_dates_do():
     assert "released on 2099-01-01" in str(q2.solution())
     assert lesson_variant("memory_wall", seed)["q2"].expected() is not None
     assert "not access control" in readme and "by the student's own clock" in readme
+
+
+def test_a_refused_group_row_does_not_flag_the_first_one_named(tmp_path):
+    # class/07-group-ids-conflict-not-checked: mallory (sid "bob") + erin, refused -- but results.csv still flagged
+    # bob's honest 8/8 row "the same student also submitted export/submission_6/..." (the refused row was counted as
+    # the first id named, "bob"). A refused or group row graded for nobody is nobody's.
+    from distlab.grading.class_results import shared_students
+
+    def record(key, student, identity, problems):
+        grade = {"student": student, "lesson": "memory_wall", "problems": problems}
+        return {"key": key, "identity": identity, "grade": grade}
+
+    bob = record("s2", "bob", ["bob", "bob@u.edu"], [])
+    why = "refused: the submitter's ids ('bob', 'mallory@u.edu') name 2 different students of the roster; ..."
+    group = record("s6", "", [["bob", "mallory@u.edu"], ["erin"]], [why.replace("the submitter's", "one's")])
+    single = record("s7", "", ["bob", "mallory@u.edu"], [why])
+    assert shared_students([bob, group, single]) == {}
+    # two notebooks really graded for bob are still flagged
+    assert set(shared_students([bob, record("s8", "bob", ["bob"], [])])) == {"s2", "s8"}
