@@ -380,3 +380,29 @@ def test_a_refused_group_row_does_not_flag_the_first_one_named(tmp_path):
     assert shared_students([bob, group, single]) == {}
     # two notebooks really graded for bob are still flagged
     assert set(shared_students([bob, record("s8", "bob", ["bob"], [])])) == {"s2", "s8"}
+
+
+# ---- container/07-group-no-variant-first-named, through the generated autograder ----------------------------------
+
+from class_helpers import ROOT, needs_unprivileged_python, solve  # noqa: E402
+from test_container_mode import _run, autograder  # noqa: E402,F401 (the fake /autograder fixture)
+
+
+@needs_unprivileged_python
+def test_the_autograder_refuses_a_group_notebook_without_a_variant(autograder):  # noqa: F811
+    # container/07-group-no-variant-first-named: submission_metadata.json users [alice, bob] (the submitter picks the
+    # group), the upload the public exercise answered with alice's numbers: results.json said "a group submission of
+    # alice, ...: graded once, for 'alice' (the notebook carries no variant)" and the test names showed alice's
+    # numbers to the submitter. Now refused: 0 points, nobody's numbers.
+    root, roster = autograder
+    (root / "submission_metadata.json").write_text(
+        json.dumps(
+            {"users": [{"sid": "alice", "email": "alice@uni.example"}, {"sid": "bob", "email": "bob@uni.example"}]}
+        )
+    )
+    upload = root / "submission" / "01_memory_wall.ipynb"
+    upload.write_text((ROOT / "exercises" / "01_memory_wall.ipynb").read_text())
+    solve(upload, "memory_wall", roster.seed("memory_wall", "alice"))
+    results, log = _run(root)
+    assert results["score"] == 0, results
+    assert "refused: a group submission of alice, bob whose notebook carries no variant" in results["output"], results
