@@ -406,3 +406,18 @@ def test_the_autograder_refuses_a_group_notebook_without_a_variant(autograder): 
     results, log = _run(root)
     assert results["score"] == 0, results
     assert "refused: a group submission of alice, bob whose notebook carries no variant" in results["output"], results
+
+
+def test_the_autograder_builder_takes_the_secret_from_the_environment_too(tmp_path, monkeypatch):
+    # default/04-env-secret-ignored ("the documented ways must all work"): `distlab gradescope-autograder --roster
+    # roster.csv` with the key in $DISTLAB_VARIANT_SECRET refused ("need both --roster and --secret-file"); it now
+    # packs the environment's secret, byte for byte what --secret-file packs.
+    import zipfile
+
+    roster_csv, secret = write_roster(tmp_path, IDS)
+    monkeypatch.setenv(variants.SECRET_ENV, SECRET.decode())
+    out = tmp_path / "autograder.zip"
+    args = ["gradescope-autograder", "--lesson", "memory_wall", "--out", str(out), "--roster", str(roster_csv)]
+    assert main(args) == 0
+    with zipfile.ZipFile(out) as zf:
+        assert zf.read("variant_secret") == SECRET
