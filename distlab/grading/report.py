@@ -199,8 +199,12 @@ class GradeReport:
                 )
         lines = []
         for n in self.notebooks:
-            head = f"{printable(excerpt(Path(n.path).name, 80))}: {_fmt(n.score)}/{_fmt(n.max_score)}"
-            lines.append(head + (f" (lesson {printable(n.lesson)})" if n.lesson else ""))
+            # the grader's line first; the student-chosen file name only after it, quoted, non-ASCII escaped (a
+            # name "01 memory_wall: 8\u22158 (lesson memory_wall) - regraded..." no longer reads as the score line)
+            head = f"score: {_fmt(n.score)}/{_fmt(n.max_score)}" + (
+                f" (lesson {printable(n.lesson)})" if n.lesson else ""
+            )
+            lines.append(f"{head}; notebook graded: {ascii(excerpt(Path(n.path).name, 80))}")
             lines.extend(f"  - {p}" for p in _problems(n.problems, printable))
         return {
             "score": max(0.0, min(self.score, self.max_score)),
