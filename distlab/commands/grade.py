@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -12,8 +14,30 @@ NAME = "grade"
 HELP = "grade exercise notebooks: run each in a fresh sandboxed kernel, check its answers outside it"
 
 
+class _Once(argparse.Action):
+    """An option's value, given once: a second one, or a value that names a notebook (``--json=bob.ipynb``, a file
+    named so and expanded by the instructor's glob), is refused instead of rewriting the command line."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = vars(namespace).setdefault("_given_once", set())
+        if self.dest in given:
+            parser.error(
+                f"{option_string} is given twice (the second: {str(values)[:80]!r}); give each option once -- a "
+                "file named like an option? put -- before the notebooks: distlab grade --lesson L -- folder/*.ipynb"
+            )
+        if str(values).strip().lower().endswith(".ipynb"):
+            parser.error(
+                f"{option_string} {str(values)[:80]!r} names a notebook: a file named like an option? put -- before "
+                "the notebooks (distlab grade --lesson L -- folder/*.ipynb)"
+            )
+        given.add(self.dest)
+        setattr(namespace, self.dest, values)
+
+
 def add_arguments(parser) -> None:
-    """The options of distlab grade, in the order --help lists them."""
+    """The options of distlab grade, in the order --help lists them; each option given once, never abbreviated
+    (a student's file name such as "--gr=x.ipynb" in a glob is no option)."""
+    parser.allow_abbrev = False
     _run_arguments(parser)
     _output_arguments(parser)
     _container_arguments(parser)
@@ -29,6 +53,7 @@ def _run_arguments(parser) -> None:
     )
     parser.add_argument(
         "--lesson",
+        action=_Once,
         default=None,
         help="the lesson the submissions must belong to, e.g. memory_wall (older names such as "
         "data_parallel still work; default: read from each notebook's metadata, file name or "
@@ -36,12 +61,14 @@ def _run_arguments(parser) -> None:
     )
     parser.add_argument(
         "--timeout",
+        action=_Once,
         type=float,
         default=grade.DEFAULT_TIMEOUT,
         help=f"time limit per notebook in seconds (default {grade.DEFAULT_TIMEOUT:g})",
     )
     parser.add_argument(
         "--cell-timeout",
+        action=_Once,
         type=float,
         default=grade.DEFAULT_CELL_TIMEOUT,
         help=f"time limit per cell in seconds (default {grade.DEFAULT_CELL_TIMEOUT:g})",
@@ -73,9 +100,12 @@ def _run_arguments(parser) -> None:
 
 def _output_arguments(parser) -> None:
     """What the run writes: JSON, Gradescope's results.json, the table."""
-    parser.add_argument("--json", metavar="FILE", help="write the JSON summary (score, max_score, questions)")
+    parser.add_argument(
+        "--json", action=_Once, metavar="FILE", help="write the JSON summary (score, max_score, questions)"
+    )
     parser.add_argument(
         "--gradescope",
+        action=_Once,
         metavar="FILE",
         help="write Gradescope's results.json (needs --lesson: the assignment names the lesson)",
     )
@@ -93,11 +123,13 @@ def _container_arguments(parser) -> None:
     )
     container.add_argument(
         "--answers-out",
+        action=_Once,
         metavar="FILE",
         help="with --container: run the notebook and write only its answers to FILE (- for standard output; the unprivileged phase)",
     )
     container.add_argument(
         "--answers-from",
+        action=_Once,
         metavar="FILE",
         help="with --container: check the answers in FILE (written by --answers-out) instead of running "
         "the notebook (root's phase); FILE is read as untrusted data",
@@ -109,6 +141,7 @@ def _class_arguments(parser) -> None:
     classroom = parser.add_argument_group("a class (distlab.grading.classroom, distlab.grading.variants)")
     classroom.add_argument(
         "--out",
+        action=_Once,
         metavar="DIR",
         help="grade a class into DIR: results.csv/journal.jsonl as each notebook finishes "
         "(re-running skips what is done), results.json, gradescope/, summary.txt, "
@@ -116,17 +149,20 @@ def _class_arguments(parser) -> None:
     )
     classroom.add_argument(
         "--roster",
+        action=_Once,
         metavar="CSV",
         help="the class roster (column id, optional email): per-student variants are graded "
         "with the seed issued to each student, any other seed is refused",
     )
     classroom.add_argument(
         "--secret-file",
+        action=_Once,
         metavar="FILE",
         help="the instructor secret that signs the seeds (default: $DISTLAB_VARIANT_SECRET)",
     )
     classroom.add_argument(
         "--submission-metadata",
+        action=_Once,
         metavar="FILE",
         help="Gradescope's submission_metadata.json: the submitter whose variant is graded",
     )
@@ -156,6 +192,7 @@ def run(args) -> int:
             "lesson must come from the assignment, not from the submitted notebook; "
             f"lessons: {', '.join(discover.lesson_names())}"
         )
+    _refuse_outputs(args)
     if args.sandbox in ("trusted", "audit"):
         from ..grading.classroom import TRUSTED_CLASS
 
@@ -197,6 +234,31 @@ def run(args) -> int:
             print(report.table(), end="")
     _write(args, report)
     return 0
+
+
+def _refuse_outputs(args) -> None:
+    """Refused before anything is graded: an output that is one of the inputs (or a notebook), and a Gradescope
+    results.json of more than one notebook (Gradescope takes its score as one submission's: 3 notebooks made 24 of
+    8 points)."""
+    from ..errors import ConfigurationError
+
+    inputs = {os.path.realpath(n) for n in args.notebooks}
+    for flag, value in (
+        ("--json", args.json),
+        ("--gradescope", args.gradescope),
+        ("--out", args.out),
+        ("--answers-out", args.answers_out),
+    ):
+        if value and value != "-" and os.path.realpath(value) in inputs:
+            raise ConfigurationError(f"{flag} {value}: that is one of the notebooks to grade; write elsewhere")
+    one = args.one_notebook or args.answers_out or args.answers_from
+    if args.gradescope and not one and (len(args.notebooks) != 1 or Path(args.notebooks[0]).is_dir()):
+        raise ConfigurationError(
+            f"--gradescope writes one submission's results.json and {len(args.notebooks)} path(s) were given"
+            + (" (a folder)" if len(args.notebooks) == 1 else "")
+            + ": give one notebook, or --one-notebook to grade the lesson's notebook of an upload (as the generated "
+            "autograder does); a class: --out DIR writes one results file per notebook in DIR/gradescope/"
+        )
 
 
 def _write(args, report) -> None:
@@ -258,16 +320,24 @@ def _one_submission(args, options: dict) -> int:
 
 
 def _class_options(args) -> dict:
-    """variants= (the roster policy) and identity= (Gradescope's submitter) for grade_notebook."""
+    """variants= (the roster policy) and identity= (Gradescope's submitter) for grade_notebook.
+
+    The instructor secret given either documented way (--secret-file, or $DISTLAB_VARIANT_SECRET) puts variants in
+    use: a notebook without one is refused (signed-only without --roster). Without any secret a variant notebook is
+    refused too (its seed cannot be checked), except in the container's unprivileged phase (--answers-out), which
+    only records answers and whose check (--answers-from) is given the roster and the secret."""
     from ..grading import variants
 
     options: dict[str, object] = {}
+    has_secret = bool(args.secret_file) or bool(os.environ.get(variants.SECRET_ENV))
     if args.roster:
         options["variants"] = variants.VariantPolicy(
             variants.load_roster(args.roster, variants.read_secret(args.secret_file))
         )
-    elif args.secret_file:  # variants are in use: never ignored (a notebook without one is refused)
+    elif has_secret:  # variants are in use: never ignored (a notebook without one is refused)
         options["variants"] = variants.VariantPolicy(secret=variants.read_secret(args.secret_file))
+    elif not args.answers_out:
+        options["variants"] = variants.VariantPolicy(unverified=False)
     if args.submission_metadata:
         # no readable submitter: refused when a roster is given, never the student the notebook claims to be
         options["identity"] = variants.submitter(args.submission_metadata) or ("(no submitter in the metadata)",)

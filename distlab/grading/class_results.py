@@ -71,11 +71,15 @@ def text_cell(value):
 
 
 def _student(record: dict) -> str:
-    """Whose notebook a record is: the roster id it was graded for, else the identity the submission gave."""
+    """Whose notebook a record is: the roster id it was graded for, else the identity the submission gave; nobody's
+    ("") for a group graded for nobody or a submission whose ids name two roster students (never the first named)."""
     student = record["grade"].get("student") or ""
     if student:
         return str(student)
     identity = record.get("identity") or []
+    group = len(identity) > 1 and all(isinstance(p, (list, tuple)) for p in identity)
+    if group or any("different students of the roster" in str(p) for p in record["grade"].get("problems", [])):
+        return ""
     first = identity[0] if identity else ""
     return str(first[0] if isinstance(first, (list, tuple)) and first else first)
 

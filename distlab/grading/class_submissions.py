@@ -26,6 +26,7 @@ from .. import lessons as manifest
 from ..errors import ConfigurationError
 from .discover import canonical, identify_lesson, lesson_from_name
 from .submission import parse_sources, read_submission
+from .variants import Roster, folder_name, students_of
 
 __all__ = [
     "MAX_DEPTH",
@@ -36,6 +37,7 @@ __all__ = [
     "collect",
     "lesson_of",
     "one_per_student",
+    "absent_students",
 ]
 
 #: folders below what the instructor named that the walk enters (submitted/<student>/<16 levels>)
@@ -184,26 +186,38 @@ def collect(paths, export: bool = False, lesson: str | None = None) -> list[Subm
         out.append(Submission(nb, _key(str(nb), base), identity, top))
 
     notes: dict[str, Counter] = {}
+    seen: dict[str, Counter] = {}  # per student folder: what the walk saw besides notebooks (hidden, other files)
     for path in given:
         if not os.path.isdir(path) or os.path.islink(path):  # a file, or anything else: grade_notebook says what
             add(Path(path))
             continue
-        for nb in _walk(path, anchor, notes):
+        for nb in _walk(path, anchor, notes, seen):
             add(Path(nb))
     out = _bounded(out, notes, lesson)
+    _note_empty_folders(out, notes, seen)
     if not out and not notes:
         raise ConfigurationError("no notebooks to grade")
     out = _with_notes(out, notes, anchor, base, submitters if export else None)
-    seen: dict[str, str] = {}
+    twice: dict[str, str] = {}
     for s in out:
         real = os.path.realpath(s.path) if s.notebook and _regular(s.path) else s.key
         for name in {s.key, real}:
-            if name in seen:
+            if name in twice:
                 raise ConfigurationError(
-                    f"{s.key}: given twice (also as {seen[name]}); give each notebook once, so it gets one row"
+                    f"{s.key}: given twice (also as {twice[name]}); give each notebook once, so it gets one row"
                 )
-            seen[name] = s.key
+            twice[name] = s.key
     return out
+
+
+def _note_empty_folders(out: list[Submission], notes: dict[str, Counter], seen: dict[str, Counter]) -> None:
+    """A note for each student folder the walk entered that holds no notebook (an empty upload, a notebook only
+    under a hidden name), saying what was seen there: the folder then gets a row of its own (_with_notes)."""
+    have = {s.folder for s in out}
+    for top, what in seen.items():
+        if top and top not in have and top not in notes:
+            found = ", ".join(f"{n} {w}" for w, n in sorted(what.items()) if n) or "nothing"
+            notes[top] = Counter({f"no notebook (.ipynb) found in this folder; seen: {found}": 1})
 
 
 def _regular(path: Path) -> bool:
@@ -220,16 +234,19 @@ def _top(folder: str, anchor: str) -> str:
     return "" if rel in (".", "") or rel.startswith("..") else rel.split(os.sep, 1)[0]
 
 
-def _walk(root: str, anchor: str, notes: dict[str, Counter]) -> list[str]:
-    """The *.ipynb files under `root` (no hidden file or folder, no link followed), read iteratively with os.scandir:
-    at most MAX_DEPTH folders deep and MAX_ENTRIES entries per student folder. Whatever is not searched (too deep,
-    unreadable, past the budget) is counted in notes[student folder], never raised."""
+def _walk(root: str, anchor: str, notes: dict[str, Counter], seen: dict[str, Counter]) -> list[str]:
+    """The *.ipynb files under `root` (any case of the extension: .IPYNB too; no hidden file or folder, no link
+    followed), read iteratively with os.scandir: at most MAX_DEPTH folders deep and MAX_ENTRIES entries per student
+    folder. Whatever is not searched (too deep, unreadable, past the budget) is counted in notes[student folder],
+    never raised; seen[student folder] counts what else was there (hidden entries, other files) for every student
+    folder entered, an empty one too."""
     found: list[str] = []
     spent: Counter = Counter()
     stack = [(root, 0)]
     while stack:
         folder, depth = stack.pop()
         top = _top(folder, anchor)
+        what = seen.setdefault(top, Counter())
         try:
             with os.scandir(folder) as entries:
                 for entry in entries:
@@ -240,7 +257,8 @@ def _walk(root: str, anchor: str, notes: dict[str, Counter]) -> list[str]:
                         ] = 1
                         break
                     if entry.name.startswith("."):
-                        continue  # .ipynb_checkpoints, hidden files and folders
+                        what["hidden file(s) or folder(s), not searched"] += 1  # .ipynb_checkpoints, .x.ipynb
+                        continue
                     try:
                         is_dir = entry.is_dir(follow_symlinks=False)
                     except OSError as exc:
@@ -252,8 +270,10 @@ def _walk(root: str, anchor: str, notes: dict[str, Counter]) -> list[str]:
                         ] += 1
                     elif is_dir:
                         stack.append((entry.path, depth + 1))
-                    elif entry.name.endswith(".ipynb"):
+                    elif entry.name.lower().endswith(".ipynb"):
                         found.append(entry.path)
+                    else:
+                        what["other file(s)"] += 1
         except OSError as exc:  # a name too long, a folder that cannot be read: noted for that student only
             notes.setdefault(top, Counter())[f"a folder could not be read ({exc.strerror or exc})"] += 1
     return sorted(found)
@@ -348,3 +368,23 @@ def one_per_student(submissions: list[Submission], lesson: str | None) -> dict[s
         chosen, *rest = sorted(group, key=lambda s: _likely(s, slug))
         ignored.update((s.key, chosen) for s in rest)
     return ignored
+
+
+def absent_students(roster: Roster, submissions: list[Submission]) -> list[Submission]:
+    """A row (notebook=False) for each roster student whom no submission names: every roster student gets a row,
+    so one whose upload held no gradeable notebook (or who submitted nothing) is never left out of the class."""
+    named: set[str] = set()
+    for s in submissions:
+        named |= students_of(roster, s.identity)
+    return [
+        Submission(
+            Path(f"(no submission of {folder_name(sid)})"),
+            f"(roster) {sid}",
+            (sid,),
+            "",
+            ("no notebook found for this roster student: no folder or submission of theirs was given",),
+            False,
+        )
+        for sid in roster.students
+        if sid not in named
+    ]

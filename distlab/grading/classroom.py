@@ -42,6 +42,7 @@ from .class_results import (  # the outputs of a class run: still importable fro
 from .class_results import _write_atomic
 from .class_submissions import (  # which notebooks and whose: still importable from here
     Submission,
+    absent_students,
     collect,
     lesson_of,
     one_per_student,
@@ -54,6 +55,7 @@ from .journal import (  # the resumable journal: still importable from here
     NOT_A_FILE,
     file_digest,
     grade_from_dict,
+    identity_of,
     journal_key,
     policy_of,
     read_journal,
@@ -261,10 +263,13 @@ def grade_class(
     if lesson is not None:
         lesson_questions(lesson)  # the instructor's typo is our error, once, before anything is graded
     submissions = collect(paths, export=export, lesson=lesson)
+    roster = getattr(options.get("variants"), "roster", None)
+    if roster is not None:  # every roster student gets a row, one who submitted nothing too
+        submissions += absent_students(roster, submissions)
     ignored = one_per_student(submissions, lesson)
     key = journal_key(out)
     done = read_journal(journal, key)
-    policy = policy_of(options)
+    policy = policy_of({**options, "export": export})
     for s in submissions:
         if not s.notebook:
             done[s.key] = _record(s, "", policy, _folder_grade(s))
@@ -282,7 +287,12 @@ def grade_class(
             for count, s in enumerate(graded, 1):
                 data, digest = _read(s)  # one notebook's bytes at a time: the grader's memory does not grow
                 record = done.get(s.key)
-                if record is not None and record.get("sha256") == digest and record.get("policy") == policy:
+                if (
+                    record is not None
+                    and record.get("sha256") == digest
+                    and record.get("policy") == policy
+                    and identity_of(record.get("identity")) == identity_of(list(s.identity))
+                ):
                     skipped += 1
                 else:
                     grade = _grade_submission(grade_one, s, data, private, options, lesson)

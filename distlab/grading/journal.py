@@ -1,8 +1,8 @@
 """A class run's journal: one HMAC-signed record per graded notebook, so an interrupted run resumes.
 
 As each notebook finishes its grade is appended to ``grades/journal.jsonl`` (flushed and synced); a re-run
-skips every notebook already in the journal with the same content (a resubmitted file is graded again) and the
-same policy (policy_of). Each journal line carries an HMAC-SHA256 of its record under a random key the grader
+skips every notebook already in the journal with the same content (a resubmitted file is graded again), the
+same policy (policy_of) and the same submitters (identity_of: a changed export or group is graded again). Each journal line carries an HMAC-SHA256 of its record under a random key the grader
 keeps in ``grades/.journal.key`` (mode 0600; no kernel ever sees the output folder): a line that fails it
 (forged, edited, cut short) is not trusted, and its notebook is graded again.
 """
@@ -25,6 +25,7 @@ __all__ = [
     "JOURNAL_KEY",
     "NOT_A_FILE",
     "policy_of",
+    "identity_of",
     "file_digest",
     "grade_from_dict",
     "journal_key",
@@ -44,19 +45,30 @@ _POLICY_OPTIONS = ("lesson", "sandbox", "timeout", "cell_timeout", "memory_limit
 
 
 def policy_of(options: dict) -> str:
-    """A fingerprint of how a grade was given besides the file: the lesson, the sandbox and its limits, the distlab
-    version, the rule of one notebook per student and lesson, and the variant policy (with a roster: a digest of
-    its students and a keyed digest of the secret, HMAC(secret, "journal"), which says nothing about the secret).
+    """A fingerprint of how a grade was given besides the file and whose it is (identity_of): the lesson, the sandbox
+    and its limits, the distlab version, the rule of one notebook per student and lesson, where identities come from
+    (export: a Gradescope export's metadata, else the folders), and the variant policy (a keyed digest of the
+    secret, HMAC(secret, "journal"), which says nothing about the secret; with a roster a digest of its students).
     It is part of each journal record (so under the journal's HMAC); a record graded under another is graded again."""
     parts: dict[str, object] = {name: str(options.get(name)) for name in _POLICY_OPTIONS}
-    parts.update(distlab=__version__, rule="one notebook per student and lesson")
-    roster = getattr(options.get("variants"), "roster", None)
+    parts.update(distlab=__version__, rule="one notebook per student and lesson", export=bool(options.get("export")))
+    policy = options.get("variants")
+    parts["unverified"] = str(getattr(policy, "unverified", None))
+    signer = getattr(policy, "signer", None)  # the roster, or the secret alone (signed-only)
+    if signer is not None:
+        parts["secret"] = hmac.new(signer.secret, b"journal", hashlib.sha256).hexdigest()
+    roster = getattr(policy, "roster", None)
     if roster is not None:
-        parts["secret"] = hmac.new(roster.secret, b"journal", hashlib.sha256).hexdigest()
         parts["students"] = hashlib.sha256(
             json.dumps(roster.students, sort_keys=True, default=str, ensure_ascii=True).encode("ascii")
         ).hexdigest()
     return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=True).encode("ascii")).hexdigest()
+
+
+def identity_of(identity) -> str:
+    """Whose a notebook is, as a journal record keeps it: the submitters' ids as canonical JSON (a tuple and the list
+    the journal reads back compare equal), so a record of another identity is graded again."""
+    return json.dumps(identity, ensure_ascii=True, separators=(",", ":"), default=str)
 
 
 def file_digest(path: Path) -> str:

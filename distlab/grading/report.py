@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from ..errors import ConfigurationError
+
 __all__ = [
     "AUDIT_ONLY_WARNING",
     "FEEDBACK_CHARS",
@@ -170,19 +172,25 @@ class GradeReport:
         }
 
     def to_gradescope(self) -> dict:
-        """Gradescope's results.json (https://gradescope-autograders.readthedocs.io/en/latest/specs/).
+        """Gradescope's results.json (https://gradescope-autograders.readthedocs.io/en/latest/specs/) of ONE submission.
 
         One test per question with its score, max_score, status and the check's feedback as
-        output; the top-level output lists what went wrong while running the notebook.
+        output; the top-level output lists what went wrong while running the notebook. Gradescope takes the top-level
+        score as the submission's, so a report of several notebooks is refused (their sum was 24 of 8 points) and the
+        score never exceeds the questions' max_score.
         """
-        several = len(self.notebooks) > 1
+        if len(self.notebooks) != 1:
+            raise ConfigurationError(
+                f"Gradescope's results.json is one submission's score, and {len(self.notebooks)} notebooks were "
+                "graded: give one notebook (or --one-notebook to pick the lesson's from an upload), or grade a class "
+                "with --out (one results file per notebook in gradescope/)"
+            )
         tests = []
         for n in self.notebooks:
             for q in n.questions:
-                prefix = f"{excerpt(Path(n.path).name, 80)} " if several else ""
                 tests.append(
                     {
-                        "name": printable(f"{prefix}{q.question}" + (f": {q.prompt}" if q.prompt else "")),
+                        "name": printable(q.question + (f": {q.prompt}" if q.prompt else "")),
                         "score": q.points,
                         "max_score": q.max_points,
                         "status": "passed" if q.points >= q.max_points and q.max_points > 0 else "failed",
@@ -191,11 +199,15 @@ class GradeReport:
                 )
         lines = []
         for n in self.notebooks:
-            head = f"{printable(excerpt(Path(n.path).name, 80))}: {_fmt(n.score)}/{_fmt(n.max_score)}"
-            lines.append(head + (f" (lesson {printable(n.lesson)})" if n.lesson else ""))
+            # the grader's line first; the student-chosen file name only after it, quoted, non-ASCII escaped (a
+            # name "01 memory_wall: 8\u22158 (lesson memory_wall) - regraded..." no longer reads as the score line)
+            head = f"score: {_fmt(n.score)}/{_fmt(n.max_score)}" + (
+                f" (lesson {printable(n.lesson)})" if n.lesson else ""
+            )
+            lines.append(f"{head}; notebook graded: {ascii(excerpt(Path(n.path).name, 80))}")
             lines.extend(f"  - {p}" for p in _problems(n.problems, printable))
         return {
-            "score": self.score,
+            "score": max(0.0, min(self.score, self.max_score)),
             "execution_time": round(sum(n.seconds for n in self.notebooks), 1),
             "output": "\n".join(lines),
             "tests": tests,

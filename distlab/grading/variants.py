@@ -39,6 +39,7 @@ __all__ = [
     "build_variants",
     "notebook_variant",
     "VariantPolicy",
+    "students_of",
     "submitter",
 ]
 
@@ -242,13 +243,16 @@ class VariantPolicy:
     student not on the roster is refused. Without a roster but with the instructor's secret
     (``--secret-file``: variants are in use), a notebook without a variant is refused (the public
     notebooks carry the default numbers) and a variant's seed must be the one issued to the student it
-    names. Without either, a variant notebook is graded with the seed it carries, marked unverified,
-    and a notebook without a variant is graded as written.
+    names. Without either, a variant notebook is graded with the seed it carries, marked unverified
+    (with ``unverified=False``, as ``distlab grade`` runs it: refused), and a notebook without a variant is graded as
+    written. A group submission: see _group.
     """
 
-    def __init__(self, roster: Roster | None = None, secret: bytes | None = None):
+    def __init__(self, roster: Roster | None = None, secret: bytes | None = None, unverified: bool = True):
         self.roster = roster
         self.signer = roster if roster is not None else Roster({}, secret) if secret else None
+        #: False (distlab grade without a secret): a variant notebook is refused, never graded with the seed it claims
+        self.unverified = unverified
 
     def __call__(self, grade, metadata, questions: dict, identity=None) -> dict | None:
         found = notebook_variant(metadata)
@@ -264,6 +268,14 @@ class VariantPolicy:
             if len(seed) > 64 or not seed.isprintable() or not seed.isascii():
                 grade.problems.append("the notebook's variant seed is not one distlab writes; graded as written")
                 return questions
+            if not self.unverified:  # its own seed would grade a forged or borrowed variant
+                grade.problems.append(
+                    "refused: the notebook carries a per-student variant and no instructor secret was given "
+                    f"(--secret-file FILE or ${SECRET_ENV}, with --roster to check the submitter): its seed cannot "
+                    "be checked, so it is not graded against the numbers it claims"
+                )
+                grade.questions = not_attempted(questions, "not graded (variant not verified)")
+                return None
             grade.problems.append(
                 f"variant seed {seed[:32]!r} not verified (grade with --roster and the instructor secret to check it)"
             )
@@ -272,12 +284,7 @@ class VariantPolicy:
         if len(people) > 1:  # a group submission: graded once, for the submitter whose variant it carries
             return self._group(grade, found, seed, questions, people)
         given = list(people[0]) if people else []
-        named: dict[
-            str | None, object
-        ] = {}  # each roster student the platform's ids name, with the first id that names them
-        for one in given:
-            named.setdefault(self.roster.find(one), one)
-        named.pop(None, None)
+        named = _named(self.roster, given)
         if len(named) > 1:  # a sid and an e-mail of two classmates: never one of them picked silently
             ids = ", ".join(repr(str(one)[:80]) for one in named.values())
             grade.problems.append(
@@ -314,33 +321,54 @@ class VariantPolicy:
 
     def _group(self, grade, found, seed, questions: dict, people: list[tuple]) -> dict | None:
         """A group submission (several submitters): graded once, for the submitter on the roster whose issued seed
-        the notebook carries (never filed under the first one named); a submitter not on the roster, or a seed
-        issued to none of them, is said; the problem names every submitter."""
+        the notebook carries (never filed under the first one named); a submitter whose ids name two roster
+        students, a notebook without a variant (whose numbers is not known) or a seed issued to none of them is
+        refused; a submitter not on the roster is said; the problem names every submitter."""
         assert self.roster is not None
-        found_ids = [self.roster.find(*p) for p in people]
+        found_ids = []
+        for p in people:
+            named = _named(self.roster, p)
+            if len(named) > 1:  # as for one submitter: never one of two classmates picked silently
+                ids = ", ".join(repr(str(one)[:80]) for one in named.values())
+                return _refuse(
+                    grade,
+                    questions,
+                    f"refused: in this group submission, one submitter's ids ({ids}) name {len(named)} different "
+                    "students of the roster; graded against nobody's numbers: the instructor decides whose they are",
+                    "not graded (a submitter's ids name several students)",
+                )
+            found_ids.append(next(iter(named), None))
         names = ", ".join(sid or repr(" / ".join(p)[:80]) for sid, p in zip(found_ids, people))
         on_roster = [sid for sid in found_ids if sid]
         for sid, p in zip(found_ids, people):
             if sid is None:
                 grade.problems.append(f"group submission: submitter {' / '.join(p)[:80]!r} is not on the roster")
-        if found is not None:
-            matched = [sid for sid in on_roster if hmac.compare_digest(str(seed), self.roster.seed(grade.lesson, sid))]
-        else:
-            matched = on_roster[:1]
+        if found is None and on_roster and not any(getattr(q, "variants", None) for q in questions.values()):
+            grade.problems.append(f"a group submission of {names}: graded once (the lesson has no per-student numbers)")
+            return questions
+        if found is None:  # whose numbers? never the first one named (the submitter picks the group and its order)
+            return _refuse(
+                grade,
+                questions,
+                f"refused: a group submission of {names} whose notebook carries no variant: whose numbers it answers "
+                "is not known, so it is graded against nobody's (submit one member's own exercise notebook; the "
+                "instructor decides)",
+                "not graded (a group notebook without a variant)",
+            )
+        mine = str(seed).encode("utf-8", "replace")  # compare_digest refuses str with non-ASCII characters
+        matched = [sid for sid in on_roster if hmac.compare_digest(mine, self.roster.seed(grade.lesson, sid).encode())]
         if not matched:
-            grade.problems.append(
+            return _refuse(
+                grade,
+                questions,
                 f"refused: a group submission of {names}, and the notebook's variant seed is not the one issued to "
                 "any of them"
                 if on_roster
-                else f"refused: no submitter of this group submission ({names}) is on the roster"
+                else f"refused: no submitter of this group submission ({names}) is on the roster",
+                "not graded (no submitter's variant)",
             )
-            grade.questions = not_attempted(questions, "not graded (no submitter's variant)")
-            return None
         student = grade.student = matched[0]
-        grade.problems.append(
-            f"a group submission of {names}: graded once, for {student!r}"
-            + (" (the variant it carries)" if found is not None else " (the notebook carries no variant)")
-        )
+        grade.problems.append(f"a group submission of {names}: graded once, for {student!r} (the variant it carries)")
         return lesson_variant(grade.lesson, self.roster.seed(grade.lesson, student))
 
     def _signed_only(self, grade, found: dict | None, questions: dict) -> dict | None:
@@ -350,7 +378,7 @@ class VariantPolicy:
         claimed = found.get("student") if found else None
         if found is None or not isinstance(claimed, str) or not _ascii_id(claimed) or len(claimed) > 200:
             grade.problems.append(
-                "refused: per-student variants are graded (--secret-file) and this notebook carries no variant of a "
+                "refused: per-student variants are graded (the instructor secret is given) and this notebook carries no variant of a "
                 "student (the public and self-study notebooks have the default numbers); submit your own exercise "
                 "notebook"
             )
@@ -369,6 +397,27 @@ class VariantPolicy:
             "only with --roster)"
         )
         return lesson_variant(grade.lesson, issued)
+
+
+def students_of(roster: Roster, identity) -> set[str]:
+    """The roster students a submission's identity names (each submitter of a group; every id of each)."""
+    return {sid for person in _people(identity) for sid in _named(roster, person)}
+
+
+def _named(roster: Roster, ids) -> dict:
+    """{roster student: the first of `ids` that names them}, for each roster student one person's ids name."""
+    named: dict = {}
+    for one in ids:
+        named.setdefault(roster.find(one), one)
+    named.pop(None, None)
+    return named
+
+
+def _refuse(grade, questions: dict, problem: str, status: str) -> dict | None:
+    """Refuse to grade: the problem said, every question not attempted with `status`; None (no questions)."""
+    grade.problems.append(problem)
+    grade.questions = not_attempted(questions, status)
+    return None
 
 
 def _people(identity) -> list[tuple]:

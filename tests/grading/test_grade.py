@@ -287,8 +287,6 @@ def test_cli_table_json_and_gradescope(tmp_path, capsys):
             "120",
             "--json",
             str(out_json),
-            "--gradescope",
-            str(out_gs),
         ]
     )
     assert code == 0
@@ -303,10 +301,14 @@ def test_cli_table_json_and_gradescope(tmp_path, capsys):
     assert {"notebook", "lesson", "question", "status", "points", "max_points", "feedback"} <= set(first)
     assert len(summary["questions"]) == 16 and len(summary["notebooks"]) == 2
 
-    # Gradescope's format: https://gradescope-autograders.readthedocs.io/en/latest/specs/
+    # Gradescope's format: https://gradescope-autograders.readthedocs.io/en/latest/specs/ -- one submission's
+    # results (two notebooks' would be summed into one score: refused)
+    gradescope = ["--lesson", "memory_wall", "--timeout", "120", "--gradescope", str(out_gs)]
+    assert cli.main(["grade", str(LESSON1), str(bad), *gradescope]) == 2 and not out_gs.exists()
+    assert cli.main(["grade", str(bad), *gradescope]) == 0
     gs = json.loads(out_gs.read_text())
-    assert gs["score"] == 9 and isinstance(gs["output"], str) and isinstance(gs["execution_time"], (int, float))
-    assert len(gs["tests"]) == 16
+    assert gs["score"] == 1 and isinstance(gs["output"], str) and isinstance(gs["execution_time"], (int, float))
+    assert len(gs["tests"]) == 8
     for test in gs["tests"]:
         assert set(test) == {"name", "score", "max_score", "status", "output"}
         assert test["status"] in ("passed", "failed") and test["max_score"] == 1

@@ -80,8 +80,8 @@ def test_a_rerun_with_the_roster_does_not_keep_a_grade_given_without_it(tmp_path
     # marks), then runs the same command with --roster --secret-file into the same --out. The journal does not
     # record what a grade was graded under, so mallory's notebook is "already graded" and skipped: her full
     # marks stay, although a fresh run with the roster refuses the borrowed seed.
-    roster_csv, secret = write_roster(tmp_path, ("alice", "bob", "mallory"))
-    roster = variants.load_roster(roster_csv, variants.read_secret(secret))
+    roster_csv, secret = write_roster(tmp_path, ("bob", "mallory"))  # each with a folder (a roster student
+    roster = variants.load_roster(roster_csv, variants.read_secret(secret))  # without one gets a row of its own)
     bob_seed = roster.seed("memory_wall", "bob")
     nb = {
         "cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": "x = 1"}],
