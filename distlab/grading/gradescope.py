@@ -51,15 +51,15 @@ import os
 import shlex
 import zipfile
 from pathlib import Path
-from typing import NamedTuple
 
 from .. import lessons as manifest
 from ..errors import ConfigurationError
 from .answers import MAX_ANSWER_VALUES, OpaqueAnswer, decode_answers
 from .messages import json_counts
-from .discover import canonical, lesson_from_name
+from .discover import canonical
 from .report import MAX_PROBLEMS, PROBLEM_CHARS, excerpt
 from .sandbox import DEFAULT_INODES, IPC_LIMITS
+from .upload import PICK_DEPTH, PICK_ENTRIES, Pick, pick_notebook  # still importable from here
 
 __all__ = [
     "VENV",
@@ -73,6 +73,8 @@ __all__ = [
     "run_script",
     "build_autograder",
     "pick_notebook",
+    "PICK_DEPTH",
+    "PICK_ENTRIES",
     "Pick",
     "encode",
     "AnswerRecorder",
@@ -88,9 +90,6 @@ MAX_ANSWERS_BYTES = 16 * 2**20
 #: MAX_ANSWER_VALUES for each of 16 answers (the lessons ask fewer questions), and the problems; a file of
 #: millions of bare numbers is never decoded (~30 MB at most, each value a Python object)
 MAX_ANSWERS_VALUES = 5 * MAX_ANSWER_VALUES * 16 + 10_000
-#: how far pick_notebook reads an upload set: folders below its top, directory entries in all
-PICK_DEPTH = 8
-PICK_ENTRIES = 10_000
 #: how many notebooks of an upload set root copies for grading (the lesson's by name first, then the shallowest)
 PICK_COPIES = 100
 #: the size of each private temporary folder (/tmp, /var/tmp, /dev/shm) of the notebook's run (tmpfs)
@@ -229,40 +228,41 @@ def _copy_upload(lesson: str) -> str:
 # and shape (300,000 files, a folder 1,200 deep) cost little; pick_notebook then reads only this copy
 mkdir "$PRIVATE/submission" || fail "no private folder"
 (cd "$ROOT/submission" && find . -mindepth 1 -maxdepth {PICK_DEPTH + 1} -name '.*' -prune -o \\( -type f -o -type l \\) \\
-  \\( -name {exercise} -printf '0 %d %p\\0' -o -iname {named} -printf '1 %d %p\\0' -o -name '*.ipynb' -printf '2 %d %p\\0' \\) |
+  \\( -name {exercise} -printf '0 %d %p\\0' -o -iname {named} -printf '1 %d %p\\0' -o -iname '*.ipynb' -printf '2 %d %p\\0' \\) |
   sort -z -k1,1n -k2,2n | head -z -n {PICK_COPIES} | cut -z -d ' ' -f 3- | xargs -0 -r cp -P --parents -t "$PRIVATE/submission") 2> /dev/null
 """
 
 
-def _phase_one(limit: int) -> str:
-    """Phase 1: the notebook runs as the unprivileged user in new pid, mount, IPC and network namespaces (where the
-    container allows them), killed after `limit` seconds; then whatever that user left is killed and deleted.
-    With private mounts, /dev is a private minimal one (null, zero, full, random, urandom: no terminal, since every
-    pty is drawn from one host-wide pool, container/06) and /run, /var/run are empty (the host's path sockets there
-    are unreachable: container/19); with a private IPC namespace, its limits are IPC_LIMITS (container/11)."""
-    ipc = " ".join(f"{name}={value.replace(' ', ':')}" for name, value in IPC_LIMITS)
-    return f"""# phase 1: the grader (root, no roster, no secret) runs the notebook's kernel as the unprivileged user, in new
+def _phase_one_isolation() -> str:
+    """Phase 1's namespaces: those the container allows (unshare), each refused one said in the log."""
+    return """# phase 1: the grader (root, no roster, no secret) runs the notebook's kernel as the unprivileged user, in new
 # pid, mount, IPC and network namespaces: every file system read-only but size- and inode-limited private /tmp,
 # /var/tmp, /dev/shm; and when the namespace's first process ends (the grader is done, or the time is up) every
 # process in it is killed and its System V IPC objects vanish
 ISOLATE=(unshare --pid --fork --kill-child --mount --mount-proc --propagation private)
 PRIVATE_MOUNTS=1 PRIVATE_IPC=1
-if ! "${{ISOLATE[@]}}" true 2> /dev/null; then
+if ! "${ISOLATE[@]}" true 2> /dev/null; then
   ISOLATE=() PRIVATE_MOUNTS=
   echo "note: this container does not allow new pid and mount namespaces (unshare); the notebook can write its world-writable folders (what it leaves there is deleted after)" >&2
 fi
 if unshare --ipc true 2> /dev/null; then
-  ISOLATE=("${{ISOLATE[@]:-unshare}}" --ipc)
+  ISOLATE=("${ISOLATE[@]:-unshare}" --ipc)
 else
   PRIVATE_IPC=
   echo "note: this container does not allow a new IPC namespace (unshare --ipc); the notebook's System V IPC objects are removed after" >&2
 fi
 if unshare --net true 2> /dev/null; then
-  ISOLATE=("${{ISOLATE[@]:-unshare}}" --net)
+  ISOLATE=("${ISOLATE[@]:-unshare}" --net)
 else
   echo "note: this container does not allow a new network namespace (unshare --net); the notebook runs with its network" >&2
 fi
-PHASE1='
+"""
+
+
+def _phase_one_script() -> str:
+    """Phase 1's script inside the namespaces (PHASE1): read-only file systems, private /dev, /run and temporary
+    folders, the IPC limits, then the grader in an environment built from nothing."""
+    return f"""PHASE1='
 UPLOAD="$1" && shift && cd / || exit 1
 exec 3< "$UPLOAD" || exit 1  # held open: reached below even where /tmp is mounted over it
 # every folder the grader'"'"'s Python imports from (its path files included), not only $PYTHON and $PYTHONPATH
@@ -317,7 +317,20 @@ fi
 exec env -i PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 HOME=/tmp TMPDIR=/tmp MPLBACKEND=agg \\
   DISTLAB_KERNEL_IDS="$KUID:$KGID" ${{PYTHONPATH:+PYTHONPATH="$PYTHONPATH"}} \\
   "$PYTHON" -I -c "$BOOT" "${{PYTHONPATH:-}}" "$@" "$UPLOAD"'
-PRIVATE_MOUNTS="$PRIVATE_MOUNTS" PRIVATE_IPC="$PRIVATE_IPC" IPC_LIMITS={shlex.quote(ipc)} KUID="$KUID" KGID="$KGID" PYTHON="$PYTHON" BOOT="$BOOT" \\
+"""
+
+
+def _phase_one(limit: int) -> str:
+    """Phase 1: the notebook runs as the unprivileged user in new pid, mount, IPC and network namespaces (where the
+    container allows them), killed after `limit` seconds; then whatever that user left is killed and deleted.
+    With private mounts, /dev is a private minimal one (null, zero, full, random, urandom: no terminal, since every
+    pty is drawn from one host-wide pool, container/06) and /run, /var/run are empty (the host's path sockets there
+    are unreachable: container/19); with a private IPC namespace, its limits are IPC_LIMITS (container/11)."""
+    ipc = " ".join(f"{name}={value.replace(' ', ':')}" for name, value in IPC_LIMITS)
+    return (
+        _phase_one_isolation()
+        + _phase_one_script()
+        + f"""PRIVATE_MOUNTS="$PRIVATE_MOUNTS" PRIVATE_IPC="$PRIVATE_IPC" IPC_LIMITS={shlex.quote(ipc)} KUID="$KUID" KGID="$KGID" PYTHON="$PYTHON" BOOT="$BOOT" \\
   timeout -s KILL {limit} "${{ISOLATE[@]}}" bash -c "$PHASE1" phase1 \\
   "$PRIVATE/submission" "${{common[@]}}" --answers-out - > "$PRIVATE/answers.json" 2> "$PRIVATE/phase1.log"
 head -c 4000 "$PRIVATE/phase1.log" >&2  # the grader's own messages (the log is the instructor's)
@@ -340,6 +353,7 @@ if [ -z "$PRIVATE_IPC" ]; then  # its System V shared memory, message queues and
   done
 fi
 """
+    )
 
 
 def _phase_two(variants: bool) -> str:
@@ -358,72 +372,6 @@ if [ ! -s "$RESULTS" ]; then
 fi
 exit 0
 """
-
-
-class Pick(NamedTuple):
-    """pick_notebook's answer: the notebook to grade (None: none found), the others, and whether all was read."""
-
-    chosen: Path | None
-    ignored: list[Path]
-    complete: bool
-
-
-def _notebooks(root: Path) -> tuple[list[Path], bool]:
-    """The .ipynb entries (not folders) under `root` and whether all of it was read: an iterative walk (os.scandir),
-    shallowest first, down PICK_DEPTH folders at most, reading PICK_ENTRIES entries at most. Links are not followed
-    and dot-folders not entered, so an upload's shape (deep, wide, looping) costs bounded time and memory."""
-    found: list[Path] = []
-    level, read = [root], 0
-    for _ in range(PICK_DEPTH + 1):
-        below: list[Path] = []
-        for folder in level:
-            try:
-                with os.scandir(folder) as entries:
-                    for entry in entries:
-                        read += 1
-                        if read > PICK_ENTRIES:
-                            return found, False
-                        if entry.name.startswith("."):
-                            continue
-                        if entry.is_dir(follow_symlinks=False):
-                            below.append(Path(entry.path))
-                        elif entry.name.endswith(".ipynb"):
-                            found.append(Path(entry.path))
-            except OSError:
-                continue
-        if not below:
-            return found, True
-        level = below
-    return found, False  # folders deeper than PICK_DEPTH were not read
-
-
-def pick_notebook(paths, lesson: str) -> Pick:
-    """The one notebook to grade among the .ipynb files under `paths`, the others, and whether all was read.
-
-    The lesson's exercise file name first (01_memory_wall.ipynb), then a name naming the lesson
-    (memory_wall (1).ipynb), then any notebook; within each, the shallowest, then by name. Only
-    the first is graded: two uploaded copies of a half-solved notebook are not added up. Folders
-    are read by _notebooks (bounded depth and entries).
-    """
-    slug = canonical(lesson)
-    entry = manifest.LESSONS.get(slug)
-    exercise = (entry.exercise or "") if entry is not None else ""
-    found: list[Path] = []
-    complete = True
-    for root in map(Path, paths):
-        if root.is_dir() and not root.is_symlink():
-            more, whole = _notebooks(root)
-            found += more
-            complete = complete and whole
-        else:
-            found.append(root)
-
-    def rank(nb: Path):
-        tier = 0 if nb.name == exercise else 1 if lesson_from_name(nb.name) == slug else 2
-        return (tier, len(nb.parts), nb.as_posix())
-
-    found.sort(key=rank)
-    return Pick(found[0] if found else None, found[1:], complete)
 
 
 def encode(value, depth: int = 0):

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from class_helpers import KERNEL_ID, ROOT, SECRET, autograder_env, needs_unprivileged_python, solve, write_roster
-from distlab.grading import gradescope, variants
+from distlab.grading import gradescope, upload, variants
 from distlab.grading.answers import OpaqueAnswer, decode, opaque
 from distlab.grading.report import FEEDBACK_CHARS, GradeReport, NotebookGrade, QuestionGrade
 from distlab.lessons.variants import lesson_variant
@@ -199,7 +199,7 @@ def test_an_uploads_shape_cannot_crash_or_stall_the_pick(tmp_path, monkeypatch):
     many.mkdir()
     for i in range(200):
         (many / f"n{i:03d}.ipynb").write_text("{}")
-    monkeypatch.setattr(gradescope, "PICK_ENTRIES", 50, raising=False)
+    monkeypatch.setattr(upload, "PICK_ENTRIES", 50)  # where the walk reads it (gradescope re-exports it)
     chosen, ignored, complete = gradescope.pick_notebook([tmp_path], "memory_wall")
     assert chosen == tmp_path / "01_memory_wall.ipynb" and len(ignored) < 50 and not complete
 
@@ -378,3 +378,11 @@ def test_nothing_in_the_upload_runs_as_root(autograder, namespaces):
     assert ("does not allow new pid and mount namespaces" in done.stderr) is not namespaces
     result = json.loads((root / "results" / "results.json").read_text())
     assert result["score"] == 8.0, (result, done.stderr)  # bob's own notebook, graded by distlab's own grader
+
+
+def test_a_notebook_whose_extension_is_upper_case_is_found(tmp_path):
+    # redteam2 class/10 in container mode: an upload holding only 01_memory_wall.IPYNB was "no notebook" (the walk and
+    # the root copy matched ".ipynb" case-sensitively); the class walk already finds any case
+    (tmp_path / "01_memory_wall.IPYNB").write_text("{}")
+    assert gradescope.pick_notebook([tmp_path], "memory_wall").chosen == tmp_path / "01_memory_wall.IPYNB"
+    assert "-iname '*.ipynb'" in gradescope._copy_upload("memory_wall")
