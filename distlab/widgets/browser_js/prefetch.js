@@ -1,5 +1,5 @@
 // The browser's cache of the states one control change away (issue 32; distlab.widgets.prefetch), shared by the
-// pictures of apps whose other controls change their data (the training lab, the triage ladder, lessons 1-3, 6): the
+// pictures of apps whose other controls change their data (the training lab, the triage ladder, lessons 1-4, 6): the
 // kernel sends {prefetch_base, limit} after each change, then {prefetch: key, payload: {summaries, errors, frames}}
 // (and, where the change moves the picture's slider, min, max, value and height; lesson 4's grid: times and codes,
 // as binary buffers named by the message's `buffers`) per neighbouring state. The key is the
