@@ -13,8 +13,8 @@ Run twice: straight to the server, and through a local asyncio TCP proxy that de
 (50 ms round trip), which is what a student on a distant server (Binder) adds to anything that needs the kernel.
 Goal (issue 20): median <= 20 ms, p95 <= 33 ms, and the delay changes neither by more than 5 ms.
 
-Then every dropdown, toggle, checkbox and ipywidgets slider of the apps in CONTROL_APPS (the ring, the memory wall,
-the ZeRO bars, the 3D grid, the training lab, the triage ladder; issue 32): 20 changes each, alternating between a value and its neighbour, change event (capture phase) to
+Then every dropdown, toggle, checkbox and ipywidgets slider of the apps in CONTROL_APPS (the ring, the bubble grid,
+the memory wall, the ZeRO bars, the 3D grid, the training lab, the triage ladder; issue 32): 20 changes each, alternating between a value and its neighbour, change event (capture phase) to
 the frame after the picture's text changes, with the share drawn from the browser's cache. Goal (issue 32): median
 <= 20 ms, p95 <= 33 ms, and the delay moves neither by more than 3 ms.
 
@@ -91,6 +91,8 @@ INSTRUMENT = """picture => {
 #: still refilling: its latency).
 CONTROL_APPS = [
     ("ring", 0, ["link"], ["algorithm"], [], ["GPUs (N)"]),
+    # lesson 4's grid at 1F1B: chunks v is disabled there (interleaved only), so not timed
+    ("bubble grid", 1, ["model", "recompute"], ["schedule"], [], ["stages p", "B : F", "W : F"]),
     ("memory wall", 2, ["model", "precision", "GPU", "recompute"], ["sharding"],
      ["count activations (1 sequence per GPU)"]),
     ("ZeRO bars", 3, ["model", "GPU", "fabric"], [], []),

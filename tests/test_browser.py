@@ -1179,9 +1179,11 @@ def test_a_prefetched_change_of_the_training_lab_redraws_with_no_kernel(jupyterl
             browser.close()
 
 
-#: The apps whose cached change is checked with no kernel (issue 32): (the cell that builds the app, the dropdown
-#: changed: its description and the option picked); _app_for builds the same app here for distlab's text.
-#: The ring's link changes its text, not its drawing (the canvas is checked for the others).
+#: The apps whose cached change is checked with no kernel (issue 32): (the cell that builds the app, the dropdown or
+#: toggle changed: its description and the option picked); _app_for builds the same app here for distlab's text.
+#: The ring's link changes its text, not its drawing (the canvas is checked for the others). Lesson 4's grid: from
+#: interleaved its schedule toggle's neighbour ZB-H1 splits the backward into B and W, so the legend the picture
+#: draws from the cached payload must then name W (it did not before).
 SAME_CANVAS = ("ring",)
 CACHED_CHANGES = {
     "memory wall": (
@@ -1193,6 +1195,10 @@ CACHED_CHANGES = {
         'from distlab.widgets.collectives import RingAllReduceApp\nRingAllReduceApp(gpus=8, size="4 GB", link="nvlink4")',
         ("link", "nvlink5"),
     ),
+    "bubble grid": (
+        'from distlab.widgets.pipeline import BubbleGridApp\nBubbleGridApp(kind="interleaved", stages=4, microbatches=8)',
+        ("schedule", "zb-h1"),
+    ),
 }
 
 
@@ -1200,8 +1206,11 @@ def _app_for(name: str):
     """The app of CACHED_CHANGES[name], built as its cell builds it."""
     from distlab.widgets.collectives import RingAllReduceApp
     from distlab.widgets.memory_wall import MemoryWallApp
+    from distlab.widgets.pipeline import BubbleGridApp
     from distlab.widgets.production import TriageApp
 
+    if name == "bubble grid":
+        return BubbleGridApp(kind="interleaved", stages=4, microbatches=8)
     if name == "ring":
         return RingAllReduceApp(gpus=8, size="4 GB", link="nvlink4")
     return MemoryWallApp(model="llama2-7b", gpus=8, zero=0) if name == "memory wall" else TriageApp()
@@ -1209,9 +1218,9 @@ def _app_for(name: str):
 
 @pytest.mark.parametrize("name", sorted(CACHED_CHANGES))
 def test_a_prefetched_change_of_a_lesson_app_redraws_with_no_kernel(jupyterlab, name):
-    """Every control answered in the browser (issue 32), for lesson 1's memory wall, lesson 2's ring and lesson 8b's
-    triage ladder: once the kernel has prefetched the states one control change away (the picture counts them in
-    data-prefetched), the kernel is shut down; picking a neighbouring option of a dropdown then redraws the picture
+    """Every control answered in the browser (issue 32), for lesson 1's memory wall, lesson 2's ring, lesson 4's
+    bubble grid and lesson 8b's triage ladder: once the kernel has prefetched the states one control change away (the picture counts them in
+    data-prefetched), the kernel is shut down; picking a neighbouring option of a dropdown (a toggle) then redraws the picture
     (the canvas too where it changes: a new link changes only the ring's text) and writes the text distlab computes
     for it, from the browser's cache alone (no kernel to ask)."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
@@ -1252,10 +1261,12 @@ def test_a_prefetched_change_of_a_lesson_app_redraws_with_no_kernel(jupyterlab, 
             page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
             page.get_by_role("menuitem", name=re.compile(r"^Shut Down Kernel")).first.click()
             page.wait_for_selector("#jp-main-statusbar >> text=/No Kernel|Unknown/", timeout=30_000)
-            dropdown = page.locator(
-                ".widget-dropdown", has=page.locator(".widget-label", has_text=re.compile(f"^{label}$"))
-            )
-            dropdown.locator("select").select_option(label=option)
+            named = page.locator(".widget-label", has_text=re.compile(f"^{label}$"))
+            if hasattr(control, "_options_labels") and type(control).__name__ == "ToggleButtons":
+                toggles = page.locator(".widget-toggle-buttons", has=named)
+                toggles.get_by_role("button", name=option, exact=True).click()
+            else:
+                page.locator(".widget-dropdown", has=named).locator("select").select_option(label=option)
             page.wait_for_function(
                 "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
                 arg=[summary.element_handle(), want],
@@ -1263,6 +1274,8 @@ def test_a_prefetched_change_of_a_lesson_app_redraws_with_no_kernel(jupyterlab, 
             )
             assert holder.get_attribute("data-drawn-from") == "cache"
             assert (canvas.evaluate("c => c.toDataURL()") == pixels) == (name in SAME_CANVAS)
+            if name == "bubble grid":  # the legend, drawn from the same cached payload, now names W
+                assert "weight gradient (W)" in (page.locator(".distlab-legend").text_content() or "")
         finally:
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / f"browser-prefetch-{name.replace(' ', '-')}.png"), full_page=False)

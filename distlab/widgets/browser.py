@@ -42,8 +42,8 @@ COMMON_MODULE = "common.js"
 
 
 #: The browser's cache of the states one control change away (issue 32), put before the module of a picture whose
-#: app's other controls change its data (the training lab, the triage ladder, lessons 1-3's bars and ring, lesson 6's
-#: grid).
+#: app's other controls change its data (the training lab, the triage ladder, lessons 1-3's bars and ring, lesson 4's
+#: timeline, lesson 6's grid).
 PREFETCH_MODULE = "prefetch.js"
 
 
@@ -245,9 +245,13 @@ class TimelinePicture(BrowserPicture):
     (odd microbatches lighter), idle time grey, the step's end (solid) and the ideal time (dashed).
 
     `times` holds float32 (start, end) pairs and `codes` uint8 (stage, 2 x kind + microbatch parity) pairs
-    of every position's ops back to back; frames["positions"][i] = [first op, op count, step, ideal]."""
+    of every position's ops back to back; frames["positions"][i] = [first op, op count, step, ideal]; frames["legend"]
+    (when sent) the colour legend drawn above the grid, [without W, with W] (HTML).
 
-    _esm = module_source("timeline.js")
+    `controls`: the app's controls whose neighbouring states the browser caches (distlab.widgets.prefetch, issue 32)."""
+
+    _esm = module_source(PREFETCH_MODULE, "timeline.js")
+    controls = _controls_trait()
     times = traitlets.Bytes(b"").tag(sync=True)
     codes = traitlets.Bytes(b"").tag(sync=True)
 

@@ -5,6 +5,10 @@ image of that timeline (one pixel column per screen column) redrawn by blitting,
 numbers beside it (bubble, closed form, peak in flight, activation memory) come from the
 same Timeline and from distlab.pipeline.activation_memory. Text stays in HTML, out of the
 per-frame render.
+
+The bubble grid is drawn in the browser with its legend (TimelinePicture). The grids of every state one change of
+one control away are simulated in the kernel's idle turns and held by the browser (distlab.widgets.prefetch, issue
+32), so such a change redraws there at once (grid, legend and text) and the kernel confirms it.
 """
 
 from __future__ import annotations
@@ -30,13 +34,19 @@ from .common import (
     fill_positions,
     remembered,
 )
+from .prefetch import Prefetcher
 
 __all__ = [
     "MAX_STAGES",
     "MAX_MICROBATCHES",
     "MAX_CHUNKS",
     "ROWS_NOTE",
+    "GRID_CONTROLS",
     "BubbleGridResult",
+    "simulate",
+    "describe",
+    "grid_data",
+    "grid_payload_steps",
     "BubbleGridApp",
     "NO_LINK",
     "StageAnalysisApp",
@@ -51,6 +61,11 @@ STAGE_ANALYSIS_KINDS = tuple(k for k in pipeline.KINDS if k not in pipeline.NO_C
 #: What the grid says at a microbatch count whose timeline is still being simulated (for a moment after a change).
 PENDING = "simulating this microbatch count ..."
 ROWS_NOTE = "rows: stage 0 (top) to stage p-1 (bottom), one GPU each; time runs left to right ({unit})"
+#: The bubble grid's controls whose labels key the browser's cache (distlab.widgets.prefetch), in the picture's
+#: order; a state is these values (the microbatch count is the picture's own slider).
+GRID_CONTROLS = ("kind", "stages", "chunks", "backward", "weight", "model", "recompute")
+#: States whose grids the kernel remembers: a state is up to about 2 MB (ZB-V at p = 16: 200,000 ops of 10 bytes).
+GRID_KERNEL_LIMIT = 32
 
 
 def _draws_weight_gradients(timeline) -> bool:
@@ -79,13 +94,60 @@ class BubbleGridResult:
 PROGRESS_S = 0.15
 
 
+def _physics(s: dict) -> tuple:
+    """What the timeline of state `s` depends on (the model and recomputation change only its memory)."""
+    return (s["kind"], s["stages"], s["chunks"] if s["kind"] == "interleaved" else 1, s["backward"], s["weight"])
+
+
+def simulate(s: dict, m: int, timeline=None) -> BubbleGridResult:
+    """The bubble grid's result in state `s` (GRID_CONTROLS' values) with m microbatches: the chosen schedule
+    simulated (uniform stages, t_F = 1; `timeline`: that simulation, done already) and the memory it implies (the
+    model's layers split over the stages as evenly as they go; the grid assumes equal stages). Lesson 4."""
+    kind, p, v, t_b, t_w = _physics(s)
+    if timeline is None:
+        timeline = pipeline.schedule(kind, p, m, v, t_f=1.0, t_b=t_b, t_w=t_w)
+    act = pipeline.activation_memory(timeline, s["model"], recompute=s["recompute"])
+    if kind not in pipeline.NO_CLOSED_FORM:
+        return BubbleGridResult(timeline, pipeline.closed_form(kind, p, m, v, 1.0, t_b, t_w), act)
+    return BubbleGridResult(timeline, None, act, _published(kind, p, t_b, t_w))
+
+
+def grid_data(results) -> dict:
+    """What the bubble grid shows for `results` (per microbatch count 1..MAX_MICROBATCHES: a BubbleGridResult, our
+    error, or None while being simulated): {"summaries", "errors", "frames" (with the legend), "times", "codes"}."""
+    frames, times, codes = timeline_buffers([r.timeline if isinstance(r, BubbleGridResult) else None for r in results])
+    frames["legend"] = [_legend(False), _legend(True)]
+    summaries = [describe(r) if isinstance(r, BubbleGridResult) else PENDING if r is None else "" for r in results]
+    errors = [str(r) if isinstance(r, DistlabError) else "" for r in results]
+    return {"summaries": summaries, "errors": errors, "frames": frames, "times": times, "codes": codes}
+
+
+def grid_payload_steps(s: dict, timelines=None):
+    """A generator simulating state `s` one microbatch count per step (distlab.widgets.prefetch runs it in the
+    kernel's idle turns; one step is one simulation, at most about 35 ms at p = 16); its return value is grid_data
+    with every count. `timelines[m - 1]`, where given, is the simulation of m already done (a neighbour that changes
+    only the model or the recomputation)."""
+    results = []
+    for m in range(1, MAX_MICROBATCHES + 1):
+        known = timelines[m - 1] if timelines is not None else None
+        results.append(attempt(simulate, s, m, known))
+        yield m
+    return grid_data(results)
+
+
+def _legend(split: bool) -> str:
+    """The bubble grid's colour legend (with W ops when `split`)."""
+    return legend_html(split=split, rows=ROWS_NOTE.format(unit="one stage's forward of one microbatch = 1"))
+
+
 class BubbleGridApp(LessonApp):
     """Schedule, p, m, v and the F:B:W cost ratio -> the stages x time grid, the bubble and the
     peak activation memory (one microbatch = one sequence of the chosen model).
 
     The grid is drawn in the browser (distlab.widgets.browser.TimelinePicture), sent the timeline of every
-    microbatch count 1..MAX_MICROBATCHES at once: its microbatch slider (`microbatches`) needs no kernel.
-    `result` holds a BubbleGridResult (None on invalid input); `error` the message shown instead.
+    microbatch count 1..MAX_MICROBATCHES at once: its microbatch slider (`microbatches`) needs no kernel. The
+    grids of every state one change of another control away are prefetched into the browser (distlab.widgets.
+    prefetch). `result` holds a BubbleGridResult (None on invalid input); `error` the message shown instead.
     """
 
     summary_in_picture = True
@@ -134,12 +196,14 @@ class BubbleGridApp(LessonApp):
             description="micro m", min=1, max=MAX_MICROBATCHES, value=microbatches, width=720, height=240
         )
         self.microbatches = self.picture  # the microbatch slider lives in the picture (in the browser)
-        self.legend = widgets.HTML(self._legend(split=True))
         self.result: BubbleGridResult | None = None
         self.error: str | None = None
         self._results: list = []  # per microbatch count 1..MAX_MICROBATCHES: a BubbleGridResult or a DistlabError
-        for control in (self.kind, self.stages, self.chunks, self.backward, self.weight, self.model, self.recompute):
-            control.observe(self._on_change, names="value")
+        for name in GRID_CONTROLS:
+            getattr(self, name).observe(self._on_change, names="value")
+        # the browser's cache of the states one change away (issue 32): timeline.js watches these controls
+        self.picture.controls = [getattr(self, name) for name in GRID_CONTROLS]
+        self.prefetcher = Prefetcher(self.picture, self._payload_steps, GRID_KERNEL_LIMIT)
         controls = widgets.VBox(
             [
                 self.kind,
@@ -153,11 +217,26 @@ class BubbleGridApp(LessonApp):
                 ),
             ]
         )
-        super().__init__([controls, self.legend, self.picture, self.status])
+        super().__init__([controls, self.picture, self.status])  # the legend is drawn in the picture
         self._refresh()
         self.picture.observe(self._on_microbatches, names="value")
 
+    _moved = None
+
+    def close(self) -> None:
+        """Close the app's widgets; a fill or prefetch under way stops at its next turn."""
+        self._generation += 1
+        if "prefetcher" in self.__dict__:
+            self.prefetcher.stop()
+        super().close()
+
+    def state(self) -> dict:
+        """The controls' values (GRID_CONTROLS): every timeline and text the picture holds depends on these."""
+        return {name: getattr(self, name).value for name in GRID_CONTROLS}
+
     def _on_change(self, change=None):
+        self.prefetcher.forget()
+        self._moved = change.get("owner") if change is not None else None
         self.chunks.disabled = self.kind.value != "interleaved"
         self._refresh()
 
@@ -171,113 +250,146 @@ class BubbleGridApp(LessonApp):
         """Simulate every microbatch count of the slider for the other controls (new physics: one kernel call)
         and send the picture every timeline and the text of each; then update the app's own result.
 
-        The current count is simulated and sent first (the others shown as pending, so the browser never draws
+        A state the kernel has simulated already (prefetched, or shown before) is sent complete at once. Otherwise
+        the current count is simulated and sent first (the others shown as pending, so the browser never draws
         a count from the old settings); the others follow in turns of the kernel's event loop
         (common.fill_in_turns: about 0.1-0.7 s of simulation at p = 16, nearest counts first, the picture re-sent
-        after each turn), so the control answers after one simulation and the kernel stays responsive."""
-        results: list = [None] * MAX_MICROBATCHES
-        current = self.microbatches.value
-        results[current - 1] = self._simulate_or_error(current)
-        if isinstance(results[current - 1], BubbleGridResult):  # the schedule decides whether W ops are drawn
-            self.legend.value = self._legend(_draws_weight_gradients(results[current - 1].timeline))
-        self._results = results
-        if event_loop_running():  # in a kernel: the current count now, the others after (without one: once, below)
-            self._send(results)
-        self.update()
+        after each PROGRESS_S), so the control answers after one simulation and the kernel stays responsive. Then,
+        in a kernel, the states one control change away are prefetched into the browser (_prefetch)."""
+        s = self.state()
         self._generation += 1
         generation = self._generation
+        self.prefetcher.stop()
+        known = self.prefetcher.lookup(s)
+        if known is not None:  # every count at once; the app's own result is simulated on demand (compute)
+            self._results = [None] * MAX_MICROBATCHES
+            self.filling = None
+            self._show(known)
+            self.update()
+            self._prefetch(generation)
+            return
+        results: list = [None] * MAX_MICROBATCHES
+        current = self.microbatches.value
+        results[current - 1] = attempt(simulate, s, current)
+        self._results = results
+        if event_loop_running():  # in a kernel: the current count now, the others after (without one: once, below)
+            self._send()
+        self.update()
         pending = fill_order([m for m in range(1, MAX_MICROBATCHES + 1) if results[m - 1] is None], current)
 
         def compute(m: int) -> None:
             if results[m - 1] is None:  # compute() may have simulated it already, on demand
-                results[m - 1] = self._simulate_or_error(m)
+                results[m - 1] = attempt(simulate, s, m)
 
         # the counts done so far reach the browser every PROGRESS_S, and all of them at the end
-        self.filling = fill_positions(
-            pending, compute, lambda: generation == self._generation, lambda: self._send(results), PROGRESS_S
-        )
-
-    @staticmethod
-    def _legend(split: bool) -> str:
-        return legend_html(split=split, rows=ROWS_NOTE.format(unit="one stage's forward of one microbatch = 1"))
+        self.filling = fill_positions(pending, compute, lambda: generation == self._generation, self._send, PROGRESS_S)
+        if self.filling is not None:
+            self.filling.add_done_callback(lambda _: self._prefetch(generation))
+        else:
+            self._prefetch(generation)
 
     _generation = 0
     #: The background filling of the other counts in a kernel (an asyncio.Future; None when done at once).
     filling = None
 
-    def _simulate_or_error(self, m: int):
-        return attempt(self.simulate, m)
+    def _prefetch(self, generation: int) -> None:
+        """In a kernel: the grids of every state one control change away, sent to the browser in idle turns, the
+        control just moved first (distlab.widgets.prefetch); nothing when a newer change has come."""
+        if generation == self._generation:
+            controls = {name: getattr(self, name) for name in GRID_CONTROLS}
+            self.prefetcher.start_around(controls, self.state(), self._moved)
 
-    def _send(self, results) -> None:
-        """Every position's timeline and text to the picture (None: still being simulated)."""
-        frames, times, codes = timeline_buffers(
-            [r.timeline if isinstance(r, BubbleGridResult) else None for r in results]
-        )
-        summaries = [
-            self.describe(r) if isinstance(r, BubbleGridResult) else PENDING if r is None else "" for r in results
-        ]
-        errors = [str(r) if isinstance(r, DistlabError) else "" for r in results]
+    def _payload_steps(self, s: dict):
+        """grid_payload_steps of state `s`, reusing the current state's simulations where `s` has the same timelines
+        (a neighbour that changes only the model or the recomputation)."""
+        results = self._results
+        same = _physics(s) == _physics(self.state()) and all(r is not None for r in results)
+        timelines = [r.timeline if isinstance(r, BubbleGridResult) else None for r in results] if same else None
+        return grid_payload_steps(s, timelines)
+
+    def _send(self) -> None:
+        """Every position's timeline and text to the picture (PENDING where still being simulated); once every count
+        is simulated, the kernel remembers them (a change back here is shown complete at once)."""
+        shown = grid_data(self._results)
+        if all(r is not None for r in self._results):
+            self.prefetcher.remember(self.state(), shown)
+        self._show(shown)
+
+    def _show(self, shown: dict) -> None:
         self._syncing = True
         try:
-            self.picture.show(1, MAX_MICROBATCHES, summaries, errors, frames=frames, times=times, codes=codes)
+            self.picture.show(
+                1,
+                MAX_MICROBATCHES,
+                shown["summaries"],
+                shown["errors"],
+                frames=shown["frames"],
+                times=shown["times"],
+                codes=shown["codes"],
+            )
         finally:
             self._syncing = False
+
+    @property
+    def legend(self) -> str:
+        """The colour legend the browser draws above the grid now (timeline.js reads the same data): the one naming
+        W where the current count's ops include a W op; "" before any op is there."""
+        frames = self.picture.frames
+        first, count = frames["positions"][self.picture.value - self.picture.min][:2]
+        codes = np.frombuffer(self.picture.codes, dtype=np.uint8)[2 * first + 1 : 2 * (first + count) : 2]
+        return frames["legend"][int(bool(np.any(codes // 2 == 2)))] if count else ""
 
     def compute(self) -> BubbleGridResult:
         """The result for the current microbatch count (simulated by _refresh); raises our error on invalid input."""
         m = self.microbatches.value
         if self._results[m - 1] is None:
-            self._results[m - 1] = self._simulate_or_error(m)
+            self._results[m - 1] = attempt(simulate, self.state(), m)
         result = self._results[m - 1]
         if isinstance(result, DistlabError):
             raise result
         return result
 
     def simulate(self, m: int) -> BubbleGridResult:
-        """Simulate the chosen schedule with m microbatches (uniform stages, t_F = 1) and the memory it implies
-        (the model's layers split over the stages as evenly as they go; the grid assumes equal stages)."""
-        kind = self.kind.value
-        v = self.chunks.value if kind == "interleaved" else 1
-        p = self.stages.value
-        t_b, t_w = self.backward.value, self.weight.value
-        timeline = pipeline.schedule(kind, p, m, v, t_f=1.0, t_b=t_b, t_w=t_w)
-        act = pipeline.activation_memory(timeline, self.model.value, recompute=self.recompute.value)
-        if kind not in pipeline.NO_CLOSED_FORM:
-            return BubbleGridResult(timeline, pipeline.closed_form(kind, p, m, v, 1.0, t_b, t_w), act)
-        return BubbleGridResult(timeline, None, act, _published(kind, p, t_b, t_w))
+        """simulate() in the controls' state with m microbatches."""
+        return simulate(self.state(), m)
 
     def describe(self, r: BubbleGridResult) -> str:
-        """The numbers under the grid, all read off the simulated timeline (and its closed form)."""
-        tl, cf, act = r.timeline, r.closed_form, r.memory
-        p, m, v = tl.stages, tl.microbatches, tl.chunks
-        setup = f"{tl.schedule}, p={p}, m={m}" + (f", v={v}" if v > 1 else "")
-        closed = (
-            f"closed form {format_percent(cf.bubble_fraction)}"
+        """describe(r): the numbers under the grid."""
+        return describe(r)
+
+
+def describe(r: BubbleGridResult) -> str:
+    """The numbers under the bubble grid, all read off the simulated timeline (and its closed form). Lesson 4."""
+    tl, cf, act = r.timeline, r.closed_form, r.memory
+    p, m, v = tl.stages, tl.microbatches, tl.chunks
+    setup = f"{tl.schedule}, p={p}, m={m}" + (f", v={v}" if v > 1 else "")
+    closed = (
+        f"closed form {format_percent(cf.bubble_fraction)}"
+        if cf is not None
+        else "no closed form for general t_F, t_B, t_W"
+    )
+    lines = [
+        f"{setup}: step {tl.step_time:.4g} x t_F, ideal {float(tl.busy.max()):.4g} x t_F (the busiest stage's "
+        f"compute; t_F = one stage's forward of one microbatch) [pipeline.schedule]",
+        f"bubble: {format_percent(tl.bubble_fraction)} of the step idle, all stages together "
+        f"({closed}); time added over ideal: {format_percent(tl.overhead)} "
+        "[pipeline.schedule, pipeline.closed_form]",
+        *(
+            []
             if cf is not None
-            else "no closed form for general t_F, t_B, t_W"
-        )
-        lines = [
-            f"{setup}: step {tl.step_time:.4g} x t_F, ideal {float(tl.busy.max()):.4g} x t_F (the busiest stage's "
-            f"compute; t_F = one stage's forward of one microbatch) [pipeline.schedule]",
-            f"bubble: {format_percent(tl.bubble_fraction)} of the step idle, all stages together "
-            f"({closed}); time added over ideal: {format_percent(tl.overhead)} "
-            "[pipeline.schedule, pipeline.closed_form]",
-            *(
-                []
-                if cf is not None
-                else [
-                    f"idle inside a stage's own span (the papers' bubble, steps overlapping): at most "
-                    f"{float(tl.span_idle.max()):.4g} x t_F [Timeline.span_idle]; {r.published}"
-                ]
-            ),
-            "peak microbatches in flight per stage: " + _compact(tl.peak_in_flight_w) + " [pipeline.schedule]",
-            f"peak activation memory: {format_bytes(act.peak_bytes)} on stage {act.peak_stage} "
-            f"({act.layers_per_stage[act.peak_stage]} layers x {act.in_flight[act.peak_stage]:g} in flight x "
-            f"{format_bytes(act.per_layer_bytes)} per layer; {act.config['model']}, one "
-            f"{act.config['seq_len']}-token sequence per microbatch, recompute={act.config['recompute']}) "
-            "[pipeline.activation_memory]",
-        ]
-        return "\n".join(lines)
+            else [
+                f"idle inside a stage's own span (the papers' bubble, steps overlapping): at most "
+                f"{float(tl.span_idle.max()):.4g} x t_F [Timeline.span_idle]; {r.published}"
+            ]
+        ),
+        "peak microbatches in flight per stage: " + _compact(tl.peak_in_flight_w) + " [pipeline.schedule]",
+        f"peak activation memory: {format_bytes(act.peak_bytes)} on stage {act.peak_stage} "
+        f"({act.layers_per_stage[act.peak_stage]} layers x {act.in_flight[act.peak_stage]:g} in flight x "
+        f"{format_bytes(act.per_layer_bytes)} per layer; {act.config['model']}, one "
+        f"{act.config['seq_len']}-token sequence per microbatch, recompute={act.config['recompute']}) "
+        "[pipeline.activation_memory]",
+    ]
+    return "\n".join(lines)
 
 
 def _published(kind: str, p: int, t_b: float, t_w: float) -> str:

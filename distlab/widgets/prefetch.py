@@ -50,6 +50,8 @@ def control_label(widget, value=_CURRENT) -> str:
     if not hasattr(widget, "_options_labels"):
         if isinstance(value, bool):
             return "1" if value else "0"
+        if isinstance(value, float):  # JavaScript's String: 1 for 1.0, 1.25 for 1.25 (a FloatSlider's steps)
+            return str(int(value)) if value.is_integer() else repr(value)
         return str(value)
     values = list(widget._options_values)
     k = next(i for i, v in enumerate(values) if v is value or (v is not None and value is not None and v == value))
@@ -90,15 +92,19 @@ def neighbour_jobs(controls: dict, state: dict, moved=None, neighbour=None) -> l
 class Prefetcher:
     """Computes the picture data of neighbouring states in idle turns and sends each to `picture` (a BrowserPicture)
     as {"prefetch": browser key, "payload": data}, after {"prefetch_base": the current key, "limit": BROWSER_LIMIT}.
+    The bytes values of a payload (lesson 4's timeline ops) travel as the message's binary buffers, named in order
+    by its "buffers" list; browser_js/prefetch.js puts them back into the payload.
 
     `steps(state)` is the app's generator: one short step per next(), its return value the picture's data. `table`
     holds the data of the last KERNEL_LIMIT states priced (table_key -> data); `sent` the browser keys sent since the
     last start; `longest_turn_s` the longest turn so far. `future` is done when the fill has ended (None outside an
-    event loop, where start does nothing and run_all computes everything at once)."""
+    event loop, where start does nothing and run_all computes everything at once). `kernel_limit` bounds `table`
+    (an app whose states are large keeps fewer)."""
 
-    def __init__(self, picture, steps) -> None:
+    def __init__(self, picture, steps, kernel_limit: int = KERNEL_LIMIT) -> None:
         self.picture = picture
         self.steps = steps
+        self.kernel_limit = kernel_limit
         self.table: OrderedDict = OrderedDict()
         self.generation = 0
         self.sent: list[str] = []
@@ -117,7 +123,7 @@ class Prefetcher:
     def remember(self, state: dict, data: dict) -> None:
         self.table[table_key(state)] = data
         self.table.move_to_end(table_key(state))
-        while len(self.table) > KERNEL_LIMIT:
+        while len(self.table) > self.kernel_limit:
             self.table.popitem(last=False)
 
     def stop(self) -> None:
@@ -171,7 +177,12 @@ class Prefetcher:
 
     def _send(self, key: str, data: dict) -> None:
         self.sent.append(key)
-        self.picture.send({"prefetch": key, "payload": data})
+        binary = [name for name, value in data.items() if isinstance(value, bytes)]
+        if not binary:
+            self.picture.send({"prefetch": key, "payload": data})
+            return
+        payload = {name: value for name, value in data.items() if name not in binary}
+        self.picture.send({"prefetch": key, "payload": payload, "buffers": binary}, [data[name] for name in binary])
 
     def start(self, base: str, jobs: list) -> None:
         """Inside a running event loop: price `jobs` ([(browser key, state)], nearest first) one turn at a time,

@@ -9,6 +9,7 @@ import asyncio
 import random
 import time
 
+import numpy as np
 import pytest
 
 from distlab.widgets import prefetch
@@ -21,6 +22,8 @@ from distlab.widgets.parallelism_3d import PENDING as MESH_PENDING
 from distlab.widgets.memory_wall import CONTROLS as WALL_CONTROLS
 from distlab.widgets.memory_wall import PENDING as WALL_PENDING
 from distlab.widgets.memory_wall import MemoryWallApp
+from distlab.widgets.pipeline import GRID_CONTROLS, GRID_KERNEL_LIMIT, BubbleGridApp
+from distlab.widgets.pipeline import PENDING as GRID_PENDING
 
 #: app name -> (the app's class, its keyed controls, the text of a position still being computed, a control to change
 #: in the event-loop test and its new value, the app's state after one change (None: only that value changes))
@@ -31,6 +34,8 @@ APPS = {
     "ring": (RingAllReduceApp, RING_CONTROLS, "pending", ("gpus", 5), ring_neighbour),
     # the grid: a new D, T or P also moves the pick slider's range and the canvas height
     "3D grid": (MeshApp, MESH_CONTROLS, MESH_PENDING, ("tp", 2), None),
+    # lesson 4's bubble grid: its payloads carry the ops as bytes (times, codes), sent as binary buffers
+    "bubble grid": (BubbleGridApp, GRID_CONTROLS, GRID_PENDING, ("kind", "zb-h1"), None),
 }
 #: what every payload carries (a payload may carry more: the ring's slider range and step after a new GPU count)
 DRAWN = ("summaries", "errors", "frames")
@@ -41,6 +46,19 @@ def _shown(app, keys=DRAWN) -> dict:
     p = app.picture
     value = {"summaries": list, "errors": list, "frames": dict}  # the rest as they are: min, max, value, height
     return {k: value.get(k, lambda v: v)(getattr(p, k)) for k in keys}
+
+
+def _recording(sent: list):
+    """A stand-in for picture.send that records each message, a payload's binary buffers put back in it under the
+    names its "buffers" lists (as browser_js/prefetch.js does)."""
+
+    def send(msg, buffers=None):
+        if buffers:
+            msg = {**msg, "payload": {**msg["payload"], **dict(zip(msg["buffers"], buffers))}}
+            del msg["buffers"]
+        sent.append(msg)
+
+    return send
 
 
 def _jobs(app, controls, neighbour, moved=None) -> list:
@@ -78,7 +96,7 @@ def test_prefetched_payload_is_what_the_app_shows_after_that_change(name):
         moves = _walk(kind, controls, seed)
         app = _app_after(kind, moves)
         sent: list = []
-        app.picture.send = sent.append  # the messages to the browser
+        app.picture.send = _recording(sent)  # the messages to the browser
         keyed = {n: getattr(app, n) for n in controls}
         jobs = _jobs(app, controls, neighbour)
         app.prefetcher.run_all("base", jobs)
@@ -124,7 +142,7 @@ def test_no_prefetch_turn_holds_the_kernel_and_a_prefetched_change_is_shown_comp
     async def run():
         app = kind()
         sent: list = []
-        app.picture.send = sent.append
+        app.picture.send = _recording(sent)
         getattr(app, control).value = value
         longest, begin = 0.0, time.perf_counter()
         while app.prefetcher.future is None or not app.prefetcher.future.done():
@@ -182,3 +200,87 @@ def test_the_triage_ladder_prepares_its_neighbours_from_the_next_turn():
 
     assert PREPARE_AFTER_S > 0
     assert asyncio.run(run()) == [0.0]
+
+
+def test_the_bubble_grid_sends_its_ops_as_binary_buffers_and_its_legend_in_the_payload():
+    # lesson 4's payload: the ops as the picture's own bytes (float32 start/end pairs, uint8 stage/code pairs) in the
+    # message's binary buffers, named in order; the JSON part holds no bytes. From interleaved the schedule toggle's
+    # neighbours are 1F1B and ZB-H1 (pipeline.KINDS' order); ZB-H1 splits the backward into B and W: its payload's
+    # codes include W ops (code // 2 = 2, browser.OP_KINDS) and its legend pair is [without W, with W], so the
+    # browser draws the one naming W
+    import json
+
+    app = BubbleGridApp(kind="interleaved", stages=4, microbatches=8)
+    calls: list = []
+    app.picture.send = lambda msg, buffers=None: calls.append((msg, buffers))
+    keyed = [getattr(app, n) for n in GRID_CONTROLS]
+    app.prefetcher.run_all("base", _jobs(app, GRID_CONTROLS, None))
+    key = prefetch.state_key(keyed, (app.kind, "zb-h1"))
+    msg, buffers = next((m, b) for m, b in calls if m.get("prefetch") == key)
+    json.dumps(msg)  # no bytes in the JSON part
+    assert msg["buffers"] == ["times", "codes"] and all(isinstance(b, bytes) for b in buffers)
+    other = BubbleGridApp(kind="zb-h1", stages=4, microbatches=8)
+    assert buffers == [other.picture.times, other.picture.codes]
+    codes = np.frombuffer(buffers[1], dtype=np.uint8)[1::2]
+    assert np.any(codes // 2 == 2)
+    without, with_w = msg["payload"]["frames"]["legend"]
+    assert "weight gradient (W)" in with_w and "weight gradient (W)" not in without
+    assert other.legend == with_w and app.legend == without
+    app.close()
+    other.close()
+
+
+def test_the_bubble_grids_kernel_table_is_bounded():
+    # every state whose 64 counts the app simulated is remembered (a change back is shown at once), the oldest
+    # forgotten past GRID_KERNEL_LIMIT: 40 distinct states (stages 1..10 x B : F 1, 1.25, 1.5, 1.75) keep 32, the
+    # last one among them and the first one not
+    app = BubbleGridApp(kind="1f1b", stages=1, microbatches=8)
+    first = app.state()
+    states = 0
+    for backward in (1.0, 1.25, 1.5, 1.75):
+        app.backward.value = backward
+        for p in range(1, 11):
+            app.stages.value = p
+            states += 1
+    assert states == 40 and len(app.prefetcher.table) == GRID_KERNEL_LIMIT
+    assert app.prefetcher.lookup(app.state()) is not None and app.prefetcher.lookup(first) is None
+    app.close()
+
+
+def test_the_bubble_grids_fill_never_holds_the_kernel_at_16_stages():
+    # the worst state the grid offers to simulate: ZB-V at p = 16, 64 counts of up to 6,144 ops each (about 0.6 s
+    # of simulation per state). Its neighbours, by hand: schedule dualpipe and zb-h1, stages 15 (16 is the most),
+    # B : F and W : F 0.75 and 1.25 each, model gpt3-175b and llama2-13b (either side of llama2-7b), recompute
+    # selective (full is the last): 10, seven simulated again, three reusing the timelines (model, recompute).
+    # Each turn is one simulation past turn_deadline (~12 ms plus one simulation of <= ~35 ms), so a probe yielding
+    # to the loop meanwhile never waits 0.1 s of the kernel's own CPU time (thread_time: on this shared 2-core
+    # machine the wall time of a turn also counts the time other processes held the core)
+    async def run():
+        app = BubbleGridApp(kind="zb-v", stages=16, microbatches=32)
+        app.picture.send = _recording([])
+        app.recompute.value = "full"
+        longest, begin = 0.0, time.perf_counter()
+        while app.prefetcher.future is None or not app.prefetcher.future.done():
+            t = time.thread_time()
+            await asyncio.sleep(0)
+            longest = max(longest, time.thread_time() - t)
+            assert time.perf_counter() - begin < 300
+        sent = len(app.prefetcher.sent)
+        app.close()
+        return longest, sent
+
+    longest, sent = asyncio.run(run())
+    assert sent == 10
+    assert longest < 0.1, f"a turn held the loop for {longest:.3f} s of CPU"
+
+
+def test_a_float_sliders_label_is_the_number_javascript_writes():
+    # prefetch.js keys a slider by String(value): JavaScript writes 1.0 as "1" and 1.25 as "1.25" (ECMA-262's
+    # Number::toString: the shortest digits that round-trip, no ".0"); Python's str(1.0) is "1.0", so lesson 4's
+    # B : F and W : F keys missed the browser's cache
+    import ipywidgets as widgets
+
+    slider = widgets.FloatSlider(value=1.0, min=0.0, max=4.0, step=0.25)
+    assert prefetch.control_label(slider) == "1"
+    assert prefetch.control_label(slider, 1.25) == "1.25" and prefetch.control_label(slider, 0.0) == "0"
+    assert prefetch.control_label(widgets.IntSlider(value=4)) == "4"

@@ -1,12 +1,15 @@
 // The browser's cache of the states one control change away (issue 32; distlab.widgets.prefetch), shared by the
-// pictures of apps whose other controls change their data (the training lab, the triage ladder, lessons 1-3, 6): the
+// pictures of apps whose other controls change their data (the training lab, the triage ladder, lessons 1-4, 6): the
 // kernel sends {prefetch_base, limit} after each change, then {prefetch: key, payload: {summaries, errors, frames}}
-// (and, where the change moves the picture's slider, min, max, value and height) per neighbouring state. The key is the
+// (and, where the change moves the picture's slider, min, max, value and height; lesson 4's grid: times and codes,
+// as binary buffers named by the message's `buffers`) per neighbouring state. The key is the
 // labels the app's controls (the `controls` trait) show, joined by \x1f (a checkbox: 1 or 0; a slider: its number).
 // A change of a control to a cached state redraws at once from the payload, shown over the model's own data until
 // the kernel sends its data (the same, computed by the same functions); any other change waits for the kernel.
 // A payload without frames keeps the picture's frames (our message in place of the text: the picture hides them).
 const KEY_SEPARATOR = "\x1f";
+// the model's changes that bring the kernel's own data (lesson 4's grid sends times and codes with its frames)
+const KERNEL_DATA = "change:frames change:summaries change:errors change:times change:codes";
 
 function controlLabel(m) {
   const labels = m.get("_options_labels");
@@ -16,6 +19,19 @@ function controlLabel(m) {
   }
   const value = m.get("value");
   return typeof value === "boolean" ? (value ? "1" : "0") : String(value); // a checkbox, or a slider's number
+}
+
+// The payload of a prefetch message with its binary parts put back (lesson 4's timeline ops: msg.buffers names the
+// message's buffers in order), each as a DataView, as the model holds a bytes trait.
+function withBuffers(msg, buffers) {
+  const names = msg.buffers || [];
+  if (!names.length) return msg.payload;
+  const payload = { ...msg.payload };
+  names.forEach((name, k) => {
+    const b = buffers[k];
+    payload[name] = b instanceof DataView ? b : ArrayBuffer.isView(b) ? new DataView(b.buffer, b.byteOffset, b.byteLength) : new DataView(b);
+  });
+  return payload;
 }
 
 // {view, stop}: `view` reads the model through the cached payload drawn last (mountPicture paints from it); `stop`
@@ -60,13 +76,13 @@ function prefetching(model, root) {
     },
   };
   const fromKernel = () => { shown = null; };
-  const onMessage = (msg) => {
+  const onMessage = (msg, buffers) => {
     if (msg && msg.prefetch_base !== undefined) {
       cache.clear();
       limit = msg.limit || limit;
     } else if (msg && msg.prefetch !== undefined) {
       cache.delete(msg.prefetch);
-      cache.set(msg.prefetch, msg.payload);
+      cache.set(msg.prefetch, withBuffers(msg, buffers || []));
       while (cache.size > limit) cache.delete(cache.keys().next().value);
     }
     count();
@@ -87,7 +103,7 @@ function prefetching(model, root) {
     painters.forEach((paint) => paint());
   };
   // registered before the picture's own painter: the kernel's data replaces the cached one before it paints
-  model.on("change:frames change:summaries change:errors", fromKernel);
+  model.on(KERNEL_DATA, fromKernel);
   model.on("msg:custom", onMessage);
   const refs = model.get("controls") || [];
   Promise.all(refs.map((ref) => model.widget_manager.get_model(String(ref).replace(/^IPY_MODEL_/, ""))))
@@ -99,7 +115,7 @@ function prefetching(model, root) {
     .catch((exc) => console.warn("distlab picture: controls not found, no cache", exc));
   count();
   const stop = () => {
-    model.off("change:frames change:summaries change:errors", fromKernel);
+    model.off(KERNEL_DATA, fromKernel);
     model.off("msg:custom", onMessage);
     controls.forEach((m) => m.off("change", onControl));
   };

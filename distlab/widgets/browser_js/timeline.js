@@ -1,6 +1,7 @@
 // The pipeline bubble grid: stages (rows) x time, one simulated distlab.pipeline timeline per slider position.
 // times (float32 pairs: start, end) and codes (uint8 pairs: stage, kind * 2 + microbatch parity) hold the ops of
-// every position back to back; frames.positions[i] = [first op, op count, step time, ideal time].
+// every position back to back; frames.positions[i] = [first op, op count, step time, ideal time]. The app's other
+// controls are answered from the browser's cache of the states one change away (prefetch.js; issue 32).
 const KIND_COLOURS = ["#0072B2", "#E69F00", "#009E73"]; // F, B, W (Okabe-Ito blue, orange, bluish green)
 const IDLE = "#d9d9d9";
 const STEP_LINE = "#D55E00";
@@ -73,8 +74,41 @@ function drawTimeline(ctx, w, h, model, i) {
   }
 }
 
+// The colour legend above the grid, from the same data as the grid (so a change drawn from the browser's cache
+// updates it too): frames.legend = [the legend without W, with W] (HTML from distlab.plots.pipeline.legend_html),
+// the one with W where the position's ops include a W op (so it names no colour the grid does not draw; issue 31).
+// A position with no ops (invalid, or still being simulated) keeps the legend shown last.
+function mountLegend(model, el) {
+  const legend = element("div", { class: "distlab-legend" }, "margin: 2px 0 4px 0");
+  el.appendChild(legend);
+  let shown = null;
+  const paint = () => {
+    const f = model.get("frames") || {};
+    const position = f.positions && f.positions[model.get("value") - model.get("min")];
+    if (!f.legend || !position || position[1] === 0) return;
+    const [first, count] = position;
+    const codes = typed(model.get("codes"), Uint8Array);
+    let split = 0;
+    for (let k = first; k < first + count && !split; k++) if (codes[2 * k + 1] >> 1 === 2) split = 1;
+    if (f.legend[split] !== shown) {
+      shown = f.legend[split];
+      legend.innerHTML = shown; // the kernel's own HTML (plots.pipeline.legend_html), as an ipywidgets HTML shows it
+    }
+  };
+  model.on("change", paint);
+  paint();
+  return () => model.off("change", paint);
+}
+
 export default {
   render({ model, el }) {
-    return mountPicture(model, el, drawTimeline);
+    const { view, stop } = prefetching(model, el);
+    const unlegend = mountLegend(view, el);
+    const unmount = mountPicture(view, el, drawTimeline);
+    return () => {
+      unmount();
+      unlegend();
+      stop();
+    };
   },
 };
