@@ -10,11 +10,19 @@ import sys
 __all__ = ["seccomp_program", "seccomp_prefix", "SECCOMP_EXEC"]
 
 #: syscall numbers (unshare, clone, clone3, ptrace, process_vm_readv, process_vm_writev), the seccomp audit
-#: architecture, and the calls that answer ENOSYS (add_key, request_key, keyctl, memfd_create, inotify_init1 and
-#: on x86-64 inotify_init), per machine
+#: architecture, and the calls that answer ENOSYS (add_key, request_key, keyctl, memfd_create, inotify_init1, on
+#: x86-64 inotify_init, io_uring_setup/enter/register (425-427 on both), fanotify_init and fanotify_mark,
+#: memfd_secret and userfaultfd), per machine
 _SECCOMP_ARCH = {
-    "x86_64": (272, 56, 435, (101, 310, 311), 0xC000003E, (248, 249, 250, 319, 294, 253)),
-    "aarch64": (97, 220, 435, (117, 270, 271), 0xC00000B7, (217, 218, 219, 279, 26)),
+    "x86_64": (
+        272,
+        56,
+        435,
+        (101, 310, 311),
+        0xC000003E,
+        (248, 249, 250, 319, 294, 253, 425, 426, 427, 300, 301, 447, 323),
+    ),
+    "aarch64": (97, 220, 435, (117, 270, 271), 0xC00000B7, (217, 218, 219, 279, 26, 425, 426, 427, 262, 263, 447, 282)),
 }
 
 
@@ -30,7 +38,10 @@ def seccomp_program() -> bytes:
     round 2, default/03, container/04) and the grader's session keyring was read through them (default/11); a
     memfd's pages are counted by no rlimit nor tmpfs size (container/11: 640 MB under a 256 MB RLIMIT_AS). inotify
     answers ENOSYS too: a watch on a folder bound into the sandbox reported what host processes opened there
-    (default/18: 2,823 opens of the grader's environment seen in 40 s)."""
+    (default/18: 2,823 opens of the grader's environment seen in 40 s). io_uring answers ENOSYS: a second way to
+    make every call above, and a large kernel surface no grading needs (redteam4 class/05 found it open); so do
+    fanotify (unprivileged since Linux 5.13: the inotify side channel again, redteam4 default/02), memfd_secret and
+    userfaultfd (memory and page-fault control no grading needs)."""
     import platform
     import struct
 
