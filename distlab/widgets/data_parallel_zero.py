@@ -31,7 +31,7 @@ from .common import (
     nearest_gpu_count,
 )
 from .controls import CUSTOM_SIZE, custom_size_params
-from .prefetch import Prefetcher
+from .prefetch import Prefetcher, PrefetchingApp
 
 __all__ = [
     "CUSTOM",
@@ -172,7 +172,7 @@ def zero_payload_steps(s: dict):
     return zero_picture_data(s, results)
 
 
-class ZeroMemoryApp(LessonApp):
+class ZeroMemoryApp(PrefetchingApp, LessonApp):
     """Model, GPU type, GPU count and fabric -> memory per GPU for every ZeRO stage, and its communication.
 
     The bars are drawn in the browser (distlab.widgets.browser.BarsPicture): one stacked bar per stage (weights,
@@ -183,6 +183,8 @@ class ZeroMemoryApp(LessonApp):
     (distlab.widgets.prefetch, issue 32). `result` is a ZeroComparison (None on invalid input), `error` our message
     instead.
     """
+
+    PREFETCH_CONTROLS = ZERO_CONTROLS
 
     summary_in_picture = True
     PARTS = ZERO_PARTS
@@ -216,17 +218,8 @@ class ZeroMemoryApp(LessonApp):
         self.picture.observe(self._on_gpus, names="value")
 
     _syncing = False
-    _generation = 0
-    _moved = None
     #: The background filling of the other GPU counts in a kernel (an asyncio.Future; None when done at once).
     filling = None
-
-    def close(self) -> None:
-        """Close the app's widgets; a fill or prefetch under way stops at its next turn."""
-        self._generation += 1
-        if "prefetcher" in self.__dict__:
-            self.prefetcher.stop()
-        super().close()
 
     def state(self) -> dict:
         """The controls' values and the custom size: what the picture shows depends on these (and the GPU count)."""
@@ -275,13 +268,6 @@ class ZeroMemoryApp(LessonApp):
             self.filling.add_done_callback(lambda _: self._prefetch(generation))
         else:
             self._prefetch(generation)
-
-    def _prefetch(self, generation: int) -> None:
-        """In a kernel: the picture data of every state one control change away, sent to the browser in idle turns,
-        the control just moved first (distlab.widgets.prefetch); nothing when a newer change has come."""
-        if generation == self._generation:
-            controls = {name: getattr(self, name) for name in ZERO_CONTROLS}
-            self.prefetcher.start_around(controls, self.state(), self._moved)
 
     def _send(self) -> None:
         """The bars and text of every GPU count computed so far to the picture (PENDING where not yet); once every

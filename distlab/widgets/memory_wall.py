@@ -28,7 +28,7 @@ from .common import (
     nearest_gpu_count,
 )
 from .controls import CUSTOM_SIZE, custom_size_params
-from .prefetch import Prefetcher
+from .prefetch import Prefetcher, PrefetchingApp
 
 __all__ = [
     "CUSTOM",
@@ -160,12 +160,14 @@ def _describe(bd, gpus: int, z: int) -> str:
     return f"{setup}: {format_bytes(bd.total_bytes)} per GPU ({parts}) [memory.training_memory]\n{bd.verdict()}"
 
 
-class MemoryWallApp(LessonApp):
+class MemoryWallApp(PrefetchingApp, LessonApp):
     """Model, precision, GPU type and count, ZeRO stage -> memory bars, summary and fit verdict.
 
     `gpus` is the picture's own slider (in the browser). `result` holds the current MemoryBreakdown (None on
     invalid input); `error` holds the message shown instead (None when valid).
     """
+
+    PREFETCH_CONTROLS = CONTROLS
 
     summary_in_picture = True
 
@@ -236,14 +238,6 @@ class MemoryWallApp(LessonApp):
         self.picture.observe(self._on_gpus, names="value")
 
     _syncing = False
-    _moved = None
-
-    def close(self) -> None:
-        """Close the app's widgets; a fill or prefetch under way stops at its next turn."""
-        self._generation += 1
-        if "prefetcher" in self.__dict__:
-            self.prefetcher.stop()
-        super().close()
 
     def state(self) -> dict:
         """The controls' values and the custom size: what the picture shows depends on these (and the GPU count)."""
@@ -296,16 +290,8 @@ class MemoryWallApp(LessonApp):
         else:
             self._prefetch(generation)
 
-    _generation = 0
     #: The background filling of the other GPU counts in a kernel (an asyncio.Future; None when done at once).
     filling = None
-
-    def _prefetch(self, generation: int) -> None:
-        """In a kernel: the picture data of every state one control change away, sent to the browser in idle turns,
-        the control just moved first (distlab.widgets.prefetch); nothing when a newer change has come."""
-        if generation == self._generation:
-            controls = {name: getattr(self, name) for name in CONTROLS}
-            self.prefetcher.start_around(controls, self.state(), self._moved)
 
     def _send(self) -> None:
         """The bars and text of every GPU count computed so far to the picture (PENDING where not yet); once every

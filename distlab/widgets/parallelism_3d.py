@@ -21,7 +21,7 @@ from ..errors import ConfigurationError, DistlabError
 from ..plots.parallelism_3d import grid_geometry
 from .browser import GridPicture
 from .common import LessonApp, attempt, event_loop_running, fill_order, fill_positions
-from .prefetch import Prefetcher
+from .prefetch import Prefetcher, PrefetchingApp
 
 __all__ = [
     "MAX_GRID_GPUS",
@@ -130,12 +130,14 @@ def _order_label(order: str) -> str:
     return order
 
 
-class MeshApp(LessonApp):
+class MeshApp(PrefetchingApp, LessonApp):
     """D, T, P, GPUs per node and the order -> the rank layout drawn as a grid of GPUs by node.
 
     `result` holds the current RankLayout (None on invalid input); `error` our message instead.
     `pick` (the picture's own slider, in the browser) selects a GPU; its TP, DP and PP groups are outlined.
     """
+
+    PREFETCH_CONTROLS = MESH_CONTROLS
 
     summary_in_picture = True
 
@@ -175,17 +177,8 @@ class MeshApp(LessonApp):
         self.picture.observe(self._on_pick, names="value")
 
     _syncing = False
-    _generation = 0
-    _moved = None
     #: The background filling of the other GPUs' texts in a kernel (an asyncio.Future; None when done at once).
     filling = None
-
-    def close(self) -> None:
-        """Close the app's widgets; a fill or prefetch under way stops at its next turn."""
-        self._generation += 1
-        if "prefetcher" in self.__dict__:
-            self.prefetcher.stop()
-        super().close()
 
     def state(self) -> dict:
         """The controls' values and the slider's last GPU: what the grid shows depends on these (and the pick)."""
@@ -246,13 +239,6 @@ class MeshApp(LessonApp):
             self.filling.add_done_callback(lambda _: self._prefetch(generation))
         else:
             self._prefetch(generation)
-
-    def _prefetch(self, generation: int) -> None:
-        """In a kernel: the picture data of every state one control change away, sent to the browser in idle turns,
-        the control just moved first (distlab.widgets.prefetch); nothing when a newer change has come."""
-        if generation == self._generation:
-            controls = {name: getattr(self, name) for name in MESH_CONTROLS}
-            self.prefetcher.start_around(controls, self.state(), self._moved)
 
     def _send(self) -> None:
         """The grid and the text of every GPU described so far to the picture (PENDING where not yet); once every

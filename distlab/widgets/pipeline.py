@@ -34,7 +34,7 @@ from .common import (
     remembered,
 )
 from .pipeline_text import BubbleGridResult, _compact, _published, describe  # still importable from here
-from .prefetch import Prefetcher
+from .prefetch import Prefetcher, PrefetchingApp
 
 __all__ = [
     "MAX_STAGES",
@@ -129,7 +129,7 @@ def _legend(split: bool) -> str:
     return legend_html(split=split, rows=ROWS_NOTE.format(unit="one stage's forward of one microbatch = 1"))
 
 
-class BubbleGridApp(LessonApp):
+class BubbleGridApp(PrefetchingApp, LessonApp):
     """Schedule, p, m, v and the F:B:W cost ratio -> the stages x time grid, the bubble and the
     peak activation memory (one microbatch = one sequence of the chosen model).
 
@@ -138,6 +138,8 @@ class BubbleGridApp(LessonApp):
     grids of every state one change of another control away are prefetched into the browser (distlab.widgets.
     prefetch). `result` holds a BubbleGridResult (None on invalid input); `error` the message shown instead.
     """
+
+    PREFETCH_CONTROLS = GRID_CONTROLS
 
     summary_in_picture = True
 
@@ -210,15 +212,6 @@ class BubbleGridApp(LessonApp):
         self._refresh()
         self.picture.observe(self._on_microbatches, names="value")
 
-    _moved = None
-
-    def close(self) -> None:
-        """Close the app's widgets; a fill or prefetch under way stops at its next turn."""
-        self._generation += 1
-        if "prefetcher" in self.__dict__:
-            self.prefetcher.stop()
-        super().close()
-
     def state(self) -> dict:
         """The controls' values (GRID_CONTROLS): every timeline and text the picture holds depends on these."""
         return {name: getattr(self, name).value for name in GRID_CONTROLS}
@@ -277,16 +270,8 @@ class BubbleGridApp(LessonApp):
         else:
             self._prefetch(generation)
 
-    _generation = 0
     #: The background filling of the other counts in a kernel (an asyncio.Future; None when done at once).
     filling = None
-
-    def _prefetch(self, generation: int) -> None:
-        """In a kernel: the grids of every state one control change away, sent to the browser in idle turns, the
-        control just moved first (distlab.widgets.prefetch); nothing when a newer change has come."""
-        if generation == self._generation:
-            controls = {name: getattr(self, name) for name in GRID_CONTROLS}
-            self.prefetcher.start_around(controls, self.state(), self._moved)
 
     def _payload_steps(self, s: dict):
         """grid_payload_steps of state `s`, reusing the current state's simulations where `s` has the same timelines

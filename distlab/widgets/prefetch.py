@@ -221,3 +221,30 @@ class Prefetcher:
         step = self._turns(base, jobs)
         while step():
             pass
+
+
+class PrefetchingApp:
+    """The part every app whose picture the browser caches shares (lessons 1, 3, 4 and 6; mixed in before
+    LessonApp): close() stops its fill and prefetch at their next turn, and _prefetch(generation) starts filling the
+    states one change of a PREFETCH_CONTROLS control away, the control just moved first. The app sets `prefetcher`
+    (a Prefetcher), `_moved` and `_generation` (bumped by every change) and defines state()."""
+
+    #: the names of the app's controls whose neighbouring values the browser holds
+    PREFETCH_CONTROLS: tuple[str, ...] = ()
+    prefetcher: Prefetcher
+    _generation = 0
+    _moved = None
+
+    def close(self) -> None:
+        """Close the app's widgets; a fill or prefetch under way stops at its next turn."""
+        self._generation += 1
+        if "prefetcher" in self.__dict__:  # not when __init__ refused its arguments
+            self.prefetcher.stop()
+        super().close()  # type: ignore[misc]
+
+    def _prefetch(self, generation: int) -> None:
+        """In a kernel: the picture data of every state one control change away, sent to the browser in idle turns,
+        the control just moved first (distlab.widgets.prefetch); nothing when a newer change has come."""
+        if generation == self._generation:
+            controls = {name: getattr(self, name) for name in self.PREFETCH_CONTROLS}
+            self.prefetcher.start_around(controls, self.state(), self._moved)  # type: ignore[attr-defined]

@@ -321,7 +321,10 @@ def test_the_relay_connects_only_to_a_socket_of_the_kernels_user(tmp_path):
         client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         client.connect(relay.prefix + "-5")
         client.settimeout(20)  # a loaded machine
-        client.sendall(b"\xff" + bytes(9) + b"\x7f")  # the start of a ZMTP greeting
+        try:
+            client.sendall(b"\xff" + bytes(9) + b"\x7f")  # the start of a ZMTP greeting
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the relay had already closed it: what is checked next
         assert _received(client) == b"", "the relay kept a connection it could not check"
         checked, _ = listener.accept()
         checked.settimeout(20)
