@@ -35,6 +35,7 @@ from .notebook_client import (  # the Jupyter side: still importable from here
     client_class as _client_class,
     kernel_manager,
 )
+from .cgroups import kernel_cgroup_name
 from .relay import Relay
 from .answers import MAX_ANSWER_CHARS, parse_answers
 from .messages import (  # the bounded decoding of the kernel's messages: still importable from here
@@ -188,7 +189,7 @@ class _Kernel:
         self.kernel_ids: tuple[int, int] | None = None
         if sandbox == "bwrap":
             # memory of all the kernel's processes together, and their number: one cgroup each (a root grader)
-            cgroups = KernelCgroups("distlab-kernel-" + secrets.token_hex(8), limits[0], limits[1])
+            cgroups = KernelCgroups(kernel_cgroup_name(), limits[0], limits[1])
             self.world = SandboxWorld(base, kernel_uid_for_run(), cgroups=cgroups)
             # the kernel's own paths; bubblewrap itself starts in the private host folder
             self.work, cwd, self.env = Path(SANDBOX_WORK), base, bwrap_env()
