@@ -17,8 +17,16 @@ from distlab.grading.messages import json_containers
 needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap (apt-get install bubblewrap) is not here")
 
 
-def run_bwrap(cells: list[str], base: Path, problems: list[str], timeout: float = 60, cell_timeout: float = 30):
-    """The answer snapshot of `cells` run in one bubblewrap kernel (base: the run's private folder)."""
+def run_bwrap(
+    cells: list[str],
+    base: Path,
+    problems: list[str],
+    timeout: float = 60,
+    cell_timeout: float = 30,
+    memory_limit: int = 8 * 2**30,
+    audit_hook: bool = True,
+):
+    """The answer snapshot of `cells` (answer_x) run in one bubblewrap kernel (base: the run's private folder)."""
     (base / "submission.ipynb").write_text("{}")
     return run_in_kernel(
         cells,
@@ -27,9 +35,10 @@ def run_bwrap(cells: list[str], base: Path, problems: list[str], timeout: float 
         timeout=timeout,
         cell_timeout=cell_timeout,
         sandbox="bwrap",
-        memory_limit=8 * 2**30,
+        memory_limit=memory_limit,
         file_size_limit=64 * 2**20,
         problems=problems,
+        audit_hook=audit_hook,
     )
 
 

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from distlab.grading.kernel import bwrap_available, run_in_kernel
+from distlab.grading.kernel import bwrap_available
 from distlab.grading.relay import Relay
 from distlab.grading.sandbox import KERNEL_UID_BASE, KERNEL_UID_SPAN, kill_user
+from test_redteam_default_round2 import run_bwrap as shared_run_bwrap
 
 needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap (apt-get install bubblewrap) is not here")
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the grader must be root (a fresh kernel user id)")
@@ -27,19 +28,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the grader must be ro
 
 def run_bwrap(cells: list[str], base: Path, problems: list[str], timeout: float = 60, cell_timeout: float = 30):
     """The answer snapshot of `cells` (answer_x) run in one bubblewrap kernel without the audit hook."""
-    (base / "submission.ipynb").write_text("{}")
-    return run_in_kernel(
-        cells,
-        base / "work",
-        answer_names=["answer_x"],
-        timeout=timeout,
-        cell_timeout=cell_timeout,
-        sandbox="bwrap",
-        memory_limit=4 * 2**30,
-        file_size_limit=64 * 2**20,
-        problems=problems,
-        audit_hook=False,
-    )
+    return shared_run_bwrap(cells, base, problems, timeout, cell_timeout, memory_limit=4 * 2**30, audit_hook=False)
 
 
 #: the kernel keyring calls (x86-64 numbers: add_key 248, keyctl 250): a 3 kB "user" key added to the user keyring
