@@ -60,6 +60,7 @@ __all__ = [
     "min_gpus_to_fit",
     "activation_bytes_per_layer",
     "activation_bytes_per_layer_array",
+    "op_sac_activation_bytes_per_layer_array",
     "check_tp_divides_heads",
     "layers_per_stage",
     "MemoryBreakdown",
@@ -265,6 +266,41 @@ def activation_bytes_per_layer_array(
     kept = tokens * replicated / sp_div + tokens * split / t + np.where(code == 0, scores / t, 0.0)
     # Full recomputation keeps only each layer's input.
     return finite_result("activation bytes", np.where(code == 2, tokens * h * e / sp_div, kept))
+
+
+@broadcasting
+def op_sac_activation_bytes_per_layer_array(model, micro_batch_size, seq_len, tp, sequence_parallel, element_bytes):
+    """Activation bytes one layer keeps under torchtitan's selective op checkpointing, per microbatch and GPU
+    (NumPy broadcast, unvalidated): the layer's input, which the checkpoint keeps, plus the outputs its policy
+    saves: attention's (SDPA) output, every other matmul output (the 1st, 3rd, 5th, 7th of a Llama block: q, v,
+    the gate projection and the down projection; the k, output and up projections are recomputed) and, with
+    sequence parallelism, the two reduce-scatter outputs. Per token, e bytes per element, t = tp:
+    e (h / sp + (h + kv + f) / t + h / t + [gated] h_down + [sp, t > 1] 2 h / t), where the row-parallel down
+    projection's saved output is its full b s h partial sum before the reduce-scatter (h, not h / t).
+    Source: pytorch/torchtitan@3faaa1a0d torchtitan/parallelisms/parallelize_llama.py (_save_list: aten.mm,
+    the flash and efficient SDPA ops, _c10d_functional.reduce_scatter_tensor; _custom_policy: "Saves output of
+    all compute ops, except every second mm", its count restarting for each layer) and models/llama/model.py
+    (the matmul order: wq, wk, wv, wo; w1, w3, w2). SDPA's log-sum-exp (4 bytes per head and token, 0.2% of a
+    Llama 2 70B layer) is not counted. Lesson 7 §2.
+
+    >>> from distlab import models
+    >>> op_sac_activation_bytes_per_layer_array(models.model('llama2-70b'), 1, 4096, 1, False, 2.0)
+    array(5.11705088e+08)
+    """
+    if not all(hasattr(model, a) for a in ("hidden", "heads", "ffn", "kv_heads", "gated_mlp")):
+        raise ConfigurationError(f"model={model!r} must be a TransformerModel (see distlab.models.model)")
+    b, s = number_array(micro_batch_size, "micro_batch_size"), number_array(seq_len, "seq_len")
+    t = number_array(tp, "tp", 1.0)
+    e = float(positive(element_bytes, BYTES, "element_bytes"))
+    h, f = model.hidden, model.ffn
+    kv = model.kv_heads * (h // model.heads)
+    sp = np.asarray(sequence_parallel, dtype=bool)
+    sp_div = np.where(sp, t, 1.0)
+    # q, v and the first MLP matmul (split over t), SDPA's output (split), and the gated block's 7th matmul
+    # (the down projection: row-parallel, its whole output); with SP the two reduce-scatter outputs
+    per_token = h / sp_div + (h + kv + f) / t + h / t + (h if model.gated_mlp else 0.0)
+    per_token = per_token + np.where(sp & (t > 1), 2.0 * h / t, 0.0)
+    return finite_result("activation bytes", s * b * per_token * e)
 
 
 def layers_per_stage(layers: int, pp: int) -> int:

@@ -37,6 +37,9 @@ A real engine keeps more, and not all of it shards the same way (Lesson 7 §2, L
   the bf16 copies FSDP2 all-gathers: at ZeRO-3 the layer being computed and the one prefetched (2 x 2 bytes per
   parameter of a layer), at ZeRO-2 every layer's, kept from forward to backward (2 bytes per parameter). ZeRO-0
   is DDP (16 bytes replicated); there is no ZeRO-1 (PyTorch docs, torch.distributed.fsdp.fully_shard).
+  Its selective recomputation is torchtitan's selective op checkpointing (the layer input, SDPA's output and
+  every other matmul output kept: pytorch/torchtitan@3faaa1a0d parallelize_llama.py _save_list and
+  _custom_policy; memory.op_sac_activation_bytes_per_layer_array), not Megatron's recompute of the attention core.
 
 Every engine recipe also reserves RESERVE_BYTES of each GPU for what is not the model: the CUDA context with its
 kernels and the cuBLAS/cuDNN workspaces, NCCL's communication buffers (NCCL_BUFFSIZE, 4 MiB per channel and
@@ -73,7 +76,9 @@ class MemoryRecipe:
     layers ZeRO-3 holds while computing (gather_layers of them; 'largest' for DeepSpeed's largest-layer
     buffer); zero2_unsharded: bytes per parameter kept unsharded at ZeRO-2 (FSDP2's bf16 copies);
     zero3_optimizer_bytes: the optimizer bytes at ZeRO-3 where the engine counts them apart (DeepSpeed's
-    ZeRO-3 estimator: 18 B per parameter in all, 2 + 2 + 14).
+    ZeRO-3 estimator: 18 B per parameter in all, 2 + 2 + 14). selective: what the engine's selective
+    recomputation keeps: 'attention-core' (Megatron's, Korthikanti et al. 2022: all but the attention scores) or
+    'op' (torchtitan's selective op checkpointing: memory.op_sac_activation_bytes_per_layer_array).
     Lesson 7 §2."""
 
     name: str
@@ -90,6 +95,7 @@ class MemoryRecipe:
     zero3_optimizer_bytes: float | None = None
     reserve_bytes: float = 0.0
     description: str = ""
+    selective: str = "attention-core"  # what recompute='selective' keeps: Korthikanti's count, or "op" (torchtitan)
 
     @property
     def engine(self) -> bool:
@@ -197,6 +203,7 @@ MEMORY_RECIPES = {
             zero2_unsharded=2.0,
             reserve_bytes=RESERVE_BYTES,
             description="PyTorch FSDP2, bf16 compute on fp32 master weights: 16 B per parameter, sharded",
+            selective="op",
         ),
     )
 }

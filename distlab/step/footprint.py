@@ -48,13 +48,17 @@ def activations_term(c: StepConfig, r: dict) -> dict:
     never stores the scores, as selective recomputation; divided by cp; an MoE model adds the router's and the
     dispatched copies' tensors) x the stage's layers x the microbatches in flight on the first stage (pipeline.
     in_flight_array: GPipe m, 1F1B min(p, m), interleaved min(p (1 + (p-1)/(p v)), m); Korthikanti et al. 2022,
-    Sec. 4.2.3). Balanced stages: the first stage (one layer fewer) or the second (one microbatch fewer in flight).
+    Sec. 4.2.3); an engine whose selective recomputation is torchtitan's op checkpointing (memory_recipes
+    'fsdp2') keeps memory.op_sac_activation_bytes_per_layer_array's count instead. Balanced stages: the first stage (one layer fewer) or the second (one microbatch fewer in flight).
     Lesson 1, Lesson 4 §5."""
     code = c.code
     stored = np.where(np.asarray(c.flash) & (code == 0), 1, code)
     per_layer = (
         memory.activation_bytes_per_layer_array(c.model, c.b, c.s, c.tp, c.sequence_parallel, stored, c.e) / c.cp
     )
+    if getattr(c.memory_recipe, "selective", None) == "op":  # torchtitan's selective op checkpointing
+        op_sac = memory.op_sac_activation_bytes_per_layer_array(c.model, c.b, c.s, c.tp, c.sequence_parallel, c.e)
+        per_layer = np.where(code == 1, op_sac / c.cp, per_layer)
     if c.moe:
         from ..moe import step as moe_step
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distlab import models, training
+from distlab import memory, models, training, validation
 from distlab.errors import ConfigurationError
 from distlab.memory_recipes import MEMORY_RECIPES, RESERVE_BYTES, largest_layer_params, memory_recipe
 
@@ -133,3 +133,34 @@ def test_a_paper_fit_with_less_than_the_reserve_free_is_flagged():
     roomy = memory.MemoryBreakdown(70e9, 0.0, 0.0, 5e9, 80e9, "h100-sxm")  # 5 GB free
     assert tight.fits and "on paper" in tight.verdict()
     assert roomy.fits and "on paper" not in roomy.verdict()
+
+
+def test_torchtitan_op_checkpointing_keeps_its_saved_outputs_by_hand():
+    """torchtitan's selective op AC (pytorch/torchtitan@3faaa1a0d parallelize_llama.py: _save_list and
+    _custom_policy, every second mm recomputed) on its published Llama 2 70B row (docs/performance.md, 64 A100s,
+    local batch 1, seq 4096). Per token per layer, bf16: the layer input h, wq's output h, wv's kv = 8 x 128 =
+    1,024, SDPA's output h, w1's f = 28,672 and w2's h (wk, wo, w3 recomputed) = 2 x (4 x 8,192 + 1,024 + 28,672)
+    = 124,928 B; x 4,096 tokens x 80 layers = 40,936,407,040 B (Megatron's count, 34 sbh-like, gave 89.9 GB)."""
+    est = validation.predict(validation.run("torchtitan-a100-64gpu-llama2-70b-sel-op-lbs1"))
+    assert est.memory.activations_bytes == pytest.approx(2 * (4 * 8192 + 1024 + 28672) * 4096 * 80, rel=1e-12)
+    assert est.feasible
+
+
+def test_torchtitan_op_checkpointing_with_tp_and_sp_by_hand():
+    """Llama 3.1 8B (h 4,096, kv 1,024, f 14,336), tp = 2 with sequence parallelism, seq 8,192, bf16: per token
+    the sharded input h/2, q + v + w1 (h + kv + f)/2, SDPA h/2, w2's whole partial sum h (row-parallel, saved
+    before its reduce-scatter) and the two reduce-scatter outputs 2 h/2:
+    2 x (2,048 + 9,728 + 2,048 + 4,096 + 4,096) = 44,032 B; x 8,192 tokens = 360,710,144 B."""
+    got = memory.op_sac_activation_bytes_per_layer_array(models.model("llama3.1-8b"), 1, 8192, 2, True, 2.0)
+    assert float(got) == 2 * (2048 + 9728 + 2048 + 4096 + 4096) * 8192 == 360_710_144
+
+
+def test_torchtitan_70b_local_batch_two_is_over_memory_as_its_footnote_says():
+    """docs/performance.md at 3faaa1a0d, footnote 3: "the 70B training with local batch size 2 will cause an OOM
+    error when selective activation checkpointing is used". Local batch 2 doubles the activations: 2 x 40.9 GB +
+    20.7 GB of FSDP2 states = 102.5 GB, over the 80 GB less the 2 GB reserve; local batch 1 fits."""
+    run = validation.run("torchtitan-a100-64gpu-llama2-70b-sel-op-lbs1")
+    kwargs = dict(run["distlab"]["estimate"], micro_batch_size=2, global_batch=128)
+    est = training.estimate(validation.run_model(run), validation.run_cluster(run), **kwargs)
+    assert not est.memory.fits and est.memory.total_bytes > 100e9
+    assert validation.predict(run).memory.fits  # the row it published instead
