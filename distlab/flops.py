@@ -113,6 +113,22 @@ def recomputed_forward_flops_array(params_per_layer, attention_width, tokens, se
 
 
 @broadcasting
+def op_sac_recomputed_forward_flops_array(hidden, kv_width, ffn, tokens):
+    """Forward FLOPs of one layer that torchtitan's selective op checkpointing executes again in the backward
+    (NumPy broadcast): the matmuls its policy does not save, every second one of a Llama block (wk, wo and w3:
+    tokens x 2 x (h kv + h h + h f)); the attention core is not recomputed (SDPA's output is saved).
+    Source: pytorch/torchtitan@3faaa1a0d parallelize_llama.py _custom_policy; memory.
+    op_sac_activation_bytes_per_layer_array counts what it keeps. Lesson 7 §1.
+
+    >>> float(op_sac_recomputed_forward_flops_array(8192, 1024, 28672, 1))  # Llama 2 70B, per token
+    620756992.0
+    """
+    h = number_array(hidden, "hidden")
+    work = h * (number_array(kv_width, "kv_width") + h + number_array(ffn, "ffn"))
+    return finite_result("recomputed FLOPs", number_array(tokens, "tokens") * 2.0 * work)
+
+
+@broadcasting
 def logit_forward_flops_array(hidden, vocab, tokens):
     """Forward FLOPs of the output layer: tokens x 2 x h x V (NumPy broadcast). Lesson 7 §1.
 

@@ -34,7 +34,8 @@ releases). Keys, all in job_config.py:
   [activation_checkpoint] mode "none" | "selective" | "full". torchtitan's "selective" is op- or
   layer-level SAC (selective_ac_option "op": keep SDPA outputs and every other matmul output,
   recompute the rest; a number n: checkpoint every n-th layer whole), not Megatron's recompute of
-  the attention core, so its activation memory is not the 34 sbh distlab plans with "selective".
+  the attention core: distlab plans "selective" with torchtitan's recipe ('fsdp2') by that policy (memory.
+  op_sac_activation_bytes_per_layer_array, flops.op_sac_recomputed_forward_flops_array).
 The TOML is written by hand (no dependency); tests read it back with tomllib.
 """
 
@@ -225,6 +226,6 @@ def torchtitan(estimate) -> str:
     if c["recompute"] == "selective":
         lines.append(
             "# op-level SAC (keeps SDPA and every other matmul output), not Megatron's attention-core "
-            "recompute: its memory is not the 34 sbh planned"
+            "recompute, as planned with torchtitan's memory recipe"
         )
     return "\n".join(lines) + "\n"

@@ -47,13 +47,13 @@ def attention_core_seconds(c: StepConfig):
     the sequence length) the forward (1, + 1 recomputed, x half the counted forward) runs at the forward rate and the
     backward (2.5 x half) at the backward rate. Lesson 7 §8."""
     causal = np.asarray(c.causal_flash, dtype=bool)
-    executed = np.where(causal, c.layers_stage * flash_attention_work_array(c.core_fwd, c.code != 0), c.core_stage)
+    executed = np.where(causal, c.layers_stage * flash_attention_work_array(c.core_fwd, c.core_again), c.core_stage)
     rate = c.tp * c.core_peak * c.attention_efficiency
     if c.attention_table is None:
         return executed / rate
     forward, backward = kernel_rates(c.attention_table, c.s)
     half = 0.5 * c.layers_stage * c.core_fwd
-    again = np.where(c.code != 0, 1.0, 0.0)
+    again = np.where(c.core_again, 1.0, 0.0)
     kernel = half * ((1.0 + again) / forward + (FLASH_FORWARD_BACKWARD_WORK - 1.0) / backward) / (c.tp * c.core_peak)
     return np.where(causal, kernel, executed / rate)
 
@@ -61,12 +61,12 @@ def attention_core_seconds(c: StepConfig):
 def elementwise_seconds(c: StepConfig):
     """Seconds per microbatch of the memory-bound element-wise kernels: memory_traffic x their HBM bytes counted
     kernel by kernel (elementwise.elementwise_bytes_array, at the recipe's elementwise_bytes: 2 for FP8) x passes (3,
-    4 with full recomputation) / HBM bandwidth, plus an FP8 recipe's casts (elementwise.fp8_cast_bytes_array: the
+    4 with full recomputation or torchtitan's selective op checkpointing) / HBM bandwidth, plus an FP8 recipe's casts (elementwise.fp8_cast_bytes_array: the
     forward's once, twice with full recomputation, the backward's once) and the cross-entropy loss on the stage
     holding the logits (elementwise.loss_bytes_per_token, split over tp). Lesson 7 §8."""
     b, s, e = c.b, c.s, c.e_elementwise
     per_layer = b * s * elementwise_bytes_array(c.model, s, c.tp, c.sequence_parallel, c.flash, c.kernels_code, e)
-    passes = TRAINING_PASSES + np.where(c.full, 1.0, 0.0)
+    passes = TRAINING_PASSES + np.where(c.full | c.op_sac, 1.0, 0.0)  # op checkpointing recomputes them all
     traffic = c.layers_stage * passes * c.memory_traffic * per_layer / c.cp
     if c.fp8:  # FP8 casts: the forward's (again with full recomputation) and the backward's, per token
         forward, backward = fp8_cast_bytes_array(c.model, c.tp, c.sequence_parallel, c.cast_bytes)

@@ -17,6 +17,7 @@ from ..flops import (
     TRAINING_PASSES,
     layer_forward_flops_array,
     logit_forward_flops_array,
+    op_sac_recomputed_forward_flops_array,
     recomputed_forward_flops_array,
 )
 from ..units import FLOP_PER_SECOND, SECONDS, non_negative, positive, positive_int
@@ -131,6 +132,8 @@ class StepConfig:
     stage_flops: np.ndarray  # the busiest stage's FLOPs per microbatch: layers x (3 forwards + recompute) + logits
     core_fwd: np.ndarray  # the attention core's counted forward FLOPs per microbatch and layer (4 b s^2 a d / cp)
     core_stage: np.ndarray  # the stage's counted attention-core FLOPs: 3 passes, + 1 forward when recomputed
+    core_again: np.ndarray  # the attention core runs again in the backward (recomputation, not op checkpointing)
+    op_sac: np.ndarray  # torchtitan's selective op checkpointing: every second matmul and the element-wise again
 
     @property
     def e(self) -> float:
@@ -310,6 +313,13 @@ def _layout(a: dict) -> dict:
     ppl = model.busiest_params_per_layer(ep) if moe else float(model.params_per_layer())
     layer_fwd = layer_forward_flops_array(ppl, width, tokens_mb, s)
     layer_again = recomputed_forward_flops_array(ppl, width, tokens_mb, s, code)
+    # torchtitan's selective op checkpointing (memory recipe 'fsdp2'): every second matmul again, not the core
+    op_sac = (not moe) & (getattr(a["memory_recipe"], "selective", None) == "op") & (code == 1)
+    if np.any(op_sac):
+        kv = float(model.kv_heads * model.head_dim)
+        again_op = op_sac_recomputed_forward_flops_array(float(model.hidden), kv, float(model.ffn), tokens_mb)
+        layer_again = np.where(op_sac, again_op, layer_again)
+    core_again = (code != 0) & ~op_sac
     logits_fwd = logit_forward_flops_array(float(model.hidden), float(model.vocab), tokens_mb)
     core_fwd = tokens_mb * 4.0 * s * width  # QK^T and AV: 4 s a d_head per token
     balance = bool(a["balance_stages"])
@@ -346,5 +356,7 @@ def _layout(a: dict) -> dict:
         stage_flops=layers_stage * (TRAINING_PASSES * layer_fwd + layer_again)
         + logit_share * TRAINING_PASSES * logits_fwd,
         core_fwd=core_fwd,
-        core_stage=layers_stage * (TRAINING_PASSES * core_fwd + np.where(code == 0, 0.0, core_fwd)),
+        core_stage=layers_stage * (TRAINING_PASSES * core_fwd + np.where(core_again, core_fwd, 0.0)),
+        core_again=core_again,
+        op_sac=op_sac,
     )
