@@ -284,8 +284,8 @@ def op_sac_activation_bytes_per_layer_array(model, micro_batch_size, seq_len, tp
     Llama 2 70B layer) is not counted. Lesson 7 §2.
 
     >>> from distlab import models
-    >>> op_sac_activation_bytes_per_layer_array(models.model('llama2-70b'), 1, 4096, 1, False, 2.0)
-    array(5.11705088e+08)
+    >>> float(op_sac_activation_bytes_per_layer_array(models.model('llama2-70b'), 1, 4096, 1, False, 2.0))
+    511705088.0
     """
     if not all(hasattr(model, a) for a in ("hidden", "heads", "ffn", "kv_heads", "gated_mlp")):
         raise ConfigurationError(f"model={model!r} must be a TransformerModel (see distlab.models.model)")
