@@ -70,9 +70,9 @@ def zero3_gathered_per_layer(model, threshold=DEEPSPEED_2021_PERSISTENCE_THRESHO
     """
     h, f = float(model.hidden), float(model.ffn)
     qkv = h + 2.0 * float(model.kv_heads) * h / float(model.heads)
-    mlp = 3 if model.gated_mlp else 2
+    mlp = 3 if getattr(model, "gated_mlp", False) else 2
     weights = [qkv * h, h * h] + [f * h] * mlp
-    biases = [qkv, h] + [f] * (mlp - 1) + [h] if model.biases else []
+    biases = [qkv, h] + [f] * (mlp - 1) + [h] if getattr(model, "biases", False) else []
     return float(sum(1 for n in weights + biases if n >= threshold))
 
 
@@ -119,7 +119,7 @@ def _zero3_per_tensor(c: StepConfig, layer_half):
     m (g (t + (k_g - 1) a) + L (t + (k - 1) a)), t = layer_half (one latency in it). Lesson 7 §3."""
     layers, k = c.layers_stage, np.asarray(c.zero3_tensors)
     latency = ring_latency_array(c.dpc, c.tp, c.g, c.intra_lat, c.inter_lat)
-    k_gather = np.where(k > 1.0, zero3_gathered_per_layer(c.model), 1.0) if hasattr(c.model, "ffn") else k
+    k_gather = np.where(k > 1.0, zero3_gathered_per_layer(c.model), 1.0)
     gathers = 2.0 * layers - 1.0 + np.where(c.full, layers - 1.0, 0.0)
     gather = layer_half + np.maximum(k_gather - 1.0, 0.0) * latency
     reduce = layer_half + (k - 1.0) * latency

@@ -143,6 +143,13 @@ def test_estimate_keyword_and_the_narayanan_table_2_rows():
     assert per_tensor.step_time_s > flat.step_time_s
     with pytest.raises(ConfigurationError, match="zero3_collectives"):
         training.estimate("llama2-7b", "dgx-h100", zero3_collectives="per-bucket", **est)
+    # an MoE model (its step model has no `biases` field) is priced per tensor too, all of it exposed
+    moe = dict(nodes=2, fabric="ib-ndr", ep=8, zero=3, global_batch=64)
+    moe_flat = training.estimate("mixtral-8x7b", "dgx-h100", **moe)
+    moe_tensor = training.estimate("mixtral-8x7b", "dgx-h100", zero3_collectives="tensor", **moe)
+    assert (
+        moe_tensor.dp_exposed_s == pytest.approx(moe_tensor.dp_comm_s) and moe_tensor.step_time_s > moe_flat.step_time_s
+    )
     from distlab import validation
 
     rows = [r for r in validation.compare("reference").rows if r.id.startswith("narayanan2021-t2-zero3")]
