@@ -26,8 +26,8 @@ __all__ = [
 #: How ZeRO-3/FSDP issues a layer's parameter gathers and gradient reductions. 'layer': one collective on a flat
 #: buffer of the layer's parameters (FSDP2's foreach all-gather per FSDP unit, Megatron's distributed-optimizer
 #: buckets, DeepSpeed's coalesced gathers of later versions). 'tensor': one collective per parameter tensor, each
-#: over all the DP ranks (DeepSpeed ZeRO-3 as Narayanan et al. 2021 Table 2 ran it, ZeRO-Infinity era), so every
-#: tensor pays the ring's latency (collectives.placed.ring_latency_array).
+#: over all the DP ranks and none hidden (DeepSpeed ZeRO-3 v0.3.13-v0.4.0, as Narayanan et al. 2021 Table 2 ran it:
+#: _zero3_per_tensor), so every tensor pays the ring's latency (collectives.placed.ring_latency_array).
 ZERO3_COLLECTIVES = ("layer", "tensor")
 
 #: DeepSpeed ZeRO-3's default stage3_param_persistence_threshold (elements) in v0.3.13-v0.4.0
