@@ -15,14 +15,26 @@ from ..fsdp import layer_by_layer_exposed
 from .config import StepConfig
 from .placement import equal_local_ranks_array, group_all_reduce_time_array
 
-__all__ = ["ZERO3_COLLECTIVES", "zero3_collectives_per_layer", "dp_term"]
+__all__ = [
+    "ZERO3_COLLECTIVES",
+    "DEEPSPEED_2021_PERSISTENCE_THRESHOLD",
+    "zero3_collectives_per_layer",
+    "zero3_gathered_per_layer",
+    "dp_term",
+]
 
 #: How ZeRO-3/FSDP issues a layer's parameter gathers and gradient reductions. 'layer': one collective on a flat
 #: buffer of the layer's parameters (FSDP2's foreach all-gather per FSDP unit, Megatron's distributed-optimizer
 #: buckets, DeepSpeed's coalesced gathers of later versions). 'tensor': one collective per parameter tensor, each
-#: over all the DP ranks (DeepSpeed ZeRO-3 as Narayanan et al. 2021 Table 2 ran it, ZeRO-Infinity era), so every
-#: tensor pays the ring's latency (collectives.placed.ring_latency_array).
+#: over all the DP ranks and none hidden (DeepSpeed ZeRO-3 v0.3.13-v0.4.0, as Narayanan et al. 2021 Table 2 ran it:
+#: _zero3_per_tensor), so every tensor pays the ring's latency (collectives.placed.ring_latency_array).
 ZERO3_COLLECTIVES = ("layer", "tensor")
+
+#: DeepSpeed ZeRO-3's default stage3_param_persistence_threshold (elements) in v0.3.13-v0.4.0
+#: (deepspeed/runtime/zero/constants.py, ZERO_OPTIMIZATION_PARAM_PERSISTENCE_THRESHOLD_DEFAULT = 100000; tag v0.3.13,
+#: commit 12a53b43): stage3.py's persistent_parameters() marks every tensor of fewer elements ds_persist, gathered
+#: once and never released, so only larger tensors are gathered layer by layer (their gradients are all reduced).
+DEEPSPEED_2021_PERSISTENCE_THRESHOLD = 100_000
 
 
 def zero3_collectives_per_layer(model, granularity="layer") -> float:
@@ -42,6 +54,26 @@ def zero3_collectives_per_layer(model, granularity="layer") -> float:
     linear = 2 + (3 if getattr(model, "gated_mlp", False) else 2)
     norms = 2 * (2 if getattr(model, "norm", "layernorm") == "layernorm" else 1)
     return float(linear * (2 if getattr(model, "biases", False) else 1) + norms)
+
+
+def zero3_gathered_per_layer(model, threshold=DEEPSPEED_2021_PERSISTENCE_THRESHOLD) -> float:
+    """All-gathers per layer and pass of DeepSpeed's 2021 per-tensor ZeRO-3: the layer's tensors of at least
+    `threshold` elements (DEEPSPEED_2021_PERSISTENCE_THRESHOLD: smaller ones persist gathered). Megatron's GPT block
+    as zero3_collectives_per_layer counts it: weights QKV (h + 2 kv d) x h, projection h x h and 2 (3 gated) MLP
+    matrices h x f; biases of h + 2 kv d, h, f (each up matrix) and h elements; 2 norms of h (under any threshold
+    of today's widths). GPT-3 175B (h = 12,288, f = 49,152): the 4 weights, every bias and norm under 100,000: 4;
+    Llama 2 7B: its 5 weights. Lesson 7 §3.
+
+    >>> from distlab import models
+    >>> zero3_gathered_per_layer(models.model('llama2-7b')), zero3_gathered_per_layer(models.model('llama2-7b'), 2e7)
+    (5.0, 4.0)
+    """
+    h, f = float(model.hidden), float(model.ffn)
+    qkv = h + 2.0 * float(model.kv_heads) * h / float(model.heads)
+    mlp = 3 if getattr(model, "gated_mlp", False) else 2
+    weights = [qkv * h, h * h] + [f * h] * mlp
+    biases = [qkv, h] + [f] * (mlp - 1) + [h] if getattr(model, "biases", False) else []
+    return float(sum(1 for n in weights + biases if n >= threshold))
 
 
 def _gradient_groups(c: StepConfig):
@@ -73,6 +105,27 @@ def _gradient_groups(c: StepConfig):
     return grad, expert, np.maximum(c.dpc, edp), both
 
 
+def _zero3_per_tensor(c: StepConfig, layer_half):
+    """Seconds of DeepSpeed ZeRO-3's per-tensor collectives in a step, all exposed (v0.3.13-v0.4.0, microsoft/
+    DeepSpeed tag v0.3.13, commit 12a53b43; unchanged through v0.4.0): partition_parameters.py _allgather_param
+    gathers each parameter on its own torch.distributed.all_gather over the whole DP group after a device-wide
+    torch.cuda.synchronize(), and stage3.py fetch_sub_module ends with comm_stream.synchronize() and
+    torch.cuda.synchronize(), so no gather overlaps compute, and each waits for the reduce-scatters in flight;
+    _reduce_scatter_gradients runs one reduce_scatter per parameter. The gathers are forward and pre-backward module
+    hooks (stage3.py _register_hooks_recursively), so the recomputed forward of full recomputation fires them again.
+    Per microbatch: g = L + (L - 1) + full x (L - 1) gathers of the layer (the last layer stays gathered, as in the
+    flat count) of k_g tensors (zero3_gathered_per_layer) and L reduce-scatters of k tensors (zero3_tensors), each
+    tensor a ring latency over all dp x cp ranks (ring_latency_array), the layer's bytes at the placed rate:
+    m (g (t + (k_g - 1) a) + L (t + (k - 1) a)), t = layer_half (one latency in it). Lesson 7 §3."""
+    layers, k = c.layers_stage, np.asarray(c.zero3_tensors)
+    latency = ring_latency_array(c.dpc, c.tp, c.g, c.intra_lat, c.inter_lat)
+    k_gather = np.where(k > 1.0, zero3_gathered_per_layer(c.model), 1.0)
+    gathers = 2.0 * layers - 1.0 + np.where(c.full, layers - 1.0, 0.0)
+    gather = layer_half + np.maximum(k_gather - 1.0, 0.0) * latency
+    reduce = layer_half + (k - 1.0) * latency
+    return c.m * (gathers * gather + layers * reduce)
+
+
 def dp_term(c: StepConfig, r: dict) -> dict:
     """DP communication: dp_comm_s, the step's data-parallel traffic (a reduce-scatter or all-gather is half an
     all-reduce), and dp_exposed_s, what of it is exposed (DDP's 25 MiB buckets, dataparallel.
@@ -82,9 +135,9 @@ def dp_term(c: StepConfig, r: dict) -> dict:
     its backward, one all-gather. ZeRO-3 (FSDP): per microbatch and layer an all-gather for the forward, one for the
     backward (not for the last layer, kept unsharded) and a reduce-scatter, (3 L - 1) halves of the layer's shard
     (Rajbhandari et al. 2020, Sec. 7.2.2), exposed as distlab.fsdp.layer_by_layer_exposed (one layer of prefetch).
-    Per parameter tensor (zero3_tensors = k > 1 collectives per layer: DeepSpeed ZeRO-3 as Narayanan et al. 2021 Table 2 ran it) each layer's gather and
-    reduction also pays k - 1 more ring latencies over all dp x cp ranks (ring_latency_array): the flat buffer's
-    one is in the placed time already. No replicas: nothing. Lesson 3, Lesson 7 §3."""
+    Per parameter tensor (zero3_tensors = k > 1: DeepSpeed ZeRO-3 as Narayanan et al. 2021 Table 2 ran it,
+    v0.3.13-v0.4.0) _zero3_per_tensor prices it: every collective exposed, the recomputed forward gathering again,
+    each collective a ring latency over all ranks. No replicas: nothing. Lesson 3, Lesson 7 §3."""
     grad, expert, replicas, all_reduce_of = _gradient_groups(c)
     m, layers, zero = c.m, c.layers_stage, c.zero
     all_reduce = all_reduce_of(grad, expert)
@@ -97,18 +150,15 @@ def dp_term(c: StepConfig, r: dict) -> dict:
     zero1 = exposed_communication_time(half, backward, buckets) + gather_once
     zero2 = m * exposed_communication_time(half, backward, buckets) + gather_once
     layer_half = 0.5 * all_reduce_of(grad / layers, expert / layers)
-    if np.any(np.asarray(c.zero3_tensors) > 1.0):  # per-tensor collectives: k - 1 more latencies over all ranks
-        latency = ring_latency_array(c.dpc, c.tp, c.g, c.intra_lat, c.inter_lat)
-        layer_half = layer_half + (np.asarray(c.zero3_tensors) - 1.0) * latency
     zero3_mb = layer_by_layer_exposed(
         forward / layers, backward / layers, layer_half, layer_half, layers, prefetch=1, reshard_after_forward=True
     )
-    total = np.select(
-        [zero >= 3, zero == 2, zero == 1],
-        [m * (3.0 * layers - 1.0) * layer_half, (m + 1.0) * half, all_reduce],
-        all_reduce,
-    )
-    exposed = np.select([zero >= 3, zero == 2, zero == 1], [m * zero3_mb, zero2, zero1], ddp)
+    zero3_total, zero3_exposed = m * (3.0 * layers - 1.0) * layer_half, m * zero3_mb
+    if np.any(np.asarray(c.zero3_tensors) > 1.0):
+        zero3_total = _zero3_per_tensor(c, layer_half)
+        zero3_exposed = zero3_total
+    total = np.select([zero >= 3, zero == 2, zero == 1], [zero3_total, (m + 1.0) * half, all_reduce], all_reduce)
+    exposed = np.select([zero >= 3, zero == 2, zero == 1], [zero3_exposed, zero2, zero1], ddp)
     return dict(
         dp_comm_s=total,
         dp_exposed_s=np.where(replicas > 1, exposed, 0.0),

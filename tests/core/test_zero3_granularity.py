@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from distlab import memory, models, training
 from distlab.collectives.placed import ring_latency_array
 from distlab.errors import ConfigurationError
-from distlab.step.data_parallel import zero3_collectives_per_layer
+from distlab.step.data_parallel import zero3_collectives_per_layer, zero3_gathered_per_layer
 
 ALPHA, ALPHA_X = 3.4e-6, 9.6e-6  # NVLink and fabric latency per ring step (s), set explicitly below
 
@@ -28,7 +28,7 @@ def _hardware(nodes_inter_lat=ALPHA_X):
     )
 
 
-def _step(dp, zero3_tensors, global_batch=16, inter_lat=ALPHA_X):
+def _step(dp, zero3_tensors, global_batch=16, inter_lat=ALPHA_X, recompute_code=0, micro_batch_size=1):
     return training.step_model_array(
         models.model("llama2-7b"),
         **_hardware(inter_lat),
@@ -38,9 +38,9 @@ def _step(dp, zero3_tensors, global_batch=16, inter_lat=ALPHA_X):
         tp=1,
         pp=1,
         chunks=1,
-        micro_batch_size=1,
+        micro_batch_size=micro_batch_size,
         zero=3,
-        recompute_code=0,
+        recompute_code=recompute_code,
         sequence_parallel=False,
         schedule_code=1,
         efficiency=0.5,
@@ -57,6 +57,17 @@ def test_tensor_counts_by_hand():
     assert zero3_collectives_per_layer(gpt, "tensor") == 12.0
     assert zero3_collectives_per_layer(models.model("llama2-7b"), "tensor") == 7.0
     assert zero3_collectives_per_layer(gpt, "layer") == 1.0
+    # gathered per layer by DeepSpeed 2021 (tensors of >= 100,000 elements; smaller ones persist gathered): GPT-3's
+    # QKV 36,864 x 12,288, projection 12,288^2, MLP 2 x 12,288 x 49,152 = 4; its biases (36,864, 12,288, 49,152,
+    # 12,288) and LayerNorms (12,288) stay under it. Llama 2 7B: QKV, projection and 3 MLP matrices = 5; at a
+    # threshold of 2e7 its projection (4,096^2 = 16.8M) drops out: 4; a 529.6B block (h = 20,480, f = 81,920): 4
+    assert zero3_gathered_per_layer(gpt) == 4.0
+    assert zero3_gathered_per_layer(models.model("llama2-7b")) == 5.0
+    assert zero3_gathered_per_layer(models.model("llama2-7b"), 2e7) == 4.0
+    big = models.TransformerModel(
+        name="530b", layers=105, hidden=20480, heads=128, ffn=81920, vocab=51200, biases=True, norm="layernorm"
+    )
+    assert zero3_gathered_per_layer(big) == 4.0
     with pytest.raises(ConfigurationError, match="zero3_collectives"):
         zero3_collectives_per_layer(gpt, "bucket")
 
@@ -69,36 +80,59 @@ def test_ring_latency_by_hand():
     assert got * 1e6 == pytest.approx([57.2, 23.8, 9.6])
 
 
-def test_latency_bound_zero3_is_alpha_times_the_collectives():
-    # llama2-7b (32 layers, 7 tensors a layer) over dp = 16 on 2 nodes, one microbatch (global batch 16): ZeRO-3
-    # runs (3 L - 1) = 95 layer collectives (gather forward, gather backward but the last layer's, reduce-scatter);
-    # per tensor each becomes 7, the 6 extra each paying the ring latency 57.2 us over the 16 ranks:
-    # 95 x 6 x 57.2 us = 32.604 ms more DP traffic.
+def test_deepspeed_2021_per_tensor_zero3_by_hand():
+    # llama2-7b (32 layers; 7 tensors a layer, 5 of them gathered: zero3_gathered_per_layer) over dp = 16 on 2 nodes,
+    # one microbatch (global batch 16), no recomputation. The flat buffer runs (3 L - 1) = 95 layer collectives of
+    # t seconds each. DeepSpeed 2021 (data_parallel._zero3_per_tensor) runs 2 L - 1 = 63 layer gathers of 5 tensors
+    # and L = 32 reduce-scatters of 7, each tensor one ring latency a = 14 x 3.4 + 1 x 9.6 = 57.2 us (the layer's
+    # first is in t): 63 (t + 4 a) + 32 (t + 6 a) = 95 t + 444 a, i.e. 444 x 57.2 us = 25.3968 ms more, and all of
+    # it exposed (a device-wide torch.cuda.synchronize() before each gather: DeepSpeed v0.3.13 _allgather_param)
     flat, per_tensor = _step(16, 1.0), _step(16, 7.0)
-    extra = float(per_tensor["dp_comm_s"] - flat["dp_comm_s"])
-    assert extra == pytest.approx(95 * 6 * 57.2e-6, rel=1e-9)
-    # latency-bound: with a 1 ms fabric step the per-tensor latency (95 x 6 x (14 x 3.4 us + 1 ms) = 597 ms)
-    # outweighs the compute it could hide under (0.38 s of the whole model), so most of it is exposed
-    slow_flat, slow_tensor = _step(16, 1.0, inter_lat=1e-3), _step(16, 7.0, inter_lat=1e-3)
-    exposed_extra = float(slow_tensor["dp_exposed_s"] - slow_flat["dp_exposed_s"])
-    assert float(slow_tensor["dp_comm_s"] - slow_flat["dp_comm_s"]) == pytest.approx(95 * 6 * (14 * ALPHA + 1e-3))
-    assert exposed_extra > 0.5 * 95 * 6 * (14 * ALPHA + 1e-3) - float(slow_flat["compute_s"])
+    a = 14 * ALPHA + ALPHA_X
+    assert float(per_tensor["dp_comm_s"] - flat["dp_comm_s"]) == pytest.approx(444 * a, rel=1e-9)
+    assert float(per_tensor["dp_exposed_s"]) == pytest.approx(float(per_tensor["dp_comm_s"]), rel=1e-12)
+    t = float(flat["dp_comm_s"]) / 95
+    assert float(per_tensor["dp_comm_s"]) == pytest.approx(95 * t + 444 * a, rel=1e-9)
+    # full recomputation: the recomputed forward's module hooks gather again, L - 1 = 31 more layer gathers of 5
+    # tensors: 31 (t + 4 a) more than without it (the flat count does not move with recomputation)
+    flat_full, full = _step(16, 1.0, recompute_code=2), _step(16, 7.0, recompute_code=2)
+    assert float(flat_full["dp_comm_s"]) == pytest.approx(float(flat["dp_comm_s"]), rel=1e-12)
+    assert float(full["dp_comm_s"] - per_tensor["dp_comm_s"]) == pytest.approx(31 * (t + 4 * a), rel=1e-9)
 
 
 @settings(max_examples=40, deadline=None)
 @given(
     dp=st.sampled_from([2, 4, 8, 16, 32]),
-    k=st.floats(1.0, 40.0),
+    k=st.floats(1.0, 40.0, exclude_min=True),
     batch=st.sampled_from([32, 64]),
+    recompute=st.sampled_from([0, 2]),
 )
-def test_per_tensor_adds_exactly_the_latencies_and_never_less_exposure(dp, k, batch):
-    flat, more = _step(dp, 1.0, global_batch=batch), _step(dp, k, global_batch=batch)
-    m = batch / dp
-    latency = float(ring_latency_array(dp, 1, 8, ALPHA, ALPHA_X))
-    extra = float(more["dp_comm_s"] - flat["dp_comm_s"])
-    assert extra == pytest.approx(m * 95 * (k - 1.0) * latency, rel=1e-9, abs=1e-15)
-    assert float(more["dp_exposed_s"]) >= float(flat["dp_exposed_s"]) - 1e-15
-    assert float(more["compute_s"]) == float(flat["compute_s"])  # only the DP term moves
+def test_per_tensor_is_never_faster_than_the_flat_buffer(dp, k, batch, recompute):
+    # invariant: per tensor every flat collective becomes the same bytes plus latencies, none hidden, so the DP time
+    # exposed is never less than the flat buffer's (exposed <= total <= per-tensor total), and only the DP term moves
+    flat = _step(dp, 1.0, global_batch=batch, recompute_code=recompute)
+    more = _step(dp, k, global_batch=batch, recompute_code=recompute)
+    assert float(more["dp_exposed_s"]) >= float(flat["dp_comm_s"]) >= float(flat["dp_exposed_s"]) - 1e-15
+    assert float(more["step_time_s"]) >= float(flat["step_time_s"])
+    assert float(more["compute_s"]) == float(flat["compute_s"])
+    # and its extra traffic is exactly the latencies when nothing is recomputed: m (63 x 4 + 32 (k - 1)) a
+    if recompute == 0:
+        a = float(ring_latency_array(dp, 1, 8, ALPHA, ALPHA_X))
+        extra = float(more["dp_comm_s"] - flat["dp_comm_s"])
+        assert extra == pytest.approx(batch / dp * (63 * 4 + 32 * (k - 1.0)) * a, rel=1e-9, abs=1e-15)
+
+
+def test_the_per_tensor_floor_does_not_fall_with_dp():
+    # Table 2's shape: a fixed global batch of one sequence per GPU per step (m = 1, b = 1), more GPUs. Per GPU the
+    # ring moves about the whole layer either way ((n-1)/n of it) and each tensor's ring latency grows with n, so
+    # the exposed DP time never falls as dp doubles, while the compute halves with the batch per GPU
+    dps = (16, 32, 64, 128, 256)
+    exposed = [float(_step(dp, 7.0, global_batch=dp)["dp_exposed_s"]) for dp in dps]
+    assert all(b >= a for a, b in zip(exposed, exposed[1:]))
+    # and that floor is at least the flat buffer's whole traffic (its bytes), none of it hidden under the compute
+    assert all(e >= float(_step(dp, 1.0, global_batch=dp)["dp_comm_s"]) for e, dp in zip(exposed, dps))
+    compute = [float(_step(dp, 7.0, global_batch=dp, micro_batch_size=1)["compute_s"]) for dp in (16, 256)]
+    assert compute[1] == pytest.approx(compute[0])  # b = 1 on every GPU: the floor is communication, not compute
 
 
 def test_estimate_keyword_and_the_narayanan_table_2_rows():
@@ -109,6 +143,13 @@ def test_estimate_keyword_and_the_narayanan_table_2_rows():
     assert per_tensor.step_time_s > flat.step_time_s
     with pytest.raises(ConfigurationError, match="zero3_collectives"):
         training.estimate("llama2-7b", "dgx-h100", zero3_collectives="per-bucket", **est)
+    # an MoE model (its step model has no `biases` field) is priced per tensor too, all of it exposed
+    moe = dict(nodes=2, fabric="ib-ndr", ep=8, zero=3, global_batch=64)
+    moe_flat = training.estimate("mixtral-8x7b", "dgx-h100", **moe)
+    moe_tensor = training.estimate("mixtral-8x7b", "dgx-h100", zero3_collectives="tensor", **moe)
+    assert (
+        moe_tensor.dp_exposed_s == pytest.approx(moe_tensor.dp_comm_s) and moe_tensor.step_time_s > moe_flat.step_time_s
+    )
     from distlab import validation
 
     rows = [r for r in validation.compare("reference").rows if r.id.startswith("narayanan2021-t2-zero3")]
