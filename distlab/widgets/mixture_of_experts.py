@@ -196,7 +196,12 @@ class ImbalanceApp(_ExpertModelBase):
 
     The imbalance comes from the routing simulation (a sample of tokens, seeded); the times from
     moe.moe_layer_cost at the GPU's bf16 peak.
+
+    The result is a pure function of the control values (compute_for), and carries the capacity factor its text
+    names. Dependent control: the EP sizes offered follow the model (those dividing its experts; _on_model).
     """
+
+    prepared_controls = ("model", "ep", "skew", "capacity")
 
     def __init__(self, model="mixtral-8x7b", ep=8, skew=0.5, capacity=None):
         self.model = widgets.Dropdown(options=MODELS, value=model, description="model")
@@ -230,13 +235,18 @@ class ImbalanceApp(_ExpertModelBase):
 
     def compute(self) -> dict:
         """The simulated imbalance and drops (moe.simulate_routing), then moe.moe_layer_cost with them."""
-        m = moe.model(self.model.value)
-        ep = self.ep.value
+        return self.compute_for(self.values())
+
+    def compute_for(self, values: dict) -> dict:
+        """moe.simulate_routing, then moe.moe_layer_cost, for these control values (under a millisecond: the
+        routing's seeded scores are cached by distlab.moe, the rest is not remembered)."""
+        m = moe.model(values["model"])
+        ep, capacity = values["ep"], values["capacity"]
         if ep not in _ep_choices(m):
             raise ConfigurationError(f"ep={ep} does not divide the {m.experts} experts of {m.name}")
         tokens = int(min(1024, max(16, SAMPLE_SCORES // (ep * m.experts))))
         trace = moe.simulate_routing(
-            tokens, m.experts, m.top_k, ep, hidden=m.hidden, skew=self.skew.value, capacity_factor=self.capacity.value
+            tokens, m.experts, m.top_k, ep, hidden=m.hidden, skew=values["skew"], capacity_factor=capacity
         )
         layer = moe.moe_layer_cost(
             m,
@@ -244,11 +254,11 @@ class ImbalanceApp(_ExpertModelBase):
             seq_len=SEQ_LEN,
             ep=ep,
             etp=1,
-            capacity_factor=self.capacity.value,
+            capacity_factor=capacity,
             imbalance=min(trace.imbalance, ep),
         )
         peak = hardware.accelerator("h100-sxm").peak("bf16")
-        return dict(model=m, trace=trace, layer=layer, peak=peak)
+        return dict(model=m, trace=trace, layer=layer, peak=peak, capacity=capacity)
 
     def render(self, r: dict) -> bool:
         layer = r["layer"]
@@ -283,7 +293,7 @@ class ImbalanceApp(_ExpertModelBase):
             lines.append("dropless: no token is dropped, so the busiest GPU's load is unbounded (and so is its memory)")
         else:
             lines.append(
-                f"capacity factor {self.capacity.value:g}: {100 * tr.drop_fraction:.1f}% of the token "
+                f"capacity factor {r['capacity']:g}: {100 * tr.drop_fraction:.1f}% of the token "
                 f"copies dropped (they skip the expert) [moe.expert_capacity]; the dispatch is padded to "
                 f"capacity, so the all-to-all carries the padding too"
             )
