@@ -307,7 +307,12 @@ class ImbalanceApp(_ExpertModelBase):
 
 class PlacementApp(_ExpertModelBase):
     """Where the EP group sits: EP size and expert TP on a node type -> members per node (Megatron's expert
-    layout) and the all-to-all's NVLink and network times for one MoE layer, one 4,096-token microbatch."""
+    layout) and the all-to-all's NVLink and network times for one MoE layer, one 4,096-token microbatch.
+
+    The result is a pure function of the control values (compute_for). Dependent control: the EP sizes offered
+    follow the model (those dividing its experts; _on_model)."""
+
+    prepared_controls = ("model", "ep", "etp", "max_nodes", "node")
 
     def __init__(self, model="deepseek-v3", ep=8, etp=1, max_nodes=None, node="dgx-h100"):
         self.model = widgets.Dropdown(options=MODELS, value=model, description="model")
@@ -345,9 +350,14 @@ class PlacementApp(_ExpertModelBase):
 
     def compute(self) -> dict:
         """mesh.expert_layout for one EP group x etp, then moe.all_to_all_bytes / all_to_all_time."""
-        m = moe.model(self.model.value)
-        ep, etp = self.ep.value, self.etp.value
-        node = hardware.node(self.node.value)
+        return self.compute_for(self.values())
+
+    def compute_for(self, values: dict) -> dict:
+        """mesh.expert_layout, moe.all_to_all_bytes and all_to_all_time for these control values (a fraction of a
+        millisecond: not remembered)."""
+        m = moe.model(values["model"])
+        ep, etp = values["ep"], values["etp"]
+        node = hardware.node(values["node"])
         g = node.gpus_per_node
         gpus = ep * etp
         nodes = max(1, -(-gpus // g))
@@ -356,7 +366,7 @@ class PlacementApp(_ExpertModelBase):
         cluster = hardware.cluster(node, nodes)
         grid = mesh.expert_layout(gpus, tp=etp, ep=ep, etp=etp, gpus_per_node=g)
         p = moe.ep_members_per_node(etp=etp, ep=ep, gpus_per_node=g)
-        limit = self.max_nodes.value
+        limit = values["max_nodes"]
         if limit is not None and limit > ep // p:
             raise ConfigurationError(f"node limit {limit} is more than the {ep // p} node(s) the EP group spans")
         one = moe.all_to_all_bytes(

@@ -20,10 +20,10 @@ import pytest
 
 from distlab.errors import DistlabError
 from distlab.widgets.common import message_html
-from distlab.widgets.mixture_of_experts import ImbalanceApp
+from distlab.widgets.mixture_of_experts import ImbalanceApp, PlacementApp
 from distlab.widgets.tensor_parallel import TensorParallelApp
 
-APPS = [TensorParallelApp, ImbalanceApp]
+APPS = [TensorParallelApp, ImbalanceApp, PlacementApp]
 #: The control widgets a student moves (a text box or a button is not one of these apps' controls).
 CONTROL_TYPES = (
     widgets.Dropdown,
