@@ -20,7 +20,7 @@ from ..plots.training_at_scale import (
     stream_plot,
 )
 from ..units import format_bytes, format_percent, format_seconds
-from .common import BlitRenderer, LessonApp, figure_canvas
+from .common import BlitRenderer, LessonApp, figure_canvas, remembered
 
 __all__ = [
     "SCHEDULES",
@@ -63,12 +63,24 @@ CKPT_MODELS = ["llama3.1-8b", "llama3.1-70b", "llama3.1-405b"]
 # ----------------------------------------------------------------------------------------- 1. schedules
 
 
+@remembered(64)
+def _schedules(kind: str, p: int, m: int, b: float, w: float) -> tuple:
+    # the chosen schedule and 1F1B at these settings (pipeline.schedule), remembered per configuration (a few ms at
+    # p = 16, m = 64)
+    chosen = pipeline.schedule(kind, p, m, t_f=1.0, t_b=b, t_w=w)
+    base = chosen if kind == "1f1b" else pipeline.schedule("1f1b", p, m, t_f=1.0, t_b=b, t_w=w)
+    return chosen, base
+
+
 class ScheduleApp(LessonApp):
     """Pipeline schedules after 1F1B: the chosen schedule's stages x time grid (distlab.pipeline.schedule),
     its idle inside a stage's span and peak activations next to 1F1B's at the same p, m and F:B:W.
 
-    `result` holds (the chosen Timeline, 1F1B's); `error` the message shown instead.
+    `result` holds (the chosen Timeline, 1F1B's); `error` the message shown instead. The result is a pure function
+    of the control values (compute_for); no control's options depend on another's.
     """
+
+    prepared_controls = ("kind", "stages", "microbatches", "backward", "weight")
 
     def __init__(self, kind="zb-v", stages=4, microbatches=8, backward=1.0, weight=1.0):
         slider = dict(continuous_update=True, layout=widgets.Layout(width="330px"))
@@ -106,10 +118,12 @@ class ScheduleApp(LessonApp):
 
     def compute(self) -> tuple:
         """The chosen schedule and 1F1B at these settings (pipeline.schedule); the chosen one must be valid."""
-        p, m, b, w = self.stages.value, self.microbatches.value, self.backward.value, self.weight.value
-        chosen = pipeline.schedule(self.kind.value, p, m, t_f=1.0, t_b=b, t_w=w)
-        base = chosen if self.kind.value == "1f1b" else pipeline.schedule("1f1b", p, m, t_f=1.0, t_b=b, t_w=w)
-        return chosen, base
+        return self.compute_for(self.values())
+
+    def compute_for(self, values: dict) -> tuple:
+        """(the chosen Timeline, 1F1B's) for these control values (remembered per configuration)."""
+        v = values
+        return _schedules(v["kind"], v["stages"], v["microbatches"], v["backward"], v["weight"])
 
     @staticmethod
     def _legend(split: bool) -> str:
