@@ -178,12 +178,39 @@ def _events(tl: fsdp.FsdpTimeline, scale: float = 1e3) -> dict:
     return out
 
 
+@remembered(64)
+def _sharding_plans(model: str, nodes: int, fabric: str, sharding: str, micro: int, prefetch: int, reshard: bool):
+    # (plan, the other sharding's plan or None when it cannot run) from production.sharding_plan, remembered per
+    # configuration (a few ms for the two)
+    def plan(how):
+        return production.sharding_plan(
+            model,
+            "dgx-h100",
+            nodes=nodes,
+            fabric=fabric,
+            sharding=how,
+            micro_batch_size=micro,
+            prefetch=prefetch,
+            reshard_after_forward=reshard,
+        )
+
+    chosen = plan(sharding)
+    try:
+        alternative = plan("hybrid" if sharding == "full" else "full")
+    except pipeline_errors():
+        alternative = None
+    return chosen, alternative
+
+
 class FsdpApp(LessonApp):
     """FSDP (shard over every GPU) or HSDP (shard within a node, replicate across) of a model on DGX H100 nodes:
     one microbatch's compute and communication streams, layer by layer (distlab.production.sharding_plan).
 
-    `result` holds (plan, the other sharding's plan); `error` the message shown instead.
+    `result` holds (plan, the other sharding's plan); `error` the message shown instead. The result is a pure
+    function of the control values (compute_for); no control's options depend on another's.
     """
+
+    prepared_controls = ("model", "fabric", "nodes", "sharding", "prefetch", "reshard", "micro")
 
     def __init__(
         self, model="llama2-7b", nodes=4, fabric="ib-ndr", sharding="full", prefetch=1, reshard=True, micro_batch_size=1
@@ -227,26 +254,15 @@ class FsdpApp(LessonApp):
         )
         self.update()
 
-    def _plan(self, sharding):
-        return production.sharding_plan(
-            self.model.value,
-            "dgx-h100",
-            nodes=self.nodes.value,
-            fabric=self.fabric.value,
-            sharding=sharding,
-            micro_batch_size=self.micro.value,
-            prefetch=self.prefetch.value,
-            reshard_after_forward=self.reshard.value,
-        )
-
     def compute(self) -> tuple:
-        plan = self._plan(self.sharding.value)
-        other = "hybrid" if self.sharding.value == "full" else "full"
-        try:
-            alternative = self._plan(other)
-        except pipeline_errors():
-            alternative = None
-        return plan, alternative
+        return self.compute_for(self.values())
+
+    def compute_for(self, values: dict) -> tuple:
+        """(plan, the other sharding's plan or None) for these control values (remembered per configuration)."""
+        v = values
+        return _sharding_plans(
+            v["model"], v["nodes"], v["fabric"], v["sharding"], v["micro"], v["prefetch"], v["reshard"]
+        )
 
     def render(self, result) -> bool:
         tl = result[0].timeline
