@@ -296,7 +296,10 @@ class ContextApp(LessonApp):
     nodes of 8, so the ring's neighbours sit on different nodes (NVLink between all 64 needs an NVL72-class rack).
 
     `result` holds {method: ContextParallelLayer or the reason it cannot run}; `error` the message shown instead.
+    The result is a pure function of the control values (compute_for); no control's options depend on another's.
     """
+
+    prepared_controls = ("model", "seq_len", "link", "cp", "tp")
 
     def __init__(self, model="llama3.1-70b", seq_len=131072, cp=8, tp=8, link="ib-ndr"):
         narrow = widgets.Layout(width="230px")
@@ -329,9 +332,13 @@ class ContextApp(LessonApp):
         self.update()
 
     def compute(self) -> dict:
-        return production.compare_context_parallel(
-            self.model.value, self.seq_len.value, self.cp.value, tp=self.tp.value, link=self.link.value
-        )
+        return self.compute_for(self.values())
+
+    def compute_for(self, values: dict) -> dict:
+        """production.compare_context_parallel for these control values (a fraction of a millisecond: not
+        remembered)."""
+        v = values
+        return production.compare_context_parallel(v["model"], v["seq_len"], v["cp"], tp=v["tp"], link=v["link"])
 
     def render(self, result) -> bool:
         valid = [r for r in result.values() if not isinstance(r, str)]
@@ -362,7 +369,7 @@ class ContextApp(LessonApp):
         first = next((r for r in result.values() if not isinstance(r, str)), None)
         if first is not None:
             lines.append(
-                f"activations per GPU, all {models.model(self.model.value).layers} layers at "
+                f"activations per GPU, all {models.model(first.model).layers} layers at "
                 f"{first.seq_len // first.cp:,} tokens (selective recomputation): "
                 f"{format_bytes(first.activation_bytes)} [production.context_parallel_layer]"
             )

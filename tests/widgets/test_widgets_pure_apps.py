@@ -22,9 +22,9 @@ from distlab.errors import DistlabError
 from distlab.widgets.common import message_html
 from distlab.widgets.mixture_of_experts import ImbalanceApp, PlacementApp
 from distlab.widgets.tensor_parallel import TensorParallelApp
-from distlab.widgets.training_at_scale import FsdpApp, ScheduleApp
+from distlab.widgets.training_at_scale import ContextApp, FsdpApp, ScheduleApp
 
-APPS = [TensorParallelApp, ImbalanceApp, PlacementApp, ScheduleApp, FsdpApp]
+APPS = [TensorParallelApp, ImbalanceApp, PlacementApp, ScheduleApp, FsdpApp, ContextApp]
 #: The control widgets a student moves (a text box or a button is not one of these apps' controls).
 CONTROL_TYPES = (
     widgets.Dropdown,
