@@ -5,6 +5,8 @@ distlab.failures; the pictures are those results drawn.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import ipywidgets as widgets
 
@@ -40,6 +42,7 @@ __all__ = [
     "FSDP_X_MAX",
     "FsdpApp",
     "ContextApp",
+    "CheckpointCurve",
     "CheckpointApp",
     "APPS",
 ]
@@ -379,12 +382,25 @@ class ContextApp(LessonApp):
 # ----------------------------------------------------------------------------------------- 4. checkpoints
 
 
+class CheckpointCurve(NamedTuple):
+    """CheckpointApp's result: the plan, the goodput curve over checkpoint intervals, and the storage bandwidth
+    (TB/s) its text names."""
+
+    plan: failures.CheckpointPlan
+    intervals_s: np.ndarray
+    goodput: np.ndarray
+    storage_tbps: float
+
+
 class CheckpointApp(LessonApp):
     """Failures and checkpoints: GPUs, failure rate, storage bandwidth, mode and restart -> goodput against the
     checkpoint interval, Daly's optimum marked (distlab.failures.checkpoint_plan and goodput).
 
-    `result` holds (plan, intervals_s, goodput); `error` the message shown instead.
+    `result` holds a CheckpointCurve (plan, intervals_s, goodput, storage_tbps); `error` the message shown instead.
+    The result is a pure function of the control values (compute_for); no control's options depend on another's.
     """
+
+    prepared_controls = ("model", "gpus", "rate", "storage", "mode", "restart")
 
     def __init__(self, model="llama3.1-405b", gpus=16384, rate=None, storage_tbps=2.0, mode="sync", restart_min=10.0):
         rate = failures.failure_rate_per_gpu_hour() if rate is None else rate
@@ -433,23 +449,28 @@ class CheckpointApp(LessonApp):
         )
         self.update()
 
-    def compute(self) -> tuple:
+    def compute(self) -> CheckpointCurve:
+        return self.compute_for(self.values())
+
+    def compute_for(self, values: dict) -> CheckpointCurve:
+        """failures.checkpoint_plan and goodput_array for these control values (a fraction of a millisecond: not
+        remembered)."""
         plan = failures.checkpoint_plan(
-            self.model.value,
-            self.gpus.value,
-            rate_per_gpu_hour=self.rate.value,
-            storage_bandwidth=self.storage.value * 1e12,
-            mode=self.mode.value,
-            restart_s=60.0 * self.restart.value,
+            values["model"],
+            values["gpus"],
+            rate_per_gpu_hour=values["rate"],
+            storage_bandwidth=values["storage"] * 1e12,
+            mode=values["mode"],
+            restart_s=60.0 * values["restart"],
         )
         low, high = 60.0 * GOODPUT_X_RANGE[0], 60.0 * GOODPUT_X_RANGE[1]
-        start = max(plan.checkpoint_s, plan.write_s if self.mode.value != "sync" else 0.0, low)
+        start = max(plan.checkpoint_s, plan.write_s if values["mode"] != "sync" else 0.0, low)
         intervals = np.geomspace(min(start, high), high, 120)
         good = failures.goodput_array(intervals, plan.checkpoint_s, plan.mtbf_s, plan.restart_s)
-        return plan, intervals, good
+        return CheckpointCurve(plan, intervals, good, values["storage"])
 
     def render(self, result) -> bool:
-        plan, intervals, good = result
+        plan, intervals, good, _ = result
         young = failures.young_interval(plan.checkpoint_s, plan.mtbf_s) if plan.checkpoint_s > 0 else plan.interval_s
         return self.curve.update(
             intervals / 60.0, 100 * good, (plan.interval_s / 60.0, 100 * plan.goodput), young / 60.0
@@ -467,7 +488,7 @@ class CheckpointApp(LessonApp):
             f"expected interruptions (Llama 3 saw {failures.LLAMA3['unexpected']} unexpected on 16,384 GPUs); "
             f"lost to failures and checkpoints: {format_percent(1 - plan.goodput)} "
             f"[failures.expected_interruptions]",
-            f"checkpoint to the storage at {self.storage.value:.3g} TB/s: write {format_seconds(plan.write_s)}; "
+            f"checkpoint to the storage at {result.storage_tbps:.3g} TB/s: write {format_seconds(plan.write_s)}; "
             f"a host copy over {hardware.link('pcie5').name}: "
             f"{format_seconds(plan.checkpoint_bytes / plan.gpus / hardware.link('pcie5').bandwidth)} per GPU",
         ]

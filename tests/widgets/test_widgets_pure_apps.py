@@ -22,9 +22,9 @@ from distlab.errors import DistlabError
 from distlab.widgets.common import message_html
 from distlab.widgets.mixture_of_experts import ImbalanceApp, PlacementApp
 from distlab.widgets.tensor_parallel import TensorParallelApp
-from distlab.widgets.training_at_scale import ContextApp, FsdpApp, ScheduleApp
+from distlab.widgets.training_at_scale import CheckpointApp, ContextApp, FsdpApp, ScheduleApp
 
-APPS = [TensorParallelApp, ImbalanceApp, PlacementApp, ScheduleApp, FsdpApp, ContextApp]
+APPS = [TensorParallelApp, ImbalanceApp, PlacementApp, ScheduleApp, FsdpApp, ContextApp, CheckpointApp]
 #: The control widgets a student moves (a text box or a button is not one of these apps' controls).
 CONTROL_TYPES = (
     widgets.Dropdown,
@@ -39,7 +39,7 @@ CONTROL_TYPES = (
 STATES = 24
 #: More for an app where a control shows only in a corner of the others (the checkpoint mode moves the curve's start
 #: only when the storage is slow enough for the background write to outlast the shortest interval drawn).
-MORE_STATES: dict = {}
+MORE_STATES = {CheckpointApp: 48}
 
 
 def _same(a, b) -> bool:
