@@ -196,7 +196,12 @@ class ImbalanceApp(_ExpertModelBase):
 
     The imbalance comes from the routing simulation (a sample of tokens, seeded); the times from
     moe.moe_layer_cost at the GPU's bf16 peak.
+
+    The result is a pure function of the control values (compute_for), and carries the capacity factor its text
+    names. Dependent control: the EP sizes offered follow the model (those dividing its experts; _on_model).
     """
+
+    prepared_controls = ("model", "ep", "skew", "capacity")
 
     def __init__(self, model="mixtral-8x7b", ep=8, skew=0.5, capacity=None):
         self.model = widgets.Dropdown(options=MODELS, value=model, description="model")
@@ -230,13 +235,18 @@ class ImbalanceApp(_ExpertModelBase):
 
     def compute(self) -> dict:
         """The simulated imbalance and drops (moe.simulate_routing), then moe.moe_layer_cost with them."""
-        m = moe.model(self.model.value)
-        ep = self.ep.value
+        return self.compute_for(self.values())
+
+    def compute_for(self, values: dict) -> dict:
+        """moe.simulate_routing, then moe.moe_layer_cost, for these control values (under a millisecond: the
+        routing's seeded scores are cached by distlab.moe, the rest is not remembered)."""
+        m = moe.model(values["model"])
+        ep, capacity = values["ep"], values["capacity"]
         if ep not in _ep_choices(m):
             raise ConfigurationError(f"ep={ep} does not divide the {m.experts} experts of {m.name}")
         tokens = int(min(1024, max(16, SAMPLE_SCORES // (ep * m.experts))))
         trace = moe.simulate_routing(
-            tokens, m.experts, m.top_k, ep, hidden=m.hidden, skew=self.skew.value, capacity_factor=self.capacity.value
+            tokens, m.experts, m.top_k, ep, hidden=m.hidden, skew=values["skew"], capacity_factor=capacity
         )
         layer = moe.moe_layer_cost(
             m,
@@ -244,11 +254,11 @@ class ImbalanceApp(_ExpertModelBase):
             seq_len=SEQ_LEN,
             ep=ep,
             etp=1,
-            capacity_factor=self.capacity.value,
+            capacity_factor=capacity,
             imbalance=min(trace.imbalance, ep),
         )
         peak = hardware.accelerator("h100-sxm").peak("bf16")
-        return dict(model=m, trace=trace, layer=layer, peak=peak)
+        return dict(model=m, trace=trace, layer=layer, peak=peak, capacity=capacity)
 
     def render(self, r: dict) -> bool:
         layer = r["layer"]
@@ -283,7 +293,7 @@ class ImbalanceApp(_ExpertModelBase):
             lines.append("dropless: no token is dropped, so the busiest GPU's load is unbounded (and so is its memory)")
         else:
             lines.append(
-                f"capacity factor {self.capacity.value:g}: {100 * tr.drop_fraction:.1f}% of the token "
+                f"capacity factor {r['capacity']:g}: {100 * tr.drop_fraction:.1f}% of the token "
                 f"copies dropped (they skip the expert) [moe.expert_capacity]; the dispatch is padded to "
                 f"capacity, so the all-to-all carries the padding too"
             )
@@ -297,7 +307,12 @@ class ImbalanceApp(_ExpertModelBase):
 
 class PlacementApp(_ExpertModelBase):
     """Where the EP group sits: EP size and expert TP on a node type -> members per node (Megatron's expert
-    layout) and the all-to-all's NVLink and network times for one MoE layer, one 4,096-token microbatch."""
+    layout) and the all-to-all's NVLink and network times for one MoE layer, one 4,096-token microbatch.
+
+    The result is a pure function of the control values (compute_for). Dependent control: the EP sizes offered
+    follow the model (those dividing its experts; _on_model)."""
+
+    prepared_controls = ("model", "ep", "etp", "max_nodes", "node")
 
     def __init__(self, model="deepseek-v3", ep=8, etp=1, max_nodes=None, node="dgx-h100"):
         self.model = widgets.Dropdown(options=MODELS, value=model, description="model")
@@ -335,9 +350,14 @@ class PlacementApp(_ExpertModelBase):
 
     def compute(self) -> dict:
         """mesh.expert_layout for one EP group x etp, then moe.all_to_all_bytes / all_to_all_time."""
-        m = moe.model(self.model.value)
-        ep, etp = self.ep.value, self.etp.value
-        node = hardware.node(self.node.value)
+        return self.compute_for(self.values())
+
+    def compute_for(self, values: dict) -> dict:
+        """mesh.expert_layout, moe.all_to_all_bytes and all_to_all_time for these control values (a fraction of a
+        millisecond: not remembered)."""
+        m = moe.model(values["model"])
+        ep, etp = values["ep"], values["etp"]
+        node = hardware.node(values["node"])
         g = node.gpus_per_node
         gpus = ep * etp
         nodes = max(1, -(-gpus // g))
@@ -346,7 +366,7 @@ class PlacementApp(_ExpertModelBase):
         cluster = hardware.cluster(node, nodes)
         grid = mesh.expert_layout(gpus, tp=etp, ep=ep, etp=etp, gpus_per_node=g)
         p = moe.ep_members_per_node(etp=etp, ep=ep, gpus_per_node=g)
-        limit = self.max_nodes.value
+        limit = values["max_nodes"]
         if limit is not None and limit > ep // p:
             raise ConfigurationError(f"node limit {limit} is more than the {ep // p} node(s) the EP group spans")
         one = moe.all_to_all_bytes(

@@ -49,7 +49,21 @@ class TensorParallelApp(LessonApp):
 
     `result` holds the current TPLayerCost (None on invalid input); `error` our message instead.
     A TP group on an intra-node link must fit the GPUs of a node (gpus_per_node).
+
+    The result is a pure function of the control values (compute_for). Dependent control: the TP degree's options
+    (valid_tp_degrees) follow the hidden size and the link; the observer re-offers them (replace_options).
     """
+
+    prepared_controls = (
+        "tp",
+        "hidden",
+        "seq_len",
+        "micro_batch_size",
+        "link",
+        "gpu",
+        "precision",
+        "sequence_parallel",
+    )
 
     def __init__(
         self,
@@ -137,17 +151,21 @@ class TensorParallelApp(LessonApp):
 
     def compute(self) -> tensor.TPLayerCost:
         """The TPLayerCost of the chosen layer (distlab.tensor.tp_layer_cost)."""
-        link = hardware.link(self.link.value)
+        return self.compute_for(self.values())
+
+    def compute_for(self, values: dict) -> tensor.TPLayerCost:
+        """distlab.tensor.tp_layer_cost for these control values (a fraction of a millisecond: not remembered)."""
+        link = hardware.link(values["link"])
         in_node = self.gpus_per_node if link.kind == "intra-node" else None
         return tensor.tp_layer_cost(
-            gpt_layer(self.hidden.value, self.seq_len.value),
-            self.tp.value,
-            micro_batch_size=self.micro_batch_size.value,
-            seq_len=self.seq_len.value,
+            gpt_layer(values["hidden"], values["seq_len"]),
+            values["tp"],
+            micro_batch_size=values["micro_batch_size"],
+            seq_len=values["seq_len"],
             link=link,
-            gpu=self.gpu.value,
-            precision=self.precision.value,
-            sequence_parallel=self.sequence_parallel.value,
+            gpu=values["gpu"],
+            precision=values["precision"],
+            sequence_parallel=values["sequence_parallel"],
             gpus_per_node=in_node,
         )
 

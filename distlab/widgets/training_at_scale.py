@@ -5,6 +5,8 @@ distlab.failures; the pictures are those results drawn.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import ipywidgets as widgets
 
@@ -20,7 +22,7 @@ from ..plots.training_at_scale import (
     stream_plot,
 )
 from ..units import format_bytes, format_percent, format_seconds
-from .common import BlitRenderer, LessonApp, figure_canvas
+from .common import BlitRenderer, LessonApp, figure_canvas, remembered
 
 __all__ = [
     "SCHEDULES",
@@ -40,6 +42,7 @@ __all__ = [
     "FSDP_X_MAX",
     "FsdpApp",
     "ContextApp",
+    "CheckpointCurve",
     "CheckpointApp",
     "APPS",
 ]
@@ -63,12 +66,24 @@ CKPT_MODELS = ["llama3.1-8b", "llama3.1-70b", "llama3.1-405b"]
 # ----------------------------------------------------------------------------------------- 1. schedules
 
 
+@remembered(64)
+def _schedules(kind: str, p: int, m: int, b: float, w: float) -> tuple:
+    # the chosen schedule and 1F1B at these settings (pipeline.schedule), remembered per configuration (a few ms at
+    # p = 16, m = 64)
+    chosen = pipeline.schedule(kind, p, m, t_f=1.0, t_b=b, t_w=w)
+    base = chosen if kind == "1f1b" else pipeline.schedule("1f1b", p, m, t_f=1.0, t_b=b, t_w=w)
+    return chosen, base
+
+
 class ScheduleApp(LessonApp):
     """Pipeline schedules after 1F1B: the chosen schedule's stages x time grid (distlab.pipeline.schedule),
     its idle inside a stage's span and peak activations next to 1F1B's at the same p, m and F:B:W.
 
-    `result` holds (the chosen Timeline, 1F1B's); `error` the message shown instead.
+    `result` holds (the chosen Timeline, 1F1B's); `error` the message shown instead. The result is a pure function
+    of the control values (compute_for); no control's options depend on another's.
     """
+
+    prepared_controls = ("kind", "stages", "microbatches", "backward", "weight")
 
     def __init__(self, kind="zb-v", stages=4, microbatches=8, backward=1.0, weight=1.0):
         slider = dict(continuous_update=True, layout=widgets.Layout(width="330px"))
@@ -106,10 +121,12 @@ class ScheduleApp(LessonApp):
 
     def compute(self) -> tuple:
         """The chosen schedule and 1F1B at these settings (pipeline.schedule); the chosen one must be valid."""
-        p, m, b, w = self.stages.value, self.microbatches.value, self.backward.value, self.weight.value
-        chosen = pipeline.schedule(self.kind.value, p, m, t_f=1.0, t_b=b, t_w=w)
-        base = chosen if self.kind.value == "1f1b" else pipeline.schedule("1f1b", p, m, t_f=1.0, t_b=b, t_w=w)
-        return chosen, base
+        return self.compute_for(self.values())
+
+    def compute_for(self, values: dict) -> tuple:
+        """(the chosen Timeline, 1F1B's) for these control values (remembered per configuration)."""
+        v = values
+        return _schedules(v["kind"], v["stages"], v["microbatches"], v["backward"], v["weight"])
 
     @staticmethod
     def _legend(split: bool) -> str:
@@ -164,12 +181,39 @@ def _events(tl: fsdp.FsdpTimeline, scale: float = 1e3) -> dict:
     return out
 
 
+@remembered(64)
+def _sharding_plans(model: str, nodes: int, fabric: str, sharding: str, micro: int, prefetch: int, reshard: bool):
+    # (plan, the other sharding's plan or None when it cannot run) from production.sharding_plan, remembered per
+    # configuration (a few ms for the two)
+    def plan(how):
+        return production.sharding_plan(
+            model,
+            "dgx-h100",
+            nodes=nodes,
+            fabric=fabric,
+            sharding=how,
+            micro_batch_size=micro,
+            prefetch=prefetch,
+            reshard_after_forward=reshard,
+        )
+
+    chosen = plan(sharding)
+    try:
+        alternative = plan("hybrid" if sharding == "full" else "full")
+    except pipeline_errors():
+        alternative = None
+    return chosen, alternative
+
+
 class FsdpApp(LessonApp):
     """FSDP (shard over every GPU) or HSDP (shard within a node, replicate across) of a model on DGX H100 nodes:
     one microbatch's compute and communication streams, layer by layer (distlab.production.sharding_plan).
 
-    `result` holds (plan, the other sharding's plan); `error` the message shown instead.
+    `result` holds (plan, the other sharding's plan); `error` the message shown instead. The result is a pure
+    function of the control values (compute_for); no control's options depend on another's.
     """
+
+    prepared_controls = ("model", "fabric", "nodes", "sharding", "prefetch", "reshard", "micro")
 
     def __init__(
         self, model="llama2-7b", nodes=4, fabric="ib-ndr", sharding="full", prefetch=1, reshard=True, micro_batch_size=1
@@ -213,26 +257,15 @@ class FsdpApp(LessonApp):
         )
         self.update()
 
-    def _plan(self, sharding):
-        return production.sharding_plan(
-            self.model.value,
-            "dgx-h100",
-            nodes=self.nodes.value,
-            fabric=self.fabric.value,
-            sharding=sharding,
-            micro_batch_size=self.micro.value,
-            prefetch=self.prefetch.value,
-            reshard_after_forward=self.reshard.value,
-        )
-
     def compute(self) -> tuple:
-        plan = self._plan(self.sharding.value)
-        other = "hybrid" if self.sharding.value == "full" else "full"
-        try:
-            alternative = self._plan(other)
-        except pipeline_errors():
-            alternative = None
-        return plan, alternative
+        return self.compute_for(self.values())
+
+    def compute_for(self, values: dict) -> tuple:
+        """(plan, the other sharding's plan or None) for these control values (remembered per configuration)."""
+        v = values
+        return _sharding_plans(
+            v["model"], v["nodes"], v["fabric"], v["sharding"], v["micro"], v["prefetch"], v["reshard"]
+        )
 
     def render(self, result) -> bool:
         tl = result[0].timeline
@@ -266,7 +299,10 @@ class ContextApp(LessonApp):
     nodes of 8, so the ring's neighbours sit on different nodes (NVLink between all 64 needs an NVL72-class rack).
 
     `result` holds {method: ContextParallelLayer or the reason it cannot run}; `error` the message shown instead.
+    The result is a pure function of the control values (compute_for); no control's options depend on another's.
     """
+
+    prepared_controls = ("model", "seq_len", "link", "cp", "tp")
 
     def __init__(self, model="llama3.1-70b", seq_len=131072, cp=8, tp=8, link="ib-ndr"):
         narrow = widgets.Layout(width="230px")
@@ -299,9 +335,13 @@ class ContextApp(LessonApp):
         self.update()
 
     def compute(self) -> dict:
-        return production.compare_context_parallel(
-            self.model.value, self.seq_len.value, self.cp.value, tp=self.tp.value, link=self.link.value
-        )
+        return self.compute_for(self.values())
+
+    def compute_for(self, values: dict) -> dict:
+        """production.compare_context_parallel for these control values (a fraction of a millisecond: not
+        remembered)."""
+        v = values
+        return production.compare_context_parallel(v["model"], v["seq_len"], v["cp"], tp=v["tp"], link=v["link"])
 
     def render(self, result) -> bool:
         valid = [r for r in result.values() if not isinstance(r, str)]
@@ -332,7 +372,7 @@ class ContextApp(LessonApp):
         first = next((r for r in result.values() if not isinstance(r, str)), None)
         if first is not None:
             lines.append(
-                f"activations per GPU, all {models.model(self.model.value).layers} layers at "
+                f"activations per GPU, all {models.model(first.model).layers} layers at "
                 f"{first.seq_len // first.cp:,} tokens (selective recomputation): "
                 f"{format_bytes(first.activation_bytes)} [production.context_parallel_layer]"
             )
@@ -342,12 +382,25 @@ class ContextApp(LessonApp):
 # ----------------------------------------------------------------------------------------- 4. checkpoints
 
 
+class CheckpointCurve(NamedTuple):
+    """CheckpointApp's result: the plan, the goodput curve over checkpoint intervals, and the storage bandwidth
+    (TB/s) its text names."""
+
+    plan: failures.CheckpointPlan
+    intervals_s: np.ndarray
+    goodput: np.ndarray
+    storage_tbps: float
+
+
 class CheckpointApp(LessonApp):
     """Failures and checkpoints: GPUs, failure rate, storage bandwidth, mode and restart -> goodput against the
     checkpoint interval, Daly's optimum marked (distlab.failures.checkpoint_plan and goodput).
 
-    `result` holds (plan, intervals_s, goodput); `error` the message shown instead.
+    `result` holds a CheckpointCurve (plan, intervals_s, goodput, storage_tbps); `error` the message shown instead.
+    The result is a pure function of the control values (compute_for); no control's options depend on another's.
     """
+
+    prepared_controls = ("model", "gpus", "rate", "storage", "mode", "restart")
 
     def __init__(self, model="llama3.1-405b", gpus=16384, rate=None, storage_tbps=2.0, mode="sync", restart_min=10.0):
         rate = failures.failure_rate_per_gpu_hour() if rate is None else rate
@@ -396,23 +449,28 @@ class CheckpointApp(LessonApp):
         )
         self.update()
 
-    def compute(self) -> tuple:
+    def compute(self) -> CheckpointCurve:
+        return self.compute_for(self.values())
+
+    def compute_for(self, values: dict) -> CheckpointCurve:
+        """failures.checkpoint_plan and goodput_array for these control values (a fraction of a millisecond: not
+        remembered)."""
         plan = failures.checkpoint_plan(
-            self.model.value,
-            self.gpus.value,
-            rate_per_gpu_hour=self.rate.value,
-            storage_bandwidth=self.storage.value * 1e12,
-            mode=self.mode.value,
-            restart_s=60.0 * self.restart.value,
+            values["model"],
+            values["gpus"],
+            rate_per_gpu_hour=values["rate"],
+            storage_bandwidth=values["storage"] * 1e12,
+            mode=values["mode"],
+            restart_s=60.0 * values["restart"],
         )
         low, high = 60.0 * GOODPUT_X_RANGE[0], 60.0 * GOODPUT_X_RANGE[1]
-        start = max(plan.checkpoint_s, plan.write_s if self.mode.value != "sync" else 0.0, low)
+        start = max(plan.checkpoint_s, plan.write_s if values["mode"] != "sync" else 0.0, low)
         intervals = np.geomspace(min(start, high), high, 120)
         good = failures.goodput_array(intervals, plan.checkpoint_s, plan.mtbf_s, plan.restart_s)
-        return plan, intervals, good
+        return CheckpointCurve(plan, intervals, good, values["storage"])
 
     def render(self, result) -> bool:
-        plan, intervals, good = result
+        plan, intervals, good, _ = result
         young = failures.young_interval(plan.checkpoint_s, plan.mtbf_s) if plan.checkpoint_s > 0 else plan.interval_s
         return self.curve.update(
             intervals / 60.0, 100 * good, (plan.interval_s / 60.0, 100 * plan.goodput), young / 60.0
@@ -430,7 +488,7 @@ class CheckpointApp(LessonApp):
             f"expected interruptions (Llama 3 saw {failures.LLAMA3['unexpected']} unexpected on 16,384 GPUs); "
             f"lost to failures and checkpoints: {format_percent(1 - plan.goodput)} "
             f"[failures.expected_interruptions]",
-            f"checkpoint to the storage at {self.storage.value:.3g} TB/s: write {format_seconds(plan.write_s)}; "
+            f"checkpoint to the storage at {result.storage_tbps:.3g} TB/s: write {format_seconds(plan.write_s)}; "
             f"a host copy over {hardware.link('pcie5').name}: "
             f"{format_seconds(plan.checkpoint_bytes / plan.gpus / hardware.link('pcie5').bandwidth)} per GPU",
         ]

@@ -67,7 +67,7 @@ def test_context_app_is_compare_context_parallel():
 
 def test_checkpoint_app_is_checkpoint_plan():
     app = CheckpointApp()
-    plan, intervals, good = app.result
+    plan, intervals, good, _ = app.result
     want = failures.checkpoint_plan("llama3.1-405b", 16384, storage_bandwidth=2e12)
     assert plan.goodput == pytest.approx(want.goodput) and plan.interval_s == pytest.approx(want.interval_s)
     # the curve's maximum is near the marked interval (Daly's estimate of the optimum)
