@@ -52,14 +52,14 @@ FRAME_LIMIT = 0
 class FrameCache(anywidget.AnyWidget):
     """Holds, in the browser, the pictures and texts of an app's states one control change away (see the module).
 
-    `controls`: the app's control widgets, whose labels key the cache; `canvas`: the app's ipympl canvas; `texts`:
+    `controls`: the app's control widgets, whose labels key the cache; `canvas`: the app's ipympl canvas; `text_widgets`:
     the HTML widgets a payload's texts replace (the status panel first); `drawn`: the key of the state the kernel
     drew last (the browser then removes its overlay)."""
 
     _esm = module_source(PREFETCH_MODULE, "framecache.js")
     controls = _controls_trait()
     canvas = traitlets.Instance(widgets.Widget, allow_none=True).tag(sync=True, **widgets.widget_serialization)
-    texts = traitlets.List(traitlets.Instance(widgets.Widget)).tag(sync=True, **widgets.widget_serialization)
+    text_widgets = traitlets.List(traitlets.Instance(widgets.Widget)).tag(sync=True, **widgets.widget_serialization)
     drawn = traitlets.Unicode("").tag(sync=True)
 
 
@@ -84,7 +84,7 @@ class FrameCachingApp:
         self.frame_cache = FrameCache(
             controls=[getattr(self, name) for name in self.frame_controls()],
             canvas=self.renderer.canvas,  # type: ignore[attr-defined]
-            texts=[self.status, *(getattr(self, name) for name in self.frame_texts)],  # type: ignore[attr-defined]
+            text_widgets=[self.status, *(getattr(self, name) for name in self.frame_texts)],  # type: ignore[attr-defined]
         )
         self.prefetcher = Prefetcher(self.frame_cache, self.frame_steps, kernel_limit=FRAME_LIMIT, per_turn=1)
         super().__init__((*children, self.frame_cache), **kwargs)  # type: ignore[call-arg]

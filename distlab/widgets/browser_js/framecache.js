@@ -12,11 +12,14 @@ function widgetViews(manager, ref) {
   return manager.get_model(id).then((m) => Promise.all(Object.values(m.views || {})));
 }
 
-// the payload's PNG decoded once, when it arrives: a cache hit then paints within its own frame
-function decode(payload) {
-  if (!payload.png || payload.ready) return;
-  const blob = new Blob([payload.png], { type: "image/png" });
-  payload.ready = createImageBitmap(blob).then((bitmap) => (payload.bitmap = bitmap));
+// a payload's PNG decoded once, when it arrives: a cache hit then paints within its own frame
+function decoded(msg, buffers) {
+  const b = (buffers || [])[(msg.buffers || []).indexOf("png")];
+  if (b === undefined) return null;
+  const bytes = b instanceof ArrayBuffer ? new Uint8Array(b) : new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+  const ready = { bitmap: null };
+  ready.promise = createImageBitmap(new Blob([bytes], { type: "image/png" })).then((bitmap) => (ready.bitmap = bitmap));
+  return ready;
 }
 
 function overlayOf(view) {
@@ -62,50 +65,68 @@ export default {
     el.classList.add("distlab-framecache");
     let canvasViews = [];
     let textViews = [];
+    let controls = []; // the control models (prefetch.js keys the cache by their labels: controlLabel)
+    const bitmaps = new Map(); // key -> {bitmap, promise}: the PNGs of the cached payloads, decoded on arrival
+    let painted = 0; // the cache hits painted so far (prefetch.js counts them in data-cache-hits)
     let generation = 0; // bumped by every change drawn from the cache
+    const manager = model.widget_manager;
+    const key = () => controls.map(controlLabel).join(KEY_SEPARATOR);
     const find = () => {
-      const manager = model.widget_manager;
       const canvas = model.get("canvas");
       if (canvas) widgetViews(manager, canvas).then((v) => (canvasViews = v)).catch(() => {});
-      Promise.all((model.get("texts") || []).map((ref) => widgetViews(manager, ref)))
+      Promise.all((model.get("text_widgets") || []).map((ref) => widgetViews(manager, ref)))
         .then((v) => (textViews = v))
         .catch(() => {});
     };
-    const hit = (payload) => {
+    Promise.all((model.get("controls") || []).map((ref) => manager.get_model(String(ref).replace(/^IPY_MODEL_/, ""))))
+      .then((models) => (controls = models))
+      .catch(() => {});
+    const onMessage = (msg, buffers) => {
+      if (msg && msg.prefetch_base !== undefined) bitmaps.clear();
+      else if (msg && msg.prefetch !== undefined) bitmaps.set(msg.prefetch, decoded(msg, buffers));
+      find(); // the app's views are made beside this one (and again when it is shown again): found as they come
+    };
+    model.on("msg:custom", onMessage);
+    const { view, stop } = prefetching(model, el);
+    // called by prefetch.js after a change drawn from the cache (view reads that payload) and on the model's changes
+    const paint = () => {
+      const hits = Number(el.getAttribute("data-cache-hits") || 0);
+      if (hits === painted) return;
+      painted = hits;
       generation += 1;
       const mine = generation;
-      for (const view of canvasViews) {
-        view.el.style.display = payload.shown ? "" : "none";
-        if (!payload.shown) continue;
-        if (payload.bitmap) paintOver(view, payload.bitmap);
-        else if (payload.ready) payload.ready.then((b) => mine === generation && paintOver(view, b));
+      const shown = view.get("shown");
+      const ready = bitmaps.get(key());
+      for (const canvas of canvasViews) {
+        canvas.el.style.display = shown ? "" : "none";
+        if (!shown || !ready) continue;
+        if (ready.bitmap) paintOver(canvas, ready.bitmap);
+        else ready.promise.then((b) => mine === generation && paintOver(canvas, b));
       }
-      (payload.texts || []).forEach((html, i) => (textViews[i] || []).forEach((view) => setHtml(view, html)));
+      (view.get("texts") || []).forEach((html, i) => (textViews[i] || []).forEach((v) => setHtml(v, html)));
       el.setAttribute("data-overlay", "1");
     };
     const clear = () => {
-      for (const view of canvasViews) {
-        const found = overlayOf(view);
+      for (const canvas of canvasViews) {
+        const found = overlayOf(canvas);
         if (found) found.frame.style.display = "none";
-        view.el.style.display = kernelDisplay(view);
+        canvas.el.style.display = kernelDisplay(canvas);
       }
-      textViews.forEach((views) => views.forEach((view) => setHtml(view, view.model.get("value"))));
+      textViews.forEach((views) => views.forEach((v) => setHtml(v, v.model.get("value"))));
       el.removeAttribute("data-overlay");
     };
-    const stored = (payload) => {
-      decode(payload);
-      find(); // the app's views are made beside this one (and again when it is shown again): found as they come
-    };
-    const { stop, key } = prefetching(model, el, { stored, hit });
     const onDrawn = () => {
       if (model.get("drawn") !== key() || !el.hasAttribute("data-overlay")) return;
       const mine = generation;
       requestAnimationFrame(() => setTimeout(() => mine === generation && clear(), SETTLE_MS));
     };
+    view.on("change", paint);
     model.on("change:drawn", onDrawn);
     find();
     return () => {
+      view.off("change", paint);
       model.off("change:drawn", onDrawn);
+      model.off("msg:custom", onMessage);
       stop();
     };
   },

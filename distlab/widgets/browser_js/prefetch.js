@@ -34,11 +34,10 @@ function withBuffers(msg, buffers) {
   return payload;
 }
 
-// {view, stop, key}: `view` reads the model through the cached payload drawn last (mountPicture paints from it); `stop`
-// removes the listeners; key() is the controls' key now. The element `root` carries data-prefetched (states held) and
-// data-cache-hits (changes drawn from the cache) for tests and the browser benchmark. `hooks` (optional):
-// stored(payload) when a payload arrives, hit(payload, key) when a change is drawn from one (framecache.js).
-function prefetching(model, root, hooks = {}) {
+// {view, stop}: `view` reads the model through the cached payload drawn last (mountPicture paints from it); `stop`
+// removes the listeners. The element `root` carries data-prefetched (states held) and data-cache-hits (changes drawn
+// from the cache) for tests and the browser benchmark.
+function prefetching(model, root) {
   const cache = new Map();
   let limit = 64;
   let shown = null; // the payload drawn over the model's data since the last change from the kernel
@@ -83,9 +82,7 @@ function prefetching(model, root, hooks = {}) {
       limit = msg.limit || limit;
     } else if (msg && msg.prefetch !== undefined) {
       cache.delete(msg.prefetch);
-      const payload = withBuffers(msg, buffers || []);
-      cache.set(msg.prefetch, payload);
-      if (hooks.stored) hooks.stored(payload);
+      cache.set(msg.prefetch, withBuffers(msg, buffers || []));
       while (cache.size > limit) cache.delete(cache.keys().next().value);
     }
     count();
@@ -103,7 +100,6 @@ function prefetching(model, root, hooks = {}) {
     hits += 1;
     root.setAttribute("data-drawn-from", "cache");
     root.setAttribute("data-cache-hits", String(hits));
-    if (hooks.hit) hooks.hit(hit, k);
     painters.forEach((paint) => paint());
   };
   // registered before the picture's own painter: the kernel's data replaces the cached one before it paints
@@ -123,6 +119,6 @@ function prefetching(model, root, hooks = {}) {
     model.off("msg:custom", onMessage);
     controls.forEach((m) => m.off("change", onControl));
   };
-  return { view, stop, key };
+  return { view, stop };
 }
 
