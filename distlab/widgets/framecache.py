@@ -177,7 +177,7 @@ class FrameCachingApp:
         those of the distlab objects it holds (the plot helpers with their remembered ranges and ticks, the
         renderer with its backgrounds)."""
         found: dict[int, object] = {id(self): self}
-        stack = list(vars(self).values())
+        stack = [value for value in vars(self).values() if value is not self.prefetcher]  # the fill itself
         while stack:
             obj = stack.pop()
             if isinstance(obj, (list, tuple)):
