@@ -6,8 +6,10 @@ most one neighbour per turn), every state one change of one control away (prefet
 moved first): the result (the app's compute_for), the picture render() and the renderer would draw from the current
 one, painted into the canvas's Agg buffer WITHOUT sending it (BlitRenderer.paint: ipympl sends only on draw() and
 blit()), encoded as PNG (canvas.encode_png), and the HTML the status panel (and any other text the app's render
-rewrites) would show (LessonApp.status_html: our message at an invalid state, where the canvas is hidden). Then the
-current state's artists, backgrounds and pixels are put back, so nothing the student sees moves. Each payload
+rewrites) would show (LessonApp.status_html: our message at an invalid state, where the canvas is hidden). Then what
+the paint changed is put back: every attribute it rebound on the figure's artists, on the app and on the distlab
+objects the app holds (a plot helper's remembered time range, the renderer's backgrounds), and the buffer's pixels,
+so nothing the student sees moves and the next real change draws as if no neighbour had been painted. Each payload
 {png: bytes (a binary buffer), texts: [status HTML, ...], shown: whether the canvas is shown} goes to a small
 anywidget beside the canvas (FrameCache, browser_js/framecache.js), which keys it by the labels the app's controls
 show (browser_js/prefetch.js, the same cache as the browser pictures'). A change whose state is cached is drawn at
@@ -24,7 +26,9 @@ Converting an app (a LessonApp with compute_for(values) and a BlitRenderer) take
 
 and render/describe read control values only through self.values() / self.value_of(name) (never widget.value),
 and HTML widgets other than `status` only through self.show_text(name, html): while a neighbour is painted these
-answer for the neighbour. The app passes its children to super().__init__ as before (the mixin adds its FrameCache
+answer for the neighbour. render must change state by rebinding attributes (matplotlib's setters do), not by editing
+an array in place, for the put-back to be exact; tests/widgets/test_framecache.py checks each converted app (the
+cached PNG against the frame the kernel sends when the control really moves, after real moves elsewhere). The app passes its children to super().__init__ as before (the mixin adds its FrameCache
 last) and calls self.update().
 """
 

@@ -117,3 +117,20 @@ def test_a_fill_turn_prices_one_neighbour_at_most(monkeypatch):
         more = step()
         per_turn.append(len(sent) - before)
     assert max(per_turn) == 1 and sum(per_turn) == len(jobs) == 10  # 5 controls, 2 neighbours each
+
+
+@pytest.mark.parametrize("cls", [OverlapApp, StageAnalysisApp, BucketApp, ProductionStepApp, AllToAllApp])
+def test_an_app_filled_at_every_step_draws_what_an_app_never_filled_draws(cls):
+    # the invariant the put-back keeps: a random walk of real moves (a neighbour of one control at a time) draws,
+    # frame after frame, the same pixels and texts whether or not every neighbour was painted before each move
+    filled, plain = _ready(cls()), _ready(cls())
+    rng = random.Random(cls.__name__)
+    for _ in range(8):
+        _filled(filled)
+        key, state = rng.choice(neighbour_jobs(filled._frame_widgets(), filled.frame_state()))
+        for app in (filled, plain):
+            for name, value in state.items():
+                if getattr(app, name).value != value:
+                    getattr(app, name).value = value
+        assert np.array_equal(filled.canvas._last_buff, plain.canvas._last_buff), key.replace(SEPARATOR, "|")
+        assert _texts(filled) == _texts(plain)
