@@ -14,8 +14,12 @@ Run twice: straight to the server, and through a local asyncio TCP proxy that de
 Goal (issue 20): median <= 20 ms, p95 <= 33 ms, and the delay changes neither by more than 5 ms.
 
 Then every dropdown, toggle, checkbox and ipywidgets slider of the apps in CONTROL_APPS (the ring, the bubble grid,
-the memory wall, the ZeRO bars, the 3D grid, the training lab, the triage ladder; issue 32): 20 changes each, alternating between a value and its neighbour, change event (capture phase) to
-the frame after the picture's text changes, with the share drawn from the browser's cache. Goal (issue 32): median
+the memory wall, the ZeRO bars, the 3D grid, the training lab, the triage ladder; issue 32), and of the apps matplotlib
+draws whose neighbouring pictures the browser caches (FRAME_CELLS: distlab.widgets.framecache; their text is the status
+panel): 20 changes each, alternating between a value and its neighbour, change event (capture phase) to
+the frame after the picture's text changes, with the share drawn from the browser's cache.
+
+    python benchmarks/bench_browser_pictures.py "(lesson"   # only the matplotlib-drawn apps' controls Goal (issue 32): median
 <= 20 ms, p95 <= 33 ms, and the delay moves neither by more than 3 ms.
 
     python benchmarks/bench_browser_pictures.py       (or: python benchmarks/run.py browser_pictures)
@@ -60,6 +64,16 @@ CELLS = [
     "from distlab.widgets.training_lab import TrainingLabApp\nlab = TrainingLabApp()\nlab",
     "from distlab.widgets.production import TriageApp\ntriage = TriageApp()\ntriage",
 ]
+#: The apps matplotlib draws whose controls the frame cache answers (issue 32: distlab.widgets.framecache), after
+#: CELLS: the "picture" of each is its FrameCache element (data-prefetched, data-cache-hits), the text its status panel.
+FRAME_CELLS = [
+    "from distlab.widgets.data_parallel_zero import OverlapApp\noverlap = OverlapApp()\noverlap",
+    "from distlab.widgets.pipeline import StageAnalysisApp\nstages = StageAnalysisApp()\nstages",
+    "from distlab.widgets.production import BucketApp\nbuckets = BucketApp()\nbuckets",
+    "from distlab.widgets.production import ProductionStepApp\nstep = ProductionStepApp()\nstep",
+    "from distlab.widgets.mixture_of_experts import AllToAllApp\nalltoall = AllToAllApp(skew=0.5, capacity=1.25)\n"
+    "alltoall",
+]
 LABELS = [
     "ring animation: step slider (N = 8)",
     "bubble grid: m slider (p = 8)",
@@ -101,6 +115,16 @@ CONTROL_APPS = [
                          "compute", "memory", "CP"], ["TP", "PP", "sharding"], ["sequence parallel"]),
     ("triage ladder", 6, ["model", "nodes", "sequence", "micro-batch", "recompute"], ["TP", "PP", "sharding"],
      ["sequence parallel"]),
+    # the matplotlib-drawn apps (FRAME_CELLS): lesson 3's overlap, lesson 4's stage analysis, lesson 8's buckets and
+    # production step, lesson 10's all-to-all
+    ("overlap (lesson 3)", 7, ["model", "fabric"], [], [], ["GPUs (N)", "backward (ms)", "buckets"]),
+    ("stage analysis (lesson 4)", 8, ["model", "schedule", "link"], [], [],
+     ["stages p", "micro m", "seqs / micro", "max bubble %"]),
+    ("buckets (lesson 8)", 9, ["model", "fabric", "tokens/GPU"], ["DP GPUs", "all-reduce"], [], ["buckets"]),
+    ("production step (lesson 8)", 10, ["nodes", "fabric"], ["TP", "PP", "precision"], ["rail-optimized"],
+     ["taper k:1", "slow GPU x", "jitter σ"]),
+    ("all-to-all (lesson 10)", 11, ["capacity"], [], [],
+     ["EP size", "experts/GPU", "top-k", "router skew", "pairwise step"]),
 ]
 LAB_PRESSES = 20
 PAUSE_S = 0.5
@@ -236,6 +260,8 @@ def _measure(sync_api, base: str, token: str, name: str, only: tuple = ()) -> di
             page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
             pictures = page.locator(".distlab-picture")
             pictures.nth(len(CELLS) - 1).wait_for(timeout=120_000)
+            frames = page.locator(".distlab-framecache")
+            frames.nth(len(FRAME_CELLS) - 1).wait_for(state="attached", timeout=120_000)
             page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
             page.wait_for_timeout(1000)
             for index, label in enumerate(LABELS):
@@ -257,7 +283,8 @@ def _measure(sync_api, base: str, token: str, name: str, only: tuple = ()) -> di
                 results[label] = summarize([s / 1e3 for s in samples])
             for app, index, *controls in CONTROL_APPS:
                 if not only or any(word in app or app in word for word in only):
-                    results.update(_measure_controls(page, app, index, pictures.nth(index), *controls))
+                    shown = pictures.nth(index) if index < len(CELLS) else frames.nth(index - len(CELLS))
+                    results.update(_measure_controls(page, app, index, shown, *controls))
         except Exception:
             page.screenshot(path=str(Path(tempfile.gettempdir()) / f"distlab-bench-{name}.png"))
             raise
@@ -273,10 +300,19 @@ def _labelled(page, scope, kind: str, label: str):
     return scope.locator(kind).filter(has=page.locator("label", has_text=re.compile(f"^{re.escape(label)}$"))).first
 
 
+def _watched(picture):
+    """(the text that changes with the picture, the element prefetch.js marks): a browser picture's summary and its
+    widget's element; for a matplotlib-drawn app (its FrameCache element) the status panel before it and itself."""
+    if "distlab-framecache" in (picture.get_attribute("class") or ""):
+        return picture.locator("xpath=preceding-sibling::*[1]").locator(".widget-html-content"), picture
+    return picture.locator(".distlab-summary"), picture.locator("xpath=..")
+
+
 def _time_changes(page, control, picture, change, pause_s: float) -> dict:
     """LAB_PRESSES changes made by change(i), pause_s apart: latency summary and the share drawn from the cache."""
-    holder = picture.locator("xpath=..").element_handle()  # the widget's element: prefetch.js marks it
-    summary = picture.locator(".distlab-summary").element_handle()
+    text, marked = _watched(picture)
+    holder = marked.element_handle()
+    summary = text.element_handle()
     page.evaluate(INSTRUMENT_CONTROL, [control.element_handle(), summary, holder])
     for i in range(LAB_PRESSES):
         page.wait_for_timeout(pause_s * 1e3)
@@ -293,7 +329,7 @@ def _visible_pair(page, select, picture):
     that changes nothing on screen (a faster fabric whose communication is hidden anyway) has no pixels to time."""
     options = select.locator("option").all_text_contents()
     k = options.index(select.evaluate("s => s.options[s.selectedIndex].text"))
-    summary = picture.locator(".distlab-summary")
+    summary = _watched(picture)[0]
     for j in (k + 1, k - 1):
         if not 0 <= j < len(options):
             continue
@@ -364,7 +400,7 @@ def main(only: tuple = ()) -> dict:
     root = tmp / "lab"
     root.mkdir()
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(c) for c in CELLS]
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in CELLS + FRAME_CELLS]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     names = {"direct": "pictures_direct.ipynb", "delayed": "pictures_delayed.ipynb"}
     for name in names.values():

@@ -1282,6 +1282,109 @@ def test_a_prefetched_change_of_a_lesson_app_redraws_with_no_kernel(jupyterlab, 
             browser.close()
 
 
+#: The matplotlib-drawn apps whose cached change is checked with no kernel (issue 32: distlab.widgets.framecache):
+#: (the cell that builds the app, the control changed: its description and the option picked).
+FRAME_CACHED_CHANGES = {
+    "overlap": ("from distlab.widgets.data_parallel_zero import OverlapApp\nOverlapApp()", ("fabric", "ib-xdr")),
+    "buckets": ("from distlab.widgets.production import BucketApp\nBucketApp()", ("all-reduce", "ring")),
+}
+
+
+def _frame_app_for(name: str):
+    from distlab.widgets.data_parallel_zero import OverlapApp
+    from distlab.widgets.production import BucketApp
+
+    return OverlapApp() if name == "overlap" else BucketApp()
+
+
+def _text_content(html_text: str) -> str:
+    """What the browser's textContent of this HTML reads (no text for a tag, <br> included), spaces squashed."""
+    import html
+
+    return _squash(html.unescape(re.sub(r"<[^>]+>", "", html_text)))
+
+
+def _png_pixels(data: bytes):
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    return np.asarray(Image.open(io.BytesIO(data)).convert("RGBA"))
+
+
+@pytest.mark.parametrize("name", sorted(FRAME_CACHED_CHANGES))
+def test_a_cached_change_of_a_matplotlib_app_redraws_with_no_kernel(jupyterlab, name):
+    """Every control answered in the browser (issue 32), for the apps matplotlib draws: once the kernel has sent the
+    pictures of the states one control change away (the frame cache counts them in data-prefetched), the kernel is
+    shut down; picking a neighbouring option then shows, over the canvas, exactly the picture the kernel paints for
+    that state (pixels compared with the payload computed here) and the status text distlab writes for it, from the
+    browser's cache alone (no kernel to ask)."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+    import base64
+
+    import nbformat
+    import numpy as np
+
+    from distlab.widgets.filling import attempt
+    from distlab.widgets.prefetch import neighbour_jobs
+
+    cell, (label, option) = FRAME_CACHED_CHANGES[name]
+    app = _frame_app_for(name)
+    jobs = neighbour_jobs(app._frame_widgets(), app.frame_state())
+    before = _text_content(app.status.value)
+    (moved,) = [n for n in app.frame_controls() if getattr(app, n).description == label]
+    state = next(s for _, s in jobs if str(s[moved]) == option)
+    payload = app.frame_payload(state, attempt(app.compute_for, state))
+    getattr(app, moved).value = state[moved]
+    want = _text_content(app.status.value)
+    assert want == _text_content(payload["texts"][0])
+    assert want != before and payload["shown"]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(cell)]
+    base, token = jupyterlab
+    notebook = f"framecache-{name}.ipynb"
+    _upload_notebook(base, token, notebook, nb)
+    with _chromium(sync_api) as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(30_000)
+        try:
+            _open_and_run_all(page, f"{base}/lab/tree/{notebook}?token={token}")
+            holder = page.locator(".distlab-framecache")
+            holder.wait_for(state="attached", timeout=90_000)
+            page.wait_for_function(
+                "([el, n]) => Number(el.getAttribute('data-prefetched')) >= n",
+                arg=[holder.element_handle(), len(jobs)],
+                timeout=90_000,
+            )
+            source = re.search(r"\[[a-z_.]+\]", before).group(0)  # the function the status names
+            status = page.locator(".widget-html-content").filter(has_text=source).last
+            assert _squash(status.text_content() or "") == before
+            page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
+            page.get_by_role("menuitem", name=re.compile(r"^Shut Down Kernel")).first.click()
+            page.wait_for_selector("#jp-main-statusbar >> text=/No Kernel|Unknown/", timeout=30_000)
+            named = page.locator(".widget-label", has_text=re.compile(f"^{label}$"))
+            if type(getattr(app, moved)).__name__ == "ToggleButtons":
+                page.locator(".widget-toggle-buttons", has=named).get_by_role("button", name=option, exact=True).click()
+            else:
+                page.locator(".widget-dropdown", has=named).locator("select").select_option(label=option)
+            page.wait_for_function(
+                "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
+                arg=[status.element_handle(), want],
+                timeout=10_000,
+            )
+            assert holder.get_attribute("data-drawn-from") == "cache"
+            assert holder.get_attribute("data-cache-hits") == "1"
+            frame = page.locator("canvas.distlab-frame")
+            page.wait_for_function("c => c.width > 0 && c.style.display !== 'none'", arg=frame.element_handle())
+            shown = frame.evaluate("c => c.toDataURL('image/png')").split(",", 1)[1]
+            assert np.array_equal(_png_pixels(base64.b64decode(shown)), _png_pixels(payload["png"]))
+        finally:
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / f"browser-framecache-{name}.png"), full_page=False)
+            browser.close()
+
+
 def test_a_cached_change_of_the_grid_shows_the_warnings_of_its_new_layout(jupyterlab):
     """Issue 31 (screenshots of lesson 6's grid after a change drawn from the browser's cache, issue 32): the grid and
     its text followed the change at once, but the layout's warnings, written by the kernel under the picture, did not

@@ -11,7 +11,7 @@ import ipywidgets as widgets
 if TYPE_CHECKING:  # matplotlib is imported when a figure is made: an app drawn in the browser never needs it
     from matplotlib.figure import Figure
 
-__all__ = ["figure_canvas", "FRAME_COMPRESSION", "quick_frame", "BlitRenderer", "axes_state", "DATA"]
+__all__ = ["figure_canvas", "FRAME_COMPRESSION", "quick_frame", "encode_png", "BlitRenderer", "axes_state", "DATA"]
 
 
 def figure_canvas(figsize=(6.4, 3.6), margins=None) -> tuple[Figure, widgets.DOMWidget]:
@@ -50,10 +50,7 @@ def quick_frame(canvas) -> bytes | None:
     whole picture for the first frame or when the size changed, else only the pixels that changed, transparent
     elsewhere, which the browser lays over its last frame), PNG-encoded at FRAME_COMPRESSION. The encoding
     was the largest single cost of a blitted frame."""
-    import io
-
     import numpy as np
-    from PIL import Image
 
     if not canvas._png_is_old:
         return None
@@ -66,10 +63,18 @@ def quick_frame(canvas) -> bytes | None:
     canvas._last_buff = words.copy()
     canvas._force_full = False
     canvas._png_is_old = False
+    return encode_png(frame.view(np.uint8).reshape(*frame.shape, 4))
+
+
+def encode_png(rgba) -> bytes:
+    """An RGBA uint8 array (height x width x 4) as PNG at FRAME_COMPRESSION: every frame sent, by ipympl
+    (quick_frame) or by the frame cache (distlab.widgets.framecache)."""
+    import io
+
+    from PIL import Image
+
     with io.BytesIO() as png:
-        Image.fromarray(frame.view(np.uint8).reshape(*frame.shape, 4)).save(
-            png, format="png", compress_level=FRAME_COMPRESSION
-        )
+        Image.fromarray(rgba).save(png, format="png", compress_level=FRAME_COMPRESSION)
         return png.getvalue()
 
 
@@ -123,6 +128,35 @@ class BlitRenderer:
             self.canvas.restore_region(self._background)
         self._paint(self.artists)
         self.canvas.blit(self.canvas.figure.bbox)
+
+    def paint(self, full=False) -> None:
+        """What refresh(full) paints into the canvas's Agg buffer (`full` as LessonApp.render returns it: True, DATA,
+        False or None), without sending a frame (ipympl sends only on draw() and blit()): how the frame cache
+        (distlab.widgets.framecache) draws a neighbouring state."""
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        if full is None:
+            return
+        data = isinstance(full, str) and full == DATA
+        if (bool(full) and not data) or self._background is None or self._axes is None:
+            FigureCanvasAgg.draw(self.canvas)  # the draw_event repaints the animated artists (_on_draw)
+            return
+        if data and self.data_artists:
+            self.canvas.restore_region(self._axes)
+            self._paint(self.data_artists)
+            self._background = self.canvas.copy_from_bbox(self.canvas.figure.bbox)
+        else:
+            self.canvas.restore_region(self._background)
+        self._paint(self.artists)
+
+    def snapshot(self) -> tuple:
+        """The buffer's pixels and the cached backgrounds, for restore() after paint()."""
+        return self.canvas.copy_from_bbox(self.canvas.figure.bbox), self._axes, self._background
+
+    def restore(self, snapshot: tuple) -> None:
+        """Put back the pixels and backgrounds of snapshot() (nothing is sent)."""
+        pixels, self._axes, self._background = snapshot
+        self.canvas.restore_region(pixels)
 
 
 def axes_state(figure) -> tuple:

@@ -261,17 +261,24 @@ class LessonApp(widgets.VBox):
         if kind == "error" and isinstance(picture, BrowserPicture):
             picture.show_error(text)
             status = ""
-        elif self.summary_in_picture and kind != "error":  # the picture shows the text; only its note stays here
-            note = self.picture_note(self.result)
-            status = message_html(note, "warn") if note else ""
         else:
-            status = message_html(text, kind)
+            status = self.status_html(text, kind, self.result)
         if self.status.value != status:
             self.status.value = status
         if picture is not None and not isinstance(picture, BrowserPicture):
             display = "none" if kind == "error" else None
             if picture.layout.display != display:
                 picture.layout.display = display
+
+    def status_html(self, text: str, kind: str, result=None) -> str:
+        """The status panel's HTML for `text` of `kind` (describe's text or our message, kind 'error'), `result`
+        the result it describes: only the picture's note when the picture shows the text itself
+        (summary_in_picture), else message_html. _present shows it; the frame cache (distlab.widgets.framecache)
+        sends it for a neighbouring state."""
+        if self.summary_in_picture and kind != "error":  # the picture shows the text; only its note stays here
+            note = self.picture_note(result)
+            return message_html(note, "warn") if note else ""
+        return message_html(text, kind)
 
     def picture_widget(self):
         """The widget that shows the app's picture: its browser picture (`picture`) or its matplotlib canvas

@@ -31,6 +31,7 @@ from .common import (
     nearest_gpu_count,
 )
 from .controls import CUSTOM_SIZE, custom_size_params
+from .framecache import FrameCachingApp
 from .prefetch import Prefetcher, PrefetchingApp
 
 __all__ = [
@@ -314,7 +315,7 @@ _EXPOSURE = {
 }
 
 
-class OverlapApp(LessonApp):
+class OverlapApp(FrameCachingApp, LessonApp):
     """Model, GPUs, fabric, backward time and buckets -> the bucketed all-reduce under backward.
 
     `result` is the OverlapTimeline (None on invalid input), `error` our message instead.
@@ -383,7 +384,7 @@ class OverlapApp(LessonApp):
         why = _EXPOSURE[t.exposure]
         return (
             f"{t.buckets} bucket{'s' if t.buckets > 1 else ''} of {each}, each {t.op} "
-            f"{format_seconds(last)} over {t.dp} GPUs on {hardware.link(self.fabric.value).name}; "
+            f"{format_seconds(last)} over {t.dp} GPUs on {hardware.link(self.value_of('fabric')).name}; "
             f"{format_seconds(t.comm_total_s)} of communication in all [dataparallel.bucketed_overlap]\n"
             f"{format_seconds(t.hidden_s)} hidden under {format_seconds(t.backward_s)} of backward, "
             f"{format_seconds(t.exposed_s)} exposed ({why})\n"

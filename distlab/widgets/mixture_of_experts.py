@@ -27,6 +27,7 @@ from ..plots.mixture_of_experts import (
 )
 from ..units import format_bytes, format_seconds
 from .common import BlitRenderer, LessonApp, OptionalDropdown, figure_canvas
+from .framecache import FrameCachingApp
 
 __all__ = [
     "EP_SIZES",
@@ -57,7 +58,7 @@ NODES = ("dgx-h100", "dgx-a100", "hgx-b200")
 SEQ_LEN = 4096
 
 
-class AllToAllApp(LessonApp):
+class AllToAllApp(FrameCachingApp, LessonApp):
     """One MoE layer's dispatch all-to-all in an EP group, simulated: who sends how much to whom, step by step.
 
     `result` is the RoutingTrace (None on invalid input), `error` our message instead.
@@ -124,7 +125,7 @@ class AllToAllApp(LessonApp):
 
     def _delivered(self, ep: int) -> np.ndarray:
         i = np.arange(ep)
-        return ((i[None, :] - i[:, None]) % ep) <= min(self.step.value, ep - 1)
+        return ((i[None, :] - i[:, None]) % ep) <= min(self.value_of("step"), ep - 1)
 
     def render(self, tr: moe.RoutingTrace) -> bool:
         full = self.matrix.update(tr.bytes_matrix, self._delivered(tr.ep))
@@ -146,10 +147,10 @@ class AllToAllApp(LessonApp):
             tr.top_k,
             tr.ep,
             experts=tr.experts,
-            capacity_factor=None if tr.capacity is None else self.capacity.value,
+            capacity_factor=None if tr.capacity is None else self.value_of("capacity"),
         )
         sent = tr.bytes_sent()
-        step = min(self.step.value, tr.ep - 1)
+        step = min(self.value_of("step"), tr.ep - 1)
         lines = [
             f"{tr.tokens_per_gpu} tokens per GPU x top-{tr.top_k}, h = {HIDDEN}, bf16: each GPU's send buffer "
             f"{format_bytes(closed['send_buffer'])}; to other GPUs (closed form, uniform routing) "

@@ -34,6 +34,7 @@ from .common import (
     remembered,
 )
 from .pipeline_text import BubbleGridResult, _compact, _published, describe  # still importable from here
+from .framecache import FrameCachingApp
 from .prefetch import Prefetcher, PrefetchingApp
 
 __all__ = [
@@ -337,7 +338,7 @@ class BubbleGridApp(PrefetchingApp, LessonApp):
 NO_LINK = "no link (compute only)"
 
 
-class StageAnalysisApp(LessonApp):
+class StageAnalysisApp(FrameCachingApp, LessonApp):
     """Model, p, m, micro-batch size, schedule, layer time and link -> distlab.pipeline.analyze_stages:
     the traffic between stages, the bandwidth that hides it, the simulated step (with each
     activation send as a p2p delay) and warnings with computed alternatives.
@@ -428,6 +429,8 @@ class StageAnalysisApp(LessonApp):
         "max_bubble",
     )
 
+    frame_texts = ("legend",)  # render says whether weight gradients are drawn apart
+
     def compute(self) -> pipeline.StageAnalysis:
         return self.compute_for(self.values())
 
@@ -455,9 +458,7 @@ class StageAnalysisApp(LessonApp):
         return legend_html(split=split, rows=ROWS_NOTE.format(unit="ms; gaps between ops are activation sends"))
 
     def render(self, result: pipeline.StageAnalysis) -> bool:
-        legend = self._legend(_draws_weight_gradients(result.timeline))
-        if self.legend.value != legend:
-            self.legend.value = legend
+        self.show_text("legend", self._legend(_draws_weight_gradients(result.timeline)))
         return self.grid.update(_in_ms(result.timeline))
 
     def fade(self) -> bool:

@@ -97,14 +97,16 @@ class Prefetcher:
 
     `steps(state)` is the app's generator: one short step per next(), its return value the picture's data. `table`
     holds the data of the last KERNEL_LIMIT states priced (table_key -> data); `sent` the browser keys sent since the
-    last start; `longest_turn_s` the longest turn so far. `future` is done when the fill has ended (None outside an
+    last start; `longest_turn_s` the longest turn so far; `per_turn` (None: no limit) the most neighbours priced in one
+    turn (the frame cache's neighbours each paint a whole picture). `future` is done when the fill has ended (None outside an
     event loop, where start does nothing and run_all computes everything at once). `kernel_limit` bounds `table`
     (an app whose states are large keeps fewer)."""
 
-    def __init__(self, picture, steps, kernel_limit: int = KERNEL_LIMIT) -> None:
+    def __init__(self, picture, steps, kernel_limit: int = KERNEL_LIMIT, per_turn: int | None = None) -> None:
         self.picture = picture
         self.steps = steps
         self.kernel_limit = kernel_limit
+        self.per_turn = per_turn
         self.table: OrderedDict = OrderedDict()
         self.generation = 0
         self.sent: list[str] = []
@@ -153,7 +155,8 @@ class Prefetcher:
                 return False
             begin = time.perf_counter()
             deadline = turn_deadline()
-            while (jobs or current) and time.perf_counter() < deadline:
+            priced = 0
+            while (jobs or current) and time.perf_counter() < deadline and priced != self.per_turn:
                 if not current:
                     key, state = jobs.pop(0)
                     data = self.lookup(state)
@@ -167,6 +170,7 @@ class Prefetcher:
                     self.remember(current[1], done.value)
                     self._send(current[0], done.value)
                     current.clear()
+                    priced += 1
             self.longest_turn_s = max(self.longest_turn_s, time.perf_counter() - begin)
             more = bool(jobs or current)
             if not more:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipywidgets as widgets
 
 from .. import dataparallel, hardware, memory, production, training, triage
-from ..errors import ConfigurationError, DistlabError
+from ..errors import DistlabError
 from ..plots.memory_wall import legend_html as memory_legend_html
 from ..plots.production import (
     bucket_legend_html,
@@ -27,6 +27,7 @@ from .common import (
     remembered,
     remembered_estimate,
 )
+from .framecache import FrameCachingApp
 from .prefetch import BROWSER_LIMIT, values_key
 
 __all__ = [
@@ -80,7 +81,7 @@ def _bucket_sweep(model, fabric, algorithm, dp, tokens) -> production.BucketSwee
     )
 
 
-class BucketApp(LessonApp):
+class BucketApp(FrameCachingApp, LessonApp):
     """Gradient bucketing: every bucket count's exposed communication (production.bucket_sweep) and one
     count's timeline. Plain data parallelism on DGX H100 nodes: each GPU all-reduces the whole model's
     bf16 gradients over `dp` GPUs (NVLink inside a node; across nodes hierarchical or one flat ring on the
@@ -164,13 +165,14 @@ class BucketApp(LessonApp):
         here = sweep.at(timeline.buckets)
         end = float(timeline.end_s[-1])
         ddp = min(sweep.ddp_default_buckets(), MAX_BUCKETS)
+        algorithm = self.value_of("algorithm")
         where = (
             "NVLink, one node"
             if sweep.dp <= 8
-            else f"{self.algorithm.value}, {'NVLink + ' if self.algorithm.value == 'hierarchical' else ''}{self.link.value}"
+            else f"{algorithm}, {'NVLink + ' if algorithm == 'hierarchical' else ''}{self.value_of('link')}"
         )
         lines = [
-            f"{self.model.value}: {format_bytes(sweep.grad_bytes)} of bf16 gradients, {format_seconds(sweep.backward_s)} "
+            f"{self.value_of('model')}: {format_bytes(sweep.grad_bytes)} of bf16 gradients, {format_seconds(sweep.backward_s)} "
             f"of backward; all-reduce over {sweep.dp} GPUs ({where}): {format_seconds(sweep.comm_total_s[0])} "
             f"in one piece [production.bucket_sweep]",
             f"{timeline.buckets} buckets of {format_bytes(here['bucket_bytes'])}: each pays "
@@ -208,7 +210,7 @@ NO_STEP = "cannot run (see the text): no step time"
 NO_STEP_COLOUR = "#b3261e"
 
 
-class ProductionStepApp(LessonApp):
+class ProductionStepApp(FrameCachingApp, LessonApp):
     """Where a production step's time goes: Llama-3.1-70B, global batch 256 x 8,192 tokens on DGX H100 nodes,
     ZeRO-1, selective recomputation, sequence parallelism; fabric taper (k:1) and rails, bf16 or FP8, one
     slow GPU and per-GPU jitter. Bars: the non-blocking bf16 healthy step, this fabric and precision, and
@@ -295,6 +297,7 @@ class ProductionStepApp(LessonApp):
         self.update()
 
     prepared_controls = ("nodes", "fabric", "tp", "pp", "oversubscription", "rail", "precision", "slow", "jitter")
+    frame_texts = ("legend",)  # render names the parts drawn
 
     def config(self, values: dict | None = None) -> dict:
         """estimate()'s keywords for the controls (default: their current values)."""
@@ -341,10 +344,9 @@ class ProductionStepApp(LessonApp):
         )
 
     def _reference(self) -> training.StepEstimate:
-        """The non-blocking bf16 estimate that compute() keeps beside the step."""
-        if self.reference is None:
-            raise ConfigurationError("no reference estimate yet: compute() sets it with the step")
-        return self.reference
+        """The non-blocking bf16 estimate drawn above the step (remembered: compute() priced it with the step; a
+        neighbour the frame cache paints, distlab.widgets.framecache, its own)."""
+        return self.reference_for(self.values())
 
     def render(self, step: production.StragglerStep) -> bool:
         # a layout that cannot run (over memory, or a pipeline that never fills) draws no bar (issue 31): a note
@@ -355,7 +357,7 @@ class ProductionStepApp(LessonApp):
         for note, ok in zip(self.notes, runs):
             note.set_visible(not ok)
         # the legend names the parts some bar draws (a CP or EP part of 0 s is no colour on the chart: issue 31)
-        self.legend.value = production_legend_html({name for bar in parts for name, v in bar.items() if v > 0})
+        self.show_text("legend", production_legend_html({name for bar in parts for name, v in bar.items() if v > 0}))
         return self.bars.update(parts)
 
     def fade(self) -> bool:

@@ -260,6 +260,8 @@ def test_a_closed_app_stops_preparing_and_a_drawing_control_prepares_nothing(mon
 
     forget_remembered()
     app = AllToAllApp()
+    # the preparation alone: the frame cache's fill (distlab.widgets.framecache) calls compute_for too
+    monkeypatch.setattr(app.prefetcher, "start_around", lambda *args: None)
     calls = []
     real = app.compute_for
     monkeypatch.setattr(app, "compute_for", lambda values: calls.append(values) or real(values))

@@ -1,0 +1,133 @@
+// The frame cache of the apps matplotlib draws (issue 32; distlab.widgets.framecache). The kernel sends, per state one
+// control change away, {png (a binary buffer), texts: [status HTML, ...], shown}; prefetch.js keys them by the labels
+// of the app's controls. A change to a cached state draws the PNG over the app's ipympl canvas (same CSS size; the
+// PNG is at the device's pixel ratio, as ipympl draws) and writes the texts into the app's HTML widgets at once; the
+// overlay goes when the kernel says it has drawn that state (`drawn`), a frame after ipympl's own frame.
+const FRAME_CLASS = "distlab-frame";
+const SETTLE_MS = 50; // after the kernel's `drawn`: ipympl's frame (sent before it) is decoded and painted
+
+// the views of the widget `ref` (IPY_MODEL_...) now shown (a promise)
+function widgetViews(manager, ref) {
+  const id = String(ref).replace(/^IPY_MODEL_/, "");
+  return manager.get_model(id).then((m) => Promise.all(Object.values(m.views || {})));
+}
+
+// a payload's PNG decoded once, when it arrives: a cache hit then paints within its own frame
+function decoded(msg, buffers) {
+  const b = (buffers || [])[(msg.buffers || []).indexOf("png")];
+  if (b === undefined) return null;
+  const bytes = b instanceof ArrayBuffer ? new Uint8Array(b) : new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+  const ready = { bitmap: null };
+  ready.promise = createImageBitmap(new Blob([bytes], { type: "image/png" })).then((bitmap) => (ready.bitmap = bitmap));
+  return ready;
+}
+
+function overlayOf(view) {
+  const div = view.el.querySelector(".jupyter-matplotlib-canvas-div");
+  if (!div) return null;
+  let frame = div.querySelector(`canvas.${FRAME_CLASS}`);
+  if (!frame) {
+    frame = document.createElement("canvas");
+    frame.className = FRAME_CLASS;
+    Object.assign(frame.style, { position: "absolute", left: "0", top: "0", zIndex: "10", pointerEvents: "none" });
+    div.appendChild(frame);
+  }
+  return { div, frame };
+}
+
+function paintOver(view, bitmap) {
+  const found = overlayOf(view);
+  if (!found) return;
+  const { div, frame } = found;
+  const base = div.querySelector(`canvas:not(.${FRAME_CLASS})`) || div;
+  frame.width = bitmap.width;
+  frame.height = bitmap.height;
+  frame.style.width = base.style.width || `${base.clientWidth}px`;
+  frame.style.height = base.style.height || `${base.clientHeight}px`;
+  frame.getContext("2d").drawImage(bitmap, 0, 0);
+  frame.style.display = "";
+}
+
+function setHtml(view, html) {
+  const content = view.el.querySelector(".widget-html-content");
+  if (content) content.innerHTML = html;
+}
+
+// the canvas's display as the kernel's layout says it
+function kernelDisplay(view) {
+  const layout = view.model.get("layout");
+  const display = layout && layout.get ? layout.get("display") : null;
+  return display || "";
+}
+
+export default {
+  render({ model, el }) {
+    el.classList.add("distlab-framecache");
+    let canvasViews = [];
+    let textViews = [];
+    let controls = []; // the control models (prefetch.js keys the cache by their labels: controlLabel)
+    const bitmaps = new Map(); // key -> {bitmap, promise}: the PNGs of the cached payloads, decoded on arrival
+    let painted = 0; // the cache hits painted so far (prefetch.js counts them in data-cache-hits)
+    let generation = 0; // bumped by every change drawn from the cache
+    const manager = model.widget_manager;
+    const key = () => controls.map(controlLabel).join(KEY_SEPARATOR);
+    const find = () => {
+      const canvas = model.get("canvas");
+      if (canvas) widgetViews(manager, canvas).then((v) => (canvasViews = v)).catch(() => {});
+      Promise.all((model.get("text_widgets") || []).map((ref) => widgetViews(manager, ref)))
+        .then((v) => (textViews = v))
+        .catch(() => {});
+    };
+    Promise.all((model.get("controls") || []).map((ref) => manager.get_model(String(ref).replace(/^IPY_MODEL_/, ""))))
+      .then((models) => (controls = models))
+      .catch(() => {});
+    const onMessage = (msg, buffers) => {
+      if (msg && msg.prefetch_base !== undefined) bitmaps.clear();
+      else if (msg && msg.prefetch !== undefined) bitmaps.set(msg.prefetch, decoded(msg, buffers));
+      find(); // the app's views are made beside this one (and again when it is shown again): found as they come
+    };
+    model.on("msg:custom", onMessage);
+    const { view, stop } = prefetching(model, el);
+    // called by prefetch.js after a change drawn from the cache (view reads that payload) and on the model's changes
+    const paint = () => {
+      const hits = Number(el.getAttribute("data-cache-hits") || 0);
+      if (hits === painted) return;
+      painted = hits;
+      generation += 1;
+      const mine = generation;
+      const shown = view.get("shown");
+      const ready = bitmaps.get(key());
+      for (const canvas of canvasViews) {
+        canvas.el.style.display = shown ? "" : "none";
+        if (!shown || !ready) continue;
+        if (ready.bitmap) paintOver(canvas, ready.bitmap);
+        else ready.promise.then((b) => mine === generation && paintOver(canvas, b));
+      }
+      (view.get("texts") || []).forEach((html, i) => (textViews[i] || []).forEach((v) => setHtml(v, html)));
+      el.setAttribute("data-overlay", "1");
+    };
+    const clear = () => {
+      for (const canvas of canvasViews) {
+        const found = overlayOf(canvas);
+        if (found) found.frame.style.display = "none";
+        canvas.el.style.display = kernelDisplay(canvas);
+      }
+      textViews.forEach((views) => views.forEach((v) => setHtml(v, v.model.get("value"))));
+      el.removeAttribute("data-overlay");
+    };
+    const onDrawn = () => {
+      if (model.get("drawn") !== key() || !el.hasAttribute("data-overlay")) return;
+      const mine = generation;
+      requestAnimationFrame(() => setTimeout(() => mine === generation && clear(), SETTLE_MS));
+    };
+    view.on("change", paint);
+    model.on("change:drawn", onDrawn);
+    find();
+    return () => {
+      view.off("change", paint);
+      model.off("change:drawn", onDrawn);
+      model.off("msg:custom", onMessage);
+      stop();
+    };
+  },
+};

@@ -1,0 +1,219 @@
+"""The browser's cache of the pictures one control change away, for the apps matplotlib draws (issue 32: every
+control answered in the browser).
+
+After each change (LessonApp.update) the kernel computes, in idle turns of its event loop (prefetch.Prefetcher, at
+most one neighbour per turn), every state one change of one control away (prefetch.neighbour_jobs, the control just
+moved first): the result (the app's compute_for), the picture render() and the renderer would draw from the current
+one, painted into the canvas's Agg buffer WITHOUT sending it (BlitRenderer.paint: ipympl sends only on draw() and
+blit()), encoded as PNG (canvas.encode_png), and the HTML the status panel (and any other text the app's render
+rewrites) would show (LessonApp.status_html: our message at an invalid state, where the canvas is hidden). Then what
+the paint changed is put back: every attribute it rebound on the figure's artists, on the app and on the distlab
+objects the app holds (a plot helper's remembered time range, the renderer's backgrounds), and the buffer's pixels,
+so nothing the student sees moves and the next real change draws as if no neighbour had been painted. Each payload
+{png: bytes (a binary buffer), texts: [status HTML, ...], shown: whether the canvas is shown} goes to a small
+anywidget beside the canvas (FrameCache, browser_js/framecache.js), which keys it by the labels the app's controls
+show (browser_js/prefetch.js, the same cache as the browser pictures'). A change whose state is cached is drawn at
+once: the PNG over the canvas (same CSS size, the device's pixel ratio) and the cached HTML in place of the panel's;
+the overlay goes when the kernel says it has drawn that state (`drawn`, set at the end of update, after ipympl's
+frame). A change not cached goes to the kernel, as before.
+
+Converting an app (a LessonApp with compute_for(values) and a BlitRenderer) takes a few lines:
+
+    class MyApp(FrameCachingApp, LessonApp):          # the mixin first
+        prepared_controls = ("model", "gpus")         # what compute_for(values) reads (already there)
+        drawing_controls = ("step",)                  # controls only render/describe read (optional)
+        frame_texts = ("legend",)                     # HTML widgets render rewrites, through self.show_text (optional)
+
+and render/describe read control values only through self.values() / self.value_of(name) (never widget.value),
+and HTML widgets other than `status` only through self.show_text(name, html): while a neighbour is painted these
+answer for the neighbour. render must change state by rebinding attributes (matplotlib's setters do), not by editing
+an array in place, for the put-back to be exact; tests/widgets/test_framecache.py checks each converted app (the
+cached PNG against the frame the kernel sends when the control really moves, after real moves elsewhere). The app passes its children to super().__init__ as before (the mixin adds its FrameCache
+last) and calls self.update().
+"""
+
+from __future__ import annotations
+
+import anywidget
+import ipywidgets as widgets
+import numpy as np
+import traitlets
+
+from ..errors import DistlabError
+from .browser import PREFETCH_MODULE, _controls_trait, module_source
+from .canvas import encode_png
+from .filling import attempt
+from .prefetch import Prefetcher, values_key
+
+__all__ = ["FRAME_LIMIT", "FrameCache", "FrameCachingApp", "frame_pixels"]
+
+#: Pictures the kernel remembers: none, since a picture may depend on the way there as well as on the state (a bar
+#: chart keeps its time range while the bars fill it well), so each fill paints its neighbours from the current one.
+#: Their results are remembered where they are slow (the apps' remembered library calls).
+FRAME_LIMIT = 0
+
+
+class FrameCache(anywidget.AnyWidget):
+    """Holds, in the browser, the pictures and texts of an app's states one control change away (see the module).
+
+    `controls`: the app's control widgets, whose labels key the cache; `canvas`: the app's ipympl canvas; `text_widgets`:
+    the HTML widgets a payload's texts replace (the status panel first); `drawn`: the key of the state the kernel
+    drew last (the browser then removes its overlay)."""
+
+    _esm = module_source(PREFETCH_MODULE, "framecache.js")
+    controls = _controls_trait()
+    canvas = traitlets.Instance(widgets.Widget, allow_none=True).tag(sync=True, **widgets.widget_serialization)
+    text_widgets = traitlets.List(traitlets.Instance(widgets.Widget)).tag(sync=True, **widgets.widget_serialization)
+    drawn = traitlets.Unicode("").tag(sync=True)
+
+
+def frame_pixels(canvas) -> np.ndarray:
+    """A copy of the canvas's Agg buffer (height x width x 4, RGBA)."""
+    return np.asarray(canvas.get_renderer().buffer_rgba()).copy()
+
+
+class FrameCachingApp:
+    """The part every matplotlib-drawn app whose neighbouring pictures the browser caches shares (mixed in before
+    LessonApp; see the module). `frame_cache` is its FrameCache, `prefetcher` the Prefetcher that fills it."""
+
+    #: HTML widgets (attribute names) besides the status panel that render() rewrites (through show_text).
+    frame_texts: tuple[str, ...] = ()
+    prepared_controls: tuple[str, ...]
+    drawing_controls: tuple[str, ...]
+    _painting: dict | None = None  # the neighbour's control values while it is painted
+    _captured: dict | None = None  # the texts show_text wrote meanwhile
+    _painted: tuple | None = None  # (result, control values) that render() drew last in update
+
+    def __init__(self, children=(), **kwargs):
+        self.frame_cache = FrameCache(
+            controls=[getattr(self, name) for name in self.frame_controls()],
+            canvas=self.renderer.canvas,  # type: ignore[attr-defined]
+            text_widgets=[self.status, *(getattr(self, name) for name in self.frame_texts)],  # type: ignore[attr-defined]
+        )
+        self.prefetcher = Prefetcher(self.frame_cache, self.frame_steps, kernel_limit=FRAME_LIMIT, per_turn=1)
+        super().__init__((*children, self.frame_cache), **kwargs)  # type: ignore[call-arg]
+
+    def frame_controls(self) -> tuple[str, ...]:
+        """The controls (attribute names) whose states the browser caches: the prepared and the drawing ones."""
+        return (*self.prepared_controls, *self.drawing_controls)
+
+    def frame_state(self) -> dict:
+        """{name: value} of every frame control now."""
+        return {name: getattr(self, name).value for name in self.frame_controls()}
+
+    def _frame_widgets(self) -> dict:
+        return {name: getattr(self, name) for name in self.frame_controls()}
+
+    def values(self) -> dict:
+        """The prepared controls' values: the neighbour's while one is painted."""
+        if self._painting is not None:
+            return {name: self._painting[name] for name in self.prepared_controls}
+        return super().values()  # type: ignore[misc]
+
+    def value_of(self, name: str):
+        """The value of the control `name`: the neighbour's while one is painted (render and describe read it)."""
+        if self._painting is not None and name in self._painting:
+            return self._painting[name]
+        return getattr(self, name).value
+
+    def show_text(self, name: str, html: str) -> None:
+        """Set the HTML widget `name` (one of frame_texts) to `html`; while a neighbour is painted, kept for its
+        payload instead (nothing is sent)."""
+        if self._captured is not None:
+            self._captured[name] = html
+            return
+        widget = getattr(self, name)
+        if widget.value != html:
+            widget.value = html
+
+    def update(self, change=None) -> None:
+        """LessonApp.update, then (in a kernel) say which state is drawn and start filling its neighbours."""
+        self.prefetcher.stop()
+        super().update(change)  # type: ignore[misc]
+        state = self.frame_state()
+        if self.result is not None:  # type: ignore[attr-defined]
+            self._painted = (self.result, state)  # type: ignore[attr-defined]
+        controls = self._frame_widgets()
+        self.frame_cache.drawn = values_key(controls, state)
+        moved = change.get("owner") if isinstance(change, dict) else None
+        self.prefetcher.start_around(controls, state, moved)
+
+    def close(self) -> None:
+        if "prefetcher" in self.__dict__:  # not when __init__ refused its arguments
+            self.prefetcher.stop()
+        super().close()  # type: ignore[misc]
+
+    def frame_steps(self, state: dict):
+        """The Prefetcher's generator for one neighbour: its result (compute_for, our error kept), then its payload."""
+        result = attempt(self.compute_for, state)  # type: ignore[attr-defined]
+        yield
+        return self.frame_payload(state, result)
+
+    def frame_payload(self, state: dict, result) -> dict:
+        """{png, texts, shown} of the state `state` whose result is `result` (or our error): what update() would
+        show there, painted without sending anything; the current picture is put back afterwards."""
+        renderer = self.renderer  # type: ignore[attr-defined]
+        pixels = renderer.snapshot()
+        history = _snapshot(self._drawing_objects())
+        self._painting, self._captured = state, {}
+        try:
+            try:
+                if isinstance(result, DistlabError):
+                    raise result
+                full = self.render(result)  # type: ignore[attr-defined]
+                text, kind = self.describe(result), self.status_kind(result)  # type: ignore[attr-defined]
+            except DistlabError as exc:
+                full, text, kind = None, str(exc), "error"
+            png = None
+            if kind != "error":
+                renderer.paint(full)
+                png = encode_png(np.asarray(renderer.canvas.get_renderer().buffer_rgba()))
+            status = self.status_html(text, kind, None if kind == "error" else result)  # type: ignore[attr-defined]
+            texts = [status, *(self._captured.get(name, getattr(self, name).value) for name in self.frame_texts)]
+        finally:
+            self._painting, self._captured = None, None
+            _restore(history)
+            renderer.restore(pixels)
+        return {"png": png, "texts": texts, "shown": kind != "error"}
+
+    def _drawing_objects(self) -> list:
+        """What render() may change besides the pixels: every artist of the figure, the app's own attributes and
+        those of the distlab objects it holds (the plot helpers with their remembered ranges and ticks, the
+        renderer with its backgrounds)."""
+        found: dict[int, object] = {id(self): self}
+        stack = [value for value in vars(self).values() if value is not self.prefetcher]  # the fill itself
+        while stack:
+            obj = stack.pop()
+            if isinstance(obj, (list, tuple)):
+                stack.extend(obj)
+            elif isinstance(obj, dict):
+                stack.extend(obj.values())
+            elif (
+                id(obj) not in found
+                and type(obj).__module__.startswith("distlab.")
+                and not isinstance(obj, widgets.Widget)
+                and hasattr(obj, "__dict__")
+            ):
+                found[id(obj)] = obj
+                stack.extend(vars(obj).values())
+        return [*found.values(), *self.fig.findobj()]  # type: ignore[attr-defined]
+
+
+def _snapshot(objects: list) -> list:
+    """(object, a shallow copy of its attributes) for each: render() rebinds what it moves (set_x, set_text, a
+    helper's remembered range), so putting back the rebound attributes puts back the state."""
+    return [(obj, dict(vars(obj))) for obj in objects]
+
+
+def _restore(snapshot: list) -> None:
+    """Put back every attribute rebound since _snapshot, and drop those added (caches of the state painted)."""
+    for obj, saved in snapshot:
+        now = vars(obj)
+        for name in [name for name in now if name not in saved]:
+            del now[name]
+        for name, value in saved.items():
+            if now.get(name, _MISSING) is not value:
+                now[name] = value
+
+
+_MISSING = object()
