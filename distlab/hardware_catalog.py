@@ -7,7 +7,19 @@ from __future__ import annotations
 from .hardware_parts import Accelerator, Link
 
 # ---------------------------------------------------------------------------------------
-# Catalogs. Figures: T = 1e12, P = 1e15 FLOP/s; GB = 1e9 bytes.
+# Catalogs. Figures: T = 1e12, P = 1e15 FLOP/s; GB = 1e9 bytes, GiB = 2**30 bytes.
+#
+# Memory: a GPU sold as "80 GB" carries 80 GiB of HBM, and CUDA reports a little less (the driver keeps some).
+# memory_bytes is the total CUDA reports where a published log gives it: PyTorch's out-of-memory message "GPU 0 has a
+# total capacity of X GiB" prints cudaMemGetInfo's total (c10/cuda/CUDACachingAllocator.cpp); nvidia-smi's
+# memory.total counts the driver's share as well and is quoted beside it. Logs of one part differ by about 0.1 GiB
+# (driver, ECC): the lowest quoted is stored. A part with no such log keeps its marketed bytes and says so
+# (Accelerator.memory_text). memory_label keeps the marketed figure.
+_GIB = 2**30  # bytes in a GiB (distlab.units: GiB = 2**30 B); plain floats keep pint out of the import
+_NVSMI = (
+    "nvidia-smi memory.total as listed in modal-labs/modal-client pull request 2797 (2025-01-23): H100 81,559 MiB, "
+    "A100 80GB 81,920 MiB, A100 40GB 40,960 MiB"
+)
 
 __all__ = ["ACCELERATORS", "LINKS"]
 
@@ -45,18 +57,28 @@ ACCELERATORS: dict[str, Accelerator] = {
     "a100-40gb": Accelerator(
         "a100-40gb",
         _A100_FLOPS,
-        memory_bytes=40e9,
+        memory_bytes=39.50 * _GIB,
         memory_bandwidth=1555e9,
-        source=_A100_SOURCE + "A100 40GB SXM: 40 GB HBM2, 1,555 GB/s. " + _SPARSE + ".",
+        source=_A100_SOURCE + "A100 40GB SXM: 40 GB HBM2, 1,555 GB/s. " + _SPARSE + ". Memory visible to CUDA: "
+        "39.50 GiB, PyTorch's out-of-memory total on an A100 (TianheWu/CoSeR issue 10, 2025-01-10; 39.59 GiB in "
+        "raoyongming/DenseCLIP issue 52, 2024-02-29, a 40 GB A100); " + _NVSMI + ".",
         tdp_w=400,  # A100 SXM datasheet: max TDP 400 W
+        memory_label="40 GB HBM2",
+        memory_cuda_visible=True,
     ),
     "a100-80gb": Accelerator(
         "a100-80gb",
         _A100_FLOPS,
-        memory_bytes=80e9,
+        memory_bytes=79.25 * _GIB,
         memory_bandwidth=2039e9,
-        source=_A100_SOURCE + "A100 80GB SXM: 80 GB HBM2e, 2,039 GB/s (the PCIe card: 1,935 GB/s). " + _SPARSE + ".",
+        source=_A100_SOURCE + "A100 80GB SXM: 80 GB HBM2e, 2,039 GB/s (the PCIe card: 1,935 GB/s). " + _SPARSE + ". "
+        "Memory visible to CUDA: 79.25 GiB, PyTorch's out-of-memory total on an A100 (levihsu/OOTDiffusion issue 235, "
+        "2025-03-17; 79.35 GiB on 2 x A100 80G in Instruction-Tuning-with-GPT-4/GPT-4-LLM issue 16, 2023-04-13); "
+        + _NVSMI
+        + ".",
         tdp_w=400,  # A100 SXM datasheet: max TDP 400 W
+        memory_label="80 GB HBM2e",
+        memory_cuda_visible=True,
     ),
     "h100-pcie": Accelerator(
         "h100-pcie",
@@ -72,18 +94,23 @@ ACCELERATORS: dict[str, Accelerator] = {
         memory_bandwidth=2.0e12,
         source="NVIDIA H100 Tensor Core GPU datasheet, H100 PCIe column: FP64 Tensor Core 51 TFLOPS "
         "(FP64 26), FP32 51, TF32 756*, BF16/FP16 1,513*, FP8 3,026* TFLOPS (* with sparsity; dense "
-        "stored = half), 80 GB HBM2e, 2 TB/s. " + _SPARSE + ".",
+        "stored = half), 80 GB HBM2e, 2 TB/s. " + _SPARSE + ". Memory: the marketed 80 GB (80e9 B); no published log "
+        "naming the PCIe card gives the total CUDA reports.",
         tdp_w=350,  # H100 PCIe datasheet: max TDP 300-350 W
+        memory_label="80 GB HBM2e",
     ),
     "h100-sxm": Accelerator(
         "h100-sxm",
         _H100_SXM_FLOPS,
-        memory_bytes=80e9,
+        memory_bytes=79.11 * _GIB,
         memory_bandwidth=3.35e12,
         source="NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column: 80 GB HBM3, 3.35 TB/s; "
         + _H100_SXM_FLOPS_TEXT
-        + ".",
+        + ". Memory visible to CUDA: 79.11 GiB, PyTorch's out-of-memory total on an H100 (vllm-project/vllm issue "
+        "27508, 2025-10); " + _NVSMI + " (79.65 GiB, the driver's share included).",
         tdp_w=700,  # H100 SXM datasheet: max TDP up to 700 W (configurable)
+        memory_label="80 GB HBM3",
+        memory_cuda_visible=True,
     ),
     "h200": Accelerator(
         "h200",
@@ -93,8 +120,9 @@ ACCELERATORS: dict[str, Accelerator] = {
         source="NVIDIA H200 Tensor Core GPU datasheet, H200 SXM column: 141 GB HBM3e, 4.8 TB/s; same "
         "tensor-core figures as H100 SXM (TF32 989*, BF16/FP16 1,979*, FP8 3,958* with sparsity), so "
         + _H100_SXM_FLOPS_TEXT
-        + ".",
+        + ". Memory: the marketed 141 GB (141e9 B); no published log found gives the total CUDA reports.",
         tdp_w=700,  # H200 SXM datasheet: max TDP up to 700 W (configurable)
+        memory_label="141 GB HBM3e",
     ),
     "b200": Accelerator(
         "b200",
@@ -107,15 +135,20 @@ ACCELERATORS: dict[str, Accelerator] = {
             "fp8": 4.5e15,  # 9* with sparsity
             "fp4": 9e15,  # 18* with sparsity
         },
-        memory_bytes=180e9,
+        memory_bytes=178.35 * _GIB,
         memory_bandwidth=8e12,
         source="NVIDIA DGX B200 datasheet: 8 GPUs, 72 PFLOPS FP8 training and 144 PFLOPS FP4 inference "
         "(sparse), 1,440 GB HBM3e, 64 TB/s, i.e. per GPU 180 GB and 8 TB/s; per-GPU compute from NVIDIA's "
         "HGX B200 / GB200 NVL72 specification table (HGX B200 column): FP4 18*, FP8/FP6 9*, FP16/BF16 4.5*, "
         "TF32 2.2* PFLOPS (* with sparsity; dense stored = half), FP32 75 TFLOPS, FP64/FP64 Tensor 37 "
         "TFLOPS. Documents differ on memory: that table lists 180 GB at 7.7 TB/s, launch material "
-        "quotes 192 GB and 8 TB/s; we use the DGX B200 datasheet (180 GB, 8 TB/s). " + _SPARSE + ".",
+        "quotes 192 GB and 8 TB/s; we use the DGX B200 datasheet (180 GB, 8 TB/s). " + _SPARSE + ". Memory visible "
+        "to CUDA: 178.35 GiB (191.5e9 B), cudaDeviceProp totalGlobalMem of an NVIDIA B200 printed in pytorch/ao pull "
+        "request 4002 (2026-03-05; printed as 'GB', in GiB: nvidia-smi's 183,359 MiB of a B200 in NVIDIA/TensorRT-LLM "
+        "issue 10278 is 179.06 GiB, the driver's share included).",
         tdp_w=1000,  # HGX B200: 1,000 W per GPU
+        memory_label="180 GB HBM3e",
+        memory_cuda_visible=True,
     ),
     "mi300x": Accelerator(
         "mi300x",
@@ -131,8 +164,10 @@ ACCELERATORS: dict[str, Accelerator] = {
         memory_bandwidth=5.3e12,
         source="AMD Instinct MI300X accelerator data sheet: peak FP64 matrix 163.4 TFLOPS (vector 81.7), "
         "FP32 163.4, TF32 653.7, FP16/BF16 1,307.4, FP8 2,614.9 TFLOPS dense (AMD prints dense; with "
-        "sparsity 2x), 192 GB HBM3, 5.3 TB/s.",
+        "sparsity 2x), 192 GB HBM3, 5.3 TB/s. Memory: the marketed 192 GB (192e9 B); no published log found gives "
+        "the total HIP reports.",
         tdp_w=750,  # AMD MI300X data sheet: 750 W peak board power
+        memory_label="192 GB HBM3",
     ),
 }
 

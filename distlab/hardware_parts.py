@@ -16,6 +16,7 @@ from .units import (
     SECONDS,
     Q_,
     format_bytes,
+    format_gibibytes,
     format_rate,
     format_seconds,
     non_negative,
@@ -89,6 +90,8 @@ class Accelerator:
     source: str = "user-defined"
     tdp_w: float | None = None  # the part's rated board power (datasheet TDP), W; None: not recorded
     power_limit_w: float | None = None  # the power limit the GPU runs at, W (default: tdp_w)
+    memory_label: str = ""  # the memory as marketed ("80 GB HBM3"); empty for a user-defined part
+    memory_cuda_visible: bool = False  # True: memory_bytes is the sourced total CUDA reports, not the marketed figure
 
     def __post_init__(self):
         object.__setattr__(self, "name", text_field(self.name, "accelerator name"))
@@ -115,6 +118,12 @@ class Accelerator:
             positive(self.memory_bandwidth, BYTES_PER_SECOND, f"{self.name} memory_bandwidth"),
         )
         object.__setattr__(self, "source", text_field(self.source, f"{self.name} source"))
+        if not isinstance(self.memory_label, str):
+            raise ConfigurationError(
+                f"memory_label={self.memory_label!r} of {self.name} must be text such as '80 GB HBM3'"
+            )
+        object.__setattr__(self, "memory_label", self.memory_label.strip())
+        object.__setattr__(self, "memory_cuda_visible", bool(self.memory_cuda_visible))
 
     @property
     def power_capped(self) -> bool:
@@ -156,8 +165,18 @@ class Accelerator:
 
     @property
     def memory(self):
-        """Memory capacity as a Quantity in GB (10^9 bytes)."""
+        """Memory capacity as a Quantity in GB (10^9 bytes): for catalog parts with a source, the total CUDA reports
+        (memory_text says which)."""
         return Q_(self.memory_bytes, BYTES).to("GB")
+
+    def memory_text(self) -> str:
+        """What the capacity is: '80 GB HBM3 = 79.11 GiB visible to CUDA'; a part sold as "80 GB" shows CUDA
+        80 GiB less what the driver keeps (hardware_catalog cites each total). Lesson 1 §2."""
+        if not self.memory_label:
+            return format_bytes(self.memory_bytes)
+        if self.memory_cuda_visible:
+            return f"{self.memory_label} = {format_gibibytes(self.memory_bytes, 4)} visible to CUDA"
+        return f"{self.memory_label} as marketed (no CUDA-visible total sourced)"
 
     @property
     def memory_bandwidth_quantity(self):
@@ -168,7 +187,7 @@ class Accelerator:
         """One line for a student: memory, memory bandwidth and the 16-bit dense peak."""
         key = "bf16" if "bf16" in self.peak_flops else list(self.peak_flops)[-1]
         return (
-            f"{self.name}: {format_bytes(self.memory_bytes)}, {format_rate(self.memory_bandwidth)}, "
+            f"{self.name}: {format_bytes(self.memory_bytes)} ({self.memory_text()}), {format_rate(self.memory_bandwidth)}, "
             f"{key} {format_rate(self.peak_flops[key], FLOP_PER_SECOND)} dense"
         )
 

@@ -65,6 +65,7 @@ __all__ = [
     "layers_per_stage",
     "MemoryBreakdown",
     "gpu_capacity",
+    "gpu_capacity_text",
     "training_memory",
 ]
 
@@ -332,6 +333,7 @@ class MemoryBreakdown:
     activations_counted: bool = True
     config: dict = field(default_factory=dict)
     reserved_bytes: float = 0.0  # of the capacity, out of the model's reach (distlab.memory_recipes.RESERVE_BYTES)
+    capacity_text: str = ""  # what the capacity is (Accelerator.memory_text: '80 GB HBM3 = 79.11 GiB visible to CUDA')
 
     @property
     def model_states_bytes(self) -> float:
@@ -377,8 +379,10 @@ class MemoryBreakdown:
         if capacity is None or headroom is None:
             return ""
         gpu = f" of {self.gpu_name}" if self.gpu_name else ""
+        if self.capacity_text:
+            gpu += f" ({self.capacity_text})"
         if self.reserved_bytes:
-            gpu += f" less {format_bytes(self.reserved_bytes)} reserved"
+            gpu += f" less {format_bytes(self.reserved_bytes)} reserved (assumed: CUDA context, NCCL buffers)"
         if self.fits:
             text = f"fits the {format_bytes(capacity)}{gpu}, {format_bytes(headroom)} free"
             if not self.reserved_bytes and headroom < TIGHT_BYTES:
@@ -417,6 +421,7 @@ class MemoryBreakdown:
             "gpu": self.gpu_name,
             "activations_counted": self.activations_counted,
             "reserved_bytes": self.reserved_bytes,
+            "capacity_text": self.capacity_text,
             **self.config,
         }
 
@@ -439,17 +444,37 @@ def gpu_capacity(gpu) -> tuple[float, str | None]:
 
     Lesson 1 §2 (the capacity line every memory chart draws).
 
-    >>> gpu_capacity('h100-sxm')
-    (80000000000.0, 'h100-sxm')
+    A catalog part's capacity is the total CUDA reports (distlab.hardware_catalog cites each): 79.11 GiB for an H100
+    sold as "80 GB".
+
+    >>> gpu_capacity('h100-sxm')[1]
+    'h100-sxm'
     """
+    acc = _accelerator_of(gpu)
+    if acc is not None:
+        return float(acc.memory_bytes), getattr(acc, "name", None)
+    return positive(gpu, BYTES, "gpu memory"), None
+
+
+def _accelerator_of(gpu):
+    """The Accelerator that `gpu` names (an Accelerator or a catalog name), or None for a quantity."""
     if hasattr(gpu, "memory_bytes"):
-        return float(gpu.memory_bytes), getattr(gpu, "name", None)
+        return gpu
     if isinstance(gpu, str) and not _is_quantity_text(gpu):
         from . import hardware
 
-        acc = hardware.accelerator(gpu)
-        return float(acc.memory_bytes), acc.name
-    return positive(gpu, BYTES, "gpu memory"), None
+        return hardware.accelerator(gpu)
+    return None
+
+
+def gpu_capacity_text(gpu) -> str:
+    """What `gpu`'s capacity is, for a student (Accelerator.memory_text); '' for a bare quantity. Lesson 1 §2.
+
+    >>> gpu_capacity_text('h100-sxm')
+    '80 GB HBM3 = 79.11 GiB visible to CUDA'
+    """
+    acc = _accelerator_of(gpu)
+    return acc.memory_text() if acc is not None and hasattr(acc, "memory_text") else ""
 
 
 def training_memory(
@@ -487,7 +512,7 @@ def training_memory(
     optimizer      10.1 GB
     activations    17.2 GB
     total          54.3 GB
-    fits the 80 GB of h100-sxm, 25.7 GB free
+    fits the 84.9 GB of h100-sxm (80 GB HBM3 = 79.11 GiB visible to CUDA), 30.6 GB free
     >>> bd = training_memory('llama2-7b', tp=8, pp=4, recompute='selective', in_flight_microbatches=4.75)
     >>> bd.activations_bytes  # 4096 tokens x (4h x 2 B + ((4h) x 2 B + 3 x 11008 x 2 B) / 8) x 8 layers x 4.75
     7022837760.0
@@ -529,7 +554,8 @@ def training_memory(
         recompute=mode,
         sequence_parallel=flag(sequence_parallel, "sequence_parallel"),
     )
-    return MemoryBreakdown(w, g, o, activations, capacity, gpu_name, has_shape, config)
+    text = "" if gpu is None else gpu_capacity_text(gpu)
+    return MemoryBreakdown(w, g, o, activations, capacity, gpu_name, has_shape, config, capacity_text=text)
 
 
 @broadcasting

@@ -170,9 +170,10 @@ class StepEstimate:
             reasons.append(
                 f"memory: needs {format_bytes(self.memory.total_bytes)} per GPU, "
                 f"{format_bytes(-self.memory.headroom_bytes)} over the {format_bytes(self.memory.capacity_bytes)}"
+                + (f" ({self.memory.capacity_text})" if self.memory.capacity_text else "")
                 # the headroom counts the recipe's reserve (199 GB needs 121 GB more than 80 GB less 2 GB reserved)
                 + (
-                    f" less {format_bytes(reserve)} reserved (CUDA context and communication buffers)"
+                    f" less {format_bytes(reserve)} reserved (assumed: CUDA context and communication buffers)"
                     if reserve
                     else ""
                 )
@@ -468,6 +469,7 @@ def _priced(model, core_model, cl, config, compute, mem_recipe, flags) -> StepEs
         float(cl.accelerator.memory_bytes),
         cl.accelerator.name,
         reserved_bytes=mem_recipe.reserve_bytes,
+        capacity_text=cl.accelerator.memory_text(),
     )
     batch, s, m, pp = config["global_batch"], config["seq_len"], config["microbatches"], config["pp"]
     problems = []

@@ -316,15 +316,16 @@ def explain_infeasible(model, cluster, **config) -> list[dict]:
     Llama 2 7B, pure data parallelism on one DGX H100 node, 4K tokens and no recomputation: ZeRO-3 and ZeRO-2
     fit on their own (ZeRO-2 is priced 4 ms faster here: both hide their traffic behind compute, but ZeRO-3 moves
     1.5x the bytes, and the compute beside hidden traffic runs 18.9% slower, efficiency.OVERLAP_SLOWDOWN;
-    ZeRO-3's optimizer step is shorter, its shard smaller). With unfused attention ZeRO-1 does not: it still keeps 2 + 2 bytes per parameter
-    and the activations with the stored scores. With flash attention (the default) it does: 4 x 6.74e9 +
+    ZeRO-3's optimizer step is shorter, its shard smaller), and so does tp = 2 (81.9 GB of the 84.9 GB CUDA sees of an
+    H100). With unfused attention ZeRO-1 does not: it still keeps 2 + 2 bytes per parameter
+    and the activations with the stored scores (88.7 GB). With flash attention (the default) it does: 4 x 6.74e9 +
     12 x 6.74e9 / 8 = 37.1 GB of model states plus 32 layers x 4096 tokens x (4h + 4h + 3 x 11008) x 2 B =
     17.2 GB of activations = 54.3 GB; so do tp = 2 and pp = 2.
 
     >>> fixes = explain_infeasible('llama2-7b', 'dgx-h100', nodes=1, fabric='ib-ndr', global_batch=8, seq_len=4096,
     ...                            attention='unfused')
     >>> [f['change'] for f in fixes if f['fits']]
-    ['ZeRO-2', 'ZeRO-3']
+    ['ZeRO-2', 'ZeRO-3', 'tp=2']
     >>> fixes = explain_infeasible('llama2-7b', 'dgx-h100', nodes=1, fabric='ib-ndr', global_batch=8, seq_len=4096)
     >>> [f['change'] for f in fixes if f['fits']]
     ['ZeRO-2', 'ZeRO-1', 'ZeRO-3', 'tp=2', 'pp=2']

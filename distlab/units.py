@@ -42,6 +42,7 @@ __all__ = [
     "quantity",
     "gigabytes_property",
     "format_bytes",
+    "format_gibibytes",
     "format_rate",
     "format_seconds",
     "format_quantity",
@@ -440,6 +441,7 @@ def gigabytes_property(field: str) -> property:
 
 
 _BYTE_UNITS = ("B", "kB", "MB", "GB", "TB", "PB")
+_BINARY_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
 
 def format_bytes(n_bytes: float, digits: int = 3) -> str:
@@ -449,6 +451,16 @@ def format_bytes(n_bytes: float, digits: int = 3) -> str:
     '80 GB'
     """
     return _format_prefixed(n_bytes, _BYTE_UNITS, digits)
+
+
+def format_gibibytes(n_bytes: float, digits: int = 3) -> str:
+    """Binary bytes (GiB = 2**30 B) with a binary prefix: 84.94e9 -> '79.1 GiB'. What CUDA and PyTorch print for a
+    GPU's memory (Lesson 1 §2: a GPU sold as "80 GB" shows 79.1 GiB to CUDA).
+
+    >>> format_gibibytes(2**30 * 79.11)
+    '79.1 GiB'
+    """
+    return _format_prefixed(n_bytes, _BINARY_BYTE_UNITS, digits, base=1024.0)
 
 
 def format_rate(value: float, unit: str = "B/s", digits: int = 3) -> str:
@@ -472,12 +484,12 @@ def _formatted(value, digits) -> tuple[float, int]:
     return _as_float(value, "value"), int(digits)
 
 
-def _format_prefixed(value: float, units: tuple, digits: int) -> str:
+def _format_prefixed(value: float, units: tuple, digits: int, base: float = 1000.0) -> str:
     value, digits = _formatted(value, digits)
     magnitude = abs(value)
     index = 0
     while magnitude >= 999.5 and index < len(units) - 1:
-        magnitude /= 1000.0
+        magnitude /= base
         index += 1
     sign = "-" if value < 0 else ""
     return f"{sign}{magnitude:.{digits}g} {units[index]}"

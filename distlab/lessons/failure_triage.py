@@ -90,7 +90,7 @@ def _explain_q1() -> str:
         f"given: {format_bytes(t.base.memory.total_bytes)} per GPU, of which activations "
         f"{format_bytes(t.base.memory.activations_bytes)}: the stored attention scores (5 a s / h of each token's "
         f"34 + 5 a s / h bytes per hidden unit: 320 of 354 at s = 8,192) dominate. Single fixes: {fixes}. The "
-        f"cheapest that brings it under 80 GB: {_q1()}; the ladder (each rung on the previous) gets there more "
+        f"cheapest that brings it under the {_H100_GB} of an H100: {_q1()}; the ladder (each rung on the previous) gets there more "
         "cheaply still"
     )
 
@@ -300,13 +300,17 @@ class OrderQuestion(Question):
         return f"{values} puts {first} at place {values.index(first) + 1}" + (f": {wrong}" if wrong else "")
 
 
+#: What an H100's memory is, as the questions state it: '84.9 GB (80 GB HBM3 = 79.11 GiB visible to CUDA)'.
+_H100 = hardware.accelerator("h100-sxm")
+_H100_GB = format_bytes(_H100.memory_bytes)
 _SETUP = "Llama-3.1-70B on 32 DGX H100 nodes (256 GPUs), global batch 256 x 8,192 tokens"
 
 q1 = ChoiceQuestion(
     name="q1",
     prompt=f"Diagnosis: {_SETUP}, tp 8, pp 8, micro-batch 2, no ZeRO, no recomputation, sequence parallel, attention "
     f"scores stored (no flash attention). The job dies with CUDA out of memory; per GPU it needs {_oom_breakdown()}. "
-    "Which ONE change, applied alone, brings it under 80 GB at the smallest cost in step time? "
+    f"Which ONE change, applied alone, brings it under an H100's {_H100_GB} ({_H100.memory_text()}) at the smallest "
+    "cost in step time? "
     f"({', '.join(FIX_OPTIONS)})",
     options=FIX_OPTIONS,
     expected=_q1,
@@ -315,7 +319,7 @@ q1 = ChoiceQuestion(
     "grows with the sequence, is removing it enough here, and what does each change compute again?",
     feedback={
         "smaller micro-batch": "halves the activations in flight (the pipeline holds p = 8 microbatches either way): "
-        "the stored attention scores of the rest still exceed 80 GB",
+        f"the stored attention scores of the rest still exceed {_H100_GB}",
         "full recomputation": "fits, but reruns every layer's whole forward, about a third more compute; removing the "
         "stored attention scores alone, most of the activations, is enough here and reruns only the attention core",
         "zero": "shards only the model states, which tp x pp already split 64 ways: even ZeRO-3 saves little; the "

@@ -11,7 +11,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Callable
 
-from .. import memory, mesh
+from .. import hardware, memory, mesh
 from ..units import format_bytes
 from dataclasses import field
 
@@ -317,12 +317,18 @@ def _q8() -> str:
     return next(o for o in QUIZ9_OPTIONS if _quiz9_state(o) <= room)
 
 
+def _quiz9_capacity() -> str:
+    """The quiz's "80 GB" A100 as CUDA sees it: '85.1 GB (80 GB HBM2e = 79.25 GiB visible to CUDA)'."""
+    acc = hardware.accelerator(QUIZ9["gpu"])
+    return f"{format_bytes(acc.memory_bytes)} ({acc.memory_text()})"
+
+
 def _explain_q8() -> str:
     rows = ", ".join(f"{o}: {format_bytes(_quiz9_state(o))}" for o in QUIZ9_OPTIONS)
     return (
         f"model states per GPU of a 7B model on 8 GPUs ({rows}); plain DP keeps all 16 B x 7e9 = 112 GB on every GPU; "
         f"ZeRO-1 keeps 2 + 2 + 12/8 = 5.5 B per parameter, about 38.5 GB, and leaves more than "
-        f"{QUIZ9_HEADROOM_GB:g} GB of the 80 GB for activations: the least sharding that fits is {_q8()}. ZeRO-2 "
+        f"{QUIZ9_HEADROOM_GB:g} GB of the {_quiz9_capacity()} for activations: the least sharding that fits is {_q8()}. ZeRO-2 "
         f"and ZeRO-3 fit too but shard more than needed (ZeRO-3 adds half as much traffic again); TP 8 fits, at "
         f"four all-reduces per layer"
     )

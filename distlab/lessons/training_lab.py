@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .. import flops, models, planner, training
+from .. import flops, hardware, models, planner, training
 from ..units import format_bytes, format_seconds
 from .questions import (
     ChoiceQuestion,
@@ -86,6 +86,9 @@ DESIGN = dict(zero=1, recompute="selective", sequence_parallel=True, micro_batch
 #: the band is the step model's validated error (planner.error_band_percent, lesson 7 section 8): layouts closer than
 #: that to the fastest are ties the model cannot rank, so any of them is accepted
 DESIGN_TP, DESIGN_PP, DESIGN_FREE_GB = (1, 2, 4, 8), (1, 2, 4, 8, 16), 10.0
+#: What an H100's memory is, as the questions state it: '84.9 GB (80 GB HBM3 = 79.11 GiB visible to CUDA)'.
+_H100 = hardware.accelerator("h100-sxm")
+H100_MEMORY = f"{format_bytes(_H100.memory_bytes)} ({_H100.memory_text()})"
 DESIGN_BAND = planner.error_band_percent() / 100
 #: tokens of the time-to-train question (Llama 2 was trained on 2 T tokens: Touvron et al. 2023, Sec. 2.2)
 TRAIN_TOKENS = 2e12
@@ -107,7 +110,8 @@ def _explain_ex1_as_written():
             f"{format_bytes(bd.activations_bytes)} = {format_bytes(bd.total_bytes)} per GPU"
         )
     return (
-        "; ".join(parts) + ". Neither fits 80 GB as written: a step time for either prices a layout that cannot "
+        "; ".join(parts)
+        + f". Neither fits the {format_bytes(_H100.memory_bytes)} an H100 has as written: a step time for either prices a layout that cannot "
         "run. dp = 256 replicates 16 B x 70.6e9 = 1.13 TB of model states; tp 4 x pp 2 divides them by 8 only"
     )
 
@@ -361,7 +365,7 @@ q1 = NumericQuestion(
 q2 = ChoiceQuestion(
     name="q2",
     prompt="Two layouts as they are often first written: " + _SETUP + ". Without ZeRO or "
-    "recomputation, which layout fits the 80 GB of an H100: dp256 (tp = pp = 1), dp32-tp4-pp2, both, or neither?",
+    f"recomputation, which layout fits the {H100_MEMORY} of an H100: dp256 (tp = pp = 1), dp32-tp4-pp2, both, or neither?",
     options=("dp256", "dp32-tp4-pp2", "both", "neither"),
     expected=_ex1_as_written,
     explain=_explain_ex1_as_written,
@@ -369,7 +373,8 @@ q2 = ChoiceQuestion(
     feedback={
         "dp256": "replicates the whole model on every GPU: 16 bytes x 70.6e9 parameters is 1.13 TB before any "
         "activation (adding GPUs to plain data parallelism never lowers the memory per GPU)",
-        "dp32-tp4-pp2": "divides the model states by tp x pp = 8 only: 1.13 TB / 8 = 141 GB, still more than 80 GB "
+        "dp32-tp4-pp2": "divides the model states by tp x pp = 8 only: 1.13 TB / 8 = 141 GB, still more than an H100's "
+        f"{format_bytes(_H100.memory_bytes)} "
         "(data parallelism without ZeRO shards nothing)",
         "both": "would need 1.13 TB per GPU for dp256; neither layout shards the optimizer state",
     },
@@ -429,7 +434,7 @@ q6 = DesignQuestion(
     name="q6",
     prompt=_SETUP + f", ZeRO-1, selective recomputation, sequence parallelism, micro-batch 1, InfiniBand NDR. Design: "
     f"choose [tp, pp] (tp in {list(DESIGN_TP)}, pp in {list(DESIGN_PP)}) that leaves at least {DESIGN_FREE_GB:g} GB "
-    f"of each GPU's 80 GB free and whose step is within {100 * DESIGN_BAND:.1f}% (the model's validated error band) of the "
+    f"of each GPU's {H100_MEMORY} free and whose step is within {100 * DESIGN_BAND:.1f}% (the model's validated error band) of the "
     "fastest layout that does. "
     "Justify it with the memory and the step parts.",
     expected=_q6,

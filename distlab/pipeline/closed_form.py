@@ -25,6 +25,7 @@ __all__ = [
     "bubble_overhead",
     "bubble_overhead_array",
     "in_flight_array",
+    "stage_in_flight_array",
     "zb_h1_bubble_time",
     "dualpipe_bubble_time",
     "closed_form",
@@ -89,23 +90,38 @@ def bubble_overhead_array(pp, microbatches, chunks=1):
 def in_flight_array(schedule_code, pp, microbatches, chunks=1):
     """Peak microbatches whose activations the first stage holds (broadcast, unvalidated). Lesson 4 §5.
 
-    schedule_code indexes ARRAY_SCHEDULES: gpipe m (every forward before the first backward);
-    1f1b min(p, m); interleaved min(p (1 + (p-1)/(p v)), m) microbatch-equivalents (Korthikanti et al.
-    2022, Sec. 4.2.3): stage 0 warms up with 2(p-1) + (v-1)p chunk forwards and holds one more in the
-    steady state, (v p + p - 1) / v, unless all m v chunk forwards come first (m = p); with v = 1 it is
-    1F1B, min(p, m). The simulator's peak_in_flight of stage 0, its largest.
+    stage_in_flight_array of stage 0, the largest: gpipe m; 1f1b min(p, m); interleaved min(p (1 + (p-1)/(p v)), m)
+    microbatch-equivalents (Korthikanti et al. 2022, Sec. 4.2.3).
 
     >>> in_flight_array(np.array([0, 1, 2, 2]), 4, np.array([8, 8, 8, 4]), np.array([1, 1, 2, 2])).tolist()
     [8.0, 4.0, 5.5, 4.0]
     """
+    return stage_in_flight_array(schedule_code, pp, microbatches, chunks, 0)
+
+
+@broadcasting
+def stage_in_flight_array(schedule_code, pp, microbatches, chunks=1, rank=0):
+    """Peak microbatches whose activations stage `rank` (0 = first) holds (broadcast, unvalidated). Lesson 4 §5.
+
+    schedule_code indexes ARRAY_SCHEDULES. gpipe: m (every forward before the first backward). 1f1b: min(p - r, m),
+    Megatron-LM's non-interleaved warm-up of min(p - r - 1, m) forwards and one more in the steady state.
+    Interleaved: Megatron-LM's warm-up of 2 (p - r - 1) + (v - 1) p chunk forwards and one more in the steady state,
+    capped at all m v, in microbatch-equivalents: min((2 (p - r - 1) + (v - 1) p + 1) / v, m); stage 0 holds
+    p + (p - 1) / v, each later stage 2 / v fewer (NVIDIA/Megatron-LM@d98e8a6 megatron/core/pipeline_parallel/
+    schedules.py, get_pp_rank_microbatches, num_warmup_microbatches, with microbatch_group_size_per_vp_stage = p,
+    its default). With v = 1 it is 1F1B. The simulator's peak_in_flight of each stage agrees.
+
+    >>> stage_in_flight_array(2, 4, 8, 2, np.arange(4)).tolist()  # the simulator's [5.5, 4.5, 3.5, 2.5]
+    [5.5, 4.5, 3.5, 2.5]
+    """
     pp = number_array(pp, "pp", low=1.0)
     m = number_array(microbatches, "microbatches", low=1.0)
     v = number_array(chunks, "chunks", low=1.0)
+    r = number_array(rank, "rank", low=0.0)
     code = code_array(schedule_code, "schedule_code", ARRAY_SCHEDULES)
     one_chunk = (code == 1) | (v == 1)  # interleaved with one chunk per stage is 1F1B
-    return np.where(
-        code == 0, m, np.where(one_chunk, np.minimum(pp, m), np.minimum(pp * (1.0 + (pp - 1.0) / (pp * v)), m))
-    )
+    interleaved = (2.0 * (pp - r - 1.0) + (v - 1.0) * pp + 1.0) / v
+    return np.where(code == 0, m, np.minimum(np.where(one_chunk, pp - r, interleaved), m))
 
 
 @renamed_keyword(stages="pp")

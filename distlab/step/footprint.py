@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import memory
-from ..pipeline.closed_form import in_flight_array
+from ..pipeline.closed_form import in_flight_array, stage_in_flight_array
 from .config import StepConfig
 
 __all__ = ["model_states_term", "activations_term"]
@@ -49,7 +49,9 @@ def activations_term(c: StepConfig, r: dict) -> dict:
     dispatched copies' tensors) x the stage's layers x the microbatches in flight on the first stage (pipeline.
     in_flight_array: GPipe m, 1F1B min(p, m), interleaved min(p (1 + (p-1)/(p v)), m); Korthikanti et al. 2022,
     Sec. 4.2.3); an engine whose selective recomputation is torchtitan's op checkpointing (memory_recipes
-    'fsdp2') keeps memory.op_sac_activation_bytes_per_layer_array's count instead. Balanced stages: the first stage (one layer fewer) or the second (one microbatch fewer in flight).
+    'fsdp2') keeps memory.op_sac_activation_bytes_per_layer_array's count instead. Balanced stages: the first stage
+    (one layer fewer) or the second, whichever holds more: one more layer, and pipeline.stage_in_flight_array of
+    stage 1 in flight (Megatron-LM's warm-up: 1F1B one microbatch fewer, interleaved 2 / v fewer).
     Lesson 1, Lesson 4 §5."""
     code = c.code
     stored = np.where(np.asarray(c.flash) & (code == 0), 1, code)
@@ -69,9 +71,10 @@ def activations_term(c: StepConfig, r: dict) -> dict:
     activations = per_layer * c.layers_stage * in_flight
     if c.balance_stages:
         first = c.first_layers
+        second = stage_in_flight_array(np.asarray(c.schedule_code), c.pp, c.m, c.v, 1)
         activations = np.where(
             c.pp > 2,
-            per_layer * np.maximum(first * in_flight, (first + 1.0) * np.maximum(in_flight - 1.0, 0.0)),
+            per_layer * np.maximum(first * in_flight, (first + 1.0) * second),
             activations,
         )
     return dict(activations_bytes=activations)

@@ -154,7 +154,7 @@ def zero_picture_data(s: dict, results: dict) -> dict:
             ],
             "unit": "GB",
             "capacity": gpu.memory_bytes / 1e9,
-            "capacity_label": f"{gpu.name}: {format_bytes(gpu.memory_bytes)}",
+            "capacity_label": f"{gpu.name}: {format_bytes(gpu.memory_bytes)} ({gpu.memory_text()})",
         }
     summaries = [
         PENDING if r is None else describe_comparison(r) if isinstance(r, ZeroComparison) else "" for r in ordered

@@ -130,7 +130,7 @@ def picture_data(s: dict, single, results: dict) -> dict:
             ],
             "unit": "GB",
             "capacity": valid[0].capacity_bytes / 1e9,
-            "capacity_label": f"{gpu.name}: {format_bytes(gpu.memory_bytes)}",
+            "capacity_label": f"{gpu.name}: {format_bytes(gpu.memory_bytes)} ({gpu.memory_text()})",
         }
     summaries = [
         PENDING if r is None else "" if isinstance(r, DistlabError) else _describe(r, n, s["zero"])

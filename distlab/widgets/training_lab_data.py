@@ -272,7 +272,7 @@ def picture_data(s: dict, priced: dict, described: dict) -> dict:
             )
             / 1e9,
             "capacity": acc.memory_bytes / 1e9,
-            "capacity_label": f"{acc.name}: {format_bytes(acc.memory_bytes)}",
+            "capacity_label": f"{acc.name}: {format_bytes(acc.memory_bytes)} ({acc.memory_text()})",
             # what the verdict compares with: the capacity less the recipe's reserve (CUDA context, NCCL
             # buffers; distlab.memory_recipes), drawn as its own line so that a bar between the two reads "over"
             "usable": (acc.memory_bytes - reserved) / 1e9 if reserved else None,

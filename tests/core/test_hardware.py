@@ -122,19 +122,22 @@ def test_h100_bf16_dense_is_half_the_sparse_datasheet_figure():
 
 
 @pytest.mark.parametrize(
-    "name, memory_gb, bandwidth_gbs",
+    "name, memory_bytes, bandwidth_gbs",
     [
-        ("a100-40gb", 40, 1555),
-        ("a100-80gb", 80, 2039),
-        ("h100-sxm", 80, 3350),
-        ("h200", 141, 4800),
-        ("b200", 180, 8000),
-        ("mi300x", 192, 5300),
+        # CUDA-visible totals from the cited logs, in GiB x 2**30 (hardware_catalog): 39.50 x 1,073,741,824 =
+        # 42,412,802,048 B; 79.25 x 2**30 = 85,094,039,552 B; 79.11 x 2**30 = 84,943,715,697 B; 178.35 x 2**30 =
+        # 191,501,854,310 B. Without a log, the marketed GB = 1e9 bytes: 141e9, 192e9.
+        ("a100-40gb", 42_412_802_048, 1555),
+        ("a100-80gb", 85_094_039_552, 2039),
+        ("h100-sxm", 84_943_715_697, 3350),
+        ("h200", 141e9, 4800),
+        ("b200", 191_501_854_310, 8000),
+        ("mi300x", 192e9, 5300),
     ],
 )
-def test_memory_and_bandwidth(name, memory_gb, bandwidth_gbs):
+def test_memory_and_bandwidth(name, memory_bytes, bandwidth_gbs):
     acc = hw.accelerator(name)
-    assert acc.memory_bytes == pytest.approx(memory_gb * 1e9)  # GB = 1e9 bytes
+    assert acc.memory_bytes == pytest.approx(memory_bytes, abs=1.0)
     assert acc.memory_bandwidth == pytest.approx(bandwidth_gbs * 1e9)
 
 
@@ -205,7 +208,8 @@ def test_nodes_are_built_from_the_catalog():
 
 def test_quantities_for_display():
     acc = hw.accelerator("h100-sxm")
-    assert f"{acc.memory:.1f~P}" == "80.0 GB"  # a magnitude format: pint deprecates a spec without one
+    # 79.11 GiB = 79.11 x 1.073741824 GB = 84.94 GB (the CUDA-visible total of an "80 GB" H100)
+    assert f"{acc.memory:.1f~P}" == "84.9 GB"  # a magnitude format: pint deprecates a spec without one
     assert acc.memory_bandwidth_quantity.to("TB/s").magnitude == pytest.approx(3.35)
     assert acc.peak_quantity("bf16").to("TFLOP/s").magnitude == pytest.approx(989.4)
     assert hw.link("nvlink4").bandwidth_quantity.to("GB/s").magnitude == pytest.approx(450)
@@ -410,3 +414,22 @@ def test_peak_returns_the_stored_figure_or_a_clear_error(name, precision):
     else:
         with pytest.raises(ConfigurationError, match=f"no {precision} peak"):
             acc.peak(precision)
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("h100-sxm", "80 GB HBM3 = 79.11 GiB visible to CUDA"),
+        ("a100-40gb", "40 GB HBM2 = 39.5 GiB visible to CUDA"),
+        ("h200", "141 GB HBM3e as marketed (no CUDA-visible total sourced)"),
+    ],
+)
+def test_memory_text_says_what_the_capacity_is(name, text):
+    # the marketed label, and whether the bytes are the CUDA-visible total or only the marketed figure
+    assert hw.accelerator(name).memory_text() == text
+    assert text in hw.accelerator(name).describe()
+
+
+def test_user_defined_part_memory_text_is_its_bytes():
+    acc = hw.Accelerator("mine", {"bf16": 1e15}, memory_bytes="64 GB", memory_bandwidth="2 TB/s")
+    assert acc.memory_text() == "64 GB"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from distlab import memory, models
+from distlab import memory, models, pipeline, training
 from distlab.errors import ConfigurationError, DistlabError
 from distlab.pipeline import (
     KINDS,
@@ -772,3 +772,69 @@ def test_times_too_far_apart_to_simulate_are_refused_by_name():
         pipeline.analyze_stages(
             32, 4, 8, seq_len=4096, hidden=4096, micro_batch_size=1, layer_time="1e-300 s", link="nvlink4"
         )
+
+
+# ---------------------------------------------------------------------------------------
+# Activations in flight on each stage (Megatron-LM's warm-up counts, issue 30)
+
+
+def test_stage_in_flight_by_hand():
+    """Megatron-LM's interleaved warm-up (schedules.py get_pp_rank_microbatches, NVIDIA/Megatron-LM@d98e8a6):
+    2 (p - r - 1) + (v - 1) p chunk forwards, one more in the steady state, divided by v per microbatch."""
+    # p 4, v 2, m 8: (2 x 3 + 1 x 4 + 1) / 2 = 5.5; each later stage 2 / v = 1 fewer
+    assert pipeline.stage_in_flight_array(2, 4, 8, 2, np.arange(4)).tolist() == [5.5, 4.5, 3.5, 2.5]
+    # Llama 3 405B's layout (p 16, v 8, m 32): stage 0 (2 x 15 + 7 x 16 + 1) / 8 = 143 / 8 = 17.875, stage 1
+    # (2 x 14 + 112 + 1) / 8 = 141 / 8 = 17.625: 2 / 8 fewer, not one microbatch fewer (16.875)
+    assert pipeline.stage_in_flight_array(2, 16, 32, 8, [0, 1]).tolist() == [17.875, 17.625]
+    # m = p = 16: stage 0's warm-up (142 chunk forwards) exceeds all 16 x 8 = 128, so it holds all 16
+    assert pipeline.stage_in_flight_array(2, 16, 16, 8, 0) == 16.0
+    # 1F1B: min(p - r, m), p 4: m 8 -> 4, 3, 2, 1; m 2 -> 2, 2, 2, 1. GPipe: m on every stage
+    assert pipeline.stage_in_flight_array(1, 4, 8, 1, np.arange(4)).tolist() == [4.0, 3.0, 2.0, 1.0]
+    assert pipeline.stage_in_flight_array(1, 4, 2, 1, np.arange(4)).tolist() == [2.0, 2.0, 2.0, 1.0]
+    assert pipeline.stage_in_flight_array(0, 4, 3, 1, np.arange(4)).tolist() == [3.0, 3.0, 3.0, 3.0]
+
+
+@pytest.mark.parametrize(
+    "kind, p, m, v",
+    [
+        ("interleaved", 4, 8, 2),
+        ("interleaved", 4, 8, 4),
+        ("interleaved", 8, 16, 3),
+        ("interleaved", 16, 16, 8),
+        ("1f1b", 4, 2, 1),
+        ("1f1b", 8, 16, 1),
+        ("gpipe", 4, 6, 1),
+    ],
+)
+def test_stage_in_flight_matches_the_simulator_on_every_stage(kind, p, m, v):
+    """Independent implementation: the timeline simulator's peak per stage (it runs Megatron's op order)."""
+    code = pipeline.ARRAY_SCHEDULES.index(kind)
+    sim = pipeline.schedule(kind, p, m, chunks=v) if kind == "interleaved" else pipeline.schedule(kind, p, m)
+    got = pipeline.stage_in_flight_array(code, p, m, v, np.arange(p))
+    assert got.tolist() == pytest.approx(np.asarray(sim.peak_in_flight, dtype=float).tolist())
+
+
+def test_balanced_interleaved_stages_hold_megatrons_count():
+    """Llama 3 405B on 8,192 H100s (Llama 3 Table 4 layout: tp 8, pp 16, v 8, balanced stages, 32 microbatches):
+    126 layers, balanced: the middle stages hold 8 x ceil(128 / 128) = 8 layers, the first 7. Stage 0: 7 x 17.875 =
+    125.1 layer-microbatches; stage 1: 8 x 17.625 = 141 (was 8 x 16.875 = 135 with one microbatch fewer)."""
+    e = training.estimate(
+        "llama3.1-405b",
+        "dgx-h100",
+        nodes=1024,
+        fabric="ib-ndr",
+        global_batch=2048,
+        seq_len=8192,
+        tp=8,
+        pp=16,
+        chunks=8,
+        schedule="interleaved",
+        balance_stages=True,
+        sequence_parallel=True,
+        recompute="none",
+        zero=1,
+    )
+    assert e.config["microbatches"] == 32
+    # flash attention stores no scores: the selective count per layer, divided by nothing else (cp 1)
+    per_layer = memory.activation_bytes_per_layer("llama3.1-405b", 1, 8192, 8, True, "selective")
+    assert e.memory.activations_bytes == pytest.approx(141 * per_layer, rel=1e-12)

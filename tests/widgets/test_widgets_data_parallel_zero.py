@@ -33,9 +33,9 @@ def test_initial_state_matches_distlab(zero_app):
         bar = zero_app.picture.frames["bars"][zero_app.picture.index][stage]
         assert bar == pytest.approx([want.parts()[k] / 1e9 for k in ("weights", "gradients", "optimizer")])
         assert sum(bar) == pytest.approx(want.total_bytes / 1e9)
-    # llama2-7b: plain DP 16 x 6.74e9 = 108 GB > 80 GB; ZeRO-1 (4 + 12/8) x 6.74e9 = 37 GB fits
+    # llama2-7b: plain DP 16 x 6.74e9 = 108 GB > 84.9 GB (the H100's 79.11 GiB); ZeRO-1 (4 + 12/8) x 6.74e9 = 37 GB fits
     assert r.smallest_fitting_stage == 1
-    assert zero_app.picture.frames["capacity"] == pytest.approx(80)
+    assert zero_app.picture.frames["capacity"] == pytest.approx(79.11 * 2**30 / 1e9)
     assert zero_app.picture.frames["labels"] == ["plain DP", "ZeRO-1", "ZeRO-2", "ZeRO-3"]
     assert "smallest stage that fits: ZeRO-1" in zero_app.picture.summary
     assert zero_app.picture.summary == zero_app.summary()
@@ -53,8 +53,9 @@ def test_every_gpu_count_is_sent_at_once_and_the_slider_needs_no_new_data(zero_a
         assert zero_app.picture.frames is frames and zero_app.picture.summaries == summaries
         assert zero_app.result.gpus == n and zero_app.picture.summary == zero_app.summary()
     zero_app.gpu.value = "a100-40gb"
-    assert zero_app.picture.frames["capacity_label"].endswith(": 40 GB")
-    assert zero_app.picture.frames["capacity"] == pytest.approx(40)
+    # the A100 40GB's 39.50 GiB visible to CUDA = 39.5 x 1.073741824 = 42.41 GB
+    assert zero_app.picture.frames["capacity_label"].endswith(": 42.4 GB (40 GB HBM2 = 39.5 GiB visible to CUDA)")
+    assert zero_app.picture.frames["capacity"] == pytest.approx(39.5 * 2**30 / 1e9)
     zero_app.gpu.value = "h100-sxm"
 
 

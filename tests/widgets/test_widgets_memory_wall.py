@@ -31,7 +31,9 @@ def test_initial_state_matches_distlab(app):
     assert app.error is None
     assert app.result.total_bytes == pytest.approx(want.total_bytes)
     assert sum(heights(app, 1)) == pytest.approx(want.total_bytes / 1e9)
-    assert app.picture.frames["capacity"] == pytest.approx(80)  # H100 SXM: 80 GB
+    # H100 SXM: 79.11 GiB visible to CUDA = 79.11 x 1.073741824 = 84.94 GB (hardware_catalog)
+    assert app.picture.frames["capacity"] == pytest.approx(79.11 * 2**30 / 1e9)
+    assert app.picture.frames["capacity_label"] == "h100-sxm: 84.9 GB (80 GB HBM3 = 79.11 GiB visible to CUDA)"
     assert "does not fit" in app.picture.summary and app.picture.summary == app.summary()
 
 

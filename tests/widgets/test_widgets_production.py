@@ -235,9 +235,11 @@ def test_triage_app_ladder_bars():
     assert [sum(bar) for bar in bars] == pytest.approx(
         [want.base.memory.total_bytes / 1e9] + [s.memory_per_gpu_bytes / 1e9 for s in want.ladder]
     )
-    # 125 GB given, 80.2 GB and 57.8 GB after the rungs, 80 GB of H100: the axis, fixed by the capacity, ends at
-    # 2 x 80 x 1.08 = 172.8 GB rounded up to 200 GB (1, 1.5, 2, 3, 4, 5, 6, 8 x 10^k); nothing is cut
-    assert frames["top"] == 200 and frames["capacity"] == 80 and frames["clipped"] == [[False] * len(bars)]
+    # 125 GB given, 80.2 GB and 57.8 GB after the rungs, 84.94 GB of H100 (79.11 GiB): the axis, fixed by the
+    # capacity, ends at 2 x 84.94 x 1.08 = 183.5 GB rounded up to 200 GB (1, 1.5, 2, 3, 4, 5, 6, 8 x 10^k); nothing
+    # is cut
+    assert frames["top"] == 200 and frames["capacity"] == pytest.approx(79.11 * 2**30 / 1e9)
+    assert frames["clipped"] == [[False] * len(bars)]
     # flash attention (the default) stores no scores: the ladder skips selective recomputation, and a
     # smaller micro-batch is the first rung that fits: marked on its bar
     assert "selective recomputation" not in [s.change for s in want.ladder]

@@ -50,7 +50,7 @@ def test_initial_state_is_the_estimate(app):
     assert text == app.summary() and "deepspeed recipe" in text and "reserved" in text
     assert sum(widths(app).values()) == pytest.approx(want.step_time_s)
     assert sum(memory_bar(app).values()) == pytest.approx(want.memory.total_bytes / 1e9)
-    assert app.picture.frames["capacity"] == pytest.approx(80)  # H100 SXM: 80 GB
+    assert app.picture.frames["capacity"] == pytest.approx(79.11 * 2**30 / 1e9)  # H100 SXM: 79.11 GiB = 84.94 GB
     assert f"MFU {100 * want.mfu:.1f}%" in text and "fits" in text
 
 
@@ -112,12 +112,13 @@ def test_values_the_lab_does_not_offer_raise_our_error_naming_them():
 
 
 def test_the_memory_bar_shows_the_line_its_verdict_compares_with():
-    # deepspeed's recipe reserves 2 GB of the H100's 80 GB (distlab.memory_recipes): a bar at 79.8 GB is under the
-    # capacity line but over the usable 78 GB line, and the verdict says "over"
-    app = TrainingLabApp(nodes=4, zero=2, tp=4, pp=2, seq_len=2048, micro_batch_size=2)
+    # deepspeed's recipe reserves 2 GB of the H100's 79.11 GiB = 84.94 GB (distlab.memory_recipes): a bar at 83.6 GB
+    # (dp 32 x tp 2 x pp 4 on 8 nodes) is under the capacity line but over the usable 82.94 GB line, and the verdict
+    # says "over"
+    app = TrainingLabApp(nodes=8, zero=2, tp=2, pp=4, seq_len=2048, micro_batch_size=2)
     frames, i = app.picture.frames, app.picture.index
     reserved = app.result.memory.reserved_bytes
-    assert reserved == 2e9 and frames["usable"] == pytest.approx(80 - 2)
+    assert reserved == 2e9 and frames["usable"] == pytest.approx(79.11 * 2**30 / 1e9 - 2)
     assert frames["capacity"] * 1e9 > app.result.memory.total_bytes > frames["usable"] * 1e9
     assert not frames["fits"][i] and "over" in frames["verdict"][i]
     app.close()
