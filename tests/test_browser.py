@@ -1499,3 +1499,127 @@ def test_the_triage_ladder_hides_its_legend_with_its_bars_at_our_message():
     assert not any(text in bad["page"] for text in legend)
     # and the app shows no legend of its own outside the picture
     assert not any("optimizer states" in w.value for w in app.children if isinstance(getattr(w, "value", 0), str))
+
+
+#: The kinds of control the lesson apps use that the tests above do not drive from the keyboard (the dropdown and toggle
+#: test, the IntSlider test); tests/widgets/test_keyboard_kinds.py checks that every control of every app is of a kind
+#: some browser test drives.
+KEYBOARD_CELLS = [
+    "from distlab.widgets.tensor_parallel import TensorParallelApp\nTensorParallelApp()",
+    "from distlab.widgets.training_at_scale import CheckpointApp\nCheckpointApp()",
+    "from distlab.widgets.pipeline import StageAnalysisApp\nStageAnalysisApp()",
+]
+
+
+def test_keyboard_drives_every_other_kind_of_control_in_jupyterlab(jupyterlab):
+    """Every control from the keyboard (issue 32), the kinds the tests above do not press: a SelectionSlider (lesson
+    5's hidden size: ArrowRight), a Checkbox (lesson 5's sequence parallelism: Space), a FloatSlider (lesson 11's
+    restart minutes, lesson 4's max bubble: ArrowRight adds one step), a FloatLogSlider (lesson 11's storage: ArrowRight
+    one step of its exponent) and a number box (lesson 4's layer time: typed, Enter). After each, the text distlab
+    writes under the picture is what the app computes for the new value here (built the same way in this process)."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+    import math
+
+    import nbformat
+
+    from distlab.widgets.pipeline import StageAnalysisApp
+    from distlab.widgets.training_at_scale import CheckpointApp
+    from distlab.widgets.tensor_parallel import TensorParallelApp
+
+    tp, ckpt, stage = TensorParallelApp(), CheckpointApp(), StageAnalysisApp()
+
+    def snap(slider) -> None:
+        # the browser's log slider puts its value on its exponent grid (min + k step) when it is drawn and sends that
+        # back: the kernel's app then computes for it (lesson 11's default 1.97e-5 failures per GPU-hour shows 2e-05)
+        k = round((math.log10(slider.value) - slider.min) / slider.step)
+        slider.value = 10 ** (slider.min + k * slider.step)
+
+    texts = lambda app: [t for t in (_squash(s) for s in app.shown_texts()) if t]  # noqa: E731
+    steps = []  # (what to press, the app, its text after)
+
+    def expect(label, press, app, change):
+        change(app)
+        steps.append((label, press, texts(app)))
+
+    hidden = list(tp.hidden.options)
+    expect("hidden h", "ArrowRight", tp, lambda a: setattr(a.hidden, "value", hidden[hidden.index(a.hidden.value) + 1]))
+    expect("sequence parallelism", "Space", tp, lambda a: setattr(a.sequence_parallel, "value", True))
+    snap(ckpt.rate)
+    snap(ckpt.storage)
+    expect("restart min", "ArrowRight", ckpt, lambda a: setattr(a.restart, "value", a.restart.value + a.restart.step))
+    # one step of the exponent (noUiSlider's keyboard step), from the grid value the browser holds
+    after = CheckpointApp()
+    snap(after.rate)
+    after.restart.value = ckpt.restart.value
+    after.storage.value = 10 ** (math.log10(ckpt.storage.value) + ckpt.storage.step)
+    log_candidates = [texts(after)]
+    expect("max bubble %", "ArrowRight", stage, lambda a: setattr(a.max_bubble, "value", a.max_bubble.value + 1.0))
+    typed = 2.5 if stage.layer_time.value != 2.5 else 3.5
+    expect("layer F (ms)", "type", stage, lambda a: setattr(a.layer_time, "value", typed))
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in KEYBOARD_CELLS]
+    base, token = jupyterlab
+    _upload_notebook(base, token, "keyboard-kinds.ipynb", nb)
+    with _chromium(sync_api) as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 2400})
+        page.set_default_timeout(30_000)
+        try:
+            _open_and_run_all(page, f"{base}/lab/tree/keyboard-kinds.ipynb?token={token}")
+            page.locator(".widget-label", has_text="layer F (ms)").wait_for(timeout=90_000)
+            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
+
+            def shows(options: list, what: str) -> None:
+                # every text of one of `options` is shown in some HTML widget of the page
+                try:
+                    page.wait_for_function(
+                        """options => {
+                            const shown = new Set([...document.querySelectorAll('.widget-html-content')]
+                                .filter(el => el.offsetParent !== null)
+                                .map(el => el.innerText.split(/\\s+/).join(' ').trim()));
+                            return options.some(texts => texts.every(t => shown.has(t)));
+                        }""",
+                        arg=options,
+                        timeout=30_000,
+                    )
+                except sync_api.TimeoutError:
+                    pytest.fail(f"after {what}: the page does not show distlab's text {options[0]!r}")
+
+            def control(label: str):
+                return page.locator(
+                    ".widget-inline-hbox",
+                    has=page.locator(".widget-label", has_text=re.compile(f"^{re.escape(label)}$")),
+                ).first
+
+            for label, press, want in steps[:3]:
+                box = control(label)
+                if press == "Space":  # ipywidgets writes a checkbox's description beside its box, not in its label
+                    target = page.get_by_role("checkbox", name=label)
+                else:
+                    target = box.locator("[role=slider], .noUi-handle").first
+                target.focus()
+                page.keyboard.press(press)
+                shows([want], f"{press} on {label!r}")
+                assert target.evaluate("el => document.activeElement === el"), f"{label}: the control lost the focus"
+            handle = control("storage TB/s").locator("[role=slider], .noUi-handle").first
+            handle.focus()
+            page.keyboard.press("ArrowRight")
+            shows(log_candidates, "ArrowRight on 'storage TB/s'")
+            for label, press, want in steps[3:]:
+                box = control(label)
+                if press == "type":
+                    field = box.locator("input").first
+                    field.click()
+                    field.press("Control+a")
+                    page.keyboard.type(str(typed))
+                    page.keyboard.press("Enter")
+                else:
+                    target = box.locator("[role=slider], .noUi-handle").first
+                    target.focus()
+                    page.keyboard.press(press)
+                shows([want], f"{press} on {label!r}")
+            cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
+            assert cells.count() == len(KEYBOARD_CELLS) and page.get_by_text("Error displaying widget").count() == 0
+        finally:
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "browser-keyboard-kinds.png"), full_page=False)
+            browser.close()
