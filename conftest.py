@@ -86,15 +86,18 @@ def pytest_collection_modifyitems(config, items):
         ):
             item.add_marker(pytest.mark.slow)
 
+    torch_items = [item for item in items if item.path.name in TORCH_NOTEBOOKS]
+    if not torch_items:  # nothing to skip: importing torch (seconds per xdist worker) would decide nothing
+        return
+
     from distlab.verify import TORCH_MESSAGE, torch_available
 
     if torch_available():  # imports torch: a broken install skips too, with the reason
         return
 
     skip = pytest.mark.skip(reason=TORCH_MESSAGE)
-    for item in items:
-        if item.path.name in TORCH_NOTEBOOKS:
-            item.add_marker(skip)
+    for item in torch_items:
+        item.add_marker(skip)
 
 
 def _skipped(config) -> list:

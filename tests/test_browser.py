@@ -59,12 +59,60 @@ pytestmark = [
 ]
 
 
+class _Pages:
+    """What a test drives: new_page(**options) opens a page in a fresh browser context of its own (its own cookies,
+    storage and cache, as Browser.new_page does), close() closes the contexts it opened."""
+
+    def __init__(self, browser) -> None:
+        self._browser, self._contexts = browser, []
+
+    def new_page(self, **options):
+        context = self._browser.new_context(**options)
+        self._contexts.append(context)
+        return context.new_page()
+
+    def close(self) -> None:
+        while self._contexts:
+            self._contexts.pop().close()
+
+
+#: The module's one Playwright driver and Chromium (started by the first test that needs them, stopped with the module
+#: by _stop_chromium): each start took seconds of CPU, once per test before
+_SHARED: dict = {}
+
+
 @contextlib.contextmanager
 def _chromium(sync_api):
-    """Debian's Chromium, headless, launched by Playwright (never Playwright's own download); the caller closes it,
-    and leaving the block stops Playwright."""
-    with sync_api.sync_playwright() as p:
-        yield p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+    """Debian's Chromium, headless, launched by Playwright (never Playwright's own download), shared by the module's
+    tests; each block gets _Pages of fresh contexts, closed when it leaves (the caller may close them first)."""
+    if "browser" not in _SHARED or not _SHARED["browser"].is_connected():
+        _stop_shared_chromium()
+        playwright = sync_api.sync_playwright().start()
+        _SHARED["playwright"] = playwright
+        _SHARED["browser"] = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+    pages = _Pages(_SHARED["browser"])
+    try:
+        yield pages
+    finally:
+        pages.close()
+
+
+def _stop_shared_chromium() -> None:
+    browser, playwright = _SHARED.pop("browser", None), _SHARED.pop("playwright", None)
+    try:
+        if browser is not None:
+            browser.close()
+    finally:
+        if playwright is not None:
+            playwright.stop()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_chromium():
+    yield
+    _stop_shared_chromium()
 
 
 #: A notebook of the apps whose live pictures are drawn in the browser, built as their lessons build them.

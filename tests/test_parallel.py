@@ -41,10 +41,14 @@ def _suite(tmp_path: Path, files: dict[str, str]) -> Path:
 def _pytest(folder: Path, *args: str, require_all: bool = False) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "DISTLAB_REQUIRE_ALL_TESTS"}
     env["BUILT_MARKER"] = str(folder / "built")
+    # only the plugins under test load (xdist here, nbval where a caller passes -p nbval): the environment's others
+    # (hypothesis, anyio, ...) play no part in conftest.py's scheduling or skip rule, and loading them in the
+    # controller and both workers took most of each run's seconds
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     if require_all:
         env["DISTLAB_REQUIRE_ALL_TESTS"] = "1"
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "-v", *args],
+        [sys.executable, "-m", "pytest", "-p", "xdist", "-p", "no:cacheprovider", "-n", "2", "-v", *args],
         cwd=folder,
         env=env,
         capture_output=True,
@@ -66,7 +70,7 @@ def test_a_notebooks_cells_run_in_one_worker_in_order(tmp_path):
     # plain tests beside it, so that both workers have work
     plain = "".join(f"def test_{i}():\n    pass\n\n" for i in range(20))
     folder = _suite(tmp_path, {"test_plain.py": plain})
-    proc = _pytest(folder, "--nbval", "--nbval-current-env", "chain.ipynb", "test_plain.py")
+    proc = _pytest(folder, "-p", "nbval", "--nbval", "--nbval-current-env", "chain.ipynb", "test_plain.py")
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "33 passed" in proc.stdout
     # (xdist's verbose lines name a cell "chain::ipynb::Cell 3")

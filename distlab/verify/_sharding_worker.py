@@ -1,11 +1,12 @@
 """The processes of distlab.verify.measure_sharding: python -m distlab.verify._sharding_worker CONFIG_JSON.
 
-Spawns `world` gloo ranks (torch.multiprocessing) that meet through a FileStore; each builds the same small
-stack of linear layers, wraps it as DDP, FSDP2 (fully_shard per layer) or HSDP (fully_shard on a 2-D
-DeviceMesh, replicate x shard), trains `steps` Adam steps on its slice of one global batch, and writes
-rank<r>.json: its local parameter and optimizer-state bytes, the collectives FSDP2 issued in the first step
-(counted by wrapping torch.distributed's all_gather_single, reduce_scatter_single and all_reduce) and the
-loss of every step.
+Spawns `world` gloo ranks (torch.multiprocessing) that meet through a FileStore; for each mode of
+config["modes"] in turn, each builds the same small stack of linear layers, wraps it as DDP, FSDP2 (fully_shard per
+layer) or HSDP (fully_shard on a 2-D DeviceMesh, replicate x shard), trains `steps` Adam steps on its slice of one
+global batch, and writes <mode>-rank<r>.json: its local parameter and optimizer-state bytes, the collectives FSDP2
+issued in the first step (counted by wrapping torch.distributed's all_gather_single, reduce_scatter_single and
+all_reduce, unwrapped again after the mode) and the loss of every step. One set of ranks runs every mode: each
+process start imports torch, which took most of the time when each mode had its own.
 """
 
 from __future__ import annotations
@@ -17,13 +18,27 @@ from pathlib import Path
 
 
 def _rank(rank: int, config: dict) -> None:
-    import torch
     import torch.distributed as dist
 
     from distlab.verify._torch import join_gloo_group
 
-    world, mode, layers, width = config["world"], config["mode"], config["layers"], config["width"]
-    join_gloo_group(rank, world, config["store"], config["timeout"], store_timeout=False)
+    join_gloo_group(rank, config["world"], config["store"], config["timeout"], store_timeout=False)
+    for mode in config["modes"]:
+        originals = (dist.all_gather_single, dist.reduce_scatter_single, dist.all_reduce)
+        try:
+            _train(rank, mode, config)
+        finally:
+            dist.all_gather_single, dist.reduce_scatter_single, dist.all_reduce = originals
+        dist.barrier()
+    dist.destroy_process_group()
+
+
+def _train(rank: int, mode: str, config: dict) -> None:
+    """One mode on this rank: build, wrap, train and write <mode>-rank<rank>.json (see the module notes)."""
+    import torch
+    import torch.distributed as dist
+
+    world, layers, width = config["world"], config["layers"], config["width"]
     log = []
 
     def counted(op, original, size_of):
@@ -86,13 +101,11 @@ def _rank(rank: int, config: dict) -> None:
         for k, v in s.items()
         if k in ("exp_avg", "exp_avg_sq")
     )
-    Path(config["dir"], f"rank{rank}.json").write_text(
+    Path(config["dir"], f"{mode}-rank{rank}.json").write_text(
         json.dumps(
             dict(param_bytes=param_bytes, optimizer_bytes=state_bytes, collectives=first_step or [], losses=losses)
         )
     )
-    dist.barrier()
-    dist.destroy_process_group()
 
 
 def main(config: dict) -> None:

@@ -121,40 +121,40 @@ def measure_sharding(modes=MODES, world=4, per_node=2, layers=3, width=16, steps
         raise DistlabError("this PyTorch build has no torch.distributed gloo backend")
     env = dict(os.environ, GLOO_SOCKET_IFNAME=loopback_interface(), OMP_NUM_THREADS="1")
     result = ShardingMeasurement(world, per_node, layers, width)
-    for mode in modes:
-        with tempfile.TemporaryDirectory(prefix="distlab-sharding-") as tmp:
-            config = dict(
-                world=world,
-                per_node=per_node,
-                mode=mode,
-                layers=layers,
-                width=width,
-                steps=steps,
-                batch=4 * world,
-                store=str(Path(tmp) / "store"),
-                dir=tmp,
+    with tempfile.TemporaryDirectory(prefix="distlab-sharding-") as tmp:
+        config = dict(
+            world=world,
+            per_node=per_node,
+            modes=list(modes),
+            layers=layers,
+            width=width,
+            steps=steps,
+            batch=4 * world,
+            store=str(Path(tmp) / "store"),
+            dir=tmp,
+            timeout=float(timeout),
+        )
+        try:  # one set of `world` processes runs every mode in turn (each start imports torch: seconds)
+            done = subprocess.run(
+                [sys.executable, "-m", "distlab.verify._sharding_worker", json.dumps(config)],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                env=env,
                 timeout=float(timeout),
             )
-            try:
-                done = subprocess.run(
-                    [sys.executable, "-m", "distlab.verify._sharding_worker", json.dumps(config)],
-                    stdin=subprocess.DEVNULL,
-                    capture_output=True,
-                    text=True,
-                    env=env,
-                    timeout=float(timeout),
-                )
-            except subprocess.TimeoutExpired as exc:
-                raise DistlabError(f"the {mode} run did not finish within {timeout:g} s") from exc
-            if done.returncode:
-                tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-6:])
-                raise DistlabError(f"the {mode} run failed (exit code {done.returncode}):\n{tail}")
-            ranks = [json.loads((Path(tmp) / f"rank{r}.json").read_text()) for r in range(world)]
-        result.runs[mode] = ShardingRun(
-            mode,
-            tuple(r["param_bytes"] for r in ranks),
-            tuple(r["optimizer_bytes"] for r in ranks),
-            tuple(tuple(c) for c in ranks[0]["collectives"]),
-            tuple(ranks[0]["losses"]),
-        )
+        except subprocess.TimeoutExpired as exc:
+            raise DistlabError(f"the {'/'.join(modes)} runs did not finish within {timeout:g} s") from exc
+        if done.returncode:
+            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-6:])
+            raise DistlabError(f"the {'/'.join(modes)} runs failed (exit code {done.returncode}):\n{tail}")
+        for mode in modes:
+            ranks = [json.loads((Path(tmp) / f"{mode}-rank{r}.json").read_text()) for r in range(world)]
+            result.runs[mode] = ShardingRun(
+                mode,
+                tuple(r["param_bytes"] for r in ranks),
+                tuple(r["optimizer_bytes"] for r in ranks),
+                tuple(tuple(c) for c in ranks[0]["collectives"]),
+                tuple(ranks[0]["losses"]),
+            )
     return result

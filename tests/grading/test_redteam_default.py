@@ -50,7 +50,7 @@ def probe(code: str, *, audit_hook: bool = True, memory_limit: int = 8 * 2**30, 
 # _imp.create_dynamic under another name ("zz._posixsubprocess") raises an "import" event the hook does not
 # refuse and yields a fresh fork_exec; each child execs a fresh python (its own RLIMIT_AS) and touches 400 MiB
 FORK_AND_FILL = r"""
-import sys, os, _imp, importlib.util
+import sys, os, _imp, importlib.util, select
 answer_x = {"kids": 0, "total_rss": 0}
 try:
     spec = importlib.util.spec_from_file_location("zz._posixsubprocess", sys.modules["_posixsubprocess"].__file__)
@@ -64,14 +64,22 @@ try:
         kids.append(fork_exec([sys.executable.encode(), b"-c", code.encode()], [sys.executable.encode()], False,
                               (w,), None, None, -1, -1, -1, -1, -1, -1, er, ew, False, False, -1, None, None,
                               -1, -1, None, False))
-    got = 0
-    while got < 3:
-        got += len(os.read(r, 10))
-    def rss(pid):
-        for line in open(f"/proc/{pid}/status"):
-            if line.startswith("VmRSS"):
-                return int(line.split()[1]) * 1024
-    answer_x = {"kids": len(kids), "total_rss": sum(rss(p) for p in [*kids, os.getpid()])}
+    os.close(w)  # the kids hold the only write ends: a kid killed before it wrote cannot keep the read waiting
+    got, gone = 0, set()
+    while got + len(gone) < 3:  # each kid has touched its 400 MiB, or is gone
+        if select.select([r], [], [], 0.1)[0]:
+            got += len(os.read(r, 10))
+        gone |= {p for p in kids if p not in gone and os.waitpid(p, os.WNOHANG)[0]}
+    def rss(pid):  # a kid that is gone holds nothing
+        try:
+            for line in open(f"/proc/{pid}/status"):
+                if line.startswith("VmRSS"):
+                    return int(line.split()[1]) * 1024
+        except FileNotFoundError:
+            pass
+        return 0
+    answer_x = {"kids": len(kids), "gone": len(gone),
+                "total_rss": sum(rss(p) for p in [*kids, os.getpid()])}
 except BaseException as exc:
     answer_x["error"] = repr(exc)[:300]
 """
