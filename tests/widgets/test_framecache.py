@@ -15,7 +15,7 @@ from PIL import Image
 from distlab.widgets.common import message_html
 from distlab.widgets.data_parallel_zero import OverlapApp
 from distlab.widgets.framecache import frame_pixels
-from distlab.widgets.mixture_of_experts import AllToAllApp
+from distlab.widgets.mixture_of_experts import AllToAllApp, ImbalanceApp, PlacementApp
 from distlab.widgets.pipeline import StageAnalysisApp
 from distlab.widgets.controls import neighbour_values
 from distlab.widgets.prefetch import SEPARATOR, neighbour_jobs, state_key, values_key
@@ -37,6 +37,11 @@ CASES = [
     # tp = 32 over InfiniBand: a hidden size of 2048 (16 heads) or 5120 (40 heads), or an intra-node link (pcie5, 8 GPUs
     # a node), moves the TP degree (tensor_parallel.tp_after)
     (TensorParallelApp, dict(tp=32, link="ib-ndr")),
+    (ImbalanceApp, {}),
+    # EP 16: mixtral-8x7b's 8 experts, a neighbouring model, move it to 8 (mixture_of_experts.ep_after)
+    (ImbalanceApp, dict(model="deepseek-v3", ep=16, capacity=1.25)),
+    (PlacementApp, {}),
+    (PlacementApp, dict(model="qwen3-235b-a22b", ep=16, etp=2)),
 ]
 SAMPLED = 4  # neighbours moved to for real per case (a seeded random sample: each move redraws in the kernel)
 
@@ -151,7 +156,16 @@ def test_a_fill_turn_prices_one_neighbour_at_most(monkeypatch):
     assert max(per_turn) == 1 and sum(per_turn) == len(jobs) == 10  # 5 controls, 2 neighbours each
 
 
-WALKED = [OverlapApp, StageAnalysisApp, BucketApp, ProductionStepApp, AllToAllApp, TensorParallelApp]
+WALKED = [
+    OverlapApp,
+    StageAnalysisApp,
+    BucketApp,
+    ProductionStepApp,
+    AllToAllApp,
+    TensorParallelApp,
+    ImbalanceApp,
+    PlacementApp,
+]
 
 
 @pytest.mark.parametrize("cls", WALKED)
@@ -169,19 +183,32 @@ def test_an_app_filled_at_every_step_draws_what_an_app_never_filled_draws(cls):
         assert _texts(filled) == _texts(plain)
 
 
-def test_a_change_that_moves_a_dependent_control_is_cached_under_the_key_the_browser_sees():
-    # lesson 5 at tp = 32 over InfiniBand, h = 4096 (32 heads). The student sets h = 5120: 5120 / 128 = 40 heads, which
-    # 32 and 16 do not divide, so the observer re-offers TP 1, 2, 4, 8 and moves it to 8 (the largest below 32 that
-    # divides 40). The browser looks the change up right after it, before the kernel re-offers: by the labels it shows
-    # then, TP still "32"; the picture under that key must be the kernel's at tp = 8, h = 5120.
-    app = _ready(TensorParallelApp(tp=32, hidden=4096, link="ib-ndr"))
+#: (app, its arguments, the control the student moves and its new value, the dependent control, its options and value
+#: after): lesson 5 at tp = 32 over InfiniBand, h = 4096 (32 heads), set to h = 5120: 5120 / 128 = 40 heads, which 32
+#: and 16 do not divide, so the observer re-offers TP 1, 2, 4, 8 and moves it to 8 (the largest below 32 that divides
+#: 40); lesson 10 at deepseek-v3 (256 experts), EP 16, set to mixtral-8x7b: 8 experts, EP 1, 2, 4, 8 offered, moved to 8.
+DEPENDENT = [
+    (TensorParallelApp, dict(tp=32, hidden=4096, link="ib-ndr"), "hidden", 5120, "tp", (1, 2, 4, 8), 8),
+    (ImbalanceApp, dict(model="deepseek-v3", ep=16), "model", "mixtral-8x7b", "ep", (1, 2, 4, 8), 8),
+    (PlacementApp, dict(model="deepseek-v3", ep=16), "model", "mixtral-8x7b", "ep", (1, 2, 4, 8), 8),
+]
+
+
+@pytest.mark.parametrize(("cls", "kwargs", "name", "value", "dependent", "options", "after"), DEPENDENT)
+def test_a_change_that_moves_a_dependent_control_is_cached_under_the_key_the_browser_sees(
+    cls, kwargs, name, value, dependent, options, after
+):
+    # The browser looks the change up right after it, before the kernel re-offers the dependent control's options: by
+    # the labels it shows then (TP still "32", EP still "16"); the picture and texts under that key must be the
+    # kernel's at the state its observer reaches (TP 8, EP 8).
+    app = _ready(cls(**kwargs))
     controls = app._frame_widgets()
-    key = state_key(list(controls.values()), (app.hidden, 5120))
-    assert key.split(SEPARATOR)[:2] == ["32", "5120"]  # tp, hidden: what the browser's sliders show
+    key = state_key(list(controls.values()), (getattr(app, name), value))
+    names = list(controls)
+    assert key.split(SEPARATOR)[names.index(dependent)] == str(kwargs[dependent])  # what the browser shows
     payloads = _filled(app)
-    app.hidden.value = 5120
-    assert app.tp.value == 8 and tuple(app.tp.options) == (1, 2, 4, 8)
+    getattr(app, name).value = value
+    assert getattr(app, dependent).value == after and tuple(getattr(app, dependent).options) == options
     payload, buffers = payloads[key]
     assert payload["shown"] and payload["texts"] == _texts(app)
-    assert "over 8 GPUs" in payload["texts"][0]
     assert np.array_equal(_decoded(buffers[0]).view(np.uint32)[..., 0], app.canvas._last_buff)
