@@ -21,6 +21,7 @@ from distlab.widgets.controls import neighbour_values
 from distlab.widgets.prefetch import SEPARATOR, neighbour_jobs, state_key, values_key
 from distlab.widgets.production import BucketApp, ProductionStepApp
 from distlab.widgets.tensor_parallel import TensorParallelApp
+from distlab.widgets.training_at_scale import ScheduleApp
 
 #: (app, its arguments): the default state of each converted app, and states next to invalid ones (interleaved with
 #: m = p = 4: m = 5 or p = 3, 5 break "microbatches a multiple of stages"; 4 nodes of 8 GPUs under tp x pp = 64, itself
@@ -42,6 +43,9 @@ CASES = [
     (ImbalanceApp, dict(model="deepseek-v3", ep=16, capacity=1.25)),
     (PlacementApp, {}),
     (PlacementApp, dict(model="qwen3-235b-a22b", ep=16, etp=2)),
+    (ScheduleApp, {}),
+    # 1F1B (W drawn with B: the legend lists no W) next to zb-h1 (W apart), at p = 16, m = 64 (the largest grid)
+    (ScheduleApp, dict(kind="1f1b", stages=16, microbatches=64, weight=0.5)),
 ]
 SAMPLED = 4  # neighbours moved to for real per case (a seeded random sample: each move redraws in the kernel)
 
@@ -165,6 +169,7 @@ WALKED = [
     TensorParallelApp,
     ImbalanceApp,
     PlacementApp,
+    ScheduleApp,
 ]
 
 
