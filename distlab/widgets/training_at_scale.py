@@ -208,7 +208,7 @@ def _sharding_plans(model: str, nodes: int, fabric: str, sharding: str, micro: i
     return chosen, alternative
 
 
-class FsdpApp(LessonApp):
+class FsdpApp(FrameCachingApp, LessonApp):
     """FSDP (shard over every GPU) or HSDP (shard within a node, replicate across) of a model on DGX H100 nodes:
     one microbatch's compute and communication streams, layer by layer (distlab.production.sharding_plan).
 

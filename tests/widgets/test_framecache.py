@@ -21,7 +21,7 @@ from distlab.widgets.controls import neighbour_values
 from distlab.widgets.prefetch import SEPARATOR, neighbour_jobs, state_key, values_key
 from distlab.widgets.production import BucketApp, ProductionStepApp
 from distlab.widgets.tensor_parallel import TensorParallelApp
-from distlab.widgets.training_at_scale import ScheduleApp
+from distlab.widgets.training_at_scale import FsdpApp, ScheduleApp
 
 #: (app, its arguments): the default state of each converted app, and states next to invalid ones (interleaved with
 #: m = p = 4: m = 5 or p = 3, 5 break "microbatches a multiple of stages"; 4 nodes of 8 GPUs under tp x pp = 64, itself
@@ -46,6 +46,8 @@ CASES = [
     (ScheduleApp, {}),
     # 1F1B (W drawn with B: the legend lists no W) next to zb-h1 (W apart), at p = 16, m = 64 (the largest grid)
     (ScheduleApp, dict(kind="1f1b", stages=16, microbatches=64, weight=0.5)),
+    (FsdpApp, {}),
+    (FsdpApp, dict(model="llama3.1-70b", nodes=1, sharding="hybrid", prefetch=0, reshard=False)),
 ]
 SAMPLED = 4  # neighbours moved to for real per case (a seeded random sample: each move redraws in the kernel)
 
@@ -170,6 +172,7 @@ WALKED = [
     ImbalanceApp,
     PlacementApp,
     ScheduleApp,
+    FsdpApp,
 ]
 
 
