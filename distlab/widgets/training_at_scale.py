@@ -294,7 +294,7 @@ class FsdpApp(FrameCachingApp, LessonApp):
 # ----------------------------------------------------------------------------------------- 3. long context
 
 
-class ContextApp(LessonApp):
+class ContextApp(FrameCachingApp, LessonApp):
     """Context parallelism for one layer's attention: ring (load-balanced and contiguous) against Ulysses,
     compute against exposed communication (production.compare_context_parallel).
 
