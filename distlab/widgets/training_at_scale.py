@@ -395,7 +395,7 @@ class CheckpointCurve(NamedTuple):
     storage_tbps: float
 
 
-class CheckpointApp(LessonApp):
+class CheckpointApp(FrameCachingApp, LessonApp):
     """Failures and checkpoints: GPUs, failure rate, storage bandwidth, mode and restart -> goodput against the
     checkpoint interval, Daly's optimum marked (distlab.failures.checkpoint_plan and goodput).
 

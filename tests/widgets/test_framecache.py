@@ -21,7 +21,7 @@ from distlab.widgets.controls import neighbour_values
 from distlab.widgets.prefetch import SEPARATOR, neighbour_jobs, state_key, values_key
 from distlab.widgets.production import BucketApp, ProductionStepApp
 from distlab.widgets.tensor_parallel import TensorParallelApp
-from distlab.widgets.training_at_scale import ContextApp, FsdpApp, ScheduleApp
+from distlab.widgets.training_at_scale import CheckpointApp, ContextApp, FsdpApp, ScheduleApp
 
 #: (app, its arguments): the default state of each converted app, and states next to invalid ones (interleaved with
 #: m = p = 4: m = 5 or p = 3, 5 break "microbatches a multiple of stages"; 4 nodes of 8 GPUs under tp x pp = 64, itself
@@ -50,6 +50,8 @@ CASES = [
     (FsdpApp, dict(model="llama3.1-70b", nodes=1, sharding="hybrid", prefetch=0, reshard=False)),
     (ContextApp, {}),
     (ContextApp, dict(seq_len=8192, cp=128, tp=1, link="nvlink4")),
+    (CheckpointApp, {}),
+    (CheckpointApp, dict(gpus=256, mode="async", restart_min=0.0)),
 ]
 SAMPLED = 4  # neighbours moved to for real per case (a seeded random sample: each move redraws in the kernel)
 
@@ -176,6 +178,7 @@ WALKED = [
     ScheduleApp,
     FsdpApp,
     ContextApp,
+    CheckpointApp,
 ]
 
 
