@@ -216,7 +216,7 @@ class ImbalanceApp(_ExpertModelBase):
     moe.moe_layer_cost at the GPU's bf16 peak.
 
     The result is a pure function of the control values (compute_for), and carries the capacity factor its text
-    names. Dependent control: the EP sizes offered follow the model (those dividing its experts; _on_model).
+    names. Dependent control: the EP sizes offered follow the model (those dividing its experts; _on_change, ep_after).
     """
 
     prepared_controls = ("model", "ep", "skew", "capacity")
@@ -327,7 +327,7 @@ class PlacementApp(_ExpertModelBase):
     layout) and the all-to-all's NVLink and network times for one MoE layer, one 4,096-token microbatch.
 
     The result is a pure function of the control values (compute_for). Dependent control: the EP sizes offered
-    follow the model (those dividing its experts; _on_model)."""
+    follow the model (those dividing its experts; _on_change, ep_after)."""
 
     prepared_controls = ("model", "ep", "etp", "max_nodes", "node")
 
