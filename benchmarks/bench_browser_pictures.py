@@ -73,6 +73,13 @@ FRAME_CELLS = [
     "from distlab.widgets.production import ProductionStepApp\nstep = ProductionStepApp()\nstep",
     "from distlab.widgets.mixture_of_experts import AllToAllApp\nalltoall = AllToAllApp(skew=0.5, capacity=1.25)\n"
     "alltoall",
+    "from distlab.widgets.tensor_parallel import TensorParallelApp\ntp = TensorParallelApp(tp=4)\ntp",
+    "from distlab.widgets.mixture_of_experts import ImbalanceApp\nimbalance = ImbalanceApp(ep=4)\nimbalance",
+    "from distlab.widgets.mixture_of_experts import PlacementApp\nplacement = PlacementApp()\nplacement",
+    "from distlab.widgets.training_at_scale import ScheduleApp\nschedules = ScheduleApp()\nschedules",
+    "from distlab.widgets.training_at_scale import FsdpApp\nfsdp = FsdpApp()\nfsdp",
+    "from distlab.widgets.training_at_scale import ContextApp\ncontext = ContextApp()\ncontext",
+    "from distlab.widgets.training_at_scale import CheckpointApp\ncheckpoints = CheckpointApp()\ncheckpoints",
 ]
 LABELS = [
     "ring animation: step slider (N = 8)",
@@ -125,6 +132,18 @@ CONTROL_APPS = [
      ["taper k:1", "slow GPU x", "jitter σ"]),
     ("all-to-all (lesson 10)", 11, ["capacity"], [], [],
      ["EP size", "experts/GPU", "top-k", "router skew", "pairwise step"]),
+    # lesson 5's TP layer, lesson 10's imbalance and placement, lesson 11's four apps (CheckpointApp's failure rate and
+    # storage bandwidth are log sliders: no neighbours cached, not timed); TP 4 and EP 4 in their cells, since a slider
+    # at its last option does not move right (the default TP 8 on NVLink, EP 8 for Mixtral's 8 experts)
+    ("tensor parallel (lesson 5)", 12, ["link", "GPU", "precision"], [], ["sequence parallelism"],
+     ["TP degree", "hidden h", "sequence s", "microbatch b"]),
+    ("imbalance (lesson 10)", 13, ["model", "capacity"], [], [], ["EP size", "router skew"]),
+    ("placement (lesson 10)", 14, ["model", "node limit", "node"], [], [], ["EP size", "expert TP"]),
+    ("schedules (lesson 11)", 15, [], ["schedule"], [], ["stages p", "micro m", "B : F", "W : F"]),
+    ("FSDP (lesson 11)", 16, ["model", "fabric", "sequences"], ["nodes", "sharding"], ["reshard after forward"],
+     ["prefetch"]),
+    ("context (lesson 11)", 17, ["model", "tokens", "link"], ["cp", "tp"], []),
+    ("checkpoints (lesson 11)", 18, ["model"], ["checkpoint"], [], ["GPUs", "restart min"]),
 ]
 LAB_PRESSES = 20
 PAUSE_S = 0.5
@@ -221,6 +240,9 @@ def _jupyterlab(root: Path, port: int, token: str, log):
     return subprocess.Popen(
         [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1", "--allow-root",
          f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+         # the settings distlab installs (share/jupyter/lab/settings: windowingMode "defer", every cell attached, as
+         # students get it; JupyterLab's own default detaches the cells out of view, so the 19 cells' nth() miscounted)
+         f"--LabApp.app_settings_dir={Path(repo) / 'share' / 'jupyter' / 'lab' / 'settings'}",
          f"--ServerApp.root_dir={root}", f"--LabApp.user_settings_dir={tmp / 'user-settings'}",
          f"--LabApp.workspaces_dir={tmp / 'workspaces'}", "--LabApp.news_url=",
          "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
@@ -308,6 +330,10 @@ def _watched(picture):
     return picture.locator(".distlab-summary"), picture.locator("xpath=..")
 
 
+#: in the page: the description of the control timed (the progress line)
+PROGRESS_NAME = "c => (c.closest('.widget-inline-hbox, .widget-hbox, .widget-box') || c).textContent.slice(0, 40)"
+
+
 def _time_changes(page, control, picture, change, pause_s: float) -> dict:
     """LAB_PRESSES changes made by change(i), pause_s apart: latency summary and the share drawn from the cache."""
     text, marked = _watched(picture)
@@ -321,6 +347,8 @@ def _time_changes(page, control, picture, change, pause_s: float) -> dict:
     stats = summarize([s / 1e3 for s in page.evaluate("window.__latency")])
     hits = page.evaluate("window.__hits")
     stats["from_cache"] = f"{sum(hits)}/{len(hits)}"
+    name = control.evaluate(PROGRESS_NAME)
+    print(f"  {name}: {stats['median_ms']:.1f} ms median, {stats['from_cache']} cached", flush=True)
     return stats
 
 

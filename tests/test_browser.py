@@ -1331,18 +1331,25 @@ def test_a_prefetched_change_of_a_lesson_app_redraws_with_no_kernel(jupyterlab, 
 
 
 #: The matplotlib-drawn apps whose cached change is checked with no kernel (issue 32: distlab.widgets.framecache):
-#: (the cell that builds the app, the control changed: its description and the option picked).
+#: (the cell that builds the app, the control changed: its description and the option picked). Lesson 5's link from
+#: InfiniBand NDR to PCIe 5 (inside a node of 8 GPUs) at tp = 32 moves the TP degree to 8 (tensor_parallel.tp_after):
+#: the browser finds that change under the labels it shows before the kernel re-offers TP (still "32").
 FRAME_CACHED_CHANGES = {
     "overlap": ("from distlab.widgets.data_parallel_zero import OverlapApp\nOverlapApp()", ("fabric", "ib-xdr")),
     "buckets": ("from distlab.widgets.production import BucketApp\nBucketApp()", ("all-reduce", "ring")),
+    "tensor-parallel": (
+        'from distlab.widgets.tensor_parallel import TensorParallelApp\nTensorParallelApp(tp=32, link="ib-ndr")',
+        ("link", "pcie5"),
+    ),
 }
 
 
 def _frame_app_for(name: str):
-    from distlab.widgets.data_parallel_zero import OverlapApp
-    from distlab.widgets.production import BucketApp
-
-    return OverlapApp() if name == "overlap" else BucketApp()
+    """The app the cell of FRAME_CACHED_CHANGES[name] builds, here in the test's process."""
+    namespace: dict = {}
+    *lines, last = FRAME_CACHED_CHANGES[name][0].split("\n")
+    exec("\n".join(lines), namespace)
+    return eval(last, namespace)
 
 
 def _text_content(html_text: str) -> str:
@@ -1379,12 +1386,13 @@ def test_a_cached_change_of_a_matplotlib_app_redraws_with_no_kernel(jupyterlab, 
 
     cell, (label, option) = FRAME_CACHED_CHANGES[name]
     app = _frame_app_for(name)
-    jobs = neighbour_jobs(app._frame_widgets(), app.frame_state())
+    jobs = neighbour_jobs(app._frame_widgets(), app.frame_state(), neighbour=app.frame_neighbour)
     before = _text_content(app.status.value)
     (moved,) = [n for n in app.frame_controls() if getattr(app, n).description == label]
-    state = next(s for _, s in jobs if str(s[moved]) == option)
+    state = app.frame_neighbour(app.frame_state(), moved, option)  # what the kernel reaches (TP moved, lesson 5)
     payload = app.frame_payload(state, attempt(app.compute_for, state))
-    getattr(app, moved).value = state[moved]
+    getattr(app, moved).value = option
+    assert app.frame_state() == state
     want = _text_content(app.status.value)
     assert want == _text_content(payload["texts"][0])
     assert want != before and payload["shown"]

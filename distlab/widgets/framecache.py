@@ -24,6 +24,9 @@ Converting an app (a LessonApp with compute_for(values) and a BlitRenderer) take
         drawing_controls = ("step",)                  # controls only render/describe read (optional)
         frame_texts = ("legend",)                     # HTML widgets render rewrites, through self.show_text (optional)
 
+        def frame_neighbour(self, state, name, value):  # only where an observer moves a control (optional)
+            return {**state, name: value, "tp": tp_after(...)}  # the pure function the observer calls too
+
 and render/describe read control values only through self.values() / self.value_of(name) (never widget.value),
 and HTML widgets other than `status` only through self.show_text(name, html): while a neighbour is painted these
 answer for the neighbour. render must change state by rebinding attributes (matplotlib's setters do), not by editing
@@ -97,6 +100,12 @@ class FrameCachingApp:
         """The controls (attribute names) whose states the browser caches: the prepared and the drawing ones."""
         return (*self.prepared_controls, *self.drawing_controls)
 
+    def frame_neighbour(self, state: dict, name: str, value) -> dict:
+        """The state the kernel reaches when the student sets control `name` to `value` in `state`: `state` with that
+        value, and, in an app with a dependent control (lesson 5's TP degree, lesson 10's EP size), that control as the
+        app's observer moves it (the app overrides this with the pure function its observer calls too)."""
+        return {**state, name: value}
+
     def frame_state(self) -> dict:
         """{name: value} of every frame control now."""
         return {name: getattr(self, name).value for name in self.frame_controls()}
@@ -136,7 +145,7 @@ class FrameCachingApp:
         controls = self._frame_widgets()
         self.frame_cache.drawn = values_key(controls, state)
         moved = change.get("owner") if isinstance(change, dict) else None
-        self.prefetcher.start_around(controls, state, moved)
+        self.prefetcher.start_around(controls, state, moved, self.frame_neighbour)
 
     def close(self) -> None:
         if "prefetcher" in self.__dict__:  # not when __init__ refused its arguments

@@ -26,7 +26,7 @@ from ..plots.mixture_of_experts import (
     time_bars,
 )
 from ..units import format_bytes, format_seconds
-from .common import BlitRenderer, LessonApp, OptionalDropdown, figure_canvas
+from .common import BlitRenderer, LessonApp, OptionalDropdown, figure_canvas, replace_options
 from .framecache import FrameCachingApp
 
 __all__ = [
@@ -39,6 +39,8 @@ __all__ = [
     "MODELS",
     "NODES",
     "SEQ_LEN",
+    "ep_choices",
+    "ep_after",
     "AllToAllApp",
     "ImbalanceApp",
     "PlacementApp",
@@ -169,26 +171,41 @@ class AllToAllApp(FrameCachingApp, LessonApp):
         return "\n".join(lines)
 
 
-def _ep_choices(model) -> tuple:
+def ep_choices(model) -> tuple:
+    """The EP sizes lesson 10's Imbalance and Placement apps offer for `model`: the powers of two up to 256 that divide
+    its experts."""
     m = moe.model(model)
     return tuple(d for d in (1, 2, 4, 8, 16, 32, 64, 128, 256) if m.experts % d == 0)
 
 
-def _offer_ep_sizes(slider, model) -> None:
-    """Give the EP slider the sizes that divide the model's experts, keeping its value when it still does."""
-    options = _ep_choices(model)
-    keep = slider.value if slider.value in options else min(8, options[-1])
-    with slider.hold_trait_notifications():
-        slider.options = options
-        slider.value = keep
+def ep_after(ep: int, model) -> int:
+    """The EP size those apps move to when the model becomes `model`: `ep` when it still divides the experts, else 8
+    (or the largest offered, below 8). One home for the apps' observer and their frame cache's neighbours."""
+    options = ep_choices(model)
+    return ep if ep in options else min(8, options[-1])
 
 
-class _ExpertModelBase(LessonApp):
-    """A lesson-10 app with a model dropdown whose change re-offers the EP sizes that divide its experts."""
+class _ExpertModelBase(FrameCachingApp, LessonApp):
+    """A lesson-10 app with a model dropdown whose change re-offers the EP sizes that divide its experts (ep_choices,
+    ep_after); the browser caches the picture of every state one control change away (distlab.widgets.framecache)."""
 
-    def _on_model(self, change=None):
-        _offer_ep_sizes(self.ep, self.model.value)
-        self.update()
+    _syncing = False
+
+    def _on_change(self, change=None):
+        if self._syncing:
+            return
+        if change is not None and change.get("owner") is self.model:
+            options = ep_choices(self.model.value)
+            if tuple(self.ep.options) != options or self.ep.value not in options:
+                replace_options(self, self.ep, options, ep_after(self.ep.value, self.model.value))
+        self.update(change)
+
+    def frame_neighbour(self, state: dict, name: str, value) -> dict:
+        """The state after the student sets `name` to `value`: a new model moves the EP size as the observer does."""
+        after = {**state, name: value}
+        if name == "model":
+            after["ep"] = ep_after(state["ep"], value)
+        return after
 
 
 class ImbalanceApp(_ExpertModelBase):
@@ -199,14 +216,14 @@ class ImbalanceApp(_ExpertModelBase):
     moe.moe_layer_cost at the GPU's bf16 peak.
 
     The result is a pure function of the control values (compute_for), and carries the capacity factor its text
-    names. Dependent control: the EP sizes offered follow the model (those dividing its experts; _on_model).
+    names. Dependent control: the EP sizes offered follow the model (those dividing its experts; _on_change, ep_after).
     """
 
     prepared_controls = ("model", "ep", "skew", "capacity")
 
     def __init__(self, model="mixtral-8x7b", ep=8, skew=0.5, capacity=None):
         self.model = widgets.Dropdown(options=MODELS, value=model, description="model")
-        self.ep = widgets.SelectionSlider(options=_ep_choices(model), value=ep, description="EP size")
+        self.ep = widgets.SelectionSlider(options=ep_choices(model), value=ep, description="EP size")
         self.skew = widgets.FloatSlider(value=skew, min=0.0, max=3.0, step=0.25, description="router skew")
         self.capacity = OptionalDropdown(options=CAPACITIES, value=capacity, description="capacity")
         self.status = widgets.HTML()
@@ -217,9 +234,8 @@ class ImbalanceApp(_ExpertModelBase):
             [LOAD_COLOUR, DROP_COLOUR, INTRA_COLOUR],
         )
         self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists)
-        self.model.observe(self._on_model, names="value")
-        for control in (self.ep, self.skew, self.capacity):
-            control.observe(self.update, names="value")
+        for control in (self.model, self.ep, self.skew, self.capacity):
+            control.observe(self._on_change, names="value")
         legend = widgets.HTML(
             '<div style="font-size:12px"><b>one MoE layer, one microbatch of 4,096 tokens per '
             "GPU, forward + backward</b>, log time axis, at the H100 bf16 peak</div>"
@@ -243,7 +259,7 @@ class ImbalanceApp(_ExpertModelBase):
         routing's seeded scores are cached by distlab.moe, the rest is not remembered)."""
         m = moe.model(values["model"])
         ep, capacity = values["ep"], values["capacity"]
-        if ep not in _ep_choices(m):
+        if ep not in ep_choices(m):
             raise ConfigurationError(f"ep={ep} does not divide the {m.experts} experts of {m.name}")
         tokens = int(min(1024, max(16, SAMPLE_SCORES // (ep * m.experts))))
         trace = moe.simulate_routing(
@@ -311,13 +327,13 @@ class PlacementApp(_ExpertModelBase):
     layout) and the all-to-all's NVLink and network times for one MoE layer, one 4,096-token microbatch.
 
     The result is a pure function of the control values (compute_for). Dependent control: the EP sizes offered
-    follow the model (those dividing its experts; _on_model)."""
+    follow the model (those dividing its experts; _on_change, ep_after)."""
 
     prepared_controls = ("model", "ep", "etp", "max_nodes", "node")
 
     def __init__(self, model="deepseek-v3", ep=8, etp=1, max_nodes=None, node="dgx-h100"):
         self.model = widgets.Dropdown(options=MODELS, value=model, description="model")
-        self.ep = widgets.SelectionSlider(options=_ep_choices(model), value=ep, description="EP size")
+        self.ep = widgets.SelectionSlider(options=ep_choices(model), value=ep, description="EP size")
         self.etp = widgets.SelectionSlider(options=(1, 2, 4, 8), value=etp, description="expert TP")
         self.max_nodes = OptionalDropdown(
             options=(("no limit", None), ("1", 1), ("2", 2), ("4", 4), ("8", 8)),
@@ -329,9 +345,8 @@ class PlacementApp(_ExpertModelBase):
         self.fig, self.canvas = figure_canvas((6.4, 1.8), dict(left=0.22, right=0.9, bottom=0.22, top=0.95))
         self.bars = time_bars(self.fig.add_subplot(), ["NVLink part", "network part"], [INTRA_COLOUR, INTER_COLOUR])
         self.renderer = BlitRenderer(self.canvas, self.bars.animated_artists)
-        self.model.observe(self._on_model, names="value")
-        for control in (self.ep, self.etp, self.max_nodes, self.node):
-            control.observe(self.update, names="value")
+        for control in (self.model, self.ep, self.etp, self.max_nodes, self.node):
+            control.observe(self._on_change, names="value")
         legend = widgets.HTML(
             '<div style="font-size:12px"><b>the 4 all-to-alls of one MoE layer</b> (one '
             "microbatch of 4,096 tokens per GPU, bf16), per GPU, log time axis; the two parts run "

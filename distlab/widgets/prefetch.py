@@ -16,6 +16,7 @@ change into one of them is shown complete at once.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import OrderedDict
 
@@ -26,6 +27,7 @@ __all__ = [
     "BROWSER_LIMIT",
     "KERNEL_LIMIT",
     "control_label",
+    "js_number",
     "state_key",
     "values_key",
     "table_key",
@@ -51,11 +53,40 @@ def control_label(widget, value=_CURRENT) -> str:
         if isinstance(value, bool):
             return "1" if value else "0"
         if isinstance(value, float):  # JavaScript's String: 1 for 1.0, 1.25 for 1.25 (a FloatSlider's steps)
-            return str(int(value)) if value.is_integer() else repr(value)
+            return js_number(value)
         return str(value)
     values = list(widget._options_values)
     k = next(i for i, v in enumerate(values) if v is value or (v is not None and value is not None and v == value))
     return str(widget._options_labels[k])
+
+
+def js_number(value: float) -> str:
+    """A finite float as JavaScript's String writes it (ECMAScript Number::toString): the shortest digits that read
+    back (Python's repr finds the same ones), in plain notation from 1e-7 up to 1e21 ("0.000023" where repr writes
+    "2.3e-05": lesson 11's failure-rate slider), else as "2.3e-8" / "1e+21"."""
+    if value == 0 or not math.isfinite(value):
+        return "0" if value == 0 else repr(value)
+    sign = "-" if value < 0 else ""
+    mantissa, _, exponent = f"{abs(value)!r}".partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = (whole + fraction).lstrip("0")
+    # the decimal point's position n: value = 0.digits x 10^n
+    n = (
+        len(whole) + (int(exponent) if exponent else 0)
+        if whole != "0"
+        else -(len(fraction) - len(fraction.lstrip("0")))
+    )
+    digits = digits.rstrip("0") or "0"
+    k = len(digits)
+    if k <= n <= 21:
+        return sign + digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return sign + digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return sign + "0." + "0" * -n + digits
+    e = n - 1
+    head = digits[0] + ("." + digits[1:] if k > 1 else "")
+    return f"{sign}{head}e{'+' if e > 0 else '-'}{abs(e)}"
 
 
 def state_key(controls, changed=None) -> str:
@@ -79,13 +110,16 @@ def neighbour_jobs(controls: dict, state: dict, moved=None, neighbour=None) -> l
     """[(the browser's key, the state)] of every state one change of one of `controls` ({name: widget}) away from
     `state` ({name: value}, every control named; other entries, such as a text box's value, kept as they are): each
     control's neighbour_values, the widget `moved` (the control just changed) first. `neighbour(state, name, value)`
-    is the state after that change (default: `state` with only that value changed)."""
+    is the state after that change (default: `state` with only that value changed): the state priced. The key is
+    always that of {**state, name: value}, what the browser's controls show right after the student's change, before
+    the kernel's observer moves a dependent control (lesson 5's TP degree after a new hidden size): the browser looks
+    the change up by it."""
     names = sorted(controls, key=lambda name: controls[name] is not moved)
     jobs = []
     for name in names:
         for value in neighbour_values(controls[name]):
             after = {**state, name: value} if neighbour is None else neighbour(state, name, value)
-            jobs.append((values_key(controls, after), after))
+            jobs.append((values_key(controls, {**state, name: value}), after))
     return jobs
 
 

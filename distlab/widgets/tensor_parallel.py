@@ -13,8 +13,20 @@ from ..errors import ConfigurationError
 from ..plots.tensor_parallel import COMM_COLOUR, COMPUTE_COLOUR, comm_compute_bars
 from ..units import format_bytes, format_rate, format_seconds
 from .common import BlitRenderer, LessonApp, figure_canvas, replace_options
+from .framecache import FrameCachingApp
 
-__all__ = ["HIDDEN_SIZES", "SEQ_LENS", "TP_DEGREES", "LINKS", "HEAD_DIM", "gpt_layer", "TensorParallelApp", "APPS"]
+__all__ = [
+    "HIDDEN_SIZES",
+    "SEQ_LENS",
+    "TP_DEGREES",
+    "LINKS",
+    "HEAD_DIM",
+    "gpt_layer",
+    "offered_tp_degrees",
+    "tp_after",
+    "TensorParallelApp",
+    "APPS",
+]
 
 #: The hidden sizes offered (GPT-style layers: 128 channels per head, MLP 4h).
 HIDDEN_SIZES = (1024, 2048, 4096, 5120, 8192, 12288, 16384, 20480, 25600)
@@ -43,7 +55,24 @@ def gpt_layer(hidden: int, seq_len: int = 2048) -> models.TransformerModel:
     )
 
 
-class TensorParallelApp(LessonApp):
+def offered_tp_degrees(hidden: int, link: str, gpus_per_node: int) -> tuple:
+    """The TP degrees lesson 5's slider offers for a layer of width `hidden` on `link`: those dividing the heads
+    (hidden / 128) and, on a link inside a node, the node's `gpus_per_node` (a degree that can only fail is not
+    offered)."""
+    heads = hidden // HEAD_DIM
+    in_node = hardware.link(link).kind == "intra-node"
+    return tuple(d for d in TP_DEGREES if heads % d == 0 and (not in_node or gpus_per_node % d == 0))
+
+
+def tp_after(tp: int, hidden: int, link: str, gpus_per_node: int) -> int:
+    """The TP degree lesson 5's app moves to when the hidden size or link becomes `hidden`, `link`: `tp` when still
+    offered, else the largest offered degree below it (the smallest offered when none is). One home for the app's
+    observer and its frame cache's neighbours (TensorParallelApp.frame_neighbour)."""
+    valid = offered_tp_degrees(hidden, link, gpus_per_node)
+    return max((d for d in valid if d <= tp), default=valid[0])
+
+
+class TensorParallelApp(FrameCachingApp, LessonApp):
     """TP degree, hidden size, sequence length, micro-batch size, link, GPU, precision and sequence
     parallelism -> per-layer compute vs TP communication, per GPU, per microbatch, in training.
 
@@ -51,7 +80,8 @@ class TensorParallelApp(LessonApp):
     A TP group on an intra-node link must fit the GPUs of a node (gpus_per_node).
 
     The result is a pure function of the control values (compute_for). Dependent control: the TP degree's options
-    (valid_tp_degrees) follow the hidden size and the link; the observer re-offers them (replace_options).
+    (valid_tp_degrees) follow the hidden size and the link; the observer re-offers them (replace_options, tp_after).
+    The browser caches the picture of every state one control change away (distlab.widgets.framecache).
     """
 
     prepared_controls = (
@@ -132,22 +162,30 @@ class TensorParallelApp(LessonApp):
     def valid_tp_degrees(self) -> tuple:
         """The TP degrees this layer and link allow: dividing the heads (hidden / 128) and, on a link inside a
         node, the node's GPUs; the slider offers only these (a degree that can only fail is not offered)."""
-        heads = self.hidden.value // HEAD_DIM
-        in_node = hardware.link(self.link.value).kind == "intra-node"
-        return tuple(d for d in TP_DEGREES if heads % d == 0 and (not in_node or self.gpus_per_node % d == 0))
+        return offered_tp_degrees(self.hidden.value, self.link.value, self.gpus_per_node)
 
     def _sync_tp_options(self) -> None:
         valid = self.valid_tp_degrees()
         if tuple(self.tp.options) == valid:
             return
-        replace_options(self, self.tp, valid, max((d for d in valid if d <= self.tp.value), default=valid[0]))
+        replace_options(
+            self, self.tp, valid, tp_after(self.tp.value, self.hidden.value, self.link.value, self.gpus_per_node)
+        )
+
+    def frame_neighbour(self, state: dict, name: str, value) -> dict:
+        """The state after the student sets `name` to `value`: a new hidden size or link moves the TP degree as the
+        observer does (tp_after)."""
+        after = {**state, name: value}
+        if name in ("hidden", "link"):
+            after["tp"] = tp_after(state["tp"], after["hidden"], after["link"], self.gpus_per_node)
+        return after
 
     def _on_change(self, change=None):
         if self._syncing:
             return
         if change is not None and change.get("owner") in (self.hidden, self.link):
             self._sync_tp_options()
-        self.update()
+        self.update(change)
 
     def compute(self) -> tensor.TPLayerCost:
         """The TPLayerCost of the chosen layer (distlab.tensor.tp_layer_cost)."""

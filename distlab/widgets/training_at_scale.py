@@ -1,6 +1,7 @@
 """Lesson 11 apps: the schedules after 1F1B, FSDP vs HSDP layer by layer, context parallelism (ring vs Ulysses),
 and checkpointing against failures. Every number from distlab.pipeline, distlab.fsdp, distlab.production and
-distlab.failures; the pictures are those results drawn.
+distlab.failures; the pictures are those results drawn. The browser caches each app's pictures one control change
+away (distlab.widgets.framecache).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..plots.training_at_scale import (
 )
 from ..units import format_bytes, format_percent, format_seconds
 from .common import BlitRenderer, LessonApp, figure_canvas, remembered
+from .framecache import FrameCachingApp
 
 __all__ = [
     "SCHEDULES",
@@ -75,7 +77,7 @@ def _schedules(kind: str, p: int, m: int, b: float, w: float) -> tuple:
     return chosen, base
 
 
-class ScheduleApp(LessonApp):
+class ScheduleApp(FrameCachingApp, LessonApp):
     """Pipeline schedules after 1F1B: the chosen schedule's stages x time grid (distlab.pipeline.schedule),
     its idle inside a stage's span and peak activations next to 1F1B's at the same p, m and F:B:W.
 
@@ -84,6 +86,7 @@ class ScheduleApp(LessonApp):
     """
 
     prepared_controls = ("kind", "stages", "microbatches", "backward", "weight")
+    frame_texts = ("legend",)  # render says whether weight gradients are drawn apart
 
     def __init__(self, kind="zb-v", stages=4, microbatches=8, backward=1.0, weight=1.0):
         slider = dict(continuous_update=True, layout=widgets.Layout(width="330px"))
@@ -136,7 +139,7 @@ class ScheduleApp(LessonApp):
         # W is listed only when the schedule splits the backward (1F1B draws none: issue 31), as lesson 4's grid does
         from .pipeline import _draws_weight_gradients
 
-        self.legend.value = self._legend(_draws_weight_gradients(result[0]))
+        self.show_text("legend", self._legend(_draws_weight_gradients(result[0])))
         # the x range: the step rounded up to a power of two (drawn ticks over fixed axes: never a full redraw)
         return self.grid.update(result[0], x_max=2.0 ** np.ceil(np.log2(result[0].step_time * 1.02)))
 
@@ -205,7 +208,7 @@ def _sharding_plans(model: str, nodes: int, fabric: str, sharding: str, micro: i
     return chosen, alternative
 
 
-class FsdpApp(LessonApp):
+class FsdpApp(FrameCachingApp, LessonApp):
     """FSDP (shard over every GPU) or HSDP (shard within a node, replicate across) of a model on DGX H100 nodes:
     one microbatch's compute and communication streams, layer by layer (distlab.production.sharding_plan).
 
@@ -291,7 +294,7 @@ class FsdpApp(LessonApp):
 # ----------------------------------------------------------------------------------------- 3. long context
 
 
-class ContextApp(LessonApp):
+class ContextApp(FrameCachingApp, LessonApp):
     """Context parallelism for one layer's attention: ring (load-balanced and contiguous) against Ulysses,
     compute against exposed communication (production.compare_context_parallel).
 
@@ -392,7 +395,7 @@ class CheckpointCurve(NamedTuple):
     storage_tbps: float
 
 
-class CheckpointApp(LessonApp):
+class CheckpointApp(FrameCachingApp, LessonApp):
     """Failures and checkpoints: GPUs, failure rate, storage bandwidth, mode and restart -> goodput against the
     checkpoint interval, Daly's optimum marked (distlab.failures.checkpoint_plan and goodput).
 

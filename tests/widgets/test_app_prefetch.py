@@ -284,3 +284,25 @@ def test_a_float_sliders_label_is_the_number_javascript_writes():
     assert prefetch.control_label(slider) == "1"
     assert prefetch.control_label(slider, 1.25) == "1.25" and prefetch.control_label(slider, 0.0) == "0"
     assert prefetch.control_label(widgets.IntSlider(value=4)) == "4"
+
+
+def test_a_small_or_large_floats_label_is_written_as_javascript_writes_it():
+    # ECMA-262 Number::toString (https://tc39.es/ecma262/#sec-numeric-types-number-tostring): with k significant digits
+    # and the point after n of them, plain notation for -6 < n <= 21, exponent notation ("e-7", "e+21") outside; Python's
+    # repr switches at 1e-4 and 1e16. Lesson 11's failure rate (a log slider, 1e-7 to 1e-3 per GPU-hour) keyed
+    # "2.3e-05" where the browser reads "0.000023", so none of that app's changes hit the browser's cache.
+    import ipywidgets as widgets
+
+    rate = widgets.FloatLogSlider(value=2.3e-05, base=10, min=-7, max=-3)
+    assert prefetch.control_label(rate) == "0.000023"  # n = -4: "0." + four zeros + "23"
+    cases = {
+        5.01e-06: "0.00000501",  # n = -5, the smallest n written plain
+        1e-06: "0.000001",
+        1e-07: "1e-7",  # n = -6: exponent notation, no zero padding of the exponent
+        1.5e-07: "1.5e-7",
+        1e16: "10000000000000000",  # repr writes 1e+16; JavaScript writes plain up to n = 21
+        1e21: "1e+21",  # n = 22
+        123.456: "123.456",
+        -0.003: "-0.003",
+    }
+    assert {v: prefetch.js_number(v) for v in cases} == cases

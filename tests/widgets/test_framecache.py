@@ -15,10 +15,13 @@ from PIL import Image
 from distlab.widgets.common import message_html
 from distlab.widgets.data_parallel_zero import OverlapApp
 from distlab.widgets.framecache import frame_pixels
-from distlab.widgets.mixture_of_experts import AllToAllApp
+from distlab.widgets.mixture_of_experts import AllToAllApp, ImbalanceApp, PlacementApp
 from distlab.widgets.pipeline import StageAnalysisApp
-from distlab.widgets.prefetch import SEPARATOR, neighbour_jobs, values_key
+from distlab.widgets.controls import neighbour_values
+from distlab.widgets.prefetch import SEPARATOR, neighbour_jobs, state_key, values_key
 from distlab.widgets.production import BucketApp, ProductionStepApp
+from distlab.widgets.tensor_parallel import TensorParallelApp
+from distlab.widgets.training_at_scale import CheckpointApp, ContextApp, FsdpApp, ScheduleApp
 
 #: (app, its arguments): the default state of each converted app, and states next to invalid ones (interleaved with
 #: m = p = 4: m = 5 or p = 3, 5 break "microbatches a multiple of stages"; 4 nodes of 8 GPUs under tp x pp = 64, itself
@@ -31,6 +34,24 @@ CASES = [
     (ProductionStepApp, {}),
     (ProductionStepApp, dict(nodes=4, pp=8)),
     (AllToAllApp, dict(skew=0.5, capacity=1.25, step=3)),
+    (TensorParallelApp, {}),
+    # tp = 32 over InfiniBand: a hidden size of 2048 (16 heads) or 5120 (40 heads), or an intra-node link (pcie5, 8 GPUs
+    # a node), moves the TP degree (tensor_parallel.tp_after)
+    (TensorParallelApp, dict(tp=32, link="ib-ndr")),
+    (ImbalanceApp, {}),
+    # EP 16: mixtral-8x7b's 8 experts, a neighbouring model, move it to 8 (mixture_of_experts.ep_after)
+    (ImbalanceApp, dict(model="deepseek-v3", ep=16, capacity=1.25)),
+    (PlacementApp, {}),
+    (PlacementApp, dict(model="qwen3-235b-a22b", ep=16, etp=2)),
+    (ScheduleApp, {}),
+    # 1F1B (W drawn with B: the legend lists no W) next to zb-h1 (W apart), at p = 16, m = 64 (the largest grid)
+    (ScheduleApp, dict(kind="1f1b", stages=16, microbatches=64, weight=0.5)),
+    (FsdpApp, {}),
+    (FsdpApp, dict(model="llama3.1-70b", nodes=1, sharding="hybrid", prefetch=0, reshard=False)),
+    (ContextApp, {}),
+    (ContextApp, dict(seq_len=8192, cp=128, tp=1, link="nvlink4")),
+    (CheckpointApp, {}),
+    (CheckpointApp, dict(gpus=256, mode="async", restart_min=0.0)),
 ]
 SAMPLED = 4  # neighbours moved to for real per case (a seeded random sample: each move redraws in the kernel)
 
@@ -42,13 +63,39 @@ def _ready(app):
     return app
 
 
+def _jobs(app) -> list:
+    """The fill's jobs [(browser key, state priced)] from the app's state now, as FrameCachingApp.update starts it."""
+    return neighbour_jobs(app._frame_widgets(), app.frame_state(), neighbour=app.frame_neighbour)
+
+
+def _moves(app) -> list:
+    """[(browser key, control name, value)] of every change one control away, in the fill's order: the key is what
+    the browser's controls show right after the student's change (prefetch.state_key, which reads the labels of
+    the options the controls offer now, as browser_js/prefetch.js does)."""
+    controls = app._frame_widgets()
+    return [
+        (state_key(list(controls.values()), (widget, value)), name, value)
+        for name, widget in controls.items()
+        for value in neighbour_values(widget)
+    ]
+
+
 def _filled(app) -> dict:
     """Every neighbour's payload, as the kernel sends it to the browser: {browser key: (payload, buffers)}."""
     sent = []
     app.frame_cache.send = lambda msg, buffers=None: sent.append((msg, buffers))
     controls = app._frame_widgets()
-    app.prefetcher.run_all(values_key(controls, app.frame_state()), neighbour_jobs(controls, app.frame_state()))
+    app.prefetcher.run_all(values_key(controls, app.frame_state()), _jobs(app))
     return {msg["prefetch"]: (msg["payload"], buffers) for msg, buffers in sent if "prefetch" in msg}
+
+
+def _move_back(app, start: dict, name: str) -> None:
+    """Back to `start` after a real move of `name`: that control first, then any control its observer moved."""
+    getattr(app, name).value = start[name]
+    for other, value in start.items():
+        if getattr(app, other).value != value:
+            getattr(app, other).value = value
+    assert app.frame_state() == start
 
 
 def _texts(app) -> list:
@@ -62,21 +109,21 @@ def _decoded(png: bytes) -> np.ndarray:
 @pytest.mark.parametrize(("cls", "kwargs"), CASES, ids=[f"{c.__name__}-{i}" for i, (c, _) in enumerate(CASES)])
 def test_cached_frame_is_what_the_kernel_draws_there(cls, kwargs):
     app = _ready(cls(**kwargs))
-    controls = app._frame_widgets()
     start = app.frame_state()
     pixels = frame_pixels(app.canvas)
     texts, display = _texts(app), app.canvas.layout.display
-    jobs = neighbour_jobs(controls, start)
-    for key, state in random.Random(f"{cls.__name__}{kwargs}").sample(jobs, min(SAMPLED, len(jobs))):
+    jobs, moves = _jobs(app), _moves(app)
+    assert [key for key, _ in jobs] == [key for key, _, _ in moves]  # keyed as the browser sees the change
+    sample = random.Random(f"{cls.__name__}{kwargs}").sample(range(len(jobs)), min(SAMPLED, len(jobs)))
+    for (_, state), (key, name, value) in [(jobs[i], moves[i]) for i in sample]:
         payloads = _filled(app)  # as the kernel fills after each change
         assert sorted(payloads) == sorted(key for key, _ in jobs)
         # the fill sends nothing the student sees and leaves the current picture as it was (pixels compared)
         assert np.array_equal(frame_pixels(app.canvas), pixels)
         assert _texts(app) == texts and app.canvas.layout.display == display
-        (name,) = [n for n in state if state[n] != start[n]]
         payload, buffers = payloads[key]
-        getattr(app, name).value = state[name]  # the student really moves it: the kernel draws and sends
-        assert values_key(controls, app.frame_state()) == key
+        getattr(app, name).value = value  # the student really moves it: the kernel draws and sends
+        assert app.frame_state() == state  # the state priced is the one the kernel reaches (observers included)
         assert payload["texts"] == _texts(app), key.replace(SEPARATOR, "|")
         assert payload["shown"] == (app.canvas.layout.display != "none")
         if payload["shown"]:
@@ -84,7 +131,7 @@ def test_cached_frame_is_what_the_kernel_draws_there(cls, kwargs):
             assert np.array_equal(_decoded(buffers[0]).view(np.uint32)[..., 0], app.canvas._last_buff)
         else:
             assert payload["png"] is None and not buffers
-        getattr(app, name).value = start[name]  # the next fill starts here, after a real move there and back
+        _move_back(app, start, name)  # the next fill starts here, after a real move there and back
         pixels, texts, display = frame_pixels(app.canvas), _texts(app), app.canvas.layout.display
 
 
@@ -108,7 +155,7 @@ def test_a_fill_turn_prices_one_neighbour_at_most(monkeypatch):
     sent = []
     app.frame_cache.send = lambda msg, buffers=None: sent.append(msg)
     controls = app._frame_widgets()
-    jobs = neighbour_jobs(controls, app.frame_state())
+    jobs = _jobs(app)
     step = app.prefetcher._turns(values_key(controls, app.frame_state()), jobs)
     per_turn = []
     more = True
@@ -119,7 +166,23 @@ def test_a_fill_turn_prices_one_neighbour_at_most(monkeypatch):
     assert max(per_turn) == 1 and sum(per_turn) == len(jobs) == 10  # 5 controls, 2 neighbours each
 
 
-@pytest.mark.parametrize("cls", [OverlapApp, StageAnalysisApp, BucketApp, ProductionStepApp, AllToAllApp])
+WALKED = [
+    OverlapApp,
+    StageAnalysisApp,
+    BucketApp,
+    ProductionStepApp,
+    AllToAllApp,
+    TensorParallelApp,
+    ImbalanceApp,
+    PlacementApp,
+    ScheduleApp,
+    FsdpApp,
+    ContextApp,
+    CheckpointApp,
+]
+
+
+@pytest.mark.parametrize("cls", WALKED)
 def test_an_app_filled_at_every_step_draws_what_an_app_never_filled_draws(cls):
     # the invariant the put-back keeps: a random walk of real moves (a neighbour of one control at a time) draws,
     # frame after frame, the same pixels and texts whether or not every neighbour was painted before each move
@@ -127,10 +190,39 @@ def test_an_app_filled_at_every_step_draws_what_an_app_never_filled_draws(cls):
     rng = random.Random(cls.__name__)
     for _ in range(8):
         _filled(filled)
-        key, state = rng.choice(neighbour_jobs(filled._frame_widgets(), filled.frame_state()))
+        key, name, value = rng.choice(_moves(filled))
         for app in (filled, plain):
-            for name, value in state.items():
-                if getattr(app, name).value != value:
-                    getattr(app, name).value = value
+            getattr(app, name).value = value
         assert np.array_equal(filled.canvas._last_buff, plain.canvas._last_buff), key.replace(SEPARATOR, "|")
         assert _texts(filled) == _texts(plain)
+
+
+#: (app, its arguments, the control the student moves and its new value, the dependent control, its options and value
+#: after): lesson 5 at tp = 32 over InfiniBand, h = 4096 (32 heads), set to h = 5120: 5120 / 128 = 40 heads, which 32
+#: and 16 do not divide, so the observer re-offers TP 1, 2, 4, 8 and moves it to 8 (the largest below 32 that divides
+#: 40); lesson 10 at deepseek-v3 (256 experts), EP 16, set to mixtral-8x7b: 8 experts, EP 1, 2, 4, 8 offered, moved to 8.
+DEPENDENT = [
+    (TensorParallelApp, dict(tp=32, hidden=4096, link="ib-ndr"), "hidden", 5120, "tp", (1, 2, 4, 8), 8),
+    (ImbalanceApp, dict(model="deepseek-v3", ep=16), "model", "mixtral-8x7b", "ep", (1, 2, 4, 8), 8),
+    (PlacementApp, dict(model="deepseek-v3", ep=16), "model", "mixtral-8x7b", "ep", (1, 2, 4, 8), 8),
+]
+
+
+@pytest.mark.parametrize(("cls", "kwargs", "name", "value", "dependent", "options", "after"), DEPENDENT)
+def test_a_change_that_moves_a_dependent_control_is_cached_under_the_key_the_browser_sees(
+    cls, kwargs, name, value, dependent, options, after
+):
+    # The browser looks the change up right after it, before the kernel re-offers the dependent control's options: by
+    # the labels it shows then (TP still "32", EP still "16"); the picture and texts under that key must be the
+    # kernel's at the state its observer reaches (TP 8, EP 8).
+    app = _ready(cls(**kwargs))
+    controls = app._frame_widgets()
+    key = state_key(list(controls.values()), (getattr(app, name), value))
+    names = list(controls)
+    assert key.split(SEPARATOR)[names.index(dependent)] == str(kwargs[dependent])  # what the browser shows
+    payloads = _filled(app)
+    getattr(app, name).value = value
+    assert getattr(app, dependent).value == after and tuple(getattr(app, dependent).options) == options
+    payload, buffers = payloads[key]
+    assert payload["shown"] and payload["texts"] == _texts(app)
+    assert np.array_equal(_decoded(buffers[0]).view(np.uint32)[..., 0], app.canvas._last_buff)
