@@ -230,18 +230,31 @@ class LessonApp(widgets.VBox):
             return self.error or ""
         return self.describe(result)
 
-    def update(self, change=None) -> None:
-        """Recompute and redraw in place; on invalid input fade the picture and show our message instead."""
+    def drawn(self, compute, keep=None) -> tuple:
+        """(result, redraw request, text, kind) of `compute()`'s result, rendered and described (`keep(result)` is
+        called before render); our DistlabError in place of the result, its message as the text and kind 'error' when
+        compute, render or describe raises one. The one place an app's DistlabError is caught (update, and the frame
+        cache painting a neighbour: distlab.widgets.framecache)."""
         full = None
         try:
-            result = self.compute()
-            self.result, self.error = result, None
+            result = compute()
+            if keep is not None:
+                keep(result)
             full = self.render(result)
-            text, kind = self.describe(result), self.status_kind(result)
+            return result, full, self.describe(result), self.status_kind(result)
         except DistlabError as exc:
-            self.result, self.error = None, str(exc)
+            return exc, full, str(exc), "error"
+
+    def update(self, change=None) -> None:
+        """Recompute and redraw in place; on invalid input fade the picture and show our message instead."""
+
+        def keep(result) -> None:
+            self.result, self.error = result, None
+
+        outcome, full, text, kind = self.drawn(self.compute, keep)
+        if isinstance(outcome, DistlabError):
+            self.result, self.error = None, text
             full = _either(full, self.fade())
-            text, kind = self.error, "error"
         self._present(text, kind)
         if full is not None and self.renderer is not None:
             if isinstance(full, str) and full == DATA:

@@ -166,13 +166,13 @@ class FrameCachingApp:
         history = _snapshot(self._drawing_objects())
         self._painting, self._captured = state, {}
         try:
-            try:
+
+            def computed():
                 if isinstance(result, DistlabError):
                     raise result
-                full = self.render(result)  # type: ignore[attr-defined]
-                text, kind = self.describe(result), self.status_kind(result)  # type: ignore[attr-defined]
-            except DistlabError as exc:
-                full, text, kind = None, str(exc), "error"
+                return result
+
+            outcome, full, text, kind = self.drawn(computed)  # type: ignore[attr-defined]
             png = None
             if kind != "error":
                 renderer.paint(full)

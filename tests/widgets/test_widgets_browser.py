@@ -226,9 +226,10 @@ def _check_ladder(app):
     ladder = app.result.ladder
     assert len(bars) == len(f["labels"]) == len(f["totals"][0]) == len(f["faded"][0]) == len(ladder) + 1
     assert f["faded"][0] == [False] + [bool(s.skipped) for s in ladder]
-    # the axis, whatever the ladder: twice the 80 GB capacity x 1.08 = 172.8 GB, rounded up to 1, 1.5, 2, 3, 4, 5,
-    # 6 or 8 x 10^k: 200 GB, so the capacity line stays 80 / 200 = 40% of the way up
-    assert f["capacity"] == 80 and f["top"] == 200
+    # the axis, whatever the ladder: the H100's capacity as CUDA sees it, 79.11 GiB = 79.11 x 2^30 B = 84.94 GB (the
+    # catalog's sourced figure); twice that x 1.08 = 183.5 GB, rounded up to 1, 1.5, 2, 3, 4, 5, 6 or 8 x 10^k: 200 GB,
+    # so the capacity line stays 84.94 / 200 = 42% of the way up
+    assert f["capacity"] == pytest.approx(79.11 * 2**30 / 1e9) and f["top"] == 200
     for bar, cut in zip(bars, clipped):
         assert cut == (sum(bar) > f["top"])  # inside the axis, or cut there and marked
 
@@ -241,7 +242,7 @@ def test_a_ladder_far_over_the_gpu_is_cut_at_twice_its_memory():
     f = app.picture.frames
     totals = [sum(bar) for bar in f["bars"][0]]
     assert totals[0] > 1000  # GB: the given configuration needs terabytes
-    # 2 x 80 GB x 1.08 = 172.8 GB, rounded up: 200 GB; the bars above it are cut and marked, the others not
+    # 2 x 84.94 GB (79.11 GiB) x 1.08 = 183.5 GB, rounded up: 200 GB; the bars above it are cut and marked, the others not
     assert f["top"] == 200
     assert f["clipped"][0] == [t > 200 for t in totals] and f["clipped"][0][0]
     assert f["mark"] == [[[k + 1, "first fit"] for k, s in enumerate(app.result.ladder) if s is app.result.first_fit]]
