@@ -1570,7 +1570,7 @@ KEYBOARD_CELLS = [
 def test_keyboard_drives_every_other_kind_of_control_in_jupyterlab(jupyterlab):
     """Every control from the keyboard (issue 32), the kinds the tests above do not press: a SelectionSlider (lesson
     5's hidden size: ArrowRight), a Checkbox (lesson 5's sequence parallelism: Space), a FloatSlider (lesson 11's
-    restart minutes, lesson 4's max bubble: ArrowRight adds one step), a FloatLogSlider (lesson 11's storage: ArrowRight
+    restart minutes: ArrowRight adds one step), a FloatLogSlider (lesson 11's storage: ArrowRight
     one step of its exponent) and a number box (lesson 4's layer time: typed, Enter). After each, the text distlab
     writes under the picture is what the app computes for the new value here (built the same way in this process)."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
@@ -1609,7 +1609,6 @@ def test_keyboard_drives_every_other_kind_of_control_in_jupyterlab(jupyterlab):
     after.restart.value = ckpt.restart.value
     after.storage.value = 10 ** (math.log10(ckpt.storage.value) + ckpt.storage.step)
     log_candidates = [texts(after)]
-    expect("max bubble %", "ArrowRight", stage, lambda a: setattr(a.max_bubble, "value", a.max_bubble.value + 1.0))
     typed = 2.5 if stage.layer_time.value != 2.5 else 3.5
     expect("layer F (ms)", "type", stage, lambda a: setattr(a.layer_time, "value", typed))
     nb = nbformat.v4.new_notebook()
