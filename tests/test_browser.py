@@ -272,6 +272,29 @@ def _open_and_run_all(page, url: str) -> None:
             page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
 
 
+@contextlib.contextmanager
+def _notebook_page(jupyterlab, sync_api, notebook: str, cells: list, shot: str, height: int = 1000):
+    """A notebook of the code `cells`, uploaded to the module's JupyterLab as `notebook`, opened in a fresh page and
+    run as a student runs it (Run > Run All Cells); the block gets the page, and its screenshot is saved as
+    test-artifacts/`shot` when the block ends, passed or failed."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(cell) for cell in cells]
+    base, token = jupyterlab
+    _upload_notebook(base, token, notebook, nb)
+    with _chromium(sync_api) as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": height})
+        page.set_default_timeout(30_000)
+        try:
+            _open_and_run_all(page, f"{base}/lab/tree/{notebook}?token={token}")
+            yield page
+        finally:
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / shot), full_page=False)
+            browser.close()
+
+
 def test_shipped_settings_are_what_jupyterlab_uses(jupyterlab):
     base, token = jupyterlab
     tracker = _get(f"{base}/lab/api/settings/@jupyterlab/notebook-extension:tracker?token={token}")
@@ -1272,7 +1295,6 @@ def test_a_prefetched_change_of_a_lesson_app_redraws_with_no_kernel(jupyterlab, 
     (the canvas too where it changes: a new link changes only the ring's text) and writes the text distlab computes
     for it, from the browser's cache alone (no kernel to ask)."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
-    import nbformat
 
     from distlab.widgets.common import neighbour_values
 
@@ -1285,49 +1307,39 @@ def test_a_prefetched_change_of_a_lesson_app_redraws_with_no_kernel(jupyterlab, 
     control.value = next(v for v in neighbour_values(control) if str(v) == option)
     want = _squash(app.summary())
     assert want != before
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(cell)]
-    base, token = jupyterlab
     notebook = f"prefetch-{name.replace(' ', '-')}.ipynb"
-    _upload_notebook(base, token, notebook, nb)
-    with _chromium(sync_api) as browser:
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(30_000)
-        try:
-            _open_and_run_all(page, f"{base}/lab/tree/{notebook}?token={token}")
-            holder = page.locator("[data-prefetched]")
-            holder.wait_for(timeout=90_000)
-            page.wait_for_function(
-                "([el, n]) => Number(el.getAttribute('data-prefetched')) >= n",
-                arg=[holder.element_handle(), neighbours],
-                timeout=90_000,
-            )
-            summary = page.locator(".distlab-picture .distlab-summary")
-            assert _squash(summary.text_content() or "") == before
-            canvas = page.locator(".distlab-picture canvas")
-            pixels = canvas.evaluate("c => c.toDataURL()")
-            page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
-            page.get_by_role("menuitem", name=re.compile(r"^Shut Down Kernel")).first.click()
-            page.wait_for_selector("#jp-main-statusbar >> text=/No Kernel|Unknown/", timeout=30_000)
-            named = page.locator(".widget-label", has_text=re.compile(f"^{label}$"))
-            if hasattr(control, "_options_labels") and type(control).__name__ == "ToggleButtons":
-                toggles = page.locator(".widget-toggle-buttons", has=named)
-                toggles.get_by_role("button", name=option, exact=True).click()
-            else:
-                page.locator(".widget-dropdown", has=named).locator("select").select_option(label=option)
-            page.wait_for_function(
-                "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
-                arg=[summary.element_handle(), want],
-                timeout=10_000,
-            )
-            assert holder.get_attribute("data-drawn-from") == "cache"
-            assert (canvas.evaluate("c => c.toDataURL()") == pixels) == (name in SAME_CANVAS)
-            if name == "bubble grid":  # the legend, drawn from the same cached payload, now names W
-                assert "weight gradient (W)" in (page.locator(".distlab-legend").text_content() or "")
-        finally:
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / f"browser-prefetch-{name.replace(' ', '-')}.png"), full_page=False)
-            browser.close()
+    with _notebook_page(
+        jupyterlab, sync_api, notebook, [cell], f"browser-prefetch-{name.replace(' ', '-')}.png"
+    ) as page:
+        holder = page.locator("[data-prefetched]")
+        holder.wait_for(timeout=90_000)
+        page.wait_for_function(
+            "([el, n]) => Number(el.getAttribute('data-prefetched')) >= n",
+            arg=[holder.element_handle(), neighbours],
+            timeout=90_000,
+        )
+        summary = page.locator(".distlab-picture .distlab-summary")
+        assert _squash(summary.text_content() or "") == before
+        canvas = page.locator(".distlab-picture canvas")
+        pixels = canvas.evaluate("c => c.toDataURL()")
+        page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
+        page.get_by_role("menuitem", name=re.compile(r"^Shut Down Kernel")).first.click()
+        page.wait_for_selector("#jp-main-statusbar >> text=/No Kernel|Unknown/", timeout=30_000)
+        named = page.locator(".widget-label", has_text=re.compile(f"^{label}$"))
+        if hasattr(control, "_options_labels") and type(control).__name__ == "ToggleButtons":
+            toggles = page.locator(".widget-toggle-buttons", has=named)
+            toggles.get_by_role("button", name=option, exact=True).click()
+        else:
+            page.locator(".widget-dropdown", has=named).locator("select").select_option(label=option)
+        page.wait_for_function(
+            "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
+            arg=[summary.element_handle(), want],
+            timeout=10_000,
+        )
+        assert holder.get_attribute("data-drawn-from") == "cache"
+        assert (canvas.evaluate("c => c.toDataURL()") == pixels) == (name in SAME_CANVAS)
+        if name == "bubble grid":  # the legend, drawn from the same cached payload, now names W
+            assert "weight gradient (W)" in (page.locator(".distlab-legend").text_content() or "")
 
 
 #: The matplotlib-drawn apps whose cached change is checked with no kernel (issue 32: distlab.widgets.framecache):
@@ -1378,7 +1390,6 @@ def test_a_cached_change_of_a_matplotlib_app_redraws_with_no_kernel(jupyterlab, 
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
     import base64
 
-    import nbformat
     import numpy as np
 
     from distlab.widgets.filling import attempt
@@ -1396,49 +1407,37 @@ def test_a_cached_change_of_a_matplotlib_app_redraws_with_no_kernel(jupyterlab, 
     want = _text_content(app.status.value)
     assert want == _text_content(payload["texts"][0])
     assert want != before and payload["shown"]
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(cell)]
-    base, token = jupyterlab
     notebook = f"framecache-{name}.ipynb"
-    _upload_notebook(base, token, notebook, nb)
-    with _chromium(sync_api) as browser:
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(30_000)
-        try:
-            _open_and_run_all(page, f"{base}/lab/tree/{notebook}?token={token}")
-            holder = page.locator(".distlab-framecache")
-            holder.wait_for(state="attached", timeout=90_000)
-            page.wait_for_function(
-                "([el, n]) => Number(el.getAttribute('data-prefetched')) >= n",
-                arg=[holder.element_handle(), len(jobs)],
-                timeout=90_000,
-            )
-            source = re.search(r"\[[a-z_.]+\]", before).group(0)  # the function the status names
-            status = page.locator(".widget-html-content").filter(has_text=source).last
-            assert _squash(status.text_content() or "") == before
-            page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
-            page.get_by_role("menuitem", name=re.compile(r"^Shut Down Kernel")).first.click()
-            page.wait_for_selector("#jp-main-statusbar >> text=/No Kernel|Unknown/", timeout=30_000)
-            named = page.locator(".widget-label", has_text=re.compile(f"^{label}$"))
-            if type(getattr(app, moved)).__name__ == "ToggleButtons":
-                page.locator(".widget-toggle-buttons", has=named).get_by_role("button", name=option, exact=True).click()
-            else:
-                page.locator(".widget-dropdown", has=named).locator("select").select_option(label=option)
-            page.wait_for_function(
-                "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
-                arg=[status.element_handle(), want],
-                timeout=10_000,
-            )
-            assert holder.get_attribute("data-drawn-from") == "cache"
-            assert holder.get_attribute("data-cache-hits") == "1"
-            frame = page.locator("canvas.distlab-frame")
-            page.wait_for_function("c => c.width > 0 && c.style.display !== 'none'", arg=frame.element_handle())
-            shown = frame.evaluate("c => c.toDataURL('image/png')").split(",", 1)[1]
-            assert np.array_equal(_png_pixels(base64.b64decode(shown)), _png_pixels(payload["png"]))
-        finally:
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / f"browser-framecache-{name}.png"), full_page=False)
-            browser.close()
+    with _notebook_page(jupyterlab, sync_api, notebook, [cell], f"browser-framecache-{name}.png") as page:
+        holder = page.locator(".distlab-framecache")
+        holder.wait_for(state="attached", timeout=90_000)
+        page.wait_for_function(
+            "([el, n]) => Number(el.getAttribute('data-prefetched')) >= n",
+            arg=[holder.element_handle(), len(jobs)],
+            timeout=90_000,
+        )
+        source = re.search(r"\[[a-z_.]+\]", before).group(0)  # the function the status names
+        status = page.locator(".widget-html-content").filter(has_text=source).last
+        assert _squash(status.text_content() or "") == before
+        page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
+        page.get_by_role("menuitem", name=re.compile(r"^Shut Down Kernel")).first.click()
+        page.wait_for_selector("#jp-main-statusbar >> text=/No Kernel|Unknown/", timeout=30_000)
+        named = page.locator(".widget-label", has_text=re.compile(f"^{label}$"))
+        if type(getattr(app, moved)).__name__ == "ToggleButtons":
+            page.locator(".widget-toggle-buttons", has=named).get_by_role("button", name=option, exact=True).click()
+        else:
+            page.locator(".widget-dropdown", has=named).locator("select").select_option(label=option)
+        page.wait_for_function(
+            "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
+            arg=[status.element_handle(), want],
+            timeout=10_000,
+        )
+        assert holder.get_attribute("data-drawn-from") == "cache"
+        assert holder.get_attribute("data-cache-hits") == "1"
+        frame = page.locator("canvas.distlab-frame")
+        page.wait_for_function("c => c.width > 0 && c.style.display !== 'none'", arg=frame.element_handle())
+        shown = frame.evaluate("c => c.toDataURL('image/png')").split(",", 1)[1]
+        assert np.array_equal(_png_pixels(base64.b64decode(shown)), _png_pixels(payload["png"]))
 
 
 def test_a_cached_change_of_the_grid_shows_the_warnings_of_its_new_layout(jupyterlab):
@@ -1576,7 +1575,6 @@ def test_keyboard_drives_every_other_kind_of_control_in_jupyterlab(jupyterlab):
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
     import math
 
-    import nbformat
 
     from distlab.widgets.pipeline import StageAnalysisApp
     from distlab.widgets.training_at_scale import CheckpointApp
@@ -1611,70 +1609,60 @@ def test_keyboard_drives_every_other_kind_of_control_in_jupyterlab(jupyterlab):
     log_candidates = [texts(after)]
     typed = 2.5 if stage.layer_time.value != 2.5 else 3.5
     expect("layer F (ms)", "type", stage, lambda a: setattr(a.layer_time, "value", typed))
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(c) for c in KEYBOARD_CELLS]
-    base, token = jupyterlab
-    _upload_notebook(base, token, "keyboard-kinds.ipynb", nb)
-    with _chromium(sync_api) as browser:
-        page = browser.new_page(viewport={"width": 1400, "height": 2400})
-        page.set_default_timeout(30_000)
-        try:
-            _open_and_run_all(page, f"{base}/lab/tree/keyboard-kinds.ipynb?token={token}")
-            page.locator(".widget-label", has_text="layer F (ms)").wait_for(timeout=90_000)
-            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
+    with _notebook_page(
+        jupyterlab, sync_api, "keyboard-kinds.ipynb", KEYBOARD_CELLS, "browser-keyboard-kinds.png", height=2400
+    ) as page:
+        page.locator(".widget-label", has_text="layer F (ms)").wait_for(timeout=90_000)
+        page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
 
-            def shows(options: list, what: str) -> None:
-                # every text of one of `options` is shown in some HTML widget of the page
-                try:
-                    page.wait_for_function(
-                        """options => {
-                            const shown = new Set([...document.querySelectorAll('.widget-html-content')]
-                                .filter(el => el.offsetParent !== null)
-                                .map(el => el.innerText.split(/\\s+/).join(' ').trim()));
-                            return options.some(texts => texts.every(t => shown.has(t)));
-                        }""",
-                        arg=options,
-                        timeout=30_000,
-                    )
-                except sync_api.TimeoutError:
-                    pytest.fail(f"after {what}: the page does not show distlab's text {options[0]!r}")
+        def shows(options: list, what: str) -> None:
+            # every text of one of `options` is shown in some HTML widget of the page
+            try:
+                page.wait_for_function(
+                    """options => {
+                        const shown = new Set([...document.querySelectorAll('.widget-html-content')]
+                            .filter(el => el.offsetParent !== null)
+                            .map(el => el.innerText.split(/\\s+/).join(' ').trim()));
+                        return options.some(texts => texts.every(t => shown.has(t)));
+                    }""",
+                    arg=options,
+                    timeout=30_000,
+                )
+            except sync_api.TimeoutError:
+                pytest.fail(f"after {what}: the page does not show distlab's text {options[0]!r}")
 
-            def control(label: str):
-                return page.locator(
-                    ".widget-inline-hbox",
-                    has=page.locator(".widget-label", has_text=re.compile(f"^{re.escape(label)}$")),
-                ).first
+        def control(label: str):
+            return page.locator(
+                ".widget-inline-hbox",
+                has=page.locator(".widget-label", has_text=re.compile(f"^{re.escape(label)}$")),
+            ).first
 
-            for label, press, want in steps[:3]:
-                box = control(label)
-                if press == "Space":  # ipywidgets writes a checkbox's description beside its box, not in its label
-                    target = page.get_by_role("checkbox", name=label)
-                else:
-                    target = box.locator("[role=slider], .noUi-handle").first
+        for label, press, want in steps[:3]:
+            box = control(label)
+            if press == "Space":  # ipywidgets writes a checkbox's description beside its box, not in its label
+                target = page.get_by_role("checkbox", name=label)
+            else:
+                target = box.locator("[role=slider], .noUi-handle").first
+            target.focus()
+            page.keyboard.press(press)
+            shows([want], f"{press} on {label!r}")
+            assert target.evaluate("el => document.activeElement === el"), f"{label}: the control lost the focus"
+        handle = control("storage TB/s").locator("[role=slider], .noUi-handle").first
+        handle.focus()
+        page.keyboard.press("ArrowRight")
+        shows(log_candidates, "ArrowRight on 'storage TB/s'")
+        for label, press, want in steps[3:]:
+            box = control(label)
+            if press == "type":
+                field = box.locator("input").first
+                field.click()
+                field.press("Control+a")
+                page.keyboard.type(str(typed))
+                page.keyboard.press("Enter")
+            else:
+                target = box.locator("[role=slider], .noUi-handle").first
                 target.focus()
                 page.keyboard.press(press)
-                shows([want], f"{press} on {label!r}")
-                assert target.evaluate("el => document.activeElement === el"), f"{label}: the control lost the focus"
-            handle = control("storage TB/s").locator("[role=slider], .noUi-handle").first
-            handle.focus()
-            page.keyboard.press("ArrowRight")
-            shows(log_candidates, "ArrowRight on 'storage TB/s'")
-            for label, press, want in steps[3:]:
-                box = control(label)
-                if press == "type":
-                    field = box.locator("input").first
-                    field.click()
-                    field.press("Control+a")
-                    page.keyboard.type(str(typed))
-                    page.keyboard.press("Enter")
-                else:
-                    target = box.locator("[role=slider], .noUi-handle").first
-                    target.focus()
-                    page.keyboard.press(press)
-                shows([want], f"{press} on {label!r}")
-            cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
-            assert cells.count() == len(KEYBOARD_CELLS) and page.get_by_text("Error displaying widget").count() == 0
-        finally:
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "browser-keyboard-kinds.png"), full_page=False)
-            browser.close()
+            shows([want], f"{press} on {label!r}")
+        cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
+        assert cells.count() == len(KEYBOARD_CELLS) and page.get_by_text("Error displaying widget").count() == 0
