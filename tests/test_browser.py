@@ -1575,7 +1575,6 @@ def test_keyboard_drives_every_other_kind_of_control_in_jupyterlab(jupyterlab):
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
     import math
 
-
     from distlab.widgets.pipeline import StageAnalysisApp
     from distlab.widgets.training_at_scale import CheckpointApp
     from distlab.widgets.tensor_parallel import TensorParallelApp

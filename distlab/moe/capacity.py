@@ -62,6 +62,10 @@ def expert_capacity(tokens, experts, top_k, capacity_factor) -> int:
     return max(1, math.ceil(cf * t * k / e - 1e-9))
 
 
+#: The most token copies one expert may be given (far above any step's tokens, ~1e8): sums over 2^20 experts stay finite.
+MAX_LOAD = 1e15
+
+
 def _loads(loads, name: str = "loads") -> np.ndarray:
     array = None
     if not isinstance(loads, (str, bytes, dict)) and (not hasattr(loads, "__len__") or len(loads) <= 2**20):
@@ -75,9 +79,12 @@ def _loads(loads, name: str = "loads") -> np.ndarray:
         or array.size == 0
         or not np.all(np.isfinite(array))
         or np.any(array < 0)
+        or np.any(array > MAX_LOAD)
         or array.size > 2**20
     ):
-        raise ConfigurationError(f"{name} must be a 1-D sequence of 1 to {2**20:,} token counts >= 0 per expert")
+        raise ConfigurationError(
+            f"{name} must be a 1-D sequence of 1 to {2**20:,} token counts from 0 to {MAX_LOAD:.0e} per expert"
+        )
     return array
 
 
