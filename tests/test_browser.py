@@ -295,6 +295,22 @@ def _notebook_page(jupyterlab, sync_api, notebook: str, cells: list, shot: str, 
             browser.close()
 
 
+def _wait_filled(page, holder, n) -> None:
+    """Wait until the picture `holder` (a locator) says the browser holds at least `n` prefetched states."""
+    page.wait_for_function(
+        "([el, n]) => Number(el.getAttribute('data-prefetched')) >= n",
+        arg=[holder.element_handle(), n],
+        timeout=90_000,
+    )
+
+
+def _shut_down_kernel(page) -> None:
+    """Kernel > Shut Down Kernel, as a student would, and wait until JupyterLab says no kernel runs."""
+    page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
+    page.get_by_role("menuitem", name=re.compile(r"^Shut Down Kernel")).first.click()
+    page.wait_for_selector("#jp-main-statusbar >> text=/No Kernel|Unknown/", timeout=30_000)
+
+
 def test_shipped_settings_are_what_jupyterlab_uses(jupyterlab):
     base, token = jupyterlab
     tracker = _get(f"{base}/lab/api/settings/@jupyterlab/notebook-extension:tracker?token={token}")
@@ -594,9 +610,7 @@ def test_browser_pictures_answer_a_key_press_with_distlabs_numbers(jupyterlab):
             lab_picture.screenshot(path=str(ARTIFACTS / "browser-pictures-lab.png"))
 
             # no kernel: the pictures still answer (every position is already in the browser)
-            page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
-            page.get_by_role("menuitem", name=re.compile(r"^Shut Down Kernel")).first.click()
-            page.wait_for_selector("#jp-main-statusbar >> text=/No Kernel|Unknown/", timeout=30_000)
+            _shut_down_kernel(page)
             press(ring_picture, "ArrowRight", "ring", 2)
             press(grid_picture, "ArrowRight", "grid", 18)
             press(zero_picture, "ArrowRight", "zero", 10)
@@ -1224,18 +1238,12 @@ def test_a_prefetched_change_of_the_training_lab_redraws_with_no_kernel(jupyterl
             _open_and_run_all(page, f"{base}/lab/tree/prefetch.ipynb?token={token}")
             holder = page.locator("[data-prefetched]")
             holder.wait_for(timeout=90_000)
-            page.wait_for_function(
-                "([el, n]) => Number(el.getAttribute('data-prefetched')) >= n",
-                arg=[holder.element_handle(), neighbours],
-                timeout=90_000,
-            )
+            _wait_filled(page, holder, neighbours)
             summary = page.locator(".distlab-picture .distlab-summary")
             assert _squash(summary.text_content() or "") == before
             canvas = page.locator(".distlab-picture canvas")
             pixels = canvas.evaluate("c => c.toDataURL()")
-            page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
-            page.get_by_role("menuitem", name=re.compile(r"^Shut Down Kernel")).first.click()
-            page.wait_for_selector("#jp-main-statusbar >> text=/No Kernel|Unknown/", timeout=30_000)
+            _shut_down_kernel(page)
             page.locator(".widget-dropdown", has_text="sequence").locator("select").select_option("16384")
             page.wait_for_function(
                 "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
@@ -1313,18 +1321,12 @@ def test_a_prefetched_change_of_a_lesson_app_redraws_with_no_kernel(jupyterlab, 
     ) as page:
         holder = page.locator("[data-prefetched]")
         holder.wait_for(timeout=90_000)
-        page.wait_for_function(
-            "([el, n]) => Number(el.getAttribute('data-prefetched')) >= n",
-            arg=[holder.element_handle(), neighbours],
-            timeout=90_000,
-        )
+        _wait_filled(page, holder, neighbours)
         summary = page.locator(".distlab-picture .distlab-summary")
         assert _squash(summary.text_content() or "") == before
         canvas = page.locator(".distlab-picture canvas")
         pixels = canvas.evaluate("c => c.toDataURL()")
-        page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
-        page.get_by_role("menuitem", name=re.compile(r"^Shut Down Kernel")).first.click()
-        page.wait_for_selector("#jp-main-statusbar >> text=/No Kernel|Unknown/", timeout=30_000)
+        _shut_down_kernel(page)
         named = page.locator(".widget-label", has_text=re.compile(f"^{label}$"))
         if hasattr(control, "_options_labels") and type(control).__name__ == "ToggleButtons":
             toggles = page.locator(".widget-toggle-buttons", has=named)
@@ -1411,17 +1413,11 @@ def test_a_cached_change_of_a_matplotlib_app_redraws_with_no_kernel(jupyterlab, 
     with _notebook_page(jupyterlab, sync_api, notebook, [cell], f"browser-framecache-{name}.png") as page:
         holder = page.locator(".distlab-framecache")
         holder.wait_for(state="attached", timeout=90_000)
-        page.wait_for_function(
-            "([el, n]) => Number(el.getAttribute('data-prefetched')) >= n",
-            arg=[holder.element_handle(), len(jobs)],
-            timeout=90_000,
-        )
+        _wait_filled(page, holder, len(jobs))
         source = re.search(r"\[[a-z_.]+\]", before).group(0)  # the function the status names
         status = page.locator(".widget-html-content").filter(has_text=source).last
         assert _squash(status.text_content() or "") == before
-        page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
-        page.get_by_role("menuitem", name=re.compile(r"^Shut Down Kernel")).first.click()
-        page.wait_for_selector("#jp-main-statusbar >> text=/No Kernel|Unknown/", timeout=30_000)
+        _shut_down_kernel(page)
         named = page.locator(".widget-label", has_text=re.compile(f"^{label}$"))
         if type(getattr(app, moved)).__name__ == "ToggleButtons":
             page.locator(".widget-toggle-buttons", has=named).get_by_role("button", name=option, exact=True).click()
@@ -1475,16 +1471,10 @@ def test_a_cached_change_of_the_grid_shows_the_warnings_of_its_new_layout(jupyte
             _open_and_run_all(page, f"{base}/lab/tree/prefetch-grid-warning.ipynb?token={token}")
             holder = page.locator("[data-prefetched]")
             holder.wait_for(timeout=90_000)
-            page.wait_for_function(
-                "([el, n]) => Number(el.getAttribute('data-prefetched')) >= n",
-                arg=[holder.element_handle(), neighbours],
-                timeout=90_000,
-            )
+            _wait_filled(page, holder, neighbours)
             output = page.locator(".jp-OutputArea-output").first
             assert "TP leaves the node" not in output.inner_text()
-            page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
-            page.get_by_role("menuitem", name=re.compile(r"^Shut Down Kernel")).first.click()
-            page.wait_for_selector("#jp-main-statusbar >> text=/No Kernel|Unknown/", timeout=30_000)
+            _shut_down_kernel(page)
             dropdown = page.locator(".widget-dropdown", has=page.locator(".widget-label", has_text="GPUs/node"))
             dropdown.locator("select").select_option(label="4")
             summary = page.locator(".distlab-picture .distlab-summary")
