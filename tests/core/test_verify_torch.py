@@ -190,9 +190,13 @@ def test_ring_model_fits_two_processes(all_reduce):
     # loopback TCP on any recent CPU moves 0.1-20 GB/s; 10 MB/s .. 100 GB/s only rejects a broken fit
     assert 1e7 < fit.beta_bytes_per_s < 1e11
     assert 0 <= fit.alpha_s < 0.01  # a loopback step costs microseconds, not tens of milliseconds
-    # log(time) spans ~5 e-folds over the sweep; the fit explains >= 90 % of that variance (0.97-0.99
-    # measured on the 2-core CI machine; fastest repetition per size, see AllReduceMeasurement)
-    assert fit.r2_log > 0.9
+    # log(time) spans ~5 e-folds over the sweep (1 KiB .. 64 MiB); a constant (no model) explains 0 % of that
+    # variance by definition of R^2, and the ring model explains 97-99 % on the quiet 2-core machine (fastest
+    # repetition per size, see AllReduceMeasurement). Beside another xdist worker the latency-bound small
+    # messages jitter: CI measured 0.887 once. 0.75 still rejects a fit whose shape is wrong: on the shape
+    # measured there (alpha 90 us, beta 1.96 GB/s) the best latency-only model scores R^2 = 0 and the best
+    # bandwidth-only model -0.25 (each fitted by its scale in log space).
+    assert fit.r2_log > 0.75
 
 
 def test_a_failing_worker_stops_the_run_at_once_with_its_reason(monkeypatch):
