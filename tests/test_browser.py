@@ -1559,9 +1559,12 @@ KEYBOARD_CELLS = [
 def test_keyboard_drives_every_other_kind_of_control_in_jupyterlab(jupyterlab):
     """Every control from the keyboard (issue 32), the kinds the tests above do not press: a SelectionSlider (lesson
     5's hidden size: ArrowRight), a Checkbox (lesson 5's sequence parallelism: Space), a FloatSlider (lesson 11's
-    restart minutes: ArrowRight adds one step), a FloatLogSlider (lesson 11's storage: ArrowRight
+    restart minutes, lesson 4's max bubble: ArrowRight adds one step), a FloatLogSlider (lesson 11's storage: ArrowRight
     one step of its exponent) and a number box (lesson 4's layer time: typed, Enter). After each, the text distlab
-    writes under the picture is what the app computes for the new value here (built the same way in this process)."""
+    writes under the picture is what the app computes for the new value here (built the same way in this process).
+    Lesson 4's max bubble is stepped right after the typed layer time, while the kernel paints that state's
+    neighbours: JupyterLab runs the change in a kernel subshell's thread (filling.APP_LOCK), and in about 1 run in 5
+    the status showed a neighbour's text before the lock."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
     import math
 
@@ -1598,6 +1601,7 @@ def test_keyboard_drives_every_other_kind_of_control_in_jupyterlab(jupyterlab):
     log_candidates = [texts(after)]
     typed = 2.5 if stage.layer_time.value != 2.5 else 3.5
     expect("layer F (ms)", "type", stage, lambda a: setattr(a.layer_time, "value", typed))
+    expect("max bubble %", "ArrowRight", stage, lambda a: setattr(a.max_bubble, "value", a.max_bubble.value + 1.0))
     with _notebook_page(
         jupyterlab, sync_api, "keyboard-kinds.ipynb", KEYBOARD_CELLS, "browser-keyboard-kinds.png", height=2400
     ) as page:

@@ -30,6 +30,7 @@ from .controls import (
     text_width_px,
 )
 from .filling import (
+    APP_LOCK,
     FILL_TURN_S,
     attempt,
     event_loop_running,
@@ -246,8 +247,13 @@ class LessonApp(widgets.VBox):
             return exc, full, str(exc), "error"
 
     def update(self, change=None) -> None:
-        """Recompute and redraw in place; on invalid input fade the picture and show our message instead."""
+        """Recompute and redraw in place; on invalid input fade the picture and show our message instead. Holds
+        filling.APP_LOCK: no fill turn runs meanwhile, in any thread (a control's observers may run in a kernel
+        subshell's thread)."""
+        with APP_LOCK:
+            self._update(change)
 
+    def _update(self, change=None) -> None:
         def keep(result) -> None:
             self.result, self.error = result, None
 

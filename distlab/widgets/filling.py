@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 import time
 from collections import OrderedDict
 
 from ..errors import ConfigurationError, DistlabError
 
 __all__ = [
+    "APP_LOCK",
     "attempt",
     "remembered",
     "remembered_estimate",
@@ -98,6 +100,16 @@ def remembered_estimate(model, cluster, **config):
     return training.estimate(model, cluster, **config)
 
 
+#: Held by every change an app draws (LessonApp.update) and by every turn of work in the kernel's spare time
+#: (fill_in_turns, finish_cell_fills, prefetch.Prefetcher, the frame cache's paints): one at a time, whichever thread
+#: runs it. JupyterLab 4.6 sends widget comm messages over a kernel subshell (its setting commsOverSubshells,
+#: default "perCommTarget"; ipykernel 7 runs each subshell in its own thread), so a control's observers run in the
+#: subshell's thread while a fill a cell started runs in the main thread's event loop: unlocked, an update read the
+#: values of the neighbour the frame cache was painting and showed its text (issue 32). Re-entrant: an update
+#: outside an event loop fills at once, in its own thread.
+APP_LOCK = threading.RLock()
+
+
 #: How long one turn of background filling may hold the kernel (s): below one frame, so a control the student
 #: moves meanwhile waits at most this long.
 FILL_TURN_S = 0.012
@@ -122,6 +134,12 @@ def fill_in_turns(step):
     reports the cell done (finish_cell_fills): a notebook executed without a browser (nbconvert --execute, Voila,
     nbval) then saves every position in its widget state, so an export to HTML shows them with no kernel.
     """
+    unlocked = step
+
+    def step() -> bool:
+        with APP_LOCK:
+            return unlocked()
+
     if not event_loop_running():
         while step():
             pass

@@ -45,7 +45,7 @@ import traitlets
 from ..errors import DistlabError
 from .browser import PREFETCH_MODULE, _controls_trait, module_source
 from .canvas import encode_png
-from .filling import attempt
+from .filling import APP_LOCK, attempt
 from .prefetch import Prefetcher, values_key
 
 __all__ = ["FRAME_LIMIT", "FrameCache", "FrameCachingApp", "frame_pixels"]
@@ -136,16 +136,18 @@ class FrameCachingApp:
             widget.value = html
 
     def update(self, change=None) -> None:
-        """LessonApp.update, then (in a kernel) say which state is drawn and start filling its neighbours."""
-        self.prefetcher.stop()
-        super().update(change)  # type: ignore[misc]
-        state = self.frame_state()
-        if self.result is not None:  # type: ignore[attr-defined]
-            self._painted = (self.result, state)  # type: ignore[attr-defined]
-        controls = self._frame_widgets()
-        self.frame_cache.drawn = values_key(controls, state)
-        moved = change.get("owner") if isinstance(change, dict) else None
-        self.prefetcher.start_around(controls, state, moved, self.frame_neighbour)
+        """LessonApp.update, then (in a kernel) say which state is drawn and start filling its neighbours; all of it
+        under filling.APP_LOCK, which every paint holds too: an update never sees a neighbour's values."""
+        with APP_LOCK:
+            self.prefetcher.stop()
+            super().update(change)  # type: ignore[misc]
+            state = self.frame_state()
+            if self.result is not None:  # type: ignore[attr-defined]
+                self._painted = (self.result, state)  # type: ignore[attr-defined]
+            controls = self._frame_widgets()
+            self.frame_cache.drawn = values_key(controls, state)
+            moved = change.get("owner") if isinstance(change, dict) else None
+            self.prefetcher.start_around(controls, state, moved, self.frame_neighbour)
 
     def close(self) -> None:
         if "prefetcher" in self.__dict__:  # not when __init__ refused its arguments
@@ -160,7 +162,12 @@ class FrameCachingApp:
 
     def frame_payload(self, state: dict, result) -> dict:
         """{png, texts, shown} of the state `state` whose result is `result` (or our error): what update() would
-        show there, painted without sending anything; the current picture is put back afterwards."""
+        show there, painted without sending anything; the current picture is put back afterwards. Under
+        filling.APP_LOCK, from the snapshot to the put-back: no update, in any thread, runs in between."""
+        with APP_LOCK:
+            return self._frame_payload(state, result)
+
+    def _frame_payload(self, state: dict, result) -> dict:
         renderer = self.renderer  # type: ignore[attr-defined]
         pixels = renderer.snapshot()
         history = _snapshot(self._drawing_objects())

@@ -21,7 +21,7 @@ import time
 from collections import OrderedDict
 
 from .controls import neighbour_values
-from .filling import event_loop_running, turn_deadline
+from .filling import APP_LOCK, event_loop_running, turn_deadline
 
 __all__ = [
     "BROWSER_LIMIT",
@@ -185,6 +185,10 @@ class Prefetcher:
         started = time.perf_counter()
 
         def step() -> bool:
+            with APP_LOCK:  # no change is drawn meanwhile, in any thread (filling.APP_LOCK)
+                return locked_step()
+
+        def locked_step() -> bool:
             if generation != self.generation:
                 return False
             begin = time.perf_counter()

@@ -226,3 +226,50 @@ def test_a_change_that_moves_a_dependent_control_is_cached_under_the_key_the_bro
     payload, buffers = payloads[key]
     assert payload["shown"] and payload["texts"] == _texts(app)
     assert np.array_equal(_decoded(buffers[0]).view(np.uint32)[..., 0], app.canvas._last_buff)
+
+
+def _browser_message(widget, value) -> dict:
+    """The comm message the browser sends when the student sets `widget` to `value` (ipywidgets 8: a selection sends
+    its index, any other control its value), as the kernel hands it to Widget._handle_msg."""
+    if hasattr(widget, "_options_labels"):
+        state = {"index": list(widget._options_values).index(value)}
+    else:
+        state = {"value": value}
+    return {"content": {"data": {"method": "update", "state": state, "buffer_paths": []}}, "buffers": []}
+
+
+@pytest.mark.parametrize("cls", WALKED)
+def test_a_browser_change_during_a_paint_shows_its_own_state(cls):
+    # JupyterLab 4.6 sends widget comm messages over a kernel subshell (its default commsOverSubshells: perCommTarget,
+    # with ipykernel 7): the subshell's thread runs the control's observers (update) while the main thread paints a
+    # neighbour in an idle turn (the fill a cell started). Seen in Chromium (lesson 4, 1 run in 5): the update read
+    # the painted neighbour's values and the status showed its text. Here the browser's change arrives on another
+    # thread between the paint's start and its put-back; afterwards the app must show what an app moved the same way
+    # with no fill shows (texts and the frame sent), and the payload must be the neighbour's.
+    import threading
+
+    app, plain, there = _ready(cls()), _ready(cls()), _ready(cls())
+    (_, painted), *_ = _jobs(app)
+    (_, first, first_value), *_, (_, name, value) = _moves(app)  # the fill's first neighbour; the student's change
+    getattr(there, first).value = first_value  # the painted neighbour, reached for real
+    paint = app.renderer.paint
+    changed = threading.Thread(
+        target=getattr(app, name)._handle_msg, args=(_browser_message(getattr(app, name), value),)
+    )
+
+    def paint_with_a_change_arriving(full):
+        changed.start()
+        changed.join(timeout=1.0)  # let the change run as far as it can while this paint is under way
+        paint(full)
+
+    app.renderer.paint = paint_with_a_change_arriving
+    steps = app.frame_steps(painted)
+    next(steps)
+    with pytest.raises(StopIteration) as done:
+        next(steps)
+    changed.join()
+    getattr(plain, name).value = value
+    assert app.frame_state() == plain.frame_state()
+    assert _texts(app) == _texts(plain)
+    assert np.array_equal(app.canvas._last_buff, plain.canvas._last_buff)
+    assert done.value.value is None or done.value.value["texts"] == _texts(there)
