@@ -97,6 +97,7 @@ class StepConfig:
     best_gemm: float
     overlap_slowdown: float
     attention_table: tuple | None  # a kernel's (seq lens, forward, backward shares of peak); None: attention_efficiency
+    attention_kernel: str | None  # the flash kernel's name (attention_kernels; its wrapper's copies); None: unnamed
     fp8: bool  # the GEMMs run in FP8 (recipe.compute_precision)
     cast_bytes: float  # FP8 cast bytes per element (elementwise.FP8_CAST_BYTES; 0 when not FP8)
     tp_overlap: Any  # the TP overlap method's code (distlab.tp_overlap.TP_OVERLAP_NAMES; bool True: userbuffers)
@@ -215,6 +216,7 @@ def step_config(
     fp8_best_gemm=None,
     fp8_cast_bytes=0.0,
     zero3_tensors=1.0,
+    attention_kernel=None,
 ) -> StepConfig:
     """The StepConfig of step_model_array's keywords (see there), checked: numbers in range, codes known, the
     model a catalog TransformerModel (or name) or an MoEStepModel. Lesson 7 §1."""
@@ -256,7 +258,7 @@ def _compute(a: dict) -> dict:
     """The StepConfig's compute-model fields (training.compute_arguments' keywords)."""
     efficiency = _fractions(a["efficiency"], "efficiency")
     attention = a["attention_efficiency"]
-    keys = ("memory_traffic", "kernels_code", "causal_flash", "overlap_slowdown", "attention_table")
+    keys = ("memory_traffic", "kernels_code", "causal_flash", "overlap_slowdown", "attention_table", "attention_kernel")
     a["zero3_tensors"] = positive(a["zero3_tensors"], "", "zero3_tensors")
     # an FP8 recipe: the weight GEMMs at the FP8 GEMM rate (efficiency.BEST_FP8_GEMM_EFFICIENCY), the rest at 16-bit
     fp8 = getattr(a["recipe"], "compute_precision", None) == "fp8"
