@@ -229,6 +229,8 @@ def unpad_copy_bytes_per_token(kernel, q_width, kv_width, element_bytes=2.0):
     """
     if attention_kernel(kernel) not in UNPAD_KERNELS:
         return 0.0, 0.0
-    qkv = float(q_width) + 2.0 * float(kv_width)
+    q = np.asarray(q_width, dtype=float)
+    qkv = q + 2.0 * np.asarray(kv_width, dtype=float)
     e = float(element_bytes)
-    return e * (2.0 * qkv + 3.0 * float(q_width)), e * (3.0 * qkv + 2.0 * float(q_width))
+    forward, backward = e * (2.0 * qkv + 3.0 * q), e * (3.0 * qkv + 2.0 * q)
+    return (float(forward), float(backward)) if forward.ndim == 0 else (forward, backward)
