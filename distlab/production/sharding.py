@@ -57,6 +57,7 @@ class ShardingPlan:
     timeline: FsdpTimeline
     algorithm: str = "ring"
     layer_bytes: float = 0.0
+    reduce_bytes: float = 0.0  # what one layer's gradient reduce-scatter moves (the engine's reduce dtype)
 
     @property
     def memory_bytes(self) -> float:
@@ -66,6 +67,12 @@ class ShardingPlan:
     @property
     def exposed_s(self) -> float:
         return self.timeline.exposed_s
+
+    def _reduced(self) -> str:
+        """', gradients reduced as N B' where the reduce-scatter moves other bytes than the gather (fp32)."""
+        if not self.reduce_bytes or self.reduce_bytes == self.layer_bytes:
+            return ""
+        return f"; gradients reduced as {format_bytes(self.reduce_bytes)}"
 
     def summary(self) -> str:
         """A few lines: memory, traffic, timeline. Lesson 11 §2."""
@@ -81,8 +88,8 @@ class ShardingPlan:
                 f"gathered = {format_bytes(self.memory_bytes)} (activations not counted)",
                 f"sent per GPU per microbatch: {format_bytes(self.nvlink_sent_bytes)} over NVLink, "
                 f"{format_bytes(self.network_sent_bytes)} over the network",
-                f"per layer ({format_bytes(self.layer_bytes)}): gather {format_seconds(self.gather_s)}, gradient "
-                f"reduction {format_seconds(self.reduce_s)}, forward {format_seconds(self.timeline.forward_s)}, "
+                f"per layer ({format_bytes(self.layer_bytes)}{self._reduced()}): gather {format_seconds(self.gather_s)}, "
+                f"gradient reduction {format_seconds(self.reduce_s)}, forward {format_seconds(self.timeline.forward_s)}, "
                 f"backward {format_seconds(self.timeline.backward_s)}",
                 self.timeline.summary(),
             ]
@@ -190,6 +197,7 @@ def sharding_plan(
         tl,
         ag.algorithm,
         layer_bytes,
+        reduce_bytes,
     )
 
 

@@ -78,6 +78,9 @@ def test_fp32_reduce_doubles_the_reduce_scatter_bytes():
     # NVLink bytes per microbatch: (2L - 1) gathers of 7/8 x layer and L reduce-scatters of 7/8 x 2 layer
     assert plan.nvlink_sent_bytes == pytest.approx(((2 * L - 1) + 2 * L) * 7 / 8 * layer, rel=1e-12)
     assert paper.nvlink_sent_bytes == pytest.approx((3 * L - 1) * 7 / 8 * layer, rel=1e-12)
+    # the summary says what the reduction moves where it is not the gather's 16 bits
+    assert plan.reduce_bytes == pytest.approx(2 * layer) and paper.reduce_bytes == pytest.approx(layer)
+    assert "gradients reduced as 842 MB" in plan.summary() and "reduced as" not in paper.summary()
 
 
 @pytest.mark.parametrize("nodes", [1, 2, 4])
