@@ -66,7 +66,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._arguments import number_array
 from .errors import ConfigurationError
+from .precision import precision_recipe
 
 __all__ = [
     "RESERVE_BYTES",
@@ -365,14 +367,13 @@ def gradient_reduce_bytes(precision, recipe, zero):
     stack, not torchtitan) accumulates over microbatches instead. The step model's DP term and
     production.sharding_plan both read it. Lesson 7 §3, Lesson 11 §2.
 
-    >>> from distlab.memory import precision_recipe
-    >>> gradient_reduce_bytes(precision_recipe('mixed'), memory_recipe('fsdp2'), [0, 2, 3]).tolist()
+    >>> gradient_reduce_bytes('mixed', 'fsdp2', [0, 2, 3]).tolist()
     [2.0, 2.0, 4.0]
     """
-    base = float(precision.gradient_bytes)
-    reduce = getattr(recipe, "reduce_bytes", None)
-    zero = np.asarray(zero)
-    return np.where(zero >= 3, base if reduce is None else float(reduce), base) + 0.0 * zero
+    base = float(precision_recipe(precision).gradient_bytes)
+    reduce = None if recipe is None else memory_recipe(recipe).reduce_bytes
+    zero = _zero_stages(zero)
+    return np.where(zero >= 3, base if reduce is None else float(reduce), base)
 
 
 def gradient_copy_bytes_per_param(recipe, zero):
@@ -381,8 +382,16 @@ def gradient_copy_bytes_per_param(recipe, zero):
     the fp32 buffer, 6 B); 0 for other recipes and stages. The step model prices it with the element-wise
     traffic (step.compute.elementwise_seconds). Lesson 7 §8.
 
-    >>> gradient_copy_bytes_per_param(memory_recipe('fsdp1'), [0, 3]).tolist()
+    >>> gradient_copy_bytes_per_param('fsdp1', [0, 3]).tolist()
     [0.0, 14.0]
     """
-    zero = np.asarray(zero)
-    return np.where(zero >= 3, float(getattr(recipe, "gradient_copy_bytes", 0.0)), 0.0) + 0.0 * zero
+    copy = 0.0 if recipe is None else memory_recipe(recipe).gradient_copy_bytes
+    return np.where(_zero_stages(zero) >= 3, float(copy), 0.0)
+
+
+def _zero_stages(zero) -> np.ndarray:
+    """zero as a float array of ZeRO stages 0-3 (our error otherwise)."""
+    stages = np.asarray(number_array(zero, "zero"), dtype=float)
+    if np.any(stages > 3) or np.any(stages != np.floor(stages)):
+        raise ConfigurationError("zero must hold ZeRO stages 0, 1, 2 or 3")
+    return stages
