@@ -123,3 +123,12 @@ def test_a_bad_engine_name_lists_the_new_ones():
     with pytest.raises(ConfigurationError, match="fsdp1-pure"):
         production.sharding_plan("llama2-7b", _cluster(), memory_recipe="fsdp3")
     assert models.model("llama2-7b").parameter_count() == P
+
+
+def test_composer_fsdp1_has_no_tp_overlap_method():
+    # tp_overlap=True means the engine's method: torchtitan's async TP for FSDP2; Composer / llm-foundry's FSDP1
+    # has none (before, an unknown recipe fell back to Megatron's userbuffers)
+    from distlab.tp_overlap import tp_overlap_method
+
+    assert tp_overlap_method(True, "fsdp2") == "async-tp"
+    assert tp_overlap_method(True, "fsdp1") == tp_overlap_method(True, "fsdp1-pure") == "none"
