@@ -2,6 +2,10 @@
 patching the shipped step model for one run, the calibration unchanged. Nothing here ships. Prints the signed error
 (%) of the worst runs and the validation mean / max |error| for each row.
 
+Rows 7-9 have since shipped (RESULTS.md, "FSDP's gradient path and llm-foundry's unpadding priced as the engines run
+them": memory recipes fsdp1 / fsdp2, attention kernel fa2-unpad). On that code this script's rows 7-9 count them a
+second time; reproduce them at commit 798ae5f.
+
     python benchmarks/whatif_small_h100.py [--xla PATH]
 
 --xla: a copy of openxla's xla/service/gpu/model/matmul_interpolator_data.h (kDefaultMatmulPTable; RESULTS.md names

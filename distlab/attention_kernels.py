@@ -12,6 +12,9 @@ scores) at the kernel's measured rate on the GPU, a share of the dense 16-bit pe
     sdpa    PyTorch's scaled_dot_product_attention with its flash backend (FlashAttention-2's kernels): fa2's rates
     cudnn   cuDNN's fused attention (what Transformer Engine runs for Megatron-Core and NeMo on H100)
     fa3     FlashAttention-3 (Hopper only)
+    fa2-unpad  llm-foundry's flash_attn_fn (attn_impl 'flash'): FlashAttention-2's varlen kernel at fa2's rates, behind
+            an unpad of q, k, v and a pad of the output on every call (UNPAD_KERNELS: the copies are priced as
+            element-wise traffic, unpad_copy_bytes_per_token)
 
 fa2, cudnn and fa3 rates are Shah et al. 2024 (FlashAttention-3, arXiv 2407.08608) Fig. 5 (forward, causal, head dim
 128) and Fig. 6 (backward, head dim 128) on an H100 80GB SXM5, BF16, at 512-16k tokens (KERNEL_RATES; the figures'
@@ -35,8 +38,10 @@ __all__ = [
     "FLASH_ATTENTION_RATE",
     "FALLBACK_FLASH_ATTENTION_RATE",
     "FLASH_FORWARD_BACKWARD_WORK",
+    "UNPAD_KERNELS",
     "attention_kernel",
     "default_attention_kernel",
+    "unpad_copy_bytes_per_token",
     "kernel_rates",
     "kernel_rate_table",
     "flash_attention_rate",
@@ -44,11 +49,17 @@ __all__ = [
 ]
 
 #: The attention kernels estimate(attention_kernel=...) takes (module docstring).
-ATTENTION_KERNEL_NAMES = ("flash", "fa2", "fa3", "cudnn", "sdpa")
+ATTENTION_KERNEL_NAMES = ("flash", "fa2", "fa3", "cudnn", "sdpa", "fa2-unpad")
+#: The kernels whose engine wrapper copies q, k, v and the output around the kernel on every call: llm-foundry's
+#: flash_attn_fn (llmfoundry/models/layers/attention.py at 5e85bd62d) unpads them with flash_attn.bert_padding's
+#: unpad_input (over a mask of ones) and pads the output with pad_input around flash_attn_varlen_func.
+UNPAD_KERNELS = ("fa2-unpad",)
 #: The kernel each engine (memory_recipes name) runs when none is given: Megatron-Core and NeMo use Transformer
 #: Engine's cuDNN fused attention on H100 (NVTE_FUSED_ATTN=1 in NVIDIA's DGX Cloud recipes, dgxc-benchmarking
 #: nemotron/configure.sh at 1b9bb6b3); torchtitan's FSDP2 calls torch.nn.functional.scaled_dot_product_attention
-#: (sdpa: the flash backend); DeepSpeed and the ZeRO paper's count state no kernel: 'flash'.
+#: (sdpa: the flash backend); Composer / llm-foundry's FSDP1 runs MPT with attn_impl 'flash' (llm-foundry's
+#: attn_config_defaults, 'attn_impl': 'flash': fa2-unpad; a run on attn_impl 'triton' names its kernel); DeepSpeed and
+#: the ZeRO paper's count state no kernel: 'flash'.
 ENGINE_KERNELS = {
     "megatron": "cudnn",
     "megatron-distributed-optimizer": "cudnn",
@@ -56,6 +67,8 @@ ENGINE_KERNELS = {
     "megatron-distributed-optimizer-bf16-grads": "cudnn",
     "megatron-fsdp": "cudnn",
     "fsdp2": "sdpa",
+    "fsdp1": "fa2-unpad",
+    "fsdp1-pure": "fa2-unpad",
 }
 #: The sequence lengths of Shah et al. 2024 Figs. 5-6 (batch x seqlen = 16k tokens, hidden 2048, head dim 128).
 KERNEL_SEQ_LENS = (512, 1024, 2048, 4096, 8192, 16384)
@@ -69,7 +82,7 @@ _H100_KERNELS = {
     "cudnn": ("shah2024-fa3-fig5-6-h100-hd128-cudnn", (315, 410, 484, 518, 529, 539), (305, 408, 465, 499, 518, 516)),
     "fa3": ("shah2024-fa3-fig5-6-h100-hd128-fa3", (292, 423, 521, 579, 602, 616), (316, 424, 501, 542, 559, 561)),
 }
-_H100_KERNELS["sdpa"] = _H100_KERNELS["fa2"]
+_H100_KERNELS["sdpa"] = _H100_KERNELS["fa2-unpad"] = _H100_KERNELS["fa2"]
 #: The figures' peak, the H100 SXM5's dense BF16 989.4 TFLOP/s (hardware catalog): rates are stored as its share.
 _FIGURE_PEAK_TFLOPS = 989.4
 KERNEL_RATES = {name: _H100_KERNELS for name in ("h100-sxm", "h200", "h100-sxm-96gb-hbm2e-500w")}
@@ -201,3 +214,23 @@ def kernel_rates(table, seq_len):
     x = np.log2(np.asarray(number_array(seq_len, "seq_len", 1.0), dtype=float))
     grid = np.log2(np.asarray(seqs, dtype=float))
     return np.interp(x, grid, forward), np.interp(x, grid, backward)
+
+
+def unpad_copy_bytes_per_token(kernel, q_width, kv_width, element_bytes=2.0):
+    """(forward, backward) HBM bytes per token and layer of an engine's unpad / pad copies around its attention kernel
+    (UNPAD_KERNELS; 0 for the others). llm-foundry's flash_attn_fn: the forward gathers q, k, v (read + write each,
+    2 (w_q + 2 w_kv) elements) and pads the output (zero fill, read, write: 3 w_q); the backward scatters the three
+    gradients into zeros (3 (w_q + 2 w_kv)) and gathers the output's gradient (2 w_q). w_q = heads x head dim on the
+    GPU, w_kv = kv heads x head dim. MHA (w_kv = w_q = h) at 2 B: 18 h + 22 h = 40 h bytes (benchmarks/RESULTS.md,
+    2026-11-29 issue 30). Lesson 7 §8.
+
+    >>> unpad_copy_bytes_per_token('fa2-unpad', 4096, 4096), unpad_copy_bytes_per_token('fa2', 4096, 4096)
+    ((73728.0, 90112.0), (0.0, 0.0))
+    """
+    if attention_kernel(kernel) not in UNPAD_KERNELS:
+        return 0.0, 0.0
+    q = np.asarray(q_width, dtype=float)
+    qkv = q + 2.0 * np.asarray(kv_width, dtype=float)
+    e = float(element_bytes)
+    forward, backward = e * (2.0 * qkv + 3.0 * q), e * (3.0 * qkv + 2.0 * q)
+    return (float(forward), float(backward)) if forward.ndim == 0 else (forward, backward)

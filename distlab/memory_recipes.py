@@ -40,6 +40,19 @@ A real engine keeps more, and not all of it shards the same way (Lesson 7 §2, L
   Its selective recomputation is torchtitan's selective op checkpointing (the layer input, SDPA's output and
   every other matmul output kept: pytorch/torchtitan@3faaa1a0d parallelize_llama.py _save_list and
   _custom_policy; memory.op_sac_activation_bytes_per_layer_array), not Megatron's recompute of the attention core.
+  Its sharded gradients are reduce-scattered in fp32 (torchtitan's default: pytorch/torchtitan@3faaa1a0d
+  torchtitan/config_manager.py, '--training.mixed_precision_reduce' default="float32"), and per microbatch FSDP2's
+  foreach_reduce only copies each bf16 gradient into the fp32 reduce-scatter buffer (read 2 + write 4 = 6 B per
+  parameter; torch.distributed.fsdp._fully_shard._fsdp_collectives foreach_reduce_scatter_copy_in), dividing inside
+  NCCL (ReduceOp.AVG). benchmarks/RESULTS.md, 2026-11-29 issue 30 sections.
+* 'fsdp1' (PyTorch FullyShardedDataParallel, what Composer and llm-foundry run): the same bytes as 'fsdp2'
+  (FULL_SHARD = ZeRO-3, SHARD_GRAD_OP = ZeRO-2, NO_SHARD = ZeRO-0), the gradients reduce-scattered in fp32 (Composer's
+  FSDP 'mixed_precision: DEFAULT': param_dtype bf16, reduce_dtype fp32; composer/trainer/mosaic_fsdp_utils.py, tags
+  v0.16.4 and v0.17.2), and per microbatch FSDP1's _reduce_grad casts each unsharded bf16 gradient to fp32 and
+  divides it in place by the pre-divide factor before the reduce-scatter (torch/distributed/fsdp/_runtime_utils.py,
+  torch 2.x): read 2 + write 4 + read 4 + write 4 = 14 B per parameter.
+* 'fsdp1-pure': 'fsdp1' under Composer's 'mixed_precision: PURE' (reduce_dtype bf16, the same file): the gradients
+  reduce-scattered in bf16, no cast, only the in-place pre-divide (read 2 + write 2 = 4 B per parameter).
 
 Every engine recipe also reserves RESERVE_BYTES of each GPU for what is not the model: the CUDA context with its
 kernels and the cuBLAS/cuDNN workspaces, NCCL's communication buffers (NCCL_BUFFSIZE, 4 MiB per channel and
@@ -53,7 +66,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._arguments import number_array
 from .errors import ConfigurationError
+from .precision import precision_recipe
 
 __all__ = [
     "RESERVE_BYTES",
@@ -62,6 +77,8 @@ __all__ = [
     "memory_recipe",
     "largest_layer_params",
     "recipe_state_bytes_array",
+    "gradient_reduce_bytes",
+    "gradient_copy_bytes_per_param",
 ]
 
 #: Bytes of each GPU an engine recipe keeps out of the model's reach (CUDA context, NCCL buffers,
@@ -79,6 +96,8 @@ class MemoryRecipe:
     ZeRO-3 estimator: 18 B per parameter in all, 2 + 2 + 14). selective: what the engine's selective
     recomputation keeps: 'attention-core' (Megatron's, Korthikanti et al. 2022: all but the attention scores) or
     'op' (torchtitan's selective op checkpointing: memory.op_sac_activation_bytes_per_layer_array).
+    reduce_bytes, gradient_copy_bytes: an FSDP engine's gradient path at ZeRO-3 (gradient_reduce_bytes,
+    gradient_copy_bytes_per_param): the reduce-scatter's element size and the per-microbatch cast / divide bytes.
     Lesson 7 §2."""
 
     name: str
@@ -96,6 +115,8 @@ class MemoryRecipe:
     reserve_bytes: float = 0.0
     description: str = ""
     selective: str = "attention-core"  # what recompute='selective' keeps: Korthikanti's count, or "op" (torchtitan)
+    reduce_bytes: float | None = None  # bytes per gradient element FSDP reduce-scatters (None: the precision recipe's)
+    gradient_copy_bytes: float = 0.0  # HBM bytes per parameter and microbatch of FSDP's gradient cast / divide
 
     @property
     def engine(self) -> bool:
@@ -204,6 +225,43 @@ MEMORY_RECIPES = {
             reserve_bytes=RESERVE_BYTES,
             description="PyTorch FSDP2, bf16 compute on fp32 master weights: 16 B per parameter, sharded",
             selective="op",
+            reduce_bytes=4.0,
+            gradient_copy_bytes=6.0,
+        ),
+        MemoryRecipe(
+            "fsdp1",
+            (0, 2, 3),
+            4.0,
+            4.0,
+            8.0,
+            2,
+            2,
+            2,
+            gather_bytes=2.0,
+            gather_layers=2.0,
+            zero2_unsharded=2.0,
+            reserve_bytes=RESERVE_BYTES,
+            description="PyTorch FSDP1 (Composer / llm-foundry), bf16 compute on fp32 master weights: 16 B per "
+            "parameter, sharded",
+            reduce_bytes=4.0,
+            gradient_copy_bytes=14.0,
+        ),
+        MemoryRecipe(
+            "fsdp1-pure",
+            (0, 2, 3),
+            4.0,
+            4.0,
+            8.0,
+            2,
+            2,
+            2,
+            gather_bytes=2.0,
+            gather_layers=2.0,
+            zero2_unsharded=2.0,
+            reserve_bytes=RESERVE_BYTES,
+            description="PyTorch FSDP1 with Composer's mixed_precision PURE: gradients reduced in bf16",
+            reduce_bytes=2.0,
+            gradient_copy_bytes=4.0,
         ),
     )
 }
@@ -299,3 +357,41 @@ def recipe_state_bytes_array(recipe: MemoryRecipe, shard_params, layer_params, l
         + np.where(zero == 2, recipe.zero2_unsharded * p, 0.0)
     )
     return w, g, o
+
+
+def gradient_reduce_bytes(precision, recipe, zero):
+    """Bytes per gradient element the data-parallel gradient reduction moves (NumPy broadcast over zero): an FSDP
+    engine's reduce dtype at ZeRO-3 (MemoryRecipe.reduce_bytes: 4 for 'fsdp1' and 'fsdp2', which reduce-scatter
+    in fp32), else the precision recipe's gradient bytes (2 for mixed precision). ZeRO-2 keeps the precision's
+    bytes: the step model reduce-scatters it per microbatch, which the one ZeRO-2 'fsdp2' mapping (Meta's Llama 3
+    stack, not torchtitan) accumulates over microbatches instead. The step model's DP term and
+    production.sharding_plan both read it. Lesson 7 §3, Lesson 11 §2.
+
+    >>> gradient_reduce_bytes('mixed', 'fsdp2', [0, 2, 3]).tolist()
+    [2.0, 2.0, 4.0]
+    """
+    base = float(precision_recipe(precision).gradient_bytes)
+    reduce = None if recipe is None else memory_recipe(recipe).reduce_bytes
+    zero = _zero_stages(zero)
+    return np.where(zero >= 3, base if reduce is None else float(reduce), base)
+
+
+def gradient_copy_bytes_per_param(recipe, zero):
+    """HBM bytes per parameter and microbatch of an FSDP engine's gradient processing before its reduce-scatter at
+    ZeRO-3 (MemoryRecipe.gradient_copy_bytes: FSDP1 casts bf16 -> fp32 and pre-divides, 14 B; FSDP2 copies into
+    the fp32 buffer, 6 B); 0 for other recipes and stages. The step model prices it with the element-wise
+    traffic (step.compute.elementwise_seconds). Lesson 7 §8.
+
+    >>> gradient_copy_bytes_per_param('fsdp1', [0, 3]).tolist()
+    [0.0, 14.0]
+    """
+    copy = 0.0 if recipe is None else memory_recipe(recipe).gradient_copy_bytes
+    return np.where(_zero_stages(zero) >= 3, float(copy), 0.0)
+
+
+def _zero_stages(zero) -> np.ndarray:
+    """zero as a float array of ZeRO stages 0-3 (our error otherwise)."""
+    stages = np.asarray(number_array(zero, "zero"), dtype=float)
+    if np.any(stages > 3) or np.any(stages != np.floor(stages)):
+        raise ConfigurationError("zero must hold ZeRO stages 0, 1, 2 or 3")
+    return stages

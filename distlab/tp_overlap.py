@@ -48,10 +48,10 @@ __all__ = [
 #: The methods estimate(tp_overlap=...) takes; their index is the step model's code (StepConfig.tp_overlap).
 TP_OVERLAP_NAMES = ("none", "userbuffers", "async-tp")
 #: The method each engine (memory_recipes name) runs with tp_overlap=True: Megatron-Core and NeMo's
-#: --tp-comm-overlap (Transformer Engine userbuffers), torchtitan's FSDP2 async TP; DeepSpeed's AutoTP has no TP
-#: overlap ('none'). The ZeRO paper's count, which names no engine, takes Megatron's: what tp_overlap=True meant
-#: before the methods were named.
-ENGINE_METHODS = {"fsdp2": "async-tp", "deepspeed": "none"}
+#: --tp-comm-overlap (Transformer Engine userbuffers), torchtitan's FSDP2 async TP; DeepSpeed's AutoTP and
+#: Composer / llm-foundry's FSDP1 have no TP overlap ('none'). The ZeRO paper's count, which names no engine, takes
+#: Megatron's: what tp_overlap=True meant before the methods were named.
+ENGINE_METHODS = {"fsdp2": "async-tp", "deepspeed": "none", "fsdp1": "none", "fsdp1-pure": "none"}
 #: Where each method's structure is documented (the module docstring quotes them).
 SOURCES = {
     "userbuffers": "NVIDIA Megatron-Bridge docs/performance-guide.md (TP communication overlap) at 067f987; "

@@ -338,13 +338,13 @@ def estimate(
     sequence splits into 2 cp load-balanced chunks). efficiency: None (default) prices compute with the calibrated model
     of distlab.efficiency; a number in (0, 1] is the simple model of Lesson 7 §1, every FLOP at that share of the dense
     peak. attention: 'flash' or 'unfused'; attention_kernel: the flash kernel (distlab.attention_kernels: 'flash',
-    'fa2', 'fa3', 'cudnn', 'sdpa'; None: the memory recipe's engine's). precision 'fp8': the weight GEMMs at the FP8
+    'fa2', 'fa3', 'cudnn', 'sdpa', 'fa2-unpad'; None: the memory recipe's engine's). precision 'fp8': the weight GEMMs at the FP8
     GEMM rate, the rest at 16-bit, the casts by fp8_scaling ('delayed', 'current', 'blockwise'; distlab.elementwise).
     calibration: (share, traffic) replacing the two fitted constants. tp_overlap: sequence parallelism's collectives
     overlap the matmuls by a method (distlab.tp_overlap: 'none', 'userbuffers' = Megatron-Core --tp-comm-overlap,
     'async-tp' = PyTorch async TP; True: the memory recipe's engine's), hiding (tp - 1) / tp of what fits under the
     matmuls. memory_recipe: 'zero-paper' (16 B per parameter) or an engine's ('megatron',
-    'megatron-distributed-optimizer', 'deepspeed', 'fsdp2'; distlab.memory_recipes). balance_stages: the first and last
+    'megatron-distributed-optimizer', 'deepspeed', 'fsdp2', 'fsdp1'; distlab.memory_recipes). balance_stages: the first and last
     stage hold one layer fewer (pp > 2). ep, etp: expert and expert tensor parallelism (etp 1 or tp) of an MoE model
     (Lesson 10 §5); moe_imbalance, capacity_factor and max_nodes_per_token its routing (Lesson 10 §3). kernels: 'fused',
     'compiled' or 'eager' element-wise kernels. An infeasible configuration is priced but flagged (explain() says why);
@@ -548,7 +548,7 @@ def compute_arguments(compute) -> dict:
 
     >>> from distlab.efficiency import fixed_compute_model
     >>> sorted(compute_arguments(fixed_compute_model(0.5)))
-    ['attention_efficiency', 'attention_table', 'best_gemm', 'causal_flash', 'efficiency', 'flash_attention', 'fp8_best_gemm', 'fp8_cast_bytes', 'fp8_efficiency', 'gemm_sms', 'kernels_code', 'memory_traffic', 'overlap_slowdown']
+    ['attention_efficiency', 'attention_kernel', 'attention_table', 'best_gemm', 'causal_flash', 'efficiency', 'flash_attention', 'fp8_best_gemm', 'fp8_cast_bytes', 'fp8_efficiency', 'gemm_sms', 'kernels_code', 'memory_traffic', 'overlap_slowdown']
     """
     from .efficiency import ELEMENTWISE_KERNELS, ComputeModel
 
@@ -565,6 +565,7 @@ def compute_arguments(compute) -> dict:
         best_gemm=compute.best_gemm,
         overlap_slowdown=compute.overlap_slowdown,
         attention_table=compute.attention_table,
+        attention_kernel=compute.attention_kernel,
         fp8_efficiency=compute.fp8_matmul_efficiency,
         fp8_best_gemm=compute.fp8_best_gemm,
         fp8_cast_bytes=compute.fp8_cast_bytes,

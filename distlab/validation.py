@@ -423,7 +423,13 @@ def compare(role: str = "validation") -> Comparison:
 
 #: The engine a run's memory recipe stands for (split_validation): the 16 B/param ZeRO-paper recipe is what the
 #: papers of 2021-2022 (Megatron-LM, DeepSpeed) and the runs that state no engine are mapped with.
-RECIPE_ENGINES = {"megatron": "megatron/nemo", "deepspeed": "deepspeed", "fsdp2": "fsdp", "zero-paper": "zero-paper"}
+RECIPE_ENGINES = {
+    "megatron": "megatron/nemo",
+    "deepspeed": "deepspeed",
+    "fsdp1": "fsdp1",  # Composer / llm-foundry (PyTorch FullyShardedDataParallel); 'fsdp1-pure' too
+    "fsdp2": "fsdp2",
+    "zero-paper": "zero-paper",
+}
 
 
 def run_kind(run_: dict) -> dict:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import memory, models, training
+from ..memory_recipes import gradient_reduce_bytes, memory_recipe as _memory_recipe
 from .._arguments import as_cluster, recompute_mode
 from ..collectives import placed_collective
 from ..errors import ConfigurationError
@@ -56,6 +57,7 @@ class ShardingPlan:
     timeline: FsdpTimeline
     algorithm: str = "ring"
     layer_bytes: float = 0.0
+    reduce_bytes: float = 0.0  # what one layer's gradient reduce-scatter moves (the engine's reduce dtype)
 
     @property
     def memory_bytes(self) -> float:
@@ -65,6 +67,12 @@ class ShardingPlan:
     @property
     def exposed_s(self) -> float:
         return self.timeline.exposed_s
+
+    def _reduced(self) -> str:
+        """', gradients reduced as N B' where the reduce-scatter moves other bytes than the gather (fp32)."""
+        if not self.reduce_bytes or self.reduce_bytes == self.layer_bytes:
+            return ""
+        return f"; gradients reduced as {format_bytes(self.reduce_bytes)}"
 
     def summary(self) -> str:
         """A few lines: memory, traffic, timeline. Lesson 11 §2."""
@@ -80,19 +88,19 @@ class ShardingPlan:
                 f"gathered = {format_bytes(self.memory_bytes)} (activations not counted)",
                 f"sent per GPU per microbatch: {format_bytes(self.nvlink_sent_bytes)} over NVLink, "
                 f"{format_bytes(self.network_sent_bytes)} over the network",
-                f"per layer ({format_bytes(self.layer_bytes)}): gather {format_seconds(self.gather_s)}, gradient "
-                f"reduction {format_seconds(self.reduce_s)}, forward {format_seconds(self.timeline.forward_s)}, "
+                f"per layer ({format_bytes(self.layer_bytes)}{self._reduced()}): gather {format_seconds(self.gather_s)}, "
+                f"gradient reduction {format_seconds(self.reduce_s)}, forward {format_seconds(self.timeline.forward_s)}, "
                 f"backward {format_seconds(self.timeline.backward_s)}",
                 self.timeline.summary(),
             ]
         )
 
 
-def _step_model_layer(mdl, cl, recipe, n, b, s, mode, efficiency):
+def _step_model_layer(mdl, cl, recipe, n, b, s, mode, efficiency, engine=None):
     """(forward, backward, hardware arguments) of one layer per microbatch, as the step model prices ZeRO-3 over n
     GPUs with one microbatch of b sequences of s tokens (training.step_model_array's layer_forward_s and
     layer_backward_s); efficiency None: the calibrated compute model and its achieved link shares."""
-    compute = training.compute_model_for(cl, efficiency)
+    compute = training.compute_model_for(cl, efficiency, memory_recipe=engine)
     hw = training.hardware_arguments(cl, recipe, achieved=compute.calibrated)
     out = training.step_model_array(
         mdl,
@@ -108,6 +116,7 @@ def _step_model_layer(mdl, cl, recipe, n, b, s, mode, efficiency):
         recompute_code=memory.RECOMPUTE_MODES.index(mode),
         sequence_parallel=False,
         schedule_code=training.SCHEDULES.index("1f1b"),
+        memory_recipe=engine,
         **training.compute_arguments(compute),
     )
     return float(out["layer_forward_s"]), float(out["layer_backward_s"]), compute.calibrated
@@ -127,6 +136,7 @@ def sharding_plan(
     prefetch=1,
     reshard_after_forward=True,
     recompute="none",
+    memory_recipe=None,
 ) -> ShardingPlan:
     """Price FSDP or HSDP of `model` on `cluster` (a hardware.Cluster or a node name with ``nodes``).
     Lesson 11 §2.
@@ -139,6 +149,9 @@ def sharding_plan(
     the calibrated model with the links at their achieved shares, a number Lesson 7 §1's fixed share of peak at
     line rate; recompute as the step model counts it. Traffic per microbatch per GPU: 2L - 1 gathers (L with
     reshard_after_forward False) and L reduce-scatters, each sending its placed bytes on NVLink and the fabric.
+    memory_recipe: None (the ZeRO paper's count: gradients reduced in 16 bits) or an engine's (distlab.memory_recipes,
+    e.g. 'fsdp2'): its reduce-scatters move memory_recipes.gradient_reduce_bytes per parameter (fp32: 4 B, twice the
+    gathers), and the layer's compute is the step model's for that engine.
 
     Llama 2 7B on 4 DGX H100 nodes, FSDP over 32 GPUs: state 16 B x 6.74e9 / 32 = 3.37 GB per GPU.
 
@@ -150,9 +163,11 @@ def sharding_plan(
         model, cluster, nodes, fabric, sharding, precision, recompute, micro_batch_size, seq_len, efficiency
     )
     n, replicas = cl.gpus, cl.gpus // shard
-    t_f, t_b, achieved = _step_model_layer(mdl, cl, recipe, n, b, s, mode, efficiency)
+    engine = None if memory_recipe is None else _memory_recipe(memory_recipe)
+    t_f, t_b, achieved = _step_model_layer(mdl, cl, recipe, n, b, s, mode, efficiency, engine)
     layer_bytes = float(mdl.parameter_count()) / mdl.layers * recipe.gradient_bytes
-    ag, rs, reduce_s, ar_sent = _layer_collectives(layer_bytes, shard, replicas, cl, achieved)
+    reduce_bytes = layer_bytes * float(gradient_reduce_bytes(recipe, engine, 3)) / float(recipe.gradient_bytes)
+    ag, rs, reduce_s, ar_sent = _layer_collectives(layer_bytes, reduce_bytes, shard, replicas, cl, achieved)
     tl = fsdp_timeline(
         t_f, t_b, ag.time_s, reduce_s, mdl.layers, prefetch=prefetch, reshard_after_forward=reshard_after_forward
     )
@@ -182,6 +197,7 @@ def sharding_plan(
         tl,
         ag.algorithm,
         layer_bytes,
+        reduce_bytes,
     )
 
 
@@ -213,15 +229,16 @@ def _checked(model, cluster, nodes, fabric, sharding, precision, recompute, micr
     return mdl, cl, shard, recipe, mode, b, s
 
 
-def _layer_collectives(layer_bytes: float, shard: int, replicas: int, cl, achieved):
-    """One layer's placed all-gather and reduce-scatter over the shard group, the reduce time (with HSDP's
-    all-reduce of M / shard across the replicas, stride shard), and that all-reduce's network bytes."""
+def _layer_collectives(layer_bytes: float, reduce_bytes: float, shard: int, replicas: int, cl, achieved):
+    """One layer's placed all-gather (layer_bytes) and reduce-scatter (reduce_bytes: the engine's reduce dtype) over
+    the shard group, the reduce time (with HSDP's all-reduce of the reduced shard across the replicas, stride shard),
+    and that all-reduce's network bytes."""
     ag = placed_collective("all-gather", layer_bytes, shard, cl, achieved=achieved)
-    rs = placed_collective("reduce-scatter", layer_bytes, shard, cl, achieved=achieved)
+    rs = placed_collective("reduce-scatter", reduce_bytes, shard, cl, achieved=achieved)
     reduce_s = rs.time_s
     ar_sent = 0.0
     if replicas > 1:
-        ar = placed_collective("all-reduce", layer_bytes / shard, replicas, cl, stride=shard, achieved=achieved)
+        ar = placed_collective("all-reduce", reduce_bytes / shard, replicas, cl, stride=shard, achieved=achieved)
         reduce_s += ar.time_s
         ar_sent = ar.inter_sent_bytes
     return ag, rs, reduce_s, ar_sent

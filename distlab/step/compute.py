@@ -6,12 +6,22 @@ distlab.efficiency's and distlab.flops'. Lesson 7 §1, §8.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from ..attention_kernels import FLASH_FORWARD_BACKWARD_WORK, flash_attention_work_array, kernel_rates
+from ..attention_kernels import (
+    FLASH_FORWARD_BACKWARD_WORK,
+    UNPAD_KERNELS,
+    flash_attention_work_array,
+    kernel_rates,
+    unpad_copy_bytes_per_token,
+)
 from ..efficiency import layer_gemm_slowdown_array
 from ..elementwise import elementwise_bytes_array, fp8_cast_bytes_array, loss_bytes_per_token
 from ..flops import TRAINING_PASSES
+from ..memory_recipes import gradient_copy_bytes_per_param
+from ..moe import step as moe_step
 from .config import StepConfig
 
 __all__ = [
@@ -63,7 +73,10 @@ def elementwise_seconds(c: StepConfig):
     kernel by kernel (elementwise.elementwise_bytes_array, at the recipe's elementwise_bytes: 2 for FP8) x passes (3,
     4 with full recomputation or torchtitan's selective op checkpointing) / HBM bandwidth, plus an FP8 recipe's casts (elementwise.fp8_cast_bytes_array: the
     forward's once, twice with full recomputation, the backward's once) and the cross-entropy loss on the stage
-    holding the logits (elementwise.loss_bytes_per_token, split over tp). Lesson 7 §8."""
+    holding the logits (elementwise.loss_bytes_per_token, split over tp); an engine's attention wrapper's unpad / pad
+    copies (attention_kernels.unpad_copy_bytes_per_token: the forward's again where the core is recomputed) and an
+    FSDP engine's gradient cast / divide before each reduce-scatter (memory_recipes.gradient_copy_bytes_per_param x
+    the GPU's parameters, where gradients are reduced over replicas). Lesson 7 §8."""
     b, s, e = c.b, c.s, c.e_elementwise
     per_layer = b * s * elementwise_bytes_array(c.model, s, c.tp, c.sequence_parallel, c.flash, c.kernels_code, e)
     passes = TRAINING_PASSES + np.where(c.full | c.op_sac, 1.0, 0.0)  # op checkpointing recomputes them all
@@ -73,7 +86,27 @@ def elementwise_seconds(c: StepConfig):
         casts = (1.0 + np.where(c.full, 1.0, 0.0)) * forward + backward
         traffic = traffic + c.layers_stage * c.memory_traffic * b * s * casts / c.cp
     loss = c.logit_share * c.memory_traffic * b * s / c.cp * loss_bytes_per_token(c.model.vocab, e) / c.tp
-    return (traffic + loss) / c.hbm
+    return (traffic + loss + _engine_copy_bytes(c)) / c.hbm
+
+
+def _engine_copy_bytes(c: StepConfig):
+    """HBM bytes per microbatch (x memory_traffic) of the engine's copies around its kernels: the attention wrapper's
+    unpad / pad (a kernel of UNPAD_KERNELS) and FSDP's gradient cast / divide before each reduce-scatter."""
+    out: Any = 0.0
+    if c.attention_kernel in UNPAD_KERNELS:
+        kv = float(c.model.kv_heads * c.model.head_dim)
+        forward, backward = unpad_copy_bytes_per_token(c.attention_kernel, c.width / c.tp, kv / c.tp, c.e)
+        again = np.where(c.core_again, 1.0, 0.0)
+        out = out + c.layers_stage * c.memory_traffic * c.tokens_mb * ((1.0 + again) * forward + backward)
+    per_param = gradient_copy_bytes_per_param(c.memory_recipe, c.zero)
+    if np.any(per_param > 0.0):
+        if c.moe:
+            dense, expert = moe_step.expert_gradient_bytes(c.model, c.recipe, c.tp, c.pp, c.ep, c.etp_moe)
+            params = (dense + expert) / float(c.recipe.gradient_bytes)
+        else:
+            params = float(c.model.parameter_count()) / (c.tp * c.pp)
+        out = out + np.where(c.dpc > 1, c.memory_traffic * per_param * params, 0.0)
+    return out
 
 
 def compute_term(c: StepConfig, r: dict) -> dict:

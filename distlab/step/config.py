@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from .._arguments import RECOMPUTE_MODES, check_fraction, code_array, number_array
+from ..attention_kernels import attention_kernel as attention_kernel_name
 from ..errors import ConfigurationError
 from ..tp_overlap import TP_OVERLAP_NAMES
 from ..flops import (
@@ -97,6 +98,7 @@ class StepConfig:
     best_gemm: float
     overlap_slowdown: float
     attention_table: tuple | None  # a kernel's (seq lens, forward, backward shares of peak); None: attention_efficiency
+    attention_kernel: str | None  # the flash kernel's name (attention_kernels; its wrapper's copies); None: unnamed
     fp8: bool  # the GEMMs run in FP8 (recipe.compute_precision)
     cast_bytes: float  # FP8 cast bytes per element (elementwise.FP8_CAST_BYTES; 0 when not FP8)
     tp_overlap: Any  # the TP overlap method's code (distlab.tp_overlap.TP_OVERLAP_NAMES; bool True: userbuffers)
@@ -215,6 +217,7 @@ def step_config(
     fp8_best_gemm=None,
     fp8_cast_bytes=0.0,
     zero3_tensors=1.0,
+    attention_kernel=None,
 ) -> StepConfig:
     """The StepConfig of step_model_array's keywords (see there), checked: numbers in range, codes known, the
     model a catalog TransformerModel (or name) or an MoEStepModel. Lesson 7 §1."""
@@ -256,7 +259,12 @@ def _compute(a: dict) -> dict:
     """The StepConfig's compute-model fields (training.compute_arguments' keywords)."""
     efficiency = _fractions(a["efficiency"], "efficiency")
     attention = a["attention_efficiency"]
-    keys = ("memory_traffic", "kernels_code", "causal_flash", "overlap_slowdown", "attention_table")
+    keys = ("memory_traffic", "kernels_code", "causal_flash", "attention_table")
+    slowdown = non_negative(a["overlap_slowdown"], "", "overlap_slowdown")
+    if slowdown > 10:
+        raise ConfigurationError(
+            f"overlap_slowdown={a['overlap_slowdown']!r}; valid: 0 to 10 (a share of the hidden time)"
+        )
     a["zero3_tensors"] = positive(a["zero3_tensors"], "", "zero3_tensors")
     # an FP8 recipe: the weight GEMMs at the FP8 GEMM rate (efficiency.BEST_FP8_GEMM_EFFICIENCY), the rest at 16-bit
     fp8 = getattr(a["recipe"], "compute_precision", None) == "fp8"
@@ -268,11 +276,13 @@ def _compute(a: dict) -> dict:
         efficiency=gemm,
         attention_efficiency=efficiency if attention is None else attention,
         flash=a["flash_attention"],
-        gemm_sms=None if a["gemm_sms"] is None else float(a["gemm_sms"]),
+        gemm_sms=None if a["gemm_sms"] is None else positive(a["gemm_sms"], "", "gemm_sms"),
+        attention_kernel=None if a["attention_kernel"] is None else attention_kernel_name(a["attention_kernel"]),
         best_gemm=best,
         fp8=fp8,
         cast_bytes=non_negative(a["fp8_cast_bytes"], "B", "fp8_cast_bytes") if fp8 else 0.0,
         zero3_tensors=a["zero3_tensors"],
+        overlap_slowdown=slowdown,
         tp_overlap=code_array(a["tp_overlap"], "tp_overlap", TP_OVERLAP_NAMES),
         **{k: a[k] for k in keys},
     )

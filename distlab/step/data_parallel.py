@@ -12,6 +12,7 @@ from ..collectives.placed import ring_latency_array
 from ..dataparallel import exposed_communication_time
 from ..errors import ConfigurationError
 from ..fsdp import layer_by_layer_exposed
+from ..memory_recipes import gradient_reduce_bytes
 from .config import StepConfig
 from .placement import equal_local_ranks_array, group_all_reduce_time_array
 
@@ -105,7 +106,7 @@ def _gradient_groups(c: StepConfig):
     return grad, expert, np.maximum(c.dpc, edp), both
 
 
-def _zero3_per_tensor(c: StepConfig, layer_half):
+def _zero3_per_tensor(c: StepConfig, layer_half, layer_reduce):
     """Seconds of DeepSpeed ZeRO-3's per-tensor collectives in a step, all exposed (v0.3.13-v0.4.0, microsoft/
     DeepSpeed tag v0.3.13, commit 12a53b43; unchanged through v0.4.0): partition_parameters.py _allgather_param
     gathers each parameter on its own torch.distributed.all_gather over the whole DP group after a device-wide
@@ -116,13 +117,14 @@ def _zero3_per_tensor(c: StepConfig, layer_half):
     Per microbatch: g = L + (L - 1) + full x (L - 1) gathers of the layer (the last layer stays gathered, as in the
     flat count) of k_g tensors (zero3_gathered_per_layer) and L reduce-scatters of k tensors (zero3_tensors), each
     tensor a ring latency over all dp x cp ranks (ring_latency_array), the layer's bytes at the placed rate:
-    m (g (t + (k_g - 1) a) + L (t + (k - 1) a)), t = layer_half (one latency in it). Lesson 7 §3."""
+    m (g (t + (k_g - 1) a) + L (t_r + (k - 1) a)), t = layer_half (one latency in it), t_r = layer_reduce (the
+    reduce-scatter at the engine's reduce dtype). Lesson 7 §3."""
     layers, k = c.layers_stage, np.asarray(c.zero3_tensors)
     latency = ring_latency_array(c.dpc, c.tp, c.g, c.intra_lat, c.inter_lat)
     k_gather = np.where(k > 1.0, zero3_gathered_per_layer(c.model), 1.0)
     gathers = 2.0 * layers - 1.0 + np.where(c.full, layers - 1.0, 0.0)
     gather = layer_half + np.maximum(k_gather - 1.0, 0.0) * latency
-    reduce = layer_half + (k - 1.0) * latency
+    reduce = layer_reduce + (k - 1.0) * latency
     return c.m * (gathers * gather + layers * reduce)
 
 
@@ -135,6 +137,8 @@ def dp_term(c: StepConfig, r: dict) -> dict:
     its backward, one all-gather. ZeRO-3 (FSDP): per microbatch and layer an all-gather for the forward, one for the
     backward (not for the last layer, kept unsharded) and a reduce-scatter, (3 L - 1) halves of the layer's shard
     (Rajbhandari et al. 2020, Sec. 7.2.2), exposed as distlab.fsdp.layer_by_layer_exposed (one layer of prefetch).
+    At ZeRO-3 the reduce-scatters move the engine's reduce dtype (memory_recipes.gradient_reduce_bytes: fp32 for
+    FSDP1 and FSDP2, twice the bf16 gathers' bytes).
     Per parameter tensor (zero3_tensors = k > 1: DeepSpeed ZeRO-3 as Narayanan et al. 2021 Table 2 ran it,
     v0.3.13-v0.4.0) _zero3_per_tensor prices it: every collective exposed, the recomputed forward gathering again,
     each collective a ring latency over all ranks. No replicas: nothing. Lesson 3, Lesson 7 §3."""
@@ -145,19 +149,27 @@ def dp_term(c: StepConfig, r: dict) -> dict:
     forward = (1.0 - r["backward_share"]) * r["compute_mb"]
     backward = r["backward_share"] * r["compute_mb"]
     half = 0.5 * all_reduce
+    layer_half = 0.5 * all_reduce_of(grad / layers, expert / layers)
+    # the reduce-scatters at the engine's reduce dtype (FSDP's fp32): their own bytes where they differ
+    scale = gradient_reduce_bytes(c.recipe, c.memory_recipe, zero) / float(c.recipe.gradient_bytes)
+    reduce_half, layer_reduce = half, layer_half
+    if np.any(scale != 1.0):
+        reduce_half = 0.5 * all_reduce_of(scale * grad, scale * expert)
+        layer_reduce = 0.5 * all_reduce_of(scale * grad / layers, scale * expert / layers)
     ddp = exposed_communication_time(all_reduce, backward, buckets)
     gather_once = exposed_communication_time(half, forward, buckets)
     zero1 = exposed_communication_time(half, backward, buckets) + gather_once
-    zero2 = m * exposed_communication_time(half, backward, buckets) + gather_once
-    layer_half = 0.5 * all_reduce_of(grad / layers, expert / layers)
+    zero2 = m * exposed_communication_time(reduce_half, backward, buckets) + gather_once
     zero3_mb = layer_by_layer_exposed(
-        forward / layers, backward / layers, layer_half, layer_half, layers, prefetch=1, reshard_after_forward=True
+        forward / layers, backward / layers, layer_half, layer_reduce, layers, prefetch=1, reshard_after_forward=True
     )
-    zero3_total, zero3_exposed = m * (3.0 * layers - 1.0) * layer_half, m * zero3_mb
+    zero3_total = m * (3.0 * layers - 1.0) * layer_half + m * layers * (layer_reduce - layer_half)
+    zero3_exposed = m * zero3_mb
     if np.any(np.asarray(c.zero3_tensors) > 1.0):
-        zero3_total = _zero3_per_tensor(c, layer_half)
+        zero3_total = _zero3_per_tensor(c, layer_half, layer_reduce)
         zero3_exposed = zero3_total
-    total = np.select([zero >= 3, zero == 2, zero == 1], [zero3_total, (m + 1.0) * half, all_reduce], all_reduce)
+    zero2_total = (m + 1.0) * half + m * (reduce_half - half)
+    total = np.select([zero >= 3, zero == 2, zero == 1], [zero3_total, zero2_total, all_reduce], all_reduce)
     exposed = np.select([zero >= 3, zero == 2, zero == 1], [zero3_exposed, zero2, zero1], ddp)
     return dict(
         dp_comm_s=total,

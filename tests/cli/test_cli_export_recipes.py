@@ -87,6 +87,8 @@ def test_bf16_gradient_recipe_bytes_by_hand():
     [
         ("torchtitan", "megatron", "is not what torchtitan keeps per parameter"),
         ("megatron", "fsdp2", "valid for megatron: megatron, megatron-bf16-grads"),
+        # Composer / llm-foundry's FSDP1 has no exporter: torchtitan names the one recipe it runs
+        ("torchtitan", "fsdp1", "valid for torchtitan: fsdp2 (or leave it out"),
         ("deepspeed", "megatron-distributed-optimizer", "valid for deepspeed: deepspeed"),
     ],
 )

@@ -233,7 +233,11 @@ def test_validation_accuracy_held_at_the_level_reached():
     # 7.7% / 22.3% over 50 scored runs (the FP8 ones -1.6% to -13.2%; two bf16 ones over memory, not scored)
     # then mapped with their bf16 gradient buffers (grad_sync_dtype: bf16) and every Megatron recipe on cuDNN
     # attention: 7.4% / 22.3% over 52; TP overlap hiding (tp - 1) / tp of what fits (tp_overlap.py): 7.0% / 22.3%
-    assert stats["mean_abs_error_percent"] <= 7.0 and stats["max_abs_error_percent"] <= 22.3
+    # 2026-11-29 (54 runs: 6.4% / 22.3%), FSDP's gradient path and llm-foundry's unpadding priced as the engines run
+    # them (memory recipes fsdp1 / fsdp1-pure / fsdp2: fp32 reduce-scatter at ZeRO-3, the per-microbatch gradient cast /
+    # divide; attention_kernel fa2-unpad): 5.8% / 18.5% (MPT 7B at 512 GPUs -22.3% -> -16.0%; the max is now
+    # Megatron-Core 1.7B, -18.5%, unchanged)
+    assert stats["mean_abs_error_percent"] <= 5.9 and stats["max_abs_error_percent"] <= 18.6
 
 
 @pytest.mark.xfail(

@@ -90,8 +90,14 @@ def _async_tp_speedup(key):
     return plain.step_time_s / overlapped.step_time_s, band
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="predicted 1.166x against torchtitan's measured 1.092x (+6.7%): inside the ±7.6% H100 band until issue 30 "
+    "priced FSDP's gradient path (the band is the mean |error| of the H100 mixed-precision runs, now ±6.3%); the "
+    "speed-up itself barely moved (+6.8% -> +6.7%)",
+)
 def test_async_tp_speedup_on_torchtitans_70b_layout_is_within_the_h100_band():
-    # predicted 1.166x against the measured 1.092x: +6.8%, inside the ±7.6% H100 band (all TP hidden: 1.19x)
+    # predicted 1.166x against the measured 1.092x: +6.7% (all TP hidden: 1.19x)
     speedup, band = _async_tp_speedup("70b")
     measured = TORCHTITAN_ASYNC_TP["70b"][-1]
     assert abs(100 * (speedup / measured - 1)) <= band
@@ -99,7 +105,7 @@ def test_async_tp_speedup_on_torchtitans_70b_layout_is_within_the_h100_band():
 
 @pytest.mark.xfail(
     strict=True,
-    reason="predicted 1.194x against torchtitan's measured 1.099x (+8.7%), outside the ±7.6% H100 band: the model "
+    reason="predicted 1.193x against torchtitan's measured 1.099x (+8.6%), outside the ±6.3% H100 band: the model "
     "prices this layout's vanilla TP 30% faster than measured (5,708 against 4,378 tokens/s/GPU; 500 W cap not "
     "modelled), so TP traffic is too large a share of its step; the share hidden is not fitted to close it",
 )
