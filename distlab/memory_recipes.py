@@ -62,7 +62,7 @@ of this kit; a configuration fits when model states + activations <= GPU memory 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -123,6 +123,26 @@ class MemoryRecipe:
         """Whether the recipe states its own bytes (an engine) rather than the precision recipe's."""
         return self.weight_bytes is not None
 
+
+#: PyTorch FSDP2 (torchtitan); the FSDP1 recipes below differ only in their gradient path.
+_FSDP2 = MemoryRecipe(
+    "fsdp2",
+    (0, 2, 3),
+    4.0,
+    4.0,
+    8.0,
+    2,
+    2,
+    2,
+    gather_bytes=2.0,
+    gather_layers=2.0,
+    zero2_unsharded=2.0,
+    reserve_bytes=RESERVE_BYTES,
+    description="PyTorch FSDP2, bf16 compute on fp32 master weights: 16 B per parameter, sharded",
+    selective="op",
+    reduce_bytes=4.0,
+    gradient_copy_bytes=6.0,
+)
 
 MEMORY_RECIPES = {
     r.name: r
@@ -210,56 +230,20 @@ MEMORY_RECIPES = {
             reserve_bytes=RESERVE_BYTES,
             description="DeepSpeed ZeRO: 2 + 2 + 16 B per parameter; ZeRO-3 adds a largest-layer buffer",
         ),
-        MemoryRecipe(
-            "fsdp2",
-            (0, 2, 3),
-            4.0,
-            4.0,
-            8.0,
-            2,
-            2,
-            2,
-            gather_bytes=2.0,
-            gather_layers=2.0,
-            zero2_unsharded=2.0,
-            reserve_bytes=RESERVE_BYTES,
-            description="PyTorch FSDP2, bf16 compute on fp32 master weights: 16 B per parameter, sharded",
-            selective="op",
-            reduce_bytes=4.0,
-            gradient_copy_bytes=6.0,
-        ),
-        MemoryRecipe(
-            "fsdp1",
-            (0, 2, 3),
-            4.0,
-            4.0,
-            8.0,
-            2,
-            2,
-            2,
-            gather_bytes=2.0,
-            gather_layers=2.0,
-            zero2_unsharded=2.0,
-            reserve_bytes=RESERVE_BYTES,
+        _FSDP2,
+        replace(
+            _FSDP2,
+            name="fsdp1",
             description="PyTorch FSDP1 (Composer / llm-foundry), bf16 compute on fp32 master weights: 16 B per "
             "parameter, sharded",
-            reduce_bytes=4.0,
+            selective="attention-core",
             gradient_copy_bytes=14.0,
         ),
-        MemoryRecipe(
-            "fsdp1-pure",
-            (0, 2, 3),
-            4.0,
-            4.0,
-            8.0,
-            2,
-            2,
-            2,
-            gather_bytes=2.0,
-            gather_layers=2.0,
-            zero2_unsharded=2.0,
-            reserve_bytes=RESERVE_BYTES,
+        replace(
+            _FSDP2,
+            name="fsdp1-pure",
             description="PyTorch FSDP1 with Composer's mixed_precision PURE: gradients reduced in bf16",
+            selective="attention-core",
             reduce_bytes=2.0,
             gradient_copy_bytes=4.0,
         ),
