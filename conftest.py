@@ -8,6 +8,7 @@ notebooks/ too, which tests/conftest.py does not reach.)
 
 import functools
 import os
+from collections import OrderedDict
 from pathlib import Path
 
 import pytest
@@ -60,11 +61,32 @@ def _work_unit(rootpath: Path, nodeid: str) -> str:
     return nodeid
 
 
+#: A slow test (SLOW_PATHS, a notebook's cell) costs about 16 fast ones: the fast tier's 3,133 tests took 78 s on
+#: 2 workers (~0.05 s each), the suite's other 1,246 about 970 worker-seconds (~0.8 s each; benchmarks/RESULTS.md,
+#: session 4's clean-clone run). Only the order of the work units uses it.
+SLOW_TEST_COST = 16
+
+
+def _unit_cost(nodeids) -> int:
+    """A work unit's estimated cost, in fast tests: each slow test (a notebook's cell, SLOW_PATHS) counts
+    SLOW_TEST_COST."""
+    return sum(
+        SLOW_TEST_COST if n.split("::", 1)[0].endswith(".ipynb") or n.startswith(SLOW_PATHS) else 1 for n in nodeids
+    )
+
+
+def _slowest_first(workqueue: dict) -> dict:
+    """The work units (scope -> its node ids), the costliest first (_unit_cost; equal costs keep collection order),
+    so that the run ends on short units spread over every worker, not on one worker busy alone."""
+    return dict(sorted(workqueue.items(), key=lambda unit: -_unit_cost(unit[1])))
+
+
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config, log):
-    """`-n N` (its --dist load) as xdist's load scheduling, but by the work units of _work_unit: the largest units
-    (notebooks, the browser tests) start first and single tests fill the workers' remaining time. (xdist_group marks
-    would say this per test, but pytest-xdist 3.8 writes them into item._nodeid, which pytest 9 no longer reads.)"""
+    """`-n N` (its --dist load) as xdist's load scheduling, but by the work units of _work_unit, the costliest
+    first (_slowest_first: notebooks, the browser tests and the sandboxes, then the fast tests that fill the
+    workers' remaining time). (xdist_group marks would say this per test, but pytest-xdist 3.8 writes them into
+    item._nodeid, which pytest 9 no longer reads.)"""
     if config.getvalue("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
@@ -72,6 +94,13 @@ def pytest_xdist_make_scheduler(config, log):
     class WorkUnitScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return _work_unit(config.rootpath, nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            # schedule() fills the queue (by test count), then assigns the first units: order it by cost once
+            if not getattr(self, "_ordered", False):
+                self.workqueue = OrderedDict(_slowest_first(self.workqueue))
+                self._ordered = True
+            super()._assign_work_unit(node)
 
     return WorkUnitScheduling(config, log)
 

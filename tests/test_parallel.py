@@ -106,3 +106,34 @@ def test_a_skip_fails_the_run_where_every_test_must_run(tmp_path, where):
     # without the variable the same run passes, the skip reported as one
     proc = _pytest(folder)
     assert proc.returncode == 0 and "1 skipped" in proc.stdout, proc.stdout[-3000:]
+
+
+def test_the_costliest_work_units_are_handed_out_first():
+    # collection order puts the fast single tests of tests/cli before the widget fuzzing (SLOW_PATHS) and the
+    # linters; xdist's own order (most tests first) would leave every single test, slow ones included, to the end
+    # of the run, so a 30 s fuzz test could end it with one worker busy alone. Costs (conftest.SLOW_TEST_COST = 16
+    # per slow test): the notebook 3 x 16 = 48, the grading module 2 x 16 = 32, the fast module 20, each slow
+    # single 16, each fast single 1
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
+    root_conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(root_conftest)
+    queue = {
+        "tests/cli/test_cli.py::test_a": ["tests/cli/test_cli.py::test_a"],
+        "tests/core/test_many.py": [f"tests/core/test_many.py::test_{i}" for i in range(20)],
+        "tests/grading/test_grade.py": ["tests/grading/test_grade.py::test_a", "tests/grading/test_grade.py::test_b"],
+        "tests/test_lint.py::test_mypy_finds_nothing": ["tests/test_lint.py::test_mypy_finds_nothing"],
+        "tests/widgets/test_widget_fuzz.py::test_x[A]": ["tests/widgets/test_widget_fuzz.py::test_x[A]"],
+        "tests/widgets/test_units.py::test_b": ["tests/widgets/test_units.py::test_b"],
+        "notebooks/01_memory_wall.ipynb": [f"notebooks/01_memory_wall.ipynb::Cell {i}" for i in range(3)],
+    }
+    assert list(root_conftest._slowest_first(queue)) == [
+        "notebooks/01_memory_wall.ipynb",
+        "tests/grading/test_grade.py",
+        "tests/core/test_many.py",
+        "tests/test_lint.py::test_mypy_finds_nothing",
+        "tests/widgets/test_widget_fuzz.py::test_x[A]",
+        "tests/cli/test_cli.py::test_a",
+        "tests/widgets/test_units.py::test_b",
+    ]

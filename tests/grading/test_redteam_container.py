@@ -187,7 +187,7 @@ os.waitpid(_spawn([sys.executable, "-c", _prog]), 0)
 
 
 #: a new user namespace (unshare(CLONE_NEWUSER)) and ptrace(PTRACE_TRACEME), from a process without the audit hook;
-#: q1 is wrong if either succeeds
+#: q2 is wrong if either succeeds (q1 is INODES's: the two share one graded run)
 NAMESPACE = r"""
 _prog = '''
 import ctypes
@@ -197,7 +197,7 @@ open("escaped.txt", "w").write(" ".join(done))
 '''
 os.waitpid(_spawn([sys.executable, "-c", _prog]), 0)
 if open("escaped.txt").read():
-    answer_q1 = "escaped: " + open("escaped.txt").read()
+    answer_q2 = "escaped: " + open("escaped.txt").read()
 """
 
 
@@ -324,23 +324,6 @@ def test_a_notebook_cannot_keep_the_autograder_from_writing_results(base, how):
     assert result["score"] == 8.0
 
 
-def test_nothing_the_notebook_writes_outlives_its_grading(base):
-    root, seed = _autograder(base, timeout=120)
-    name = f"distlab-redteam-left-{secrets.token_hex(6)}"
-    try:
-        _submit(root, seed, [ESCAPE, LEAVE.format(name=name)], solved=True)
-        result, _ = _run(root, limit=300)
-        assert result is not None and result["score"] == 8.0
-        left = [p for p in (f"/tmp/{name}", f"/dev/shm/{name}") if os.path.exists(p)]
-        assert left == [], f"files of the notebook's user outlived its grading: {left}"
-    finally:
-        for p in (f"/tmp/{name}", f"/dev/shm/{name}"):
-            try:
-                os.unlink(p)
-            except OSError:
-                pass
-
-
 @pytest.mark.parametrize("lesson", ["memory_wall"])
 def test_the_bundled_source_holds_every_file_its_install_needs(tmp_path, lesson):
     # found on the way: setup.sh pip-installs /autograder/source/distlab-src, but the zip leaves out the data file
@@ -355,71 +338,141 @@ def test_the_bundled_source_holds_every_file_its_install_needs(tmp_path, lesson)
     assert missing == []
 
 
-def test_the_private_temporary_folders_have_an_inode_limit(base):
+def _private_temporary_folders() -> list[str]:
+    """The temporary folders the notebook's run gets privately: a folder the grader's Python imports from stays
+    shared (run_autograder says so; the threat model documents it): a checkout under /tmp (a CI clone in mktemp -d)
+    keeps /tmp shared, so only the private ones are tried."""
+    used = [p for p in [sys.executable, *sys.path, *os.environ.get("PYTHONPATH", "").split(":")] if p]
+    return [d for d in ("/tmp", "/var/tmp", "/dev/shm") if not any(p.startswith(d + "/") for p in used)]
+
+
+#: in the shared namespaces run, the question each attack makes wrong when it succeeds
+SIGNALS = {"INODES": "q1", "NAMESPACE": "q2"}
+
+
+def _failed(result: dict | None, *, but: tuple = ()) -> list[str]:
+    """The failed questions of a graded solved notebook ("q3: its output"), except those the attacks in `but`
+    signal through (their own tests read them); ["no results"] when the run left none or did not grade 8."""
+    tests = (result or {}).get("tests", [])
+    if len(tests) != 8:
+        return ["no results" if result is None else f"{len(tests)} questions graded, not 8"]
+    skip = {SIGNALS[attack] for attack in but}
+    return [
+        t["name"].split(":")[0] + ": " + t["output"]
+        for t in tests
+        if t["status"] != "passed" and t["name"].split(":")[0] not in skip
+    ]
+
+
+@pytest.fixture(scope="module")
+def shared_runs():
+    """What one graded run per container mode saw, by mode ("namespaces", "no-namespaces"); each run computed once.
+
+    The attacks that leave something behind, or are refused, without changing what another one sees share one
+    notebook (each its own cell, after ESCAPE), so one autograder run answers several tests; each test keeps its own
+    assertion. Namespaces: LEAVE, WORLD, SYSV, NAMESPACE (q2), then INODES (q1) last, since it uses up the private
+    temporary folders' inodes (before LEAVE, it would make LEAVE's writes fail and its check pass); INODES and
+    NAMESPACE each make their own question wrong (SIGNALS), which the other tests leave to them. What each left is
+    looked for right after the run, then removed. Kept apart: the two HANG attacks (they stop the grader or its
+    pipe: the run itself is the thing under test) and the answer-key hunt (an unsolved notebook, another Python).
+    """
+    made: list[Path] = []
+    seen: dict[str, dict] = {}
+
+    def run(mode: str) -> dict:
+        if mode in seen:
+            return seen[mode]
+        prefix = {"namespaces": (), "no-namespaces": NO_NAMESPACES}[mode]
+        base = Path(tempfile.mkdtemp(prefix="distlab-redteam-container-"))
+        world = Path(tempfile.mkdtemp(prefix="distlab-redteam-world-", dir="/opt"))  # outside /tmp: the host's disk
+        made.extend([base, world])
+        os.chmod(world, 0o1777)
+        name = f"distlab-redteam-world-{secrets.token_hex(6)}"
+        world_paths = [str(world / name), f"/run/lock/{name}", f"/var/lock/{name}"]
+        left_name = f"distlab-redteam-left-{secrets.token_hex(6)}"
+        left_paths = [f"/tmp/{left_name}", f"/dev/shm/{left_name}"]
+        private = _private_temporary_folders()
+        cells = [ESCAPE, WORLD.replace("PATHS", repr(world_paths)), SYSV]
+        if mode == "namespaces":
+            cells[2:2] = [LEAVE.format(name=left_name)]
+            cells += [NAMESPACE, INODES.replace("DIRS", repr(tuple(private)))] if private else [NAMESPACE]
+        sysv_before = _sysv_of(KERNEL_UID)
+        root, seed = _autograder(base, timeout=240)
+        _submit(root, seed, cells, solved=True)
+        try:
+            result, _ = _run(root, limit=420, prefix=prefix)
+            seen[mode] = {
+                "result": result,
+                "private": private,
+                "sysv_before": sysv_before,
+                "sysv_after": _sysv_of(KERNEL_UID),
+                "world_left": [p for p in world_paths if os.path.exists(p)],
+                "left": [p for p in left_paths if os.path.exists(p)] if mode == "namespaces" else [],
+            }
+        finally:
+            kill_user(KERNEL_UID)
+            for p in world_paths[1:] + left_paths:
+                try:
+                    os.unlink(p)
+                except OSError:
+                    pass
+            for found in _sysv_of(KERNEL_UID):
+                kind, ident = found.split(":")
+                subprocess.run(["ipcrm", {"shm": "-m", "msg": "-q", "sem": "-s"}[kind], ident], check=False)
+        return seen[mode]
+
+    try:
+        yield run
+    finally:
+        kill_user(KERNEL_UID)
+        for folder in made:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_nothing_the_notebook_writes_outlives_its_grading(shared_runs):
+    seen = shared_runs("namespaces")
+    assert _failed(seen["result"], but=("INODES", "NAMESPACE")) == []
+    assert seen["left"] == [], f"files of the notebook's user outlived its grading: {seen['left']}"
+
+
+def test_the_private_temporary_folders_have_an_inode_limit(shared_runs):
     # the attack (red team 13): /tmp, /var/tmp and /dev/shm were tmpfs of 512 MB but without nr_inodes: a million
     # empty files grew the host's unswappable kernel memory (Slab) by 1 GB. Now each holds at most 16,384 inodes
-    # (DEFAULT_INODES, as bubblewrap's /tmp), so the 20,000th file is refused in each
-    # A folder the grader's Python imports from stays shared (run_autograder says so; the threat model documents
-    # it): a checkout under /tmp (a CI clone in mktemp -d) keeps /tmp shared, so only the private ones are tried
-    used = [p for p in [sys.executable, *sys.path, *os.environ.get("PYTHONPATH", "").split(":")] if p]
-    private = [d for d in ("/tmp", "/var/tmp", "/dev/shm") if not any(p.startswith(d + "/") for p in used)]
+    # (DEFAULT_INODES, as bubblewrap's /tmp), so the 20,000th file is refused in each (only the private ones are
+    # tried: see _private_temporary_folders)
+    seen = shared_runs("namespaces")
+    private, result = seen["private"], seen["result"]
     assert private, "every temporary folder is shared with the grader's Python here: nothing to test"
-    root, seed = _autograder(base, timeout=120)
-    _submit(root, seed, [ESCAPE, INODES.replace("DIRS", repr(tuple(private)))], solved=True)
-    result, _ = _run(root, limit=300)
-    assert result is not None and result["score"] == 8.0, f"a private temporary folder of {private} took 20,000 inodes"
+    assert _failed(result, but=("NAMESPACE",)) == [], f"a private temporary folder of {private} took 20,000 inodes"
 
 
-@pytest.mark.parametrize("prefix", [(), NO_NAMESPACES], ids=["namespaces", "no-namespaces"])
-def test_no_world_writable_folder_keeps_what_the_notebook_wrote(base, prefix):
+@pytest.mark.parametrize("mode", ["namespaces", "no-namespaces"])
+def test_no_world_writable_folder_keeps_what_the_notebook_wrote(shared_runs, mode):
     # the attack (red team 05): /run/lock (world-writable, not one of the three private tmpfs) took 721 MB of the
     # host's disk, left after the run. The boundary is not a list of folders: the notebook writes into a
     # world-writable folder the script has never heard of (made here) and into /run/lock; with namespaces every
     # file system is read-only to it, without them what its user left is deleted after phase 1
-    name = f"distlab-redteam-world-{secrets.token_hex(6)}"
-    world = Path(tempfile.mkdtemp(prefix="distlab-redteam-world-", dir="/opt"))  # outside /tmp: the host's disk
-    os.chmod(world, 0o1777)
-    paths = [str(world / name), f"/run/lock/{name}", f"/var/lock/{name}"]
-    try:
-        root, seed = _autograder(base, timeout=120)
-        _submit(root, seed, [ESCAPE, WORLD.replace("PATHS", repr(paths))], solved=True)
-        result, _ = _run(root, limit=300, prefix=prefix)
-        assert result is not None and result["score"] == 8.0
-        assert [p for p in paths if os.path.exists(p)] == [], "a file of the notebook's user outlived its grading"
-    finally:
-        shutil.rmtree(world, ignore_errors=True)
-        for p in paths[1:]:
-            try:
-                os.unlink(p)
-            except OSError:
-                pass
+    seen = shared_runs(mode)
+    assert _failed(seen["result"], but=("INODES", "NAMESPACE")) == []
+    assert seen["world_left"] == [], "a file of the notebook's user outlived its grading"
 
 
-@pytest.mark.parametrize("prefix", [(), NO_NAMESPACES], ids=["namespaces", "no-namespaces"])
-def test_no_system_v_ipc_object_outlives_the_grading(base, prefix):
+@pytest.mark.parametrize("mode", ["namespaces", "no-namespaces"])
+def test_no_system_v_ipc_object_outlives_the_grading(shared_runs, mode):
     # the attack (red team 06): the IPC namespace was the container's, so a 768 MB SysV segment (nattch 0) stayed
     # resident after run_autograder returned. With namespaces the notebook gets its own IPC namespace (its
     # objects vanish with it); without, its user's objects are removed after phase 1
-    assert _sysv_of(KERNEL_UID) == []
-    root, seed = _autograder(base, timeout=120)
-    _submit(root, seed, [ESCAPE, SYSV], solved=True)
-    try:
-        result, _ = _run(root, limit=300, prefix=prefix)
-        assert result is not None and result["score"] == 8.0
-        assert _sysv_of(KERNEL_UID) == [], "System V IPC objects of the notebook's user outlived its grading"
-    finally:
-        for found in _sysv_of(KERNEL_UID):
-            kind, ident = found.split(":")
-            subprocess.run(["ipcrm", {"shm": "-m", "msg": "-q", "sem": "-s"}[kind], ident], check=False)
+    seen = shared_runs(mode)
+    assert seen["sysv_before"] == []
+    assert _failed(seen["result"], but=("INODES", "NAMESPACE")) == []
+    assert seen["sysv_after"] == [], "System V IPC objects of the notebook's user outlived its grading"
 
 
-def test_the_kernel_can_neither_make_a_user_namespace_nor_ptrace(base):
+def test_the_kernel_can_neither_make_a_user_namespace_nor_ptrace(shared_runs):
     # the attack (red team 03): in container mode no seccomp filter was installed, so the kernel's user (past the
     # audit hook) made a new user namespace (unshare(CLONE_NEWUSER)), in which it holds every capability (mounts,
     # the kernel's namespaced attack surface). Now the filter bubblewrap's kernels get is installed here too; it
-    # also refuses ptrace (PTRACE_TRACEME stands for any use)
-    root, seed = _autograder(base, timeout=120)
-    _submit(root, seed, [ESCAPE, NAMESPACE], solved=True)
-    result, _ = _run(root, limit=300)
+    # also refuses ptrace (PTRACE_TRACEME stands for any use); q2 is wrong if either worked
+    result = shared_runs("namespaces")["result"]
     assert result is not None
-    assert result["score"] == 8.0, [t["output"] for t in result["tests"] if t["score"] == 0]
+    assert _failed(result, but=("INODES",)) == []

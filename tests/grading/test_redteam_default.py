@@ -233,15 +233,24 @@ answer_x = 1
 """
 
 
-def test_redteam_small_iopub_messages_do_not_balloon_the_grader():
+def _grader_peak(code: str) -> int:
+    """The peak memory (MiB) of a grader process that runs `code` in one bubblewrap kernel (GRADER_RSS)."""
     import subprocess
     import sys
 
-    def peak(code):
-        done = subprocess.run([sys.executable, "-c", GRADER_RSS, code], capture_output=True, text=True, timeout=300)
-        return int(done.stdout.split()[-1])
+    done = subprocess.run([sys.executable, "-c", GRADER_RSS, code], capture_output=True, text=True, timeout=300)
+    return int(done.stdout.split()[-1])
 
-    quiet, loud = peak("answer_x = 1"), peak(DICT_FLOOD)
+
+@pytest.fixture(scope="module")
+def quiet_grader_peak() -> int:
+    """The grader's peak (MiB) on a notebook that sends nothing: the baseline both flood tests compare with
+    (measured once; each flood runs in its own grader process)."""
+    return _grader_peak("answer_x = 1")
+
+
+def test_redteam_small_iopub_messages_do_not_balloon_the_grader(quiet_grader_peak):
+    quiet, loud = quiet_grader_peak, _grader_peak(DICT_FLOOD)
     assert loud - quiet < 100, (quiet, loud)  # MiB
 
 
@@ -294,15 +303,8 @@ answer_x = 1
 """
 
 
-def test_redteam_widget_comm_messages_are_not_kept_by_the_grader():
-    import subprocess
-    import sys
-
-    def peak(code):
-        done = subprocess.run([sys.executable, "-c", GRADER_RSS, code], capture_output=True, text=True, timeout=300)
-        return int(done.stdout.split()[-1])
-
-    quiet, loud = peak("answer_x = 1"), peak(COMM_FLOOD)
+def test_redteam_widget_comm_messages_are_not_kept_by_the_grader(quiet_grader_peak):
+    quiet, loud = quiet_grader_peak, _grader_peak(COMM_FLOOD)
     assert loud - quiet < 100, (quiet, loud)  # MiB
 
 

@@ -43,16 +43,30 @@ def probe(
     code: str, *, audit_hook: bool = False, process_limit: int | None = 256, timeout: float = 120, mode="bwrap"
 ) -> dict:
     """Run `code` in one kernel (bubblewrap unless told); it leaves a dict in `answer_x`, returned here."""
+    return probes({"x": code}, audit_hook=audit_hook, process_limit=process_limit, timeout=timeout, mode=mode)["x"]
+
+
+def probes(
+    codes: dict[str, str],
+    *,
+    audit_hook: bool = False,
+    process_limit: int | None = 256,
+    timeout: float = 120,
+    mode="bwrap",
+) -> dict[str, dict]:
+    """Run each code (a dict in `answer_x`), in order, in one kernel; {name: its dict, with the run's problems}."""
     base = Path(tempfile.mkdtemp(prefix="distlab-probe-"))
     (base / "work" / ".tmp").mkdir(parents=True)  # what the old kernel needed: the probe runs on both
     (base / "submission.ipynb").write_text("{}")
     problems: list[str] = []
+    # each code's answer_x kept under its own name (answer_x itself for the one probe() runs)
+    cells = [c for name, code in codes.items() for c in (code, "" if name == "x" else f"answer_{name} = answer_x")]
     try:
         snapshot = run_in_kernel(
-            [code],
+            cells,
             base / "work",
-            answer_names=["answer_x"],
-            timeout=timeout,
+            answer_names=[f"answer_{name}" for name in codes],
+            timeout=timeout * len(codes),
             cell_timeout=timeout,
             sandbox=mode,
             memory_limit=8 * 2**30,
@@ -63,9 +77,9 @@ def probe(
         )
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    found = (snapshot or {}).get("answer_x")
-    assert isinstance(found, dict), (found, problems)
-    return {"problems": problems, **found}
+    found = {name: (snapshot or {}).get(f"answer_{name}") for name in codes}
+    assert all(isinstance(f, dict) for f in found.values()), (found, problems)
+    return {name: {"problems": problems, **f} for name, f in found.items()}
 
 
 # one kernel tries every way into the host's files it can think of, the hook off
@@ -156,8 +170,12 @@ def course(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def read_attacks(course):
-    """What one hostile kernel (hook off) could open and find; the grader's environment holds the secret."""
+def shared_probe(course):
+    """One hostile kernel (hook off) runs three independent attacks, each its own cell, in this order: READ_ATTACKS
+    (what it could open and find; the grader's environment holds the secret), WRITE_ATTACKS (writes, a signal to
+    the grader, the network) and STUDENT_VIEW (what it imports of the lessons). None changes what a later one sees:
+    the reads create nothing, a refused write leaves nothing (and the writes' targets are none of the reads' or
+    the student view's files), and the student view only imports. {"read": ..., "write": ..., "view": ...}"""
     targets = {
         "shadow": "/etc/shadow",
         "passwd": "/etc/passwd",
@@ -170,11 +188,28 @@ def read_attacks(course):
         "roster": str(course / "roster.csv"),
         "classmate": str(course / "submitted" / "bob" / "01_memory_wall.ipynb"),
     }
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
     os.environ["DISTLAB_VARIANT_SECRET"] = "s3cret-of-the-instructor"
     try:
-        return probe(f"TARGETS = {json.dumps(targets)!r}\n" + READ_ATTACKS)
+        write = (
+            f"GRADER, PORT = {os.getpid()}, {listener.getsockname()[1]}\n"
+            "IPC = [p for p in __import__('os').listdir('/tmp') if p != 'work']\n"
+            "IPC = '/tmp/' + IPC[0] + '/ipc' if IPC else '/nonexistent'\n" + WRITE_ATTACKS
+        )
+        return probes(
+            {"read": f"TARGETS = {json.dumps(targets)!r}\n" + READ_ATTACKS, "write": write, "view": STUDENT_VIEW}
+        )
     finally:
         del os.environ["DISTLAB_VARIANT_SECRET"]
+        listener.close()
+
+
+@pytest.fixture(scope="module")
+def read_attacks(shared_probe):
+    """What one hostile kernel (hook off) could open and find; the grader's environment holds the secret."""
+    return shared_probe["read"]
 
 
 @pytest.mark.parametrize(
@@ -258,24 +293,12 @@ answer_x["interfaces"] = sorted(name for _, name in socket.if_nameindex())
 """
 
 
-def test_the_kernel_writes_only_to_its_copy_signals_nothing_and_has_no_network():
+def test_the_kernel_writes_only_to_its_copy_signals_nothing_and_has_no_network(shared_probe):
     # old kernel (checked on main): it wrote into its private host folder (the sockets' folder, bound writable,
     # on the host's disk: the way 1.4 GB reached the host's temporary folder); now only base/ipc is bound and it
     # is locked before student code runs. The signal, network and read-only checks passed on main's bubblewrap
     # mode too (issue 28 found those in container mode, grading2's part): kept here so the allow-list keeps them
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    try:
-        port = listener.getsockname()[1]
-        code = (
-            f"GRADER, PORT = {os.getpid()}, {port}\n"
-            "IPC = [p for p in __import__('os').listdir('/tmp') if p != 'work']\n"
-            "IPC = '/tmp/' + IPC[0] + '/ipc' if IPC else '/nonexistent'\n" + WRITE_ATTACKS
-        )
-        found = probe(code)
-    finally:
-        listener.close()
+    found = shared_probe["write"]
     assert found["writes"] == []
     assert found["signal"] == "ProcessLookupError"  # the grader is not even in its process namespace
     assert found["network"] != "connected"
@@ -383,10 +406,10 @@ answer_x = {
 """
 
 
-def test_the_answer_key_never_enters_the_kernel():
+def test_the_answer_key_never_enters_the_kernel(shared_probe):
     # old kernel: imported the real distlab.lessons.memory_wall and removed expected/explain afterwards (the
     # source file, its helpers' code objects and the variants' templates stayed reachable)
-    found = probe(STUDENT_VIEW)
+    found = shared_probe["view"]
     assert found["file"].startswith(sandbox.SANDBOX_VIEW)
     assert found["expected"] is False
     assert found["helpers"] == []
