@@ -100,7 +100,11 @@ def test_prefetched_payload_is_what_the_app_shows_after_that_change(name):
         keyed = {n: getattr(app, n) for n in controls}
         jobs = _jobs(app, controls, neighbour)
         app.prefetcher.run_all("base", jobs)
-        assert sent[0] == {"prefetch_base": "base", "limit": prefetch.BROWSER_LIMIT}
+        # the neighbourhood named first: each job's key and the id of the full state priced there
+        expect = {key: prefetch.state_id(state) for key, state in jobs}
+        fill = sent[0]["fill"]
+        assert sent[0] == {"prefetch_base": "base", "limit": prefetch.BROWSER_LIMIT, "expect": expect, "fill": fill}
+        assert all(m["id"] == expect[m["prefetch"]] and m["fill"] == fill for m in sent[1:])
         payloads = {m["prefetch"]: m["payload"] for m in sent[1:]}
         assert len(payloads) == len(jobs) > 0
         rng = random.Random(seed)
@@ -152,9 +156,11 @@ def test_no_prefetch_turn_holds_the_kernel_and_a_prefetched_change_is_shown_comp
             assert time.perf_counter() - begin < 120
         keyed = {n: getattr(app, n) for n in controls}
         jobs = _jobs(app, controls, neighbour, getattr(app, control))
-        # the browser told to drop its cache when the change arrived, and again when the fill starts; then each job,
-        # the changed control's own neighbours first
+        # the browser told to answer nothing from its cache when the change arrived (an empty neighbourhood), then
+        # the new neighbourhood when the fill starts; then each job, the changed control's own neighbours first
         assert [m["prefetch_base"] for m in sent[:2]] == ["", prefetch.state_key(list(keyed.values()))]
+        assert sent[0]["expect"] == {} and set(sent[1]["expect"]) == {key for key, _ in jobs}
+        assert sent[0]["fill"] < sent[1]["fill"] == sent[2]["fill"]  # the browser takes the newer neighbourhood
         assert [m["prefetch"] for m in sent[2:]] == [key for key, _ in jobs]
         assert sent[2]["prefetch"] == jobs[0][0] and jobs[0][1][control] != value
         # a change into a prefetched state: every position shown at once, in the change's own turn
