@@ -134,7 +134,7 @@ CONTROL_APPS = [
     ("all-to-all (lesson 10)", 11, ["capacity"], [], [],
      ["EP size", "experts/GPU", "top-k", "router skew", "pairwise step"]),
     # lesson 5's TP layer, lesson 10's imbalance and placement, lesson 11's four apps (CheckpointApp's failure rate and
-    # storage bandwidth are log sliders: no neighbours cached, not timed); TP 4 and EP 4 in their cells, since a slider
+    # storage bandwidth are log sliders, keyed by their step positions); TP 4 and EP 4 in their cells, since a slider
     # at its last option does not move right (the default TP 8 on NVLink, EP 8 for Mixtral's 8 experts)
     ("tensor parallel (lesson 5)", 12, ["link", "GPU", "precision"], [], ["sequence parallelism"],
      ["TP degree", "hidden h", "sequence s", "microbatch b"]),
@@ -144,7 +144,7 @@ CONTROL_APPS = [
     ("FSDP (lesson 11)", 16, ["model", "fabric", "sequences"], ["nodes", "sharding"], ["reshard after forward"],
      ["prefetch"]),
     ("context (lesson 11)", 17, ["model", "tokens", "link"], ["cp", "tp"], []),
-    ("checkpoints (lesson 11)", 18, ["model"], ["checkpoint"], [], ["GPUs", "restart min"]),
+    ("checkpoints (lesson 11)", 18, ["model"], ["checkpoint"], [], ["GPUs", "restart min", "fail/GPU-h", "storage TB/s"]),
 ]
 LAB_PRESSES = 20
 PAUSE_S = 0.5

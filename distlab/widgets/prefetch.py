@@ -28,7 +28,9 @@ import math
 import time
 from collections import OrderedDict
 
-from .controls import neighbour_values
+import ipywidgets as widgets
+
+from .controls import ON_STEP, log_step, neighbour_values
 from .filling import event_loop_running, turn_deadline
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "KERNEL_LIMIT",
     "control_label",
     "js_number",
+    "log_slider_label",
     "state_key",
     "state_id",
     "values_key",
@@ -60,9 +63,11 @@ _CURRENT = object()
 
 def control_label(widget, value=_CURRENT) -> str:
     """What the browser's copy of `widget` shows at `value` (default: its value): a selection's option label (its
-    model's _options_labels[index], which browser_js/prefetch.js reads), "1"/"0" for a checkbox, or the number of a
-    slider (as JavaScript's String writes an integer)."""
+    model's _options_labels[index], which browser_js/prefetch.js reads), "1"/"0" for a checkbox, the number of a
+    slider (as JavaScript's String writes an integer), or a log slider's step position (log_slider_label)."""
     value = widget.value if value is _CURRENT else value
+    if isinstance(widget, widgets.FloatLogSlider):
+        return log_slider_label(value, widget.min, widget.step, widget.base)
     if not hasattr(widget, "_options_labels"):
         if isinstance(value, bool):
             return "1" if value else "0"
@@ -72,6 +77,16 @@ def control_label(widget, value=_CURRENT) -> str:
     values = list(widget._options_values)
     k = next(i for i, v in enumerate(values) if v is value or (v is not None and value is not None and v == value))
     return str(widget._options_labels[k])
+
+
+def log_slider_label(value: float, low: float, step: float, base: float) -> str:
+    """A FloatLogSlider's label in the browser's key (browser_js/prefetch.js's logSliderLabel): its step position k
+    (controls.log_step), which both sides compute exactly where the value itself differs in its last bits (noUiSlider
+    steps the exponent in its own float arithmetic, Python's neighbour is base ** (min + k step)); "~" and the number
+    (js_number) for a value between steps (lesson 11's default failure rate, 2.3e-5), which no step position names."""
+    position = log_step(value, low, step, base)
+    k = round(position)
+    return str(k) if math.isfinite(position) and abs(position - k) < ON_STEP else "~" + js_number(value)
 
 
 def js_number(value: float) -> str:

@@ -5,7 +5,8 @@
 // {summaries, errors, frames}}
 // (and, where the change moves the picture's slider, min, max, value and height; lesson 4's grid: times and codes,
 // as binary buffers named by the message's `buffers`) per neighbouring state. The key is the
-// labels the app's controls (the `controls` trait) show, joined by \x1f (a checkbox: 1 or 0; a slider: its number).
+// labels the app's controls (the `controls` trait) show, joined by \x1f (a checkbox: 1 or 0; a slider: its number;
+// a log slider: its step position, logSliderLabel).
 // A change of a control to a state of the current neighbourhood whose payload is held redraws at once from it,
 // shown over the model's own data until the kernel sends its data (the same, computed by the same functions); any
 // other change waits for the kernel. Payloads are held by state id across fills (a change back soon after is found
@@ -17,6 +18,8 @@ const KEY_SEPARATOR = "\x1f";
 // where a frame-cache PNG is 12-18 kB, the training lab's payload 12 kB (the count binds first), lesson 4's grid
 // 0.1-1 MB (its 64 timelines' ops: the bytes bind first, at 60 or more states)
 const BYTE_BUDGET = 64 * 2 ** 20;
+// a log slider's value within this fraction of a step of a step position is at that position (controls.ON_STEP)
+const ON_STEP = 1e-6;
 // the model's changes that bring the kernel's own data (lesson 4's grid sends times and codes with its frames)
 const KERNEL_DATA = "change:frames change:summaries change:errors change:times change:codes";
 
@@ -27,7 +30,20 @@ function controlLabel(m) {
     return index === null || index === undefined ? "" : String(labels[index]);
   }
   const value = m.get("value");
+  if (m.get("_model_name") === "FloatLogSliderModel") {
+    return logSliderLabel(value, m.get("min"), m.get("step"), m.get("base"));
+  }
   return typeof value === "boolean" ? (value ? "1" : "0") : String(value); // a checkbox, or a slider's number
+}
+
+// A FloatLogSlider's label (prefetch.log_slider_label computes the same): its step position
+// (log_base(value) - min) / step, an integer both sides compute exactly where noUiSlider's stepped exponent and
+// Python's base ** (min + k step) differ in their last bits; "~" and the number for a value between steps (a
+// default such as lesson 11's failure rate, 2.3e-5), which no step position names.
+function logSliderLabel(value, min, step, base) {
+  const position = (Math.log(value) / Math.log(base) - min) / step;
+  const k = Math.round(position);
+  return Number.isFinite(position) && Math.abs(position - k) < ON_STEP ? String(k) : `~${String(value)}`;
 }
 
 // the bytes a payload holds: its binary parts and the length of its JSON parts
@@ -56,8 +72,9 @@ function withBuffers(msg, buffers) {
 // {view, stop, shownId, payload}: `view` reads the model through the cached payload drawn last (mountPicture paints
 // from it); `stop` removes the listeners; `shownId()` the state id of that payload; `payload(id)` the payload held
 // under that id (or undefined). `events` (optional): {stored(id, msg, buffers), evicted(id), based(ids)} for the frame cache's bitmaps. The
-// element `root` carries data-prefetched (states of the current neighbourhood held), data-cached (states held) and
-// data-cache-hits (changes drawn from the cache) for tests and the browser benchmark.
+// element `root` carries data-prefetched (states of the current neighbourhood held), data-cached (states held),
+// data-fill (the neighbourhood's number) and data-cache-hits (changes drawn from the cache) for tests and the
+// browser benchmark.
 function prefetching(model, root, events = {}) {
   const cache = new Map(); // state id -> payload, the least recently used first
   const sizes = new Map(); // state id -> payloadBytes
@@ -78,6 +95,7 @@ function prefetching(model, root, events = {}) {
     for (const id of expect.values()) if (cache.has(id)) held += 1;
     root.setAttribute("data-prefetched", String(held));
     root.setAttribute("data-cached", String(cache.size));
+    root.setAttribute("data-fill", String(fill));
   };
   const drop = (id) => {
     bytes -= sizes.get(id) || 0;
