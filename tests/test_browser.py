@@ -1262,7 +1262,8 @@ def test_a_prefetched_change_of_the_training_lab_redraws_with_no_kernel(jupyterl
 #: toggle changed: its description and the option picked); _app_for builds the same app here for distlab's text.
 #: The ring's link changes its text, not its drawing (the canvas is checked for the others). Lesson 4's grid: from
 #: interleaved its schedule toggle's neighbour ZB-H1 splits the backward into B and W, so the legend the picture
-#: draws from the cached payload must then name W (it did not before).
+#: draws from the cached payload must then name W (it did not before), and its chunks slider (interleaved only) be
+#: disabled by the browser (the payload carries the controls' disabled states; the kernel used to apply it).
 SAME_CANVAS = ("ring",)
 CACHED_CHANGES = {
     "memory wall": (
@@ -1326,6 +1327,9 @@ def test_a_prefetched_change_of_a_lesson_app_redraws_with_no_kernel(jupyterlab, 
         assert _squash(summary.text_content() or "") == before
         canvas = page.locator(".distlab-picture canvas")
         pixels = canvas.evaluate("c => c.toDataURL()")
+        chunks = page.locator(".widget-slider", has=page.locator(".widget-label", has_text=re.compile("^chunks v$")))
+        if name == "bubble grid":  # interleaved: the chunks slider enabled
+            assert chunks.locator("[disabled]").count() == 0
         _shut_down_kernel(page)
         named = page.locator(".widget-label", has_text=re.compile(f"^{label}$"))
         if hasattr(control, "_options_labels") and type(control).__name__ == "ToggleButtons":
@@ -1342,6 +1346,8 @@ def test_a_prefetched_change_of_a_lesson_app_redraws_with_no_kernel(jupyterlab, 
         assert (canvas.evaluate("c => c.toDataURL()") == pixels) == (name in SAME_CANVAS)
         if name == "bubble grid":  # the legend, drawn from the same cached payload, now names W
             assert "weight gradient (W)" in (page.locator(".distlab-legend").text_content() or "")
+            # and the chunks slider (interleaved only) is disabled by the browser itself: the kernel is shut down
+            page.wait_for_function("el => el.querySelector('[disabled]') !== null", arg=chunks.element_handle())
 
 
 #: The matplotlib-drawn apps whose cached change is checked with no kernel (issue 32: distlab.widgets.framecache):

@@ -174,16 +174,25 @@ class Prefetcher:
     last start; `longest_turn_s` the longest turn so far; `per_turn` (None: no limit) the most neighbours priced in one
     turn (the frame cache's neighbours each paint a whole picture); `context()` (optional) what the payloads depend on
     besides the state, the same for a whole fill (the frame cache's pixel geometry and remembered ranges), part of
-    each state id. `future` is done when the fill has ended (None outside an
+    each state id; `disabled(state)` (optional) the disabled state of each of the picture's controls there (None: not
+    the app's to set), sent in each payload as "control_disabled" (lesson 4's chunks slider, interleaved only: the
+    browser applies it with the cached change). `future` is done when the fill has ended (None outside an
     event loop, where start does nothing and run_all computes everything at once). `kernel_limit` bounds `table`
     (an app whose states are large keeps fewer)."""
 
     def __init__(
-        self, picture, steps, kernel_limit: int = KERNEL_LIMIT, per_turn: int | None = None, context=None
+        self,
+        picture,
+        steps,
+        kernel_limit: int = KERNEL_LIMIT,
+        per_turn: int | None = None,
+        context=None,
+        disabled=None,
     ) -> None:
         self.picture = picture
         self.steps = steps
         self.context = context
+        self.disabled = disabled
         self.kernel_limit = kernel_limit
         self.per_turn = per_turn
         self.table: OrderedDict = OrderedDict()
@@ -247,14 +256,14 @@ class Prefetcher:
                     key, state = jobs.pop(0)
                     data = self.lookup(state)
                     if data is not None:
-                        self._send(key, expect[key], data, fill)
+                        self._send(key, expect[key], data, fill, state)
                         continue
                     current[:] = [key, state, self.steps(state)]
                 try:
                     next(current[2])
                 except StopIteration as done:
                     self.remember(current[1], done.value)
-                    self._send(current[0], expect[current[0]], done.value, fill)
+                    self._send(current[0], expect[current[0]], done.value, fill, current[1])
                     current.clear()
                     priced += 1
             self.longest_turn_s = max(self.longest_turn_s, time.perf_counter() - begin)
@@ -265,8 +274,10 @@ class Prefetcher:
 
         return step
 
-    def _send(self, key: str, sid: str, data: dict, fill: int) -> None:
+    def _send(self, key: str, sid: str, data: dict, fill: int, state: dict) -> None:
         self.sent.append(key)
+        if self.disabled is not None:
+            data = {**data, "control_disabled": self.disabled(state)}
         binary = [name for name, value in data.items() if isinstance(value, bytes)]
         msg = {"prefetch": key, "id": sid, "fill": fill}
         if not binary:

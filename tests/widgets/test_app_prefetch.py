@@ -42,10 +42,15 @@ DRAWN = ("summaries", "errors", "frames")
 
 
 def _shown(app, keys=DRAWN) -> dict:
-    """The picture's traits named in `keys`, as the kernel shows them now."""
+    """The picture's traits named in `keys`, as the kernel shows them now; for a payload's control_disabled, the
+    disabled state of each control it names (lesson 4's chunks slider)."""
     p = app.picture
     value = {"summaries": list, "errors": list, "frames": dict}  # the rest as they are: min, max, value, height
-    return {k: value.get(k, lambda v: v)(getattr(p, k)) for k in keys}
+    shown = {k: value.get(k, lambda v: v)(getattr(p, k)) for k in keys if k != "control_disabled"}
+    if "control_disabled" in keys:
+        named = [w.disabled for w in p.controls]
+        shown["control_disabled"] = [None if d is None else named[i] for i, d in enumerate(keys["control_disabled"])]
+    return shown
 
 
 def _recording(sent: list):
@@ -314,3 +319,28 @@ def test_a_small_or_large_floats_label_is_written_as_javascript_writes_it():
         -0.003: "-0.003",
     }
     assert {v: prefetch.js_number(v) for v in cases} == cases
+
+
+def test_the_grids_payloads_carry_the_chunks_sliders_disabled_state():
+    # lesson 4: chunks v applies to the interleaved schedule only. From interleaved, the schedule toggle's neighbours
+    # (1F1B, ZB-H1) disable it and a new stage count keeps it enabled; each payload carries what the app itself sets
+    # after that change (a second app really changed), so the browser applies it with the cached change
+    app = BubbleGridApp(kind="interleaved")
+    sent: list = []
+    app.picture.send = _recording(sent)
+    app.prefetcher.run_all("base", _jobs(app, GRID_CONTROLS, None))
+    chunks = GRID_CONTROLS.index("chunks")
+    by_key = {m["prefetch"]: m["payload"]["control_disabled"] for m in sent[1:]}
+    checked = []
+    for name in ("kind", "stages"):
+        for value in neighbour_values(getattr(app, name)):
+            other = BubbleGridApp(kind="interleaved")
+            getattr(other, name).value = value
+            disabled = by_key[prefetch.state_key(list(app.picture.controls), (getattr(app, name), value))]
+            assert disabled[chunks] is other.chunks.disabled
+            assert [d for i, d in enumerate(disabled) if i != chunks] == [None] * (len(GRID_CONTROLS) - 1)
+            checked.append((name, value, disabled[chunks]))
+            other.close()
+    assert ("kind", "1f1b", True) in checked and ("kind", "zb-h1", True) in checked
+    assert any(name == "stages" and not disabled for name, _, disabled in checked)
+    app.close()

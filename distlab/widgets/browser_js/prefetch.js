@@ -12,7 +12,8 @@
 // other change waits for the kernel. Payloads are held by state id across fills (a change back soon after is found
 // before the kernel has refilled), at most `limit` of them and BYTE_BUDGET bytes, the least recently used out
 // first, never one of the current neighbourhood.
-// A payload without frames keeps the picture's frames (our message in place of the text: the picture hides them).
+// A payload without frames keeps the picture's frames (our message in place of the text: the picture hides them);
+// its control_disabled ([true, false or null per control]) is applied to the controls at once (lesson 4's chunks v).
 const KEY_SEPARATOR = "\x1f";
 // the most bytes of payload held besides the current neighbourhood's (prefetch.BROWSER_LIMIT states in all): 64 MiB,
 // where a frame-cache PNG is 12-18 kB, the training lab's payload 12 kB (the count binds first), lesson 4's grid
@@ -167,6 +168,13 @@ function prefetching(model, root, events = {}) {
     }
     count();
   };
+  // a payload's disabled states of the app's controls, applied in the browser at once (not sent back: the kernel sets
+  // the same when the change reaches it)
+  const applyDisabled = (payload) => {
+    (payload.control_disabled || []).forEach((disabled, i) => {
+      if (disabled !== null && disabled !== undefined && controls[i]) controls[i].set("disabled", disabled);
+    });
+  };
   const onControl = (changed) => {
     const k = key();
     if (k === last) return;
@@ -182,6 +190,7 @@ function prefetching(model, root, events = {}) {
     shown = hit;
     shownId = id;
     hits += 1;
+    applyDisabled(hit);
     root.setAttribute("data-drawn-from", "cache");
     root.setAttribute("data-cache-hits", String(hits));
     painters.forEach((paint) => paint());
