@@ -3,11 +3,12 @@
 // (the PNG bytes within its byte budget) and finds them by the labels of the app's controls. The PNGs of the current
 // neighbourhood are kept decoded (a hit paints within its frame); those of older ones are closed (a decoded picture
 // is width x height x 4 bytes: 2-6 MB at a device pixel ratio of 2) and decoded again when they are neighbours again.
-// A picture kept from an older neighbourhood was painted from the state the kernel then showed: where the app keeps
-// something along the way (a remembered time range: framecache.FRAME_LIMIT) it may differ there from the kernel's
-// frame, which replaces the overlay when the kernel has drawn that state (`drawn`), as for every cached picture. A change to a cached state draws the PNG over the app's ipympl canvas (same CSS size; the
-// PNG is at the device's pixel ratio, as ipympl draws) and writes the texts into the app's HTML widgets at once; the
-// overlay goes when the kernel says it has drawn that state (`drawn`), a frame after ipympl's own frame.
+// A picture is held under the id of its state and of what the kernel drew it in (FrameCachingApp.frame_context: the
+// pixel geometry, the full draw, the plot helpers' remembered ranges), so one from an older neighbourhood is shown
+// only where the kernel would paint it the same. A change to a cached state draws the PNG over the app's ipympl
+// canvas (same CSS size; the PNG is at the device's pixel ratio, as ipympl draws) and writes the texts into the app's
+// HTML widgets at once; the overlay goes when the kernel says it has drawn that state (`drawn`), a frame after
+// ipympl's own frame.
 const FRAME_CLASS = "distlab-frame";
 const SETTLE_MS = 50; // after the kernel's `drawn`: ipympl's frame (sent before it) is decoded and painted
 

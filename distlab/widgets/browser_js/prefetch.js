@@ -72,10 +72,10 @@ function withBuffers(msg, buffers) {
 
 // {view, stop, shownId, payload}: `view` reads the model through the cached payload drawn last (mountPicture paints
 // from it); `stop` removes the listeners; `shownId()` the state id of that payload; `payload(id)` the payload held
-// under that id (or undefined). `events` (optional): {stored(id, msg, buffers), evicted(id), based(ids)} for the frame cache's bitmaps. The
-// element `root` carries data-prefetched (states of the current neighbourhood held), data-cached (states held),
-// data-fill (the neighbourhood's number) and data-cache-hits (changes drawn from the cache) for tests and the
-// browser benchmark.
+// under that id (or undefined). `events` (optional): {stored(id, msg, buffers), evicted(id), based(ids)}, for the
+// frame cache's bitmaps. The element `root` carries data-prefetched (states of the current neighbourhood held),
+// data-cached (states held), data-fill (the neighbourhood's number) and data-cache-hits (changes drawn from the
+// cache) for tests and the browser benchmark.
 function prefetching(model, root, events = {}) {
   const cache = new Map(); // state id -> payload, the least recently used first
   const sizes = new Map(); // state id -> payloadBytes
