@@ -3,9 +3,9 @@
 JupyterLab on localhost serves a notebook with the ring all-reduce animation (lesson 2), the bubble grid
 (lesson 4), the memory wall (lesson 1), the ZeRO bars (lesson 3), the 3D assignment grid (lesson 6) and the training
 lab's bars (lesson 7) and the triage ladder (lesson 8b), built as the lessons build them; headless Chromium
-(/usr/bin/chromium, driven by Playwright) runs it. For each picture, 40 arrow-key presses on its own slider:
-in the page, a keydown listener on the slider notes performance.now(); a MutationObserver on the text summary
-sees the picture's synchronous redraw (the canvas and the text are painted in the same input event), and the
+(/usr/bin/chromium, driven by Playwright) runs it. For each picture, 2n arrow-key presses (--n, default 20: 40) on
+its own slider: in the page, a keydown listener on the slider notes performance.now(); a MutationObserver on the text
+summary sees the picture's synchronous redraw (the canvas and the text are painted in the same input event), and the
 requestAnimationFrame after it is the frame that shows the new pixels: the sample is that frame's time minus
 the keydown's.
 
@@ -16,7 +16,7 @@ Goal (issue 20): median <= 20 ms, p95 <= 33 ms, and the delay changes neither by
 Then every dropdown, toggle, checkbox and ipywidgets slider of the apps in CONTROL_APPS (the ring, the bubble grid,
 the memory wall, the ZeRO bars, the 3D grid, the training lab, the triage ladder; issue 32), and of the apps matplotlib
 draws whose neighbouring pictures the browser caches (FRAME_CELLS: distlab.widgets.framecache; their text is the status
-panel): 20 changes each, alternating between a value and its neighbour, change event (capture phase) to
+panel): n changes each (default 20), alternating between a value and its neighbour, change event (capture phase) to
 the frame after the picture's text changes, with the share drawn from the browser's cache.
 
     python benchmarks/bench_browser_pictures.py "(lesson"   # only the matplotlib-drawn apps' controls Goal (issue 32): median
@@ -24,11 +24,13 @@ the frame after the picture's text changes, with the share drawn from the browse
 
     python benchmarks/bench_browser_pictures.py       (or: python benchmarks/run.py browser_pictures)
     python benchmarks/bench_browser_pictures.py "training lab"   # the pictures whose label has these words
+    python benchmarks/bench_browser_pictures.py --n 6 "checkpoints"   # 6 changes per control (2n slider presses)
 Skipped with a message when Chromium or Playwright is missing. Nothing here is asserted in tests.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import secrets
@@ -49,7 +51,6 @@ from _timing import report, summarize
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-sandbox"]
-PRESSES = 40
 DELAY_S = 0.025  # each way
 CELLS = [
     'from distlab.widgets.collectives import RingAllReduceApp\nring = RingAllReduceApp(gpus=8, size="4 GB", '
@@ -133,7 +134,7 @@ CONTROL_APPS = [
     ("all-to-all (lesson 10)", 11, ["capacity"], [], [],
      ["EP size", "experts/GPU", "top-k", "router skew", "pairwise step"]),
     # lesson 5's TP layer, lesson 10's imbalance and placement, lesson 11's four apps (CheckpointApp's failure rate and
-    # storage bandwidth are log sliders: no neighbours cached, not timed); TP 4 and EP 4 in their cells, since a slider
+    # storage bandwidth are log sliders, keyed by their step positions); TP 4 and EP 4 in their cells, since a slider
     # at its last option does not move right (the default TP 8 on NVLink, EP 8 for Mixtral's 8 experts)
     ("tensor parallel (lesson 5)", 12, ["link", "GPU", "precision"], [], ["sequence parallelism"],
      ["TP degree", "hidden h", "sequence s", "microbatch b"]),
@@ -143,7 +144,7 @@ CONTROL_APPS = [
     ("FSDP (lesson 11)", 16, ["model", "fabric", "sequences"], ["nodes", "sharding"], ["reshard after forward"],
      ["prefetch"]),
     ("context (lesson 11)", 17, ["model", "tokens", "link"], ["cp", "tp"], []),
-    ("checkpoints (lesson 11)", 18, ["model"], ["checkpoint"], [], ["GPUs", "restart min"]),
+    ("checkpoints (lesson 11)", 18, ["model"], ["checkpoint"], [], ["GPUs", "restart min", "fail/GPU-h", "storage TB/s"]),
 ]
 LAB_PRESSES = 20
 PAUSE_S = 0.5
@@ -263,7 +264,7 @@ def _wait_up(url: str, seconds: float = 90) -> None:
     raise RuntimeError(f"{url} did not answer")
 
 
-def _measure(sync_api, base: str, token: str, name: str, only: tuple = ()) -> dict:
+def _measure(sync_api, base: str, token: str, name: str, only: tuple = (), n: int = LAB_PRESSES) -> dict:
     results = {}
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
@@ -295,7 +296,7 @@ def _measure(sync_api, base: str, token: str, name: str, only: tuple = ()) -> di
                 slider = picture.locator("input.distlab-slider")
                 lo, hi = (int(slider.get_attribute(a)) for a in ("min", "max"))
                 slider.focus()
-                for i in range(PRESSES):
+                for i in range(2 * n):
                     value = int(slider.input_value())
                     key = "ArrowRight" if value < hi and (i // (hi - lo)) % 2 == 0 or value == lo else "ArrowLeft"
                     page.keyboard.press(key)
@@ -306,7 +307,7 @@ def _measure(sync_api, base: str, token: str, name: str, only: tuple = ()) -> di
             for app, index, *controls in CONTROL_APPS:
                 if not only or any(word in app or app in word for word in only):
                     shown = pictures.nth(index) if index < len(CELLS) else frames.nth(index - len(CELLS))
-                    results.update(_measure_controls(page, app, index, shown, *controls))
+                    results.update(_measure_controls(page, app, index, shown, *controls, n=n))
         except Exception:
             page.screenshot(path=str(Path(tempfile.gettempdir()) / f"distlab-bench-{name}.png"))
             raise
@@ -334,13 +335,13 @@ def _watched(picture):
 PROGRESS_NAME = "c => (c.closest('.widget-inline-hbox, .widget-hbox, .widget-box') || c).textContent.slice(0, 40)"
 
 
-def _time_changes(page, control, picture, change, pause_s: float) -> dict:
-    """LAB_PRESSES changes made by change(i), pause_s apart: latency summary and the share drawn from the cache."""
+def _time_changes(page, control, picture, change, pause_s: float, n: int = LAB_PRESSES) -> dict:
+    """n changes made by change(i), pause_s apart: latency summary and the share drawn from the cache."""
     text, marked = _watched(picture)
     holder = marked.element_handle()
     summary = text.element_handle()
     page.evaluate(INSTRUMENT_CONTROL, [control.element_handle(), summary, holder])
-    for i in range(LAB_PRESSES):
+    for i in range(n):
         page.wait_for_timeout(pause_s * 1e3)
         change(i)
         page.wait_for_function(f"window.__latency.length >= {i + 1}", timeout=15_000)
@@ -376,7 +377,7 @@ def _visible_pair(page, select, picture):
     return None
 
 
-def _measure_controls(page, app: str, index: int, picture, dropdowns, toggles, checkboxes, sliders=()) -> dict:
+def _measure_controls(page, app: str, index: int, picture, dropdowns, toggles, checkboxes, sliders=(), n=LAB_PRESSES):
     """Change -> changed pixels for every enabled control of the app in cell `index`, alternating between its value
     and a neighbouring one (a select's option either side, the next toggle button, the checkbox)."""
     results = {}
@@ -392,7 +393,7 @@ def _measure_controls(page, app: str, index: int, picture, dropdowns, toggles, c
         for pause in pauses:
             label = f"{app}: {name} dropdown" + (" (during the refill)" if pause == FILL_PAUSE_S else "")
             results[label] = _time_changes(page, select, picture, lambda i: select.select_option(label=pair[i % 2]),
-                                           pause)
+                                           pause, n)
     for name in toggles:
         group = _labelled(page, cell, ".widget-toggle-buttons", name)
         buttons = group.locator("button")
@@ -400,20 +401,21 @@ def _measure_controls(page, app: str, index: int, picture, dropdowns, toggles, c
         k = next(i for i in range(buttons.count()) if "mod-active" in (buttons.nth(i).get_attribute("class") or ""))
         pair = (k + 1 if k + 1 < len(texts) else k - 1, k)
         results[f"{app}: {name} toggle"] = _time_changes(
-            page, group, picture, lambda i: buttons.nth(pair[i % 2]).click(), PAUSE_S)
+            page, group, picture, lambda i: buttons.nth(pair[i % 2]).click(), PAUSE_S, n)
     for name in checkboxes:
         box = _labelled(page, cell, ".widget-checkbox", name).locator("input")
-        results[f"{app}: {name} checkbox"] = _time_changes(page, box, picture, lambda i: box.click(), PAUSE_S)
+        results[f"{app}: {name} checkbox"] = _time_changes(page, box, picture, lambda i: box.click(), PAUSE_S, n)
     for name in sliders:
         handle = _labelled(page, cell, ".widget-slider", name).locator("[role=slider], .noUi-handle").first
         handle.focus()
         results[f"{app}: {name} slider (keyboard)"] = _time_changes(
-            page, handle, picture, lambda i: page.keyboard.press("ArrowLeft" if i % 2 else "ArrowRight"), PAUSE_S)
+            page, handle, picture, lambda i: page.keyboard.press("ArrowLeft" if i % 2 else "ArrowRight"), PAUSE_S, n)
     return results
 
 
-def main(only: tuple = ()) -> dict:
-    """Measure every picture (those whose label contains a word of `only` when it is not empty)."""
+def main(only: tuple = (), n: int = LAB_PRESSES) -> dict:
+    """Measure every picture (those whose label contains a word of `only` when it is not empty), n changes per
+    control and 2n key presses per picture slider."""
     try:
         from playwright import sync_api
     except ImportError:
@@ -441,10 +443,10 @@ def main(only: tuple = ()) -> dict:
         try:
             _wait_up(f"http://127.0.0.1:{port}/api/status?token={token}")
             print("measuring straight to the server ...", flush=True)
-            out["direct"] = _measure(sync_api, f"http://127.0.0.1:{port}", token, names["direct"], only)
+            out["direct"] = _measure(sync_api, f"http://127.0.0.1:{port}", token, names["direct"], only, n)
             proxy = DelayingProxy(port, DELAY_S)
             print(f"measuring through the proxy ({2 * DELAY_S * 1e3:.0f} ms round trip added) ...", flush=True)
-            out["delayed"] = _measure(sync_api, f"http://127.0.0.1:{proxy.port}", token, names["delayed"], only)
+            out["delayed"] = _measure(sync_api, f"http://127.0.0.1:{proxy.port}", token, names["delayed"], only, n)
         finally:
             if proxy is not None:
                 proxy.close()
@@ -462,5 +464,19 @@ def main(only: tuple = ()) -> dict:
     return out
 
 
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        description=(__doc__ or "").split("\n\n")[0], epilog=(__doc__ or "").split("\n\n", 1)[-1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("words", nargs="*", help="measure only the pictures and apps whose label has one of these words")
+    p.add_argument("--n", type=int, default=LAB_PRESSES,
+                   help=f"changes per control, 2n key presses per picture slider (default {LAB_PRESSES}; at least 2)")
+    return p
+
+
 if __name__ == "__main__":
-    main(tuple(sys.argv[1:]))
+    args = parser().parse_args()
+    if args.n < 2:
+        parser().error(f"--n must be at least 2 (a change and its way back), got {args.n}")
+    main(tuple(args.words), args.n)

@@ -1262,7 +1262,8 @@ def test_a_prefetched_change_of_the_training_lab_redraws_with_no_kernel(jupyterl
 #: toggle changed: its description and the option picked); _app_for builds the same app here for distlab's text.
 #: The ring's link changes its text, not its drawing (the canvas is checked for the others). Lesson 4's grid: from
 #: interleaved its schedule toggle's neighbour ZB-H1 splits the backward into B and W, so the legend the picture
-#: draws from the cached payload must then name W (it did not before).
+#: draws from the cached payload must then name W (it did not before), and its chunks slider (interleaved only) be
+#: disabled by the browser (the payload carries the controls' disabled states; the kernel used to apply it).
 SAME_CANVAS = ("ring",)
 CACHED_CHANGES = {
     "memory wall": (
@@ -1326,6 +1327,9 @@ def test_a_prefetched_change_of_a_lesson_app_redraws_with_no_kernel(jupyterlab, 
         assert _squash(summary.text_content() or "") == before
         canvas = page.locator(".distlab-picture canvas")
         pixels = canvas.evaluate("c => c.toDataURL()")
+        chunks = page.locator(".widget-slider", has=page.locator(".widget-label", has_text=re.compile("^chunks v$")))
+        if name == "bubble grid":  # interleaved: the chunks slider enabled
+            assert chunks.locator("[disabled]").count() == 0
         _shut_down_kernel(page)
         named = page.locator(".widget-label", has_text=re.compile(f"^{label}$"))
         if hasattr(control, "_options_labels") and type(control).__name__ == "ToggleButtons":
@@ -1342,6 +1346,8 @@ def test_a_prefetched_change_of_a_lesson_app_redraws_with_no_kernel(jupyterlab, 
         assert (canvas.evaluate("c => c.toDataURL()") == pixels) == (name in SAME_CANVAS)
         if name == "bubble grid":  # the legend, drawn from the same cached payload, now names W
             assert "weight gradient (W)" in (page.locator(".distlab-legend").text_content() or "")
+            # and the chunks slider (interleaved only) is disabled by the browser itself: the kernel is shut down
+            page.wait_for_function("el => el.querySelector('[disabled]') !== null", arg=chunks.element_handle())
 
 
 #: The matplotlib-drawn apps whose cached change is checked with no kernel (issue 32: distlab.widgets.framecache):
@@ -1434,6 +1440,57 @@ def test_a_cached_change_of_a_matplotlib_app_redraws_with_no_kernel(jupyterlab, 
         page.wait_for_function("c => c.width > 0 && c.style.display !== 'none'", arg=frame.element_handle())
         shown = frame.evaluate("c => c.toDataURL('image/png')").split(",", 1)[1]
         assert np.array_equal(_png_pixels(base64.b64decode(shown)), _png_pixels(payload["png"]))
+
+
+def _wait_settled(page, holder, n: int) -> None:
+    """Wait until the kernel has stopped starting new fills (data-fill unchanged for 1.5 s) and the browser holds at
+    least `n` states of the current neighbourhood."""
+    last = None
+    for _ in range(60):
+        fill = holder.get_attribute("data-fill")
+        if fill == last and int(holder.get_attribute("data-prefetched") or 0) >= n:
+            return
+        last = fill
+        page.wait_for_timeout(1500)
+    raise AssertionError(f"the kernel kept refilling (fill {last})")
+
+
+def test_a_keyboard_step_of_each_log_slider_is_answered_from_the_frame_cache(jupyterlab):
+    """Lesson 11's checkpoint app (issue 32): its failure-rate and storage sliders are FloatLogSliders, whose values the
+    browser's noUiSlider computes in its own float arithmetic (on display it already moves each to its nearest step,
+    and the kernel follows); keyed by their step positions, an ArrowRight on each, once the kernel has refilled, is
+    drawn from the frame cache (its hit counter grows, data-drawn-from says cache) with a new status text, the text the
+    kernel then writes itself when it has drawn that state."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+
+    from distlab.widgets.prefetch import neighbour_jobs
+    from distlab.widgets.training_at_scale import CheckpointApp
+
+    app = CheckpointApp()
+    jobs = neighbour_jobs(app._frame_widgets(), app.frame_state(), neighbour=app.frame_neighbour)
+    source = re.search(r"\[[a-z_.]+\]", _text_content(app.status.value)).group(0)  # the function the status names
+    cell = "from distlab.widgets.training_at_scale import CheckpointApp\nCheckpointApp()"
+    with _notebook_page(jupyterlab, sync_api, "framecache-log.ipynb", [cell], "browser-framecache-log.png") as page:
+        holder = page.locator(".distlab-framecache")
+        holder.wait_for(state="attached", timeout=90_000)
+        status = page.locator(".widget-html-content").filter(has_text=source).last
+        for hits, description in enumerate(("fail/GPU-h", "storage TB/s"), start=1):
+            _wait_settled(page, holder, len(jobs))  # 10 neighbours at every state this test visits
+            before = _squash(status.text_content() or "")
+            named = page.locator(".widget-label", has_text=re.compile(f"^{re.escape(description)}$"))
+            page.locator(".widget-slider", has=named).locator(".noUi-handle").first.focus()
+            page.keyboard.press("ArrowRight")
+            page.wait_for_function(
+                "([el, n]) => Number(el.getAttribute('data-cache-hits')) >= n",
+                arg=[holder.element_handle(), hits],
+                timeout=10_000,
+            )
+            assert holder.get_attribute("data-drawn-from") == "cache"
+            cached = _squash(status.text_content() or "")
+            assert cached != before
+            # the kernel's own text once it has drawn that state (the overlay then goes): the same
+            page.wait_for_function("el => !el.hasAttribute('data-overlay')", arg=holder.element_handle())
+            assert _squash(status.text_content() or "") == cached
 
 
 def test_a_cached_change_of_the_grid_shows_the_warnings_of_its_new_layout(jupyterlab):

@@ -24,6 +24,8 @@ __all__ = [
     "nearest_gpu_count",
     "gpu_slider",
     "neighbour_values",
+    "ON_STEP",
+    "log_step",
     "CUSTOM_SIZE",
     "custom_size_params",
 ]
@@ -177,12 +179,34 @@ def gpu_slider(value: int, description: str = "GPUs") -> widgets.SelectionSlider
     )
 
 
+#: A log slider's value within this fraction of a step of a step position is at that position (browser_js/prefetch.js
+#: uses the same): values the browser's slider sets are within a few units in the last place of one.
+ON_STEP = 1e-6
+
+
+def log_step(value: float, low: float, step: float, base: float) -> float:
+    """The step position of a FloatLogSlider's value: (log_base(value) - min) / step, an integer at every value the
+    browser's slider sets (ipywidgets' FloatLogSliderView sets base ** exponent, the exponent stepped by noUiSlider),
+    computed as browser_js/prefetch.js's logSliderLabel computes it (Math.log(value) / Math.log(base))."""
+    return (math.log(value) / math.log(base) - low) / step
+
+
+def _log_neighbours(widget) -> list:
+    """A FloatLogSlider's values one step either side: base ** (min + (k +/- 1) step), k the step position its handle
+    is at (noUiSlider puts a value between steps, such as a default, at the nearest one)."""
+    last = round((widget.max - widget.min) / widget.step)
+    k = min(max(round(log_step(widget.value, widget.min, widget.step, widget.base)), 0), last)
+    return [widget.base ** (widget.min + j * widget.step) for j in (k + 1, k - 1) if 0 <= j <= last]
+
+
 def neighbour_values(widget) -> list:
     """The values next to a control's current one, where a student moves it next: the options either side (a
     dropdown, toggle buttons, a selection slider), a checkbox's other state, a slider's value one step either side
-    inside its range; none for a disabled control or a text box."""
+    inside its range (a log slider's: one step of its exponent); none for a disabled control or a text box."""
     if getattr(widget, "disabled", False):
         return []
+    if isinstance(widget, widgets.FloatLogSlider):
+        return _log_neighbours(widget)
     value = widget.value
     if hasattr(widget, "options"):
         values = [o[1] if isinstance(o, tuple) else o for o in widget.options]

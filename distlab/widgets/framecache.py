@@ -93,7 +93,9 @@ class FrameCachingApp:
             canvas=self.renderer.canvas,  # type: ignore[attr-defined]
             text_widgets=[self.status, *(getattr(self, name) for name in self.frame_texts)],  # type: ignore[attr-defined]
         )
-        self.prefetcher = Prefetcher(self.frame_cache, self.frame_steps, kernel_limit=FRAME_LIMIT, per_turn=1)
+        self.prefetcher = Prefetcher(
+            self.frame_cache, self.frame_steps, kernel_limit=FRAME_LIMIT, per_turn=1, context=self.frame_context
+        )
         super().__init__((*children, self.frame_cache), **kwargs)  # type: ignore[call-arg]
 
     def frame_controls(self) -> tuple[str, ...]:
@@ -105,6 +107,21 @@ class FrameCachingApp:
         value, and, in an app with a dependent control (lesson 5's TP degree, lesson 10's EP size), that control as the
         app's observer moves it (the app overrides this with the pure function its observer calls too)."""
         return {**state, name: value}
+
+    def frame_context(self) -> tuple:
+        """What a neighbour's pixels depend on besides its state, part of its id in the browser's cache (which keeps
+        older fills' pictures): the figure's pixel geometry (ipympl sets its dpi to the device's pixel ratio), the
+        full draw the renderer's cached axes come from (a picture painted before the canvas's first draw in the
+        browser, or before a resize, is not reused after it) and the numbers the app's plot helpers remember along the
+        way (a bar chart's time range)."""
+        fig = self.fig  # type: ignore[attr-defined]
+        axes = id(self.renderer._axes)  # type: ignore[attr-defined]  # a new region object at every full draw
+        kept = [
+            (name, sorted((k, v) for k, v in vars(obj).items() if isinstance(v, (int, float, str))))
+            for name, obj in sorted(vars(self).items())
+            if type(obj).__module__.startswith("distlab.plots") and hasattr(obj, "__dict__")
+        ]
+        return (float(fig.dpi), tuple(float(v) for v in fig.bbox.size), axes, tuple(kept))
 
     def frame_state(self) -> dict:
         """{name: value} of every frame control now."""

@@ -84,6 +84,13 @@ _analyze_stages = remembered(256)(pipeline.analyze_stages)
 PROGRESS_S = 0.15
 
 
+def grid_disabled(s: dict) -> list:
+    """The disabled state of each GRID_CONTROLS control in state `s`, None where the app never disables it: chunks v
+    applies to the interleaved schedule only (the app's _on_change sets it; a cached change's payload carries it, so
+    the browser disables the slider at once: browser_js/prefetch.js)."""
+    return [s["kind"] != "interleaved" if name == "chunks" else None for name in GRID_CONTROLS]
+
+
 def _physics(s: dict) -> tuple:
     """What the timeline of state `s` depends on (the model and recomputation change only its memory)."""
     return (s["kind"], s["stages"], s["chunks"] if s["kind"] == "interleaved" else 1, s["backward"], s["weight"])
@@ -161,9 +168,7 @@ class BubbleGridApp(PrefetchingApp, LessonApp):
             options=list(pipeline.KINDS), value=kind, description="schedule", style={"button_width": "92px"}
         )  # "interleaved", "dualpipe-v" whole (rows may wrap)
         self.stages = widgets.IntSlider(value=stages, min=1, max=MAX_STAGES, description="stages p", **slider)
-        self.chunks = widgets.IntSlider(
-            value=chunks, min=1, max=MAX_CHUNKS, description="chunks v", disabled=kind != "interleaved", **slider
-        )
+        self.chunks = widgets.IntSlider(value=chunks, min=1, max=MAX_CHUNKS, description="chunks v", **slider)
         ratio = dict(
             min=0.0,
             max=4.0,
@@ -195,7 +200,8 @@ class BubbleGridApp(PrefetchingApp, LessonApp):
             getattr(self, name).observe(self._on_change, names="value")
         # the browser's cache of the states one change away (issue 32): timeline.js watches these controls
         self.picture.controls = [getattr(self, name) for name in GRID_CONTROLS]
-        self.prefetcher = Prefetcher(self.picture, self._payload_steps, GRID_KERNEL_LIMIT)
+        self.prefetcher = Prefetcher(self.picture, self._payload_steps, GRID_KERNEL_LIMIT, disabled=grid_disabled)
+        self.chunks.disabled = grid_disabled(self.state())[GRID_CONTROLS.index("chunks")]
         controls = widgets.VBox(
             [
                 self.kind,
@@ -220,7 +226,7 @@ class BubbleGridApp(PrefetchingApp, LessonApp):
     def _on_change(self, change=None):
         self.prefetcher.forget()
         self._moved = change.get("owner") if change is not None else None
-        self.chunks.disabled = self.kind.value != "interleaved"
+        self.chunks.disabled = grid_disabled(self.state())[GRID_CONTROLS.index("chunks")]
         self._refresh()
 
     def _on_microbatches(self, change=None):

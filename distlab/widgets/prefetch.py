@@ -7,20 +7,30 @@ picture (browser_js/lab.js) keys them by the labels its control widgets show; a 
 in the browser at once, with no round trip, and the kernel then confirms it (the same data) and refills around the
 new state. A state not there falls back to the kernel, as before.
 
+The browser keeps states across fills (keys name complete control states, so an older neighbourhood's pictures stay
+right): its cache holds payloads by the id of the full state priced (state_id: every input, the hidden ones too, such
+as the ring's size box or the training lab's chosen batch), and each fill's first message maps the browser keys of the
+new neighbourhood to their ids ("expect"). A change is drawn from the cache only when its key is in that map and the
+payload of that very id is held: a payload computed for another hidden input is never shown under the same labels.
+
 A turn holds the kernel at most FILL_TURN_S plus one step of the app's generator (one node count, a few ms), so
-the next message (the student's next key press) waits at most that long. The browser keeps only the latest
-neighbourhood (at most BROWSER_LIMIT states); the kernel remembers the last KERNEL_LIMIT states it priced, so a
-change into one of them is shown complete at once.
+the next message (the student's next key press) waits at most that long. The browser keeps the last BROWSER_LIMIT
+states it was sent (least recently used first out, the current neighbourhood never), within a byte budget
+(browser_js/prefetch.js); the kernel remembers the last KERNEL_LIMIT states it priced, so a change into one of them
+is shown complete at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 import time
 from collections import OrderedDict
 
-from .controls import neighbour_values
+import ipywidgets as widgets
+
+from .controls import ON_STEP, log_step, neighbour_values
 from .filling import APP_LOCK, event_loop_running, turn_deadline
 
 __all__ = [
@@ -28,15 +38,22 @@ __all__ = [
     "KERNEL_LIMIT",
     "control_label",
     "js_number",
+    "log_slider_label",
     "state_key",
+    "state_id",
     "values_key",
     "table_key",
     "neighbour_jobs",
     "Prefetcher",
 ]
 
-#: States one change away that the browser holds (the most neighbours a lab state has is 2 per control).
-BROWSER_LIMIT = 64
+#: States the browser holds, the latest neighbourhoods' (issue 32: a second change soon after the first finds its
+#: state even before the kernel has refilled). A neighbourhood has at most 2 states per control (the training lab's 15
+#: controls: 30), so 256 holds the last 8 or more neighbourhoods, the states around the path of the last changes.
+#: Payloads measured: the training lab's 11-12 kB, a frame-cache PNG 12-18 kB (at a device pixel ratio of 1), lesson
+#: 4's grid 0.1-1 MB (64 timelines' ops; 1 MB at p = 16, v = 4): the browser also keeps them within a byte budget
+#: (prefetch.js's BYTE_BUDGET, 64 MiB: every state of the neighbourhood, which is never dropped, and a few more).
+BROWSER_LIMIT = 256
 #: States whose picture data the kernel remembers (a change into one is shown complete at once).
 KERNEL_LIMIT = 128
 #: Separates the labels of a browser key (no label of a control contains it).
@@ -46,9 +63,11 @@ _CURRENT = object()
 
 def control_label(widget, value=_CURRENT) -> str:
     """What the browser's copy of `widget` shows at `value` (default: its value): a selection's option label (its
-    model's _options_labels[index], which browser_js/prefetch.js reads), "1"/"0" for a checkbox, or the number of a
-    slider (as JavaScript's String writes an integer)."""
+    model's _options_labels[index], which browser_js/prefetch.js reads), "1"/"0" for a checkbox, the number of a
+    slider (as JavaScript's String writes an integer), or a log slider's step position (log_slider_label)."""
     value = widget.value if value is _CURRENT else value
+    if isinstance(widget, widgets.FloatLogSlider):
+        return log_slider_label(value, widget.min, widget.step, widget.base)
     if not hasattr(widget, "_options_labels"):
         if isinstance(value, bool):
             return "1" if value else "0"
@@ -58,6 +77,16 @@ def control_label(widget, value=_CURRENT) -> str:
     values = list(widget._options_values)
     k = next(i for i, v in enumerate(values) if v is value or (v is not None and value is not None and v == value))
     return str(widget._options_labels[k])
+
+
+def log_slider_label(value: float, low: float, step: float, base: float) -> str:
+    """A FloatLogSlider's label in the browser's key (browser_js/prefetch.js's logSliderLabel): its step position k
+    (controls.log_step), which both sides compute exactly where the value itself differs in its last bits (noUiSlider
+    steps the exponent in its own float arithmetic, Python's neighbour is base ** (min + k step)); "~" and the number
+    (js_number) for a value between steps (lesson 11's default failure rate, 2.3e-5), which no step position names."""
+    position = log_step(value, low, step, base)
+    k = round(position)
+    return str(k) if math.isfinite(position) and abs(position - k) < ON_STEP else "~" + js_number(value)
 
 
 def js_number(value: float) -> str:
@@ -101,6 +130,15 @@ def values_key(controls: dict, values: dict) -> str:
     return SEPARATOR.join(control_label(widget, values[name]) for name, widget in controls.items())
 
 
+def state_id(state: dict, context=None) -> str:
+    """A short id of the full state {name: value} (every input the payload depends on, each value with its type) and
+    of the `context` it was drawn in (the frame cache's pixel geometry and remembered ranges; None elsewhere): the
+    browser's cache holds payloads under it, so a key's labels map to a payload only through the kernel's "expect"
+    map of the current neighbourhood."""
+    text = repr((table_key(state), context) if context is not None else table_key(state))
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
 def table_key(state: dict) -> tuple:
     """A hashable key of a state {name: value} (each value with its type: True, 1 and 1.0 are different values)."""
     return tuple((name, type(v).__name__, v) for name, v in sorted(state.items()))
@@ -125,24 +163,41 @@ def neighbour_jobs(controls: dict, state: dict, moved=None, neighbour=None) -> l
 
 class Prefetcher:
     """Computes the picture data of neighbouring states in idle turns and sends each to `picture` (a BrowserPicture)
-    as {"prefetch": browser key, "payload": data}, after {"prefetch_base": the current key, "limit": BROWSER_LIMIT}.
+    as {"prefetch": browser key, "id": state_id, "fill": n, "payload": data}, after {"prefetch_base": the current
+    key, "limit": BROWSER_LIMIT, "expect": {browser key: state_id} of every job, "fill": n}, n counting the fills (a
+    base sent before the picture is shown reaches no view: its prefetch messages name the neighbourhood then).
     The bytes values of a payload (lesson 4's timeline ops) travel as the message's binary buffers, named in order
     by its "buffers" list; browser_js/prefetch.js puts them back into the payload.
 
     `steps(state)` is the app's generator: one short step per next(), its return value the picture's data. `table`
     holds the data of the last KERNEL_LIMIT states priced (table_key -> data); `sent` the browser keys sent since the
     last start; `longest_turn_s` the longest turn so far; `per_turn` (None: no limit) the most neighbours priced in one
-    turn (the frame cache's neighbours each paint a whole picture). `future` is done when the fill has ended (None outside an
+    turn (the frame cache's neighbours each paint a whole picture); `context()` (optional) what the payloads depend on
+    besides the state, the same for a whole fill (the frame cache's pixel geometry and remembered ranges), part of
+    each state id; `disabled(state)` (optional) the disabled state of each of the picture's controls there (None: not
+    the app's to set), sent in each payload as "control_disabled" (lesson 4's chunks slider, interleaved only: the
+    browser applies it with the cached change). `future` is done when the fill has ended (None outside an
     event loop, where start does nothing and run_all computes everything at once). `kernel_limit` bounds `table`
     (an app whose states are large keeps fewer)."""
 
-    def __init__(self, picture, steps, kernel_limit: int = KERNEL_LIMIT, per_turn: int | None = None) -> None:
+    def __init__(
+        self,
+        picture,
+        steps,
+        kernel_limit: int = KERNEL_LIMIT,
+        per_turn: int | None = None,
+        context=None,
+        disabled=None,
+    ) -> None:
         self.picture = picture
         self.steps = steps
+        self.context = context
+        self.disabled = disabled
         self.kernel_limit = kernel_limit
         self.per_turn = per_turn
         self.table: OrderedDict = OrderedDict()
         self.generation = 0
+        self.fills = 0  # neighbourhoods named to the browser so far (each message says which it belongs to)
         self.sent: list[str] = []
         self.future: asyncio.Future | None = None
         self.longest_turn_s = 0.0
@@ -167,12 +222,14 @@ class Prefetcher:
         self.generation += 1
 
     def forget(self) -> None:
-        """A change has reached the kernel: abandon the fill, and have the browser drop its cache before the app
-        moves any of its controls itself (new options for a dropdown arrive as options, then index: in between, the
-        browser's key could name a neighbour the student never picked). The next start fills it again."""
+        """A change has reached the kernel: abandon the fill, and have the browser answer no change from its cache
+        (an empty neighbourhood; the payloads it holds stay) before the app moves any of its controls itself (new
+        options for a dropdown arrive as options, then index: in between, the browser's key could name a neighbour
+        the student never picked). The next start names the new neighbourhood."""
         self.stop()
         if event_loop_running():
-            self.picture.send({"prefetch_base": "", "limit": BROWSER_LIMIT})
+            self.fills += 1
+            self.picture.send({"prefetch_base": "", "limit": BROWSER_LIMIT, "expect": {}, "fill": self.fills})
 
     def _turns(self, base: str, jobs: list):
         """The fill as a step function: each call runs until turn_deadline, returns whether work is left."""
@@ -180,7 +237,11 @@ class Prefetcher:
         generation = self.generation
         jobs = list(jobs)
         self.sent = []
-        self.picture.send({"prefetch_base": base, "limit": BROWSER_LIMIT})
+        drawn_in = self.context() if self.context is not None else None
+        expect = {key: state_id(state, drawn_in) for key, state in jobs}
+        self.fills += 1
+        fill = self.fills
+        self.picture.send({"prefetch_base": base, "limit": BROWSER_LIMIT, "expect": expect, "fill": fill})
         current: list = []  # [key, state, generator] of the neighbour being priced
         started = time.perf_counter()
 
@@ -199,14 +260,14 @@ class Prefetcher:
                     key, state = jobs.pop(0)
                     data = self.lookup(state)
                     if data is not None:
-                        self._send(key, data)
+                        self._send(key, expect[key], data, fill, state)
                         continue
                     current[:] = [key, state, self.steps(state)]
                 try:
                     next(current[2])
                 except StopIteration as done:
                     self.remember(current[1], done.value)
-                    self._send(current[0], done.value)
+                    self._send(current[0], expect[current[0]], done.value, fill, current[1])
                     current.clear()
                     priced += 1
             self.longest_turn_s = max(self.longest_turn_s, time.perf_counter() - begin)
@@ -217,14 +278,17 @@ class Prefetcher:
 
         return step
 
-    def _send(self, key: str, data: dict) -> None:
+    def _send(self, key: str, sid: str, data: dict, fill: int, state: dict) -> None:
         self.sent.append(key)
+        if self.disabled is not None:
+            data = {**data, "control_disabled": self.disabled(state)}
         binary = [name for name, value in data.items() if isinstance(value, bytes)]
+        msg = {"prefetch": key, "id": sid, "fill": fill}
         if not binary:
-            self.picture.send({"prefetch": key, "payload": data})
+            self.picture.send({**msg, "payload": data})
             return
         payload = {name: value for name, value in data.items() if name not in binary}
-        self.picture.send({"prefetch": key, "payload": payload, "buffers": binary}, [data[name] for name in binary])
+        self.picture.send({**msg, "payload": payload, "buffers": binary}, [data[name] for name in binary])
 
     def start(self, base: str, jobs: list) -> None:
         """Inside a running event loop: price `jobs` ([(browser key, state)], nearest first) one turn at a time,

@@ -24,11 +24,12 @@ from .common import (
     attempt,
     event_loop_running,
     figure_canvas,
+    neighbour_values,
     remembered,
     remembered_estimate,
 )
 from .framecache import FrameCachingApp
-from .prefetch import BROWSER_LIMIT, values_key
+from .prefetch import BROWSER_LIMIT, state_id, values_key
 
 __all__ = [
     "BUCKET_MODELS",
@@ -529,17 +530,24 @@ class TriageApp(LessonApp):
         return {"summaries": [self.describe(result)], "errors": [""], "frames": ladder_frames(result)}
 
     def prepare_neighbours(self, change=None) -> None:
-        """LessonApp's, and first, in a kernel, the browser told the state whose neighbours follow (it drops the
-        ones it holds: distlab.widgets.prefetch)."""
+        """LessonApp's, and first, in a kernel, the browser told the state whose neighbours follow and their keys and
+        state ids (it answers only those from its cache: distlab.widgets.prefetch)."""
         if event_loop_running() and self.picture.comm is not None:
-            key = values_key(self._prefetched_controls(), self.values())
-            self.picture.send({"prefetch_base": key, "limit": BROWSER_LIMIT})
+            controls, values = self._prefetched_controls(), self.values()
+            after = [{**values, name: v} for name, w in controls.items() for v in neighbour_values(w)]
+            expect = {values_key(controls, state): state_id(state) for state in after}
+            key = values_key(controls, values)
+            self._fills += 1
+            self.picture.send({"prefetch_base": key, "limit": BROWSER_LIMIT, "expect": expect, "fill": self._fills})
         super().prepare_neighbours(change)
 
     def _prepare(self, values: dict) -> None:
         """One neighbour: its triage remembered, and its ladder sent to the browser's cache under its key."""
         shown = self.payload(attempt(self.compute_for, values))
-        self.picture.send({"prefetch": values_key(self._prefetched_controls(), values), "payload": shown})
+        key = values_key(self._prefetched_controls(), values)
+        self.picture.send({"prefetch": key, "id": state_id(values), "fill": self._fills, "payload": shown})
+
+    _fills = 0  # the neighbourhoods named to the browser (prefetch.Prefetcher's fills)
 
     def _prefetched_controls(self) -> dict:
         return {name: getattr(self, name) for name in self.prepared_controls}

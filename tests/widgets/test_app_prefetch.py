@@ -42,10 +42,15 @@ DRAWN = ("summaries", "errors", "frames")
 
 
 def _shown(app, keys=DRAWN) -> dict:
-    """The picture's traits named in `keys`, as the kernel shows them now."""
+    """The picture's traits named in `keys`, as the kernel shows them now; for a payload's control_disabled, the
+    disabled state of each control it names (lesson 4's chunks slider)."""
     p = app.picture
     value = {"summaries": list, "errors": list, "frames": dict}  # the rest as they are: min, max, value, height
-    return {k: value.get(k, lambda v: v)(getattr(p, k)) for k in keys}
+    shown = {k: value.get(k, lambda v: v)(getattr(p, k)) for k in keys if k != "control_disabled"}
+    if "control_disabled" in keys:
+        named = [w.disabled for w in p.controls]
+        shown["control_disabled"] = [None if d is None else named[i] for i, d in enumerate(keys["control_disabled"])]
+    return shown
 
 
 def _recording(sent: list):
@@ -100,7 +105,11 @@ def test_prefetched_payload_is_what_the_app_shows_after_that_change(name):
         keyed = {n: getattr(app, n) for n in controls}
         jobs = _jobs(app, controls, neighbour)
         app.prefetcher.run_all("base", jobs)
-        assert sent[0] == {"prefetch_base": "base", "limit": prefetch.BROWSER_LIMIT}
+        # the neighbourhood named first: each job's key and the id of the full state priced there
+        expect = {key: prefetch.state_id(state) for key, state in jobs}
+        fill = sent[0]["fill"]
+        assert sent[0] == {"prefetch_base": "base", "limit": prefetch.BROWSER_LIMIT, "expect": expect, "fill": fill}
+        assert all(m["id"] == expect[m["prefetch"]] and m["fill"] == fill for m in sent[1:])
         payloads = {m["prefetch"]: m["payload"] for m in sent[1:]}
         assert len(payloads) == len(jobs) > 0
         rng = random.Random(seed)
@@ -152,9 +161,11 @@ def test_no_prefetch_turn_holds_the_kernel_and_a_prefetched_change_is_shown_comp
             assert time.perf_counter() - begin < 120
         keyed = {n: getattr(app, n) for n in controls}
         jobs = _jobs(app, controls, neighbour, getattr(app, control))
-        # the browser told to drop its cache when the change arrived, and again when the fill starts; then each job,
-        # the changed control's own neighbours first
+        # the browser told to answer nothing from its cache when the change arrived (an empty neighbourhood), then
+        # the new neighbourhood when the fill starts; then each job, the changed control's own neighbours first
         assert [m["prefetch_base"] for m in sent[:2]] == ["", prefetch.state_key(list(keyed.values()))]
+        assert sent[0]["expect"] == {} and set(sent[1]["expect"]) == {key for key, _ in jobs}
+        assert sent[0]["fill"] < sent[1]["fill"] == sent[2]["fill"]  # the browser takes the newer neighbourhood
         assert [m["prefetch"] for m in sent[2:]] == [key for key, _ in jobs]
         assert sent[2]["prefetch"] == jobs[0][0] and jobs[0][1][control] != value
         # a change into a prefetched state: every position shown at once, in the change's own turn
@@ -294,7 +305,9 @@ def test_a_small_or_large_floats_label_is_written_as_javascript_writes_it():
     import ipywidgets as widgets
 
     rate = widgets.FloatLogSlider(value=2.3e-05, base=10, min=-7, max=-3)
-    assert prefetch.control_label(rate) == "0.000023"  # n = -4: "0." + four zeros + "23"
+    # between its steps (log10 2.3e-5 = -4.64, steps of 0.1 from -7): "~" and the number, n = -4: "0." + four zeros
+    # + "23" (a value on a step is keyed by its step position: test_log_slider_keys)
+    assert prefetch.control_label(rate) == "~0.000023"
     cases = {
         5.01e-06: "0.00000501",  # n = -5, the smallest n written plain
         1e-06: "0.000001",
@@ -306,3 +319,28 @@ def test_a_small_or_large_floats_label_is_written_as_javascript_writes_it():
         -0.003: "-0.003",
     }
     assert {v: prefetch.js_number(v) for v in cases} == cases
+
+
+def test_the_grids_payloads_carry_the_chunks_sliders_disabled_state():
+    # lesson 4: chunks v applies to the interleaved schedule only. From interleaved, the schedule toggle's neighbours
+    # (1F1B, ZB-H1) disable it and a new stage count keeps it enabled; each payload carries what the app itself sets
+    # after that change (a second app really changed), so the browser applies it with the cached change
+    app = BubbleGridApp(kind="interleaved")
+    sent: list = []
+    app.picture.send = _recording(sent)
+    app.prefetcher.run_all("base", _jobs(app, GRID_CONTROLS, None))
+    chunks = GRID_CONTROLS.index("chunks")
+    by_key = {m["prefetch"]: m["payload"]["control_disabled"] for m in sent[1:]}
+    checked = []
+    for name in ("kind", "stages"):
+        for value in neighbour_values(getattr(app, name)):
+            other = BubbleGridApp(kind="interleaved")
+            getattr(other, name).value = value
+            disabled = by_key[prefetch.state_key(list(app.picture.controls), (getattr(app, name), value))]
+            assert disabled[chunks] is other.chunks.disabled
+            assert [d for i, d in enumerate(disabled) if i != chunks] == [None] * (len(GRID_CONTROLS) - 1)
+            checked.append((name, value, disabled[chunks]))
+            other.close()
+    assert ("kind", "1f1b", True) in checked and ("kind", "zb-h1", True) in checked
+    assert any(name == "stages" and not disabled for name, _, disabled in checked)
+    app.close()

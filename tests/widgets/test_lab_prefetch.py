@@ -55,7 +55,10 @@ def test_prefetched_payload_is_what_the_app_shows_after_that_change():
         app.picture.send = sent.append  # the messages to the browser
         jobs = app.neighbour_jobs()
         app.prefetcher.run_all("base", jobs)
-        assert sent[0] == {"prefetch_base": "base", "limit": prefetch.BROWSER_LIMIT}
+        expect = {key: prefetch.state_id(state) for key, state in jobs}
+        fill = sent[0]["fill"]
+        assert sent[0] == {"prefetch_base": "base", "limit": prefetch.BROWSER_LIMIT, "expect": expect, "fill": fill}
+        assert all(m["id"] == expect[m["prefetch"]] and m["fill"] == fill for m in sent[1:])
         payloads = {m["prefetch"]: m["payload"] for m in sent[1:]}
         assert len(payloads) == len(jobs)
         rng = random.Random(seed)
@@ -104,8 +107,11 @@ def test_no_prefetch_turn_holds_the_kernel_and_a_prefetched_change_is_shown_comp
             assert time.perf_counter() - begin < 120
         total = time.perf_counter() - begin
         jobs = app.neighbour_jobs()
-        # the browser told to drop its cache when the change arrived, and again when the fill starts; then each job
+        # the browser told to answer nothing from its cache when the change arrived, then the new neighbourhood when
+        # the fill starts; then each job
         assert [m["prefetch_base"] for m in sent[:2]] == ["", prefetch.state_key(app._controls)]
+        assert sent[0]["expect"] == {} and set(sent[1]["expect"]) == {key for key, _ in jobs}
+        assert sent[0]["fill"] < sent[1]["fill"] == sent[2]["fill"]  # the browser takes the newer neighbourhood
         assert len(sent) == 2 + len(jobs)
         # the fabric's own neighbours first (the control just moved): ib-ndr, the only one the right of ib-xdr
         assert sent[2]["prefetch"] == prefetch.state_key(app._controls, (app.fabric, "ib-ndr"))

@@ -1,8 +1,14 @@
 // The frame cache of the apps matplotlib draws (issue 32; distlab.widgets.framecache). The kernel sends, per state one
-// control change away, {png (a binary buffer), texts: [status HTML, ...], shown}; prefetch.js keys them by the labels
-// of the app's controls. A change to a cached state draws the PNG over the app's ipympl canvas (same CSS size; the
-// PNG is at the device's pixel ratio, as ipympl draws) and writes the texts into the app's HTML widgets at once; the
-// overlay goes when the kernel says it has drawn that state (`drawn`), a frame after ipympl's own frame.
+// control change away, {png (a binary buffer), texts: [status HTML, ...], shown}; prefetch.js holds them by state id
+// (the PNG bytes within its byte budget) and finds them by the labels of the app's controls. The PNGs of the current
+// neighbourhood are kept decoded (a hit paints within its frame); those of older ones are closed (a decoded picture
+// is width x height x 4 bytes: 2-6 MB at a device pixel ratio of 2) and decoded again when they are neighbours again.
+// A picture is held under the id of its state and of what the kernel drew it in (FrameCachingApp.frame_context: the
+// pixel geometry, the full draw, the plot helpers' remembered ranges), so one from an older neighbourhood is shown
+// only where the kernel would paint it the same. A change to a cached state draws the PNG over the app's ipympl
+// canvas (same CSS size; the PNG is at the device's pixel ratio, as ipympl draws) and writes the texts into the app's
+// HTML widgets at once; the overlay goes when the kernel says it has drawn that state (`drawn`), a frame after
+// ipympl's own frame.
 const FRAME_CLASS = "distlab-frame";
 const SETTLE_MS = 50; // after the kernel's `drawn`: ipympl's frame (sent before it) is decoded and painted
 
@@ -12,14 +18,24 @@ function widgetViews(manager, ref) {
   return manager.get_model(id).then((m) => Promise.all(Object.values(m.views || {})));
 }
 
-// a payload's PNG decoded once, when it arrives: a cache hit then paints within its own frame
-function decoded(msg, buffers) {
-  const b = (buffers || [])[(msg.buffers || []).indexOf("png")];
-  if (b === undefined) return null;
-  const bytes = b instanceof ArrayBuffer ? new Uint8Array(b) : new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
-  const ready = { bitmap: null };
-  ready.promise = createImageBitmap(new Blob([bytes], { type: "image/png" })).then((bitmap) => (ready.bitmap = bitmap));
+// a payload's PNG (a DataView: prefetch.js's withBuffers) decoded: {bitmap (once decoded), promise}
+function decoded(png) {
+  if (!png) return null;
+  const bytes = new Uint8Array(png.buffer, png.byteOffset, png.byteLength);
+  const ready = { bitmap: null, closed: false };
+  ready.promise = createImageBitmap(new Blob([bytes], { type: "image/png" })).then((bitmap) => {
+    if (ready.closed) bitmap.close();
+    else ready.bitmap = bitmap;
+    return bitmap;
+  });
   return ready;
+}
+
+function closed(ready) {
+  if (!ready) return;
+  ready.closed = true;
+  if (ready.bitmap) ready.bitmap.close();
+  ready.bitmap = null;
 }
 
 function overlayOf(view) {
@@ -66,7 +82,9 @@ export default {
     let canvasViews = [];
     let textViews = [];
     let controls = []; // the control models (prefetch.js keys the cache by their labels: controlLabel)
-    const bitmaps = new Map(); // key -> {bitmap, promise}: the PNGs of the cached payloads, decoded on arrival
+    const bitmaps = new Map(); // state id -> {bitmap, promise}: the PNGs of the current neighbourhood, decoded
+    let neighbourhood = new Set(); // the state ids of the current neighbourhood
+    let payloads = null; // id -> the PNG of a held payload (prefetch.js's cache)
     let painted = 0; // the cache hits painted so far (prefetch.js counts them in data-cache-hits)
     let generation = 0; // bumped by every change drawn from the cache
     const manager = model.widget_manager;
@@ -81,13 +99,26 @@ export default {
     Promise.all((model.get("controls") || []).map((ref) => manager.get_model(String(ref).replace(/^IPY_MODEL_/, ""))))
       .then((models) => (controls = models))
       .catch(() => {});
-    const onMessage = (msg, buffers) => {
-      if (msg && msg.prefetch_base !== undefined) bitmaps.clear();
-      else if (msg && msg.prefetch !== undefined) bitmaps.set(msg.prefetch, decoded(msg, buffers));
-      find(); // the app's views are made beside this one (and again when it is shown again): found as they come
-    };
+    const onMessage = () => find(); // the app's views are made beside this one (and again when shown again)
     model.on("msg:custom", onMessage);
-    const { view, stop } = prefetching(model, el);
+    const forget = (id) => {
+      closed(bitmaps.get(id));
+      bitmaps.delete(id);
+    };
+    const events = {
+      stored: (id) => {
+        forget(id);
+        if (neighbourhood.has(id)) bitmaps.set(id, decoded(payloads(id)));
+      },
+      evicted: forget,
+      based: (ids) => {
+        neighbourhood = ids;
+        for (const id of [...bitmaps.keys()]) if (!ids.has(id)) forget(id);
+        for (const id of ids) if (!bitmaps.has(id) && payloads(id)) bitmaps.set(id, decoded(payloads(id)));
+      },
+    };
+    const { view, stop, shownId, payload } = prefetching(model, el, events);
+    payloads = (id) => (payload(id) || {}).png;
     // called by prefetch.js after a change drawn from the cache (view reads that payload) and on the model's changes
     const paint = () => {
       const hits = Number(el.getAttribute("data-cache-hits") || 0);
@@ -96,7 +127,9 @@ export default {
       generation += 1;
       const mine = generation;
       const shown = view.get("shown");
-      const ready = bitmaps.get(key());
+      const id = shownId();
+      if (!bitmaps.has(id) && payloads(id)) bitmaps.set(id, decoded(payloads(id)));
+      const ready = bitmaps.get(id);
       for (const canvas of canvasViews) {
         canvas.el.style.display = shown ? "" : "none";
         if (!shown || !ready) continue;
@@ -128,6 +161,7 @@ export default {
       model.off("change:drawn", onDrawn);
       model.off("msg:custom", onMessage);
       stop();
+      for (const id of [...bitmaps.keys()]) forget(id);
     };
   },
 };

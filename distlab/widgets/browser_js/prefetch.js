@@ -1,13 +1,26 @@
 // The browser's cache of the states one control change away (issue 32; distlab.widgets.prefetch), shared by the
 // pictures of apps whose other controls change their data (the training lab, the triage ladder, lessons 1-4, 6): the
-// kernel sends {prefetch_base, limit} after each change, then {prefetch: key, payload: {summaries, errors, frames}}
+// kernel sends {prefetch_base, limit, expect: {key: id}, fill} after each change (the neighbourhood: the key and the
+// full state's id of every state one change away; fill counts them), then {prefetch: key, id, fill, payload:
+// {summaries, errors, frames}}
 // (and, where the change moves the picture's slider, min, max, value and height; lesson 4's grid: times and codes,
 // as binary buffers named by the message's `buffers`) per neighbouring state. The key is the
-// labels the app's controls (the `controls` trait) show, joined by \x1f (a checkbox: 1 or 0; a slider: its number).
-// A change of a control to a cached state redraws at once from the payload, shown over the model's own data until
-// the kernel sends its data (the same, computed by the same functions); any other change waits for the kernel.
-// A payload without frames keeps the picture's frames (our message in place of the text: the picture hides them).
+// labels the app's controls (the `controls` trait) show, joined by \x1f (a checkbox: 1 or 0; a slider: its number;
+// a log slider: its step position, logSliderLabel).
+// A change of a control to a state of the current neighbourhood whose payload is held redraws at once from it,
+// shown over the model's own data until the kernel sends its data (the same, computed by the same functions); any
+// other change waits for the kernel. Payloads are held by state id across fills (a change back soon after is found
+// before the kernel has refilled), at most `limit` of them and BYTE_BUDGET bytes, the least recently used out
+// first, never one of the current neighbourhood.
+// A payload without frames keeps the picture's frames (our message in place of the text: the picture hides them);
+// its control_disabled ([true, false or null per control]) is applied to the controls at once (lesson 4's chunks v).
 const KEY_SEPARATOR = "\x1f";
+// the most bytes of payload held besides the current neighbourhood's (prefetch.BROWSER_LIMIT states in all): 64 MiB,
+// where a frame-cache PNG is 12-18 kB, the training lab's payload 12 kB (the count binds first), lesson 4's grid
+// 0.1-1 MB (its 64 timelines' ops: the bytes bind first, at 60 or more states)
+const BYTE_BUDGET = 64 * 2 ** 20;
+// a log slider's value within this fraction of a step of a step position is at that position (controls.ON_STEP)
+const ON_STEP = 1e-6;
 // the model's changes that bring the kernel's own data (lesson 4's grid sends times and codes with its frames)
 const KERNEL_DATA = "change:frames change:summaries change:errors change:times change:codes";
 
@@ -18,7 +31,30 @@ function controlLabel(m) {
     return index === null || index === undefined ? "" : String(labels[index]);
   }
   const value = m.get("value");
+  if (m.get("_model_name") === "FloatLogSliderModel") {
+    return logSliderLabel(value, m.get("min"), m.get("step"), m.get("base"));
+  }
   return typeof value === "boolean" ? (value ? "1" : "0") : String(value); // a checkbox, or a slider's number
+}
+
+// A FloatLogSlider's label (prefetch.log_slider_label computes the same): its step position
+// (log_base(value) - min) / step, an integer both sides compute exactly where noUiSlider's stepped exponent and
+// Python's base ** (min + k step) differ in their last bits; "~" and the number for a value between steps (a
+// default such as lesson 11's failure rate, 2.3e-5), which no step position names.
+function logSliderLabel(value, min, step, base) {
+  const position = (Math.log(value) / Math.log(base) - min) / step;
+  const k = Math.round(position);
+  return Number.isFinite(position) && Math.abs(position - k) < ON_STEP ? String(k) : `~${String(value)}`;
+}
+
+// the bytes a payload holds: its binary parts and the length of its JSON parts
+function payloadBytes(payload) {
+  let bytes = 0;
+  for (const value of Object.values(payload)) {
+    if (value instanceof DataView || ArrayBuffer.isView(value)) bytes += value.byteLength;
+    else if (value !== null && value !== undefined) bytes += 2 * (JSON.stringify(value) || "").length;
+  }
+  return bytes;
 }
 
 // The payload of a prefetch message with its binary parts put back (lesson 4's timeline ops: msg.buffers names the
@@ -34,19 +70,46 @@ function withBuffers(msg, buffers) {
   return payload;
 }
 
-// {view, stop}: `view` reads the model through the cached payload drawn last (mountPicture paints from it); `stop`
-// removes the listeners. The element `root` carries data-prefetched (states held) and data-cache-hits (changes drawn
-// from the cache) for tests and the browser benchmark.
-function prefetching(model, root) {
-  const cache = new Map();
-  let limit = 64;
+// {view, stop, shownId, payload}: `view` reads the model through the cached payload drawn last (mountPicture paints
+// from it); `stop` removes the listeners; `shownId()` the state id of that payload; `payload(id)` the payload held
+// under that id (or undefined). `events` (optional): {stored(id, msg, buffers), evicted(id), based(ids)}, for the
+// frame cache's bitmaps. The element `root` carries data-prefetched (states of the current neighbourhood held),
+// data-cached (states held), data-fill (the neighbourhood's number) and data-cache-hits (changes drawn from the
+// cache) for tests and the browser benchmark.
+function prefetching(model, root, events = {}) {
+  const cache = new Map(); // state id -> payload, the least recently used first
+  const sizes = new Map(); // state id -> payloadBytes
+  let bytes = 0;
+  let expect = new Map(); // browser key -> state id: the current neighbourhood (the kernel's last prefetch_base)
+  let pinned = new Set(); // its ids: never evicted
+  let fill = 0; // its number (a base sent before this view was made never reaches it: its messages name it then)
+  let limit = 256;
   let shown = null; // the payload drawn over the model's data since the last change from the kernel
+  let shownId = null;
   const painters = [];
   let controls = [];
   let last = null;
   let hits = 0; // changes drawn from the cache (data-cache-hits: the browser benchmark reads it)
   const key = () => controls.map(controlLabel).join(KEY_SEPARATOR);
-  const count = () => root.setAttribute("data-prefetched", String(cache.size));
+  const count = () => {
+    let held = 0;
+    for (const id of expect.values()) if (cache.has(id)) held += 1;
+    root.setAttribute("data-prefetched", String(held));
+    root.setAttribute("data-cached", String(cache.size));
+    root.setAttribute("data-fill", String(fill));
+  };
+  const drop = (id) => {
+    bytes -= sizes.get(id) || 0;
+    sizes.delete(id);
+    cache.delete(id);
+    if (events.evicted) events.evicted(id);
+  };
+  const evict = () => {
+    for (const id of [...cache.keys()]) {
+      if (cache.size <= limit && bytes <= BYTE_BUDGET) break;
+      if (!pinned.has(id)) drop(id);
+    }
+  };
   const view = {
     get: (name) => {
       if (shown === null) return model.get(name);
@@ -75,17 +138,42 @@ function prefetching(model, root) {
       if (k >= 0) painters.splice(k, 1);
     },
   };
-  const fromKernel = () => { shown = null; };
+  const fromKernel = () => { shown = null; shownId = null; };
   const onMessage = (msg, buffers) => {
-    if (msg && msg.prefetch_base !== undefined) {
-      cache.clear();
+    if (msg && msg.prefetch_base !== undefined && msg.fill >= fill) {
       limit = msg.limit || limit;
-    } else if (msg && msg.prefetch !== undefined) {
-      cache.delete(msg.prefetch);
-      cache.set(msg.prefetch, withBuffers(msg, buffers || []));
-      while (cache.size > limit) cache.delete(cache.keys().next().value);
+      fill = msg.fill;
+      expect = new Map(Object.entries(msg.expect || {}));
+      pinned = new Set(expect.values());
+      evict();
+      if (events.based) events.based(pinned);
+    } else if (msg && msg.prefetch !== undefined && msg.id !== undefined) {
+      if (msg.fill > fill) { // its base came before this view: the neighbourhood as its messages come
+        fill = msg.fill;
+        expect = new Map();
+        pinned = new Set();
+        if (events.based) events.based(pinned);
+      }
+      if (msg.fill === fill) {
+        expect.set(msg.prefetch, msg.id);
+        pinned.add(msg.id);
+      }
+      if (cache.has(msg.id)) drop(msg.id);
+      const payload = withBuffers(msg, buffers || []);
+      cache.set(msg.id, payload);
+      sizes.set(msg.id, payloadBytes(payload));
+      bytes += sizes.get(msg.id);
+      if (events.stored) events.stored(msg.id, msg, buffers || []);
+      evict();
     }
     count();
+  };
+  // a payload's disabled states of the app's controls, applied in the browser at once (not sent back: the kernel sets
+  // the same when the change reaches it)
+  const applyDisabled = (payload) => {
+    (payload.control_disabled || []).forEach((disabled, i) => {
+      if (disabled !== null && disabled !== undefined && controls[i]) controls[i].set("disabled", disabled);
+    });
   };
   const onControl = (changed) => {
     const k = key();
@@ -94,10 +182,15 @@ function prefetching(model, root) {
     // a change the kernel made (ipywidgets applies the kernel's state under _state_lock): the kernel's own data
     // follows; only the student's changes are looked up
     if (changed && changed._state_lock) return;
-    const hit = cache.get(k);
+    const id = expect.get(k);
+    const hit = id === undefined ? undefined : cache.get(id);
     if (hit === undefined) return;
+    cache.delete(id); // the most recently used now
+    cache.set(id, hit);
     shown = hit;
+    shownId = id;
     hits += 1;
+    applyDisabled(hit);
     root.setAttribute("data-drawn-from", "cache");
     root.setAttribute("data-cache-hits", String(hits));
     painters.forEach((paint) => paint());
@@ -119,6 +212,6 @@ function prefetching(model, root) {
     model.off("msg:custom", onMessage);
     controls.forEach((m) => m.off("change", onControl));
   };
-  return { view, stop };
+  return { view, stop, shownId: () => shownId, payload: (id) => cache.get(id) };
 }
 
