@@ -6,7 +6,6 @@ from __future__ import annotations
 import ipywidgets as widgets
 
 from .. import hardware, memory, memory_recipes, models, moe, training
-from ..moe import step as moe_step
 from ..errors import ConfigurationError, DistlabError
 from . import training_lab_data as data
 from .browser import LabPicture
@@ -152,7 +151,7 @@ class TrainingLabApp(LessonApp):
             control.observe(self._on_change, names="value")
         # the browser's cache of the states one change away (issue 32): lab.js watches these controls
         self.picture.controls = list(self._controls)
-        self.prefetcher = Prefetcher(self.picture, data.payload_steps)
+        self.prefetcher = Prefetcher(self.picture, data.payload_steps, disabled=data.disabled_controls)
         super().__init__([self._layout(), self.picture, self.status])
         self._syncing = False
         if moe_imbalance not in self.valid_imbalances():
@@ -296,16 +295,14 @@ class TrainingLabApp(LessonApp):
 
     def _sync_controls(self) -> None:
         """Enable what applies (chunks: interleaved only; sequence parallelism: tp > 1), offer valid batches."""
-        self.chunks.disabled = self.schedule.value != "interleaved"
-        self.sequence_parallel.disabled = self.tp.value == 1
-        moe = moe_step.is_moe(self.model.value)
-        self.ep.disabled = self.etp.disabled = self.capacity_factor.disabled = not moe
         imbalances = self.valid_imbalances()
         if list(self.moe_imbalance.options) != imbalances:
             keep = max(v for v in imbalances if v <= self.moe_imbalance.value)
             replace_options(self, self.moe_imbalance, imbalances, keep)
-        # the imbalance applies to dropless routing (a capacity factor pads every expert's buffer to it instead)
-        self.moe_imbalance.disabled = not moe or self.capacity_factor.value is not None or len(imbalances) == 1
+        # one rule for the kernel and the browser's cached payloads (training_lab_data.disabled_controls)
+        for control, disabled in zip(self._controls, data.disabled_controls(self.state())):
+            if disabled is not None:
+                control.disabled = disabled
         batches = self.valid_batches()
         if list(self.global_batch.options) != batches:
             replace_options(self, self.global_batch, batches, self.batch_at(self.nodes.value))

@@ -124,6 +124,23 @@ def valid_imbalances(s: dict) -> list:
     return [v for v in IMBALANCES if v <= high]
 
 
+def disabled_controls(s: dict) -> list:
+    """Whether each CONTROLS control is disabled in state `s` (None: the lab never disables it): chunks apply to the
+    interleaved schedule only, sequence parallelism to tp > 1, EP, expert TP and the capacity factor to an MoE model,
+    the load imbalance to dropless routing with more than one offered value. The app's _sync_controls sets these; a
+    cached change's payload carries them, so the browser applies them at once (browser_js/prefetch.js)."""
+    moe_model = moe_step.is_moe(s["model"])
+    rules = {
+        "chunks": s["schedule"] != "interleaved",
+        "sequence_parallel": s["tp"] == 1,
+        "ep": not moe_model,
+        "etp": not moe_model,
+        "capacity_factor": not moe_model,
+        "moe_imbalance": not moe_model or s["capacity_factor"] is not None or len(valid_imbalances(s)) == 1,
+    }
+    return [rules.get(name) for name in CONTROLS]
+
+
 def batch_at(s: dict, nodes: int) -> int:
     """The global batch the lab uses at `nodes`: the chosen batch when that count offers it, else the next larger one
     it offers (what the batch dropdown shows when the slider goes there)."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+
+from distlab.moe import step as moe_step
 import time
 
 from distlab.widgets import prefetch
@@ -68,7 +70,11 @@ def test_prefetched_payload_is_what_the_app_shows_after_that_change():
             key = prefetch.state_key(app._controls, (getattr(app, name), value))
             other = _app_after(moves)
             getattr(other, name).value = value
-            assert payloads[key] == _shown(other), (seed, moves, name, value)
+            payload = dict(payloads[key])
+            disabled = payload.pop("control_disabled")
+            assert payload == _shown(other), (seed, moves, name, value)
+            # what the browser disables at once is what the app disables when that change reaches it
+            assert [None if d is None else c.disabled for c, d in zip(other._controls, disabled)] == disabled
             assert PENDING not in payloads[key]["summaries"]
             other.close()
             checked += 1
@@ -152,4 +158,30 @@ def test_the_triage_ladders_prefetched_are_what_the_app_shows_after_that_change(
             checked += 1
     # every control has a neighbour here: 2 for each dropdown and toggle not at an end, 1 for the checkbox
     assert checked >= len(app.prepared_controls)
+    app.close()
+
+
+def test_the_labs_payloads_carry_the_dependent_controls_disabled_state():
+    # by the lab's rules (training_lab_data.disabled_controls): from 1F1B the schedule's interleaved neighbour enables
+    # chunks; from tp 1 a tp > 1 neighbour enables sequence parallelism; from a dense model an MoE neighbour enables
+    # EP, expert TP and the capacity factor. The payload of each such change says so, so the browser applies it with
+    # the cached change, before the kernel's answer
+    app = TrainingLabApp(model="megatron-gpt-1t", schedule="1f1b", tp=1)  # mixtral-8x7b (MoE) is its neighbour
+    assert app.chunks.disabled and app.sequence_parallel.disabled and app.ep.disabled
+    sent: list = []
+    app.picture.send = sent.append
+    app.prefetcher.run_all("base", app.neighbour_jobs())
+    by_key = {m["prefetch"]: m["payload"]["control_disabled"] for m in sent[1:]}
+    index = {name: CONTROLS.index(name) for name in ("chunks", "sequence_parallel", "ep", "etp", "capacity_factor")}
+
+    def disabled_after(name, value):
+        return by_key[prefetch.state_key(app._controls, (getattr(app, name), value))]
+
+    assert disabled_after("schedule", "interleaved")[index["chunks"]] is False
+    assert all(disabled_after("tp", v)[index["sequence_parallel"]] is False for v in neighbour_values(app.tp) if v > 1)
+    moe_models = [v for v in neighbour_values(app.model) if moe_step.is_moe(v)]
+    assert moe_models == ["mixtral-8x7b"]
+    for model in moe_models:
+        after = disabled_after("model", model)
+        assert [after[index[n]] for n in ("ep", "etp", "capacity_factor")] == [False, False, False]
     app.close()
