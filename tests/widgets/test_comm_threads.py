@@ -1,0 +1,134 @@
+"""Comm messages handled on a kernel subshell's thread (issue 32): JupyterLab 4.6's default commsOverSubshells
+("perCommTarget") with ipykernel 7 hands a widget's comm messages to a subshell thread, while the frame cache paints
+neighbours in idle turns of the main thread's event loop (distlab.widgets.framecache). Every comm message to a
+widget of an app is handled under filling.APP_LOCK (LessonApp locks its widgets' comms): these tests deliver the
+browser's message through the widget's comm (comm.handle_msg, what the kernel's comm manager calls) on a second
+thread at a chosen moment of a paint, and check that the student sees what an app with no fill under way shows."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from distlab.widgets.data_parallel_zero import OverlapApp
+from distlab.widgets.mixture_of_experts import AllToAllApp, ImbalanceApp, PlacementApp
+from distlab.widgets.pipeline import StageAnalysisApp
+from distlab.widgets.prefetch import neighbour_jobs
+from distlab.widgets.production import BucketApp, ProductionStepApp
+from distlab.widgets.tensor_parallel import TensorParallelApp
+from distlab.widgets.training_at_scale import CheckpointApp, ContextApp, FsdpApp, ScheduleApp
+
+PAINTED = [
+    OverlapApp,
+    StageAnalysisApp,
+    BucketApp,
+    ProductionStepApp,
+    AllToAllApp,
+    TensorParallelApp,
+    ImbalanceApp,
+    PlacementApp,
+    ScheduleApp,
+    FsdpApp,
+    ContextApp,
+    CheckpointApp,
+]
+
+#: How long the paint lets a message on the other thread run before it goes on (s): with the comm locked the message
+#: waits for the put-back instead, and this is only how long the test waits to be sure it does.
+LET_RUN_S = 1.0
+
+
+def _ready(app):
+    """The app as a browser shows it: ipympl sends frames (quick_frame), the first one whole."""
+    app.canvas._handle_message(app.canvas, {"type": "initialized"}, [])
+    app.fig.canvas.draw()
+    return app
+
+
+def _comm_message(data: dict) -> dict:
+    """A comm_msg as the kernel's comm manager hands it to comm.handle_msg."""
+    return {"content": {"comm_id": "", "data": data}, "buffers": []}
+
+
+def _set_value(widget, value) -> dict:
+    """What the browser sends when the student sets `widget` to `value` (ipywidgets 8: a selection sends its index)."""
+    if hasattr(widget, "_options_labels"):
+        state = {"index": list(widget._options_values).index(value)}
+    else:
+        state = {"value": value}
+    return _comm_message({"method": "update", "state": state, "buffer_paths": []})
+
+
+def _paint_first_neighbour(app, during_paint) -> None:
+    """Paint the fill's first neighbour of `app` as the frame cache does in an idle turn, calling during_paint() once
+    the neighbour is painted into the figure and before the put-back."""
+    controls = app._frame_widgets()
+    (_, painted), *_ = neighbour_jobs(controls, app.frame_state(), neighbour=app.frame_neighbour)
+    paint = app.renderer.paint
+
+    def paint_then(full):
+        paint(full)
+        during_paint()
+
+    app.renderer.paint = paint_then
+    steps = app.frame_steps(painted)
+    next(steps)
+    with pytest.raises(StopIteration) as done:
+        next(steps)
+    app.renderer.paint = paint
+    assert done.value.value["png"] is not None  # the neighbour was painted (during_paint ran)
+
+
+@pytest.mark.parametrize("cls", PAINTED)
+def test_a_draw_request_during_a_paint_sends_the_current_picture(cls):
+    # ipympl's canvas draws when the browser asks ({"type": "draw"}, after a resize, a device-pixel-ratio change or
+    # its first display: manager.handle_json -> canvas.draw(), which sends the frame). Arriving on a subshell's
+    # thread while the main thread has painted a neighbour into the figure, unlocked, it drew the neighbour's
+    # artists and sent that frame: the student saw the neighbour's picture under the current controls.
+    app, plain = _ready(cls()), _ready(cls())
+    current = app.canvas._last_buff.copy()
+    request = threading.Thread(
+        target=app.canvas.comm.handle_msg, args=(_comm_message({"method": "custom", "content": {"type": "draw"}}),)
+    )
+
+    def draw_requested():
+        request.start()
+        request.join(timeout=LET_RUN_S)
+
+    _paint_first_neighbour(app, draw_requested)
+    request.join()
+    plain.canvas._handle_message(plain.canvas, {"type": "draw"}, [])  # the same request, no fill under way
+    assert np.array_equal(plain.canvas._last_buff, current)  # a redraw of the current state: the same frame
+    assert np.array_equal(app.canvas._last_buff, current)
+
+
+def test_an_observer_moving_a_dependent_control_during_a_paint_draws_no_state_the_student_never_picked():
+    # Lesson 5 at TP 32 over InfiniBand, h = 4096 (32 heads); the student sets h = 5120 (40 heads: 32 and 16 do not
+    # divide it). The hidden size's observer re-offers TP 1, 2, 4, 8 and moves it to 8 (tp_after) through
+    # replace_options, which sets app._syncing so that the TP observer does not redraw at ipywidgets' own pick
+    # (options[0] = 1) in between. Unlocked, the observer ran during the main thread's paint, whose put-back restored
+    # the app's attributes as they were at the snapshot (no _syncing): the TP observer then drew TP 1 -- a state the
+    # student never picked, sent to the browser -- before TP 8. Only the state reached (h 5120, TP 8) may be drawn.
+    app = _ready(TensorParallelApp(tp=32, hidden=4096, link="ib-ndr"))
+    drawn: list[tuple] = []
+    app.frame_cache.observe(lambda change: drawn.append((app.hidden.value, app.tp.value)), names="drawn")
+    inside, put_back = threading.Event(), threading.Event()
+
+    def in_between(change):  # replace_options: new TP options given, ipywidgets about to pick options[0]
+        inside.set()
+        put_back.wait(timeout=2 * LET_RUN_S)
+
+    app.tp.observe(in_between, names="_options_labels")
+    change = threading.Thread(target=app.hidden.comm.handle_msg, args=(_set_value(app.hidden, 5120),))
+
+    def change_arrives():
+        change.start()
+        inside.wait(timeout=LET_RUN_S)
+
+    _paint_first_neighbour(app, change_arrives)
+    put_back.set()
+    change.join()
+    assert (app.hidden.value, app.tp.value, tuple(app.tp.options)) == (5120, 8, (1, 2, 4, 8))
+    assert drawn == [(5120, 8)]
