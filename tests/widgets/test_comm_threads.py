@@ -7,15 +7,16 @@ thread at a chosen moment of a paint, and check that the student sees what an ap
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import numpy as np
 import pytest
 
-from distlab.widgets.data_parallel_zero import OverlapApp
+from distlab.widgets.data_parallel_zero import OverlapApp, ZeroMemoryApp
 from distlab.widgets.mixture_of_experts import AllToAllApp, ImbalanceApp, PlacementApp
 from distlab.widgets.pipeline import StageAnalysisApp
-from distlab.widgets.prefetch import neighbour_jobs
+from distlab.widgets.prefetch import neighbour_jobs, values_key
 from distlab.widgets.production import BucketApp, ProductionStepApp
 from distlab.widgets.tensor_parallel import TensorParallelApp
 from distlab.widgets.training_at_scale import CheckpointApp, ContextApp, FsdpApp, ScheduleApp
@@ -132,3 +133,52 @@ def test_an_observer_moving_a_dependent_control_during_a_paint_draws_no_state_th
     change.join()
     assert (app.hidden.value, app.tp.value, tuple(app.tp.options)) == (5120, 8, (1, 2, 4, 8))
     assert drawn == [(5120, 8)]
+
+
+def test_a_prefetch_started_by_a_finished_fill_never_replaces_the_one_of_a_newer_change():
+    # A PrefetchingApp starts its browser prefetch when its fill of the picture's slider is done (the future's done
+    # callback, PrefetchingApp._prefetch, in the loop that ran the fill: the main thread's, for the fill the cell that
+    # built the app started). It checks its generation, reads the controls, then starts the prefetch, which abandons
+    # any other. Unlocked, a student's change handled on a subshell's thread in between (with its own fill and
+    # prefetch, in that thread's loop) was overtaken: the main thread then sent the OLD state's prefetch_base last
+    # and priced its neighbours, abandoning the new state's -- the browser held none of the current state's
+    # neighbours. The last prefetch_base sent must be the state the student reached.
+    app = ZeroMemoryApp()
+    bases: list[str] = []
+    send = app.picture.send
+
+    def recording(msg, buffers=None):
+        if "prefetch_base" in msg:
+            bases.append(msg["prefetch_base"])
+        send(msg, buffers)
+
+    app.picture.send = recording
+
+    async def student_changes_the_model():  # the subshell's thread, with its own event loop
+        app.model.comm.handle_msg(_set_value(app.model, "llama2-70b"))
+        while app.filling is not None and not app.filling.done():
+            await asyncio.sleep(0)
+        await asyncio.sleep(0)  # the fill's done callback: the new state's prefetch starts
+        await asyncio.sleep(0)
+
+    change = threading.Thread(target=asyncio.run, args=(student_changes_the_model(),))
+    state = app.state
+
+    def read_then_a_change_arrives():
+        now = state()
+        if not change.is_alive() and change.ident is None:
+            change.start()
+            change.join(timeout=LET_RUN_S)
+        return now
+
+    app.state = read_then_a_change_arrives
+
+    async def fill_done():  # the main thread's loop: the cell's fill has just ended
+        app._prefetch(app._generation)
+
+    asyncio.run(fill_done())
+    change.join()
+    app.state = state
+    controls = {name: getattr(app, name) for name in app.PREFETCH_CONTROLS}
+    assert app.model.value == "llama2-70b"
+    assert bases[-1] == values_key(controls, app.state())
