@@ -16,9 +16,10 @@ import pytest
 from distlab.widgets.data_parallel_zero import OverlapApp, ZeroMemoryApp
 from distlab.widgets.mixture_of_experts import AllToAllApp, ImbalanceApp, PlacementApp
 from distlab.widgets.pipeline import StageAnalysisApp
-from distlab.widgets.prefetch import neighbour_jobs, values_key
+from distlab.widgets.prefetch import neighbour_jobs, state_key
 from distlab.widgets.production import BucketApp, ProductionStepApp
 from distlab.widgets.tensor_parallel import TensorParallelApp
+from distlab.widgets.training_lab import TrainingLabApp
 from distlab.widgets.training_at_scale import CheckpointApp, ContextApp, FsdpApp, ScheduleApp
 
 PAINTED = [
@@ -135,7 +136,13 @@ def test_an_observer_moving_a_dependent_control_during_a_paint_draws_no_state_th
     assert drawn == [(5120, 8)]
 
 
-def test_a_prefetch_started_by_a_finished_fill_never_replaces_the_one_of_a_newer_change():
+#: (app, the control the student moves, its new value): the apps whose browser prefetch starts when a fill is done
+#: (PrefetchingApp._prefetch: lessons 1-4; TrainingLabApp._prefetch: the training lab)
+FILLED = [(ZeroMemoryApp, "model", "llama2-70b"), (TrainingLabApp, "fabric", "ib-hdr")]
+
+
+@pytest.mark.parametrize(("cls", "name", "value"), FILLED)
+def test_a_prefetch_started_by_a_finished_fill_never_replaces_the_one_of_a_newer_change(cls, name, value):
     # A PrefetchingApp starts its browser prefetch when its fill of the picture's slider is done (the future's done
     # callback, PrefetchingApp._prefetch, in the loop that ran the fill: the main thread's, for the fill the cell that
     # built the app started). It checks its generation, reads the controls, then starts the prefetch, which abandons
@@ -143,7 +150,7 @@ def test_a_prefetch_started_by_a_finished_fill_never_replaces_the_one_of_a_newer
     # prefetch, in that thread's loop) was overtaken: the main thread then sent the OLD state's prefetch_base last
     # and priced its neighbours, abandoning the new state's -- the browser held none of the current state's
     # neighbours. The last prefetch_base sent must be the state the student reached.
-    app = ZeroMemoryApp()
+    app = cls()
     bases: list[str] = []
     send = app.picture.send
 
@@ -154,14 +161,15 @@ def test_a_prefetch_started_by_a_finished_fill_never_replaces_the_one_of_a_newer
 
     app.picture.send = recording
 
-    async def student_changes_the_model():  # the subshell's thread, with its own event loop
-        app.model.comm.handle_msg(_set_value(app.model, "llama2-70b"))
+    async def student_moves_a_control():  # the subshell's thread, with its own event loop
+        control = getattr(app, name)
+        control.comm.handle_msg(_set_value(control, value))
         while app.filling is not None and not app.filling.done():
             await asyncio.sleep(0)
         await asyncio.sleep(0)  # the fill's done callback: the new state's prefetch starts
         await asyncio.sleep(0)
 
-    change = threading.Thread(target=asyncio.run, args=(student_changes_the_model(),))
+    change = threading.Thread(target=asyncio.run, args=(student_moves_a_control(),))
     state = app.state
 
     def read_then_a_change_arrives():
@@ -179,6 +187,6 @@ def test_a_prefetch_started_by_a_finished_fill_never_replaces_the_one_of_a_newer
     asyncio.run(fill_done())
     change.join()
     app.state = state
-    controls = {name: getattr(app, name) for name in app.PREFETCH_CONTROLS}
-    assert app.model.value == "llama2-70b"
-    assert bases[-1] == values_key(controls, app.state())
+    assert getattr(app, name).value == value
+    controls = app._controls if cls is TrainingLabApp else [getattr(app, other) for other in app.PREFETCH_CONTROLS]
+    assert bases[-1] == state_key(controls)
