@@ -190,3 +190,34 @@ def test_a_prefetch_started_by_a_finished_fill_never_replaces_the_one_of_a_newer
     assert getattr(app, name).value == value
     controls = app._controls if cls is TrainingLabApp else [getattr(app, other) for other in app.PREFETCH_CONTROLS]
     assert bases[-1] == state_key(controls)
+
+
+class _TableLettingAnotherThreadEvict(dict):
+    """A module table whose first eviction lets `other` (a thread) run as far as it can first: the interpreter may
+    switch threads between reading the oldest key and removing it."""
+
+    other: threading.Thread | None = None
+
+    def pop(self, key, *default):
+        other, self.other = self.other, None
+        if other is not None:
+            other.start()
+            other.join(timeout=LET_RUN_S)
+        return super().pop(key, *default)
+
+
+def test_two_threads_adding_tick_labels_to_a_full_table_never_raise(monkeypatch):
+    # Drawn tick labels are rasterised once into a module table (plots._ticks._SPRITES, bounded: the oldest evicted).
+    # A cell building an app (the main thread, outside APP_LOCK: DrawnTicks.remember, drawn_ticks' measuring) and an
+    # app drawing on a kernel subshell's thread both add labels; unlocked, both evicted the same oldest label and the
+    # second removal raised a bare KeyError. Here the table is full (2 of 2) and the other thread's label is added
+    # between the first thread's read of the oldest key and its removal.
+    from distlab.plots import _ticks
+
+    table = _TableLettingAnotherThreadEvict({("old", 1.0, "#000", 72.0): None, ("older", 1.0, "#000", 72.0): None})
+    monkeypatch.setattr(_ticks, "_SPRITES", table)
+    monkeypatch.setattr(_ticks, "_SPRITES_KEPT", 2)
+    other = table.other = threading.Thread(target=_ticks._sprite, args=("8", 10.0, "#000000", 72.0))
+    _ticks._sprite("16", 10.0, "#000000", 72.0)
+    other.join()
+    assert set(table) == {("16", 10.0, "#000000", 72.0), ("8", 10.0, "#000000", 72.0)}
