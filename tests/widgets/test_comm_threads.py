@@ -13,6 +13,7 @@ import threading
 import numpy as np
 import pytest
 
+from distlab.plots import _ticks
 from distlab.widgets.data_parallel_zero import OverlapApp, ZeroMemoryApp
 from distlab.widgets.mixture_of_experts import AllToAllApp, ImbalanceApp, PlacementApp
 from distlab.widgets.pipeline import StageAnalysisApp
@@ -212,8 +213,6 @@ def test_two_threads_adding_tick_labels_to_a_full_table_never_raise(monkeypatch)
     # app drawing on a kernel subshell's thread both add labels; unlocked, both evicted the same oldest label and the
     # second removal raised a bare KeyError. Here the table is full (2 of 2) and the other thread's label is added
     # between the first thread's read of the oldest key and its removal.
-    from distlab.plots import _ticks
-
     table = _TableLettingAnotherThreadEvict({("old", 1.0, "#000", 72.0): None, ("older", 1.0, "#000", 72.0): None})
     monkeypatch.setattr(_ticks, "_SPRITES", table)
     monkeypatch.setattr(_ticks, "_SPRITES_KEPT", 2)

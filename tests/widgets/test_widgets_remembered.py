@@ -5,6 +5,7 @@ back as they were raised."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -310,8 +311,6 @@ def test_a_remembered_table_shared_by_two_threads_never_loses_an_entry_under_a_c
     # steps (key in table, then move_to_end): an entry the other thread evicted in between raised a bare KeyError
     # at the caller (a traceback for the student). Here the other thread's call (a new argument: maxsize 1 evicts
     # the entry) runs at the second comparison of the first call's key, between those two steps.
-    import threading
-
     calls = []
 
     @remembered(1)
