@@ -107,24 +107,38 @@ def test_a_draw_request_during_a_paint_sends_the_current_picture(cls):
     assert np.array_equal(app.canvas._last_buff, current)
 
 
-def test_an_observer_moving_a_dependent_control_during_a_paint_draws_no_state_the_student_never_picked():
-    # Lesson 5 at TP 32 over InfiniBand, h = 4096 (32 heads); the student sets h = 5120 (40 heads: 32 and 16 do not
-    # divide it). The hidden size's observer re-offers TP 1, 2, 4, 8 and moves it to 8 (tp_after) through
-    # replace_options, which sets app._syncing so that the TP observer does not redraw at ipywidgets' own pick
-    # (options[0] = 1) in between. Unlocked, the observer ran during the main thread's paint, whose put-back restored
-    # the app's attributes as they were at the snapshot (no _syncing): the TP observer then drew TP 1 -- a state the
-    # student never picked, sent to the browser -- before TP 8. Only the state reached (h 5120, TP 8) may be drawn.
-    app = _ready(TensorParallelApp(tp=32, hidden=4096, link="ib-ndr"))
+#: (app, its arguments, the control the student moves and its new value, the dependent control, its options and value
+#: after): lesson 5 at TP 32 over InfiniBand, h = 4096 (32 heads), set to h = 5120 (40 heads: 32 and 16 do not divide
+#: it), TP re-offered as 1, 2, 4, 8 and moved to 8 (tp_after); lesson 10 at deepseek-v3, EP 16, set to mixtral-8x7b (8
+#: experts), EP re-offered as 1, 2, 4, 8 and moved to 8 (ep_after). ipywidgets' own pick in between is options[0] = 1.
+DEPENDENT = [
+    (TensorParallelApp, dict(tp=32, hidden=4096, link="ib-ndr"), "hidden", 5120, "tp", (1, 2, 4, 8), 8),
+    (ImbalanceApp, dict(model="deepseek-v3", ep=16), "model", "mixtral-8x7b", "ep", (1, 2, 4, 8), 8),
+    (PlacementApp, dict(model="deepseek-v3", ep=16), "model", "mixtral-8x7b", "ep", (1, 2, 4, 8), 8),
+]
+
+
+@pytest.mark.parametrize(("cls", "kwargs", "name", "value", "dependent", "options", "after"), DEPENDENT)
+def test_an_observer_moving_a_dependent_control_during_a_paint_draws_no_state_the_student_never_picked(
+    cls, kwargs, name, value, dependent, options, after
+):
+    # The moved control's observer re-offers the dependent control's options and moves it through replace_options,
+    # which sets app._syncing so that the dependent control's observer does not redraw at ipywidgets' own pick in
+    # between. Unlocked, the observer ran during the main thread's paint, whose put-back restored the app's attributes
+    # as they were at the snapshot (no _syncing): the dependent observer then drew options[0] -- a state the student
+    # never picked, sent to the browser -- before `after`. Only the state reached may be drawn.
+    app = _ready(cls(**kwargs))
+    moved, follower = getattr(app, name), getattr(app, dependent)
     drawn: list[tuple] = []
-    app.frame_cache.observe(lambda change: drawn.append((app.hidden.value, app.tp.value)), names="drawn")
+    app.frame_cache.observe(lambda change: drawn.append((moved.value, follower.value)), names="drawn")
     inside, put_back = threading.Event(), threading.Event()
 
-    def in_between(change):  # replace_options: new TP options given, ipywidgets about to pick options[0]
+    def in_between(change):  # replace_options: new options given, ipywidgets about to pick options[0]
         inside.set()
         put_back.wait(timeout=2 * LET_RUN_S)
 
-    app.tp.observe(in_between, names="_options_labels")
-    change = threading.Thread(target=app.hidden.comm.handle_msg, args=(_set_value(app.hidden, 5120),))
+    follower.observe(in_between, names="_options_labels")
+    change = threading.Thread(target=moved.comm.handle_msg, args=(_set_value(moved, value),))
 
     def change_arrives():
         change.start()
@@ -133,8 +147,8 @@ def test_an_observer_moving_a_dependent_control_during_a_paint_draws_no_state_th
     _paint_first_neighbour(app, change_arrives)
     put_back.set()
     change.join()
-    assert (app.hidden.value, app.tp.value, tuple(app.tp.options)) == (5120, 8, (1, 2, 4, 8))
-    assert drawn == [(5120, 8)]
+    assert (moved.value, follower.value, tuple(follower.options)) == (value, after, options)
+    assert drawn == [(value, after)]
 
 
 #: (app, the control the student moves, its new value): the apps whose browser prefetch starts when a fill is done
