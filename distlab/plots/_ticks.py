@@ -11,6 +11,7 @@ caller maps its own data range onto the fixed limits.
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 from matplotlib.artist import Artist
@@ -28,6 +29,9 @@ TICK_PAD_PT = 3.5
 #: Remembered label bitmaps (text, size, colour, dpi) -> (rgba rows bottom first, width, height, baseline offset).
 _SPRITES: dict = {}
 _SPRITES_KEPT = 4096
+#: Held for each eviction and insertion: an app drawing on a kernel subshell's thread and a cell building or drawing
+#: another on the main thread may both add labels (issue 32); unheld, both could evict the same oldest label (KeyError).
+_SPRITES_LOCK = threading.Lock()
 
 
 def _sprite(text: str, size: float, colour: str, dpi: float):
@@ -52,9 +56,10 @@ def _sprite(text: str, size: float, colour: str, dpi: float):
     gc.restore()
     rgba = np.asarray(renderer.buffer_rgba())[::-1].copy()  # bottom row first
     hit = (rgba, width, height, descent, pad)
-    if len(_SPRITES) >= _SPRITES_KEPT:
-        _SPRITES.pop(next(iter(_SPRITES)))
-    _SPRITES[key] = hit
+    with _SPRITES_LOCK:
+        if len(_SPRITES) >= _SPRITES_KEPT:
+            _SPRITES.pop(next(iter(_SPRITES)))
+        _SPRITES[key] = hit
     return hit
 
 

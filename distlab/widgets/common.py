@@ -76,6 +76,7 @@ __all__ = [
     "fill_order",
     "turn_deadline",
     "neighbour_values",
+    "lock_comms",
     "LessonApp",
 ]
 
@@ -96,6 +97,43 @@ def message_html(text: str, kind: str = "result") -> str:
         ]
     body = "<br>".join(lines)
     return f'<div style="color:{colour}; font-family: var(--jp-code-font-family, monospace); white-space: pre-wrap">{prefix}{body}</div>'
+
+
+class _UnderAppLock:
+    """A comm's message handler, called under filling.APP_LOCK."""
+
+    def __init__(self, handler) -> None:
+        self.handler = handler
+
+    def __call__(self, msg) -> None:
+        with APP_LOCK:
+            self.handler(msg)
+
+
+def lock_comms(root: widgets.Widget) -> None:
+    """Handle every comm message to `root` and to each widget it holds (its children, theirs, every widget a synced
+    trait names: a canvas's toolbar, a frame cache's controls) under filling.APP_LOCK: the one place where every
+    change the browser makes enters the kernel (ipywidgets' set_state, then the observers, the app's update; ipympl's
+    draw requests; a browser picture's custom messages). JupyterLab 4.6 hands widget comm messages to a kernel
+    subshell's thread (commsOverSubshells), while fills and frame-cache paints run in the main thread's idle turns
+    (issue 32): locked here, an observer that runs before update (replace_options) or a canvas draw never runs
+    during a paint. A widget without a comm (no kernel) is left as it is."""
+    seen: set[int] = set()
+    stack: list = [root]
+    while stack:
+        widget = stack.pop()
+        if id(widget) in seen:
+            continue
+        seen.add(id(widget))
+        comm = getattr(widget, "comm", None)
+        handler = getattr(comm, "_msg_callback", None)
+        if comm is not None and handler is not None and not isinstance(handler, _UnderAppLock):
+            comm.on_msg(_UnderAppLock(handler))
+        for name in widget.keys:
+            value = getattr(widget, name, None)
+            for item in value if isinstance(value, (list, tuple)) else (value,):
+                if isinstance(item, widgets.Widget):
+                    stack.append(item)
 
 
 #: How long (s) the controls must rest before an app prepares its neighbouring values (LessonApp.prepare_neighbours):
@@ -155,6 +193,7 @@ class LessonApp(widgets.VBox):
     def __init__(self, children=(), **kwargs):
         super().__init__(children, **kwargs)
         fit_labels(self)
+        lock_comms(self)
 
     def compute(self):
         raise NotImplementedError

@@ -52,13 +52,16 @@ def remembered(maxsize: int):
     (a configuration visited again, whichever control led there, is not recomputed). Our error is remembered
     too and raised again; any other exception is not remembered. The wrapper's `cache_len()` is the number kept and
     `cache_clear()` empties the table. Callers get the same result object each time: results must be treated as
-    read-only (the library's are frozen dataclasses)."""
+    read-only (the library's are frozen dataclasses). Safe from several threads (two may compute the same entry)."""
 
     if maxsize < 1:
         raise ConfigurationError(f"maxsize={maxsize}: must be at least 1")
 
     def decorate(function):
         table: OrderedDict = OrderedDict()
+        # the table's own lock, held for each lookup and each insertion (not while computing): an app built in a
+        # cell (the main thread, outside APP_LOCK) and an app updating on a kernel subshell's thread may share a table
+        lock = threading.RLock()
 
         @functools.wraps(function)
         def wrapper(*args, **kwargs):
@@ -72,20 +75,29 @@ def remembered(maxsize: int):
                 hash(key)
             except TypeError:  # an argument that cannot be a key (a list): computed, not remembered
                 return function(*args, **kwargs)
-            if key in table:
-                table.move_to_end(key)
-                value = table[key]
-            else:
-                value = table[key] = attempt(functools.partial(function, *args, **kwargs))
-                while len(table) > maxsize:
-                    table.popitem(last=False)
+            with lock:
+                found = key in table
+                if found:
+                    table.move_to_end(key)
+                    value = table[key]
+            if not found:
+                value = attempt(functools.partial(function, *args, **kwargs))
+                with lock:
+                    table[key] = value
+                    table.move_to_end(key)
+                    while len(table) > maxsize:
+                        table.popitem(last=False)
             if isinstance(value, DistlabError):
                 raise value.with_traceback(None)
             return value
 
+        def clear() -> None:
+            with lock:
+                table.clear()
+
         wrapper.cache_len = table.__len__  # type: ignore[attr-defined]
-        wrapper.cache_clear = table.clear  # type: ignore[attr-defined]
-        _TABLE_CLEARS.append(table.clear)
+        wrapper.cache_clear = clear  # type: ignore[attr-defined]
+        _TABLE_CLEARS.append(clear)
         return wrapper
 
     return decorate

@@ -210,9 +210,9 @@ class FrameCachingApp:
         return {"png": png, "texts": texts, "shown": kind != "error"}
 
     def _drawing_objects(self) -> list:
-        """What render() may change besides the pixels: every artist of the figure, the app's own attributes and
-        those of the distlab objects it holds (the plot helpers with their remembered ranges and ticks, the
-        renderer with its backgrounds)."""
+        """What render() may change besides the pixels: every artist of the figure and the colour scale of each
+        that has one (its colorizer and norm), the app's own attributes and those of the distlab objects it holds
+        (the plot helpers with their remembered ranges and ticks, the renderer with its backgrounds)."""
         found: dict[int, object] = {id(self): self}
         stack = [value for value in vars(self).values() if value is not self.prefetcher]  # the fill itself
         while stack:
@@ -229,7 +229,10 @@ class FrameCachingApp:
             ):
                 found[id(obj)] = obj
                 stack.extend(vars(obj).values())
-        return [*found.values(), *self.fig.findobj()]  # type: ignore[attr-defined]
+        artists = self.fig.findobj()  # type: ignore[attr-defined]
+        # an image's colour scale: set_clim edits its Normalize in place (no artist attribute is rebound)
+        scales = [getattr(a, name, None) for a in artists for name in ("colorizer", "norm") if hasattr(a, "get_clim")]
+        return [*found.values(), *artists, *(scale for scale in scales if scale is not None)]
 
 
 def _snapshot(objects: list) -> list:

@@ -350,7 +350,10 @@ class PrefetchingApp:
 
     def _prefetch(self, generation: int) -> None:
         """In a kernel: the picture data of every state one control change away, sent to the browser in idle turns,
-        the control just moved first (distlab.widgets.prefetch); nothing when a newer change has come."""
-        if generation == self._generation:
-            controls = {name: getattr(self, name) for name in self.PREFETCH_CONTROLS}
-            self.prefetcher.start_around(controls, self.state(), self._moved)  # type: ignore[attr-defined]
+        the control just moved first (distlab.widgets.prefetch); nothing when a newer change has come. Under
+        filling.APP_LOCK, from the check to the start: called when a fill is done (its future's callback, in the loop
+        of the thread that ran it), it never starts the prefetch of a state a change in another thread has left."""
+        with APP_LOCK:
+            if generation == self._generation:
+                controls = {name: getattr(self, name) for name in self.PREFETCH_CONTROLS}
+                self.prefetcher.start_around(controls, self.state(), self._moved)  # type: ignore[attr-defined]

@@ -10,6 +10,7 @@ from ..errors import ConfigurationError, DistlabError
 from . import training_lab_data as data
 from .browser import LabPicture
 from .common import (
+    APP_LOCK,
     LessonApp,
     OptionalDropdown,
     event_loop_running,
@@ -361,10 +362,12 @@ class TrainingLabApp(LessonApp):
 
     def _prefetch(self, generation: int) -> None:
         """In a kernel: the picture data of every state one control change away, sent to the browser in idle turns,
-        the control just moved first (distlab.widgets.prefetch); nothing when a newer change has come."""
-        if generation != self._generation or not event_loop_running() or self.picture.comm is None:
-            return
-        self.prefetcher.start(state_key(self._controls), self.neighbour_jobs())
+        the control just moved first (distlab.widgets.prefetch); nothing when a newer change has come. Under
+        filling.APP_LOCK, from the check to the start, as PrefetchingApp._prefetch (a fill's done callback)."""
+        with APP_LOCK:
+            if generation != self._generation or not event_loop_running() or self.picture.comm is None:
+                return
+            self.prefetcher.start(state_key(self._controls), self.neighbour_jobs())
 
     def neighbour_jobs(self) -> list:
         """[(the browser's key, the state)] of every state one control change away (neighbour_values), the control

@@ -273,3 +273,19 @@ def test_a_browser_change_during_a_paint_shows_its_own_state(cls):
     assert _texts(app) == _texts(plain)
     assert np.array_equal(app.canvas._last_buff, plain.canvas._last_buff)
     assert done.value.value is None or done.value.value["texts"] == _texts(there)
+
+
+@pytest.mark.parametrize("cls", WALKED)
+def test_after_every_paint_a_full_redraw_sends_the_current_picture(cls):
+    # The put-back must leave everything a full draw reads as it was, not only what a blit repaints: ipympl redraws
+    # the whole figure when the browser asks ({"type": "draw"}: a resize, a device-pixel-ratio change), with no update
+    # in between. Lesson 10's all-to-all matrix sets its colour scale (image.set_clim), which edits the image's
+    # Normalize in place: after painting EP 16 (twice the GPUs, about half the bytes per pair: a scale to 0.4 MB
+    # instead of 0.8 MB) a redraw showed the current matrix in the neighbour's colours.
+    app = _ready(cls())
+    current = app.canvas._last_buff.copy()
+    for key, state in _jobs(app):
+        for _ in app.frame_steps(state):  # its result, then its paint and put-back
+            pass
+        app.canvas._handle_message(app.canvas, {"type": "draw"}, [])
+        assert np.array_equal(app.canvas._last_buff, current), key.replace(SEPARATOR, "|")

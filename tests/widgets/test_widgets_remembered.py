@@ -5,6 +5,7 @@ back as they were raised."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -284,3 +285,56 @@ def test_a_closed_app_stops_preparing_and_a_drawing_control_prepares_nothing(mon
         asyncio.run(student())
     finally:
         plt.close(app.fig)
+
+
+class _Spec:
+    """An argument equal to another object built the same way (as a frozen dataclass is: its __eq__ is Python code,
+    where the interpreter may switch threads); `between` runs at the chosen comparison."""
+
+    between = None
+
+    def __init__(self, v: int) -> None:
+        self.v = v
+
+    def __hash__(self) -> int:
+        return hash(self.v)
+
+    def __eq__(self, other) -> bool:
+        if _Spec.between is not None:
+            _Spec.between()
+        return isinstance(other, _Spec) and self.v == other.v
+
+
+def test_a_remembered_table_shared_by_two_threads_never_loses_an_entry_under_a_caller():
+    # An app built in a cell (the main thread, outside APP_LOCK) and an app updating on a kernel subshell's thread
+    # (JupyterLab 4.6's comms over subshells) may call one remembered function. Unshared, its table was read in two
+    # steps (key in table, then move_to_end): an entry the other thread evicted in between raised a bare KeyError
+    # at the caller (a traceback for the student). Here the other thread's call (a new argument: maxsize 1 evicts
+    # the entry) runs at the second comparison of the first call's key, between those two steps.
+    calls = []
+
+    @remembered(1)
+    def priced(spec):
+        calls.append(spec.v)
+        return spec.v * 10
+
+    assert priced(_Spec(1)) == 10
+    other = threading.Thread(target=priced, args=(_Spec(2),))
+    compared = []
+
+    def second_comparison_runs_the_other_thread():
+        compared.append(1)
+        if len(compared) == 2:
+            _Spec.between = None
+            other.start()
+            other.join(timeout=1.0)  # as far as it can go while this lookup is under way
+
+    _Spec.between = second_comparison_runs_the_other_thread
+    try:
+        assert priced(_Spec(1)) == 10  # found (one comparison), moved to the end (the second)
+    finally:
+        _Spec.between = None
+    other.join()
+    # the first call was answered from the table; the other thread's computed 2 and evicted 1 after it
+    assert calls == [1, 2] and priced.cache_len() == 1
+    assert priced(_Spec(2)) == 20 and calls == [1, 2]
