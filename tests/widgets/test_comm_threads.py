@@ -22,6 +22,7 @@ from distlab.widgets.production import BucketApp, ProductionStepApp
 from distlab.widgets.tensor_parallel import TensorParallelApp
 from distlab.widgets.training_lab import TrainingLabApp
 from distlab.widgets.training_at_scale import CheckpointApp, ContextApp, FsdpApp, ScheduleApp
+from test_framecache import DEPENDENT, _ready  # the dependent-control cases and the browser-ready app, one home
 
 PAINTED = [
     OverlapApp,
@@ -41,13 +42,6 @@ PAINTED = [
 #: How long the paint lets a message on the other thread run before it goes on (s): with the comm locked the message
 #: waits for the put-back instead, and this is only how long the test waits to be sure it does.
 LET_RUN_S = 1.0
-
-
-def _ready(app):
-    """The app as a browser shows it: ipympl sends frames (quick_frame), the first one whole."""
-    app.canvas._handle_message(app.canvas, {"type": "initialized"}, [])
-    app.fig.canvas.draw()
-    return app
 
 
 def _comm_message(data: dict) -> dict:
@@ -107,17 +101,8 @@ def test_a_draw_request_during_a_paint_sends_the_current_picture(cls):
     assert np.array_equal(app.canvas._last_buff, current)
 
 
-#: (app, its arguments, the control the student moves and its new value, the dependent control, its options and value
-#: after): lesson 5 at TP 32 over InfiniBand, h = 4096 (32 heads), set to h = 5120 (40 heads: 32 and 16 do not divide
-#: it), TP re-offered as 1, 2, 4, 8 and moved to 8 (tp_after); lesson 10 at deepseek-v3, EP 16, set to mixtral-8x7b (8
-#: experts), EP re-offered as 1, 2, 4, 8 and moved to 8 (ep_after). ipywidgets' own pick in between is options[0] = 1.
-DEPENDENT = [
-    (TensorParallelApp, dict(tp=32, hidden=4096, link="ib-ndr"), "hidden", 5120, "tp", (1, 2, 4, 8), 8),
-    (ImbalanceApp, dict(model="deepseek-v3", ep=16), "model", "mixtral-8x7b", "ep", (1, 2, 4, 8), 8),
-    (PlacementApp, dict(model="deepseek-v3", ep=16), "model", "mixtral-8x7b", "ep", (1, 2, 4, 8), 8),
-]
-
-
+# DEPENDENT (test_framecache): lesson 5's TP and lesson 10's EP re-offered as 1, 2, 4, 8 and moved to 8; ipywidgets'
+# own pick in between is options[0] = 1, the state the student never picked
 @pytest.mark.parametrize(("cls", "kwargs", "name", "value", "dependent", "options", "after"), DEPENDENT)
 def test_an_observer_moving_a_dependent_control_during_a_paint_draws_no_state_the_student_never_picked(
     cls, kwargs, name, value, dependent, options, after
