@@ -25,11 +25,11 @@ from distlab.grading.report import FEEDBACK_CHARS, GradeReport, NotebookGrade, Q
 from distlab.lessons.variants import lesson_variant
 
 
-def _autograder_tree(base: Path):
-    """(root, roster): a fake /autograder tree under `base` as Gradescope lays it out."""
+def _autograder_tree(base: Path, timeout: float = 120):
+    """(root, roster): a fake /autograder tree under `base` as Gradescope lays it out (memory_wall, `timeout` s)."""
     roster_csv, secret = write_roster(base, ids=("alice", "bob"))
     zip_path = gradescope.build_autograder(
-        "memory_wall", base / "autograder.zip", timeout=120, roster=roster_csv, secret_file=secret
+        "memory_wall", base / "autograder.zip", timeout=timeout, roster=roster_csv, secret_file=secret
     )
     root = base / "autograder"
     with zipfile.ZipFile(zip_path) as zf:

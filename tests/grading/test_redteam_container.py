@@ -29,14 +29,13 @@ import pytest
 from class_helpers import (
     worker_number,
     ROOT,
-    SECRET,
     autograder_env,
     needs_unprivileged_python,
     solve,
     unprivileged_python,
-    write_roster,
 )
-from distlab.grading import gradescope, variants
+from distlab.grading import gradescope
+from test_container_mode import _autograder_tree
 from distlab.grading.sandbox import kill_user
 
 pytestmark = [pytest.mark.notebook, needs_unprivileged_python]
@@ -214,19 +213,10 @@ def _sysv_of(uid: int) -> list[str]:
 
 
 def _autograder(base: Path, timeout: float):
-    """A fake /autograder (as tests/grading/test_container_mode.py lays it out); returns (root, bob's seed)."""
+    """A fake /autograder (test_container_mode._autograder_tree) whose folders the sandbox user can enter; returns
+    (root, bob's seed)."""
     os.chmod(base, 0o755)
-    roster_csv, secret = write_roster(base, ids=("alice", "bob"))
-    zip_path = gradescope.build_autograder(
-        "memory_wall", base / "autograder.zip", timeout=timeout, roster=roster_csv, secret_file=secret
-    )
-    root = base / "autograder"
-    with zipfile.ZipFile(zip_path) as zf:
-        zf.extractall(root / "source")
-    (root / "submission").mkdir()
-    (root / "submission_metadata.json").write_text(json.dumps({"users": [{"email": "bob@uni.example"}]}))
-    roster = variants.load_roster(roster_csv, SECRET)
-    variants.build_variants(roster, ROOT / "exercises", base / "v", ["memory_wall"])
+    root, roster = _autograder_tree(base, timeout)
     return root, roster.seed("memory_wall", "bob")
 
 
