@@ -304,6 +304,24 @@ def _wait_filled(page, holder, n) -> None:
     )
 
 
+def _wait_for_text(page, element, want: str, timeout: int) -> None:
+    """Wait (up to `timeout` ms) until `element`'s text, its whitespace squashed (_squash), reads `want`."""
+    page.wait_for_function(
+        "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
+        arg=[element.element_handle(), want],
+        timeout=timeout,
+    )
+
+
+def _choose(page, label: str, option: str, toggles: bool) -> None:
+    """Click `option` of the toggle buttons, or select it in the dropdown, whose label reads exactly `label`."""
+    named = page.locator(".widget-label", has_text=re.compile(f"^{label}$"))
+    if toggles:
+        page.locator(".widget-toggle-buttons", has=named).get_by_role("button", name=option, exact=True).click()
+    else:
+        page.locator(".widget-dropdown", has=named).locator("select").select_option(label=option)
+
+
 def _shut_down_kernel(page) -> None:
     """Kernel > Shut Down Kernel, as a student would, and wait until JupyterLab says no kernel runs."""
     page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
@@ -457,11 +475,7 @@ def test_voila_serves_the_training_lab_as_an_app(tmp_path, name):
                             ".widget-dropdown", has=page.locator(".widget-label", has_text=re.compile(r"^sequence$"))
                         ).locator("select")
                         sequence.select_option(label="4096")
-                        page.wait_for_function(
-                            "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
-                            arg=[summary.element_handle(), want],
-                            timeout=90_000,
-                        )
+                        _wait_for_text(page, summary, want, 90_000)
                     if name == PICTURES:  # the ring's step slider answers in the page
                         picture = page.locator(".distlab-picture").first
                         summary = picture.locator(".distlab-summary")
@@ -559,11 +573,7 @@ def test_browser_pictures_answer_a_key_press_with_distlabs_numbers(jupyterlab):
                 page.keyboard.press(key)
                 summary = picture.locator(".distlab-summary")
                 try:
-                    page.wait_for_function(
-                        "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
-                        arg=[summary.element_handle(), expected[(name, value)]],
-                        timeout=20_000,
-                    )
+                    _wait_for_text(page, summary, expected[(name, value)], 20_000)
                 except sync_api.TimeoutError:
                     shown = _squash(summary.text_content() or "")
                     pytest.fail(
@@ -661,11 +671,7 @@ def test_the_triage_ladder_answers_a_kernel_control_with_a_new_ladder(jupyterlab
             before = canvas.evaluate("c => c.toDataURL()")
             page.get_by_role("button", name="ZeRO-1", exact=True).click()
             try:
-                page.wait_for_function(
-                    "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
-                    arg=[summary.element_handle(), want],
-                    timeout=20_000,
-                )
+                _wait_for_text(page, summary, want, 20_000)
             except sync_api.TimeoutError:
                 pytest.fail(f"after ZeRO-1 the ladder shows {_squash(summary.text_content())!r}, distlab: {want!r}")
             assert canvas.evaluate("c => c.toDataURL()") != before, "the ladder's picture did not change"
@@ -867,11 +873,7 @@ def test_a_lesson_exported_to_html_draws_its_picture_with_no_kernel(tmp_path, wi
                 page.keyboard.press(key)
                 want = expected(value)
                 try:
-                    page.wait_for_function(
-                        "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
-                        arg=[summary.element_handle(), want],
-                        timeout=10_000,
-                    )
+                    _wait_for_text(page, summary, want, 10_000)
                 except sync_api.TimeoutError:
                     pytest.fail(
                         f"{name}, {key} to {value}: shows {_squash(summary.text_content())!r}, distlab: {want!r}"
@@ -1080,11 +1082,7 @@ def test_keyboard_steps_a_lesson_apps_dropdown_and_toggle_in_jupyterlab(jupyterl
 
             def shows(key: str) -> None:
                 try:
-                    page.wait_for_function(
-                        "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
-                        arg=[summary.element_handle(), want[key]],
-                        timeout=30_000,
-                    )
+                    _wait_for_text(page, summary, want[key], 30_000)
                 except sync_api.TimeoutError:
                     pytest.fail(f"after {key}: shows {_squash(summary.text_content())!r}, distlab: {want[key]!r}")
 
@@ -1190,11 +1188,7 @@ def test_keyboard_moves_an_ipywidgets_slider_of_a_lesson_app_in_jupyterlab(jupyt
 
             def shows(n: int) -> None:
                 try:
-                    page.wait_for_function(
-                        "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
-                        arg=[summary.element_handle(), want[n]],
-                        timeout=30_000,
-                    )
+                    _wait_for_text(page, summary, want[n], 30_000)
                 except sync_api.TimeoutError:
                     pytest.fail(f"at {n} GPUs: shows {_squash(summary.text_content())!r}, distlab: {want[n]!r}")
                 assert readout.text_content().strip() == str(n)
@@ -1245,11 +1239,7 @@ def test_a_prefetched_change_of_the_training_lab_redraws_with_no_kernel(jupyterl
             pixels = canvas.evaluate("c => c.toDataURL()")
             _shut_down_kernel(page)
             page.locator(".widget-dropdown", has_text="sequence").locator("select").select_option("16384")
-            page.wait_for_function(
-                "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
-                arg=[summary.element_handle(), want],
-                timeout=10_000,
-            )
+            _wait_for_text(page, summary, want, 10_000)
             assert holder.get_attribute("data-drawn-from") == "cache"
             assert canvas.evaluate("c => c.toDataURL()") != pixels
         finally:
@@ -1331,17 +1321,8 @@ def test_a_prefetched_change_of_a_lesson_app_redraws_with_no_kernel(jupyterlab, 
         if name == "bubble grid":  # interleaved: the chunks slider enabled
             assert chunks.locator("[disabled]").count() == 0
         _shut_down_kernel(page)
-        named = page.locator(".widget-label", has_text=re.compile(f"^{label}$"))
-        if hasattr(control, "_options_labels") and type(control).__name__ == "ToggleButtons":
-            toggles = page.locator(".widget-toggle-buttons", has=named)
-            toggles.get_by_role("button", name=option, exact=True).click()
-        else:
-            page.locator(".widget-dropdown", has=named).locator("select").select_option(label=option)
-        page.wait_for_function(
-            "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
-            arg=[summary.element_handle(), want],
-            timeout=10_000,
-        )
+        _choose(page, label, option, toggles=type(control).__name__ == "ToggleButtons")
+        _wait_for_text(page, summary, want, 10_000)
         assert holder.get_attribute("data-drawn-from") == "cache"
         assert (canvas.evaluate("c => c.toDataURL()") == pixels) == (name in SAME_CANVAS)
         if name == "bubble grid":  # the legend, drawn from the same cached payload, now names W
@@ -1424,16 +1405,8 @@ def test_a_cached_change_of_a_matplotlib_app_redraws_with_no_kernel(jupyterlab, 
         status = page.locator(".widget-html-content").filter(has_text=source).last
         assert _squash(status.text_content() or "") == before
         _shut_down_kernel(page)
-        named = page.locator(".widget-label", has_text=re.compile(f"^{label}$"))
-        if type(getattr(app, moved)).__name__ == "ToggleButtons":
-            page.locator(".widget-toggle-buttons", has=named).get_by_role("button", name=option, exact=True).click()
-        else:
-            page.locator(".widget-dropdown", has=named).locator("select").select_option(label=option)
-        page.wait_for_function(
-            "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
-            arg=[status.element_handle(), want],
-            timeout=10_000,
-        )
+        _choose(page, label, option, toggles=type(getattr(app, moved)).__name__ == "ToggleButtons")
+        _wait_for_text(page, status, want, 10_000)
         assert holder.get_attribute("data-drawn-from") == "cache"
         assert holder.get_attribute("data-cache-hits") == "1"
         frame = page.locator("canvas.distlab-frame")
@@ -1535,11 +1508,7 @@ def test_a_cached_change_of_the_grid_shows_the_warnings_of_its_new_layout(jupyte
             dropdown = page.locator(".widget-dropdown", has=page.locator(".widget-label", has_text="GPUs/node"))
             dropdown.locator("select").select_option(label="4")
             summary = page.locator(".distlab-picture .distlab-summary")
-            page.wait_for_function(
-                "([el, want]) => el.textContent.split(/\\s+/).join(' ').trim() === want",
-                arg=[summary.element_handle(), want],
-                timeout=10_000,
-            )
+            _wait_for_text(page, summary, want, 10_000)
             assert holder.get_attribute("data-drawn-from") == "cache"
             page.wait_for_timeout(500)
             assert _squash("warning: " + warning) in _squash(output.inner_text())
