@@ -14,7 +14,6 @@ is priced by distlab.training.step_model_array, the same core as training.estima
 from __future__ import annotations
 
 import functools
-import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -315,7 +314,7 @@ def enumerate_configurations(
     global_batch = training.batch_and_sequence(global_batch, 1 if seq_len is None else seq_len)[0]
     seq_len = None if seq_len is None else training.batch_and_sequence(1, seq_len)[1]
     rejected = {"tp not dividing the heads": 0, "batch not divisible by dp": 0, "interleaving not possible": 0}
-    rows = []
+    layouts, count = [], 0  # (dp, tp, pp, v, b, schedule, cp); each crossed with ZeRO x recompute x SP below
     for tp in divisors(gpus_per_node):
         if model.heads % tp:
             rejected["tp not dividing the heads"] += 1
@@ -345,21 +344,37 @@ def enumerate_configurations(
                         rejected["interleaving not possible"] += 1
                         continue
                     schedules = (2,) if v > 1 else ((0, 1) if pp > 1 else (1,))  # gpipe, 1f1b, interleaved
-                    for schedule, zero, code, sp in itertools.product(
-                        schedules, range(4), range(3), (False, True) if tp > 1 else (False,)
-                    ):
-                        rows.append((dp, tp, pp, v, b, zero, code, sp, schedule, cp))
-            if len(rows) > MAX_CONFIGURATIONS:
+                    for schedule in schedules:
+                        layouts.append((dp, tp, pp, v, b, schedule, cp))
+                        count += _INNER * (2 if tp > 1 else 1)
+            if count > MAX_CONFIGURATIONS:
                 raise ConfigurationError(
                     f"{model.name} on {gpus:,} GPUs with global batch {global_batch:,} has more "
                     f"than {MAX_CONFIGURATIONS:,} configurations to price; plan a smaller case"
                 )
-    if not rows:
+    if not layouts:
         raise ConfigurationError(
             f"no valid configuration of {model.name} on {gpus} GPUs with global batch {global_batch}"
         )
-    data = np.array(rows, dtype=np.int64)
-    return {name: data[:, i] for i, name in enumerate(COLUMNS)}, rejected
+    return _crossed(np.array(layouts, dtype=np.int64)), rejected
+
+
+#: ZeRO stages x recomputation codes each layout is crossed with (then x sequence parallelism off/on when tp > 1)
+_INNER = 4 * 3
+
+
+def _crossed(layouts: np.ndarray) -> dict:
+    """The columns of every layout row (dp, tp, pp, v, b, schedule, cp) crossed with ZeRO 0-3, recompute code 0-2
+    and sequence parallelism (off, and on when tp > 1), in that nesting order (sequence parallelism fastest):
+    enumerate_configurations' candidates as contiguous int64 columns. Lesson 7 §5."""
+    sp_options = np.where(layouts[:, 1] > 1, 2, 1)
+    sizes = _INNER * sp_options
+    row = np.repeat(np.arange(len(layouts)), sizes)
+    within = np.arange(row.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)  # position inside the row's block
+    n_sp = sp_options[row]
+    inner = {"zero": within // (3 * n_sp), "recompute_code": within // n_sp % 3, "sequence_parallel": within % n_sp}
+    outer = dict(zip(("dp", "tp", "pp", "chunks", "micro_batch_size", "schedule_code", "cp"), layouts.T))
+    return {name: inner[name] if name in inner else outer[name][row] for name in COLUMNS}
 
 
 def expert_parallel_columns(model, cols: dict, gpus: int, gpus_per_node: int, rejected: dict) -> dict:
