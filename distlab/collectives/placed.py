@@ -112,20 +112,37 @@ def equal_local_ranks_array(n, stride, gpus_per_node):
 
 @broadcasting
 def _all_reduce_time(size, n, stride, gpus_per_node, intra_bw, intra_lat, inter_bw, inter_lat):
-    """All-reduce time of the placed group (module doc), every algorithm computed and the right one picked (the
-    rules of placement_array, inlined: the planner's hot path)."""
+    """All-reduce time of the placed group (module doc), each algorithm computed only when some group runs it and
+    the right one picked per group (the rules of placement_array, inlined: the planner's hot path, where nearly
+    every group is hierarchical)."""
     n = number_array(n, "n", low=1.0)
     stride = number_array(stride, "stride", low=1.0)
     g = float(positive_int(gpus_per_node, "gpus_per_node"))
     local = np.minimum(np.where(stride >= g, 1.0, np.clip(np.floor(g / stride), 1.0, None)), n)
     span = n * stride
-    inside = ring_all_reduce_time(size, n, intra_bw, intra_lat)
-    hierarchical = ring_all_reduce_time(size, local, intra_bw, intra_lat) + ring_all_reduce_time(
-        np.asarray(size, dtype=float) / local, n / local, inter_bw, inter_lat
-    )
-    uneven = ring_all_reduce_time(size, n, inter_bw, inter_lat)
+    within = span <= g
     even = (stride >= g) | (np.mod(span, g) == 0)
-    return np.where(span <= g, inside, np.where(even, hierarchical, uneven))
+    for value, name in (
+        (size, "size"),
+        (intra_bw, "bandwidth"),
+        (intra_lat, "latency"),
+        (inter_bw, "bandwidth"),
+        (inter_lat, "latency"),
+    ):  # refused as ring_all_reduce_time refuses them, whichever runs
+        number_array(value, name)
+    shape = np.broadcast_shapes(
+        np.shape(size), span.shape, *(np.shape(x) for x in (intra_bw, intra_lat, inter_bw, inter_lat))
+    )
+    inside = hierarchical = uneven = np.zeros(shape)  # an algorithm no group runs: never selected below
+    if within.any():
+        inside = ring_all_reduce_time(size, n, intra_bw, intra_lat)
+    if (even & ~within).any():
+        hierarchical = ring_all_reduce_time(size, local, intra_bw, intra_lat) + ring_all_reduce_time(
+            np.asarray(size, dtype=float) / local, n / local, inter_bw, inter_lat
+        )
+    if not (even | within).all():
+        uneven = ring_all_reduce_time(size, n, inter_bw, inter_lat)
+    return np.where(within, inside, np.where(even, hierarchical, uneven))
 
 
 @broadcasting
