@@ -339,10 +339,11 @@ def enumerate_configurations(
                 continue
             for b in divisors(global_batch // dp):
                 m = global_batch // (dp * b)
-                for v in range(1, model.layers // pp + 1):
-                    if v > 1 and (pp == 1 or model.layers < pp * v or m % pp):
-                        rejected["interleaving not possible"] += 1
-                        continue
+                top = model.layers // pp  # most chunks per stage; v > 1 needs pp > 1 and m a multiple of pp
+                interleaves = pp > 1 and m % pp == 0
+                if not interleaves:
+                    rejected["interleaving not possible"] += top - 1
+                for v in range(1, top + 1 if interleaves else 2):
                     schedules = (2,) if v > 1 else ((0, 1) if pp > 1 else (1,))  # gpipe, 1f1b, interleaved
                     for schedule in schedules:
                         layouts.append((dp, tp, pp, v, b, schedule, cp))
