@@ -118,6 +118,17 @@ def test_bad_input_gets_our_error(call):
         call()
 
 
+def test_a_link_no_group_uses_is_checked_but_not_priced():
+    # 8 ranks, stride 1, on nodes of 8: one node, the fabric never crossed, so a fabric of 0 B/s leaves the ring of 8
+    # at 2 x 7/8 x 1.6 GB / 100 GB/s = 28 ms (the all-reduce used to refuse the unused fabric ring's infinite time)
+    t = placed.placed_time_array("all-reduce", 1.6 * GB, 8, 1, 8, 100 * GB, 0.0, 0.0, 0.0)
+    assert float(t) == pytest.approx(2 * 7 / 8 * 1.6 * GB / (100 * GB), rel=1e-12)
+    # a negative or NaN fabric bandwidth is still refused, used or not
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ConfigurationError, match="bandwidth"):
+            placed.placed_time_array("all-reduce", 1.6 * GB, 8, 1, 8, 100 * GB, 0.0, bad, 0.0)
+
+
 def test_exported_from_collectives():
     assert collectives.placed_collective is placed.placed_collective
     assert issubclass(ConfigurationError, DistlabError)
