@@ -500,9 +500,24 @@ def plan(
 
 def _ranking(step_time: np.ndarray, feasible: np.ndarray) -> np.ndarray:
     """Row indexes, the feasible ones first, each part by step time, equal times in row order: np.lexsort((step_time,
-    ~feasible)), as two stable sorts of the parts (the infeasible rows are not sorted with the feasible ones)."""
+    ~feasible)), as a sort of each part (the infeasible rows are not sorted with the feasible ones)."""
     parts = (np.flatnonzero(feasible), np.flatnonzero(~feasible))
-    return np.concatenate([rows[np.argsort(step_time[rows], kind="stable")] for rows in parts])
+    return np.concatenate([rows[_stable_argsort(step_time[rows])] for rows in parts])
+
+
+def _stable_argsort(values: np.ndarray) -> np.ndarray:
+    """np.argsort(values, kind="stable") for a 1-d float array without NaN: NumPy's quicksort (SIMD, about a fifth
+    of the stable sort's time here), then each run of equal values put back in index order (a plan's equal step times,
+    ~7,000 of Llama-3.1-70B's 52,956 rows, sorted alone)."""
+    order = np.argsort(values)
+    ordered = values[order]
+    tie = np.zeros(ordered.size, dtype=bool)  # True: equal to the value before it
+    np.equal(ordered[1:], ordered[:-1], out=tie[1:])
+    if tie.any():
+        run = np.cumsum(~tie)
+        at = np.flatnonzero(tie | np.append(tie[1:], False))  # the positions of every run longer than one
+        order[at] = order[at][np.lexsort((order[at], run[at]))]
+    return order
 
 
 def _candidates(model, cl, batch: int, s: int, mem_recipe, routing: dict) -> tuple:
