@@ -307,13 +307,10 @@ def _layout(a: dict) -> dict:
     moe = isinstance(a["model"], MoEStepModel)  # an MoE model comes as distlab.moe.step's view of it
     model: Any = a["model"] if moe else catalog_model(a["model"])
     global_batch, seq_len, _ = batch_and_sequence(a["global_batch"], a["seq_len"])
-    for name in ("dp", "tp", "pp", "chunks", "micro_batch_size"):
-        number_array(a[name], name, low=1.0)
+    dp, tp, pp, v, b = (number_array(a[k], k, low=1.0) for k in ("dp", "tp", "pp", "chunks", "micro_batch_size"))
     number_array(a["sequence_parallel"], "sequence_parallel")
     code_array(a["recompute_code"], "recompute_code", RECOMPUTE_MODES)
-    dp, tp, pp, cp, v, b = (
-        np.asarray(a[k], dtype=float) for k in ("dp", "tp", "pp", "cp", "chunks", "micro_batch_size")
-    )
+    cp = np.asarray(a["cp"], dtype=float)
     code = np.asarray(a["recompute_code"])
     s = float(seq_len)
     tokens_mb = b * s / cp
