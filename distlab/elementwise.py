@@ -18,6 +18,7 @@ __all__ = [
     "fp8_cast_bytes_array",
     "elementwise_bytes_per_token",
     "elementwise_bytes_array",
+    "core_attention_bytes_array",
     "loss_bytes_per_token",
 ]
 
@@ -77,7 +78,8 @@ def elementwise_bytes_per_token(
 
     The backward moves about twice the forward's bytes (each kernel reads its output gradient and saved input,
     writes its input gradient): the step model prices 3 passes, 4 with full recomputation, at MEMORY_TRAFFIC x
-    these bytes / HBM bandwidth. 'compiled' (torch.compile) is counted as 'fused'.
+    these bytes / HBM bandwidth; the unfused attention's part (core_attention_bytes_array) also 4 with selective
+    recomputation, which runs the core again. 'compiled' (torch.compile) is counted as 'fused'.
 
     Llama 3.1 8B (h 4096, q 4096, kv 1024, f 14,336), bf16, flash, tp 1: fused 2 x 4e h + 2 x 3e h + 3e f +
     2e (q + kv) = 81,920 + 86,016 + 20,480 = 188,416 B; eager 2 x 36 h + 2 x 3e h + 5e f + 20 (q + kv) +
@@ -134,9 +136,40 @@ def elementwise_bytes_array(model, seq_len, tp, sequence_parallel, flash, kernel
         activation = np.full(np.shape(eager), 2.0 * e * f)
     rope = np.where(eager, 16.0 + 2.0 * e, 2.0 * e) * (q + kv) if _rotary(model) else 0.0
     repeat = np.where(eager, 2.0 * e * (kv + q), 0.0) if kv < q else 0.0
-    scores = a * np.asarray(seq_len, dtype=float) * (2.0 * e + (2.0 * e + 1.0) * mask) + 2.0 * e * q
-    split = activation + rope + repeat + np.where(np.asarray(flash, dtype=bool), 0.0, scores)
-    return finite_result("element-wise bytes", replicated / sp_div + split / tp)
+    split = activation + rope + repeat
+    core = core_attention_bytes_array(model, seq_len, tp, flash, e)
+    return finite_result("element-wise bytes", replicated / sp_div + split / tp + core)
+
+
+def core_attention_bytes_array(model, seq_len, tp, flash, element_bytes):
+    """HBM bytes per token of ONE layer's forward, on one GPU, that the unfused attention core's element-wise kernels
+    move (NumPy broadcast; 0 with flash attention, whose kernel keeps the scores on chip): the scale-mask-softmax
+    (read and write e per score), the attention dropout ((2e + 1) per score with its 1-byte mask) over the a x s
+    scores, and the context layer's permute to [s, b, h] (2e q), split over tp. Part of elementwise_bytes_array's
+    count; selective recomputation runs these kernels again in the backward with the QK^T and AV it recomputes
+    (Megatron-LM's CoreAttention, checkpointed whole under --recompute-granularity selective: NVIDIA/Megatron-LM
+    @877f6a1bd5 megatron/model/transformer.py, CoreAttention.forward and _checkpointed_attention_forward). Lesson 7 §8.
+
+    GPT 22B (Korthikanti 2022: h 6144, a 64, dropout), s 2048, tp 8, bf16: (64 x 2048 x (4 + 5) + 4 x 6144) / 8
+    = (1,179,648 + 24,576) / 8 = 150,528 B.
+
+    >>> from distlab import models
+    >>> m = models.model('gpt3-175b')  # a 96, d 128, dropout: (96 x 2048 x 9 + 4 x 12,288) / 8
+    >>> float(core_attention_bytes_array(m, 2048, 8, False, 2.0)), float(core_attention_bytes_array(m, 2048, 8, True, 2.0))
+    (227328.0, 0.0)
+    """
+    from ._arguments import finite_result, number_array
+    from .units import positive
+
+    e = float(positive(element_bytes, "B", "element_bytes"))
+    a = float(model.heads)
+    q = a * float(getattr(model, "head_dim", model.hidden // model.heads))
+    mask = 1.0 if model.dropout else 0.0
+    seq_len = np.asarray(number_array(seq_len, "seq_len", 1.0), dtype=float)
+    tp = np.asarray(number_array(tp, "tp", 1.0), dtype=float)
+    scores = a * seq_len * (2.0 * e + (2.0 * e + 1.0) * mask) + 2.0 * e * q
+    core = np.where(np.asarray(number_array(flash, "flash"), dtype=bool), 0.0, scores) / tp
+    return finite_result("element-wise bytes", core)
 
 
 def loss_bytes_per_token(vocab, element_bytes=2.0) -> float:

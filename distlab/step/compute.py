@@ -18,7 +18,12 @@ from ..attention_kernels import (
     unpad_copy_bytes_per_token,
 )
 from ..efficiency import layer_gemm_slowdown_array
-from ..elementwise import elementwise_bytes_array, fp8_cast_bytes_array, loss_bytes_per_token
+from ..elementwise import (
+    core_attention_bytes_array,
+    elementwise_bytes_array,
+    fp8_cast_bytes_array,
+    loss_bytes_per_token,
+)
 from ..flops import TRAINING_PASSES
 from ..memory_recipes import gradient_copy_bytes_per_param
 from ..moe import step as moe_step
@@ -71,7 +76,9 @@ def attention_core_seconds(c: StepConfig):
 def elementwise_seconds(c: StepConfig):
     """Seconds per microbatch of the memory-bound element-wise kernels: memory_traffic x their HBM bytes counted
     kernel by kernel (elementwise.elementwise_bytes_array, at the recipe's elementwise_bytes: 2 for FP8) x passes (3,
-    4 with full recomputation or torchtitan's selective op checkpointing) / HBM bandwidth, plus an FP8 recipe's casts (elementwise.fp8_cast_bytes_array: the
+    4 with full recomputation or torchtitan's selective op checkpointing; the unfused attention core's softmax, dropout
+    and permute, elementwise.core_attention_bytes_array, also 4 with selective recomputation, which re-runs the
+    core) / HBM bandwidth, plus an FP8 recipe's casts (elementwise.fp8_cast_bytes_array: the
     forward's once, twice with full recomputation, the backward's once) and the cross-entropy loss on the stage
     holding the logits (elementwise.loss_bytes_per_token, split over tp); an engine's attention wrapper's unpad / pad
     copies (attention_kernels.unpad_copy_bytes_per_token: the forward's again where the core is recomputed) and an
@@ -80,7 +87,8 @@ def elementwise_seconds(c: StepConfig):
     b, s, e = c.b, c.s, c.e_elementwise
     per_layer = b * s * elementwise_bytes_array(c.model, s, c.tp, c.sequence_parallel, c.flash, c.kernels_code, e)
     passes = TRAINING_PASSES + np.where(c.full | c.op_sac, 1.0, 0.0)  # op checkpointing recomputes them all
-    traffic = c.layers_stage * passes * c.memory_traffic * per_layer / c.cp
+    again = np.where(c.core_again & ~c.full, b * s * core_attention_bytes_array(c.model, s, c.tp, c.flash, e), 0.0)
+    traffic = c.layers_stage * c.memory_traffic * (passes * per_layer + again) / c.cp
     if c.fp8:  # FP8 casts: the forward's (again with full recomputation) and the backward's, per token
         forward, backward = fp8_cast_bytes_array(c.model, c.tp, c.sequence_parallel, c.cast_bytes)
         casts = (1.0 + np.where(c.full, 1.0, 0.0)) * forward + backward
