@@ -144,6 +144,12 @@ def test_q6_the_ladder_beats_selective_recomputation_alone():
     assert "price them" in lesson.q6.check("the same").message
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 30 (branch layertimes): selective recomputation now re-runs the unfused core's softmax, dropout and "
+    "permute (Megatron-LM's CoreAttention is checkpointed whole), +1,040 ms instead of +329 ms here, past ZeRO-3's "
+    "+769 ms: the model's order is [1, 4, 2, 3], so Q7's key, its hints and lesson 8b's prose need rewording (lessons)",
+)
 def test_q7_orders_the_fixes_by_the_step_time_they_add():
     base = _estimate(**lesson.OOM_CONFIG)
     fixes = {
