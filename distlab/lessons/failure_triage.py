@@ -235,21 +235,27 @@ def _explain_q7() -> str:
     m = training.estimate(MODEL, _cluster(), **OOM_CONFIG, **SCENARIO).microbatches
     return (
         f"cheapest first: {rows}. Halving the micro-batch doubles m (from {m}), which shrinks the bubble's share "
-        "(p - 1)/m: the step gets faster; selective recomputation reruns only the attention core; ZeRO-3 gathers "
-        f"every layer's weights again for each of the {m} microbatches' forward and backward, and even hidden behind "
-        "the compute that traffic slows it; full recomputation reruns every layer's forward, about a third more "
-        "compute"
+        "(p - 1)/m: the step gets faster; ZeRO-3 gathers every layer's weights again for each of the "
+        f"{m} microbatches' forward and backward, and even hidden behind the compute that traffic slows it; selective "
+        "recomputation reruns the attention core, and with the scores stored that is the softmax, mask and dropout "
+        "over every s x s score again, memory traffic that grows with s^2 (with flash attention the rerun is only "
+        "the core's matmuls, and it costs less than ZeRO-3); full recomputation reruns every layer's forward, about "
+        "a third more compute"
     )
 
 
-#: misconception of each wrong placement: (fix, where a student puts it wrongly) -> why
-_ORDER_FEEDBACK = {
+#: misconception of a fix put after its place -> why it belongs earlier
+_ORDER_LATE = {
     1: "a smaller micro-batch is not a cost here: it doubles the microbatches, which shrinks the bubble's share, "
     "so it comes first",
+}
+
+#: misconception of a fix put before its place -> why it belongs later
+_ORDER_FEEDBACK = {
     3: "full recomputation reruns every layer's whole forward, about a third more compute: the most expensive",
-    4: "ZeRO-3 is not free: it gathers every layer's weights again for each microbatch's forward and backward, "
-    "and with many microbatches that traffic, even overlapped, slows the compute more than rerunning the "
-    "attention core",
+    2: "selective recomputation is cheap only without stored scores: here it reruns the softmax, mask and dropout "
+    "over every s x s score of the attention core, memory traffic that grows with s^2, and at 8,192 tokens that "
+    "costs more than ZeRO-3's gathers",
 }
 
 
@@ -257,7 +263,9 @@ _ORDER_FEEDBACK = {
 class OrderQuestion(Question):
     """A question answered by an ordering of numbered items (a list such as [2, 1, 3] or the text '2 1 3').
 
-    A wrong order is answered with the misconception behind the first item out of place (feedback).
+    A wrong order is answered with the misconception behind the first place that differs: the item that belongs
+    there comes later (late_feedback: why it belongs earlier), or the item put there comes too early (feedback: why
+    it belongs later).
     """
 
     name: str
@@ -267,6 +275,7 @@ class OrderQuestion(Question):
     hint_text: str
     items: tuple = ()
     feedback: dict = field(default_factory=dict)
+    late_feedback: dict = field(default_factory=dict)
     points: float = 1.0
     params: dict = field(default_factory=dict)
     variants: dict = field(default_factory=dict)
@@ -295,8 +304,8 @@ class OrderQuestion(Question):
         want = list(self.expected())
         if values == want:
             return None
-        first = next(v for v, w in zip(values, want) if v != w)
-        wrong = next((self.feedback[n] for n in (first, want[values.index(first)]) if n in self.feedback), None)
+        first, belongs = next((v, w) for v, w in zip(values, want) if v != w)
+        wrong = self.late_feedback.get(belongs) or self.feedback.get(first)
         return f"{values} puts {first} at place {values.index(first) + 1}" + (f": {wrong}" if wrong else "")
 
 
@@ -418,8 +427,10 @@ q7 = OrderQuestion(
     expected=_q7,
     explain=_explain_q7,
     hint_text="for each fix, ask what it computes again, what it sends for every microbatch, or what it does to the "
-    "bubble, (p - 1)/m of the compute",
+    "bubble, (p - 1)/m of the compute; and what a rerun of the attention core touches when its s x s scores are "
+    "stored",
     feedback=_ORDER_FEEDBACK,
+    late_feedback=_ORDER_LATE,
 )
 
 QUESTIONS = {q.name: q for q in (q1, q2, q3, q4, q5, q6, q7)}
