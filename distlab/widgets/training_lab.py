@@ -16,11 +16,10 @@ from .common import (
     event_loop_running,
     fill_order,
     fill_positions,
-    neighbour_values,
     offered,
     replace_options,
 )
-from .prefetch import Prefetcher, state_key
+from .prefetch import Prefetcher, neighbour_jobs, state_key
 from .training_lab_data import (
     BATCHES,
     CAPACITY_OPTIONS,
@@ -370,15 +369,10 @@ class TrainingLabApp(LessonApp):
             self.prefetcher.start(state_key(self._controls), self.neighbour_jobs())
 
     def neighbour_jobs(self) -> list:
-        """[(the browser's key, the state)] of every state one control change away (neighbour_values), the control
-        just moved first."""
-        s = self.state()
-        names = sorted(CONTROLS, key=lambda name: getattr(self, name) is not self._moved)
-        return [
-            (state_key(self._controls, (getattr(self, name), v)), data.neighbour_state(s, name, v))
-            for name in names
-            for v in neighbour_values(getattr(self, name))
-        ]
+        """[(the browser's key, the state)] of every state 1 to REACH steps of one control away (prefetch.neighbour_jobs
+        with training_lab_data.neighbour_state), the nearest first, the control just moved first."""
+        controls = {name: getattr(self, name) for name in CONTROLS}
+        return neighbour_jobs(controls, self.state(), self._moved, data.neighbour_state)
 
     def _price(self, nodes: int) -> None:
         """The estimate and text at `nodes` (our error in place of both on invalid input)."""
