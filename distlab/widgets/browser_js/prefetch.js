@@ -1,7 +1,8 @@
 // The browser's cache of the states one control change away (issue 32; distlab.widgets.prefetch), shared by the
 // pictures of apps whose other controls change their data (the training lab, the triage ladder, lessons 1-4, 6): the
 // kernel sends {prefetch_base, limit, expect: {key: id}, fill} after each change (the neighbourhood: the key and the
-// full state's id of every state one change away; fill counts them), then {prefetch: key, id, fill, payload:
+// full state's id of every state one change away, and up to three steps along one control: prefetch.REACH; fill counts them;
+// an empty base and map after a change has reached the kernel: see `kept`), then {prefetch: key, id, fill, payload:
 // {summaries, errors, frames}}
 // (and, where the change moves the picture's slider, min, max, value and height; lesson 4's grid: times and codes,
 // as binary buffers named by the message's `buffers`) per neighbouring state. The key is the
@@ -82,6 +83,11 @@ function prefetching(model, root, events = {}) {
   let bytes = 0;
   let expect = new Map(); // browser key -> state id: the current neighbourhood (the kernel's last prefetch_base)
   let pinned = new Set(); // its ids: never evicted
+  // whether `expect` is kept past the kernel's "forget" (an empty base: a change has reached it, and it may now move
+  // controls itself): until the kernel's next map, or until a change the kernel makes to a control's label, the
+  // student's further changes along one control (a held key, 30 ms a press, faster than the round trip) are still
+  // found under the old map's keys, which name the full state the kernel reaches by those changes one after another
+  let kept = false;
   let fill = 0; // its number (a base sent before this view was made never reaches it: its messages name it then)
   let limit = 256;
   let shown = null; // the payload drawn over the model's data since the last change from the kernel
@@ -139,14 +145,19 @@ function prefetching(model, root, events = {}) {
     },
   };
   const fromKernel = () => { shown = null; shownId = null; };
+  const based = (map) => {
+    expect = map;
+    pinned = new Set(expect.values());
+    evict();
+    if (events.based) events.based(pinned);
+  };
   const onMessage = (msg, buffers) => {
     if (msg && msg.prefetch_base !== undefined && msg.fill >= fill) {
       limit = msg.limit || limit;
       fill = msg.fill;
-      expect = new Map(Object.entries(msg.expect || {}));
-      pinned = new Set(expect.values());
-      evict();
-      if (events.based) events.based(pinned);
+      const forget = msg.prefetch_base === "" && Object.keys(msg.expect || {}).length === 0;
+      kept = forget && (kept || expect.size > 0);
+      if (!forget) based(new Map(Object.entries(msg.expect || {})));
     } else if (msg && msg.prefetch !== undefined && msg.id !== undefined) {
       if (msg.fill > fill) { // its base came before this view: the neighbourhood as its messages come
         fill = msg.fill;
@@ -180,8 +191,13 @@ function prefetching(model, root, events = {}) {
     if (k === last) return;
     last = k;
     // a change the kernel made (ipywidgets applies the kernel's state under _state_lock): the kernel's own data
-    // follows; only the student's changes are looked up
-    if (changed && changed._state_lock) return;
+    // follows; only the student's changes are looked up. A map kept past the kernel's "forget" goes now: its keys
+    // name only the student's changes from its base
+    if (changed && changed._state_lock) {
+      if (kept) based(new Map());
+      kept = false;
+      return;
+    }
     const id = expect.get(k);
     const hit = id === undefined ? undefined : cache.get(id);
     if (hit === undefined) return;

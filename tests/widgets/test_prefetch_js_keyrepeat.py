@@ -1,0 +1,119 @@
+"""A held key in the browser's cache (browser_js/prefetch.js, issue 32), run in Node with stand-ins for the widget
+models: changes along one control faster than the round trip (a held arrow key, 30 ms a press) are answered from the
+map of the kernel's last neighbourhood (its keys up to three steps away: prefetch.REACH), which stays in use after the kernel
+says a change has reached it (the empty base of Prefetcher.forget), until the kernel names the next one or moves a
+control's label itself; a change of a second control is left to the kernel."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+JS = Path(__file__).resolve().parents[2] / "distlab" / "widgets" / "browser_js"
+NODE = shutil.which("node")
+
+#: stand-ins for a picture's model, two dropdowns (options a-e; x, y) and the element prefetch.js marks; keys are
+#: "<first label>\x1f<second label>", written here as first + second (key("b", "x"))
+HARNESS = """
+function fake(attrs) {
+  const handlers = {};
+  const m = {
+    attrs, get: (n) => attrs[n], save_changes() {},
+    set(n, v) { attrs[n] = v; (handlers.change || []).forEach((f) => f(m, {})); },
+    on(names, f) { for (const n of names.split(" ")) (handlers[n] = handlers[n] || []).push(f); },
+    off() {},
+    emit(n, ...a) { (handlers[n] || []).forEach((f) => f(...a)); },
+  };
+  return m;
+}
+const LABELS = [["a", "b", "c", "d", "e"], ["x", "y"]];
+const controls = LABELS.map((labels) => fake({ _options_labels: labels, index: 0 }));
+const model = fake({ controls: ["IPY_MODEL_0", "IPY_MODEL_1"], summaries: ["A"] });
+model.widget_manager = { get_model: (id) => Promise.resolve(controls[Number(id)]) };
+const root = { attrs: {}, setAttribute(k, v) { this.attrs[k] = v; }, getAttribute(k) { return this.attrs[k]; } };
+const { view } = prefetching(model, root);
+const key = (first, second) => first + KEY_SEPARATOR + second;
+let fills = 0; // the kernel's count of neighbourhoods
+const base = (k, expect) => model.emit("msg:custom", { prefetch_base: k, expect, limit: 256, fill: ++fills });
+const forget = () => base("", {});
+const send = (k, id) => model.emit("msg:custom", { prefetch: k, id, fill: fills, payload: { summaries: [id] } });
+// the student picks a label of control c (0 or 1); the kernel sets one under ipywidgets' _state_lock
+const pick = (c, label) => controls[c].set("index", LABELS[c].indexOf(label));
+const kernelSets = (c, label) => {
+  controls[c]._state_lock = {};
+  pick(c, label);
+  delete controls[c]._state_lock;
+};
+const out = [];
+const note = (what) => out.push([what, Number(root.attrs["data-cache-hits"] || 0), view.get("summaries")[0]]);
+"""
+
+
+def _run(scenario: str) -> list:
+    script = (
+        (JS / "prefetch.js").read_text()
+        + HARNESS
+        + ("setTimeout(() => {\n" + scenario + "\nconsole.log(JSON.stringify(out));\n}, 0);")
+    )
+    done = subprocess.run([NODE, "--input-type=module", "-e", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+#: part of the kernel's map around a|x (prefetch.neighbour_jobs): b and c along the first control, y along the
+#: second (a has no option before it); the ids name the full states (B, C, AY)
+AROUND_A = 'base(key("a", "x"), { [key("b", "x")]: "B", [key("c", "x")]: "C", [key("a", "y")]: "AY" });'
+SEND_A = 'send(key("b", "x"), "B"); send(key("c", "x"), "C"); send(key("a", "y"), "AY");'
+
+
+@pytest.mark.skipif(NODE is None, reason="needs Node.js to run the browser code")
+def test_a_held_key_is_answered_from_the_last_map_after_the_kernel_has_seen_its_first_press():
+    # three presses, each before the kernel's map for the one before it: press 1 (b) and 2 (c) are found in the map
+    # around a, press 2 after the kernel's forget for press 1 (its new map not here yet); then the map around b comes
+    # (c, d), the kernel forgets again for press 2, and press 3 (d) is found in the map around b
+    out = _run(
+        f"""
+        {AROUND_A} {SEND_A}
+        pick(0, "b"); note("a -> b");
+        forget();
+        pick(0, "c"); note("b -> c after the kernel's forget for b");
+        base(key("b", "x"), {{ [key("c", "x")]: "C", [key("d", "x")]: "D", [key("a", "x")]: "A" }}); send(key("d", "x"), "D");
+        forget();
+        pick(0, "d"); note("c -> d from the map around b");
+        """
+    )
+    # each press one more hit, drawn from the payload of the id the map names (before: the forget emptied the map,
+    # so presses 2 and 3 waited for the kernel: hits 1, 1, 1)
+    assert out == [
+        ["a -> b", 1, "B"],
+        ["b -> c after the kernel's forget for b", 2, "C"],
+        ["c -> d from the map around b", 3, "D"],
+    ], out
+
+
+@pytest.mark.skipif(NODE is None, reason="needs Node.js to run the browser code")
+def test_the_kept_map_goes_when_the_kernel_moves_a_label_and_never_answers_a_second_control():
+    out = _run(
+        f"""
+        {AROUND_A} {SEND_A}
+        pick(0, "b"); note("a -> b");
+        forget();
+        pick(1, "y"); note("b|x -> b|y: a second control, not in the map around a");
+        pick(1, "x"); note("b|y -> b|x: back under a key of the map around a");
+        forget();
+        kernelSets(0, "a");  // the kernel's observer snaps the first control back: the map around a no longer holds
+        pick(1, "y"); note("a|x -> a|y after the kernel moved a label: left to the kernel");
+        """
+    )
+    # hits: 1 (b); a second control: no hit, the payload shown stays B; back to b|x: 2; after the
+    # kernel's own change the map around a is dropped although a|y is one of its keys: no hit (the kernel answers)
+    assert out == [
+        ["a -> b", 1, "B"],
+        ["b|x -> b|y: a second control, not in the map around a", 1, "B"],
+        ["b|y -> b|x: back under a key of the map around a", 2, "B"],
+        ["a|x -> a|y after the kernel moved a label: left to the kernel", 2, "B"],
+    ], out
