@@ -205,12 +205,12 @@ class MeshApp(PrefetchingApp, LessonApp):
 
     # -- events ------------------------------------------------------------------------
     def _on_change(self, change=None):
-        self.prefetcher.forget()
+        self.prefetcher.forget(change)
         self._moved = change.get("owner") if change is not None else None
         self._refresh()
 
     def _on_colour(self, change=None):
-        self.prefetcher.forget()
+        self.prefetcher.forget(change)
         self._moved = change.get("owner") if change is not None else None
         if isinstance(self._layout, mesh.RankLayout):
             self._send()

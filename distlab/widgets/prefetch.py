@@ -266,15 +266,22 @@ class Prefetcher:
         """Abandon the fill under way (a control moved: a newer one follows)."""
         self.generation += 1
 
-    def forget(self) -> None:
+    def forget(self, change=None) -> None:
         """A change has reached the kernel: abandon the fill, and have the browser answer no change from its cache
         (an empty neighbourhood; the payloads it holds stay) before the app moves any of its controls itself (new
         options for a dropdown arrive as options, then index: in between, the browser's key could name a neighbour
-        the student never picked). The next start names the new neighbourhood."""
+        the student never picked). The next start names the new neighbourhood. Where `change` (an observer's) is of
+        one of the picture's keyed controls, the message says "keep": the browser already shows that change in its
+        key and may go on answering further changes along one control from the last map until the kernel moves a
+        control's label itself (a held key; browser_js/prefetch.js); a change its key does not show (a text box, the
+        picture's own slider) empties it at once."""
         self.stop()
         if event_loop_running():
             self.fills += 1
-            self.picture.send({"prefetch_base": "", "limit": BROWSER_LIMIT, "expect": {}, "fill": self.fills})
+            owner = change.get("owner") if isinstance(change, dict) else None
+            keyed = owner is not None and any(owner is w for w in getattr(self.picture, "controls", ()) or ())
+            msg = {"prefetch_base": "", "limit": BROWSER_LIMIT, "expect": {}, "fill": self.fills}
+            self.picture.send({**msg, "keep": True} if keyed else msg)
 
     def _turns(self, base: str, jobs: list):
         """The fill as a step function: each call runs until turn_deadline, returns whether work is left."""

@@ -310,7 +310,7 @@ class TrainingLabApp(LessonApp):
     def _on_change(self, change=None):
         if self._syncing:
             return
-        self.prefetcher.forget()
+        self.prefetcher.forget(change)
         if change is not None and change.get("owner") is self.global_batch:
             self._chosen_batch = change["new"]
         self._moved = change.get("owner") if change is not None else None
@@ -323,7 +323,7 @@ class TrainingLabApp(LessonApp):
         batch dropdown's neighbours are those at the new count)."""
         if self._syncing:
             return
-        self.prefetcher.forget()
+        self.prefetcher.forget(change)
         self._sync_controls()
         self.update()
         self._prefetch(self._generation)

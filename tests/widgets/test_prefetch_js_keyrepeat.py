@@ -1,8 +1,9 @@
 """A held key in the browser's cache (browser_js/prefetch.js, issue 32), run in Node with stand-ins for the widget
 models: changes along one control faster than the round trip (a held arrow key, 30 ms a press) are answered from the
 map of the kernel's last neighbourhood (its keys up to three steps away: prefetch.REACH), which stays in use after the kernel
-says a change has reached it (the empty base of Prefetcher.forget), until the kernel names the next one or moves a
-control's label itself; a change of a second control is left to the kernel."""
+says a change of a keyed control has reached it (the empty base of Prefetcher.forget, with "keep"), until the kernel
+names the next one or moves a control's label itself; a change of a second control is left to the kernel, and so is
+every change after a forget without "keep" (a text box's change: the key does not show it)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ const { view } = prefetching(model, root);
 const key = (first, second) => first + KEY_SEPARATOR + second;
 let fills = 0; // the kernel's count of neighbourhoods
 const base = (k, expect) => model.emit("msg:custom", { prefetch_base: k, expect, limit: 256, fill: ++fills });
-const forget = () => base("", {});
+// the kernel's forget: after a keyed control's change it says keep (prefetch.Prefetcher.forget), else not
+const forget = (keep = true) => model.emit("msg:custom", { prefetch_base: "", expect: {}, limit: 256, fill: ++fills, ...(keep ? { keep } : {}) });
 const send = (k, id) => model.emit("msg:custom", { prefetch: k, id, fill: fills, payload: { summaries: [id] } });
 // the student picks a label of control c (0 or 1); the kernel sets one under ipywidgets' _state_lock
 const pick = (c, label) => controls[c].set("index", LABELS[c].indexOf(label));
@@ -116,4 +118,23 @@ def test_the_kept_map_goes_when_the_kernel_moves_a_label_and_never_answers_a_sec
         ["b|x -> b|y: a second control, not in the map around a", 1, "B"],
         ["b|y -> b|x: back under a key of the map around a", 2, "B"],
         ["a|x -> a|y after the kernel moved a label: left to the kernel", 2, "B"],
+    ], out
+
+
+@pytest.mark.skipif(NODE is None, reason="needs Node.js to run the browser code")
+def test_a_forget_without_keep_empties_the_map_at_once():
+    # a change the key does not show (the ring's size box, a custom model size, the lab's node slider) reached the
+    # kernel: every payload of the map around a was computed for the old value, so nothing is answered from it
+    out = _run(
+        f"""
+        {AROUND_A} {SEND_A}
+        forget(false);
+        pick(0, "b"); note("a -> b after a text box's change: left to the kernel");
+        forget(true);
+        pick(0, "c"); note("b -> c: still nothing (the map is gone)");
+        """
+    )
+    assert out == [
+        ["a -> b after a text box's change: left to the kernel", 0, "A"],
+        ["b -> c: still nothing (the map is gone)", 0, "A"],
     ], out

@@ -84,9 +84,11 @@ function prefetching(model, root, events = {}) {
   let expect = new Map(); // browser key -> state id: the current neighbourhood (the kernel's last prefetch_base)
   let pinned = new Set(); // its ids: never evicted
   // whether `expect` is kept past the kernel's "forget" (an empty base: a change has reached it, and it may now move
-  // controls itself): until the kernel's next map, or until a change the kernel makes to a control's label, the
-  // student's further changes along one control (a held key, 30 ms a press, faster than the round trip) are still
-  // found under the old map's keys, which name the full state the kernel reaches by those changes one after another
+  // controls itself) that says "keep" (the change was of a keyed control: the key shows it; a text box's change or the
+  // picture's own slider's empties the map at once): until the kernel's next map, or until a change the kernel makes to
+  // a control's label, the student's further changes along one control (a held key, 30 ms a press, faster than the
+  // round trip) are still found under the old map's keys, which name the full state the kernel reaches by those
+  // changes one after another
   let kept = false;
   let fill = 0; // its number (a base sent before this view was made never reaches it: its messages name it then)
   let limit = 256;
@@ -156,8 +158,8 @@ function prefetching(model, root, events = {}) {
       limit = msg.limit || limit;
       fill = msg.fill;
       const forget = msg.prefetch_base === "" && Object.keys(msg.expect || {}).length === 0;
-      kept = forget && (kept || expect.size > 0);
-      if (!forget) based(new Map(Object.entries(msg.expect || {})));
+      kept = forget && msg.keep === true && (kept || expect.size > 0);
+      if (!kept) based(new Map(Object.entries(msg.expect || {})));
     } else if (msg && msg.prefetch !== undefined && msg.id !== undefined) {
       if (msg.fill > fill) { // its base came before this view: the neighbourhood as its messages come
         fill = msg.fill;
