@@ -71,6 +71,31 @@ function withBuffers(msg, buffers) {
   return payload;
 }
 
+// {control, offset} of key `k` from `base` (browser keys of the same `controls`) when they differ in one control's
+// label only: the offset in its options (a dropdown, toggles, a selection slider), in its steps (a slider), in step
+// positions (a log slider's label) or its other state (a checkbox: 1 or 0); null otherwise
+function offsetFrom(controls, base, k) {
+  const a = base.split(KEY_SEPARATOR);
+  const b = k.split(KEY_SEPARATOR);
+  if (a.length !== b.length || a.length !== controls.length) return null;
+  const moved = a.map((label, i) => (label === b[i] ? -1 : i)).filter((i) => i >= 0);
+  if (moved.length !== 1) return null;
+  const i = moved[0];
+  const m = controls[i];
+  const labels = m.get("_options_labels");
+  let offset;
+  if (labels !== undefined) {
+    const names = labels.map(String);
+    const from = names.indexOf(a[i]);
+    const to = names.indexOf(b[i]);
+    offset = from < 0 || to < 0 ? NaN : to - from;
+  } else {
+    const scale = m.get("_model_name") === "FloatLogSliderModel" || typeof m.get("value") === "boolean" ? 1 : m.get("step") || 1;
+    offset = Math.round((Number(b[i]) - Number(a[i])) / scale);
+  }
+  return Number.isFinite(offset) && offset !== 0 ? { control: i, offset } : null;
+}
+
 // {view, stop, shownId, payload}: `view` reads the model through the cached payload drawn last (mountPicture paints
 // from it); `stop` removes the listeners; `shownId()` the state id of that payload; `payload(id)` the payload held
 // under that id (or undefined). `events` (optional): {stored(id, msg, buffers), evicted(id), based(ids)}, for the
@@ -90,6 +115,17 @@ function prefetching(model, root, events = {}) {
   // round trip) are still found under the old map's keys, which name the full state the kernel reaches by those
   // changes one after another
   let kept = false;
+  // the student's changes since the map's base: along one control (its index), the offset reached (steps from the
+  // base's label); broken once they leave that path. The map names the state a run of changes one step after the
+  // other reaches (a first change may jump: the kernel keys a state only where the jump reaches the same state), so
+  // a change that turns back or goes over to another control is left to the kernel (a dependent control such as
+  // lesson 5's TP degree follows the way there: TP moved by h + 1 stays moved at h - 1)
+  let baseKey = null;
+  let walk = { control: -1, offset: 0, broken: false };
+  const rebase = (k) => {
+    baseKey = k;
+    walk = { control: -1, offset: 0, broken: false };
+  };
   let fill = 0; // its number (a base sent before this view was made never reaches it: its messages name it then)
   let limit = 256;
   let shown = null; // the payload drawn over the model's data since the last change from the kernel
@@ -159,13 +195,17 @@ function prefetching(model, root, events = {}) {
       fill = msg.fill;
       const forget = msg.prefetch_base === "" && Object.keys(msg.expect || {}).length === 0;
       kept = forget && msg.keep === true && (kept || expect.size > 0);
-      if (!kept) based(new Map(Object.entries(msg.expect || {})));
+      if (!kept) {
+        based(new Map(Object.entries(msg.expect || {})));
+        rebase(msg.prefetch_base);
+      }
     } else if (msg && msg.prefetch !== undefined && msg.id !== undefined) {
       if (msg.fill > fill) { // its base came before this view: the neighbourhood as its messages come
         fill = msg.fill;
         expect = new Map();
         pinned = new Set();
         if (events.based) events.based(pinned);
+        rebase(key()); // the state this view was made at: the kernel's
       }
       if (msg.fill === fill) {
         expect.set(msg.prefetch, msg.id);
@@ -188,6 +228,21 @@ function prefetching(model, root, events = {}) {
       if (disabled !== null && disabled !== undefined && controls[i]) controls[i].set("disabled", disabled);
     });
   };
+  // whether the change to key `k` continues the walk from the map's base (and note it): the first change to any
+  // offset of one control, then one step further the same way each time
+  const along = (k) => {
+    if (walk.broken || baseKey === null) return false;
+    const step = offsetFrom(controls, baseKey, k);
+    const further = walk.control === -1 ||
+      (step !== null && step.control === walk.control && Math.sign(step.offset) === Math.sign(walk.offset) &&
+        Math.abs(step.offset) === Math.abs(walk.offset) + 1);
+    if (step === null || !further) {
+      walk.broken = true;
+      return false;
+    }
+    walk = { control: step.control, offset: step.offset, broken: false };
+    return true;
+  };
   const onControl = (changed) => {
     const k = key();
     if (k === last) return;
@@ -200,6 +255,7 @@ function prefetching(model, root, events = {}) {
       kept = false;
       return;
     }
+    if (!along(k)) return;
     const id = expect.get(k);
     const hit = id === undefined ? undefined : cache.get(id);
     if (hit === undefined) return;
