@@ -1,14 +1,16 @@
 // The browser's cache of the states one control change away (issue 32; distlab.widgets.prefetch), shared by the
 // pictures of apps whose other controls change their data (the training lab, the triage ladder, lessons 1-4, 6): the
 // kernel sends {prefetch_base, limit, expect: {key: id}, fill} after each change (the neighbourhood: the key and the
-// full state's id of every state one change away, and up to three steps along one control: prefetch.REACH; fill counts them;
+// full state's id of every state one change away, and up to three steps along one control: prefetch.REACH; fill
+// counts them;
 // an empty base and map after a change has reached the kernel: see `kept`), then {prefetch: key, id, fill, payload:
 // {summaries, errors, frames}}
 // (and, where the change moves the picture's slider, min, max, value and height; lesson 4's grid: times and codes,
 // as binary buffers named by the message's `buffers`) per neighbouring state. The key is the
 // labels the app's controls (the `controls` trait) show, joined by \x1f (a checkbox: 1 or 0; a slider: its number;
 // a log slider: its step position, logSliderLabel).
-// A change of a control to a state of the current neighbourhood whose payload is held redraws at once from it,
+// A change of a control to a state of the current neighbourhood whose payload is held (reached from its base by a run
+// of steps along one control: `walk`) redraws at once from it,
 // shown over the model's own data until the kernel sends its data (the same, computed by the same functions); any
 // other change waits for the kernel. Payloads are held by state id across fills (a change back soon after is found
 // before the kernel has refilled), at most `limit` of them and BYTE_BUDGET bytes, the least recently used out
@@ -90,7 +92,8 @@ function offsetFrom(controls, base, k) {
     const to = names.indexOf(b[i]);
     offset = from < 0 || to < 0 ? NaN : to - from;
   } else {
-    const scale = m.get("_model_name") === "FloatLogSliderModel" || typeof m.get("value") === "boolean" ? 1 : m.get("step") || 1;
+    const positions = m.get("_model_name") === "FloatLogSliderModel" || typeof m.get("value") === "boolean";
+    const scale = positions ? 1 : m.get("step") || 1;
     offset = Math.round((Number(b[i]) - Number(a[i])) / scale);
   }
   return Number.isFinite(offset) && offset !== 0 ? { control: i, offset } : null;
@@ -205,7 +208,8 @@ function prefetching(model, root, events = {}) {
         expect = new Map();
         pinned = new Set();
         if (events.based) events.based(pinned);
-        rebase(key()); // the state this view was made at: the kernel's
+        // the state this view was made at (undefined: the state once its controls have loaded)
+        rebase(controls.length ? key() : undefined);
       }
       if (msg.fill === fill) {
         expect.set(msg.prefetch, msg.id);
@@ -231,7 +235,7 @@ function prefetching(model, root, events = {}) {
   // whether the change to key `k` continues the walk from the map's base (and note it): the first change to any
   // offset of one control, then one step further the same way each time
   const along = (k) => {
-    if (walk.broken || baseKey === null) return false;
+    if (walk.broken || typeof baseKey !== "string") return false;
     const step = offsetFrom(controls, baseKey, k);
     const further = walk.control === -1 ||
       (step !== null && step.control === walk.control && Math.sign(step.offset) === Math.sign(walk.offset) &&
@@ -277,6 +281,7 @@ function prefetching(model, root, events = {}) {
     .then((models) => {
       controls = models;
       last = key();
+      if (baseKey === undefined) rebase(last);
       controls.forEach((m) => m.on("change", onControl));
     })
     .catch((exc) => console.warn("distlab picture: controls not found, no cache", exc));
