@@ -25,6 +25,11 @@ the frame after the picture's text changes, with the share drawn from the browse
     python benchmarks/bench_browser_pictures.py       (or: python benchmarks/run.py browser_pictures)
     python benchmarks/bench_browser_pictures.py "training lab"   # the pictures whose label has these words
     python benchmarks/bench_browser_pictures.py --n 6 "checkpoints"   # 6 changes per control (2n slider presses)
+    python benchmarks/bench_browser_pictures.py --n 4 --held 3 "overlap"   # 4 bursts of a held key (3 presses)
+
+The held-key case (HELD_KEYS, issue 32): n bursts of --held presses 30 ms apart on one slider of a few apps, each
+burst after the kernel has refilled; each press's latency (to the next change of the picture's text) and whether it
+was drawn from the cache (the kernel sends the states up to prefetch.REACH steps along each control).
 Skipped with a message when Chromium or Playwright is missing. Nothing here is asserted in tests.
 """
 
@@ -174,6 +179,43 @@ INSTRUMENT_CONTROL = """([control, summary, holder]) => {
 }"""
 
 
+#: The held-key case (issue 32): an ipywidgets slider of an app whose neighbourhood the kernel prefetches, pressed
+#: HELD_PRESSES times HELD_GAP_S apart (a held arrow key repeats about every 30 ms), ArrowRight then ArrowLeft back in
+#: turn, each burst after the kernel has refilled (data-fill unchanged for HELD_SETTLE_S). (app label, its cell's index
+#: in CELLS + FRAME_CELLS, the slider's description.)
+HELD_KEYS = [
+    ("ring", 0, "GPUs (N)"),
+    ("bubble grid", 1, "stages p"),
+    ("overlap (lesson 3)", 7, "buckets"),
+    ("tensor parallel (lesson 5)", 12, "hidden h"),
+]
+HELD_PRESSES = 3
+HELD_GAP_S = 0.03
+HELD_SETTLE_S = 1.5
+#: in the page: for each keydown on the handle (capture phase), the time to the frame after the picture's text next
+#: changes (what the student sees move: for a press answered by the kernel, whichever change comes first), and whether
+#: that press was drawn from the cache (the hit counter grew within the key's own task: prefetch.js draws a cached
+#: state synchronously)
+INSTRUMENT_HELD = """([control, summary, holder]) => {
+  if (window.__uninstrument) window.__uninstrument();
+  window.__latency = [];
+  window.__hits = [];
+  const hits = () => Number(holder.getAttribute('data-cache-hits') || 0);
+  const start = () => {
+    const t0 = performance.now();
+    const before = hits();
+    setTimeout(() => window.__hits.push(hits() > before), 0);
+    const observer = new MutationObserver(() => {
+      observer.disconnect();
+      requestAnimationFrame(() => window.__latency.push(performance.now() - t0));
+    });
+    observer.observe(summary, {childList: true, characterData: true, subtree: true});
+  };
+  control.addEventListener('keydown', start, {capture: true});
+  window.__uninstrument = () => control.removeEventListener('keydown', start, {capture: true});
+}"""
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -264,7 +306,8 @@ def _wait_up(url: str, seconds: float = 90) -> None:
     raise RuntimeError(f"{url} did not answer")
 
 
-def _measure(sync_api, base: str, token: str, name: str, only: tuple = (), n: int = LAB_PRESSES) -> dict:
+def _measure(sync_api, base: str, token: str, name: str, only: tuple = (), n: int = LAB_PRESSES,
+             held: int = HELD_PRESSES) -> dict:
     results = {}
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
@@ -308,6 +351,11 @@ def _measure(sync_api, base: str, token: str, name: str, only: tuple = (), n: in
                 if not only or any(word in app or app in word for word in only):
                     shown = pictures.nth(index) if index < len(CELLS) else frames.nth(index - len(CELLS))
                     results.update(_measure_controls(page, app, index, shown, *controls, n=n))
+            for app, index, description in HELD_KEYS if held else ():
+                if not only or any(word in app or app in word for word in only):
+                    shown = pictures.nth(index) if index < len(CELLS) else frames.nth(index - len(CELLS))
+                    label = f"{app}: {description} slider held ({held} presses {HELD_GAP_S * 1e3:.0f} ms apart)"
+                    results[label] = _time_held_key(page, index, shown, description, held, n)
         except Exception:
             page.screenshot(path=str(Path(tempfile.gettempdir()) / f"distlab-bench-{name}.png"))
             raise
@@ -350,6 +398,34 @@ def _time_changes(page, control, picture, change, pause_s: float, n: int = LAB_P
     stats["from_cache"] = f"{sum(hits)}/{len(hits)}"
     name = control.evaluate(PROGRESS_NAME)
     print(f"  {name}: {stats['median_ms']:.1f} ms median, {stats['from_cache']} cached", flush=True)
+    return stats
+
+
+def _time_held_key(page, index: int, picture, description: str, presses: int, n: int) -> dict:
+    """n bursts of `presses` arrow-key presses HELD_GAP_S apart on the slider `description` of the app in cell
+    `index` (ArrowRight, then ArrowLeft back, in turn), each burst once the kernel has refilled: latency summary of
+    every press and the share drawn from the cache."""
+    text, marked = _watched(picture)
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
+    handle = _labelled(page, cell, ".widget-slider", description).locator("[role=slider], .noUi-handle").first
+    picture.scroll_into_view_if_needed()
+    page.evaluate(INSTRUMENT_HELD, [handle.element_handle(), text.element_handle(), marked.element_handle()])
+    for burst in range(n):
+        last, still = None, 0.0
+        while still < HELD_SETTLE_S:  # the kernel's neighbourhood of the state shown is complete
+            fill = marked.get_attribute("data-fill")
+            still = still + 0.25 if fill == last else 0.0
+            last = fill
+            page.wait_for_timeout(250)
+        handle.focus()
+        for _ in range(presses):
+            page.keyboard.press("ArrowLeft" if burst % 2 else "ArrowRight")
+            page.wait_for_timeout(HELD_GAP_S * 1e3)
+        page.wait_for_function(f"window.__latency.length >= {(burst + 1) * presses}", timeout=15_000)
+    stats = summarize([s / 1e3 for s in page.evaluate("window.__latency")])
+    hits = page.evaluate("window.__hits")
+    stats["from_cache"] = f"{sum(hits)}/{len(hits)}"
+    print(f"  {description} held: {stats['median_ms']:.1f} ms median, {stats['from_cache']} cached", flush=True)
     return stats
 
 
@@ -413,9 +489,9 @@ def _measure_controls(page, app: str, index: int, picture, dropdowns, toggles, c
     return results
 
 
-def main(only: tuple = (), n: int = LAB_PRESSES) -> dict:
+def main(only: tuple = (), n: int = LAB_PRESSES, held: int = HELD_PRESSES) -> dict:
     """Measure every picture (those whose label contains a word of `only` when it is not empty), n changes per
-    control and 2n key presses per picture slider."""
+    control and 2n key presses per picture slider, and n bursts of `held` presses of each HELD_KEYS slider (0: none)."""
     try:
         from playwright import sync_api
     except ImportError:
@@ -443,10 +519,11 @@ def main(only: tuple = (), n: int = LAB_PRESSES) -> dict:
         try:
             _wait_up(f"http://127.0.0.1:{port}/api/status?token={token}")
             print("measuring straight to the server ...", flush=True)
-            out["direct"] = _measure(sync_api, f"http://127.0.0.1:{port}", token, names["direct"], only, n)
+            out["direct"] = _measure(sync_api, f"http://127.0.0.1:{port}", token, names["direct"], only, n, held)
             proxy = DelayingProxy(port, DELAY_S)
             print(f"measuring through the proxy ({2 * DELAY_S * 1e3:.0f} ms round trip added) ...", flush=True)
-            out["delayed"] = _measure(sync_api, f"http://127.0.0.1:{proxy.port}", token, names["delayed"], only, n)
+            out["delayed"] = _measure(sync_api, f"http://127.0.0.1:{proxy.port}", token, names["delayed"], only, n,
+                                      held)
         finally:
             if proxy is not None:
                 proxy.close()
@@ -470,6 +547,8 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("words", nargs="*", help="measure only the pictures and apps whose label has one of these words")
+    p.add_argument("--held", type=int, default=HELD_PRESSES,
+                   help=f"presses per burst of the held-key case (HELD_KEYS; default {HELD_PRESSES}; 0: not measured)")
     p.add_argument("--n", type=int, default=LAB_PRESSES,
                    help=f"changes per control, 2n key presses per picture slider (default {LAB_PRESSES}; at least 2)")
     return p
@@ -479,4 +558,6 @@ if __name__ == "__main__":
     args = parser().parse_args()
     if args.n < 2:
         parser().error(f"--n must be at least 2 (a change and its way back), got {args.n}")
-    main(tuple(args.words), args.n)
+    if args.held < 0:
+        parser().error(f"--held must be 0 or more presses per burst, got {args.held}")
+    main(tuple(args.words), args.n, args.held)

@@ -1466,6 +1466,89 @@ def test_a_keyboard_step_of_each_log_slider_is_answered_from_the_frame_cache(jup
             assert _squash(status.text_content() or "") == cached
 
 
+#: The held key checked with the kernel paused (issue 32): (the cell that builds the app, the ipywidgets slider pressed):
+#: lesson 2's ring (a browser picture: its GPU count N, 8 -> 9 -> 10 -> 11, each a new simulation) and lesson 3's
+#: overlap (a frame-cached app: its bucket count, 4 -> 5 -> 6 -> 7).
+HELD_KEYS = {
+    "ring": (
+        'from distlab.widgets.collectives import RingAllReduceApp\nRingAllReduceApp(gpus=8, size="4 GB", link="nvlink4")',
+        "GPUs (N)",
+    ),
+    "overlap": ("from distlab.widgets.data_parallel_zero import OverlapApp\nOverlapApp()", "buckets"),
+}
+
+
+def _held_key_app(name: str):
+    """(the app of HELD_KEYS[name] built here, the fill's jobs from its state, its slider, the text the page shows)."""
+    from distlab.widgets.collectives import RING_CONTROLS, RingAllReduceApp, ring_neighbour
+    from distlab.widgets.data_parallel_zero import OverlapApp
+    from distlab.widgets.prefetch import neighbour_jobs
+
+    if name == "ring":
+        app = RingAllReduceApp(gpus=8, size="4 GB", link="nvlink4")
+        controls = {n: getattr(app, n) for n in RING_CONTROLS}
+        jobs = neighbour_jobs(controls, app.state(), neighbour=ring_neighbour)
+        return app, jobs, app.gpus, lambda: _squash(app.summary())
+    app = OverlapApp()
+    jobs = neighbour_jobs(app._frame_widgets(), app.frame_state(), neighbour=app.frame_neighbour, marked=True)
+    return app, jobs, app.buckets, lambda: _text_content(app.status.value)
+
+
+@pytest.mark.parametrize("name", sorted(HELD_KEYS))
+def test_three_presses_of_a_held_key_are_answered_from_the_cache_with_the_kernel_paused(jupyterlab, name):
+    """A held arrow key (issue 32: a press every 30 ms, faster than the round trip, so the browser's map of the
+    neighbourhood is behind): once the kernel has filled the neighbourhood of the state shown (three steps along each
+    control: prefetch.REACH), the kernel's process is paused (SIGSTOP: no reply at all, the longest delay there is)
+    and ArrowRight is pressed three times 30 ms apart on one of the app's sliders; all three are drawn from the
+    browser's cache (its hit counter reads 3) and the text shown is the one distlab computes three steps on (here, by
+    the app's own code moving the slider three times). Once the kernel runs again it draws that same state."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+
+    cell, description = HELD_KEYS[name]
+    app, jobs, slider, text = _held_key_app(name)
+    wants = []
+    for _ in range(3):
+        slider.value += slider.step
+        wants.append(text())
+    assert len(set(wants)) == 3, wants  # each press shows a new text
+    cells = ["import os\nos.getpid()", cell]
+    with _notebook_page(jupyterlab, sync_api, f"held-key-{name}.ipynb", cells, f"browser-held-key-{name}.png") as page:
+        holder = page.locator(".distlab-framecache" if name == "overlap" else "[data-prefetched]").first
+        holder.wait_for(state="attached", timeout=90_000)
+        _wait_settled(page, holder, len(jobs))
+        if name == "overlap":
+            source = re.search(r"\[[a-z_.]+\]", wants[0]).group(0)  # the function the status names
+            shown = page.locator(".widget-html-content").filter(has_text=source).last
+        else:
+            shown = page.locator(".distlab-picture .distlab-summary")
+        pid = int(page.locator(".jp-Cell").first.locator(".jp-OutputArea-output").text_content().strip())
+        named = page.locator(".widget-label", has_text=re.compile(f"^{re.escape(description)}$"))
+        page.locator(".widget-slider", has=named).locator(".noUi-handle").first.focus()
+        hits = int(holder.get_attribute("data-cache-hits") or 0)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            for _ in range(3):
+                page.keyboard.press("ArrowRight")
+                page.wait_for_timeout(30)
+            page.wait_for_function(
+                "([el, n]) => Number(el.getAttribute('data-cache-hits')) >= n",
+                arg=[holder.element_handle(), hits + 3],
+                timeout=5_000,
+            )
+            _wait_for_text(page, shown, wants[-1], 5_000)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert holder.get_attribute("data-drawn-from") == "cache"
+        # the kernel, running again, draws the same state (for the frame cache: its overlay then goes)
+        if name == "overlap":
+            page.wait_for_function(
+                "el => !el.hasAttribute('data-overlay')", arg=holder.element_handle(), timeout=30_000
+            )
+        page.wait_for_timeout(1000)
+        assert _squash(shown.text_content() or "") == wants[-1]
+    app.close()
+
+
 def test_a_cached_change_of_the_grid_shows_the_warnings_of_its_new_layout(jupyterlab):
     """Issue 31 (screenshots of lesson 6's grid after a change drawn from the browser's cache, issue 32): the grid and
     its text followed the change at once, but the layout's warnings, written by the kernel under the picture, did not

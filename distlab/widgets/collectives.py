@@ -264,7 +264,7 @@ class RingAllReduceApp(LessonApp):
         self.prefetcher.start_around(controls, self.state(), self._moved, ring_neighbour)
 
     def _on_structure(self, change=None):
-        self.prefetcher.forget()
+        self.prefetcher.forget(change)
         self._moved = change.get("owner") if change is not None else None
         self._rebuild(0)
 
@@ -273,7 +273,7 @@ class RingAllReduceApp(LessonApp):
             self.update()
 
     def _on_numbers(self, change=None):
-        self.prefetcher.forget()
+        self.prefetcher.forget(change)
         self._moved = change.get("owner") if change is not None else None
         self._show()
 

@@ -218,9 +218,7 @@ class LessonApp(widgets.VBox):
             return  # the neighbours prepared for the other controls still hold (a newer change would restart them)
         self._preparation += 1
         generation = self._preparation
-        current = self.values()
-        names = sorted(self.prepared_controls, key=lambda name: getattr(self, name) is not moved)
-        pending = [{**current, name: value} for name in names for value in neighbour_values(getattr(self, name))]
+        pending = self.neighbour_states(self.values(), moved)
         loop = asyncio.get_running_loop()
         done = loop.create_future()
 
@@ -242,6 +240,12 @@ class LessonApp(widgets.VBox):
 
         loop.call_later(PREPARE_AFTER_S if self.prepare_after_s is None else self.prepare_after_s, start)
         self.preparing = done
+
+    def neighbour_states(self, current: dict, moved=None) -> list:
+        """The states prepare_neighbours computes: every neighbouring value of each prepared control (neighbour_values)
+        in the state `current`, the control `moved` first."""
+        names = sorted(self.prepared_controls, key=lambda name: getattr(self, name) is not moved)
+        return [{**current, name: value} for name in names for value in neighbour_values(getattr(self, name))]
 
     def _prepare(self, values: dict) -> None:
         # one neighbour: its result remembered (our error too)

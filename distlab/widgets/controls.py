@@ -24,6 +24,7 @@ __all__ = [
     "nearest_gpu_count",
     "gpu_slider",
     "neighbour_values",
+    "neighbour_steps",
     "ON_STEP",
     "log_step",
     "CUSTOM_SIZE",
@@ -191,35 +192,59 @@ def log_step(value: float, low: float, step: float, base: float) -> float:
     return (math.log(value) / math.log(base) - low) / step
 
 
-def _log_neighbours(widget) -> list:
-    """A FloatLogSlider's values one step either side: base ** (min + (k +/- 1) step), k the step position its handle
-    is at (noUiSlider puts a value between steps, such as a default, at the nearest one)."""
+def _log_positions(widget) -> tuple[int, int]:
+    """(k, last): the step position a FloatLogSlider's handle is at (noUiSlider puts a value between steps, such as a
+    default, at the nearest one) and its last position."""
     last = round((widget.max - widget.min) / widget.step)
-    k = min(max(round(log_step(widget.value, widget.min, widget.step, widget.base)), 0), last)
-    return [widget.base ** (widget.min + j * widget.step) for j in (k + 1, k - 1) if 0 <= j <= last]
+    return min(max(round(log_step(widget.value, widget.min, widget.step, widget.base)), 0), last), last
 
 
-def neighbour_values(widget) -> list:
-    """The values next to a control's current one, where a student moves it next: the options either side (a
-    dropdown, toggle buttons, a selection slider), a checkbox's other state, a slider's value one step either side
-    inside its range (a log slider's: one step of its exponent); none for a disabled control or a text box."""
+def neighbour_steps(widget, reach: int = 1) -> list:
+    """The values a student passes stepping a control 1 to `reach` times from its current value, as paths
+    (tuples of the values passed, the last one reached), nearest first and, at each distance, up before down:
+    [(v+1,), (v-1,), (v+1, v+2), (v-1, v-2)] for reach 2 (a held arrow key, quick clicks on a dropdown's next
+    option). The options either side (a dropdown, toggle buttons, a selection slider), a slider's value steps either
+    side inside its range (a log slider's: steps of its exponent, base ** (min + j step)); a checkbox has only its
+    other state (two steps bring it back); none for a disabled control or a text box."""
     if getattr(widget, "disabled", False):
         return []
     if isinstance(widget, widgets.FloatLogSlider):
-        return _log_neighbours(widget)
+        k, last = _log_positions(widget)
+        at = [widget.base ** (widget.min + j * widget.step) for j in range(last + 1)]
+        return _paths(lambda d: at[k + d] if 0 <= k + d <= last else None, reach)
     value = widget.value
     if hasattr(widget, "options"):
         values = [o[1] if isinstance(o, tuple) else o for o in widget.options]
         if value not in values:
             return []
         k = values.index(value)
-        return [values[i] for i in (k + 1, k - 1) if 0 <= i < len(values)]
+        return _paths(lambda d: values[k + d] if 0 <= k + d < len(values) else None, reach)
     if isinstance(value, bool):
-        return [not value]
+        return [(not value,)]
     if isinstance(widget, (widgets.IntSlider, widgets.FloatSlider)):
         step = widget.step or 1
-        return [v for v in (value + step, value - step) if widget.min <= v <= widget.max]
+        return _paths(lambda d: value + d * step if widget.min <= value + d * step <= widget.max else None, reach)
     return []
+
+
+def _paths(at, reach: int) -> list:
+    """[(at(1), ..., at(d)) and (at(-1), ..., at(-d)) for d = 1 .. reach], nearest first, up before down, each
+    while `at` (the value d steps away, None outside the range) gives one."""
+    paths = []
+    for d in range(1, reach + 1):
+        for sign in (1, -1):
+            path = tuple(at(sign * j) for j in range(1, d + 1))
+            if None not in path:
+                paths.append(path)
+    return paths
+
+
+def neighbour_values(widget) -> list:
+    """The values next to a control's current one, where a student moves it next (neighbour_steps one step away):
+    the options either side (a dropdown, toggle buttons, a selection slider), a checkbox's other state, a slider's
+    value one step either side inside its range (a log slider's: one step of its exponent); none for a disabled
+    control or a text box."""
+    return [path[-1] for path in neighbour_steps(widget)]
 
 
 #: The description of the custom model size box of lessons 1 and 3 (billions of parameters).

@@ -44,9 +44,9 @@ import traitlets
 
 from ..errors import DistlabError
 from .browser import PREFETCH_MODULE, _controls_trait, module_source
-from .canvas import encode_png
+from .canvas import _either, encode_png
 from .filling import APP_LOCK, attempt
-from .prefetch import Prefetcher, values_key
+from .prefetch import Prefetcher, values_key, without_via
 
 __all__ = ["FRAME_LIMIT", "FrameCache", "FrameCachingApp", "frame_pixels"]
 
@@ -164,7 +164,7 @@ class FrameCachingApp:
             controls = self._frame_widgets()
             self.frame_cache.drawn = values_key(controls, state)
             moved = change.get("owner") if isinstance(change, dict) else None
-            self.prefetcher.start_around(controls, state, moved, self.frame_neighbour)
+            self.prefetcher.start_around(controls, state, moved, self.frame_neighbour, marked=True)
 
     def close(self) -> None:
         if "prefetcher" in self.__dict__:  # not when __init__ refused its arguments
@@ -172,34 +172,44 @@ class FrameCachingApp:
         super().close()  # type: ignore[misc]
 
     def frame_steps(self, state: dict):
-        """The Prefetcher's generator for one neighbour: its result (compute_for, our error kept), then its payload."""
+        """The Prefetcher's generator for one neighbour: the result of each state on the way there (a state two or
+        more steps away: prefetch.VIA) and its own (compute_for, our error kept), one per step, then its payload."""
+        state, via = without_via(state)
+        passed = []
+        for on_the_way in via:
+            passed.append((on_the_way, attempt(self.compute_for, on_the_way)))  # type: ignore[attr-defined]
+            yield
         result = attempt(self.compute_for, state)  # type: ignore[attr-defined]
         yield
-        return self.frame_payload(state, result)
+        return self.frame_payload(state, result, passed)
 
-    def frame_payload(self, state: dict, result) -> dict:
+    def frame_payload(self, state: dict, result, via=()) -> dict:
         """{png, texts, shown} of the state `state` whose result is `result` (or our error): what update() would
-        show there, painted without sending anything; the current picture is put back afterwards. Under
-        filling.APP_LOCK, from the snapshot to the put-back: no update, in any thread, runs in between."""
+        show there, painted without sending anything, after rendering each (state, result) of `via` as update() would
+        on the way there (a held key: a bar chart's range kept or moved at each step); the current picture is put
+        back afterwards. Under filling.APP_LOCK, from the snapshot to the put-back: no update, in any thread, runs in
+        between."""
         with APP_LOCK:
-            return self._frame_payload(state, result)
+            return self._frame_payload(state, result, via)
 
-    def _frame_payload(self, state: dict, result) -> dict:
+    def _frame_payload(self, state: dict, result, via=()) -> dict:
         renderer = self.renderer  # type: ignore[attr-defined]
         pixels = renderer.snapshot()
         history = _snapshot(self._drawing_objects())
-        self._painting, self._captured = state, {}
+        self._captured = {}
         try:
-
-            def computed():
-                if isinstance(result, DistlabError):
-                    raise result
-                return result
-
-            outcome, full, text, kind = self.drawn(computed)  # type: ignore[attr-defined]
+            # the states on the way rendered as update() renders them (our error: the picture faded), their redraw
+            # requests joined to the last one's: one paint then leaves the pixels update() leaves after them all
+            way = None
+            for on_the_way, passed in via:
+                self._painting = on_the_way
+                outcome, full, _, kind = self.drawn(_given(passed))  # type: ignore[attr-defined]
+                way = _either(way, _either(full, self.fade()) if kind == "error" else full)  # type: ignore[attr-defined]
+            self._painting = state
+            outcome, full, text, kind = self.drawn(_given(result))  # type: ignore[attr-defined]
             png = None
             if kind != "error":
-                renderer.paint(full)
+                renderer.paint(_either(way, full) if via else full)
                 png = encode_png(np.asarray(renderer.canvas.get_renderer().buffer_rgba()))
             status = self.status_html(text, kind, None if kind == "error" else result)  # type: ignore[attr-defined]
             texts = [status, *(self._captured.get(name, getattr(self, name).value) for name in self.frame_texts)]
@@ -233,6 +243,17 @@ class FrameCachingApp:
         # an image's colour scale: set_clim edits its Normalize in place (no artist attribute is rebound)
         scales = [getattr(a, name, None) for a in artists for name in ("colorizer", "norm") if hasattr(a, "get_clim")]
         return [*found.values(), *artists, *(scale for scale in scales if scale is not None)]
+
+
+def _given(result):
+    """A compute() for LessonApp.drawn that returns `result`, or raises it when it is our error."""
+
+    def computed():
+        if isinstance(result, DistlabError):
+            raise result
+        return result
+
+    return computed
 
 
 def _snapshot(objects: list) -> list:

@@ -244,7 +244,7 @@ class MemoryWallApp(PrefetchingApp, LessonApp):
         return {**{name: getattr(self, name).value for name in CONTROLS}, "custom_params": self.custom_params.value}
 
     def _on_change(self, change=None):
-        self.prefetcher.forget()
+        self.prefetcher.forget(change)
         self._moved = change.get("owner") if change is not None else None
         self.custom_params.disabled = self.model.value != CUSTOM
         self.custom_params.layout.display = None if self.model.value == CUSTOM else "none"

@@ -70,6 +70,23 @@ def mesh_layout(s: dict) -> mesh.RankLayout:
     return mesh.layout(dp=s["dp"], tp=s["tp"], pp=s["pp"], order=s["order"], gpus_per_node=s["gpus_per_node"])
 
 
+def mesh_pick_max(s: dict, kept: int) -> int:
+    """The grid's last GPU in state `s` (the pick slider's max): its layout's, or at an invalid layout the range `kept`
+    (the slider's as it was). MeshApp.state and mesh_neighbour both use it."""
+    lay = attempt(mesh_layout, s)
+    return lay.world_size - 1 if isinstance(lay, mesh.RankLayout) else kept
+
+
+def mesh_neighbour(s: dict, name: str, value) -> dict:
+    """The state MeshApp reaches when the student sets `name` to `value` in state `s`: the grid's last GPU is the new
+    layout's, or at an invalid one s's (the slider keeps its range). Two changes one after the other can keep
+    another range than one change straight there (an invalid layout after a valid one: prefetch.neighbour_jobs leaves
+    that state to the kernel)."""
+    after = {**s, name: value}
+    after["pick_max"] = mesh_pick_max(after, s["pick_max"])
+    return after
+
+
 def mesh_frames(lay: mesh.RankLayout, by: str) -> dict:
     """The grid's drawing data (distlab.widgets.browser.GridPicture) of `lay`, cells filled by `by`."""
     x, y, _, _, width, height = grid_geometry(lay.world_size, lay.gpus_per_node)
@@ -138,6 +155,7 @@ class MeshApp(PrefetchingApp, LessonApp):
     """
 
     PREFETCH_CONTROLS = MESH_CONTROLS
+    prefetch_neighbour = staticmethod(mesh_neighbour)
 
     summary_in_picture = True
 
@@ -182,16 +200,17 @@ class MeshApp(PrefetchingApp, LessonApp):
 
     def state(self) -> dict:
         """The controls' values and the slider's last GPU: what the grid shows depends on these (and the pick)."""
-        return {**{name: getattr(self, name).value for name in MESH_CONTROLS}, "pick_max": self.pick.max}
+        values = {name: getattr(self, name).value for name in MESH_CONTROLS}
+        return {**values, "pick_max": mesh_pick_max(values, self.pick.max)}
 
     # -- events ------------------------------------------------------------------------
     def _on_change(self, change=None):
-        self.prefetcher.forget()
+        self.prefetcher.forget(change)
         self._moved = change.get("owner") if change is not None else None
         self._refresh()
 
     def _on_colour(self, change=None):
-        self.prefetcher.forget()
+        self.prefetcher.forget(change)
         self._moved = change.get("owner") if change is not None else None
         if isinstance(self._layout, mesh.RankLayout):
             self._send()

@@ -224,7 +224,7 @@ class BubbleGridApp(PrefetchingApp, LessonApp):
         return {name: getattr(self, name).value for name in GRID_CONTROLS}
 
     def _on_change(self, change=None):
-        self.prefetcher.forget()
+        self.prefetcher.forget(change)
         self._moved = change.get("owner") if change is not None else None
         self.chunks.disabled = grid_disabled(self.state())[GRID_CONTROLS.index("chunks")]
         self._refresh()

@@ -2,7 +2,8 @@
 
 After each change an app's kernel computes, in idle turns of its event loop, the picture's data of every state one
 change of one control away (each dropdown's and toggle's neighbouring options, a checkbox's other value), the
-control just moved first, and sends each to the browser picture in a custom message as soon as it is ready. The
+control just moved first, then of every state two and three steps along one control (REACH: a held arrow key or
+quick clicks outrun the round trip), and sends each to the browser picture in a custom message as soon as it is ready. The
 picture (browser_js/lab.js) keys them by the labels its control widgets show; a change whose state is there redraws
 in the browser at once, with no round trip, and the kernel then confirms it (the same data) and refills around the
 new state. A state not there falls back to the kernel, as before.
@@ -27,15 +28,18 @@ import hashlib
 import math
 import time
 from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
 
 import ipywidgets as widgets
 
-from .controls import ON_STEP, log_step, neighbour_values
+from .controls import ON_STEP, log_step, neighbour_steps
 from .filling import APP_LOCK, event_loop_running, turn_deadline
 
 __all__ = [
     "BROWSER_LIMIT",
     "KERNEL_LIMIT",
+    "REACH",
     "control_label",
     "js_number",
     "log_slider_label",
@@ -44,20 +48,35 @@ __all__ = [
     "values_key",
     "table_key",
     "neighbour_jobs",
+    "without_via",
+    "VIA",
     "Prefetcher",
 ]
 
 #: States the browser holds, the latest neighbourhoods' (issue 32: a second change soon after the first finds its
-#: state even before the kernel has refilled). A neighbourhood has at most 2 states per control (the training lab's 15
-#: controls: 30), so 256 holds the last 8 or more neighbourhoods, the states around the path of the last changes.
+#: state even before the kernel has refilled). A neighbourhood has at most 2 REACH = 6 states per control (the training
+#: lab's 15 controls: 90), so 256 holds the last 2 or more neighbourhoods, the states around the path of the last
+#: changes.
 #: Payloads measured: the training lab's 11-12 kB, a frame-cache PNG 12-18 kB (at a device pixel ratio of 1), lesson
 #: 4's grid 0.1-1 MB (64 timelines' ops; 1 MB at p = 16, v = 4): the browser also keeps them within a byte budget
 #: (prefetch.js's BYTE_BUDGET, 64 MiB: every state of the neighbourhood, which is never dropped, and a few more).
 BROWSER_LIMIT = 256
+#: Steps of one control each way whose states the kernel sends (issue 32): a held arrow key (~30 ms a press) or quick
+#: clicks outrun the round trip. A burst can only be answered from the neighbourhood filled before it: with 50 ms of
+#: round trip and the kernel's update, the map of the state after a press arrives more than two presses later, and each
+#: press abandons the fill under way (Prefetcher.forget), so a burst of k presses along one control is drawn from the
+#: cache only when the kernel sent k steps each way. 3 answers a burst of three (about 90 ms: longer than the round trip
+#: plus a redraw, after which the map around the first press is there); it triples a fill's payloads (at most 6 per
+#: control: the training lab's 15 enabled controls 90 at most, a frame-cached app's 4-5 sliders and dropdowns 20-30
+#: PNGs) and its time, the farther rings filled after the +-1 ring (a single change is ready as soon as before), each
+#: turn bounded as before.
+REACH = 3
 #: States whose picture data the kernel remembers (a change into one is shown complete at once).
 KERNEL_LIMIT = 128
 #: Separates the labels of a browser key (no label of a control contains it).
 SEPARATOR = "\x1f"
+#: A marked state's entry naming the states passed on the way there (neighbour_jobs(marked=True)); no control's name.
+VIA = "~via"
 _CURRENT = object()
 
 
@@ -144,21 +163,47 @@ def table_key(state: dict) -> tuple:
     return tuple((name, type(v).__name__, v) for name, v in sorted(state.items()))
 
 
-def neighbour_jobs(controls: dict, state: dict, moved=None, neighbour=None) -> list:
-    """[(the browser's key, the state)] of every state one change of one of `controls` ({name: widget}) away from
-    `state` ({name: value}, every control named; other entries, such as a text box's value, kept as they are): each
-    control's neighbour_values, the widget `moved` (the control just changed) first. `neighbour(state, name, value)`
-    is the state after that change (default: `state` with only that value changed): the state priced. The key is
-    always that of {**state, name: value}, what the browser's controls show right after the student's change, before
-    the kernel's observer moves a dependent control (lesson 5's TP degree after a new hidden size): the browser looks
-    the change up by it."""
+def neighbour_jobs(
+    controls: dict, state: dict, moved=None, neighbour=None, reach: int | None = None, marked: bool = False
+) -> list:
+    """[(the browser's key, the state)] of every state 1 to `reach` (default REACH) steps of one of `controls`
+    ({name: widget}) away from `state` ({name: value}, every control named; other entries, such as a text box's value,
+    kept as they are): each control's neighbour_steps, nearest first (every control's +-1 before any +-2), at each
+    distance the widget `moved` (the control just changed) first. `neighbour(state, name, value)` is the state after
+    one change (default: `state` with only that value changed); a state d steps away is the state after d changes,
+    each from the one before (what the kernel reaches as the changes of a held key arrive one by one), priced only
+    where the change straight there reaches the same state: a dependent control that follows the path (lesson 5's TP
+    degree after two new hidden sizes) leaves it to the kernel, since the browser's key cannot tell a held key from a
+    jump; and only once (a state nearer by another control is not sent again). With `marked`, a state d > 1 steps away
+    carries VIA: the table_key of each state passed on the way (the frame cache paints them first: a plot helper's
+    remembered range depends on the way there), which its id then includes. The key is always that of
+    {**state, name: value}, what the browser's controls show right after the student's changes, before the kernel's
+    observer moves a dependent control: the browser looks the change up by it."""
+    step = neighbour if neighbour is not None else (lambda s, name, value: {**s, name: value})
     names = sorted(controls, key=lambda name: controls[name] is not moved)
-    jobs = []
-    for name in names:
-        for value in neighbour_values(controls[name]):
-            after = {**state, name: value} if neighbour is None else neighbour(state, name, value)
-            jobs.append((values_key(controls, {**state, name: value}), after))
+    paths = {name: neighbour_steps(controls[name], REACH if reach is None else reach) for name in names}
+    jobs: list = []
+    seen: set = set()
+    for distance in range(1, max((len(p) for ps in paths.values() for p in ps), default=0) + 1):
+        for name in names:
+            for path in (p for p in paths[name] if len(p) == distance):
+                passed = [state]
+                for value in path:
+                    passed.append(step(passed[-1], name, value))
+                after = passed[-1]
+                if distance > 1 and (after != step(state, name, path[-1]) or table_key(after) in seen):
+                    continue
+                seen.add(table_key(after))
+                if marked and distance > 1:
+                    after = {**after, VIA: tuple(table_key(s) for s in passed[1:-1])}
+                jobs.append((values_key(controls, {**state, name: path[-1]}), after))
     return jobs
+
+
+def without_via(state: dict) -> tuple[dict, list]:
+    """(the state without VIA, the states passed on the way there: neighbour_jobs(marked=True))."""
+    via = [{name: value for name, _, value in key} for key in state.get(VIA, ())]
+    return {name: value for name, value in state.items() if name != VIA}, via
 
 
 class Prefetcher:
@@ -221,15 +266,22 @@ class Prefetcher:
         """Abandon the fill under way (a control moved: a newer one follows)."""
         self.generation += 1
 
-    def forget(self) -> None:
+    def forget(self, change=None) -> None:
         """A change has reached the kernel: abandon the fill, and have the browser answer no change from its cache
         (an empty neighbourhood; the payloads it holds stay) before the app moves any of its controls itself (new
         options for a dropdown arrive as options, then index: in between, the browser's key could name a neighbour
-        the student never picked). The next start names the new neighbourhood."""
+        the student never picked). The next start names the new neighbourhood. Where `change` (an observer's) is of
+        one of the picture's keyed controls, the message says "keep": the browser already shows that change in its
+        key and may go on answering further changes along one control from the last map until the kernel moves a
+        control's label itself (a held key; browser_js/prefetch.js); a change its key does not show (a text box, the
+        picture's own slider) empties it at once."""
         self.stop()
         if event_loop_running():
             self.fills += 1
-            self.picture.send({"prefetch_base": "", "limit": BROWSER_LIMIT, "expect": {}, "fill": self.fills})
+            owner = change.get("owner") if isinstance(change, dict) else None
+            keyed = owner is not None and any(owner is w for w in getattr(self.picture, "controls", ()) or ())
+            msg = {"prefetch_base": "", "limit": BROWSER_LIMIT, "expect": {}, "fill": self.fills}
+            self.picture.send({**msg, "keep": True} if keyed else msg)
 
     def _turns(self, base: str, jobs: list):
         """The fill as a step function: each call runs until turn_deadline, returns whether work is left."""
@@ -315,12 +367,13 @@ class Prefetcher:
         loop.call_soon(turn)
         self.future = done
 
-    def start_around(self, controls: dict, state: dict, moved=None, neighbour=None) -> None:
-        """In a kernel, with the picture shown: start the fill of every state one change of `controls` away from
-        `state` (neighbour_jobs, the widget `moved` first). Outside one, or before the picture has a comm: nothing."""
+    def start_around(self, controls: dict, state: dict, moved=None, neighbour=None, marked: bool = False) -> None:
+        """In a kernel, with the picture shown: start the fill of every state 1 to REACH steps of one of `controls`
+        away from `state` (neighbour_jobs, the nearest first, the widget `moved` first). Outside one, or before the
+        picture has a comm: nothing."""
         if not event_loop_running() or self.picture.comm is None:
             return
-        self.start(values_key(controls, state), neighbour_jobs(controls, state, moved, neighbour))
+        self.start(values_key(controls, state), neighbour_jobs(controls, state, moved, neighbour, marked=marked))
 
     def run_all(self, base: str, jobs: list) -> None:
         """Price and send every job now (tests, and a state priced outside an event loop)."""
@@ -337,6 +390,9 @@ class PrefetchingApp:
 
     #: the names of the app's controls whose neighbouring values the browser holds
     PREFETCH_CONTROLS: tuple[str, ...] = ()
+    #: neighbour(state, name, value): the state the app reaches when the student sets `name` to `value` (None: only
+    #: that value changes; prefetch.neighbour_jobs)
+    prefetch_neighbour: Callable[[dict, str, Any], dict] | None = None
     prefetcher: Prefetcher
     _generation = 0
     _moved = None
@@ -356,4 +412,5 @@ class PrefetchingApp:
         with APP_LOCK:
             if generation == self._generation:
                 controls = {name: getattr(self, name) for name in self.PREFETCH_CONTROLS}
-                self.prefetcher.start_around(controls, self.state(), self._moved)  # type: ignore[attr-defined]
+                state = self.state()  # type: ignore[attr-defined]
+                self.prefetcher.start_around(controls, state, self._moved, self.prefetch_neighbour)

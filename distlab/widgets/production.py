@@ -24,12 +24,11 @@ from .common import (
     attempt,
     event_loop_running,
     figure_canvas,
-    neighbour_values,
     remembered,
     remembered_estimate,
 )
 from .framecache import FrameCachingApp
-from .prefetch import BROWSER_LIMIT, state_id, values_key
+from .prefetch import BROWSER_LIMIT, neighbour_jobs, state_id, values_key
 
 __all__ = [
     "BUCKET_MODELS",
@@ -534,12 +533,17 @@ class TriageApp(LessonApp):
         state ids (it answers only those from its cache: distlab.widgets.prefetch)."""
         if event_loop_running() and self.picture.comm is not None:
             controls, values = self._prefetched_controls(), self.values()
-            after = [{**values, name: v} for name, w in controls.items() for v in neighbour_values(w)]
-            expect = {values_key(controls, state): state_id(state) for state in after}
+            moved = change.get("owner") if isinstance(change, dict) else None
+            expect = {key: state_id(state) for key, state in neighbour_jobs(controls, values, moved)}
             key = values_key(controls, values)
             self._fills += 1
             self.picture.send({"prefetch_base": key, "limit": BROWSER_LIMIT, "expect": expect, "fill": self._fills})
         super().prepare_neighbours(change)
+
+    def neighbour_states(self, current: dict, moved=None) -> list:
+        """The states whose ladders the browser is sent: 1 to REACH steps of one control away (prefetch.neighbour_jobs,
+        the nearest first), the control `moved` first."""
+        return [state for _, state in neighbour_jobs(self._prefetched_controls(), current, moved)]
 
     def _prepare(self, values: dict) -> None:
         """One neighbour: its triage remembered, and its ladder sent to the browser's cache under its key."""

@@ -16,11 +16,10 @@ from .common import (
     event_loop_running,
     fill_order,
     fill_positions,
-    neighbour_values,
     offered,
     replace_options,
 )
-from .prefetch import Prefetcher, state_key
+from .prefetch import Prefetcher, neighbour_jobs, state_key
 from .training_lab_data import (
     BATCHES,
     CAPACITY_OPTIONS,
@@ -311,7 +310,7 @@ class TrainingLabApp(LessonApp):
     def _on_change(self, change=None):
         if self._syncing:
             return
-        self.prefetcher.forget()
+        self.prefetcher.forget(change)
         if change is not None and change.get("owner") is self.global_batch:
             self._chosen_batch = change["new"]
         self._moved = change.get("owner") if change is not None else None
@@ -324,7 +323,7 @@ class TrainingLabApp(LessonApp):
         batch dropdown's neighbours are those at the new count)."""
         if self._syncing:
             return
-        self.prefetcher.forget()
+        self.prefetcher.forget(change)
         self._sync_controls()
         self.update()
         self._prefetch(self._generation)
@@ -370,15 +369,10 @@ class TrainingLabApp(LessonApp):
             self.prefetcher.start(state_key(self._controls), self.neighbour_jobs())
 
     def neighbour_jobs(self) -> list:
-        """[(the browser's key, the state)] of every state one control change away (neighbour_values), the control
-        just moved first."""
-        s = self.state()
-        names = sorted(CONTROLS, key=lambda name: getattr(self, name) is not self._moved)
-        return [
-            (state_key(self._controls, (getattr(self, name), v)), data.neighbour_state(s, name, v))
-            for name in names
-            for v in neighbour_values(getattr(self, name))
-        ]
+        """[(the browser's key, the state)] of every state 1 to REACH steps of one control away (prefetch.neighbour_jobs
+        with training_lab_data.neighbour_state), the nearest first, the control just moved first."""
+        controls = {name: getattr(self, name) for name in CONTROLS}
+        return neighbour_jobs(controls, self.state(), self._moved, data.neighbour_state)
 
     def _price(self, nodes: int) -> None:
         """The estimate and text at `nodes` (our error in place of both on invalid input)."""

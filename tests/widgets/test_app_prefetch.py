@@ -17,7 +17,7 @@ from distlab.widgets.collectives import RING_CONTROLS, RingAllReduceApp, ring_ne
 from distlab.widgets.data_parallel_zero import PENDING as ZERO_PENDING
 from distlab.widgets.data_parallel_zero import ZERO_CONTROLS, ZeroMemoryApp
 from distlab.widgets.common import neighbour_values
-from distlab.widgets.parallelism_3d import MESH_CONTROLS, MeshApp
+from distlab.widgets.parallelism_3d import MESH_CONTROLS, MeshApp, mesh_neighbour
 from distlab.widgets.parallelism_3d import PENDING as MESH_PENDING
 from distlab.widgets.memory_wall import CONTROLS as WALL_CONTROLS
 from distlab.widgets.memory_wall import PENDING as WALL_PENDING
@@ -33,7 +33,7 @@ APPS = {
     # the ring computes every step at once (no pending text): a new GPU count also resets the step slider
     "ring": (RingAllReduceApp, RING_CONTROLS, "pending", ("gpus", 5), ring_neighbour),
     # the grid: a new D, T or P also moves the pick slider's range and the canvas height
-    "3D grid": (MeshApp, MESH_CONTROLS, MESH_PENDING, ("tp", 2), None),
+    "3D grid": (MeshApp, MESH_CONTROLS, MESH_PENDING, ("tp", 2), mesh_neighbour),
     # lesson 4's bubble grid: its payloads carry the ops as bytes (times, codes), sent as binary buffers
     "bubble grid": (BubbleGridApp, GRID_CONTROLS, GRID_PENDING, ("kind", "zb-h1"), None),
 }
@@ -130,13 +130,14 @@ def test_prefetched_payload_is_what_the_app_shows_after_that_change(name):
 
 @pytest.mark.parametrize("name", list(APPS))
 def test_the_browser_is_sent_no_more_states_than_it_holds(name):
-    # one state per neighbouring value of each keyed control: at most 2 per control (the options either side), all
-    # distinct keys, within the browser's limit; the picture's controls are the keyed ones, in the key's order
+    # one state per value 1 to REACH steps of each keyed control away: at most 2 REACH per control (REACH options
+    # either side), all distinct keys, within the browser's limit; the picture's controls are the keyed ones, in the
+    # key's order
     kind, controls, _, _, neighbour = APPS[name]
     app = kind()
     keyed = {n: getattr(app, n) for n in controls}
     jobs = _jobs(app, controls, neighbour)
-    assert 0 < len(jobs) <= 2 * len(controls) <= prefetch.BROWSER_LIMIT
+    assert 0 < len(jobs) <= 2 * prefetch.REACH * len(controls) <= prefetch.BROWSER_LIMIT
     assert len({key for key, _ in jobs}) == len(jobs)
     assert list(app.picture.controls) == list(keyed.values())
     app.close()
@@ -262,7 +263,11 @@ def test_the_bubble_grids_fill_never_holds_the_kernel_at_16_stages():
     # the worst state the grid offers to simulate: ZB-V at p = 16, 64 counts of up to 6,144 ops each (about 0.6 s
     # of simulation per state). Its neighbours, by hand: schedule dualpipe and zb-h1, stages 15 (16 is the most),
     # B : F and W : F 0.75 and 1.25 each, model gpt3-175b and llama2-13b (either side of llama2-7b), recompute
-    # selective (full is the last): 10, seven simulated again, three reusing the timelines (model, recompute).
+    # selective (full is the last): 10, seven simulated again, three reusing the timelines (model, recompute); two
+    # steps away (prefetch.REACH = 3): schedule dualpipe-v and interleaved, stages 14, B : F and W : F 0.5 and 1.5
+    # each, model llama2-70b (gpt3-175b is the first), recompute none: 9 more, seven simulated, two reusing; three
+    # steps away: schedule 1f1b (dualpipe-v is the last), stages 13, B : F and W : F 0.25 and 1.75 each, model
+    # llama3.1-8b: 7 more, six simulated, one reusing (recompute has 3 options): 26 in all.
     # Each turn is one simulation past turn_deadline (~12 ms plus one simulation of <= ~35 ms), so a probe yielding
     # to the loop meanwhile never waits 0.1 s of the kernel's own CPU time (thread_time: on this shared 2-core
     # machine the wall time of a turn also counts the time other processes held the core)
@@ -281,7 +286,7 @@ def test_the_bubble_grids_fill_never_holds_the_kernel_at_16_stages():
         return longest, sent
 
     longest, sent = asyncio.run(run())
-    assert sent == 10
+    assert sent == 26
     assert longest < 0.1, f"a turn held the loop for {longest:.3f} s of CPU"
 
 

@@ -17,8 +17,8 @@ from distlab.widgets.data_parallel_zero import OverlapApp
 from distlab.widgets.framecache import frame_pixels
 from distlab.widgets.mixture_of_experts import AllToAllApp, ImbalanceApp, PlacementApp
 from distlab.widgets.pipeline import StageAnalysisApp
-from distlab.widgets.controls import neighbour_values
-from distlab.widgets.prefetch import SEPARATOR, neighbour_jobs, state_key, values_key
+from distlab.widgets.controls import neighbour_steps
+from distlab.widgets.prefetch import REACH, SEPARATOR, neighbour_jobs, state_key, values_key, without_via
 from distlab.widgets.production import BucketApp, ProductionStepApp
 from distlab.widgets.tensor_parallel import TensorParallelApp
 from distlab.widgets.training_at_scale import CheckpointApp, ContextApp, FsdpApp, ScheduleApp
@@ -53,7 +53,7 @@ CASES = [
     (CheckpointApp, {}),
     (CheckpointApp, dict(gpus=256, mode="async", restart_min=0.0)),
 ]
-SAMPLED = 4  # neighbours moved to for real per case (a seeded random sample: each move redraws in the kernel)
+SAMPLED = 3  # neighbours at each distance moved to for real per case (a seeded random sample: each move redraws in the kernel)
 
 
 def _ready(app):
@@ -65,19 +65,21 @@ def _ready(app):
 
 def _jobs(app) -> list:
     """The fill's jobs [(browser key, state priced)] from the app's state now, as FrameCachingApp.update starts it."""
-    return neighbour_jobs(app._frame_widgets(), app.frame_state(), neighbour=app.frame_neighbour)
+    return neighbour_jobs(app._frame_widgets(), app.frame_state(), neighbour=app.frame_neighbour, marked=True)
 
 
 def _moves(app) -> list:
-    """[(browser key, control name, value)] of every change one control away, in the fill's order: the key is what
-    the browser's controls show right after the student's change (prefetch.state_key, which reads the labels of
-    the options the controls offer now, as browser_js/prefetch.js does)."""
+    """[(browser key, control name, path)] of every change of one control 1 to REACH steps away (path: the values
+    passed, the last one reached), nearest first: the key is what the browser's controls show right after the
+    student's changes (prefetch.state_key, which reads the labels of the options the controls offer now, as
+    browser_js/prefetch.js does)."""
     controls = app._frame_widgets()
-    return [
-        (state_key(list(controls.values()), (widget, value)), name, value)
+    moves = [
+        (state_key(list(controls.values()), (widget, path[-1])), name, path)
         for name, widget in controls.items()
-        for value in neighbour_values(widget)
+        for path in neighbour_steps(widget, REACH)
     ]
+    return sorted(moves, key=lambda move: len(move[2]))  # stable: at each distance, in the controls' order
 
 
 def _filled(app) -> dict:
@@ -112,18 +114,27 @@ def test_cached_frame_is_what_the_kernel_draws_there(cls, kwargs):
     start = app.frame_state()
     pixels = frame_pixels(app.canvas)
     texts, display = _texts(app), app.canvas.layout.display
-    jobs, moves = _jobs(app), _moves(app)
+    jobs = _jobs(app)
+    keys = {key for key, _ in jobs}
+    moves = [move for move in _moves(app) if move[0] in keys]  # two steps away: not where the way there matters
     assert [key for key, _ in jobs] == [key for key, _, _ in moves]  # keyed as the browser sees the change
-    sample = random.Random(f"{cls.__name__}{kwargs}").sample(range(len(jobs)), min(SAMPLED, len(jobs)))
-    for (_, state), (key, name, value) in [(jobs[i], moves[i]) for i in sample]:
+    assert all(key in keys for key, _, path in _moves(app) if len(path) == 1)  # every change one step away
+    # the sample: SAMPLED changes of every distance (two steps away: a held key, the kernel's path moved for real)
+    rng = random.Random(f"{cls.__name__}{kwargs}")
+    sample = []
+    for distance in range(1, REACH + 1):
+        at = [i for i, move in enumerate(moves) if len(move[2]) == distance]
+        sample += rng.sample(at, min(SAMPLED, len(at)))
+    for (_, state), (key, name, path) in [(jobs[i], moves[i]) for i in sample]:
         payloads = _filled(app)  # as the kernel fills after each change
         assert sorted(payloads) == sorted(key for key, _ in jobs)
         # the fill sends nothing the student sees and leaves the current picture as it was (pixels compared)
         assert np.array_equal(frame_pixels(app.canvas), pixels)
         assert _texts(app) == texts and app.canvas.layout.display == display
         payload, buffers = payloads[key]
-        getattr(app, name).value = value  # the student really moves it: the kernel draws and sends
-        assert app.frame_state() == state  # the state priced is the one the kernel reaches (observers included)
+        for value in path:  # the student really moves it, step by step: the kernel draws and sends each
+            getattr(app, name).value = value
+        assert app.frame_state() == without_via(state)[0]  # the state priced is the one the kernel reaches
         assert payload["texts"] == _texts(app), key.replace(SEPARATOR, "|")
         assert payload["shown"] == (app.canvas.layout.display != "none")
         if payload["shown"]:
@@ -163,7 +174,9 @@ def test_a_fill_turn_prices_one_neighbour_at_most(monkeypatch):
         before = len(sent)
         more = step()
         per_turn.append(len(sent) - before)
-    assert max(per_turn) == 1 and sum(per_turn) == len(jobs) == 10  # 5 controls, 2 neighbours each
+    # 5 controls, 2 neighbours each and 2 more at two and at three steps (prefetch.REACH = 3), but the model (index 1
+    # of 17 options) has only one option two or three steps before it: 4 + 6 x 4
+    assert max(per_turn) == 1 and sum(per_turn) == len(jobs) == 28
 
 
 WALKED = [
@@ -190,9 +203,10 @@ def test_an_app_filled_at_every_step_draws_what_an_app_never_filled_draws(cls):
     rng = random.Random(cls.__name__)
     for _ in range(8):
         _filled(filled)
-        key, name, value = rng.choice(_moves(filled))
+        key, name, path = rng.choice(_moves(filled))
         for app in (filled, plain):
-            getattr(app, name).value = value
+            for value in path:
+                getattr(app, name).value = value
         assert np.array_equal(filled.canvas._last_buff, plain.canvas._last_buff), key.replace(SEPARATOR, "|")
         assert _texts(filled) == _texts(plain)
 
@@ -250,7 +264,7 @@ def test_a_browser_change_during_a_paint_shows_its_own_state(cls):
 
     app, plain, there = _ready(cls()), _ready(cls()), _ready(cls())
     (_, painted), *_ = _jobs(app)
-    (_, first, first_value), *_, (_, name, value) = _moves(app)  # the fill's first neighbour; the student's change
+    (_, first, (first_value,)), *_, (_, name, (*_, value)) = _moves(app)  # the fill's first neighbour; a change
     getattr(there, first).value = first_value  # the painted neighbour, reached for real
     paint = app.renderer.paint
     changed = threading.Thread(

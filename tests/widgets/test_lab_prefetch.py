@@ -84,15 +84,15 @@ def test_prefetched_payload_is_what_the_app_shows_after_that_change():
 
 def test_the_caches_are_bounded():
     # the kernel's table keeps the last KERNEL_LIMIT states (least recently used out first); the browser is told its
-    # limit, and no state has more neighbours than it holds (at most 2 per control: the options either side)
+    # limit, and no state has more neighbours than it holds (at most 2 REACH per control: REACH options either side)
     app = TrainingLabApp()
     table = app.prefetcher
     for k in range(prefetch.KERNEL_LIMIT + 10):
         table.remember({"k": k}, {"n": k})
     assert len(table.table) == prefetch.KERNEL_LIMIT
     assert table.lookup({"k": 9}) is None and table.lookup({"k": 10}) == {"n": 10}
-    assert 2 * len(CONTROLS) <= prefetch.BROWSER_LIMIT
-    assert 0 < len(app.neighbour_jobs()) <= 2 * len(CONTROLS)
+    assert 2 * prefetch.REACH * len(CONTROLS) <= prefetch.BROWSER_LIMIT
+    assert 0 < len(app.neighbour_jobs()) <= 2 * prefetch.REACH * len(CONTROLS)
     app.close()
 
 

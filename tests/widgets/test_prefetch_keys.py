@@ -128,3 +128,32 @@ def test_a_change_the_key_does_not_show_empties_the_browsers_neighbourhood_at_on
 
     sent = asyncio.run(run())
     assert sent and sent[0] == {"prefetch_base": "", "limit": sent[0]["limit"], "expect": {}, "fill": sent[0]["fill"]}
+
+
+#: the apps whose kernel tells the browser to forget its neighbourhood at each change (prefetch.Prefetcher.forget)
+FORGETTING = ("RingAllReduceApp", "MemoryWallApp", "ZeroMemoryApp", "BubbleGridApp", "MeshApp", "TrainingLabApp")
+
+
+@pytest.mark.parametrize("name", FORGETTING)
+def test_a_keyed_controls_change_lets_the_browser_keep_its_map_for_a_held_key(name):
+    # inside an event loop (as in a kernel): the first message after a change of a keyed control is the empty
+    # neighbourhood with "keep" (the browser's key shows that change, so its last map still names the states further
+    # along that control: browser_js/prefetch.js); after a change of the picture's own slider (not keyed) it is not
+    async def run():
+        app = APPS[name]()
+        sent: list = []
+        app.picture.send = lambda msg, buffers=None: sent.append(msg)
+        control = next(w for w in app.picture.controls if neighbour_values(w))
+        control.value = neighbour_values(control)[0]
+        keyed = sent[0]
+        sent.clear()
+        slider = app.picture
+        positions = list(slider.options) if getattr(slider, "options", None) else [slider.min, slider.max]
+        slider.value = next(v for v in positions if v != slider.value)
+        app.close()
+        return keyed, sent[0] if sent else None
+
+    keyed, unkeyed = asyncio.run(run())
+    assert keyed == {"prefetch_base": "", "limit": keyed["limit"], "expect": {}, "fill": keyed["fill"], "keep": True}
+    if name == "TrainingLabApp":  # the lab's node slider forgets the neighbourhood (its batches move), without keep
+        assert unkeyed == {"prefetch_base": "", "limit": keyed["limit"], "expect": {}, "fill": unkeyed["fill"]}

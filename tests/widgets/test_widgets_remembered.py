@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from distlab import hardware, models, pipeline, production, training, triage
 from distlab.errors import ConfigurationError, DistlabError
+from distlab.widgets.controls import neighbour_steps
+from distlab.widgets.prefetch import REACH
 from distlab.widgets.common import remembered
 from distlab.widgets.pipeline import StageAnalysisApp
 from distlab.widgets.production import ProductionStepApp, TriageApp
@@ -191,10 +193,10 @@ def test_in_a_kernel_the_neighbouring_configurations_are_prepared_in_idle_turns(
         assert len(calls) == 2
         await app.preparing
         # the neighbours of tp=4, pp=4, 32 nodes, llama3.1-70b, seq 8192, micro-batch 4, plain DP, no recomputation,
-        # sequence parallel: one or two values of each of the nine controls, less tp=8 (the first configuration,
-        # remembered already)
+        # sequence parallel: the values 1 to REACH steps along each of the nine controls (the browser's ladders:
+        # TriageApp.neighbour_states), less tp=8 (the first configuration, remembered already)
         prepared = len(calls) - 2
-        assert prepared == sum(len(neighbour_values_of(app, name)) for name in app.prepared_controls) - 1
+        assert prepared == sum(len(neighbour_steps(getattr(app, name), REACH)) for name in app.prepared_controls) - 1
         app.tp.value = 8  # a neighbour of tp=4: remembered, not computed again
         assert len(calls) == 2 + prepared
         app.pp.value = 2  # moved again before the controls rested: that preparation never starts
@@ -212,12 +214,6 @@ def test_in_a_kernel_the_neighbouring_configurations_are_prepared_in_idle_turns(
     finally:
         app.close()
     assert prepared >= 9
-
-
-def neighbour_values_of(app, name):
-    from distlab.widgets.common import neighbour_values
-
-    return neighbour_values(getattr(app, name))
 
 
 @settings(max_examples=25, deadline=None)
@@ -262,7 +258,7 @@ def test_a_closed_app_stops_preparing_and_a_drawing_control_prepares_nothing(mon
     forget_remembered()
     app = AllToAllApp()
     # the preparation alone: the frame cache's fill (distlab.widgets.framecache) calls compute_for too
-    monkeypatch.setattr(app.prefetcher, "start_around", lambda *args: None)
+    monkeypatch.setattr(app.prefetcher, "start_around", lambda *args, **kwargs: None)
     calls = []
     real = app.compute_for
     monkeypatch.setattr(app, "compute_for", lambda values: calls.append(values) or real(values))

@@ -1,13 +1,16 @@
 // The browser's cache of the states one control change away (issue 32; distlab.widgets.prefetch), shared by the
 // pictures of apps whose other controls change their data (the training lab, the triage ladder, lessons 1-4, 6): the
 // kernel sends {prefetch_base, limit, expect: {key: id}, fill} after each change (the neighbourhood: the key and the
-// full state's id of every state one change away; fill counts them), then {prefetch: key, id, fill, payload:
+// full state's id of every state one change away, and up to three steps along one control: prefetch.REACH; fill
+// counts them;
+// an empty base and map after a change has reached the kernel: see `kept`), then {prefetch: key, id, fill, payload:
 // {summaries, errors, frames}}
 // (and, where the change moves the picture's slider, min, max, value and height; lesson 4's grid: times and codes,
 // as binary buffers named by the message's `buffers`) per neighbouring state. The key is the
 // labels the app's controls (the `controls` trait) show, joined by \x1f (a checkbox: 1 or 0; a slider: its number;
 // a log slider: its step position, logSliderLabel).
-// A change of a control to a state of the current neighbourhood whose payload is held redraws at once from it,
+// A change of a control to a state of the current neighbourhood whose payload is held (reached from its base by a run
+// of steps along one control: `walk`) redraws at once from it,
 // shown over the model's own data until the kernel sends its data (the same, computed by the same functions); any
 // other change waits for the kernel. Payloads are held by state id across fills (a change back soon after is found
 // before the kernel has refilled), at most `limit` of them and BYTE_BUDGET bytes, the least recently used out
@@ -70,6 +73,32 @@ function withBuffers(msg, buffers) {
   return payload;
 }
 
+// {control, offset} of key `k` from `base` (browser keys of the same `controls`) when they differ in one control's
+// label only: the offset in its options (a dropdown, toggles, a selection slider), in its steps (a slider), in step
+// positions (a log slider's label) or its other state (a checkbox: 1 or 0); null otherwise
+function offsetFrom(controls, base, k) {
+  const a = base.split(KEY_SEPARATOR);
+  const b = k.split(KEY_SEPARATOR);
+  if (a.length !== b.length || a.length !== controls.length) return null;
+  const moved = a.map((label, i) => (label === b[i] ? -1 : i)).filter((i) => i >= 0);
+  if (moved.length !== 1) return null;
+  const i = moved[0];
+  const m = controls[i];
+  const labels = m.get("_options_labels");
+  let offset;
+  if (labels !== undefined) {
+    const names = labels.map(String);
+    const from = names.indexOf(a[i]);
+    const to = names.indexOf(b[i]);
+    offset = from < 0 || to < 0 ? NaN : to - from;
+  } else {
+    const positions = m.get("_model_name") === "FloatLogSliderModel" || typeof m.get("value") === "boolean";
+    const scale = positions ? 1 : m.get("step") || 1;
+    offset = Math.round((Number(b[i]) - Number(a[i])) / scale);
+  }
+  return Number.isFinite(offset) && offset !== 0 ? { control: i, offset } : null;
+}
+
 // {view, stop, shownId, payload}: `view` reads the model through the cached payload drawn last (mountPicture paints
 // from it); `stop` removes the listeners; `shownId()` the state id of that payload; `payload(id)` the payload held
 // under that id (or undefined). `events` (optional): {stored(id, msg, buffers), evicted(id), based(ids)}, for the
@@ -82,6 +111,24 @@ function prefetching(model, root, events = {}) {
   let bytes = 0;
   let expect = new Map(); // browser key -> state id: the current neighbourhood (the kernel's last prefetch_base)
   let pinned = new Set(); // its ids: never evicted
+  // whether `expect` is kept past the kernel's "forget" (an empty base: a change has reached it, and it may now move
+  // controls itself) that says "keep" (the change was of a keyed control: the key shows it; a text box's change or the
+  // picture's own slider's empties the map at once): until the kernel's next map, or until a change the kernel makes to
+  // a control's label, the student's further changes along one control (a held key, 30 ms a press, faster than the
+  // round trip) are still found under the old map's keys, which name the full state the kernel reaches by those
+  // changes one after another
+  let kept = false;
+  // the student's changes since the map's base: along one control (its index), the offset reached (steps from the
+  // base's label); broken once they leave that path. The map names the state a run of changes one step after the
+  // other reaches (a first change may jump: the kernel keys a state only where the jump reaches the same state), so
+  // a change that turns back or goes over to another control is left to the kernel (a dependent control such as
+  // lesson 5's TP degree follows the way there: TP moved by h + 1 stays moved at h - 1)
+  let baseKey = null;
+  let walk = { control: -1, offset: 0, broken: false };
+  const rebase = (k) => {
+    baseKey = k;
+    walk = { control: -1, offset: 0, broken: false };
+  };
   let fill = 0; // its number (a base sent before this view was made never reaches it: its messages name it then)
   let limit = 256;
   let shown = null; // the payload drawn over the model's data since the last change from the kernel
@@ -139,20 +186,30 @@ function prefetching(model, root, events = {}) {
     },
   };
   const fromKernel = () => { shown = null; shownId = null; };
+  const based = (map) => {
+    expect = map;
+    pinned = new Set(expect.values());
+    evict();
+    if (events.based) events.based(pinned);
+  };
   const onMessage = (msg, buffers) => {
     if (msg && msg.prefetch_base !== undefined && msg.fill >= fill) {
       limit = msg.limit || limit;
       fill = msg.fill;
-      expect = new Map(Object.entries(msg.expect || {}));
-      pinned = new Set(expect.values());
-      evict();
-      if (events.based) events.based(pinned);
+      const forget = msg.prefetch_base === "" && Object.keys(msg.expect || {}).length === 0;
+      kept = forget && msg.keep === true && (kept || expect.size > 0);
+      if (!kept) {
+        based(new Map(Object.entries(msg.expect || {})));
+        rebase(msg.prefetch_base);
+      }
     } else if (msg && msg.prefetch !== undefined && msg.id !== undefined) {
       if (msg.fill > fill) { // its base came before this view: the neighbourhood as its messages come
         fill = msg.fill;
         expect = new Map();
         pinned = new Set();
         if (events.based) events.based(pinned);
+        // the state this view was made at (undefined: the state once its controls have loaded)
+        rebase(controls.length ? key() : undefined);
       }
       if (msg.fill === fill) {
         expect.set(msg.prefetch, msg.id);
@@ -175,13 +232,34 @@ function prefetching(model, root, events = {}) {
       if (disabled !== null && disabled !== undefined && controls[i]) controls[i].set("disabled", disabled);
     });
   };
+  // whether the change to key `k` continues the walk from the map's base (and note it): the first change to any
+  // offset of one control, then one step further the same way each time
+  const along = (k) => {
+    if (walk.broken || typeof baseKey !== "string") return false;
+    const step = offsetFrom(controls, baseKey, k);
+    const further = walk.control === -1 ||
+      (step !== null && step.control === walk.control && Math.sign(step.offset) === Math.sign(walk.offset) &&
+        Math.abs(step.offset) === Math.abs(walk.offset) + 1);
+    if (step === null || !further) {
+      walk.broken = true;
+      return false;
+    }
+    walk = { control: step.control, offset: step.offset, broken: false };
+    return true;
+  };
   const onControl = (changed) => {
     const k = key();
     if (k === last) return;
     last = k;
     // a change the kernel made (ipywidgets applies the kernel's state under _state_lock): the kernel's own data
-    // follows; only the student's changes are looked up
-    if (changed && changed._state_lock) return;
+    // follows; only the student's changes are looked up. A map kept past the kernel's "forget" goes now: its keys
+    // name only the student's changes from its base
+    if (changed && changed._state_lock) {
+      if (kept) based(new Map());
+      kept = false;
+      return;
+    }
+    if (!along(k)) return;
     const id = expect.get(k);
     const hit = id === undefined ? undefined : cache.get(id);
     if (hit === undefined) return;
@@ -203,6 +281,7 @@ function prefetching(model, root, events = {}) {
     .then((models) => {
       controls = models;
       last = key();
+      if (baseKey === undefined) rebase(last);
       controls.forEach((m) => m.on("change", onControl));
     })
     .catch((exc) => console.warn("distlab picture: controls not found, no cache", exc));

@@ -1,0 +1,110 @@
+"""The kernel's neighbourhood up to REACH steps along each control (issue 32: a held arrow key or quick clicks outrun
+the round trip; prefetch.REACH = 3), for every app whose pictures the browser caches: the key of each state two or more
+steps away names the full state the app's own code reaches when the control is moved step by step
+(dependent controls included: lesson 5's TP degree, lesson 10's EP size, the training lab's imbalance and chosen
+batch), so the browser shows under it only the payload of that state; a state the app reaches otherwise by a jump
+straight there (a dependent control that follows the path) is not keyed at all; and the +-1 ring comes first."""
+
+from __future__ import annotations
+
+import pytest
+
+from distlab.widgets import (
+    collectives,
+    data_parallel_zero,
+    memory_wall,
+    mixture_of_experts,
+    parallelism_3d,
+    pipeline,
+    production,
+    tensor_parallel,
+    training_at_scale,
+    training_lab,
+)
+from distlab.widgets.controls import neighbour_steps
+from distlab.widgets.framecache import FrameCachingApp
+from distlab.widgets.prefetch import REACH, neighbour_jobs, state_id, values_key
+
+MODULES = (
+    collectives,
+    data_parallel_zero,
+    memory_wall,
+    mixture_of_experts,
+    parallelism_3d,
+    pipeline,
+    production,
+    tensor_parallel,
+    training_at_scale,
+    training_lab,
+)
+APPS = {cls.__name__: cls for module in MODULES for cls in module.APPS}
+#: apps built where a control two steps along is a dependent control's path (the defaults sit at the end of the TP
+#: and EP sliders): lesson 5's TP layer at tp = 32 over InfiniBand, whose link change moves the TP degree
+EXTRA = {"TensorParallelApp at tp=32, ib-ndr": (tensor_parallel.TensorParallelApp, {"tp": 32, "link": "ib-ndr"})}
+CASES = {**{name: (cls, {}) for name, cls in APPS.items()}, **EXTRA}
+
+
+def _wiring(app):
+    """(the keyed controls {name: widget}, the jobs the app's kernel sends now, a function giving the full state
+    the kernel prices), as each kind of app wires its prefetch."""
+    if isinstance(app, FrameCachingApp):  # FrameCachingApp.update
+        controls = app._frame_widgets()
+        return controls, neighbour_jobs(controls, app.frame_state(), neighbour=app.frame_neighbour), app.frame_state
+    if isinstance(app, training_lab.TrainingLabApp):
+        return {n: getattr(app, n) for n in training_lab.CONTROLS}, app.neighbour_jobs(), app.state
+    if isinstance(app, production.TriageApp):  # TriageApp.prepare_neighbours
+        controls = app._prefetched_controls()
+        return controls, neighbour_jobs(controls, app.values()), app.values
+    if isinstance(app, collectives.RingAllReduceApp):  # RingAllReduceApp._show
+        controls = {n: getattr(app, n) for n in collectives.RING_CONTROLS}
+        return controls, neighbour_jobs(controls, app.state(), neighbour=collectives.ring_neighbour), app.state
+    controls = {n: getattr(app, n) for n in app.PREFETCH_CONTROLS}  # PrefetchingApp._prefetch
+    return controls, neighbour_jobs(controls, app.state(), neighbour=app.prefetch_neighbour), app.state
+
+
+def _comparable(state: dict) -> dict:
+    # the ring's "fresh" marks the change that starts its picture at step 0 (ring_neighbour): part of the payload the
+    # kernel sends, never of the app's state() (test_app_prefetch checks the payload the ring shows after a change)
+    return {k: v for k, v in state.items() if k != "fresh"}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_key_two_steps_away_names_the_state_two_changes_reach(name):
+    cls, kwargs = CASES[name]
+    app = cls(**kwargs)
+    controls, jobs, priced = _wiring(app)
+    start, values = priced(), {n: w.value for n, w in controls.items()}
+    keyed = dict(jobs)
+    assert len(keyed) == len(jobs)  # no key twice
+    # nearest first: every state one step away before any farther one (a single change is ready as soon as before)
+    one = {values_key(controls, {**values, n: p[-1]}) for n, w in controls.items() for p in neighbour_steps(w, 1)}
+    assert [key for key, _ in jobs[: len(one)]] == [key for key, _ in jobs if key in one]
+    checked = skipped = 0
+    for control in list(controls):
+        for path in [p for p in neighbour_steps(controls[control], REACH) if len(p) > 1]:
+            key = values_key(controls, {**values, control: path[-1]})
+            widget = controls[control]  # the app's (a fresh one after a dependent control stayed moved)
+            for value in path:  # the app's own observers, one change after the other
+                widget.value = value
+            reached = priced()
+            if key in keyed:
+                assert _comparable(keyed[key]) == _comparable(reached), (control, path)
+                if not isinstance(app, FrameCachingApp):  # the frame cache's ids add its pixel geometry (context)
+                    assert state_id(_comparable(keyed[key])) == state_id(_comparable(reached))
+                checked += 1
+            else:  # not keyed: a jump straight there must reach another state (the browser cannot tell them apart)
+                other = cls(**kwargs)
+                getattr(other, control).value = path[-1]
+                assert _comparable(_wiring(other)[2]()) != _comparable(reached), (control, path)
+                other.close()
+                skipped += 1
+            for value in [*reversed(path[:-1]), values[control]]:
+                widget.value = value
+            if priced() != start:  # a dependent control did not come back: a fresh app for the next control
+                app.close()
+                app = cls(**kwargs)
+                controls, _, priced = _wiring(app)
+    assert checked >= 1, name
+    if name in EXTRA:
+        assert skipped >= 1, name
+    app.close()
