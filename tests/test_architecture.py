@@ -16,11 +16,19 @@
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
 
 import distlab
 
 PACKAGE = pathlib.Path(distlab.__file__).parent
+
+
+@functools.cache
+def _parsed(source: str, filename: str) -> ast.Module:
+    """The syntax tree of a module's source, parsed once per source text and test process (the checks below each
+    walk every module; none changes a tree)."""
+    return ast.parse(source, filename)
 
 
 def _modules():
@@ -55,7 +63,7 @@ def _same_subpackage(a: str, b: str) -> bool:
 def _violations():
     found = []
     for path, module in _modules():
-        tree = ast.parse(path.read_text(), str(path))
+        tree = _parsed(path.read_text(), str(path))
         is_package = path.name == "__init__.py"
         imported_modules = {}  # local name -> absolute module name
         for node in ast.walk(tree):
@@ -133,7 +141,7 @@ def import_graph() -> dict:
     """{module: the distlab modules it imports anywhere in its source}, module names as 'distlab.x.y'."""
     graph = {}
     for path, module in _modules():
-        tree = ast.parse(path.read_text(), str(path))
+        tree = _parsed(path.read_text(), str(path))
         is_package = path.name == "__init__.py"
         skipped = _type_checking_nodes(tree)
         targets = set()
@@ -310,7 +318,7 @@ def oversized() -> dict:
         lines = len(source.splitlines())
         if lines > MAX_MODULE_LINES:
             found[name] = lines
-        for function, length in _functions(ast.parse(source, str(path))):
+        for function, length in _functions(_parsed(source, str(path))):
             if length > MAX_FUNCTION_LINES:
                 found[f"{name}:{function}"] = length
     return found

@@ -786,23 +786,31 @@ def _serve_front_end(page, packages: dict, refused: list) -> None:
     page.route("**/*", handle)
 
 
+@pytest.fixture(scope="module")
+def exported_lessons(tmp_path_factory) -> Path:
+    """The folder where one `jupyter nbconvert --to html` (README's command, given every lesson of EXPORTED_LESSONS
+    at once: one start of Jupyter, not one per lesson) wrote each lesson's HTML page."""
+    folder = tmp_path_factory.mktemp("exported")
+    export = subprocess.run(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--output-dir", str(folder)]
+        + [str(ROOT / "notebooks" / name) for name in sorted(EXPORTED_LESSONS)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert export.returncode == 0, export.stderr[-3000:]
+    return folder
+
+
 @pytest.mark.parametrize("name", sorted(EXPORTED_LESSONS))
-def test_a_lesson_exported_to_html_draws_its_picture_with_no_kernel(tmp_path, widget_front_end, name):
+def test_a_lesson_exported_to_html_draws_its_picture_with_no_kernel(exported_lessons, widget_front_end, name):
     """`jupyter nbconvert --to html` of a committed lesson (its widget state embedded), opened in Chromium from
     the file with no kernel and no server: the picture renders, its text summary is what distlab computes, and
     its slider, reached with Tab, moves by arrow keys and Home/End to every position the picture can show, each
     time with new pixels and distlab's text for the new position (a picture of one position: no slider shown)."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
     assert "jupyter nbconvert --to html notebooks/" in (ROOT / "README.md").read_text(encoding="utf-8")  # as here
-    export = subprocess.run(
-        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--output-dir", str(tmp_path)]
-        + [str(ROOT / "notebooks" / name)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert export.returncode == 0, export.stderr[-3000:]
-    page_file = tmp_path / name.replace(".ipynb", ".html")
+    page_file = exported_lessons / name.replace(".ipynb", ".html")
     assert "application/vnd.jupyter.widget-state+json" in page_file.read_text(encoding="utf-8")
 
     namespace: dict = {}
