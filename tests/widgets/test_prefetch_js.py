@@ -16,8 +16,8 @@ import pytest
 JS = Path(__file__).resolve().parents[2] / "distlab" / "widgets" / "browser_js"
 NODE = shutil.which("node")
 
-#: stand-ins for a picture's model, one dropdown (options a, b, c) and the element prefetch.js marks
-HARNESS = """
+#: a stand-in for a widget model: attributes, change handlers, custom messages (emit)
+FAKE_MODEL = """
 function fake(attrs) {
   const handlers = {};
   const m = {
@@ -29,6 +29,12 @@ function fake(attrs) {
   };
   return m;
 }
+"""
+
+#: stand-ins for a picture's model, one dropdown (options a, b, c) and the element prefetch.js marks
+HARNESS = (
+    FAKE_MODEL
+    + """
 const control = fake({ _options_labels: ["a", "b", "c"], index: 0 });
 const model = fake({ controls: ["IPY_MODEL_c0"], summaries: ["A"] });
 model.widget_manager = { get_model: () => Promise.resolve(control) };
@@ -42,6 +48,7 @@ const out = [];
 const note = (what) => out.push([what, Number(root.attrs["data-cache-hits"] || 0), view.get("summaries")[0]]);
 const kernel = (s) => model.emit("change:summaries") || (model.attrs.summaries = [s]);
 """
+)
 
 
 def _run(scenario: str) -> list:

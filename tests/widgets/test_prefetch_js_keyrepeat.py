@@ -13,24 +13,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from test_prefetch_js import FAKE_MODEL
 
 JS = Path(__file__).resolve().parents[2] / "distlab" / "widgets" / "browser_js"
 NODE = shutil.which("node")
 
 #: stand-ins for a picture's model, two dropdowns (options a-e; x, y) and the element prefetch.js marks; keys are
 #: "<first label>\x1f<second label>", written here as first + second (key("b", "x"))
-HARNESS = """
-function fake(attrs) {
-  const handlers = {};
-  const m = {
-    attrs, get: (n) => attrs[n], save_changes() {},
-    set(n, v) { attrs[n] = v; (handlers.change || []).forEach((f) => f(m, {})); },
-    on(names, f) { for (const n of names.split(" ")) (handlers[n] = handlers[n] || []).push(f); },
-    off() {},
-    emit(n, ...a) { (handlers[n] || []).forEach((f) => f(...a)); },
-  };
-  return m;
-}
+HARNESS = (
+    FAKE_MODEL
+    + """
 const LABELS = [["a", "b", "c", "d", "e"], ["x", "y"]];
 const controls = LABELS.map((labels) => fake({ _options_labels: labels, index: 0 }));
 const model = fake({ controls: ["IPY_MODEL_0", "IPY_MODEL_1"], summaries: ["A"] });
@@ -53,6 +45,7 @@ const kernelSets = (c, label) => {
 const out = [];
 const note = (what) => out.push([what, Number(root.attrs["data-cache-hits"] || 0), view.get("summaries")[0]]);
 """
+)
 
 
 def _run(scenario: str) -> list:

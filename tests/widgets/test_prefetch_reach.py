@@ -9,35 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from distlab.widgets import (
-    collectives,
-    data_parallel_zero,
-    memory_wall,
-    mixture_of_experts,
-    parallelism_3d,
-    pipeline,
-    production,
-    tensor_parallel,
-    training_at_scale,
-    training_lab,
-)
+from test_prefetch_keys import APPS
+
+from distlab.widgets import collectives, production, tensor_parallel, training_lab
 from distlab.widgets.controls import neighbour_steps
 from distlab.widgets.framecache import FrameCachingApp
 from distlab.widgets.prefetch import REACH, neighbour_jobs, state_id, values_key
 
-MODULES = (
-    collectives,
-    data_parallel_zero,
-    memory_wall,
-    mixture_of_experts,
-    parallelism_3d,
-    pipeline,
-    production,
-    tensor_parallel,
-    training_at_scale,
-    training_lab,
-)
-APPS = {cls.__name__: cls for module in MODULES for cls in module.APPS}
 #: apps built where a control two steps along is a dependent control's path (the defaults sit at the end of the TP
 #: and EP sliders): lesson 5's TP layer at tp = 32 over InfiniBand, whose link change moves the TP degree
 EXTRA = {"TensorParallelApp at tp=32, ib-ndr": (tensor_parallel.TensorParallelApp, {"tp": 32, "link": "ib-ndr"})}
