@@ -211,30 +211,34 @@ def neighbour_steps(widget, reach: int = 1) -> list:
     if isinstance(widget, widgets.FloatLogSlider):
         k, last = _log_positions(widget)
         at = [widget.base ** (widget.min + j * widget.step) for j in range(last + 1)]
-        return _paths(lambda d: at[k + d] if 0 <= k + d <= last else None, reach)
+        return _paths(lambda d: at[k + d] if 0 <= k + d <= last else OUTSIDE, reach)
     value = widget.value
     if hasattr(widget, "options"):
         values = [o[1] if isinstance(o, tuple) else o for o in widget.options]
         if value not in values:
             return []
         k = values.index(value)
-        return _paths(lambda d: values[k + d] if 0 <= k + d < len(values) else None, reach)
+        return _paths(lambda d: values[k + d] if 0 <= k + d < len(values) else OUTSIDE, reach)
     if isinstance(value, bool):
         return [(not value,)]
     if isinstance(widget, (widgets.IntSlider, widgets.FloatSlider)):
         step = widget.step or 1
-        return _paths(lambda d: value + d * step if widget.min <= value + d * step <= widget.max else None, reach)
+        return _paths(lambda d: value + d * step if widget.min <= value + d * step <= widget.max else OUTSIDE, reach)
     return []
+
+
+#: what _paths' `at` gives for a step outside the control's range (None is a value: "calibrated", "dropless")
+OUTSIDE = object()
 
 
 def _paths(at, reach: int) -> list:
     """[(at(1), ..., at(d)) and (at(-1), ..., at(-d)) for d = 1 .. reach], nearest first, up before down, each
-    while `at` (the value d steps away, None outside the range) gives one."""
+    while `at` (the value d steps away, OUTSIDE outside the range) gives one."""
     paths = []
     for d in range(1, reach + 1):
         for sign in (1, -1):
             path = tuple(at(sign * j) for j in range(1, d + 1))
-            if None not in path:
+            if not any(v is OUTSIDE for v in path):
                 paths.append(path)
     return paths
 

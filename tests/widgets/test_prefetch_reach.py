@@ -7,6 +7,7 @@ straight there (a dependent control that follows the path) is not keyed at all; 
 
 from __future__ import annotations
 
+import ipywidgets as widgets
 import pytest
 
 from test_prefetch_keys import APPS
@@ -86,3 +87,35 @@ def test_every_key_two_steps_away_names_the_state_two_changes_reach(name):
     if name in EXTRA:
         assert skipped >= 1, name
     app.close()
+
+
+def _option_lists():
+    """Every option list of a control of a cached app (as the app builds it): its name and its option values."""
+    found = {}
+    for name, cls in sorted(APPS.items()):
+        app = cls()
+        controls = _wiring(app)[0]
+        for control, widget in controls.items():
+            if hasattr(widget, "options") and len(widget.options) > 1:
+                values = tuple(o[1] if isinstance(o, tuple) else o for o in widget.options)
+                found[f"{name}.{control}"] = (tuple(widget.options), values)
+        app.close()
+    return found
+
+
+def test_every_option_is_a_neighbour_of_the_options_beside_it_none_included():
+    # from option k a student's next step reaches option k + 1 and option k - 1 (where they exist), whatever their
+    # values: a value of None is an option like any other (the training lab's "calibrated" compute, the all-to-all's
+    # "dropless" capacity); a path never passes a value outside the list. Each option list of every cached app is
+    # copied into a plain dropdown and stepped from every position.
+    lists = _option_lists()
+    assert any(None in values for _, values in lists.values())  # the case this guards is present
+    for where, (options, values) in lists.items():
+        box = widgets.Dropdown(options=options)
+        for k in range(len(values)):
+            box.index = k
+            reached = {path[-1] for path in neighbour_steps(box, 1)}
+            want = {values[j] for j in (k - 1, k + 1) if 0 <= j < len(values)}
+            assert reached == want, (where, values[k])
+            for path in neighbour_steps(box, REACH):
+                assert all(v in values for v in path), (where, path)
