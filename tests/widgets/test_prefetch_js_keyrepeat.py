@@ -163,3 +163,78 @@ def test_a_forget_without_keep_empties_the_map_at_once():
         ["a -> b after a text box's change: left to the kernel", 0, "A"],
         ["b -> c: still nothing (the map is gone)", 0, "A"],
     ], out
+
+
+@pytest.mark.skipif(NODE is None, reason="needs Node.js to run the browser code")
+def test_a_new_map_whose_base_the_student_has_passed_continues_the_walk_the_student_is_on():
+    # the kernel names the map around b after the student's presses b, c and d from a (a held key: b, c, d found in
+    # the map around a); the student then turns back to c before the kernel has seen c and d. The kernel reaches
+    # a -> b -> c -> d -> c, a turn back (a dependent control moved at d may stay moved); the map around b names
+    # under c the state of b -> c only, so nothing may be answered. (Before: the new map started a new walk, so
+    # d -> c was its "first change", one step from b: answered with C1.)
+    out = _run(
+        """
+        base(key("a", "x"), { [key("b", "x")]: "B", [key("c", "x")]: "C", [key("d", "x")]: "D" });
+        send(key("b", "x"), "B"); send(key("c", "x"), "C"); send(key("d", "x"), "D");
+        pick(0, "b"); note("a -> b"); forget();
+        pick(0, "c"); note("b -> c"); pick(0, "d"); note("c -> d");
+        base(key("b", "x"), { [key("a", "x")]: "A1", [key("c", "x")]: "C1", [key("d", "x")]: "D1", [key("e", "x")]: "E1" });
+        send(key("a", "x"), "A1"); send(key("c", "x"), "C1"); send(key("d", "x"), "D1"); send(key("e", "x"), "E1");
+        pick(0, "c"); note("d -> c: turned back, the kernel has not seen c or d yet");
+        """
+    )
+    assert out == [
+        ["a -> b", 1, "B"],
+        ["b -> c", 2, "C"],
+        ["c -> d", 3, "D"],
+        ["d -> c: turned back, the kernel has not seen c or d yet", 3, "D"],
+    ], out
+    # the same run, not turned back: d -> e is one step further, the map around b names it (b -> c -> d -> e)
+    out = _run(
+        """
+        base(key("a", "x"), { [key("b", "x")]: "B", [key("c", "x")]: "C", [key("d", "x")]: "D" });
+        send(key("b", "x"), "B"); send(key("c", "x"), "C"); send(key("d", "x"), "D");
+        pick(0, "b"); forget(); pick(0, "c"); pick(0, "d");
+        base(key("b", "x"), { [key("c", "x")]: "C1", [key("d", "x")]: "D1", [key("e", "x")]: "E1" });
+        send(key("e", "x"), "E1"); forget();
+        pick(0, "e"); note("d -> e from the map around b");
+        """
+    )
+    assert out == [["d -> e from the map around b", 4, "E1"]], out
+
+
+@pytest.mark.skipif(NODE is None, reason="needs Node.js to run the browser code")
+def test_a_new_map_after_the_student_left_the_walk_answers_nothing_until_the_student_is_at_its_base():
+    # from the map around c: d, e (found), then back to d and c (left to the kernel). The kernel's map around d comes
+    # (it has seen only d); the student, at c, steps to b: under the map around d, b is two steps down (d -> c -> b),
+    # but the kernel reaches c -> d -> e -> d -> c -> b, which turned back twice. (Before: a new walk from d took
+    # c -> b as its first change, two steps from d, and answered B1.)
+    out = _run(
+        """
+        pick(0, "c");
+        base(key("c", "x"), { [key("d", "x")]: "D", [key("e", "x")]: "E", [key("b", "x")]: "B" });
+        send(key("d", "x"), "D"); send(key("e", "x"), "E"); send(key("b", "x"), "B");
+        pick(0, "d"); note("c -> d"); forget(); pick(0, "e"); note("d -> e");
+        pick(0, "d"); pick(0, "c"); note("e -> d -> c: turned back, left to the kernel");
+        base(key("d", "x"), { [key("c", "x")]: "C1", [key("b", "x")]: "B1", [key("e", "x")]: "E1" });
+        send(key("c", "x"), "C1"); send(key("b", "x"), "B1"); send(key("e", "x"), "E1");
+        pick(0, "b"); note("c -> b under the map around d");
+        """
+    )
+    assert out == [
+        ["c -> d", 1, "D"],
+        ["d -> e", 2, "E"],
+        ["e -> d -> c: turned back, left to the kernel", 2, "E"],
+        ["c -> b under the map around d", 2, "E"],
+    ], out
+    # the same before any map has come: the student's c -> d -> c, then the kernel's first map, around d (it has seen
+    # d only); c -> b is left to the kernel (before: a new walk from d, answered with B1)
+    out = _run(
+        """
+        pick(0, "c"); pick(0, "d"); pick(0, "c");
+        base(key("d", "x"), { [key("c", "x")]: "C1", [key("b", "x")]: "B1", [key("e", "x")]: "E1" });
+        send(key("c", "x"), "C1"); send(key("b", "x"), "B1"); send(key("e", "x"), "E1");
+        pick(0, "b"); note("c -> b under the first map, around d");
+        """
+    )
+    assert out == [["c -> b under the first map, around d", 0, "A"]], out

@@ -129,6 +129,21 @@ function prefetching(model, root, events = {}) {
     baseKey = k;
     walk = { control: -1, offset: 0, broken: false };
   };
+  // a new map's base `k`, named after the kernel has seen some of the student's changes: those it has not seen yet
+  // are the walk's changes past k when k is on the walk (the rest of the run goes on from k), none when the student
+  // has not changed anything since the last base; otherwise they are unknown (the student turned back or moved
+  // another control on the way), and nothing is answered until a map whose base is the student's state
+  const rebaseOn = (k) => {
+    const onWalk = !walk.broken && walk.control !== -1;
+    const on = !onWalk ? null : k === baseKey ? { control: walk.control, offset: 0 } : offsetFrom(controls, baseKey, k);
+    const through = on !== null && on.control === walk.control && (on.offset === 0 ||
+      (Math.sign(on.offset) === Math.sign(walk.offset) && Math.abs(on.offset) <= Math.abs(walk.offset)));
+    const rest = through ? walk.offset - on.offset : 0;
+    const unchanged = walk.control === -1 && !walk.broken;
+    rebase(k);
+    if (rest !== 0) walk = { control: on.control, offset: rest, broken: false };
+    else if (!through && !unchanged && controls.length && key() !== k) walk.broken = true;
+  };
   let fill = 0; // its number (a base sent before this view was made never reaches it: its messages name it then)
   let limit = 256;
   let shown = null; // the payload drawn over the model's data since the last change from the kernel
@@ -200,7 +215,7 @@ function prefetching(model, root, events = {}) {
       kept = forget && msg.keep === true && (kept || expect.size > 0);
       if (!kept) {
         based(new Map(Object.entries(msg.expect || {})));
-        rebase(msg.prefetch_base);
+        rebaseOn(msg.prefetch_base);
       }
     } else if (msg && msg.prefetch !== undefined && msg.id !== undefined) {
       if (msg.fill > fill) { // its base came before this view: the neighbourhood as its messages come
@@ -235,7 +250,11 @@ function prefetching(model, root, events = {}) {
   // whether the change to key `k` continues the walk from the map's base (and note it): the first change to any
   // offset of one control, then one step further the same way each time
   const along = (k) => {
-    if (walk.broken || typeof baseKey !== "string") return false;
+    if (typeof baseKey !== "string") { // no map yet: where the kernel's first one finds the student is unknown
+      walk.broken = true;
+      return false;
+    }
+    if (walk.broken) return false;
     const step = offsetFrom(controls, baseKey, k);
     const further = walk.control === -1 ||
       (step !== null && step.control === walk.control && Math.sign(step.offset) === Math.sign(walk.offset) &&
