@@ -70,6 +70,10 @@ class BrowserPicture(anywidget.AnyWidget, widgets.ValueWidget):
     """
 
     value = traitlets.Int(0).tag(sync=True)
+    #: the app's inputs that its cached states depend on but the browser's key does not show (a text box: the ring's
+    #: size M, lessons 1 and 3's custom size): the browser answers a change from its cache only while they hold the
+    #: values the kernel's map was priced at (browser_js/prefetch.js, issue 32)
+    inputs = _controls_trait()
     min = traitlets.Int(0).tag(sync=True)
     max = traitlets.Int(0).tag(sync=True)
     description = traitlets.Unicode("").tag(sync=True)

@@ -216,6 +216,7 @@ class RingAllReduceApp(LessonApp):
         self._cost_cache = (None, None)  # (key, CollectiveCost) of the last valid size and link
         # the browser's cache of the states one change away (issue 32): ring.js watches these controls
         self.picture.controls = [getattr(self, name) for name in RING_CONTROLS]
+        self.picture.inputs = [self.size]
         self.prefetcher = Prefetcher(self.picture, ring_payload_steps)
         self._moved = None
         self.algorithm.observe(self._on_structure, names="value")

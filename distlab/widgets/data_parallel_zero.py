@@ -212,6 +212,7 @@ class ZeroMemoryApp(PrefetchingApp, LessonApp):
             control.observe(self._on_change, names="value")
         # the browser's cache of the states one change away (issue 32): bars.js watches these controls
         self.picture.controls = [getattr(self, name) for name in ZERO_CONTROLS]
+        self.picture.inputs = [self.custom_params]
         self.prefetcher = Prefetcher(self.picture, zero_payload_steps)
         controls = widgets.VBox([widgets.HBox([self.model, self.custom_params]), widgets.HBox([self.gpu, self.fabric])])
         super().__init__([controls, self.picture, self.status])

@@ -224,6 +224,7 @@ class MemoryWallApp(PrefetchingApp, LessonApp):
             control.observe(self._on_change, names="value")
         # the browser's cache of the states one change away (issue 32): bars.js watches these controls
         self.picture.controls = [getattr(self, name) for name in CONTROLS]
+        self.picture.inputs = [self.custom_params]
         self.prefetcher = Prefetcher(self.picture, payload_steps)
         controls = widgets.VBox(
             [

@@ -293,7 +293,9 @@ class Prefetcher:
         expect = {key: state_id(state, drawn_in) for key, state in jobs}
         self.fills += 1
         fill = self.fills
-        self.picture.send({"prefetch_base": base, "limit": BROWSER_LIMIT, "expect": expect, "fill": fill})
+        # the values of the inputs the key does not show, as the browser's copies hold them (its check: prefetch.js)
+        priced_at = {"inputs": [w.value for w in inputs]} if (inputs := getattr(self.picture, "inputs", None)) else {}
+        self.picture.send({"prefetch_base": base, "limit": BROWSER_LIMIT, "expect": expect, "fill": fill, **priced_at})
         current: list = []  # [key, state, generator] of the neighbour being priced
         started = time.perf_counter()
 
@@ -312,14 +314,14 @@ class Prefetcher:
                     key, state = jobs.pop(0)
                     data = self.lookup(state)
                     if data is not None:
-                        self._send(key, expect[key], data, fill, state)
+                        self._send(key, expect[key], data, fill, state, priced_at)
                         continue
                     current[:] = [key, state, self.steps(state)]
                 try:
                     next(current[2])
                 except StopIteration as done:
                     self.remember(current[1], done.value)
-                    self._send(current[0], expect[current[0]], done.value, fill, current[1])
+                    self._send(current[0], expect[current[0]], done.value, fill, current[1], priced_at)
                     current.clear()
                     priced += 1
             self.longest_turn_s = max(self.longest_turn_s, time.perf_counter() - begin)
@@ -330,12 +332,12 @@ class Prefetcher:
 
         return step
 
-    def _send(self, key: str, sid: str, data: dict, fill: int, state: dict) -> None:
+    def _send(self, key: str, sid: str, data: dict, fill: int, state: dict, priced_at: dict) -> None:
         self.sent.append(key)
         if self.disabled is not None:
             data = {**data, "control_disabled": self.disabled(state)}
         binary = [name for name, value in data.items() if isinstance(value, bytes)]
-        msg = {"prefetch": key, "id": sid, "fill": fill}
+        msg = {"prefetch": key, "id": sid, "fill": fill, **priced_at}
         if not binary:
             self.picture.send({**msg, "payload": data})
             return

@@ -108,8 +108,12 @@ def test_prefetched_payload_is_what_the_app_shows_after_that_change(name):
         # the neighbourhood named first: each job's key and the id of the full state priced there
         expect = {key: prefetch.state_id(state) for key, state in jobs}
         fill = sent[0]["fill"]
-        assert sent[0] == {"prefetch_base": "base", "limit": prefetch.BROWSER_LIMIT, "expect": expect, "fill": fill}
+        # and, where the picture has inputs the key does not show (a size box), their values the fill is priced at
+        told = {"inputs": [w.value for w in app.picture.inputs]} if app.picture.inputs else {}
+        base = {"prefetch_base": "base", "limit": prefetch.BROWSER_LIMIT, "expect": expect, "fill": fill}
+        assert sent[0] == {**base, **told}
         assert all(m["id"] == expect[m["prefetch"]] and m["fill"] == fill for m in sent[1:])
+        assert all(m.get("inputs") == told.get("inputs") for m in sent[1:])
         payloads = {m["prefetch"]: m["payload"] for m in sent[1:]}
         assert len(payloads) == len(jobs) > 0
         rng = random.Random(seed)

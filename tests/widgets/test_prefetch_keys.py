@@ -130,6 +130,39 @@ def test_a_change_the_key_does_not_show_empties_the_browsers_neighbourhood_at_on
     assert sent and sent[0] == {"prefetch_base": "", "limit": sent[0]["limit"], "expect": {}, "fill": sent[0]["fill"]}
 
 
+@pytest.mark.parametrize("name", sorted(APPS))
+def test_the_inputs_the_key_does_not_show_are_the_pictures_and_every_fill_names_their_values(name):
+    # the browser answers a change only while these inputs hold the values the map was priced at (browser_js/
+    # prefetch.js: a size typed and a dropdown clicked at once reach the kernel one after the other, the forget for
+    # the size after the click has been looked up); inside an event loop, a fill after a new size names the new one
+    async def run():
+        app = APPS[name]()
+        picture = getattr(app, "picture", None)
+        told = list(getattr(picture, "inputs", None) or [])
+        assert {w.description for w in told} == UNKEYED.get(name, set())
+        if not told:
+            app.close()
+            return None, []
+        (box,) = told
+        sent: list = []
+        app.picture.send = lambda msg, buffers=None: sent.append(msg)
+        if box.disabled:  # lessons 1 and 3: the size box is the custom model's
+            app.model.value = next(v for v in app.model.options if "custom" in str(v))
+        box.value = _other_value(box)
+        for _ in range(100_000):  # the fill's turns (the bars' apps price their GPU counts first)
+            if any("prefetch" in m for m in sent) or (app.prefetcher.future and app.prefetcher.future.done()):
+                break
+            await asyncio.sleep(0)
+        app.close()
+        return box.value, sent
+
+    value, sent = asyncio.run(run())
+    if name in UNKEYED:
+        named = [m for m in sent if m.get("prefetch_base") or "prefetch" in m]
+        assert any("prefetch" in m for m in named) and any(m.get("prefetch_base") for m in named)
+        assert all(m["inputs"] == [value] for m in named), [m.get("inputs") for m in named]
+
+
 #: the apps whose kernel tells the browser to forget its neighbourhood at each change (prefetch.Prefetcher.forget)
 FORGETTING = ("RingAllReduceApp", "MemoryWallApp", "ZeroMemoryApp", "BubbleGridApp", "MeshApp", "TrainingLabApp")
 

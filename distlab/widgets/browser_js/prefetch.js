@@ -8,7 +8,8 @@
 // (and, where the change moves the picture's slider, min, max, value and height; lesson 4's grid: times and codes,
 // as binary buffers named by the message's `buffers`) per neighbouring state. The key is the
 // labels the app's controls (the `controls` trait) show, joined by \x1f (a checkbox: 1 or 0; a slider: its number;
-// a log slider: its step position, logSliderLabel).
+// a log slider: its step position, logSliderLabel). Where the picture has `inputs` (text boxes the key does not show),
+// each message also names their values the states were priced at (`inputs`): nothing is answered while they differ.
 // A change of a control to a state of the current neighbourhood whose payload is held (reached from its base by a run
 // of steps along one control: `walk`) redraws at once from it,
 // shown over the model's own data until the kernel sends its data (the same, computed by the same functions); any
@@ -150,6 +151,12 @@ function prefetching(model, root, events = {}) {
   let shownId = null;
   const painters = [];
   let controls = [];
+  // the picture's inputs the key does not show (a text box: the ring's size M, lessons 1 and 3's custom size) and
+  // their values the current map was priced at (the kernel's messages name them): a change is answered only while
+  // the inputs hold those values, so a change after a new size the kernel has not seen yet goes to the kernel
+  let inputs = [];
+  let pricedAt = [];
+  const atPriced = () => inputs.every((m, i) => Array.isArray(pricedAt) && m.get("value") === pricedAt[i]);
   let last = null;
   let hits = 0; // changes drawn from the cache (data-cache-hits: the browser benchmark reads it)
   const key = () => controls.map(controlLabel).join(KEY_SEPARATOR);
@@ -216,10 +223,12 @@ function prefetching(model, root, events = {}) {
       if (!kept) {
         based(new Map(Object.entries(msg.expect || {})));
         rebaseOn(msg.prefetch_base);
+        pricedAt = msg.inputs;
       }
     } else if (msg && msg.prefetch !== undefined && msg.id !== undefined) {
       if (msg.fill > fill) { // its base came before this view: the neighbourhood as its messages come
         fill = msg.fill;
+        pricedAt = msg.inputs;
         expect = new Map();
         pinned = new Set();
         if (events.based) events.based(pinned);
@@ -278,7 +287,7 @@ function prefetching(model, root, events = {}) {
       kept = false;
       return;
     }
-    if (!along(k)) return;
+    if (!along(k) || !atPriced()) return;
     const id = expect.get(k);
     const hit = id === undefined ? undefined : cache.get(id);
     if (hit === undefined) return;
@@ -296,9 +305,12 @@ function prefetching(model, root, events = {}) {
   model.on(KERNEL_DATA, fromKernel);
   model.on("msg:custom", onMessage);
   const refs = model.get("controls") || [];
-  Promise.all(refs.map((ref) => model.widget_manager.get_model(String(ref).replace(/^IPY_MODEL_/, ""))))
+  const inputRefs = model.get("inputs") || [];
+  const load = (ref) => model.widget_manager.get_model(String(ref).replace(/^IPY_MODEL_/, ""));
+  Promise.all([...refs, ...inputRefs].map(load))
     .then((models) => {
-      controls = models;
+      controls = models.slice(0, refs.length);
+      inputs = models.slice(refs.length);
       last = key();
       if (baseKey === undefined) rebase(last);
       controls.forEach((m) => m.on("change", onControl));
