@@ -110,3 +110,14 @@ def test_the_summary_states_the_assumption_and_the_record_names_the_method():
     # TP 1 has no TP collective: nothing is named
     one = training.estimate("llama3.1-8b", "dgx-h100", tp=1, global_batch=8, tp_overlap=METHOD)
     assert one.config["tp_overlap"] is False and "tp_overlap_method" not in one.config
+
+
+def test_the_2022_megatron_runs_take_it_and_the_2021_calibration_runs_do_not():
+    # Korthikanti 2022 ran Megatron-LM at 877f6a1bd5 (default since b462d2545d, 2021-09-07); Narayanan 2021 (arXiv
+    # April 2021) predates it; BLOOM's bigscience Megatron-DeepSpeed (mpu/layers.py at 0d0d84c8, 2022-07) and MT-NLG's
+    # microsoft/Megatron-DeepSpeed (no async_op in mpu/layers.py before 2023-07) ran the backward all-reduce in line
+    method = {r["id"]: (r["distlab"].get("estimate") or {}).get("tp_overlap") for r in validation.load_runs()}
+    korthikanti = [k for k in method if k.startswith("korthikanti2022-")]
+    assert len(korthikanti) == 9 and all(method[k] == METHOD for k in korthikanti)
+    assert [k for k, v in method.items() if v == METHOD] == korthikanti
+    assert not any(method[k] for k in method if k.startswith(("narayanan2021-", "bloom-", "mtnlg-")))
