@@ -5,7 +5,8 @@ column- and row-parallel matmuls (Korthikanti et al. 2022). An overlap method sp
 into chunks and runs them as a pipeline, so a chunk's transfer runs beside another chunk's matmul. The methods
 distlab knows (TP_OVERLAP_NAMES):
 
-    none         every collective on the critical path (Megatron-Core and torchtitan without overlap)
+    none         every collective on the critical path (torchtitan without async TP; DeepSpeed's AutoTP;
+                 Megatron-LM before 2021-09 or with --no-async-tensor-model-parallel-allreduce)
     userbuffers  Megatron-Core / NeMo --tp-comm-overlap: Transformer Engine's userbuffers, ring-exchange and
                  chunked pipelines on the GPU's SMs (NVIDIA Megatron-Bridge docs/performance-guide.md: "In
                  GEMM-then-ReduceScatter pipeline overlap, a 1x ReduceScatter chunk remains exposed"; "The default SM
