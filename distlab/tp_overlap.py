@@ -55,6 +55,7 @@ __all__ = [
     "ENGINE_METHODS",
     "SOURCES",
     "tp_overlap_method",
+    "layout_method",
     "hidden_share_array",
     "async_backward_hidden_array",
     "note",
@@ -99,6 +100,20 @@ def tp_overlap_method(value, memory_recipe=None) -> str:
             f"tp_overlap={value!r}; valid: False, True (the engine's method), {', '.join(map(repr, TP_OVERLAP_NAMES))}"
         )
     return key
+
+
+def layout_method(value, memory_recipe, tp, sequence_parallel) -> str:
+    """The method estimate() runs at a layout: tp_overlap_method's, but 'none' at TP 1 (no TP collective) and, for the
+    chunked methods, without sequence parallelism (they pipeline SP's all-gathers and reduce-scatters);
+    'megatron-async-backward' also runs without it (the all-reduces). Lesson 7 §2.
+
+    >>> layout_method(True, 'megatron', 8, False), layout_method('megatron-async-backward', 'megatron', 8, False)
+    ('none', 'megatron-async-backward')
+    """
+    method = tp_overlap_method(value, memory_recipe)
+    if tp == 1 or not (sequence_parallel or method == "megatron-async-backward"):
+        return "none"
+    return method
 
 
 def hidden_share_array(code, tp):
