@@ -86,6 +86,7 @@ __all__ = [
     "gemm_efficiency",
     "gemm_shape_factor_array",
     "layer_gemm_slowdown_array",
+    "layer_gemm_parts",
     "compute_model",
     "fixed_compute_model",
     "elementwise_bytes_per_token",
@@ -515,6 +516,33 @@ def layer_gemm_slowdown_array(model, tokens, tp, sms, ridge, ep=1, etp=None):
     return finite_result("GEMM slowdown", layer), finite_result("GEMM slowdown", logits)
 
 
+def layer_gemm_parts(model) -> list[tuple[float, bool]]:
+    """One layer's weight GEMMs as (FLOPs per token / 2, column-parallel), in the order QKV, attention output, MLP
+    up, MLP down; an MoE layer's routed experts (top_k) and shared experts in place of the MLP. Column-parallel: QKV
+    and a dense MLP's up projection (Megatron-LM's ColumnParallelLinear; Shoeybi et al. 2019 Sec. 3); the experts'
+    linears send no TP collective of their own (their tokens travel by the dispatcher's all-to-alls). The weights
+    layer_gemm_slowdown_array averages with, and the GEMMs tp_overlap's 'megatron-async-backward' hides under.
+
+    >>> from distlab import models
+    >>> [(w / 4096**2, col) for w, col in layer_gemm_parts(models.model('llama3.1-8b'))]
+    [(1.5, True), (1.0, False), (7.0, True), (3.5, False)]
+    """
+    h = float(model.hidden)
+    d = float(getattr(model, "head_dim", model.hidden // model.heads))
+    q, kv = float(model.heads) * d, float(model.kv_heads) * d
+    g = 2.0 if model.gated_mlp else 1.0
+    parts = [((q + 2.0 * kv) * h, True), (q * h, False)]
+    moe = getattr(model, "moe", None)
+    if moe is None:
+        f = float(model.ffn)
+        return parts + [(g * f * h, True), (f * h, False)]
+    ef = float(moe.expert_ffn)
+    parts += [(moe.top_k * g * ef * h, False), (moe.top_k * ef * h, False)]
+    if moe.shared_experts:
+        parts += [(moe.shared_experts * g * ef * h, False), (moe.shared_experts * ef * h, False)]
+    return parts
+
+
 def _layer_slowdown(model, tokens, tp, sms, ridge, ep, etp):
     """layer_gemm_slowdown_array on checked arrays (its shapes as the docstring there lists them)."""
     h = float(model.hidden)
@@ -526,22 +554,19 @@ def _layer_slowdown(model, tokens, tp, sms, ridge, ep, etp):
         f = _shape_factor
         return (1.0 / f(m, n, k, sms, ridge) + 1.0 / f(m, k, n, sms, ridge) + 1.0 / f(k, n, m, sms, ridge)) / 3.0
 
-    parts = [(q + 2.0 * kv) * h, q * h]
     slows = [slow(tokens, (q + 2.0 * kv) / tp, h), slow(tokens, h, q / tp)]
     moe = getattr(model, "moe", None)
     if moe is None:
         f = float(model.ffn)
-        parts += [g * f * h, f * h]
         slows += [slow(tokens, g * f / tp, h), slow(tokens, h, f / tp)]
     else:
         ef = float(moe.expert_ffn)
         split = tp if etp is None else etp
         routed = np.maximum(1.0, np.asarray(ep, dtype=float) * tokens * moe.top_k * model.expert_load(ep) / moe.experts)
-        parts += [moe.top_k * g * ef * h, moe.top_k * ef * h]
         slows += [slow(routed, g * ef / split, h), slow(routed, h, ef / split)]
         if moe.shared_experts:
-            parts += [moe.shared_experts * g * ef * h, moe.shared_experts * ef * h]
             slows += [slow(tokens, moe.shared_experts * g * ef / tp, h), slow(tokens, h, moe.shared_experts * ef / tp)]
+    parts = [w for w, _ in layer_gemm_parts(model)]
     layer = sum(w * x for w, x in zip(parts, slows)) / sum(parts)
     return layer, slow(tokens, float(model.vocab) / tp, h)
 

@@ -5,7 +5,8 @@ column- and row-parallel matmuls (Korthikanti et al. 2022). An overlap method sp
 into chunks and runs them as a pipeline, so a chunk's transfer runs beside another chunk's matmul. The methods
 distlab knows (TP_OVERLAP_NAMES):
 
-    none         every collective on the critical path (Megatron-Core and torchtitan without overlap)
+    none         every collective on the critical path (torchtitan without async TP; DeepSpeed's AutoTP;
+                 Megatron-LM before 2021-09 or with --no-async-tensor-model-parallel-allreduce)
     userbuffers  Megatron-Core / NeMo --tp-comm-overlap: Transformer Engine's userbuffers, ring-exchange and
                  chunked pipelines on the GPU's SMs (NVIDIA Megatron-Bridge docs/performance-guide.md: "In
                  GEMM-then-ReduceScatter pipeline overlap, a 1x ReduceScatter chunk remains exposed"; "The default SM
@@ -16,8 +17,20 @@ distlab knows (TP_OVERLAP_NAMES):
                  (torch.distributed._symmetric_memory._pipelined_all_gather_and_consume, Tensor.copy_ on a side
                  stream: copy engines); the matmul reduce-scatter produces one chunk per rank and reduces them on
                  the SMs (_pipelined_produce_and_all2all)
+    megatron-async-backward
+                 Megatron-LM's default since 2021-09 (NVIDIA/Megatron-LM b462d2545d, 'allreduce overlap with wgrad
+                 gemm'; --no-async-tensor-model-parallel-allreduce turns it off), at the commit of Korthikanti et al.
+                 2022 (877f6a1bd5, megatron/mpu/layers.py LinearWithGradAccumulationAndAsyncCommunication.backward)
+                 and in Megatron-Core's local linears today: the backward of each column-parallel linear (QKV, MLP
+                 up) launches its input-gradient all-reduce (with sequence parallelism its reduce-scatter) with
+                 async_op=True and computes the weight-gradient GEMM beside it. Nothing else overlaps: the forward's
+                 and a recomputed forward's collectives and the row-parallel linears' backward all-gathers (sequence
+                 parallelism) stay on the critical path. Korthikanti et al. 2022 Sec. 6.2 names it ("we overlap
+                 all-reduce communication with the linear weight's gradient computation"). Sequence parallelism's
+                 re-gather of the input beside the input-gradient GEMM is not counted by distlab (distlab.tensor).
+                 Hidden: each collective entirely, up to its GEMM's time (async_backward_hidden_array); no chunks.
 
-The share hidden: no published measurement of the share of TP traffic either method hides was found (the torchtitan
+The share hidden (userbuffers, async-tp): no published measurement of the share of TP traffic either method hides was found (the torchtitan
 async-TP benchmark and NVIDIA's recipes report end-to-end speed-ups only, which are validation, never fitted). distlab
 takes the conservative reading of the methods' structure: every overlapped collective exposes one of its tp chunks
 (the pipeline's fill or drain, as NVIDIA's guide says of the reduce-scatter), so (tp - 1) / tp of the TP traffic that
@@ -33,20 +46,25 @@ from __future__ import annotations
 
 import numpy as np
 
-from .efficiency import OVERLAP_SLOWDOWN
+from .efficiency import OVERLAP_SLOWDOWN, layer_gemm_parts
 from .errors import ConfigurationError
 
 __all__ = [
     "TP_OVERLAP_NAMES",
+    "ASYNC_BACKWARD",
     "ENGINE_METHODS",
     "SOURCES",
     "tp_overlap_method",
+    "layout_method",
     "hidden_share_array",
+    "async_backward_hidden_array",
     "note",
 ]
 
 #: The methods estimate(tp_overlap=...) takes; their index is the step model's code (StepConfig.tp_overlap).
-TP_OVERLAP_NAMES = ("none", "userbuffers", "async-tp")
+TP_OVERLAP_NAMES = ("none", "userbuffers", "async-tp", "megatron-async-backward")
+#: The code of 'megatron-async-backward', the one method that also runs without sequence parallelism.
+ASYNC_BACKWARD = TP_OVERLAP_NAMES.index("megatron-async-backward")
 #: The method each engine (memory_recipes name) runs with tp_overlap=True: Megatron-Core and NeMo's
 #: --tp-comm-overlap (Transformer Engine userbuffers), torchtitan's FSDP2 async TP; DeepSpeed's AutoTP and
 #: Composer / llm-foundry's FSDP1 have no TP overlap ('none'). The ZeRO paper's count, which names no engine, takes
@@ -58,6 +76,9 @@ SOURCES = {
     "NeMo communication_overlap.rst",
     "async-tp": "PyTorch torch/distributed/_symmetric_memory/__init__.py (_pipelined_all_gather_and_consume, "
     "_pipelined_produce_and_all2all); PyTorch dev-discuss 'Introducing Async Tensor Parallelism in PyTorch' (2024)",
+    "megatron-async-backward": "NVIDIA/Megatron-LM megatron/mpu/layers.py at 877f6a1bd5 "
+    "(LinearWithGradAccumulationAndAsyncCommunication.backward), default since b462d2545d (2021-09-07); "
+    "Korthikanti et al. 2022 (arXiv 2205.05198) Sec. 6.2",
 }
 
 
@@ -81,21 +102,65 @@ def tp_overlap_method(value, memory_recipe=None) -> str:
     return key
 
 
-def hidden_share_array(code, tp):
-    """The share of the TP traffic under the matmuls that a method hides: 0 for 'none' (code 0), (tp - 1) / tp for
-    'userbuffers' and 'async-tp' (one of the tp chunks of each collective exposed; module docstring). Lesson 7 §2.
+def layout_method(value, memory_recipe, tp, sequence_parallel) -> str:
+    """The method estimate() runs at a layout: tp_overlap_method's, but 'none' at TP 1 (no TP collective) and, for the
+    chunked methods, without sequence parallelism (they pipeline SP's all-gathers and reduce-scatters);
+    'megatron-async-backward' also runs without it (the all-reduces). Lesson 7 §2.
 
-    >>> [float(x) for x in hidden_share_array([0, 1, 2], 8)]
-    [0.0, 0.875, 0.875]
+    >>> layout_method(True, 'megatron', 8, False), layout_method('megatron-async-backward', 'megatron', 8, False)
+    ('none', 'megatron-async-backward')
+    """
+    method = tp_overlap_method(value, memory_recipe)
+    if tp == 1 or not (sequence_parallel or method == "megatron-async-backward"):
+        return "none"
+    return method
+
+
+def hidden_share_array(code, tp):
+    """The share of the TP traffic under the matmuls that a chunked method hides: 0 for 'none' (code 0), (tp - 1) /
+    tp for 'userbuffers' and 'async-tp' (one of the tp chunks of each collective exposed; module docstring); 0 for
+    'megatron-async-backward', which hides by GEMM instead (async_backward_hidden_array). Lesson 7 §2.
+
+    >>> [float(x) for x in hidden_share_array([0, 1, 2, 3], 8)]
+    [0.0, 0.875, 0.875, 0.0]
     """
     tp = np.asarray(tp, dtype=float)
-    return np.where(np.asarray(code) > 0, (tp - 1.0) / np.maximum(tp, 1.0), 0.0)
+    chunked = np.isin(np.asarray(code), (1, 2))
+    return np.where(chunked, (tp - 1.0) / np.maximum(tp, 1.0), 0.0)
+
+
+def async_backward_hidden_array(model, collective_s, layer_gemm_pass_s):
+    """Seconds per layer and microbatch that 'megatron-async-backward' hides: each column-parallel linear's backward
+    collective (collective_s: an all-reduce of b s h, or with sequence parallelism its reduce-scatter) runs beside
+    that linear's weight-gradient GEMM, so hidden = sum over the column-parallel linears of min(collective_s, the
+    GEMM's time). The GEMM's time: layer_gemm_pass_s (one pass of the layer's weight GEMMs, the step model's matmul
+    split) x its share of the layer's GEMM FLOPs (efficiency.layer_gemm_parts). Lesson 7 §2.
+
+    GPT layer (4h MLP): QKV 3h^2 and up 4h^2 of 12h^2; a 12 ms pass gives GEMMs of 3 and 4 ms; a 3.5 ms all-reduce
+    hides 3 ms under QKV's and 3.5 ms under up's:
+
+    >>> from distlab import models
+    >>> round(float(async_backward_hidden_array(models.model('gpt3-175b'), 3.5e-3, 12e-3)) * 1e3, 6)
+    6.5
+    """
+    parts = layer_gemm_parts(model)
+    total = sum(w for w, _ in parts)
+    gemm = np.asarray(layer_gemm_pass_s, dtype=float)
+    return sum(np.minimum(collective_s, gemm * (w / total)) for w, column in parts if column)
 
 
 def note(method: str, tp: int) -> str:
     """One line for a student: what the step time assumes of a TP overlap method (empty for 'none')."""
     if method == "none":
         return ""
+    if method == "megatron-async-backward":
+        return (
+            "TP overlap megatron-async-backward: each column-parallel linear's backward all-reduce (with sequence "
+            "parallelism its reduce-scatter) runs beside its weight-gradient GEMM and hides up to that GEMM's time, as "
+            "Megatron-LM does by default since 2021-09 (NVIDIA/Megatron-LM b462d2545d; Korthikanti et al. 2022 Sec. "
+            "6.2); the forward's and a recomputed forward's collectives stay exposed (distlab.tp_overlap); the compute "
+            f"beside it runs {100 * OVERLAP_SLOWDOWN[1]:.1f}% slower (efficiency.OVERLAP_SLOWDOWN)"
+        )
     share = float(hidden_share_array(1, tp))
     return (
         f"TP overlap {method}: {100 * share:.1f}% ((tp - 1) / tp) of the TP traffic under the matmuls hidden, one "

@@ -47,7 +47,7 @@ from .step.placement import (
 from .step.checks import check_batch, check_layout, check_memory_recipe
 from .step.data_parallel import zero3_collectives_per_layer
 from .step.terms import TERMS, step_model_array
-from .tp_overlap import TP_OVERLAP_NAMES, tp_overlap_method
+from .tp_overlap import TP_OVERLAP_NAMES, layout_method
 from .tp_overlap import note as tp_overlap_note
 from .units import format_bytes, format_seconds, non_negative
 
@@ -340,10 +340,10 @@ def estimate(
     peak. attention: 'flash' or 'unfused'; attention_kernel: the flash kernel (distlab.attention_kernels: 'flash',
     'fa2', 'fa3', 'cudnn', 'sdpa', 'fa2-unpad'; None: the memory recipe's engine's). precision 'fp8': the weight GEMMs at the FP8
     GEMM rate, the rest at 16-bit, the casts by fp8_scaling ('delayed', 'current', 'blockwise'; distlab.elementwise).
-    calibration: (share, traffic) replacing the two fitted constants. tp_overlap: sequence parallelism's collectives
-    overlap the matmuls by a method (distlab.tp_overlap: 'none', 'userbuffers' = Megatron-Core --tp-comm-overlap,
-    'async-tp' = PyTorch async TP; True: the memory recipe's engine's), hiding (tp - 1) / tp of what fits under the
-    matmuls. memory_recipe: 'zero-paper' (16 B per parameter) or an engine's ('megatron',
+    calibration: (share, traffic) replacing the two fitted constants. tp_overlap: a method (distlab.tp_overlap: 'none';
+    'userbuffers' = Megatron-Core --tp-comm-overlap, 'async-tp' = PyTorch async TP: (tp - 1) / tp of SP's traffic under
+    the matmuls hides; 'megatron-async-backward' = Megatron-LM's backward all-reduces beside the wgrad GEMMs; True:
+    the memory recipe's engine's). memory_recipe: 'zero-paper' (16 B per parameter) or an engine's ('megatron',
     'megatron-distributed-optimizer', 'deepspeed', 'fsdp2', 'fsdp1'; distlab.memory_recipes). balance_stages: the first and last
     stage hold one layer fewer (pp > 2). ep, etp: expert and expert tensor parallelism (etp 1 or tp) of an MoE model
     (Lesson 10 §5); moe_imbalance, capacity_factor and max_nodes_per_token its routing (Lesson 10 §3). kernels: 'fused',
@@ -371,7 +371,7 @@ def estimate(
     asked = dict(moe_imbalance=moe_imbalance, capacity_factor=capacity_factor, max_nodes_per_token=max_nodes_per_token)
     core_model, experts, routing = _expert_view(model, cl, shape["s"], tp, cp, pp, ep, etp, sp, asked)
     layout = dict(dp=dp, tp=tp, cp=cp, pp=pp, zero=zero, recompute=memory.recompute_mode(recompute), sp=sp)
-    method = tp_overlap_method(tp_overlap, mem_recipe) if sp else tp_overlap_method(tp_overlap) and "none"
+    method = layout_method(tp_overlap, mem_recipe, tp, sp)
     config = _record(model, cl, shape, layout, recipe, compute, efficiency, mem_recipe, method, balance_stages)
     config.update(**experts, **routing)
     flags = _flags(model, config, method, balance_stages, zero3_collectives)

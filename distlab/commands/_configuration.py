@@ -80,7 +80,8 @@ def add_tp_overlap_argument(cmd) -> None:
         metavar="METHOD",
         help="overlap the TP collectives of sequence parallelism with the matmuls: alone, the memory recipe's "
         "engine's method (async-tp for fsdp2, else userbuffers = Megatron-Core --tp-comm-overlap); or "
-        "none, userbuffers, async-tp (distlab.tp_overlap)",
+        "none, userbuffers, async-tp, megatron-async-backward (Megatron-LM's default: the backward's collectives "
+        "beside the weight-gradient GEMMs; distlab.tp_overlap)",
     )
 
 

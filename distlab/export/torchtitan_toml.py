@@ -101,6 +101,12 @@ def _torchtitan_checks(c: dict) -> None:
             "tp_overlap='userbuffers': Transformer Engine's userbuffers overlap is Megatron-LM's --tp-comm-overlap; "
             "torchtitan overlaps TP with async TP (tp_overlap='async-tp'), or export to megatron"
         )
+    if c.get("tp_overlap_method") == "megatron-async-backward":
+        raise ConfigurationError(
+            "tp_overlap='megatron-async-backward' is Megatron-LM's own backward (the column-parallel all-reduces "
+            "beside the weight-gradient GEMMs); torchtitan overlaps TP with async TP (tp_overlap='async-tp'), or "
+            "export to megatron"
+        )
 
 
 def _rope(model) -> tuple:

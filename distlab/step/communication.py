@@ -10,7 +10,7 @@ import numpy as np
 from .. import tensor
 from ..efficiency import NVLS_MIN_GPUS
 from ..pipeline.closed_form import bubble_overhead_array
-from ..tp_overlap import hidden_share_array
+from ..tp_overlap import ASYNC_BACKWARD, async_backward_hidden_array, hidden_share_array
 from .compute import overlapped_per_microbatch
 from .config import StepConfig
 from .placement import p2p_message_bytes, pipeline_crossings_array
@@ -24,14 +24,23 @@ def tp_term(c: StepConfig, r: dict) -> dict:
     NVLS_MIN_GPUS GPUs on NVLS where the node has it (sequence parallelism's reduce-scatter/all-gather stay on the
     ring). With a TP overlap method (c.tp_overlap: distlab.tp_overlap) and sequence parallelism, the method's share
     of the traffic that fits under the stage's matmul time hides: hidden = share x min(TP time, matmul time), share
-    (tp - 1) / tp (tp_overlap.hidden_share_array); the rest is exposed. tp_hidden_mb is the hidden part (the overlap
-    term charges the compute beside it). Lesson 7 §2, Lesson 5."""
+    (tp - 1) / tp (tp_overlap.hidden_share_array); the rest is exposed. 'megatron-async-backward' (with or without
+    sequence parallelism) hides each column-parallel linear's backward collective (one all-reduce, or its
+    reduce-scatter: half of one) under that linear's weight-gradient GEMM, from the layer's share of matmul_mb
+    (tp_overlap.async_backward_hidden_array). tp_hidden_mb is the hidden part (the overlap term charges the compute
+    beside it). Lesson 7 §2, Lesson 5."""
     sp = np.asarray(c.sequence_parallel, dtype=bool)
     msg = tensor.tp_message_bytes(c.b, c.s, float(c.model.hidden), c.e_msg) / c.cp
     bw = c.intra_bw if c.nvls_bw is None else np.where((c.tp >= NVLS_MIN_GPUS) & ~sp, c.nvls_bw, c.intra_bw)
-    tp_mb = c.layers_stage * tensor.tp_comm_time(msg, c.tp, bw, c.intra_lat, np.where(c.full, 6, 4))
+    collectives = np.where(c.full, 6, 4)
+    tp_mb = c.layers_stage * tensor.tp_comm_time(msg, c.tp, bw, c.intra_lat, collectives)
     share = np.where(sp, hidden_share_array(c.tp_overlap, c.tp), 0.0)
     hidden = share * np.minimum(tp_mb, r["matmul_mb"])
+    if np.any(np.asarray(c.tp_overlap) == ASYNC_BACKWARD):
+        backward = np.where(sp, 0.5, 1.0) * tp_mb / (c.layers_stage * collectives)  # one all-reduce, or its RS
+        gemm_pass = r["matmul_mb"] * (c.layer_fwd - c.core_fwd) / (c.stage_flops - c.core_stage)
+        hide = c.layers_stage * async_backward_hidden_array(c.model, backward, gemm_pass)
+        hidden = np.where(np.asarray(c.tp_overlap) == ASYNC_BACKWARD, hide, hidden)
     tp_mb = tp_mb - hidden
     return dict(tp_comm_s=c.m * tp_mb, tp_mb=tp_mb, tp_hidden_mb=hidden)
 
