@@ -44,6 +44,7 @@ from .layout import (  # noqa: F401 (re-exported)
 )
 from .cost import (  # noqa: F401 (re-exported)
     SP_COLLECTIVES,
+    SP_REGATHERS,
     TPLayerCost,
     TP_COLLECTIVES,
     element_bytes,
@@ -51,6 +52,7 @@ from .cost import (  # noqa: F401 (re-exported)
     layer_flops,
     layer_flops_array,
     message_element_bytes,
+    tp_all_reduce_equivalents,
     tp_comm_time,
     tp_layer_cost,
     tp_message_bytes,
@@ -74,6 +76,7 @@ from .simulate import (  # noqa: F401 (re-exported)
 __all__ = [
     "TP_COLLECTIVES",
     "SP_COLLECTIVES",
+    "SP_REGATHERS",
     "WeightShard",
     "TPLayerShards",
     "TPLayerCost",
@@ -90,6 +93,7 @@ __all__ = [
     "layer_flops",
     "layer_flops_array",
     "tp_message_bytes",
+    "tp_all_reduce_equivalents",
     "tp_comm_time",
     "tp_layer_cost",
     "sequence_parallel_saving",
