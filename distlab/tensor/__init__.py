@@ -22,8 +22,10 @@ Sequence parallelism (Korthikanti et al. 2022, "Reducing Activation Recomputatio
 Transformer Models", Sec. 4.2.2) also splits the layer norms and dropouts along the sequence;
 each all-reduce becomes a reduce-scatter plus an all-gather of the same buffer, which move
 exactly what a ring all-reduce moves (a ring all-reduce IS a reduce-scatter then an all-gather),
-so the bytes and the time stay the same while the replicated activations shrink t-fold.
-(Implementations may gather an input once more in backward rather than keep it; not counted.)
+while the replicated activations shrink t-fold. Keeping only 1/t of the column-parallel linears'
+inputs has a price: the backward all-gathers each again for the weight gradient (Megatron-LM,
+Transformer Engine), 2 all-gathers per layer, 5 all-reduce equivalents instead of 4 (SP_COLLECTIVES,
+tp_all_reduce_equivalents).
 
 Collectives are priced by distlab.collectives (ring over the t GPUs of the group on the chosen
 link, alpha-beta); activation memory comes from distlab.memory. Compute per layer per GPU:
