@@ -10,7 +10,11 @@ distlab knows (TP_OVERLAP_NAMES):
     userbuffers  Megatron-Core / NeMo --tp-comm-overlap: Transformer Engine's userbuffers, ring-exchange and
                  chunked pipelines on the GPU's SMs (NVIDIA Megatron-Bridge docs/performance-guide.md: "In
                  GEMM-then-ReduceScatter pipeline overlap, a 1x ReduceScatter chunk remains exposed"; "The default SM
-                 allocation for communication is 16"; NeMo docs/source/features/optimizations/communication_overlap.rst)
+                 allocation for communication is 16"; NeMo docs/source/features/optimizations/communication_overlap.rst);
+                 sequence parallelism's backward re-gather of the column-parallel input runs as a bulk overlap
+                 beside the input-gradient GEMM (NVIDIA/TransformerEngine@d0067d0 transformer_engine/pytorch/
+                 module/layernorm_linear.py, ub_bulk_dgrad: "Overlap inputmat all-gather with dgrad compute"; without
+                 userbuffers an async all-gather there); no measured share, so the method's chunked share prices it
     async-tp     PyTorch async TP (torchtitan --parallelism.enable_async_tensor_parallel, torch.compile's
                  micro-pipeline pass): the all-gather matmul consumes the local shard first and copies each of the
                  other tp - 1 shards from the peers' symmetric memory while the previous one multiplies
@@ -26,9 +30,10 @@ distlab knows (TP_OVERLAP_NAMES):
                  async_op=True and computes the weight-gradient GEMM beside it. Nothing else overlaps: the forward's
                  and a recomputed forward's collectives and the row-parallel linears' backward all-gathers (sequence
                  parallelism) stay on the critical path. Korthikanti et al. 2022 Sec. 6.2 names it ("we overlap
-                 all-reduce communication with the linear weight's gradient computation"). Sequence parallelism's
-                 re-gather of the input beside the input-gradient GEMM is not counted by distlab (distlab.tensor).
-                 Hidden: each collective entirely, up to its GEMM's time (async_backward_hidden_array); no chunks.
+                 all-reduce communication with the linear weight's gradient computation"). With sequence
+                 parallelism the same backward re-gathers the linear's input (distlab.tensor.SP_COLLECTIVES) with
+                 async_op=True beside the input-gradient GEMM. Hidden: each collective entirely, up to its GEMM's
+                 time (async_backward_hidden_array); no chunks.
 
 The share hidden (userbuffers, async-tp): no published measurement of the share of TP traffic either method hides was found (the torchtitan
 async-TP benchmark and NVIDIA's recipes report end-to-end speed-ups only, which are validation, never fitted). distlab
@@ -52,6 +57,8 @@ from .errors import ConfigurationError
 __all__ = [
     "TP_OVERLAP_NAMES",
     "ASYNC_BACKWARD",
+    "USERBUFFERS",
+    "ASYNC_TP",
     "ENGINE_METHODS",
     "SOURCES",
     "tp_overlap_method",
@@ -65,6 +72,10 @@ __all__ = [
 TP_OVERLAP_NAMES = ("none", "userbuffers", "async-tp", "megatron-async-backward")
 #: The code of 'megatron-async-backward', the one method that also runs without sequence parallelism.
 ASYNC_BACKWARD = TP_OVERLAP_NAMES.index("megatron-async-backward")
+#: The code of 'userbuffers' (Transformer Engine), whose chunked share also covers SP's backward re-gathers.
+USERBUFFERS = TP_OVERLAP_NAMES.index("userbuffers")
+#: The code of 'async-tp' (torchtitan's, whose DTensor linears keep the gathered input: no SP re-gather).
+ASYNC_TP = TP_OVERLAP_NAMES.index("async-tp")
 #: The method each engine (memory_recipes name) runs with tp_overlap=True: Megatron-Core and NeMo's
 #: --tp-comm-overlap (Transformer Engine userbuffers), torchtitan's FSDP2 async TP; DeepSpeed's AutoTP and
 #: Composer / llm-foundry's FSDP1 have no TP overlap ('none'). The ZeRO paper's count, which names no engine, takes
@@ -132,7 +143,8 @@ def hidden_share_array(code, tp):
 def async_backward_hidden_array(model, collective_s, layer_gemm_pass_s):
     """Seconds per layer and microbatch that 'megatron-async-backward' hides: each column-parallel linear's backward
     collective (collective_s: an all-reduce of b s h, or with sequence parallelism its reduce-scatter) runs beside
-    that linear's weight-gradient GEMM, so hidden = sum over the column-parallel linears of min(collective_s, the
+    that linear's weight-gradient GEMM (and SP's re-gather of its input beside the input-gradient GEMM, the same
+    FLOPs: the step model calls this once for each), so hidden = sum over the column-parallel linears of min(collective_s, the
     GEMM's time). The GEMM's time: layer_gemm_pass_s (one pass of the layer's weight GEMMs, the step model's matmul
     split) x its share of the layer's GEMM FLOPs (efficiency.layer_gemm_parts). Lesson 7 §2.
 
@@ -156,7 +168,8 @@ def note(method: str, tp: int) -> str:
     if method == "megatron-async-backward":
         return (
             "TP overlap megatron-async-backward: each column-parallel linear's backward all-reduce (with sequence "
-            "parallelism its reduce-scatter) runs beside its weight-gradient GEMM and hides up to that GEMM's time, as "
+            "parallelism its reduce-scatter) runs beside its weight-gradient GEMM and, with sequence parallelism, the "
+            "re-gather of its input beside its input-gradient GEMM, each hidden up to that GEMM's time, as "
             "Megatron-LM does by default since 2021-09 (NVIDIA/Megatron-LM b462d2545d; Korthikanti et al. 2022 Sec. "
             "6.2); the forward's and a recomputed forward's collectives stay exposed (distlab.tp_overlap); the compute "
             f"beside it runs {100 * OVERLAP_SLOWDOWN[1]:.1f}% slower (efficiency.OVERLAP_SLOWDOWN)"

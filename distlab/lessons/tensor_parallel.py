@@ -82,31 +82,39 @@ def _sp(tp=SP_TP, seq=SP_SEQ):
     return tensor.sequence_parallel_saving(SP_MODEL, tp, micro_batch_size=1, seq_len=seq, recompute="selective")
 
 
+def _duplicate(tp, seq):
+    """Bytes per layer per GPU that TP alone leaves identical on all tp GPUs (the norms and dropouts, the 10 s b h of
+    Korthikanti Table 2): what sequence parallelism divides by t, so saved x t / (t - 1)."""
+    return _sp(tp, seq).saved_bytes * tp / (tp - 1)
+
+
+def _sent(tp, seq, **kwargs) -> float:
+    return tensor.tp_layer_cost(
+        SP_MODEL, tp, seq_len=seq, micro_batch_size=1, link="nvlink4", **kwargs
+    ).comm_bytes_per_gpu
+
+
 def _q4_fixes(tp, seq):
-    """What each of q4's fixes does to (activation bytes per layer per GPU, TP bytes sent per layer per GPU)."""
-    base = _sp(tp, seq)
-    sent = tensor.tp_layer_cost(SP_MODEL, tp, seq_len=seq, micro_batch_size=1, link="nvlink4")
-    sent_sp = tensor.tp_layer_cost(
-        SP_MODEL, tp, seq_len=seq, micro_batch_size=1, link="nvlink4", sequence_parallel=True
-    )
-    full = tensor.tp_layer_cost(SP_MODEL, tp, seq_len=seq, micro_batch_size=1, link="nvlink4", recompute="full")
+    """What each of q4's fixes leaves of the duplicate and what TP then sends, per layer per GPU (bytes)."""
+    dup = _duplicate(tp, seq)
+    full = tensor.sequence_parallel_saving(SP_MODEL, tp, micro_batch_size=1, seq_len=seq, recompute="full")
     return {
-        "a": (base.with_bytes, sent_sp.comm_bytes_per_gpu),  # sequence parallelism
-        "c": (None, full.comm_bytes_per_gpu),  # full recomputation: fewer bytes kept, but a fifth and sixth all-reduce
-        "d": (base.without_bytes, sent.comm_bytes_per_gpu),  # ZeRO-3 shards model states, not activations
-    }, (base.without_bytes, sent.comm_bytes_per_gpu)
+        "a": (dup / tp, _sent(tp, seq, sequence_parallel=True)),  # split over t; the pairs and the 2 re-gathers
+        "b": (_duplicate(2 * tp, seq), _sent(2 * tp, seq)),  # the norms and dropouts stay whole on every GPU
+        "c": (full.without_bytes, _sent(tp, seq, recompute="full")),  # keeps the layer input; 6 all-reduces
+        "d": (dup, _sent(tp, seq)),  # ZeRO-3 shards model states, not activations
+    }, (dup, _sent(tp, seq))
 
 
 def _q4(tp=SP_TP, seq=SP_SEQ) -> str:
-    """The fix that lowers the activations and leaves TP's bytes sent unchanged (b, a larger t, is a new layout)."""
-    fixes, (act, sent) = _q4_fixes(tp, seq)
-    (answer,) = [k for k, (a, b) in fixes.items() if a is not None and a < act and abs(b - sent) <= 1e-9 * sent]
-    return answer
+    """Of the fixes that cut the duplicate, the one that sends the fewest TP bytes."""
+    fixes, (dup, _) = _q4_fixes(tp, seq)
+    cutting = {k: sent for k, (left, sent) in fixes.items() if left < dup * (1 - 1e-9)}
+    return min(cutting, key=cutting.__getitem__)
 
 
 def _q4_numbers(tp=SP_TP, seq=SP_SEQ) -> dict:
-    sp = _sp(tp, seq)
-    return dict(total=sp.without_bytes / 1e6, replicated=(sp.without_bytes - sp.with_bytes) * tp / (tp - 1) / 1e6)
+    return dict(total=_sp(tp, seq).without_bytes / 1e6, replicated=_duplicate(tp, seq) / 1e6)
 
 
 def _explain_q4(tp=SP_TP, seq=SP_SEQ) -> str:
@@ -118,10 +126,12 @@ def _explain_q4(tp=SP_TP, seq=SP_SEQ) -> str:
         f"s b h x 34/t with sequence parallelism; the 10 s b h = {format_bytes(10 * seq * m.hidden)} of norms and "
         f"dropouts, identical on all {tp} GPUs, is divided by t: saved 10 x (1 - 1/{tp}) x {seq} x {m.hidden} B = "
         f"{format_bytes(sp.saved_bytes)} ({format_bytes(sp.without_bytes)} -> {format_bytes(sp.with_bytes)} per "
-        f"layer), while each all-reduce becomes a reduce-scatter plus an all-gather of the same bytes "
-        f"({format_bytes(sent)} per layer either way). Full recomputation (c) sends {format_bytes(fixes['c'][1])} "
-        f"(six all-reduces); ZeRO-3 (d) shards model states, not activations; a larger t (b) leaves the 10 s b h "
-        f"replicated and moves TP beyond the node"
+        f"layer). Each all-reduce becomes a reduce-scatter plus an all-gather of the same bytes, and the backward "
+        f"re-gathers the two column-parallel inputs that each GPU kept only 1/t of (Megatron-LM): "
+        f"{format_bytes(sent)} -> {format_bytes(fixes['a'][1])} per layer, one all-reduce's worth more. Full "
+        f"recomputation (c) also cuts the duplicate but sends {format_bytes(fixes['c'][1])} (six all-reduces) and "
+        f"runs the forward again; ZeRO-3 (d) shards model states, not activations; a larger t (b) leaves the "
+        f"10 s b h replicated and moves TP beyond the node"
     )
 
 
@@ -150,22 +160,31 @@ def _q5_hints(**ring):
     }
 
 
+def _q6_ratios(tp=LAYER_TP) -> dict:
+    """What each option of q6 says sequence parallelism does to TP's bytes sent per layer, as a ratio."""
+    return {"a": 5 / 4, "b": 1.0, "c": 0.5, "d": 1 / tp}
+
+
 def _q6() -> str:
-    """(b) when sequence parallelism sends what plain TP sends per layer."""
-    plain = _layer(sequence_parallel=False)
-    sp = _layer(sequence_parallel=True)
-    ratio = sp.comm_bytes_per_gpu / plain.comm_bytes_per_gpu
-    return "b" if abs(ratio - 1) <= 1e-9 else ("a" if ratio > 1 else "c")
+    """The option whose ratio is what tensor.tp_layer_cost computes: with SP / without."""
+    ratio = _layer(sequence_parallel=True).comm_bytes_per_gpu / _layer().comm_bytes_per_gpu
+    (answer,) = [k for k, r in _q6_ratios().items() if abs(ratio - r) <= 1e-9 * r]
+    return answer
 
 
 def _explain_q6() -> str:
     plain, sp = _layer(), _layer(sequence_parallel=True)
+    pairs = sum(cost.bytes_sent_per_gpu for name, cost in sp.collectives if "re-gather" not in name)
     return (
-        f"(b). Each all-reduce becomes a reduce-scatter plus an all-gather, which is exactly how a ring all-reduce "
-        f"works inside; each GPU sends {format_bytes(plain.comm_bytes_per_gpu)} per layer either way "
-        f"({format_bytes(sp.comm_bytes_per_gpu)} with sequence parallelism), and only activation memory drops. "
-        f"(Megatron's SP does re-gather the sharded input in backward for the weight gradient, overlapped with "
-        f"compute: Korthikanti et al. 2022, §4.2.2)"
+        f"(a). Each all-reduce becomes a reduce-scatter plus an all-gather, which is exactly how a ring all-reduce "
+        f"works inside: the pairs send {format_bytes(pairs)} per layer, what the four all-reduces sent "
+        f"({format_bytes(plain.comm_bytes_per_gpu)}). But each GPU now keeps only 1/t of the inputs of the two "
+        f"column-parallel linears (QKV, MLP up), and their weight gradients need the whole input: Megatron-LM "
+        f"all-gathers each again in the backward (megatron/mpu/layers.py, LinearWithGradAccumulationAndAsync"
+        f"Communication), two all-gathers of half an all-reduce each: {format_bytes(sp.comm_bytes_per_gpu)} per layer, "
+        f"{sp.all_reduces} all-reduce equivalents instead of {plain.all_reduces}. That is the price of keeping 1/t of "
+        f"those inputs (Korthikanti et al. 2022's 34/t s b h); Megatron runs the re-gather beside the input-gradient "
+        f"GEMM, so much of its time hides"
     )
 
 
@@ -204,7 +223,9 @@ def _explain_q7(tp=LAYER_TP, seq=LAYER_SEQ) -> str:
         f"{cands['b'].compute_time_s * 1e3:.3g} and {cands['d'].compute_time_s * 1e3:.3g} ms of compute. The bytes "
         f"are the same too, yet the all-reduces take {c1 / c0:.3g}x longer ({c0:.3g} -> {c1:.3g} ms): the "
         f"per-direction bandwidth fell from 450 GB/s (NVLink 4) to 50 GB/s (NDR), 9x on the bandwidth term; the "
-        f"2(N-1) latency terms, a larger share on NVLink, bring the ratio down to {c1 / c0:.3g}. Sequence parallelism (c) sends the same bytes on the same link"
+        f"2(N-1) latency terms, a larger share on NVLink, bring the ratio down to {c1 / c0:.3g}. Sequence parallelism "
+        f"(c) adds only its backward re-gathers on the same link: {cands['c'].comm_time_s * 1e3:.3g} ms, "
+        f"{cands['c'].comm_time_s * 1e3 / c0:.3g}x"
     )
 
 
@@ -274,7 +295,7 @@ q4 = ChoiceQuestion(
     prompt=f"Diagnosis: {SP_MODEL} with tensor parallelism t = {SP_TP}, one {SP_SEQ}-token sequence, selective "
     f"recomputation, runs out of memory. The memory profile shows {_Q4['total']:.0f} MB of saved activations per "
     f"layer on each GPU, of which {_Q4['replicated']:.0f} MB (LayerNorm and dropout tensors) are identical on all "
-    f"{SP_TP} GPUs. Which change removes most of that duplicate without adding communication? (a) sequence "
+    f"{SP_TP} GPUs. Which change cuts that duplicate for the least tensor-parallel communication? (a) sequence "
     f"parallelism; (b) raise t to {2 * SP_TP}; (c) full recomputation; (d) ZeRO-3. Answer a, b, c or d.",
     options=("a", "b", "c", "d"),
     expected=_q4,
@@ -284,7 +305,8 @@ q4 = ChoiceQuestion(
     feedback={
         "b": "divides only the attention and MLP activations again; the norms and dropouts stay whole on every GPU, "
         "and a TP group of more than 8 leaves the NVLink node",
-        "c": "frees the activations but recomputes the forward, with two more all-reduces per layer (six, not four)",
+        "c": "cuts the duplicate too, but recomputes the forward with two more all-reduces per layer (six, against "
+        "the five all-reduce equivalents of sequence parallelism's pairs and backward re-gathers)",
         "d": "shards the model states (weights, gradients, Adam), not the activations",
     },
 )
@@ -306,16 +328,19 @@ q5 = NumericQuestion(
 
 q6 = ChoiceQuestion(
     name="q6",
-    prompt="Sequence parallelism is switched on next to tensor parallelism. What happens to the bytes each GPU "
-    "sends for TP per layer? (a) they grow: SP adds an all-gather and a reduce-scatter on top of the all-reduces; "
-    "(b) they stay the same; (c) they halve; (d) they fall by t, since each GPU holds 1/t of the sequence. Answer "
-    "a, b, c or d.",
+    prompt="Megatron-LM's sequence parallelism is switched on next to tensor parallelism. What happens to the bytes "
+    "each GPU sends for TP per layer in training? (a) they grow by a quarter: the reduce-scatter/all-gather pairs send "
+    "what the four all-reduces sent, and the backward all-gathers the two column-parallel inputs again; (b) they "
+    "stay the same: each all-reduce becomes a reduce-scatter plus an all-gather; (c) they halve; (d) they fall by t, "
+    "since each GPU holds 1/t of the sequence. Answer a, b, c or d.",
     options=("a", "b", "c", "d"),
     expected=_q6,
     explain=_explain_q6,
-    hint_text="a ring all-reduce is a reduce-scatter followed by an all-gather",
+    hint_text="a ring all-reduce is a reduce-scatter followed by an all-gather; then ask what a linear's weight "
+    "gradient needs when each GPU kept only 1/t of that linear's input",
     feedback={
-        "a": "counts the new collectives on top of the old: they replace each all-reduce, they are not added to it",
+        "b": "counts the pairs, which do send what the all-reduces sent, but not the backward: each GPU kept only 1/t "
+        "of the QKV and MLP-up inputs, and their weight gradients need the whole input, so Megatron gathers each again",
         "c": "counts only one of the two halves: the reduce-scatter and the all-gather each move (N-1)/N x M",
         "d": "confuses where the activations live with what is sent: the full b x s x h tensor is still reduced",
     },
@@ -336,7 +361,7 @@ q7 = ChoiceQuestion(
     "compare the ratio of the communication times with the links' bandwidths",
     feedback={
         "b": "would change compute too: 8x the tokens is 8x (or more) the FLOPs",
-        "c": "sends the same bytes over the same link, so the time would hardly move",
+        "c": "adds only the backward re-gathers, a quarter more bytes over the same link: 1.25x, not 7.4x",
         "d": "would change compute too: 8 sequences are 8x the FLOPs and 8x the bytes",
     },
 )

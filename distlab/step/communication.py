@@ -10,38 +10,80 @@ import numpy as np
 from .. import tensor
 from ..efficiency import NVLS_MIN_GPUS
 from ..pipeline.closed_form import bubble_overhead_array
-from ..tp_overlap import ASYNC_BACKWARD, async_backward_hidden_array, hidden_share_array
+from ..tp_overlap import ASYNC_BACKWARD, ASYNC_TP, USERBUFFERS, async_backward_hidden_array, hidden_share_array
 from .compute import overlapped_per_microbatch
 from .config import StepConfig
 from .placement import p2p_message_bytes, pipeline_crossings_array
 
-__all__ = ["tp_term", "ring_attention_exposure", "cp_term", "ep_term", "bubble_term", "p2p_term"]
+__all__ = [
+    "SAVES_GATHERED_INPUT",
+    "sp_regather",
+    "regather_hidden",
+    "tp_term",
+    "ring_attention_exposure",
+    "cp_term",
+    "ep_term",
+    "bubble_term",
+    "p2p_term",
+]
+
+
+#: Memory recipes whose engine's tensor-parallel linears keep the gathered input for the weight gradient, so sequence
+#: parallelism re-gathers nothing in the backward: torchtitan's DTensor plan (PrepareModuleInput Shard(1) ->
+#: Replicate before attention and the MLP; autograd saves the replicated input of wq/wk/wv and w1/w3: pytorch/
+#: torchtitan@3faaa1a0d torchtitan/parallelisms/parallelize_llama.py), except under its selective op checkpointing,
+#: whose save list (aten.mm, SDPA, reduce_scatter_tensor) leaves the all-gather to be recomputed in the backward.
+SAVES_GATHERED_INPUT = ("fsdp2",)
+
+
+def sp_regather(c: StepConfig):
+    """Where sequence parallelism re-gathers the column-parallel inputs in the backward (distlab.tensor.SP_COLLECTIVES):
+    with SP, unless torchtitan runs it (a SAVES_GATHERED_INPUT memory recipe, or 'async-tp', which only torchtitan
+    runs), whose DTensor linears keep the gathered input, and no op checkpointing drops it."""
+    titan = getattr(c.memory_recipe, "name", None) in SAVES_GATHERED_INPUT
+    saves = titan | (np.asarray(c.tp_overlap) == ASYNC_TP)
+    return np.asarray(c.sequence_parallel, dtype=bool) & ~(saves & ~np.asarray(c.op_sac, dtype=bool))
+
+
+def regather_hidden(c: StepConfig, gather_s, gemm_pass_s):
+    """Seconds per microbatch of SP's backward re-gathers that 'megatron-async-backward' hides: each (gather_s, one
+    all-gather of b s h) beside its column-parallel linear's input-gradient GEMM, whose FLOPs equal the weight
+    gradient's, up to that GEMM's time (tp_overlap.async_backward_hidden_array), on every layer of the stage."""
+    return c.layers_stage * async_backward_hidden_array(c.model, gather_s, gemm_pass_s)
 
 
 def tp_term(c: StepConfig, r: dict) -> dict:
-    """TP communication = m x layers/stage x the ring time of 4 collectives of b s h e_msg / cp bytes over tp GPUs (6
-    with full recomputation; distlab.tensor.tp_comm_time), on the critical path. NCCL runs a TP all-reduce of >=
-    NVLS_MIN_GPUS GPUs on NVLS where the node has it (sequence parallelism's reduce-scatter/all-gather stay on the
-    ring). With a TP overlap method (c.tp_overlap: distlab.tp_overlap) and sequence parallelism, the method's share
-    of the traffic that fits under the stage's matmul time hides: hidden = share x min(TP time, matmul time), share
-    (tp - 1) / tp (tp_overlap.hidden_share_array); the rest is exposed. 'megatron-async-backward' (with or without
-    sequence parallelism) hides each column-parallel linear's backward collective (one all-reduce, or its
-    reduce-scatter: half of one) under that linear's weight-gradient GEMM, from the layer's share of matmul_mb
-    (tp_overlap.async_backward_hidden_array). tp_hidden_mb is the hidden part (the overlap term charges the compute
-    beside it). Lesson 7 §2, Lesson 5."""
+    """TP communication = m x layers/stage x the ring time of distlab.tensor.tp_all_reduce_equivalents collectives of
+    b s h e_msg / cp bytes over tp GPUs: 4 (6 with full recomputation), + 1 for sequence parallelism's two backward
+    re-gathers (sp_regather), on the critical path. NCCL runs a TP all-reduce of >= NVLS_MIN_GPUS GPUs on NVLS where
+    the node has it (sequence parallelism's reduce-scatter/all-gather stay on the ring). With a chunked TP overlap
+    method (c.tp_overlap: distlab.tp_overlap) and sequence parallelism, the method's share of the traffic that fits
+    under the stage's matmul time hides: hidden = share x min(TP time, matmul time), share (tp - 1) / tp
+    (tp_overlap.hidden_share_array); 'userbuffers' counts the re-gathers in that traffic (Transformer Engine gathers
+    them beside the input-gradient GEMM, ub_bulk_dgrad), 'async-tp' and 'none' leave them exposed. 'megatron-async-
+    backward' (with or without SP) hides each column-parallel linear's backward collective (one all-reduce, or its
+    reduce-scatter: half of one) under that linear's weight-gradient GEMM and its re-gather under its input-gradient
+    GEMM (the same FLOPs), each up to the GEMM's share of matmul_mb (tp_overlap.async_backward_hidden_array). The
+    rest is exposed; tp_hidden_mb is the hidden part (the overlap term charges the compute beside it). Lesson 7 §2,
+    Lesson 5 §6."""
     sp = np.asarray(c.sequence_parallel, dtype=bool)
     msg = tensor.tp_message_bytes(c.b, c.s, float(c.model.hidden), c.e_msg) / c.cp
     bw = c.intra_bw if c.nvls_bw is None else np.where((c.tp >= NVLS_MIN_GPUS) & ~sp, c.nvls_bw, c.intra_bw)
     collectives = np.where(c.full, 6, 4)
+    regathers = tensor.tp_all_reduce_equivalents(sp, c.full, sp_regather(c)) - collectives
     tp_mb = c.layers_stage * tensor.tp_comm_time(msg, c.tp, bw, c.intra_lat, collectives)
+    regather_mb = c.layers_stage * tensor.tp_comm_time(msg, c.tp, bw, c.intra_lat, regathers)
+    method = np.asarray(c.tp_overlap)
     share = np.where(sp, hidden_share_array(c.tp_overlap, c.tp), 0.0)
-    hidden = share * np.minimum(tp_mb, r["matmul_mb"])
-    if np.any(np.asarray(c.tp_overlap) == ASYNC_BACKWARD):
+    hidden = share * np.minimum(tp_mb + np.where(method == USERBUFFERS, regather_mb, 0.0), r["matmul_mb"])
+    if np.any(method == ASYNC_BACKWARD):
         backward = np.where(sp, 0.5, 1.0) * tp_mb / (c.layers_stage * collectives)  # one all-reduce, or its RS
+        gather = regather_mb / (c.layers_stage * tensor.SP_REGATHERS)  # one re-gather (0 without)
         gemm_pass = r["matmul_mb"] * (c.layer_fwd - c.core_fwd) / (c.stage_flops - c.core_stage)
         hide = c.layers_stage * async_backward_hidden_array(c.model, backward, gemm_pass)
-        hidden = np.where(np.asarray(c.tp_overlap) == ASYNC_BACKWARD, hide, hidden)
-    tp_mb = tp_mb - hidden
+        hide = hide + regather_hidden(c, gather, gemm_pass)
+        hidden = np.where(method == ASYNC_BACKWARD, hide, hidden)
+    tp_mb = tp_mb + regather_mb - hidden
     return dict(tp_comm_s=c.m * tp_mb, tp_mb=tp_mb, tp_hidden_mb=hidden)
 
 

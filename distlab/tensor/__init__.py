@@ -22,8 +22,10 @@ Sequence parallelism (Korthikanti et al. 2022, "Reducing Activation Recomputatio
 Transformer Models", Sec. 4.2.2) also splits the layer norms and dropouts along the sequence;
 each all-reduce becomes a reduce-scatter plus an all-gather of the same buffer, which move
 exactly what a ring all-reduce moves (a ring all-reduce IS a reduce-scatter then an all-gather),
-so the bytes and the time stay the same while the replicated activations shrink t-fold.
-(Implementations may gather an input once more in backward rather than keep it; not counted.)
+while the replicated activations shrink t-fold. Keeping only 1/t of the column-parallel linears'
+inputs has a price: the backward all-gathers each again for the weight gradient (Megatron-LM,
+Transformer Engine), 2 all-gathers per layer, 5 all-reduce equivalents instead of 4 (SP_COLLECTIVES,
+tp_all_reduce_equivalents).
 
 Collectives are priced by distlab.collectives (ring over the t GPUs of the group on the chosen
 link, alpha-beta); activation memory comes from distlab.memory. Compute per layer per GPU:
@@ -44,6 +46,7 @@ from .layout import (  # noqa: F401 (re-exported)
 )
 from .cost import (  # noqa: F401 (re-exported)
     SP_COLLECTIVES,
+    SP_REGATHERS,
     TPLayerCost,
     TP_COLLECTIVES,
     element_bytes,
@@ -51,6 +54,7 @@ from .cost import (  # noqa: F401 (re-exported)
     layer_flops,
     layer_flops_array,
     message_element_bytes,
+    tp_all_reduce_equivalents,
     tp_comm_time,
     tp_layer_cost,
     tp_message_bytes,
@@ -74,6 +78,7 @@ from .simulate import (  # noqa: F401 (re-exported)
 __all__ = [
     "TP_COLLECTIVES",
     "SP_COLLECTIVES",
+    "SP_REGATHERS",
     "WeightShard",
     "TPLayerShards",
     "TPLayerCost",
@@ -90,6 +95,7 @@ __all__ = [
     "layer_flops",
     "layer_flops_array",
     "tp_message_bytes",
+    "tp_all_reduce_equivalents",
     "tp_comm_time",
     "tp_layer_cost",
     "sequence_parallel_saving",

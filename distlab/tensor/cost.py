@@ -1,4 +1,5 @@
-"""Tensor-parallel compute and communication of one layer and microbatch: FLOPs, the four (or six) all-reduces, their time. Lesson 5 §4."""
+"""Tensor-parallel compute and communication of one layer and microbatch: FLOPs, the four (six with full
+recomputation) all-reduces or sequence parallelism's pairs and backward re-gathers, their time. Lesson 5 §4, §6."""
 
 from __future__ import annotations
 
@@ -28,12 +29,14 @@ from .layout import _model, check_tp
 __all__ = [
     "TP_COLLECTIVES",
     "SP_COLLECTIVES",
+    "SP_REGATHERS",
     "element_bytes",
     "message_element_bytes",
     "forward_passes",
     "layer_flops_array",
     "layer_flops",
     "tp_message_bytes",
+    "tp_all_reduce_equivalents",
     "tp_comm_time",
     "TPLayerCost",
     "tp_layer_cost",
@@ -49,17 +52,27 @@ TP_COLLECTIVES = (
 )
 
 #: The same with sequence parallelism: every all-reduce becomes a reduce-scatter (leaving the
-#: tensor-parallel region) and an all-gather (entering it), Korthikanti et al. 2022, Sec. 4.2.2.
+#: tensor-parallel region) and an all-gather (entering it), Korthikanti et al. 2022, Sec. 4.2.2; and the backward
+#: re-gathers the input of each column-parallel linear (QKV, MLP up: SP_REGATHERS), whose forward kept only its s/t
+#: share, for the weight gradient (NVIDIA/Megatron-LM@877f6a1bd5 megatron/mpu/layers.py,
+#: LinearWithGradAccumulationAndAsyncCommunication: forward saves `input`, backward `_all_gather_base(...,
+#: async_op=True)` beside the input-gradient GEMM): the price of Korthikanti's 34/t s b h.
 SP_COLLECTIVES = (
     ("forward: gather the sequence before attention", "all-gather"),
     ("forward: reduce-scatter after attention", "reduce-scatter"),
     ("forward: gather the sequence before the MLP", "all-gather"),
     ("forward: reduce-scatter after the MLP", "reduce-scatter"),
     ("backward: all-gather (conjugate of the MLP reduce-scatter)", "all-gather"),
+    ("backward: re-gather the MLP input for the up projection's weight gradient", "all-gather"),
     ("backward: reduce-scatter (conjugate of the MLP all-gather)", "reduce-scatter"),
     ("backward: all-gather (conjugate of the attention reduce-scatter)", "all-gather"),
+    ("backward: re-gather the attention input for the QKV weight gradient", "all-gather"),
     ("backward: reduce-scatter (conjugate of the attention all-gather)", "reduce-scatter"),
 )
+#: The backward re-gathers of SP_COLLECTIVES: one per column-parallel linear input (a gated MLP's gate and up
+#: projections, and grouped-query attention's Q, K and V, read one input and gather it once), each half a ring
+#: all-reduce's bytes and time.
+SP_REGATHERS = sum(name.startswith("backward: re-gather") for name, _ in SP_COLLECTIVES)
 
 # ----------------------------------------------------------------------------------------
 # Compute
@@ -165,6 +178,21 @@ def tp_message_bytes(micro_batch_size, seq_len, hidden, element_bytes=2.0):
     return memory.message_bytes(micro_batch_size, seq_len, hidden, element_bytes)
 
 
+def tp_all_reduce_equivalents(sequence_parallel=False, full=False, regather=True):
+    """TP collectives of one layer and microbatch in training, counted in ring all-reduces of b s h (NumPy broadcast).
+
+    4 (2 forward, 2 backward), 6 with full recomputation (the forward's again); sequence parallelism turns each
+    into a reduce-scatter + all-gather pair (same bytes and time) and, where the engine keeps only the s/t share of
+    the column-parallel linears' input (regather: Megatron-LM, Megatron-Core, Transformer Engine), adds
+    SP_REGATHERS = 2 backward all-gathers, half an all-reduce each: + 1. Lesson 5 §6.
+
+    >>> [int(n) for n in tp_all_reduce_equivalents([False, True, True], [False, False, True])]
+    [4, 5, 7]
+    """
+    sp = np.asarray(sequence_parallel, dtype=bool) & np.asarray(regather, dtype=bool)
+    return np.where(np.asarray(full, dtype=bool), 6.0, 4.0) + np.where(sp, SP_REGATHERS / 2.0, 0.0)
+
+
 @renamed_keyword(message_bytes="size")
 @broadcasting
 def tp_comm_time(size, tp, bandwidth, latency=0.0, all_reduces=4):
@@ -174,7 +202,8 @@ def tp_comm_time(size, tp, bandwidth, latency=0.0, all_reduces=4):
     GPUs (distlab.collectives.ring_all_reduce_time).
     With sequence parallelism each all-reduce is a reduce-scatter + all-gather pair whose ring
     times add up to exactly the same, so the same call prices it. all_reduces: 4 in training,
-    6 with full recomputation, 2 for a forward pass alone. Lesson 5 §4.
+    6 with full recomputation, 2 for a forward pass alone, one more with sequence parallelism's backward
+    re-gathers (tp_all_reduce_equivalents). Lesson 5 §4.
 
     >>> round(tp_comm_time(32e6, 4, 100e9), 6)  # 4 x 2 x 3 x 32 MB / (4 x 100 GB/s)
     0.00192
@@ -271,12 +300,24 @@ class TPLayerCost:
             collectives=[dict(cost.to_dict(), name=name) for name, cost in self.collectives],
         )
 
-    def summary(self) -> str:
-        ops = (
-            f"{self.all_reduces} reduce-scatter + all-gather pairs"
-            if self.sequence_parallel
-            else f"{self.all_reduces} all-reduces"
+    @property
+    def regathers(self) -> int:
+        """Sequence parallelism's backward re-gathers of the column-parallel inputs (SP_COLLECTIVES)."""
+        return sum("re-gather" in name for name, _ in self.collectives)
+
+    def collectives_text(self) -> str:
+        """The collectives in words: '4 all-reduces', or '4 reduce-scatter + all-gather pairs and 2 backward
+        re-gathers (all-gathers): 5 all-reduce equivalents'."""
+        if not self.sequence_parallel:
+            return f"{self.all_reduces} all-reduces"
+        pairs = sum(cost.op == "reduce-scatter" for _, cost in self.collectives)
+        return (
+            f"{pairs} reduce-scatter + all-gather pairs and {self.regathers} backward re-gathers (all-gathers): "
+            f"{self.all_reduces} all-reduce equivalents"
         )
+
+    def summary(self) -> str:
+        ops = self.collectives_text()
         on = f" on {self.link}" if self.link else f" at {format_rate(self.bandwidth)}"
         comm = (
             f"{ops} of {format_bytes(self.message_bytes)}, {format_bytes(self.comm_bytes_per_gpu)} sent, "
@@ -340,7 +381,9 @@ def tp_layer_cost(
     Communication: 4 all-reduces of b x s x h x element bytes (2 forward, 2 backward; 6 with
     full recomputation), each priced by distlab.collectives.collective_cost as a ring over the
     tp GPUs on `link` (a name such as 'nvlink4' or 'ib-ndr', or bandwidth= / latency=). With
-    sequence_parallel each becomes a reduce-scatter + all-gather (same bytes, same time).
+    sequence_parallel each becomes a reduce-scatter + all-gather (same bytes, same time) and the backward
+    re-gathers the two column-parallel inputs (SP_COLLECTIVES, Megatron-LM's SP): 5 all-reduce equivalents, 7 with
+    full recomputation.
     precision: a distlab.memory recipe; it sets the bytes per message element (PrecisionRecipe.message_bytes:
     2 for bf16 and for fp8, whose GEMM outputs and gradients are bf16) and the GPU's peak
     (PrecisionRecipe.compute_precision: mixed -> bf16 peak, fp8 -> fp8 peak). Compute: layer_flops / (peak x

@@ -224,9 +224,9 @@ class TensorParallelApp(FrameCachingApp, LessonApp):
         if c.tp == 1:
             comm = "tp=1: one GPU holds the whole layer, no TP communication [tensor.tp_layer_cost]"
         else:
-            ops = "reduce-scatter + all-gather pairs" if c.sequence_parallel else "ring all-reduces"
+            ops = c.collectives_text() if c.sequence_parallel else f"{c.all_reduces} ring all-reduces"
             comm = (
-                f"{c.all_reduces} {ops} of b x s x h = {format_bytes(c.message_bytes)} over {c.tp} GPUs on "
+                f"{ops} of b x s x h = {format_bytes(c.message_bytes)} over {c.tp} GPUs on "
                 f"{c.link} ({format_rate(c.bandwidth)} per direction): {format_bytes(c.comm_bytes_per_gpu)} sent, "
                 f"{format_seconds(c.comm_time_s)} [tensor.tp_layer_cost]"
             )

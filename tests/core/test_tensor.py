@@ -112,15 +112,19 @@ def test_each_collective_is_priced_by_distlab_collectives():
     assert tensor.tp_comm_time(M, 8, 450e9, 3.4e-6) == pytest.approx(c.comm_time_s, rel=1e-12)
 
 
-def test_sequence_parallelism_moves_the_same_bytes_in_the_same_time():
-    # Korthikanti et al. 2022, Sec. 4.2.2: 4 all-gathers + 4 reduce-scatters; a ring all-reduce is a
-    # reduce-scatter then an all-gather, so bytes and time are identical.
+def test_sequence_parallelism_pairs_send_what_the_all_reduces_sent_plus_the_backward_re_gathers():
+    # Korthikanti et al. 2022, Sec. 4.2.2: 4 all-gathers + 4 reduce-scatters; a ring all-reduce is a reduce-scatter
+    # then an all-gather, so the pairs send what the all-reduces sent. Megatron-LM's column-parallel linears also
+    # re-gather their s/t input in the backward (tests/core/test_sp_regather.py): 2 all-gathers, half an all-reduce
+    # each, so 5/4 of plain TP's bytes and time (NVLink ring, no latency difference: each half has N-1 steps).
     plain = tensor.tp_layer_cost("gpt3-175b", 8, link="nvlink4")
     sp = tensor.tp_layer_cost("gpt3-175b", 8, link="nvlink4", sequence_parallel=True)
-    assert sorted(cost.op for _, cost in sp.collectives) == ["all-gather"] * 4 + ["reduce-scatter"] * 4
-    assert sp.all_reduces == 4
-    assert sp.comm_bytes_per_gpu == pytest.approx(plain.comm_bytes_per_gpu, rel=1e-12)
-    assert sp.comm_time_s == pytest.approx(plain.comm_time_s, rel=1e-12)
+    assert sorted(cost.op for _, cost in sp.collectives) == ["all-gather"] * 6 + ["reduce-scatter"] * 4
+    assert sp.all_reduces == 5
+    pairs = sum(cost.bytes_sent_per_gpu for name, cost in sp.collectives if "re-gather" not in name)
+    assert pairs == pytest.approx(plain.comm_bytes_per_gpu, rel=1e-12)
+    assert sp.comm_bytes_per_gpu == pytest.approx(5 / 4 * plain.comm_bytes_per_gpu, rel=1e-12)
+    assert sp.comm_time_s == pytest.approx(5 / 4 * plain.comm_time_s, rel=1e-12)
 
 
 def test_full_recomputation_repeats_the_forward_all_reduces_and_fp8_keeps_the_message_bytes():

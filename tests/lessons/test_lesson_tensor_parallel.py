@@ -27,16 +27,25 @@ def test_lesson_5_expected_values_by_hand():
     # q3: 4 x (14 x 9.6 us + 117,440,512 B / 50e9 B/s) = 9.93 ms (the lesson's 4,096 tokens: 5.23522 ms)
     assert tpq.q3.expected() == pytest.approx(4 * (14 * 9.6e-6 + 117_440_512 / 50e9) * 1e3)
     assert Q3_WORKED.expected() == pytest.approx(4 * (14 * 9.6e-6 + 58_720_256 / 50e9) * 1e3)
-    # q4: sequence parallelism divides the 10 s b h of norms and dropouts (Korthikanti et al. 2022, Table 2)
-    # and sends the same bytes; ZeRO-3 shards model states; full recomputation runs 6 all-reduces, not 4: a
+    # q4: M = 2048 x 12288 x 2 B = 50,331,648 B; a ring all-reduce over 8 sends 2 x 7/8 M = 1.75 M per GPU.
+    # (a) sequence parallelism divides the 10 s b h of norms and dropouts by t (Korthikanti et al. 2022, Table 2) and
+    # sends 4 pairs (4 x 1.75 M) + the backward's 2 re-gathers (2 x 7/8 M) = 8.75 M = 440,401,920 B; (c) full
+    # recomputation keeps only the layer input (cuts the duplicate too) but sends 6 x 1.75 M = 528,482,304 B;
+    # (b) t = 16 and (d) ZeRO-3 leave the norms and dropouts whole on every GPU: a, the fewest bytes that cut it
     assert tpq.q4.expected() == "a"
+    fixes, (dup, sent) = tpq._q4_fixes(8, 2048)
+    assert fixes["a"][1] == 8.75 * 50_331_648 and fixes["c"][1] == 10.5 * 50_331_648 and sent == 7 * 50_331_648
+    assert fixes["b"][0] == fixes["d"][0] == dup == 10 * 2048 * 12288
     # the prompt's numbers: s b h (10 + 24/t) = 2048 x 12288 x 13 B = 327 MB, of which 10 s b h = 252 MB replicated
     assert "327 MB" in tpq.q4.prompt and "252 MB" in tpq.q4.prompt
     # q5: 2 x 262144/64 x 8192 x 1 B = 64 MiB (the lesson's 131,072 tokens: 32 MiB)
     assert tpq.q5.expected() == pytest.approx(2**26 / 1e6)
     assert Q5_WORKED.expected() == pytest.approx(2**25 / 1e6)
-    # q6: reduce-scatter + all-gather = the two halves of the ring all-reduce: the same bytes (b)
-    assert tpq.q6.expected() == "b"
+    # q6: reduce-scatter + all-gather = the two halves of the ring all-reduce, and Megatron's backward re-gathers
+    # the QKV and MLP-up inputs (half an all-reduce each): llama2-7b, t = 8, s = 4096, M = 33,554,432 B:
+    # 4 x 1.75 M = 234,881,024 B without SP, 5 x 1.75 M = 293,601,280 B with it, 5/4: a
+    assert tpq.q6.expected() == "a"
+    assert tpq._layer(sequence_parallel=True).comm_bytes_per_gpu == 5 * 1.75 * 33_554_432
     # q7: compute 0.725 TFLOP / 989 TFLOP/s = 0.733 ms either way; the all-reduces go from
     # 4 x (14 x 3.4 us + 58,720,256 B / 450e9) = 0.712 ms to 4 x (14 x 9.6 us + 58,720,256 B / 50e9) = 5.24 ms: a
     nvlink = 4 * (14 * 3.4e-6 + 58_720_256 / 450e9) * 1e3
@@ -86,13 +95,13 @@ def test_six_to_eight_questions():
     "q, answer, words",
     [
         (tpq.q4, "b", "norms and dropouts stay whole"),
-        (tpq.q4, "c", "six, not four"),
+        (tpq.q4, "c", "six, against the five"),
         (tpq.q4, "d", "model states"),
-        (tpq.q6, "a", "replace each all-reduce"),
+        (tpq.q6, "b", "gathers each again"),
         (tpq.q6, "c", "one of the two halves"),
         (tpq.q6, "d", "still reduced"),
         (tpq.q7, "b", "change compute too"),
-        (tpq.q7, "c", "same bytes over the same link"),
+        (tpq.q7, "c", "a quarter more bytes"),
         (tpq.q7, "d", "8x the FLOPs"),
     ],
 )

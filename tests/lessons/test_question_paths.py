@@ -20,11 +20,13 @@ from distlab.lessons.questions import CORRECT, INCORRECT
     [
         # Lesson 5 q4: tensor parallelism leaves the LayerNorm and dropout tensors (10 s b h of Korthikanti et al.
         # 2022's 34 s b h) whole on every GPU; sequence parallelism splits them along the sequence, with the
-        # all-reduce replaced by a reduce-scatter + all-gather of the same bytes (Table 2, "sequence parallel")
+        # all-reduce replaced by a reduce-scatter + all-gather of the same bytes (Table 2, "sequence parallel") and
+        # the backward's two re-gathers: 5 all-reduce equivalents, fewer than full recomputation's 6
         (tpq.q4, "a", "b"),
         # Lesson 5 q6: a ring all-reduce is a reduce-scatter then an all-gather, each (N-1)/N x M per GPU, so SP's
-        # pair moves exactly the all-reduce's 2 (N-1)/N x M: the same bytes
-        (tpq.q6, "b", "c"),
+        # pair moves exactly the all-reduce's 2 (N-1)/N x M; Megatron's backward re-gathers the QKV and MLP-up
+        # inputs, (N-1)/N x M each: 5/4 of the bytes
+        (tpq.q6, "a", "b"),
         # Lesson 5 q7: compute stayed put, so the work did not change (not b or d); the all-reduce time grew by
         # about the NVLink/NDR bandwidth ratio 450/50 (less its latency share): the group now spans two nodes
         (tpq.q7, "a", "c"),
