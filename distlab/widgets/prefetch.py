@@ -53,6 +53,7 @@ __all__ = [
     "CHANGE_COUNT",
     "BASE_AFTER",
     "home_keys",
+    "browser_count",
     "Prefetcher",
 ]
 
@@ -230,6 +231,16 @@ def home_keys(controls: dict, state: dict, jobs: list, neighbour=None) -> list[s
     return home
 
 
+def browser_count(controls, seen: int) -> int:
+    """While a change from the browser to one of `controls` is handled (its set_state, whose observers run now), the
+    count of the student's changes it carries (CHANGE_COUNT, held in the control's _property_lock); else `seen`."""
+    for widget in controls:
+        count = getattr(widget, "_property_lock", {}).get(CHANGE_COUNT)
+        if isinstance(count, int) and not isinstance(count, bool):
+            seen = count
+    return seen
+
+
 def without_via(state: dict) -> tuple[dict, list]:
     """(the state without VIA, the states passed on the way there: neighbour_jobs(marked=True))."""
     via = [{name: value for name, _, value in key} for key in state.get(VIA, ())]
@@ -302,12 +313,8 @@ class Prefetcher:
         self.generation += 1
 
     def note_seen(self) -> None:
-        """While a change from the browser is handled (its set_state), the count of the student's changes it carries
-        (CHANGE_COUNT, in the control's _property_lock) becomes `seen`."""
-        for widget in getattr(self.picture, "controls", None) or ():
-            count = getattr(widget, "_property_lock", {}).get(CHANGE_COUNT)
-            if isinstance(count, int) and not isinstance(count, bool):
-                self.seen = count
+        """While a change from the browser is handled, the count it carries becomes `seen` (browser_count)."""
+        self.seen = browser_count(getattr(self.picture, "controls", None) or (), self.seen)
 
     def forget(self, change=None) -> None:
         """A change has reached the kernel: abandon the fill, and have the browser answer no change from its cache

@@ -11,6 +11,7 @@ from distlab.widgets.controls import neighbour_steps
 from distlab.widgets.data_parallel_zero import OverlapApp
 from distlab.widgets.memory_wall import MemoryWallApp
 from distlab.widgets.prefetch import CHANGE_COUNT, REACH, home_keys, neighbour_jobs, values_key
+from distlab.widgets.production import TriageApp
 from distlab.widgets.tensor_parallel import TensorParallelApp
 
 
@@ -76,8 +77,9 @@ def _browser_message(widget, value, count: int) -> dict:
 
 
 def test_each_map_names_the_count_the_last_browser_change_carried_and_the_base_payload_follows():
-    # a frame-cached app (its map sent within the change's own handling) and a browser picture (its map sent turns
-    # later, after the fill of the other positions): both name the count the change carried (7, then 8), and each
+    # a frame-cached app (its map sent within the change's own handling), a browser picture (its map sent turns
+    # later, after the fill of the other positions) and the triage ladder (its own fill): each names the count the
+    # change carried (7, 8, 9), and each
     # fill carries the base's own payload under the base's key
     async def run(app, picture, control, value, count):
         sent: list = []
@@ -85,7 +87,9 @@ def test_each_map_names_the_count_the_last_browser_change_carried_and_the_base_p
         picture.send = lambda msg, buffers=None: sent.append(msg)
         widget = getattr(app, control)
         widget._handle_msg(_browser_message(widget, value, count))
-        while app.prefetcher.future is None or not app.prefetcher.future.done():
+        # the fill's future (the triage ladder: its preparation's)
+        done = (lambda: app.preparing) if isinstance(app, TriageApp) else (lambda: app.prefetcher.future)
+        while done() is None or not done().done():
             await asyncio.sleep(0)
         assert not hasattr(widget, CHANGE_COUNT)  # no trait, nothing set on the widget
         maps = [m for m in sent if m.get("prefetch_base")]
@@ -99,3 +103,6 @@ def test_each_map_names_the_count_the_last_browser_change_carried_and_the_base_p
     assert asyncio.run(run(overlap, overlap.frame_cache, "model", "llama2-13b", 7)) == (7, True, True)
     wall = MemoryWallApp(model="llama2-7b", gpus=8, zero=3, activations=True)
     assert asyncio.run(run(wall, wall.picture, "model", "llama2-13b", 8)) == (8, True, True)
+    triage = TriageApp()  # its own fill (prepare_neighbours), the same messages
+    other = next(v for v in triage.model._options_values if v != triage.model.value)
+    assert asyncio.run(run(triage, triage.picture, "model", other, 9)) == (9, True, True)
