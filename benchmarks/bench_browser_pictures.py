@@ -26,6 +26,7 @@ the frame after the picture's text changes, with the share drawn from the browse
     python benchmarks/bench_browser_pictures.py "training lab"   # the pictures whose label has these words
     python benchmarks/bench_browser_pictures.py --n 6 "checkpoints"   # 6 changes per control (2n slider presses)
     python benchmarks/bench_browser_pictures.py --n 4 --held 3 "overlap"   # 4 bursts of a held key (3 presses)
+    python benchmarks/bench_browser_pictures.py --held 0 --refill   # each app's first dropdown during the refill
 
 The held-key case (HELD_KEYS, issue 32): n bursts of --held presses 30 ms apart on one slider of a few apps, each
 burst after the kernel has refilled; each press's latency (to the next change of the picture's text) and whether it
