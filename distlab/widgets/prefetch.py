@@ -350,6 +350,12 @@ class Prefetcher:
         priced_at = {"inputs": [w.value for w in inputs]} if (inputs := getattr(self.picture, "inputs", None)) else {}
         msg = {"prefetch_base": base, "limit": BROWSER_LIMIT, "expect": expect, "fill": fill, "seen": self.seen}
         self.picture.send({**msg, "home": list(home), **priced_at})
+        homes = set(home)
+        # each home state's own message says so too (a view made after the map, which never reaches it, learns it)
+
+        def marks(key: str) -> dict:
+            return {"home": True} if key in homes else {}
+
         current: list = []  # [key, state, generator] of the neighbour being priced
         started = time.perf_counter()
 
@@ -368,14 +374,16 @@ class Prefetcher:
                     key, state = jobs.pop(0)
                     data = self.lookup(state)
                     if data is not None:
-                        self._send(key, expect[key], data, fill, state, priced_at)
+                        self._send(key, expect[key], data, fill, state, {**priced_at, **marks(key)})
                         continue
                     current[:] = [key, state, self.steps(state)]
                 try:
                     next(current[2])
                 except StopIteration as done:
                     self.remember(current[1], done.value)
-                    self._send(current[0], expect[current[0]], done.value, fill, current[1], priced_at)
+                    self._send(
+                        current[0], expect[current[0]], done.value, fill, current[1], {**priced_at, **marks(current[0])}
+                    )
                     current.clear()
                     priced += 1
             self.longest_turn_s = max(self.longest_turn_s, time.perf_counter() - begin)
@@ -386,12 +394,12 @@ class Prefetcher:
 
         return step
 
-    def _send(self, key: str, sid: str, data: dict, fill: int, state: dict, priced_at: dict) -> None:
+    def _send(self, key: str, sid: str, data: dict, fill: int, state: dict, told: dict) -> None:
         self.sent.append(key)
         if self.disabled is not None:
             data = {**data, "control_disabled": self.disabled(state)}
         binary = [name for name, value in data.items() if isinstance(value, bytes)]
-        msg = {"prefetch": key, "id": sid, "fill": fill, **priced_at}
+        msg = {"prefetch": key, "id": sid, "fill": fill, **told}
         if not binary:
             self.picture.send({**msg, "payload": data})
             return

@@ -542,7 +542,8 @@ class TriageApp(LessonApp):
             expect = {**{k: state_id(state) for k, state in jobs}, key: state_id(values)}
             self._fills += 1
             msg = {"prefetch_base": key, "limit": BROWSER_LIMIT, "expect": expect, "fill": self._fills}
-            self.picture.send({**msg, "seen": self._seen, "home": home_keys(controls, values, jobs)})
+            self._home = set(home_keys(controls, values, jobs))
+            self.picture.send({**msg, "seen": self._seen, "home": sorted(self._home)})
         super().prepare_neighbours(change)
 
     def neighbour_states(self, current: dict, moved=None) -> list:
@@ -556,10 +557,12 @@ class TriageApp(LessonApp):
         """One neighbour: its triage remembered, and its ladder sent to the browser's cache under its key."""
         shown = self.payload(attempt(self.compute_for, values))
         key = values_key(self._prefetched_controls(), values)
-        self.picture.send({"prefetch": key, "id": state_id(values), "fill": self._fills, "payload": shown})
+        msg = {"prefetch": key, "id": state_id(values), "fill": self._fills, "payload": shown}
+        self.picture.send({**msg, "home": True} if key in self._home else msg)
 
     _fills = 0  # the neighbourhoods named to the browser (prefetch.Prefetcher's fills)
     _seen = 0  # the browser's count of the student's changes seen here (prefetch.browser_count)
+    _home: set = set()  # the current map's home keys (prefetch.home_keys), also named in their own messages
 
     def _prefetched_controls(self) -> dict:
         return {name: getattr(self, name) for name in self.prepared_controls}

@@ -22,6 +22,8 @@ NODE = shutil.which("node")
 COUNTED = """
 const counted = (k, expect, seen, home) => model.emit("msg:custom", { prefetch_base: k, expect, limit: 256, fill: ++fills, seen, home });
 const sent = (c) => controls[c].get("_distlab_change");
+// a payload message that names its state home (prefetch.Prefetcher._send), as a view made after the map receives it
+const sendHome = (k, id, home) => model.emit("msg:custom", { prefetch: k, id, fill: fills, payload: { summaries: [id] }, ...(home ? { home } : {}) });
 """
 
 
@@ -123,3 +125,20 @@ def test_a_student_back_at_the_new_base_with_changes_in_flight_is_answered_only_
         """
     )
     assert out == [["a -> b", 1, "B"], ["b -> c: not the kernel's way", 1, "B"]], out
+
+
+@pytest.mark.skipif(NODE is None, reason="needs Node.js to run the browser code")
+def test_a_view_made_after_the_map_learns_the_home_states_from_their_own_messages():
+    # a cell shows the app and the kernel sends its first map at once, before the browser has made the view: the
+    # view sees only the payload messages (the base's among them). Those of home states say so, so a -> b -> a is
+    # answered as under the map (before: the view knew no home state, and the turn back went to the kernel)
+    out = _run(
+        """
+        fills = 1;
+        sendHome(key("b", "x"), "B", true); sendHome(key("c", "x"), "C", true); sendHome(key("a", "y"), "AY", true);
+        sendHome(key("a", "x"), "A", false);
+        pick(0, "b"); note("a -> b");
+        pick(0, "a"); note("b -> a: home, named by B's own message");
+        """
+    )
+    assert out == [["a -> b", 1, "B"], ["b -> a: home, named by B's own message", 2, "A"]], out

@@ -94,9 +94,12 @@ def test_each_map_names_the_count_the_last_browser_change_carried_and_the_base_p
         assert not hasattr(widget, CHANGE_COUNT)  # no trait, nothing set on the widget
         maps = [m for m in sent if m.get("prefetch_base")]
         base = maps[-1]["prefetch_base"]
-        payloads = [m["prefetch"] for m in sent if "prefetch" in m and m["fill"] == maps[-1]["fill"]]
+        payloads = [m for m in sent if "prefetch" in m and m["fill"] == maps[-1]["fill"]]
+        # each home state's own message says so (a view made after the map learns it there)
+        assert {m["prefetch"] for m in payloads if m.get("home")} == set(maps[-1]["home"])
+        assert maps[-1]["home"]  # every app here has some
         app.close()
-        return maps[-1]["seen"], base in payloads, base in maps[-1]["expect"]
+        return maps[-1]["seen"], base in [m["prefetch"] for m in payloads], base in maps[-1]["expect"]
 
     overlap = OverlapApp()
     overlap.canvas._handle_message(overlap.canvas, {"type": "initialized"}, [])

@@ -270,6 +270,7 @@ function prefetching(model, root, events = {}) {
       if (msg.fill === fill) {
         expect.set(msg.prefetch, msg.id);
         pinned.add(msg.id);
+        if (msg.home === true) home.add(msg.prefetch); // (the map names them too; a view made after it learns here)
       }
       if (cache.has(msg.id)) drop(msg.id);
       const payload = withBuffers(msg, buffers || []);
