@@ -26,6 +26,7 @@ the frame after the picture's text changes, with the share drawn from the browse
     python benchmarks/bench_browser_pictures.py "training lab"   # the pictures whose label has these words
     python benchmarks/bench_browser_pictures.py --n 6 "checkpoints"   # 6 changes per control (2n slider presses)
     python benchmarks/bench_browser_pictures.py --n 4 --held 3 "overlap"   # 4 bursts of a held key (3 presses)
+    python benchmarks/bench_browser_pictures.py --held 0 --refill   # each app's first dropdown during the refill
 
 The held-key case (HELD_KEYS, issue 32): n bursts of --held presses 30 ms apart on one slider of a few apps, each
 burst after the kernel has refilled; each press's latency (to the next change of the picture's text) and whether it
@@ -307,7 +308,7 @@ def _wait_up(url: str, seconds: float = 90) -> None:
 
 
 def _measure(sync_api, base: str, token: str, name: str, only: tuple = (), n: int = LAB_PRESSES,
-             held: int = HELD_PRESSES) -> dict:
+             held: int = HELD_PRESSES, refill_only: bool = False) -> dict:
     results = {}
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
@@ -331,7 +332,7 @@ def _measure(sync_api, base: str, token: str, name: str, only: tuple = (), n: in
             page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
             page.wait_for_timeout(1000)
             for index, label in enumerate(LABELS):
-                if only and not any(word in label for word in only):
+                if refill_only or only and not any(word in label for word in only):
                     continue
                 picture = pictures.nth(index)
                 picture.scroll_into_view_if_needed()
@@ -350,8 +351,8 @@ def _measure(sync_api, base: str, token: str, name: str, only: tuple = (), n: in
             for app, index, *controls in CONTROL_APPS:
                 if not only or any(word in app or app in word for word in only):
                     shown = pictures.nth(index) if index < len(CELLS) else frames.nth(index - len(CELLS))
-                    results.update(_measure_controls(page, app, index, shown, *controls, n=n))
-            for app, index, description in HELD_KEYS if held else ():
+                    results.update(_measure_controls(page, app, index, shown, *controls, n=n, refill_only=refill_only))
+            for app, index, description in HELD_KEYS if held and not refill_only else ():
                 if not only or any(word in app or app in word for word in only):
                     shown = pictures.nth(index) if index < len(CELLS) else frames.nth(index - len(CELLS))
                     label = f"{app}: {description} slider held ({held} presses {HELD_GAP_S * 1e3:.0f} ms apart)"
@@ -453,9 +454,11 @@ def _visible_pair(page, select, picture):
     return None
 
 
-def _measure_controls(page, app: str, index: int, picture, dropdowns, toggles, checkboxes, sliders=(), n=LAB_PRESSES):
+def _measure_controls(page, app: str, index: int, picture, dropdowns, toggles, checkboxes, sliders=(), n=LAB_PRESSES,
+                      refill_only: bool = False):
     """Change -> changed pixels for every enabled control of the app in cell `index`, alternating between its value
-    and a neighbouring one (a select's option either side, the next toggle button, the checkbox)."""
+    and a neighbouring one (a select's option either side, the next toggle button, the checkbox); with
+    `refill_only`, only its first dropdown during the refill."""
     results = {}
     cell = page.locator(".jp-Notebook .jp-Cell").nth(index)  # the app's own: the other apps have a model too
     picture.scroll_into_view_if_needed()
@@ -466,10 +469,14 @@ def _measure_controls(page, app: str, index: int, picture, dropdowns, toggles, c
             print(f"{app}: {name} dropdown: no neighbouring option changes the picture here; skipped")
             continue
         pauses = (PAUSE_S, FILL_PAUSE_S) if name == dropdowns[0] else (PAUSE_S,)
+        if refill_only:
+            pauses = (FILL_PAUSE_S,) if name == dropdowns[0] else ()
         for pause in pauses:
             label = f"{app}: {name} dropdown" + (" (during the refill)" if pause == FILL_PAUSE_S else "")
             results[label] = _time_changes(page, select, picture, lambda i: select.select_option(label=pair[i % 2]),
                                            pause, n)
+    if refill_only:
+        return results
     for name in toggles:
         group = _labelled(page, cell, ".widget-toggle-buttons", name)
         buttons = group.locator("button")
@@ -489,9 +496,10 @@ def _measure_controls(page, app: str, index: int, picture, dropdowns, toggles, c
     return results
 
 
-def main(only: tuple = (), n: int = LAB_PRESSES, held: int = HELD_PRESSES) -> dict:
+def main(only: tuple = (), n: int = LAB_PRESSES, held: int = HELD_PRESSES, refill_only: bool = False) -> dict:
     """Measure every picture (those whose label contains a word of `only` when it is not empty), n changes per
-    control and 2n key presses per picture slider, and n bursts of `held` presses of each HELD_KEYS slider (0: none)."""
+    control and 2n key presses per picture slider, and n bursts of `held` presses of each HELD_KEYS slider (0: none);
+    with `refill_only`, only each app's first dropdown during the refill."""
     try:
         from playwright import sync_api
     except ImportError:
@@ -519,11 +527,12 @@ def main(only: tuple = (), n: int = LAB_PRESSES, held: int = HELD_PRESSES) -> di
         try:
             _wait_up(f"http://127.0.0.1:{port}/api/status?token={token}")
             print("measuring straight to the server ...", flush=True)
-            out["direct"] = _measure(sync_api, f"http://127.0.0.1:{port}", token, names["direct"], only, n, held)
+            out["direct"] = _measure(sync_api, f"http://127.0.0.1:{port}", token, names["direct"], only, n, held,
+                                     refill_only)
             proxy = DelayingProxy(port, DELAY_S)
             print(f"measuring through the proxy ({2 * DELAY_S * 1e3:.0f} ms round trip added) ...", flush=True)
             out["delayed"] = _measure(sync_api, f"http://127.0.0.1:{proxy.port}", token, names["delayed"], only, n,
-                                      held)
+                                      held, refill_only)
         finally:
             if proxy is not None:
                 proxy.close()
@@ -549,6 +558,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("words", nargs="*", help="measure only the pictures and apps whose label has one of these words")
     p.add_argument("--held", type=int, default=HELD_PRESSES,
                    help=f"presses per burst of the held-key case (HELD_KEYS; default {HELD_PRESSES}; 0: not measured)")
+    p.add_argument("--refill", action="store_true",
+                   help="only each app's first dropdown during the refill (changes FILL_PAUSE_S apart)")
     p.add_argument("--n", type=int, default=LAB_PRESSES,
                    help=f"changes per control, 2n key presses per picture slider (default {LAB_PRESSES}; at least 2)")
     return p
@@ -560,4 +571,4 @@ if __name__ == "__main__":
         parser().error(f"--n must be at least 2 (a change and its way back), got {args.n}")
     if args.held < 0:
         parser().error(f"--held must be 0 or more presses per burst, got {args.held}")
-    main(tuple(args.words), args.n, args.held)
+    main(tuple(args.words), args.n, args.held, args.refill)

@@ -1557,6 +1557,56 @@ def test_three_presses_of_a_held_key_are_answered_from_the_cache_with_the_kernel
     app.close()
 
 
+def test_a_turn_back_to_the_state_shown_is_answered_from_the_cache_with_the_kernel_paused(jupyterlab):
+    """A second change during the refill (issue 32): a -> b -> a, faster than the kernel's next map. Once the kernel
+    has filled the neighbourhood of the state shown, its process is paused (SIGSTOP) and lesson 3's buckets slider
+    is pressed right, then left: both are drawn from the browser's cache (the turn back from the base's own payload,
+    the step there moved no other control: prefetch.home_keys) and the text is the state's own again. Once the
+    kernel runs again (it has the two changes to catch up with: each map names the count it has seen), a further
+    press right is drawn from the cache too."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+
+    cell, description = HELD_KEYS["overlap"]
+    app, jobs, slider, text = _held_key_app("overlap")
+    start = text()
+    slider.value += slider.step
+    assert text() != start  # the press right shows a new text
+    cells = ["import os\nos.getpid()", cell]
+    with _notebook_page(jupyterlab, sync_api, "turn-back.ipynb", cells, "browser-turn-back.png") as page:
+        holder = page.locator(".distlab-framecache").first
+        holder.wait_for(state="attached", timeout=90_000)
+        _wait_settled(page, holder, len(jobs))
+        source = re.search(r"\[[a-z_.]+\]", start).group(0)  # the function the status names
+        shown = page.locator(".widget-html-content").filter(has_text=source).last
+        pid = int(page.locator(".jp-Cell").first.locator(".jp-OutputArea-output").text_content().strip())
+        named = page.locator(".widget-label", has_text=re.compile(f"^{re.escape(description)}$"))
+        page.locator(".widget-slider", has=named).locator(".noUi-handle").first.focus()
+        hits = int(holder.get_attribute("data-cache-hits") or 0)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            for key in ("ArrowRight", "ArrowLeft"):
+                page.keyboard.press(key)
+                page.wait_for_timeout(100)
+            page.wait_for_function(
+                "([el, n]) => Number(el.getAttribute('data-cache-hits')) >= n",
+                arg=[holder.element_handle(), hits + 2],
+                timeout=5_000,
+            )
+            _wait_for_text(page, shown, start, 5_000)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        page.wait_for_function("el => !el.hasAttribute('data-overlay')", arg=holder.element_handle(), timeout=30_000)
+        _wait_settled(page, holder, len(jobs))
+        assert _squash(shown.text_content() or "") == start
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function(
+            "([el, n]) => Number(el.getAttribute('data-cache-hits')) >= n",
+            arg=[holder.element_handle(), hits + 3],
+            timeout=5_000,
+        )
+    app.close()
+
+
 def test_a_cached_change_of_the_grid_shows_the_warnings_of_its_new_layout(jupyterlab):
     """Issue 31 (screenshots of lesson 6's grid after a change drawn from the browser's cache, issue 32): the grid and
     its text followed the change at once, but the layout's warnings, written by the kernel under the picture, did not

@@ -50,6 +50,10 @@ __all__ = [
     "neighbour_jobs",
     "without_via",
     "VIA",
+    "CHANGE_COUNT",
+    "BASE_AFTER",
+    "home_keys",
+    "browser_count",
     "Prefetcher",
 ]
 
@@ -77,6 +81,15 @@ KERNEL_LIMIT = 128
 SEPARATOR = "\x1f"
 #: A marked state's entry naming the states passed on the way there (neighbour_jobs(marked=True)); no control's name.
 VIA = "~via"
+#: The attribute of a control's browser model that carries the browser's count of the student's changes: prefetch.js
+#: sets it with each change, so it travels in the change's own message (ipywidgets merges the changes made while one
+#: is in flight into the next message: the latest count goes with them). The kernel's set_state ignores a name that
+#: is no trait but holds it in the widget's _property_lock while the change's observers run: Prefetcher.stop notes it,
+#: and each map names the last count seen ("seen"): the browser then knows which of its changes are still in flight.
+CHANGE_COUNT = "_distlab_change"
+#: Where the fill sends the base's own payload: after this many of the nearest states (the +-1 of the control just
+#: moved). A turn back to the base (a -> b -> a) is answered from it before the map around b has come (home_keys).
+BASE_AFTER = 2
 _CURRENT = object()
 
 
@@ -200,6 +213,34 @@ def neighbour_jobs(
     return jobs
 
 
+def home_keys(controls: dict, state: dict, jobs: list, neighbour=None) -> list[str]:
+    """The keys of `jobs` (neighbour_jobs of `state`) from whose state a change of the one control moved straight back
+    to its value in `state` reaches `state` itself (with `neighbour` as in neighbour_jobs): no other control stays
+    moved. A run a -> b -> a then ends at the map's base, which browser_js/prefetch.js draws from the base's own payload
+    while the kernel has not yet sent the map around b; elsewhere (lesson 5's TP degree, moved at h + 1 and kept at h)
+    the return is left to the kernel."""
+    step = neighbour if neighbour is not None else (lambda s, name, value: {**s, name: value})
+    names = list(controls)
+    labels = values_key(controls, state).split(SEPARATOR)
+    home = []
+    for key, after in jobs:
+        moved = [names[i] for i, label in enumerate(key.split(SEPARATOR)) if label != labels[i]]
+        there, _ = without_via(after)
+        if len(moved) == 1 and table_key(step(there, moved[0], state[moved[0]])) == table_key(state):
+            home.append(key)
+    return home
+
+
+def browser_count(controls, seen: int) -> int:
+    """While a change from the browser to one of `controls` is handled (its set_state, whose observers run now), the
+    count of the student's changes it carries (CHANGE_COUNT, held in the control's _property_lock); else `seen`."""
+    for widget in controls:
+        count = getattr(widget, "_property_lock", {}).get(CHANGE_COUNT)
+        if isinstance(count, int) and not isinstance(count, bool):
+            seen = count
+    return seen
+
+
 def without_via(state: dict) -> tuple[dict, list]:
     """(the state without VIA, the states passed on the way there: neighbour_jobs(marked=True))."""
     via = [{name: value for name, _, value in key} for key in state.get(VIA, ())]
@@ -209,8 +250,10 @@ def without_via(state: dict) -> tuple[dict, list]:
 class Prefetcher:
     """Computes the picture data of neighbouring states in idle turns and sends each to `picture` (a BrowserPicture)
     as {"prefetch": browser key, "id": state_id, "fill": n, "payload": data}, after {"prefetch_base": the current
-    key, "limit": BROWSER_LIMIT, "expect": {browser key: state_id} of every job, "fill": n}, n counting the fills (a
-    base sent before the picture is shown reaches no view: its prefetch messages name the neighbourhood then).
+    key, "limit": BROWSER_LIMIT, "expect": {browser key: state_id} of every job, "fill": n, "seen": the browser's
+    count of the student's changes the kernel has seen (CHANGE_COUNT), "home": home_keys}, n counting the fills (a
+    base sent before the picture is shown reaches no view: its prefetch messages name the neighbourhood then). Given
+    the base's state, the fill sends its payload too (after BASE_AFTER neighbours; "expect" names it).
     The bytes values of a payload (lesson 4's timeline ops) travel as the message's binary buffers, named in order
     by its "buffers" list; browser_js/prefetch.js puts them back into the payload.
 
@@ -247,6 +290,7 @@ class Prefetcher:
         self.future: asyncio.Future | None = None
         self.longest_turn_s = 0.0
         self.ready_s: float | None = None  # seconds from start to every neighbour sent (the last fill)
+        self.seen = 0  # the browser's count of the student's changes as of the last one seen here (CHANGE_COUNT)
 
     def lookup(self, state: dict):
         """The data remembered for `state`, or None."""
@@ -263,8 +307,14 @@ class Prefetcher:
             self.table.popitem(last=False)
 
     def stop(self) -> None:
-        """Abandon the fill under way (a control moved: a newer one follows)."""
+        """Abandon the fill under way (a control moved: a newer one follows); note the browser's count of changes
+        that the change being handled carries (CHANGE_COUNT)."""
+        self.note_seen()
         self.generation += 1
+
+    def note_seen(self) -> None:
+        """While a change from the browser is handled, the count it carries becomes `seen` (browser_count)."""
+        self.seen = browser_count(getattr(self.picture, "controls", None) or (), self.seen)
 
     def forget(self, change=None) -> None:
         """A change has reached the kernel: abandon the fill, and have the browser answer no change from its cache
@@ -283,11 +333,14 @@ class Prefetcher:
             msg = {"prefetch_base": "", "limit": BROWSER_LIMIT, "expect": {}, "fill": self.fills}
             self.picture.send({**msg, "keep": True} if keyed else msg)
 
-    def _turns(self, base: str, jobs: list):
+    def _turns(self, base: str, jobs: list, home: list | tuple = (), base_state: dict | None = None):
         """The fill as a step function: each call runs until turn_deadline, returns whether work is left."""
+        self.note_seen()
         self.generation += 1
         generation = self.generation
         jobs = list(jobs)
+        if base_state is not None:
+            jobs.insert(min(BASE_AFTER, len(jobs)), (base, base_state))
         self.sent = []
         drawn_in = self.context() if self.context is not None else None
         expect = {key: state_id(state, drawn_in) for key, state in jobs}
@@ -295,7 +348,14 @@ class Prefetcher:
         fill = self.fills
         # the values of the inputs the key does not show, as the browser's copies hold them (its check: prefetch.js)
         priced_at = {"inputs": [w.value for w in inputs]} if (inputs := getattr(self.picture, "inputs", None)) else {}
-        self.picture.send({"prefetch_base": base, "limit": BROWSER_LIMIT, "expect": expect, "fill": fill, **priced_at})
+        msg = {"prefetch_base": base, "limit": BROWSER_LIMIT, "expect": expect, "fill": fill, "seen": self.seen}
+        self.picture.send({**msg, "home": list(home), **priced_at})
+        homes = set(home)
+        # each home state's own message says so too (a view made after the map, which never reaches it, learns it)
+
+        def marks(key: str) -> dict:
+            return {"home": True} if key in homes else {}
+
         current: list = []  # [key, state, generator] of the neighbour being priced
         started = time.perf_counter()
 
@@ -314,14 +374,16 @@ class Prefetcher:
                     key, state = jobs.pop(0)
                     data = self.lookup(state)
                     if data is not None:
-                        self._send(key, expect[key], data, fill, state, priced_at)
+                        self._send(key, expect[key], data, fill, state, {**priced_at, **marks(key)})
                         continue
                     current[:] = [key, state, self.steps(state)]
                 try:
                     next(current[2])
                 except StopIteration as done:
                     self.remember(current[1], done.value)
-                    self._send(current[0], expect[current[0]], done.value, fill, current[1], priced_at)
+                    self._send(
+                        current[0], expect[current[0]], done.value, fill, current[1], {**priced_at, **marks(current[0])}
+                    )
                     current.clear()
                     priced += 1
             self.longest_turn_s = max(self.longest_turn_s, time.perf_counter() - begin)
@@ -332,26 +394,27 @@ class Prefetcher:
 
         return step
 
-    def _send(self, key: str, sid: str, data: dict, fill: int, state: dict, priced_at: dict) -> None:
+    def _send(self, key: str, sid: str, data: dict, fill: int, state: dict, told: dict) -> None:
         self.sent.append(key)
         if self.disabled is not None:
             data = {**data, "control_disabled": self.disabled(state)}
         binary = [name for name, value in data.items() if isinstance(value, bytes)]
-        msg = {"prefetch": key, "id": sid, "fill": fill, **priced_at}
+        msg = {"prefetch": key, "id": sid, "fill": fill, **told}
         if not binary:
             self.picture.send({**msg, "payload": data})
             return
         payload = {name: value for name, value in data.items() if name not in binary}
         self.picture.send({**msg, "payload": payload, "buffers": binary}, [data[name] for name in binary])
 
-    def start(self, base: str, jobs: list) -> None:
+    def start(self, base: str, jobs: list, home: list | tuple = (), base_state: dict | None = None) -> None:
         """Inside a running event loop: price `jobs` ([(browser key, state)], nearest first) one turn at a time,
-        each turn at most FILL_TURN_S plus one step, sending each as it is done; abandons the fill under way.
-        Outside one: nothing. (Not finished at the end of a cell, unlike filling.fill_in_turns: the student's first
-        picture never waits for it.)"""
+        each turn at most FILL_TURN_S plus one step, sending each as it is done, and the base's own payload where
+        `base_state` is given (after BASE_AFTER jobs); `home`: home_keys. Abandons the fill under way. Outside a loop:
+        nothing. (Not finished at the end of a cell, unlike filling.fill_in_turns: the student's first picture never
+        waits for it.)"""
         if not event_loop_running():
             return
-        step = self._turns(base, jobs)
+        step = self._turns(base, jobs, home, base_state)
         loop = asyncio.get_running_loop()
         done = loop.create_future()
 
@@ -371,11 +434,12 @@ class Prefetcher:
 
     def start_around(self, controls: dict, state: dict, moved=None, neighbour=None, marked: bool = False) -> None:
         """In a kernel, with the picture shown: start the fill of every state 1 to REACH steps of one of `controls`
-        away from `state` (neighbour_jobs, the nearest first, the widget `moved` first). Outside one, or before the
-        picture has a comm: nothing."""
+        away from `state` (neighbour_jobs, the nearest first, the widget `moved` first), and of `state` itself (a turn
+        back to it: home_keys). Outside one, or before the picture has a comm: nothing."""
         if not event_loop_running() or self.picture.comm is None:
             return
-        self.start(values_key(controls, state), neighbour_jobs(controls, state, moved, neighbour, marked=marked))
+        jobs = neighbour_jobs(controls, state, moved, neighbour, marked=marked)
+        self.start(values_key(controls, state), jobs, home_keys(controls, state, jobs, neighbour), state)
 
     def run_all(self, base: str, jobs: list) -> None:
         """Price and send every job now (tests, and a state priced outside an event loop)."""

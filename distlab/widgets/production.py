@@ -28,7 +28,7 @@ from .common import (
     remembered_estimate,
 )
 from .framecache import FrameCachingApp
-from .prefetch import BROWSER_LIMIT, neighbour_jobs, state_id, values_key
+from .prefetch import BASE_AFTER, BROWSER_LIMIT, browser_count, home_keys, neighbour_jobs, state_id, values_key
 
 __all__ = [
     "BUCKET_MODELS",
@@ -530,28 +530,39 @@ class TriageApp(LessonApp):
 
     def prepare_neighbours(self, change=None) -> None:
         """LessonApp's, and first, in a kernel, the browser told the state whose neighbours follow and their keys and
-        state ids (it answers only those from its cache: distlab.widgets.prefetch)."""
+        state ids (it answers only those from its cache: distlab.widgets.prefetch), the browser's count of the
+        student's changes seen here and the home keys (as prefetch.Prefetcher's map)."""
+        controls = self._prefetched_controls()
+        self._seen = browser_count(controls.values(), self._seen)
         if event_loop_running() and self.picture.comm is not None:
-            controls, values = self._prefetched_controls(), self.values()
+            values = self.values()
             moved = change.get("owner") if isinstance(change, dict) else None
-            expect = {key: state_id(state) for key, state in neighbour_jobs(controls, values, moved)}
+            jobs = neighbour_jobs(controls, values, moved)
             key = values_key(controls, values)
+            expect = {**{k: state_id(state) for k, state in jobs}, key: state_id(values)}
             self._fills += 1
-            self.picture.send({"prefetch_base": key, "limit": BROWSER_LIMIT, "expect": expect, "fill": self._fills})
+            msg = {"prefetch_base": key, "limit": BROWSER_LIMIT, "expect": expect, "fill": self._fills}
+            self._home = set(home_keys(controls, values, jobs))
+            self.picture.send({**msg, "seen": self._seen, "home": sorted(self._home)})
         super().prepare_neighbours(change)
 
     def neighbour_states(self, current: dict, moved=None) -> list:
         """The states whose ladders the browser is sent: 1 to REACH steps of one control away (prefetch.neighbour_jobs,
-        the nearest first), the control `moved` first."""
-        return [state for _, state in neighbour_jobs(self._prefetched_controls(), current, moved)]
+        the nearest first), the control `moved` first, and `current` itself after the nearest two (BASE_AFTER)."""
+        states = [state for _, state in neighbour_jobs(self._prefetched_controls(), current, moved)]
+        states.insert(min(BASE_AFTER, len(states)), current)
+        return states
 
     def _prepare(self, values: dict) -> None:
         """One neighbour: its triage remembered, and its ladder sent to the browser's cache under its key."""
         shown = self.payload(attempt(self.compute_for, values))
         key = values_key(self._prefetched_controls(), values)
-        self.picture.send({"prefetch": key, "id": state_id(values), "fill": self._fills, "payload": shown})
+        msg = {"prefetch": key, "id": state_id(values), "fill": self._fills, "payload": shown}
+        self.picture.send({**msg, "home": True} if key in self._home else msg)
 
     _fills = 0  # the neighbourhoods named to the browser (prefetch.Prefetcher's fills)
+    _seen = 0  # the browser's count of the student's changes seen here (prefetch.browser_count)
+    _home: set = set()  # the current map's home keys (prefetch.home_keys), also named in their own messages
 
     def _prefetched_controls(self) -> dict:
         return {name: getattr(self, name) for name in self.prepared_controls}

@@ -19,7 +19,7 @@ from .common import (
     offered,
     replace_options,
 )
-from .prefetch import Prefetcher, neighbour_jobs, state_key
+from .prefetch import Prefetcher, home_keys, neighbour_jobs, state_key
 from .training_lab_data import (
     BATCHES,
     CAPACITY_OPTIONS,
@@ -366,7 +366,10 @@ class TrainingLabApp(LessonApp):
         with APP_LOCK:
             if generation != self._generation or not event_loop_running() or self.picture.comm is None:
                 return
-            self.prefetcher.start(state_key(self._controls), self.neighbour_jobs())
+            jobs = self.neighbour_jobs()
+            controls = {name: getattr(self, name) for name in CONTROLS}
+            home = home_keys(controls, self.state(), jobs, data.neighbour_state)
+            self.prefetcher.start(state_key(self._controls), jobs, home, self.state())
 
     def neighbour_jobs(self) -> list:
         """[(the browser's key, the state)] of every state 1 to REACH steps of one control away (prefetch.neighbour_jobs

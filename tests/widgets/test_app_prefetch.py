@@ -111,7 +111,8 @@ def test_prefetched_payload_is_what_the_app_shows_after_that_change(name):
         # and, where the picture has inputs the key does not show (a size box), their values the fill is priced at
         told = {"inputs": [w.value for w in app.picture.inputs]} if app.picture.inputs else {}
         base = {"prefetch_base": "base", "limit": prefetch.BROWSER_LIMIT, "expect": expect, "fill": fill}
-        assert sent[0] == {**base, **told}
+        # run_all sends no base payload and no home keys; no change has come from a browser (seen 0)
+        assert sent[0] == {**base, "seen": 0, "home": [], **told}
         assert all(m["id"] == expect[m["prefetch"]] and m["fill"] == fill for m in sent[1:])
         assert all(m.get("inputs") == told.get("inputs") for m in sent[1:])
         payloads = {m["prefetch"]: m["payload"] for m in sent[1:]}
@@ -168,11 +169,17 @@ def test_no_prefetch_turn_holds_the_kernel_and_a_prefetched_change_is_shown_comp
         jobs = _jobs(app, controls, neighbour, getattr(app, control))
         # the browser told to answer nothing from its cache when the change arrived (an empty neighbourhood), then
         # the new neighbourhood when the fill starts; then each job, the changed control's own neighbours first
-        assert [m["prefetch_base"] for m in sent[:2]] == ["", prefetch.state_key(list(keyed.values()))]
-        assert sent[0]["expect"] == {} and set(sent[1]["expect"]) == {key for key, _ in jobs}
+        here = prefetch.state_key(list(keyed.values()))
+        assert [m["prefetch_base"] for m in sent[:2]] == ["", here]
+        assert sent[0]["expect"] == {} and set(sent[1]["expect"]) == {key for key, _ in jobs} | {here}
         assert sent[0]["fill"] < sent[1]["fill"] == sent[2]["fill"]  # the browser takes the newer neighbourhood
-        assert [m["prefetch"] for m in sent[2:]] == [key for key, _ in jobs]
+        # each job, the changed control's own neighbours first, and the state itself after the nearest two
+        # (prefetch.BASE_AFTER: a turn back to it is drawn from its payload, which is what the app shows now)
+        order = [key for key, _ in jobs]
+        order.insert(prefetch.BASE_AFTER, here)
+        assert [m["prefetch"] for m in sent[2:]] == order
         assert sent[2]["prefetch"] == jobs[0][0] and jobs[0][1][control] != value
+        assert _shown(app, sent[2 + prefetch.BASE_AFTER]["payload"]) == sent[2 + prefetch.BASE_AFTER]["payload"]
         # a change into a prefetched state: every position shown at once, in the change's own turn
         other, to = next((n, v) for n in controls if n != control for v in neighbour_values(getattr(app, n)))
         getattr(app, other).value = to
@@ -290,7 +297,7 @@ def test_the_bubble_grids_fill_never_holds_the_kernel_at_16_stages():
         return longest, sent
 
     longest, sent = asyncio.run(run())
-    assert sent == 26
+    assert sent == 26 + 1  # and the state itself (prefetch.BASE_AFTER)
     assert longest < 0.1, f"a turn held the loop for {longest:.3f} s of CPU"
 
 

@@ -59,7 +59,8 @@ def test_prefetched_payload_is_what_the_app_shows_after_that_change():
         app.prefetcher.run_all("base", jobs)
         expect = {key: prefetch.state_id(state) for key, state in jobs}
         fill = sent[0]["fill"]
-        assert sent[0] == {"prefetch_base": "base", "limit": prefetch.BROWSER_LIMIT, "expect": expect, "fill": fill}
+        base = {"prefetch_base": "base", "limit": prefetch.BROWSER_LIMIT, "expect": expect, "fill": fill}
+        assert sent[0] == {**base, "seen": 0, "home": []}  # run_all: no base payload, no home keys
         assert all(m["id"] == expect[m["prefetch"]] and m["fill"] == fill for m in sent[1:])
         payloads = {m["prefetch"]: m["payload"] for m in sent[1:]}
         assert len(payloads) == len(jobs)
@@ -116,9 +117,11 @@ def test_no_prefetch_turn_holds_the_kernel_and_a_prefetched_change_is_shown_comp
         # the browser told to answer nothing from its cache when the change arrived, then the new neighbourhood when
         # the fill starts; then each job
         assert [m["prefetch_base"] for m in sent[:2]] == ["", prefetch.state_key(app._controls)]
-        assert sent[0]["expect"] == {} and set(sent[1]["expect"]) == {key for key, _ in jobs}
+        here = prefetch.state_key(app._controls)
+        assert sent[0]["expect"] == {} and set(sent[1]["expect"]) == {key for key, _ in jobs} | {here}
         assert sent[0]["fill"] < sent[1]["fill"] == sent[2]["fill"]  # the browser takes the newer neighbourhood
-        assert len(sent) == 2 + len(jobs)
+        assert len(sent) == 2 + len(jobs) + 1  # and the state itself, after the nearest two (prefetch.BASE_AFTER)
+        assert sent[2 + prefetch.BASE_AFTER]["prefetch"] == here
         # the fabric's own neighbours first (the control just moved): ib-ndr, the only one the right of ib-xdr
         assert sent[2]["prefetch"] == prefetch.state_key(app._controls, (app.fabric, "ib-ndr"))
         # a change into a prefetched state: every node count shown at once, in the change's own turn

@@ -1,8 +1,10 @@
 // The browser's cache of the states one control change away (issue 32; distlab.widgets.prefetch), shared by the
 // pictures of apps whose other controls change their data (the training lab, the triage ladder, lessons 1-4, 6): the
-// kernel sends {prefetch_base, limit, expect: {key: id}, fill} after each change (the neighbourhood: the key and the
-// full state's id of every state one change away, and up to three steps along one control: prefetch.REACH; fill
-// counts them;
+// kernel sends {prefetch_base, limit, expect: {key: id}, fill, seen, home} after each change (the neighbourhood: the
+// key and the full state's id of every state one change away, up to three steps along one control: prefetch.REACH,
+// and of the base itself; fill counts them; seen: the count of the student's changes the kernel had seen, which the
+// browser sends with each change (CHANGE_COUNT); home: the keys from which a change straight back to the base reaches
+// the base itself;
 // an empty base and map after a change has reached the kernel: see `kept`), then {prefetch: key, id, fill, payload:
 // {summaries, errors, frames}}
 // (and, where the change moves the picture's slider, min, max, value and height; lesson 4's grid: times and codes,
@@ -19,6 +21,10 @@
 // A payload without frames keeps the picture's frames (our message in place of the text: the picture hides them);
 // its control_disabled ([true, false or null per control]) is applied to the controls at once (lesson 4's chunks v).
 const KEY_SEPARATOR = "\x1f";
+// the attribute of a control's model that carries the count of the student's changes to the kernel (prefetch.CHANGE_COUNT)
+const CHANGE_COUNT = "_distlab_change";
+// the keys after the student's last changes kept (a new map's in-flight changes are replayed from them)
+const HISTORY = 64;
 // the most bytes of payload held besides the current neighbourhood's (prefetch.BROWSER_LIMIT states in all): 64 MiB,
 // where a frame-cache PNG is 12-18 kB, the training lab's payload 12 kB (the count binds first), lesson 4's grid
 // 0.1-1 MB (its 64 timelines' ops: the bytes bind first, at 60 or more states)
@@ -124,17 +130,41 @@ function prefetching(model, root, events = {}) {
   // other reaches (a first change may jump: the kernel keys a state only where the jump reaches the same state), so
   // a change that turns back or goes over to another control is left to the kernel (a dependent control such as
   // lesson 5's TP degree follows the way there: TP moved by h + 1 stays moved at h - 1)
+  // (`at`: the key the walk has reached.) A change straight back to the base from a state the kernel marks `home`
+  // (a -> b -> a where the step to b moved no other control) reaches the base itself: the walk starts afresh there.
   let baseKey = null;
-  let walk = { control: -1, offset: 0, broken: false };
+  let walk = { control: -1, offset: 0, broken: false, at: null };
+  let home = new Set();
   const rebase = (k) => {
     baseKey = k;
-    walk = { control: -1, offset: 0, broken: false };
+    walk = { control: -1, offset: 0, broken: false, at: k };
   };
+  // the student's changes, counted once for every view of this picture (the kernel sees each change once): their
+  // number, the key after each (the last HISTORY) and the key seen last
+  const changes = model.distlabChanges || (model.distlabChanges = { count: 0, keys: new Map(), last: null });
   // a new map's base `k`, named after the kernel has seen some of the student's changes: those it has not seen yet
   // are the walk's changes past k when k is on the walk (the rest of the run goes on from k), none when the student
   // has not changed anything since the last base; otherwise they are unknown (the student turned back or moved
   // another control on the way), and nothing is answered until a map whose base is the student's state
-  const rebaseOn = (k) => {
+  // a new map's base `k` where the kernel names the count of the student's changes it had seen (`seen`): nothing in
+  // flight when that is every change (then the student must be at k: else the kernel has moved a control itself,
+  // and its labels are on the way); else k must be the key after the change seen last, and the changes since then
+  // are walked again from k (each must continue the walk: `along`)
+  const rebaseOn = (k, seen) => {
+    if (typeof seen !== "number" || !controls.length) return rebaseOnWalk(k);
+    rebase(k);
+    if (seen === changes.count) {
+      if (key() !== k) walk.broken = true;
+      return;
+    }
+    if (seen > changes.count || changes.keys.get(seen) !== k) {
+      walk.broken = true;
+      return;
+    }
+    for (let n = seen + 1; n <= changes.count && !walk.broken; n += 1) along(changes.keys.get(n));
+  };
+  // the same without the kernel's count (a kernel that sends none): from the walk alone
+  const rebaseOnWalk = (k) => {
     const onWalk = !walk.broken && walk.control !== -1;
     const on = !onWalk ? null : k === baseKey ? { control: walk.control, offset: 0 } : offsetFrom(controls, baseKey, k);
     const through = on !== null && on.control === walk.control && (on.offset === 0 ||
@@ -142,7 +172,7 @@ function prefetching(model, root, events = {}) {
     const rest = through ? walk.offset - on.offset : 0;
     const unchanged = walk.control === -1 && !walk.broken;
     rebase(k);
-    if (rest !== 0) walk = { control: on.control, offset: rest, broken: false };
+    if (rest !== 0) walk = { control: on.control, offset: rest, broken: false, at: key() };
     else if (!through && !unchanged && controls.length && key() !== k) walk.broken = true;
   };
   let fill = 0; // its number (a base sent before this view was made never reaches it: its messages name it then)
@@ -222,7 +252,8 @@ function prefetching(model, root, events = {}) {
       kept = forget && msg.keep === true && (kept || expect.size > 0);
       if (!kept) {
         based(new Map(Object.entries(msg.expect || {})));
-        rebaseOn(msg.prefetch_base);
+        home = new Set(msg.home || []);
+        rebaseOn(msg.prefetch_base, msg.seen);
         pricedAt = msg.inputs;
       }
     } else if (msg && msg.prefetch !== undefined && msg.id !== undefined) {
@@ -231,6 +262,7 @@ function prefetching(model, root, events = {}) {
         pricedAt = msg.inputs;
         expect = new Map();
         pinned = new Set();
+        home = new Set();
         if (events.based) events.based(pinned);
         // the state this view was made at (undefined: the state once its controls have loaded)
         rebase(controls.length ? key() : undefined);
@@ -238,6 +270,7 @@ function prefetching(model, root, events = {}) {
       if (msg.fill === fill) {
         expect.set(msg.prefetch, msg.id);
         pinned.add(msg.id);
+        if (msg.home === true) home.add(msg.prefetch); // (the map names them too; a view made after it learns here)
       }
       if (cache.has(msg.id)) drop(msg.id);
       const payload = withBuffers(msg, buffers || []);
@@ -257,13 +290,18 @@ function prefetching(model, root, events = {}) {
     });
   };
   // whether the change to key `k` continues the walk from the map's base (and note it): the first change to any
-  // offset of one control, then one step further the same way each time
+  // offset of one control, then one step further the same way each time, or straight back to the base from a `home`
+  // state (the walk starts afresh)
   const along = (k) => {
     if (typeof baseKey !== "string") { // no map yet: where the kernel's first one finds the student is unknown
       walk.broken = true;
       return false;
     }
     if (walk.broken) return false;
+    if (k === baseKey && walk.control !== -1 && home.has(walk.at)) {
+      rebase(baseKey);
+      return true;
+    }
     const step = offsetFrom(controls, baseKey, k);
     const further = walk.control === -1 ||
       (step !== null && step.control === walk.control && Math.sign(step.offset) === Math.sign(walk.offset) &&
@@ -272,7 +310,7 @@ function prefetching(model, root, events = {}) {
       walk.broken = true;
       return false;
     }
-    walk = { control: step.control, offset: step.offset, broken: false };
+    walk = { control: step.control, offset: step.offset, broken: false, at: k };
     return true;
   };
   const onControl = (changed) => {
@@ -282,10 +320,18 @@ function prefetching(model, root, events = {}) {
     // a change the kernel made (ipywidgets applies the kernel's state under _state_lock): the kernel's own data
     // follows; only the student's changes are looked up. A map kept past the kernel's "forget" goes now: its keys
     // name only the student's changes from its base
+    const counted = changes.last !== k;
+    changes.last = k;
     if (changed && changed._state_lock) {
       if (kept) based(new Map());
       kept = false;
       return;
+    }
+    if (counted) { // the student's change: its count goes to the kernel in the same message (set before it is sent)
+      changes.count += 1;
+      changes.keys.set(changes.count, k);
+      changes.keys.delete(changes.count - HISTORY);
+      if (changed && typeof changed.set === "function") changed.set(CHANGE_COUNT, changes.count);
     }
     if (!along(k) || !atPriced()) return;
     const id = expect.get(k);
@@ -312,6 +358,10 @@ function prefetching(model, root, events = {}) {
       controls = models.slice(0, refs.length);
       inputs = models.slice(refs.length);
       last = key();
+      if (changes.last === null) {
+        changes.last = last;
+        changes.keys.set(0, last);
+      }
       if (baseKey === undefined) rebase(last);
       controls.forEach((m) => m.on("change", onControl));
     })
