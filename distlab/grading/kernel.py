@@ -226,6 +226,7 @@ class _Kernel:
             before_launch=before_launch,
             ip=SANDBOX_IPC + "/kernel" if self.world is not None else None,
             after_launch=self._relay if self.world is not None or self.kernel_ids is not None else None,
+            debugger=False,
         )
         km.client = functools.partial(km.client, context=self.context)  # the client's sockets too
         self.client = _client_class()(

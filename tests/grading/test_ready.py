@@ -1,4 +1,5 @@
-"""The grading client's wait for a new kernel (distlab.grading.messages: the grading client's wait_for_ready).
+"""A grading kernel's start: the grading client's wait for it (distlab.grading.messages: wait_for_ready), and
+ipykernel started without its debugger (distlab.grading.notebook_client.WITHOUT_DEBUGGER).
 
 A fake kernel client stands in for the kernel: its shell and iopub channels are queues, and kernel_info() answers
 (a kernel_info_reply on shell, then "busy" and "idle" status messages on iopub) unless the test drops that request,
@@ -11,10 +12,14 @@ import asyncio
 import time
 from queue import Empty
 
+import nbformat
+import nbformat.v4 as v4
 import pytest
 from jupyter_client import KernelManager
 
+from distlab.grading import grade, report
 from distlab.grading.messages import READY_IOPUB_WAIT, READY_WAIT_FIRST, grading_client_class
+from distlab.lessons.questions import CORRECT
 
 
 class _Channel:
@@ -109,3 +114,23 @@ def test_a_dead_kernel_and_a_silent_one_are_errors_not_a_hang():
         asyncio.run(grading_client_class().wait_for_ready(silent, 0.5))
     assert time.monotonic() - start < 2.0
     assert 3 <= silent.asked <= 8  # 0.05, 0.1, 0.2, 0.4 s: asked again with longer waits, not in a busy loop
+
+
+@pytest.mark.notebook
+def test_a_grading_kernel_starts_without_ipykernels_debugger(tmp_path):
+    # WITHOUT_DEBUGGER: ipykernel imports debugpy for its debugger when it can (0.07 s of CPU per kernel start);
+    # a grading kernel never loads it. q1 of lesson 1 is 16 (bytes per parameter, mixed-precision Adam): answered
+    # right only when no module of debugpy or its bundled pydevd is loaded, so a correct q1 shows the cell ran
+    # and found none (and the notebook still runs as any other)
+    cell = (
+        "import sys\n"
+        "loaded = sorted(m for m, v in sys.modules.items() if v is not None\n"
+        "                and m.split('.')[0] in ('debugpy', '_pydevd_bundle', '_pydev_bundle', 'pydevd'))\n"
+        "answer_q1 = 16 if not loaded else loaded\n"
+    )
+    nb = v4.new_notebook(cells=[v4.new_code_cell(cell)])
+    nb.metadata["distlab"] = {"lesson": "memory_wall"}
+    nbformat.write(nb, tmp_path / "nb.ipynb")
+    result = grade.grade_notebook(tmp_path / "nb.ipynb")
+    assert result.problems == []
+    assert {q.question: q.status for q in result.questions}["q1"] == CORRECT, report.GradeReport([result]).table()
