@@ -282,7 +282,12 @@ class _Kernel:
             with self.client.setup_kernel(
                 env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cleanup_kc=True
             ):
-                yield self
+                try:
+                    yield self
+                finally:
+                    # killed and reaped here, before nbclient's shutdown (also a kill): jupyter_client then finds it
+                    # gone at once, where it polls a process just killed every 0.1 s
+                    self._kill_processes()
         finally:
             watchdog.cancel()
             self.stop()
