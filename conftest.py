@@ -34,6 +34,7 @@ SLOW_PATHS = (
     "tests/core/test_verify_torch.py",
     "tests/core/test_verify_sharding_torch.py",
     "tests/core/test_verify_all_to_all.py",
+    "tests/core/test_verify_forked.py",
     "tests/core/test_verify_moe_torch.py",
 )
 

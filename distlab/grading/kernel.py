@@ -226,6 +226,7 @@ class _Kernel:
             before_launch=before_launch,
             ip=SANDBOX_IPC + "/kernel" if self.world is not None else None,
             after_launch=self._relay if self.world is not None or self.kernel_ids is not None else None,
+            debugger=False,
         )
         km.client = functools.partial(km.client, context=self.context)  # the client's sockets too
         self.client = _client_class()(
@@ -281,7 +282,12 @@ class _Kernel:
             with self.client.setup_kernel(
                 env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cleanup_kc=True
             ):
-                yield self
+                try:
+                    yield self
+                finally:
+                    # killed and reaped here, before nbclient's shutdown (also a kill): jupyter_client then finds it
+                    # gone at once, where it polls a process just killed every 0.1 s
+                    self._kill_processes()
         finally:
             watchdog.cancel()
             self.stop()

@@ -6,6 +6,8 @@ sockets drop any message over MAX_MESSAGE_BYTES before it is read).
 from __future__ import annotations
 
 import re
+import time
+from queue import Empty
 from typing import NamedTuple
 
 __all__ = [
@@ -159,6 +161,14 @@ READ_QUEUE = 2
 #: 4-byte pong) ends that connection; each such socket queues one message. 8 messages of 8.4 MB per unread
 #: socket held 222 MB in the grader until the kernel was shut down (default/02)
 UNREAD_MESSAGE_BYTES = MAX_PART_BYTES
+#: seconds the grader waits for the kernel's reply to its first kernel_info request before asking again; each
+#: further wait is twice as long, up to READY_WAIT_MAX. A request sent before a bubblewrap kernel's sockets exist
+#: can be lost in the relay (4 of 10 starts here), and jupyter_client's own wait is 1 s before it asks again
+READY_WAIT_FIRST = 0.05
+READY_WAIT_MAX = 1.0
+#: seconds the grader waits for the kernel's iopub message about the answered request (its "idle" status)
+#: before it asks again: jupyter_client's figure, spent only where iopub is not yet connected
+READY_IOPUB_WAIT = 0.2
 
 
 def grading_client_class():
@@ -171,6 +181,8 @@ def grading_client_class():
     from jupyter_client.connect import channel_socket_types
 
     class GradingKernelClient(AsyncKernelClient):
+        wait_for_ready = _wait_for_ready
+
         def _create_connected_socket(self, channel, identity=None):
             if channel not in READ_CHANNELS:
                 return super()._create_connected_socket(channel, identity)
@@ -184,3 +196,44 @@ def grading_client_class():
             return sock
 
     return GradingKernelClient
+
+
+async def _wait_for_ready(client, timeout: float | None = None) -> None:
+    """Until the kernel has answered a kernel_info request on shell and reported it done on iopub: the grading
+    client's wait_for_ready. As jupyter_client's, without waiting for what has already come: a request that got no
+    reply is sent again after READY_WAIT_FIRST s, then twice as long each time up to READY_WAIT_MAX (jupyter_client:
+    1 s each), and iopub is read up to the "idle" status of the request answered (jupyter_client: until iopub has
+    been quiet for 0.2 s). The replies to earlier requests are read and dropped here, as jupyter_client drops what
+    iopub held."""
+    deadline = time.monotonic() + (float("inf") if timeout is None else timeout)
+    wait = READY_WAIT_FIRST
+    while True:
+        asked = client.kernel_info()
+        reply = await _reply_to(
+            client.shell_channel, asked, "kernel_info_reply", min(wait, deadline - time.monotonic())
+        )
+        if reply is not None and await _reply_to(client.iopub_channel, asked, "status", READY_IOPUB_WAIT, "idle"):
+            client._handle_kernel_info_reply(reply)  # the protocol version the kernel speaks
+            return
+        if not await client.is_alive():
+            raise RuntimeError("Kernel died before replying to kernel_info")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"Kernel didn't respond in {timeout:g} seconds")
+        wait = min(2 * wait, READY_WAIT_MAX)
+
+
+async def _reply_to(channel, msg_id: str, msg_type: str, wait: float, state: str | None = None) -> dict | None:
+    """The message of `msg_type` on `channel` whose parent is request `msg_id` (and whose execution_state is
+    `state`, given one), read within `wait` s, else None; every other message read is dropped."""
+    until = time.monotonic() + max(0.0, wait)
+    while True:
+        try:
+            msg = await channel.get_msg(timeout=max(0.0, until - time.monotonic()))
+        except Empty:
+            return None
+        if (
+            msg.get("msg_type") == msg_type
+            and msg.get("parent_header", {}).get("msg_id") == msg_id
+            and (state is None or msg.get("content", {}).get("execution_state") == state)
+        ):
+            return msg

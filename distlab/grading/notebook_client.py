@@ -16,10 +16,23 @@ MAX_OUTPUT_CHARS = 200_000
 #: per notebook, at most this much student output is kept in the grading process (20,000 cells printing
 #: 200 kB each keep 2 MB, not 4 GB); a cell's output is dropped as soon as its errors and answers are read
 MAX_NOTEBOOK_OUTPUT_CHARS = 2_000_000
+#: `python -m ipykernel_launcher` as a grading kernel runs it: with debugpy marked absent, so ipykernel starts without
+#: its debugger (ipykernel.debugger imports debugpy when it can: 0.07 s of the kernel's 0.24 s of CPU to its first
+#: reply here). Nothing grades through a debugger, and a graded notebook's `import debugpy` fails.
+WITHOUT_DEBUGGER = (
+    "import runpy, sys; sys.modules['debugpy'] = None; "
+    "runpy.run_module('ipykernel_launcher', run_name='__main__', alter_sys=True)"
+)
 
 
 def kernel_manager(
-    argv_prefix=(), connection_file: Path | None = None, context=None, before_launch=None, ip=None, after_launch=None
+    argv_prefix=(),
+    connection_file: Path | None = None,
+    context=None,
+    before_launch=None,
+    ip=None,
+    after_launch=None,
+    debugger: bool = True,
 ):
     """An AsyncKernelManager whose every kernel name is ipykernel on this interpreter, after `argv_prefix`.
 
@@ -30,6 +43,7 @@ def kernel_manager(
     before_launch(connection_file): called once the connection file is written, before the kernel starts.
     ip: the sockets' path prefix the kernel binds (default: beside the connection file); after_launch(the kernel
     manager, launched): returns the prefix the grader connects to (the sandbox's sockets seen from here).
+    debugger=False (a grading kernel): ipykernel starts without its debugger (WITHOUT_DEBUGGER).
     """
     import ipykernel.kernelspec
     from jupyter_client import AsyncKernelManager
@@ -42,7 +56,10 @@ def kernel_manager(
 
         def get_kernel_spec(self, kernel_name):
             spec = ipykernel.kernelspec.get_kernel_dict()
-            spec["argv"] = [*prefix, *spec["argv"]]
+            argv = spec["argv"]
+            if not debugger and argv[1:3] == ["-m", "ipykernel_launcher"]:
+                argv = [argv[0], "-c", WITHOUT_DEBUGGER, *argv[3:]]
+            spec["argv"] = [*prefix, *argv]
             # interrupt by message: the kernel signals itself. A SIGINT sent from outside would also
             # reach bubblewrap, which would die and take the kernel with it.
             spec["interrupt_mode"] = "message"

@@ -9,7 +9,8 @@ build(dest) writes a copy of the installed distlab package into `dest` in which
   student's numbers with the student's seed, outside the kernel);
 * the grader itself (distlab.grading, distlab.commands, the CLI) and the deprecated aliases of the grader
   (distlab.course.grade, distlab.course.build) are absent.
-The formula modules stay: using them is what the lessons teach. student_view() builds it once per process
+The formula modules stay: using them is what the lessons teach. Each module of the view comes with its bytecode,
+compiled from the view itself. student_view() builds it once per process
 (in a private temporary folder, removed at exit); sandbox.bwrap_prefix binds it read-only in the sandbox.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import atexit
+import compileall
 import os
 import shutil
 import tempfile
@@ -137,6 +139,10 @@ def build(dest: Path) -> Path:
     for extra in lessons.iterdir():  # anything else in lessons/ (a helper module added later) is left out
         if extra.name not in known:
             shutil.rmtree(extra) if extra.is_dir() else extra.unlink()
+    # the bytecode of the view as written (the stubs', not the key's): a grading kernel may write none, so without
+    # it every kernel compiled each distlab module it imported (lesson 7's: 0.26 s of CPU, 0.17 s with it; the
+    # whole view compiles in 0.2 s, once per grading process)
+    compileall.compile_dir(dest, quiet=1)
     for path in [dest, *dest.rglob("*")]:  # readable by the kernel's unprivileged user, writable by no one
         os.chmod(path, 0o555 if path.is_dir() else 0o444)
     return dest

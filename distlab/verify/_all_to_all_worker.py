@@ -1,4 +1,4 @@
-"""One rank of distlab.verify.measure_all_to_all: python -m distlab.verify._all_to_all_worker CONFIG_JSON.
+"""One rank of distlab.verify.measure_all_to_all: main(config), forked by distlab.verify._forked.
 
 Joins a gloo process group through the parent's FileStore, routes its tokens with distlab.moe.simulate_routing
 (the same seed on every rank, so every rank knows every split), sends each token copy to the rank holding its

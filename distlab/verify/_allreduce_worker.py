@@ -1,4 +1,4 @@
-"""One rank of distlab.verify.measure_all_reduce: python -m distlab.verify._allreduce_worker CONFIG_JSON.
+"""One rank of distlab.verify.measure_all_reduce: main(config), forked by distlab.verify._forked.
 
 Joins a gloo process group through the parent's FileStore (a file in its temporary directory),
 touches ``ready<rank>`` there once the groups exist, times dist.all_reduce for every group size

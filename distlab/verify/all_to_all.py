@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +24,7 @@ from .. import moe
 from .._arguments import whole_number
 from ..errors import ConfigurationError, DistlabError
 from ..units import format_bytes, format_rate, format_seconds
+from ._forked import start_ranks
 from ._torch import require_torch
 from .allreduce import _loopback_interface, _stop, _wait, usable_cores
 
@@ -147,23 +146,8 @@ def measure_all_to_all(
         )
         logs = [work / f"rank{rank}.log" for rank in range(n)]
         procs = []
-        try:
-            for rank in range(n):
-                with open(logs[rank], "wb") as log:
-                    procs.append(
-                        subprocess.Popen(
-                            [
-                                sys.executable,
-                                "-m",
-                                "distlab.verify._all_to_all_worker",
-                                json.dumps(dict(base, rank=rank)),
-                            ],
-                            stdin=subprocess.DEVNULL,
-                            stdout=log,
-                            stderr=subprocess.STDOUT,
-                            env=env,
-                        )
-                    )
+        try:  # the ranks are forked after one torch import (distlab.verify._forked), each reported on its own
+            procs = start_ranks("distlab.verify._all_to_all_worker", dict(base, logs=[str(log) for log in logs]), env)
             _wait(procs, logs, work, n, float(startup_timeout), float(timeout), what="all-to-all")
         finally:
             _stop(procs)

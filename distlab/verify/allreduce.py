@@ -24,7 +24,6 @@ import json
 import os
 import re
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +35,7 @@ import numpy as np
 from ..collectives import ring_all_reduce_time
 from ..errors import ConfigurationError, DistlabError
 from ..units import format_bytes, format_rate, format_seconds
+from ._forked import start_ranks
 from ._torch import require_torch
 
 #: Message sizes of the default sweep: 1 KiB to 64 MiB, a factor 4 apart.
@@ -282,7 +282,7 @@ def measure_all_reduce(
 ) -> AllReduceMeasurement:
     """Time dist.all_reduce of float32 tensors on a gloo group of N processes on 127.0.0.1, for each N and size.
 
-    One set of max(world_sizes) processes is started (each imports torch once); a group of the
+    One set of max(world_sizes) processes is forked after one torch import (distlab.verify._forked); a group of the
     first N ranks is timed for each N while the others wait at a barrier. Every timing starts
     after a barrier of its group; each repetition keeps the slowest rank's time (`repeats`
     repetitions per size, default: default_repeats(size), after `warmup` untimed ones).
@@ -317,25 +317,10 @@ def measure_all_reduce(
             warmup=int(warmup),
             timeout=float(timeout) + float(startup_timeout),
         )
-        logs = [work / f"rank{rank}.log" for rank in range(world)]
+        logs = [work / f"rank{rank}.log" for rank in range(world)]  # files, not pipes: a chatty rank never blocks
         procs = []
-        try:
-            for rank in range(world):
-                with open(logs[rank], "wb") as log:  # a file, not a pipe: a chatty worker never blocks
-                    procs.append(
-                        subprocess.Popen(
-                            [
-                                sys.executable,
-                                "-m",
-                                "distlab.verify._allreduce_worker",
-                                json.dumps(dict(base, rank=rank)),
-                            ],
-                            stdin=subprocess.DEVNULL,
-                            stdout=log,
-                            stderr=subprocess.STDOUT,
-                            env=env,
-                        )
-                    )
+        try:  # the ranks are forked after one torch import (distlab.verify._forked), each reported on its own
+            procs = start_ranks("distlab.verify._allreduce_worker", dict(base, logs=[str(log) for log in logs]), env)
             _wait(procs, logs, work, world, float(startup_timeout), float(timeout))
         finally:
             _stop(procs)

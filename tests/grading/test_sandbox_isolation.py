@@ -434,6 +434,26 @@ def test_the_student_view_on_disk_holds_no_expected_explain_or_feedback_code():
     assert not (view / "grading").exists()
 
 
+def test_every_module_of_the_student_view_has_the_bytecode_of_its_own_source():
+    # a grading kernel may write no bytecode: the view brings it (compiled once per grading process, not by every
+    # kernel). Each .pyc's header names the size and mtime of the source it was compiled from (PEP 552 timestamp
+    # form: flags 0, then mtime and size, little-endian 32-bit), so a lesson stub's bytecode is the stub's, never
+    # the real module's (the answer key)
+    import importlib.util
+
+    view = student_view() / "distlab"
+    sources = sorted(view.rglob("*.py"))
+    assert len(sources) > 100
+    for source in sources:
+        compiled = Path(importlib.util.cache_from_source(str(source)))
+        header = compiled.read_bytes()[:16]
+        stat = source.stat()
+        assert header[:4] == importlib.util.MAGIC_NUMBER and int.from_bytes(header[4:8], "little") == 0, source
+        assert int.from_bytes(header[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF, source
+        assert int.from_bytes(header[12:16], "little") == stat.st_size & 0xFFFFFFFF, source
+        assert not compiled.stat().st_mode & 0o222, source  # read-only, as the sources
+
+
 def test_every_name_an_exercise_imports_from_a_lesson_exists_in_the_student_view():
     # the stubs keep what exercises import (q1.., and capstone's setup constants), so graded notebooks still run
     import ast
