@@ -62,6 +62,7 @@ from .elementwise import (
 )
 from .elementwise import fp8_scaling as fp8_scaling_name
 from .errors import ConfigurationError
+from .models import model as catalog_model
 
 __all__ = [
     "ATTENTION_KERNELS",
@@ -522,11 +523,16 @@ def layer_gemm_parts(model) -> list[tuple[float, bool]]:
     and a dense MLP's up projection (Megatron-LM's ColumnParallelLinear; Shoeybi et al. 2019 Sec. 3); the experts'
     linears send no TP collective of their own (their tokens travel by the dispatcher's all-to-alls). The weights
     layer_gemm_slowdown_array averages with, and the GEMMs tp_overlap's 'megatron-async-backward' hides under.
+    A catalog name is looked up (distlab.models.model). Lesson 7 §2.
 
     >>> from distlab import models
     >>> [(w / 4096**2, col) for w, col in layer_gemm_parts(models.model('llama3.1-8b'))]
     [(1.5, True), (1.0, False), (7.0, True), (3.5, False)]
     """
+    if isinstance(model, str):
+        model = catalog_model(model)
+    if not all(hasattr(model, a) for a in ("hidden", "heads", "ffn", "kv_heads", "gated_mlp")):
+        raise ConfigurationError(f"model={model!r} must be a TransformerModel (see distlab.models.model)")
     h = float(model.hidden)
     d = float(getattr(model, "head_dim", model.hidden // model.heads))
     q, kv = float(model.heads) * d, float(model.kv_heads) * d

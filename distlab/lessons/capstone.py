@@ -51,11 +51,10 @@ __all__ = [
     "QUESTIONS",
 ]
 
-#: The lesson's cluster and run: Llama-3.1-70B, 32 DGX H100 nodes on InfiniBand NDR, a global batch of 512 sequences
-#: of 8,192 tokens (4.2 M tokens, about Llama 3's 4 M early in pre-training: Llama Team 2024, Sec. 3.4.1), memory
-#: counted with Megatron-LM's distributed optimizer (ZeRO-1, 2 GB per GPU kept in reserve; distlab.memory_recipes);
-#: TP priced as Megatron-LM runs it by default (no --tp-comm-overlap): the backward's collectives of each
-#: column-parallel linear beside its GEMMs (tp_overlap 'megatron-async-backward', distlab.tp_overlap).
+#: The lesson's cluster and run: Llama-3.1-70B, 32 DGX H100 nodes on InfiniBand NDR, a global batch of 512 sequences of
+#: 8,192 tokens (4.2 M tokens, about Llama 3's 4 M early in pre-training: Llama Team 2024, Sec. 3.4.1), Megatron-LM's
+#: distributed optimizer (ZeRO-1, 2 GB per GPU reserved; distlab.memory_recipes) and its default TP overlap without
+#: --tp-comm-overlap (the backward's column-parallel collectives beside their GEMMs: 'megatron-async-backward').
 SCENARIO: dict[str, Any] = dict(
     model="llama3.1-70b",
     cluster="dgx-h100",
@@ -87,15 +86,13 @@ CHANGES: dict[str, dict[str, Any]] = {
 #: parameters, 12.9 B active) on 16 DGX A100 nodes (128 A100-80GB) over InfiniBand HDR, a global batch of 1,024
 #: sequences of 4,096 tokens, Megatron-LM's distributed optimizer and its default TP overlap (as SCENARIO).
 ASSIGNMENT: dict[str, Any] = dict(
+    SCENARIO,  # its engine: memory recipe, ZeRO-1, TP overlap
     model="mixtral-8x7b",
     cluster="dgx-a100",
     nodes=16,
     fabric="ib-hdr",
     global_batch=1024,
     seq_len=4096,
-    memory_recipe="megatron-distributed-optimizer",
-    zero=1,
-    tp_overlap="megatron-async-backward",
 )
 ASSIGNMENT_TOKENS = 1e12
 ASSIGNMENT_TOKENS_TEXT = "10^12"

@@ -178,6 +178,7 @@ def tp_message_bytes(micro_batch_size, seq_len, hidden, element_bytes=2.0):
     return memory.message_bytes(micro_batch_size, seq_len, hidden, element_bytes)
 
 
+@broadcasting
 def tp_all_reduce_equivalents(sequence_parallel=False, full=False, regather=True):
     """TP collectives of one layer and microbatch in training, counted in ring all-reduces of b s h (NumPy broadcast).
 
