@@ -37,6 +37,15 @@ PRICE_PER_GPU_HOUR_USD = 2.0
 SECONDS_PER_DAY = 86400.0
 
 
+def _positive_result(what: str, result: float) -> float:
+    """`result`, finite (finite_result) and above zero: inputs so small that their product underflows to 0 get our
+    error instead of a zero budget."""
+    result = finite_result(what, result)
+    if not result > 0.0:
+        raise ConfigurationError(f"{what}: the inputs are too small to give a number above zero (it underflows to 0)")
+    return result
+
+
 def required_tokens_per_s(tokens, days) -> float:
     """The throughput (tokens/s, whole cluster) that trains `tokens` tokens in `days` days: D / (days x 86,400 s).
     Lesson 12 §2.
@@ -45,7 +54,7 @@ def required_tokens_per_s(tokens, days) -> float:
     231481
     """
     d = positive(tokens, "", "tokens")
-    return finite_result("required tokens/s", d / (positive(days, "", "days") * SECONDS_PER_DAY))
+    return _positive_result("required tokens/s", d / (positive(days, "", "days") * SECONDS_PER_DAY))
 
 
 def days_to_train(tokens, tokens_per_s) -> float:
@@ -55,7 +64,7 @@ def days_to_train(tokens, tokens_per_s) -> float:
     1.0
     """
     d = positive(tokens, "", "tokens")
-    return finite_result("training days", d / positive(tokens_per_s, "", "tokens_per_s") / SECONDS_PER_DAY)
+    return _positive_result("training days", d / positive(tokens_per_s, "", "tokens_per_s") / SECONDS_PER_DAY)
 
 
 def gpu_hours(gpus, days) -> float:
@@ -64,7 +73,7 @@ def gpu_hours(gpus, days) -> float:
     >>> gpu_hours(256, 50)  # 256 x 1,200 h
     307200.0
     """
-    return finite_result("GPU-hours", positive_int(gpus, "gpus") * positive(days, "", "days") * 24.0)
+    return _positive_result("GPU-hours", positive_int(gpus, "gpus") * positive(days, "", "days") * 24.0)
 
 
 def training_cost(hours, price_per_gpu_hour=PRICE_PER_GPU_HOUR_USD) -> float:
@@ -75,7 +84,7 @@ def training_cost(hours, price_per_gpu_hour=PRICE_PER_GPU_HOUR_USD) -> float:
     614400.0
     """
     h = positive(hours, "", "hours")
-    return finite_result("cost", h * positive(price_per_gpu_hour, "", "price_per_gpu_hour"))
+    return _positive_result("cost", h * positive(price_per_gpu_hour, "", "price_per_gpu_hour"))
 
 
 def required_share_of_peak(params, tokens, gpus, days, peak_flops) -> float:
@@ -91,7 +100,7 @@ def required_share_of_peak(params, tokens, gpus, days, peak_flops) -> float:
     flops = model_flops(params, tokens)
     n = positive_int(gpus, "gpus")
     available = n * positive(peak_flops, FLOP_PER_SECOND, "peak_flops") * positive(days, "", "days") * SECONDS_PER_DAY
-    return finite_result("share of peak", flops / available)
+    return _positive_result("share of peak", flops / available)
 
 
 @dataclass(frozen=True)

@@ -106,3 +106,12 @@ def test_any_input_is_finite_or_our_error(fn, a, b, c, d, e):
 def test_invalid_inputs_raise_our_errors(call, match):
     with pytest.raises(ConfigurationError, match=match):
         call()
+
+
+def test_a_cost_that_underflows_to_zero_is_our_error_not_a_zero_budget():
+    # hypothesis found it (CI, session 7): 1.74e-255 GPU-hours at 1.74e-255 $ each is 3e-510 $, below the smallest
+    # double, so the product was 0.0, a zero cost with no error; the same for a share of peak or days that underflow
+    with pytest.raises(ConfigurationError, match="cost: the inputs are too small"):
+        budget.training_cost(1.738950322423685e-255, 1.738950322423685e-255)
+    with pytest.raises(ConfigurationError, match="training days"):
+        budget.days_to_train(1e-300, 1e300)
