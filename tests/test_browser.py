@@ -1502,6 +1502,22 @@ def _held_key_app(name: str):
     return app, jobs, app.buckets, lambda: _text_content(app.status.value)
 
 
+def _paused_press_setup(page, holder, description):
+    """(the kernel's process id, printed by the notebook's first cell; the cache-hit count of `holder` now), with the
+    slider labelled `description` focused: what a test needs before it pauses the kernel and presses keys."""
+    pid = int(page.locator(".jp-Cell").first.locator(".jp-OutputArea-output").text_content().strip())
+    named = page.locator(".widget-label", has_text=re.compile(f"^{re.escape(description)}$"))
+    page.locator(".widget-slider", has=named).locator(".noUi-handle").first.focus()
+    return pid, int(holder.get_attribute("data-cache-hits") or 0)
+
+
+def _wait_for_hits(page, holder, n):
+    """Wait (5 s at most) until `holder` has drawn n changes from the browser's cache in all."""
+    page.wait_for_function(
+        "([el, n]) => Number(el.getAttribute('data-cache-hits')) >= n", arg=[holder.element_handle(), n], timeout=5_000
+    )
+
+
 @pytest.mark.parametrize("name", sorted(HELD_KEYS))
 def test_three_presses_of_a_held_key_are_answered_from_the_cache_with_the_kernel_paused(jupyterlab, name):
     """A held arrow key (issue 32: a press every 30 ms, faster than the round trip, so the browser's map of the
@@ -1529,20 +1545,13 @@ def test_three_presses_of_a_held_key_are_answered_from_the_cache_with_the_kernel
             shown = page.locator(".widget-html-content").filter(has_text=source).last
         else:
             shown = page.locator(".distlab-picture .distlab-summary")
-        pid = int(page.locator(".jp-Cell").first.locator(".jp-OutputArea-output").text_content().strip())
-        named = page.locator(".widget-label", has_text=re.compile(f"^{re.escape(description)}$"))
-        page.locator(".widget-slider", has=named).locator(".noUi-handle").first.focus()
-        hits = int(holder.get_attribute("data-cache-hits") or 0)
+        pid, hits = _paused_press_setup(page, holder, description)
         os.kill(pid, signal.SIGSTOP)
         try:
             for _ in range(3):
                 page.keyboard.press("ArrowRight")
                 page.wait_for_timeout(30)
-            page.wait_for_function(
-                "([el, n]) => Number(el.getAttribute('data-cache-hits')) >= n",
-                arg=[holder.element_handle(), hits + 3],
-                timeout=5_000,
-            )
+            _wait_for_hits(page, holder, hits + 3)
             _wait_for_text(page, shown, wants[-1], 5_000)
         finally:
             os.kill(pid, signal.SIGCONT)
@@ -1578,20 +1587,13 @@ def test_a_turn_back_to_the_state_shown_is_answered_from_the_cache_with_the_kern
         _wait_settled(page, holder, len(jobs))
         source = re.search(r"\[[a-z_.]+\]", start).group(0)  # the function the status names
         shown = page.locator(".widget-html-content").filter(has_text=source).last
-        pid = int(page.locator(".jp-Cell").first.locator(".jp-OutputArea-output").text_content().strip())
-        named = page.locator(".widget-label", has_text=re.compile(f"^{re.escape(description)}$"))
-        page.locator(".widget-slider", has=named).locator(".noUi-handle").first.focus()
-        hits = int(holder.get_attribute("data-cache-hits") or 0)
+        pid, hits = _paused_press_setup(page, holder, description)
         os.kill(pid, signal.SIGSTOP)
         try:
             for key in ("ArrowRight", "ArrowLeft"):
                 page.keyboard.press(key)
                 page.wait_for_timeout(100)
-            page.wait_for_function(
-                "([el, n]) => Number(el.getAttribute('data-cache-hits')) >= n",
-                arg=[holder.element_handle(), hits + 2],
-                timeout=5_000,
-            )
+            _wait_for_hits(page, holder, hits + 2)
             _wait_for_text(page, shown, start, 5_000)
         finally:
             os.kill(pid, signal.SIGCONT)

@@ -10,8 +10,9 @@ import itertools
 
 import pytest
 
-from distlab import models, tensor, training, validation
+from distlab import models, tensor, training
 from distlab.step import communication
+from test_tp_overlap_async_backward import _22b as _22b_any  # the same run, recompute none, efficiency 0.5
 
 METHOD = "megatron-async-backward"
 
@@ -60,15 +61,10 @@ def test_sp_never_sends_fewer_tp_bytes_or_takes_less_time_than_tp_alone(name, tp
     assert sp.comm_time_s > plain.comm_time_s
 
 
-#: Korthikanti 2022's 22B layer (Table 3: h 6144, 48 layers, TP 8, micro-batch 4, s 2048) on a DGX A100
-RUN = "korthikanti2022-t5-22b-full-recompute"
-
-
+# Korthikanti 2022's 22B layer (Table 3: h 6144, 48 layers, TP 8, micro-batch 4, s 2048) on a DGX A100
 def _22b(method, **kw):
-    r = validation.run(RUN)
-    args = dict(r["distlab"]["estimate"], recompute="none", efficiency=0.5, tp_overlap=method, sequence_parallel=True)
-    args.update(kw)
-    return training.estimate(validation.run_model(r), validation.run_cluster(r), **args)
+    """Korthikanti's 22B run as test_tp_overlap_async_backward prices it, with sequence parallelism."""
+    return _22b_any(method, **{"sequence_parallel": True, **kw})
 
 
 def test_the_22b_layer_hides_the_re_gathers_beside_the_input_gradient_gemms_by_hand():
