@@ -136,7 +136,7 @@ def hidden_share_array(code, tp):
     [0.0, 0.875, 0.875, 0.0]
     """
     tp = np.asarray(tp, dtype=float)
-    chunked = np.isin(np.asarray(code), (1, 2))
+    chunked = np.isin(np.asarray(code), (USERBUFFERS, ASYNC_TP))
     return np.where(chunked, (tp - 1.0) / np.maximum(tp, 1.0), 0.0)
 
 
@@ -174,7 +174,7 @@ def note(method: str, tp: int) -> str:
             "6.2); the forward's and a recomputed forward's collectives stay exposed (distlab.tp_overlap); the compute "
             f"beside it runs {100 * OVERLAP_SLOWDOWN[1]:.1f}% slower (efficiency.OVERLAP_SLOWDOWN)"
         )
-    share = float(hidden_share_array(1, tp))
+    share = float(hidden_share_array(USERBUFFERS, tp))
     return (
         f"TP overlap {method}: {100 * share:.1f}% ((tp - 1) / tp) of the TP traffic under the matmuls hidden, one "
         "chunk of each collective exposed: no published measurement of the share hidden was found, so this "
