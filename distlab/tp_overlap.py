@@ -56,8 +56,8 @@ input-gradient reduce-scatter (all-reduce without SP) with async_op=True, comput
 and gather SP's input asynchronously beside the input-gradient GEMM (NVIDIA/TransformerEngine module/linear.py and
 layernorm_linear.py at v1.7, v1.9 and d0067d0). torchtitan ('fsdp2') runs 'none': async TP is opt-in
 (enable_async_tensor_parallel: bool = False, pytorch/torchtitan@b5bcd76 torchtitan/config/configs.py; default=False at
-3faaa1a0d) and DTensor's ColwiseParallel/RowParallel backward runs its collectives in line. DeepSpeed (AutoTP) and
-Composer / llm-foundry (FSDP1, no TP) run 'none'; so does the teaching recipe 'zero-paper', which names no engine. A
+3faaa1a0d) and DTensor's ColwiseParallel/RowParallel backward runs its collectives in line. DeepSpeed (AutoTP),
+Composer / llm-foundry (FSDP1, no TP) and 'fsdp2-sp-regather' (Meta's Llama 3 stack: no source for an overlap) run 'none'; so does the teaching recipe 'zero-paper', which names no engine. A
 chunked method runs only with sequence parallelism (Megatron-LM asserts it for --tp-comm-overlap: arguments.py at
 d98e8a6); elsewhere the engine's default runs (layout_method).
 """
@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arguments import number_array
+from ._arguments import code_array, finite_result, number_array
 from .efficiency import OVERLAP_SLOWDOWN, layer_gemm_parts
 from .errors import ConfigurationError
 
@@ -98,7 +98,13 @@ ASYNC_TP = TP_OVERLAP_NAMES.index("async-tp")
 #: --tp-comm-overlap (Transformer Engine userbuffers), torchtitan's FSDP2 async TP; DeepSpeed's AutoTP and
 #: Composer / llm-foundry's FSDP1 have no TP overlap ('none'). The ZeRO paper's count, which names no engine, takes
 #: Megatron's: what tp_overlap=True meant before the methods were named.
-ENGINE_METHODS = {"fsdp2": "async-tp", "deepspeed": "none", "fsdp1": "none", "fsdp1-pure": "none"}
+ENGINE_METHODS = {
+    "fsdp2": "async-tp",
+    "fsdp2-sp-regather": "none",
+    "deepspeed": "none",
+    "fsdp1": "none",
+    "fsdp1-pure": "none",
+}
 #: The method each engine (memory_recipes name) runs when none is asked (tp_overlap=None; module docstring): every
 #: Megatron-LM recipe its backward overlap (default since 2021-09, local and Transformer Engine linears alike); the
 #: others, and the teaching recipe 'zero-paper' (no engine), 'none'.
@@ -111,6 +117,7 @@ ENGINE_DEFAULTS = {
     "megatron-fsdp": "megatron-async-backward",
     "deepspeed": "none",
     "fsdp2": "none",
+    "fsdp2-sp-regather": "none",
     "fsdp1": "none",
     "fsdp1-pure": "none",
 }
@@ -198,8 +205,8 @@ def hidden_share_array(code, tp):
     >>> [float(x) for x in hidden_share_array([0, 1, 2, 3], 8)]
     [0.0, 0.875, 0.875, 0.0]
     """
-    tp = np.asarray(tp, dtype=float)
-    chunked = np.isin(np.asarray(code), (USERBUFFERS, ASYNC_TP))
+    tp = number_array(tp, "tp", 1.0)
+    chunked = np.isin(code_array(code, "tp_overlap", TP_OVERLAP_NAMES), (USERBUFFERS, ASYNC_TP))
     return np.where(chunked, (tp - 1.0) / np.maximum(tp, 1.0), 0.0)
 
 
@@ -220,12 +227,16 @@ def async_backward_hidden_array(model, collective_s, layer_gemm_pass_s):
     """
     parts = layer_gemm_parts(model)
     total = sum(w for w, _ in parts)
-    gemm = np.asarray(layer_gemm_pass_s, dtype=float)
-    return sum(np.minimum(collective_s, gemm * (w / total)) for w, column in parts if column)
+    collective = number_array(collective_s, "collective_s")
+    gemm = number_array(layer_gemm_pass_s, "layer_gemm_pass_s")
+    hidden = sum(np.minimum(collective, gemm * (w / total)) for w, column in parts if column)
+    return finite_result("hidden seconds", hidden)
 
 
 def note(method: str, tp: int) -> str:
     """One line for a student: what the step time assumes of a TP overlap method (empty for 'none')."""
+    method = tp_overlap_method(method if isinstance(method, str) else repr(method))
+    degree = float(number_array(tp, "tp", 1.0))
     if method == "none":
         return ""
     if method == "megatron-async-backward":
@@ -237,7 +248,7 @@ def note(method: str, tp: int) -> str:
             "6.2); the forward's and a recomputed forward's collectives stay exposed (distlab.tp_overlap); the compute "
             f"beside it runs {100 * OVERLAP_SLOWDOWN[1]:.1f}% slower (efficiency.OVERLAP_SLOWDOWN)"
         )
-    share = float(hidden_share_array(USERBUFFERS, tp))
+    share = float(hidden_share_array(USERBUFFERS, degree))  # the chunked methods' share
     return (
         f"TP overlap {method}: {100 * share:.1f}% ((tp - 1) / tp) of the TP traffic under the matmuls hidden, one "
         "chunk of each collective exposed: no published measurement of the share hidden was found, so this "

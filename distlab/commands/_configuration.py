@@ -35,7 +35,7 @@ def add_cluster_arguments(cmd) -> None:
         default="zero-paper",
         help="what the engine keeps per parameter: zero-paper (default, 16 B), megatron, "
         "megatron-distributed-optimizer, megatron-bf16-grads, megatron-distributed-optimizer-bf16-grads, "
-        "megatron-fsdp, deepspeed, fsdp2, fsdp1, fsdp1-pure (distlab.memory_recipes); export plans with the engine's own",
+        "megatron-fsdp, deepspeed, fsdp2, fsdp2-sp-regather, fsdp1, fsdp1-pure (distlab.memory_recipes); export plans with the engine's own",
     )
     cmd.add_argument(
         "--attention",
