@@ -67,6 +67,7 @@ ENGINE_KERNELS = {
     "megatron-distributed-optimizer-bf16-grads": "cudnn",
     "megatron-fsdp": "cudnn",
     "fsdp2": "sdpa",
+    "fsdp2-sp-regather": "sdpa",
     "fsdp1": "fa2-unpad",
     "fsdp1-pure": "fa2-unpad",
 }

@@ -44,7 +44,13 @@ A real engine keeps more, and not all of it shards the same way (Lesson 7 §2, L
   torchtitan/config_manager.py, '--training.mixed_precision_reduce' default="float32"), and per microbatch FSDP2's
   foreach_reduce only copies each bf16 gradient into the fp32 reduce-scatter buffer (read 2 + write 4 = 6 B per
   parameter; torch.distributed.fsdp._fully_shard._fsdp_collectives foreach_reduce_scatter_copy_in), dividing inside
-  NCCL (ReduceOp.AVG). benchmarks/RESULTS.md, 2026-11-29 issue 30 sections.
+  NCCL (ReduceOp.AVG). With sequence parallelism its tensor-parallel linears keep their all-gathered input for the
+  weight gradient (no backward re-gather), 4 s b h (1 - 1/t) bytes per layer more than Korthikanti's 34/t
+  (gathered_input_bytes_per_layer_array). benchmarks/RESULTS.md, 2026-11-29 issue 30 sections.
+* 'fsdp2-sp-regather': 'fsdp2''s bytes and gradient path with Megatron-style sequence parallelism: the backward
+  all-gathers the column-parallel inputs again (Korthikanti's 34/t) instead of keeping them gathered as torchtitan's
+  DTensor linears do. How the validation set maps Meta's Llama 3 runs, whose report states FSDP with ZeRO-2-like
+  sharding and Megatron-style 4D parallelism (Llama Team 2024, Sec. 3.3.2) but whose TP code is not public.
 * 'fsdp1' (PyTorch FullyShardedDataParallel, what Composer and llm-foundry run): the same bytes as 'fsdp2'
   (FULL_SHARD = ZeRO-3, SHARD_GRAD_OP = ZeRO-2, NO_SHARD = ZeRO-0), the gradients reduce-scattered in fp32 (Composer's
   FSDP 'mixed_precision: DEFAULT': param_dtype bf16, reduce_dtype fp32; composer/trainer/mosaic_fsdp_utils.py, tags
@@ -66,9 +72,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ._arguments import number_array
+from ._arguments import broadcasting, finite_result, number_array
 from .errors import ConfigurationError
 from .precision import precision_recipe
+from .units import BYTES, positive
 
 __all__ = [
     "RESERVE_BYTES",
@@ -79,6 +86,7 @@ __all__ = [
     "recipe_state_bytes_array",
     "gradient_reduce_bytes",
     "gradient_copy_bytes_per_param",
+    "gathered_input_bytes_per_layer_array",
 ]
 
 #: Bytes of each GPU an engine recipe keeps out of the model's reach (CUDA context, NCCL buffers,
@@ -98,7 +106,10 @@ class MemoryRecipe:
     'op' (torchtitan's selective op checkpointing: memory.op_sac_activation_bytes_per_layer_array).
     reduce_bytes, gradient_copy_bytes: an FSDP engine's gradient path at ZeRO-3 (gradient_reduce_bytes,
     gradient_copy_bytes_per_param): the reduce-scatter's element size and the per-microbatch cast / divide bytes.
-    Lesson 7 §2."""
+    saves_gathered_input: with sequence parallelism the engine's column-parallel linears keep their all-gathered
+    input for the weight gradient (torchtitan's DTensor plan) instead of re-gathering it in the backward (Megatron,
+    Transformer Engine): the step model re-gathers nothing there and the activations count the gathered input
+    (StepConfig.keeps_gathered_input; memory_recipes.gathered_input_bytes_per_layer_array). Lesson 7 §2."""
 
     name: str
     zero_stages: tuple
@@ -117,6 +128,7 @@ class MemoryRecipe:
     selective: str = "attention-core"  # what recompute='selective' keeps: Korthikanti's count, or "op" (torchtitan)
     reduce_bytes: float | None = None  # bytes per gradient element FSDP reduce-scatters (None: the precision recipe's)
     gradient_copy_bytes: float = 0.0  # HBM bytes per parameter and microbatch of FSDP's gradient cast / divide
+    saves_gathered_input: bool = False  # its TP linears keep SP's all-gathered input for the weight gradient
 
     @property
     def engine(self) -> bool:
@@ -142,6 +154,7 @@ _FSDP2 = MemoryRecipe(
     selective="op",
     reduce_bytes=4.0,
     gradient_copy_bytes=6.0,
+    saves_gathered_input=True,
 )
 
 MEMORY_RECIPES = {
@@ -233,11 +246,19 @@ MEMORY_RECIPES = {
         _FSDP2,
         replace(
             _FSDP2,
+            name="fsdp2-sp-regather",
+            description="PyTorch FSDP2's bytes with Megatron-style sequence parallelism (the backward re-gathers the "
+            "TP inputs): Meta's Llama 3 stack as the validation set maps it",
+            saves_gathered_input=False,
+        ),
+        replace(
+            _FSDP2,
             name="fsdp1",
             description="PyTorch FSDP1 (Composer / llm-foundry), bf16 compute on fp32 master weights: 16 B per "
             "parameter, sharded",
             selective="attention-core",
             gradient_copy_bytes=14.0,
+            saves_gathered_input=False,
         ),
         replace(
             _FSDP2,
@@ -246,6 +267,7 @@ MEMORY_RECIPES = {
             selective="attention-core",
             reduce_bytes=2.0,
             gradient_copy_bytes=4.0,
+            saves_gathered_input=False,
         ),
     )
 }
@@ -379,3 +401,29 @@ def _zero_stages(zero) -> np.ndarray:
     if np.any(stages > 3) or np.any(stages != np.floor(stages)):
         raise ConfigurationError("zero must hold ZeRO stages 0, 1, 2 or 3")
     return stages
+
+
+@broadcasting
+def gathered_input_bytes_per_layer_array(model, micro_batch_size, seq_len, tp, sequence_parallel, element_bytes):
+    """Activation bytes per layer, microbatch and GPU beyond Korthikanti's count (Sec. 4.2.2: with SP s b h (34/t +
+    5 a s / (h t)), memory.activation_bytes_per_layer_array) where the engine keeps sequence parallelism's
+    all-gathered inputs (MemoryRecipe.saves_gathered_input; NumPy broadcast). Megatron keeps QKV's and the MLP's
+    inputs (the layernorms' outputs, 2 s b h bytes each in the 34) as s/t shards and gathers them again in the
+    backward; torchtitan's DTensor linears (pytorch/torchtitan@3faaa1a0d parallelize_llama.py: Shard(1) ->
+    Replicate, ColwiseParallel wq/wk/wv and w1/w3) keep them whole. Extra = 2 s b h e (1 - 1/t) with SP and t > 1
+    (2 B: s b h (30/t + 4 + ...)). A student meets it in estimate(memory_recipe='fsdp2', sequence_parallel=True)'s
+    activations (Lesson 7 §2, engine memory recipes; Lesson 5 §6 teaches the 34/t).
+
+    GPT-3 175B, one 2,048-token sequence, t = 8, 2 B: 2 x 2048 x 12288 x 2 x 7/8 = 88,080,384 B per layer:
+
+    >>> from distlab import models
+    >>> float(gathered_input_bytes_per_layer_array(models.model('gpt3-175b'), 1, 2048, 8, True, 2.0))
+    88080384.0
+    """
+    if not hasattr(model, "hidden"):
+        raise ConfigurationError(f"model={model!r} must be a TransformerModel (see distlab.models.model)")
+    b, s = number_array(micro_batch_size, "micro_batch_size"), number_array(seq_len, "seq_len")
+    t = number_array(tp, "tp", 1.0)
+    e = float(positive(element_bytes, BYTES, "element_bytes"))
+    kept = (number_array(sequence_parallel, "sequence_parallel") > 0) & (t > 1)
+    return finite_result("activation bytes", np.where(kept, 2.0 * s * b * model.hidden * e * (1.0 - 1.0 / t), 0.0))

@@ -27,7 +27,7 @@ from ._arguments import whole_number
 from .mesh import MAX_WORLD_SIZE
 from .step.data_parallel import zero3_collectives_per_layer
 from .step.terms import TERMS
-from .tp_overlap import TP_OVERLAP_NAMES, tp_overlap_method
+from .tp_overlap import planner_codes, tp_overlap_method
 from .units import non_negative, positive_int
 
 __all__ = [
@@ -439,13 +439,13 @@ def plan(
     attention_kernel=None,
     fp8_scaling="delayed",
     zero3_collectives="layer",
-    tp_overlap=False,
+    tp_overlap=None,
 ) -> Plan:
     """Evaluate every valid configuration; rank feasible ones first, then by step time.
 
     efficiency, attention, memory_recipe, kernels, attention_kernel (None: the memory recipe's engine's), fp8_scaling,
-    zero3_collectives and tp_overlap (for the candidates with sequence parallelism; True: the engine's method) as
-    in training.estimate (None: the calibrated compute model of distlab.efficiency; a number: every FLOP at that
+    zero3_collectives and tp_overlap (None: the engine's default; True: the engine's method where sequence
+    parallelism lets it run, tp_overlap.planner_codes) as in training.estimate (None: the calibrated compute model of distlab.efficiency; a number: every FLOP at that
     share of peak); only the ZeRO stages the memory recipe's engine runs are searched. An MoE model's routing knobs as in training.estimate, for every candidate: the
     imbalance is clipped at min(ep, E / k) (one GPU takes at most every copy). Lesson 7 §5 (search every valid
     configuration), Lesson 10 §3.
@@ -467,12 +467,12 @@ def plan(
     peak = hw["peak_flops"]
     mem_recipe = memory_recipes.memory_recipe(memory_recipe)
     method = tp_overlap_method(tp_overlap, mem_recipe)
-    options = dict(
-        zero3_tensors=zero3_collectives_per_layer(model, zero3_collectives),
-        tp_overlap=TP_OVERLAP_NAMES.index(method),
-    )
     routing = dict(imbalance=moe_imbalance, capacity_factor=capacity_factor, max_nodes=max_nodes_per_token)
     cols, rejected, core_model, moe_columns = _candidates(model, cl, batch, s, mem_recipe, routing)
+    options = dict(
+        zero3_tensors=zero3_collectives_per_layer(model, zero3_collectives),
+        tp_overlap=planner_codes(tp_overlap, mem_recipe, cols["sequence_parallel"]),
+    )
     out = training.step_model_array(
         core_model,
         **hw,

@@ -44,13 +44,29 @@ The SMs: the compute beside the hidden share runs slower by the measured average
 (efficiency.OVERLAP_SLOWDOWN, 18.9%) for both: userbuffers' kernels hold SMs (16 of an H100's 132 by default, 12%,
 plus their HBM traffic); async TP's all-gather copies run on copy engines, but its reduce-scatter reduces on the SMs
 and the copies contend for HBM, and no published figure separates the two, so the measured average is kept (the
-conservative choice). Each engine defaults to its own method (ENGINE_METHODS). Lesson 7 §2, §8.
+conservative choice). Lesson 7 §2, §8.
+
+Each engine has two methods: the one it runs when nothing is asked (ENGINE_DEFAULTS, estimate()'s tp_overlap=None) and
+the one its switch turns on (ENGINE_METHODS, tp_overlap=True); False is 'none' whatever the engine. The defaults, read
+in each engine's code: Megatron-LM / Megatron-Core (every 'megatron' recipe, NeMo and Megatron-Bridge on top of it) run
+'megatron-async-backward' with their local linears (megatron/core/tensor_parallel/layers.py at d98e8a6:
+allreduce_dgrad, the all-gather and reduce-scatter with async_op=True) and with Transformer Engine's, their default
+(transformer_config.py: transformer_impl = "transformer_engine"): TE's Linear and LayerNormLinear backward launch the
+input-gradient reduce-scatter (all-reduce without SP) with async_op=True, compute the weight-gradient GEMM, then wait,
+and gather SP's input asynchronously beside the input-gradient GEMM (NVIDIA/TransformerEngine module/linear.py and
+layernorm_linear.py at v1.7, v1.9 and d0067d0). torchtitan ('fsdp2') runs 'none': async TP is opt-in
+(enable_async_tensor_parallel: bool = False, pytorch/torchtitan@b5bcd76 torchtitan/config/configs.py; default=False at
+3faaa1a0d) and DTensor's ColwiseParallel/RowParallel backward runs its collectives in line. DeepSpeed (AutoTP),
+Composer / llm-foundry (FSDP1, no TP) and 'fsdp2-sp-regather' (Meta's Llama 3 stack: no source for an overlap) run 'none'; so does the teaching recipe 'zero-paper', which names no engine. A
+chunked method runs only with sequence parallelism (Megatron-LM asserts it for --tp-comm-overlap: arguments.py at
+d98e8a6); elsewhere the engine's default runs (layout_method).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ._arguments import code_array, finite_result, number_array
 from .efficiency import OVERLAP_SLOWDOWN, layer_gemm_parts
 from .errors import ConfigurationError
 
@@ -60,9 +76,11 @@ __all__ = [
     "USERBUFFERS",
     "ASYNC_TP",
     "ENGINE_METHODS",
+    "ENGINE_DEFAULTS",
     "SOURCES",
     "tp_overlap_method",
     "layout_method",
+    "planner_codes",
     "hidden_share_array",
     "async_backward_hidden_array",
     "note",
@@ -80,7 +98,29 @@ ASYNC_TP = TP_OVERLAP_NAMES.index("async-tp")
 #: --tp-comm-overlap (Transformer Engine userbuffers), torchtitan's FSDP2 async TP; DeepSpeed's AutoTP and
 #: Composer / llm-foundry's FSDP1 have no TP overlap ('none'). The ZeRO paper's count, which names no engine, takes
 #: Megatron's: what tp_overlap=True meant before the methods were named.
-ENGINE_METHODS = {"fsdp2": "async-tp", "deepspeed": "none", "fsdp1": "none", "fsdp1-pure": "none"}
+ENGINE_METHODS = {
+    "fsdp2": "async-tp",
+    "fsdp2-sp-regather": "none",
+    "deepspeed": "none",
+    "fsdp1": "none",
+    "fsdp1-pure": "none",
+}
+#: The method each engine (memory_recipes name) runs when none is asked (tp_overlap=None; module docstring): every
+#: Megatron-LM recipe its backward overlap (default since 2021-09, local and Transformer Engine linears alike); the
+#: others, and the teaching recipe 'zero-paper' (no engine), 'none'.
+ENGINE_DEFAULTS = {
+    "zero-paper": "none",
+    "megatron": "megatron-async-backward",
+    "megatron-distributed-optimizer": "megatron-async-backward",
+    "megatron-bf16-grads": "megatron-async-backward",
+    "megatron-distributed-optimizer-bf16-grads": "megatron-async-backward",
+    "megatron-fsdp": "megatron-async-backward",
+    "deepspeed": "none",
+    "fsdp2": "none",
+    "fsdp2-sp-regather": "none",
+    "fsdp1": "none",
+    "fsdp1-pure": "none",
+}
 #: Where each method's structure is documented (the module docstring quotes them).
 SOURCES = {
     "userbuffers": "NVIDIA Megatron-Bridge docs/performance-guide.md (TP communication overlap) at 067f987; "
@@ -93,38 +133,68 @@ SOURCES = {
 }
 
 
-def tp_overlap_method(value, memory_recipe=None) -> str:
-    """The method name of estimate()'s tp_overlap: False or 'none' -> 'none'; True -> the memory recipe's engine's
-    (ENGINE_METHODS, else 'userbuffers'); a name of TP_OVERLAP_NAMES as given. Lesson 7 §2.
+def _engine(memory_recipe) -> str:
+    """The memory recipe's name, lower-cased (a MemoryRecipe or a name)."""
+    return str(getattr(memory_recipe, "name", memory_recipe)).strip().lower()
 
-    >>> tp_overlap_method(True, 'fsdp2'), tp_overlap_method(True, 'megatron'), tp_overlap_method(False)
+
+def tp_overlap_method(value, memory_recipe=None) -> str:
+    """The method name of estimate()'s tp_overlap: None -> the memory recipe's engine's default (ENGINE_DEFAULTS, else
+    'none'); False or 'none' -> 'none'; True -> the engine's opt-in method (ENGINE_METHODS, else 'userbuffers'); a name
+    of TP_OVERLAP_NAMES as given. Lesson 7 §2.
+
+    >>> tp_overlap_method(True, 'fsdp2'), tp_overlap_method(True, 'megatron'), tp_overlap_method(False, 'megatron')
     ('async-tp', 'userbuffers', 'none')
+    >>> tp_overlap_method(None, 'megatron'), tp_overlap_method(None, 'fsdp2'), tp_overlap_method(None, 'zero-paper')
+    ('megatron-async-backward', 'none', 'none')
     """
+    if value is None:
+        return ENGINE_DEFAULTS.get(_engine(memory_recipe), "none")
     if value is True or value is False or isinstance(value, np.bool_):
         if not value:
             return "none"
-        name = str(getattr(memory_recipe, "name", memory_recipe)).strip().lower()
-        return ENGINE_METHODS.get(name, "userbuffers")
+        return ENGINE_METHODS.get(_engine(memory_recipe), "userbuffers")
     key = value.strip().lower() if isinstance(value, str) else None
     if key not in TP_OVERLAP_NAMES:
         raise ConfigurationError(
-            f"tp_overlap={value!r}; valid: False, True (the engine's method), {', '.join(map(repr, TP_OVERLAP_NAMES))}"
+            f"tp_overlap={value!r}; valid: None (the engine's default), False, True (the engine's method), "
+            f"{', '.join(map(repr, TP_OVERLAP_NAMES))}"
         )
     return key
 
 
 def layout_method(value, memory_recipe, tp, sequence_parallel) -> str:
-    """The method estimate() runs at a layout: tp_overlap_method's, but 'none' at TP 1 (no TP collective) and, for the
-    chunked methods, without sequence parallelism (they pipeline SP's all-gathers and reduce-scatters);
-    'megatron-async-backward' also runs without it (the all-reduces). Lesson 7 §2.
+    """The method estimate() runs at a layout: tp_overlap_method's, but 'none' at TP 1 (no TP collective); a chunked
+    method ('userbuffers', 'async-tp') needs sequence parallelism (it pipelines SP's all-gathers and reduce-scatters),
+    so without it the engine's default runs (module docstring); 'megatron-async-backward' also runs without it (the
+    all-reduces). Lesson 7 §2.
 
-    >>> layout_method(True, 'megatron', 8, False), layout_method('megatron-async-backward', 'megatron', 8, False)
-    ('none', 'megatron-async-backward')
+    >>> layout_method(True, 'megatron', 8, False), layout_method(True, 'megatron', 8, True)
+    ('megatron-async-backward', 'userbuffers')
+    >>> layout_method(True, 'zero-paper', 8, False), layout_method(None, 'megatron', 1, True)
+    ('none', 'none')
     """
     method = tp_overlap_method(value, memory_recipe)
+    if method in ("userbuffers", "async-tp") and not sequence_parallel:
+        method = tp_overlap_method(None, memory_recipe)
     if tp == 1 or not (sequence_parallel or method == "megatron-async-backward"):
         return "none"
     return method
+
+
+def planner_codes(value, memory_recipe, sequence_parallel):
+    """The step model's method code for each of the planner's candidates (sequence_parallel: their SP column):
+    layout_method's rule on arrays (TP 1 prices no TP collective whatever the code). Lesson 7 §5.
+
+    >>> planner_codes(True, 'megatron', np.array([True, False])).tolist()
+    [1, 3]
+    """
+    sp = number_array(sequence_parallel, "sequence_parallel") > 0
+    method = tp_overlap_method(value, memory_recipe)
+    code = TP_OVERLAP_NAMES.index(method)
+    if method not in ("userbuffers", "async-tp"):
+        return np.full(sp.shape, code)
+    return np.where(sp, code, TP_OVERLAP_NAMES.index(tp_overlap_method(None, memory_recipe)))
 
 
 def hidden_share_array(code, tp):
@@ -135,8 +205,8 @@ def hidden_share_array(code, tp):
     >>> [float(x) for x in hidden_share_array([0, 1, 2, 3], 8)]
     [0.0, 0.875, 0.875, 0.0]
     """
-    tp = np.asarray(tp, dtype=float)
-    chunked = np.isin(np.asarray(code), (USERBUFFERS, ASYNC_TP))
+    tp = number_array(tp, "tp", 1.0)
+    chunked = np.isin(code_array(code, "tp_overlap", TP_OVERLAP_NAMES), (USERBUFFERS, ASYNC_TP))
     return np.where(chunked, (tp - 1.0) / np.maximum(tp, 1.0), 0.0)
 
 
@@ -157,12 +227,16 @@ def async_backward_hidden_array(model, collective_s, layer_gemm_pass_s):
     """
     parts = layer_gemm_parts(model)
     total = sum(w for w, _ in parts)
-    gemm = np.asarray(layer_gemm_pass_s, dtype=float)
-    return sum(np.minimum(collective_s, gemm * (w / total)) for w, column in parts if column)
+    collective = number_array(collective_s, "collective_s")
+    gemm = number_array(layer_gemm_pass_s, "layer_gemm_pass_s")
+    hidden = sum(np.minimum(collective, gemm * (w / total)) for w, column in parts if column)
+    return finite_result("hidden seconds", hidden)
 
 
 def note(method: str, tp: int) -> str:
     """One line for a student: what the step time assumes of a TP overlap method (empty for 'none')."""
+    method = tp_overlap_method(method if isinstance(method, str) else repr(method))
+    degree = float(number_array(tp, "tp", 1.0))
     if method == "none":
         return ""
     if method == "megatron-async-backward":
@@ -174,7 +248,7 @@ def note(method: str, tp: int) -> str:
             "6.2); the forward's and a recomputed forward's collectives stay exposed (distlab.tp_overlap); the compute "
             f"beside it runs {100 * OVERLAP_SLOWDOWN[1]:.1f}% slower (efficiency.OVERLAP_SLOWDOWN)"
         )
-    share = float(hidden_share_array(USERBUFFERS, tp))
+    share = float(hidden_share_array(USERBUFFERS, degree))  # the chunked methods' share
     return (
         f"TP overlap {method}: {100 * share:.1f}% ((tp - 1) / tp) of the TP traffic under the matmuls hidden, one "
         "chunk of each collective exposed: no published measurement of the share hidden was found, so this "

@@ -317,7 +317,7 @@ def estimate(
     fabric=None,
     nodes=None,
     calibration=None,
-    tp_overlap=False,
+    tp_overlap=None,
     memory_recipe="zero-paper",
     cp=1,
     balance_stages=False,
@@ -342,8 +342,8 @@ def estimate(
     GEMM rate, the rest at 16-bit, the casts by fp8_scaling ('delayed', 'current', 'blockwise'; distlab.elementwise).
     calibration: (share, traffic) replacing the two fitted constants. tp_overlap: a method (distlab.tp_overlap: 'none';
     'userbuffers' = Megatron-Core --tp-comm-overlap, 'async-tp' = PyTorch async TP: (tp - 1) / tp of SP's traffic under
-    the matmuls hides; 'megatron-async-backward' = Megatron-LM's backward all-reduces beside the wgrad GEMMs; True:
-    the memory recipe's engine's). memory_recipe: 'zero-paper' (16 B per parameter) or an engine's ('megatron',
+    the matmuls hides; 'megatron-async-backward' = Megatron-LM's backward all-reduces beside the wgrad GEMMs); None:
+    the memory recipe's engine's default (Megatron's 'megatron-async-backward', else 'none'); True: its opt-in; False. memory_recipe: 'zero-paper' (16 B per parameter) or an engine's ('megatron',
     'megatron-distributed-optimizer', 'deepspeed', 'fsdp2', 'fsdp1'; distlab.memory_recipes). balance_stages: the first and last
     stage hold one layer fewer (pp > 2). ep, etp: expert and expert tensor parallelism (etp 1 or tp) of an MoE model
     (Lesson 10 §5); moe_imbalance, capacity_factor and max_nodes_per_token its routing (Lesson 10 §3). kernels: 'fused',

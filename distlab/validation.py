@@ -427,7 +427,7 @@ RECIPE_ENGINES = {
     "megatron": "megatron/nemo",
     "deepspeed": "deepspeed",
     "fsdp1": "fsdp1",  # Composer / llm-foundry (PyTorch FullyShardedDataParallel); 'fsdp1-pure' too
-    "fsdp2": "fsdp2",
+    "fsdp2": "fsdp2",  # torchtitan; 'fsdp2-sp-regather' too (Meta's Llama 3 stack, FSDP with Megatron-style SP)
     "zero-paper": "zero-paper",
 }
 

@@ -65,6 +65,7 @@ FORMULA_MODULES = (
     "fsdp",
     "failures",
     "batch",
+    "tp_overlap",
 )
 #: Seconds a single call may take before it counts as a hang.
 CALL_LIMIT_S = 5

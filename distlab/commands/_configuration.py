@@ -35,7 +35,7 @@ def add_cluster_arguments(cmd) -> None:
         default="zero-paper",
         help="what the engine keeps per parameter: zero-paper (default, 16 B), megatron, "
         "megatron-distributed-optimizer, megatron-bf16-grads, megatron-distributed-optimizer-bf16-grads, "
-        "megatron-fsdp, deepspeed, fsdp2, fsdp1, fsdp1-pure (distlab.memory_recipes); export plans with the engine's own",
+        "megatron-fsdp, deepspeed, fsdp2, fsdp2-sp-regather, fsdp1, fsdp1-pure (distlab.memory_recipes); export plans with the engine's own",
     )
     cmd.add_argument(
         "--attention",
@@ -76,12 +76,13 @@ def add_tp_overlap_argument(cmd) -> None:
         "--tp-overlap",
         nargs="?",
         const=True,
-        default=False,
+        default=None,
         metavar="METHOD",
-        help="overlap the TP collectives of sequence parallelism with the matmuls: alone, the memory recipe's "
-        "engine's method (async-tp for fsdp2, else userbuffers = Megatron-Core --tp-comm-overlap); or "
-        "none, userbuffers, async-tp, megatron-async-backward (Megatron-LM's default: the backward's collectives "
-        "beside the weight-gradient GEMMs; distlab.tp_overlap)",
+        help="overlap the TP collectives with the matmuls: absent, the memory recipe's engine's default "
+        "(megatron-async-backward for Megatron-LM's recipes, else none); alone, the engine's opt-in method (async-tp "
+        "for fsdp2, else userbuffers = Megatron-Core --tp-comm-overlap; with sequence parallelism); or none, "
+        "userbuffers, async-tp, megatron-async-backward (Megatron-LM's default since 2021-09: the backward's "
+        "collectives beside the weight-gradient GEMMs; distlab.tp_overlap)",
     )
 
 
@@ -129,9 +130,10 @@ def compute_options(args) -> dict:
 
 
 def tp_overlap(args):
-    """estimate()'s tp_overlap of --tp-overlap: False (absent), True (alone: the engine's method) or a method name."""
+    """estimate()'s tp_overlap of --tp-overlap: None (absent: the engine's default), True (alone: the engine's method)
+    or a method name."""
     value = args.tp_overlap
-    if value is True or value is False:
+    if value is None or value is True or value is False:
         return value
     return _choice(value, "--tp-overlap", TP_OVERLAP_NAMES)
 

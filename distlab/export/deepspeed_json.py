@@ -66,8 +66,8 @@ def deepspeed_config(estimate) -> dict:
     if c.get("tp_overlap_method"):
         raise ConfigurationError(
             f"tp_overlap={c['tp_overlap_method']!r}: DeepSpeed's AutoTP runs its TP collectives on the critical path "
-            "(no overlap switch in the config); leave tp_overlap off, or export to megatron (userbuffers) or "
-            "torchtitan (async-tp)"
+            "(no overlap switch in the config); estimate with memory_recipe='deepspeed' (whose default is no overlap) "
+            "or tp_overlap=False, or export to megatron (userbuffers, megatron-async-backward) or torchtitan (async-tp)"
         )
     out = {
         "train_batch_size": c["global_batch"],

@@ -104,8 +104,8 @@ def _torchtitan_checks(c: dict) -> None:
     if c.get("tp_overlap_method") == "megatron-async-backward":
         raise ConfigurationError(
             "tp_overlap='megatron-async-backward' is Megatron-LM's own backward (the column-parallel all-reduces "
-            "beside the weight-gradient GEMMs); torchtitan overlaps TP with async TP (tp_overlap='async-tp'), or "
-            "export to megatron"
+            "beside the weight-gradient GEMMs; what Megatron's memory recipes run by default): estimate with "
+            "memory_recipe='fsdp2' (torchtitan's), tp_overlap=False or 'async-tp', or export to megatron"
         )
 
 

@@ -243,7 +243,8 @@ def _explain_q8():
         f"{format_seconds(plain.step_time_s)} step on the critical path ({100 * plain.tp_comm_s / plain.step_time_s:.0f}"
         f"%, far from negligible); with the collectives split into chunks and overlapped with the neighbouring "
         f"matmuls (Megatron-Core --tp-comm-overlap, PyTorch async TP), "
-        f"{format_seconds(overlapped.tp_comm_s)} stays exposed: the step model's default is the un-overlapped baseline"
+        f"{format_seconds(overlapped.tp_comm_s)} stays exposed: the step model's default for this recipe (the ZeRO "
+        f"paper's count, no engine) is the un-overlapped baseline"
     )
 
 
@@ -465,8 +466,8 @@ q8 = ChoiceQuestion(
     prompt="The step model charges tensor-parallel communication on the critical path. For tp = 8 on NVLink "
     "(ZeRO-1, selective recomputation, sequence parallelism), which is right? never: TP communication can never "
     "overlap, since the next matmul needs its result; negligible: inside a node it costs next to nothing; overlap: "
-    "split into chunks, most of it can hide under the neighbouring matmuls, and the model's default is the "
-    "un-overlapped baseline.",
+    "split into chunks, most of it can hide under the neighbouring matmuls, and the model's default for this "
+    "lesson's recipe (the ZeRO paper's count, which names no engine) is the un-overlapped baseline.",
     options=("never", "negligible", "overlap"),
     expected=_q8,
     explain=_explain_q8,

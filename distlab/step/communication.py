@@ -10,13 +10,12 @@ import numpy as np
 from .. import tensor
 from ..efficiency import NVLS_MIN_GPUS
 from ..pipeline.closed_form import bubble_overhead_array
-from ..tp_overlap import ASYNC_BACKWARD, ASYNC_TP, USERBUFFERS, async_backward_hidden_array, hidden_share_array
+from ..tp_overlap import ASYNC_BACKWARD, USERBUFFERS, async_backward_hidden_array, hidden_share_array
 from .compute import overlapped_per_microbatch
 from .config import StepConfig
 from .placement import p2p_message_bytes, pipeline_crossings_array
 
 __all__ = [
-    "SAVES_GATHERED_INPUT",
     "sp_regather",
     "regather_hidden",
     "tp_term",
@@ -28,21 +27,12 @@ __all__ = [
 ]
 
 
-#: Memory recipes whose engine's tensor-parallel linears keep the gathered input for the weight gradient, so sequence
-#: parallelism re-gathers nothing in the backward: torchtitan's DTensor plan (PrepareModuleInput Shard(1) ->
-#: Replicate before attention and the MLP; autograd saves the replicated input of wq/wk/wv and w1/w3: pytorch/
-#: torchtitan@3faaa1a0d torchtitan/parallelisms/parallelize_llama.py), except under its selective op checkpointing,
-#: whose save list (aten.mm, SDPA, reduce_scatter_tensor) leaves the all-gather to be recomputed in the backward.
-SAVES_GATHERED_INPUT = ("fsdp2",)
-
-
 def sp_regather(c: StepConfig):
     """Where sequence parallelism re-gathers the column-parallel inputs in the backward (distlab.tensor.SP_COLLECTIVES):
-    with SP, unless torchtitan runs it (a SAVES_GATHERED_INPUT memory recipe, or 'async-tp', which only torchtitan
-    runs), whose DTensor linears keep the gathered input, and no op checkpointing drops it."""
-    titan = getattr(c.memory_recipe, "name", None) in SAVES_GATHERED_INPUT
-    saves = titan | (np.asarray(c.tp_overlap) == ASYNC_TP)
-    return np.asarray(c.sequence_parallel, dtype=bool) & ~(saves & ~np.asarray(c.op_sac, dtype=bool))
+    with SP, unless the engine's linears keep the gathered input (StepConfig.keeps_gathered_input: torchtitan's DTensor
+    plan, pytorch/torchtitan@3faaa1a0d torchtitan/parallelisms/parallelize_llama.py, PrepareModuleInput Shard(1) ->
+    Replicate before attention and the MLP; autograd saves the replicated input of wq/wk/wv and w1/w3)."""
+    return np.asarray(c.sequence_parallel, dtype=bool) & ~c.keeps_gathered_input
 
 
 def regather_hidden(c: StepConfig, gather_s, gemm_pass_s):

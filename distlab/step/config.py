@@ -13,7 +13,7 @@ import numpy as np
 from .._arguments import RECOMPUTE_MODES, check_fraction, code_array, number_array
 from ..attention_kernels import attention_kernel as attention_kernel_name
 from ..errors import ConfigurationError
-from ..tp_overlap import TP_OVERLAP_NAMES
+from ..tp_overlap import ASYNC_TP, TP_OVERLAP_NAMES
 from ..flops import (
     TRAINING_PASSES,
     layer_forward_flops_array,
@@ -136,6 +136,18 @@ class StepConfig:
     core_stage: np.ndarray  # the stage's counted attention-core FLOPs: 3 passes, + 1 forward when recomputed
     core_again: np.ndarray  # the attention core runs again in the backward (recomputation, not op checkpointing)
     op_sac: np.ndarray  # torchtitan's selective op checkpointing: every second matmul and the element-wise again
+
+    @property
+    def keeps_gathered_input(self):
+        """Where the TP linears keep sequence parallelism's all-gathered input for the weight gradient: a memory
+        recipe whose engine does (MemoryRecipe.saves_gathered_input: torchtitan's DTensor plan) or 'async-tp' (which
+        only torchtitan runs), unless its selective op checkpointing drops the all-gather's output (its save list has
+        no all-gather: recomputed in the backward). There the backward re-gathers nothing (communication.sp_regather)
+        and the activations count the gathered input (footprint.activations_term). Lesson 5 §6, Lesson 7 §2."""
+        saves = bool(getattr(self.memory_recipe, "saves_gathered_input", False)) | (
+            np.asarray(self.tp_overlap) == ASYNC_TP
+        )
+        return saves & ~np.asarray(self.op_sac, dtype=bool)
 
     @property
     def e(self) -> float:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import memory
+from ..memory_recipes import gathered_input_bytes_per_layer_array
 from ..pipeline.closed_form import in_flight_array, stage_in_flight_array
 from .config import StepConfig
 
@@ -48,16 +49,23 @@ def activations_term(c: StepConfig, r: dict) -> dict:
     never stores the scores, as selective recomputation; divided by cp; an MoE model adds the router's and the
     dispatched copies' tensors) x the stage's layers x the microbatches in flight on the first stage (pipeline.
     in_flight_array: GPipe m, 1F1B min(p, m), interleaved min(p (1 + (p-1)/(p v)), m); Korthikanti et al. 2022,
-    Sec. 4.2.3); an engine whose selective recomputation is torchtitan's op checkpointing (memory_recipes
+    Sec. 4.2.3); an engine whose TP linears keep sequence parallelism's gathered inputs (StepConfig.
+    keeps_gathered_input: torchtitan) adds memory_recipes.gathered_input_bytes_per_layer_array, except under full
+    recomputation; an engine whose selective recomputation is torchtitan's op checkpointing (memory_recipes
     'fsdp2') keeps memory.op_sac_activation_bytes_per_layer_array's count instead. Balanced stages: the first stage
     (one layer fewer) or the second, whichever holds more: one more layer, and pipeline.stage_in_flight_array of
     stage 1 in flight (Megatron-LM's warm-up: 1F1B one microbatch fewer, interleaved 2 / v fewer).
     Lesson 1, Lesson 4 §5."""
     code = c.code
     stored = np.where(np.asarray(c.flash) & (code == 0), 1, code)
-    per_layer = (
-        memory.activation_bytes_per_layer_array(c.model, c.b, c.s, c.tp, c.sequence_parallel, stored, c.e) / c.cp
-    )
+    per_layer = memory.activation_bytes_per_layer_array(c.model, c.b, c.s, c.tp, c.sequence_parallel, stored, c.e)
+    keeps = c.keeps_gathered_input & (
+        code != 2
+    )  # torchtitan's linears keep SP's gathered inputs (full: the input only)
+    if np.any(keeps):
+        gathered = gathered_input_bytes_per_layer_array(c.model, c.b, c.s, c.tp, c.sequence_parallel, c.e)
+        per_layer = per_layer + np.where(keeps, gathered, 0.0)
+    per_layer = per_layer / c.cp
     if getattr(c.memory_recipe, "selective", None) == "op":  # torchtitan's selective op checkpointing
         op_sac = memory.op_sac_activation_bytes_per_layer_array(c.model, c.b, c.s, c.tp, c.sequence_parallel, c.e)
         per_layer = np.where(code == 1, op_sac / c.cp, per_layer)

@@ -118,7 +118,7 @@ def test_llm_foundry_defaults_to_its_unpadding_wrapper():
 
 
 def test_a_bad_engine_name_lists_the_new_ones():
-    with pytest.raises(ConfigurationError, match="fsdp2, fsdp1, fsdp1-pure"):
+    with pytest.raises(ConfigurationError, match="fsdp2, fsdp2-sp-regather, fsdp1, fsdp1-pure"):
         memory_recipe("fsdp3")
     with pytest.raises(ConfigurationError, match="fsdp1-pure"):
         production.sharding_plan("llama2-7b", _cluster(), memory_recipe="fsdp3")

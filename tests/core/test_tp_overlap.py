@@ -54,7 +54,7 @@ def test_true_is_the_engines_method_and_false_is_none():
     assert est.config["tp_overlap"] is False and "tp_overlap_method" not in est.config
 
 
-@pytest.mark.parametrize("bad", ["nvlink", "async_tp", 2, None, 0.5])
+@pytest.mark.parametrize("bad", ["nvlink", "async_tp", 2, 0.5, "default"])
 def test_a_bad_method_is_our_error_naming_the_valid_ones(bad):
     with pytest.raises(ConfigurationError) as info:
         _tp_comm(8, bad)

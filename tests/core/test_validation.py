@@ -222,7 +222,11 @@ def test_the_validation_split_by_gpu_precision_and_engine_recounts_the_rows():
 
     def engine(run_id):
         recipe = data[run_id]["distlab"]["estimate"].get("memory_recipe", "zero-paper")
-        return "megatron/nemo" if recipe.startswith("megatron") else {"fsdp1-pure": "fsdp1"}.get(recipe, recipe)
+        return (
+            "megatron/nemo"
+            if recipe.startswith("megatron")
+            else {"fsdp1-pure": "fsdp1", "fsdp2-sp-regather": "fsdp2"}.get(recipe, recipe)
+        )
 
     def precision(run_id):
         return data[run_id]["distlab"]["estimate"].get("precision", "mixed")
