@@ -8,7 +8,7 @@ import os
 import secrets
 import time
 
-__all__ = ["CGROUP_ROOT", "KernelCgroups", "kernel_cgroup_name", "sweep_abandoned"]
+__all__ = ["CGROUP_ROOT", "KernelCgroups", "kernel_cgroup_name", "sweep_abandoned", "sweep_hierarchy"]
 
 #: cgroup v1 hierarchies a root grader makes a cgroup in per kernel (memory and memory+swap of all its
 #: processes together; its number of processes and threads)
@@ -18,6 +18,10 @@ CGROUP_ROOT = "/sys/fs/cgroup"
 PREFIX = "distlab-kernel-"
 #: a cgroup named the old way (PREFIX + 16 hex digits: no grader named) is taken as abandoned after this long
 OLD_NAME_AFTER_S = 3600
+#: how deep below a hierarchy's root, and through how many folders at most, sweep_hierarchy looks
+SWEEP_DEPTH, SWEEP_FOLDERS = 8, 20000
+#: the hierarchies this grader process has swept (once each: a class run starts many kernels)
+_SWEPT: set[str] = set()
 
 
 def _start_time(pid: int) -> str | None:
@@ -67,6 +71,28 @@ def sweep_abandoned(parent: str) -> int:
     return removed
 
 
+def sweep_hierarchy(root: str) -> int:
+    """sweep_abandoned in every folder of the hierarchy under `root` (at most SWEEP_DEPTH deep and SWEEP_FOLDERS
+    folders; a kernel cgroup's own folder is not entered): a grader killed while it ran in another cgroup (another
+    login session's, on a course server) left its kernel's cgroups there, where a later grader's sweep of its own
+    cgroup never looked (red team round 5 class/08). Returns how many were removed."""
+    removed, seen, todo = 0, 0, [(root, 0)]
+    while todo and seen < SWEEP_FOLDERS:
+        folder, depth = todo.pop()
+        seen += 1
+        removed += sweep_abandoned(folder)
+        if depth >= SWEEP_DEPTH:
+            continue
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if not entry.name.startswith(PREFIX) and entry.is_dir(follow_symlinks=False):
+                        todo.append((entry.path, depth + 1))
+        except OSError:
+            pass
+    return removed
+
+
 def _own_cgroup(controller: str) -> str | None:
     """This process's cgroup path in the v1 hierarchy of `controller` (None: no such hierarchy)."""
     try:
@@ -105,7 +131,9 @@ class KernelCgroups:
             if own is None:
                 continue
             parent = os.path.join(CGROUP_ROOT, controller, own.lstrip("/"))
-            sweep_abandoned(parent)
+            if controller not in _SWEPT:
+                _SWEPT.add(controller)
+                sweep_hierarchy(os.path.join(CGROUP_ROOT, controller))
             folder = os.path.join(parent, name)
             try:
                 os.mkdir(folder, 0o755)

@@ -119,6 +119,22 @@ def _flag(named: list[str], count: int) -> str:
     return f"flagged: the same student also submitted {text}{more}; each is graded on its own, not merged"
 
 
+#: what separates a row's problems in results.csv; a "|" inside a problem's text is shown as "\\|"
+PROBLEM_SEPARATOR = " | "
+
+
+def problems_cell(problems: list) -> str:
+    """A notebook's problems as one results.csv cell: each shown (report.shown) with its own "|" escaped as "\\|",
+    joined by PROBLEM_SEPARATOR, so the text a notebook puts in a problem (its exception's message) cannot pass for
+    more problems of the grader's (red team round 5 class/05 forged "regraded by the instructor" and a copy flag).
+
+    >>> problems_cell(["raised X: a | regraded: 8/8", "no answer for q2"])
+    'raised X: a \\\\| regraded: 8/8 | no answer for q2'
+    """
+    texts = (shown(" ".join(str(p).split()), PROBLEM_CHARS) for p in problems[:MAX_PROBLEMS])
+    return PROBLEM_SEPARATOR.join(t.replace("|", "\\|") for t in texts)
+
+
 def results_csv(records: list[dict]) -> str:
     """One row per notebook: key, student, lesson, score, max_score, each question's points, problems, flagged."""
     names = []
@@ -141,7 +157,7 @@ def results_csv(records: list[dict]) -> str:
             g["max_score"],
             *(points.get(n, "") for n in names),
             g.get("seconds", ""),
-            " | ".join(shown(" ".join(str(p).split()), PROBLEM_CHARS) for p in g.get("problems", [])[:MAX_PROBLEMS]),
+            problems_cell(g.get("problems", [])),
             flags.get(r["key"], ""),
         ]
         writer.writerow([text_cell(c) for c in row])

@@ -1,5 +1,6 @@
 """The seccomp filter every process of a grading kernel carries (both sandbox modes): no new user namespaces, no
-reaching into another process, no kernel keyrings, memfds or inotify. Used by distlab.grading.sandbox (the
+reaching into another process, no kernel keyrings, memfds or inotify, sockets of the local and internet families
+only, no extended attributes. Used by distlab.grading.sandbox (the
 bubblewrap starter) and distlab.grading.kernel (a container-mode kernel, through seccomp_prefix).
 """
 
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["seccomp_program", "seccomp_prefix", "SECCOMP_EXEC"]
+__all__ = ["seccomp_program", "seccomp_prefix", "SECCOMP_EXEC", "SOCKET_FAMILIES"]
 
 #: syscall numbers (unshare, clone, clone3, ptrace, process_vm_readv, process_vm_writev), the seccomp audit
 #: architecture, and the calls that answer ENOSYS (add_key, request_key, keyctl, memfd_create, inotify_init1, on
@@ -24,6 +25,23 @@ _SECCOMP_ARCH = {
     ),
     "aarch64": (97, 220, 435, (117, 270, 271), 0xC00000B7, (217, 218, 219, 279, 26, 425, 426, 427, 262, 263, 447, 282)),
 }
+#: per machine: the syscall numbers of socket and socketpair, whose first argument (the address family) the filter
+#: reads, and of the calls that set an extended attribute (setxattr, lsetxattr, fsetxattr; setxattrat, 463 on both
+#: since Linux 6.13), which answer ENOTSUP
+_SECCOMP_SOCKET_XATTR = {
+    "x86_64": ((41, 53), (188, 189, 190, 463)),
+    "aarch64": ((198, 199), (5, 6, 7, 463)),
+}
+#: the address families a grading kernel may open sockets of: AF_UNIX (1; its own kernel sockets, jupyter's "ipc"
+#: transport, and the C library's), AF_INET (2) and AF_INET6 (10), which reach only the sandbox's own loopback (an
+#: empty network namespace); and AF_NETLINK (16) with protocol NETLINK_ROUTE (0) only, which answers for the
+#: sandbox's own network namespace (the C library's getifaddrs, which libzmq calls and aborts the kernel without).
+#: Every other family answers EAFNOSUPPORT, as on a kernel built without it, and every other netlink protocol
+#: EPROTONOSUPPORT: NETLINK_KOBJECT_UEVENT brought the host's device events into a root grader's sandbox (red team
+#: round 5 default/09), VM sockets (AF_VSOCK) are confined by no network namespace (default/02), packet sockets, and
+#: families not yet made
+SOCKET_FAMILIES = (1, 2, 10)
+AF_NETLINK, NETLINK_ROUTE = 16, 0
 
 
 def seccomp_program() -> bytes:
@@ -41,7 +59,11 @@ def seccomp_program() -> bytes:
     (default/18: 2,823 opens of the grader's environment seen in 40 s). io_uring answers ENOSYS: a second way to
     make every call above, and a large kernel surface no grading needs (redteam4 class/05 found it open); so do
     fanotify (unprivileged since Linux 5.13: the inotify side channel again, redteam4 default/02), memfd_secret and
-    userfaultfd (memory and page-fault control no grading needs)."""
+    userfaultfd (memory and page-fault control no grading needs).
+    Sockets: only the families of SOCKET_FAMILIES and netlink's NETLINK_ROUTE (an allow-list: a family Linux adds
+    later is refused too); the others answer EAFNOSUPPORT (a netlink protocol: EPROTONOSUPPORT). Extended attributes cannot be set (ENOTSUP, as on a file system without them): a tmpfs counts
+    them against its inode budget only, and a non-root grader's tmpfs has none, so 512 MiB of them sat on an
+    empty file under a 256 MB /tmp (red team round 5 default/08); no grading needs them."""
     import platform
     import struct
 
@@ -49,9 +71,10 @@ def seccomp_program() -> bytes:
     if known is None:
         return b""
     unshare, clone, clone3, reach, arch, absent = known
+    sockets, xattrs = _SECCOMP_SOCKET_XATTR[platform.machine()]
     ld_w_abs, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
     allow, errno = 0x7FFF0000, 0x00050000
-    eperm, enosys = errno | 1, errno | 38
+    eperm, enosys, enotsup, eafnosupport, eprotonosupport = (errno | e for e in (1, 38, 95, 97, 93))
     prog = [
         (ld_w_abs, 0, 0, 4),  # the architecture
         (jeq, 1, 0, arch),  # ours: go on
@@ -64,6 +87,14 @@ def seccomp_program() -> bytes:
         prog += [(jeq, 0, 1, number), (ret, 0, 0, eperm)]
     for number in (clone3, *absent):
         prog += [(jeq, 0, 1, number), (ret, 0, 0, enosys)]
+    for number in xattrs:
+        prog += [(jeq, 0, 1, number), (ret, 0, 0, enotsup)]
+    n = len(SOCKET_FAMILIES)
+    for number in sockets:  # socket(family, type, protocol), socketpair(...): family is args[0], protocol args[2]
+        prog += [(jeq, 0, n + 7, number), (ld_w_abs, 0, 0, 16)]  # not this call: past the block's n + 7 others
+        prog += [(jeq, n + 4 - i, 0, family) for i, family in enumerate(SOCKET_FAMILIES)]  # to the block's allow
+        prog += [(jeq, 0, 3, AF_NETLINK), (ld_w_abs, 0, 0, 32), (jeq, 2, 0, NETLINK_ROUTE)]
+        prog += [(ret, 0, 0, eprotonosupport), (ret, 0, 0, eafnosupport), (ret, 0, 0, allow)]
     prog += [
         (jeq, 1, 0, clone),
         (ret, 0, 0, allow),
