@@ -106,11 +106,13 @@ def test_no_prefetch_turn_holds_the_kernel_and_a_prefetched_change_is_shown_comp
         sent: list = []
         app.picture.send = sent.append
         app.fabric.value = "ib-xdr"
+        # a turn's length as this thread's CPU time: on a loaded 2-core machine the wall clock also counts the time
+        # other processes held the core (the fast tier failed so at load 8)
         longest, begin = 0.0, time.perf_counter()
         while app.prefetcher.future is None or not app.prefetcher.future.done():
-            t = time.perf_counter()
+            t = time.thread_time()
             await asyncio.sleep(0)
-            longest = max(longest, time.perf_counter() - t)
+            longest = max(longest, time.thread_time() - t)
             assert time.perf_counter() - begin < 120
         total = time.perf_counter() - begin
         jobs = app.neighbour_jobs()
@@ -131,7 +133,7 @@ def test_no_prefetch_turn_holds_the_kernel_and_a_prefetched_change_is_shown_comp
         return longest, total
 
     longest, total = asyncio.run(run())
-    assert longest < 0.15, f"a turn held the loop {longest:.3f} s"
+    assert longest < 0.15, f"a turn held the loop for {longest:.3f} s of CPU"
     assert total > 3 * longest
 
 
