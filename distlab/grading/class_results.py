@@ -124,15 +124,18 @@ PROBLEM_SEPARATOR = " | "
 
 
 def problems_cell(problems: list) -> str:
-    """A notebook's problems as one results.csv cell: each shown (report.shown) with its own "|" escaped as "\\|",
-    joined by PROBLEM_SEPARATOR, so the text a notebook puts in a problem (its exception's message) cannot pass for
-    more problems of the grader's (red team round 5 class/05 forged "regraded by the instructor" and a copy flag).
+    """A notebook's problems as one results.csv cell, ASCII only: each shown (report.shown) with its own "|" escaped
+    as "\\|" and every other character outside ASCII as its escape (\\u01c0), joined by PROBLEM_SEPARATOR. So the
+    text a notebook puts in a problem (its exception's message) cannot pass for more problems of the grader's: red
+    team round 5 class/05 forged "regraded by the instructor" and a copy flag with "|", round 6 default/02 with
+    look-alikes of it (U+01C0, U+2223); any character that could look like the separator is now an escape.
 
-    >>> problems_cell(["raised X: a | regraded: 8/8", "no answer for q2"])
-    'raised X: a \\\\| regraded: 8/8 | no answer for q2'
+    >>> problems_cell(["raised X: a | regraded: 8/8 \\u01c0 flagged", "no answer for q2"])
+    'raised X: a \\\\| regraded: 8/8 \\\\u01c0 flagged | no answer for q2'
     """
     texts = (shown(" ".join(str(p).split()), PROBLEM_CHARS) for p in problems[:MAX_PROBLEMS])
-    return PROBLEM_SEPARATOR.join(t.replace("|", "\\|") for t in texts)
+    escaped = (t.replace("|", "\\|").encode("ascii", "backslashreplace").decode("ascii") for t in texts)
+    return PROBLEM_SEPARATOR.join(escaped)
 
 
 def results_csv(records: list[dict]) -> str:

@@ -34,14 +34,15 @@ _SECCOMP_SOCKET_XATTR = {
 }
 #: the address families a grading kernel may open sockets of: AF_UNIX (1; its own kernel sockets, jupyter's "ipc"
 #: transport, and the C library's), AF_INET (2) and AF_INET6 (10), which reach only the sandbox's own loopback (an
-#: empty network namespace); and AF_NETLINK (16) with protocol NETLINK_ROUTE (0) only, which answers for the
-#: sandbox's own network namespace (the C library's getifaddrs, which libzmq calls and aborts the kernel without).
-#: Every other family answers EAFNOSUPPORT, as on a kernel built without it, and every other netlink protocol
-#: EPROTONOSUPPORT: NETLINK_KOBJECT_UEVENT brought the host's device events into a root grader's sandbox (red team
-#: round 5 default/09), VM sockets (AF_VSOCK) are confined by no network namespace (default/02), packet sockets, and
-#: families not yet made
+#: empty network namespace). Every other family answers EAFNOSUPPORT, as on a kernel built without it: netlink's
+#: NETLINK_KOBJECT_UEVENT brought the host's device events into a root grader's sandbox (red team round 5
+#: default/09), VM sockets (AF_VSOCK) are confined by no network namespace (default/02), packet sockets, families
+#: not yet made. Netlink (AF_NETLINK, 16) answers EINVAL ("protocol family not available", socket(2)), every
+#: protocol of it: NETLINK_ROUTE's RTM_GETNEIGHTBL dumps the host's neighbour tables, shared by every network
+#: namespace (round 6 default/07); EINVAL is what libzmq's interface lookup (getifaddrs, when ipykernel binds its
+#: IOPub pipe to 127.0.0.1) takes as "no interfaces" and goes on, where EAFNOSUPPORT aborts the kernel
 SOCKET_FAMILIES = (1, 2, 10)
-AF_NETLINK, NETLINK_ROUTE = 16, 0
+AF_NETLINK = 16
 
 
 def seccomp_program() -> bytes:
@@ -60,8 +61,8 @@ def seccomp_program() -> bytes:
     make every call above, and a large kernel surface no grading needs (redteam4 class/05 found it open); so do
     fanotify (unprivileged since Linux 5.13: the inotify side channel again, redteam4 default/02), memfd_secret and
     userfaultfd (memory and page-fault control no grading needs).
-    Sockets: only the families of SOCKET_FAMILIES and netlink's NETLINK_ROUTE (an allow-list: a family Linux adds
-    later is refused too); the others answer EAFNOSUPPORT (a netlink protocol: EPROTONOSUPPORT). Extended attributes cannot be set (ENOTSUP, as on a file system without them): a tmpfs counts
+    Sockets: only the families of SOCKET_FAMILIES (an allow-list: a family Linux adds later is refused too); the
+    others answer EAFNOSUPPORT, netlink EINVAL. Extended attributes cannot be set (ENOTSUP, as on a file system without them): a tmpfs counts
     them against its inode budget only, and a non-root grader's tmpfs has none, so 512 MiB of them sat on an
     empty file under a 256 MB /tmp (red team round 5 default/08); no grading needs them."""
     import platform
@@ -74,7 +75,7 @@ def seccomp_program() -> bytes:
     sockets, xattrs = _SECCOMP_SOCKET_XATTR[platform.machine()]
     ld_w_abs, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
     allow, errno = 0x7FFF0000, 0x00050000
-    eperm, enosys, enotsup, eafnosupport, eprotonosupport = (errno | e for e in (1, 38, 95, 97, 93))
+    eperm, einval, enosys, enotsup, eafnosupport = (errno | e for e in (1, 22, 38, 95, 97))
     prog = [
         (ld_w_abs, 0, 0, 4),  # the architecture
         (jeq, 1, 0, arch),  # ours: go on
@@ -91,10 +92,9 @@ def seccomp_program() -> bytes:
         prog += [(jeq, 0, 1, number), (ret, 0, 0, enotsup)]
     n = len(SOCKET_FAMILIES)
     for number in sockets:  # socket(family, type, protocol), socketpair(...): family is args[0], protocol args[2]
-        prog += [(jeq, 0, n + 7, number), (ld_w_abs, 0, 0, 16)]  # not this call: past the block's n + 7 others
-        prog += [(jeq, n + 4 - i, 0, family) for i, family in enumerate(SOCKET_FAMILIES)]  # to the block's allow
-        prog += [(jeq, 0, 3, AF_NETLINK), (ld_w_abs, 0, 0, 32), (jeq, 2, 0, NETLINK_ROUTE)]
-        prog += [(ret, 0, 0, eprotonosupport), (ret, 0, 0, eafnosupport), (ret, 0, 0, allow)]
+        prog += [(jeq, 0, n + 5, number), (ld_w_abs, 0, 0, 16)]  # not this call: past the block's n + 5 others
+        prog += [(jeq, n + 2 - i, 0, family) for i, family in enumerate(SOCKET_FAMILIES)]  # to the block's allow
+        prog += [(jeq, 0, 1, AF_NETLINK), (ret, 0, 0, einval), (ret, 0, 0, eafnosupport), (ret, 0, 0, allow)]
     prog += [
         (jeq, 1, 0, clone),
         (ret, 0, 0, allow),

@@ -1,5 +1,5 @@
-"""Red team round 5's successful attacks (default/02, 08, 09; class/05, 08), each kept as a test that fails on the
-code they broke."""
+"""Red team rounds 5 and 6's successful attacks (round 5: default/02, 08, 09, class/05, 08; round 6: default/02, 06,
+07), each kept as a test that fails on the code they broke."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from distlab.grading import cgroups, classroom
+from distlab.grading.class_results import problems_cell
 from distlab.grading.kernel import bwrap_available
 from distlab.grading.seccomp import seccomp_prefix, seccomp_program
 from test_redteam_round2_os import run_bwrap
@@ -19,9 +22,10 @@ from test_redteam_round2_os import run_bwrap
 needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap (apt-get install bubblewrap) is not here")
 needs_filter = pytest.mark.skipif(not seccomp_program(), reason="no seccomp program for this machine")
 
-#: (family, type, protocol) per probe: AF_UNIX, AF_INET, AF_INET6 and netlink's NETLINK_ROUTE (the sandbox's own
-#: interfaces; libzmq needs it) must open; netlink's NETLINK_KOBJECT_UEVENT (15, default/09) and NETLINK_SOCK_DIAG
-#: (4) must not; nor AF_PACKET (17), AF_VSOCK (40, default/02), AF_ALG (38), a number no Linux has yet (50)
+#: (family, type, protocol) per probe: AF_UNIX, AF_INET, AF_INET6 must open; netlink must not, any protocol:
+#: NETLINK_ROUTE (0: round 6 default/07 dumped the host's neighbour tables with RTM_GETNEIGHTBL),
+#: NETLINK_KOBJECT_UEVENT (15: round 5 default/09, the host's device events), NETLINK_SOCK_DIAG (4); nor AF_PACKET
+#: (17), AF_VSOCK (40, round 5 default/02), AF_ALG (38), a number no Linux has yet (50)
 PROBES = [
     (1, 2, 0),
     (2, 2, 0),
@@ -34,8 +38,8 @@ PROBES = [
     (38, 5, 0),
     (50, 1, 0),
 ]
-#: what each probe must answer: 0 (opened), errno 93 (EPROTONOSUPPORT) or 97 (EAFNOSUPPORT); setxattr: 95 (ENOTSUP)
-EXPECTED = [0, 0, 0, 0, 93, 93, 97, 97, 97, 97]
+#: what each probe must answer: 0 (opened), errno 22 (EINVAL: netlink) or 97 (EAFNOSUPPORT); setxattr: 95 (ENOTSUP)
+EXPECTED = [0, 0, 0, 22, 22, 22, 97, 97, 97, 97]
 
 PROBE_CELL = f"""
 import ctypes, os, tempfile
@@ -49,6 +53,10 @@ for family, kind, protocol in {PROBES}:
 path = tempfile.mkstemp()[1].encode()
 rc = libc.setxattr(path, b"user.x", b"v" * 65536, 65536, 0)  # default/08: 8,192 of these held 512 MiB
 answer_x = [got, 0 if rc == 0 else ctypes.get_errno()]
+import zmq  # ipykernel binds its IOPub pipe so; libzmq looks up interfaces first (netlink), and must go on without
+pipe = zmq.Context.instance().socket(zmq.PULL)
+pipe.bind_to_random_port("tcp://127.0.0.1")
+pipe.close()
 """
 
 
@@ -91,6 +99,26 @@ def test_a_problem_text_cannot_pass_for_more_problems_of_the_grader():
     parts = cell.split(" | ")
     assert len(parts) == 2 and parts[1] == "q2: no answer"
     assert parts[0] == forged.replace("|", "\\|")
+
+
+@pytest.mark.parametrize("bar", ["\u01c0", "\u2223", "\uff5c", "\u2502", "\u05c0", "\u2758"])
+def test_a_look_alike_of_the_separator_is_shown_as_an_escape(bar):
+    # round 6 default/02: "shape mismatch \u01c0 regraded by the instructor: 8/8 (override) \u2223 same answers as
+    # student alice" read as three problems; the problems cell is ASCII now, so each look-alike is an escape
+    forged = f"raised ValueError: shape mismatch {bar} regraded by the instructor: 8/8 {bar} copied from alice"
+    cell = problems_cell([forged, "q2: no answer"])
+    assert cell.isascii() and bar not in cell and f"\\u{ord(bar):04x}" in cell
+    assert cell.split(" | ") == [forged.replace(bar, f"\\u{ord(bar):04x}"), "q2: no answer"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=120))
+def test_no_problem_text_splits_into_more_problems(text):
+    # the property behind class/05 and default/02: whatever a notebook's text, the cell holds exactly the grader's
+    # number of problems when split on the separator, and nothing outside ASCII
+    cell = problems_cell([text, "q2: no answer"])
+    assert cell.isascii()
+    assert cell.split(" | ")[-1] == "q2: no answer" and len(cell.split(" | ")) == 2
 
 
 def test_a_grader_removes_kernel_cgroups_a_killed_grader_left_in_another_cgroup(tmp_path):
@@ -154,7 +182,13 @@ def test_the_filter_refuses_exactly_the_calls_it_names_and_allows_every_other():
         if number in (41, 53):  # socket, socketpair: by family (AF_UNIX here)
             want = allow
         assert _run_filter(program, arch, number, (1, 1, 0)) == want, number
-    for family, protocol, want in [(1, 0, allow), (2, 6, allow), (10, 17, allow), (16, 0, allow), (16, 15, err | 93)]:
+    for family, protocol, want in [
+        (1, 0, allow),
+        (2, 6, allow),
+        (10, 17, allow),
+        (16, 0, err | 22),
+        (16, 15, err | 22),
+    ]:
         assert _run_filter(program, arch, 41, (family, 3, protocol)) == want, (family, protocol)
     for family in (0, 3, 17, 38, 40, 44, 45, 46, 255):
         assert _run_filter(program, arch, 41, (family, 1, 0)) == err | 97, family

@@ -289,7 +289,13 @@ try:
     answer_x["network"] = "connected"
 except OSError as exc:
     answer_x["network"] = type(exc).__name__
-answer_x["interfaces"] = sorted(name for _, name in socket.if_nameindex())
+with open("/proc/net/dev") as f:  # the interfaces of the reader's own network namespace
+    answer_x["interfaces"] = sorted(line.split(":")[0].strip() for line in f.readlines()[2:])
+try:  # netlink (socket.if_nameindex's way) is refused by the seccomp filter: red team round 6 default/07
+    socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).close()
+    answer_x["netlink"] = "opened"
+except OSError as exc:
+    answer_x["netlink"] = exc.errno
 """
 
 
@@ -302,7 +308,7 @@ def test_the_kernel_writes_only_to_its_copy_signals_nothing_and_has_no_network(s
     assert found["writes"] == []
     assert found["signal"] == "ProcessLookupError"  # the grader is not even in its process namespace
     assert found["network"] != "connected"
-    assert found["interfaces"] == ["lo"]
+    assert found["interfaces"] == ["lo"] and found["netlink"] == 22  # EINVAL
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="root is exempt from RLIMIT_NPROC only when the grader is root")
