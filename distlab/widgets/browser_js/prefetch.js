@@ -2,8 +2,9 @@
 // pictures of apps whose other controls change their data (the training lab, the triage ladder, lessons 1-4, 6): the
 // kernel sends {prefetch_base, limit, expect: {key: id}, fill, seen, home} after each change (the neighbourhood: the
 // key and the full state's id of every state one change away, up to three steps along one control: prefetch.REACH,
-// and of the base itself; fill counts them; seen: the count of the student's changes the kernel had seen, which the
-// browser sends with each change (CHANGE_COUNT); home: the keys from which a change straight back to the base reaches
+// and of the base itself; fill counts them; seen: {view: the count of that page's changes the kernel had seen}, which
+// each browser page sends with each change as "<view>:<count>" (CHANGE_COUNT; view: a random id of the page, so two
+// tabs on one kernel each count their own); home: the keys from which a change straight back to the base reaches
 // the base itself;
 // an empty base and map after a change has reached the kernel: see `kept`), then {prefetch: key, id, fill, payload:
 // {summaries, errors, frames}}
@@ -23,6 +24,8 @@
 const KEY_SEPARATOR = "\x1f";
 // the attribute of a control's model that carries the count of the student's changes to the kernel (prefetch.CHANGE_COUNT)
 const CHANGE_COUNT = "_distlab_change";
+// this page's id in the kernel's counts (two tabs on one kernel: each its own count; the kernel's "seen" names each)
+const randomView = () => Math.random().toString(36).slice(2, 10);
 // the keys after the student's last changes kept (a new map's in-flight changes are replayed from them)
 const HISTORY = 64;
 // the most bytes of payload held besides the current neighbourhood's (prefetch.BROWSER_LIMIT states in all): 64 MiB,
@@ -139,9 +142,11 @@ function prefetching(model, root, events = {}) {
     baseKey = k;
     walk = { control: -1, offset: 0, broken: false, at: k };
   };
-  // the student's changes, counted once for every view of this picture (the kernel sees each change once): their
-  // number, the key after each (the last HISTORY) and the key seen last
-  const changes = model.distlabChanges || (model.distlabChanges = { count: 0, keys: new Map(), last: null });
+  // the student's changes in this page, counted once for every view of this picture in it (the kernel sees each
+  // change once): their number, the key after each (the last HISTORY), the key seen last and the page's id (`view`: a
+  // second page on the same kernel has models of its own, and so its own count, which the kernel keeps apart)
+  const changes = model.distlabChanges ||
+    (model.distlabChanges = { count: 0, keys: new Map(), last: null, view: randomView() });
   // a new map's base `k`, named after the kernel has seen some of the student's changes: those it has not seen yet
   // are the walk's changes past k when k is on the walk (the rest of the run goes on from k), none when the student
   // has not changed anything since the last base; otherwise they are unknown (the student turned back or moved
@@ -150,7 +155,11 @@ function prefetching(model, root, events = {}) {
   // flight when that is every change (then the student must be at k: else the kernel has moved a control itself,
   // and its labels are on the way); else k must be the key after the change seen last, and the changes since then
   // are walked again from k (each must continue the walk: `along`)
-  const rebaseOn = (k, seen) => {
+  // (`seen`: {view: count}, this page's entry absent where the kernel has seen none of its changes; a bare number from
+  // a kernel that counts one browser)
+  const rebaseOn = (k, counts) => {
+    const seen = typeof counts === "number" ? counts :
+      counts !== null && typeof counts === "object" ? (counts[changes.view] ?? 0) : undefined;
     if (typeof seen !== "number" || !controls.length) return rebaseOnWalk(k);
     rebase(k);
     if (seen === changes.count) {
@@ -317,21 +326,24 @@ function prefetching(model, root, events = {}) {
     const k = key();
     if (k === last) return;
     last = k;
-    // a change the kernel made (ipywidgets applies the kernel's state under _state_lock): the kernel's own data
-    // follows; only the student's changes are looked up. A map kept past the kernel's "forget" goes now: its keys
-    // name only the student's changes from its base
+    // a change the kernel made (ipywidgets applies the kernel's state under _state_lock: its own, or a change made
+    // in another page on the same kernel, echoed): the kernel's own data follows; only the student's changes are
+    // looked up. A map kept past the kernel's "forget" goes now: its keys name only the student's changes from its
+    // base; and the walk ends (the controls got here by a change that is not this student's step: a turn back to
+    // the base from here need not reach it), until the kernel's next map
     const counted = changes.last !== k;
     changes.last = k;
     if (changed && changed._state_lock) {
       if (kept) based(new Map());
       kept = false;
+      walk.broken = true;
       return;
     }
     if (counted) { // the student's change: its count goes to the kernel in the same message (set before it is sent)
       changes.count += 1;
       changes.keys.set(changes.count, k);
       changes.keys.delete(changes.count - HISTORY);
-      if (changed && typeof changed.set === "function") changed.set(CHANGE_COUNT, changes.count);
+      if (changed && typeof changed.set === "function") changed.set(CHANGE_COUNT, `${changes.view}:${changes.count}`);
     }
     if (!along(k) || !atPriced()) return;
     const id = expect.get(k);
