@@ -161,7 +161,8 @@ def run_refill(sync_api, base, name, app, n):
         page.locator(".jp-Notebook .jp-Cell").first.wait_for()
         page.wait_for_timeout(2000)
         sel = page.locator(".jp-Dialog button", has_text="Select")
-        if sel.count(): sel.first.click()
+        if sel.count():
+            sel.first.click()
         page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=90_000)
         page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
         page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
@@ -215,7 +216,9 @@ def refill_frames(res: dict) -> dict:
 
 
 def report_refill(mode: str, frames: list) -> None:
-    med = lambda xs: f"{st.median(xs):.1f} ms (n={len(xs)})" if xs else "- (n=0)"
+    def med(xs: list) -> str:
+        return f"{st.median(xs):.1f} ms (n={len(xs)})" if xs else "- (n=0)"
+
     print(f"{mode}: median {med([f['raf'] for f in frames])}; drawn at a MISSED BeginFrame {med([f['raf'] for f in frames if f['missed']])}, "
           f"at the next tick {med([f['raf'] for f in frames if f['missed'] is False])}; compositor ticking in the 17 ms "
           f"before the press {sum(f['ticking'] for f in frames)}/{len(frames)}, a commit in the 40 ms before "
@@ -282,10 +285,13 @@ def main_refill(app: str, n: int, dump: str) -> None:
 
     index = next(row[1] for row in B.CONTROL_APPS if row[0] == app)
     tmp = Path(tempfile.mkdtemp(prefix="refill-probe-"))
-    root = tmp / "lab"; root.mkdir()
-    nb = nbformat.v4.new_notebook(); nb.cells = [nbformat.v4.new_code_cell((B.CELLS + B.FRAME_CELLS)[index])]
+    root = tmp / "lab"
+    root.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell((B.CELLS + B.FRAME_CELLS)[index])]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    for nm in ("direct.ipynb", "delayed.ipynb"): nbformat.write(nb, root / nm)
+    for nm in ("direct.ipynb", "delayed.ipynb"):
+        nbformat.write(nb, root / nm)
     port, token = B._free_port(), secrets.token_hex(16)
     res = {}
     with open(tmp / "log", "wb") as log:
@@ -297,7 +303,8 @@ def main_refill(app: str, n: int, dump: str) -> None:
             res["delayed"] = run_refill(sync_api, f"http://127.0.0.1:{proxy.port}", "delayed.ipynb", app, n)
             proxy.close()
         finally:
-            os.killpg(server.pid, signal.SIGTERM); server.wait(timeout=30)
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=30)
     frames = {mode: refill_frames(r) for mode, r in res.items()}
     if dump:
         Path(dump).write_text(json.dumps(frames))
