@@ -276,14 +276,15 @@ function prefetching(model, root, events = {}) {
   // being drawn at once (RESULTS.md, branch rtt). A change of the model (one set(): Backbone's `changed`, on the
   // Backbone model each event names first; anywidget's model passes it on) whose every attribute equals the payload
   // shown keeps it, and no painter runs; any other goes back to the model's data.
-  let verdict = { changed: null, same: false };
+  // (worked out once per set(), payload shown and number of attributes changed: a nested set() adds to `changed`)
+  let verdict = { changed: null, size: 0, of: null, same: false };
   const confirms = (source) => {
     const changed = source && typeof source === "object" && "changed" in source ? source.changed : model.changed;
     if (shown === null || changed === undefined || changed === null) return false;
-    if (verdict.changed !== changed) {
-      const names = Object.keys(changed);
+    const names = Object.keys(changed);
+    if (verdict.changed !== changed || verdict.size !== names.length || verdict.of !== shown) {
       const same = names.length > 0 && names.every((name) => name in shown && sameData(changed[name], shown[name]));
-      verdict = { changed, same };
+      verdict = { changed, size: names.length, of: shown, same };
     }
     return verdict.same;
   };
