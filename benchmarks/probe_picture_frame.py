@@ -5,6 +5,13 @@ window (a hook in the page). Used to show that no kernel message lands in the me
 refill). Not a benchmark with a recorded figure; nothing asserted.
 
     python benchmarks/probe_picture_frame.py [--n 12] [--full]   # --full: in bench_browser_pictures' whole notebook
+
+--refill APP (branch rtt): the benchmark's refill row of one app (its first dropdown, a -> b -> a 0.1 s apart) in a
+notebook of that app alone, both modes, with Chromium's trace: per press, whether its frame was drawn at a MISSED
+BeginFrame (the compositor had stopped ticking: at once) or waited for the next 60 Hz tick, whether the compositor
+had ticked or a frame was committed just before the press, and the kernel messages received around it.
+
+    python benchmarks/probe_picture_frame.py --refill "memory wall" --n 30
 """
 import argparse
 import json
@@ -93,6 +100,136 @@ def run(sync_api, base, name, n):
         browser.close()
     return out
 
+# --refill APP (branch rtt): the app's first dropdown alternated a -> b -> a FILL_PAUSE_S apart, as the benchmark's
+# refill row does, in a notebook of that app alone, with Chromium's trace (the compositor's BeginFrames, the main
+# thread's commits) and every kernel message decoded (JupyterLab's v1 websocket protocol: msg_type, comm method).
+REFILL_HOOK = """
+(() => {
+  window.__ws = [];
+  const Orig = window.WebSocket;
+  window.WebSocket = function (...a) {
+    const ws = new Orig(...a);
+    ws.addEventListener('message', (e) => window.__ws.push([performance.now(), e.data]));
+    return ws;
+  };
+  window.WebSocket.prototype = Orig.prototype;
+  Object.assign(window.WebSocket, Orig);
+  window.__kind = (d) => {  // after the run: what a kernel message was (status, echo_update, update, custom: map or payload)
+    try {
+      let m;
+      if (typeof d === 'string') m = JSON.parse(d);
+      else {
+        const dv = new DataView(d), n = Number(dv.getBigUint64(0, true)), off = [], td = new TextDecoder();
+        for (let i = 0; i < n; i++) off.push(Number(dv.getBigUint64(8 * (i + 1), true)));
+        m = {header: JSON.parse(td.decode(d.slice(off[1], off[2]))), content: JSON.parse(td.decode(d.slice(off[4], off[5])))};
+      }
+      const data = (m.content || {}).data || {}, c = data.content || {};
+      if (m.header.msg_type === 'status') return 'status';
+      if (data.method !== 'custom') return data.method || m.header.msg_type;
+      return c.prefetch_base === '' ? 'forget' : c.prefetch_base !== undefined ? 'map' : c.prefetch !== undefined ? 'payload' : 'custom';
+    } catch (e) { return 'other'; }
+  };
+})();
+"""
+REFILL_PROBE = """([control, summary]) => {
+  window.__rows = [];
+  let pending = 0;
+  control.addEventListener('change', () => {
+    const i = window.__rows.length + pending++;
+    const t0 = performance.now(); performance.mark('press' + i);
+    const observer = new MutationObserver(() => {
+      observer.disconnect();
+      performance.mark('mut' + i);
+      requestAnimationFrame(() => { performance.mark('raf' + i); pending -= 1; window.__rows.push({i, t0, raf: performance.now() - t0}); });
+    });
+    observer.observe(summary, {childList: true, characterData: true, subtree: true});
+  }, {capture: true});
+}"""
+TRACE_CATEGORIES = ["cc", "devtools.timeline", "disabled-by-default-devtools.timeline", "blink.user_timing"]
+
+
+def run_refill(sync_api, base, name, app, n):
+    """The refill row of `app` in the page at `base`: per press, the latency (change -> the frame after the picture's
+    text changed), the trace around it and the kernel messages received."""
+    _, index, dropdowns, *_ = next(row for row in B.CONTROL_APPS if row[0] == app)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(B.CHROMIUM), headless=True, args=B.CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.add_init_script(REFILL_HOOK)
+        page.set_default_timeout(60_000)
+        page.goto(f"{base}/lab/workspaces/{name[:-6]}/tree/{name}?reset&token={token}")
+        page.locator(".jp-Notebook .jp-Cell").first.wait_for()
+        page.wait_for_timeout(2000)
+        sel = page.locator(".jp-Dialog button", has_text="Select")
+        if sel.count():
+            sel.first.click()
+        page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=90_000)
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+        pic = page.locator(".distlab-framecache" if index >= len(B.CELLS) else ".distlab-picture").first
+        pic.wait_for(state="attached", timeout=120_000)
+        page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
+        page.wait_for_timeout(1500)
+        cell = page.locator(".jp-Notebook .jp-Cell").first
+        select = B._labelled(page, cell, ".widget-dropdown", dropdowns[0]).locator("select")
+        pair = B._visible_pair(page, select, pic)
+        page.wait_for_timeout(1500)
+        page.evaluate(REFILL_PROBE, [select.element_handle(), B._watched(pic)[0].element_handle()])
+        page.evaluate("window.__ws.length = 0")
+        browser.start_tracing(page=page, categories=TRACE_CATEGORIES)
+        for i in range(n):
+            page.wait_for_timeout(B.FILL_PAUSE_S * 1e3)
+            select.select_option(label=pair[i % 2])
+            page.wait_for_function(f"window.__rows.length >= {i + 1}", timeout=15_000)
+        page.wait_for_timeout(1000)
+        trace = json.loads(browser.stop_tracing())
+        rows = page.evaluate("window.__rows")
+        ws = page.evaluate("window.__ws.map(([t, d]) => [t, window.__kind(d)])")
+        browser.close()
+    return {"rows": rows, "ws": ws, "trace": trace}
+
+
+def refill_frames(res: dict) -> dict:
+    """Per press, from the trace: whether its frame came from a MISSED BeginFrame (sent at once to a compositor that
+    had stopped ticking) or from the next 60 Hz tick, whether the compositor had ticked in the 17 ms before the
+    press, whether a frame was committed in the 40 ms before it, and the kernel messages received from 40 ms before
+    the press to its frame."""
+    events = res["trace"]["traceEvents"] if isinstance(res["trace"], dict) else res["trace"]
+    marks = {}
+    for e in events:
+        if "blink.user_timing" in e.get("cat", ""):
+            marks.setdefault(e["name"], e)
+    pid, tid = marks["press0"]["pid"], marks["press0"]["tid"]
+    ticks = sorted((e["ts"], e["args"]["args"].get("subtype") == "MISSED") for e in events
+                   if e.get("name") == "Scheduler::BeginFrame" and e["pid"] == pid)
+    commits = [e["ts"] for e in events if e.get("name") == "Commit" and e.get("ph") == "X" and (e["pid"], e["tid"]) == (pid, tid)]
+    out = []
+    for row in res["rows"]:
+        i = row["i"]
+        t0, tm, tr = (marks[f"{k}{i}"]["ts"] for k in ("press", "mut", "raf"))
+        serving = [m for ts, m in ticks if tm - 20e3 <= ts <= tr]
+        msgs = [kind for t, kind in res["ws"] if row["t0"] - 40 <= t <= row["t0"] + row["raf"]]
+        out.append({"raf": row["raf"], "missed": serving[-1] if serving else None,
+                    "ticking": any(not m and t0 - 17e3 <= ts < t0 for ts, m in ticks),
+                    "commit": any(0 < t0 - c < 40e3 for c in commits), "msgs": msgs})
+    return out
+
+
+def report_refill(mode: str, frames: list) -> None:
+    def med(xs: list) -> str:
+        return f"{st.median(xs):.1f} ms (n={len(xs)})" if xs else "- (n=0)"
+
+    print(f"{mode}: median {med([f['raf'] for f in frames])}; drawn at a MISSED BeginFrame {med([f['raf'] for f in frames if f['missed']])}, "
+          f"at the next tick {med([f['raf'] for f in frames if f['missed'] is False])}; compositor ticking in the 17 ms "
+          f"before the press {sum(f['ticking'] for f in frames)}/{len(frames)}, a commit in the 40 ms before "
+          f"{sum(f['commit'] for f in frames)}/{len(frames)}")
+    kinds = {}
+    for f in frames:
+        for k in f["msgs"]:
+            kinds[k] = kinds.get(k, 0) + 1
+    print(f"    kernel messages from 40 ms before a press to its frame: {kinds}")
+
+
 def main() -> None:
     try:
         from playwright import sync_api
@@ -107,8 +244,13 @@ def main() -> None:
     args.add_argument("--n", type=int, default=12, help="presses per slider and mode (default 12)")
     args.add_argument("--full", action="store_true", help="in bench_browser_pictures' whole notebook (19 apps)")
     args.add_argument("--json", default="", help="write every press's record here")
+    args.add_argument("--refill", default="", metavar="APP",
+                      help="the refill row of APP (a CONTROL_APPS name, e.g. 'memory wall'): n changes of its first "
+                           "dropdown 0.1 s apart, with Chromium's trace (branch rtt)")
     opts = args.parse_args()
     FULL = opts.full
+    if opts.refill:
+        return main_refill(opts.refill, opts.n, opts.json)
     tmp = Path(tempfile.mkdtemp(prefix="refill-grid-"))
     root = tmp / "lab"; root.mkdir()
     nb = nbformat.v4.new_notebook(); nb.cells = [nbformat.v4.new_code_cell(c) for c in (B.CELLS + B.FRAME_CELLS if FULL else [B.CELLS[4]])]
@@ -134,6 +276,41 @@ def main() -> None:
                 st.median(r["paint"] for r in rs), st.median(r["raf"] for r in rs), st.median(r["rafts"] for r in rs),
                 sum(r["hit"] for r in rs), len(rs), sum(1 for r in rs if any(m[1] > 0 for m in r["ws"]))))
             print("   ", [r["ws"][:4] for r in rs[:4]])
+
+
+def main_refill(app: str, n: int, dump: str) -> None:
+    """--refill APP: both modes, the same JupyterLab (a notebook each)."""
+    global token
+    from playwright import sync_api
+
+    index = next(row[1] for row in B.CONTROL_APPS if row[0] == app)
+    tmp = Path(tempfile.mkdtemp(prefix="refill-probe-"))
+    root = tmp / "lab"
+    root.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell((B.CELLS + B.FRAME_CELLS)[index])]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    for nm in ("direct.ipynb", "delayed.ipynb"):
+        nbformat.write(nb, root / nm)
+    port, token = B._free_port(), secrets.token_hex(16)
+    res = {}
+    with open(tmp / "log", "wb") as log:
+        server = B._jupyterlab(root, port, token, log)
+        try:
+            B._wait_up(f"http://127.0.0.1:{port}/api/status?token={token}")
+            res["direct"] = run_refill(sync_api, f"http://127.0.0.1:{port}", "direct.ipynb", app, n)
+            proxy = B.DelayingProxy(port, B.DELAY_S)
+            res["delayed"] = run_refill(sync_api, f"http://127.0.0.1:{proxy.port}", "delayed.ipynb", app, n)
+            proxy.close()
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=30)
+    frames = {mode: refill_frames(r) for mode, r in res.items()}
+    if dump:
+        Path(dump).write_text(json.dumps(frames))
+    print(f"{app}: its first dropdown, {n} changes {B.FILL_PAUSE_S} s apart (load {os.getloadavg()[0]:.1f})")
+    for mode, f in frames.items():
+        report_refill(mode, f)
 
 
 if __name__ == "__main__":

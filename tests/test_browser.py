@@ -1828,3 +1828,59 @@ def test_keyboard_drives_every_other_kind_of_control_in_jupyterlab(jupyterlab):
             shows([want], f"{press} on {label!r}")
         cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
         assert cells.count() == len(KEYBOARD_CELLS) and page.get_by_text("Error displaying widget").count() == 0
+
+
+def test_two_pages_on_one_kernel_each_answer_their_own_changes_from_the_cache(jupyterlab):
+    """Two browser tabs on one kernel (issue 32): the same notebook open in two pages (each its own widget models,
+    loaded from the kernel). Page 1 makes two changes of lesson 1's precision dropdown, then page 2 one change of the
+    same dropdown (page 1 sees it echoed), each after the kernel's refill. Page 1's next change is then drawn from its
+    cache: the kernel's map names each page's count of changes seen (prefetch.browser_count). Before, it named one
+    count, the last change's (page 2's 1), and page 1, with 2 changes made and both seen, took one for a change still
+    in flight and left the change to the kernel."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+
+    from distlab.widgets.common import neighbour_values
+    from distlab.widgets.memory_wall import MemoryWallApp
+
+    cell = 'from distlab.widgets.memory_wall import MemoryWallApp\nMemoryWallApp(model="llama2-7b", gpus=8, zero=0)'
+    app = MemoryWallApp(model="llama2-7b", gpus=8, zero=0)
+    neighbours = sum(len(neighbour_values(w)) for w in app.picture.controls)  # one step each way, at least
+    app.close()
+    precision = ".widget-dropdown:has(label:text-is('precision')) select"
+    base, token = jupyterlab
+    with _notebook_page(jupyterlab, sync_api, "two-pages.ipynb", [cell], "browser-two-pages-1.png") as page:
+        holder = page.locator("[data-prefetched]").first
+        holder.wait_for(state="attached", timeout=90_000)
+        _wait_settled(page, holder, neighbours)
+        options = page.locator(precision).locator("option").all_text_contents()
+        start = page.locator(precision).evaluate("s => s.options[s.selectedIndex].text")
+        k = options.index(start)
+        other = options[k + 1] if k + 1 < len(options) else options[k - 1]
+        for label in (other, start):  # page 1: two changes, each after the refill
+            page.locator(precision).select_option(label=label)
+            _wait_settled(page, holder, neighbours)
+        page.keyboard.press("Control+s")  # the outputs saved: the second page shows the app from them
+        page.wait_for_timeout(1500)
+        with _chromium(sync_api) as browser2:
+            second = browser2.new_page(viewport={"width": 1400, "height": 1000})
+            second.set_default_timeout(30_000)
+            try:
+                workspace = f"/lab/workspaces/test-{next(_WORKSPACES)}/tree/"
+                second.goto(f"{base}{workspace}two-pages.ipynb?token={token}")
+                holder2 = second.locator("[data-prefetched]").first
+                holder2.wait_for(state="attached", timeout=90_000)
+                second.locator(precision).select_option(label=other)  # page 2: one change
+                _wait_settled(second, holder2, 1)
+            finally:
+                ARTIFACTS.mkdir(exist_ok=True)
+                second.screenshot(path=str(ARTIFACTS / "browser-two-pages-2.png"), full_page=False)
+                browser2.close()
+        page.wait_for_function(
+            "([s, o]) => s.options[s.selectedIndex].text === o",
+            arg=[page.locator(precision).element_handle(), other],
+            timeout=30_000,
+        )
+        _wait_settled(page, holder, neighbours)
+        hits = int(holder.get_attribute("data-cache-hits") or 0)
+        page.locator(precision).select_option(label=start)  # page 1's third change
+        _wait_for_hits(page, holder, hits + 1)

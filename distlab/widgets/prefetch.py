@@ -51,6 +51,7 @@ __all__ = [
     "without_via",
     "VIA",
     "CHANGE_COUNT",
+    "SEEN_VIEWS",
     "BASE_AFTER",
     "home_keys",
     "browser_count",
@@ -81,12 +82,16 @@ KERNEL_LIMIT = 128
 SEPARATOR = "\x1f"
 #: A marked state's entry naming the states passed on the way there (neighbour_jobs(marked=True)); no control's name.
 VIA = "~via"
-#: The attribute of a control's browser model that carries the browser's count of the student's changes: prefetch.js
-#: sets it with each change, so it travels in the change's own message (ipywidgets merges the changes made while one
-#: is in flight into the next message: the latest count goes with them). The kernel's set_state ignores a name that
-#: is no trait but holds it in the widget's _property_lock while the change's observers run: Prefetcher.stop notes it,
-#: and each map names the last count seen ("seen"): the browser then knows which of its changes are still in flight.
+#: The attribute of a control's browser model that carries the browser's count of the student's changes, as
+#: "<view>:<count>" (view: a random id of the browser page, so that two tabs on one kernel keep their own counts):
+#: prefetch.js sets it with each change, so it travels in the change's own message (ipywidgets merges the changes made
+#: while one is in flight into the next message: the latest count goes with them). The kernel's set_state ignores a
+#: name that is no trait (nor echoes it to the other views) but holds it in the widget's _property_lock while the
+#: change's observers run: Prefetcher.stop notes it, and each map names the last count seen from each view ("seen":
+#: {view: count}): each browser then knows which of its own changes are still in flight.
 CHANGE_COUNT = "_distlab_change"
+#: The views whose counts a map names (the latest; a page reloaded is a new view)
+SEEN_VIEWS = 16
 #: Where the fill sends the base's own payload: after this many of the nearest states (the +-1 of the control just
 #: moved). A turn back to the base (a -> b -> a) is answered from it before the map around b has come (home_keys).
 BASE_AFTER = 2
@@ -231,13 +236,18 @@ def home_keys(controls: dict, state: dict, jobs: list, neighbour=None) -> list[s
     return home
 
 
-def browser_count(controls, seen: int) -> int:
-    """While a change from the browser to one of `controls` is handled (its set_state, whose observers run now), the
-    count of the student's changes it carries (CHANGE_COUNT, held in the control's _property_lock); else `seen`."""
+def browser_count(controls, seen: dict) -> dict:
+    """While a change from the browser to one of `controls` is handled (its set_state, whose observers run now), `seen`
+    ({view: count}) with the count of the student's changes that change carries for its view (CHANGE_COUNT, held in
+    the control's _property_lock as "<view>:<count>"), the latest SEEN_VIEWS views; else `seen`. Per view: a second tab
+    on the same kernel counts its own changes, and a count of one is no count of the other."""
     for widget in controls:
-        count = getattr(widget, "_property_lock", {}).get(CHANGE_COUNT)
-        if isinstance(count, int) and not isinstance(count, bool):
-            seen = count
+        value = getattr(widget, "_property_lock", {}).get(CHANGE_COUNT)
+        view, _, count = value.rpartition(":") if isinstance(value, str) else ("", "", "")
+        if view and count.isdigit():
+            seen = {name: n for name, n in seen.items() if name != view}
+            seen[view] = int(count)
+            seen = dict(list(seen.items())[-SEEN_VIEWS:])
     return seen
 
 
@@ -250,8 +260,8 @@ def without_via(state: dict) -> tuple[dict, list]:
 class Prefetcher:
     """Computes the picture data of neighbouring states in idle turns and sends each to `picture` (a BrowserPicture)
     as {"prefetch": browser key, "id": state_id, "fill": n, "payload": data}, after {"prefetch_base": the current
-    key, "limit": BROWSER_LIMIT, "expect": {browser key: state_id} of every job, "fill": n, "seen": the browser's
-    count of the student's changes the kernel has seen (CHANGE_COUNT), "home": home_keys}, n counting the fills (a
+    key, "limit": BROWSER_LIMIT, "expect": {browser key: state_id} of every job, "fill": n, "seen": {view: the
+    count of that browser's changes the kernel has seen} (CHANGE_COUNT), "home": home_keys}, n counting the fills (a
     base sent before the picture is shown reaches no view: its prefetch messages name the neighbourhood then). Given
     the base's state, the fill sends its payload too (after BASE_AFTER neighbours; "expect" names it).
     The bytes values of a payload (lesson 4's timeline ops) travel as the message's binary buffers, named in order
@@ -290,7 +300,7 @@ class Prefetcher:
         self.future: asyncio.Future | None = None
         self.longest_turn_s = 0.0
         self.ready_s: float | None = None  # seconds from start to every neighbour sent (the last fill)
-        self.seen = 0  # the browser's count of the student's changes as of the last one seen here (CHANGE_COUNT)
+        self.seen: dict = {}  # {view: the browser's count of the student's changes seen here} (CHANGE_COUNT)
 
     def lookup(self, state: dict):
         """The data remembered for `state`, or None."""

@@ -561,7 +561,7 @@ class TriageApp(LessonApp):
         self.picture.send({**msg, "home": True} if key in self._home else msg)
 
     _fills = 0  # the neighbourhoods named to the browser (prefetch.Prefetcher's fills)
-    _seen = 0  # the browser's count of the student's changes seen here (prefetch.browser_count)
+    _seen: dict = {}  # {view: the browser's count of the student's changes seen here} (prefetch.browser_count)
     _home: set = set()  # the current map's home keys (prefetch.home_keys), also named in their own messages
 
     def _prefetched_controls(self) -> dict:

@@ -111,8 +111,8 @@ def test_prefetched_payload_is_what_the_app_shows_after_that_change(name):
         # and, where the picture has inputs the key does not show (a size box), their values the fill is priced at
         told = {"inputs": [w.value for w in app.picture.inputs]} if app.picture.inputs else {}
         base = {"prefetch_base": "base", "limit": prefetch.BROWSER_LIMIT, "expect": expect, "fill": fill}
-        # run_all sends no base payload and no home keys; no change has come from a browser (seen 0)
-        assert sent[0] == {**base, "seen": 0, "home": [], **told}
+        # run_all sends no base payload and no home keys; no change has come from a browser (seen: no page's count)
+        assert sent[0] == {**base, "seen": {}, "home": [], **told}
         assert all(m["id"] == expect[m["prefetch"]] and m["fill"] == fill for m in sent[1:])
         assert all(m.get("inputs") == told.get("inputs") for m in sent[1:])
         payloads = {m["prefetch"]: m["payload"] for m in sent[1:]}

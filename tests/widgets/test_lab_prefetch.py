@@ -60,7 +60,7 @@ def test_prefetched_payload_is_what_the_app_shows_after_that_change():
         expect = {key: prefetch.state_id(state) for key, state in jobs}
         fill = sent[0]["fill"]
         base = {"prefetch_base": "base", "limit": prefetch.BROWSER_LIMIT, "expect": expect, "fill": fill}
-        assert sent[0] == {**base, "seen": 0, "home": []}  # run_all: no base payload, no home keys
+        assert sent[0] == {**base, "seen": {}, "home": []}  # run_all: no base payload, no home keys, no page's count
         assert all(m["id"] == expect[m["prefetch"]] and m["fill"] == fill for m in sent[1:])
         payloads = {m["prefetch"]: m["payload"] for m in sent[1:]}
         assert len(payloads) == len(jobs)

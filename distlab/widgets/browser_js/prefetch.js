@@ -2,8 +2,9 @@
 // pictures of apps whose other controls change their data (the training lab, the triage ladder, lessons 1-4, 6): the
 // kernel sends {prefetch_base, limit, expect: {key: id}, fill, seen, home} after each change (the neighbourhood: the
 // key and the full state's id of every state one change away, up to three steps along one control: prefetch.REACH,
-// and of the base itself; fill counts them; seen: the count of the student's changes the kernel had seen, which the
-// browser sends with each change (CHANGE_COUNT); home: the keys from which a change straight back to the base reaches
+// and of the base itself; fill counts them; seen: {view: the count of that page's changes the kernel had seen}, which
+// each browser page sends with each change as "<view>:<count>" (CHANGE_COUNT; view: a random id of the page, so two
+// tabs on one kernel each count their own); home: the keys from which a change straight back to the base reaches
 // the base itself;
 // an empty base and map after a change has reached the kernel: see `kept`), then {prefetch: key, id, fill, payload:
 // {summaries, errors, frames}}
@@ -23,6 +24,8 @@
 const KEY_SEPARATOR = "\x1f";
 // the attribute of a control's model that carries the count of the student's changes to the kernel (prefetch.CHANGE_COUNT)
 const CHANGE_COUNT = "_distlab_change";
+// this page's id in the kernel's counts (two tabs on one kernel: each its own count; the kernel's "seen" names each)
+const randomView = () => Math.random().toString(36).slice(2, 10);
 // the keys after the student's last changes kept (a new map's in-flight changes are replayed from them)
 const HISTORY = 64;
 // the most bytes of payload held besides the current neighbourhood's (prefetch.BROWSER_LIMIT states in all): 64 MiB,
@@ -78,6 +81,24 @@ function withBuffers(msg, buffers) {
     payload[name] = b instanceof DataView ? b : ArrayBuffer.isView(b) ? new DataView(b.buffer, b.byteOffset, b.byteLength) : new DataView(b);
   });
   return payload;
+}
+
+// whether two values of a payload are the same data: JSON values compared deeply, binary parts (DataView, typed
+// arrays: lesson 4's timeline ops) byte by byte
+function sameData(a, b) {
+  if (a === b) return true;
+  if (a === null || b === null || typeof a !== "object" || typeof b !== "object") return false;
+  if (ArrayBuffer.isView(a) || ArrayBuffer.isView(b)) {
+    if (!ArrayBuffer.isView(a) || !ArrayBuffer.isView(b) || a.byteLength !== b.byteLength) return false;
+    const x = new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+    const y = new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+    for (let i = 0; i < x.length; i += 1) if (x[i] !== y[i]) return false;
+    return true;
+  }
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  const keys = Object.keys(a);
+  if (keys.length !== Object.keys(b).length) return false;
+  return keys.every((k) => Object.prototype.hasOwnProperty.call(b, k) && sameData(a[k], b[k]));
 }
 
 // {control, offset} of key `k` from `base` (browser keys of the same `controls`) when they differ in one control's
@@ -139,9 +160,11 @@ function prefetching(model, root, events = {}) {
     baseKey = k;
     walk = { control: -1, offset: 0, broken: false, at: k };
   };
-  // the student's changes, counted once for every view of this picture (the kernel sees each change once): their
-  // number, the key after each (the last HISTORY) and the key seen last
-  const changes = model.distlabChanges || (model.distlabChanges = { count: 0, keys: new Map(), last: null });
+  // the student's changes in this page, counted once for every view of this picture in it (the kernel sees each
+  // change once): their number, the key after each (the last HISTORY), the key seen last and the page's id (`view`: a
+  // second page on the same kernel has models of its own, and so its own count, which the kernel keeps apart)
+  const changes = model.distlabChanges ||
+    (model.distlabChanges = { count: 0, keys: new Map(), last: null, view: randomView() });
   // a new map's base `k`, named after the kernel has seen some of the student's changes: those it has not seen yet
   // are the walk's changes past k when k is on the walk (the rest of the run goes on from k), none when the student
   // has not changed anything since the last base; otherwise they are unknown (the student turned back or moved
@@ -150,7 +173,11 @@ function prefetching(model, root, events = {}) {
   // flight when that is every change (then the student must be at k: else the kernel has moved a control itself,
   // and its labels are on the way); else k must be the key after the change seen last, and the changes since then
   // are walked again from k (each must continue the walk: `along`)
-  const rebaseOn = (k, seen) => {
+  // (`seen`: {view: count}, this page's entry absent where the kernel has seen none of its changes; a bare number from
+  // a kernel that counts one browser)
+  const rebaseOn = (k, counts) => {
+    const seen = typeof counts === "number" ? counts :
+      counts !== null && typeof counts === "object" ? (counts[changes.view] ?? 0) : undefined;
     if (typeof seen !== "number" || !controls.length) return rebaseOnWalk(k);
     rebase(k);
     if (seen === changes.count) {
@@ -227,17 +254,43 @@ function prefetching(model, root, events = {}) {
       model.set(name, ...rest);
     },
     save_changes: () => model.save_changes(),
+    // a painter is not called for the kernel's change that only confirms the payload drawn (`confirms`)
     on: (name, callback) => {
-      model.on(name, callback);
-      if (name === "change") painters.push(callback);
+      if (name !== "change") return model.on(name, callback);
+      const painter = (...args) => { if (!confirms(args[0])) callback(...args); };
+      wrapped.set(callback, painter);
+      model.on(name, painter);
+      painters.push(callback);
     },
     off: (name, callback) => {
-      model.off(name, callback);
+      model.off(name, wrapped.get(callback) || callback);
+      wrapped.delete(callback);
       const k = painters.indexOf(callback);
       if (k >= 0) painters.splice(k, 1);
     },
   };
-  const fromKernel = () => { shown = null; shownId = null; };
+  const wrapped = new Map(); // a painter -> the listener registered for it
+  // The kernel's data after a change drawn from the cache is that same payload (computed by the same functions):
+  // repainting it draws the same pixels, and its frame, a few ms before the student's next change, keeps Chromium's
+  // compositor on its 60 Hz ticks, so that change's own frame waits for the next tick (up to 16.7 ms) instead of
+  // being drawn at once (RESULTS.md, branch rtt). A change of the model (one set(): Backbone's `changed`, on the
+  // Backbone model each event names first; anywidget's model passes it on) whose every attribute equals the payload
+  // shown keeps it, and no painter runs; any other goes back to the model's data.
+  // (worked out once per set(), payload shown and number of attributes changed: a nested set() adds to `changed`)
+  let verdict = { changed: null, size: 0, of: null, same: false };
+  const confirms = (source) => {
+    const changed = source && typeof source === "object" && "changed" in source ? source.changed : model.changed;
+    if (shown === null || changed === undefined || changed === null) return false;
+    const names = Object.keys(changed);
+    if (verdict.changed !== changed || verdict.size !== names.length || verdict.of !== shown) {
+      const same = names.length > 0 && names.every((name) => name in shown && sameData(changed[name], shown[name]));
+      verdict = { changed, size: names.length, of: shown, same };
+    }
+    return verdict.same;
+  };
+  const fromKernel = (source) => {
+    if (!confirms(source)) { shown = null; shownId = null; }
+  };
   const based = (map) => {
     expect = map;
     pinned = new Set(expect.values());
@@ -317,21 +370,24 @@ function prefetching(model, root, events = {}) {
     const k = key();
     if (k === last) return;
     last = k;
-    // a change the kernel made (ipywidgets applies the kernel's state under _state_lock): the kernel's own data
-    // follows; only the student's changes are looked up. A map kept past the kernel's "forget" goes now: its keys
-    // name only the student's changes from its base
+    // a change the kernel made (ipywidgets applies the kernel's state under _state_lock: its own, or a change made
+    // in another page on the same kernel, echoed): the kernel's own data follows; only the student's changes are
+    // looked up. A map kept past the kernel's "forget" goes now: its keys name only the student's changes from its
+    // base; and the walk ends (the controls got here by a change that is not this student's step: a turn back to
+    // the base from here need not reach it), until the kernel's next map
     const counted = changes.last !== k;
     changes.last = k;
     if (changed && changed._state_lock) {
       if (kept) based(new Map());
       kept = false;
+      walk.broken = true;
       return;
     }
     if (counted) { // the student's change: its count goes to the kernel in the same message (set before it is sent)
       changes.count += 1;
       changes.keys.set(changes.count, k);
       changes.keys.delete(changes.count - HISTORY);
-      if (changed && typeof changed.set === "function") changed.set(CHANGE_COUNT, changes.count);
+      if (changed && typeof changed.set === "function") changed.set(CHANGE_COUNT, `${changes.view}:${changes.count}`);
     }
     if (!along(k) || !atPriced()) return;
     const id = expect.get(k);
