@@ -82,6 +82,23 @@ def _slowest_first(workqueue: dict) -> dict:
     return dict(sorted(workqueue.items(), key=lambda unit: -_unit_cost(unit[1])))
 
 
+#: Workers `-n auto` starts beyond one per core (pytest_xdist_auto_num_workers)
+EXTRA_WORKERS = 1
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: xdist's count (one worker per core) plus EXTRA_WORKERS. Much of a slow test's time is waiting, not
+    computing (a notebook's time limit, a kernel's start, a page's render): the extra worker's tests run meanwhile.
+    The fast tier (`-m "not slow"`) computes throughout and keeps one per core; $PYTEST_XDIST_AUTO_NUM_WORKERS, where
+    set, is obeyed as xdist obeys it."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") or "not slow" in (config.option.markexpr or ""):
+        return None  # xdist's own hook decides
+    from xdist.plugin import pytest_xdist_auto_num_workers as per_core
+
+    return per_core(config) + EXTRA_WORKERS
+
+
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config, log):
     """`-n N` (its --dist load) as xdist's load scheduling, but by the work units of _work_unit, the costliest

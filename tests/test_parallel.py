@@ -137,3 +137,22 @@ def test_the_costliest_work_units_are_handed_out_first():
         "tests/cli/test_cli.py::test_a",
         "tests/widgets/test_units.py::test_b",
     ]
+
+
+def test_auto_starts_one_worker_more_than_cores_except_for_the_fast_tier(pytestconfig, monkeypatch):
+    # -n auto asks this hook (the repository's conftest.py first, xdist's own after it): xdist's count (one worker
+    # per core) + conftest.EXTRA_WORKERS = 1, so a test that waits (a time limit, a kernel's start, a page) leaves
+    # its core to the extra worker; the fast tier computes throughout and keeps xdist's count; a count given in
+    # $PYTEST_XDIST_AUTO_NUM_WORKERS is obeyed
+    from xdist.plugin import pytest_xdist_auto_num_workers as per_core
+
+    hook = pytestconfig.hook.pytest_xdist_auto_num_workers
+    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
+    monkeypatch.setattr(pytestconfig.option, "markexpr", "")
+    cores = per_core(pytestconfig)
+    assert hook(config=pytestconfig) == cores + 1
+    monkeypatch.setattr(pytestconfig.option, "markexpr", "not slow")
+    assert hook(config=pytestconfig) == cores
+    monkeypatch.setattr(pytestconfig.option, "markexpr", "")
+    monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "5")
+    assert hook(config=pytestconfig) == 5
