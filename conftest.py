@@ -8,10 +8,17 @@ notebooks/ too, which tests/conftest.py does not reach.)
 
 import functools
 import os
+import sys
 from collections import OrderedDict
 from pathlib import Path
 
 import pytest
+
+from distlab.cli import UNUSED_SLOW_IMPORT
+
+# each test process (the xdist workers, which import nbformat for nbval) does without jsonschema's slow optional
+# import, as distlab's own commands do (distlab.cli.UNUSED_SLOW_IMPORT: 1.1 s of CPU per process)
+sys.modules.setdefault(UNUSED_SLOW_IMPORT, None)  # type: ignore[arg-type]
 
 #: .ci/run sets this: CI installs torch, chromium and bubblewrap, so a test that skips there is a check
 #: that silently did not run (a missing install, a broken sandbox), and the run must fail
