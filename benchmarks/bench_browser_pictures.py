@@ -11,7 +11,7 @@ the keydown's.
 
 Run twice: straight to the server, and through a local asyncio TCP proxy that delays every chunk 25 ms each way
 (50 ms round trip), which is what a student on a distant server (Binder) adds to anything that needs the kernel.
-Goal (issue 20): median <= 20 ms, p95 <= 33 ms, and the delay changes neither by more than 5 ms.
+Goal (issue 32; issue 20 allowed 5 ms): median <= 20 ms, p95 <= 33 ms, and the delay changes neither by more than 3 ms.
 
 Then every dropdown, toggle, checkbox and ipywidgets slider of the apps in CONTROL_APPS (the ring, the bubble grid,
 the memory wall, the ZeRO bars, the 3D grid, the training lab, the triage ladder; issue 32), and of the apps matplotlib
@@ -19,8 +19,7 @@ draws whose neighbouring pictures the browser caches (FRAME_CELLS: distlab.widge
 panel): n changes each (default 20), alternating between a value and its neighbour, change event (capture phase) to
 the frame after the picture's text changes, with the share drawn from the browser's cache.
 
-    python benchmarks/bench_browser_pictures.py "(lesson"   # only the matplotlib-drawn apps' controls Goal (issue 32): median
-<= 20 ms, p95 <= 33 ms, and the delay moves neither by more than 3 ms.
+    python benchmarks/bench_browser_pictures.py "(lesson"   # only the matplotlib-drawn apps' controls
 
     python benchmarks/bench_browser_pictures.py       (or: python benchmarks/run.py browser_pictures)
     python benchmarks/bench_browser_pictures.py "training lab"   # the pictures whose label has these words
@@ -55,6 +54,8 @@ from pathlib import Path
 from _timing import report, summarize
 
 CHROMIUM = Path("/usr/bin/chromium")
+#: issue 32: adding the round trip may make neither the median nor the p95 slower by more than this
+DELAY_GOAL_MS = 3.0
 CHROMIUM_ARGS = ["--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-sandbox"]
 DELAY_S = 0.025  # each way
@@ -545,8 +546,10 @@ def main(only: tuple = (), n: int = LAB_PRESSES, held: int = HELD_PRESSES, refil
             print(report(f"key -> pixels, {label}, {title}", stats, 20) + cached)
     for label in out["direct"]:
         d, s = out["direct"][label], out["delayed"][label]
+        moved = max(s["median_ms"] - d["median_ms"], s["p95_ms"] - d["p95_ms"])
         print(f"{label}: delay changes the median by {s['median_ms'] - d['median_ms']:+.2f} ms, "
-              f"the p95 by {s['p95_ms'] - d['p95_ms']:+.2f} ms (goal: within 5 ms)")
+              f"the p95 by {s['p95_ms'] - d['p95_ms']:+.2f} ms (goal: neither slower by more than {DELAY_GOAL_MS:g} ms: "
+              f"{'met' if moved <= DELAY_GOAL_MS else 'NOT met'})")
     return out
 
 
