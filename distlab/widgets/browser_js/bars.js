@@ -62,8 +62,28 @@ function drawBars(ctx, w, h, model, i) {
     const y = up + 10 + 18 * f.parts.length;
     dashedLine(ctx, left + plotW + 8, left + plotW + 26, y, CAPACITY);
     ctx.fillStyle = CAPACITY;
-    ctx.fillText(f.capacity_label, left + plotW + 30, y);
+    // the label ("h100-sxm: 84.9 GB (80 GB HBM3 = 79.11 GiB visible to CUDA)") wrapped to the legend's width: drawn
+    // on one line it ran past the canvas's right edge and was cut off
+    wrapWords(ctx, f.capacity_label, w - (left + plotW + 30) - 4).forEach((line, n) => {
+      ctx.fillText(line, left + plotW + 30, y + 13 * n);
+    });
   }
+}
+
+// `text` as lines of whole words each at most `width` pixels wide in ctx's font (a word wider than that alone on
+// its line, cut to fit with an ellipsis)
+function wrapWords(ctx, text, width) {
+  const lines = [];
+  for (const word of String(text).split(" ")) {
+    const last = lines.length ? lines[lines.length - 1] + " " + word : null;
+    if (last !== null && ctx.measureText(last).width <= width) lines[lines.length - 1] = last;
+    else lines.push(word);
+  }
+  return lines.map((line) => {
+    let cut = line;
+    while (cut.length > 1 && ctx.measureText(cut === line ? cut : cut + "…").width > width) cut = cut.slice(0, -1);
+    return cut === line ? cut : cut + "…";
+  });
 }
 
 export default {
