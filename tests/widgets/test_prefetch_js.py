@@ -54,15 +54,20 @@ const kernel = (s) => model.emit("change:summaries") || (model.attrs.summaries =
 )
 
 
-def _run(scenario: str) -> list:
+def run_scenario(scenario: str, harness: str) -> list:
+    """prefetch.js, then `harness` (stand-ins defining `out`), then `scenario` in the next turn; returns `out`."""
     script = (
         (JS / "prefetch.js").read_text()
-        + HARNESS
+        + harness
         + ("setTimeout(() => {\n" + scenario + "\nconsole.log(JSON.stringify(out));\n}, 0);")
     )
     done = subprocess.run([NODE, "--input-type=module", "-e", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+def _run(scenario: str) -> list:
+    return run_scenario(scenario, HARNESS)
 
 
 @pytest.mark.skipif(NODE is None, reason="needs Node.js to run the browser code")

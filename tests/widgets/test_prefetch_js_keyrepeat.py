@@ -7,13 +7,11 @@ every change after a forget without "keep" (a text box's change: the key does no
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from test_prefetch_js import FAKE_MODEL
+from test_prefetch_js import FAKE_MODEL, run_scenario
 
 JS = Path(__file__).resolve().parents[2] / "distlab" / "widgets" / "browser_js"
 NODE = shutil.which("node")
@@ -49,14 +47,7 @@ const note = (what) => out.push([what, Number(root.attrs["data-cache-hits"] || 0
 
 
 def _run(scenario: str) -> list:
-    script = (
-        (JS / "prefetch.js").read_text()
-        + HARNESS
-        + ("setTimeout(() => {\n" + scenario + "\nconsole.log(JSON.stringify(out));\n}, 0);")
-    )
-    done = subprocess.run([NODE, "--input-type=module", "-e", script], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return run_scenario(scenario, HARNESS)
 
 
 #: part of the kernel's map around a|x (prefetch.neighbour_jobs): b and c along the first control, y along the

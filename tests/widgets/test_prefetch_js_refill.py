@@ -7,12 +7,11 @@ after a broken walk)."""
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from test_prefetch_js import run_scenario
 from test_prefetch_js_keyrepeat import HARNESS
 
 JS = Path(__file__).resolve().parents[2] / "distlab" / "widgets" / "browser_js"
@@ -28,15 +27,7 @@ const sendHome = (k, id, home) => model.emit("msg:custom", { prefetch: k, id, fi
 
 
 def _run(scenario: str) -> list:
-    script = (
-        (JS / "prefetch.js").read_text()
-        + HARNESS
-        + COUNTED
-        + ("setTimeout(() => {\n" + scenario + "\nconsole.log(JSON.stringify(out));\n}, 0);")
-    )
-    done = subprocess.run([NODE, "--input-type=module", "-e", script], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return run_scenario(scenario, HARNESS + COUNTED)
 
 
 #: the kernel's map around a|x before any change (seen 0): b, c along the first control, a|y along the second, and a

@@ -6,12 +6,11 @@ other page ends this page's walk, so a turn back is not drawn from a state the k
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from test_prefetch_js import run_scenario
 from test_prefetch_js_keyrepeat import HARNESS
 
 JS = Path(__file__).resolve().parents[2] / "distlab" / "widgets" / "browser_js"
@@ -56,15 +55,7 @@ AROUND_B = 'mapAround(key("b", "x"), { [key("a", "x")]: "A2", [key("c", "x")]: "
 
 
 def _run(scenario: str) -> list:
-    script = (
-        (JS / "prefetch.js").read_text()
-        + HARNESS
-        + PAGES
-        + ("setTimeout(() => {\n" + scenario + "\nconsole.log(JSON.stringify(out));\n}, 0);")
-    )
-    done = subprocess.run([NODE, "--input-type=module", "-e", script], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return run_scenario(scenario, HARNESS + PAGES)
 
 
 @pytest.mark.skipif(NODE is None, reason="needs Node.js to run the browser code")
