@@ -19,6 +19,9 @@ from .placement import equal_local_ranks_array, group_all_reduce_time_array
 __all__ = [
     "ZERO3_COLLECTIVES",
     "DEEPSPEED_2021_PERSISTENCE_THRESHOLD",
+    "DEEPSPEED_2021_PYTHON_PER_RANK_S",
+    "SMALL_GPU_OPERATION_S",
+    "DEEPSPEED_2021_HOST_PER_RANK_S",
     "zero3_collectives_per_layer",
     "zero3_gathered_per_layer",
     "dp_term",
@@ -36,6 +39,28 @@ ZERO3_COLLECTIVES = ("layer", "tensor")
 #: commit 12a53b43): stage3.py's persistent_parameters() marks every tensor of fewer elements ds_persist, gathered
 #: once and never released, so only larger tensors are gathered layer by layer (their gradients are all reduced).
 DEEPSPEED_2021_PERSISTENCE_THRESHOLD = 100_000
+
+#: Seconds of DeepSpeed 2021's own Python per rank of a per-tensor collective: one iteration of the loop over the
+#: world's ranks that _allgather_param (narrow, append, torch.distributed.get_rank) and _reduce_scatter_gradient
+#: (arithmetic, grad.view(-1).narrow, append) run before every call (partition_parameters.py, tag v0.3.13, commit
+#: 12a53b43). MEASURED here, not fitted: benchmarks/bench_zero3_host.py, torch 2.13 on CPU tensors, thread CPU
+#: time over 1,536 ranks, medians 2.16 us (gather) and 2.15 us (reduce-scatter) per rank (benchmarks/RESULTS.md,
+#: 2026-11-29, branch zero3host). ASSUMED the same for torch 1.8 on Selene's AMD EPYC 7742 hosts.
+DEEPSPEED_2021_PYTHON_PER_RANK_S = 2.2e-6
+
+#: Seconds per small GPU operation issued back to back from the host: 3.8 us per 2.9 us kernel launched in a loop
+#: without synchronizing (NVIDIA Technical Blog, A. Gray, "Getting Started with CUDA Graphs", 2019, V100, CUDA 10;
+#: https://developer.nvidia.com/blog/cuda-graphs/). PUBLISHED, not fitted. PyTorch 1.8's ProcessGroupNCCL copies a
+#: list all_gather's output and a list reduce_scatter's input rank by rank, one copy_ (a cudaMemcpyAsync) per rank,
+#: whose host dispatch is 0.3 us (measured by the same script). ASSUMED: each such copy (0.2-5 MB in Narayanan
+#: 2021 Table 2's layers) costs what that operation costs, on Selene's A100s with CUDA 11.
+SMALL_GPU_OPERATION_S = 3.8e-6
+
+#: Seconds per rank of each per-tensor collective of DeepSpeed ZeRO-3 v0.3.13-v0.4.0, none of it hidden (a
+#: device-wide torch.cuda.synchronize() precedes every gather): its Python loop over the ranks and one
+#: per-rank copy (DEEPSPEED_2021_PYTHON_PER_RANK_S + SMALL_GPU_OPERATION_S = 6.0 us). Priced only for
+#: zero3_collectives='tensor' (_zero3_per_tensor). Lesson 7 §3.
+DEEPSPEED_2021_HOST_PER_RANK_S = DEEPSPEED_2021_PYTHON_PER_RANK_S + SMALL_GPU_OPERATION_S
 
 
 def zero3_collectives_per_layer(model, granularity="layer") -> float:
@@ -116,15 +141,18 @@ def _zero3_per_tensor(c: StepConfig, layer_half, layer_reduce):
     hooks (stage3.py _register_hooks_recursively), so the recomputed forward of full recomputation fires them again.
     Per microbatch: g = L + (L - 1) + full x (L - 1) gathers of the layer (the last layer stays gathered, as in the
     flat count) of k_g tensors (zero3_gathered_per_layer) and L reduce-scatters of k tensors (zero3_tensors), each
-    tensor a ring latency over all dp x cp ranks (ring_latency_array), the layer's bytes at the placed rate:
-    m (g (t + (k_g - 1) a) + L (t_r + (k - 1) a)), t = layer_half (one latency in it), t_r = layer_reduce (the
-    reduce-scatter at the engine's reduce dtype). Lesson 7 §3."""
+    tensor a ring latency over all n = dp x cp ranks (ring_latency_array) and n x h of host work (h =
+    DEEPSPEED_2021_HOST_PER_RANK_S: DeepSpeed's Python loop over the ranks and ProcessGroupNCCL's per-rank copy_ of
+    the list, v1.8 torch/lib/c10d/ProcessGroupNCCL.cpp allgather and reduce_scatter), the layer's bytes at the placed
+    rate: m (g (t + (k_g - 1) a + k_g n h) + L (t_r + (k - 1) a + k n h)), t = layer_half (one latency in it),
+    t_r = layer_reduce (the reduce-scatter at the engine's reduce dtype). Lesson 7 §3."""
     layers, k = c.layers_stage, np.asarray(c.zero3_tensors)
     latency = ring_latency_array(c.dpc, c.tp, c.g, c.intra_lat, c.inter_lat)
     k_gather = np.where(k > 1.0, zero3_gathered_per_layer(c.model), 1.0)
+    host = np.where(k > 1.0, DEEPSPEED_2021_HOST_PER_RANK_S * c.dpc, 0.0)  # per tensor: n ranks of host work
     gathers = 2.0 * layers - 1.0 + np.where(c.full, layers - 1.0, 0.0)
-    gather = layer_half + np.maximum(k_gather - 1.0, 0.0) * latency
-    reduce = layer_reduce + (k - 1.0) * latency
+    gather = layer_half + np.maximum(k_gather - 1.0, 0.0) * latency + k_gather * host
+    reduce = layer_reduce + (k - 1.0) * latency + k * host
     return c.m * (gathers * gather + layers * reduce)
 
 
@@ -141,7 +169,8 @@ def dp_term(c: StepConfig, r: dict) -> dict:
     FSDP1 and FSDP2, twice the bf16 gathers' bytes).
     Per parameter tensor (zero3_tensors = k > 1: DeepSpeed ZeRO-3 as Narayanan et al. 2021 Table 2 ran it,
     v0.3.13-v0.4.0) _zero3_per_tensor prices it: every collective exposed, the recomputed forward gathering again,
-    each collective a ring latency over all ranks. No replicas: nothing. Lesson 3, Lesson 7 §3."""
+    each collective a ring latency over all ranks and DEEPSPEED_2021_HOST_PER_RANK_S of host work per rank. No
+    replicas: nothing. Lesson 3, Lesson 7 §3."""
     grad, expert, replicas, all_reduce_of = _gradient_groups(c)
     m, layers, zero = c.m, c.layers_stage, c.zero
     all_reduce = all_reduce_of(grad, expert)

@@ -10,7 +10,14 @@ from hypothesis import given, settings, strategies as st
 from distlab import memory, models, training
 from distlab.collectives.placed import ring_latency_array
 from distlab.errors import ConfigurationError
-from distlab.step.data_parallel import zero3_collectives_per_layer, zero3_gathered_per_layer
+from distlab.step import data_parallel
+from distlab.step.data_parallel import (
+    DEEPSPEED_2021_HOST_PER_RANK_S,
+    DEEPSPEED_2021_PYTHON_PER_RANK_S,
+    SMALL_GPU_OPERATION_S,
+    zero3_collectives_per_layer,
+    zero3_gathered_per_layer,
+)
 
 ALPHA, ALPHA_X = 3.4e-6, 9.6e-6  # NVLink and fabric latency per ring step (s), set explicitly below
 
@@ -85,19 +92,68 @@ def test_deepspeed_2021_per_tensor_zero3_by_hand():
     # one microbatch (global batch 16), no recomputation. The flat buffer runs (3 L - 1) = 95 layer collectives of
     # t seconds each. DeepSpeed 2021 (data_parallel._zero3_per_tensor) runs 2 L - 1 = 63 layer gathers of 5 tensors
     # and L = 32 reduce-scatters of 7, each tensor one ring latency a = 14 x 3.4 + 1 x 9.6 = 57.2 us (the layer's
-    # first is in t): 63 (t + 4 a) + 32 (t + 6 a) = 95 t + 444 a, i.e. 444 x 57.2 us = 25.3968 ms more, and all of
-    # it exposed (a device-wide torch.cuda.synchronize() before each gather: DeepSpeed v0.3.13 _allgather_param)
+    # first is in t): 63 (t + 4 a) + 32 (t + 6 a) = 95 t + 444 a; and each of the 63 x 5 + 32 x 7 = 539 tensors
+    # pays h = 2.2 + 3.8 = 6.0 us of host work per rank over n = 16 ranks (DeepSpeed's Python loop, one copy_ per
+    # rank): 539 x 16 x 6.0 us = 51.744 ms. So 444 x 57.2 us + 51.744 ms = 25.3968 + 51.744 = 77.1408 ms more than
+    # the flat buffer, all of it exposed (a device-wide torch.cuda.synchronize() before each gather: DeepSpeed
+    # v0.3.13 _allgather_param)
+    assert DEEPSPEED_2021_HOST_PER_RANK_S == pytest.approx(6.0e-6, rel=1e-12)
     flat, per_tensor = _step(16, 1.0), _step(16, 7.0)
     a = 14 * ALPHA + ALPHA_X
-    assert float(per_tensor["dp_comm_s"] - flat["dp_comm_s"]) == pytest.approx(444 * a, rel=1e-9)
+    extra = float(per_tensor["dp_comm_s"] - flat["dp_comm_s"])
+    assert extra == pytest.approx(444 * a + 539 * 16 * 6.0e-6, rel=1e-9)
+    assert extra == pytest.approx(77.1408e-3, rel=1e-9)
     assert float(per_tensor["dp_exposed_s"]) == pytest.approx(float(per_tensor["dp_comm_s"]), rel=1e-12)
     t = float(flat["dp_comm_s"]) / 95
-    assert float(per_tensor["dp_comm_s"]) == pytest.approx(95 * t + 444 * a, rel=1e-9)
+    assert float(per_tensor["dp_comm_s"]) == pytest.approx(95 * t + 444 * a + 539 * 16 * 6.0e-6, rel=1e-9)
     # full recomputation: the recomputed forward's module hooks gather again, L - 1 = 31 more layer gathers of 5
-    # tensors: 31 (t + 4 a) more than without it (the flat count does not move with recomputation)
+    # tensors: 31 (t + 4 a + 5 x 16 h) more than without it (the flat count does not move with recomputation)
     flat_full, full = _step(16, 1.0, recompute_code=2), _step(16, 7.0, recompute_code=2)
     assert float(flat_full["dp_comm_s"]) == pytest.approx(float(flat["dp_comm_s"]), rel=1e-12)
-    assert float(full["dp_comm_s"] - per_tensor["dp_comm_s"]) == pytest.approx(31 * (t + 4 * a), rel=1e-9)
+    more = float(full["dp_comm_s"] - per_tensor["dp_comm_s"])
+    assert more == pytest.approx(31 * (t + 4 * a + 5 * 16 * 6.0e-6), rel=1e-9)
+
+
+def test_the_host_term_grows_linearly_with_the_dp_size(monkeypatch):
+    # invariant: the host work is n ranks x h per tensor collective, so at a fixed number of microbatches (m = 1:
+    # global batch = dp, one sequence a GPU) the seconds it adds are proportional to dp: (63 x 5 + 32 x 7) = 539
+    # collectives x dp x h (test above). Measured as the difference with the term switched off (h = 0).
+    dps = (8, 16, 32, 64, 128)
+    with_host = [float(_step(dp, 7.0, global_batch=dp)["dp_comm_s"]) for dp in dps]
+    monkeypatch.setattr(data_parallel, "DEEPSPEED_2021_HOST_PER_RANK_S", 0.0)
+    without = [float(_step(dp, 7.0, global_batch=dp)["dp_comm_s"]) for dp in dps]
+    host = [w - wo for w, wo in zip(with_host, without)]
+    for dp, seconds in zip(dps, host):
+        assert seconds == pytest.approx(539 * dp * DEEPSPEED_2021_HOST_PER_RANK_S, rel=1e-9)
+    assert [h / host[0] for h in host] == pytest.approx([dp / dps[0] for dp in dps], rel=1e-9)
+    # and the flat buffer ('layer') pays none of it: its step does not depend on the constant
+    flat_without = float(_step(64, 1.0, global_batch=64)["dp_comm_s"])
+    monkeypatch.undo()
+    assert float(_step(64, 1.0, global_batch=64)["dp_comm_s"]) == flat_without
+
+
+def test_the_host_constants_provenance():
+    # DEEPSPEED_2021_PYTHON_PER_RANK_S is the mean of the two thread-CPU medians that benchmarks/bench_zero3_host.py
+    # measured and benchmarks/RESULTS.md records (gather loop, reduce-scatter loop; microseconds per rank), rounded
+    # to 0.1 us; SMALL_GPU_OPERATION_S is the published 3.8 us of NVIDIA's CUDA Graphs blog, cited where it is set
+    from pathlib import Path
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    results = (root / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8")
+    section = results.split("issue 30: DeepSpeed ZeRO-3's per-rank host work", 1)[1].split("\n## ", 1)[0]
+    medians = {}
+    for name in ("gather_loop", "reduce_scatter_loop"):
+        row = re.search(rf"\| `{name}` \| ([0-9.]+) \|", section)
+        assert row, f"RESULTS.md records no {name} median"
+        medians[name] = float(row.group(1))
+    mean_us = (medians["gather_loop"] + medians["reduce_scatter_loop"]) / 2
+    assert round(mean_us, 1) * 1e-6 == pytest.approx(DEEPSPEED_2021_PYTHON_PER_RANK_S, rel=1e-12)
+    source = (root / "distlab" / "step" / "data_parallel.py").read_text(encoding="utf-8")
+    block = source.split("SMALL_GPU_OPERATION_S = ", 1)[0].rsplit("\n\n", 1)[1]
+    assert "3.8 us" in block and "https://developer.nvidia.com/blog/cuda-graphs/" in block
+    assert SMALL_GPU_OPERATION_S == 3.8e-6
+    assert DEEPSPEED_2021_HOST_PER_RANK_S == DEEPSPEED_2021_PYTHON_PER_RANK_S + SMALL_GPU_OPERATION_S
 
 
 @settings(max_examples=40, deadline=None)
@@ -115,11 +171,13 @@ def test_per_tensor_is_never_faster_than_the_flat_buffer(dp, k, batch, recompute
     assert float(more["dp_exposed_s"]) >= float(flat["dp_comm_s"]) >= float(flat["dp_exposed_s"]) - 1e-15
     assert float(more["step_time_s"]) >= float(flat["step_time_s"])
     assert float(more["compute_s"]) == float(flat["compute_s"])
-    # and its extra traffic is exactly the latencies when nothing is recomputed: m (63 x 4 + 32 (k - 1)) a
+    # and its extra time is exactly the latencies and the host work when nothing is recomputed:
+    # m ((63 x 4 + 32 (k - 1)) a + (63 x 5 + 32 k) dp h), h = DEEPSPEED_2021_HOST_PER_RANK_S per rank and tensor
     if recompute == 0:
         a = float(ring_latency_array(dp, 1, 8, ALPHA, ALPHA_X))
         extra = float(more["dp_comm_s"] - flat["dp_comm_s"])
-        assert extra == pytest.approx(batch / dp * (63 * 4 + 32 * (k - 1.0)) * a, rel=1e-9, abs=1e-15)
+        host = (63 * 5 + 32 * k) * dp * DEEPSPEED_2021_HOST_PER_RANK_S
+        assert extra == pytest.approx(batch / dp * ((63 * 4 + 32 * (k - 1.0)) * a + host), rel=1e-9, abs=1e-15)
 
 
 def test_the_per_tensor_floor_does_not_fall_with_dp():
