@@ -134,7 +134,9 @@ def _explain_ex1_fitted():
         "; ".join(out) + ". ZeRO-3's per-layer gathers and reduce-scatters hide under compute on NDR, while the "
         "3D layout pays its bubble (p - 1)/m = 1/8 of the compute and four TP all-reduces per layer in full. "
         "Gathered tensor by tensor over all 256 GPUs as DeepSpeed's ZeRO-3 of 2021 ran it (zero3_collectives="
-        "'tensor'), each collective pays a ring's latency and none hides (it synchronized the GPU before each): "
+        "'tensor'), each collective pays a ring's latency and 6 us per rank of host work (DeepSpeed's Python loop "
+        "over the ranks, measured on a CPU, and one copy per rank at NVIDIA's published 3.8 us per small GPU "
+        "operation, assumed for 2021's hosts), and none hides (it synchronized the GPU before each): "
         f"{format_seconds(per_tensor)}, {verdict} (section 8: the 2021 runs measured slower still)"
     )
 

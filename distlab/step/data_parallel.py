@@ -40,9 +40,9 @@ ZERO3_COLLECTIVES = ("layer", "tensor")
 #: once and never released, so only larger tensors are gathered layer by layer (their gradients are all reduced).
 DEEPSPEED_2021_PERSISTENCE_THRESHOLD = 100_000
 
-#: Seconds of DeepSpeed 2021's own Python per rank of a per-tensor collective: one iteration of the loop over the
-#: world's ranks that _allgather_param (narrow, append, torch.distributed.get_rank) and _reduce_scatter_gradient
-#: (arithmetic, grad.view(-1).narrow, append) run before every call (partition_parameters.py, tag v0.3.13, commit
+#: Seconds of the Python that DeepSpeed's 2021 ZeRO-3 runs per rank of a per-tensor collective: one iteration of
+#: the loop over the world's ranks that _allgather_param (narrow, append, torch.distributed.get_rank) and
+#: _reduce_scatter_gradient (arithmetic, grad.view(-1).narrow, append) run before every call (partition_parameters.py, tag v0.3.13, commit
 #: 12a53b43). MEASURED here, not fitted: benchmarks/bench_zero3_host.py, torch 2.13 on CPU tensors, thread CPU
 #: time over 1,536 ranks, medians 2.16 us (gather) and 2.15 us (reduce-scatter) per rank (benchmarks/RESULTS.md,
 #: 2026-11-29, branch zero3host). ASSUMED the same for torch 1.8 on Selene's AMD EPYC 7742 hosts.
