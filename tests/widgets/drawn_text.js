@@ -3,13 +3,16 @@
 //
 // Run as `node drawn_text.js <picture module> <states.json>` with DISTLAB_JS naming distlab/widgets/browser_js. The
 // states file holds {"draw": name of the module's draw function, "states": [{width, height, frames, times, codes
-// (base64 or ""), positions: [index...], where}], "record": bool}. Prints {"frames": frames drawn, "texts": texts drawn,
-// "problems": [text], with record "drawn": [frame][text, x, y, textAlign] of every fillText} as JSON.
+// (base64 or ""), positions: [index...], where}], "record": bool}. Prints {"frames": frames drawn, "texts": texts
+// drawn, "problems": [text], with record "drawn": [frame][text, x, y, textAlign] of every fillText} as JSON.
 //
-// The recording canvas measures 7/11 of the font size per character (7 px at the pictures' 11 px UI font): wider
-// than the UI fonts' letters and digits (about 6 px at 11 px: Arial/Helvetica/DejaVu digits are 0.56 em), so a text
-// that fits here fits in Chromium. A text's box is its em box (font size tall: above an "alphabetic" baseline 0.8 em,
-// below it 0.2 em, as Arial's ascent and descent), carried through the context's transform (rotated labels too).
+// The recording canvas measures each character at least 7/11 of the font size (7 px at the pictures' 11 px UI font),
+// and at the width DejaVu Sans gives it where that is wider (WIDE, in em: the larger of its Book and Bold advances,
+// read from Debian's Chromium with canvas measureText at 100 px, the font it draws JupyterLab's system-ui stack in; a
+// character in neither list counts 1 em). DejaVu is the widest of the common UI sans fonts (its digits 0.636 em, Book;
+// Arial's and Helvetica's 0.556), so a text that fits here fits in Chromium. A text's box is its em box (font size
+// tall: above an "alphabetic" baseline 0.8 em, below it 0.2 em, as DejaVu's ascent and descent), carried through the
+// context's transform (rotated labels too).
 "use strict";
 const fs = require("fs");
 const path = require("path");
@@ -24,9 +27,23 @@ const input = JSON.parse(fs.readFileSync(statesFile, "utf8"));
 const draw = new Function(`${source}\nreturn ${input.draw};`)();
 
 const EM_PER_CHAR = 7 / 11;
+const WIDE = {
+  "#": 0.838, "$": 0.696, "%": 1.002, "&": 0.872, "+": 0.838, "0": 0.696, "1": 0.696, "2": 0.696, "3": 0.696,
+  "4": 0.696, "5": 0.696, "6": 0.696, "7": 0.696, "8": 0.696, "9": 0.696, "<": 0.838, "=": 0.838, ">": 0.838, "@": 1,
+  "A": 0.774, "B": 0.762, "C": 0.734, "D": 0.83, "E": 0.683, "F": 0.683, "G": 0.821, "H": 0.837, "K": 0.775,
+  "L": 0.637, "M": 0.995, "N": 0.837, "O": 0.85, "P": 0.733, "Q": 0.85, "R": 0.77, "S": 0.72, "T": 0.682, "U": 0.812,
+  "V": 0.774, "W": 1.103, "X": 0.771, "Y": 0.724, "Z": 0.725, "^": 0.838, "a": 0.675, "b": 0.716, "d": 0.716,
+  "e": 0.678, "g": 0.716, "h": 0.712, "k": 0.665, "m": 1.042, "n": 0.712, "o": 0.687, "p": 0.716, "q": 0.716,
+  "u": 0.712, "v": 0.652, "w": 0.924, "x": 0.645, "y": 0.652, "{": 0.712, "}": 0.712, "~": 0.838, "✓": 0.838,
+  "✗": 0.838, "↑": 0.838, "µ": 0.736, "…": 1, "×": 0.838, "≈": 0.838, "—": 1, "−": 0.838,
+};
+const emWidth = (text) => Array.from(text).reduce((sum, ch) => {
+  const code = ch.codePointAt(0);
+  return sum + Math.max(EM_PER_CHAR, WIDE[ch] || (code < 127 ? 0 : 1));
+}, 0);
 // Overprinting: two boxes that overlap by more than 1 px on every axis (the boxes are em boxes, already taller than
-// the glyphs, which leave about a tenth of the em empty above the capitals; widths are the 7-px estimate, wider than
-// the glyphs): 1 px is the rounding of positions computed in fractions of a pixel.
+// the glyphs, which leave about a tenth of the em empty above the capitals, and at least the glyphs' advance wide):
+// 1 px is the rounding of positions computed in fractions of a pixel.
 const OVERLAP_PX = 1;
 // Past the canvas: any part of the box outside it, beyond half a pixel of rounding.
 const EDGE_PX = 0.5;
@@ -48,16 +65,17 @@ function recorder(texts) {
     get font() { return state.font; }, set font(v) { state.font = v; },
     get textAlign() { return state.textAlign; }, set textAlign(v) { state.textAlign = v; },
     get textBaseline() { return state.textBaseline; }, set textBaseline(v) { state.textBaseline = v; },
-    measureText: (t) => ({ width: EM_PER_CHAR * px() * Array.from(String(t)).length }),
+    measureText: (t) => ({ width: px() * emWidth(String(t)) }),
     fillText(t, x, y) {
       const text = String(t);
       if (!text.trim()) return;
-      const size = px(), width = EM_PER_CHAR * size * Array.from(text).length;
+      const size = px(), width = size * emWidth(text);
       const align = state.textAlign;
       const x0 = align === "right" || align === "end" ? x - width : align === "center" ? x - width / 2 : x;
       const above = { top: 0, hanging: 0, middle: 0.5, alphabetic: 0.8, bottom: 1, ideographic: 1 }[state.textBaseline];
       const y0 = y - size * (above === undefined ? 0.8 : above);
-      const corners = [[x0, y0], [x0 + width, y0], [x0 + width, y0 + size], [x0, y0 + size]].map(([u, v]) => apply(u, v));
+      const box = [[x0, y0], [x0 + width, y0], [x0 + width, y0 + size], [x0, y0 + size]];
+      const corners = box.map(([u, v]) => apply(u, v));
       texts.push({ text, corners, call: [text, x, y, align] });
     },
     save() { stack.push({ ...state, m: state.m.slice() }); },
@@ -115,7 +133,7 @@ function dataView(b64) {
 const problems = [], drawn = [];
 let framesDrawn = 0, textsDrawn = 0;
 for (const s of input.states) {
-  const traits = { frames: s.frames, times: dataView(s.times), codes: dataView(s.codes), width: s.width, height: s.height };
+  const traits = { frames: s.frames, times: dataView(s.times), codes: dataView(s.codes) };
   const model = { get: (name) => traits[name] };
   for (const i of s.positions) {
     const texts = [];

@@ -6,10 +6,11 @@ at the canvas's right edge after "(8" (the two-page browser test's screenshot, s
 tested here for every picture and every app that draws one: each app is built as its lesson builds it, every control
 of its picture's cache (`picture.controls`) is stepped through its options (every option of a dropdown or toggle, both
 states of a checkbox, a slider's ends and middle; a control that one of those enables, through its own options in
-that state), and every state's synced traits (what the browser's model.get returns) are drawn at every valid position
-of the picture's own slider, in ONE Node process per app, on a recording canvas at the picture's own width and height
-(tests/widgets/drawn_text.js, whose header gives the text metric and the tolerances). Lessons 5, 8, 9, 10, 11 and 11b
-draw no browser picture (their apps show frames drawn in the kernel: widgets/framecache.py).
+the first state that enables it), and every state's synced traits (what the browser's model.get returns) are drawn
+at every valid position of the picture's own slider, in ONE Node process per app, on a recording canvas at the
+picture's own width and height (tests/widgets/drawn_text.js, whose header gives the text metric and the tolerances).
+Lessons 5, 8, 9, 10, 11 and 11b draw no browser picture (their apps show frames drawn in the kernel:
+widgets/framecache.py).
 """
 
 from __future__ import annotations
@@ -121,8 +122,8 @@ def _snapshot(picture, where: str) -> dict:
 
 def picture_states(app, step: bool = True) -> list[dict]:
     """Every distinct state of `app.picture` as the app is built and, with `step`, as each enabled control of the
-    picture's cache is stepped through its options (and, in each of those states, each control that was disabled
-    and is enabled now, through its own), one control away from the built state."""
+    picture's cache is stepped through its options (and, in the first of those states that enables a control
+    disabled as built, that control through its own), one control away from the built state."""
     picture, states = app.picture, {}
 
     def take(where: str) -> None:
@@ -133,6 +134,7 @@ def picture_states(app, step: bool = True) -> list[dict]:
     take("as built")
     controls = list(picture.controls) if step else []
     disabled = [c for c in controls if c.disabled]
+    opened: list = []  # the disabled controls stepped already (in the first state that enables each: time)
     for control in controls:
         if control.disabled:
             continue
@@ -142,8 +144,9 @@ def picture_states(app, step: bool = True) -> list[dict]:
             where = f"{control.description} = {control.value!r}"
             take(where)
             for other in disabled:
-                if other.disabled or other is control:
+                if other.disabled or other is control or other in opened:
                     continue
+                opened.append(other)
                 before = other.value
                 for attr2, value2 in _choices(other):
                     setattr(other, attr2, value2)
