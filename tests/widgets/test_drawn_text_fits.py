@@ -1,60 +1,211 @@
-"""No text a browser-drawn picture writes runs past its canvas (issue 31's kind of defect: a legend label cut off).
+"""No text a browser-drawn picture writes runs past its canvas or over another text (issue 31's kind of defect).
 
-Lesson 1 and 3's stacked bars (browser_js/bars.js) drew the capacity line's label, "h100-sxm: 84.9 GB (80 GB HBM3 =
-79.11 GiB visible to CUDA)", on one line in the 150 px legend column: in Chromium it was cut off at the canvas's right
-edge after "(8" (seen in the two-page browser test's screenshot, session 8). The drawing function runs here in Node
-with a recording canvas whose font is 7 px per character (wider than the UI font's 11 px digits and letters, which
-average about 6 px: a label that fits here fits in Chromium), for every GPU of the catalog's capacity label.
+Found by eye first: lesson 1 and 3's stacked bars (browser_js/bars.js) drew the capacity line's label, "h100-sxm:
+84.9 GB (80 GB HBM3 = 79.11 GiB visible to CUDA)", on one line in the 150 px legend column, and Chromium cut it off
+at the canvas's right edge after "(8" (the two-page browser test's screenshot, session 8). The class of that defect is
+tested here for every picture and every app that draws one: each app is built as its lesson builds it, every control
+of its picture's cache (`picture.controls`) is stepped through its options (every option of a dropdown or toggle, both
+states of a checkbox, a slider's ends and middle; a control that one of those enables, through its own options in
+the first state that enables it), and every state's synced traits (what the browser's model.get returns) are drawn
+at every valid position of the picture's own slider, in ONE Node process per app, on a recording canvas at the
+picture's own width and height (tests/widgets/drawn_text.js, whose header gives the text metric and the tolerances).
+Lessons 5, 8, 9, 10, 11 and 11b draw no browser picture (their apps show frames drawn in the kernel:
+widgets/framecache.py).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
+import ipywidgets as widgets
 import pytest
 
 from distlab import hardware
+from distlab.lessons.capstone import LAYOUT_A, SCENARIO
 from distlab.units import format_bytes
+from distlab.widgets import browser
+from distlab.widgets.collectives import RingAllReduceApp
+from distlab.widgets.data_parallel_zero import ZeroMemoryApp
+from distlab.widgets.memory_wall import CUSTOM, MemoryWallApp
+from distlab.widgets.parallelism_3d import MeshApp
+from distlab.widgets.pipeline import BubbleGridApp
+from distlab.widgets.production import TriageApp
+from distlab.widgets.training_lab import TrainingLabApp
 
-JS = Path(__file__).resolve().parents[2] / "distlab" / "widgets" / "browser_js"
+HERE = Path(__file__).resolve().parent
+JS = HERE.parents[1] / "distlab" / "widgets" / "browser_js"
 NODE = shutil.which("node")
 
-#: a canvas context that records every fillText with its alignment and measures 7 px per character
-RECORDER = """
-const calls = [];
-const ctx = {
-  font: "", fillStyle: "", strokeStyle: "", lineWidth: 1, textAlign: "left", textBaseline: "alphabetic",
-  measureText: (t) => ({ width: 7 * String(t).length }),
-  fillText(t, x, y) { calls.push([String(t), x, y, this.textAlign]); },
-  fillRect() {}, strokeRect() {}, beginPath() {}, moveTo() {}, lineTo() {}, stroke() {}, setLineDash() {},
-  save() {}, restore() {}, clearRect() {}, closePath() {}, fill() {}, rect() {}, arc() {}, translate() {},
-  rotate() {}, scale() {}, setTransform() {}, fillTextRotated() {},
-};
-"""
+needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed")
 
 
-def _drawn(frames: dict, w: int, h: int) -> list:
-    source = (JS / "common.js").read_text() + (JS / "bars.js").read_text().replace("export default", "const _unused =")
-    script = (
-        source
-        + RECORDER
-        + f"""
-const model = {{ get: (n) => ({{ frames: {json.dumps(frames)} }})[n] }};
-drawBars(ctx, {w}, {h}, model, 0);
-console.log(JSON.stringify(calls));
-"""
+def _capstone_lab() -> TrainingLabApp:
+    """Lesson 12's lab, as its notebook builds it."""
+    s = SCENARIO
+    return TrainingLabApp(
+        model=s["model"],
+        nodes=s["nodes"],
+        fabric=s["fabric"],
+        global_batch=s["global_batch"],
+        seq_len=s["seq_len"],
+        zero=1,
+        memory_recipe=s["memory_recipe"],
+        **LAYOUT_A,
     )
-    done = subprocess.run([NODE, "-e", script], capture_output=True, text=True, timeout=60)
+
+
+#: name -> (picture module, its draw function, the app as its lesson builds it, whether to step its controls)
+APPS = {
+    "lesson 1 memory wall": (
+        "bars.js",
+        "drawBars",
+        lambda: MemoryWallApp(model="llama2-7b", gpu="h100-sxm", gpus=8, zero=0),
+        True,
+    ),
+    "lesson 2 ring": ("ring.js", "drawRing", lambda: RingAllReduceApp(gpus=4, size="4 GB", link="nvlink4"), True),
+    "lesson 3 ZeRO memory": (
+        "bars.js",
+        "drawBars",
+        lambda: ZeroMemoryApp(model="llama2-7b", gpu="h100-sxm", gpus=8, fabric="ib-ndr"),
+        True,
+    ),
+    "lesson 4 bubble grid": (
+        "timeline.js",
+        "drawTimeline",
+        lambda: BubbleGridApp(kind="1f1b", stages=8, microbatches=16),
+        True,
+    ),
+    "lesson 6 mesh": (
+        "grid.js",
+        "drawGrid",
+        lambda: MeshApp(dp=4, tp=4, pp=4, gpus_per_node=8, colour_by="dp"),
+        True,
+    ),
+    "lesson 7 training lab": ("lab.js", "drawLab", TrainingLabApp, True),
+    "lesson 8b triage ladder": ("ladder.js", "drawLadder", TriageApp, True),
+    # the same lab in lesson 12's scenario: its own states, the controls stepped in lesson 7's
+    "lesson 12 capstone lab": ("lab.js", "drawLab", _capstone_lab, False),
+}
+
+
+def _choices(control) -> list[tuple[str, object]]:
+    """(attribute, value) pairs stepping `control` through its options: every option of a selection, both states of
+    a checkbox, a slider's ends and middle."""
+    if isinstance(control, widgets.Checkbox):
+        return [("value", False), ("value", True)]
+    if hasattr(control, "options"):
+        return [("index", k) for k in range(len(control.options))]
+    lo, hi = control.min, control.max
+    if isinstance(control, widgets.IntSlider):
+        mid = (lo + hi) // 2
+    else:
+        mid = round((lo + hi) / 2 / control.step) * control.step
+    return [("value", v) for v in dict.fromkeys((lo, mid, hi))]
+
+
+def _snapshot(picture, where: str) -> dict:
+    """The picture's synced traits that its draw function reads, and its valid positions (the browser hides the
+    canvas at a position with our message)."""
+    errors = list(picture.errors) + [""] * (len(picture.summaries) - len(picture.errors))
+    packed = {name: base64.b64encode(bytes(getattr(picture, name, b"") or b"")).decode() for name in ("times", "codes")}
+    positions = [i for i, error in enumerate(errors) if not error]
+    return {"width": picture.width, "height": picture.height, "frames": picture.frames, **packed, "positions": positions,
+            "where": where}  # fmt: skip
+
+
+def picture_states(app, step: bool = True) -> list[dict]:
+    """Every distinct state of `app.picture` as the app is built and, with `step`, as each enabled control of the
+    picture's cache is stepped through its options (and, in the first of those states that enables a control
+    disabled as built, that control through its own), one control away from the built state."""
+    picture, states = app.picture, {}
+
+    def take(where: str) -> None:
+        s = _snapshot(picture, where)
+        drawn = json.dumps([s[k] for k in ("width", "height", "frames", "times", "codes", "positions")], sort_keys=True)
+        states.setdefault(hashlib.sha1(drawn.encode()).hexdigest(), s)
+
+    take("as built")
+    controls = list(picture.controls) if step else []
+    disabled = [c for c in controls if c.disabled]
+    opened: list = []  # the disabled controls stepped already (in the first state that enables each: time)
+    for control in controls:
+        if control.disabled:
+            continue
+        home = control.value
+        for attr, value in _choices(control):
+            setattr(control, attr, value)
+            where = f"{control.description} = {control.value!r}"
+            take(where)
+            for other in disabled:
+                if other.disabled or other is control or other in opened:
+                    continue
+                opened.append(other)
+                before = other.value
+                for attr2, value2 in _choices(other):
+                    setattr(other, attr2, value2)
+                    take(f"{where}, {other.description} = {other.value!r}")
+                other.value = before
+        control.value = home
+    if step and hasattr(app, "custom_params"):  # lessons 1 and 3's custom size: the largest totals the bars write
+        app.model.value = CUSTOM
+        app.custom_params.value = 2000.0
+        take("model = custom, 2000 B parameters")
+    return list(states.values())
+
+
+def drawn_problems(module: str, draw: str, states: list[dict], tmp_path: Path, record: bool = False) -> dict:
+    """drawn_text.js's report ({"frames", "texts", "problems"}, and with `record` "drawn": every frame's texts as
+    [text, x, y, textAlign]) of `states` drawn by `draw` of `module`."""
+    data = tmp_path / "states.json"
+    data.write_text(json.dumps({"draw": draw, "states": states, "record": record}))
+    done = subprocess.run(
+        [NODE, str(HERE / "drawn_text.js"), module, str(data)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "DISTLAB_JS": str(JS)},
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
 
-@pytest.mark.skipif(NODE is None, reason="node is not installed")
+def test_every_app_that_draws_a_browser_picture_is_covered():
+    """A new app with a browser picture, or a new picture module, joins APPS (else its text would go unchecked)."""
+    drawing = {cls.__name__ for cls in vars(browser).values() if isinstance(cls, type) and hasattr(cls, "_esm")}
+    drawing -= {"BrowserPicture", "SelectionPicture"}
+    users = set()
+    for path in (JS.parent).glob("*.py"):
+        if path.name != "browser.py" and re.search(rf"\b({'|'.join(drawing)})\(", path.read_text()):
+            users.add(path.stem)
+    apps = (MemoryWallApp, RingAllReduceApp, ZeroMemoryApp, BubbleGridApp, MeshApp, TrainingLabApp, TriageApp)
+    covered = {app.__module__.rsplit(".", 1)[1] for app in apps}  # the apps APPS builds
+    assert users == covered
+    modules = {m for m, *_ in APPS.values()}
+    assert modules == {p.name for p in JS.glob("*.js")} - {"common.js", "prefetch.js", "framecache.js"}
+
+
+@needs_node
+@pytest.mark.parametrize("name", list(APPS))
+def test_no_drawn_text_runs_past_the_canvas_or_over_another(name, tmp_path):
+    module, draw, build, step = APPS[name]
+    states = picture_states(build(), step)
+    report = drawn_problems(module, draw, states, tmp_path)
+    assert report["frames"] >= len(states) and report["texts"] > 0  # it drew, and wrote text
+    problems = report["problems"]
+    assert not problems, f"{len(problems)} problems in {report['frames']} frames, e.g.\n" + "\n".join(problems[:12])
+
+
+@needs_node
 @pytest.mark.parametrize("gpu", sorted(hardware.ACCELERATORS))
-def test_the_bars_capacity_label_stays_inside_the_canvas(gpu):
+def test_the_bars_capacity_label_is_drawn_whole(gpu, tmp_path):
+    """The label bars.js wraps is drawn with every word, in order, none cut, for every GPU of the catalog."""
     part = hardware.accelerator(gpu)
     label = f"{part.name}: {format_bytes(part.memory_bytes)} ({part.memory_text()})"  # as data_parallel_zero.py
     frames = {
@@ -66,11 +217,10 @@ def test_the_bars_capacity_label_stays_inside_the_canvas(gpu):
         "capacity": part.memory_bytes / 1e9,
         "capacity_label": label,
     }
-    w = 600  # the memory wall's canvas (lesson 1)
-    calls = _drawn(frames, w, 280)
-    left_aligned = [(t, x) for t, x, _, align in calls if align in ("left", "start")]
-    assert any(label.startswith(t) for t, _ in left_aligned)  # the label is drawn
-    for text, x in left_aligned:
-        assert x + 7 * len(text) <= w, f"{text!r} runs {x + 7 * len(text) - w:.0f} px past the {w} px canvas"
-    lines = [t for t, x in left_aligned if x == w - 120]  # the legend's text column (bars.js: right 150, text at +30)
-    assert " ".join(lines[len(frames["parts"]) :]) == label  # every word of it, in order, none cut
+    state = {"width": 600, "height": 280, "frames": frames, "times": "", "codes": "", "positions": [0], "where": gpu}
+    report = drawn_problems("bars.js", "drawBars", [state], tmp_path, record=True)
+    assert not report["problems"], report["problems"]
+    lines = [(text, x) for text, x, _, align in report["drawn"][0] if align in ("left", "start")]
+    # the legend's text column (bars.js: right 150, text at +30): the parts, then the label's lines
+    column = [text for text, x in lines if x == 600 - 120]
+    assert " ".join(column[len(frames["parts"]) :]) == label

@@ -13,10 +13,10 @@ function drawBars(ctx, w, h, model, i) {
   let top = f.capacity || 0;
   for (const position of f.bars) for (const bar of position) top = Math.max(top, bar.reduce((a, b) => a + b, 0));
   const yMax = niceCeiling(top * 1.05);
-  const left = 56, right = 150, up = 10, bottom = 34;
+  ctx.font = uiFont(11);
+  const left = turnedTitleLeft(ctx, yMax), right = 150, up = 10, bottom = 34;
   const plotW = w - left - right, plotH = h - up - bottom;
   const Y = (v) => up + plotH * (1 - v / yMax);
-  ctx.font = uiFont(11);
   // y axis: ticks and light grid lines
   yTicks(ctx, left, plotW, Y, yMax);
   ctx.save();
@@ -68,22 +68,6 @@ function drawBars(ctx, w, h, model, i) {
       ctx.fillText(line, left + plotW + 30, y + 13 * n);
     });
   }
-}
-
-// `text` as lines of whole words each at most `width` pixels wide in ctx's font (a word wider than that alone on
-// its line, cut to fit with an ellipsis)
-function wrapWords(ctx, text, width) {
-  const lines = [];
-  for (const word of String(text).split(" ")) {
-    const last = lines.length ? lines[lines.length - 1] + " " + word : null;
-    if (last !== null && ctx.measureText(last).width <= width) lines[lines.length - 1] = last;
-    else lines.push(word);
-  }
-  return lines.map((line) => {
-    let cut = line;
-    while (cut.length > 1 && ctx.measureText(cut === line ? cut : cut + "…").width > width) cut = cut.slice(0, -1);
-    return cut === line ? cut : cut + "…";
-  });
 }
 
 export default {

@@ -57,20 +57,50 @@ function niceStep(span, count) {
   return 10 ** (k + 1);
 }
 
+// The ticks of a y axis from 0 to yMax: [value, label] at a nice step.
+function yTickLabels(yMax) {
+  const ticks = [], tick = niceStep(yMax, 5);
+  for (let v = 0; v <= yMax + 1e-9; v += tick) ticks.push([v, `${+v.toPrecision(6)}`]);
+  return ticks;
+}
+
 // A y axis of a plot whose x runs from `left` over `plotW` pixels: ticks at a nice step, light grid lines, labels.
 function yTicks(ctx, left, plotW, Y, yMax) {
   ctx.textAlign = "right";
   ctx.textBaseline = "middle";
-  const tick = niceStep(yMax, 5);
-  for (let v = 0; v <= yMax + 1e-9; v += tick) {
+  for (const [v, label] of yTickLabels(yMax)) {
     ctx.strokeStyle = "#e5e7eb";
     ctx.beginPath();
     ctx.moveTo(left, Y(v));
     ctx.lineTo(left + plotW, Y(v));
     ctx.stroke();
     ctx.fillStyle = TEXT;
-    ctx.fillText(`${+v.toPrecision(6)}`, left - 4, Y(v));
+    ctx.fillText(label, left - 4, Y(v));
   }
+}
+
+// Where a plot with an axis title turned up at x = 12 begins (bars.js, ladder.js): at least 56 px, more when yTicks'
+// widest label in ctx's font would come within 2 px of the title (its em, 11 px, about x = 12 reaches 17.5 px; the
+// labels end 4 px left of the plot): "10000" in a wide font touched "per GPU (GB)".
+function turnedTitleLeft(ctx, yMax) {
+  const widest = Math.max(...yTickLabels(yMax).map(([, label]) => ctx.measureText(label).width));
+  return Math.max(56, Math.ceil(widest) + 24);
+}
+
+// `text` as lines of whole words each at most `width` pixels wide in ctx's font (a word wider than that alone on
+// its line, cut to fit with an ellipsis): a legend's label that would run past its column (bars.js, lab.js)
+function wrapWords(ctx, text, width) {
+  const lines = [];
+  for (const word of String(text).split(" ")) {
+    const last = lines.length ? lines[lines.length - 1] + " " + word : null;
+    if (last !== null && ctx.measureText(last).width <= width) lines[lines.length - 1] = last;
+    else lines.push(word);
+  }
+  return lines.map((line) => {
+    let cut = line;
+    while (cut.length > 1 && ctx.measureText(cut === line ? cut : cut + "…").width > width) cut = cut.slice(0, -1);
+    return cut === line ? cut : cut + "…";
+  });
 }
 
 // A horizontal dashed line (a GPU's capacity) from x0 to x1 at height y.

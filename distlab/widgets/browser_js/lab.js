@@ -85,28 +85,24 @@ function drawMemory(ctx, f, i, x0, width, h) {
   });
   const lines = [[LAB_CAPACITY, f.capacity_label || "GPU memory"]];
   if (f.usable) lines.push([MUTED, f.usable_label]);
-  // a label's parenthesis goes on a line of its own: the column ends where the step picture begins ("usable: 78 GB
-  // (2 GB reserved)" on one line ran over "compute 7.02 s")
-  let row = f.memory_parts.length;
+  // each label wrapped to the column, its parenthesis from a line of its own: the column ends where the step picture
+  // begins ("(80 GB HBM3 = 79.11 GiB visible to CUDA)" on one line ran over "compute 28.1 s")
+  const column = x0 + width - (lx + 17) - 8;
+  let y = up + 8 + 17 * f.memory_parts.length;
   lines.forEach(([colour, label]) => {
-    const cy = up + 8 + 17 * row;
     ctx.strokeStyle = colour;
     ctx.lineWidth = 2;
     ctx.setLineDash([4, 3]);
     ctx.beginPath();
-    ctx.moveTo(lx, cy);
-    ctx.lineTo(lx + 12, cy);
+    ctx.moveTo(lx, y);
+    ctx.lineTo(lx + 12, y);
     ctx.stroke();
     ctx.setLineDash([]);
     ctx.lineWidth = 1;
     ctx.fillStyle = colour;
-    const cut = label.indexOf(" (");
-    ctx.fillText(cut > 0 ? label.slice(0, cut) : label, lx + 17, cy);
-    row += 1;
-    if (cut > 0) {
-      ctx.fillText(label.slice(cut + 1), lx + 17, up + 8 + 17 * row);
-      row += 1;
-    }
+    const rows = String(label).split(" (").flatMap((part, k) => wrapWords(ctx, k ? `(${part}` : part, column));
+    rows.forEach((text, n) => ctx.fillText(text, lx + 17, y + 13 * n));
+    y += 13 * (rows.length - 1) + 17;
   });
 }
 
@@ -127,7 +123,8 @@ function drawStep(ctx, f, i, x0, width, h) {
   if (!parts.length && (f.memory[i] || []).length) { // priced, but it cannot run: no bar for a step never taken
     ctx.fillStyle = FIT_BAD;
     ctx.font = uiFont(11, true);
-    ctx.fillText("\u2717 no step time: this layout cannot run (see the text below)", left, up + 24);
+    const note = "\u2717 no step time: this layout cannot run (see the text below)";
+    wrapWords(ctx, note, plotW).forEach((line, n) => ctx.fillText(line, left, up + 24 + 13 * n));
     ctx.font = uiFont(11);
     return;
   }
@@ -155,27 +152,35 @@ function drawStep(ctx, f, i, x0, width, h) {
     ctx.textBaseline = "bottom";
     ctx.fillText(f.step_total[i], Math.min(X(total), left + plotW), barY - 2);
   }
-  // legend, two columns under the axis
+  // legend, two columns under the axis, each entry wrapped to its column ("DP communication (exposed) 7.93 ms" on one
+  // line ran past the canvas's right edge); a row as tall as its taller entry
   ctx.textAlign = "left";
   ctx.textBaseline = "middle";
-  const rows = Math.ceil(f.step_parts.length / 2);
-  f.step_parts.forEach((name, k) => {
-    const col = Math.floor(k / rows), row = k % rows;
-    const x = left + col * (plotW / 2), y = axisY + 28 + 17 * row;
-    ctx.fillStyle = STEP_COLOURS[name] || seriesColour(k);
-    ctx.fillRect(x, y - 6, 12, 12);
-    ctx.strokeStyle = MUTED;
-    ctx.strokeRect(x + 0.5, y - 5.5, 11, 11);
-    ctx.fillStyle = TEXT;
+  const count = f.step_parts.length, rows = Math.ceil(count / 2), colW = plotW / 2;
+  const entries = f.step_parts.map((name, k) => {
     const text = (f.step_text[i] || [])[k];
-    ctx.fillText(text === undefined ? name : `${name} ${text}`, x + 17, y);
+    return wrapWords(ctx, text === undefined ? name : `${name} ${text}`, colW - 17 - 8);
   });
+  let y = axisY + 28;
+  for (let row = 0; row < rows; row++) {
+    const here = [row, row + rows].filter((k) => k < count);
+    here.forEach((k, col) => {
+      const x = left + col * colW, name = f.step_parts[k];
+      ctx.fillStyle = STEP_COLOURS[name] || seriesColour(k);
+      ctx.fillRect(x, y - 6, 12, 12);
+      ctx.strokeStyle = MUTED;
+      ctx.strokeRect(x + 0.5, y - 5.5, 11, 11);
+      ctx.fillStyle = TEXT;
+      entries[k].forEach((line, n) => ctx.fillText(line, x + 17, y + 13 * n));
+    });
+    y += 17 + 13 * (Math.max(...here.map((k) => entries[k].length)) - 1);
+  }
 }
 
 function drawLab(ctx, w, h, model, i) {
   const f = model.get("frames");
   if (!f || !f.memory) return;
-  const split = 250;
+  const split = 300; // the memory legend's column wide enough for a capacity label in three lines
   drawMemory(ctx, f, i, 0, split, h);
   drawStep(ctx, f, i, split, w - split, h);
 }

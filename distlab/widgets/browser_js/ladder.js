@@ -21,7 +21,8 @@ function drawLadder(ctx, w, h, model, i) {
   const yMax = f.top > 0 ? f.top : 1;
   ctx.font = uiFont(11);
   // x: exactly one slot per bar (no empty slot after the last rung); the labels turn when they do not fit a slot
-  const left = 56, right = 76, up = 30; // the capacity's label right of the plot, clear of every bar and mark
+  // the capacity's label right of the plot, clear of every bar and mark
+  const left = turnedTitleLeft(ctx, yMax), right = 76, up = 30;
   const slot = (w - left - right) / bars.length;
   const labels = bars.map((_, b) => String((f.labels || [])[b] ?? ""));
   const widest = Math.max(...labels.map((s) => ctx.measureText(s).width));

@@ -13,9 +13,15 @@ function drawTimeline(ctx, w, h, model, i) {
   const stages = f.stages;
   const times = typed(model.get("times"), Float32Array);
   const codes = typed(model.get("codes"), Uint8Array);
-  const left = 58, right = 10, top = 6, bottom = 22;
-  const plotW = w - left - right, plotH = h - top - bottom;
+  ctx.font = uiFont(11);
+  // the stage labels' column: at least 58 px, wider when "stage 15" is (4 px to the grid, 4 px to the canvas's edge;
+  // in a wide font it ran past the left edge)
+  const left = Math.max(58, Math.ceil(ctx.measureText(`stage ${stages - 1}`).width) + 8);
   const xMax = niceCeiling(step * 1.02);
+  // the last tick's label (centred on its tick) inside the canvas: "100" reached past its right edge
+  const right = Math.max(10, Math.ceil(ctx.measureText(`${+xMax.toPrecision(6)}`).width / 2) + 2);
+  const top = 6, bottom = 22;
+  const plotW = w - left - right, plotH = h - top - bottom;
   const X = (x) => left + (x / xMax) * plotW;
   const rowH = plotH / stages;
   const colours = f.colours || { kinds: KIND_COLOURS, idle: IDLE, step: STEP_LINE }; // the legend's, from the kernel
@@ -55,7 +61,6 @@ function drawTimeline(ctx, w, h, model, i) {
   ctx.setLineDash([]);
 
   ctx.fillStyle = TEXT;
-  ctx.font = uiFont(11);
   ctx.textAlign = "right";
   ctx.textBaseline = "middle";
   const every = Math.ceil(stages / Math.max(1, Math.floor(plotH / 13)));

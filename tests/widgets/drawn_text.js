@@ -1,0 +1,165 @@
+// Node side of tests/widgets/test_drawn_text_fits.py: draw real states of one browser picture on a recording canvas
+// and report every text that runs past the canvas or overprints another text drawn in the same frame.
+//
+// Run as `node drawn_text.js <picture module> <states.json>` with DISTLAB_JS naming distlab/widgets/browser_js. The
+// states file holds {"draw": name of the module's draw function, "states": [{width, height, frames, times, codes
+// (base64 or ""), positions: [index...], where}], "record": bool}. Prints {"frames": frames drawn, "texts": texts
+// drawn, "problems": [text], with record "drawn": [frame][text, x, y, textAlign] of every fillText} as JSON.
+//
+// The recording canvas measures each character at least 7/11 of the font size (7 px at the pictures' 11 px UI font),
+// and at the width DejaVu Sans gives it where that is wider (WIDE, in em: the larger of its Book and Bold advances,
+// read from Debian's Chromium with canvas measureText at 100 px, the font it draws JupyterLab's system-ui stack in; a
+// character in neither list counts 1 em). DejaVu is the widest of the common UI sans fonts (its digits 0.636 em, Book;
+// Arial's and Helvetica's 0.556), so a text that fits here fits in Chromium. A text's box is its em box (font size
+// tall: above an "alphabetic" baseline 0.8 em, below it 0.2 em, as DejaVu's ascent and descent), carried through the
+// context's transform (rotated labels too).
+"use strict";
+const fs = require("fs");
+const path = require("path");
+
+const [moduleName, statesFile] = process.argv.slice(2);
+const folder = process.env.DISTLAB_JS;
+const source = ["common.js", moduleName]
+  .map((name) => fs.readFileSync(path.join(folder, name), "utf8"))
+  .join("\n")
+  .replace("export default", "const _module =");
+const input = JSON.parse(fs.readFileSync(statesFile, "utf8"));
+const draw = new Function(`${source}\nreturn ${input.draw};`)();
+
+const EM_PER_CHAR = 7 / 11;
+const WIDE = {
+  "#": 0.838, "$": 0.696, "%": 1.002, "&": 0.872, "+": 0.838, "0": 0.696, "1": 0.696, "2": 0.696, "3": 0.696,
+  "4": 0.696, "5": 0.696, "6": 0.696, "7": 0.696, "8": 0.696, "9": 0.696, "<": 0.838, "=": 0.838, ">": 0.838, "@": 1,
+  "A": 0.774, "B": 0.762, "C": 0.734, "D": 0.83, "E": 0.683, "F": 0.683, "G": 0.821, "H": 0.837, "K": 0.775,
+  "L": 0.637, "M": 0.995, "N": 0.837, "O": 0.85, "P": 0.733, "Q": 0.85, "R": 0.77, "S": 0.72, "T": 0.682, "U": 0.812,
+  "V": 0.774, "W": 1.103, "X": 0.771, "Y": 0.724, "Z": 0.725, "^": 0.838, "a": 0.675, "b": 0.716, "d": 0.716,
+  "e": 0.678, "g": 0.716, "h": 0.712, "k": 0.665, "m": 1.042, "n": 0.712, "o": 0.687, "p": 0.716, "q": 0.716,
+  "u": 0.712, "v": 0.652, "w": 0.924, "x": 0.645, "y": 0.652, "{": 0.712, "}": 0.712, "~": 0.838, "✓": 0.838,
+  "✗": 0.838, "↑": 0.838, "µ": 0.736, "…": 1, "×": 0.838, "≈": 0.838, "—": 1, "−": 0.838,
+};
+const emWidth = (text) => Array.from(text).reduce((sum, ch) => {
+  const code = ch.codePointAt(0);
+  return sum + Math.max(EM_PER_CHAR, WIDE[ch] || (code < 127 ? 0 : 1));
+}, 0);
+// Overprinting: two boxes that overlap by more than 1 px on every axis (the boxes are em boxes, already taller than
+// the glyphs, which leave about a tenth of the em empty above the capitals, and at least the glyphs' advance wide):
+// 1 px is the rounding of positions computed in fractions of a pixel.
+const OVERLAP_PX = 1;
+// Past the canvas: any part of the box outside it, beyond half a pixel of rounding.
+const EDGE_PX = 0.5;
+
+function recorder(texts) {
+  const identity = [1, 0, 0, 1, 0, 0];
+  const state = { m: identity.slice(), textAlign: "start", textBaseline: "alphabetic", font: "10px sans-serif" };
+  const stack = [];
+  const px = () => {
+    const found = /(\d+(?:\.\d+)?)px/.exec(state.font);
+    return found ? Number(found[1]) : 10;
+  };
+  const apply = (x, y) => {
+    const [a, b, c, d, e, f] = state.m;
+    return [a * x + c * y + e, b * x + d * y + f];
+  };
+  const ctx = {
+    fillStyle: "", strokeStyle: "", lineWidth: 1, globalAlpha: 1,
+    get font() { return state.font; }, set font(v) { state.font = v; },
+    get textAlign() { return state.textAlign; }, set textAlign(v) { state.textAlign = v; },
+    get textBaseline() { return state.textBaseline; }, set textBaseline(v) { state.textBaseline = v; },
+    measureText: (t) => ({ width: px() * emWidth(String(t)) }),
+    fillText(t, x, y) {
+      const text = String(t);
+      if (!text.trim()) return;
+      const size = px(), width = size * emWidth(text);
+      const align = state.textAlign;
+      const x0 = align === "right" || align === "end" ? x - width : align === "center" ? x - width / 2 : x;
+      const above = { top: 0, hanging: 0, middle: 0.5, alphabetic: 0.8, bottom: 1, ideographic: 1 }[state.textBaseline];
+      const y0 = y - size * (above === undefined ? 0.8 : above);
+      const box = [[x0, y0], [x0 + width, y0], [x0 + width, y0 + size], [x0, y0 + size]];
+      const corners = box.map(([u, v]) => apply(u, v));
+      texts.push({ text, corners, call: [text, x, y, align] });
+    },
+    save() { stack.push({ ...state, m: state.m.slice() }); },
+    restore() { if (stack.length) Object.assign(state, stack.pop()); },
+    setTransform(a, b, c, d, e, f) { state.m = [a, b, c, d, e, f]; },
+    resetTransform() { state.m = identity.slice(); },
+    translate(x, y) {
+      const [a, b, c, d, e, f] = state.m;
+      state.m = [a, b, c, d, a * x + c * y + e, b * x + d * y + f];
+    },
+    rotate(r) {
+      const [a, b, c, d, e, f] = state.m, cos = Math.cos(r), sin = Math.sin(r);
+      state.m = [a * cos + c * sin, b * cos + d * sin, c * cos - a * sin, d * cos - b * sin, e, f];
+    },
+    scale(sx, sy) {
+      const [a, b, c, d, e, f] = state.m;
+      state.m = [a * sx, b * sx, c * sy, d * sy, e, f];
+    },
+  };
+  for (const name of ["fillRect", "strokeRect", "clearRect", "beginPath", "closePath", "moveTo", "lineTo", "stroke",
+    "fill", "rect", "arc", "setLineDash"]) ctx[name] = () => {};
+  return ctx;
+}
+
+function bounds(corners) {
+  const xs = corners.map((c) => c[0]), ys = corners.map((c) => c[1]);
+  return [Math.min(...xs), Math.min(...ys), Math.max(...xs), Math.max(...ys)];
+}
+
+// How far two convex quads overlap: the smallest overlap of their projections on the quads' edge normals (0: apart).
+function overlap(p, q) {
+  let least = Infinity;
+  for (const quad of [p, q]) {
+    for (let k = 0; k < 4; k++) {
+      const [x0, y0] = quad[k], [x1, y1] = quad[(k + 1) % 4];
+      const len = Math.hypot(x1 - x0, y1 - y0) || 1;
+      const nx = -(y1 - y0) / len, ny = (x1 - x0) / len;
+      const span = (corners) => {
+        const dots = corners.map(([x, y]) => x * nx + y * ny);
+        return [Math.min(...dots), Math.max(...dots)];
+      };
+      const [a0, a1] = span(p), [b0, b1] = span(q);
+      least = Math.min(least, Math.min(a1, b1) - Math.max(a0, b0));
+      if (least <= 0) return 0;
+    }
+  }
+  return least;
+}
+
+function dataView(b64) {
+  const bytes = Buffer.from(b64 || "", "base64");
+  return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+const problems = [], drawn = [];
+let framesDrawn = 0, textsDrawn = 0;
+for (const s of input.states) {
+  const traits = { frames: s.frames, times: dataView(s.times), codes: dataView(s.codes) };
+  const model = { get: (name) => traits[name] };
+  for (const i of s.positions) {
+    const texts = [];
+    draw(recorder(texts), s.width, s.height, model, i);
+    framesDrawn += 1;
+    if (input.record) drawn.push(texts.map((t) => t.call));
+    textsDrawn += texts.length;
+    const where = `${s.where}, position ${i} (${s.width} x ${s.height} px)`;
+    const boxes = texts.map((t) => bounds(t.corners));
+    texts.forEach(({ text }, k) => {
+      const [x0, y0, x1, y1] = boxes[k];
+      const out = Math.max(-x0, x1 - s.width, -y0, y1 - s.height);
+      if (out > EDGE_PX) problems.push(`${where}: ${JSON.stringify(text)} runs ${out.toFixed(0)} px past the canvas`);
+    });
+    for (let a = 0; a < texts.length; a++) {
+      for (let b = a + 1; b < texts.length; b++) {
+        const [p, q] = [boxes[a], boxes[b]];
+        if (Math.min(p[2], q[2]) - Math.max(p[0], q[0]) <= OVERLAP_PX) continue; // apart: no need to look closer
+        if (Math.min(p[3], q[3]) - Math.max(p[1], q[1]) <= OVERLAP_PX) continue;
+        const depth = overlap(texts[a].corners, texts[b].corners);
+        if (depth > OVERLAP_PX) {
+          problems.push(`${where}: ${JSON.stringify(texts[a].text)} and ${JSON.stringify(texts[b].text)} overlap by ` +
+            `${depth.toFixed(1)} px`);
+        }
+      }
+    }
+  }
+}
+console.log(JSON.stringify({ frames: framesDrawn, texts: textsDrawn, problems, ...(input.record ? { drawn } : {}) }));
