@@ -112,9 +112,16 @@ def shared_students(records: list[dict]) -> dict[str, str]:
 FLAG_NAMES = 5
 
 
+def _quoted(name: str) -> str:
+    """A notebook's name in a flag: shown (ASCII, cut to 120) between double quotes, a backslash or quote inside it
+    escaped (\\\\, \\"), so where a name ends is plain whatever it says (red team round 7 modes/05: a name that
+    went on "... not merged | flag cleared by the instructor")."""
+    return '"' + shown(name, 120).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _flag(named: list[str], count: int) -> str:
     """The flag of a notebook whose student also submitted `count` others, `named` among them (escaped)."""
-    text = ", ".join(shown(k, 120) for k in named)
+    text = ", ".join(_quoted(k) for k in named)
     more = f" and {count - len(named)} more" if count > len(named) else ""
     return f"flagged: the same student also submitted {text}{more}; each is graded on its own, not merged"
 

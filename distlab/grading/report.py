@@ -59,23 +59,52 @@ def excerpt(text, limit: int) -> str:
 
 
 def shown(text, limit: int = PROBLEM_CHARS) -> str:
-    """Untrusted text (from a notebook, its file name, its kernel) as a short escaped excerpt on one line: at most
-    `limit` characters of it are kept, then escaped (printable: control, format/bidirectional characters, newlines
-    and lone surrogates become visible escapes such as \\x1b), and the result is cut to `limit` again.
+    """Untrusted text (from a notebook, its file name, its kernel) as a short line of ASCII: at most `limit`
+    characters of it are kept, control and format characters become escapes (\\n, \\x1b, \\u202e), every run of
+    whitespace left (any Unicode space) one space, and every other character outside ASCII its escape (
+    letters, look-alikes and blank-looking characters such as U+2800 alike: \\u2800), and the result is cut to
+    `limit` again. So such text can neither move the cursor, nor pad a line until the terminal wraps it and start
+    a line of its own (red team round 7 default/04), nor pass for the grader's own punctuation.
 
-    The one function every human-readable output of the grader (results.csv, summary.txt, the progress bar)
-    shows such text through; the cost is bounded by `limit` whatever the text's size.
+    The one function every human-readable output of the grader (the terminal table, results.csv, summary.txt,
+    the progress bar, Gradescope's output) shows such text through; the cost is bounded by `limit` whatever the
+    text's size.
 
-    >>> shown("\\x1b[2Jok\\n\\u202e", 40)
-    '\\\\x1b[2Jok\\\\n\\\\u202e'
+    >>> shown("\\x1b[2Jok\\n\\u202e  \\u2800x", 40)
+    '\\\\x1b[2Jok\\\\n\\\\u202e \\\\u2800x'
     >>> shown("x" * 10, 4)
     'xxxx... (10 characters in all)'
     """
     text = str(text)
-    head = printable(text[:limit])
+    head = " ".join(printable(text[:limit]).split()).encode("ascii", "backslashreplace").decode("ascii")
     if len(text) <= limit and len(head) <= limit:
         return head
     return f"{head[:limit]}... ({len(text)} characters in all)"
+
+
+#: how far a table line's continuation is indented: deeper than any line the grader starts itself (a notebook's line
+#: at column 0, its questions and problems at 2), so no wrapped remainder of a notebook's text can pass for one
+CONTINUATION = " " * 6
+
+
+def _wrapped(text: str, first: str) -> list[str]:
+    """`first` + `text` wrapped at the terminal's width (or 100 columns), every continuation line indented by
+    CONTINUATION: the grader wraps the text itself, so the terminal never starts a line with what a notebook wrote
+    (red team round 7 default/04: a problem padded until the terminal wrapped it put "regraded by the instructor:
+    8/8" at the start of a line of its own)."""
+    import shutil
+    import textwrap
+
+    width = max(40, shutil.get_terminal_size((100, 24)).columns - 1)
+    return textwrap.wrap(
+        text,
+        width,
+        initial_indent=first,
+        subsequent_indent=CONTINUATION,
+        break_long_words=True,
+        break_on_hyphens=False,
+        drop_whitespace=True,
+    ) or [first.rstrip()]
 
 
 def _problems(problems, show=str) -> list[str]:
@@ -205,7 +234,7 @@ class GradeReport:
                 f" (lesson {printable(n.lesson)})" if n.lesson else ""
             )
             lines.append(f"{head}; notebook graded: {ascii(excerpt(Path(n.path).name, 80))}")
-            lines.extend(f"  - {p}" for p in _problems(n.problems, printable))
+            lines.extend(f"  - {p}" for p in _problems(n.problems, shown))
         return {
             "score": max(0.0, min(self.score, self.max_score)),
             "execution_time": round(sum(n.seconds for n in self.notebooks), 1),
@@ -221,18 +250,17 @@ class GradeReport:
         for n in self.notebooks:
             origin = f" (from its {n.lesson_from})" if n.lesson and n.lesson_from != "--lesson" else ""
             out.append(
-                f"{printable(n.path)}  lesson: {printable(n.lesson or '?')}{origin}  "
-                f"score: {_fmt(n.score)}/{_fmt(n.max_score)}"
+                f"{shown(n.path)}  lesson: {shown(n.lesson or '?')}{origin}  score: {_fmt(n.score)}/{_fmt(n.max_score)}"
             )
             if n.questions:
                 width = max(8, *(len(q.question) for q in n.questions))
                 out.append(f"  {'question':<{width}}  {'points':>7}  {'status':<13}  feedback")
                 for q in n.questions:
                     points = f"{_fmt(q.points)}/{_fmt(q.max_points)}"
-                    feedback = excerpt(printable(" ".join(q.feedback.split())), FEEDBACK_CHARS)
-                    out.append(f"  {q.question:<{width}}  {points:>7}  {q.status:<13}  {feedback}")
-            for p in _problems(n.problems, printable):
-                out.append(f"  ! {p}")
+                    feedback = shown(q.feedback, FEEDBACK_CHARS)
+                    out.extend(_wrapped(feedback, f"  {q.question:<{width}}  {points:>7}  {q.status:<13}  "))
+            for p in _problems(n.problems, shown):
+                out.extend(_wrapped(p, "  ! "))
             out.append("")
         if len(self.notebooks) > 1:
             out.append(f"total: {_fmt(self.score)}/{_fmt(self.max_score)}")

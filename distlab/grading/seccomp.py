@@ -42,7 +42,34 @@ _SECCOMP_SOCKET_XATTR = {
 #: namespace (round 6 default/07); EINVAL is what libzmq's interface lookup (getifaddrs, when ipykernel binds its
 #: IOPub pipe to 127.0.0.1) takes as "no interfaces" and goes on, where EAFNOSUPPORT aborts the kernel
 SOCKET_FAMILIES = (1, 2, 10)
+#: of SOCKET_FAMILIES, those whose sockets must be of type SOCK_STREAM (1; the type's low 4 bits, whatever the
+#: SOCK_NONBLOCK / SOCK_CLOEXEC flags): AF_INET and AF_INET6. Another type answers EPROTONOSUPPORT. The memory of a
+#: TCP socket's buffers is capped per kernel (cgroups.KERNEL_TCP_BUFFER_BYTES); with cgroup v1 no cgroup is charged
+#: for a datagram or raw socket's, and libzmq's pipe (tcp://127.0.0.1) is the one inet socket a kernel needs (red
+#: team round 7 default/02: 400 MiB queued in loopback TCP buffers beside a kernel cgroup that counted 66 MiB)
+STREAM_ONLY_FAMILIES = (2, 10)
 AF_NETLINK = 16
+
+
+def _socket_block(number: int, netlink, other_family, other_type) -> list:
+    """The filter's instructions for one socket-making call `number` (the accumulator holding the call number): not
+    this call, on past the block; a family of SOCKET_FAMILIES not in STREAM_ONLY_FAMILIES, allowed; one in it,
+    allowed when args[1] & 0xF is SOCK_STREAM (no bit of 0xE set, bit 0x1 set), else `other_type`; AF_NETLINK,
+    `netlink`; any other family, `other_family`. Jumps are counted from the next instruction."""
+    ld_w_abs, jeq, jset, allow = 0x20, 0x15, 0x45, (0x06, 0, 0, 0x7FFF0000)
+    free = [f for f in SOCKET_FAMILIES if f not in STREAM_ONLY_FAMILIES]
+    stream = [f for f in SOCKET_FAMILIES if f in STREAM_ONLY_FAMILIES]
+    checks = len(free) + len(stream)
+    typed = 2 + checks + 3  # where the type check starts: after the call test, the load, the checks, netlink x 3
+    allowed = typed + 4  # the type check: load, jset 0xE (to other_type), jset 0x1 (to allow), other_type
+    block = [None, (ld_w_abs, 0, 0, 16)]  # args[0], the family
+    block += [(jeq, allowed - (2 + i) - 1, 0, f) for i, f in enumerate(free)]
+    block += [(jeq, typed - (2 + len(free) + i) - 1, 0, f) for i, f in enumerate(stream)]
+    block += [(jeq, 0, 1, AF_NETLINK), netlink, other_family]
+    block += [(ld_w_abs, 0, 0, 24), (jset, 1, 0, 0xE), (jset, 1, 0, 0x1), other_type, allow]
+    assert len(block) == allowed + 1
+    block[0] = (jeq, 0, len(block) - 1, number)  # not this call: past the block
+    return block
 
 
 def seccomp_program() -> bytes:
@@ -62,7 +89,8 @@ def seccomp_program() -> bytes:
     fanotify (unprivileged since Linux 5.13: the inotify side channel again, redteam4 default/02), memfd_secret and
     userfaultfd (memory and page-fault control no grading needs).
     Sockets: only the families of SOCKET_FAMILIES (an allow-list: a family Linux adds later is refused too); the
-    others answer EAFNOSUPPORT, netlink EINVAL. Extended attributes cannot be set (ENOTSUP, as on a file system without them): a tmpfs counts
+    others answer EAFNOSUPPORT, netlink EINVAL; AF_INET and AF_INET6 only stream sockets (STREAM_ONLY_FAMILIES:
+    a datagram or raw socket answers EPROTONOSUPPORT). Extended attributes cannot be set (ENOTSUP, as on a file system without them): a tmpfs counts
     them against its inode budget only, and a non-root grader's tmpfs has none, so 512 MiB of them sat on an
     empty file under a 256 MB /tmp (red team round 5 default/08); no grading needs them."""
     import platform
@@ -75,7 +103,7 @@ def seccomp_program() -> bytes:
     sockets, xattrs = _SECCOMP_SOCKET_XATTR[platform.machine()]
     ld_w_abs, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
     allow, errno = 0x7FFF0000, 0x00050000
-    eperm, einval, enosys, enotsup, eafnosupport = (errno | e for e in (1, 22, 38, 95, 97))
+    eperm, einval, enosys, enotsup, eafnosupport, eprotonosupport = (errno | e for e in (1, 22, 38, 95, 97, 93))
     prog = [
         (ld_w_abs, 0, 0, 4),  # the architecture
         (jeq, 1, 0, arch),  # ours: go on
@@ -90,11 +118,8 @@ def seccomp_program() -> bytes:
         prog += [(jeq, 0, 1, number), (ret, 0, 0, enosys)]
     for number in xattrs:
         prog += [(jeq, 0, 1, number), (ret, 0, 0, enotsup)]
-    n = len(SOCKET_FAMILIES)
-    for number in sockets:  # socket(family, type, protocol), socketpair(...): family is args[0], protocol args[2]
-        prog += [(jeq, 0, n + 5, number), (ld_w_abs, 0, 0, 16)]  # not this call: past the block's n + 5 others
-        prog += [(jeq, n + 2 - i, 0, family) for i, family in enumerate(SOCKET_FAMILIES)]  # to the block's allow
-        prog += [(jeq, 0, 1, AF_NETLINK), (ret, 0, 0, einval), (ret, 0, 0, eafnosupport), (ret, 0, 0, allow)]
+    for number in sockets:  # socket(family, type, protocol), socketpair(...): family args[0], type args[1]
+        prog += _socket_block(number, (ret, 0, 0, einval), (ret, 0, 0, eafnosupport), (ret, 0, 0, eprotonosupport))
     prog += [
         (jeq, 1, 0, clone),
         (ret, 0, 0, allow),

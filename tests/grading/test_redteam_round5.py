@@ -28,8 +28,11 @@ needs_filter = pytest.mark.skipif(not seccomp_program(), reason="no seccomp prog
 #: (17), AF_VSOCK (40, round 5 default/02), AF_ALG (38), a number no Linux has yet (50)
 PROBES = [
     (1, 2, 0),
-    (2, 2, 0),
+    (2, 1, 0),
+    (10, 1 | 0o4000 | 0o2000000, 0),  # SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC
+    (2, 2, 0),  # round 7: AF_INET and AF_INET6 stream only (SOCK_DGRAM, SOCK_RAW: EPROTONOSUPPORT, 93)
     (10, 2, 0),
+    (2, 3, 1),
     (16, 3, 0),
     (16, 3, 15),
     (16, 3, 4),
@@ -38,8 +41,9 @@ PROBES = [
     (38, 5, 0),
     (50, 1, 0),
 ]
-#: what each probe must answer: 0 (opened), errno 22 (EINVAL: netlink) or 97 (EAFNOSUPPORT); setxattr: 95 (ENOTSUP)
-EXPECTED = [0, 0, 0, 22, 22, 22, 97, 97, 97, 97]
+#: what each probe must answer: 0 (opened), errno 93 (EPROTONOSUPPORT: an inet socket not a stream), 22 (EINVAL:
+#: netlink) or 97 (EAFNOSUPPORT); setxattr: 95 (ENOTSUP)
+EXPECTED = [0, 0, 0, 93, 93, 93, 22, 22, 22, 97, 97, 97, 97]
 
 PROBE_CELL = f"""
 import ctypes, os, tempfile
@@ -184,12 +188,29 @@ def test_the_filter_refuses_exactly_the_calls_it_names_and_allows_every_other():
         assert _run_filter(program, arch, number, (1, 1, 0)) == want, number
     for family, protocol, want in [
         (1, 0, allow),
-        (2, 6, allow),
-        (10, 17, allow),
+        (2, 6, err | 93),  # round 7 default/02: an inet socket must be a stream (this is SOCK_RAW)
+        (10, 17, err | 93),
         (16, 0, err | 22),
         (16, 15, err | 22),
     ]:
         assert _run_filter(program, arch, 41, (family, 3, protocol)) == want, (family, protocol)
+    # the type's low 4 bits decide (SOCK_NONBLOCK 0o4000 and SOCK_CLOEXEC 0o2000000 are flags above them): only
+    # SOCK_STREAM (1) opens for AF_INET / AF_INET6; AF_UNIX opens any type (its buffers are charged to the memory
+    # cgroup with kernel-memory accounting, round 7's control)
+    for family, kind, want in [
+        (2, 1, allow),
+        (10, 1 | 0o4000 | 0o2000000, allow),
+        (2, 2, err | 93),
+        (10, 2 | 0o4000, err | 93),
+        (2, 0, err | 93),
+        (2, 5, err | 93),
+        (2, 9, err | 93),
+        (2, 10, err | 93),
+        (1, 2, allow),
+        (1, 5, allow),
+    ]:
+        for number in (41, 53):
+            assert _run_filter(program, arch, number, (family, kind, 0)) == want, (number, family, kind)
     for family in (0, 3, 17, 38, 40, 44, 45, 46, 255):
         assert _run_filter(program, arch, 41, (family, 1, 0)) == err | 97, family
     assert _run_filter(program, arch, 56, (0x10000000, 0, 0)) == eperm  # clone(CLONE_NEWUSER)
