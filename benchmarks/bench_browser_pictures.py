@@ -26,6 +26,11 @@ the frame after the picture's text changes, with the share drawn from the browse
     python benchmarks/bench_browser_pictures.py --n 6 "checkpoints"   # 6 changes per control (2n slider presses)
     python benchmarks/bench_browser_pictures.py --n 4 --held 3 "overlap"   # 4 bursts of a held key (3 presses)
     python benchmarks/bench_browser_pictures.py --held 0 --refill   # each app's first dropdown during the refill
+    python benchmarks/bench_browser_pictures.py --voila --held 0 --refill   # the same pages served by Voila
+
+--voila serves the same notebook with Voila (as Binder's live demos and lesson 7's app page are served: no
+JupyterLab shell around the outputs, so no kernel-status bar repainting on every kernel message) instead of
+JupyterLab; everything else is the same.
 
 The held-key case (HELD_KEYS, issue 32): n bursts of --held presses 30 ms apart on one slider of a few apps, each
 burst after the kernel has refilled; each press's latency (to the next change of the picture's text) and whether it
@@ -295,6 +300,50 @@ def _jupyterlab(root: Path, port: int, token: str, log):
     )
 
 
+def _voila(root: Path, port: int, token: str, log):
+    """Voila serving the folder `root` (its notebooks at /voila/render/NAME), with this checkout's distlab."""
+    tmp = root.parent
+    repo = str(Path(__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "JUPYTER_CONFIG_DIR": str(tmp / "config"), "JUPYTER_RUNTIME_DIR": str(tmp / "rt")}
+    env.pop("JUPYTER_CONFIG_PATH", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "voila", str(root), "--no-browser", "--Voila.ip=127.0.0.1", f"--port={port}",
+         f"--token={token}", "--Voila.port_retries=0"],
+        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+
+
+#: Voila has no kernel-status display to wait for: after the last app is drawn, the kernel's fills are left this long
+VOILA_SETTLE_S = 8.0
+
+
+def _open_lab(page, base: str, token: str, name: str, pictures, frames) -> None:
+    """JupyterLab: open the notebook in a fresh workspace, run every cell, wait for the kernel to be idle."""
+    workspace = name.removesuffix(".ipynb")  # a fresh workspace: nothing restored from the other run
+    page.goto(f"{base}/lab/workspaces/{workspace}/tree/{name}?reset&token={token}")
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for()
+    page.wait_for_timeout(2000)
+    select = page.locator(".jp-Dialog button", has_text="Select")
+    if select.count():  # JupyterLab may ask which kernel: the default one
+        select.first.click()
+    page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=90_000)
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+    pictures.nth(len(CELLS) - 1).wait_for(timeout=120_000)
+    frames.nth(len(FRAME_CELLS) - 1).wait_for(state="attached", timeout=120_000)
+    page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
+    page.wait_for_timeout(1000)
+
+
+def _open_voila(page, base: str, token: str, name: str, pictures, frames) -> None:
+    """Voila: render the notebook (Voila runs every cell), wait for the last app, then VOILA_SETTLE_S."""
+    page.goto(f"{base}/voila/render/{name}?token={token}", timeout=180_000)
+    pictures.nth(len(CELLS) - 1).wait_for(timeout=180_000)
+    frames.nth(len(FRAME_CELLS) - 1).wait_for(state="attached", timeout=180_000)
+    page.wait_for_timeout(VOILA_SETTLE_S * 1e3)
+
+
 def _wait_up(url: str, seconds: float = 90) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -309,29 +358,16 @@ def _wait_up(url: str, seconds: float = 90) -> None:
 
 
 def _measure(sync_api, base: str, token: str, name: str, only: tuple = (), n: int = LAB_PRESSES,
-             held: int = HELD_PRESSES, refill_only: bool = False) -> dict:
+             held: int = HELD_PRESSES, refill_only: bool = False, voila: bool = False) -> dict:
     results = {}
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(60_000)
         try:
-            workspace = name.removesuffix(".ipynb")  # a fresh workspace: nothing restored from the other run
-            page.goto(f"{base}/lab/workspaces/{workspace}/tree/{name}?reset&token={token}")
-            page.locator(".jp-Notebook .jp-Cell").first.wait_for()
-            page.wait_for_timeout(2000)
-            select = page.locator(".jp-Dialog button", has_text="Select")
-            if select.count():  # JupyterLab may ask which kernel: the default one
-                select.first.click()
-            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=90_000)
-            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
             pictures = page.locator(".distlab-picture")
-            pictures.nth(len(CELLS) - 1).wait_for(timeout=120_000)
             frames = page.locator(".distlab-framecache")
-            frames.nth(len(FRAME_CELLS) - 1).wait_for(state="attached", timeout=120_000)
-            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
-            page.wait_for_timeout(1000)
+            (_open_voila if voila else _open_lab)(page, base, token, name, pictures, frames)
             for index, label in enumerate(LABELS):
                 if refill_only or only and not any(word in label for word in only):
                     continue
@@ -497,10 +533,11 @@ def _measure_controls(page, app: str, index: int, picture, dropdowns, toggles, c
     return results
 
 
-def main(only: tuple = (), n: int = LAB_PRESSES, held: int = HELD_PRESSES, refill_only: bool = False) -> dict:
+def main(only: tuple = (), n: int = LAB_PRESSES, held: int = HELD_PRESSES, refill_only: bool = False,
+         voila: bool = False) -> dict:
     """Measure every picture (those whose label contains a word of `only` when it is not empty), n changes per
     control and 2n key presses per picture slider, and n bursts of `held` presses of each HELD_KEYS slider (0: none);
-    with `refill_only`, only each app's first dropdown during the refill."""
+    with `refill_only`, only each app's first dropdown during the refill; with `voila`, the pages served by Voila."""
     try:
         from playwright import sync_api
     except ImportError:
@@ -522,18 +559,22 @@ def main(only: tuple = (), n: int = LAB_PRESSES, held: int = HELD_PRESSES, refil
         nbformat.write(nb, root / name)
     port, token = _free_port(), secrets.token_hex(16)
     out = {}
-    with open(tmp / "jupyterlab.log", "wb") as log:
-        server = _jupyterlab(root, port, token, log)
+    if voila and shutil.which("voila", path=str(Path(sys.executable).parent)) is None:
+        print("browser pictures: skipped (voila, the lessons extra, is not installed)")
+        return {}
+    with open(tmp / "server.log", "wb") as log:
+        server = (_voila if voila else _jupyterlab)(root, port, token, log)
         proxy = None
         try:
-            _wait_up(f"http://127.0.0.1:{port}/api/status?token={token}")
+            _wait_up(f"http://127.0.0.1:{port}/" if voila else f"http://127.0.0.1:{port}/api/status?token={token}")
+            print(f"served by {'Voila' if voila else 'JupyterLab'}", flush=True)
             print("measuring straight to the server ...", flush=True)
             out["direct"] = _measure(sync_api, f"http://127.0.0.1:{port}", token, names["direct"], only, n, held,
-                                     refill_only)
+                                     refill_only, voila)
             proxy = DelayingProxy(port, DELAY_S)
             print(f"measuring through the proxy ({2 * DELAY_S * 1e3:.0f} ms round trip added) ...", flush=True)
             out["delayed"] = _measure(sync_api, f"http://127.0.0.1:{proxy.port}", token, names["delayed"], only, n,
-                                      held, refill_only)
+                                      held, refill_only, voila)
         finally:
             if proxy is not None:
                 proxy.close()
@@ -563,6 +604,7 @@ def parser() -> argparse.ArgumentParser:
                    help=f"presses per burst of the held-key case (HELD_KEYS; default {HELD_PRESSES}; 0: not measured)")
     p.add_argument("--refill", action="store_true",
                    help="only each app's first dropdown during the refill (changes FILL_PAUSE_S apart)")
+    p.add_argument("--voila", action="store_true", help="serve the notebook with Voila instead of JupyterLab")
     p.add_argument("--n", type=int, default=LAB_PRESSES,
                    help=f"changes per control, 2n key presses per picture slider (default {LAB_PRESSES}; at least 2)")
     return p
@@ -574,4 +616,4 @@ if __name__ == "__main__":
         parser().error(f"--n must be at least 2 (a change and its way back), got {args.n}")
     if args.held < 0:
         parser().error(f"--held must be 0 or more presses per burst, got {args.held}")
-    main(tuple(args.words), args.n, args.held, args.refill)
+    main(tuple(args.words), args.n, args.held, args.refill, args.voila)
