@@ -8,7 +8,14 @@ import os
 import secrets
 import time
 
-__all__ = ["CGROUP_ROOT", "KernelCgroups", "kernel_cgroup_name", "sweep_abandoned", "sweep_hierarchy"]
+__all__ = [
+    "CGROUP_ROOT",
+    "KERNEL_TCP_BUFFER_BYTES",
+    "KernelCgroups",
+    "kernel_cgroup_name",
+    "sweep_abandoned",
+    "sweep_hierarchy",
+]
 
 #: cgroup v1 hierarchies a root grader makes a cgroup in per kernel (memory and memory+swap of all its
 #: processes together; its number of processes and threads)
@@ -18,6 +25,18 @@ CGROUP_ROOT = "/sys/fs/cgroup"
 PREFIX = "distlab-kernel-"
 #: a cgroup named the old way (PREFIX + 16 hex digits: no grader named) is taken as abandoned after this long
 OLD_NAME_AFTER_S = 3600
+#: a kernel cgroup is removed by a sweep only once it is empty and its folder is at least this old (its mtime), whatever
+#: its name says: a grader makes it, then starts bubblewrap, whose starter joins it within the kernel's startup
+#: timeout (120 s), so an empty one younger than this may be a live grader's that its kernel is about to join. The
+#: name alone misjudged: red team round 7 modes/08, a grader in another pid namespace names its cgroups with its own
+#: pids (distlab-kernel-1-...), which another grader looked up in its own /proc and removed while still empty
+MIN_SWEEP_AGE_S = 3600
+#: bytes of TCP socket buffers all of a kernel's processes may hold together (cgroup v1
+#: memory.kmem.tcp.limit_in_bytes, set where the file exists): v1 charges them to no other memory limit, and only
+#: once this is set (red team round 7 default/02 queued 400 MiB in loopback TCP while its memory cgroup counted
+#: 66 MiB). The kernel's own inet socket is libzmq's IOPub pipe (ipykernel binds it on 127.0.0.1); its connections to
+#: the grader are unix sockets. So a kernel's memory is at most its memory limit plus this
+KERNEL_TCP_BUFFER_BYTES = 64 * 2**20
 #: how deep below a hierarchy's root, and through how many folders at most, sweep_hierarchy looks
 SWEEP_DEPTH, SWEEP_FOLDERS = 8, 20000
 #: the hierarchies this grader process has swept (once each: a class run starts many kernels)
@@ -39,17 +58,28 @@ def kernel_cgroup_name() -> str:
 
 
 def _abandoned(entry: os.DirEntry) -> bool:
-    """Whether the grader that made this kernel cgroup is gone (its pid runs no process started then), or, for an
-    old name, whether the folder is over OLD_NAME_AFTER_S old."""
+    """Whether this kernel cgroup may be removed: it is empty (no process in its cgroup.procs; rmdir refuses a
+    cgroup with one anyway) and its folder is over MIN_SWEEP_AGE_S old, and its name does not name a live grader
+    (its pid, looked up in this grader's /proc, runs no process started then; an old name, PREFIX + 16 hex digits,
+    names none). The first two hold whatever the name says and whichever pid namespace the grader that made it ran
+    in (red team round 7 modes/08); the name spares a live grader's cgroup on this host a little longer."""
+    try:
+        age = time.time() - entry.stat(follow_symlinks=False).st_mtime
+    except OSError:
+        return False
+    try:
+        with open(os.path.join(entry.path, "cgroup.procs")) as f:
+            empty = not f.read(64).strip()
+    except FileNotFoundError:
+        empty = True  # no cgroup.procs: a plain folder (rmdir removes it only if empty)
+    except OSError:
+        return False
+    if not empty or age < MIN_SWEEP_AGE_S:
+        return False
     parts = entry.name[len(PREFIX) :].split("-")
     if len(parts) == 3 and parts[0].isdigit():
         return _start_time(int(parts[0])) != parts[1]
-    if len(parts) == 1 and len(parts[0]) == 16:
-        try:
-            return time.time() - entry.stat(follow_symlinks=False).st_mtime > OLD_NAME_AFTER_S
-        except OSError:
-            return False
-    return False
+    return len(parts) == 1 and len(parts[0]) == 16 and age > OLD_NAME_AFTER_S
 
 
 def sweep_abandoned(parent: str) -> int:
@@ -110,7 +140,8 @@ class KernelCgroups:
     """One kernel's cgroups (v1 memory and pids, made under the grader's own), removed by remove().
 
     memory.limit_in_bytes (and memory.memsw.limit_in_bytes where swap is accounted) caps the memory of
-    every process of the kernel together, where RLIMIT_AS caps each one; pids.max caps its processes and
+    every process of the kernel together, where RLIMIT_AS caps each one, and memory.kmem.tcp.limit_in_bytes
+    their TCP socket buffers (KERNEL_TCP_BUFFER_BYTES, which v1 counts apart); pids.max caps its processes and
     threads. `procs` lists the cgroup.procs files the starter joins. Empty where no cgroup could be made
     (not root, no writable v1 hierarchy): the kernel then has its rlimits only.
     """
@@ -119,7 +150,11 @@ class KernelCgroups:
         self.folders: list[str] = []
         self.procs: list[str] = []
         settings = {
-            "memory": [("memory.limit_in_bytes", memory_limit), ("memory.memsw.limit_in_bytes", memory_limit)],
+            "memory": [
+                ("memory.limit_in_bytes", memory_limit),
+                ("memory.memsw.limit_in_bytes", memory_limit),
+                ("memory.kmem.tcp.limit_in_bytes", KERNEL_TCP_BUFFER_BYTES if memory_limit else None),
+            ],
             "pids": [("pids.max", processes)],
         }
         if os.geteuid() != 0:
@@ -150,7 +185,7 @@ class KernelCgroups:
                         except OSError:
                             if n == 0:
                                 raise
-                            # memory+swap not accounted here: the memory limit alone
+                            # an optional limit this Linux does not take (memory+swap not accounted): the others
             except OSError:
                 continue  # the limit could not be set: the folder is removed, the kernel does not join it
             self.procs.append(os.path.join(folder, "cgroup.procs"))

@@ -68,6 +68,7 @@ __all__ = [
     "MAX_OUTPUT_CHARS",
     "MAX_NOTEBOOK_OUTPUT_CHARS",
     "MAX_PROBLEMS",
+    "MAX_CELL_PROBLEMS",
     "MAX_MESSAGE_BYTES",
     "KEPT_MESSAGES",
     "MAX_CONTAINERS",
@@ -98,8 +99,14 @@ HARD_DEADLINE_GRACE = 20.0
 MAX_RELAYED_BYTES = MAX_MESSAGE_BYTES + 4 * MAX_PART_BYTES + 2**16
 #: messages the grader's shell and iopub sockets queue at most, each (messages.READ_QUEUE; the others queue 1)
 RECEIVE_QUEUE = READ_QUEUE
-#: at most this many problems are reported for one notebook (the rest are counted)
+#: at most this many problems are reported for one notebook (report.MAX_PROBLEMS: the rest are counted)
 MAX_PROBLEMS = 50
+#: at most this many problems of the notebook's own cells (an exception, a cell past its time limit, a message too
+#: large) are kept per run, the first of each kind always; the rest are counted in one line. The grader's own notes
+#: (the kernel stopped, the time limit, answers unreadable, a folder not removed, the lesson: about 10 at most) so
+#: always fit within MAX_PROBLEMS: red team round 7 modes/03 raised in 52 cells and the old cut, the first 49
+#: problems kept, hid "the kernel stopped" from every output
+MAX_CELL_PROBLEMS = MAX_PROBLEMS - 14
 #: reading a file whose path contains one of these is refused in the kernel: the lessons' sources (the
 #: expected values' formulas), the solution notebooks, and git's copies of both
 SECRET_PARTS = ("/distlab/lessons/", "/solutions/", "/.git/")
@@ -376,6 +383,29 @@ def _install_sandbox(kernel: _Kernel, nonce: str, memory_limit, file_size_limit,
 _INTERRUPTED = " and was interrupted (an infinite loop?)"
 
 
+class _Problems:
+    """One run's problems: the grader's own notes always (note), its cells' at most MAX_CELL_PROBLEMS (cell; the
+    first of each kind always), the rest counted in one line (close)."""
+
+    def __init__(self, problems: list[str]):
+        self.problems, self.kept, self.more = problems, 0, 0
+        self.kinds: set[str] = set()
+
+    def note(self, text: str) -> None:
+        self.problems.append(text)
+
+    def cell(self, kind: str, text: str) -> None:
+        if self.kept < MAX_CELL_PROBLEMS or kind not in self.kinds:
+            self.problems.append(text)
+            self.kept, self.kinds = self.kept + 1, self.kinds | {kind}
+        else:
+            self.more += 1
+
+    def close(self) -> None:
+        if self.more:
+            self.problems.append(f"... and {self.more} more problems of code cells (not shown)")
+
+
 def _deadline_problem(kernel: _Kernel, number: int) -> str:
     return (
         f"the notebook's time limit ({kernel.timeout:g} s) was reached while code cell {number} ran, and its kernel "
@@ -383,7 +413,7 @@ def _deadline_problem(kernel: _Kernel, number: int) -> str:
     )
 
 
-def _run_student_cell(kernel: _Kernel, number: int, source: str, problems: list[str]):
+def _run_student_cell(kernel: _Kernel, number: int, source: str, problems: _Problems):
     """Run one student cell; note in `problems` what went wrong. None when the cells after it cannot run."""
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
@@ -392,13 +422,13 @@ def _run_student_cell(kernel: _Kernel, number: int, source: str, problems: list[
         cell = kernel.run(source)
     except (DeadKernelError, CellTimeoutError) as exc:
         if kernel.killed_at_deadline:
-            problems.append(_deadline_problem(kernel, number))
+            problems.note(_deadline_problem(kernel, number))
         elif isinstance(exc, CellTimeoutError):
-            problems.append(
+            problems.note(
                 f"code cell {number} did not finish and could not be interrupted; the cells after it did not run"
             )
         else:
-            problems.append(
+            problems.note(
                 f"the kernel stopped (crashed, exited or ran out of memory) in code cell {number} "
                 f"(`{first_line(source)}`); the cells after it did not run"
             )
@@ -406,20 +436,23 @@ def _run_student_cell(kernel: _Kernel, number: int, source: str, problems: list[
     err = _error(cell)
     if kernel.timed_out(cell) and kernel.dropped() > dropped:
         # its reply was among them (a 7 MB exception is sent twice, as the error and in the reply): not a loop
-        problems.append(
+        problems.cell(
+            "dropped",
             f"code cell {number} (`{first_line(source)}`) sent a message larger than the grader accepts "
             f"({MAX_RELAYED_BYTES // 2**20} MB: an exception or an output that large), which was dropped with the "
             f"cell's result; the cell counts as unfinished after its time limit "
-            f"({min(kernel.cell_timeout, kernel.timeout):g} s)"
+            f"({min(kernel.cell_timeout, kernel.timeout):g} s)",
         )
     elif kernel.timed_out(cell):
-        problems.append(
+        problems.cell(
+            "time",
             f"code cell {number} (`{first_line(source)}`) ran longer than its time limit "
-            f"({min(kernel.cell_timeout, kernel.timeout):g} s)" + _INTERRUPTED
+            f"({min(kernel.cell_timeout, kernel.timeout):g} s)" + _INTERRUPTED,
         )
     elif err is not None:
-        problems.append(
-            f"code cell {number} (`{first_line(source)}`) raised {err.get('ename')}: {str(err.get('evalue'))[:300]}"
+        problems.cell(
+            "raised",
+            f"code cell {number} (`{first_line(source)}`) raised {err.get('ename')}: {str(err.get('evalue'))[:300]}",
         )
     return cell
 
@@ -427,14 +460,14 @@ def _run_student_cell(kernel: _Kernel, number: int, source: str, problems: list[
 _STOP = object()
 
 
-def _collect(kernel: _Kernel, nonce: str, answer_names: list[str], number: int, timed_out: bool, problems: list[str]):
+def _collect(kernel: _Kernel, nonce: str, answer_names: list[str], number: int, timed_out: bool, problems: _Problems):
     """The answers after code cell `number`: a dict, None when unreadable, or _STOP when the kernel is gone."""
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     try:
         collected = kernel.run(collect_cell(nonce, answer_names), limit=15 if not timed_out else 5, history=False)
     except (DeadKernelError, CellTimeoutError):
-        problems.append(
+        problems.note(
             _deadline_problem(kernel, number)
             if kernel.killed_at_deadline
             else f"the kernel stopped after code cell {number}; the cells after it did not run"
@@ -444,10 +477,10 @@ def _collect(kernel: _Kernel, nonce: str, answer_names: list[str], number: int, 
     collected.outputs = []
     if answers is None and timed_out:
         # the interrupt did not work: say so, not "was interrupted" (18-ignore-interrupt-timelimit)
-        for n, text in enumerate(problems):
+        for n, text in enumerate(problems.problems):
             if text.startswith(f"code cell {number} (") and text.endswith(_INTERRUPTED):
-                problems[n] = text[: -len(_INTERRUPTED)] + " and did not stop when interrupted"
-        problems.append(
+                problems.problems[n] = text[: -len(_INTERRUPTED)] + " and did not stop when interrupted"
+        problems.note(
             f"the kernel did not respond after code cell {number} ran past its time limit, and was stopped; "
             "the cells after it did not run"
         )
@@ -484,33 +517,35 @@ def run_in_kernel(
     )
     snapshot = None
     unreadable = False
+    noted = _Problems(problems)  # 20,000 failing cells make MAX_CELL_PROBLEMS lines and a count, never more
     with kernel.started():
         _install_sandbox(kernel, nonce, memory_limit, file_size_limit, audit_hook)
-        for number, source in enumerate(sources, start=1):
-            if not source.strip():
-                continue
-            if time.monotonic() >= kernel.deadline:
-                problems.append(
-                    f"the notebook's time limit ({timeout:g} s) was reached before code cell {number}; "
-                    "it and the cells after it did not run"
-                )
-                break
-            cell = _run_student_cell(kernel, number, source, problems)
-            if cell is None:
-                break
-            timed_out = kernel.timed_out(cell)
-            cell.outputs = []  # read: its errors are in problems
-            answers = _collect(kernel, nonce, answer_names, number, timed_out, problems)
-            if answers is _STOP:
-                break
-            if answers is not None:
-                snapshot = answers
-            elif not unreadable:
-                unreadable = True
-                problems.append(
-                    f"the answers could not be read after code cell {number} "
-                    f"(`{first_line(source)}`); the answers read before it count"
-                )
-    if len(problems) > MAX_PROBLEMS:  # 20,000 failing cells make one line, not 20,000
-        problems[MAX_PROBLEMS - 1 :] = [f"... and {len(problems) - MAX_PROBLEMS + 1} more problems"]
+        try:
+            for number, source in enumerate(sources, start=1):
+                if not source.strip():
+                    continue
+                if time.monotonic() >= kernel.deadline:
+                    noted.note(
+                        f"the notebook's time limit ({timeout:g} s) was reached before code cell {number}; "
+                        "it and the cells after it did not run"
+                    )
+                    break
+                cell = _run_student_cell(kernel, number, source, noted)
+                if cell is None:
+                    break
+                timed_out = kernel.timed_out(cell)
+                cell.outputs = []  # read: its errors are in problems
+                answers = _collect(kernel, nonce, answer_names, number, timed_out, noted)
+                if answers is _STOP:
+                    break
+                if answers is not None:
+                    snapshot = answers
+                elif not unreadable:
+                    unreadable = True
+                    noted.note(
+                        f"the answers could not be read after code cell {number} "
+                        f"(`{first_line(source)}`); the answers read before it count"
+                    )
+        finally:
+            noted.close()
     return snapshot

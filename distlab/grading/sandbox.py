@@ -368,6 +368,17 @@ def bwrap_prefix(world: SandboxWorld) -> list[str]:
     return [*args, "--"]
 
 
+#: run after the resource limits are set (STARTER, LIMITER): every rlimit's hard limit is lowered to its soft one, so
+#: the kernel can raise none. Red team round 7 modes/12: RLIMIT_CORE was soft 0, hard unlimited, so a kernel raised
+#: it and dumped core, which a host whose kernel.core_pattern pipes to a handler (systemd-coredump, apport; in a
+#: container the host's pattern) hands to that handler, run as root outside every limit; RLIMIT_STACK was soft
+#: 8 MiB, hard unlimited (RLIMIT_AS bounds a stack anyway). Nothing the kernel runs raises a soft limit
+HARD_IS_SOFT = (
+    "for name in [n for n in dir(resource) if n.startswith('RLIMIT_')]:\n"
+    "    soft, hard = resource.getrlimit(getattr(resource, name))\n"
+    "    if hard != soft:\n"
+    "        resource.setrlimit(getattr(resource, name), (soft, soft))\n"
+)
 #: the sandbox's first process (as root, it holds CAP_SETUID, CAP_SETGID, CAP_CHOWN and CAP_SYS_ADMIN only):
 #: sets the IPC namespace's limits (IPC_LIMITS, root only; through a fresh /proc where bubblewrap's is read-only),
 #: joins the kernel's cgroups, remounts /tmp with an inode limit (root only), makes the working copy, copies
@@ -418,7 +429,8 @@ STARTER = (
     "for name, value in zip(('RLIMIT_AS', 'RLIMIT_NPROC', 'RLIMIT_FSIZE', 'RLIMIT_CPU', 'RLIMIT_NOFILE'), limits):\n"
     "    if int(value) > 0:\n"
     "        resource.setrlimit(getattr(resource, name), (int(value), int(value)))\n"
-    "class Prog(ctypes.Structure):\n"
+    + HARD_IS_SOFT
+    + "class Prog(ctypes.Structure):\n"
     "    _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_char_p)]\n"
     "def confine():\n"
     "    prog = Prog(len(bpf) // 8, bpf)\n"
@@ -501,7 +513,8 @@ LIMITER = (
     "for name, value in zip(('RLIMIT_AS', 'RLIMIT_NPROC', 'RLIMIT_FSIZE', 'RLIMIT_CPU', 'RLIMIT_NOFILE'), sys.argv[1:6]):\n"
     "    if int(value) > 0:\n"
     "        resource.setrlimit(getattr(resource, name), (int(value), int(value)))\n"
-    "os.execvp(sys.argv[7], sys.argv[7:])\n"
+    + HARD_IS_SOFT
+    + "os.execvp(sys.argv[7], sys.argv[7:])\n"
 )
 
 

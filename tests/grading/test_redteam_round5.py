@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -141,10 +142,13 @@ def test_a_grader_removes_kernel_cgroups_a_killed_grader_left_in_another_cgroup(
         folder.mkdir(parents=True)
     inner.mkdir()
     (inner / "cgroup.procs").write_text("")
+    for folder in [*left, *kept, inner]:  # a killed grader's leftovers are old (cgroups.MIN_SWEEP_AGE_S)
+        os.utime(folder, (time.time() - 2 * cgroups.MIN_SWEEP_AGE_S,) * 2)
     assert cgroups.sweep_hierarchy(str(tmp_path)) == 1  # left[0]; left[1] holds a folder, so rmdir fails
     assert not left[0].exists() and left[1].exists() and all(k.exists() for k in kept)
     os.remove(inner / "cgroup.procs")
     os.rmdir(inner)
+    os.utime(left[1], (time.time() - 2 * cgroups.MIN_SWEEP_AGE_S,) * 2)  # its rmdir made it new again
     assert cgroups.sweep_hierarchy(str(tmp_path)) == 1 and not left[1].exists()
 
 
