@@ -32,6 +32,22 @@ _SECCOMP_SOCKET_XATTR = {
     "x86_64": ((41, 53), (188, 189, 190, 463)),
     "aarch64": ((198, 199), (5, 6, 7, 463)),
 }
+#: per machine: the syscall numbers of setsockopt, seccomp and prctl. A program the kernel would compile into memory no
+#: cgroup is charged for cannot be attached (red team round 8 default/12: 1,800 classic BPF socket filters, 84 MiB
+#: of JIT-compiled code in the host's bpf_prog_pack pages that no memory cgroup counted, drawn from the host-wide
+#: net.core.bpf_jit_limit every user shares): setsockopt(SOL_SOCKET, SO_ATTACH_FILTER / SO_ATTACH_BPF /
+#: SO_ATTACH_REUSEPORT_CBPF / SO_ATTACH_REUSEPORT_EBPF) answers EPERM, and so does a seccomp filter of the kernel's own
+#: (seccomp() ENOSYS, prctl(PR_SET_SECCOMP) EPERM: the grader's filter is installed before the kernel starts); bpf()
+#: is refused already (no capability in the sandbox)
+_SECCOMP_PROGRAMS = {
+    "x86_64": (54, 317, 157),
+    "aarch64": (208, 277, 167),
+}
+#: setsockopt's level and the options that attach a program to a socket (asm-generic/socket.h: SOL_SOCKET 1;
+#: SO_ATTACH_FILTER 26, SO_ATTACH_BPF 50, SO_ATTACH_REUSEPORT_CBPF 51, SO_ATTACH_REUSEPORT_EBPF 52); prctl's
+#: PR_SET_SECCOMP (22)
+SOL_SOCKET, ATTACH_OPTIONS, PR_SET_SECCOMP = 1, (26, 50, 51, 52), 22
+
 #: the address families a grading kernel may open sockets of: AF_UNIX (1; its own kernel sockets, jupyter's "ipc"
 #: transport, and the C library's), AF_INET (2) and AF_INET6 (10), which reach only the sandbox's own loopback (an
 #: empty network namespace). Every other family answers EAFNOSUPPORT, as on a kernel built without it: netlink's
@@ -72,6 +88,20 @@ def _socket_block(number: int, netlink, other_family, other_type) -> list:
     return block
 
 
+def _program_blocks(setsockopt: int, seccomp: int, prctl: int, eperm, enosys) -> list:
+    """The filter's instructions refusing a program of the kernel's own (the accumulator holding the call number):
+    seccomp() `enosys`; prctl(PR_SET_SECCOMP, ...) `eperm`, any other prctl allowed; setsockopt(fd, SOL_SOCKET, one of
+    ATTACH_OPTIONS, ...) `eperm`, any other option allowed. Jumps are counted from the next instruction."""
+    ld_w_abs, jeq, allow = 0x20, 0x15, (0x06, 0, 0, 0x7FFF0000)
+    block = [(jeq, 0, 1, seccomp), enosys]
+    block += [(jeq, 0, 4, prctl), (ld_w_abs, 0, 0, 16), (jeq, 0, 1, PR_SET_SECCOMP), eperm, allow]
+    n = len(ATTACH_OPTIONS)  # setsockopt: the call, the level, the options, then allow and refuse
+    block += [(jeq, 0, n + 5, setsockopt), (ld_w_abs, 0, 0, 24), (jeq, 0, n + 1, SOL_SOCKET), (ld_w_abs, 0, 0, 32)]
+    block += [(jeq, n - i, 0, option) for i, option in enumerate(ATTACH_OPTIONS)]  # to the refuse after allow
+    block += [allow, eperm]
+    return block
+
+
 def seccomp_program() -> bytes:
     """A seccomp BPF program (struct sock_filter[]) that refuses new user namespaces and reaching into another
     process: unshare(), ptrace(), process_vm_readv() and process_vm_writev() fail with EPERM, clone() with
@@ -90,7 +120,9 @@ def seccomp_program() -> bytes:
     userfaultfd (memory and page-fault control no grading needs).
     Sockets: only the families of SOCKET_FAMILIES (an allow-list: a family Linux adds later is refused too); the
     others answer EAFNOSUPPORT, netlink EINVAL; AF_INET and AF_INET6 only stream sockets (STREAM_ONLY_FAMILIES:
-    a datagram or raw socket answers EPROTONOSUPPORT). Extended attributes cannot be set (ENOTSUP, as on a file system without them): a tmpfs counts
+    a datagram or raw socket answers EPROTONOSUPPORT). No program of the kernel's own is compiled into the host's
+    memory (_program_blocks): socket filters cannot be attached (EPERM), seccomp() answers ENOSYS and
+    prctl(PR_SET_SECCOMP) EPERM. Extended attributes cannot be set (ENOTSUP, as on a file system without them): a tmpfs counts
     them against its inode budget only, and a non-root grader's tmpfs has none, so 512 MiB of them sat on an
     empty file under a 256 MB /tmp (red team round 5 default/08); no grading needs them."""
     import platform
@@ -118,6 +150,7 @@ def seccomp_program() -> bytes:
         prog += [(jeq, 0, 1, number), (ret, 0, 0, enosys)]
     for number in xattrs:
         prog += [(jeq, 0, 1, number), (ret, 0, 0, enotsup)]
+    prog += _program_blocks(*_SECCOMP_PROGRAMS[platform.machine()], (ret, 0, 0, eperm), (ret, 0, 0, enosys))
     for number in sockets:  # socket(family, type, protocol), socketpair(...): family args[0], type args[1]
         prog += _socket_block(number, (ret, 0, 0, einval), (ret, 0, 0, eafnosupport), (ret, 0, 0, eprotonosupport))
     prog += [
