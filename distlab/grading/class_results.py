@@ -24,7 +24,7 @@ from pathlib import Path
 from ..errors import ConfigurationError
 from ..lessons.questions import CORRECT, NOT_ATTEMPTED
 from .journal import grade_from_dict
-from .report import MAX_PROBLEMS, PROBLEM_CHARS, GradeReport, NotebookGrade, shown
+from .report import MAX_PROBLEMS, PROBLEM_CHARS, GradeReport, NotebookGrade, quoted, shown
 
 __all__ = [
     "CSV_FILE",
@@ -112,16 +112,9 @@ def shared_students(records: list[dict]) -> dict[str, str]:
 FLAG_NAMES = 5
 
 
-def _quoted(name: str) -> str:
-    """A notebook's name in a flag: shown (ASCII, cut to 120) between double quotes, a backslash or quote inside it
-    escaped (\\\\, \\"), so where a name ends is plain whatever it says (red team round 7 modes/05: a name that
-    went on "... not merged | flag cleared by the instructor")."""
-    return '"' + shown(name, 120).replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def _flag(named: list[str], count: int) -> str:
     """The flag of a notebook whose student also submitted `count` others, `named` among them (escaped)."""
-    text = ", ".join(_quoted(k) for k in named)
+    text = ", ".join(quoted(k) for k in named)
     more = f" and {count - len(named)} more" if count > len(named) else ""
     return f"flagged: the same student also submitted {text}{more}; each is graded on its own, not merged"
 

@@ -111,6 +111,10 @@ CONTAINER_CLASS = (
 CSV_EVERY = 30.0
 
 
+#: at most this many of a notebook's name's last characters follow the progress bar (fewer on a narrow terminal)
+LABEL_CHARS = 40
+
+
 class Progress:
     """A plain-text progress bar on stderr: one updating line on a terminal, one line per notebook otherwise."""
 
@@ -124,17 +128,26 @@ class Progress:
         elapsed = time.monotonic() - self.started
         rate = elapsed / graded if graded else 0.0
         eta = rate * (self.total - done)
-        filled = int(self.width * done / self.total) if self.total else self.width
-        bar = "#" * filled + "." * (self.width - filled)
-        line = (
-            f"[{bar}] {done}/{self.total}  {rate:.1f} s/notebook  ETA {int(eta // 60)}:{int(eta % 60):02d}  "
-            f"{shown(label, 200)[-40:]}"
+        line = self.fitted(
+            f" {done}/{self.total}  {rate:.1f} s/notebook  ETA {int(eta // 60)}:{int(eta % 60):02d}  ", label
         )
         tty = getattr(self.stream, "isatty", lambda: False)()
         self.stream.write(("\r" + line + "\x1b[K") if tty else line + "\n")
         if tty and done == self.total:
             self.stream.write("\n")
         self.stream.flush()
+
+    def fitted(self, stats: str, label: str) -> str:
+        """The bar, `stats` and the end of `label` (shown, at most LABEL_CHARS) within the terminal's width minus one
+        (shutil.get_terminal_size: COLUMNS, else the terminal, else 80): the label is cut first, then the bar
+        narrowed, then the grader's own text cut, so the line never wraps and a notebook's name never starts a row
+        (red team round 8 11: "... REGRADED 8 of 8 OK.ipynb" at column 0 of an 80-column terminal)."""
+        columns = max(1, shutil.get_terminal_size((80, 24)).columns - 1)
+        bar_width = max(0, min(self.width, columns - len(stats) - 2))
+        filled = int(bar_width * self.done / self.total) if self.total else bar_width
+        line = (f"[{'#' * filled}{'.' * (bar_width - filled)}]" + stats)[:columns]
+        room = min(LABEL_CHARS, columns - len(line))
+        return line + (shown(str(label)[-LABEL_CHARS:], 10 * LABEL_CHARS)[-room:] if room > 0 else "")
 
 
 def _ignored_grade(s: Submission, chosen: Submission | str, lesson: str | None) -> NotebookGrade:

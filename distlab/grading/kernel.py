@@ -250,6 +250,7 @@ class _Kernel:
             shutdown_kernel="immediate",
             record_timing=False,
             resources={"metadata": {"path": str(cwd)}},
+            on_cell_executed=self._executed,
         )
 
     def _relay(self, km) -> str:
@@ -269,6 +270,16 @@ class _Kernel:
             peer = self.kernel_ids[0] if self.kernel_ids is not None else None
             self.relay = Relay(folder, target, ports, MAX_RELAYED_BYTES, peer_uid=peer)
         return self.relay.prefix
+
+    #: the last cell's execute_reply, in short: (status, ename, evalue), cut; None when no reply came
+    reply: tuple[str, str, str] | None = None
+
+    def _executed(self, cell, cell_index, execute_reply) -> None:
+        """nbclient's hook once a cell's execute_reply came: keep its status and exception's name, cut."""
+        content = execute_reply.get("content") if isinstance(execute_reply, dict) else None
+        if isinstance(content, dict):
+            get = content.get
+            self.reply = (str(get("status", ""))[:20], str(get("ename", ""))[:200], str(get("evalue", ""))[:300])
 
     def _cell_limit(self, cell):
         limit = cell.metadata.get("distlab_timeout", self.cell_timeout)
@@ -354,6 +365,7 @@ class _Kernel:
         self.nb.cells = [cell]
         self.client.private = not history
         self.client.timed_out_cells = set()  # ids of cells already freed may come back: only this one counts
+        self.reply = None
         try:
             self.client.execute_cell(cell, 0, store_history=history)
         finally:
@@ -454,7 +466,20 @@ def _run_student_cell(kernel: _Kernel, number: int, source: str, problems: _Prob
             "raised",
             f"code cell {number} (`{first_line(source)}`) raised {err.get('ename')}: {str(err.get('evalue'))[:300]}",
         )
+    elif kernel.reply is None or kernel.reply[0] != "ok":
+        problems.cell("raised", _unsent_error(number, source, kernel.reply))
     return cell
+
+
+def _unsent_error(number: int, source: str, reply: tuple[str, str, str] | None) -> str:
+    """The problem of a cell whose error message never came (red team round 8 13: a cell holding all its 256
+    descriptors and raising; ipykernel could not format the traceback, so only the execute_reply said "error"), or
+    that got no reply at all: the grader's own words, whatever the reply names."""
+    head = f"code cell {number} (`{first_line(source)}`)"
+    if reply is None:
+        return f"{head} got no reply from the kernel, so whether it ran cleanly is unknown"
+    named = f" (its reply names {reply[1]}: {reply[2]})" if reply[1] else ""
+    return f"{head} raised an error the kernel could not send{named}"
 
 
 _STOP = object()

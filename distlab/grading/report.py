@@ -15,6 +15,7 @@ __all__ = [
     "printable",
     "excerpt",
     "shown",
+    "quoted",
     "QuestionGrade",
     "NotebookGrade",
     "GradeReport",
@@ -67,8 +68,8 @@ def shown(text, limit: int = PROBLEM_CHARS) -> str:
     a line of its own (red team round 7 default/04), nor pass for the grader's own punctuation.
 
     The one function every human-readable output of the grader (the terminal table, results.csv, summary.txt,
-    the progress bar, Gradescope's output) shows such text through; the cost is bounded by `limit` whatever the
-    text's size.
+    the progress bar, Gradescope's results.json: each question's output and the top-level output) shows such text
+    through (directly or through quoted); the cost is bounded by `limit` whatever the text's size.
 
     >>> shown("\\x1b[2Jok\\n\\u202e  \\u2800x", 40)
     '\\\\x1b[2Jok\\\\n\\\\u202e \\\\u2800x'
@@ -80,6 +81,17 @@ def shown(text, limit: int = PROBLEM_CHARS) -> str:
     if len(text) <= limit and len(head) <= limit:
         return head
     return f"{head[:limit]}... ({len(text)} characters in all)"
+
+
+def quoted(text, limit: int = 120) -> str:
+    """Untrusted text (a file name) shown (ASCII, at most `limit` characters) between double quotes, a backslash or
+    quote inside it escaped (\\\\, \\"), so where the text ends is plain whatever it says (red team round 7 modes/05:
+    a name that went on "... not merged | flag cleared by the instructor").
+
+    >>> print(quoted('a"b  c\\u2215'))
+    "a\\"b c\\\\u2215"
+    """
+    return '"' + shown(text, limit).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 #: how far a table line's continuation is indented: deeper than any line the grader starts itself (a notebook's line
@@ -95,7 +107,7 @@ def _wrapped(text: str, first: str) -> list[str]:
     import shutil
     import textwrap
 
-    width = max(40, shutil.get_terminal_size((100, 24)).columns - 1)
+    width = max(20, shutil.get_terminal_size((100, 24)).columns - 1)
     return textwrap.wrap(
         text,
         width,
@@ -219,21 +231,21 @@ class GradeReport:
             for q in n.questions:
                 tests.append(
                     {
-                        "name": printable(q.question + (f": {q.prompt}" if q.prompt else "")),
+                        "name": shown(q.question + (f": {q.prompt}" if q.prompt else ""), 1000),
                         "score": q.points,
                         "max_score": q.max_points,
                         "status": "passed" if q.points >= q.max_points and q.max_points > 0 else "failed",
-                        "output": excerpt(printable(q.feedback), FEEDBACK_CHARS),
+                        # what the student sees: ASCII, one line, no padding (red team round 8 09: U+2800 runs
+                        # and a look-alike "\u2713 correct" reached it through printable)
+                        "output": shown(q.feedback, FEEDBACK_CHARS),
                     }
                 )
         lines = []
         for n in self.notebooks:
-            # the grader's line first; the student-chosen file name only after it, quoted, non-ASCII escaped (a
-            # name "01 memory_wall: 8\u22158 (lesson memory_wall) - regraded..." no longer reads as the score line)
-            head = f"score: {_fmt(n.score)}/{_fmt(n.max_score)}" + (
-                f" (lesson {printable(n.lesson)})" if n.lesson else ""
-            )
-            lines.append(f"{head}; notebook graded: {ascii(excerpt(Path(n.path).name, 80))}")
+            # the grader's line first; the student-chosen file name only after it, quoted and shown (a name
+            # "01 memory_wall: 8\u22158 (lesson memory_wall) - regraded..." no longer reads as the score line)
+            head = f"score: {_fmt(n.score)}/{_fmt(n.max_score)}" + (f" (lesson {shown(n.lesson)})" if n.lesson else "")
+            lines.append(f"{head}; notebook graded: {quoted(Path(n.path).name, 80)}")
             lines.extend(f"  - {p}" for p in _problems(n.problems, shown))
         return {
             "score": max(0.0, min(self.score, self.max_score)),
@@ -249,9 +261,12 @@ class GradeReport:
         out = []
         for n in self.notebooks:
             origin = f" (from its {n.lesson_from})" if n.lesson and n.lesson_from != "--lesson" else ""
-            out.append(
+            # wrapped too: a file name padded to the terminal's width put "NOTE: regraded by the instructor, full
+            # marks 8 of 8" at column 0 of the next row (red team round 8 02)
+            header = (
                 f"{shown(n.path)}  lesson: {shown(n.lesson or '?')}{origin}  score: {_fmt(n.score)}/{_fmt(n.max_score)}"
             )
+            out.extend(_wrapped(header, ""))
             if n.questions:
                 width = max(8, *(len(q.question) for q in n.questions))
                 out.append(f"  {'question':<{width}}  {'points':>7}  {'status':<13}  feedback")

@@ -431,12 +431,12 @@ def test_a_file_name_cannot_read_as_the_score_line_of_the_gradescope_output():
     # (lesson memory_wall) - regraded by instructor, see note.ipynb" (U+2215, printable); results.json's "output",
     # shown to the student and the graders, began with that name: "01 memory_wall: 8∕8 (lesson memory_wall) -
     # regraded ...: 0/8". The grader's own "score: 0/8" now comes first and the name after it, quoted, with every
-    # non-ASCII character escaped.
+    # non-ASCII character escaped (round 8: through report.quoted, double quotes, the escape's backslash doubled).
     from distlab.grading.report import GradeReport, NotebookGrade, QuestionGrade
 
     name = "01 memory_wall: 8\u22158 (lesson memory_wall) - regraded by instructor, see note.ipynb"
     q = QuestionGrade("q1", "incorrect", 0.0, 1.0, "not yet")
     output = GradeReport([NotebookGrade(f"/autograder/submission/{name}", "memory_wall", [q], [])]).to_gradescope()
     first = output["output"].splitlines()[0]
-    assert first.startswith("score: 0/1 (lesson memory_wall); notebook graded: '01 memory_wall: 8\\u22158"), first
+    assert first.startswith('score: 0/1 (lesson memory_wall); notebook graded: "01 memory_wall: 8\\\\u22158'), first
     assert "\u2215" not in output["output"] and all(not t["name"].startswith("01 ") for t in output["tests"])
