@@ -146,3 +146,30 @@ def test_two_pages_each_paint_the_kernels_data_for_the_state_their_controls_show
         ["page 1: b|x's data under b|y", 0, "B, the kernel's"],
         ["page 2: b|x's data", 1, "B again"],
     ], out
+
+
+@pytest.mark.skipif(NODE is None, reason="needs Node.js to run the browser code")
+def test_data_for_a_state_no_control_has_shown_is_painted_after_a_grace_period():
+    # the kernel's data names a key the page's controls never showed and whose labels do not come (a label the
+    # browser would write otherwise than prefetch.control_label): held for the labels a moment (LABELS_GRACE_MS),
+    # then painted, never held for good; data for a state the student has left (b) is held with no end
+    out = _run(
+        """
+        const later = []; globalThis.setTimeout = (f) => later.push(f); // the page's timers, run when told
+        const warned = []; console.warn = (text) => warned.push(text);
+        kernelData(key("a", "x"), "A"); painted.length = 0;
+        kernelData("a written otherwise", "A2"); note("data for a key never shown");
+        later.splice(0).forEach((f) => f()); note("after the grace period");
+        pick(0, "b"); kernelData(key("a", "x"), "A3"); pick(0, "c");
+        kernelData(key("b", "x"), "B"); note("data for b, a state the student has left");
+        later.splice(0).forEach((f) => f()); note("b's data after the grace period");
+        out.push(["every text painted", painted, warned.length]);
+        """
+    )
+    assert out == [
+        ["data for a key never shown", 0, "A"],
+        ["after the grace period", 0, "A2"],
+        ["data for b, a state the student has left", 0, "A2"],
+        ["b's data after the grace period", 0, "A2"],
+        ["every text painted", ["A2"], 1],
+    ], out

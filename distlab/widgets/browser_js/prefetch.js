@@ -39,7 +39,10 @@ const KERNEL_DATA = "change:frames change:summaries change:errors change:times c
 // the model's attribute naming the state the kernel's data was computed for: the key of its controls' labels then
 // (BrowserPicture.data_key, prefetch.state_key; "" from a picture that names none: its data is painted as it comes)
 const DATA_KEY = "data_key";
-const KERNEL_NAMES = new Set([...KERNEL_DATA.split(" ").map((n) => n.slice("change:".length))]);
+// how long data for a state the controls have not shown lately is held for the kernel's labels of it (its own change
+// of a control: they come in the same turn of the kernel) before it is painted anyway (a key the browser would
+// write otherwise than the kernel: never held for good)
+const LABELS_GRACE_MS = 1000;
 
 function controlLabel(m) {
   const labels = m.get("_options_labels");
@@ -305,6 +308,25 @@ function prefetching(model, root, events = {}) {
     return verdict.same;
   };
   let held = false; // the model holds kernel data of a state the controls do not show: `shown` is drawn over it
+  // the keys the controls showed lately (the student's changes and the kernel's), the latest HISTORY: data for one
+  // of them is an answer the student has left, held until the current state's; any other is held LABELS_GRACE_MS
+  const visited = new Map();
+  const visit = (k) => {
+    visited.delete(k);
+    visited.set(k, true);
+    if (visited.size > HISTORY) visited.delete(visited.keys().next().value);
+  };
+  const graceFor = (k) => {
+    if (visited.has(k)) return;
+    setTimeout(() => {
+      if (!held || model.get(DATA_KEY) !== k) return;
+      console.warn(`distlab picture: no controls showed the state of the kernel's data (${JSON.stringify(k)}); painted`);
+      shown = null;
+      shownId = null;
+      held = false;
+      painters.forEach((paint) => paint());
+    }, LABELS_GRACE_MS);
+  };
   // keep what is drawn over the kernel's data of set() `source` (the values before it where no payload is shown)
   const hold = (source) => {
     const changed = changedOf(source);
@@ -323,6 +345,7 @@ function prefetching(model, root, events = {}) {
     if (changed && verdict.changed === changed && verdict.size === size && verdict.of === shown) return; // judged
     if (!current() && hold(source)) {
       verdict = { changed, size, of: shown, same: true }; // no painter runs for this set()
+      graceFor(model.get(DATA_KEY));
       return;
     }
     if (!confirms(source)) { shown = null; shownId = null; }
@@ -415,6 +438,7 @@ function prefetching(model, root, events = {}) {
     const k = key();
     if (k === last) return;
     last = k;
+    visit(k);
     // a change the kernel made (ipywidgets applies the kernel's state under _state_lock: its own, or a change made
     // in another page on the same kernel, echoed): the kernel's own data follows; only the student's changes are
     // looked up. A map kept past the kernel's "forget" goes now: its keys name only the student's changes from its
@@ -461,6 +485,7 @@ function prefetching(model, root, events = {}) {
       controls = models.slice(0, refs.length);
       inputs = models.slice(refs.length);
       last = key();
+      visit(last);
       if (changes.last === null) {
         changes.last = last;
         changes.keys.set(0, last);
