@@ -18,7 +18,7 @@ STALE_PAUSE_S (the kernel refilled), both modes, with a page observer recording 
 mutation, before the page paints it): a run is stale where, after the change back to a, the picture showed any text
 but a's (the kernel's answer for b painted under controls at a); its duration is until a's text again.
 
-    python benchmarks/probe_picture_frame.py --stale "training lab" --n 12
+    python benchmarks/probe_picture_frame.py --stale "training lab" --n 12 [--gap 0.04]
 """
 import argparse
 import json
@@ -248,8 +248,8 @@ STALE_LOG = """([control, summary]) => {
 STALE_PAUSE_S = 2.0
 
 
-def run_stale(sync_api, base, name, app, n):
-    """n runs of a -> b -> a (FILL_PAUSE_S apart) on `app`'s first dropdown in the page at `base`, STALE_PAUSE_S after
+def run_stale(sync_api, base, name, app, n, gap_s=B.FILL_PAUSE_S):
+    """n runs of a -> b -> a (gap_s apart) on `app`'s first dropdown in the page at `base`, STALE_PAUSE_S after
     the last: per run, [ms after the change back to a, text] of every text the picture showed after it, and a's text."""
     _, index, dropdowns, *_ = next(row for row in B.CONTROL_APPS if row[0] == app)
     with sync_api.sync_playwright() as p:
@@ -280,7 +280,7 @@ def run_stale(sync_api, base, name, app, n):
             a_text = " ".join((summary.text_content() or "").split())
             page.evaluate("window.__texts.length = 0; window.__changes.length = 0")
             select.select_option(label=other)
-            page.wait_for_timeout(B.FILL_PAUSE_S * 1e3)
+            page.wait_for_timeout(gap_s * 1e3)
             select.select_option(label=start)
             page.wait_for_timeout(1500)
             texts, changes = page.evaluate("[window.__texts, window.__changes]")
@@ -304,7 +304,7 @@ def report_stale(mode: str, runs: list) -> None:
           (f" ({spans})" if spans else ""))
 
 
-def main_stale(app: str, n: int, dump: str) -> None:
+def main_stale(app: str, n: int, dump: str, gap_s: float) -> None:
     """--stale APP: both modes, the same JupyterLab (a notebook each)."""
     global token
     from playwright import sync_api
@@ -324,16 +324,16 @@ def main_stale(app: str, n: int, dump: str) -> None:
         server = B._jupyterlab(root, port, token, log)
         try:
             B._wait_up(f"http://127.0.0.1:{port}/api/status?token={token}")
-            res["direct"] = run_stale(sync_api, f"http://127.0.0.1:{port}", "direct.ipynb", app, n)
+            res["direct"] = run_stale(sync_api, f"http://127.0.0.1:{port}", "direct.ipynb", app, n, gap_s)
             proxy = B.DelayingProxy(port, B.DELAY_S)
-            res["delayed"] = run_stale(sync_api, f"http://127.0.0.1:{proxy.port}", "delayed.ipynb", app, n)
+            res["delayed"] = run_stale(sync_api, f"http://127.0.0.1:{proxy.port}", "delayed.ipynb", app, n, gap_s)
             proxy.close()
         finally:
             os.killpg(server.pid, signal.SIGTERM)
             server.wait(timeout=30)
     if dump:
         Path(dump).write_text(json.dumps(res))
-    print(f"{app}: its first dropdown, {n} runs of a -> b -> a {B.FILL_PAUSE_S} s apart (load {os.getloadavg()[0]:.1f})")
+    print(f"{app}: its first dropdown, {n} runs of a -> b -> a {gap_s} s apart (load {os.getloadavg()[0]:.1f})")
     for mode, runs in res.items():
         report_stale(mode, runs)
 
@@ -358,10 +358,12 @@ def main() -> None:
     args.add_argument("--stale", default="", metavar="APP",
                       help="n runs of a -> b -> a on APP's first dropdown 0.1 s apart, a page observer counting the "
                            "runs that showed another state's text after the change back (branch stale)")
+    args.add_argument("--gap", type=float, default=B.FILL_PAUSE_S,
+                      help=f"--stale: seconds between a -> b and b -> a (default {B.FILL_PAUSE_S})")
     opts = args.parse_args()
     FULL = opts.full
     if opts.stale:
-        return main_stale(opts.stale, opts.n, opts.json)
+        return main_stale(opts.stale, opts.n, opts.json, opts.gap)
     if opts.refill:
         return main_refill(opts.refill, opts.n, opts.json)
     tmp = Path(tempfile.mkdtemp(prefix="refill-grid-"))
