@@ -19,6 +19,9 @@
 // other change waits for the kernel. Payloads are held by state id across fills (a change back soon after is found
 // before the kernel has refilled), at most `limit` of them and BYTE_BUDGET bytes, the least recently used out
 // first, never one of the current neighbourhood.
+// The kernel's own data names the state it was computed for (the model's data_key: BrowserPicture.data_key) and is
+// painted only while the controls show that state: its answer to a change the student has since left is not (see
+// `hold`).
 // A payload without frames keeps the picture's frames (our message in place of the text: the picture hides them);
 // its control_disabled ([true, false or null per control]) is applied to the controls at once (lesson 4's chunks v).
 const KEY_SEPARATOR = "\x1f";
