@@ -12,6 +12,13 @@ BeginFrame (the compositor had stopped ticking: at once) or waited for the next 
 had ticked or a frame was committed just before the press, and the kernel messages received around it.
 
     python benchmarks/probe_picture_frame.py --refill "memory wall" --n 30
+
+--stale APP (branch stale): n runs of a -> b -> a on the app's first dropdown, 0.1 s apart, each after a pause of
+STALE_PAUSE_S (the kernel refilled), both modes, with a page observer recording every text the picture shows (each
+mutation, before the page paints it): a run is stale where, after the change back to a, the picture showed any text
+but a's (the kernel's answer for b painted under controls at a); its duration is until a's text again.
+
+    python benchmarks/probe_picture_frame.py --stale "training lab" --n 12 [--gap 0.04]
 """
 import argparse
 import json
@@ -230,6 +237,107 @@ def report_refill(mode: str, frames: list) -> None:
     print(f"    kernel messages from 40 ms before a press to its frame: {kinds}")
 
 
+# --stale APP (branch stale): every text of the picture, and the dropdown's changes, with their times
+STALE_LOG = """([control, summary]) => {
+  window.__texts = [];
+  window.__changes = [];
+  control.addEventListener('change', () => window.__changes.push([performance.now(), control.options[control.selectedIndex].text]), {capture: true});
+  new MutationObserver(() => window.__texts.push([performance.now(), summary.textContent.split(/\\s+/).join(' ').trim()]))
+    .observe(summary, {childList: true, characterData: true, subtree: true});
+}"""
+STALE_PAUSE_S = 2.0
+
+
+def run_stale(sync_api, base, name, app, n, gap_s=B.FILL_PAUSE_S):
+    """n runs of a -> b -> a (gap_s apart) on `app`'s first dropdown in the page at `base`, STALE_PAUSE_S after
+    the last: per run, [ms after the change back to a, text] of every text the picture showed after it, and a's text."""
+    _, index, dropdowns, *_ = next(row for row in B.CONTROL_APPS if row[0] == app)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(B.CHROMIUM), headless=True, args=B.CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(60_000)
+        page.goto(f"{base}/lab/workspaces/{name[:-6]}/tree/{name}?reset&token={token}")
+        page.locator(".jp-Notebook .jp-Cell").first.wait_for()
+        page.wait_for_timeout(2000)
+        sel = page.locator(".jp-Dialog button", has_text="Select")
+        if sel.count():
+            sel.first.click()
+        page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=90_000)
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+        pic = page.locator(".distlab-framecache" if index >= len(B.CELLS) else ".distlab-picture").first
+        pic.wait_for(state="attached", timeout=120_000)
+        page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
+        page.wait_for_timeout(1500)
+        cell = page.locator(".jp-Notebook .jp-Cell").first
+        select = B._labelled(page, cell, ".widget-dropdown", dropdowns[0]).locator("select")
+        other, start = B._visible_pair(page, select, pic)
+        summary = B._watched(pic)[0]
+        page.evaluate(STALE_LOG, [select.element_handle(), summary.element_handle()])
+        runs = []
+        for _ in range(n):
+            page.wait_for_timeout(STALE_PAUSE_S * 1e3)
+            a_text = " ".join((summary.text_content() or "").split())
+            page.evaluate("window.__texts.length = 0; window.__changes.length = 0")
+            select.select_option(label=other)
+            page.wait_for_timeout(gap_s * 1e3)
+            select.select_option(label=start)
+            page.wait_for_timeout(1500)
+            texts, changes = page.evaluate("[window.__texts, window.__changes]")
+            back = changes[-1][0]
+            runs.append({"a": a_text, "after": [[t - back, text] for t, text in texts if t >= back]})
+        browser.close()
+    return runs
+
+
+def report_stale(mode: str, runs: list) -> None:
+    """Stale runs (a text other than a's shown after the change back to a), and for each when and for how long."""
+    stale = []
+    for run in runs:
+        shown = [(t, text != run["a"]) for t, text in run["after"]]
+        first = next((t for t, other in shown if other), None)
+        if first is not None:
+            end = next((t for t, other in shown if t > first and not other), None)
+            stale.append((first, None if end is None else end - first))
+    spans = ", ".join(f"{t:.0f} ms after, for {'-' if d is None else f'{d:.0f}'} ms" for t, d in stale)
+    print(f"{mode}: another state's text shown after the change back in {len(stale)} of {len(runs)} runs" +
+          (f" ({spans})" if spans else ""))
+
+
+def main_stale(app: str, n: int, dump: str, gap_s: float) -> None:
+    """--stale APP: both modes, the same JupyterLab (a notebook each)."""
+    global token
+    from playwright import sync_api
+
+    index = next(row[1] for row in B.CONTROL_APPS if row[0] == app)
+    tmp = Path(tempfile.mkdtemp(prefix="stale-probe-"))
+    root = tmp / "lab"
+    root.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell((B.CELLS + B.FRAME_CELLS)[index])]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    for nm in ("direct.ipynb", "delayed.ipynb"):
+        nbformat.write(nb, root / nm)
+    port, token = B._free_port(), secrets.token_hex(16)
+    res = {}
+    with open(tmp / "log", "wb") as log:
+        server = B._jupyterlab(root, port, token, log)
+        try:
+            B._wait_up(f"http://127.0.0.1:{port}/api/status?token={token}")
+            res["direct"] = run_stale(sync_api, f"http://127.0.0.1:{port}", "direct.ipynb", app, n, gap_s)
+            proxy = B.DelayingProxy(port, B.DELAY_S)
+            res["delayed"] = run_stale(sync_api, f"http://127.0.0.1:{proxy.port}", "delayed.ipynb", app, n, gap_s)
+            proxy.close()
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=30)
+    if dump:
+        Path(dump).write_text(json.dumps(res))
+    print(f"{app}: its first dropdown, {n} runs of a -> b -> a {gap_s} s apart (load {os.getloadavg()[0]:.1f})")
+    for mode, runs in res.items():
+        report_stale(mode, runs)
+
+
 def main() -> None:
     try:
         from playwright import sync_api
@@ -247,8 +355,15 @@ def main() -> None:
     args.add_argument("--refill", default="", metavar="APP",
                       help="the refill row of APP (a CONTROL_APPS name, e.g. 'memory wall'): n changes of its first "
                            "dropdown 0.1 s apart, with Chromium's trace (branch rtt)")
+    args.add_argument("--stale", default="", metavar="APP",
+                      help="n runs of a -> b -> a on APP's first dropdown 0.1 s apart, a page observer counting the "
+                           "runs that showed another state's text after the change back (branch stale)")
+    args.add_argument("--gap", type=float, default=B.FILL_PAUSE_S,
+                      help=f"--stale: seconds between a -> b and b -> a (default {B.FILL_PAUSE_S})")
     opts = args.parse_args()
     FULL = opts.full
+    if opts.stale:
+        return main_stale(opts.stale, opts.n, opts.json, opts.gap)
     if opts.refill:
         return main_refill(opts.refill, opts.n, opts.json)
     tmp = Path(tempfile.mkdtemp(prefix="refill-grid-"))

@@ -1884,3 +1884,97 @@ def test_two_pages_on_one_kernel_each_answer_their_own_changes_from_the_cache(ju
         hits = int(holder.get_attribute("data-cache-hits") or 0)
         page.locator(precision).select_option(label=start)  # page 1's third change
         _wait_for_hits(page, holder, hits + 1)
+
+
+#: every text the picture's summary shows from now on (a page observer: each mutation, before the page paints it)
+TEXT_LOG = """el => {
+  window.__texts = [];
+  new MutationObserver(() => window.__texts.push(el.textContent.split(/\\s+/).join(' ').trim()))
+    .observe(el, {childList: true, characterData: true, subtree: true});
+}"""
+
+
+def test_the_kernels_late_answer_for_a_state_the_student_has_left_is_never_shown(jupyterlab):
+    """The training lab's model dropdown a -> b -> a, 0.1 s apart, with the kernel's answer delayed (issue 32): once
+    the kernel has filled the neighbourhood of the state shown, its process is paused (SIGSTOP), b is picked and then
+    a again (both drawn from the browser's cache: b is a neighbour, a its home), and the kernel resumed: it answers
+    b, then a. A page observer records every text the picture's summary shows from the moment a was drawn: b's text
+    is never among them (the kernel's data names its state, BrowserPicture.data_key; before, b's data was painted
+    under the controls set to a until a's came: RESULTS.md, session 8, branch rtt), and the text ends as a's."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+
+    from distlab.widgets.training_lab import TrainingLabApp
+
+    app = TrainingLabApp()
+    jobs = len(app.neighbour_jobs())
+    a_label = app.model.label
+    start = _squash(app.summary())
+    options = list(app.model.options)
+    app.model.value = options[options.index(app.model.value) + 1]
+    b_label, b_text = app.model.label, _squash(app.summary())
+    assert b_text != start
+    app.close()
+    cells = ["import os\nos.getpid()", "from distlab.widgets.training_lab import TrainingLabApp\nTrainingLabApp()"]
+    with _notebook_page(jupyterlab, sync_api, "late-answer.ipynb", cells, "browser-late-answer.png") as page:
+        holder = page.locator("[data-prefetched]").first
+        holder.wait_for(state="attached", timeout=90_000)
+        _wait_settled(page, holder, jobs)
+        summary = page.locator(".distlab-picture .distlab-summary")
+        assert _squash(summary.text_content() or "") == start
+        pid = int(page.locator(".jp-Cell").first.locator(".jp-OutputArea-output").text_content().strip())
+        hits = int(holder.get_attribute("data-cache-hits") or 0)
+        model = page.locator(".widget-dropdown:has(label:text-is('model')) select")
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            model.select_option(label=b_label)
+            page.wait_for_timeout(100)
+            model.select_option(label=a_label)
+            _wait_for_hits(page, holder, hits + 2)
+            _wait_for_text(page, summary, start, 5_000)
+            summary.evaluate(TEXT_LOG)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        _wait_settled(page, holder, jobs)  # the kernel has answered both changes and refilled around a
+        texts = page.evaluate("window.__texts")
+        assert b_text not in texts, texts
+        assert _squash(summary.text_content() or "") == start
+
+
+def test_a_frame_cached_apps_late_answer_for_a_state_the_student_has_left_is_never_shown(jupyterlab):
+    """The same for an app matplotlib draws (lesson 3's overlap app, its buckets slider: right, then left, 0.1 s
+    apart, with the kernel paused, both drawn from the frame cache): once the kernel runs again it answers the press
+    right (its status text, ipympl's frame) before the press left; a page observer records every text of the status
+    panel from the moment the turn back was drawn: the text of the state to the right is never among them, and the
+    text ends as the start's."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+
+    cell, description = HELD_KEYS["overlap"]
+    app, jobs, slider, text = _held_key_app("overlap")
+    start = text()
+    slider.value += slider.step
+    right = text()
+    assert right != start
+    app.close()
+    cells = ["import os\nos.getpid()", cell]
+    with _notebook_page(jupyterlab, sync_api, "late-frame.ipynb", cells, "browser-late-frame.png") as page:
+        holder = page.locator(".distlab-framecache").first
+        holder.wait_for(state="attached", timeout=90_000)
+        _wait_settled(page, holder, len(jobs))
+        source = re.search(r"\[[a-z_.]+\]", start).group(0)  # the function the status names
+        shown = page.locator(".widget-html-content").filter(has_text=source).last
+        pid, hits = _paused_press_setup(page, holder, description)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            for key in ("ArrowRight", "ArrowLeft"):
+                page.keyboard.press(key)
+                page.wait_for_timeout(100)
+            _wait_for_hits(page, holder, hits + 2)
+            _wait_for_text(page, shown, start, 5_000)
+            shown.evaluate(TEXT_LOG)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        page.wait_for_function("el => !el.hasAttribute('data-overlay')", arg=holder.element_handle(), timeout=30_000)
+        _wait_settled(page, holder, len(jobs))
+        texts = page.evaluate("window.__texts")
+        assert right not in texts, texts
+        assert _squash(shown.text_content() or "") == start

@@ -23,6 +23,8 @@ import ipywidgets as widgets
 import numpy as np
 import traitlets
 
+from .prefetch import state_key
+
 __all__ = [
     "module_source",
     "BrowserPicture",
@@ -86,10 +88,25 @@ class BrowserPicture(anywidget.AnyWidget, widgets.ValueWidget):
     summaries = traitlets.List(traitlets.Unicode()).tag(sync=True)
     errors = traitlets.List(traitlets.Unicode()).tag(sync=True)
     frames = traitlets.Dict().tag(sync=True)
+    #: the state the data was computed for: the browser's key of the app's controls (prefetch.state_key), sent in the
+    #: same message as the data; the browser paints the data only while its controls show that state (a change the
+    #: student has left is not painted: browser_js/prefetch.js, issue 32). "" where the picture has no `controls`.
+    data_key = traitlets.Unicode("").tag(sync=True)
 
     @traitlets.validate("value")
     def _clamp(self, proposal):
         return int(min(max(proposal["value"], self.min), self.max))
+
+    def _name_state(self) -> None:
+        """Set data_key to the key of the controls' state now (nothing where the picture has none). A control whose
+        value is not among its options (between a new list of options and its value) names no state: ""."""
+        controls = getattr(self, "controls", None)
+        if not controls:
+            return
+        try:
+            self.data_key = state_key(controls)
+        except (StopIteration, ValueError, TypeError):
+            self.data_key = ""
 
     def show(self, lo: int, hi: int, summaries, errors=None, frames=None, value=None, **data) -> None:
         """Replace the data of every position at once (one message to the browser); `value` (default: the
@@ -99,6 +116,7 @@ class BrowserPicture(anywidget.AnyWidget, widgets.ValueWidget):
             raise ValueError(f"{len(summaries)} summaries for the {hi - lo + 1} positions {lo}..{hi}")
         errors = [""] * len(summaries) if errors is None else list(errors)
         with self.hold_sync():
+            self._name_state()
             if lo > self.max:
                 self.max = hi
                 self.min = lo
@@ -124,7 +142,9 @@ class BrowserPicture(anywidget.AnyWidget, widgets.ValueWidget):
         errors = list(self.errors) + [""] * (len(self.summaries) - len(self.errors))
         if 0 <= i < len(errors) and errors[i] != message:
             errors[i] = message
-            self.errors = errors
+            with self.hold_sync():
+                self._name_state()
+                self.errors = errors
 
     @property
     def summary(self) -> str:
@@ -172,6 +192,7 @@ class SelectionPicture(BrowserPicture):
         if len(summaries) != len(options):
             raise ValueError(f"{len(summaries)} summaries for {len(options)} options")
         with self.hold_sync():
+            self._name_state()
             self.options = options
             self.min, self.max = min(options), max(options)
             if frames is not None:

@@ -89,11 +89,36 @@ export default {
     let generation = 0; // bumped by every change drawn from the cache
     const manager = model.widget_manager;
     const key = () => controls.map(controlLabel).join(KEY_SEPARATOR);
+    // The texts of the payload drawn over the app, kept in its HTML widgets until the overlay goes: the kernel's
+    // texts for another state (its answer to a change the student has left: a -> b -> a, b's status landing after a
+    // was drawn from the cache) are written back over at once, after the widget's own view (registered before) and
+    // again in a microtask (before the page paints), as its canvas stays under the overlay until `drawn` names the
+    // state the controls show (issue 32)
+    let overlayTexts = null;
+    const keepTexts = () => {
+      if (overlayTexts === null) return;
+      overlayTexts.forEach((html, i) => (textViews[i] || []).forEach((v) => setHtml(v, html)));
+    };
+    const onText = () => {
+      keepTexts();
+      queueMicrotask(keepTexts);
+    };
+    const hooked = new Set(); // the HTML widgets' models onText listens to
     const find = () => {
       const canvas = model.get("canvas");
       if (canvas) widgetViews(manager, canvas).then((v) => (canvasViews = v)).catch(() => {});
       Promise.all((model.get("text_widgets") || []).map((ref) => widgetViews(manager, ref)))
-        .then((v) => (textViews = v))
+        .then((v) => {
+          textViews = v;
+          for (const views of v) {
+            for (const text of views) {
+              if (!hooked.has(text.model)) {
+                hooked.add(text.model);
+                text.model.on("change", onText);
+              }
+            }
+          }
+        })
         .catch(() => {});
     };
     Promise.all((model.get("controls") || []).map((ref) => manager.get_model(String(ref).replace(/^IPY_MODEL_/, ""))))
@@ -136,10 +161,12 @@ export default {
         if (ready.bitmap) paintOver(canvas, ready.bitmap);
         else ready.promise.then((b) => mine === generation && paintOver(canvas, b));
       }
-      (view.get("texts") || []).forEach((html, i) => (textViews[i] || []).forEach((v) => setHtml(v, html)));
+      overlayTexts = view.get("texts") || [];
+      keepTexts();
       el.setAttribute("data-overlay", "1");
     };
     const clear = () => {
+      overlayTexts = null;
       for (const canvas of canvasViews) {
         const found = overlayOf(canvas);
         if (found) found.frame.style.display = "none";
@@ -160,6 +187,7 @@ export default {
       view.off("change", paint);
       model.off("change:drawn", onDrawn);
       model.off("msg:custom", onMessage);
+      for (const text of hooked) text.off("change", onText);
       stop();
       for (const id of [...bitmaps.keys()]) forget(id);
     };

@@ -19,6 +19,9 @@
 // other change waits for the kernel. Payloads are held by state id across fills (a change back soon after is found
 // before the kernel has refilled), at most `limit` of them and BYTE_BUDGET bytes, the least recently used out
 // first, never one of the current neighbourhood.
+// The kernel's own data names the state it was computed for (the model's data_key: BrowserPicture.data_key) and is
+// painted only while the controls show that state: its answer to a change the student has since left is not (see
+// `hold`).
 // A payload without frames keeps the picture's frames (our message in place of the text: the picture hides them);
 // its control_disabled ([true, false or null per control]) is applied to the controls at once (lesson 4's chunks v).
 const KEY_SEPARATOR = "\x1f";
@@ -35,7 +38,14 @@ const BYTE_BUDGET = 64 * 2 ** 20;
 // a log slider's value within this fraction of a step of a step position is at that position (controls.ON_STEP)
 const ON_STEP = 1e-6;
 // the model's changes that bring the kernel's own data (lesson 4's grid sends times and codes with its frames)
-const KERNEL_DATA = "change:frames change:summaries change:errors change:times change:codes";
+const KERNEL_DATA = "change:frames change:summaries change:errors change:times change:codes change:data_key";
+// the model's attribute naming the state the kernel's data was computed for: the key of its controls' labels then
+// (BrowserPicture.data_key, prefetch.state_key; "" from a picture that names none: its data is painted as it comes)
+const DATA_KEY = "data_key";
+// how long data for a state the controls have not shown lately is held for the kernel's labels of it (its own change
+// of a control: they come in the same turn of the kernel) before it is painted anyway (a key the browser would
+// write otherwise than the kernel: never held for good)
+const LABELS_GRACE_MS = 1000;
 
 function controlLabel(m) {
   const labels = m.get("_options_labels");
@@ -276,20 +286,81 @@ function prefetching(model, root, events = {}) {
   // being drawn at once (RESULTS.md, branch rtt). A change of the model (one set(): Backbone's `changed`, on the
   // Backbone model each event names first; anywidget's model passes it on) whose every attribute equals the payload
   // shown keeps it, and no painter runs; any other goes back to the model's data.
+  // The kernel's data names the state it was computed for (DATA_KEY): data for another state than the controls show
+  // now (the kernel's answer to a change the student has left: a -> b -> a, b's data landing after a was drawn from
+  // the cache) is not painted: what is drawn stays (`held`: the payload shown, else the model's values before
+  // that set(), Backbone's previous()) until the model's data is that of the state shown (`catchUp`: its next data,
+  // or the controls' labels reaching the state the kernel moved them to itself: a reset, a clamp, another page).
   // (worked out once per set(), payload shown and number of attributes changed: a nested set() adds to `changed`)
   let verdict = { changed: null, size: 0, of: null, same: false };
+  const changedOf = (source) =>
+    source && typeof source === "object" && "changed" in source ? source.changed : model.changed;
+  // whether the model's data is that of the state the controls show now (a picture that names none: always)
+  const current = () => {
+    const k = model.get(DATA_KEY);
+    return !k || !controls.length || k === key();
+  };
   const confirms = (source) => {
-    const changed = source && typeof source === "object" && "changed" in source ? source.changed : model.changed;
+    const changed = changedOf(source);
     if (shown === null || changed === undefined || changed === null) return false;
-    const names = Object.keys(changed);
+    const names = Object.keys(changed).filter((name) => name !== DATA_KEY);
     if (verdict.changed !== changed || verdict.size !== names.length || verdict.of !== shown) {
       const same = names.length > 0 && names.every((name) => name in shown && sameData(changed[name], shown[name]));
       verdict = { changed, size: names.length, of: shown, same };
     }
     return verdict.same;
   };
+  let held = false; // the model holds kernel data of a state the controls do not show: `shown` is drawn over it
+  // the keys the controls showed lately (the student's changes and the kernel's), the latest HISTORY: data for one
+  // of them is an answer the student has left, held until the current state's; any other is held LABELS_GRACE_MS
+  const visited = new Map();
+  const visit = (k) => {
+    visited.delete(k);
+    visited.set(k, true);
+    if (visited.size > HISTORY) visited.delete(visited.keys().next().value);
+  };
+  const graceFor = (k) => {
+    if (visited.has(k)) return;
+    setTimeout(() => {
+      if (!held || model.get(DATA_KEY) !== k) return;
+      console.warn(`distlab picture: no controls showed the state of the kernel's data (${JSON.stringify(k)}); painted`);
+      shown = null;
+      shownId = null;
+      held = false;
+      painters.forEach((paint) => paint());
+    }, LABELS_GRACE_MS);
+  };
+  // keep what is drawn over the kernel's data of set() `source` (the values before it where no payload is shown)
+  const hold = (source) => {
+    const changed = changedOf(source);
+    if (!changed || !source || typeof source.previous !== "function") return false;
+    const kept = shown === null ? {} : { ...shown };
+    for (const name of Object.keys(changed)) {
+      if (name !== DATA_KEY && !(name in kept)) kept[name] = source.previous(name);
+    }
+    shown = kept;
+    held = true;
+    return true;
+  };
   const fromKernel = (source) => {
+    const changed = changedOf(source);
+    const size = changed ? Object.keys(changed).filter((name) => name !== DATA_KEY).length : 0;
+    if (changed && verdict.changed === changed && verdict.size === size && verdict.of === shown) return; // judged
+    if (!current() && hold(source)) {
+      verdict = { changed, size, of: shown, same: true }; // no painter runs for this set()
+      graceFor(model.get(DATA_KEY));
+      return;
+    }
     if (!confirms(source)) { shown = null; shownId = null; }
+    held = false; // the model's data is the state's shown now: painted, or the payload drawn is that same data
+  };
+  // the model's data is that of the state the controls show now while a payload or held data is drawn: paint it
+  const catchUp = () => {
+    if (shown === null || !held || !model.get(DATA_KEY) || !current()) return;
+    shown = null;
+    shownId = null;
+    held = false;
+    painters.forEach((paint) => paint());
   };
   const based = (map) => {
     expect = map;
@@ -370,6 +441,7 @@ function prefetching(model, root, events = {}) {
     const k = key();
     if (k === last) return;
     last = k;
+    visit(k);
     // a change the kernel made (ipywidgets applies the kernel's state under _state_lock: its own, or a change made
     // in another page on the same kernel, echoed): the kernel's own data follows; only the student's changes are
     // looked up. A map kept past the kernel's "forget" goes now: its keys name only the student's changes from its
@@ -381,6 +453,7 @@ function prefetching(model, root, events = {}) {
       if (kept) based(new Map());
       kept = false;
       walk.broken = true;
+      catchUp();
       return;
     }
     if (counted) { // the student's change: its count goes to the kernel in the same message (set before it is sent)
@@ -389,14 +462,15 @@ function prefetching(model, root, events = {}) {
       changes.keys.delete(changes.count - HISTORY);
       if (changed && typeof changed.set === "function") changed.set(CHANGE_COUNT, `${changes.view}:${changes.count}`);
     }
-    if (!along(k) || !atPriced()) return;
+    if (!along(k) || !atPriced()) return catchUp();
     const id = expect.get(k);
     const hit = id === undefined ? undefined : cache.get(id);
-    if (hit === undefined) return;
+    if (hit === undefined) return catchUp();
     cache.delete(id); // the most recently used now
     cache.set(id, hit);
     shown = hit;
     shownId = id;
+    held = false;
     hits += 1;
     applyDisabled(hit);
     root.setAttribute("data-drawn-from", "cache");
@@ -414,6 +488,7 @@ function prefetching(model, root, events = {}) {
       controls = models.slice(0, refs.length);
       inputs = models.slice(refs.length);
       last = key();
+      visit(last);
       if (changes.last === null) {
         changes.last = last;
         changes.keys.set(0, last);
