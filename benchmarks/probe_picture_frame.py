@@ -304,13 +304,14 @@ def report_stale(mode: str, runs: list) -> None:
           (f" ({spans})" if spans else ""))
 
 
-def main_stale(app: str, n: int, dump: str, gap_s: float) -> None:
-    """--stale APP: both modes, the same JupyterLab (a notebook each)."""
+def both_modes(app: str, prefix: str, run) -> dict:
+    """{"direct": run(sync_api, base, notebook), "delayed": the same through bench_browser_pictures' 50 ms
+    round-trip proxy}: one JupyterLab serving a notebook per mode that holds the app `app` alone."""
     global token
     from playwright import sync_api
 
     index = next(row[1] for row in B.CONTROL_APPS if row[0] == app)
-    tmp = Path(tempfile.mkdtemp(prefix="stale-probe-"))
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
     root = tmp / "lab"
     root.mkdir()
     nb = nbformat.v4.new_notebook()
@@ -324,13 +325,19 @@ def main_stale(app: str, n: int, dump: str, gap_s: float) -> None:
         server = B._jupyterlab(root, port, token, log)
         try:
             B._wait_up(f"http://127.0.0.1:{port}/api/status?token={token}")
-            res["direct"] = run_stale(sync_api, f"http://127.0.0.1:{port}", "direct.ipynb", app, n, gap_s)
+            res["direct"] = run(sync_api, f"http://127.0.0.1:{port}", "direct.ipynb")
             proxy = B.DelayingProxy(port, B.DELAY_S)
-            res["delayed"] = run_stale(sync_api, f"http://127.0.0.1:{proxy.port}", "delayed.ipynb", app, n, gap_s)
+            res["delayed"] = run(sync_api, f"http://127.0.0.1:{proxy.port}", "delayed.ipynb")
             proxy.close()
         finally:
             os.killpg(server.pid, signal.SIGTERM)
             server.wait(timeout=30)
+    return res
+
+
+def main_stale(app: str, n: int, dump: str, gap_s: float) -> None:
+    """--stale APP: both modes, the same JupyterLab (a notebook each)."""
+    res = both_modes(app, "stale-probe-", lambda api, base, name: run_stale(api, base, name, app, n, gap_s))
     if dump:
         Path(dump).write_text(json.dumps(res))
     print(f"{app}: its first dropdown, {n} runs of a -> b -> a {gap_s} s apart (load {os.getloadavg()[0]:.1f})")
@@ -395,31 +402,7 @@ def main() -> None:
 
 def main_refill(app: str, n: int, dump: str) -> None:
     """--refill APP: both modes, the same JupyterLab (a notebook each)."""
-    global token
-    from playwright import sync_api
-
-    index = next(row[1] for row in B.CONTROL_APPS if row[0] == app)
-    tmp = Path(tempfile.mkdtemp(prefix="refill-probe-"))
-    root = tmp / "lab"
-    root.mkdir()
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell((B.CELLS + B.FRAME_CELLS)[index])]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    for nm in ("direct.ipynb", "delayed.ipynb"):
-        nbformat.write(nb, root / nm)
-    port, token = B._free_port(), secrets.token_hex(16)
-    res = {}
-    with open(tmp / "log", "wb") as log:
-        server = B._jupyterlab(root, port, token, log)
-        try:
-            B._wait_up(f"http://127.0.0.1:{port}/api/status?token={token}")
-            res["direct"] = run_refill(sync_api, f"http://127.0.0.1:{port}", "direct.ipynb", app, n)
-            proxy = B.DelayingProxy(port, B.DELAY_S)
-            res["delayed"] = run_refill(sync_api, f"http://127.0.0.1:{proxy.port}", "delayed.ipynb", app, n)
-            proxy.close()
-        finally:
-            os.killpg(server.pid, signal.SIGTERM)
-            server.wait(timeout=30)
+    res = both_modes(app, "refill-probe-", lambda api, base, name: run_refill(api, base, name, app, n))
     frames = {mode: refill_frames(r) for mode, r in res.items()}
     if dump:
         Path(dump).write_text(json.dumps(frames))
