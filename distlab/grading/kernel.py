@@ -472,14 +472,15 @@ def _run_student_cell(kernel: _Kernel, number: int, source: str, problems: _Prob
 
 
 def _unsent_error(number: int, source: str, reply: tuple[str, str, str] | None) -> str:
-    """The problem of a cell whose error message never came (red team round 8 13: a cell holding all its 256
-    descriptors and raising; ipykernel could not format the traceback, so only the execute_reply said "error"), or
+    """The problem of a cell whose error its outputs do not show (red team round 8 13: a cell holding all its 256
+    descriptors and raising, ipykernel could not format the traceback, so only the execute_reply said "error";
+    round 9 default/08: an IPython post_run_cell hook cleared the cell's outputs after its error was published), or
     that got no reply at all: the grader's own words, whatever the reply names."""
     head = f"code cell {number} (`{first_line(source)}`)"
     if reply is None:
         return f"{head} got no reply from the kernel, so whether it ran cleanly is unknown"
     named = f" (its reply names {reply[1]}: {reply[2]})" if reply[1] else ""
-    return f"{head} raised an error the kernel could not send{named}"
+    return f"{head} raised an error its outputs do not show{named}"
 
 
 _STOP = object()

@@ -1,7 +1,7 @@
 """The seccomp filter every process of a grading kernel carries (both sandbox modes): no new user namespaces, no
-reaching into another process, no kernel keyrings, memfds or inotify, sockets of the local and internet families
-only, no extended attributes. Used by distlab.grading.sandbox (the
-bubblewrap starter) and distlab.grading.kernel (a container-mode kernel, through seccomp_prefix).
+reaching into another process, no kernel keyrings, memfds, inotify, dnotify or perf events, unix sockets only, no
+socket or seccomp programs, no byte-range locks or leases, no extended attributes. Used by distlab.grading.sandbox
+(the bubblewrap starter) and distlab.grading.kernel (a container-mode kernel, through seccomp_prefix).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ __all__ = ["seccomp_program", "seccomp_prefix", "SECCOMP_EXEC", "SOCKET_FAMILIES
 #: syscall numbers (unshare, clone, clone3, ptrace, process_vm_readv, process_vm_writev), the seccomp audit
 #: architecture, and the calls that answer ENOSYS (add_key, request_key, keyctl, memfd_create, inotify_init1, on
 #: x86-64 inotify_init, io_uring_setup/enter/register (425-427 on both), fanotify_init and fanotify_mark,
-#: memfd_secret and userfaultfd), per machine
+#: memfd_secret, userfaultfd and perf_event_open: its ring buffers are pages no memory cgroup is charged for, red
+#: team round 9 default/09, 124-183 MiB beside an unmoved cgroup), per machine
 _SECCOMP_ARCH = {
     "x86_64": (
         272,
@@ -21,9 +22,16 @@ _SECCOMP_ARCH = {
         435,
         (101, 310, 311),
         0xC000003E,
-        (248, 249, 250, 319, 294, 253, 425, 426, 427, 300, 301, 447, 323),
+        (248, 249, 250, 319, 294, 253, 425, 426, 427, 300, 301, 447, 323, 298),
     ),
-    "aarch64": (97, 220, 435, (117, 270, 271), 0xC00000B7, (217, 218, 219, 279, 26, 425, 426, 427, 262, 263, 447, 282)),
+    "aarch64": (
+        97,
+        220,
+        435,
+        (117, 270, 271),
+        0xC00000B7,
+        (217, 218, 219, 279, 26, 425, 426, 427, 262, 263, 447, 282, 241),
+    ),
 }
 #: per machine: the syscall numbers of socket and socketpair, whose first argument (the address family) the filter
 #: reads, and of the calls that set an extended attribute (setxattr, lsetxattr, fsetxattr; setxattrat, 463 on both
@@ -48,43 +56,60 @@ _SECCOMP_PROGRAMS = {
 #: PR_SET_SECCOMP (22)
 SOL_SOCKET, ATTACH_OPTIONS, PR_SET_SECCOMP = 1, (26, 50, 51, 52), 22
 
-#: the address families a grading kernel may open sockets of: AF_UNIX (1; its own kernel sockets, jupyter's "ipc"
-#: transport, and the C library's), AF_INET (2) and AF_INET6 (10), which reach only the sandbox's own loopback (an
-#: empty network namespace). Every other family answers EAFNOSUPPORT, as on a kernel built without it: netlink's
-#: NETLINK_KOBJECT_UEVENT brought the host's device events into a root grader's sandbox (red team round 5
-#: default/09), VM sockets (AF_VSOCK) are confined by no network namespace (default/02), packet sockets, families
+#: the address families a grading kernel may open sockets of: AF_UNIX (1) only: its connections to the grader are
+#: unix sockets (jupyter's "ipc" transport), and so are the C library's and asyncio's. Every other family answers
+#: EAFNOSUPPORT, as on a kernel built without it. AF_INET and AF_INET6 were allowed for ipykernel's IOPub pipe
+#: (tcp://127.0.0.1, for the output of forked processes; without it ipykernel warns and goes on, and a forked
+#: process's prints are not relayed, which grading never reads), and their memory escaped every cgroup v1 limit:
+#: loopback TCP buffers (red team round 7 default/02: 400 MiB), then, past a 64 MiB kmem.tcp cap, connections no one
+#: accepts, which have no descriptor and are charged to no cgroup (round 9 default/01: 240 MiB); UDP and raw sockets
+#: are charged to none either. Netlink brought the host's device events into a root grader's sandbox (round 5
+#: default/09), VM sockets (AF_VSOCK) are confined by no network namespace (default/02); packet sockets, families
 #: not yet made. Netlink (AF_NETLINK, 16) answers EINVAL ("protocol family not available", socket(2)), every
 #: protocol of it: NETLINK_ROUTE's RTM_GETNEIGHTBL dumps the host's neighbour tables, shared by every network
-#: namespace (round 6 default/07); EINVAL is what libzmq's interface lookup (getifaddrs, when ipykernel binds its
-#: IOPub pipe to 127.0.0.1) takes as "no interfaces" and goes on, where EAFNOSUPPORT aborts the kernel
-SOCKET_FAMILIES = (1, 2, 10)
-#: of SOCKET_FAMILIES, those whose sockets must be of type SOCK_STREAM (1; the type's low 4 bits, whatever the
-#: SOCK_NONBLOCK / SOCK_CLOEXEC flags): AF_INET and AF_INET6. Another type answers EPROTONOSUPPORT. The memory of a
-#: TCP socket's buffers is capped per kernel (cgroups.KERNEL_TCP_BUFFER_BYTES); with cgroup v1 no cgroup is charged
-#: for a datagram or raw socket's, and libzmq's pipe (tcp://127.0.0.1) is the one inet socket a kernel needs (red
-#: team round 7 default/02: 400 MiB queued in loopback TCP buffers beside a kernel cgroup that counted 66 MiB)
-STREAM_ONLY_FAMILIES = (2, 10)
+#: namespace (round 6 default/07); EINVAL is what libzmq's interface lookup (getifaddrs) takes as "no interfaces"
+#: and goes on, where EAFNOSUPPORT aborts the kernel
+SOCKET_FAMILIES = (1,)
 AF_NETLINK = 16
 
 
-def _socket_block(number: int, netlink, other_family, other_type) -> list:
+def _socket_block(number: int, netlink, other_family) -> list:
     """The filter's instructions for one socket-making call `number` (the accumulator holding the call number): not
-    this call, on past the block; a family of SOCKET_FAMILIES not in STREAM_ONLY_FAMILIES, allowed; one in it,
-    allowed when args[1] & 0xF is SOCK_STREAM (no bit of 0xE set, bit 0x1 set), else `other_type`; AF_NETLINK,
-    `netlink`; any other family, `other_family`. Jumps are counted from the next instruction."""
-    ld_w_abs, jeq, jset, allow = 0x20, 0x15, 0x45, (0x06, 0, 0, 0x7FFF0000)
-    free = [f for f in SOCKET_FAMILIES if f not in STREAM_ONLY_FAMILIES]
-    stream = [f for f in SOCKET_FAMILIES if f in STREAM_ONLY_FAMILIES]
-    checks = len(free) + len(stream)
-    typed = 2 + checks + 3  # where the type check starts: after the call test, the load, the checks, netlink x 3
-    allowed = typed + 4  # the type check: load, jset 0xE (to other_type), jset 0x1 (to allow), other_type
+    this call, on past the block; a family of SOCKET_FAMILIES (args[0]), allowed; AF_NETLINK, `netlink`; any other
+    family, `other_family`. Jumps are counted from the next instruction."""
+    ld_w_abs, jeq, allow = 0x20, 0x15, (0x06, 0, 0, 0x7FFF0000)
+    n = len(SOCKET_FAMILIES)
+    allowed = 2 + n + 3  # after the call test, the load, the families, netlink's test and its two answers
     block = [None, (ld_w_abs, 0, 0, 16)]  # args[0], the family
-    block += [(jeq, allowed - (2 + i) - 1, 0, f) for i, f in enumerate(free)]
-    block += [(jeq, typed - (2 + len(free) + i) - 1, 0, f) for i, f in enumerate(stream)]
-    block += [(jeq, 0, 1, AF_NETLINK), netlink, other_family]
-    block += [(ld_w_abs, 0, 0, 24), (jset, 1, 0, 0xE), (jset, 1, 0, 0x1), other_type, allow]
+    block += [(jeq, allowed - (2 + i) - 1, 0, f) for i, f in enumerate(SOCKET_FAMILIES)]
+    block += [(jeq, 0, 1, AF_NETLINK), netlink, other_family, allow]
     assert len(block) == allowed + 1
     block[0] = (jeq, 0, len(block) - 1, number)  # not this call: past the block
+    return block
+
+
+#: per machine: the syscall number of fcntl, and its commands refused: the byte-range locks (F_SETLK 6, F_SETLKW 7,
+#: F_OFD_SETLK 37, F_OFD_SETLKW 38) answer ENOLCK, as a full lock table: Linux keeps each lock in a cache no memory
+#: cgroup is charged for, and a file takes as many as it has bytes (red team round 9 default/03: 582,036 locks, 111 MB
+#: of the host's unreclaimable memory, the kernel's cgroup flat); F_SETLEASE (1024) and F_NOTIFY (1026, dnotify)
+#: answer EINVAL, as on a kernel built without them: dnotify reported host processes' activity in the folders bound
+#: into the sandbox, as inotify did (round 9 default/05), and a lease on a file bound in would make a host process
+#: that opens it wait for the lease to break
+_SECCOMP_FCNTL = {"x86_64": 72, "aarch64": 25}
+FCNTL_LOCKS, FCNTL_NOTICES = (6, 7, 37, 38), (1024, 1026)
+
+
+def _fcntl_block(number: int, enolck, einval) -> list:
+    """The filter's instructions for fcntl (`number`; the accumulator holding the call number): the commands of
+    FCNTL_LOCKS (args[1]) `enolck`, of FCNTL_NOTICES `einval`, any other allowed; another call, on past the block."""
+    ld_w_abs, jeq, allow = 0x20, 0x15, (0x06, 0, 0, 0x7FFF0000)
+    n_l, n_n = len(FCNTL_LOCKS), len(FCNTL_NOTICES)
+    allowed = 2 + n_l + n_n  # then enolck, then einval
+    block = [None, (ld_w_abs, 0, 0, 24)]  # args[1], the command
+    block += [(jeq, allowed + 1 - (2 + i) - 1, 0, c) for i, c in enumerate(FCNTL_LOCKS)]
+    block += [(jeq, allowed + 2 - (2 + n_l + i) - 1, 0, c) for i, c in enumerate(FCNTL_NOTICES)]
+    block += [allow, enolck, einval]
+    block[0] = (jeq, 0, len(block) - 1, number)
     return block
 
 
@@ -118,9 +143,9 @@ def seccomp_program() -> bytes:
     make every call above, and a large kernel surface no grading needs (redteam4 class/05 found it open); so do
     fanotify (unprivileged since Linux 5.13: the inotify side channel again, redteam4 default/02), memfd_secret and
     userfaultfd (memory and page-fault control no grading needs).
-    Sockets: only the families of SOCKET_FAMILIES (an allow-list: a family Linux adds later is refused too); the
-    others answer EAFNOSUPPORT, netlink EINVAL; AF_INET and AF_INET6 only stream sockets (STREAM_ONLY_FAMILIES:
-    a datagram or raw socket answers EPROTONOSUPPORT). No program of the kernel's own is compiled into the host's
+    Sockets: only the families of SOCKET_FAMILIES, AF_UNIX (an allow-list: a family Linux adds later is refused
+    too); the others answer EAFNOSUPPORT, netlink EINVAL. fcntl's byte-range locks answer ENOLCK, its leases and
+    dnotify EINVAL (_fcntl_block); perf_event_open ENOSYS. No program of the kernel's own is compiled into the host's
     memory (_program_blocks): socket filters cannot be attached (EPERM), seccomp() answers ENOSYS and
     prctl(PR_SET_SECCOMP) EPERM. Extended attributes cannot be set (ENOTSUP, as on a file system without them): a tmpfs counts
     them against its inode budget only, and a non-root grader's tmpfs has none, so 512 MiB of them sat on an
@@ -135,7 +160,7 @@ def seccomp_program() -> bytes:
     sockets, xattrs = _SECCOMP_SOCKET_XATTR[platform.machine()]
     ld_w_abs, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
     allow, errno = 0x7FFF0000, 0x00050000
-    eperm, einval, enosys, enotsup, eafnosupport, eprotonosupport = (errno | e for e in (1, 22, 38, 95, 97, 93))
+    eperm, einval, enosys, enotsup, eafnosupport, enolck = (errno | e for e in (1, 22, 38, 95, 97, 37))
     prog = [
         (ld_w_abs, 0, 0, 4),  # the architecture
         (jeq, 1, 0, arch),  # ours: go on
@@ -152,7 +177,8 @@ def seccomp_program() -> bytes:
         prog += [(jeq, 0, 1, number), (ret, 0, 0, enotsup)]
     prog += _program_blocks(*_SECCOMP_PROGRAMS[platform.machine()], (ret, 0, 0, eperm), (ret, 0, 0, enosys))
     for number in sockets:  # socket(family, type, protocol), socketpair(...): family args[0], type args[1]
-        prog += _socket_block(number, (ret, 0, 0, einval), (ret, 0, 0, eafnosupport), (ret, 0, 0, eprotonosupport))
+        prog += _socket_block(number, (ret, 0, 0, einval), (ret, 0, 0, eafnosupport))
+    prog += _fcntl_block(_SECCOMP_FCNTL[platform.machine()], (ret, 0, 0, enolck), (ret, 0, 0, einval))
     prog += [
         (jeq, 1, 0, clone),
         (ret, 0, 0, allow),

@@ -29,10 +29,10 @@ needs_filter = pytest.mark.skipif(not seccomp_program(), reason="no seccomp prog
 #: (17), AF_VSOCK (40, round 5 default/02), AF_ALG (38), a number no Linux has yet (50)
 PROBES = [
     (1, 2, 0),
-    (2, 1, 0),
-    (10, 1 | 0o4000 | 0o2000000, 0),  # SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC
-    (2, 2, 0),  # round 7: AF_INET and AF_INET6 stream only (SOCK_DGRAM, SOCK_RAW: EPROTONOSUPPORT, 93)
-    (10, 2, 0),
+    (1, 1 | 0o4000 | 0o2000000, 0),  # SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC
+    (2, 1, 0),  # round 9: AF_INET and AF_INET6 refused, any type (their memory escaped every cgroup v1 limit)
+    (10, 1, 0),
+    (2, 2, 0),
     (2, 3, 1),
     (16, 3, 0),
     (16, 3, 15),
@@ -42,9 +42,8 @@ PROBES = [
     (38, 5, 0),
     (50, 1, 0),
 ]
-#: what each probe must answer: 0 (opened), errno 93 (EPROTONOSUPPORT: an inet socket not a stream), 22 (EINVAL:
-#: netlink) or 97 (EAFNOSUPPORT); setxattr: 95 (ENOTSUP)
-EXPECTED = [0, 0, 0, 93, 93, 93, 22, 22, 22, 97, 97, 97, 97]
+#: what each probe must answer: 0 (opened), errno 97 (EAFNOSUPPORT) or 22 (EINVAL: netlink); setxattr: 95 (ENOTSUP)
+EXPECTED = [0, 0, 97, 97, 97, 97, 22, 22, 22, 97, 97, 97, 97]
 
 PROBE_CELL = f"""
 import ctypes, os, tempfile
@@ -58,9 +57,14 @@ for family, kind, protocol in {PROBES}:
 path = tempfile.mkstemp()[1].encode()
 rc = libc.setxattr(path, b"user.x", b"v" * 65536, 65536, 0)  # default/08: 8,192 of these held 512 MiB
 answer_x = [got, 0 if rc == 0 else ctypes.get_errno()]
-import zmq  # ipykernel binds its IOPub pipe so; libzmq looks up interfaces first (netlink), and must go on without
+import zmq  # ipykernel binds its IOPub pipe so: libzmq answers ZMQError (ipykernel warns and goes on), no abort
 pipe = zmq.Context.instance().socket(zmq.PULL)
-pipe.bind_to_random_port("tcp://127.0.0.1")
+try:
+    pipe.bind_to_random_port("tcp://127.0.0.1")
+except zmq.ZMQError:
+    pass
+else:
+    answer_x = "a tcp bind succeeded"
 pipe.close()
 """
 
@@ -185,36 +189,25 @@ def test_the_filter_refuses_exactly_the_calls_it_names_and_allows_every_other():
     expected = {n: eperm for n in (272, 101, 310, 311)}  # unshare, ptrace, process_vm_readv/writev
     expected.update({n: enosys for n in (435, 248, 249, 250, 319, 294, 253, 425, 426, 427, 300, 301, 447, 323)})
     expected[317] = enosys  # seccomp(): round 8 default/12, no filter of the kernel's own (test_redteam_round8_filter)
+    expected[298] = enosys  # perf_event_open: round 9 default/09, its ring buffers are charged to no cgroup
     expected.update({n: err | 95 for n in (188, 189, 190, 463)})  # setxattr, lsetxattr, fsetxattr, setxattrat
     for number in range(500):
         want = expected.get(number, allow)
         if number in (41, 53):  # socket, socketpair: by family (AF_UNIX here)
             want = allow
+        if number == 72:  # fcntl: by command (F_GETFL, 1, here; test_redteam_round9)
+            want = allow
         assert _run_filter(program, arch, number, (1, 1, 0)) == want, number
     for family, protocol, want in [
         (1, 0, allow),
-        (2, 6, err | 93),  # round 7 default/02: an inet socket must be a stream (this is SOCK_RAW)
-        (10, 17, err | 93),
+        (2, 6, err | 97),  # rounds 7 and 9: no inet socket, whatever its type (TCP, UDP, raw)
+        (10, 17, err | 97),
         (16, 0, err | 22),
         (16, 15, err | 22),
     ]:
         assert _run_filter(program, arch, 41, (family, 3, protocol)) == want, (family, protocol)
-    # the type's low 4 bits decide (SOCK_NONBLOCK 0o4000 and SOCK_CLOEXEC 0o2000000 are flags above them): only
-    # SOCK_STREAM (1) opens for AF_INET / AF_INET6; AF_UNIX opens any type (its buffers are charged to the memory
-    # cgroup with kernel-memory accounting, round 7's control)
-    for family, kind, want in [
-        (2, 1, allow),
-        (10, 1 | 0o4000 | 0o2000000, allow),
-        (2, 2, err | 93),
-        (10, 2 | 0o4000, err | 93),
-        (2, 0, err | 93),
-        (2, 5, err | 93),
-        (2, 9, err | 93),
-        (2, 10, err | 93),
-        (1, 2, allow),
-        (1, 5, allow),
-    ]:
-        for number in (41, 53):
+    for family, kind, want in [(2, 1, err | 97), (10, 1 | 0o4000, err | 97), (1, 2, allow), (1, 5, allow)]:
+        for number in (41, 53):  # AF_UNIX of any type: its buffers are charged to the memory cgroup (round 7)
             assert _run_filter(program, arch, number, (family, kind, 0)) == want, (number, family, kind)
     for family in (0, 3, 17, 38, 40, 44, 45, 46, 255):
         assert _run_filter(program, arch, 41, (family, 1, 0)) == err | 97, family

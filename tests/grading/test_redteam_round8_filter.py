@@ -31,7 +31,7 @@ insn = (ctypes.c_ubyte * 8).from_buffer_copy(struct.pack("=HBBI", 0x06, 0, 0, 0x
 class Prog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 prog = Prog(1, ctypes.addressof(insn))
-a, b = socket.socketpair()
+a, b = socket.socketpair()  # AF_UNIX: the only family the filter opens
 for name, option in (("attach_filter", 26), ("attach_reuseport_cbpf", 51)):
     rc = libc.setsockopt(a.fileno(), 1, option, ctypes.byref(prog), ctypes.sizeof(prog))
     out[name] = 0 if rc == 0 else ctypes.get_errno()
@@ -48,9 +48,9 @@ rc = libc.prctl(15, b"probe", 0, 0, 0)  # PR_SET_NAME: any other prctl is fine
 out["prctl_name"] = 0 if rc == 0 else ctypes.get_errno()
 rc = libc.syscall(317, 1, 0, ctypes.byref(allow_prog))  # seccomp(SECCOMP_SET_MODE_FILTER, 0, prog)
 out["seccomp"] = 0 if rc == 0 else ctypes.get_errno()
-import zmq  # ipykernel's IOPub pipe: libzmq's own socket options
+import os, tempfile, zmq  # the kernel's own sockets: libzmq's socket options on unix sockets
 pipe = zmq.Context.instance().socket(zmq.PULL)
-pipe.bind_to_random_port("tcp://127.0.0.1")
+pipe.bind("ipc://" + os.path.join(tempfile.mkdtemp(), "pipe"))
 pipe.close()
 print(json.dumps(out))
 """
