@@ -108,6 +108,7 @@ def _decoded(png: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
 
 
+@pytest.mark.slow  # draws every frame with matplotlib: a frame-by-frame check, outside the fast tier (README)
 @pytest.mark.parametrize(("cls", "kwargs"), CASES, ids=[f"{c.__name__}-{i}" for i, (c, _) in enumerate(CASES)])
 def test_cached_frame_is_what_the_kernel_draws_there(cls, kwargs):
     app = _ready(cls(**kwargs))
@@ -195,6 +196,7 @@ WALKED = [
 ]
 
 
+@pytest.mark.slow  # draws every frame with matplotlib: a frame-by-frame check, outside the fast tier (README)
 @pytest.mark.parametrize("cls", WALKED)
 def test_an_app_filled_at_every_step_draws_what_an_app_never_filled_draws(cls):
     # the invariant the put-back keeps: a random walk of real moves (a neighbour of one control at a time) draws,
@@ -252,6 +254,7 @@ def _browser_message(widget, value) -> dict:
     return {"content": {"data": {"method": "update", "state": state, "buffer_paths": []}}, "buffers": []}
 
 
+@pytest.mark.slow  # draws every frame with matplotlib: a frame-by-frame check, outside the fast tier (README)
 @pytest.mark.parametrize("cls", WALKED)
 def test_a_browser_change_during_a_paint_shows_its_own_state(cls):
     # JupyterLab 4.6 sends widget comm messages over a kernel subshell (its default commsOverSubshells: perCommTarget,
@@ -289,6 +292,7 @@ def test_a_browser_change_during_a_paint_shows_its_own_state(cls):
     assert done.value.value is None or done.value.value["texts"] == _texts(there)
 
 
+@pytest.mark.slow  # draws every frame with matplotlib: a frame-by-frame check, outside the fast tier (README)
 @pytest.mark.parametrize("cls", WALKED)
 def test_after_every_paint_a_full_redraw_sends_the_current_picture(cls):
     # The put-back must leave everything a full draw reads as it was, not only what a blit repaints: ipympl redraws
