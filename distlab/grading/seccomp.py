@@ -99,6 +99,30 @@ _SECCOMP_FCNTL = {"x86_64": 72, "aarch64": 25}
 FCNTL_LOCKS, FCNTL_NOTICES = (6, 7, 37, 38), (1024, 1026)
 
 
+#: per machine: flock, io_setup, fadvise64 and madvise. flock answers ENOLCK as fcntl's locks do: its locks live in the
+#: same uncharged cache, a mapping keeps one alive with no descriptor (red team round 10 default/03: 55 MB the kernel's
+#: cgroup did not count), and it needs no write access, so a lock on a host file bound in read-only made a host process
+#: wait (default/05). io_setup answers ENOSYS: its events count against the host-wide fs.aio-max-nr, which no
+#: namespace or cgroup limits (default/06: all 65,536 taken, the host's io_setup failed). posix_fadvise, and madvise's
+#: MADV_COLD (20) and MADV_PAGEOUT (21), are accepted and ignored (they return 0): dropping a bound host file's pages
+#: from the host's page cache, then timing a read, showed when a host process read the file (default/07)
+_SECCOMP_HOST = {"x86_64": (73, 206, 221, 28), "aarch64": (32, 0, 223, 233)}
+IGNORED_MADVICE = (20, 21)
+
+
+def _host_blocks(flock: int, io_setup: int, fadvise: int, madvise: int, enolck, enosys, ignored) -> list:
+    """The filter's instructions for flock (`enolck`), io_setup (`enosys`), fadvise64 (`ignored`: returns 0) and
+    madvise with an advice of IGNORED_MADVICE (args[2]; `ignored`, any other advice allowed); the accumulator holds
+    the call number; another call goes on past the blocks. Jumps are counted from the next instruction."""
+    ld_w_abs, jeq, allow = 0x20, 0x15, (0x06, 0, 0, 0x7FFF0000)
+    block = [(jeq, 0, 1, flock), enolck, (jeq, 0, 1, io_setup), enosys, (jeq, 0, 1, fadvise), ignored]
+    n = len(IGNORED_MADVICE)  # madvise: the call, the load, the advices, then allow and ignored
+    block += [(jeq, 0, n + 3, madvise), (ld_w_abs, 0, 0, 32)]
+    block += [(jeq, n - i, 0, advice) for i, advice in enumerate(IGNORED_MADVICE)]
+    block += [allow, ignored]
+    return block
+
+
 def _fcntl_block(number: int, enolck, einval) -> list:
     """The filter's instructions for fcntl (`number`; the accumulator holding the call number): the commands of
     FCNTL_LOCKS (args[1]) `enolck`, of FCNTL_NOTICES `einval`, any other allowed; another call, on past the block."""
@@ -145,7 +169,8 @@ def seccomp_program() -> bytes:
     userfaultfd (memory and page-fault control no grading needs).
     Sockets: only the families of SOCKET_FAMILIES, AF_UNIX (an allow-list: a family Linux adds later is refused
     too); the others answer EAFNOSUPPORT, netlink EINVAL. fcntl's byte-range locks answer ENOLCK, its leases and
-    dnotify EINVAL (_fcntl_block); perf_event_open ENOSYS. No program of the kernel's own is compiled into the host's
+    dnotify EINVAL (_fcntl_block); perf_event_open ENOSYS; flock ENOLCK, io_setup ENOSYS, posix_fadvise and
+    madvise's page-out advice accepted and ignored (_host_blocks). No program of the kernel's own is compiled into the host's
     memory (_program_blocks): socket filters cannot be attached (EPERM), seccomp() answers ENOSYS and
     prctl(PR_SET_SECCOMP) EPERM. Extended attributes cannot be set (ENOTSUP, as on a file system without them): a tmpfs counts
     them against its inode budget only, and a non-root grader's tmpfs has none, so 512 MiB of them sat on an
@@ -179,6 +204,9 @@ def seccomp_program() -> bytes:
     for number in sockets:  # socket(family, type, protocol), socketpair(...): family args[0], type args[1]
         prog += _socket_block(number, (ret, 0, 0, einval), (ret, 0, 0, eafnosupport))
     prog += _fcntl_block(_SECCOMP_FCNTL[platform.machine()], (ret, 0, 0, enolck), (ret, 0, 0, einval))
+    prog += _host_blocks(
+        *_SECCOMP_HOST[platform.machine()], (ret, 0, 0, enolck), (ret, 0, 0, enosys), (ret, 0, 0, errno)
+    )
     prog += [
         (jeq, 1, 0, clone),
         (ret, 0, 0, allow),

@@ -101,7 +101,7 @@ def test_the_filter_refuses_exactly_the_lock_lease_and_notify_commands_of_fcntl(
         want = err | 37 if cmd in FCNTL_LOCKS else err | 22 if cmd in FCNTL_NOTICES else allow
         assert _run_filter(program, arch, 72, (3, cmd, 0)) == want, cmd
     assert _run_filter(program, arch, 298, (0, 0, 0)) == err | 38  # perf_event_open
-    assert _run_filter(program, arch, 73, (3, 2, 0)) == allow  # flock: one lock per open file, bounded by descriptors
+    assert _run_filter(program, arch, 73, (3, 2, 0)) == err | 37  # flock: refused since round 10 (test_redteam_round10)
 
 
 HIDE_ERRORS = """from IPython.display import clear_output
