@@ -14,15 +14,12 @@ signals come from the student's kernel, and hiding them never raises a score.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
-from test_redteam_round5 import _run_filter
+from test_redteam_round5 import _run_filter, probe_under_filter
 
-from distlab.grading.seccomp import IGNORED_MADVICE, seccomp_prefix, seccomp_program
+from distlab.grading.seccomp import IGNORED_MADVICE, seccomp_program
 
 PROBE = r"""
 import ctypes, fcntl, json, mmap, os, tempfile
@@ -62,12 +59,8 @@ print(json.dumps(out))
 @pytest.mark.skipif(not seccomp_program(), reason="no seccomp program for this machine")
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="the probe calls io_setup by its x86-64 number")
 def test_no_flock_nor_aio_and_page_cache_advice_is_ignored_under_the_filter():
-    done = subprocess.run(
-        [*seccomp_prefix(), sys.executable, "-I", "-c", PROBE], capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
     # ENOLCK 37, ENOSYS 38; without the filter flock and io_setup return 0 (and the context is left to the exit)
-    assert json.loads(done.stdout) == {
+    assert probe_under_filter(PROBE) == {
         "flock": 37,
         "io_setup": 38,
         "fadvise": 0,

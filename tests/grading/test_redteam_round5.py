@@ -69,15 +69,20 @@ pipe.close()
 """
 
 
-@needs_filter
-def test_the_filter_opens_only_local_and_internet_sockets_and_sets_no_extended_attributes():
-    # the filter itself, on any machine it knows: a Python started under it runs the probe cell
-    code = PROBE_CELL + "\nimport json; print(json.dumps(answer_x))"
+def probe_under_filter(code: str):
+    """What `code` prints (one JSON value) when a Python started under the grading kernel's seccomp filter runs it
+    (seccomp_prefix, as a container-mode kernel starts); it must exit 0."""
     done = subprocess.run(
         [*seccomp_prefix(), sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == [EXPECTED, 95]
+    return json.loads(done.stdout)
+
+
+@needs_filter
+def test_the_filter_opens_only_local_and_internet_sockets_and_sets_no_extended_attributes():
+    # the filter itself, on any machine it knows: a Python started under it runs the probe cell
+    assert probe_under_filter(PROBE_CELL + "\nimport json; print(json.dumps(answer_x))") == [EXPECTED, 95]
 
 
 @needs_bwrap

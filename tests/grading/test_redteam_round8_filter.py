@@ -10,15 +10,12 @@ its own; the probe binds libzmq's pipe as ipykernel does).
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
-from test_redteam_round5 import _run_filter
+from test_redteam_round5 import _run_filter, probe_under_filter
 
-from distlab.grading.seccomp import ATTACH_OPTIONS, seccomp_prefix, seccomp_program
+from distlab.grading.seccomp import ATTACH_OPTIONS, seccomp_program
 
 needs_filter = pytest.mark.skipif(not seccomp_program(), reason="no seccomp program for this machine")
 
@@ -59,12 +56,8 @@ print(json.dumps(out))
 @needs_filter
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="the probe calls seccomp() by its x86-64 number")
 def test_no_socket_filter_nor_seccomp_filter_of_the_kernels_own_can_be_installed():
-    done = subprocess.run(
-        [*seccomp_prefix(), sys.executable, "-I", "-c", PROBE], capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
     # EPERM 1, ENOSYS 38; before the fix the two attaches, prctl and seccomp() all returned 0
-    assert json.loads(done.stdout) == {
+    assert probe_under_filter(PROBE) == {
         "attach_filter": 1,
         "attach_reuseport_cbpf": 1,
         "reuseaddr": 0,

@@ -14,18 +14,15 @@
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 from test_grade import IMPORTS, write_notebook
-from test_redteam_round5 import _run_filter
+from test_redteam_round5 import _run_filter, probe_under_filter
 
 from distlab.grading import grade
 from distlab.grading.sandbox import bwrap_available
-from distlab.grading.seccomp import FCNTL_LOCKS, FCNTL_NOTICES, seccomp_prefix, seccomp_program
+from distlab.grading.seccomp import FCNTL_LOCKS, FCNTL_NOTICES, seccomp_program
 
 PROBE = r"""
 import ctypes, fcntl, json, os, socket, struct, tempfile
@@ -72,12 +69,8 @@ print(json.dumps(out))
 @pytest.mark.skipif(not seccomp_program(), reason="no seccomp program for this machine")
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="the probe calls perf_event_open by its x86-64 number")
 def test_no_locks_leases_dnotify_perf_events_nor_inet_sockets_under_the_filter():
-    done = subprocess.run(
-        [*seccomp_prefix(), sys.executable, "-I", "-c", PROBE], capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
     # ENOLCK 37, EINVAL 22, ENOSYS 38, EAFNOSUPPORT 97; without the filter (root, this machine) every one is 0
-    assert json.loads(done.stdout) == {
+    assert probe_under_filter(PROBE) == {
         "setlk": 37,
         "setlkw": 37,
         "ofd_setlk": 37,
