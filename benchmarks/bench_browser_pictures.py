@@ -318,8 +318,9 @@ def _voila(root: Path, port: int, token: str, log):
 VOILA_SETTLE_S = 8.0
 
 
-def _open_lab(page, base: str, token: str, name: str, pictures, frames) -> None:
-    """JupyterLab: open the notebook in a fresh workspace, run every cell, wait for the kernel to be idle."""
+def run_in_lab(page, base: str, token: str, name: str, ready) -> None:
+    """JupyterLab: open the notebook in a fresh workspace, run every cell, call ready() (it waits for what the cells
+    draw), then wait for the kernel to be idle. (Also probe_picture_frame.py's.)"""
     workspace = name.removesuffix(".ipynb")  # a fresh workspace: nothing restored from the other run
     page.goto(f"{base}/lab/workspaces/{workspace}/tree/{name}?reset&token={token}")
     page.locator(".jp-Notebook .jp-Cell").first.wait_for()
@@ -330,9 +331,18 @@ def _open_lab(page, base: str, token: str, name: str, pictures, frames) -> None:
     page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=90_000)
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-    pictures.nth(len(CELLS) - 1).wait_for(timeout=120_000)
-    frames.nth(len(FRAME_CELLS) - 1).wait_for(state="attached", timeout=120_000)
+    ready()
     page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
+
+
+def _open_lab(page, base: str, token: str, name: str, pictures, frames) -> None:
+    """JupyterLab: the notebook of every app run (run_in_lab), its last picture and frame cache drawn."""
+
+    def ready():
+        pictures.nth(len(CELLS) - 1).wait_for(timeout=120_000)
+        frames.nth(len(FRAME_CELLS) - 1).wait_for(state="attached", timeout=120_000)
+
+    run_in_lab(page, base, token, name, ready)
     page.wait_for_timeout(1000)
 
 

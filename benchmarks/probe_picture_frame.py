@@ -76,20 +76,16 @@ def run(sync_api, base, name, n):
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.add_init_script(WS_HOOK)
         page.set_default_timeout(60_000)
-        page.goto(f"{base}/lab/workspaces/{name[:-6]}/tree/{name}?reset&token={token}")
-        page.locator(".jp-Notebook .jp-Cell").first.wait_for()
-        page.wait_for_timeout(2000)
-        sel = page.locator(".jp-Dialog button", has_text="Select")
-        if sel.count(): sel.first.click()
-        page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=90_000)
-        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
         pics = page.locator(".distlab-picture")
-        pics.nth((len(B.CELLS) - 1) if FULL else 0).wait_for(timeout=120_000)
-        if FULL:
-            page.locator(".distlab-framecache").nth(len(B.FRAME_CELLS) - 1).wait_for(state="attached", timeout=120_000)
+
+        def ready():
+            pics.nth((len(B.CELLS) - 1) if FULL else 0).wait_for(timeout=120_000)
+            if FULL:
+                frames = page.locator(".distlab-framecache")
+                frames.nth(len(B.FRAME_CELLS) - 1).wait_for(state="attached", timeout=120_000)
+
+        B.run_in_lab(page, base, token, name, ready)
         pic = pics.nth(4 if FULL else 0)
-        page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
         page.wait_for_timeout(1500)
         cell = page.locator(".jp-Notebook .jp-Cell").nth(4 if FULL else 0)
         pic.scroll_into_view_if_needed()
@@ -164,18 +160,8 @@ def run_refill(sync_api, base, name, app, n):
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.add_init_script(REFILL_HOOK)
         page.set_default_timeout(60_000)
-        page.goto(f"{base}/lab/workspaces/{name[:-6]}/tree/{name}?reset&token={token}")
-        page.locator(".jp-Notebook .jp-Cell").first.wait_for()
-        page.wait_for_timeout(2000)
-        sel = page.locator(".jp-Dialog button", has_text="Select")
-        if sel.count():
-            sel.first.click()
-        page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=90_000)
-        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
         pic = page.locator(".distlab-framecache" if index >= len(B.CELLS) else ".distlab-picture").first
-        pic.wait_for(state="attached", timeout=120_000)
-        page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
+        B.run_in_lab(page, base, token, name, lambda: pic.wait_for(state="attached", timeout=120_000))
         page.wait_for_timeout(1500)
         cell = page.locator(".jp-Notebook .jp-Cell").first
         select = B._labelled(page, cell, ".widget-dropdown", dropdowns[0]).locator("select")
@@ -256,18 +242,8 @@ def run_stale(sync_api, base, name, app, n, gap_s=B.FILL_PAUSE_S):
         browser = p.chromium.launch(executable_path=str(B.CHROMIUM), headless=True, args=B.CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(60_000)
-        page.goto(f"{base}/lab/workspaces/{name[:-6]}/tree/{name}?reset&token={token}")
-        page.locator(".jp-Notebook .jp-Cell").first.wait_for()
-        page.wait_for_timeout(2000)
-        sel = page.locator(".jp-Dialog button", has_text="Select")
-        if sel.count():
-            sel.first.click()
-        page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=90_000)
-        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
         pic = page.locator(".distlab-framecache" if index >= len(B.CELLS) else ".distlab-picture").first
-        pic.wait_for(state="attached", timeout=120_000)
-        page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
+        B.run_in_lab(page, base, token, name, lambda: pic.wait_for(state="attached", timeout=120_000))
         page.wait_for_timeout(1500)
         cell = page.locator(".jp-Notebook .jp-Cell").first
         select = B._labelled(page, cell, ".widget-dropdown", dropdowns[0]).locator("select")
