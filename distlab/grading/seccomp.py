@@ -73,19 +73,26 @@ SOCKET_FAMILIES = (1,)
 AF_NETLINK = 16
 
 
-def _socket_block(number: int, netlink, other_family) -> list:
-    """The filter's instructions for one socket-making call `number` (the accumulator holding the call number): not
-    this call, on past the block; a family of SOCKET_FAMILIES (args[0]), allowed; AF_NETLINK, `netlink`; any other
-    family, `other_family`. Jumps are counted from the next instruction."""
-    ld_w_abs, jeq, allow = 0x20, 0x15, (0x06, 0, 0, 0x7FFF0000)
-    n = len(SOCKET_FAMILIES)
-    allowed = 2 + n + 3  # after the call test, the load, the families, netlink's test and its two answers
-    block = [None, (ld_w_abs, 0, 0, 16)]  # args[0], the family
-    block += [(jeq, allowed - (2 + i) - 1, 0, f) for i, f in enumerate(SOCKET_FAMILIES)]
-    block += [(jeq, 0, 1, AF_NETLINK), netlink, other_family, allow]
-    assert len(block) == allowed + 1
+def _switch(number: int, offset: int, cases: list, default) -> list:
+    """The filter's instructions answering call `number` by one 32-bit argument (the low word at `offset` in struct
+    seccomp_data: args[i] at 16 + 8 i): each (value, answer) of `cases` gives its answer (a ret instruction), any
+    other value `default`; another call (the accumulator holds the call number) goes on past the block. Jumps are
+    counted from the next instruction, as classic BPF counts them."""
+    ld_w_abs, jeq = 0x20, 0x15
+    answers = list(dict.fromkeys(answer for _, answer in cases))
+    first = 2 + len(cases) + 1  # the call test, the load, one test per case, the default: then the answers
+    block = [None, (ld_w_abs, 0, 0, offset)]
+    block += [(jeq, first + answers.index(answer) - (2 + i) - 1, 0, value) for i, (value, answer) in enumerate(cases)]
+    block += [default, *answers]
     block[0] = (jeq, 0, len(block) - 1, number)  # not this call: past the block
     return block
+
+
+def _socket_block(number: int, netlink, other_family) -> list:
+    """The filter's instructions for one socket-making call `number`: a family of SOCKET_FAMILIES (args[0]) allowed,
+    AF_NETLINK `netlink`, any other family `other_family` (_switch)."""
+    allow = (0x06, 0, 0, 0x7FFF0000)
+    return _switch(number, 16, [*((f, allow) for f in SOCKET_FAMILIES), (AF_NETLINK, netlink)], other_family)
 
 
 #: per machine: the syscall number of fcntl, and its commands refused: the byte-range locks (F_SETLK 6, F_SETLKW 7,
@@ -112,29 +119,19 @@ IGNORED_MADVICE = (20, 21)
 
 def _host_blocks(flock: int, io_setup: int, fadvise: int, madvise: int, enolck, enosys, ignored) -> list:
     """The filter's instructions for flock (`enolck`), io_setup (`enosys`), fadvise64 (`ignored`: returns 0) and
-    madvise with an advice of IGNORED_MADVICE (args[2]; `ignored`, any other advice allowed); the accumulator holds
-    the call number; another call goes on past the blocks. Jumps are counted from the next instruction."""
-    ld_w_abs, jeq, allow = 0x20, 0x15, (0x06, 0, 0, 0x7FFF0000)
+    madvise with an advice of IGNORED_MADVICE (args[2]; `ignored`, any other advice allowed: _switch); the
+    accumulator holds the call number; another call goes on past the blocks."""
+    jeq, allow = 0x15, (0x06, 0, 0, 0x7FFF0000)
     block = [(jeq, 0, 1, flock), enolck, (jeq, 0, 1, io_setup), enosys, (jeq, 0, 1, fadvise), ignored]
-    n = len(IGNORED_MADVICE)  # madvise: the call, the load, the advices, then allow and ignored
-    block += [(jeq, 0, n + 3, madvise), (ld_w_abs, 0, 0, 32)]
-    block += [(jeq, n - i, 0, advice) for i, advice in enumerate(IGNORED_MADVICE)]
-    block += [allow, ignored]
-    return block
+    return block + _switch(madvise, 32, [(advice, ignored) for advice in IGNORED_MADVICE], allow)
 
 
 def _fcntl_block(number: int, enolck, einval) -> list:
-    """The filter's instructions for fcntl (`number`; the accumulator holding the call number): the commands of
-    FCNTL_LOCKS (args[1]) `enolck`, of FCNTL_NOTICES `einval`, any other allowed; another call, on past the block."""
-    ld_w_abs, jeq, allow = 0x20, 0x15, (0x06, 0, 0, 0x7FFF0000)
-    n_l, n_n = len(FCNTL_LOCKS), len(FCNTL_NOTICES)
-    allowed = 2 + n_l + n_n  # then enolck, then einval
-    block = [None, (ld_w_abs, 0, 0, 24)]  # args[1], the command
-    block += [(jeq, allowed + 1 - (2 + i) - 1, 0, c) for i, c in enumerate(FCNTL_LOCKS)]
-    block += [(jeq, allowed + 2 - (2 + n_l + i) - 1, 0, c) for i, c in enumerate(FCNTL_NOTICES)]
-    block += [allow, enolck, einval]
-    block[0] = (jeq, 0, len(block) - 1, number)
-    return block
+    """The filter's instructions for fcntl (`number`): the commands of FCNTL_LOCKS (args[1]) `enolck`, of
+    FCNTL_NOTICES `einval`, any other allowed (_switch)."""
+    allow = (0x06, 0, 0, 0x7FFF0000)
+    cases = [*((c, enolck) for c in FCNTL_LOCKS), *((c, einval) for c in FCNTL_NOTICES)]
+    return _switch(number, 24, cases, allow)
 
 
 def _program_blocks(setsockopt: int, seccomp: int, prctl: int, eperm, enosys) -> list:
@@ -142,8 +139,7 @@ def _program_blocks(setsockopt: int, seccomp: int, prctl: int, eperm, enosys) ->
     seccomp() `enosys`; prctl(PR_SET_SECCOMP, ...) `eperm`, any other prctl allowed; setsockopt(fd, SOL_SOCKET, one of
     ATTACH_OPTIONS, ...) `eperm`, any other option allowed. Jumps are counted from the next instruction."""
     ld_w_abs, jeq, allow = 0x20, 0x15, (0x06, 0, 0, 0x7FFF0000)
-    block = [(jeq, 0, 1, seccomp), enosys]
-    block += [(jeq, 0, 4, prctl), (ld_w_abs, 0, 0, 16), (jeq, 0, 1, PR_SET_SECCOMP), eperm, allow]
+    block = [(jeq, 0, 1, seccomp), enosys, *_switch(prctl, 16, [(PR_SET_SECCOMP, eperm)], allow)]
     n = len(ATTACH_OPTIONS)  # setsockopt: the call, the level, the options, then allow and refuse
     block += [(jeq, 0, n + 5, setsockopt), (ld_w_abs, 0, 0, 24), (jeq, 0, n + 1, SOL_SOCKET), (ld_w_abs, 0, 0, 32)]
     block += [(jeq, n - i, 0, option) for i, option in enumerate(ATTACH_OPTIONS)]  # to the refuse after allow
