@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import shutil
+import textwrap
 from pathlib import Path
 
 from ..errors import ConfigurationError
@@ -104,9 +106,6 @@ def _wrapped(text: str, first: str) -> list[str]:
     CONTINUATION: the grader wraps the text itself, so the terminal never starts a line with what a notebook wrote
     (red team round 7 default/04: a problem padded until the terminal wrapped it put "regraded by the instructor:
     8/8" at the start of a line of its own)."""
-    import shutil
-    import textwrap
-
     width = max(20, shutil.get_terminal_size((100, 24)).columns - 1)
     return textwrap.wrap(
         text,
