@@ -101,21 +101,38 @@ def quoted(text, limit: int = 120) -> str:
 CONTINUATION = " " * 6
 
 
+def _width() -> int:
+    """The columns a table line may use: the terminal's width less one (100 columns when there is no terminal)."""
+    return max(20, shutil.get_terminal_size((100, 24)).columns - 1)
+
+
 def _wrapped(text: str, first: str) -> list[str]:
     """`first` + `text` wrapped at the terminal's width (or 100 columns), every continuation line indented by
     CONTINUATION: the grader wraps the text itself, so the terminal never starts a line with what a notebook wrote
     (red team round 7 default/04: a problem padded until the terminal wrapped it put "regraded by the instructor:
     8/8" at the start of a line of its own)."""
-    width = max(20, shutil.get_terminal_size((100, 24)).columns - 1)
     return textwrap.wrap(
         text,
-        width,
+        _width(),
         initial_indent=first,
         subsequent_indent=CONTINUATION,
         break_long_words=True,
         break_on_hyphens=False,
         drop_whitespace=True,
     ) or [first.rstrip()]
+
+
+def _header(path: str, lesson: str, n) -> list[str]:
+    """A notebook's first table lines: its path wrapped, then the lesson and "score: s/m", the score never split
+    across lines whatever the terminal's width (a CI terminal of 80 columns once put "8/8" on the line after
+    "score:")."""
+    lines = _wrapped(path, "")
+    for part in (lesson, f"score: {_fmt(n.score)}/{_fmt(n.max_score)}"):
+        if len(lines[-1]) + 2 + len(part) <= _width():
+            lines[-1] += "  " + part
+        else:
+            lines.extend(_wrapped(part, CONTINUATION))
+    return lines
 
 
 def _problems(problems, show=str) -> list[str]:
@@ -262,10 +279,7 @@ class GradeReport:
             origin = f" (from its {n.lesson_from})" if n.lesson and n.lesson_from != "--lesson" else ""
             # wrapped too: a file name padded to the terminal's width put "NOTE: regraded by the instructor, full
             # marks 8 of 8" at column 0 of the next row (red team round 8 02)
-            header = (
-                f"{shown(n.path)}  lesson: {shown(n.lesson or '?')}{origin}  score: {_fmt(n.score)}/{_fmt(n.max_score)}"
-            )
-            out.extend(_wrapped(header, ""))
+            out.extend(_header(shown(n.path), f"lesson: {shown(n.lesson or '?')}{origin}", n))
             if n.questions:
                 width = max(8, *(len(q.question) for q in n.questions))
                 out.append(f"  {'question':<{width}}  {'points':>7}  {'status':<13}  feedback")

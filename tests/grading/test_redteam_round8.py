@@ -113,6 +113,18 @@ def test_a_padded_file_name_cannot_start_a_row_of_the_table(monkeypatch, columns
         assert "score: 0/1" in " ".join(line.strip() for line in lines) and table.isascii()
 
 
+@pytest.mark.parametrize("columns", [20, 40, 80, 120])
+def test_the_score_is_never_split_across_lines(monkeypatch, columns):
+    # CI's 80-column terminal once printed ".../01_memory_wall.ipynb  lesson: memory_wall  score:" and "8/8" on the
+    # next line, so "score: 8/8" was nowhere in the table: the grader's own fields are now kept whole
+    monkeypatch.setenv("COLUMNS", str(columns))
+    for length in range(1, 160):
+        lines = _grade("x", "y", "d" * length + ".ipynb").table().splitlines()
+        scored = [line for line in lines if "score: 0/1" in line]
+        assert len(scored) == 1 and len(scored[0]) < columns, (length, lines)
+        assert scored[0].startswith(("mallory/", CONTINUATION)), (length, lines)
+
+
 # --- 11: the progress bar --------------------------------------------------------------------------------------
 
 
