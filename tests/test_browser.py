@@ -333,6 +333,11 @@ def test_shipped_settings_are_what_jupyterlab_uses(jupyterlab):
     base, token = jupyterlab
     tracker = _get(f"{base}/lab/api/settings/@jupyterlab/notebook-extension:tracker?token={token}")
     assert tracker["schema"]["properties"]["windowingMode"]["default"] == "defer"
+    # no "Would you like to get notified about official Jupyter news?" over a lesson (it covered the corner of every
+    # JupyterLab screenshot), and no request to a website from a classroom's JupyterLab
+    news = _get(f"{base}/lab/api/settings/@jupyterlab/apputils-extension:notification?token={token}")
+    assert news["schema"]["properties"]["fetchNews"]["default"] == "false"
+    assert news["schema"]["properties"]["checkForUpdates"]["default"] is False
 
 
 def test_lesson_runs_renders_widgets_and_the_slider_updates_the_result(jupyterlab):
