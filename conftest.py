@@ -8,17 +8,13 @@ notebooks/ too, which tests/conftest.py does not reach.)
 
 import functools
 import os
-import sys
 from collections import OrderedDict
 from pathlib import Path
 
 import pytest
 
-from distlab.cli import UNUSED_SLOW_IMPORT
-
-# each test process (the xdist workers, which import nbformat for nbval) does without jsonschema's slow optional
-# import, as distlab's own commands do (distlab.cli.UNUSED_SLOW_IMPORT: 1.1 s of CPU per process)
-sys.modules.setdefault(UNUSED_SLOW_IMPORT, None)  # type: ignore[arg-type]
+# (each test process does without jsonschema's slow optional import: distlab/_pytest_early.py, loaded by addopts'
+# `-p` before nbval's plugin imports nbformat, which is before this file runs)
 
 #: .ci/run sets this: CI installs torch, chromium and bubblewrap, so a test that skips there is a check
 #: that silently did not run (a missing install, a broken sandbox), and the run must fail
@@ -167,5 +163,9 @@ def pytest_sessionfinish(session, exitstatus):
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     skipped = _skipped(config)
     if REQUIRE_ALL_TESTS and skipped:
-        terminalreporter.write_line(f"DISTLAB_REQUIRE_ALL_TESTS=1: {len(skipped)} test(s) skipped, so this run "
-                                    "fails (the short test summary gives their reasons)", red=True, bold=True)
+        terminalreporter.write_line(
+            f"DISTLAB_REQUIRE_ALL_TESTS=1: {len(skipped)} test(s) skipped, so this run "
+            "fails (the short test summary gives their reasons)",
+            red=True,
+            bold=True,
+        )
