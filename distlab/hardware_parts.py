@@ -170,12 +170,12 @@ class Accelerator:
         return Q_(self.memory_bytes, BYTES).to("GB")
 
     def memory_text(self) -> str:
-        """What the capacity is: '80 GB HBM3 = 79.11 GiB visible to CUDA'; a part sold as "80 GB" shows CUDA
+        """What the capacity is: 'sold as 80 GB HBM3; CUDA sees 79.11 GiB'; a part sold as "80 GB" shows CUDA
         80 GiB less what the driver keeps (hardware_catalog cites each total). Lesson 1 §2."""
         if not self.memory_label:
             return format_bytes(self.memory_bytes)
         if self.memory_cuda_visible:
-            return f"{self.memory_label} = {format_gibibytes(self.memory_bytes, 4)} visible to CUDA"
+            return f"sold as {self.memory_label}; CUDA sees {format_gibibytes(self.memory_bytes, 4)}"
         return f"{self.memory_label} as marketed (no CUDA-visible total sourced)"
 
     @property

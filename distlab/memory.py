@@ -333,7 +333,7 @@ class MemoryBreakdown:
     activations_counted: bool = True
     config: dict = field(default_factory=dict)
     reserved_bytes: float = 0.0  # of the capacity, out of the model's reach (distlab.memory_recipes.RESERVE_BYTES)
-    capacity_text: str = ""  # what the capacity is (Accelerator.memory_text: '80 GB HBM3 = 79.11 GiB visible to CUDA')
+    capacity_text: str = ""  # what the capacity is (Accelerator.memory_text: 'sold as 80 GB HBM3; CUDA sees 79.11 GiB')
 
     @property
     def model_states_bytes(self) -> float:
@@ -471,7 +471,7 @@ def gpu_capacity_text(gpu) -> str:
     """What `gpu`'s capacity is, for a student (Accelerator.memory_text); '' for a bare quantity. Lesson 1 §2.
 
     >>> gpu_capacity_text('h100-sxm')
-    '80 GB HBM3 = 79.11 GiB visible to CUDA'
+    'sold as 80 GB HBM3; CUDA sees 79.11 GiB'
     """
     acc = _accelerator_of(gpu)
     return acc.memory_text() if acc is not None and hasattr(acc, "memory_text") else ""
@@ -512,7 +512,7 @@ def training_memory(
     optimizer      10.1 GB
     activations    17.2 GB
     total          54.3 GB
-    fits the 84.9 GB of h100-sxm (80 GB HBM3 = 79.11 GiB visible to CUDA), 30.6 GB free
+    fits the 84.9 GB of h100-sxm (sold as 80 GB HBM3; CUDA sees 79.11 GiB), 30.6 GB free
     >>> bd = training_memory('llama2-7b', tp=8, pp=4, recompute='selective', in_flight_microbatches=4.75)
     >>> bd.activations_bytes  # 4096 tokens x (4h x 2 B + ((4h) x 2 B + 3 x 11008 x 2 B) / 8) x 8 layers x 4.75
     7022837760.0

@@ -309,7 +309,7 @@ class OrderQuestion(Question):
         return f"{values} puts {first} at place {values.index(first) + 1}" + (f": {wrong}" if wrong else "")
 
 
-#: What an H100's memory is, as the questions state it: '84.9 GB (80 GB HBM3 = 79.11 GiB visible to CUDA)'.
+#: What an H100's memory is, as the questions state it: '84.9 GB (sold as 80 GB HBM3; CUDA sees 79.11 GiB)'.
 _H100 = hardware.accelerator("h100-sxm")
 _H100_GB = format_bytes(_H100.memory_bytes)
 _SETUP = "Llama-3.1-70B on 32 DGX H100 nodes (256 GPUs), global batch 256 x 8,192 tokens"

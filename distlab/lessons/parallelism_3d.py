@@ -318,7 +318,7 @@ def _q8() -> str:
 
 
 def _quiz9_capacity() -> str:
-    """The quiz's "80 GB" A100 as CUDA sees it: '85.1 GB (80 GB HBM2e = 79.25 GiB visible to CUDA)'."""
+    """The quiz's "80 GB" A100 as CUDA sees it: '85.1 GB (sold as 80 GB HBM2e; CUDA sees 79.25 GiB)'."""
     acc = hardware.accelerator(QUIZ9["gpu"])
     return f"{format_bytes(acc.memory_bytes)} ({acc.memory_text()})"
 

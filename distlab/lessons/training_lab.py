@@ -86,7 +86,7 @@ DESIGN = dict(zero=1, recompute="selective", sequence_parallel=True, micro_batch
 #: the band is the step model's validated error (planner.error_band_percent, lesson 7 section 8): layouts closer than
 #: that to the fastest are ties the model cannot rank, so any of them is accepted
 DESIGN_TP, DESIGN_PP, DESIGN_FREE_GB = (1, 2, 4, 8), (1, 2, 4, 8, 16), 10.0
-#: What an H100's memory is, as the questions state it: '84.9 GB (80 GB HBM3 = 79.11 GiB visible to CUDA)'.
+#: What an H100's memory is, as the questions state it: '84.9 GB (sold as 80 GB HBM3; CUDA sees 79.11 GiB)'.
 _H100 = hardware.accelerator("h100-sxm")
 H100_MEMORY = f"{format_bytes(_H100.memory_bytes)} ({_H100.memory_text()})"
 DESIGN_BAND = planner.error_band_percent() / 100

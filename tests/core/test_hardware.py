@@ -419,8 +419,8 @@ def test_peak_returns_the_stored_figure_or_a_clear_error(name, precision):
 @pytest.mark.parametrize(
     "name, text",
     [
-        ("h100-sxm", "80 GB HBM3 = 79.11 GiB visible to CUDA"),
-        ("a100-40gb", "40 GB HBM2 = 39.5 GiB visible to CUDA"),
+        ("h100-sxm", "sold as 80 GB HBM3; CUDA sees 79.11 GiB"),
+        ("a100-40gb", "sold as 40 GB HBM2; CUDA sees 39.5 GiB"),
         ("h200", "141 GB HBM3e as marketed (no CUDA-visible total sourced)"),
     ],
 )

@@ -1,7 +1,7 @@
 """No text a browser-drawn picture writes runs past its canvas or over another text (issue 31's kind of defect).
 
 Found by eye first: lesson 1 and 3's stacked bars (browser_js/bars.js) drew the capacity line's label, "h100-sxm:
-84.9 GB (80 GB HBM3 = 79.11 GiB visible to CUDA)", on one line in the 150 px legend column, and Chromium cut it off
+84.9 GB (sold as 80 GB HBM3; CUDA sees 79.11 GiB)", on one line in the 150 px legend column, and Chromium cut it off
 at the canvas's right edge after "(8" (the two-page browser test's screenshot, session 8). The class of that defect is
 tested here for every picture and every app that draws one: each app is built as its lesson builds it, every control
 of its picture's cache (`picture.controls`) is stepped through its options (every option of a dropdown or toggle, both

@@ -54,7 +54,7 @@ def test_every_gpu_count_is_sent_at_once_and_the_slider_needs_no_new_data(zero_a
         assert zero_app.result.gpus == n and zero_app.picture.summary == zero_app.summary()
     zero_app.gpu.value = "a100-40gb"
     # the A100 40GB's 39.50 GiB visible to CUDA = 39.5 x 1.073741824 = 42.41 GB
-    assert zero_app.picture.frames["capacity_label"].endswith(": 42.4 GB (40 GB HBM2 = 39.5 GiB visible to CUDA)")
+    assert zero_app.picture.frames["capacity_label"].endswith(": 42.4 GB (sold as 40 GB HBM2; CUDA sees 39.5 GiB)")
     assert zero_app.picture.frames["capacity"] == pytest.approx(39.5 * 2**30 / 1e9)
     zero_app.gpu.value = "h100-sxm"
 

@@ -33,7 +33,7 @@ def test_initial_state_matches_distlab(app):
     assert sum(heights(app, 1)) == pytest.approx(want.total_bytes / 1e9)
     # H100 SXM: 79.11 GiB visible to CUDA = 79.11 x 1.073741824 = 84.94 GB (hardware_catalog)
     assert app.picture.frames["capacity"] == pytest.approx(79.11 * 2**30 / 1e9)
-    assert app.picture.frames["capacity_label"] == "h100-sxm: 84.9 GB (80 GB HBM3 = 79.11 GiB visible to CUDA)"
+    assert app.picture.frames["capacity_label"] == "h100-sxm: 84.9 GB (sold as 80 GB HBM3; CUDA sees 79.11 GiB)"
     assert "does not fit" in app.picture.summary and app.picture.summary == app.summary()
 
 
