@@ -47,7 +47,6 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.xfail(strict=True, reason="round 11 default/03: process_madvise and cachestat are open")
 @pytest.mark.skipif(not seccomp_program(), reason="no seccomp program for this machine")
 @pytest.mark.skipif(os.uname().machine not in ("x86_64", "aarch64"), reason="440 and 451 on both machines only")
 def test_no_page_out_by_process_madvise_nor_cachestat_under_the_filter():
@@ -55,7 +54,6 @@ def test_no_page_out_by_process_madvise_nor_cachestat_under_the_filter():
     assert probe_under_filter(PAGE_OUT_PROBE) == {"cachestat": -38, "process_madvise": -38}
 
 
-@pytest.mark.xfail(strict=True, reason="round 11 default/03: process_madvise and cachestat are open")
 @pytest.mark.parametrize("machine, arch", [("x86_64", 0xC000003E), ("aarch64", 0xC00000B7)])
 def test_the_filter_answers_enosys_to_process_madvise_and_cachestat(monkeypatch, machine, arch):
     import platform
