@@ -15,9 +15,13 @@ from __future__ import annotations
 import os
 
 import pytest
+from test_redteam_round2_os import run_bwrap
 from test_redteam_round5 import _run_filter, probe_under_filter
 
+from distlab.grading.sandbox import bwrap_available
 from distlab.grading.seccomp import seccomp_program
+
+needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap (apt-get install bubblewrap) is not here")
 
 PAGE_OUT_PROBE = r"""
 import ctypes, json, os, tempfile
@@ -63,3 +67,113 @@ def test_the_filter_answers_enosys_to_process_madvise_and_cachestat(monkeypatch,
     assert _run_filter(program, arch, 440, (3, 0, 1)) == enosys  # process_madvise, whatever its advice (args[3])
     assert _run_filter(program, arch, 451, (3, 0, 0)) == enosys  # cachestat
     assert _run_filter(program, arch, 448, (3, 0, 0)) == 0x7FFF0000  # process_mrelease: a dying process's memory
+
+
+#: default/07: the kernel reads the host's disk past its page cache, as fast as the disk goes. answer_x: 4 kB reads of
+#: the largest host file bound in (numpy's shared libraries), each from the disk (O_DIRECT), per second of 2 s; None
+#: where O_DIRECT is refused
+DIRECT_READS = r"""
+import glob, mmap, os, time, numpy
+target = max(glob.glob(os.path.dirname(numpy.__file__) + "/**/*.so", recursive=True), key=os.path.getsize)
+size = os.path.getsize(target) // 4096 * 4096
+buf = mmap.mmap(-1, 4096)
+def rate(flags, rwf):
+    try:
+        fd = os.open(target, os.O_RDONLY | flags)
+        count, start = 0, time.time()
+        while time.time() - start < 2:
+            os.preadv(fd, [buf], (count * 4096) % size, rwf)
+            count += 1
+        os.close(fd)
+        return count / (time.time() - start)
+    except OSError:
+        return None
+answer_x = {"direct": rate(os.O_DIRECT, 0)}
+"""
+
+
+def _disk_counts() -> tuple[int, int]:
+    """(reads completed, flush requests completed) of every whole disk of this machine (/proc/diskstats)."""
+    reads = flushes = 0
+    disks = set(os.listdir("/sys/block")) if os.path.isdir("/sys/block") else set()
+    with open("/proc/diskstats") as f:
+        for line in f:
+            fields = line.split()
+            if fields[2] in disks:
+                reads += int(fields[3])
+                flushes += int(fields[18]) if len(fields) > 18 else 0
+    return reads, flushes
+
+
+@needs_bwrap
+def test_the_kernel_cannot_read_the_host_disk_at_its_full_speed(tmp_path):
+    # graded so (default/07), a notebook read 20,596 MiB of numpy's libraries with O_DIRECT in 20 s, and the host's
+    # disk counted 21,320 MiB read: 1 GB/s of the host's disk for as long as the notebook's time limit, 256 processes
+    # of it at once, no limit of the sandbox's in the way (its memory cgroup does not count reads it does not cache)
+    problems: list[str] = []
+    reads = _disk_counts()[0]
+    found = (run_bwrap([DIRECT_READS], tmp_path, problems) or {}).get("answer_x")
+    reads = _disk_counts()[0] - reads
+    assert isinstance(found, dict), problems
+    rates = [r for r in found.values() if r is not None]
+    if not rates or reads < 100:
+        pytest.skip(f"this machine's disk serves no direct read here ({found}, {reads} reads)")
+    assert max(rates) < 1500, (found, reads)  # 4 kB reads per second: 0.6 s of them at 2,500 IOPS, say
+
+
+#: default/06: sync() from the kernel makes every file system of the host flush its disk's write cache (ext4 sends a
+#: flush whether or not anything was dirty); answer_x: how many sync() calls it made, in how many seconds (2 s at most)
+SYNC_STORM = r"""
+import os, time
+count, start = 0, time.time()
+while time.time() - start < 2:
+    os.sync()
+    count += 1
+answer_x = [count, time.time() - start]
+"""
+
+
+@needs_bwrap
+def test_the_kernel_cannot_flood_the_host_disks_with_cache_flushes(tmp_path):
+    # graded so (default/06), 371,278 sync() calls in 25 s, 12,000 flush requests a second on the host's disk (its own
+    # 4 kB fsync writes went from 0.09 to 0.12 ms here, a virtual disk; a real one pays a cache flush each)
+    problems: list[str] = []
+    flushes = _disk_counts()[1]
+    found = (run_bwrap([SYNC_STORM], tmp_path, problems) or {}).get("answer_x")
+    flushes = _disk_counts()[1] - flushes
+    assert isinstance(found, list), problems
+    calls, seconds = found
+    if flushes < calls / 10:
+        pytest.skip(f"sync() flushes no disk here ({calls} calls, {flushes} flushes)")
+    assert calls / seconds < 300, (calls, seconds, flushes)  # flushes are throttled: at most a few hundred a second
+
+
+#: default/08, against the fix: threads each waiting on one direct read of a whole shared library; under the disk
+#: limits a thread waiting on a throttled request cannot die until it is served (16 threads of 414 MiB lived 100 s
+#: past their grading, and the grader left their cgroups behind)
+QUEUED_READS = r"""
+import glob, mmap, os, threading, time, numpy
+target = max(glob.glob(os.path.dirname(numpy.__file__) + "/**/*.so", recursive=True), key=os.path.getsize)
+size = os.path.getsize(target) // 4096 * 4096
+def reader():
+    buf = mmap.mmap(-1, size)
+    fd = os.open(target, os.O_RDONLY | os.O_DIRECT)
+    while True:
+        os.preadv(fd, [buf], 0)
+for _ in range(96):  # about 3 GB queued at once (numpy's largest library, 30 MB here): 45 s at the read limit
+    threading.Thread(target=reader, daemon=True).start()
+time.sleep(60)
+"""
+
+
+@needs_bwrap
+@pytest.mark.skipif(os.geteuid() != 0, reason="a root grader's kernel cgroups")
+def test_a_kernel_waiting_on_throttled_reads_dies_with_its_grading(tmp_path):
+    import glob
+
+    problems: list[str] = []
+    run_bwrap([QUEUED_READS], tmp_path, problems, timeout=30, cell_timeout=5)
+    assert any("time limit" in p for p in problems), problems
+    # the disk limits are lifted before the kernel is killed: its queue drains, it dies, its cgroups go
+    left = glob.glob(f"/sys/fs/cgroup/*/**/distlab-kernel-{os.getpid()}-*", recursive=True)
+    assert left == [], left
