@@ -8,6 +8,11 @@
   the second), the round-10 default/07 side channel again. cachestat(2) (Linux 6.5) told it, with no timing, how many
   of the file's pages were cached. Both now answer ENOSYS, as on a Linux without them. A root grader's kernel (a fresh
   user id) owns none of the host's files: there cachestat already answered EPERM and the page-out did nothing.
+- default/06 and 07: nothing limited the kernel's use of the host's disks. sync() made about 12,000 disk cache flushes
+  a second (ext4 flushes on every call), and O_DIRECT reads of numpy's libraries read 20,596 MiB of the host's disk in
+  20 s, past the page cache the memory cgroup counts. A root grader's kernel now has a blkio cgroup that throttles
+  every disk (cgroups.KERNEL_DISK_*). default/08, against that fix: a thread waiting on a throttled request cannot die,
+  so 16 threads of queued direct reads outlived their grading by 100 s; the limits are lifted before the kill.
 """
 
 from __future__ import annotations
