@@ -64,13 +64,16 @@ def test_no_page_out_by_process_madvise_nor_cachestat_under_the_filter():
 
 
 @pytest.mark.parametrize("machine, arch", [("x86_64", 0xC000003E), ("aarch64", 0xC00000B7)])
-def test_the_filter_answers_enosys_to_process_madvise_and_cachestat(monkeypatch, machine, arch):
+def test_the_filter_answers_enosys_to_process_madvise_cachestat_syslog_and_bpf(monkeypatch, machine, arch):
     import platform
 
     monkeypatch.setattr(platform, "machine", lambda: machine)
     program, enosys = seccomp_program(), 0x00050000 | 38
     assert _run_filter(program, arch, 440, (3, 0, 1)) == enosys  # process_madvise, whatever its advice (args[3])
     assert _run_filter(program, arch, 451, (3, 0, 0)) == enosys  # cachestat
+    syslog, bpf = {"x86_64": (103, 321), "aarch64": (116, 280)}[machine]
+    assert _run_filter(program, arch, syslog, (10, 0, 0)) == enosys
+    assert _run_filter(program, arch, bpf, (0, 0, 128)) == enosys
     assert _run_filter(program, arch, 448, (3, 0, 0)) == 0x7FFF0000  # process_mrelease: a dying process's memory
 
 
@@ -108,6 +111,30 @@ def _disk_counts() -> tuple[int, int]:
                 reads += int(fields[3])
                 flushes += int(fields[18]) if len(fields) > 18 else 0
     return reads, flushes
+
+
+HOST_LOG_AND_BPF_PROBE = r"""
+import ctypes, json, struct
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def call(*args):
+    rc = libc.syscall(*args)
+    return rc if rc >= 0 else -ctypes.get_errno()
+out = {"syslog": call(103, 10, None, 0)}  # SYSLOG_ACTION_SIZE_BUFFER
+attr = (ctypes.c_ubyte * 128)()
+struct.pack_into("=IIII", attr, 0, 2, 4, 4, 1)  # BPF_MAP_CREATE: an array map of one 4-byte value
+out["bpf"] = call(321, 0, ctypes.byref(attr), 128)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not seccomp_program(), reason="no seccomp program for this machine")
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the probe calls syslog and bpf by their x86-64 numbers")
+def test_no_host_kernel_log_nor_bpf_under_the_filter_whatever_the_host_allows():
+    # hardening (default/05): the sandbox's user could read neither here only because of this host's settings
+    # (kernel.dmesg_restrict=1, kernel.unprivileged_bpf_disabled=2); before, a root process under the filter got the
+    # log's size (131,072) and a BPF map (a descriptor). Now ENOSYS (38) whoever asks and whatever the host allows
+    assert probe_under_filter(HOST_LOG_AND_BPF_PROBE) == {"syslog": -38, "bpf": -38}
 
 
 @needs_bwrap
