@@ -319,6 +319,8 @@ class _Kernel:
         self._kill_processes()
 
     def _kill_processes(self) -> None:
+        if self.world is not None and self.world.cgroups is not None:
+            self.world.cgroups.release_disks()  # a process waiting on a throttled disk request could not die
         km = self.client.km
         provisioner = getattr(km, "provisioner", None) if km is not None else None
         group = getattr(provisioner, "pgid", None)

@@ -14,7 +14,15 @@ __all__ = ["seccomp_program", "seccomp_prefix", "SECCOMP_EXEC", "SOCKET_FAMILIES
 #: architecture, and the calls that answer ENOSYS (add_key, request_key, keyctl, memfd_create, inotify_init1, on
 #: x86-64 inotify_init, io_uring_setup/enter/register (425-427 on both), fanotify_init and fanotify_mark,
 #: memfd_secret, userfaultfd and perf_event_open: its ring buffers are pages no memory cgroup is charged for, red
-#: team round 9 default/09, 124-183 MiB beside an unmoved cgroup), per machine
+#: team round 9 default/09, 124-183 MiB beside an unmoved cgroup; process_madvise (440 on both): madvise by another
+#: number on the kernel's own pidfd, whose MADV_PAGEOUT dropped from the host's page cache the files the kernel's user
+#: owns, a non-root grader's own bound in, past madvise's ignored page-out (round 11 default/03: a host process's reads
+#: of one seen to the second); cachestat (451 on both, Linux 6.5): how many of such a file's pages are cached, the same
+#: side channel without timing; syslog (103 on x86-64, 116 on arm64) and bpf (321, 280): the host's kernel log and
+#: BPF maps and programs, which only the host's settings refused until now (kernel.dmesg_restrict=0, the default of
+#: some distributions, lets any user read the log: other processes' crashes and OOM kills; with
+#: kernel.unprivileged_bpf_disabled=0 any user loads socket programs, compiled into memory no cgroup counts, round 8
+#: default/12), per machine
 _SECCOMP_ARCH = {
     "x86_64": (
         272,
@@ -22,7 +30,7 @@ _SECCOMP_ARCH = {
         435,
         (101, 310, 311),
         0xC000003E,
-        (248, 249, 250, 319, 294, 253, 425, 426, 427, 300, 301, 447, 323, 298),
+        (248, 249, 250, 319, 294, 253, 425, 426, 427, 300, 301, 447, 323, 298, 440, 451, 103, 321),
     ),
     "aarch64": (
         97,
@@ -30,7 +38,7 @@ _SECCOMP_ARCH = {
         435,
         (117, 270, 271),
         0xC00000B7,
-        (217, 218, 219, 279, 26, 425, 426, 427, 262, 263, 447, 282, 241),
+        (217, 218, 219, 279, 26, 425, 426, 427, 262, 263, 447, 282, 241, 440, 451, 116, 280),
     ),
 }
 #: per machine: the syscall numbers of socket and socketpair, whose first argument (the address family) the filter
@@ -162,7 +170,9 @@ def seccomp_program() -> bytes:
     (default/18: 2,823 opens of the grader's environment seen in 40 s). io_uring answers ENOSYS: a second way to
     make every call above, and a large kernel surface no grading needs (redteam4 class/05 found it open); so do
     fanotify (unprivileged since Linux 5.13: the inotify side channel again, redteam4 default/02), memfd_secret and
-    userfaultfd (memory and page-fault control no grading needs).
+    userfaultfd (memory and page-fault control no grading needs), process_madvise and cachestat (a page-out past
+    madvise's ignored one, and a count of a file's cached pages: round 11 default/03), syslog and bpf (the host's
+    kernel log and BPF programs, refused until now by the host's settings alone).
     Sockets: only the families of SOCKET_FAMILIES, AF_UNIX (an allow-list: a family Linux adds later is refused
     too); the others answer EAFNOSUPPORT, netlink EINVAL. fcntl's byte-range locks answer ENOLCK, its leases and
     dnotify EINVAL (_fcntl_block); perf_event_open ENOSYS; flock ENOLCK, io_setup ENOSYS, posix_fadvise and

@@ -196,6 +196,8 @@ def test_the_filter_refuses_exactly_the_calls_it_names_and_allows_every_other():
     expected[317] = enosys  # seccomp(): round 8 default/12, no filter of the kernel's own (test_redteam_round8_filter)
     expected[298] = enosys  # perf_event_open: round 9 default/09, its ring buffers are charged to no cgroup
     expected.update({73: err | 37, 206: enosys, 221: err})  # round 10: flock ENOLCK, io_setup ENOSYS, fadvise64 ignored
+    expected.update({440: enosys, 451: enosys, 103: enosys, 321: enosys})  # round 11: process_madvise, cachestat,
+    # syslog, bpf (test_redteam_round11)
     expected.update({n: err | 95 for n in (188, 189, 190, 463)})  # setxattr, lsetxattr, fsetxattr, setxattrat
     for number in range(500):
         want = expected.get(number, allow)
