@@ -91,7 +91,13 @@ OFF_OUTPUTS = COMMAND_MODE + ":not(.jp-OutputArea-output *)"
 
 def test_settings_file_sets_windowing_mode_defer_and_rescopes_shortcuts():
     data = json.loads(SETTINGS.read_text(encoding="utf-8"))
-    assert set(data) == {"@jupyterlab/notebook-extension:tracker", "@jupyterlab/shortcuts-extension:shortcuts"}
+    assert set(data) == {
+        "@jupyterlab/apputils-extension:notification",
+        "@jupyterlab/notebook-extension:tracker",
+        "@jupyterlab/shortcuts-extension:shortcuts",
+    }
+    # no news prompt over a lesson, no request to a website (test_browser checks that JupyterLab reads them)
+    assert data["@jupyterlab/apputils-extension:notification"] == {"fetchNews": "false", "checkForUpdates": False}
     assert data["@jupyterlab/notebook-extension:tracker"] == {"windowingMode": "defer"}
     shortcuts = data["@jupyterlab/shortcuts-extension:shortcuts"]["shortcuts"]
     # each entry is a pair: JupyterLab's binding disabled, the same command and keys bound off outputs

@@ -136,7 +136,11 @@ def sweep_hierarchy(root: str) -> int:
     return removed
 
 
-def _disk_limits() -> list[tuple[str, list[str]]]:
+#: one cgroup file's setting: a number, a list of lines (blkio: one per disk), or None (not set)
+Limit = int | list[str] | None
+
+
+def _disk_limits() -> list[tuple[str, Limit]]:
     """The blkio throttle files and their lines ("major:minor value", one per whole disk of /sys/block): the KERNEL_DISK_*
     limits on every disk of this machine; [] where there is no /sys/block."""
     try:
@@ -161,8 +165,10 @@ def _disk_limits() -> list[tuple[str, list[str]]]:
     )
 
 
-def _write_limit(path: str, value) -> None:
+def _write_limit(path: str, value: Limit) -> None:
     """Write one limit: a number, or (blkio) each line of a list, one write each; OSError when none was taken."""
+    if value is None:
+        return
     if not isinstance(value, list):
         with open(path, "w") as f:
             f.write(str(int(value)))
@@ -208,7 +214,7 @@ class KernelCgroups:
         self.procs: list[str] = []
         #: the blkio throttle files set, each with its disks (release_disks lifts them)
         self.throttles: list[tuple[str, list[str]]] = []
-        settings = {
+        settings: dict[str, list[tuple[str, Limit]]] = {
             "memory": [
                 ("memory.limit_in_bytes", memory_limit),
                 ("memory.memsw.limit_in_bytes", memory_limit),
