@@ -637,17 +637,28 @@ def main(only: tuple = (), n: int = LAB_PRESSES, held: int = HELD_PRESSES, refil
     print(f"(order: {'delayed, then direct' if delayed_first else 'direct, then delayed'}; in brackets, the 90% "
           f"bootstrap interval of each change)")
     for label in out["direct"]:
-        moved = _moved(out["direct"][label], out["delayed"][label])
-        (dm, dm_lo, dm_hi), (dp, dp_lo, dp_hi) = moved["median"], moved["p95"]
-        verdict = "met" if max(dm, dp) <= DELAY_GOAL_MS else "NOT met"
-        if max(dm, dp) > DELAY_GOAL_MS and min(dm_lo if dm > DELAY_GOAL_MS else 0, dp_lo if dp > DELAY_GOAL_MS else 0) <= 0:
-            verdict += ", though the interval holds 0: not told apart from the spread"
-        print(f"{label}: delay changes the median by {dm:+.2f} ms [{dm_lo:+.1f}, {dm_hi:+.1f}], the p95 by {dp:+.2f} ms "
-              f"[{dp_lo:+.1f}, {dp_hi:+.1f}] (goal: neither slower by more than {DELAY_GOAL_MS:g} ms: {verdict})")
+        print(moved_line(label, out["direct"][label], out["delayed"][label]))
     if json_path:
         Path(json_path).write_text(json.dumps({"order": "delayed-first" if delayed_first else "direct-first",
                                                "voila": voila, "n": n, "results": out}, indent=1))
     return out
+
+
+def moved_line(label: str, direct: dict, delayed: dict) -> str:
+    """One row's verdict on the 3 ms criterion: each change (_moved) with its interval, met or not on the point
+    figures, and whether the run tells it apart from the spread (the failing figure's whole interval above 3 ms, or
+    for a row met, both intervals at or below it)."""
+    moved = _moved(direct, delayed)
+    (dm, dm_lo, dm_hi), (dp, dp_lo, dp_hi) = moved["median"], moved["p95"]
+    failing = [lo for point, lo, _ in moved.values() if point > DELAY_GOAL_MS]
+    if failing:
+        verdict = "NOT met" + ("" if any(lo > DELAY_GOAL_MS for lo in failing) else
+                               ", but its interval reaches below 3 ms: not told apart from the spread")
+    else:
+        verdict = "met" + ("" if max(dm_hi, dp_hi) <= DELAY_GOAL_MS else
+                           ", but an interval reaches above 3 ms: not told apart from the spread")
+    return (f"{label}: delay changes the median by {dm:+.2f} ms [{dm_lo:+.1f}, {dm_hi:+.1f}], the p95 by {dp:+.2f} ms "
+            f"[{dp_lo:+.1f}, {dp_hi:+.1f}] (goal: neither slower by more than {DELAY_GOAL_MS:g} ms: {verdict})")
 
 
 def _shut_down_kernels(base: str, token: str) -> None:
