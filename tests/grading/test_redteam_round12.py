@@ -8,6 +8,9 @@ byte of the notebook and its file name.
   flagged as theirs ("the same student also submitted ...") and the summary counted the row on its own. The refusal is
   now recognised only by the grader's own words at the start of a problem (variants.SEVERAL_STUDENTS), which no text
   of a notebook can begin (a cell's problems begin "code cell").
+- class/07: a character device or a FIFO named like a notebook in a student's folder was opened (O_RDONLY, no
+  O_NOCTTY) three times in a class run before fstat refused it: opening a device runs its driver. read_submission
+  now refuses anything lstat does not call a regular file without opening it.
 """
 
 from __future__ import annotations
@@ -69,3 +72,44 @@ def test_the_graders_own_refusal_still_makes_a_row_nobodys():
         "s1",
         "s3",
     }
+
+
+# ---- class/07: a device node or a FIFO in a student's folder was opened (its driver run) before it was refused ----
+
+
+def test_a_device_or_fifo_in_a_students_folder_is_refused_without_being_opened(tmp_path, monkeypatch):
+    # class/07-device-opened: mallory's folder held a character device named memory_wall.ipynb (a tar extracted as
+    # root restores device nodes); the class run opened it three times (O_RDONLY|O_NONBLOCK|O_NOFOLLOW, no O_NOCTTY:
+    # the lesson, the read, grade_notebook) before fstat refused it. Opening a device runs its driver (/dev/watchdog
+    # arms the host's watchdog, a tape rewinds, a terminal becomes the grader's controlling one); a FIFO's open
+    # wakes a writer waiting on it. Now lstat refuses both unopened.
+    import functools
+    import os
+    import stat
+
+    from distlab.grading.grade import grade_notebook
+
+    folder = tmp_path / "class" / "mallory"
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / "pipe.ipynb")
+    odd = [folder / "pipe.ipynb"]
+    if os.geteuid() == 0:
+        os.mknod(folder / "memory_wall.ipynb", 0o644 | stat.S_IFCHR, os.makedev(1, 3))  # /dev/null's numbers
+        odd.append(folder / "memory_wall.ipynb")
+    (tmp_path / "class" / "bob").mkdir()
+    (tmp_path / "class" / "bob" / "memory_wall.ipynb").write_text("{}")
+    opened: list[str] = []
+    real_open = os.open
+
+    def spy(path, *args, **kwargs):
+        opened.append(os.fspath(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", spy)
+    grade_one = functools.partial(grade_notebook, run=lambda *a, **k: {})
+    classroom.grade_class([tmp_path / "class"], tmp_path / "g", progress=False, grade_one=grade_one)
+    monkeypatch.undo()
+    assert not [p for p in opened if p in {str(o) for o in odd}]
+    rows = {r["notebook"]: r for r in csv.DictReader((tmp_path / "g" / "results.csv").open())}
+    for path in odd:
+        assert "not a regular file" in rows[f"class/mallory/{path.name}"]["problems"]
