@@ -55,10 +55,24 @@ def read_submission(path: Path, problems: list[str], limit: int = MAX_NOTEBOOK_B
     """The bytes of the submitted file, read once; None (and a problem) unless it is a regular file under `limit`.
 
     A symbolic link (to the solutions, to /dev/zero), a FIFO, a device or a folder is refused without
-    being read: opened with O_NOFOLLOW and O_NONBLOCK, then checked with fstat.
+    being opened: lstat first (opening a device node runs its driver: /dev/watchdog arms the host's watchdog, a tape
+    rewinds, a terminal becomes the grader's; red team round 12 class/07), then opened with O_NOFOLLOW, O_NONBLOCK and
+    O_NOCTTY and checked with fstat to be that same regular file.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        seen = os.lstat(path)
+    except OSError as exc:
+        problems.append(f"could not read the file: {exc.strerror or exc}")
+        return None
+    if stat.S_ISLNK(seen.st_mode):
+        problems.append("the file is a symbolic link, not the notebook itself: submit the notebook file")
+        return None
+    if not stat.S_ISREG(seen.st_mode):
+        problems.append("the file is not a regular file (a folder, a device or a pipe): submit the notebook file")
+        return None
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
     except OSError as exc:
         if os.path.islink(path):
             problems.append("the file is a symbolic link, not the notebook itself: submit the notebook file")
@@ -67,7 +81,7 @@ def read_submission(path: Path, problems: list[str], limit: int = MAX_NOTEBOOK_B
         return None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
+        if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) != (seen.st_dev, seen.st_ino):
             problems.append("the file is not a regular file (a folder, a device or a pipe): submit the notebook file")
             return None
         if info.st_size > limit:

@@ -233,6 +233,12 @@ def notebook_variant(metadata) -> dict | None:
     }
 
 
+#: how the problem of a submission whose ids name several roster students begins (graded for nobody): the grader's own
+#: words, which class_results._student looks for at the start of a problem (a notebook's text never begins one: its
+#: cells' problems begin "code cell"; red team round 12 class/02)
+SEVERAL_STUDENTS = "refused: the submitter's ids ("
+
+
 class VariantPolicy:
     """Which questions a notebook is graded against: its student's variant, checked against the roster.
 
@@ -288,7 +294,7 @@ class VariantPolicy:
         if len(named) > 1:  # a sid and an e-mail of two classmates: never one of them picked silently
             ids = ", ".join(repr(str(one)[:80]) for one in named.values())
             grade.problems.append(
-                f"refused: the submitter's ids ({ids}) name {len(named)} different students of the roster; "
+                f"{SEVERAL_STUDENTS}{ids}) name {len(named)} different students of the roster; "
                 "graded against nobody's numbers: the instructor decides whose they are"
             )
             grade.questions = not_attempted(questions, "not graded (the submitter's ids name several students)")
