@@ -428,11 +428,9 @@ def _moved(direct: dict, delayed: dict, draws: int = BOOTSTRAP_DRAWS) -> dict:
     says the run cannot tell the delay's effect from the frame-to-frame spread."""
     rng = random.Random(0)
 
-    def figures(samples: list) -> tuple:
-        ordered = sorted(samples)
-        n = len(ordered)
-        middle = (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
-        return middle, ordered[min(n - 1, int(round(0.95 * (n - 1))))]
+    def figures(samples_ms: list) -> tuple:
+        stats = summarize([s / 1e3 for s in samples_ms])  # the median and p95 the rows print, one definition
+        return stats["median_ms"], stats["p95_ms"]
 
     a, b = direct["samples_ms"], delayed["samples_ms"]
     point = [y - x for x, y in zip(figures(a), figures(b))]
