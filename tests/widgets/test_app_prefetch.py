@@ -149,7 +149,7 @@ def test_the_browser_is_sent_no_more_states_than_it_holds(name):
 
 
 @pytest.mark.parametrize("name", list(APPS))
-def test_no_prefetch_turn_holds_the_kernel_and_a_prefetched_change_is_shown_complete(name):
+def test_no_prefetch_turn_holds_the_kernel_and_a_prefetched_change_is_shown_complete(name, own_heap):
     # inside an event loop (as in a kernel): a change starts the fill of the other positions, then the prefetch of
     # every neighbouring state, which takes many turns; a probe that yields to the loop meanwhile never waits long
     kind, controls, pending, (control, value), neighbour = APPS[name]
@@ -271,7 +271,7 @@ def test_the_bubble_grids_kernel_table_is_bounded():
     app.close()
 
 
-def test_the_bubble_grids_fill_never_holds_the_kernel_at_16_stages():
+def test_the_bubble_grids_fill_never_holds_the_kernel_at_16_stages(own_heap):
     # the worst state the grid offers to simulate: ZB-V at p = 16, 64 counts of up to 6,144 ops each (about 0.6 s
     # of simulation per state). Its neighbours, by hand: schedule dualpipe and zb-h1, stages 15 (16 is the most),
     # B : F and W : F 0.75 and 1.25 each, model gpt3-175b and llama2-13b (either side of llama2-7b), recompute

@@ -97,7 +97,7 @@ def test_the_caches_are_bounded():
     app.close()
 
 
-def test_no_prefetch_turn_holds_the_kernel_and_a_prefetched_change_is_shown_complete():
+def test_no_prefetch_turn_holds_the_kernel_and_a_prefetched_change_is_shown_complete(own_heap):
     # inside an event loop (as in a kernel): a change starts the fill of the other node counts, then the prefetch of
     # every neighbouring state, which takes many turns; a probe that yields to the loop meanwhile never waits long
     # (a prefetch run in one go would hold it for the whole neighbourhood, over a second here)
