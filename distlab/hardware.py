@@ -40,9 +40,16 @@ from .units import (
 # Node and cluster
 
 
+#: Host CPU vendors a Node may name (Node.host_cpu): NCCL's tuning model tells x86 Intel and x86 AMD apart and
+#: treats every other CPU as one (collectives.placed.NCCL_NET_OVERHEAD_S, keyed by these names). Lesson 7 §3.
+HOST_CPUS = ("intel", "amd", "other")
+
+
 @dataclass(frozen=True)
 class Node:
-    """A server: gpus_per_node accelerators joined by intra_link, and nics_per_node NICs of type nic."""
+    """A server: gpus_per_node accelerators joined by intra_link, and nics_per_node NICs of type nic; host_cpu the
+    vendor of its host CPUs (HOST_CPUS; 'other' when not stated), which sets how fast NCCL's proxy posts network
+    operations (collectives.placed.ring_latency_array's step floor)."""
 
     name: str
     accelerator: Accelerator
@@ -51,6 +58,7 @@ class Node:
     nic: Link
     nics_per_node: int
     source: str = "user-defined"
+    host_cpu: str = "other"
 
     def __post_init__(self):
         object.__setattr__(self, "name", text_field(self.name, "node name"))
@@ -60,6 +68,8 @@ class Node:
         object.__setattr__(self, "nic", _link_of_kind(self.nic, "inter-node", "nic"))
         object.__setattr__(self, "nics_per_node", positive_int(self.nics_per_node, "nics_per_node"))
         object.__setattr__(self, "source", text_field(self.source, f"{self.name} source"))
+        if self.host_cpu not in HOST_CPUS:
+            raise ConfigurationError(f"host_cpu={self.host_cpu!r}; valid: {', '.join(HOST_CPUS)}")
 
     @property
     def memory_bytes(self) -> float:
@@ -327,7 +337,10 @@ NODES: dict[str, Node] = {
         nics_per_node=8,
         source="NVIDIA DGX A100 datasheet: the 640 GB system, 8x A100 80GB (a 320 GB system with 8x A100 40GB "
         "also exists), 6 NVSwitches, 600 GB/s NVLink per GPU; 8 single-port ConnectX-6 VPI 200 Gb/s HDR "
-        "InfiniBand for compute (the storage/in-band ConnectX-6 ports are not counted)",
+        "InfiniBand for compute (the storage/in-band ConnectX-6 ports are not counted); host: 2x AMD EPYC 7742 "
+        "(datasheet: 'Dual AMD Rome 7742, 128 cores total'; NVIDIA's MLPerf Training v1.0 system description "
+        "dgxa100_n256_ngc21.05_pytorch: 'host_processor_model_name': 'AMD EPYC 7742')",
+        host_cpu="amd",
     ),
     "dgx-h100": Node(
         "dgx-h100",
@@ -356,6 +369,7 @@ NODES: dict[str, Node] = {
 
 __all__ = [
     "PRECISIONS",
+    "HOST_CPUS",
     "LINK_KINDS",
     "Accelerator",
     "Link",

@@ -18,6 +18,7 @@ from ._arguments import (
     as_cluster,
     check_fraction,
 )
+from .collectives.placed import ring_step_floor
 from .errors import ConfigurationError
 from .flops import (
     FLOPS_PER_PARAM_TOKEN,
@@ -259,7 +260,9 @@ def hardware_arguments(cl, recipe, achieved=False) -> dict:
     of traffic between different local ranks, which crosses the spine. Both with every GPU of a
     node sending at once (hardware.Cluster.fabric_bandwidth_per_gpu with f = g): without rails
     both are inter_node_bandwidth_per_gpu. The peak is recipe.compute_precision's (the weight GEMMs'), core_peak_flops
-    recipe.core_precision's (the attention core's: bf16 for FP8). achieved=True (the
+    recipe.core_precision's (the attention core's: bf16 for FP8). ring_step_floor: the least a ring step inside a
+    node costs when the ring spans nodes, set by the node's host CPU (collectives.placed.ring_step_floor; priced
+    only where a collective's latency over every rank is, ZeRO-3 per tensor). achieved=True (the
     calibrated model, Lesson 7 §8): every link at its measured share of line rate
     (efficiency.achieved_link_share) and nvls_bw, NCCL's NVLS all-reduce rate where the node has it
     (efficiency.nvls_bandwidth); False: line rates, no NVLS. Lesson 7 §3.
@@ -288,6 +291,7 @@ def hardware_arguments(cl, recipe, achieved=False) -> dict:
         inter_bw=fabric * cl.fabric_bandwidth_per_gpu(same_local_rank=True),
         cross_rail_bw=fabric * cl.fabric_bandwidth_per_gpu(same_local_rank=False),
         inter_lat=cl.fabric.latency,
+        ring_step_floor=ring_step_floor(cl.node.host_cpu),
         peak_flops=cl.accelerator.peak(compute),
         core_peak_flops=cl.accelerator.peak(recipe.core_precision),
         hbm_bandwidth=cl.accelerator.memory_bandwidth,

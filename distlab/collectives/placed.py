@@ -51,6 +51,9 @@ __all__ = [
     "placed_time_array",
     "placed_all_to_all_time_array",
     "ring_latency_array",
+    "NCCL_NET_OVERHEAD_S",
+    "NCCL_SIMPLE_NET_POSTS",
+    "ring_step_floor",
     "hierarchical_parts",
     "flat_ring_strawman_time",
     "placed_collective",
@@ -145,8 +148,33 @@ def _all_reduce_time(size, n, stride, gpus_per_node, intra_bw, intra_lat, inter_
     return np.where(within, inside, np.where(even, hierarchical, uneven))
 
 
+#: Seconds the host spends posting one network operation of NCCL's proxy, by the host CPU's vendor: NCCL's tuning
+#: model, src/graph/tuning.cc getNetOverhead ("Network post overhead in ns"; x86 Intel 1.0 us, x86 AMD 2.0 us,
+#: else 1.0 us), NVIDIA/nccl v2.18.1-1 (d97a32fa, 2023-04-03), unchanged through v2.30.7-1. NCCL's tuning constants
+#: are fitted on NVIDIA's own systems ("All tuning is done on real systems, to correct for the difference between the
+#: model and reality", S. Jeaugey, NVIDIA/nccl issue 535, 2021-07-20): hardware measurements, not training runs.
+NCCL_NET_OVERHEAD_S = {"intel": 1.0e-6, "amd": 2.0e-6, "other": 1.0e-6}
+
+#: Network posts per ring step of NCCL's Simple protocol (the one its large all-gathers and reduce-scatters run),
+#: the same source: "if (p == NCCL_PROTO_SIMPLE) netOverhead *= 3".
+NCCL_SIMPLE_NET_POSTS = 3
+
+
+def ring_step_floor(host_cpu: str) -> float:
+    """The least (s) a step inside a node of a Simple-protocol ring over several nodes costs on hosts of `host_cpu`
+    (hardware.HOST_CPUS): NCCL_SIMPLE_NET_POSTS x NCCL_NET_OVERHEAD_S, NCCL's tuning model since v2.18 (the
+    step_floor of ring_latency_array). Lesson 7 §3.
+
+    >>> round(ring_step_floor('amd') * 1e6, 1), round(ring_step_floor('intel') * 1e6, 1)  # 3 x 2.0 us, 3 x 1.0 us
+    (6.0, 3.0)
+    """
+    if host_cpu not in NCCL_NET_OVERHEAD_S:
+        raise ConfigurationError(f"host_cpu={host_cpu!r}; valid: {', '.join(NCCL_NET_OVERHEAD_S)}")
+    return NCCL_SIMPLE_NET_POSTS * NCCL_NET_OVERHEAD_S[host_cpu]
+
+
 @broadcasting
-def ring_latency_array(n, stride, gpus_per_node, intra_lat, inter_lat):
+def ring_latency_array(n, stride, gpus_per_node, intra_lat, inter_lat, step_floor=0.0):
     """Latency (s) of one all-gather or reduce-scatter over n ranks `stride` apart when the message is too small for
     its bytes to matter: NCCL runs these on a ring through every rank (its only algorithm for them before PAT,
     NCCL 2.23, 2024), so a block passes n - 1 hops, nodes - 1 of them between nodes (alpha_x) and the rest inside a
@@ -156,10 +184,19 @@ def ring_latency_array(n, stride, gpus_per_node, intra_lat, inter_lat):
     large message whose node-local phase runs once. DeepSpeed ZeRO-3 as Narayanan et al. 2021 ran it (Table 2) gathered every parameter tensor on
     its own collective over all ranks, so each paid this (step.data_parallel). NumPy broadcast. Lesson 7 §3.
 
-    384 ranks on 48 nodes of 8, 3.4 us on NVLink and 9.6 us across: 336 x 3.4 + 47 x 9.6 = 1,593.6 us.
+    `step_floor` (s): the least a step inside a node costs when the ring spans nodes. NCCL's tuning model since
+    v2.18 ("Inter-node rings still have to launch nsteps * net overhead": intraLat = max(intraLat, netOverhead),
+    netOverhead = NCCL_SIMPLE_NET_POSTS x NCCL_NET_OVERHEAD_S of the host's CPU for the Simple protocol): the ring
+    moves in steps, and the rank whose neighbour is on the next node posts a network operation at every one of them,
+    so no step is quicker than its host posts them. 0 (the default) leaves NCCL 2.8-2.17's model; one node: no floor.
+
+    384 ranks on 48 nodes of 8, 3.4 us on NVLink and 9.6 us across: 336 x 3.4 + 47 x 9.6 = 1,593.6 us; on AMD hosts
+    (floor 3 x 2.0 = 6.0 us): 336 x 6.0 + 47 x 9.6 = 2,467.2 us.
 
     >>> round(float(ring_latency_array(384, 1, 8, 3.4e-6, 9.6e-6)) * 1e6, 1)
     1593.6
+    >>> round(float(ring_latency_array(384, 1, 8, 3.4e-6, 9.6e-6, step_floor=6.0e-6)) * 1e6, 1)
+    2467.2
     """
     n = number_array(n, "n", low=1.0)
     stride = number_array(stride, "stride", low=1.0)
@@ -167,7 +204,9 @@ def ring_latency_array(n, stride, gpus_per_node, intra_lat, inter_lat):
     local = np.minimum(np.where(stride >= g, 1.0, np.clip(np.floor(g / stride), 1.0, None)), n)
     nodes = np.where(n * stride <= g, 1.0, np.ceil(n / local))
     intra_lat, inter_lat = number_array(intra_lat, "intra_lat"), number_array(inter_lat, "inter_lat")
-    return finite_result("ring latency", (n - nodes) * intra_lat + (nodes - 1.0) * inter_lat)
+    floor = number_array(step_floor, "step_floor")
+    intra_step = np.where(nodes > 1.0, np.maximum(intra_lat, floor), intra_lat)
+    return finite_result("ring latency", (n - nodes) * intra_step + (nodes - 1.0) * inter_lat)
 
 
 def placed_time_array(op, size, n, stride, gpus_per_node, intra_bw, intra_lat, inter_bw, inter_lat):

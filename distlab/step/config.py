@@ -84,6 +84,7 @@ class StepConfig:
     inter_bw: float
     inter_lat: float
     cross: float  # the fabric share between different local ranks (cross_rail_bw; inter_bw without rails)
+    ring_step_floor: float  # least seconds a ring step inside a node costs when the ring spans nodes (host posts)
     nvls_bw: float | None
     peak: float  # the dense peak of the precision the weight GEMMs run in (recipe.compute_precision)
     core_peak: float  # the peak of the attention core (16-bit for an FP8 recipe; else peak)
@@ -230,6 +231,7 @@ def step_config(
     fp8_cast_bytes=0.0,
     zero3_tensors=1.0,
     attention_kernel=None,
+    ring_step_floor=0.0,
 ) -> StepConfig:
     """The StepConfig of step_model_array's keywords (see there), checked: numbers in range, codes known, the
     model a catalog TransformerModel (or name) or an MoEStepModel. Lesson 7 §1."""
@@ -255,6 +257,7 @@ def _hardware(a: dict) -> dict:
         inter_bw=inter_bw,
         inter_lat=non_negative(a["inter_lat"], SECONDS, "inter_lat"),
         cross=inter_bw if cross is None else positive(cross, "B/s", "cross_rail_bw"),
+        ring_step_floor=non_negative(a["ring_step_floor"], SECONDS, "ring_step_floor"),
         nvls_bw=a["nvls_bw"],
         peak=positive(a["peak_flops"], FLOP_PER_SECOND, "peak_flops"),
         core_peak=positive(

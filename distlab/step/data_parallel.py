@@ -141,13 +141,14 @@ def _zero3_per_tensor(c: StepConfig, layer_half, layer_reduce):
     hooks (stage3.py _register_hooks_recursively), so the recomputed forward of full recomputation fires them again.
     Per microbatch: g = L + (L - 1) + full x (L - 1) gathers of the layer (the last layer stays gathered, as in the
     flat count) of k_g tensors (zero3_gathered_per_layer) and L reduce-scatters of k tensors (zero3_tensors), each
-    tensor a ring latency over all n = dp x cp ranks (ring_latency_array) and n x h of host work (h =
+    tensor a ring latency over all n = dp x cp ranks (ring_latency_array; each step inside a node at least
+    c.ring_step_floor when the ring spans nodes: the hosts' network posts) and n x h of host work (h =
     DEEPSPEED_2021_HOST_PER_RANK_S: DeepSpeed's Python loop over the ranks and ProcessGroupNCCL's per-rank copy_ of
     the list, v1.8 torch/lib/c10d/ProcessGroupNCCL.cpp allgather and reduce_scatter), the layer's bytes at the placed
     rate: m (g (t + (k_g - 1) a + k_g n h) + L (t_r + (k - 1) a + k n h)), t = layer_half (one latency in it),
     t_r = layer_reduce (the reduce-scatter at the engine's reduce dtype). Lesson 7 §3."""
     layers, k = c.layers_stage, np.asarray(c.zero3_tensors)
-    latency = ring_latency_array(c.dpc, c.tp, c.g, c.intra_lat, c.inter_lat)
+    latency = ring_latency_array(c.dpc, c.tp, c.g, c.intra_lat, c.inter_lat, c.ring_step_floor)
     k_gather = np.where(k > 1.0, zero3_gathered_per_layer(c.model), 1.0)
     host = np.where(k > 1.0, DEEPSPEED_2021_HOST_PER_RANK_S * c.dpc, 0.0)  # per tensor: n ranks of host work
     gathers = 2.0 * layers - 1.0 + np.where(c.full, layers - 1.0, 0.0)

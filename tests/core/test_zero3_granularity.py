@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from distlab import memory, models, training
-from distlab.collectives.placed import ring_latency_array
+from distlab import hardware
+from distlab.collectives import placed
+from distlab.collectives.placed import NCCL_NET_OVERHEAD_S, NCCL_SIMPLE_NET_POSTS, ring_latency_array, ring_step_floor
 from distlab.errors import ConfigurationError
 from distlab.step import data_parallel
 from distlab.step.data_parallel import (
@@ -20,10 +22,12 @@ from distlab.step.data_parallel import (
 )
 
 ALPHA, ALPHA_X = 3.4e-6, 9.6e-6  # NVLink and fabric latency per ring step (s), set explicitly below
+FLOOR = 6.0e-6  # a per-tensor ring's step inside a node over several nodes, AMD hosts: 3 posts x 2.0 us (NCCL 2.18+)
 
 
-def _hardware(nodes_inter_lat=ALPHA_X):
+def _hardware(nodes_inter_lat=ALPHA_X, floor=0.0):
     return dict(
+        ring_step_floor=floor,
         gpus_per_node=8,
         intra_bw=450e9,
         intra_lat=ALPHA,
@@ -35,10 +39,10 @@ def _hardware(nodes_inter_lat=ALPHA_X):
     )
 
 
-def _step(dp, zero3_tensors, global_batch=16, inter_lat=ALPHA_X, recompute_code=0, micro_batch_size=1):
+def _step(dp, zero3_tensors, global_batch=16, inter_lat=ALPHA_X, recompute_code=0, micro_batch_size=1, floor=0.0):
     return training.step_model_array(
         models.model("llama2-7b"),
-        **_hardware(inter_lat),
+        **_hardware(inter_lat, floor),
         global_batch=global_batch,
         seq_len=4096,
         dp=dp,
@@ -85,6 +89,38 @@ def test_ring_latency_by_hand():
     # 2 ranks 8 apart (one per node): 0 intra + 1 x 9.6 us
     got = ring_latency_array([16, 8, 2], [1, 1, 8], 8, ALPHA, ALPHA_X)
     assert got * 1e6 == pytest.approx([57.2, 23.8, 9.6])
+    # with NCCL 2.18's floor on the steps inside a node of a ring over several nodes (6.0 us on AMD hosts):
+    # 16 ranks on 2 nodes: 14 x 6.0 + 9.6 = 93.6 us; 8 ranks in one node keep 7 x 3.4 = 23.8 us (no network step,
+    # no floor); one member per node has no step inside a node: 9.6 us; a floor under the NVLink latency changes
+    # nothing (Intel hosts: 3 x 1.0 = 3.0 us < 3.4 us)
+    got = ring_latency_array([16, 8, 2], [1, 1, 8], 8, ALPHA, ALPHA_X, step_floor=FLOOR)
+    assert got * 1e6 == pytest.approx([93.6, 23.8, 9.6])
+    intel = NCCL_SIMPLE_NET_POSTS * NCCL_NET_OVERHEAD_S["intel"]
+    assert ring_latency_array(16, 1, 8, ALPHA, ALPHA_X, step_floor=intel) * 1e6 == pytest.approx(57.2)
+
+
+def test_the_ring_step_floor_provenance():
+    # NVIDIA/nccl src/graph/tuning.cc (v2.18.1-1 to v2.30.7-1): getNetOverhead returns 1.0 (x86 Intel), 2.0 (x86 AMD),
+    # 1.0 (else) microseconds, and "if (p == NCCL_PROTO_SIMPLE) netOverhead *= 3"; Selene's DGX A100 hosts are AMD
+    # EPYC 7742 (MLPerf Training v1.0's NVIDIA system description), so its floor is 3 x 2.0 = 6.0 us
+    from pathlib import Path
+
+    assert NCCL_NET_OVERHEAD_S == {"intel": 1.0e-6, "amd": 2.0e-6, "other": 1.0e-6}
+    assert set(NCCL_NET_OVERHEAD_S) == set(hardware.HOST_CPUS) and NCCL_SIMPLE_NET_POSTS == 3
+    assert ring_step_floor("amd") == pytest.approx(FLOOR, rel=1e-12)
+    assert ring_step_floor("intel") == ring_step_floor("other") == pytest.approx(3.0e-6, rel=1e-12)
+    assert hardware.node("dgx-a100").host_cpu == "amd" and "AMD EPYC 7742" in hardware.node("dgx-a100").source
+    assert hardware.node("dgx-h100").host_cpu == "other"  # not stated in the catalog: NCCL's default, 1.0 us
+    hw = training.hardware_arguments(hardware.cluster("dgx-a100", 2), memory.precision_recipe("mixed"))
+    assert hw["ring_step_floor"] == pytest.approx(FLOOR, rel=1e-12)
+    with pytest.raises(ConfigurationError, match="host_cpu"):
+        hardware.Node("x", "h100-sxm", 8, "nvlink4", "ib-ndr", 8, host_cpu="arm")
+    with pytest.raises(ConfigurationError, match="host_cpu"):
+        ring_step_floor("sparc")
+    root = Path(__file__).resolve().parents[2]
+    source = (root / "distlab" / "collectives" / "placed.py").read_text(encoding="utf-8")
+    block = source.split("NCCL_NET_OVERHEAD_S = ", 1)[0].rsplit("\n\n", 1)[1]
+    assert "getNetOverhead" in block and "v2.18.1-1" in block and "issue 535" in block
 
 
 def test_deepspeed_2021_per_tensor_zero3_by_hand():
@@ -103,6 +139,13 @@ def test_deepspeed_2021_per_tensor_zero3_by_hand():
     extra = float(per_tensor["dp_comm_s"] - flat["dp_comm_s"])
     assert extra == pytest.approx(444 * a + 539 * 16 * 6.0e-6, rel=1e-9)
     assert extra == pytest.approx(77.1408e-3, rel=1e-9)
+    # on AMD hosts (floor 3 x 2.0 = 6.0 us: ring_step_floor) the 14 steps inside a node cost 6.0 us each:
+    # a = 14 x 6.0 + 9.6 = 93.6 us, 444 x 93.6 us + 51.744 ms = 41.5584 + 51.744 = 93.3024 ms; the flat buffer's
+    # hierarchical time does not move (the floor is priced only where a ring's latency over every rank is)
+    assert float(_step(16, 1.0, floor=FLOOR)["dp_comm_s"]) == float(flat["dp_comm_s"])
+    extra_amd = float(_step(16, 7.0, floor=FLOOR)["dp_comm_s"] - flat["dp_comm_s"])
+    assert extra_amd == pytest.approx(444 * (14 * FLOOR + ALPHA_X) + 539 * 16 * 6.0e-6, rel=1e-9)
+    assert extra_amd == pytest.approx(93.3024e-3, rel=1e-9)
     assert float(per_tensor["dp_exposed_s"]) == pytest.approx(float(per_tensor["dp_comm_s"]), rel=1e-12)
     t = float(flat["dp_comm_s"]) / 95
     assert float(per_tensor["dp_comm_s"]) == pytest.approx(95 * t + 444 * a + 539 * 16 * 6.0e-6, rel=1e-9)
@@ -191,6 +234,25 @@ def test_the_per_tensor_floor_does_not_fall_with_dp():
     assert all(e >= float(_step(dp, 1.0, global_batch=dp)["dp_comm_s"]) for e, dp in zip(exposed, dps))
     compute = [float(_step(dp, 7.0, global_batch=dp, micro_batch_size=1)["compute_s"]) for dp in (16, 256)]
     assert compute[1] == pytest.approx(compute[0])  # b = 1 on every GPU: the floor is communication, not compute
+
+
+def test_the_ring_step_floor_on_narayanan_table_2_at_2240_gpus(monkeypatch):
+    # Narayanan 2021 Table 2, ZeRO-3 529.6 B on 2,240 GPUs (280 DGX A100 nodes, dp = 2,240, one microbatch; 105
+    # layers, full recomputation): per step 2 L - 1 + L - 1 = 313 layer gathers of k_g = 4 tensors and L = 105
+    # reduce-scatters of k = 12, the layer's first tensor priced in its bytes, so 313 x 3 + 105 x 11 = 2,094 tensors
+    # pay the ring latency of ring_latency_array. Each has n - nodes = 2,240 - 280 = 1,960 steps inside a node,
+    # each at max(3.4, 6.0) = 6.0 us instead of 3.4 us (Selene's AMD hosts: hardware.node('dgx-a100').host_cpu):
+    # 2,094 x 1,960 x 2.6 us = 10.671 s more DP time, all exposed
+    from distlab import validation
+
+    run = validation.run("narayanan2021-t2-zero3-529b-2240gpu")
+    with_floor = validation.predict(run).breakdown()
+    monkeypatch.setitem(placed.NCCL_NET_OVERHEAD_S, "amd", 0.0)  # no floor: NCCL 2.8-2.17's model
+    without = validation.predict(run).breakdown()
+    more = with_floor["dp_comm_exposed"] - without["dp_comm_exposed"]
+    assert more == pytest.approx(2094 * 1960 * (FLOOR - ALPHA), rel=1e-9)
+    assert more == pytest.approx(10.671, abs=5e-4)
+    assert with_floor["compute"] == without["compute"]
 
 
 def test_estimate_keyword_and_the_narayanan_table_2_rows():
