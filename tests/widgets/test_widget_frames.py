@@ -7,6 +7,7 @@ import io
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 from PIL import Image
 
 
@@ -49,6 +50,28 @@ def test_quick_frame_sends_what_matplotlibs_webagg_canvas_sends():
         assert np.array_equal(_decoded(ours), _decoded(theirs))
         if change == "diff":
             assert our_mode == "diff" and _decoded(ours)[..., 3].any()  # some pixels changed, the rest transparent
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    height=st.integers(1, 40),
+    width=st.integers(1, 40),
+    seed=st.integers(0, 2**32 - 1),
+    step=st.sampled_from([1, 2]),
+)
+def test_encode_png_is_read_back_by_an_independent_decoder(height, width, seed, step):
+    # Pillow's PNG decoder (an independent implementation) reads back every pixel our encoder wrote, for any size and
+    # for a strided view (a slice of a frame); the file is 8-bit RGBA (IHDR: colour type 6), its size in its header
+    from distlab.widgets.canvas import PNG_SIGNATURE, encode_png
+
+    full = np.random.default_rng(seed).integers(0, 256, (height * step, width * step, 4), dtype=np.uint8)
+    rgba = full[::step, ::step]
+    png = encode_png(rgba)
+    assert png.startswith(PNG_SIGNATURE) and png[12:16] == b"IHDR"
+    assert int.from_bytes(png[16:20], "big") == width and int.from_bytes(png[20:24], "big") == height
+    assert png[24:26] == bytes([8, 6])
+    image = Image.open(io.BytesIO(png))
+    assert image.mode == "RGBA" and np.array_equal(np.asarray(image), rgba)
 
 
 def _offered(widget) -> list:
