@@ -41,7 +41,7 @@ from .units import (
 
 
 #: Host CPU vendors a Node may name (Node.host_cpu): NCCL's tuning model tells x86 Intel and x86 AMD apart and
-#: treats every other CPU as one (collectives.placed.NCCL_NET_OVERHEAD_S, keyed by these names). Lesson 7 §3.
+#: treats every other CPU as one (collectives.placed.NCCL_NET_OVERHEAD_S, keyed by these names). Lesson 7 §8.
 HOST_CPUS = ("intel", "amd", "other")
 
 
@@ -68,7 +68,7 @@ class Node:
         object.__setattr__(self, "nic", _link_of_kind(self.nic, "inter-node", "nic"))
         object.__setattr__(self, "nics_per_node", positive_int(self.nics_per_node, "nics_per_node"))
         object.__setattr__(self, "source", text_field(self.source, f"{self.name} source"))
-        if self.host_cpu not in HOST_CPUS:
+        if not isinstance(self.host_cpu, str) or self.host_cpu not in HOST_CPUS:
             raise ConfigurationError(f"host_cpu={self.host_cpu!r}; valid: {', '.join(HOST_CPUS)}")
 
     @property

@@ -29,6 +29,8 @@ from .cost import (
     ring_all_reduce_time,
 )
 from .placed import (
+    NCCL_NET_OVERHEAD_S,
+    NCCL_SIMPLE_NET_POSTS,
     PLACED_OPS,
     PLACEMENTS,
     PlacedCollective,
@@ -39,6 +41,7 @@ from .placed import (
     placed_collective,
     placed_time_array,
     ring_latency_array,
+    ring_step_floor,
     placement_array,
 )
 from .simulate import (

@@ -163,12 +163,12 @@ NCCL_SIMPLE_NET_POSTS = 3
 def ring_step_floor(host_cpu: str) -> float:
     """The least (s) a step inside a node of a Simple-protocol ring over several nodes costs on hosts of `host_cpu`
     (hardware.HOST_CPUS): NCCL_SIMPLE_NET_POSTS x NCCL_NET_OVERHEAD_S, NCCL's tuning model since v2.18 (the
-    step_floor of ring_latency_array). Lesson 7 §3.
+    step_floor of ring_latency_array). Lesson 7 §8.
 
     >>> round(ring_step_floor('amd') * 1e6, 1), round(ring_step_floor('intel') * 1e6, 1)  # 3 x 2.0 us, 3 x 1.0 us
     (6.0, 3.0)
     """
-    if host_cpu not in NCCL_NET_OVERHEAD_S:
+    if not isinstance(host_cpu, str) or host_cpu not in NCCL_NET_OVERHEAD_S:
         raise ConfigurationError(f"host_cpu={host_cpu!r}; valid: {', '.join(NCCL_NET_OVERHEAD_S)}")
     return NCCL_SIMPLE_NET_POSTS * NCCL_NET_OVERHEAD_S[host_cpu]
 
