@@ -11,6 +11,11 @@ every namespace, the kernel shares with the grader and with all the user's other
   I/O thread's epoll_ctl failed and libzmq's errno_assert aborted the grader (SIGABRT, "No space left on device
   (src/epoll.cpp:73)"): no report, and a class run dies at that notebook on every re-run. Not fixed: no rlimit, seccomp
   rule or namespace bounds a user's epoll watches; only a kernel of another user id (a root grader's) is counted apart.
+- 03-pipe-pages: `fs.pipe-user-pages-soft` (16,384 pages) is counted per real user id too. 16 forked processes of 120
+  pipes each (16 pages a pipe) passed it, and while the notebook ran every new pipe of every other process of the
+  grader's user had 8 kB instead of 64 kB and could not be grown (F_SETPIPE_SZ: EPERM). Not fixed, for the same
+  reason; the hard limit (`fs.pipe-user-pages-hard`) is 0 by default, so the pages themselves are bounded only by the
+  kernel's 256 descriptors a process.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -65,8 +71,10 @@ needs_non_root_grader = pytest.mark.skipif(
 )
 
 
-def grade_as_non_root(cells: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
-    """The memory_wall exercise with `cells` after its imports, graded by `distlab grade` run as GRADER_UID."""
+def grade_as_non_root(cells: list[str], tmp_path: Path, probe: str = "") -> subprocess.CompletedProcess:
+    """The memory_wall exercise with `cells` after its imports, graded by `distlab grade` run as GRADER_UID; with
+    `probe`, that Python code runs meanwhile as GRADER_UID too, outside the sandbox (another program of the user), and
+    what it prints is the result's `probe` attribute."""
     notebook = json.loads(EXERCISE.read_text())
     for n, code in enumerate(cells):
         notebook["cells"].insert(2 + n, {"cell_type": "code", "metadata": {}, "outputs": [], "source": code})
@@ -77,7 +85,14 @@ def grade_as_non_root(cells: list[str], tmp_path: Path) -> subprocess.CompletedP
         path.write_text(json.dumps(notebook))
         os.chmod(path, 0o644)
         command = [sys.executable, "-m", "distlab", "grade", "--lesson", "memory_wall", "--timeout", "150", str(path)]
-        return _as_grader(*command, home=str(home))
+        if not probe:
+            return _as_grader(*command, home=str(home))
+        with ThreadPoolExecutor(1) as pool:
+            graded = pool.submit(_as_grader, *command, home=str(home))
+            seen = _as_grader(sys.executable, "-c", probe, home=str(home), timeout=120)
+            done = graded.result()
+        done.probe = seen.stdout + seen.stderr[-2000:]  # type: ignore[attr-defined]
+        return done
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
@@ -153,3 +168,42 @@ def test_a_kernel_cannot_take_the_graders_epoll_watches(tmp_path):
     done = grade_as_non_root([FILL_EPOLL_WATCHES, CUT_CONNECTIONS], tmp_path)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])  # now: 134, "No space left on device"
     assert "score: 0/8" in done.stdout, done.stdout
+
+
+#: 03-pipe-pages: 16 forked processes of 120 pipes each (1,920 pipes of 16 pages: past the 16,384 of the soft limit)
+TAKE_PIPE_PAGES = r"""
+import os, time, cffi
+ffi = cffi.FFI(); ffi.cdef("int fork(void);"); libc = ffi.dlopen(None)
+for i in range(16):
+    if libc.fork() == 0:
+        for fd in range(3, 256):
+            try: os.close(fd)
+            except OSError: pass
+        pipes = [os.pipe() for _ in range(120)]
+        time.sleep(3600)
+time.sleep(30)
+"""
+#: another program of the grader's user, meanwhile: the smallest new pipe it got in 40 s (it stops at the first small one)
+SMALLEST_PIPE = r"""
+import fcntl, os, time
+smallest, until = 1 << 30, time.monotonic() + 40
+while time.monotonic() < until and smallest >= 65536:
+    r, w = os.pipe()
+    smallest = min(smallest, fcntl.fcntl(w, 1032))  # F_GETPIPE_SZ
+    os.close(r); os.close(w)
+    time.sleep(0.2)
+print("smallest pipe", smallest)
+"""
+
+
+@needs_non_root_grader
+@pytest.mark.xfail(
+    strict=True,
+    reason="03-pipe-pages: a non-root grader's kernel shares the user's pipe pages (fs.pipe-user-pages-soft, per real "
+    "user id): the user's other programs get 8 kB pipes they cannot grow while it runs. Needs a kernel of another "
+    "user id",
+)
+def test_a_kernel_cannot_shrink_the_pipes_of_the_graders_other_programs(tmp_path):
+    done = grade_as_non_root([TAKE_PIPE_PAGES], tmp_path, probe=SMALLEST_PIPE)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "smallest pipe 65536" in done.probe, done.probe  # type: ignore[attr-defined]  # now: 8192
