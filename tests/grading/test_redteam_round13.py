@@ -17,6 +17,9 @@ every namespace, the kernel shares with the grader and with all the user's other
   grader's user had 8 kB instead of 64 kB and could not be grown (F_SETPIPE_SZ: EPERM). Not fixed, for the same
   reason; the hard limit (`fs.pipe-user-pages-hard`) is 0 by default, so the pages themselves are bounded only by the
   kernel's 256 descriptors a process.
+- 06-grade-folder-left: `distlab grade NOTEBOOK` (no `--out`) made each notebook's private folder (distlab-grade-*, a
+  copy of the submission) in the temporary folder itself: the graders 01 aborted left theirs for good. Fixed: the
+  run's folders lie in one locked run folder (scratch.run_folder), as a class run's, which the next run removes.
 """
 
 from __future__ import annotations
@@ -228,3 +231,39 @@ def test_a_kernel_cannot_shrink_the_pipes_of_the_graders_other_programs(tmp_path
     done = grade_as_non_root([TAKE_PIPE_PAGES], tmp_path, probe=SMALLEST_PIPE)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "smallest pipe 65536" in done.probe, done.probe  # type: ignore[attr-defined]  # now: 8192
+
+
+def test_a_killed_single_notebook_grader_leaves_no_copy_of_the_submission_behind():
+    # 06-grade-folder-left: `distlab grade NOTEBOOK` (no --out) made its private folder (distlab-grade-*: the copy of
+    # the submission, the socket folders) straight in the temporary folder, outside any locked run folder: a grader
+    # that died (01-epoll-watches: libzmq's abort; SIGKILL, out of memory) left it there for good, and no later run
+    # removed it. Now in a run folder (scratch.run_folder), as a class run's: the next run removes it.
+    import signal
+    import time
+
+    temp = Path(tempfile.mkdtemp(prefix="rt13-", dir="/tmp"))  # short: the kernel's socket paths fit under it
+    try:
+        notebook = json.loads(EXERCISE.read_text())
+        code = "import time\ntime.sleep(120)"
+        notebook["cells"].insert(2, {"cell_type": "code", "metadata": {}, "outputs": [], "source": code})
+        slow, plain = temp / "slow" / "01_memory_wall.ipynb", temp / "plain" / "01_memory_wall.ipynb"
+        for path, content in ((slow, json.dumps(notebook)), (plain, EXERCISE.read_text())):
+            path.parent.mkdir()
+            path.write_text(content)
+        env = {**os.environ, "TMPDIR": str(temp), "PYTHONPATH": str(ROOT)}
+        command = [sys.executable, "-m", "distlab", "grade", "--trusted", "--lesson", "memory_wall"]
+        grader = subprocess.Popen([*command, str(slow)], env=env, start_new_session=True, stdout=subprocess.DEVNULL)
+        try:
+            until = time.monotonic() + 60
+            while not list(temp.rglob("distlab-grade-*/submission.ipynb")) and time.monotonic() < until:
+                time.sleep(0.2)
+            assert list(temp.rglob("distlab-grade-*/submission.ipynb")), "the grader made no private folder"
+            time.sleep(2)
+        finally:
+            os.killpg(grader.pid, signal.SIGKILL)
+            grader.wait()
+        done = subprocess.run([*command, str(plain)], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert list(temp.rglob("distlab-grade-*")) == [], sorted(temp.rglob("*"))
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
