@@ -229,7 +229,13 @@ def run(args) -> int:
         if not args.quiet:  # summary.txt as written: one notebook per student and lesson counted
             print((Path(args.out) / classroom.SUMMARY_TXT).read_text(encoding="utf-8"), end="")
     else:
-        report = grade.grade_notebooks(args.notebooks, **options)
+        from ..grading.scratch import run_folder
+
+        # every private folder of the run (each notebook's distlab-grade-*: a copy of the submission) in one locked
+        # run folder, as a class run's: removed at the end, or by the next run when this one was killed (red team
+        # 13, 06-grade-folder-left: a grader libzmq aborted left its folder in the temporary folder for good)
+        with run_folder():
+            report = grade.grade_notebooks(args.notebooks, **options)
         if not args.quiet:
             print(report.table(), end="")
     _write(args, report)
