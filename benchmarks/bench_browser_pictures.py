@@ -165,6 +165,17 @@ CONTROL_APPS = [
 LAB_PRESSES = 20
 PAUSE_S = 0.5
 FILL_PAUSE_S = 0.1
+#: Each pause between timed changes is lengthened by a random share of one frame (60 Hz), so the changes fall at every
+#: phase of the page's frame clock, as a hand's presses do. A fixed pause phase-locks them: FILL_PAUSE_S is six frames,
+#: and the memory wall's refill row then read 1.5 ms median in one mode and 6.7 in the other (session 11), the frame
+#: wait of one phase against another's, whatever the round trip.
+FRAME_JITTER_S = 1 / 60
+_JITTER = random.Random(32)
+
+
+def _pause(page, seconds: float) -> None:
+    """Wait `seconds` plus a random share of one frame (FRAME_JITTER_S)."""
+    page.wait_for_timeout((seconds + _JITTER.uniform(0.0, FRAME_JITTER_S)) * 1e3)
 #: in the page: the time from a control's change (capture phase: before the widget handles it) to the frame after
 #: the picture's text changes; and whether the picture drew it from its cache (lab.js counts data-cache-hits)
 INSTRUMENT_CONTROL = """([control, summary, holder]) => {
@@ -396,7 +407,7 @@ def _measure(sync_api, base: str, token: str, name: str, only: tuple = (), n: in
                     key = "ArrowRight" if value < hi and (i // (hi - lo)) % 2 == 0 or value == lo else "ArrowLeft"
                     page.keyboard.press(key)
                     page.wait_for_function(f"window.__latency.length >= {i + 1}", timeout=10_000)
-                    page.wait_for_timeout(60)  # one press at a time, as a hand presses
+                    _pause(page, 0.06)  # one press at a time, as a hand presses
                 samples = page.evaluate("window.__latency")
                 results[label] = _summary(samples)
             for app, index, *controls in CONTROL_APPS:
@@ -471,7 +482,7 @@ def _time_changes(page, control, picture, change, pause_s: float, n: int = LAB_P
     summary = text.element_handle()
     page.evaluate(INSTRUMENT_CONTROL, [control.element_handle(), summary, holder])
     for i in range(n):
-        page.wait_for_timeout(pause_s * 1e3)
+        _pause(page, pause_s)
         change(i)
         page.wait_for_function(f"window.__latency.length >= {i + 1}", timeout=15_000)
     stats = _summary(page.evaluate("window.__latency"))
