@@ -17,7 +17,9 @@ Then every dropdown, toggle, checkbox and ipywidgets slider of the apps in CONTR
 the memory wall, the ZeRO bars, the 3D grid, the training lab, the triage ladder; issue 32), and of the apps matplotlib
 draws whose neighbouring pictures the browser caches (FRAME_CELLS: distlab.widgets.framecache; their text is the status
 panel): n changes each (default 20), alternating between a value and its neighbour, change event (capture phase) to
-the frame after the picture's text changes, with the share drawn from the browser's cache.
+the frame after the picture's text changes, with the share drawn from the browser's cache. Each pause between timed
+changes is lengthened by a random share of one frame (FRAME_JITTER_S), so the changes fall at every phase of the
+page's frame clock, as a hand's presses do.
 
     python benchmarks/bench_browser_pictures.py "(lesson"   # only the matplotlib-drawn apps' controls
 
