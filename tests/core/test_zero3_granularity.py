@@ -117,6 +117,12 @@ def test_the_ring_step_floor_provenance():
         hardware.Node("x", "h100-sxm", 8, "nvlink4", "ib-ndr", 8, host_cpu="arm")
     with pytest.raises(ConfigurationError, match="host_cpu"):
         ring_step_floor("sparc")
+    # a value of another type gets our error too (a list raised TypeError, an array ValueError, before 660ab0f)
+    for odd in (["amd"], np.array(["amd", "intel"]), None, 2.0):
+        with pytest.raises(ConfigurationError, match="host_cpu"):
+            ring_step_floor(odd)
+        with pytest.raises(ConfigurationError, match="host_cpu"):
+            hardware.Node("x", "h100-sxm", 8, "nvlink4", "ib-ndr", 8, host_cpu=odd)
     root = Path(__file__).resolve().parents[2]
     source = (root / "distlab" / "collectives" / "placed.py").read_text(encoding="utf-8")
     block = source.split("NCCL_NET_OVERHEAD_S = ", 1)[0].rsplit("\n\n", 1)[1]
