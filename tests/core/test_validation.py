@@ -19,7 +19,9 @@ ALL = validation.load_runs("all")
 
 
 def test_the_data_file_loads_and_every_run_is_cited_and_derived():
-    assert len(ALL) == 83  # 73 + the 10 DGX Cloud recipe runs (5 bf16 + 5 FP8, dgxc-benchmarking)
+    # 73 + the 10 DGX Cloud recipe runs (5 bf16 + 5 FP8, dgxc-benchmarking) + 6 of Megatron Bridge's 25.11 performance
+    # summary (4 DGX-B200, 2 DGX-H100)
+    assert len(ALL) == 89
     assert len({r["id"] for r in ALL}) == len(ALL)
     for r in ALL:
         block = r["distlab"]
@@ -108,6 +110,17 @@ def test_tokens_per_second_per_gpu():
     got = validation.measured_step_time(validation.run("torchtitan-a100-64gpu-llama3-8b-sel-op"))
     assert got == pytest.approx(8192 / 2973, rel=1e-12)
     assert got == pytest.approx(2.7555, abs=1e-4)
+
+
+def test_tokens_per_second_per_gpu_on_b200():
+    # Megatron Bridge docs/performance-summary.md (5776a6d9), 25.11, 'System: DGX-B200', row 'LLAMA3.1_405B | 128 |
+    # FP8-CS (FP8-MX) | 64 | 1 | 8192 | ... | 661 (624) | ...': FP8-CS 661 tokens/s/GPU, MXFP8 (in parentheses) 624.
+    #   t = 64 x 8192 / (661 x 128) = 524288 / 84608 = 6.1967 s;  MXFP8: 524288 / (624 x 128) = 524288 / 79872 = 6.5641 s
+    cs = validation.measured_step_time(validation.run("mbridge-25.11-b200-llama31-405b-128gpu-fp8cs"))
+    mx = validation.measured_step_time(validation.run("mbridge-25.11-b200-llama31-405b-128gpu-mxfp8"))
+    assert cs == pytest.approx(6.1967, abs=1e-4) and mx == pytest.approx(6.5641, abs=1e-4)
+    b200 = [r for r in validation.load_runs("validation") if r["distlab"]["cluster"]["node"] == "hgx-b200"]
+    assert len(b200) == 4 and all(validation.run_kind(r)["gpu"] == "b200" for r in b200)
 
 
 def test_tokens_per_second_aggregate():
