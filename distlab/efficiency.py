@@ -121,18 +121,20 @@ BEST_GEMM_EFFICIENCY = {
 #: every measured one. Lesson 7 §8.
 FALLBACK_GEMM_EFFICIENCY = 1745.0 / 2250
 
-#: Best-shape FP8 GEMM rate as a share of the dense FP8 peak: Bekman's MAMF table (the data file's
-#: "mamf-fp8-h100-sxm": H100 SXM 1,402.6 of 1,979 TFLOP/s, 70.9%, against BF16's 80.3%: FP8 GEMMs run further from
-#: their peak). The H100's die (H200, torchtitan's 96 GB part) is given its figure, as for bf16. Only the GEMMs of an
-#: FP8 recipe run at it; the attention core, the element-wise work and the optimizer stay at 16-bit rates (the step
-#: model, distlab.step.compute). Lesson 7 §8.
+#: Best-shape FP8 GEMM rate as a share of the dense FP8 peak: Bekman's MAMF table, FP8 (`float8_e4m3fn`) rows (the
+#: data file's "mamf-fp8-*"): H100 SXM 1,402.6 of 1,979 TFLOP/s, 70.9%, against BF16's 80.3% (FP8 GEMMs run further
+#: from their peak); H200 SXM 1,453.4 of 1,979, 73.4%; B200 SXM 3,432.5 of 4,500, 76.3%. Each part is given its own
+#: row (the H200 measured apart from the H100 here, unlike bf16, whose table says "H200 is the same"); torchtitan's
+#: 96 GB H100 the H100's. Only the GEMMs of an FP8 recipe run at it; the attention core, the element-wise work and
+#: the optimizer stay at 16-bit rates (the step model, distlab.step.compute). Lesson 7 §8.
 BEST_FP8_GEMM_EFFICIENCY = {
     "h100-sxm": ("mamf-fp8-h100-sxm", 1402.6 / 1979),
-    "h200": ("mamf-fp8-h100-sxm", 1402.6 / 1979),
+    "h200": ("mamf-fp8-h200-sxm", 1453.4 / 1979),
     "h100-sxm-96gb-hbm2e-500w": ("mamf-fp8-h100-sxm", 1402.6 / 1979),
+    "b200": ("mamf-fp8-b200-sxm", 3432.5 / 4500),
 }
-#: For an accelerator without a published FP8 figure: the H100's (the only one measured), lower than every measured
-#: bf16 share, so that no GPU is assumed to reach more of its FP8 peak than the one measured. Lesson 7 §8.
+#: For an accelerator without a published FP8 figure: the lowest measured (the H100's), so that no GPU is assumed to
+#: reach more of its FP8 peak than every one measured. Lesson 7 §8.
 FALLBACK_FP8_GEMM_EFFICIENCY = 1402.6 / 1979
 
 #: Streaming multiprocessors per catalog accelerator, the SMs a GEMM's output tiles are spread over (one wave = one
@@ -378,8 +380,10 @@ def best_fp8_gemm_efficiency(accelerator) -> float:
     """Best-shape FP8 GEMM rate / dense FP8 peak of a catalog accelerator (name or Accelerator): BEST_FP8_GEMM_EFFICIENCY,
     FALLBACK_FP8_GEMM_EFFICIENCY without a figure. Lesson 7 §8.
 
-    >>> round(best_fp8_gemm_efficiency('h100-sxm'), 3), round(best_fp8_gemm_efficiency('b200'), 3)
-    (0.709, 0.709)
+    H100 SXM 1,402.6 / 1,979 = 0.709; B200 SXM 3,432.5 / 4,500 = 0.763; MI300X (no FP8 row): the H100's.
+
+    >>> [round(best_fp8_gemm_efficiency(a), 3) for a in ('h100-sxm', 'b200', 'mi300x')]
+    [0.709, 0.763, 0.709]
     """
     if not isinstance(getattr(accelerator, "name", accelerator), str):
         raise ConfigurationError(f"accelerator={accelerator!r} must be a catalog accelerator name or an Accelerator")
