@@ -206,14 +206,15 @@ def _runtime_binds() -> list[str]:
         if os.path.isfile(cfg):
             args += ["--ro-bind", cfg, cfg]
         args += ["--symlink", os.path.realpath(sys.executable), sys.executable]
-    sites = [*site.getsitepackages()]
-    if site.ENABLE_USER_SITE and site.USER_SITE:
-        sites.append(site.USER_SITE)
+    elif os.path.realpath(sys.executable) != sys.executable:  # python3 -> python3.11 of a runtime used directly
+        args += ["--symlink", os.path.realpath(sys.executable), sys.executable]
+    extra = package_folders()
+    sites = [*site.getsitepackages(), *extra]
     ours = dict.fromkeys(os.path.realpath(p) for p in sites)
     for folder in ours:
         if not os.path.isdir(folder):
             continue
-        if not _under(folder, runtime):
+        if folder in extra or not _under(folder, runtime):
             args += ["--ro-bind", folder, folder]
     # the runtime's own site-packages (a distlab installed there holds the answer key) are empty folders
     # unless the environment uses them: only the standard library of the runtime is bound
@@ -224,6 +225,23 @@ def _runtime_binds() -> list[str]:
         if os.path.isdir(os.path.join(folder, "distlab")):
             args += ["--ro-bind", "{view}/distlab", os.path.join(folder, "distlab")]
     return args
+
+
+def package_folders() -> list[str]:
+    """The folders of installed packages the grader imports from that its Python does not find by itself: the user's
+    site-packages (`pip install --user`) and site-packages or dist-packages folders on PYTHONPATH. The sandbox binds
+    them read-only (any distlab in them covered by the student view) and puts them on the kernel's PYTHONPATH after
+    the view: without them the kernel could not import ipykernel and died before it answered. Other folders on
+    PYTHONPATH (a checkout, with solutions/ and tests/) are never bound. Real paths, each once."""
+    import site
+
+    own = {os.path.realpath(p) for p in site.getsitepackages()}
+    found = [
+        os.path.realpath(p)
+        for p in sys.path
+        if os.path.isabs(p) and os.path.basename(os.path.normpath(p)) in ("site-packages", "dist-packages")
+    ]
+    return [p for p in dict.fromkeys(found) if p not in own and os.path.isdir(p)]
 
 
 def _runtime_files(runtime: str) -> list[str]:
@@ -261,7 +279,7 @@ def sandbox_env(world: SandboxWorld) -> dict:
         "IPYTHONDIR": SANDBOX_WORK + "/.ipython",
         "MPLCONFIGDIR": SANDBOX_WORK + "/.matplotlib",
         "MPLBACKEND": "agg",
-        "PYTHONPATH": SANDBOX_VIEW,
+        "PYTHONPATH": os.pathsep.join([SANDBOX_VIEW, *package_folders()]),
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONNOUSERSITE": "1",
     }
