@@ -216,7 +216,12 @@ async def _wait_for_ready(client, timeout: float | None = None) -> None:
             client._handle_kernel_info_reply(reply)  # the protocol version the kernel speaks
             return
         if not await client.is_alive():
-            raise RuntimeError("Kernel died before replying to kernel_info")
+            # no cell of the notebook has run yet: the grader's set-up, not the submission (test_grader_pythons)
+            raise RuntimeError(
+                "Kernel died before replying to kernel_info: the grading kernel could not start, before any cell ran "
+                "(the grader's set-up, not this notebook: its Python or packages do not run in the sandbox; grade a "
+                "notebook of solutions/ to check the set-up)"
+            )
         if time.monotonic() > deadline:
             raise RuntimeError(f"Kernel didn't respond in {timeout:g} seconds")
         wait = min(2 * wait, READY_WAIT_MAX)
