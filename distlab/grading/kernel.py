@@ -381,6 +381,11 @@ class _Kernel:
         """How many of the kernel's messages the relay has dropped as too large so far (0 without a relay)."""
         return self.relay.dropped[0] if self.relay is not None else 0
 
+    def replies_dropped(self) -> int:
+        """How many execute_replies the grader dropped as too large to decode so far (messages.grading_session)."""
+        km = getattr(self.client, "km", None)
+        return int(getattr(getattr(km, "session", None), "replies_dropped", [0])[0])
+
 
 def _install_sandbox(kernel: _Kernel, nonce: str, memory_limit, file_size_limit, audit_hook: bool) -> None:
     boot = kernel.run(
@@ -431,7 +436,7 @@ def _run_student_cell(kernel: _Kernel, number: int, source: str, problems: _Prob
     """Run one student cell; note in `problems` what went wrong. None when the cells after it cannot run."""
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    dropped = kernel.dropped()
+    dropped, replies = kernel.dropped(), kernel.replies_dropped()
     try:
         cell = kernel.run(source)
     except (DeadKernelError, CellTimeoutError) as exc:
@@ -456,6 +461,14 @@ def _run_student_cell(kernel: _Kernel, number: int, source: str, problems: _Prob
             f"({MAX_RELAYED_BYTES // 2**20} MB: an exception or an output that large), which was dropped with the "
             f"cell's result; the cell counts as unfinished after its time limit "
             f"({min(kernel.cell_timeout, kernel.timeout):g} s)",
+        )
+    elif kernel.timed_out(cell) and kernel.replies_dropped() > replies:
+        # its reply arrived but was too large to decode (an exception message of 64 kB to 8 MB): not a loop either
+        problems.cell(
+            "dropped",
+            f"code cell {number} (`{first_line(source)}`) ended with a reply larger than the grader reads "
+            f"({MAX_PART_BYTES // 2**10} kB: an exception message or traceback that long), which was dropped; the cell "
+            f"counts as unfinished after its time limit ({min(kernel.cell_timeout, kernel.timeout):g} s)",
         )
     elif kernel.timed_out(cell):
         problems.cell(
