@@ -214,6 +214,7 @@ def run(args) -> int:
         sandbox=args.sandbox,
         **_class_options(args),
     )
+    _say_uncapped(args.sandbox)
     if args.one_notebook or args.answers_out or args.answers_from:
         return _one_submission(args, options)
     if args.out:
@@ -240,6 +241,20 @@ def run(args) -> int:
             print(report.table(), end="")
     _write(args, report)
     return 0
+
+
+def _say_uncapped(sandbox: str) -> None:
+    """A root grader's note, on stderr, where no kernel memory cgroup can be made (cgroups.memory_hierarchy: a cgroup
+    v2-only host): then only each process's rlimits bound a kernel, not all of its processes together."""
+    from ..grading import cgroups
+
+    if sandbox in ("auto", "bwrap") and os.geteuid() == 0 and cgroups.memory_hierarchy() is None:
+        print(
+            "distlab grade: note: no writable cgroup v1 memory hierarchy here (a cgroup v2-only host?): each kernel "
+            "process is limited by its rlimits, but the memory and processes of all of a kernel's processes together "
+            "are not capped (instructor/grading-threat-model.md)",
+            file=sys.stderr,
+        )
 
 
 def _refuse_outputs(args) -> None:

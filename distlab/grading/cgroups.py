@@ -16,6 +16,7 @@ __all__ = [
     "KERNEL_TCP_BUFFER_BYTES",
     "KernelCgroups",
     "kernel_cgroup_name",
+    "memory_hierarchy",
     "sweep_abandoned",
     "sweep_hierarchy",
 ]
@@ -196,6 +197,18 @@ def _own_cgroup(controller: str) -> str | None:
     except OSError:
         return None
     return None
+
+
+def memory_hierarchy() -> str | None:
+    """The folder of this process's cgroup in the v1 memory hierarchy, where a root grader makes each kernel's memory
+    cgroup; None where there is none to make one in (a cgroup v2-only host, as most Linux distributions since 2021
+    mount, or a v1 hierarchy this process cannot write): there the kernel's processes have their rlimits only, and
+    `distlab grade` says so (instructor/grading-threat-model.md)."""
+    own = _own_cgroup("memory")
+    if own is None:
+        return None
+    folder = os.path.join(CGROUP_ROOT, "memory", own.lstrip("/"))
+    return folder if os.path.isdir(folder) and os.access(folder, os.W_OK) else None
 
 
 class KernelCgroups:

@@ -81,3 +81,31 @@ def test_package_folders_are_site_packages_folders_on_the_path_never_a_checkout(
         os.path.realpath(p) for p in site.getsitepackages()
     }  # the environment's own: bound already
     assert sandbox.sandbox_env(None)["PYTHONPATH"].split(os.pathsep) == [sandbox.SANDBOX_VIEW, *found]  # type: ignore[arg-type]
+
+
+def _v1_memory_folder() -> str | None:
+    """This process's v1 memory cgroup folder, read from /proc/self/cgroup apart from cgroups.memory_hierarchy."""
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, names, path = line.rstrip("\n").split(":", 2)
+            if "memory" in names.split(","):
+                folder = "/sys/fs/cgroup/memory" + path
+                return folder if os.path.isdir(folder) and os.access(folder, os.W_OK) else None
+    return None
+
+
+def test_a_root_grader_is_told_when_no_kernel_memory_cgroup_can_be_made(tmp_path, monkeypatch, capsys):
+    from distlab import cli
+    from distlab.grading import cgroups
+
+    assert cgroups.memory_hierarchy() == _v1_memory_folder()
+    notebook = write_notebook(tmp_path / "sub.ipynb", [IMPORTS, *ANSWERS.values()])
+    note = "no writable cgroup v1 memory hierarchy here"
+    assert cli.main(["grade", "--quiet", "--", str(notebook)]) == 0
+    told = note in capsys.readouterr().err
+    assert told == (os.geteuid() == 0 and _v1_memory_folder() is None)
+    # a cgroup v2-only host, as the grader sees it: no v1 hierarchy under the cgroup root
+    monkeypatch.setattr(cgroups, "CGROUP_ROOT", str(tmp_path / "no-cgroups"))
+    assert cgroups.memory_hierarchy() is None
+    assert cli.main(["grade", "--quiet", "--", str(notebook)]) == 0
+    assert (note in capsys.readouterr().err) == (os.geteuid() == 0)
