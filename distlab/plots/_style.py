@@ -48,11 +48,12 @@ def nice_ceiling(value: float) -> float:
 
 
 def finish_axes(ax, title: str = "") -> None:
-    """The house finish of a static chart: a frameless small legend, no top or right spine, the title."""
+    """The house finish of a static chart: a frameless small legend, no top or right spine, the title (wrapped at
+    the figure's edges: lesson 11b's one-layer context figure cut its 87-character title off at both sides)."""
     ax.legend(fontsize=8, frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
     if title:
-        ax.set_title(title, fontsize=11)
+        ax.set_title(title, fontsize=11, wrap=True)
 
 
 def swatch(colour: str, label: str, shape: str = "box", margin: str = "0 4px 0 12px") -> str:
