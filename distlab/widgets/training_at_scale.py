@@ -430,7 +430,7 @@ class CheckpointApp(FrameCachingApp, LessonApp):
             style={"button_width": "80px"},
         )
         self.restart = widgets.FloatSlider(
-            value=restart_min, min=0.0, max=60.0, step=1.0, description="restart min", layout=wide
+            value=restart_min, min=0.0, max=60.0, step=1.0, readout_format=".0f", description="restart min", layout=wide
         )
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((6.4, 2.3), dict(left=0.1, right=0.98, bottom=0.18, top=0.96))

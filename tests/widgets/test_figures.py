@@ -253,3 +253,41 @@ def test_the_html_legends_are_read():
     assert read["ScheduleApp"] == ["forward (F)", "backward (B)", "weight gradient (W)", "idle (bubble)"], read
     assert "compute" in read["ProductionStepApp"] and "EP all-to-all" not in read["ProductionStepApp"], read
     assert sum(map(len, read.values())) >= 30, read
+
+
+def _decimals(number: float) -> int:
+    """Decimals a step needs: 10.0 -> 0, 0.5 -> 1, 0.05 -> 2."""
+    text = repr(float(number))
+    return 0 if "e" in text else len(text.split(".")[1].rstrip("0"))
+
+
+def slider_readout_problems(app) -> list[str]:
+    """The float sliders whose readout shows more decimals than their step can make ('300.00' ms for a slider in
+    steps of 10 ms, review v14: lessons 3, 4, 8b and 11b): a readout in 'f' or '%' may show the step's decimals."""
+    found = []
+    for w in _walk(app):
+        if isinstance(w, widgets.FloatSlider):
+            shown = re.fullmatch(r"\.(\d+)([f%])", w.readout_format or "")
+            if shown is None:
+                continue  # a 'g' or 'e' format shows what the value needs
+            decimals = int(shown[1]) + (2 if shown[2] == "%" else 0)
+            if decimals > _decimals(w.step):
+                found.append(f"{w.description!r}: readout {w.readout_format!r} for steps of {w.step:g}")
+    return found
+
+
+@pytest.mark.parametrize("app_class", _apps(), ids=lambda a: f"{a.__module__.rsplit('.', 1)[1]}.{a.__name__}")
+def test_no_slider_reads_out_more_decimals_than_its_step(app_class):
+    import matplotlib.pyplot as plt
+
+    app = app_class()
+    try:
+        assert not slider_readout_problems(app)
+    finally:
+        if getattr(app, "fig", None) is not None:
+            plt.close(app.fig)
+
+
+def test_the_readout_check_finds_a_needless_decimal():
+    box = widgets.VBox([widgets.FloatSlider(step=10.0, description="backward (ms)"), widgets.FloatSlider(step=0.25)])
+    assert slider_readout_problems(box) == ["'backward (ms)': readout '.2f' for steps of 10"]
