@@ -135,6 +135,28 @@ def _placed_texts(fig):
             yield t
 
 
+#: a tick label that is a bare number: 3, 0.5, -2, 1,000, 10^-5 as matplotlib's mathtext writes it ($\\mathdefault{10^{-5}}$)
+BARE_NUMBER = re.compile(r"[-−+]?[\d.,]+|\$\\mathdefault\{[-−\d.^{}]+\}\$")
+
+
+def unitless_axes(fig) -> list[str]:
+    """Axes whose tick labels are bare numbers with no axis label to say what they count (lesson 10's imbalance app
+    drew its log time axis as 10^-5 ... 10^1, no 's' anywhere, review v14). Tick labels that carry the unit
+    ('1 ms', '25%') or an axis label are enough. For figures that carry their own text (the lessons' static ones):
+    an app may name its axes' units in the HTML legend beside the canvas (lesson 11b's 'x: interval (min, log)')."""
+    found = []
+    for ax in fig.axes:
+        if not ax.axison:
+            continue  # a diagram (lesson 2's ring states, lesson 6's grid): no axes drawn
+        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+            if not axis.get_visible() or axis.label.get_text().strip():
+                continue
+            texts = [t.get_text() for t in axis.get_ticklabels() if t.get_visible() and t.get_text().strip()]
+            if texts and all(BARE_NUMBER.fullmatch(t) for t in texts):
+                found.append(f"{name} axis: bare numbers {texts[:3]} with no unit")
+    return found
+
+
 def problems(fig) -> list[str]:
     found = []
     renderer = fig._get_renderer()

@@ -5,7 +5,8 @@ Figure a lesson notebook's cell shows.
 test_figures.py checks the apps' figures; the static ones (distlab.plots.*_figure, called from the lessons' cells)
 were checked by no test, and a student saw two of test_figures' defects in lesson 1's first figure (review v14):
 the 7B bar's total '112 GB' overprinted by the capacity line's label 'h100-sxm: 84.9 GB' just under it, and a legend
-entry 'activations' in a chart of model states that draws none. The notebooks' code is run here in one IPython
+entry 'activations' in a chart of model states that draws none. A static figure also names its axes' units (an axis
+label, or units in the tick labels): it has no HTML beside it to say them. The notebooks' code is run here in one IPython
 shell per lesson, the figures taken from each cell's result, so a new lesson figure is checked without a list to
 keep up to date."""
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from matplotlib.figure import Figure
-from test_figures import problems
+from test_figures import problems, unitless_axes
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -49,7 +50,7 @@ def lesson_figures(path: Path) -> list[tuple[int, Figure]]:
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
 def test_every_lesson_figure_reads_right(path):
-    found = [f"cell {number}: {p}" for number, fig in lesson_figures(path) for p in problems(fig)]
+    found = [f"cell {number}: {p}" for number, fig in lesson_figures(path) for p in problems(fig) + unitless_axes(fig)]
     assert not found, f"{path.name}: " + "; ".join(found)
 
 
@@ -58,3 +59,19 @@ def test_the_lessons_figures_are_found():
     # three (the parameter-server load, the ring's states, the cost against the message size)
     counts = {p.stem: len(lesson_figures(p)) for p in LESSONS if p.stem in ("01_memory_wall", "02_collectives")}
     assert counts == {"01_memory_wall": 1, "02_collectives": 3}, counts
+
+
+def test_the_unit_check_finds_a_bare_axis():
+    from matplotlib.figure import Figure as Plain
+
+    fig = Plain(figsize=(4, 3))
+    ax = fig.add_subplot()
+    ax.set_xscale("log")
+    ax.set_xlim(1e-5, 10)
+    ax.barh([0], [1e-3], left=1e-5)
+    fig.draw_without_rendering()
+    assert [p.split(":")[0] for p in unitless_axes(fig)] == ["x axis", "y axis"]
+    ax.set_xlabel("time (s)")
+    ax.set_yticks([0], ["experts"])
+    fig.draw_without_rendering()
+    assert unitless_axes(fig) == []
