@@ -58,9 +58,12 @@ def finish_axes(ax, title: str = "") -> None:
 
 def swatch(colour: str, label: str, shape: str = "box", margin: str = "0 4px 0 12px") -> str:
     """One legend entry as HTML: a coloured box, line or dot ('outline': an empty box with a coloured
-    edge), then the label. Widgets show legends as HTML to keep text out of the per-frame render."""
+    edge), then the label, kept on one line (a legend that wraps breaks between entries, not inside one: lesson
+    11's 'compute alone' broke after 'compute', and 'alone' began the next line). Widgets show legends as HTML to
+    keep text out of the per-frame render."""
     if shape == "outline":
         look = f"{_SWATCH_SIZE['box']};border:2.5px solid {colour}"
     else:
         look = f"{_SWATCH_SIZE[shape]};background:{colour}"
-    return f'<span style="display:inline-block;{look};margin:{margin};vertical-align:middle"></span>{label}'
+    box = f'<span style="display:inline-block;{look};margin:{margin};vertical-align:middle"></span>'
+    return f'<span style="white-space:nowrap">{box}{label}</span>'

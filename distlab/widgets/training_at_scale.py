@@ -251,7 +251,7 @@ class FsdpApp(FrameCachingApp, LessonApp):
                 self.sharding,
                 widgets.HBox([self.prefetch, self.reshard]),
                 widgets.HTML(
-                    stream_legend_html() + " <span style='color:#57606a'>time in units of the microbatch's "
+                    stream_legend_html() + "<br><span style='color:#57606a'>x axis: time in units of the microbatch's "
                     "compute (clipped at 3)</span>"
                 ),
                 self.canvas,
@@ -328,7 +328,7 @@ class ContextApp(FrameCachingApp, LessonApp):
                 self.cp,
                 self.tp,
                 widgets.HTML(
-                    context_legend_html() + " <span style='color:#57606a'>per layer, in units of the "
+                    context_legend_html() + "<br><span style='color:#57606a'>x axis: per layer, in units of the "
                     "balanced attention compute (clipped at 2.5)</span>"
                 ),
                 self.canvas,

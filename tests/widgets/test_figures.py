@@ -313,3 +313,21 @@ def test_no_slider_reads_out_more_decimals_than_its_step(app_class):
 def test_the_readout_check_finds_a_needless_decimal():
     box = widgets.VBox([widgets.FloatSlider(step=10.0, description="backward (ms)"), widgets.FloatSlider(step=0.25)])
     assert slider_readout_problems(box) == ["'backward (ms)': readout '.2f' for steps of 10"]
+
+
+def test_no_html_legend_entry_breaks_across_lines():
+    # a legend that wraps at the notebook's width must break between entries: lesson 11's FSDP app broke 'compute
+    # alone' after 'compute' (review v14), so its next line began 'alone time in units of ...'
+    import matplotlib.pyplot as plt
+
+    box = re.compile(r'<span style="display:inline-block;[^"]*(?:background|border)[^"]*"></span>')
+    whole = re.compile(r'<span style="white-space:nowrap"><span style="display:inline-block[^>]*></span>[^<]*</span>')
+    for app_class in _apps():
+        app = app_class()
+        try:
+            for w in _walk(app):
+                if isinstance(w, widgets.HTML):
+                    assert len(box.findall(w.value)) == len(whole.findall(w.value)), (app_class.__name__, w.value)
+        finally:
+            if getattr(app, "fig", None) is not None:
+                plt.close(app.fig)
