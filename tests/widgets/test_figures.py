@@ -22,7 +22,7 @@ from matplotlib.collections import Collection
 from matplotlib.image import AxesImage
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, Rectangle
 from matplotlib.text import Text
 
 from distlab.lessons import LESSONS
@@ -157,6 +157,25 @@ def unitless_axes(fig) -> list[str]:
     return found
 
 
+def legend_over_bars(fig, renderer) -> list[str]:
+    """A legend drawn over a bar of its own axes (lesson 11b's context figure put 'attention compute' and 'exposed
+    communication' on top of the ring bars, review v14). Bars only: a line's box is its whole extent, so a legend
+    in a line chart's empty corner would count."""
+    found = []
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None or not legend.get_visible():
+            continue
+        box = legend.get_window_extent(renderer)
+        for patch in ax.patches:
+            if isinstance(patch, Rectangle) and patch.get_visible() and patch.get_width() and patch.get_height():
+                bar = patch.get_window_extent(renderer)
+                if bar.width > 1 and bar.height > 1 and box.shrunk(0.95, 0.9).overlaps(bar):
+                    found.append(f"the legend {[t.get_text() for t in legend.get_texts()][:2]} runs over a bar")
+                    break
+    return found
+
+
 def problems(fig) -> list[str]:
     found = []
     renderer = fig._get_renderer()
@@ -179,6 +198,7 @@ def problems(fig) -> list[str]:
     for t, box in zip(texts, boxes):
         if box.x0 < frame.x0 - 1 or box.x1 > frame.x1 + 1 or box.y0 < frame.y0 - 1 or box.y1 > frame.y1 + 1:
             found.append(f"text {t.get_text()!r} leaves the figure")
+    found += legend_over_bars(fig, renderer)
     legend_boxes = [lg.get_window_extent(renderer) for lg in _legends(fig) if lg.get_visible()]
     for i, (a, box_a) in enumerate(zip(texts, boxes)):
         for b, box_b in zip(texts[i + 1 :], boxes[i + 1 :]):
@@ -252,8 +272,10 @@ def test_the_checks_find_each_defect():
     assert any("'weights'" in p and "not drawn" in p for p in found), found
     assert any("overlap" in p and "compute 7.02 s" in p for p in found), found
     assert any("'off the edge' leaves the figure" in p for p in found), found
+    assert any("runs over a bar" in p for p in found), found  # the one bar fills the axes: the legend sits on it
     ax.clear()
     ax.bar([0], [1], color="#0072B2", label="weights")
+    ax.set_xlim(-0.5, 3)
     ax.legend(loc="upper right")
     assert problems(fig) == []
 
