@@ -230,7 +230,9 @@ def context_figure(labels: list, rows: list, title: str = "", unit: str = "ms", 
     finish_axes(ax, title)
     # under the plot, in one row: inside it ('best') the legend sat on the bars, which fill the width
     handles, names = ax.get_legend_handles_labels()
-    ax.get_legend().remove()
+    legend = ax.get_legend()
+    if legend is not None:
+        legend.remove()
     fig.legend(handles, names, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
     return fig
 
