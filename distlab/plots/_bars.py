@@ -38,6 +38,9 @@ class MemoryBars:
     totals: list = field(default_factory=list)  # Text above each bar
     capacity_line: Any = None
     capacity_text: Any = None
+    #: the chart has its own matplotlib legend (memory_bars(legend=True), a static figure): `update` makes it name
+    #: the parts drawn and the capacity line, whose label then stands in the legend, not on the line
+    legend: bool = False
 
     @property
     def animated_artists(self) -> list:
@@ -102,6 +105,8 @@ class MemoryBars:
             self.capacity_text.set_visible(False)
         if not faded:
             ax.set_ylim(0, nice_ceiling(top * 1.12))
+        if self.legend:
+            self._relabel_legend()
         after = (
             ax.get_ylim(),
             [t.get_text() for t in ax.get_xticklabels()] if labels is not None else None,
@@ -111,6 +116,22 @@ class MemoryBars:
         )
         return before != after
 
+    def _relabel_legend(self) -> None:
+        """The legend names the parts some bar shows (not activations that no bar has) and the capacity line. Its
+        label goes in the legend: drawn on the line, it overprinted the total of a bar just above the line (lesson
+        1: '112 GB' of the 7B bar under 'h100-sxm: 84.9 GB')."""
+        handles, labels = [], []
+        for component, rects in self.rects.items():
+            shown = [r for r in rects if r.get_visible()]
+            if shown:
+                handles.append(shown[0])
+                labels.append(MEMORY_LABELS[component])
+        if self.capacity_line.get_visible():
+            handles.append(self.capacity_line)
+            labels.append(self.capacity_text.get_text())
+        self.capacity_text.set_visible(False)
+        self.ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+
 
 def memory_bars(ax, n_bars: int, legend: bool = True) -> MemoryBars:
     """Create n_bars empty stacked bars with a capacity line; fill them with update().
@@ -118,7 +139,7 @@ def memory_bars(ax, n_bars: int, legend: bool = True) -> MemoryBars:
     legend=False leaves the legend and the y-axis label to the caller (widgets show them as
     HTML, which keeps text, the slowest thing to render, out of every frame).
     """
-    bars = MemoryBars(ax)
+    bars = MemoryBars(ax, legend=legend)
     positions = list(range(n_bars))
     for component in MEMORY_COMPONENTS:
         container = ax.bar(
@@ -178,6 +199,9 @@ class StepBars:
     ticks: DrawnTicks | None = None
     #: the time range shown (s): the x axis's right end
     x_max: float = 1.0
+    #: the chart has its own matplotlib legend (step_bars(legend=True), a static figure): `update` makes it name only
+    #: the parts some bar draws
+    legend: bool = False
 
     @property
     def animated_artists(self) -> list:
@@ -213,7 +237,22 @@ class StepBars:
             self.ticks.set_range(self.x_max, nbins=5)
         elif ax.get_xlim()[1] != limit:
             ax.set_xlim(0, limit)
+        if self.legend:
+            self._relabel_legend()
         return before != (ax.get_xlim(), [t.get_text() for t in ax.get_yticklabels()] if labelled else None)
+
+    def _relabel_legend(self) -> None:
+        """The legend names the parts some bar draws: listing every part, lesson 7's and 8b's static step bars named
+        'CP communication (exposed)' and 'EP all-to-all', which none of their bars has."""
+        handles, labels = [], []
+        for name in self.names:
+            shown = [r for r in self.rects[name] if r.get_visible()]
+            if shown:
+                handles.append(shown[0])
+                labels.append(name)
+        self.ax.legend(
+            handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3, fontsize=8, frameon=False
+        )
 
 
 def step_bars(
@@ -226,7 +265,7 @@ def step_bars(
 ) -> StepBars:
     """n_bars empty horizontal stacked bars (bar 0 on top) of `parts`; fill them with update(). fixed: the x axis
     keeps fixed limits and its time ticks are drawn ticks, so no step time changes the axes (for a widget)."""
-    bars = StepBars(ax, names=tuple(parts))
+    bars = StepBars(ax, names=tuple(parts), legend=legend)
     positions = list(range(n_bars))
     for name in parts:
         container = ax.barh(positions, [0.0] * n_bars, height=0.55, color=colours[name], label=name)

@@ -48,18 +48,22 @@ def nice_ceiling(value: float) -> float:
 
 
 def finish_axes(ax, title: str = "") -> None:
-    """The house finish of a static chart: a frameless small legend, no top or right spine, the title."""
+    """The house finish of a static chart: a frameless small legend, no top or right spine, the title (wrapped at
+    the figure's edges: lesson 11b's one-layer context figure cut its 87-character title off at both sides)."""
     ax.legend(fontsize=8, frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
     if title:
-        ax.set_title(title, fontsize=11)
+        ax.set_title(title, fontsize=11, wrap=True)
 
 
 def swatch(colour: str, label: str, shape: str = "box", margin: str = "0 4px 0 12px") -> str:
     """One legend entry as HTML: a coloured box, line or dot ('outline': an empty box with a coloured
-    edge), then the label. Widgets show legends as HTML to keep text out of the per-frame render."""
+    edge), then the label, kept on one line (a legend that wraps breaks between entries, not inside one: lesson
+    11's 'compute alone' broke after 'compute', and 'alone' began the next line). Widgets show legends as HTML to
+    keep text out of the per-frame render."""
     if shape == "outline":
         look = f"{_SWATCH_SIZE['box']};border:2.5px solid {colour}"
     else:
         look = f"{_SWATCH_SIZE[shape]};background:{colour}"
-    return f'<span style="display:inline-block;{look};margin:{margin};vertical-align:middle"></span>{label}'
+    box = f'<span style="display:inline-block;{look};margin:{margin};vertical-align:middle"></span>'
+    return f'<span style="white-space:nowrap">{box}{label}</span>'

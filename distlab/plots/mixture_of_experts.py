@@ -15,6 +15,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 from matplotlib.lines import Line2D
+from matplotlib.ticker import NullLocator
 
 from ..units import format_seconds
 from ._ticks import DrawnTicks, drawn_ticks
@@ -56,6 +57,7 @@ LOAD_COLOUR = GREEN
 DROP_COLOUR = RED
 #: The fixed time axis of the all-to-all bars (s), log scale.
 TIME_RANGE = (1e-5, 10.0)
+_TIME_TICKS = (1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
 
 
 # --------------------------------------------------------------------------- the byte matrix
@@ -236,6 +238,9 @@ def time_bars(ax, names, colours) -> TimeBars:
     labels = [ax.text(TIME_RANGE[0], yi, "", va="center", fontsize=8, color=MUTED) for yi in y]
     ax.set_xscale("log")
     ax.set_xlim(*TIME_RANGE)
+    # the decades as times ('10 µs' ... '10 s'): bare powers of ten gave the axis no unit (lesson 10, review v14)
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticks(_TIME_TICKS, [format_seconds(t) for t in _TIME_TICKS])
     ax.set_yticks(y)
     ax.set_yticklabels(names, fontsize=8)
     ax.tick_params(axis="x", labelsize=8)

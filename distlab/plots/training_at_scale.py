@@ -216,7 +216,7 @@ def context_legend_html() -> str:
 
 def context_figure(labels: list, rows: list, title: str = "", unit: str = "ms", width: float = 7.0) -> Figure:
     """A static figure of ContextBars (rows in `unit`)."""
-    fig = Figure(figsize=(width, 0.5 + 0.45 * len(labels)), layout="constrained")
+    fig = Figure(figsize=(width, 0.8 + 0.45 * len(labels)), layout="constrained")
     ax = fig.add_subplot()
     bars = context_bars(ax, labels)
     bars.update(rows)
@@ -228,6 +228,12 @@ def context_figure(labels: list, rows: list, title: str = "", unit: str = "ms", 
     ):
         ax.barh([0], [0], color=colour, label=name)
     finish_axes(ax, title)
+    # under the plot, in one row: inside it ('best') the legend sat on the bars, which fill the width
+    handles, names = ax.get_legend_handles_labels()
+    legend = ax.get_legend()
+    if legend is not None:
+        legend.remove()
+    fig.legend(handles, names, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
     return fig
 
 

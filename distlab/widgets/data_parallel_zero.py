@@ -331,6 +331,7 @@ class OverlapApp(FrameCachingApp, LessonApp):
             min=0.0,
             max=5000.0,
             step=10.0,
+            readout_format=".0f",
             description="backward (ms)",
             continuous_update=True,
             style={"description_width": "initial"},

@@ -384,7 +384,13 @@ class StageAnalysisApp(FrameCachingApp, LessonApp):
         )
         self.link = widgets.Dropdown(options=[NO_LINK, *hardware.LINKS], value=link, description="link", layout=wide)
         self.max_bubble = widgets.FloatSlider(
-            value=max_bubble_pct, min=1.0, max=90.0, step=1.0, description="max bubble %", layout=wide
+            value=max_bubble_pct,
+            min=1.0,
+            max=90.0,
+            step=1.0,
+            readout_format=".0f",
+            description="max bubble %",
+            layout=wide,
         )
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((7.4, 2.0), dict(left=0.02, right=0.98, bottom=0.13, top=0.98))

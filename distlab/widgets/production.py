@@ -240,7 +240,7 @@ class ProductionStepApp(FrameCachingApp, LessonApp):
             options=[1, 2, 4, 8], value=pp, description="PP", style={"button_width": "40px"}
         )
         self.oversubscription = widgets.FloatSlider(
-            value=oversubscription, min=1.0, max=4.0, step=0.5, description="taper k:1"
+            value=oversubscription, min=1.0, max=4.0, step=0.5, readout_format=".1f", description="taper k:1"
         )
         self.rail = widgets.Checkbox(value=rail_optimized, description="rail-optimized", layout=narrow)
         self.precision = widgets.ToggleButtons(

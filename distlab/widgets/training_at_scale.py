@@ -251,7 +251,7 @@ class FsdpApp(FrameCachingApp, LessonApp):
                 self.sharding,
                 widgets.HBox([self.prefetch, self.reshard]),
                 widgets.HTML(
-                    stream_legend_html() + " <span style='color:#57606a'>time in units of the microbatch's "
+                    stream_legend_html() + "<br><span style='color:#57606a'>x axis: time in units of the microbatch's "
                     "compute (clipped at 3)</span>"
                 ),
                 self.canvas,
@@ -328,7 +328,7 @@ class ContextApp(FrameCachingApp, LessonApp):
                 self.cp,
                 self.tp,
                 widgets.HTML(
-                    context_legend_html() + " <span style='color:#57606a'>per layer, in units of the "
+                    context_legend_html() + "<br><span style='color:#57606a'>x axis: per layer, in units of the "
                     "balanced attention compute (clipped at 2.5)</span>"
                 ),
                 self.canvas,
@@ -430,7 +430,7 @@ class CheckpointApp(FrameCachingApp, LessonApp):
             style={"button_width": "80px"},
         )
         self.restart = widgets.FloatSlider(
-            value=restart_min, min=0.0, max=60.0, step=1.0, description="restart min", layout=wide
+            value=restart_min, min=0.0, max=60.0, step=1.0, readout_format=".0f", description="restart min", layout=wide
         )
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((6.4, 2.3), dict(left=0.1, right=0.98, bottom=0.18, top=0.96))

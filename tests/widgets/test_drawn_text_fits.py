@@ -160,9 +160,11 @@ def picture_states(app, step: bool = True) -> list[dict]:
     return list(states.values())
 
 
-def drawn_problems(module: str, draw: str, states: list[dict], tmp_path: Path, record: bool = False) -> dict:
+def drawn_problems(
+    module: str, draw: str, states: list[dict], tmp_path: Path, record: bool = False, js: Path = JS
+) -> dict:
     """drawn_text.js's report ({"frames", "texts", "problems"}, and with `record` "drawn": every frame's texts as
-    [text, x, y, textAlign]) of `states` drawn by `draw` of `module`."""
+    [text, x, y, textAlign]) of `states` drawn by `draw` of `module` (read from the folder `js`)."""
     data = tmp_path / "states.json"
     data.write_text(json.dumps({"draw": draw, "states": states, "record": record}))
     done = subprocess.run(
@@ -170,7 +172,7 @@ def drawn_problems(module: str, draw: str, states: list[dict], tmp_path: Path, r
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "DISTLAB_JS": str(JS)},
+        env={**os.environ, "DISTLAB_JS": str(js)},
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -224,3 +226,51 @@ def test_the_bars_capacity_label_is_drawn_whole(gpu, tmp_path):
     # the legend's text column (bars.js: right 150, text at +30): the parts, then the label's lines
     column = [text for text, x in lines if x == 600 - 120]
     assert " ".join(column[len(frames["parts"]) :]) == label
+
+
+def _bars_just_under(module: str, capacity: float) -> dict:
+    """Frames of `module`'s bar picture, one position per bar top from 20 % under the capacity up to it (1 % steps):
+    the band where a bar's total, drawn just above the bar, meets the capacity line."""
+    tops = [capacity * (1 - k / 100) for k in range(21)]
+    bars = [[[t * 0.2, t * 0.1, t * 0.7], [t * 0.5, t * 0.1, t * 0.4]] for t in tops]
+    totals = [[f"{t:.1f} GB"] * 2 for t in tops]
+    frames = {"bars": bars, "totals": totals, "labels": ["given", "1 recompute"], "unit": "GB", "capacity": capacity}
+    if module == "bars.js":
+        return {**frames, "parts": ["weights", "gradients", "optimizer states"], "capacity_label": "h100-sxm"}
+    return {
+        **frames,
+        "top": 2 * capacity,
+        "capacity_label": f"{capacity:.1f} GB\nh100-sxm",
+        "mark": [[[1, "first fit"]] for _ in tops],
+        "colours": ["#4c72b0", "#dd8452", "#55a868"],
+        "capacity_colour": "#c44e52",
+    }
+
+
+@needs_node
+@pytest.mark.parametrize(("module", "draw"), [("bars.js", "drawBars"), ("ladder.js", "drawLadder")])
+def test_a_bars_total_just_under_the_capacity_line_is_not_crossed_by_it(module, draw, tmp_path):
+    """The class of lesson 8b's '80.2 GB' under the 84.9 GB line (review v14): wherever a bar stops under the
+    capacity, its total (and the ladder's 'first fit' mark) stays clear of the dashed line and of each other."""
+    frames = _bars_just_under(module, 84.9)
+    positions = list(range(len(frames["bars"])))
+    state = {"width": 720, "height": 330, "frames": frames, "times": "", "codes": "", "positions": positions,
+             "where": module}  # fmt: skip
+    report = drawn_problems(module, draw, [state], tmp_path)
+    assert report["frames"] == len(positions) and report["texts"] > 0
+    assert not report["problems"], report["problems"][:12]
+
+
+@needs_node
+def test_the_recorder_sees_a_text_under_a_dashed_line(tmp_path):
+    # the check above must fail on the defect: ladder.js as it was drew the total at the bar's top, under the line
+    source = (JS / "ladder.js").read_text().replace("let above = totalY(base);", "let above = Y(base) - 2;")
+    (tmp_path / "js").mkdir()
+    for name in ("common.js",):
+        (tmp_path / "js" / name).write_text((JS / name).read_text())
+    (tmp_path / "js" / "ladder.js").write_text(source)
+    frames = _bars_just_under("ladder.js", 84.9)
+    state = {"width": 720, "height": 330, "frames": frames, "times": "", "codes": "", "positions": [5],
+             "where": "old ladder"}  # fmt: skip
+    report = drawn_problems("ladder.js", "drawLadder", [state], tmp_path, js=tmp_path / "js")
+    assert any("crossed by a dashed line" in p for p in report["problems"]), report

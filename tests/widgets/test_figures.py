@@ -22,7 +22,7 @@ from matplotlib.collections import Collection
 from matplotlib.image import AxesImage
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, Rectangle
 from matplotlib.text import Text
 
 from distlab.lessons import LESSONS
@@ -135,6 +135,47 @@ def _placed_texts(fig):
             yield t
 
 
+#: a tick label that is a bare number: 3, 0.5, -2, 1,000, 10^-5 as matplotlib's mathtext writes it ($\\mathdefault{10^{-5}}$)
+BARE_NUMBER = re.compile(r"[-−+]?[\d.,]+|\$\\mathdefault\{[-−\d.^{}]+\}\$")
+
+
+def unitless_axes(fig) -> list[str]:
+    """Axes whose tick labels are bare numbers with no axis label to say what they count (lesson 10's imbalance app
+    drew its log time axis as 10^-5 ... 10^1, no 's' anywhere, review v14). Tick labels that carry the unit
+    ('1 ms', '25%') or an axis label are enough. For figures that carry their own text (the lessons' static ones):
+    an app may name its axes' units in the HTML legend beside the canvas (lesson 11b's 'x: interval (min, log)')."""
+    found = []
+    for ax in fig.axes:
+        if not ax.axison:
+            continue  # a diagram (lesson 2's ring states, lesson 6's grid): no axes drawn
+        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+            if not axis.get_visible() or axis.label.get_text().strip():
+                continue
+            texts = [t.get_text() for t in axis.get_ticklabels() if t.get_visible() and t.get_text().strip()]
+            if texts and all(BARE_NUMBER.fullmatch(t) for t in texts):
+                found.append(f"{name} axis: bare numbers {texts[:3]} with no unit")
+    return found
+
+
+def legend_over_bars(fig, renderer) -> list[str]:
+    """A legend drawn over a bar of its own axes (lesson 11b's context figure put 'attention compute' and 'exposed
+    communication' on top of the ring bars, review v14). Bars only: a line's box is its whole extent, so a legend
+    in a line chart's empty corner would count."""
+    found = []
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None or not legend.get_visible():
+            continue
+        box = legend.get_window_extent(renderer)
+        for patch in ax.patches:
+            if isinstance(patch, Rectangle) and patch.get_visible() and patch.get_width() and patch.get_height():
+                bar = patch.get_window_extent(renderer)
+                if bar.width > 1 and bar.height > 1 and box.shrunk(0.95, 0.9).overlaps(bar):
+                    found.append(f"the legend {[t.get_text() for t in legend.get_texts()][:2]} runs over a bar")
+                    break
+    return found
+
+
 def problems(fig) -> list[str]:
     found = []
     renderer = fig._get_renderer()
@@ -157,6 +198,7 @@ def problems(fig) -> list[str]:
     for t, box in zip(texts, boxes):
         if box.x0 < frame.x0 - 1 or box.x1 > frame.x1 + 1 or box.y0 < frame.y0 - 1 or box.y1 > frame.y1 + 1:
             found.append(f"text {t.get_text()!r} leaves the figure")
+    found += legend_over_bars(fig, renderer)
     legend_boxes = [lg.get_window_extent(renderer) for lg in _legends(fig) if lg.get_visible()]
     for i, (a, box_a) in enumerate(zip(texts, boxes)):
         for b, box_b in zip(texts[i + 1 :], boxes[i + 1 :]):
@@ -230,8 +272,10 @@ def test_the_checks_find_each_defect():
     assert any("'weights'" in p and "not drawn" in p for p in found), found
     assert any("overlap" in p and "compute 7.02 s" in p for p in found), found
     assert any("'off the edge' leaves the figure" in p for p in found), found
+    assert any("runs over a bar" in p for p in found), found  # the one bar fills the axes: the legend sits on it
     ax.clear()
     ax.bar([0], [1], color="#0072B2", label="weights")
+    ax.set_xlim(-0.5, 3)
     ax.legend(loc="upper right")
     assert problems(fig) == []
 
@@ -253,3 +297,59 @@ def test_the_html_legends_are_read():
     assert read["ScheduleApp"] == ["forward (F)", "backward (B)", "weight gradient (W)", "idle (bubble)"], read
     assert "compute" in read["ProductionStepApp"] and "EP all-to-all" not in read["ProductionStepApp"], read
     assert sum(map(len, read.values())) >= 30, read
+
+
+def _decimals(number: float) -> int:
+    """Decimals a step needs: 10.0 -> 0, 0.5 -> 1, 0.05 -> 2."""
+    text = repr(float(number))
+    return 0 if "e" in text else len(text.split(".")[1].rstrip("0"))
+
+
+def slider_readout_problems(app) -> list[str]:
+    """The float sliders whose readout shows more decimals than their step can make ('300.00' ms for a slider in
+    steps of 10 ms, review v14: lessons 3, 4, 8b and 11b): a readout in 'f' or '%' may show the step's decimals."""
+    found = []
+    for w in _walk(app):
+        if isinstance(w, widgets.FloatSlider):
+            shown = re.fullmatch(r"\.(\d+)([f%])", w.readout_format or "")
+            if shown is None:
+                continue  # a 'g' or 'e' format shows what the value needs
+            decimals = int(shown[1]) + (2 if shown[2] == "%" else 0)
+            if decimals > _decimals(w.step):
+                found.append(f"{w.description!r}: readout {w.readout_format!r} for steps of {w.step:g}")
+    return found
+
+
+@pytest.mark.parametrize("app_class", _apps(), ids=lambda a: f"{a.__module__.rsplit('.', 1)[1]}.{a.__name__}")
+def test_no_slider_reads_out_more_decimals_than_its_step(app_class):
+    import matplotlib.pyplot as plt
+
+    app = app_class()
+    try:
+        assert not slider_readout_problems(app)
+    finally:
+        if getattr(app, "fig", None) is not None:
+            plt.close(app.fig)
+
+
+def test_the_readout_check_finds_a_needless_decimal():
+    box = widgets.VBox([widgets.FloatSlider(step=10.0, description="backward (ms)"), widgets.FloatSlider(step=0.25)])
+    assert slider_readout_problems(box) == ["'backward (ms)': readout '.2f' for steps of 10"]
+
+
+def test_no_html_legend_entry_breaks_across_lines():
+    # a legend that wraps at the notebook's width must break between entries: lesson 11's FSDP app broke 'compute
+    # alone' after 'compute' (review v14), so its next line began 'alone time in units of ...'
+    import matplotlib.pyplot as plt
+
+    box = re.compile(r'<span style="display:inline-block;[^"]*(?:background|border)[^"]*"></span>')
+    whole = re.compile(r'<span style="white-space:nowrap"><span style="display:inline-block[^>]*></span>[^<]*</span>')
+    for app_class in _apps():
+        app = app_class()
+        try:
+            for w in _walk(app):
+                if isinstance(w, widgets.HTML):
+                    assert len(box.findall(w.value)) == len(whole.findall(w.value)), (app_class.__name__, w.value)
+        finally:
+            if getattr(app, "fig", None) is not None:
+                plt.close(app.fig)

@@ -1,0 +1,77 @@
+"""The static figures the lessons draw read right, as the lessons draw them: test_figures.py's checks (no legend
+entry for a part nothing draws, no two texts on top of each other, no text leaving the figure) on every matplotlib
+Figure a lesson notebook's cell shows.
+
+test_figures.py checks the apps' figures; the static ones (distlab.plots.*_figure, called from the lessons' cells)
+were checked by no test, and a student saw two of test_figures' defects in lesson 1's first figure (review v14):
+the 7B bar's total '112 GB' overprinted by the capacity line's label 'h100-sxm: 84.9 GB' just under it, and a legend
+entry 'activations' in a chart of model states that draws none. A static figure also names its axes' units (an axis
+label, or units in the tick labels): it has no HTML beside it to say them. The notebooks' code is run here in one IPython
+shell per lesson, the figures taken from each cell's result, so a new lesson figure is checked without a list to
+keep up to date."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from matplotlib.figure import Figure
+from test_figures import problems, unitless_axes
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSONS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+#: `%matplotlib inline` would switch this process's pyplot backend; the figures are made with Figure() anyway
+BACKEND_MAGIC = re.compile(r"^\s*%matplotlib.*$", re.MULTILINE)
+
+
+def lesson_figures(path: Path) -> list[tuple[int, Figure]]:
+    """(cell number, figure) for each cell of the lesson whose result is a matplotlib Figure, the notebook's code
+    run in order in a fresh IPython shell (its %%recorded cells replay their recorded outputs without torch)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    figures = []
+    try:
+        for number, cell in enumerate(json.loads(path.read_text(encoding="utf-8"))["cells"]):
+            if cell["cell_type"] != "code":
+                continue
+            result = shell.run_cell(BACKEND_MAGIC.sub("", "".join(cell["source"])), silent=False, store_history=False)
+            if result.error_before_exec or result.error_in_exec:
+                raise AssertionError(f"{path.name} cell {number}: {result.error_before_exec or result.error_in_exec!r}")
+            if isinstance(result.result, Figure):
+                figures.append((number, result.result))
+    finally:
+        shell.clear_instance()
+    return figures
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
+def test_every_lesson_figure_reads_right(path):
+    found = [f"cell {number}: {p}" for number, fig in lesson_figures(path) for p in problems(fig) + unitless_axes(fig)]
+    assert not found, f"{path.name}: " + "; ".join(found)
+
+
+def test_the_lessons_figures_are_found():
+    # the check above would pass on nothing if no cell's result were taken for a figure: lesson 1 shows one, lesson 2
+    # three (the parameter-server load, the ring's states, the cost against the message size)
+    counts = {p.stem: len(lesson_figures(p)) for p in LESSONS if p.stem in ("01_memory_wall", "02_collectives")}
+    assert counts == {"01_memory_wall": 1, "02_collectives": 3}, counts
+
+
+def test_the_unit_check_finds_a_bare_axis():
+    from matplotlib.figure import Figure as Plain
+
+    fig = Plain(figsize=(4, 3))
+    ax = fig.add_subplot()
+    ax.set_xscale("log")
+    ax.set_xlim(1e-5, 10)
+    ax.barh([0], [1e-3], left=1e-5)
+    fig.draw_without_rendering()
+    assert [p.split(":")[0] for p in unitless_axes(fig)] == ["x axis", "y axis"]
+    ax.set_xlabel("time (s)")
+    ax.set_yticks([0], ["experts"])
+    fig.draw_without_rendering()
+    assert unitless_axes(fig) == []
