@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ._arguments import finite_result
 from .errors import ConfigurationError
-from .units import FLOP_PER_SECOND, positive, positive_int
+from .units import FLOP_PER_SECOND, format_count, positive, positive_int
 
 __all__ = [
     "PRICE_PER_GPU_HOUR_USD",
@@ -121,7 +121,7 @@ class TrainingBudget:
 
     def summary(self) -> str:
         return (
-            f"{self.tokens:.3g} tokens at {self.tokens_per_s:,.0f} tokens/s on {self.gpus:,} GPUs: "
+            f"{format_count(self.tokens)} tokens at {self.tokens_per_s:,.0f} tokens/s on {self.gpus:,} GPUs: "
             f"{self.days:.1f} days, {self.gpu_hours:,.0f} GPU-hours, ${self.cost_usd:,.0f} "
             f"at ${self.price_per_gpu_hour:g} per GPU-hour (an assumed price)"
         )

@@ -42,6 +42,7 @@ __all__ = [
     "quantity",
     "gigabytes_property",
     "format_bytes",
+    "format_count",
     "format_gibibytes",
     "format_rate",
     "format_seconds",
@@ -496,17 +497,37 @@ def _format_prefixed(value: float, units: tuple, digits: int, base: float = 1000
 
 
 def format_seconds(seconds: float, digits: int = 3) -> str:
-    """Seconds with a readable unit: 0.0025 -> '2.5 ms'.
+    """Seconds with a readable unit: 0.0025 -> '2.5 ms'; 1,000 s and more in whole seconds with thousands separators,
+    rounded to `digits` significant digits (1,020 s, never '1.02e+03 s').
 
-    >>> format_seconds(0.00123)
-    '1.23 ms'
+    >>> format_seconds(0.00123), format_seconds(1019.6), format_seconds(-86400.0)
+    ('1.23 ms', '1,020 s', '-86,400 s')
     """
     seconds, digits = _formatted(seconds, digits)
     magnitude = abs(seconds)
     for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
         if magnitude >= scale * 0.9995 or unit == "ns":
-            return f"{seconds / scale:.{digits}g} {unit}"
+            text = f"{seconds / scale:.{digits}g}"
+            if "e+" in text:  # past `digits` whole digits: the rounded value written out
+                text = f"{float(text):,.0f}"
+            return f"{text} {unit}"
     raise AssertionError("unreachable")
+
+
+def format_count(count: float, digits: int = 3) -> str:
+    """A count in words a reader takes in at a glance: 1e12 -> '1 trillion', 4.2e9 -> '4.2 billion', 12,345 ->
+    '12,345' (thousands separators below a million), never '1e+12'. Lessons 7 and 12 (tokens of a training run).
+
+    >>> format_count(1e12), format_count(1.5e10), format_count(2.5e6), format_count(12345)
+    ('1 trillion', '15 billion', '2.5 million', '12,345')
+    """
+    count, digits = _formatted(count, digits)
+    magnitude = abs(count)
+    for scale, word in ((1e12, "trillion"), (1e9, "billion"), (1e6, "million")):
+        if magnitude >= scale * (1 - 0.5 * 10.0**-digits):
+            text = f"{count / scale:.{digits}g}"
+            return f"{float(text):,.0f} {word}" if "e+" in text else f"{text} {word}"
+    return f"{count:,.0f}"
 
 
 def format_percent(fraction: float) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .. import flops, hardware, models, planner, training
-from ..units import format_bytes, format_seconds
+from ..units import format_bytes, format_count, format_seconds
 from .questions import (
     ChoiceQuestion,
     NumericQuestion,
@@ -221,7 +221,7 @@ def _explain_q7(pp=CONFIG["pp"]):
     e = _q3_estimate(pp)
     steps = TRAIN_TOKENS / e.tokens_per_step
     return (
-        f"{TRAIN_TOKENS:.0e} tokens / ({BATCH} x {SEQ} = {e.tokens_per_step:,.0f} tokens per step) = {steps:,.0f} "
+        f"{format_count(TRAIN_TOKENS)} tokens / ({BATCH} x {SEQ} = {e.tokens_per_step:,.0f} tokens per step) = {steps:,.0f} "
         f"steps; x {format_seconds(e.step_time_s)} = {steps * e.step_time_s:,.0f} s = {_q7(pp):.1f} days on 256 "
         f"GPUs ({256 * _q7(pp) * 24:,.0f} GPU-hours)"
     )

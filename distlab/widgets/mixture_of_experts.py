@@ -303,8 +303,7 @@ class ImbalanceApp(_ExpertModelBase):
                 else f" of the copies kept; padded to capacity every GPU computes x{layer.imbalance:g} the balanced "
                 "work [moe.busiest_expert_load]"
             )
-            + f": the layer's expert GEMMs take {format_seconds(layer.expert_flops / r['peak'])} instead of "
-            f"{format_seconds(layer.balanced_expert_flops / r['peak'])} [moe.moe_layer_cost]",
+            + _expert_time(layer, r["peak"]),
         ]
         if tr.capacity is None:
             lines.append("dropless: no token is dropped, so the busiest GPU's load is unbounded (and so is its memory)")
@@ -409,7 +408,7 @@ class PlacementApp(_ExpertModelBase):
         shown = ", ".join(map(str, group[:8])) + (", ..." if len(group) > 8 else "")
         lines = [
             f"EP group of rank 0: [{shown}] (neighbours {grid.strides['ep']} ranks apart: expert TP {grid.tp} "
-            f"comes first) [mesh.expert_layout]; {p} members per node of {c.gpus_per_node}, "
+            f"comes first) [mesh.expert_layout]; {p} member{'' if p == 1 else 's'} per node of {c.gpus_per_node}, "
             f"{grid.ep // p} node(s)",
             f"per all-to-all and GPU: {format_bytes(one['intra'])} over {c.intra_link.name}, "
             f"{format_bytes(one['inter'])} over {c.fabric.name} [moe.all_to_all_bytes]",
@@ -423,3 +422,12 @@ class PlacementApp(_ExpertModelBase):
 
 #: The lesson apps of this module (constructible without arguments); the widget fuzz tests use it.
 APPS = [AllToAllApp, ImbalanceApp, PlacementApp]
+
+
+def _expert_time(layer, peak: float) -> str:
+    """The status's words for the layer's expert GEMM time against a balanced layer's ('as balanced' where the two
+    print alike: not 'take 8.75 ms instead of 8.75 ms')."""
+    took, balanced = format_seconds(layer.expert_flops / peak), format_seconds(layer.balanced_expert_flops / peak)
+    if took == balanced:
+        return f": the layer's expert GEMMs take {took}, the same as with balanced routing [moe.moe_layer_cost]"
+    return f": the layer's expert GEMMs take {took} instead of {balanced} [moe.moe_layer_cost]"
