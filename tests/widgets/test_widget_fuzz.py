@@ -205,12 +205,32 @@ def visible_text(app) -> tuple[str, str]:
     return status, "\n".join(others)
 
 
+def markers_off_their_axes(app) -> list[str]:
+    """The marker-only lines (a chosen point, an optimum) of the app's figure with a point outside its axes' limits:
+    not drawn, while the legend beside the picture names it (lesson 11b: Daly's interval, 137 ms, left of a goodput
+    axis that starts at 0.6 s)."""
+    off = []
+    for ax in getattr(getattr(app, "fig", None), "axes", []):
+        (x0, x1), (y0, y1) = sorted(ax.get_xlim()), sorted(ax.get_ylim())
+        for line in ax.get_lines():
+            if line.get_marker() in (None, "None", "", " ") or line.get_linestyle() not in ("None", "", " "):
+                continue
+            if not line.get_visible() or line.get_alpha() == 0:
+                continue
+            xs, ys = (np.asarray(v, dtype=float) for v in line.get_data())
+            outside = (xs < x0) | (xs > x1) | (ys < y0) | (ys > y1)
+            if outside.any():
+                off.append(f"{line.get_label()!r} at x={xs[outside].tolist()} outside [{x0:g}, {x1:g}]")
+    return off
+
+
 def check_invariants(app):
     status, others = visible_text(app)
     if app.error is None:
         assert not NOT_FINITE.search(status), f"status shows a non-finite number: {status!r}"
         assert not NOT_FINITE.search(others), f"a non-finite number is shown: {others!r}"
         assert "Traceback" not in status
+        assert not markers_off_their_axes(app), markers_off_their_axes(app)
     else:
         assert isinstance(app.error, str) and app.error.strip()
         squash = lambda s: " ".join(s.split())  # noqa: E731

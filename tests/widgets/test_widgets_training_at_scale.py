@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from distlab import failures, pipeline, production
+from distlab.plots.training_at_scale import GOODPUT_X_RANGE
 from distlab.widgets.training_at_scale import APPS, CheckpointApp, ContextApp, FsdpApp, ScheduleApp
+from test_widget_fuzz import markers_off_their_axes
 
 
 def test_schedule_app_is_the_simulator():
@@ -81,3 +83,15 @@ def test_apps_construct_without_arguments():
     for App in APPS:
         app = App()
         assert app.error is None and app.summary()
+
+
+def test_an_interval_off_the_goodput_axis_is_marked_at_its_edge():
+    # asynchronous checkpoints of Llama 3.1 8B on 131,072 GPUs at 10 TB/s and 1e-3 failures per GPU-hour: Daly's
+    # interval is about 27 ms, left of the axis's 0.6 s; it is drawn at the left edge as an arrowhead pointing left
+    app = CheckpointApp(model="llama3.1-8b", gpus=131072, mode="async", storage_tbps=10.0, rate=1e-3, restart_min=0.0)
+    assert app.result[0].interval_s / 60 < GOODPUT_X_RANGE[0]
+    assert app.curve.chosen.get_xdata()[0] == GOODPUT_X_RANGE[0] and app.curve.chosen.get_marker() == "<"
+    assert not markers_off_their_axes(app)
+    app.mode.value, app.rate.value = "sync", 1e-5  # an interval on the axis: the usual dot
+    assert GOODPUT_X_RANGE[0] < app.result[0].interval_s / 60 < GOODPUT_X_RANGE[1]
+    assert app.curve.chosen.get_marker() == "o" and not markers_off_their_axes(app)
