@@ -381,18 +381,23 @@ def attention_kernel_for(attention, kernel):
 
 
 def best_fp8_gemm_efficiency(accelerator) -> float:
-    """Best-shape FP8 GEMM rate / dense FP8 peak of a catalog accelerator (name or Accelerator): BEST_FP8_GEMM_EFFICIENCY,
-    FALLBACK_FP8_GEMM_EFFICIENCY without a figure. Lesson 7 §8.
+    """Best-shape FP8 GEMM rate / dense FP8 peak of a catalog accelerator (name or Accelerator): BEST_FP8_GEMM_EFFICIENCY;
+    without a figure, FALLBACK_FP8_GEMM_EFFICIENCY or the part's own bf16 share (best_gemm_efficiency) where that is
+    lower: every NVIDIA part of the MAMF table reaches no more of its FP8 peak than of its bf16 one (H100 70.9 / 80.3%,
+    H200 73.4 / 80.3%, GH200 77.6 / 83.8%, B200 76.3 / 77.6%, GB200 72.3 / 72.9%). Lesson 7 §8.
 
-    H100 SXM 1,402.6 / 1,979 = 0.709; B200 SXM 3,432.5 / 4,500 = 0.763; MI300X (no FP8 row): the H100's.
+    H100 SXM 1,402.6 / 1,979 = 0.709; B200 SXM 3,432.5 / 4,500 = 0.763; MI300X (no FP8 row): its bf16 share, 668.4 /
+    1,300 = 0.514, under the H100's 0.709.
 
-    >>> [round(best_fp8_gemm_efficiency(a), 3) for a in ('h100-sxm', 'b200', 'mi300x')]
-    [0.709, 0.763, 0.709]
+    >>> [round(best_fp8_gemm_efficiency(a), 3) for a in ('h100-sxm', 'b200', 'mi300x', 'h100-pcie')]
+    [0.709, 0.763, 0.514, 0.709]
     """
     if not isinstance(getattr(accelerator, "name", accelerator), str):
         raise ConfigurationError(f"accelerator={accelerator!r} must be a catalog accelerator name or an Accelerator")
     entry = BEST_FP8_GEMM_EFFICIENCY.get(str(getattr(accelerator, "name", accelerator)).strip().lower())
-    return FALLBACK_FP8_GEMM_EFFICIENCY if entry is None else entry[1]
+    if entry is not None:
+        return entry[1]
+    return min(FALLBACK_FP8_GEMM_EFFICIENCY, best_gemm_efficiency(accelerator))
 
 
 def gemm_shape_factor_array(m, n, k, sms, ridge):
