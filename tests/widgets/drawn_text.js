@@ -48,11 +48,13 @@ const OVERLAP_PX = 1;
 // Past the canvas: any part of the box outside it, beyond half a pixel of rounding.
 const EDGE_PX = 0.5;
 
-// A dashed line (a capacity line, the ideal end of a step) crossing a text: its stroke, lineWidth wide, overlaps the
-// text's em box by more than OVERLAP_PX (lesson 8b's ladder drew "80.2 GB", the total of a bar just under the GPU's
-// memory, with the capacity line through it). Only dashed lines: solid strokes are axes, ticks, outlines and arrows,
-// which texts are placed against on purpose.
-function recorder(texts, dashed = []) {
+// A line crossing a text: its stroke, lineWidth wide, overlaps the text's em box by more than OVERLAP_PX. Dashed lines
+// (a capacity line, the ideal end of a step: lesson 8b's ladder drew "80.2 GB", the total of a bar just under the
+// GPU's memory, with the capacity line through it) and solid ones (outlines, arrows, strokeRect: lesson 2's ring ran a
+// received chunk's thick outline and an arrow over "GPU 6" and "GPU 1", lesson 6's grid its group outlines over "100"),
+// whichever was drawn first. A solid line is hidden where a white patch (fillRect) drawn after it and before the text
+// covers the text's box, as a label on a backing patch does.
+function recorder(texts, dashed = [], solid = [], patches = []) {
   const identity = [1, 0, 0, 1, 0, 0];
   const state = { m: identity.slice(), textAlign: "start", textBaseline: "alphabetic", font: "10px sans-serif",
     dash: [] };
@@ -110,9 +112,19 @@ function recorder(texts, dashed = []) {
   };
   ctx.setLineDash = (segments) => { state.dash = Array.from(segments || []); };
   ctx.stroke = () => {
-    if (state.dash.some((v) => v > 0)) for (const segment of path) dashed.push({ segment, width: ctx.lineWidth || 1 });
+    const width = ctx.lineWidth || 1;
+    if (state.dash.some((v) => v > 0)) for (const segment of path) dashed.push({ segment, width });
+    else for (const segment of path) solid.push({ segment, width });
   };
-  for (const name of ["fillRect", "strokeRect", "clearRect", "closePath", "fill", "rect", "arc"]) ctx[name] = () => {};
+  ctx.strokeRect = (x, y, w, h) => {
+    const c = [apply(x, y), apply(x + w, y), apply(x + w, y + h), apply(x, y + h)];
+    for (let k = 0; k < 4; k++) solid.push({ segment: [c[k], c[(k + 1) % 4]], width: ctx.lineWidth || 1 });
+  };
+  ctx.fillRect = (x, y, w, h) => {
+    patches.push({ corners: [apply(x, y), apply(x + w, y), apply(x + w, y + h), apply(x, y + h)], order: texts.length,
+      strokes: solid.length, colour: String(ctx.fillStyle) });
+  };
+  for (const name of ["clearRect", "closePath", "fill", "rect", "arc"]) ctx[name] = () => {};
   return ctx;
 }
 
@@ -159,8 +171,8 @@ for (const s of input.states) {
   const traits = { frames: s.frames, times: dataView(s.times), codes: dataView(s.codes) };
   const model = { get: (name) => traits[name] };
   for (const i of s.positions) {
-    const texts = [], dashed = [];
-    draw(recorder(texts, dashed), s.width, s.height, model, i);
+    const texts = [], dashed = [], solid = [], patches = [];
+    draw(recorder(texts, dashed, solid, patches), s.width, s.height, model, i);
     framesDrawn += 1;
     if (input.record) drawn.push(texts.map((t) => t.call));
     textsDrawn += texts.length;
@@ -176,6 +188,23 @@ for (const s of input.states) {
         const depth = overlap(corners, strokeQuad(segment, width));
         if (depth > OVERLAP_PX) {
           problems.push(`${where}: ${JSON.stringify(text)} is crossed by a dashed line (${depth.toFixed(1)} px)`);
+          break;
+        }
+      }
+    });
+    texts.forEach(({ text, corners }, k) => {
+      // a white patch drawn under this text (after the strokes it hides, before the text) covers them
+      const [tx0, ty0, tx1, ty1] = bounds(corners);
+      const covers = (n) => patches.some((p) => {
+        const [px0, py0, px1, py1] = bounds(p.corners);
+        return p.order <= k && p.strokes > n && /^(#fff(fff)?|white)$/i.test(p.colour)
+          && px0 <= tx0 + 1 && py0 <= ty0 + 1 && px1 >= tx1 - 1 && py1 >= ty1 - 1;
+      });
+      for (let n = 0; n < solid.length; n++) {
+        const { segment, width } = solid[n];
+        const depth = overlap(corners, strokeQuad(segment, width));
+        if (depth > OVERLAP_PX && !covers(n)) {
+          problems.push(`${where}: ${JSON.stringify(text)} is crossed by a solid line (${depth.toFixed(1)} px)`);
           break;
         }
       }

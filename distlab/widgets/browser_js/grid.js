@@ -63,12 +63,6 @@ function drawGrid(ctx, w, h, model, picked) {
     ctx.fillRect(X(f.x[r]), Y(f.y[r]), s, s);
   }
   ctx.globalAlpha = 1;
-  if (world <= 128 && s >= 14) {
-    ctx.fillStyle = TEXT;
-    ctx.textAlign = "center";
-    ctx.textBaseline = "middle";
-    for (let r = 0; r < world; r++) ctx.fillText(String(r), X(f.x[r] + 0.5), Y(f.y[r] + 0.5));
-  }
   // outlines: each group its colour and dash; the picked GPU a thick black edge
   ctx.lineWidth = 2;
   for (let r = 0; r < world; r++) {
@@ -81,6 +75,23 @@ function drawGrid(ctx, w, h, model, picked) {
   ctx.lineWidth = 3.5;
   ctx.strokeStyle = "#000000";
   ctx.strokeRect(X(f.x[picked]) + 1.75, Y(f.y[picked]) + 1.75, s - 3.5, s - 3.5);
+  // rank numbers inside the outlines (2 px inset; the picked GPU's 3.5 px): each in a font whose widest number fits
+  // between them ("100" ran 1.9 px under the lines at T = 8), none under 7 px (the picked one's: the status names it)
+  const fontPx = Math.max(8, Math.min(12, s * 0.42));
+  const widest = ctx.measureText(String(world - 1)).width;
+  const fitted = (room) => (widest > room ? (fontPx * room) / widest : fontPx);
+  const rankPx = fitted(s - 5), pickedPx = fitted(s - 8);
+  if (world <= 128 && s >= 14 && rankPx >= 7) {
+    ctx.fillStyle = TEXT;
+    ctx.textAlign = "center";
+    ctx.textBaseline = "middle";
+    for (let r = 0; r < world; r++) {
+      const px = r === picked ? pickedPx : rankPx;
+      if (px < 7) continue;
+      ctx.font = uiFont(px);
+      ctx.fillText(String(r), X(f.x[r] + 0.5), Y(f.y[r] + 0.5));
+    }
+  }
   // legend under the grid
   ctx.font = uiFont(11);
   ctx.textAlign = "left";

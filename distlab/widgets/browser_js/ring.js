@@ -75,8 +75,18 @@ function drawRing(ctx, w, h, model, t) {
       ctx.strokeStyle = received.has(g * chunks + c) ? "#111111" : "#9aa0a6";
       ctx.strokeRect(X(x0 + c * colW), Y(y0 + size), colW * scale, size * scale);
     }
+  }
+  // the labels last, each on a white patch a few pixels under its panel: drawn with the panels, a received chunk's
+  // thick outline and the arrows leaving a panel downwards ran over "GPU 6" and "GPU 1" at N = 8
+  ctx.textBaseline = "top";
+  for (let g = 0; g < n; g++) {
+    const [cx, cy] = centres[g];
+    const label = g === f.server ? `GPU ${g} (server)` : `GPU ${g}`, tw = ctx.measureText(label).width;
+    const lx = X(cx), ly = Y(cy - size / 2) + 4;
+    ctx.fillStyle = "#ffffff";
+    ctx.fillRect(lx - tw / 2 - 2, ly - 1, tw + 4, 14);
     ctx.fillStyle = TEXT;
-    ctx.fillText(g === f.server ? `GPU ${g} (server)` : `GPU ${g}`, X(cx), Y(y0) + 13);
+    ctx.fillText(label, lx, ly);
   }
 }
 
