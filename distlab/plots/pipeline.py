@@ -282,6 +282,9 @@ def draw_timeline(ax, timeline, labels: bool = True, title: str = "", x_max: flo
                 va="center",
                 fontsize=6.5,
                 color="white",
+                # on a patch of its box's colour, over the lines: the ideal end's dashed line crossed "B3", "B4"
+                bbox=dict(boxstyle="square,pad=0.1", facecolor=faces[i], edgecolor="none"),
+                zorder=4,
             )
     ax.axvline(timeline.step_time, color=STEP_COLOUR, linewidth=1.4)
     ax.axvline(float(timeline.busy.max()), color=IDEAL_COLOUR, linewidth=1.0, linestyle=(0, (3, 2)))

@@ -22,6 +22,7 @@ from matplotlib.collections import Collection
 from matplotlib.image import AxesImage
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
+from matplotlib.transforms import Bbox
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.text import Text
 
@@ -176,6 +177,57 @@ def legend_over_bars(fig, renderer) -> list[str]:
     return found
 
 
+def _segment_meets_box(p, q, box) -> bool:
+    """Whether the segment p-q (display coordinates) passes through the box (clipped parametrically)."""
+    (x0, y0), (x1, y1) = p, q
+    lo, hi = 0.0, 1.0
+    for d, a, b0, b1 in ((x1 - x0, x0, box.x0, box.x1), (y1 - y0, y0, box.y0, box.y1)):
+        if d == 0:
+            if not b0 <= a <= b1:
+                return False
+            continue
+        t0, t1 = sorted(((b0 - a) / d, (b1 - a) / d))
+        lo, hi = max(lo, t0), min(hi, t1)
+        if lo > hi:
+            return False
+    return True
+
+
+def dashed_lines_over_texts(fig, renderer) -> list[str]:
+    """A text of an axes crossed by a dashed line of that axes (lesson 4's schedules: the ideal end's dashed line ran
+    through the labels 'B3', 'B4', 'B5', review v14), unless the text sits above the line on an opaque patch of its
+    own (a bbox), which hides the line under it."""
+    found = []
+    for ax in fig.axes:
+        lines = [
+            line
+            for line in ax.get_lines()
+            if line.get_visible()
+            and line.get_linestyle() not in ("-", "None", "", " ", "solid")
+            and len(line.get_xydata())
+        ]
+        for t in ax.texts:
+            if not (t.get_visible() and t.get_text().strip()):
+                continue
+            patch = t.get_bbox_patch()
+            # the text's own box (an annotation's arrow left out), less a margin of its empty edges: 5% each side,
+            # 15% above and below (a label set on a line, va="bottom", touches it with its box, not its glyphs)
+            whole = Text.get_window_extent(t, renderer)
+            box = Bbox.from_extents(
+                whole.x0 + 0.05 * whole.width,
+                whole.y0 + 0.15 * whole.height,
+                whole.x1 - 0.05 * whole.width,
+                whole.y1 - 0.15 * whole.height,
+            )
+            for line in lines:
+                hidden = patch is not None and patch.get_facecolor()[3] == 1 and t.get_zorder() > line.get_zorder()
+                points = line.get_transform().transform(line.get_xydata())
+                if not hidden and any(_segment_meets_box(a, b, box) for a, b in zip(points[:-1], points[1:])):
+                    found.append(f"text {t.get_text()!r} is crossed by a dashed line")
+                    break
+    return found
+
+
 def problems(fig) -> list[str]:
     found = []
     renderer = fig._get_renderer()
@@ -199,6 +251,7 @@ def problems(fig) -> list[str]:
         if box.x0 < frame.x0 - 1 or box.x1 > frame.x1 + 1 or box.y0 < frame.y0 - 1 or box.y1 > frame.y1 + 1:
             found.append(f"text {t.get_text()!r} leaves the figure")
     found += legend_over_bars(fig, renderer)
+    found += dashed_lines_over_texts(fig, renderer)
     legend_boxes = [lg.get_window_extent(renderer) for lg in _legends(fig) if lg.get_visible()]
     for i, (a, box_a) in enumerate(zip(texts, boxes)):
         for b, box_b in zip(texts[i + 1 :], boxes[i + 1 :]):
@@ -273,6 +326,8 @@ def test_the_checks_find_each_defect():
     assert any("overlap" in p and "compute 7.02 s" in p for p in found), found
     assert any("'off the edge' leaves the figure" in p for p in found), found
     assert any("runs over a bar" in p for p in found), found  # the one bar fills the axes: the legend sits on it
+    ax.plot([0.2, 0.2], [0, 1], linestyle="--", transform=ax.transAxes)  # through 'compute 7.02 s' (no patch)
+    assert any("'compute 7.02 s' is crossed by a dashed line" in p for p in problems(fig)), problems(fig)
     ax.clear()
     ax.bar([0], [1], color="#0072B2", label="weights")
     ax.set_xlim(-0.5, 3)
