@@ -121,8 +121,8 @@ class TrainingBudget:
 
     def summary(self) -> str:
         return (
-            f"{format_count(self.tokens)} tokens at {self.tokens_per_s:,.0f} tokens/s on {self.gpus:,} GPUs: "
-            f"{self.days:.1f} days, {self.gpu_hours:,.0f} GPU-hours, ${self.cost_usd:,.0f} "
+            f"{format_count(self.tokens)} tokens at {self.tokens_per_s:,.0f} tokens/s on {self.gpus:,} GPUs:\n"
+            f"    {self.days:.1f} days, {self.gpu_hours:,.0f} GPU-hours, ${self.cost_usd:,.0f} "
             f"at ${self.price_per_gpu_hour:g} per GPU-hour (an assumed price)"
         )
 

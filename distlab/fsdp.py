@@ -317,16 +317,17 @@ class FsdpTimeline:
         return max(self.gather_s - self.forward_s, 0.0) if self.prefetch else self.gather_s
 
     def summary(self) -> str:
-        """One line: step, compute, exposed. Lesson 11 §2.
+        """Two lines: step, compute, exposed; the layers gathered at once. Lesson 11 §2.
 
-        >>> fsdp_timeline(1.0, 2.0, 0.5, 0.5, layers=4).summary()
-        '4 layers, prefetch 1, reshard after forward: step 13 s = compute 12 s + exposed 1 s; 2 layers gathered at most'
+        >>> print(fsdp_timeline(1.0, 2.0, 0.5, 0.5, layers=4).summary())
+        4 layers, prefetch 1, reshard after forward: step 13 s = compute 12 s + exposed 1 s;
+            2 layers gathered at most
         """
         mode = "reshard after forward" if self.reshard_after_forward else "no reshard"
         return (
             f"{self.layers} layers, prefetch {self.prefetch}, {mode}: step {format_seconds(self.step_s)} = "
-            f"compute {format_seconds(self.compute_s)} + exposed {format_seconds(self.exposed_s)}; "
-            f"{self.peak_gathered} layers gathered at most"
+            f"compute {format_seconds(self.compute_s)} + exposed {format_seconds(self.exposed_s)};\n"
+            f"    {self.peak_gathered} layers gathered at most"
         )
 
 

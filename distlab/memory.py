@@ -42,6 +42,9 @@ from .units import BYTES, Q_, format_bytes, gigabytes_property, positive, positi
 #: (distlab.memory_recipes.RESERVE_BYTES, kept equal by a test). Lesson 1 §5, Lesson 3 §6.
 TIGHT_BYTES = 2e9
 
+#: How far the second line of MemoryBreakdown.verdict (what the capacity is) is indented under the first.
+VERDICT_INDENT = "    "
+
 #: The most in-flight microbatches training_memory accepts (bounds its arithmetic; far beyond any schedule).
 MAX_IN_FLIGHT = 1_000_000
 
@@ -374,25 +377,29 @@ class MemoryBreakdown:
         }
 
     def verdict(self) -> str:
-        """'fits, 12.3 GB free' or 'does not fit: 40 GB over the 80 GB of h100-sxm' (or '' without a GPU)."""
+        """'fits the 84.9 GB of h100-sxm, 12.3 GB free' or 'does not fit: 40 GB over the 84.9 GB of h100-sxm' ('' without
+        a GPU); what the capacity is ('sold as 80 GB HBM3; CUDA sees 79.11 GiB') and what is reserved follow on an
+        indented line of their own, so that no printed line is wider than a notebook's output (VERDICT_INDENT)."""
         capacity, headroom = self.capacity_bytes, self.headroom_bytes
         if capacity is None or headroom is None:
             return ""
         gpu = f" of {self.gpu_name}" if self.gpu_name else ""
-        if self.capacity_text:
-            gpu += f" ({self.capacity_text})"
         if self.reserved_bytes:
-            gpu += f" less {format_bytes(self.reserved_bytes)} reserved (assumed: CUDA context, NCCL buffers)"
+            gpu += f" less {format_bytes(self.reserved_bytes)} reserved"
+        notes = [self.capacity_text] if self.capacity_text else []
+        if self.reserved_bytes:
+            notes.append("reserved, assumed: CUDA context, NCCL buffers")
+        detail = f"\n{VERDICT_INDENT}({'; '.join(notes)})" if notes else ""
         if self.fits:
-            text = f"fits the {format_bytes(capacity)}{gpu}, {format_bytes(headroom)} free"
+            text = f"fits the {format_bytes(capacity)}{gpu}, {format_bytes(headroom)} free{detail}"
             if not self.reserved_bytes and headroom < TIGHT_BYTES:
                 # the ZeRO paper's count reserves nothing; a real engine keeps about this much for itself
                 text += (
-                    f" (on paper: a real engine keeps about {format_bytes(TIGHT_BYTES)} for the CUDA context "
-                    f"and NCCL buffers, distlab.memory_recipes)"
+                    f"\n{VERDICT_INDENT}(on paper: a real engine keeps about {format_bytes(TIGHT_BYTES)} for the CUDA "
+                    f"context and NCCL buffers, distlab.memory_recipes)"
                 )
             return text
-        return f"does not fit: {format_bytes(-headroom)} over the {format_bytes(capacity)}{gpu}"
+        return f"does not fit: {format_bytes(-headroom)} over the {format_bytes(capacity)}{gpu}{detail}"
 
     def summary(self) -> str:
         """A few lines of text: each component, the total, and the verdict."""
@@ -512,7 +519,8 @@ def training_memory(
     optimizer      10.1 GB
     activations    17.2 GB
     total          54.3 GB
-    fits the 84.9 GB of h100-sxm (sold as 80 GB HBM3; CUDA sees 79.11 GiB), 30.6 GB free
+    fits the 84.9 GB of h100-sxm, 30.6 GB free
+        (sold as 80 GB HBM3; CUDA sees 79.11 GiB)
     >>> bd = training_memory('llama2-7b', tp=8, pp=4, recompute='selective', in_flight_microbatches=4.75)
     >>> bd.activations_bytes  # 4096 tokens x (4h x 2 B + ((4h) x 2 B + 3 x 11008 x 2 B) / 8) x 8 layers x 4.75
     7022837760.0

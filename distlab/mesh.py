@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import ConfigurationError
-from .units import positive_int
+from .units import TEXT_WIDTH, positive_int, WARNING_WIDTH, wrap_text
 
 __all__ = [
     "DIMENSIONS",
@@ -314,9 +314,12 @@ class RankLayout:
                     else f"in order {self.order_string!r} TP neighbours are {self.strides['tp']} ranks apart"
                 )
                 out.append(
-                    f"TP leaves the node: {crossing} of {n_groups} TP groups span several nodes ({reason}); "
-                    f"their 4 all-reduces per layer would run on the inter-node link. Put tp first in the "
-                    f"order and keep tp a divisor of {g}."
+                    wrap_text(
+                        f"TP leaves the node: {crossing} of {n_groups} TP groups span several nodes ({reason}); "
+                        f"their 4 all-reduces per layer would run on the inter-node link. Put tp first in the "
+                        f"order and keep tp a divisor of {g}.",
+                        WARNING_WIDTH,
+                    )
                 )
         for d in ("cp", "ep"):
             if self.sizes[d] > 1 and self.crosses_nodes(d).any():
@@ -346,8 +349,8 @@ class RankLayout:
         ]
         for d in ("tp", "cp", "ep", "dp", "pp"):
             table = self.groups(d)
-            shown = " ".join(_format_group(row) for row in table[:max_groups].tolist())
-            more = f" ... ({table.shape[0] - max_groups} more)" if table.shape[0] > max_groups else ""
+            shown = [_format_group(row) for row in table[:max_groups].tolist()]
+            more = [f"... ({table.shape[0] - max_groups} more)"] if table.shape[0] > max_groups else []
             if self.sizes[d] == 1:
                 if d in ("tp", "dp", "pp"):
                     lines.append(f"{d}: size 1 (every GPU is its own {d.upper()} group)")
@@ -358,7 +361,7 @@ class RankLayout:
                 "inter-node": "all cross nodes",
                 "mixed": f"{crossing} cross nodes",
             }[self.link_kind(d)]
-            lines.append(f"{d}: {table.shape[0]} groups of {self.sizes[d]}, {where}: {shown}{more}")
+            lines.append(_packed(f"{d}: {table.shape[0]} groups of {self.sizes[d]}, {where}:", shown + more))
         spec = self.device_mesh()
         lines.append("torch: " + spec.code())
         lines.extend("warning: " + w for w in self.warnings())
@@ -396,6 +399,18 @@ class RankLayout:
                 entry["groups"] = self.groups(d).tolist()
             data["dimensions"][d] = entry
         return data
+
+
+def _packed(head: str, items: list, width: int = TEXT_WIDTH, indent: str = "    ") -> str:
+    """`head` and the `items` after it, a space apart, on lines of at most `width` characters where they fit: an item
+    that would pass the width starts an indented line (a group of ranks is never broken)."""
+    lines = [head]
+    for item in items:
+        if len(lines[-1]) + 1 + len(item) <= width:
+            lines[-1] += " " + item
+        else:
+            lines.append(indent + item)
+    return "\n".join(lines)
 
 
 def _format_group(ranks: list, limit: int = 8) -> str:

@@ -229,7 +229,7 @@ class Plan:
         rejected = ", ".join(f"{n} {why}" for why, n in self.rejected.items() if n)
         return (
             f"{len(self)} configurations of {self.model_name} on {self.gpus} GPUs evaluated, "
-            f"{self.feasible_count} fit in memory" + (f"; not evaluated: {rejected}" if rejected else "")
+            f"{self.feasible_count} fit in memory" + (f";\n    not evaluated: {rejected}" if rejected else "")
         )
 
 
@@ -261,11 +261,11 @@ class DecidingAssumption:
     memory_difference_bytes: float
 
     def text(self) -> str:
-        from .units import format_bytes, format_seconds
+        from .units import format_bytes, format_seconds, wrap_text
 
         sign = "+" if self.difference_s >= 0 else "-"
         more = "more" if self.memory_difference_bytes >= 0 else "less"
-        return (
+        return wrap_text(
             f"{self.component} differs most ({sign}{format_seconds(abs(self.difference_s))}, second minus first); "
             f"it rests on: {self.assumption}. The second needs "
             f"{format_bytes(abs(self.memory_difference_bytes))} {more} memory per GPU"

@@ -50,7 +50,7 @@ from .step.data_parallel import zero3_collectives_per_layer
 from .step.terms import TERMS, step_model_array
 from .tp_overlap import TP_OVERLAP_NAMES, layout_method
 from .tp_overlap import note as tp_overlap_note
-from .units import format_bytes, format_seconds, non_negative
+from .units import format_bytes, format_seconds, non_negative, wrap_text
 
 if TYPE_CHECKING:
     from .memory import MemoryBreakdown
@@ -167,17 +167,19 @@ class StepEstimate:
                 raise ConfigurationError(
                     "memory: this estimate's breakdown has no GPU capacity, so no overflow to explain"
                 )
+            from .memory import VERDICT_INDENT
+
             reserve = self.memory.reserved_bytes
+            # the headroom counts the recipe's reserve (199 GB needs 121 GB more than 80 GB less 2 GB reserved)
+            notes = [self.memory.capacity_text] if self.memory.capacity_text else []
+            if reserve:
+                notes.append("reserved, assumed: CUDA context and communication buffers")
             reasons.append(
                 f"memory: needs {format_bytes(self.memory.total_bytes)} per GPU, "
                 f"{format_bytes(-self.memory.headroom_bytes)} over the {format_bytes(self.memory.capacity_bytes)}"
-                + (f" ({self.memory.capacity_text})" if self.memory.capacity_text else "")
-                # the headroom counts the recipe's reserve (199 GB needs 121 GB more than 80 GB less 2 GB reserved)
-                + (
-                    f" less {format_bytes(reserve)} reserved (assumed: CUDA context and communication buffers)"
-                    if reserve
-                    else ""
-                )
+                + (f" less {format_bytes(reserve)} reserved" if reserve else "")
+                # what the capacity is on a line of its own, so that a printed line fits a notebook's output
+                + (f"\n{VERDICT_INDENT}({'; '.join(notes)})" if notes else "")
             )
         return "; ".join(reasons)
 
@@ -195,7 +197,8 @@ class StepEstimate:
         lines.extend(self.notes())
         if not self.feasible:
             lines.append("NOT FEASIBLE: " + self.explain())
-        return "\n".join(lines)
+        # each line broken at spaces where it is wider than a notebook's output (the compute model's description)
+        return wrap_text("\n".join(lines))
 
     def notes(self) -> list:
         """What the step time assumes beyond the compute line: an FP8 recipe's GEMM rate and scaling, the TP overlap

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ._arguments import estimate_config, recompute_mode
 from .errors import ConfigurationError
 from .training import StepEstimate, estimate
-from .units import format_bytes, format_seconds
+from .units import format_bytes, format_seconds, wrap_text
 
 __all__ = [
     "TRIAGE_ORDER",
@@ -145,7 +145,8 @@ class OOMTriage:
 
 def _triage_line(step: TriageStep, total: bool) -> str:
     if step.skipped:
-        return f"  {step.change:<28} skipped: {step.skipped}"
+        # the reason broken at spaces, continued under it, so that no line is wider than a notebook's output
+        return wrap_text(f"  {step.change:<28} skipped: {step.skipped}", indent=" " * 40)
     saved = step.saves_total_bytes if total else step.saves_bytes
     cost = abs(step.time_cost_s)
     delta = "same" if cost < 1e-9 else f"{'+' if step.time_cost_s > 0 else '-'}{format_seconds(cost)}"

@@ -17,6 +17,7 @@ import functools
 import math
 import numbers
 import sys
+import textwrap
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -47,7 +48,35 @@ __all__ = [
     "format_rate",
     "format_seconds",
     "format_quantity",
+    "TEXT_WIDTH",
+    "WARNING_WIDTH",
+    "wrap_text",
 ]
+
+#: The widest line a library sentence prints. JupyterLab wraps a longer output line (at about 117 characters in a
+#: 1400 px window with the file browser open) inside words and numbers; tests/lessons/test_output_width.py allows
+#: 110, and 100 leaves room for the label a lesson prints in front of a sentence.
+TEXT_WIDTH = 100
+
+#: The widest line of a warning, which lessons and apps print after a label ("warning (imbalance): ", 21 characters).
+WARNING_WIDTH = 84
+
+
+def wrap_text(text: str, width: int = TEXT_WIDTH, indent: str = "    ") -> str:
+    """`text` broken at spaces (never inside a word, a number or a hyphenated term) into lines of at most `width`
+    characters, the continuation lines indented by `indent`; a line break already in `text` is kept.
+
+    >>> print(wrap_text("does not fit: 27.1 GB over the 84.9 GB of h100-sxm", 30))
+    does not fit: 27.1 GB over the
+        84.9 GB of h100-sxm
+    """
+    return "\n".join(
+        textwrap.fill(line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+        if len(line) > width
+        else line
+        for line in text.split("\n")
+    )
+
 
 _DEFINITIONS = """
 yocto- = 1e-24 = y-

@@ -99,8 +99,9 @@ class CollectiveCost:
         return (
             f"{self.algorithm} {self.op} of {format_bytes(self.size_bytes)} over {self.gpus} GPUs: "
             f"{format_bytes(self.bytes_sent_per_gpu)} sent per GPU (busiest), "
-            f"{self.steps} step{'' if self.steps == 1 else 's'}, "
-            f"{format_seconds(self.time_s)} = {format_seconds(self.latency_time_s)} latency + "
+            f"{self.steps} step{'' if self.steps == 1 else 's'},\n"
+            # the time on an indented line of its own, so that a printed line fits a notebook's output
+            f"    {format_seconds(self.time_s)} = {format_seconds(self.latency_time_s)} latency + "
             f"{format_seconds(self.bandwidth_time_s)} bandwidth"
         )
 

@@ -318,7 +318,7 @@ class PlacedCollective:
     def __str__(self) -> str:
         return (
             f"{self.algorithm} {self.op} of {format_bytes(self.size_bytes)} over {self.gpus} GPUs "
-            f"({self.local} per node): {format_seconds(self.time_s)}, per GPU "
+            f"({self.local} per node): {format_seconds(self.time_s)},\n    per GPU "
             f"{format_bytes(self.intra_sent_bytes)} on the node's link, {format_bytes(self.inter_sent_bytes)} "
             f"on the fabric"
         )

@@ -66,7 +66,7 @@ def run(args) -> int:
 def ties_report(p) -> str:
     """The error band, how many configurations tie with the fastest, and what decides between the fastest and
     the fastest tie with other (dp, tp, pp) degrees (else the runner-up tie)."""
-    from ..units import format_seconds
+    from ..units import format_seconds, wrap_text
 
     band = p.band_percent
     count = p.tie_count(0)
@@ -90,6 +90,7 @@ def ties_report(p) -> str:
         lines.append(
             f"fastest dp {first['dp']} x tp {first['tp']} x pp {first['pp']} (ZeRO-{first['zero']}) against "
             f"tie #{other + 1} dp {second['dp']} x tp {second['tp']} x pp {second['pp']} (ZeRO-{second['zero']}), "
-            f"{format_seconds(d.step_time_difference_s)} slower: {d.text()}"
+            f"{format_seconds(d.step_time_difference_s)} slower: {' '.join(d.text().split())}"
         )
-    return "\n".join(lines)
+    # each sentence broken at spaces into lines of units.TEXT_WIDTH, continued indented
+    return wrap_text("\n".join(lines))

@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 
 from ..errors import ConfigurationError
+from ..units import wrap_text
 from .engines import config_of, even_chunks
 
 __all__ = ["TORCHTITAN_SCHEDULES", "TORCHTITAN_FLAVORS", "TORCHTITAN_ROPE", "torchtitan"]
@@ -234,4 +235,5 @@ def torchtitan(estimate) -> str:
             "# op-level SAC (keeps SDPA and every other matmul output), not Megatron's attention-core "
             "recompute, as planned with torchtitan's memory recipe"
         )
-    return "\n".join(lines) + "\n"
+    # a long comment goes on over several comment lines, so that no line is wider than a notebook's output
+    return "\n".join(wrap_text(line, indent="# ") if line.startswith("#") else line for line in lines) + "\n"

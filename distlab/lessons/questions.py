@@ -83,12 +83,19 @@ class CheckResult:
         }
 
 
+def _wrapped(text: str) -> str:
+    """`text` broken at spaces into lines a notebook's output shows whole (distlab.units.wrap_text)."""
+    from ..units import wrap_text
+
+    return wrap_text(text, indent="")
+
+
 @dataclass(frozen=True)
 class Hint:
     text: str
 
     def __repr__(self) -> str:
-        return f"Hint: {self.text}"
+        return _wrapped(f"Hint: {self.text}")
 
 
 @dataclass(frozen=True)
@@ -96,7 +103,7 @@ class Solution:
     text: str
 
     def __repr__(self) -> str:
-        return f"Solution: {self.text}"
+        return _wrapped(f"Solution: {self.text}")
 
 
 class Question:

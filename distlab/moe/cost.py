@@ -239,10 +239,10 @@ class MoELayerCost:
 
     def summary(self) -> str:
         return (
-            f"per MoE layer and microbatch: {self.all_to_alls} all-to-alls, "
-            f"{format_bytes(self.all_to_all_intra_bytes)} over NVLink + "
+            f"per MoE layer and microbatch: {self.all_to_alls} all-to-alls,\n"
+            f"    {format_bytes(self.all_to_all_intra_bytes)} over NVLink + "
             f"{format_bytes(self.all_to_all_inter_bytes)} across nodes per GPU, "
-            f"{format_seconds(self.all_to_all_time_s)} ({self.link}); expert FLOPs x{self.imbalance:.3g} "
+            f"{format_seconds(self.all_to_all_time_s)} ({self.link});\n    expert FLOPs x{self.imbalance:.3g} "
             f"for imbalance"
         )
 

@@ -138,7 +138,7 @@ class RoutingTrace:
         )
         return (
             f"{self.tokens} tokens x top-{self.top_k} over {self.experts} experts on {self.ep} GPUs ({cap}); "
-            f"busiest GPU x{self.imbalance:.2f} the mean; per GPU {intra.mean() / 1e6:.3g} MB intra-node, "
+            f"busiest GPU x{self.imbalance:.2f} the mean;\n    per GPU {intra.mean() / 1e6:.3g} MB intra-node, "
             f"{inter.mean() / 1e6:.3g} MB inter-node per all-to-all"
         )
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from .._arguments import divisors
 from ..errors import ConfigurationError
-from ..units import format_bytes, format_percent, format_rate, format_seconds
+from ..units import format_bytes, format_percent, format_rate, format_seconds, WARNING_WIDTH, wrap_text
 from .closed_form import bubble_fraction, closed_form
 from .layers import split_layers
 from .layout import _check_layout
@@ -287,7 +287,8 @@ def _bubble_warning(st: _Setting) -> PipelineWarning | None:
         f"is above {format_percent(st.max_bubble)}"
     )
     if options:
-        text += ": " + ", or ".join(options)
+        # one option a line, so that no printed line is wider than a notebook's output
+        text += ":\n    " + ",\n    or ".join(options)
     return PipelineWarning("bubble", text, values)
 
 
@@ -304,13 +305,16 @@ def _imbalance_warning(st: _Setting) -> PipelineWarning | None:
     near = ([below[-1]] if below else []) + ([above[0]] if above else [])
     return PipelineWarning(
         "imbalance",
-        f"layers per stage {list(st.per_stage_layers)} are uneven: the stage with {slowest} layers "
-        f"sets the pace, {100.0 * (slowest / mean - 1):.1f}% above the mean of {mean:.3g}, "
-        f"so the others idle for it every microbatch; "
-        + (
-            f"{n} layers split evenly over {' or '.join(map(str, near))} stages"
-            if near
-            else f"{n} layers cannot split evenly"
+        wrap_text(
+            f"layers per stage {list(st.per_stage_layers)} are uneven: the stage with {slowest} layers "
+            f"sets the pace, {100.0 * (slowest / mean - 1):.1f}% above the mean of {mean:.3g}, "
+            f"so the others idle for it every microbatch; "
+            + (
+                f"{n} layers split evenly over {' or '.join(map(str, near))} stages"
+                if near
+                else f"{n} layers cannot split evenly"
+            ),
+            WARNING_WIDTH,
         ),
         {"slowest_layers": slowest, "mean_layers": mean, "slowdown": slowest / mean - 1},
     )

@@ -159,16 +159,34 @@ class Timeline:
         running = self.ops_at((np.arange(columns) + 0.5) * width)
         return [[self.label(int(k)) if k >= 0 else "" for k in row] for row in running]
 
-    def grid(self, slot=None) -> str:
-        """A text grid, one row per stage, one column per time slot ('.' = idle)."""
+    def grid(self, slot=None, max_width=None) -> str:
+        """A text grid, one row per stage, one column per time slot ('.' = idle).
+
+        max_width: the widest line (characters); a longer grid is cut into blocks of as many slots as fit, one under
+        the other with a blank line between, each row of a later block starting at the slot the one above ended
+        (a notebook's output breaks a longer line inside the labels). None: one block.
+
+        >>> print(schedule("gpipe", 2, 2, t_w=0.0).grid(max_width=22))
+        stage 0 | F0 F1 .  .
+        stage 1 | .  F0 F1 B0
+        <BLANKLINE>
+        stage 0 | B0 B1
+        stage 1 | B1 .
+        """
         rows = self.grid_rows(slot)
         width = max([len(cell) for row in rows for cell in row] + [1])
         name_width = len(str(self.stages - 1))
-        lines = []
-        for s, row in enumerate(rows):
-            cells = " ".join((cell or ".").ljust(width) for cell in row)
-            lines.append(f"stage {s:>{name_width}} | {cells}".rstrip())
-        return "\n".join(lines)
+        slots = max((len(row) for row in rows), default=0)
+        head = len(f"stage {0:>{name_width}} | ")
+        per_block = slots if max_width is None else max(1, (int(max_width) - head + 1) // (width + 1))
+        blocks = []
+        for start in range(0, max(slots, 1), max(per_block, 1)):
+            lines = []
+            for s, row in enumerate(rows):
+                cells = " ".join((cell or ".").ljust(width) for cell in row[start : start + per_block])
+                lines.append(f"stage {s:>{name_width}} | {cells}".rstrip())
+            blocks.append("\n".join(lines))
+        return "\n\n".join(blocks)
 
     @property
     def pp(self) -> int:

@@ -130,8 +130,9 @@ class BucketSweep:
         one, best = self.at(1), self.at(self.best_buckets)
         return (
             f"{format_bytes(self.grad_bytes)} of gradients, {self.op} over {self.dp} GPUs, "
-            f"{format_seconds(self.backward_s)} of backward: 1 bucket leaves {format_seconds(one['exposed_s'])} "
-            f"exposed; the best, {self.best_buckets} buckets of {format_bytes(best['bucket_bytes'])}, leaves "
+            f"{format_seconds(self.backward_s)} of backward:\n"
+            f"    1 bucket leaves {format_seconds(one['exposed_s'])} exposed;\n"
+            f"    the best, {self.best_buckets} buckets of {format_bytes(best['bucket_bytes'])}, leaves "
             f"{format_seconds(best['exposed_s'])} (each bucket at {100 * best['bandwidth_share']:.0f}% of the "
             f"link's bandwidth)"
         )

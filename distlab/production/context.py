@@ -78,7 +78,7 @@ class RingAttentionStep:
     def __str__(self) -> str:
         verdict = "hidden" if self.hidden else f"{format_seconds(self.exposed_s)} exposed"
         return (
-            f"S={self.seq_len:,} over cp={self.cp} ({self.chunk:,} tokens per GPU): K/V block "
+            f"S={self.seq_len:,} over cp={self.cp} ({self.chunk:,} tokens per GPU):\n    K/V block "
             f"{format_bytes(self.kv_block_bytes)} takes {format_seconds(self.comm_s)}, attention on it "
             f"{format_seconds(self.compute_s)}: {verdict}; hides from S = {self.crossover_seq_len:,}"
         )
@@ -230,12 +230,12 @@ class ContextParallelLayer:
     imbalance: float
 
     def summary(self) -> str:
-        """One line. Lesson 11b §1."""
+        """Three lines, the second and third indented. Lesson 11b §1."""
         return (
-            f"{self.method} over cp={self.cp}, S={self.seq_len:,} ({self.seq_len // self.cp:,} tokens per GPU): "
-            f"{format_bytes(self.sent_bytes)} sent per layer, {format_seconds(self.comm_s)} against "
-            f"{format_seconds(self.compute_s)} of attention, {format_seconds(self.exposed_s)} exposed; "
-            f"buffers {format_bytes(self.buffer_bytes)}, activations {format_bytes(self.activation_bytes)} per GPU"
+            f"{self.method} over cp={self.cp}, S={self.seq_len:,} ({self.seq_len // self.cp:,} tokens per GPU):\n"
+            f"    {format_bytes(self.sent_bytes)} sent per layer, {format_seconds(self.comm_s)} against "
+            f"{format_seconds(self.compute_s)} of attention, {format_seconds(self.exposed_s)} exposed;\n"
+            f"    buffers {format_bytes(self.buffer_bytes)}, activations {format_bytes(self.activation_bytes)} per GPU"
         )
 
 

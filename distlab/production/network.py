@@ -61,16 +61,17 @@ class DPAllReduce:
         where = (
             (
                 f"{self.nodes} nodes x {self.local_members} per node, inter-node traffic "
-                f"{'between equal local ranks' if self.same_local_rank else 'between different local ranks'}, "
-                f"{self.flows_per_node} transfer{'s' if self.flows_per_node != 1 else ''} leaving each node at "
+                f"{'between equal local ranks' if self.same_local_rank else 'between different local ranks'},\n"
+                f"    {self.flows_per_node} transfer{'s' if self.flows_per_node != 1 else ''} leaving each node at "
                 f"{format_rate(self.fabric_bw)} each"
             )
             if self.nodes > 1
             else "inside one node"
         )
+        # the time first, where the nodes are on indented lines: no printed line wider than a notebook's output
         return (
-            f"{self.algorithm} all-reduce of {format_bytes(self.size_bytes)} over {self.dp} GPUs ({where}): "
-            f"{format_seconds(self.time_s)}"
+            f"{self.algorithm} all-reduce of {format_bytes(self.size_bytes)} over {self.dp} GPUs: "
+            f"{format_seconds(self.time_s)}" + (f"\n    ({where})" if self.nodes > 1 else f" ({where})")
         )
 
 

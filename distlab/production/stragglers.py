@@ -244,7 +244,7 @@ class StragglerStep:
         )
         return (
             f"{self.gpus} GPUs, {what}: the slowest GPU takes "
-            f"{self.slowest:.4f} x the healthy compute; step {format_seconds(self.healthy.step_time_s)} -> "
+            f"{self.slowest:.4f} x the healthy compute;\n    step {format_seconds(self.healthy.step_time_s)} -> "
             f"{format_seconds(self.step_time_s)} (+{100 * (self.slowdown - 1):.1f}%)"
         )
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigurationError, MissingDependencyError
 from ..pipeline import Op, stage_orders
+from ..units import wrap_text
 from ._torch import require_torch
 
 #: distlab schedule name -> torch.distributed.pipelining.schedules class.
@@ -147,8 +148,10 @@ def torch_pipeline_orders(schedule, p, m, v=1, source="executed") -> tuple[tuple
                 sched = cls(stages[0] if cls_name in _SINGLE else stages, m, loss_fn=_loss)
             except (ValueError, AssertionError) as exc:  # torch's own checks of (p, m, v)
                 reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                # torch's reason on lines of its own, so that no printed line is wider than a notebook's output
                 raise ConfigurationError(
-                    f"torch's {cls_name} refuses p={p}, m={m}, v={v}: {' '.join(reason.split())}"
+                    f"torch's {cls_name} refuses p={p}, m={m}, v={v}:\n"
+                    + wrap_text("    " + " ".join(reason.split()), indent="    ")
                 ) from exc
             if source == "plan":
                 out.append(_compute_ops(sched.pipeline_order[rank], p, v_shape))

@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import ConfigurationError
+from ..units import wrap_text
 from ._torch import torch_available
 
 __all__ = ["RECORDED_FILE", "MAGIC", "recorded_outputs", "record", "note", "load_ipython_extension"]
@@ -42,10 +43,12 @@ def recorded_outputs(name: str) -> list[dict]:
 
 
 def note() -> str:
-    """The line a replayed cell starts with: what is shown, and how to measure instead."""
-    return (
+    """The lines a replayed cell starts with: what is shown, and how to measure instead (broken at spaces, so
+    that no line is wider than a notebook's output)."""
+    return wrap_text(
         f"[recorded with torch {_recording()['torch']}: PyTorch is not installed here, so this cell shows the "
-        "results of that run (the first code cell says how to install it)]"
+        "results of that run (the first code cell says how to install it)]",
+        indent=" ",
     )
 
 

@@ -88,8 +88,9 @@ class ShardingMeasurement:
             text = f"{mode:>4}: rank 0 holds {got:,} B of parameters (distlab: {want:,.0f})"
             if mode != "ddp":
                 counts = {op: run.count(op) for op in ("all-gather", "reduce-scatter", "all-reduce")}
-                text += f"; one step ran {counts} (distlab: {self.predicted_collectives(mode)})"
-            text += f"; losses {', '.join(f'{x:.6f}' for x in run.losses)}"
+                # each on a line of its own, so that no line is wider than a notebook's output
+                text += f";\n      one step ran {counts}\n      (distlab: {self.predicted_collectives(mode)})"
+            text += f";\n      losses {', '.join(f'{x:.6f}' for x in run.losses)}"
             lines.append(text)
         return "\n".join(lines)
 

@@ -110,7 +110,8 @@ def mesh_frames(lay: mesh.RankLayout, by: str) -> dict:
         "sizes": {d: int(lay.sizes[d]) for d in SHOW},
         # the layout's warnings, in red under the grid's text (grid.js): with the grid, so a change the browser
         # draws from its cache shows its own warnings at once (issue 31: they waited for the kernel)
-        "note": "\n".join("warning: " + w for w in lay.warnings()),
+        # each on one line as before: grid.js fits the note to the picture (mesh.warnings breaks it for a notebook)
+        "note": "\n".join("warning: " + " ".join(w.split()) for w in lay.warnings()),
     }
 
 

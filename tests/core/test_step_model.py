@@ -118,7 +118,10 @@ def test_pure_dp_70b_is_flagged_not_priced_silently():
     # model states alone: 16 B x 70.55e9 = 1.13 TB per GPU
     assert e.memory.total_bytes > 16 * 70.5e9
     # the H100's "80 GB" as CUDA sees it: 79.11 GiB x 1.073741824 = 84.9 GB, and the explanation says so
-    assert "over the 84.9 GB (sold as 80 GB HBM3; CUDA sees 79.11 GiB)" in e.explain() and "NOT FEASIBLE" in e.summary()
+    assert (
+        "over the 84.9 GB\n    (sold as 80 GB HBM3; CUDA sees 79.11 GiB)" in e.explain()
+        and "NOT FEASIBLE" in e.summary()
+    )
 
 
 @pytest.mark.parametrize(
