@@ -115,9 +115,7 @@ BEST_GEMM_EFFICIENCY = {
     # of the H100 SXM, so its share of (this part's own) peak
     "h100-sxm-96gb-hbm2e-500w": ("mamf-bf16-h100-sxm", 794.5 / 989),
     "b200": ("mamf-bf16-b200-sxm", 1745.0 / 2250),
-    # AMD MI300X: 668.4 of 1,300 TFLOP/s (51.4%), with PyTorch's tunable GEMMs on (PYTORCH_TUNABLEOP_ENABLED=1, the
-    # table's note): ROCm's GEMMs reach far less of AMD's printed peak than cuBLAS of NVIDIA's
-    "mi300x": ("mamf-bf16-mi300x", 668.4 / 1300),
+    "mi300x": ("mamf-bf16-mi300x", 668.4 / 1300),  # ROCm, PyTorch TunableOp on (the table's note): 51.4%
 }
 #: For an accelerator without a published best-shape GEMM figure (h100-pcie, a custom one): the lowest of the NVIDIA
 #: parts measured above (B200's 0.776), so that an unmeasured NVIDIA part is not assumed better than every measured

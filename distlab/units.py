@@ -70,6 +70,13 @@ def wrap_text(text: str, width: int = TEXT_WIDTH, indent: str = "    ") -> str:
     does not fit: 27.1 GB over the
         84.9 GB of h100-sxm
     """
+    if not isinstance(text, str):
+        raise ConfigurationError(f"text={_short(text)} must be a string to wrap")
+    if isinstance(width, bool) or not isinstance(width, numbers.Integral) or not 10 <= int(width) <= 100_000:
+        raise ConfigurationError(f"width={_short(width)} must be a whole number of characters from 10 to 100,000")
+    if not isinstance(indent, str) or len(indent) >= int(width) // 2:
+        raise ConfigurationError(f"indent={_short(indent)} must be a string shorter than half the width ({width})")
+    width = int(width)
     return "\n".join(
         textwrap.fill(line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
         if len(line) > width
