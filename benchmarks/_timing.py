@@ -143,3 +143,12 @@ def record(measured: dict[str, tuple[float, str]], date: str, commit: str, load_
         rows[name] = f"| `{name}` | {value:g} | {unit} | {date} | {commit} | {load_then:.2f} |"
     lines = ["| benchmark | figure | unit | date | commit | load |", "|---|---|---|---|---|---|", *rows.values()]
     results.write_text(head + BEGIN + "\n" + "\n".join(lines) + "\n" + END + tail, encoding="utf-8")
+
+
+def no_arguments(doc: str | None) -> None:
+    """A benchmark run as a script with no options of its own: `--help` prints its docstring (how to reproduce it)
+    and runs nothing; any other argument is refused with argparse's message."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=(doc or "").strip(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.parse_args()

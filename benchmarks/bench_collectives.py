@@ -43,4 +43,7 @@ def main(n: int = 300, sim_repeats: int = 7) -> None:
 
 
 if __name__ == "__main__":
+    from _timing import no_arguments
+
+    no_arguments(__doc__)
     main()

@@ -165,6 +165,8 @@ def main(n: int = 30, apps: str | None = None) -> None:
 
 
 if __name__ == "__main__":
-    import sys
+    import argparse
 
-    main(apps=",".join(sys.argv[1:]) or None)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").strip(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("apps", nargs="*", help="app names to time (default: every app)")
+    main(apps=",".join(parser.parse_args().apps) or None)

@@ -124,4 +124,7 @@ def main(n: int | None = None) -> None:
 
 
 if __name__ == "__main__":
+    from _timing import no_arguments
+
+    no_arguments(__doc__)
     main()

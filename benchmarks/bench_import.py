@@ -24,4 +24,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from _timing import no_arguments
+
+    no_arguments(__doc__)
     main()

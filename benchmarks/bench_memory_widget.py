@@ -36,4 +36,7 @@ def main(n: int = 300) -> None:
         print(report(f"memory wall: {name}: other 45 counts filled after", summarize(filled)))
 
 if __name__ == "__main__":
+    from _timing import no_arguments
+
+    no_arguments(__doc__)
     main()

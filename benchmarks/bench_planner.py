@@ -20,4 +20,7 @@ def main(n: int = 15) -> None:
 
 
 if __name__ == "__main__":
+    from _timing import no_arguments
+
+    no_arguments(__doc__)
     main()

@@ -122,4 +122,7 @@ def main(n: int = 200) -> None:
     print(report("grid picture: D slider 512 <-> 640 GPUs: answered", summarize(answered), 16))
 
 if __name__ == "__main__":
+    from _timing import no_arguments
+
+    no_arguments(__doc__)
     main()

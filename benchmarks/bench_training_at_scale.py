@@ -71,4 +71,7 @@ def main(n: int = 60) -> dict:
 
 
 if __name__ == "__main__":
+    from _timing import no_arguments
+
+    no_arguments(__doc__)
     main()

@@ -210,4 +210,8 @@ def main(loads: int = LOADS) -> dict:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else LOADS)
+    import argparse
+
+    parser = argparse.ArgumentParser(description=(__doc__ or "").strip(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("loads", nargs="?", type=int, default=LOADS, help=f"page loads counted (default {LOADS})")
+    main(parser.parse_args().loads)
