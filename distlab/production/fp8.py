@@ -36,7 +36,7 @@ class FP8Comparison:
         return {name: (b8 / b16 if b16 else 1.0) for name, b16, b8, _ in self.rows}
 
     def table(self) -> str:
-        out = [f"{'':<44}{'bf16':>13}{'fp8':>13}{'fp8/bf16':>10}"]
+        out = [f"{'':<47}{'bf16':>14}{'fp8':>14}{'fp8/bf16':>10}"]
         for name, b16, b8, unit in self.rows:
             fmt = {
                 "B": format_bytes,
@@ -44,7 +44,7 @@ class FP8Comparison:
                 "FLOP/s": lambda v: format_rate(v, FLOP_PER_SECOND),
                 "B/param": lambda v: f"{v:g} B",
             }[unit]
-            out.append(f"{name:<44}{fmt(b16):>13}{fmt(b8):>13}{(b8 / b16 if b16 else 1.0):>10.3f}")
+            out.append(f"{name:<47}{fmt(b16):>14}{fmt(b8):>14}{(b8 / b16 if b16 else 1.0):>10.3f}")
         return "\n".join(out)
 
 

@@ -147,9 +147,11 @@ class TPLayerShards:
         for s in self.shards:
             full = " x ".join(f"{d:,}" for d in s.full_shape)
             part = " x ".join(f"{d:,}" for d in s.shard_shape)
-            lines.append(f"  {s.name:<22}{s.split:<11}{full:>16} -> {part:<16}{s.params_per_gpu:>14,} per GPU")
+            lines.append(
+                f"  {s.name:<22}{s.split:<11}{full:>16} -> {part:<16}{s.params_per_gpu:>14,} parameters per GPU"
+            )
         lines.append(
-            f"  {'layer total':<22}{'':<11}{self.params_full:>16,} -> {'':<16}{self.params_per_gpu:>14,} per GPU"
+            f"  {'layer total':<22}{'':<11}{self.params_full:>16,} -> {'':<16}{self.params_per_gpu:>14,} parameters per GPU"
         )
         return "\n".join(lines)
 
