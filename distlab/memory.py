@@ -45,6 +45,17 @@ TIGHT_BYTES = 2e9
 #: How far the second line of MemoryBreakdown.verdict (what the capacity is) is indented under the first.
 VERDICT_INDENT = "    "
 
+
+def capacity_detail(capacity_text: str, reserved_bytes: float, reserved_for: str) -> str:
+    """The indented line under a memory verdict that says what the capacity is ('sold as 80 GB HBM3; CUDA sees 79.11
+    GiB') and, where some is reserved, what for; '' when there is neither (MemoryBreakdown.verdict,
+    training.StepEstimate.explain)."""
+    notes = [capacity_text] if capacity_text else []
+    if reserved_bytes:
+        notes.append(f"reserved, assumed: {reserved_for}")
+    return f"\n{VERDICT_INDENT}({'; '.join(notes)})" if notes else ""
+
+
 #: The most in-flight microbatches training_memory accepts (bounds its arithmetic; far beyond any schedule).
 MAX_IN_FLIGHT = 1_000_000
 
@@ -386,10 +397,7 @@ class MemoryBreakdown:
         gpu = f" of {self.gpu_name}" if self.gpu_name else ""
         if self.reserved_bytes:
             gpu += f" less {format_bytes(self.reserved_bytes)} reserved"
-        notes = [self.capacity_text] if self.capacity_text else []
-        if self.reserved_bytes:
-            notes.append("reserved, assumed: CUDA context, NCCL buffers")
-        detail = f"\n{VERDICT_INDENT}({'; '.join(notes)})" if notes else ""
+        detail = capacity_detail(self.capacity_text, self.reserved_bytes, "CUDA context, NCCL buffers")
         if self.fits:
             text = f"fits the {format_bytes(capacity)}{gpu}, {format_bytes(headroom)} free{detail}"
             if not self.reserved_bytes and headroom < TIGHT_BYTES:

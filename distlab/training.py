@@ -20,6 +20,7 @@ from ._arguments import (
 )
 from .collectives.placed import ring_step_floor
 from .errors import ConfigurationError
+from .memory import capacity_detail
 from .flops import (
     FLOPS_PER_PARAM_TOKEN,
     FLOPS_PER_PARAM_TOKEN_FULL_RECOMPUTE,
@@ -167,19 +168,14 @@ class StepEstimate:
                 raise ConfigurationError(
                     "memory: this estimate's breakdown has no GPU capacity, so no overflow to explain"
                 )
-            from .memory import VERDICT_INDENT
-
             reserve = self.memory.reserved_bytes
             # the headroom counts the recipe's reserve (199 GB needs 121 GB more than 80 GB less 2 GB reserved)
-            notes = [self.memory.capacity_text] if self.memory.capacity_text else []
-            if reserve:
-                notes.append("reserved, assumed: CUDA context and communication buffers")
             reasons.append(
                 f"memory: needs {format_bytes(self.memory.total_bytes)} per GPU, "
                 f"{format_bytes(-self.memory.headroom_bytes)} over the {format_bytes(self.memory.capacity_bytes)}"
                 + (f" less {format_bytes(reserve)} reserved" if reserve else "")
                 # what the capacity is on a line of its own, so that a printed line fits a notebook's output
-                + (f"\n{VERDICT_INDENT}({'; '.join(notes)})" if notes else "")
+                + capacity_detail(self.memory.capacity_text, reserve, "CUDA context and communication buffers")
             )
         return "; ".join(reasons)
 

@@ -543,11 +543,15 @@ def format_seconds(seconds: float, digits: int = 3) -> str:
     magnitude = abs(seconds)
     for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
         if magnitude >= scale * 0.9995 or unit == "ns":
-            text = f"{seconds / scale:.{digits}g}"
-            if "e+" in text:  # past `digits` whole digits: the rounded value written out
-                text = f"{float(text):,.0f}"
-            return f"{text} {unit}"
+            return f"{_written_out(seconds / scale, digits)} {unit}"
     raise AssertionError("unreachable")
+
+
+def _written_out(value: float, digits: int) -> str:
+    """`value` to `digits` significant digits, written out with thousands separators where the 'g' format would
+    switch to an exponent (1019.6 -> '1,020', not '1.02e+03')."""
+    text = f"{value:.{digits}g}"
+    return f"{float(text):,.0f}" if "e+" in text else text
 
 
 def format_count(count: float, digits: int = 3) -> str:
@@ -561,8 +565,7 @@ def format_count(count: float, digits: int = 3) -> str:
     magnitude = abs(count)
     for scale, word in ((1e12, "trillion"), (1e9, "billion"), (1e6, "million")):
         if magnitude >= scale * (1 - 0.5 * 10.0**-digits):
-            text = f"{count / scale:.{digits}g}"
-            return f"{float(text):,.0f} {word}" if "e+" in text else f"{text} {word}"
+            return f"{_written_out(count / scale, digits)} {word}"
     return f"{count:,.0f}"
 
 

@@ -199,16 +199,19 @@ def _own_cgroup(controller: str) -> str | None:
     return None
 
 
+def _own_folder(controller: str) -> str | None:
+    """This process's cgroup folder in the v1 hierarchy of `controller` (None: no such hierarchy)."""
+    own = _own_cgroup(controller)
+    return None if own is None else os.path.join(CGROUP_ROOT, controller, own.lstrip("/"))
+
+
 def memory_hierarchy() -> str | None:
     """The folder of this process's cgroup in the v1 memory hierarchy, where a root grader makes each kernel's memory
     cgroup; None where there is none to make one in (a cgroup v2-only host, as most Linux distributions since 2021
     mount, or a v1 hierarchy this process cannot write): there the kernel's processes have their rlimits only, and
     `distlab grade` says so (instructor/grading-threat-model.md)."""
-    own = _own_cgroup("memory")
-    if own is None:
-        return None
-    folder = os.path.join(CGROUP_ROOT, "memory", own.lstrip("/"))
-    return folder if os.path.isdir(folder) and os.access(folder, os.W_OK) else None
+    folder = _own_folder("memory")
+    return folder if folder is not None and os.path.isdir(folder) and os.access(folder, os.W_OK) else None
 
 
 class KernelCgroups:
@@ -241,10 +244,9 @@ class KernelCgroups:
         for controller, values in settings.items():
             if not any(v for _, v in values):
                 continue
-            own = _own_cgroup(controller)
-            if own is None:
+            parent = _own_folder(controller)
+            if parent is None:
                 continue
-            parent = os.path.join(CGROUP_ROOT, controller, own.lstrip("/"))
             if controller not in _SWEPT:
                 _SWEPT.add(controller)
                 sweep_hierarchy(os.path.join(CGROUP_ROOT, controller))

@@ -205,8 +205,8 @@ def _runtime_binds() -> list[str]:
         cfg = os.path.join(sys.prefix, "pyvenv.cfg")
         if os.path.isfile(cfg):
             args += ["--ro-bind", cfg, cfg]
-        args += ["--symlink", os.path.realpath(sys.executable), sys.executable]
-    elif os.path.realpath(sys.executable) != sys.executable:  # python3 -> python3.11 of a runtime used directly
+    # the environment's python (a link to the runtime's), or python3 -> python3.11 of a runtime used directly
+    if os.path.realpath(sys.prefix) != runtime or os.path.realpath(sys.executable) != sys.executable:
         args += ["--symlink", os.path.realpath(sys.executable), sys.executable]
     extra = package_folders()
     sites = [*site.getsitepackages(), *extra]

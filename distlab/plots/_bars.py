@@ -120,17 +120,24 @@ class MemoryBars:
         """The legend names the parts some bar shows (not activations that no bar has) and the capacity line. Its
         label goes in the legend: drawn on the line, it overprinted the total of a bar just above the line (lesson
         1: '112 GB' of the 7B bar under 'h100-sxm: 84.9 GB')."""
-        handles, labels = [], []
-        for component, rects in self.rects.items():
-            shown = [r for r in rects if r.get_visible()]
-            if shown:
-                handles.append(shown[0])
-                labels.append(MEMORY_LABELS[component])
+        handles, labels = _drawn_entries((MEMORY_LABELS[c], rects) for c, rects in self.rects.items())
         if self.capacity_line.get_visible():
             handles.append(self.capacity_line)
             labels.append(self.capacity_text.get_text())
         self.capacity_text.set_visible(False)
         self.ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+
+
+def _drawn_entries(parts) -> tuple[list, list]:
+    """(handles, labels) of a static chart's legend: for each (label, rectangles) part, its first visible rectangle,
+    and none for a part no bar draws (MemoryBars and StepBars, legend=True)."""
+    handles, labels = [], []
+    for label, rects in parts:
+        shown = [r for r in rects if r.get_visible()]
+        if shown:
+            handles.append(shown[0])
+            labels.append(label)
+    return handles, labels
 
 
 def memory_bars(ax, n_bars: int, legend: bool = True) -> MemoryBars:
@@ -244,12 +251,7 @@ class StepBars:
     def _relabel_legend(self) -> None:
         """The legend names the parts some bar draws: listing every part, lesson 7's and 8b's static step bars named
         'CP communication (exposed)' and 'EP all-to-all', which none of their bars has."""
-        handles, labels = [], []
-        for name in self.names:
-            shown = [r for r in self.rects[name] if r.get_visible()]
-            if shown:
-                handles.append(shown[0])
-                labels.append(name)
+        handles, labels = _drawn_entries((name, self.rects[name]) for name in self.names)
         self.ax.legend(
             handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3, fontsize=8, frameon=False
         )

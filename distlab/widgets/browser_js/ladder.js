@@ -41,12 +41,11 @@ function drawLadder(ctx, w, h, model, i) {
   ctx.restore();
   const barW = Math.min(slot * 0.6, 90);
   const showTotals = Math.max(0, ...totals.map((s) => ctx.measureText(String(s ?? "")).width)) <= slot * 0.98;
-  // a bar's total above it, or above the capacity line where the line would cross the text (a bar just under it, as
-  // bars.js does: the line ran through "80.2 GB", the first rung that fits)
-  const totalY = (total) => {
-    const y = Y(total) - 2, cap = f.capacity ? Y(f.capacity) : null;
-    return cap !== null && y - 13 < cap && cap < y + 2 ? cap - 3 : y;
-  };
+  // a text's baseline y, moved above the capacity line where the line would cross the text (a bar just under it, as
+  // bars.js does: the line ran through "80.2 GB", the first rung that fits); a bar's total sits 2 px above the bar
+  const cap = f.capacity ? Y(f.capacity) : null;
+  const clearOfCapacity = (y) => (cap !== null && y - 13 < cap && cap < y + 2 ? cap - 3 : y);
+  const totalY = (total) => clearOfCapacity(Y(total) - 2);
   try {
     bars.forEach((parts, b) => {
       const x = left + slot * b + (slot - barW) / 2, centre = x + barW / 2;
@@ -112,8 +111,7 @@ function drawLadder(ctx, w, h, model, i) {
     ctx.textBaseline = "bottom";
     const total = bars[b].reduce((a, v) => a + v, 0);
     const label = `\u2713 ${text}`, tw = ctx.measureText(label).width;
-    let y = showTotals ? totalY(total) - 14 : Y(total) - 3;
-    if (f.capacity && y - 13 < Y(f.capacity) && Y(f.capacity) < y + 2) y = Y(f.capacity) - 3; // over the line
+    const y = clearOfCapacity(showTotals ? totalY(total) - 14 : Y(total) - 3); // over the line
     ctx.fillStyle = "rgba(255, 255, 255, 0.85)"; // readable over the capacity line
     ctx.fillRect(centre - tw / 2 - 2, y - 13, tw + 4, 13);
     ctx.fillStyle = LADDER_FIT;
