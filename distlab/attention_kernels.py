@@ -19,7 +19,10 @@ scores) at the kernel's measured rate on the GPU, a share of the dense 16-bit pe
 fa2, cudnn and fa3 rates are Shah et al. 2024 (FlashAttention-3, arXiv 2407.08608) Fig. 5 (forward, causal, head dim
 128) and Fig. 6 (backward, head dim 128) on an H100 80GB SXM5, BF16, at 512-16k tokens (KERNEL_RATES; the figures'
 bar labels, published_runs.json microbenchmarks "shah2024-fa3-*"), read by sequence length (kernel_rates: linear in
-log2 s between the measured lengths, the end values beyond them). A GPU without a published figure for a kernel (the
+log2 s between the measured lengths, the end values beyond them). The paper's backward figure is not causal: the causal
+backward distlab prices is that figure x CAUSAL_BACKWARD_RATIO, the causal over the non-causal backward rate that distlab
+measured on an H200 (the H100's die) for FA2 and cuDNN (0.63-0.67 at 512 tokens, 0.80-0.84 at 2k, about 1 at 16k:
+a causal kernel's diagonal blocks and uneven work cost more at short sequences). A GPU without a published figure for a kernel (the
 A100 has no FA3 or cuDNN Hopper kernels; B200, MI300X) falls back to its 'flash' rate, and kernel_rates says so.
 Engines default to the kernel they run (ENGINE_KERNELS). Lesson 7 §8.
 """
@@ -34,6 +37,7 @@ __all__ = [
     "ATTENTION_KERNEL_NAMES",
     "ENGINE_KERNELS",
     "KERNEL_RATES",
+    "CAUSAL_BACKWARD_RATIO",
     "KERNEL_SEQ_LENS",
     "FLASH_ATTENTION_RATE",
     "FALLBACK_FLASH_ATTENTION_RATE",
@@ -84,6 +88,30 @@ _H100_KERNELS = {
     "fa3": ("shah2024-fa3-fig5-6-h100-hd128-fa3", (292, 423, 521, 579, 602, 616), (316, 424, 501, 542, 559, 561)),
 }
 _H100_KERNELS["sdpa"] = _H100_KERNELS["fa2-unpad"] = _H100_KERNELS["fa2"]
+#: TFLOP/s of the backward with and without a causal mask, (causal, non-causal) at KERNEL_SEQ_LENS, measured by distlab
+#: on one NVIDIA H200 SXM (the H100's die and tensor-core peak), PyTorch 2.11.0+cu130's scaled_dot_product_attention on
+#: its flash backend (FlashAttention-2's kernels: fa2, sdpa, fa2-unpad) and its cuDNN backend, head dim 128, 16,384 tokens
+#: per batch, hidden 2048 (Shah et al.'s setting), the two masks back to back, on the paper's FLOP count (backward 2.5 x
+#: the forward, halved for causal): benchmarks/gpu_microbench.py measure, raw benchmarks/results/h200-2026-11-29-sweep.json,
+#: published_runs.json microbenchmarks "distlab-h200-sdpa-causal-backward-*". fa3 takes cuDNN's ratio (FlashAttention-3
+#: was not installed there; both are Hopper warp-specialised kernels: an assumption). Lesson 7 §8.
+_CAUSAL_BACKWARD = {
+    "fa2": (
+        "distlab-h200-sdpa-causal-backward-fa2",
+        (117.3, 167.9, 217.5, 253.6, 280.9, 310.9),
+        (175.6, 223.6, 258.7, 285.5, 299.5, 307.0),
+    ),
+    "cudnn": (
+        "distlab-h200-sdpa-causal-backward-cudnn",
+        (210.2, 312.9, 415.5, 486.7, 535.9, 590.0),
+        (333.1, 443.9, 522.6, 568.3, 566.9, 546.0),
+    ),
+}
+#: The causal backward's rate over the non-causal one, per kernel, at KERNEL_SEQ_LENS (_CAUSAL_BACKWARD's measurement).
+CAUSAL_BACKWARD_RATIO = {
+    kernel: tuple(c / n for c, n in zip(_CAUSAL_BACKWARD[base][1], _CAUSAL_BACKWARD[base][2]))
+    for kernel, base in (("fa2", "fa2"), ("sdpa", "fa2"), ("fa2-unpad", "fa2"), ("cudnn", "cudnn"), ("fa3", "cudnn"))
+}
 #: The figures' peak, the H100 SXM5's dense BF16 989.4 TFLOP/s (hardware catalog): rates are stored as its share.
 _FIGURE_PEAK_TFLOPS = 989.4
 KERNEL_RATES = {name: _H100_KERNELS for name in ("h100-sxm", "h200", "h100-sxm-96gb-hbm2e-500w")}
@@ -169,13 +197,14 @@ def default_attention_kernel(memory_recipe) -> str:
 
 
 def kernel_rate_table(accelerator, kernel):
-    """(table, note) for a kernel on a catalog accelerator (name or Accelerator): table = (sequence lengths, forward
-    shares, backward shares of the dense 16-bit peak) from KERNEL_RATES, or None where the kernel is 'flash' or
-    the GPU has no published figure for it; note says which figure is used (empty for a measured one). Lesson 7 §8.
+    """(table, note) for a kernel on a catalog accelerator (name or Accelerator): table = (sequence lengths, causal
+    forward shares, causal backward shares of the dense 16-bit peak) from KERNEL_RATES, the backward's x
+    CAUSAL_BACKWARD_RATIO, or None where the kernel is 'flash' or the GPU has no published figure for it; note says
+    which figure is used (empty for a measured one). Lesson 7 §8.
 
     >>> table, note = kernel_rate_table('h100-sxm', 'cudnn')
-    >>> round(table[1][2], 3), round(table[2][2], 3), note  # 484 and 465 of 989.4 TFLOP/s at 2,048 tokens
-    (0.489, 0.47, '')
+    >>> round(table[1][2], 3), round(table[2][2], 3), note  # 484 and 465 x 415.5 / 522.6 = 369.7 of 989.4 at 2k tokens
+    (0.489, 0.374, '')
     >>> kernel_rate_table('a100-80gb', 'fa3')[1]
     "no published fa3 rate on a100-80gb: FlashAttention-2's measured 50.0% of peak used (distlab.attention_kernels)"
     """
@@ -186,7 +215,8 @@ def kernel_rate_table(accelerator, kernel):
     entry = KERNEL_RATES.get(name, {}).get(kernel)
     if entry is not None:
         _, forward, backward = entry
-        shares = [tuple(x / _FIGURE_PEAK_TFLOPS for x in rates) for rates in (forward, backward)]
+        causal = tuple(x * r for x, r in zip(backward, CAUSAL_BACKWARD_RATIO[kernel]))
+        shares = [tuple(x / _FIGURE_PEAK_TFLOPS for x in rates) for rates in (forward, causal)]
         return (KERNEL_SEQ_LENS, shares[0], shares[1]), ""
     if kernel == "flash":
         return None, "" if name in FLASH_ATTENTION_RATE else f"{_flash_rate_words(name)} (distlab.attention_kernels)"
@@ -207,7 +237,7 @@ def kernel_rates(table, seq_len):
 
     >>> t, _ = kernel_rate_table('h100-sxm', 'fa3')
     >>> [round(float(x) * 989.4) for x in kernel_rates(t, 8192)], [round(float(x) * 989.4) for x in kernel_rates(t, 3000)]
-    ([602, 559], [553, 524])
+    ([602, 528], [553, 435])
     """
     from ._arguments import number_array
 

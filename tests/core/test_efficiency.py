@@ -239,7 +239,9 @@ def test_validation_accuracy_held_at_the_level_reached():
     # them (memory recipes fsdp1 / fsdp1-pure / fsdp2: fp32 reduce-scatter at ZeRO-3, the per-microbatch gradient cast /
     # divide; attention_kernel fa2-unpad): 5.8% / 18.5% (MPT 7B at 512 GPUs -22.3% -> -16.0%; the max is now
     # Megatron-Core 1.7B, -18.5%, unchanged)
-    assert stats["mean_abs_error_percent"] <= 5.9 and stats["max_abs_error_percent"] <= 18.6
+    # 2026-11-29 (60 runs: 5.5% / 18.5%), the causal attention backward at distlab's measured causal / non-causal ratio
+    # (attention_kernels.CAUSAL_BACKWARD_RATIO, one H200): 5.3% / 17.3% (Megatron-Core 1.7B -18.5% -> -17.3%)
+    assert stats["mean_abs_error_percent"] <= 5.4 and stats["max_abs_error_percent"] <= 17.4
 
 
 @pytest.mark.xfail(

@@ -4,6 +4,9 @@ distlab.elementwise, distlab.attention_kernels, the step model's compute terms. 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -123,19 +126,61 @@ def test_fp8_speedup_band_against_the_published_pairs():
 
 def test_kernel_rates_read_back_by_sequence_length():
     """Shah et al. 2024 Figs. 5-6 (H100 SXM5, head dim 128) as stored in the data file, read back at the measured
-    lengths exactly and between them linearly in log2 s: cuDNN at 2k forward 484, backward 465 TFLOP/s; FA3 at 8k 602
-    / 559; halfway (in log2) between 4k and 8k FA2 forward (319 + 333) / 2 = 326."""
+    lengths exactly and between them linearly in log2 s, the backward scaled to the causal mask by distlab's H200
+    measurement: cuDNN at 2k forward 484, backward 465 x 415.5 / 522.6 = 369.7 TFLOP/s; halfway (in log2) between 4k and 8k FA2 forward (319 + 333) / 2 = 326."""
     bench = {m["id"]: m for m in validation.microbenchmarks("calibration")}
     for kernel in ("fa2", "cudnn", "fa3"):
         m = bench[f"shah2024-fa3-fig5-6-h100-hd128-{kernel}"]["measured"]
         table, note = attention_kernels.kernel_rate_table("h100-sxm", kernel)
         assert note == "" and list(table[0]) == m["seq_len"]
-        for s, fw, bw in zip(m["seq_len"], m["forward_causal_tflops"], m["backward_tflops"]):
+        base = "cudnn" if kernel == "fa3" else kernel  # fa3 takes cuDNN's measured causal ratio
+        mine = bench[f"distlab-h200-sdpa-causal-backward-{base}"]["measured"]
+        assert mine["seq_len"] == m["seq_len"]
+        rows = zip(
+            m["seq_len"],
+            m["forward_causal_tflops"],
+            m["backward_tflops"],
+            mine["backward_causal_tflops"],
+            mine["backward_noncausal_tflops"],
+        )
+        for s, fw, bw, causal, plain in rows:
             forward, backward = attention_kernels.kernel_rates(table, s)
-            assert (float(forward) * 989.4, float(backward) * 989.4) == pytest.approx((fw, bw), rel=1e-12)
+            # the paper's (non-causal) backward x distlab's measured causal / non-causal ratio
+            assert (float(forward) * 989.4, float(backward) * 989.4) == pytest.approx(
+                (fw, bw * causal / plain), rel=1e-12
+            )
     fa2, _ = attention_kernels.kernel_rate_table("h100-sxm", "fa2")
     assert float(attention_kernels.kernel_rates(fa2, 4096 * 2**0.5)[0]) * 989.4 == pytest.approx(326.0)
     assert attention_kernels.kernel_rate_table("h100-sxm", "sdpa")[0] == fa2
+    cudnn, _ = attention_kernels.kernel_rate_table("h100-sxm", "cudnn")
+    assert float(attention_kernels.kernel_rates(cudnn, 2048)[1]) * 989.4 == pytest.approx(369.7, abs=0.05)
+
+
+def test_causal_backward_ratio_is_the_raw_measurement():
+    """The causal / non-causal backward rates stored in published_runs.json are the raw file's timings on the paper's
+    FLOP count: backward FLOPs 2.5 x the forward's 4 b s^2 a d (halved with the causal mask) over (forward + backward
+    time - forward time). E.g. cuDNN at 2,048 tokens, causal: b = 8, a = 16, d = 128: 2.5 x 4 x 8 x 2048^2 x 16 x 128 / 2
+    = 4.295e12 FLOPs over the measured backward seconds."""
+    raw = json.loads((Path(__file__).parents[2] / "benchmarks/results/h200-2026-11-29-sweep.json").read_text())
+    bench = {m["id"]: m for m in validation.microbenchmarks("calibration")}
+    for kernel, backend in (("fa2", "FLASH_ATTENTION"), ("cudnn", "CUDNN_ATTENTION")):
+        stored = bench[f"distlab-h200-sdpa-causal-backward-{kernel}"]["measured"]
+        for i, s in enumerate(stored["seq_len"]):
+            for causal, key in ((True, "backward_causal_tflops"), (False, "backward_noncausal_tflops")):
+                (row,) = [r for r in raw["attention"] if (r["backend"], r["seq"], r["causal"]) == (backend, s, causal)]
+                flops = 2.5 * 4.0 * row["batch"] * s * s * row["heads"] * row["d"] / (2.0 if causal else 1.0)
+                assert flops / (row["fwd_bwd_s"] - row["fwd_s"]) / 1e12 == pytest.approx(stored[key][i], abs=0.051)
+        ratio = attention_kernels.CAUSAL_BACKWARD_RATIO[kernel]
+        assert ratio == tuple(
+            c / n for c, n in zip(stored["backward_causal_tflops"], stored["backward_noncausal_tflops"])
+        )
+    # the causal kernel loses most at short sequences: a third of the non-causal rate at 512 tokens, none at 16k
+    assert (
+        attention_kernels.CAUSAL_BACKWARD_RATIO["cudnn"][0]
+        < 0.65
+        < 0.9
+        < attention_kernels.CAUSAL_BACKWARD_RATIO["cudnn"][-1]
+    )
 
 
 def test_kernel_choice_moves_only_the_attention_core():
