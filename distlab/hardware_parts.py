@@ -128,7 +128,15 @@ class Accelerator:
     @property
     def power_capped(self) -> bool:
         """Whether the GPU runs below its rated board power (power_limit_w < tdp_w). distlab does not model the
-        effect of a cap on step time (no published measurement): estimate and validate say so. Lesson 7 §8."""
+        effect of a cap on step time: it holds no sourced figure for one, and estimate and validate say so.
+        Lesson 7 §8.
+
+        Published sweeps exist but none is recorded in distlab yet (issue 30, searched 2026-11-29): Mayr et al. 2026,
+        arXiv:2603.16164, Llama 3 8B continued pre-training at power limits of 200-700 W on H100 (HBM2e, NHR@FAU's
+        Helma; their code, github.com/RRZE-HPC/hpc-ai-perf-bench, sweeps 200, 300, ..., 700 W); Ujeniya et al. 2026,
+        arXiv:2604.11391, DGEMM on the same H100 (HBM2e, 94 GiB) and H200 at 200-700 W. Their figures were not
+        readable from here; the Zeus traces (You et al., NSDI 2023) are of other dies (V100, A40, RTX 6000, P100) and
+        are not transferred to an H100."""
         return self.tdp_w is not None and self.power_limit_w is not None and self.power_limit_w < self.tdp_w
 
     def power_note(self) -> str:
@@ -137,7 +145,8 @@ class Accelerator:
             return ""
         return (
             f"power-capped: {self.name} runs at {self.power_limit_w:g} W of its {self.tdp_w:g} W TDP; distlab does not "
-            "model the cap (no published measurement of its effect on step time), so this step time is likely too fast"
+            "model the cap (it holds no sourced measurement of a cap's effect on this part), so this step time is "
+            "likely too fast"
         )
 
     @property

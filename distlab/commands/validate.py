@@ -95,7 +95,8 @@ def run(args) -> int:
     if capped:
         print(
             f"power-capped ({len(capped)} runs: {', '.join(capped)}): their GPUs ran below the part's TDP; distlab "
-            "does not model the cap (no published measurement of its effect on step time), so their error includes it"
+            "does not model the cap (it holds no sourced measurement of a cap's effect on the part), so their error "
+            "includes it"
         )
     print()
     for role, stats in comparison.summary.items():

@@ -433,3 +433,18 @@ def test_memory_text_says_what_the_capacity_is(name, text):
 def test_user_defined_part_memory_text_is_its_bytes():
     acc = hw.Accelerator("mine", {"bf16": 1e15}, memory_bytes="64 GB", memory_bandwidth="2 TB/s")
     assert acc.memory_text() == "64 GB"
+
+
+def test_power_note_says_the_cap_is_unpriced_without_claiming_no_measurement_exists():
+    """A capped part's note names its limit and TDP and says distlab holds no sourced figure for the cap's effect;
+    it no longer says no measurement was published (H100 power-cap sweeps are published, arXiv:2603.16164 and
+    arXiv:2604.11391, but none is recorded in distlab: hardware_parts.Accelerator.power_capped). Issue 30."""
+    base = hw.accelerator("h100-sxm")
+    capped = hw.Accelerator(
+        "h100-500w", dict(base.peak_flops), base.memory_bytes, base.memory_bandwidth, tdp_w=700, power_limit_w=500
+    )
+    note = capped.power_note()
+    assert capped.power_capped and note.startswith("power-capped: h100-500w runs at 500 W of its 700 W TDP")
+    assert "does not model the cap" in note and "no sourced measurement" in note and "published" not in note
+    uncapped = hw.Accelerator("h100-700w", dict(base.peak_flops), base.memory_bytes, base.memory_bandwidth, tdp_w=700)
+    assert not uncapped.power_capped and uncapped.power_note() == ""
