@@ -504,3 +504,15 @@ def test_no_html_legend_entry_breaks_across_lines():
         finally:
             if getattr(app, "fig", None) is not None:
                 plt.close(app.fig)
+
+
+def test_every_html_legend_key_is_a_few_px_on_each_side():
+    # the apps' HTML legends (plots._style.swatch: a box, a line, a dot) beside the canvas; a key under MIN_HANDLE_PX
+    # reads as no key (the browser pictures' own legends draw 12 px keys: bars.js, lab.js, grid.js)
+    from distlab.plots import _style
+
+    for shape, look in _style._SWATCH_SIZE.items():
+        sizes = [float(v) for v in re.findall(r"(?:width|height):([\d.]+)px", look)]
+        assert len(sizes) == 2 and min(sizes) >= MIN_HANDLE_PX, (shape, look)
+    for shape in _style._SWATCH_SIZE:
+        assert re.search(r"(width|height):[\d.]+px", _style.swatch("#000000", "x", shape))
