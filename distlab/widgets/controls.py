@@ -142,21 +142,39 @@ def replace_options(app, control, options, value) -> None:
         app._syncing = False
 
 
-def show_what_applies(app, control, applies: bool, unused, why: str) -> None:
+def show_what_applies(app, control, applies: bool, unused, why: str, note: str = "") -> None:
     """Disable a control of `app` that does nothing in the current state and show the value the model then uses,
-    `unused`, with a tooltip saying `why`; when it applies again it shows the student's choice again. A disabled
-    control shows what the numbers beside it used (lesson 4's lab showed sequence parallelism ticked, greyed, at
-    tp = 1, where the step model ignores it). Only the control's display changes, under app._syncing."""
+    `unused`, with a tooltip saying `why` and `note` after its description ("sequence parallel (off: tp = 1)":
+    ipywidgets shows no tooltip on a checkbox with a description); when it applies again it shows the student's choice
+    and its own description again. A disabled control shows what the numbers beside it used (lesson 4's lab showed
+    sequence parallelism ticked, greyed, at tp = 1, where the step model ignores it). Under app._syncing."""
     if not control.disabled:
         control._distlab_chosen = control.value  # the student's choice, while the control applies
     chosen = getattr(control, "_distlab_chosen", control.value)
+    own = control.__dict__.setdefault("_distlab_description", control.description)
+    description = own if applies or not note else f"{own} ({note})"
     app._syncing, syncing = True, app._syncing
     try:
         control.value = chosen if applies else unused
         control.disabled = not applies
         control.tooltip = None if applies else why
+        if control.description != description:
+            control.description = description
+            _room_for_description(control)
     finally:
         app._syncing = syncing
+
+
+def _room_for_description(control) -> None:
+    """Widen a checkbox (never narrow it) to show its description whole: the box and its margins take 36 px."""
+    if not isinstance(control, widgets.Checkbox):
+        return
+    need = math.ceil(text_width_px(control.description)) + 36
+    given = str(control.layout.width or "")
+    if given.endswith("px") and float(given[:-2]) < need:
+        # a copy: apps share one Layout between controls ("narrow"), which keep their own widths
+        state = {k: v for k, v in control.layout.get_state().items() if not k.startswith("_") and v is not None}
+        control.layout = widgets.Layout(**{**state, "width": f"{need}px"})
 
 
 def offered(value, name: str, options) -> None:

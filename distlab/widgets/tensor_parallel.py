@@ -179,7 +179,7 @@ class TensorParallelApp(FrameCachingApp, LessonApp):
     def _sync_sequence_parallel(self) -> None:
         """At tp = 1 sequence parallelism has nothing to split: unticked and disabled, saying why (the cost ignores
         it there); the student's choice comes back at tp > 1."""
-        show_what_applies(self, self.sequence_parallel, self.tp.value > 1, False, SP_AT_TP1)
+        show_what_applies(self, self.sequence_parallel, self.tp.value > 1, False, SP_AT_TP1, "off: tp = 1")
 
     def frame_neighbour(self, state: dict, name: str, value) -> dict:
         """The state after the student sets `name` to `value`: a new hidden size or link moves the TP degree as the

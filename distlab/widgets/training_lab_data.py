@@ -125,13 +125,15 @@ def valid_imbalances(s: dict) -> list:
 
 
 #: What a control shows while it is disabled: the value the step model then uses (training.estimate ignores
-#: sequence_parallel at tp = 1 and chunks outside the interleaved schedule), and the tooltip saying why.
+#: sequence_parallel at tp = 1 and chunks outside the interleaved schedule), the tooltip saying why, and a note
+#: after its description (controls.show_what_applies).
 INAPPLICABLE = {
     "sequence_parallel": (
         False,
         "sequence parallelism splits the TP group's LayerNorm and dropout work: off at tp = 1",
+        "off: tp = 1",
     ),
-    "chunks": (1, "chunks v apply to the interleaved schedule only: one chunk per stage here"),
+    "chunks": (1, "chunks v apply to the interleaved schedule only: one chunk per stage here", ""),
 }
 
 

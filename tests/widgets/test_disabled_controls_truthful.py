@@ -100,10 +100,11 @@ def test_sequence_parallelism_at_tp_1_is_shown_off_and_comes_back(module):
         assert app.sequence_parallel.value and not app.sequence_parallel.disabled
         app.tp.value = 1
         assert not app.sequence_parallel.value and app.sequence_parallel.disabled
-        assert "tp = 1" in app.sequence_parallel.tooltip
+        assert "tp = 1" in app.sequence_parallel.tooltip and "off: tp = 1" in app.sequence_parallel.description
         assert untruthful(app) == []
         app.tp.value = 2  # the student's choice comes back
         assert app.sequence_parallel.value and not app.sequence_parallel.disabled
+        assert "tp = 1" not in app.sequence_parallel.description
     finally:
         app.close()
 
