@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from ..units import wrap_text
 from ._configuration import (
     add_cluster_arguments,
     add_compute_arguments,
@@ -63,7 +64,7 @@ def run(args) -> int:
         f"recompute {c['recompute']}, {c['schedule']}" + (", sequence parallel" if c["sequence_parallel"] else "")
     )
     print(est.summary())
-    print(f"step time {band.around(est.step_time_s)}: the model's error band, {band.scope}")
+    print(wrap_text(f"step time {band.around(est.step_time_s)}: the model's error band, {band.scope}"))
     if not est.fits:
         print("single changes that would save memory:")
         print(triage.format_fixes(triage.explain_infeasible(args.model, cl, **kwargs)))

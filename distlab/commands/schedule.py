@@ -9,6 +9,10 @@ from ..errors import ConfigurationError
 
 __all__ = ["NAME", "HELP", "parse_ratio", "add_arguments", "run"]
 
+#: The widest line of the grid: the kit's limit for output text (tests/lessons/test_output_width.py; nothing is
+#: printed in front of a grid row, so not units.TEXT_WIDTH's 100). A longer grid prints in blocks, one under the other.
+GRID_WIDTH = 110
+
 NAME = "schedule"
 HELP = "pipeline schedule as a text grid (one row per stage), its bubble and in-flight microbatches"
 
@@ -123,7 +127,7 @@ def run(args) -> int:
     if tl.chunks > 1:
         head += f", v={tl.chunks} chunks"
     print(f"{head}, F:B:W = {f:g}:{b:g}:{w:g}" + (f", p2p {when(p2p)}" if p2p else ""))
-    print(tl.grid())
+    print(tl.grid(max_width=GRID_WIDTH))
     print(
         "(F forward, B backward"
         + (" input gradient, W weight gradient" if "W" in set(tl.kind.tolist()) else "")

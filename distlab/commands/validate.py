@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from ..errors import ConfigurationError
+from ..units import wrap_text
 
 __all__ = ["NAME", "HELP", "add_arguments", "run"]
 
@@ -90,28 +91,35 @@ def run(args) -> int:
     for r in comparison.rows:
         error = "-" if r.error_percent is None else f"{r.error_percent:+.1f}%"
         status = r.status if r.status == "predicted" else f"{r.status}: {r.reason}"
-        print(f"{r.id:<{width}}  {_seconds(r.measured_s):>10}  {_seconds(r.predicted_s):>11}  {error:>7}  {status}")
+        row = f"{r.id:<{width}}  {_seconds(r.measured_s):>10}  {_seconds(r.predicted_s):>11}  {error:>7}  {status}"
+        print(wrap_text(row, indent=" " * 8))  # a reason on indented lines under the run's
     capped = validation.power_capped_runs(args.role)
     if capped:
         print(
-            f"power-capped ({len(capped)} runs: {', '.join(capped)}): their GPUs ran below the part's TDP; distlab "
-            "does not model the cap (it holds no sourced measurement of a cap's effect on the part), so their error "
-            "includes it"
+            wrap_text(
+                f"power-capped ({len(capped)} runs: {', '.join(capped)}): their GPUs ran below the part's TDP; "
+                "distlab does not model the cap (it holds no sourced measurement of a cap's effect on the part), so "
+                "their error includes it"
+            )
         )
     print()
     for role, stats in comparison.summary.items():
-        print(_summary_line(role, stats))
+        print(wrap_text(_summary_line(role, stats)))
     for tier, stats in comparison.tiers.items():
-        print("  validation, " + _summary_line(tier, stats))
+        print(wrap_text("  validation, " + _summary_line(tier, stats), indent="      "))
     for key, words in (("gpu", "GPU"), ("precision", "precision"), ("engine", "engine (by memory recipe)")):
         for value, stats in (comparison.groups or {}).get(key, {}).items():
-            print(f"  validation by {words}, " + _summary_line(value, stats))
+            print(wrap_text(f"  validation by {words}, " + _summary_line(value, stats), indent="      "))
     print()
     print("sources:")
     for s in sources:
-        print(f"  {s['cite']}: {s['title']}. {s['url']}")
+        # the address on a line of its own: wrap_text never breaks inside a word, and an address is one word
+        print(wrap_text(f"  {s['cite']}: {s['title']}.", indent="      "))
+        print("\n".join(f"      {url}" for url in s["url"].split(" ; ")))
     print(
-        "Each run's citation, table and row, quote, mapping and assumptions: distlab/data/published_runs.json "
-        "(distlab.validation.run(id))."
+        wrap_text(
+            "Each run's citation, table and row, quote, mapping and assumptions: distlab/data/published_runs.json "
+            "(distlab.validation.run(id))."
+        )
     )
     return 0

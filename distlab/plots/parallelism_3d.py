@@ -27,6 +27,8 @@ from ._style import MUTED, TEXT_COLOUR, swatch
 
 __all__ = [
     "GROUP_COLOURS",
+    "GROUP_HATCHES",
+    "group_hatches",
     "HIGHLIGHT",
     "HIGHLIGHT_WIDTH",
     "IDLE_EDGE",
@@ -50,25 +52,14 @@ __all__ = [
     "grids_figure",
 ]
 
-#: Light face colours for groups (tab20's light half, then Pastel tones), cycled when there are more groups.
-GROUP_COLOURS = (
-    "#aec7e8",
-    "#ffbb78",
-    "#98df8a",
-    "#ff9896",
-    "#c5b0d5",
-    "#c49c94",
-    "#f7b6d2",
-    "#dbdb8d",
-    "#9edae5",
-    "#d9d9d9",
-    "#fdd0a2",
-    "#c7e9c0",
-    "#bcbddc",
-    "#fcbba1",
-    "#a1d99b",
-    "#9ecae1",
-)
+#: Light face colours for groups, as the browser grid draws them (browser_js/grid.js): Okabe-Ito's seven colours
+#: without its black, lightened by a quarter towards white, light enough for the dark rank numbers. The tab20 and
+#: pastel tones they replace had near twins ("#aec7e8" and "#9ecae1", 8 CIELAB units apart) and repeated past 16.
+GROUP_COLOURS = ("#ECB740", "#80C7EF", "#40B696", "#F4EB71", "#4095C5", "#E08640", "#D99BBD")
+#: The second cue: each round of seven groups its own hatch, so up to 49 groups are told apart without colour alone
+#: (grid.js's GROUP_HATCHES, in matplotlib's hatch notation); past 49 the fills repeat, neighbours still differ.
+GROUP_HATCHES = ("", "//", "\\\\", "xx", "--", "||", "..")
+HATCH_INK = (31 / 255, 35 / 255, 40 / 255, 0.45)
 #: Edge colours marking the picked GPU's groups.
 HIGHLIGHT = {"picked": "#000000", "tp": "#000000", "dp": "#1f5fbf", "pp": "#c0392b", "cp": "#7b3fa0", "ep": "#2e7d32"}
 HIGHLIGHT_WIDTH = {"picked": 3.6, "tp": 2.0, "dp": 2.0, "pp": 2.0, "cp": 2.0, "ep": 2.0}
@@ -229,6 +220,7 @@ class GpuGrid:
     cells: Any = None
     numbers: Any = None
     labels: Any = None
+    hatches: Any = None  # one PathPatch per hatch of GROUP_HATCHES after the first, over the cells that have it
     world: int = 0
     gpus_per_node: int = 0
     x: Any = None
@@ -238,7 +230,7 @@ class GpuGrid:
     def animated_artists(self) -> list:
         """The artists a colour change redraws (cells, and the numbers painted over them); the node
         frames and labels change only on rebuild."""
-        return [self.cells, self.numbers]
+        return [self.cells, *(self.hatches or ()), self.numbers]
 
     def rebuild(self, world: int, gpus_per_node: int) -> bool:
         """Lay out `world` cells in nodes of gpus_per_node (cached per size). Returns True when the
@@ -256,12 +248,18 @@ class GpuGrid:
         self.ax.set_ylim(*geo.ylim)
         return True
 
-    def update(self, faces, edges, widths) -> None:
-        """Per-GPU RGBA face colours (N, 4), edge colours (N, 4) and edge widths (N,)."""
+    def update(self, faces, edges, widths, hatches=None) -> None:
+        """Per-GPU RGBA face colours (N, 4), edge colours (N, 4), edge widths (N,) and hatch indices into
+        GROUP_HATCHES (N,; None: no hatch)."""
         self.cells.set_facecolor(faces)
         self.cells.set_edgecolor(edges)
         self.cells.set_linewidth(widths)
         self.numbers.set_visible(self.world <= LABEL_LIMIT)
+        index = np.zeros(self.world, dtype=int) if hatches is None else np.asarray(hatches)
+        for k, patch in enumerate(self.hatches or (), start=1):
+            ranks = np.flatnonzero(index == k)
+            square = _squares(self.x[ranks], self.y[ranks], 1.0, 1.0) if ranks.size else None
+            patch.set_path(_EMPTY_PATH if square is None else Path.make_compound_path_from_polys(square))
 
     def hide(self) -> None:
         """An empty, faded state (used while the inputs are invalid)."""
@@ -285,6 +283,12 @@ def gpu_grid(ax) -> GpuGrid:
     grid.cells = PolyCollection([], zorder=2)
     grid.numbers = PathPatch(_EMPTY_PATH, facecolor=TEXT_COLOUR, edgecolor="none", zorder=3)
     grid.labels = PathPatch(_EMPTY_PATH, facecolor=LABEL_COLOUR, edgecolor="none", zorder=3)
+    grid.hatches = [
+        PathPatch(_EMPTY_PATH, facecolor="none", edgecolor=HATCH_INK, linewidth=0, hatch=h, zorder=2.5)
+        for h in GROUP_HATCHES[1:]
+    ]
+    for patch in grid.hatches:
+        ax.add_patch(patch)
     for artist in (grid.frames, grid.cells):
         ax.add_collection(artist, autolim=False)
     ax.add_patch(grid.numbers)
@@ -295,9 +299,14 @@ def gpu_grid(ax) -> GpuGrid:
 
 
 def group_colours(index: np.ndarray) -> np.ndarray:
-    """(N, 4) RGBA: GROUP_COLOURS[index mod 16] for each GPU's group index."""
+    """(N, 4) RGBA: GROUP_COLOURS[index mod 7] for each GPU's group index."""
     palette = np.array([to_rgba(c) for c in GROUP_COLOURS])
     return palette[np.asarray(index) % len(palette)]
+
+
+def group_hatches(index: np.ndarray) -> np.ndarray:
+    """(N,) indices into GROUP_HATCHES for each GPU's group index: one hatch per round of len(GROUP_COLOURS) groups."""
+    return (np.asarray(index) // len(GROUP_COLOURS)) % len(GROUP_HATCHES)
 
 
 def stage_colours(stage: np.ndarray, stages: int) -> np.ndarray:
@@ -310,19 +319,19 @@ def stage_colours(stage: np.ndarray, stages: int) -> np.ndarray:
 
 
 def grid_colours(layout, colour_by: str, picked: int | None = None, show=("tp", "dp", "pp")):
-    """Faces, edges and widths for every GPU of a layout.
+    """Faces, edges, widths and hatches (group_hatches) for every GPU of a layout.
 
     colour_by: a dimension ('tp', 'dp', 'pp', ...: GPUs of one group share a colour), 'stage'
     (pipeline stage) or 'node'. picked: a rank whose groups of the dimensions in `show` get
     coloured edges (the rank itself a thick black one); the other GPUs are faded.
     """
     n = layout.world_size
+    hatches = np.zeros(n, dtype=int)
     if colour_by == "stage":
         faces = stage_colours(layout.coordinate_array("pp"), layout.pp)
-    elif colour_by == "node":
-        faces = group_colours(layout.node_ids())
     else:
-        faces = group_colours(layout.group_index(colour_by))
+        groups = layout.node_ids() if colour_by == "node" else layout.group_index(colour_by)
+        faces, hatches = group_colours(groups), group_hatches(groups)
     edges = np.tile(to_rgba(IDLE_EDGE), (n, 1))
     widths = np.full(n, 0.6)
     if picked is not None:
@@ -339,7 +348,7 @@ def grid_colours(layout, colour_by: str, picked: int | None = None, show=("tp", 
         widths[picked] = HIGHLIGHT_WIDTH["picked"]
         faces = faces.copy()
         faces[~member, 3] = 0.3
-    return faces, edges, widths
+    return faces, edges, widths, hatches
 
 
 def legend_html(show=("tp", "dp", "pp")) -> str:

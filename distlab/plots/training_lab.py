@@ -6,6 +6,7 @@ The bars themselves are in plots/_bars.py, shared with lesson 8.
 
 from __future__ import annotations
 
+from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
 
 from ._bars import (  # lesson 7's names for the shared step-time bars
@@ -18,6 +19,9 @@ from ._bars import (  # lesson 7's names for the shared step-time bars
 from ._style import BLUE, RED
 
 __all__ = ["COLOURS", "PARTS", "StepBars", "legend_html", "plan_scatter", "step_bars", "step_time_figure"]
+
+#: The area (points^2) of a scatter legend key: 5 pt across, 7 px at 100 dpi (the 4 pt^2 points drew a 2.8 px key)
+LEGEND_POINT_SIZE = 25
 
 
 def step_time_figure(estimates: list, labels: list[str], title: str = "") -> Figure:
@@ -57,7 +61,10 @@ def plan_scatter(plan, title: str = "") -> Figure:
     ax.set_yscale("log")
     ax.set_xlabel("memory per GPU (GB = 10^9 bytes)")
     ax.set_ylabel("step time (s)")
-    ax.legend(fontsize=8, frameon=False)
+    legend = ax.legend(fontsize=8, frameon=False)
+    for handle in legend.legend_handles:  # thousands of small points; their keys at a size a student sees (7 px)
+        if isinstance(handle, PathCollection) and max(handle.get_sizes(), default=0) < LEGEND_POINT_SIZE:
+            handle.set_sizes([LEGEND_POINT_SIZE])
     if title:
         ax.set_title(title, fontsize=11)
     return fig

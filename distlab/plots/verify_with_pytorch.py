@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..units import format_bytes
 from ._style import BLUE, BROWN, GREEN, ORANGE, PURPLE, RED
 
 __all__ = ["all_reduce_figure"]
@@ -49,10 +50,12 @@ def all_reduce_figure(
                 linewidth=1.0,
                 label=f"N = {n}: ring model, CPU shared",
             )
-    ax.set_xscale("log", base=2)
+    ax.set_xscale("log")
     ax.set_yscale("log")
-    ticks = [2**k for k in range(int(np.log2(m.min())), int(np.log2(m.max())) + 1, 2)]
-    ax.set_xticks(ticks, [f"{t // 2**20} MiB" if t >= 2**20 else f"{t // 2**10} KiB" for t in ticks], fontsize=8)
+    # decimal sizes, as the lesson's table and every other byte the kit prints (distlab.units.format_bytes: 1 kB =
+    # 1000 B): the axis said '1 KiB' where the table beside it said '1.02 kB' for the same message
+    ticks = [10.0**k for k in range(int(np.floor(np.log10(m.min()))), int(np.ceil(np.log10(m.max()))) + 1)]
+    ax.set_xticks(ticks, [format_bytes(t) for t in ticks], fontsize=8)
     ax.set_xlabel("message size M (float32 buffer on each process)", fontsize=9)
     ax.set_ylabel("all-reduce time (ms)", fontsize=9)
     ax.spines[["top", "right"]].set_visible(False)

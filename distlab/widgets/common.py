@@ -27,6 +27,7 @@ from .controls import (
     neighbour_values,
     offered,
     replace_options,
+    show_what_applies,
     text_width_px,
 )
 from .filling import (
@@ -56,6 +57,7 @@ __all__ = [
     "dropdown_width_px",
     "OptionalDropdown",
     "replace_options",
+    "show_what_applies",
     "offered",
     "GPU_COUNTS",
     "nearest_gpu_count",

@@ -13,6 +13,7 @@ import traitlets
 from ..errors import ConfigurationError
 
 __all__ = [
+    "show_what_applies",
     "SHORT_LABEL",
     "text_width_px",
     "dropdown_width_px",
@@ -61,7 +62,13 @@ def text_width_px(text: str, size_px: float = BUTTON_FONT_PX) -> float:
 def dropdown_width_px(control: widgets.Dropdown) -> int:
     """The width (px) a dropdown needs to show its label and its widest option whole."""
     style: Any = control.style
-    label = LABEL_PX if not style.description_width else math.ceil(text_width_px(control.description)) + 12
+    given = str(style.description_width or "")
+    if not given:
+        label = LABEL_PX
+    elif given.endswith("px"):  # a label width the app set
+        label = math.ceil(float(given[:-2]))
+    else:  # "initial": as wide as the text
+        label = math.ceil(text_width_px(control.description)) + 12
     widest = max(text_width_px(str(option)) for option in control._options_labels)
     return label + math.ceil(widest) + DROPDOWN_PADDING_PX
 
@@ -133,6 +140,41 @@ def replace_options(app, control, options, value) -> None:
         control.value = value
     finally:
         app._syncing = False
+
+
+def show_what_applies(app, control, applies: bool, unused, why: str, note: str = "") -> None:
+    """Disable a control of `app` that does nothing in the current state and show the value the model then uses,
+    `unused`, with a tooltip saying `why` and `note` after its description ("sequence parallel (off: tp = 1)":
+    ipywidgets shows no tooltip on a checkbox with a description); when it applies again it shows the student's choice
+    and its own description again. A disabled control shows what the numbers beside it used (lesson 4's lab showed
+    sequence parallelism ticked, greyed, at tp = 1, where the step model ignores it). Under app._syncing."""
+    if not control.disabled:
+        control._distlab_chosen = control.value  # the student's choice, while the control applies
+    chosen = getattr(control, "_distlab_chosen", control.value)
+    own = control.__dict__.setdefault("_distlab_description", control.description)
+    description = own if applies or not note else f"{own} ({note})"
+    app._syncing, syncing = True, app._syncing
+    try:
+        control.value = chosen if applies else unused
+        control.disabled = not applies
+        control.tooltip = None if applies else why
+        if control.description != description:
+            control.description = description
+            _room_for_description(control)
+    finally:
+        app._syncing = syncing
+
+
+def _room_for_description(control) -> None:
+    """Widen a checkbox (never narrow it) to show its description whole: the box and its margins take 36 px."""
+    if not isinstance(control, widgets.Checkbox):
+        return
+    need = math.ceil(text_width_px(control.description)) + 36
+    given = str(control.layout.width or "")
+    if given.endswith("px") and float(given[:-2]) < need:
+        # a copy: apps share one Layout between controls ("narrow"), which keep their own widths
+        state = {k: v for k, v in control.layout.get_state().items() if not k.startswith("_") and v is not None}
+        control.layout = widgets.Layout(**{**state, "width": f"{need}px"})
 
 
 def offered(value, name: str, options) -> None:

@@ -22,6 +22,7 @@ from .common import (
     BlitRenderer,
     LessonApp,
     attempt,
+    dropdown_width_px,
     event_loop_running,
     figure_canvas,
     remembered,
@@ -53,6 +54,8 @@ BUCKET_FABRICS = ["ib-ndr", "ib-hdr", "ethernet-100g"]
 DPS = [8, 16, 64, 256]
 TOKENS = [2048, 4096, 8192, 16384, 32768, 65536]
 MAX_BUCKETS = 2000
+#: The bucket app's label width (px), one for all its controls: "tokens/GPU", the longest, whole with a margin.
+BUCKET_LABEL_PX = 90
 #: The exposed-communication axis (s): the whole decades that hold every offered configuration's curve, from 74 us
 #: (Llama-2-7B, 4,096 tokens, on one node's NVLink at 2,000 buckets) to 13.7 s (Llama-2-13B, 2,048 tokens, one flat
 #: ring of 256 GPUs over 100G Ethernet at 2,000 buckets); tests/widgets/test_widgets_production.py computes them all.
@@ -92,20 +95,30 @@ class BucketApp(FrameCachingApp, LessonApp):
     """
 
     def __init__(self, model="llama2-7b", fabric="ib-ndr", dp=64, tokens=4096, buckets=20, algorithm="hierarchical"):
-        narrow = widgets.Layout(width="230px")
-        self.model = widgets.Dropdown(options=BUCKET_MODELS, value=model, description="model", layout=narrow)
-        self.link = widgets.Dropdown(options=BUCKET_FABRICS, value=fabric, description="fabric", layout=narrow)
+        # one label width for every control, so the labels stand in one column and the values start in another
+        # ("tokens/GPU" took a label of its own width and sat out of line with the 80 px labels around it)
+        label = {"description_width": f"{BUCKET_LABEL_PX}px"}
+        self.model = widgets.Dropdown(options=BUCKET_MODELS, value=model, description="model", style=label)
+        self.link = widgets.Dropdown(options=BUCKET_FABRICS, value=fabric, description="fabric", style=label)
         self.algorithm = widgets.ToggleButtons(
-            options=["hierarchical", "ring"], value=algorithm, description="all-reduce", style={"button_width": "90px"}
+            options=["hierarchical", "ring"],
+            value=algorithm,
+            description="all-reduce",
+            style={**label, "button_width": "90px"},
         )
-        self.dp = widgets.ToggleButtons(options=DPS, value=dp, description="DP GPUs", style={"button_width": "44px"})
-        self.tokens = widgets.Dropdown(options=TOKENS, value=tokens, description="tokens/GPU", layout=narrow)
+        self.dp = widgets.ToggleButtons(
+            options=DPS, value=dp, description="DP GPUs", style={**label, "button_width": "44px"}
+        )
+        self.tokens = widgets.Dropdown(options=TOKENS, value=tokens, description="tokens/GPU", style=label)
+        for dropdown in (self.model, self.link, self.tokens):
+            dropdown.layout = widgets.Layout(width=f"{dropdown_width_px(dropdown)}px")
         self.buckets = widgets.IntSlider(
             value=buckets,
             min=1,
             max=MAX_BUCKETS,
             description="buckets",
             continuous_update=True,
+            style=label,
             layout=widgets.Layout(width="460px"),
         )
         self.status = widgets.HTML()
@@ -123,7 +136,7 @@ class BucketApp(FrameCachingApp, LessonApp):
             control.observe(self.update, names="value")
         super().__init__(
             [
-                widgets.HBox([self.model, self.link, self.tokens]),
+                widgets.HBox([self.model, self.link, self.tokens], layout=widgets.Layout(grid_gap="0 12px")),
                 self.dp,
                 self.algorithm,
                 self.buckets,

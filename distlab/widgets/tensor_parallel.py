@@ -12,7 +12,7 @@ from .. import hardware, models, tensor
 from ..errors import ConfigurationError
 from ..plots.tensor_parallel import COMM_COLOUR, COMPUTE_COLOUR, comm_compute_bars
 from ..units import format_bytes, format_rate, format_seconds
-from .common import BlitRenderer, LessonApp, figure_canvas, replace_options
+from .common import BlitRenderer, LessonApp, figure_canvas, replace_options, show_what_applies
 from .framecache import FrameCachingApp
 
 __all__ = [
@@ -32,6 +32,9 @@ __all__ = [
 HIDDEN_SIZES = (1024, 2048, 4096, 5120, 8192, 12288, 16384, 20480, 25600)
 SEQ_LENS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 TP_DEGREES = (1, 2, 4, 8, 16, 32, 64)
+
+#: The sequence-parallelism checkbox's tooltip at tp = 1, where it is unticked and disabled.
+SP_AT_TP1 = "sequence parallelism splits the TP group's LayerNorm and dropout work: off at tp = 1"
 LINKS = ("nvlink3", "nvlink4", "nvlink5", "pcie5", "ib-ndr", "ib-xdr", "ethernet-100g")
 HEAD_DIM = 128
 
@@ -157,6 +160,7 @@ class TensorParallelApp(FrameCachingApp, LessonApp):
         )
         super().__init__([controls, legend, self.canvas, self.status])
         self._sync_tp_options()
+        self._sync_sequence_parallel()
         self.update()
 
     def valid_tp_degrees(self) -> tuple:
@@ -172,12 +176,19 @@ class TensorParallelApp(FrameCachingApp, LessonApp):
             self, self.tp, valid, tp_after(self.tp.value, self.hidden.value, self.link.value, self.gpus_per_node)
         )
 
+    def _sync_sequence_parallel(self) -> None:
+        """At tp = 1 sequence parallelism has nothing to split: unticked and disabled, saying why (the cost ignores
+        it there); the student's choice comes back at tp > 1."""
+        show_what_applies(self, self.sequence_parallel, self.tp.value > 1, False, SP_AT_TP1, "off: tp = 1")
+
     def frame_neighbour(self, state: dict, name: str, value) -> dict:
         """The state after the student sets `name` to `value`: a new hidden size or link moves the TP degree as the
         observer does (tp_after)."""
         after = {**state, name: value}
         if name in ("hidden", "link"):
             after["tp"] = tp_after(state["tp"], after["hidden"], after["link"], self.gpus_per_node)
+        chosen = getattr(self.sequence_parallel, "_distlab_chosen", state["sequence_parallel"])
+        after["sequence_parallel"] = after["tp"] > 1 and (chosen if name != "sequence_parallel" else value)
         return after
 
     def _on_change(self, change=None):
@@ -185,6 +196,7 @@ class TensorParallelApp(FrameCachingApp, LessonApp):
             return
         if change is not None and change.get("owner") in (self.hidden, self.link):
             self._sync_tp_options()
+        self._sync_sequence_parallel()
         self.update(change)
 
     def compute(self) -> tensor.TPLayerCost:

@@ -18,6 +18,7 @@ from .common import (
     fill_positions,
     offered,
     replace_options,
+    show_what_applies,
 )
 from .prefetch import Prefetcher, home_keys, neighbour_jobs, state_key
 from .training_lab_data import (
@@ -299,9 +300,12 @@ class TrainingLabApp(LessonApp):
         if list(self.moe_imbalance.options) != imbalances:
             keep = max(v for v in imbalances if v <= self.moe_imbalance.value)
             replace_options(self, self.moe_imbalance, imbalances, keep)
-        # one rule for the kernel and the browser's cached payloads (training_lab_data.disabled_controls)
-        for control, disabled in zip(self._controls, data.disabled_controls(self.state())):
-            if disabled is not None:
+        # one rule for the kernel and the browser's cached payloads (training_lab_data.disabled_controls); a control
+        # that does nothing shows the value the model uses (training_lab_data.INAPPLICABLE)
+        for name, control, disabled in zip(data.CONTROLS, self._controls, data.disabled_controls(self.state())):
+            if name in data.INAPPLICABLE:
+                show_what_applies(self, control, not disabled, *data.INAPPLICABLE[name])
+            elif disabled is not None:
                 control.disabled = disabled
         batches = self.valid_batches()
         if list(self.global_batch.options) != batches:

@@ -124,6 +124,19 @@ def valid_imbalances(s: dict) -> list:
     return [v for v in IMBALANCES if v <= high]
 
 
+#: What a control shows while it is disabled: the value the step model then uses (training.estimate ignores
+#: sequence_parallel at tp = 1 and chunks outside the interleaved schedule), the tooltip saying why, and a note
+#: after its description (controls.show_what_applies).
+INAPPLICABLE = {
+    "sequence_parallel": (
+        False,
+        "sequence parallelism splits the TP group's LayerNorm and dropout work: off at tp = 1",
+        "off: tp = 1",
+    ),
+    "chunks": (1, "chunks v apply to the interleaved schedule only: one chunk per stage here", ""),
+}
+
+
 def disabled_controls(s: dict) -> list:
     """Whether each CONTROLS control is disabled in state `s` (None: the lab never disables it): chunks apply to the
     interleaved schedule only, sequence parallelism to tp > 1, EP, expert TP and the capacity factor to an MoE model,

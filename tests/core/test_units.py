@@ -157,3 +157,22 @@ def test_unreadable_text_is_offered_examples_in_the_unit_asked_for(text, unit, e
     )
     for example in examples.replace(" or ", ", ").split(", "):
         assert units.to_base(example.strip("'"), unit) > 0
+
+
+def test_the_byte_formatters_each_print_one_unit_system():
+    # decimal bytes everywhere the kit prints bytes (format_bytes, format_rate, format_quantity); binary only from
+    # format_gibibytes, which says what CUDA sees. A formatter that switched systems with the magnitude would mix them
+    # in one table (lesson 9's figure said '1 KiB' beside its table's '1.02 kB')
+    import re
+
+    from distlab import units
+
+    decimal, binary = re.compile(r" [kMGTP]?B(/s)?$"), re.compile(r" [KMGTP]?i?B$")
+    for value in [10.0**k * m for k in range(0, 16) for m in (1, 1.024, 2.5, 9.99)]:
+        for text in (units.format_bytes(value), units.format_rate(value), units.format_quantity(value, "B")):
+            assert decimal.search(text) and "iB" not in text, text
+        assert (
+            binary.search(units.format_gibibytes(value))
+            and not decimal.search(units.format_gibibytes(value))
+            or (units.format_gibibytes(value).endswith(" B"))
+        ), units.format_gibibytes(value)

@@ -27,6 +27,7 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.text import Text
 
 from distlab.lessons import LESSONS
+from test_series_colours import DISTINCT, colour_distance
 
 
 def _apps():
@@ -228,10 +229,92 @@ def dashed_lines_over_texts(fig, renderer) -> list[str]:
     return found
 
 
+#: decimal (kB = 1000 B, what distlab.units.format_bytes prints) and binary (KiB = 1024 B) byte units
+DECIMAL_BYTES = re.compile(r"(?<![\w])[kMGTP]B(?![\w])")
+BINARY_BYTES = re.compile(r"(?<![\w])[KMGTP]iB(?![\w])")
+
+
+def _all_texts(fig) -> list[str]:
+    texts = [t.get_text() for t in fig.findobj(Text) if t.get_visible()]
+    for ax in fig.axes:
+        texts += [t.get_text() for t in [*ax.get_xticklabels(), *ax.get_yticklabels()]]
+    return texts
+
+
+def mixed_byte_units(fig) -> list[str]:
+    """A figure that writes bytes in both decimal and binary units (lesson 9's axis said '1 KiB' beside a table's
+    '1.02 kB' for the same message): the kit prints decimal bytes (distlab.units: GB = 10**9 B); a binary unit
+    only where it is said what it is beside the decimal one, as the GPUs' capacities are ('CUDA sees 79.11 GiB')."""
+    texts = [t for t in _all_texts(fig) if "CUDA sees" not in t and "visible to CUDA" not in t]
+    decimal = sorted({m for t in texts for m in DECIMAL_BYTES.findall(t)})
+    binary = sorted({m for t in texts for m in BINARY_BYTES.findall(t)})
+    return [f"bytes in decimal {decimal} and binary {binary} units in one figure"] if decimal and binary else []
+
+
+#: the smallest a legend's marker, patch or line may be drawn (px, at the figure's dpi): smaller reads as no key
+MIN_HANDLE_PX = 3.0
+
+
+def tiny_legend_handles(fig, renderer) -> list[str]:
+    """Legend entries whose key is drawn too small to see: a patch under MIN_HANDLE_PX on a side, a line thinner
+    than 1 px with no marker of MIN_HANDLE_PX, a scatter marker under MIN_HANDLE_PX."""
+    found = []
+    points = fig.dpi / 72.0
+    for legend in _legends(fig):
+        if not legend.get_visible():
+            continue
+        for handle, text in zip(legend.legend_handles, legend.get_texts()):
+            label = text.get_text()
+            if isinstance(handle, Patch):
+                box = handle.get_window_extent(renderer)
+                size = min(box.width, box.height)
+            elif isinstance(handle, Line2D):
+                line = handle.get_linewidth() * points if handle.get_linestyle() not in ("None", "", " ") else 0
+                marker = handle.get_markersize() * points if handle.get_marker() not in (None, "None", "", " ") else 0
+                size = max(marker, MIN_HANDLE_PX if line >= 1.0 else 0.0)
+            elif isinstance(handle, Collection) and len(handle.get_sizes()):
+                size = float(np.sqrt(np.max(handle.get_sizes()))) * points
+            else:
+                continue
+            if size < MIN_HANDLE_PX:
+                found.append(f"legend key of {label!r} is drawn {size:.1f} px (under {MIN_HANDLE_PX:g} px)")
+    return found
+
+
+def _legend_cues(handle) -> tuple | None:
+    """(colour as 0-255 RGB, the handle's other cues: kind, marker, line style, hatch) of one legend key."""
+    if isinstance(handle, Patch):
+        colour, others = handle.get_facecolor(), ("patch", handle.get_hatch() or "")
+    elif isinstance(handle, Line2D):
+        colour, others = handle.get_color(), ("line", str(handle.get_marker()), str(handle.get_linestyle()))
+    elif isinstance(handle, Collection) and len(handle.get_facecolor()):
+        colour, others = handle.get_facecolor()[0], ("points", handle.get_hatch() or "")
+    else:
+        return None
+    rgba = mcolors.to_rgba(colour, handle.get_alpha())
+    rgb = tuple(round(255 * (rgba[3] * c + 1 - rgba[3])) for c in rgba[:3])  # as drawn over the white figure
+    return rgb, others
+
+
+def confusable_legend_entries(fig) -> list[str]:
+    """Two entries of one legend whose keys differ in nothing but a colour too close to tell (CIELAB distance under
+    test_series_colours.DISTINCT): a reader cannot say which series is which (the grid's 28 pastel TP groups)."""
+    found = []
+    for legend in _legends(fig):
+        entries = [(t.get_text(), _legend_cues(h)) for h, t in zip(legend.legend_handles, legend.get_texts())]
+        entries = [(label, cues) for label, cues in entries if cues is not None]
+        for k, (label, (colour, others)) in enumerate(entries):
+            for other_label, (other_colour, other_others) in entries[:k]:
+                if others == other_others and colour_distance(colour, other_colour) < DISTINCT:
+                    found.append(f"legend entries {other_label!r} and {label!r} look alike (colour and {others})")
+    return found
+
+
 def problems(fig) -> list[str]:
     found = []
     renderer = fig._get_renderer()
     fig.draw_without_rendering()
+    found += mixed_byte_units(fig) + tiny_legend_handles(fig, renderer) + confusable_legend_entries(fig)
     frame = fig.bbox
     drawn = _drawn_colours(fig)
     for legend in _legends(fig):
@@ -328,6 +411,19 @@ def test_the_checks_find_each_defect():
     assert any("runs over a bar" in p for p in found), found  # the one bar fills the axes: the legend sits on it
     ax.plot([0.2, 0.2], [0, 1], linestyle="--", transform=ax.transAxes)  # through 'compute 7.02 s' (no patch)
     assert any("'compute 7.02 s' is crossed by a dashed line" in p for p in problems(fig)), problems(fig)
+    ax.set_xticks([0], ["1 KiB"])
+    ax.set_yticks([1], ["1.02 kB"])
+    assert any("and binary ['KiB'] units" in p for p in problems(fig)), problems(fig)
+    ax.clear()
+    (dot,) = ax.plot([0], [1], "o", markersize=0.5, label="measured")
+    ax.legend(handles=[dot, Patch(color="#D55E00", label="weights", linewidth=0)], handlelength=0.05, loc="upper right")
+    assert any("legend key of 'measured'" in p for p in problems(fig)), problems(fig)
+    assert any("legend key of 'weights'" in p for p in problems(fig)), problems(fig)
+    ax.clear()
+    ax.bar([0], [1], color="#aec7e8", label="group 0")
+    ax.bar([1], [1], color="#9ecae1", label="group 15")  # the old grid's near twins, no other cue
+    ax.legend(loc="upper left", bbox_to_anchor=(1, 1))
+    assert any("'group 0' and 'group 15' look alike" in p for p in problems(fig)), problems(fig)
     ax.clear()
     ax.bar([0], [1], color="#0072B2", label="weights")
     ax.set_xlim(-0.5, 3)
@@ -408,3 +504,15 @@ def test_no_html_legend_entry_breaks_across_lines():
         finally:
             if getattr(app, "fig", None) is not None:
                 plt.close(app.fig)
+
+
+def test_every_html_legend_key_is_a_few_px_on_each_side():
+    # the apps' HTML legends (plots._style.swatch: a box, a line, a dot) beside the canvas; a key under MIN_HANDLE_PX
+    # reads as no key (the browser pictures' own legends draw 12 px keys: bars.js, lab.js, grid.js)
+    from distlab.plots import _style
+
+    for shape, look in _style._SWATCH_SIZE.items():
+        sizes = [float(v) for v in re.findall(r"(?:width|height):([\d.]+)px", look)]
+        assert len(sizes) == 2 and min(sizes) >= MIN_HANDLE_PX, (shape, look)
+    for shape in _style._SWATCH_SIZE:
+        assert re.search(r"(width|height):[\d.]+px", _style.swatch("#000000", "x", shape))

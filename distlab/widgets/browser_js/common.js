@@ -4,7 +4,7 @@
 // playing and dragging redraw here, in the browser, with no round trip to the kernel.
 
 // Okabe & Ito (2008), "Color Universal Design": eight colours told apart with every common colour-vision
-// deficiency. Beyond eight, the same hues lightened (a second cue, the stripe's row, always says which GPU).
+// deficiency. Beyond seven series, colours of maximum contrast (SERIES_COLOURS; the ring's stripe row is a second cue).
 const OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000"];
 const TEXT = "#1f2328";
 // The canvas's font family: a canvas font cannot name a CSS variable (a font string with var() is ignored and the
@@ -25,12 +25,20 @@ function lighten(hex, amount) {
 
 // One colour per series (a GPU of the ring, a part of a bar), never black: the pictures draw their outlines and busy
 // arrows in black (the ring's GPU 7 was black, so "holds GPU 7's data" and "just received" looked alike). Seven
-// Okabe-Ito colours, the same seven lightened, then two of Tol's (2021) muted scheme: 16 distinct colours.
+// Okabe-Ito colours, then nine of Kelly's (1965) and Tol's (2021) muted colours of maximum contrast, each chosen as
+// the farthest (CIELAB) from those before it and from the ring's empty grey: 16 colours no two of which are within
+// 26 units of CIELAB (the seven lightened Okabe-Ito colours they replace put light sky blue 12 from light blue).
 const SERIES_COLOURS = [
   ...OKABE_ITO.filter((c) => c !== "#000000"),
-  ...OKABE_ITO.filter((c) => c !== "#000000").map((c) => lighten(c, 0.55)),
+  "#654522",
+  "#332288",
+  "#BE0032",
+  "#C2B280",
+  "#F99379",
+  "#848482",
   "#882255",
-  "#44AA99",
+  "#8DB600",
+  "#882D17",
 ];
 
 function seriesColour(i) {

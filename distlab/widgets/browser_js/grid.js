@@ -12,15 +12,61 @@ const NODE_FACE = "#eef1f5";
 const CELL_GAP = 0.12;
 const LEGEND_H = 22;
 
-// Group fills: one colour per group, never two groups in one colour, and light enough for the dark rank numbers.
-// Up to 7 groups: Okabe-Ito's colours without its black (black lightened is a dark grey under black text); more:
-// hues spaced evenly round the wheel, alternately lighter, so neighbours differ (16 DP groups ran out of colours).
+// Group fills: light enough for the dark rank numbers, and no two of up to 49 groups alike. Seven colours
+// (Okabe-Ito's without its black, lightened: black lightened is a dark grey under black text), each round of seven
+// with its own hatch, a second cue that colour-blind eyes and a projector keep (28 TP groups drew pastel hues 13
+// degrees apart, which no one told apart). Past 49 groups the fills repeat; neighbouring groups still differ, and the
+// picked GPU's groups are outlined. distlab.plots.parallelism_3d draws the lessons' static grids with the same cues.
 const GROUP_COLOURS = OKABE_ITO.filter((c) => c !== "#000000");
+const GROUP_HATCHES = ["", "/", "\\", "x", "-", "|", "."];
+const HATCH_INK = "rgba(31, 35, 40, 0.45)";
 
 function fillColour(f, k) {
   if (f.fill_kind === "ramp") return lighten("#0072B2", 0.85 - 0.75 * (k / Math.max(1, f.fill_count - 1)));
-  if (f.fill_count <= GROUP_COLOURS.length) return lighten(GROUP_COLOURS[k], 0.25);
-  return `hsl(${Math.round((360 * k) / f.fill_count)}, 65%, ${k % 2 ? 70 : 80}%)`;
+  return lighten(GROUP_COLOURS[k % GROUP_COLOURS.length], 0.25);
+}
+
+function fillHatch(f, k) {
+  if (f.fill_kind === "ramp") return "";
+  return GROUP_HATCHES[Math.floor(k / GROUP_COLOURS.length) % GROUP_HATCHES.length];
+}
+
+// A hatch over the cell at (x, y), size s px: a repeating tile of 1 px lines (or dots) in a translucent dark grey,
+// s / 4 apart, one fillRect per cell (drawn line by line, 16 groups' hatches made the grid's frames 12 times slower
+// to record in tests/widgets/drawn_text.js). Where there is no document (Node) the hatch is left out.
+const hatchTiles = new Map();
+
+function hatchPattern(ctx, hatch, gap) {
+  if (typeof document === "undefined" || typeof ctx.createPattern !== "function") return null;
+  const key = `${hatch} ${gap}`;
+  if (!hatchTiles.has(key)) {
+    const tile = document.createElement("canvas");
+    tile.width = tile.height = gap;
+    const t = tile.getContext("2d");
+    t.strokeStyle = t.fillStyle = HATCH_INK;
+    t.lineWidth = 1;
+    t.beginPath();
+    const line = (x0, y0, x1, y1) => {
+      t.moveTo(x0, y0);
+      t.lineTo(x1, y1);
+    };
+    // the diagonals run corner to corner, so the tiles join into unbroken lines
+    if (hatch === "/" || hatch === "x") line(0, gap, gap, 0);
+    if (hatch === "\\" || hatch === "x") line(0, 0, gap, gap);
+    if (hatch === "-") line(0, gap / 2, gap, gap / 2);
+    if (hatch === "|") line(gap / 2, 0, gap / 2, gap);
+    t.stroke();
+    if (hatch === ".") t.fillRect(gap / 2 - 0.75, gap / 2 - 0.75, 1.5, 1.5);
+    hatchTiles.set(key, ctx.createPattern(tile, "repeat"));
+  }
+  return hatchTiles.get(key);
+}
+
+function drawHatch(ctx, hatch, x, y, s) {
+  const pattern = hatch ? hatchPattern(ctx, hatch, Math.max(4, Math.round(s / 4))) : null;
+  if (!pattern) return;
+  ctx.fillStyle = pattern;
+  ctx.fillRect(x, y, s, s);
 }
 
 // Cell units -> canvas pixels: the scale s and the maps X, Y (4 px margin, room for "node k" on the left).
@@ -61,6 +107,7 @@ function drawGrid(ctx, w, h, model, picked) {
     ctx.globalAlpha = member[r] || r === picked ? 1 : 0.3;
     ctx.fillStyle = fillColour(f, f.fill[r]);
     ctx.fillRect(X(f.x[r]), Y(f.y[r]), s, s);
+    drawHatch(ctx, fillHatch(f, f.fill[r]), X(f.x[r]), Y(f.y[r]), s);
   }
   ctx.globalAlpha = 1;
   // outlines: each group its colour and dash; the picked GPU a thick black edge
@@ -89,6 +136,18 @@ function drawGrid(ctx, w, h, model, picked) {
       const px = r === picked ? pickedPx : rankPx;
       if (px < 7) continue;
       ctx.font = uiFont(px);
+      if (fillHatch(f, f.fill[r])) {
+        // a hatched cell's number on a patch of its colour: the hatch lines would run through the digits
+        const tw = ctx.measureText(String(r)).width;
+        const back = [X(f.x[r] + 0.5) - tw / 2 - 1.5, Y(f.y[r] + 0.5) - px / 2 - 1, tw + 3, px + 2];
+        ctx.fillStyle = "#ffffff"; // the canvas under a faded cell, then the cell's colour as faded
+        ctx.fillRect(...back);
+        ctx.globalAlpha = member[r] || r === picked ? 1 : 0.3;
+        ctx.fillStyle = fillColour(f, f.fill[r]);
+        ctx.fillRect(...back);
+        ctx.globalAlpha = 1;
+        ctx.fillStyle = TEXT;
+      }
       ctx.fillText(String(r), X(f.x[r] + 0.5), Y(f.y[r] + 0.5));
     }
   }

@@ -1,0 +1,121 @@
+"""A disabled control shows the value the numbers beside it used. Lesson 4's lab and lesson 3's TP app showed
+sequence parallelism ticked (greyed, or not even greyed) at tp = 1, where the step model ignores it: a student
+read "sequence parallel: on" next to numbers priced without it (review v14). Every lesson app is built, each of its
+selection controls and checkboxes moved through its values one at a time from the default, and wherever a control
+is disabled (or, at tp = 1, a sequence-parallelism box), its value must equal what the app's result says the model
+used: the result's attribute of the control's name, or its config entry of that name."""
+
+from __future__ import annotations
+
+import importlib
+
+import ipywidgets as widgets
+import pytest
+
+from distlab.lessons import LESSONS
+
+KINDS = (widgets.Dropdown, widgets.ToggleButtons, widgets.Checkbox, widgets.SelectionSlider)
+
+
+def _apps():
+    seen = []
+    for lesson in LESSONS.values():
+        for dotted in lesson.apps:
+            module, _, name = dotted.rpartition(".")
+            app = getattr(importlib.import_module(module), name)
+            if app not in seen:
+                seen.append(app)
+    return seen
+
+
+def _named_controls(app) -> dict:
+    """{attribute name: control} for the app's selection controls and checkboxes."""
+    return {name: w for name, w in vars(app).items() if isinstance(w, KINDS) and not name.startswith("_")}
+
+
+_MISSING = object()
+
+
+def used_value(result, name: str):
+    """What the model used for the control `name`: result.<name>, else result.config[name]; _MISSING if neither."""
+    if result is None:
+        return _MISSING
+    value = getattr(result, name, _MISSING)
+    if value is _MISSING or callable(value):
+        config = getattr(result, "config", None)
+        value = config.get(name, _MISSING) if isinstance(config, dict) else _MISSING
+    return value
+
+
+def untruthful(app) -> list[str]:
+    """'name shows X, the model used Y' for each disabled control whose shown value is not the one used."""
+    found = []
+    for name, control in _named_controls(app).items():
+        if not control.disabled:
+            continue
+        used = used_value(getattr(app, "result", None), name)
+        if used is not _MISSING and used != control.value:
+            found.append(f"{name} shows {control.value!r} (disabled), the model used {used!r}")
+    return found
+
+
+def _options(control) -> list:
+    if isinstance(control, widgets.Checkbox):
+        return [not control.value]
+    return [
+        o[1] if isinstance(o, tuple) else o
+        for o in control.options
+        if (o[1] if isinstance(o, tuple) else o) != control.value
+    ]
+
+
+@pytest.mark.parametrize("app_class", _apps(), ids=lambda a: f"{a.__module__.rsplit('.', 1)[1]}.{a.__name__}")
+def test_a_disabled_control_shows_the_value_the_model_used(app_class):
+    app = app_class()
+    try:
+        found = [f"default: {p}" for p in untruthful(app)]
+        for name, control in list(_named_controls(app).items()):
+            if control.disabled:
+                continue
+            default = control.value
+            for value in _options(control):
+                control.value = value
+                found += [f"{name} = {value!r}: {p}" for p in untruthful(app)]
+            control.value = default
+        assert not found, f"{app_class.__name__}: " + "; ".join(dict.fromkeys(found))
+    finally:
+        app.close()
+
+
+@pytest.mark.parametrize("module", ["training_lab", "tensor_parallel"])
+def test_sequence_parallelism_at_tp_1_is_shown_off_and_comes_back(module):
+    apps = {
+        "training_lab": ("distlab.widgets.training_lab", "TrainingLabApp"),
+        "tensor_parallel": ("distlab.widgets.tensor_parallel", "TensorParallelApp"),
+    }
+    path, name = apps[module]
+    app = getattr(importlib.import_module(path), name)(sequence_parallel=True)
+    try:
+        app.tp.value = 2
+        assert app.sequence_parallel.value and not app.sequence_parallel.disabled
+        app.tp.value = 1
+        assert not app.sequence_parallel.value and app.sequence_parallel.disabled
+        assert "tp = 1" in app.sequence_parallel.tooltip and "off: tp = 1" in app.sequence_parallel.description
+        assert untruthful(app) == []
+        app.tp.value = 2  # the student's choice comes back
+        assert app.sequence_parallel.value and not app.sequence_parallel.disabled
+        assert "tp = 1" not in app.sequence_parallel.description
+    finally:
+        app.close()
+
+
+def test_the_check_finds_a_ticked_greyed_box_the_model_ignored():
+    class Result:
+        config = {"sequence_parallel": False}
+
+    class App:
+        def __init__(self):
+            self.sequence_parallel = widgets.Checkbox(value=True, disabled=True)
+            self.result = Result()
+
+    assert untruthful(App()) == ["sequence_parallel shows True (disabled), the model used False"]
