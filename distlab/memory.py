@@ -13,6 +13,7 @@ attention, gated MLPs and other element sizes.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -447,7 +448,9 @@ class MemoryBreakdown:
         return self
 
 
+@functools.lru_cache(maxsize=256)
 def _is_quantity_text(text: str) -> bool:
+    """'80 GB' True, 'h100-sxm' False; remembered (pint's units are fixed; its parse was a third of lesson 3's fill)"""
     try:
         return hasattr(Q_(text), "units")
     except Exception:  # pint raises several types for text it cannot read: then it is a name

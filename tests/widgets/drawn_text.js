@@ -183,9 +183,20 @@ for (const s of input.states) {
       const out = Math.max(-x0, x1 - s.width, -y0, y1 - s.height);
       if (out > EDGE_PX) problems.push(`${where}: ${JSON.stringify(text)} runs ${out.toFixed(0)} px past the canvas`);
     });
-    texts.forEach(({ text, corners }) => {
-      for (const { segment, width } of dashed) {
-        const depth = overlap(corners, strokeQuad(segment, width));
+    // each stroke's quad and its bounds, once a frame; a pair whose bounds overlap by at most OVERLAP_PX on an axis is
+    // skipped (as two texts are below): moving one quad that far along that axis parts them, so overlap() (the depth
+    // by which they overlap, the least push that parts them) is at most that much
+    const quads = (lines) => lines.map(({ segment, width }) => {
+      const quad = strokeQuad(segment, width);
+      return { quad, box: bounds(quad) };
+    });
+    const near = (p, q) => Math.min(p[2], q[2]) - Math.max(p[0], q[0]) > OVERLAP_PX
+      && Math.min(p[3], q[3]) - Math.max(p[1], q[1]) > OVERLAP_PX;
+    const dashedQuads = quads(dashed), solidQuads = quads(solid);
+    texts.forEach(({ text, corners }, k) => {
+      for (const { quad, box } of dashedQuads) {
+        if (!near(boxes[k], box)) continue;
+        const depth = overlap(corners, quad);
         if (depth > OVERLAP_PX) {
           problems.push(`${where}: ${JSON.stringify(text)} is crossed by a dashed line (${depth.toFixed(1)} px)`);
           break;
@@ -201,8 +212,8 @@ for (const s of input.states) {
           && px0 <= tx0 + 1 && py0 <= ty0 + 1 && px1 >= tx1 - 1 && py1 >= ty1 - 1;
       });
       for (let n = 0; n < solid.length; n++) {
-        const { segment, width } = solid[n];
-        const depth = overlap(corners, strokeQuad(segment, width));
+        if (!near(boxes[k], solidQuads[n].box)) continue;
+        const depth = overlap(corners, solidQuads[n].quad);
         if (depth > OVERLAP_PX && !covers(n)) {
           problems.push(`${where}: ${JSON.stringify(text)} is crossed by a solid line (${depth.toFixed(1)} px)`);
           break;

@@ -70,8 +70,9 @@ def _jobs(app, controls, neighbour, moved=None) -> list:
     return prefetch.neighbour_jobs({n: getattr(app, n) for n in controls}, app.state(), moved, neighbour)
 
 
-def _walk(kind, controls, seed: int) -> list:
-    """A reproducible random walk of three control changes from the app's default state: (name, value) moves."""
+def _walk(kind, controls, seed: int) -> tuple:
+    """A reproducible random walk of three control changes from the app's default state: ((name, value) moves, the
+    app walked; _app_after(kind, moves) builds the same app again, for an independent path)."""
     rng = random.Random(seed)
     app = kind()
     moves = []
@@ -79,8 +80,7 @@ def _walk(kind, controls, seed: int) -> list:
         name = rng.choice([n for n in controls if neighbour_values(getattr(app, n))])
         moves.append((name, rng.choice(neighbour_values(getattr(app, name)))))
         getattr(app, name).value = moves[-1][1]
-    app.close()
-    return moves
+    return moves, app
 
 
 def _app_after(kind, moves):
@@ -98,8 +98,7 @@ def test_prefetched_payload_is_what_the_app_shows_after_that_change(name):
     kind, controls, pending, _, neighbour = APPS[name]
     checked = 0
     for seed in (1, 2, 3):
-        moves = _walk(kind, controls, seed)
-        app = _app_after(kind, moves)
+        moves, app = _walk(kind, controls, seed)  # a new app and these moves, as _app_after builds `other` below
         sent: list = []
         app.picture.send = _recording(sent)  # the messages to the browser
         keyed = {n: getattr(app, n) for n in controls}
