@@ -7,8 +7,8 @@ validation runs use. Three steps; only `measure` needs a GPU (and only PyTorch, 
 
 The files measured on 2026-11-29 (one H200, PyTorch 2.11.0+cu130) are in benchmarks/results/h200-2026-11-29-*.json
 (the sweep: gemm, attention, elementwise, overlap; then --parts=sustained,layers,overlap,rowwise (with nvidia-smi's
-clocks and power every 250 ms in the -smi.csv beside it), --parts=power,layers and --parts=logits); RESULTS.md,
-session 13, reads them.
+clocks and power every 250 ms in the -smi.csv beside it), --parts=power,layers, --parts=logits and
+--parts=fp8layers); RESULTS.md, session 13, reads them.
 
 What `measure` times (CUDA events, the median of 3 repeats of a timed loop after warm-ups; operands rotated over
 enough copies to exceed the L2 cache, as a training step's GEMMs read fresh operands):
@@ -273,95 +273,187 @@ LAYER_CASES = {
 }
 
 
+def _layer_step(torch, name, shape, layers, matmul=None, compiled=False):
+    """A step function: forward + backward of `layers` pre-norm transformer layers of a LAYER_CASES shape (bf16
+    weights and activations, SDPA causal attention, k and v repeated for grouped queries as torchtitan does; no RoPE,
+    no dropout). matmul(x, w) runs each weight GEMM (None: x @ w in bf16); compiled: each layer through torch.compile."""
+    functional = torch.nn.functional
+    h, heads, kv_heads, ffn, gated, norm, seq, mb = shape
+    d = h // heads if name != "llama3-70b-tp8" else 128
+    qw, kvw = heads * d, kv_heads * d
+    dev, bf = ("cuda" if torch.cuda.is_available() else "cpu"), torch.bfloat16
+    mm = matmul or (lambda x, w: x @ w)
+
+    def w(n_in, n_out):
+        return (torch.randn(n_in, n_out, device=dev, dtype=bf) / n_in**0.5).requires_grad_()
+
+    params = [(w(h, qw + 2 * kvw), w(qw, h), w(h, (2 if gated else 1) * ffn), w(ffn, h),
+               torch.ones(h, device=dev, dtype=bf, requires_grad=True)) for _ in range(layers)]
+
+    def normed(x, g):
+        if norm == "rmsnorm":
+            return functional.rms_norm(x, (h,), g, 1e-5)
+        return functional.layer_norm(x, (h,), g, None, 1e-5)
+
+    def block(x, wqkv, wo, wup, wdown, g):
+        qkv = mm(normed(x, g), wqkv)
+        q, k, v = qkv.split([qw, kvw, kvw], dim=-1)
+        q = q.view(mb, seq, heads, d).transpose(1, 2)
+        k = k.view(mb, seq, kv_heads, d).transpose(1, 2)
+        v = v.view(mb, seq, kv_heads, d).transpose(1, 2)
+        if kv_heads != heads:
+            k = k.repeat_interleave(heads // kv_heads, dim=1)
+            v = v.repeat_interleave(heads // kv_heads, dim=1)
+        o = functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + mm(o.transpose(1, 2).reshape(mb, seq, qw), wo)
+        up = mm(normed(x, g), wup)
+        if gated:
+            gate, lin = up.chunk(2, dim=-1)
+            act = functional.silu(gate) * lin
+        else:
+            act = functional.gelu(up, approximate="tanh")
+        return x + mm(act, wdown)
+
+    run = torch.compile(block) if compiled else block
+    x0 = torch.randn(mb, seq, h, device=dev, dtype=bf, requires_grad=True)
+    grad = torch.randn(mb, seq, h, device=dev, dtype=bf)
+
+    def step():
+        y = x0
+        for p in params:
+            y = run(y, *p)
+        y.backward(grad)
+
+    return step
+
+
+def _time_layers(torch, step, layers, rec, sustained=False):
+    """Fill rec with the step's time per layer (the median of 3 loops of 3 steps after 3 warm-ups), optionally burst
+    against settled, and the CUDA kernel time per layer by kernel name (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    samples = []
+    for _ in range(3):
+        e0.record()
+        for _ in range(3):
+            step()
+        e1.record()
+        e1.synchronize()
+        samples.append(e0.elapsed_time(e1) / 1e3 / 3 / layers)
+    rec["layer_s"] = statistics.median(samples)
+    if sustained and torch.cuda.is_available():
+        burst, settled, trace = _burst_and_settled(torch, step, seconds=4.0)
+        rec.update(burst_layer_s=burst / layers, settled_layer_s=settled / layers, trace_us=trace)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    kernels = {}
+    for evt in prof.key_averages():
+        t = getattr(evt, "device_time_total", None) or getattr(evt, "cuda_time_total", 0.0)
+        if t and evt.count:
+            kernels[evt.key[:120]] = [t / 1e6 / layers, evt.count]
+    rec["kernels"] = kernels
+
+
 def _layer_rows(torch, log, layers=4):
-    """Forward + backward of `layers` pre-norm transformer layers in eager PyTorch (bf16 weights and activations,
-    cuDNN causal attention through SDPA, k and v repeated for grouped queries as torchtitan does; no RoPE, no
-    dropout): wall time per layer, and the CUDA kernel time per class from torch.profiler."""
+    """Each LAYER_CASES stack in eager PyTorch with cuDNN attention: wall time per layer, and the CUDA kernel time per
+    class from torch.profiler (the 1.7B and 8B stacks also burst against settled under the power cap)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    functional = torch.nn.functional
     out = []
-    for name, (h, heads, kv_heads, ffn, gated, norm, seq, mb) in LAYER_CASES.items():
-        d = h // heads if name != "llama3-70b-tp8" else 128
-        qw, kvw = heads * d, kv_heads * d
-        dev, bf = ("cuda" if torch.cuda.is_available() else "cpu"), torch.bfloat16
-
-        def w(n_in, n_out):
-            return (torch.randn(n_in, n_out, device=dev, dtype=bf) / n_in**0.5).requires_grad_()
-
-        params = [(w(h, qw + 2 * kvw), w(qw, h), w(h, (2 if gated else 1) * ffn), w(ffn, h),
-                   torch.ones(h, device=dev, dtype=bf, requires_grad=True)) for _ in range(layers)]
-
-        def normed(x, g):
-            if norm == "rmsnorm":
-                return functional.rms_norm(x, (h,), g, 1e-5)
-            return functional.layer_norm(x, (h,), g, None, 1e-5)
-
-        def block(x, p):
-            wqkv, wo, wup, wdown, g = p
-            qkv = normed(x, g) @ wqkv
-            q, k, v = qkv.split([qw, kvw, kvw], dim=-1)
-            q = q.view(mb, seq, heads, d).transpose(1, 2)
-            k = k.view(mb, seq, kv_heads, d).transpose(1, 2)
-            v = v.view(mb, seq, kv_heads, d).transpose(1, 2)
-            if kv_heads != heads:
-                k = k.repeat_interleave(heads // kv_heads, dim=1)
-                v = v.repeat_interleave(heads // kv_heads, dim=1)
-            o = functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + o.transpose(1, 2).reshape(mb, seq, qw) @ wo
-            up = normed(x, g) @ wup
-            if gated:
-                gate, lin = up.chunk(2, dim=-1)
-                act = functional.silu(gate) * lin
-            else:
-                act = functional.gelu(up, approximate="tanh")
-            return x + act @ wdown
-
-        x0 = torch.randn(mb, seq, h, device=dev, dtype=bf, requires_grad=True)
-        grad = torch.randn(mb, seq, h, device=dev, dtype=bf)
-
-        def step():
-            y = x0
-            for p in params:
-                y = block(y, p)
-            y.backward(grad)
-
-        rec = {"case": name, "layers": layers, "shape": [h, heads, kv_heads, ffn, gated, norm, seq, mb]}
+    for name, shape in LAYER_CASES.items():
+        rec = {"case": name, "layers": layers, "shape": list(shape)}
+        dev = "cuda" if torch.cuda.is_available() else "cpu"
         try:
+            step = _layer_step(torch, name, shape, layers)
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION if dev == "cuda" else SDPBackend.MATH):
-                for _ in range(3):
-                    step()
-                torch.cuda.synchronize()
-                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                samples = []
-                for _ in range(3):
-                    e0.record()
-                    for _ in range(3):
-                        step()
-                    e1.record()
-                    e1.synchronize()
-                    samples.append(e0.elapsed_time(e1) / 1e3 / 3 / layers)
-                rec["layer_s"] = statistics.median(samples)
-                if name in ("mcore-1.7b", "llama3-8b") and dev == "cuda":
-                    burst, settled, trace = _burst_and_settled(torch, step, seconds=4.0)
-                    rec.update(burst_layer_s=burst / layers, settled_layer_s=settled / layers, trace_us=trace)
-                from torch.profiler import ProfilerActivity, profile
-
-                with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                    step()
-                    torch.cuda.synchronize()
-                kernels = {}
-                for evt in prof.key_averages():
-                    t = getattr(evt, "device_time_total", None) or getattr(evt, "cuda_time_total", 0.0)
-                    if t and evt.count:
-                        kernels[evt.key[:120]] = [t / 1e6 / layers, evt.count]
-                rec["kernels"] = kernels
+                _time_layers(torch, step, layers, rec, sustained=name in ("mcore-1.7b", "llama3-8b"))
         except Exception as exc:  # noqa: BLE001
             rec["error"] = repr(exc)[:300]
         log("layer %s: %s ms" % (name, "%.3f" % (1e3 * rec["layer_s"]) if "layer_s" in rec else rec.get("error")))
         out.append(rec)
-        del params, x0, grad
         torch.cuda.empty_cache()
+    return out
+
+
+def _fp8_cast(torch, t, dtype):
+    """Current (per-tensor) scaling: the tensor's own amax maps to the format's largest value; (tensor, 1 / scale)."""
+    scale = torch.finfo(dtype).max / t.abs().amax().float().clamp(min=1e-12)
+    return (t.float() * scale).to(dtype), scale.reciprocal()
+
+
+def _float8_matmul(torch):
+    """x @ w with both operands cast to FP8 e4m3 and the output gradient to e5m2, each with its own amax (current
+    scaling), as Transformer Engine's and torchao's current-scaling recipes run a linear: the forward with fast
+    accumulation, the input and weight gradients with split accumulation; each GEMM's operands cast (and transposed
+    where the FP8 GEMM needs the other layout) just before it. Returns matmul(x, w)."""
+    e4, e5 = torch.float8_e4m3fn, torch.float8_e5m2
+
+    class Float8Matmul(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            shape = x.shape
+            x2 = x.reshape(-1, shape[-1])
+            xq, sx = _fp8_cast(torch, x2, e4)
+            wtq, sw = _fp8_cast(torch, w.t().contiguous(), e4)  # (n, k) row-major: (k, n) column-major
+            out = torch._scaled_mm(xq, wtq.t(), scale_a=sx, scale_b=sw, out_dtype=torch.bfloat16,
+                                   use_fast_accum=True)
+            ctx.save_for_backward(x2, w)
+            ctx.shape = shape
+            return out.reshape(*shape[:-1], w.shape[1])
+
+        @staticmethod
+        def backward(ctx, g):
+            x2, w = ctx.saved_tensors
+            g2 = g.reshape(-1, g.shape[-1])
+            gq, sg = _fp8_cast(torch, g2, e5)
+            wq, swb = _fp8_cast(torch, w, e4)
+            dx = torch._scaled_mm(gq, wq.t(), scale_a=sg, scale_b=swb, out_dtype=torch.bfloat16, use_fast_accum=False)
+            xtq, sxt = _fp8_cast(torch, x2.t().contiguous(), e4)
+            gtq, sgt = _fp8_cast(torch, g2.t().contiguous(), e5)
+            dw = torch._scaled_mm(xtq, gtq.t(), scale_a=sxt, scale_b=sgt, out_dtype=torch.bfloat16,
+                                  use_fast_accum=False)
+            return dx.reshape(ctx.shape), dw
+
+    return Float8Matmul.apply
+
+
+FP8_LAYER_CASES = ("llama3-8b", "llama3-70b-tp8")
+
+
+def _fp8_layer_rows(torch, log, started, budget_s, layers=4):
+    """bf16 against FP8 (current scaling) layer stacks, eager and through torch.compile (which fuses the casts and
+    amax reductions into the neighbouring element-wise kernels, as Transformer Engine's cast-transpose kernels do)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    out = []
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    for name in FP8_LAYER_CASES:
+        for compiled in (False, True):
+            for precision in ("bf16", "fp8"):
+                if time.time() - started > budget_s:
+                    log("fp8 layers: deadline reached")
+                    return out
+                rec = {"case": name, "precision": precision, "compiled": compiled, "layers": layers,
+                       "shape": list(LAYER_CASES[name])}
+                t0 = time.time()
+                try:
+                    mm = _float8_matmul(torch) if precision == "fp8" else None
+                    step = _layer_step(torch, name, LAYER_CASES[name], layers, matmul=mm, compiled=compiled)
+                    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION if dev == "cuda" else SDPBackend.MATH):
+                        _time_layers(torch, step, layers, rec)
+                except Exception as exc:  # noqa: BLE001
+                    rec["error"] = repr(exc)[:400]
+                rec["wall_s"] = time.time() - t0
+                log("fp8 layers %s %s %s: %s" % (name, precision, "compiled" if compiled else "eager",
+                                                  "%.3f ms" % (1e3 * rec["layer_s"]) if "layer_s" in rec
+                                                  else rec.get("error")))
+                out.append(rec)
+                torch.cuda.empty_cache()
     return out
 
 
@@ -563,6 +655,7 @@ def measure(shapes_path: str, out_path: str, budget_s: float = 240.0, tiny: bool
         "sustained": lambda: _sustained_rows(torch, log),
         "power": lambda: _power_rows(torch, log),
         "logits": lambda: _logit_rows(torch, timer, log),
+        "fp8layers": lambda: _fp8_layer_rows(torch, log, started, 0.9 * budget_s),
         "rowwise": lambda: _rowwise_rows(torch, timer, [(8192, 8192, 8192), (4096, 4096, 4096), (2048, 2048, 2048),
                                                         (8192, 6144, 4096), (8192, 28672, 4096), (8192, 4096, 14336)]),
     }
@@ -594,7 +687,7 @@ def _classes(kernels: dict) -> dict:
     return out
 
 
-def _model_layer(shape, kernels="fused", layers=(8, 4)):
+def _model_layer(shape, kernels="fused", layers=(8, 4), precision="mixed"):
     """distlab's compute per layer (matmul, attention core, element-wise seconds) of a LAYER_CASES shape on one H200
     (cuDNN attention): the difference of two layer counts, so the logits and loss drop out."""
     import dataclasses
@@ -614,7 +707,8 @@ def _model_layer(shape, kernels="fused", layers=(8, 4)):
                                  dropout=False, biases=False, position_embeddings=0)
         est = training.estimate(model, hardware.cluster(node, 1, "ib-ndr"), global_batch=mb * 8 // tp, seq_len=seq,
                                 dp=8 // tp, tp=tp, micro_batch_size=mb, kernels=kernels, attention_kernel="cudnn",
-                                memory_recipe="megatron")
+                                memory_recipe="megatron", precision=precision,
+                                **({"fp8_scaling": "current"} if precision == "fp8" else {}))
         model_, keywords = est.step_inputs
         c = step_config(model_, **keywords)
         parts.append([float(f(c)) for f in (compute.matmul_seconds, compute.attention_core_seconds,
@@ -664,6 +758,17 @@ def compare(paths) -> None:
             if "flops" in r:
                 print("%-40s burst %5.0f settled %5.0f TFLOP/s" % (r["what"], r["flops"] / r["burst_s"] / 1e12,
                                                                    r["flops"] / r["settled_s"] / 1e12))
+        for r in result.get("fp8layers", []):
+            if "layer_s" not in r:
+                print(r)
+                continue
+            got = _classes(r.get("kernels", {}))
+            model = _model_layer(r["shape"], "compiled" if r["compiled"] else "eager",
+                                 precision="fp8" if r["precision"] == "fp8" else "mixed")
+            print("%-15s %-4s %-8s measured %6.2f ms (GEMM %5.2f, attention %5.2f, other %5.2f) | model %6.2f ms (%s)" % (
+                r["case"], r["precision"], "compiled" if r["compiled"] else "eager", 1e3 * r["layer_s"],
+                1e3 * got["gemm"], 1e3 * got["attention"], 1e3 * got["other"], 1e3 * sum(model),
+                ", ".join("%.2f" % (1e3 * x) for x in model)))
         for key in ("elementwise", "overlap", "rowwise", "logits", "sustained"):
             for r in result.get(key, []):
                 if key == "logits":
