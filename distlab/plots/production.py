@@ -205,7 +205,7 @@ def bucket_legend_html() -> str:
     return (
         '<div style="font-size:12px"><b>left</b>: exposed communication vs bucket count (log-log)'
         + swatch(EXPOSED_COLOUR, "exposed", "line")
-        + swatch(BEST_COLOUR, "best count", "dot")
+        + swatch(BEST_COLOUR, "best count", "star")
         + swatch("black", "this count", "dot")
         + "<br><b>right</b>: gradients over time, in backward passes"
         + swatch(READY_COLOUR, "produced by backward", "line")

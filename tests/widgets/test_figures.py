@@ -109,6 +109,60 @@ def html_legend_problems(app, drawn: set) -> list[str]:
     return found
 
 
+#: the shape an HTML swatch shows (plots._style._SWATCH_SIZE), read from its style
+SWATCH_SHAPE = re.compile(r'<span style="display:inline-block;([^"]*)"></span>([^<]*)')
+
+
+def _swatch_shape(style: str) -> str:
+    if "clip-path" in style:
+        return "star"
+    if "border-radius" in style:
+        return "dot"
+    return "line" if "height:3px" in style else "box"
+
+
+def _drawn_shapes(fig) -> set:
+    """(colour, shape) of what the figure draws: a patch or an image is a box, a Line2D a line (if it has a line
+    style) and its marker ('o' and '.' a dot, '*' a star, 's' a box); a scatter's collection any marker shape."""
+    markers = {"o": "dot", ".": "dot", "*": "star", "s": "box"}
+    shapes: set = set()
+    for ax in fig.axes:
+        for artist in ax.get_children():
+            if not artist.get_visible():
+                continue
+            if isinstance(artist, Line2D):
+                colour = _rgba(artist.get_color())
+                if artist.get_linestyle() not in ("None", "", " "):
+                    shapes.add((colour, "line"))
+                if artist.get_marker() in markers:
+                    shapes.add((colour, markers[artist.get_marker()]))
+            elif isinstance(artist, Collection):
+                for c in np.atleast_2d(artist.get_facecolor()):
+                    if len(c):
+                        shapes |= {(_rgba(c), shape) for shape in ("dot", "star", "box", "line")}
+    return shapes
+
+
+def html_legend_shape_problems(app, fig) -> list[str]:
+    """The HTML swatches whose shape the figure does not draw in their colour (lesson 8's bucket app keyed its
+    green star, the best count, with a dot: review of session 13). Boxes are left to the colour check (bars, images
+    and filled areas all read as a box)."""
+    drawn = _drawn_shapes(fig)
+    found = []
+    for w in _walk(app):
+        if isinstance(w, widgets.HTML) and w is not getattr(app, "status", None):
+            for style, label in SWATCH_SHAPE.findall(w.value):
+                colour = SWATCH.search(style + "></span>")
+                shape = _swatch_shape(style)
+                if colour is None or shape == "box":
+                    continue
+                if (_rgba(colour[1]), shape) not in drawn:
+                    found.append(
+                        f"legend key of {label.strip()!r} is a {shape}, and the figure draws no {shape} in its colour"
+                    )
+    return found
+
+
 def _legend_entries(legend: Legend):
     for handle, text in zip(legend.legend_handles, legend.get_texts()):
         if isinstance(handle, Patch):
@@ -373,7 +427,7 @@ def test_figures_read_right_at_every_offered_value(app_class):
     try:
 
         def check() -> list[str]:
-            return problems(fig) + html_legend_problems(app, _drawn_colours(fig))
+            return problems(fig) + html_legend_problems(app, _drawn_colours(fig)) + html_legend_shape_problems(app, fig)
 
         found = [f"default: {p}" for p in check()] if app.error is None else []
         for control, value in list(_choices(app)):
@@ -486,6 +540,27 @@ def test_no_slider_reads_out_more_decimals_than_its_step(app_class):
 def test_the_readout_check_finds_a_needless_decimal():
     box = widgets.VBox([widgets.FloatSlider(step=10.0, description="backward (ms)"), widgets.FloatSlider(step=0.25)])
     assert slider_readout_problems(box) == ["'backward (ms)': readout '.2f' for steps of 10"]
+
+
+def test_the_shape_check_finds_a_dot_for_a_star():
+    # lesson 8's bucket app drew the best count as a green '*' and keyed it with a dot
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    from distlab.plots._style import swatch
+
+    fig = Figure()
+    ax = fig.add_subplot()
+    ax.plot([1, 2], [1, 2], color="#D55E00")
+    ax.plot([1], [1], "*", color="#009E73")
+    box = widgets.VBox([widgets.HTML(swatch("#009E73", "best", "dot") + swatch("#D55E00", "exposed", "line"))])
+    assert html_legend_shape_problems(box, fig) == [
+        "legend key of 'best' is a dot, and the figure draws no dot in its colour"
+    ]
+    box.children[0].value = swatch("#009E73", "best", "star") + swatch("#D55E00", "exposed", "line")
+    assert html_legend_shape_problems(box, fig) == []
 
 
 def test_no_html_legend_entry_breaks_across_lines():
