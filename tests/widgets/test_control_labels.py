@@ -6,33 +6,16 @@ widgets.controls measures them (DejaVu Sans at JupyterLab's 13 px widget font)."
 
 from __future__ import annotations
 
-import importlib
 
 import ipywidgets as widgets
 import pytest
 
-from distlab.lessons import LESSONS
 from distlab.widgets.controls import LABEL_PX, dropdown_width_px, text_width_px
+from lesson_apps import lesson_apps as _apps
+from lesson_apps import walk as _walk
 
 #: room a label needs around its text (px): ipywidgets' label padding
 LABEL_PADDING_PX = 8
-
-
-def _apps():
-    seen = []
-    for lesson in LESSONS.values():
-        for dotted in lesson.apps:
-            module, _, name = dotted.rpartition(".")
-            app = getattr(importlib.import_module(module), name)
-            if app not in seen:
-                seen.append(app)
-    return seen
-
-
-def _walk(widget):
-    yield widget
-    for child in getattr(widget, "children", ()) or ():
-        yield from _walk(child)
 
 
 def label_px(control) -> float | None:

@@ -12,20 +12,9 @@ import importlib
 import ipywidgets as widgets
 import pytest
 
-from distlab.lessons import LESSONS
+from lesson_apps import lesson_apps as _apps
 
 KINDS = (widgets.Dropdown, widgets.ToggleButtons, widgets.Checkbox, widgets.SelectionSlider)
-
-
-def _apps():
-    seen = []
-    for lesson in LESSONS.values():
-        for dotted in lesson.apps:
-            module, _, name = dotted.rpartition(".")
-            app = getattr(importlib.import_module(module), name)
-            if app not in seen:
-                seen.append(app)
-    return seen
 
 
 def _named_controls(app) -> dict:

@@ -11,7 +11,6 @@ The apps are found through the lessons (distlab.lessons: each lesson's apps); an
 
 from __future__ import annotations
 
-import importlib
 import re
 
 import ipywidgets as widgets
@@ -26,25 +25,9 @@ from matplotlib.transforms import Bbox
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.text import Text
 
-from distlab.lessons import LESSONS
 from test_series_colours import DISTINCT, colour_distance
-
-
-def _apps():
-    seen = []
-    for lesson in LESSONS.values():
-        for dotted in lesson.apps:
-            module, _, name = dotted.rpartition(".")
-            app = getattr(importlib.import_module(module), name)
-            if app not in seen:
-                seen.append(app)
-    return seen
-
-
-def _walk(widget):
-    yield widget
-    for child in getattr(widget, "children", ()) or ():
-        yield from _walk(child)
+from lesson_apps import lesson_apps as _apps
+from lesson_apps import walk as _walk
 
 
 def _choices(app):

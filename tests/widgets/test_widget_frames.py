@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 from PIL import Image
+from lesson_apps import lesson_apps as _lesson_apps
 
 
 def _ready(app):
@@ -217,21 +218,6 @@ def test_a_kernel_session_with_prepared_neighbours_shows_what_a_full_draw_shows(
     finally:
         common.PREPARE_AFTER_S = rest
         app.close()
-
-
-def _lesson_apps():
-    import importlib
-
-    from distlab.lessons import LESSONS
-
-    found = []
-    for lesson in LESSONS.values():
-        for dotted in lesson.apps:
-            module, _, name = dotted.rpartition(".")
-            app_class = getattr(importlib.import_module(module), name)
-            if app_class not in found:
-                found.append(app_class)
-    return found
 
 
 def _controls(app) -> dict:
