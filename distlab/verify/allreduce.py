@@ -38,7 +38,7 @@ from ..units import format_bytes, format_rate, format_seconds
 from ._forked import start_ranks
 from ._torch import require_torch
 
-#: Message sizes of the default sweep: 1 KiB to 64 MiB, a factor 4 apart.
+#: Message sizes of the default sweep: 2^10 to 2^26 bytes (1.02 kB to 67.1 MB), a factor 4 apart.
 DEFAULT_SIZES = tuple(4**k * 1024 for k in range(9))
 
 #: Set to a rank to make that worker fail on purpose once its group is joined (tests only).
