@@ -8,7 +8,9 @@ validation runs use. Three steps; only `measure` needs a GPU (and only PyTorch, 
 The files measured on 2026-11-29 (one H200, PyTorch 2.11.0+cu130) are in benchmarks/results/h200-2026-11-29-*.json
 (the sweep: gemm, attention, elementwise, overlap; then --parts=sustained,layers,overlap,rowwise (with nvidia-smi's
 clocks and power every 250 ms in the -smi.csv beside it), --parts=power,layers, --parts=logits and
---parts=fp8layers); RESULTS.md, session 13, reads them.
+--parts=fp8layers); RESULTS.md, session 13, reads them. The 'casts' part (a fused Triton cast-transpose,
+benchmarks/_triton_cast.py, checked here under TRITON_INTERPRET=1 only) is prepared for the next session with a GPU:
+`--parts=casts` times what Transformer Engine's fused casts would cost, which session 13 could not.
 
 What `measure` times (CUDA events, the median of 3 repeats of a timed loop after warm-ups; operands rotated over
 enough copies to exceed the L2 cache, as a training step's GEMMs read fresh operands):
@@ -606,6 +608,51 @@ def _logit_rows(torch, timer, log):
     return out
 
 
+def _cast_rows(torch, timer, log, shapes=((8192, 4096), (8192, 14336), (4096, 14336), (1024, 8192))):
+    """FP8 casts, bytes moved against time: the amax (torch.linalg.vector_norm, one read), a fused Triton
+    cast-transpose (one read, two 1-byte writes: current scaling's second pass), the same with the amax folded in
+    (delayed scaling's single pass), and PyTorch's eager ops for the same work."""
+    import triton
+
+    from _triton_cast import cast_transpose_kernel
+
+    e4 = torch.float8_e4m3fn
+    dev = "cuda" if torch.cuda.is_available() else "cpu"  # the CPU: Triton's interpreter (TRITON_INTERPRET=1)
+    out = []
+    for m, n in shapes:
+        x = torch.randn(m, n, device=dev, dtype=torch.bfloat16)
+        y = torch.empty(m, n, device=dev, dtype=e4)
+        yt = torch.empty(n, m, device=dev, dtype=e4)
+        scale = torch.ones(1, device=dev, dtype=torch.float32)
+        amax = torch.zeros(1, device=dev, dtype=torch.float32)
+        elems = float(m * n)
+        rec = {"m": m, "n": n}
+
+        def fused(bm, bn, with_amax):
+            grid = (triton.cdiv(m, bm), triton.cdiv(n, bn))
+            return lambda i: cast_transpose_kernel[grid](x, y, yt, scale, amax, m, n, BLOCK_M=bm, BLOCK_N=bn,
+                                                         AMAX=with_amax)
+
+        try:
+            rec["amax_s"] = timer(lambda i: torch.linalg.vector_norm(x, float("inf")), 20)
+            for with_amax, key in ((False, "cast_transpose_s"), (True, "cast_transpose_amax_s")):
+                rec[key] = min(timer(fused(bm, bn, with_amax), 20) for bm, bn in ((64, 64), (32, 128), (128, 64)))
+            rec["eager_s"] = timer(lambda i: ((x * (448.0 / x.abs().amax().float())).to(e4),
+                                              (x.t().contiguous() * 1.0).to(e4)), 10)
+            rec["gb_per_s"] = {
+                "amax": 2 * elems / rec["amax_s"] / 1e9,
+                "cast_transpose": 4 * elems / rec["cast_transpose_s"] / 1e9,
+                "cast_transpose_amax": 4 * elems / rec["cast_transpose_amax_s"] / 1e9,
+                "current_scaling_total": 6 * elems / (rec["amax_s"] + rec["cast_transpose_s"]) / 1e9,
+            }
+        except Exception as exc:  # noqa: BLE001
+            rec["error"] = repr(exc)[:400]
+        log("casts %d x %d: %s" % (m, n, rec.get("gb_per_s", rec.get("error"))))
+        out.append(rec)
+        del x, y, yt
+    return out
+
+
 def measure(shapes_path: str, out_path: str, budget_s: float = 240.0, tiny: bool = False, parts=None) -> None:
     """Time everything the module docstring lists; write what finished to out_path after each part."""
     import torch
@@ -656,11 +703,12 @@ def measure(shapes_path: str, out_path: str, budget_s: float = 240.0, tiny: bool
         "power": lambda: _power_rows(torch, log),
         "logits": lambda: _logit_rows(torch, timer, log),
         "fp8layers": lambda: _fp8_layer_rows(torch, log, started, 0.9 * budget_s),
+        "casts": lambda: _cast_rows(torch, timer, log),
         "rowwise": lambda: _rowwise_rows(torch, timer, [(8192, 8192, 8192), (4096, 4096, 4096), (2048, 2048, 2048),
                                                         (8192, 6144, 4096), (8192, 28672, 4096), (8192, 4096, 14336)]),
     }
     for part in parts:
-        if part == "gemm" or (device != "cuda" and part in ("overlap", "layers", "sustained", "rowwise", "power", "logits")):
+        if part == "gemm" or (device != "cuda" and part in ("overlap", "layers", "sustained", "rowwise", "power", "logits", "casts")):
             continue
         log(part)
         try:
