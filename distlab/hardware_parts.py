@@ -135,7 +135,7 @@ class Accelerator:
         arXiv:2603.16164, Llama 3 8B continued pre-training at power limits of 200-700 W on H100 (HBM2e, NHR@FAU's
         Helma; their code, github.com/RRZE-HPC/hpc-ai-perf-bench, sweeps 200, 300, ..., 700 W); Ujeniya et al. 2026,
         arXiv:2604.11391, DGEMM on the same H100 (HBM2e, 94 GiB) and H200 at 200-700 W. Their figures were not
-        readable from here; the Zeus traces (You et al., NSDI 2023) are of other dies (V100, A40, RTX 6000, P100) and
+        readable from here; the Zeus traces (You et al. 2023, Zeus, NSDI) are of other dies (V100, A40, RTX 6000, P100) and
         are not transferred to an H100."""
         return self.tdp_w is not None and self.power_limit_w is not None and self.power_limit_w < self.tdp_w
 

@@ -22,6 +22,7 @@ from .common import (
 )
 from .prefetch import Prefetcher, home_keys, neighbour_jobs, state_key
 from .training_lab_data import (
+    INAPPLICABLE,
     BATCHES,
     CAPACITY_OPTIONS,
     CHUNKS,
@@ -278,7 +279,17 @@ class TrainingLabApp(LessonApp):
 
     def state(self) -> dict:
         """The controls' values {name: value} (training_lab_data.CONTROLS) and the batch the student chose."""
-        return {**{name: getattr(self, name).value for name in CONTROLS}, "chosen_batch": self._chosen_batch}
+        return {
+            **{name: getattr(self, name).value for name in CONTROLS},
+            "chosen_batch": self._chosen_batch,
+            **{f"chosen_{name}": self._chosen(name) for name in INAPPLICABLE},
+        }
+
+    def _chosen(self, name: str):
+        """The student's choice of an INAPPLICABLE control: its value while enabled, the one it had before it was
+        disabled otherwise (widgets.common.show_what_applies keeps it)."""
+        control = getattr(self, name)
+        return control.value if not control.disabled else getattr(control, "_distlab_chosen", control.value)
 
     def valid_batches(self, nodes: int | None = None) -> list:
         """The global batches the batch dropdown offers at `nodes` (default: the slider's; training_lab_data)."""

@@ -224,6 +224,19 @@ def neighbour_state(s: dict, name: str, value) -> dict:
     imbalances = valid_imbalances(t)
     if t["moe_imbalance"] not in imbalances:
         t["moe_imbalance"] = max(v for v in imbalances if v <= t["moe_imbalance"])
+    return shown_state(t, dict(zip(CONTROLS, disabled_controls(s))))
+
+
+def shown_state(t: dict, disabled_before: dict) -> dict:
+    """State `t` with each INAPPLICABLE control as the app shows it (widgets.common.show_what_applies): a control
+    that was enabled before the change records its value as the student's choice ("chosen_<name>", kept in the
+    state); it then shows that choice where it applies and the value the model uses where it does not."""
+    disabled = dict(zip(CONTROLS, disabled_controls(t)))
+    for name, (unused, *_) in INAPPLICABLE.items():
+        key = f"chosen_{name}"
+        if not disabled_before.get(name) or key not in t:
+            t[key] = t[name]
+        t[name] = unused if disabled[name] else t[key]
     return t
 
 

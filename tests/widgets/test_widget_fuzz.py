@@ -459,6 +459,8 @@ def test_every_selection_shows_the_option_chosen(module, app_class):
             if w.index is None:
                 blank.append(f"{name}: blank at construction (value {w.value!r})")
                 continue
+            if w.disabled:  # the student cannot pick it: it shows the value the model uses (show_what_applies)
+                continue
             start = w.index
             for i, option in enumerate(w.options):
                 w.index = i  # what the browser sends when the student picks it (the box shows options[index])
