@@ -38,8 +38,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arguments import number_array, whole_number
+from ._arguments import (
+    RECOMPUTE_MODES,
+    broadcasting,
+    code_array,
+    flag,
+    finite_result,
+    number_array,
+    recompute_mode,
+    whole_number,
+)
 from .errors import ConfigurationError
+
+#: Most layers (of a model, a rank or a stage) these helpers take: far beyond any model.
+MAX_LAYERS = 2**20
 
 __all__ = [
     "check_recompute_layers",
@@ -60,9 +72,10 @@ def check_recompute_layers(value, recompute: str, layers: int, moe: bool = False
     >>> check_recompute_layers(4.0, "full", 32)
     4
     """
+    layers = whole_number(layers, "layers", 1, MAX_LAYERS)
     if value is None:
         return None
-    if recompute != "full":
+    if recompute_mode(recompute) != "full":
         raise ConfigurationError(
             f"recompute_layers={value!r} applies to recompute='full' (N layers of each stage fully recomputed, the "
             f"rest keeping their activations), not recompute={recompute!r}; valid: None, or recompute='full'"
@@ -74,6 +87,7 @@ def check_recompute_layers(value, recompute: str, layers: int, moe: bool = False
     return whole_number(value, "recompute_layers", 0, int(layers))
 
 
+@broadcasting
 def chunk_recompute_layers_array(value, moe: bool = False):
     """The step model's recompute_layers (each model chunk's layers fully recomputed): None, or a number or array of
     them >= 0 (our error otherwise, and for an MoE model).
@@ -83,11 +97,12 @@ def chunk_recompute_layers_array(value, moe: bool = False):
     """
     if value is None:
         return None
-    if moe:
+    if flag(moe, "moe"):
         raise ConfigurationError("recompute_layers: partial-layer recomputation is modelled for dense models only")
     return number_array(value, "recompute_layers")
 
 
+@broadcasting
 def recompute_cap_array(code, recompute_layers, chunks):
     """The most layers of a stage fully recomputed (NumPy broadcast): chunks x N where recompute_code is 2 ('full')
     and N given, infinity where 'full' without N (every layer), 0 for 'none' and 'selective'.
@@ -95,21 +110,29 @@ def recompute_cap_array(code, recompute_layers, chunks):
     >>> recompute_cap_array(2, 3, 2).tolist(), recompute_cap_array(2, None, 1).tolist()
     (6.0, inf)
     """
-    full = np.asarray(code) == 2
+    full = code_array(code, "recompute_code", RECOMPUTE_MODES) == 2
+    chunks = number_array(chunks, "chunks", low=1.0)
     if recompute_layers is None:
-        return np.where(full, np.inf, 0.0)
-    return np.where(full, np.asarray(chunks, dtype=float) * np.asarray(recompute_layers, dtype=float), 0.0)
+        return np.where(full, np.inf, 0.0) + 0.0 * chunks
+    return np.where(
+        full, finite_result("recompute cap", chunks * number_array(recompute_layers, "recompute_layers")), 0.0
+    )
 
 
+@broadcasting
 def recomputed_layers_array(cap, layers):
     """Layers of a stage of `layers` layers that are fully recomputed: min(cap, layers).
 
     >>> recomputed_layers_array(6.0, 4.0).tolist(), recomputed_layers_array(np.inf, 8.0).tolist()
     (4.0, 8.0)
     """
-    return np.minimum(cap, layers)
+    array = None if isinstance(cap, (str, bytes)) or cap is None else np.asarray(cap)
+    if array is None or array.dtype.kind not in "biuf" or np.isnan(array.astype(float)).any() or (array < 0).any():
+        raise ConfigurationError(f"cap={cap!r} must be numbers >= 0 (infinity: every layer)")
+    return np.minimum(array.astype(float), number_array(layers, "layers"))
 
 
+@broadcasting
 def mixed_layers_array(recomputed_each, kept_each, layers, recomputed):
     """A quantity of a stage summed over its layers: recomputed x recomputed_each + (layers - recomputed) x
     kept_each (bytes of activations, seconds, FLOPs). Exact at both ends: all recomputed gives layers x
@@ -121,8 +144,9 @@ def mixed_layers_array(recomputed_each, kept_each, layers, recomputed):
     >>> float(mixed_layers_array(32.0, 1024.0, 4.0, 2.0))
     2112.0
     """
-    recomputed = np.asarray(recomputed, dtype=float)
-    return recomputed * recomputed_each + (np.asarray(layers, dtype=float) - recomputed) * kept_each
+    recomputed, layers = number_array(recomputed, "recomputed"), number_array(layers, "layers")
+    each = number_array(recomputed_each, "recomputed_each"), number_array(kept_each, "kept_each")
+    return finite_result("stage total", recomputed * each[0] + (layers - recomputed) * each[1])
 
 
 def model_recomputed_layers(layers: int, pp: int, chunks: int, recompute_layers) -> int:
@@ -133,8 +157,11 @@ def model_recomputed_layers(layers: int, pp: int, chunks: int, recompute_layers)
     >>> model_recomputed_layers(32, 4, 2, 3)  # 8 chunks of 4 layers, 3 each
     24
     """
-    per_chunk = -(-int(layers) // (int(pp) * int(chunks)))
-    return min(int(layers), int(pp) * int(chunks) * min(int(recompute_layers), per_chunk))
+    layers = whole_number(layers, "layers", 1, MAX_LAYERS)
+    pp, chunks = whole_number(pp, "pp", 1, MAX_LAYERS), whole_number(chunks, "chunks", 1, MAX_LAYERS)
+    n = whole_number(recompute_layers, "recompute_layers", 0, layers)
+    per_chunk = -(-layers // (pp * chunks))
+    return min(layers, pp * chunks * min(n, per_chunk))
 
 
 def torchtitan_checkpointed_layers(rank_layers: int, frequency: int) -> int:
@@ -144,7 +171,9 @@ def torchtitan_checkpointed_layers(rank_layers: int, frequency: int) -> int:
     >>> [torchtitan_checkpointed_layers(layers, k) for layers, k in ((32, 2), (40, 3), (8, 0))]
     [16, 13, 8]
     """
-    return int(rank_layers) if frequency == 0 else int(rank_layers) // int(frequency)
+    rank_layers = whole_number(rank_layers, "rank_layers", 1, MAX_LAYERS)
+    frequency = whole_number(frequency, "frequency", 0, MAX_LAYERS)
+    return rank_layers if frequency == 0 else rank_layers // frequency
 
 
 def torchtitan_ac_frequency(rank_layers: int, recomputed: int):
@@ -155,7 +184,9 @@ def torchtitan_ac_frequency(rank_layers: int, recomputed: int):
     >>> torchtitan_ac_frequency(32, 16), torchtitan_ac_frequency(32, 11)
     (2, None)
     """
-    if recomputed <= 0 or 2 * recomputed > rank_layers:
+    rank_layers = whole_number(rank_layers, "rank_layers", 1, MAX_LAYERS)
+    recomputed = whole_number(recomputed, "recomputed", 0, rank_layers)
+    if recomputed == 0 or 2 * recomputed > rank_layers:
         return None
-    k = int(rank_layers) // int(recomputed)
+    k = rank_layers // recomputed
     return k if torchtitan_checkpointed_layers(rank_layers, k) == recomputed else None
