@@ -213,3 +213,16 @@ def test_the_torchtitan_selective_layer_runs_are_priced_as_reference_runs():
         assert block["role"] == "reference" and block["expressible"]
         assert (block["estimate"]["recompute"], block["estimate"]["recompute_layers"]) == ("full", n)
         assert validation.predict(run).config["recompute_layers"] == n
+
+
+def test_per_layer_time_is_linear_in_the_layers_recomputed():
+    # pp 1, 32 layers, tp 2 (no SP): half the layers recomputed pay half the extra forward (FLOPs, attention core,
+    # element-wise passes) and half the extra TP all-reduces (4 + 2 x 16/32 = 5 per layer): compute and TP time are
+    # the mean of 'none''s and 'full''s
+    layout = dict(nodes=2, fabric="ib-ndr", global_batch=32, seq_len=4096, tp=2, memory_recipe="megatron")
+    est = {
+        n: training.estimate("llama2-7b", "dgx-h100", recompute="full", recompute_layers=n, **layout)
+        for n in (0, 16, 32)
+    }
+    for term in ("compute_s", "tp_comm_s"):
+        assert getattr(est[16], term) == pytest.approx((getattr(est[0], term) + getattr(est[32], term)) / 2, rel=1e-12)
