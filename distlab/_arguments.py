@@ -337,6 +337,7 @@ ESTIMATE_KEYWORDS = (
     "attention_kernel",
     "fp8_scaling",
     "zero3_collectives",
+    "recompute_layers",
 )
 
 

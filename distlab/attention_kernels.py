@@ -159,7 +159,8 @@ def flash_attention_work_array(core_forward_flops, recomputed):
     """The FLOPs a causal flash-attention kernel executes for one layer's training step, given the attention core's
     counted (full, unmasked) forward FLOPs 4 b s^2 a d: it skips the masked half, 2 b s^2 a d, and its backward
     recomputes the scores, so forward + backward execute FLASH_FORWARD_BACKWARD_WORK = 3.5 x that half, and a
-    recomputed forward (recomputed true) one half more. The step model divides this by flash_attention_rate x peak.
+    recomputed forward (recomputed true) one half more; recomputed a share in [0, 1] (partial-layer recomputation,
+    distlab.partial_recompute: the share of the layers recomputed) adds that share of a half, on average per layer. The step model divides this by flash_attention_rate x peak.
     Unfused attention (Megatron-LM 2021-2022's scale-mask-softmax) computes every score, masked or not: the counted
     3 x 4 b s^2 a d. Lesson 7 §8.
 
@@ -174,7 +175,7 @@ def flash_attention_work_array(core_forward_flops, recomputed):
     from ._arguments import finite_result, number_array
 
     half = 0.5 * np.asarray(number_array(core_forward_flops, "core_forward_flops"), dtype=float)
-    again = np.where(np.asarray(number_array(recomputed, "recomputed"), dtype=bool), 1.0, 0.0)
+    again = np.minimum(number_array(recomputed, "recomputed"), 1.0)  # True: 1; a share of the layers: itself
     return finite_result("flash-attention work", (FLASH_FORWARD_BACKWARD_WORK + again) * half)
 
 

@@ -37,7 +37,9 @@ from ._arguments import (
     number_array,
     recompute_mode,
     renamed_keyword,
+    whole_number,
 )
+from .errors import ConfigurationError
 from .units import FLOP_PER_SECOND, SECONDS, positive, positive_int
 
 __all__ = [
@@ -93,23 +95,31 @@ def layer_forward_flops_array(params_per_layer, attention_width, tokens, seq_len
 
 
 @broadcasting
-def recomputed_forward_flops_array(params_per_layer, attention_width, tokens, seq_len, recompute_code):
-    """Forward FLOPs of one layer that recomputation executes again in the backward (NumPy broadcast).
+def recomputed_forward_flops_array(params_per_layer, attention_width, tokens, seq_len, recompute_code, full_share=1.0):
+    """Forward FLOPs of one layer that recomputation executes again in the backward (NumPy broadcast), on average
+    over the layers counted.
 
     recompute_code indexes RECOMPUTE_MODES: 0 none (0), 1 selective (the attention core:
-    tokens x 4 x s x a d_head), 2 full (the whole layer forward). Lesson 7 §1.
+    tokens x 4 x s x a d_head), 2 full (the whole layer forward x full_share: the share of the layers fully
+    recomputed, 1 for every layer; with partial-layer recomputation, distlab.partial_recompute, recomputed / layers:
+    only those layers pay the extra forward). Lesson 7 §1.
 
     >>> float(recomputed_forward_flops_array(12 * 4096**2, 4096, 2048, 2048, 1))  # selective
     68719476736.0
+    >>> float(recomputed_forward_flops_array(12 * 4096**2, 4096, 1, 2048, 2, 0.5))  # half of (24 h^2 + 4 s h)
+    218103808.0
     """
     code = code_array(recompute_code, "recompute_code", RECOMPUTE_MODES)
+    share = number_array(full_share, "full_share")
+    if np.any(share > 1.0):
+        raise ConfigurationError(f"full_share={full_share!r}; valid: 0 to 1 (the share of layers fully recomputed)")
     tokens = number_array(tokens, "tokens")
     core = finite_result(
         "attention FLOPs",
         tokens * 4.0 * number_array(seq_len, "seq_len") * number_array(attention_width, "attention_width"),
     )
     whole = layer_forward_flops_array(params_per_layer, attention_width, tokens, seq_len)
-    return np.where(code == 2, whole, np.where(code == 1, core, 0.0))
+    return np.where(code == 2, whole * share, np.where(code == 1, core, 0.0))
 
 
 @broadcasting
@@ -188,8 +198,10 @@ class StepFlops:
         )
 
 
-def step_flops(model, global_batch, seq_len=None, recompute="none") -> StepFlops:
+def step_flops(model, global_batch, seq_len=None, recompute="none", recomputed_layers=None) -> StepFlops:
     """FLOPs of one training step of `global_batch` sequences, by part, with and without recomputation.
+    recomputed_layers (recompute='full' only): how many of the model's layers are fully recomputed (None: all;
+    estimate(recompute_layers=N) passes partial_recompute.model_recomputed_layers); the others pay no extra forward.
 
     Lesson 7 §1. With full recomputation and the GPT shape the hardware FLOPs equal Narayanan et al. 2021,
     Eq. 3 (up to the norm and bias weights, which Eq. 3 leaves out).
@@ -209,7 +221,14 @@ def step_flops(model, global_batch, seq_len=None, recompute="none") -> StepFlops
     weights = TRAINING_PASSES * 2.0 * m.params_per_layer() * tokens * m.layers
     attention = TRAINING_PASSES * 4.0 * s * width * tokens * m.layers
     logits = TRAINING_PASSES * float(logit_forward_flops_array(m.hidden, m.vocab, tokens))
-    again = float(recomputed_forward_flops_array(m.params_per_layer(), width, tokens, s, code)) * m.layers
+    share = 1.0
+    if recomputed_layers is not None:
+        share = whole_number(recomputed_layers, "recomputed_layers", 0, m.layers) / m.layers
+        if code != 2:
+            raise ConfigurationError(
+                f"recomputed_layers={recomputed_layers!r} applies to recompute='full'; valid: None otherwise"
+            )
+    again = float(recomputed_forward_flops_array(m.params_per_layer(), width, tokens, s, code, share)) * m.layers
     return StepFlops(weights, attention, logits, again, tokens, RECOMPUTE_MODES[code])
 
 

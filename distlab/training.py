@@ -20,7 +20,10 @@ from ._arguments import (
 )
 from .collectives.placed import ring_step_floor
 from .errors import ConfigurationError
+from . import memory, models
 from .memory import capacity_detail
+from .moe import step as moe_step
+from .partial_recompute import check_recompute_layers, model_recomputed_layers
 from .flops import (
     FLOPS_PER_PARAM_TOKEN,
     FLOPS_PER_PARAM_TOKEN_FULL_RECOMPUTE,
@@ -333,6 +336,7 @@ def estimate(
     attention_kernel=None,
     fp8_scaling="delayed",
     zero3_collectives="layer",
+    recompute_layers=None,
 ) -> StepEstimate:
     """Step time by term (distlab.step.TERMS), throughput, MFU/HFU, scaling efficiency and memory of one configuration.
 
@@ -352,7 +356,9 @@ def estimate(
     (Lesson 10 §5); moe_imbalance, capacity_factor and max_nodes_per_token its routing (Lesson 10 §3). kernels: 'fused',
     'compiled' or 'eager' element-wise kernels. An infeasible configuration is priced but flagged (explain() says why);
     invalid ones raise ConfigurationError. zero3_collectives: 'layer' (a flat buffer per layer: FSDP2, Megatron) or
-    'tensor' (one per parameter tensor, DeepSpeed ZeRO-3 of 2021; data_parallel.ZERO3_COLLECTIVES). Lesson 7 §1-§8.
+    'tensor' (one per parameter tensor, DeepSpeed ZeRO-3 of 2021; data_parallel.ZERO3_COLLECTIVES). recompute_layers:
+    with recompute='full', N of each stage's (chunk's) layers recomputed, the rest keeping their activations (Megatron
+    --recompute-method block; torchtitan's every-k-th; None: all; 0 to L; distlab.partial_recompute). Lesson 7 §1-§8.
 
     Llama 2 7B, one DGX H100, dp 8, 50% of peak: 46.09 GFLOP/token x 4096 / 494.7 TFLOP/s = 0.382 s; 108 GB > 80 GB.
 
@@ -360,9 +366,6 @@ def estimate(
     >>> est.config['dp'], round(est.compute_s, 3), est.fits
     (8, 0.382, False)
     """
-    from . import memory, models
-    from .moe import step as moe_step
-
     model = moe_step.moe_model(model) if moe_step.is_moe(model) else models.model(model)
     cl = as_cluster(cluster, nodes, fabric)
     dp, tp, pp, cp = check_layout(model, cl, dp, tp, pp, cp)
@@ -376,7 +379,7 @@ def estimate(
     layout = dict(dp=dp, tp=tp, cp=cp, pp=pp, zero=zero, recompute=memory.recompute_mode(recompute), sp=sp)
     method = layout_method(tp_overlap, mem_recipe, tp, sp)
     config = _record(model, cl, shape, layout, recipe, compute, efficiency, mem_recipe, method, balance_stages)
-    config.update(**experts, **routing)
+    config.update(**experts, **routing, **_partial_record(model, layout["recompute"], recompute_layers))
     flags = _flags(model, config, method, balance_stages, zero3_collectives)
     return _priced(model, core_model, cl, config, compute, mem_recipe, flags)
 
@@ -463,6 +466,8 @@ def _priced(model, core_model, cl, config, compute, mem_recipe, flags) -> StepEs
         memory_recipe=mem_recipe,
         **flags,
     )
+    if "recompute_layers" in config:
+        keywords["recompute_layers"] = config["recompute_layers"]
     out = step_model_array(core_model, **keywords)
     bd = memory.MemoryBreakdown(
         float(out["weights_bytes"]),
@@ -479,7 +484,11 @@ def _priced(model, core_model, cl, config, compute, mem_recipe, flags) -> StepEs
     if pp > 1 and m < pp:
         problems.append(f"pipeline: only {m} microbatches per step for {pp} stages; the pipeline never fills")
     mode = config["recompute"]
-    counted = moe_step_flops(model, batch, s, mode) if moe_step.is_moe(model) else step_flops(model, batch, s, mode)
+    counted = (
+        moe_step_flops(model, batch, s, mode)
+        if moe_step.is_moe(model)
+        else step_flops(model, batch, s, mode, _model_recomputed(model, config))
+    )
     peak = hw["peak_flops"]
     return StepEstimate(
         config=config,
@@ -499,6 +508,20 @@ def _priced(model, core_model, cl, config, compute, mem_recipe, flags) -> StepEs
         power_note=cl.accelerator.power_note(),
         step_inputs=(core_model, keywords),
     )
+
+
+def _partial_record(model, mode: str, recompute_layers) -> dict:
+    """{'recompute_layers': N} checked (partial_recompute.check_recompute_layers), or {} when not given: the default
+    adds nothing to the record, so estimates without it stay as they were."""
+    n = check_recompute_layers(recompute_layers, mode, model.layers, moe_step.is_moe(model))
+    return {} if n is None else {"recompute_layers": n}
+
+
+def _model_recomputed(model, config: dict):
+    """The model's layers fully recomputed under estimate's recompute_layers (None: every layer, or no partial)."""
+    if "recompute_layers" not in config:
+        return None
+    return model_recomputed_layers(model.layers, config["pp"], config["chunks"], config["recompute_layers"])
 
 
 def compute_model_for(

@@ -66,6 +66,7 @@ FORMULA_MODULES = (
     "failures",
     "batch",
     "tp_overlap",
+    "partial_recompute",
 )
 #: Seconds a single call may take before it counts as a hang.
 CALL_LIMIT_S = 5

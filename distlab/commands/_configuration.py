@@ -61,6 +61,14 @@ def add_config_arguments(cmd, required: bool = True) -> None:
     cmd.add_argument("--schedule", default=None, help="gpipe, 1f1b (default), interleaved (default when --chunks > 1)")
     cmd.add_argument("--zero", type=int, default=0, help="ZeRO stage 0-3 (default 0)")
     cmd.add_argument("--recompute", default="none", help="none (default), selective, full")
+    cmd.add_argument(
+        "--recompute-layers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --recompute full: only N layers of each pipeline stage (of each chunk) fully recomputed, the rest "
+        "keeping their activations (Megatron-LM --recompute-method block; default: every layer)",
+    )
     cmd.add_argument("--sequence-parallel", action="store_true", help="shard the non-TP activations too (with tp > 1)")
     cmd.add_argument(
         "--balance-stages",
@@ -177,6 +185,7 @@ def config(args) -> dict:
             )
         b = implied
     schedule = args.schedule or ("interleaved" if args.chunks > 1 else "1f1b")
+    partial = {} if args.recompute_layers is None else {"recompute_layers": args.recompute_layers}
     return dict(
         global_batch=args.global_batch,
         seq_len=args.seq_len,
@@ -196,6 +205,7 @@ def config(args) -> dict:
         tp_overlap=tp_overlap(args),
         memory_recipe=args.memory_recipe,
         balance_stages=args.balance_stages,
+        **partial,
     )
 
 

@@ -61,7 +61,10 @@ def run(args) -> int:
         + (f" v={c['chunks']}" if c["chunks"] > 1 else "")
         + (f" ep={c['ep']} etp={c['etp']}" if "ep" in c else "")
         + f", {c['microbatches']} microbatches of {c['micro_batch_size']} x {c['seq_len']} tokens, ZeRO-{c['zero']}, "
-        f"recompute {c['recompute']}, {c['schedule']}" + (", sequence parallel" if c["sequence_parallel"] else "")
+        f"recompute {c['recompute']}"
+        + (f" ({c['recompute_layers']} layers per stage chunk)" if "recompute_layers" in c else "")
+        + f", {c['schedule']}"
+        + (", sequence parallel" if c["sequence_parallel"] else "")
     )
     print(est.summary())
     print(wrap_text(f"step time {band.around(est.step_time_s)}: the model's error band, {band.scope}"))

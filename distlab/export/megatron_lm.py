@@ -31,7 +31,9 @@ DistributedInitConfig in megatron/training/config/common_config.py).
   --micro-batch-size, --global-batch-size (TrainingConfig; Megatron accumulates global / (micro x
   dp) microbatches), --seq-length, --recompute-granularity selective (the modules of
   --recompute-modules, default core_attn: Korthikanti's attention-core recompute) | full (with
-  --recompute-method uniform --recompute-num-layers 1), --bf16 / --fp16 / --fp8-format hybrid.
+  --recompute-method uniform --recompute-num-layers 1; estimate's recompute_layers N below a chunk's
+  layers: --recompute-method block --recompute-num-layers N, the first N layers of each chunk,
+  transformer_block.py _checkpointed_forward, distlab.partial_recompute), --bf16 / --fp16 / --fp8-format hybrid.
   ZeRO: 1 = --use-distributed-optimizer; 2 and 3 = Megatron-FSDP, --use-megatron-fsdp
   --data-parallel-sharding-strategy optim_grads | optim_grads_params (choices no_shard, optim,
   optim_grads, optim_grads_params = ZeRO-0/1/2/3: docs/user-guide/features/megatron_fsdp.md) with
@@ -152,6 +154,26 @@ def _megatron_tp_overlap_flags(c: dict) -> list[str]:
     return ["--tp-comm-overlap"] if method == "userbuffers" else []
 
 
+def _megatron_recompute_flags(c: dict, model) -> list[str]:
+    """--recompute-granularity selective; full: every layer (--recompute-method uniform --recompute-num-layers 1), or
+    recompute_layers N < a chunk's layers: --recompute-method block --recompute-num-layers N, the first N layers of
+    each chunk (distlab.partial_recompute); N = 0 is our error (TransformerConfig asks 1 to the stage's layers)."""
+    if c["recompute"] == "selective":
+        return ["--recompute-granularity", "selective"]
+    if c["recompute"] != "full":
+        return []
+    n = c.get("recompute_layers")
+    chunk = -(-model.layers // (c["pp"] * c["chunks"]))
+    if n is None or n >= chunk:
+        return ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
+    if n == 0:
+        raise ConfigurationError(
+            "recompute_layers=0: Megatron-LM asks --recompute-num-layers between 1 and the stage's layers "
+            "(TransformerConfig); no layer recomputed is recompute='none'"
+        )
+    return ["--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", str(n)]
+
+
 def megatron_flags(estimate) -> list[str]:
     """Megatron-LM pretrain_gpt.py arguments for this configuration: the model, then parallelism and batch.
 
@@ -195,10 +217,7 @@ def megatron_flags(estimate) -> list[str]:
     if c["sequence_parallel"]:
         flags.append("--sequence-parallel")
     flags += _megatron_tp_overlap_flags(c)
-    if c["recompute"] == "selective":
-        flags += ["--recompute-granularity", "selective"]
-    elif c["recompute"] == "full":
-        flags += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
+    flags += _megatron_recompute_flags(c, model)
     if c.get("memory_recipe") in MEGATRON_BF16_GRADS:
         flags.append("--grad-reduce-in-bf16")
     if c["zero"] == 1:
@@ -336,6 +355,11 @@ def _parse_megatron_words(words: list) -> dict:
         zero=zero,
         grad_reduce_in_bf16="--grad-reduce-in-bf16" in switches,
         recompute=values.get("--recompute-granularity", "none"),
+        **(
+            {"recompute_layers": int(values["--recompute-num-layers"])}
+            if values.get("--recompute-method") == "block"
+            else {}
+        ),
         sequence_parallel="--sequence-parallel" in switches,
         tp_overlap="--tp-comm-overlap" in switches,
         model=model,

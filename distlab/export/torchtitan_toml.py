@@ -35,7 +35,9 @@ releases). Keys, all in job_config.py:
   layer-level SAC (selective_ac_option "op": keep SDPA outputs and every other matmul output,
   recompute the rest; a number n: checkpoint every n-th layer whole), not Megatron's recompute of
   the attention core: distlab plans "selective" with torchtitan's recipe ('fsdp2') by that policy (memory.
-  op_sac_activation_bytes_per_layer_array, flops.op_sac_recomputed_forward_flops_array).
+  op_sac_activation_bytes_per_layer_array, flops.op_sac_recomputed_forward_flops_array). estimate's
+  recompute='full' with recompute_layers N exports as the number k whose every-k-th blocks are the rank's
+  recomputed count (distlab.partial_recompute: floor(L_rank / k) blocks), where one exists.
 The TOML is written by hand (no dependency); tests read it back with tomllib.
 """
 
@@ -45,6 +47,7 @@ import json
 
 from ..errors import ConfigurationError
 from ..units import wrap_text
+from ..partial_recompute import torchtitan_ac_frequency
 from .engines import config_of, even_chunks
 
 __all__ = ["TORCHTITAN_SCHEDULES", "TORCHTITAN_FLAVORS", "TORCHTITAN_ROPE", "torchtitan"]
@@ -187,6 +190,31 @@ def _model_lines(c: dict, model) -> list:
     return lines
 
 
+def _checkpoint(c: dict, model) -> dict:
+    """[activation_checkpoint]: mode none / full / selective with selective_ac_option "op"; recompute='full' with
+    recompute_layers N: "full" where every block of a rank is recomputed, "none" where none is, else "selective"
+    with the option k whose every-k-th blocks are the rank's min(v N, L / pp) (partial_recompute.
+    torchtitan_ac_frequency), our error where no k gives that count."""
+    checkpoint = {"mode": c["recompute"]}
+    if c["recompute"] == "selective":
+        checkpoint["selective_ac_option"] = "op"
+    n = c.get("recompute_layers")
+    if c["recompute"] != "full" or n is None:
+        return checkpoint
+    rank_layers = model.layers // c["pp"]
+    recomputed = min(c["chunks"] * n, rank_layers)
+    if recomputed in (0, rank_layers):
+        return {"mode": "none" if recomputed == 0 else "full"}
+    k = torchtitan_ac_frequency(rank_layers, recomputed)
+    if k is None:
+        raise ConfigurationError(
+            f'recompute_layers={n}: torchtitan checkpoints every k-th block (selective_ac_option = "k": '
+            f"floor({rank_layers} / k) of a rank's {rank_layers} blocks), and no k gives {recomputed}; valid: "
+            f"recompute_layers whose count is floor({rank_layers} / k) for some k >= 2, 0, or export to megatron"
+        )
+    return {"mode": "selective", "selective_ac_option": str(k)}
+
+
 def torchtitan(estimate) -> str:
     """torchtitan TOML sections [model], [parallelism], [training], [activation_checkpoint].
 
@@ -214,9 +242,7 @@ def torchtitan(estimate) -> str:
         "seq_len": c["seq_len"],
         "mixed_precision_param": "float32" if c["precision"] == "fp32" else "bfloat16",
     }
-    checkpoint = {"mode": c["recompute"]}
-    if c["recompute"] == "selective":
-        checkpoint["selective_ac_option"] = "op"
+    checkpoint = _checkpoint(c, model)
     lines = [
         f"# distlab: {c['model']} on {c['gpus']} GPUs, dp={dp} tp={c['tp']} pp={pp}"
         + (f" v={c['chunks']}" if c["chunks"] > 1 else "")
@@ -230,7 +256,12 @@ def torchtitan(estimate) -> str:
         sections["compile"] = {"enable": True}
     for name, items in sections.items():
         lines += ["", f"[{name}]"] + [f"{key} = {_toml_value(value)}" for key, value in items.items()]
-    if c["recompute"] == "selective":
+    if checkpoint.get("selective_ac_option", "op") != "op":
+        lines.append(
+            f"# layer-level SAC: every k-th block checkpointed whole (k = {checkpoint['selective_ac_option']}), "
+            f"{c['recompute_layers']} per stage chunk as planned (recompute_layers)"
+        )
+    elif c["recompute"] == "selective":
         lines.append(
             "# op-level SAC (keeps SDPA and every other matmul output), not Megatron's attention-core "
             "recompute, as planned with torchtitan's memory recipe"

@@ -44,7 +44,8 @@ def regather_hidden(c: StepConfig, gather_s, gemm_pass_s):
 
 def tp_term(c: StepConfig, r: dict) -> dict:
     """TP communication = m x layers/stage x the ring time of distlab.tensor.tp_all_reduce_equivalents collectives of
-    b s h e_msg / cp bytes over tp GPUs: 4 (6 with full recomputation), + 1 for sequence parallelism's two backward
+    b s h e_msg / cp bytes over tp GPUs: 4 (6 with full recomputation; 4 + 2 x the share of the stage's layers
+    recomputed with partial-layer recomputation, StepConfig.full_share), + 1 for sequence parallelism's two backward
     re-gathers (sp_regather), on the critical path. NCCL runs a TP all-reduce of >= NVLS_MIN_GPUS GPUs on NVLS where
     the node has it (sequence parallelism's reduce-scatter/all-gather stay on the ring). With a chunked TP overlap
     method (c.tp_overlap: distlab.tp_overlap) and sequence parallelism, the method's share of the traffic that fits
@@ -59,8 +60,8 @@ def tp_term(c: StepConfig, r: dict) -> dict:
     sp = np.asarray(c.sequence_parallel, dtype=bool)
     msg = tensor.tp_message_bytes(c.b, c.s, float(c.model.hidden), c.e_msg) / c.cp
     bw = c.intra_bw if c.nvls_bw is None else np.where((c.tp >= NVLS_MIN_GPUS) & ~sp, c.nvls_bw, c.intra_bw)
-    collectives = np.where(c.full, 6, 4)
-    regathers = tensor.tp_all_reduce_equivalents(sp, c.full, sp_regather(c)) - collectives
+    collectives = 4.0 + 2.0 * c.full_share  # the recomputed layers' forward runs its 2 again (full_share: 1 or 0)
+    regathers = tensor.tp_all_reduce_equivalents(sp, False, sp_regather(c)) - 4.0
     tp_mb = c.layers_stage * tensor.tp_comm_time(msg, c.tp, bw, c.intra_lat, collectives)
     regather_mb = c.layers_stage * tensor.tp_comm_time(msg, c.tp, bw, c.intra_lat, regathers)
     method = np.asarray(c.tp_overlap)
@@ -109,7 +110,7 @@ def cp_term(c: StepConfig, r: dict) -> dict:
     hop = np.where(c.tp * c.cp <= c.g, kv_block / c.intra_bw + c.intra_lat, kv_block / c.inter_bw + c.inter_lat)
     executed = np.where(np.asarray(c.causal_flash, dtype=bool), 0.5, 1.0) * c.core_fwd / c.cp
     block = executed / (c.tp * c.peak * c.attention_efficiency)
-    _, exposed, hidden = ring_attention_exposure(hop, block, c.cp, np.where(c.full, 4.0, 3.0))
+    _, exposed, hidden = ring_attention_exposure(hop, block, c.cp, 3.0 + c.full_share)
     cp_mb = np.where(c.cp > 1, c.layers_stage * exposed, 0.0)
     hidden = np.where(c.cp > 1, c.layers_stage * hidden, 0.0)
     return dict(cp_comm_s=c.m * cp_mb, cp_mb=cp_mb, cp_hidden_mb=hidden)

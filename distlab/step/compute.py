@@ -68,7 +68,7 @@ def attention_core_seconds(c: StepConfig):
         return executed / rate
     forward, backward = kernel_rates(c.attention_table, c.s)
     half = 0.5 * c.layers_stage * c.core_fwd
-    again = np.where(c.core_again, 1.0, 0.0)
+    again = c.core_again  # the share of the layers recomputing the core (1 or 0 unless partial)
     kernel = half * ((1.0 + again) / forward + (FLASH_FORWARD_BACKWARD_WORK - 1.0) / backward) / (c.tp * c.core_peak)
     return np.where(causal, kernel, executed / rate)
 
@@ -76,7 +76,8 @@ def attention_core_seconds(c: StepConfig):
 def elementwise_seconds(c: StepConfig):
     """Seconds per microbatch of the memory-bound element-wise kernels: memory_traffic x their HBM bytes counted
     kernel by kernel (elementwise.elementwise_bytes_array, at the recipe's elementwise_bytes: 2 for FP8) x passes (3,
-    4 with full recomputation or torchtitan's selective op checkpointing; the unfused attention core's softmax, dropout
+    4 with full recomputation or torchtitan's selective op checkpointing, 3 + the share of the stage's layers
+    recomputed with partial-layer recomputation, StepConfig.full_share; the unfused attention core's softmax, dropout
     and permute, elementwise.core_attention_bytes_array, also 4 with selective recomputation, which re-runs the
     core) / HBM bandwidth, plus an FP8 recipe's casts (elementwise.fp8_cast_bytes_array: the
     forward's once, twice with full recomputation, the backward's once) and the cross-entropy loss on the stage
@@ -86,12 +87,14 @@ def elementwise_seconds(c: StepConfig):
     the GPU's parameters, where gradients are reduced over replicas). Lesson 7 §8."""
     b, s, e = c.b, c.s, c.e_elementwise
     per_layer = b * s * elementwise_bytes_array(c.model, s, c.tp, c.sequence_parallel, c.flash, c.kernels_code, e)
-    passes = TRAINING_PASSES + np.where(c.full | c.op_sac, 1.0, 0.0)  # op checkpointing recomputes them all
-    again = np.where(c.core_again & ~c.full, b * s * core_attention_bytes_array(c.model, s, c.tp, c.flash, e), 0.0)
+    # op checkpointing recomputes them all; full recomputation the recomputed layers' (full_share of the stage)
+    passes = TRAINING_PASSES + np.where(c.op_sac, 1.0, c.full_share)
+    selective = (c.code == 1) & ~c.op_sac  # Megatron's attention-core recompute re-runs the core's kernels
+    again = np.where(selective, b * s * core_attention_bytes_array(c.model, s, c.tp, c.flash, e), 0.0)
     traffic = c.layers_stage * c.memory_traffic * (passes * per_layer + again) / c.cp
     if c.fp8:  # FP8 casts: the forward's (again with full recomputation) and the backward's, per token
         forward, backward = fp8_cast_bytes_array(c.model, c.tp, c.sequence_parallel, c.cast_bytes)
-        casts = (1.0 + np.where(c.full, 1.0, 0.0)) * forward + backward
+        casts = (1.0 + c.full_share) * forward + backward
         traffic = traffic + c.layers_stage * c.memory_traffic * b * s * casts / c.cp
     loss = c.logit_share * c.memory_traffic * b * s / c.cp * loss_bytes_per_token(c.model.vocab, e) / c.tp
     return (traffic + loss + _engine_copy_bytes(c)) / c.hbm
@@ -104,7 +107,7 @@ def _engine_copy_bytes(c: StepConfig):
     if c.attention_kernel in UNPAD_KERNELS:
         kv = float(c.model.kv_heads * c.model.head_dim)
         forward, backward = unpad_copy_bytes_per_token(c.attention_kernel, c.width / c.tp, kv / c.tp, c.e)
-        again = np.where(c.core_again, 1.0, 0.0)
+        again = c.core_again
         out = out + c.layers_stage * c.memory_traffic * c.tokens_mb * ((1.0 + again) * forward + backward)
     per_param = gradient_copy_bytes_per_param(c.memory_recipe, c.zero)
     if np.any(per_param > 0.0):

@@ -21,6 +21,7 @@ from ..flops import (
     op_sac_recomputed_forward_flops_array,
     recomputed_forward_flops_array,
 )
+from ..partial_recompute import chunk_recompute_layers_array, recompute_cap_array, recomputed_layers_array
 from ..units import FLOP_PER_SECOND, SECONDS, non_negative, positive, positive_int
 
 __all__ = [
@@ -113,7 +114,11 @@ class StepConfig:
     v: np.ndarray
     b: np.ndarray
     code: np.ndarray  # recomputation: RECOMPUTE_MODES index
-    full: np.ndarray  # full recomputation
+    full: np.ndarray  # recompute='full' (every layer, or recompute_layers of them: full_share)
+    recompute_cap: np.ndarray  # the most layers of a stage fully recomputed (partial_recompute.recompute_cap_array)
+    recomputed: np.ndarray  # the pacing stage's layers fully recomputed: min(cap, layers_stage); 0 unless 'full'
+    full_share: np.ndarray  # recomputed / layers_stage: 1 for 'full' on every layer, 0 for 'none' and 'selective'
+    partial: bool  # some configuration recomputes only some of its stage's layers (estimate's recompute_layers)
     sequence_parallel: Any
     schedule_code: Any
     zero: np.ndarray
@@ -135,7 +140,8 @@ class StepConfig:
     stage_flops: np.ndarray  # the busiest stage's FLOPs per microbatch: layers x (3 forwards + recompute) + logits
     core_fwd: np.ndarray  # the attention core's counted forward FLOPs per microbatch and layer (4 b s^2 a d / cp)
     core_stage: np.ndarray  # the stage's counted attention-core FLOPs: 3 passes, + 1 forward when recomputed
-    core_again: np.ndarray  # the attention core runs again in the backward (recomputation, not op checkpointing)
+    core_again: np.ndarray  # share of the layers whose attention core runs again in the backward (1: selective
+    # recomputation, not op checkpointing; full_share under recompute='full')
     op_sac: np.ndarray  # torchtitan's selective op checkpointing: every second matmul and the element-wise again
 
     @property
@@ -232,9 +238,12 @@ def step_config(
     zero3_tensors=1.0,
     attention_kernel=None,
     ring_step_floor=0.0,
+    recompute_layers=None,
 ) -> StepConfig:
     """The StepConfig of step_model_array's keywords (see there), checked: numbers in range, codes known, the
-    model a catalog TransformerModel (or name) or an MoEStepModel. Lesson 7 §1."""
+    model a catalog TransformerModel (or name) or an MoEStepModel. recompute_layers: None, or N (a number or an
+    array) of each model chunk's layers fully recomputed where recompute_code is 2, the rest keeping their
+    activations (distlab.partial_recompute). Lesson 7 §1."""
     a = dict(locals())
     return StepConfig(**_hardware(a), **_compute(a), **_layout(a))
 
@@ -335,17 +344,24 @@ def _layout(a: dict) -> dict:
     ppl = model.busiest_params_per_layer(ep) if moe else float(model.params_per_layer())
     layer_fwd = layer_forward_flops_array(ppl, width, tokens_mb, s)
     layer_again = recomputed_forward_flops_array(ppl, width, tokens_mb, s, code)
+    n_chunk = chunk_recompute_layers_array(a["recompute_layers"], moe)
+    partial = n_chunk is not None
     # torchtitan's selective op checkpointing (memory recipe 'fsdp2'): every second matmul again, not the core
     op_sac = (not moe) & (getattr(a["memory_recipe"], "selective", None) == "op") & (code == 1)
     if np.any(op_sac):
         kv = float(model.kv_heads * model.head_dim)
         again_op = op_sac_recomputed_forward_flops_array(float(model.hidden), kv, float(model.ffn), tokens_mb)
         layer_again = np.where(op_sac, again_op, layer_again)
-    core_again = (code != 0) & ~op_sac
     logits_fwd = logit_forward_flops_array(float(model.hidden), float(model.vocab), tokens_mb)
     core_fwd = tokens_mb * 4.0 * s * width  # QK^T and AV: 4 s a d_head per token
     balance = bool(a["balance_stages"])
     layers_stage, first_layers, logit_share = _stages(model, pp, v, balance, layer_fwd, layer_again, logits_fwd)
+    cap = recompute_cap_array(code, n_chunk, v)
+    recomputed = recomputed_layers_array(cap, layers_stage)
+    full_share = recomputed / layers_stage
+    if partial:  # only the recomputed layers pay the extra forward
+        layer_again = recomputed_forward_flops_array(ppl, width, tokens_mb, s, code, full_share)
+    core_again = np.where((code == 1) & ~op_sac, 1.0, full_share)
     return dict(
         model=model,
         s=s,
@@ -357,6 +373,10 @@ def _layout(a: dict) -> dict:
         b=b,
         code=code,
         full=code == 2,
+        recompute_cap=cap,
+        recomputed=recomputed,
+        full_share=full_share,
+        partial=partial,
         sequence_parallel=a["sequence_parallel"],
         schedule_code=a["schedule_code"],
         zero=np.asarray(a["zero"]),
@@ -378,7 +398,7 @@ def _layout(a: dict) -> dict:
         stage_flops=layers_stage * (TRAINING_PASSES * layer_fwd + layer_again)
         + logit_share * TRAINING_PASSES * logits_fwd,
         core_fwd=core_fwd,
-        core_stage=layers_stage * (TRAINING_PASSES * core_fwd + np.where(core_again, core_fwd, 0.0)),
+        core_stage=layers_stage * (TRAINING_PASSES * core_fwd + core_again * core_fwd),
         core_again=core_again,
         op_sac=op_sac,
     )

@@ -139,7 +139,7 @@ def _zero3_per_tensor(c: StepConfig, layer_half, layer_reduce):
     torch.cuda.synchronize(), so no gather overlaps compute, and each waits for the reduce-scatters in flight;
     _reduce_scatter_gradients runs one reduce_scatter per parameter. The gathers are forward and pre-backward module
     hooks (stage3.py _register_hooks_recursively), so the recomputed forward of full recomputation fires them again.
-    Per microbatch: g = L + (L - 1) + full x (L - 1) gathers of the layer (the last layer stays gathered, as in the
+    Per microbatch: g = L + (L - 1) + min(R, L - 1) gathers (R the layers recomputed: L with full recomputation) of the layer (the last layer stays gathered, as in the
     flat count) of k_g tensors (zero3_gathered_per_layer) and L reduce-scatters of k tensors (zero3_tensors), each
     tensor a ring latency over all n = dp x cp ranks (ring_latency_array; each step inside a node at least
     c.ring_step_floor when the ring spans nodes: the hosts' network posts) and n x h of host work (h =
@@ -151,7 +151,7 @@ def _zero3_per_tensor(c: StepConfig, layer_half, layer_reduce):
     latency = ring_latency_array(c.dpc, c.tp, c.g, c.intra_lat, c.inter_lat, c.ring_step_floor)
     k_gather = np.where(k > 1.0, zero3_gathered_per_layer(c.model), 1.0)
     host = np.where(k > 1.0, DEEPSPEED_2021_HOST_PER_RANK_S * c.dpc, 0.0)  # per tensor: n ranks of host work
-    gathers = 2.0 * layers - 1.0 + np.where(c.full, layers - 1.0, 0.0)
+    gathers = 2.0 * layers - 1.0 + np.minimum(c.recomputed, layers - 1.0)  # the recomputed layers' forwards again
     gather = layer_half + np.maximum(k_gather - 1.0, 0.0) * latency + k_gather * host
     reduce = layer_reduce + (k - 1.0) * latency + k * host
     return c.m * (gathers * gather + layers * reduce)

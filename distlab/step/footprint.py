@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import memory
 from ..memory_recipes import gathered_input_bytes_per_layer_array
+from ..partial_recompute import mixed_layers_array, recomputed_layers_array
 from ..pipeline.closed_form import in_flight_array, stage_in_flight_array
 from .config import StepConfig
 
@@ -54,14 +55,39 @@ def activations_term(c: StepConfig, r: dict) -> dict:
     recomputation; an engine whose selective recomputation is torchtitan's op checkpointing (memory_recipes
     'fsdp2') keeps memory.op_sac_activation_bytes_per_layer_array's count instead. Balanced stages: the first stage
     (one layer fewer) or the second, whichever holds more: one more layer, and pipeline.stage_in_flight_array of
-    stage 1 in flight (Megatron-LM's warm-up: 1F1B one microbatch fewer, interleaved 2 / v fewer).
+    stage 1 in flight (Megatron-LM's warm-up: 1F1B one microbatch fewer, interleaved 2 / v fewer). Partial-layer
+    recomputation (StepConfig.partial, distlab.partial_recompute): of a stage's n layers min(cap, n) keep only their
+    input (the 'full' count), the rest the count without recomputation (partial_recompute.mixed_layers_array).
     Lesson 1, Lesson 4 §5."""
-    code = c.code
+    per_layer = _per_layer_bytes(c, c.code)
+    in_flight = in_flight_array(np.asarray(c.schedule_code), c.pp, c.m, c.v)
+    if c.partial:  # recompute_layers: the recomputed layers keep their input, the others the 'none' count
+        kept = np.where(c.full, _per_layer_bytes(c, np.zeros_like(c.code)), per_layer)  # 'none'/'selective': as is
+
+        def stage(layers):
+            return mixed_layers_array(per_layer, kept, layers, recomputed_layers_array(c.recompute_cap, layers))
+    else:
+
+        def stage(layers):
+            return per_layer * layers
+
+    activations = stage(c.layers_stage) * in_flight
+    if c.balance_stages:
+        first = c.first_layers
+        second = stage_in_flight_array(np.asarray(c.schedule_code), c.pp, c.m, c.v, 1)
+        if c.partial:
+            both = np.maximum(stage(first) * in_flight, stage(first + 1.0) * second)
+        else:  # as it always was: one product per layer count (the snapshot of issue 29 stays bit for bit)
+            both = per_layer * np.maximum(first * in_flight, (first + 1.0) * second)
+        activations = np.where(c.pp > 2, both, activations)
+    return dict(activations_bytes=activations)
+
+
+def _per_layer_bytes(c: StepConfig, code):
+    """One layer's stored activation bytes per microbatch under recomputation `code` (activations_term's count)."""
     stored = np.where(np.asarray(c.flash) & (code == 0), 1, code)
     per_layer = memory.activation_bytes_per_layer_array(c.model, c.b, c.s, c.tp, c.sequence_parallel, stored, c.e)
-    keeps = c.keeps_gathered_input & (
-        code != 2
-    )  # torchtitan's linears keep SP's gathered inputs (full: the input only)
+    keeps = c.keeps_gathered_input & (code != 2)  # torchtitan's linears keep SP's gathered inputs (full: the input)
     if np.any(keeps):
         gathered = gathered_input_bytes_per_layer_array(c.model, c.b, c.s, c.tp, c.sequence_parallel, c.e)
         per_layer = per_layer + np.where(keeps, gathered, 0.0)
@@ -75,14 +101,4 @@ def activations_term(c: StepConfig, r: dict) -> dict:
         per_layer = per_layer + moe_step.routed_activation_extra_array(
             c.model, c.b, c.s, c.tp, c.cp, c.etp_moe, stored, c.e, c.ep
         )
-    in_flight = in_flight_array(np.asarray(c.schedule_code), c.pp, c.m, c.v)
-    activations = per_layer * c.layers_stage * in_flight
-    if c.balance_stages:
-        first = c.first_layers
-        second = stage_in_flight_array(np.asarray(c.schedule_code), c.pp, c.m, c.v, 1)
-        activations = np.where(
-            c.pp > 2,
-            per_layer * np.maximum(first * in_flight, (first + 1.0) * second),
-            activations,
-        )
-    return dict(activations_bytes=activations)
+    return per_layer
