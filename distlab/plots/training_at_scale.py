@@ -305,6 +305,8 @@ def goodput_figure(curves: dict, title: str = "", width: float = 6.4) -> Figure:
     for (label, (x, y, best)), colour in zip(curves.items(), colours):
         ax.plot(x, y, color=colour, lw=2, label=label)
         ax.plot([best[0]], [best[1]], "o", color=colour, ms=7)
+    # the dots, one key for all, in each curve's colour (review v16: no key said what they mark)
+    ax.plot([], [], "o", color=MUTED, ms=7, label="the best interval (Daly)")
     ax.set_xscale("log")
     ax.set_xlabel("checkpoint interval (minutes)", fontsize=9)
     ax.set_ylabel("goodput (%)", fontsize=9)
