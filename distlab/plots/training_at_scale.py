@@ -125,7 +125,7 @@ def stream_legend_html() -> str:
     return (
         "".join(swatch(c, name) for name, c in STREAM_PARTS)
         + swatch("black", "step ends", "line")
-        + swatch(MUTED, "compute alone", "line")
+        + swatch(MUTED, "compute alone", "dashed")
     )
 
 
@@ -293,7 +293,7 @@ def goodput_legend_html() -> str:
     return (
         swatch(BLUE, "goodput", "line")
         + swatch(GREEN, "Daly's interval", "dot")
-        + swatch(MUTED, "Young's sqrt(2 delta M)", "line")
+        + swatch(MUTED, "Young's sqrt(2 delta M)", "dashed")
     )
 
 

@@ -101,12 +101,15 @@ def _swatch_shape(style: str) -> str:
         return "star"
     if "border-radius" in style:
         return "dot"
+    if "mask:" in style:
+        return "dashed"
     return "line" if "height:3px" in style else "box"
 
 
 def _drawn_shapes(fig) -> set:
-    """(colour, shape) of what the figure draws: a patch or an image is a box, a Line2D a line (if it has a line
-    style) and its marker ('o' and '.' a dot, '*' a star, 's' a box); a scatter's collection any marker shape."""
+    """(colour, shape) of what the figure draws: a patch or an image is a box, a Line2D a line (solid) or a dashed
+    line (dashed, dotted: review v16 found lesson 11's and 11b's dashed lines keyed with solid ones) and its marker
+    ('o' and '.' a dot, '*' a star, 's' a box); a scatter's collection any marker shape."""
     markers = {"o": "dot", ".": "dot", "*": "star", "s": "box"}
     shapes: set = set()
     for ax in fig.axes:
@@ -115,8 +118,10 @@ def _drawn_shapes(fig) -> set:
                 continue
             if isinstance(artist, Line2D):
                 colour = _rgba(artist.get_color())
-                if artist.get_linestyle() not in ("None", "", " "):
+                if artist.get_linestyle() in ("-", "solid"):
                     shapes.add((colour, "line"))
+                elif artist.get_linestyle() not in ("None", "", " "):
+                    shapes.add((colour, "dashed"))
                 if artist.get_marker() in markers:
                     shapes.add((colour, markers[artist.get_marker()]))
             elif isinstance(artist, Collection):
@@ -628,6 +633,28 @@ def test_the_shape_check_finds_a_dot_for_a_star():
         "legend key of 'best' is a dot, and the figure draws no dot in its colour"
     ]
     box.children[0].value = swatch("#009E73", "best", "star") + swatch("#D55E00", "exposed", "line")
+    assert html_legend_shape_problems(box, fig) == []
+
+
+def test_the_shape_check_finds_a_solid_key_for_a_dashed_line():
+    # lesson 11's FSDP app drew 'compute alone' as a grey dashed line and keyed it with a solid one (review v16)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    from distlab.plots._style import swatch
+
+    fig = Figure()
+    ax = fig.add_subplot()
+    ax.axvline(1.0, color="#57606a", ls="--")
+    ax.plot([1, 2], [1, 2], color="#000000")
+    box = widgets.VBox([widgets.HTML(swatch("#57606a", "compute alone", "line") + swatch("#000000", "step", "dashed"))])
+    assert html_legend_shape_problems(box, fig) == [
+        "legend key of 'compute alone' is a line, and the figure draws no line in its colour",
+        "legend key of 'step' is a dashed, and the figure draws no dashed in its colour",
+    ]
+    box.children[0].value = swatch("#57606a", "compute alone", "dashed") + swatch("#000000", "step", "line")
     assert html_legend_shape_problems(box, fig) == []
 
 
