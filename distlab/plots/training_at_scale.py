@@ -293,7 +293,7 @@ def goodput_legend_html() -> str:
     return (
         swatch(BLUE, "goodput", "line")
         + swatch(GREEN, "Daly's interval", "dot")
-        + swatch(MUTED, "Young's sqrt(2 delta M)", "dashed")
+        + swatch(MUTED, "Young's √(2δM)", "dashed")
     )
 
 

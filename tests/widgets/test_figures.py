@@ -89,6 +89,7 @@ def html_legend_problems(app, drawn: set) -> list[str]:
             for colour, label in SWATCH.findall(w.value):
                 if _rgba(colour) not in drawn:
                     found.append(f"legend colour of {label.strip()!r} {colour} is not drawn")
+                found += ascii_math([label.strip()])
     return found
 
 
@@ -359,6 +360,17 @@ def confusable_legend_entries(fig) -> list[str]:
     return found
 
 
+#: a power or a root written as code, not as the reader's notation: 10^9, x^2, sqrt(2 delta M) (a figure's text; matplotlib's
+#: own mathtext, '$...$', is drawn as notation and left out)
+ASCII_MATH = re.compile(r"\w\^[-\w{(]|\bsqrt\(")
+
+
+def ascii_math(texts) -> list[str]:
+    """Texts a reader sees that write a power or a root as code: lessons 1, 4 and 7 labelled their axes
+    'GB = 10^9 bytes' and lesson 11b's checkpoint app keyed Young's interval 'sqrt(2 delta M)' (review v16)."""
+    return [f"text {t!r} writes math as code" for t in texts if "$" not in t and ASCII_MATH.search(t)]
+
+
 def _saturated(colour) -> bool:
     """A colour that reads as a series' colour, not a neutral reference (black, grey)."""
     r, g, b, _ = mcolors.to_rgba(colour)
@@ -414,7 +426,7 @@ def problems(fig) -> list[str]:
     renderer = fig._get_renderer()
     fig.draw_without_rendering()
     found += mixed_byte_units(fig) + tiny_legend_handles(fig, renderer) + confusable_legend_entries(fig)
-    found += unexplained_lines(fig)
+    found += unexplained_lines(fig) + ascii_math(_all_texts(fig))
     frame = fig.bbox
     drawn = _drawn_colours(fig)
     for legend in _legends(fig):
@@ -529,6 +541,15 @@ def test_the_checks_find_each_defect():
     ax.set_xlim(-0.5, 3)
     ax.legend(loc="upper right")
     assert problems(fig) == []
+
+
+def test_the_math_check_finds_a_power_or_a_root_written_as_code():
+    assert ascii_math(["memory per GPU (GB = 10^9 bytes)", "Young's sqrt(2 delta M)", "R^2 of log time"]) == [
+        "text 'memory per GPU (GB = 10^9 bytes)' writes math as code",
+        'text "Young\'s sqrt(2 delta M)" writes math as code',
+        "text 'R^2 of log time' writes math as code",
+    ]
+    assert ascii_math(["memory per GPU (GB = 10⁹ bytes)", "Young's √(2δM)", "$10^{3}$", "x^ y", "a ^ b"]) == []
 
 
 def test_the_checks_find_an_unexplained_line_and_a_line_through_a_legend():
