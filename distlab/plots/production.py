@@ -417,7 +417,7 @@ def straggler_figure(gpus, exact, simulated, gumbel, leading, title: str = "") -
     ax.plot(gpus, exact, color="black", label="exact (numerical integration)")
     ax.plot(gpus, simulated, "o", color=BLUE, markersize=4, label="simulated (seeded)")
     ax.plot(gpus, gumbel, "--", color=ORANGE, label="extreme-value approximation")
-    ax.plot(gpus, leading, ":", color=MUTED, label="leading term sqrt(2 ln N)")
+    ax.plot(gpus, leading, ":", color=MUTED, label="leading term √(2 ln N)")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("GPUs in the synchronous group N")
     ax.set_ylabel("E[slowest] in standard deviations")
