@@ -166,7 +166,7 @@ def memory_bars(ax, n_bars: int, legend: bool = True) -> MemoryBars:
         bbox=dict(facecolor="white", edgecolor="none", alpha=0.8, pad=1),
     )
     if legend:
-        ax.set_ylabel("memory per GPU (GB = 10^9 bytes)")
+        ax.set_ylabel("memory per GPU (GB = 10⁹ bytes)")
     ax.set_xlim(-0.6, n_bars - 0.4)
     if legend:
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)

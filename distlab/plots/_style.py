@@ -33,6 +33,9 @@ _SWATCH_SIZE = {
     "box": "width:12px;height:12px",
     "line": "width:14px;height:3px",
     "dot": "width:9px;height:9px;border-radius:5px",
+    # a line cut into dashes, for a dashed or dotted line (lesson 11's 'compute alone', 11b's Young interval)
+    "dashed": "width:14px;height:3px;-webkit-mask:repeating-linear-gradient(90deg,#000 0 4px,transparent 4px 7px);"
+    "mask:repeating-linear-gradient(90deg,#000 0 4px,transparent 4px 7px)",
     # a five-pointed star cut from a 13 px box, for a curve's '*' marker (lesson 8's best bucket count)
     "star": "width:13px;height:13px;clip-path:polygon(50% 0,61% 35%,98% 35%,68% 57%,79% 91%,50% 70%,21% 91%,"
     "32% 57%,2% 35%,39% 35%)",
@@ -60,8 +63,8 @@ def finish_axes(ax, title: str = "") -> None:
 
 
 def swatch(colour: str, label: str, shape: str = "box", margin: str = "0 4px 0 12px") -> str:
-    """One legend entry as HTML: a coloured box, line, dot or star ('outline': an empty box with a coloured
-    edge), the shape the figure draws the series with, then the label, kept on one line (a legend that wraps breaks between entries, not inside one: lesson
+    """One legend entry as HTML: a coloured box, line, dashed line, dot or star ('outline': an empty box with a
+    coloured edge), the shape the figure draws the series with, then the label, kept on one line (a legend that wraps breaks between entries, not inside one: lesson
     11's 'compute alone' broke after 'compute', and 'alone' began the next line). Widgets show legends as HTML to
     keep text out of the per-frame render."""
     if shape == "outline":

@@ -412,7 +412,7 @@ def stage_memory_figure(
             fontsize=8,
         )
     ax.set_xticks(range(p), [f"stage {s}" for s in range(p)])
-    ax.set_ylabel("activation memory (GB = 10^9 B)", fontsize=9)
+    ax.set_ylabel("activation memory (GB = 10⁹ B)", fontsize=9)
     ax.spines[["top", "right"]].set_visible(False)
     top = max([capacity or 0.0] + [groups[k].peak_bytes for k in labels]) / 1e9
     ax.set_ylim(0, top * 1.25)  # room for the legend above the bars and the capacity line

@@ -383,23 +383,28 @@ def ring_attention_figure(steps_by_label: dict, title: str = "") -> Figure:
     fig = Figure(figsize=(7.2, 3.4), layout="constrained")
     ax = fig.add_subplot()
     colours = [BLUE, ORANGE, GREEN, PURPLE]
-    compute_drawn = False
+    first = next(iter(steps_by_label.values()))
+    s = [r.seq_len for r in first]
+    ax.plot(s, [1e3 * r.compute_s for r in first], color="black", linewidth=2, label="attention compute per step")
+    crossed = False
     for colour, (label, steps) in zip(colours, steps_by_label.items()):
         s = [r.seq_len for r in steps]
         ax.plot(s, [1e3 * r.comm_s for r in steps], color=colour, label=f"K/V transfer, {label}")
-        if not compute_drawn:
-            ax.plot(
-                s, [1e3 * r.compute_s for r in steps], color="black", linewidth=2, label="attention compute per step"
-            )
-            compute_drawn = True
         cross = steps[0].crossover_seq_len
         if s[0] <= cross <= s[-1]:
             ax.axvline(cross, color=colour, linestyle=":", linewidth=1)
+            crossed = True
+    if (
+        crossed
+    ):  # the dotted lines, one key for all: each in its fabric's colour (review v16: no key said what they were)
+        ax.plot([], [], color=MUTED, linestyle=":", linewidth=1, label="crossover: hidden from here on")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("sequence length (tokens)")
     ax.set_ylabel("time per ring step (ms)")
     finish_axes(ax, title)
+    # under the axes: the NVLink crossover's dotted line runs up the left edge, through a legend inside (review v16)
+    ax.legend(fontsize=8, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
     return fig
 
 
@@ -412,7 +417,7 @@ def straggler_figure(gpus, exact, simulated, gumbel, leading, title: str = "") -
     ax.plot(gpus, exact, color="black", label="exact (numerical integration)")
     ax.plot(gpus, simulated, "o", color=BLUE, markersize=4, label="simulated (seeded)")
     ax.plot(gpus, gumbel, "--", color=ORANGE, label="extreme-value approximation")
-    ax.plot(gpus, leading, ":", color=MUTED, label="leading term sqrt(2 ln N)")
+    ax.plot(gpus, leading, ":", color=MUTED, label="leading term √(2 ln N)")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("GPUs in the synchronous group N")
     ax.set_ylabel("E[slowest] in standard deviations")

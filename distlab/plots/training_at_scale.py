@@ -125,7 +125,7 @@ def stream_legend_html() -> str:
     return (
         "".join(swatch(c, name) for name, c in STREAM_PARTS)
         + swatch("black", "step ends", "line")
-        + swatch(MUTED, "compute alone", "line")
+        + swatch(MUTED, "compute alone", "dashed")
     )
 
 
@@ -293,7 +293,7 @@ def goodput_legend_html() -> str:
     return (
         swatch(BLUE, "goodput", "line")
         + swatch(GREEN, "Daly's interval", "dot")
-        + swatch(MUTED, "Young's sqrt(2 delta M)", "line")
+        + swatch(MUTED, "Young's √(2δM)", "dashed")
     )
 
 
@@ -305,6 +305,8 @@ def goodput_figure(curves: dict, title: str = "", width: float = 6.4) -> Figure:
     for (label, (x, y, best)), colour in zip(curves.items(), colours):
         ax.plot(x, y, color=colour, lw=2, label=label)
         ax.plot([best[0]], [best[1]], "o", color=colour, ms=7)
+    # the dots, one key for all, in each curve's colour (review v16: no key said what they mark)
+    ax.plot([], [], "o", color=MUTED, ms=7, label="the best interval (Daly)")
     ax.set_xscale("log")
     ax.set_xlabel("checkpoint interval (minutes)", fontsize=9)
     ax.set_ylabel("goodput (%)", fontsize=9)

@@ -59,7 +59,7 @@ def plan_scatter(plan, title: str = "") -> Figure:
         )
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("memory per GPU (GB = 10^9 bytes)")
+    ax.set_xlabel("memory per GPU (GB = 10⁹ bytes)")
     ax.set_ylabel("step time (s)")
     legend = ax.legend(fontsize=8, frameon=False)
     for handle in legend.legend_handles:  # thousands of small points; their keys at a size a student sees (7 px)

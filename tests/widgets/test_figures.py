@@ -89,6 +89,7 @@ def html_legend_problems(app, drawn: set) -> list[str]:
             for colour, label in SWATCH.findall(w.value):
                 if _rgba(colour) not in drawn:
                     found.append(f"legend colour of {label.strip()!r} {colour} is not drawn")
+                found += ascii_math([label.strip()])
     return found
 
 
@@ -101,12 +102,15 @@ def _swatch_shape(style: str) -> str:
         return "star"
     if "border-radius" in style:
         return "dot"
+    if "mask:" in style:
+        return "dashed"
     return "line" if "height:3px" in style else "box"
 
 
 def _drawn_shapes(fig) -> set:
-    """(colour, shape) of what the figure draws: a patch or an image is a box, a Line2D a line (if it has a line
-    style) and its marker ('o' and '.' a dot, '*' a star, 's' a box); a scatter's collection any marker shape."""
+    """(colour, shape) of what the figure draws: a patch or an image is a box, a Line2D a line (solid) or a dashed
+    line (dashed, dotted: review v16 found lesson 11's and 11b's dashed lines keyed with solid ones) and its marker
+    ('o' and '.' a dot, '*' a star, 's' a box); a scatter's collection any marker shape."""
     markers = {"o": "dot", ".": "dot", "*": "star", "s": "box"}
     shapes: set = set()
     for ax in fig.axes:
@@ -115,8 +119,10 @@ def _drawn_shapes(fig) -> set:
                 continue
             if isinstance(artist, Line2D):
                 colour = _rgba(artist.get_color())
-                if artist.get_linestyle() not in ("None", "", " "):
+                if artist.get_linestyle() in ("-", "solid"):
                     shapes.add((colour, "line"))
+                elif artist.get_linestyle() not in ("None", "", " "):
+                    shapes.add((colour, "dashed"))
                 if artist.get_marker() in markers:
                     shapes.add((colour, markers[artist.get_marker()]))
             elif isinstance(artist, Collection):
@@ -234,9 +240,16 @@ def _segment_meets_box(p, q, box) -> bool:
 def dashed_lines_over_texts(fig, renderer) -> list[str]:
     """A text of an axes crossed by a dashed line of that axes (lesson 4's schedules: the ideal end's dashed line ran
     through the labels 'B3', 'B4', 'B5', review v14), unless the text sits above the line on an opaque patch of its
-    own (a bbox), which hides the line under it."""
+    own (a bbox), which hides the line under it. A frameless legend's texts count too (lesson 8's ring-attention
+    legend sat over the NVLink crossover's dotted line, review v16): nothing hides the line under them."""
     found = []
     for ax in fig.axes:
+        legend = ax.get_legend()
+        legend_texts = (
+            list(legend.get_texts())
+            if legend is not None and legend.get_visible() and not legend.get_frame_on()
+            else []
+        )
         lines = [
             line
             for line in ax.get_lines()
@@ -244,7 +257,7 @@ def dashed_lines_over_texts(fig, renderer) -> list[str]:
             and line.get_linestyle() not in ("-", "None", "", " ", "solid")
             and len(line.get_xydata())
         ]
-        for t in ax.texts:
+        for t in [*ax.texts, *legend_texts]:
             if not (t.get_visible() and t.get_text().strip()):
                 continue
             patch = t.get_bbox_patch()
@@ -347,11 +360,73 @@ def confusable_legend_entries(fig) -> list[str]:
     return found
 
 
+#: a power or a root written as code, not as the reader's notation: 10^9, x^2, sqrt(2 delta M) (a figure's text; matplotlib's
+#: own mathtext, '$...$', is drawn as notation and left out)
+ASCII_MATH = re.compile(r"\w\^[-\w{(]|\bsqrt\(")
+
+
+def ascii_math(texts) -> list[str]:
+    """Texts a reader sees that write a power or a root as code: lessons 1, 4 and 7 labelled their axes
+    'GB = 10^9 bytes' and lesson 11b's checkpoint app keyed Young's interval 'sqrt(2 delta M)' (review v16)."""
+    return [f"text {t!r} writes math as code" for t in texts if "$" not in t and ASCII_MATH.search(t)]
+
+
+def _saturated(colour) -> bool:
+    """A colour that reads as a series' colour, not a neutral reference (black, grey)."""
+    r, g, b, _ = mcolors.to_rgba(colour)
+    return max(r, g, b) - min(r, g, b) > 0.15
+
+
+def unexplained_lines(fig) -> list[str]:
+    """A coloured line (or marker) in a figure that has a legend, which no legend key and no text of its colour
+    explains: lesson 8's ring-attention figure drew each fabric's crossover as a dotted line in the fabric's colour,
+    and its legend named only the solid curves, so a reader could not tell what the dotted lines mark (review v16).
+    A key explains a line when it has the line's line style (or marker) and its colour, or a neutral colour (one
+    grey dotted key for the dotted lines of every series); a text in the line's colour (an annotation beside it)
+    explains it too. Neutral lines (black, grey) are references the axes' labels explain."""
+    legends = [lg for lg in _legends(fig) if lg.get_visible()]
+    if not legends:
+        return []  # an app's figure: its HTML legend beside the canvas names the marks (html_legend_problems)
+    keys = set()
+    for legend in legends:
+        for handle in legend.legend_handles:
+            if isinstance(handle, Line2D):
+                colour = _rgba(handle.get_color())
+                colour = colour if _saturated(handle.get_color()) else None  # a neutral key: any colour
+                keys.add((colour, _line_style(handle.get_linestyle()), str(handle.get_marker())))
+    found = []
+    for ax in fig.axes:
+        text_colours = {_rgba(t.get_color()) for t in ax.texts if t.get_visible() and t.get_text().strip()}
+        for line in ax.lines:
+            if not line.get_visible() or not _saturated(line.get_color()) or len(line.get_xdata()) == 0:
+                continue
+            colour = _rgba(line.get_color())
+            if colour in text_colours:
+                continue
+            style, marker = _line_style(line.get_linestyle()), str(line.get_marker())
+            drawn_style = style if style != "None" else None
+            drawn_marker = marker if marker not in ("None", "", " ") else None
+            if not any(
+                c in (colour, None) and ((drawn_style and s == drawn_style) or (drawn_marker and m == drawn_marker))
+                for c, s, m in keys
+            ):
+                found.append(f"a {style} line in {colour} that no legend key or text explains")
+    return found
+
+
+def _line_style(style) -> str:
+    """matplotlib's line style as one name: ':' and 'dotted' alike."""
+    return {"-": "solid", "--": "dashed", ":": "dotted", "-.": "dashdot", "": "None", " ": "None"}.get(
+        str(style), str(style)
+    )
+
+
 def problems(fig) -> list[str]:
     found = []
     renderer = fig._get_renderer()
     fig.draw_without_rendering()
     found += mixed_byte_units(fig) + tiny_legend_handles(fig, renderer) + confusable_legend_entries(fig)
+    found += unexplained_lines(fig) + ascii_math(_all_texts(fig))
     frame = fig.bbox
     drawn = _drawn_colours(fig)
     for legend in _legends(fig):
@@ -468,6 +543,42 @@ def test_the_checks_find_each_defect():
     assert problems(fig) == []
 
 
+def test_the_math_check_finds_a_power_or_a_root_written_as_code():
+    assert ascii_math(["memory per GPU (GB = 10^9 bytes)", "Young's sqrt(2 delta M)", "R^2 of log time"]) == [
+        "text 'memory per GPU (GB = 10^9 bytes)' writes math as code",
+        'text "Young\'s sqrt(2 delta M)" writes math as code',
+        "text 'R^2 of log time' writes math as code",
+    ]
+    assert ascii_math(["memory per GPU (GB = 10⁹ bytes)", "Young's √(2δM)", "$10^{3}$", "x^ y", "a ^ b"]) == []
+
+
+def test_the_checks_find_an_unexplained_line_and_a_line_through_a_legend():
+    # lesson 8's ring-attention figure (review v16): each fabric's crossover a dotted line in the fabric's colour that
+    # no legend key named, and the legend, frameless in the upper left, crossed by the NVLink crossover's line;
+    # lesson 11b's goodput figure: a dot on each curve (Daly's best interval) that no key named
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5, 3))
+    ax = fig.add_subplot()
+    ax.plot([1, 10], [1, 10], color="#4c72b0", label="K/V transfer, nvlink4")
+    ax.plot([5], [5], "o", color="#4c72b0")
+    ax.axvline(3, color="#4c72b0", linestyle=":")
+    ax.legend(loc="upper left", frameon=False)
+    found = problems(fig)
+    assert any("a dotted line" in p and "no legend key" in p for p in found), found
+    assert any("a None line" in p for p in found), found  # the dot: a marker, no line
+    assert any("'K/V transfer, nvlink4' is crossed by a dashed line" in p for p in found), found
+    # one neutral key per mark explains the marks of every colour; a legend below the axes is crossed by nothing
+    ax.plot([], [], color="#57606a", linestyle=":", label="crossover")
+    ax.plot([], [], "o", color="#57606a", label="the best")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=3, frameon=False)
+    fig.set_layout_engine("constrained")
+    assert problems(fig) == [], problems(fig)
+
+
 def test_the_html_legends_are_read():
     # the apps' legends are HTML beside the canvas: the swatch pattern must find their entries, or the colour
     # check above would pass on nothing (ProductionStepApp lists its drawn parts, ScheduleApp F, B, W and idle)
@@ -543,6 +654,28 @@ def test_the_shape_check_finds_a_dot_for_a_star():
         "legend key of 'best' is a dot, and the figure draws no dot in its colour"
     ]
     box.children[0].value = swatch("#009E73", "best", "star") + swatch("#D55E00", "exposed", "line")
+    assert html_legend_shape_problems(box, fig) == []
+
+
+def test_the_shape_check_finds_a_solid_key_for_a_dashed_line():
+    # lesson 11's FSDP app drew 'compute alone' as a grey dashed line and keyed it with a solid one (review v16)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    from distlab.plots._style import swatch
+
+    fig = Figure()
+    ax = fig.add_subplot()
+    ax.axvline(1.0, color="#57606a", ls="--")
+    ax.plot([1, 2], [1, 2], color="#000000")
+    box = widgets.VBox([widgets.HTML(swatch("#57606a", "compute alone", "line") + swatch("#000000", "step", "dashed"))])
+    assert html_legend_shape_problems(box, fig) == [
+        "legend key of 'compute alone' is a line, and the figure draws no line in its colour",
+        "legend key of 'step' is a dashed, and the figure draws no dashed in its colour",
+    ]
+    box.children[0].value = swatch("#57606a", "compute alone", "dashed") + swatch("#000000", "step", "line")
     assert html_legend_shape_problems(box, fig) == []
 
 
