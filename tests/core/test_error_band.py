@@ -57,8 +57,11 @@ def test_fp8_on_h100_has_its_own_band_from_the_fp8_validation_runs():
 
 
 def test_around_scales_the_band_to_the_step_time():
+    # 10% of 8 s in the step's own unit; 5.62% of 17.722 s = 0.996 s, two significant digits: never '± 997 ms'
     band = validation.ErrorBand(10.0, 5, "test", True)
-    assert band.around(8.0) == "8 s ± 800 ms"
+    assert band.around(8.0) == "8 s ± 0.8 s"
+    assert validation.ErrorBand(5.62, 29, "test", True).around(17.722) == "17.7 s ± 1.0 s"
+    assert band.around(0.0123) == "12.3 ms ± 1.2 ms"
 
 
 @pytest.mark.parametrize("bad", [None, "", "   ", 3])
