@@ -311,6 +311,9 @@ class TrainingLabApp(LessonApp):
         if list(self.moe_imbalance.options) != imbalances:
             keep = max(v for v in imbalances if v <= self.moe_imbalance.value)
             replace_options(self, self.moe_imbalance, imbalances, keep)
+        zeros = data.valid_zero(self.state())  # the stages the memory recipe's engine runs
+        if [tuple(o) for o in self.zero.options] != zeros:
+            replace_options(self, self.zero, zeros, data.nearest_zero(self.zero.value, zeros))
         # one rule for the kernel and the browser's cached payloads (training_lab_data.disabled_controls); a control
         # that does nothing shows the value the model uses (training_lab_data.INAPPLICABLE)
         for name, control, disabled in zip(data.CONTROLS, self._controls, data.disabled_controls(self.state())):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TypeGuard
 
-from .. import hardware, moe, training, triage, validation
+from .. import hardware, memory_recipes, moe, training, triage, validation
 from ..errors import DistlabError
 from ..moe import step as moe_step
 from ..step_parts import MEMORY_COMPONENTS, MEMORY_LABELS, STEP_LABELS as STEP_PARTS
@@ -124,6 +124,20 @@ def valid_imbalances(s: dict) -> list:
     return [v for v in IMBALANCES if v <= high]
 
 
+def valid_zero(s: dict) -> list:
+    """The (label, stage) pairs the sharding buttons offer: the ZeRO stages the memory recipe's engine runs
+    (memory_recipes.MemoryRecipe.zero_stages: Megatron's distributed optimizer is ZeRO-1 only, torchtitan's FSDP2 has
+    no ZeRO-1). Offering the others let a student pick one estimate() refuses (review v16, the capstone's lab)."""
+    stages = memory_recipes.memory_recipe(s["memory_recipe"]).zero_stages
+    return [(label, z) for label, z in ZERO_LABELS if z in stages]
+
+
+def nearest_zero(zero: int, offered: list) -> int:
+    """The offered stage nearest `zero` (the more sharded one on a tie: ZeRO-1 becomes ZeRO-2 under FSDP2): where a
+    recipe change leaves the sharding."""
+    return min((z for _, z in offered), key=lambda z: (abs(z - zero), -z))
+
+
 #: What a control shows while it is disabled: the value the step model then uses (training.estimate ignores
 #: sequence_parallel at tp = 1 and chunks outside the interleaved schedule), the tooltip saying why, and a note
 #: after its description (controls.show_what_applies).
@@ -224,6 +238,9 @@ def neighbour_state(s: dict, name: str, value) -> dict:
     imbalances = valid_imbalances(t)
     if t["moe_imbalance"] not in imbalances:
         t["moe_imbalance"] = max(v for v in imbalances if v <= t["moe_imbalance"])
+    zeros = valid_zero(t)
+    if t["zero"] not in [z for _, z in zeros]:
+        t["zero"] = nearest_zero(t["zero"], zeros)
     return shown_state(t, dict(zip(CONTROLS, disabled_controls(s))))
 
 

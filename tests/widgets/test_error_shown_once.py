@@ -34,8 +34,9 @@ INVALID = {
     "TensorParallelApp": [("gpu", "a100-40gb"), ("precision", "fp8")],
     # 9 x 15 x 4 = 540 GPUs: "the grid draws at most 512"
     "MeshApp": [("dp", 9), ("tp", 15)],
-    # "zero=2 is not a ZeRO stage of memory_recipe='megatron'"
-    "TrainingLabApp": [("memory_recipe", "megatron")],
+    # 1 node at pp 16: "tp x pp = 4 x 16 = 64 is more than the cluster's 8 GPUs" (the lab no longer offers a ZeRO stage
+    # its memory recipe refuses, the error this case used before)
+    "TrainingLabApp": [("nodes", 1), ("pp", 16)],
     # tp 8 x pp 8 on 4 nodes (32 GPUs): "is more than the cluster's 32 GPUs"
     "ProductionStepApp": [("nodes", 4), ("pp", 8)],
     # 64 nodes at tp 1: "global_batch=256 is not a multiple of dp x micro_batch_size"

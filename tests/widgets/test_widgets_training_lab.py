@@ -282,3 +282,24 @@ def test_a_configuration_that_fits_but_cannot_run_says_so_under_the_bars():
     assert app.picture.frames["fits"][k] and not app.picture.frames["runs"][k]
     assert "NOT FEASIBLE: pipeline: only 1 microbatches per step for 16 stages" in app.picture.summary
     app.close()
+
+
+def test_every_sharding_button_offered_is_one_the_recipe_runs():
+    # review v16: with Megatron's distributed-optimizer recipe the lab offered plain DP and ZeRO-2/3, which estimate()
+    # refuses ("valid: 1"): the picture went blank until the student switched back. Each recipe offers its engine's
+    # stages (memory_recipes.MemoryRecipe.zero_stages), and a recipe change moves the sharding to the nearest one.
+    from distlab import memory_recipes
+    from distlab.widgets.training_lab import TrainingLabApp
+
+    app = TrainingLabApp()
+    for name, recipe in memory_recipes.MEMORY_RECIPES.items():
+        app.memory_recipe.value = name
+        assert [z for _, z in app.zero.options] == list(recipe.zero_stages), name
+        assert app.zero.value in recipe.zero_stages
+        for _, stage in app.zero.options:
+            app.zero.value = stage
+            assert "zero" not in str(app.error or "").lower(), (name, stage, app.error)
+    app.memory_recipe.value = "deepspeed"
+    app.zero.value = 1
+    app.memory_recipe.value = "fsdp2"  # no ZeRO-1: the tie of 0 and 2 goes to the sharded one
+    assert app.zero.value == 2
