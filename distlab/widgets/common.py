@@ -86,12 +86,19 @@ __all__ = [
 WARNING_COLOUR = "#b3261e"
 
 
+#: A space between a number and its unit ("5.75 ms"): written as a no-break space in the status panel, whose lines wrap
+#: at the notebook's width and broke "5.75 / ms exposed" (review v16, lesson 8's bucket app).
+_UNIT_GAP = re.compile(
+    r"(\d) (?=(?:[kMGTP]?B(?:/s)?|[kMGT]iB|ms|µs|ns|s|%|W|[kMG]Hz|[TP]FLOP/s|GPUs?|nodes?|days?|h|min)(?![\w/]))"
+)
+
+
 def message_html(text: str, kind: str = "result") -> str:
     """HTML for the status panel; kind 'error' shows distlab's message in place of a result; 'warn' is a result
     whose lines starting with 'warning' are red (the rest of the text keeps its colour)."""
     colour = {"result": "#1f2328", "warn": "#1f2328", "ok": "#1a7f37", "bad": "#b3261e", "error": "#b3261e"}[kind]
     prefix = "<b>Cannot compute:</b> " if kind == "error" else ""
-    lines = [html.escape(line) for line in text.split("\n")]
+    lines = [_UNIT_GAP.sub("\\1&nbsp;", html.escape(line)) for line in text.split("\n")]
     if kind == "warn":
         lines = [
             f'<span style="color:{WARNING_COLOUR}">{line}</span>' if line.startswith("warning") else line
@@ -369,5 +376,6 @@ class LessonApp(widgets.VBox):
         picture = self.picture_widget()
         if isinstance(picture, BrowserPicture):
             texts.append(picture.summary)
-        texts.append(html.unescape(re.sub(r"<[^>]+>", "", re.sub(r"<br\s*/?>", "\n", self.status.value))))
+        status = html.unescape(re.sub(r"<[^>]+>", "", re.sub(r"<br\s*/?>", "\n", self.status.value)))
+        texts.append(status.replace("\xa0", " "))  # the no-break spaces that keep a number with its unit
         return [t for t in texts if t.strip()]

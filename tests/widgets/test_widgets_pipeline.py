@@ -245,7 +245,8 @@ def test_panel_is_analyze_stages(panel):
     assert a.step_time.to("s").magnitude == pytest.approx(want.step_time.to("s").magnitude)
     # b s h x 2 bytes = 4096 x 8192 x 2 = 67.1 MB at each boundary, 8 of them per step on a link
     assert a.activation.to("B").magnitude == 4096 * 8192 * 2
-    assert "67.1 MB" in panel.status.value and "537 MB each way" in panel.status.value
+    shown = panel.shown_texts()[-1]
+    assert "67.1 MB" in shown and "537 MB each way" in shown
     assert [w.code for w in a.warnings] == [w.code for w in want.warnings] == ["bubble"]
     assert "increase microbatches from 8 to" in panel.status.value
     # the grid shows the simulated step in milliseconds

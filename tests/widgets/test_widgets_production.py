@@ -68,7 +68,8 @@ def test_bucket_app_shows_the_sweep_and_the_timeline(close):
     np.testing.assert_allclose(app.plot.done.get_ydata(), [0, 0, 25, 25, 50, 50, 75, 75, 100])
     assert not app.plot.off_edge.get_visible()  # it ends within the time axis
     # the text under the plots keeps the absolute numbers: 4 buckets end T + exposed after backward starts
-    assert f"ends {format_seconds(want.backward_s + want.at(4)['exposed_s'])} after backward starts" in app.status.value
+    shown = app.shown_texts()[-1]
+    assert f"ends {format_seconds(want.backward_s + want.at(4)['exposed_s'])} after backward starts" in shown
 
 
 def test_bucket_axes_hold_every_offered_configuration():
