@@ -358,9 +358,8 @@ def _layout(a: dict) -> dict:
     layers_stage, first_layers, logit_share = _stages(model, pp, v, balance, layer_fwd, layer_again, logits_fwd)
     cap = recompute_cap_array(code, n_chunk, v)
     recomputed = recomputed_layers_array(cap, layers_stage)
-    full_share = recomputed / layers_stage
-    if partial:  # only the recomputed layers pay the extra forward
-        layer_again = recomputed_forward_flops_array(ppl, width, tokens_mb, s, code, full_share)
+    full_share = recomputed / layers_stage  # exactly 1 where every layer is recomputed
+    layer_again = np.where(code == 2, layer_again * full_share, layer_again)  # only the recomputed layers pay again
     core_again = np.where((code == 1) & ~op_sac, 1.0, full_share)
     return dict(
         model=model,
