@@ -47,6 +47,7 @@ __all__ = [
     "format_gibibytes",
     "format_rate",
     "format_seconds",
+    "second_unit",
     "format_quantity",
     "TEXT_WIDTH",
     "WARNING_WIDTH",
@@ -539,12 +540,17 @@ def format_seconds(seconds: float, digits: int = 3) -> str:
     >>> format_seconds(0.00123), format_seconds(1019.6), format_seconds(-86400.0)
     ('1.23 ms', '1,020 s', '-86,400 s')
     """
-    seconds, digits = _formatted(seconds, digits)
-    magnitude = abs(seconds)
-    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
-        if magnitude >= scale * 0.9995 or unit == "ns":
-            return f"{_written_out(seconds / scale, digits)} {unit}"
-    raise AssertionError("unreachable")
+    (seconds, digits), (scale, unit) = _formatted(seconds, digits), second_unit(seconds)
+    return f"{_written_out(seconds / scale, digits)} {unit}"
+
+
+def second_unit(seconds: float) -> tuple[float, str]:
+    """(scale, unit) format_seconds writes `seconds` in (s, ms, µs or ns), for a figure beside it in the same unit."""
+    seconds = _formatted(seconds, 3)[0]
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if abs(seconds) >= scale * 0.9995:
+            return scale, unit
+    return 1e-9, "ns"
 
 
 def _written_out(value: float, digits: int) -> str:

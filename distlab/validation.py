@@ -483,17 +483,16 @@ class ErrorBand:
         )
 
     def around(self, seconds: float) -> str:
-        """'8.1 s ± 0.62 s' for a predicted step time: the band in the step's own unit, to two significant digits
-        (never '17.7 s ± 997 ms', two units in one figure: review v16, lesson 12)."""
-        from .units import format_seconds
+        """'8.1 s ± 0.62 s' for a predicted step time: the band in the step's own unit (units.second_unit), to two
+        significant digits (never '17.7 s ± 997 ms', two units in one figure: review v16, lesson 12)."""
+        from .units import format_seconds, second_unit
 
-        step = format_seconds(seconds)
-        unit = step.rsplit(" ", 1)[-1]
-        band = seconds * self.percent / 100.0 / {"s": 1.0, "ms": 1e-3, "µs": 1e-6, "ns": 1e-9}[unit]
+        scale, unit = second_unit(seconds)
+        band = seconds * self.percent / 100.0 / scale
         text = f"{band:.2g}"
         if "e" in text or ("." not in text and band < 10):
             text = f"{band:.1f}" if band < 10 else f"{band:,.0f}"
-        return f"{step} ± {text} {unit}"
+        return f"{format_seconds(seconds)} ± {text} {unit}"
 
 
 def _family(name: str) -> str:
