@@ -9,8 +9,8 @@ The files measured on 2026-11-29 (one H200, PyTorch 2.11.0+cu130) are in benchma
 (the sweep: gemm, attention, elementwise, overlap; then --parts=sustained,layers,overlap,rowwise (with nvidia-smi's
 clocks and power every 250 ms in the -smi.csv beside it), --parts=power,layers, --parts=logits and
 --parts=fp8layers); RESULTS.md, session 13, reads them. The 'casts' part (a fused Triton cast-transpose,
-benchmarks/_triton_cast.py, checked here under TRITON_INTERPRET=1 only) is prepared for the next session with a GPU:
-`--parts=casts` times what Transformer Engine's fused casts would cost, which session 13 could not.
+benchmarks/_triton_cast.py) ran on 2026-11-30 (benchmarks/results/h200-2026-11-30-casts.json, Triton 3.6.0): what a
+fused cast such as Transformer Engine's costs against the step model's price of a cast.
 
 What `measure` times (CUDA events, the median of 3 repeats of a timed loop after warm-ups; operands rotated over
 enough copies to exceed the L2 cache, as a training step's GEMMs read fresh operands):
@@ -817,6 +817,9 @@ def compare(paths) -> None:
                 r["case"], r["precision"], "compiled" if r["compiled"] else "eager", 1e3 * r["layer_s"],
                 1e3 * got["gemm"], 1e3 * got["attention"], 1e3 * got["other"], 1e3 * sum(model),
                 ", ".join("%.2f" % (1e3 * x) for x in model)))
+        for r in result.get("casts", []):
+            if "amax_s" in r:
+                _print_cast(r, acc.memory_bandwidth)
         for key in ("elementwise", "overlap", "rowwise", "logits", "sustained"):
             for r in result.get(key, []):
                 if key == "logits":
@@ -825,6 +828,19 @@ def compare(paths) -> None:
                         r["case"], 1e3 * r["fwd_bwd_s"], 1e3 * got["gemm"], 1e3 * (got["other"] + got["attention"])))
                 else:
                     print(key, r)
+
+
+def _print_cast(r, hbm) -> None:
+    """One cast row: measured time against the step model's price, MEMORY_TRAFFIC x FP8_CAST_BYTES / HBM bandwidth."""
+    from distlab.efficiency import MEMORY_TRAFFIC
+    from distlab.elementwise import FP8_CAST_BYTES
+
+    elements = r["m"] * r["n"]
+    price = {k: MEMORY_TRAFFIC * FP8_CAST_BYTES[k] * elements / hbm for k in ("current", "delayed")}
+    current, delayed = r["amax_s"] + r["cast_transpose_s"], r["cast_transpose_amax_s"]
+    print("cast %5d x %5d: current %6.1f us (model %6.1f, x %.2f), delayed %6.1f us (model %6.1f, x %.2f), eager %6.1f us"
+          % (r["m"], r["n"], 1e6 * current, 1e6 * price["current"], current / price["current"], 1e6 * delayed,
+             1e6 * price["delayed"], delayed / price["delayed"], 1e6 * r["eager_s"]))
 
 
 if __name__ == "__main__":

@@ -203,7 +203,9 @@ FP8_SCALING = ("delayed", "current", "blockwise")
 #: Hopper's FP8 GEMMs take one operand layout, so the backward's GEMMs need the transposed copy; TE's cast-transpose),
 #: the amax reduced in the same kernel: 4 B with delayed scaling. Current scaling needs this tensor's amax before the
 #: cast: one more 2 B read, 6 B. Blockwise: the tile amax inside the cast kernel, plus one fp32 scale per 128
-#: elements for each of the two copies: 4 + 8/128 B.
+#: elements for each of the two copies: 4 + 8/128 B. Checked (not fitted) against a fused cast-transpose measured on
+#: one H200 (published_runs.json microbenchmark distlab-h200-fp8-fused-cast-transpose): at 33-117 M elements it takes
+#: 0.97-1.12 x MEMORY_TRAFFIC x these bytes / HBM bandwidth; below ~10 M elements it is launch-bound (2.5-3 x).
 FP8_CAST_BYTES = {"delayed": 4.0, "current": 6.0, "blockwise": 4.0 + 8.0 / 128.0}
 
 
