@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 
 from ._arguments import as_cluster, divisors
-from . import flops, memory, memory_recipes, models, training, validation
+from . import flops, memory, memory_recipes, models, planner_recompute, training, validation
 from .efficiency import OVERLAP_SLOWDOWN, fp8_scaling_name
 from .errors import ConfigurationError
-from ._arguments import whole_number
+from ._arguments import flag, whole_number
 from .mesh import MAX_WORLD_SIZE
 from .step.data_parallel import zero3_collectives_per_layer
 from .step.terms import TERMS
@@ -102,6 +102,9 @@ class Plan:
         out["mfu"] = float(self.results["mfu"][i])
         out["memory_per_gpu_bytes"] = float(self.results["memory_bytes"][i])
         out["fits"] = bool(self.feasible[i])
+        if "recompute_layers" in self.columns:  # plan(partial_recompute=True)
+            n = int(self.columns["recompute_layers"][i])
+            out["recompute_layers"] = None if n == planner_recompute.NOT_PARTIAL else n
         return out
 
     def top(self, k: int = 10) -> list[dict]:
@@ -144,7 +147,7 @@ class Plan:
                 + f"{r['dp']:>4} {r['tp']:>3} {r['cp']:>3} {r['pp']:>3} "
                 + (f"{r['ep']:>3} {r['etp']:>3} " if experts else "")
                 + f"{r['chunks']:>2} {r['micro_batch_size']:>4} "
-                f"{r['microbatches']:>5} {r['zero']:>4} {r['recompute']:>9} {'yes' if r['sequence_parallel'] else 'no':>3} "
+                f"{r['microbatches']:>5} {r['zero']:>4} {_recompute_text(r):>9} {'yes' if r['sequence_parallel'] else 'no':>3} "
                 f"{format_seconds(r['step_time_s']):>9} {100 * r['mfu']:5.1f}% {format_bytes(r['memory_per_gpu_bytes']):>9} "
                 f"{'yes' if r['fits'] else 'NO'}"
             )
@@ -231,6 +234,12 @@ class Plan:
             f"{len(self)} configurations of {self.model_name} on {self.gpus} GPUs evaluated, "
             f"{self.feasible_count} fit in memory" + (f";\n    not evaluated: {rejected}" if rejected else "")
         )
+
+
+def _recompute_text(row: dict) -> str:
+    """A row's recomputation as the table shows it: the mode, or 'full:N' with N layers of each chunk recomputed."""
+    n = row.get("recompute_layers")
+    return row["recompute"] if n is None else f"{row['recompute']}:{n}"
 
 
 #: The step-time components of Plan.results (training.step_model_array): the terms of distlab.step.TERMS, each with
@@ -440,6 +449,7 @@ def plan(
     fp8_scaling="delayed",
     zero3_collectives="layer",
     tp_overlap=None,
+    partial_recompute=False,
 ) -> Plan:
     """Evaluate every valid configuration; rank feasible ones first, then by step time.
 
@@ -450,12 +460,23 @@ def plan(
     imbalance is clipped at min(ep, E / k) (one GPU takes at most every copy). Lesson 7 §5 (search every valid
     configuration), Lesson 10 §3.
 
+    partial_recompute=True also searches partial-layer recomputation (distlab.partial_recompute; Lesson 7 §1): each
+    candidate with recompute 'full' that fits with every layer recomputed is priced instead at the SMALLEST number N
+    of layers recomputed per model chunk that still fits (memory falls as N grows, step time rises: the smallest
+    fitting N is the fastest), N from 1 (N = 0 is the layout's 'none' row) to the chunk's ceil(L / (pp v)) layers,
+    the same N on every stage and chunk: Megatron-LM's `--recompute-method block --recompute-num-layers N` (the
+    first N layers of each chunk). Its rows carry recompute_layers (None where every layer is recomputed or
+    recompute is not 'full'; the table shows 'full:N'); a 'full' row that does not fit even with every layer
+    recomputed stays as it is. An MoE model's rows stay at every layer (partial recomputation is modelled for dense
+    models only). distlab.planner_recompute.
+
     >>> p = plan('llama2-7b', 'dgx-h100', nodes=2, global_batch=64)
     >>> p.gpus, len(p.order)  # every configuration enumerate_configurations lists is priced
     (16, 10884)
     """
     from .moe import moe_step_flops, step as moe_step
 
+    partial = flag(partial_recompute, "partial_recompute")
     is_moe = moe_step.is_moe(model)
     model = moe_step.moe_model(model) if is_moe else models.model(model)
     cl = as_cluster(cluster, nodes, fabric)
@@ -464,37 +485,29 @@ def plan(
     compute = training.compute_model_for(cl, efficiency, attention, kernels=kernels, **named)
     recipe = memory.precision_recipe(precision)
     hw = training.hardware_arguments(cl, recipe, achieved=compute.calibrated)
-    peak = hw["peak_flops"]
     mem_recipe = memory_recipes.memory_recipe(memory_recipe)
     method = tp_overlap_method(tp_overlap, mem_recipe)
     routing = dict(imbalance=moe_imbalance, capacity_factor=capacity_factor, max_nodes=max_nodes_per_token)
     cols, rejected, core_model, moe_columns = _candidates(model, cl, batch, s, mem_recipe, routing)
-    options = dict(
-        zero3_tensors=zero3_collectives_per_layer(model, zero3_collectives),
-        tp_overlap=planner_codes(tp_overlap, mem_recipe, cols["sequence_parallel"]),
-    )
-    out = training.step_model_array(
-        core_model,
-        **hw,
-        global_batch=batch,
-        seq_len=s,
-        **{name: cols[name] for name in COLUMNS},  # the columns are step_model_array's keywords
-        **training.compute_arguments(compute),
-        memory_recipe=mem_recipe,
-        **options,
-        **moe_columns,
-    )
+    options = dict(zero3_tensors=zero3_collectives_per_layer(model, zero3_collectives), **moe_columns)
+    options.update(tp_overlap=planner_codes(tp_overlap, mem_recipe, cols["sequence_parallel"]))
+    keywords = dict(**hw, global_batch=batch, seq_len=s, **{name: cols[name] for name in COLUMNS})
+    keywords.update(**training.compute_arguments(compute), memory_recipe=mem_recipe, **options)
+    out = training.step_model_array(core_model, **keywords)  # the columns are step_model_array's keywords
+    usable = cl.accelerator.memory_bytes - mem_recipe.reserve_bytes
+    if partial:  # an MoE model's 'full' rows stay at every layer (planner_recompute)
+        out, cols["recompute_layers"] = planner_recompute.fewest_recomputed_layers(core_model, keywords, out, usable)
     # MFU by PaLM's definition (distlab.flops: weights, attention, logits; no recomputation), as estimate()
     counted = moe_step_flops(model, batch, s) if is_moe else flops.step_flops(model, batch, s)
-    out["mfu"] = counted.model_flops / (out["step_time_s"] * cl.gpus * peak)
-    fits = out["memory_bytes"] <= cl.accelerator.memory_bytes - mem_recipe.reserve_bytes
+    out["mfu"] = counted.model_flops / (out["step_time_s"] * cl.gpus * hw["peak_flops"])
+    fits = out["memory_bytes"] <= usable
     fills = ~((cols["pp"] > 1) & (out["microbatches"] < cols["pp"]))
     feasible = fits & fills
     order = _ranking(out["step_time_s"], feasible)
     extra = dict(calibrated=compute.calibrated, overlap_slowdown=compute.overlap_slowdown)
     extra.update(attention_kernel=compute.attention_kernel, fp8_scaling=fp8_scaling_name(fp8_scaling))
     extra.update(zero3_collectives=zero3_collectives, tp_overlap_method=method)
-    extra.update(band=validation.error_band(cl.accelerator.name, recipe.name))
+    extra.update(band=validation.error_band(cl.accelerator.name, recipe.name), partial_recompute=partial)
     return Plan(cols, out, feasible, order, rejected, cl.gpus, model.name, extra)
 
 
