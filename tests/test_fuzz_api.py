@@ -247,6 +247,7 @@ def _plausible_table():
         "dpc": (8, np.array([8.0, 16.0])),
         "first_layers": (4, 61),
         "moe_config": (moe_config,),
+        "partial_recompute": (True, False),
     }
 
 
@@ -422,6 +423,18 @@ def test_public_function_gives_a_result_or_our_error(name):
         assert problem is None, f"{describe(name, kwargs)}: {problem}"
 
     fuzz()
+
+
+@pytest.mark.parametrize(
+    "value", [v for v in HOSTILE if not (isinstance(v, (bool, int)) and not isinstance(v, float) and v in (0, 1))]
+)
+def test_plans_partial_recompute_refuses_anything_but_true_or_false(value):
+    """plan(partial_recompute=...) takes True or False (1 or 0); every other hostile value is our error naming it."""
+    from distlab import planner
+    from distlab.errors import ConfigurationError
+
+    with bounded(), pytest.raises(ConfigurationError, match="partial_recompute"):
+        planner.plan("llama2-7b", "dgx-h100", nodes=1, global_batch=8, partial_recompute=value)
 
 
 def test_every_public_module_declares_its_api():

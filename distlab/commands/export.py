@@ -32,6 +32,12 @@ def add_arguments(cmd) -> None:
         help="export the planner's fastest configuration that the engine can express and that fits with the "
         "engine's own memory recipe (the configuration options are then ignored)",
     )
+    cmd.add_argument(
+        "--partial-recompute",
+        action="store_true",
+        help="with --best: the planner also searches full recomputation of only some layers per stage chunk "
+        "(Megatron-LM --recompute-method block --recompute-num-layers N; distlab plan --partial-recompute)",
+    )
 
 
 def _given(args, recipe) -> dict:
@@ -53,7 +59,8 @@ def _given(args, recipe) -> dict:
 def _estimate(args, cl, row, recipe):
     from .. import training
 
-    return training.estimate(args.model, cl, **{k: row[k] for k in _DEGREES}, **_given(args, recipe))
+    partial = {} if row.get("recompute_layers") is None else {"recompute_layers": row["recompute_layers"]}
+    return training.estimate(args.model, cl, **{k: row[k] for k in _DEGREES}, **partial, **_given(args, recipe))
 
 
 #: The planner's columns that make a configuration (with the model, batch, sequence and recipe).
@@ -81,7 +88,8 @@ def _candidates(args, cl, fmt):
     rows, total, fitting = [], 0, 0
     for recipe in export.engine_recipes(fmt, args.memory_recipe):
         routing = moe_routing(args) if str(args.model).strip().lower() in _moe_models() else {}
-        p = planner.plan(args.model, cl, **_given(args, recipe), **routing)
+        partial = dict(partial_recompute=args.partial_recompute)
+        p = planner.plan(args.model, cl, **_given(args, recipe), **partial, **routing)
         total, fitting = total + len(p), fitting + p.feasible_count
         for rank in range(p.feasible_count):  # feasible rows come first in the ranking
             row = p.row(rank)
@@ -112,6 +120,11 @@ def run(args) -> int:
     if fmt not in export.FORMATS:
         raise ConfigurationError(f"--format {args.format!r}; valid: {', '.join(export.FORMATS)}")
     if not args.best:
+        if args.partial_recompute:
+            raise ConfigurationError(
+                "--partial-recompute applies to --best (the planner's search); for a given configuration use "
+                "--recompute full --recompute-layers N"
+            )
         given = dict(config(args), **compute_options(args))
         given["memory_recipe"] = export.engine_recipe(fmt, given.get("zero", 0), args.memory_recipe)
         est = training.estimate(args.model, cl, **given)

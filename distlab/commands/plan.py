@@ -22,12 +22,19 @@ def add_arguments(cmd) -> None:
     add_compute_arguments(cmd)
     add_tp_overlap_argument(cmd)
     add_moe_routing_arguments(cmd)
+    cmd.add_argument(
+        "--partial-recompute",
+        action="store_true",
+        help="price each configuration with full recomputation at the fewest layers per stage chunk that fit "
+        "(Megatron-LM --recompute-method block; the table shows full:N; dense models only)",
+    )
     cmd.add_argument("--top", type=int, default=10, help="rows to show (default 10)")
     cmd.add_argument(
         "--json",
         action="store_true",
         help="print a JSON list of the top rows: dp, tp, pp, chunks, microbatches, micro_batch_size, zero, "
-        "recompute, sequence_parallel, schedule, step_time_s, mfu, memory_per_gpu_bytes, fits",
+        "recompute, sequence_parallel, schedule, step_time_s, mfu, memory_per_gpu_bytes, fits (and "
+        "recompute_layers with --partial-recompute)",
     )
 
 
@@ -48,6 +55,7 @@ def run(args) -> int:
         attention=args.attention,
         memory_recipe=args.memory_recipe,
         tp_overlap=tp_overlap(args),
+        partial_recompute=args.partial_recompute,
         **compute_options(args),
         **moe_routing(args),
     )
