@@ -31,7 +31,8 @@ The model here (one place for each quantity):
 - with balance_stages the choice of the pacing stage compares one whole layer's recompute (an approximation);
 - dense models only (an MoE layer's all-to-alls and routed copies are not split by layer here);
 - Megatron's 'uniform' method (groups of N layers, each group's input kept, every layer recomputed) is not
-  modelled apart from N = 1 (= recompute='full'); the planner does not search N.
+  modelled apart from N = 1 (= recompute='full'). The planner searches N with plan(partial_recompute=True): the
+  fewest layers per chunk that fit (distlab.planner_recompute).
 """
 
 from __future__ import annotations
