@@ -76,3 +76,16 @@ def test_the_gradescope_pick_never_takes_what_cannot_be_a_notebook_over_one_that
     chosen, ignored, complete = pick_notebook([tmp_path], "memory_wall")
     assert chosen == tmp_path / "memory_wall (1).ipynb", (chosen, ignored)
     assert ignored == [tmp_path / "01_memory_wall.ipynb"] and complete
+
+
+def test_a_shape_whose_product_is_too_long_to_write_is_a_reason_not_an_exception():
+    # 01-check-cost (weak): parallelism_3d's ordered RanksQuestion wrote the product of the answer's entries into its
+    # reason; 4,096 entries of 2**62 (an answer the decoder accepts) multiply to ~76,000 digits, past str()'s 4,300,
+    # and check() raised ValueError (the grader caught it: "could not be checked"; a student at home got a traceback)
+    from distlab.lessons.parallelism_3d import QUESTIONS
+
+    ordered = [q for q in QUESTIONS.values() if getattr(q, "ordered", False)]
+    assert ordered
+    for q in ordered:
+        result = q.check([2**62] * 4096)
+        assert result.status == "incorrect" and "digits" in result.message, result.message
