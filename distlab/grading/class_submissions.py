@@ -323,12 +323,17 @@ def _with_notes(out, notes, anchor: str, base: str, submitters) -> list[Submissi
 def lesson_of(s: Submission) -> tuple[str | None, str | None]:
     """(the lesson notebook `s` is, as grade_notebook finds it: metadata, else file name, else imports; the lesson
     its file name names). The file is read (read_submission) and parsed as data only; unreadable: its name's."""
+    return _read_lesson(s)[:2]
+
+
+def _read_lesson(s: Submission) -> tuple[str | None, str | None, bool]:
+    """lesson_of's two lessons and whether `s` can be graded at all (a regular file that parses as a notebook)."""
     named = lesson_from_name(s.path.name)
     data = read_submission(s.path, [])
     parsed = None if data is None else parse_sources(data, [])
     if parsed is None:
-        return named, named
-    return identify_lesson(parsed[0], s.path.name, parsed[1])[0], named
+        return named, named, False
+    return identify_lesson(parsed[0], s.path.name, parsed[1])[0], named, True
 
 
 def _mismatch(found: str | None, named: str | None, lesson: str | None) -> str:
@@ -351,21 +356,26 @@ def one_per_student(submissions: list[Submission], lesson: str | None) -> dict[s
     metadata, file name or imports, as grade_notebook decides); a notebook whose lesson is not --lesson, or whose
     file name names another lesson than its metadata, is not run (a row saying why). The notebooks of one lesson
     get one kernel: the lesson's exercise file name first, then a name naming the lesson, the shallowest, then by
-    name (as the Gradescope autograder picks one per submission). A student's upload set therefore never
+    name (as the Gradescope autograder picks one per submission), a notebook that can be graded always before one
+    that cannot (a link, a FIFO, an empty or cut-short file: red team round 17 04, a FIFO under the exercise's
+    name was chosen and the student's readable notebook not run). A student's upload set therefore never
     multiplies the class run's kernels. Notebooks given outside a student folder are each graded.
     """
     groups: dict[tuple, list[Submission]] = {}
     ignored: dict[str, Submission | str] = {}
+    ungradable: set[str] = set()
     for s in submissions:
         if s.folder and s.notebook:
-            found, named = lesson_of(s)
+            found, named, gradable = _read_lesson(s)
+            if not gradable:
+                ungradable.add(s.key)
             why = _mismatch(found, named, lesson)
             if why:
                 ignored[s.key] = why
             else:
                 groups.setdefault((s.folder, canonical(lesson) if lesson else found), []).append(s)
     for (_folder, slug), group in groups.items():
-        chosen, *rest = sorted(group, key=lambda s: _likely(s, slug))
+        chosen, *rest = sorted(group, key=lambda s: (s.key in ungradable, _likely(s, slug)))
         ignored.update((s.key, chosen) for s in rest)
     return ignored
 

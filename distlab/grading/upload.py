@@ -5,6 +5,7 @@ distlab.grading.gradescope (the generated autograder's root phase)."""
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import NamedTuple
 
@@ -55,11 +56,22 @@ def _notebooks(root: Path) -> tuple[list[Path], bool]:
     return found, False  # folders deeper than PICK_DEPTH were not read
 
 
+def _may_be_notebook(path: Path) -> bool:
+    """Whether `path` is a regular file with something in it (lstat: a link, a FIFO, a device, a folder or an empty
+    file can never be graded, and is never picked before one that may be: red team round 17 04)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_size > 0
+
+
 def pick_notebook(paths, lesson: str) -> Pick:
     """The one notebook to grade among the .ipynb files under `paths`, the others, and whether all was read.
 
     The lesson's exercise file name first (01_memory_wall.ipynb), then a name naming the lesson
-    (memory_wall (1).ipynb), then any notebook; within each, the shallowest, then by name. Only
+    (memory_wall (1).ipynb), then any notebook; within each, the shallowest, then by name; a non-empty regular file
+    always before anything else (_may_be_notebook). Only
     the first is graded: two uploaded copies of a half-solved notebook are not added up. Folders
     are read by _notebooks (bounded depth and entries).
     """
@@ -78,7 +90,7 @@ def pick_notebook(paths, lesson: str) -> Pick:
 
     def rank(nb: Path):
         tier = 0 if nb.name == exercise else 1 if lesson_from_name(nb.name) == slug else 2
-        return (tier, len(nb.parts), nb.as_posix())
+        return (not _may_be_notebook(nb), tier, len(nb.parts), nb.as_posix())
 
     found.sort(key=rank)
     return Pick(found[0] if found else None, found[1:], complete)

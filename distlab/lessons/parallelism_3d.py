@@ -64,6 +64,12 @@ def _as_int(value, where: str) -> int:
     raise ValueError(f"{where} {value!r} is not a whole number")
 
 
+def _product_text(n: int) -> str:
+    """`n` written out, or its size past 30 digits (str() of an int refuses more than 4,300: the product of an answer's
+    4,096 huge entries raised ValueError out of check(), red team round 17)."""
+    return str(n) if abs(n) < 10**30 else f"a number of about {int(abs(n).bit_length() * 0.30103) + 1:,} digits"
+
+
 #: a list of ranks written as text has at most this many characters
 MAX_LIST_CHARS = 2_000
 
@@ -160,7 +166,7 @@ class RanksQuestion(Question):
             elif math.prod(values) == math.prod(want):
                 reason = f"has the right product ({math.prod(want)}) but not the right sizes"
             else:
-                reason = f"multiplies to {math.prod(values)}, not {math.prod(want)}"
+                reason = f"multiplies to {_product_text(math.prod(values))}, not {math.prod(want)}"
         elif len(set(values)) != len(values):
             reason = "names a GPU more than once"
         else:
