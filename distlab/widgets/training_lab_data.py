@@ -293,7 +293,7 @@ def describe(s: dict, est: training.StepEstimate, nodes: int) -> str:
         head,
         # a layout that cannot run takes no step: its time is what it would take (the picture draws no bar)
         ("step time" if est.feasible else "step time, were it to run,")
-        + f" {format_seconds(est.step_time_s)} ({parts})",
+        + f" {format_seconds(est.step_time_s)}: {parts}",
         "the model's error band " + validation.error_band(cluster(s, nodes).accelerator.name, c["precision"]).short(),
         f"MFU {100 * est.mfu:.1f}%, {est.tokens_per_s:,.0f} tokens/s, {est.samples_per_s:.3g} samples/s; "
         f"scaling efficiency {100 * est.scaling_efficiency:.1f}%",
