@@ -415,7 +415,8 @@ class PlacementApp(_ExpertModelBase):
             f"per all-to-all and GPU: {format_bytes(one['intra'])} over {c.intra_link.name}, "
             f"{format_bytes(one['inter'])} over {c.fabric.name} [moe.all_to_all_bytes]",
             f"x {r['count']} per layer: NVLink part {format_seconds(r['intra'])}, network part "
-            f"{format_seconds(r['inter'])} [moe.all_to_all_time]",
+            f"{format_seconds(r['inter']) if r['inter'] > 0 else 'none (the group is inside one node)'} "
+            "[moe.all_to_all_time]",
         ]
         if r["inter"] > r["intra"]:
             lines.append("the network sets the time: keep EP inside a node, or limit the nodes per token")
