@@ -49,6 +49,7 @@ from .units import (
 
 __all__ = [
     "LLAMA3",
+    "rate_text",
     "CHECKPOINT_MODES",
     "failure_rate_per_gpu_hour",
     "expected_interruptions",
@@ -269,7 +270,7 @@ class CheckpointPlan:
         """A few lines. Lesson 11b §2."""
         return "\n".join(
             [
-                f"{self.gpus:,} GPUs at {self.rate_per_gpu_hour:.3g} failures per GPU-hour: a failure every "
+                f"{self.gpus:,} GPUs at {rate_text(self.rate_per_gpu_hour)} failures per GPU-hour: a failure every "
                 f"{_hours(self.mtbf_s)} ({self.failures_per_day:.3g} a day)",
                 f"checkpoint {format_bytes(self.checkpoint_bytes)}, {self.mode}: training stops "
                 f"{format_seconds(self.checkpoint_s)} (write to storage {format_seconds(self.write_s)}); "
@@ -277,6 +278,17 @@ class CheckpointPlan:
                 f"checkpoint every {_hours(self.interval_s)} (Daly): goodput {format_percent(self.goodput)}",
             ]
         )
+
+
+def rate_text(rate: float) -> str:
+    """A failure rate in the notation lesson 11's slider reads it (d3-format's '.2e', as JavaScript writes an
+    exponent): 1.97e-5, 2.00e-5, not Python's 2e-05 beside a slider that reads 2.00e-5.
+
+    >>> rate_text(1.97e-5), rate_text(2e-5), rate_text(250.0)
+    ('1.97e-5', '2.00e-5', '2.50e+2')
+    """
+    digits, exponent = f"{rate:.2e}".split("e")
+    return f"{digits}e{int(exponent):+d}"
 
 
 def _hours(seconds: float) -> str:

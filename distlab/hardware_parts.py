@@ -185,7 +185,7 @@ class Accelerator:
             return format_bytes(self.memory_bytes)
         if self.memory_cuda_visible:
             return f"sold as {self.memory_label}; CUDA sees {format_gibibytes(self.memory_bytes, 4)}"
-        return f"{self.memory_label} as marketed (no CUDA-visible total sourced)"
+        return f"{self.memory_label} as marketed; no CUDA-visible total sourced"
 
     @property
     def memory_bandwidth_quantity(self):

@@ -73,3 +73,11 @@ def swatch(colour: str, label: str, shape: str = "box", margin: str = "0 4px 0 1
         look = f"{_SWATCH_SIZE[shape]};background:{colour}"
     box = f'<span style="display:inline-block;{look};margin:{margin};vertical-align:middle"></span>'
     return f'<span style="white-space:nowrap">{box}{label}</span>'
+
+
+def glyph_key(colour: str, glyph: str, label: str, margin_px: int = 12) -> str:
+    """One legend entry keyed by a text glyph in the series' colour (a rule '&#9474;', a dotted rule '&#8942;', a
+    square '&#9632;': the mark the figure draws), kept on one line as swatch keeps its entries: a wrapped legend broke
+    lesson 8's '&#8942; backward ends' after its glyph, leaving the glyph at one line's end and its words on the
+    next). The space before it is where a wrapped legend may break (none: the entry sticks to the one before it)."""
+    return f' <span style="color:{colour};margin-left:{margin_px}px;white-space:nowrap">{glyph} {label}</span>'

@@ -17,7 +17,20 @@ from matplotlib.figure import Figure
 
 from ..units import format_bytes
 from ._ticks import DrawnTicks, drawn_ticks
-from ._style import BLUE, BROWN, CAPACITY_COLOUR, GREEN, MUTED, ORANGE, PURPLE, RED, TEXT_COLOUR, nice_ceiling, swatch
+from ._style import (
+    BLUE,
+    BROWN,
+    CAPACITY_COLOUR,
+    GREEN,
+    MUTED,
+    ORANGE,
+    PURPLE,
+    RED,
+    TEXT_COLOUR,
+    glyph_key,
+    nice_ceiling,
+    swatch,
+)
 
 __all__ = [
     "COLOURS",
@@ -241,9 +254,9 @@ def legend_html(split: bool = True, rows: str = "") -> str:
     items = "".join(swatch(COLOURS[k], LABELS[k]) for k in kinds) + swatch(IDLE_COLOUR, LABELS["idle"])
     return (
         f'<div style="font-size:12px">{items}'
-        f'<span style="color:{STEP_COLOUR};margin-left:12px">&#9474; step ends</span>'
-        f'<span style="color:{IDEAL_COLOUR};margin-left:12px">&#9478; ideal (busiest stage\'s compute)</span>'
-        f'<span style="margin-left:12px;color:{MUTED}">lighter = odd microbatch</span>'
+        + glyph_key(STEP_COLOUR, "&#9474;", "step ends")
+        + glyph_key(IDEAL_COLOUR, "&#9478;", "ideal (busiest stage's compute)")
+        + f' <span style="margin-left:12px;color:{MUTED};white-space:nowrap">lighter = odd microbatch</span>'
         + (f'<br><span style="color:{MUTED}">{rows}</span>' if rows else "")
         + "</div>"
     )

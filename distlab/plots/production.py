@@ -36,6 +36,7 @@ from ._style import (
     PURPLE,
     RED,
     finish_axes,
+    glyph_key,
     nice_ceiling,
     swatch,
 )
@@ -210,7 +211,8 @@ def bucket_legend_html() -> str:
         + "<br><b>right</b>: gradients over time, in backward passes"
         + swatch(READY_COLOUR, "produced by backward", "line")
         + swatch(DONE_COLOUR, "all-reduced", "line")
-        + f' <span style="color:{MUTED}">&#8942; backward ends</span></div>'
+        + glyph_key(MUTED, "&#8942;", "backward ends")
+        + "</div>"
     )
 
 

@@ -6,7 +6,7 @@ artists in place. (The pipeline grid itself is distlab.plots.pipeline's.)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence, cast
 
 import numpy as np
@@ -15,6 +15,7 @@ from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
+from matplotlib.transforms import blended_transform_factory
 
 from ._style import BLUE, GREEN, MUTED, ORANGE, PURPLE, RED, finish_axes, nice_ceiling, swatch
 
@@ -162,10 +163,13 @@ class ContextBars:
     compute: list[Rectangle]
     hidden: list[Rectangle]
     exposed: list[Rectangle]
+    #: per row, shown where the method cannot run (a blank row read as "takes no time": lesson 11b's Ulysses row
+    #: at a cp that does not divide the heads, review v16); the text under the picture says why
+    notes: list = field(default_factory=list)
 
     @property
     def animated_artists(self) -> list:
-        return [*self.compute, *self.hidden, *self.exposed]
+        return [*self.compute, *self.hidden, *self.exposed, *self.notes]
 
     def update(self, rows: list | None, x_max: float | None = None) -> bool:
         """rows: (compute, comm, exposed) per method, in the caller's unit; None for a method that cannot run.
@@ -177,6 +181,8 @@ class ContextBars:
             return False
         top = 0.0
         for i, row in enumerate(rows):
+            if i < len(self.notes):
+                self.notes[i].set_visible(row is None)
             compute, comm, exposed = row if row is not None else (0.0, 0.0, 0.0)
             hidden = max(comm - exposed, 0.0)
             self.compute[i].set_width(compute)
@@ -192,6 +198,10 @@ class ContextBars:
         return self.ax.get_xlim() != before
 
 
+#: what a row of ContextBars says where its method cannot run (the text under the picture gives the reason)
+CANNOT_RUN = "cannot run here: the text below says why"
+
+
 def context_bars(ax, labels: list) -> ContextBars:
     """Create the empty bars, one row per label (top to bottom)."""
     y = np.arange(len(labels))[::-1]
@@ -203,7 +213,11 @@ def context_bars(ax, labels: list) -> ContextBars:
     ax.set_xlim(0.0, 1.0)
     ax.tick_params(axis="x", labelsize=8)
     ax.spines[["top", "right"]].set_visible(False)
-    return ContextBars(ax, compute, hidden, exposed)
+    at = blended_transform_factory(ax.transAxes, ax.transData)  # x: a step in from the axis, y: the row
+    notes = [
+        ax.text(0.01, row, CANNOT_RUN, transform=at, va="center", fontsize=8, color=MUTED, visible=False) for row in y
+    ]
+    return ContextBars(ax, compute, hidden, exposed, notes)
 
 
 def context_legend_html() -> str:

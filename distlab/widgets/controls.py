@@ -204,11 +204,29 @@ def _same_number(a, b) -> bool:
 GPU_COUNTS = (*range(1, 17), *range(24, 65, 8), *(n * k // 4 for n in (64, 128, 256, 512) for k in (5, 6, 7, 8)))
 
 
+def nearest_on_log_scale(value: int, offered) -> int:
+    """`value` if `offered` (positive counts) holds it, else the nearest count it holds on the log scale."""
+    if value in offered:
+        return value
+    return min(offered, key=lambda n: abs(math.log(n) - math.log(max(1, value))))
+
+
 def nearest_gpu_count(value: int) -> int:
     """`value` if GPU_COUNTS offers it, else the nearest count it offers on the log scale."""
-    if value in GPU_COUNTS:
-        return value
-    return min(GPU_COUNTS, key=lambda n: abs(math.log(n) - math.log(max(1, value))))
+    return nearest_on_log_scale(value, GPU_COUNTS)
+
+
+def log_count_slider(counts, value: int, description: str, **options) -> widgets.SelectionSlider:
+    """A slider over `counts`, spaced about evenly on a log scale, for a picture whose axis is logarithmic: each
+    arrow key or drag step moves the handle about as far along the axis (a linear IntSlider spent nearly all its
+    width on the last decade); a value it does not offer starts at the nearest count it does."""
+    return widgets.SelectionSlider(
+        options=tuple(counts),
+        value=nearest_on_log_scale(value, counts),
+        description=description,
+        continuous_update=True,
+        **options,
+    )
 
 
 def gpu_slider(value: int, description: str = "GPUs") -> widgets.SelectionSlider:

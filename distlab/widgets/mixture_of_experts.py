@@ -390,7 +390,9 @@ class PlacementApp(_ExpertModelBase):
         count = moe.ALL_TO_ALLS_PER_LAYER["none"]
         intra = count * moe.all_to_all_time(one["intra"], 0.0, ep, cluster, ep_per_node=p)
         inter = count * moe.all_to_all_time(0.0, one["inter"], ep, cluster, ep_per_node=p)
-        return dict(model=m, grid=grid, p=p, one=one, intra=intra, inter=inter, cluster=cluster, count=count)
+        return dict(
+            model=m, grid=grid, p=p, one=one, intra=intra, inter=inter, cluster=cluster, count=count, limit=limit
+        )
 
     def render(self, r: dict) -> bool:
         return self.bars.update([r["intra"], r["inter"]])
@@ -413,10 +415,16 @@ class PlacementApp(_ExpertModelBase):
             f"per all-to-all and GPU: {format_bytes(one['intra'])} over {c.intra_link.name}, "
             f"{format_bytes(one['inter'])} over {c.fabric.name} [moe.all_to_all_bytes]",
             f"x {r['count']} per layer: NVLink part {format_seconds(r['intra'])}, network part "
-            f"{format_seconds(r['inter'])} [moe.all_to_all_time]",
+            f"{format_seconds(r['inter']) if r['inter'] > 0 else 'none (the group is inside one node)'} "
+            "[moe.all_to_all_time]",
         ]
         if r["inter"] > r["intra"]:
             lines.append("the network sets the time: keep EP inside a node, or limit the nodes per token")
+        if r["limit"] is not None and r["limit"] >= grid.ep // p:  # the limit binds below the nodes the group spans
+            lines.append(
+                f"node limit {r['limit']}: the EP group spans {grid.ep // p} node(s), so no token reaches more; "
+                "the limit changes nothing here (raise EP size to spread the group over more nodes)"
+            )
         return "\n".join(lines)
 
 

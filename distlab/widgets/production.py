@@ -28,10 +28,12 @@ from .common import (
     remembered,
     remembered_estimate,
 )
+from .controls import log_count_slider
 from .framecache import FrameCachingApp
 from .prefetch import BASE_AFTER, BROWSER_LIMIT, browser_count, home_keys, neighbour_jobs, state_id, values_key
 
 __all__ = [
+    "BUCKET_COUNTS",
     "BUCKET_MODELS",
     "BUCKET_FABRICS",
     "DPS",
@@ -54,6 +56,10 @@ BUCKET_FABRICS = ["ib-ndr", "ib-hdr", "ethernet-100g"]
 DPS = [8, 16, 64, 256]
 TOKENS = [2048, 4096, 8192, 16384, 32768, 65536]
 MAX_BUCKETS = 2000
+#: The counts the bucket slider offers, about ten per decade (1-10, then 12, 15, 20, 25, 30, 40, 50, 60, 80 times
+#: each power of ten) to MAX_BUCKETS: the sweep's axis is logarithmic, so each step moves the marker about as far.
+_DECADE = (10, 12, 15, 20, 25, 30, 40, 50, 60, 80)
+BUCKET_COUNTS = tuple(c for c in (*range(1, 10), *(m * 10**e for e in range(3) for m in _DECADE)) if c <= MAX_BUCKETS)
 #: The bucket app's label width (px), one for all its controls: "tokens/GPU", the longest, whole with a margin.
 BUCKET_LABEL_PX = 90
 #: The exposed-communication axis (s): the whole decades that hold every offered configuration's curve, from 74 us
@@ -112,14 +118,8 @@ class BucketApp(FrameCachingApp, LessonApp):
         self.tokens = widgets.Dropdown(options=TOKENS, value=tokens, description="tokens/GPU", style=label)
         for dropdown in (self.model, self.link, self.tokens):
             dropdown.layout = widgets.Layout(width=f"{dropdown_width_px(dropdown)}px")
-        self.buckets = widgets.IntSlider(
-            value=buckets,
-            min=1,
-            max=MAX_BUCKETS,
-            description="buckets",
-            continuous_update=True,
-            style=label,
-            layout=widgets.Layout(width="460px"),
+        self.buckets = log_count_slider(
+            BUCKET_COUNTS, buckets, "buckets", style=label, layout=widgets.Layout(width="460px")
         )
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas(

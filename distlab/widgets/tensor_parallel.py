@@ -10,6 +10,7 @@ import ipywidgets as widgets
 
 from .. import hardware, models, tensor
 from ..errors import ConfigurationError
+from ..plots._style import glyph_key
 from ..plots.tensor_parallel import COMM_COLOUR, COMPUTE_COLOUR, comm_compute_bars
 from ..units import format_bytes, format_rate, format_seconds
 from .common import BlitRenderer, LessonApp, figure_canvas, replace_options, show_what_applies
@@ -154,9 +155,10 @@ class TensorParallelApp(FrameCachingApp, LessonApp):
         )
         legend = widgets.HTML(
             '<div style="font-size:12px"><b>one transformer layer, one microbatch, training</b> (forward + '
-            f'backward), per GPU, log time axis: <span style="color:{COMPUTE_COLOUR}">&#9632; compute</span> '
-            f'<span style="color:{COMM_COLOUR};margin-left:8px">&#9632; TP all-reduces (on the critical path)'
-            "</span></div>"
+            "backward), per GPU, log time axis:"
+            + glyph_key(COMPUTE_COLOUR, "&#9632;", "compute", 4)
+            + glyph_key(COMM_COLOUR, "&#9632;", "TP all-reduces (on the critical path)", 8)
+            + "</div>"
         )
         super().__init__([controls, legend, self.canvas, self.status])
         self._sync_tp_options()

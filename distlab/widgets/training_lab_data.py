@@ -16,7 +16,7 @@ from .. import hardware, memory_recipes, moe, training, triage, validation
 from ..errors import DistlabError
 from ..moe import step as moe_step
 from ..step_parts import MEMORY_COMPONENTS, MEMORY_LABELS, STEP_LABELS as STEP_PARTS
-from ..units import format_bytes, format_seconds
+from ..units import format_bytes, format_rate, format_seconds
 from .filling import attempt, remembered, remembered_estimate
 
 __all__ = [
@@ -257,6 +257,22 @@ def shown_state(t: dict, disabled_before: dict) -> dict:
     return t
 
 
+def no_effect_notes(s: dict, cl: hardware.Cluster, chunks: int) -> list[str]:
+    """Why a choice the controls offer changes no number here (review v16: ib-xdr on a DGX H100 left every number
+    as it was, unexplained): a fabric faster than the node's NICs runs at their rate; the interleaved schedule with
+    one chunk per stage is 1F1B."""
+    notes = []
+    nic = cl.node.nic
+    if cl.fabric is not None and cl.fabric.bandwidth > nic.bandwidth:
+        notes.append(
+            f"fabric {cl.fabric.name}: the {cl.node.name}'s own NICs ({nic.name}) send at most "
+            f"{format_rate(nic.bandwidth)} per port, so it is priced as {nic.name} [hardware.Cluster.port_bandwidth]"
+        )
+    if s["schedule"] == "interleaved" and chunks == 1:
+        notes.append("interleaved with one chunk per stage (v = 1) is 1F1B: raise chunks v to interleave")
+    return notes
+
+
 def describe(s: dict, est: training.StepEstimate, nodes: int) -> str:
     """The text under the picture at `nodes` in state `s`: configuration, step time, MFU, throughput, fit or why not."""
     c = est.config
@@ -277,12 +293,13 @@ def describe(s: dict, est: training.StepEstimate, nodes: int) -> str:
         head,
         # a layout that cannot run takes no step: its time is what it would take (the picture draws no bar)
         ("step time" if est.feasible else "step time, were it to run,")
-        + f" {format_seconds(est.step_time_s)} ({parts})",
+        + f" {format_seconds(est.step_time_s)}: {parts}",
         "the model's error band " + validation.error_band(cluster(s, nodes).accelerator.name, c["precision"]).short(),
         f"MFU {100 * est.mfu:.1f}%, {est.tokens_per_s:,.0f} tokens/s, {est.samples_per_s:.3g} samples/s; "
         f"scaling efficiency {100 * est.scaling_efficiency:.1f}%",
         f"memory per GPU {format_bytes(est.memory.total_bytes)} ({c['memory_recipe']} recipe): {est.memory.verdict()}",
         "compute " + est.compute_model.describe(),
+        *no_effect_notes(s, cluster(s, nodes), c["chunks"]),
     ]
     if est.feasible:
         return "\n".join(lines)

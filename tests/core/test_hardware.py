@@ -421,7 +421,7 @@ def test_peak_returns_the_stored_figure_or_a_clear_error(name, precision):
     [
         ("h100-sxm", "sold as 80 GB HBM3; CUDA sees 79.11 GiB"),
         ("a100-40gb", "sold as 40 GB HBM2; CUDA sees 39.5 GiB"),
-        ("h200", "141 GB HBM3e as marketed (no CUDA-visible total sourced)"),
+        ("h200", "141 GB HBM3e as marketed; no CUDA-visible total sourced"),
     ],
 )
 def test_memory_text_says_what_the_capacity_is(name, text):

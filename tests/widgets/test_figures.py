@@ -692,9 +692,40 @@ def test_no_html_legend_entry_breaks_across_lines():
             for w in _walk(app):
                 if isinstance(w, widgets.HTML):
                     assert len(box.findall(w.value)) == len(whole.findall(w.value)), (app_class.__name__, w.value)
+                    assert not glyph_entry_problems(w.value), (app_class.__name__, glyph_entry_problems(w.value))
         finally:
             if getattr(app, "fig", None) is not None:
                 plt.close(app.fig)
+
+
+#: a legend entry keyed by a text glyph rather than a swatch box: a span whose text is a symbol (an entity such as
+#: &#8942;, or a character that is not a letter, digit or punctuation of prose), a space and a label
+GLYPH_ENTRY = re.compile(r'<span style="([^"]*)">((?:&#x?[0-9a-fA-F]+;|[^\w\s<>&;,.:()\[\]"\'-])+)[ \t]+([^<]+)</span>')
+
+
+def glyph_entry_problems(html: str) -> list[str]:
+    """The glyph-keyed legend entries in `html` that a wrapped legend can break inside (no white-space:nowrap: lesson
+    8's '&#8942; backward ends' broke after its glyph, review v16) or that stick to the text before them (no space
+    before the entry: the line cannot break there, so the entry and its neighbour wrap as one)."""
+    found = []
+    for m in GLYPH_ENTRY.finditer(html):
+        before = html[: m.start()]
+        if "white-space:nowrap" not in m.group(1).replace(" ", ""):
+            found.append(f"{m.group(2)} {m.group(3)!r} can break after its glyph")
+        elif not (before[-1:].isspace() or before.endswith("<br>") or re.search(r"<div[^>]*>$", before)):
+            found.append(f"{m.group(2)} {m.group(3)!r} has no space before it to break at")
+    return found
+
+
+def test_the_glyph_entry_check_finds_a_breakable_and_a_stuck_entry():
+    from distlab.plots._style import glyph_key, swatch
+
+    breakable = '<div><span style="color:#57606a">&#8942; backward ends</span></div>'
+    stuck = swatch("#000000", "all-reduced") + '<span style="color:red;white-space:nowrap">\u2502 step ends</span>'
+    assert len(glyph_entry_problems(breakable)) == 1 and len(glyph_entry_problems(stuck)) == 1
+    assert (
+        glyph_entry_problems(swatch("#000000", "all-reduced") + glyph_key("#57606a", "&#8942;", "backward ends")) == []
+    )
 
 
 def test_every_html_legend_key_is_a_few_px_on_each_side():

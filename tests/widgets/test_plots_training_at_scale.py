@@ -54,3 +54,26 @@ def test_context_and_goodput_and_schedule_figures():
     assert fig.axes[0].get_xscale() == "log"
     fig = schedules_figure(["1f1b", "zb-v"], [9.0, 0.0], [4.0, 4.0])
     assert [p.get_height() for p in fig.axes[0].patches] == [9.0, 0.0]
+
+
+def test_no_context_row_is_left_blank():
+    # a method that cannot run (Ulysses at a cp that does not divide the heads per TP rank: Llama-3.1-70B's 64 heads
+    # over tp = 8 leave 8, and cp = 16) says so in its row; a blank row read as "takes no time" (review v16). Every
+    # row shows a bar or the note, never neither, in every cp the app offers
+    from distlab.plots.training_at_scale import CANNOT_RUN
+    from distlab.widgets.training_at_scale import ContextApp
+
+    app = ContextApp()
+    try:
+        blocked = 0
+        for cp in app.cp.options:
+            app.cp.value = cp
+            bars = app.bars
+            for i, r in enumerate(app.result.values()):
+                drawn = bars.compute[i].get_width() > 0 and bars.compute[i].get_alpha() > 0
+                noted = bars.notes[i].get_visible() and bars.notes[i].get_text() == CANNOT_RUN
+                assert drawn != noted, (cp, i, drawn, noted)
+                blocked += isinstance(r, str)
+        assert blocked  # the check saw a method that cannot run
+    finally:
+        app.close()

@@ -109,3 +109,20 @@ def test_fuzz_static_figures_draw_any_valid_data(n, scale, seed):
     fig2 = total_vs_active_figure([f"m{i}" for i in range(n)], total, total * rng.random(n).clip(0.01, 1))
     FigureCanvasAgg(fig2).draw()
     assert len(fig2.axes) == 1 and len(fig.axes) == 2
+
+
+def test_a_part_that_takes_no_time_says_so_in_its_row():
+    # an EP group of 8 inside one DGX H100 node sends nothing over the network: its row on the log time axis has no
+    # bar, and said nothing (a blank row, review v17); it now says "none", and a part that takes time says its time
+    from distlab.plots.mixture_of_experts import NO_TIME
+    from distlab.widgets.mixture_of_experts import PlacementApp
+
+    app = PlacementApp(model="deepseek-v3", ep=8)
+    try:
+        network, nvlink = app.bars.labels[1], app.bars.labels[0]
+        assert app.result["inter"] == 0 and network.get_text() == NO_TIME and network.get_visible()
+        assert nvlink.get_text() not in ("", NO_TIME)
+        app.ep.value = 64  # across nodes: the network part takes time and the note goes
+        assert app.result["inter"] > 0 and network.get_text() not in ("", NO_TIME)
+    finally:
+        app.close()

@@ -12,7 +12,9 @@ from distlab import dataparallel, hardware, production, training, triage
 from distlab.plots.production import BUCKET_TIME_SPAN, bucket_figure, exposed_decades
 from distlab.units import format_seconds
 from distlab.widgets.common import axes_state
+from distlab.widgets.controls import nearest_on_log_scale
 from distlab.widgets.production import (
+    BUCKET_COUNTS,
     BUCKET_FABRICS,
     BUCKET_MODELS,
     DPS,
@@ -55,9 +57,11 @@ def test_bucket_app_shows_the_sweep_and_the_timeline(close):
     assert app.plot.best.get_xdata()[0] == want.best_buckets
     assert f"best: {want.best_buckets} buckets" in app.status.value
     line = app.plot.done
-    app.buckets.value = want.best_buckets
-    assert app.plot.done is line and app.plot.current.get_xdata()[0] == want.best_buckets
-    assert app.result[1].exposed_s == pytest.approx(want.best_exposed_s, rel=1e-9)
+    # the slider offers about ten counts a decade (BUCKET_COUNTS, on the curve's log axis): the one nearest the best
+    nearest = nearest_on_log_scale(want.best_buckets, BUCKET_COUNTS)
+    app.buckets.value = nearest
+    assert app.plot.done is line and app.plot.current.get_xdata()[0] == nearest
+    assert app.result[1].exposed_s == pytest.approx(want.at(nearest)["exposed_s"], rel=1e-9)
     # the all-reduced curve reaches 100 % of the gradients when the last bucket's all-reduce ends, in backward passes
     assert app.plot.done.get_ydata()[-1] == pytest.approx(100)
     assert app.plot.done.get_xdata()[-1] == pytest.approx(app.result[1].end_s[-1] / want.backward_s)

@@ -139,7 +139,10 @@ function mountPicture(model, el, draw) {
   if (family) UI_FONT_FAMILY = family;
   const root = element("div", { class: "distlab-picture" },
     `font-family: var(--jp-ui-font-family, sans-serif); font-size: 13px; color: ${TEXT}; max-width: 100%`);
-  const canvas = element("canvas", { role: "img", class: "distlab-canvas" }, "display: block");
+  // at most the width of the output (a 900 px window: the lab's and the grid's pictures are wider than their output),
+  // scaled down whole, its aspect kept (height: auto follows the canvas's own width : height); a click is mapped back
+  // to the drawing's coordinates (canvasPoint)
+  const canvas = element("canvas", { role: "img", class: "distlab-canvas" }, "display: block; max-width: 100%; height: auto");
   const row = element("div", { class: "distlab-controls" }, "display: flex; align-items: center; gap: 8px; margin: 4px 0");
   const play = element("button", { type: "button", class: "distlab-play", "aria-pressed": "false" },
     "min-width: 72px; padding: 2px 8px");
@@ -174,7 +177,7 @@ function mountPicture(model, el, draw) {
       canvas.width = Math.round(w * dpr);
       canvas.height = Math.round(h * dpr);
       canvas.style.width = `${w}px`;
-      canvas.style.height = `${h}px`;
+      canvas.style.aspectRatio = `${w} / ${h}`;
     }
     const options = model.get("options") || []; // a selection picture: the slider runs over these values
     const lo = model.get("min");
@@ -251,6 +254,16 @@ function mountPicture(model, el, draw) {
     stop();
     model.off("change", paint);
     model.off("change:min change:max change:options change:frames", stop);
+  };
+}
+
+// A pointer event's point in the drawing's own coordinates (width x height, as draw() paints them), where the canvas
+// is shown scaled down to fit its output (max-width: 100%).
+function canvasPoint(canvas, event, width, height) {
+  const box = canvas.getBoundingClientRect();
+  return {
+    x: (event.clientX - box.left) * (box.width ? width / box.width : 1),
+    y: (event.clientY - box.top) * (box.height ? height / box.height : 1),
   };
 }
 

@@ -178,9 +178,8 @@ function pickOnClick(model, canvas) {
   const onClick = (event) => {
     const f = model.get("frames");
     if (!f || !f.x || model.get("disabled")) return;
-    const box = canvas.getBoundingClientRect();
     const { s, X, Y } = gridScale(f, model.get("width"), model.get("height"));
-    const px = event.clientX - box.left, py = event.clientY - box.top;
+    const { x: px, y: py } = canvasPoint(canvas, event, model.get("width"), model.get("height"));
     for (let r = 0; r < f.x.length; r++) {
       if (px >= X(f.x[r]) && px <= X(f.x[r]) + s && py >= Y(f.y[r]) && py <= Y(f.y[r]) + s) {
         model.set("value", r);
