@@ -275,7 +275,7 @@ class ImbalanceApp(_ExpertModelBase):
             imbalance=min(trace.imbalance, ep),
         )
         peak = hardware.accelerator("h100-sxm").peak("bf16")
-        return dict(model=m, trace=trace, layer=layer, peak=peak, capacity=capacity)
+        return dict(model=m, trace=trace, layer=layer, peak=peak, capacity=capacity, noise=_noise_floor(trace, m))
 
     def render(self, r: dict) -> bool:
         layer = r["layer"]
@@ -295,8 +295,8 @@ class ImbalanceApp(_ExpertModelBase):
         lines = [
             f"{m.name}: {m.experts} experts, top-{m.top_k}, on {tr.ep} GPUs ({m.experts // tr.ep} per GPU); "
             f"simulated {tr.tokens_per_gpu} tokens per GPU [moe.simulate_routing, seed {tr.seed}]",
-            f"busiest expert x{tr.expert_imbalance:.2f}, busiest GPU x{tr.imbalance:.2f} the mean "
-            f"[moe.imbalance_factor]"
+            f"busiest expert x{tr.expert_imbalance:.2f}{r['noise']}, busiest GPU x{tr.imbalance:.2f} the "
+            f"mean [moe.imbalance_factor]"
             + (
                 ""
                 if tr.capacity is None
@@ -319,6 +319,22 @@ class ImbalanceApp(_ExpertModelBase):
             f"{format_seconds(layer.all_to_all_time_s)} ({layer.link})"
         )
         return "\n".join(lines)
+
+
+#: Fewer expected copies per expert than this in the routing sample: its busiest expert's factor carries sampling noise.
+NOISY_COPIES = 30
+
+
+def _noise_floor(trace, m) -> str:
+    """Where the simulated sample gives each expert few copies (tokens x ep x top_k / experts < NOISY_COPIES), the
+    busiest expert's factor of the same sample without skew: the noise floor of the sample alone (a Poisson count of
+    mean c varies by sqrt(c); deepseek-v3 on 8 GPUs, 16 tokens each: 4 copies an expert, x2.5 at skew 0, against x1.16
+    with 1,024 tokens each). The skew's own factor is not noise (x8.0 at skew 0.5 with 16 tokens, x7.8 with 1,024)."""
+    copies = trace.tokens_per_gpu * trace.ep * m.top_k / m.experts
+    if copies >= NOISY_COPIES:
+        return ""
+    floor = moe.simulate_routing(trace.tokens_per_gpu, m.experts, m.top_k, trace.ep, hidden=m.hidden, skew=0.0)
+    return f" (x{floor.expert_imbalance:.2f} at skew 0: {copies:.0f} copies an expert in the sample, its own noise)"
 
 
 class PlacementApp(_ExpertModelBase):

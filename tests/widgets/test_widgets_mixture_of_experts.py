@@ -126,3 +126,19 @@ def test_a_part_that_takes_no_time_says_so_in_its_row():
         assert app.result["inter"] > 0 and network.get_text() not in ("", NO_TIME)
     finally:
         app.close()
+
+
+def test_imbalance_app_names_the_samples_own_noise_where_experts_get_few_copies():
+    """The app samples 2**15 router scores: deepseek-v3 (256 experts, top-8) on 8 GPUs gets 16 tokens per GPU, so
+    16 x 8 x 8 / 256 = 4 copies an expert. Without skew the busiest expert then reads x2.5 from the sample alone,
+    where 1,024 tokens per GPU read x1.16 (moe.simulate_routing, seed 0): the app says so beside the factor. Mixtral
+    (8 experts, top-2) gets 512 tokens per GPU, 1,024 copies an expert, and no note."""
+    app = ImbalanceApp(model="deepseek-v3", ep=8, skew=0.5)
+    floor = moe.simulate_routing(16, 256, 8, 8, hidden=7168, skew=0.0).expert_imbalance
+    big = moe.simulate_routing(1024, 256, 8, 8, hidden=7168, skew=0.0).expert_imbalance
+    assert floor > 2.0 > 1.2 > big  # the 16-token sample's factor without skew is its own noise
+    assert f"x{floor:.2f} at skew 0: 4 copies an expert" in app.status.value
+    skewed = moe.simulate_routing(1024, 256, 8, 8, hidden=7168, skew=0.5).expert_imbalance
+    assert abs(app.result["trace"].expert_imbalance - skewed) / skewed < 0.1  # the skew's factor is not noise
+    mixtral = ImbalanceApp(model="mixtral-8x7b", ep=8, skew=0.5)
+    assert "at skew 0" not in mixtral.status.value
