@@ -96,6 +96,12 @@ def _run_arguments(parser) -> None:
         help="the notebooks are trusted: the Python audit hook only, no operating-system sandbox "
         "(named so in the report)",
     )
+    parser.add_argument(
+        "--rlimits-only",
+        action="store_true",
+        help="a grader that is not root: grade in bubblewrap with each kernel process's rlimits but no cgroup "
+        "(the memory of all of a kernel's processes together is then not capped; refused without this flag)",
+    )
 
 
 def _output_arguments(parser) -> None:
@@ -214,7 +220,7 @@ def run(args) -> int:
         sandbox=args.sandbox,
         **_class_options(args),
     )
-    _say_uncapped(args.sandbox)
+    _say_uncapped(args.sandbox, args.rlimits_only)
     if args.one_notebook or args.answers_out or args.answers_from:
         return _one_submission(args, options)
     if args.out:
@@ -243,12 +249,33 @@ def run(args) -> int:
     return 0
 
 
-def _say_uncapped(sandbox: str) -> None:
-    """A root grader's note, on stderr, where no kernel memory cgroup can be made (cgroups.memory_hierarchy: a cgroup
-    v2-only host): then only each process's rlimits bound a kernel, not all of its processes together."""
+#: what a bubblewrap kernel has no bound on where no kernel cgroup can be made (a grader that is not root)
+UNCAPPED = (
+    "the memory of all of a kernel's processes together (each process's address space is limited, not their sum: "
+    "256 processes of 8 GiB each), the inode count of its /tmp (kernel memory), its IPC namespace's limits, its "
+    "disk bandwidth, and what Linux counts per user (epoll watches, pipe pages), which it shares with you"
+)
+
+
+def _say_uncapped(sandbox: str, rlimits_only: bool = False) -> None:
+    """Where no kernel cgroup can be made, say what is not capped (stderr). A grader that is not root is refused
+    unless --rlimits-only accepts it (red team round 18 01: graded by an ordinary user, a notebook's 3 processes
+    held 2.9 GB under a 2 GiB memory limit and nothing said so); a root grader with no writable cgroup v1 memory
+    hierarchy (cgroups.memory_hierarchy: a cgroup v2-only host) is told."""
+    from ..errors import ConfigurationError
     from ..grading import cgroups
 
-    if sandbox in ("auto", "bwrap") and os.geteuid() == 0 and cgroups.memory_hierarchy() is None:
+    if sandbox not in ("auto", "bwrap"):
+        return
+    if os.geteuid() != 0:
+        if not rlimits_only:
+            raise ConfigurationError(
+                "distlab grade is not running as root, so it can make no cgroup for the kernel: bubblewrap's "
+                f"boundary holds, but nothing caps {UNCAPPED} (instructor/grading-threat-model.md). Grade a class "
+                "as root on a course server, or pass --rlimits-only to grade with these uncapped"
+            )
+        print(f"distlab grade: note: --rlimits-only: not capped: {UNCAPPED}", file=sys.stderr)
+    elif cgroups.memory_hierarchy() is None:
         print(
             "distlab grade: note: no writable cgroup v1 memory hierarchy here (a cgroup v2-only host?): each kernel "
             "process is limited by its rlimits, but the memory and processes of all of a kernel's processes together "

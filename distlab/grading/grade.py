@@ -54,7 +54,9 @@ Untrusted notebooks are graded only inside an operating-system sandbox:
   over those unix sockets, jupyter's "ipc" transport); a new session; it dies with the grader; an
   environment from an allow-list (never the grader's: no ``DISTLAB_VARIANT_SECRET``). A grader
   running as root starts the kernel as a fresh unprivileged user id of its own (so the process limit
-  holds, and every capability is gone); a grader that is not root runs it as itself.
+  holds, and every capability is gone); a grader that is not root runs it as itself, with no cgroup
+  (``distlab grade`` refuses that unless ``--rlimits-only`` is given: the memory of all of the kernel's
+  processes together is then not capped; this function does not refuse).
 * ``sandbox="container"`` (``--container``): the caller says it already runs in a throw-away
   container (Gradescope); no bubblewrap, everything else below.
 * ``sandbox="trusted"`` (``--trusted``; ``"audit"`` is its old name): the audit hook only, for
