@@ -425,7 +425,7 @@ class PlacementApp(_ExpertModelBase):
         group = grid.group_of(0, "ep")
         shown = ", ".join(map(str, group[:8])) + (", ..." if len(group) > 8 else "")
         lines = [
-            f"EP group of rank 0: [{shown}] (neighbours {grid.strides['ep']} ranks apart: expert TP {grid.tp} "
+            f"EP group of rank 0: [{shown}] (neighbours {grid.strides['ep']} rank{'' if grid.strides['ep'] == 1 else 's'} apart: expert TP {grid.tp} "
             f"comes first) [mesh.expert_layout]; {p} member{'' if p == 1 else 's'} per node of {c.gpus_per_node}, "
             f"{grid.ep // p} node(s)",
             f"per all-to-all and GPU: {format_bytes(one['intra'])} over {c.intra_link.name}, "

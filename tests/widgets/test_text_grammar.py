@@ -1,0 +1,60 @@
+"""A count of one is written in the singular: "neighbours 1 rank apart", never "1 ranks" (lesson 10's placement app
+printed "neighbours 1 ranks apart"; review v17). Every lesson app's text, as built and after one step of each
+control that offers another value, has no "1" followed by a plural count noun."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import ipywidgets as widgets
+import pytest
+
+from distlab.widgets.controls import neighbour_values
+from lesson_apps import lesson_apps as _apps
+from lesson_apps import walk as _walk
+
+#: The count nouns the apps print, in the plural
+NOUNS = (
+    "ranks|GPUs|nodes|layers|members|experts|tokens|copies|microbatches|micro-batches|stages|chunks|steps|buckets|"
+    "sequences|failures|groups|hops|cells|sends|messages|replicas|shards|checkpoints"
+)
+#: "1" as a whole number (not 11, 0.1, 2^1, x1) and one space or no-break space, then a plural count noun
+ONE_PLURAL = re.compile(r"(?<![\d.,^x×])1(?:\s|&nbsp;)(?:" + NOUNS + r")\b")
+
+
+def shown_text(app) -> str:
+    return "\n".join(w.value for w in _walk(app) if isinstance(w, widgets.HTML))
+
+
+def test_the_pattern_finds_the_defect_and_nothing_else():
+    assert ONE_PLURAL.findall("neighbours 1 ranks apart; 1&nbsp;GPUs")
+    assert not ONE_PLURAL.findall("11 ranks, 0.1 GPUs, 1 rank, x1 stages, 2.1 nodes, 1 node(s), 21 layers")
+
+
+@pytest.mark.parametrize("app_class", _apps(), ids=lambda a: f"{a.__module__.rsplit('.', 1)[1]}.{a.__name__}")
+def test_no_app_writes_one_with_a_plural(app_class):
+    app = app_class()
+    try:
+        found = ONE_PLURAL.findall(shown_text(app))
+        for w in _walk(app):
+            if isinstance(w, widgets.ValueWidget) and not getattr(w, "disabled", False) and neighbour_values(w):
+                w.value = neighbour_values(w)[0]  # one step, as an arrow key makes it
+                found += ONE_PLURAL.findall(shown_text(app))
+        assert not found, f"{app_class.__name__}: {found}"
+    finally:
+        app.close()
+
+
+def test_no_lesson_writes_one_with_a_plural():
+    """The same over every lesson's prose and committed outputs (lesson 1 printed "1 GPUs, plain DP")."""
+    found = []
+    for path in sorted((Path(__file__).parents[2] / "notebooks").glob("*.ipynb")):
+        for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+            texts = ["".join(cell["source"])] if cell["cell_type"] == "markdown" else []
+            for out in cell.get("outputs", []):
+                text = out.get("text") or out.get("data", {}).get("text/plain") or ""
+                texts.append("".join(text) if isinstance(text, list) else text)
+            found += [(path.name, i, m.group()) for t in texts for m in ONE_PLURAL.finditer(t)]
+    assert not found
