@@ -48,10 +48,17 @@ def test_no_app_writes_one_with_a_plural(app_class):
 
 
 def test_no_lesson_writes_one_with_a_plural():
-    """The same over every lesson's prose and committed outputs (lesson 1 printed "1 GPUs, plain DP")."""
+    """The same over every lesson's prose, committed outputs and saved widget texts (lesson 1 printed "1 GPUs, plain
+    DP")."""
     found = []
     for path in sorted((Path(__file__).parents[2] / "notebooks").glob("*.ipynb")):
-        for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+        notebook = json.loads(path.read_text())
+        saved = notebook["metadata"].get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+        for model in saved.get("state", {}).values():  # the apps' texts as a student sees them before running
+            value = model.get("state", {}).get("value")
+            if isinstance(value, str):
+                found += [(path.name, "widget state", m.group()) for m in ONE_PLURAL.finditer(value)]
+        for i, cell in enumerate(notebook["cells"]):
             texts = ["".join(cell["source"])] if cell["cell_type"] == "markdown" else []
             for out in cell.get("outputs", []):
                 text = out.get("text") or out.get("data", {}).get("text/plain") or ""
