@@ -1951,3 +1951,64 @@ def test_the_kernels_late_answer_for_a_state_the_student_has_left_is_never_shown
         texts = page.evaluate("window.__texts")
         assert b_text not in texts, texts
         assert _squash(summary.text_content() or "") == start
+
+
+#: JupyterLab's page at a narrow window: its output area is about 700 px wide (review v17 row 14, at 900 px)
+NARROW_WINDOW_PX = 900
+
+
+def test_every_lesson_apps_controls_stay_inside_a_narrow_output(jupyterlab):
+    """At a 900 px window every lesson app's controls stay inside the output area: a row of controls wider than the
+    output wraps (controls.fit_labels) instead of running past its right edge, where JupyterLab cuts it (the
+    training lab's 'compute' dropdown read "calibra…"). Each app is built in its own cell of one notebook; every
+    control's box must end within the output's."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
+    import nbformat
+
+    from distlab.lessons import LESSONS
+
+    base, token = jupyterlab
+    apps = list(dict.fromkeys(dotted for lesson in LESSONS.values() for dotted in lesson.apps))  # each app once
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("from {0} import {1}\n{1}()".format(*dotted.rsplit(".", 1))) for dotted in apps
+    ]
+    _upload_notebook(base, token, "narrow.ipynb", nb)
+    ARTIFACTS.mkdir(exist_ok=True)
+    with _chromium(sync_api) as browser:
+        page = browser.new_page(viewport={"width": NARROW_WINDOW_PX, "height": 1000})
+        page.set_default_timeout(30_000)
+        try:
+            _open_and_run_all(page, f"{base}/lab/tree/narrow.ipynb?token={token}")
+            page.wait_for_function(  # every cell has run (its prompt numbered) and shows its app
+                """n => {
+                  const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];
+                  return prompts.length === n && prompts.every(p => /\\[\\d+\\]/.test(p.textContent))
+                    && document.querySelectorAll('.jp-CodeCell .jp-OutputArea-output > .widget-vbox').length === n;
+                }""",
+                arg=len(apps),
+                timeout=240_000,
+            )
+            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
+            over = page.evaluate(
+                """() => {
+                  const out = [];
+                  for (const area of document.querySelectorAll('.jp-OutputArea-output')) {
+                    const right = area.getBoundingClientRect().right;
+                    const sel = '.widget-dropdown, .widget-toggle-buttons, .widget-slider, .widget-checkbox, '
+                      + '.widget-text, .widget-button, .widget-select';
+                    for (const c of area.querySelectorAll(sel)) {
+                      const r = c.getBoundingClientRect();
+                      if (r.width > 0 && r.right > right + 1) {
+                        const label = c.querySelector('.widget-label');
+                        out.push([(label && label.textContent) || c.className, Math.round(r.right - right)]);
+                      }
+                    }
+                  }
+                  return out;
+                }"""
+            )
+            assert over == [], f"controls past the output's right edge at {NARROW_WINDOW_PX} px (label, px): {over}"
+        finally:
+            page.screenshot(path=str(ARTIFACTS / "narrow-window.png"), full_page=False)
+            browser.close()

@@ -77,10 +77,14 @@ def fit_labels(widget) -> None:
     """Give every control under `widget` whose description is longer than SHORT_LABEL characters a label as wide
     as its text (ipywidgets cuts longer ones: "max bubb…", "interle…"), every toggle button room for its
     widest option's text (ipywidgets cuts it too: "plain …", "pipeline s…"), and every dropdown room for its
-    widest option ("ethernet-1…", "megatron-dist…": issue 31)."""
+    widest option ("ethernet-1…", "megatron-dist…": issue 31); and every row of widgets (an HBox) a wrap, so that in a
+    narrow output (a 900 px window) its last controls move to a line of their own instead of running past the edge
+    and being cut ("calibra…": review v17)."""
     for child in [widget, *getattr(widget, "children", ())]:
         if child is not widget:
             fit_labels(child)
+        if isinstance(child, widgets.HBox) and not child.layout.flex_flow:
+            child.layout.flex_flow = "row wrap"
         description = getattr(child, "description", "")
         style: Any = getattr(child, "style", None)
         if (
