@@ -334,17 +334,20 @@ def goodput_figure(curves: dict, title: str = "", width: float = 6.4) -> Figure:
 
 def schedules_figure(names: list, span_idle: list, peak_in_flight: list, title: str = "", width: float = 7.6) -> Figure:
     """Two bar charts: each schedule's worst idle inside a stage's span (in t_F) and its peak microbatches
-    in flight (activation memory, in one stage's microbatch activations)."""
+    in flight (activation memory, in one stage's microbatch activations), each bar labelled with its value (a
+    zero bar, ZB-V's idle, would otherwise be no bar at all)."""
     fig = Figure(figsize=(width, 2.6), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2)
     x = np.arange(len(names))
-    ax1.bar(x, span_idle, color=RED)
+    idle = ax1.bar(x, span_idle, color=RED)
     ax1.set_ylabel("idle inside a span (t_F)", fontsize=9)
-    ax2.bar(x, peak_in_flight, color=PURPLE)
+    peak = ax2.bar(x, peak_in_flight, color=PURPLE)
     ax2.set_ylabel("peak in flight (microbatches)", fontsize=9)
-    for ax in (ax1, ax2):
+    for ax, bars in ((ax1, idle), (ax2, peak)):
         ax.set_xticks(x, names, fontsize=8, rotation=20)
         ax.spines[["top", "right"]].set_visible(False)
+        ax.bar_label(bars, fmt="%g", fontsize=7, padding=1)  # a zero bar is invisible: its "0" says it is there
+        ax.margins(y=0.15)
     if title:
         fig.suptitle(title, fontsize=10)
     return fig

@@ -221,6 +221,38 @@ def legend_over_bars(fig, renderer) -> list[str]:
     return found
 
 
+def unlabelled_empty_bars(fig, renderer) -> list[str]:
+    """A bar chart's category with no visible bar and no text over it (lesson 11's schedules figure drew ZB-V's zero
+    idle as nothing at all, review v17: a student reads a missing bar as a missing value). For each axes' bar
+    containers (ax.containers; vertical bars), a category x whose bars all have zero height must have a text (a bar
+    label, an annotation) within its width. Categorical charts only (a tick label that is a name, not a number, at
+    the bar): an empty bin of a histogram or a per-GPU count is read off its axis."""
+    from matplotlib.container import BarContainer
+
+    found = []
+    for ax in fig.axes:
+        names = {
+            round(tick.get_position()[0], 9)
+            for tick in ax.get_xticklabels()
+            if re.search(r"[A-Za-z]", tick.get_text()) and not re.fullmatch(r"[\d.,\s]*[kMGT]?[B]?", tick.get_text())
+        }
+        columns: dict = {}
+        for container in ax.containers:
+            if isinstance(container, BarContainer) and getattr(container, "orientation", "vertical") == "vertical":
+                for patch in container.patches:
+                    key = round(patch.get_x() + patch.get_width() / 2, 9)
+                    if key in names:
+                        columns.setdefault(key, []).append(patch)
+        texts = [t.get_window_extent(renderer) for t in ax.texts if t.get_visible() and t.get_text().strip()]
+        for patches in columns.values():
+            if any(p.get_visible() and p.get_height() != 0 for p in patches):
+                continue
+            bar = patches[0].get_window_extent(renderer)
+            if not any(box.x1 >= bar.x0 - 1 and box.x0 <= bar.x1 + 1 for box in texts):
+                found.append(f"an empty bar at x = {patches[0].get_x() + patches[0].get_width() / 2:g} has no label")
+    return found
+
+
 def _segment_meets_box(p, q, box) -> bool:
     """Whether the segment p-q (display coordinates) passes through the box (clipped parametrically)."""
     (x0, y0), (x1, y1) = p, q
@@ -445,7 +477,7 @@ def problems(fig) -> list[str]:
     for t, box in zip(texts, boxes):
         if box.x0 < frame.x0 - 1 or box.x1 > frame.x1 + 1 or box.y0 < frame.y0 - 1 or box.y1 > frame.y1 + 1:
             found.append(f"text {t.get_text()!r} leaves the figure")
-    found += legend_over_bars(fig, renderer)
+    found += legend_over_bars(fig, renderer) + unlabelled_empty_bars(fig, renderer)
     found += dashed_lines_over_texts(fig, renderer)
     legend_boxes = [lg.get_window_extent(renderer) for lg in _legends(fig) if lg.get_visible()]
     for i, (a, box_a) in enumerate(zip(texts, boxes)):
@@ -738,3 +770,20 @@ def test_every_html_legend_key_is_a_few_px_on_each_side():
         assert len(sizes) == 2 and min(sizes) >= MIN_HANDLE_PX, (shape, look)
     for shape in _style._SWATCH_SIZE:
         assert re.search(r"(width|height):[\d.]+px", _style.swatch("#000000", "x", shape))
+
+
+def test_the_empty_bar_check_finds_a_category_drawn_as_nothing():
+    """Lesson 11's schedules figure before review v17: ZB-V's zero idle was no bar and no label."""
+    from matplotlib.figure import Figure
+
+    from distlab.plots.training_at_scale import schedules_figure
+
+    fig = Figure()
+    ax = fig.add_subplot()
+    ax.bar([0, 1, 2], [3.0, 0.0, 1.0])
+    ax.set_xticks([0, 1, 2], ["1f1b", "zb-v", "zb-h1"])
+    fig.draw_without_rendering()
+    assert unlabelled_empty_bars(fig, fig._get_renderer()) == ["an empty bar at x = 1 has no label"]
+    fixed = schedules_figure(["1f1b", "zb-v", "zb-h1"], [3.0, 0.0, 1.0], [4.0, 4.0, 4.0])
+    fixed.draw_without_rendering()
+    assert unlabelled_empty_bars(fixed, fixed._get_renderer()) == []
