@@ -190,8 +190,9 @@ def _next_fixes(c: dict, every: bool) -> list[tuple[str, str, dict | None]]:
     return out
 
 
-def _try_fix(model, cluster, config, kind, words, change, before, base):
-    """Apply one fix to `config` (keywords), re-run estimate; a TriageStep (skipped when invalid)."""
+def _try_fix(model, cluster, config, kind, words, change, before, base, price=estimate):
+    """Apply one fix to `config` (keywords), re-run estimate (`price`: estimate or a caller's remembered copy of
+    it); a TriageStep (skipped when invalid)."""
     if change is None:
         return None, TriageStep(
             kind,
@@ -209,7 +210,7 @@ def _try_fix(model, cluster, config, kind, words, change, before, base):
         )
     new = {**config, **change}
     try:
-        est = estimate(model, cluster, **new)
+        est = price(model, cluster, **new)
     except ConfigurationError as exc:
         return None, TriageStep(
             kind,
@@ -248,10 +249,11 @@ def _try_fix(model, cluster, config, kind, words, change, before, base):
 MAX_LADDER_RUNGS = 64
 
 
-def _single_fixes(model, cluster, config: dict, base) -> list[TriageStep]:
-    """Each fix of TRIAGE_ORDER applied alone to `config` (whose estimate is `base`), priced by estimate()."""
+def _single_fixes(model, cluster, config: dict, base, price=estimate) -> list[TriageStep]:
+    """Each fix of TRIAGE_ORDER applied alone to `config` (whose estimate is `base`), priced by `price`
+    (estimate())."""
     return [
-        _try_fix(model, cluster, config, kind, words, change, base, base)[1]
+        _try_fix(model, cluster, config, kind, words, change, base, base, price)[1]
         for kind, words, change in _next_fixes(base.config, every=True)
     ]
 
@@ -306,13 +308,15 @@ def oom_triage(model, cluster, **config) -> OOMTriage:
     return OOMTriage(base, tuple(fixes), tuple(ladder))
 
 
-def explain_infeasible(model, cluster, **config) -> list[dict]:
+def explain_infeasible(model, cluster, *, price=estimate, **config) -> list[dict]:
     """Single-change fixes for a configuration that does not fit (oom_triage's fixes), as dicts.
 
     Each: change (words), config (the changed keywords), memory_per_gpu_bytes, saves_bytes
     (memory per GPU saved against the given configuration), fits, feasible, step_time_s; the
     ones that fit first (fastest first), then the rest by memory per GPU (smallest first).
     Invalid variants are left out. Empty when the configuration already fits. Lesson 7 §2.
+    `price` prices the configuration and each variant: estimate, or a caller's remembered copy of it (the training
+    lab passes widgets.filling.remembered_estimate, so the variants it priced already are not priced again).
 
     Llama 2 7B, pure data parallelism on one DGX H100 node, 4K tokens and no recomputation: ZeRO-3 and ZeRO-2
     fit on their own (ZeRO-2 is priced 4 ms faster here: both hide their traffic behind compute, but ZeRO-3 moves
@@ -332,13 +336,13 @@ def explain_infeasible(model, cluster, **config) -> list[dict]:
     ['ZeRO-2', 'ZeRO-1', 'ZeRO-3', 'tp=2', 'pp=2']
     """
     estimate_config(config)
-    base = estimate(model, cluster, **config)
+    base = price(model, cluster, **config)
     if base.fits:
         return []
     # the single fixes only (oom_triage's `fixes`): the ladder, which climbs them one on another, is not needed here
     base_keys = set(config)
     fixes = []
-    for f in _single_fixes(model, cluster, dict(config), base):
+    for f in _single_fixes(model, cluster, dict(config), base, price):
         if f.skipped:
             continue
         change = {k: v for k, v in f.config.items() if k not in base_keys or config[k] != v}

@@ -103,10 +103,12 @@ def remembered(maxsize: int):
     return decorate
 
 
-@remembered(256)
+@remembered(2048)
 def remembered_estimate(model, cluster, **config):
     """training.estimate remembered per configuration, one table shared by every app that prices steps (the
-    training lab, the production-step app): a configuration any of them priced is not priced again."""
+    training lab, the production-step app): a configuration any of them priced is not priced again. 2,048 estimates
+    (about 8 kB each): the default lab's neighbourhood fill prices 1,068 configurations (the triage variants of
+    those that do not fit among them), which a table of 256 lost before the next fill or the next visit."""
     from .. import training
 
     return training.estimate(model, cluster, **config)

@@ -102,8 +102,10 @@ CONTROLS = (
 )
 
 #: The lab's fixes for a configuration that does not fit, remembered per configuration (widgets.common.remembered;
-#: its estimates go through common.remembered_estimate): a configuration visited again is not priced again.
-_explain_infeasible = remembered(64)(triage.explain_infeasible)
+#: its estimates, the variants' too, go through common.remembered_estimate): a configuration visited again is not
+#: priced again. 1,024 lists of a few small dicts (about 0.6 kB pickled): the default lab's neighbourhood fill (52
+#: states one change away, every node count) explains 186 configurations, which a table of 64 lost before the next.
+_explain_infeasible = remembered(1024)(triage.explain_infeasible)
 
 
 def valid_batches(s: dict, nodes: int) -> list:
@@ -305,7 +307,7 @@ def describe(s: dict, est: training.StepEstimate, nodes: int) -> str:
         return "\n".join(lines)
     lines.append("NOT FEASIBLE: " + est.explain())
     if not est.fits:
-        fixes = _explain_infeasible(s["model"], cluster(s, nodes), **config(s, nodes))
+        fixes = _explain_infeasible(s["model"], cluster(s, nodes), price=remembered_estimate, **config(s, nodes))
         good = [f for f in fixes if f["fits"]][:3]
         if good:
             lines.append(
