@@ -280,13 +280,15 @@ class CheckpointPlan:
         )
 
 
-def rate_text(rate: float) -> str:
-    """A failure rate in the notation lesson 11's slider reads it (d3-format's '.2e', as JavaScript writes an
-    exponent): 1.97e-5, 2.00e-5, not Python's 2e-05 beside a slider that reads 2.00e-5.
+def rate_text(rate) -> str:
+    """A failure rate (per GPU-hour, >= 0 and finite) in the notation lesson 11b's slider reads it (d3-format's
+    '.2e', as JavaScript writes an exponent): 1.97e-5, 2.00e-5, not Python's 2e-05 beside a slider that reads
+    2.00e-5. Lesson 11b §2.
 
     >>> rate_text(1.97e-5), rate_text(2e-5), rate_text(250.0)
     ('1.97e-5', '2.00e-5', '2.50e+2')
     """
+    rate = non_negative(rate, "", "rate")
     digits, exponent = f"{rate:.2e}".split("e")
     return f"{digits}e{int(exponent):+d}"
 

@@ -557,7 +557,7 @@ def test_browser_pictures_answer_a_key_press_with_distlabs_numbers(jupyterlab):
         "llama3.1-70b", "dgx-h100", nodes=64, fabric="ib-ndr", global_batch=256, seq_len=8192, tp=4, pp=2, zero=2,
         recompute="selective", sequence_parallel=True, memory_recipe="deepspeed",
     )  # fmt: skip
-    assert f"step time {format_seconds(at_64.step_time_s)} (" in expected[("lab", 64)]
+    assert f"step time {format_seconds(at_64.step_time_s)}: " in expected[("lab", 64)]
     with _chromium(sync_api) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 1000}, device_scale_factor=2)
         page.set_default_timeout(30_000)
