@@ -8,21 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from distlab import cli, export, hardware, training
+from cli_exported import exported
 
 LESSON7 = ["--model", "llama3.1-70b", "--gpus", "256", "--global-batch", "256", "--seq", "8192"]
-
-
-def _exported(monkeypatch, argv):
-    """Run the CLI, keeping every estimate handed to export.export (the one written is the last)."""
-    seen = []
-    real = export.export
-
-    def keep(est, fmt, gpus_per_node=8):
-        seen.append(est)
-        return real(est, fmt, gpus_per_node)
-
-    monkeypatch.setattr(export, "export", keep)
-    return cli.main(argv), seen
 
 
 def _recheck_megatron(text, model, nodes, global_batch, seq):
@@ -147,7 +135,7 @@ def test_export_best_never_writes_a_layout_its_engines_recipe_refuses(
     argv = ["export", "--format", fmt, "--best", "--model", model, "--gpus", str(8 * nodes)]
     argv += ["--global-batch", str(global_batch), "--seq", str(seq), *recipe]
     with monkeypatch.context() as m:
-        code, seen = _exported(m, argv)
+        code, seen = exported(m, argv)
     out, err = capsys.readouterr()
     if code != 0:  # nothing fits, or nothing the engine can express: our error, naming the engine's recipes
         assert code == 2 and "Traceback" not in err and f"{fmt}'s memory recipes" in err

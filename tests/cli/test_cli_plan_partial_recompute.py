@@ -6,22 +6,11 @@ from __future__ import annotations
 import json
 
 from distlab import cli, export, planner
+from cli_exported import exported
 
 SMALL = ["--model", "llama2-7b", "--gpus", "8", "--global-batch", "64", "--seq", "4096"]
 #: a case whose fastest Megatron-expressible configuration recomputes only some layers (7 of 80, pp 1)
 TIGHT = ["--model", "llama3.1-70b", "--gpus", "32", "--global-batch", "32", "--seq", "32768"]
-
-
-def _exported(monkeypatch, argv):
-    seen = []
-    real = export.export
-
-    def keep(est, fmt, gpus_per_node=8):
-        seen.append(est)
-        return real(est, fmt, gpus_per_node)
-
-    monkeypatch.setattr(export, "export", keep)
-    return cli.main(argv), seen
 
 
 def test_plan_json_rows_are_the_librarys(capsys):
@@ -40,19 +29,19 @@ def test_plan_table_shows_full_n_only_when_asked(capsys):
 
 
 def test_export_best_writes_megatrons_block_method(capsys, monkeypatch):
-    code, seen = _exported(monkeypatch, ["export", "--format", "megatron", "--best", "--partial-recompute", *TIGHT])
+    code, seen = exported(monkeypatch, ["export", "--format", "megatron", "--best", "--partial-recompute", *TIGHT])
     text = capsys.readouterr().out
     assert code == 0 and "--recompute-method block" in text and "--recompute-num-layers 7" in text
     est = seen[-1]
     assert est.config["recompute"] == "full" and est.config["recompute_layers"] == 7 and est.feasible
     assert export.parse_megatron(text)["recompute_layers"] == 7
-    code, seen = _exported(monkeypatch, ["export", "--format", "megatron", "--best", *TIGHT])
+    code, seen = exported(monkeypatch, ["export", "--format", "megatron", "--best", *TIGHT])
     assert code == 0 and "recompute_layers" not in seen[-1].config
     assert est.step_time_s <= seen[-1].step_time_s  # the search can only add faster fitting rows
 
 
 def test_export_best_to_torchtitan_translates_or_skips(capsys, monkeypatch):
-    code, seen = _exported(monkeypatch, ["export", "--format", "torchtitan", "--best", "--partial-recompute", *TIGHT])
+    code, seen = exported(monkeypatch, ["export", "--format", "torchtitan", "--best", "--partial-recompute", *TIGHT])
     assert code == 0 and "[activation_checkpoint]" in capsys.readouterr().out
     assert seen and all(est.feasible for est in seen)
 

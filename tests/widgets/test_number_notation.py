@@ -13,6 +13,7 @@ import pytest
 from distlab.failures import rate_text
 from distlab.widgets.controls import neighbour_values
 from lesson_apps import lesson_apps as _apps
+from lesson_apps import shown_texts
 from lesson_apps import walk as _walk
 
 #: Python's exponent: 2e-05, 1.97e-05, 1e+09
@@ -20,7 +21,7 @@ PADDED_EXPONENT = re.compile(r"\d[eE][-+]0\d")
 
 
 def shown_text(app) -> str:
-    return "\n".join(w.value for w in _walk(app) if isinstance(w, widgets.HTML))
+    return "\n".join(shown_texts(app))
 
 
 @pytest.mark.parametrize("app_class", _apps(), ids=lambda a: f"{a.__module__.rsplit('.', 1)[1]}.{a.__name__}")

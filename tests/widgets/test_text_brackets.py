@@ -6,13 +6,11 @@ nest no round brackets."""
 
 from __future__ import annotations
 
-import re
 
-import ipywidgets as widgets
 import pytest
 
 from lesson_apps import lesson_apps as _apps
-from lesson_apps import walk as _walk
+from lesson_apps import shown_texts
 
 
 def nested(text: str) -> list[str]:
@@ -26,18 +24,6 @@ def nested(text: str) -> list[str]:
                 found.append(line[max(0, i - 50) : i + 50])
             depth = max(depth, 0)
     return found
-
-
-def shown_texts(app) -> list[str]:
-    """The app's HTML panels (tags removed) and its browser picture's texts and frame labels."""
-    texts = []
-    for w in _walk(app):
-        if isinstance(w, widgets.HTML):
-            texts.append(re.sub(r"<[^>]+>", "", w.value))
-        if hasattr(w, "frames"):
-            texts += [str(t) for t in getattr(w, "summaries", [])]
-            texts += [str(v) for k, v in (w.frames or {}).items() if "label" in k and isinstance(v, str)]
-    return texts
 
 
 @pytest.mark.parametrize("app_class", _apps(), ids=lambda a: f"{a.__module__.rsplit('.', 1)[1]}.{a.__name__}")

@@ -13,6 +13,7 @@ import pytest
 
 from distlab.widgets.controls import neighbour_values
 from lesson_apps import lesson_apps as _apps
+from lesson_apps import shown_texts
 from lesson_apps import walk as _walk
 
 #: The count nouns the apps print, in the plural
@@ -25,7 +26,7 @@ ONE_PLURAL = re.compile(r"(?<![\d.,^x×])1(?:\s|&nbsp;)(?:" + NOUNS + r")\b")
 
 
 def shown_text(app) -> str:
-    return "\n".join(w.value for w in _walk(app) if isinstance(w, widgets.HTML))
+    return "\n".join(shown_texts(app))
 
 
 def test_the_pattern_finds_the_defect_and_nothing_else():
