@@ -162,14 +162,8 @@ def activation_memory(
     name, chunks, peaks = _peaks(in_flight, pp, hold_for_w)
     p = len(peaks)
     per_stage_layers = split_layers(model.layers, p, split)
-    if chunks > 1:
-        uneven = [n for n in per_stage_layers if n % chunks]
-        if uneven:
-            raise ConfigurationError(
-                f"chunks={chunks} does not divide the layers per stage {list(per_stage_layers)} "
-                f"({model.name}: {model.layers} layers over {p} stages); each stage's layers must split "
-                f"into {chunks} equal chunks"
-            )
+    if chunks > 1 and any(n % chunks for n in per_stage_layers):
+        raise ConfigurationError(_uneven_chunks(name, chunks, per_stage_layers, model, split is None))
     per_layer = memory.activation_bytes_per_layer(
         model, micro_batch_size, seq_len, tp, sequence_parallel, recompute, precision
     )
@@ -187,3 +181,25 @@ def activation_memory(
         hold_for_w=bool(hold_for_w),
     )
     return StageActivations(name, float(per_layer), per_stage_layers, peaks, per_stage, config)
+
+
+def _uneven_chunks(name, chunks: int, per_stage_layers, model, even_split: bool) -> str:
+    """Why `chunks` model chunks do not fit these stages, naming what the caller can change: the chunks only where
+    the schedule lets them be chosen (interleaved); zb-v and the DualPipes place 2 chunks on every stage themselves,
+    so a student whose chunks control is greyed out is told the stage counts that work instead (review v18)."""
+    p, layers = len(per_stage_layers), model.layers
+    if name is not None and name != "interleaved":
+        head = (
+            f"{name} places {chunks} model chunks on every stage (the schedule fixes it), so each stage's layers "
+            f"must split into {chunks} equal chunks: {model.name}'s {layers} layers over {p} stages give "
+            f"{list(per_stage_layers)}"
+        )
+    else:
+        head = (
+            f"chunks={chunks} does not divide the layers per stage {list(per_stage_layers)} "
+            f"({model.name}: {layers} layers over {p} stages); each stage's layers must split into {chunks} equal chunks"
+        )
+    if not even_split:
+        return head
+    fitting = [q for q in range(1, layers + 1) if layers % q == 0 and (layers // q) % chunks == 0]
+    return head + f"; stage counts that split so: {', '.join(map(str, fitting)) or 'none'}"

@@ -53,6 +53,23 @@ def nice_ceiling(value: float) -> float:
     return 10 * power
 
 
+def decade_labels(ax, which: str, text) -> None:
+    """Label the whole decades of a log axis of `ax` ('x' or 'y') in plain units, text(value) ('1 ms', '100 GB'),
+    not matplotlib's 10^k: a student reads "100 GB" at once and 10^11 bytes only after counting (review v18; lesson
+    8's bucket figure already wrote '100 µs ... 1 s'). Call it once the limits are set; minor ticks stay unlabelled."""
+    from matplotlib.ticker import FixedFormatter, FixedLocator, NullFormatter
+
+    low, high = sorted(ax.get_xlim() if which == "x" else ax.get_ylim())
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    ticks = [10.0**k for k in range(first, last + 1) if low * (1 - 1e-9) <= 10.0**k <= high * (1 + 1e-9)]
+    if len(ticks) < 2:  # less than a decade shown: 1, 2, 5 of each decade
+        ticks = [m * 10.0**k for k in range(first, last + 1) for m in (1, 2, 5) if low <= m * 10.0**k <= high]
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_major_formatter(FixedFormatter([text(v) for v in ticks]))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def finish_axes(ax, title: str = "") -> None:
     """The house finish of a static chart: a frameless small legend, no top or right spine, the title (wrapped at
     the figure's edges: lesson 11b's one-layer context figure cut its 87-character title off at both sides)."""

@@ -21,7 +21,7 @@ from matplotlib.path import Path
 
 from ..errors import ConfigurationError
 from ..units import format_bytes, format_seconds
-from ._style import BLUE, GREEN, PURPLE, RED
+from ._style import BLUE, GREEN, PURPLE, RED, decade_labels
 
 __all__ = [
     "GPU_COLOURS",
@@ -394,11 +394,13 @@ def cost_vs_size_figure(sizes, curves: dict, crossovers: dict | None = None, tit
                 color=colour,
                 bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=1),
             )
-    ax.set_xlabel("message size M (bytes)")
-    ax.set_ylabel("time (s)")
+    ax.set_xlabel("message size M")
+    ax.set_ylabel("time")
     if title:
         ax.set_title(title, fontsize=10)
     ax.set_ylim(bottom=max(ax.get_ylim()[0], 1e-6))
+    decade_labels(ax, "x", format_bytes)  # 1 kB ... 100 GB, not 10^3 ... 10^11 (review v18)
+    decade_labels(ax, "y", format_seconds)
     ax.legend(fontsize=7, loc="upper left", frameon=False)
     ax.grid(True, which="major", alpha=0.3)
     return fig

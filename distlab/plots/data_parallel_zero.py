@@ -19,7 +19,7 @@ from matplotlib.ticker import FixedLocator, NullLocator
 
 from ..units import format_bytes, format_seconds
 from ._ticks import DrawnTicks, drawn_ticks
-from ._style import BLUE, CAPACITY_COLOUR, GREEN, GREY, ORANGE, RED, nice_ceiling, swatch
+from ._style import BLUE, CAPACITY_COLOUR, GREEN, GREY, ORANGE, RED, decade_labels, nice_ceiling, swatch
 
 __all__ = [
     "STAGES",
@@ -186,6 +186,8 @@ def zero_memory_figure(
             dot.set_data([n], [value / 1e9])
         else:
             dot.set_visible(False)
+    ax.set_ylabel("model states per GPU")
+    decade_labels(ax, "y", lambda gb: format_bytes(gb * 1e9))  # 10 MB ... 1 TB, not 10^-2 ... 10^3 GB (review v18)
     if title:
         ax.set_title(title, fontsize=10)
     return fig

@@ -35,6 +35,7 @@ from ._style import (
     ORANGE,
     PURPLE,
     RED,
+    decade_labels,
     finish_axes,
     glyph_key,
     nice_ceiling,
@@ -403,7 +404,8 @@ def ring_attention_figure(steps_by_label: dict, title: str = "") -> Figure:
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("sequence length (tokens)")
-    ax.set_ylabel("time per ring step (ms)")
+    ax.set_ylabel("time per ring step")
+    decade_labels(ax, "y", lambda ms: format_seconds(ms / 1e3))  # 10 µs ... 10 ms, not 10^-2 ... 10^1 ms (review v18)
     finish_axes(ax, title)
     # under the axes: the NVLink crossover's dotted line runs up the left edge, through a legend inside (review v16)
     ax.legend(fontsize=8, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)

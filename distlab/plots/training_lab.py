@@ -16,7 +16,8 @@ from ._bars import (  # lesson 7's names for the shared step-time bars
     step_bars,
     step_legend_html as legend_html,
 )
-from ._style import BLUE, RED
+from ..units import format_bytes, format_seconds
+from ._style import BLUE, RED, decade_labels
 
 __all__ = ["COLOURS", "PARTS", "StepBars", "legend_html", "plan_scatter", "step_bars", "step_time_figure"]
 
@@ -59,8 +60,10 @@ def plan_scatter(plan, title: str = "") -> Figure:
         )
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("memory per GPU (GB = 10⁹ bytes)")
-    ax.set_ylabel("step time (s)")
+    ax.set_xlabel("memory per GPU")
+    ax.set_ylabel("step time")
+    decade_labels(ax, "x", lambda gb: format_bytes(gb * 1e9))  # '100 GB', not 10^2 (review v18)
+    decade_labels(ax, "y", format_seconds)
     legend = ax.legend(fontsize=8, frameon=False)
     for handle in legend.legend_handles:  # thousands of small points; their keys at a size a student sees (7 px)
         if isinstance(handle, PathCollection) and max(handle.get_sizes(), default=0) < LEGEND_POINT_SIZE:

@@ -9,6 +9,9 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..units import format_seconds
+from ._style import decade_labels
+
 #: Point colour per role.
 ROLE_COLOURS = {"calibration": "#4c72b0", "validation": "#dd8452", "reference": "#8c8c8c"}
 #: The error bands drawn around y = x (fractions): issue 14's goals are 5 % mean and 15 % max.
@@ -68,8 +71,10 @@ def predicted_vs_measured_figure(rows, title: str = "Step time: predicted vs pub
     ax.set_xlim(low, high)
     ax.set_ylim(low, high)
     ax.set_aspect("equal")
-    ax.set_xlabel("measured step time (s)")
-    ax.set_ylabel("predicted step time (s)")
+    ax.set_xlabel("measured step time")
+    ax.set_ylabel("predicted step time")
+    decade_labels(ax, "x", format_seconds)  # '10 s', not 10^1 (review v18)
+    decade_labels(ax, "y", format_seconds)
     ax.set_title(title)
     ax.legend(loc="upper left", fontsize="small")
     ax.grid(True, which="both", alpha=0.2)

@@ -54,7 +54,7 @@ const EDGE_PX = 0.5;
 // received chunk's thick outline and an arrow over "GPU 6" and "GPU 1", lesson 6's grid its group outlines over "100"),
 // whichever was drawn first. A solid line is hidden where a white patch (fillRect) drawn after it and before the text
 // covers the text's box, as a label on a backing patch does.
-function recorder(texts, dashed = [], solid = [], patches = []) {
+function recorder(texts, dashed = [], solid = [], patches = [], fills = []) {
   const identity = [1, 0, 0, 1, 0, 0];
   const state = { m: identity.slice(), textAlign: "start", textBaseline: "alphabetic", font: "10px sans-serif",
     dash: [] };
@@ -122,9 +122,13 @@ function recorder(texts, dashed = [], solid = [], patches = []) {
   };
   ctx.fillRect = (x, y, w, h) => {
     patches.push({ corners: [apply(x, y), apply(x + w, y), apply(x + w, y + h), apply(x, y + h)], order: texts.length,
-      strokes: solid.length, colour: String(ctx.fillStyle) });
+      strokes: solid.length, fills: fills.length, colour: String(ctx.fillStyle) });
   };
-  for (const name of ["clearRect", "closePath", "fill", "rect", "arc"]) ctx[name] = () => {};
+  // a filled path (an arrow's head): its corners, so that a white patch drawn over it later is seen (review v18)
+  ctx.fill = () => {
+    if (path.length) fills.push({ corners: path.flat(), colour: String(ctx.fillStyle) });
+  };
+  for (const name of ["clearRect", "closePath", "rect", "arc"]) ctx[name] = () => {};
   return ctx;
 }
 
@@ -171,8 +175,8 @@ for (const s of input.states) {
   const traits = { frames: s.frames, times: dataView(s.times), codes: dataView(s.codes) };
   const model = { get: (name) => traits[name] };
   for (const i of s.positions) {
-    const texts = [], dashed = [], solid = [], patches = [];
-    draw(recorder(texts, dashed, solid, patches), s.width, s.height, model, i);
+    const texts = [], dashed = [], solid = [], patches = [], fills = [];
+    draw(recorder(texts, dashed, solid, patches, fills), s.width, s.height, model, i);
     framesDrawn += 1;
     if (input.record) drawn.push(texts.map((t) => t.call));
     textsDrawn += texts.length;
@@ -219,6 +223,21 @@ for (const s of input.states) {
           break;
         }
       }
+    });
+    // a filled shape (an arrow's head) mostly under a white patch drawn after it (a label's backing): the label hid
+    // the head of lesson 2's ring arrow from GPU 7 to GPU 8 at N = 10 (review v18)
+    fills.forEach(({ corners, colour }, k) => {
+      if (/^(#fff(fff)?|white)$/i.test(colour)) return;
+      const [fx0, fy0, fx1, fy1] = bounds(corners);
+      const area = Math.max((fx1 - fx0) * (fy1 - fy0), 1);
+      const hidden = patches.some((p) => {
+        if (p.fills <= k || !/^(#fff(fff)?|white)$/i.test(p.colour)) return false;
+        const [px0, py0, px1, py1] = bounds(p.corners);
+        const w = Math.min(fx1, px1) - Math.max(fx0, px0), h = Math.min(fy1, py1) - Math.max(fy0, py0);
+        return w > 0 && h > 0 && (w * h) / area > 0.5;
+      });
+      if (hidden) problems.push(`${where}: a filled shape (an arrow's head?) at (${fx0.toFixed(0)}, ${fy0.toFixed(0)}) is ` +
+        "hidden under a white patch drawn after it");
     });
     for (let a = 0; a < texts.length; a++) {
       for (let b = a + 1; b < texts.length; b++) {

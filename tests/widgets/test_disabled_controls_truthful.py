@@ -108,3 +108,63 @@ def test_the_check_finds_a_ticked_greyed_box_the_model_ignored():
             self.result = Result()
 
     assert untruthful(App()) == ["sequence_parallel shows True (disabled), the model used False"]
+
+
+def names_a_disabled_control(app) -> list[str]:
+    """'name' for each disabled control the app's error names as a setting ('name=value'): a student cannot act on
+    an error that asks for another value of a greyed-out control (review v18: the bubble grid told a student at
+    DualPipe-V, 10 stages, that "chunks=2 does not divide the layers per stage" while chunks v was disabled)."""
+    error = getattr(app, "error", None) or ""
+    return [name for name, control in _sliders_and_named(app).items() if control.disabled and f"{name}=" in error]
+
+
+def _sliders_and_named(app) -> dict:
+    """The selection controls and checkboxes, and the sliders (chunks v is an IntSlider)."""
+    slider_kinds = (widgets.IntSlider, widgets.FloatSlider, widgets.FloatLogSlider)
+    sliders = {name: w for name, w in vars(app).items() if isinstance(w, slider_kinds) and not name.startswith("_")}
+    return {**_named_controls(app), **sliders}
+
+
+@pytest.mark.parametrize("app_class", _apps(), ids=lambda a: f"{a.__module__.rsplit('.', 1)[1]}.{a.__name__}")
+def test_an_error_never_asks_for_a_disabled_control(app_class):
+    """Every selection control moved through its values, and every slider to its ends, one at a time: an error the
+    app then shows names no disabled control as the setting to change."""
+    app = app_class()
+    try:
+        found = []
+        for name, control in list(_sliders_and_named(app).items()):
+            if control.disabled:
+                continue
+            default = control.value
+            ends = [control.min, control.max] if hasattr(control, "min") else _options(control)
+            for value in ends:
+                control.value = value
+                found += [f"{name} = {value!r}: error names disabled {d}" for d in names_a_disabled_control(app)]
+            control.value = default
+        assert not found, f"{app_class.__name__}: " + "; ".join(dict.fromkeys(found))
+    finally:
+        app.close()
+
+
+@pytest.mark.parametrize("kind", ["zb-v", "dualpipe", "dualpipe-v"])
+def test_a_two_chunk_schedule_that_cannot_split_the_stages_says_which_stage_counts_can(kind):
+    from distlab.widgets.pipeline import BubbleGridApp
+
+    app = BubbleGridApp(kind=kind, stages=4, microbatches=32)
+    try:
+        app.stages.value = 10  # Llama-2-7B's 32 layers: [4, 4, 3, ...] do not split into the schedule's 2 chunks
+        assert app.chunks.disabled and app.error is not None
+        assert names_a_disabled_control(app) == []
+        assert f"{kind} places 2 model chunks on every stage" in app.error
+        assert "stage counts that split so: 1, 2, 4, 8, 16" in app.error
+    finally:
+        app.close()
+
+
+def test_the_check_finds_an_error_that_asks_for_a_greyed_slider():
+    class App:
+        def __init__(self):
+            self.chunks = widgets.IntSlider(value=2, min=1, max=4, disabled=True)
+            self.error = "chunks=2 does not divide the layers per stage [4, 3]"
+
+    assert names_a_disabled_control(App()) == ["chunks"]

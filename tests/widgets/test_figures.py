@@ -202,6 +202,27 @@ def unitless_axes(fig) -> list[str]:
     return found
 
 
+#: an axis label naming a unit of bytes or time in parentheses: "(bytes)", "(s)", "(ms)", "(GB = 10⁹ bytes)"
+UNIT_IN_LABEL = re.compile(r"\((?:bytes|B|[kMGTP]i?B|s|ms|µs|us|ns)(?:\)| =)")
+#: matplotlib's log tick label: $\mathdefault{10^{-3}}$
+POWER_OF_TEN = re.compile(r"10\^\{")
+
+
+def powers_of_units(fig) -> list[str]:
+    """A log axis of bytes or seconds labelled 10^3 ... 10^11 where '1 kB' ... '100 GB' would do (lesson 2's cost
+    against message size read 'message size M (bytes)' under 10^3 ... 10^11 and 'time (s)' beside 10^-6 ... 10^0,
+    while lesson 8's bucket figure wrote '100 µs', '1 ms', '1 s'; review v18)."""
+    fig.draw_without_rendering()  # the tick labels exist once drawn
+    found = []
+    for ax in fig.axes:
+        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+            label = axis.label.get_text()
+            texts = [t.get_text() for t in axis.get_ticklabels() if t.get_visible()]
+            if axis.get_scale() == "log" and UNIT_IN_LABEL.search(label) and any(POWER_OF_TEN.search(t) for t in texts):
+                found.append(f"{name} axis {label!r}: powers of ten {texts[:2]} where units would do")
+    return found
+
+
 def legend_over_bars(fig, renderer) -> list[str]:
     """A legend drawn over a bar of its own axes (lesson 11b's context figure put 'attention compute' and 'exposed
     communication' on top of the ring bars, review v14). Bars only: a line's box is its whole extent, so a legend
@@ -787,3 +808,22 @@ def test_the_empty_bar_check_finds_a_category_drawn_as_nothing():
     fixed = schedules_figure(["1f1b", "zb-v", "zb-h1"], [3.0, 0.0, 1.0], [4.0, 4.0, 4.0])
     fixed.draw_without_rendering()
     assert unlabelled_empty_bars(fixed, fixed._get_renderer()) == []
+
+
+def test_the_unit_check_finds_powers_of_ten_of_bytes_and_passes_plain_units():
+    from matplotlib.figure import Figure
+
+    from distlab.plots._style import decade_labels
+    from distlab.units import format_bytes, format_seconds
+
+    fig = Figure()
+    ax = fig.add_subplot()
+    ax.loglog([1e3, 1e11], [1e-6, 1.0])
+    ax.set_xlabel("message size M (bytes)")
+    ax.set_ylabel("time (s)")
+    assert [p.split(":")[0] for p in powers_of_units(fig)] == ["x axis 'message size M (bytes)'", "y axis 'time (s)'"]
+    decade_labels(ax, "x", format_bytes)
+    decade_labels(ax, "y", format_seconds)
+    fig.draw_without_rendering()
+    assert powers_of_units(fig) == []
+    assert [t.get_text() for t in ax.xaxis.get_ticklabels()][:2] == ["1 kB", "10 kB"]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from matplotlib.figure import Figure
-from test_figures import problems, unitless_axes
+from test_figures import powers_of_units, problems, unitless_axes
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -75,7 +75,11 @@ def lesson_figures(path: Path) -> list[tuple[int, Figure]]:
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
 def test_every_lesson_figure_reads_right(path):
-    found = [f"cell {number}: {p}" for number, fig in lesson_figures(path) for p in problems(fig) + unitless_axes(fig)]
+    found = [
+        f"cell {number}: {p}"
+        for number, fig in lesson_figures(path)
+        for p in problems(fig) + unitless_axes(fig) + powers_of_units(fig)
+    ]
     assert not found, f"{path.name}: " + "; ".join(found)
 
 

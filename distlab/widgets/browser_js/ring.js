@@ -29,6 +29,23 @@ function drawRing(ctx, w, h, model, t) {
   const width = size * Math.min(1, chunks / 3);
   const colW = width / chunks, rowH = size / contributors;
 
+  // the labels' boxes (drawn last, on white patches): an arrow stops short of them, or a label under a panel hid the
+  // head of the arrow arriving there from below (GPU 7 -> GPU 8 at N = 10, review v18)
+  // A side panel's label goes beside it, outward (as the static figure's): under it, it sat in the gap to the panel
+  // below, where the arrow between them runs.
+  ctx.font = uiFont(11);
+  const labels = [], labelBoxes = [];
+  for (let g = 0; g < n; g++) {
+    const [cx, cy] = centres[g];
+    const label = g === f.server ? `GPU ${g} (server)` : `GPU ${g}`, tw = ctx.measureText(label).width;
+    const norm = Math.hypot(cx, cy), side = g !== f.server && norm > 0 && Math.abs(cx / norm) >= 0.35;
+    const lx = side ? (cx > 0 ? X(cx + width / 2) + 6 + tw / 2 : X(cx - width / 2) - 6 - tw / 2) : X(cx);
+    const ly = side ? Y(cy) - 7 : Y(cy - size / 2) + 4;
+    labels.push([label, lx, ly]);
+    labelBoxes.push([lx - tw / 2 - 2, ly - 1, lx + tw / 2 + 2, ly + 13]);
+  }
+  const inLabel = (x, y) => labelBoxes.some(([x0, y0, x1, y1]) => x > x0 - 2 && x < x1 + 2 && y > y0 - 2 && y < y1 + 2);
+
   // arrows first (under the panels): idle grey, busy (a message in the step just done) black with a head
   const busy = new Set(f.busy[t]);
   f.pairs.forEach(([s, r], i) => {
@@ -39,15 +56,26 @@ function drawRing(ctx, w, h, model, t) {
     const ox = -uy * off, oy = ux * off;
     const pad = size * 0.62;
     const ax = x0 + ux * pad + ox, ay = y0 + uy * pad + oy, bx = x1 - ux * pad + ox, by = y1 - uy * pad + oy;
+    // in pixels, each end moved along the arrow out of the labels' boxes (the head's 9 px too), while 12 px are left
+    let [sx, sy, ex, ey] = [X(ax), Y(ay), X(bx), Y(by)];
+    const px = (ex - sx) / (Math.hypot(ex - sx, ey - sy) || 1), py = (ey - sy) / (Math.hypot(ex - sx, ey - sy) || 1);
+    while ((inLabel(ex, ey) || inLabel(ex - 9 * px, ey - 9 * py)) && Math.hypot(ex - sx, ey - sy) > 12) {
+      ex -= px;
+      ey -= py;
+    }
+    while (inLabel(sx, sy) && Math.hypot(ex - sx, ey - sy) > 12) {
+      sx += px;
+      sy += py;
+    }
     const on = busy.has(i);
     ctx.strokeStyle = ctx.fillStyle = on ? ARROW_BUSY : ARROW_IDLE;
     ctx.lineWidth = on ? 2 : 1;
     ctx.beginPath();
-    ctx.moveTo(X(ax), Y(ay));
-    ctx.lineTo(X(bx), Y(by));
+    ctx.moveTo(sx, sy);
+    ctx.lineTo(ex, ey);
     ctx.stroke();
     if (on) {
-      const hx = X(bx), hy = Y(by), angle = Math.atan2(-(by - ay), bx - ax);
+      const hx = ex, hy = ey, angle = Math.atan2(ey - sy, ex - sx);
       ctx.beginPath();
       ctx.moveTo(hx, hy);
       ctx.lineTo(hx - 9 * Math.cos(angle - 0.4), hy - 9 * Math.sin(angle - 0.4));
@@ -79,15 +107,13 @@ function drawRing(ctx, w, h, model, t) {
   // the labels last, each on a white patch a few pixels under its panel: drawn with the panels, a received chunk's
   // thick outline and the arrows leaving a panel downwards ran over "GPU 6" and "GPU 1" at N = 8
   ctx.textBaseline = "top";
-  for (let g = 0; g < n; g++) {
-    const [cx, cy] = centres[g];
-    const label = g === f.server ? `GPU ${g} (server)` : `GPU ${g}`, tw = ctx.measureText(label).width;
-    const lx = X(cx), ly = Y(cy - size / 2) + 4;
+  labels.forEach(([label, lx, ly], g) => {
+    const [x0, y0, x1, y1] = labelBoxes[g];
     ctx.fillStyle = "#ffffff";
-    ctx.fillRect(lx - tw / 2 - 2, ly - 1, tw + 4, 14);
+    ctx.fillRect(x0, y0, x1 - x0, y1 - y0);
     ctx.fillStyle = TEXT;
     ctx.fillText(label, lx, ly);
-  }
+  });
 }
 
 export default {
