@@ -186,7 +186,7 @@ q4 = NumericQuestion(
     params=dict(gpu_gb=48),
     variants=dict(gpu_gb=(16, 24, 40, 48, 80, 141)),
     prompt="Estimate: what is the largest model (in billions of parameters) whose model states fit one {gpu_gb:g} "
-    "GB GPU?",
+    "GB GPU (take it as {gpu_gb:g} x 10⁹ bytes, all usable)?",
     expected=_q4,
     explain=_explain_q4,
     hint_text="divide the capacity by the bytes each parameter needs",
@@ -220,8 +220,8 @@ q6 = NumericQuestion(
     name="q6",
     params=dict(billions=70, gpu_gb=80, headroom_gb=10),
     variants=dict(billions=(30, 70, 175)),
-    prompt="Design: a {billions:g}B model under ZeRO-3 on {gpu_gb:g} GB GPUs. Activations need {headroom_gb:g} GB "
-    "per GPU. What is the fewest GPUs that leaves room for them?",
+    prompt="Design: a {billions:g}B model under ZeRO-3 on {gpu_gb:g} GB GPUs (take each as {gpu_gb:g} x 10⁹ bytes, "
+    "all usable). Activations need {headroom_gb:g} GB per GPU. What is the fewest GPUs that leaves room for them?",
     expected=_q6,
     explain=_explain_q6,
     hint_text="ZeRO-3 divides all model states by the number of GPUs; what is left for them is the capacity minus "
