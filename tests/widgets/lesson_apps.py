@@ -40,3 +40,15 @@ def shown_texts(app) -> list[str]:
             texts += [str(t) for t in getattr(w, "summaries", [])]
             texts += [str(v) for k, v in (w.frames or {}).items() if "label" in k and isinstance(v, str)]
     return texts
+
+
+def texts_through_steps(app, kinds=(widgets.ValueWidget,)):
+    """The app's shown text (shown_texts, joined) as built, then after one step of each enabled control of `kinds`
+    that offers another value (its first neighbour, as an arrow key makes it; controls.neighbour_values)."""
+    from distlab.widgets.controls import neighbour_values
+
+    yield "\n".join(shown_texts(app))
+    for w in walk(app):
+        if isinstance(w, kinds) and not getattr(w, "disabled", False) and neighbour_values(w):
+            w.value = neighbour_values(w)[0]
+            yield "\n".join(shown_texts(app))

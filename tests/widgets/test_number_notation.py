@@ -11,28 +11,19 @@ import ipywidgets as widgets
 import pytest
 
 from distlab.failures import rate_text
-from distlab.widgets.controls import neighbour_values
 from lesson_apps import lesson_apps as _apps
-from lesson_apps import shown_texts
-from lesson_apps import walk as _walk
+from lesson_apps import texts_through_steps
 
 #: Python's exponent: 2e-05, 1.97e-05, 1e+09
 PADDED_EXPONENT = re.compile(r"\d[eE][-+]0\d")
-
-
-def shown_text(app) -> str:
-    return "\n".join(shown_texts(app))
 
 
 @pytest.mark.parametrize("app_class", _apps(), ids=lambda a: f"{a.__module__.rsplit('.', 1)[1]}.{a.__name__}")
 def test_no_app_writes_an_exponent_with_a_leading_zero(app_class):
     app = app_class()
     try:
-        found = PADDED_EXPONENT.findall(shown_text(app))
-        for w in _walk(app):
-            if isinstance(w, (widgets.FloatLogSlider, widgets.FloatSlider)) and neighbour_values(w):
-                w.value = neighbour_values(w)[0]  # one step, as an arrow key makes it
-                found += PADDED_EXPONENT.findall(shown_text(app))
+        kinds = (widgets.FloatLogSlider, widgets.FloatSlider)
+        found = [hit for text in texts_through_steps(app, kinds) for hit in PADDED_EXPONENT.findall(text)]
         assert not found, f"{app_class.__name__}: {found}"
     finally:
         app.close()

@@ -8,13 +8,10 @@ import json
 import re
 from pathlib import Path
 
-import ipywidgets as widgets
 import pytest
 
-from distlab.widgets.controls import neighbour_values
 from lesson_apps import lesson_apps as _apps
-from lesson_apps import shown_texts
-from lesson_apps import walk as _walk
+from lesson_apps import texts_through_steps
 
 #: The count nouns the apps print, in the plural
 NOUNS = (
@@ -23,10 +20,6 @@ NOUNS = (
 )
 #: "1" as a whole number (not 11, 0.1, 2^1, x1) and one space or no-break space, then a plural count noun
 ONE_PLURAL = re.compile(r"(?<![\d.,^x×])1(?:\s|&nbsp;)(?:" + NOUNS + r")\b")
-
-
-def shown_text(app) -> str:
-    return "\n".join(shown_texts(app))
 
 
 def test_the_pattern_finds_the_defect_and_nothing_else():
@@ -38,11 +31,7 @@ def test_the_pattern_finds_the_defect_and_nothing_else():
 def test_no_app_writes_one_with_a_plural(app_class):
     app = app_class()
     try:
-        found = ONE_PLURAL.findall(shown_text(app))
-        for w in _walk(app):
-            if isinstance(w, widgets.ValueWidget) and not getattr(w, "disabled", False) and neighbour_values(w):
-                w.value = neighbour_values(w)[0]  # one step, as an arrow key makes it
-                found += ONE_PLURAL.findall(shown_text(app))
+        found = [hit for text in texts_through_steps(app) for hit in ONE_PLURAL.findall(text)]
         assert not found, f"{app_class.__name__}: {found}"
     finally:
         app.close()
