@@ -97,7 +97,11 @@ def test_a_failing_rank_is_reported_with_its_message_and_the_others_are_ended(tm
     message = str(info.value)
     assert "all-reduce worker rank 1 exited with code 1:" in message
     assert "ValueError: rank 1 says no" in message and "Traceback" not in message
-    pids = [json.loads((work / f"pid{rank}").read_text())[0] for rank in range(3)]
+    # a sleeping rank that had not yet noted its pid when rank 1 failed was ended before it could (seen in a
+    # clean-clone run on 2 loaded cores): there is no process of it to find, so only the pids noted are checked
+    noted = [work / f"pid{rank}" for rank in range(3) if (work / f"pid{rank}").exists()]
+    assert work / "pid1" in noted  # the failing rank ran
+    pids = [json.loads(path.read_text())[0] for path in noted]
     deadline = time.monotonic() + 10
     while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
