@@ -150,6 +150,16 @@ def mixed_layers_array(recomputed_each, kept_each, layers, recomputed):
     return finite_result("stage total", recomputed * each[0] + (layers - recomputed) * each[1])
 
 
+def chunk_layers(layers: int, pp, chunks):
+    """The layers of one model chunk, the most N can be: ceil(L / (pp x v)), the step model's equal chunks (NumPy
+    broadcast over pp and chunks; whole numbers >= 1 are the caller's to check).
+
+    >>> chunk_layers(80, np.array([1, 4, 4]), np.array([1, 1, 5])).tolist()
+    [80, 20, 4]
+    """
+    return np.ceil(layers / (np.asarray(pp) * np.asarray(chunks))).astype(np.int64)
+
+
 def model_recomputed_layers(layers: int, pp: int, chunks: int, recompute_layers) -> int:
     """Layers of the whole model fully recomputed, for the step's FLOP count (HFU): every stage's chunks each
     recompute min(N, chunk layers), pp x chunks x min(N, ceil(L / (pp chunks))), at most L (equal chunks; uneven
@@ -161,8 +171,7 @@ def model_recomputed_layers(layers: int, pp: int, chunks: int, recompute_layers)
     layers = whole_number(layers, "layers", 1, MAX_LAYERS)
     pp, chunks = whole_number(pp, "pp", 1, MAX_LAYERS), whole_number(chunks, "chunks", 1, MAX_LAYERS)
     n = whole_number(recompute_layers, "recompute_layers", 0, layers)
-    per_chunk = -(-layers // (pp * chunks))
-    return min(layers, pp * chunks * min(n, per_chunk))
+    return min(layers, pp * chunks * min(n, int(chunk_layers(layers, pp, chunks))))
 
 
 def torchtitan_checkpointed_layers(rank_layers: int, frequency: int) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._arguments import broadcasting
+from .partial_recompute import chunk_layers
 from .step import step_config, step_model_array
 from .step.footprint import activations_term
 
@@ -22,15 +23,6 @@ __all__ = ["NOT_PARTIAL", "chunk_layers", "fewest_recomputed_layers"]
 
 #: recompute_layers of a row that is not partial (recompute not 'full', or every layer of it recomputed): None
 NOT_PARTIAL = -1
-
-
-def chunk_layers(layers: int, pp, chunks):
-    """The layers of a model chunk (the most N can be): ceil(L / (pp x v)), the step model's equal chunks.
-
-    >>> chunk_layers(80, np.array([1, 4, 4]), np.array([1, 1, 5])).tolist()
-    [80, 20, 4]
-    """
-    return np.ceil(layers / (np.asarray(pp) * np.asarray(chunks))).astype(np.int64)
 
 
 def fewest_recomputed_layers(model, keywords: dict, out: dict, usable: float) -> tuple[dict, np.ndarray]:
