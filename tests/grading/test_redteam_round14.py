@@ -19,7 +19,9 @@ from test_redteam_default_round2 import needs_bwrap, run_bwrap
 def test_a_reply_too_large_to_decode_is_said_dropped_not_a_loop(tmp_path: Path):
     problems: list[str] = []
     cells = ["answer_x = 1", "raise RuntimeError('x' * 3_000_000)", "answer_x = 2"]
-    answers = run_bwrap(cells, tmp_path, problems, timeout=60, cell_timeout=8)
+    # cell_timeout 30: a 3 MB traceback takes the loaded 2-core CI machine more than 8 s to format and send (it was
+    # reported as a time-out once); the check is what the grader says of the dropped reply, not how fast it comes
+    answers = run_bwrap(cells, tmp_path, problems, timeout=90, cell_timeout=30)
     assert answers == {"answer_x": 2}, (answers, problems)  # the cells after it still ran and counted
     said = [p for p in problems if p.startswith("code cell 2 ")]
     assert len(said) == 1, problems
