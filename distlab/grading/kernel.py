@@ -39,6 +39,7 @@ from .cgroups import kernel_cgroup_name
 from .relay import Relay
 from .answers import MAX_ANSWER_CHARS, parse_answers
 from .messages import (  # the bounded decoding of the kernel's messages: still importable from here
+    DROPPED_REPLY_STATUS,
     KEPT_MESSAGES,
     MAX_CONTAINERS,
     MAX_MESSAGE_BYTES,
@@ -462,14 +463,6 @@ def _run_student_cell(kernel: _Kernel, number: int, source: str, problems: _Prob
             f"cell's result; the cell counts as unfinished after its time limit "
             f"({min(kernel.cell_timeout, kernel.timeout):g} s)",
         )
-    elif kernel.timed_out(cell) and kernel.replies_dropped() > replies:
-        # its reply arrived but was too large to decode (an exception message of 64 kB to 8 MB): not a loop either
-        problems.cell(
-            "dropped",
-            f"code cell {number} (`{first_line(source)}`) ended with a reply larger than the grader reads "
-            f"({MAX_PART_BYTES // 2**10} kB: an exception message or traceback that long), which was dropped; the cell "
-            f"counts as unfinished after its time limit ({min(kernel.cell_timeout, kernel.timeout):g} s)",
-        )
     elif kernel.timed_out(cell):
         problems.cell(
             "time",
@@ -480,6 +473,14 @@ def _run_student_cell(kernel: _Kernel, number: int, source: str, problems: _Prob
         problems.cell(
             "raised",
             f"code cell {number} (`{first_line(source)}`) raised {err.get('ename')}: {str(err.get('evalue'))[:300]}",
+        )
+    elif kernel.reply is not None and kernel.reply[0] == DROPPED_REPLY_STATUS and kernel.replies_dropped() > replies:
+        # its reply came but was too large to decode (an exception message of 64 kB to 8 MB): the cell ended
+        problems.cell(
+            "dropped",
+            f"code cell {number} (`{first_line(source)}`) ended with a reply larger than the grader reads "
+            f"({MAX_PART_BYTES // 2**10} kB: an exception message or traceback that long), which was dropped; "
+            "whether the cell ran cleanly is unknown",
         )
     elif kernel.reply is None or kernel.reply[0] != "ok":
         problems.cell("raised", _unsent_error(number, source, kernel.reply))

@@ -109,6 +109,11 @@ def _bounded(raw: bytes, limit: int = MAX_PART_BYTES) -> bool:
     return counts.containers <= MAX_CONTAINERS and counts.values <= MAX_VALUES
 
 
+#: the status an execute_reply too large to decode arrives with (grading_session): not "ok", not "error", so nbclient
+#: neither raises nor counts it; kernel._run_student_cell says the reply was dropped
+DROPPED_REPLY_STATUS = "distlab-dropped"
+
+
 def grading_session():
     """A jupyter_client Session that decodes only what the grader reads, within bounds (KEPT_MESSAGES,
     MAX_CONTAINERS, MAX_VALUES, MAX_PART_BYTES; a stream's text up to MAX_STREAM_BYTES): the grader's memory per message
@@ -129,9 +134,11 @@ def grading_session():
         }
 
     class GradingSession(Session):
-        #: how many execute_replies were dropped as too large to decode (a cell then waits for its time limit):
-        #: kernel._run_student_cell says so, not "an infinite loop?" (red team round 14 04). A list of this class (one
-        #: class per grading_session call): the client's copy of the session counts into the manager's
+        #: how many execute_replies were too large to decode: each arrives with its header and parent header (read
+        #: within bounds) and content {"status": DROPPED_REPLY_STATUS} alone, so its cell ends when the kernel says it
+        #: did, not at its time limit (red team round 14 04: a 3 MB exception message was reported as "an infinite
+        #: loop?"). A list of this class (one class per grading_session call): the client's copy of the session
+        #: counts into the manager's
         replies_dropped = [0]
 
         def deserialize(self, msg_list, content=True, copy=True):
@@ -145,6 +152,8 @@ def grading_session():
                 if not content or kind not in KEPT_MESSAGES or not _bounded(body, limit):
                     if content and kind == "execute_reply":
                         self.replies_dropped[0] += 1
+                        message["content"] = {"status": DROPPED_REPLY_STATUS}  # the cell ended: no wait for its limit
+                        return message
                     return dropped() if content else message
                 decoded = self.unpack(body)
             except (ValueError, TypeError, KeyError, RecursionError):
