@@ -25,8 +25,8 @@ PER_LAYER_13B = memory.activation_bytes_per_layer(models.model("llama2-13b"), 1,
 HAND = [
     # GPipe p = 8, m = 12: (p-1)/(m+p-1) = 7/19 = 36.8 % (the lesson works p = 4: 3/15 = 20 %)
     (lesson.q1, 100 * 7 / 19),
-    # 7/(m+7) < 0.1  <=>  m > 63, and m = 63 gives exactly 10 %
-    (lesson.q2, 64),
+    # p = 6: 5/(m+5) < 0.2  <=>  m > 20, and m = 20 gives exactly 20 % (5/25)
+    (lesson.q2, 21),
     # 1F1B: stage 0 holds p = 4 microbatches of its 40/4 = 10 layers
     (lesson.q3, PER_LAYER_13B * 10 * 4 / 1e9),
     # GPipe: all m = 32 microbatches
@@ -71,8 +71,8 @@ def test_per_layer_activations_by_hand():
         (lesson.q1, 7 / 19, "looks like a fraction"),
         (lesson.q1, 100 * 7 / 12, "time added over ideal compute"),  # (p-1)/m = 7/12
         (lesson.q1, 87.5, "naive model parallelism"),  # (p-1)/p = 7/8
-        (lesson.q2, 63, "exactly 10%"),
-        (lesson.q2, 65, "too high"),
+        (lesson.q2, 20, "exactly 20%"),
+        (lesson.q2, 22, "too high"),
         (lesson.q3, PER_LAYER_13B * 10 * 32 / 1e9, "GPipe's figure"),
         (lesson.q3, PER_LAYER_13B * 10 / 1e9, "counts one microbatch"),
         (lesson.q3, PER_LAYER_13B * 40 * 4 / 1e9, "counts all 40 layers"),
