@@ -1956,12 +1956,29 @@ def test_the_kernels_late_answer_for_a_state_the_student_has_left_is_never_shown
 #: JupyterLab's page at a narrow window: its output area is about 700 px wide (review v17 row 14, at 900 px)
 NARROW_WINDOW_PX = 900
 
+#: What is wrong with one ipympl figure (the element) as shown: a canvas past its output area's right edge, or one
+#: whose shown proportions are not its drawing buffer's (a picture scaled to fit must not be squashed)
+PICTURE_PAST_THE_OUTPUT = """el => {
+  const area = el.closest('.jp-OutputArea-output'), right = area.getBoundingClientRect().right;
+  const cell = [...document.querySelectorAll('.jp-CodeCell')].indexOf(el.closest('.jp-CodeCell'));
+  const out = [];
+  for (const c of el.querySelectorAll('.jupyter-matplotlib-canvas-div canvas')) {
+    const r = c.getBoundingClientRect();
+    if (r.width > 0 && r.right > right + 1) out.push([cell, `${Math.round(r.right - right)} px past the output`]);
+    const drawn = c.height / c.width, shown = r.height / r.width;
+    if (r.width > 0 && c.width > 0 && Math.abs(shown - drawn) > 0.02 * drawn)
+      out.push([cell, `shown ${shown.toFixed(3)} high per px wide, drawn ${drawn.toFixed(3)}`]);
+  }
+  return out;
+}"""
+
 
 def test_every_lesson_apps_controls_stay_inside_a_narrow_output(jupyterlab):
-    """At a 900 px window every lesson app's controls stay inside the output area: a row of controls wider than the
-    output wraps (controls.fit_labels) instead of running past its right edge, where JupyterLab cuts it (the
-    training lab's 'compute' dropdown read "calibra…"). Each app is built in its own cell of one notebook; every
-    control's box must end within the output's."""
+    """At a 900 px window every lesson app's controls and kernel-drawn (ipympl) pictures stay inside the output area:
+    a row of controls wider than the output wraps (controls.fit_labels) instead of running past its right edge, where
+    JupyterLab cuts it (the training lab's 'compute' dropdown read "calibra…"), and a picture scales down with its
+    proportions kept (framecache.FITS_CSS; at 900 px they ran 176-300 px past, review v18). Each app is built in its
+    own cell of one notebook; every control's and canvas's box must end within the output's."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
     import nbformat
 
@@ -1990,6 +2007,16 @@ def test_every_lesson_apps_controls_stay_inside_a_narrow_output(jupyterlab):
                 timeout=240_000,
             )
             page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
+            figures = page.locator(".jp-OutputArea-output .jupyter-matplotlib")
+            pictures = []  # each kernel-drawn picture, measured while shown: (its app's cell, what is wrong)
+            for i in range(figures.count()):  # ipympl sizes a canvas once its figure is shown and its first frame came
+                figures.nth(i).scroll_into_view_if_needed()
+                page.wait_for_function(
+                    "el => [...el.querySelectorAll('canvas')].some(c => c.getBoundingClientRect().width > 0)",
+                    arg=figures.nth(i).element_handle(),
+                    timeout=60_000,
+                )
+                pictures += page.evaluate(PICTURE_PAST_THE_OUTPUT, figures.nth(i).element_handle())
             over = page.evaluate(
                 """() => {
                   const out = [];
@@ -2009,6 +2036,8 @@ def test_every_lesson_apps_controls_stay_inside_a_narrow_output(jupyterlab):
                 }"""
             )
             assert over == [], f"controls past the output's right edge at {NARROW_WINDOW_PX} px (label, px): {over}"
+            assert figures.count() >= 10, f"{figures.count()} ipympl figures: the kernel-drawn apps did not all render"
+            assert pictures == [], f"kernel-drawn pictures at {NARROW_WINDOW_PX} px (cell, problem): {pictures}"
         finally:
             page.screenshot(path=str(ARTIFACTS / "narrow-window.png"), full_page=False)
             browser.close()

@@ -56,6 +56,23 @@ __all__ = ["FRAME_LIMIT", "FrameCache", "FrameCachingApp", "frame_pixels"]
 FRAME_LIMIT = 0
 
 
+#: The app's ipympl canvas (framecache.js marks its view FITS_CLASS) scales down to a narrower output: ipympl gives the
+#: canvas, its div and the figure fixed pixel sizes, so at a 900 px window a 7.6-inch figure ran 176-300 px past the
+#: output, where JupyterLab cut it (review v18). The bottom canvas joins the flow at the output's width with its own
+#: aspect ratio; ipympl's top canvas and the cached frame's overlay cover it. No app reads the mouse on its canvas.
+FITS_CLASS = "distlab-fits"
+FITS_CSS = f"""
+.{FITS_CLASS}, .{FITS_CLASS} .jupyter-matplotlib-figure, .{FITS_CLASS} .jupyter-matplotlib-canvas-container {{
+  max-width: 100%; min-width: 0;
+}}
+.{FITS_CLASS} .jupyter-matplotlib-canvas-div {{ max-width: calc(100% - 4px) !important; height: auto !important; }}
+.{FITS_CLASS} .jupyter-matplotlib-canvas-div > canvas:first-child {{
+  position: relative !important; max-width: 100% !important; height: auto !important;
+}}
+.{FITS_CLASS} .jupyter-matplotlib-canvas-div > canvas + canvas {{ width: 100% !important; height: 100% !important; }}
+"""
+
+
 class FrameCache(anywidget.AnyWidget):
     """Holds, in the browser, the pictures and texts of an app's states one control change away (see the module).
 
@@ -64,6 +81,7 @@ class FrameCache(anywidget.AnyWidget):
     drew last (the browser then removes its overlay)."""
 
     _esm = module_source(PREFETCH_MODULE, "framecache.js")
+    _css = FITS_CSS
     controls = _controls_trait()
     canvas = traitlets.Instance(widgets.Widget, allow_none=True).tag(sync=True, **widgets.widget_serialization)
     text_widgets = traitlets.List(traitlets.Instance(widgets.Widget)).tag(sync=True, **widgets.widget_serialization)

@@ -10,6 +10,7 @@
 // HTML widgets at once; the overlay goes when the kernel says it has drawn that state (`drawn`), a frame after
 // ipympl's own frame.
 const FRAME_CLASS = "distlab-frame";
+const FITS_CLASS = "distlab-fits"; // framecache.py's FITS_CLASS
 const SETTLE_MS = 50; // after the kernel's `drawn`: ipympl's frame (sent before it) is decoded and painted
 
 // the views of the widget `ref` (IPY_MODEL_...) now shown (a promise)
@@ -106,7 +107,14 @@ export default {
     const hooked = new Set(); // the HTML widgets' models onText listens to
     const find = () => {
       const canvas = model.get("canvas");
-      if (canvas) widgetViews(manager, canvas).then((v) => (canvasViews = v)).catch(() => {});
+      if (canvas) {
+        widgetViews(manager, canvas)
+          .then((v) => {
+            canvasViews = v;
+            v.forEach((view) => view.el.classList.add(FITS_CLASS)); // framecache.py's FITS_CSS: fits a narrow output
+          })
+          .catch(() => {});
+      }
       Promise.all((model.get("text_widgets") || []).map((ref) => widgetViews(manager, ref)))
         .then((v) => {
           textViews = v;
