@@ -537,18 +537,18 @@ def format_seconds(seconds: float, digits: int = 3) -> str:
     """Seconds with a readable unit: 0.0025 -> '2.5 ms'; 1,000 s and more in whole seconds with thousands separators,
     rounded to `digits` significant digits (1,020 s, never '1.02e+03 s').
 
-    >>> format_seconds(0.00123), format_seconds(1019.6), format_seconds(-86400.0)
-    ('1.23 ms', '1,020 s', '-86,400 s')
+    >>> format_seconds(0.00123), format_seconds(1019.6), format_seconds(-86400.0), format_seconds(0.0)
+    ('1.23 ms', '1,020 s', '-86,400 s', '0 s')
     """
     (seconds, digits), (scale, unit) = _formatted(seconds, digits), second_unit(seconds)
-    return f"{_written_out(seconds / scale, digits)} {unit}"
+    return f"{_written_out(seconds / scale + 0.0, digits)} {unit}"  # + 0.0: no "-0 s"
 
 
 def second_unit(seconds: float) -> tuple[float, str]:
     """(scale, unit) format_seconds writes `seconds` in (s, ms, µs or ns), for a figure beside it in the same unit."""
     seconds = _formatted(seconds, 3)[0]
     for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
-        if abs(seconds) >= scale * 0.9995:
+        if abs(seconds) >= scale * 0.9995 or (seconds == 0 and scale == 1.0):  # nothing is "0 s", not "0 ns"
             return scale, unit
     return 1e-9, "ns"
 
