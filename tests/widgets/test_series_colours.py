@@ -146,3 +146,25 @@ def test_the_check_finds_near_twins_without_a_second_cue():
     pastel = [f"#{int(r):02x}{int(g):02x}{int(b):02x}" for r, g, b in [(174, 199, 232), (158, 202, 225)]]
     assert confusable([(c,) for c in pastel]) != []  # the old grid's first and sixteenth group colours
     assert confusable([(pastel[0], ""), (pastel[1], "/")]) == []  # a hatch tells them apart
+
+
+#: How far (CIELAB) a chart's capacity line stays from every series colour drawn with it: a dashed line is a thin cue,
+#: so its colour alone must tell it from the boxes. The lab's vermillion capacity line against its orange gradients
+#: (33 apart) read as one colour (review v18); the red now used is 60 or more from each.
+CAPACITY_APART = 50.0
+
+
+@pytest.mark.parametrize(
+    "script, capacity, parts",
+    [("lab.js", "LAB_CAPACITY", "MEMORY_COLOURS"), ("bars.js", "CAPACITY", "PART_COLOURS")],
+)
+def test_a_capacity_line_is_no_series_colour(script, capacity, parts):
+    import distlab.widgets
+
+    source = (Path(distlab.widgets.__file__).parent / "browser_js" / script).read_text(encoding="utf-8")
+    line = re.search(rf'^const {capacity} = "(#[0-9a-fA-F]{{6}})"', source, re.MULTILINE).group(1)
+    body = re.search(rf"^const {parts} = \[([^\]]*)\]", source, re.MULTILINE).group(1)
+    series = re.findall(r"#[0-9a-fA-F]{6}", body)
+    assert len(series) >= 4
+    near = [(c, round(colour_distance(line, c), 1)) for c in series if colour_distance(line, c) < CAPACITY_APART]
+    assert near == [], f"{script}: the capacity line {line} is near series colours {near}"

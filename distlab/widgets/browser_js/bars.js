@@ -4,7 +4,7 @@
 //          it stays put while the slider moves. The capacity line is named in the legend: a label on the line ran
 //          over the bars that reach it.
 const PART_COLOURS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#F0E442"];
-const CAPACITY = "#D55E00";
+const CAPACITY = "#b3261e"; // red, far from every part colour (the orange part read as it: review v18)
 
 function drawBars(ctx, w, h, model, i) {
   const f = model.get("frames");

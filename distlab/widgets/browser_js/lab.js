@@ -20,7 +20,7 @@ const STEP_COLOURS = {
   "DP communication (exposed)": "#D55E00",
   "optimizer step": "#009E73",
 };
-const LAB_CAPACITY = "#D55E00";
+const LAB_CAPACITY = "#b3261e"; // red, far from every part colour (the orange gradients read as it: review v18)
 const FIT_GOOD = "#1a7f37";
 const FIT_BAD = "#b3261e";
 
