@@ -273,7 +273,7 @@ def _open_and_run_all(page, url: str) -> None:
 
 
 @contextlib.contextmanager
-def _notebook_page(jupyterlab, sync_api, notebook: str, cells: list, shot: str, height: int = 1000):
+def _notebook_page(jupyterlab, sync_api, notebook: str, cells: list, shot: str, height: int = 1000, width: int = 1400):
     """A notebook of the code `cells`, uploaded to the module's JupyterLab as `notebook`, opened in a fresh page and
     run as a student runs it (Run > Run All Cells); the block gets the page, and its screenshot is saved as
     test-artifacts/`shot` when the block ends, passed or failed."""
@@ -284,7 +284,7 @@ def _notebook_page(jupyterlab, sync_api, notebook: str, cells: list, shot: str, 
     base, token = jupyterlab
     _upload_notebook(base, token, notebook, nb)
     with _chromium(sync_api) as browser:
-        page = browser.new_page(viewport={"width": 1400, "height": height})
+        page = browser.new_page(viewport={"width": width, "height": height})
         page.set_default_timeout(30_000)
         try:
             _open_and_run_all(page, f"{base}/lab/tree/{notebook}?token={token}")
@@ -1355,6 +1355,9 @@ FRAME_CACHED_CHANGES = {
         'from distlab.widgets.tensor_parallel import TensorParallelApp\nTensorParallelApp(tp=32, link="ib-ndr")',
         ("link", "pcie5"),
     ),
+    # at a NARROW_WINDOW_PX window, where the output scales the figure down (framecache.FITS_CSS): the cached frame
+    # must scale with it
+    "buckets-narrow": ("from distlab.widgets.production import BucketApp\nBucketApp()", ("all-reduce", "ring")),
 }
 
 
@@ -1410,7 +1413,8 @@ def test_a_cached_change_of_a_matplotlib_app_redraws_with_no_kernel(jupyterlab, 
     assert want == _text_content(payload["texts"][0])
     assert want != before and payload["shown"]
     notebook = f"framecache-{name}.ipynb"
-    with _notebook_page(jupyterlab, sync_api, notebook, [cell], f"browser-framecache-{name}.png") as page:
+    width = NARROW_WINDOW_PX if name.endswith("-narrow") else 1400
+    with _notebook_page(jupyterlab, sync_api, notebook, [cell], f"browser-framecache-{name}.png", width=width) as page:
         holder = page.locator(".distlab-framecache")
         holder.wait_for(state="attached", timeout=90_000)
         _wait_filled(page, holder, len(jobs))
@@ -1426,6 +1430,14 @@ def test_a_cached_change_of_a_matplotlib_app_redraws_with_no_kernel(jupyterlab, 
         page.wait_for_function("c => c.width > 0 && c.style.display !== 'none'", arg=frame.element_handle())
         shown = frame.evaluate("c => c.toDataURL('image/png')").split(",", 1)[1]
         assert np.array_equal(_png_pixels(base64.b64decode(shown)), _png_pixels(payload["png"]))
+        # and laid exactly over ipympl's canvas, at whatever size the output scales it to (framecache.FITS_CSS)
+        boxes = frame.evaluate(
+            """c => [c, c.parentElement.querySelector('canvas:not(.distlab-frame)')].map(e => {
+              const r = e.getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; })"""
+        )
+        assert boxes[0] == pytest.approx(boxes[1], abs=1), boxes
+        if name.endswith("-narrow"):  # the figure (7.6 inches at 100 dpi) was scaled down to the output
+            assert boxes[1][2] < 700, boxes
 
 
 def _wait_settled(page, holder, n: int) -> None:
