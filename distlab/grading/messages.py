@@ -141,6 +141,15 @@ def grading_session():
         #: counts into the manager's
         replies_dropped = [0]
 
+        def feed_identities(self, msg_list, copy=True):
+            """The routing prefix and the message's parts; a message without jupyter's delimiter frame has no
+            parts: deserialize drops it. Session's raised ValueError in the grader's channel, outside deserialize,
+            and one `send_multipart([b"x"])` of the kernel's ended the whole run (red team round 19 03)."""
+            try:
+                return super().feed_identities(msg_list, copy)
+            except ValueError:
+                return [], []
+
         def deserialize(self, msg_list, content=True, copy=True):
             frames = [bytes(getattr(f, "bytes", f)) for f in msg_list[:5]]
             if len(frames) < 5 or not all(_bounded(f) for f in frames[1:4]):

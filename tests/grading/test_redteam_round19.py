@@ -1,0 +1,38 @@
+"""Red team round 19: the bounded decoding of the kernel's messages after 9a962d5 (a reply too large to decode still
+ends its cell). Each test's evidence is in the round's notes (/work/redteam19/NN-name); the tests here assert the
+behaviour wanted and fail before the fix.
+
+- 03-undelimited-message: a message from the kernel without jupyter's delimiter frame (``<IDS|MSG>``), one
+  ``send_multipart([b"x"])`` on the kernel's iopub or shell socket, raised ValueError from jupyter_client's
+  Session.feed_identities in the grader's channel, outside the bounded decoding: the whole run ended, the answers
+  read before were lost, and the report said "the notebook could not be run: ValueError: b'<IDS|MSG>' is not in
+  list", the grader's words for its own failure (a solution notebook plus that one cell scored 0/8). Such a message
+  is now dropped like any other the grader cannot read (messages.grading_session's feed_identities).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from test_redteam_default_round2 import needs_bwrap, run_bwrap
+
+_KERNEL = "_k = get_ipython().kernel\n"
+#: the shell socket is a ROUTER: its first frame is the grader's routing identity, which zmq strips
+_UNDELIMITED = {
+    "iopub": _KERNEL + "_k.iopub_socket.send_multipart([b'not a jupyter message'])\nimport time; time.sleep(1)",
+    "shell": _KERNEL
+    + "_k.shell_stream.send_multipart([*_k._parent_ident['shell'], b'not a jupyter message'])\n"
+    + "import time; time.sleep(1)",
+}
+
+
+@needs_bwrap
+@pytest.mark.parametrize("channel", sorted(_UNDELIMITED))
+def test_a_message_without_the_delimiter_is_dropped_not_the_end_of_the_run(tmp_path: Path, channel: str):
+    problems: list[str] = []
+    cells = ["answer_x = 1", _UNDELIMITED[channel], "answer_x = 2"]
+    answers = run_bwrap(cells, tmp_path, problems, timeout=90, cell_timeout=30)
+    assert answers == {"answer_x": 2}, (answers, problems)  # the cells after it ran and counted
+    assert not any("could not be run" in p for p in problems), problems
