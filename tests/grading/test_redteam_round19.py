@@ -8,6 +8,10 @@ behaviour wanted and fail before the fix.
   read before were lost, and the report said "the notebook could not be run: ValueError: b'<IDS|MSG>' is not in
   list", the grader's words for its own failure (a solution notebook plus that one cell scored 0/8). Such a message
   is now dropped like any other the grader cannot read (messages.grading_session's feed_identities).
+- 04-unchecked-content (/work/redteam19/04_unchecked_content): the same end of the run from a message the grader
+  decodes whose content nbclient reads without checking: a stream whose "transient" is a number (AttributeError) or
+  an execute_reply for the running cell with no "status" (KeyError); a solution notebook plus either cell scored
+  0/8. Such a reply or status message is now dropped (messages.READ_STRINGS), and "transient" is removed.
 """
 
 from __future__ import annotations
@@ -35,4 +39,27 @@ def test_a_message_without_the_delimiter_is_dropped_not_the_end_of_the_run(tmp_p
     cells = ["answer_x = 1", _UNDELIMITED[channel], "answer_x = 2"]
     answers = run_bwrap(cells, tmp_path, problems, timeout=90, cell_timeout=30)
     assert answers == {"answer_x": 2}, (answers, problems)  # the cells after it ran and counted
+    assert not any("could not be run" in p for p in problems), problems
+
+
+#: messages of types the grader reads whose content nbclient reads without checking: a stream whose "transient"
+#: is not an object (nbclient calls transient.get), and an execute_reply for the running cell without a "status"
+#: (nbclient reads content["status"]); each raised in the grader and ended the run (04-unchecked-content)
+_UNCHECKED = {
+    "transient": _KERNEL
+    + "_k.session.send(_k.iopub_socket, 'stream', {'name': 'stdout', 'text': '', 'transient': 1}, "
+    + "_k.get_parent('shell'))\nimport time; time.sleep(1)",
+    "no-status": _KERNEL
+    + "_k.session.send(_k.shell_stream, 'execute_reply', {'ename': 'x'}, _k.get_parent('shell'), "
+    + "ident=_k._parent_ident['shell'])\nimport time; time.sleep(1)",
+}
+
+
+@needs_bwrap
+@pytest.mark.parametrize("shape", sorted(_UNCHECKED))
+def test_a_message_nbclient_cannot_read_is_dropped_not_the_end_of_the_run(tmp_path: Path, shape: str):
+    problems: list[str] = []
+    cells = ["answer_x = 1", _UNCHECKED[shape], "answer_x = 2"]
+    answers = run_bwrap(cells, tmp_path, problems, timeout=90, cell_timeout=30)
+    assert answers == {"answer_x": 2}, (answers, problems)
     assert not any("could not be run" in p for p in problems), problems
