@@ -12,6 +12,8 @@ behaviour wanted and fail before the fix.
   decodes whose content nbclient reads without checking: a stream whose "transient" is a number (AttributeError) or
   an execute_reply for the running cell with no "status" (KeyError); a solution notebook plus either cell scored
   0/8. Such a reply or status message is now dropped (messages.READ_STRINGS), and "transient" is removed.
+- 06-opaque-class-names (/work/redteam19/06_opaque_class_names): one notebook's answers of 64 unknown types renamed
+  every later notebook's new answer type "object" in its feedback, in a class run (one process); no marks changed.
 """
 
 from __future__ import annotations
@@ -63,3 +65,19 @@ def test_a_message_nbclient_cannot_read_is_dropped_not_the_end_of_the_run(tmp_pa
     answers = run_bwrap(cells, tmp_path, problems, timeout=90, cell_timeout=30)
     assert answers == {"answer_x": 2}, (answers, problems)
     assert not any("could not be run" in p for p in problems), problems
+
+
+def test_a_notebooks_unknown_types_do_not_rename_the_next_notebooks_answers():
+    """06-opaque-class-names: a class run decodes every notebook's answers in one process, and the OpaqueAnswer classes
+    (one per type name, at most MAX_OPAQUE_CLASSES) were shared by all: a notebook whose answers named 64 unknown types
+    filled them, and every later notebook's answer of a type not seen before (a complex number) was "an answer of type
+    object" in its feedback. Each snapshot now has classes of its own."""
+    from distlab.grading import answers
+
+    flood = {
+        f"answer_q{i}": {"t": "seq", "v": [{"t": "other", "type": f"junk{i}_{j}"} for j in range(9)]}
+        for i in range(1, 9)
+    }
+    answers.decode_answers(flood)
+    got = answers.decode_answers({"answer_q1": {"t": "other", "type": "complex_rt19"}})
+    assert type(got["answer_q1"]).__name__ == "complex_rt19", type(got["answer_q1"])
