@@ -112,7 +112,8 @@ def _bounded(raw: bytes, limit: int = MAX_PART_BYTES) -> bool:
 
 #: the fields of a message's content that nbclient reads as strings without checking them (content["status"] of a
 #: reply, content["execution_state"] of a status): a message of that type without them is dropped (red team round 19
-#: 04: an execute_reply with no status raised KeyError in the grader and ended the whole run)
+#: 04: an execute_reply with no status raised KeyError in the grader and ended the whole run); any other message gets
+#: an empty status (nbclient reads the status of whatever shell message answers a cell)
 READ_STRINGS = {"status": ("execution_state",), "execute_reply": ("status",)}
 
 #: the status an execute_reply too large to decode arrives with (grading_session): not "ok", not "error", so nbclient
@@ -178,6 +179,9 @@ def grading_session():
             ):
                 return dropped()
             decoded.pop("transient", None)  # nbclient calls its .get(); the grader keeps no display to update
+            # nbclient takes any shell message whose parent is the running cell as its reply and reads its
+            # content["status"]: every message it is handed has one (a stream sent on shell raised KeyError)
+            decoded.setdefault("status", "")
             message["content"] = decoded
             return message
 

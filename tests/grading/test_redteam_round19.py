@@ -10,8 +10,9 @@ behaviour wanted and fail before the fix.
   is now dropped like any other the grader cannot read (messages.grading_session's feed_identities).
 - 04-unchecked-content (/work/redteam19/04_unchecked_content): the same end of the run from a message the grader
   decodes whose content nbclient reads without checking: a stream whose "transient" is a number (AttributeError) or
-  an execute_reply for the running cell with no "status" (KeyError); a solution notebook plus either cell scored
-  0/8. Such a reply or status message is now dropped (messages.READ_STRINGS), and "transient" is removed.
+  an execute_reply for the running cell with no "status", or a stream sent on shell for it (nbclient takes any
+  shell message of the cell as its reply: KeyError); a solution notebook plus such a cell scored 0/8. Such a reply
+  or status message is now dropped (messages.READ_STRINGS), any other gets an empty status, "transient" is removed.
 - 06-opaque-class-names (/work/redteam19/06_opaque_class_names): one notebook's answers of 64 unknown types renamed
   every later notebook's new answer type "object" in its feedback, in a class run (one process); no marks changed.
 """
@@ -46,11 +47,15 @@ def test_a_message_without_the_delimiter_is_dropped_not_the_end_of_the_run(tmp_p
 
 #: messages of types the grader reads whose content nbclient reads without checking: a stream whose "transient"
 #: is not an object (nbclient calls transient.get), and an execute_reply for the running cell without a "status"
-#: (nbclient reads content["status"]); each raised in the grader and ended the run (04-unchecked-content)
+#: (nbclient reads content["status"]), or any other message for it on shell (nbclient takes any shell message whose
+#: parent is the cell as its reply); each raised in the grader and ended the run (04-unchecked-content)
 _UNCHECKED = {
     "transient": _KERNEL
     + "_k.session.send(_k.iopub_socket, 'stream', {'name': 'stdout', 'text': '', 'transient': 1}, "
     + "_k.get_parent('shell'))\nimport time; time.sleep(1)",
+    "stream-on-shell": _KERNEL
+    + "_k.session.send(_k.shell_stream, 'stream', {'name': 'stdout', 'text': 'x'}, _k.get_parent('shell'), "
+    + "ident=_k._parent_ident['shell'])\nimport time; time.sleep(1)",
     "no-status": _KERNEL
     + "_k.session.send(_k.shell_stream, 'execute_reply', {'ename': 'x'}, _k.get_parent('shell'), "
     + "ident=_k._parent_ident['shell'])\nimport time; time.sleep(1)",
