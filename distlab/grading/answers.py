@@ -80,8 +80,10 @@ class OpaqueAnswer:
     __str__ = __repr__
 
 
-#: at most this many distinct OpaqueAnswer subclasses are made in a process (one per type name, reused); any other
-#: name gets the class "object": a class costs ~1 kB, and one per value took the grader to 657 MB (class/04)
+#: at most this many distinct OpaqueAnswer subclasses are made per snapshot (one per type name, reused); any other
+#: name gets the class "object": a class costs ~1 kB, and one per value took the grader to 657 MB (class/04). Each
+#: snapshot starts with none (decode_answers): a class run decodes every notebook in one process, and one notebook's
+#: 64 unknown type names made every later notebook's new type "object" in its feedback (red team round 19 06)
 MAX_OPAQUE_CLASSES = 64
 _OPAQUE_CLASSES: dict[str, type] = {}
 
@@ -208,6 +210,7 @@ def decode(entry: Any, depth: int = 0) -> Any:
 def decode_answers(data: Any, names=None) -> dict:
     """The answers of a snapshot ({answer_q1: encoding, ...}), each decoded (decode); only `names` when given, and
     at most MAX_ANSWERS of them."""
+    _OPAQUE_CLASSES.clear()  # this snapshot's type names only (another notebook's are not kept)
     if not isinstance(data, dict):
         return {}
     keys = [k for k in data if isinstance(k, str) and (names is None or k in names)]
