@@ -588,6 +588,11 @@ def run_in_kernel(
                         f"the answers could not be read after code cell {number} "
                         f"(`{first_line(source)}`); the answers read before it count"
                     )
+        except Exception as exc:  # noqa: BLE001  whatever else the kernel's messages do to nbclient (red team round 19)
+            noted.note(
+                f"the grader failed on the kernel's messages in code cell {number} ({type(exc).__name__}); "
+                "the cells after it did not run, and the answers read before it count"
+            )
         finally:
             noted.close()
     return snapshot

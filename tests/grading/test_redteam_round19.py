@@ -86,3 +86,25 @@ def test_a_notebooks_unknown_types_do_not_rename_the_next_notebooks_answers():
     answers.decode_answers(flood)
     got = answers.decode_answers({"answer_q1": {"t": "other", "type": "complex_rt19"}})
     assert type(got["answer_q1"]).__name__ == "complex_rt19", type(got["answer_q1"])
+
+
+@needs_bwrap
+def test_any_other_failure_on_the_kernels_messages_keeps_the_answers_read(tmp_path: Path, monkeypatch):
+    """The class of 03 and 04, by construction: whatever else the kernel's messages make nbclient raise ends the run
+    at that cell with the grader's note, and the answers read before it count (before, the whole run was lost: 'the
+    notebook could not be run', 0 marks). Stood in for by a failure in the second cell's run."""
+    from distlab.grading import kernel
+
+    real = kernel._run_student_cell
+
+    def failing(kernel_, number, source, problems):
+        if number == 2:
+            raise AttributeError("'int' object has no attribute 'get'")  # what 04's transient raised in nbclient
+        return real(kernel_, number, source, problems)
+
+    monkeypatch.setattr(kernel, "_run_student_cell", failing)
+    problems: list[str] = []
+    answers = run_bwrap(["answer_x = 1", "answer_x = 2", "answer_x = 3"], tmp_path, problems, timeout=90)
+    assert answers == {"answer_x": 1}, (answers, problems)
+    (said,) = [p for p in problems if "failed on the kernel's messages" in p]
+    assert "code cell 2 (AttributeError)" in said and "answers read before it count" in said, said
