@@ -116,6 +116,11 @@ def _bounded(raw: bytes, limit: int = MAX_PART_BYTES) -> bool:
 #: an empty status (nbclient reads the status of whatever shell message answers a cell)
 READ_STRINGS = {"status": ("execution_state",), "execute_reply": ("status",)}
 
+#: the parts of a message nbclient reads as JSON objects (it calls msg["parent_header"].get for every message it
+#: reads, whatever its parent): a message whose part is any other JSON value is dropped (red team round 20 01: a
+#: parent header of [] ended the run at that cell, the cells after it unrun)
+OBJECT_PARTS = ("header", "parent_header", "metadata")
+
 #: the status an execute_reply too large to decode arrives with (grading_session): not "ok", not "error", so nbclient
 #: neither raises nor counts it; kernel._run_student_cell says the reply was dropped
 DROPPED_REPLY_STATUS = "distlab-dropped"
@@ -163,6 +168,8 @@ def grading_session():
                 return dropped()
             try:  # a part that is not JSON (or not UTF-8) is dropped like any other the grader does not read
                 message = super().deserialize(frames, content=False, copy=True)
+                if not all(isinstance(message[part], dict) for part in OBJECT_PARTS):
+                    return dropped()
                 body, kind = frames[4], message["msg_type"]
                 limit = MAX_STREAM_BYTES if kind == "stream" else MAX_PART_BYTES
                 if not content or kind not in KEPT_MESSAGES or not _bounded(body, limit):
