@@ -23,6 +23,7 @@ __all__ = [
     "grading_session",
     "READ_CHANNELS",
     "READ_STRINGS",
+    "OBJECT_PARTS",
     "READ_QUEUE",
     "UNREAD_MESSAGE_BYTES",
     "grading_client_class",
