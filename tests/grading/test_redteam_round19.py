@@ -25,6 +25,17 @@ import pytest
 
 from test_redteam_default_round2 import needs_bwrap, run_bwrap
 
+
+def assert_dropped_not_the_end_of_the_run(tmp_path: Path, hostile_cell: str) -> None:
+    """`hostile_cell` run between two answer cells in a bubblewrap kernel: the cells after it run and count, and the
+    grader neither failed on it ('could not be run') nor stopped the run at it (kernel.run_in_kernel's note)."""
+    problems: list[str] = []
+    cells = ["answer_x = 1", hostile_cell, "answer_x = 2"]
+    answers = run_bwrap(cells, tmp_path, problems, timeout=90, cell_timeout=30)
+    assert answers == {"answer_x": 2}, (answers, problems)  # the cells after it ran and counted
+    assert not any("could not be run" in p or "failed on the kernel's messages" in p for p in problems), problems
+
+
 _KERNEL = "_k = get_ipython().kernel\n"
 #: the shell socket is a ROUTER: its first frame is the grader's routing identity, which zmq strips
 _UNDELIMITED = {
@@ -33,16 +44,6 @@ _UNDELIMITED = {
     + "_k.shell_stream.send_multipart([*_k._parent_ident['shell'], b'not a jupyter message'])\n"
     + "import time; time.sleep(1)",
 }
-
-
-@needs_bwrap
-@pytest.mark.parametrize("channel", sorted(_UNDELIMITED))
-def test_a_message_without_the_delimiter_is_dropped_not_the_end_of_the_run(tmp_path: Path, channel: str):
-    problems: list[str] = []
-    cells = ["answer_x = 1", _UNDELIMITED[channel], "answer_x = 2"]
-    answers = run_bwrap(cells, tmp_path, problems, timeout=90, cell_timeout=30)
-    assert answers == {"answer_x": 2}, (answers, problems)  # the cells after it ran and counted
-    assert not any("could not be run" in p for p in problems), problems
 
 
 #: messages of types the grader reads whose content nbclient reads without checking: a stream whose "transient"
@@ -62,14 +63,14 @@ _UNCHECKED = {
 }
 
 
+#: 03's messages without a delimiter and 04's that nbclient cannot read, by name
+_HOSTILE = {**{f"undelimited-{k}": v for k, v in _UNDELIMITED.items()}, **_UNCHECKED}
+
+
 @needs_bwrap
-@pytest.mark.parametrize("shape", sorted(_UNCHECKED))
-def test_a_message_nbclient_cannot_read_is_dropped_not_the_end_of_the_run(tmp_path: Path, shape: str):
-    problems: list[str] = []
-    cells = ["answer_x = 1", _UNCHECKED[shape], "answer_x = 2"]
-    answers = run_bwrap(cells, tmp_path, problems, timeout=90, cell_timeout=30)
-    assert answers == {"answer_x": 2}, (answers, problems)
-    assert not any("could not be run" in p for p in problems), problems
+@pytest.mark.parametrize("shape", sorted(_HOSTILE))
+def test_a_message_the_grader_cannot_read_is_dropped_not_the_end_of_the_run(tmp_path: Path, shape: str):
+    assert_dropped_not_the_end_of_the_run(tmp_path, _HOSTILE[shape])
 
 
 def test_a_notebooks_unknown_types_do_not_rename_the_next_notebooks_answers():

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from test_redteam_default_round2 import needs_bwrap, run_bwrap
+from test_redteam_default_round2 import needs_bwrap
+from test_redteam_round19 import assert_dropped_not_the_end_of_the_run
 
 _KERNEL = "_k = get_ipython().kernel\nimport time\n"
 
@@ -51,8 +52,4 @@ _SHAPES = {
 @needs_bwrap
 @pytest.mark.parametrize("shape", sorted(_SHAPES))
 def test_a_message_whose_parts_are_not_objects_is_dropped_not_the_end_of_the_run(tmp_path: Path, shape: str):
-    problems: list[str] = []
-    cells = ["answer_x = 1", _SHAPES[shape], "answer_x = 2"]
-    answers = run_bwrap(cells, tmp_path, problems, timeout=90, cell_timeout=30)
-    assert answers == {"answer_x": 2}, (answers, problems)  # the cells after it ran and counted
-    assert not any("failed on the kernel's messages" in p for p in problems), problems
+    assert_dropped_not_the_end_of_the_run(tmp_path, _SHAPES[shape])
