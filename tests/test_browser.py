@@ -25,6 +25,7 @@ import socket
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -60,39 +61,61 @@ pytestmark = [
 
 
 class _Pages:
-    """What a test drives: new_page(**options) opens a page in a fresh browser context of its own (its own cookies,
-    storage and cache, as Browser.new_page does), close() closes the contexts it opened."""
+    """What a test drives: new_page(viewport=..., device_scale_factor=...) opens a page in the module's persistent
+    browser context of that scale (_context), close() closes the pages it opened. The pages share that context's
+    cookies, storage and HTTP cache as a student's tabs do; each test opens its notebook in a JupyterLab workspace of
+    its own (_open_and_run_all), so no test sees another's tabs."""
 
-    def __init__(self, browser) -> None:
-        self._browser, self._contexts = browser, []
+    def __init__(self, sync_api) -> None:
+        self._sync_api, self._pages = sync_api, []
 
-    def new_page(self, **options):
-        context = self._browser.new_context(**options)
-        self._contexts.append(context)
-        return context.new_page()
+    def new_page(self, viewport: dict, device_scale_factor: int = 1):
+        page = _context(self._sync_api, device_scale_factor).new_page()
+        self._pages.append(page)
+        page.set_viewport_size(viewport)
+        return page
 
     def close(self) -> None:
-        while self._contexts:
-            self._contexts.pop().close()
+        while self._pages:
+            page = self._pages.pop()
+            if not page.is_closed():
+                page.close()
 
 
-#: The module's one Playwright driver and Chromium (started by the first test that needs them, stopped with the module
-#: by _stop_chromium): each start took seconds of CPU, once per test before
+#: The module's one Playwright driver and its persistent Chromium contexts, one per device scale factor (started by
+#: the first test that needs them, stopped with the module by _stop_chromium). A persistent context keeps its HTTP
+#: and V8 code caches on disk: loading JupyterLab again in it took about 2.6 s of Chromium's CPU instead of about
+#: 3.9 s in a fresh context each time (benchmarks/RESULTS.md, session 17). Each start took seconds of CPU, once per
+#: test before they were shared.
 _SHARED: dict = {}
+
+
+def _context(sync_api, device_scale_factor: int):
+    """The persistent context of `device_scale_factor` (Debian's Chromium, headless, launched by Playwright, never
+    Playwright's own download), launched on first use into a profile folder removed with the module."""
+    contexts = _SHARED.setdefault("contexts", {})
+    if device_scale_factor not in contexts:
+        if "playwright" not in _SHARED:
+            _SHARED["playwright"] = sync_api.sync_playwright().start()
+            _SHARED["profiles"] = tempfile.mkdtemp(prefix="distlab-chromium-")
+        profile = Path(_SHARED["profiles"]) / f"scale-{device_scale_factor}"
+        context = _SHARED["playwright"].chromium.launch_persistent_context(
+            str(profile),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=CHROMIUM_ARGS,
+            device_scale_factor=device_scale_factor,
+        )
+        context.on("close", lambda _context: contexts.pop(device_scale_factor, None))
+        contexts[device_scale_factor] = context
+    return contexts[device_scale_factor]
 
 
 @contextlib.contextmanager
 def _chromium(sync_api):
-    """Debian's Chromium, headless, launched by Playwright (never Playwright's own download), shared by the module's
-    tests; each block gets _Pages of fresh contexts, closed when it leaves (the caller may close them first)."""
-    if "browser" not in _SHARED or not _SHARED["browser"].is_connected():
-        _stop_shared_chromium()
-        playwright = sync_api.sync_playwright().start()
-        _SHARED["playwright"] = playwright
-        _SHARED["browser"] = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
-        )
-    pages = _Pages(_SHARED["browser"])
+    """The block gets _Pages on the module's shared Chromium, whose pages are closed when it leaves (the caller may
+    close them first)."""
+    pages = _Pages(sync_api)
     try:
         yield pages
     finally:
@@ -100,13 +123,16 @@ def _chromium(sync_api):
 
 
 def _stop_shared_chromium() -> None:
-    browser, playwright = _SHARED.pop("browser", None), _SHARED.pop("playwright", None)
+    contexts, playwright = _SHARED.pop("contexts", {}), _SHARED.pop("playwright", None)
     try:
-        if browser is not None:
-            browser.close()
+        for context in list(contexts.values()):
+            context.close()
     finally:
         if playwright is not None:
             playwright.stop()
+        profiles = _SHARED.pop("profiles", None)
+        if profiles:
+            shutil.rmtree(profiles, ignore_errors=True)
 
 
 @pytest.fixture(scope="module", autouse=True)
