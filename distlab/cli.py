@@ -10,7 +10,7 @@ import importlib
 import pkgutil
 import sys
 
-from . import commands
+from . import commands, grading
 from .commands.memory import parse_count  # noqa: F401  (public: used by scripts and tests)
 from .errors import DistlabError
 
@@ -36,10 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: an optional module jsonschema imports for its "iri" format checks, building 38 grammars on import: 1.1 s of CPU
-#: in every process that imports nbformat (the grader, the autograder's two phases, exercises), where nbformat's
-#: schemas check no format at all (python-jsonschema/jsonschema issue 1428). distlab's own commands do without it
-UNUSED_SLOW_IMPORT = "rfc3987_syntax"
+#: jsonschema's slow optional import, which distlab's commands do without (distlab.grading.UNUSED_SLOW_IMPORT)
+UNUSED_SLOW_IMPORT = grading.UNUSED_SLOW_IMPORT
 
 
 def main(argv=None) -> int:

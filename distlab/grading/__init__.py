@@ -17,8 +17,18 @@ lessons declare live in distlab.lessons.questions, one layer down).
     class_results  results.csv/json, gradescope/, summary, histogram of a class run
     gradescope   the autograder zip Gradescope's containers run (setup.sh, run_autograder)
 
-Importing this package imports none of them. What each mode (bubblewrap, container, trusted) guarantees against
+Importing this package imports none of them; it only marks jsonschema's slow optional import (UNUSED_SLOW_IMPORT)
+absent in this process, before any of them imports nbformat. What each mode (bubblewrap, container, trusted) guarantees against
 a hostile notebook, and what not: instructor/grading-threat-model.md (the threat model).
 """
 
+import sys
+
 __all__ = []
+
+#: An optional module jsonschema imports for its "iri" format checks, building 38 grammars on import: 1.1 s of CPU
+#: in every process that imports nbformat (the grader, the autograder's two phases, exercises, a test's grading
+#: process), where nbformat's schemas check no format at all (python-jsonschema/jsonschema issue 1428). distlab's
+#: commands (distlab.cli) and every process that imports this package do without it: importing it raises ImportError.
+UNUSED_SLOW_IMPORT = "rfc3987_syntax"
+sys.modules.setdefault(UNUSED_SLOW_IMPORT, None)  # type: ignore[arg-type]  # import now raises ImportError
