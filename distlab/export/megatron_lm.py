@@ -34,6 +34,12 @@ DistributedInitConfig in megatron/training/config/common_config.py).
   --recompute-method uniform --recompute-num-layers 1; estimate's recompute_layers N below a chunk's
   layers: --recompute-method block --recompute-num-layers N, the first N layers of each chunk,
   transformer_block.py _checkpointed_forward, distlab.partial_recompute), --bf16 / --fp16 / --fp8-format hybrid.
+  Data-parallel overlap as estimate() prices it (its gradient reduction under the backward, the distributed
+  optimizer's parameter all-gather under the next step's first forward): --overlap-grad-reduce wherever
+  gradients are reduced (dp x cp > 1), with --overlap-param-gather for the distributed optimizer. Both are off
+  unless given (megatron/training/arguments.py: store_true, default False; validate_args: --overlap-param-gather
+  only with --use-distributed-optimizer and --overlap-grad-reduce); the Megatron-FSDP strategies below switch them
+  on themselves (optim_grads: the reduce; optim_grads_params: both).
   ZeRO: 1 = --use-distributed-optimizer; 2 and 3 = Megatron-FSDP, --use-megatron-fsdp
   --data-parallel-sharding-strategy optim_grads | optim_grads_params (choices no_shard, optim,
   optim_grads, optim_grads_params = ZeRO-0/1/2/3: docs/user-guide/features/megatron_fsdp.md) with
@@ -220,8 +226,10 @@ def megatron_flags(estimate) -> list[str]:
     flags += _megatron_recompute_flags(c, model)
     if c.get("memory_recipe") in MEGATRON_BF16_GRADS:
         flags.append("--grad-reduce-in-bf16")
-    if c["zero"] == 1:
-        flags.append("--use-distributed-optimizer")
+    if c["zero"] == 1:  # its parameter all-gather under the next step's forward, as estimate() prices it
+        flags += ["--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"]
+    elif c["zero"] == 0 and c["dp"] * c.get("cp", 1) > 1:  # the gradients' all-reduce under the backward
+        flags.append("--overlap-grad-reduce")
     elif c["zero"] >= 2:
         flags += [
             "--use-megatron-fsdp",

@@ -75,6 +75,31 @@ def test_megatron_zero_stages_distributed_optimizer_and_megatron_fsdp():
         export.megatron(est(pp=1, schedule="interleaved", chunks=2))
 
 
+def _assert_megatron_overlaps_as_priced(text: str, zero: int, reduced_over: int) -> None:
+    """The data-parallel overlap estimate() prices, switched on in a Megatron line (both flags are off unless given,
+    megatron/training/arguments.py): the gradient reduction under the backward where gradients are reduced over more
+    than one rank (ZeRO-0), with the distributed optimizer (ZeRO-1) its parameter all-gather too, which Megatron's
+    validate_args accepts only beside --use-distributed-optimizer and --overlap-grad-reduce; Megatron-FSDP (ZeRO-2/3)
+    switches them on itself, so the line leaves them out."""
+    switches = set(shlex.split(text.replace("\\\n", " ")))
+    reduce_, gather = "--overlap-grad-reduce" in switches, "--overlap-param-gather" in switches
+    assert reduce_ == (zero == 1 or (zero == 0 and reduced_over > 1)), (zero, reduced_over)
+    assert gather == (zero == 1)
+    if gather:
+        assert {"--use-distributed-optimizer", "--overlap-grad-reduce"} <= switches
+
+
+@pytest.mark.parametrize(("zero", "gpus"), [(0, 32), (0, 8), (1, 32), (1, 8), (2, 32), (3, 32)])
+def test_megatron_line_overlaps_the_data_parallel_traffic_the_estimate_hides(zero, gpus):
+    # 8 GPUs at tp 4 x pp 2: dp 1, nothing to reduce at ZeRO-0; 32 GPUs at tp 2 x pp 2: dp 8
+    if gpus == 32:
+        e = est(zero=zero)
+    else:
+        e = training.estimate("llama3.1-8b", "dgx-h100", nodes=1, global_batch=8, seq_len=2048, tp=4, pp=2, zero=zero)
+    assert e.config["dp"] == gpus // (4 * 2 if gpus == 8 else 2 * 2)
+    _assert_megatron_overlaps_as_priced(export.megatron(e), zero, e.config["dp"] * e.config["cp"])
+
+
 def _words(text: str) -> dict:
     """flag -> value (or True for a switch), read from a command line without distlab's parser."""
     words = shlex.split(text.replace("\\\n", " "))
@@ -261,7 +286,8 @@ def test_deepspeed_batch_identity_by_hand():
     # pp = 1: dp = 16, 64 = 2 x 2 x 16
     assert cfg["train_batch_size"] == 64
     assert cfg["train_micro_batch_size_per_gpu"] == 2 and cfg["gradient_accumulation_steps"] == 2
-    assert cfg["zero_optimization"] == {"stage": 2} and cfg["bf16"] == {"enabled": True}
+    # stage 2's gradient reduction under the backward, as estimate() prices it (DeepSpeed's default: off below stage 3)
+    assert cfg["zero_optimization"] == {"stage": 2, "overlap_comm": True} and cfg["bf16"] == {"enabled": True}
     assert cfg["tensor_parallel"] == {"autotp_size": 2} and "pipeline" not in cfg
 
 
@@ -375,6 +401,7 @@ def test_every_export_round_trips_to_the_same_degrees(c):
                 c["zero"],
             )
             assert back["micro_batch_size"] == b and back["global_batch"] == 64 == b * m * back["dp"]
+            _assert_megatron_overlaps_as_priced(text, c["zero"], dp * e.config["cp"])
         elif fmt == "deepspeed":
             cfg = json.loads(text)
             assert (
@@ -384,6 +411,8 @@ def test_every_export_round_trips_to_the_same_degrees(c):
             assert cfg["gradient_accumulation_steps"] == m and cfg["zero_optimization"]["stage"] == c["zero"]
             assert cfg.get("pipeline", {"stages": 1})["stages"] == c["pp"]
             assert cfg.get("tensor_parallel", {"autotp_size": 1})["autotp_size"] == c["tp"]
+            # the gradient reduction under the backward, as priced (DeepSpeed's own default at stage 3: not written)
+            assert cfg["zero_optimization"].get("overlap_comm") == (True if c["zero"] in (1, 2) else None)
         else:
             doc = tomllib.loads(text)
             par, t = doc["parallelism"], doc["training"]
