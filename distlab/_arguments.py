@@ -338,6 +338,7 @@ ESTIMATE_KEYWORDS = (
     "fp8_scaling",
     "zero3_collectives",
     "recompute_layers",
+    "overlap_param_gather",
 )
 
 

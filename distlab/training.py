@@ -14,10 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 
-from ._arguments import (
-    as_cluster,
-    check_fraction,
-)
+from ._arguments import as_cluster, check_fraction, flag
 from .collectives.placed import ring_step_floor
 from .errors import ConfigurationError
 from . import memory, models
@@ -337,6 +334,7 @@ def estimate(
     fp8_scaling="delayed",
     zero3_collectives="layer",
     recompute_layers=None,
+    overlap_param_gather=True,
 ) -> StepEstimate:
     """Step time by term (distlab.step.TERMS), throughput, MFU/HFU, scaling efficiency and memory of one configuration.
 
@@ -354,14 +352,13 @@ def estimate(
     'megatron-distributed-optimizer', 'deepspeed', 'fsdp2', 'fsdp1'; distlab.memory_recipes). balance_stages: the first and last
     stage hold one layer fewer (pp > 2). ep, etp: expert and expert tensor parallelism (etp 1 or tp) of an MoE model
     (Lesson 10 §5); moe_imbalance, capacity_factor and max_nodes_per_token its routing (Lesson 10 §3). kernels: 'fused',
-    'compiled' or 'eager' element-wise kernels. An infeasible configuration is priced but flagged (explain() says why);
-    invalid ones raise ConfigurationError. zero3_collectives: 'layer' (a flat buffer per layer: FSDP2, Megatron) or
+    'compiled' or 'eager' element-wise kernels. An infeasible configuration is priced but flagged (explain() says why); invalid ones raise ConfigurationError. zero3_collectives: 'layer' (a flat buffer per layer: FSDP2, Megatron) or
     'tensor' (one per parameter tensor, DeepSpeed ZeRO-3 of 2021; data_parallel.ZERO3_COLLECTIVES). recompute_layers:
     with recompute='full', N of each stage's (chunk's) layers recomputed, the rest keeping their activations (Megatron
-    --recompute-method block; torchtitan's every-k-th; None: all; 0 to L; distlab.partial_recompute). Lesson 7 §1-§8.
+    --recompute-method block; torchtitan's every-k-th; None: all; 0 to L; distlab.partial_recompute). overlap_param_gather
+    False: ZeRO-1/2's parameter all-gather exposed (Megatron without --overlap-param-gather). Lesson 7 §1-§8.
 
     Llama 2 7B, one DGX H100, dp 8, 50% of peak: 46.09 GFLOP/token x 4096 / 494.7 TFLOP/s = 0.382 s; 108 GB > 80 GB.
-
     >>> est = estimate('llama2-7b', 'dgx-h100', nodes=1, fabric='ib-ndr', global_batch=8, seq_len=4096, efficiency=0.5)
     >>> est.config['dp'], round(est.compute_s, 3), est.fits
     (8, 0.382, False)
@@ -380,17 +377,19 @@ def estimate(
     method = layout_method(tp_overlap, mem_recipe, tp, sp)
     config = _record(model, cl, shape, layout, recipe, compute, efficiency, mem_recipe, method, balance_stages)
     config.update(**experts, **routing, **_partial_record(model, layout["recompute"], recompute_layers))
-    flags = _flags(model, config, method, balance_stages, zero3_collectives)
+    flags = _flags(model, config, method, balance_stages, zero3_collectives, overlap_param_gather)
     return _priced(model, core_model, cl, config, compute, mem_recipe, flags)
 
 
-def _flags(model, config: dict, method: str, balance_stages, zero3_collectives) -> dict:
-    """step_model_array's switches of an estimate (TP overlap method, balanced stages, ZeRO-3 collectives per layer);
-    a ZeRO-3 granularity other than the default is added to the configuration record too."""
+def _flags(model, config: dict, method: str, balance_stages, zero3_collectives, overlap_param_gather) -> dict:
+    """step_model_array's switches of an estimate (TP overlap method, balanced stages, ZeRO-3 collectives per layer,
+    an exposed parameter gather); one other than the default is added to the configuration record too."""
     flags: dict[str, Any] = dict(tp_overlap=TP_OVERLAP_NAMES.index(method), balance_stages=bool(balance_stages))
     if zero3_collectives != "layer":  # the default adds nothing to the record: estimates without it stay as they were
         config["zero3_collectives"] = zero3_collectives
         flags["zero3_tensors"] = zero3_collectives_per_layer(model, zero3_collectives)
+    if not flag(overlap_param_gather, "overlap_param_gather"):
+        config["overlap_param_gather"], flags["param_gather_exposed"] = False, True
     return flags
 
 

@@ -75,6 +75,13 @@ def add_config_arguments(cmd, required: bool = True) -> None:
         action="store_true",
         help="first and last pipeline stage one layer fewer, for the embedding and logits (Llama 3)",
     )
+    cmd.add_argument(
+        "--no-overlap-param-gather",
+        dest="overlap_param_gather",
+        action="store_false",
+        help="ZeRO-1/2: the parameter all-gather before the first forward, exposed (Megatron-LM without "
+        "--overlap-param-gather); default: under it",
+    )
     add_tp_overlap_argument(cmd)
 
 
@@ -186,6 +193,8 @@ def config(args) -> dict:
         b = implied
     schedule = args.schedule or ("interleaved" if args.chunks > 1 else "1f1b")
     partial = {} if args.recompute_layers is None else {"recompute_layers": args.recompute_layers}
+    if not args.overlap_param_gather:
+        partial["overlap_param_gather"] = False
     return dict(
         global_batch=args.global_batch,
         seq_len=args.seq_len,

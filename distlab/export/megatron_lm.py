@@ -36,7 +36,8 @@ DistributedInitConfig in megatron/training/config/common_config.py).
   transformer_block.py _checkpointed_forward, distlab.partial_recompute), --bf16 / --fp16 / --fp8-format hybrid.
   Data-parallel overlap as estimate() prices it (its gradient reduction under the backward, the distributed
   optimizer's parameter all-gather under the next step's first forward): --overlap-grad-reduce wherever
-  gradients are reduced (dp x cp > 1), with --overlap-param-gather for the distributed optimizer. Both are off
+  gradients are reduced (dp x cp > 1), with --overlap-param-gather for the distributed optimizer (not where
+  estimate(overlap_param_gather=False) priced the gather exposed). Both are off
   unless given (megatron/training/arguments.py: store_true, default False; validate_args: --overlap-param-gather
   only with --use-distributed-optimizer and --overlap-grad-reduce); the Megatron-FSDP strategies below switch them
   on themselves (optim_grads: the reduce; optim_grads_params: both).
@@ -226,8 +227,9 @@ def megatron_flags(estimate) -> list[str]:
     flags += _megatron_recompute_flags(c, model)
     if c.get("memory_recipe") in MEGATRON_BF16_GRADS:
         flags.append("--grad-reduce-in-bf16")
-    if c["zero"] == 1:  # its parameter all-gather under the next step's forward, as estimate() prices it
-        flags += ["--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"]
+    if c["zero"] == 1:  # its parameter all-gather under the next step's forward, unless estimated exposed
+        flags += ["--use-distributed-optimizer", "--overlap-grad-reduce"]
+        flags += ["--overlap-param-gather"] if c.get("overlap_param_gather", True) else []
     elif c["zero"] == 0 and c["dp"] * c.get("cp", 1) > 1:  # the gradients' all-reduce under the backward
         flags.append("--overlap-grad-reduce")
     elif c["zero"] >= 2:

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .._arguments import RECOMPUTE_MODES, check_fraction, code_array, number_array
+from .._arguments import RECOMPUTE_MODES, check_fraction, code_array, flag, number_array
 from ..attention_kernels import attention_kernel as attention_kernel_name
 from ..errors import ConfigurationError
 from ..tp_overlap import ASYNC_TP, TP_OVERLAP_NAMES
@@ -105,6 +105,7 @@ class StepConfig:
     cast_bytes: float  # FP8 cast bytes per element (elementwise.FP8_CAST_BYTES; 0 when not FP8)
     tp_overlap: Any  # the TP overlap method's code (distlab.tp_overlap.TP_OVERLAP_NAMES; bool True: userbuffers)
     zero3_tensors: float  # ZeRO-3 collectives per layer and gather: 1 (flat buffer), the layer's tensors (per tensor)
+    param_gather_exposed: bool  # ZeRO-1/2's parameter all-gather runs before the first forward (not overlapped)
     bucket_bytes: float
     s: float
     dp: np.ndarray
@@ -236,6 +237,7 @@ def step_config(
     fp8_best_gemm=None,
     fp8_cast_bytes=0.0,
     zero3_tensors=1.0,
+    param_gather_exposed=False,
     attention_kernel=None,
     ring_step_floor=0.0,
     recompute_layers=None,
@@ -306,6 +308,7 @@ def _compute(a: dict) -> dict:
         fp8=fp8,
         cast_bytes=non_negative(a["fp8_cast_bytes"], "B", "fp8_cast_bytes") if fp8 else 0.0,
         zero3_tensors=a["zero3_tensors"],
+        param_gather_exposed=flag(a["param_gather_exposed"], "param_gather_exposed"),
         overlap_slowdown=slowdown,
         tp_overlap=code_array(a["tp_overlap"], "tp_overlap", TP_OVERLAP_NAMES),
         **{k: a[k] for k in keys},

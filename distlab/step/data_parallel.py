@@ -162,8 +162,9 @@ def dp_term(c: StepConfig, r: dict) -> dict:
     all-reduce), and dp_exposed_s, what of it is exposed (DDP's 25 MiB buckets, dataparallel.
     exposed_communication_time); dp_hidden_s the rest. ZeRO-0: gradients accumulate locally, one all-reduce per step
     under the LAST microbatch's backward. ZeRO-1 (Megatron's distributed optimizer): one reduce-scatter under the
-    backward, one all-gather under the next step's first forward. ZeRO-2: a reduce-scatter every microbatch under
-    its backward, one all-gather. ZeRO-3 (FSDP): per microbatch and layer an all-gather for the forward, one for the
+    backward, one all-gather under the next step's first forward (Megatron's --overlap-param-gather), or before it,
+    all of it exposed, with param_gather_exposed (Megatron without that flag). ZeRO-2: a reduce-scatter every
+    microbatch under its backward, one all-gather (the same). ZeRO-3 (FSDP): per microbatch and layer an all-gather for the forward, one for the
     backward (not for the last layer, kept unsharded) and a reduce-scatter, (3 L - 1) halves of the layer's shard
     (Rajbhandari et al. 2020, Sec. 7.2.2), exposed as distlab.fsdp.layer_by_layer_exposed (one layer of prefetch).
     At ZeRO-3 the reduce-scatters move the engine's reduce dtype (memory_recipes.gradient_reduce_bytes: fp32 for
@@ -187,7 +188,8 @@ def dp_term(c: StepConfig, r: dict) -> dict:
         reduce_half = 0.5 * all_reduce_of(scale * grad, scale * expert)
         layer_reduce = 0.5 * all_reduce_of(scale * grad / layers, scale * expert / layers)
     ddp = exposed_communication_time(all_reduce, backward, buckets)
-    gather_once = exposed_communication_time(half, forward, buckets)
+    # the distributed optimizer's parameter all-gather: under the first forward, or before it (param_gather_exposed)
+    gather_once = np.where(c.param_gather_exposed, half, exposed_communication_time(half, forward, buckets))
     zero1 = exposed_communication_time(half, backward, buckets) + gather_once
     zero2 = m * exposed_communication_time(reduce_half, backward, buckets) + gather_once
     zero3_mb = layer_by_layer_exposed(

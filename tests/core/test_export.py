@@ -100,6 +100,12 @@ def test_megatron_line_overlaps_the_data_parallel_traffic_the_estimate_hides(zer
     _assert_megatron_overlaps_as_priced(export.megatron(e), zero, e.config["dp"] * e.config["cp"])
 
 
+def test_megatron_line_leaves_the_parameter_gather_unoverlapped_where_the_estimate_exposed_it():
+    switches = set(shlex.split(export.megatron(est(zero=1, overlap_param_gather=False)).replace("\\\n", " ")))
+    assert {"--use-distributed-optimizer", "--overlap-grad-reduce"} <= switches
+    assert "--overlap-param-gather" not in switches
+
+
 def _words(text: str) -> dict:
     """flag -> value (or True for a switch), read from a command line without distlab's parser."""
     words = shlex.split(text.replace("\\\n", " "))
