@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-
 from ._arguments import as_cluster, check_fraction, flag
 from .collectives.placed import ring_step_floor
 from .errors import ConfigurationError
@@ -47,7 +46,7 @@ from .step.placement import (
     pipeline_crossings_array,
 )
 from .step.checks import check_batch, check_layout, check_memory_recipe
-from .step.data_parallel import zero3_collectives_per_layer
+from .step.data_parallel import EXPOSED_GATHER_NOTE, zero3_collectives_per_layer
 from .step.terms import TERMS, step_model_array
 from .tp_overlap import TP_OVERLAP_NAMES, layout_method
 from .tp_overlap import note as tp_overlap_note
@@ -198,8 +197,7 @@ class StepEstimate:
 
     def notes(self) -> list:
         """What the step time assumes beyond the compute line: an FP8 recipe's GEMM rate and scaling, the TP overlap
-        method's hidden share (distlab.tp_overlap.note), a power cap distlab does not model
-        (hardware.Accelerator.power_note)."""
+        method's hidden share (tp_overlap.note), an exposed parameter gather, a power cap not modelled (power_note)."""
         out = []
         cm = self.compute_model
         if self.config.get("fp8_scaling") and cm is not None and cm.fp8_matmul_efficiency is not None:
@@ -209,6 +207,8 @@ class StepEstimate:
             )
         if self.config.get("tp_overlap_method"):
             out.append(tp_overlap_note(self.config["tp_overlap_method"], self.config["tp"]))
+        if self.config.get("overlap_param_gather") is False:
+            out.append(EXPOSED_GATHER_NOTE)
         if self.power_note:
             out.append(self.power_note)
         return out

@@ -22,10 +22,17 @@ __all__ = [
     "DEEPSPEED_2021_PYTHON_PER_RANK_S",
     "SMALL_GPU_OPERATION_S",
     "DEEPSPEED_2021_HOST_PER_RANK_S",
+    "EXPOSED_GATHER_NOTE",
     "zero3_collectives_per_layer",
     "zero3_gathered_per_layer",
     "dp_term",
 ]
+
+#: What an estimate with overlap_param_gather=False assumes, in its notes (training.StepEstimate.notes).
+EXPOSED_GATHER_NOTE = (
+    "ZeRO-1/2: the parameter all-gather runs before the first forward, all of it exposed (overlap_param_gather=False:"
+    " Megatron-LM without --overlap-param-gather)"
+)
 
 #: How ZeRO-3/FSDP issues a layer's parameter gathers and gradient reductions. 'layer': one collective on a flat
 #: buffer of the layer's parameters (FSDP2's foreach all-gather per FSDP unit, Megatron's distributed-optimizer

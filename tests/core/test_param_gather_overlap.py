@@ -9,6 +9,7 @@ import pytest
 from distlab import hardware, memory, models, training
 from distlab.errors import ConfigurationError
 from distlab.step import step_model_array
+from distlab.step.data_parallel import EXPOSED_GATHER_NOTE
 
 LAYOUT = dict(
     global_batch=16,
@@ -59,6 +60,7 @@ def test_only_the_distributed_optimizers_gather_moves_and_all_of_it_shows(zero):
     on = training.estimate("llama2-7b", "dgx-h100", nodes=2, fabric="ib-ndr", **kw)
     off = training.estimate("llama2-7b", "dgx-h100", nodes=2, fabric="ib-ndr", overlap_param_gather=False, **kw)
     assert off.config["overlap_param_gather"] is False and "overlap_param_gather" not in on.config
+    assert EXPOSED_GATHER_NOTE in off.notes() and EXPOSED_GATHER_NOTE not in on.notes()  # the assumption is said
     grown = off.step_time_s - on.step_time_s
     # the gather now exposed no longer slows the compute it hid under (overlap_slowdown, 18.9% of the hidden time,
     # Lesson 7 §8): the step grows by (1 - 0.189) of what became exposed
