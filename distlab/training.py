@@ -388,7 +388,7 @@ def _flags(model, config: dict, method: str, balance_stages, zero3_collectives, 
     if zero3_collectives != "layer":  # the default adds nothing to the record: estimates without it stay as they were
         config["zero3_collectives"] = zero3_collectives
         flags["zero3_tensors"] = zero3_collectives_per_layer(model, zero3_collectives)
-    if not flag(overlap_param_gather, "overlap_param_gather"):
+    if not flag(overlap_param_gather, "overlap_param_gather") and config["zero"] in (1, 2):  # its gather only
         config["overlap_param_gather"], flags["param_gather_exposed"] = False, True
     return flags
 

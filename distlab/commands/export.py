@@ -104,7 +104,13 @@ def run(args) -> int:
     from ._configuration import cluster, compute_options, config
 
     cl = cluster(args)
-    if str(args.model).strip().lower() in _moe_models():
+    moe_model = str(args.model).strip().lower() in _moe_models()
+    if not args.overlap_param_gather and (args.best or moe_model):
+        raise ConfigurationError(
+            "--no-overlap-param-gather applies to a given dense configuration: the planner (--best) and the MoE "
+            "export price the parameter all-gather under the forward"
+        )
+    if moe_model:
         return _run_moe(args, cl)
     if (
         args.ep != 1

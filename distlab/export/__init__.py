@@ -22,6 +22,7 @@ from .megatron_lm import (
     MEGATRON_FSDP_STRATEGIES,
     MEGATRON_ROPE_SCALING_FIXED,
     megatron,
+    megatron_dp_overlap_flags,
     megatron_flags,
     parse_megatron,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "engine_recipe",
     "engine_recipes",
     "megatron_flags",
+    "megatron_dp_overlap_flags",
     "megatron",
     "parse_megatron",
     "deepspeed_config",

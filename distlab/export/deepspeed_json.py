@@ -10,8 +10,13 @@ whose example config is {"zero_optimization": {"stage": 2}, "bf16": {"enabled": 
 "tensor_parallel": {"autotp_size": 4}} and which combines TP with ZeRO stages 0, 1 or 2.
 DeepSpeed's PipelineEngine asserts "ZeRO-2 and ZeRO-3 are incompatible with pipeline
 parallelism" and runs only its own 1F1B-style TrainSchedule (no GPipe, no interleaving).
-"overlap_comm": true at stages 1 and 2, where estimate() prices the gradient reduction as overlapped with the
-backward: DeepSpeed's default is true only at stage 3 (DeepSpeedZeroConfig.overlap_comm_valid: None -> stage == 3).
+"overlap_comm": true at stages 1 and 2 without a pipeline, where estimate() prices the gradient reduction as
+overlapped with the backward: DeepSpeed's default is true only at stage 3 (DeepSpeedZeroConfig.overlap_comm_valid:
+None -> stage == 3). Not priced by estimate() (where DeepSpeed differs from it): the pipeline engine turns
+overlap_comm off ("Pipeline parallelism does not support overlapped communication, will be disabled": engine.py),
+so its gradient reduction runs exposed; ZeRO-1/2's parameter all-gather runs at the end of the optimizer step
+(stage_1_and_2.py step: all_gather_dp_groups), exposed, what estimate(overlap_param_gather=False) prices; and
+without ZeRO the engine all-reduces after the backward (engine.backward: allreduce_gradients).
 Activation recomputation is not a config key that works alone (the model calls
 deepspeed.checkpointing), so it is left out of the JSON. The JSON has no model section (the
 model is the user's code), so no model shape is exported for DeepSpeed.
@@ -77,7 +82,7 @@ def deepspeed_config(estimate) -> dict:
         "gradient_accumulation_steps": c["microbatches"],
         "zero_optimization": {"stage": c["zero"]},
     }
-    if c["zero"] in (1, 2):  # the gradient reduction under the backward, as estimate() prices it
+    if c["zero"] in (1, 2) and c["pp"] == 1:  # the gradient reduction under the backward, as estimate() prices it
         out["zero_optimization"]["overlap_comm"] = True
     if c["precision"] in ("mixed", "bf16"):
         out["bf16"] = {"enabled": True}

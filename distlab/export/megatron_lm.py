@@ -36,11 +36,11 @@ DistributedInitConfig in megatron/training/config/common_config.py).
   transformer_block.py _checkpointed_forward, distlab.partial_recompute), --bf16 / --fp16 / --fp8-format hybrid.
   Data-parallel overlap as estimate() prices it (its gradient reduction under the backward, the distributed
   optimizer's parameter all-gather under the next step's first forward): --overlap-grad-reduce wherever
-  gradients are reduced (dp x cp > 1), with --overlap-param-gather for the distributed optimizer (not where
-  estimate(overlap_param_gather=False) priced the gather exposed). Both are off
+  gradients are reduced (dp x cp > 1), with --overlap-param-gather at ZeRO-1/2 (not where
+  estimate(overlap_param_gather=False) priced the gather exposed): megatron_dp_overlap_flags. Both are off
   unless given (megatron/training/arguments.py: store_true, default False; validate_args: --overlap-param-gather
-  only with --use-distributed-optimizer and --overlap-grad-reduce); the Megatron-FSDP strategies below switch them
-  on themselves (optim_grads: the reduce; optim_grads_params: both).
+  only with --use-distributed-optimizer or Megatron-FSDP, and --overlap-grad-reduce); Megatron-FSDP switches on
+  the reduce for optim_grads (ZeRO-2) and both for optim_grads_params (ZeRO-3), so ZeRO-2 needs the gather flag.
   ZeRO: 1 = --use-distributed-optimizer; 2 and 3 = Megatron-FSDP, --use-megatron-fsdp
   --data-parallel-sharding-strategy optim_grads | optim_grads_params (choices no_shard, optim,
   optim_grads, optim_grads_params = ZeRO-0/1/2/3: docs/user-guide/features/megatron_fsdp.md) with
@@ -62,6 +62,7 @@ from ..errors import ConfigurationError
 from .engines import ENGINE_RECIPES, config_of, even_chunks, launch
 
 __all__ = [
+    "megatron_dp_overlap_flags",
     "MEGATRON_ROPE_SCALING_FIXED",
     "MEGATRON_FSDP_STRATEGIES",
     "MEGATRON_BF16_GRADS",
@@ -227,11 +228,8 @@ def megatron_flags(estimate) -> list[str]:
     flags += _megatron_recompute_flags(c, model)
     if c.get("memory_recipe") in MEGATRON_BF16_GRADS:
         flags.append("--grad-reduce-in-bf16")
-    if c["zero"] == 1:  # its parameter all-gather under the next step's forward, unless estimated exposed
-        flags += ["--use-distributed-optimizer", "--overlap-grad-reduce"]
-        flags += ["--overlap-param-gather"] if c.get("overlap_param_gather", True) else []
-    elif c["zero"] == 0 and c["dp"] * c.get("cp", 1) > 1:  # the gradients' all-reduce under the backward
-        flags.append("--overlap-grad-reduce")
+    if c["zero"] == 1:
+        flags.append("--use-distributed-optimizer")
     elif c["zero"] >= 2:
         flags += [
             "--use-megatron-fsdp",
@@ -240,6 +238,7 @@ def megatron_flags(estimate) -> list[str]:
             "--ckpt-format",
             "fsdp_dtensor",
         ]
+    flags += megatron_dp_overlap_flags(c["zero"], c["dp"] * c.get("cp", 1), c.get("overlap_param_gather", True))
     precision = c["precision"]
     if precision in ("mixed", "bf16"):
         flags.append("--bf16")
@@ -248,6 +247,22 @@ def megatron_flags(estimate) -> list[str]:
     elif precision == "fp8":
         flags += ["--bf16", "--fp8-format", "hybrid"]
     return flags
+
+
+def megatron_dp_overlap_flags(zero: int, reduced_over: int, overlap_param_gather: bool = True) -> list[str]:
+    """The data-parallel overlap estimate() prices, as Megatron-LM flags (both off unless given): the gradient
+    reduction under the backward where gradients are reduced over more than one rank (ZeRO-0), or sharded (ZeRO-1, the
+    distributed optimizer; ZeRO-2, Megatron-FSDP optim_grads), and at ZeRO-1/2 the parameter all-gather under the next
+    step's forward, unless overlap_param_gather is False. validate_args checks --overlap-param-gather against
+    --overlap-grad-reduce before Megatron-FSDP switches that on, so both are written; optim_grads_params (ZeRO-3)
+    switches both on itself. The MoE exporter (distlab.moe.export) writes the same. Lesson 7 §7.
+
+    >>> megatron_dp_overlap_flags(1, 8)
+    ['--overlap-grad-reduce', '--overlap-param-gather']
+    """
+    if zero in (1, 2):
+        return ["--overlap-grad-reduce"] + (["--overlap-param-gather"] if overlap_param_gather else [])
+    return ["--overlap-grad-reduce"] if zero == 0 and reduced_over > 1 else []
 
 
 def megatron(estimate, gpus_per_node: int = 8) -> str:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from .. import mesh
 from .._arguments import whole_number
 from ..errors import ConfigurationError
+from ..export.megatron_lm import megatron_dp_overlap_flags
 from .catalog import MoEModel
 from .catalog import model as moe_model
 from .all_to_all import ep_members_per_node
@@ -246,6 +247,8 @@ def _megatron_parallel_flags(c) -> list[str]:
         "--seq-length",
         str(c.seq_len),
         "--use-distributed-optimizer",
+        # the data-parallel overlap the step model prices (ZeRO-1: export.megatron_lm.megatron_dp_overlap_flags)
+        *megatron_dp_overlap_flags(1, c.dp),
         "--bf16",
     ]
     return flags

@@ -38,6 +38,10 @@ def test_deepseek_v3_run_as_megatron_flags():
     assert f["--moe-router-num-groups"] == "8" and f["--moe-router-group-topk"] == "4"
     assert f["--multi-latent-attention"] is True and f["--kv-lora-rank"] == "512" and f["--q-lora-rank"] == "1536"
     assert "--sequence-parallel" not in f  # tp = 1
+    # ZeRO-1, as the step model prices it: the gradient reduce-scatter under the backward and the parameter
+    # all-gather under the next forward, both off in Megatron-LM unless given (arguments.py: store_true)
+    assert f["--use-distributed-optimizer"] is True
+    assert f["--overlap-grad-reduce"] is True and f["--overlap-param-gather"] is True
 
 
 def test_mixtral_with_tp_gets_sequence_parallel_and_capacity():
