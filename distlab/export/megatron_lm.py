@@ -58,7 +58,9 @@ from __future__ import annotations
 
 import shlex
 
+from .._arguments import flag, whole_number
 from ..errors import ConfigurationError
+from ..mesh import MAX_WORLD_SIZE
 from .engines import ENGINE_RECIPES, config_of, even_chunks, launch
 
 __all__ = [
@@ -260,8 +262,10 @@ def megatron_dp_overlap_flags(zero: int, reduced_over: int, overlap_param_gather
     >>> megatron_dp_overlap_flags(1, 8)
     ['--overlap-grad-reduce', '--overlap-param-gather']
     """
+    zero, reduced_over = whole_number(zero, "zero", 0, 3), whole_number(reduced_over, "reduced_over", 1, MAX_WORLD_SIZE)
+    gather = flag(overlap_param_gather, "overlap_param_gather")
     if zero in (1, 2):
-        return ["--overlap-grad-reduce"] + (["--overlap-param-gather"] if overlap_param_gather else [])
+        return ["--overlap-grad-reduce"] + (["--overlap-param-gather"] if gather else [])
     return ["--overlap-grad-reduce"] if zero == 0 and reduced_over > 1 else []
 
 
