@@ -1,7 +1,7 @@
 """Loaded by pytest before its other plugins (pyproject.toml's addopts: `-p distlab._pytest_early`), in the main
 process and in every xdist worker, so that the suite's processes do not repeat work:
 
-- **jsonschema's slow optional import** (distlab.cli.UNUSED_SLOW_IMPORT: about 1 s of CPU per process) is skipped, as
+- **jsonschema's slow optional import** (distlab.grading.UNUSED_SLOW_IMPORT: about 1 s of CPU per process) is skipped, as
   distlab's own commands skip it. nbval's plugin imports nbformat, and so jsonschema, when pytest loads its plugins,
   before any conftest.py runs; a `-p` module named on the command line loads before them.
 - **Bytecode is cached**, as Python does by default. Some machines' images set PYTHONDONTWRITEBYTECODE=1 (this
@@ -13,8 +13,7 @@ process and in every xdist worker, so that the suite's processes do not repeat w
 import os
 import sys
 
-from distlab.cli import UNUSED_SLOW_IMPORT
+import distlab.grading  # noqa: F401  (importing it marks jsonschema's slow optional import absent)
 
-sys.modules.setdefault(UNUSED_SLOW_IMPORT, None)  # type: ignore[arg-type]  # import now raises ImportError
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)

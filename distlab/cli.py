@@ -10,7 +10,8 @@ import importlib
 import pkgutil
 import sys
 
-from . import commands, grading
+from . import commands
+from . import grading  # noqa: F401  (importing it marks jsonschema's slow optional import absent: UNUSED_SLOW_IMPORT)
 from .commands.memory import parse_count  # noqa: F401  (public: used by scripts and tests)
 from .errors import DistlabError
 
@@ -36,12 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: jsonschema's slow optional import, which distlab's commands do without (distlab.grading.UNUSED_SLOW_IMPORT)
-UNUSED_SLOW_IMPORT = grading.UNUSED_SLOW_IMPORT
-
-
 def main(argv=None) -> int:
-    sys.modules.setdefault(UNUSED_SLOW_IMPORT, None)  # type: ignore[arg-type]  # import now raises ImportError
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     unknown = _unknown_command(parser, argv)
