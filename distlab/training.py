@@ -46,7 +46,7 @@ from .step.placement import (
     pipeline_crossings_array,
 )
 from .step.checks import check_batch, check_layout, check_memory_recipe
-from .step.data_parallel import EXPOSED_GATHER_NOTE, zero3_collectives_per_layer
+from .step.data_parallel import EXPOSED_GATHER_NOTE, deepspeed_note, zero3_collectives_per_layer
 from .step.terms import TERMS, step_model_array
 from .tp_overlap import TP_OVERLAP_NAMES, layout_method
 from .tp_overlap import note as tp_overlap_note
@@ -197,7 +197,7 @@ class StepEstimate:
 
     def notes(self) -> list:
         """What the step time assumes beyond the compute line: an FP8 recipe's GEMM rate and scaling, the TP overlap
-        method's hidden share (tp_overlap.note), an exposed parameter gather, a power cap not modelled (power_note)."""
+        method's hidden share (tp_overlap.note), an exposed parameter gather, DeepSpeed's engine, a power cap (power_note)."""
         out = []
         cm = self.compute_model
         if self.config.get("fp8_scaling") and cm is not None and cm.fp8_matmul_efficiency is not None:
@@ -209,9 +209,11 @@ class StepEstimate:
             out.append(tp_overlap_note(self.config["tp_overlap_method"], self.config["tp"]))
         if self.config.get("overlap_param_gather") is False:
             out.append(EXPOSED_GATHER_NOTE)
+        if self.config.get("memory_recipe") == "deepspeed" and self.config["dp"] * self.config["cp"] > 1:
+            out.append(deepspeed_note(self.config["zero"], self.config["pp"]))
         if self.power_note:
             out.append(self.power_note)
-        return out
+        return [line for line in out if line]
 
     def breakdown(self) -> dict:
         """Every step-time term in seconds under its short name (the key without '_s'; the DP traffic in total,

@@ -12,11 +12,13 @@ DeepSpeed's PipelineEngine asserts "ZeRO-2 and ZeRO-3 are incompatible with pipe
 parallelism" and runs only its own 1F1B-style TrainSchedule (no GPipe, no interleaving).
 "overlap_comm": true at stages 1 and 2 without a pipeline, where estimate() prices the gradient reduction as
 overlapped with the backward: DeepSpeed's default is true only at stage 3 (DeepSpeedZeroConfig.overlap_comm_valid:
-None -> stage == 3). Not priced by estimate() (where DeepSpeed differs from it): the pipeline engine turns
-overlap_comm off ("Pipeline parallelism does not support overlapped communication, will be disabled": engine.py),
-so its gradient reduction runs exposed; ZeRO-1/2's parameter all-gather runs at the end of the optimizer step
-(stage_1_and_2.py step: all_gather_dp_groups), exposed, what estimate(overlap_param_gather=False) prices; and
-without ZeRO the engine all-reduces after the backward (engine.backward: allreduce_gradients).
+None -> stage == 3). What DeepSpeed runs exposed, estimate(memory_recipe='deepspeed') prices exposed
+(step.data_parallel._deepspeed_exposure): the pipeline engine turns overlap_comm off ("Pipeline parallelism does
+not support overlapped communication, will be disabled": engine.py), so its gradient reduction runs after the last
+backward; ZeRO-1/2's parameter all-gather runs at the end of the optimizer step (stage_1_and_2.py step:
+all_gather_dp_groups); and without ZeRO the engine all-reduces after the backward (engine.backward:
+allreduce_gradients). Not priced: without ZeRO, bf16 runs DeepSpeed's BF16_Optimizer, which all-reduces fp32
+gradients (twice the bytes the estimate moves).
 Activation recomputation is not a config key that works alone (the model calls
 deepspeed.checkpointing), so it is left out of the JSON. The JSON has no model section (the
 model is the user's code), so no model shape is exported for DeepSpeed.

@@ -13,6 +13,7 @@ from ..dataparallel import exposed_communication_time
 from ..errors import ConfigurationError
 from ..fsdp import layer_by_layer_exposed
 from ..memory_recipes import gradient_reduce_bytes
+from ..units import positive_int
 from .config import StepConfig
 from .placement import equal_local_ranks_array, group_all_reduce_time_array
 
@@ -23,6 +24,8 @@ __all__ = [
     "SMALL_GPU_OPERATION_S",
     "DEEPSPEED_2021_HOST_PER_RANK_S",
     "EXPOSED_GATHER_NOTE",
+    "DEEPSPEED_REDUCE_BUCKET_ELEMENTS",
+    "deepspeed_note",
     "zero3_collectives_per_layer",
     "zero3_gathered_per_layer",
     "dp_term",
@@ -33,6 +36,57 @@ EXPOSED_GATHER_NOTE = (
     "ZeRO-1/2: the parameter all-gather runs before the first forward, all of it exposed (overlap_param_gather=False:"
     " Megatron-LM without --overlap-param-gather)"
 )
+
+#: DeepSpeed's ZeRO-1/2 gradient bucket, in elements: reduce_bucket_size's default, pp_int(5e8)
+#: (deepspeed/runtime/zero/config.py, DeepSpeedZeroConfig; microsoft/DeepSpeed 38327e0, 2025-02-21). With
+#: overlap_comm the backward hooks reduce a bucket on the reduction stream each time one fills (stage_1_and_2.py
+#: reduce_independent_p_g_buckets_and_remove_grads); the step model's bucketed overlap counts these buckets.
+DEEPSPEED_REDUCE_BUCKET_ELEMENTS = 5e8
+
+
+def _deepspeed_exposure(zero, pp):
+    """(gradient reduction exposed, parameter all-gather exposed) of DeepSpeed's engine as distlab exports it
+    (export.deepspeed_json: "overlap_comm": true at ZeRO-1/2 without a pipeline), microsoft/DeepSpeed 38327e0:
+    without ZeRO the engine all-reduces after the backward (engine.py allreduce_gradients at the accumulation
+    boundary: buffered_allreduce_fallback); with a pipeline the engine turns overlap_comm off ("Pipeline parallelism
+    does not support overlapped communication, will be disabled") and reduces after the last backward
+    (pipe/engine.py _exec_reduce_grads); ZeRO-1/2 gather the updated parameters at the end of the optimizer step
+    (stage_1_and_2.py step: all_gather_dp_groups), before the next forward. ZeRO-2/3 with a pipeline, which DeepSpeed
+    refuses ("ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"), keep the pricing without one.
+
+    >>> [x.tolist() for x in _deepspeed_exposure(np.array([0, 1, 1, 2, 2, 3]), np.array([1, 1, 4, 1, 4, 1]))]
+    [[True, False, True, False, False, False], [False, True, True, True, True, False]]
+    """
+    zero, pp = np.asarray(zero), np.asarray(pp)
+    return (zero == 0) | ((zero == 1) & (pp > 1)), (zero == 1) | (zero == 2)
+
+
+def deepspeed_note(zero: int, pp: int) -> str:
+    """What an estimate with memory_recipe='deepspeed' assumes of DeepSpeed's data-parallel communication
+    (_deepspeed_exposure), for training.StepEstimate.notes; '' at ZeRO-3 without a pipeline. Lesson 7 §7.
+
+    >>> deepspeed_note(1, 4)[:72]
+    'DeepSpeed: the gradient reduction runs after the last backward, exposed '
+    """
+    if isinstance(zero, bool) or not isinstance(zero, (int, np.integer)) or not 0 <= zero <= 3:
+        raise ConfigurationError(f"zero={zero!r}; valid: 0, 1, 2 or 3")
+    zero, pp = int(zero), positive_int(pp, "pp")
+    if zero >= 2 and pp > 1:
+        return (
+            f"DeepSpeed refuses ZeRO-{zero} with a pipeline ('incompatible with pipeline parallelism'): priced as its"
+            " ZeRO without one"
+        )
+    reduce, gather = (bool(x) for x in _deepspeed_exposure(zero, pp))
+    parts = []
+    if reduce:
+        why = "its pipeline engine turns overlap_comm off" if pp > 1 else "no ZeRO: the engine all-reduces after it"
+        parts.append(f"the gradient reduction runs after the last backward, exposed ({why})")
+    elif zero in (1, 2):
+        parts.append("the gradient reduction overlaps the backward (overlap_comm) in buckets of 5e8 elements")
+    if gather:
+        parts.append("the parameter all-gather runs after the optimizer step, exposed")
+    return f"DeepSpeed: {'; '.join(parts)}" if parts else ""
+
 
 #: How ZeRO-3/FSDP issues a layer's parameter gathers and gradient reductions. 'layer': one collective on a flat
 #: buffer of the layer's parameters (FSDP2's foreach all-gather per FSDP unit, Megatron's distributed-optimizer
@@ -178,8 +232,10 @@ def dp_term(c: StepConfig, r: dict) -> dict:
     FSDP1 and FSDP2, twice the bf16 gathers' bytes).
     Per parameter tensor (zero3_tensors = k > 1: DeepSpeed ZeRO-3 as Narayanan et al. 2021 Table 2 ran it,
     v0.3.13-v0.4.0) _zero3_per_tensor prices it: every collective exposed, the recomputed forward gathering again,
-    each collective a ring latency over all ranks and DEEPSPEED_2021_HOST_PER_RANK_S of host work per rank. No
-    replicas: nothing. Lesson 3, Lesson 7 §3."""
+    each collective a ring latency over all ranks and DEEPSPEED_2021_HOST_PER_RANK_S of host work per rank.
+    memory_recipe 'deepspeed' runs DeepSpeed's engine (_deepspeed_exposure): ZeRO-0's all-reduce, and any reduction
+    under a pipeline, after the last backward, exposed; ZeRO-1/2's gather after the optimizer step, exposed; the
+    overlapped reductions in buckets of DEEPSPEED_REDUCE_BUCKET_ELEMENTS. No replicas: nothing. Lesson 3, Lesson 7 §3."""
     grad, expert, replicas, all_reduce_of = _gradient_groups(c)
     m, layers, zero = c.m, c.layers_stage, c.zero
     all_reduce = all_reduce_of(grad, expert)
@@ -194,10 +250,16 @@ def dp_term(c: StepConfig, r: dict) -> dict:
     if np.any(scale != 1.0):
         reduce_half = 0.5 * all_reduce_of(scale * grad, scale * expert)
         layer_reduce = 0.5 * all_reduce_of(scale * grad / layers, scale * expert / layers)
-    ddp = exposed_communication_time(all_reduce, backward, buckets)
+    reduce_exposed, gather_exposed = False, c.param_gather_exposed
+    if getattr(c.memory_recipe, "name", None) == "deepspeed":  # DeepSpeed's engine: its buckets, its exposed parts
+        engine_reduce, engine_gather = _deepspeed_exposure(zero, c.pp)
+        reduce_exposed, gather_exposed = engine_reduce, engine_gather | gather_exposed
+        elements = (grad + expert) / float(c.recipe.gradient_bytes)
+        buckets = np.where(zero == 0, buckets, np.maximum(1.0, np.ceil(elements / DEEPSPEED_REDUCE_BUCKET_ELEMENTS)))
+    ddp = np.where(reduce_exposed, all_reduce, exposed_communication_time(all_reduce, backward, buckets))
     # the distributed optimizer's parameter all-gather: under the first forward, or before it (param_gather_exposed)
-    gather_once = np.where(c.param_gather_exposed, half, exposed_communication_time(half, forward, buckets))
-    zero1 = exposed_communication_time(half, backward, buckets) + gather_once
+    gather_once = np.where(gather_exposed, half, exposed_communication_time(half, forward, buckets))
+    zero1 = np.where(reduce_exposed, half, exposed_communication_time(half, backward, buckets)) + gather_once
     zero2 = m * exposed_communication_time(reduce_half, backward, buckets) + gather_once
     zero3_mb = layer_by_layer_exposed(
         forward / layers, backward / layers, layer_half, layer_reduce, layers, prefetch=1, reshard_after_forward=True
