@@ -250,10 +250,14 @@ def run_cluster(run_: dict):
     part = c.get("accelerator")
     if part is None:
         return cluster(c["node"], c["nodes"], c["fabric"])
-    # a stated GPU the catalog lacks (torchtitan's 96 GB HBM2e, 500 W H100): the catalog node with that part
+    # a stated GPU the catalog lacks (torchtitan's 96 GB HBM2e, 500 W H100): the catalog node with that part, its
+    # FP8 peak where the run states one (the Float8 rows)
+    peaks = {"bf16": part["bf16_flops"], "fp16": part["bf16_flops"]}
+    if part.get("fp8_flops") is not None:
+        peaks["fp8"] = part["fp8_flops"]
     gpu = Accelerator(
         part["name"],
-        {"bf16": part["bf16_flops"], "fp16": part["bf16_flops"]},
+        peaks,
         memory_bytes=part["memory_bytes"],
         memory_bandwidth=part["memory_bandwidth"],
         source=part["source"],
