@@ -91,7 +91,7 @@ def _measured_speedup(key):
 
 def _async_tp_speedup(key):
     vanilla, overlapped = _async_tp_pair(key)
-    assert vanilla["distlab"]["estimate"]["tp_overlap"] == "none"
+    assert vanilla["distlab"]["estimate"]["tp_overlap"] is False
     assert overlapped["distlab"]["estimate"]["tp_overlap"] == "async-tp"
     plain, hidden = validation.predict(vanilla), validation.predict(overlapped)
     band = validation.error_band(validation.run_cluster(vanilla).accelerator.name, "mixed").percent
