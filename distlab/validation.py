@@ -250,10 +250,14 @@ def run_cluster(run_: dict):
     part = c.get("accelerator")
     if part is None:
         return cluster(c["node"], c["nodes"], c["fabric"])
-    # a stated GPU the catalog lacks (torchtitan's 96 GB HBM2e, 500 W H100): the catalog node with that part
+    # a stated GPU the catalog lacks (torchtitan's 96 GB HBM2e, 500 W H100): the catalog node with that part, its
+    # FP8 peak where the run states one (the Float8 rows)
+    peaks = {"bf16": part["bf16_flops"], "fp16": part["bf16_flops"]}
+    if part.get("fp8_flops") is not None:
+        peaks["fp8"] = part["fp8_flops"]
     gpu = Accelerator(
         part["name"],
-        {"bf16": part["bf16_flops"], "fp16": part["bf16_flops"]},
+        peaks,
         memory_bytes=part["memory_bytes"],
         memory_bandwidth=part["memory_bandwidth"],
         source=part["source"],
@@ -525,8 +529,8 @@ def error_band(accelerator: str, precision: str = "mixed") -> ErrorBand:
     >>> band = error_band("h100-sxm")
     >>> band.matched and band.runs >= MIN_BAND_RUNS and 0 < band.percent < 50
     True
-    >>> error_band("h100-sxm", "fp8").runs  # NVIDIA's FP8 recipes: dgxc-benchmarking 5, Megatron Bridge 25.11 2
-    7
+    >>> error_band("h100-sxm", "fp8").runs  # dgxc-benchmarking 5, Megatron Bridge 25.11 2, torchtitan Float8 12
+    19
     >>> error_band("b200", "fp8").runs  # Megatron Bridge 25.11 on DGX B200: Llama 3 8B and 3.1 405B, FP8-CS and MXFP8
     4
     >>> error_band("a100-80gb", "fp8").matched  # no A100 runs in FP8 (the A100 has no FP8)
