@@ -321,8 +321,8 @@ def compute_model(
     MEMORY_TRAFFIC. share= and traffic= replace the fitted constants (fit_calibration uses them). The step model
     slows each weight GEMM further by its shape (gemm_sms: the SMs of GEMM_SMS; best_gemm: the roofline's compute roof).
     With flash attention the core runs at attention_kernel's measured rates (distlab.attention_kernels; 'flash':
-    flash_attention_rate). An FP8 recipe's GEMMs run at share x best_fp8_gemm_efficiency of the FP8 peak, its casts
-    move FP8_CAST_BYTES[fp8_scaling] per element (distlab.elementwise.fp8_cast_bytes_array). Lesson 7 §8.
+    flash_attention_rate). An FP8 recipe's layer GEMMs run at share x best_fp8_gemm_efficiency of the FP8 peak (its
+    output layer at the 16-bit share: step.compute.matmul_seconds), its casts move FP8_CAST_BYTES[fp8_scaling] per element (distlab.elementwise.fp8_cast_bytes_array). Lesson 7 §8.
 
     A100: 0.82 x 271.2 / 312 = 0.713 of peak for matmuls of the best shape.
 

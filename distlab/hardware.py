@@ -353,6 +353,17 @@ NODES: dict[str, Node] = {
         "4 OSFP ports serving 8 single-port ConnectX-7 VPI, 400 Gb/s InfiniBand/Ethernet, for compute "
         "(the storage/in-band ports are not counted)",
     ),
+    "dgx-h200": Node(
+        "dgx-h200",
+        ACCELERATORS["h200"],
+        gpus_per_node=8,
+        intra_link=LINKS["nvlink4"],
+        nic=LINKS["ib-ndr"],
+        nics_per_node=8,
+        source="NVIDIA DGX H200 datasheet: 8x H200 SXM 141GB (1,128 GB in all), 4 NVSwitches, 900 GB/s NVLink per "
+        "GPU; 4 OSFP ports serving 8 single-port ConnectX-7 VPI, 400 Gb/s InfiniBand/Ethernet, for compute (the "
+        "storage/in-band ports are not counted): the DGX H100's board and network with H200 GPUs",
+    ),
     "hgx-b200": Node(
         "hgx-b200",
         ACCELERATORS["b200"],

@@ -202,8 +202,9 @@ class StepEstimate:
         cm = self.compute_model
         if self.config.get("fp8_scaling") and cm is not None and cm.fp8_matmul_efficiency is not None:
             out.append(
-                f"FP8: only the weight GEMMs at {100 * cm.fp8_matmul_efficiency:.1f}% of the FP8 peak (x their shape "
-                f"factor), {cm.fp8_scaling} scaling's casts in the element-wise traffic; the rest at 16-bit rates"
+                f"FP8: only the layers' weight GEMMs at {100 * cm.fp8_matmul_efficiency:.1f}% of the FP8 peak (x their "
+                f"shape factor), {cm.fp8_scaling} scaling's casts in the element-wise traffic; the rest, the output "
+                "layer too, at 16-bit rates"
             )
         if self.config.get("tp_overlap_method"):
             out.append(tp_overlap_note(self.config["tp_overlap_method"], self.config["tp"]))

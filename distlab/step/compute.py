@@ -39,19 +39,33 @@ __all__ = [
 ]
 
 
+# An FP8 recipe leaves the output layer (the logits GEMMs) in 16-bit: Megatron-Core's GPTModel builds it as
+# tensor_parallel.ColumnParallelLinear (megatron/core/models/gpt/gpt_model.py), outside Transformer Engine's
+# fp8_autocast, which converts only TE modules (NeMo and Megatron Bridge run the same model); torchtitan's Float8
+# converts every nn.Linear but the one of fqn 'output' (torchtitan 9dec370, components/float8.py). Lesson 8.
+
+
 def matmul_seconds(c: StepConfig):
     """Seconds per microbatch of the busiest stage's weight GEMMs and logits: their FLOPs (the stage's FLOPs less the
     attention core) / (tp x peak x matmul efficiency); with gemm_sms (the calibrated model) each GEMM at its shape
-    factor (efficiency.layer_gemm_slowdown_array: tile and wave quantisation, roofline), the logits at theirs.
-    Lesson 7 §1, §8."""
+    factor (efficiency.layer_gemm_slowdown_array: tile and wave quantisation, roofline), the logits at theirs. With
+    FP8 the weight GEMMs at the FP8 peak and share, the logits at the 16-bit ones (the output layer stays 16-bit). Lesson 7 §1,
+    §8."""
     gemm = c.stage_flops - c.core_stage
+    logit_gemm = c.logit_share * TRAINING_PASSES * c.logits_fwd
+    slow_layer = slow_logits = 1.0
     if c.gemm_sms is not None:
         # the roofline's ridge at 2-byte operands (gemm_shape_factor_array); FP8 operands are 1 byte: half the ridge
         ridge = c.peak * c.best_gemm / c.hbm * (0.5 if c.fp8 else 1.0)
         slow_layer, slow_logits = layer_gemm_slowdown_array(c.model, c.tokens_mb, c.tp, c.gemm_sms, ridge, c.ep, c.etp)
-        logit_gemm = c.logit_share * TRAINING_PASSES * c.logits_fwd
-        gemm = (gemm - logit_gemm) * slow_layer + logit_gemm * slow_logits
-    return gemm / (c.tp * c.peak * c.efficiency)
+    if not c.fp8:
+        return ((gemm - logit_gemm) * slow_layer + logit_gemm * slow_logits) / (c.tp * c.peak * c.efficiency)
+    # FP8: the output layer stays 16-bit (see above), at the 16-bit share, peak and ridge
+    if c.gemm_sms is not None:
+        ridge = c.core_peak * c.best16 / c.hbm
+        slow_logits = layer_gemm_slowdown_array(c.model, c.tokens_mb, c.tp, c.gemm_sms, ridge, c.ep, c.etp)[1]
+    layers = (gemm - logit_gemm) * slow_layer / (c.tp * c.peak * c.efficiency)
+    return layers + logit_gemm * slow_logits / (c.tp * c.core_peak * c.efficiency16)
 
 
 def attention_core_seconds(c: StepConfig):

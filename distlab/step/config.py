@@ -98,6 +98,8 @@ class StepConfig:
     causal_flash: Any
     gemm_sms: float | None
     best_gemm: float
+    efficiency16: Any  # the 16-bit matmul share the output layer runs at (efficiency unless FP8)
+    best16: float  # its best GEMM share (best_gemm unless FP8)
     overlap_slowdown: float
     attention_table: tuple | None  # a kernel's (seq lens, forward, backward shares of peak); None: attention_efficiency
     attention_kernel: str | None  # the flash kernel's name (attention_kernels; its wrapper's copies); None: unnamed
@@ -300,6 +302,8 @@ def _compute(a: dict) -> dict:
         best = check_fraction(a["fp8_best_gemm"], "fp8_best_gemm")
     return dict(
         efficiency=gemm,
+        efficiency16=efficiency,
+        best16=a["best_gemm"],
         attention_efficiency=efficiency if attention is None else attention,
         flash=a["flash_attention"],
         gemm_sms=None if a["gemm_sms"] is None else positive(a["gemm_sms"], "", "gemm_sms"),

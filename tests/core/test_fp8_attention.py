@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distlab import attention_kernels, efficiency, elementwise, hardware, training, validation
+from distlab import attention_kernels, efficiency, elementwise, hardware, models, training, validation
 from distlab.errors import ConfigurationError
 
 H100 = dict(nodes=1, fabric="ib-ndr")
@@ -26,10 +26,13 @@ def _llama8b(precision, **kw):
 def test_fp8_step_decomposition_by_hand():
     """Llama 3.1 8B (h 4096, q 4096, kv 1024, f 14,336, gated, 32 layers, V 128,256), b 1, s 2048, tp 1.
     FP8 changes three things against bf16, each derived here:
-    1. GEMMs: the weight-GEMM time scales by (bf16 peak x bf16 best share) / (fp8 peak x fp8 best share) =
+    1. GEMMs: the layers' weight-GEMM time scales by (bf16 peak x bf16 best share) / (fp8 peak x fp8 best share) =
        (989.4 x 794.5/989) / (1978.9 x 1402.6/1979) = 794.8 / 1402.5 = 0.5667 -- before the shape factor, whose
        roofline ridge halves with 1-byte operands (a GEMM this large, 2048 tokens, stays compute-bound: the factor is
-       the same within 1e-9 as the wave quantisation does not depend on the precision).
+       the same within 1e-9 as the wave quantisation does not depend on the precision). The output layer stays
+       16-bit (Megatron-Core's output_layer is a plain ColumnParallelLinear; torchtitan's Float8 skips 'output'):
+       its time, the logits' 3 passes x 2 V h FLOPs per token at the bf16 rate and its own shape factor, is the
+       same in both, so matmul(fp8) = 0.5667 (matmul(bf16) - logits) + logits.
     2. attention core: at the bf16 peak in both, so its time is the same.
     3. element-wise: the same bytes at 2 B per element (fp8's elementwise_bytes = 2), plus the casts: per token and
        layer forward (2 x 4096 + 4096 + 14,336) x 4 B = 106,496, backward (6144 + 4096 + 28,672 + 4096) x 4 =
@@ -39,11 +42,30 @@ def test_fp8_step_decomposition_by_hand():
     matmul = lambda e: e.compute_s - _core(e) - _elementwise(e)  # noqa: E731
     ratio = (989.4e12 * 794.5 / 989) / (1978.9e12 * 1402.6 / 1979)
     assert ratio == pytest.approx(0.5667, abs=1e-4)
-    assert matmul(fp8) / matmul(bf16) == pytest.approx(ratio, rel=1e-6)
+    cm = bf16.compute_model
+    ridge = 989.4e12 * cm.best_gemm / 3.35e12
+    slow_logits = efficiency.layer_gemm_slowdown_array(models.model("llama3.1-8b"), 2048, 1, cm.gemm_sms, ridge)[1]
+    logits = 3 * 2 * 128_256 * 4096 * 2048 * float(slow_logits) / (989.4e12 * cm.matmul_efficiency)
+    assert 0.05 < logits / matmul(bf16) < 0.10  # the output layer: about 7% of an 8B model's GEMM time
+    assert matmul(fp8) == pytest.approx(ratio * (matmul(bf16) - logits) + logits, rel=1e-6)
     assert _core(fp8) == pytest.approx(_core(bf16), rel=1e-12)
     casts = 278_528 * 32 * 2048 * 1.4 / 3.35e12
     assert casts == pytest.approx(7.628e-3, rel=1e-3)
     assert _elementwise(fp8) - _elementwise(bf16) == pytest.approx(casts, rel=1e-9)
+
+
+def test_fp8_output_layer_runs_at_the_16_bit_rate_by_hand():
+    """The simple model (every GEMM at 50% of its peak, no shape factor): matmul(bf16) = G / (989.4e12 x 0.5);
+    matmul(fp8) = (G - Lg) / (1978.9e12 x 0.5) + Lg / (989.4e12 x 0.5), Lg the output layer's 3 passes x 2 V h
+    FLOPs per token over 2048 tokens = 6 x 128,256 x 4096 x 2048 = 6.4559e12 FLOP per microbatch. So
+    matmul(fp8) - matmul(bf16) x 989.4 / 1978.9 = Lg (1 / 989.4e12 - 1 / 1978.9e12) / 0.5 = 6.5270 ms."""
+    bf16, fp8 = _llama8b("mixed", efficiency=0.5), _llama8b("fp8", efficiency=0.5)
+    matmul = lambda e: e.compute_s - _core(e) - _elementwise(e)  # noqa: E731
+    lg = 6 * 128_256 * 4096 * 2048
+    assert lg == pytest.approx(6.4559e12, rel=1e-4)
+    by_hand = lg * (1 / 989.4e12 - 1 / 1978.9e12) / 0.5
+    assert by_hand == pytest.approx(6.527e-3, rel=1e-3)
+    assert matmul(fp8) - matmul(bf16) * 989.4 / 1978.9 == pytest.approx(by_hand, rel=1e-6)
 
 
 def _stage(e):

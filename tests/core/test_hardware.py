@@ -243,7 +243,7 @@ def test_objects_pass_through_lookups():
         (hw.accelerator, "a100", "a100-80gb"),
         (hw.link, "nvlink", "nvlink4"),
         (hw.link, "ib-ndr400", "ib-ndr"),
-        (hw.node, "dgx-h200", "dgx-h100"),
+        (hw.node, "dgx-h300", "dgx-h100"),
     ],
 )
 def test_unknown_names_suggest_close_ones(finder, typo, close):
@@ -448,3 +448,13 @@ def test_power_note_says_the_cap_is_unpriced_without_claiming_no_measurement_exi
     assert "does not model the cap" in note and "no sourced measurement" in note and "published" not in note
     uncapped = hw.Accelerator("h100-700w", dict(base.peak_flops), base.memory_bytes, base.memory_bandwidth, tdp_w=700)
     assert not uncapped.power_capped and uncapped.power_note() == ""
+
+
+def test_dgx_h200_is_the_dgx_h100_board_with_h200_gpus():
+    # DGX H200 datasheet: 8 x H200 (1,128 GB in all = 8 x 141 GB), NVLink 900 GB/s per GPU (450 GB/s per
+    # direction), 8 single-port ConnectX-7 at 400 Gb/s (50 GB/s each): the DGX H100's links
+    h200, h100 = hw.node("dgx-h200"), hw.node("dgx-h100")
+    assert h200.accelerator is hw.ACCELERATORS["h200"]
+    assert h200.gpus_per_node * h200.accelerator.memory_bytes == pytest.approx(1128e9)
+    assert (h200.intra_link, h200.nic, h200.nics_per_node) == (h100.intra_link, h100.nic, h100.nics_per_node)
+    assert h200.intra_link.bandwidth == 450e9 and h200.nic.bandwidth == 50e9
