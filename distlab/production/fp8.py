@@ -55,8 +55,8 @@ def fp8_comparison(model, cluster, **config) -> FP8Comparison:
     2-byte activation (dropout masks stay 1 byte, so exactly half only for models without
     dropout). That is an upper bound on the saving: Transformer Engine keeps FP8 copies only of
     GEMM inputs; LayerNorm inputs, the softmax output and other saved tensors stay bf16. Compute
-    time does not halve although the fp8 dense peak is twice bf16's on H100: only the layers' weight GEMMs run in FP8 (the output layer stays 16-bit), and at
-    70.9% of the FP8 peak against bf16's 80.3% (efficiency.BEST_FP8_GEMM_EFFICIENCY, Bekman's MAMF); the attention
+    time does not halve although the fp8 dense peak is twice bf16's on H100: only the layers' weight GEMMs run in FP8
+    (the output layer stays 16-bit), and at 70.9% of the FP8 peak against bf16's 80.3% (efficiency.BEST_FP8_GEMM_EFFICIENCY, Bekman's MAMF); the attention
     core, the element-wise work (2-byte) and the casts to FP8 stay 16-bit (distlab.step.compute). Does not halve: TP all-reduce and pipeline messages (FP8 is the GEMMs'
     input format; their outputs and the gradients are bf16: PrecisionRecipe.message_bytes = 2),
     gradients (bf16, so the DP all-reduce moves the same bytes), fp32 master weights and Adam
