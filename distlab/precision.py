@@ -96,8 +96,9 @@ PRECISION_RECIPES = {
         elementwise_bytes=2,
         core_precision="bf16",
         # Only the layers' weight GEMMs run in FP8 (not the output layer: step.compute): TE's norms, activations,
-        # residual adds, attention core and loss read and write bf16 (elementwise_bytes = 2; the casts into FP8 are priced apart, distlab.elementwise
-        # .fp8_cast_bytes_array), and the attention core runs at the bf16 peak (core_precision).
+        # residual adds, attention core and loss read and write bf16 (elementwise_bytes = 2; the casts into FP8 are
+        # priced apart, distlab.elementwise.fp8_cast_bytes_array), and the attention core runs at the bf16 peak
+        # (core_precision).
         # FP8 is the input format of the GEMMs: their outputs are bf16, so the row-parallel all-reduce /
         # reduce-scatter sums bf16, backward TP collectives carry bf16 gradients and pipeline stages send the
         # bf16 residual stream and its gradient (message_bytes = 2). Saved activations at 1 byte is distlab's
