@@ -108,7 +108,8 @@ def run(args) -> int:
     if not args.overlap_param_gather and (args.best or moe_model):
         raise ConfigurationError(
             "--no-overlap-param-gather applies to a given dense configuration: the planner (--best) and the MoE "
-            "export price the parameter all-gather under the forward"
+            "export price the parameter all-gather as each engine runs it (under the forward; DeepSpeed's after the "
+            "optimizer step, exposed)"
         )
     if moe_model:
         return _run_moe(args, cl)
