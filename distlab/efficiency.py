@@ -102,30 +102,31 @@ __all__ = [
 ]
 
 #: Best-shape bf16 GEMM rate as a share of the dense peak, per catalog accelerator: Bekman's MAMF
-#: (maximum achievable matmul FLOPS) microbenchmark, the ids in distlab/data/published_runs.json
-#: "microbenchmarks" (A100 SXM 271.2 of 312 TFLOP/s; H100 SXM 794.5 of 989; B200 1745 of 2250).
-#: A100 40 GB and 80 GB share the die and clocks; H200 is the H100 die with more memory: both are
-#: given their sibling's figure (an assumption, stated here). Lesson 7 §8.
+#: (maximum achievable matmul FLOPS) microbenchmark, the ids in distlab/data/published_runs.json "microbenchmarks" (A100
+#: SXM 271.2 of 312 TFLOP/s; H100 SXM 794.5 of 989; B200 1745 of 2250; GB200 1822.0 of 2500, 72.9%). A100 40 GB and 80
+#: GB share the die and clocks; H200 is the H100 die with more memory: both are given their sibling's figure (an
+#: assumption, stated here). GB300 has no row: it takes the fallback below. Lesson 7 §8.
 BEST_GEMM_EFFICIENCY = {
     "a100-40gb": ("mamf-bf16-a100-sxm", 271.2 / 312),
     "a100-80gb": ("mamf-bf16-a100-sxm", 271.2 / 312),
     "h100-sxm": ("mamf-bf16-h100-sxm", 794.5 / 989),
     "h200": ("mamf-bf16-h100-sxm", 794.5 / 989),
-    # torchtitan's 96 GB HBM2e, 500 W H100 (a validation run's stated part, distlab.validation.run_cluster): the die
-    # of the H100 SXM, so its share of (this part's own) peak
+    # torchtitan's 96 GB HBM2e 500 W H100 (a run's stated part, validation.run_cluster): the H100 SXM's die and share
     "h100-sxm-96gb-hbm2e-500w": ("mamf-bf16-h100-sxm", 794.5 / 989),
     "b200": ("mamf-bf16-b200-sxm", 1745.0 / 2250),
+    "gb200": ("mamf-bf16-gb200-sxm", 1822.0 / 2500),
     "mi300x": ("mamf-bf16-mi300x", 668.4 / 1300),  # ROCm, PyTorch TunableOp on (the table's note): 51.4%
 }
-#: For an accelerator without a published best-shape GEMM figure (h100-pcie, a custom one): the lowest of the NVIDIA
-#: parts measured above (B200's 0.776), so that an unmeasured NVIDIA part is not assumed better than every measured
-#: one. Another vendor's part needs its own figure: its software, not the silicon alone, sets the share (MI300X
-#: measured 51.4%). Lesson 7 §8.
-FALLBACK_GEMM_EFFICIENCY = 1745.0 / 2250
+#: For an accelerator without a published best-shape GEMM figure (h100-pcie, gb300, a custom one): the lowest of the
+#: NVIDIA parts measured above (GB200's 0.729 since session 18; B200's 0.776 before), so that an unmeasured NVIDIA part
+#: is not assumed better than every measured one. Another vendor's part needs its own figure: its software, not the
+#: silicon alone, sets the share (MI300X measured 51.4%). Lesson 7 §8.
+FALLBACK_GEMM_EFFICIENCY = 1822.0 / 2500
 
 #: Best-shape FP8 GEMM rate as a share of the dense FP8 peak: Bekman's MAMF table, FP8 (`float8_e4m3fn`) rows (the
 #: data file's "mamf-fp8-*"): H100 SXM 1,402.6 of 1,979 TFLOP/s, 70.9%, against BF16's 80.3% (FP8 GEMMs run further
-#: from their peak); H200 SXM 1,453.4 of 1,979, 73.4%; B200 SXM 3,432.5 of 4,500, 76.3%. Each part is given its own
+#: from their peak); H200 SXM 1,453.4 of 1,979, 73.4%; B200 SXM 3,432.5 of 4,500, 76.3%; GB200 3,615.6 of 5,000, 72.3%
+#: (GB300: no row, the fallback). Each part is given its own
 #: row (the H200 measured apart from the H100 here, unlike bf16, whose table says "H200 is the same"); torchtitan's
 #: 96 GB H100 the H100's. Only the GEMMs of an FP8 recipe run at it; the attention core, the element-wise work and
 #: the optimizer stay at 16-bit rates (the step model, distlab.step.compute). Lesson 7 §8.
@@ -134,6 +135,7 @@ BEST_FP8_GEMM_EFFICIENCY = {
     "h200": ("mamf-fp8-h200-sxm", 1453.4 / 1979),
     "h100-sxm-96gb-hbm2e-500w": ("mamf-fp8-h100-sxm", 1402.6 / 1979),
     "b200": ("mamf-fp8-b200-sxm", 3432.5 / 4500),
+    "gb200": ("mamf-fp8-gb200-sxm", 3615.6 / 5000),
 }
 #: For an accelerator without a published FP8 figure: the lowest measured (the H100's), so that no GPU is assumed to
 #: reach more of its FP8 peak than every one measured. Lesson 7 §8.
@@ -144,8 +146,9 @@ FALLBACK_FP8_GEMM_EFFICIENCY = 1402.6 / 1979
 #: Multiplication Background User's Guide's wave-quantisation example uses the same 108), H100 SXM5 132 (NVIDIA H100
 #: Tensor Core GPU Architecture whitepaper, 2022, "132 SMs" for the SXM5 part; the H200 and torchtitan's 96 GB H100
 #: share the die), B200 148 (NVIDIA Blackwell datasheets: 148 SMs over two dies, an assumption for the B200's GEMMs as
-#: one device). An accelerator without a count (h100-pcie, mi300x, a custom one) gets no wave quantisation, only the
-#: roofline. Lesson 7 §8.
+#: one device; GB200's GPUs taken as the same B200, an assumption), GB300 160 (NVIDIA Technical Blog, "Inside NVIDIA
+#: Blackwell Ultra", 2025: "160 Streaming Multiprocessors (SMs) across two dies"). Without a count (h100-pcie, mi300x,
+#: a custom one): no wave quantisation, only the roofline. Lesson 7 §8.
 GEMM_SMS = {
     "a100-40gb": 108,
     "a100-80gb": 108,
@@ -153,6 +156,8 @@ GEMM_SMS = {
     "h200": 132,
     "h100-sxm-96gb-hbm2e-500w": 132,
     "b200": 148,
+    "gb200": 148,
+    "gb300": 160,
 }
 #: The output tiles (rows x columns of C per thread block) the model lets cuBLAS choose from, largest first: 256 x 128
 #: is the tile of the Matrix Multiplication Background User's Guide's quantisation examples on A100 (cuBLAS's and
@@ -185,11 +190,10 @@ OVERLAP_SLOWDOWN = ("lee2025-overlap-compute-slowdown", 0.189)
 
 #: Achieved large-message all-reduce bus bandwidth per catalog link (nccl-tests busbw, ring algorithm), from the
 #: hardware microbenchmarks in distlab/data/published_runs.json (NVIDIA GTC24 S62129, "NCCL Tests Allreduce Bus
-#: Bandwidth"): NVLink3 (A100) 232 of 300 GB/s, NVLink4 (H100) 370 of 450, PCIe Gen4 24, Gen5 48, 200 Gb RDMA
-#: (IB/RoCE) 24 of 25, 400 Gb RDMA 48 of 50, 100 GbE TCP/IP sockets 10 of 12.5. NVLink5 (B200): the one-node
-#: all-reduce of AWS P6-B200 at 16 GiB, 845.67 of 900 (algorithm not stated). XDR (800 Gb) has no figure: the
-#: HDR/NDR share (0.96) is assumed. Line rate x this share is what the calibrated step model moves bytes at.
-#: Lesson 7 §8.
+#: Bandwidth"): NVLink3 (A100) 232 of 300 GB/s, NVLink4 (H100) 370 of 450, PCIe Gen4 24, Gen5 48, 200 Gb RDMA (IB/RoCE)
+#: 24 of 25, 400 Gb RDMA 48 of 50, 100 GbE TCP/IP sockets 10 of 12.5. NVLink5 (B200): the one-node all-reduce of AWS
+#: P6-B200 at 16 GiB, 845.67 of 900 (algorithm not stated). XDR (800 Gb) has no figure: the HDR/NDR share (0.96) is
+#: assumed. Line rate x this share is what the calibrated step model moves bytes at. Lesson 7 §8.
 LINK_BUS_BANDWIDTH = {
     "nvlink3": ("nvidia-gtc24-allreduce-busbw-nvlink3-a100", 232e9),
     "nvlink4": ("nvidia-gtc24-allreduce-busbw-nvlink4-h100", 370e9),
@@ -274,15 +278,13 @@ def best_gemm_efficiency(accelerator) -> float:
     """
     if not isinstance(getattr(accelerator, "name", accelerator), str):
         raise ConfigurationError(f"accelerator={accelerator!r} must be a catalog accelerator name or an Accelerator")
-    name = str(getattr(accelerator, "name", accelerator)).strip().lower()
-    entry = BEST_GEMM_EFFICIENCY.get(name)
+    entry = BEST_GEMM_EFFICIENCY.get(str(getattr(accelerator, "name", accelerator)).strip().lower())
     return FALLBACK_GEMM_EFFICIENCY if entry is None else entry[1]
 
 
 def achieved_link_share(link) -> float:
-    """Achieved all-reduce bus bandwidth / line rate of a catalog link (name or Link): LINK_BUS_BANDWIDTH's
-    nccl-tests figure over the catalog's per-direction rate, at most 1; FALLBACK_LINK_SHARE without a figure.
-    Lesson 7 §8.
+    """Achieved all-reduce bus bandwidth / line rate of a catalog link (name or Link): LINK_BUS_BANDWIDTH's nccl-tests
+    figure over the catalog's per-direction rate, at most 1; FALLBACK_LINK_SHARE without a figure. Lesson 7 §8.
 
     >>> round(achieved_link_share('nvlink3'), 3), round(achieved_link_share('ib-ndr'), 2)  # 232/300, 48/50
     (0.773, 0.96)
@@ -393,9 +395,7 @@ def best_fp8_gemm_efficiency(accelerator) -> float:
     if not isinstance(getattr(accelerator, "name", accelerator), str):
         raise ConfigurationError(f"accelerator={accelerator!r} must be a catalog accelerator name or an Accelerator")
     entry = BEST_FP8_GEMM_EFFICIENCY.get(str(getattr(accelerator, "name", accelerator)).strip().lower())
-    if entry is not None:
-        return entry[1]
-    return min(FALLBACK_FP8_GEMM_EFFICIENCY, best_gemm_efficiency(accelerator))
+    return entry[1] if entry is not None else min(FALLBACK_FP8_GEMM_EFFICIENCY, best_gemm_efficiency(accelerator))
 
 
 def gemm_shape_factor_array(m, n, k, sms, ridge):

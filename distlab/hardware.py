@@ -49,7 +49,9 @@ HOST_CPUS = ("intel", "amd", "other")
 class Node:
     """A server: gpus_per_node accelerators joined by intra_link, and nics_per_node NICs of type nic; host_cpu the
     vendor of its host CPUs (HOST_CPUS; 'other' when not stated), which sets how fast NCCL's proxy posts network
-    operations (collectives.placed.ring_latency_array's step floor)."""
+    operations (collectives.placed.ring_latency_array's step floor). nvlink_domain: the GPUs the intra link reaches,
+    a whole number of servers (default gpus_per_node: the server is the domain); a GB200 NVL72 compute tray holds 4
+    GPUs and 4 NICs, and NVLink switches join 18 trays, 72 GPUs (Cluster.nvlink_domain, Lesson 7 §3)."""
 
     name: str
     accelerator: Accelerator
@@ -59,6 +61,7 @@ class Node:
     nics_per_node: int
     source: str = "user-defined"
     host_cpu: str = "other"
+    nvlink_domain: int | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "name", text_field(self.name, "node name"))
@@ -70,6 +73,14 @@ class Node:
         object.__setattr__(self, "source", text_field(self.source, f"{self.name} source"))
         if not isinstance(self.host_cpu, str) or self.host_cpu not in HOST_CPUS:
             raise ConfigurationError(f"host_cpu={self.host_cpu!r}; valid: {', '.join(HOST_CPUS)}")
+        g = self.gpus_per_node
+        domain = g if self.nvlink_domain is None else positive_int(self.nvlink_domain, "nvlink_domain")
+        if domain % g:
+            raise ConfigurationError(
+                f"nvlink_domain={domain} must be a whole number of nodes of {g} GPUs (gpus_per_node); "
+                f"e.g. {g} (the node alone) or {18 * g}"
+            )
+        object.__setattr__(self, "nvlink_domain", domain)
 
     @property
     def memory_bytes(self) -> float:
@@ -82,9 +93,10 @@ class Node:
         return self.nics_per_node * self.nic.bandwidth
 
     def describe(self) -> str:
+        domain = "" if self.nvlink_domain == self.gpus_per_node else f" reaching {self.nvlink_domain} GPUs"
         return (
             f"{self.name}: {self.gpus_per_node}x {self.accelerator.name}, {self.intra_link.name} "
-            f"({format_rate(self.intra_link.bandwidth)}/GPU/direction), "
+            f"({format_rate(self.intra_link.bandwidth)}/GPU/direction{domain}), "
             f"{self.nics_per_node}x {self.nic.name} ({format_rate(self.nic.bandwidth)} each)"
         )
 
@@ -181,6 +193,25 @@ class Cluster:
     @property
     def gpus_per_node(self) -> int:
         return self.node.gpus_per_node
+
+    @property
+    def nvlink_domain(self) -> int:
+        """GPUs of one NVLink domain as the step model places ranks (its `gpus_per_node`, the g of
+        collectives.placed): the job's nodes split into equal shares of at most node.nvlink_domain GPUs, the largest
+        whole number of nodes that divides them, as a scheduler hands a job equal shares of racks (an assumption: the
+        placement rules price equal shares; ranks fill one share, then the next). A group inside a share runs on the
+        intra link; one spanning shares crosses the NICs between them. A server-sized domain is the node itself.
+        Lesson 7 §3.
+
+        GB200 NVL72 trays (4 GPUs, 18 per domain): 2 trays -> 8; 16 -> 64; 64 trays (256 GPUs, 3.6 racks of 72)
+        -> 4 shares of 16 trays, 64; a DGX H100 cluster -> 8.
+
+        >>> [cluster('gb200-nvl72', n).nvlink_domain for n in (2, 16, 64)], cluster('dgx-h100', 4).nvlink_domain
+        ([8, 64, 64], 8)
+        """
+        g = self.node.gpus_per_node
+        per = int(self.node.nvlink_domain or g) // g
+        return g * max(t for t in range(1, min(per, self.nodes) + 1) if self.nodes % t == 0)
 
     @property
     def accelerator(self) -> Accelerator:
@@ -374,6 +405,35 @@ NODES: dict[str, Node] = {
         source="NVIDIA HGX B200 / DGX B200 datasheets: 8x B200, 2 NVSwitches, 1.8 TB/s NVLink per GPU; the "
         "DGX B200 has 4 OSFP ports serving 8 single-port ConnectX-7 VPI, 400 Gb/s InfiniBand/Ethernet, one "
         "per GPU for compute (HGX systems from other vendors may differ)",
+    ),
+    "gb200-nvl72": Node(
+        "gb200-nvl72",
+        ACCELERATORS["gb200"],
+        gpus_per_node=4,
+        intra_link=LINKS["nvlink5"],
+        nic=LINKS["ib-ndr"],
+        nics_per_node=4,
+        source="A compute tray of a GB200 NVL72 rack: 2 GB200 superchips (2 Grace CPUs, 4 Blackwell GPUs), 18 trays "
+        "joined by 9 NVLink switch trays into one 72-GPU NVLink domain, 1.8 TB/s NVLink per GPU (NVIDIA GB200 NVL72 "
+        "specifications: 72 GPUs, 36 Grace CPUs, 130 TB/s NVLink; S. Bekman, ML Engineering, compute/accelerator "
+        "README note 23: 'with GB200 you will get a 4-GPU node'); 4 ConnectX-7 400 Gb/s NICs per tray, one per GPU "
+        "(MLPerf Inference v6.1, Crusoe GB200-NVL72_GB200-186GB_aarch64x16 system description: "
+        "'accelerators_per_node': 4, 'for each 4-GPU node: 4x ... [ConnectX-7 ...]'); Grace is Arm (host_cpu "
+        "'other')",
+        nvlink_domain=72,
+    ),
+    "gb300-nvl72": Node(
+        "gb300-nvl72",
+        ACCELERATORS["gb300"],
+        gpus_per_node=4,
+        intra_link=LINKS["nvlink5"],
+        nic=LINKS["ib-xdr"],
+        nics_per_node=4,
+        source="A compute tray of a GB300 NVL72 rack: 2 Grace CPUs and 4 Blackwell Ultra GPUs on one board, 18 trays "
+        "in one 72-GPU NVLink domain, 1.8 TB/s NVLink 5 per GPU (NVIDIA GB300 NVL72 specifications: 72 GPUs, 36 "
+        "Grace CPUs, 130 TB/s NVLink); one ConnectX-8 SuperNIC per GPU, 800 Gb/s (NVIDIA GB300 NVL72 page: 72 "
+        "ConnectX-8 SuperNICs per rack, 800 Gb/s each), so 4 per tray; Grace is Arm (host_cpu 'other')",
+        nvlink_domain=72,
     ),
 }
 

@@ -150,6 +150,54 @@ ACCELERATORS: dict[str, Accelerator] = {
         memory_label="180 GB HBM3e",
         memory_cuda_visible=True,
     ),
+    "gb200": Accelerator(
+        "gb200",
+        {
+            "fp64": 40e12,  # FP64 and FP64 tensor core
+            "fp32": 80e12,
+            "tf32": 1.25e15,  # 2.5* with sparsity
+            "bf16": 2.5e15,  # 5* with sparsity
+            "fp16": 2.5e15,
+            "fp8": 5e15,  # 10* with sparsity
+            "fp4": 10e15,  # 20* with sparsity
+        },
+        memory_bytes=186e9,
+        memory_bandwidth=8e12,
+        source="One Blackwell GPU of a GB200 superchip (two per superchip, four per NVL72 compute tray): NVIDIA's "
+        "HGX B200 / GB200 NVL72 specification table, GB200 NVL72 column, 'Individual Blackwell GPU Specifications': "
+        "FP4 20*, FP8/FP6 10*, FP16/BF16 5*, TF32 2.5* PFLOPS (* with sparsity; dense stored = half), FP32 80 TFLOPS, "
+        "FP64/FP64 Tensor 40 TFLOPS, 186 GB HBM3E at 8 TB/s, max TDP configurable up to 1,200 W. The same dense "
+        "figures per GPU (bf16 2,500, fp8 5,000, fp4 10,000 TFLOPS) and 186 GB at 8.00 TB/s in S. Bekman, ML "
+        "Engineering, compute/accelerator/README.md (744d01e), 'NVIDIA GB200 SXM' rows. " + _SPARSE + ". Memory: the "
+        "marketed 186 GB (186e9 B); no published log found gives the total CUDA reports.",
+        tdp_w=1200,  # GB200 NVL72 column: configurable up to 1,200 W per GPU
+        memory_label="186 GB HBM3e",
+    ),
+    "gb300": Accelerator(
+        "gb300",
+        {
+            "fp32": 80e12,
+            "tf32": 1.25e15,
+            "bf16": 2.5e15,  # 5* with sparsity
+            "fp16": 2.5e15,
+            "fp8": 5e15,  # 10* with sparsity
+            "fp4": 15e15,  # NVIDIA prints dense NVFP4 itself: 15 (20* sparse is not twice it)
+        },
+        memory_bytes=288e9,
+        memory_bandwidth=8e12,
+        source="One Blackwell Ultra GPU of a GB300 NVL72 rack: NVIDIA GB300 NVL72 specifications (rack of 72 GPUs): "
+        "FP4 Tensor Core 1,440* | 1,080 PFLOPS (sparse | dense), FP8/FP6 720* PFLOPS, FP16/BF16 360* PFLOPS "
+        "(* with sparsity), i.e. per GPU dense FP8 720 / 72 / 2 = 5, BF16 360 / 72 / 2 = 2.5, FP4 1,080 / 72 = 15 "
+        "PFLOPS; the same per-GPU dense figures (fp32 80, tf32 1,250, bf16 2,500, fp8 5,000, fp4 15,000 TFLOPS) in "
+        "S. Bekman, ML Engineering, compute/accelerator/README.md (744d01e), 'NVIDIA GB300 SXM' row. Memory and "
+        "power: NVIDIA Technical Blog, 'Inside NVIDIA Blackwell Ultra: The Chip Powering the AI Factory Era' (2025): "
+        "288 GB HBM3E per GPU, 8 TB/s, 160 SMs, 15 PFLOPS dense NVFP4; 1,400 W per GPU (Verda, 'NVIDIA GB300 NVL72: "
+        "GPU Architecture & Performance', per-GPU table: max TDP 1.4 kW). No FP64 figure per GPU is stored (Blackwell "
+        "Ultra cuts FP64; the rack table's total is not split here). " + _SPARSE + ". Memory: the marketed 288 GB "
+        "(288e9 B; the rack's '20 TB' is 278 GB per GPU); no published log found gives the total CUDA reports.",
+        tdp_w=1400,
+        memory_label="288 GB HBM3e",
+    ),
     "mi300x": Accelerator(
         "mi300x",
         {

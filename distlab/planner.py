@@ -539,7 +539,7 @@ def _candidates(model, cl, batch: int, s: int, mem_recipe, routing: dict) -> tup
     an MoE model (its routing knobs for every candidate); a dense model refuses routing knobs. Lesson 7 §5."""
     from .moe import step as moe_step
 
-    cols, rejected = enumerate_configurations(model, cl.gpus, cl.node.gpus_per_node, batch, s)
+    cols, rejected = enumerate_configurations(model, cl.gpus, cl.nvlink_domain, batch, s)
     keep = np.isin(cols["zero"], mem_recipe.zero_stages)
     if not keep.all():
         rejected["ZeRO stage the engine does not run"] = int((~keep).sum())
@@ -547,6 +547,6 @@ def _candidates(model, cl, batch: int, s: int, mem_recipe, routing: dict) -> tup
     if not moe_step.is_moe(model):
         moe_step.refuse_routing_for_dense(model.name, *routing.values())
         return cols, rejected, model, {}
-    cols = expert_parallel_columns(model, cols, cl.gpus, cl.node.gpus_per_node, rejected)
+    cols = expert_parallel_columns(model, cols, cl.gpus, cl.nvlink_domain, rejected)
     core_model = moe_step.step_model(model, s, **routing)
     return cols, rejected, core_model, dict(ep=cols["ep"], etp=cols["etp"])

@@ -265,9 +265,9 @@ def hardware_arguments(cl, recipe, achieved=False) -> dict:
     recipe.core_precision's (the attention core's: bf16 for FP8). ring_step_floor: the least a ring step inside a
     node costs when the ring spans nodes, set by the node's host CPU (collectives.placed.ring_step_floor; priced
     only where a collective's latency over every rank is, ZeRO-3 per tensor). achieved=True (the
-    calibrated model, Lesson 7 §8): every link at its measured share of line rate
-    (efficiency.achieved_link_share) and nvls_bw, NCCL's NVLS all-reduce rate where the node has it
-    (efficiency.nvls_bandwidth); False: line rates, no NVLS. Lesson 7 §3.
+    calibrated model, Lesson 7 §8): every link at its measured share of line rate (efficiency.achieved_link_share) and
+    nvls_bw, NCCL's NVLS all-reduce rate where the node has it (efficiency.nvls_bandwidth); False: line rates, no NVLS.
+    gpus_per_node: the NVLink domain (hardware.Cluster.nvlink_domain); the fabric share is a node's (tray's). Lesson 7 §3.
 
     >>> from distlab import hardware, memory
     >>> hw = hardware_arguments(hardware.cluster('dgx-h100', nodes=2, fabric='ib-ndr'), memory.precision_recipe('mixed'))
@@ -287,7 +287,7 @@ def hardware_arguments(cl, recipe, achieved=False) -> dict:
         intra, fabric = achieved_link_share(cl.node.intra_link), achieved_link_share(cl.fabric)
         nvls = nvls_bandwidth(cl.node.intra_link)
     return dict(
-        gpus_per_node=cl.node.gpus_per_node,
+        gpus_per_node=cl.nvlink_domain,
         intra_bw=intra * cl.node.intra_link.bandwidth,
         intra_lat=cl.node.intra_link.latency,
         inter_bw=fabric * cl.fabric_bandwidth_per_gpu(same_local_rank=True),
@@ -422,7 +422,7 @@ def _expert_view(model, cl, s, tp, cp, pp, ep, etp, sp, routing) -> tuple:
     from .moe import step as moe_step
 
     if moe_step.is_moe(model):
-        g = cl.node.gpus_per_node
+        g = cl.nvlink_domain
         ep, etp = moe_step.check_expert_parallel(
             model, cl.gpus, tp=tp, cp=cp, pp=pp, ep=ep, etp=etp, sequence_parallel=sp, gpus_per_node=g
         )

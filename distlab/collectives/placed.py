@@ -331,7 +331,7 @@ def placed_collective(op, size, n, cluster, *, stride=1, nodes=None, achieved=Fa
     placed_time_array). The inter-node transfers get Cluster.fabric_bandwidth_per_gpu, same_local_rank as
     equal_local_ranks_array decides (every GPU of a node sending at once: the full taper for cross-rail
     traffic). achieved=True: every link at its measured share of line rate (efficiency.achieved_link_share, the
-    calibrated step model's links). Lesson 2 §6.
+    calibrated step model's links). "Node" here is the NVLink domain (hardware.Cluster.nvlink_domain). Lesson 2 §6.
 
     Llama 2 7B's layer (404.8 MB in bf16) gathered over 32 GPUs on 4 DGX H100 nodes: 7 x (3.4 us + 404.8 MB /
     (8 x 450 GB/s)) = 811 us on NVLink, then its 1/8 across the nodes: 3 x (9.6 us + 50.6 MB / (4 x 50 GB/s)) =
@@ -349,9 +349,9 @@ def placed_collective(op, size, n, cluster, *, stride=1, nodes=None, achieved=Fa
     m = non_negative(size, BYTES, "size")
     n, stride = positive_int(n, "n"), positive_int(stride, "stride")
     cl = as_cluster(cluster, nodes)
-    g = cl.gpus_per_node
     if nodes is None and not hasattr(cluster, "nodes"):
-        cl = as_cluster(cluster, max(1, -(-n * stride // g)))
+        cl = as_cluster(cluster, max(1, -(-n * stride // cl.gpus_per_node)))
+    g = cl.nvlink_domain  # the GPUs the intra link joins (a node, or a share of an NVL72 rack)
     if n * stride > cl.gpus:
         raise ConfigurationError(
             f"n x stride = {n} x {stride} = {n * stride} ranks is more than the cluster's {cl.gpus} GPUs"

@@ -14,10 +14,11 @@ __all__ = ["check_layout", "check_batch", "check_memory_recipe"]
 
 def check_layout(model, cl, dp, tp, pp, cp) -> tuple[int, int, int, int]:
     """(dp, tp, pp, cp) of a model on a hardware.Cluster: tp x cp x pp divides the GPUs, dp (default GPUs / (tp x cp
-    x pp)) fills them, tp divides a node's GPUs and the heads, pp at most the layers. Lesson 7 §1, §6."""
+    x pp)) fills them, tp divides the GPUs of an NVLink domain (hardware.Cluster.nvlink_domain: a node, or a share of
+    an NVL72 rack) and the heads, pp at most the layers. Lesson 7 §1, §6."""
     from .. import memory
 
-    g = cl.node.gpus_per_node
+    g = cl.nvlink_domain  # the GPUs the intra link joins: a node, or a share of an NVL72 rack
     tp, pp, cp = positive_int(tp, "tp"), positive_int(pp, "pp"), positive_int(cp, "cp")
     names, sizes = ("tp x pp", f"{tp} x {pp}") if cp == 1 else ("tp x cp x pp", f"{tp} x {cp} x {pp}")
     mp = tp * cp * pp
@@ -32,8 +33,9 @@ def check_layout(model, cl, dp, tp, pp, cp) -> tuple[int, int, int, int]:
         raise ConfigurationError(f"dp x {names} = {dp} x {sizes} = {dp * mp} must equal the cluster's {cl.gpus} GPUs")
     if tp > g or g % tp:
         valid = ", ".join(str(d) for d in range(1, g + 1) if g % d == 0)
+        where = "a node" if g == cl.gpus_per_node else "an NVLink domain"
         raise ConfigurationError(
-            f"tp={tp} must divide the {g} GPUs of a node (tensor parallelism stays inside a node); valid: {valid}"
+            f"tp={tp} must divide the {g} GPUs of {where} (tensor parallelism stays inside {where}); valid: {valid}"
         )
     memory.check_tp_divides_heads(model, tp)
     return dp, tp, pp, cp

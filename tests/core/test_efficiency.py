@@ -244,7 +244,10 @@ def test_validation_accuracy_held_at_the_level_reached():
     # 2026-11-30 (session 18), no model change: 16 torchtitan H100 rows added (Float8, FSDP + TP with and without async
     # TP, PP 1F1B / interleaved; every one at 500 W, all predicted too fast, -5.0% to -28.8%): 76 runs, 7.3% / 28.8%
     # (the async-TP page's Llama 3 8B Float8 row with async TP, benchmarks/RESULTS.md)
-    assert stats["mean_abs_error_percent"] <= 7.4 and stats["max_abs_error_percent"] <= 28.9
+    # 2026-11-30 (session 18, branch gb19), no model constant changed: 7 Megatron Bridge 25.11 rows on GB200 / GB300
+    # NVL72 added (the NVLink domain of a rack, hardware.Cluster.nvlink_domain): 83 scored, 7.45% / 27.5% (GB300 predicted
+    # too slow: 8B FP8-CS +22.4%, 405B +20.8%; GB200 within 6%)
+    assert stats["mean_abs_error_percent"] <= 7.5 and stats["max_abs_error_percent"] <= 28.9
 
 
 @pytest.mark.xfail(

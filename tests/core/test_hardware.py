@@ -82,7 +82,9 @@ def test_link_figures_are_positive_finite_and_sourced(name):
 @pytest.mark.parametrize("name", sorted(hw.NODES))
 def test_node_figures_are_positive_and_sourced(name):
     nd = hw.NODES[name]
-    assert nd.gpus_per_node == 8 and nd.nics_per_node == 8
+    # one NIC per GPU: 8-GPU servers, and the 4-GPU compute trays of the NVL72 racks (whose NVLink domain is 72)
+    assert nd.gpus_per_node in (4, 8) and nd.nics_per_node == nd.gpus_per_node
+    assert nd.nvlink_domain % nd.gpus_per_node == 0 and nd.nvlink_domain in (8, 72)
     assert nd.intra_link.kind == "intra-node" and nd.nic.kind == "inter-node"
     assert nd.source.strip()
     assert _good(nd.memory_bytes) and _good(nd.network_bandwidth)
