@@ -67,3 +67,20 @@ def test_no_band_is_claimed_for_a_compute_model_it_was_not_measured_for(app_clas
             assert not claimed, f"{app_class.__name__} at compute={value}: {claimed[0]}"
     finally:
         app.close()
+
+
+def test_a_band_borrowed_from_dense_runs_says_so_for_a_mixture_of_experts_step():
+    """The validation runs are all dense models; a band printed beside a mixture-of-experts step (its all-to-all and
+    expert GEMMs never compared with a measurement) says it is borrowed (review v19: Mixtral in the training lab
+    carried the H100 band with no word that no MoE run was validated)."""
+    from distlab import validation
+    from distlab.widgets.training_lab import TrainingLabApp
+
+    models = [str(run["distlab"]["model"]).lower() for run in validation.load_runs("validation")]
+    assert not any("expert" in model for model in models), "an MoE run is validated now: the lab may print its band"
+    app = TrainingLabApp(model="mixtral-8x7b")
+    try:
+        claimed = _band_lines("\n".join(shown_texts(app)))
+        assert claimed and all("no mixture-of-experts run validated" in line for line in claimed), claimed
+    finally:
+        app.close()
