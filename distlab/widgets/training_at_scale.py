@@ -155,8 +155,9 @@ class ScheduleApp(FrameCachingApp, LessonApp):
         chunks = f", v = {tl.chunks}" if tl.chunks > 1 else ""
         lines = [
             f"{tl.schedule}, p = {tl.stages}, m = {tl.microbatches}{chunks}: step {tl.step_time:.4g} t_F, "
-            f"{100.0 * tl.overhead:.2f}% over the busiest stage's compute; idle with the warm-up and drain "
-            f"{100.0 * tl.bubble_fraction:.2f}% of p x step [pipeline.schedule]",
+            f"{100.0 * tl.overhead:.2f}% over the busiest stage's compute [pipeline.schedule]",
+            f"idle with the warm-up and drain: {100.0 * tl.bubble_fraction:.2f}% of p x step (the bubble is the idle "
+            "inside a span, below)",
             "                 idle inside a stage's span (t_F)   step (t_F)   peak in flight (until W)",
         ]
         for name, t in ((tl.schedule, tl), ("1f1b", base)):
