@@ -324,10 +324,12 @@ class FsdpTimeline:
             2 layers gathered at most
         """
         mode = "reshard after forward" if self.reshard_after_forward else "no reshard"
+        layers = f"{self.layers} layer" + ("" if self.layers == 1 else "s")
+        gathered = f"{self.peak_gathered} layer" + ("" if self.peak_gathered == 1 else "s")  # prefetch 0: "1 layer"
         return (
-            f"{self.layers} layers, prefetch {self.prefetch}, {mode}: step {format_seconds(self.step_s)} = "
+            f"{layers}, prefetch {self.prefetch}, {mode}: step {format_seconds(self.step_s)} = "
             f"compute {format_seconds(self.compute_s)} + exposed {format_seconds(self.exposed_s)};\n"
-            f"    {self.peak_gathered} layers gathered at most"
+            f"    {gathered} gathered at most"
         )
 
 

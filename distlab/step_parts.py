@@ -33,7 +33,7 @@ STEP_PARTS = (
     StepPart("overlap_s", "overlap slowdown", "#7fb2d5", False),  # a lighter blue: compute slowed by hidden traffic
     StepPart("tp_comm_s", "TP communication", "#dd8452"),
     StepPart("cp_comm_s", "CP communication (exposed)", "#cc79a7", False),
-    StepPart("ep_comm_s", "EP all-to-all", "#56b4e9", False),
+    StepPart("ep_comm_s", "EP all-to-all", "#6a3d9a", False),  # purple: sky blue was 12.5 CIELAB from the slowdown's
     StepPart("bubble_s", "pipeline bubble", "#c9c9c9"),
     StepPart("p2p_s", "pipeline p2p", "#937860"),
     StepPart("dp_exposed_s", "DP communication (exposed)", "#c44e52"),

@@ -484,7 +484,9 @@ def _priced(model, core_model, cl, config, compute, mem_recipe, flags) -> StepEs
     batch, s, m, pp = config["global_batch"], config["seq_len"], config["microbatches"], config["pp"]
     problems = []
     if pp > 1 and m < pp:
-        problems.append(f"pipeline: only {m} microbatches per step for {pp} stages; the pipeline never fills")
+        problems.append(
+            f"pipeline: only {m} microbatch{'' if m == 1 else 'es'} per step for {pp} stages; the pipeline never fills"
+        )
     mode = config["recompute"]
     counted = (
         moe_step_flops(model, batch, s, mode)

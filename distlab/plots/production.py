@@ -241,6 +241,7 @@ def bucket_figure(sweep, timeline, title: str = "") -> Figure:
     ax1.legend(fontsize=8, frameon=False, loc="upper right")
     p.ready.set_label("produced by backward")
     p.done.set_label("all-reduced")
+    p.backward_line.set_label("backward ends")  # as the app's HTML legend names it (review v19: unnamed here)
     ax2.legend(fontsize=8, frameon=False, loc="lower right")
     if title:
         fig.suptitle(title, fontsize=11)

@@ -143,8 +143,13 @@ def stream_figure(events: dict, title: str = "", unit: str = "ms", width: float 
     ax.set_xlabel(f"time ({unit})", fontsize=9)
     # proxy patches carry the names (a bar's own patch is labelled '_nolegend_'); the legend sits outside the axes,
     # below them, where constrained layout makes room for it
-    handles = [Rectangle((0, 0), 1, 1, color=c, label=name) for name, c in STREAM_PARTS]
-    fig.legend(handles=handles, fontsize=7, frameon=False, ncols=len(handles), loc="outside lower center")
+    handles: list = [Rectangle((0, 0), 1, 1, color=c, label=name) for name, c in STREAM_PARTS]
+    # the two vertical lines, named as the app's HTML legend names them (stream_legend_html; review v19: unnamed here)
+    handles += [
+        Line2D([], [], color="black", lw=1.5, label="step ends"),
+        Line2D([], [], color=MUTED, lw=1.0, ls="--", label="compute alone"),
+    ]
+    fig.legend(handles=handles, fontsize=7, frameon=False, ncols=4, loc="outside lower center")
     if title:
         ax.set_title(title, fontsize=10)
     return fig

@@ -149,8 +149,15 @@ class ScheduleApp(FrameCachingApp, LessonApp):
 
     def describe(self, result) -> str:
         tl, base = result
+        # not Timeline.summary(): its "bubble" is the idle share of p x step with the warm-up and drain, which the
+        # lesson's bubble (the papers': idle inside a stage's span, the table's) leaves out; ZB-V showed "bubble
+        # 5.88%" over a table of 0 (review v19). Op times in t_F (t_f = 1), not seconds.
+        chunks = f", v = {tl.chunks}" if tl.chunks > 1 else ""
         lines = [
-            f"{tl.summary(time_unit='t_F')} [pipeline.schedule]",  # op times in t_F (t_f = 1), not seconds
+            f"{tl.schedule}, p = {tl.stages}, m = {tl.microbatches}{chunks}: step {tl.step_time:.4g} t_F, "
+            f"{100.0 * tl.overhead:.2f}% over the busiest stage's compute [pipeline.schedule]",
+            f"idle with the warm-up and drain: {100.0 * tl.bubble_fraction:.2f}% of p x step (the bubble is the idle "
+            "inside a span, below)",
             "                 idle inside a stage's span (t_F)   step (t_F)   peak in flight (until W)",
         ]
         for name, t in ((tl.schedule, tl), ("1f1b", base)):

@@ -275,6 +275,22 @@ def no_effect_notes(s: dict, cl: hardware.Cluster, chunks: int) -> list[str]:
     return notes
 
 
+def band_line(s: dict, accelerator: str, precision: str, moe: bool = False) -> str:
+    """The error band the step time carries, with where it comes from (validation.error_band). The band is the
+    calibrated compute model's, measured on published runs; a fixed share of peak (Lesson 7 §1's simple model) was
+    never validated, so its step time claims none (review v19: 'fixed 30%' printed the calibrated model's ±5.6%). The
+    validation runs are all dense: a mixture-of-experts step (its all-to-all, its expert GEMMs) borrows their band,
+    and says so."""
+    band = validation.error_band(accelerator, precision).short()
+    if s["efficiency"] is None:
+        borrowed = " (dense models: no mixture-of-experts run validated yet)" if moe else ""
+        return "the model's error band " + band + borrowed
+    return (
+        f"no error band: compute at a fixed {100 * s['efficiency']:g}% of peak is Lesson 7 §1's simple model, never "
+        f"validated (the calibrated model's band: {band})"
+    )
+
+
 def describe(s: dict, est: training.StepEstimate, nodes: int) -> str:
     """The text under the picture at `nodes` in state `s`: configuration, step time, MFU, throughput, fit or why not."""
     c = est.config
@@ -296,7 +312,7 @@ def describe(s: dict, est: training.StepEstimate, nodes: int) -> str:
         # a layout that cannot run takes no step: its time is what it would take (the picture draws no bar)
         ("step time" if est.feasible else "step time, were it to run,")
         + f" {format_seconds(est.step_time_s)}: {parts}",
-        "the model's error band " + validation.error_band(cluster(s, nodes).accelerator.name, c["precision"]).short(),
+        band_line(s, cluster(s, nodes).accelerator.name, c["precision"], moe="ep" in c),
         f"MFU {100 * est.mfu:.1f}%, {est.tokens_per_s:,.0f} tokens/s, {est.samples_per_s:.3g} samples/s; "
         f"scaling efficiency {100 * est.scaling_efficiency:.1f}%",
         f"memory per GPU {format_bytes(est.memory.total_bytes)} ({c['memory_recipe']} recipe): {est.memory.verdict()}",

@@ -43,12 +43,16 @@ def shown_texts(app) -> list[str]:
 
 
 def texts_through_steps(app, kinds=(widgets.ValueWidget,)):
-    """The app's shown text (shown_texts, joined) as built, then after one step of each enabled control of `kinds`
-    that offers another value (its first neighbour, as an arrow key makes it; controls.neighbour_values)."""
+    """The app's shown text (shown_texts, joined) as built, then after each step of each enabled control of `kinds`
+    that offers another value: to each of its neighbours in turn, as the arrow keys either way make it
+    (controls.neighbour_values), the control left at the last. Both sides, not the first only: lesson 11's FSDP app
+    printed "1 layers gathered at most" at prefetch 0, one step down from its start, which an upward step never
+    reached (review v19)."""
     from distlab.widgets.controls import neighbour_values
 
     yield "\n".join(shown_texts(app))
     for w in walk(app):
-        if isinstance(w, kinds) and not getattr(w, "disabled", False) and neighbour_values(w):
-            w.value = neighbour_values(w)[0]
-            yield "\n".join(shown_texts(app))
+        if isinstance(w, kinds) and not getattr(w, "disabled", False):
+            for value in neighbour_values(w):
+                w.value = value
+                yield "\n".join(shown_texts(app))

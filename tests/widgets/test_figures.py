@@ -431,6 +431,23 @@ def _saturated(colour) -> bool:
     return max(r, g, b) - min(r, g, b) > 0.15
 
 
+def _unexplained_marker_line(line, keys, text_colours) -> list[str]:
+    """A neutral (black, grey) vertical line drawn at an event across the axes, in a figure with a legend, that no
+    key of its style and no text of its colour names: lesson 11's FSDP stream figures drew the step's end (solid
+    black) and the compute alone (dashed grey) unnamed, while the same marks in the app's HTML legend were "step
+    ends" and "compute alone" (review v19). Other neutral lines (a y = x diagonal, a gridline) stay references the
+    axes explain."""
+    x = np.asarray(line.get_xdata(), dtype=float)
+    if len(x) != 2 or x[0] != x[1] or line.get_transform().contains_branch_seperately(line.axes.transData)[1]:
+        return []  # not an axvline: a curve, a diagonal, or a segment in data coordinates
+    style = _line_style(line.get_linestyle())
+    if _rgba(line.get_color()) in text_colours or any(
+        s == style and (c is None or c == _rgba(line.get_color())) for c, s, _ in keys
+    ):
+        return []
+    return [f"a neutral {style} line at x = {x[0]:g} that no legend key or text names"]
+
+
 def unexplained_lines(fig) -> list[str]:
     """A coloured line (or marker) in a figure that has a legend, which no legend key and no text of its colour
     explains: lesson 8's ring-attention figure drew each fabric's crossover as a dotted line in the fabric's colour,
@@ -452,7 +469,10 @@ def unexplained_lines(fig) -> list[str]:
     for ax in fig.axes:
         text_colours = {_rgba(t.get_color()) for t in ax.texts if t.get_visible() and t.get_text().strip()}
         for line in ax.lines:
-            if not line.get_visible() or not _saturated(line.get_color()) or len(line.get_xdata()) == 0:
+            if not line.get_visible() or len(line.get_xdata()) == 0:
+                continue
+            if not _saturated(line.get_color()):
+                found += _unexplained_marker_line(line, keys, text_colours)
                 continue
             colour = _rgba(line.get_color())
             if colour in text_colours:
@@ -636,6 +656,16 @@ def test_the_checks_find_an_unexplained_line_and_a_line_through_a_legend():
     ax.plot([], [], "o", color="#57606a", label="the best")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=3, frameon=False)
     fig.set_layout_engine("constrained")
+    assert problems(fig) == [], problems(fig)
+    # lesson 11's FSDP stream figure: the step's end a black line, the compute alone a dashed grey one, neither named
+    ax.axvline(8, color="black", lw=1.5)
+    ax.axvline(7, color="#57606a", linestyle="--")
+    found = problems(fig)
+    assert any("neutral solid line at x = 8" in p for p in found), found
+    assert any("neutral dashed line at x = 7" in p for p in found), found
+    ax.plot([], [], color="black", label="step ends")
+    ax.plot([], [], color="#57606a", linestyle="--", label="compute alone")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=3, frameon=False)
     assert problems(fig) == [], problems(fig)
 
 

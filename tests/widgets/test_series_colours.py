@@ -168,3 +168,38 @@ def test_a_capacity_line_is_no_series_colour(script, capacity, parts):
     assert len(series) >= 4
     near = [(c, round(colour_distance(line, c), 1)) for c in series if colour_distance(line, c) < CAPACITY_APART]
     assert near == [], f"{script}: the capacity line {line} is near series colours {near}"
+
+
+# --- the step-time parts: one colour each, in the matplotlib bars and in the training lab's picture (review v19: with a
+# mixture-of-experts model the lab drew "EP all-to-all" and "overlap slowdown" in the same sky blue, #56B4E9: lab.js named
+# no colour for the overlap slowdown, so it took the series colour of its position; the matplotlib bars drew them 12.5
+# CIELAB apart)
+
+
+def _lab_step_colours() -> dict[str, str]:
+    import distlab.widgets
+
+    source = (Path(distlab.widgets.__file__).parent / "browser_js" / "lab.js").read_text(encoding="utf-8")
+    body = re.search(r"^const STEP_COLOURS = \{(.*?)^\};", source, re.MULTILINE | re.DOTALL).group(1)
+    return dict(re.findall(r'"([^"]+)":\s*"(#[0-9a-fA-F]{6})"', body))
+
+
+def _far_apart(colours: dict[str, str]) -> list[str]:
+    names = list(colours)
+    return [
+        f"{a} and {b}: {colours[a]} and {colours[b]}"
+        for i, a in enumerate(names)
+        for b in names[:i]
+        if colour_distance(colours[a], colours[b]) < DISTINCT
+    ]
+
+
+def test_every_step_part_has_its_own_colour_in_the_bars_and_in_the_lab():
+    from distlab.plots._bars import STEP_COLOURS, STEP_PARTS
+
+    lab = _lab_step_colours()
+    # every part the step model prices is named (a part left out falls back to a colour by position, which another
+    # part may already have), and no two parts' colours are confusable
+    assert [p for p in STEP_PARTS if p not in lab] == [], "lab.js's STEP_COLOURS leaves parts to a positional colour"
+    assert _far_apart({p: lab[p] for p in STEP_PARTS}) == []
+    assert _far_apart({p: STEP_COLOURS[p] for p in STEP_PARTS}) == []

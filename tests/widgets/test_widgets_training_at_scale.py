@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from distlab import failures, pipeline, production
 from distlab.plots.training_at_scale import GOODPUT_X_RANGE
-from distlab.widgets.training_at_scale import APPS, CheckpointApp, ContextApp, FsdpApp, ScheduleApp
+from distlab.widgets.training_at_scale import APPS, SCHEDULES, CheckpointApp, ContextApp, FsdpApp, ScheduleApp
 from test_widget_fuzz import markers_off_their_axes
 
 
@@ -27,6 +29,28 @@ def test_schedule_app_is_the_simulator():
     assert app.result is None and "even number of stages" in app.error
     app.kind.value = "zb-v"
     assert app.error is None
+
+
+def _named_figures(text: str, name: str) -> set[str]:
+    """The figures printed right after `name` ("bubble 5.88%" -> {"5.88%"})."""
+    return set(re.findall(rf"\b{name}\s+(-?[\d.,]+\s*(?:%|t_F)?)", text))
+
+
+@pytest.mark.parametrize("kind", list(SCHEDULES))
+def test_schedule_app_names_each_quantity_as_the_lesson_does_with_one_value(kind):
+    """A quantity the text names has one meaning and one value in it (review v19: ZB-V's headline printed "bubble
+    5.88%", the idle share with the warm-up and drain, over a table of 0 idle inside the span, the bubble Lesson 11
+    and the papers count; and "peak in flight" both until B and until W). No "bubble" other than the span idle, and
+    one figure per named quantity of the chosen schedule."""
+    app = ScheduleApp(kind=kind, stages=4, microbatches=8)
+    try:
+        text, (chosen, _) = app.summary(), app.result
+        for name in ("bubble", "peak in flight", "overhead"):
+            figures = _named_figures(text, name)
+            assert len(figures) <= 1, f"{kind}: {name} printed as {figures}"
+        assert _named_figures(text, "bubble") <= {f"{float(chosen.span_idle.max()):g} t_F"}, text
+    finally:
+        app.close()
 
 
 def test_schedule_app_slider_keeps_the_axes_most_of_the_time():

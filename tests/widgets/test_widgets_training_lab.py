@@ -280,7 +280,7 @@ def test_a_configuration_that_fits_but_cannot_run_says_so_under_the_bars():
     app = TrainingLabApp(tp=1, pp=16, global_batch=16, zero=3)
     k = app.picture.index
     assert app.picture.frames["fits"][k] and not app.picture.frames["runs"][k]
-    assert "NOT FEASIBLE: pipeline: only 1 microbatches per step for 16 stages" in app.picture.summary
+    assert "NOT FEASIBLE: pipeline: only 1 microbatch per step for 16 stages" in app.picture.summary
     app.close()
 
 

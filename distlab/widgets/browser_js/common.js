@@ -45,6 +45,14 @@ function seriesColour(i) {
   return SERIES_COLOURS[i % SERIES_COLOURS.length];
 }
 
+// A number and its unit kept on one line: the space between them a no-break space. The text under a picture wraps at
+// the output's width, and at a 900 px window the training lab broke "pipeline bubble 4.84 / s" (review v19); the
+// status panels' message_html (widgets/common.py, _UNIT_GAP) does the same with &nbsp;.
+const UNIT_GAP = /(\d) (?=(?:[kMGTP]?B(?:\/s)?|[kMGT]iB|ms|µs|ns|s|%|W|[kMG]Hz|[TP]FLOP\/s|GPUs?|nodes?|days?|h|min)(?![\w/]))/g;
+function keepUnits(text) {
+  return String(text).replace(UNIT_GAP, "$1\u00a0");
+}
+
 // The smallest of 1, 1.5, 2, 3, 4, 5, 6, 8 x 10^k at or above x (stable axis ranges, as in distlab.plots).
 function niceCeiling(x) {
   if (!(x > 0)) return 1;
@@ -209,7 +217,7 @@ function mountPicture(model, el, draw) {
     play.disabled = model.get("disabled");
     canvas.setAttribute("aria-label", model.get("alt") || `${model.get("description")} ${value}`);
     summary.style.color = error ? "#b3261e" : TEXT;
-    summary.textContent = error ? `Cannot compute: ${error}` : (summaries[index] ?? "");
+    summary.textContent = error ? `Cannot compute: ${error}` : keepUnits(summaries[index] ?? "");
   }
 
   // The keys a range input and a button use are theirs: JupyterLab binds ArrowLeft/ArrowRight in command mode

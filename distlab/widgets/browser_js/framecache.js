@@ -77,6 +77,23 @@ function kernelDisplay(view) {
   return display || "";
 }
 
+// Tab (and Shift+Tab) leaves the app's ipympl canvas. ipympl's canvas div is focusable (tabindex 0) and its keydown
+// handler calls preventDefault on every key, to send it to matplotlib: a student tabbing through an app was held on
+// the picture and could not reach the rest of the notebook (review v19: lesson 11's schedule and FSDP apps). The apps
+// take no keys on the canvas, so Tab is stopped here, in the capture phase above the canvas div, before ipympl's
+// handler: the browser moves the focus as it does everywhere else.
+function letTabLeave(view) {
+  if (view.el.dataset.distlabTab) return;
+  view.el.dataset.distlabTab = "1";
+  view.el.addEventListener(
+    "keydown",
+    (event) => {
+      if (event.key === "Tab" && event.target !== view.el) event.stopPropagation();
+    },
+    true,
+  );
+}
+
 export default {
   render({ model, el }) {
     el.classList.add("distlab-framecache");
@@ -112,6 +129,7 @@ export default {
           .then((v) => {
             canvasViews = v;
             v.forEach((view) => view.el.classList.add(FITS_CLASS)); // framecache.py's FITS_CSS: fits a narrow output
+            v.forEach(letTabLeave);
           })
           .catch(() => {});
       }

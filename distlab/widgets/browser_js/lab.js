@@ -9,12 +9,15 @@
 // A position still being computed has empty lists: nothing is drawn there (its text says so). A position that cannot
 // run (runs false) has its memory but empty step lists: no step-time bar, a note in its place.
 const MEMORY_COLOURS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7"];
-// step parts, by name (Okabe & Ito; the bubble grey, as idle time is grey in the bubble grid)
+// step parts, by name (Okabe & Ito; the bubble grey, as idle time is grey in the bubble grid). Every part the step
+// model prices is named: one left out took the series colour of its position, and the overlap slowdown's was the EP
+// all-to-all's sky blue (review v19); the all-to-all is purple, as in distlab.step_parts.
 const STEP_COLOURS = {
   "compute": "#0072B2",
+  "overlap slowdown": "#56B4E9",
   "TP communication": "#E69F00",
   "CP communication (exposed)": "#CC79A7",
-  "EP all-to-all": "#56B4E9",
+  "EP all-to-all": "#6A3D9A",
   "pipeline bubble": "#BBBBBB",
   "pipeline p2p": "#F0E442",
   "DP communication (exposed)": "#D55E00",
