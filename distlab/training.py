@@ -196,8 +196,7 @@ class StepEstimate:
         return wrap_text("\n".join(lines))
 
     def notes(self) -> list:
-        """What the step time assumes beyond the compute line: an FP8 recipe's GEMM rate and scaling, the TP overlap
-        method's hidden share (tp_overlap.note), an exposed parameter gather, DeepSpeed's engine, a power cap (power_note)."""
+        """What the step time assumes beyond the compute line: FP8's rate, TP overlap, exposed DP traffic, a power cap."""
         out = []
         cm = self.compute_model
         if self.config.get("fp8_scaling") and cm is not None and cm.fp8_matmul_efficiency is not None:
@@ -484,9 +483,8 @@ def _priced(model, core_model, cl, config, compute, mem_recipe, flags) -> StepEs
     batch, s, m, pp = config["global_batch"], config["seq_len"], config["microbatches"], config["pp"]
     problems = []
     if pp > 1 and m < pp:
-        problems.append(
-            f"pipeline: only {m} microbatch{'' if m == 1 else 'es'} per step for {pp} stages; the pipeline never fills"
-        )
+        word = "microbatch" if m == 1 else "microbatches"
+        problems.append(f"pipeline: only {m} {word} per step for {pp} stages; the pipeline never fills")
     mode = config["recompute"]
     counted = (
         moe_step_flops(model, batch, s, mode)
