@@ -244,7 +244,9 @@ def torchtitan(estimate) -> str:
     }
     checkpoint = _checkpoint(c, model)
     lines = [
-        f"# distlab: {c['model']} on {c['gpus']} GPUs, dp={dp} tp={c['tp']} pp={pp}"
+        f"# distlab: {c['model']} on {c['gpus']} GPUs, dp={dp} tp={c['tp']}"
+        + (f" cp={c['cp']}" if c.get("cp", 1) > 1 else "")
+        + f" pp={pp}"
         + (f" v={c['chunks']}" if c["chunks"] > 1 else "")
         + f", micro-batch {b} x {c['microbatches']} microbatches, ZeRO-{c['zero']}",
         "# torchtitan JobConfig TOML (pytorch/torchtitan@e347b1e); tokenizer: [model] hf_assets_path",
