@@ -286,9 +286,10 @@ class Cluster:
                     f"{format_rate(self.fabric_bandwidth_per_gpu(True))} per GPU along a rail, "
                     f"{format_rate(self.inter_node_bandwidth_per_gpu)} across rails"
                 )
+        domain = "" if self.nvlink_domain == self.gpus_per_node else f"; NVLink domains of {self.nvlink_domain} GPUs"
         return (
             f"{self.name} = {self.gpus} x {self.accelerator.name}; fabric {self._fabric.name} ({taper}), "
-            f"{format_rate(self.inter_node_bandwidth_per_gpu)} per GPU across nodes"
+            f"{format_rate(self.inter_node_bandwidth_per_gpu)} per GPU across nodes{domain}"
         )
 
 
