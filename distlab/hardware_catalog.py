@@ -190,8 +190,8 @@ ACCELERATORS: dict[str, Accelerator] = {
         "(* with sparsity), i.e. per GPU dense FP8 720 / 72 / 2 = 5, BF16 360 / 72 / 2 = 2.5, FP4 1,080 / 72 = 15 "
         "PFLOPS; the same per-GPU dense figures (fp32 80, tf32 1,250, bf16 2,500, fp8 5,000, fp4 15,000 TFLOPS) in "
         "S. Bekman, ML Engineering, compute/accelerator/README.md (744d01e), 'NVIDIA GB300 SXM' row. Memory and "
-        "power: NVIDIA Technical Blog, 'Inside NVIDIA Blackwell Ultra: The Chip Powering the AI Factory Era' (2025): "
-        "288 GB HBM3E per GPU, 8 TB/s, 160 SMs, 15 PFLOPS dense NVFP4; 1,400 W per GPU (Verda, 'NVIDIA GB300 NVL72: "
+        "power: NVIDIA Technical Blog, 'Inside NVIDIA Blackwell Ultra: The Chip Powering the AI Factory Era' (a "
+        "2025 post): 288 GB HBM3E per GPU, 8 TB/s, 160 SMs, 15 PFLOPS dense NVFP4; 1,400 W per GPU (Verda, 'NVIDIA GB300 NVL72: "
         "GPU Architecture & Performance', per-GPU table: max TDP 1.4 kW). No FP64 figure per GPU is stored (Blackwell "
         "Ultra cuts FP64; the rack table's total is not split here). " + _SPARSE + ". Memory: the marketed 288 GB "
         "(288e9 B; the rack's '20 TB' is 278 GB per GPU); no published log found gives the total CUDA reports.",
