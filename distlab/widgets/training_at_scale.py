@@ -216,7 +216,9 @@ def _sharding_plans(model: str, nodes: int, fabric: str, sharding: str, micro: i
 
 
 #: why HSDP is greyed out at one node (production.sharding_plan refuses it there)
-HSDP_AT_ONE_NODE = "HSDP shards within a node and replicates across nodes: with 1 node it has nothing to replicate across"
+HSDP_AT_ONE_NODE = (
+    "HSDP shards within a node and replicates across nodes: with 1 node it has nothing to replicate across"
+)
 
 
 class FsdpApp(FrameCachingApp, LessonApp):
