@@ -498,6 +498,18 @@ class ErrorBand:
             text = f"{band:.1f}" if band < 10 else f"{band:,.0f}"
         return f"{format_seconds(seconds)} ± {text} {unit}"
 
+    def parts_table(self, step) -> str:
+        """A StepEstimate's parts, one a line: each in format_seconds and its share of the step (format_percent),
+        then the step with this band (lesson 12's table printed "pipeline p2p 0.002 s", three fixed decimals where
+        every other figure of the kit writes 2.15 ms: review v20)."""
+        from .units import format_percent, format_seconds
+
+        rows = [(k, format_seconds(v), format_percent(v / step.step_time_s)) for k, v in step.parts().items()]
+        lines = [f"{name:<28}{seconds:>9} {share:>6}" for name, seconds, share in rows]
+        return "\n".join(
+            [*lines, f"{'step':<28}{format_seconds(step.step_time_s):>9}   ({self.around(step.step_time_s)})"]
+        )
+
 
 def _family(name: str) -> str:
     """A GPU's family for the error band: the catalog name's first word ('h100' of 'h100-sxm' and of torchtitan's

@@ -21,14 +21,7 @@ from typing import Any, Callable
 from .. import budget, hardware, moe, training, validation
 from ..errors import DistlabError
 from ..units import format_bytes
-from .questions import (
-    Question,
-    INCORRECT,
-    ChoiceQuestion,
-    CheckResult,
-    NumericQuestion,
-    bind_params,
-)
+from .questions import INCORRECT, CheckResult, ChoiceQuestion, NumericQuestion, Question, bind_params
 
 __all__ = [
     "SCENARIO",
@@ -248,7 +241,14 @@ def _verdict(layout: dict) -> str:
 
 #: the numbers a defended plan states, and their tolerance (relative: a recomputation, not a prediction)
 DEFENCE_KEYS = {"days": "days to train", "cost_usd": "cost in dollars", "memory_gb": "memory per GPU in GB"}
+#: how feedback and solutions write them (never "2.617e+05": review v20)
+DEFENCE_FORMS = {"days": "{:,.1f} days", "cost_usd": "${:,.0f}", "memory_gb": "{:,.1f} GB"}
 DEFENCE_TOLERANCE = 0.03
+
+
+def _stated(have: dict) -> list:
+    """'key = number unit' for each number of a defended plan, as DEFENCE_FORMS writes it."""
+    return [f"{k} = {DEFENCE_FORMS[k].format(v)}" for k, v in have.items()]
 
 
 def _defence_numbers(layout: dict) -> dict:
@@ -300,8 +300,8 @@ class LayoutQuestion(Question):
             if not math.isclose(float(value), have[key], rel_tol=DEFENCE_TOLERANCE):
                 side = "high" if float(value) > have[key] else "low"
                 return (
-                    f"the layout meets the budget, but the {words} stated ({float(value):,.4g}) is too {side} for "
-                    f"it (the kit's, within {100 * DEFENCE_TOLERANCE:g}%)"
+                    f"the layout meets the budget, but the {words} stated ({DEFENCE_FORMS[key].format(float(value))}) "
+                    f"is too {side} for it (the kit's, within {100 * DEFENCE_TOLERANCE:g}%)"
                 )
         return ""
 
@@ -352,8 +352,8 @@ def _explain_q2(tokens_b, days):
     flops = training.model_flops(_active(), tokens_b * 1e9)
     return (
         f"a token passes through 2 of the 8 experts of each layer: N = {_active() / 1e9:.2f} B active parameters "
-        f"(of {_total() / 1e9:.1f} B); 6 N D = {flops:.3e} FLOPs; {_gpus()} GPUs x {_peak() / 1e12:.0f} TFLOP/s "
-        f"(A100 dense bf16) x {days:g} x 86,400 s: {_q2(tokens_b, days):.1f}% of peak"
+        f"(of {_total() / 1e9:.1f} B); 6 N D = {flops / 1e21:,.1f} x 10^21 FLOPs; {_gpus()} GPUs x "
+        f"{_peak() / 1e12:.0f} TFLOP/s (A100 dense bf16) x {days:g} x 86,400 s: {_q2(tokens_b, days):.1f}% of peak"
     )
 
 
@@ -412,7 +412,7 @@ def _explain_q5():
     b = _budget(LAYOUT_B)
     return (
         f"{b.gpus} GPUs x {b.days:.2f} days x 24 h = {b.gpu_hours:,.0f} GPU-hours; x ${b.price_per_gpu_hour:g} "
-        f"(the assumed price, distlab.budget) = ${b.cost_usd:,.0f}"
+        f"(the assumed price, distlab.budget) = ${b.cost_usd / 1e3:,.1f} thousand"
     )
 
 
@@ -589,9 +589,7 @@ q8 = LayoutQuestion(
     "...} whose layout meets q3's brief and whose numbers are the kit's for it (within "
     f"{100 * DEFENCE_TOLERANCE:g}%).",
     expected=lambda: {"layout": _q3(), **_defence_numbers(_q3())},
-    explain=lambda: (
-        "the layout of Q3 with its numbers: " + ", ".join(f"{k} {v:,.4g}" for k, v in _defence_numbers(_q3()).items())
-    ),
+    explain=lambda: "the layout of Q3 with its numbers: " + ", ".join(_stated(_defence_numbers(_q3()))),
     hint_text="compute each number from the step model's answer for your layout: days from its throughput, dollars "
     "from the GPU-hours at the stated price, memory from its breakdown",
     defend=True,

@@ -343,7 +343,14 @@ class NumericQuestion(Question):
                 reason = words
                 break
         unit = f" {self.unit}" if self.unit else ""
-        return f"{value:g}{unit} {reason}"
+        return f"{_echoed(value)}{unit} {reason}"
+
+
+def _echoed(value: float) -> str:
+    """A student's number written back: six significant digits, never in e-notation above a million (5,668,934, not
+    '5.66893e+06': lesson 12's q1 feedback, review v20)."""
+    text = f"{value:g}"
+    return f"{value:,.0f}" if "e+" in text else text
 
 
 @dataclass(frozen=True)

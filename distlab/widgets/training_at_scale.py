@@ -23,7 +23,7 @@ from ..plots.training_at_scale import (
     stream_plot,
 )
 from ..units import format_bytes, format_percent, format_seconds
-from .common import BlitRenderer, LessonApp, figure_canvas, remembered
+from .common import BlitRenderer, LessonApp, figure_canvas, remembered, show_what_applies
 from .framecache import FrameCachingApp
 
 __all__ = [
@@ -215,12 +215,19 @@ def _sharding_plans(model: str, nodes: int, fabric: str, sharding: str, micro: i
     return chosen, alternative
 
 
+#: why HSDP is greyed out at one node (production.sharding_plan refuses it there)
+HSDP_AT_ONE_NODE = (
+    "HSDP shards within a node and replicates across nodes: with 1 node it has nothing to replicate across"
+)
+
+
 class FsdpApp(FrameCachingApp, LessonApp):
     """FSDP (shard over every GPU) or HSDP (shard within a node, replicate across) of a model on DGX H100 nodes:
     one microbatch's compute and communication streams, layer by layer (distlab.production.sharding_plan).
 
     `result` holds (plan, the other sharding's plan); `error` the message shown instead. The result is a pure
-    function of the control values (compute_for); no control's options depend on another's.
+    function of the control values (compute_for). At 1 node the sharding shows FSDP, disabled, saying why (HSDP
+    would only be refused there); the student's choice comes back at 2 nodes or more.
     """
 
     prepared_controls = ("model", "fabric", "nodes", "sharding", "prefetch", "reshard", "micro")
@@ -238,7 +245,7 @@ class FsdpApp(FrameCachingApp, LessonApp):
             options=[("FSDP (all GPUs)", "full"), ("HSDP (node)", "hybrid")],
             value=sharding,
             description="sharding",
-            style={"button_width": "110px"},
+            style={"button_width": "110px", "description_width": "initial"},  # room for "(HSDP needs 2+ nodes)"
         )
         self.prefetch = widgets.IntSlider(value=prefetch, min=0, max=4, description="prefetch", layout=narrow)
         self.reshard = widgets.Checkbox(value=reshard, description="reshard after forward")
@@ -250,7 +257,7 @@ class FsdpApp(FrameCachingApp, LessonApp):
         self.plot = stream_plot(self.fig.add_subplot())
         self.renderer = BlitRenderer(self.canvas, self.plot.animated_artists)
         for control in (self.model, self.fabric, self.nodes, self.sharding, self.prefetch, self.reshard, self.micro):
-            control.observe(self.update, names="value")
+            control.observe(self._on_change, names="value")
         super().__init__(
             [
                 widgets.HBox([self.model, self.fabric, self.micro]),
@@ -265,7 +272,28 @@ class FsdpApp(FrameCachingApp, LessonApp):
                 self.status,
             ]
         )
+        self._syncing = False
+        self._sync_sharding()
         self.update()
+
+    def _sync_sharding(self) -> None:
+        applies = self.nodes.value > 1
+        show_what_applies(self, self.sharding, applies, "full", HSDP_AT_ONE_NODE, "HSDP needs 2+ nodes")
+        self.sharding.tooltips = [] if applies else [HSDP_AT_ONE_NODE] * len(self.sharding.options)  # on each button
+
+    def _on_change(self, change=None) -> None:
+        if self._syncing:
+            return
+        self._sync_sharding()
+        self.update(change)
+
+    def frame_neighbour(self, state: dict, name: str, value) -> dict:
+        """The state after the student sets `name` to `value`: at 1 node the sharding is FSDP; the student's choice
+        comes back above it."""
+        after = {**state, name: value}
+        chosen = getattr(self.sharding, "_distlab_chosen", state["sharding"])
+        after["sharding"] = (chosen if name != "sharding" else value) if after["nodes"] > 1 else "full"
+        return after
 
     def compute(self) -> tuple:
         return self.compute_for(self.values())

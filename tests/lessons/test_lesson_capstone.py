@@ -4,12 +4,16 @@ solution notebook generically)."""
 
 from __future__ import annotations
 
+import math
+import re
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from distlab.lessons import capstone as lesson
 from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED
+from distlab.units import format_seconds
 
 # Mixtral-8x7B by hand (Jiang et al. 2024, arXiv 2401.04088, Table 1; HF config.json): 32 layers, h = 4096, 32
 # query heads and 8 K/V heads of 128, 8 experts of a gated MLP 4096 -> 14336, top-2, vocabulary 32,000, untied.
@@ -238,3 +242,65 @@ def test_the_grading_stub_carries_the_brief_and_no_answer():
     assert "'q1': QuestionStub(" in source and "params={'tokens_b': 1000, 'days': 49}" in source
     for q in (lesson.q1, lesson.q2, lesson.q4, lesson.q5, lesson.q6):
         assert repr(q.expected()) not in source and f"{q.expected():.4g}" not in source, q.name
+
+
+#: e-notation as Python's 'e' and 'g' formats write it ("2.617e+05", "7.728e+22")
+E_NOTATION = re.compile(r"\d(?:\.\d+)?[eE][+-]?\d+")
+#: the unit each numeric question asks its answer in (its `unit`, else its `noun`), as the solution must write the
+#: answer: a number then this (a new question joins here)
+ANSWER_UNITS = {
+    "%": "%",
+    "day": " days",
+    "a number of tokens per second": " tokens/s",
+    "a number of thousand dollars": " thousand",
+}
+NUMBER = r"\$?(\d[\d,]*(?:\.\d+)?)"
+
+
+def _student_texts(question) -> list[str]:
+    """What a student reads of `question` with numbers in it: its solution and its feedback to the typical mistakes
+    (each scale_hint's factor times the answer) and to a plan's wrong numbers."""
+    texts = [str(question.solution())]
+    expected = question.expected()
+    for factor in getattr(question, "scale_hint", None) or {}:
+        texts.append(question.check(expected * factor).message)
+    if getattr(question, "defend", False):
+        for key in lesson.DEFENCE_KEYS:
+            texts.append(question.check({**expected, key: expected[key] * 1.5}).message)
+    return texts
+
+
+@pytest.mark.parametrize("name", list(lesson.QUESTIONS))
+def test_no_printed_number_of_a_solution_is_in_e_notation(name):
+    """Review v20: q8's solution printed 'cost_usd 2.617e+05', q2's '6 N D = 7.728e+22 FLOPs'."""
+    found = [m.group() for text in _student_texts(lesson.QUESTIONS[name]) for m in E_NOTATION.finditer(text)]
+    assert not found, found
+
+
+@pytest.mark.parametrize("name", [n for n, q in lesson.QUESTIONS.items() if hasattr(q, "rel_tol")])
+def test_a_solution_states_its_answer_in_the_questions_unit(name):
+    """Review v20: q5 asks for thousands of dollars and its solution ended '= $295,357'. The solution writes the
+    expected value (to its rounding) followed by the unit the question asks in."""
+    question = lesson.QUESTIONS[name]
+    unit = ANSWER_UNITS[question.unit or question.noun]
+    text, want = " ".join(str(question.solution()).split()), question.expected()
+    stated = [float(m.group(1).replace(",", "")) for m in re.finditer(NUMBER + re.escape(unit), text)]
+    assert any(math.isclose(v, want, rel_tol=0.005) for v in stated), (unit, want, stated, text)
+
+
+def test_a_defended_plans_numbers_are_written_in_their_units():
+    text = " ".join(str(lesson.q8.solution()).split())
+    have = lesson._defence_numbers(lesson._q3())
+    assert re.search(r"days = [\d.]+ days", text) and re.search(r"memory_gb = [\d.]+ GB", text), text
+    assert f"cost_usd = ${have['cost_usd']:,.0f}" in text, text
+
+
+def test_the_parts_table_writes_seconds_as_the_kit_does():
+    """Review v20: lesson 12's parts table printed 'pipeline p2p 0.002 s' where the kit writes 2.15 ms."""
+    step = lesson.scenario_estimate(lesson.LAYOUT_A)
+    table = lesson.error_band(lesson.SCENARIO).parts_table(step)
+    rows = table.splitlines()
+    assert [row.split("  ")[0] for row in rows] == [*step.parts(), "step"]
+    for row, seconds in zip(rows, [*step.parts().values(), step.step_time_s]):
+        assert format_seconds(seconds) in row and not re.search(r"\d\.\d{3} s", row), row
+    assert "2.15 ms" in table

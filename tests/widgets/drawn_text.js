@@ -3,8 +3,10 @@
 //
 // Run as `node drawn_text.js <picture module> <states.json>` with DISTLAB_JS naming distlab/widgets/browser_js. The
 // states file holds {"draw": name of the module's draw function, "states": [{width, height, frames, times, codes
-// (base64 or ""), positions: [index...], where}], "record": bool}. Prints {"frames": frames drawn, "texts": texts
-// drawn, "problems": [text], with record "drawn": [frame][text, x, y, textAlign] of every fillText} as JSON.
+// (base64 or ""), positions: [index...], where, available (optional)}], "record": bool}. Prints {"frames": frames
+// drawn, "texts": texts drawn, "problems": [text], with record "drawn": [frame][text, x, y, textAlign] of every fillText, "shown": for a
+// state with `available` (an output's width, px), each frame's drawn size, smallest text (px, drawn and as shown at
+// common.js's displayScale) and whether it fits the output unscrolled} as JSON.
 //
 // The recording canvas measures each character at least 7/11 of the font size (7 px at the pictures' 11 px UI font),
 // and at the width DejaVu Sans gives it where that is wider (WIDE, in em: the larger of its Book and Bold advances,
@@ -24,7 +26,7 @@ const source = ["common.js", moduleName]
   .join("\n")
   .replace("export default", "const _module =");
 const input = JSON.parse(fs.readFileSync(statesFile, "utf8"));
-const draw = new Function(`${source}\nreturn ${input.draw};`)();
+const [draw, displayScale] = new Function(`${source}\nreturn [${input.draw}, displayScale];`)();
 
 const EM_PER_CHAR = 7 / 11;
 const WIDE = {
@@ -84,7 +86,8 @@ function recorder(texts, dashed = [], solid = [], patches = [], fills = []) {
       const y0 = y - size * (above === undefined ? 0.8 : above);
       const box = [[x0, y0], [x0 + width, y0], [x0 + width, y0 + size], [x0, y0 + size]];
       const corners = box.map(([u, v]) => apply(u, v));
-      texts.push({ text, corners, call: [text, x, y, align] });
+      const [a, b] = state.m;
+      texts.push({ text, corners, call: [text, x, y, align], px: size * Math.hypot(a, b) });
     },
     save() { stack.push({ ...state, m: state.m.slice() }); },
     restore() { if (stack.length) Object.assign(state, stack.pop()); },
@@ -169,14 +172,25 @@ function dataView(b64) {
   return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
-const problems = [], drawn = [];
+const problems = [], drawn = [], shown = [];
 let framesDrawn = 0, textsDrawn = 0;
-for (const s of input.states) {
-  const traits = { frames: s.frames, times: dataView(s.times), codes: dataView(s.codes) };
+for (const state of input.states) {
+  const traits = { frames: state.frames, times: dataView(state.times), codes: dataView(state.codes),
+    width: state.width, height: state.height };
   const model = { get: (name) => traits[name] };
+  // in an output `available` px wide (optional): drawn at the size the picture lays itself out at there (draw.layout,
+  // as mountPicture asks it), and shown at displayScale of its smallest text
+  const s = { ...state };
+  if (state.available && draw.layout) Object.assign(s, draw.layout(recorder([]), model, state.available) || {});
   for (const i of s.positions) {
     const texts = [], dashed = [], solid = [], patches = [], fills = [];
     draw(recorder(texts, dashed, solid, patches, fills), s.width, s.height, model, i);
+    if (state.available && texts.length) {
+      const smallest = Math.min(...texts.map((t) => t.px));
+      const scale = displayScale(s.width, state.available, smallest);
+      shown.push({ where: `${state.where}, position ${i}`, available: state.available, width: s.width,
+        height: s.height, smallest, shown: smallest * scale, fits: s.width * scale <= state.available + 0.5 });
+    }
     framesDrawn += 1;
     if (input.record) drawn.push(texts.map((t) => t.call));
     textsDrawn += texts.length;
@@ -253,4 +267,5 @@ for (const s of input.states) {
     }
   }
 }
-console.log(JSON.stringify({ frames: framesDrawn, texts: textsDrawn, problems, ...(input.record ? { drawn } : {}) }));
+const report = { frames: framesDrawn, texts: textsDrawn, problems, shown };
+console.log(JSON.stringify(input.record ? { ...report, drawn } : report));

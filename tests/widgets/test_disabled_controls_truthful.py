@@ -168,3 +168,109 @@ def test_the_check_finds_an_error_that_asks_for_a_greyed_slider():
             self.error = "chunks=2 does not divide the layers per stage [4, 3]"
 
     assert names_a_disabled_control(App()) == ["chunks"]
+
+
+def _app_error(app) -> str:
+    """The error the app shows now ('' when none)."""
+    return getattr(app, "error", None) or ""
+
+
+def options_answered_with_an_error(app) -> list[str]:
+    """'name=value: error' for each option of each enabled selection control or checkbox that, chosen from the app's
+    current state, the app answers with an error (review v20: lesson 11's FSDP app at nodes = 1 offered HSDP, and
+    choosing it showed "sharding='hybrid' replicates across nodes, but the cluster has 1 node"). An option that cannot
+    apply is disabled (its control greyed out, saying why) or not offered."""
+    found = []
+    for name, control in _named_controls(app).items():
+        if control.disabled:
+            continue
+        start = control.value
+        for value in _options(control):
+            if control.disabled:
+                break
+            control.value = value
+            if _app_error(app):
+                found.append(f"{name}={value!r}: {_app_error(app)[:90]}")
+            control.value = start
+    return found
+
+
+def _from_every_state_one_move_away(app) -> list[str]:
+    """options_answered_with_an_error in the app's default state and in every state one control's move from it (one
+    that the app answers without an error)."""
+    found = [f"default, {p}" for p in options_answered_with_an_error(app)]
+    for name, control in list(_named_controls(app).items()):
+        if control.disabled:
+            continue
+        start = control.value
+        for value in _options(control):
+            if control.disabled:
+                break
+            control.value = value
+            if not _app_error(app):
+                found += [f"at {name}={value!r}, {p}" for p in options_answered_with_an_error(app)]
+            control.value = start
+    return found
+
+
+#: apps that still answer some option with an error one move from their default (found by the check below, review
+#: v20; left for a later round): each must come off this list once its options are disabled or not offered
+STILL_ANSWERED_WITH_AN_ERROR = {
+    "BubbleGridApp": "chunks=2 at models whose layers per stage it does not divide (kind = interleaved)",
+    "TensorParallelApp": "precision fp8 on the A100s (no fp8 peak)",
+    "ProductionStepApp": "pp = 8 at 4 nodes (tp x pp over the cluster's GPUs)",
+    "TriageApp": "pp = 8 at 4 nodes; tp = 1 at 64 nodes (global batch not a multiple of dp x micro-batch)",
+    "AllToAllApp": "top_k = 8 at ep = 2 (more than the experts there)",
+    "PlacementApp": "a node limit above the nodes the EP group spans",
+}
+#: too slow to walk here (4 s a state, a hundred states): its options are kept valid by replace_options and its
+#: errors are the picture's, per node count (test_widgets_training_lab.py)
+NOT_WALKED = {"TrainingLabApp"}
+
+
+def _option_error_cases():
+    for app_class in _apps():
+        if app_class.__name__ in NOT_WALKED:
+            continue
+        marks = ()
+        if app_class.__name__ in STILL_ANSWERED_WITH_AN_ERROR:
+            marks = pytest.mark.xfail(strict=True, reason=STILL_ANSWERED_WITH_AN_ERROR[app_class.__name__])
+        yield pytest.param(app_class, marks=marks, id=f"{app_class.__module__.rsplit('.', 1)[1]}.{app_class.__name__}")
+
+
+@pytest.mark.parametrize("app_class", list(_option_error_cases()))
+def test_no_enabled_option_is_answered_with_an_error(app_class):
+    app = app_class()
+    try:
+        found = _from_every_state_one_move_away(app)
+        assert not found, f"{app_class.__name__}: {len(found)} options, e.g. " + "; ".join(found[:6])
+    finally:
+        app.close()
+
+
+def test_the_fsdp_app_greys_out_hsdp_at_one_node_and_brings_it_back():
+    from distlab.widgets.training_at_scale import HSDP_AT_ONE_NODE, FsdpApp
+
+    app = FsdpApp(nodes=4, sharding="hybrid")
+    try:
+        app.nodes.value = 1
+        assert app.sharding.disabled and app.sharding.value == "full" and not app.error
+        assert "2+ nodes" in app.sharding.description and app.sharding.tooltip == HSDP_AT_ONE_NODE
+        assert untruthful(app) == []
+        app.nodes.value = 2  # the student's choice comes back
+        assert not app.sharding.disabled and app.sharding.value == "hybrid" and not app.error
+    finally:
+        app.close()
+
+
+def test_the_check_finds_an_option_answered_with_an_error():
+    class App:
+        def __init__(self):
+            self.nodes = widgets.Dropdown(options=[1, 2], value=1)
+            self.sharding = widgets.ToggleButtons(options=["full", "hybrid"], value="full")
+
+        @property
+        def error(self):
+            return "hybrid needs 2 nodes" if self.nodes.value == 1 and self.sharding.value == "hybrid" else None
+
+    assert options_answered_with_an_error(App()) == ["sharding='hybrid': hybrid needs 2 nodes"]

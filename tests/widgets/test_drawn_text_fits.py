@@ -274,3 +274,54 @@ def test_the_recorder_sees_a_text_under_a_dashed_line(tmp_path):
              "where": "old ladder"}  # fmt: skip
     report = drawn_problems("ladder.js", "drawLadder", [state], tmp_path, js=tmp_path / "js")
     assert any("crossed by a dashed line" in p for p in report["problems"]), report
+
+
+#: The outputs a lesson's picture is shown in (CSS px wide), and the smallest font size its text may be shown at there
+#: (review v20: at a 900 px window the training lab, 720 px wide, was scaled to fit and its 11 px legend and axis text
+#: shown at 5-7 px). 468: JupyterLab's output at a 900 px window with its file browser open (measured in Chromium,
+#: session v20); 345: the narrowest the review saw there (the lab shown at 48 % of its 720 px).
+NARROW_OUTPUTS = {"a 900 px window": 468, "the narrowest output": 345}
+MIN_TEXT_PX = 10
+#: The pictures that lay themselves out again for a narrow output (draw.layout), and the narrowest output (px) each
+#: fits unscrolled (the lab stacks its charts; bars, ladder and timeline draw narrower); in a narrower one, and for
+#: the others (ring.js, grid.js), a picture is scaled down no further than MIN_TEXT_PX allows and scrolls sideways in
+#: its frame past that.
+REFLOWS = {"lab.js": 320, "bars.js": 460, "ladder.js": 460, "timeline.js": 340}
+
+
+@needs_node
+@pytest.mark.parametrize("output", list(NARROW_OUTPUTS))
+@pytest.mark.parametrize("name", list(APPS))
+def test_no_drawn_text_is_shown_under_the_minimum_size_in_a_narrow_output(name, output, tmp_path):
+    """Every state of every browser picture, drawn as mountPicture lays it out and scales it in an output of that
+    width (common.js: draw.layout, displayScale), shows its smallest text at MIN_TEXT_PX or more (one drawn smaller
+    at full size, unshrunk), with no text past its canvas or over another at that layout; a picture that reflows fits
+    the output whole."""
+    module, draw, build, step = APPS[name]
+    available = NARROW_OUTPUTS[output]
+    states = [{**s, "available": available} for s in picture_states(build(), step)]
+    report = drawn_problems(module, draw, states, tmp_path)
+    assert report["frames"] >= len(states) and len(report["shown"]) == report["frames"]
+    # a text drawn under the minimum at full size (lesson 6's rank numbers and node labels, sized to a cell of a big
+    # mesh: 7-8 px at any window) is not shrunk further
+    small = [f"{s['where']}: {s['smallest']:.1f} px drawn, shown at {s['shown']:.1f} px" for s in report["shown"]
+             if s["shown"] < min(MIN_TEXT_PX, s["smallest"]) - 1e-9]  # fmt: skip
+    assert not small, f"{len(small)} frames in a {available} px output, e.g.\n" + "\n".join(small[:8])
+    if available >= REFLOWS.get(module, float("inf")):
+        cut = [f"{s['where']}: {s['width']} px" for s in report["shown"] if not s["fits"]]
+        assert not cut, f"{len(cut)} frames wider than a {available} px output: " + "; ".join(cut[:4])
+    assert not report["problems"], "\n".join(report["problems"][:12])
+
+
+@needs_node
+def test_the_check_sees_a_lab_scaled_to_fit_a_narrow_output(tmp_path):
+    # the check above must fail on the defect: scaled to fit the output whole, side by side (as before review v20)
+    (tmp_path / "js").mkdir()
+    common = (JS / "common.js").read_text()
+    old = "return Math.max(fit, Math.min(1, MIN_TEXT_PX / smallest));"
+    assert old in common
+    (tmp_path / "js" / "common.js").write_text(common.replace(old, "return fit;"))
+    (tmp_path / "js" / "lab.js").write_text((JS / "lab.js").read_text().replace("drawLab.layout = labLayout;", ""))
+    state = {**picture_states(TrainingLabApp(), step=False)[0], "available": NARROW_OUTPUTS["a 900 px window"]}
+    report = drawn_problems("lab.js", "drawLab", [state], tmp_path, js=tmp_path / "js")
+    assert report["shown"] and all(s["shown"] < 7.5 and s["width"] == 720 for s in report["shown"]), report["shown"]

@@ -1,8 +1,11 @@
-"""The pictures drawn in the browser fit a narrow output (review v16 row 18: at a 900 px browser window the fixed-width
-canvases of lessons 1-4, 6 and 7, 640-720 px, ran past the output's right edge and were cut). Each lesson app's
-picture, mounted by its own module (browser_js) in Chromium inside an output narrower than it, is scaled down whole:
-no wider than the output, its aspect kept; and a click on the scaled assignment grid (lesson 6) picks the GPU under
-the pointer, as it does at full size."""
+"""The pictures drawn in the browser fit a narrow output, their text readable (review v16 row 18: at a 900 px browser
+window the fixed-width canvases of lessons 1-4, 6 and 7, 640-720 px, ran past the output's right edge and were cut;
+review v20: scaled down whole to fit, the training lab's 11 px legend and axis text was shown at 5-7 px). Each lesson
+app's picture, mounted by its own module (browser_js) in Chromium inside an output narrower than it, stays inside the
+output (its frame: a picture that cannot be drawn narrower scrolls sideways there), shows every text it draws at
+MIN_TEXT_PX or more (measured: each fillText's font size times the canvas's transform and the shown scale), keeps its
+aspect, and, where it lays itself out again for the output (draw.layout: the lab stacks its charts), fits the output
+unscrolled; and a click on the scaled assignment grid (lesson 6) picks the GPU under the pointer, as at full size."""
 
 from __future__ import annotations
 
@@ -19,6 +22,11 @@ from lesson_apps import walk as _walk
 CHROMIUM = Path("/usr/bin/chromium")
 #: an output this wide: a 900 px window less JupyterLab's side bar, file browser and prompt column
 OUTPUT_PX = 420
+#: the outputs the text size is measured in, and the least size (as tests/widgets/test_drawn_text_fits.py)
+NARROW_OUTPUTS = {"a 900 px window": 468, "the narrowest output": 345}
+MIN_TEXT_PX = 10
+#: the pictures that lay themselves out again for a narrow output, and the narrowest each fits unscrolled (px)
+REFLOWS = {"LabPicture": 320, "BarsPicture": 460, "LadderPicture": 460, "TimelinePicture": 340}
 
 pytestmark = [
     pytest.mark.browser,
@@ -71,10 +79,24 @@ def _state(picture) -> dict:
     return state
 
 
-def _mount(page, picture) -> None:
+#: every text a canvas draws: its font size in CSS px of the drawing (the font times the transform, less the device
+#: pixel ratio mountPicture sets)
+RECORD_TEXT = """<script>window.__texts = [];
+const fill = CanvasRenderingContext2D.prototype.fillText;
+CanvasRenderingContext2D.prototype.fillText = function (text, x, y, ...rest) {
+  const m = this.getTransform(), px = Number((/(\\d+(?:\\.\\d+)?)px/.exec(this.font) || [0, 10])[1]);
+  if (String(text).trim()) window.__texts.push([String(text), (px * Math.hypot(m.a, m.b)) / (window.devicePixelRatio || 1)]);
+  return fill.call(this, text, x, y, ...rest);
+};</script>"""
+
+
+def _mount(page, picture, output: int = OUTPUT_PX) -> None:
     module = picture._esm.replace("export default", "window.picture =", 1)
-    page.set_content(PAGE % (OUTPUT_PX, module, json.dumps(_state(picture))))
+    page.set_content(PAGE.replace("<body", RECORD_TEXT + "<body", 1) % (output, module, json.dumps(_state(picture))))
     page.wait_for_function("() => window.mounted === true")
+    # the frame is laid out (a ResizeObserver repaints it for its width): then one paint more, its texts recorded
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    page.evaluate("() => { window.__texts = []; window.model.set('value', window.model.get('value')); }")
 
 
 @pytest.fixture(scope="module")
@@ -96,11 +118,35 @@ def test_every_picture_fits_a_narrow_output_whole(page):
     cut = []
     for name, picture in pictures:
         _mount(page, picture)
-        box = page.locator("canvas.distlab-canvas").first.bounding_box()
+        frame = page.locator(".distlab-frame").first.bounding_box()
+        canvas = page.locator("canvas.distlab-canvas").first
+        box = canvas.bounding_box()
+        drawn = page.evaluate("c => c.height / c.width", canvas.element_handle())
         assert picture.width > OUTPUT_PX  # the check means something: the picture is wider than the output
-        if box["width"] > OUTPUT_PX + 0.5 or abs(box["height"] / box["width"] - picture.height / picture.width) > 0.01:
-            cut.append(f"{name}: {box['width']:.0f} x {box['height']:.0f} px in a {OUTPUT_PX} px output")
+        if frame["width"] > OUTPUT_PX + 0.5 or abs(box["height"] / box["width"] - drawn) > 0.01:
+            cut.append(f"{name}: {frame['width']:.0f} px frame, {box['width']:.0f} x {box['height']:.0f} px canvas")
     assert not cut, "; ".join(cut)
+
+
+@pytest.mark.parametrize("output", list(NARROW_OUTPUTS))
+def test_every_pictures_text_is_shown_at_the_minimum_size_or_more(page, output):
+    """At a 900 px window (and in the narrowest output) each picture's smallest text, as Chromium draws and shows it,
+    is MIN_TEXT_PX or more; a picture that lays itself out again fits the output unscrolled."""
+    width, small, scrolled = NARROW_OUTPUTS[output], [], []
+    for name, picture in _pictures():
+        _mount(page, picture, width)
+        canvas = page.locator("canvas.distlab-canvas").first
+        shown = page.evaluate("c => c.getBoundingClientRect().width / (c.width / (window.devicePixelRatio || 1))",
+                              canvas.element_handle())  # fmt: skip
+        texts = page.evaluate("() => window.__texts")
+        assert texts, f"{name} drew no text"
+        text, px = min(texts, key=lambda t: t[1])
+        if px * shown < MIN_TEXT_PX - 0.01:
+            small.append(f"{name}: {text!r} at {px * shown:.1f} px ({px:g} px drawn, shown at {shown:.2f})")
+        if width >= REFLOWS.get(type(picture).__name__, float("inf")) and canvas.bounding_box()["width"] > width + 0.5:
+            scrolled.append(f"{name}: {canvas.bounding_box()['width']:.0f} px")
+    assert not small, f"text under {MIN_TEXT_PX} px in a {width} px output: " + "; ".join(small)
+    assert not scrolled, f"wider than a {width} px output: " + "; ".join(scrolled)
 
 
 def _cell(f: dict, width: int, height: int, rank: int, label_room: float, legend: int) -> tuple:

@@ -67,11 +67,10 @@ def test_fsdp_app_is_sharding_plan():
     want = production.sharding_plan("llama2-7b", "dgx-h100", nodes=4)
     assert plan.exposed_s == want.exposed_s and plan.network_sent_bytes == want.network_sent_bytes
     assert other.sharding == "hybrid" and "HSDP on the same cluster" in app.summary()
-    app.nodes.value = 1
     app.sharding.value = "hybrid"
-    assert app.result is None and "replicates across nodes" in app.error
-    app.sharding.value = "full"
-    assert app.error is None and app.result[1] is None  # HSDP cannot run on one node: no comparison line
+    app.nodes.value = 1  # HSDP cannot run on one node: greyed out, FSDP shown (review v20: it was offered, and refused)
+    assert app.sharding.disabled and app.sharding.value == "full"
+    assert app.error is None and app.result[1] is None  # no comparison line
 
 
 def test_context_app_is_compare_context_parallel():

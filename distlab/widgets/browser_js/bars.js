@@ -44,7 +44,11 @@ function drawBars(ctx, w, h, model, i) {
     if (f.capacity && y - 13 < Y(f.capacity) && Y(f.capacity) < y + 2) y = Y(f.capacity) - 3;
     ctx.fillText(total, x + barW / 2, y);
     ctx.textBaseline = "top";
-    ctx.fillText(f.labels[b], x + barW / 2, up + plotH + 6);
+    // the bar's name wrapped to its slot (two lines in the room under the axis): laid out narrower for a narrow
+    // output, "one GPU, no sharding" ran into "each GPU in your setup"
+    wrapWords(ctx, f.labels[b], slot - 6).forEach((line, n) => {
+      ctx.fillText(line, x + barW / 2, up + plotH + 6 + 13 * n);
+    });
   });
   // the capacity line
   if (f.capacity) dashedLine(ctx, left, left + plotW, Y(f.capacity), CAPACITY);
@@ -69,6 +73,9 @@ function drawBars(ctx, w, h, model, i) {
     });
   }
 }
+
+// laid out again for an output down to 460 px wide (two lines of a bar's name fit under the axis there)
+drawBars.layout = elasticLayout(460);
 
 export default {
   render({ model, el }) {

@@ -11,9 +11,39 @@ const TEXT = "#1f2328";
 // canvas keeps 10px sans-serif), so mountPicture reads JupyterLab's --jp-ui-font-family from the page once.
 let UI_FONT_FAMILY = "sans-serif";
 
+// The smallest font size (CSS px) a picture's text is shown at: a picture wider than its output is scaled down to fit
+// it, but never so far that its smallest font falls under this (a 720 px picture in a 468 px output, a 900 px window,
+// showed its 11 px text at 7 px, and at 5 px in a narrower one: review v20); a picture that can lay itself out again
+// narrower (draw.layout: the training lab stacks its two charts) does that first, and one that still does not fit
+// scrolls sideways in its frame.
+const MIN_TEXT_PX = 10;
+// The smallest font size a draw function asked uiFont for since the last resetFontRecord(): what displayScale keeps.
+let smallestFontPx = Infinity;
+function resetFontRecord() {
+  smallestFontPx = Infinity;
+}
+
 // A canvas font string: uiFont(11) is "11px <family>", uiFont(11, true) its bold.
 function uiFont(px, bold) {
+  smallestFontPx = Math.min(smallestFontPx, px);
   return `${bold ? "bold " : ""}${px}px ${UI_FONT_FAMILY}`;
+}
+
+// A draw function's layout (mountPicture: draw.layout) for a picture that lays itself out at any width from `least`
+// px up to its own: in an output narrower than the picture, drawn as wide as the output (not under `least`), as tall.
+function elasticLayout(least) {
+  return (ctx, model, available) => {
+    const width = model.get("width");
+    if (!(available > 0) || available >= width) return null;
+    return { width: Math.max(least, Math.floor(available)), height: model.get("height") };
+  };
+}
+
+// The factor a picture `width` px wide is shown at in an output `available` px wide (0: not laid out yet) whose
+// smallest text is `smallest` px: down to fit the output, but not under MIN_TEXT_PX for that text, never up.
+function displayScale(width, available, smallest) {
+  const fit = available > 0 ? Math.min(1, available / width) : 1;
+  return Math.max(fit, Math.min(1, MIN_TEXT_PX / smallest));
 }
 const MUTED = "#57606a";
 
@@ -147,10 +177,13 @@ function mountPicture(model, el, draw) {
   if (family) UI_FONT_FAMILY = family;
   const root = element("div", { class: "distlab-picture" },
     `font-family: var(--jp-ui-font-family, sans-serif); font-size: 13px; color: ${TEXT}; max-width: 100%`);
-  // at most the width of the output (a 900 px window: the lab's and the grid's pictures are wider than their output),
-  // scaled down whole, its aspect kept (height: auto follows the canvas's own width : height); a click is mapped back
-  // to the drawing's coordinates (canvasPoint)
-  const canvas = element("canvas", { role: "img", class: "distlab-canvas" }, "display: block; max-width: 100%; height: auto");
+  // in a frame as wide as the output (a 900 px window: every picture but the ring is wider than its output): laid out
+  // again for the output's width where the picture can (draw.layout), else scaled down whole, its aspect kept, to
+  // fit, but its text never under MIN_TEXT_PX (displayScale): past that the frame scrolls sideways. A click is mapped
+  // back to the drawing's coordinates (canvasPoint).
+  const frame = element("div", { class: "distlab-frame" }, "max-width: 100%; overflow-x: auto");
+  const canvas = element("canvas", { role: "img", class: "distlab-canvas" }, "display: block");
+  frame.append(canvas);
   const row = element("div", { class: "distlab-controls" }, "display: flex; align-items: center; gap: 8px; margin: 4px 0");
   const play = element("button", { type: "button", class: "distlab-play", "aria-pressed": "false" },
     "min-width: 72px; padding: 2px 8px");
@@ -162,7 +195,7 @@ function mountPicture(model, el, draw) {
     "white-space: pre-wrap; font-family: var(--jp-code-font-family, monospace); font-size: 12px; margin-top: 4px");
   label.append(caption, slider);
   row.append(play, label, readout);
-  root.append(row, canvas, summary);
+  root.append(row, frame, summary);
   el.appendChild(root);
 
   let timer = null;
@@ -177,24 +210,25 @@ function mountPicture(model, el, draw) {
     model.save_changes();
   };
 
+  let available = 0; // the output's width (px) the last paint laid the picture out for
   function paint() {
-    const w = model.get("width");
-    const h = model.get("height");
+    available = frame.clientWidth;
+    const ctx = canvas.getContext("2d");
+    const natural = { width: model.get("width"), height: model.get("height") };
+    const { width: w, height: h } = (draw.layout && draw.layout(ctx, model, available)) || natural;
     const dpr = window.devicePixelRatio || 1;
     if (canvas.width !== Math.round(w * dpr) || canvas.height !== Math.round(h * dpr)) {
       canvas.width = Math.round(w * dpr);
       canvas.height = Math.round(h * dpr);
-      canvas.style.width = `${w}px`;
-      canvas.style.aspectRatio = `${w} / ${h}`;
     }
     const options = model.get("options") || []; // a selection picture: the slider runs over these values
     const lo = model.get("min");
     const hi = model.get("max");
     const value = model.get("value");
     const index = options.length ? options.indexOf(value) : value - lo;
-    const ctx = canvas.getContext("2d");
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.clearRect(0, 0, w, h);
+    resetFontRecord();
     const errors = model.get("errors") || [];
     const error = errors.length ? errors[Math.min(index, errors.length - 1)] : "";
     const summaries = model.get("summaries") || [];
@@ -203,6 +237,9 @@ function mountPicture(model, el, draw) {
     } catch (exc) {
       console.error("distlab picture:", exc);
     }
+    const shown = displayScale(w, available, smallestFontPx);
+    canvas.style.width = `${w * shown}px`;
+    canvas.style.height = `${h * shown}px`;
     // no picture at an invalid position: our message (the summary below) stands where it would be, once, with no
     // blank or faded canvas above it (issue 31)
     canvas.style.display = error ? "none" : "block";
@@ -257,8 +294,14 @@ function mountPicture(model, el, draw) {
   stop();
   model.on("change", paint);
   model.on("change:min change:max change:options change:frames", stop);
+  // laid out again when the output's width changes (the window, a side panel; 0 until the output is shown)
+  const resized = typeof ResizeObserver === "undefined" ? null : new ResizeObserver(() => {
+    if (frame.clientWidth !== available) paint();
+  });
+  if (resized) resized.observe(frame);
   paint();
   return () => {
+    if (resized) resized.disconnect();
     stop();
     model.off("change", paint);
     model.off("change:min change:max change:options change:frames", stop);
@@ -266,7 +309,7 @@ function mountPicture(model, el, draw) {
 }
 
 // A pointer event's point in the drawing's own coordinates (width x height, as draw() paints them), where the canvas
-// is shown scaled down to fit its output (max-width: 100%).
+// is shown scaled (displayScale).
 function canvasPoint(canvas, event, width, height) {
   const box = canvas.getBoundingClientRect();
   return {

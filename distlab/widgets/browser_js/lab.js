@@ -159,14 +159,9 @@ function drawStep(ctx, f, i, x0, width, h) {
   // line ran past the canvas's right edge); a row as tall as its taller entry
   ctx.textAlign = "left";
   ctx.textBaseline = "middle";
-  const count = f.step_parts.length, rows = Math.ceil(count / 2), colW = plotW / 2;
-  const entries = f.step_parts.map((name, k) => {
-    const text = (f.step_text[i] || [])[k];
-    return wrapWords(ctx, text === undefined ? name : `${name} ${text}`, colW - 17 - 8);
-  });
-  let y = axisY + 28;
-  for (let row = 0; row < rows; row++) {
-    const here = [row, row + rows].filter((k) => k < count);
+  const { rows, colW, entries } = stepLegend(ctx, f, i, plotW);
+  let y = STEP_LEGEND_Y;
+  for (const here of rows) {
     here.forEach((k, col) => {
       const x = left + col * colW, name = f.step_parts[k];
       ctx.fillStyle = STEP_COLOURS[name] || seriesColour(k);
@@ -180,13 +175,63 @@ function drawStep(ctx, f, i, x0, width, h) {
   }
 }
 
+// The step chart's legend: its rows (the parts' indices, two columns), column width and each entry's lines, wrapped to
+// the column in the lab's 11 px font; it starts at STEP_LEGEND_Y, under the bar's axis.
+const STEP_LEGEND_Y = 24 + 18 + 34 + 10 + 28;
+function stepLegend(ctx, f, i, plotW) {
+  ctx.font = uiFont(11);
+  const count = f.step_parts.length, half = Math.ceil(count / 2), colW = plotW / 2;
+  const entries = f.step_parts.map((name, k) => {
+    const text = (f.step_text[i] || [])[k];
+    return wrapWords(ctx, text === undefined ? name : `${name} ${text}`, colW - 17 - 8);
+  });
+  const rows = Array.from({ length: half }, (_, row) => [row, row + half].filter((k) => k < count));
+  return { rows, colW, entries };
+}
+
+// The side-by-side lab's memory column (px): the memory legend's column wide enough for a capacity label in three
+// lines. Stacked (an output too narrow for the two side by side at MIN_TEXT_PX), the picture is at least STACKED_MIN
+// wide: the memory chart and its legend.
+const SPLIT = 300;
+const STACKED_MIN = 320;
+const LAB_FONT_PX = 11;
+
+// The size the lab is drawn at in an output `available` px wide: its own (model width x height: the memory chart left
+// of the step time) where that, scaled to fit, shows its 11 px text at MIN_TEXT_PX or more; else the step chart under
+// the memory chart, as wide as the output, as tall as the tallest step legend of every node count needs (the picture
+// keeps its height as the slider moves).
+function labLayout(ctx, model, available) {
+  const f = model.get("frames"), width = model.get("width"), height = model.get("height");
+  if (!f || !f.memory || !(available > 0) || (available * LAB_FONT_PX) / MIN_TEXT_PX >= width) return null;
+  const w = Math.max(STACKED_MIN, Math.min(width, Math.floor(available)));
+  let tallest = STEP_LEGEND_Y;
+  for (let i = 0; i < Math.max(1, f.memory.length); i++) {
+    const { rows, entries } = stepLegend(ctx, f, i, w - 8 - 12);
+    const tall = (here) => Math.max(...here.map((k) => entries[k].length));
+    const y = rows.reduce((y, here) => y + 17 + 13 * (tall(here) - 1), STEP_LEGEND_Y);
+    tallest = Math.max(tallest, y);
+  }
+  return { width: w, height: height + tallest };
+}
+
+// Side by side at the model's width; stacked (labLayout: taller than the model's height) the memory chart over the step
+// chart, each as wide as the picture.
 function drawLab(ctx, w, h, model, i) {
   const f = model.get("frames");
   if (!f || !f.memory) return;
-  const split = 300; // the memory legend's column wide enough for a capacity label in three lines
-  drawMemory(ctx, f, i, 0, split, h);
-  drawStep(ctx, f, i, split, w - split, h);
+  const top = model.get("height");
+  if (h <= top) {
+    drawMemory(ctx, f, i, 0, SPLIT, h);
+    drawStep(ctx, f, i, SPLIT, w - SPLIT, h);
+    return;
+  }
+  drawMemory(ctx, f, i, 0, w, top);
+  ctx.save();
+  ctx.translate(0, top);
+  drawStep(ctx, f, i, 0, w, h - top);
+  ctx.restore();
 }
+drawLab.layout = labLayout;
 
 export default {
   render({ model, el }) {

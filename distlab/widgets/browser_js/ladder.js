@@ -120,6 +120,9 @@ function drawLadder(ctx, w, h, model, i) {
   }
 }
 
+// laid out again for an output down to 460 px wide (its bars' names and marks fit there)
+drawLadder.layout = elasticLayout(460);
+
 export default {
   render({ model, el }) {
     const { view, stop } = prefetching(model, el);

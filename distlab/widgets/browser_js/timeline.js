@@ -105,6 +105,9 @@ function mountLegend(model, el) {
   return () => model.off("change", paint);
 }
 
+// laid out again for an output down to 340 px wide (the time axis narrower, the stage names as they were)
+drawTimeline.layout = elasticLayout(340);
+
 export default {
   render({ model, el }) {
     const { view, stop } = prefetching(model, el);
