@@ -195,15 +195,26 @@ def options_answered_with_an_error(app) -> list[str]:
     return found
 
 
+def _neighbours(control) -> list:
+    """The values one key press from the control's value: the options before and after it (a checkbox: the other)."""
+    if isinstance(control, widgets.Checkbox):
+        return [not control.value]
+    values = [o[1] if isinstance(o, tuple) else o for o in control.options]
+    if control.value not in values:
+        return []
+    i = values.index(control.value)
+    return [values[j] for j in (i - 1, i + 1) if 0 <= j < len(values)]
+
+
 def _from_every_state_one_move_away(app) -> list[str]:
-    """options_answered_with_an_error in the app's default state and in every state one control's move from it (one
-    that the app answers without an error)."""
+    """options_answered_with_an_error in the app's default state and in every state one key press from it (a
+    control's neighbouring option, one that the app answers without an error)."""
     found = [f"default, {p}" for p in options_answered_with_an_error(app)]
     for name, control in list(_named_controls(app).items()):
         if control.disabled:
             continue
         start = control.value
-        for value in _options(control):
+        for value in _neighbours(control):
             if control.disabled:
                 break
             control.value = value
@@ -220,7 +231,6 @@ STILL_ANSWERED_WITH_AN_ERROR = {
     "TensorParallelApp": "precision fp8 on the A100s (no fp8 peak)",
     "ProductionStepApp": "pp = 8 at 4 nodes (tp x pp over the cluster's GPUs)",
     "TriageApp": "pp = 8 at 4 nodes; tp = 1 at 64 nodes (global batch not a multiple of dp x micro-batch)",
-    "AllToAllApp": "top_k = 8 at ep = 2 (more than the experts there)",
     "PlacementApp": "a node limit above the nodes the EP group spans",
 }
 #: too slow to walk here (4 s a state, a hundred states): its options are kept valid by replace_options and its
@@ -274,3 +284,17 @@ def test_the_check_finds_an_option_answered_with_an_error():
             return "hybrid needs 2 nodes" if self.nodes.value == 1 and self.sharding.value == "hybrid" else None
 
     assert options_answered_with_an_error(App()) == ["sharding='hybrid': hybrid needs 2 nodes"]
+
+
+@pytest.mark.xfail(strict=True, reason="lesson 10's all-to-all app offers top_k above the experts there (left, v20)")
+def test_the_all_to_all_app_offers_no_top_k_above_its_experts():
+    # two key presses from the default (ep 8 -> 2, experts per GPU 2 -> 1): 2 experts, and top_k 4 and 8 still offered
+    from distlab.widgets.mixture_of_experts import AllToAllApp
+
+    app = AllToAllApp()
+    try:
+        app.ep.value, app.experts_per_gpu.value = 2, 1
+        offered = [k for k in app.top_k.options if not app.top_k.disabled]
+        assert offered and max(offered) <= 2 * 1, offered
+    finally:
+        app.close()
