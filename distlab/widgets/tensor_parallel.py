@@ -25,6 +25,8 @@ __all__ = [
     "gpt_layer",
     "offered_tp_degrees",
     "tp_after",
+    "has_fp8",
+    "FP8_WITHOUT_PEAK",
     "TensorParallelApp",
     "APPS",
 ]
@@ -36,6 +38,9 @@ TP_DEGREES = (1, 2, 4, 8, 16, 32, 64)
 
 #: The sequence-parallelism checkbox's tooltip at tp = 1, where it is unticked and disabled.
 SP_AT_TP1 = "sequence parallelism splits the TP group's LayerNorm and dropout work: off at tp = 1"
+#: The precision's tooltip on a GPU without FP8 tensor cores (no fp8 peak: hardware.Accelerator.precisions), where it
+#: shows bf16, disabled.
+FP8_WITHOUT_PEAK = "this GPU has no FP8 tensor cores (no fp8 peak): its layers run in bf16; FP8 needs an H100 or later"
 LINKS = ("nvlink3", "nvlink4", "nvlink5", "pcie5", "ib-ndr", "ib-xdr", "ethernet-100g")
 HEAD_DIM = 128
 
@@ -66,6 +71,11 @@ def offered_tp_degrees(hidden: int, link: str, gpus_per_node: int) -> tuple:
     heads = hidden // HEAD_DIM
     in_node = hardware.link(link).kind == "intra-node"
     return tuple(d for d in TP_DEGREES if heads % d == 0 and (not in_node or gpus_per_node % d == 0))
+
+
+def has_fp8(gpu: str) -> bool:
+    """Whether `gpu` has an fp8 peak (an A100 has none: lesson 5's app shows its precision bf16, disabled)."""
+    return "fp8" in hardware.accelerator(gpu).precisions
 
 
 def tp_after(tp: int, hidden: int, link: str, gpus_per_node: int) -> int:
@@ -163,6 +173,7 @@ class TensorParallelApp(FrameCachingApp, LessonApp):
         super().__init__([controls, legend, self.canvas, self.status])
         self._sync_tp_options()
         self._sync_sequence_parallel()
+        self._sync_precision()
         self.update()
 
     def valid_tp_degrees(self) -> tuple:
@@ -183,14 +194,25 @@ class TensorParallelApp(FrameCachingApp, LessonApp):
         it there); the student's choice comes back at tp > 1."""
         show_what_applies(self, self.sequence_parallel, self.tp.value > 1, False, SP_AT_TP1, "off: tp = 1")
 
+    def _sync_precision(self) -> None:
+        """On a GPU without an fp8 peak (the A100s) the precision shows bf16, disabled, saying why (fp8 would only be
+        refused there); the student's choice comes back on a GPU with one."""
+        applies = has_fp8(self.gpu.value)
+        show_what_applies(self, self.precision, applies, "mixed", FP8_WITHOUT_PEAK, f"no fp8 on {self.gpu.value}")
+        self.precision.style.description_width = "" if applies else "initial"  # the note whole
+
     def frame_neighbour(self, state: dict, name: str, value) -> dict:
         """The state after the student sets `name` to `value`: a new hidden size or link moves the TP degree as the
-        observer does (tp_after)."""
+        observer does (tp_after); sequence parallelism is off at tp = 1 and the precision bf16 on a GPU without
+        fp8, the student's choice back elsewhere."""
         after = {**state, name: value}
         if name in ("hidden", "link"):
             after["tp"] = tp_after(state["tp"], after["hidden"], after["link"], self.gpus_per_node)
         chosen = getattr(self.sequence_parallel, "_distlab_chosen", state["sequence_parallel"])
         after["sequence_parallel"] = after["tp"] > 1 and (chosen if name != "sequence_parallel" else value)
+        precision = getattr(self.precision, "_distlab_chosen", state["precision"])
+        precision = value if name == "precision" else precision
+        after["precision"] = precision if has_fp8(after["gpu"]) else "mixed"
         return after
 
     def _on_change(self, change=None):
@@ -199,6 +221,7 @@ class TensorParallelApp(FrameCachingApp, LessonApp):
         if change is not None and change.get("owner") in (self.hidden, self.link):
             self._sync_tp_options()
         self._sync_sequence_parallel()
+        self._sync_precision()
         self.update(change)
 
     def compute(self) -> tensor.TPLayerCost:

@@ -228,7 +228,6 @@ def _from_every_state_one_move_away(app) -> list[str]:
 #: v20; left for a later round): each must come off this list once its options are disabled or not offered
 STILL_ANSWERED_WITH_AN_ERROR = {
     "BubbleGridApp": "chunks=2 at models whose layers per stage it does not divide (kind = interleaved)",
-    "TensorParallelApp": "precision fp8 on the A100s (no fp8 peak)",
     "ProductionStepApp": "pp = 8 at 4 nodes (tp x pp over the cluster's GPUs)",
     "TriageApp": "pp = 8 at 4 nodes; tp = 1 at 64 nodes (global batch not a multiple of dp x micro-batch)",
     "PlacementApp": "a node limit above the nodes the EP group spans",
@@ -296,5 +295,21 @@ def test_the_all_to_all_app_offers_no_top_k_above_its_experts():
         app.ep.value, app.experts_per_gpu.value = 2, 1
         offered = [k for k in app.top_k.options if not app.top_k.disabled]
         assert offered and max(offered) <= 2 * 1, offered
+    finally:
+        app.close()
+
+
+def test_the_tp_app_shows_bf16_on_a_gpu_without_fp8_and_brings_fp8_back():
+    from distlab.widgets.tensor_parallel import FP8_WITHOUT_PEAK, TensorParallelApp
+
+    app = TensorParallelApp(precision="fp8")
+    try:
+        app.gpu.value = "a100-80gb"  # no fp8 peak: fp8 was offered there and answered "has no fp8 peak"
+        assert app.precision.disabled and app.precision.value == "mixed" and not app.error
+        assert "no fp8 on a100-80gb" in app.precision.description and app.precision.tooltip == FP8_WITHOUT_PEAK
+        assert untruthful(app) == []
+        app.gpu.value = "h100-sxm"  # the student's choice comes back
+        assert not app.precision.disabled and app.precision.value == "fp8" and not app.error
+        assert app.precision.description == "precision"
     finally:
         app.close()
