@@ -20,6 +20,7 @@ __all__ = [
     "fit_labels",
     "OptionalDropdown",
     "replace_options",
+    "offer_what_runs",
     "offered",
     "GPU_COUNTS",
     "nearest_gpu_count",
@@ -144,6 +145,33 @@ def replace_options(app, control, options, value) -> None:
         control.value = value
     finally:
         app._syncing = False
+
+
+def offer_what_runs(app, names, refusal) -> None:
+    """Have each selection control of `app` named in `names` offer only the values under which `refusal` (a function
+    of {name: value} for every name: why that state cannot run, None where it can) finds nothing, the others at their
+    values, its own value always (so no control ever moves: each offers what runs beside the others' values), and
+    say on it (its tooltip, and each button's) which values are not offered here and why. A state the model would
+    only refuse is never one key press away (lesson 8's step app offered pp = 8 at 4 nodes, which tp x pp = 64 does
+    not fit). Each control's first options are its full list. Under app._syncing (replace_options)."""
+    values = {name: getattr(app, name).value for name in names}
+    for name in names:
+        control = getattr(app, name)
+        full = control.__dict__.setdefault("_distlab_all_options", tuple(control.options))
+        kept, why = [], []
+        for option in full:
+            value = option[1] if isinstance(option, tuple) else option
+            refused = None if value == values[name] else refusal({**values, name: value})
+            if refused is None:
+                kept.append(option)
+            else:
+                why.append(f"{control.description or name} = {value} ({refused})")
+        if tuple(control.options) != tuple(kept):
+            replace_options(app, control, kept, values[name])
+        tip = "not offered here: " + "; ".join(why) if why else None
+        control.tooltip = tip
+        if isinstance(control, widgets.ToggleButtons):
+            control.tooltips = [tip] * len(kept) if tip else []
 
 
 def show_what_applies(app, control, applies: bool, unused, why: str, note: str = "") -> None:

@@ -30,6 +30,7 @@ from .common import (
 )
 from .controls import log_count_slider
 from .framecache import FrameCachingApp
+from .layouts import OffersWhatRuns
 from .prefetch import BASE_AFTER, BROWSER_LIMIT, browser_count, home_keys, neighbour_jobs, state_id, values_key
 
 __all__ = [
@@ -223,7 +224,7 @@ NO_STEP = "cannot run (see the text): no step time"
 NO_STEP_COLOUR = "#b3261e"
 
 
-class ProductionStepApp(FrameCachingApp, LessonApp):
+class ProductionStepApp(OffersWhatRuns, FrameCachingApp, LessonApp):
     """Where a production step's time goes: Llama-3.1-70B, global batch 256 x 8,192 tokens on DGX H100 nodes,
     ZeRO-1, selective recomputation, sequence parallelism; fabric taper (k:1) and rails, bf16 or FP8, one
     slow GPU and per-GPU jitter. Bars: the non-blocking bf16 healthy step, this fabric and precision, and
@@ -294,7 +295,7 @@ class ProductionStepApp(FrameCachingApp, LessonApp):
             self.jitter,
         )
         for control in self._controls:
-            control.observe(self.update, names="value")
+            control.observe(self._on_layout_change, names="value")
         super().__init__(
             [
                 widgets.HBox([self.nodes, self.fabric, self.rail]),
@@ -307,6 +308,7 @@ class ProductionStepApp(FrameCachingApp, LessonApp):
                 self.status,
             ]
         )
+        self.offer_what_runs()
         self.update()
 
     prepared_controls = ("nodes", "fabric", "tp", "pp", "oversubscription", "rail", "precision", "slow", "jitter")

@@ -260,15 +260,13 @@ def test_triage_app_ladder_bars():
 
 
 def test_production_app_invalid_shows_our_message(close):
-    app = ProductionStepApp()
+    app = ProductionStepApp(nodes=4, pp=8)  # 4 nodes = 32 GPUs cannot hold tp 8 x pp 8 (a student is never offered it)
     close(app)
-    app.nodes.value = 4
-    app.pp.value = 8  # 4 nodes = 32 GPUs cannot hold tp 8 x pp 8
     assert app.result is None and "tp x pp = 8 x 8 = 64 is more than the cluster's 32 GPUs" in app.error
     assert "dp x tp x pp = 0" not in app.error
     assert app.shown_texts() == [f"Cannot compute: {app.error}"] and "Traceback" not in app.status.value
     app.pp.value = 4
-    assert app.error is None
+    assert app.error is None and app.pp.options == (1, 2, 4)  # left, pp = 8 is not offered here again
 
 
 def test_triage_app_invalid_shows_our_message():
@@ -282,3 +280,39 @@ def test_triage_app_invalid_shows_our_message():
     app.pp.value = 4
     assert app.error is None and app.picture.errors == [""]
     app.close()
+
+
+
+@pytest.mark.parametrize("app_class", [ProductionStepApp])
+def test_lesson_8s_layouts_offer_what_runs_and_say_why_not_the_rest(app_class):
+    app = app_class()
+    try:
+        app.nodes.value = 4  # 32 GPUs: tp 8 x pp 8 = 64 was offered, and answered only with our error
+        assert app.pp.options == (1, 2, 4) and app.error is None
+        assert "PP = 8 (tp x pp = 8 x 8 = 64 is more than the 32 GPUs of 4 nodes)" in app.pp.tooltip
+        assert app.pp.tooltips == (app.pp.tooltip,) * 3
+        app.tp.value = 4  # pp = 8 runs again: offered, nothing moved
+        assert app.pp.options == (1, 2, 4, 8) and app.pp.tooltip is None and app.pp.value == 4
+    finally:
+        app.close()
+
+
+def test_the_layouts_offered_are_those_the_step_model_runs():
+    # layouts.layout_refusal against training.estimate's own checks, at every count the lesson 8 apps offer
+    from distlab import hardware, models
+    from distlab.errors import ConfigurationError
+    from distlab.step.checks import check_batch, check_layout
+    from distlab.widgets.layouts import layout_refusal
+
+    model = models.model("llama3.1-70b")
+    for nodes in (4, 8, 16, 32, 64, 128):
+        cl = hardware.cluster("dgx-h100", nodes, "ib-ndr")
+        for tp, pp, b in itertools.product((1, 2, 4, 8), (1, 2, 4, 8), (1, 2, 4, 8)):
+            try:
+                dp = check_layout(model, cl, None, tp, pp, 1)[0]
+                check_batch(model, 256, 8192, b, 1, "1f1b", dp, pp, 1, False)
+                runs = True
+            except ConfigurationError:
+                runs = False
+            values = dict(nodes=nodes, tp=tp, pp=pp, micro_batch_size=b)
+            assert (layout_refusal(values) is None) == runs, values
