@@ -406,7 +406,7 @@ class ProductionStepApp(OffersWhatRuns, FrameCachingApp, LessonApp):
 TRIAGE_MODELS = ["llama3.1-70b", "llama2-70b", "llama3.1-8b", "gpt3-175b", "llama3.1-405b"]
 
 
-class TriageApp(LessonApp):
+class TriageApp(OffersWhatRuns, LessonApp):
     """OOM triage: the given configuration and the ladder of fixes in production order
     (triage.oom_triage), each rung priced by training.estimate(). `result` is the OOMTriage.
 
@@ -470,7 +470,7 @@ class TriageApp(LessonApp):
             self.recompute,
             self.sequence_parallel,
         ):
-            control.observe(self.update, names="value")
+            control.observe(self._on_layout_change, names="value")
         super().__init__(
             [
                 widgets.HBox([self.model, self.nodes, self.seq_len]),
@@ -490,11 +490,13 @@ class TriageApp(LessonApp):
         )
         # the browser's cache of the ladders one change away (issue 32): ladder.js watches these controls
         self.picture.controls = [getattr(self, name) for name in self.prepared_controls]
+        self.offer_what_runs()
         self.update()
 
     #: no slider to drag: the neighbours are prepared from the next turn, not after PREPARE_AFTER_S (a second change
     #: 0.1 s after the first found the browser's cache empty: 25 ms median, 107 ms with 50 ms round trip; issue 32)
     prepare_after_s = 0.0
+    layout_controls = ("nodes", "tp", "pp", "micro_batch_size")  # OffersWhatRuns: each offers what runs
     #: the triage of each neighbouring value is remembered in idle kernel turns, and its ladder sent to the browser's
     #: cache (distlab.widgets.prefetch): a change to a neighbouring value is drawn there with no round trip
     prepared_controls = (

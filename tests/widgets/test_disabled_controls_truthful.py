@@ -228,7 +228,6 @@ def _from_every_state_one_move_away(app) -> list[str]:
 #: v20; left for a later round): each must come off this list once its options are disabled or not offered
 STILL_ANSWERED_WITH_AN_ERROR = {
     "BubbleGridApp": "chunks=2 at models whose layers per stage it does not divide (kind = interleaved)",
-    "TriageApp": "pp = 8 at 4 nodes; tp = 1 at 64 nodes (global batch not a multiple of dp x micro-batch)",
     "PlacementApp": "a node limit above the nodes the EP group spans",
 }
 #: too slow to walk here (4 s a state, a hundred states): its options are kept valid by replace_options and its

@@ -270,20 +270,17 @@ def test_production_app_invalid_shows_our_message(close):
 
 
 def test_triage_app_invalid_shows_our_message():
-    app = TriageApp()
-    app.nodes.value = 4
-    app.pp.value = 8
+    app = TriageApp(nodes=4, pp=8)
     assert app.result is None and "tp x pp = 8 x 8 = 64 is more than the cluster's 32 GPUs" in app.error
     assert "Traceback" not in app.status.value
     # the picture fades (the browser fades a position in error) and shows our message in place of its text
     assert app.picture.errors == [app.error] and app.picture.summary == f"Cannot compute: {app.error}"
     app.pp.value = 4
-    assert app.error is None and app.picture.errors == [""]
+    assert app.error is None and app.picture.errors == [""] and app.pp.options == (1, 2, 4)
     app.close()
 
 
-
-@pytest.mark.parametrize("app_class", [ProductionStepApp])
+@pytest.mark.parametrize("app_class", [ProductionStepApp, TriageApp])
 def test_lesson_8s_layouts_offer_what_runs_and_say_why_not_the_rest(app_class):
     app = app_class()
     try:
@@ -293,6 +290,16 @@ def test_lesson_8s_layouts_offer_what_runs_and_say_why_not_the_rest(app_class):
         assert app.pp.tooltips == (app.pp.tooltip,) * 3
         app.tp.value = 4  # pp = 8 runs again: offered, nothing moved
         assert app.pp.options == (1, 2, 4, 8) and app.pp.tooltip is None and app.pp.value == 4
+    finally:
+        app.close()
+
+
+def test_the_triage_app_offers_no_tp_whose_replicas_split_the_batch_unevenly():
+    app = TriageApp()
+    try:
+        app.nodes.value = 64  # 512 GPUs at pp 4: tp 1 gives dp 128 x micro-batch 4 = 512 > 256 sequences
+        assert app.tp.options == (2, 4, 8) and app.error is None
+        assert "TP = 1 (dp x micro-batch = 128 x 4 = 512 does not divide the global batch of 256" in app.tp.tooltip
     finally:
         app.close()
 
