@@ -41,6 +41,9 @@ __all__ = [
     "SEQ_LEN",
     "ep_choices",
     "ep_after",
+    "NODE_LIMITS",
+    "ep_span",
+    "limit_after",
     "AllToAllApp",
     "ImbalanceApp",
     "PlacementApp",
@@ -198,7 +201,11 @@ class _ExpertModelBase(FrameCachingApp, LessonApp):
             options = ep_choices(self.model.value)
             if tuple(self.ep.options) != options or self.ep.value not in options:
                 replace_options(self, self.ep, options, ep_after(self.ep.value, self.model.value))
+        self._follow(change)
         self.update(change)
+
+    def _follow(self, change=None) -> None:
+        """Controls that follow the others, after the EP size (none here)."""
 
     def frame_neighbour(self, state: dict, name: str, value) -> dict:
         """The state after the student sets `name` to `value`: a new model moves the EP size as the observer does."""
@@ -337,6 +344,22 @@ def _noise_floor(trace, m) -> str:
     return f" (x{floor.expert_imbalance:.2f} at skew 0: {copies:.0f} copies an expert in the sample, its own noise)"
 
 
+#: The node limits the placement app offers (DeepSeek-V3's node-limited routing: M = 4); None is no limit.
+NODE_LIMITS = (("no limit", None), ("1", 1), ("2", 2), ("4", 4), ("8", 8))
+
+
+def ep_span(ep: int, etp: int, node: str) -> int:
+    """The nodes an EP group of `ep` members, `etp` ranks apart, spans on `node` (Megatron's expert layout:
+    moe.ep_members_per_node): a node limit above it limits nothing, and compute_for refuses it."""
+    return ep // moe.ep_members_per_node(etp=etp, ep=ep, gpus_per_node=hardware.node(node).gpus_per_node)
+
+
+def limit_after(chosen, span: int):
+    """The node limit shown for the student's `chosen` one where the EP group spans `span` nodes: `chosen` up to the
+    span, else the span (no limit stays no limit). One home for the app's observer and its frame cache's neighbours."""
+    return None if chosen is None else min(chosen, span)
+
+
 class PlacementApp(_ExpertModelBase):
     """Where the EP group sits: EP size and expert TP on a node type -> members per node (Megatron's expert
     layout) and the all-to-all's NVLink and network times for one MoE layer, one 4,096-token microbatch.
@@ -356,6 +379,7 @@ class PlacementApp(_ExpertModelBase):
             description="node limit",
         )
         self.node = widgets.Dropdown(options=NODES, value=node, description="node")
+        self.max_nodes._distlab_chosen = max_nodes  # the student's limit, shown while the EP group spans it
         self.status = widgets.HTML()
         self.fig, self.canvas = figure_canvas((6.4, 1.8), dict(left=0.22, right=0.9, bottom=0.22, top=0.95))
         self.bars = time_bars(self.fig.add_subplot(), ["NVLink part", "network part"], [INTRA_COLOUR, INTER_COLOUR])
@@ -377,7 +401,31 @@ class PlacementApp(_ExpertModelBase):
                 self.status,
             ]
         )
+        self._follow()
         self.update()
+
+    def _follow(self, change=None) -> None:
+        """The node limit offers only limits up to the nodes the EP group spans (one above it would only be refused),
+        saying why; the student's limit comes back once the group spans it (limit_after)."""
+        if change is not None and change.get("owner") is self.max_nodes:
+            self.max_nodes._distlab_chosen = self.max_nodes.value
+        span = ep_span(self.ep.value, self.etp.value, self.node.value)
+        options = tuple(o for o in NODE_LIMITS if o[1] is None or o[1] <= span)
+        value = limit_after(self.max_nodes._distlab_chosen, span)
+        if tuple(self.max_nodes.options) != options or self.max_nodes.value != value:
+            replace_options(self, self.max_nodes, options, value)
+        above = ", ".join(label for label, limit in NODE_LIMITS if limit is not None and limit > span)
+        self.max_nodes.tooltip = (
+            f"not offered here: {above} (the EP group spans {span} node{'s' * (span > 1)})" if above else None
+        )
+
+    def frame_neighbour(self, state: dict, name: str, value) -> dict:
+        """The state after the student sets `name` to `value`: a new model moves the EP size, and the node limit
+        follows the nodes the group spans, as the observer does (ep_after, limit_after)."""
+        after = super().frame_neighbour(state, name, value)
+        chosen = value if name == "max_nodes" else getattr(self.max_nodes, "_distlab_chosen", state["max_nodes"])
+        after["max_nodes"] = limit_after(chosen, ep_span(after["ep"], after["etp"], after["node"]))
+        return after
 
     def compute(self) -> dict:
         """mesh.expert_layout for one EP group x etp, then moe.all_to_all_bytes / all_to_all_time."""

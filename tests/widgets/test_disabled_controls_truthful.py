@@ -228,7 +228,6 @@ def _from_every_state_one_move_away(app) -> list[str]:
 #: v20; left for a later round): each must come off this list once its options are disabled or not offered
 STILL_ANSWERED_WITH_AN_ERROR = {
     "BubbleGridApp": "chunks=2 at models whose layers per stage it does not divide (kind = interleaved)",
-    "PlacementApp": "a node limit above the nodes the EP group spans",
 }
 #: too slow to walk here (4 s a state, a hundred states): its options are kept valid by replace_options and its
 #: errors are the picture's, per node count (test_widgets_training_lab.py)
@@ -293,6 +292,20 @@ def test_the_all_to_all_app_offers_no_top_k_above_its_experts():
         app.ep.value, app.experts_per_gpu.value = 2, 1
         offered = [k for k in app.top_k.options if not app.top_k.disabled]
         assert offered and max(offered) <= 2 * 1, offered
+    finally:
+        app.close()
+
+
+def test_the_placement_app_offers_node_limits_up_to_the_nodes_the_ep_group_spans():
+    from distlab.widgets.mixture_of_experts import PlacementApp
+
+    app = PlacementApp(ep=32, max_nodes=4)  # 32 members, 8 a node: 4 nodes
+    try:
+        app.ep.value = 16  # 2 nodes: a limit of 4 was offered and answered "is more than the 2 node(s)"
+        assert [v for _, v in app.max_nodes.options] == [None, 1, 2] and app.max_nodes.value == 2 and not app.error
+        assert app.max_nodes.tooltip == "not offered here: 4, 8 (the EP group spans 2 nodes)"
+        app.ep.value = 64  # the student's limit comes back
+        assert app.max_nodes.value == 4 and not app.error and app.max_nodes.tooltip is None
     finally:
         app.close()
 

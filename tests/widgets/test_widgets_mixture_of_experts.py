@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from distlab import moe
+from distlab.errors import ConfigurationError
 from distlab.widgets.mixture_of_experts import AllToAllApp, ImbalanceApp, PlacementApp
 
 
@@ -79,9 +80,12 @@ def test_placement_app_moves_traffic_to_the_network_past_one_node():
 
 
 def test_placement_app_node_limit_beyond_the_group_is_our_message():
-    app = PlacementApp(model="deepseek-v3", ep=8)
-    app.max_nodes.value = 2
-    assert app.result is None and "node limit 2" in app.error
+    app = PlacementApp(model="deepseek-v3", ep=8)  # one node: the app offers no limit above 1 (its tooltip says why)
+    try:
+        with pytest.raises(ConfigurationError, match="node limit 2 is more than the 1 node"):
+            app.compute_for({**app.values(), "max_nodes": 2})
+    finally:
+        app.close()
 
 
 def test_continuous_controls_never_force_a_full_redraw(a2a):
