@@ -28,6 +28,7 @@ from ..plots.mixture_of_experts import (
 from ..units import format_bytes, format_seconds
 from .common import BlitRenderer, LessonApp, OptionalDropdown, figure_canvas, replace_options
 from .framecache import FrameCachingApp
+from .layouts import OffersWhatRuns
 
 __all__ = [
     "EP_SIZES",
@@ -63,11 +64,15 @@ NODES = ("dgx-h100", "dgx-a100", "hgx-b200")
 SEQ_LEN = 4096
 
 
-class AllToAllApp(FrameCachingApp, LessonApp):
+class AllToAllApp(OffersWhatRuns, FrameCachingApp, LessonApp):
     """One MoE layer's dispatch all-to-all in an EP group, simulated: who sends how much to whom, step by step.
 
-    `result` is the RoutingTrace (None on invalid input), `error` our message instead.
+    `result` is the RoutingTrace (None on invalid input), `error` our message instead. The EP size, experts per GPU
+    and top-k offer only what routes (top-k at most the ep x experts/GPU experts: OffersWhatRuns), saying why not
+    the rest; none moves.
     """
+
+    layout_controls = ("ep", "experts_per_gpu", "top_k")
 
     def __init__(self, ep=8, experts_per_gpu=2, top_k=2, skew=0.0, capacity=None, step=7, tokens_per_gpu=256):
         self.tokens_per_gpu = tokens_per_gpu
@@ -88,7 +93,7 @@ class AllToAllApp(FrameCachingApp, LessonApp):
         self.loads.ticks.remember(range(max(EP_SIZES)))  # every GPU number, once (the matrix's ticks share them)
         self.renderer = BlitRenderer(self.canvas, self.matrix.animated_artists + self.loads.animated_artists)
         for control in (self.ep, self.experts_per_gpu, self.top_k, self.skew, self.capacity, self.step):
-            control.observe(self.update, names="value")
+            control.observe(self._on_layout_change, names="value")
         legend = widgets.HTML(load_legend_html())
         super().__init__(
             [
@@ -104,7 +109,13 @@ class AllToAllApp(FrameCachingApp, LessonApp):
                 self.status,
             ]
         )
+        self.offer_what_runs()
         self.update()
+
+    def refusal(self, values: dict) -> str | None:
+        """Why top-k cannot route among the ep x experts/GPU experts (moe.simulate_routing refuses it), or None."""
+        ep, per_gpu, k = values["ep"], values["experts_per_gpu"], values["top_k"]
+        return f"{ep} x {per_gpu} = {ep * per_gpu} experts, fewer than top-k {k}" if k > ep * per_gpu else None
 
     # no EP size changes the axes (the matrix fills a fixed square, the bars a fixed range, the GPU numbers are
     # drawn ticks): only the neighbours' routing results are prepared

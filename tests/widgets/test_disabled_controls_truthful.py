@@ -282,7 +282,6 @@ def test_the_check_finds_an_option_answered_with_an_error():
     assert options_answered_with_an_error(App()) == ["sharding='hybrid': hybrid needs 2 nodes"]
 
 
-@pytest.mark.xfail(strict=True, reason="lesson 10's all-to-all app offers top_k above the experts there (left, v20)")
 def test_the_all_to_all_app_offers_no_top_k_above_its_experts():
     # two key presses from the default (ep 8 -> 2, experts per GPU 2 -> 1): 2 experts, and top_k 4 and 8 still offered
     from distlab.widgets.mixture_of_experts import AllToAllApp
@@ -292,6 +291,9 @@ def test_the_all_to_all_app_offers_no_top_k_above_its_experts():
         app.ep.value, app.experts_per_gpu.value = 2, 1
         offered = [k for k in app.top_k.options if not app.top_k.disabled]
         assert offered and max(offered) <= 2 * 1, offered
+        assert "top-k = 4 (2 x 1 = 2 experts, fewer than top-k 4)" in app.top_k.tooltip and not app.error
+        app.ep.value = 8  # 8 experts: top-k 4 and 8 offered again, nothing moved
+        assert app.top_k.options == (1, 2, 4, 8) and app.top_k.tooltip is None and app.top_k.value == 2
     finally:
         app.close()
 

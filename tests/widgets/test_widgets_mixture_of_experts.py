@@ -40,13 +40,15 @@ def test_capacity_drops_show_in_red_and_in_the_text(a2a):
     a2a.skew.value, a2a.capacity.value = 0.0, None
 
 
-def test_top_k_above_the_experts_is_our_message(a2a):
-    a2a.experts_per_gpu.value, a2a.ep.value = 1, 4
-    a2a.top_k.value = 8
-    assert a2a.result is None and "top_k=8" in a2a.error and a2a.shown_texts() == [f"Cannot compute: {a2a.error}"]
-    a2a.top_k.value = 2
-    assert a2a.error is None
-    a2a.experts_per_gpu.value, a2a.ep.value = 2, 8
+def test_top_k_above_the_experts_is_our_message():
+    a2a = AllToAllApp(ep=4, experts_per_gpu=1, top_k=8)  # built so: a student is never offered it (4 experts)
+    try:
+        assert a2a.result is None and "top_k=8" in a2a.error
+        assert a2a.shown_texts() == [f"Cannot compute: {a2a.error}"]
+        a2a.top_k.value = 2
+        assert a2a.error is None and a2a.top_k.options == (1, 2, 4)  # left, top-k 8 is not offered here again
+    finally:
+        a2a.close()
 
 
 def test_imbalance_app_uses_the_simulated_imbalance():
