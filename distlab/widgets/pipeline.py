@@ -34,6 +34,7 @@ from .common import (
     remembered,
 )
 from .pipeline_text import BubbleGridResult, _compact, _published, describe  # still importable from here
+from .controls import offer_what_runs
 from .framecache import FrameCachingApp
 from .prefetch import Prefetcher, PrefetchingApp
 
@@ -45,6 +46,7 @@ __all__ = [
     "GRID_CONTROLS",
     "BubbleGridResult",
     "simulate",
+    "grid_refusal",
     "describe",
     "grid_data",
     "grid_payload_steps",
@@ -89,6 +91,21 @@ def grid_disabled(s: dict) -> list:
     applies to the interleaved schedule only (the app's _on_change sets it; a cached change's payload carries it, so
     the browser disables the slider at once: browser_js/prefetch.js)."""
     return [s["kind"] != "interleaved" if name == "chunks" else None for name in GRID_CONTROLS]
+
+
+def grid_refusal(s: dict) -> str | None:
+    """Why state `s` (its kind, stages, chunks and model) draws no grid at any microbatch count: a schedule of v > 1
+    model chunks per stage (interleaved: chunks v; zb-v and the DualPipes: 2) whose stages' layers do not split into
+    v equal chunks (pipeline.activation_memory refuses it); None where they do. The app offers no schedule or model
+    that this refuses (controls.offer_what_runs: lesson 4 offered Llama-3.1-405B at interleaved, 4 stages, v = 2,
+    and answered '[32, 32, 31, 31]' with our error)."""
+    kind = s["kind"]
+    v = s["chunks"] if kind == "interleaved" else 1 if pipeline.placement(kind) == "loop" else 2
+    m = models.model(s["model"])
+    per_stage = pipeline.split_layers(m.layers, s["stages"])
+    if not any(n % v for n in per_stage):
+        return None
+    return f"{m.name}'s {m.layers} layers over {s['stages']} stages, {list(per_stage)}, do not split into {v} chunks"
 
 
 def _physics(s: dict) -> tuple:
@@ -202,6 +219,7 @@ class BubbleGridApp(PrefetchingApp, LessonApp):
         self.picture.controls = [getattr(self, name) for name in GRID_CONTROLS]
         self.prefetcher = Prefetcher(self.picture, self._payload_steps, GRID_KERNEL_LIMIT, disabled=grid_disabled)
         self.chunks.disabled = grid_disabled(self.state())[GRID_CONTROLS.index("chunks")]
+        offer_what_runs(self, ("kind", "model"), lambda values: grid_refusal({**self.state(), **values}))
         controls = widgets.VBox(
             [
                 self.kind,
@@ -224,9 +242,12 @@ class BubbleGridApp(PrefetchingApp, LessonApp):
         return {name: getattr(self, name).value for name in GRID_CONTROLS}
 
     def _on_change(self, change=None):
+        if self._syncing:  # an option list being replaced (offer_what_runs)
+            return
         self.prefetcher.forget(change)
         self._moved = change.get("owner") if change is not None else None
         self.chunks.disabled = grid_disabled(self.state())[GRID_CONTROLS.index("chunks")]
+        offer_what_runs(self, ("kind", "model"), lambda values: grid_refusal({**self.state(), **values}))
         self._refresh()
 
     def _on_microbatches(self, change=None):

@@ -226,9 +226,7 @@ def _from_every_state_one_move_away(app) -> list[str]:
 
 #: apps that still answer some option with an error one move from their default (found by the check below, review
 #: v20; left for a later round): each must come off this list once its options are disabled or not offered
-STILL_ANSWERED_WITH_AN_ERROR = {
-    "BubbleGridApp": "chunks=2 at models whose layers per stage it does not divide (kind = interleaved)",
-}
+STILL_ANSWERED_WITH_AN_ERROR: dict[str, str] = {}
 #: too slow to walk here (4 s a state, a hundred states): its options are kept valid by replace_options and its
 #: errors are the picture's, per node count (test_widgets_training_lab.py)
 NOT_WALKED = {"TrainingLabApp"}
@@ -324,5 +322,24 @@ def test_the_tp_app_shows_bf16_on_a_gpu_without_fp8_and_brings_fp8_back():
         app.gpu.value = "h100-sxm"  # the student's choice comes back
         assert not app.precision.disabled and app.precision.value == "fp8" and not app.error
         assert app.precision.description == "precision"
+    finally:
+        app.close()
+
+
+def test_the_bubble_grid_offers_no_schedule_or_model_whose_stages_the_chunks_cannot_split():
+    from distlab.widgets.pipeline import BubbleGridApp
+
+    app = BubbleGridApp(kind="interleaved", stages=4, microbatches=8)
+    try:
+        # Llama-3.1-405B's 126 layers over 4 stages, [32, 32, 31, 31], into v = 2 chunks: offered, and answered with
+        # "chunks=2 does not divide the layers per stage"
+        assert "llama3.1-405b" not in app.model.options and "llama2-7b" in app.model.options
+        assert "model = llama3.1-405b (llama3.1-405b's 126 layers over 4 stages, [32, 32, 31, 31]" in app.model.tooltip
+        app.kind.value = "1f1b"  # one chunk per stage: every model, and the student's schedule stands
+        app.model.value = "llama3.1-405b"
+        assert app.kind.options == ("naive", "gpipe", "1f1b", "zb-h1") and not app.error
+        assert "schedule = interleaved (" in app.kind.tooltip
+        app.stages.value = 3  # [42, 42, 42]: the two-chunk schedules come back
+        assert "interleaved" in app.kind.options and "dualpipe-v" in app.kind.options and app.kind.tooltip is None
     finally:
         app.close()
