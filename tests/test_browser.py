@@ -1722,17 +1722,17 @@ def test_the_triage_ladder_hides_its_legend_with_its_bars_at_our_message():
     from distlab.widgets.browser import module_source
     from distlab.widgets.production import TriageApp
 
-    app = TriageApp()
     names = ("description", "disabled", "alt", "playable", "interval_ms", "width", "height", "min", "max", "value")
     names += ("options", "summaries", "errors", "frames", "legend")
 
-    def state():
+    def state(app):
         return {name: getattr(app.picture, name, None) for name in names}
 
-    valid = state()
-    app.tp.value, app.nodes.value, app.pp.value = 8, 4, 8
+    valid = state(TriageApp())
+    # built in the state (its controls no longer offer pp 8 at 4 nodes: review v21)
+    app = TriageApp(tp=8, nodes=4, pp=8)
     assert app.error and "tp x pp = 8 x 8 = 64" in app.error
-    invalid = state()
+    invalid = state(app)
     page_script = """async ([source, states]) => {
         const url = URL.createObjectURL(new Blob([source], {type: "text/javascript"}));
         const picture = (await import(url)).default;

@@ -90,9 +90,13 @@ def test_random_moves_of_the_ring_pictures_controls(data):
 @given(data=st.data())
 def test_random_moves_of_the_bubble_grids_controls(data):
     app = BubbleGridApp(stages=data.draw(st.integers(1, 16)))
+
+    def kind(data):  # a schedule the buttons offer now (they leave out one that cannot split the stages: review v21)
+        app.kind.value = data.draw(st.sampled_from([o[1] if isinstance(o, tuple) else o for o in app.kind.options]))
+
     moves = {
         "m": _setter(app.microbatches, "value", st.integers(0, 70)),  # clamped to 1..64
-        "kind": _setter(app.kind, "value", st.sampled_from(["gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"])),
+        "kind": kind,
         "stages": _setter(app.stages, "value", st.integers(1, 16)),
     }
     _fuzz(data, app, moves)
