@@ -219,7 +219,7 @@ class BubbleGridApp(PrefetchingApp, LessonApp):
         self.picture.controls = [getattr(self, name) for name in GRID_CONTROLS]
         self.prefetcher = Prefetcher(self.picture, self._payload_steps, GRID_KERNEL_LIMIT, disabled=grid_disabled)
         self.chunks.disabled = grid_disabled(self.state())[GRID_CONTROLS.index("chunks")]
-        offer_what_runs(self, ("kind", "model"), lambda values: grid_refusal({**self.state(), **values}))
+        self._offer_what_runs()
         controls = widgets.VBox(
             [
                 self.kind,
@@ -241,13 +241,17 @@ class BubbleGridApp(PrefetchingApp, LessonApp):
         """The controls' values (GRID_CONTROLS): every timeline and text the picture holds depends on these."""
         return {name: getattr(self, name).value for name in GRID_CONTROLS}
 
+    def _offer_what_runs(self) -> None:
+        """The schedule and model buttons offer only what splits the stages' layers (grid_refusal)."""
+        offer_what_runs(self, ("kind", "model"), lambda values: grid_refusal({**self.state(), **values}))
+
     def _on_change(self, change=None):
         if self._syncing:  # an option list being replaced (offer_what_runs)
             return
         self.prefetcher.forget(change)
         self._moved = change.get("owner") if change is not None else None
         self.chunks.disabled = grid_disabled(self.state())[GRID_CONTROLS.index("chunks")]
-        offer_what_runs(self, ("kind", "model"), lambda values: grid_refusal({**self.state(), **values}))
+        self._offer_what_runs()
         self._refresh()
 
     def _on_microbatches(self, change=None):
