@@ -493,10 +493,10 @@ class TriageApp(OffersWhatRuns, LessonApp):
         self.offer_what_runs()
         self.update()
 
-    #: no slider to drag: the neighbours are prepared from the next turn, not after PREPARE_AFTER_S (a second change
-    #: 0.1 s after the first found the browser's cache empty: 25 ms median, 107 ms with 50 ms round trip; issue 32)
-    prepare_after_s = 0.0
+    #: no slider to drag: neighbours prepared from the next turn, not after PREPARE_AFTER_S (a second change 0.1 s later
+    prepare_after_s = 0.0  # found the browser's cache empty: 25 ms median, 107 ms with 50 ms round trip; issue 32)
     layout_controls = ("nodes", "tp", "pp", "micro_batch_size")  # OffersWhatRuns: each offers what runs
+    layout_model_control = "model"  # OffersWhatRuns: the layouts offered are those the chosen model runs
     #: the triage of each neighbouring value is remembered in idle kernel turns, and its ladder sent to the browser's
     #: cache (distlab.widgets.prefetch): a change to a neighbouring value is drawn there with no round trip
     prepared_controls = (

@@ -286,7 +286,7 @@ def test_lesson_8s_layouts_offer_what_runs_and_say_why_not_the_rest(app_class):
     try:
         app.nodes.value = 4  # 32 GPUs: tp 8 x pp 8 = 64 was offered, and answered only with our error
         assert app.pp.options == (1, 2, 4) and app.error is None
-        assert "PP = 8 (tp x pp = 8 x 8 = 64 is more than the 32 GPUs of 4 nodes)" in app.pp.tooltip
+        assert "PP = 8 (tp x pp = 8 x 8 = 64 is more than the cluster's 32 GPUs" in app.pp.tooltip
         assert app.pp.tooltips == (app.pp.tooltip,) * 3
         app.tp.value = 4  # pp = 8 runs again: offered, nothing moved
         assert app.pp.options == (1, 2, 4, 8) and app.pp.tooltip is None and app.pp.value == 4
@@ -299,27 +299,29 @@ def test_the_triage_app_offers_no_tp_whose_replicas_split_the_batch_unevenly():
     try:
         app.nodes.value = 64  # 512 GPUs at pp 4: tp 1 gives dp 128 x micro-batch 4 = 512 > 256 sequences
         assert app.tp.options == (2, 4, 8) and app.error is None
-        assert "TP = 1 (dp x micro-batch = 128 x 4 = 512 does not divide the global batch of 256" in app.tp.tooltip
+        assert "TP = 1 (global_batch=256 is not a multiple of dp x micro_batch_size = 128 x 4" in app.tp.tooltip
     finally:
         app.close()
 
 
 def test_the_layouts_offered_are_those_the_step_model_runs():
-    # layouts.layout_refusal against training.estimate's own checks, at every count the lesson 8 apps offer
-    from distlab import hardware, models
+    # layouts.layout_refusal against training.estimate itself (not the checks it calls), at every count, TP, PP and
+    # micro-batch the lesson 8 apps offer, for every model the triage offers: refused exactly where estimate() refuses,
+    # in estimate()'s own words
+    from distlab import models
     from distlab.errors import ConfigurationError
-    from distlab.step.checks import check_batch, check_layout
     from distlab.widgets.layouts import layout_refusal
+    from distlab.widgets.production import TRIAGE_MODELS
 
-    model = models.model("llama3.1-70b")
-    for nodes in (4, 8, 16, 32, 64, 128):
-        cl = hardware.cluster("dgx-h100", nodes, "ib-ndr")
-        for tp, pp, b in itertools.product((1, 2, 4, 8), (1, 2, 4, 8), (1, 2, 4, 8)):
-            try:
-                dp = check_layout(model, cl, None, tp, pp, 1)[0]
-                check_batch(model, 256, 8192, b, 1, "1f1b", dp, pp, 1, False)
-                runs = True
-            except ConfigurationError:
-                runs = False
-            values = dict(nodes=nodes, tp=tp, pp=pp, micro_batch_size=b)
-            assert (layout_refusal(values) is None) == runs, values
+    for name in TRIAGE_MODELS:
+        model = models.model(name)
+        for nodes in (4, 8, 16, 32, 64, 128):
+            cl = hardware.cluster("dgx-h100", nodes, "ib-ndr")
+            for tp, pp, b in itertools.product((1, 2, 4, 8), (1, 2, 4, 8), (1, 2, 4, 8)):
+                try:
+                    training.estimate(model, cl, global_batch=256, tp=tp, pp=pp, micro_batch_size=b)
+                    refused = None
+                except ConfigurationError as error:
+                    refused = str(error)
+                values = dict(nodes=nodes, tp=tp, pp=pp, micro_batch_size=b)
+                assert layout_refusal(values, name) == refused, values
