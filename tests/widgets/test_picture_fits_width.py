@@ -26,7 +26,7 @@ OUTPUT_PX = 420
 NARROW_OUTPUTS = {"a 900 px window": 468, "the narrowest output": 345}
 MIN_TEXT_PX = 10
 #: the pictures that lay themselves out again for a narrow output, and the narrowest each fits unscrolled (px)
-REFLOWS = {"LabPicture": 320, "BarsPicture": 460, "LadderPicture": 460, "TimelinePicture": 340}
+REFLOWS = {"LabPicture": 320, "BarsPicture": 460, "LadderPicture": 460, "TimelinePicture": 340, "RingPicture": 300}
 
 pytestmark = [
     pytest.mark.browser,

@@ -23,10 +23,15 @@ function drawRing(ctx, w, h, model, t) {
   const f = model.get("frames");
   const n = f.gpus, chunks = f.chunks, contributors = f.contributors;
   const { centres, size } = ringLayout(n, f.server);
-  const scale = Math.min(w, h) / (2 * (1 + size) + 0.35);
+  const width = size * Math.min(1, chunks / 3);
+  // the scale: the ring and its panels inside the shorter side, and the side panels' labels (beside them, 6 px out,
+  // 11 px text) inside the width (laid out narrower, "GPU 12" ran 12 px past a 345 px canvas at N = 16)
+  ctx.font = uiFont(11);
+  let widest = 0;
+  for (let g = 0; g < n; g++) widest = Math.max(widest, ctx.measureText(`GPU ${g}`).width);
+  const scale = Math.min(Math.min(w, h) / (2 * (1 + size) + 0.35), (w / 2 - 10 - widest) / (1 + width / 2));
   const X = (x) => w / 2 + x * scale;
   const Y = (y) => h / 2 - y * scale;
-  const width = size * Math.min(1, chunks / 3);
   const colW = width / chunks, rowH = size / contributors;
 
   // the labels' boxes (drawn last, on white patches): an arrow stops short of them, or a label under a panel hid the
@@ -115,6 +120,17 @@ function drawRing(ctx, w, h, model, t) {
     ctx.fillText(label, lx, ly);
   });
 }
+
+// In an output narrower than the picture the ring lays itself out again, as wide as the output (not under RING_LEAST
+// px) and as tall in proportion: the ring's scale follows the shorter side (drawRing), its 11 px text stays 11 px
+// (scaled down whole, it showed that text at 8 px in the narrowest output, or scrolled: review v20).
+const RING_LEAST = 300;
+drawRing.layout = (ctx, model, available) => {
+  const width = model.get("width"), height = model.get("height");
+  if (!(available > 0) || available >= width) return null;
+  const w = Math.max(RING_LEAST, Math.floor(available));
+  return { width: w, height: Math.round((height * w) / width) };
+};
 
 export default {
   render({ model, el }) {
