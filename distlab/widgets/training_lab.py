@@ -101,6 +101,9 @@ class TrainingLabApp(LessonApp):
     capacity and the step-time breakdown, sent for every node count of the picture's own slider (`nodes`) at
     once with the text of each, so moving it needs no kernel round trip. The other controls change the physics:
     the current count answers first, the others are filled in the kernel's later turns (common.fill_positions).
+
+    It opens on a layout its engine runs: Llama 3.1 70B on 32 DGX H100 nodes, dp 16 x tp 4 x pp 4 with DeepSpeed's
+    ZeRO-1 (Megatron-DeepSpeed's 3D layout; DeepSpeed's pipeline engine refuses ZeRO-2 and 3, the default before).
     """
 
     summary_in_picture = True
@@ -114,11 +117,11 @@ class TrainingLabApp(LessonApp):
         global_batch=256,
         seq_len=8192,
         tp=4,
-        pp=2,
+        pp=4,
         micro_batch_size=1,
         chunks=1,
         schedule="1f1b",
-        zero=2,
+        zero=1,
         recompute="selective",
         sequence_parallel=True,
         efficiency=None,

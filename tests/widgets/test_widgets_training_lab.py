@@ -39,12 +39,12 @@ def test_initial_state_is_the_estimate(app):
         global_batch=256,
         seq_len=8192,
         tp=4,
-        pp=2,
-        zero=2,
+        pp=4,
+        zero=1,
         recompute="selective",
         sequence_parallel=True,
         memory_recipe="deepspeed",
-    )  # the lab's default: an engine's memory, with its reserve
+    )  # the lab's default: a layout DeepSpeed runs (ZeRO-1 with its pipeline engine), an engine's memory and reserve
     assert app.error is None and app.result.step_time_s == pytest.approx(want.step_time_s)
     text = app.picture.summary  # the text under the picture, in the browser
     assert text == app.summary() and "deepspeed recipe" in text and "reserved" in text
@@ -55,14 +55,25 @@ def test_initial_state_is_the_estimate(app):
 
 
 def test_every_node_count_is_sent_with_its_own_estimate(app):
-    # the slider's other positions, each the estimate at that count (the batch, 256, is a multiple of every dp here:
-    # dp = 8 n / (tp 4 x pp 2) = n, and 256 % n == 0 for n <= 128)
-    assert app.picture.options == NODE_COUNTS and "" not in app.picture.summaries
-    for n, step, verdict in zip(NODE_COUNTS, app.picture.frames["step"], app.picture.frames["verdict"]):
-        want = training.estimate(
-            "llama3.1-70b", "dgx-h100", nodes=n, fabric="ib-ndr", global_batch=256, seq_len=8192, tp=4, pp=2, zero=2,
-            recompute="selective", sequence_parallel=True, memory_recipe="deepspeed",
-        )  # fmt: skip
+    # the slider's other positions, each the estimate at that count, or where the layout cannot run there (1 node: tp 4
+    # x pp 4 = 16 GPUs of 8) estimate()'s own refusal in place of the numbers (the batch, 256, is a multiple of every dp
+    # here: dp = 8 n / (tp 4 x pp 4) = n / 2, and 256 % (n / 2) == 0 for 2 <= n <= 128)
+    assert app.picture.options == NODE_COUNTS
+    for n, step, verdict, summary, error in zip(
+        NODE_COUNTS,
+        app.picture.frames["step"],
+        app.picture.frames["verdict"],
+        app.picture.summaries,
+        list(app.picture.errors) + [""] * len(NODE_COUNTS),
+    ):
+        config = dict(global_batch=256, seq_len=8192, tp=4, pp=4, zero=1, recompute="selective")
+        config.update(sequence_parallel=True, memory_recipe="deepspeed")
+        try:
+            want = training.estimate("llama3.1-70b", "dgx-h100", nodes=n, fabric="ib-ndr", **config)
+        except ConfigurationError as refused:
+            assert n == 1 and not step and str(refused) in error, (n, error)
+            continue
+        assert summary and not error
         # a step-time bar exactly where the layout runs (issue 31: none for a layout that does not fit)
         assert (
             sum(step) == (pytest.approx(want.step_time_s, rel=1e-12) if want.feasible else 0)
@@ -255,7 +266,7 @@ def test_moe_routing_knobs_are_the_estimates_and_only_for_moe_models():
     assert app.moe_imbalance.options == (1.0, 1.1, 1.25, 1.5, 2.0) and not app.moe_imbalance.disabled
     app.moe_imbalance.value = 1.5
     want = training.estimate(
-        "mixtral-8x7b", "dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256, seq_len=8192, tp=4, pp=2, zero=2,
+        "mixtral-8x7b", "dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256, seq_len=8192, tp=4, pp=4, zero=1,
         recompute="selective", sequence_parallel=True, memory_recipe="deepspeed", ep=2, moe_imbalance=1.5,
     )  # fmt: skip
     assert app.error is None and app.result.step_time_s == pytest.approx(want.step_time_s, rel=1e-12)
@@ -266,7 +277,7 @@ def test_moe_routing_knobs_are_the_estimates_and_only_for_moe_models():
     app.capacity_factor.value = 1.25
     assert app.moe_imbalance.disabled and "(capacity factor 1.25)" in app.picture.summary
     padded = training.estimate(
-        "mixtral-8x7b", "dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256, seq_len=8192, tp=4, pp=2, zero=2,
+        "mixtral-8x7b", "dgx-h100", nodes=32, fabric="ib-ndr", global_batch=256, seq_len=8192, tp=4, pp=4, zero=1,
         recompute="selective", sequence_parallel=True, memory_recipe="deepspeed", ep=2, capacity_factor=1.25,
     )  # fmt: skip
     assert app.result.step_time_s == pytest.approx(padded.step_time_s, rel=1e-12)
