@@ -47,6 +47,7 @@ from .step.placement import (
 )
 from .step.checks import check_batch, check_layout, check_memory_recipe
 from .step.data_parallel import EXPOSED_GATHER_NOTE, deepspeed_note, zero3_collectives_per_layer
+from .step.experts import expert_view
 from .step.offload import offload_note_of, offload_record
 from .step.terms import TERMS, step_model_array
 from .tp_overlap import TP_OVERLAP_NAMES, layout_method
@@ -396,7 +397,7 @@ def _configured(model, cl, shape, mem_recipe, layout: dict, k: dict) -> tuple:
     recipe, sp = memory.precision_recipe(k["precision"]), bool(k["sequence_parallel"]) and tp > 1
     asked = {name: k[name] for name in ("moe_imbalance", "capacity_factor", "max_nodes_per_token")}
     s, cp, pp = shape["s"], layout["cp"], layout["pp"]
-    core_model, experts, routing = moe_step.expert_view(model, cl, s, tp, cp, pp, k["ep"], k["etp"], sp, asked)
+    core_model, experts, routing = expert_view(model, cl, s, tp, cp, pp, k["ep"], k["etp"], sp, asked)
     layout.update(recompute=memory.recompute_mode(k["recompute"]), sp=sp)
     method = layout_method(k["tp_overlap"], mem_recipe, tp, sp)
     config = _record(model, cl, shape, layout, recipe, compute, k["efficiency"], mem_recipe, method, balance)

@@ -60,7 +60,6 @@ __all__ = [
     "expert_gradient_bytes",
     "routed_activation_extra_array",
     "refuse_routing_for_dense",
-    "expert_view",
 ]
 
 
@@ -441,38 +440,3 @@ def expert_gradient_bytes(model: MoEStepModel, recipe, tp, pp, ep, etp):
         float(m.non_expert_parameter_count()) / (tp * pp) * e,
         float(m.routed_expert_parameter_count()) / (etp * ep * pp) * e,
     )
-
-
-def expert_view(model, cl, s, tp, cp, pp, ep, etp, sp, routing) -> tuple:
-    """(the model as the step model reads it, the ep/etp keywords, the routing record of the config): an MoE model's
-    MoEStepModel with (ep, etp) checked, or the dense model, refusing expert knobs: training.estimate's view
-    of a model. Lesson 10 §5.
-
-    >>> from distlab import hardware, models
-    >>> expert_view(models.model('llama2-7b'), hardware.cluster('dgx-h100', 1), 4096, 1, 1, 1, 1, None, False,
-    ...             dict(moe_imbalance=1.0, capacity_factor=None, max_nodes_per_token=None))[1:]
-    ({}, {})
-    """
-    if is_moe(model):
-        g = cl.nvlink_domain
-        ep, etp = check_expert_parallel(
-            model, cl.gpus, tp=tp, cp=cp, pp=pp, ep=ep, etp=etp, sequence_parallel=sp, gpus_per_node=g
-        )
-        view = step_model(
-            model,
-            s,
-            imbalance=routing["moe_imbalance"],
-            capacity_factor=routing["capacity_factor"],
-            max_nodes=routing["max_nodes_per_token"],
-        ).checked(ep, etp, g)
-        record = dict(
-            moe_imbalance=view.imbalance, capacity_factor=view.capacity_factor, max_nodes_per_token=view.max_nodes
-        )
-        return view, dict(ep=ep, etp=etp), record
-    if not (ep == 1 and etp is None):
-        raise ConfigurationError(
-            f"ep={ep!r}, etp={etp!r}: expert parallelism applies to mixture-of-experts models "
-            f"(distlab.moe.MOE_MODELS); {model.name} is dense (valid: ep=1, etp=None)"
-        )
-    refuse_routing_for_dense(model.name, *routing.values())
-    return model, {}, {}
