@@ -44,7 +44,6 @@ from .footprint import per_layer_bytes
 __all__ = [
     "OFFLOAD_SOURCE",
     "check_activation_offload",
-    "check_host_link_bandwidth",
     "offload_exposed_seconds",
     "offload_saved_layers",
     "offload_term",
@@ -58,19 +57,6 @@ OFFLOAD_SOURCE = (
     "Megatron-LM transformer_block.py / transformer_config.py at d98e8a6 and Transformer Engine "
     "pytorch/cpu_offload.py at v2.9 (70f5366)"
 )
-
-
-def check_host_link_bandwidth(value, name: str = "host_link_bandwidth") -> float:
-    """A GPU-to-host-memory bandwidth per direction in B/s: a positive number (float('inf'): copies take no time, the
-    limit the tests take). Lesson 7 §2.
-
-    >>> check_host_link_bandwidth(225e9)
-    225000000000.0
-    """
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isnan(value) and value > 0
-    if not ok:
-        raise ConfigurationError(f"{name}={value!r} must be a positive bandwidth in B/s per direction (or inf)")
-    return float(value)
 
 
 def check_activation_offload(value, *, layers: int, pp: int, recompute: str, memory_recipe, node) -> int:
@@ -88,7 +74,7 @@ def check_activation_offload(value, *, layers: int, pp: int, recompute: str, mem
     """
     top = max(int(layers) - 1, 0)
     valid = f"valid: a whole number from 0 to {top} (the model's {layers} layers less one, as Megatron-Core asks)"
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value <= top:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= int(value) <= top:
         raise ConfigurationError(f"activation_offload_layers={value!r}; {valid}")
     n = int(value)
     if n == 0:
