@@ -35,6 +35,7 @@ import numbers
 
 import numpy as np
 
+from .._arguments import number_array
 from ..errors import ConfigurationError
 from ..pipeline.closed_form import in_flight_array
 from ..units import format_bytes, format_rate, format_seconds
@@ -110,7 +111,7 @@ def offload_saved_layers(offloaded):
     >>> offload_saved_layers([40, 1, 0]).tolist()
     [39.0, 0.0, 0.0]
     """
-    return np.maximum(np.asarray(offloaded, dtype=float) - 1.0, 0.0)
+    return np.maximum(number_array(offloaded, "offloaded layers") - 1.0, 0.0)
 
 
 def offload_exposed_seconds(copy_s, layer_s, layers, offloaded):
@@ -125,10 +126,16 @@ def offload_exposed_seconds(copy_s, layer_s, layers, offloaded):
     >>> float(offload_exposed_seconds(3.0, 1.0, 80, 40))
     41.0
     """
-    n = np.asarray(offloaded, dtype=float)
+    n = number_array(offloaded, "offloaded layers")
+    layers = number_array(layers, "layers", low=1.0)
+    copy_s, layer_s = number_array(copy_s, "copy_s"), number_array(layer_s, "layer_s")
+    if np.any(n >= layers) or np.any(n != np.floor(n)):
+        raise ConfigurationError(
+            f"offloaded={offloaded!r}: whole numbers from 0 to layers - 1 ({np.max(layers) - 1:g})"
+        )
     safe = np.maximum(n, 1.0)
-    q = np.floor(np.asarray(layers, dtype=float) / safe)
-    r = np.asarray(layers, dtype=float) - q * safe
+    q = np.floor(layers / safe)
+    r = layers - q * safe
 
     def exposed(window):
         return np.maximum(0.0, copy_s - window * layer_s)
