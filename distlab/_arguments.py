@@ -339,6 +339,7 @@ ESTIMATE_KEYWORDS = (
     "zero3_collectives",
     "recompute_layers",
     "overlap_param_gather",
+    "activation_offload_layers",
 )
 
 

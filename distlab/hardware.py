@@ -51,7 +51,10 @@ class Node:
     vendor of its host CPUs (HOST_CPUS; 'other' when not stated), which sets how fast NCCL's proxy posts network
     operations (collectives.placed.ring_latency_array's step floor). nvlink_domain: the GPUs the intra link reaches,
     a whole number of servers (default gpus_per_node: the server is the domain); a GB200 NVL72 compute tray holds 4
-    GPUs and 4 NICs, and NVLink switches join 18 trays, 72 GPUs (Cluster.nvlink_domain, Lesson 7 §3)."""
+    GPUs and 4 NICs, and NVLink switches join 18 trays, 72 GPUs (Cluster.nvlink_domain, Lesson 7 §3).
+    host_link_bandwidth: B/s per direction each GPU reaches host (CPU) memory at while every GPU of the node copies at
+    once (activation offloading, distlab.step.offload), host_link_name the link, host_link_source its citation; None
+    where no figure is sourced (an offload request there is refused, never guessed). Lesson 7 §2."""
 
     name: str
     accelerator: Accelerator
@@ -62,6 +65,9 @@ class Node:
     source: str = "user-defined"
     host_cpu: str = "other"
     nvlink_domain: int | None = None
+    host_link_bandwidth: float | None = None
+    host_link_name: str = ""
+    host_link_source: str = ""
 
     def __post_init__(self):
         object.__setattr__(self, "name", text_field(self.name, "node name"))
@@ -81,6 +87,13 @@ class Node:
                 f"e.g. {g} (the node alone) or {18 * g}"
             )
         object.__setattr__(self, "nvlink_domain", domain)
+        bw = self.host_link_bandwidth
+        if bw is not None and (not isinstance(bw, numbers.Real) or isinstance(bw, bool) or not bw > 0):
+            raise ConfigurationError(
+                f"host_link_bandwidth={bw!r} must be None (not sourced) or a positive number of B/s per direction"
+            )
+        if bw is not None and not (self.host_link_name and self.host_link_source):
+            raise ConfigurationError("host_link_bandwidth needs host_link_name and host_link_source (its citation)")
 
     @property
     def memory_bytes(self) -> float:
@@ -422,6 +435,14 @@ NODES: dict[str, Node] = {
         "'accelerators_per_node': 4, 'for each 4-GPU node: 4x ... [ConnectX-7 ...]'); Grace is Arm (host_cpu "
         "'other')",
         nvlink_domain=72,
+        host_link_bandwidth=225e9,
+        host_link_name="NVLink-C2C",
+        host_link_source="NVIDIA GB200 NVL72 page and Blackwell architecture technical brief: the GB200 superchip "
+        "connects its Grace CPU and its two Blackwell GPUs with NVLink-C2C at 900 GB/s bidirectional, i.e. 450 GB/s "
+        "per direction for the one Grace's link; read as shared by the superchip's 2 GPUs (every GPU offloads at once "
+        "in a data-parallel job): 225 GB/s per GPU per direction. Some diagrams draw a 900 GB/s C2C edge on each "
+        "Blackwell (Cornell CVW, 'Blackwell Chip Diagram'); NVIDIA's tables state one per superchip, so the shared "
+        "reading is kept",
     ),
     "gb300-nvl72": Node(
         "gb300-nvl72",

@@ -109,7 +109,9 @@ class MemoryRecipe:
     saves_gathered_input: with sequence parallelism the engine's column-parallel linears keep their all-gathered
     input for the weight gradient (torchtitan's DTensor plan) instead of re-gathering it in the backward (Megatron,
     Transformer Engine): the step model re-gathers nothing there and the activations count the gathered input
-    (StepConfig.keeps_gathered_input; memory_recipes.gathered_input_bytes_per_layer_array). Lesson 7 §2."""
+    (StepConfig.keeps_gathered_input; memory_recipes.gathered_input_bytes_per_layer_array). activation_offload: the
+    engine offloads a layer's saved activations to host memory on request (Megatron-Core's --cpu-offloading through
+    Transformer Engine's cpu_offload: the 'megatron*' recipes; distlab.step.offload). Lesson 7 §2."""
 
     name: str
     zero_stages: tuple
@@ -129,6 +131,7 @@ class MemoryRecipe:
     reduce_bytes: float | None = None  # bytes per gradient element FSDP reduce-scatters (None: the precision recipe's)
     gradient_copy_bytes: float = 0.0  # HBM bytes per parameter and microbatch of FSDP's gradient cast / divide
     saves_gathered_input: bool = False  # its TP linears keep SP's all-gathered input for the weight gradient
+    activation_offload: bool = False  # the engine can offload activations to host memory (Megatron --cpu-offloading)
 
     @property
     def engine(self) -> bool:
@@ -175,6 +178,7 @@ MEMORY_RECIPES = {
             9,
             9,
             reserve_bytes=RESERVE_BYTES,
+            activation_offload=True,
             description="Megatron-LM without the distributed optimizer: 18 B per parameter",
         ),
         MemoryRecipe(
@@ -187,6 +191,7 @@ MEMORY_RECIPES = {
             9,
             1,
             reserve_bytes=RESERVE_BYTES,
+            activation_offload=True,
             description="Megatron-LM's distributed optimizer: 6 + 12/d B per parameter",
         ),
         MemoryRecipe(
@@ -199,6 +204,7 @@ MEMORY_RECIPES = {
             9,
             9,
             reserve_bytes=RESERVE_BYTES,
+            activation_offload=True,
             description="Megatron-LM with --grad-reduce-in-bf16, no distributed optimizer: 16 B per parameter",
         ),
         MemoryRecipe(
@@ -211,6 +217,7 @@ MEMORY_RECIPES = {
             9,
             1,
             reserve_bytes=RESERVE_BYTES,
+            activation_offload=True,
             description="Megatron-LM's distributed optimizer with --grad-reduce-in-bf16 (NVIDIA's performance "
             "recipes): 4 + 12/d B per parameter",
         ),
@@ -226,6 +233,7 @@ MEMORY_RECIPES = {
             gather_bytes=2.0,
             gather_layers=2.0,
             reserve_bytes=RESERVE_BYTES,
+            activation_offload=True,
             description="Megatron-FSDP (ZeRO-2/3 on Megatron-LM): 18 B per parameter, sharded; derived",
         ),
         MemoryRecipe(

@@ -468,7 +468,7 @@ def plan(
     first N layers of each chunk). Its rows carry recompute_layers (None where every layer is recomputed or
     recompute is not 'full'; the table shows 'full:N'); a 'full' row that does not fit even with every layer
     recomputed stays as it is. An MoE model's rows stay at every layer (partial recomputation is modelled for dense
-    models only). distlab.planner_recompute.
+    models only). distlab.planner_recompute. Activation offloading (estimate's activation_offload_layers): not searched, 0.
 
     >>> p = plan('llama2-7b', 'dgx-h100', nodes=2, global_batch=64)
     >>> p.gpus, len(p.order)  # every configuration enumerate_configurations lists is priced

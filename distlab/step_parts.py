@@ -36,6 +36,7 @@ STEP_PARTS = (
     StepPart("ep_comm_s", "EP all-to-all", "#6a3d9a", False),  # purple: sky blue was 12.5 CIELAB from the slowdown's
     StepPart("bubble_s", "pipeline bubble", "#c9c9c9"),
     StepPart("p2p_s", "pipeline p2p", "#937860"),
+    StepPart("offload_s", "activation offload (exposed)", "#ccb974", False),  # olive: host-memory copies (step.offload)
     StepPart("dp_exposed_s", "DP communication (exposed)", "#c44e52"),
     StepPart("optimizer_s", "optimizer step", "#55a868"),
 )

@@ -47,6 +47,8 @@ from .step.placement import (
 )
 from .step.checks import check_batch, check_layout, check_memory_recipe
 from .step.data_parallel import EXPOSED_GATHER_NOTE, deepspeed_note, zero3_collectives_per_layer
+from .step.experts import expert_view
+from .step.offload import offload_note_of, offload_record
 from .step.terms import TERMS, step_model_array
 from .tp_overlap import TP_OVERLAP_NAMES, layout_method
 from .tp_overlap import note as tp_overlap_note
@@ -112,6 +114,8 @@ class StepEstimate:
     ep_comm_s: float = 0.0  # expert parallelism's all-to-alls (MoE models)
     overlap_s: float = 0.0  # compute slowed by the communication it hides (efficiency.OVERLAP_SLOWDOWN)
     power_note: str = ""  # a power cap distlab does not model (hardware.Accelerator.power_note)
+    offload_s: float = 0.0  # activation offloading's copies to host memory, the part not hidden (step.offload)
+    offload_note: str = ""  # what the offload assumed (step.offload.offload_note); empty without offloading
     # (the model as step_model_array reads it, the keywords it priced this configuration with): calibration.py
     # re-prices the same configuration with other fitted constants in one vectorised call
     step_inputs: Any = field(default=None, repr=False, compare=False)
@@ -213,6 +217,7 @@ class StepEstimate:
             out.append(deepspeed_note(self.config["zero"], self.config["pp"]))
         if self.power_note:
             out.append(self.power_note)
+        out.append(self.offload_note)
         return [line for line in out if line]
 
     def breakdown(self) -> dict:
@@ -224,6 +229,8 @@ class StepEstimate:
             if t.key == "dp_exposed_s":
                 out["dp_comm_total"] = self.dp_comm_s
                 out["dp_comm_exposed"] = self.dp_exposed_s
+            elif t.key == "offload_s" and "activation_offload_layers" not in self.config:
+                continue  # estimates without offloading report what they always did
             else:
                 out[names.get(t.key, t.key.removesuffix("_s"))] = getattr(self, t.key)
         return out
@@ -337,6 +344,7 @@ def estimate(
     zero3_collectives="layer",
     recompute_layers=None,
     overlap_param_gather=True,
+    activation_offload_layers=0,
 ) -> StepEstimate:
     """Step time by term (distlab.step.TERMS), throughput, MFU/HFU, scaling efficiency and memory of one configuration.
 
@@ -344,43 +352,59 @@ def estimate(
     with nodes= and fabric=. dp defaults to GPUs / (tp x cp x pp); cp: context parallelism by ring attention (the
     sequence splits into 2 cp load-balanced chunks). efficiency: None (default) prices compute with the calibrated model
     of distlab.efficiency; a number in (0, 1] is the simple model of Lesson 7 §1, every FLOP at that share of the dense
-    peak. attention: 'flash' or 'unfused'; attention_kernel: the flash kernel (distlab.attention_kernels: 'flash',
-    'fa2', 'fa3', 'cudnn', 'sdpa', 'fa2-unpad'; None: the memory recipe's engine's). precision 'fp8': the weight GEMMs at the FP8
-    GEMM rate, the rest at 16-bit, the casts by fp8_scaling ('delayed', 'current', 'blockwise'; distlab.elementwise).
-    calibration: (share, traffic) replacing the two fitted constants. tp_overlap: a method (distlab.tp_overlap: 'none';
-    'userbuffers' = Megatron-Core --tp-comm-overlap, 'async-tp' = PyTorch async TP: (tp - 1) / tp of SP's traffic under
-    the matmuls hides; 'megatron-async-backward' = Megatron-LM's backward all-reduces beside the wgrad GEMMs); None:
-    the memory recipe's engine's default (Megatron's 'megatron-async-backward', else 'none'); True: its opt-in; False. memory_recipe: 'zero-paper' (16 B per parameter) or an engine's ('megatron',
-    'megatron-distributed-optimizer', 'deepspeed', 'fsdp2', 'fsdp1'; distlab.memory_recipes). balance_stages: the first and last
-    stage hold one layer fewer (pp > 2). ep, etp: expert and expert tensor parallelism (etp 1 or tp) of an MoE model
-    (Lesson 10 §5); moe_imbalance, capacity_factor and max_nodes_per_token its routing (Lesson 10 §3). kernels: 'fused',
-    'compiled' or 'eager' element-wise kernels. An infeasible configuration is priced but flagged (explain() says why); invalid ones raise ConfigurationError. zero3_collectives: 'layer' (a flat buffer per layer: FSDP2, Megatron) or
-    'tensor' (one per parameter tensor, DeepSpeed ZeRO-3 of 2021; data_parallel.ZERO3_COLLECTIVES). recompute_layers:
-    with recompute='full', N of each stage's (chunk's) layers recomputed, the rest keeping their activations (Megatron
-    --recompute-method block; torchtitan's every-k-th; None: all; 0 to L; distlab.partial_recompute). overlap_param_gather
-    False: ZeRO-1/2's parameter all-gather exposed (Megatron without --overlap-param-gather). Lesson 7 §1-§8.
+    peak. attention: 'flash' or 'unfused'; attention_kernel: the flash kernel
+    (distlab.attention_kernels.ATTENTION_KERNEL_NAMES; None: the memory recipe's engine's). precision 'fp8': the weight GEMMs
+    at the FP8 GEMM rate, the rest at 16-bit, the casts by fp8_scaling ('delayed', 'current', 'blockwise';
+    distlab.elementwise). calibration: (share, traffic) replacing the two fitted constants. tp_overlap: a method
+    (distlab.tp_overlap: 'none'; 'userbuffers' = Megatron-Core --tp-comm-overlap, 'async-tp' = PyTorch async TP:
+    (tp-1)/tp of SP's traffic under the matmuls hides; 'megatron-async-backward' = Megatron-LM's backward all-reduces
+    beside the wgrad GEMMs); None: the memory recipe's engine's default (Megatron's 'megatron-async-backward', else
+    'none'); True: its opt-in; False. memory_recipe: 'zero-paper' (16 B per parameter) or an engine's
+    (distlab.memory_recipes.MEMORY_RECIPES). balance_stages: the first and last stage hold one layer fewer (pp > 2). ep,
+    etp: expert and expert tensor parallelism (etp 1 or tp) of an MoE model (Lesson 10 §5); moe_imbalance,
+    capacity_factor and max_nodes_per_token its routing (Lesson 10 §3). kernels: 'fused', 'compiled' or 'eager'
+    element-wise kernels. An infeasible configuration is priced but flagged (explain() says why); invalid ones raise
+    ConfigurationError. zero3_collectives: 'layer' (a flat buffer per layer: FSDP2, Megatron) or 'tensor' (one per
+    parameter tensor, DeepSpeed ZeRO-3 of 2021; data_parallel.ZERO3_COLLECTIVES). recompute_layers: with
+    recompute='full', N of each stage's (chunk's) layers recomputed, the rest keeping their activations (Megatron
+    --recompute-method block; torchtitan's every-k-th; None: all; 0 to L; distlab.partial_recompute).
+    overlap_param_gather False: ZeRO-1/2's parameter all-gather exposed (Megatron without --overlap-param-gather).
+    activation_offload_layers: the model's first N layers' activations to host memory (--cpu-offloading-num-layers;
+    step.offload). Lesson 7 §1-§8.
 
     Llama 2 7B, one DGX H100, dp 8, 50% of peak: 46.09 GFLOP/token x 4096 / 494.7 TFLOP/s = 0.382 s; 108 GB > 80 GB.
     >>> est = estimate('llama2-7b', 'dgx-h100', nodes=1, fabric='ib-ndr', global_batch=8, seq_len=4096, efficiency=0.5)
     >>> est.config['dp'], round(est.compute_s, 3), est.fits
     (8, 0.382, False)
     """
+    knobs = dict(locals())  # the keywords as given: _configured reads those the checks below do not
     model = moe_step.moe_model(model) if moe_step.is_moe(model) else models.model(model)
     cl = as_cluster(cluster, nodes, fabric)
     dp, tp, pp, cp = check_layout(model, cl, dp, tp, pp, cp)
     shape = check_batch(model, global_batch, seq_len, micro_batch_size, chunks, schedule, dp, pp, cp, balance_stages)
     mem_recipe, zero = check_memory_recipe(memory_recipe, zero)
-    named = dict(attention_kernel=attention_kernel, fp8_scaling=fp8_scaling, memory_recipe=mem_recipe)
-    compute = compute_model_for(cl, efficiency, attention, calibration, kernels, **named)
-    recipe, sp = memory.precision_recipe(precision), bool(sequence_parallel) and tp > 1
-    asked = dict(moe_imbalance=moe_imbalance, capacity_factor=capacity_factor, max_nodes_per_token=max_nodes_per_token)
-    core_model, experts, routing = _expert_view(model, cl, shape["s"], tp, cp, pp, ep, etp, sp, asked)
-    layout = dict(dp=dp, tp=tp, cp=cp, pp=pp, zero=zero, recompute=memory.recompute_mode(recompute), sp=sp)
-    method = layout_method(tp_overlap, mem_recipe, tp, sp)
-    config = _record(model, cl, shape, layout, recipe, compute, efficiency, mem_recipe, method, balance_stages)
-    config.update(**experts, **routing, **_partial_record(model, layout["recompute"], recompute_layers))
-    flags = _flags(model, config, method, balance_stages, zero3_collectives, overlap_param_gather)
+    layout = dict(dp=dp, tp=tp, cp=cp, pp=pp, zero=zero)
+    core_model, config, compute, flags = _configured(model, cl, shape, mem_recipe, layout, knobs)
     return _priced(model, core_model, cl, config, compute, mem_recipe, flags)
+
+
+def _configured(model, cl, shape, mem_recipe, layout: dict, k: dict) -> tuple:
+    """(the model as the step model reads it, the configuration record, the compute model, step_model_array's
+    switches) of estimate's checked layout and its keywords as given (k)."""
+    named = dict(attention_kernel=k["attention_kernel"], fp8_scaling=k["fp8_scaling"], memory_recipe=mem_recipe)
+    compute = compute_model_for(cl, k["efficiency"], k["attention"], k["calibration"], k["kernels"], **named)
+    tp, balance = layout["tp"], k["balance_stages"]
+    recipe, sp = memory.precision_recipe(k["precision"]), bool(k["sequence_parallel"]) and tp > 1
+    asked = {name: k[name] for name in ("moe_imbalance", "capacity_factor", "max_nodes_per_token")}
+    s, cp, pp = shape["s"], layout["cp"], layout["pp"]
+    core_model, experts, routing = expert_view(model, cl, s, tp, cp, pp, k["ep"], k["etp"], sp, asked)
+    layout.update(recompute=memory.recompute_mode(k["recompute"]), sp=sp)
+    method = layout_method(k["tp_overlap"], mem_recipe, tp, sp)
+    config = _record(model, cl, shape, layout, recipe, compute, k["efficiency"], mem_recipe, method, balance)
+    config.update(**experts, **routing, **_partial_record(model, layout["recompute"], k["recompute_layers"]))
+    config.update(offload_record(k["activation_offload_layers"], model.layers, cl.node, config, mem_recipe))
+    flags = _flags(model, config, method, balance, k["zero3_collectives"], k["overlap_param_gather"])
+    return core_model, config, compute, flags
 
 
 def _flags(model, config: dict, method: str, balance_stages, zero3_collectives, overlap_param_gather) -> dict:
@@ -415,36 +439,6 @@ def _record(model, cl, shape, layout, recipe, compute, efficiency, mem_recipe, t
     return config
 
 
-def _expert_view(model, cl, s, tp, cp, pp, ep, etp, sp, routing) -> tuple:
-    """(the model as the step model reads it, the ep/etp keywords, the routing record of the config): an MoE model's
-    MoEStepModel with (ep, etp) checked (distlab.moe.step), or the dense model, refusing expert knobs."""
-    from .moe import step as moe_step
-
-    if moe_step.is_moe(model):
-        g = cl.nvlink_domain
-        ep, etp = moe_step.check_expert_parallel(
-            model, cl.gpus, tp=tp, cp=cp, pp=pp, ep=ep, etp=etp, sequence_parallel=sp, gpus_per_node=g
-        )
-        view = moe_step.step_model(
-            model,
-            s,
-            imbalance=routing["moe_imbalance"],
-            capacity_factor=routing["capacity_factor"],
-            max_nodes=routing["max_nodes_per_token"],
-        ).checked(ep, etp, g)
-        record = dict(
-            moe_imbalance=view.imbalance, capacity_factor=view.capacity_factor, max_nodes_per_token=view.max_nodes
-        )
-        return view, dict(ep=ep, etp=etp), record
-    if not (ep == 1 and etp is None):
-        raise ConfigurationError(
-            f"ep={ep!r}, etp={etp!r}: expert parallelism applies to mixture-of-experts models "
-            f"(distlab.moe.MOE_MODELS); {model.name} is dense (valid: ep=1, etp=None)"
-        )
-    moe_step.refuse_routing_for_dense(model.name, *routing.values())
-    return model, {}, {}
-
-
 def _priced(model, core_model, cl, config, compute, mem_recipe, flags) -> StepEstimate:
     """The StepEstimate of a checked configuration record: step_model_array's terms, memory and FLOPs."""
     from . import memory
@@ -469,6 +463,9 @@ def _priced(model, core_model, cl, config, compute, mem_recipe, flags) -> StepEs
     )
     if "recompute_layers" in config:
         keywords["recompute_layers"] = config["recompute_layers"]
+    if "activation_offload_layers" in config:  # the default adds no keyword: estimates without it stay as they were
+        keywords.update(activation_offload_layers=config["activation_offload_layers"])
+        keywords.update(host_link_bandwidth=cl.node.host_link_bandwidth)
     out = step_model_array(core_model, **keywords)
     bd = memory.MemoryBreakdown(
         float(out["weights_bytes"]),
@@ -508,6 +505,7 @@ def _priced(model, core_model, cl, config, compute, mem_recipe, flags) -> StepEs
         problems=tuple(problems),
         compute_model=compute,
         power_note=cl.accelerator.power_note(),
+        offload_note=offload_note_of(config, cl.node, out),
         step_inputs=(core_model, keywords),
     )
 

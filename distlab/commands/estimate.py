@@ -30,6 +30,15 @@ def add_arguments(cmd) -> None:
     add_moe_routing_arguments(cmd)
     add_compute_arguments(cmd)
     cmd.add_argument(
+        "--activation-offload-layers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="offload the saved activations of the model's first N layers to host memory (Megatron-Core "
+        "--cpu-offloading-num-layers; a megatron* memory recipe, pp 1, no recompute, a node with a host link such as "
+        "gb200-nvl72's NVLink-C2C; default 0)",
+    )
+    cmd.add_argument(
         "--json",
         action="store_true",
         help="print a JSON object: step_time_s, mfu, tokens_per_s, memory_per_gpu_bytes, fits, the "
@@ -43,6 +52,8 @@ def run(args) -> int:
     cl = cluster(args)
     kwargs = dict(config(args), ep=args.ep, etp=args.etp, **moe_routing(args))
     kwargs.update(compute_options(args))
+    if args.activation_offload_layers:  # the default passes nothing: the estimate stays as it was
+        kwargs["activation_offload_layers"] = args.activation_offload_layers
     est = training.estimate(args.model, cl, **kwargs)
     band = validation.error_band(cl.accelerator.name, est.config["precision"])
     if args.json:

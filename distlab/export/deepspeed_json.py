@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 
 from ..errors import ConfigurationError
-from .engines import config_of
+from .engines import config_of, refuse_activation_offload
 
 __all__ = ["deepspeed_config", "deepspeed"]
 
@@ -45,6 +45,7 @@ def deepspeed_config(estimate) -> dict:
     16
     """
     c = config_of(estimate)
+    refuse_activation_offload(c, "DeepSpeed")
     if c["pp"] > 1 and c["zero"] >= 2:
         raise ConfigurationError(
             f"zero={c['zero']} with pp={c['pp']}: DeepSpeed's pipeline engine supports ZeRO-0/1 only "

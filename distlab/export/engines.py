@@ -11,7 +11,16 @@ from ..errors import ConfigurationError
 from ..mesh import MAX_WORLD_SIZE
 from ..units import positive_int
 
-__all__ = ["FORMATS", "ENGINE_RECIPES", "engine_recipes", "engine_recipe", "config_of", "launch", "even_chunks"]
+__all__ = [
+    "FORMATS",
+    "ENGINE_RECIPES",
+    "engine_recipes",
+    "engine_recipe",
+    "config_of",
+    "launch",
+    "even_chunks",
+    "refuse_activation_offload",
+]
 
 FORMATS = ("megatron", "deepspeed", "torchtitan")
 
@@ -109,4 +118,19 @@ def even_chunks(c, model, engine):
             f"{model.layers} layers do not split into pp x chunks = {c['pp'] * c['chunks']} "
             f"equal chunks; {engine}'s export writes equal virtual stages: choose chunks "
             f"dividing {model.layers} / pp"
+        )
+
+
+def refuse_activation_offload(c: dict, engine: str) -> None:
+    """ConfigurationError where a configuration record offloads activations (estimate's activation_offload_layers
+    N > 0) and the engine has no such knob distlab can write: only Megatron-LM's --cpu-offloading-num-layers
+    (distlab.step.offload). Lesson 7 §7.
+
+    >>> refuse_activation_offload({'activation_offload_layers': 0}, 'deepspeed')
+    """
+    n = c.get("activation_offload_layers", 0)
+    if n:
+        raise ConfigurationError(
+            f"activation_offload_layers={n}: {engine} has no activation-offloading knob distlab exports (valid: "
+            "activation_offload_layers=0 here); export to megatron (--cpu-offloading-num-layers)"
         )

@@ -52,6 +52,10 @@ DistributedInitConfig in megatron/training/config/common_config.py).
   Megatron derives the data-parallel degree as world size / (tp pp), so the flags come on a
   torchrun line whose --nnodes x --nproc-per-node fixes the world size. Megatron-LM's pipeline
   schedules are 1F1B and interleaved 1F1B (no GPipe).
+  Activation offloading (estimate's activation_offload_layers N > 0): --cpu-offloading-num-layers N, the model's first
+  N layers (TransformerConfig.cpu_offloading_num_layers); validate_args switches cpu_offloading on when N > 0
+  (megatron/training/arguments.py at d98e8a6, lines 1950-1951) and cpu_offloading itself has no flag there (it is in
+  the arguments' exclude list), so no --cpu-offloading is written (argparse would refuse it).
 """
 
 from __future__ import annotations
@@ -241,6 +245,8 @@ def megatron_flags(estimate) -> list[str]:
             "fsdp_dtensor",
         ]
     flags += megatron_dp_overlap_flags(c["zero"], c["dp"] * c.get("cp", 1), c.get("overlap_param_gather", True))
+    if c.get("activation_offload_layers"):  # distlab.step.offload; Megatron sets cpu_offloading itself from N > 0
+        flags += ["--cpu-offloading-num-layers", str(c["activation_offload_layers"])]
     precision = c["precision"]
     if precision in ("mixed", "bf16"):
         flags.append("--bf16")
@@ -390,6 +396,7 @@ def _parse_megatron_words(words: list) -> dict:
             else {}
         ),
         sequence_parallel="--sequence-parallel" in switches,
+        activation_offload_layers=int(values.get("--cpu-offloading-num-layers", 0)),
         tp_overlap="--tp-comm-overlap" in switches,
         model=model,
         kv_channels=int(values.get("--kv-channels", hidden // heads)),

@@ -48,7 +48,7 @@ import json
 from ..errors import ConfigurationError
 from ..units import wrap_text
 from ..partial_recompute import torchtitan_ac_frequency
-from .engines import config_of, even_chunks
+from .engines import config_of, even_chunks, refuse_activation_offload
 
 __all__ = ["TORCHTITAN_SCHEDULES", "TORCHTITAN_FLAVORS", "TORCHTITAN_ROPE", "torchtitan"]
 
@@ -73,6 +73,7 @@ def _toml_value(value) -> str:
 
 def _torchtitan_checks(c: dict) -> None:
     """ConfigurationError for what torchtitan cannot run, naming the engines that can."""
+    refuse_activation_offload(c, "torchtitan")
     if c["zero"] == 1:
         raise ConfigurationError(
             "zero=1: torchtitan shards with FSDP2, which shards gradients with the optimizer state "

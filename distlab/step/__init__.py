@@ -8,6 +8,8 @@
     data_parallel.py  DP / ZeRO / FSDP traffic, in total and exposed
     footprint.py      weights, gradients, optimizer states and activations per GPU
     placement.py      where traffic runs: a placed group's all-reduce, equal local ranks, pipeline crossings
+    offload.py        activation offloading to host memory (Megatron-Core --cpu-offloading-num-layers): memory, copies
+    experts.py        training.estimate's view of a model: an MoE model's with its expert parallelism checked
 
 training.estimate and the planner call step_model_array; the terms call the topic modules (flops, efficiency,
 tensor, pipeline, dataparallel, fsdp, memory, moe), which hold the formulas.

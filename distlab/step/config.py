@@ -5,6 +5,7 @@ token). Every term of distlab.step takes a StepConfig. Lesson 7 §1.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,6 +147,8 @@ class StepConfig:
     core_again: np.ndarray  # share of the layers whose attention core runs again in the backward (1: selective
     # recomputation, not op checkpointing; full_share under recompute='full')
     op_sac: np.ndarray  # torchtitan's selective op checkpointing: every second matmul and the element-wise again
+    offload_layers: Any = 0  # the model's first N layers' activations offloaded to host memory (step.offload)
+    host_bw: float = math.inf  # the GPU-to-host link per direction (hardware.Node.host_link_bandwidth), B/s
 
     @property
     def keeps_gathered_input(self):
@@ -243,13 +246,35 @@ def step_config(
     attention_kernel=None,
     ring_step_floor=0.0,
     recompute_layers=None,
+    activation_offload_layers=0,
+    host_link_bandwidth=None,
 ) -> StepConfig:
     """The StepConfig of step_model_array's keywords (see there), checked: numbers in range, codes known, the
     model a catalog TransformerModel (or name) or an MoEStepModel. recompute_layers: None, or N (a number or an
     array) of each model chunk's layers fully recomputed where recompute_code is 2, the rest keeping their
-    activations (distlab.partial_recompute). Lesson 7 §1."""
+    activations (distlab.partial_recompute). activation_offload_layers: N (a number or an array) of the model's first
+    layers whose activations go to host memory over host_link_bandwidth (B/s per direction; needed where N > 0;
+    distlab.step.offload). Lesson 7 §1."""
     a = dict(locals())
-    return StepConfig(**_hardware(a), **_compute(a), **_layout(a))
+    return StepConfig(**_hardware(a), **_compute(a), **_layout(a), **_offload(a))
+
+
+def _offload(a: dict) -> dict:
+    """The StepConfig's activation-offload fields: N whole and >= 0, and a positive host link (inf allowed) where
+    N > 0 (training.estimate checks the range, the engine, pp and recomputation: step.offload.check_activation_offload)."""
+    n = number_array(a["activation_offload_layers"], "activation_offload_layers", low=0.0)
+    if np.any(n != np.floor(n)):
+        raise ConfigurationError(f"activation_offload_layers={a['activation_offload_layers']!r} must be whole numbers")
+    if not np.any(n > 0):
+        return dict(offload_layers=n)
+    bw = a["host_link_bandwidth"]
+    ok = isinstance(bw, (int, float)) and not isinstance(bw, bool) and bw > 0  # NaN fails bw > 0
+    if not ok:
+        raise ConfigurationError(
+            f"host_link_bandwidth={bw!r}: activation_offload_layers > 0 needs the GPU-to-host link, a positive "
+            "number of B/s per direction (inf: copies take no time; hardware.Node.host_link_bandwidth)"
+        )
+    return dict(offload_layers=n, host_bw=float(bw))
 
 
 def _hardware(a: dict) -> dict:

@@ -13,7 +13,7 @@ from ..partial_recompute import mixed_layers_array, recomputed_layers_array
 from ..pipeline.closed_form import in_flight_array, stage_in_flight_array
 from .config import StepConfig
 
-__all__ = ["model_states_term", "activations_term"]
+__all__ = ["model_states_term", "activations_term", "per_layer_bytes"]
 
 
 def model_states_term(c: StepConfig, r: dict) -> dict:
@@ -59,10 +59,10 @@ def activations_term(c: StepConfig, r: dict) -> dict:
     recomputation (StepConfig.partial, distlab.partial_recompute): of a stage's n layers min(cap, n) keep only their
     input (the 'full' count), the rest the count without recomputation (partial_recompute.mixed_layers_array).
     Lesson 1, Lesson 4 §5."""
-    per_layer = _per_layer_bytes(c, c.code)
+    per_layer = per_layer_bytes(c, c.code)
     in_flight = in_flight_array(np.asarray(c.schedule_code), c.pp, c.m, c.v)
     if c.partial:  # recompute_layers: the recomputed layers keep their input, the others the 'none' count
-        kept = np.where(c.full, _per_layer_bytes(c, np.zeros_like(c.code)), per_layer)  # 'none'/'selective': as is
+        kept = np.where(c.full, per_layer_bytes(c, np.zeros_like(c.code)), per_layer)  # 'none'/'selective': as is
 
         def stage(layers):
             return mixed_layers_array(per_layer, kept, layers, recomputed_layers_array(c.recompute_cap, layers))
@@ -83,7 +83,7 @@ def activations_term(c: StepConfig, r: dict) -> dict:
     return dict(activations_bytes=activations)
 
 
-def _per_layer_bytes(c: StepConfig, code):
+def per_layer_bytes(c: StepConfig, code):
     """One layer's stored activation bytes per microbatch under recomputation `code` (activations_term's count)."""
     stored = np.where(np.asarray(c.flash) & (code == 0), 1, code)
     per_layer = memory.activation_bytes_per_layer_array(c.model, c.b, c.s, c.tp, c.sequence_parallel, stored, c.e)

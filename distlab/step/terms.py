@@ -22,6 +22,7 @@ from .compute import compute_term, optimizer_term, overlap_term
 from .config import step_config
 from .data_parallel import dp_term
 from .footprint import activations_term, model_states_term
+from .offload import offload_term
 
 __all__ = ["Term", "TERMS", "term", "step_model_array"]
 
@@ -94,6 +95,12 @@ TERMS = (
         p2p_term,
     ),
     Term(
+        step_part("offload_s"),
+        "activation offloading's copies to host memory and back run beside the layers' forward and backward "
+        "(Transformer Engine's layer windows, at the host link's line rate); only the excess is exposed",
+        offload_term,
+    ),
+    Term(
         step_part("dp_exposed_s"),
         "how much of the data-parallel traffic hides behind compute (the gradient reduction behind the backward, "
         "ZeRO's parameter gathers behind the forward; ZeRO-3 layer by layer with one layer of prefetch)",
@@ -118,7 +125,7 @@ def term(key: str) -> Term:
 
 #: The order the terms are computed in: each reads what those before it return (the TP and CP terms the compute's
 #: matmul and attention-core times, the bubble the stage time, DP the backward's share, the overlap slowdown the
-#: hidden traffic, the optimizer step the model states).
+#: hidden traffic, the optimizer step the model states, the offload term the layer times and the activations).
 ORDER = (
     compute_term,
     tp_term,
@@ -131,6 +138,7 @@ ORDER = (
     model_states_term,
     optimizer_term,
     activations_term,
+    offload_term,
 )
 
 
@@ -181,7 +189,10 @@ def step_model_array(model, **arguments) -> dict:
     r["step_time_s"] = finite_result("step time", step)
     r["memory_bytes"] = r["weights_bytes"] + r["gradients_bytes"] + r["optimizer_bytes"] + r["activations_bytes"]
     finite_result("memory per GPU", r["memory_bytes"])
-    return {key: r[key] for key in RESULTS}
+    out = {key: r[key] for key in RESULTS}
+    if "offload_bytes" in r:  # only where some configuration offloads activations (step.offload)
+        out["offload_bytes"] = r["offload_bytes"]
+    return out
 
 
 # its keywords are step_config's: help(), inspect.signature and the API fuzz tests see them

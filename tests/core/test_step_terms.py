@@ -16,8 +16,8 @@ LESSON7_CONFIG = dict(tp=8, pp=4, micro_batch_size=1, zero=1, recompute="selecti
 
 def test_terms_are_distinct_and_each_is_computed():
     keys = [t.key for t in step.TERMS]
-    assert len(set(keys)) == len(keys) == 9
-    assert len({t.label for t in step.TERMS}) == len({t.colour for t in step.TERMS}) == 9
+    assert len(set(keys)) == len(keys) == 10
+    assert len({t.label for t in step.TERMS}) == len({t.colour for t in step.TERMS}) == 10
     assert {t.function for t in step.TERMS} <= set(ORDER)
     assert tuple(t.part for t in step.TERMS) == STEP_PARTS  # the plots' table (data only) is the terms' own
     assert set(keys) <= set(RESULTS)

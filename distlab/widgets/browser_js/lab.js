@@ -20,6 +20,7 @@ const STEP_COLOURS = {
   "EP all-to-all": "#6A3D9A",
   "pipeline bubble": "#BBBBBB",
   "pipeline p2p": "#F0E442",
+  "activation offload (exposed)": "#8C6D1F",
   "DP communication (exposed)": "#D55E00",
   "optimizer step": "#009E73",
 };
