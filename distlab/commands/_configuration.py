@@ -101,6 +101,25 @@ def add_tp_overlap_argument(cmd) -> None:
     )
 
 
+def add_activation_offload_argument(cmd) -> None:
+    """--activation-offload-layers N (estimate, export): training.estimate's activation_offload_layers."""
+    cmd.add_argument(
+        "--activation-offload-layers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="offload the saved activations of the model's first N layers to host memory (Megatron-Core "
+        "--cpu-offloading-num-layers; a megatron* memory recipe, pp 1, no recompute, a node with a host link such as "
+        "gb200-nvl72's NVLink-C2C; default 0)",
+    )
+
+
+def activation_offload(args) -> dict:
+    """estimate()'s activation_offload_layers from --activation-offload-layers; nothing at 0 (the default estimate)."""
+    layers = getattr(args, "activation_offload_layers", 0)
+    return {"activation_offload_layers": layers} if layers else {}
+
+
 def add_compute_arguments(cmd) -> None:
     """--attention-kernel, --fp8-scaling, --zero3-collectives: training.estimate's and planner.plan's named compute
     choices (estimate, plan, export), checked by compute_options."""

@@ -6,6 +6,8 @@ import json
 
 from ..units import wrap_text
 from ._configuration import (
+    activation_offload,
+    add_activation_offload_argument,
     add_cluster_arguments,
     add_compute_arguments,
     add_config_arguments,
@@ -29,15 +31,7 @@ def add_arguments(cmd) -> None:
     cmd.add_argument("--etp", type=int, default=None, help="expert tensor-parallel degree, 1 or tp (MoE; default tp)")
     add_moe_routing_arguments(cmd)
     add_compute_arguments(cmd)
-    cmd.add_argument(
-        "--activation-offload-layers",
-        type=int,
-        default=0,
-        metavar="N",
-        help="offload the saved activations of the model's first N layers to host memory (Megatron-Core "
-        "--cpu-offloading-num-layers; a megatron* memory recipe, pp 1, no recompute, a node with a host link such as "
-        "gb200-nvl72's NVLink-C2C; default 0)",
-    )
+    add_activation_offload_argument(cmd)
     cmd.add_argument(
         "--json",
         action="store_true",
@@ -52,8 +46,7 @@ def run(args) -> int:
     cl = cluster(args)
     kwargs = dict(config(args), ep=args.ep, etp=args.etp, **moe_routing(args))
     kwargs.update(compute_options(args))
-    if args.activation_offload_layers:  # the default passes nothing: the estimate stays as it was
-        kwargs["activation_offload_layers"] = args.activation_offload_layers
+    kwargs.update(activation_offload(args))  # the default passes nothing: the estimate stays as it was
     est = training.estimate(args.model, cl, **kwargs)
     band = validation.error_band(cl.accelerator.name, est.config["precision"])
     if args.json:

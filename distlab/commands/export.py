@@ -11,6 +11,7 @@ HELP = "write a configuration (given, or --best from the planner) for Megatron-L
 def add_arguments(cmd) -> None:
     from ..export import FORMATS
     from ._configuration import (
+        add_activation_offload_argument,
         add_cluster_arguments,
         add_compute_arguments,
         add_config_arguments,
@@ -22,6 +23,7 @@ def add_arguments(cmd) -> None:
     add_cluster_arguments(cmd)
     add_config_arguments(cmd)
     add_compute_arguments(cmd)
+    add_activation_offload_argument(cmd)
     cmd.add_argument("--ep", type=int, default=1, help="expert-parallel degree (MoE models, distlab.moe)")
     cmd.add_argument("--etp", type=int, default=None, help="expert tensor-parallel degree (MoE; default tp)")
     add_moe_routing_arguments(cmd)
@@ -101,9 +103,14 @@ def _candidates(args, cl, fmt):
 def run(args) -> int:
     from .. import export, training
     from ..errors import ConfigurationError
-    from ._configuration import cluster, compute_options, config
+    from ._configuration import activation_offload, cluster, compute_options, config
 
     cl = cluster(args)
+    if activation_offload(args) and (args.best or str(args.model).strip().lower() in _moe_models()):
+        raise ConfigurationError(
+            "--activation-offload-layers applies to a given dense configuration: the planner (--best) does not "
+            "search activation offloading, and the MoE export does not price it"
+        )
     moe_model = str(args.model).strip().lower() in _moe_models()
     if not args.overlap_param_gather and (args.best or moe_model):
         raise ConfigurationError(
@@ -132,7 +139,7 @@ def run(args) -> int:
                 "--partial-recompute applies to --best (the planner's search); for a given configuration use "
                 "--recompute full --recompute-layers N"
             )
-        given = dict(config(args), **compute_options(args))
+        given = dict(config(args), **compute_options(args), **activation_offload(args))
         given["memory_recipe"] = export.engine_recipe(fmt, given.get("zero", 0), args.memory_recipe)
         est = training.estimate(args.model, cl, **given)
         if not est.feasible:

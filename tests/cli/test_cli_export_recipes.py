@@ -146,3 +146,38 @@ def test_export_best_never_writes_a_layout_its_engines_recipe_refuses(
     assert est.feasible, est.explain()
     if fmt == "megatron":
         assert _recheck_megatron(out, model, nodes, global_batch, seq).feasible
+
+
+#: Megatron Bridge 25.11's GB200 Llama 3 70B recipe (published_runs.json, mbridge-25.11-gb200-llama3-70b-64gpu-fp8cs):
+#: Megatron-FSDP on 64 GPUs, micro-batch 2, no recompute, 40 of the 80 layers' activations offloaded to Grace
+GB200_70B = ["--model", "llama3.1-70b", "--node", "gb200-nvl72", "--gpus", "64", "--global-batch", "256"]
+GB200_70B += ["--seq", "8192", "--tp", "1", "--pp", "1", "--zero", "3", "--micro-batch-size", "2"]
+GB200_70B += ["--recompute", "none", "--precision", "fp8", "--memory-recipe", "megatron-fsdp"]
+
+
+def test_a_given_layout_with_offloaded_activations_is_written_with_megatrons_flag(monkeypatch, capsys):
+    # without the 40 offloaded layers the layout needs 203 GB of the GB200's 186 (the row's recorded reason), so the
+    # export refuses it; with them it fits, and the line carries --cpu-offloading-num-layers 40 (Megatron-LM d98e8a6
+    # has no --cpu-offloading flag: validate_args sets it from N > 0), which parse_megatron reads back
+    assert cli.main(["export", "--format", "megatron", *GB200_70B]) == 2
+    assert "cannot run with megatron's memory recipe" in capsys.readouterr().err
+    code, seen = exported(
+        monkeypatch, ["export", "--format", "megatron", *GB200_70B, "--activation-offload-layers", "40"]
+    )
+    text = capsys.readouterr().out
+    assert code == 0 and seen[-1].feasible and seen[-1].config["activation_offload_layers"] == 40
+    assert "--cpu-offloading-num-layers 40" in text and export.parse_megatron(text)["activation_offload_layers"] == 40
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["--best"], ["--format", "deepspeed", "--memory-recipe", "deepspeed"], ["--node", "dgx-h100", "--gpus", "64"]],
+    ids=["best", "deepspeed", "no-host-link"],
+)
+def test_offloaded_activations_are_refused_where_they_cannot_be_written(extra, capsys):
+    # the planner does not search offloading (--best); DeepSpeed's JSON cannot express Megatron's offloading; a DGX H100
+    # has no sourced host link: each is our one-line error naming the flag or the parameter, never a traceback
+    argv = ["export", "--format", "megatron", *GB200_70B, "--activation-offload-layers", "40", *extra]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert ("--activation-offload-layers" in err or "activation_offload_layers=40" in err) and "Traceback" not in err
