@@ -330,7 +330,8 @@ class GridPicture(BrowserPicture):
 
     frames: {"x", "y": cell corners per rank (distlab.plots.parallelism_3d.grid_geometry), "width", "height",
     "gpus_per_node", "fill": colour index per rank, "fill_kind": "groups" or "ramp", "fill_count", "colour_by",
-    "groups": {"tp", "dp", "pp": group index per rank}, "sizes": {"tp", "dp", "pp"}}.
+    "groups": {"tp", "dp", "pp": group index per rank}, "sizes": {"tp", "dp", "pp"}, "narrow": {"x", "y", "width",
+    "height"}: the same cells stacked for an output narrower than the picture, where grid.js lays it out again}.
 
     `controls`: the app's controls whose neighbouring states the browser caches (distlab.widgets.prefetch, issue 32)."""
 

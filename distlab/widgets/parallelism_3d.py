@@ -87,9 +87,17 @@ def mesh_neighbour(s: dict, name: str, value) -> dict:
     return after
 
 
+#: The shape (width / height) the grid's nodes are stacked to for an output narrower than the picture: grid.js lays
+#: the picture out again with these cells (fewer columns of nodes, taller) instead of shrinking its text.
+NARROW_ASPECT = 0.9
+
+
 def mesh_frames(lay: mesh.RankLayout, by: str) -> dict:
-    """The grid's drawing data (distlab.widgets.browser.GridPicture) of `lay`, cells filled by `by`."""
+    """The grid's drawing data (distlab.widgets.browser.GridPicture) of `lay`, cells filled by `by`; "narrow": the
+    same cells stacked to NARROW_ASPECT, for an output narrower than the picture (grid.js's layout)."""
     x, y, _, _, width, height = grid_geometry(lay.world_size, lay.gpus_per_node)
+    nx, ny, _, _, nwidth, nheight = grid_geometry(lay.world_size, lay.gpus_per_node, NARROW_ASPECT)
+    narrow = {"x": nx.tolist(), "y": ny.tolist(), "width": float(nwidth), "height": float(nheight)}
     if by == "stage":
         fill, kind, count = lay.coordinate_array("pp"), "ramp", lay.pp
     elif by == "node":
@@ -101,6 +109,7 @@ def mesh_frames(lay: mesh.RankLayout, by: str) -> dict:
         "y": y.tolist(),
         "width": float(width),
         "height": float(height),
+        "narrow": narrow,
         "gpus_per_node": lay.gpus_per_node,
         "fill": [int(v) for v in fill],
         "fill_kind": kind,

@@ -5,12 +5,12 @@ app's picture, mounted by its own module (browser_js) in Chromium inside an outp
 output (its frame: a picture that cannot be drawn narrower scrolls sideways there), shows every text it draws at
 MIN_TEXT_PX or more (measured: each fillText's font size times the canvas's transform and the shown scale), keeps its
 aspect, and, where it lays itself out again for the output (draw.layout: the lab stacks its charts), fits the output
-unscrolled; and a click on the scaled assignment grid (lesson 6) picks the GPU under the pointer, as at full size."""
+unscrolled; and a click on the assignment grid laid out again (lesson 6) picks the GPU under the pointer, as at full
+size."""
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -26,7 +26,14 @@ OUTPUT_PX = 420
 NARROW_OUTPUTS = {"a 900 px window": 468, "the narrowest output": 345}
 MIN_TEXT_PX = 10
 #: the pictures that lay themselves out again for a narrow output, and the narrowest each fits unscrolled (px)
-REFLOWS = {"LabPicture": 320, "BarsPicture": 460, "LadderPicture": 460, "TimelinePicture": 340, "RingPicture": 300}
+REFLOWS = {
+    "LabPicture": 320,
+    "BarsPicture": 460,
+    "LadderPicture": 460,
+    "TimelinePicture": 340,
+    "RingPicture": 300,
+    "GridPicture": 300,
+}
 
 pytestmark = [
     pytest.mark.browser,
@@ -149,24 +156,28 @@ def test_every_pictures_text_is_shown_at_the_minimum_size_or_more(page, output):
     assert not scrolled, f"wider than a {width} px output: " + "; ".join(scrolled)
 
 
-def _cell(f: dict, width: int, height: int, rank: int, label_room: float, legend: int) -> tuple:
-    """(x, y, side) of a rank's cell in the drawing's coordinates, as grid.js's gridScale places it."""
-    side = min((width - 8) / (f["width"] + label_room), (height - legend - 8) / f["height"])
-    return 4 + (f["x"][rank] + label_room) * side, 4 + f["y"][rank] * side, side
-
-
-def test_a_click_on_the_scaled_grid_picks_the_gpu_under_it(page):
+def test_a_click_on_the_grid_laid_out_again_picks_the_gpu_under_it(page):
+    """In an output narrower than it the grid is drawn again with the narrow stacking of its cells (frames["narrow"],
+    plots.parallelism_3d.grid_geometry at NARROW_ASPECT), as wide as the output; a click at a cell's centre, placed
+    here from those cells and the canvas's drawn width as grid.js's gridScale places them (4 px margin, LABEL_ROOM
+    cells for the node labels), picks that GPU."""
     from distlab.widgets.parallelism_3d import LABEL_ROOM, MeshApp
 
     app = MeshApp()
     picture = app.picture
-    legend = int(re.search(r"const LEGEND_H = (\d+);", picture._esm).group(1))  # grid.js's legend band (px)
     _mount(page, picture)
     canvas = page.locator("canvas.distlab-canvas").first
     box = canvas.bounding_box()
-    assert box["width"] < picture.width
-    shrink = box["width"] / picture.width
+    drawn_w, drawn_h = page.evaluate(
+        "c => [c.width / (window.devicePixelRatio || 1), c.height / (window.devicePixelRatio || 1)]",
+        canvas.element_handle(),
+    )
+    assert box["width"] <= OUTPUT_PX and drawn_w == OUTPUT_PX < picture.width  # laid out again, not scaled
+    cells = picture.frames["narrow"]
+    assert cells["width"] < picture.frames["width"]  # fewer columns of nodes than at full width
+    side = (drawn_w - 8) / (cells["width"] + LABEL_ROOM)  # the width binds: the layout made the height fit
+    assert 4 + cells["height"] * side <= drawn_h - 22  # the cells end above the legend's band
     for rank in (picture.max, picture.max // 2 + 1, 0):
-        x, y, side = _cell(picture.frames, picture.width, picture.height, rank, LABEL_ROOM, legend)
-        canvas.click(position={"x": (x + side / 2) * shrink, "y": (y + side / 2) * shrink})
+        x, y = 4 + (cells["x"][rank] + LABEL_ROOM) * side, 4 + cells["y"][rank] * side
+        canvas.click(position={"x": x + side / 2, "y": y + side / 2})
         assert page.evaluate("() => window.model.get('value')") == rank

@@ -69,18 +69,71 @@ function drawHatch(ctx, hatch, x, y, s) {
   ctx.fillRect(x, y, s, s);
 }
 
-// Cell units -> canvas pixels: the scale s and the maps X, Y (4 px margin, room for "node k" on the left).
-function gridScale(f, w, h) {
-  const labelRoom = 3.2;
-  const s = Math.min((w - 8) / (f.width + labelRoom), (h - LEGEND_H - 8) / f.height);
-  return { s, X: (v) => 4 + (v + labelRoom) * s, Y: (v) => 4 + v * s };
+// Cell units -> canvas pixels: the scale s and the maps X, Y (4 px margin, room for "node k" on the left; the
+// legend's band, `legend` px, under the grid).
+const LABEL_ROOM = 3.2;
+function gridScale(f, w, h, legend = LEGEND_H) {
+  const s = Math.min((w - 8) / (f.width + LABEL_ROOM), (h - legend - 8) / f.height);
+  return { s, X: (v) => 4 + (v + LABEL_ROOM) * s, Y: (v) => 4 + v * s };
 }
 
+// In an output narrower than the picture the grid lays itself out again (draw.layout), as the lab and the ring do: as
+// wide as the output (not under GRID_LEAST px), its nodes stacked in fewer columns (frames.narrow, computed in Python
+// by plots.parallelism_3d.grid_geometry), as tall as those cells need at that width (up to GRID_TALLEST px), and its
+// legend over as many lines as it takes. Shrunk whole, its 11 px legend and 12 px rank numbers were shown at 7-8 px,
+// or the picture scrolled sideways (review v20).
+const GRID_LEAST = 300;
+const GRID_TALLEST = 640;
+const LEGEND_LINE = 18;
+
+// The cells a picture w px wide draws: the narrow stacking under its natural width, else the frames' own.
+function cellsFor(f, w, natural) {
+  return w < natural && f.narrow ? { ...f, ...f.narrow } : f;
+}
+
+// The legend's items ([text, outline colour, dash, line width]; the last, the fills, has no box) laid out in lines
+// no wider than w: one line at the natural width, as many as it takes narrower.
+function legendLines(ctx, f, picked, w, natural) {
+  ctx.font = uiFont(11);
+  const items = [[`picked GPU ${picked}`, "#000000", [], 3]];
+  for (const [d, colour, dash] of OUTLINES) items.push([`its ${d.toUpperCase()} group`, colour, dash, 2]);
+  items.push([`fills: ${f.colour_by}`, null, [], 0]);
+  const lines = [[]];
+  let x = 8;
+  for (const item of items) {
+    const width = (item[1] ? 17 : 0) + ctx.measureText(item[0]).width;
+    if (w < natural && x > 8 && x + width > w - 4) {
+      lines.push([]);
+      x = 8;
+    }
+    lines[lines.length - 1].push([item, x]);
+    x += width + (item[1] ? 15 : 10);
+  }
+  return lines;
+}
+
+function legendHeight(lines) {
+  return lines.length === 1 ? LEGEND_H : lines.length * LEGEND_LINE + 4;
+}
+
+drawGrid.layout = (ctx, model, available) => {
+  const width = model.get("width"), f = model.get("frames");
+  if (!f || !f.x || !(available > 0) || available >= width) return null;
+  const w = Math.max(GRID_LEAST, Math.floor(available));
+  const cells = cellsFor(f, w, width);
+  const legend = legendHeight(legendLines(ctx, cells, model.get("value"), w, width));
+  const s = (w - 8) / (cells.width + LABEL_ROOM);
+  return { width: w, height: Math.min(GRID_TALLEST, Math.max(60, Math.round(s * cells.height + legend + 8))) };
+};
+
 function drawGrid(ctx, w, h, model, picked) {
-  const f = model.get("frames");
+  const natural = model.get("width");
+  const f = model.get("frames") && cellsFor(model.get("frames"), w, natural);
   if (!f || !f.x) return;
   const world = f.x.length, g = f.gpus_per_node;
-  const { s, X, Y } = gridScale(f, w, h);
+  const lines = legendLines(ctx, f, picked, w, natural);
+  const { s, X, Y } = gridScale(f, w, h, legendHeight(lines));
+  if (ctx.canvas) ctx.canvas.distlabGrid = { f, s, X, Y, w, h }; // where each cell is: pickOnClick
   ctx.font = uiFont(Math.max(8, Math.min(12, s * 0.42)));
   // node frames and labels
   const nodes = Math.ceil(world / g);
@@ -151,35 +204,36 @@ function drawGrid(ctx, w, h, model, picked) {
       ctx.fillText(String(r), X(f.x[r] + 0.5), Y(f.y[r] + 0.5));
     }
   }
-  // legend under the grid
+  // legend under the grid, line by line (legendLines)
   ctx.font = uiFont(11);
   ctx.textAlign = "left";
   ctx.textBaseline = "middle";
-  let x = 8;
-  const y = h - LEGEND_H / 2;
-  const item = (text, colour, dash, width) => {
-    ctx.lineWidth = width;
-    ctx.strokeStyle = colour;
-    ctx.setLineDash(dash);
-    ctx.strokeRect(x, y - 6, 12, 12);
-    ctx.setLineDash([]);
-    ctx.fillStyle = TEXT;
-    ctx.fillText(text, x + 17, y);
-    x += 22 + ctx.measureText(text).width + 10;
-  };
-  item(`picked GPU ${picked}`, "#000000", [], 3);
-  for (const [d, colour, dash] of OUTLINES) item(`its ${d.toUpperCase()} group`, colour, dash, 2);
-  ctx.fillStyle = MUTED;
-  ctx.fillText(`fills: ${f.colour_by}`, x, y);
+  lines.forEach((line, k) => {
+    const y = lines.length === 1 ? h - LEGEND_H / 2 : h - legendHeight(lines) + 2 + (k + 0.5) * LEGEND_LINE;
+    for (const [[text, colour, dash, width], x] of line) {
+      if (!colour) {
+        ctx.fillStyle = MUTED;
+        ctx.fillText(text, x, y);
+        continue;
+      }
+      ctx.lineWidth = width;
+      ctx.strokeStyle = colour;
+      ctx.setLineDash(dash);
+      ctx.strokeRect(x, y - 6, 12, 12);
+      ctx.setLineDash([]);
+      ctx.fillStyle = TEXT;
+      ctx.fillText(text, x + 17, y);
+    }
+  });
 }
 
 // A click on a cell picks that GPU (the slider and the keyboard do the same).
 function pickOnClick(model, canvas) {
   const onClick = (event) => {
-    const f = model.get("frames");
-    if (!f || !f.x || model.get("disabled")) return;
-    const { s, X, Y } = gridScale(f, model.get("width"), model.get("height"));
-    const { x: px, y: py } = canvasPoint(canvas, event, model.get("width"), model.get("height"));
+    const drawn = canvas.distlabGrid; // the cells as the last paint placed them (at the layout's size)
+    if (!drawn || model.get("disabled")) return;
+    const { f, s, X, Y, w, h } = drawn;
+    const { x: px, y: py } = canvasPoint(canvas, event, w, h);
     for (let r = 0; r < f.x.length; r++) {
       if (px >= X(f.x[r]) && px <= X(f.x[r]) + s && py >= Y(f.y[r]) && py <= Y(f.y[r]) + s) {
         model.set("value", r);
