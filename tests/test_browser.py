@@ -14,6 +14,7 @@ chromium`; .ci/run does that). A screenshot is saved in test-artifacts/.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import itertools
 import json
 import re
@@ -1996,6 +1997,8 @@ def test_the_kernels_late_answer_for_a_state_the_student_has_left_is_never_shown
 
 #: JupyterLab's page at a narrow window: its output area is about 700 px wide (review v17 row 14, at 900 px)
 NARROW_WINDOW_PX = 900
+#: the smallest size (CSS px) a picture's text is shown at in a narrow output (framecache.MIN_TEXT_PX, common.js)
+MIN_TEXT_PX = 10.0
 
 #: What is wrong with one ipympl figure (the element) as shown: a canvas past its output area's right edge, or one
 #: whose shown proportions are not its drawing buffer's (a picture scaled to fit must not be squashed)
@@ -2003,23 +2006,45 @@ PICTURE_PAST_THE_OUTPUT = """el => {
   const area = el.closest('.jp-OutputArea-output'), right = area.getBoundingClientRect().right;
   const cell = [...document.querySelectorAll('.jp-CodeCell')].indexOf(el.closest('.jp-CodeCell'));
   const out = [];
+  // the figure (its frame scrolls sideways once its canvas is at its least scale) ends within the output
+  const figure = el.querySelector('.jupyter-matplotlib-figure') || el, frame = figure.getBoundingClientRect();
+  if (frame.width > 0 && frame.right > right + 1) out.push([cell, `${Math.round(frame.right - right)} px past the output`]);
+  // a canvas wider than its frame can be scrolled to, not cut: a box around it (ipympl's canvas container) scrolls
+  const widest = Math.max(0, ...[...el.querySelectorAll('.jupyter-matplotlib-canvas-div')].map((d) => d.scrollWidth));
+  const scrolls = [...el.querySelectorAll('.jupyter-matplotlib-canvas-container')].some(
+    (box) => ['auto', 'scroll'].includes(getComputedStyle(box).overflowX) && box.scrollWidth > box.clientWidth);
+  if (widest > figure.clientWidth + 1 && !scrolls)
+    out.push([cell, `${widest - figure.clientWidth} px of the picture cut, not scrollable`]);
+  let shown = null;
   for (const c of el.querySelectorAll('.jupyter-matplotlib-canvas-div canvas')) {
     const r = c.getBoundingClientRect();
-    if (r.width > 0 && r.right > right + 1) out.push([cell, `${Math.round(r.right - right)} px past the output`]);
-    const drawn = c.height / c.width, shown = r.height / r.width;
-    if (r.width > 0 && c.width > 0 && Math.abs(shown - drawn) > 0.02 * drawn)
-      out.push([cell, `shown ${shown.toFixed(3)} high per px wide, drawn ${drawn.toFixed(3)}`]);
+    const drawn = c.height / c.width, box = r.height / r.width;
+    if (r.width > 0 && c.width > 0 && Math.abs(box - drawn) > 0.02 * drawn)
+      out.push([cell, `shown ${box.toFixed(3)} high per px wide, drawn ${drawn.toFixed(3)}`]);
+    // the share of its own CSS width (ipympl draws it at the device pixel ratio) the bottom canvas is shown at
+    if (shown === null && c.width > 0) shown = r.width / (c.width / (window.devicePixelRatio || 1));
   }
-  return out;
+  return {out, cell, shown};
 }"""
+
+
+def _smallest_text_px(app) -> float:
+    """The smallest font (CSS px) among the visible texts of an app's figure, counted here from matplotlib's own
+    Text objects: points x the figure's dpi / 72."""
+    from matplotlib.text import Text
+
+    fig = app.renderer.canvas.figure
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and str(t.get_text()).strip()]
+    return min(sizes) * fig.dpi / 72 if sizes else float("inf")  # no text in the figure (lesson 4's stages)
 
 
 def test_every_lesson_apps_controls_stay_inside_a_narrow_output(jupyterlab):
     """At a 900 px window every lesson app's controls and kernel-drawn (ipympl) pictures stay inside the output area:
     a row of controls wider than the output wraps (controls.fit_labels) instead of running past its right edge, where
     JupyterLab cuts it (the training lab's 'compute' dropdown read "calibra…"), and a picture scales down with its
-    proportions kept (framecache.FITS_CSS; at 900 px they ran 176-300 px past, review v18). Each app is built in its
-    own cell of one notebook; every control's and canvas's box must end within the output's."""
+    proportions kept (framecache.FITS_CSS; at 900 px they ran 176-300 px past, review v18), but never so far that its
+    smallest text falls under MIN_TEXT_PX (its figure then scrolls sideways; 8-point ticks were shown at 7 px). Each
+    app is built in its own cell of one notebook; every control's and figure's box must end within the output's."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra) is not installed")
     import nbformat
 
@@ -2050,6 +2075,7 @@ def test_every_lesson_apps_controls_stay_inside_a_narrow_output(jupyterlab):
             page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
             figures = page.locator(".jp-OutputArea-output .jupyter-matplotlib")
             pictures = []  # each kernel-drawn picture, measured while shown: (its app's cell, what is wrong)
+            shown = []  # (its app's cell, the share of its width each canvas is shown at)
             for i in range(figures.count()):  # ipympl sizes a canvas once its figure is shown and its first frame came
                 figures.nth(i).scroll_into_view_if_needed()
                 page.wait_for_function(
@@ -2057,7 +2083,9 @@ def test_every_lesson_apps_controls_stay_inside_a_narrow_output(jupyterlab):
                     arg=figures.nth(i).element_handle(),
                     timeout=60_000,
                 )
-                pictures += page.evaluate(PICTURE_PAST_THE_OUTPUT, figures.nth(i).element_handle())
+                found = page.evaluate(PICTURE_PAST_THE_OUTPUT, figures.nth(i).element_handle())
+                pictures += found["out"]
+                shown.append((found["cell"], found["shown"]))
             over = page.evaluate(
                 """() => {
                   const out = [];
@@ -2079,6 +2107,19 @@ def test_every_lesson_apps_controls_stay_inside_a_narrow_output(jupyterlab):
             assert over == [], f"controls past the output's right edge at {NARROW_WINDOW_PX} px (label, px): {over}"
             assert figures.count() >= 10, f"{figures.count()} ipympl figures: the kernel-drawn apps did not all render"
             assert pictures == [], f"kernel-drawn pictures at {NARROW_WINDOW_PX} px (cell, problem): {pictures}"
+            # each picture's smallest text is shown at MIN_TEXT_PX or more: its canvas is scaled down no further (and
+            # its figure scrolls past that); at this window, 8-point ticks were shown at 7 px before (issue 32)
+            small = []
+            for cell, scale in shown:
+                module, name = apps[cell].rsplit(".", 1)
+                app = getattr(importlib.import_module(module), name)()
+                try:
+                    px = _smallest_text_px(app) * scale
+                finally:
+                    app.close()
+                if px < MIN_TEXT_PX - 0.05:  # (a figure without text: inf, nothing to keep readable)
+                    small.append(f"{apps[cell]}: {px:.1f} px (shown at {scale:.2f})")
+            assert len(shown) == figures.count() and not small, f"text under {MIN_TEXT_PX} px: {small}"
         finally:
             page.screenshot(path=str(ARTIFACTS / "narrow-window.png"), full_page=False)
             browser.close()

@@ -13,7 +13,16 @@ import ipywidgets as widgets
 if TYPE_CHECKING:  # matplotlib is imported when a figure is made: an app drawn in the browser never needs it
     from matplotlib.figure import Figure
 
-__all__ = ["figure_canvas", "FRAME_COMPRESSION", "quick_frame", "encode_png", "BlitRenderer", "axes_state", "DATA"]
+__all__ = [
+    "figure_canvas",
+    "FRAME_COMPRESSION",
+    "quick_frame",
+    "encode_png",
+    "BlitRenderer",
+    "axes_state",
+    "DATA",
+    "smallest_text_px",
+]
 
 
 def figure_canvas(figsize=(6.4, 3.6), margins=None) -> tuple[Figure, widgets.DOMWidget]:
@@ -39,6 +48,17 @@ def figure_canvas(figsize=(6.4, 3.6), margins=None) -> tuple[Figure, widgets.DOM
     canvas.syncing_data_url = False
     canvas.get_diff_image = functools.partial(quick_frame, canvas)
     return fig, canvas
+
+
+def smallest_text_px(fig) -> float:
+    """The smallest font, in CSS px, of the visible texts a figure holds (tick labels, titles, legends, the apps'
+    drawn ticks and notes): points x the figure's own dpi / 72, as ipympl shows it (its device-pixel-ratio dpi is
+    the canvas's, not the CSS size); infinity for a figure without text. framecache.FrameCache.least_scale keeps a
+    narrow output from shrinking it under framecache.MIN_TEXT_PX."""
+    from matplotlib.text import Text
+
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and str(t.get_text()).strip()]
+    return min(sizes) * getattr(fig, "_original_dpi", fig.dpi) / 72.0 if sizes else float("inf")
 
 
 #: zlib level of the PNG frames sent to the browser (encode_png): 1, the fastest that compresses; PIL's default is 6.

@@ -44,7 +44,7 @@ import traitlets
 
 from ..errors import DistlabError
 from .browser import PREFETCH_MODULE, _controls_trait, module_source
-from .canvas import _either, encode_png
+from .canvas import _either, encode_png, smallest_text_px
 from .filling import APP_LOCK, attempt
 from .prefetch import Prefetcher, values_key, without_via
 
@@ -72,6 +72,12 @@ FITS_CSS = f"""
 .{FITS_CLASS} .jupyter-matplotlib-canvas-div > canvas + canvas {{ width: 100% !important; height: 100% !important; }}
 """
 
+#: The smallest size (CSS px) a kernel-drawn picture's text is shown at, as the browser pictures' (browser_js/common.js
+#: MIN_TEXT_PX): scaled down to a narrower output (FITS_CSS), an ipympl canvas stops at FrameCache.least_scale, and
+#: ipympl's canvas container (overflow: auto) scrolls sideways past that (at a 900 px window the 8-point ticks were
+#: shown at 7 px: issue 32).
+MIN_TEXT_PX = 10.0
+
 
 class FrameCache(anywidget.AnyWidget):
     """Holds, in the browser, the pictures and texts of an app's states one control change away (see the module).
@@ -86,6 +92,8 @@ class FrameCache(anywidget.AnyWidget):
     canvas = traitlets.Instance(widgets.Widget, allow_none=True).tag(sync=True, **widgets.widget_serialization)
     text_widgets = traitlets.List(traitlets.Instance(widgets.Widget)).tag(sync=True, **widgets.widget_serialization)
     drawn = traitlets.Unicode("").tag(sync=True)
+    #: the least share of its width the canvas is shown at: MIN_TEXT_PX / its figure's smallest text (0: not known yet)
+    least_scale = traitlets.Float(0.0).tag(sync=True)
 
 
 def frame_pixels(canvas) -> np.ndarray:
@@ -104,6 +112,7 @@ class FrameCachingApp:
     _painting: dict | None = None  # the neighbour's control values while it is painted
     _captured: dict | None = None  # the texts show_text wrote meanwhile
     _painted: tuple | None = None  # (result, control values) that render() drew last in update
+    _least_scale_set = False  # FrameCache.least_scale is set from the drawn figure (the first update)
 
     def __init__(self, children=(), **kwargs):
         self.frame_cache = FrameCache(
@@ -176,6 +185,10 @@ class FrameCachingApp:
         with APP_LOCK:
             self.prefetcher.stop()
             super().update(change)  # type: ignore[misc]
+            if not self._least_scale_set:  # once its texts are drawn: how far a narrow output may shrink them
+                smallest = smallest_text_px(self.renderer.canvas.figure)  # type: ignore[attr-defined]
+                self.frame_cache.least_scale = min(1.0, MIN_TEXT_PX / smallest)  # 0: no text, no floor
+                self._least_scale_set = True
             state = self.frame_state()
             if self.result is not None:  # type: ignore[attr-defined]
                 self._painted = (self.result, state)  # type: ignore[attr-defined]

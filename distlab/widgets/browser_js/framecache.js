@@ -77,6 +77,23 @@ function kernelDisplay(view) {
   return display || "";
 }
 
+// A canvas scaled down to a narrower output (FITS_CSS) stops at least_scale of its own width, where its smallest
+// text is shown at framecache.py's MIN_TEXT_PX; past that its figure scrolls sideways. The floor follows the canvas's
+// size (ipympl sizes it once its first frame comes, and again on a resize).
+function keepTextReadable(view) {
+  const div = view.el.querySelector(".jupyter-matplotlib-canvas-div");
+  const canvas = div && div.querySelector("canvas");
+  if (!canvas) return;
+  if (view.distlabFloor) return view.distlabFloor();
+  const floor = () => {
+    const least = view.distlabLeast || 0, natural = canvas.width / (window.devicePixelRatio || 1);
+    div.style.minWidth = least > 0 && natural > 0 ? `${Math.ceil(natural * least)}px` : "";
+  };
+  new MutationObserver(floor).observe(canvas, { attributes: true, attributeFilter: ["width"] });
+  floor();
+  view.distlabFloor = floor;
+}
+
 // Tab (and Shift+Tab) leaves the app's ipympl canvas. ipympl's canvas div is focusable (tabindex 0) and its keydown
 // handler calls preventDefault on every key, to send it to matplotlib: a student tabbing through an app was held on
 // the picture and could not reach the rest of the notebook (review v19: lesson 11's schedule and FSDP apps). The apps
@@ -129,6 +146,10 @@ export default {
           .then((v) => {
             canvasViews = v;
             v.forEach((view) => view.el.classList.add(FITS_CLASS)); // framecache.py's FITS_CSS: fits a narrow output
+            v.forEach((view) => {
+              view.distlabLeast = model.get("least_scale");
+              keepTextReadable(view);
+            });
             v.forEach(letTabLeave);
           })
           .catch(() => {});
@@ -206,12 +227,20 @@ export default {
       const mine = generation;
       requestAnimationFrame(() => setTimeout(() => mine === generation && clear(), SETTLE_MS));
     };
+    const onLeast = () => {
+      for (const canvas of canvasViews) {
+        canvas.distlabLeast = model.get("least_scale");
+        keepTextReadable(canvas);
+      }
+    };
     view.on("change", paint);
     model.on("change:drawn", onDrawn);
+    model.on("change:least_scale", onLeast);
     find();
     return () => {
       view.off("change", paint);
       model.off("change:drawn", onDrawn);
+      model.off("change:least_scale", onLeast);
       model.off("msg:custom", onMessage);
       for (const text of hooked) text.off("change", onText);
       stop();
