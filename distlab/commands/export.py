@@ -106,12 +106,12 @@ def run(args) -> int:
     from ._configuration import activation_offload, cluster, compute_options, config
 
     cl = cluster(args)
-    if activation_offload(args) and (args.best or str(args.model).strip().lower() in _moe_models()):
+    moe_model = str(args.model).strip().lower() in _moe_models()
+    if activation_offload(args) and (args.best or moe_model):
         raise ConfigurationError(
             "--activation-offload-layers applies to a given dense configuration: the planner (--best) does not "
             "search activation offloading, and the MoE export does not price it"
         )
-    moe_model = str(args.model).strip().lower() in _moe_models()
     if not args.overlap_param_gather and (args.best or moe_model):
         raise ConfigurationError(
             "--no-overlap-param-gather applies to a given dense configuration: the planner (--best) and the MoE "
