@@ -178,7 +178,8 @@ def offload_note(layers: int, bytes_per_step: float, bandwidth: float, link: str
     rate = format_rate(bandwidth) if math.isfinite(bandwidth) else "unlimited B/s"
     return (
         f"activation offload: the first {layers} layers' saved activations go to host memory and back "
-        f"({format_bytes(bytes_per_step)} each way per step over {link}, {rate} per GPU per direction); {format_seconds(exposed_s)} of the copies outlast the compute beside them (exposed); the GPU "
+        f"({format_bytes(bytes_per_step)} each way per step over {link}, {rate} per GPU per direction); "
+        f"{format_seconds(exposed_s)} of the copies outlast the compute beside them (exposed); the GPU "
         f"keeps one offloaded layer resident ({OFFLOAD_SOURCE})"
     )
 
