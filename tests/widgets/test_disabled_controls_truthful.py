@@ -180,19 +180,22 @@ def options_answered_with_an_error(app) -> list[str]:
     current state, the app answers with an error (review v20: lesson 11's FSDP app at nodes = 1 offered HSDP, and
     choosing it showed "sharding='hybrid' replicates across nodes, but the cluster has 1 node"). An option that cannot
     apply is disabled (its control greyed out, saying why) or not offered."""
-    found = []
-    for name, control in _named_controls(app).items():
+    return [f"{name}={value!r}: {_app_error(app)[:90]}" for name, value in _moves(app, _options) if _app_error(app)]
+
+
+def _moves(app, values_of):
+    """(name, value) for each enabled control of `app` and each of values_of(control), the control set to that value
+    while the caller looks at the app, then set back (a control the move disabled is left at its other values)."""
+    for name, control in list(_named_controls(app).items()):
         if control.disabled:
             continue
         start = control.value
-        for value in _options(control):
+        for value in values_of(control):
             if control.disabled:
                 break
             control.value = value
-            if _app_error(app):
-                found.append(f"{name}={value!r}: {_app_error(app)[:90]}")
+            yield name, value
             control.value = start
-    return found
 
 
 def _neighbours(control) -> list:
@@ -210,17 +213,9 @@ def _from_every_state_one_move_away(app) -> list[str]:
     """options_answered_with_an_error in the app's default state and in every state one key press from it (a
     control's neighbouring option, one that the app answers without an error)."""
     found = [f"default, {p}" for p in options_answered_with_an_error(app)]
-    for name, control in list(_named_controls(app).items()):
-        if control.disabled:
-            continue
-        start = control.value
-        for value in _neighbours(control):
-            if control.disabled:
-                break
-            control.value = value
-            if not _app_error(app):
-                found += [f"at {name}={value!r}, {p}" for p in options_answered_with_an_error(app)]
-            control.value = start
+    for name, value in _moves(app, _neighbours):
+        if not _app_error(app):
+            found += [f"at {name}={value!r}, {p}" for p in options_answered_with_an_error(app)]
     return found
 
 
