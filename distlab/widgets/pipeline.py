@@ -13,6 +13,7 @@ one control away are simulated in the kernel's idle turns and held by the browse
 
 from __future__ import annotations
 
+import functools
 
 import ipywidgets as widgets
 import numpy as np
@@ -113,13 +114,30 @@ def _physics(s: dict) -> tuple:
     return (s["kind"], s["stages"], s["chunks"] if s["kind"] == "interleaved" else 1, s["backward"], s["weight"])
 
 
+#: Timelines remembered (_timeline): two states' worth of the grid's microbatch counts (at most about 0.7 MB each,
+#: p = 16, m = 64, v = 8).
+TIMELINES_REMEMBERED = 2 * MAX_MICROBATCHES
+
+
+@functools.lru_cache(maxsize=TIMELINES_REMEMBERED)
+def _timeline(kind: str, p: int, v: int, t_b: float, t_w: float, m: int):
+    """pipeline.schedule of the grid's uniform stages (t_F = 1), remembered: a change of the model or the
+    recomputation, which move only the memory, or a change back, simulates nothing again. Our error is not
+    remembered (it is raised again). Its arrays are made read-only: every user shares them."""
+    timeline = pipeline.schedule(kind, p, m, v, t_f=1.0, t_b=t_b, t_w=t_w)
+    for value in vars(timeline).values():
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+    return timeline
+
+
 def simulate(s: dict, m: int, timeline=None) -> BubbleGridResult:
     """The bubble grid's result in state `s` (GRID_CONTROLS' values) with m microbatches: the chosen schedule
     simulated (uniform stages, t_F = 1; `timeline`: that simulation, done already) and the memory it implies (the
     model's layers split over the stages as evenly as they go; the grid assumes equal stages). Lesson 4."""
-    kind, p, v, t_b, t_w = _physics(s)
     if timeline is None:
-        timeline = pipeline.schedule(kind, p, m, v, t_f=1.0, t_b=t_b, t_w=t_w)
+        timeline = _timeline(*_physics(s), m)
+    kind, p, v, t_b, t_w = _physics(s)
     act = pipeline.activation_memory(timeline, s["model"], recompute=s["recompute"])
     if kind not in pipeline.NO_CLOSED_FORM:
         return BubbleGridResult(timeline, pipeline.closed_form(kind, p, m, v, 1.0, t_b, t_w), act)

@@ -124,6 +124,30 @@ def test_microbatch_moves_need_no_new_data_and_other_controls_send_it_once():
     assert all(app.picture.frames["positions"][m - 1][2] == 3 * (m + 3) for m in range(1, 65))
 
 
+def test_a_change_of_only_the_model_or_the_recomputation_simulates_nothing_again(monkeypatch):
+    # the model and the recomputation move only the memory (pipeline._physics): the 64 timelines of the state before
+    # are the ones shown after, counted by the simulations pipeline.schedule runs
+    from distlab.widgets import pipeline as grid
+
+    grid._timeline.cache_clear()
+    runs = []
+    schedule = pipeline.schedule
+    monkeypatch.setattr(grid.pipeline, "schedule", lambda *a, **k: runs.append(a) or schedule(*a, **k))
+    app = BubbleGridApp(kind="1f1b", stages=4, microbatches=8, model="llama2-7b")
+    assert len(runs) == 64  # every microbatch count the slider offers
+    before = app.result.timeline
+    app.model.value = "llama2-13b"
+    app.recompute.value = next(r for r in app.recompute.options if r != app.recompute.value)
+    assert len(runs) == 64 and app.result.timeline is before
+    first = grid.simulate({**app.state(), "model": "llama2-7b"}, 8)
+    assert app.result.memory.per_layer_bytes != first.memory.per_layer_bytes  # the model's memory, recomputed
+    # shared, so read-only; and what a fresh simulation gives
+    assert not before.start.flags.writeable
+    assert np.array_equal(before.end, schedule("1f1b", 4, 8).end)
+    app.stages.value = 8  # new physics: simulated
+    assert len(runs) == 128
+
+
 def test_the_first_message_after_a_change_holds_the_current_count_and_marks_the_rest_pending():
     # in a kernel (a running event loop): the current count first, the others after, in the loop's later turns
     import asyncio
