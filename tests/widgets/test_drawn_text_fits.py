@@ -289,27 +289,28 @@ REFLOWS = {"lab.js": 320, "bars.js": 460, "ladder.js": 460, "timeline.js": 340, 
 
 
 @needs_node
-@pytest.mark.parametrize("output", list(NARROW_OUTPUTS))
 @pytest.mark.parametrize("name", list(APPS))
-def test_no_drawn_text_is_shown_under_the_minimum_size_in_a_narrow_output(name, output, tmp_path):
-    """Every state of every browser picture, drawn as mountPicture lays it out and scales it in an output of that
-    width (common.js: draw.layout, displayScale), shows its smallest text at MIN_TEXT_PX or more (one drawn smaller
-    at full size, unshrunk), with no text past its canvas or over another at that layout; a picture that reflows fits
-    the output whole."""
+def test_no_drawn_text_is_shown_under_the_minimum_size_in_a_narrow_output(name, tmp_path):
+    """Every state of every browser picture, drawn as mountPicture lays it out and scales it in an output of each
+    NARROW_OUTPUTS width (common.js: draw.layout, displayScale), shows its smallest text at MIN_TEXT_PX or more (one
+    drawn smaller at full size, unshrunk), with no text past its canvas or over another at that layout; a picture
+    that reflows fits the output whole. (The app's states are taken once for both widths.)"""
     module, draw, build, step = APPS[name]
-    available = NARROW_OUTPUTS[output]
-    states = [{**s, "available": available} for s in picture_states(build(), step)]
-    report = drawn_problems(module, draw, states, tmp_path)
-    assert report["frames"] >= len(states) and len(report["shown"]) == report["frames"]
-    # a text drawn under the minimum at full size (lesson 6's rank numbers and node labels, sized to a cell of a big
-    # mesh: 7-8 px at any window) is not shrunk further
-    small = [f"{s['where']}: {s['smallest']:.1f} px drawn, shown at {s['shown']:.1f} px" for s in report["shown"]
-             if s["shown"] < min(MIN_TEXT_PX, s["smallest"]) - 1e-9]  # fmt: skip
-    assert not small, f"{len(small)} frames in a {available} px output, e.g.\n" + "\n".join(small[:8])
-    if available >= REFLOWS.get(module, float("inf")):
-        cut = [f"{s['where']}: {s['width']} px" for s in report["shown"] if not s["fits"]]
-        assert not cut, f"{len(cut)} frames wider than a {available} px output: " + "; ".join(cut[:4])
-    assert not report["problems"], "\n".join(report["problems"][:12])
+    built = picture_states(build(), step)
+    for output, available in NARROW_OUTPUTS.items():
+        states = [{**s, "available": available} for s in built]
+        (tmp_path / str(available)).mkdir()
+        report = drawn_problems(module, draw, states, tmp_path / str(available))
+        assert report["frames"] >= len(states) and len(report["shown"]) == report["frames"]
+        # a text drawn under the minimum at full size (lesson 6's rank numbers and node labels, sized to a cell of a
+        # big mesh: 7-8 px at any window) is not shrunk further
+        small = [f"{s['where']}: {s['smallest']:.1f} px drawn, shown at {s['shown']:.1f} px" for s in report["shown"]
+                 if s["shown"] < min(MIN_TEXT_PX, s["smallest"]) - 1e-9]  # fmt: skip
+        assert not small, f"{len(small)} frames in {output} ({available} px), e.g.\n" + "\n".join(small[:8])
+        if available >= REFLOWS.get(module, float("inf")):
+            cut = [f"{s['where']}: {s['width']} px" for s in report["shown"] if not s["fits"]]
+            assert not cut, f"{len(cut)} frames wider than a {available} px output: " + "; ".join(cut[:4])
+        assert not report["problems"], f"{output}:\n" + "\n".join(report["problems"][:12])
 
 
 @needs_node
