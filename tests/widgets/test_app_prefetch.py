@@ -90,6 +90,7 @@ def _app_after(kind, moves):
     return app
 
 
+@pytest.mark.slow  # every neighbour of every app prefetched and moved to: outside the fast tier (README)
 @pytest.mark.parametrize("name", list(APPS))
 def test_prefetched_payload_is_what_the_app_shows_after_that_change(name):
     # an independent path: a second app walked to the same state, then the control really changed (the app's own
@@ -147,6 +148,7 @@ def test_the_browser_is_sent_no_more_states_than_it_holds(name):
     app.close()
 
 
+@pytest.mark.slow  # every app's whole prefetch, timed turn by turn: outside the fast tier (README)
 @pytest.mark.parametrize("name", list(APPS))
 def test_no_prefetch_turn_holds_the_kernel_and_a_prefetched_change_is_shown_complete(name, own_heap):
     # inside an event loop (as in a kernel): a change starts the fill of the other positions, then the prefetch of

@@ -78,6 +78,7 @@ def _paint_first_neighbour(app, during_paint) -> None:
     assert done.value.value["png"] is not None  # the neighbour was painted (during_paint ran)
 
 
+@pytest.mark.slow  # a paint of every frame-caching app: outside the fast tier (README)
 @pytest.mark.parametrize("cls", PAINTED)
 def test_a_draw_request_during_a_paint_sends_the_current_picture(cls):
     # ipympl's canvas draws when the browser asks ({"type": "draw"}, after a resize, a device-pixel-ratio change or

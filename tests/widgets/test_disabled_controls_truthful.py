@@ -69,6 +69,7 @@ def _options(control) -> list:
     ]
 
 
+@pytest.mark.slow  # every app's options walked: outside the fast tier (README)
 @pytest.mark.parametrize("app_class", _apps(), ids=lambda a: f"{a.__module__.rsplit('.', 1)[1]}.{a.__name__}")
 def test_a_disabled_control_shows_the_value_the_model_used(app_class):
     app = unpainted(app_class())
@@ -136,6 +137,7 @@ def _sliders_and_named(app) -> dict:
     return {**_named_controls(app), **sliders}
 
 
+@pytest.mark.slow  # every app's options and slider ends walked: outside the fast tier (README)
 @pytest.mark.parametrize("app_class", _apps(), ids=lambda a: f"{a.__module__.rsplit('.', 1)[1]}.{a.__name__}")
 def test_an_error_never_asks_for_a_disabled_control(app_class):
     """Every selection control moved through its values, and every slider to its ends, one at a time: an error the
@@ -248,6 +250,7 @@ def _option_error_cases():
         yield pytest.param(app_class, marks=marks, id=f"{app_class.__module__.rsplit('.', 1)[1]}.{app_class.__name__}")
 
 
+@pytest.mark.slow  # every app's options walked from every state one move away: outside the fast tier (README)
 @pytest.mark.parametrize("app_class", list(_option_error_cases()))
 def test_no_enabled_option_is_answered_with_an_error(app_class):
     app = unpainted(app_class())

@@ -193,6 +193,7 @@ def test_every_app_that_draws_a_browser_picture_is_covered():
     assert modules == {p.name for p in JS.glob("*.js")} - {"common.js", "prefetch.js", "framecache.js"}
 
 
+@pytest.mark.slow  # every state of every browser picture drawn: outside the fast tier (README)
 @needs_node
 @pytest.mark.parametrize("name", list(APPS))
 def test_no_drawn_text_runs_past_the_canvas_or_over_another(name, tmp_path):

@@ -556,6 +556,7 @@ def test_the_figures_of_lessons_8_8b_10_11_are_checked():
     assert {"BucketApp", "ProductionStepApp", "AllToAllApp", "FsdpApp", "ScheduleApp"} <= names, names
 
 
+@pytest.mark.slow  # every app's figure at every offered value: outside the fast tier (README)
 @pytest.mark.parametrize("app_class", APPS, ids=lambda a: f"{a.__module__.rsplit('.', 1)[1]}.{a.__name__}")
 def test_figures_read_right_at_every_offered_value(app_class):
     import matplotlib.pyplot as plt

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import random
 
+import pytest
+
 from distlab.moe import step as moe_step
 import time
 
@@ -45,6 +47,7 @@ def _app_after(moves) -> TrainingLabApp:
     return app
 
 
+@pytest.mark.slow  # every neighbour of the lab prefetched and moved to: outside the fast tier (README)
 def test_prefetched_payload_is_what_the_app_shows_after_that_change():
     # an independent path: a second app, walked to the same state, then the control really changed (the app's own
     # _on_change, _sync_controls and fill, outside an event loop: every node count at once); the payload the first
@@ -97,6 +100,7 @@ def test_the_caches_are_bounded():
     app.close()
 
 
+@pytest.mark.slow  # the lab's whole prefetch, timed turn by turn: outside the fast tier (README)
 def test_no_prefetch_turn_holds_the_kernel_and_a_prefetched_change_is_shown_complete(own_heap):
     # inside an event loop (as in a kernel): a change starts the fill of the other node counts, then the prefetch of
     # every neighbouring state, which takes many turns; a probe that yields to the loop meanwhile never waits long

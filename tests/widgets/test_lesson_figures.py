@@ -73,6 +73,7 @@ def lesson_figures(path: Path) -> list[tuple[int, Figure]]:
     return figures
 
 
+@pytest.mark.slow  # every lesson's figures built and drawn: outside the fast tier (README)
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
 def test_every_lesson_figure_reads_right(path):
     found = [

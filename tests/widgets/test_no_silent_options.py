@@ -49,6 +49,7 @@ def silent_options(app) -> list[str]:
     return found
 
 
+@pytest.mark.slow  # every app's options walked: outside the fast tier (README)
 @pytest.mark.parametrize("app_class", _apps(), ids=lambda a: f"{a.__module__.rsplit('.', 1)[1]}.{a.__name__}")
 def test_every_option_changes_what_the_app_shows(app_class):
     app = app_class()

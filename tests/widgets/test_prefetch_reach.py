@@ -47,6 +47,7 @@ def _comparable(state: dict) -> dict:
     return {k: v for k, v in state.items() if k != "fresh"}
 
 
+@pytest.mark.slow  # every key two steps away, moved to for real: outside the fast tier (README)
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_every_key_two_steps_away_names_the_state_two_changes_reach(name):
     cls, kwargs = CASES[name]

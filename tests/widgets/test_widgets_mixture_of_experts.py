@@ -104,6 +104,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from distlab.plots.mixture_of_experts import byte_matrix_figure, total_vs_active_figure  # noqa: E402
 
 
+@pytest.mark.slow  # fuzzing: outside the fast tier (README)
 @settings(max_examples=25, deadline=None)
 @given(n=st.integers(1, 16), scale=st.floats(0, 1e12), seed=st.integers(0, 99))
 def test_fuzz_static_figures_draw_any_valid_data(n, scale, seed):

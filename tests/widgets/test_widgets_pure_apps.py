@@ -157,6 +157,7 @@ def test_every_control_is_prepared(kind):
         plt.close(app.fig)
 
 
+@pytest.mark.slow  # every reachable state of every app: outside the fast tier (README)
 @pytest.mark.parametrize("kind", APPS, ids=lambda k: k.__name__)
 def test_compute_for_a_reachable_state_is_what_the_app_shows_there(kind):
     rng = random.Random(f"pure {kind.__name__}")
