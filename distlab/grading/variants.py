@@ -461,9 +461,11 @@ def _people(identity) -> list[tuple]:
 
 
 def submitter(path) -> tuple:
-    """(sid, email, id) of the user in Gradescope's submission_metadata.json, the ones present; for a group
+    """(sid, email) of the user in Gradescope's submission_metadata.json, the ones present; for a group
     submission one such tuple per user (VariantPolicy grades it for the one whose variant it carries); () if
-    unreadable."""
+    unreadable. Never Gradescope's own user "id" (a number of Gradescope's, not the course's): matched against the
+    roster's ids it named whichever classmate's student number it happened to equal (red team round 23 05); an
+    export is read the same way (class_submissions.read_gradescope_export: :sid: and :email: only)."""
     import json
 
     try:
@@ -474,7 +476,7 @@ def submitter(path) -> tuple:
     found = []
     for user in users if isinstance(users, list) else []:
         if isinstance(user, dict):
-            ids = tuple(str(user[k]) for k in ("sid", "email", "id") if user.get(k) not in (None, ""))
+            ids = tuple(str(user[k]) for k in ("sid", "email") if user.get(k) not in (None, ""))
             if ids:
                 found.append(ids)
     return found[0] if len(found) == 1 else tuple(found)

@@ -19,6 +19,9 @@ its answers come back.
 instructor's secret), a link to a folder holding a notebook, names with a newline and a leading "-" and a notebook
 of another lesson: only files and links are copied, a link stays a link (never the secret's bytes), nothing lands
 outside root's private folder, and the pick is the regular file named as the exercise.
+05-gradescope-user-id (succeeded, fixed): the autograder's submitter() took Gradescope's own user "id" as an identity
+beside sid and e-mail; a roster keyed by student numbers then gave a submitter without a sid the variant of the
+classmate whose student number equalled that id. Only sid and e-mail are identities now, as in an export.
 """
 
 from __future__ import annotations
@@ -261,3 +264,21 @@ def test_the_autograders_copy_of_an_upload_keeps_links_as_links_and_stays_in_its
     assert chosen == copy / "work" / "01_memory_wall.ipynb", (chosen, ignored)
     assert (copy / "-t.ipynb").is_file() and (copy / "x\n0 0 01_memory_wall.ipynb").is_file()
     assert sys.getsizeof(ignored) < 10_000
+
+
+def test_gradescopes_own_user_id_never_names_a_roster_student(tmp_path):
+    """05 (succeeded, fixed): submitter() read Gradescope's user "id" (a number of Gradescope's) as an identity, so a
+    submitter without a sid whose Gradescope id equalled a classmate's student number was graded as that classmate,
+    against their numbers. Only sid and e-mail are identities now, as in an export."""
+    from types import SimpleNamespace
+
+    from distlab.grading.variants import VariantPolicy, submitter
+
+    meta = tmp_path / "submission_metadata.json"
+    meta.write_text(json.dumps({"users": [{"email": "mallory@uni.example", "id": 1234567, "name": "M"}]}))
+    identity = submitter(meta)
+    assert identity == ("mallory@uni.example",), identity
+    roster = Roster({"1234567": {"id": "1234567", "email": "bob@uni.example"}}, b"secret")
+    grade = SimpleNamespace(lesson="memory_wall", problems=[], questions=None, student="")
+    assert VariantPolicy(roster)(grade, {}, {"q1": object()}, identity=identity) is None
+    assert grade.student == "" and "not on the roster" in grade.problems[0], grade.problems
