@@ -3,7 +3,8 @@ summary.txt, summary.csv and histogram.png.
 
 One row per notebook. Two notebooks that resolve to one student are both flagged (``flagged`` in results.csv, a
 problem in results.json), never merged. CSV cells that a spreadsheet would read as a formula (starting with
-``= + - @``, tab, CR or LF) are written as text. ``results.json`` is the JSON of distlab grade --json,
+``= + - @``, tab, CR or LF, or holding such a start after a ``;``, where a spreadsheet of a ``;`` locale starts a
+cell) are written as text. ``results.json`` is the JSON of distlab grade --json,
 ``gradescope/`` one Gradescope results.json per notebook, ``summary.txt`` and ``summary.csv`` per question:
 correct, wrong, not attempted, mean points, and ``histogram.png`` the scores and per-question correct shares
 (matplotlib).
@@ -58,15 +59,29 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+#: where a spreadsheet may start a cell inside one CSV cell: a ";" (Excel's list separator in most of Europe, where a
+#: .csv is split at ";" and a "," is text), then any spaces (LibreOffice's "trim spaces"); a formula character there
+#: starts a formula cell just as at the cell's own start (red team round 23 01)
+_CELL_STARTS = re.compile(r"(;\s*)(?=[=+\-@])")
+
+
 def text_cell(value):
-    """A CSV cell a spreadsheet shows as text: a string starting with = + - @, tab, CR or LF gets a leading '.
+    """A CSV cell a spreadsheet shows as text, whatever separator it splits the file at: a string starting with
+    = + - @, tab, CR or LF gets a leading ', and so does every place after a ";" (then spaces) where one of = + - @
+    follows: a spreadsheet that splits at ";" starts a cell there (red team round 23 01: a file name
+    "x;=cmd|' /C calc'!A0;.ipynb" was one cell in results.csv and a DDE formula in Excel with a ";" list separator).
+    A "," never splits a cell (the csv module quotes a cell holding one) and text from a notebook holds no tab, CR
+    or LF (report.shown escapes them).
 
     (OWASP's advice on CSV injection: such a cell is read as a formula.)
 
-    >>> [text_cell(v) for v in ("=1+1", "\\tx", "ok", -1.5)]
-    ["'=1+1", "'\\tx", 'ok', -1.5]
+    >>> [text_cell(v) for v in ("=1+1", "\\tx", "ok", -1.5, "a;=1+1; -2")]
+    ["'=1+1", "'\\tx", 'ok', -1.5, "a;'=1+1; '-2"]
     """
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r", "\n"):
+    if not isinstance(value, str):
+        return value
+    value = _CELL_STARTS.sub(r"\1'", value)
+    if value[:1] in ("=", "+", "-", "@", "\t", "\r", "\n"):
         return "'" + value
     return value
 

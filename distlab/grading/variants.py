@@ -62,6 +62,7 @@ class Roster:
                         f"roster: student {ascii(sid)}'s {what} {ascii(value)} is not plain ASCII (letters, digits, "
                         "punctuation, spaces; no control characters): ids and e-mails are compared byte for byte"
                     )
+        _refuse_shared_identities(self.students)
         self._by_email = {_plain(r.get("email", "")): sid for sid, r in self.students.items() if r.get("email")}
         self._by_folder = {folder_name(sid): sid for sid in self.students}
 
@@ -100,6 +101,28 @@ def _plain(email) -> str:
     """An e-mail as compared: ASCII spaces stripped, ASCII letters lowered, nothing else changed (str.lower()
     makes the KELVIN SIGN a "k", str.strip() drops Unicode spaces: a look-alike would become a classmate's)."""
     return str(email).strip(_ASCII_SPACE).translate(_ASCII_LOWER)
+
+
+def _refuse_shared_identities(students: dict) -> None:
+    """ConfigurationError unless every identity names one student at most: Roster.find matches an id exactly, an
+    e-mail with its ASCII letters lowered and a folder name (folder_name), so two students sharing any of these (an
+    e-mail given twice, in any case; one's e-mail that is another's id; ids that differ only in case or make one
+    folder) would make find pick one of them silently (red team round 23 02: the last row listed took the other's
+    submissions). Compared lowered: ids differing only in case also share a folder on a case-insensitive disk."""
+    owner: dict[str, tuple[str, str]] = {}
+    for sid, row in students.items():
+        email = row.get("email") or ""
+        for what, name in (("id", sid), ("folder name", folder_name(sid)), ("e-mail", email)):
+            key = _plain(name)
+            if not key:
+                continue
+            other = owner.setdefault(key, (sid, what))
+            if other[0] != sid:
+                raise ConfigurationError(
+                    f"roster: student {ascii(sid)}'s {what} {ascii(name)} is also student {ascii(other[0])}'s "
+                    f"{other[1]} (compared without case): each id, e-mail and folder must name one student, or a "
+                    "submission could be filed under the wrong one"
+                )
 
 
 def _ascii_id(text: str) -> bool:
@@ -438,9 +461,11 @@ def _people(identity) -> list[tuple]:
 
 
 def submitter(path) -> tuple:
-    """(sid, email, id) of the user in Gradescope's submission_metadata.json, the ones present; for a group
+    """(sid, email) of the user in Gradescope's submission_metadata.json, the ones present; for a group
     submission one such tuple per user (VariantPolicy grades it for the one whose variant it carries); () if
-    unreadable."""
+    unreadable. Never Gradescope's own user "id" (a number of Gradescope's, not the course's): matched against the
+    roster's ids it named whichever classmate's student number it happened to equal (red team round 23 05); an
+    export is read the same way (class_submissions.read_gradescope_export: :sid: and :email: only)."""
     import json
 
     try:
@@ -451,7 +476,7 @@ def submitter(path) -> tuple:
     found = []
     for user in users if isinstance(users, list) else []:
         if isinstance(user, dict):
-            ids = tuple(str(user[k]) for k in ("sid", "email", "id") if user.get(k) not in (None, ""))
+            ids = tuple(str(user[k]) for k in ("sid", "email") if user.get(k) not in (None, ""))
             if ids:
                 found.append(ids)
     return found[0] if len(found) == 1 else tuple(found)
