@@ -130,9 +130,16 @@ SHRINKING_CONTROLS = (
 )
 
 
+#: The widest control that fits whole in the output of an 800 px JupyterLab window with its file browser open (368
+#: px, less the control's 2 px margins); a wider one may shrink to its output (fit_labels).
+FITS_NARROW_OUTPUT_PX = 364
+
+
 def _at_most_the_output(child) -> None:
-    """A control of a fixed width (in px) is never wider than the box it sits in (the output, in a narrow window)."""
-    if isinstance(child, SHRINKING_CONTROLS) and str(child.layout.width or "").endswith("px"):
+    """A control set wider (in px) than FITS_NARROW_OUTPUT_PX is never wider than the box it sits in (the output, in
+    a narrow window)."""
+    width = str(child.layout.width or "") if isinstance(child, SHRINKING_CONTROLS) else ""
+    if width.endswith("px") and float(width[:-2]) > FITS_NARROW_OUTPUT_PX:
         if not child.layout.max_width:
             child.layout.max_width = "calc(100% - 4px)"  # less its 2 px margins (--jp-widgets-margin)
 
