@@ -2038,8 +2038,10 @@ def _smallest_text_px(app) -> float:
     return min(sizes) * fig.dpi / 72 if sizes else float("inf")  # no text in the figure (lesson 4's stages)
 
 
-def test_every_lesson_apps_controls_stay_inside_a_narrow_output(jupyterlab):
-    """At a 900 px window every lesson app's controls and kernel-drawn (ipympl) pictures stay inside the output area:
+@pytest.mark.parametrize("window", [NARROW_WINDOW_PX, 800])
+def test_every_lesson_apps_controls_stay_inside_a_narrow_output(jupyterlab, window):
+    """At a 900 px window (and an 800 px one: the training lab's memory dropdown and lesson 8's bucket slider ran past
+    it, review v20; controls.fit_labels now lets a control shrink to its output) every lesson app's controls and kernel-drawn (ipympl) pictures stay inside the output area:
     a row of controls wider than the output wraps (controls.fit_labels) instead of running past its right edge, where
     JupyterLab cuts it (the training lab's 'compute' dropdown read "calibra…"), and a picture scales down with its
     proportions kept (framecache.FITS_CSS; at 900 px they ran 176-300 px past, review v18), but never so far that its
@@ -2056,13 +2058,13 @@ def test_every_lesson_apps_controls_stay_inside_a_narrow_output(jupyterlab):
     nb.cells = [
         nbformat.v4.new_code_cell("from {0} import {1}\n{1}()".format(*dotted.rsplit(".", 1))) for dotted in apps
     ]
-    _upload_notebook(base, token, "narrow.ipynb", nb)
+    _upload_notebook(base, token, f"narrow-{window}.ipynb", nb)
     ARTIFACTS.mkdir(exist_ok=True)
     with _chromium(sync_api) as browser:
-        page = browser.new_page(viewport={"width": NARROW_WINDOW_PX, "height": 1000})
+        page = browser.new_page(viewport={"width": window, "height": 1000})
         page.set_default_timeout(30_000)
         try:
-            _open_and_run_all(page, f"{base}/lab/tree/narrow.ipynb?token={token}")
+            _open_and_run_all(page, f"{base}/lab/tree/narrow-{window}.ipynb?token={token}")
             page.wait_for_function(  # every cell has run (its prompt numbered) and shows its app
                 """n => {
                   const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];
@@ -2104,9 +2106,9 @@ def test_every_lesson_apps_controls_stay_inside_a_narrow_output(jupyterlab):
                   return out;
                 }"""
             )
-            assert over == [], f"controls past the output's right edge at {NARROW_WINDOW_PX} px (label, px): {over}"
+            assert over == [], f"controls past the output's right edge at {window} px (label, px): {over}"
             assert figures.count() >= 10, f"{figures.count()} ipympl figures: the kernel-drawn apps did not all render"
-            assert pictures == [], f"kernel-drawn pictures at {NARROW_WINDOW_PX} px (cell, problem): {pictures}"
+            assert pictures == [], f"kernel-drawn pictures at {window} px (cell, problem): {pictures}"
             # each picture's smallest text is shown at MIN_TEXT_PX or more: its canvas is scaled down no further (and
             # its figure scrolls past that); at this window, 8-point ticks were shown at 7 px before (issue 32)
             small = []
@@ -2121,5 +2123,5 @@ def test_every_lesson_apps_controls_stay_inside_a_narrow_output(jupyterlab):
                     small.append(f"{apps[cell]}: {px:.1f} px (shown at {scale:.2f})")
             assert len(shown) == figures.count() and not small, f"text under {MIN_TEXT_PX} px: {small}"
         finally:
-            page.screenshot(path=str(ARTIFACTS / "narrow-window.png"), full_page=False)
+            page.screenshot(path=str(ARTIFACTS / f"narrow-window-{window}.png"), full_page=False)
             browser.close()

@@ -80,12 +80,15 @@ def fit_labels(widget) -> None:
     widest option's text (ipywidgets cuts it too: "plain …", "pipeline s…"), and every dropdown room for its
     widest option ("ethernet-1…", "megatron-dist…": issue 31); and every row of widgets (an HBox) a wrap, so that in a
     narrow output (a 900 px window) its last controls move to a line of their own instead of running past the edge
-    and being cut ("calibra…": review v17)."""
+    and being cut ("calibra…": review v17); and every control of a fixed width at most the output's (max_width), so
+    that one wider than a narrow output alone (an 800 px window: the training lab's memory dropdown, lesson 8's
+    bucket slider, review v20) shrinks to it instead of being cut."""
     for child in [widget, *getattr(widget, "children", ())]:
         if child is not widget:
             fit_labels(child)
         if isinstance(child, widgets.HBox) and not child.layout.flex_flow:
             child.layout.flex_flow = "row wrap"
+        _at_most_the_output(child)
         description = getattr(child, "description", "")
         style: Any = getattr(child, "style", None)
         if (
@@ -108,6 +111,37 @@ def fit_labels(widget) -> None:
                 # a copy: apps share one Layout between controls ("narrow"), which keep their own widths
                 state = {k: v for k, v in child.layout.get_state().items() if not k.startswith("_") and v is not None}
                 child.layout = widgets.Layout(**{**state, "width": f"{need}px"})
+
+
+#: The ipywidgets controls fit_labels keeps within the output (the pictures scale or lay themselves out again).
+SHRINKING_CONTROLS = (
+    widgets.Dropdown,
+    widgets.ToggleButtons,
+    widgets.SelectionSlider,
+    widgets.IntSlider,
+    widgets.FloatSlider,
+    widgets.FloatLogSlider,
+    widgets.Text,
+    widgets.FloatText,
+    widgets.BoundedFloatText,
+    widgets.IntText,
+    widgets.Checkbox,
+    widgets.Button,
+)
+
+
+#: The widest control that fits whole in the output of an 800 px JupyterLab window with its file browser open (368
+#: px, less the control's 2 px margins); a wider one may shrink to its output (fit_labels).
+FITS_NARROW_OUTPUT_PX = 364
+
+
+def _at_most_the_output(child) -> None:
+    """A control set wider (in px) than FITS_NARROW_OUTPUT_PX is never wider than the box it sits in (the output, in
+    a narrow window)."""
+    width = str(child.layout.width or "") if isinstance(child, SHRINKING_CONTROLS) else ""
+    if width.endswith("px") and float(width[:-2]) > FITS_NARROW_OUTPUT_PX:
+        if not child.layout.max_width:
+            child.layout.max_width = "calc(100% - 4px)"  # less its 2 px margins (--jp-widgets-margin)
 
 
 class OptionalDropdown(widgets.Dropdown):

@@ -34,8 +34,16 @@ from .common import (
     fill_positions,
     remembered,
 )
+from .pipeline_state import (  # still importable from here
+    GRID_CONTROLS,
+    chunks_unused,
+    grid_disabled,
+    grid_neighbour,
+    grid_refusal,
+    used_chunks,
+)
 from .pipeline_text import BubbleGridResult, _compact, _published, describe  # still importable from here
-from .controls import offer_what_runs
+from .controls import offer_what_runs, show_what_applies
 from .framecache import FrameCachingApp
 from .prefetch import Prefetcher, PrefetchingApp
 
@@ -65,9 +73,6 @@ STAGE_ANALYSIS_KINDS = tuple(k for k in pipeline.KINDS if k not in pipeline.NO_C
 #: What the grid says at a microbatch count whose timeline is still being simulated (for a moment after a change).
 PENDING = "simulating this microbatch count ..."
 ROWS_NOTE = "rows: stage 0 (top) to stage p-1 (bottom), one GPU each; time runs left to right ({unit})"
-#: The bubble grid's controls whose labels key the browser's cache (distlab.widgets.prefetch), in the picture's
-#: order; a state is these values (the microbatch count is the picture's own slider).
-GRID_CONTROLS = ("kind", "stages", "chunks", "backward", "weight", "model", "recompute")
 #: States whose grids the kernel remembers: a state is up to about 2 MB (ZB-V at p = 16: 200,000 ops of 10 bytes).
 GRID_KERNEL_LIMIT = 32
 
@@ -85,28 +90,6 @@ _analyze_stages = remembered(256)(pipeline.analyze_stages)
 
 #: How often (s) the bubble grid re-sends the microbatch counts filled so far while it fills the rest.
 PROGRESS_S = 0.15
-
-
-def grid_disabled(s: dict) -> list:
-    """The disabled state of each GRID_CONTROLS control in state `s`, None where the app never disables it: chunks v
-    applies to the interleaved schedule only (the app's _on_change sets it; a cached change's payload carries it, so
-    the browser disables the slider at once: browser_js/prefetch.js)."""
-    return [s["kind"] != "interleaved" if name == "chunks" else None for name in GRID_CONTROLS]
-
-
-def grid_refusal(s: dict) -> str | None:
-    """Why state `s` (its kind, stages, chunks and model) draws no grid at any microbatch count: a schedule of v > 1
-    model chunks per stage (interleaved: chunks v; zb-v and the DualPipes: 2) whose stages' layers do not split into
-    v equal chunks (pipeline.activation_memory refuses it); None where they do. The app offers no schedule or model
-    that this refuses (controls.offer_what_runs: lesson 4 offered Llama-3.1-405B at interleaved, 4 stages, v = 2,
-    and answered '[32, 32, 31, 31]' with our error)."""
-    kind = s["kind"]
-    v = s["chunks"] if kind == "interleaved" else 1 if pipeline.placement(kind) == "loop" else 2
-    m = models.model(s["model"])
-    per_stage = pipeline.split_layers(m.layers, s["stages"])
-    if not any(n % v for n in per_stage):
-        return None
-    return f"{m.name}'s {m.layers} layers over {s['stages']} stages, {list(per_stage)}, do not split into {v} chunks"
 
 
 def _physics(s: dict) -> tuple:
@@ -236,7 +219,7 @@ class BubbleGridApp(PrefetchingApp, LessonApp):
         # the browser's cache of the states one change away (issue 32): timeline.js watches these controls
         self.picture.controls = [getattr(self, name) for name in GRID_CONTROLS]
         self.prefetcher = Prefetcher(self.picture, self._payload_steps, GRID_KERNEL_LIMIT, disabled=grid_disabled)
-        self.chunks.disabled = grid_disabled(self.state())[GRID_CONTROLS.index("chunks")]
+        self._sync_chunks()
         self._offer_what_runs()
         controls = widgets.VBox(
             [
@@ -255,20 +238,39 @@ class BubbleGridApp(PrefetchingApp, LessonApp):
         self._refresh()
         self.picture.observe(self._on_microbatches, names="value")
 
+    prefetch_neighbour = staticmethod(grid_neighbour)
+
     def state(self) -> dict:
-        """The controls' values (GRID_CONTROLS): every timeline and text the picture holds depends on these."""
-        return {name: getattr(self, name).value for name in GRID_CONTROLS}
+        """The controls' values (GRID_CONTROLS): every timeline and text the picture holds depends on these; and
+        "chosen_chunks", the student's chunks v (grid_neighbour)."""
+        chunks = self.chunks
+        chosen = getattr(chunks, "_distlab_chosen", chunks.value) if chunks.disabled else chunks.value
+        return {**{name: getattr(self, name).value for name in GRID_CONTROLS}, "chosen_chunks": chosen}
+
+    def _sync_chunks(self) -> None:
+        """chunks v applies to the interleaved schedule only: elsewhere disabled, showing the chunks the schedule runs
+        (used_chunks) and saying why; the student's v comes back at interleaved (controls.show_what_applies)."""
+        kind = self.kind.value
+        show_what_applies(self, self.chunks, kind == "interleaved", used_chunks(kind, 1), chunks_unused(kind))
 
     def _offer_what_runs(self) -> None:
-        """The schedule and model buttons offer only what splits the stages' layers (grid_refusal)."""
-        offer_what_runs(self, ("kind", "model"), lambda values: grid_refusal({**self.state(), **values}))
+        """The schedule and model buttons offer only what splits the stages' layers (grid_refusal), each with the
+        chunks it would show (grid_neighbour)."""
+
+        def refusal(values: dict):
+            after = self.state()
+            for name, value in values.items():
+                after = grid_neighbour(after, name, value)
+            return grid_refusal(after)
+
+        offer_what_runs(self, ("kind", "model"), refusal)
 
     def _on_change(self, change=None):
         if self._syncing:  # an option list being replaced (offer_what_runs)
             return
         self.prefetcher.forget(change)
         self._moved = change.get("owner") if change is not None else None
-        self.chunks.disabled = grid_disabled(self.state())[GRID_CONTROLS.index("chunks")]
+        self._sync_chunks()
         self._offer_what_runs()
         self._refresh()
 
@@ -420,8 +422,8 @@ class StageAnalysisApp(FrameCachingApp, LessonApp):
             value=micro_batch_size, min=1, max=16, description="seqs / micro", layout=wide
         )
         self.chunks = widgets.IntSlider(
-            value=chunks, min=1, max=MAX_CHUNKS, description="chunks v", layout=wide, disabled=kind != "interleaved"
-        )
+            value=chunks, min=1, max=MAX_CHUNKS, description="chunks v", layout=wide
+        )  # disabled, showing 1, except at interleaved (_sync_chunks)
         self.layer_time = widgets.BoundedFloatText(
             value=layer_time_ms, min=0.0, max=1e4, step=0.1, description="layer F (ms)", layout=wide
         )
@@ -465,10 +467,29 @@ class StageAnalysisApp(FrameCachingApp, LessonApp):
         )
         self.legend = widgets.HTML(self._legend(split=True))
         super().__init__([controls, self.legend, self.canvas, self.status])
+        self._sync_chunks()
         self.update()
 
+    _syncing = False
+
+    def _sync_chunks(self) -> None:
+        """chunks v applies to the interleaved schedule only: elsewhere disabled, showing the 1 chunk the schedule
+        runs and saying why; the student's v comes back at interleaved (controls.show_what_applies)."""
+        kind = self.kind.value
+        show_what_applies(self, self.chunks, kind == "interleaved", 1, chunks_unused(kind))
+
+    def frame_neighbour(self, state: dict, name: str, value) -> dict:
+        """The state after the student sets `name` to `value`: chunks v shows 1 except at interleaved, where the
+        student's v comes back (_sync_chunks)."""
+        chosen = value if name == "chunks" else getattr(self.chunks, "_distlab_chosen", state["chunks"])
+        after = {**state, name: value}
+        after["chunks"] = used_chunks(after["kind"], chosen)
+        return after
+
     def _on_change(self, change=None):
-        self.chunks.disabled = self.kind.value != "interleaved"
+        if self._syncing:
+            return
+        self._sync_chunks()
         self.update(change)
 
     # no control changes the axes (the time ticks are drawn ticks over fixed limits): only results are prepared

@@ -77,3 +77,38 @@ def test_the_check_finds_a_cut_label_and_a_narrow_dropdown():
         ]
     )
     assert len(label_problems(box)) == 2
+
+
+#: the output of an 800 px JupyterLab window with its file browser open (measured: 368 px)
+NARROW_OUTPUT_PX = 368  # (controls.FITS_NARROW_OUTPUT_PX: 364, less the 2 px margins)
+
+
+def wider_than_a_narrow_output(app) -> list[str]:
+    """'description: width' for each control of `app` set wider (label included) than NARROW_OUTPUT_PX that may not
+    shrink to its box (no max_width): JupyterLab cuts it at the output's right edge (review v20: at an 800 px window the training lab's
+    memory dropdown ran 32 px and lesson 8's bucket slider 92 px past it, the slider's readout unseen)."""
+    found = []
+    for w in _walk(app):
+        layout = getattr(w, "layout", None)
+        width = str(getattr(layout, "width", "") or "")
+        if isinstance(w, widgets.Box) or not width.endswith("px"):
+            continue
+        if float(width[:-2]) + 4 > NARROW_OUTPUT_PX and not layout.max_width:  # with its 2 px margins
+            found.append(f"{getattr(w, 'description', '') or type(w).__name__}: {width}")
+    return found
+
+
+@pytest.mark.parametrize("app_class", _apps(), ids=lambda a: f"{a.__module__.rsplit('.', 1)[1]}.{a.__name__}")
+def test_no_control_is_wider_than_a_narrow_output_can_show(app_class):
+    app = app_class()
+    try:
+        assert wider_than_a_narrow_output(app) == []
+    finally:
+        app.close()
+
+
+def test_the_check_finds_a_control_wider_than_the_output():
+    wide = widgets.Dropdown(options=["deepspeed"], description="memory", layout=widgets.Layout(width="408px"))
+    assert wider_than_a_narrow_output(widgets.VBox([wide])) == ["memory: 408px"]
+    wide.layout.max_width = "calc(100% - 4px)"
+    assert wider_than_a_narrow_output(widgets.VBox([wide])) == []
