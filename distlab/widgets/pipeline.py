@@ -97,8 +97,7 @@ def _physics(s: dict) -> tuple:
     return (s["kind"], s["stages"], s["chunks"] if s["kind"] == "interleaved" else 1, s["backward"], s["weight"])
 
 
-#: Timelines remembered (_timeline): two states' worth of the grid's microbatch counts (at most about 0.7 MB each,
-#: p = 16, m = 64, v = 8).
+#: Timelines remembered (_timeline): two states' microbatch counts (at most about 0.7 MB each: p = 16, m = 64, v = 8).
 TIMELINES_REMEMBERED = 2 * MAX_MICROBATCHES
 
 
