@@ -73,8 +73,27 @@ def _yaml_loader():
         ) from None
 
     class Loader(yaml.SafeLoader):
-        pass
+        def construct_mapping(self, node, deep=False):
+            """A mapping, refused (ConstructorError) when one of its own keys is given twice: YAML's loaders keep the
+            last silently, so a doubled `submission_N:` or `:sid:` would make one of two readings win unseen."""
+            seen = set()
+            for key_node, _value in node.value if isinstance(node, yaml.MappingNode) else []:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                if isinstance(key, (str, int, float, bool)) or key is None:
+                    if key in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"the key {str(key)[:80]!r} is given twice", key_node.start_mark
+                        )
+                    seen.add(key)
+            return super().construct_mapping(node, deep=deep)
 
+    def text(loader, node):  # an id is the text written: 0123 stays "0123" (not 83), 1:30 not 90, yes not True
+        return loader.construct_scalar(node)
+
+    for tag in ("int", "float", "bool", "timestamp", "binary"):
+        Loader.add_constructor(f"tag:yaml.org,2002:{tag}", text)
     def plain(loader, _suffix, node):
         if isinstance(node, yaml.MappingNode):
             return loader.construct_mapping(node, deep=True)
@@ -112,7 +131,7 @@ def read_gradescope_export(path: Path) -> dict[str, tuple]:
     yaml, loader = _yaml_loader()
     try:
         data = yaml.load(path.read_text(encoding="utf-8", errors="replace"), Loader=loader)  # noqa: S506 (safe)
-    except (yaml.YAMLError, OSError, RecursionError) as exc:
+    except (yaml.YAMLError, OSError, RecursionError, ValueError, TypeError) as exc:
         raise ConfigurationError(f"{path}: not a readable Gradescope submission_metadata.yml ({exc!s:.200})") from None
     if not isinstance(data, dict):
         raise ConfigurationError(f"{path}: a Gradescope submission_metadata.yml maps submission folders to metadata")
