@@ -10,8 +10,9 @@ student's upload; with ``export=True`` (``--export``) the one folder given is a 
 ``submission_metadata.yml`` names the submitter of each ``submission_N`` folder (no other such file is read);
 otherwise the notebook names no student and, with a roster, is refused (the notebook's own metadata is never
 trusted to say whose it is). The export is read with a safe YAML loader (yaml.safe_load's rules: plain data
-only; Ruby tags read as plain data) and ids come only from its ``:sid:`` and ``:email:`` fields, never from free
-text. One kernel per student and lesson (one_per_student).
+only; Ruby tags read as plain data; every scalar the text written, never a YAML 1.1 number, boolean or date: an
+unquoted 0123 is "0123", not 83; a key given twice refused) and ids come only from its ``:sid:`` and ``:email:``
+fields, never from free text. One kernel per student and lesson (one_per_student).
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ def _yaml_loader():
 
     for tag in ("int", "float", "bool", "timestamp", "binary"):
         Loader.add_constructor(f"tag:yaml.org,2002:{tag}", text)
+
     def plain(loader, _suffix, node):
         if isinstance(node, yaml.MappingNode):
             return loader.construct_mapping(node, deep=True)

@@ -167,7 +167,7 @@ def test_a_renamed_or_replaced_notebook_is_graded_again_and_a_forged_line_is_not
     classroom.grade_class([folder], tmp_path / "g", progress=False, grade_one=_grader(calls))
     assert sorted(calls) == ["01_memory_wall (1).ipynb", "01_memory_wall.ipynb"]
     forged = {"record": {"key": "class/bob/01_memory_wall.ipynb", "grade": {"score": 1.0}}, "mac": "0" * 64}
-    evil = folder / "carol" / ('x\n' + json.dumps(forged) + "\n01_memory_wall.ipynb").replace("/", "_")
+    evil = folder / "carol" / ("x\n" + json.dumps(forged) + "\n01_memory_wall.ipynb").replace("/", "_")
     evil.parent.mkdir()
     evil.write_text("{}")
     calls.clear()
