@@ -8,7 +8,7 @@ it (decode of the kernel's JSON, then question.check), with values that are not 
 a 4,000-digit int, bools, empty sets and dicts, complex and bool arrays, the right number wrapped in a list, a
 tuple, a 0-d or 1-d array, the right option wrapped in a list / tuple / dict / array or doubled or NUL-suffixed,
 a sequence reversed, cut short, lengthened, nested, as a set or a dict of positions. None is "correct" and no
-check raises.
+check raises; the same for each per-student variant choice of a question's params.
 02-decode-numbers (held): the answer decoder never turns a number's text into something a check reads as another
 number: "nan"/"inf"/"1e400" floats are refused as not finite, a 5,000-digit int is opaque (not a crash), a 0-d
 array, a bool and a list holding the answer are not a number.
@@ -34,7 +34,14 @@ import pytest
 from distlab import lessons
 from distlab.grading.answers import ANSWER_PREFIX, OpaqueAnswer, check_answers, decode, decode_answers
 from distlab.lessons import capstone
-from distlab.lessons.questions import CORRECT, INCORRECT, NOT_ATTEMPTED, ChoiceQuestion, NumericQuestion
+from distlab.lessons.questions import (
+    CORRECT,
+    INCORRECT,
+    NOT_ATTEMPTED,
+    ChoiceQuestion,
+    NumericQuestion,
+    with_params,
+)
 from test_redteam_default_round2 import needs_bwrap, run_bwrap
 
 
@@ -109,9 +116,13 @@ def _sequence_wrong(q) -> list:
 
 
 def _all_questions():
+    """Every question of every graded lesson, with its default params and with each per-student variant choice."""
     for lesson_name, lesson in lessons.graded().items():
         for name, q in lesson.load_questions().items():
             yield lesson_name, name, q
+            for param, choices in (getattr(q, "variants", None) or {}).items():
+                for choice in choices:
+                    yield lesson_name, f"{name}[{param}={choice}]", with_params(q, **{param: choice})
 
 
 def test_no_hostile_value_passes_any_question_of_any_lesson():
