@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from distlab.grading.report import NotebookGrade, QuestionGrade
 from distlab.lessons.variants import lesson_variant
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,3 +113,11 @@ needs_unprivileged_python = pytest.mark.skipif(
     "with distlab's grading packages that user can run (this one, the system's python3.X with this environment's "
     "packages, or $DISTLAB_TEST_UNPRIVILEGED_PYTHON)",
 )
+
+
+def stand_in_grade(path, identity=None, points: float = 0.0, unanswered: tuple = ()) -> NotebookGrade:
+    """What grade_notebook returns for `path` in the class-run tests that stand it in: lesson 1's q1 with `points`
+    of 1, each question of `unanswered` with none; the student is the first identity given."""
+    q1 = QuestionGrade("q1", "correct" if points else "incorrect", points, 1.0, "fb", "p")
+    others = [QuestionGrade(q, "incorrect", 0.0, 1.0, "fb", "p") for q in unanswered]
+    return NotebookGrade(str(path), "memory_wall", [q1, *others], [], sandbox="bwrap", student=(identity or ("",))[0])

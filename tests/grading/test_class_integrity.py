@@ -15,10 +15,10 @@ import stat
 
 import pytest
 
-from class_helpers import SECRET, write_roster
+from class_helpers import SECRET, stand_in_grade, write_roster
 from distlab.errors import ConfigurationError
 from distlab.grading import classroom, variants
-from distlab.grading.report import NotebookGrade, QuestionGrade
+from distlab.grading.report import NotebookGrade
 from distlab.lessons.variants import lesson_variant
 
 
@@ -27,17 +27,7 @@ def _grader(calls, points=0.0):
 
     def grade_one(path, identity=None, **options):
         calls.append(str(path))
-        return NotebookGrade(
-            str(path),
-            "memory_wall",
-            [
-                QuestionGrade("q1", "correct" if points else "incorrect", points, 1.0, "fb", "p"),
-                QuestionGrade("q2", "incorrect", 0.0, 1.0, "fb", "p"),
-            ],
-            [],
-            sandbox="bwrap",
-            student=(identity or ("",))[0],
-        )
+        return stand_in_grade(path, identity, points, unanswered=("q2",))
 
     return grade_one
 

@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from class_helpers import SECRET, write_roster
+from class_helpers import SECRET, stand_in_grade, write_roster
 from distlab.grading import classroom, variants
 from distlab.grading.kernel import bwrap_available
 from distlab.grading.report import NotebookGrade, QuestionGrade
@@ -232,14 +232,7 @@ def test_the_journal_keeps_the_digest_of_the_bytes_that_were_graded(tmp_path, mo
             nb.write_text(copied)  # the swap, after the runner hashed the file
         points = 1.0 if "copied" in path.read_text() else 0.0
         nb.write_text(own)  # and back
-        return NotebookGrade(
-            str(path),
-            "memory_wall",
-            [QuestionGrade("q1", "correct" if points else "incorrect", points, 1.0, "fb", "p")],
-            [],
-            sandbox="bwrap",
-            student=(identity or ("",))[0],
-        )
+        return stand_in_grade(path, identity, points)
 
     monkeypatch.chdir(tmp_path)
     classroom.grade_class(["submitted"], tmp_path / "g", progress=False, grade_one=grade_one)

@@ -35,12 +35,12 @@ import unicodedata
 
 import pytest
 
-from class_helpers import SECRET, write_roster
+from class_helpers import SECRET, stand_in_grade, write_roster
 from distlab.errors import ConfigurationError
 from distlab.grading import classroom, journal, variants
 from distlab.grading.class_submissions import one_per_student, read_gradescope_export
 from distlab.grading.discover import identify_lesson
-from distlab.grading.report import NotebookGrade, QuestionGrade
+from distlab.grading.report import NotebookGrade
 from distlab.grading.submission import parse_sources
 from distlab.lessons.variants import lesson_variant
 
@@ -114,14 +114,7 @@ def test_export_tags_are_data_and_an_alias_bomb_is_cheap(tmp_path):
 def _grader(calls, points=0.0):
     def grade_one(path, identity=None, **options):
         calls.append(path.name)
-        return NotebookGrade(
-            str(path),
-            "memory_wall",
-            [QuestionGrade("q1", "correct" if points else "incorrect", points, 1.0, "fb", "p")],
-            [],
-            sandbox="bwrap",
-            student=(identity or ("",))[0],
-        )
+        return stand_in_grade(path, identity, points)
 
     return grade_one
 
