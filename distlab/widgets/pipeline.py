@@ -117,9 +117,9 @@ def simulate(s: dict, m: int, timeline=None) -> BubbleGridResult:
     """The bubble grid's result in state `s` (GRID_CONTROLS' values) with m microbatches: the chosen schedule
     simulated (uniform stages, t_F = 1; `timeline`: that simulation, done already) and the memory it implies (the
     model's layers split over the stages as evenly as they go; the grid assumes equal stages). Lesson 4."""
-    if timeline is None:
-        timeline = _timeline(*_physics(s), m)
     kind, p, v, t_b, t_w = _physics(s)
+    if timeline is None:
+        timeline = _timeline(kind, p, v, t_b, t_w, m)
     act = pipeline.activation_memory(timeline, s["model"], recompute=s["recompute"])
     if kind not in pipeline.NO_CLOSED_FORM:
         return BubbleGridResult(timeline, pipeline.closed_form(kind, p, m, v, 1.0, t_b, t_w), act)
