@@ -14,6 +14,12 @@ import pytest
 
 from lesson_apps import lesson_apps as _apps
 
+
+def _app_id(app_class) -> str:
+    """A test id for an app: its module and class ("pipeline.BubbleGridApp")."""
+    return f"{app_class.__module__.rsplit('.', 1)[1]}.{app_class.__name__}"
+
+
 KINDS = (widgets.Dropdown, widgets.ToggleButtons, widgets.Checkbox, widgets.SelectionSlider)
 #: too slow to walk here from states one move away (4 s a state, a hundred states): its options are kept valid by
 #: replace_options and its errors are the picture's, per node count (test_widgets_training_lab.py)
@@ -77,7 +83,7 @@ def _options(control) -> list:
 
 
 @pytest.mark.slow  # every app's options walked: outside the fast tier (README)
-@pytest.mark.parametrize("app_class", _apps(), ids=lambda a: f"{a.__module__.rsplit('.', 1)[1]}.{a.__name__}")
+@pytest.mark.parametrize("app_class", _apps(), ids=_app_id)
 def test_a_disabled_control_shows_the_value_the_model_used(app_class):
     app = unpainted(app_class())
     try:
@@ -122,10 +128,6 @@ def _two_moves_apart(app) -> list[str]:
         if any(not getattr(app, d).disabled for d in disabled):
             found += _slider_walk(app, f"{name} = {value!r}, ")
     return found
-
-
-def _app_id(app_class) -> str:
-    return f"{app_class.__module__.rsplit('.', 1)[1]}.{app_class.__name__}"
 
 
 @pytest.mark.slow  # every app's sliders and options walked: outside the fast tier (README)
@@ -207,7 +209,7 @@ def _sliders_and_named(app) -> dict:
 
 
 @pytest.mark.slow  # every app's options and slider ends walked: outside the fast tier (README)
-@pytest.mark.parametrize("app_class", _apps(), ids=lambda a: f"{a.__module__.rsplit('.', 1)[1]}.{a.__name__}")
+@pytest.mark.parametrize("app_class", _apps(), ids=_app_id)
 def test_an_error_never_asks_for_a_disabled_control(app_class):
     """Every selection control moved through its values, and every slider to its ends, one at a time: an error the
     app then shows names no disabled control as the setting to change."""
@@ -313,7 +315,7 @@ def _option_error_cases():
         marks = ()
         if app_class.__name__ in STILL_ANSWERED_WITH_AN_ERROR:
             marks = pytest.mark.xfail(strict=True, reason=STILL_ANSWERED_WITH_AN_ERROR[app_class.__name__])
-        yield pytest.param(app_class, marks=marks, id=f"{app_class.__module__.rsplit('.', 1)[1]}.{app_class.__name__}")
+        yield pytest.param(app_class, marks=marks, id=_app_id(app_class))
 
 
 @pytest.mark.slow  # every app's options walked from every state one move away: outside the fast tier (README)
