@@ -66,12 +66,15 @@ def _sprite(text: str, size: float, colour: str, dpi: float):
 class DrawnTicks(Artist):
     """The ticks of one side of an axes box: a mark (out, as matplotlib's) and a label at each position, given in
     axes fractions along that side (0: left or bottom, 1: right or top). axis "x": below the box, labels centred;
-    "y": left of the box, labels right-aligned."""
+    "y": left of the box, labels right-aligned. marks=False: the labels alone, `pad` from the box (row names)."""
 
-    def __init__(self, ax, axis: str = "x", labelsize: float | None = 8.0, colour: str = TEXT_COLOUR):
+    def __init__(
+        self, ax, axis: str = "x", labelsize: float | None = 8.0, colour: str = TEXT_COLOUR, marks: bool = True
+    ):
         super().__init__()
         self.ax = ax
         self.axis = axis
+        self.marks = marks
         self.labelsize = _tick_label_points(axis) if labelsize is None else float(labelsize)
         self.colour = colour
         self.fractions: tuple = ()
@@ -116,8 +119,22 @@ class DrawnTicks(Artist):
             return
         dpi = self._dpi()
         points = dpi / 72.0
-        length, pad = TICK_LENGTH_PT * points, TICK_PAD_PT * points
+        length, pad = (TICK_LENGTH_PT * points if self.marks else 0.0), TICK_PAD_PT * points
         anchors = self._anchors()
+        if self.marks:
+            self._draw_marks(renderer, anchors, length)
+        gc = renderer.new_gc()
+        for (x, y), text in zip(anchors, self.labels):
+            rgba, width, height, descent, extra = _sprite(text, self.labelsize, self.colour, dpi)
+            if self.axis == "x":  # centred under the mark, its top `pad` below the mark's end
+                left, bottom = x - width / 2, y - length - pad - height
+            else:  # right-aligned left of the mark, centred on it
+                left, bottom = x - length - pad - width, y - height / 2
+            renderer.draw_image(gc, int(round(left)) - extra, int(round(bottom)) - extra, rgba)
+        gc.restore()
+        self.stale = False
+
+    def _draw_marks(self, renderer, anchors, length: float) -> None:
         gc = renderer.new_gc()
         gc.set_foreground(self.colour)
         gc.set_linewidth(TICK_WIDTH_PT)  # in points
@@ -130,16 +147,6 @@ class DrawnTicks(Artist):
             codes += [Path.MOVETO, Path.LINETO]
         renderer.draw_path(gc, Path(np.array(vertices), codes), IdentityTransform())
         gc.restore()
-        gc = renderer.new_gc()
-        for (x, y), text in zip(anchors, self.labels):
-            rgba, width, height, descent, extra = _sprite(text, self.labelsize, self.colour, dpi)
-            if self.axis == "x":  # centred under the mark, its top `pad` below the mark's end
-                left, bottom = x - width / 2, y - length - pad - height
-            else:  # right-aligned left of the mark, centred on it
-                left, bottom = x - length - pad - width, y - height / 2
-            renderer.draw_image(gc, int(round(left)) - extra, int(round(bottom)) - extra, rgba)
-        gc.restore()
-        self.stale = False
 
 
 def _tick_label_points(axis: str) -> float:
@@ -152,13 +159,15 @@ def _tick_label_points(axis: str) -> float:
     )
 
 
-def drawn_ticks(ax, axis: str = "x", labelsize: float | None = 8.0, widest: str = "00") -> DrawnTicks:
+def drawn_ticks(
+    ax, axis: str = "x", labelsize: float | None = 8.0, widest: str = "00", marks: bool = True
+) -> DrawnTicks:
     """DrawnTicks on one side of `ax`, added to it, with matplotlib's own ticks of that side turned off and the
     axis label moved out past the drawn labels (`widest`: the widest label a y axis will show). labelsize: in
-    points; None: matplotlib's tick label size."""
-    ticks = DrawnTicks(ax, axis, labelsize)
+    points; None: matplotlib's tick label size. marks=False: labels without tick marks."""
+    ticks = DrawnTicks(ax, axis, labelsize, marks=marks)
     _, width, height, _, _ = _sprite(widest if axis == "y" else "0", ticks.labelsize, TEXT_COLOUR, 72.0)  # points
-    room = TICK_LENGTH_PT + TICK_PAD_PT + (width if axis == "y" else height)
+    room = (TICK_LENGTH_PT if marks else 0.0) + TICK_PAD_PT + (width if axis == "y" else height)
     if axis == "x":
         ax.set_xticks([])
         ax.xaxis.labelpad += room

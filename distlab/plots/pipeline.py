@@ -6,6 +6,7 @@ bubble fractions, StageActivations) and returns Axes artists or a Figure.
 
 from __future__ import annotations
 
+import math
 from typing import Any, cast
 
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ __all__ = [
     "PALETTE",
     "timeline_codes",
     "stage_ticks",
+    "ROW_NAMES_PT",
     "TimelinePixels",
     "TimelineGrid",
     "timeline_grid",
@@ -57,6 +59,11 @@ COLOURS = {"F": BLUE, "B": ORANGE, "W": GREEN}
 IDLE_COLOUR = "#cfcfcf"
 STEP_COLOUR = "#b3261e"
 IDEAL_COLOUR = TEXT_COLOUR
+#: Row names ("stage 0") are at least this many times their point size apart; fewer rows are named otherwise.
+ROW_NAME_SPACING = 1.25
+#: The room, in points, the rows' names need left of a fixed grid's axes: "stage 15" at 8 pt (35 pt), 3.5 pt from
+#: the grid and 3.5 pt from the figure's edge.
+ROW_NAMES_PT = 42.0
 LABELS = {"F": "forward (F)", "B": "backward (B)", "W": "weight gradient (W)", "idle": "idle (bubble)"}
 _LIGHTEN = 0.30  # odd microbatches are drawn this much lighter, so neighbouring ops stay apart
 
@@ -206,10 +213,23 @@ class TimelineGrid:
     pixels: TimelinePixels
     #: the time ticks drawn with the grid (timeline_grid(ax, fixed=True)), or None: the axes' own ticks
     ticks: DrawnTicks | None = None
+    #: the rows' names ("stage 0" on top) drawn left of the grid (timeline_grid(ax, fixed=True)), or None
+    rows: DrawnTicks | None = None
 
     @property
     def animated_artists(self) -> list:
-        return [self.pixels, *([self.ticks] if self.ticks is not None else [])]
+        return [self.pixels, *(artist for artist in (self.ticks, self.rows) if artist is not None)]
+
+    def _name_rows(self, stages: int) -> None:
+        """Name the rows that fit: every stage when their names are at least ROW_NAME_SPACING apart, else every
+        k-th (as the browser's grid does), each name centred on its row."""
+        if self.rows is None:
+            return
+        figure = self.ax.get_figure(root=True)
+        room = self.ax.bbox.height * 72.0 / float(figure.dpi)  # the rows' height in points
+        every = math.ceil(stages / max(1, int(room // (self.rows.labelsize * ROW_NAME_SPACING))))
+        named = range(0, stages, every)
+        self.rows.set_ticks([1.0 - (s + 0.5) / stages for s in named], [f"stage {s}" for s in named])
 
     def update(self, timeline=None, faded: bool = False, x_max: float | None = None) -> bool:
         """Show `timeline` (or fade the current picture when None/faded). Returns True when the
@@ -222,6 +242,7 @@ class TimelineGrid:
             return False
         x_max = nice_ceiling(timeline.step_time * 1.02) if x_max is None else float(x_max)
         self.pixels.set_timeline(timeline, x_max)
+        self._name_rows(timeline.stages)
         if self.ticks is not None:  # the image spans the box whatever the range: only the ticks follow it
             self.ticks.set_range(x_max)
             return False
@@ -231,9 +252,10 @@ class TimelineGrid:
 
 
 def timeline_grid(ax, fixed: bool = False) -> TimelineGrid:
-    """Create an empty stages x time grid on `ax` (no y ticks: the rows are in the image, stage 0
-    on top; the axis labels belong in the caller's HTML); fill it with TimelineGrid.update. fixed: the time
-    ticks are drawn ticks (plots._ticks) over fixed limits, so no time range changes the axes."""
+    """Create an empty stages x time grid on `ax` (the rows are in the image, stage 0 on top; the axis labels
+    belong in the caller's HTML); fill it with TimelineGrid.update. fixed: the time ticks and the rows' names
+    ("stage 0" ...) are drawn (plots._ticks) over fixed limits, so neither a time range nor p changes the axes;
+    the caller leaves ROW_NAMES_PT points left of the axes for the names."""
     from matplotlib.ticker import MaxNLocator
 
     pixels = TimelinePixels(ax)
@@ -244,7 +266,11 @@ def timeline_grid(ax, fixed: bool = False) -> TimelineGrid:
     ax.xaxis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10]))
     ax.tick_params(axis="x", labelsize=8)
     ax.spines[["top", "right"]].set_visible(False)
-    return TimelineGrid(ax, pixels, drawn_ticks(ax, "x", labelsize=8) if fixed else None)
+    if not fixed:
+        return TimelineGrid(ax, pixels)
+    rows = drawn_ticks(ax, "y", labelsize=8, widest="stage 15", marks=False)
+    rows.remember([f"stage {s}" for s in range(16)])
+    return TimelineGrid(ax, pixels, drawn_ticks(ax, "x", labelsize=8), rows)
 
 
 def legend_html(split: bool = True, rows: str = "") -> str:
