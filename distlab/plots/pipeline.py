@@ -43,6 +43,7 @@ __all__ = [
     "timeline_codes",
     "stage_ticks",
     "ROW_NAMES_PT",
+    "grid_margins",
     "TimelinePixels",
     "TimelineGrid",
     "timeline_grid",
@@ -249,6 +250,11 @@ class TimelineGrid:
         before = ax.get_xlim()
         ax.set_xlim(0.0, x_max)
         return ax.get_xlim() != before
+
+
+def grid_margins(width_in: float, bottom: float) -> dict:
+    """The margins of a fixed grid's figure `width_in` inches wide: ROW_NAMES_PT points left for the rows' names."""
+    return dict(left=ROW_NAMES_PT / (width_in * 72), right=0.98, bottom=bottom, top=0.98)
 
 
 def timeline_grid(ax, fixed: bool = False) -> TimelineGrid:

@@ -21,7 +21,7 @@ import numpy as np
 from .. import hardware, models, pipeline
 from ..errors import DistlabError
 from ..memory import RECOMPUTE_MODES
-from ..plots.pipeline import ROW_NAMES_PT, legend_html, timeline_grid
+from ..plots.pipeline import grid_margins, legend_html, timeline_grid
 from ..units import format_bytes, format_percent, format_rate, format_seconds
 from .browser import TimelinePicture, timeline_buffers
 from .common import (
@@ -437,7 +437,7 @@ class StageAnalysisApp(FrameCachingApp, LessonApp):
             layout=wide,
         )
         self.status = widgets.HTML()
-        self.fig, self.canvas = figure_canvas((7.4, 2.0), dict(left=ROW_NAMES_PT / (7.4 * 72), right=0.98, bottom=0.13, top=0.98))
+        self.fig, self.canvas = figure_canvas((7.4, 2.0), grid_margins(7.4, bottom=0.13))
         self.ax = self.fig.add_subplot()
         self.grid = timeline_grid(self.ax, fixed=True)  # a new time range moves only the drawn ticks
         self.renderer = BlitRenderer(self.canvas, self.grid.animated_artists)

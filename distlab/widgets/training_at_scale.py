@@ -12,7 +12,7 @@ import numpy as np
 import ipywidgets as widgets
 
 from .. import failures, fsdp, hardware, models, pipeline, production
-from ..plots.pipeline import ROW_NAMES_PT, legend_html, timeline_grid
+from ..plots.pipeline import grid_margins, legend_html, timeline_grid
 from ..plots.training_at_scale import (
     GOODPUT_X_RANGE,
     context_bars,
@@ -103,7 +103,7 @@ class ScheduleApp(FrameCachingApp, LessonApp):
         self.backward = widgets.FloatSlider(value=backward, min=0.25, description="B : F", **ratio)
         self.weight = widgets.FloatSlider(value=weight, min=0.0, description="W : F", **ratio)
         self.status = widgets.HTML()
-        self.fig, self.canvas = figure_canvas((7.4, 2.2), dict(left=ROW_NAMES_PT / (7.4 * 72), right=0.98, bottom=0.12, top=0.98))
+        self.fig, self.canvas = figure_canvas((7.4, 2.2), grid_margins(7.4, bottom=0.12))
         self.grid = timeline_grid(self.fig.add_subplot(), fixed=True)  # a new time range moves only the drawn ticks
         self.renderer = BlitRenderer(self.canvas, self.grid.animated_artists)
         for control in (self.kind, self.stages, self.microbatches, self.backward, self.weight):
