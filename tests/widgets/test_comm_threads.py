@@ -12,6 +12,7 @@ import threading
 
 import numpy as np
 import pytest
+from blocked import run_until_blocked
 
 from distlab.plots import _ticks
 from distlab.widgets.data_parallel_zero import OverlapApp, ZeroMemoryApp
@@ -39,8 +40,8 @@ PAINTED = [
     CheckpointApp,
 ]
 
-#: How long the paint lets a message on the other thread run before it goes on (s): with the comm locked the message
-#: waits for the put-back instead, and this is only how long the test waits to be sure it does.
+#: The longest the paint lets a message on the other thread run before it goes on (s): with the comm locked the message
+#: waits for the put-back instead, and run_until_blocked goes on as soon as it sees it waiting for the lock.
 LET_RUN_S = 1.0
 
 
@@ -92,8 +93,7 @@ def test_a_draw_request_during_a_paint_sends_the_current_picture(cls):
     )
 
     def draw_requested():
-        request.start()
-        request.join(timeout=LET_RUN_S)
+        run_until_blocked(request, LET_RUN_S)
 
     _paint_first_neighbour(app, draw_requested)
     request.join()
@@ -117,18 +117,16 @@ def test_an_observer_moving_a_dependent_control_during_a_paint_draws_no_state_th
     moved, follower = getattr(app, name), getattr(app, dependent)
     drawn: list[tuple] = []
     app.frame_cache.observe(lambda change: drawn.append((moved.value, follower.value)), names="drawn")
-    inside, put_back = threading.Event(), threading.Event()
+    put_back = threading.Event()
 
     def in_between(change):  # replace_options: new options given, ipywidgets about to pick options[0]
-        inside.set()
         put_back.wait(timeout=2 * LET_RUN_S)
 
     follower.observe(in_between, names="_options_labels")
     change = threading.Thread(target=moved.comm.handle_msg, args=(_set_value(moved, value),))
 
-    def change_arrives():
-        change.start()
-        inside.wait(timeout=LET_RUN_S)
+    def change_arrives():  # as far as it goes: waiting for the comm's lock (locked), or for the put-back (unlocked)
+        run_until_blocked(change, LET_RUN_S)
 
     _paint_first_neighbour(app, change_arrives)
     put_back.set()
@@ -176,8 +174,7 @@ def test_a_prefetch_started_by_a_finished_fill_never_replaces_the_one_of_a_newer
     def read_then_a_change_arrives():
         now = state()
         if not change.is_alive() and change.ident is None:
-            change.start()
-            change.join(timeout=LET_RUN_S)
+            run_until_blocked(change, LET_RUN_S)
         return now
 
     app.state = read_then_a_change_arrives
@@ -202,8 +199,7 @@ class _TableLettingAnotherThreadEvict(dict):
     def pop(self, key, *default):
         other, self.other = self.other, None
         if other is not None:
-            other.start()
-            other.join(timeout=LET_RUN_S)
+            run_until_blocked(other, LET_RUN_S)
         return super().pop(key, *default)
 
 

@@ -10,6 +10,7 @@ import random
 
 import numpy as np
 import pytest
+from blocked import run_until_blocked
 import traitlets
 from PIL import Image
 
@@ -287,8 +288,7 @@ def test_a_browser_change_during_a_paint_shows_its_own_state(cls):
     )
 
     def paint_with_a_change_arriving(full):
-        changed.start()
-        changed.join(timeout=1.0)  # let the change run as far as it can while this paint is under way
+        run_until_blocked(changed)  # the change runs as far as it can while this paint is under way
         paint(full)
 
     app.renderer.paint = paint_with_a_change_arriving

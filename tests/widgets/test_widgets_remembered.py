@@ -10,6 +10,7 @@ import threading
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from blocked import run_until_blocked
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -322,8 +323,7 @@ def test_a_remembered_table_shared_by_two_threads_never_loses_an_entry_under_a_c
         compared.append(1)
         if len(compared) == 2:
             _Spec.between = None
-            other.start()
-            other.join(timeout=1.0)  # as far as it can go while this lookup is under way
+            run_until_blocked(other)  # as far as it can go while this lookup is under way
 
     _Spec.between = second_comparison_runs_the_other_thread
     try:
