@@ -9,9 +9,11 @@ scores) at the kernel's measured rate on the GPU, a share of the dense 16-bit pe
             every sequence length: distlab's model before the kernels were named, kept as the default of an engine
             without a stated kernel
     fa2     FlashAttention-2, by sequence length and direction
-    sdpa    PyTorch's scaled_dot_product_attention with its flash backend (FlashAttention-2's kernels): fa2's rates
-    cudnn   cuDNN's fused attention (what Transformer Engine runs for Megatron-Core and NeMo on H100)
+    sdpa    PyTorch's scaled_dot_product_attention: its flash backend (FlashAttention-2's kernels, fa2's rates) on
+            Ampere and Hopper; on Blackwell (sm100, sm103) PyTorch and torchtitan put its cuDNN backend first (cudnn's)
+    cudnn   cuDNN's fused attention (what Transformer Engine runs for Megatron-Core and NeMo)
     fa3     FlashAttention-3 (Hopper only)
+    fa4     FlashAttention-4 (Blackwell; CuTe-DSL)
     fa2-unpad  llm-foundry's flash_attn_fn (attn_impl 'flash'): FlashAttention-2's varlen kernel at fa2's rates, behind
             an unpad of q, k, v and a pad of the output on every call (UNPAD_KERNELS: the copies are priced as
             element-wise traffic, unpad_copy_bytes_per_token)
@@ -19,11 +21,15 @@ scores) at the kernel's measured rate on the GPU, a share of the dense 16-bit pe
 fa2, cudnn and fa3 rates are Shah et al. 2024 (FlashAttention-3, arXiv 2407.08608) Fig. 5 (forward, causal, head dim
 128) and Fig. 6 (backward, head dim 128) on an H100 80GB SXM5, BF16, at 512-16k tokens (KERNEL_RATES; the figures'
 bar labels, published_runs.json microbenchmarks "shah2024-fa3-*"), read by sequence length (kernel_rates: linear in
-log2 s between the measured lengths, the end values beyond them). The paper's backward figure is not causal: the causal
-backward distlab prices is that figure x CAUSAL_BACKWARD_RATIO, the causal over the non-causal backward rate that distlab
+log2 s between the measured lengths, the end values beyond them). On Blackwell they are Zadouri et al. 2026
+(FlashAttention-4, arXiv 2603.05451) Figs. 4 and 6, causal panels, head dim 128, on a B200 at 1k-32k tokens (FA2,
+cuDNN 9.13.0, FA4; BLACKWELL_KERNELS): forward and backward both with the causal mask. GB200 takes the B200's shares
+of its peak; GB300 those x its measured speed-up over GB200 (GB300_ATTENTION_SPEEDUP). The H100 paper's backward
+figure is not causal: the causal backward distlab prices there is that figure x CAUSAL_BACKWARD_RATIO, the causal over the non-causal backward rate that distlab
 measured on an H200 (the H100's die) for FA2 and cuDNN (0.63-0.67 at 512 tokens, 0.80-0.84 at 2k, about 1 at 16k:
 a causal kernel's diagonal blocks and uneven work cost more at short sequences). A GPU without a published figure for a kernel (the
-A100 has no FA3 or cuDNN Hopper kernels; B200, MI300X) falls back to its 'flash' rate, and kernel_rates says so.
+A100 has no FA3 or cuDNN Hopper kernels; FA3 does not run on Blackwell; MI300X) falls back to its 'flash' rate, and
+kernel_rate_table says so.
 Engines default to the kernel they run (ENGINE_KERNELS). Lesson 7 §8.
 """
 
@@ -31,12 +37,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from dataclasses import dataclass
+
 from .errors import ConfigurationError
 
 __all__ = [
     "ATTENTION_KERNEL_NAMES",
     "ENGINE_KERNELS",
     "KERNEL_RATES",
+    "KernelFigure",
+    "BLACKWELL_KERNELS",
+    "GB300_ATTENTION_SPEEDUP",
     "CAUSAL_BACKWARD_RATIO",
     "KERNEL_SEQ_LENS",
     "FLASH_ATTENTION_RATE",
@@ -53,7 +64,7 @@ __all__ = [
 ]
 
 #: The attention kernels estimate(attention_kernel=...) takes (module docstring).
-ATTENTION_KERNEL_NAMES = ("flash", "fa2", "fa3", "cudnn", "sdpa", "fa2-unpad")
+ATTENTION_KERNEL_NAMES = ("flash", "fa2", "fa3", "fa4", "cudnn", "sdpa", "fa2-unpad")
 #: The kernels whose engine wrapper copies q, k, v and the output around the kernel on every call: llm-foundry's
 #: flash_attn_fn (llmfoundry/models/layers/attention.py at 5e85bd62d) unpads them with flash_attn.bert_padding's
 #: unpad_input (over a mask of ones) and pads the output with pad_input around flash_attn_varlen_func.
@@ -82,10 +93,47 @@ KERNEL_SEQ_LENS = (512, 1024, 2048, 4096, 8192, 16384)
 #: backward figure has no causal panel: its rates are applied to the causal backward, an assumption). On the papers'
 #: FLOP count (causal forward 2 s^2 a d, backward 2.5 x that). sdpa runs FlashAttention-2's kernels. The H100's die
 #: (h200, torchtitan's 96 GB part) takes the same share of its own peak (an assumption, as for the GEMMs).
+
+
+@dataclass(frozen=True)
+class KernelFigure:
+    """A kernel's published rates on one GPU: TFLOP/s of the causal forward and of the backward at `seq_lens` (on the
+    papers' FLOP count), `peak_tflops` the figure's GPU's dense 16-bit peak (rates are used as its share); the backward
+    is causal where `causal_backward`, else scaled to the mask by CAUSAL_BACKWARD_RATIO; `forward_scale` and
+    `backward_scale`, per length, carry the figure to a faster GPU of the same family (GB300_ATTENTION_SPEEDUP)."""
+
+    source: str
+    seq_lens: tuple
+    forward: tuple
+    backward: tuple
+    peak_tflops: float
+    causal_backward: bool = False
+    forward_scale: tuple = ()
+    backward_scale: tuple = ()
+
+    def shares(self, kernel: str) -> tuple:
+        """(sequence lengths, causal forward shares, causal backward shares) of the peak."""
+        n = len(self.seq_lens)
+        ratio = (1.0,) * n if self.causal_backward else CAUSAL_BACKWARD_RATIO[kernel]
+        up, back = self.forward_scale or (1.0,) * n, self.backward_scale or (1.0,) * n
+        forward = tuple(f / self.peak_tflops * u for f, u in zip(self.forward, up))
+        backward = tuple(b * r / self.peak_tflops * u for b, r, u in zip(self.backward, ratio, back))
+        return self.seq_lens, forward, backward
+
+
+#: The figures' peak, the H100 SXM5's dense BF16 989.4 TFLOP/s (hardware catalog): rates are used as its share.
+_FIGURE_PEAK_TFLOPS = 989.4
 _H100_KERNELS = {
-    "fa2": ("shah2024-fa3-fig5-6-h100-hd128-fa2", (191, 260, 298, 319, 333, 335), (214, 260, 291, 310, 318, 322)),
-    "cudnn": ("shah2024-fa3-fig5-6-h100-hd128-cudnn", (315, 410, 484, 518, 529, 539), (305, 408, 465, 499, 518, 516)),
-    "fa3": ("shah2024-fa3-fig5-6-h100-hd128-fa3", (292, 423, 521, 579, 602, 616), (316, 424, 501, 542, 559, 561)),
+    name: KernelFigure(source, KERNEL_SEQ_LENS, forward, backward, _FIGURE_PEAK_TFLOPS)
+    for name, (source, forward, backward) in {
+        "fa2": ("shah2024-fa3-fig5-6-h100-hd128-fa2", (191, 260, 298, 319, 333, 335), (214, 260, 291, 310, 318, 322)),
+        "cudnn": (
+            "shah2024-fa3-fig5-6-h100-hd128-cudnn",
+            (315, 410, 484, 518, 529, 539),
+            (305, 408, 465, 499, 518, 516),
+        ),
+        "fa3": ("shah2024-fa3-fig5-6-h100-hd128-fa3", (292, 423, 521, 579, 602, 616), (316, 424, 501, 542, 559, 561)),
+    }.items()
 }
 _H100_KERNELS["sdpa"] = _H100_KERNELS["fa2-unpad"] = _H100_KERNELS["fa2"]
 #: TFLOP/s of the backward with and without a causal mask, (causal, non-causal) at KERNEL_SEQ_LENS, measured by distlab
@@ -112,9 +160,62 @@ CAUSAL_BACKWARD_RATIO = {
     kernel: tuple(c / n for c, n in zip(_CAUSAL_BACKWARD[base][1], _CAUSAL_BACKWARD[base][2]))
     for kernel, base in (("fa2", "fa2"), ("sdpa", "fa2"), ("fa2-unpad", "fa2"), ("cudnn", "cudnn"), ("fa3", "cudnn"))
 }
-#: The figures' peak, the H100 SXM5's dense BF16 989.4 TFLOP/s (hardware catalog): rates are stored as its share.
-_FIGURE_PEAK_TFLOPS = 989.4
-KERNEL_RATES = {name: _H100_KERNELS for name in ("h100-sxm", "h200", "h100-sxm-96gb-hbm2e-500w")}
+#: The sequence lengths of Zadouri et al. 2026 Figs. 4 and 6 (B200, 32k tokens per batch, hidden 2048, head dim 128).
+BLACKWELL_SEQ_LENS = (1024, 2048, 4096, 8192, 16384, 32768)
+#: TFLOP/s (causal forward, causal backward) per kernel on a B200, head dim 128, BF16, at BLACKWELL_SEQ_LENS: Zadouri
+#: et al. 2026 (FlashAttention-4, arXiv 2603.05451) Fig. 4 and Fig. 6, causal panels, the bars' printed labels
+#: (published_runs.json "zadouri2026-fa4-fig4-6-b200-hd128-*"): FlashAttention-2 2.8.3, cuDNN 9.13.0 (the release before
+#: the Megatron Bridge 25.11 containers of the validation runs; 9.19.1 in the same figures is 10-20% faster at 1k-8k),
+#: FlashAttention-4. sdpa takes cuDNN's: on sm100 torchtitan puts PyTorch's cuDNN backend first (pytorch/torchtitan
+#: PR #1196, "Use cudnn backend on B200", merged 2025-05-14) and PyTorch prefers it on sm100 and sm103 (pytorch/pytorch
+#: PR #170800). GB200 (the B200's dies at a higher power limit) takes the B200's shares of its own peak (checked with
+#: NVIDIA's cuDNN 9.19 harness: within 3% at 8k-32k, "nvidia-cudnn-frontend-sdpa-gb200-gb300-cudnn919"). Lesson 7 §8.
+BLACKWELL_KERNELS = {
+    name: KernelFigure(f"zadouri2026-fa4-fig4-6-b200-hd128-{name}", BLACKWELL_SEQ_LENS, forward, backward, 2250.0, True)
+    for name, (forward, backward) in {
+        "fa2": ((292, 343, 375, 395, 404, 408), (208, 252, 295, 323, 341, 355)),
+        "cudnn": ((717, 929, 1076, 1168, 1285, 1266), (543, 732, 893, 1008, 1085, 1142)),
+        "fa4": ((744, 1053, 1279, 1426, 1526, 1576), (614, 887, 1102, 1284, 1402, 1446)),
+    }.items()
+}
+BLACKWELL_KERNELS["fa2-unpad"] = BLACKWELL_KERNELS["fa2"]
+BLACKWELL_KERNELS["sdpa"] = BLACKWELL_KERNELS["cudnn"]
+#: GB300 (Blackwell Ultra: 32 exponentials per clock per SM against 16, Zadouri et al. 2026 §2.2; the same 2,500 dense
+#: BF16 TFLOP/s as GB200) over GB200, cuDNN 9.19.1 on both in NVIDIA's own harness (NVIDIA/cudnn-frontend
+#: benchmark/sdpa_benchmark_training, gb200_919_only_cudnn and gb300_919_only_cudnn llama3.1 CSVs, causal bf16 rows;
+#: "nvidia-cudnn-frontend-sdpa-gb200-gb300-cudnn919"): (forward, backward) at 2k, 4k, 8k, 16k, 32k tokens, 1k taken as
+#: 2k. GB300's cuDNN and FA4 rates are GB200's x these (FA4's own GB300 runs gain about as much, an assumption);
+#: FlashAttention-2's tensor-core-bound kernels are taken at GB200's. 1.17-1.25x forward, 1.05-1.08x backward, not the
+#: 2x NVIDIA's blog claims for the attention layer. Lesson 7 §8.
+_GB200_GB300_CUDNN = {
+    "gb200": ((1042, 1335, 1598, 1687, 1720), (836, 1132, 1311, 1402, 1473)),
+    "gb300": ((1266, 1672, 1887, 1968, 2014), (906, 1195, 1385, 1490, 1549)),
+}
+
+
+def _gb300_speedup(direction: int) -> tuple:
+    """GB300 / GB200 rates of one direction (0 forward, 1 backward) at BLACKWELL_SEQ_LENS (1k taken as 2k)."""
+    ratios = tuple(
+        u / g for u, g in zip(_GB200_GB300_CUDNN["gb300"][direction], _GB200_GB300_CUDNN["gb200"][direction])
+    )
+    return (ratios[0], *ratios)
+
+
+GB300_ATTENTION_SPEEDUP = (_gb300_speedup(0), _gb300_speedup(1))
+_GB300_KERNELS = {
+    name: (
+        KernelFigure(f.source, f.seq_lens, f.forward, f.backward, f.peak_tflops, True, *GB300_ATTENTION_SPEEDUP)
+        if name in ("cudnn", "sdpa", "fa4")
+        else f
+    )
+    for name, f in BLACKWELL_KERNELS.items()
+}
+KERNEL_RATES = {
+    **{name: _H100_KERNELS for name in ("h100-sxm", "h200", "h100-sxm-96gb-hbm2e-500w")},
+    "b200": BLACKWELL_KERNELS,
+    "gb200": BLACKWELL_KERNELS,
+    "gb300": _GB300_KERNELS,
+}
 #: Attention-core rate with flash attention, per catalog accelerator, as a share of the dense peak: published
 #: microbenchmarks of FlashAttention-2 (what torchtitan's SDPA flash backend and MPT's flash attention run; an engine on
 #: FlashAttention-3 or cuDNN's Hopper kernels is faster on H100), not fitted. The rate is on the paper's own FLOP count
@@ -123,16 +224,21 @@ KERNEL_RATES = {name: _H100_KERNELS for name in ("h100-sxm", "h200", "h100-sxm-9
 #: low end is taken (forward + backward, its backward the slower pass, up to 63%; causal and short sequences lowest).
 #: H100: "we obtain up to 335 TFLOPs/s" forward + backward (same paper, Sec. 4.1, Fig. 7), 335 / 989.4 = 0.339, its
 #: best setting (so, if anything, optimistic; Shah et al. 2024, FlashAttention-3, arXiv 2407.08608, abstract: "only 35%
-#: utilization on the H100"). H200 and torchtitan's 96 GB H100 share the H100's die. Lesson 7 §8.
+#: utilization on the H100"). H200 and torchtitan's 96 GB H100 share the H100's die. B200: FlashAttention-2 2.8.3's best,
+#: non-causal at 32k tokens, forward 432 and backward 386 TFLOP/s (Zadouri et al. 2026, Figs. 4 and 6), forward +
+#: backward 3.5 / (1 / 432 + 2.5 / 386) = 398.1 of 2,250, 0.177: FA2's Ampere-style kernels reach half their Hopper share
+#: on Blackwell; GB200 and GB300 take the B200's share. Lesson 7 §8.
+_B200_FA2_BEST = 3.5 / (1 / 432 + 2.5 / 386) / 2250
 FLASH_ATTENTION_RATE = {
     "a100-40gb": ("dao2023-flashattention2-a100", 0.50),
     "a100-80gb": ("dao2023-flashattention2-a100", 0.50),
     "h100-sxm": ("dao2023-flashattention2-h100", 335.0 / 989.4),
     "h200": ("dao2023-flashattention2-h100", 335.0 / 989.4),
     "h100-sxm-96gb-hbm2e-500w": ("dao2023-flashattention2-h100", 335.0 / 989.4),
+    **{name: ("zadouri2026-fa4-b200-fa2-best", _B200_FA2_BEST) for name in ("b200", "gb200", "gb300")},
 }
-#: For an accelerator without a published flash-attention figure (b200, mi300x, a custom one): the lowest measured
-#: share above (H100's 0.339), so that an unmeasured GPU is not assumed better than every measured one. Lesson 7 §8.
+#: For an accelerator without a published flash-attention figure (mi300x, h100-pcie, a custom one): the H100's 0.339,
+#: so that an unmeasured GPU is not assumed better than the H100's measured one. Lesson 7 §8.
 FALLBACK_FLASH_ATTENTION_RATE = 335.0 / 989.4
 #: The work a flash-attention kernel executes, per unit of its causal forward FLOPs (Dao 2023, Sec. 4.1: forward
 #: f = 4 s^2 d a, "with causal mask, we divide this number by 2", backward 2.5 f "since there are 2 matmuls in the
@@ -147,7 +253,7 @@ def flash_attention_rate(accelerator) -> float:
     Lesson 7 §8.
 
     >>> flash_attention_rate('a100-80gb'), round(flash_attention_rate('h100-sxm'), 3), round(flash_attention_rate('b200'), 3)
-    (0.5, 0.339, 0.339)
+    (0.5, 0.339, 0.177)
     """
     if not isinstance(getattr(accelerator, "name", accelerator), str):
         raise ConfigurationError(f"accelerator={accelerator!r} must be a catalog accelerator name or an Accelerator")
@@ -215,10 +321,7 @@ def kernel_rate_table(accelerator, kernel):
     kernel = attention_kernel(kernel)
     entry = KERNEL_RATES.get(name, {}).get(kernel)
     if entry is not None:
-        _, forward, backward = entry
-        causal = tuple(x * r for x, r in zip(backward, CAUSAL_BACKWARD_RATIO[kernel]))
-        shares = [tuple(x / _FIGURE_PEAK_TFLOPS for x in rates) for rates in (forward, causal)]
-        return (KERNEL_SEQ_LENS, shares[0], shares[1]), ""
+        return entry.shares(kernel), ""
     if kernel == "flash":
         return None, "" if name in FLASH_ATTENTION_RATE else f"{_flash_rate_words(name)} (distlab.attention_kernels)"
     return None, f"no published {kernel} rate on {name}: {_flash_rate_words(name)} (distlab.attention_kernels)"
