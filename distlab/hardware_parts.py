@@ -90,6 +90,7 @@ class Accelerator:
     source: str = "user-defined"
     tdp_w: float | None = None  # the part's rated board power (datasheet TDP), W; None: not recorded
     power_limit_w: float | None = None  # the power limit the GPU runs at, W (default: tdp_w)
+    capped_peak_source: str = ""  # where peak_flops were stated or measured at power_limit_w (empty: at the TDP)
     memory_label: str = ""  # the memory as marketed ("80 GB HBM3"); empty for a user-defined part
     memory_cuda_visible: bool = False  # True: memory_bytes is the sourced total CUDA reports, not the marketed figure
 
@@ -124,15 +125,18 @@ class Accelerator:
             )
         object.__setattr__(self, "memory_label", self.memory_label.strip())
         object.__setattr__(self, "memory_cuda_visible", bool(self.memory_cuda_visible))
+        if not isinstance(self.capped_peak_source, str):
+            raise ConfigurationError(f"capped_peak_source={self.capped_peak_source!r} of {self.name} must be text")
 
     @property
     def power_capped(self) -> bool:
-        """Whether the GPU runs below its rated board power (power_limit_w < tdp_w). distlab does not model the
-        effect of a cap on step time: it holds no sourced figure for one, and estimate and validate say so.
-        Lesson 7 §8.
+        """Whether the GPU runs below its rated board power (power_limit_w < tdp_w). A cap is priced only through a
+        part's peaks stated or measured at that cap (capped_peak_source: torchtitan's 500 W H100, whose bf16 peak Meta
+        states as 800 TFLOP/s, Yang et al. 2025); a part without one is priced at its TDP's peaks, and estimate and
+        validate say so. Lesson 7 §8.
 
-        Published sweeps exist but none is recorded in distlab yet (issue 30, searched 2026-11-29): Mayr et al. 2026,
-        arXiv:2603.16164, Llama 3 8B continued pre-training at power limits of 200-700 W on H100 (HBM2e, NHR@FAU's
+        Published sweeps exist but none is recorded in distlab yet (issue 30, searched 2026-11-29 and -30): Mayr et al.
+        2026, arXiv:2603.16164, Llama 3 8B continued pre-training at power limits of 200-700 W on H100 (HBM2e, NHR@FAU's
         Helma; their code, github.com/RRZE-HPC/hpc-ai-perf-bench, sweeps 200, 300, ..., 700 W); Ujeniya et al. 2026,
         arXiv:2604.11391, DGEMM on the same H100 (HBM2e, 94 GiB) and H200 at 200-700 W. Their figures were not
         readable from here; the Zeus traces (You et al. 2023, Zeus, NSDI) are of other dies (V100, A40, RTX 6000, P100) and
@@ -140,9 +144,14 @@ class Accelerator:
         return self.tdp_w is not None and self.power_limit_w is not None and self.power_limit_w < self.tdp_w
 
     def power_note(self) -> str:
-        """One line for a power-capped GPU (empty otherwise)."""
+        """One line for a power-capped GPU (empty otherwise): whether its cap is priced (peaks stated at the cap)."""
         if not self.power_capped:
             return ""
+        if self.capped_peak_source:
+            return (
+                f"power-capped: {self.name} runs at {self.power_limit_w:g} W of its {self.tdp_w:g} W TDP; its peaks are "
+                f"those stated at that cap ({self.capped_peak_source})"
+            )
         return (
             f"power-capped: {self.name} runs at {self.power_limit_w:g} W of its {self.tdp_w:g} W TDP; distlab does not "
             "model the cap (it holds no sourced measurement of a cap's effect on this part), so this step time is "

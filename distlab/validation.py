@@ -263,21 +263,24 @@ def run_cluster(run_: dict):
         source=part["source"],
         tdp_w=part.get("tdp_w"),
         power_limit_w=part.get("power_limit_w"),
+        capped_peak_source=part.get("capped_peak_source", ""),
     )
     return cluster(dataclasses.replace(node(c["node"]), accelerator=gpu), c["nodes"], c["fabric"])
 
 
-def power_capped_runs(role: str = "validation") -> list:
-    """The ids of the expressible runs of a role whose GPU ran below its TDP (hardware.Accelerator.power_capped):
-    distlab does not model a power cap, `distlab validate` lists them. Lesson 7 §8.
+def power_capped_runs(role: str = "validation", priced: bool | None = None) -> list:
+    """The ids of the expressible runs of a role whose GPU ran below its TDP (hardware.Accelerator.power_capped);
+    priced True: only those whose part states its peaks at the cap (capped_peak_source), False: only those priced at
+    the TDP's peaks, the cap not modelled; `distlab validate` lists both. Lesson 7 §8.
 
-    >>> [r for r in power_capped_runs() if r.startswith("torchtitan-h100")][:1]
+    >>> [r for r in power_capped_runs(priced=True) if r.startswith("torchtitan-h100")][:1]
     ['torchtitan-h100-128gpu-llama31-405b-bf16']
     """
     out = []
     for run_ in load_runs(role):
         if run_["distlab"]["expressible"] and run_["distlab"]["cluster"] is not None:
-            if run_cluster(run_).accelerator.power_capped:
+            gpu = run_cluster(run_).accelerator
+            if gpu.power_capped and (priced is None or priced == bool(gpu.capped_peak_source)):
                 out.append(run_["id"])
     return out
 

@@ -93,7 +93,16 @@ def run(args) -> int:
         status = r.status if r.status == "predicted" else f"{r.status}: {r.reason}"
         row = f"{r.id:<{width}}  {_seconds(r.measured_s):>10}  {_seconds(r.predicted_s):>11}  {error:>7}  {status}"
         print(wrap_text(row, indent=" " * 8))  # a reason on indented lines under the run's
-    capped = validation.power_capped_runs(args.role)
+    priced = validation.power_capped_runs(args.role, priced=True)
+    if priced:
+        print(
+            wrap_text(
+                f"power-capped, priced at the cap ({len(priced)} runs: {', '.join(priced)}): their GPUs ran below "
+                "the part's TDP, and the model prices them at the peaks stated for the part at that cap (the runs' "
+                "hardware sources); what a cap does to HBM and links is not modelled"
+            )
+        )
+    capped = validation.power_capped_runs(args.role, priced=False)
     if capped:
         print(
             wrap_text(

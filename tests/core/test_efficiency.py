@@ -259,7 +259,10 @@ def test_validation_accuracy_held_at_the_level_reached():
     # 2026-11-30 (session 21), Blackwell attention at its measured rates (attention_kernels.BLACKWELL_KERNELS, Zadouri
     # et al. 2026; GB300 x its measured speed-up over GB200) instead of the H100's borrowed FA2 share: 7.43% / 27.5%
     # (B200 6.8% -> 10.0%, all four now too fast; GB200 4.3% -> 7.6%; GB300 15.1% -> 9.0%)
-    assert stats["mean_abs_error_percent"] <= 7.5 and stats["max_abs_error_percent"] <= 28.9
+    # 2026-11-30 (session 21), torchtitan's 500 W H100 at Meta's stated bf16 peak for it at that cap, 800 TFLOP/s (Yang
+    # et al. 2025, arXiv 2411.01783), instead of the midpoint of torchtitan's SXM-NVL bounds (912.45): 5.56% / 21.3%
+    # (the 21 rows' mean -12.9% -> within -21.3% to +4.5%; the max is the async-TP page's 8B Float8 TP 8 row)
+    assert stats["mean_abs_error_percent"] <= 5.7 and stats["max_abs_error_percent"] <= 21.5
 
 
 @pytest.mark.xfail(

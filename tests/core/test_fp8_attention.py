@@ -4,6 +4,8 @@ distlab.elementwise, distlab.attention_kernels, the step model's compute terms. 
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from pathlib import Path
 
@@ -278,13 +280,23 @@ def test_bad_power_figures_get_our_error(bad):
             hardware.Accelerator("x", dict(base.peak_flops), base.memory_bytes, base.memory_bandwidth, **kw)
 
 
-def test_power_cap_is_reported_not_modelled():
-    """torchtitan's H100s ran at 500 W of 700 W: validate lists them, the estimate says the cap is not modelled."""
+def test_power_cap_is_priced_where_the_parts_peak_at_the_cap_is_stated():
+    """torchtitan's H100s ran at 500 W of 700 W, and Meta states the part's bf16 peak at that cap: 800 TFLOP/s
+    (Yang et al. 2025, arXiv 2411.01783, Sec. 4), so validate prices them at it and says so; a capped part without
+    such a figure is priced at its TDP's peaks and its estimate says the cap is not modelled."""
     capped = validation.power_capped_runs()
     assert capped and all(r.startswith("torchtitan-h100") for r in capped)
+    assert validation.power_capped_runs(priced=True) == capped and validation.power_capped_runs(priced=False) == []
+    gpu = validation.run_cluster(validation.run(capped[0])).accelerator
+    assert gpu.peak("bf16") == 800e12 and gpu.peak("fp8") == 1600e12 and gpu.memory_bandwidth == 2.4e12
     est = validation.predict(validation.run(capped[0]))
-    assert "does not model the cap" in " ".join(est.summary().split())  # the summary wraps its long lines
+    words = " ".join(est.summary().split())  # the summary wraps its long lines
+    assert "its peaks are those stated at that cap" in words and "does not model the cap" not in words
     assert "power-capped" not in _llama8b("mixed").summary()
+    unsourced = dataclasses.replace(gpu, capped_peak_source="")
+    assert "does not model the cap" in unsourced.power_note()
+    with pytest.raises(ConfigurationError, match="capped_peak_source"):
+        dataclasses.replace(gpu, capped_peak_source=3)
 
 
 def test_every_engine_recipe_defaults_to_its_engines_kernel():

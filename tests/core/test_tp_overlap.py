@@ -107,8 +107,9 @@ def test_the_async_tp_pairs_are_the_published_rows():
 def test_async_tp_speedup_on_torchtitans_70b_layout_is_within_the_h100_band():
     # predicted 1.165x against the measured 1.092x: +6.6% (all TP hidden: 1.19x). It was a strict xfail against the
     # ±5.6% H100 band (29 runs); since session 18 the band is ±7.0% (33 runs: torchtitan's 500 W rows joined it, the
-    # async-TP page's bf16 rows among them), so it passes by the band's widening, not by a better speed-up (+6.6%
-    # before and after)
+    # async-TP page's bf16 rows among them), so it passed by the band's widening, not by a better speed-up (+6.6%
+    # before and after). Since session 21 (the 500 W part at Meta's stated 800 TFLOP/s: its TP traffic a larger share
+    # of a slower step, which overlap shortens less in proportion) 1.147x against 1.092x, +5.01%, inside a ±5.05% band
     speedup, band = _async_tp_speedup("70b")
     measured = _measured_speedup("70b")
     assert abs(100 * (speedup / measured - 1)) <= band
@@ -116,9 +117,10 @@ def test_async_tp_speedup_on_torchtitans_70b_layout_is_within_the_h100_band():
 
 @pytest.mark.xfail(
     strict=True,
-    reason="predicted 1.179x against torchtitan's measured 1.099x (+7.4%), outside the ±7.0% H100 band: the model "
-    "prices this layout's vanilla TP 18% faster than measured (5,338 against 4,378 tokens/s/GPU; 500 W cap not "
-    "modelled), so TP traffic is too large a share of its step; the share hidden is not fitted to close it",
+    reason="predicted 1.163x against torchtitan's measured 1.099x (+5.8%), outside the ±5.0% H100 band: the model "
+    "prices this layout's vanilla TP 11% faster than measured (4,910 against 4,378 tokens/s/GPU, its 500 W part at "
+    "Meta's stated 800 TFLOP/s), so TP traffic is too large a share of its step; the share hidden is not fitted to "
+    "close it",
 )
 def test_async_tp_speedup_on_torchtitans_8b_layout_is_within_the_h100_band():
     speedup, band = _async_tp_speedup("8b")
