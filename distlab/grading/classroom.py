@@ -222,8 +222,8 @@ def _record(s: Submission, digest: str, policy: str, grade: NotebookGrade) -> di
 
 def _read(s: Submission) -> tuple[bytes | None, str]:
     """(bytes read, their digest): the file read once (read_submission: refused unread when too large, never
-    through a link), NOT_A_FILE for what it refuses."""
-    data = read_submission(s.path, [])
+    through a link, neither its own name nor a folder below the one given), NOT_A_FILE for what it refuses."""
+    data = read_submission(s.path, [], root=s.root or None)
     return data, NOT_A_FILE if data is None else hashlib.sha256(data).hexdigest()
 
 
@@ -246,8 +246,8 @@ def _grade_submission(grade_one, s: Submission, data, private: Path, options: di
     """The grade of the bytes read (`data`), or of the path when it was refused unread; a failure is a row with
     the reason."""
     try:
-        if data is None:  # grade_notebook refuses it again, by fstat, without reading it
-            return grade_one(s.path, identity=s.identity or None, **options)
+        if data is None:  # grade_notebook refuses it again, by fstat, without reading it (nor through a link)
+            return grade_one(s.path, identity=s.identity or None, root=s.root or None, **options)
         return _grade_bytes(grade_one, s, data, private, options)
     except Exception as exc:  # one bad file yields a row with the reason, never aborts the class
         return _failed_grade(s, lesson, f"{type(exc).__name__}: {exc}")
