@@ -59,6 +59,7 @@ from .journal import (  # the resumable journal: still importable from here
     journal_key,
     policy_of,
     read_journal,
+    writing,
 )
 from .journal import _append
 from .report import GradeReport, NotebookGrade, excerpt, printable, shown
@@ -263,7 +264,8 @@ def grade_class(
     Ctrl-C stops after writing what is done; run again to continue.
     Each submission is read once (read_submission: O_NOFOLLOW, refused past the size limit unread), hashed,
     and those bytes are graded; one kernel per student and lesson (one_per_student); a notebook whose grading
-    fails gets a row with the reason and the class goes on.
+    fails gets a row with the reason and the class goes on. One run at a time writes to `out` (journal.writing:
+    a second one is refused while the first lives).
     A class is never graded with sandbox="trusted" or "container" (see TRUSTED_CLASS, CONTAINER_CLASS).
     """
     _refuse_class_options(options)
@@ -271,6 +273,12 @@ def grade_class(
         from .grade import grade_notebook as grade_one
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    with writing(out):
+        return _grade_class(paths, out, progress, stream, grade_one, export, options)
+
+
+def _grade_class(paths, out: Path, progress: bool, stream, grade_one, export: bool, options: dict) -> GradeReport:
+    """grade_class, with the output folder's lock held."""
     journal = out / JOURNAL
     lesson = options.get("lesson")
     if lesson is not None:
