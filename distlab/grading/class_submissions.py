@@ -225,8 +225,7 @@ def collect(paths, export: bool = False, lesson: str | None = None) -> list[Subm
     out = _with_notes(out, notes, anchor, base, submitters if export else None)
     twice: dict[str, str] = {}
     for s in out:
-        real = os.path.realpath(s.path) if s.notebook and _regular(s.path) else s.key
-        for name in {s.key, real}:
+        for name in {s.key, _where(s) if s.notebook else s.key}:
             if name in twice:
                 raise ConfigurationError(
                     f"{s.key}: given twice (also as {twice[name]}); give each notebook once, so it gets one row"
@@ -245,12 +244,13 @@ def _note_empty_folders(out: list[Submission], notes: dict[str, Counter], seen: 
             notes[top] = Counter({f"no notebook (.ipynb) found in this folder; seen: {found}": 1})
 
 
-def _regular(path: Path) -> bool:
-    """Whether `path` is a regular file, not a link (False where it cannot be told: a name too long, ...)."""
-    try:
-        return path.is_file() and not path.is_symlink()
-    except OSError:
-        return False
+def _where(s: Submission) -> str:
+    """Where a notebook lies, to tell one given twice: the real path of the folder the instructor named (links in the
+    instructor's own path resolved), then the names below it as the walk found them, never resolved: a link a student
+    puts in their folder cannot make two notebooks one (red team round 26 01: swapped in after the walk, it made
+    mallory's notebook "given twice" with bob's, and the whole class run refused to start)."""
+    top = s.root or os.path.dirname(os.path.abspath(s.path))
+    return os.path.join(os.path.realpath(top), *beneath.parts_below(s.path, top))
 
 
 def _top(folder: str, anchor: str) -> str:
