@@ -4,6 +4,7 @@ lessons declare live in distlab.lessons.questions, one layer down).
     build        exercises/ from solutions/ (nbgrader's solution markers)
     discover     which lesson a notebook is, from the manifest distlab.lessons.LESSONS
     submission   reading a submitted notebook leniently
+    beneath      reaching what lies below a folder given without following a link on the way
     kernel_side  the sandbox and the answer collector, run inside the student's kernel
     kernel       bubblewrap, the kernel manager, running the cells
     messages     reading the kernel's messages within bounds

@@ -7,8 +7,14 @@ intermediate steps), its comments and its imports are dropped: they would give t
 decomposition away. Code outside the blocks that reads such a name is refused (the exercise
 would fail with a NameError). A code cell that only shows worked answers (`q2.solution()`) is
 left out of the exercise; a `.solution()` call mixed with other code is refused. In markdown
-cells, `<!-- BEGIN SOLUTION -->` ... `<!-- END SOLUTION -->` becomes a placeholder line.
-Outputs and execution counts are cleared.
+cells, `<!-- BEGIN SOLUTION -->` ... `<!-- END SOLUTION -->` becomes a placeholder line. A marker without its
+pair, nested, or written otherwise (the words BEGIN SOLUTION / END SOLUTION in any other form) is refused: a
+block the build does not see would reach the students whole. Outputs and execution counts are cleared.
+
+What else passes from a solution to its exercise is an allow-list (red team round 26 02: a solution's saved widget
+state, which holds what its cells printed, a markdown image attached to a solution block and any cell metadata
+were copied as they were): the notebook metadata's KEPT_METADATA, each cell's KEPT_CELL_METADATA, and a markdown
+cell's attachments that its exercise text still shows.
 
 A solution that is a lesson of the manifest (distlab.lessons.LESSONS, by its exercise file name)
 must name that lesson in its metadata (``metadata["distlab"]["lesson"]``, which the grader reads
@@ -29,6 +35,8 @@ from .answers import ANSWER_PREFIX
 
 __all__ = [
     "MD_PLACEHOLDER",
+    "KEPT_METADATA",
+    "KEPT_CELL_METADATA",
     "strip_code",
     "strip_markdown",
     "exercise_from_solution",
@@ -40,6 +48,13 @@ __all__ = [
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 MD_BEGIN, MD_END = "<!-- BEGIN SOLUTION -->", "<!-- END SOLUTION -->"
 MD_PLACEHOLDER = "*Your answer here.*"
+#: the notebook metadata an exercise keeps of its solution's (the rest, such as saved widget state, may hold what
+#: the solution computed), and the cell metadata each of its cells keeps
+KEPT_METADATA = ("kernelspec", "language_info", "distlab")
+KEPT_CELL_METADATA = ("tags",)
+#: the words of a marker (in capitals, or in any case after # or <!--): a line (code) or text (markdown) holding
+#: them must be the marker itself
+_MARKER_WORDS = re.compile(r"\b(?:BEGIN|END)\s*SOLUTION\b|(?:#|<!--)\s*(?i:begin|end)\s*(?i:solution)")
 
 
 def _assigned_names(code: str) -> list[str]:
@@ -138,6 +153,11 @@ def strip_code(source: str, where: str = "cell") -> str:
             if not names:  # an indented block still needs a statement to stay valid Python
                 out.append(f"{indent}# YOUR CODE HERE" if not indent else f"{indent}...  # YOUR CODE HERE")
             block = None
+        elif _MARKER_WORDS.search(line):
+            raise ConfigurationError(
+                f"{where}: {line.strip()[:60]!r} is not a solution marker (write {BEGIN!r} or {END!r} on a line of "
+                "its own): the build would not see the block, and the students would get it whole"
+            )
         elif block is not None:
             block.append(line)
         else:
@@ -147,11 +167,49 @@ def strip_code(source: str, where: str = "cell") -> str:
     return "\n".join(out)
 
 
-_MD_BLOCK = re.compile(re.escape(MD_BEGIN) + r".*?" + re.escape(MD_END), re.S)
+_MD_MARKER = re.compile(re.escape(MD_BEGIN) + "|" + re.escape(MD_END))
 
 
-def strip_markdown(source: str) -> str:
-    return _MD_BLOCK.sub(MD_PLACEHOLDER, source)
+def strip_markdown(source: str, where: str = "cell") -> str:
+    """Each `<!-- BEGIN SOLUTION -->` ... `<!-- END SOLUTION -->` block replaced by MD_PLACEHOLDER; ConfigurationError
+    for a marker without its pair, a nested one, or the marker words written any other way."""
+    out, begun, at = [], None, 0
+    for match in _MD_MARKER.finditer(source):
+        if (match.group() == MD_BEGIN) == (begun is not None):
+            raise ConfigurationError(
+                f"{where}: {match.group()} " + ("inside another block" if begun is not None else f"without {MD_BEGIN}")
+            )
+        if begun is None:
+            out.append(source[at : match.start()])
+            begun = match
+        else:
+            out.append(MD_PLACEHOLDER)
+            begun, at = None, match.end()
+    if begun is not None:
+        raise ConfigurationError(f"{where}: {MD_BEGIN} without {MD_END}: the students would get the block whole")
+    out.append(source[at:])
+    stripped = "".join(out)
+    if _MARKER_WORDS.search(stripped):
+        raise ConfigurationError(
+            f"{where}: the words BEGIN/END SOLUTION outside a marker (write {MD_BEGIN} and {MD_END} exactly): the "
+            "build would not see the block, and the students would get it whole"
+        )
+    return stripped
+
+
+_ATTACHMENT = re.compile(r"attachment:([^\s)\"'>]+)")
+
+
+def _kept_attachments(cell) -> None:
+    """Only the attachments the (stripped) markdown still shows: one a solution block showed goes with the block."""
+    attachments = cell.get("attachments")
+    if attachments:
+        shown = set(_ATTACHMENT.findall(cell.source))
+        kept = {name: data for name, data in attachments.items() if name in shown}
+        if kept:
+            cell.attachments = kept
+        else:
+            del cell["attachments"]
 
 
 def _check_no_solution_only_names(nb, where: str) -> None:
@@ -189,19 +247,22 @@ def exercise_from_solution(nb: "nbformat.NotebookNode", where: str = "notebook")
     execution counts cleared."""
     nb = nbformat.from_dict(nb)
     _check_no_solution_only_names(nb, where)
+    nb.metadata = nbformat.from_dict({k: nb.metadata[k] for k in KEPT_METADATA if k in nb.metadata})
     nb.cells = [
         cell
         for index, cell in enumerate(nb.cells)
         if not (cell.cell_type == "code" and _only_shows_solutions(cell.source, f"{where}, cell {index}"))
     ]
     for index, cell in enumerate(nb.cells):
-        cell.metadata.pop("execution", None)  # nbclient's timestamps: not part of the exercise
+        # nbclient's timestamps and anything else a solution's cell carries: only KEPT_CELL_METADATA
+        cell.metadata = nbformat.from_dict({k: cell.metadata[k] for k in KEPT_CELL_METADATA if k in cell.metadata})
         if cell.cell_type == "code":
             cell.source = strip_code(cell.source, f"{where}, cell {index}")
             cell.outputs = []
             cell.execution_count = None
         elif cell.cell_type == "markdown":
-            cell.source = strip_markdown(cell.source)
+            cell.source = strip_markdown(cell.source, f"{where}, cell {index}")
+            _kept_attachments(cell)
     return nb
 
 

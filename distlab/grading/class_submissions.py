@@ -25,6 +25,7 @@ from pathlib import Path
 
 from .. import lessons as manifest
 from ..errors import ConfigurationError
+from . import beneath
 from .discover import canonical, identify_lesson, lesson_from_name
 from .submission import parse_sources, read_submission
 from .variants import Roster, folder_name, students_of
@@ -62,6 +63,9 @@ class Submission:
     notes: tuple = ()
     #: False for the row of a student folder in which no notebook could be found (but the walk had notes)
     notebook: bool = True
+    #: the folder the instructor named that holds it: below it no link is followed when the file is read
+    #: (read_submission's root; "" for the file's own folder)
+    root: str = ""
 
 
 def _yaml_loader():
@@ -200,11 +204,11 @@ def collect(paths, export: bool = False, lesson: str | None = None) -> list[Subm
         submitters = read_gradescope_export(metadata)
     out: list[Submission] = []
 
-    def add(nb: Path) -> None:
+    def add(nb: Path, root: str = "") -> None:
         rel = Path(os.path.relpath(nb, anchor)).parts
         top = rel[0] if len(rel) > 1 and rel[0] not in ("..", ".") else ""
         identity = submitters.get(top, ()) if export else ((top,) if top else ())
-        out.append(Submission(nb, _key(str(nb), base), identity, top))
+        out.append(Submission(nb, _key(str(nb), base), identity, top, root=root))
 
     notes: dict[str, Counter] = {}
     seen: dict[str, Counter] = {}  # per student folder: what the walk saw besides notebooks (hidden, other files)
@@ -213,7 +217,7 @@ def collect(paths, export: bool = False, lesson: str | None = None) -> list[Subm
             add(Path(path))
             continue
         for nb in _walk(path, anchor, notes, seen):
-            add(Path(nb))
+            add(Path(nb), path)  # found below the folder given: read without following a link below it
     out = _bounded(out, notes, lesson)
     _note_empty_folders(out, notes, seen)
     if not out and not notes:
@@ -221,8 +225,7 @@ def collect(paths, export: bool = False, lesson: str | None = None) -> list[Subm
     out = _with_notes(out, notes, anchor, base, submitters if export else None)
     twice: dict[str, str] = {}
     for s in out:
-        real = os.path.realpath(s.path) if s.notebook and _regular(s.path) else s.key
-        for name in {s.key, real}:
+        for name in {s.key, _where(s) if s.notebook else s.key}:
             if name in twice:
                 raise ConfigurationError(
                     f"{s.key}: given twice (also as {twice[name]}); give each notebook once, so it gets one row"
@@ -241,12 +244,13 @@ def _note_empty_folders(out: list[Submission], notes: dict[str, Counter], seen: 
             notes[top] = Counter({f"no notebook (.ipynb) found in this folder; seen: {found}": 1})
 
 
-def _regular(path: Path) -> bool:
-    """Whether `path` is a regular file, not a link (False where it cannot be told: a name too long, ...)."""
-    try:
-        return path.is_file() and not path.is_symlink()
-    except OSError:
-        return False
+def _where(s: Submission) -> str:
+    """Where a notebook lies, to tell one given twice: the real path of the folder the instructor named (links in the
+    instructor's own path resolved), then the names below it as the walk found them, never resolved: a link a student
+    puts in their folder cannot make two notebooks one (red team round 26 01: swapped in after the walk, it made
+    mallory's notebook "given twice" with bob's, and the whole class run refused to start)."""
+    top = s.root or os.path.dirname(os.path.abspath(s.path))
+    return os.path.join(os.path.realpath(top), *beneath.parts_below(s.path, top))
 
 
 def _top(folder: str, anchor: str) -> str:
@@ -260,44 +264,58 @@ def _walk(root: str, anchor: str, notes: dict[str, Counter], seen: dict[str, Cou
     followed), read iteratively with os.scandir: at most MAX_DEPTH folders deep and MAX_ENTRIES entries per student
     folder. Whatever is not searched (too deep, unreadable, past the budget) is counted in notes[student folder],
     never raised; seen[student folder] counts what else was there (hidden entries, other files) for every student
-    folder entered, an empty one too."""
+    folder entered, an empty one too. Each folder is listed through a descriptor opened from `root` down, every
+    folder below it with O_NOFOLLOW (beneath.open_folder): one swapped for a link since it was seen is not listed."""
     found: list[str] = []
     spent: Counter = Counter()
-    stack = [(root, 0)]
+    stack: list[tuple[str, tuple, int]] = [(root, (), 0)]
     while stack:
-        folder, depth = stack.pop()
+        folder, parts, depth = stack.pop()
         top = _top(folder, anchor)
-        what = seen.setdefault(top, Counter())
+        seen.setdefault(top, Counter())
         try:
-            with os.scandir(folder) as entries:
-                for entry in entries:
-                    spent[top] += 1
-                    if spent[top] > MAX_ENTRIES:
-                        notes.setdefault(top, Counter())[
-                            f"more than {MAX_ENTRIES:,} files and folders: the rest of them was not searched"
-                        ] = 1
-                        break
-                    if entry.name.startswith("."):
-                        what["hidden file(s) or folder(s), not searched"] += 1  # .ipynb_checkpoints, .x.ipynb
-                        continue
-                    try:
-                        is_dir = entry.is_dir(follow_symlinks=False)
-                    except OSError as exc:
-                        notes.setdefault(top, Counter())[f"an entry could not be read ({exc.strerror or exc})"] += 1
-                        continue
-                    if is_dir and depth + 1 > MAX_DEPTH:
-                        notes.setdefault(top, Counter())[
-                            f"a folder deeper than {MAX_DEPTH} levels was not searched"
-                        ] += 1
-                    elif is_dir:
-                        stack.append((entry.path, depth + 1))
-                    elif entry.name.lower().endswith(".ipynb"):
-                        found.append(entry.path)
-                    else:
-                        what["other file(s)"] += 1
+            fd = beneath.open_folder(root, parts, beneath.LIST_FLAGS)
+            try:
+                with os.scandir(fd) as entries:
+                    for name, is_dir in _entries(entries, top, spent, notes, seen[top]):
+                        if is_dir and depth + 1 > MAX_DEPTH:
+                            notes.setdefault(top, Counter())[
+                                f"a folder deeper than {MAX_DEPTH} levels was not searched"
+                            ] += 1
+                        elif is_dir:
+                            stack.append((os.path.join(folder, name), (*parts, name), depth + 1))
+                        else:
+                            found.append(os.path.join(folder, name))
+            finally:
+                os.close(fd)
         except OSError as exc:  # a name too long, a folder that cannot be read: noted for that student only
-            notes.setdefault(top, Counter())[f"a folder could not be read ({exc.strerror or exc})"] += 1
+            why = "a link or a file now stands in its place" if exc.errno in beneath.ON_THE_WAY else exc.strerror
+            notes.setdefault(top, Counter())[f"a folder could not be read ({why or exc})"] += 1
     return sorted(found)
+
+
+def _entries(entries, top: str, spent: Counter, notes: dict[str, Counter], what: Counter):
+    """(name, is a folder) of each folder and *.ipynb file among a folder's `entries`, within the student's budget of
+    MAX_ENTRIES (spent[top]); hidden and other entries are counted in `what`, what cannot be read in notes[top]."""
+    for entry in entries:
+        spent[top] += 1
+        if spent[top] > MAX_ENTRIES:
+            notes.setdefault(top, Counter())[
+                f"more than {MAX_ENTRIES:,} files and folders: the rest of them was not searched"
+            ] = 1
+            return
+        if entry.name.startswith("."):
+            what["hidden file(s) or folder(s), not searched"] += 1  # .ipynb_checkpoints, .x.ipynb
+            continue
+        try:
+            is_dir = entry.is_dir(follow_symlinks=False)
+        except OSError as exc:
+            notes.setdefault(top, Counter())[f"an entry could not be read ({exc.strerror or exc})"] += 1
+            continue
+        if is_dir or entry.name.lower().endswith(".ipynb"):
+            yield entry.name, is_dir
+        else:
+            what["other file(s)"] += 1
 
 
 def _likely(s: Submission, lesson: str | None = None) -> tuple:
@@ -350,7 +368,7 @@ def lesson_of(s: Submission) -> tuple[str | None, str | None]:
 def _read_lesson(s: Submission) -> tuple[str | None, str | None, bool]:
     """lesson_of's two lessons and whether `s` can be graded at all (a regular file that parses as a notebook)."""
     named = lesson_from_name(s.path.name)
-    data = read_submission(s.path, [])
+    data = read_submission(s.path, [], root=s.root or None)
     parsed = None if data is None else parse_sources(data, [])
     if parsed is None:
         return named, named, False

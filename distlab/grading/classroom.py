@@ -59,6 +59,7 @@ from .journal import (  # the resumable journal: still importable from here
     journal_key,
     policy_of,
     read_journal,
+    writing,
 )
 from .journal import _append
 from .report import GradeReport, NotebookGrade, excerpt, printable, shown
@@ -222,8 +223,8 @@ def _record(s: Submission, digest: str, policy: str, grade: NotebookGrade) -> di
 
 def _read(s: Submission) -> tuple[bytes | None, str]:
     """(bytes read, their digest): the file read once (read_submission: refused unread when too large, never
-    through a link), NOT_A_FILE for what it refuses."""
-    data = read_submission(s.path, [])
+    through a link, neither its own name nor a folder below the one given), NOT_A_FILE for what it refuses."""
+    data = read_submission(s.path, [], root=s.root or None)
     return data, NOT_A_FILE if data is None else hashlib.sha256(data).hexdigest()
 
 
@@ -246,8 +247,8 @@ def _grade_submission(grade_one, s: Submission, data, private: Path, options: di
     """The grade of the bytes read (`data`), or of the path when it was refused unread; a failure is a row with
     the reason."""
     try:
-        if data is None:  # grade_notebook refuses it again, by fstat, without reading it
-            return grade_one(s.path, identity=s.identity or None, **options)
+        if data is None:  # grade_notebook refuses it again, by fstat, without reading it (nor through a link)
+            return grade_one(s.path, identity=s.identity or None, root=s.root or None, **options)
         return _grade_bytes(grade_one, s, data, private, options)
     except Exception as exc:  # one bad file yields a row with the reason, never aborts the class
         return _failed_grade(s, lesson, f"{type(exc).__name__}: {exc}")
@@ -263,7 +264,8 @@ def grade_class(
     Ctrl-C stops after writing what is done; run again to continue.
     Each submission is read once (read_submission: O_NOFOLLOW, refused past the size limit unread), hashed,
     and those bytes are graded; one kernel per student and lesson (one_per_student); a notebook whose grading
-    fails gets a row with the reason and the class goes on.
+    fails gets a row with the reason and the class goes on. One run at a time writes to `out` (journal.writing:
+    a second one is refused while the first lives).
     A class is never graded with sandbox="trusted" or "container" (see TRUSTED_CLASS, CONTAINER_CLASS).
     """
     _refuse_class_options(options)
@@ -271,6 +273,12 @@ def grade_class(
         from .grade import grade_notebook as grade_one
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    with writing(out):
+        return _grade_class(paths, out, progress, stream, grade_one, export, options)
+
+
+def _grade_class(paths, out: Path, progress: bool, stream, grade_one, export: bool, options: dict) -> GradeReport:
+    """grade_class, with the output folder's lock held."""
     journal = out / JOURNAL
     lesson = options.get("lesson")
     if lesson is not None:

@@ -327,6 +327,7 @@ def grade_notebook(
     variants=None,
     identity=None,
     run=None,
+    root=None,
 ) -> NotebookGrade:
     """Grade one notebook file; never raises for anything the file contains.
 
@@ -340,7 +341,8 @@ def grade_notebook(
     variants: a distlab.grading.variants.VariantPolicy (with the class roster) choosing each
     student's numbers; identity: the student as the submission platform names them (an id, an e-mail, or
     several of them). run: what gets the answers (default run_notebook, a fresh kernel; the container
-    mode's two phases replace it, distlab.grading.gradescope).
+    mode's two phases replace it, distlab.grading.gradescope). root: the folder the instructor named that holds
+    the file, below which no link is followed when it is read (a class run's; default the file's own folder).
     """
     from .variants import VariantPolicy
 
@@ -359,7 +361,7 @@ def grade_notebook(
     )
     # the instructor's typo is an error, not a student's zero
     questions = lesson_questions(lesson) if lesson is not None else None
-    raw = read_submission(path, grade.problems)
+    raw = read_submission(path, grade.problems, root=root)
     read = None if raw is None else parse_sources(raw, grade.problems)
     if raw is None or read is None:
         _unreadable(grade, path, questions)

@@ -6,6 +6,7 @@ Only the sources of the code cells are kept.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -13,6 +14,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from . import beneath
 from .messages import json_counts
 
 __all__ = [
@@ -51,16 +53,45 @@ MAX_NOTEBOOK_VALUES = 100_000
 MAX_CODE_CHARS = 2 * 2**20
 
 
-def read_submission(path: Path, problems: list[str], limit: int = MAX_NOTEBOOK_BYTES) -> bytes | None:
+def read_submission(path: Path, problems: list[str], limit: int = MAX_NOTEBOOK_BYTES, root=None) -> bytes | None:
     """The bytes of the submitted file, read once; None (and a problem) unless it is a regular file under `limit`.
 
     A symbolic link (to the solutions, to /dev/zero), a FIFO, a device or a folder is refused without
     being opened: lstat first (opening a device node runs its driver: /dev/watchdog arms the host's watchdog, a tape
     rewinds, a terminal becomes the grader's; red team round 12 class/07), then opened with O_NOFOLLOW, O_NONBLOCK and
-    O_NOCTTY and checked with fstat to be that same regular file.
+    O_NOCTTY and checked with fstat to be that same regular file. root: the folder the instructor named, below which
+    no link is followed either (beneath.open_folder: each folder on the way opened with O_NOFOLLOW; red team round 26
+    01, a student's folder swapped for a link after the walk); default the file's own folder.
     """
+    path = Path(path)
+    top = path.parent if root is None else root
     try:
-        seen = os.lstat(path)
+        parent = beneath.open_folder(top, beneath.parts_below(path.parent, top))
+    except ValueError:  # not below root: never read
+        problems.append(_ON_THE_WAY)
+        return None
+    except OSError as exc:
+        problems.append(
+            _ON_THE_WAY if exc.errno in beneath.ON_THE_WAY else f"could not read the file: {exc.strerror or exc}"
+        )
+        return None
+    try:
+        return _read_in(parent, path.name, problems, limit)
+    finally:
+        os.close(parent)
+
+
+#: the problem of a notebook whose path below the folder given holds a link (or a file) where a folder was
+_ON_THE_WAY = (
+    "could not read the file: a folder on its way is a symbolic link or not a folder (a link is never followed): "
+    "submit the notebook file itself"
+)
+
+
+def _read_in(parent: int, name: str, problems: list[str], limit: int) -> bytes | None:
+    """read_submission's reading of `name` in the folder open as `parent` (lstat, O_NOFOLLOW, fstat, the limit)."""
+    try:
+        seen = os.stat(name, dir_fd=parent, follow_symlinks=False)
     except OSError as exc:
         problems.append(f"could not read the file: {exc.strerror or exc}")
         return None
@@ -72,9 +103,9 @@ def read_submission(path: Path, problems: list[str], limit: int = MAX_NOTEBOOK_B
         return None
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags)
+        fd = os.open(name, flags, dir_fd=parent)
     except OSError as exc:
-        if os.path.islink(path):
+        if exc.errno == errno.ELOOP:  # a link put in its place since the lstat
             problems.append("the file is a symbolic link, not the notebook itself: submit the notebook file")
         else:
             problems.append(f"could not read the file: {exc.strerror or exc}")

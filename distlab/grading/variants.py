@@ -20,6 +20,7 @@ import hashlib
 import hmac
 import os
 import re
+import secrets
 from pathlib import Path
 
 import nbformat
@@ -27,6 +28,7 @@ import nbformat
 from .. import lessons as manifest
 from ..errors import ConfigurationError
 from ..lessons.variants import lesson_variant, parse_release
+from . import beneath
 from .answers import not_attempted
 
 __all__ = [
@@ -235,12 +237,42 @@ def build_variants(
             raise ConfigurationError(f"no exercise notebook at {source} (run: distlab exercises)")
         nb = nbformat.read(source, as_version=4)
         for sid in roster.students:
-            folder = Path(out_dir) / folder_name(sid)
-            folder.mkdir(parents=True, exist_ok=True)
-            target = folder / source.name
-            nbformat.write(personalise(nb, slug, sid, roster.seed(slug, sid), release), target)
-            written.append(target)
+            personal = personalise(nb, slug, sid, roster.seed(slug, sid), release)
+            written.append(_write_variant(Path(out_dir), folder_name(sid), source.name, personal))
     return written
+
+
+def _write_variant(out: Path, folder: str, name: str, nb) -> Path:
+    """Write `nb` as out/folder/name without following a link: the student's folder is made and opened from `out`
+    with O_NOFOLLOW (a link in its place is refused), the notebook written to a new file of an unguessable name
+    (O_EXCL) and renamed over `name`, which replaces whatever stands there (a link, a file) instead of writing
+    through it. Red team round 26 04: a student whose variants folder was theirs to write (handed out in place) put a
+    link there under the exercise's name, and the next `distlab exercises --variants` wrote over what it named (the
+    instructor's notes, a classmate's work)."""
+    out.mkdir(parents=True, exist_ok=True)
+    top = beneath.open_folder(out)
+    try:
+        try:
+            os.mkdir(folder, 0o755, dir_fd=top)
+        except FileExistsError:
+            pass
+        try:
+            fd = os.open(folder, beneath.FOLDER_FLAGS, dir_fd=top)
+        except OSError as exc:
+            if exc.errno not in beneath.ON_THE_WAY:
+                raise
+            raise ConfigurationError(f"{out / folder} is a link or a file, not a folder: remove it") from None
+    finally:
+        os.close(top)
+    try:
+        temporary = f".{name}.{secrets.token_hex(8)}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        with os.fdopen(os.open(temporary, flags, 0o644, dir_fd=fd), "w", encoding="utf-8") as f:
+            nbformat.write(nb, f)
+        os.replace(temporary, name, src_dir_fd=fd, dst_dir_fd=fd)
+    finally:
+        os.close(fd)
+    return out / folder / name
 
 
 def notebook_variant(metadata) -> dict | None:
