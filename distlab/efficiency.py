@@ -60,7 +60,7 @@ from .elementwise import (
     elementwise_bytes_per_token,
     loss_bytes_per_token,
 )
-from .elementwise import fp8_scaling as fp8_scaling_name
+from .elementwise import FP8_GEMM_RATE, fp8_scaling as fp8_scaling_name
 from .errors import ConfigurationError
 from .models import model as catalog_model
 
@@ -346,7 +346,7 @@ def compute_model(
     kernel = attention_kernel_for(kind, attention_kernel)
     table, note = (None, "") if kernel is None else kernel_rate_table(accelerator, kernel)
     scaling = fp8_scaling_name(fp8_scaling)
-    fp8_best = best_fp8_gemm_efficiency(accelerator)
+    fp8_best = best_fp8_gemm_efficiency(accelerator) * FP8_GEMM_RATE[scaling]  # MXFP8's block-scaled GEMMs slower
     return ComputeModel(
         matmul,
         core,

@@ -14,6 +14,7 @@ __all__ = [
     "ELEMENTWISE_KERNELS",
     "FP8_SCALING",
     "FP8_CAST_BYTES",
+    "FP8_GEMM_RATE",
     "fp8_scaling",
     "fp8_cast_bytes_array",
     "elementwise_bytes_per_token",
@@ -196,8 +197,10 @@ def loss_bytes_per_token(vocab, element_bytes=2.0) -> float:
 #: How FP8 training scales each tensor before the cast (the named choice of estimate(fp8_scaling=...)): 'delayed'
 #: (Transformer Engine's DelayedScaling: the scale from an amax history of earlier steps; what NVIDIA's NeMo/Megatron
 #: recipes run on H100, fp8_amax_history_len 1024 in dgxc-benchmarking's configs), 'current' (tensorwise current
-#: scaling: this tensor's own amax) and 'blockwise' (one scale per 1 x 128 / 128 x 128 tile, as DeepSeek-V3).
-FP8_SCALING = ("delayed", "current", "blockwise")
+#: scaling: this tensor's own amax), 'blockwise' (one scale per 1 x 128 / 128 x 128 tile, as DeepSeek-V3) and 'mxfp8'
+#: (Blackwell's block-scaled FP8, the OCP MX format: one E8M0 scale per 32 elements; Transformer Engine's MXFP8 recipe,
+#: Megatron Bridge's 'fp8_mx').
+FP8_SCALING = ("delayed", "current", "blockwise", "mxfp8")
 #: HBM bytes per element of each FP8 GEMM operand the cast kernel moves (an assumption from what each kernel must read
 #: and write, not a measurement): read the 16-bit tensor (2 B), write it in FP8 (1 B) and write its transpose (1 B:
 #: Hopper's FP8 GEMMs take one operand layout, so the backward's GEMMs need the transposed copy; TE's cast-transpose),
@@ -205,8 +208,19 @@ FP8_SCALING = ("delayed", "current", "blockwise")
 #: cast: one more 2 B read, 6 B. Blockwise: the tile amax inside the cast kernel, plus one fp32 scale per 128
 #: elements for each of the two copies: 4 + 8/128 B. Checked (not fitted) against a fused cast-transpose measured on
 #: one H200 (published_runs.json microbenchmark distlab-h200-fp8-fused-cast-transpose): at 33-117 M elements it takes
-#: 0.97-1.12 x MEMORY_TRAFFIC x these bytes / HBM bandwidth; below ~10 M elements it is launch-bound (2.5-3 x).
-FP8_CAST_BYTES = {"delayed": 4.0, "current": 6.0, "blockwise": 4.0 + 8.0 / 128.0}
+#: 0.97-1.12 x MEMORY_TRAFFIC x these bytes / HBM bandwidth; below ~10 M elements it is launch-bound (2.5-3 x). MXFP8:
+#: the 16-bit tensor read once (2 B), its row-wise and column-wise copies written (2 x 1 B: one cannot be derived from the
+#: other, Transformer Engine's mxfp8.rst), each with one 1 B scale per 32 elements: 4 + 2/32 B.
+FP8_CAST_BYTES = {"delayed": 4.0, "current": 6.0, "blockwise": 4.0 + 8.0 / 128.0, "mxfp8": 4.0 + 2.0 / 32.0}
+#: Each recipe's FP8 GEMM rate over per-tensor FP8's at the same shapes (the catalog's FP8 GEMM figures are per-tensor
+#: scaled: Bekman's MAMF rows run torch._scaled_mm with one scale per tensor). MXFP8: the 12 GEMMs of a layer (fprop,
+#: dgrad, wgrad of QKV, attention output, MLP up and down; hidden 4,096, MLP 16,384, 15,872 tokens), operands quantized
+#: before timing, 6.812 ms with per-tensor current scaling against 7.161 ms with MXFP8 on a B300: 0.951 (NVIDIA
+#: Transformer Engine, docs/examples/gemm_profiling/gemm_profiling.rst, "Autocast vs Pre-quantized", Per-layer total;
+#: published_runs.json microbenchmark "te-gemm-profiling-b300-mxfp8-vs-fp8cs"), taken on every Blackwell part (an
+#: assumption: one GPU, one model's shapes). Delayed, current and blockwise: 1 (no published same-shape comparison is
+#: recorded; TE's H200 run prices blockwise's GEMMs only with its casts). Lesson 7 §8.
+FP8_GEMM_RATE = {"delayed": 1.0, "current": 1.0, "blockwise": 1.0, "mxfp8": 6.812 / 7.161}
 
 
 def fp8_scaling(name) -> str:

@@ -262,7 +262,10 @@ def test_validation_accuracy_held_at_the_level_reached():
     # 2026-11-30 (session 21), torchtitan's 500 W H100 at Meta's stated bf16 peak for it at that cap, 800 TFLOP/s (Yang
     # et al. 2025, arXiv 2411.01783), instead of the midpoint of torchtitan's SXM-NVL bounds (912.45): 5.56% / 21.3%
     # (the 21 rows' mean -12.9% -> within -21.3% to +4.5%; the max is the async-TP page's 8B Float8 TP 8 row)
-    assert stats["mean_abs_error_percent"] <= 5.7 and stats["max_abs_error_percent"] <= 21.5
+    # 2026-11-30 (session 21), MXFP8 its own recipe (elementwise.FP8_GEMM_RATE: its GEMMs at 0.951 of per-tensor FP8's,
+    # Transformer Engine's GEMM profiling on a B300; its casts at 4 + 2/32 B): 5.5% / 21.3% (the four MXFP8 rows 2-5
+    # points slower: B200 405B -16.0% -> -13.1%)
+    assert stats["mean_abs_error_percent"] <= 5.6 and stats["max_abs_error_percent"] <= 21.5
 
 
 @pytest.mark.xfail(
