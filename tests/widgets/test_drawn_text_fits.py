@@ -206,9 +206,11 @@ def test_no_drawn_text_runs_past_the_canvas_or_over_another(name, tmp_path):
 
 
 @needs_node
+@pytest.mark.parametrize("available", [None, 340], ids=["beside the plot", "under the plot"])
 @pytest.mark.parametrize("gpu", sorted(hardware.ACCELERATORS))
-def test_the_bars_capacity_label_is_drawn_whole(gpu, tmp_path):
-    """The label bars.js wraps is drawn with every word, in order, none cut, for every GPU of the catalog."""
+def test_the_bars_capacity_label_is_drawn_whole(gpu, available, tmp_path):
+    """The label bars.js wraps is drawn with every word, in order, none cut, for every GPU of the catalog: in the
+    legend's column right of the plot (600 px), and in the legend under the plot (a 340 px output)."""
     part = hardware.accelerator(gpu)
     label = f"{part.name}: {format_bytes(part.memory_bytes)} ({part.memory_text()})"  # as data_parallel_zero.py
     frames = {
@@ -221,11 +223,17 @@ def test_the_bars_capacity_label_is_drawn_whole(gpu, tmp_path):
         "capacity_label": label,
     }
     state = {"width": 600, "height": 280, "frames": frames, "times": "", "codes": "", "positions": [0], "where": gpu}
+    if available:
+        state["available"] = available
     report = drawn_problems("bars.js", "drawBars", [state], tmp_path, record=True)
     assert not report["problems"], report["problems"]
     lines = [(text, x) for text, x, _, align in report["drawn"][0] if align in ("left", "start")]
-    # the legend's text column (bars.js: right 150, text at +30): the parts, then the label's lines
-    column = [text for text, x in lines if x == 600 - 120]
+    if available:  # as wide as the output, the legend's text under the plot: the parts, then the label's lines
+        assert report["shown"][0]["width"] == available and report["shown"][0]["fits"]
+        column = [text for text, _ in lines]
+    else:  # the legend's text column (bars.js: right 150, text at +30): the parts, then the label's lines
+        column = [text for text, x in lines if x == 600 - 120]
+    assert column[: len(frames["parts"])] == frames["parts"]
     assert " ".join(column[len(frames["parts"]) :]) == label
 
 
@@ -284,9 +292,10 @@ def test_the_recorder_sees_a_text_under_a_dashed_line(tmp_path):
 NARROW_OUTPUTS = {"a 900 px window": 468, "the narrowest output": 345}
 MIN_TEXT_PX = 10
 #: The pictures that lay themselves out again for a narrow output (draw.layout), and the narrowest output (px) each
-#: fits unscrolled (the lab stacks its charts; bars, ladder, timeline, the ring and the grid draw narrower); in a
-#: narrower one a picture is scaled down no further than MIN_TEXT_PX allows and scrolls sideways in its frame.
-REFLOWS = {"lab.js": 320, "bars.js": 460, "ladder.js": 460, "timeline.js": 340, "ring.js": 300, "grid.js": 300}
+#: fits unscrolled (the lab stacks its charts; the bars move their legend under the plot under 460 px; the ladder,
+#: timeline, the ring and the grid draw narrower); in a narrower one a picture is scaled down no further than
+#: MIN_TEXT_PX allows and scrolls sideways in its frame.
+REFLOWS = {"lab.js": 320, "bars.js": 320, "ladder.js": 460, "timeline.js": 340, "ring.js": 300, "grid.js": 300}
 
 
 @needs_node

@@ -28,7 +28,7 @@ MIN_TEXT_PX = 10
 #: the pictures that lay themselves out again for a narrow output, and the narrowest each fits unscrolled (px)
 REFLOWS = {
     "LabPicture": 320,
-    "BarsPicture": 460,
+    "BarsPicture": 320,
     "LadderPicture": 460,
     "TimelinePicture": 340,
     "RingPicture": 300,

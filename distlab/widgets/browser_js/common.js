@@ -39,6 +39,21 @@ function elasticLayout(least) {
   };
 }
 
+// A draw function's layout for a picture with two arrangements: from `beside` px up to its own width, as
+// elasticLayout(beside) lays it out (its own arrangement, as wide as the output); in an output narrower than `beside`,
+// a narrow arrangement (what stood beside the plot moved under or over it: bars.js's legend, ladder.js's capacity
+// label) as wide as the output, not under `least`, and `extra(ctx, model, width)` px taller than the model's height.
+// The draw function knows the narrow arrangement by its width: under `beside`.
+function narrowingLayout(beside, least, extra) {
+  const elastic = elasticLayout(beside);
+  return (ctx, model, available) => {
+    const own = model.get("width");
+    if (!(available > 0) || available >= own || available >= beside) return elastic(ctx, model, available);
+    const width = Math.max(least, Math.floor(available));
+    return { width, height: model.get("height") + Math.max(0, Math.ceil(extra(ctx, model, width) || 0)) };
+  };
+}
+
 // The factor a picture `width` px wide is shown at in an output `available` px wide (0: not laid out yet) whose
 // smallest text is `smallest` px: down to fit the output, but not under MIN_TEXT_PX for that text, never up.
 function displayScale(width, available, smallest) {
