@@ -292,10 +292,10 @@ def test_the_recorder_sees_a_text_under_a_dashed_line(tmp_path):
 NARROW_OUTPUTS = {"a 900 px window": 468, "the narrowest output": 345}
 MIN_TEXT_PX = 10
 #: The pictures that lay themselves out again for a narrow output (draw.layout), and the narrowest output (px) each
-#: fits unscrolled (the lab stacks its charts; the bars move their legend under the plot under 460 px; the ladder,
-#: timeline, the ring and the grid draw narrower); in a narrower one a picture is scaled down no further than
-#: MIN_TEXT_PX allows and scrolls sideways in its frame.
-REFLOWS = {"lab.js": 320, "bars.js": 320, "ladder.js": 460, "timeline.js": 340, "ring.js": 300, "grid.js": 300}
+#: fits unscrolled (the lab stacks its charts; the bars move their legend under the plot and the ladder its capacity's
+#: label over it, under 460 px; timeline, the ring and the grid draw narrower); in a narrower one a picture is scaled
+#: down no further than MIN_TEXT_PX allows and scrolls sideways in its frame.
+REFLOWS = {"lab.js": 320, "bars.js": 320, "ladder.js": 320, "timeline.js": 340, "ring.js": 300, "grid.js": 300}
 
 
 @needs_node

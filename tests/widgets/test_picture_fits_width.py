@@ -29,7 +29,7 @@ MIN_TEXT_PX = 10
 REFLOWS = {
     "LabPicture": 320,
     "BarsPicture": 320,
-    "LadderPicture": 460,
+    "LadderPicture": 320,
     "TimelinePicture": 340,
     "RingPicture": 300,
     "GridPicture": 300,
