@@ -323,6 +323,42 @@ def test_no_drawn_text_is_shown_under_the_minimum_size_in_a_narrow_output(name, 
         assert not report["problems"], f"{output}:\n" + "\n".join(report["problems"][:12])
 
 
+#: The widths the test below lays each reflowing picture out at: every REFLOW_STEP px from its narrowest (REFLOWS) up to
+#: its own width. A layout changes arrangement at widths of its own (bars.js and ladder.js at 460 px, the lab where
+#: its charts side by side would show text under MIN_TEXT_PX), and NARROW_OUTPUTS' two widths see one side of each at
+#: most, and not the narrowest width REFLOWS claims.
+REFLOW_STEP = 20
+#: Found by that test, not mended here: lesson 6's mesh, laid out 300-306 px wide, runs the node labels of a 16-wide
+#: mesh 1 px past the canvas and a group outline over "node 16".
+GRID_UNDER_306 = "grid.js laid out 300-306 px wide: node labels 1 px past the canvas, an outline over 'node 16'"
+
+
+@pytest.mark.slow  # every state of every browser picture at every REFLOW_STEP: outside the fast tier (README)
+@needs_node
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.xfail(reason=GRID_UNDER_306, strict=True)) if n == "lesson 6 mesh" else n
+     for n in APPS],
+)  # fmt: skip
+def test_a_picture_that_reflows_draws_clean_at_every_width_from_its_narrowest(name, tmp_path):
+    """Every state of every picture that lays itself out again, at every REFLOW_STEP px from the narrowest output it
+    claims to fit (REFLOWS) up to its own width (the narrowest first): it fits the output unscrolled, shows its text
+    at MIN_TEXT_PX or more, and no text runs past the canvas or over another."""
+    module, draw, build, step = APPS[name]
+    built = picture_states(build(), step)
+    for available in range(REFLOWS[module], max(s["width"] for s in built), REFLOW_STEP):
+        states = [{**s, "available": available} for s in built]
+        (tmp_path / str(available)).mkdir()
+        report = drawn_problems(module, draw, states, tmp_path / str(available))
+        assert report["frames"] >= len(states) and len(report["shown"]) == report["frames"]
+        cut = [f"{s['where']}: {s['width']} px" for s in report["shown"] if not s["fits"]]
+        assert not cut, f"{len(cut)} frames wider than a {available} px output: " + "; ".join(cut[:4])
+        small = [f"{s['where']}: {s['smallest']:.1f} px drawn, shown at {s['shown']:.1f} px" for s in report["shown"]
+                 if s["shown"] < min(MIN_TEXT_PX, s["smallest"]) - 1e-9]  # fmt: skip
+        assert not small, f"{len(small)} frames in a {available} px output, e.g.\n" + "\n".join(small[:8])
+        assert not report["problems"], f"a {available} px output:\n" + "\n".join(report["problems"][:12])
+
+
 @needs_node
 def test_the_check_sees_a_lab_scaled_to_fit_a_narrow_output(tmp_path):
     # the check above must fail on the defect: scaled to fit the output whole, side by side (as before review v20)
