@@ -359,6 +359,44 @@ def test_a_picture_that_reflows_draws_clean_at_every_width_from_its_narrowest(na
         assert not report["problems"], f"a {available} px output:\n" + "\n".join(report["problems"][:12])
 
 
+def triage_layout_states() -> list[dict]:
+    """The triage ladder (lesson 8b) of every model, sequence (the shortest and the longest), TP, PP and micro-batch of
+    TriageApp's controls on its fewest nodes (the most rungs): states many controls away from the app as built, which
+    picture_states (one control at a time) does not reach. Combinations the app's controls refuse are left out."""
+    import itertools
+
+    app, states = TriageApp(nodes=4), {}
+    controls = (app.model, app.seq_len, app.tp, app.pp, app.micro_batch_size)
+    values = (app.model.options, (2048, 16384), (1, 2, 4, 8), (1, 2, 4, 8), (1, 2, 4, 8))
+    for combination in itertools.product(*values):
+        try:
+            for control, value in zip(controls, combination):
+                control.value = value
+        except Exception:  # an option this state does not offer
+            continue
+        if app.error is None:
+            s = _snapshot(app.picture, " ".join(f"{c.description}={v}" for c, v in zip(controls, combination)))
+            states.setdefault(json.dumps(s["frames"], sort_keys=True), s)
+    return list(states.values())
+
+
+@pytest.mark.slow  # about a thousand ladders at a dozen widths: outside the fast tier (README)
+@needs_node
+def test_every_ladder_of_the_triage_apps_layouts_draws_clean_at_every_width(tmp_path):
+    """The triage ladder of every layout of triage_layout_states, at its own width and every REFLOW_STEP px from its
+    narrowest: no text past the canvas or over another. Found there (review of the narrow ladder): the first fit
+    just under the capacity after a rung just over it ("91.5 GB" under "\u2713 first fit" in narrow slots), and the
+    eighth rung's mark over the capacity's label at 460 px."""
+    states = triage_layout_states()
+    assert len(states) > 100 and max(len(s["frames"]["bars"][0]) for s in states) >= 10  # ladders of ten rungs
+    for available in [720, *range(REFLOWS["ladder.js"], 720, REFLOW_STEP)]:
+        (tmp_path / str(available)).mkdir()
+        report = drawn_problems("ladder.js", "drawLadder", [{**s, "available": available} for s in states],
+                                tmp_path / str(available))  # fmt: skip
+        assert report["frames"] == len(states) and all(s["fits"] for s in report["shown"])
+        assert not report["problems"], f"a {available} px output:\n" + "\n".join(report["problems"][:12])
+
+
 @needs_node
 def test_the_check_sees_a_lab_scaled_to_fit_a_narrow_output(tmp_path):
     # the check above must fail on the defect: scaled to fit the output whole, side by side (as before review v20)
