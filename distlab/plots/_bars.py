@@ -176,11 +176,13 @@ def memory_bars(ax, n_bars: int, legend: bool = True) -> MemoryBars:
 
 
 def memory_legend_html() -> str:
-    """The colour legend as HTML, for widgets that keep text out of the per-frame render."""
+    """The colour legend as HTML, for widgets that keep text out of the per-frame render. The capacity's entry, keyed
+    by dashes, is kept on one line, a space before it to break at (in a 320 px output "- - GPU memory" broke after its
+    first dash)."""
     items = "".join(swatch(MEMORY_COLOURS[c], MEMORY_LABELS[c]) for c in MEMORY_COMPONENTS)
     return (
         f'<div style="font-size:12px"><b>memory per GPU</b>, GB (10<sup>9</sup> bytes):{items}'
-        f'<span style="color:{CAPACITY_COLOUR};margin-left:12px">- - GPU memory</span></div>'
+        f' <span style="color:{CAPACITY_COLOUR};margin-left:8px;white-space:nowrap">- - GPU memory</span></div>'
     )
 
 

@@ -161,8 +161,8 @@ def legend_html(capacity: str = "GPU memory") -> str:
     items = "".join(swatch(STAGE_COLOURS[s], STAGE_LABELS[s], "line", margin="0 4px 3px 12px") for s in STAGES)
     return (
         f'<div style="font-size:12px"><b>model states per GPU</b> (GB, log scale) against the data-parallel '
-        f'GPU count N:{items}<span style="color:{CAPACITY_COLOUR};margin-left:12px">- - {html.escape(capacity)}'
-        f"</span></div>"
+        f'GPU count N:{items} <span style="color:{CAPACITY_COLOUR};margin-left:8px;white-space:nowrap">'
+        f"- - {html.escape(capacity)}</span></div>"
     )
 
 

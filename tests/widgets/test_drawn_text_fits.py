@@ -206,9 +206,11 @@ def test_no_drawn_text_runs_past_the_canvas_or_over_another(name, tmp_path):
 
 
 @needs_node
+@pytest.mark.parametrize("available", [None, 340], ids=["beside the plot", "under the plot"])
 @pytest.mark.parametrize("gpu", sorted(hardware.ACCELERATORS))
-def test_the_bars_capacity_label_is_drawn_whole(gpu, tmp_path):
-    """The label bars.js wraps is drawn with every word, in order, none cut, for every GPU of the catalog."""
+def test_the_bars_capacity_label_is_drawn_whole(gpu, available, tmp_path):
+    """The label bars.js wraps is drawn with every word, in order, none cut, for every GPU of the catalog: in the
+    legend's column right of the plot (600 px), and in the legend under the plot (a 340 px output)."""
     part = hardware.accelerator(gpu)
     label = f"{part.name}: {format_bytes(part.memory_bytes)} ({part.memory_text()})"  # as data_parallel_zero.py
     frames = {
@@ -221,11 +223,17 @@ def test_the_bars_capacity_label_is_drawn_whole(gpu, tmp_path):
         "capacity_label": label,
     }
     state = {"width": 600, "height": 280, "frames": frames, "times": "", "codes": "", "positions": [0], "where": gpu}
+    if available:
+        state["available"] = available
     report = drawn_problems("bars.js", "drawBars", [state], tmp_path, record=True)
     assert not report["problems"], report["problems"]
     lines = [(text, x) for text, x, _, align in report["drawn"][0] if align in ("left", "start")]
-    # the legend's text column (bars.js: right 150, text at +30): the parts, then the label's lines
-    column = [text for text, x in lines if x == 600 - 120]
+    if available:  # as wide as the output, the legend's text under the plot: the parts, then the label's lines
+        assert report["shown"][0]["width"] == available and report["shown"][0]["fits"]
+        column = [text for text, _ in lines]
+    else:  # the legend's text column (bars.js: right 150, text at +30): the parts, then the label's lines
+        column = [text for text, x in lines if x == 600 - 120]
+    assert column[: len(frames["parts"])] == frames["parts"]
     assert " ".join(column[len(frames["parts"]) :]) == label
 
 
@@ -284,9 +292,10 @@ def test_the_recorder_sees_a_text_under_a_dashed_line(tmp_path):
 NARROW_OUTPUTS = {"a 900 px window": 468, "the narrowest output": 345}
 MIN_TEXT_PX = 10
 #: The pictures that lay themselves out again for a narrow output (draw.layout), and the narrowest output (px) each
-#: fits unscrolled (the lab stacks its charts; bars, ladder, timeline, the ring and the grid draw narrower); in a
-#: narrower one a picture is scaled down no further than MIN_TEXT_PX allows and scrolls sideways in its frame.
-REFLOWS = {"lab.js": 320, "bars.js": 460, "ladder.js": 460, "timeline.js": 340, "ring.js": 300, "grid.js": 300}
+#: fits unscrolled (the lab stacks its charts; the bars move their legend under the plot and the ladder its capacity's
+#: label over it, under 460 px; timeline, the ring and the grid draw narrower); in a narrower one a picture is scaled
+#: down no further than MIN_TEXT_PX allows and scrolls sideways in its frame.
+REFLOWS = {"lab.js": 320, "bars.js": 320, "ladder.js": 320, "timeline.js": 340, "ring.js": 300, "grid.js": 300}
 
 
 @needs_node
@@ -312,6 +321,80 @@ def test_no_drawn_text_is_shown_under_the_minimum_size_in_a_narrow_output(name, 
             cut = [f"{s['where']}: {s['width']} px" for s in report["shown"] if not s["fits"]]
             assert not cut, f"{len(cut)} frames wider than a {available} px output: " + "; ".join(cut[:4])
         assert not report["problems"], f"{output}:\n" + "\n".join(report["problems"][:12])
+
+
+#: The widths the test below lays each reflowing picture out at: every REFLOW_STEP px from its narrowest (REFLOWS) up to
+#: its own width. A layout changes arrangement at widths of its own (bars.js and ladder.js at 460 px, the lab where
+#: its charts side by side would show text under MIN_TEXT_PX), and NARROW_OUTPUTS' two widths see one side of each at
+#: most, and not the narrowest width REFLOWS claims.
+REFLOW_STEP = 20
+#: Found by that test, not mended here: lesson 6's mesh, laid out 300-306 px wide, runs the node labels of a 16-wide
+#: mesh 1 px past the canvas and a group outline over "node 16".
+GRID_UNDER_306 = "grid.js laid out 300-306 px wide: node labels 1 px past the canvas, an outline over 'node 16'"
+
+
+@pytest.mark.slow  # every state of every browser picture at every REFLOW_STEP: outside the fast tier (README)
+@needs_node
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.xfail(reason=GRID_UNDER_306, strict=True)) if n == "lesson 6 mesh" else n
+     for n in APPS],
+)  # fmt: skip
+def test_a_picture_that_reflows_draws_clean_at_every_width_from_its_narrowest(name, tmp_path):
+    """Every state of every picture that lays itself out again, at every REFLOW_STEP px from the narrowest output it
+    claims to fit (REFLOWS) up to its own width (the narrowest first): it fits the output unscrolled, shows its text
+    at MIN_TEXT_PX or more, and no text runs past the canvas or over another."""
+    module, draw, build, step = APPS[name]
+    built = picture_states(build(), step)
+    for available in range(REFLOWS[module], max(s["width"] for s in built), REFLOW_STEP):
+        states = [{**s, "available": available} for s in built]
+        (tmp_path / str(available)).mkdir()
+        report = drawn_problems(module, draw, states, tmp_path / str(available))
+        assert report["frames"] >= len(states) and len(report["shown"]) == report["frames"]
+        cut = [f"{s['where']}: {s['width']} px" for s in report["shown"] if not s["fits"]]
+        assert not cut, f"{len(cut)} frames wider than a {available} px output: " + "; ".join(cut[:4])
+        small = [f"{s['where']}: {s['smallest']:.1f} px drawn, shown at {s['shown']:.1f} px" for s in report["shown"]
+                 if s["shown"] < min(MIN_TEXT_PX, s["smallest"]) - 1e-9]  # fmt: skip
+        assert not small, f"{len(small)} frames in a {available} px output, e.g.\n" + "\n".join(small[:8])
+        assert not report["problems"], f"a {available} px output:\n" + "\n".join(report["problems"][:12])
+
+
+def triage_layout_states() -> list[dict]:
+    """The triage ladder (lesson 8b) of every model, sequence (the shortest and the longest), TP, PP and micro-batch of
+    TriageApp's controls on its fewest nodes (the most rungs): states many controls away from the app as built, which
+    picture_states (one control at a time) does not reach. Combinations the app's controls refuse are left out."""
+    import itertools
+
+    app, states = TriageApp(nodes=4), {}
+    controls = (app.model, app.seq_len, app.tp, app.pp, app.micro_batch_size)
+    values = (app.model.options, (2048, 16384), (1, 2, 4, 8), (1, 2, 4, 8), (1, 2, 4, 8))
+    for combination in itertools.product(*values):
+        try:
+            for control, value in zip(controls, combination):
+                control.value = value
+        except Exception:  # an option this state does not offer
+            continue
+        if app.error is None:
+            s = _snapshot(app.picture, " ".join(f"{c.description}={v}" for c, v in zip(controls, combination)))
+            states.setdefault(json.dumps(s["frames"], sort_keys=True), s)
+    return list(states.values())
+
+
+@pytest.mark.slow  # about a thousand ladders at a dozen widths: outside the fast tier (README)
+@needs_node
+def test_every_ladder_of_the_triage_apps_layouts_draws_clean_at_every_width(tmp_path):
+    """The triage ladder of every layout of triage_layout_states, at its own width and every REFLOW_STEP px from its
+    narrowest: no text past the canvas or over another. Found there (review of the narrow ladder): the first fit
+    just under the capacity after a rung just over it ("91.5 GB" under "\u2713 first fit" in narrow slots), and the
+    eighth rung's mark over the capacity's label at 460 px."""
+    states = triage_layout_states()
+    assert len(states) > 100 and max(len(s["frames"]["bars"][0]) for s in states) >= 10  # ladders of ten rungs
+    for available in [720, *range(REFLOWS["ladder.js"], 720, REFLOW_STEP)]:
+        (tmp_path / str(available)).mkdir()
+        report = drawn_problems("ladder.js", "drawLadder", [{**s, "available": available} for s in states],
+                                tmp_path / str(available))  # fmt: skip
+        assert report["frames"] == len(states) and all(s["fits"] for s in report["shown"])
+        assert not report["problems"], f"a {available} px output:\n" + "\n".join(report["problems"][:12])
 
 
 @needs_node

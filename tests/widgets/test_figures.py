@@ -775,23 +775,29 @@ def test_no_html_legend_entry_breaks_across_lines():
     # alone' after 'compute' (review v14), so its next line began 'alone time in units of ...'
     import matplotlib.pyplot as plt
 
+    # the legends of HTML panels, and those a browser picture shows above its canvas (LadderPicture.legend: lesson
+    # 8b's "- - GPU memory" broke after its first dash in a 320 px output)
     box = re.compile(r'<span style="display:inline-block;[^"]*(?:background|border)[^"]*"></span>')
     whole = re.compile(r'<span style="white-space:nowrap"><span style="display:inline-block[^>]*></span>[^<]*</span>')
     for app_class in _apps():
         app = app_class()
         try:
             for w in _walk(app):
-                if isinstance(w, widgets.HTML):
-                    assert len(box.findall(w.value)) == len(whole.findall(w.value)), (app_class.__name__, w.value)
-                    assert not glyph_entry_problems(w.value), (app_class.__name__, glyph_entry_problems(w.value))
+                legend = w.value if isinstance(w, widgets.HTML) else getattr(w, "legend", None)
+                if isinstance(legend, str):
+                    assert len(box.findall(legend)) == len(whole.findall(legend)), (app_class.__name__, legend)
+                    assert not glyph_entry_problems(legend), (app_class.__name__, glyph_entry_problems(legend))
         finally:
             if getattr(app, "fig", None) is not None:
                 plt.close(app.fig)
 
 
 #: a legend entry keyed by a text glyph rather than a swatch box: a span whose text is a symbol (an entity such as
-#: &#8942;, or a character that is not a letter, digit or punctuation of prose), a space and a label
-GLYPH_ENTRY = re.compile(r'<span style="([^"]*)">((?:&#x?[0-9a-fA-F]+;|[^\w\s<>&;,.:()\[\]"\'-])+)[ \t]+([^<]+)</span>')
+#: &#8942;, or a character that is not a letter, digit or punctuation of prose) or a dashed line typed as dashes
+#: ("- -": a capacity line), a space and a label
+GLYPH_ENTRY = re.compile(
+    r'<span style="([^"]*)">((?:&#x?[0-9a-fA-F]+;|[^\w\s<>&;,.:()\[\]"\'-])+|-(?: -)+)[ \t]+([^<]+)</span>'
+)
 
 
 def glyph_entry_problems(html: str) -> list[str]:
@@ -813,7 +819,9 @@ def test_the_glyph_entry_check_finds_a_breakable_and_a_stuck_entry():
 
     breakable = '<div><span style="color:#57606a">&#8942; backward ends</span></div>'
     stuck = swatch("#000000", "all-reduced") + '<span style="color:red;white-space:nowrap">\u2502 step ends</span>'
+    dashes = '<div>: <span style="color:#c44e52;margin-left:12px">- - GPU memory</span></div>'
     assert len(glyph_entry_problems(breakable)) == 1 and len(glyph_entry_problems(stuck)) == 1
+    assert len(glyph_entry_problems(dashes)) == 1
     assert (
         glyph_entry_problems(swatch("#000000", "all-reduced") + glyph_key("#57606a", "&#8942;", "backward ends")) == []
     )

@@ -28,8 +28,8 @@ MIN_TEXT_PX = 10
 #: the pictures that lay themselves out again for a narrow output, and the narrowest each fits unscrolled (px)
 REFLOWS = {
     "LabPicture": 320,
-    "BarsPicture": 460,
-    "LadderPicture": 460,
+    "BarsPicture": 320,
+    "LadderPicture": 320,
     "TimelinePicture": 340,
     "RingPicture": 300,
     "GridPicture": 300,
@@ -154,6 +154,26 @@ def test_every_pictures_text_is_shown_at_the_minimum_size_or_more(page, output):
             scrolled.append(f"{name}: {canvas.bounding_box()['width']:.0f} px")
     assert not small, f"text under {MIN_TEXT_PX} px in a {width} px output: " + "; ".join(small)
     assert not scrolled, f"wider than a {width} px output: " + "; ".join(scrolled)
+
+
+def test_a_reflowing_picture_fits_its_narrowest_output_whole_controls_included(page):
+    """At the narrowest output each reflowing picture claims (REFLOWS), the whole picture fits it: the canvas, and the
+    row of controls above it (play button, caption, slider, readout; common.js shrinks the slider): a 260 px slider
+    ran that row 5-75 px past outputs of 300-345 px over pictures that fit them."""
+    wide = []
+    for name, picture in _pictures():
+        output = REFLOWS.get(type(picture).__name__)
+        if output is None:
+            continue
+        _mount(page, picture, output)
+        widths = page.evaluate(
+            """() => [".distlab-picture", ".distlab-controls", "canvas.distlab-canvas"].map((s) => {
+                const el = document.querySelector(s);
+                return [s, Math.max(el.scrollWidth, el.getBoundingClientRect().width)];
+            })"""
+        )
+        wide += [f"{name}: {s} {w:.0f} px in a {output} px output" for s, w in widths if w > output + 0.5]
+    assert not wide, "; ".join(wide)
 
 
 def test_a_click_on_the_grid_laid_out_again_picks_the_gpu_under_it(page):

@@ -39,6 +39,21 @@ function elasticLayout(least) {
   };
 }
 
+// A draw function's layout for a picture with two arrangements: from `beside` px up to its own width, as
+// elasticLayout(beside) lays it out (its own arrangement, as wide as the output); in an output narrower than `beside`,
+// a narrow arrangement (what stood beside the plot moved under or over it: bars.js's legend, ladder.js's capacity
+// label) as wide as the output, not under `least`, and `extra(ctx, model, width)` px taller than the model's height.
+// The draw function knows the narrow arrangement by its width: under `beside`.
+function narrowingLayout(beside, least, extra) {
+  const elastic = elasticLayout(beside);
+  return (ctx, model, available) => {
+    const own = model.get("width");
+    if (!(available > 0) || available >= own || available >= beside) return elastic(ctx, model, available);
+    const width = Math.max(least, Math.floor(available));
+    return { width, height: model.get("height") + Math.max(0, Math.ceil(extra(ctx, model, width) || 0)) };
+  };
+}
+
 // The factor a picture `width` px wide is shown at in an output `available` px wide (0: not laid out yet) whose
 // smallest text is `smallest` px: down to fit the output, but not under MIN_TEXT_PX for that text, never up.
 function displayScale(width, available, smallest) {
@@ -187,9 +202,13 @@ function mountPicture(model, el, draw) {
   const row = element("div", { class: "distlab-controls" }, "display: flex; align-items: center; gap: 8px; margin: 4px 0");
   const play = element("button", { type: "button", class: "distlab-play", "aria-pressed": "false" },
     "min-width: 72px; padding: 2px 8px");
-  const label = element("label", {}, "display: flex; align-items: center; gap: 6px");
-  const caption = element("span", { class: "distlab-label" });
-  const slider = element("input", { type: "range", step: "1", class: "distlab-slider" }, "width: 260px");
+  // the slider 260 px wide where the output has room, narrower where it has not (down to 60 px), its caption on one
+  // line: at 260 px the row ran 5-75 px past an output 300-345 px wide (the ring's, with its play button, the most),
+  // over a picture that fit it
+  const label = element("label", {}, "display: flex; align-items: center; gap: 6px; min-width: 0");
+  const caption = element("span", { class: "distlab-label" }, "white-space: nowrap");
+  const slider = element("input", { type: "range", step: "1", class: "distlab-slider" },
+    "width: 260px; min-width: 60px; flex: 0 1 auto");
   const readout = element("output", { class: "distlab-readout" }, "min-width: 2.5em; font-variant-numeric: tabular-nums");
   const summary = element("div", { class: "distlab-summary", role: "status", "aria-live": "polite" },
     "white-space: pre-wrap; font-family: var(--jp-code-font-family, monospace); font-size: 12px; margin-top: 4px");
