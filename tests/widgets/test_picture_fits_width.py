@@ -32,7 +32,7 @@ REFLOWS = {
     "LadderPicture": 320,
     "TimelinePicture": 340,
     "RingPicture": 300,
-    "GridPicture": 300,
+    "GridPicture": 310,
 }
 
 pytestmark = [

@@ -82,7 +82,7 @@ function gridScale(f, w, h, legend = LEGEND_H) {
 // by plots.parallelism_3d.grid_geometry), as tall as those cells need at that width (up to GRID_TALLEST px), and its
 // legend over as many lines as it takes. Shrunk whole, its 11 px legend and 12 px rank numbers were shown at 7-8 px,
 // or the picture scrolled sideways (review v20).
-const GRID_LEAST = 300;
+const GRID_LEAST = 310; // at 300-306 px a 16-wide mesh ran its node labels 1 px past the canvas (test_drawn_text_fits)
 const GRID_TALLEST = 640;
 const LEGEND_LINE = 18;
 
