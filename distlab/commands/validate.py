@@ -93,24 +93,19 @@ def run(args) -> int:
         status = r.status if r.status == "predicted" else f"{r.status}: {r.reason}"
         row = f"{r.id:<{width}}  {_seconds(r.measured_s):>10}  {_seconds(r.predicted_s):>11}  {error:>7}  {status}"
         print(wrap_text(row, indent=" " * 8))  # a reason on indented lines under the run's
-    priced = validation.power_capped_runs(args.role, priced=True)
-    if priced:
-        print(
-            wrap_text(
-                f"power-capped, priced at the cap ({len(priced)} runs: {', '.join(priced)}): their GPUs ran below "
-                "the part's TDP, and the model prices them at the peaks stated for the part at that cap (the runs' "
-                "hardware sources); what a cap does to HBM and links is not modelled"
+    for priced, label, words in (
+        (True, "power-capped, priced at the cap", "and the model prices them at the peaks stated for the part at that "
+         "cap (the runs' hardware sources); what a cap does to HBM and links is not modelled"),
+        (False, "power-capped", "distlab does not model the cap (it holds no sourced measurement of a cap's effect on "
+         "the part), so their error includes it"),
+    ):  # fmt: skip
+        capped = validation.power_capped_runs(args.role, priced=priced)
+        if capped:
+            print(
+                wrap_text(
+                    f"{label} ({len(capped)} runs: {', '.join(capped)}): their GPUs ran below the part's TDP; {words}"
+                )
             )
-        )
-    capped = validation.power_capped_runs(args.role, priced=False)
-    if capped:
-        print(
-            wrap_text(
-                f"power-capped ({len(capped)} runs: {', '.join(capped)}): their GPUs ran below the part's TDP; "
-                "distlab does not model the cap (it holds no sourced measurement of a cap's effect on the part), so "
-                "their error includes it"
-            )
-        )
     print()
     for role, stats in comparison.summary.items():
         print(wrap_text(_summary_line(role, stats)))
