@@ -94,7 +94,7 @@ def run(args) -> int:
         row = f"{r.id:<{width}}  {_seconds(r.measured_s):>10}  {_seconds(r.predicted_s):>11}  {error:>7}  {status}"
         print(wrap_text(row, indent=" " * 8))  # a reason on indented lines under the run's
     for priced, label, words in (
-        (True, "power-capped, priced at the cap", "and the model prices them at the peaks stated for the part at that "
+        (True, "power-capped, priced at the cap", "the model prices them at the peaks stated for the part at that "
          "cap (the runs' hardware sources); what a cap does to HBM and links is not modelled"),
         (False, "power-capped", "distlab does not model the cap (it holds no sourced measurement of a cap's effect on "
          "the part), so their error includes it"),
