@@ -14,7 +14,8 @@ block the build does not see would reach the students whole. Outputs and executi
 What else passes from a solution to its exercise is an allow-list (red team round 26 02: a solution's saved widget
 state, which holds what its cells printed, a markdown image attached to a solution block and any cell metadata
 were copied as they were): the notebook metadata's KEPT_METADATA, each cell's KEPT_CELL_METADATA, and a markdown
-cell's attachments that its exercise text still shows.
+(or raw) cell's attachments that its exercise text still shows. The notebook and each cell are made anew (red team
+round 27 01: a raw cell passed whole, and keys beside the schema's with it): a raw cell's text is read as markdown's.
 
 A solution that is a lesson of the manifest (distlab.lessons.LESSONS, by its exercise file name)
 must name that lesson in its metadata (``metadata["distlab"]["lesson"]``, which the grader reads
@@ -200,16 +201,39 @@ def strip_markdown(source: str, where: str = "cell") -> str:
 _ATTACHMENT = re.compile(r"attachment:([^\s)\"'>]+)")
 
 
-def _kept_attachments(cell) -> None:
-    """Only the attachments the (stripped) markdown still shows: one a solution block showed goes with the block."""
-    attachments = cell.get("attachments")
-    if attachments:
-        shown = set(_ATTACHMENT.findall(cell.source))
-        kept = {name: data for name, data in attachments.items() if name in shown}
-        if kept:
-            cell.attachments = kept
-        else:
-            del cell["attachments"]
+def _kept_attachments(attachments, text: str) -> dict:
+    """Only the attachments the (stripped) `text` still shows: one a solution block showed goes with the block."""
+    if not isinstance(attachments, dict):
+        return {}
+    shown = set(_ATTACHMENT.findall(text))
+    return {name: data for name, data in attachments.items() if name in shown}
+
+
+#: a cell id as nbformat 4.5's schema allows it (kept, so a build is the same each time); any other is not copied
+_CELL_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+def _exercise_cell(cell, where: str):
+    """The exercise's cell made anew from `cell` with only what an exercise may hold (red team round 27 01: a raw
+    cell passed whole, its solution markers unread and its attachments all kept, and any key a cell carried besides
+    the schema's, an image attached to a code cell, reached the exercise): its source stripped (a raw cell's as
+    markdown's, so its markers are read or refused), KEPT_CELL_METADATA, the attachments its text still shows, and
+    its id when the schema's. A cell of another type is refused."""
+    v4 = nbformat.v4
+    metadata = {k: cell.metadata[k] for k in KEPT_CELL_METADATA if k in cell.get("metadata", {})}
+    if cell.get("cell_type") == "code":
+        made = v4.new_code_cell(strip_code(cell.source, where), metadata=metadata)
+    elif cell.get("cell_type") in ("markdown", "raw"):
+        new = v4.new_markdown_cell if cell.cell_type == "markdown" else v4.new_raw_cell
+        made = new(strip_markdown(cell.source, where), metadata=metadata)
+        attachments = _kept_attachments(cell.get("attachments"), made.source)
+        if attachments:
+            made.attachments = nbformat.from_dict(attachments)
+    else:
+        raise ConfigurationError(f"{where}: a {cell.get('cell_type')!r} cell (an exercise holds code, markdown, raw)")
+    if isinstance(cell.get("id"), str) and _CELL_ID.fullmatch(cell.id):
+        made.id = cell.id
+    return made
 
 
 def _check_no_solution_only_names(nb, where: str) -> None:
@@ -247,23 +271,16 @@ def exercise_from_solution(nb: "nbformat.NotebookNode", where: str = "notebook")
     execution counts cleared."""
     nb = nbformat.from_dict(nb)
     _check_no_solution_only_names(nb, where)
-    nb.metadata = nbformat.from_dict({k: nb.metadata[k] for k in KEPT_METADATA if k in nb.metadata})
-    nb.cells = [
+    metadata = {k: nb.metadata[k] for k in KEPT_METADATA if k in nb.metadata}
+    cells = [
         cell
         for index, cell in enumerate(nb.cells)
         if not (cell.cell_type == "code" and _only_shows_solutions(cell.source, f"{where}, cell {index}"))
     ]
-    for index, cell in enumerate(nb.cells):
-        # nbclient's timestamps and anything else a solution's cell carries: only KEPT_CELL_METADATA
-        cell.metadata = nbformat.from_dict({k: cell.metadata[k] for k in KEPT_CELL_METADATA if k in cell.metadata})
-        if cell.cell_type == "code":
-            cell.source = strip_code(cell.source, f"{where}, cell {index}")
-            cell.outputs = []
-            cell.execution_count = None
-        elif cell.cell_type == "markdown":
-            cell.source = strip_markdown(cell.source, f"{where}, cell {index}")
-            _kept_attachments(cell)
-    return nb
+    # made anew: no key of the solution's notebook or cells passes but those named here
+    exercise = nbformat.v4.new_notebook(metadata=nbformat.from_dict(metadata))
+    exercise.cells = [_exercise_cell(cell, f"{where}, cell {index}") for index, cell in enumerate(cells)]
+    return exercise
 
 
 def check_lesson_key(nb, name: str) -> None:

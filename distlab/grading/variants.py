@@ -15,6 +15,7 @@ solution() is withheld. Self-study notebooks (no variant) grade exactly as befor
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import hmac
@@ -267,9 +268,16 @@ def _write_variant(out: Path, folder: str, name: str, nb) -> Path:
     try:
         temporary = f".{name}.{secrets.token_hex(8)}.tmp"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-        with os.fdopen(os.open(temporary, flags, 0o644, dir_fd=fd), "w", encoding="utf-8") as f:
-            nbformat.write(nb, f)
-        os.replace(temporary, name, src_dir_fd=fd, dst_dir_fd=fd)
+        try:
+            with os.fdopen(os.open(temporary, flags, 0o644, dir_fd=fd), "w", encoding="utf-8") as f:
+                nbformat.write(nb, f)
+            os.replace(temporary, name, src_dir_fd=fd, dst_dir_fd=fd)
+        except BaseException:  # red team round 27 02: never leave the temporary file behind in the student's folder
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary, dir_fd=fd)
+            raise
+    except IsADirectoryError:  # a folder the student made under the exercise's name: a message, not a traceback
+        raise ConfigurationError(f"{out / folder / name} is a folder, not a notebook: remove it") from None
     finally:
         os.close(fd)
     return out / folder / name
