@@ -109,9 +109,10 @@ def timeline_codes(timeline, columns: int, x_max: float) -> np.ndarray:
     return codes
 
 
-def stage_ticks(p: int):
-    """Tick positions and labels for p stage rows (every stage up to 16, then every k-th)."""
-    step = 1 if p <= 16 else int(np.ceil(p / 16))
+def stage_ticks(p: int, most: int = 16):
+    """Tick positions and labels for p stage rows: every stage up to `most`, then every k-th (the static grids name
+    up to 16; a widget's grid as many as its height fits, TimelineGrid._name_rows)."""
+    step = math.ceil(p / max(1, most))
     rows = list(range(0, p, step))
     return [r + 0.5 for r in rows], [f"stage {r}" if p <= 16 else str(r) for r in rows]
 
@@ -228,9 +229,8 @@ class TimelineGrid:
             return
         figure = self.ax.get_figure(root=True)
         room = self.ax.bbox.height * 72.0 / float(figure.dpi)  # the rows' height in points
-        every = math.ceil(stages / max(1, int(room // (self.rows.labelsize * ROW_NAME_SPACING))))
-        named = range(0, stages, every)
-        self.rows.set_ticks([1.0 - (s + 0.5) / stages for s in named], [f"stage {s}" for s in named])
+        centres, names = stage_ticks(stages, most=int(room // (self.rows.labelsize * ROW_NAME_SPACING)))
+        self.rows.set_ticks([1.0 - c / stages for c in centres], names)
 
     def update(self, timeline=None, faded: bool = False, x_max: float | None = None) -> bool:
         """Show `timeline` (or fade the current picture when None/faded). Returns True when the
