@@ -35,9 +35,9 @@ Engines default to the kernel they run (ENGINE_KERNELS). Lesson 7 §8.
 
 from __future__ import annotations
 
-import numpy as np
-
 from dataclasses import dataclass
+
+import numpy as np
 
 from .errors import ConfigurationError
 
@@ -88,11 +88,6 @@ ENGINE_KERNELS = {
 }
 #: The sequence lengths of Shah et al. 2024 Figs. 5-6 (batch x seqlen = 16k tokens, hidden 2048, head dim 128).
 KERNEL_SEQ_LENS = (512, 1024, 2048, 4096, 8192, 16384)
-#: TFLOP/s (forward with a causal mask, backward) per kernel on the H100 80GB SXM5, head dim 128, BF16, at
-#: KERNEL_SEQ_LENS: Shah et al. 2024 Fig. 5 (causal panel, head dim 128) and Fig. 6 (head dim 128; the paper's
-#: backward figure has no causal panel: its rates are applied to the causal backward, an assumption). On the papers'
-#: FLOP count (causal forward 2 s^2 a d, backward 2.5 x that). sdpa runs FlashAttention-2's kernels. The H100's die
-#: (h200, torchtitan's 96 GB part) takes the same share of its own peak (an assumption, as for the GEMMs).
 
 
 @dataclass(frozen=True)
@@ -123,6 +118,11 @@ class KernelFigure:
 
 #: The figures' peak, the H100 SXM5's dense BF16 989.4 TFLOP/s (hardware catalog): rates are used as its share.
 _FIGURE_PEAK_TFLOPS = 989.4
+#: TFLOP/s (forward with a causal mask, backward) per kernel on the H100 80GB SXM5, head dim 128, BF16, at
+#: KERNEL_SEQ_LENS: Shah et al. 2024 Fig. 5 (causal panel, head dim 128) and Fig. 6 (head dim 128; the paper's
+#: backward figure has no causal panel: its rates are applied to the causal backward, an assumption). On the papers'
+#: FLOP count (causal forward 2 s^2 a d, backward 2.5 x that). sdpa runs FlashAttention-2's kernels. The H100's die
+#: (h200, torchtitan's 96 GB part) takes the same share of its own peak (an assumption, as for the GEMMs).
 _H100_KERNELS = {
     name: KernelFigure(source, KERNEL_SEQ_LENS, forward, backward, _FIGURE_PEAK_TFLOPS)
     for name, (source, forward, backward) in {
@@ -162,6 +162,8 @@ CAUSAL_BACKWARD_RATIO = {
 }
 #: The sequence lengths of Zadouri et al. 2026 Figs. 4 and 6 (B200, 32k tokens per batch, hidden 2048, head dim 128).
 BLACKWELL_SEQ_LENS = (1024, 2048, 4096, 8192, 16384, 32768)
+#: Their GPU's peak, the B200's dense BF16 2,250 TFLOP/s (hardware catalog): rates are used as its share.
+_B200_PEAK_TFLOPS = 2250.0
 #: TFLOP/s (causal forward, causal backward) per kernel on a B200, head dim 128, BF16, at BLACKWELL_SEQ_LENS: Zadouri
 #: et al. 2026 (FlashAttention-4, arXiv 2603.05451) Fig. 4 and Fig. 6, causal panels, the bars' printed labels
 #: (published_runs.json "zadouri2026-fa4-fig4-6-b200-hd128-*"): FlashAttention-2 2.8.3, cuDNN 9.13.0 (the release before
@@ -171,7 +173,9 @@ BLACKWELL_SEQ_LENS = (1024, 2048, 4096, 8192, 16384, 32768)
 #: PR #170800). GB200 (the B200's dies at a higher power limit) takes the B200's shares of its own peak (checked with
 #: NVIDIA's cuDNN 9.19 harness: within 3% at 8k-32k, "nvidia-cudnn-frontend-sdpa-gb200-gb300-cudnn919"). Lesson 7 §8.
 BLACKWELL_KERNELS = {
-    name: KernelFigure(f"zadouri2026-fa4-fig4-6-b200-hd128-{name}", BLACKWELL_SEQ_LENS, forward, backward, 2250.0, True)
+    name: KernelFigure(
+        f"zadouri2026-fa4-fig4-6-b200-hd128-{name}", BLACKWELL_SEQ_LENS, forward, backward, _B200_PEAK_TFLOPS, True
+    )
     for name, (forward, backward) in {
         "fa2": ((292, 343, 375, 395, 404, 408), (208, 252, 295, 323, 341, 355)),
         "cudnn": ((717, 929, 1076, 1168, 1285, 1266), (543, 732, 893, 1008, 1085, 1142)),
@@ -228,7 +232,7 @@ KERNEL_RATES = {
 #: non-causal at 32k tokens, forward 432 and backward 386 TFLOP/s (Zadouri et al. 2026, Figs. 4 and 6), forward +
 #: backward 3.5 / (1 / 432 + 2.5 / 386) = 398.1 of 2,250, 0.177: FA2's Ampere-style kernels reach half their Hopper share
 #: on Blackwell; GB200 and GB300 take the B200's share. Lesson 7 §8.
-_B200_FA2_BEST = 3.5 / (1 / 432 + 2.5 / 386) / 2250
+_B200_FA2_BEST = 3.5 / (1 / 432 + 2.5 / 386) / _B200_PEAK_TFLOPS
 FLASH_ATTENTION_RATE = {
     "a100-40gb": ("dao2023-flashattention2-a100", 0.50),
     "a100-80gb": ("dao2023-flashattention2-a100", 0.50),
