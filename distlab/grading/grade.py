@@ -103,6 +103,7 @@ from pathlib import Path
 
 from ..errors import ConfigurationError
 from .answers import ANSWER_PREFIX, check_answers, not_attempted
+from .beneath import LIST_FLAGS
 from .discover import canonical, identify_lesson, lesson_from_name, lesson_questions
 from .kernel import bwrap_available, run_in_kernel
 from .report import GradeReport, NotebookGrade
@@ -215,7 +216,6 @@ def _choose_questions(grade: NotebookGrade, found: str | None, how: str, questio
 
 #: folders deeper than this below a run's private folder are not entered by _remove_tree (reported instead)
 _MAX_DEPTH = 256
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 def _make_ours(parent: int, name: str) -> None:
@@ -244,7 +244,7 @@ def _remove_entry(parent: int, name: str, depth: int, left: list[str]) -> None:
         # made ours first (a folder of mode 000 cannot be opened to read): through an O_PATH descriptor of that very
         # folder (O_NOFOLLOW: a link put in its place is not followed), chmod'ed by its /proc/self/fd name
         _make_ours(parent, name)
-        fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+        fd = os.open(name, LIST_FLAGS, dir_fd=parent)
         try:
             for entry in os.listdir(fd):
                 _remove_entry(fd, entry, depth + 1, left)
@@ -261,7 +261,7 @@ def _remove_tree(path: Path) -> list[str]:
     Returns what could not be removed (a few names with the reason), empty when all is gone."""
     left: list[str] = []
     try:
-        parent = os.open(path.parent, _DIR_FLAGS)
+        parent = os.open(path.parent, LIST_FLAGS)
     except OSError as exc:
         return [f"{path.parent}: {exc.strerror or exc}"]
     try:
