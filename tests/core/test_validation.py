@@ -142,6 +142,31 @@ def test_every_expressible_run_builds_its_model_and_cluster():
             assert model.layers == r["distlab"]["model"]["layers"]
 
 
+def test_each_mpt_mapping_counts_the_tables_parameters_exactly():
+    """The MPT rows' mappings (learned positions, biases: MPTConfig's defaults) give the benchmark table's NumParams
+    to the parameter. By hand, MPT-7B at 2,048 tokens (d 4,096, 32 layers, vocab 50,368, MLP 4d, tied output):
+    per layer linears 4,096 x (3 x 4,096 + 4,096 + 16,384 + 16,384) = 201,326,592, their biases 12,288 + 4,096 +
+    16,384 + 4,096 = 36,864, two LayerNorms 4 x 4,096 = 16,384: 201,379,840 x 32 = 6,444,154,880; + embedding
+    50,368 x 4,096 = 206,307,328, + positions 2,048 x 4,096 = 8,388,608, + the final LayerNorm 8,192
+    = 6,658,859,008, the table's NumParams. At 8,192 tokens + 6,144 x 4,096 = 6,684,024,832, also the table's."""
+    assert validation.run_model(validation.run("mpt-7b-h100_80gb-512gpu-seq2048-noac")).parameter_count() == 6658859008
+    assert validation.run_model(validation.run("mpt-7b-h100_80gb-8gpu-seq8192-ac")).parameter_count() == 6684024832
+    mpt = [r for r in ALL if r["id"].startswith("mpt-")]
+    assert len(mpt) == 12
+    for r in mpt:  # every size: the table's own figure, no tolerance
+        assert validation.run_model(r).parameter_count() == r["distlab"]["model"]["published_params"], r["id"]
+
+
+def test_every_mapping_with_a_published_parameter_count_is_within_three_percent_of_it():
+    """A mapping's shape against its source's own parameter count. The widest gap is Narayanan et al. 2021 Table 1's
+    first row, printed as 1.7 (billion) to one decimal: the mapping's 1.652 billion is -2.8%, inside that rounding."""
+    for r in ALL:
+        published = r["distlab"]["model"].get("published_params") if r["distlab"]["expressible"] else None
+        if published:
+            got = validation.run_model(r).parameter_count()
+            assert abs(got - published) <= 0.03 * published, r["id"]
+
+
 @pytest.mark.parametrize("role", [*validation.ROLES, "all"])
 def test_compare_conserves_runs(role):
     comparison = validation.compare(role)
