@@ -20,7 +20,15 @@ distlab knows (TP_OVERLAP_NAMES):
                  other tp - 1 shards from the peers' symmetric memory while the previous one multiplies
                  (torch.distributed._symmetric_memory._pipelined_all_gather_and_consume, Tensor.copy_ on a side
                  stream: copy engines); the matmul reduce-scatter produces one chunk per rank and reduces them on
-                 the SMs (_pipelined_produce_and_all2all)
+                 the SMs (_pipelined_produce_and_all2all). The pass fuses a reduce-scatter only where one matmul
+                 produces its input (torch/_inductor/fx_passes/micro_pipeline_tp.py, fuse_matmul_reduce_scatter).
+                 The backward's reduce-scatters of the column-parallel linears' input gradient reduce a sum of
+                 matmuls (Q, K and V; the MLP's gate and up: separate linears in torchtitan's Llama), so they run
+                 unfused: pytorch/pytorch PR #149946 (2025-03-28), its author: "there were only valid
+                 scaled_mm-reduce-scatter patterns in the forward graph, but not in the backward graph ... the
+                 reduce-scatters are receiving as input the addition of various scaled_mms, so it's not what we
+                 are looking to fuse". Those two reduce-scatters a layer (one all-reduce's worth of the layer's
+                 traffic: UNFUSED_ASYNC_TP) stay on the critical path (overlappable_share_array)
     megatron-async-backward
                  Megatron-LM's default since 2021-09 (NVIDIA/Megatron-LM b462d2545d, 'allreduce overlap with wgrad
                  gemm'; --no-async-tensor-model-parallel-allreduce turns it off), at the commit of Korthikanti et al.
@@ -39,7 +47,9 @@ The share hidden (userbuffers, async-tp): no published measurement of the share 
 async-TP benchmark and NVIDIA's recipes report end-to-end speed-ups only, which are validation, never fitted). distlab
 takes the conservative reading of the methods' structure: every overlapped collective exposes one of its tp chunks
 (the pipeline's fill or drain, as NVIDIA's guide says of the reduce-scatter), so (tp - 1) / tp of the TP traffic that
-fits under the stage's matmuls hides, not all of it (hidden_share_array); the rest stays on the critical path.
+fits under the stage's matmuls hides, not all of it (hidden_share_array), of the traffic the method overlaps at all
+(overlappable_share_array: async TP's unfused backward reduce-scatters never hide); the rest stays on the critical
+path.
 The SMs: the compute beside the hidden share runs slower by the measured average of Lee et al. 2025
 (efficiency.OVERLAP_SLOWDOWN, 18.9%) for both: userbuffers' kernels hold SMs (16 of an H100's 132 by default, 12%,
 plus their HBM traffic); async TP's all-gather copies run on copy engines, but its reduce-scatter reduces on the SMs
@@ -82,6 +92,9 @@ __all__ = [
     "layout_method",
     "planner_codes",
     "hidden_share_array",
+    "UNFUSED_ASYNC_TP",
+    "overlappable_share_array",
+    "async_tp_hidden_array",
     "async_backward_hidden_array",
     "note",
 ]
@@ -210,6 +223,69 @@ def hidden_share_array(code, tp):
     return np.where(chunked, (tp - 1.0) / np.maximum(tp, 1.0), 0.0)
 
 
+#: All-reduce equivalents of a layer's TP traffic per microbatch that 'async-tp' leaves unfused: the backward's two
+#: reduce-scatters of the column-parallel linears' input gradient (QKV's and the MLP's up), each half an all-reduce
+#: (module docstring: pytorch/pytorch PR #149946). Lesson 7 §2.
+UNFUSED_ASYNC_TP = 1.0
+
+
+def overlappable_share_array(code, collectives):
+    """The share of a layer's TP traffic (collectives: its all-reduce equivalents per microbatch, 4 in training, 6
+    with full recomputation) that a method can overlap at all: for 'async-tp' (code 2) all but UNFUSED_ASYNC_TP of
+    them, (collectives - 1) / collectives (3/4; 5/6 when the recomputed forward's collectives, fused like the
+    forward's, run again); 1 for every other method. Lesson 7 §2.
+
+    >>> [float(x) for x in overlappable_share_array([0, 1, 2, 3], 4.0)]
+    [1.0, 1.0, 0.75, 1.0]
+    >>> round(float(overlappable_share_array(2, 6.0)), 6)
+    0.833333
+    """
+    code = code_array(code, "tp_overlap", TP_OVERLAP_NAMES)
+    collectives = number_array(collectives, "collectives", 1.0)
+    return np.where(code == ASYNC_TP, (collectives - UNFUSED_ASYNC_TP) / collectives, 1.0)
+
+
+def async_tp_hidden_array(model, collective_s, layer_gemm_pass_s, share, recomputed_share=0.0):
+    """Seconds per layer and microbatch that 'async-tp' hides, each fused collective under its own matmuls only: the
+    micro-pipeline pass pipelines a collective's chunks with the matmul it is fused with, never with another
+    (torch.distributed._symmetric_memory: _pipelined_all_gather_and_consume feeds one fused_all_gather_matmul, whose
+    Bs are the linears reading the gathered input; _pipelined_produce_and_all2all one matmul's chunks). collective_s:
+    one all-gather or reduce-scatter of b s h (half an all-reduce). Fused: the forward's all-gathers before QKV and
+    the MLP's up (with all their linears) and reduce-scatters after the attention output and the MLP's down, again
+    in a recomputed forward (recomputed_share of the layers), and the backward's all-gathers of the row-parallel
+    linears' output gradient, each before that linear's input-gradient GEMM (the gathered gradient is its left
+    operand; the same FLOPs as its forward). The backward's input-gradient reduce-scatters run unfused
+    (UNFUSED_ASYNC_TP). hidden = share x [(1 + recomputed_share) x sum over the four linears of min(collective_s,
+    GEMM) + min(collective_s, attention output's GEMM) + min(collective_s, MLP down's GEMM)], each GEMM's time
+    layer_gemm_pass_s x its share of the layer's GEMM FLOPs (efficiency.layer_gemm_parts). An MoE layer's experts
+    are not TP linears: its MLP collectives are capped by no GEMM of their own (collective_s each). Lesson 7 §2.
+
+    Llama 3 8B (QKV 1.5, output 1, up 7, down 3.5 of 13 h^2): a 13 ms pass gives GEMMs of 1.5, 1, 7 and 3.5 ms;
+    collectives of 2 ms, share 7/8, no recomputation: 7/8 x (1.5 + 1 + 2 + 2 + 1 + 2) = 8.3125 ms, against 7/8 x
+    6 x 2 = 10.5 ms were each hidden whole:
+
+    >>> from distlab import models
+    >>> round(float(async_tp_hidden_array(models.model('llama3.1-8b'), 2e-3, 13e-3, 0.875)) * 1e3, 6)
+    8.3125
+    """
+    parts = layer_gemm_parts(model)
+    total = sum(w for w, _ in parts)
+    collective = number_array(collective_s, "collective_s")
+    gemm = number_array(layer_gemm_pass_s, "layer_gemm_pass_s")
+    dense = len(parts) == 4
+
+    def hides(index):
+        if index >= 2 and not dense:  # an MoE layer's MLP collectives: no TP linear of their own
+            return collective
+        return np.minimum(collective, gemm * (parts[index][0] / total))
+
+    forward = hides(0) + hides(1) + hides(2) + hides(3)
+    backward = hides(1) + hides(3)
+    recomputed = number_array(recomputed_share, "recomputed_share")
+    hidden = number_array(share, "share") * ((1.0 + recomputed) * forward + backward)
+    return finite_result("hidden seconds", hidden)
+
+
 def async_backward_hidden_array(model, collective_s, layer_gemm_pass_s):
     """Seconds per layer and microbatch that 'megatron-async-backward' hides: each column-parallel linear's backward
     collective (collective_s: an all-reduce of b s h, or with sequence parallelism its reduce-scatter) runs beside
@@ -249,9 +325,16 @@ def note(method: str, tp: int) -> str:
             f"beside it runs {100 * OVERLAP_SLOWDOWN[1]:.1f}% slower (efficiency.OVERLAP_SLOWDOWN)"
         )
     share = float(hidden_share_array(USERBUFFERS, degree))  # the chunked methods' share
+    unfused = ""
+    if method == "async-tp":
+        unfused = (
+            "; the backward's reduce-scatters of the QKV and MLP-up input gradients (a quarter of a layer's TP "
+            "traffic, a sixth with full recomputation) run unfused and exposed: PyTorch's micro-pipeline pass fuses "
+            "a reduce-scatter only of one matmul's output (pytorch/pytorch PR #149946)"
+        )
     return (
         f"TP overlap {method}: {100 * share:.1f}% ((tp - 1) / tp) of the TP traffic under the matmuls hidden, one "
-        "chunk of each collective exposed: no published measurement of the share hidden was found, so this "
-        "conservative reading of the method's structure is used (distlab.tp_overlap); the compute beside it runs "
-        f"{100 * OVERLAP_SLOWDOWN[1]:.1f}% slower (efficiency.OVERLAP_SLOWDOWN)"
+        f"chunk of each collective exposed{unfused}: no published measurement of the share hidden was found, so "
+        "this conservative reading of the method's structure is used (distlab.tp_overlap); the compute beside it "
+        f"runs {100 * OVERLAP_SLOWDOWN[1]:.1f}% slower (efficiency.OVERLAP_SLOWDOWN)"
     )

@@ -10,7 +10,15 @@ import numpy as np
 from .. import tensor
 from ..efficiency import NVLS_MIN_GPUS
 from ..pipeline.closed_form import bubble_overhead_array
-from ..tp_overlap import ASYNC_BACKWARD, USERBUFFERS, async_backward_hidden_array, hidden_share_array
+from ..tp_overlap import (
+    ASYNC_BACKWARD,
+    ASYNC_TP,
+    USERBUFFERS,
+    async_backward_hidden_array,
+    async_tp_hidden_array,
+    hidden_share_array,
+    overlappable_share_array,
+)
 from .compute import overlapped_per_microbatch
 from .config import StepConfig
 from .placement import p2p_message_bytes, pipeline_crossings_array
@@ -51,7 +59,10 @@ def tp_term(c: StepConfig, r: dict) -> dict:
     method (c.tp_overlap: distlab.tp_overlap) and sequence parallelism, the method's share of the traffic that fits
     under the stage's matmul time hides: hidden = share x min(TP time, matmul time), share (tp - 1) / tp
     (tp_overlap.hidden_share_array); 'userbuffers' counts the re-gathers in that traffic (Transformer Engine gathers
-    them beside the input-gradient GEMM, ub_bulk_dgrad), 'async-tp' and 'none' leave them exposed. 'megatron-async-
+    them beside the input-gradient GEMM, ub_bulk_dgrad), 'async-tp' and 'none' leave them exposed, and 'async-tp'
+    leaves the backward's two input-gradient reduce-scatters of each layer unfused, exposed too
+    (tp_overlap.overlappable_share_array: (collectives - 1) / collectives of the traffic can hide), and each of its
+    fused collectives hides only under its own linear's GEMM (tp_overlap.async_tp_hidden_array). 'megatron-async-
     backward' (with or without SP) hides each column-parallel linear's backward collective (one all-reduce, or its
     reduce-scatter: half of one) under that linear's weight-gradient GEMM and its re-gather under its input-gradient
     GEMM (the same FLOPs), each up to the GEMM's share of matmul_mb (tp_overlap.async_backward_hidden_array). The
@@ -66,11 +77,16 @@ def tp_term(c: StepConfig, r: dict) -> dict:
     regather_mb = c.layers_stage * tensor.tp_comm_time(msg, c.tp, bw, c.intra_lat, regathers)
     method = np.asarray(c.tp_overlap)
     share = np.where(sp, hidden_share_array(c.tp_overlap, c.tp), 0.0)
-    hidden = share * np.minimum(tp_mb + np.where(method == USERBUFFERS, regather_mb, 0.0), r["matmul_mb"])
+    overlappable = tp_mb * overlappable_share_array(c.tp_overlap, collectives)  # async-tp: not the backward's RS
+    hidden = share * np.minimum(overlappable + np.where(method == USERBUFFERS, regather_mb, 0.0), r["matmul_mb"])
+    gemm_pass = r["matmul_mb"] * (c.layer_fwd - c.core_fwd) / (c.stage_flops - c.core_stage)  # a layer's, one pass
+    if np.any(method == ASYNC_TP):  # each fused collective under its own matmuls only
+        one = tp_mb / (c.layers_stage * 2.0 * collectives)  # one all-gather or reduce-scatter of a layer
+        own = c.layers_stage * async_tp_hidden_array(c.model, one, gemm_pass, share, c.full_share)
+        hidden = np.where(method == ASYNC_TP, np.minimum(own, hidden), hidden)
     if np.any(method == ASYNC_BACKWARD):
         backward = np.where(sp, 0.5, 1.0) * tp_mb / (c.layers_stage * collectives)  # one all-reduce, or its RS
         gather = regather_mb / (c.layers_stage * tensor.SP_REGATHERS)  # one re-gather (0 without)
-        gemm_pass = r["matmul_mb"] * (c.layer_fwd - c.core_fwd) / (c.stage_flops - c.core_stage)
         hide = c.layers_stage * async_backward_hidden_array(c.model, backward, gemm_pass)
         hide = hide + regather_hidden(c, gather, gemm_pass)
         hidden = np.where(method == ASYNC_BACKWARD, hide, hidden)
