@@ -325,16 +325,20 @@ def note(method: str, tp: int) -> str:
             f"beside it runs {100 * OVERLAP_SLOWDOWN[1]:.1f}% slower (efficiency.OVERLAP_SLOWDOWN)"
         )
     share = float(hidden_share_array(USERBUFFERS, degree))  # the chunked methods' share
-    unfused = ""
+    hidden = (
+        f"{100 * share:.1f}% ((tp - 1) / tp) of the TP traffic under the matmuls hidden, one chunk of each collective "
+        "exposed"
+    )
     if method == "async-tp":
-        unfused = (
-            "; the backward's reduce-scatters of the QKV and MLP-up input gradients (a quarter of a layer's TP "
-            "traffic, a sixth with full recomputation) run unfused and exposed: PyTorch's micro-pipeline pass fuses "
-            "a reduce-scatter only of one matmul's output (pytorch/pytorch PR #149946)"
+        hidden = (
+            f"of the TP traffic PyTorch's micro-pipeline pass fuses with a matmul, {100 * share:.1f}% ((tp - 1) / tp) "
+            "hidden, each collective only up to its own matmul's time, one chunk exposed; the backward's "
+            "reduce-scatters of the QKV and MLP-up input gradients (a quarter of a layer's TP traffic, a sixth with "
+            "full recomputation) run unfused and exposed (the pass fuses a reduce-scatter only of one matmul's output; "
+            "pytorch/pytorch PR #149946)"
         )
     return (
-        f"TP overlap {method}: {100 * share:.1f}% ((tp - 1) / tp) of the TP traffic under the matmuls hidden, one "
-        f"chunk of each collective exposed{unfused}: no published measurement of the share hidden was found, so "
+        f"TP overlap {method}: {hidden}: no published measurement of the share hidden was found, so "
         "this conservative reading of the method's structure is used (distlab.tp_overlap); the compute beside it "
         f"runs {100 * OVERLAP_SLOWDOWN[1]:.1f}% slower (efficiency.OVERLAP_SLOWDOWN)"
     )
