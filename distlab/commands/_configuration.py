@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..attention_kernels import ATTENTION_KERNEL_NAMES
 from ..elementwise import FP8_SCALING
 from ..errors import ConfigurationError
+from ..hardware import LINKS, NODES
 from ..step.data_parallel import ZERO3_COLLECTIVES
 from ..tp_overlap import TP_OVERLAP_NAMES
 
@@ -15,10 +16,9 @@ from ..tp_overlap import TP_OVERLAP_NAMES
 def add_cluster_arguments(cmd) -> None:
     cmd.add_argument("--model", required=True, help="catalog model, e.g. llama3.1-70b")
     cmd.add_argument("--gpus", type=int, required=True, help="GPUs in all; whole nodes: nodes = GPUs / GPUs per node")
-    cmd.add_argument("--node", default="dgx-h100", help="node type (default dgx-h100): dgx-a100, dgx-h100, hgx-b200")
-    cmd.add_argument(
-        "--fabric", default="ib-ndr", help="inter-node link (default ib-ndr): ethernet-100g, ib-hdr, ib-ndr, ..."
-    )
+    cmd.add_argument("--node", default="dgx-h100", help=f"node type (default dgx-h100): {', '.join(NODES)}")
+    fabrics = ", ".join(name for name, link in LINKS.items() if link.kind == "inter-node")
+    cmd.add_argument("--fabric", default="ib-ndr", help=f"inter-node link (default ib-ndr): {fabrics}")
     cmd.add_argument("--global-batch", type=int, required=True, help="sequences per step (global batch B)")
     cmd.add_argument("--seq-len", type=int, default=None, help="sequence length (default: the model's)")
     hidden_alias(cmd, "--seq", dest="seq_len", type=int)

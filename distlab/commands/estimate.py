@@ -17,6 +17,7 @@ from ._configuration import (
     config,
     moe_routing,
 )
+from ._text import counted
 
 __all__ = ["NAME", "HELP", "add_arguments", "run"]
 
@@ -64,7 +65,7 @@ def run(args) -> int:
         f"dp={c['dp']} tp={c['tp']} pp={c['pp']}"
         + (f" v={c['chunks']}" if c["chunks"] > 1 else "")
         + (f" ep={c['ep']} etp={c['etp']}" if "ep" in c else "")
-        + f", {c['microbatches']} microbatches of {c['micro_batch_size']} x {c['seq_len']} tokens, ZeRO-{c['zero']}, "
+        + f", {counted(c['microbatches'], 'microbatch')} of {c['micro_batch_size']} x {c['seq_len']} tokens, ZeRO-{c['zero']}, "
         f"recompute {c['recompute']}"
         + (f" ({c['recompute_layers']} layers per stage chunk)" if "recompute_layers" in c else "")
         + f", {c['schedule']}"

@@ -6,6 +6,7 @@ import json
 import re
 
 from ..errors import ConfigurationError
+from ._text import counted
 
 __all__ = ["NAME", "HELP", "parse_count", "add_arguments", "run"]
 
@@ -131,7 +132,7 @@ def _run_moe(args) -> int:
     )
     print(mem.summary())
     print(
-        f"activations {format_bytes(activations)} (first stage, {args.pp} microbatches in flight, recompute "
+        f"activations {format_bytes(activations)} (first stage, {counted(args.pp, 'microbatch')} in flight, recompute "
         f"{args.recompute}; distlab.moe.stage_activation_bytes); total {format_bytes(total)}"
     )
     if capacity is not None:

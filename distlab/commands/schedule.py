@@ -6,6 +6,7 @@ import json
 import math
 
 from ..errors import ConfigurationError
+from ._text import counted
 
 __all__ = ["NAME", "HELP", "parse_ratio", "add_arguments", "run"]
 
@@ -123,9 +124,9 @@ def run(args) -> int:
         return format_seconds(t) if args.forward is not None else f"{t:.4g} t_F"
 
     tl = timeline
-    head = f"{tl.schedule}: p={tl.stages} stages, m={tl.microbatches} microbatches"
+    head = f"{tl.schedule}: p={counted(tl.stages, 'stage')}, m={counted(tl.microbatches, 'microbatch')}"
     if tl.chunks > 1:
-        head += f", v={tl.chunks} chunks"
+        head += f", v={counted(tl.chunks, 'chunk')}"
     print(f"{head}, F:B:W = {f:g}:{b:g}:{w:g}" + (f", p2p {when(p2p)}" if p2p else ""))
     print(tl.grid(max_width=GRID_WIDTH))
     print(

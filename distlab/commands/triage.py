@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from ._configuration import add_cluster_arguments, add_config_arguments, cluster, config
+from ._text import counted
 
 __all__ = ["NAME", "HELP", "add_arguments", "run"]
 
@@ -36,8 +37,8 @@ def run(args) -> int:
     c = result.base.config
     print(f"{c['model']} on {cl.describe()}")
     print(
-        f"dp={c['dp']} tp={c['tp']} pp={c['pp']}, micro-batch {c['micro_batch_size']} ({c['microbatches']} "
-        f"microbatches), ZeRO-{c['zero']}, recompute {c['recompute']}"
+        f"dp={c['dp']} tp={c['tp']} pp={c['pp']}, micro-batch {c['micro_batch_size']} "
+        f"({counted(c['microbatches'], 'microbatch')}), ZeRO-{c['zero']}, recompute {c['recompute']}"
         + (", sequence parallel" if c["sequence_parallel"] else "")
     )
     print(result.summary())

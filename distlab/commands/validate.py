@@ -86,13 +86,14 @@ def run(args) -> int:
         return 0
     print(f"Predicted (training.estimate, out of the box) against published measured step time; role: {args.role}")
     print("error = (predicted - measured) / measured; mean and max |error| count only the runs priced that fit.")
+    print("A row with no status was predicted; the others say why not.")
     width = max(len(r.id) for r in comparison.rows)
     print(f"{'run':<{width}}  {'measured s':>10}  {'predicted s':>11}  {'error':>7}  status")
     for r in comparison.rows:
         error = "-" if r.error_percent is None else f"{r.error_percent:+.1f}%"
-        status = r.status if r.status == "predicted" else f"{r.status}: {r.reason}"
+        status = "" if r.status == "predicted" else f"{r.status}: {r.reason}"
         row = f"{r.id:<{width}}  {_seconds(r.measured_s):>10}  {_seconds(r.predicted_s):>11}  {error:>7}  {status}"
-        print(wrap_text(row, indent=" " * 8))  # a reason on indented lines under the run's
+        print(wrap_text(row.rstrip(), indent=" " * 8))  # a reason on indented lines under the run's
     for priced, label, words in (
         (True, "power-capped, priced at the cap", "the model prices them at the peaks stated for the part at that "
          "cap (the runs' hardware sources); what a cap does to HBM and links is not modelled"),
