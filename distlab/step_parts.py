@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from .errors import ConfigurationError
 
-__all__ = ["MEMORY_COMPONENTS", "MEMORY_LABELS", "StepPart", "STEP_LABELS", "STEP_PARTS", "step_part"]
+__all__ = ["MEMORY_COLOURS", "MEMORY_COMPONENTS", "MEMORY_LABELS", "StepPart", "STEP_LABELS", "STEP_PARTS", "step_part"]
 
 
 @dataclass(frozen=True)
@@ -27,18 +27,21 @@ class StepPart:
     shown_when_zero: bool = True
 
 
-#: The step time's parts, in stacking order.
+#: The step time's parts, in stacking order. Their colours are the ones every picture draws them in, the matplotlib
+#: bars and the browser's training lab and triage ladder alike (lab.js's STEP_COLOURS equals them; tests/widgets/
+#: test_series_colours.py): Okabe & Ito's colour-blind-safe palette (2008), the bubble grey as idle time is grey in
+#: the bubble grid, the EP all-to-all purple and the offload dark olive where the palette has no eighth colour.
 STEP_PARTS = (
-    StepPart("compute_s", "compute", "#4c72b0"),
-    StepPart("overlap_s", "overlap slowdown", "#7fb2d5", False),  # a lighter blue: compute slowed by hidden traffic
-    StepPart("tp_comm_s", "TP communication", "#dd8452"),
+    StepPart("compute_s", "compute", "#0072b2"),
+    StepPart("overlap_s", "overlap slowdown", "#56b4e9", False),  # sky blue: compute slowed by hidden traffic
+    StepPart("tp_comm_s", "TP communication", "#e69f00"),
     StepPart("cp_comm_s", "CP communication (exposed)", "#cc79a7", False),
-    StepPart("ep_comm_s", "EP all-to-all", "#6a3d9a", False),  # purple: sky blue was 12.5 CIELAB from the slowdown's
-    StepPart("bubble_s", "pipeline bubble", "#c9c9c9"),
-    StepPart("p2p_s", "pipeline p2p", "#937860"),
-    StepPart("offload_s", "activation offload (exposed)", "#ccb974", False),  # olive: host-memory copies (step.offload)
-    StepPart("dp_exposed_s", "DP communication (exposed)", "#c44e52"),
-    StepPart("optimizer_s", "optimizer step", "#55a868"),
+    StepPart("ep_comm_s", "EP all-to-all", "#6a3d9a", False),  # purple: sky blue is the slowdown's (review v19)
+    StepPart("bubble_s", "pipeline bubble", "#bbbbbb"),
+    StepPart("p2p_s", "pipeline p2p", "#f0e442"),
+    StepPart("offload_s", "activation offload (exposed)", "#8c6d1f", False),  # olive: host-memory copies (step.offload)
+    StepPart("dp_exposed_s", "DP communication (exposed)", "#d55e00"),
+    StepPart("optimizer_s", "optimizer step", "#009e73"),
 )
 #: StepEstimate.parts() keys, in stacking order: the labels of STEP_PARTS.
 STEP_LABELS = tuple(p.label for p in STEP_PARTS)
@@ -51,6 +54,10 @@ MEMORY_LABELS = {
     "optimizer": "optimizer states",
     "activations": "activations",
 }
+#: The colour of each memory part in every picture (the matplotlib bars, the browser's bars of lessons 1 and 3, the
+#: training lab and the triage ladder: bars.js's PART_COLOURS and lab.js's MEMORY_COLOURS begin with these; tests/
+#: widgets/test_series_colours.py): Okabe & Ito's blue, orange, bluish green and reddish purple.
+MEMORY_COLOURS = {"weights": "#0072b2", "gradients": "#e69f00", "optimizer": "#009e73", "activations": "#cc79a7"}
 
 
 def step_part(key: str) -> StepPart:

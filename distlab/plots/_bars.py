@@ -11,15 +11,21 @@ from dataclasses import dataclass, field
 
 from matplotlib.ticker import MaxNLocator
 
-from ..step_parts import MEMORY_COMPONENTS, MEMORY_LABELS, STEP_LABELS, STEP_PARTS as _PARTS
+from ..step_parts import (
+    MEMORY_COLOURS as _MEMORY_COLOURS,
+    MEMORY_COMPONENTS,
+    MEMORY_LABELS,
+    STEP_LABELS,
+    STEP_PARTS as _PARTS,
+)
 from ..units import format_bytes
-from ._style import BLUE, CAPACITY_COLOUR, FADED_ALPHA, GREEN, ORANGE, PURPLE, nice_ceiling, swatch
+from ._style import CAPACITY_COLOUR, FADED_ALPHA, nice_ceiling, swatch
 from ._ticks import DrawnTicks, drawn_ticks
 
 # --------------------------------------------------------------------------- memory per GPU
 
 # MEMORY_COMPONENTS and MEMORY_LABELS: distlab.step_parts (data only, read without matplotlib by the browser pictures)
-MEMORY_COLOURS = {"weights": BLUE, "gradients": ORANGE, "optimizer": GREEN, "activations": PURPLE}
+MEMORY_COLOURS = dict(_MEMORY_COLOURS)  # distlab.step_parts: every picture draws the memory parts in these
 
 
 def set_alpha(artist, alpha: float) -> None:

@@ -19,8 +19,9 @@ PINK = "#da8bc3"
 GREY = "#8c8c8c"
 PALETTE = (BLUE, ORANGE, GREEN, RED, PURPLE, BROWN, PINK, GREY)
 
-#: A GPU's memory capacity, drawn as a dashed line wherever memory is plotted.
-CAPACITY_COLOUR = RED
+#: A GPU's memory capacity, drawn as a dashed line wherever memory is plotted: a dark red, far from every memory and
+#: step part's colour (distlab.step_parts), as the browser pictures draw it (bars.js CAPACITY, lab.js LAB_CAPACITY).
+CAPACITY_COLOUR = "#b3261e"
 #: Text: main, secondary (captions, notes), and "good" (a best choice, a fit).
 TEXT_COLOUR = "#1f2328"
 MUTED = "#57606a"

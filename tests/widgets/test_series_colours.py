@@ -203,3 +203,40 @@ def test_every_step_part_has_its_own_colour_in_the_bars_and_in_the_lab():
     assert [p for p in STEP_PARTS if p not in lab] == [], "lab.js's STEP_COLOURS leaves parts to a positional colour"
     assert _far_apart({p: lab[p] for p in STEP_PARTS}) == []
     assert _far_apart({p: STEP_COLOURS[p] for p in STEP_PARTS}) == []
+
+
+# --- one colour per part in every picture (student review, session 22: lesson 7's static step-time figure drew the
+# parts in seaborn's palette, the training lab above it in Okabe & Ito's, so p2p, exposed DP, the optimizer and the
+# overlap slowdown each had two colours; lesson 8b's ladder drew memory in one palette, lessons 1, 3 and 7 in another)
+
+
+def _js_table(script: str, name: str) -> list[str]:
+    import distlab.widgets
+
+    source = (Path(distlab.widgets.__file__).parent / "browser_js" / script).read_text(encoding="utf-8")
+    body = re.search(rf"^const {name} = \[([^\]]*)\]", source, re.MULTILINE).group(1)
+    return [c.lower() for c in re.findall(r"#[0-9a-fA-F]{6}", body)]
+
+
+def _js_constant(script: str, name: str) -> str:
+    import distlab.widgets
+
+    source = (Path(distlab.widgets.__file__).parent / "browser_js" / script).read_text(encoding="utf-8")
+    return re.search(rf'^const {name} = "(#[0-9a-fA-F]{{6}})"', source, re.MULTILINE).group(1).lower()
+
+
+def test_every_picture_draws_a_part_in_the_same_colour():
+    from distlab.plots._bars import MEMORY_COLOURS, STEP_COLOURS
+    from distlab.plots._style import CAPACITY_COLOUR
+    from distlab.step_parts import MEMORY_COMPONENTS, STEP_PARTS
+
+    # the step parts: the matplotlib bars (and the ladder's data, distlab.production) against the training lab's table
+    lab = {part: colour.lower() for part, colour in _lab_step_colours().items()}
+    assert {p.label: p.colour.lower() for p in STEP_PARTS} == lab
+    assert {label: colour.lower() for label, colour in STEP_COLOURS.items()} == lab
+    # the memory parts, in stacking order: the matplotlib bars, lessons 1 and 3's browser bars, the training lab
+    memory = [MEMORY_COLOURS[c].lower() for c in MEMORY_COMPONENTS]
+    assert _js_table("lab.js", "MEMORY_COLOURS") == memory
+    assert _js_table("bars.js", "PART_COLOURS")[: len(memory)] == memory
+    # the capacity line
+    assert CAPACITY_COLOUR.lower() == _js_constant("bars.js", "CAPACITY") == _js_constant("lab.js", "LAB_CAPACITY")
