@@ -39,7 +39,7 @@ def predicted_vs_measured_figure(rows, title: str = "Step time: predicted vs pub
         low, high = 0.1, 100.0
     x = np.geomspace(low, high, 50)
     # the inner band's key at 0.45: at 0.3 the two keys were 9 CIELAB units apart, alike in the legend
-    for band, alpha, goal in zip(sorted(BANDS, reverse=True), (0.15, 0.45), ("max", "mean")):
+    for band, alpha, goal in zip(sorted(BANDS, reverse=True), (0.25, 0.55), ("max", "mean")):
         key = f"±{100 * band:g}% (the goal's {goal})"
         ax.fill_between(x, x * (1 - band), x * (1 + band), color="#55a868", alpha=alpha, linewidth=0, label=key)
     ax.plot(x, x, color="black", linewidth=1, label="y = x")
