@@ -17,7 +17,7 @@ from ._configuration import (
     config,
     moe_routing,
 )
-from ._text import counted
+from .._words import counted
 
 __all__ = ["NAME", "HELP", "add_arguments", "run"]
 

@@ -6,7 +6,7 @@ import json
 import re
 
 from ..errors import ConfigurationError
-from ._text import counted
+from .._words import counted
 
 __all__ = ["NAME", "HELP", "parse_count", "add_arguments", "run"]
 

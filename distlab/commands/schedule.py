@@ -6,7 +6,7 @@ import json
 import math
 
 from ..errors import ConfigurationError
-from ._text import counted
+from .._words import counted
 
 __all__ = ["NAME", "HELP", "parse_ratio", "add_arguments", "run"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from ._configuration import add_cluster_arguments, add_config_arguments, cluster, config
-from ._text import counted
+from .._words import counted
 
 __all__ = ["NAME", "HELP", "add_arguments", "run"]
 

@@ -8,6 +8,7 @@ import itertools
 from .. import models, pipeline
 from ..errors import ConfigurationError
 from ..units import format_bytes
+from .._words import counted
 from .questions import ChoiceQuestion, NumericQuestion, SequenceQuestion
 
 __all__ = ["Q1", "Q2", "Q3", "Q5", "Q6", "QUESTIONS"]
@@ -105,7 +106,7 @@ def _explain(kind):
         act = _activations(kind, model, p, m, recompute)
         s = act.peak_stage
         return (
-            f"{kind}: stage {s} holds {act.in_flight[s]:g} microbatches at its peak, each with "
+            f"{kind}: stage {s} holds {counted(act.in_flight[s], 'microbatch', fmt='g')} at its peak, each with "
             f"{act.layers_per_stage[s]} layers x {format_bytes(act.per_layer_bytes)} "
             f"({model}, one {models.model(model).seq_len}-token sequence, recompute={recompute}): "
             f"{format_bytes(act.peak_bytes)}"
@@ -191,10 +192,11 @@ def _q7(p, m, stage):
 def _explain_q7(p, m, stage):
     warm = min(p - stage - 1, m)
     return (
-        f"Stage {stage} of {p} warms up with p - s - 1 = {warm} forwards (enough to keep the later stages fed), then "
-        f"alternates one forward and one backward, then drains the last {warm} backwards: "
+        f"Stage {stage} of {p} warms up with p - s - 1 = {counted(warm, 'forward')} (enough to keep the later stages "
+        f"fed), then alternates one forward and one backward, then drains the last {counted(warm, 'backward')}: "
         + " ".join(_q7(p, m, stage))
-        + f". At most {warm + 1} microbatches are in flight on this stage (GPipe: all {m})"
+        + f". At most {counted(warm + 1, 'microbatch')} {'is' if warm == 0 else 'are'} in flight on this stage "
+        f"(GPipe: all {m})"
     )
 
 

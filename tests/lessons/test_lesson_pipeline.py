@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -159,3 +160,18 @@ def test_every_1f1b_variant_is_checked_against_an_order_built_by_hand(every_vari
         assert q.expected() == by_hand and q.check(by_hand).correct, q.params
         gpipe = [f"F{i}" for i in range(m)] + [f"B{i}" for i in range(m)]
         assert "GPipe's order" in q.check(gpipe).message, q.params
+
+
+def test_the_1f1b_explanation_counts_in_words_that_agree_with_the_number():
+    # a student review (session 22) found "1 microbatches" in the kit's printed text; the last stage of a 1F1B
+    # schedule warms up with 0 forwards and holds at most 1 microbatch: every stage of p = 2..6, m = 1..8 reads right
+    from distlab.lessons.pipeline import _explain_q7
+
+    one_plural = re.compile(r"\b1 (microbatches|forwards|backwards)\b")
+    for p in range(2, 7):
+        for m in range(1, 9):
+            for stage in range(p):
+                text = _explain_q7(p, m, stage)
+                assert not one_plural.search(text), text
+    assert "At most 1 microbatch is in flight" in _explain_q7(4, 8, 3)
+    assert "warms up with p - s - 1 = 1 forward " in _explain_q7(4, 8, 2)
