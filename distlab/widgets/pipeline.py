@@ -1,10 +1,9 @@
 """Lesson 4 apps: the pipeline bubble grid and the stage-analysis panel.
 
-Every picture is a distlab.pipeline timeline: the simulator places each op, the grid is an
-image of that timeline (one pixel column per screen column) redrawn by blitting, and the
-numbers beside it (bubble, closed form, peak in flight, activation memory) come from the
-same Timeline and from distlab.pipeline.activation_memory. Text stays in HTML, out of the
-per-frame render.
+Every picture is a distlab.pipeline timeline: the simulator places each op, the grid is an image of that timeline
+(one pixel column per screen column) redrawn by blitting, and the numbers beside it (bubble, closed form, peak in
+flight, activation memory) come from the same Timeline and from distlab.pipeline.activation_memory. Text stays in
+HTML, out of the per-frame render.
 
 The bubble grid is drawn in the browser with its legend (TimelinePicture). The grids of every state one change of
 one control away are simulated in the kernel's idle turns and held by the browser (distlab.widgets.prefetch, issue
@@ -23,6 +22,7 @@ from ..errors import DistlabError
 from ..memory import RECOMPUTE_MODES
 from ..plots.pipeline import grid_margins, legend_html, timeline_grid
 from ..units import format_bytes, format_percent, format_rate, format_seconds
+from .._words import counted
 from .browser import TimelinePicture, timeline_buffers
 from .common import (
     BlitRenderer,
@@ -555,7 +555,7 @@ class StageAnalysisApp(FrameCachingApp, LessonApp):
         if step is None or op is None:  # the app always passes layer_time=, which sets both
             raise DistlabError("the stage analysis has no times: layer_time= was not given")
         lines = [
-            f"{a.stages} stages x {a.microbatches} microbatches ({a.schedule}"
+            f"{counted(a.stages, 'stage')} x {counted(a.microbatches, 'microbatch')} ({a.schedule}"
             + (f", v={a.chunks}" if a.chunks > 1 else "")
             + f"), {a.micro_batch_size} sequence(s) per microbatch [pipeline.analyze_stages]",
             "layers per stage: " + _compact(a.layers_per_stage),
