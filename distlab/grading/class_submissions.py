@@ -18,6 +18,7 @@ fields, never from free text. One kernel per student and lesson (one_per_student
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 from collections import Counter
 from dataclasses import dataclass
@@ -365,14 +366,20 @@ def lesson_of(s: Submission) -> tuple[str | None, str | None]:
     return _read_lesson(s)[:2]
 
 
-def _read_lesson(s: Submission) -> tuple[str | None, str | None, bool]:
-    """lesson_of's two lessons and whether `s` can be graded at all (a regular file that parses as a notebook)."""
+def _read_lesson(s: Submission) -> tuple[str | None, str | None, bool, str]:
+    """lesson_of's two lessons, whether `s` can be graded at all (a regular file that parses as a notebook) and the
+    digest of the bytes read (digest_of)."""
     named = lesson_from_name(s.path.name)
     data = read_submission(s.path, [], root=s.root or None)
     parsed = None if data is None else parse_sources(data, [])
     if parsed is None:
-        return named, named, False
-    return identify_lesson(parsed[0], s.path.name, parsed[1])[0], named, True
+        return named, named, False, digest_of(data)
+    return identify_lesson(parsed[0], s.path.name, parsed[1])[0], named, True, digest_of(data)
+
+
+def digest_of(data: bytes | None) -> str:
+    """SHA-256 of the bytes read, or "not-a-file" for a file read_submission refused (journal.NOT_A_FILE)."""
+    return "not-a-file" if data is None else hashlib.sha256(data).hexdigest()
 
 
 def _mismatch(found: str | None, named: str | None, lesson: str | None) -> str:
@@ -387,7 +394,9 @@ def _mismatch(found: str | None, named: str | None, lesson: str | None) -> str:
     return ""
 
 
-def one_per_student(submissions: list[Submission], lesson: str | None) -> dict[str, Submission | str]:
+def one_per_student(
+    submissions: list[Submission], lesson: str | None, digests: dict[str, str] | None = None
+) -> dict[str, Submission | str]:
     """{key of each notebook not graded: the notebook graded in its place, or why it is not run}: one kernel per
     student and lesson.
 
@@ -399,13 +408,17 @@ def one_per_student(submissions: list[Submission], lesson: str | None) -> dict[s
     that cannot (a link, a FIFO, an empty or cut-short file: red team round 17 04, a FIFO under the exercise's
     name was chosen and the student's readable notebook not run). A student's upload set therefore never
     multiplies the class run's kernels. Notebooks given outside a student folder are each graded.
+    digests: filled with {key: digest_of the bytes its lesson was read from} for every notebook of a student folder
+    (the class runner grades one only if it still holds those bytes: red team round 28 01).
     """
     groups: dict[tuple, list[Submission]] = {}
     ignored: dict[str, Submission | str] = {}
     ungradable: set[str] = set()
     for s in submissions:
         if s.folder and s.notebook:
-            found, named, gradable = _read_lesson(s)
+            found, named, gradable, digest = _read_lesson(s)
+            if digests is not None:
+                digests[s.key] = digest
             if not gradable:
                 ungradable.add(s.key)
             why = _mismatch(found, named, lesson)

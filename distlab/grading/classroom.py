@@ -197,6 +197,21 @@ def _grade_bytes(grade_one, s: Submission, data: bytes, private: Path, options: 
     return grade
 
 
+def _changed_grade(s: Submission, lesson: str | None) -> NotebookGrade:
+    """The row of a notebook whose bytes changed between the read that chose it (its lesson, one per student and
+    lesson) and the read that would grade it: not run (red team round 28 01: a notebook chosen as lesson 1's was
+    rewritten as lesson 2's, and the student's lesson 2 got a second kernel in one run)."""
+    return NotebookGrade(
+        str(s.path),
+        canonical(lesson) if lesson else lesson_from_name(s.path.name),
+        [],
+        [
+            "not run: the file changed while the class was graded (after it was chosen as its student's notebook of "
+            "its lesson); no points in this run: run the grader again once the uploads no longer change"
+        ],
+    )
+
+
 def _refuse_class_options(options: dict) -> None:
     """A class is never graded with sandbox="trusted" or "container", nor with one identity for every notebook."""
     if options.get("sandbox") in ("trusted", "audit"):
@@ -287,7 +302,8 @@ def _grade_class(paths, out: Path, progress: bool, stream, grade_one, export: bo
     roster = getattr(options.get("variants"), "roster", None)
     if roster is not None:  # every roster student gets a row, one who submitted nothing too
         submissions += absent_students(roster, submissions)
-    ignored = one_per_student(submissions, lesson)
+    chosen: dict[str, str] = {}  # the digest of the bytes each student folder's notebook was chosen by
+    ignored = one_per_student(submissions, lesson, chosen)
     key = journal_key(out)
     done = read_journal(journal, key)
     policy = policy_of({**options, "export": export})
@@ -308,7 +324,9 @@ def _grade_class(paths, out: Path, progress: bool, stream, grade_one, export: bo
             for count, s in enumerate(graded, 1):
                 data, digest = _read(s)  # one notebook's bytes at a time: the grader's memory does not grow
                 record = done.get(s.key)
-                if (
+                if chosen.get(s.key, digest) != digest:  # never journaled: the next run chooses again
+                    done[s.key] = _record(s, "", policy, _changed_grade(s, lesson))
+                elif (
                     record is not None
                     and record.get("sha256") == digest
                     and record.get("policy") == policy
