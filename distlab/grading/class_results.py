@@ -12,6 +12,7 @@ correct, wrong, not attempted, mean points, and ``histogram.png`` the scores and
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
@@ -53,10 +54,22 @@ CSV_FILE, JSON_FILE, SUMMARY_TXT, SUMMARY_CSV, HISTOGRAM = (
 )
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8", errors="backslashreplace")  # a lone surrogate cannot stop the run
-    os.replace(tmp, path)
+def _write_atomic(path: Path, text: str | bytes) -> None:
+    """`path` replaced by a new file holding `text`: written under a fresh random name (mkstemp: O_EXCL, so never
+    through a link or into a file already there) and renamed over `path` (a link there is replaced, not followed).
+    Red team round 28 02: "results.csv.tmp" was opened by name, so a link planted under that name in the output
+    folder made a root grader overwrite the file it named."""
+    data = text if isinstance(text, bytes) else text.encode("utf-8", "backslashreplace")  # a lone surrogate too
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o644)
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 #: where a spreadsheet may start a cell inside one CSV cell: a ";" (Excel's list separator in most of Europe, where a
@@ -273,7 +286,9 @@ def plot_histogram(grades: list[NotebookGrade], target: Path) -> Path:
     right.set(ylabel="correct (%)", title="Correct, per question", ylim=(0, 100))
     right.tick_params(axis="x", labelrotation=45)
     fig.tight_layout()
-    fig.savefig(target, dpi=100)
+    image = io.BytesIO()
+    fig.savefig(image, dpi=100, format="png")
+    _write_atomic(target, image.getvalue())  # never through a link under its name (red team round 28 02)
     return target
 
 

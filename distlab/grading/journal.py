@@ -15,6 +15,7 @@ import hashlib
 import hmac
 import json
 import os
+import stat
 from pathlib import Path
 
 from .. import __version__
@@ -112,7 +113,14 @@ def journal_key(out: Path) -> bytes:
     except FileExistsError:
         fd = -1
     if fd < 0:
-        key = b"" if path.is_symlink() else path.read_bytes()
+        try:
+            fd = _open_file(path, os.O_RDONLY)
+        except ConfigurationError:  # a link, a FIFO, a folder
+            raise ConfigurationError(
+                f"{path} is not a journal key written by distlab: remove it and the journal"
+            ) from None
+        with os.fdopen(fd, "rb") as f:
+            key = f.read(33)
         if len(key) != 32:
             raise ConfigurationError(f"{path} is not a journal key written by distlab: remove it and the journal")
         return key
@@ -130,8 +138,8 @@ def _mac(key: bytes, record: dict) -> str:
 def read_journal(path: Path, key: bytes) -> dict[str, dict]:
     """{key: last record} from a journal; a line whose HMAC does not verify (forged, edited, cut short) is ignored."""
     records: dict[str, dict] = {}
-    if path.is_file():
-        with open(path, encoding="utf-8", errors="replace") as f:
+    if os.path.lexists(path):
+        with open(_open_file(path, os.O_RDONLY), encoding="utf-8", errors="replace") as f:
             for line in f:
                 try:
                     entry = json.loads(line)
@@ -143,8 +151,27 @@ def read_journal(path: Path, key: bytes) -> dict[str, dict]:
     return records
 
 
+def _open_file(path: Path, flags: int) -> int:
+    """A descriptor of the regular file `path` of the output folder, opened without following a link and without
+    blocking (O_NOFOLLOW, O_NONBLOCK); ConfigurationError naming it for anything else. Red team round 28 02: the
+    journal was appended to through a link planted under its name (a root grader wrote to the file it named), and
+    a FIFO as the journal key blocked the run for good."""
+    extra = getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags | extra, 0o600)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"{path}: not a file this output folder's run wrote ({exc.strerror}); remove it"
+        ) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ConfigurationError(f"{path}: not a regular file (a FIFO, a device?); remove it")
+    os.set_blocking(fd, True)
+    return fd
+
+
 def _append(path: Path, record: dict, key: bytes) -> None:
-    with open(path, "a", encoding="utf-8") as f:
+    with open(_open_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "a", encoding="utf-8") as f:
         f.write(json.dumps({"record": record, "mac": _mac(key, record)}, ensure_ascii=True) + "\n")
         f.flush()
         os.fsync(f.fileno())
