@@ -45,13 +45,15 @@ def run_bwrap(
 # 04-regex-redos-grader-hang: b'"' + b'\\"' * n made the old string regex restart at every quote and scan to the end
 # (n**2 / 2 steps: 16 kB took 3.7 s, 2 MB ~18 h). Everything after the first quote is one unterminated string, so no
 # bracket is outside a string: 0 containers. Run in a child with a time limit, so the old code fails, not hangs.
+# Timed in the child's own CPU seconds, which the suite's load beside it does not stretch (wall time did: 0.74 s of
+# a 0.5 s limit in a loaded CI run); the quadratic scan needs hours of CPU at 8 MB, linear a fraction of a second.
 REDOS = r"""
 import time
 from distlab.grading.messages import MAX_MESSAGE_BYTES, json_containers
 for raw in (b'"' + b'\\"' * (MAX_MESSAGE_BYTES // 2), b'"' + b'\\\\\\"' * (MAX_MESSAGE_BYTES // 4)):
-    started = time.perf_counter()
+    started = time.process_time()
     assert json_containers(raw + b"[{") == 0
-    print(time.perf_counter() - started)
+    print(time.process_time() - started)
 """
 
 
@@ -61,7 +63,7 @@ def test_redteam_an_unterminated_string_of_escaped_quotes_is_counted_in_linear_t
     except subprocess.TimeoutExpired:
         raise AssertionError("json_containers took more than 20 s on 8 MB") from None
     assert done.returncode == 0, done.stderr
-    assert all(float(s) < 0.5 for s in done.stdout.split()), done.stdout
+    assert all(float(s) < 2.0 for s in done.stdout.split()), done.stdout  # CPU seconds
     # escapes pair from the left as JSON reads them: '"\\\\"' is a string ending in a backslash, then one list
     assert json_containers(b'"\\\\" [') == 1
     assert json_containers(b'["\\"[", {"{": [1]}]') == 3  # the list, the object, the inner list
