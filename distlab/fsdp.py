@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._words import counted
 from ._arguments import broadcasting, finite_result, number_array, readonly
 from .errors import ConfigurationError
 from .units import SECONDS, format_seconds, non_negative, positive, positive_int
@@ -324,8 +325,8 @@ class FsdpTimeline:
             2 layers gathered at most
         """
         mode = "reshard after forward" if self.reshard_after_forward else "no reshard"
-        layers = f"{self.layers} layer" + ("" if self.layers == 1 else "s")
-        gathered = f"{self.peak_gathered} layer" + ("" if self.peak_gathered == 1 else "s")  # prefetch 0: "1 layer"
+        layers = counted(self.layers, "layer")
+        gathered = counted(self.peak_gathered, "layer")  # prefetch 0: "1 layer"
         return (
             f"{layers}, prefetch {self.prefetch}, {mode}: step {format_seconds(self.step_s)} = "
             f"compute {format_seconds(self.compute_s)} + exposed {format_seconds(self.exposed_s)};\n"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ._arguments import as_cluster, check_fraction, flag
 from .collectives.placed import ring_step_floor
 from .errors import ConfigurationError
-from . import memory, models
+from . import _words, memory, models
 from .memory import capacity_detail
 from .moe import step as moe_step
 from .partial_recompute import check_recompute_layers, model_recomputed_layers
@@ -480,8 +480,9 @@ def _priced(model, core_model, cl, config, compute, mem_recipe, flags) -> StepEs
     batch, s, m, pp = config["global_batch"], config["seq_len"], config["microbatches"], config["pp"]
     problems = []
     if pp > 1 and m < pp:
-        word = "microbatch" if m == 1 else "microbatches"
-        problems.append(f"pipeline: only {m} {word} per step for {pp} stages; the pipeline never fills")
+        problems.append(
+            f"pipeline: only {_words.counted(m, 'microbatch')} per step for {pp} stages; the pipeline never fills"
+        )
     mode = config["recompute"]
     counted = (
         moe_step_flops(model, batch, s, mode)

@@ -18,6 +18,7 @@ from typing import Callable
 
 import numpy as np
 
+from .._words import counted
 from .._arguments import broadcasting, finite_result, number_array, renamed_keyword, warn_renamed
 from ..mesh import MAX_WORLD_SIZE
 from ..units import BYTES, Q_, SECONDS, format_bytes, format_seconds, positive_int
@@ -99,7 +100,7 @@ class CollectiveCost:
         return (
             f"{self.algorithm} {self.op} of {format_bytes(self.size_bytes)} over {self.gpus} GPUs: "
             f"{format_bytes(self.bytes_sent_per_gpu)} sent per GPU (busiest), "
-            f"{self.steps} step{'' if self.steps == 1 else 's'},\n"
+            f"{counted(self.steps, 'step')},\n"
             # the time on an indented line of its own, so that a printed line fits a notebook's output
             f"    {format_seconds(self.time_s)} = {format_seconds(self.latency_time_s)} latency + "
             f"{format_seconds(self.bandwidth_time_s)} bandwidth"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TypeGuard
 
+from .._words import counted
 from .. import hardware, memory_recipes, moe, training, triage, validation
 from ..errors import DistlabError
 from ..moe import step as moe_step
@@ -301,8 +302,7 @@ def describe(s: dict, est: training.StepEstimate, nodes: int) -> str:
         + (f" (v={c['chunks']})" if c["chunks"] > 1 else "")
         + (f", experts over ep={c['ep']} x etp={c['etp']}" if "ep" in c else "")
         + (_routing(c) if "ep" in c else "")
-        + f" = {est.gpus} GPUs; global batch {c['global_batch']}: {c['microbatches']} "
-        + ("microbatch" if c["microbatches"] == 1 else "microbatches")
+        + f" = {est.gpus} GPUs; global batch {c['global_batch']}: {counted(c['microbatches'], 'microbatch')}"
         + f" of {c['micro_batch_size']} per pipeline "
         "[training.estimate]"
     )
