@@ -272,7 +272,7 @@ def async_tp_hidden_array(model, collective_s, layer_gemm_pass_s, share, recompu
     total = sum(w for w, _ in parts)
     collective = number_array(collective_s, "collective_s")
     gemm = number_array(layer_gemm_pass_s, "layer_gemm_pass_s")
-    dense = len(parts) == 4
+    dense = parts[2][1]  # a dense MLP's up projection is column-parallel; an MoE layer's experts are no TP linears
 
     def hides(index):
         if index >= 2 and not dense:  # an MoE layer's MLP collectives: no TP linear of their own

@@ -184,3 +184,22 @@ def test_export_writes_the_method_its_engine_runs_and_refuses_the_others():
     deepspeed = training.estimate("llama3.1-8b", "dgx-h100", zero=1, tp_overlap="userbuffers", **kw)
     with pytest.raises(ConfigurationError, match="DeepSpeed's AutoTP runs its TP collectives on the critical path"):
         export.deepspeed(deepspeed)
+
+
+def test_async_tp_leaves_an_moe_layers_mlp_collectives_uncapped_with_or_without_shared_experts():
+    # an MoE layer's experts are not TP linears: its MLP-side collectives are capped by no GEMM of their own. Mixtral
+    # 8x7B has no shared expert, so its layer has four GEMM parts like a dense one (the check once counted parts and
+    # capped them by the routed experts' GEMMs). By hand, a 1 ms pass of the layer's GEMMs, 2 ms collectives, share
+    # 7/8: QKV (4,096 + 2 x 1,024) x 4,096, output 4,096 x 4,096, experts 2 x (2 + 1) x 14,336 x 4,096 FLOPs/2 a token;
+    # hidden = 7/8 [(qkv + out + 2 + 2) + out + 2] ms
+    from distlab import moe
+    from distlab.moe.step import MoEStepModel
+    from distlab.tp_overlap import async_tp_hidden_array
+
+    mixtral = moe.model("mixtral-8x7b")
+    qkv, out, experts = (4096 + 2 * 1024) * 4096, 4096 * 4096, 2 * 3 * 14336 * 4096
+    total = qkv + out + experts
+    t_qkv, t_out = 1.0 * qkv / total, 1.0 * out / total
+    want = 0.875 * ((t_qkv + t_out + 2 + 2) + t_out + 2)
+    got = async_tp_hidden_array(MoEStepModel(mixtral, mixtral.seq_len, mixtral.head_dim), 2e-3, 1e-3, 0.875)
+    assert float(got) * 1e3 == pytest.approx(want, rel=1e-12)
