@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from matplotlib.ticker import MaxNLocator
 
 from ..step_parts import (
-    MEMORY_COLOURS as _MEMORY_COLOURS,
+    MEMORY_COLOURS,
     MEMORY_COMPONENTS,
     MEMORY_LABELS,
     STEP_LABELS,
@@ -24,8 +24,8 @@ from ._ticks import DrawnTicks, drawn_ticks
 
 # --------------------------------------------------------------------------- memory per GPU
 
-# MEMORY_COMPONENTS and MEMORY_LABELS: distlab.step_parts (data only, read without matplotlib by the browser pictures)
-MEMORY_COLOURS = dict(_MEMORY_COLOURS)  # distlab.step_parts: every picture draws the memory parts in these
+# MEMORY_COMPONENTS, MEMORY_LABELS and MEMORY_COLOURS: distlab.step_parts (data only, read without matplotlib by the
+# browser pictures; every picture draws the memory parts in these colours)
 
 
 def set_alpha(artist, alpha: float) -> None:
