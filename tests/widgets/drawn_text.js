@@ -62,9 +62,14 @@ function recorder(texts, dashed = [], solid = [], patches = [], fills = []) {
     dash: [] };
   let path = [], at = null;
   const stack = [];
+  let sized = null, size = 10; // the last font string read, and its size
   const px = () => {
-    const found = /(\d+(?:\.\d+)?)px/.exec(state.font);
-    return found ? Number(found[1]) : 10;
+    if (state.font !== sized) {
+      const found = /(\d+(?:\.\d+)?)px/.exec(state.font);
+      sized = state.font;
+      size = found ? Number(found[1]) : 10;
+    }
+    return size;
   };
   const apply = (x, y) => {
     const [a, b, c, d, e, f] = state.m;
@@ -123,9 +128,11 @@ function recorder(texts, dashed = [], solid = [], patches = [], fills = []) {
     const c = [apply(x, y), apply(x + w, y), apply(x + w, y + h), apply(x, y + h)];
     for (let k = 0; k < 4; k++) solid.push({ segment: [c[k], c[(k + 1) % 4]], width: ctx.lineWidth || 1 });
   };
+  // a patch keeps its rectangle and the transform it was drawn under (state.m is replaced, never changed in place);
+  // patchBounds() carries it through when a check needs it (most patches, a grid's cells, are never looked at)
   ctx.fillRect = (x, y, w, h) => {
-    patches.push({ corners: [apply(x, y), apply(x + w, y), apply(x + w, y + h), apply(x, y + h)], order: texts.length,
-      strokes: solid.length, fills: fills.length, colour: String(ctx.fillStyle) });
+    patches.push({ m: state.m, x, y, w, h, box: null, order: texts.length, strokes: solid.length, fills: fills.length,
+      colour: String(ctx.fillStyle) });
   };
   // a filled path (an arrow's head): its corners, so that a white patch drawn over it later is seen (review v18)
   ctx.fill = () => {
@@ -143,23 +150,46 @@ function strokeQuad([[x0, y0], [x1, y1]], width) {
 }
 
 function bounds(corners) {
-  const xs = corners.map((c) => c[0]), ys = corners.map((c) => c[1]);
-  return [Math.min(...xs), Math.min(...ys), Math.max(...xs), Math.max(...ys)];
+  let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+  for (const [x, y] of corners) {
+    if (x < x0) x0 = x;
+    if (x > x1) x1 = x;
+    if (y < y0) y0 = y;
+    if (y > y1) y1 = y;
+  }
+  return [x0, y0, x1, y1];
+}
+
+// A patch's bounds: its rectangle's four corners through the transform it was drawn under (computed once).
+function patchBounds(p) {
+  if (!p.box) {
+    const [a, b, c, d, e, f] = p.m;
+    const at = (x, y) => [a * x + c * y + e, b * x + d * y + f];
+    p.box = bounds([at(p.x, p.y), at(p.x + p.w, p.y), at(p.x + p.w, p.y + p.h), at(p.x, p.y + p.h)]);
+  }
+  return p.box;
 }
 
 // How far two convex quads overlap: the smallest overlap of their projections on the quads' edge normals (0: apart).
 function overlap(p, q) {
   let least = Infinity;
-  for (const quad of [p, q]) {
+  for (let side = 0; side < 2; side++) {
+    const quad = side ? q : p;
     for (let k = 0; k < 4; k++) {
       const [x0, y0] = quad[k], [x1, y1] = quad[(k + 1) % 4];
       const len = Math.hypot(x1 - x0, y1 - y0) || 1;
       const nx = -(y1 - y0) / len, ny = (x1 - x0) / len;
-      const span = (corners) => {
-        const dots = corners.map(([x, y]) => x * nx + y * ny);
-        return [Math.min(...dots), Math.max(...dots)];
-      };
-      const [a0, a1] = span(p), [b0, b1] = span(q);
+      let a0 = Infinity, a1 = -Infinity, b0 = Infinity, b1 = -Infinity;
+      for (const [x, y] of p) {
+        const dot = x * nx + y * ny;
+        if (dot < a0) a0 = dot;
+        if (dot > a1) a1 = dot;
+      }
+      for (const [x, y] of q) {
+        const dot = x * nx + y * ny;
+        if (dot < b0) b0 = dot;
+        if (dot > b1) b1 = dot;
+      }
       least = Math.min(least, Math.min(a1, b1) - Math.max(a0, b0));
       if (least <= 0) return 0;
     }
@@ -204,17 +234,21 @@ for (const state of input.states) {
     // each stroke's quad and its bounds, once a frame; a pair whose bounds overlap by at most OVERLAP_PX on an axis is
     // skipped (as two texts are below): moving one quad that far along that axis parts them, so overlap() (the depth
     // by which they overlap, the least push that parts them) is at most that much
+    // (the box is the segment's bounds widened by half the line width on each axis: it holds the stroke's quad, so a
+    // pair it lets through is the same or more, and overlap() decides; the quad itself is built when first needed)
     const quads = (lines) => lines.map(({ segment, width }) => {
-      const quad = strokeQuad(segment, width);
-      return { quad, box: bounds(quad) };
+      const [[x0, y0], [x1, y1]] = segment, half = width / 2;
+      return { segment, width, quad: null,
+        box: [Math.min(x0, x1) - half, Math.min(y0, y1) - half, Math.max(x0, x1) + half, Math.max(y0, y1) + half] };
     });
+    const quadOf = (line) => line.quad || (line.quad = strokeQuad(line.segment, line.width));
     const near = (p, q) => Math.min(p[2], q[2]) - Math.max(p[0], q[0]) > OVERLAP_PX
       && Math.min(p[3], q[3]) - Math.max(p[1], q[1]) > OVERLAP_PX;
     const dashedQuads = quads(dashed), solidQuads = quads(solid);
     texts.forEach(({ text, corners }, k) => {
-      for (const { quad, box } of dashedQuads) {
-        if (!near(boxes[k], box)) continue;
-        const depth = overlap(corners, quad);
+      for (const line of dashedQuads) {
+        if (!near(boxes[k], line.box)) continue;
+        const depth = overlap(corners, quadOf(line));
         if (depth > OVERLAP_PX) {
           problems.push(`${where}: ${JSON.stringify(text)} is crossed by a dashed line (${depth.toFixed(1)} px)`);
           break;
@@ -223,15 +257,15 @@ for (const state of input.states) {
     });
     texts.forEach(({ text, corners }, k) => {
       // a white patch drawn under this text (after the strokes it hides, before the text) covers them
-      const [tx0, ty0, tx1, ty1] = bounds(corners);
+      const [tx0, ty0, tx1, ty1] = boxes[k];
       const covers = (n) => patches.some((p) => {
-        const [px0, py0, px1, py1] = bounds(p.corners);
-        return p.order <= k && p.strokes > n && /^(#fff(fff)?|white)$/i.test(p.colour)
-          && px0 <= tx0 + 1 && py0 <= ty0 + 1 && px1 >= tx1 - 1 && py1 >= ty1 - 1;
+        if (p.order > k || p.strokes <= n || !/^(#fff(fff)?|white)$/i.test(p.colour)) return false;
+        const [px0, py0, px1, py1] = patchBounds(p);
+        return px0 <= tx0 + 1 && py0 <= ty0 + 1 && px1 >= tx1 - 1 && py1 >= ty1 - 1;
       });
       for (let n = 0; n < solid.length; n++) {
         if (!near(boxes[k], solidQuads[n].box)) continue;
-        const depth = overlap(corners, solidQuads[n].quad);
+        const depth = overlap(corners, quadOf(solidQuads[n]));
         if (depth > OVERLAP_PX && !covers(n)) {
           problems.push(`${where}: ${JSON.stringify(text)} is crossed by a solid line (${depth.toFixed(1)} px)`);
           break;
@@ -246,7 +280,7 @@ for (const state of input.states) {
       const area = Math.max((fx1 - fx0) * (fy1 - fy0), 1);
       const hidden = patches.some((p) => {
         if (p.fills <= k || !/^(#fff(fff)?|white)$/i.test(p.colour)) return false;
-        const [px0, py0, px1, py1] = bounds(p.corners);
+        const [px0, py0, px1, py1] = patchBounds(p);
         const w = Math.min(fx1, px1) - Math.max(fx0, px0), h = Math.min(fy1, py1) - Math.max(fy0, py0);
         return w > 0 && h > 0 && (w * h) / area > 0.5;
       });

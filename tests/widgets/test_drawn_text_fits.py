@@ -16,6 +16,7 @@ widgets/framecache.py).
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import os
@@ -160,6 +161,15 @@ def picture_states(app, step: bool = True) -> list[dict]:
     return list(states.values())
 
 
+@functools.cache
+def app_states(name: str) -> tuple:
+    """picture_states of APPS[name]'s app, built once per worker: the three walks below draw the same states (at full
+    size, in the narrow outputs, at every reflow width), and building them steps every control of the app (about 6 s
+    of the suite's CPU a walk, the training lab's 87 states half of it). Tuple: no walk may change another's."""
+    _module, _draw, build, step = APPS[name]
+    return tuple(picture_states(build(), step))
+
+
 def drawn_problems(
     module: str, draw: str, states: list[dict], tmp_path: Path, record: bool = False, js: Path = JS
 ) -> dict:
@@ -197,8 +207,8 @@ def test_every_app_that_draws_a_browser_picture_is_covered():
 @needs_node
 @pytest.mark.parametrize("name", list(APPS))
 def test_no_drawn_text_runs_past_the_canvas_or_over_another(name, tmp_path):
-    module, draw, build, step = APPS[name]
-    states = picture_states(build(), step)
+    module, draw, _build, _step = APPS[name]
+    states = list(app_states(name))
     report = drawn_problems(module, draw, states, tmp_path)
     assert report["frames"] >= len(states) and report["texts"] > 0  # it drew, and wrote text
     problems = report["problems"]
@@ -305,8 +315,8 @@ def test_no_drawn_text_is_shown_under_the_minimum_size_in_a_narrow_output(name, 
     NARROW_OUTPUTS width (common.js: draw.layout, displayScale), shows its smallest text at MIN_TEXT_PX or more (one
     drawn smaller at full size, unshrunk), with no text past its canvas or over another at that layout; a picture
     that reflows fits the output whole. (The app's states are taken once for both widths.)"""
-    module, draw, build, step = APPS[name]
-    built = picture_states(build(), step)
+    module, draw, _build, _step = APPS[name]
+    built = app_states(name)
     for output, available in NARROW_OUTPUTS.items():
         states = [{**s, "available": available} for s in built]
         (tmp_path / str(available)).mkdir()
@@ -339,8 +349,8 @@ def test_a_picture_that_reflows_draws_clean_at_every_width_from_its_narrowest(na
     """Every state of every picture that lays itself out again, at every REFLOW_STEP px from the narrowest output it
     claims to fit (REFLOWS) up to its own width (the narrowest first): it fits the output unscrolled, shows its text
     at MIN_TEXT_PX or more, and no text runs past the canvas or over another."""
-    module, draw, build, step = APPS[name]
-    built = picture_states(build(), step)
+    module, draw, _build, _step = APPS[name]
+    built = app_states(name)
     for available in range(REFLOWS[module], max(s["width"] for s in built), REFLOW_STEP):
         states = [{**s, "available": available} for s in built]
         (tmp_path / str(available)).mkdir()
