@@ -7,6 +7,8 @@ report; the step-model work will add the thresholds of issue 14's goals once it 
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 
 import pytest
@@ -155,6 +157,27 @@ def test_each_mpt_mapping_counts_the_tables_parameters_exactly():
     assert len(mpt) == 12
     for r in mpt:  # every size: the table's own figure, no tolerance
         assert validation.run_model(r).parameter_count() == r["distlab"]["model"]["published_params"], r["id"]
+
+
+def test_megatron_core_r08_models_have_an_output_layer_of_their_own():
+    """Megatron-LM's README names its weak-scaling models by size only ("1.7B", the first field of each row quoted);
+    the size fits an untied output layer and not a tied one. By hand, the 1.7B (l 24, h 2,048, V 131,072, s 4,096, 4h
+    GELU MLP, biases, LayerNorm): a layer 12 h^2 + 13 h = 50,358,272, x 24 = 1,208,598,528; + the final LayerNorm
+    4,096; + positions 4,096 x 2,048 = 8,388,608; + the token embedding 131,072 x 2,048 = 268,435,456 gives
+    1,485,426,688 tied (1.49 B, 13% under "1.7B"), and the output layer's own 268,435,456 more 1,753,862,144 untied
+    (3.2% over). The 462B (l 112, h 18,432): 459.13 B tied, 461.54 B untied. The labels' own rounding is loose (the
+    1.7B's untied count reads 1.8 rounded, the 32B's 31.5), so the test asks only which of the two is nearer."""
+    assert validation.run_model(validation.run("megatron-core-r0.8-h100-1.7b")).parameter_count() == 1_753_862_144
+    rows = [r for r in ALL if r["id"].startswith("megatron-core-r0.8-h100-")]
+    assert len(rows) == 10
+    for r in rows:
+        model = validation.run_model(r)
+        size = r["quote"].split("Image row '")[1].split(" |")[0] if "Image row" in r["quote"] else "177B"
+        label = float(size.rstrip("B")) * 1e9  # the strong-scaling run trains the 177B row's model (its quote)
+        tied = dataclasses.replace(model, tied_embeddings=True).parameter_count()
+        assert not model.tied_embeddings and tied == model.parameter_count() - model.vocab * model.hidden, r["id"]
+        assert abs(model.parameter_count() - label) < abs(tied - label), r["id"]  # untied is nearer every label
+        assert abs(model.parameter_count() - label) <= 0.032 * label, r["id"]
 
 
 def test_every_mapping_with_a_published_parameter_count_is_within_three_percent_of_it():
