@@ -188,35 +188,40 @@ def lock_holders(fd: int, deadline: float = HOLDERS_SECONDS) -> list[tuple[int, 
     /proc/<pid>/fdinfo/<n>: a descriptor whose lock lines name a FLOCK WRITE lock on that file (its device and
     inode). That is the process holding the locked open file now (one a killed run forked keeps it), never the pid
     /proc/locks keeps, the one that took the lock, which may have ended and its number been reused. Read-only and
-    bounded: fdinfo is read from the kernel's memory (no file is opened or stat'ed, so no stale network mount can
-    block it), for `deadline` seconds at most; only what this user may read of /proc (all of it for root; another pid
-    namespace's processes are not seen); [] where nothing is known."""
+    bounded: only processes of this user are looked at (never a kernel of another class run, which a root grader
+    gives its own user id), and only the fdinfo of a descriptor whose link names this very file (readlink opens and
+    stats nothing, so no stale network mount blocks it; an epoll descriptor's fdinfo lists each of its watches, and
+    one of millions of watches costs the kernel hundreds of MB to write: never read); for `deadline` seconds at most.
+    Processes of another pid namespace are not seen; [] where nothing is known."""
     try:
         mine = os.fstat(fd)
-    except OSError:
-        return []
-    tag = f" {os.major(mine.st_dev):02x}:{os.minor(mine.st_dev):02x}:{mine.st_ino} "
-    stop, found = time.monotonic() + deadline, []
-    try:
+        target = os.readlink(f"/proc/self/fd/{fd}")
         pids = sorted(int(n) for n in os.listdir("/proc") if n.isdigit())
     except OSError:  # no /proc
         return []
+    tag = f" {os.major(mine.st_dev):02x}:{os.minor(mine.st_dev):02x}:{mine.st_ino} "
+    stop, found, me = time.monotonic() + deadline, [], os.geteuid()
     for pid in pids:
         if time.monotonic() > stop or len(found) >= 8:
             break
-        if pid != os.getpid() and _holds(pid, tag):
+        if pid != os.getpid() and _holds(pid, me, target, tag):
             found.append((pid, _command(pid)))
     return found
 
 
-def _holds(pid: int, tag: str) -> bool:
-    """True when a descriptor of process `pid` holds a FLOCK WRITE lock on the file `tag` names (" maj:min:inode ")."""
+def _holds(pid: int, uid: int, target: str, tag: str) -> bool:
+    """True when process `pid`, of user `uid`, has a descriptor linked to `target` holding a FLOCK WRITE lock on the
+    file `tag` names (" maj:min:inode ")."""
     try:
-        names = os.listdir(f"/proc/{pid}/fdinfo")
+        if os.stat(f"/proc/{pid}").st_uid != uid:
+            return False
+        names = os.listdir(f"/proc/{pid}/fd")
     except OSError:  # gone, or not ours to read
         return False
     for name in names:
         try:
+            if os.readlink(f"/proc/{pid}/fd/{name}") != target:
+                continue
             with open(f"/proc/{pid}/fdinfo/{name}", encoding="ascii", errors="replace") as f:
                 lines = f.read(65536).splitlines()
         except OSError:

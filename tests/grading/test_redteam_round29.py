@@ -39,9 +39,13 @@ from distlab.grading.grade import grade_notebook
 # ---- 01: who holds the lock --------------------------------------------------------------------------------------------
 
 
-def test_the_refusal_names_the_process_holding_the_lock(tmp_path):
+def test_the_refusal_names_the_process_holding_the_lock(tmp_path, monkeypatch):
     """01: a child forked while the lock was held keeps it after its parent's run ended; the refusal names the child
-    (its pid, its command name escaped: the child set it to a terminal sequence), never the parent that took it."""
+    (its pid, its command name escaped: the child set it to a terminal sequence), never the parent that took it. Only
+    the fdinfo of the child's descriptor of the lock is read (never, say, an epoll descriptor's, which lists every
+    watch)."""
+    read: list[str] = []
+    monkeypatch.setattr(journal, "open", lambda p, *a, **k: (read.append(str(p)), open(p, *a, **k))[1], raising=False)
     out = tmp_path / "g"
     out.mkdir()
     ready_r, ready_w = os.pipe()
@@ -67,6 +71,8 @@ def test_the_refusal_names_the_process_holding_the_lock(tmp_path):
     assert "another distlab grade is writing" in message, message
     assert f"process {child} (\\x1b[2Jrun) holds it" in message and f"kill {child})" in message, message
     assert "\x1b" not in message and str(os.getpid()) not in message, message
+    assert [p for p in read if "/fdinfo/" in p] == [p for p in read if p.startswith(f"/proc/{child}/fdinfo/")], read
+    assert len([p for p in read if "/fdinfo/" in p]) == 1, read
     with journal.writing(out):  # gone with its holder
         pass
 
