@@ -200,7 +200,8 @@ def lock_holders(fd: int, deadline: float = HOLDERS_SECONDS) -> list[tuple[int, 
     except OSError:  # no /proc
         return []
     tag = f" {os.major(mine.st_dev):02x}:{os.minor(mine.st_dev):02x}:{mine.st_ino} "
-    stop, found, me = time.monotonic() + deadline, [], os.geteuid()
+    stop, me = time.monotonic() + deadline, os.geteuid()
+    found: list[tuple[int, str]] = []
     for pid in pids:
         if time.monotonic() > stop or len(found) >= 8:
             break
