@@ -16,11 +16,12 @@ import hmac
 import json
 import os
 import stat
+import time
 from pathlib import Path
 
 from .. import __version__
 from ..errors import ConfigurationError
-from .report import NotebookGrade, QuestionGrade
+from .report import NotebookGrade, QuestionGrade, shown
 from .submission import read_submission
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "journal_key",
     "read_journal",
     "OUT_LOCK",
+    "lock_holders",
     "writing",
 ]
 
@@ -177,6 +179,79 @@ def _append(path: Path, record: dict, key: bytes) -> None:
         os.fsync(f.fileno())
 
 
+#: how long lock_holders may look through /proc (a refusal is said at once, whatever the host runs)
+HOLDERS_SECONDS = 2.0
+
+
+def lock_holders(fd: int, deadline: float = HOLDERS_SECONDS) -> list[tuple[int, str]]:
+    """(pid, command name) of each process holding the exclusive flock on the file `fd` is open on, as Linux says in
+    /proc/<pid>/fdinfo/<n>: a descriptor whose lock lines name a FLOCK WRITE lock on that file (its device and
+    inode). That is the process holding the locked open file now (one a killed run forked keeps it), never the pid
+    /proc/locks keeps, the one that took the lock, which may have ended and its number been reused. Read-only and
+    bounded: only processes of this user are looked at (never a kernel of another class run, which a root grader
+    gives its own user id), and only the fdinfo of a descriptor whose link names this very file (readlink opens and
+    stats nothing, so no stale network mount blocks it; an epoll descriptor's fdinfo lists each of its watches, and
+    one of millions of watches costs the kernel hundreds of MB to write: never read); for `deadline` seconds at most.
+    Processes of another pid namespace are not seen; [] where nothing is known."""
+    try:
+        mine = os.fstat(fd)
+        target = os.readlink(f"/proc/self/fd/{fd}")
+        pids = sorted(int(n) for n in os.listdir("/proc") if n.isdigit())
+    except OSError:  # no /proc
+        return []
+    tag = f" {os.major(mine.st_dev):02x}:{os.minor(mine.st_dev):02x}:{mine.st_ino} "
+    stop, me = time.monotonic() + deadline, os.geteuid()
+    found: list[tuple[int, str]] = []
+    for pid in pids:
+        if time.monotonic() > stop or len(found) >= 8:
+            break
+        if pid != os.getpid() and _holds(pid, me, target, tag):
+            found.append((pid, _command(pid)))
+    return found
+
+
+def _holds(pid: int, uid: int, target: str, tag: str) -> bool:
+    """True when process `pid`, of user `uid`, has a descriptor linked to `target` holding a FLOCK WRITE lock on the
+    file `tag` names (" maj:min:inode ")."""
+    try:
+        if os.stat(f"/proc/{pid}").st_uid != uid:
+            return False
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:  # gone, or not ours to read
+        return False
+    for name in names:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{name}") != target:
+                continue
+            with open(f"/proc/{pid}/fdinfo/{name}", encoding="ascii", errors="replace") as f:
+                lines = f.read(65536).splitlines()
+        except OSError:
+            continue
+        if any(ln.startswith("lock:") and " FLOCK " in ln and " WRITE " in ln and tag in ln for ln in lines):
+            return True
+    return False
+
+
+def _command(pid: int) -> str:
+    """The command name of process `pid` (its /proc comm, which the process sets: shown escaped), or ""."""
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+            return shown(f.read(64).strip(), 32)
+    except OSError:
+        return ""
+
+
+def _holders_text(holders: list[tuple[int, str]]) -> str:
+    """'; process 123 (python3) holds it: ...' for the refusal, or '' when no holder could be known."""
+    if not holders:
+        return ""
+    named = ", ".join(f"{pid}" + (f" ({command})" if command else "") for pid, command in holders)
+    return (
+        f"; process {named} holds it now: if that is no run of yours still going (a leftover of one that was killed), "
+        f"end it (kill {holders[0][0]})"
+    )
+
+
 @contextlib.contextmanager
 def writing(out: Path):
     """Hold the output folder's lock (an exclusive flock on out/.lock) while a class run writes to it: a second run
@@ -195,8 +270,9 @@ def writing(out: Path):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise ConfigurationError(
-                f"{out}: another distlab grade is writing to this output folder (it holds {OUT_LOCK}); wait for it to "
-                "end (run the same command again then: it resumes), or give another --out"
+                f"{out}: another distlab grade is writing to this output folder (it holds {OUT_LOCK})"
+                f"{_holders_text(lock_holders(fd))}; wait for it to end (run the same command again then: it "
+                "resumes), or give another --out"
             ) from None
         yield
     finally:

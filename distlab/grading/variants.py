@@ -225,10 +225,17 @@ def personalise(nb, slug: str, student: str, seed: str, release=None):
 def build_variants(
     roster: Roster, exercises_dir="exercises", out_dir="variants", lessons=None, release=None
 ) -> list[Path]:
-    """Write out_dir/<student id>/<exercise>.ipynb for every student and graded lesson (or `lessons`)."""
+    """Write out_dir/<student id>/<exercise>.ipynb for every student and graded lesson (or `lessons`).
+
+    One student's folder never stops another's notebook: what stands in the way of one (a link or a file in place
+    of their folder, a folder under the exercise's name, an error of the file system there) is said, and every
+    other student's notebook is written before ConfigurationError names them all (red team round 29 02: a link a
+    student put in place of their folder, handed out in place, refused the whole run, and no student after them in
+    the roster got a notebook)."""
     exercises = Path(exercises_dir)
     slugs = [manifest.lesson(n).slug for n in lessons] if lessons else list(manifest.graded())
-    written = []
+    written: list[Path] = []
+    failed: list[str] = []
     for slug in slugs:
         exercise = manifest.LESSONS[slug].exercise
         if exercise is None:
@@ -239,7 +246,15 @@ def build_variants(
         nb = nbformat.read(source, as_version=4)
         for sid in roster.students:
             personal = personalise(nb, slug, sid, roster.seed(slug, sid), release)
-            written.append(_write_variant(Path(out_dir), folder_name(sid), source.name, personal))
+            try:
+                written.append(_write_variant(Path(out_dir), folder_name(sid), source.name, personal))
+            except ConfigurationError as exc:
+                failed.append(str(exc))
+            except OSError as exc:  # the student's folder: not writable, full, ...: said, never a traceback
+                failed.append(f"{Path(out_dir) / folder_name(sid) / source.name}: {exc.strerror or exc}")
+    if failed:
+        shown = "; ".join(failed[:5]) + (f"; and {len(failed) - 5} more" if len(failed) > 5 else "")
+        raise ConfigurationError(f"wrote {len(written)} notebook(s), but {len(failed)} could not be written: {shown}")
     return written
 
 
