@@ -507,7 +507,7 @@ def plan(
     extra = dict(calibrated=compute.calibrated, overlap_slowdown=compute.overlap_slowdown)
     extra.update(attention_kernel=compute.attention_kernel, fp8_scaling=fp8_scaling_name(fp8_scaling))
     extra.update(zero3_collectives=zero3_collectives, tp_overlap_method=method)
-    extra.update(band=validation.error_band(cl.accelerator.name, recipe.name), partial_recompute=partial)
+    extra.update(band=validation.error_band(cl.accelerator.name, recipe.name, moe=is_moe), partial_recompute=partial)
     return Plan(cols, out, feasible, order, rejected, cl.gpus, model.name, extra)
 
 

@@ -476,17 +476,20 @@ MIN_BAND_RUNS = 3
 class ErrorBand:
     """The step model's error band for a kind of run: the mean |step-time error| (percent) over `runs` validation
     runs (published, never fitted to), `scope` saying which in words, and `matched` whether runs of the kind asked
-    for (GPU family and precision) exist; if not, the band is borrowed from wider runs and says so."""
+    for (GPU family and precision) exist; if not, the band is borrowed from wider runs and says so. `dense_for_moe`: a
+    mixture-of-experts step given the dense runs' band (no MoE run validated)."""
 
     percent: float
     runs: int
     scope: str
     matched: bool
+    dense_for_moe: bool = False
 
     def short(self) -> str:
         """One line for an app: '±9.9%: mean |error| on 23 published H100 runs in mixed precision'."""
+        why = " (dense models: no mixture-of-experts run validated yet)" if self.dense_for_moe else ""
         return f"±{self.percent:.1f}%: {self.scope.split(', never fitted to')[0]}" + (
-            "" if self.matched else " (none of this kind validated yet)"
+            why or ("" if self.matched else " (none of this kind validated yet)")
         )
 
     def around(self, seconds: float) -> str:
@@ -522,7 +525,8 @@ def _family(name: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _scored_validation_runs() -> tuple:
-    """(GPU family, precision, |error| %) of every validation run priced and fitting, computed once per process."""
+    """(GPU family, precision, mixture-of-experts or not, |error| %) of every validation run priced and fitting,
+    computed once per process."""
     scored = []
     by_id = {r["id"]: r for r in load_runs("validation")}
     for row in compare("validation").rows:
@@ -530,16 +534,19 @@ def _scored_validation_runs() -> tuple:
             continue
         run_ = by_id[row.id]
         precision = str(run_["distlab"]["estimate"].get("precision", "mixed"))
-        scored.append((_family(run_cluster(run_).accelerator.name), precision, abs(row.error_percent)))
+        moe = "experts" in run_["distlab"]["model"]
+        scored.append((_family(run_cluster(run_).accelerator.name), precision, moe, abs(row.error_percent)))
     return tuple(scored)
 
 
-def error_band(accelerator: str, precision: str = "mixed") -> ErrorBand:
+def error_band(accelerator: str, precision: str = "mixed", moe: bool = False) -> ErrorBand:
     """The step model's validated error for runs like this one: the mean |step-time error| of training.estimate()
-    out of the box on the validation runs (published, never fitted to) of the same GPU family and precision; with
-    fewer than MIN_BAND_RUNS of those, the family's runs in any precision, then every validation run, and the
-    scope says the kind asked for has not been validated. `distlab estimate`, the training lab and the capstone
-    print a step time with it. Lesson 7 §8.
+    out of the box on the validation runs (published, never fitted to) of the same GPU family and precision, dense or
+    mixture-of-experts (`moe`) as this one; with fewer than MIN_BAND_RUNS of those, the family's runs of that kind in
+    any precision, then every validation run of that kind, and the scope says the kind asked for has not been
+    validated. A mixture-of-experts step with too few validated runs of its kind at every level borrows the dense
+    runs' band and says so: it is not matched, its all-to-all and expert GEMMs never checked against a measured run.
+    `distlab estimate`, `distlab plan`, the training lab and the capstone print a step time with it. Lesson 7 §8.
 
     >>> band = error_band("h100-sxm")
     >>> band.matched and band.runs >= MIN_BAND_RUNS and 0 < band.percent < 50
@@ -550,22 +557,33 @@ def error_band(accelerator: str, precision: str = "mixed") -> ErrorBand:
     4
     >>> error_band("a100-80gb", "fp8").matched  # no A100 runs in FP8 (the A100 has no FP8)
     False
+    >>> error_band("h100-sxm", "fp8", moe=True).matched  # every validation run is a dense model
+    False
     """
     if not isinstance(accelerator, str) or not accelerator.strip():
         raise ConfigurationError(f"accelerator={accelerator!r} must be a GPU's catalog name such as 'h100-sxm'")
     if not isinstance(precision, str) or not precision.strip():
         raise ConfigurationError(f"precision={precision!r} must be a precision recipe's name such as 'mixed'")
-    family, precision = _family(accelerator), precision.strip().lower()
+    if not isinstance(moe, bool):
+        raise ConfigurationError(f"moe={moe!r} must be True (a mixture-of-experts model) or False (a dense one)")
+    family, precision, moe = _family(accelerator), precision.strip().lower(), bool(moe)
     runs = _scored_validation_runs()
+    kind = "mixture-of-experts " if moe else ""
+    borrowed = ""
+    if moe and sum(m for _, _, m, _ in runs) < MIN_BAND_RUNS:
+        borrowed = "; no mixture-of-experts run has been validated yet: this is the dense runs' band"
+    if borrowed:
+        kind, moe = "", False
     kinds = (
-        ([e for f, p, e in runs if f == family and p == precision], f"{family.upper()} runs in {precision} precision"),
-        ([e for f, p, e in runs if f == family], f"{family.upper()} runs in any precision"),
-        ([e for _, _, e in runs], "validation runs of every GPU and precision"),
-    )
+        ([e for f, p, m, e in runs if (f, p, m) == (family, precision, moe)], f"{family.upper()} {kind}runs in {precision} precision"),
+        ([e for f, _, m, e in runs if (f, m) == (family, moe)], f"{family.upper()} {kind}runs in any precision"),
+        ([e for _, _, m, e in runs if m == moe], f"{kind}validation runs of every GPU and precision"),
+    )  # fmt: skip
     for i, (errors, words) in enumerate(kinds):
         if len(errors) >= MIN_BAND_RUNS:
             scope = f"mean |error| on {len(errors)} published {words}, never fitted to (`distlab validate`)"
             if i:
-                scope += f"; no {family.upper()} run in {precision} precision has been validated yet"
-            return ErrorBand(sum(errors) / len(errors), len(errors), scope, i == 0)
+                scope += f"; no {family.upper()} {kind}run in {precision} precision has been validated yet"
+            mean = sum(errors) / len(errors)
+            return ErrorBand(mean, len(errors), scope + borrowed, i == 0 and not borrowed, bool(borrowed))
     raise ConfigurationError("the validation set has too few priced runs for an error band")  # pragma: no cover

@@ -49,7 +49,7 @@ def run(args) -> int:
     kwargs.update(compute_options(args))
     kwargs.update(activation_offload(args))  # the default passes nothing: the estimate stays as it was
     est = training.estimate(args.model, cl, **kwargs)
-    band = validation.error_band(cl.accelerator.name, est.config["precision"])
+    band = validation.error_band(cl.accelerator.name, est.config["precision"], moe="ep" in est.config)
     if args.json:
         data = est.to_dict()
         data["error_band_percent"] = band.percent

@@ -78,9 +78,15 @@ def ties_report(p) -> str:
 
     band = p.band_percent
     count = p.tie_count(0)
+    dense = getattr(p.extra.get("band"), "dense_for_moe", False)  # a mixture-of-experts plan: no MoE run validated
+    runs = (
+        "dense validation runs (no mixture-of-experts run has been validated)"
+        if dense
+        else "validation runs like these"
+    )
     lines = [
         f"≈: within the model's error band of ±{band:.1f}% of the fastest (its mean |step-time error| on "
-        f"validation runs like these it never saw; `distlab validate`): {count} tied configuration"
+        f"{runs} it never saw; `distlab validate`): {count} tied configuration"
         + ("s" if count != 1 else "")
         + "; the model cannot rank them"
         + (

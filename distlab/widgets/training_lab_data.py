@@ -281,11 +281,10 @@ def band_line(s: dict, accelerator: str, precision: str, moe: bool = False) -> s
     calibrated compute model's, measured on published runs; a fixed share of peak (Lesson 7 §1's simple model) was
     never validated, so its step time claims none (review v19: 'fixed 30%' printed the calibrated model's ±5.6%). The
     validation runs are all dense: a mixture-of-experts step (its all-to-all, its expert GEMMs) borrows their band,
-    and says so."""
-    band = validation.error_band(accelerator, precision).short()
+    and says so (validation.error_band's moe)."""
+    band = validation.error_band(accelerator, precision, moe=moe).short()
     if s["efficiency"] is None:
-        borrowed = " (dense models: no mixture-of-experts run validated yet)" if moe else ""
-        return "the model's error band " + band + borrowed
+        return "the model's error band " + band
     return (
         f"no error band: compute at a fixed {100 * s['efficiency']:g}% of peak is Lesson 7 §1's simple model, never "
         f"validated (the calibrated model's band: {band})"
