@@ -81,7 +81,7 @@ class ShardingPlan:
         a layer's own parameters (params_per_layer, without the embedding share the gathers carry)."""
         layers = self.timeline.peak_gathered
         weights = (self.gathered_bytes - self.gradient_copy_bytes) / layers
-        own = f"a layer's own {self.params_per_layer / 1e6:.0f}M parameters"
+        own = f"a layer: {self.params_per_layer / 1e6:.0f}M parameters"  # its own, without the embedding share
         whose = f"{counted(layers, 'layer')}'" + ("s" if layers == 1 else "")
         if format_bytes(weights) == format_bytes(self.gradient_copy_bytes):
             return (
@@ -89,7 +89,7 @@ class ShardingPlan:
                 f"{format_bytes(weights)} each ({own})"
             )
         return (
-            f"    gathered = {whose} weights, {format_bytes(weights)} each, + one layer's unsharded gradients, "
+            f"    gathered = {whose} weights, {format_bytes(weights)} each, + one layer's gradients, "
             f"{format_bytes(self.gradient_copy_bytes)} ({own})"
         )
 

@@ -4,7 +4,7 @@ A student review (session 23) read lesson 11's FSDP summary: "3.37 GB sharded st
 (421 MB)", "2 layers gathered at most": 2 x 421 MB is 842 MB, not 1.21 GB. The gathered bytes also hold one layer's
 unsharded gradients, and a layer there is its own parameters, without the share of the embedding and output layer
 the 421 MB gathers carry; the summary said neither. It now writes "gathered = 2 layers' weights + one layer's
-unsharded gradients, 405 MB each (a layer's own 202M parameters)". Here, for FSDP and HSDP plans over models,
+unsharded gradients, 405 MB each (a layer: 202M parameters)". Here, for FSDP and HSDP plans over models,
 prefetch depths, resharding and precisions: the state and gathered parts add up to the total printed, the gathered
 part is the layers and the gradients it names, as many layers as the timeline line says, each the size printed.
 """
@@ -21,8 +21,8 @@ from distlab.units import parse_quantity
 SIZE = r"([\d.]+ [kMGT]?B)"
 TOTAL = re.compile(rf"memory per GPU: {SIZE} sharded state \+ {SIZE} gathered = {SIZE}")
 PARTS = re.compile(
-    rf"gathered = (\d+) layers?'s? weights(?:, {SIZE} each,)? \+ one layer's unsharded gradients, {SIZE}"
-    rf"( each)? \(a layer's own ([\d.]+)M parameters\)"
+    rf"gathered = (\d+) layers?'s? weights(?:, {SIZE} each,)? \+ one layer's (?:unsharded )?gradients, {SIZE}"
+    rf"( each)? \(a layer: ([\d.]+)M parameters\)"
 )
 AT_MOST = re.compile(r"(\d+) layers? gathered at most")
 
@@ -66,9 +66,10 @@ def test_the_memory_line_names_its_parts_and_they_add_up(case):
     assert int(layers) == int(AT_MOST.search(text).group(1)) == plan.timeline.peak_gathered, text
     assert _close(int(layers) * weights + _bytes(gradients), gathered), text
     assert _close(float(params) * 1e6, plan.params_per_layer), text
+    assert max(map(len, text.splitlines())) <= 110, text  # the lessons' output width (tests/lessons/test_output_width)
 
 
 def test_the_search_finds_the_parts_and_misses_a_bare_total():
-    line = "    gathered = 2 layers' weights + one layer's unsharded gradients, 405 MB each (a layer's own 202M parameters)"
+    line = "    gathered = 2 layers' weights + one layer's unsharded gradients, 405 MB each (a layer: 202M parameters)"
     assert PARTS.search(line).groups() == ("2", None, "405 MB", " each", "202")
     assert not PARTS.search("memory per GPU: 3.37 GB sharded state + 1.21 GB gathered = 4.58 GB")
