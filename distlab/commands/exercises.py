@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .._words import counted
+
 __all__ = ["NAME", "HELP", "add_arguments", "run"]
 
 NAME = "exercises"
@@ -40,7 +42,9 @@ def run(args) -> int:
 
         roster = variants.load_roster(args.variants, variants.read_secret(args.secret_file))
         written = variants.build_variants(roster, args.exercises, args.out, args.lesson, args.release)
-        print(f"wrote {len(written)} notebook(s) for {len(roster.students)} student(s) under {args.out}/")
+        print(
+            f"wrote {counted(len(written), 'notebook')} for {counted(len(roster.students), 'student')} under {args.out}/"
+        )
         return 0
     changed = build.build(args.solutions, args.exercises, check=args.check)
     if args.check:
@@ -50,5 +54,7 @@ def run(args) -> int:
             return 1
         print("exercises/ matches solutions/")
         return 0
-    print(f"built {len(changed)} changed exercise notebook(s)" + (": " + ", ".join(changed) if changed else ""))
+    print(
+        f"built {counted(len(changed), 'changed exercise notebook')}" + (": " + ", ".join(changed) if changed else "")
+    )
     return 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .._words import counted
+
 __all__ = ["NAME", "HELP", "add_arguments", "run"]
 
 NAME = "export"
@@ -161,7 +163,7 @@ def run(args) -> int:
         if skipped:
             import sys
 
-            print(f"# {skipped} faster configuration(s) skipped: {fmt} cannot express them", file=sys.stderr)
+            print(f"# {counted(skipped, 'faster configuration')} skipped: {fmt} cannot express them", file=sys.stderr)
         print(text)
         return 0
     raise ConfigurationError(
@@ -239,7 +241,10 @@ def _best_moe(args, cl) -> int:
         import sys
 
         if skipped:
-            print(f"# {skipped} faster configuration(s) skipped: {args.format} cannot express them", file=sys.stderr)
+            print(
+                f"# {counted(skipped, 'faster configuration')} skipped: {args.format} cannot express them",
+                file=sys.stderr,
+            )
         print(
             f"# planner row {rank + 1}: ZeRO-{row['zero']} ({recipe}), recompute {row['recompute']}, "
             f"{row['schedule']}"

@@ -8,6 +8,8 @@ import os
 import sys
 from pathlib import Path
 
+from .._words import counted
+
 __all__ = ["NAME", "HELP", "add_arguments", "run"]
 
 NAME = "grade"
@@ -302,7 +304,7 @@ def _refuse_outputs(args) -> None:
     one = args.one_notebook or args.answers_out or args.answers_from
     if args.gradescope and not one and (len(args.notebooks) != 1 or Path(args.notebooks[0]).is_dir()):
         raise ConfigurationError(
-            f"--gradescope writes one submission's results.json and {len(args.notebooks)} path(s) were given"
+            f"--gradescope writes one submission's results.json and {counted(len(args.notebooks), 'path')} were given"
             + (" (a folder)" if len(args.notebooks) == 1 else "")
             + ": give one notebook, or --one-notebook to grade the lesson's notebook of an upload (as the generated "
             "autograder does); a class: --out DIR writes one results file per notebook in DIR/gradescope/"

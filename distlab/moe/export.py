@@ -38,6 +38,7 @@ from .. import mesh
 from .._arguments import whole_number
 from ..errors import ConfigurationError
 from ..export.megatron_lm import megatron_dp_overlap_flags
+from .._words import counted
 from .catalog import MoEModel
 from .catalog import model as moe_model
 from .all_to_all import ep_members_per_node
@@ -138,7 +139,7 @@ def moe_config(
         limit = whole_number(max_nodes, "max_nodes", 1, MAX_GPUS)
         if limit > config.ep_nodes:
             raise ConfigurationError(
-                f"max_nodes={limit} is more than the {config.ep_nodes} node(s) an EP group of "
+                f"max_nodes={limit} is more than the {counted(config.ep_nodes, 'node')} an EP group of "
                 f"{ep} spans; valid: 1 to {config.ep_nodes}"
             )
         if capacity_factor is not None:
@@ -366,7 +367,7 @@ def deepspeed_moe(config) -> dict:
     m = c.model
     if m.shared_experts:
         raise ConfigurationError(
-            f"{m.name} has {m.shared_experts} shared expert(s): DeepSpeed-MoE has none "
+            f"{m.name} has {counted(m.shared_experts, 'shared expert')}: DeepSpeed-MoE has none "
             f"(use_residual is PR-MoE's mixed residual MLP); export to megatron"
         )
     if c.max_nodes is not None:

@@ -22,6 +22,7 @@ import numpy as np
 from .. import memory, models, training
 from ..memory_recipes import gradient_reduce_bytes, memory_recipe as _memory_recipe
 from .._arguments import as_cluster, recompute_mode
+from .._words import counted
 from ..collectives import placed_collective
 from ..errors import ConfigurationError
 from ..fsdp import SHARDINGS, FsdpTimeline, fsdp_timeline
@@ -58,6 +59,7 @@ class ShardingPlan:
     algorithm: str = "ring"
     layer_bytes: float = 0.0
     reduce_bytes: float = 0.0  # what one layer's gradient reduce-scatter moves (the engine's reduce dtype)
+    gradient_copy_bytes: float = 0.0  # one layer's unsharded gradients, the last part of gathered_bytes
 
     @property
     def memory_bytes(self) -> float:
@@ -74,6 +76,23 @@ class ShardingPlan:
             return ""
         return f"; gradients reduced as {format_bytes(self.reduce_bytes)}"
 
+    def _gathered(self) -> str:
+        """What the gathered bytes are: the peak of gathered layers' weights and one layer's unsharded gradients, each
+        a layer's own parameters (params_per_layer, without the embedding share the gathers carry)."""
+        layers = self.timeline.peak_gathered
+        weights = (self.gathered_bytes - self.gradient_copy_bytes) / layers
+        own = f"a layer: {self.params_per_layer / 1e6:.0f}M parameters"  # its own, without the embedding share
+        whose = f"{counted(layers, 'layer')}'" + ("s" if layers == 1 else "")
+        if format_bytes(weights) == format_bytes(self.gradient_copy_bytes):
+            return (
+                f"    gathered = {whose} weights + one layer's unsharded gradients, "
+                f"{format_bytes(weights)} each ({own})"
+            )
+        return (
+            f"    gathered = {whose} weights, {format_bytes(weights)} each, + one layer's gradients, "
+            f"{format_bytes(self.gradient_copy_bytes)} ({own})"
+        )
+
     def summary(self) -> str:
         """A few lines: memory, traffic, timeline. Lesson 11 §2."""
         kind = (
@@ -86,6 +105,7 @@ class ShardingPlan:
                 f"{self.model}, {kind}",
                 f"memory per GPU: {format_bytes(self.state_bytes)} sharded state + {format_bytes(self.gathered_bytes)} "
                 f"gathered = {format_bytes(self.memory_bytes)} (activations not counted)",
+                self._gathered(),
                 f"sent per GPU per microbatch: {format_bytes(self.nvlink_sent_bytes)} over NVLink, "
                 f"{format_bytes(self.network_sent_bytes)} over the network",
                 f"per layer ({format_bytes(self.layer_bytes)}{self._reduced()}): gather {format_seconds(self.gather_s)}, "
@@ -198,6 +218,7 @@ def sharding_plan(
         ag.algorithm,
         layer_bytes,
         reduce_bytes,
+        g_bytes * P,
     )
 
 

@@ -363,7 +363,7 @@ def _wait(
                 waiting = [str(r) for r in range(world) if not (work / f"ready{r}").exists()]
                 raise DistlabError(
                     f"the {what} workers did not start within {startup_timeout:g} s "
-                    f"(rank(s) {', '.join(waiting)} never joined the group; this machine may be "
+                    f"({'rank' if len(waiting) == 1 else 'ranks'} {', '.join(waiting)} never joined the group; this machine may be "
                     "overloaded: try startup_timeout=...)"
                 )
             raise DistlabError(

@@ -26,6 +26,7 @@ from ..plots.mixture_of_experts import (
     time_bars,
 )
 from ..units import format_bytes, format_seconds
+from .._words import counted
 from .common import BlitRenderer, LessonApp, OptionalDropdown, figure_canvas, replace_options
 from .framecache import FrameCachingApp
 from .layouts import OffersWhatRuns
@@ -458,7 +459,9 @@ class PlacementApp(_ExpertModelBase):
         p = moe.ep_members_per_node(etp=etp, ep=ep, gpus_per_node=g)
         limit = values["max_nodes"]
         if limit is not None and limit > ep // p:
-            raise ConfigurationError(f"node limit {limit} is more than the {ep // p} node(s) the EP group spans")
+            raise ConfigurationError(
+                f"node limit {limit} is more than the {counted(ep // p, 'node')} the EP group spans"
+            )
         one = moe.all_to_all_bytes(
             SEQ_LEN // etp, m.hidden, m.top_k, ep, ep_per_node=p, experts=m.experts, max_nodes=limit
         )
@@ -486,7 +489,7 @@ class PlacementApp(_ExpertModelBase):
         lines = [
             f"EP group of rank 0: [{shown}] (neighbours {grid.strides['ep']} rank{'' if grid.strides['ep'] == 1 else 's'} apart: expert TP {grid.tp} "
             f"comes first) [mesh.expert_layout]; {p} member{'' if p == 1 else 's'} per node of {c.gpus_per_node}, "
-            f"{grid.ep // p} node(s)",
+            f"{counted(grid.ep // p, 'node')}",
             f"per all-to-all and GPU: {format_bytes(one['intra'])} over {c.intra_link.name}, "
             f"{format_bytes(one['inter'])} over {c.fabric.name} [moe.all_to_all_bytes]",
             f"x {r['count']} per layer: NVLink part {format_seconds(r['intra'])}, network part "
@@ -497,7 +500,7 @@ class PlacementApp(_ExpertModelBase):
             lines.append("the network sets the time: keep EP inside a node, or limit the nodes per token")
         if r["limit"] is not None and r["limit"] >= grid.ep // p:  # the limit binds below the nodes the group spans
             lines.append(
-                f"node limit {r['limit']}: the EP group spans {grid.ep // p} node(s), so no token reaches more; "
+                f"node limit {r['limit']}: the EP group spans {counted(grid.ep // p, 'node')}, so no token reaches more; "
                 "the limit changes nothing here (raise EP size to spread the group over more nodes)"
             )
         return "\n".join(lines)

@@ -557,7 +557,7 @@ class StageAnalysisApp(FrameCachingApp, LessonApp):
         lines = [
             f"{counted(a.stages, 'stage')} x {counted(a.microbatches, 'microbatch')} ({a.schedule}"
             + (f", v={a.chunks}" if a.chunks > 1 else "")
-            + f"), {a.micro_batch_size} sequence(s) per microbatch [pipeline.analyze_stages]",
+            + f"), {counted(a.micro_batch_size, 'sequence')} per microbatch [pipeline.analyze_stages]",
             "layers per stage: " + _compact(a.layers_per_stage),
             f"activation per microbatch at each boundary: {format_bytes(act)} (b s h x 2 bytes), each way",
             f"one link per step: {format_bytes(a.link_step_bytes)} each way; all boundaries, "

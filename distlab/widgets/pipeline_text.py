@@ -65,9 +65,20 @@ def _published(kind: str, p: int, t_b: float, t_w: float) -> str:
         )
     if kind == "dualpipe" and p % 2:
         return "DualPipe needs an even p"
-    bound = pipeline.dualpipe_bubble_time(p, 1.0, t_b, t_w, v_shape=kind == "dualpipe-v")
+    v_shape = kind == "dualpipe-v"
+    bound = pipeline.dualpipe_bubble_time(p, 1.0, t_b, t_w, v_shape=v_shape)
+    # the table's terms in this grid's: its B is the whole backward (B + W here), F&B = F + B (no overlap gain);
+    # DualPipe-V counts PP = 2p half-stage chunks, so F, B and W are halved (pipeline.dualpipe_bubble_time)
+    share, pp = (0.5, 2 * p) if v_shape else (1.0, p)
+    f, full, w = share, (t_b + t_w) * share, t_w * share
+    chunks = f"PP = 2p = {pp} half-stage chunks, so F = {f:g}; " if v_shape else f"PP = p = {pp}, F = 1; "
+    whole = "(B + W)/2 here" if v_shape else "B + W here"
     copies = "2x parameters (two model copies)" if kind == "dualpipe" else "1x parameters"
-    return f"DeepSeek-V3 Table 2: (PP/2-1)(F&B+B-3W) = {bound:.4g} x t_F with F&B = F + B; {copies}, PP+1 activations"
+    return (
+        f"DeepSeek-V3 Table 2: (PP/2-1)(F&B+B-3W) = {pp / 2 - 1:g} x ({f + full:.4g} + {full:.4g} - 3 x {w:.4g}) "
+        f"= {bound:.4g} x t_F ({chunks}the table's B is the whole backward, {whole}, = {full:.4g}, "
+        f"and F&B = F + B, no overlap gain); {copies}, PP+1 activations"
+    )
 
 
 def _compact(values) -> str:

@@ -41,3 +41,53 @@ def test_the_search_finds_a_count_of_one_with_a_plural_noun():
 def test_a_count_of_one_reads_in_the_singular(path):
     found = [m.group(0) for text in _texts(path) for m in ONE_PLURAL.finditer(text)]
     assert not found, f"{path.name}: {found}"
+
+
+# --- a count written with a "(s)" noun (session 23's review: lesson 4's stage-analysis panel printed "1 sequence(s) per
+# microbatch", lesson 10's placement app "8 members per node of 8, 1 node(s)"): what distlab prints around a number it
+# interpolates names the count in the singular or the plural (distlab._words.counted), never both at once. The
+# instructor's grading tools (distlab/grading) report on many notebooks and are left out.
+
+PACKAGE = ROOT / "distlab"
+#: a word ending in "(s)", as "node(s)" or "shared expert(s)"
+EITHER_NUMBER = re.compile(r"[A-Za-z]\(s\)")
+
+
+def _formatted_strings(path: Path):
+    """The f-strings of a module (Python 3.11 and earlier tokenise each as one STRING token), with their lines."""
+    import io
+    import tokenize
+
+    for token in tokenize.generate_tokens(io.StringIO(path.read_text(encoding="utf-8")).readline):
+        prefix = re.match(r"[A-Za-z]*", token.string).group(0).lower()
+        if token.type == tokenize.STRING and "f" in prefix:
+            yield token.start[0], token.string
+        elif getattr(tokenize, "FSTRING_MIDDLE", None) == token.type:  # Python 3.12+: the f-string's text parts
+            yield token.start[0], token.string
+
+
+def _literal(text: str) -> str:
+    """An f-string's literal text, its {...} fields (code, as "divisors(s)") taken out."""
+    while re.search(r"\{[^{}]*\}", text):
+        text = re.sub(r"\{[^{}]*\}", "", text)
+    return text
+
+
+def _modules():
+    return sorted(p for p in PACKAGE.rglob("*.py") if "grading" not in p.relative_to(PACKAGE).parts)
+
+
+def test_the_search_finds_a_noun_in_both_numbers():
+    assert EITHER_NUMBER.search('f"{n} node(s)"') and EITHER_NUMBER.search("{k} shared expert(s):")
+    assert not EITHER_NUMBER.search("map((s) => s)") and not EITHER_NUMBER.search("latency (s)")
+    assert not EITHER_NUMBER.search(_literal('f"valid cp: {short_list(divisors(s), 16)}"'))
+
+
+def test_printed_counts_name_their_noun_in_one_number():
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {text}"
+        for path in _modules()
+        for line, text in _formatted_strings(path)
+        if EITHER_NUMBER.search(_literal(text))
+    ]
+    assert not found, "write the count with distlab._words.counted:\n" + "\n".join(found)

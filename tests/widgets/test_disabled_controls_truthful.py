@@ -378,7 +378,7 @@ def test_the_placement_app_offers_node_limits_up_to_the_nodes_the_ep_group_spans
 
     app = PlacementApp(ep=32, max_nodes=4)  # 32 members, 8 a node: 4 nodes
     try:
-        app.ep.value = 16  # 2 nodes: a limit of 4 was offered and answered "is more than the 2 node(s)"
+        app.ep.value = 16  # 2 nodes: a limit of 4 was offered and answered "is more than the 2 node(s)" (now "2 nodes")
         assert [v for _, v in app.max_nodes.options] == [None, 1, 2] and app.max_nodes.value == 2 and not app.error
         assert app.max_nodes.tooltip == "not offered here: 4, 8 (the EP group spans 2 nodes)"
         app.ep.value = 64  # the student's limit comes back
