@@ -551,8 +551,8 @@ def error_band(accelerator: str, precision: str = "mixed", moe: bool = False) ->
     >>> band = error_band("h100-sxm")
     >>> band.matched and band.runs >= MIN_BAND_RUNS and 0 < band.percent < 50
     True
-    >>> error_band("h100-sxm", "fp8").runs  # dgxc-benchmarking 5, Megatron Bridge 25.11 2, torchtitan Float8 12
-    19
+    >>> error_band("h100-sxm", "fp8").runs  # dgxc-benchmarking 5, Megatron Bridge 25.11 2 and 26.x 2, torchtitan Float8 12
+    21
     >>> error_band("b200", "fp8").runs  # Megatron Bridge 25.11 on DGX B200: Llama 3 8B and 3.1 405B, FP8-CS and MXFP8
     4
     >>> error_band("a100-80gb", "fp8").matched  # no A100 runs in FP8 (the A100 has no FP8)

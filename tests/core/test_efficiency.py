@@ -265,7 +265,11 @@ def test_validation_accuracy_held_at_the_level_reached():
     # 2026-11-30 (session 21), MXFP8 its own recipe (elementwise.FP8_GEMM_RATE: its GEMMs at 0.951 of per-tensor FP8's,
     # Transformer Engine's GEMM profiling on a B300; its casts at 4 + 2/32 B): 5.5% / 21.3% (the four MXFP8 rows 2-5
     # points slower: B200 405B -16.0% -> -13.1%)
-    assert stats["mean_abs_error_percent"] <= 5.6 and stats["max_abs_error_percent"] <= 21.5
+    # 2026-12-01 (session 23), no model constant changed: Megatron-Core r0.8's models untied (their size labels), Megatron
+    # Bridge 25.11's 405B rows with the recipe's balanced pipeline split (B200 MXFP8 -13.1% -> -18.2%, the max), and
+    # the newest 26.x release's dense rows of each system and precision added (26.06 405B, 26.04.01 70B: GB300 all
+    # too slow, +6% to +17%, GB200 all too fast, -7% to -12%): 94 of 94, 5.87% / 18.2%
+    assert stats["mean_abs_error_percent"] <= 5.9 and stats["max_abs_error_percent"] <= 18.5
 
 
 @pytest.mark.xfail(

@@ -152,10 +152,12 @@ def test_overlapped_validation_runs_are_closer_than_with_everything_hidden():
     # with all TP traffic hidden (main at 233a402); the share must not make them worse on average. Since session 12
     # (branch b2) 21: + Megatron Bridge 25.11's B200 405B (FP8-CS, MXFP8) and H100 70B / 405B FP8-CS rows; since
     # session 18 (branch gb19) 23: + its GB200 and GB300 405B FP8-CS rows
+    # (the 7 such rows of Megatron Bridge's 26.x releases, added in session 23, were never priced with everything
+    # hidden: the comparison keeps to the 23 it was measured on; `distlab validate` scores them all)
     rows = [
         validation._row(r)
         for r in validation.load_runs("validation")
-        if (r["distlab"].get("estimate") or {}).get("tp_overlap") is True
+        if (r["distlab"].get("estimate") or {}).get("tp_overlap") is True and not r["id"].startswith("mbridge-26")
     ]
     scored = [abs(r.error_percent) for r in rows if r.status == "predicted"]
     assert len(scored) == 23

@@ -26,7 +26,9 @@ def test_the_data_file_loads_and_every_run_is_cited_and_derived():
     # 1-6 and the async-TP page of 2025-06; 16 validation, 10 not expressible) + 8 of the same Megatron Bridge 25.11
     # page's DGX-GB200 and DGX-GB300 tables (session 18, branch gb19: Llama 3 8B FP8-CS / MXFP8, 70B FSDP, 405B;
     # GB200's 70B not expressible: activation offloading)
-    assert len(ALL) == 123
+    # + 10 of Megatron Bridge's 26.x pages (session 23: the newest release printing each dense model on each system and
+    # precision, 26.06's Llama 3.1 405B and 26.04.01's Llama 3 70B rows)
+    assert len(ALL) == 133
     assert len({r["id"] for r in ALL}) == len(ALL)
     for r in ALL:
         block = r["distlab"]
