@@ -41,6 +41,7 @@ __all__ = [
     "TIME_RANGE",
     "ByteMatrix",
     "byte_matrix",
+    "byte_matrix_scale",
     "LOAD_RANGE",
     "LoadBars",
     "load_bars",
@@ -101,13 +102,21 @@ class ByteMatrix:
             else:  # the unit square, GPU i's cell from i/n to (i + 1)/n, row 0 on top
                 self.ticks[0].set_ticks([(i + 0.5) / n for i in ticks], ticks)
                 self.ticks[1].set_ticks([1 - (i + 0.5) / n for i in ticks], ticks)
-        top = float(np.nanmax(data)) if np.isfinite(data).any() and np.nanmax(data) > 0 else 1.0
-        clim = nice_ceiling(top)
+        clim = byte_matrix_scale(matrix)
         if self.image.get_clim()[1] != clim:
             self.image.set_clim(0.0, clim)
         self.image.set_data(shown)
         self.image.set_alpha(FADED_ALPHA if faded else 1.0)
         return full
+
+
+def byte_matrix_scale(matrix) -> float:
+    """The top of a byte matrix's colour scale, in MB: the largest cell rounded up to a nice number (plots.nice_ceiling),
+    1 MB for an empty matrix. The darkest blue is this many MB, white 0 (lesson 10's all-to-all app says so in its
+    text: its matrix has no colour bar)."""
+    data = np.asarray(matrix, dtype=float) / 1e6
+    top = float(np.nanmax(data)) if np.isfinite(data).any() and np.nanmax(data) > 0 else 1.0
+    return float(nice_ceiling(top))
 
 
 def byte_matrix(ax, fixed: bool = False) -> ByteMatrix:

@@ -21,6 +21,7 @@ from ..plots.mixture_of_experts import (
     INTRA_COLOUR,
     LOAD_COLOUR,
     byte_matrix,
+    byte_matrix_scale,
     load_bars,
     load_legend_html,
     time_bars,
@@ -175,6 +176,8 @@ class AllToAllApp(OffersWhatRuns, FrameCachingApp, LessonApp):
             f"average, busiest {format_bytes(sent.max())} [moe.simulate_routing]",
             f"pairwise exchange: step s sends GPU i's block for GPU (i + s) mod {tr.ep}; shown after step {step} of "
             f"{tr.ep - 1} (step 0 is the GPU's own block, which never leaves it)",
+            f"left, colour: white 0 MB to the darkest blue {byte_matrix_scale(tr.bytes_matrix):g} MB; the largest "
+            f"block {float(np.max(tr.bytes_matrix)) / 1e6:.3g} MB",
             f"busiest GPU processes x{tr.imbalance:.2f} the mean [moe.imbalance_factor]"
             + (
                 ""
