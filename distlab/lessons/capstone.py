@@ -118,9 +118,10 @@ LAYOUT_KEYS = (
 
 
 def error_band(scenario: dict) -> validation.ErrorBand:
-    """The step model's validated error for runs like `scenario`'s (its GPU in mixed precision): validation.error_band,
-    what `distlab estimate` prints beside a step time. Lesson 7 §8."""
-    return validation.error_band(hardware.node(scenario["cluster"]).accelerator.name, "mixed")
+    """The step model's validated error for runs like `scenario`'s (its GPU in mixed precision, dense or MoE as its
+    model): validation.error_band, what `distlab estimate` prints beside a step time. Lesson 7 §8."""
+    gpu, is_moe = hardware.node(scenario["cluster"]).accelerator.name, moe.step.is_moe(scenario["model"])
+    return validation.error_band(gpu, "mixed", moe=is_moe)
 
 
 def scenario_estimate(layout: dict) -> training.StepEstimate:
