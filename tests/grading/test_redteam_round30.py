@@ -20,6 +20,8 @@ scores only the one answer computed with distlab's own formula (memory.training_
 That is legitimate work, not an attack: the exercise says "Use distlab or pencil and paper", the student view
 keeps the formula modules because "using them is what the lessons teach", and the answer key is not protected
 from the student at home (instructor/grading-threat-model.md, Assets).
+03-pickled-reply (held): a kernel reply whose content is a pickle that runs a command when loaded is refused as
+text by the grader's session, which unpacks JSON only; the command never runs.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import decimal
 import fractions
 import io
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -306,3 +309,26 @@ def test_a_hostile_kernel_finds_no_answer_key_and_writes_no_import_hook(hostile_
 
     planted = [Path(p, "zz_rt30.pth") for p in [*site.getsitepackages(), *sys.path] if p]
     assert not [p for p in planted if p.name == "zz_rt30.pth" and p.exists()], planted
+
+
+# ---- 03: a pickled reply ------------------------------------------------------------------------------------------
+
+
+def test_a_pickled_reply_is_never_unpickled_by_the_grader(tmp_path):
+    """03: a reply whose content is a pickle that runs a command when loaded: the grader's session (the one every
+    kernel message is read with) unpacks JSON only, so it is refused as text, and the command never runs."""
+    import pickle
+
+    from distlab.grading.notebook_client import kernel_manager
+
+    marker = tmp_path / "unpickled"
+
+    class Boom:
+        def __reduce__(self):
+            return (os.mknod, (str(marker),))
+
+    session = kernel_manager(debugger=False).session
+    assert (session.packer, session.unpacker) == ("json", "json")
+    with pytest.raises(ValueError):
+        session.unpack(pickle.dumps(Boom()))
+    assert not marker.exists()
