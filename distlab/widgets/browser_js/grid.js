@@ -115,16 +115,21 @@ function legendLines(ctx, f, picked, w, natural) {
     if (last > 0) items.push([`${last} (dark)`, null, [], 0, fillColour(f, last)]);
   }
   const lines = [[]];
+  const widthOf = (item) => (item[1] || item[4] ? 17 : 0) + ctx.measureText(item[0]).width;
+  const gapOf = (item) => (item[1] || item[4] ? 15 : 10);
   let x = 8;
-  for (const item of items) {
-    const width = (item[1] || item[4] ? 17 : 0) + ctx.measureText(item[0]).width;
-    if (x > 8 && x + width > w - 4) {
+  items.forEach((item, k) => {
+    const width = widthOf(item);
+    // the fills and a ramp's two ends stay on one line: the line breaks before "fills:" if they do not fit after it
+    const block = items.slice(k);
+    const rest = item[1] ? width : block.reduce((sum, it) => sum + widthOf(it) + gapOf(it), -gapOf(items.at(-1)));
+    if (x > 8 && x + Math.max(width, Math.min(rest, w - 12)) > w - 4) {
       lines.push([]);
       x = 8;
     }
     lines[lines.length - 1].push([item, x]);
-    x += width + (item[1] || item[4] ? 15 : 10);
-  }
+    x += width + gapOf(item);
+  });
   return lines;
 }
 
