@@ -125,8 +125,10 @@ class MemoryBars:
     def _relabel_legend(self) -> None:
         """The legend names the parts some bar shows (not activations that no bar has) and the capacity line. Its
         label goes in the legend: drawn on the line, it overprinted the total of a bar just above the line (lesson
-        1: '112 GB' of the 7B bar under 'h100-sxm: 84.9 GB')."""
-        handles, labels = _drawn_entries((MEMORY_LABELS[c], rects) for c, rects in self.rects.items())
+        1: '112 GB' of the 7B bar under 'h100-sxm: 84.9 GB'). The parts are listed as the bars stack them, the top
+        one first (listed bottom first, lesson 1's and 8b's legends read weights, gradients, optimizer states over
+        bars that stacked them the other way up; the apps' legends read top first)."""
+        handles, labels = _drawn_entries((MEMORY_LABELS[c], rects) for c, rects in reversed(self.rects.items()))
         if self.capacity_line.get_visible():
             handles.append(self.capacity_line)
             labels.append(self.capacity_text.get_text())

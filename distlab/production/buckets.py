@@ -84,6 +84,23 @@ class BucketSweep:
         return float(self.bucket_bytes[self.best_index])
 
     @property
+    def best_at_end(self) -> bool:
+        """Whether the best count is the last one priced while the exposed time still falls there: more buckets than
+        the sweep prices would leave less exposed, so `best_buckets` is the best of 1..max only."""
+        return (
+            len(self.buckets) > 1
+            and self.best_index == len(self.buckets) - 1
+            and (self.exposed_s[-1] < self.exposed_s[-2])
+        )
+
+    def best_words(self) -> str:
+        """The best count and its bucket size, and, when it is the last count priced (best_at_end), that it is: the
+        bucket app said "best: 2000 buckets" at 65,536 tokens per GPU, the slider's end, where B* is about 19,000
+        (a student's review)."""
+        words = f"{self.best_buckets} buckets of {format_bytes(self.best_bucket_bytes)}"
+        return words + " (the most priced; more would leave less exposed)" if self.best_at_end else words
+
+    @property
     def closed_form_buckets(self) -> float:
         """B* = (T - M s) / L: the count at which all buckets' communication just fills backward.
 
@@ -132,7 +149,7 @@ class BucketSweep:
             f"{format_bytes(self.grad_bytes)} of gradients, {self.op} over {self.dp} GPUs, "
             f"{format_seconds(self.backward_s)} of backward:\n"
             f"    1 bucket leaves {format_seconds(one['exposed_s'])} exposed;\n"
-            f"    the best, {self.best_buckets} buckets of {format_bytes(best['bucket_bytes'])}, leaves "
+            f"    the best, {self.best_words()}, leaves "
             f"{format_seconds(best['exposed_s'])} (each bucket at {100 * best['bandwidth_share']:.0f}% of the "
             f"link's bandwidth)"
         )

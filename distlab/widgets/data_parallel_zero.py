@@ -71,13 +71,16 @@ class ZeroComparison:
         return next((s for s in STAGES if self.memory[s].fits), None)
 
     def table(self) -> str:
-        """Fixed-width text: one row per stage."""
-        rows = [f"{'':<10}{'memory/GPU':>11}{'fits':>6}{'sent/GPU/step':>15}{'time on ' + self.fabric:>18}"]
+        """Fixed-width text: one row per stage. The last column is as wide as its heading needs: 'time on
+        ethernet-400g' ran into 'sent/GPU/step' in a column of 18 (a student's review)."""
+        time_heading = "time on " + self.fabric
+        wide = max(18, len(time_heading) + 3)
+        rows = [f"{'':<10}{'memory/GPU':>11}{'fits':>6}{'sent/GPU/step':>15}{time_heading:>{wide}}"]
         for s in STAGES:
             bd, comm = self.memory[s], self.communication[s]
             rows.append(
                 f"{STAGE_LABELS[s]:<10}{format_bytes(bd.total_bytes):>11}{'yes' if bd.fits else 'no':>6}"
-                f"{format_bytes(comm.bytes_sent_per_gpu):>15}{format_seconds(comm.time_s):>18}"
+                f"{format_bytes(comm.bytes_sent_per_gpu):>15}{format_seconds(comm.time_s):>{wide}}"
             )
         return "\n".join(rows)
 

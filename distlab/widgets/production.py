@@ -194,8 +194,8 @@ class BucketApp(FrameCachingApp, LessonApp):
             f"link's rate; {format_seconds(here['comm_total_s'])} of communication, {format_seconds(here['exposed_s'])} "
             f"exposed: the all-reduce ends {format_seconds(end)} after backward starts ({end / sweep.backward_s:.2f}x "
             f"backward)",
-            f"best: {sweep.best_buckets} buckets of {format_bytes(sweep.best_bucket_bytes)}, "
-            f"{format_seconds(sweep.best_exposed_s)} exposed; PyTorch DDP's 25 MiB buckets ({ddp}): "
+            f"best: {sweep.best_words()}, {format_seconds(sweep.best_exposed_s)} exposed; PyTorch DDP's 25 MiB "
+            f"buckets ({ddp}): "
             f"{format_seconds(sweep.at(ddp)['exposed_s'])} exposed",
         ]
         return "\n".join(lines)

@@ -21,13 +21,32 @@ ONE_PLURAL = re.compile(
 
 
 def _texts(path: Path):
-    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+    """The notebook's cells (source, saved outputs) and the texts of its saved widget state: what a student opening
+    it sees before running a cell (lesson 4's saved stage-analysis panel still read "1 sequence(s) per microbatch"
+    after the app was fixed, a student's review)."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
         yield "".join(cell["source"])
         for output in cell.get("outputs", []):
             yield "".join(output.get("text", ""))
             for kind, value in output.get("data", {}).items():
                 if kind.startswith("text/"):
                     yield "".join(value)
+    state = nb.get("metadata", {}).get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+    yield from _strings(state.get("state", {}))
+
+
+def _strings(value):
+    """Every string in a JSON value, a picture's module source (_esm, code, not text shown) left out."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key not in ("_esm", "_css"):
+                yield from _strings(item)
 
 
 def test_the_search_finds_a_count_of_one_with_a_plural_noun():
@@ -81,6 +100,24 @@ def test_the_search_finds_a_noun_in_both_numbers():
     assert EITHER_NUMBER.search('f"{n} node(s)"') and EITHER_NUMBER.search("{k} shared expert(s):")
     assert not EITHER_NUMBER.search("map((s) => s)") and not EITHER_NUMBER.search("latency (s)")
     assert not EITHER_NUMBER.search(_literal('f"valid cp: {short_list(divisors(s), 16)}"'))
+
+
+#: a count and then a noun in both numbers, as a lesson prints it ("1 bucket(s): 472 ms", lesson 3) or writes the
+#: f-string that prints it ("{b:>2} bucket(s):")
+COUNT_EITHER_NUMBER = re.compile(r"(?:\d|\})\s?[A-Za-z][A-Za-z-]*\(s\)")
+
+
+def test_the_search_finds_a_count_with_a_noun_in_both_numbers():
+    assert COUNT_EITHER_NUMBER.search(" 1 bucket(s): 472 ms") and COUNT_EITHER_NUMBER.search('f"{b:>2} bucket(s):"')
+    assert COUNT_EITHER_NUMBER.search("1 sequence(s) per microbatch")
+    assert not COUNT_EITHER_NUMBER.search("measureText(s).width") and not COUNT_EITHER_NUMBER.search("latency (s)")
+    assert not COUNT_EITHER_NUMBER.search(" 1 bucket:  472 ms")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_a_lessons_counts_name_their_noun_in_one_number(path):
+    found = [m.group(0) for text in _texts(path) for m in COUNT_EITHER_NUMBER.finditer(text)]
+    assert not found, f"{path.name}: {found}"
 
 
 def test_printed_counts_name_their_noun_in_one_number():

@@ -6,7 +6,11 @@ the image's own number (the matrix's scale changes with the routing, and a blitt
 from __future__ import annotations
 
 import html
+import json
 import re
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 from matplotlib.image import AxesImage
@@ -59,3 +63,51 @@ def test_the_walk_sees_the_lesson_apps_images():
     # the check above looks at every image of every app: at least lesson 10's matrix must be among them
     with_images = [a.__name__ for a in lesson_apps() if _images(a())]
     assert "AllToAllApp" in with_images
+
+
+# --- a browser picture's colour ramp (a student's review: lesson 6's grid coloured by pipeline stage drew the stages
+# in a light-to-dark blue, faded every GPU outside the picked one's groups to 30% so that the four stages' blues came
+# 4-6 CIELAB units apart, and its legend said only "fills: pipeline stage": no stage could be read). A ramp is drawn
+# unfaded, and the legend shows its two ends, each a swatch of the colour the cells of that step are drawn in.
+
+GRID_JS = Path(__file__).resolve().parents[2] / "distlab" / "widgets" / "browser_js"
+NODE = shutil.which("node")
+
+
+def _grid_ramp(count: int) -> dict:
+    """For a grid filled by a ramp of `count` steps, run in Node: each step's colour as a faded (not picked) cell is
+    drawn (its colour and opacity) and the legend's swatches ([text, colour])."""
+    source = (GRID_JS / "common.js").read_text() + "\n" + (GRID_JS / "grid.js").read_text()
+    source = source.replace("export default", "const _m =")
+    script = source + (
+        f"\nconst f = {{fill_kind: 'ramp', fill_count: {count}, colour_by: 'pipeline stage'}};"
+        "\nconst ctx = {font: '', measureText: (t) => ({width: 7 * String(t).length})};"
+        "\nconst alpha = typeof cellAlpha === 'function' ? (m) => cellAlpha(f, m) : (m) => (m ? 1 : 0.3);"
+        f"\nconst steps = [...Array({count}).keys()].map((k) => [fillColour(f, k), alpha(false)]);"
+        "\nconst swatches = legendLines(ctx, f, 0, 2000, 2000).flat().map(([item]) => item)"
+        "\n  .filter((item) => item[4]).map((item) => [item[0], item[4]]);"
+        "\nconsole.log(JSON.stringify({steps, swatches}));"
+    )
+    out = subprocess.run([NODE, "--input-type=module", "-e", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@pytest.mark.skipif(NODE is None, reason="needs Node.js to run the browser code")
+@pytest.mark.parametrize("count", [2, 4, 16])
+def test_a_pictures_colour_ramp_is_drawn_unfaded_and_its_legend_shows_its_ends(count):
+    ramp = _grid_ramp(count)
+    assert [alpha for _, alpha in ramp["steps"]] == [1] * count, "a faded ramp's steps run together"
+    ends = {0: ramp["steps"][0][0], count - 1: ramp["steps"][-1][0]}
+    shown = {int(re.match(r"\d+", text).group(0)): colour for text, colour in ramp["swatches"]}
+    assert shown == ends, f"the legend's swatches {ramp['swatches']}, the ramp's ends {ends}"
+
+
+def test_the_lesson_apps_ramp_is_the_pipeline_stage():
+    # the check above draws the grid's ramp: the lesson apps' one colour ramp is its pipeline-stage fill
+    from distlab import mesh
+    from distlab.widgets.parallelism_3d import COLOUR_BY, mesh_frames
+
+    lay = mesh.layout(dp=4, tp=4, pp=4)
+    kinds = {label: mesh_frames(lay, by)["fill_kind"] for label, by in COLOUR_BY}
+    assert [label for label, kind in kinds.items() if kind == "ramp"] == ["pipeline stage"], kinds

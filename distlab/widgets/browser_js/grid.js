@@ -21,6 +21,15 @@ const GROUP_COLOURS = OKABE_ITO.filter((c) => c !== "#000000");
 const GROUP_HATCHES = ["", "/", "\\", "x", "-", "|", "."];
 const HATCH_INK = "rgba(31, 35, 40, 0.45)";
 
+// A cell outside the picked GPU's groups is drawn faded, at this opacity; a ramp's cells (pipeline stage) are not:
+// faded, the four stages' blues of lesson 6's 4 x 4 x 4 grid came 4-6 CIELAB units apart and no stage could be read
+// (a student's review). The outlines still mark the picked GPU's groups.
+const FADED = 0.3;
+
+function cellAlpha(f, emphasised) {
+  return emphasised || f.fill_kind === "ramp" ? 1 : FADED;
+}
+
 function fillColour(f, k) {
   if (f.fill_kind === "ramp") return lighten("#0072B2", 0.85 - 0.75 * (k / Math.max(1, f.fill_count - 1)));
   return lighten(GROUP_COLOURS[k % GROUP_COLOURS.length], 0.25);
@@ -91,24 +100,36 @@ function cellsFor(f, w, natural) {
   return w < natural && f.narrow ? { ...f, ...f.narrow } : f;
 }
 
-// The legend's items ([text, outline colour, dash, line width]; the last, the fills, has no box) laid out in lines
-// no wider than w: one line at the natural width, as many as it takes narrower.
+// The legend's items ([text, outline colour, dash, line width, swatch]; the fills have no box, a ramp's two ends a
+// filled swatch each) laid out in lines no wider than w: one line where it fits (the natural width, but for a ramp's
+// two more items), as many as it takes narrower.
 function legendLines(ctx, f, picked, w, natural) {
   ctx.font = uiFont(11);
   const items = [[`picked GPU ${picked}`, "#000000", [], 3]];
   for (const [d, colour, dash] of OUTLINES) items.push([`its ${d.toUpperCase()} group`, colour, dash, 2]);
   items.push([`fills: ${f.colour_by}`, null, [], 0]);
+  // a ramp's scale: its first and last step, each a swatch of its colour (the stages between are shades between)
+  if (f.fill_kind === "ramp") {
+    const last = Math.max(0, f.fill_count - 1);
+    items.push([last > 0 ? "0 (light)" : "0", null, [], 0, fillColour(f, 0)]);
+    if (last > 0) items.push([`${last} (dark)`, null, [], 0, fillColour(f, last)]);
+  }
   const lines = [[]];
+  const widthOf = (item) => (item[1] || item[4] ? 17 : 0) + ctx.measureText(item[0]).width;
+  const gapOf = (item) => (item[1] || item[4] ? 15 : 10);
   let x = 8;
-  for (const item of items) {
-    const width = (item[1] ? 17 : 0) + ctx.measureText(item[0]).width;
-    if (w < natural && x > 8 && x + width > w - 4) {
+  items.forEach((item, k) => {
+    const width = widthOf(item);
+    // the fills and a ramp's two ends stay on one line: the line breaks before "fills:" if they do not fit after it
+    const block = items.slice(k);
+    const rest = item[1] ? width : block.reduce((sum, it) => sum + widthOf(it) + gapOf(it), -gapOf(items.at(-1)));
+    if (x > 8 && x + Math.max(width, Math.min(rest, w - 12)) > w - 4) {
       lines.push([]);
       x = 8;
     }
     lines[lines.length - 1].push([item, x]);
-    x += width + (item[1] ? 15 : 10);
-  }
+    x += width + gapOf(item);
+  });
   return lines;
 }
 
@@ -157,7 +178,7 @@ function drawGrid(ctx, w, h, model, picked) {
   }
   // the cells: the picked GPU's groups in full colour, the others faded
   for (let r = 0; r < world; r++) {
-    ctx.globalAlpha = member[r] || r === picked ? 1 : 0.3;
+    ctx.globalAlpha = cellAlpha(f, member[r] || r === picked);
     ctx.fillStyle = fillColour(f, f.fill[r]);
     ctx.fillRect(X(f.x[r]), Y(f.y[r]), s, s);
     drawHatch(ctx, fillHatch(f, f.fill[r]), X(f.x[r]), Y(f.y[r]), s);
@@ -195,7 +216,7 @@ function drawGrid(ctx, w, h, model, picked) {
         const back = [X(f.x[r] + 0.5) - tw / 2 - 1.5, Y(f.y[r] + 0.5) - px / 2 - 1, tw + 3, px + 2];
         ctx.fillStyle = "#ffffff"; // the canvas under a faded cell, then the cell's colour as faded
         ctx.fillRect(...back);
-        ctx.globalAlpha = member[r] || r === picked ? 1 : 0.3;
+        ctx.globalAlpha = cellAlpha(f, member[r] || r === picked);
         ctx.fillStyle = fillColour(f, f.fill[r]);
         ctx.fillRect(...back);
         ctx.globalAlpha = 1;
@@ -210,7 +231,17 @@ function drawGrid(ctx, w, h, model, picked) {
   ctx.textBaseline = "middle";
   lines.forEach((line, k) => {
     const y = lines.length === 1 ? h - LEGEND_H / 2 : h - legendHeight(lines) + 2 + (k + 0.5) * LEGEND_LINE;
-    for (const [[text, colour, dash, width], x] of line) {
+    for (const [[text, colour, dash, width, swatch], x] of line) {
+      if (swatch) { // a ramp's step: a swatch of its colour, its number after it
+        ctx.fillStyle = swatch;
+        ctx.fillRect(x, y - 6, 12, 12);
+        ctx.lineWidth = 1;
+        ctx.strokeStyle = MUTED;
+        ctx.strokeRect(x, y - 6, 12, 12);
+        ctx.fillStyle = TEXT;
+        ctx.fillText(text, x + 17, y);
+        continue;
+      }
       if (!colour) {
         ctx.fillStyle = MUTED;
         ctx.fillText(text, x, y);
