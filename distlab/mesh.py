@@ -357,8 +357,8 @@ class RankLayout:
                 continue
             crossing = int(self.crosses_nodes(d).sum())
             where = {
-                "intra-node": "all inside one node",
-                "inter-node": "all cross nodes",
+                "intra-node": "each inside one node",
+                "inter-node": "each across nodes",
                 "mixed": f"{crossing} cross nodes",
             }[self.link_kind(d)]
             lines.append(_packed(f"{d}: {table.shape[0]} groups of {self.sizes[d]}, {where}:", shown + more))

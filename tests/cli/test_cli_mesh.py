@@ -21,9 +21,9 @@ def test_megatron_example_as_text():
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "16 GPUs = tp 2 x dp 2 x pp 4; order tp-dp-pp" in out
-    assert "tp: 8 groups of 2, all inside one node: [0, 1] [2, 3] [4, 5]" in out
-    assert "dp: 8 groups of 2, all inside one node: [0, 2] [1, 3] [4, 6] [5, 7]" in out
-    assert "pp: 4 groups of 4, all cross nodes: [0, 4, 8, 12] [1, 5, 9, 13]" in out
+    assert "tp: 8 groups of 2, each inside one node: [0, 1] [2, 3] [4, 5]" in out
+    assert "dp: 8 groups of 2, each inside one node: [0, 2] [1, 3] [4, 6] [5, 7]" in out
+    assert "pp: 4 groups of 4, each across nodes: [0, 4, 8, 12] [1, 5, 9, 13]" in out
     assert 'init_device_mesh("cuda", (4, 2, 2), mesh_dim_names=("pp", "dp", "tp"))' in out
 
 
@@ -63,7 +63,7 @@ def test_reversed_order_warns_in_text(capsys):
         == 0
     )
     out = capsys.readouterr().out
-    assert "tp: 8 groups of 8, all cross nodes: [0, 8, 16, 24, 32, 40, 48, 56] [1, 9, 17" in out
+    assert "tp: 8 groups of 8, each across nodes: [0, 8, 16, 24, 32, 40, 48, 56] [1, 9, 17" in out
     assert "(6 more)" in out and "warning: TP leaves the node" in out
     assert "rank 9 on node 1: tp 1, dp 0, pp 1" in out
 

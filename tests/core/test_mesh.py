@@ -188,14 +188,14 @@ def test_large_layout_is_fast_and_consistent():
     data = lay.to_dict(include_groups=False)
     assert data["dimensions"]["dp"]["groups_count"] == 256 and "groups" not in data["dimensions"]["dp"]
     text = lay.describe(max_groups=2)
-    assert "dp: 256 groups of 64, all cross nodes: [0, 16, 32, 48, 64, 80, ..., 1008]" in text
+    assert "dp: 256 groups of 64, each across nodes: [0, 16, 32, 48, 64, 80, ..., 1008]" in text
 
 
 def test_describe_and_dict():
     lay = mesh.layout(16, tp=2, pp=4)
     text = lay.describe()
-    assert "tp: 8 groups of 2, all inside one node: [0, 1] [2, 3]" in text
-    assert "pp: 4 groups of 4, all cross nodes: [0, 4, 8, 12]" in text
+    assert "tp: 8 groups of 2, each inside one node: [0, 1] [2, 3]" in text
+    assert "pp: 4 groups of 4, each across nodes: [0, 4, 8, 12]" in text
     data = lay.to_dict()
     assert data["dimensions"]["pp"]["groups"] == MEGATRON_PP and data["device_mesh"]["mesh_shape"] == [4, 2, 2]
     assert "RankLayout(tp=2, cp=1, ep=1, dp=2, pp=4" in repr(lay)
