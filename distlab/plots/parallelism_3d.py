@@ -30,6 +30,7 @@ __all__ = [
     "GROUP_HATCHES",
     "group_hatches",
     "HIGHLIGHT",
+    "HIGHLIGHT_DASH",
     "HIGHLIGHT_WIDTH",
     "IDLE_EDGE",
     "NODE_FACE",
@@ -48,6 +49,9 @@ __all__ = [
     "stage_colours",
     "grid_colours",
     "legend_html",
+    "FILL_WORDS",
+    "KEY_HEIGHT",
+    "grid_key",
     "grid_figure",
     "grids_figure",
 ]
@@ -60,8 +64,11 @@ GROUP_COLOURS = ("#ECB740", "#80C7EF", "#40B696", "#F4EB71", "#4095C5", "#E08640
 #: (grid.js's GROUP_HATCHES, in matplotlib's hatch notation); past 49 the fills repeat, neighbours still differ.
 GROUP_HATCHES = ("", "//", "\\\\", "xx", "--", "||", "..")
 HATCH_INK = (31 / 255, 35 / 255, 40 / 255, 0.45)
-#: Edge colours marking the picked GPU's groups.
-HIGHLIGHT = {"picked": "#000000", "tp": "#000000", "dp": "#1f5fbf", "pp": "#c0392b", "cp": "#7b3fa0", "ep": "#2e7d32"}
+#: Edge colours marking the picked GPU's groups: tp, dp and pp as the lesson's app draws them (browser_js/grid.js's
+#: OUTLINES, tests/widgets/test_grid_key.py), Okabe & Ito's blue and vermilion.
+HIGHLIGHT = {"picked": "#000000", "tp": "#000000", "dp": "#0072B2", "pp": "#D55E00", "cp": "#7b3fa0", "ep": "#2e7d32"}
+#: Their dash patterns (matplotlib's (offset, (on, off)) in points): the app's second cue, grid.js's OUTLINES dashes.
+HIGHLIGHT_DASH = {"picked": "solid", "tp": "solid", "dp": (0, (5, 3)), "pp": (0, (2, 2)), "cp": "solid", "ep": "solid"}
 HIGHLIGHT_WIDTH = {"picked": 3.6, "tp": 2.0, "dp": 2.0, "pp": 2.0, "cp": 2.0, "ep": 2.0}
 IDLE_EDGE = "#ffffff"
 NODE_FACE = "#eef1f5"
@@ -362,28 +369,67 @@ def legend_html(show=("tp", "dp", "pp")) -> str:
     )
 
 
+#: The fills of a static grid, said in its key (grid_key) by colour-by choice.
+FILL_WORDS = {"stage": "pipeline stage (light: first)", "node": "node"}
+#: The figure height (share) a static grid's key takes under the grids.
+KEY_HEIGHT = 0.14
+
+
+def grid_key(fig: Figure, layouts, colour_by: str, picked: int) -> None:
+    """The key under a static grid: the picked GPU's thick black edge and each of its groups' outline (as
+    grid_colours draws them, for the dimensions of more than one GPU in any of `layouts`), and what the fills show.
+    The lesson's app says the same in its HTML legend (legend_html)."""
+    from matplotlib.patches import Patch
+
+    dims = [d for d in ("tp", "dp", "pp") if any(lay.sizes[d] > 1 for lay in layouts)]
+    names = {"tp": "its TP group", "dp": "its DP group", "pp": "its PP group"}
+    handles = [Patch(facecolor="none", edgecolor=HIGHLIGHT["picked"], linewidth=2.2, label=f"picked GPU {picked}")]
+    handles += [
+        Patch(facecolor="none", edgecolor=HIGHLIGHT[d], linewidth=1.4, linestyle=HIGHLIGHT_DASH[d], label=names[d])
+        for d in dims
+    ]
+    fills = FILL_WORDS.get(colour_by, f"{colour_by.upper()} group")
+    fig.legend(
+        handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False, handlelength=1.2,
+        title=f"fills: {fills}; faded: outside the picked GPU's groups", title_fontsize=8,
+    )  # fmt: skip
+
+
 def grid_figure(
     layout, colour_by: str = "dp", picked: int | None = None, title: str = "", ax=None, figsize=(7.2, 3.2)
 ) -> Figure:
-    """A static picture of a layout's grid (for lessons); returns the figure."""
+    """A static picture of a layout's grid (for lessons), with its key when a GPU is picked; returns the figure."""
     fig = None
     if ax is None:
         fig = Figure(figsize=figsize)
-        ax = fig.add_axes((0.02, 0.02, 0.96, 0.86 if title else 0.96))
+        bottom = 0.02 + (KEY_HEIGHT if picked is not None else 0.0)
+        ax = fig.add_axes((0.02, bottom, 0.96, (0.86 if title else 0.96) - bottom + 0.02))
+        if picked is not None:
+            grid_key(fig, [layout], colour_by, picked)
     grid = gpu_grid(ax)
     grid.rebuild(layout.world_size, layout.gpus_per_node)
     grid.update(*grid_colours(layout, colour_by, picked))
+    if picked is not None:  # each group's dash pattern, as the app draws it (the picked GPU's own edge solid)
+        dashes = ["solid"] * layout.world_size
+        for d in ("tp", "dp", "pp"):
+            for r in layout.group_of(picked, d) if layout.sizes[d] > 1 else ():
+                dashes[r] = HIGHLIGHT_DASH[d]
+        dashes[picked] = HIGHLIGHT_DASH["picked"]
+        grid.cells.set_linestyle(dashes)
     if title:
         ax.set_title(title, fontsize=10)
     return fig if fig is not None else ax.figure
 
 
 def grids_figure(layouts: dict, colour_by: str = "tp", picked: int | None = None) -> Figure:
-    """Several layouts side by side (title -> RankLayout), e.g. an order and its reverse."""
+    """Several layouts side by side (title -> RankLayout), e.g. an order and its reverse, with one key."""
     count = len(layouts)
-    fig = Figure(figsize=(3.7 * count, 3.0))
+    fig = Figure(figsize=(3.7 * count, 3.0 + (0.5 if picked is not None else 0.0)))
     width = 1.0 / count
+    bottom = 0.02 + (KEY_HEIGHT if picked is not None else 0.0)
     for i, (title, lay) in enumerate(layouts.items()):
-        ax = fig.add_axes((i * width + 0.01, 0.02, width - 0.02, 0.84))
+        ax = fig.add_axes((i * width + 0.01, bottom, width - 0.02, 0.86 - bottom + 0.02))
         grid_figure(lay, colour_by, picked, title, ax=ax)
+    if picked is not None:
+        grid_key(fig, list(layouts.values()), colour_by, picked)
     return fig

@@ -387,7 +387,11 @@ def tiny_legend_handles(fig, renderer) -> list[str]:
 
 def _legend_cues(handle) -> tuple | None:
     """(colour as 0-255 RGB, the handle's other cues: kind, marker, line style, hatch) of one legend key."""
-    if isinstance(handle, Patch):
+    if isinstance(handle, Patch) and mcolors.to_rgba(handle.get_facecolor())[3] == 0:
+        # an outline's key (lesson 6's grid: the picked GPU's groups): told apart by its edge, its width and dashes
+        colour = handle.get_edgecolor()
+        others = ("outline", f"{handle.get_linewidth():g}", str(handle.get_linestyle()), handle.get_hatch() or "")
+    elif isinstance(handle, Patch):
         colour, others = handle.get_facecolor(), ("patch", handle.get_hatch() or "")
     elif isinstance(handle, Line2D):
         colour, others = handle.get_color(), ("line", str(handle.get_marker()), str(handle.get_linestyle()))
