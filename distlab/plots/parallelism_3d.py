@@ -68,7 +68,14 @@ HATCH_INK = (31 / 255, 35 / 255, 40 / 255, 0.45)
 #: OUTLINES, tests/widgets/test_grid_key.py), Okabe & Ito's blue and vermilion.
 HIGHLIGHT = {"picked": "#000000", "tp": "#000000", "dp": "#0072B2", "pp": "#D55E00", "cp": "#7b3fa0", "ep": "#2e7d32"}
 #: Their dash patterns (matplotlib's (offset, (on, off)) in points): the app's second cue, grid.js's OUTLINES dashes.
-HIGHLIGHT_DASH = {"picked": "solid", "tp": "solid", "dp": (0, (5, 3)), "pp": (0, (2, 2)), "cp": "solid", "ep": "solid"}
+HIGHLIGHT_DASH: dict[str, Any] = {
+    "picked": "solid",
+    "tp": "solid",
+    "dp": (0, (5, 3)),
+    "pp": (0, (2, 2)),
+    "cp": "solid",
+    "ep": "solid",
+}
 HIGHLIGHT_WIDTH = {"picked": 3.6, "tp": 2.0, "dp": 2.0, "pp": 2.0, "cp": 2.0, "ep": 2.0}
 IDLE_EDGE = "#ffffff"
 NODE_FACE = "#eef1f5"
@@ -410,7 +417,7 @@ def grid_figure(
     grid.rebuild(layout.world_size, layout.gpus_per_node)
     grid.update(*grid_colours(layout, colour_by, picked))
     if picked is not None:  # each group's dash pattern, as the app draws it (the picked GPU's own edge solid)
-        dashes = ["solid"] * layout.world_size
+        dashes: list[Any] = ["solid"] * layout.world_size
         for d in ("tp", "dp", "pp"):
             for r in layout.group_of(picked, d) if layout.sizes[d] > 1 else ():
                 dashes[r] = HIGHLIGHT_DASH[d]
