@@ -262,12 +262,13 @@ class GpuGrid:
         self.ax.set_ylim(*geo.ylim)
         return True
 
-    def update(self, faces, edges, widths, hatches=None) -> None:
-        """Per-GPU RGBA face colours (N, 4), edge colours (N, 4), edge widths (N,) and hatch indices into
-        GROUP_HATCHES (N,; None: no hatch)."""
+    def update(self, faces, edges, widths, hatches=None, dashes=None) -> None:
+        """Per-GPU RGBA face colours (N, 4), edge colours (N, 4), edge widths (N,), hatch indices into
+        GROUP_HATCHES (N,; None: no hatch) and edge dash patterns (N,; None: solid)."""
         self.cells.set_facecolor(faces)
         self.cells.set_edgecolor(edges)
         self.cells.set_linewidth(widths)
+        self.cells.set_linestyle("solid" if dashes is None else list(dashes))
         self.numbers.set_visible(self.world <= LABEL_LIMIT)
         index = np.zeros(self.world, dtype=int) if hatches is None else np.asarray(hatches)
         for k, patch in enumerate(self.hatches or (), start=1):
@@ -333,7 +334,7 @@ def stage_colours(stage: np.ndarray, stages: int) -> np.ndarray:
 
 
 def grid_colours(layout, colour_by: str, picked: int | None = None, show=("tp", "dp", "pp")):
-    """Faces, edges, widths and hatches (group_hatches) for every GPU of a layout.
+    """Faces, edges, widths, hatches (group_hatches) and edge dashes (HIGHLIGHT_DASH) for every GPU of a layout.
 
     colour_by: a dimension ('tp', 'dp', 'pp', ...: GPUs of one group share a colour), 'stage'
     (pipeline stage) or 'node'. picked: a rank whose groups of the dimensions in `show` get
@@ -348,6 +349,7 @@ def grid_colours(layout, colour_by: str, picked: int | None = None, show=("tp", 
         faces, hatches = group_colours(groups), group_hatches(groups)
     edges = np.tile(to_rgba(IDLE_EDGE), (n, 1))
     widths = np.full(n, 0.6)
+    dashes: list[Any] = ["solid"] * n
     if picked is not None:
         member = np.zeros(n, dtype=bool)
         for d in show:
@@ -357,12 +359,15 @@ def grid_colours(layout, colour_by: str, picked: int | None = None, show=("tp", 
             edges[ranks] = to_rgba(HIGHLIGHT[d])
             widths[ranks] = HIGHLIGHT_WIDTH[d]
             member[ranks] = True
+            for r in ranks:
+                dashes[r] = HIGHLIGHT_DASH[d]
         member[picked] = True
         edges[picked] = to_rgba(HIGHLIGHT["picked"])
         widths[picked] = HIGHLIGHT_WIDTH["picked"]
+        dashes[picked] = HIGHLIGHT_DASH["picked"]
         faces = faces.copy()
         faces[~member, 3] = 0.3
-    return faces, edges, widths, hatches
+    return faces, edges, widths, hatches, dashes
 
 
 def legend_html(show=("tp", "dp", "pp")) -> str:
@@ -416,13 +421,6 @@ def grid_figure(
     grid = gpu_grid(ax)
     grid.rebuild(layout.world_size, layout.gpus_per_node)
     grid.update(*grid_colours(layout, colour_by, picked))
-    if picked is not None:  # each group's dash pattern, as the app draws it (the picked GPU's own edge solid)
-        dashes: list[Any] = ["solid"] * layout.world_size
-        for d in ("tp", "dp", "pp"):
-            for r in layout.group_of(picked, d) if layout.sizes[d] > 1 else ():
-                dashes[r] = HIGHLIGHT_DASH[d]
-        dashes[picked] = HIGHLIGHT_DASH["picked"]
-        grid.cells.set_linestyle(dashes)
     if title:
         ax.set_title(title, fontsize=10)
     return fig if fig is not None else ax.figure
