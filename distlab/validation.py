@@ -566,14 +566,11 @@ def error_band(accelerator: str, precision: str = "mixed", moe: bool = False) ->
         raise ConfigurationError(f"precision={precision!r} must be a precision recipe's name such as 'mixed'")
     if not isinstance(moe, bool):
         raise ConfigurationError(f"moe={moe!r} must be True (a mixture-of-experts model) or False (a dense one)")
-    family, precision, moe = _family(accelerator), precision.strip().lower(), bool(moe)
+    family, precision = _family(accelerator), precision.strip().lower()
     runs = _scored_validation_runs()
+    borrowed = moe and sum(m for _, _, m, _ in runs) < MIN_BAND_RUNS  # no MoE runs to speak of: the dense runs'
+    moe = moe and not borrowed
     kind = "mixture-of-experts " if moe else ""
-    borrowed = ""
-    if moe and sum(m for _, _, m, _ in runs) < MIN_BAND_RUNS:
-        borrowed = "; no mixture-of-experts run has been validated yet: this is the dense runs' band"
-    if borrowed:
-        kind, moe = "", False
     kinds = (
         ([e for f, p, m, e in runs if (f, p, m) == (family, precision, moe)], f"{family.upper()} {kind}runs in {precision} precision"),
         ([e for f, _, m, e in runs if (f, m) == (family, moe)], f"{family.upper()} {kind}runs in any precision"),
@@ -584,6 +581,7 @@ def error_band(accelerator: str, precision: str = "mixed", moe: bool = False) ->
             scope = f"mean |error| on {len(errors)} published {words}, never fitted to (`distlab validate`)"
             if i:
                 scope += f"; no {family.upper()} {kind}run in {precision} precision has been validated yet"
-            mean = sum(errors) / len(errors)
-            return ErrorBand(mean, len(errors), scope + borrowed, i == 0 and not borrowed, bool(borrowed))
+            if borrowed:
+                scope += "; no mixture-of-experts run has been validated yet: this is the dense runs' band"
+            return ErrorBand(sum(errors) / len(errors), len(errors), scope, i == 0 and not borrowed, borrowed)
     raise ConfigurationError("the validation set has too few priced runs for an error band")  # pragma: no cover
