@@ -336,6 +336,7 @@ ESTIMATE_KEYWORDS = (
     "max_nodes_per_token",
     "attention_kernel",
     "fp8_scaling",
+    "expert_gemm",
     "zero3_collectives",
     "recompute_layers",
     "overlap_param_gather",

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .elementwise import attention_name
 from .errors import ConfigurationError
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "FLASH_FORWARD_BACKWARD_WORK",
     "UNPAD_KERNELS",
     "attention_kernel",
+    "attention_kernel_for",
     "default_attention_kernel",
     "unpad_copy_bytes_per_token",
     "kernel_rates",
@@ -295,6 +297,19 @@ def attention_kernel(name) -> str:
     if key not in ATTENTION_KERNEL_NAMES:
         raise ConfigurationError(f"attention_kernel={name!r}; valid: {', '.join(ATTENTION_KERNEL_NAMES)}")
     return key
+
+
+def attention_kernel_for(attention, kernel):
+    """The attention kernel of an attention kind: kernel checked (distlab.attention_kernels) with flash attention;
+    None with unfused attention, which runs no flash kernel (a kernel other than None or 'flash' is refused)."""
+    if attention_name(attention) == "unfused":
+        if kernel not in (None, "flash"):
+            raise ConfigurationError(
+                f"attention_kernel={kernel!r} names a flash-attention kernel; attention='unfused' runs none "
+                "(valid: attention_kernel=None)"
+            )
+        return None
+    return attention_kernel("flash" if kernel is None else kernel)
 
 
 def default_attention_kernel(memory_recipe) -> str:

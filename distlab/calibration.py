@@ -14,7 +14,8 @@ import numpy as np
 
 from . import validation
 from .efficiency import MEMORY_TRAFFIC, TRAINING_MATMUL_SHARE  # noqa: F401 (fit_calibration's doctest reads them)
-from .training import compute_arguments, compute_model_for, estimate, step_model_array
+from .step.pricing import compute_arguments, compute_model_for
+from .training import estimate, step_model_array
 
 __all__ = ["SHARE_GRID", "TRAFFIC_GRID", "fit_calibration", "grid_step_times"]
 
@@ -62,7 +63,7 @@ def _grid_fit() -> dict:
 def grid_step_times(est, cluster, shares, traffics) -> np.ndarray:
     """Step times of one estimate()'s configuration with the fitted constants (TRAINING_MATMUL_SHARE,
     MEMORY_TRAFFIC) replaced by each (share, traffic) pair: the compute model of each pair
-    (training.compute_model_for, the one home of how the constants enter it) as arrays, in one step_model_array
+    (pricing.compute_model_for, the one home of how the constants enter it) as arrays, in one step_model_array
     call over the configuration's keywords (StepEstimate.step_inputs). Lesson 7 §8.
 
     >>> run = validation.load_runs("calibration")[0]

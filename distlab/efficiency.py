@@ -45,7 +45,7 @@ from .attention_kernels import (
     FALLBACK_FLASH_ATTENTION_RATE,
     FLASH_ATTENTION_RATE,
     FLASH_FORWARD_BACKWARD_WORK,
-    attention_kernel,
+    attention_kernel_for,
     flash_attention_rate,
     flash_attention_work_array,
     kernel_rate_table,
@@ -62,6 +62,7 @@ from .elementwise import (
 )
 from .elementwise import FP8_GEMM_RATE, fp8_scaling as fp8_scaling_name
 from .errors import ConfigurationError
+from .expert_gemms import concurrent_experts, expert_gemm as expert_gemm_name
 from .models import model as catalog_model
 
 __all__ = [
@@ -238,6 +239,7 @@ class ComputeModel:
     fp8_best_gemm: float | None = None  # the best-shape FP8 GEMM rate / FP8 peak (None: best_gemm)
     fp8_scaling: str = "delayed"  # elementwise.FP8_SCALING: the cast overhead of an FP8 recipe
     fp8_cast_bytes: float = 0.0  # HBM bytes per cast element (elementwise.FP8_CAST_BYTES; 0: casts not priced)
+    expert_gemm: str = "sequential"  # distlab.expert_gemms: how many of a GPU's expert GEMMs run at once
 
     def describe(self) -> str:
         """One line for a student: what the compute time assumes."""
@@ -317,13 +319,14 @@ def compute_model(
     kernels="fused",
     attention_kernel="flash",
     fp8_scaling="delayed",
+    expert_gemm="sequential",
 ) -> ComputeModel:
     """The calibrated compute model for an accelerator: matmuls at TRAINING_MATMUL_SHARE x its best GEMM
     rate; the attention core at that rate when unfused, at flash_attention_rate(accelerator) with flash attention;
     MEMORY_TRAFFIC. share= and traffic= replace the fitted constants (fit_calibration uses them). The step model
     slows each weight GEMM further by its shape (gemm_sms: the SMs of GEMM_SMS; best_gemm: the roofline's compute roof).
     With flash attention the core runs at attention_kernel's measured rates (distlab.attention_kernels; 'flash':
-    flash_attention_rate). An FP8 recipe's layer GEMMs run at share x best_fp8_gemm_efficiency of the FP8 peak (its
+    flash_attention_rate). expert_gemm: how an MoE layer's expert GEMMs run (distlab.expert_gemms). An FP8 recipe's layer GEMMs run at share x best_fp8_gemm_efficiency of the FP8 peak (its
     output layer at the 16-bit share: step.compute.matmul_seconds), its casts move FP8_CAST_BYTES[fp8_scaling] per element (distlab.elementwise.fp8_cast_bytes_array). Lesson 7 §8.
 
     A100: 0.82 x 271.2 / 312 = 0.713 of peak for matmuls of the best shape.
@@ -364,20 +367,8 @@ def compute_model(
         fp8_best,
         scaling,
         FP8_CAST_BYTES[scaling],
+        expert_gemm_name(expert_gemm),
     )
-
-
-def attention_kernel_for(attention, kernel):
-    """The attention kernel of an attention kind: kernel checked (distlab.attention_kernels) with flash attention;
-    None with unfused attention, which runs no flash kernel (a kernel other than None or 'flash' is refused)."""
-    if attention_name(attention) == "unfused":
-        if kernel not in (None, "flash"):
-            raise ConfigurationError(
-                f"attention_kernel={kernel!r} names a flash-attention kernel; attention='unfused' runs none "
-                "(valid: attention_kernel=None)"
-            )
-        return None
-    return attention_kernel("flash" if kernel is None else kernel)
 
 
 def best_fp8_gemm_efficiency(accelerator) -> float:
@@ -398,14 +389,15 @@ def best_fp8_gemm_efficiency(accelerator) -> float:
     return entry[1] if entry is not None else min(FALLBACK_FP8_GEMM_EFFICIENCY, best_gemm_efficiency(accelerator))
 
 
-def gemm_shape_factor_array(m, n, k, sms, ridge):
+def gemm_shape_factor_array(m, n, k, sms, ridge, groups=1):
     """The share of its best-shape rate a GEMM of shape (m x k) @ (k x n) reaches on a GPU of `sms` SMs whose
-    best-shape rate over HBM bandwidth is `ridge` FLOP/B (NumPy broadcast; bf16 operands). Lesson 7 §8.
+    best-shape rate over HBM bandwidth is `ridge` FLOP/B (NumPy broadcast; bf16 operands); `groups` G such GEMMs in one
+    grouped launch (an MoE layer's experts: distlab.expert_gemms) share the waves. Lesson 7 §8.
 
     Two first-principles losses (NVIDIA, Matrix Multiplication Background User's Guide, "Dimension Quantization
     Effects": tile and wave quantisation; and its "Math and Memory Bounds" roofline):
 
-        wave(T)  = m n / (waves x sms x tm tn),  waves = ceil(ceil(m / tm) ceil(n / tn) / sms)
+        wave(T)  = G m n / (waves x sms x tm tn),  waves = ceil(G ceil(m / tm) ceil(n / tn) / sms)
                    (the useful share of the tiles the SMs compute: partial tiles and the last, partial wave idle),
                    for each tile T = tm x tn of GEMM_TILES in both orientations, times its operand reuse relative
                    to the largest tile; the best tile is taken, as cuBLAS's heuristic picks one
@@ -422,18 +414,26 @@ def gemm_shape_factor_array(m, n, k, sms, ridge):
 
     >>> round(float(gemm_shape_factor_array(2048, 2048, 4096, 108, 271.2e12 / 2.039e12)), 3)
     0.593
+
+    Eight experts' 256 x 1024 GEMMs (k 4096) on an H100 (132 SMs): alone, 128 x 64 tiles fill 2 x 16 = 32 SMs, 0.242 x
+    0.5 = 0.121; grouped, 128 x 128 tiles fill 8 x 2 x 8 = 128 of 132 in one wave, 0.970 x 0.75 = 0.727 (the roofline,
+    195 FLOP/B against a ridge of 237, 0.823, does not bind).
+
+    >>> [round(float(gemm_shape_factor_array(256, 1024, 4096, 132, 237.0, g)), 3) for g in (1, 8)]
+    [0.121, 0.727]
     """
     from ._arguments import finite_result, number_array, real_number
 
     m, n, k = (number_array(x, name, 1.0) for x, name in ((m, "m"), (n, "n"), (k, "k")))
     ridge = number_array(ridge, "ridge", 1e-9)
     sms = None if sms is None or sms == 0 else real_number(sms, "sms", 1.0, 100_000.0)
+    groups = number_array(groups, "groups", 1.0)
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below, not printed as a warning
-        factor = _shape_factor(m, n, k, sms, ridge)
+        factor = _shape_factor(m, n, k, sms, ridge, groups)
     return finite_result("GEMM shape factor", factor)
 
 
-def _shape_factor(m, n, k, sms, ridge):
+def _shape_factor(m, n, k, sms, ridge, groups=1.0):
     """gemm_shape_factor_array on checked arrays (the step model's path)."""
     roof = m * n * k / (m * k + k * n + m * n) / ridge
     if sms is None:
@@ -444,16 +444,17 @@ def _shape_factor(m, n, k, sms, ridge):
     for tm, tn in GEMM_TILES:
         reuse = tm * tn / (tm + tn) / top_reuse
         for rows, cols in ((tm, tn), (tn, tm)):
-            waves = np.ceil(np.ceil(m / rows) * np.ceil(n / cols) / sms)
-            wave = np.maximum(wave, reuse * m * n / (waves * sms * rows * cols))
+            waves = np.ceil(groups * np.ceil(m / rows) * np.ceil(n / cols) / sms)
+            wave = np.maximum(wave, reuse * groups * m * n / (waves * sms * rows * cols))
     return np.minimum(wave, roof)
 
 
-def gemm_efficiency(accelerator, m, n, k) -> float:
+def gemm_efficiency(accelerator, m, n, k, groups=1) -> float:
     """The share of the dense bf16 peak one GEMM, (m x k) @ (k x n), reaches on a catalog accelerator (name or
     Accelerator): best_gemm_efficiency x gemm_shape_factor_array (tile and wave quantisation over GEMM_SMS SMs, and the
-    roofline at the accelerator's HBM bandwidth). The step model prices every weight GEMM with this factor, times the
-    fitted TRAINING_MATMUL_SHARE. Lesson 7 §8.
+    roofline at the accelerator's HBM bandwidth); `groups` such GEMMs at once share the waves (an MoE layer's experts,
+    distlab.expert_gemms, Lesson 10 §3). The step model prices every weight GEMM with this factor, times the fitted
+    TRAINING_MATMUL_SHARE. Lesson 7 §8.
 
     H100 SXM (132 SMs, 794.5 of 989.4 TFLOP/s best): 8192^3 fills 32 x 64 = 2048 tiles of 256 x 128 in 16 waves
     (2112 slots): 2048 / 2112 = 0.970, x 0.803 = 0.779. A Llama-3-70B MLP down projection split over tp 8 is as large;
@@ -468,18 +469,18 @@ def gemm_efficiency(accelerator, m, n, k) -> float:
     if not isinstance(getattr(accelerator, "name", accelerator), str):
         raise ConfigurationError(f"accelerator={accelerator!r} must be a catalog accelerator name or an Accelerator")
     acc = catalog_accelerator(accelerator) if isinstance(accelerator, str) else accelerator
-    for value, name in ((m, "m"), (n, "n"), (k, "k")):
+    for value, name in ((m, "m"), (n, "n"), (k, "k"), (groups, "groups")):
         if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-            raise ConfigurationError(f"{name}={value!r} must be a number of rows or columns, 1 to 1e9")
+            raise ConfigurationError(f"{name}={value!r} must be a number of rows, columns or GEMMs, 1 to 1e9")
         if not 1 <= value <= 1e9:
             raise ConfigurationError(f"{name}={value!r}; valid: 1 to 1e9")
     best = best_gemm_efficiency(acc)
     ridge = best * acc.peak("bf16") / acc.memory_bandwidth
-    factor = gemm_shape_factor_array(m, n, k, GEMM_SMS.get(acc.name.strip().lower()), ridge)
+    factor = gemm_shape_factor_array(m, n, k, GEMM_SMS.get(acc.name.strip().lower()), ridge, groups)
     return float(best * factor)
 
 
-def layer_gemm_slowdown_array(model, tokens, tp, sms, ridge, ep=1, etp=None):
+def layer_gemm_slowdown_array(model, tokens, tp, sms, ridge, ep=1, etp=None, expert_gemm="sequential"):
     """1 / the FLOP-weighted shape factor of one layer's weight GEMMs (forward, and the backward's input- and
     weight-gradient GEMMs, each as often), and of the logits, on one GPU: (layer, logits). NumPy broadcast over
     tokens (b s / cp per microbatch), tp, ep, etp. Lesson 7 §8.
@@ -489,7 +490,9 @@ def layer_gemm_slowdown_array(model, tokens, tp, sms, ridge, ep=1, etp=None):
         logits T x V / tp x h. Sequence parallelism gathers the full T before each. The backward's input gradient
         is T x k x n, its weight gradient k x n x T (the tokens are the reduction). An MoE layer's routed experts
         (distlab.moe.step.MoEStepModel) run per expert on ep x T x top_k x load / E tokens (load:
-        expert_load(ep)), split over etp; shared experts on all T. The weights are each GEMM's FLOPs.
+        expert_load(ep)), split over etp, as many of the GPU's E / ep expert GEMMs at once as expert_gemm runs
+        (distlab.expert_gemms.concurrent_experts; their tiles share the waves); shared experts on all T. The weights
+        are each GEMM's FLOPs.
 
     >>> from distlab import models
     >>> layer, logits = layer_gemm_slowdown_array(models.model('llama3.1-8b'), 8192, 1, 132, 237.0)
@@ -498,6 +501,7 @@ def layer_gemm_slowdown_array(model, tokens, tp, sms, ridge, ep=1, etp=None):
     """
     from ._arguments import finite_result, number_array, real_number
 
+    expert_gemm = expert_gemm_name(expert_gemm)
     if not all(hasattr(model, a) for a in ("hidden", "heads", "ffn", "kv_heads", "vocab", "gated_mlp")):
         raise ConfigurationError(f"model={model!r} must be a TransformerModel (see distlab.models.model)")
     tokens, tp = number_array(tokens, "tokens", 1.0), number_array(tp, "tp", 1.0)
@@ -513,18 +517,11 @@ def layer_gemm_slowdown_array(model, tokens, tp, sms, ridge, ep=1, etp=None):
         key = np.broadcast_to(tokens, shape) + 1j * ((np.asarray(tp) * 65536.0 + ep) * 65536.0 + split)
         _, first, inverse = np.unique(key.ravel(), return_index=True, return_inverse=True)
         pick = [np.broadcast_to(x, shape).ravel()[first] for x in (tokens, tp, ep)]
-        layer, logits = _layer_slowdown(
-            model,
-            pick[0],
-            pick[1],
-            sms,
-            ridge,
-            pick[2],
-            None if etp is None else np.broadcast_to(etp, shape).ravel()[first],
-        )
+        etps = None if etp is None else np.broadcast_to(etp, shape).ravel()[first]
+        layer, logits = _layer_slowdown(model, pick[0], pick[1], sms, ridge, pick[2], etps, expert_gemm)
         inverse = np.ravel(inverse)
         return layer[inverse].reshape(shape), logits[inverse].reshape(shape)
-    layer, logits = _layer_slowdown(model, tokens, tp, sms, ridge, ep, etp)
+    layer, logits = _layer_slowdown(model, tokens, tp, sms, ridge, ep, etp, expert_gemm)
     return finite_result("GEMM slowdown", layer), finite_result("GEMM slowdown", logits)
 
 
@@ -560,16 +557,16 @@ def layer_gemm_parts(model) -> list[tuple[float, bool]]:
     return parts
 
 
-def _layer_slowdown(model, tokens, tp, sms, ridge, ep, etp):
+def _layer_slowdown(model, tokens, tp, sms, ridge, ep, etp, expert_gemm="sequential"):
     """layer_gemm_slowdown_array on checked arrays (its shapes as the docstring there lists them)."""
     h = float(model.hidden)
     d = float(getattr(model, "head_dim", model.hidden // model.heads))
     q, kv = float(model.heads) * d, float(model.kv_heads) * d
     g = 2.0 if model.gated_mlp else 1.0
 
-    def slow(m, n, k):  # mean over the three passes of 1 / factor
+    def slow(m, n, k, g=1.0):  # mean over the three passes of 1 / factor (g GEMMs at once)
         f = _shape_factor
-        return (1.0 / f(m, n, k, sms, ridge) + 1.0 / f(m, k, n, sms, ridge) + 1.0 / f(k, n, m, sms, ridge)) / 3.0
+        return (1.0 / f(m, n, k, sms, ridge, g) + 1.0 / f(m, k, n, sms, ridge, g) + 1.0 / f(k, n, m, sms, ridge, g)) / 3
 
     slows = [slow(tokens, (q + 2.0 * kv) / tp, h), slow(tokens, h, q / tp)]
     moe = getattr(model, "moe", None)
@@ -580,7 +577,8 @@ def _layer_slowdown(model, tokens, tp, sms, ridge, ep, etp):
         ef = float(moe.expert_ffn)
         split = tp if etp is None else etp
         routed = np.maximum(1.0, np.asarray(ep, dtype=float) * tokens * moe.top_k * model.expert_load(ep) / moe.experts)
-        slows += [slow(routed, g * ef / split, h), slow(routed, h, ef / split)]
+        local = concurrent_experts(expert_gemm, moe.experts / np.asarray(ep, dtype=float))
+        slows += [slow(routed, g * ef / split, h, local), slow(routed, h, ef / split, local)]
         if moe.shared_experts:
             slows += [slow(tokens, moe.shared_experts * g * ef / tp, h), slow(tokens, h, moe.shared_experts * ef / tp)]
     parts = [w for w, _ in layer_gemm_parts(model)]

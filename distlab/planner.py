@@ -25,6 +25,7 @@ from .efficiency import OVERLAP_SLOWDOWN, fp8_scaling_name
 from .errors import ConfigurationError
 from ._arguments import flag, whole_number
 from .mesh import MAX_WORLD_SIZE
+from .step import pricing
 from .step.data_parallel import zero3_collectives_per_layer
 from .step.terms import TERMS
 from .tp_overlap import planner_codes, tp_overlap_method
@@ -447,18 +448,19 @@ def plan(
     max_nodes_per_token=None,
     attention_kernel=None,
     fp8_scaling="delayed",
+    expert_gemm=None,
     zero3_collectives="layer",
     tp_overlap=None,
     partial_recompute=False,
 ) -> Plan:
     """Evaluate every valid configuration; rank feasible ones first, then by step time.
 
-    efficiency, attention, memory_recipe, kernels, attention_kernel (None: the memory recipe's engine's), fp8_scaling,
-    zero3_collectives and tp_overlap (None: the engine's default; True: the engine's method where sequence
-    parallelism lets it run, tp_overlap.planner_codes) as in training.estimate (None: the calibrated compute model of distlab.efficiency; a number: every FLOP at that
-    share of peak); only the ZeRO stages the memory recipe's engine runs are searched. An MoE model's routing knobs as in training.estimate, for every candidate: the
-    imbalance is clipped at min(ep, E / k) (one GPU takes at most every copy). Lesson 7 §5 (search every valid
-    configuration), Lesson 10 §3.
+    efficiency, attention, memory_recipe, kernels, attention_kernel and expert_gemm (None: the memory recipe's engine's),
+    fp8_scaling, zero3_collectives and tp_overlap (None: the engine's default; True: the engine's method where sequence
+    parallelism lets it run, tp_overlap.planner_codes) as in training.estimate (efficiency None: the calibrated compute
+    model of distlab.efficiency; a number: every FLOP at that share of peak); only the ZeRO stages the memory recipe's
+    engine runs are searched. An MoE model's routing knobs as in estimate, for every candidate, the imbalance clipped
+    at min(ep, E / k) (one GPU takes at most every copy). Lesson 7 §5, Lesson 10 §3.
 
     partial_recompute=True also searches partial-layer recomputation (distlab.partial_recompute; Lesson 7 §1): each
     candidate with recompute 'full' that fits with every layer recomputed is priced instead at the SMALLEST number N
@@ -467,8 +469,8 @@ def plan(
     the same N on every stage and chunk: Megatron-LM's `--recompute-method block --recompute-num-layers N` (the
     first N layers of each chunk). Its rows carry recompute_layers (None where every layer is recomputed or
     recompute is not 'full'; the table shows 'full:N'); a 'full' row that does not fit even with every layer
-    recomputed stays as it is. An MoE model's rows stay at every layer (partial recomputation is modelled for dense
-    models only). distlab.planner_recompute. Activation offloading (estimate's activation_offload_layers): not searched, 0.
+    recomputed stays as it is. An MoE model's rows stay at every layer (modelled for dense models only;
+    distlab.planner_recompute). Activation offloading (estimate's activation_offload_layers): not searched, 0.
 
     >>> p = plan('llama2-7b', 'dgx-h100', nodes=2, global_batch=64)
     >>> p.gpus, len(p.order)  # every configuration enumerate_configurations lists is priced
@@ -481,8 +483,8 @@ def plan(
     model = moe_step.moe_model(model) if is_moe else models.model(model)
     cl = as_cluster(cluster, nodes, fabric)
     batch, s, _ = training.batch_and_sequence(global_batch, seq_len if seq_len is not None else model.seq_len)
-    named = dict(attention_kernel=attention_kernel, fp8_scaling=fp8_scaling, memory_recipe=memory_recipe)
-    compute = training.compute_model_for(cl, efficiency, attention, kernels=kernels, **named)
+    named = dict(kernels=kernels, memory_recipe=memory_recipe, fp8_scaling=fp8_scaling, expert_gemm=expert_gemm)
+    compute = pricing.compute_model_for(cl, efficiency, attention, attention_kernel=attention_kernel, **named)
     recipe = memory.precision_recipe(precision)
     hw = training.hardware_arguments(cl, recipe, achieved=compute.calibrated)
     mem_recipe = memory_recipes.memory_recipe(memory_recipe)
@@ -492,7 +494,7 @@ def plan(
     options = dict(zero3_tensors=zero3_collectives_per_layer(model, zero3_collectives), **moe_columns)
     options.update(tp_overlap=planner_codes(tp_overlap, mem_recipe, cols["sequence_parallel"]))
     keywords = dict(**hw, global_batch=batch, seq_len=s, **{name: cols[name] for name in COLUMNS})
-    keywords.update(**training.compute_arguments(compute), memory_recipe=mem_recipe, **options)
+    keywords.update(**pricing.compute_arguments(compute), memory_recipe=mem_recipe, **options)
     out = training.step_model_array(core_model, **keywords)  # the columns are step_model_array's keywords
     usable = cl.accelerator.memory_bytes - mem_recipe.reserve_bytes
     if partial:  # an MoE model's 'full' rows stay at every layer (planner_recompute)
@@ -504,11 +506,18 @@ def plan(
     fills = ~((cols["pp"] > 1) & (out["microbatches"] < cols["pp"]))
     feasible = fits & fills
     order = _ranking(out["step_time_s"], feasible)
+    band = validation.error_band(cl.accelerator.name, recipe.name, moe=is_moe)
+    extra = _extra(compute, fp8_scaling, zero3_collectives, method, is_moe, band=band, partial_recompute=partial)
+    return Plan(cols, out, feasible, order, rejected, cl.gpus, model.name, extra)
+
+
+def _extra(compute, fp8_scaling, zero3_collectives, method: str, is_moe: bool, **more) -> dict:
+    """A Plan's record of what it priced with: the compute model's choices, the engine's, and `more`."""
     extra = dict(calibrated=compute.calibrated, overlap_slowdown=compute.overlap_slowdown)
     extra.update(attention_kernel=compute.attention_kernel, fp8_scaling=fp8_scaling_name(fp8_scaling))
-    extra.update(zero3_collectives=zero3_collectives, tp_overlap_method=method)
-    extra.update(band=validation.error_band(cl.accelerator.name, recipe.name, moe=is_moe), partial_recompute=partial)
-    return Plan(cols, out, feasible, order, rejected, cl.gpus, model.name, extra)
+    extra.update(expert_gemm=compute.expert_gemm if is_moe else None)
+    extra.update(zero3_collectives=zero3_collectives, tp_overlap_method=method, **more)
+    return extra
 
 
 def _ranking(step_time: np.ndarray, feasible: np.ndarray) -> np.ndarray:

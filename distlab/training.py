@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ._arguments import as_cluster, check_fraction, flag
 from .collectives.placed import ring_step_floor
 from .errors import ConfigurationError
+from .expert_gemms import note as expert_gemm_note
 from . import _words, memory, models
 from .memory import capacity_detail
 from .moe import step as moe_step
@@ -49,10 +50,11 @@ from .step.checks import check_batch, check_layout, check_memory_recipe
 from .step.data_parallel import EXPOSED_GATHER_NOTE, deepspeed_note, zero3_collectives_per_layer
 from .step.experts import expert_view
 from .step.offload import offload_note_of, offload_record
+from .step.pricing import compute_arguments, compute_model_for
 from .step.terms import TERMS, step_model_array
 from .tp_overlap import TP_OVERLAP_NAMES, layout_method
 from .tp_overlap import note as tp_overlap_note
-from .units import format_bytes, format_seconds, non_negative, wrap_text
+from .units import format_bytes, format_seconds, wrap_text
 
 if TYPE_CHECKING:
     from .memory import MemoryBreakdown
@@ -80,8 +82,6 @@ __all__ = [
     "StepEstimate",
     "hardware_arguments",
     "estimate",
-    "compute_model_for",
-    "compute_arguments",
     "TERMS",
     "MAX_STAGES",
 ]
@@ -200,7 +200,8 @@ class StepEstimate:
         return wrap_text("\n".join(lines))
 
     def notes(self) -> list:
-        """What the step time assumes beyond the compute line: FP8's rate, TP overlap, exposed DP traffic, a power cap."""
+        """What the step time assumes beyond the compute line: FP8's rate, the expert GEMMs, TP overlap, exposed DP
+        traffic, a power cap."""
         out = []
         cm = self.compute_model
         if self.config.get("fp8_scaling") and cm is not None and cm.fp8_matmul_efficiency is not None:
@@ -209,6 +210,8 @@ class StepEstimate:
                 f"shape factor), {cm.fp8_scaling} scaling's casts in the element-wise traffic; the rest, the output "
                 "layer too, at 16-bit rates"
             )
+        if "expert_gemm" in self.config:
+            out.append(expert_gemm_note(self.config["expert_gemm"]))
         if self.config.get("tp_overlap_method"):
             out.append(tp_overlap_note(self.config["tp_overlap_method"], self.config["tp"]))
         if self.config.get("overlap_param_gather") is False:
@@ -341,6 +344,7 @@ def estimate(
     max_nodes_per_token=None,
     attention_kernel=None,
     fp8_scaling="delayed",
+    expert_gemm=None,
     zero3_collectives="layer",
     recompute_layers=None,
     overlap_param_gather=True,
@@ -362,7 +366,8 @@ def estimate(
     'none'); True: its opt-in; False. memory_recipe: 'zero-paper' (16 B per parameter) or an engine's
     (distlab.memory_recipes.MEMORY_RECIPES). balance_stages: the first and last stage hold one layer fewer (pp > 2). ep,
     etp: expert and expert tensor parallelism (etp 1 or tp) of an MoE model (Lesson 10 §5); moe_imbalance,
-    capacity_factor and max_nodes_per_token its routing (Lesson 10 §3). kernels: 'fused', 'compiled' or 'eager'
+    capacity_factor and max_nodes_per_token its routing (Lesson 10 §3); expert_gemm 'sequential' or 'grouped': a GPU's
+    experts one GEMM each or one grouped launch (distlab.expert_gemms; None: the engine's). kernels: 'fused', 'compiled' or 'eager'
     element-wise kernels. An infeasible configuration is priced but flagged (explain() says why); invalid ones raise
     ConfigurationError. zero3_collectives: 'layer' (a flat buffer per layer: FSDP2, Megatron) or 'tensor' (one per
     parameter tensor, DeepSpeed ZeRO-3 of 2021; data_parallel.ZERO3_COLLECTIVES). recompute_layers: with
@@ -391,8 +396,10 @@ def estimate(
 def _configured(model, cl, shape, mem_recipe, layout: dict, k: dict) -> tuple:
     """(the model as the step model reads it, the configuration record, the compute model, step_model_array's
     switches) of estimate's checked layout and its keywords as given (k)."""
-    named = dict(attention_kernel=k["attention_kernel"], fp8_scaling=k["fp8_scaling"], memory_recipe=mem_recipe)
-    compute = compute_model_for(cl, k["efficiency"], k["attention"], k["calibration"], k["kernels"], **named)
+    named = {key: k[key] for key in ("attention_kernel", "fp8_scaling", "expert_gemm")}
+    compute = compute_model_for(
+        cl, k["efficiency"], k["attention"], k["calibration"], k["kernels"], memory_recipe=mem_recipe, **named
+    )
     tp, balance = layout["tp"], k["balance_stages"]
     recipe, sp = memory.precision_recipe(k["precision"]), bool(k["sequence_parallel"]) and tp > 1
     asked = {name: k[name] for name in ("moe_imbalance", "capacity_factor", "max_nodes_per_token")}
@@ -403,6 +410,8 @@ def _configured(model, cl, shape, mem_recipe, layout: dict, k: dict) -> tuple:
     config = _record(model, cl, shape, layout, recipe, compute, k["efficiency"], mem_recipe, method, balance)
     config.update(**experts, **routing, **_partial_record(model, layout["recompute"], k["recompute_layers"]))
     config.update(offload_record(k["activation_offload_layers"], model.layers, cl.node, config, mem_recipe))
+    if "ep" in config:  # an MoE model's experts: how the engine runs them (distlab.expert_gemms)
+        config["expert_gemm"] = compute.expert_gemm
     flags = _flags(model, config, method, balance, k["zero3_collectives"], k["overlap_param_gather"])
     return core_model, config, compute, flags
 
@@ -523,77 +532,3 @@ def _model_recomputed(model, config: dict):
     if "recompute_layers" not in config:
         return None
     return model_recomputed_layers(model.layers, config["pp"], config["chunks"], config["recompute_layers"])
-
-
-def compute_model_for(
-    cl,
-    efficiency=None,
-    attention="flash",
-    calibration=None,
-    kernels="fused",
-    *,
-    attention_kernel=None,
-    fp8_scaling="delayed",
-    memory_recipe=None,
-):
-    """The efficiency.ComputeModel estimate() and plan() price compute with: the calibrated model for the
-    cluster's accelerator (efficiency None), or the fixed share of Lesson 7 §1 (a number). attention_kernel None:
-    the kernel the memory recipe's engine runs (attention_kernels.default_attention_kernel). Lesson 7 §8.
-
-    >>> from distlab import hardware
-    >>> compute_model_for(hardware.cluster('dgx-a100', 1, 'ib-hdr'), 0.5).matmul_efficiency
-    0.5
-    """
-    from .attention_kernels import default_attention_kernel
-    from .efficiency import attention_kernel_for, compute_model, fixed_compute_model, fp8_scaling_name
-
-    cl = as_cluster(cl)  # a Cluster, or a node name (one node); anything else is our error
-    if attention_kernel is None and attention == "flash":
-        attention_kernel = default_attention_kernel("zero-paper" if memory_recipe is None else memory_recipe)
-    named = dict(kernels=kernels, attention_kernel=attention_kernel, fp8_scaling=fp8_scaling)
-    if efficiency is not None:
-        attention_kernel_for(attention, attention_kernel), fp8_scaling_name(fp8_scaling)  # checked, not priced
-        return fixed_compute_model(efficiency, attention, kernels)
-    if calibration is None:
-        return compute_model(cl.accelerator, attention, **named)
-    if not isinstance(calibration, (tuple, list)) or len(calibration) != 2:
-        raise ConfigurationError(
-            f"calibration={calibration!r} must be a pair (share, traffic), as calibration.fit_calibration gives"
-        )
-    share, traffic = calibration
-    return compute_model(
-        cl.accelerator,
-        attention,
-        share=check_fraction(share, "calibration share"),
-        traffic=non_negative(traffic, "", "calibration traffic"),
-        **named,
-    )
-
-
-def compute_arguments(compute) -> dict:
-    """The step_model_array keywords of an efficiency.ComputeModel. Lesson 7 §8.
-
-    >>> from distlab.efficiency import fixed_compute_model
-    >>> sorted(compute_arguments(fixed_compute_model(0.5)))
-    ['attention_efficiency', 'attention_kernel', 'attention_table', 'best_gemm', 'causal_flash', 'efficiency', 'flash_attention', 'fp8_best_gemm', 'fp8_cast_bytes', 'fp8_efficiency', 'gemm_sms', 'kernels_code', 'memory_traffic', 'overlap_slowdown']
-    """
-    from .efficiency import ELEMENTWISE_KERNELS, ComputeModel
-
-    if not isinstance(compute, ComputeModel):
-        raise ConfigurationError(f"compute={compute!r} must be an efficiency.ComputeModel (see compute_model_for)")
-    return dict(
-        efficiency=compute.matmul_efficiency,
-        attention_efficiency=compute.attention_efficiency,
-        memory_traffic=compute.memory_traffic,
-        flash_attention=compute.attention == "flash",
-        kernels_code=ELEMENTWISE_KERNELS.index(compute.kernels),
-        causal_flash=compute.calibrated and compute.attention == "flash",
-        gemm_sms=compute.gemm_sms,
-        best_gemm=compute.best_gemm,
-        overlap_slowdown=compute.overlap_slowdown,
-        attention_table=compute.attention_table,
-        attention_kernel=compute.attention_kernel,
-        fp8_efficiency=compute.fp8_matmul_efficiency,
-        fp8_best_gemm=compute.fp8_best_gemm,
-        fp8_cast_bytes=compute.fp8_cast_bytes,
-    )

@@ -40,6 +40,7 @@ FORMULA_MODULES = [
     "distlab.precision",
     "distlab.flops",
     "distlab.efficiency",
+    "distlab.expert_gemms",
     "distlab.memory_recipes",
     "distlab.mesh",
     "distlab.moe.activations",

@@ -68,6 +68,7 @@ FORMULA_MODULES = (
     "batch",
     "tp_overlap",
     "partial_recompute",
+    "expert_gemms",
 )
 #: Seconds a single call may take before it counts as a hang.
 CALL_LIMIT_S = 5

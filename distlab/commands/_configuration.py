@@ -6,6 +6,7 @@ Not a subcommand (cli.py skips modules whose name starts with an underscore).
 from __future__ import annotations
 
 from ..attention_kernels import ATTENTION_KERNEL_NAMES
+from ..expert_gemms import EXPERT_GEMM_NAMES
 from ..elementwise import FP8_SCALING
 from ..errors import ConfigurationError
 from ..hardware import LINKS, NODES
@@ -121,8 +122,8 @@ def activation_offload(args) -> dict:
 
 
 def add_compute_arguments(cmd) -> None:
-    """--attention-kernel, --fp8-scaling, --zero3-collectives: training.estimate's and planner.plan's named compute
-    choices (estimate, plan, export), checked by compute_options."""
+    """--attention-kernel, --fp8-scaling, --expert-gemm, --zero3-collectives: training.estimate's and planner.plan's
+    named compute choices (estimate, plan, export), checked by compute_options."""
     cmd.add_argument(
         "--attention-kernel",
         default=None,
@@ -135,6 +136,13 @@ def add_compute_arguments(cmd) -> None:
         default="delayed",
         help=f"with --precision fp8: how tensors are scaled before the FP8 cast: {', '.join(FP8_SCALING)} "
         "(default delayed, NeMo/Megatron's; distlab.elementwise)",
+    )
+    cmd.add_argument(
+        "--expert-gemm",
+        default=None,
+        help=f"an MoE model's expert GEMMs on a GPU: {', '.join(EXPERT_GEMM_NAMES)} (one at a time, up to 4 on CUDA "
+        "streams, one grouped launch; distlab.expert_gemms; default: the memory recipe's engine's, e.g. multi-stream "
+        "for Megatron with --moe-grouped-gemm, grouped for FSDP2)",
     )
     cmd.add_argument(
         "--zero3-collectives",
@@ -153,11 +161,12 @@ def _choice(value, flag: str, valid) -> str:
 
 
 def compute_options(args) -> dict:
-    """training.estimate's and planner.plan's attention_kernel, fp8_scaling and zero3_collectives from
+    """training.estimate's and planner.plan's attention_kernel, fp8_scaling, expert_gemm and zero3_collectives from
     add_compute_arguments, each checked against its valid values (our error names the flag)."""
-    kernel = args.attention_kernel
+    kernel, experts = args.attention_kernel, args.expert_gemm
     return dict(
         attention_kernel=None if kernel is None else _choice(kernel, "--attention-kernel", ATTENTION_KERNEL_NAMES),
+        expert_gemm=None if experts is None else _choice(experts, "--expert-gemm", EXPERT_GEMM_NAMES),
         fp8_scaling=_choice(args.fp8_scaling, "--fp8-scaling", FP8_SCALING),
         zero3_collectives=_choice(args.zero3_collectives, "--zero3-collectives", ZERO3_COLLECTIVES),
     )

@@ -41,6 +41,7 @@ __all__ = [
     "Question",
     "NumericQuestion",
     "ChoiceQuestion",
+    "ChoicesQuestion",
     "SequenceQuestion",
 ]
 
@@ -395,6 +396,68 @@ class ChoiceQuestion(Question):
         why = self.feedback.get(value, "is not right")
         why = why() if callable(why) else why.format(**self.params)  # a callable: words computed when checked
         return f"{value!r} {why}"
+
+
+@dataclass(frozen=True)
+class ChoicesQuestion(Question):
+    """A question answered by every option that holds, in any order: a list of options, or one string of them
+    separated by commas or spaces (case-insensitive). expected() gives the options that hold (possibly none: answer
+    an empty list). feedback: {option: why choosing it is wrong} (a callable: called), shown for each wrong option
+    chosen; a right option left out is counted, not named.
+
+    >>> q = ChoicesQuestion(name="q", prompt="Which are even?", options=("2", "3", "4"), expected=lambda: ["2", "4"],
+    ...                     explain=lambda: "2 and 4", hint_text="halve them", feedback={"3": "is odd"})
+    >>> q.check("4, 2").status, q.check(["2", "3", "4"]).message.split(". Hint")[0]
+    ('correct', "not yet, because '3' is odd")
+    """
+
+    name: str
+    prompt: str
+    options: tuple
+    expected: Callable[..., list]
+    explain: Callable[..., str]
+    hint_text: str
+    points: float = 1.0
+    params: dict = field(default_factory=dict)
+    variants: dict = field(default_factory=dict)
+    #: {option: why choosing it is wrong}: the misconception each wrong option stands for (a callable: called)
+    feedback: dict = field(default_factory=dict)
+    noun: str = "a list of options"
+
+    def __post_init__(self):
+        bind_params(self)
+
+    def _read(self, answer) -> frozenset:
+        if isinstance(answer, str):
+            if len(answer) > 1_000:
+                raise ValueError(f"an answer of {len(answer)} characters is not {self.noun}")
+            items = str.__str__(answer).replace(",", " ").split()
+        elif isinstance(answer, (list, tuple, set, frozenset)):
+            items = list(answer)[:100]
+        else:
+            raise ValueError(
+                f"an answer of type {type(answer).__name__} is not {self.noun} ({', '.join(self.options)})"
+            )
+        chosen = set()
+        for item in items:
+            if not isinstance(item, str):
+                raise ValueError(f"an entry of type {type(item).__name__} is not one of: {', '.join(self.options)}")
+            value = str.__str__(item)[:200].strip().lower()
+            if value not in self.options:
+                raise ValueError(f"{value!r} is not one of: {', '.join(self.options)}")
+            chosen.add(value)
+        return frozenset(chosen)
+
+    def _judge(self, chosen: frozenset) -> str | None:
+        want = frozenset(self.expected())
+        wrong = [o for o in self.options if o in chosen - want]
+        if wrong:
+            reasons = [self.feedback.get(o, "does not hold") for o in wrong]
+            return "; ".join(f"{o!r} {r() if callable(r) else r.format(**self.params)}" for o, r in zip(wrong, reasons))
+        missing = len(want - chosen)
+        if missing:
+            return f"{missing} more of the options {'holds' if missing == 1 else 'hold'} as well"
+        return None
 
 
 @dataclass(frozen=True)

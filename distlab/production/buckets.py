@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import collectives, dataparallel, hardware, memory, training
 from .._arguments import whole_number
+from ..step import pricing
 from ..errors import ConfigurationError
 from ..units import (
     BYTES,
@@ -292,7 +293,7 @@ def backward_time(
             recompute_code=0,
             sequence_parallel=False,
             schedule_code=1,
-            **training.compute_arguments(compute),
+            **pricing.compute_arguments(compute),
         )
         passes = flops.TRAINING_PASSES
         result = (passes - 1) / passes * float(out["compute_s"]) / s * tokens

@@ -26,6 +26,7 @@ from .._words import counted
 from ..collectives import placed_collective
 from ..errors import ConfigurationError
 from ..fsdp import SHARDINGS, FsdpTimeline, fsdp_timeline
+from ..step import pricing
 from ..units import format_bytes, format_seconds, positive, positive_int
 
 __all__ = ["ShardingPlan", "sharding_plan", "compare_sharding"]
@@ -120,7 +121,7 @@ def _step_model_layer(mdl, cl, recipe, n, b, s, mode, efficiency, engine=None):
     """(forward, backward, hardware arguments) of one layer per microbatch, as the step model prices ZeRO-3 over n
     GPUs with one microbatch of b sequences of s tokens (training.step_model_array's layer_forward_s and
     layer_backward_s); efficiency None: the calibrated compute model and its achieved link shares."""
-    compute = training.compute_model_for(cl, efficiency, memory_recipe=engine)
+    compute = pricing.compute_model_for(cl, efficiency, memory_recipe=engine)
     hw = training.hardware_arguments(cl, recipe, achieved=compute.calibrated)
     out = training.step_model_array(
         mdl,
@@ -137,7 +138,7 @@ def _step_model_layer(mdl, cl, recipe, n, b, s, mode, efficiency, engine=None):
         sequence_parallel=False,
         schedule_code=training.SCHEDULES.index("1f1b"),
         memory_recipe=engine,
-        **training.compute_arguments(compute),
+        **pricing.compute_arguments(compute),
     )
     return float(out["layer_forward_s"]), float(out["layer_backward_s"]), compute.calibrated
 

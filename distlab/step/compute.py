@@ -48,7 +48,8 @@ __all__ = [
 def matmul_seconds(c: StepConfig):
     """Seconds per microbatch of the busiest stage's weight GEMMs and logits: their FLOPs (the stage's FLOPs less the
     attention core) / (tp x peak x matmul efficiency); with gemm_sms (the calibrated model) each GEMM at its shape
-    factor (efficiency.layer_gemm_slowdown_array: tile and wave quantisation, roofline), the logits at theirs. With
+    factor (efficiency.layer_gemm_slowdown_array: tile and wave quantisation, roofline; an MoE layer's expert GEMMs as
+    many at once as expert_gemm runs, distlab.expert_gemms), the logits at theirs. With
     FP8 the weight GEMMs at the FP8 peak and share, the logits at the 16-bit ones (the output layer stays 16-bit). Lesson 7 §1,
     §8."""
     gemm = c.stage_flops - c.core_stage
@@ -57,7 +58,9 @@ def matmul_seconds(c: StepConfig):
     if c.gemm_sms is not None:
         # the roofline's ridge at 2-byte operands (gemm_shape_factor_array); FP8 operands are 1 byte: half the ridge
         ridge = c.peak * c.best_gemm / c.hbm * (0.5 if c.fp8 else 1.0)
-        slow_layer, slow_logits = layer_gemm_slowdown_array(c.model, c.tokens_mb, c.tp, c.gemm_sms, ridge, c.ep, c.etp)
+        slow_layer, slow_logits = layer_gemm_slowdown_array(
+            c.model, c.tokens_mb, c.tp, c.gemm_sms, ridge, c.ep, c.etp, c.expert_gemm
+        )
     if not c.fp8:
         return ((gemm - logit_gemm) * slow_layer + logit_gemm * slow_logits) / (c.tp * c.peak * c.efficiency)
     # FP8: the output layer stays 16-bit (see above), at the 16-bit share, peak and ridge

@@ -14,6 +14,7 @@ import numpy as np
 from .._arguments import RECOMPUTE_MODES, check_fraction, code_array, flag, number_array
 from ..attention_kernels import attention_kernel as attention_kernel_name
 from ..errors import ConfigurationError
+from ..expert_gemms import expert_gemm as expert_gemm_name
 from ..tp_overlap import ASYNC_TP, TP_OVERLAP_NAMES
 from ..flops import (
     TRAINING_PASSES,
@@ -104,6 +105,7 @@ class StepConfig:
     overlap_slowdown: float
     attention_table: tuple | None  # a kernel's (seq lens, forward, backward shares of peak); None: attention_efficiency
     attention_kernel: str | None  # the flash kernel's name (attention_kernels; its wrapper's copies); None: unnamed
+    expert_gemm: str  # how many of a GPU's expert GEMMs run at once (distlab.expert_gemms)
     fp8: bool  # the GEMMs run in FP8 (recipe.compute_precision)
     cast_bytes: float  # FP8 cast bytes per element (elementwise.FP8_CAST_BYTES; 0 when not FP8)
     tp_overlap: Any  # the TP overlap method's code (distlab.tp_overlap.TP_OVERLAP_NAMES; bool True: userbuffers)
@@ -244,6 +246,7 @@ def step_config(
     zero3_tensors=1.0,
     param_gather_exposed=False,
     attention_kernel=None,
+    expert_gemm="sequential",
     ring_step_floor=0.0,
     recompute_layers=None,
     activation_offload_layers=0,
@@ -309,7 +312,7 @@ def _hardware(a: dict) -> dict:
 
 
 def _compute(a: dict) -> dict:
-    """The StepConfig's compute-model fields (training.compute_arguments' keywords)."""
+    """The StepConfig's compute-model fields (pricing.compute_arguments' keywords)."""
     efficiency = _fractions(a["efficiency"], "efficiency")
     attention = a["attention_efficiency"]
     keys = ("memory_traffic", "kernels_code", "causal_flash", "attention_table")
@@ -333,6 +336,7 @@ def _compute(a: dict) -> dict:
         flash=a["flash_attention"],
         gemm_sms=None if a["gemm_sms"] is None else positive(a["gemm_sms"], "", "gemm_sms"),
         attention_kernel=None if a["attention_kernel"] is None else attention_kernel_name(a["attention_kernel"]),
+        expert_gemm=expert_gemm_name(a["expert_gemm"]),
         best_gemm=best,
         fp8=fp8,
         cast_bytes=non_negative(a["fp8_cast_bytes"], "B", "fp8_cast_bytes") if fp8 else 0.0,

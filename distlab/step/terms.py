@@ -163,7 +163,7 @@ def step_model_array(model, **arguments) -> dict:
     """Per-step time components (s) and per-GPU memory (bytes) of the busiest (first) pipeline stage, for one
     configuration or arrays of them (the planner's columns): the terms of TERMS, computed in ORDER on one StepConfig
     (step_config's keywords: the hardware of training.hardware_arguments, the layout, the compute model of
-    training.compute_arguments). step_time_s is the sum of the TERMS; dp_comm_s the whole DP traffic (exposed and
+    pricing.compute_arguments). step_time_s is the sum of the TERMS; dp_comm_s the whole DP traffic (exposed and
     hidden); memory_bytes weights + gradients + optimizer + activations. Lesson 7 §1.
 
     Llama 2 7B on one DGX H100 node, dp 8, one 4,096-token sequence per GPU: 32 layers x 3 x (2 x 202,383,360

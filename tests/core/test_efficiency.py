@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from distlab import attention_kernels, calibration, efficiency, hardware, planner, training, validation
 from distlab.errors import ConfigurationError
+from distlab.step import pricing
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +135,7 @@ def test_the_calibrated_model_is_slower_than_its_matmul_rate_alone():
 def test_calibration_overrides_are_checked(share, traffic):
     cl = hardware.cluster("dgx-a100", 1, "ib-hdr")
     try:
-        model = training.compute_model_for(cl, None, "flash", (share, traffic))
+        model = pricing.compute_model_for(cl, None, "flash", (share, traffic))
     except ConfigurationError:
         return
     assert 0 < share <= 1 and traffic >= 0 and model.memory_traffic == traffic

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from distlab import attention_kernels, efficiency, elementwise, hardware, models, training, validation
 from distlab.errors import ConfigurationError
+from distlab.step import pricing
 
 H100 = dict(nodes=1, fabric="ib-ndr")
 
@@ -93,7 +94,7 @@ def _stage(e):
         recompute_code=0,
         sequence_parallel=False,
         schedule_code=1,
-        **training.compute_arguments(e.compute_model),
+        **pricing.compute_arguments(e.compute_model),
     )
 
 

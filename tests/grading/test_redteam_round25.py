@@ -39,6 +39,7 @@ from distlab.lessons.questions import (
     INCORRECT,
     NOT_ATTEMPTED,
     ChoiceQuestion,
+    ChoicesQuestion,
     NumericQuestion,
     with_params,
 )
@@ -98,6 +99,17 @@ def _choice_wrong(q: ChoiceQuestion) -> list:
     return out
 
 
+def _choices_wrong(q: ChoicesQuestion) -> list:
+    """Sets of options that are not the answer (a ChoicesQuestion: order and repeats do not matter): the answer
+    less each option, plus each other option, nested, as a dict, as text of the answer less one."""
+    want = list(q.expected())
+    others = [o for o in q.options if o not in want]
+    out = [_enc([w for w in want if w != x]) for x in want] + [_enc(want + [o]) for o in others]
+    out += [_enc([want]), {"t": "dict", "v": [[_enc(i), _enc(x)] for i, x in enumerate(want)]}]
+    out += [_enc(" ".join(want[1:])), _enc(", ".join(want + others[:1])), _enc(" ".join(want) + "\x00")]
+    return out
+
+
 def _sequence_wrong(q) -> list:
     want = list(q.expected())
     if len(want) < 2:
@@ -134,6 +146,8 @@ def test_no_hostile_value_passes_any_question_of_any_lesson():
             extra = _numeric_wrong(q)
         elif isinstance(q, ChoiceQuestion):
             extra = _choice_wrong(q)
+        elif isinstance(q, ChoicesQuestion):
+            extra = _choices_wrong(q)
         elif hasattr(q, "expected") and isinstance(q.expected(), (list, tuple)):
             extra = _sequence_wrong(q)
         else:

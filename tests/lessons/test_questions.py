@@ -15,6 +15,7 @@ from distlab.lessons.questions import (
     INCORRECT,
     NOT_ATTEMPTED,
     ChoiceQuestion,
+    ChoicesQuestion,
     NumericQuestion,
     SequenceQuestion,
 )
@@ -211,3 +212,51 @@ def test_a_hostile_string_answer_is_read_not_obeyed():
 
     assert q2.check(Hostile("112 GB")).correct
     assert questions.is_unanswered(Hostile("   "))
+
+
+# ChoicesQuestion: every option that holds, in any order (lesson 12's q7)
+
+MANY = ChoicesQuestion(
+    name="m",
+    params=dict(n=4),
+    prompt="which divide {n}?",
+    options=("1", "2", "3", "4"),
+    expected=lambda n: [str(d) for d in range(1, 5) if n % d == 0],
+    explain=lambda n: "1, 2 and 4",
+    hint_text="try each",
+    feedback={"3": "leaves {n} mod 3 = 1", "2": "never shown: 2 divides 4"},
+)
+
+
+@pytest.mark.parametrize("answer", [["1", "2", "4"], ("4", " 2", "1 "), {"1", "2", "4"}, "4, 2, 1", "1 2 4 4"])
+def test_a_set_of_options_is_read_in_any_order_and_form(answer):
+    assert MANY.check(answer).correct and MANY.prompt == "which divide 4?"
+
+
+@pytest.mark.parametrize(
+    "answer, words",
+    [
+        (["1", "2", "3", "4"], "'3' leaves 4 mod 3 = 1"),  # a wrong option chosen: its own words
+        (["1", "2"], "1 more of the options holds as well"),  # one left out: counted, not named
+        (["1"], "2 more of the options hold as well"),
+        ([], "3 more of the options hold as well"),
+        (["1", "5"], "'5' is not one of: 1, 2, 3, 4"),
+        ([1, 2, 4], "an entry of type int is not one of"),
+        (4, "type int is not a list of options"),
+        ([["1"]], "an entry of type list"),
+        ("x" * 5000, "5000 characters"),
+    ],
+)
+def test_a_wrong_set_says_why_without_naming_the_missing(answer, words):
+    result = MANY.check(answer)
+    assert result.status == INCORRECT and result.message.startswith("not yet, because") and words in result.message
+    if answer in (["1", "2"], ["1"]):
+        assert "'4'" not in result.message
+
+
+def test_a_set_question_with_nothing_to_choose():
+    none = ChoicesQuestion(
+        name="z", prompt="which?", options=("a", "b"), expected=lambda: [], explain=lambda: "none", hint_text="h"
+    )
+    assert none.check([]).correct and none.check("").status == NOT_ATTEMPTED
+    assert "'a' does not hold" in none.check(["a"]).message
