@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     wanted = [n.removeprefix("bench_") for n in args.names] or list(known)
     unknown = [n for n in wanted if n not in known]
     if unknown:
-        print(f"run.py: unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(known)}", file=sys.stderr)
+        noun = "benchmark" if len(unknown) == 1 else "benchmarks"
+        print(f"run.py: unknown {noun} {', '.join(unknown)}; known: {', '.join(known)}", file=sys.stderr)
         return 2
     import _timing
 

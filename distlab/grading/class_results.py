@@ -23,6 +23,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from .._words import counted as _counted
 from ..errors import ConfigurationError
 from ..lessons.questions import CORRECT, NOT_ATTEMPTED
 from .journal import grade_from_dict
@@ -245,11 +246,11 @@ def summary_text(grades: list[NotebookGrade], students: list[str] | None = None)
     counted = [g for g in grades if g.max_score] if students is None else per_student(grades, students)
     rows = question_summary(counted)
     scores = [g.score / g.max_score for g in counted]
-    who = "" if students is None else f" ({len(counted)} student-lesson(s), one notebook each)"
+    who = "" if students is None else f" ({_counted(len(counted), 'student-lesson')}, one notebook each)"
     out = [
-        f"{len(grades)} notebook(s); mean score {100 * sum(scores) / len(scores):.1f}%{who}"
+        f"{_counted(len(grades), 'notebook')}; mean score {100 * sum(scores) / len(scores):.1f}%{who}"
         if scores
-        else f"{len(grades)} notebook(s); none could be scored",
+        else f"{_counted(len(grades), 'notebook')}; none could be scored",
         "",
         f"{'lesson':<20} {'question':<9} {'correct':>8} {'wrong':>6} {'not att.':>8} {'mean':>6}",
     ]
@@ -260,7 +261,7 @@ def summary_text(grades: list[NotebookGrade], students: list[str] | None = None)
         )
     refused = [g for g in grades if any(str(p).startswith("refused") for p in g.problems)]
     if refused:
-        out += ["", f"{len(refused)} notebook(s) refused (see their problems in results.csv)"]
+        out += ["", f"{_counted(len(refused), 'notebook')} refused (see their problems in results.csv)"]
     return "\n".join(out) + "\n"
 
 

@@ -24,6 +24,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._words import counted
 from .. import lessons as manifest
 from ..errors import ConfigurationError
 from . import beneath
@@ -196,7 +197,7 @@ def collect(paths, export: bool = False, lesson: str | None = None) -> list[Subm
     if export:
         if not single_folder:
             raise ConfigurationError(
-                f"--export names one folder, a Gradescope export (given: {len(given)} path(s)); "
+                f"--export names one folder, a Gradescope export (given: {counted(len(given), 'path')}); "
                 "grade each export on its own"
             )
         metadata = Path(anchor) / "submission_metadata.yml"
@@ -235,13 +236,20 @@ def collect(paths, export: bool = False, lesson: str | None = None) -> list[Subm
     return out
 
 
+#: what a student folder without a notebook holds, by kind: (singular, plural) of the count's words
+SEEN = {
+    "hidden": ("hidden file or folder, not searched", "hidden files or folders, not searched"),
+    "other": ("other file", "other files"),
+}
+
+
 def _note_empty_folders(out: list[Submission], notes: dict[str, Counter], seen: dict[str, Counter]) -> None:
     """A note for each student folder the walk entered that holds no notebook (an empty upload, a notebook only
     under a hidden name), saying what was seen there: the folder then gets a row of its own (_with_notes)."""
     have = {s.folder for s in out}
     for top, what in seen.items():
         if top and top not in have and top not in notes:
-            found = ", ".join(f"{n} {w}" for w, n in sorted(what.items()) if n) or "nothing"
+            found = ", ".join(counted(n, *SEEN[w]) for w, n in sorted(what.items()) if n) or "nothing"
             notes[top] = Counter({f"no notebook (.ipynb) found in this folder; seen: {found}": 1})
 
 
@@ -306,7 +314,7 @@ def _entries(entries, top: str, spent: Counter, notes: dict[str, Counter], what:
             ] = 1
             return
         if entry.name.startswith("."):
-            what["hidden file(s) or folder(s), not searched"] += 1  # .ipynb_checkpoints, .x.ipynb
+            what["hidden"] += 1  # .ipynb_checkpoints, .x.ipynb
             continue
         try:
             is_dir = entry.is_dir(follow_symlinks=False)
@@ -316,7 +324,7 @@ def _entries(entries, top: str, spent: Counter, notes: dict[str, Counter], what:
         if is_dir or entry.name.lower().endswith(".ipynb"):
             yield entry.name, is_dir
         else:
-            what["other file(s)"] += 1
+            what["other"] += 1
 
 
 def _likely(s: Submission, lesson: str | None = None) -> tuple:
@@ -339,7 +347,7 @@ def _bounded(out: list[Submission], notes: dict[str, Counter], lesson: str | Non
         if folder and len(group) > MAX_CANDIDATES:
             group = sorted(group, key=lambda s: _likely(s, lesson))
             notes.setdefault(folder, Counter())[
-                f"{len(group) - MAX_CANDIDATES} more notebook(s) in this upload were not considered (only the "
+                f"{counted(len(group) - MAX_CANDIDATES, 'more notebook')} in this upload were not considered (only the "
                 f"{MAX_CANDIDATES} likeliest are: an exercise file name, a name naming a lesson, the shallowest)"
             ] = 1
             group = group[:MAX_CANDIDATES]

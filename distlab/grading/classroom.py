@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from ..errors import ConfigurationError
+from .._words import counted
 from .class_results import HISTOGRAM, JSON_FILE, SUMMARY_CSV, SUMMARY_TXT  # noqa: F401 (still importable here)
 from .class_results import (  # the outputs of a class run: still importable from here
     CSV_FILE,
@@ -345,7 +346,7 @@ def _grade_class(paths, out: Path, progress: bool, stream, grade_one, export: bo
         except KeyboardInterrupt:
             interrupted = True
     if bar and skipped:
-        bar.stream.write(f"{skipped} notebook(s) already graded in {shown(str(journal))}: skipped\n")
+        bar.stream.write(f"{counted(skipped, 'notebook')} already graded in {shown(str(journal))}: skipped\n")
     final = records()
     _write_atomic(out / CSV_FILE, results_csv(final))
     report = write_outputs(out, final)

@@ -235,5 +235,6 @@ def parse_sources(raw: bytes, problems: list[str]) -> tuple[Any, list[str]] | No
             return None
         sources.append(_clean("".join(parts)))
     if skipped:
-        problems.append(f"{skipped} code cell(s) had no readable source and were skipped")
+        cells = "code cell had" if skipped == 1 else "code cells had"
+        problems.append(f"{skipped} {cells} no readable source and {'was' if skipped == 1 else 'were'} skipped")
     return data.get("metadata"), sources

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import nbformat
 
+from .._words import counted
 from .. import lessons as manifest
 from ..errors import ConfigurationError
 from ..lessons.variants import lesson_variant, parse_release
@@ -254,7 +255,9 @@ def build_variants(
                 failed.append(f"{Path(out_dir) / folder_name(sid) / source.name}: {exc.strerror or exc}")
     if failed:
         shown = "; ".join(failed[:5]) + (f"; and {len(failed) - 5} more" if len(failed) > 5 else "")
-        raise ConfigurationError(f"wrote {len(written)} notebook(s), but {len(failed)} could not be written: {shown}")
+        raise ConfigurationError(
+            f"wrote {counted(len(written), 'notebook')}, but {len(failed)} could not be written: {shown}"
+        )
     return written
 
 

@@ -105,7 +105,7 @@ def test_the_outputs_csv_json_gradescope_summary_histogram(folder, tmp_path):
         result = json.loads(path.read_text())
         assert set(result) >= {"score", "tests", "output"} and len(result["tests"]) == 2
     summary = (out / "summary.txt").read_text()
-    assert "5 notebook(s); mean score 30.0%" in summary
+    assert "5 notebooks; mean score 30.0%" in summary
     rows = list(csv.DictReader((out / "summary.csv").open()))
     assert [(r["question"], r["correct"], r["wrong"], r["not_attempted"]) for r in rows] == [
         ("q1", "3", "2", "0"),
@@ -184,7 +184,7 @@ def test_the_cli_grades_a_class_with_variants(tmp_path, capsys):
         )
         == 0
     )
-    assert "1 notebook(s) refused" in capsys.readouterr().out
+    assert "1 notebook refused" in capsys.readouterr().out
     rows = {r["notebook"]: r for r in csv.DictReader((tmp_path / "grades" / "results.csv").open())}
     assert {k: v["score"] for k, v in rows.items()} == {
         "submitted/alice/01_memory_wall.ipynb": "8.0",

@@ -416,7 +416,7 @@ def test_thousands_of_files_in_one_upload_cost_the_class_run_a_bounded_amount(tm
     assert rows[2][0] == "submitted/mallory/01_memory_wall.ipynb"  # the exercise file name is among them, graded
     assert len(calls) == 2  # one kernel for alice, one for mallory
     # 3,001 notebooks - 20 kept = 2,981 counted in one note; 20 - 1 - FLAG_NAMES (5) = 14 more in each flag
-    assert "2981 more notebook(s) in this upload were not considered" in rows[2][-2]
+    assert "2981 more notebooks in this upload were not considered" in rows[2][-2]
     assert rows[2][-1].endswith("and 14 more; each is graded on its own, not merged")
     assert getattr(class_results, "FLAG_NAMES", 5) == 5
     assert max(len(c) for r in rows for c in r) < 3000
@@ -516,7 +516,7 @@ def test_without_lesson_one_notebook_under_other_lessons_names_is_one_kernel(tmp
     assert "refused to run" in rows["submitted/mallory/scratch.ipynb"][-2]
     summary = (tmp_path / "g" / "summary.txt").read_text()
     # 8 rows; 2 scored (alice's and mallory's 01_memory_wall, 0/1 each): mean 0%, two students counted
-    assert summary.startswith("8 notebook(s); mean score 0.0% (2 student-lesson(s), one notebook each)")
+    assert summary.startswith("8 notebooks; mean score 0.0% (2 student-lessons, one notebook each)")
     assert ["memory_wall", "q1", "0", "2", "0", "0"] in [line.split() for line in summary.splitlines()]
 
 
