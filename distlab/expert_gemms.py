@@ -16,7 +16,8 @@ at once (CONCURRENT_GEMMS):
     grouped       the GPU's E / ep experts in one grouped-GEMM launch: torchtitan's MoE (torch._grouped_mm,
                   torchtitan/models/common/moe.py at b5bcd76c), MegaBlocks' dMoE under llm-foundry (mlp_impl 'sparse',
                   block-sparse kernels over all local experts, megablocks v0.10.0 layers/arguments.py), Transformer
-                  Engine's CUTLASS path.
+                  Engine's CUTLASS path and its fused CuTe-DSL grouped MLP (Megatron Bridge 26.06's Blackwell MoE
+                  recipes set cutedsl_fused_grouped_mlp; the validation runs that do name 'grouped').
 
 The step model prices each expert GEMM by its shape (efficiency.gemm_shape_factor_array); G GEMMs running at once
 share the SMs' waves, waves = ceil(G x tiles per GEMM / SMs), and each keeps its own roofline (every expert reads its

@@ -39,6 +39,7 @@ __all__ = [
     "microbenchmarks",
     "measured_step_time",
     "run_model",
+    "is_moe_run",
     "run_cluster",
     "predict",
     "power_capped_runs",
@@ -121,9 +122,7 @@ def _role(role: str) -> str:
 
 def load_runs(role: str = "all") -> list[dict]:
     """The published runs of one role ('calibration', 'validation', 'reference' or 'all'), checked on load:
-    every run has its citation, where, url, quote, role and a derivation of its measured step time.
-
-    Lesson 7 §8.
+    every run has its citation, where, url, quote, role and a derivation of its measured step time. Lesson 7 §8.
 
     >>> len(load_runs("calibration"))
     10
@@ -135,9 +134,7 @@ def load_runs(role: str = "all") -> list[dict]:
 
 
 def run(run_id: str) -> dict:
-    """One published run by id.
-
-    Lesson 7 §8.
+    """One published run by id. Lesson 7 §8.
 
     >>> run("korthikanti2022-t5-22b-full-recompute")["measured"]["iteration_time_s"]
     1.42
@@ -153,9 +150,8 @@ def run(run_id: str) -> dict:
 
 def microbenchmarks(role: str = "all") -> list[dict]:
     """Published hardware microbenchmarks (nccl-tests bus bandwidths, best-shape GEMM efficiency, flash-attention
-    rates, layer times): role 'calibration', except Korthikanti's layer times (from a validation source: 'reference').
-
-    Lesson 7 §8.
+    rates, layer times): role 'calibration', except Korthikanti's layer times (from a validation source:
+    'reference'). Lesson 7 §8.
 
     >>> sorted({m["distlab"]["role"] for m in microbenchmarks()})
     ['calibration', 'reference']
@@ -222,12 +218,26 @@ def run_model(run_: dict):
     (True, 'rmsnorm', 8, False)
     """
     from .models import TransformerModel
+    from .moe.catalog import MoEModel, model as moe_model
 
     run_ = _published(run_)
     block = run_["distlab"]
     if block["model"] is None:
         raise ConfigurationError(f"{run_['id']}: no model shape ({block['reason']})")
-    return TransformerModel(**block["model"], source=f"{block['cite']}, {run_['where']}")
+    shape, source = block["model"], f"{block['cite']}, {run_['where']}"
+    if "moe_catalog" in shape:  # a mixture of experts of distlab.moe's catalog, as the run's recipe builds it
+        return moe_model(shape["moe_catalog"])
+    return (MoEModel if "experts" in shape else TransformerModel)(**{"source": source, **shape})
+
+
+def is_moe_run(run_: dict) -> bool:
+    """Whether a run trains a mixture of experts (its model names distlab.moe's catalog or has experts). Lesson 7 §8.
+
+    >>> is_moe_run(run("dgxc-h100-llama31-8b-8gpu-fp8"))
+    False
+    """
+    shape = _published(run_)["distlab"]["model"] or {}
+    return "moe_catalog" in shape or "experts" in shape
 
 
 def run_cluster(run_: dict):
@@ -363,7 +373,7 @@ class Comparison:
     rows: tuple
     summary: dict
     tiers: dict
-    groups: dict | None = None  # validation runs split by "gpu", "precision" and "engine" (split_validation)
+    groups: dict | None = None  # validation runs split by "gpu", "precision", "engine", "model" (split_validation)
 
     def to_dict(self) -> dict:
         return {
@@ -444,24 +454,25 @@ def run_kind(run_: dict) -> dict:
     it. Lesson 7 §8.
 
     >>> run_kind(run("dgxc-h100-llama31-8b-8gpu-fp8"))
-    {'gpu': 'h100', 'precision': 'fp8', 'engine': 'megatron/nemo'}
+    {'gpu': 'h100', 'precision': 'fp8', 'engine': 'megatron/nemo', 'model': 'dense'}
     """
     given = run_["distlab"]["estimate"]
     recipe = str(given.get("memory_recipe", "zero-paper"))
     engine = next((e for prefix, e in RECIPE_ENGINES.items() if recipe.startswith(prefix)), recipe)
     gpu = _family(run_cluster(run_).accelerator.name) if run_["distlab"]["cluster"] is not None else "unstated"
-    return {"gpu": gpu, "precision": str(given.get("precision", "mixed")), "engine": engine}
+    model = "mixture of experts" if is_moe_run(run_) else "dense"
+    return {"gpu": gpu, "precision": str(given.get("precision", "mixed")), "engine": engine, "model": model}
 
 
 def split_validation(rows) -> dict:
-    """The validation rows' statistics (as compare()'s summary) split by GPU family, by precision and by engine:
+    """The validation rows' statistics (as compare()'s summary) split by GPU family, precision, engine and model kind:
     {"gpu": {"a100": stats, ...}, "precision": {...}, "engine": {...}}. Issue 30 asks the accuracy reported so."""
     by_id = {r["id"]: r for r in load_runs("validation")}
     kinds = {
         x.id: run_kind(by_id[x.id]) for x in rows if x.role == "validation" and by_id[x.id]["distlab"]["expressible"]
     }
     out: dict = {}
-    for key in ("gpu", "precision", "engine"):
+    for key in ("gpu", "precision", "engine", "model"):
         values = sorted({k[key] for k in kinds.values()})
         out[key] = {v: _stats([x for x in rows if x.id in kinds and kinds[x.id][key] == v]) for v in values}
     return out
@@ -534,7 +545,7 @@ def _scored_validation_runs() -> tuple:
             continue
         run_ = by_id[row.id]
         precision = str(run_["distlab"]["estimate"].get("precision", "mixed"))
-        moe = "experts" in run_["distlab"]["model"]
+        moe = is_moe_run(run_)
         scored.append((_family(run_cluster(run_).accelerator.name), precision, moe, abs(row.error_percent)))
     return tuple(scored)
 

@@ -112,7 +112,12 @@ def run(args) -> int:
         print(wrap_text(_summary_line(role, stats)))
     for tier, stats in comparison.tiers.items():
         print(wrap_text("  validation, " + _summary_line(tier, stats), indent="      "))
-    for key, words in (("gpu", "GPU"), ("precision", "precision"), ("engine", "engine (by memory recipe)")):
+    for key, words in (
+        ("gpu", "GPU"),
+        ("precision", "precision"),
+        ("engine", "engine (by memory recipe)"),
+        ("model", "model"),
+    ):
         for value, stats in (comparison.groups or {}).get(key, {}).items():
             print(wrap_text(f"  validation by {words}, " + _summary_line(value, stats), indent="      "))
     print()

@@ -496,7 +496,7 @@ q3 = LayoutQuestion(
     name="q3",
     prompt=f"Design: choose a layout for the assignment (Mixtral-8x7B, 16 DGX A100 nodes on InfiniBand HDR, batch "
     f"1,024 x 4,096, Megatron's distributed optimizer) that fits memory and trains {ASSIGNMENT_TOKENS_TEXT} tokens "
-    f"within {ASSIGNMENT_DAYS:g} days even at the top of the step model's error band for A100 runs (predicted days "
+    f"within {ASSIGNMENT_DAYS:g} days even at the top of the step model's error band for mixture-of-experts runs (predicted days "
     "x (1 + band) within the budget). Answer a dict of tp, pp, cp, ep, etp, chunks, micro_batch_size, schedule, "
     "recompute, sequence_parallel.",
     expected=_q3,
@@ -549,7 +549,7 @@ q7 = ChoicesQuestion(
     name="q7",
     prompt="The dense habit (layout A's recipe carried over: tp = 8 across each node, no expert parallelism, "
     f"selective recomputation, sequence parallelism) misses the {ASSIGNMENT_DAYS:g}-day budget. Which single changes "
-    "make it finish within the budget even at the top of the step model's error band for A100 runs? Answer a list "
+    "make it finish within the budget even at the top of the step model's error band for mixture-of-experts runs? Answer a list "
     f"of every one that does ({', '.join(MOE_CHANGES)}).",
     options=tuple(MOE_CHANGES),
     expected=_q7,

@@ -279,9 +279,9 @@ def no_effect_notes(s: dict, cl: hardware.Cluster, chunks: int) -> list[str]:
 def band_line(s: dict, accelerator: str, precision: str, moe: bool = False) -> str:
     """The error band the step time carries, with where it comes from (validation.error_band). The band is the
     calibrated compute model's, measured on published runs; a fixed share of peak (Lesson 7 §1's simple model) was
-    never validated, so its step time claims none (review v19: 'fixed 30%' printed the calibrated model's ±5.6%). The
-    validation runs are all dense: a mixture-of-experts step (its all-to-all, its expert GEMMs) borrows their band,
-    and says so (validation.error_band's moe)."""
+    never validated, so its step time claims none (review v19: 'fixed 30%' printed the calibrated model's ±5.6%). A
+    mixture-of-experts step (its all-to-all, its expert GEMMs) carries the MoE validation runs' band, never the dense
+    runs' (validation.error_band's moe)."""
     band = validation.error_band(accelerator, precision, moe=moe).short()
     if s["efficiency"] is None:
         return "the model's error band " + band

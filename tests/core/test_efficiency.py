@@ -270,7 +270,12 @@ def test_validation_accuracy_held_at_the_level_reached():
     # Bridge 25.11's 405B rows with the recipe's balanced pipeline split (B200 MXFP8 -13.1% -> -18.2%, the max), and
     # the newest 26.x release's dense rows of each system and precision added (26.06 405B, 26.04.01 70B: GB300 all
     # too slow, +6% to +17%, GB200 all too fast, -7% to -12%): 94 of 94, 5.87% / 18.2%
-    assert stats["mean_abs_error_percent"] <= 5.9 and stats["max_abs_error_percent"] <= 18.5
+    # 2026-12-01 (session 24), an MoE layer's expert GEMMs as the engine runs them (distlab.expert_gemms) and the first
+    # mixture-of-experts runs added (Megatron Bridge 26.06: Qwen3-30B-A3B, Qwen3-235B-A22B, DeepSeek-V3, gpt-oss-120b
+    # on GB200, GB300 and H100): the 94 dense ones unchanged, the 9 MoE ones -23.2% to +20.2% (gpt-oss on GB200 the
+    # max, predicted too fast; DeepSeek-V3 on GB300 +20.2% with its all-to-all overlapped in the run, not in the model):
+    # 103 of 103, 6.23% / 23.2%
+    assert stats["mean_abs_error_percent"] <= 6.3 and stats["max_abs_error_percent"] <= 23.3
 
 
 @pytest.mark.xfail(

@@ -11,16 +11,24 @@ from distlab import cli, validation
 from distlab.errors import ConfigurationError
 
 
-def _by_hand(family: str, precision: str | None) -> list[float]:
-    """|error| % of the validation rows of a GPU family (and precision), read from the published-runs data and
-    the comparison rows: the band's runs, selected without error_band's code."""
+def _moe(run: dict) -> bool:
+    """A mixture-of-experts run, read from the data: its model names distlab.moe's catalog or has experts."""
+    return any(key in run["distlab"]["model"] for key in ("moe_catalog", "experts"))
+
+
+def _by_hand(family: str | None, precision: str | None, moe: bool = False) -> list[float]:
+    """|error| % of the validation rows of a GPU family (None: every GPU) and precision (None: any), dense or MoE,
+    read from the published-runs data and the comparison rows: the band's runs, selected without error_band's code."""
     runs = {r["id"]: r for r in validation.load_runs("validation")}
     out = []
     for row in validation.compare("validation").rows:
         if row.status != "predicted":
             continue
         run = runs[row.id]
-        if not validation.run_cluster(run).accelerator.name.lower().startswith(family + "-"):
+        if _moe(run) != moe:
+            continue
+        name = validation.run_cluster(run).accelerator.name.lower()
+        if family and not (name == family or name.startswith(family + "-")):
             continue
         if precision is not None and run["distlab"]["estimate"].get("precision", "mixed") != precision:
             continue
@@ -93,23 +101,42 @@ def test_estimate_prints_the_step_time_with_its_band(capsys):
     assert data["error_band_percent"] == pytest.approx(band.percent) and data["error_band_runs"] == band.runs
 
 
-def test_a_mixture_of_experts_step_never_claims_the_dense_runs_band_as_its_own():
-    """Every validation run is a dense model; priced against published MoE runs (Megatron Bridge's Qwen3 rows,
-    benchmarks/RESULTS.md session 23) the MoE terms were off by -73% to +18%. An MoE step gets the dense runs' band,
-    unmatched, and says why: in the band's scope, its one line, `distlab estimate` and `distlab plan`."""
-    assert not any("experts" in r["distlab"]["model"] for r in validation.load_runs("validation"))
+def test_a_mixture_of_experts_step_gets_the_mixture_of_experts_runs_band():
+    """Megatron Bridge 26.06's MoE runs (Qwen3, DeepSeek-V3, gpt-oss on GB200, GB300 and H100) are validation runs:
+    an MoE step's band is their mean |error|, never the dense runs'. H100 has one MoE run, in FP8 (fewer than
+    MIN_BAND_RUNS), so an H100 FP8 MoE step gets every MoE run's band, unmatched, and says so."""
+    every = _by_hand(None, None, moe=True)
+    assert len(_by_hand("h100", "fp8", moe=True)) < validation.MIN_BAND_RUNS <= len(every)
+    band = validation.error_band("h100-sxm", "fp8", moe=True)
+    assert not band.matched and not band.dense_for_moe and band.runs == len(every)
+    assert band.percent == pytest.approx(sum(every) / len(every), rel=1e-12)
+    assert f"{len(every)} published mixture-of-experts validation runs of every GPU and precision" in band.scope
+    assert "no H100 mixture-of-experts run in fp8 precision has been validated yet" in band.scope
+    gb200 = _by_hand("gb200", "fp8", moe=True)  # four MXFP8 runs: their own band
+    mine = validation.error_band("gb200", "fp8", moe=True)
+    assert mine.matched and mine.runs == len(gb200) >= validation.MIN_BAND_RUNS
+    assert mine.percent == pytest.approx(sum(gb200) / len(gb200), rel=1e-12)
+    dense = _by_hand("h100", "fp8")  # the dense band leaves the MoE runs out
+    assert validation.error_band("h100-sxm", "fp8").percent == pytest.approx(sum(dense) / len(dense), rel=1e-12)
+    with pytest.raises(ConfigurationError, match="moe="):
+        validation.error_band("h100-sxm", "fp8", moe="yes")
+
+
+def test_without_mixture_of_experts_runs_an_moe_step_borrows_the_dense_band_and_says_so(monkeypatch):
+    """Before any MoE run was validated (session 23): an MoE step got the dense runs' band, unmatched, saying why."""
+    dense_only = tuple(r for r in validation._scored_validation_runs() if not r[2])
+    monkeypatch.setattr(validation, "_scored_validation_runs", lambda: dense_only)
     dense, moe = validation.error_band("h100-sxm", "fp8"), validation.error_band("h100-sxm", "fp8", moe=True)
     assert dense.matched and not dense.dense_for_moe
     assert not moe.matched and moe.dense_for_moe and (moe.percent, moe.runs) == (dense.percent, dense.runs)
     assert "no mixture-of-experts run has been validated yet" in moe.scope
     assert moe.short().endswith("(dense models: no mixture-of-experts run validated yet)")
-    with pytest.raises(ConfigurationError, match="moe="):
-        validation.error_band("h100-sxm", "fp8", moe="yes")
 
 
-def test_mixture_of_experts_runs_once_validated_make_their_own_band(monkeypatch):
-    # three H100 FP8 MoE runs at 20, 30 and 40 %: the MoE band is their mean, the dense band without them
-    runs = validation._scored_validation_runs()
+def test_mixture_of_experts_runs_make_their_own_band(monkeypatch):
+    # three H100 FP8 MoE runs at 20, 30 and 40 % (the real ones left out): the MoE band is their mean, the dense band
+    # without them
+    runs = tuple(r for r in validation._scored_validation_runs() if not r[2])
     fake = (*runs, ("h100", "fp8", True, 20.0), ("h100", "fp8", True, 30.0), ("h100", "fp8", True, 40.0))
     monkeypatch.setattr(validation, "_scored_validation_runs", lambda: fake)
     moe = validation.error_band("h100-sxm", "fp8", moe=True)
@@ -122,13 +149,16 @@ def test_mixture_of_experts_runs_once_validated_make_their_own_band(monkeypatch)
 MOE_LAYOUT = ["--model", "qwen3-235b-a22b", "--gpus", "256", "--global-batch", "2048", "--seq-len", "4096"]
 
 
-def test_the_cli_says_an_moe_step_has_no_validated_band(capsys):
+def test_the_cli_gives_an_moe_step_the_moe_runs_band(capsys):
     args = [*MOE_LAYOUT, "--tp", "2", "--pp", "8", "--chunks", "4", "--schedule", "interleaved"]
     assert cli.main(["estimate", *args, "--sequence-parallel", "--ep", "32", "--etp", "1", "--precision", "fp8"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "no mixture-of-experts run has been validated yet: this is the dense runs' band" in out
+    every = len(_by_hand(None, None, moe=True))
+    assert f"mean |error| on {every} published mixture-of-experts validation runs of every GPU and precision" in out
+    assert "no H100 mixture-of-experts run in fp8 precision has been validated yet" in out
+    assert "dense runs' band" not in out
     assert cli.main(["plan", *MOE_LAYOUT, "--precision", "fp8"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "dense validation runs (no mixture-of-experts run has been validated)" in out
+    assert "no mixture-of-experts run has been validated" not in out and "error band of ±" in out
     assert cli.main(["estimate", "--model", "llama3.1-8b", "--gpus", "8", "--global-batch", "8"]) == 0
     assert "mixture-of-experts" not in capsys.readouterr().out

@@ -28,7 +28,9 @@ def test_the_data_file_loads_and_every_run_is_cited_and_derived():
     # GB200's 70B not expressible: activation offloading)
     # + 10 of Megatron Bridge's 26.x pages (session 23: the newest release printing each dense model on each system and
     # precision, 26.06's Llama 3.1 405B and 26.04.01's Llama 3 70B rows)
-    assert len(ALL) == 133
+    # + 9 mixture-of-experts rows of Megatron Bridge 26.06 (session 24: Qwen3-30B-A3B on GB200, GB300 and H100,
+    # Qwen3-235B-A22B, DeepSeek-V3 and gpt-oss-120b on GB200 and GB300)
+    assert len(ALL) == 142
     assert len({r["id"] for r in ALL}) == len(ALL)
     for r in ALL:
         block = r["distlab"]
@@ -143,7 +145,27 @@ def test_every_expressible_run_builds_its_model_and_cluster():
         if r["distlab"]["expressible"]:
             model, cluster = validation.run_model(r), validation.run_cluster(r)
             assert cluster.gpus == r["hardware"]["gpus"], r["id"]
-            assert model.layers == r["distlab"]["model"]["layers"]
+            assert model.layers == r["distlab"]["model"].get("layers", r["model"]["layers"]), r["id"]
+
+
+#: the shape fields a published MoE model states, as distlab.moe.MoEModel names them
+MOE_SHAPE = ("layers", "hidden", "heads", "experts", "expert_ffn", "top_k", "vocab")
+
+
+def test_each_mixture_of_experts_run_prices_the_model_its_source_states():
+    """The MoE rows' mappings (distlab.model names distlab.moe's catalog, or gives the whole MoEModel) have the
+    layers, width, heads, experts, expert width, top-k and vocabulary the row's own model block quotes from the
+    recipe; Qwen3-30B-A3B counts its model card's 30.5 B parameters and 3.3 B active (with the embedding) within 3%."""
+    moe = [r for r in ALL if validation.is_moe_run(r)]
+    assert len(moe) == 9 and all(r["id"].startswith("mbridge-26.06-") for r in moe)
+    for r in moe:
+        model = validation.run_model(r)
+        assert {k: getattr(model, k) for k in MOE_SHAPE} == {k: r["model"][k] for k in MOE_SHAPE}, r["id"]
+        assert r["distlab"]["estimate"]["ep"] == r["parallelism"]["ep"], r["id"]
+    qwen = validation.run_model(validation.run("mbridge-26.06-h100-qwen3-30b-16gpu-fp8cs"))
+    assert qwen.parameter_count() == pytest.approx(30.5e9, rel=0.03)
+    assert qwen.active_parameter_count(embedding=True) == pytest.approx(3.3e9, rel=0.03)
+    assert not validation.is_moe_run(validation.run("mbridge-26.06-gb300-llama31-405b-256gpu-fp8"))
 
 
 def test_each_mpt_mapping_counts_the_tables_parameters_exactly():

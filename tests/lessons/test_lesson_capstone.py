@@ -75,7 +75,10 @@ def _days(layout):
 def test_q3_a_layout_must_finish_within_the_budget_by_more_than_the_error_band():
     from distlab import validation
 
-    band = validation.error_band("a100-80gb", "mixed").percent / 100
+    # the brief trains a mixture of experts: the band of the MoE validation runs (none on A100 yet: every MoE run's)
+    moe = validation.error_band("a100-80gb", "mixed", moe=True)
+    assert not moe.matched and not moe.dense_for_moe and "mixture-of-experts validation runs of every GPU" in moe.scope
+    band = moe.percent / 100
     assert band == lesson._band()
     answer = lesson.q3.expected()
     assert lesson.q3.check(answer).status == CORRECT and _days(answer) * (1 + band) <= 49

@@ -73,15 +73,31 @@ def test_no_band_is_claimed_for_a_compute_model_it_was_not_measured_for():
     assert "TrainingLabApp" in checked, checked
 
 
-def test_a_band_borrowed_from_dense_runs_says_so_for_a_mixture_of_experts_step():
-    """The validation runs are all dense models; a band printed beside a mixture-of-experts step (its all-to-all and
-    expert GEMMs never compared with a measurement) says it is borrowed (review v19: Mixtral in the training lab
-    carried the H100 band with no word that no MoE run was validated)."""
+def test_a_mixture_of_experts_step_carries_the_mixture_of_experts_runs_band():
+    """A band printed beside a mixture-of-experts step is the MoE validation runs' (Megatron Bridge 26.06, session
+    24), never the dense runs' (review v19: Mixtral in the training lab carried the H100 band with no word that no MoE
+    run was validated). Mixtral on the lab's H100s in mixed precision: no MoE run of that kind, so every MoE run's band,
+    saying none of its kind is validated."""
     from distlab import validation
     from distlab.widgets.training_lab import TrainingLabApp
 
-    models = [str(run["distlab"]["model"]).lower() for run in validation.load_runs("validation")]
-    assert not any("expert" in model for model in models), "an MoE run is validated now: the lab may print its band"
+    moe = validation.error_band("h100-sxm", "mixed", moe=True)
+    assert not moe.dense_for_moe and "mixture-of-experts" in moe.scope
+    app = TrainingLabApp(model="mixtral-8x7b")
+    try:
+        claimed = _band_lines("\n".join(shown_texts(app)))
+        assert claimed and all(moe.short() in " ".join(line.split()) for line in claimed), (claimed, moe.short())
+    finally:
+        app.close()
+
+
+def test_without_mixture_of_experts_runs_the_lab_says_its_band_is_borrowed(monkeypatch):
+    """Were no MoE run validated, the lab's Mixtral step would carry the dense runs' band and say so."""
+    from distlab import validation
+    from distlab.widgets.training_lab import TrainingLabApp
+
+    dense_only = tuple(r for r in validation._scored_validation_runs() if not r[2])
+    monkeypatch.setattr(validation, "_scored_validation_runs", lambda: dense_only)
     app = TrainingLabApp(model="mixtral-8x7b")
     try:
         claimed = _band_lines("\n".join(shown_texts(app)))
