@@ -439,11 +439,11 @@ def _q7():
 
 
 def _explain_q7():
-    days = ", ".join(f"{name}: {_change_days(name):.1f}" for name in MOE_CHANGES)
+    days = ", ".join(f"{n}: {_change_days(n):.1f} ({_change_days(n) * (1 + _band()):.1f})" for n in MOE_CHANGES)
     toss = [n for n in MOE_CHANGES if _change_days(n) <= ASSIGNMENT_DAYS < _change_days(n) * (1 + _band())]
     clear = _q7()
     return (
-        f"the dense habit takes {_budget(DENSE_HABIT).days:.1f} days; with each change: {days}. "
+        f"the dense habit takes {_budget(DENSE_HABIT).days:.1f} days; with each change (at the band's top): {days}. "
         f"{' and '.join(clear) or 'None'} {'meets' if len(clear) == 1 else 'meet'} the {ASSIGNMENT_DAYS:g} days with "
         f"a margin larger than the model's ±{100 * _band():.1f}% band; {' and '.join(toss) or 'none'} "
         f"{'lands' if len(toss) == 1 else 'land'} inside the band of the deadline, a coin toss the model cannot call"
@@ -451,7 +451,10 @@ def _explain_q7():
 
 
 def _feedback(name: str, words: str) -> Callable[[], str]:
-    return lambda: f"takes {_change_days(name):.1f} days: {words}"
+    return lambda: (
+        f"takes {_change_days(name):.1f} days, {_change_days(name) * (1 + _band()):.1f} at the top of the model's "
+        f"±{100 * _band():.1f}% error band: {words}"
+    )
 
 
 q1 = NumericQuestion(

@@ -455,6 +455,8 @@ class ChoicesQuestion(Question):
             reasons = [self.feedback.get(o, "does not hold") for o in wrong]
             return "; ".join(f"{o!r} {r() if callable(r) else r.format(**self.params)}" for o, r in zip(wrong, reasons))
         missing = len(want - chosen)
+        if missing and not chosen:
+            return f"none was chosen, and {missing} of the options {'holds' if missing == 1 else 'hold'}"
         if missing:
             return f"{missing} more of the options {'holds' if missing == 1 else 'hold'} as well"
         return None

@@ -239,7 +239,7 @@ def test_a_set_of_options_is_read_in_any_order_and_form(answer):
         (["1", "2", "3", "4"], "'3' leaves 4 mod 3 = 1"),  # a wrong option chosen: its own words
         (["1", "2"], "1 more of the options holds as well"),  # one left out: counted, not named
         (["1"], "2 more of the options hold as well"),
-        ([], "3 more of the options hold as well"),
+        ([], "none was chosen, and 3 of the options hold"),
         (["1", "5"], "'5' is not one of: 1, 2, 3, 4"),
         ([1, 2, 4], "an entry of type int is not one of"),
         (4, "type int is not a list of options"),
