@@ -78,12 +78,15 @@ def ties_report(p) -> str:
 
     band = p.band_percent
     count = p.tie_count(0)
-    dense = getattr(p.extra.get("band"), "dense_for_moe", False)  # a mixture-of-experts plan: no MoE run validated
-    runs = (
-        "dense validation runs (no mixture-of-experts run has been validated)"
-        if dense
-        else "validation runs like these"
-    )
+    found = p.extra.get("band")
+    dense = getattr(found, "dense_for_moe", False)  # a mixture-of-experts plan: no MoE run validated
+    if dense:
+        runs = "dense validation runs (no mixture-of-experts run has been validated)"
+    elif found is not None and not found.matched:  # none of this kind: the wider runs the band is borrowed from
+        runs = found.scope.split("mean |error| on ", 1)[-1].split(", never fitted to")[0].split(" ", 2)[-1]
+        runs += " (none of this plan's kind validated yet)"
+    else:
+        runs = "validation runs like these"
     lines = [
         f"≈: within the model's error band of ±{band:.1f}% of the fastest (its mean |step-time error| on "
         f"{runs} it never saw; `distlab validate`): {count} tied configuration"
