@@ -6,6 +6,7 @@ the widgets update the artists in place.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -290,6 +291,26 @@ def triage_bars(ax, legend: bool = True):
     return bars
 
 
+#: A ladder of at most this many rungs names each rung's change under its number on the static figure; a longer one
+#: numbers them only (the names would collide), as its summary lists them.
+NAMED_RUNGS = 5
+
+
+def _wrapped_change(change: str, width: int = 13) -> str:
+    """A rung's change on lines of at most about `width` characters, broken at spaces or after '_' and '='
+    ('micro_batch_\nsize=2', 'selective\nrecomputation')."""
+    lines: list[str] = []
+    for word in re.findall(r"[^ _=]+[_=]?| ", change):
+        if word == " ":
+            if lines:
+                lines[-1] += " "
+        elif lines and len(lines[-1]) + len(word) <= width:
+            lines[-1] += word
+        else:
+            lines.append(word)
+    return "\n".join(line.strip() for line in lines)
+
+
 def update_triage_bars(bars, triage, capacity_label: str = "") -> None:
     """Fill the bars from an OOMTriage (skipped rungs show the configuration they were tried on, faded), on exactly
     the rungs the ladder has (no empty slot after its last rung). For the static figure; the widget draws the
@@ -299,6 +320,10 @@ def update_triage_bars(bars, triage, capacity_label: str = "") -> None:
     parts += [{}] * (LADDER_BARS + 1 - len(parts))
     bars.update(parts, None, triage.base.memory.capacity_bytes, capacity_label)
     bars.ax.set_xlim(-0.6, len(triage.ladder[:LADDER_BARS]) + 0.6)  # the ticks of slots outside it are not drawn
+    rungs = triage.ladder[:LADDER_BARS]
+    if len(rungs) <= NAMED_RUNGS:  # few rungs: each named under its number (review look24: numbers alone)
+        names = ["given"] + [f"{k}\n{_wrapped_change(s.change)}" for k, s in enumerate(rungs, start=1)]
+        bars.ax.set_xticks(range(len(names)), names, fontsize=8)
     for text in bars.totals:  # numbers go in the text under the figure: 19 labels would collide
         text.set_text("")
         text.set_visible(False)

@@ -499,10 +499,28 @@ def _line_style(style) -> str:
     )
 
 
+def overlapping_tick_labels(fig, renderer) -> list[str]:
+    """Tick labels of one axis that overprint each other (review look24: lesson 8b's ladder numbered its rungs only;
+    named, long names must not collide)."""
+    found = []
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            labels = [t for t in axis.get_ticklabels() if t.get_visible() and t.get_text().strip()]
+            lo, hi = sorted(axis.get_view_interval())
+            labels = [t for t in labels if lo - 1e-9 <= (t.get_position()[0 if axis is ax.xaxis else 1]) <= hi + 1e-9]
+            boxes = [t.get_window_extent(renderer) for t in labels]
+            for i, (a, box_a) in enumerate(zip(labels, boxes)):
+                for b, box_b in zip(labels[i + 1 :], boxes[i + 1 :]):
+                    if box_a.width and box_b.width and box_a.shrunk(0.95, 0.8).overlaps(box_b.shrunk(0.95, 0.8)):
+                        found.append(f"tick labels {a.get_text()!r} and {b.get_text()!r} overlap")
+    return found
+
+
 def problems(fig) -> list[str]:
     found = []
     renderer = fig._get_renderer()
     fig.draw_without_rendering()
+    found += overlapping_tick_labels(fig, renderer)
     found += mixed_byte_units(fig) + tiny_legend_handles(fig, renderer) + confusable_legend_entries(fig)
     found += unexplained_lines(fig) + ascii_math(_all_texts(fig))
     frame = fig.bbox
@@ -877,3 +895,38 @@ def test_the_unit_check_finds_powers_of_ten_of_bytes_and_passes_plain_units():
     fig.draw_without_rendering()
     assert powers_of_units(fig) == []
     assert [t.get_text() for t in ax.xaxis.get_ticklabels()][:2] == ["1 kB", "10 kB"]
+
+
+def test_the_tick_label_check_finds_labels_on_top_of_each_other():
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(3, 2))
+    ax = fig.add_subplot()
+    ax.bar(range(4), [1, 2, 3, 4])
+    ax.set_xticks(range(4), ["a long category name"] * 4)
+    fig.draw_without_rendering()
+    assert any("tick labels" in p and "overlap" in p for p in overlapping_tick_labels(fig, fig._get_renderer()))
+
+
+@pytest.mark.parametrize("mb, tp, pp", [(1, 8, 4), (2, 1, 4), (1, 1, 1), (2, 2, 1), (8, 2, 4)])
+def test_the_static_triage_figure_names_its_rungs_when_they_fit(mb, tp, pp):
+    """Lesson 8b's ladder numbered its rungs only (review look24): a ladder of up to NAMED_RUNGS rungs names each
+    rung's change under its number, with no two labels on top of each other; a longer one numbers them (as its
+    summary lists them). Ladders of 2, 4, 5, 6 and 8 rungs on Llama 3.1 (the 8 on the 405B)."""
+    from distlab import hardware
+    from distlab.plots.production import NAMED_RUNGS, triage_figure
+    from distlab.triage import oom_triage
+
+    model = "llama3.1-405b" if mb == 8 else "llama3.1-70b"
+    kw = dict(micro_batch_size=mb, tp=tp, pp=pp, zero=0, recompute="none", attention="unfused")
+    t = oom_triage(model, hardware.cluster("dgx-h100", 32), global_batch=256, seq_len=8192, **kw)
+    fig = triage_figure(t)
+    fig.draw_without_rendering()
+    ax = fig.axes[0]
+    lo, hi = ax.get_xlim()
+    ticks = [x.get_text() for x in ax.get_xticklabels() if lo <= x.get_position()[0] <= hi]
+    assert ticks[0] == "given" and len(ticks) == len(t.ladder) + 1
+    for k, (tick, step) in enumerate(zip(ticks[1:], t.ladder), start=1):
+        named = " ".join(tick.split("\n")[1:]).replace("_ ", "_").replace("= ", "=")
+        assert tick.split("\n")[0] == str(k) and (named == step.change if len(t.ladder) <= NAMED_RUNGS else not named)
+    assert not overlapping_tick_labels(fig, fig._get_renderer())
