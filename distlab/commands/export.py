@@ -201,6 +201,7 @@ def _run_moe(args, cl) -> int:
         capacity_factor=args.capacity_factor,
         max_nodes=args.max_nodes_per_token,
         gpus_per_node=cl.gpus_per_node,
+        expert_gemm=args.expert_gemm,
     )
     if dp is not None and dp != config.dp:
         raise ConfigurationError(f"--dp {dp}: {gpus} GPUs with tp={args.tp} pp={args.pp} give dp={config.dp}")
@@ -233,6 +234,7 @@ def _best_moe(args, cl) -> int:
                 capacity_factor=args.capacity_factor,
                 max_nodes=args.max_nodes_per_token,
                 gpus_per_node=cl.gpus_per_node,
+                expert_gemm=args.expert_gemm,
             )
             text = moe.export_moe(config, args.format)
         except ConfigurationError:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from .. import mesh
 from .._arguments import whole_number
 from ..errors import ConfigurationError
+from ..expert_gemms import expert_gemm as expert_gemm_name
 from ..export.megatron_lm import megatron_dp_overlap_flags
 from .._words import counted
 from .catalog import MoEModel
@@ -47,6 +48,7 @@ from .cost import expert_groups
 
 __all__ = [
     "FORMATS",
+    "FORMAT_EXPERT_GEMMS",
     "TORCHTITAN_FLAVORS",
     "MoEConfig",
     "moe_config",
@@ -58,6 +60,15 @@ __all__ = [
 ]
 
 FORMATS = ("megatron", "torchtitan", "deepspeed")
+#: The expert GEMMs each format's engine can run (distlab.expert_gemms), its own first: Megatron-LM with
+#: --moe-grouped-gemm (Transformer Engine's GroupedLinear on 4 streams) or without it (SequentialMLP; one CUTLASS
+#: grouped kernel needs NVTE_USE_CUTLASS_GROUPED_GEMM=1 on Hopper, which the export does not set); torchtitan's MoE
+#: always calls torch._grouped_mm; DeepSpeed-MoE loops over its experts.
+FORMAT_EXPERT_GEMMS = {
+    "megatron": ("multi-stream", "sequential"),
+    "torchtitan": ("grouped",),
+    "deepspeed": ("sequential",),
+}
 #: catalog MoE model -> torchtitan (model.name, model.flavor) (torchtitan/models/deepseek_v3/__init__.py).
 TORCHTITAN_FLAVORS = {"deepseek-v3": ("deepseek_v3", "671B")}
 
@@ -80,6 +91,7 @@ class MoEConfig:
     capacity_factor: float | None
     max_nodes: int | None
     gpus_per_node: int
+    expert_gemm: str | None = None  # how the experts' GEMMs run (distlab.expert_gemms); None: the format's own
 
     @property
     def ep_nodes(self) -> int:
@@ -101,11 +113,13 @@ def moe_config(
     capacity_factor=None,
     max_nodes=None,
     gpus_per_node=8,
+    expert_gemm=None,
 ) -> MoEConfig:
     """Check an MoE configuration and return it: the groups must tile the GPUs as Megatron-LM requires.
 
     etp defaults to tp (Megatron's default); global_batch to micro_batch x dp. max_nodes (node-limited
-    routing) must not exceed the nodes an EP group spans. Lesson 10 §7.
+    routing) must not exceed the nodes an EP group spans. expert_gemm: how the experts' GEMMs run
+    (distlab.expert_gemms; None: the export format's own, FORMAT_EXPERT_GEMMS). Lesson 10 §7.
 
     >>> c = moe_config('deepseek-v3', 2048, pp=16, ep=64, global_batch=15360, max_nodes=4)
     >>> c.dp, c.edp, c.ep_nodes
@@ -134,7 +148,8 @@ def moe_config(
     if capacity_factor is not None:
         expert_capacity(1, m.experts, m.top_k, capacity_factor)  # validates the factor
         capacity_factor = float(capacity_factor)
-    config = MoEConfig(m, n, tp, pp, ep, etp, groups["dp"], groups["edp"], mb, gb, s, capacity_factor, None, g)
+    how = None if expert_gemm is None else expert_gemm_name(expert_gemm)
+    config = MoEConfig(m, n, tp, pp, ep, etp, groups["dp"], groups["edp"], mb, gb, s, capacity_factor, None, g, how)
     if max_nodes is not None:
         limit = whole_number(max_nodes, "max_nodes", 1, MAX_GPUS)
         if limit > config.ep_nodes:
@@ -147,7 +162,7 @@ def moe_config(
                 "give capacity_factor= or max_nodes=, not both (node-limited routing is "
                 "modelled dropless, as DeepSeek-V3 trains)"
             )
-        config = MoEConfig(m, n, tp, pp, ep, etp, groups["dp"], groups["edp"], mb, gb, s, None, limit, g)
+        config = MoEConfig(m, n, tp, pp, ep, etp, groups["dp"], groups["edp"], mb, gb, s, None, limit, g, how)
     return config
 
 
@@ -270,8 +285,9 @@ def _megatron_expert_flags(m, c) -> list[str]:
         str(c.etp),
         "--moe-token-dispatcher-type",
         "alltoall",
-        "--moe-grouped-gemm",
     ]
+    if c.expert_gemm != "sequential":  # Transformer Engine's GroupedLinear (expert_gemm 'multi-stream')
+        flags.append("--moe-grouped-gemm")
     if m.shared_experts:
         flags += ["--moe-shared-expert-intermediate-size", str(m.shared_experts * m.expert_ffn)]
     if m.dense_layers:
@@ -397,6 +413,12 @@ def export_moe(config, fmt: str) -> str:
     key = fmt.strip().lower() if isinstance(fmt, str) else fmt
     if key not in FORMATS:
         raise ConfigurationError(f"format={fmt!r}; valid: {', '.join(FORMATS)}")
+    runs = FORMAT_EXPERT_GEMMS[key]
+    if _as_config(config).expert_gemm not in (None, *runs):
+        raise ConfigurationError(
+            f"expert_gemm={config.expert_gemm!r}: the {key} export runs an MoE layer's experts "
+            f"{' or '.join(repr(r) for r in runs)} (distlab.moe.export.FORMAT_EXPERT_GEMMS)"
+        )
     if key == "megatron":
         return megatron_moe(config)
     if key == "torchtitan":

@@ -166,3 +166,39 @@ def test_the_cli_takes_the_choice_and_refuses_a_bad_one(capsys):
 def test_concurrent_experts_broadcasts():
     got = expert_gemms.concurrent_experts("multi-stream", np.array([0.5, 2.0, 16.0]))
     assert got.tolist() == [1.0, 2.0, 4.0]
+
+
+def test_the_export_writes_the_expert_gemms_it_priced_or_refuses():
+    """Megatron's export writes --moe-grouped-gemm for its own 'multi-stream' (the default) and leaves it out for
+    'sequential'; torchtitan's MoE always groups, DeepSpeed-MoE always loops: asked for another, our error names
+    what the format runs (distlab.moe.export.FORMAT_EXPERT_GEMMS)."""
+    from distlab import moe
+
+    def flags(**kw):
+        return moe.megatron_moe_flags(moe.moe_config("mixtral-8x7b", 64, ep=8, global_batch=256, **kw))
+
+    assert "--moe-grouped-gemm" in flags() and "--moe-grouped-gemm" in flags(expert_gemm="multi-stream")
+    assert "--moe-grouped-gemm" not in flags(expert_gemm="Sequential")
+    mixtral = dict(model="mixtral-8x7b", gpus=64, ep=8, global_batch=256)
+    deepseek = dict(model="deepseek-v3", gpus=256, pp=8, ep=32, etp=1, global_batch=512)  # torchtitan's flavor
+    for fmt, refused, kw in (
+        ("megatron", "grouped", mixtral),
+        ("torchtitan", "sequential", deepseek),
+        ("deepspeed", "multi-stream", mixtral),
+    ):
+        runs = " or ".join(repr(r) for r in moe.export.FORMAT_EXPERT_GEMMS[fmt])
+        with pytest.raises(ConfigurationError, match=f"expert_gemm='{refused}': the {fmt} export runs .*{runs}"):
+            moe.export_moe(moe.moe_config(**kw, expert_gemm=refused), fmt)
+        assert moe.export_moe(moe.moe_config(**kw), fmt)
+    with pytest.raises(ConfigurationError, match="expert_gemm="):
+        moe.moe_config("mixtral-8x7b", 64, ep=8, expert_gemm="fast")
+
+
+def test_each_formats_own_expert_gemms_are_its_engines_default():
+    """What each export format runs first is what its engine's memory recipe prices by default, so --best plans the
+    expert GEMMs it then writes (distlab.export.engine_recipes: the recipes each format plans with)."""
+    from distlab import export, moe
+
+    for fmt, runs in moe.export.FORMAT_EXPERT_GEMMS.items():
+        for recipe in export.engine_recipes(fmt, None):
+            assert expert_gemms.default_expert_gemm(recipe) == runs[0], (fmt, recipe)
