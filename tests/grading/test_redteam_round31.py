@@ -11,7 +11,7 @@ list of more than 100 entries is refused, never shortened; 100 entries (repeats 
 193 spaces and 'ep8' read as 'tp2-ep8' alone ("correct"); ChoiceQuestion cut its one answer the same way ('b', 199
 spaces, 'c' read as 'b'). Now an option text of more than 200 characters is refused, in both question types.
 03-cut-by-the-collector (SUCCEEDED, fixed): the kernel's collector sent the first 10,000 characters of a longer
-string and the decoder cut at 10,000 too, so a schedule (lesson 5 q7, lesson 4 q8) followed by 10,000 spaces and a
+string and the decoder cut at 10,000 too, so a schedule (lesson 4 q7, lesson 2 q8) followed by 10,000 spaces and a
 wrong step, as a string or as its last entry, was read as the right schedule. Now a longer string travels as "too
 large" and the decoder refuses (does not cut) a longer text, magnitude or unit.
 04-every-set-in-every-form (held): all 32 subsets of q7's options, as a list, tuple, set, frozenset, comma or space
