@@ -39,7 +39,7 @@ __all__ = [
 
 #: variables read from the student's namespace: answer_q1, answer_q2, ...
 ANSWER_PREFIX = "answer_"
-#: at most this many characters of an answer string are read
+#: an answer string of more than this many characters is not read (the answer is "too large"), never cut
 MAX_ANSWER_CHARS = 10_000
 #: a check that takes longer than this (seconds) in the grading process is stopped and counts as "not yet"
 CHECK_TIME_LIMIT = 10.0
@@ -168,15 +168,20 @@ def _decode(entry: Any, budget: _Budget, depth: int) -> Any:
         return Ellipsis
     if kind == "bool":
         return value if isinstance(value, bool) else opaque("bool")
+    # a text is read whole or not at all (too long: the answer is "too large"), never cut: the first 10,000
+    # characters of a schedule with a wrong step after them read as the right schedule (red team round 31)
     if kind in ("str", "int", "float") and isinstance(value, str):
-        text = value[:MAX_ANSWER_CHARS]
-        budget.take(0, len(text))
-        return text if kind == "str" else int(text) if kind == "int" else float(text)
+        if len(value) > MAX_ANSWER_CHARS:
+            raise _TooLarge
+        budget.take(0, len(value))
+        return value if kind == "str" else int(value) if kind == "int" else float(value)
     magnitude, units = entry.get("magnitude"), entry.get("units")
     if kind == "quantity" and isinstance(magnitude, str) and isinstance(units, str):
-        float(magnitude[:100])  # a number, or this raises
-        budget.take(0, len(magnitude[:100]) + len(units[:200]))
-        return f"{magnitude[:100]} {units[:200]}"
+        if len(magnitude) > 100 or len(units) > 200:
+            raise _TooLarge
+        float(magnitude)  # a number, or this raises
+        budget.take(0, len(magnitude) + len(units))
+        return f"{magnitude} {units}"
     if kind == "seq" and isinstance(value, list):
         items = [_decode(x, budget, depth + 1) for x in value]
         containers: dict[Any, type] = {"tuple": tuple, "set": set, "frozenset": frozenset}

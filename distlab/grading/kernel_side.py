@@ -404,8 +404,9 @@ def collect_answers(ns, nonce, names, max_chars, budget, max_items=100000, max_d
     """Print the variables `names` of namespace `ns` as JSON between two markers carrying `nonce`.
 
     Each value is encoded by type (numbers as their repr, Quantities as magnitude and units, containers
-    item by item, anything else as its type name); strings keep max_chars characters, and an answer
-    whose JSON exceeds `budget` characters arrives as "too large".
+    item by item, anything else as its type name); a string of more than max_chars characters arrives as
+    "too large", never cut (its first max_chars characters could read as another answer), and so does an
+    answer whose JSON exceeds `budget` characters.
     """
     import itertools, json, numbers, sys
     left = [max_items]
@@ -419,8 +420,11 @@ def collect_answers(ns, nonce, names, max_chars, budget, max_items=100000, max_d
             return {"t": "ellipsis"}
         if isinstance(v, bool):
             return {"t": "bool", "v": bool(v)}
-        if isinstance(v, str):
-            return {"t": "str", "v": str.__str__(v)[:max_chars]}
+        if isinstance(v, str):  # whole or not at all: a cut text could read as another answer (red team 31)
+            s = str.__str__(v)
+            if len(s) > max_chars:
+                return {"t": "other", "type": "str of more than %d characters" % max_chars, "why": "too large"}
+            return {"t": "str", "v": s}
         if t.__name__ == "Quantity" and t.__module__.split(".")[0] == "pint":
             m = v.magnitude
             if isinstance(m, bool) or not isinstance(m, numbers.Real):

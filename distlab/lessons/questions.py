@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import html
+import itertools
 import math
 import numbers
 from dataclasses import dataclass, field
@@ -354,6 +355,21 @@ def _echoed(value: float) -> str:
     return f"{value:,.0f}" if "e+" in text else text
 
 
+#: an option is a short word: a text longer than this is refused, not cut (ChoiceQuestion, ChoicesQuestion)
+MAX_OPTION_CHARS = 200
+#: a ChoicesQuestion's answer holds at most this many entries (repeats count): a longer one is refused, not cut
+MAX_CHOICE_ENTRIES = 100
+
+
+def _option_text(text: str, options, what: str = "an entry") -> str:
+    """`text` (a str) as an option is compared: stripped and lower case; ValueError for one longer than
+    MAX_OPTION_CHARS (read whole or not at all: a cut would let what follows the cut pass unseen)."""
+    text = str.__str__(text)
+    if len(text) > MAX_OPTION_CHARS:
+        raise ValueError(f"{what} of {len(text)} characters is not one of: {', '.join(options)}")
+    return text.strip().lower()
+
+
 @dataclass(frozen=True)
 class ChoiceQuestion(Question):
     """A question answered by one of a few options (case-insensitive; yes/no also take True/False).
@@ -385,7 +401,7 @@ class ChoiceQuestion(Question):
         elif not isinstance(answer, str):  # an option is a word: no str() of arbitrary objects
             raise ValueError(f"an answer of type {type(answer).__name__} is not one of: {', '.join(self.options)}")
         else:
-            value = str.__str__(answer)[:200].strip().lower()
+            value = _option_text(answer, self.options, "an answer")
         if value not in self.options:
             raise ValueError(f"{value!r} is not one of: {', '.join(self.options)}")
         return value
@@ -428,12 +444,19 @@ class ChoicesQuestion(Question):
         bind_params(self)
 
     def _read(self, answer) -> frozenset:
+        """The options chosen. Every entry is read, none cut off: a list of more than MAX_CHOICE_ENTRIES entries, or
+        an entry of more than MAX_OPTION_CHARS characters, is refused, never shortened (cut at 100 entries, the right
+        options repeated 50 times hid a wrong one after them; cut at 200 characters, 'tp2-ep8' and 193 spaces hid
+        'ep8': both were "correct", red team round 31)."""
         if isinstance(answer, str):
-            if len(answer) > 1_000:
-                raise ValueError(f"an answer of {len(answer)} characters is not {self.noun}")
-            items = str.__str__(answer).replace(",", " ").split()
+            text = str.__str__(answer)
+            if len(text) > 1_000:
+                raise ValueError(f"an answer of {len(text)} characters is not {self.noun}")
+            items = text.replace(",", " ").split()
         elif isinstance(answer, (list, tuple, set, frozenset)):
-            items = list(answer)[:100]
+            items = list(itertools.islice(iter(answer), MAX_CHOICE_ENTRIES + 1))
+            if len(items) > MAX_CHOICE_ENTRIES:
+                raise ValueError(f"an answer of more than {MAX_CHOICE_ENTRIES} entries is not {self.noun}")
         else:
             raise ValueError(
                 f"an answer of type {type(answer).__name__} is not {self.noun} ({', '.join(self.options)})"
@@ -442,7 +465,7 @@ class ChoicesQuestion(Question):
         for item in items:
             if not isinstance(item, str):
                 raise ValueError(f"an entry of type {type(item).__name__} is not one of: {', '.join(self.options)}")
-            value = str.__str__(item)[:200].strip().lower()
+            value = _option_text(item, self.options)
             if value not in self.options:
                 raise ValueError(f"{value!r} is not one of: {', '.join(self.options)}")
             chosen.add(value)

@@ -86,17 +86,20 @@ def test_collected_answers_read_back():
         "answer_q2": Q_(112e9, "B"),
         "answer_q3": [1, (2.5, {"a": None})],
         "answer_q4": "x" * 50,
+        "answer_q6": "x" * 10,
         "other": 1,
     }
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         kernel_side.collect_answers(
-            ns, "nonce", ["answer_q1", "answer_q2", "answer_q3", "answer_q4", "answer_q5"], 10, 10_000
+            ns, "nonce", ["answer_q1", "answer_q2", "answer_q3", "answer_q4", "answer_q5", "answer_q6"], 10, 10_000
         )
     got = answers.parse_answers(out.getvalue(), "nonce")
+    # a string longer than max_chars is not cut (its first 10 characters are another answer): it is "too large"
+    assert isinstance(got.pop("answer_q4"), answers.OpaqueAnswer)
     assert got == {
         "answer_q1": 16,
         "answer_q2": "112000000000.0 byte",
         "answer_q3": [1, (2.5, {"a": None})],
-        "answer_q4": "x" * 10,
+        "answer_q6": "x" * 10,
     }
