@@ -439,7 +439,7 @@ def _q7():
 
 
 def _explain_q7():
-    days = ", ".join(f"{n}: {_change_days(n):.1f} ({_change_days(n) * (1 + _band()):.1f})" for n in MOE_CHANGES)
+    days = ", ".join(f"{n}: {_change_days(n):.1f} days ({_change_days(n) * (1 + _band()):.1f})" for n in MOE_CHANGES)
     toss = [n for n in MOE_CHANGES if _change_days(n) <= ASSIGNMENT_DAYS < _change_days(n) * (1 + _band())]
     clear = _q7()
     return (

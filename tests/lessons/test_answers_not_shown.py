@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from distlab.lessons import LESSONS
-from distlab.lessons.questions import ChoiceQuestion, NumericQuestion
+from distlab.lessons.questions import ChoiceQuestion, ChoicesQuestion, NumericQuestion
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -188,7 +188,7 @@ DECIDED_TODAY: dict[str, str] = {}
             else (),
         )
         for slug, lesson in LESSONS.items()
-        if any(isinstance(q, ChoiceQuestion) for q in lesson.load_questions().values())
+        if any(isinstance(q, (ChoiceQuestion, ChoicesQuestion)) for q in lesson.load_questions().values())
     ],
 )
 def test_no_choice_is_decided_by_numbers_printed_in_its_lesson(slug):

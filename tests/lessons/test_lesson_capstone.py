@@ -165,7 +165,7 @@ def test_q7_the_changes_that_meet_the_budget_beyond_the_error_band():
     assert "not one of" in lesson.q7.check(["tp2-ep8", 8]).message
     explained = lesson.q7.explain()
     assert "tp4-pp2 and tp2-ep8 meet the 49 days" in explained and "tp4-ep8 lands inside the band" in explained
-    assert f"tp4-ep8: {days['tp4-ep8']:.1f} ({days['tp4-ep8'] * (1 + band):.1f})" in explained
+    assert f"tp4-ep8: {days['tp4-ep8']:.1f} days ({days['tp4-ep8'] * (1 + band):.1f})" in explained
     # the wrong option's feedback gives its days at the band's top too: 48.1 against 49 alone reads as a pass
     assert (
         f"{days['tp4-ep8'] * (1 + band):.1f} at the top of the model's" in lesson.q7.check(clear + ["tp4-ep8"]).message
