@@ -366,9 +366,9 @@ def estimate(
     'none'); True: its opt-in; False. memory_recipe: 'zero-paper' (16 B per parameter) or an engine's
     (distlab.memory_recipes.MEMORY_RECIPES). balance_stages: the first and last stage hold one layer fewer (pp > 2). ep,
     etp: expert and expert tensor parallelism (etp 1 or tp) of an MoE model (Lesson 10 §5); moe_imbalance,
-    capacity_factor and max_nodes_per_token its routing (Lesson 10 §3); expert_gemm 'sequential' or 'grouped': a GPU's
-    experts one GEMM each or one grouped launch (distlab.expert_gemms; None: the engine's). kernels: 'fused', 'compiled' or 'eager'
-    element-wise kernels. An infeasible configuration is priced but flagged (explain() says why); invalid ones raise
+    capacity_factor and max_nodes_per_token its routing (Lesson 10 §3); expert_gemm 'sequential', 'multi-stream' or
+    'grouped': a GPU's expert GEMMs one at a time, up to 4 at once, or all in one launch (distlab.expert_gemms; None:
+    the engine's). kernels: 'fused', 'compiled' or 'eager' element-wise kernels. An infeasible configuration is priced but flagged (explain() says why); invalid ones raise
     ConfigurationError. zero3_collectives: 'layer' (a flat buffer per layer: FSDP2, Megatron) or 'tensor' (one per
     parameter tensor, DeepSpeed ZeRO-3 of 2021; data_parallel.ZERO3_COLLECTIVES). recompute_layers: with
     recompute='full', N of each stage's (chunk's) layers recomputed, the rest keeping their activations (Megatron
