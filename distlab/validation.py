@@ -488,13 +488,15 @@ class ErrorBand:
     """The step model's error band for a kind of run: the mean |step-time error| (percent) over `runs` validation
     runs (published, never fitted to), `scope` saying which in words, and `matched` whether runs of the kind asked
     for (GPU family and precision) exist; if not, the band is borrowed from wider runs and says so. `dense_for_moe`: a
-    mixture-of-experts step given the dense runs' band (no MoE run validated)."""
+    mixture-of-experts step given the dense runs' band (no MoE run validated). `over`: the runs it is the mean of, in
+    words ('H100 runs in mixed precision'; the scope says it after their count)."""
 
     percent: float
     runs: int
     scope: str
     matched: bool
     dense_for_moe: bool = False
+    over: str = ""
 
     def short(self) -> str:
         """One line for an app: '±9.9%: mean |error| on 23 published H100 runs in mixed precision'."""
@@ -568,7 +570,7 @@ def error_band(accelerator: str, precision: str = "mixed", moe: bool = False) ->
     4
     >>> error_band("a100-80gb", "fp8").matched  # no A100 runs in FP8 (the A100 has no FP8)
     False
-    >>> error_band("h100-sxm", "fp8", moe=True).matched  # every validation run is a dense model
+    >>> error_band("h100-sxm", "fp8", moe=True).matched  # one H100 MoE run in FP8: fewer than MIN_BAND_RUNS
     False
     """
     if not isinstance(accelerator, str) or not accelerator.strip():
@@ -594,5 +596,5 @@ def error_band(accelerator: str, precision: str = "mixed", moe: bool = False) ->
                 scope += f"; no {family.upper()} {kind}run in {precision} precision has been validated yet"
             if borrowed:
                 scope += "; no mixture-of-experts run has been validated yet: this is the dense runs' band"
-            return ErrorBand(sum(errors) / len(errors), len(errors), scope, i == 0 and not borrowed, borrowed)
+            return ErrorBand(sum(errors) / len(errors), len(errors), scope, i == 0 and not borrowed, borrowed, words)
     raise ConfigurationError("the validation set has too few priced runs for an error band")  # pragma: no cover

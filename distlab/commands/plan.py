@@ -83,8 +83,7 @@ def ties_report(p) -> str:
     if dense:
         runs = "dense validation runs (no mixture-of-experts run has been validated)"
     elif found is not None and not found.matched:  # none of this kind: the wider runs the band is borrowed from
-        runs = found.scope.split("mean |error| on ", 1)[-1].split(", never fitted to")[0].split(" ", 2)[-1]
-        runs += " (none of this plan's kind validated yet)"
+        runs = f"{found.over} (none of this plan's kind validated yet)"
     else:
         runs = "validation runs like these"
     lines = [
