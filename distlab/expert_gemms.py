@@ -111,11 +111,14 @@ def note(choice) -> str:
     """One line for a student: how the step time ran an MoE layer's experts (StepEstimate.notes). Lesson 10 §3.
 
     >>> note('grouped')
-    "experts: a GPU's expert GEMMs in one grouped launch, their tiles sharing the SMs (torch._grouped_mm)"
+    "experts: a GPU's expert GEMMs in one grouped launch, their tiles sharing the SMs (torch._grouped_mm, Transformer Engine's grouped kernels)"
     """
     key = expert_gemm(choice)
     if key == "grouped":
-        return "experts: a GPU's expert GEMMs in one grouped launch, their tiles sharing the SMs (torch._grouped_mm)"
+        return (
+            "experts: a GPU's expert GEMMs in one grouped launch, their tiles sharing the SMs (torch._grouped_mm, "
+            "Transformer Engine's grouped kernels)"
+        )
     if key == "multi-stream":
         return (
             "experts: a GPU's expert GEMMs up to 4 at once on 4 CUDA streams (Transformer Engine's GroupedLinear, "
