@@ -433,15 +433,21 @@ def _change_days(name: str) -> float:
     return _budget(dict(DENSE_HABIT, **MOE_CHANGES[name])).days
 
 
+def _band_top(days: float) -> float:
+    """Days at the top of the assignment's error band."""
+    return days * (1 + _band())
+
+
 def _q7():
     # the changes the model can vouch for: their runs, even at the top of the error band, meet the budget
-    return [name for name in MOE_CHANGES if _change_days(name) * (1 + _band()) <= ASSIGNMENT_DAYS]
+    return [name for name in MOE_CHANGES if _band_top(_change_days(name)) <= ASSIGNMENT_DAYS]
 
 
 def _explain_q7():
-    days = ", ".join(f"{n}: {_change_days(n):.1f} days ({_change_days(n) * (1 + _band()):.1f})" for n in MOE_CHANGES)
-    toss = [n for n in MOE_CHANGES if _change_days(n) <= ASSIGNMENT_DAYS < _change_days(n) * (1 + _band())]
-    clear = _q7()
+    took = {n: _change_days(n) for n in MOE_CHANGES}  # each change priced once
+    days = ", ".join(f"{n}: {d:.1f} days ({_band_top(d):.1f})" for n, d in took.items())
+    clear = [n for n, d in took.items() if _band_top(d) <= ASSIGNMENT_DAYS]
+    toss = [n for n, d in took.items() if d <= ASSIGNMENT_DAYS < _band_top(d)]
     return (
         f"the dense habit takes {_budget(DENSE_HABIT).days:.1f} days; with each change (at the band's top): {days}. "
         f"{' and '.join(clear) or 'None'} {'meets' if len(clear) == 1 else 'meet'} the {ASSIGNMENT_DAYS:g} days with "
@@ -451,10 +457,11 @@ def _explain_q7():
 
 
 def _feedback(name: str, words: str) -> Callable[[], str]:
-    return lambda: (
-        f"takes {_change_days(name):.1f} days, {_change_days(name) * (1 + _band()):.1f} at the top of the model's "
-        f"±{100 * _band():.1f}% error band: {words}"
-    )
+    def words_with_days() -> str:
+        days = _change_days(name)
+        return f"takes {days:.1f} days, {_band_top(days):.1f} at the top of the model's ±{100 * _band():.1f}% error band: {words}"
+
+    return words_with_days
 
 
 q1 = NumericQuestion(
