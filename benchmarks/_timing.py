@@ -1,5 +1,11 @@
 """Tiny timing helpers shared by the benchmarks: median and p95 of repeated measurements, each figure compared with
-the one last recorded in RESULTS.md (its "Recorded figures" table, which `run.py --record` rewrites)."""
+the one last recorded in RESULTS.md (its "Recorded figures" table, which `run.py --record` rewrites).
+
+The machine's speed is measured with each figure: a fixed reference workload (REFERENCE_WORK: Python dict and integer
+work, then numpy element-wise passes, the two kinds of work the benchmarks time) is timed when a figure is recorded and
+again when it is compared. This 2-core machine's speed varied by about half from one day to another at the same load
+(the planner's recorded commit ran 27.7 ms, then 36.5 ms, then about 52 ms: benchmarks/RESULTS.md, sessions 24 and
+25), so a figure is judged on its time scaled by the reference's, and the raw change is printed beside it."""
 
 from __future__ import annotations
 
@@ -19,13 +25,47 @@ SLOWER_BY = 0.15
 MEASURED: dict[str, tuple[float, str]] = {}
 
 
+#: What machine_reference_ms times: about 30-60 ms of CPU on this machine (a dict of 1,024 keys updated 200,000 times,
+#: then 20 square-root passes over 200,000 floats).
+REFERENCE_WORK = "200,000 dict updates + 20 numpy passes over 200,000 floats"
+
+_REFERENCE: list[float] = []
+
+
+def _reference_work() -> None:
+    import numpy as np
+
+    counts: dict[int, int] = {}
+    for i in range(200_000):
+        counts[i & 1023] = counts.get(i & 1023, 0) + i
+    values = np.arange(200_000, dtype=float)
+    for _ in range(20):
+        values = np.sqrt(values * 1.0001 + 1.0)
+
+
+def machine_reference_ms() -> float:
+    """The median of 9 timings (after one warm-up) of REFERENCE_WORK, in ms of wall time: this machine's speed now,
+    measured once per process."""
+    if not _REFERENCE:
+        _reference_work()
+        _REFERENCE.append(statistics.median(_elapsed_ms(_reference_work) for _ in range(9)))
+    return _REFERENCE[0]
+
+
+def _elapsed_ms(fn) -> float:
+    started = time.perf_counter()
+    fn()
+    return (time.perf_counter() - started) * 1e3
+
+
 def load() -> float:
     """The machine's load average over the last minute (what `uptime` shows first)."""
     return os.getloadavg()[0]
 
 
 def recorded(results: Path = RESULTS) -> dict[str, dict]:
-    """The figures in RESULTS.md's recorded table: name -> {value, unit, date, commit, load}."""
+    """The figures in RESULTS.md's recorded table: name -> {value, unit, date, commit, load, reference} (reference:
+    machine_reference_ms when the figure was recorded, None for a row recorded before the reference existed)."""
     text = results.read_text(encoding="utf-8") if results.exists() else ""
     if BEGIN not in text:
         return {}
@@ -33,29 +73,47 @@ def recorded(results: Path = RESULTS) -> dict[str, dict]:
     figures = {}
     for line in table.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 6 or not re.fullmatch(r"[0-9.]+", cells[1]):
+        if len(cells) not in (6, 7) or not re.fullmatch(r"[0-9.]+", cells[1]):
             continue  # the header, its rule, or prose
         name = cells[0].strip("`")
+        reference = float(cells[6]) if len(cells) == 7 and re.fullmatch(r"[0-9.]+", cells[6]) else None
         figures[name] = {"value": float(cells[1]), "unit": cells[2], "date": cells[3], "commit": cells[4],
-                         "load": cells[5]}
+                         "load": cells[5], "reference": reference}
     return figures
 
 
 def against_record(name: str, value: float, unit: str, figures: dict[str, dict] | None = None) -> str:
-    """`value` (lower is better) beside the figure recorded for `name`, with the load then and now; a figure more
-    than SLOWER_BY above its record says REGRESSION. Empty when nothing is recorded for `name`."""
+    """`value` (lower is better) beside the figure recorded for `name`, with the load then and now. Where the record
+    has the machine's reference time, `value` is first scaled by reference then / reference now (the same code on a
+    machine running the reference 40% slower takes 40% longer), and the raw change is named too. A figure more than
+    SLOWER_BY above its record, after that scaling, says REGRESSION. Empty when nothing is recorded for `name`."""
     MEASURED[name] = (value, unit)
     rec = (recorded() if figures is None else figures).get(name)
     if rec is None or rec["unit"] != unit or rec["value"] <= 0:
         return ""
-    change = value / rec["value"] - 1
+    raw = value / rec["value"] - 1
     where = (f"recorded {rec['value']:g} {unit} on {rec['date']} at {rec['commit']}, load {rec['load']}; "
              f"load now {load():.2f}")
+    if rec.get("reference"):
+        now = machine_reference_ms()
+        speed = now / rec["reference"] - 1
+        change = value * rec["reference"] / now / rec["value"] - 1
+        where += (f"; the machine runs the reference work {abs(speed):.0%} {'slower' if speed > 0 else 'faster'} "
+                  f"than then ({now:.1f} ms against {rec['reference']:g} ms), {_signed(raw)} before that is allowed for")
+        what = "than recorded, for this machine's speed"
+    else:
+        change = raw
+        where += "; no reference time recorded: the machine's speed then is unknown"
+        what = "than recorded"
     if change > SLOWER_BY:
-        return f"  REGRESSION: {change:.0%} slower than recorded ({where})"
+        return f"  REGRESSION: {change:.0%} slower {what} ({where})"
     if change > 0:
-        return f"  {change:.0%} slower than recorded, within {SLOWER_BY:.0%} ({where})"
-    return f"  {-change:.0%} faster than recorded ({where})"
+        return f"  {change:.0%} slower {what}, within {SLOWER_BY:.0%} ({where})"
+    return f"  {-change:.0%} faster {what} ({where})"
+
+
+def _signed(change: float) -> str:
+    return f"{change:.0%} slower" if change > 0 else f"{-change:.0%} faster"
 
 
 def summarize(samples_s: list[float]) -> dict:
@@ -121,15 +179,18 @@ def report(name: str, stats: dict, target_ms: float | None = None) -> str:
 
 
 def record(measured: dict[str, tuple[float, str]], date: str, commit: str, load_then: float,
-           results: Path = RESULTS) -> None:
-    """Write `measured` into RESULTS.md's recorded table (a new row per name, or the row of that name replaced)."""
+           results: Path = RESULTS, reference_ms: float | None = None) -> None:
+    """Write `measured` into RESULTS.md's recorded table (a new row per name, or the row of that name replaced), with
+    the machine's reference time (machine_reference_ms, measured now unless given)."""
+    reference_ms = machine_reference_ms() if reference_ms is None else reference_ms
     text = results.read_text(encoding="utf-8")
     if BEGIN not in text:
         text = text.rstrip("\n") + (
             "\n\n## Recorded figures (what each benchmark compares itself with)\n\n"
             "The last figure `benchmarks/run.py --record` wrote for each benchmark, with the date, the commit and the\n"
-            "load average when it was measured. A benchmark prints its figure beside the recorded one and says\n"
-            f"REGRESSION when it is more than {SLOWER_BY:.0%} slower. Reproduce one at its commit: "
+            "load average when it was measured, and the machine's reference time then (REFERENCE_WORK in\n"
+            "benchmarks/_timing.py). A benchmark prints its figure beside the recorded one, scaled by the reference\n"
+            f"time now over then, and says REGRESSION when that is more than {SLOWER_BY:.0%} slower. Reproduce one at its commit: "
             "`git checkout COMMIT && .venv/bin/python benchmarks/run.py NAME` on a machine whose load is as low.\n\n"
             f"{BEGIN}\n{END}\n")
     head, rest = text.split(BEGIN, 1)
@@ -137,11 +198,12 @@ def record(measured: dict[str, tuple[float, str]], date: str, commit: str, load_
     rows = {}
     for line in table.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 6 and re.fullmatch(r"[0-9.]+", cells[1]):
-            rows[cells[0].strip("`")] = line.strip()
+        if len(cells) in (6, 7) and re.fullmatch(r"[0-9.]+", cells[1]):
+            rows[cells[0].strip("`")] = "| " + " | ".join(cells + [""] * (7 - len(cells))) + " |"
     for name, (value, unit) in measured.items():
-        rows[name] = f"| `{name}` | {value:g} | {unit} | {date} | {commit} | {load_then:.2f} |"
-    lines = ["| benchmark | figure | unit | date | commit | load |", "|---|---|---|---|---|---|", *rows.values()]
+        rows[name] = f"| `{name}` | {value:g} | {unit} | {date} | {commit} | {load_then:.2f} | {reference_ms:.2f} |"
+    lines = ["| benchmark | figure | unit | date | commit | load | reference ms |", "|---|---|---|---|---|---|---|",
+             *rows.values()]
     results.write_text(head + BEGIN + "\n" + "\n".join(lines) + "\n" + END + tail, encoding="utf-8")
 
 

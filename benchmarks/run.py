@@ -1,7 +1,8 @@
 """Run the benchmarks (each benchmarks/bench_*.py with a main()): python benchmarks/run.py [NAME ...].
 
 Each figure is printed beside the one recorded for it in RESULTS.md (its "Recorded figures" table), with the load
-then and now; one more than 15% slower says REGRESSION. `--record` writes this run's figures into that table.
+then and now and the machine's reference time then and now (_timing.machine_reference_ms); one more than 15% slower,
+for the machine's speed, says REGRESSION. `--record` writes this run's figures into that table.
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     load_before = _timing.load()
     head = commit()
     print(f"{datetime.date.today()}  commit {head}  Python {platform.python_version()}  {platform.machine()}  "
-          f"{os.cpu_count()} CPUs  {platform.platform()}  load {load_before:.2f}")
+          f"{os.cpu_count()} CPUs  {platform.platform()}  load {load_before:.2f}  "
+          f"reference work {_timing.machine_reference_ms():.1f} ms ({_timing.REFERENCE_WORK})")
     for name in wanted:
         print(f"== {name}: reproduce with `.venv/bin/python benchmarks/run.py {name}` at commit {head} "
               f"(load now {_timing.load():.2f})", flush=True)
