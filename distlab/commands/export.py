@@ -215,9 +215,10 @@ def _best_moe(args, cl) -> int:
 
     fmt = str(args.format).strip().lower()
     rows, total, fitting = _candidates(args, cl, fmt)
-    skipped = 0
+    skipped, refused = 0, set()  # refused: the layouts the format could not express (rows differ in more than that)
     for rank, (_, _, recipe, row) in enumerate(rows):
-        if row["cp"] > 1:
+        layout = (row["tp"], row["pp"], row["ep"], row["etp"], row["micro_batch_size"])
+        if row["cp"] > 1 or layout in refused:
             skipped += 1
             continue
         try:
@@ -239,6 +240,7 @@ def _best_moe(args, cl) -> int:
             text = moe.export_moe(config, args.format)
         except ConfigurationError:
             skipped += 1
+            refused.add(layout)
             continue
         import sys
 
