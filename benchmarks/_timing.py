@@ -32,7 +32,7 @@ REFERENCE_WORK = "200,000 dict updates + 20 numpy passes over 200,000 floats"
 _REFERENCE: list[float] = []
 
 
-def _reference_work() -> None:
+def _reference_work(_index: int = 0) -> None:
     import numpy as np
 
     counts: dict[int, int] = {}
@@ -48,14 +48,8 @@ def machine_reference_ms() -> float:
     measured once per process."""
     if not _REFERENCE:
         _reference_work()
-        _REFERENCE.append(statistics.median(_elapsed_ms(_reference_work) for _ in range(9)))
+        _REFERENCE.append(statistics.median(repeat(_reference_work, 9)) * 1e3)
     return _REFERENCE[0]
-
-
-def _elapsed_ms(fn) -> float:
-    started = time.perf_counter()
-    fn()
-    return (time.perf_counter() - started) * 1e3
 
 
 def load() -> float:
@@ -98,7 +92,7 @@ def against_record(name: str, value: float, unit: str, figures: dict[str, dict] 
         now = machine_reference_ms()
         speed = now / rec["reference"] - 1
         change = value * rec["reference"] / now / rec["value"] - 1
-        where += (f"; the machine runs the reference work {abs(speed):.0%} {'slower' if speed > 0 else 'faster'} "
+        where += (f"; the machine runs the reference work {_signed(speed)} "
                   f"than then ({now:.1f} ms against {rec['reference']:g} ms), {_signed(raw)} before that is allowed for")
         what = "than recorded, for this machine's speed"
     else:
@@ -113,7 +107,8 @@ def against_record(name: str, value: float, unit: str, figures: dict[str, dict] 
 
 
 def _signed(change: float) -> str:
-    return f"{change:.0%} slower" if change > 0 else f"{-change:.0%} faster"
+    """'20% slower' or '5% faster' (no change: '0% faster')."""
+    return f"{abs(change):.0%} {'slower' if change > 0 else 'faster'}"
 
 
 def summarize(samples_s: list[float]) -> dict:

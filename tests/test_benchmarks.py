@@ -126,6 +126,6 @@ def test_a_figure_is_judged_for_the_machines_speed_by_the_reference_time(timing,
 def test_the_reference_time_is_measured_once_per_process(timing, monkeypatch):
     monkeypatch.setattr(timing, "_REFERENCE", [])
     calls = []
-    monkeypatch.setattr(timing, "_reference_work", lambda: calls.append(1))
+    monkeypatch.setattr(timing, "_reference_work", lambda _index=0: calls.append(1))
     first = timing.machine_reference_ms()
     assert first >= 0 and timing.machine_reference_ms() == first and len(calls) == 10  # a warm-up and 9 timings
