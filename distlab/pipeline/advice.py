@@ -21,8 +21,7 @@ from ..units import format_bytes, format_percent, format_rate, format_seconds, W
 from .closed_form import bubble_fraction, closed_form
 from .layers import split_layers
 from .layout import _check_layout
-from .schedules import _raw_orders
-from .timeline import _simulate_raw
+from .timeline import _simulate_schedule
 
 __all__ = ["MAX_SUGGESTION_OPS", "PipelineWarning"]
 
@@ -65,7 +64,7 @@ def _bubble_for(kind, p, m, v, layers, layer_time, backward_factor, p2p):
         return closed_form(kind, p, m, v, t_f[0], half[0], half[0]).bubble_fraction
     if p * m * v * (3 if kind == "zb-h1" else 2) > MAX_SUGGESTION_OPS:
         return None
-    timeline = _simulate_raw(_raw_orders(kind, p, m, v), p, v, t_f, half, half, p2p, kind, m=m)
+    timeline = _simulate_schedule(kind, p, m, v, t_f, half, half, p2p)
     return timeline.bubble_fraction
 
 
@@ -328,7 +327,7 @@ def _bandwidth_warning(
     if required is None or bandwidth is None or bandwidth >= required:
         return None
     name, p, m, v, n = st.schedule, st.p, st.m, st.v, st.layers
-    ideal = _simulate_raw(_raw_orders(name, p, m, v), p, v, t_f, half, half, 0.0, name, m=m)
+    ideal = _simulate_schedule(name, p, m, v, t_f, half, half, 0.0)
     chunk_div = v if name == "interleaved" else 1
 
     def need(q):  # bandwidth that hides one activation under the shortest forward op with q stages

@@ -26,8 +26,7 @@ from ..units import (
 from .advice import MAX_SUGGESTION_OPS, PipelineWarning, _Setting, _stage_warnings
 from .layers import boundary_message_bytes, split_layers
 from .layout import _check_layout, _kind, check_microbatches
-from .schedules import _raw_orders
-from .timeline import MAX_TIME_RATIO, Timeline, _simulate_raw
+from .timeline import MAX_TIME_RATIO, Timeline, _simulate_schedule
 
 __all__ = [
     "MAX_SUGGESTION_OPS",
@@ -189,7 +188,7 @@ def analyze_stages(
     transfer = None if bw is None else lat + act / bw
     p2p = transfer if transfer is not None and layer_time is not None else 0.0
     _check_simulable(p2p, t_f, unit_time)
-    timeline = _simulate_raw(_raw_orders(name, p, m, v), p, v, t_f, half, half, p2p, name, m=m)
+    timeline = _simulate_schedule(name, p, m, v, t_f, half, half, p2p)
     op_time = float(t_f.min()) / v
     required = _required_bandwidth(act, op_time, unit_time, p, layer_time is not None)
     samples = None if batch is None else positive_int(batch, "batch")

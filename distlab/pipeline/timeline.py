@@ -44,6 +44,7 @@ from .layout import (
     check_microbatches,
     placement,
 )
+from .remembered import remembered
 
 __all__ = ["MAX_TIME_RATIO", "Timeline", "simulate", "schedule"]
 
@@ -578,15 +579,12 @@ def schedule(
     v = positive_int(chunks, "chunks")
     _check_layout(name, p, m, v, layers)
     v = _chunks_of(name, v)
-    return _simulate_raw(
-        _raw_orders(name, p, m, v),
-        p,
-        v,
-        _per_stage(t_f, p, "t_f", False),
-        _per_stage(t_b, p, "t_b", False),
-        _per_stage(t_w, p, "t_w", True),
-        non_negative(p2p, SECONDS, "p2p"),
-        name,
-        m=m,
-        where=placement(name),
-    )
+    f, b, w = (_per_stage(t, p, f"t_{x}", x == "w") for t, x in ((t_f, "f"), (t_b, "b"), (t_w, "w")))
+    return _simulate_schedule(name, p, m, v, f, b, w, non_negative(p2p, SECONDS, "p2p"), placement(name))
+
+
+def _simulate_schedule(name, p, m, v, t_f, t_b, t_w, p2p, where="loop") -> Timeline:
+    """_simulate_raw of schedule `name`'s own orders (checked settings), remembered (distlab.pipeline.remembered):
+    a widget's neighbouring states and an analysis's alternatives simulate the same steps again."""
+    key = (name, p, m, v, where, float(p2p), *(np.asarray(t, dtype=float).tobytes() for t in (t_f, t_b, t_w)))
+    return remembered(key, lambda: _simulate_raw(_raw_orders(name, p, m, v), p, v, t_f, t_b, t_w, p2p, name, m, where))
