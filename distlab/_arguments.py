@@ -341,6 +341,7 @@ ESTIMATE_KEYWORDS = (
     "recompute_layers",
     "overlap_param_gather",
     "activation_offload_layers",
+    "fp8_attention",
 )
 
 

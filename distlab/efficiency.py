@@ -41,6 +41,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .attention_variants import measured_attention
+from .link_rates import (  # re-exported: distlab.efficiency is where callers have found them
+    FALLBACK_LINK_SHARE,
+    LINK_BUS_BANDWIDTH,
+    NVLS_BUS_BANDWIDTH,
+    NVLS_MIN_GPUS,
+    achieved_link_share,
+    nvls_bandwidth,
+)
 from .attention_kernels import (
     FALLBACK_FLASH_ATTENTION_RATE,
     FLASH_ATTENTION_RATE,
@@ -189,33 +198,6 @@ MEMORY_TRAFFIC = 1.4
 #: average, the same on every GPU (an assumption: the paper's per-GPU figures are not in its abstract). Lesson 7 §8.
 OVERLAP_SLOWDOWN = ("lee2025-overlap-compute-slowdown", 0.189)
 
-#: Achieved large-message all-reduce bus bandwidth per catalog link (nccl-tests busbw, ring algorithm), from the
-#: hardware microbenchmarks in distlab/data/published_runs.json (NVIDIA GTC24 S62129, "NCCL Tests Allreduce Bus
-#: Bandwidth"): NVLink3 (A100) 232 of 300 GB/s, NVLink4 (H100) 370 of 450, PCIe Gen4 24, Gen5 48, 200 Gb RDMA (IB/RoCE)
-#: 24 of 25, 400 Gb RDMA 48 of 50, 100 GbE TCP/IP sockets 10 of 12.5. NVLink5 (B200): the one-node all-reduce of AWS
-#: P6-B200 at 16 GiB, 845.67 of 900 (algorithm not stated). XDR (800 Gb) has no figure: the HDR/NDR share (0.96) is
-#: assumed. Line rate x this share is what the calibrated step model moves bytes at. Lesson 7 §8.
-LINK_BUS_BANDWIDTH = {
-    "nvlink3": ("nvidia-gtc24-allreduce-busbw-nvlink3-a100", 232e9),
-    "nvlink4": ("nvidia-gtc24-allreduce-busbw-nvlink4-h100", 370e9),
-    "nvlink5": ("mlengineering-torch-allreduce-p6-b200-1vs4-nodes", 845.67e9),
-    "pcie4": ("nvidia-gtc24-allreduce-busbw-pci-gen4", 24e9),
-    "pcie5": ("nvidia-gtc24-allreduce-busbw-pci-gen5", 48e9),
-    "ib-hdr": ("nvidia-gtc24-allreduce-busbw-200gb-rdma-ib-roce", 24e9),
-    "ib-ndr": ("nvidia-gtc24-allreduce-busbw-400gb-rdma-ib-roce", 48e9),
-    "ethernet-100g": ("nvidia-gtc24-allreduce-busbw-100gbe-tcp-ip-sockets", 10e9),
-    "ethernet-200g": ("nvidia-gtc24-allreduce-busbw-200gb-rdma-ib-roce", 24e9),
-    "ethernet-400g": ("nvidia-gtc24-allreduce-busbw-400gb-rdma-ib-roce", 48e9),
-}
-#: For a link without a figure (ib-xdr, a custom link): the RDMA share 48 / 50. Lesson 7 §8.
-FALLBACK_LINK_SHARE = 48 / 50
-#: NVLink SHARP (NVLS): on NVSwitch systems of the H100 generation on, NCCL runs an all-reduce inside a node on the
-#: switch, 480 GB/s busbw on H100 (GTC24 S62129, "NVLink4 SHARP (H100)"), and picks it from 5 GPUs up (Bekman's
-#: nccl-tests on 8x H200: Ring at 4 GPUs, NVLS at 5-8). Reduce-scatter and all-gather stay on the ring (361-363 GB/s
-#: on the same machine). Lesson 7 §8.
-NVLS_BUS_BANDWIDTH = {"nvlink4": ("nvidia-gtc24-allreduce-busbw-nvlink4-sharp-h100", 480e9)}
-NVLS_MIN_GPUS = 5
-
 
 @dataclass(frozen=True)
 class ComputeModel:
@@ -240,6 +222,9 @@ class ComputeModel:
     fp8_scaling: str = "delayed"  # elementwise.FP8_SCALING: the cast overhead of an FP8 recipe
     fp8_cast_bytes: float = 0.0  # HBM bytes per cast element (elementwise.FP8_CAST_BYTES; 0: casts not priced)
     expert_gemm: str = "sequential"  # distlab.expert_gemms: how many of a GPU's expert GEMMs run at once
+    fp8_attention: bool = False  # an FP8 recipe's attention core in FP8 (distlab.attention_variants)
+    fp8_attention_tables: tuple = ()  # ((shape, (seq lens, forward, backward FP8 / BF16 time)), ...); (): not priced
+    window_table: tuple | None = None  # (window, seq lens, forward, backward shares): windowed layers' core rates
 
     def describe(self) -> str:
         """One line for a student: what the compute time assumes."""
@@ -259,6 +244,12 @@ class ComputeModel:
             )
             + f" ({self.attention}"
             + (f", kernel {self.attention_kernel}" if self.attention_kernel else "")
+            + (", FP8 attention at its measured time over BF16's" if self.fp8_attention_tables else "")
+            + (
+                f", {self.window_table[0]}-token sliding windows (where a model has them) at their rate"
+                if self.window_table
+                else ""
+            )
             + (f"; {self.kernel_note}" if self.kernel_note else "")
             + f"{', causal: masked blocks skipped' if self.attention == 'flash' else ''}), element-wise traffic "
             f"{self.memory_traffic:g} x the {self.kernels} kernels' bytes per pass"
@@ -284,32 +275,6 @@ def best_gemm_efficiency(accelerator) -> float:
     return FALLBACK_GEMM_EFFICIENCY if entry is None else entry[1]
 
 
-def achieved_link_share(link) -> float:
-    """Achieved all-reduce bus bandwidth / line rate of a catalog link (name or Link): LINK_BUS_BANDWIDTH's nccl-tests
-    figure over the catalog's per-direction rate, at most 1; FALLBACK_LINK_SHARE without a figure. Lesson 7 §8.
-
-    >>> round(achieved_link_share('nvlink3'), 3), round(achieved_link_share('ib-ndr'), 2)  # 232/300, 48/50
-    (0.773, 0.96)
-    """
-    from .hardware import link as catalog_link
-
-    name = str(getattr(link, "name", link)).strip().lower()
-    entry = LINK_BUS_BANDWIDTH.get(name)
-    if entry is None:
-        return FALLBACK_LINK_SHARE
-    return min(1.0, entry[1] / catalog_link(name).bandwidth)
-
-
-def nvls_bandwidth(link):
-    """The NVLS all-reduce bus bandwidth of an intra-node link (B/s), None where NCCL has no NVLS. Lesson 7 §8.
-
-    >>> nvls_bandwidth('nvlink4'), nvls_bandwidth('nvlink3')
-    (480000000000.0, None)
-    """
-    entry = NVLS_BUS_BANDWIDTH.get(str(getattr(link, "name", link)).strip().lower())
-    return None if entry is None else entry[1]
-
-
 def compute_model(
     accelerator,
     attention="flash",
@@ -320,13 +285,16 @@ def compute_model(
     attention_kernel="flash",
     fp8_scaling="delayed",
     expert_gemm="sequential",
+    fp8_attention=False,
 ) -> ComputeModel:
     """The calibrated compute model for an accelerator: matmuls at TRAINING_MATMUL_SHARE x its best GEMM
     rate; the attention core at that rate when unfused, at flash_attention_rate(accelerator) with flash attention;
     MEMORY_TRAFFIC. share= and traffic= replace the fitted constants (fit_calibration uses them). The step model
     slows each weight GEMM further by its shape (gemm_sms: the SMs of GEMM_SMS; best_gemm: the roofline's compute roof).
     With flash attention the core runs at attention_kernel's measured rates (distlab.attention_kernels; 'flash':
-    flash_attention_rate). expert_gemm: how an MoE layer's expert GEMMs run (distlab.expert_gemms). An FP8 recipe's layer GEMMs run at share x best_fp8_gemm_efficiency of the FP8 peak (its
+    flash_attention_rate). expert_gemm: how an MoE layer's expert GEMMs run (distlab.expert_gemms). fp8_attention: an FP8
+    recipe's attention core in FP8 (cuDNN's kernel only), and with the cuDNN kernel the layers of a 128-token window at
+    their measured rate (distlab.attention_variants). An FP8 recipe's layer GEMMs run at share x best_fp8_gemm_efficiency of the FP8 peak (its
     output layer at the 16-bit share: step.compute.matmul_seconds), its casts move FP8_CAST_BYTES[fp8_scaling] per element (distlab.elementwise.fp8_cast_bytes_array). Lesson 7 §8.
 
     A100: 0.82 x 271.2 / 312 = 0.713 of peak for matmuls of the best shape.
@@ -350,6 +318,8 @@ def compute_model(
     table, note = (None, "") if kernel is None else kernel_rate_table(accelerator, kernel)
     scaling = fp8_scaling_name(fp8_scaling)
     fp8_best = best_fp8_gemm_efficiency(accelerator) * FP8_GEMM_RATE[scaling]  # MXFP8's block-scaled GEMMs slower
+    fp8_tables, window, measured_note = measured_attention(accelerator, kernel, scaling, fp8_attention)
+    note = "; ".join(x for x in (note, measured_note) if x)
     return ComputeModel(
         matmul,
         core,
@@ -368,6 +338,9 @@ def compute_model(
         scaling,
         FP8_CAST_BYTES[scaling],
         expert_gemm_name(expert_gemm),
+        bool(fp8_attention),
+        fp8_tables,
+        window,
     )
 
 

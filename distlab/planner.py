@@ -26,6 +26,7 @@ from .errors import ConfigurationError
 from ._arguments import flag, whole_number
 from .mesh import MAX_WORLD_SIZE
 from .step import pricing
+from .step.checks import check_fp8_attention
 from .step.data_parallel import zero3_collectives_per_layer
 from .step.terms import TERMS
 from .tp_overlap import planner_codes, tp_overlap_method
@@ -452,25 +453,25 @@ def plan(
     zero3_collectives="layer",
     tp_overlap=None,
     partial_recompute=False,
+    fp8_attention=False,
 ) -> Plan:
     """Evaluate every valid configuration; rank feasible ones first, then by step time.
 
-    efficiency, attention, memory_recipe, kernels, attention_kernel and expert_gemm (None: the memory recipe's engine's),
-    fp8_scaling, zero3_collectives and tp_overlap (None: the engine's default; True: the engine's method where sequence
-    parallelism lets it run, tp_overlap.planner_codes) as in training.estimate (efficiency None: the calibrated compute
-    model of distlab.efficiency; a number: every FLOP at that share of peak); only the ZeRO stages the memory recipe's
-    engine runs are searched. An MoE model's routing knobs as in estimate, for every candidate, the imbalance clipped
-    at min(ep, E / k) (one GPU takes at most every copy). Lesson 7 §5, Lesson 10 §3.
+    efficiency, attention, memory_recipe, kernels, attention_kernel and expert_gemm (None: the engine's), fp8_scaling,
+    fp8_attention, zero3_collectives and tp_overlap (None: the engine's default; True: the engine's method where
+    sequence parallelism lets it run, tp_overlap.planner_codes) as in training.estimate; only the ZeRO stages the
+    memory recipe's engine runs are searched. An MoE model's routing knobs as in estimate, for every candidate, the
+    imbalance clipped at min(ep, E / k) (one GPU takes at most every copy). Lesson 7 §5, Lesson 10 §3.
 
     partial_recompute=True also searches partial-layer recomputation (distlab.partial_recompute; Lesson 7 §1): each
-    candidate with recompute 'full' that fits with every layer recomputed is priced instead at the SMALLEST number N
-    of layers recomputed per model chunk that still fits (memory falls as N grows, step time rises: the smallest
-    fitting N is the fastest), N from 1 (N = 0 is the layout's 'none' row) to the chunk's ceil(L / (pp v)) layers,
-    the same N on every stage and chunk: Megatron-LM's `--recompute-method block --recompute-num-layers N` (the
-    first N layers of each chunk). Its rows carry recompute_layers (None where every layer is recomputed or
-    recompute is not 'full'; the table shows 'full:N'); a 'full' row that does not fit even with every layer
-    recomputed stays as it is. An MoE model's rows stay at every layer (modelled for dense models only;
-    distlab.planner_recompute). Activation offloading (estimate's activation_offload_layers): not searched, 0.
+    candidate with recompute 'full' that fits with every layer recomputed is priced instead at the SMALLEST number N of
+    layers recomputed per model chunk that still fits (memory falls as N grows, step time rises: the smallest fitting N
+    is the fastest), N from 1 (N = 0 is the layout's 'none' row) to the chunk's ceil(L / (pp v)) layers, the same N on
+    every stage and chunk: Megatron-LM's `--recompute-method block --recompute-num-layers N` (the first N layers of each
+    chunk). Its rows carry recompute_layers (None where every layer is recomputed or recompute is not 'full'; the table
+    shows 'full:N'); a 'full' row that does not fit even with every layer recomputed stays as it is. An MoE model's rows
+    stay at every layer (modelled for dense models only; distlab.planner_recompute). Activation offloading (estimate's
+    activation_offload_layers): not searched, 0.
 
     >>> p = plan('llama2-7b', 'dgx-h100', nodes=2, global_batch=64)
     >>> p.gpus, len(p.order)  # every configuration enumerate_configurations lists is priced
@@ -484,8 +485,9 @@ def plan(
     cl = as_cluster(cluster, nodes, fabric)
     batch, s, _ = training.batch_and_sequence(global_batch, seq_len if seq_len is not None else model.seq_len)
     named = dict(kernels=kernels, memory_recipe=memory_recipe, fp8_scaling=fp8_scaling, expert_gemm=expert_gemm)
-    compute = pricing.compute_model_for(cl, efficiency, attention, attention_kernel=attention_kernel, **named)
-    recipe = memory.precision_recipe(precision)
+    named.update(attention_kernel=attention_kernel, fp8_attention=fp8_attention)
+    recipe = check_fp8_attention(fp8_attention, memory.precision_recipe(precision))
+    compute = pricing.compute_model_for(cl, efficiency, attention, **named)
     hw = training.hardware_arguments(cl, recipe, achieved=compute.calibrated)
     mem_recipe = memory_recipes.memory_recipe(memory_recipe)
     method = tp_overlap_method(tp_overlap, mem_recipe)
@@ -515,7 +517,7 @@ def _extra(compute, fp8_scaling, zero3_collectives, method: str, is_moe: bool, *
     """A Plan's record of what it priced with: the compute model's choices, the engine's, and `more`."""
     extra = dict(calibrated=compute.calibrated, overlap_slowdown=compute.overlap_slowdown)
     extra.update(attention_kernel=compute.attention_kernel, fp8_scaling=fp8_scaling_name(fp8_scaling))
-    extra.update(expert_gemm=compute.expert_gemm if is_moe else None)
+    extra.update(expert_gemm=compute.expert_gemm if is_moe else None, fp8_attention=compute.fp8_attention)
     extra.update(zero3_collectives=zero3_collectives, tp_overlap_method=method, **more)
     return extra
 

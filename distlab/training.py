@@ -46,7 +46,7 @@ from .step.placement import (
     p2p_message_bytes,
     pipeline_crossings_array,
 )
-from .step.checks import check_batch, check_layout, check_memory_recipe
+from .step.checks import check_batch, check_fp8_attention, check_layout, check_memory_recipe
 from .step.data_parallel import EXPOSED_GATHER_NOTE, deepspeed_note, zero3_collectives_per_layer
 from .step.experts import expert_view
 from .step.offload import offload_note_of, offload_record
@@ -349,6 +349,7 @@ def estimate(
     recompute_layers=None,
     overlap_param_gather=True,
     activation_offload_layers=0,
+    fp8_attention=False,
 ) -> StepEstimate:
     """Step time by term (distlab.step.TERMS), throughput, MFU/HFU, scaling efficiency and memory of one configuration.
 
@@ -359,23 +360,22 @@ def estimate(
     peak. attention: 'flash' or 'unfused'; attention_kernel: the flash kernel
     (distlab.attention_kernels.ATTENTION_KERNEL_NAMES; None: the memory recipe's engine's). precision 'fp8': the weight GEMMs
     at the FP8 GEMM rate, the rest at 16-bit, the casts by fp8_scaling ('delayed', 'current', 'blockwise';
-    distlab.elementwise). calibration: (share, traffic) replacing the two fitted constants. tp_overlap: a method
-    (distlab.tp_overlap: 'none'; 'userbuffers' = Megatron-Core --tp-comm-overlap, 'async-tp' = PyTorch async TP:
-    (tp-1)/tp of SP's traffic under the matmuls hides; 'megatron-async-backward' = Megatron-LM's backward all-reduces
-    beside the wgrad GEMMs); None: the memory recipe's engine's default (Megatron's 'megatron-async-backward', else
-    'none'); True: its opt-in; False. memory_recipe: 'zero-paper' (16 B per parameter) or an engine's
+    distlab.elementwise). calibration: (share, traffic) replacing the two fitted constants. tp_overlap: a method of
+    distlab.tp_overlap ('none', 'userbuffers', 'async-tp', 'megatron-async-backward'); None: the memory recipe's
+    engine's default; True: its opt-in; False. memory_recipe: 'zero-paper' (16 B per parameter) or an engine's
     (distlab.memory_recipes.MEMORY_RECIPES). balance_stages: the first and last stage hold one layer fewer (pp > 2). ep,
     etp: expert and expert tensor parallelism (etp 1 or tp) of an MoE model (Lesson 10 §5); moe_imbalance,
     capacity_factor and max_nodes_per_token its routing (Lesson 10 §3); expert_gemm 'sequential', 'multi-stream' or
     'grouped': a GPU's expert GEMMs one at a time, up to 4 at once, or all in one launch (distlab.expert_gemms; None:
-    the engine's). kernels: 'fused', 'compiled' or 'eager' element-wise kernels. An infeasible configuration is priced but flagged (explain() says why); invalid ones raise
-    ConfigurationError. zero3_collectives: 'layer' (a flat buffer per layer: FSDP2, Megatron) or 'tensor' (one per
+    the engine's). kernels: 'fused', 'compiled' or 'eager' element-wise kernels. An infeasible configuration is priced
+    but flagged (explain() says why); invalid ones raise ConfigurationError. zero3_collectives: 'layer' (a flat buffer per layer: FSDP2, Megatron) or 'tensor' (one per
     parameter tensor, DeepSpeed ZeRO-3 of 2021; data_parallel.ZERO3_COLLECTIVES). recompute_layers: with
     recompute='full', N of each stage's (chunk's) layers recomputed, the rest keeping their activations (Megatron
     --recompute-method block; torchtitan's every-k-th; None: all; 0 to L; distlab.partial_recompute).
     overlap_param_gather False: ZeRO-1/2's parameter all-gather exposed (Megatron without --overlap-param-gather).
     activation_offload_layers: the model's first N layers' activations to host memory (--cpu-offloading-num-layers;
-    step.offload). Lesson 7 §1-§8.
+    step.offload). fp8_attention: with precision 'fp8', the attention core in FP8 too (distlab.attention_variants).
+    Lesson 7 §1-§8.
 
     Llama 2 7B, one DGX H100, dp 8, 50% of peak: 46.09 GFLOP/token x 4096 / 494.7 TFLOP/s = 0.382 s; 108 GB > 80 GB.
     >>> est = estimate('llama2-7b', 'dgx-h100', nodes=1, fabric='ib-ndr', global_batch=8, seq_len=4096, efficiency=0.5)
@@ -396,12 +396,13 @@ def estimate(
 def _configured(model, cl, shape, mem_recipe, layout: dict, k: dict) -> tuple:
     """(the model as the step model reads it, the configuration record, the compute model, step_model_array's
     switches) of estimate's checked layout and its keywords as given (k)."""
-    named = {key: k[key] for key in ("attention_kernel", "fp8_scaling", "expert_gemm")}
+    named = {key: k[key] for key in ("attention_kernel", "fp8_scaling", "expert_gemm", "fp8_attention")}
+    recipe = check_fp8_attention(k["fp8_attention"], memory.precision_recipe(k["precision"]))
     compute = compute_model_for(
         cl, k["efficiency"], k["attention"], k["calibration"], k["kernels"], memory_recipe=mem_recipe, **named
     )
     tp, balance = layout["tp"], k["balance_stages"]
-    recipe, sp = memory.precision_recipe(k["precision"]), bool(k["sequence_parallel"]) and tp > 1
+    sp = bool(k["sequence_parallel"]) and tp > 1
     asked = {name: k[name] for name in ("moe_imbalance", "capacity_factor", "max_nodes_per_token")}
     s, cp, pp = shape["s"], layout["cp"], layout["pp"]
     core_model, experts, routing = expert_view(model, cl, s, tp, cp, pp, k["ep"], k["etp"], sp, asked)
@@ -441,6 +442,8 @@ def _record(model, cl, shape, layout, recipe, compute, efficiency, mem_recipe, t
     config.update(attention_kernel=compute.attention_kernel)
     if recipe.compute_precision == "fp8":
         config.update(fp8_scaling=compute.fp8_scaling)
+    if compute.fp8_attention:  # named only where it runs: estimates without it stay as they were
+        config.update(fp8_attention=True)
     config.update(kernels=compute.kernels, matmul_efficiency=compute.matmul_efficiency, tp_overlap=tp_overlap != "none")
     if tp_overlap != "none":  # the method is named only where one runs: estimates without it stay as they were
         config.update(tp_overlap_method=tp_overlap)

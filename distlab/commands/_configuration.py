@@ -5,6 +5,8 @@ Not a subcommand (cli.py skips modules whose name starts with an underscore).
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..attention_kernels import ATTENTION_KERNEL_NAMES
 from ..expert_gemms import EXPERT_GEMM_NAMES
 from ..elementwise import FP8_SCALING
@@ -152,6 +154,16 @@ def add_compute_arguments(cmd) -> None:
     )
 
 
+def add_fp8_attention_argument(cmd) -> None:
+    """--fp8-attention (estimate, plan): an FP8 recipe's attention core in FP8 too (compute_options passes it)."""
+    cmd.add_argument(
+        "--fp8-attention",
+        action="store_true",
+        help="with --precision fp8: the attention core in FP8 too (Megatron's --fp8-dot-product-attention; cuDNN's "
+        "kernel; priced at its measured time over BF16's, distlab.attention_variants)",
+    )
+
+
 def _choice(value, flag: str, valid) -> str:
     """value, lower-cased, if it is one of valid; else our error naming the flag and the valid values."""
     key = value.strip().lower() if isinstance(value, str) else ""
@@ -162,14 +174,18 @@ def _choice(value, flag: str, valid) -> str:
 
 def compute_options(args) -> dict:
     """training.estimate's and planner.plan's attention_kernel, fp8_scaling, expert_gemm and zero3_collectives from
-    add_compute_arguments, each checked against its valid values (our error names the flag)."""
+    add_compute_arguments, each checked against its valid values (our error names the flag); fp8_attention where
+    --fp8-attention was given."""
     kernel, experts = args.attention_kernel, args.expert_gemm
-    return dict(
+    options: dict[str, Any] = dict(
         attention_kernel=None if kernel is None else _choice(kernel, "--attention-kernel", ATTENTION_KERNEL_NAMES),
         expert_gemm=None if experts is None else _choice(experts, "--expert-gemm", EXPERT_GEMM_NAMES),
         fp8_scaling=_choice(args.fp8_scaling, "--fp8-scaling", FP8_SCALING),
         zero3_collectives=_choice(args.zero3_collectives, "--zero3-collectives", ZERO3_COLLECTIVES),
     )
+    if getattr(args, "fp8_attention", False):  # estimate and plan only (add_fp8_attention_argument)
+        options["fp8_attention"] = True
+    return options
 
 
 def tp_overlap(args):

@@ -10,6 +10,7 @@ from ._configuration import (
     add_activation_offload_argument,
     add_cluster_arguments,
     add_compute_arguments,
+    add_fp8_attention_argument,
     add_config_arguments,
     add_moe_routing_arguments,
     cluster,
@@ -32,6 +33,7 @@ def add_arguments(cmd) -> None:
     cmd.add_argument("--etp", type=int, default=None, help="expert tensor-parallel degree, 1 or tp (MoE; default tp)")
     add_moe_routing_arguments(cmd)
     add_compute_arguments(cmd)
+    add_fp8_attention_argument(cmd)
     add_activation_offload_argument(cmd)
     cmd.add_argument(
         "--json",

@@ -14,12 +14,14 @@ def add_arguments(cmd) -> None:
     from ._configuration import (
         add_cluster_arguments,
         add_compute_arguments,
+        add_fp8_attention_argument,
         add_moe_routing_arguments,
         add_tp_overlap_argument,
     )
 
     add_cluster_arguments(cmd)
     add_compute_arguments(cmd)
+    add_fp8_attention_argument(cmd)
     add_tp_overlap_argument(cmd)
     add_moe_routing_arguments(cmd)
     cmd.add_argument(

@@ -9,7 +9,7 @@ from ..errors import ConfigurationError
 from ..units import positive_int
 from .config import SCHEDULES, batch_and_sequence
 
-__all__ = ["check_layout", "check_batch", "check_memory_recipe"]
+__all__ = ["check_layout", "check_batch", "check_memory_recipe", "check_fp8_attention"]
 
 
 def check_layout(model, cl, dp, tp, pp, cp) -> tuple[int, int, int, int]:
@@ -91,3 +91,16 @@ def check_memory_recipe(memory_recipe, zero):
             f"{', '.join(str(z) for z in recipe.zero_stages)}"
         )
     return recipe, zero
+
+
+def check_fp8_attention(fp8_attention, recipe):
+    """The precision recipe, with fp8_attention checked against it: FP8 attention runs only inside an FP8 recipe
+    (Megatron's --fp8-dot-product-attention needs --fp8-format; distlab.attention_variants). Lesson 7 §8."""
+    from .._arguments import flag
+
+    if flag(fp8_attention, "fp8_attention") and getattr(recipe, "compute_precision", None) != "fp8":
+        raise ConfigurationError(
+            f"fp8_attention=True needs precision='fp8' (the attention core runs in FP8 only inside an FP8 recipe); "
+            f"precision={recipe.name!r} (valid: precision='fp8', or fp8_attention=False)"
+        )
+    return recipe

@@ -17,6 +17,7 @@ from ..attention_kernels import (
     kernel_rates,
     unpad_copy_bytes_per_token,
 )
+from ..attention_variants import attention_shape, window_share
 from ..efficiency import layer_gemm_slowdown_array
 from ..elementwise import (
     core_attention_bytes_array,
@@ -77,7 +78,9 @@ def attention_core_seconds(c: StepConfig):
     causal flash attention executes attention_kernels.flash_attention_work_array's FLOPs instead (masked half skipped,
     scores recomputed in the backward). With a named kernel's rates (attention_table: attention_kernels.kernel_rates at
     the sequence length) the forward (1, + 1 recomputed, x half the counted forward) runs at the forward rate and the
-    backward (2.5 x half) at the backward rate. Lesson 7 §8."""
+    backward (2.5 x half) at the backward rate; FP8 attention (fp8_attention_tables) multiplies each by its measured
+    FP8 / BF16 time, and the layers of a measured window (window_table; attention_variants.window_share of the core)
+    run their counted core (forward 1, + 1 recomputed; backward 2.5) at the window's rates. Lesson 7 §8."""
     causal = np.asarray(c.causal_flash, dtype=bool)
     executed = np.where(causal, c.layers_stage * flash_attention_work_array(c.core_fwd, c.core_again), c.core_stage)
     rate = c.tp * c.core_peak * c.attention_efficiency
@@ -86,7 +89,19 @@ def attention_core_seconds(c: StepConfig):
     forward, backward = kernel_rates(c.attention_table, c.s)
     half = 0.5 * c.layers_stage * c.core_fwd
     again = c.core_again  # the share of the layers recomputing the core (1 or 0 unless partial)
-    kernel = half * ((1.0 + again) / forward + (FLASH_FORWARD_BACKWARD_WORK - 1.0) / backward) / (c.tp * c.core_peak)
+    fwd, bwd = half * (1.0 + again) / forward, half * (FLASH_FORWARD_BACKWARD_WORK - 1.0) / backward
+    if c.fp8 and c.fp8_attention_tables:
+        tables = dict(c.fp8_attention_tables)
+        slower_fwd, slower_bwd = kernel_rates(tables.get(attention_shape(c.model), tables["gqa"]), c.s)
+        fwd, bwd = fwd * slower_fwd, bwd * slower_bwd
+    kernel = (fwd + bwd) / (c.tp * c.core_peak)
+    if c.window_table is not None:
+        share = window_share(c.model, c.s)
+        if np.any(share > 0):
+            window_fwd, window_bwd = kernel_rates(c.window_table[1:], c.s)
+            counted = c.layers_stage * c.core_fwd * share  # the windowed layers' counted forward, 4 b s W a d each
+            window = counted * ((1.0 + again) / window_fwd + (FLASH_FORWARD_BACKWARD_WORK - 1.0) / window_bwd)
+            kernel = (1.0 - share) * kernel + window / (c.tp * c.core_peak)
     return np.where(causal, kernel, executed / rate)
 
 

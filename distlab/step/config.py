@@ -104,6 +104,8 @@ class StepConfig:
     best16: float  # its best GEMM share (best_gemm unless FP8)
     overlap_slowdown: float
     attention_table: tuple | None  # a kernel's (seq lens, forward, backward shares of peak); None: attention_efficiency
+    fp8_attention_tables: tuple  # FP8 attention: ((shape, (seq lens, forward, backward time ratios)), ...); (): none
+    window_table: tuple | None  # windowed layers: (window, seq lens, forward, backward shares); None: causal rate
     attention_kernel: str | None  # the flash kernel's name (attention_kernels; its wrapper's copies); None: unnamed
     expert_gemm: str  # how many of a GPU's expert GEMMs run at once (distlab.expert_gemms)
     fp8: bool  # the GEMMs run in FP8 (recipe.compute_precision)
@@ -240,6 +242,8 @@ def step_config(
     overlap_slowdown=0.0,
     core_peak_flops=None,
     attention_table=None,
+    fp8_attention_tables=(),
+    window_table=None,
     fp8_efficiency=None,
     fp8_best_gemm=None,
     fp8_cast_bytes=0.0,
@@ -315,7 +319,7 @@ def _compute(a: dict) -> dict:
     """The StepConfig's compute-model fields (pricing.compute_arguments' keywords)."""
     efficiency = _fractions(a["efficiency"], "efficiency")
     attention = a["attention_efficiency"]
-    keys = ("memory_traffic", "kernels_code", "causal_flash", "attention_table")
+    keys = ("memory_traffic", "kernels_code", "causal_flash", "attention_table", "fp8_attention_tables", "window_table")
     slowdown = non_negative(a["overlap_slowdown"], "", "overlap_slowdown")
     if slowdown > 10:
         raise ConfigurationError(
