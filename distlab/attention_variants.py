@@ -18,20 +18,21 @@ backward does not skip the blocks outside the window, so it costs about what a f
 the BF16 window's time at 4k tokens, 25-30 x at 32k). The step model prices a windowed layer's core, 4 b s W a d
 forward (W keys per query, the model's count) and 2.5 x that backward, at the measured rates (WINDOW_RATES, shares of
 the dense 16-bit peak), where the model's window is the measured one (128 tokens) and the kernel is cuDNN's;
-elsewhere (no measurement) it keeps the causal kernel rate and says so. Hopper: cuDNN's FP8 attention does not take
+elsewhere (no measurement) it keeps the causal kernel rate. Hopper: cuDNN's FP8 attention does not take
 a window with attention sinks (the harness's H200 FP8 rows are infinite; Transformer Engine keeps such layers in
 16-bit below sm100), so there the window stays 16-bit under FP8 attention.
 
 GPUs: GB200 and GB300 were measured (cuDNN 9.22, April 2026); B200 takes GB200's ratios and shares of its own peak
 (the same Blackwell dies, an assumption, as attention_kernels does); the H100 family (H100, H200, the 96 GB H100)
 the H200's (cuDNN 9.19.1, GQA only, no window at 128). Other GPUs have no figure: FP8 attention is priced at 16-bit
-and the window at the causal rate, and the compute model's note says so.
+(the compute model's note says so) and the window at the causal rate.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .attention_kernels import FLASH_FORWARD_BACKWARD_WORK
 from .errors import ConfigurationError
 
 __all__ = [
@@ -53,8 +54,7 @@ __all__ = [
 HARNESS_SEQ_LENS = (2048, 4096, 8192, 16384, 32768)
 #: The window of the harness's gpt-oss rows (sliding_window_size), the one distlab has rates for.
 MEASURED_WINDOW = 128
-#: (batch, query heads, kv heads, head dim q/k, head dim v, window or 0, dense BF16 peak TFLOP/s of the GPU) of each
-#: shape the harness ran, per GPU it ran on. The window shape's 128 query heads of head dim 64 over 128 keys.
+#: (batch, query heads, kv heads, head dim q/k, head dim v, window or 0) of each shape the harness ran. The window shape's 128 query heads of head dim 64 over 128 keys.
 HARNESS_SHAPES = {
     "gqa": (2, 64, 8, 128, 128, 0),
     "mla": (2, 128, 128, 192, 128, 0),
@@ -139,7 +139,8 @@ FP8_ATTENTION_RATIOS = {
 
 def _window_rates(gpu: str, column: str) -> tuple:
     """(sequence lengths, forward, backward) shares of the GPU's dense 16-bit peak of the windowed layers' core on the
-    model's count: forward 4 b s W a d, backward 2.5 x that, over the measured time."""
+    model's count: forward 4 b s W a d, backward FLASH_FORWARD_BACKWARD_WORK - 1 = 2.5 x that (what
+    step.compute.attention_core_seconds divides by these rates), over the measured time."""
     b, heads, _, d, _, w = HARNESS_SHAPES["window"]
     peak = _MEASURED_PEAK_TFLOPS[gpu] * 1e12
     forward_ms, backward_ms = HARNESS_TIMES_MS[(gpu, "window")][column]
@@ -147,7 +148,7 @@ def _window_rates(gpu: str, column: str) -> tuple:
     return (
         HARNESS_SEQ_LENS,
         tuple(f / (t * 1e-3) / peak for f, t in zip(flops, forward_ms)),
-        tuple(2.5 * f / (t * 1e-3) / peak for f, t in zip(flops, backward_ms)),
+        tuple((FLASH_FORWARD_BACKWARD_WORK - 1.0) * f / (t * 1e-3) / peak for f, t in zip(flops, backward_ms)),
     )
 
 
@@ -212,29 +213,21 @@ def fp8_attention_table(accelerator, fp8_scaling) -> tuple:
     return tables, "; ".join(x for x in (assumed, gap) if x)
 
 
-def window_table(accelerator, column) -> tuple:
-    """(table, note) of the windowed layers' core on a catalog accelerator in column ('bf16', 'fp8', 'mxfp8'): table =
-    (MEASURED_WINDOW, seq lens, forward shares, backward shares of the accelerator's dense 16-bit peak) or None where
-    nothing was measured (note says so). Lesson 7 §8.
+def window_table(accelerator, column) -> tuple | None:
+    """The windowed layers' core on a catalog accelerator in column ('bf16', 'fp8', 'mxfp8'): (MEASURED_WINDOW, seq
+    lens, forward shares, backward shares of the accelerator's dense 16-bit peak; B200 takes GB200's), or None where
+    nothing was measured. Lesson 7 §8.
 
     GB200 in BF16 at 4k tokens: 4 x 2 x 4096 x 128 x 128 x 64 = 3.436e10 FLOPs in 0.210 ms, 163.6 TFLOP/s, 0.0654 of 2,500.
 
-    >>> t, note = window_table('gb200', 'bf16')
-    >>> t[0], round(t[2][1], 4), note
-    (128, 0.0654, '')
+    >>> t = window_table('gb200', 'bf16')
+    >>> t[0], round(t[2][1], 4)
+    (128, 0.0654)
     """
     if column not in ("bf16", "fp8", "mxfp8"):
         raise ConfigurationError(f"column={column!r}; valid: bf16, fp8, mxfp8")
-    gpu = _gpu(accelerator)
-    name = str(getattr(accelerator, "name", accelerator)).strip().lower()
-    if (gpu, column) not in WINDOW_RATES:
-        return (
-            None,
-            f"no published {MEASURED_WINDOW}-token window figure for {name}: windowed layers at the causal rate",
-        )
-    return (MEASURED_WINDOW, *WINDOW_RATES[(gpu, column)]), (
-        f"{name} takes {gpu}'s window rates" if gpu != name else ""
-    )
+    key = (_gpu(accelerator), column)
+    return (MEASURED_WINDOW, *WINDOW_RATES[key]) if key in WINDOW_RATES else None
 
 
 def window_share(model, seq_len):
@@ -274,7 +267,7 @@ def measured_attention(accelerator, kernel, fp8_scaling, fp8_attention) -> tuple
     if fp8_attention:
         tables, note = fp8_attention_table(accelerator, fp8_scaling)
         column = fp8_attention_column(fp8_scaling) if tables else "bf16"
-    window = window_table(accelerator, column)[0]
+    window = window_table(accelerator, column)
     if window is None and column != "bf16":  # Hopper: no FP8 window with sinks; the window stays 16-bit
-        window = window_table(accelerator, "bf16")[0]
+        window = window_table(accelerator, "bf16")
     return tables, window, note
