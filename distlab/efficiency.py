@@ -71,6 +71,7 @@ from .elementwise import (
 )
 from .elementwise import FP8_GEMM_RATE, fp8_scaling as fp8_scaling_name
 from .errors import ConfigurationError
+from .hardware_catalog import ACCELERATORS
 from .expert_gemms import concurrent_experts, expert_gemm as expert_gemm_name
 from .models import model as catalog_model
 
@@ -81,6 +82,7 @@ __all__ = [
     "FALLBACK_GEMM_EFFICIENCY",
     "BEST_FP8_GEMM_EFFICIENCY",
     "FALLBACK_FP8_GEMM_EFFICIENCY",
+    "FP8_GEMM_SIBLING_RATIO",
     "best_fp8_gemm_efficiency",
     "TRAINING_MATMUL_SHARE",
     "MEMORY_TRAFFIC",
@@ -115,7 +117,7 @@ __all__ = [
 #: (maximum achievable matmul FLOPS) microbenchmark, the ids in distlab/data/published_runs.json "microbenchmarks" (A100
 #: SXM 271.2 of 312 TFLOP/s; H100 SXM 794.5 of 989; B200 1745 of 2250; GB200 1822.0 of 2500, 72.9%). A100 40 GB and 80
 #: GB share the die and clocks; H200 is the H100 die with more memory: both are given their sibling's figure (an
-#: assumption, stated here). GB300 has no row: it takes the fallback below. Lesson 7 §8.
+#: assumption, stated here). GB300 has no BF16 row: it takes the fallback below. Lesson 7 §8.
 BEST_GEMM_EFFICIENCY = {
     "a100-40gb": ("mamf-bf16-a100-sxm", 271.2 / 312),
     "a100-80gb": ("mamf-bf16-a100-sxm", 271.2 / 312),
@@ -136,7 +138,7 @@ FALLBACK_GEMM_EFFICIENCY = 1822.0 / 2500
 #: Best-shape FP8 GEMM rate as a share of the dense FP8 peak: Bekman's MAMF table, FP8 (`float8_e4m3fn`) rows (the
 #: data file's "mamf-fp8-*"): H100 SXM 1,402.6 of 1,979 TFLOP/s, 70.9%, against BF16's 80.3% (FP8 GEMMs run further
 #: from their peak); H200 SXM 1,453.4 of 1,979, 73.4%; B200 SXM 3,432.5 of 4,500, 76.3%; GB200 3,615.6 of 5,000, 72.3%
-#: (GB300: no row, the fallback). Each part is given its own
+#: (GB300: no row; FP8_GEMM_SIBLING_RATIO below). Each part is given its own
 #: row (the H200 measured apart from the H100 here, unlike bf16, whose table says "H200 is the same"); torchtitan's
 #: 96 GB H100 the H100's. Only the GEMMs of an FP8 recipe run at it; the attention core, the element-wise work and
 #: the optimizer stay at 16-bit rates (the step model, distlab.step.compute). Lesson 7 §8.
@@ -147,6 +149,14 @@ BEST_FP8_GEMM_EFFICIENCY = {
     "b200": ("mamf-fp8-b200-sxm", 3432.5 / 4500),
     "gb200": ("mamf-fp8-gb200-sxm", 3615.6 / 5000),
 }
+#: A part without a MAMF FP8 row but timed beside a sibling that has one, on one harness: its share is the sibling's
+#: MAMF rate x (its rate / the sibling's rate on that harness) / its own FP8 peak. GB300: Azure's AI-benchmarking-guide
+#: times the cuBLASLt FP8 GEMM (random data, 10,000 warmups) on ND GB200 v6 and ND GB300 v6, best rows 2,819.5 and
+#: 3,308.5 TFLOP/s at 16384^3 (the data file's "azure-cublaslt-fp8-gb200" / "-gb300"), 1.173x: GB300 reaches
+#: 3,615.6 x 1.173 = 4,243 of its 5,000, 84.9%. An assumption, stated: the harness's ratio holds for MAMF's best
+#: shape, and it carries the two runs' software (CUDA 12.8 against 13.0). BF16 has no such pair: GB300's BF16 GEMMs
+#: keep the fallback. Lesson 7 §8.
+FP8_GEMM_SIBLING_RATIO = {"gb300": ("gb200", "azure-cublaslt-fp8-gb200", "azure-cublaslt-fp8-gb300", 3308.5 / 2819.5)}
 #: For an accelerator without a published FP8 figure: the lowest measured (the H100's), so that no GPU is assumed to
 #: reach more of its FP8 peak than every one measured. Lesson 7 §8.
 FALLBACK_FP8_GEMM_EFFICIENCY = 1402.6 / 1979
@@ -353,13 +363,25 @@ def best_fp8_gemm_efficiency(accelerator) -> float:
     H100 SXM 1,402.6 / 1,979 = 0.709; B200 SXM 3,432.5 / 4,500 = 0.763; MI300X (no FP8 row): its bf16 share, 668.4 /
     1,300 = 0.514, under the H100's 0.709.
 
-    >>> [round(best_fp8_gemm_efficiency(a), 3) for a in ('h100-sxm', 'b200', 'mi300x', 'h100-pcie')]
-    [0.709, 0.763, 0.514, 0.709]
+    GB300 (FP8_GEMM_SIBLING_RATIO): GB200's 3,615.6 x 3,308.5 / 2,819.5 = 4,242.7 of 5,000 = 0.849.
+
+    >>> [round(best_fp8_gemm_efficiency(a), 3) for a in ('h100-sxm', 'b200', 'mi300x', 'h100-pcie', 'gb300')]
+    [0.709, 0.763, 0.514, 0.709, 0.849]
     """
     if not isinstance(getattr(accelerator, "name", accelerator), str):
         raise ConfigurationError(f"accelerator={accelerator!r} must be a catalog accelerator name or an Accelerator")
-    entry = BEST_FP8_GEMM_EFFICIENCY.get(str(getattr(accelerator, "name", accelerator)).strip().lower())
-    return entry[1] if entry is not None else min(FALLBACK_FP8_GEMM_EFFICIENCY, best_gemm_efficiency(accelerator))
+    name = str(getattr(accelerator, "name", accelerator)).strip().lower()
+    entry = BEST_FP8_GEMM_EFFICIENCY.get(name)
+    if entry is not None:
+        return entry[1]
+    if name in FP8_GEMM_SIBLING_RATIO:
+        sibling, _, _, ratio = FP8_GEMM_SIBLING_RATIO[name]
+        own = getattr(accelerator, "peak_flops", None) or ACCELERATORS[name].peak_flops
+        if own.get("fp8"):
+            return min(
+                1.0, BEST_FP8_GEMM_EFFICIENCY[sibling][1] * ratio * ACCELERATORS[sibling].peak_flops["fp8"] / own["fp8"]
+            )
+    return min(FALLBACK_FP8_GEMM_EFFICIENCY, best_gemm_efficiency(accelerator))
 
 
 def gemm_shape_factor_array(m, n, k, sms, ridge, groups=1):

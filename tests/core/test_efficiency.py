@@ -275,7 +275,12 @@ def test_validation_accuracy_held_at_the_level_reached():
     # on GB200, GB300 and H100): the 94 dense ones unchanged, the 9 MoE ones -23.2% to +20.2% (gpt-oss on GB200 the
     # max, predicted too fast; DeepSeek-V3 on GB300 +20.2% with its all-to-all overlapped in the run, not in the model):
     # 103 of 103, 6.23% / 23.2%
-    assert stats["mean_abs_error_percent"] <= 6.3 and stats["max_abs_error_percent"] <= 23.3
+    # 2026-12-02 (session 29), FP8 attention and 128-token windows at cuDNN's measured times (attention_variants): 6.04%
+    # / 18.2% (gpt-oss GB200 -23.2% -> -16.0%; the max is B200 405B MXFP8 again)
+    # 2026-12-02 (session 30), GB300's FP8 GEMMs at GB200's MAMF rate x 1.173, Azure's paired cuBLASLt harness
+    # (efficiency.FP8_GEMM_SIBLING_RATIO) instead of the H100's fallback share: 5.52% / 18.2% (the 12 GB300 rows' mean
+    # |error| 9.9% -> 5.4%; 25.11's GB300 70B row -4.4% -> -15.0%, gpt-oss GB300 -10.1% -> -15.8%)
+    assert stats["mean_abs_error_percent"] <= 5.6 and stats["max_abs_error_percent"] <= 18.3
 
 
 @pytest.mark.xfail(

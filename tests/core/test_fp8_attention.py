@@ -262,6 +262,28 @@ def test_fp8_gemm_figure_is_the_microbenchmark():
         assert bench[bench_id]["kind"] == "gemm_efficiency"
 
 
+def test_gb300s_fp8_gemm_share_is_gb200s_mamf_times_the_paired_harness_ratio():
+    """GB300 has no MAMF row; Azure's harness timed the FP8 GEMM on a GB200 and a GB300 alike. By hand from the data
+    file's rows: GB200 MAMF 3,615.6 TFLOP/s x (3,308.5 / 2,819.5) = 4,242.7 of GB300's 5,000 dense FP8 = 0.8485."""
+    bench = {m["id"]: m for m in validation.microbenchmarks("calibration")}
+    sibling, low_id, high_id, ratio = efficiency.FP8_GEMM_SIBLING_RATIO["gb300"]
+    assert sibling == "gb200" and bench[low_id]["kind"] == bench[high_id]["kind"] == "gemm_rate_ratio"
+    assert ratio == pytest.approx(bench[high_id]["measured"]["best_tflops"] / bench[low_id]["measured"]["best_tflops"])
+    assert efficiency.best_fp8_gemm_efficiency("gb300") == pytest.approx(3615.6 * 3308.5 / 2819.5 / 5000, rel=1e-9)
+    assert efficiency.best_fp8_gemm_efficiency("gb300") == pytest.approx(0.8485, abs=1e-4)
+    # BF16 has no paired figure: GB300's 16-bit GEMMs keep the fallback
+    assert efficiency.best_gemm_efficiency("gb300") == efficiency.FALLBACK_GEMM_EFFICIENCY
+
+
+def test_gb300s_fp8_gemms_run_faster_than_gb200s_by_the_ratio():
+    """The compute model a GB300 gets runs best-shape FP8 GEMMs at GB200's rate x 3,308.5 / 2,819.5 (the two parts
+    have the same 5,000 TFLOP/s FP8 peak, so the shares keep the ratio), for every FP8 scaling recipe alike."""
+    for scaling in elementwise.FP8_SCALING:
+        gb200 = efficiency.compute_model("gb200", fp8_scaling=scaling)
+        gb300 = efficiency.compute_model("gb300", fp8_scaling=scaling)
+        assert gb300.fp8_best_gemm / gb200.fp8_best_gemm == pytest.approx(3308.5 / 2819.5)
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.one_of(st.floats(allow_nan=True), st.integers(-10, 10**6), st.text(max_size=4), st.booleans()))
 def test_bad_power_figures_get_our_error(bad):
