@@ -372,6 +372,23 @@ def cluster(node, nodes, fabric=None, oversubscription=1.0, rail_optimized=False
     return Cluster(node, nodes, fabric, oversubscription, rail_optimized)
 
 
+#: Each GPU's copy rate to and from its Grace CPU's memory over NVLink-C2C while every GPU of a tray copies at once
+#: (Node.host_link_bandwidth), one figure for both directions: the lower, measured. NVIDIA/Megatron-LM issue 6491
+#: (comment of 2026-08-15), nvbandwidth's copy-engine tests on a 4-GPU GB300 tray: all_to_host 181.94-183.85 GB/s per
+#: GPU, host_to_all 168.60-175.41 GB/s per GPU (one GPU alone: 211.5 to the GPU, 193.5 from it; Azure's
+#: AI-benchmarking-guide measured a single GB300 at 211 / 193 and a single GB200 at 201 / 193 GB/s). The GB200 takes
+#: the GB300's figure: the same Grace CPU and the same 900 GB/s NVLink-C2C per superchip (an assumption; no
+#: all-GPU measurement of a GB200 was found). Before: 450 GB/s per direction read as shared by 2 GPUs, 225 GB/s.
+#: Lesson 7 §8.
+C2C_PER_GPU = 168.6e9
+C2C_SOURCE = (
+    "measured while every GPU of the tray copies at once: NVIDIA/Megatron-LM issue 6491 (comment of 2026-08-15), "
+    "nvbandwidth on a 4-GPU GB300 tray: host_to_all 168.60-175.41 GB/s per GPU, all_to_host 181.94-183.85 GB/s per "
+    "GPU; the lower, 168.6 GB/s, for both directions (one GPU alone reaches 211.5 and 193.5). NVIDIA's 900 GB/s "
+    "NVLink-C2C per superchip (450 GB/s per direction) is shared by the superchip's two GPUs. A GB200 tray is taken "
+    "at the GB300's figure (the same Grace and NVLink-C2C; no all-GPU measurement of a GB200 found)"
+)
+
 NODES: dict[str, Node] = {
     "dgx-a100": Node(
         "dgx-a100",
@@ -435,14 +452,9 @@ NODES: dict[str, Node] = {
         "'accelerators_per_node': 4, 'for each 4-GPU node: 4x ... [ConnectX-7 ...]'); Grace is Arm (host_cpu "
         "'other')",
         nvlink_domain=72,
-        host_link_bandwidth=225e9,
+        host_link_bandwidth=C2C_PER_GPU,
         host_link_name="NVLink-C2C",
-        host_link_source="NVIDIA GB200 NVL72 page and Blackwell architecture technical brief: the GB200 superchip "
-        "connects its Grace CPU and its two Blackwell GPUs with NVLink-C2C at 900 GB/s bidirectional, i.e. 450 GB/s "
-        "per direction for the one Grace's link; read as shared by the superchip's 2 GPUs (every GPU offloads at once "
-        "in a data-parallel job): 225 GB/s per GPU per direction. Some diagrams draw a 900 GB/s C2C edge on each "
-        "Blackwell (Cornell CVW, 'Blackwell Chip Diagram'); NVIDIA's tables state one per superchip, so the shared "
-        "reading is kept",
+        host_link_source=C2C_SOURCE,
     ),
     "gb300-nvl72": Node(
         "gb300-nvl72",
@@ -456,12 +468,17 @@ NODES: dict[str, Node] = {
         "Grace CPUs, 130 TB/s NVLink); one ConnectX-8 SuperNIC per GPU, 800 Gb/s (NVIDIA GB300 NVL72 page: 72 "
         "ConnectX-8 SuperNICs per rack, 800 Gb/s each), so 4 per tray; Grace is Arm (host_cpu 'other')",
         nvlink_domain=72,
+        host_link_bandwidth=C2C_PER_GPU,
+        host_link_name="NVLink-C2C",
+        host_link_source=C2C_SOURCE,
     ),
 }
 
 
 __all__ = [
     "PRECISIONS",
+    "C2C_PER_GPU",
+    "C2C_SOURCE",
     "HOST_CPUS",
     "LINK_KINDS",
     "Accelerator",
