@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ._arguments import as_cluster, check_fraction, flag
 from .collectives.placed import ring_step_floor
 from .errors import ConfigurationError
+from .gemm_shares import fp8_gemm_source
 from .expert_gemms import note as expert_gemm_note
 from . import _words, memory, models
 from .memory import capacity_detail
@@ -207,8 +208,8 @@ class StepEstimate:
         if self.config.get("fp8_scaling") and cm is not None and cm.fp8_matmul_efficiency is not None:
             out.append(
                 f"FP8: only the layers' weight GEMMs at {100 * cm.fp8_matmul_efficiency:.1f}% of the FP8 peak (x their "
-                f"shape factor), {cm.fp8_scaling} scaling's casts in the element-wise traffic; the rest, the output "
-                "layer too, at 16-bit rates"
+                f"shape factor; {fp8_gemm_source(self.memory.gpu_name)} x the training share), {cm.fp8_scaling} "
+                "scaling's casts in the element-wise traffic; the rest, the output layer too, at 16-bit rates"
             )
         if "expert_gemm" in self.config:
             out.append(expert_gemm_note(self.config["expert_gemm"]))
