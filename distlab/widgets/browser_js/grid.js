@@ -30,9 +30,33 @@ function cellAlpha(f, emphasised) {
   return emphasised || f.fill_kind === "ramp" ? 1 : FADED;
 }
 
+// A frame's colours and text widths, computed once, not per cell and paint (issue 32)
+const fillColours = new Map();
 function fillColour(f, k) {
-  if (f.fill_kind === "ramp") return lighten("#0072B2", 0.85 - 0.75 * (k / Math.max(1, f.fill_count - 1)));
-  return lighten(GROUP_COLOURS[k % GROUP_COLOURS.length], 0.25);
+  const key = f.fill_kind === "ramp" ? `${k}/${f.fill_count}` : k;
+  let colour = fillColours.get(key);
+  if (colour === undefined) {
+    colour = f.fill_kind === "ramp" ? lighten("#0072B2", 0.85 - 0.75 * (k / Math.max(1, f.fill_count - 1))) :
+      lighten(GROUP_COLOURS[k % GROUP_COLOURS.length], 0.25);
+    fillColours.set(key, colour);
+  }
+  return colour;
+}
+
+// ctx.measureText(text).width in `font` (ctx's font now), kept until a web font loads
+const textWidths = new Map();
+if (typeof document !== "undefined" && document.fonts && document.fonts.addEventListener) {
+  document.fonts.addEventListener("loadingdone", () => textWidths.clear());
+}
+function textWidth(ctx, font, text) {
+  const key = `${font}\x1f${text}`;
+  let width = textWidths.get(key);
+  if (width === undefined) {
+    if (textWidths.size > 4096) textWidths.clear();
+    width = ctx.measureText(text).width;
+    textWidths.set(key, width);
+  }
+  return width;
 }
 
 function fillHatch(f, k) {
@@ -104,7 +128,7 @@ function cellsFor(f, w, natural) {
 // filled swatch each) laid out in lines no wider than w: one line where it fits (the natural width, but for a ramp's
 // two more items), as many as it takes narrower.
 function legendLines(ctx, f, picked, w, natural) {
-  ctx.font = uiFont(11);
+  const font = (ctx.font = uiFont(11));
   const items = [[`picked GPU ${picked}`, "#000000", [], 3]];
   for (const [d, colour, dash] of OUTLINES) items.push([`its ${d.toUpperCase()} group`, colour, dash, 2]);
   items.push([`fills: ${f.colour_by}`, null, [], 0]);
@@ -115,7 +139,7 @@ function legendLines(ctx, f, picked, w, natural) {
     if (last > 0) items.push([`${last} (dark)`, null, [], 0, fillColour(f, last)]);
   }
   const lines = [[]];
-  const widthOf = (item) => (item[1] || item[4] ? 17 : 0) + ctx.measureText(item[0]).width;
+  const widthOf = (item) => (item[1] || item[4] ? 17 : 0) + textWidth(ctx, font, item[0]);
   const gapOf = (item) => (item[1] || item[4] ? 15 : 10);
   let x = 8;
   items.forEach((item, k) => {
@@ -155,7 +179,8 @@ function drawGrid(ctx, w, h, model, picked) {
   const lines = legendLines(ctx, f, picked, w, natural);
   const { s, X, Y } = gridScale(f, w, h, legendHeight(lines));
   if (ctx.canvas) ctx.canvas.distlabGrid = { f, s, X, Y, w, h }; // where each cell is: pickOnClick
-  ctx.font = uiFont(Math.max(8, Math.min(12, s * 0.42)));
+  const fontPx = Math.max(8, Math.min(12, s * 0.42));
+  const font = (ctx.font = uiFont(fontPx));
   // node frames and labels
   const nodes = Math.ceil(world / g);
   for (let k = 0; k < nodes; k++) {
@@ -173,8 +198,8 @@ function drawGrid(ctx, w, h, model, picked) {
   const member = new Array(world).fill(null);
   for (const [d, colour, dash] of OUTLINES) {
     if (f.sizes[d] <= 1) continue;
-    const group = f.groups[d];
-    for (let r = 0; r < world; r++) if (group[r] === group[picked]) member[r] = [colour, dash];
+    const group = f.groups[d], style = [colour, dash];
+    for (let r = 0; r < world; r++) if (group[r] === group[picked]) member[r] = style;
   }
   // the cells: the picked GPU's groups in full colour, the others faded
   for (let r = 0; r < world; r++) {
@@ -186,10 +211,14 @@ function drawGrid(ctx, w, h, model, picked) {
   ctx.globalAlpha = 1;
   // outlines: each group its colour and dash; the picked GPU a thick black edge
   ctx.lineWidth = 2;
+  let style = null;
   for (let r = 0; r < world; r++) {
     if (!member[r] || r === picked) continue;
-    ctx.strokeStyle = member[r][0];
-    ctx.setLineDash(member[r][1]);
+    if (member[r] !== style) {
+      style = member[r];
+      ctx.strokeStyle = style[0];
+      ctx.setLineDash(style[1]);
+    }
     ctx.strokeRect(X(f.x[r]) + 1, Y(f.y[r]) + 1, s - 2, s - 2);
   }
   ctx.setLineDash([]);
@@ -198,21 +227,18 @@ function drawGrid(ctx, w, h, model, picked) {
   ctx.strokeRect(X(f.x[picked]) + 1.75, Y(f.y[picked]) + 1.75, s - 3.5, s - 3.5);
   // rank numbers inside the outlines (2 px inset; the picked GPU's 3.5 px): each in a font whose widest number fits
   // between them ("100" ran 1.9 px under the lines at T = 8), none under 7 px (the picked one's: the status names it)
-  const fontPx = Math.max(8, Math.min(12, s * 0.42));
-  const widest = ctx.measureText(String(world - 1)).width;
+  const widest = textWidth(ctx, font, String(world - 1));
   const fitted = (room) => (widest > room ? (fontPx * room) / widest : fontPx);
   const rankPx = fitted(s - 5), pickedPx = fitted(s - 8);
   if (world <= 128 && s >= 14 && rankPx >= 7) {
     ctx.fillStyle = TEXT;
     ctx.textAlign = "center";
     ctx.textBaseline = "middle";
-    for (let r = 0; r < world; r++) {
-      const px = r === picked ? pickedPx : rankPx;
-      if (px < 7) continue;
-      ctx.font = uiFont(px);
+    // each font set once: the other GPUs' numbers, then the picked one's
+    const number = (r, px, numberFont) => {
       if (fillHatch(f, f.fill[r])) {
         // a hatched cell's number on a patch of its colour: the hatch lines would run through the digits
-        const tw = ctx.measureText(String(r)).width;
+        const tw = textWidth(ctx, numberFont, String(r));
         const back = [X(f.x[r] + 0.5) - tw / 2 - 1.5, Y(f.y[r] + 0.5) - px / 2 - 1, tw + 3, px + 2];
         ctx.fillStyle = "#ffffff"; // the canvas under a faded cell, then the cell's colour as faded
         ctx.fillRect(...back);
@@ -223,7 +249,12 @@ function drawGrid(ctx, w, h, model, picked) {
         ctx.fillStyle = TEXT;
       }
       ctx.fillText(String(r), X(f.x[r] + 0.5), Y(f.y[r] + 0.5));
+    };
+    if (world > 1) {
+      const rankFont = (ctx.font = uiFont(rankPx));
+      for (let r = 0; r < world; r++) if (r !== picked) number(r, rankPx, rankFont);
     }
+    if (pickedPx >= 7) number(picked, pickedPx, (ctx.font = uiFont(pickedPx)));
   }
   // legend under the grid, line by line (legendLines)
   ctx.font = uiFont(11);
@@ -289,8 +320,8 @@ function warningNote(model, root) {
     const index = model.get("value") - model.get("min");
     const error = errors.length ? errors[Math.min(Math.max(index, 0), errors.length - 1)] : "";
     const text = error ? "" : ((model.get("frames") || {}).note || "");
-    note.textContent = text;
-    note.hidden = !text;
+    setText(note, text);
+    if (note.hidden !== !text) note.hidden = !text;
   };
   model.on("change", show);
   show();
