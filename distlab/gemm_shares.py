@@ -126,4 +126,4 @@ def fp8_gemm_source(accelerator) -> str:
             f"{sibling.upper()}'s measured share x {ratio:.3f}, {name.upper()} / {sibling.upper()} on one cuBLASLt "
             "harness (FP8_GEMM_SIBLING_RATIO)"
         )
-    return "no FP8 GEMM figure for this GPU: the lowest measured share (the H100's)"
+    return "no FP8 GEMM figure for this GPU: the H100's share or the GPU's own bf16 share, whichever is lower"
